@@ -1,0 +1,33 @@
+/* lower.h — lowering a transformer step to an MPC op program.
+ *
+ * Prefill of P tokens, or one decode step at KV length T. The private token is embedded as a
+ * one-hot × table matmul (as SPU does); then per layer: norm, QKV, RoPE, attention (scores,
+ * softmax, ·V), output projection, residual, norm, FFN (GeLU or SwiGLU), residual; final norm;
+ * LM head. The number of KV entries each layer and KV head attends to comes from the caller (a
+ * policy); the full cache by default. Kept counts are public (MPCache's security model): they
+ * change the program's shapes, while which entries are kept stays secret. */
+#ifndef MPCSIM_LOWER_H
+#define MPCSIM_LOWER_H
+
+#include "model.h"
+#include "op.h"
+
+typedef struct lower_opts {
+    int phase;              /* PHASE_PREFILL | PHASE_DECODE */
+    uint32_t n_tokens;      /* prefill: P; decode: 1 */
+    uint32_t kv_len;        /* decode: T (entries in the cache before this step) */
+    /* kept[l * n_kv_heads + g]: KV entries layer l, KV head g attends to (NULL: all). The
+     * current token's own entry is always attended in addition. */
+    const uint32_t *kept;
+    int embed_onehot;       /* 1: one-hot × embedding table (default) */
+    int lm_head;            /* 1: compute logits (default) */
+    int reveal_logits;      /* 1: reveal logits to the client (party 0) at the end */
+} lower_opts;
+
+void lower_opts_default(lower_opts *o);
+
+/* Appends the step's ops to prog (which may already hold policy ops). Tensor names follow
+ * model_params() ("L3.wq", "tok_emb", …) so the backend binds weights by name. */
+int lower_step(const model_cfg *m, const lower_opts *o, op_program *prog, errbuf *e);
+
+#endif

@@ -1,0 +1,98 @@
+/* eng.h — the primitive layer both the cost model and the real backend implement.
+ *
+ * The kernels (kern.c) are written once against this table: with a cost engine each primitive
+ * appends its rounds/bytes/work to a cost_log and touches no data; with a backend engine
+ * (mpc_*.c) it computes on this party's shares and exchanges real messages. The kernels branch
+ * only on eng->n_parties / eng->cfg, never on which engine they run on.
+ *
+ * Values are vectors of n ring elements (Z_2^64). Arithmetic values are fixed point with
+ * cfg->frac_bits fraction bits unless a kernel says otherwise. Boolean values hold 64 shared
+ * bits per element (XOR sharing). A party's share layout is the engine's business: semi2k
+ * parties hold one share per element (s[0]); aby3 parties hold two (s[0], s[1]). In cost mode
+ * both are NULL.
+ */
+#ifndef MPCSIM_ENG_H
+#define MPCSIM_ENG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto.h"
+
+typedef struct mpc_val {
+    size_t n;       /* elements */
+    uint8_t dom;    /* DOM_ARITH | DOM_BOOL */
+    uint64_t *s[2]; /* this party's share(s); NULL in cost mode */
+} mpc_val;
+
+/* Primitives, for cost attribution (cost_round.prim) and the per-primitive cost table. */
+#define ENG_PRIMS(X)  \
+    X(INPUT, "input") \
+    X(OPEN, "open")   \
+    X(LOCAL, "local") \
+    X(MUL, "mul")     \
+    X(SQUARE, "square") \
+    X(MATMUL, "matmul") \
+    X(TRUNC, "trunc") \
+    X(AND, "and_bb")  \
+    X(B2A, "b2a")     \
+    X(RESHARE, "reshare")
+
+typedef enum eng_prim {
+#define X(e, s) PRIM_##e,
+    ENG_PRIMS(X)
+#undef X
+        PRIM_N
+} eng_prim;
+const char *eng_prim_name(int p);
+
+typedef struct eng eng;
+
+typedef struct eng_vt {
+    /* storage */
+    int (*alloc)(eng *e, mpc_val *v, size_t n, int dom);
+    void (*release)(eng *e, mpc_val *v);
+
+    /* local (no communication); z may alias x or y */
+    int (*add)(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y); /* arith +, bool ^ */
+    int (*sub)(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y); /* arith only */
+    /* z = x + c (c public, nc == 1 broadcasts; arith: ring add; bool: xor) */
+    int (*add_pub)(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *c, size_t nc);
+    /* z = x * c in the ring, no truncation (arith); bool: z = x & c */
+    int (*mul_pub)(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *c, size_t nc);
+    /* bool: z = x >> s (logical, s > 0) or x << -s, per element word */
+    int (*shift)(eng *e, mpc_val *z, const mpc_val *x, int s);
+    /* Local conversion for A2B: boolean sharings of the additive components of x
+     * (2 for semi2k: x0, x1; 3 for aby3: x1, x2, x3). Returns the count in *nc. */
+    int (*bool_components)(eng *e, mpc_val comps[3], int *nc, const mpc_val *x);
+    /* Moves a value to a layout slice: z[i] = x[idx[i]] (public index), local */
+    int (*permute)(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size_t n);
+
+    /* communicating */
+    int (*input)(eng *e, mpc_val *z, int owner, const uint64_t *plain); /* owner shares plain */
+    int (*open)(eng *e, uint64_t *out, const mpc_val *x, int to);       /* to = party or -1 all */
+    int (*mul)(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y); /* ring product */
+    int (*square)(eng *e, mpc_val *z, const mpc_val *x);
+    /* z[b] = x[b] (m×k) · y[b] (k×n) for b < batch, ring product; flags OPF_FIXED_B reuses
+     * y's opened mask across calls (SPU beaver cache), OPF_TRANS_B reads y as n×k. y_id names
+     * the fixed operand for the cache (tensor id) and is ignored otherwise. */
+    int (*matmul)(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint32_t batch,
+                  uint32_t m, uint32_t k, uint32_t n, uint32_t flags, uint32_t y_id);
+    int (*and_bb)(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y);
+    int (*trunc)(eng *e, mpc_val *z, const mpc_val *x, int bits);
+    int (*b2a)(eng *e, mpc_val *z, const mpc_val *x); /* bit 0 of x → arithmetic 0/1 */
+} eng_vt;
+
+struct eng {
+    const eng_vt *vt;
+    const proto *pr;
+    proto_cfg cfg;
+    int n_parties;
+    int party;       /* this party's index (backend); 0 in cost mode */
+    uint32_t cur_op; /* op index being executed, for cost attribution */
+    void *impl;      /* engine-private state */
+};
+
+void eng_free(eng *e);
+
+#endif

@@ -1,0 +1,19 @@
+/* kern.h — the kernels: every op kind of the op program written once over the primitive layer
+ * (eng.h). The cost model and the backend both execute ops through kern_exec, which is what
+ * makes the simulator's bytes and rounds equal the backend's, by construction. */
+#ifndef MPCSIM_KERN_H
+#define MPCSIM_KERN_H
+
+#include "eng.h"
+#include "op.h"
+
+/* Executes op p->ops[idx] on engine e. vals[t] is the value bound to tensor t (length
+ * batch·rows·cols); the result is written to vals[op.out], allocating it if needed. In cost
+ * mode values carry only their length. */
+int kern_exec(eng *e, const op_program *p, size_t idx, mpc_val *vals, errbuf *err);
+
+/* Encodes/decodes a real as fixed point with f fraction bits in Z_2^64 (two's complement). */
+uint64_t fx_encode(double x, int frac_bits);
+double fx_decode(uint64_t v, int frac_bits);
+
+#endif

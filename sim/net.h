@@ -1,0 +1,29 @@
+/* net.h — the network model: parties, directed links with latency and bandwidth.
+ * A message's arrival = max(link free, send time) + bytes·8/bandwidth + latency. */
+#ifndef MPCSIM_NET_H
+#define MPCSIM_NET_H
+
+#include <stdint.h>
+
+#include "err.h"
+#include "proto.h"
+
+typedef struct net_link {
+    uint64_t latency_ns;   /* one-way propagation delay */
+    double bandwidth_bps;  /* bits per second */
+} net_link;
+
+typedef struct net_cfg {
+    char name[32];
+    int n_parties;
+    net_link link[MPC_PARTIES_MAX][MPC_PARTIES_MAX]; /* [src][dst] */
+    net_link dealer;                                 /* dealer→party (offline channel) */
+} net_cfg;
+
+/* Presets: "lan", "wan" (values and sources in sim/net.c and scenarios/README.md). */
+int net_preset(const char *name, int n_parties, net_cfg *out, errbuf *e);
+const char *const *net_preset_names(size_t *n);
+/* Sets every link to the same values. */
+void net_uniform(net_cfg *n, int n_parties, uint64_t latency_ns, double bandwidth_bps);
+
+#endif

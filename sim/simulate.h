@@ -1,0 +1,50 @@
+/* simulate.h — discrete-event simulation of a costed op program on a network.
+ *
+ * Each party runs its rounds in program order: it computes the round's local work (time from
+ * the machine profile), sends its messages (serialized per directed link: arrival =
+ * max(send time, link free) + bytes·8/bandwidth + latency), and waits for the messages
+ * addressed to it before its next round. With opts.overlap, rounds of independent ops (no data
+ * dependency in the op program) may proceed concurrently. Integer nanoseconds; events ordered
+ * by (time, seq), so every run is bit-for-bit reproducible. */
+#ifndef MPCSIM_SIMULATE_H
+#define MPCSIM_SIMULATE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "machine.h"
+#include "net.h"
+#include "op.h"
+#include "proto.h"
+
+typedef struct sim_opts {
+    int overlap;          /* 1: independent ops may overlap (default 0, as SPU) */
+    FILE *timeline;       /* if set, Chrome trace JSON events of this simulation are written */
+    uint64_t t0_ns;       /* start time offset (for timelines of consecutive steps) */
+} sim_opts;
+
+/* Aggregates for one op category (or one layer). */
+typedef struct sim_stats {
+    uint64_t rounds;
+    uint64_t bytes_sent[MPC_PARTIES_MAX];    /* online, by sender */
+    uint64_t offline_bytes[MPC_PARTIES_MAX]; /* dealer→party */
+    uint64_t compute_ns;                     /* critical-path time spent computing */
+    uint64_t comm_ns;                        /* critical-path time spent waiting on the network */
+} sim_stats;
+
+typedef struct sim_result {
+    uint64_t latency_ns;          /* online wall time from first round to last arrival */
+    sim_stats total;
+    sim_stats cat[OPC_N];
+    sim_stats *layer;             /* [n_layers], allocated by sim_run, freed by sim_result_free */
+    size_t n_layers;
+    uint64_t events;              /* events processed */
+} sim_result;
+
+int sim_run(const net_cfg *net, const machine_profile *mach, const op_program *prog,
+            const cost_log *log, const sim_opts *opts, sim_result *res, errbuf *e);
+void sim_result_free(sim_result *r);
+/* r += s (latency adds: steps run one after another) */
+int sim_result_accumulate(sim_result *r, const sim_result *s);
+
+#endif

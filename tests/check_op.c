@@ -1,0 +1,102 @@
+/* check_op.c — the op program: storage, names, text round trip, malformed input. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "op.h"
+
+static void build_small(op_program *p)
+{
+    op_program_init(p);
+    snprintf(p->model, sizeof p->model, "tiny");
+    uint32_t x = op_tensor_add(p, "x", OPT_INPUT, DOM_ARITH, 1, 4, 8);
+    uint32_t w = op_tensor_add(p, "L0.wq", OPT_WEIGHT, DOM_ARITH, 1, 8, 8);
+    uint32_t y = op_tensor_add(p, "y", OPT_TEMP, DOM_ARITH, 1, 4, 8);
+    op o = {.kind = OP_MATMUL, .phase = PHASE_PREFILL, .cat = OPC_ATTENTION, .layer = 0,
+            .group = -1, .batch = 1, .m = 4, .k = 8, .n = 8, .in = {x, w, OP_NONE}, .out = y,
+            .flags = OPF_FIXED_B, .iarg = 0, .farg = 0.125};
+    ck_assert_int_ge(op_emit(p, &o), 0);
+    op s = {.kind = OP_SOFTMAX, .phase = PHASE_DECODE, .cat = OPC_SOFTMAX, .layer = 0,
+            .group = 2, .batch = 2, .m = 2, .n = 4, .in = {y, OP_NONE, OP_NONE}, .out = y,
+            .iarg = -1, .farg = -14.5};
+    ck_assert_int_ge(op_emit(p, &s), 0);
+}
+
+START_TEST(test_roundtrip)
+{
+    op_program p, q;
+    build_small(&p);
+    ck_assert(op_program_is_sane(&p));
+    ck_assert_uint_eq(op_macs(&p.ops[0]), 4 * 8 * 8);
+    ck_assert_uint_eq(op_out_elems(&p.ops[1]), 2 * 2 * 4);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ck_assert_int_eq(op_write(&p, f), MS_OK);
+    fclose(f);
+    op_program_init(&q);
+    f = fmemopen(buf, len, "r");
+    errbuf e;
+    int rc = op_read(&q, f, "mem", &e);
+    fclose(f);
+    ck_assert_msg(rc == MS_OK, "%s", e.msg);
+    ck_assert_str_eq(q.model, "tiny");
+    ck_assert_uint_eq(q.n_ops, p.n_ops);
+    ck_assert_uint_eq(q.n_tens, p.n_tens);
+    ck_assert_mem_eq(q.ops, p.ops, p.n_ops * sizeof *p.ops);
+    ck_assert_str_eq(q.tens[1].name, "L0.wq");
+    ck_assert_int_eq(q.tens[1].role, OPT_WEIGHT);
+    free(buf);
+    op_program_free(&p);
+    op_program_free(&q);
+}
+END_TEST
+
+static int read_text(const char *text, errbuf *e)
+{
+    op_program q;
+    op_program_init(&q);
+    FILE *f = fmemopen((void *)text, strlen(text), "r");
+    int rc = op_read(&q, f, "bad.ops", e);
+    fclose(f);
+    op_program_free(&q);
+    return rc;
+}
+
+START_TEST(test_malformed)
+{
+    errbuf e;
+    ck_assert_int_eq(read_text("hello 1\n", &e), MS_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "bad.ops:1: error"));
+    ck_assert_int_eq(read_text("mpcsim-op-program 2\n", &e), MS_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "regenerate"));
+    ck_assert_int_eq(read_text("mpcsim-op-program 1\nop 0 frobnicate prefill ffn 0 0 b=1 m=1 k=1 n=1 in=-,-,- out=- flags=0 i=0 f=0\n", &e), MS_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "bad.ops:2: error"));
+    /* operand refers to a tensor that does not exist */
+    ck_assert_int_eq(read_text("mpcsim-op-program 1\nop 0 add prefill ffn 0 0 b=1 m=1 k=1 n=1 in=5,-,- out=- flags=0 i=0 f=0\n", &e), MS_ERR_FORMAT);
+}
+END_TEST
+
+START_TEST(test_names)
+{
+    for (int k = 0; k < OP_N_KINDS; k++)
+        ck_assert_int_eq(op_kind_from_name(op_kind_name(k)), k);
+    for (int c = 0; c < OPC_N; c++)
+        ck_assert_int_eq(op_cat_from_name(op_cat_name(c)), c);
+    ck_assert_int_eq(op_kind_from_name("nope"), -1);
+    ck_assert_int_eq(op_kind_shape(OP_MATMUL), OPS_MM);
+    ck_assert_int_eq(op_kind_shape(OP_SOFTMAX), OPS_ROW);
+}
+END_TEST
+
+Suite *op_suite(void)
+{
+    Suite *s = suite_create("op");
+    TCase *tc = tcase_create("program");
+    tcase_add_test(tc, test_roundtrip);
+    tcase_add_test(tc, test_malformed);
+    tcase_add_test(tc, test_names);
+    suite_add_tcase(s, tc);
+    return s;
+}
