@@ -1,0 +1,31 @@
+/* scn.h — scenario files: YAML (libyaml) → validated sweep grid → resolved run configs.
+ *
+ * Any scalar may be a list; `sweep: grid` (default) takes the cartesian product of all lists,
+ * `sweep: zip` walks them in step (equal lengths). Models, protocols and networks are named
+ * (models/<name>.yaml, protocols/<name>.yaml, network presets) or given inline. Every error is
+ * "file:line:col: error: …" with a hint, and returns MS_ERR_INPUT. Schema: scenarios/README.md. */
+#ifndef MPCSIM_SCN_H
+#define MPCSIM_SCN_H
+
+#include <stddef.h>
+
+#include "runcfg.h"
+
+typedef struct scenario {
+    char name[64];
+    char path[512];
+    char *yaml;          /* the scenario file's text */
+    char db[512];        /* output database named in the file ("output:"), may be empty */
+    run_cfg *runs;
+    size_t n_runs;
+} scenario;
+
+/* Loads and expands a scenario; text may be NULL (read path) or the file's contents (path is
+ * then used in messages only). */
+int scn_load(const char *path, const char *text, scenario *s, errbuf *e);
+void scn_free(scenario *s);
+
+/* Canonical YAML for a resolved run (what run_cfg.yaml holds) and its 64-bit hash. */
+int scn_resolve_yaml(run_cfg *c, errbuf *e);
+
+#endif

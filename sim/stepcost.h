@@ -1,0 +1,27 @@
+/* stepcost.h — the cost of one prefill or decode step, memoized: what the serving simulation
+ * asks for every scheduled step. Keyed by (phase, tokens, kv_len, batch); the cost engine and
+ * the network simulation run once per distinct key. */
+#ifndef MPCSIM_STEPCOST_H
+#define MPCSIM_STEPCOST_H
+
+#include <stdint.h>
+
+#include "runcfg.h"
+
+typedef struct stepcost stepcost;
+
+typedef struct step_figures {
+    uint64_t latency_ns;     /* online latency of the step */
+    uint64_t rounds;
+    uint64_t bytes;          /* online bytes, all parties */
+    uint64_t offline_bytes;  /* dealer traffic */
+} step_figures;
+
+int stepcost_open(const run_cfg *cfg, stepcost **out, errbuf *e);
+/* phase PHASE_PREFILL: n_tokens new tokens on top of kv_len cached ones (chunked prefill or a
+ * prefix-cache hit); PHASE_DECODE: n_tokens = 1. */
+int stepcost_get(stepcost *s, int phase, uint32_t n_tokens, uint32_t kv_len, step_figures *out,
+                 errbuf *e);
+void stepcost_close(stepcost *s);
+
+#endif
