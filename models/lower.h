@@ -15,7 +15,8 @@
 typedef struct lower_opts {
     int phase;              /* PHASE_PREFILL | PHASE_DECODE */
     uint32_t n_tokens;      /* prefill: P; decode: 1 */
-    uint32_t kv_len;        /* decode: T (entries in the cache before this step) */
+    uint32_t kv_len;        /* entries already cached before this step (decode: T; prefill:
+                             * a reused prefix or earlier chunks, usually 0) */
     /* kept[l * n_kv_heads + g]: KV entries layer l, KV head g attends to (NULL: all). The
      * current token's own entry is always attended in addition. */
     const uint32_t *kept;
