@@ -12,6 +12,16 @@
  * is (batch, rows, cols) row-major; batch is the vectorized dimension (heads): the kernels run
  * all batch instances in the same rounds (rounds counted once, bytes summed).
  *
+ * Operand conventions every executor follows:
+ *   - element-wise binary ops (ADD, SUB, MUL, SELECT): an operand with fewer elements than the
+ *     output broadcasts — a (1 × n) operand repeats over all rows and batch instances (biases,
+ *     norm gains);
+ *   - MATMUL/GATHER: an in1 whose batch is smaller than the op's batch is shared — instance b
+ *     reads in1 instance b / (batch / in1.batch) (GQA: query heads share a KV head);
+ *   - VIEW copies in0 into out starting at row iarg of out (appending this step's keys to the
+ *     cache at row kv_len), or, when out is smaller than in0, takes out's rows from in0 starting
+ *     at row iarg (a public slice); it never communicates.
+ *
  * Text form (op_write / op_read), one item per line, '#' comments:
  *   mpcsim-op-program 1
  *   model <name>
