@@ -164,10 +164,11 @@ static uint32_t attention(lw *w, uint32_t xb)
         add_bias(w, OPC_ATTENTION, v, "bv", KD);
     }
     if (m->pos == POS_ROPE) {
-        /* public angles: position kv_len + i, theta in farg; pairs rotate within each head */
-        emit(w, OP_ROPE, OPC_ATTENTION, -1, 1, w->rows, 0, QD, q, OP_NONE, OP_NONE, q, 0,
+        /* public angles (op.h ROPE): batch = sequences, m = new tokens at positions kv_len …,
+         * k = head_dim (pairs rotate within each head), farg = theta */
+        emit(w, OP_ROPE, OPC_ATTENTION, -1, S, t, d, QD, q, OP_NONE, OP_NONE, q, 0,
              (int32_t)w->o->kv_len, m->rope_theta);
-        emit(w, OP_ROPE, OPC_ATTENTION, -1, 1, w->rows, 0, KD, k, OP_NONE, OP_NONE, k, 0,
+        emit(w, OP_ROPE, OPC_ATTENTION, -1, S, t, d, KD, k, OP_NONE, OP_NONE, k, 0,
              (int32_t)w->o->kv_len, m->rope_theta);
     }
     /* scale q by 1/sqrt(d) once (cheaper than scaling the T-long score rows) */
