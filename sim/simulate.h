@@ -44,6 +44,13 @@ typedef struct sim_result {
 int sim_run(const net_cfg *net, const machine_profile *mach, const op_program *prog,
             const cost_log *log, const sim_opts *opts, sim_result *res, errbuf *e);
 void sim_result_free(sim_result *r);
+
+/* A timeline file holds the events of any number of sim_run calls (give each its t0_ns):
+ * write sim_timeline_begin first and sim_timeline_end last. Times are in µs as Chrome's trace
+ * format (chrome://tracing, ui.perfetto.dev) expects; pid = party, tid 0 = ops, 1 = compute,
+ * 2 + d = the link to party d. */
+void sim_timeline_begin(FILE *f, int n_parties);
+void sim_timeline_end(FILE *f);
 /* r += s (latency adds: steps run one after another) */
 int sim_result_accumulate(sim_result *r, const sim_result *s);
 
