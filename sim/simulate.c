@@ -13,9 +13,13 @@
  *     same order as sequentially and only waits are dropped: an overlapped run is never
  *     slower than the sequential one, and equal to it when every op reads its predecessor.
  *
- * The engine (des.c) runs SEND and ARRIVE events; the times of every node are kept so the
- * critical path can be walked back from the last event and its time split into compute and
- * communication per op category and layer (the parts tile [0, latency] exactly). */
+ * Because issue is in program order and links are FIFO, every time depends only on earlier
+ * rounds: one pass over the rounds in program order computes the schedule (the default, about
+ * 10 ns per round). opts.event_queue runs the same model as SEND and ARRIVE events on the
+ * event engine (des.c) instead; the tests check that both give identical results. The times
+ * of every node are kept so the critical path can be walked back from the last event and its
+ * time split into compute and communication per op category and layer (the parts tile
+ * [0, latency] exactly). */
 #include "simulate.h"
 
 #include <assert.h>
@@ -53,8 +57,8 @@ typedef struct sim_ctx {
     uint64_t *comp, *I, *S, *D;
     int64_t *predI;               /* (round << 1) | is_S, or PRED_NONE */
     int8_t *predD;                /* -1: own S; else sender q of the binding arrival */
-    uint8_t *wait;                /* messages still to arrive */
-    uint8_t *sent;
+    uint8_t *wait;                /* event queue only: messages still to arrive */
+    uint8_t *sent;                /* event queue only: round sent */
 
     /* per round and link: [(r*P + q)*P + p] */
     uint64_t *F, *A;
@@ -65,7 +69,15 @@ typedef struct sim_ctx {
     uint64_t cpu_free[P_MAX];
     uint64_t link_free[P_MAX][P_MAX];
     int64_t link_last[P_MAX][P_MAX];
+    double ns_per_byte[P_MAX][P_MAX]; /* 8e9 / bandwidth, as net_transfer_ns */
+    uint64_t n_msgs, events;
 } sim_ctx;
+
+static inline uint64_t ser_ns(const sim_ctx *c, int s, int d, uint64_t bytes)
+{
+    double ns = (double)bytes * c->ns_per_byte[s][d];
+    return ns >= 1.8e19 ? UINT64_MAX / 4 : (uint64_t)(ns + 0.5);
+}
 
 /* ---- setup ------------------------------------------------------------------------------- */
 
@@ -90,14 +102,20 @@ static void ctx_free(sim_ctx *c)
     free(c->predF);
 }
 
-static uint64_t compute_ns(const machine_profile *m, const double *work)
+/* ns per unit of work: 1e9 / (rate · threads) */
+static void ns_per_unit(const machine_profile *m, double out[WK_N])
 {
-    double s = 0;
     int th = m->threads > 0 ? m->threads : 1;
     for (int k = 0; k < WK_N; k++)
-        if (work[k] > 0)
-            s += work[k] / (m->rate[k] * th);
-    return (uint64_t)(s * 1e9 + 0.5); /* nearest ns */
+        out[k] = 1e9 / (m->rate[k] * th);
+}
+
+static uint64_t compute_ns(const double nspu[WK_N], const double *work)
+{
+    double s = 0;
+    for (int k = 0; k < WK_N; k++)
+        s += work[k] * nspu[k];
+    return (uint64_t)(s + 0.5); /* nearest ns */
 }
 
 /* Dependencies: the last writer of each operand and of the result (write after write). */
@@ -156,7 +174,6 @@ static int ctx_init(sim_ctx *c, const net_cfg *net, const machine_profile *mach,
             if (s != d && !(net->link[s][d].bandwidth_bps > 0))
                 return err_set(e, MS_ERR_INPUT, "simulate: link %d->%d has no bandwidth", s, d);
 
-    c->q = des_new(64);
     c->first = malloc((NO + 1) * sizeof *c->first);
     c->last = malloc((NO + 1) * sizeof *c->last);
     c->dep = malloc((NO + 1) * sizeof *c->dep);
@@ -169,13 +186,11 @@ static int ctx_init(sim_ctx *c, const net_cfg *net, const machine_profile *mach,
     c->D = malloc(RP * sizeof *c->D);
     c->predI = malloc(RP * sizeof *c->predI);
     c->predD = malloc(RP * sizeof *c->predD);
-    c->wait = calloc(RP, 1);
-    c->sent = calloc(RP, 1);
     c->F = malloc(RPP * sizeof *c->F);
     c->A = malloc(RPP * sizeof *c->A);
     c->predF = malloc(RPP * sizeof *c->predF);
-    if (!c->q || !c->first || !c->last || !c->dep || !c->odone || !c->odone_r || !c->comp ||
-        !c->I || !c->S || !c->D || !c->predI || !c->predD || !c->wait || !c->sent || !c->F ||
+    if (!c->first || !c->last || !c->dep || !c->odone || !c->odone_r || !c->comp ||
+        !c->I || !c->S || !c->D || !c->predI || !c->predD || !c->F ||
         !c->A || !c->predF || build_deps(c))
         return err_set(e, MS_ERR_NOMEM, "simulate: out of memory (%zu rounds)", R);
 
@@ -186,6 +201,8 @@ static int ctx_init(sim_ctx *c, const net_cfg *net, const machine_profile *mach,
         c->odone_r[i] = -1;
     }
     uint32_t prev_op = 0;
+    double nspu[WK_N];
+    ns_per_unit(mach, nspu);
     for (size_t r = 0; r < R; r++) {
         const cost_round *cr = &log->r[r];
         if (cr->op >= NO)
@@ -200,18 +217,17 @@ static int ctx_init(sim_ctx *c, const net_cfg *net, const machine_profile *mach,
         c->last[cr->op] = r;
         for (int p = 0; p < P; p++) {
             size_t i = r * P + p;
-            c->comp[i] = compute_ns(mach, cr->work[p]);
+            c->comp[i] = compute_ns(nspu, cr->work[p]);
             c->I[i] = c->S[i] = c->D[i] = UNSET;
             c->predI[i] = PRED_NONE;
             c->predD[i] = -1;
-            for (int q = 0; q < P; q++)
-                if (cr->comm && q != p && cr->bytes[q][p] > 0)
-                    c->wait[i]++;
         }
     }
     for (int s = 0; s < P; s++)
-        for (int d = 0; d < P; d++)
+        for (int d = 0; d < P; d++) {
             c->link_last[s][d] = -1;
+            c->ns_per_byte[s][d] = s == d ? 0 : 8e9 / net->link[s][d].bandwidth_bps;
+        }
     return MS_OK;
 }
 
@@ -253,56 +269,151 @@ static uint64_t op_done(sim_ctx *c, int p, uint32_t j, int64_t *bound_r)
     return t;
 }
 
+/* Issue time of party p's round r, or UNSET while a round it waits for is not done. The
+ * binding predecessor goes to *pred: (round << 1) | 1 for S(p, round), round << 1 for
+ * D(p, round), PRED_NONE for time 0. Ties keep the CPU chain, then the earlier candidate. */
+static uint64_t issue_time(sim_ctx *c, int p, size_t r, int64_t *pred)
+{
+    int P = c->P;
+    uint64_t t = 0;
+    *pred = PRED_NONE;
+    if (r > 0) {
+        t = c->cpu_free[p];
+        *pred = ((int64_t)(r - 1) << 1) | 1;
+    }
+    uint32_t o = c->log->r[r].op;
+    if (r > 0 && (!c->overlap || c->first[o] != r)) {
+        uint64_t d = c->D[(r - 1) * P + p];
+        if (d == UNSET)
+            return UNSET;
+        if (d >= t) {
+            t = d;
+            *pred = (int64_t)(r - 1) << 1;
+        }
+    } else if (c->overlap) {
+        for (int i = 0; i < 4 && c->dep[o][i] != OP_NONE; i++) {
+            int64_t br;
+            uint64_t d = op_done(c, p, c->dep[o][i], &br);
+            if (d == UNSET)
+                return UNSET;
+            if (br >= 0 && d > t) {
+                t = d;
+                *pred = br << 1;
+            }
+        }
+    }
+    return t;
+}
+
+static void issue(sim_ctx *c, int p, size_t r, uint64_t t, int64_t pred)
+{
+    size_t i = r * c->P + p;
+    c->I[i] = t;
+    c->predI[i] = pred;
+    c->S[i] = t + c->comp[i];
+    c->cpu_free[p] = c->S[i];
+    c->next[p] = r + 1;
+}
+
+/* Puts party p's messages of round r on their links at time now = S(p, r). Each directed
+ * link has one sender, whose sends are in program order: links serve messages FIFO. */
+static void send_msgs(sim_ctx *c, int p, size_t r, uint64_t now)
+{
+    int P = c->P;
+    const cost_round *cr = &c->log->r[r];
+    if (!cr->comm)
+        return;
+    for (int d = 0; d < P; d++) {
+        uint64_t b = cr->bytes[p][d];
+        if (d == p || b == 0)
+            continue;
+        const net_link *l = &c->net->link[p][d];
+        size_t m = (r * P + p) * P + d;
+        uint64_t start = now;
+        c->predF[m] = -1;
+        if (c->link_free[p][d] > now) {
+            start = c->link_free[p][d];
+            c->predF[m] = c->link_last[p][d];
+        }
+        c->F[m] = start + ser_ns(c, p, d, b);
+        c->A[m] = c->F[m] + l->latency_ns;
+        c->link_free[p][d] = c->F[m];
+        c->link_last[p][d] = (int64_t)r;
+        c->n_msgs++;
+    }
+}
+
+/* D(p, r) = max(S, arrivals addressed to p); the binding predecessor is the own send on a
+ * tie, else the latest arrival (lowest sender on a tie). */
+static void bind_done(sim_ctx *c, int p, size_t r)
+{
+    int P = c->P;
+    size_t i = r * P + p;
+    uint64_t t = c->S[i];
+    int from = -1;
+    const cost_round *cr = &c->log->r[r];
+    if (cr->comm)
+        for (int q = 0; q < P; q++) {
+            if (q == p || cr->bytes[q][p] == 0)
+                continue;
+            uint64_t a = c->A[(r * P + q) * P + p];
+            if (a > t) {
+                t = a;
+                from = q;
+            }
+        }
+    c->D[i] = t;
+    c->predD[i] = (int8_t)from;
+}
+
+/* ---- one pass in program order ------------------------------------------------------------ */
+
+/* Every time depends only on earlier rounds (in-order issue, FIFO links), so one pass over
+ * the rounds computes exactly what the event queue does, with no queue. */
+static int run_onepass(sim_ctx *c, errbuf *e)
+{
+    int P = c->P;
+    for (size_t r = 0; r < c->R; r++) {
+        for (int p = 0; p < P; p++) {
+            int64_t pred;
+            uint64_t t = issue_time(c, p, r, &pred);
+            if (t == UNSET)
+                return err_set(e, MS_ERR_INTERNAL, "simulate: round %zu of party %d not ready "
+                               "in program order", r, p);
+            issue(c, p, r, t, pred);
+        }
+        for (int p = 0; p < P; p++)
+            send_msgs(c, p, r, c->S[r * P + p]);
+        for (int p = 0; p < P; p++)
+            bind_done(c, p, r);
+    }
+    c->events = (uint64_t)c->R * P + c->n_msgs;
+    return MS_OK;
+}
+
+/* ---- the event queue ---------------------------------------------------------------------- */
+
 /* Issues as many of party p's next rounds as their dependencies allow. */
 static int try_issue(sim_ctx *c, int p)
 {
-    int P = c->P;
     while (c->next[p] < c->R) {
         size_t r = c->next[p];
-        uint64_t t = 0;
-        int64_t pred = PRED_NONE;
-        if (r > 0) {
-            t = c->cpu_free[p];
-            pred = ((int64_t)(r - 1) << 1) | 1; /* S(p, r-1) */
-        }
-        uint32_t o = c->log->r[r].op;
-        if (r > 0 && (!c->overlap || c->first[o] != r)) {
-            uint64_t d = c->D[(r - 1) * P + p];
-            if (d == UNSET)
-                return 0;
-            if (d >= t) {
-                t = d;
-                pred = (int64_t)(r - 1) << 1;
-            }
-        } else if (c->overlap) {
-            for (int i = 0; i < 4 && c->dep[o][i] != OP_NONE; i++) {
-                int64_t br;
-                uint64_t d = op_done(c, p, c->dep[o][i], &br);
-                if (d == UNSET)
-                    return 0;
-                if (br >= 0 && d > t) {
-                    t = d;
-                    pred = br << 1;
-                }
-            }
-        }
-        size_t i = r * P + p;
-        c->I[i] = t;
-        c->predI[i] = pred;
-        c->S[i] = t + c->comp[i];
-        c->cpu_free[p] = c->S[i];
-        c->next[p]++;
-        if (des_schedule(c->q, c->S[i], EV(EV_SEND, p, 0, r)))
+        int64_t pred;
+        uint64_t t = issue_time(c, p, r, &pred);
+        if (t == UNSET)
+            return 0;
+        issue(c, p, r, t, pred);
+        if (des_schedule(c->q, c->S[r * c->P + p], EV(EV_SEND, p, 0, r)))
             return -1;
     }
     return 0;
 }
 
-static int round_done(sim_ctx *c, int p, size_t r, uint64_t t, int from)
+static int round_done(sim_ctx *c, int p, size_t r, uint64_t now)
 {
-    size_t i = r * c->P + p;
-    c->D[i] = t;
-    c->predD[i] = (int8_t)from;
+    bind_done(c, p, r);
+    assert(c->D[r * c->P + p] == now);
+    (void)now;
     return try_issue(c, p);
 }
 
@@ -310,51 +421,47 @@ static int on_send(sim_ctx *c, int p, size_t r, uint64_t now)
 {
     int P = c->P;
     const cost_round *cr = &c->log->r[r];
-    if (cr->comm) {
+    send_msgs(c, p, r, now);
+    if (cr->comm)
         for (int d = 0; d < P; d++) {
-            uint64_t b = cr->bytes[p][d];
-            if (d == p || b == 0)
-                continue;
-            const net_link *l = &c->net->link[p][d];
             size_t m = (r * P + p) * P + d;
-            uint64_t start = now;
-            c->predF[m] = -1;
-            if (c->link_free[p][d] > now) {
-                start = c->link_free[p][d];
-                c->predF[m] = c->link_last[p][d];
-            }
-            c->F[m] = start + net_transfer_ns(l, b);
-            c->A[m] = c->F[m] + l->latency_ns;
-            c->link_free[p][d] = c->F[m];
-            c->link_last[p][d] = (int64_t)r;
-            if (des_schedule(c->q, c->A[m], EV(EV_ARRIVE, d, p, r)))
+            if (d != p && cr->bytes[p][d] > 0 && des_schedule(c->q, c->A[m], EV(EV_ARRIVE, d, p, r)))
                 return -1;
         }
-    }
     size_t i = r * P + p;
     c->sent[i] = 1;
-    return c->wait[i] == 0 ? round_done(c, p, r, now, -1) : 0;
+    return c->wait[i] == 0 ? round_done(c, p, r, now) : 0;
 }
 
-static int on_arrive(sim_ctx *c, int p, int from, size_t r, uint64_t now)
+static int on_arrive(sim_ctx *c, int p, size_t r, uint64_t now)
 {
     size_t i = r * c->P + p;
     assert(c->wait[i] > 0);
     if (--c->wait[i] == 0 && c->sent[i])
-        return round_done(c, p, r, now, now > c->S[i] ? from : -1);
+        return round_done(c, p, r, now);
     return 0;
 }
 
 static int run_events(sim_ctx *c, errbuf *e)
 {
+    if (!(c->q = des_new(64)) || !(c->wait = calloc(c->R * c->P + 1, 1)) ||
+        !(c->sent = calloc(c->R * c->P + 1, 1)))
+        return err_set(e, MS_ERR_NOMEM, "simulate: out of memory");
+    for (size_t r = 0; r < c->R; r++) {
+        const cost_round *cr = &c->log->r[r];
+        for (int p = 0; p < c->P; p++)
+            for (int q = 0; q < c->P; q++)
+                if (cr->comm && q != p && cr->bytes[q][p] > 0)
+                    c->wait[r * c->P + p]++;
+    }
     for (int p = 0; p < c->P; p++)
         if (try_issue(c, p))
             return err_set(e, MS_ERR_NOMEM, "simulate: out of memory");
     des_event ev;
     while (des_pop(c->q, &ev)) {
-        int kind = (int)(ev.data & 3), p = (int)((ev.data >> 2) & 3), q = (int)((ev.data >> 4) & 3);
+        int kind = (int)(ev.data & 3), p = (int)((ev.data >> 2) & 3);
         size_t r = (size_t)(ev.data >> 6);
-        int rc = kind == EV_SEND ? on_send(c, p, r, ev.time) : on_arrive(c, p, q, r, ev.time);
+        int rc = kind == EV_SEND ? on_send(c, p, r, ev.time) : on_arrive(c, p, r, ev.time);
         if (rc)
             return err_set(e, MS_ERR_NOMEM, "simulate: out of memory");
     }
@@ -363,6 +470,7 @@ static int run_events(sim_ctx *c, errbuf *e)
         if (c->next[p] != c->R)
             return err_set(e, MS_ERR_INTERNAL, "simulate: party %d stalled at round %zu of %zu",
                            p, c->next[p], c->R);
+    c->events = des_processed(c->q);
     return MS_OK;
 }
 
@@ -414,9 +522,8 @@ static void critical_path(sim_ctx *c, sim_result *res, int p, size_t r)
             /* arrival q→p: latency, then serialization back along the link's queue */
             size_t m = (r * P + q) * P + p;
             attribute(c, res, r, c->A[m] - c->F[m], 1);
-            const net_link *l = &c->net->link[q][p];
             for (;;) {
-                uint64_t ser = net_transfer_ns(l, c->log->r[r].bytes[q][p]);
+                uint64_t ser = ser_ns(c, q, p, c->log->r[r].bytes[q][p]);
                 attribute(c, res, r, ser, 1);
                 int64_t pr = c->predF[m];
                 if (pr < 0)
@@ -484,7 +591,7 @@ static void write_timeline(sim_ctx *c, FILE *f, uint64_t t0)
                 if (p == q || cr->bytes[q][p] == 0)
                     continue;
                 size_t m = (r * P + q) * P + p;
-                uint64_t ser = net_transfer_ns(&c->net->link[q][p], cr->bytes[q][p]);
+                uint64_t ser = ser_ns(c, q, p, cr->bytes[q][p]);
                 fprintf(f, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"name\":\"send %" PRIu64
                            " B\",\"cat\":\"net\",", q, 2 + p, cr->bytes[q][p]);
                 ts_us(f, "ts", t0 + c->F[m] - ser);
@@ -533,7 +640,7 @@ int sim_run(const net_cfg *net, const machine_profile *mach, const op_program *p
     sim_ctx c;
     int rc = ctx_init(&c, net, mach, prog, log, opts && opts->overlap, e);
     if (rc == MS_OK)
-        rc = run_events(&c, e);
+        rc = (opts && opts->event_queue) ? run_events(&c, e) : run_onepass(&c, e);
     if (rc != MS_OK) {
         ctx_free(&c);
         return rc;
@@ -552,10 +659,16 @@ int sim_run(const net_cfg *net, const machine_profile *mach, const op_program *p
     for (size_t r = 0; r < c.R; r++) {
         const cost_round *cr = &log->r[r];
         const op *o = &prog->ops[cr->op];
-        stats_add_round(&res->total, cr, P);
         stats_add_round(&res->cat[o->cat < OPC_N ? o->cat : OPC_OTHER], cr, P);
         if (o->layer >= 0)
             stats_add_round(&res->layer[o->layer], cr, P);
+    }
+    for (int k = 0; k < OPC_N; k++) {
+        res->total.rounds += res->cat[k].rounds;
+        for (int p = 0; p < P; p++) {
+            res->total.bytes_sent[p] += res->cat[k].bytes_sent[p];
+            res->total.offline_bytes[p] += res->cat[k].offline_bytes[p];
+        }
     }
     /* latency: the last done node (first in (round, party) order on ties) */
     uint64_t lat = 0;
@@ -571,7 +684,7 @@ int sim_run(const net_cfg *net, const machine_profile *mach, const op_program *p
     if (c.R)
         critical_path(&c, res, bp, br);
     assert(res->total.compute_ns + res->total.comm_ns == res->latency_ns);
-    res->events = des_processed(c.q);
+    res->events = c.events;
     if (opts && opts->timeline)
         write_timeline(&c, opts->timeline, opts->t0_ns);
     ctx_free(&c);

@@ -75,6 +75,11 @@ static uint64_t run_lat(const net_cfg *n, const machine_profile *m, const op_pro
     uint64_t lat = r.latency_ns;
     ck_assert_uint_eq(r.total.compute_ns + r.total.comm_ns, lat);
     sim_result_free(&r);
+    o.event_queue = 1;
+    rc = sim_run(n, m, p, l, &o, &r, &e);
+    ck_assert_msg(rc == MS_OK, "%s", e.msg);
+    ck_assert_uint_eq(r.latency_ns, lat);
+    sim_result_free(&r);
     return lat;
 }
 
@@ -351,6 +356,48 @@ START_TEST(test_overlap)
 }
 END_TEST
 
+static void same_result(const sim_result *a, const sim_result *b)
+{
+    ck_assert_uint_eq(a->latency_ns, b->latency_ns);
+    ck_assert_mem_eq(&a->total, &b->total, sizeof a->total);
+    ck_assert_mem_eq(a->cat, b->cat, sizeof a->cat);
+    ck_assert_uint_eq(a->n_layers, b->n_layers);
+    ck_assert_mem_eq(a->layer, b->layer, a->n_layers * sizeof *a->layer);
+    ck_assert_uint_eq(a->events, b->events);
+}
+
+START_TEST(test_event_queue_equals_onepass)
+{
+    /* the event-queue run and the one-pass run of the same model agree on every figure */
+    gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(g, 31337);
+    machine_profile m = fast_machine();
+    const char *nets[] = {"lan", "wan", "2ms/20Mbps", "0ms/1Gbps"};
+    for (int trial = 0; trial < 40; trial++) {
+        int P = 2 + trial % 2;
+        op_program p;
+        cost_log l;
+        net_cfg n;
+        errbuf e;
+        ck_assert_int_eq(net_parse(nets[trial % 4], P, &n, &e), MS_OK);
+        random_case(g, P, 30, trial % 5 == 0, &p, &l);
+        for (int ov = 0; ov < 2; ov++) {
+            sim_opts o1 = {.overlap = ov}, o2 = {.overlap = ov, .event_queue = 1};
+            sim_result a, b;
+            ck_assert_int_eq(sim_run(&n, &m, &p, &l, &o1, &a, &e), MS_OK);
+            ck_assert_int_eq(sim_run(&n, &m, &p, &l, &o2, &b, &e), MS_OK);
+            same_result(&a, &b);
+            ck_assert_uint_ge(b.events, l.n * (size_t)P);
+            sim_result_free(&a);
+            sim_result_free(&b);
+        }
+        free(l.r);
+        op_program_free(&p);
+    }
+    gsl_rng_free(g);
+}
+END_TEST
+
 START_TEST(test_critical_path_split)
 {
     /* compute-only rounds: all latency is compute; link-only: all comm; per category */
@@ -539,6 +586,7 @@ Suite *sim_suite(void)
     tcase_add_test(tc, test_monotone_in_latency_and_bandwidth);
     tcase_add_test(tc, test_latency_bound_regime);
     tcase_add_test(tc, test_overlap);
+    tcase_add_test(tc, test_event_queue_equals_onepass);
     tcase_add_test(tc, test_critical_path_split);
     tcase_add_test(tc, test_determinism_and_timeline);
     suite_add_tcase(s, tc);
