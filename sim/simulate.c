@@ -50,6 +50,8 @@ typedef struct sim_ctx {
     /* per op */
     size_t *first, *last;         /* round range [first, last]; first == SIZE_MAX: no rounds */
     uint32_t (*dep)[4];           /* ops this op reads from (OP_NONE: unused) */
+    uint32_t *writer;             /* [tensor] last op writing it, while building dep */
+    char *own;                    /* the arrays' block when no workspace was given */
     uint64_t *odone;              /* [op*P + p] time op is done at p (UNSET) */
     int64_t *odone_r;             /* round whose D bounds it, -1: none */
 
@@ -81,25 +83,55 @@ static inline uint64_t ser_ns(const sim_ctx *c, int s, int d, uint64_t bytes)
 
 /* ---- setup ------------------------------------------------------------------------------- */
 
+struct sim_ws {
+    char *buf;
+    size_t cap;
+};
+
+sim_ws *sim_ws_new(void) { return calloc(1, sizeof(sim_ws)); }
+
+void sim_ws_free(sim_ws *w)
+{
+    if (w)
+        free(w->buf);
+    free(w);
+}
+
+/* Carves every per-run array out of one block at base (or only sizes it when base is NULL). */
+static size_t layout(sim_ctx *c, char *base, size_t NO, size_t NT, size_t R, int P)
+{
+    size_t off = 0, RP = R * P + 1, RPP = R * P * P + 1;
+#define CARVE(field, count)                                                                  \
+    do {                                                                                     \
+        if (base)                                                                            \
+            c->field = (void *)(base + off);                                                 \
+        off += ((count) * sizeof *c->field + 15) & ~(size_t)15;                              \
+    } while (0)
+    CARVE(first, NO + 1);
+    CARVE(last, NO + 1);
+    CARVE(dep, NO + 1);
+    CARVE(writer, NT + 1);
+    CARVE(odone, NO * P + 1);
+    CARVE(odone_r, NO * P + 1);
+    CARVE(comp, RP);
+    CARVE(I, RP);
+    CARVE(S, RP);
+    CARVE(D, RP);
+    CARVE(predI, RP);
+    CARVE(F, RPP);
+    CARVE(A, RPP);
+    CARVE(predF, RPP);
+    CARVE(predD, RP);
+#undef CARVE
+    return off;
+}
+
 static void ctx_free(sim_ctx *c)
 {
     des_free(c->q);
-    free(c->first);
-    free(c->last);
-    free(c->dep);
-    free(c->odone);
-    free(c->odone_r);
-    free(c->comp);
-    free(c->I);
-    free(c->S);
-    free(c->D);
-    free(c->predI);
-    free(c->predD);
     free(c->wait);
     free(c->sent);
-    free(c->F);
-    free(c->A);
-    free(c->predF);
+    free(c->own);
 }
 
 /* ns per unit of work: 1e9 / (rate · threads) */
@@ -122,9 +154,7 @@ static uint64_t compute_ns(const double nspu[WK_N], const double *work)
 static int build_deps(sim_ctx *c)
 {
     const op_program *pg = c->prog;
-    uint32_t *writer = malloc((pg->n_tens + 1) * sizeof *writer);
-    if (!writer)
-        return -1;
+    uint32_t *writer = c->writer;
     for (size_t t = 0; t < pg->n_tens; t++)
         writer[t] = OP_NONE;
     for (size_t i = 0; i < pg->n_ops; i++) {
@@ -146,12 +176,12 @@ static int build_deps(sim_ctx *c)
         if (o->out != OP_NONE && o->out < pg->n_tens)
             writer[o->out] = (uint32_t)i;
     }
-    free(writer);
     return 0;
 }
 
 static int ctx_init(sim_ctx *c, const net_cfg *net, const machine_profile *mach,
-                    const op_program *prog, const cost_log *log, int overlap, errbuf *e)
+                    const op_program *prog, const cost_log *log, int overlap, sim_ws *ws,
+                    errbuf *e)
 {
     memset(c, 0, sizeof *c);
     c->net = net;
@@ -174,24 +204,22 @@ static int ctx_init(sim_ctx *c, const net_cfg *net, const machine_profile *mach,
             if (s != d && !(net->link[s][d].bandwidth_bps > 0))
                 return err_set(e, MS_ERR_INPUT, "simulate: link %d->%d has no bandwidth", s, d);
 
-    c->first = malloc((NO + 1) * sizeof *c->first);
-    c->last = malloc((NO + 1) * sizeof *c->last);
-    c->dep = malloc((NO + 1) * sizeof *c->dep);
-    c->odone = malloc((NO * P + 1) * sizeof *c->odone);
-    c->odone_r = malloc((NO * P + 1) * sizeof *c->odone_r);
-    size_t RP = R * P + 1, RPP = R * P * P + 1;
-    c->comp = malloc(RP * sizeof *c->comp);
-    c->I = malloc(RP * sizeof *c->I);
-    c->S = malloc(RP * sizeof *c->S);
-    c->D = malloc(RP * sizeof *c->D);
-    c->predI = malloc(RP * sizeof *c->predI);
-    c->predD = malloc(RP * sizeof *c->predD);
-    c->F = malloc(RPP * sizeof *c->F);
-    c->A = malloc(RPP * sizeof *c->A);
-    c->predF = malloc(RPP * sizeof *c->predF);
-    if (!c->first || !c->last || !c->dep || !c->odone || !c->odone_r || !c->comp ||
-        !c->I || !c->S || !c->D || !c->predI || !c->predD || !c->F ||
-        !c->A || !c->predF || build_deps(c))
+    size_t need = layout(c, NULL, NO, prog->n_tens, R, P);
+    char *base;
+    if (ws) {
+        if (ws->cap < need) {
+            free(ws->buf);
+            ws->cap = 0;
+            if (!(ws->buf = malloc(need + need / 4)))
+                return err_set(e, MS_ERR_NOMEM, "simulate: out of memory (%zu rounds)", R);
+            ws->cap = need + need / 4;
+        }
+        base = ws->buf;
+    } else if (!(base = c->own = malloc(need))) {
+        return err_set(e, MS_ERR_NOMEM, "simulate: out of memory (%zu rounds)", R);
+    }
+    layout(c, base, NO, prog->n_tens, R, P);
+    if (build_deps(c))
         return err_set(e, MS_ERR_NOMEM, "simulate: out of memory (%zu rounds)", R);
 
     for (size_t i = 0; i < NO; i++)
@@ -638,7 +666,7 @@ int sim_run(const net_cfg *net, const machine_profile *mach, const op_program *p
 {
     memset(res, 0, sizeof *res);
     sim_ctx c;
-    int rc = ctx_init(&c, net, mach, prog, log, opts && opts->overlap, e);
+    int rc = ctx_init(&c, net, mach, prog, log, opts && opts->overlap, opts ? opts->ws : NULL, e);
     if (rc == MS_OK)
         rc = (opts && opts->event_queue) ? run_events(&c, e) : run_onepass(&c, e);
     if (rc != MS_OK) {

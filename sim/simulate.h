@@ -17,12 +17,19 @@
 #include "op.h"
 #include "proto.h"
 
+/* Reusable scratch memory for consecutive sim_run calls (optional): saves allocating and
+ * page-faulting the per-round arrays for every step. */
+typedef struct sim_ws sim_ws;
+sim_ws *sim_ws_new(void);
+void sim_ws_free(sim_ws *w);
+
 typedef struct sim_opts {
     int overlap;          /* 1: independent ops may overlap (default 0, as SPU) */
     FILE *timeline;       /* if set, Chrome trace JSON events of this simulation are written */
     uint64_t t0_ns;       /* start time offset (for timelines of consecutive steps) */
     int event_queue;      /* 1: run on the event queue (des.h) instead of the one-pass
                            * evaluation in program order; the results are identical */
+    sim_ws *ws;           /* scratch to reuse across calls, or NULL */
 } sim_opts;
 
 /* Aggregates for one op category (or one layer). */

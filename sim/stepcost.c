@@ -36,6 +36,7 @@ struct stepcost {
     step_env env;
     op_program prog;
     cost_log log;
+    sim_ws *ws;
     sc_entry *tab;
     size_t n, cap; /* open addressing, cap a power of two */
 };
@@ -50,7 +51,9 @@ int stepcost_open(const run_cfg *cfg, stepcost **out, errbuf *e)
         return err_set(e, MS_ERR_INPUT, "stepcost: network '%s' has %d parties, %s needs %d",
                        cfg->net.name, cfg->net.n_parties, pr->name, pr->n_parties);
     stepcost *s = calloc(1, sizeof *s);
-    if (!s || !(s->tab = calloc(64, sizeof *s->tab))) {
+    if (!s || !(s->tab = calloc(64, sizeof *s->tab)) || !(s->ws = sim_ws_new())) {
+        if (s)
+            free(s->tab);
         free(s);
         return err_set(e, MS_ERR_NOMEM, "stepcost: out of memory");
     }
@@ -63,7 +66,7 @@ int stepcost_open(const run_cfg *cfg, stepcost **out, errbuf *e)
         machine_default(&s->mach);
     s->pr = pr;
     s->batch = cfg->work.batch ? cfg->work.batch : 1;
-    s->env = (step_env){&s->model, pr, &s->pcfg, &s->net, &s->mach, {.overlap = cfg->overlap}};
+    s->env = (step_env){&s->model, pr, &s->pcfg, &s->net, &s->mach, {.overlap = cfg->overlap, .ws = s->ws}};
     op_program_init(&s->prog);
     cost_log_init(&s->log, pr->n_parties);
     *out = s;
@@ -152,5 +155,6 @@ void stepcost_close(stepcost *s)
     op_program_free(&s->prog);
     cost_log_free(&s->log);
     free(s->tab);
+    sim_ws_free(s->ws);
     free(s);
 }

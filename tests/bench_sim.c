@@ -154,7 +154,7 @@ static int bench_llama(uint32_t ctx, uint32_t n_dec, uint32_t stride)
     lo.kv_len = ctx;
     const int reps = 8;
     double tl = 0, tc = 0, ts = 0;
-    sim_opts so = {0};
+    sim_opts so = {.ws = sim_ws_new()};
     for (int i = 0; i < reps; i++) {
         op_program_clear(&p);
         double t0 = now_s();
@@ -174,6 +174,7 @@ static int bench_llama(uint32_t ctx, uint32_t n_dec, uint32_t stride)
     printf("  one step (%zu ops, %zu rounds): lowering %.2f ms (%.0f%%), protocol costing "
            "%.2f ms (%.0f%%), simulation %.2f ms (%.0f%%)\n", p.n_ops, log.n, tl / reps * 1e3,
            100 * tl / tot, tc / reps * 1e3, 100 * tc / tot, ts / reps * 1e3, 100 * ts / tot);
+    sim_ws_free(so.ws);
     op_program_free(&p);
     cost_log_free(&log);
     free(cfg);

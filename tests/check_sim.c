@@ -373,6 +373,7 @@ START_TEST(test_event_queue_equals_onepass)
     gsl_rng_set(g, 31337);
     machine_profile m = fast_machine();
     const char *nets[] = {"lan", "wan", "2ms/20Mbps", "0ms/1Gbps"};
+    sim_ws *ws = sim_ws_new();
     for (int trial = 0; trial < 40; trial++) {
         int P = 2 + trial % 2;
         op_program p;
@@ -388,12 +389,18 @@ START_TEST(test_event_queue_equals_onepass)
             ck_assert_int_eq(sim_run(&n, &m, &p, &l, &o2, &b, &e), MS_OK);
             same_result(&a, &b);
             ck_assert_uint_ge(b.events, l.n * (size_t)P);
+            sim_result_free(&b);
+            o2.event_queue = 0; /* a reused workspace changes nothing */
+            o2.ws = ws;
+            ck_assert_int_eq(sim_run(&n, &m, &p, &l, &o2, &b, &e), MS_OK);
+            same_result(&a, &b);
             sim_result_free(&a);
             sim_result_free(&b);
         }
         free(l.r);
         op_program_free(&p);
     }
+    sim_ws_free(ws);
     gsl_rng_free(g);
 }
 END_TEST
