@@ -20,7 +20,7 @@ typedef struct net_cfg {
     net_link dealer;                                 /* dealer→party (offline channel) */
 } net_cfg;
 
-/* Presets: "lan", "wan" (values and sources in sim/net.c and scenarios/README.md). */
+/* Presets: "lan", "wan", "wan-spu" (values and sources in sim/net.c and sim/SIMULATION.md). */
 int net_preset(const char *name, int n_parties, net_cfg *out, errbuf *e);
 const char *const *net_preset_names(size_t *n);
 /* Sets every link to the same values. */
