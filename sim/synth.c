@@ -222,19 +222,22 @@ typedef struct synth_src {
     float *ffn;         /* F */
 } synth_src;
 
+/* Heavy status of a key: drawn at layer 0; at each later layer kept from the layer below
+ * with probability layer_sim, else redrawn. Walking down from `layer` to the last redraw gives
+ * the same value in expected 1/(1 − layer_sim) steps. */
 static int is_heavy(const trace *t, uint32_t layer, uint32_t g, uint32_t pos)
 {
     const trace_synth *p = &t->synth;
     if (pos < p->n_sinks)
         return 0;
-    int h = 0;
-    for (uint32_t l = 0; l <= layer; l++) {
+    uint32_t l = layer;
+    for (; l > 0; l--) {
         uint64_t sc = stream_key(t->seed, ST_COPY, l, g, pos);
-        uint64_t sh = stream_key(t->seed, ST_HEAVY, l, g, pos);
-        if (l == 0 || unit(&sc) >= p->layer_sim)
-            h = unit(&sh) < p->heavy_frac;
+        if (unit(&sc) >= p->layer_sim)
+            break;
     }
-    return h;
+    uint64_t sh = stream_key(t->seed, ST_HEAVY, l, g, pos);
+    return unit(&sh) < p->heavy_frac;
 }
 
 static void synth_kv(trace *t, uint32_t layer, uint32_t pos, float *k, float *v)

@@ -20,6 +20,7 @@
 #define FIT_MAX_ROWS 192  /* sampled query positions per layer */
 #define FIT_MIN_FAR 16    /* far keys a row needs */
 #define FIT_MIN_COL 8     /* rows a column mean needs */
+#define FIT_MIN_TOKENS 64
 
 typedef struct fit_acc {
     uint32_t n_sinks, dmax, t0, stride;
@@ -96,14 +97,14 @@ static void fit_position(trace *t, fit_acc *a)
         }
     }
     memcpy(a->prevq, t->q, qn * sizeof(float));
+    if (t->pos < a->t0 || (t->pos - a->t0) % a->stride)
+        return;
     for (uint32_t l = 0; l < s->n_layers; l++) {
         const float *f = trace_ffn(t, l);
         for (uint32_t i = 0; f && i < s->ffn_dim; i++)
             a->ffn_neg += f[i] <= 0;
         a->ffn_n += f ? s->ffn_dim : 0;
     }
-    if (t->pos < a->t0 || (t->pos - a->t0) % a->stride)
-        return;
     for (uint32_t l = 0; l < s->n_layers; l++) {
         const float *att = trace_att(t, l);
         for (uint32_t h = 0; h < s->n_heads; h++)
@@ -199,9 +200,9 @@ static int fit_scan(trace *t, fit_acc *a, uint32_t n_sinks, errbuf *e)
     a->n_sinks = n_sinks;
     a->dmax = T / 4 < 64 ? T / 4 : 64;
     a->t0 = n_sinks + a->dmax + FIT_MIN_FAR;
-    if (a->dmax < 4 || a->t0 >= T)
-        return err_set(e, MS_ERR_INPUT, "trace too short to fit: %u tokens (need at least %u)",
-                       T, 4 * (n_sinks + 4 + FIT_MIN_FAR));
+    if (T < FIT_MIN_TOKENS || a->t0 + FIT_MIN_FAR >= T)
+        return err_set(e, MS_ERR_INPUT, "trace too short to fit: %u tokens (need at least %u "
+                       "beyond %u sinks)", T, FIT_MIN_TOKENS, n_sinks);
     a->stride = (T - a->t0 + FIT_MAX_ROWS - 1) / FIT_MAX_ROWS;
     size_t nc = (size_t)s->n_layers * s->n_kv_heads * T;
     a->prof = calloc(a->dmax, sizeof *a->prof);
