@@ -213,6 +213,7 @@ typedef struct synth_src {
     uint32_t m;         /* locality frequency pairs */
     uint32_t dc;        /* content channels d - 2 - 2m */
     double *omega;      /* m */
+    float *rff;         /* T × 2m: a·(cos ω_i s, sin ω_i s), shared by queries and keys */
     double amp;         /* a */
     double rho;         /* AR(1) coefficient of the content query */
     double sigma_k;     /* Rademacher key amplitude */
@@ -250,17 +251,15 @@ static void synth_kv(trace *t, uint32_t layer, uint32_t pos, float *k, float *v)
             float *kg = k + (size_t)g * d;
             kg[0] = pos < t->synth.n_sinks ? (float)(t->synth.sink * rt) : 0.0f;
             kg[1] = is_heavy(t, layer, g, pos) ? (float)(t->synth.heavy * rt) : 0.0f;
-            for (uint32_t i = 0; i < s->m; i++) {
-                kg[2 + 2 * i] = (float)(s->amp * cos(s->omega[i] * pos));
-                kg[3 + 2 * i] = (float)(s->amp * sin(s->omega[i] * pos));
-            }
-            uint64_t st = stream_key(t->seed, ST_KEY, layer, g, pos), bits = 0;
-            for (uint32_t i = 0; i < s->dc; i++) {
-                if (i % 64 == 0) {
-                    st += 0x9E3779B97F4A7C15ull;
-                    bits = mix64(st);
-                }
-                kg[2 + 2 * s->m + i] = (float)((bits >> (i % 64) & 1) ? s->sigma_k : -s->sigma_k);
+            memcpy(kg + 2, s->rff + (size_t)pos * 2 * s->m, 2 * s->m * sizeof(float));
+            uint64_t st = stream_key(t->seed, ST_KEY, layer, g, pos);
+            float sk = (float)s->sigma_k, *kc = kg + 2 + 2 * s->m;
+            for (uint32_t i0 = 0; i0 < s->dc; i0 += 64) {
+                st += 0x9E3779B97F4A7C15ull;
+                uint64_t bits = mix64(st);
+                uint32_t n = s->dc - i0 < 64 ? s->dc - i0 : 64;
+                for (uint32_t i = 0; i < n; i++)
+                    kc[i0 + i] = sk * (float)((int)(bits >> i & 1) * 2 - 1);
             }
         }
         if (v) {
@@ -297,10 +296,7 @@ static int synth_seek(trace *t, uint32_t pos, errbuf *e)
             float *q = t->q + ((size_t)l * t->s.n_heads + h) * d;
             q[0] = 1.0f;
             q[1] = 1.0f;
-            for (uint32_t i = 0; i < s->m; i++) {
-                q[2 + 2 * i] = (float)(s->amp * cos(s->omega[i] * pos));
-                q[3 + 2 * i] = (float)(s->amp * sin(s->omega[i] * pos));
-            }
+            memcpy(q + 2, s->rff + (size_t)pos * 2 * s->m, 2 * s->m * sizeof(float));
             memcpy(q + 2 + 2 * s->m, s->content + ((size_t)l * t->s.n_heads + h) * s->dc,
                    s->dc * sizeof(float));
         }
@@ -343,6 +339,7 @@ static void synth_close(trace *t)
     if (s->rng)
         gsl_rng_free(s->rng);
     free(s->omega);
+    free(s->rff);
     free(s->content);
     free(s->ffn);
     free(s);
@@ -389,7 +386,15 @@ int trace_synth_attach(trace *t, const model_cfg *cfg, errbuf *e)
     synth_layout(t, s);
     s->content = calloc((size_t)t->s.n_layers * t->s.n_heads * (s->dc ? s->dc : 1),
                         sizeof(float));
-    return s->content ? MS_OK : err_set(e, MS_ERR_NOMEM, "out of memory");
+    s->rff = malloc(((size_t)t->s.n_tokens * 2 * s->m + 1) * sizeof(float));
+    if (!s->content || !s->rff)
+        return err_set(e, MS_ERR_NOMEM, "out of memory");
+    for (uint32_t pos = 0; pos < t->s.n_tokens; pos++)
+        for (uint32_t i = 0; i < s->m; i++) {
+            s->rff[((size_t)pos * s->m + i) * 2] = (float)(s->amp * cos(s->omega[i] * pos));
+            s->rff[((size_t)pos * s->m + i) * 2 + 1] = (float)(s->amp * sin(s->omega[i] * pos));
+        }
+    return MS_OK;
 }
 
 int trace_open_synth(const model_cfg *cfg, uint32_t n_tokens, uint64_t seed,
