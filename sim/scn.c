@@ -382,7 +382,7 @@ static int read_enum(scn_ctx *x, const yx_node *v, const char *key, const char *
     for (size_t i = 0; i < n && o < sizeof hint; i++)
         o += (size_t)snprintf(hint + o, sizeof hint - o, " %s", names[i]);
     char what[64];
-    snprintf(what, sizeof what, "value for '%s'", key);
+    snprintf(what, sizeof what, "'%s' value", key);
     return unknown_name(x, v, what, v->str, names, n, hint);
 }
 
@@ -1075,15 +1075,15 @@ static int read_trace(scn_ctx *x, const yx_node *v, run_cfg *c)
                                          : "add 'path: DIR' (a trace exported as .npy files)",
                     "missing required key '%s' in 'trace' (source %s)",
                     s == TS_RECORD ? "text" : "path", trace_sources[s]);
-    if (file && ((rc = need_scalar(x, file, s == TS_RECORD ? "text" : "path", "a path")) ||
-                 (rc = resolve_path(x, file, file == text ? "text" : "path", c->trace.path,
-                                    sizeof c->trace.path))))
-        return rc;
     if (s == TS_RECORD && !c->model.weights[0])
         return fail(x, src, "record needs a model with weights (stories260K); use source: synth "
                             "for the others",
                     "trace source 'record' needs model weights, and model '%s' has none",
                     c->model.name);
+    if (file && ((rc = need_scalar(x, file, s == TS_RECORD ? "text" : "path", "a path")) ||
+                 (rc = resolve_path(x, file, file == text ? "text" : "path", c->trace.path,
+                                    sizeof c->trace.path))))
+        return rc;
     if (params) {
         if (s != TS_SYNTH)
             return fail(x, params, "'params' goes with source: synth",
@@ -1189,7 +1189,7 @@ static int read_policy(scn_ctx *x, const yx_node *v, run_cfg *c)
 static const char *const root_keys[] = {"format",  "name",     "description", "model",
                                         "protocol", "network", "machine",     "workload",
                                         "trace",    "policies", "seed",       "sweep",
-                                        "output",   "overlap"};
+                                        "output",   "overlap",  "cases"};
 #define N_ROOT_KEYS (sizeof root_keys / sizeof *root_keys)
 
 static int read_run(scn_ctx *x, const yx_node *r, run_cfg *c)
@@ -1491,18 +1491,76 @@ static int is_meta(const char *key)
            !strcmp(key, "output") || !strcmp(key, "sweep");
 }
 
+/* The run keys of the file, with a case's keys replacing the file's (keys the file lacks are
+ * appended). The body borrows every node; the caller frees only the body itself. */
+static yx_node *case_body(const yx_node *root, const yx_node *cs)
+{
+    const yx_node *at = cs ? cs : root;
+    yx_node *body = yx_new(YX_MAP, at->line, at->col);
+    int rc = body ? MS_OK : MS_ERR_NOMEM;
+    for (size_t i = 0; i < root->n && !rc; i++) {
+        const char *k = root->key[i]->str;
+        if (is_meta(k) || !strcmp(k, "cases"))
+            continue;
+        const yx_node *over = cs ? yx_map_get(cs, k) : NULL;
+        rc = yx_push(body, root->key[i], (yx_node *)(over ? over : root->item[i]));
+    }
+    for (size_t i = 0; cs && i < cs->n && !rc; i++)
+        if (!yx_map_get(root, cs->key[i]->str))
+            rc = yx_push(body, cs->key[i], cs->item[i]);
+    if (rc && body) {
+        free(body->item);
+        free(body->key);
+        free(body);
+        body = NULL;
+    }
+    return body;
+}
+
+static int check_case(scn_ctx *x, const yx_node *cs)
+{
+    static const char *const run_keys[] = {"model",   "protocol", "network", "machine", "workload",
+                                           "trace",   "policies", "seed",    "overlap"};
+    int rc = need_map(x, cs, "cases", "each case is a mapping, e.g. - {model: gpt2}");
+    for (size_t i = 0; !rc && i < cs->n; i++)
+        if (is_meta(cs->key[i]->str) || !strcmp(cs->key[i]->str, "cases"))
+            return fail(x, cs->key[i], "set it once, at the top of the file",
+                        "'%s' cannot be set per case", cs->key[i]->str);
+    return rc ? rc : check_keys(x, cs, "cases", run_keys, sizeof run_keys / sizeof *run_keys);
+}
+
+/* Each case (or the file itself, without 'cases') is expanded on its own; runs concatenate. */
 static int expand_runs(scn_ctx *x, const yx_node *root, scenario *s)
 {
-    yx_node *body = yx_new(YX_MAP, root->line, root->col); /* root without the meta keys */
-    if (!body)
-        return MS_ERR_NOMEM;
+    const yx_node *cases = yx_map_get(root, "cases");
     int rc = MS_OK;
-    for (size_t i = 0; i < root->n && !rc; i++)
-        if (!is_meta(root->key[i]->str))
-            rc = yx_push(body, root->key[i], root->item[i]);
+    if (cases && cases->kind != YX_SEQ)
+        return fail(x, cases, "write cases: [{model: …}, {model: …}]",
+                    "'cases' must be a list of mappings, not %s", yx_kind_name(cases));
+    if (cases && cases->n == 0)
+        return fail(x, cases, "give at least one case, or remove the key",
+                    "empty list: 'cases' has no runs");
+    size_t n_cases = cases ? cases->n : 1;
     xset runs = {0};
-    if (!rc)
-        rc = expand(x, body, &runs);
+    for (size_t k = 0; k < n_cases && !rc; k++) {
+        const yx_node *cs = cases ? cases->item[k] : NULL;
+        if (cs && (rc = check_case(x, cs)))
+            break;
+        yx_node *body = case_body(root, cs);
+        if (!body)
+            return MS_ERR_NOMEM;
+        xset part = {0};
+        rc = expand(x, body, &part);
+        for (size_t i = 0; !rc && i < part.n; i++)
+            rc = xset_push(&runs, part.v[i]);
+        if (!rc && runs.n > SCN_MAX_RUNS)
+            rc = fail(x, cs ? cs : root, "split the sweep into several files",
+                      "the sweep expands to more than %d runs", SCN_MAX_RUNS);
+        free(part.v);
+        free(body->item);
+        free(body->key);
+        free(body);
+    }
     if (!rc && !(s->runs = calloc(runs.n, sizeof *s->runs)))
         rc = MS_ERR_NOMEM;
     for (size_t i = 0; i < runs.n && !rc; i++) {
@@ -1514,9 +1572,6 @@ static int expand_runs(scn_ctx *x, const yx_node *root, scenario *s)
         rc = read_run(x, runs.v[i], c);
     }
     free(runs.v);
-    free(body->item);
-    free(body->key);
-    free(body);
     return rc;
 }
 
