@@ -467,46 +467,32 @@ static const char *const act_names[] = {"gelu", "swiglu"};
 static const char *const norm_names[] = {"layernorm", "rmsnorm"};
 static const char *const pos_names[] = {"learned", "rope"};
 
-#define MF(k, t, lo, hi) {#k, t, offsetof(model_cfg, k), sizeof(((model_cfg *)0)->k), NULL, 0, lo, hi}
-#define ME(k, names) {#k, F_ENUM, offsetof(model_cfg, k), sizeof(int), names, 2, 0, 0}
+/* model_cfg fields under the keys of a model file (models/README.md), in canonical order.
+ * Reading goes through model_set(); this table serves comparison and the canonical YAML. */
+#define MF(key, k, t) {key, t, offsetof(model_cfg, k), sizeof(((model_cfg *)0)->k), NULL, 0, 0, 0}
+#define ME(key, k, names) {key, F_ENUM, offsetof(model_cfg, k), sizeof(int), names, 2, 0, 0}
 static const field model_fields[] = {
-    MF(name, F_STR, 0, 0),
-    ME(family, fam_names),
-    MF(n_layers, F_U32, 1, 1024),
-    MF(dim, F_U32, 1, 1 << 20),
-    MF(n_heads, F_U32, 1, 4096),
-    MF(n_kv_heads, F_U32, 1, 4096),
-    MF(head_dim, F_U32, 1, 1 << 16),
-    MF(ffn_dim, F_U32, 1, 1 << 22),
-    MF(vocab, F_U32, 1, 1 << 24),
-    MF(max_ctx, F_U32, 1, 1 << 24),
-    ME(act, act_names),
-    ME(norm, norm_names),
-    ME(pos, pos_names),
-    MF(norm_eps, F_DBL, 0, 1),
-    MF(rope_theta, F_DBL, 0, 1e12),
-    MF(tied_embeddings, F_BOOL, 0, 0),
-    MF(weights, F_STR, 0, 0),
-    MF(tokenizer, F_STR, 0, 0),
+    MF("name", name, F_STR),
+    ME("family", family, fam_names),
+    MF("layers", n_layers, F_U32),
+    MF("dim", dim, F_U32),
+    MF("heads", n_heads, F_U32),
+    MF("kv_heads", n_kv_heads, F_U32),
+    MF("head_dim", head_dim, F_U32),
+    MF("ffn_dim", ffn_dim, F_U32),
+    ME("activation", act, act_names),
+    ME("norm", norm, norm_names),
+    ME("positional", pos, pos_names),
+    MF("vocab", vocab, F_U32),
+    MF("max_context", max_ctx, F_U32),
+    MF("norm_eps", norm_eps, F_DBL),
+    MF("rope_theta", rope_theta, F_DBL),
+    MF("rope_scale", rope_scale, F_DBL),
+    MF("tied_embeddings", tied_embeddings, F_BOOL),
+    MF("weights", weights, F_STR),
+    MF("tokenizer", tokenizer, F_STR),
 };
 #define N_MODEL_FIELDS (sizeof model_fields / sizeof *model_fields)
-
-static int read_field(scn_ctx *x, const field *f, const yx_node *v, void *base)
-{
-    char *p = (char *)base + f->off;
-    switch (f->type) {
-    case F_U32:
-        return read_u32(x, v, f->key, (uint32_t)f->lo, (uint32_t)f->hi, (uint32_t *)p);
-    case F_DBL:
-        return read_double(x, v, f->key, f->lo, f->hi, (double *)p);
-    case F_BOOL:
-        return read_bool(x, v, f->key, (int *)p);
-    case F_ENUM:
-        return read_enum(x, v, f->key, f->names, f->n_names, (int *)p);
-    default:
-        return read_str(x, v, f->key, p, f->size);
-    }
-}
 
 static int fields_equal(const field *fs, size_t n, const void *a, const void *b)
 {
@@ -569,27 +555,28 @@ static int load_named_model(scn_ctx *x, const yx_node *v, model_cfg *m, char *re
     return MS_OK;
 }
 
-/* Inline model without a base: the architecture's usual defaults for the optional fields. */
+/* Inline model without a base: the architecture's usual choices for the optional keys. */
 static void model_inline_defaults(model_cfg *m, int family)
 {
-    memset(m, 0, sizeof *m);
+    model_cfg_init(m);
     snprintf(m->name, sizeof m->name, "inline");
     m->family = family;
     m->act = family == FAM_GPT2 ? ACT_GELU : ACT_SWIGLU;
     m->norm = family == FAM_GPT2 ? NORM_LAYER : NORM_RMS;
     m->pos = family == FAM_GPT2 ? POS_LEARNED : POS_ROPE;
-    m->norm_eps = 1e-5;
-    m->rope_theta = family == FAM_GPT2 ? 0 : 10000;
     m->tied_embeddings = family == FAM_GPT2;
 }
 
 static int read_model_map(scn_ctx *x, const yx_node *v, model_cfg *m, char *ref)
 {
-    const char *keys[N_MODEL_FIELDS + 1];
-    keys[0] = "base";
-    for (size_t i = 0; i < N_MODEL_FIELDS; i++)
-        keys[i + 1] = model_fields[i].key;
-    int rc = check_keys(x, v, "model", keys, N_MODEL_FIELDS + 1);
+    size_t nk;
+    const char *const *mk = model_keys(&nk);
+    const char *keys[64];
+    size_t n = 0;
+    keys[n++] = "base";
+    for (size_t i = 0; i < nk && n < 64; i++)
+        keys[n++] = mk[i];
+    int rc = check_keys(x, v, "model", keys, n);
     if (rc)
         return rc;
     const yx_node *base = yx_map_get(v, "base");
@@ -600,8 +587,8 @@ static int read_model_map(scn_ctx *x, const yx_node *v, model_cfg *m, char *ref)
             return rc;
         *m = b;
     } else {
-        static const char *const need[] = {"n_layers", "dim", "n_heads", "ffn_dim", "vocab",
-                                            "max_ctx"};
+        static const char *const need[] = {"layers", "dim", "heads", "ffn_dim", "vocab",
+                                            "max_context"};
         for (size_t i = 0; i < sizeof need / sizeof *need; i++)
             if (!yx_map_get(v, need[i]))
                 return fail(x, v, "add the key, or start from a shipped model with 'base: NAME'",
@@ -612,15 +599,21 @@ static int read_model_map(scn_ctx *x, const yx_node *v, model_cfg *m, char *ref)
             return rc;
         model_inline_defaults(m, fam);
     }
-    for (size_t i = 0; i < N_MODEL_FIELDS; i++) {
-        const yx_node *f = yx_map_get(v, model_fields[i].key);
-        if (f && (rc = read_field(x, &model_fields[i], f, m)))
+    for (size_t i = 0; i < v->n; i++) {
+        const yx_node *k = v->key[i], *val = v->item[i];
+        if (!strcmp(k->str, "base"))
+            continue;
+        if ((rc = need_scalar(x, val, k->str, "a value")))
             return rc;
+        int bv = val->quoted ? -1 : bool_text(val->str);
+        errbuf me;
+        if (model_set(m, k->str, bv < 0 ? val->str : bv ? "true" : "false", &me))
+            return fail_wrap(x, val, "models/README.md lists the model keys", "model: ", me.msg);
     }
     if (!base) { /* derived shapes the inline form may leave out */
-        if (!yx_map_get(v, "n_kv_heads"))
+        if (!yx_map_get(v, "kv_heads"))
             m->n_kv_heads = m->n_heads;
-        if (!yx_map_get(v, "head_dim"))
+        if (!yx_map_get(v, "head_dim") && m->n_heads)
             m->head_dim = m->dim / m->n_heads;
     }
     if (!base || !fields_equal(model_fields, N_MODEL_FIELDS, m, &b))
@@ -636,7 +629,7 @@ static int read_model(scn_ctx *x, const yx_node *v, run_cfg *c)
         return rc;
     errbuf me;
     if (model_check(&c->model, &me))
-        return fail_wrap(x, v, "fix the model's shape", "invalid model: ", me.msg);
+        return fail_wrap(x, v, "fix the model's shape", "", me.msg);
     return MS_OK;
 }
 
@@ -1005,7 +998,7 @@ static int read_workload(scn_ctx *x, const yx_node *v, run_cfg *c)
     if (total > c->model.max_ctx)
         return fail(x, p, "shorten the workload, or pick a model with a longer context",
                     "prompt_len + decode_len = %llu exceeds the context of model '%s' "
-                    "(max_ctx %u)",
+                    "(max_context %u)",
                     (unsigned long long)total, c->model.name, c->model.max_ctx);
     return MS_OK;
 }
@@ -1119,7 +1112,8 @@ static int policy_by_name(scn_ctx *x, const yx_node *v, const policy_ops **out)
     return unknown_name(x, v, "policy", v->str, cands, n < 64 ? n : 64, hint);
 }
 
-/* Parameters in the policy's declared order, defaults filled in. */
+/* Parameters in the policy's declared order with defaults filled in, then any other accepted
+ * parameter given (options every policy takes, e.g. the replay's) sorted by key. */
 static int fill_policy_params(scn_ctx *x, const policy_ops *p, const kv_param *given,
                               size_t n_given, run_cfg *c)
 {
@@ -1139,6 +1133,20 @@ static int fill_policy_params(scn_ctx *x, const policy_ops *p, const kv_param *g
             if (!strcmp(given[g].key, pp[i].key))
                 *o = given[g];
     }
+    size_t first_extra = c->policy.n_params;
+    for (size_t g = 0; g < n_given; g++) {
+        size_t i = 0;
+        while (i < n && strcmp(given[g].key, pp[i].key))
+            i++;
+        if (i < n)
+            continue;
+        if (c->policy.n_params == RUN_MAX_PARAMS)
+            return fail(x, NULL, "use fewer parameters", "more than %d policy parameters",
+                        RUN_MAX_PARAMS);
+        c->policy.params[c->policy.n_params++] = given[g];
+    }
+    qsort(c->policy.params + first_extra, c->policy.n_params - first_extra,
+          sizeof *c->policy.params, kv_cmp);
     return MS_OK;
 }
 

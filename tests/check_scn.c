@@ -65,7 +65,7 @@ static const bad_case bad_cases[] = {
      "missing required key 'workload'", NULL},
     {"name: t\n" BASE_MODEL BASE_PROTO BASE_NET "workload:\n  prompt_len: 16\n",
      "s.yaml:6:3: error: ", "missing required key 'decode_len' in 'workload'", NULL},
-    {"name: t\nmodel: {n_layers: 2}\n" BASE_PROTO BASE_NET BASE_WORK, "s.yaml:2:8: error: ",
+    {"name: t\nmodel: {layers: 2}\n" BASE_PROTO BASE_NET BASE_WORK, "s.yaml:2:8: error: ",
      "missing required key 'dim' in inline 'model'", NULL},
     {"name: t\n" BASE_MODEL BASE_PROTO "network: {latency_ms: 1}\n" BASE_WORK,
      "s.yaml:4:10: error: ", "missing required key 'bandwidth_mbps' in 'network'", NULL},
@@ -221,17 +221,17 @@ START_TEST(test_grid)
     /* first key slowest, policies fastest */
     for (size_t i = 0; i < s.n_runs; i++) {
         const run_cfg *c = &s.runs[i];
-        size_t pol = i % np, len = (i / np) % 3, pr = (i / np / 3) % 2, mo = i / np / 6;
+        size_t pi = i % np, len = (i / np) % 3, pr = (i / np / 3) % 2, mo = i / np / 6;
         ck_assert_uint_eq(c->index, i);
         ck_assert_str_eq(c->scenario, "g");
         ck_assert_str_eq(c->model_ref, mo ? "llama-2-7b" : "stories260K");
         ck_assert_str_eq(c->proto.name, pr ? "aby3" : "semi2k");
         ck_assert_uint_eq(c->work.prompt_len, 8u << len);
-        ck_assert_str_eq(c->policy.name, pol ? "h2o" : "full");
-        if (have && pol) {
+        ck_assert_str_eq(c->policy.name, pi ? "h2o" : "full");
+        if (have && pi) {
             double want, got;
             ck_assert_str_eq(c->policy.params[0].key, key);
-            ck_assert_int_eq(parse_double(pol == 1 ? v1 : v2, &want), 0);
+            ck_assert_int_eq(parse_double(pi == 1 ? v1 : v2, &want), 0);
             ck_assert_int_eq(parse_double(c->policy.params[0].val, &got), 0);
             ck_assert_double_eq(got, want);
         }
@@ -282,7 +282,7 @@ END_TEST
 START_TEST(test_defaults_and_overrides)
 {
     const char *text =
-        "model: {base: llama-2-7b, max_ctx: 8192, name: l7-8k}\n"
+        "model: {base: llama-2-7b, max_context: 8192, name: l7-8k}\n"
         "protocol: {name: aby3, frac_bits: 16}\n"
         "network:\n  latency_ms: 2\n  bandwidth_mbps: 1000\n"
         "  links: {0-2: {latency_ms: 30}, 1->0: {bandwidth_gbps: 0.1}}\n"
@@ -338,7 +338,7 @@ START_TEST(test_defaults_and_overrides)
     }
     ck_assert_uint_eq(c->seed, 1);
     ck_assert_int_eq(c->overlap, 0);
-    ck_assert_ptr_nonnull(strstr(c->yaml, "max_ctx: 8192\n"));
+    ck_assert_ptr_nonnull(strstr(c->yaml, "max_context: 8192\n"));
     scn_free(&s);
 
     /* a named model, and a base with no change, keep their name as the reference */
@@ -498,9 +498,9 @@ static void assert_round_trip(const scenario *s)
 START_TEST(test_round_trip)
 {
     const char *text =
-        "model: [stories260K, {base: llama-2-7b, max_ctx: 8192},\n"
-        "        {family: gpt2, n_layers: 2, dim: 64, n_heads: 4, ffn_dim: 256, vocab: 100,\n"
-        "         max_ctx: 128}]\n"
+        "model: [stories260K, {base: llama-2-7b, max_context: 8192},\n"
+        "        {family: gpt2, layers: 2, dim: 64, heads: 4, ffn_dim: 256, vocab: 100,\n"
+        "         max_context: 128}]\n"
         "protocol: [semi2k, {name: aby3, frac_bits: 14, beaver_cache: false}]\n"
         "network: [lan, {preset: wan, links: {0->1: {latency_ms: 80}}},\n"
         "          {latency_ms: 0.25, bandwidth_mbps: 333.3, dealer: {bandwidth_mbps: 50}}]\n"
