@@ -635,13 +635,6 @@ static int read_model(scn_ctx *x, const yx_node *v, run_cfg *c)
 
 /* ---- protocol ---------------------------------------------------------------------------- */
 
-/* proto_cfg fields as scenario keys (the canonical YAML lists them in this order). */
-static const char *const proto_keys[] = {"name",        "ring_bits",   "frac_bits",
-                                         "exp_iters",   "recip_iters", "rsqrt_iters",
-                                         "softmax_clip", "beaver_cache", "trunc_local",
-                                         "approx"};
-#define N_PROTO_KEYS (sizeof proto_keys / sizeof *proto_keys)
-
 static int read_proto_name(scn_ctx *x, const yx_node *v, run_cfg *c)
 {
     int rc = need_scalar(x, v, "protocol", "a protocol name");
@@ -671,7 +664,14 @@ static int read_protocol(scn_ctx *x, const yx_node *v, run_cfg *c)
 {
     if (v->kind != YX_MAP)
         return read_proto_name(x, v, c);
-    int rc = check_keys(x, v, "protocol", proto_keys, N_PROTO_KEYS);
+    size_t nk;
+    const char *const *pk = proto_cfg_keys(&nk);
+    const char *keys[64];
+    size_t n = 0;
+    keys[n++] = "name";
+    for (size_t i = 0; i < nk && n < 64; i++)
+        keys[n++] = pk[i];
+    int rc = check_keys(x, v, "protocol", keys, n);
     if (rc)
         return rc;
     const yx_node *name = yx_map_get(v, "name");
@@ -689,7 +689,7 @@ static int read_protocol(scn_ctx *x, const yx_node *v, run_cfg *c)
         int b = val->quoted ? -1 : bool_text(val->str);
         errbuf pe;
         if (proto_cfg_set(&c->proto, k->str, b < 0 ? val->str : b ? "1" : "0", &pe))
-            return fail_wrap(x, val, "'mpcsim list protocols' shows the defaults", "protocol: ",
+            return fail_wrap(x, val, "'mpcsim list protocols --costs' shows the defaults", "",
                              pe.msg);
     }
     if (c->proto.frac_bits >= c->proto.ring_bits || c->proto.frac_bits < 1) {
@@ -888,7 +888,7 @@ static int read_network(scn_ctx *x, const yx_node *v, run_cfg *c)
 
 /* ---- machine ----------------------------------------------------------------------------- */
 
-static const char *const mach_keys[] = {"base", "name", "mac_per_s", "elem_per_s", "prg_per_s",
+static const char *const mach_keys[] = {"base", "name", "mac_per_s", "elem_per_s", "prg_bytes_per_s",
                                         "threads"};
 
 static int list_machines(const char *cands[], char store[][64], size_t max)
