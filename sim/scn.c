@@ -888,8 +888,8 @@ static int read_network(scn_ctx *x, const yx_node *v, run_cfg *c)
 
 /* ---- machine ----------------------------------------------------------------------------- */
 
-static const char *const mach_keys[] = {"base", "name", "mac_per_s", "elem_per_s", "prg_bytes_per_s",
-                                        "threads"};
+static const char *const mach_keys[] = {"base",       "name",            "mac_per_s",
+                                        "elem_per_s", "prg_bytes_per_s", "threads"};
 
 static int list_machines(const char *cands[], char store[][64], size_t max)
 {

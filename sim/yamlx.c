@@ -303,12 +303,16 @@ int yx_parse(const char *path, const char *text, size_t len, yx_node **root, err
         yaml_event_t ev;
         if (!yaml_parser_parse(&p, &ev)) {
             const yaml_mark_t *m = p.problem ? &p.problem_mark : &p.mark;
-            rc = err_set(e, MS_ERR_INPUT, "%s:%zu:%zu: error: %s%s%s\n"
-                         "  hint: check the indentation, a missing ':' or an unclosed quote "
-                         "or bracket%s",
+            char ctx[256] = "";
+            if (p.context)
+                snprintf(ctx, sizeof ctx, " (%s that began at %zu:%zu)", p.context,
+                         p.context_mark.line + 1, p.context_mark.column + 1);
+            rc = err_set(e, MS_ERR_INPUT,
+                         "%s:%zu:%zu: error: %s%s\n"
+                         "  hint: check the indentation, a missing ':' or ',', or an unclosed "
+                         "quote or bracket",
                          path, m->line + 1, m->column + 1, p.problem ? p.problem : "bad YAML",
-                         p.context ? " " : "", p.context ? p.context : "",
-                         p.context ? " (the construct began at the line of the context)" : "");
+                         ctx);
             break;
         }
         rc = on_event(b, &ev);

@@ -42,7 +42,8 @@ static const bad_case bad_cases[] = {
     /* wrong types */
     {"name: t\n" BASE_MODEL BASE_PROTO BASE_NET "workload: 5\n", "s.yaml:5:11: error: ",
      "'workload' must be a mapping, not a scalar", NULL},
-    {"name: t\n" BASE_MODEL BASE_PROTO BASE_NET "workload:\n  prompt_len: {a: 1}\n  decode_len: 4\n",
+    {"name: t\n" BASE_MODEL BASE_PROTO BASE_NET
+     "workload:\n  prompt_len: {a: 1}\n  decode_len: 4\n",
      "s.yaml:6:15: error: ", "'prompt_len' must be an integer, not a mapping", NULL},
     {"name: t\n" BASE_MODEL BASE_PROTO BASE_NET "workload:\n  prompt_len: 16\n  decode_len: 4.5\n",
      "s.yaml:7:15: error: ", "'decode_len' must be an integer, not '4.5'", NULL},
