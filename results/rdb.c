@@ -179,12 +179,12 @@ static int migrate(rdb *db, errbuf *e)
         return rc;
     if (v > RDB_SCHEMA_VERSION)
         return err_set(e, MS_ERR_FORMAT,
-                       "%s: error: results schema version %d is newer than this mpcsim's (%d)\n"
+                       "%s: results schema version %d is newer than this mpcsim's (%d)\n"
                        "---> HINT: use a newer mpcsim, or write to another database with -o",
                        db->path, v, RDB_SCHEMA_VERSION);
     if (v == 0 && is_foreign(db))
         return err_set(e, MS_ERR_FORMAT,
-                       "%s: error: not an mpcsim results database (tables without a schema "
+                       "%s: not an mpcsim results database (tables without a schema "
                        "version)\n---> HINT: choose another output path with -o", db->path);
     for (; v < RDB_SCHEMA_VERSION; v++) {
         char pragma[64];
@@ -268,7 +268,7 @@ int rdb_file_version(const char *path, int *version, errbuf *e)
     snprintf(tmp.path, sizeof tmp.path, "%s", path);
     int rc = get_version(&tmp, version, e);
     if (rc && sqlite3_errcode(h) == SQLITE_NOTADB)
-        rc = err_set(e, MS_ERR_FORMAT, "%s: error: not an SQLite database", path);
+        rc = err_set(e, MS_ERR_FORMAT, "%s: not an SQLite database", path);
     sqlite3_close(h);
     return rc;
 }
@@ -591,11 +591,18 @@ int rdb_merge(rdb *db, const char *const *srcs, size_t n, size_t *added, size_t 
         int rc = rdb_file_version(srcs[i], &v, e);
         if (rc)
             return rc;
-        if (v != RDB_SCHEMA_VERSION)
+        if (v == 0)
+            return err_set(e, MS_ERR_FORMAT, "%s: not an mpcsim results database (schema "
+                           "version 0)", srcs[i]);
+        if (v > RDB_SCHEMA_VERSION)
             return err_set(e, MS_ERR_FORMAT,
-                           "%s: error: results schema version %d, but this mpcsim writes "
-                           "version %d\n---> HINT: open it once with this mpcsim (`mpcsim "
-                           "report %s` migrates an older one), or re-run its sweep",
+                           "%s: results schema version %d, newer than this mpcsim's (%d)\n"
+                           "---> HINT: merge with the newer mpcsim that wrote it", srcs[i], v,
+                           RDB_SCHEMA_VERSION);
+        if (v < RDB_SCHEMA_VERSION)
+            return err_set(e, MS_ERR_FORMAT,
+                           "%s: results schema version %d, older than this mpcsim's (%d)\n"
+                           "---> HINT: `mpcsim report %s` once migrates it, then merge again",
                            srcs[i], v, RDB_SCHEMA_VERSION, srcs[i]);
     }
     int rc = exec_q(db, Q_BEGIN, e);
