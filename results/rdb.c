@@ -615,3 +615,21 @@ int rdb_merge(rdb *db, const char *const *srcs, size_t n, size_t *added, size_t 
     *added = 0;
     return rc;
 }
+
+/* ---- metric naming --------------------------------------------------------------------- */
+
+int rdb_metric_is_accuracy(const char *name)
+{
+    static const char *const pat[] = {"recall", "err", "kl", "agree", "ppl", "perplex", "acc",
+                                      "top1"};
+    for (size_t i = 0; i < sizeof pat / sizeof pat[0]; i++)
+        if (strstr(name, pat[i]))
+            return 1;
+    return 0;
+}
+
+int rdb_metric_lower_is_better(const char *name)
+{
+    return strstr(name, "err") || strstr(name, "kl") || strstr(name, "ppl") ||
+           strstr(name, "perplex");
+}

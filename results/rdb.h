@@ -102,4 +102,9 @@ int rdb_count_runs(rdb *db, int64_t *n, errbuf *e);
 int rdb_merge(rdb *db, const char *const *srcs, size_t n, size_t *added, size_t *skipped,
               errbuf *e);
 
+/* Metric naming: accuracy metrics (recall, relative error, KL, agreement, perplexity) are what
+ * reports and the Pareto plot show; for errors, KL and perplexity changes lower is better. */
+int rdb_metric_is_accuracy(const char *name);
+int rdb_metric_lower_is_better(const char *name);
+
 #endif

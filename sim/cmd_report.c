@@ -130,16 +130,6 @@ static void fmt_num(char *out, size_t n, double v, int csv)
 
 /* ---- which metric columns -------------------------------------------------------------- */
 
-static int is_accuracy(const char *name)
-{
-    static const char *const pat[] = {"recall", "err", "kl", "agree", "ppl", "perplex", "acc",
-                                      "top1"};
-    for (size_t i = 0; i < sizeof pat / sizeof pat[0]; i++)
-        if (strstr(name, pat[i]))
-            return 1;
-    return 0;
-}
-
 /* Metric names stored in the database (sorted). */
 static int metric_names(sqlite3 *h, char names[][48], size_t max, size_t *n)
 {
@@ -163,7 +153,7 @@ static int pick_metrics(sqlite3 *h, const char *list, char cols[][48], size_t *n
         return 1;
     if (!list) {
         for (size_t i = 0; i < nh && *nc < REP_MAX_METRICS; i++)
-            if (is_accuracy(have[i]))
+            if (rdb_metric_is_accuracy(have[i]))
                 snprintf(cols[(*nc)++], 48, "%.47s", have[i]);
         return 0;
     }
