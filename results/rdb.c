@@ -582,28 +582,36 @@ static int merge_one(rdb *db, const char *path, size_t *added, size_t *skipped, 
     return rc;
 }
 
+int rdb_merge_check(const char *src, errbuf *e)
+{
+    int v = 0;
+    int rc = rdb_file_version(src, &v, e);
+    if (rc)
+        return rc;
+    if (v == 0)
+        return err_set(e, MS_ERR_FORMAT, "%s: not an mpcsim results database (schema "
+                       "version 0)", src);
+    if (v > RDB_SCHEMA_VERSION)
+        return err_set(e, MS_ERR_FORMAT,
+                       "%s: results schema version %d, newer than this mpcsim's (%d)\n"
+                       "---> HINT: merge with the newer mpcsim that wrote it", src, v,
+                       RDB_SCHEMA_VERSION);
+    if (v < RDB_SCHEMA_VERSION)
+        return err_set(e, MS_ERR_FORMAT,
+                       "%s: results schema version %d, older than this mpcsim's (%d)\n"
+                       "---> HINT: `mpcsim report %s` once migrates it, then merge again",
+                       src, v, RDB_SCHEMA_VERSION, src);
+    return MS_OK;
+}
+
 int rdb_merge(rdb *db, const char *const *srcs, size_t n, size_t *added, size_t *skipped,
               errbuf *e)
 {
     *added = *skipped = 0;
     for (size_t i = 0; i < n; i++) {
-        int v = 0;
-        int rc = rdb_file_version(srcs[i], &v, e);
+        int rc = rdb_merge_check(srcs[i], e);
         if (rc)
             return rc;
-        if (v == 0)
-            return err_set(e, MS_ERR_FORMAT, "%s: not an mpcsim results database (schema "
-                           "version 0)", srcs[i]);
-        if (v > RDB_SCHEMA_VERSION)
-            return err_set(e, MS_ERR_FORMAT,
-                           "%s: results schema version %d, newer than this mpcsim's (%d)\n"
-                           "---> HINT: merge with the newer mpcsim that wrote it", srcs[i], v,
-                           RDB_SCHEMA_VERSION);
-        if (v < RDB_SCHEMA_VERSION)
-            return err_set(e, MS_ERR_FORMAT,
-                           "%s: results schema version %d, older than this mpcsim's (%d)\n"
-                           "---> HINT: `mpcsim report %s` once migrates it, then merge again",
-                           srcs[i], v, RDB_SCHEMA_VERSION, srcs[i]);
     }
     int rc = exec_q(db, Q_BEGIN, e);
     for (size_t i = 0; !rc && i < n; i++)

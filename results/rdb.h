@@ -101,6 +101,8 @@ int rdb_count_runs(rdb *db, int64_t *n, errbuf *e);
  * schema version differs from RDB_SCHEMA_VERSION is MS_ERR_FORMAT and nothing is written. */
 int rdb_merge(rdb *db, const char *const *srcs, size_t n, size_t *added, size_t *skipped,
               errbuf *e);
+/* Whether a database can be merged into this version's: exists, same schema version. */
+int rdb_merge_check(const char *src, errbuf *e);
 
 /* Metric naming: accuracy metrics (recall, relative error, KL, agreement, perplexity) are what
  * reports and the Pareto plot show; for errors, KL and perplexity changes lower is better. */

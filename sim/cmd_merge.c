@@ -48,9 +48,9 @@ int cmd_merge(int argc, char **argv)
             return 2;
         }
     errbuf e;
-    int v, rc;
+    int rc;
     for (int i = optind + 1; i < argc; i++) /* check inputs before creating the output */
-        if ((rc = rdb_file_version(argv[i], &v, &e))) {
+        if ((rc = rdb_merge_check(argv[i], &e))) {
             cli_error("merge", "%s", e.msg);
             return ms_err_exit_code(rc);
         }

@@ -288,7 +288,9 @@ static void plot_comm(plot_ctx *c)
     FILE *v = nb < 0 ? NULL : vars_open(c, "comm_vs_seq", vpath, sizeof vpath);
     if (!v)
         return (void)c->failed++;
-    fprintf(v, "nb = %d\n", nb);
+    fprintf(v, "nb = %d\nhas_offline = %d\n", nb,
+            query_int(c, "SELECT count(*) FROM breakdown WHERE category = 'total' AND "
+                         "offline_p0 + offline_p1 + offline_p2 > 0") > 0);
     plot_render(c, "comm_vs_seq", v, vpath);
 }
 
