@@ -121,7 +121,17 @@ static int run_parse(int argc, char **argv, run_opts *o)
 
 /* ---- the runs to do -------------------------------------------------------------------- */
 
-/* Runs of this shard, without repeated config hashes; indices into s->runs. */
+static const scenario *sort_scn; /* qsort has no context argument */
+
+static int by_hash(const void *a, const void *b)
+{
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    int c = strcmp(sort_scn->runs[i].hash, sort_scn->runs[j].hash);
+    return c ? c : (i > j) - (i < j);
+}
+
+/* Runs of this shard, in grid order, without repeated config hashes (the first grid point
+ * keeps a hash); indices into s->runs. */
 static size_t select_runs(scenario *s, const run_opts *o, size_t *sel, errbuf *e, int *rc)
 {
     size_t n = 0;
@@ -132,13 +142,29 @@ static size_t select_runs(scenario *s, const run_opts *o, size_t *sel, errbuf *e
             continue;
         if (!c->yaml && (*rc = scn_resolve_yaml(c, e)))
             return 0;
-        int dup = 0;
-        for (size_t j = 0; j < n && !dup; j++)
-            dup = !strcmp(s->runs[sel[j]].hash, c->hash);
-        if (!dup)
-            sel[n++] = i;
+        sel[n++] = i;
     }
-    return n;
+    size_t *sorted = malloc((n + 1) * sizeof *sorted);
+    char *dup = calloc(s->n_runs + 1, 1);
+    if (!sorted || !dup) {
+        free(sorted);
+        free(dup);
+        *rc = err_set(e, MS_ERR_NOMEM, "out of memory expanding %s", s->path);
+        return 0;
+    }
+    memcpy(sorted, sel, n * sizeof *sel);
+    sort_scn = s;
+    qsort(sorted, n, sizeof *sorted, by_hash);
+    for (size_t k = 1; k < n; k++)
+        if (!strcmp(s->runs[sorted[k]].hash, s->runs[sorted[k - 1]].hash))
+            dup[sorted[k]] = 1;
+    size_t m = 0;
+    for (size_t k = 0; k < n; k++)
+        if (!dup[sel[k]])
+            sel[m++] = sel[k];
+    free(sorted);
+    free(dup);
+    return m;
 }
 
 static void print_summary_line(FILE *f, const run_cfg *c)
