@@ -142,7 +142,8 @@ static int comet_prefill(void *st, errbuf *e)
 {
     comet_state *s = st;
     for (uint32_t l = 0; l < s->env.n_layers; l++)
-        s->pending[l] = s->prefetch ? take_misses(s, l, s->env.prompt_len) : 0;
+        if (s->prefetch)
+            s->pending[l] += take_misses(s, l, s->env.prompt_len);
     return MS_OK;
 }
 
@@ -151,7 +152,7 @@ static int comet_select(void *st, uint32_t layer, uint32_t pos, const float *q, 
 {
     comet_state *s = st;
     memset(keep, 1, (size_t)s->env.n_kv_heads * pos);
-    s->pending[layer] = take_misses(s, layer, pos); /* A4: refilled when first needed */
+    s->pending[layer] += take_misses(s, layer, pos); /* A4: refilled when first needed */
     return MS_OK;
 }
 
