@@ -298,12 +298,15 @@ static int a_bool_components(eng *e, mpc_val comps[3], int *nc, const mpc_val *x
     int i = s->c.party;
     *nc = 3;
     for (int j = 0; j < 3; j++) {
-        int rc = mpc_l_alloc(e, &comps[j], x->n, DOM_BOOL);
+        int rc = mpc_ensure(&s->c, &comps[j], x->n, DOM_BOOL); /* the caller allocated them */
         if (rc)
             return rc;
-        for (int t = 0; t < 2; t++)
+        for (int t = 0; t < 2; t++) {
             if ((i + t) % 3 == j)
                 memcpy(comps[j].s[t], x->s[t], x->n * 8);
+            else
+                memset(comps[j].s[t], 0, x->n * 8);
+        }
     }
     return MS_OK;
 }

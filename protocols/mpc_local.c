@@ -85,9 +85,17 @@ static int same_len(mpc_core *c, const mpc_val *x, const mpc_val *y, const char 
     return MS_OK;
 }
 
+/* The dealer holds no data: a local op only gives the result its shape. */
+#define DEALER_SHAPE(c, z, n, dom)                   \
+    do {                                             \
+        if ((c)->ns == 0)                            \
+            return mpc_ensure((c), (z), (n), (dom)); \
+    } while (0)
+
 int mpc_l_add(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
 {
     mpc_core *c = core(e);
+    DEALER_SHAPE(c, z, x->n, x->dom);
     int dom = x->dom, rc = same_len(c, x, y, "add");
     if (rc || (rc = mpc_ensure(c, z, x->n, dom)))
         return rc;
@@ -107,6 +115,7 @@ int mpc_l_add(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
 int mpc_l_sub(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
 {
     mpc_core *c = core(e);
+    DEALER_SHAPE(c, z, x->n, x->dom);
     int dom = x->dom, rc = same_len(c, x, y, "sub");
     if (rc || (rc = mpc_ensure(c, z, x->n, dom)))
         return rc;
@@ -137,6 +146,7 @@ static int copy_into(mpc_core *c, mpc_val *z, const mpc_val *x)
 int mpc_l_add_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *cst, size_t nc)
 {
     mpc_core *c = core(e);
+    DEALER_SHAPE(c, z, x->n, x->dom);
     if (nc != 1 && nc != x->n)
         return mpc_fail(c, MS_ERR_INTERNAL, "mpc add_pub: %zu constants for %zu elements", nc, x->n);
     int rc = copy_into(c, z, x);
@@ -155,6 +165,7 @@ int mpc_l_add_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *cst, siz
 int mpc_l_mul_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *cst, size_t nc)
 {
     mpc_core *c = core(e);
+    DEALER_SHAPE(c, z, x->n, x->dom);
     if (nc != 1 && nc != x->n)
         return mpc_fail(c, MS_ERR_INTERNAL, "mpc mul_pub: %zu constants for %zu elements", nc, x->n);
     int rc = copy_into(c, z, x);
@@ -173,6 +184,7 @@ int mpc_l_mul_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *cst, siz
 int mpc_l_shift(eng *e, mpc_val *z, const mpc_val *x, int s)
 {
     mpc_core *c = core(e);
+    DEALER_SHAPE(c, z, x->n, x->dom);
     int rc = copy_into(c, z, x);
     if (s <= -64 || s >= 64) {
         for (int t = 0; !rc && t < c->ns; t++)
@@ -194,6 +206,10 @@ int mpc_l_shift(eng *e, mpc_val *z, const mpc_val *x, int s)
 int mpc_l_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size_t n)
 {
     mpc_core *c = core(e);
+    if (c->ns == 0) {
+        int dom = x->dom;
+        return mpc_ensure(c, z, n, dom);
+    }
     for (size_t i = 0; i < n; i++)
         if (idx[i] >= x->n)
             return mpc_fail(c, MS_ERR_INTERNAL, "mpc permute: index %u beyond %zu elements", idx[i], x->n);
@@ -311,7 +327,7 @@ int mpc_engine_new(const proto_cfg *cfg, mpc_net *net, eng **out, errbuf *err)
     if (!e)
         return err_set(err, MS_ERR_NOMEM, "mpc: out of memory");
     e->cfg = *cfg;
-    e->pr = NULL;
+    e->pr = proto_find(cfg->name);
     rc = semi ? mpc_semi2k_new(e, net, err) : mpc_aby3_new(e, net, err);
     if (rc) {
         if (e->impl)

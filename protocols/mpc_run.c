@@ -35,24 +35,24 @@ void mpc_stat_between(const mpc_net_stats *a, const mpc_net_stats *b, uint64_t n
 
 /* ---------------------------------------------------------------- op programs */
 
-static int produced_by_op(const op_program *p, uint32_t t)
+/* The op that produces tensor t, or -1. */
+static long producer(const op_program *p, uint32_t t)
 {
     for (size_t i = 0; i < p->n_ops; i++)
         if (p->ops[i].out == t)
-            return 1;
-    return 0;
+            return (long)i;
+    return -1;
 }
 
-/* Who secret-shares tensor t at setup: -1 nobody, -2 public. */
-static int tensor_owner(const op_program *p, uint32_t t)
+/* The owner of an INPUT op's tensor, as kern.c's INPUT kernel decides it. */
+static int input_owner(const eng *e, const op_program *p, const op *o)
 {
-    switch (p->tens[t].role) {
-    case OPT_WEIGHT: return 1; /* the model owner */
-    case OPT_INPUT: return produced_by_op(p, t) ? -1 : 0;
-    case OPT_CACHE: return 0;  /* the client's secret state */
-    case OPT_PUBLIC: return -2;
-    default: return -1;
-    }
+    int role = p->tens[o->out].role;
+    if (role == OPT_INPUT)
+        return 0;
+    if (role == OPT_WEIGHT)
+        return 1;
+    return (o->iarg >= 0 && o->iarg < e->n_parties) ? o->iarg : 0;
 }
 
 static int engine_err(eng *e, int rc, errbuf *err, const char *what)
@@ -63,51 +63,71 @@ static int engine_err(eng *e, int rc, errbuf *err, const char *what)
     return rc;
 }
 
+/* Asks the binding for tensor t's plaintext; a fresh buffer in *out (NULL when none). */
+static int fetch(eng *e, mpc_tensor_fn fn, void *ctx, const op_tensor *T, size_t n, int required,
+                 uint64_t **out, errbuf *err)
+{
+    *out = calloc(n ? n : 1, sizeof **out);
+    if (!*out)
+        return err_set(err, MS_ERR_NOMEM, "mpc run: out of memory for tensor '%s'", T->name);
+    if ((fn && fn(ctx, T, *out, n)) || !required)
+        return MS_OK;
+    free(*out);
+    *out = NULL;
+    return err_set(err, MS_ERR_NOTFOUND, "mpc run: no values bound for %s tensor '%s' (%u×%u×%u) at P%d",
+                   op_role_name(T->role), T->name, T->batch, T->rows, T->cols, e->party);
+}
+
 int mpc_run_setup(eng *e, mpc_net *net, const op_program *p, mpc_tensor_fn fn, void *ctx,
                   mpc_program_run *r, errbuf *err)
 {
     memset(r, 0, sizeof *r);
     r->prog = p;
     r->vals = calloc(p->n_tens ? p->n_tens : 1, sizeof *r->vals);
+    r->plain = calloc(p->n_tens ? p->n_tens : 1, sizeof *r->plain);
     r->ops = calloc(p->n_ops ? p->n_ops : 1, sizeof *r->ops);
-    if (!r->vals || !r->ops)
+    if (!r->vals || !r->ops || !r->plain)
         return err_set(err, MS_ERR_NOMEM, "mpc run: out of memory");
     mpc_net_stats a = *mpc_net_get_stats(net);
     uint64_t t0 = now_ns();
     int dealer = mpc_engine_is_dealer(e), rc = MS_OK;
-    uint64_t *plain = NULL;
     for (uint32_t t = 0; t < p->n_tens && !rc; t++) {
         const op_tensor *T = &p->tens[t];
-        int owner = tensor_owner(p, t);
-        if (owner == -1)
-            continue;
         size_t n = (size_t)T->batch * T->rows * T->cols;
-        free(plain);
-        plain = calloc(n ? n : 1, sizeof *plain);
-        if (!plain)
-            return err_set(err, MS_ERR_NOMEM, "mpc run: out of memory for tensor '%s'", T->name);
-        int mine = !dealer && (owner == -2 || e->party == owner);
-        int have = mine && fn ? fn(ctx, T, plain, n) : 0;
-        if (mine && !have && T->role != OPT_CACHE) {
-            rc = err_set(err, MS_ERR_NOTFOUND, "mpc run: no values bound for %s tensor '%s' (%u×%u×%u) at P%d",
-                         op_role_name(T->role), T->name, T->batch, T->rows, T->cols, e->party);
-            break;
-        }
-        if (owner == -2) {
-            rc = mpc_engine_share_public(e, &r->vals[t], plain, n, T->dom);
+        mpc_val *v = &r->vals[t];
+        v->n = n; /* every value carries its length, as in cost mode */
+        v->dom = T->dom;
+        long pi = producer(p, t);
+        if (pi >= 0) { /* kern's INPUT reads the owner's plaintext from vals[out].s[0] */
+            if (!dealer && p->ops[pi].kind == OP_INPUT && input_owner(e, p, &p->ops[pi]) == e->party &&
+                !(rc = fetch(e, fn, ctx, T, n, 1, &r->plain[t], err)))
+                v->s[0] = r->plain[t];
             continue;
         }
-        if ((rc = e->vt->alloc(e, &r->vals[t], n, T->dom)))
+        uint64_t *plain = NULL;
+        if (T->role == OPT_PUBLIC) { /* plaintext in s[0] on every party (kern.c) */
+            if (!dealer && !(rc = fetch(e, fn, ctx, T, n, 1, &plain, err)) &&
+                !(rc = e->vt->alloc(e, v, n, T->dom)))
+                memcpy(v->s[0], plain, n * sizeof *plain);
+            free(plain);
+            continue;
+        }
+        /* weights: the model owner P1; the client's input and KV cache: P0 (cache: zeros when
+         * it binds none). COST: setup, the owner's input primitive (PRIMITIVES.md §Setup). */
+        int owner = T->role == OPT_WEIGHT ? 1 : (T->role == OPT_INPUT || T->role == OPT_CACHE) ? 0 : -1;
+        if (owner < 0)
+            continue;
+        if (!dealer && e->party == owner && (rc = fetch(e, fn, ctx, T, n, T->role != OPT_CACHE, &plain, err)))
             break;
-        /* COST: setup: the owner secret-shares the tensor (input primitive, setup traffic) */
-        if ((rc = e->vt->input(e, &r->vals[t], owner, plain)))
+        if (!(rc = e->vt->alloc(e, v, n, T->dom)) && (rc = e->vt->input(e, v, owner, plain)))
             rc = engine_err(e, rc, err, T->name);
+        free(plain);
     }
-    free(plain);
     /* beaver cache: every fixed right operand's mask is opened once, in program order */
     for (size_t i = 0; i < p->n_ops && !rc; i++) {
         const op *o = &p->ops[i];
-        if (!(o->flags & OPF_FIXED_B) || o->in[1] == OP_NONE || !r->vals[o->in[1]].n)
+        if (!(o->flags & OPF_FIXED_B) || (o->flags & OPF_PUBLIC_B) || o->in[1] == OP_NONE ||
+            producer(p, o->in[1]) >= 0)
             continue;
         if ((rc = mpc_engine_setup_fixed(e, o->in[1], &r->vals[o->in[1]])))
             rc = engine_err(e, rc, err, "beaver cache");
@@ -155,8 +175,15 @@ int mpc_run_open(eng *e, mpc_net *net, mpc_program_run *r, uint32_t tid, uint64_
 void mpc_program_run_free(eng *e, mpc_program_run *r)
 {
     if (r->vals && r->prog)
-        for (size_t t = 0; t < r->prog->n_tens; t++)
+        for (size_t t = 0; t < r->prog->n_tens; t++) {
+            if (r->plain && r->plain[t] && r->vals[t].s[0] == r->plain[t])
+                r->vals[t].s[0] = NULL; /* an INPUT op that never ran */
             e->vt->release(e, &r->vals[t]);
+        }
+    if (r->plain && r->prog)
+        for (size_t t = 0; t < r->prog->n_tens; t++)
+            free(r->plain[t]);
+    free(r->plain);
     free(r->vals);
     free(r->ops);
     memset(r, 0, sizeof *r);

@@ -36,6 +36,7 @@ typedef int (*mpc_tensor_fn)(void *ctx, const op_tensor *t, uint64_t *out, size_
 typedef struct mpc_program_run {
     const op_program *prog;
     mpc_val *vals;     /* one per tensor */
+    uint64_t **plain;  /* per tensor: an INPUT op's plaintext at its owner (caller-owned) */
     mpc_op_stat setup; /* weight/input sharing and beaver-cache openings */
     mpc_op_stat *ops;  /* one per op */
 } mpc_program_run;

@@ -507,9 +507,11 @@ static int s_bool_components(eng *e, mpc_val comps[3], int *nc, const mpc_val *x
     s2k *s = S(e);
     *nc = 2;
     for (int j = 0; j < 2; j++) {
-        int rc = mpc_l_alloc(e, &comps[j], x->n, DOM_BOOL);
+        int rc = mpc_ensure(&s->c, &comps[j], x->n, DOM_BOOL); /* the caller allocated them */
         if (rc)
             return rc;
+        if (!is_dealer(s))
+            memset(comps[j].s[0], 0, x->n * 8);
         if (!is_dealer(s) && s->c.party == j)
             memcpy(comps[j].s[0], x->s[0], x->n * 8);
     }
