@@ -342,6 +342,37 @@ START_TEST(test_composite_bytes)
 }
 END_TEST
 
+/* A right operand shared by several instances (GQA, op.h) is opened once; an operand longer
+ * than the op's k×n instances (a KV cache) is costed at the attended length. */
+START_TEST(test_matmul_operand_sharing)
+{
+    op_program p;
+    op_program_init(&p);
+    uint32_t q = op_tensor_add(&p, "q", OPT_TEMP, DOM_ARITH, 32, 1, 128);
+    uint32_t kc = op_tensor_add(&p, "kc", OPT_CACHE, DOM_ARITH, 8, 4096, 128);
+    uint32_t s = op_tensor_add(&p, "s", OPT_TEMP, DOM_ARITH, 32, 1, 1000);
+    op o = {.kind = OP_MATMUL, .layer = -1, .group = -1, .batch = 32, .m = 1, .k = 128,
+            .n = 1000, .in = {q, kc, OP_NONE}, .out = s, .flags = OPF_TRANS_B | OPF_NO_TRUNC};
+    op_emit(&p, &o);
+    const proto *pr = proto_find("semi2k");
+    proto_cfg cfg;
+    errbuf e;
+    proto_cfg_default("semi2k", &cfg, &e);
+    cost_log lg;
+    cost_log_init(&lg, 2);
+    ck_assert_int_eq(proto_cost_program(pr, &cfg, &p, &lg, &e), 0);
+    cost_totals t = {0};
+    for (size_t i = 0; i < lg.n; i++)
+        cost_totals_add_round(&t, &lg.r[i], 2);
+    ck_assert_uint_eq(t.rounds, 1);
+    /* 8·(b·m·k + b_y·k·n) = 8·(32·128 + 8·128·1000); dealer C: 8·b·m·n */
+    ck_assert_uint_eq(t.bytes_sent[0], 8ull * (32 * 128 + 8 * 128 * 1000));
+    ck_assert_uint_eq(t.offline_bytes[1], 8ull * 32 * 1000);
+    cost_log_free(&lg);
+    op_program_free(&p);
+}
+END_TEST
+
 START_TEST(test_oem_counts)
 {
     size_t kern_oem_layer(size_t n, size_t p, size_t k, uint32_t *lo, uint32_t *hi);
@@ -551,6 +582,7 @@ Suite *proto_suite(void)
     tcase_add_loop_test(t, test_composite_rounds, 0, 2);
     tcase_add_test(t, test_composite_bytes);
     tcase_add_test(t, test_oem_counts);
+    tcase_add_test(t, test_matmul_operand_sharing);
     tcase_add_loop_test(t, test_cost_matches_plain, 0, 2);
     tcase_add_test(t, test_cost_deterministic);
     tcase_add_test(t, test_registry_cfg);
