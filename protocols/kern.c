@@ -1056,7 +1056,6 @@ static int k_norm(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, int 
 /* Comparators (lo, hi) of layer (p, k) of Batcher's odd–even merge sort on n keys (the
  * power-of-two network with every comparator touching a key >= n dropped: those keys act as
  * -inf padding already in place). Fills lo/hi when non-NULL; returns the count. */
-size_t kern_oem_layer(size_t n, size_t p, size_t k, uint32_t *lo, uint32_t *hi);
 size_t kern_oem_layer(size_t n, size_t p, size_t k, uint32_t *lo, uint32_t *hi)
 {
     size_t cnt = 0, P2 = 2 * p, keep = 2 * p - k;

@@ -375,7 +375,6 @@ END_TEST
 
 START_TEST(test_oem_counts)
 {
-    size_t kern_oem_layer(size_t n, size_t p, size_t k, uint32_t *lo, uint32_t *hi);
     for (size_t n = 2; n <= 300; n += 7) {
         uint32_t lo[512], hi[512];
         size_t tot = 0;
@@ -459,8 +458,12 @@ START_TEST(test_cost_matches_plain)
         for (size_t i = 0; i < n; i++)
             vals[t].s[0][i] = fx_encode(0.25 + 0.01 * (double)(i % 37), cfg.frac_bits);
     }
+    /* INPUT reads the plaintext bound to its output and leaves it to the caller (kern.c) */
+    mpc_val plain[2] = {vals[0], vals[1]};
     for (size_t i = 0; i < p.n_ops; i++)
         ck_assert_msg(kern_exec(pe, &p, i, vals, &e) == 0, "op %zu: %s", i, e.msg);
+    pe->vt->release(pe, &plain[0]);
+    pe->vt->release(pe, &plain[1]);
     const uint64_t *calls = eng_plain_calls(pe);
     for (int q = 0; q < PRIM_N; q++) {
         if (q == PRIM_LOCAL)
