@@ -1142,9 +1142,9 @@ static int k_sort_layer(eng *e, mpc_val *V, size_t R, size_t n, size_t p, size_t
     return MS_OK;
 }
 
-/* Top-k of R rows of n: sort each row descending with its index travelling (odd–even merge
- * network, ⌈log2 n⌉(⌈log2 n⌉+1)/2 layers), then one-hot rows of the first k indices. */
-static int k_topk(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size_t k)
+/* Top-k by sorting each row descending with its index travelling (odd–even merge network,
+ * ⌈log2 n⌉(⌈log2 n⌉+1)/2 layers), then one-hot rows of the first k indices. */
+static int k_topk_sort(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size_t k)
 {
     mpc_val io, V, parts[2], ix, top;
     TRY(k_iota(e, &io, x, R, n));
@@ -1161,6 +1161,60 @@ static int k_topk(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size
     TRY(k_onehot(e, z, &top, n));
     krel(e, &io), krel(e, &V), krel(e, &ix), krel(e, &top);
     return MS_OK;
+}
+
+/* Top-k by k extractions: argmax (tree + onehot), then the winner is pushed 2^20 below
+ * everything (a local multiplication of the public one-hot weight), k times. */
+static int k_topk_tree(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size_t k)
+{
+    mpc_val cur, oh[64], cat;
+    if (k > 64)
+        return MS_ERR_INTERNAL;
+    TRY(k_rep(e, &cur, x, 1));
+    for (size_t q = 0; q < k; q++) {
+        mpc_val mx, ix, pen;
+        TRY(k_rowmax(e, &mx, &ix, &cur, R, n));
+        TRY(k_onehot(e, &oh[q], &ix, n));
+        TRY(kal(e, &pen, R * n, DOM_ARITH));
+        TRY(k_mulc(e, &pen, &oh[q], FX(1048576.0)));
+        TRY(VT->sub(e, &cur, &cur, &pen));
+        krel(e, &mx), krel(e, &ix), krel(e, &pen);
+    }
+    TRY(k_concat(e, &cat, oh, (int)k)); /* (q, r, j) → (r, q, j) */
+    uint32_t *idx;
+    TRY(pub32(x, R * k * n, &idx));
+    if (idx)
+        for (size_t r = 0; r < R; r++)
+            for (size_t q = 0; q < k; q++)
+                for (size_t j = 0; j < n; j++)
+                    idx[(r * k + q) * n + j] = (uint32_t)((q * R + r) * n + j);
+    int rc = kal(e, z, R * k * n, DOM_ARITH);
+    if (!rc)
+        rc = VT->permute(e, z, &cat, idx, R * k * n);
+    free(idx);
+    for (size_t q = 0; q < k; q++)
+        krel(e, &oh[q]);
+    krel(e, &cur), krel(e, &cat);
+    return rc;
+}
+
+/* Top-k of R rows of n, output (R·k, n) one-hot rows in descending order. Whichever of the
+ * two constructions has fewer rounds for these public shapes: k extractions cost
+ * k(⌈log2 n⌉(r_lt + 1) + r_eq), the sorting network L(r_lt + 1) + r_eq with L its non-empty
+ * layers (r_lt = 8 / 10, r_eq = 7 / 9 rounds for 2 / 3 parties). */
+static int k_topk(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size_t k)
+{
+    uint64_t b2a = e->n_parties == 2 ? 1 : 2, three = e->n_parties == 3;
+    uint64_t r_lt = three + 7 + b2a, r_eq = three + 6 + b2a, lv = 0, layers = 0;
+    while (((size_t)1 << lv) < n)
+        lv++;
+    for (size_t p = 1; p < n; p *= 2)
+        for (size_t kk = p; kk >= 1; kk /= 2)
+            layers += kern_oem_layer(n, p, kk, NULL, NULL) > 0;
+    uint64_t tree = k * (lv * (r_lt + 1) + r_eq), sort = layers * (r_lt + 1) + r_eq;
+    if (k <= 64 && tree < sort)
+        return k_topk_tree(e, z, x, R, n, k);
+    return k_topk_sort(e, z, x, R, n, k);
 }
 
 /* ---- rope, matmul ------------------------------------------------------------------------ */

@@ -322,11 +322,15 @@ START_TEST(test_max_argmax_topk)
     uint32_t tm = h_tensor(&h, "mx", OPT_TEMP, DOM_ARITH, B, M, 1, NULL, 0);
     uint32_t ta = h_tensor(&h, "am", OPT_TEMP, DOM_ARITH, B, M, N, NULL, 0);
     uint32_t tk = h_tensor(&h, "tk", OPT_TEMP, DOM_ARITH, B, M * K, N, NULL, 0);
+    uint32_t t2 = h_tensor(&h, "t2", OPT_TEMP, DOM_ARITH, B, M * 2, N, NULL, 0);
     h_run(&h, mkop(OP_MAX, B, M, 0, N, tx, OP_NONE, OP_NONE, tm));
     h_run(&h, mkop(OP_ARGMAX, B, M, 0, N, tx, OP_NONE, OP_NONE, ta));
     op t = mkop(OP_TOPK, B, M, 0, N, tx, OP_NONE, OP_NONE, tk);
-    t.iarg = K;
+    t.iarg = K; /* 5 of 23: the sorting network */
     h_run(&h, t);
+    op t2o = mkop(OP_TOPK, B, M, 0, N, tx, OP_NONE, OP_NONE, t2);
+    t2o.iarg = 2; /* 2 of 23: two extractions */
+    h_run(&h, t2o);
     for (int r = 0; r < B * M; r++) {
         int order[N], used[N] = {0};
         for (int q = 0; q < K; q++) { /* reference: descending selection */
@@ -342,6 +346,9 @@ START_TEST(test_max_argmax_topk)
             ck_assert_uint_eq(h.vals[ta].s[0][(size_t)r * N + j], (uint64_t)(j == order[0]));
             for (int q = 0; q < K; q++)
                 ck_assert_uint_eq(h.vals[tk].s[0][((size_t)r * K + q) * N + j],
+                                  (uint64_t)(j == order[q]));
+            for (int q = 0; q < 2; q++)
+                ck_assert_uint_eq(h.vals[t2].s[0][((size_t)r * 2 + q) * N + j],
                                   (uint64_t)(j == order[q]));
         }
     }

@@ -288,12 +288,17 @@ START_TEST(test_composite_rounds)
         ck_assert_uint_eq(cost_op(nm, OP_LAYERNORM, 1, 3, 0, n, 0, 0, NULL).rounds,
                           T + FM + T + RSQRT + FM + FM);
     }
-    /* top-k on n = 2^p: odd–even merge sort has p(p+1)/2 layers of (lt + 1 mul), then eq */
-    for (int p = 1; p <= 6; p++) {
+    /* top-k on n = 2^p: odd–even merge sort has p(p+1)/2 layers of (lt + 1 mul), then eq;
+     * k extractions cost k(p(lt + 1) + eq); the kernel takes the cheaper */
+    for (int p = 1; p <= 9; p++) {
         uint32_t n = 1u << p;
         int L = p * (p + 1) / 2;
-        ck_assert_uint_eq(cost_op(nm, OP_TOPK, 2, 1, 0, n, 3, 0, NULL).rounds,
-                          L * (R_LT(np) + 1) + R_EQ(np));
+        for (int k = 1; k <= 6 && k <= (int)n; k++) {
+            int sort = L * (R_LT(np) + 1) + R_EQ(np);
+            int tree = k * (p * (R_LT(np) + 1) + R_EQ(np));
+            ck_assert_uint_eq(cost_op(nm, OP_TOPK, 2, 1, 0, n, k, 0, NULL).rounds,
+                              tree < sort ? tree : sort);
+        }
     }
     ck_assert_uint_eq(cost_op(nm, OP_ONEHOT, 1, 5, 0, 50, 0, 0, NULL).rounds, R_EQ(np));
     ck_assert_uint_eq(cost_op(nm, OP_GATHER, 1, 5, 50, 8, 0, 0, NULL).rounds, 1);
@@ -332,10 +337,15 @@ START_TEST(test_composite_bytes)
         ck_assert_uint_eq(cost_op("semi2k", OP_EQ, 1, n, 0, 1, 0, 0, NULL).sent0, 104ull * n);
         ck_assert_uint_eq(cost_op("aby3", OP_EQ, 1, n, 0, 1, 0, 0, NULL).sent0, 72ull * n);
     }
-    /* top-k on 16 keys: 63 comparators (odd–even merge sort), each an lt and a 2-word
-     * select mul; then eq of k·n: semi2k bytes per row = 63·(200 + 32) + 3·16·104 */
-    sums s = cost_op("semi2k", OP_TOPK, 5, 1, 0, 16, 3, 0, NULL);
-    ck_assert_uint_eq(s.sent0, 5ull * (63 * (200 + 32) + 3 * 16 * 104));
+    /* top-k 6 of 16 keys (sort: 10·9 + 7 rounds < extractions 6·(4·9 + 7)): 63 comparators
+     * (odd–even merge sort), each an lt and a 2-word select mul; then eq of k·n:
+     * semi2k bytes per row = 63·(200 + 32) + 6·16·104 */
+    sums s = cost_op("semi2k", OP_TOPK, 5, 1, 0, 16, 6, 0, NULL);
+    ck_assert_uint_eq(s.sent0, 5ull * (63 * (200 + 32) + 6 * 16 * 104));
+    /* top-1 of 16 by one extraction: 8 + 4 + 2 + 1 = 15 compare-selects (lt 200 + mul 32 for
+     * value and index), then eq of 16 */
+    s = cost_op("semi2k", OP_TOPK, 5, 1, 0, 16, 1, 0, NULL);
+    ck_assert_uint_eq(s.sent0, 5ull * (15 * (200 + 32) + 16 * 104));
     /* vectorization: rounds of a softmax do not depend on the number of rows */
     ck_assert_uint_eq(cost_op("aby3", OP_SOFTMAX, 32, 7, 0, 100, -1, 0, NULL).rounds,
                       cost_op("aby3", OP_SOFTMAX, 1, 1, 0, 100, -1, 0, NULL).rounds);
