@@ -27,7 +27,8 @@
  *   TRUNC     iarg bits (f when iarg <= 0).
  *   SOFTMAX   iarg >= 0: causal, row r (0 <= r < m) sees columns j <= iarg + r.
  *   LAYERNORM, RMSNORM  farg = eps (1e-5 when farg <= 0).
- *   TOPK      iarg = k (clamped to n); output (b, m·k, n) one-hot rows in descending order.
+ *   TOPK      iarg = k (clamped to n); output (b, m·k, n) one-hot rows in descending order;
+ *             k max extractions or an odd–even merge sort, whichever has fewer rounds.
  *   ROPE      op.h: batch = sequences, m = tokens, n = features, k = head_dim (n when 0); row
  *             r of m sits at position iarg + r; pair (2i, 2i+1) within a head rotates by
  *             pos·theta^(-2i/k), theta = farg (10000 when farg <= 0).
@@ -47,11 +48,12 @@
  *   reciprocal x > 0 in [2^-f, 2^(f-1)). Normalization by a batched comparison against the
  *              public powers 2^j (one lt of J·n elements), c = x·2^-(q+1) in [0.5, 1), then
  *              Goldschmidt from w0 = 2.9142 - 2c (SPU f_reciprocal): |1 - c·w0| <= 0.0858,
- *              relative error <= 0.0858^(2^(it+1)) + fixed point; it = 2: <= 2e-4 relative.
+ *              relative error <= 0.0858^(2^(it+1)) + fixed point; it = 2: tested at
+ *              2e-4·(1/x) + 2^(1-f) absolute (the output's own quantum dominates for large x).
  *   rsqrt      x > 0 in [2^-f, 2^f) (f even; 1e-3 … 1e4 with f = 18). Even powers: c = x·2^-q
  *              in [1, 4), quadratic start 1.3353 - 0.41060c + 0.051197c² (relative error
  *              <= 2.41e-2), then cfg.rsqrt_iters Newton steps y(3 - c·y²)/2, each squaring the
- *              relative error ×1.5: 2 steps: <= 1.2e-6 + fixed point; tested at 1e-4 relative.
+ *              relative error ×1.5: 2 steps: <= 1.2e-6 + fixed point; tested at 1e-4·y + 2^(1-f).
  *   gelu, silu PUMA piecewise polynomials (mpc-costs.md §2.4); error vs the exact functions:
  *              gelu <= 2.1e-2 (0.0199 at x = 3+), silu <= 7.5e-2 (0.0719 at x = 4+:
  *              PUMA puts x above 4 where silu(4) = 3.928) absolute: the polynomials' own error.
@@ -1438,6 +1440,10 @@ static int k_dispatch(eng *e, const op_program *p, const op *o, mpc_val *vals,
                 o->kind == OP_SELECT || o->kind == OP_GATHER;
     if ((need1 && !x) || (need2 && !y) || (o->kind == OP_SELECT && !w))
         return bad(err, o, idx, "missing operand");
+    if (op_kind_shape(o->kind) == OPS_ROW && x->n < R * n)
+        return bad(err, o, idx, "operand smaller than batch × m × n");
+    if (o->kind == OP_ONEHOT && x->n < R)
+        return bad(err, o, idx, "index operand smaller than batch × m");
     switch ((op_kind)o->kind) {
     case OP_INPUT: {
         const mpc_val *dst = &vals[o->out];
