@@ -383,6 +383,37 @@ START_TEST(test_matmul_operand_sharing)
 }
 END_TEST
 
+/* A malformed op is reported with its index and kind, not executed. */
+START_TEST(test_bad_op_reported)
+{
+    op_program p;
+    op_program_init(&p);
+    uint32_t x = op_tensor_add(&p, "x", OPT_TEMP, DOM_ARITH, 1, 2, 8);
+    uint32_t y = op_tensor_add(&p, "y", OPT_TEMP, DOM_ARITH, 1, 4, 8);
+    op o = {.kind = OP_SOFTMAX, .layer = -1, .group = -1, .batch = 1, .m = 4, .n = 8,
+            .in = {x, OP_NONE, OP_NONE}, .out = y, .iarg = -1};
+    op_emit(&p, &o);
+    op o2 = o;
+    o2.kind = OP_MUL; /* missing second operand */
+    o2.in[0] = y;
+    op_emit(&p, &o2);
+    const proto *pr = proto_find("aby3");
+    proto_cfg cfg;
+    errbuf e;
+    proto_cfg_default("aby3", &cfg, &e);
+    cost_log lg;
+    cost_log_init(&lg, 3);
+    ck_assert_int_eq(proto_cost_program(pr, &cfg, &p, &lg, &e), MS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "op 0 (softmax)"));
+    p.n_ops = 0;
+    op_emit(&p, &o2);
+    ck_assert_int_eq(proto_cost_program(pr, &cfg, &p, &lg, &e), MS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "op 0 (mul): missing operand"));
+    cost_log_free(&lg);
+    op_program_free(&p);
+}
+END_TEST
+
 START_TEST(test_oem_counts)
 {
     for (size_t n = 2; n <= 300; n += 7) {
@@ -596,6 +627,7 @@ Suite *proto_suite(void)
     tcase_add_test(t, test_composite_bytes);
     tcase_add_test(t, test_oem_counts);
     tcase_add_test(t, test_matmul_operand_sharing);
+    tcase_add_test(t, test_bad_op_reported);
     tcase_add_loop_test(t, test_cost_matches_plain, 0, 2);
     tcase_add_test(t, test_cost_deterministic);
     tcase_add_test(t, test_registry_cfg);
