@@ -151,7 +151,7 @@ static uint64_t compute_ns(const double nspu[WK_N], const double *work)
 }
 
 /* Dependencies: the last writer of each operand and of the result (write after write). */
-static int build_deps(sim_ctx *c)
+static void build_deps(sim_ctx *c)
 {
     const op_program *pg = c->prog;
     uint32_t *writer = c->writer;
@@ -176,22 +176,10 @@ static int build_deps(sim_ctx *c)
         if (o->out != OP_NONE && o->out < pg->n_tens)
             writer[o->out] = (uint32_t)i;
     }
-    return 0;
 }
 
-static int ctx_init(sim_ctx *c, const net_cfg *net, const machine_profile *mach,
-                    const op_program *prog, const cost_log *log, int overlap, sim_ws *ws,
-                    errbuf *e)
+static int check_inputs(const net_cfg *net, const machine_profile *mach, int P, errbuf *e)
 {
-    memset(c, 0, sizeof *c);
-    c->net = net;
-    c->prog = prog;
-    c->log = log;
-    c->overlap = overlap;
-    c->P = log->n_parties;
-    c->R = log->n;
-    int P = c->P;
-    size_t R = c->R, NO = prog->n_ops;
     if (P < 1 || P > P_MAX || net->n_parties != P)
         return err_set(e, MS_ERR_INPUT, "simulate: the cost log has %d parties, the network %d",
                        P, net->n_parties);
@@ -203,25 +191,36 @@ static int ctx_init(sim_ctx *c, const net_cfg *net, const machine_profile *mach,
         for (int d = 0; d < P; d++)
             if (s != d && !(net->link[s][d].bandwidth_bps > 0))
                 return err_set(e, MS_ERR_INPUT, "simulate: link %d->%d has no bandwidth", s, d);
+    return MS_OK;
+}
 
-    size_t need = layout(c, NULL, NO, prog->n_tens, R, P);
+/* Points the per-run arrays into the workspace (grown if needed) or a block of our own. */
+static int ctx_alloc(sim_ctx *c, sim_ws *ws, errbuf *e)
+{
+    size_t NO = c->prog->n_ops, NT = c->prog->n_tens;
+    size_t need = layout(c, NULL, NO, NT, c->R, c->P);
     char *base;
     if (ws) {
         if (ws->cap < need) {
             free(ws->buf);
             ws->cap = 0;
             if (!(ws->buf = malloc(need + need / 4)))
-                return err_set(e, MS_ERR_NOMEM, "simulate: out of memory (%zu rounds)", R);
+                return err_set(e, MS_ERR_NOMEM, "simulate: out of memory (%zu rounds)", c->R);
             ws->cap = need + need / 4;
         }
         base = ws->buf;
     } else if (!(base = c->own = malloc(need))) {
-        return err_set(e, MS_ERR_NOMEM, "simulate: out of memory (%zu rounds)", R);
+        return err_set(e, MS_ERR_NOMEM, "simulate: out of memory (%zu rounds)", c->R);
     }
-    layout(c, base, NO, prog->n_tens, R, P);
-    if (build_deps(c))
-        return err_set(e, MS_ERR_NOMEM, "simulate: out of memory (%zu rounds)", R);
+    layout(c, base, NO, NT, c->R, c->P);
+    return MS_OK;
+}
 
+/* Op round ranges, compute times, unset node times; checks the log is in program order. */
+static int init_rounds(sim_ctx *c, const machine_profile *mach, errbuf *e)
+{
+    int P = c->P;
+    size_t NO = c->prog->n_ops;
     for (size_t i = 0; i < NO; i++)
         c->first[i] = c->last[i] = SIZE_MAX;
     for (size_t i = 0; i < NO * P; i++) {
@@ -231,8 +230,8 @@ static int ctx_init(sim_ctx *c, const net_cfg *net, const machine_profile *mach,
     uint32_t prev_op = 0;
     double nspu[WK_N];
     ns_per_unit(mach, nspu);
-    for (size_t r = 0; r < R; r++) {
-        const cost_round *cr = &log->r[r];
+    for (size_t r = 0; r < c->R; r++) {
+        const cost_round *cr = &c->log->r[r];
         if (cr->op >= NO)
             return err_set(e, MS_ERR_INTERNAL, "simulate: round %zu names op %u of %zu", r,
                            cr->op, NO);
@@ -251,12 +250,32 @@ static int ctx_init(sim_ctx *c, const net_cfg *net, const machine_profile *mach,
             c->predD[i] = -1;
         }
     }
-    for (int s = 0; s < P; s++)
-        for (int d = 0; d < P; d++) {
+    return MS_OK;
+}
+
+static int ctx_init(sim_ctx *c, const net_cfg *net, const machine_profile *mach,
+                    const op_program *prog, const cost_log *log, int overlap, sim_ws *ws,
+                    errbuf *e)
+{
+    memset(c, 0, sizeof *c);
+    c->net = net;
+    c->prog = prog;
+    c->log = log;
+    c->overlap = overlap;
+    c->P = log->n_parties;
+    c->R = log->n;
+    int rc = check_inputs(net, mach, c->P, e);
+    if (rc == MS_OK)
+        rc = ctx_alloc(c, ws, e);
+    if (rc != MS_OK)
+        return rc;
+    build_deps(c);
+    for (int s = 0; s < c->P; s++)
+        for (int d = 0; d < c->P; d++) {
             c->link_last[s][d] = -1;
             c->ns_per_byte[s][d] = s == d ? 0 : 8e9 / net->link[s][d].bandwidth_bps;
         }
-    return MS_OK;
+    return init_rounds(c, mach, e);
 }
 
 /* ---- the event loop ---------------------------------------------------------------------- */
