@@ -29,7 +29,8 @@ static void usage(FILE *f)
             "  -m, --model M         model name (models/M.yaml) or YAML path\n"
             "  -p, --protocol P      semi2k | aby3\n"
             "  -n, --network N       lan | wan | wan-spu, or LATENCY/BANDWIDTH (20ms/300Mbps)\n"
-            "  -k, --kv T            KV entries cached before the step (decode: the context)\n"
+            "  -k, --kv T            decode: the step attends T keys (T-1 cached + this token);\n"
+            "                        prefill: entries cached before the prompt (default 0)\n"
             "      --phase PH        decode (default) or prefill\n"
             "  -t, --tokens P        prefill: prompt tokens in this step (default 128)\n"
             "  -b, --batch B         sequences processed together (default 1)\n"
@@ -270,7 +271,8 @@ int cmd_cost(int argc, char **argv)
     lower_opts_default(&lo);
     lo.phase = a.phase;
     lo.n_tokens = a.tokens;
-    lo.kv_len = a.kv;
+    /* decode at KV length T: the new token attends T keys, T - 1 of them cached */
+    lo.kv_len = (a.phase == PHASE_DECODE && a.kv > 0) ? a.kv - 1 : a.kv;
     lo.n_seqs = a.batch;
     FILE *tl = NULL;
     if (a.timeline && !(tl = fopen(a.timeline, "w"))) {
