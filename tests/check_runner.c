@@ -448,6 +448,34 @@ START_TEST(test_cli_cost)
 }
 END_TEST
 
+START_TEST(test_cli_calibrate)
+{
+    if (!getenv("MPCSIM_BIN"))
+        return;
+    char dir[] = "/tmp/mpcsim-cal-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char out[256], prof[256], args[512];
+    snprintf(out, sizeof out, "%s/out.txt", dir);
+    snprintf(prof, sizeof prof, "%s/box.yaml", dir);
+    snprintf(args, sizeof args, "calibrate --seconds 0.3 --name box -o %s", prof);
+    ck_assert_int_eq(run_cli(args, out), 0);
+    machine_profile m;
+    errbuf e;
+    ck_assert_msg(machine_load(prof, &m, &e) == MS_OK, "%s", e.msg);
+    ck_assert_str_eq(m.name, "box");
+    ck_assert(m.rate[WK_MAC] > 1e7 && m.rate[WK_ELEM] > 1e7 && m.rate[WK_PRG] > 1e7);
+    /* the written profile drives `mpcsim cost --profile PATH` */
+    snprintf(args, sizeof args, "cost --model stories260K --protocol semi2k --network lan "
+             "--kv 8 --profile %s", prof);
+    ck_assert_int_eq(run_cli(args, out), 0);
+    ck_assert_int_eq(run_cli("calibrate --seconds -1", out), 2);
+    ck_assert_int_eq(run_cli("calibrate extra", out), 2);
+    unlink(out);
+    unlink(prof);
+    rmdir(dir);
+}
+END_TEST
+
 Suite *runner_suite(void)
 {
     Suite *s = suite_create("runner");
@@ -465,6 +493,7 @@ Suite *runner_suite(void)
     tc = tcase_create("cli");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_cli_cost);
+    tcase_add_test(tc, test_cli_calibrate);
     suite_add_tcase(s, tc);
     return s;
 }
