@@ -63,8 +63,7 @@ class TraceWriter:
             dtype = np.int32 if a == "tokens" else np.float32
             self.mm[a] = np.lib.format.open_memmap(
                 os.path.join(out_dir, a + ".npy"), mode="w+", dtype=np.dtype(dtype).newbyteorder("<"),
-                shape=shapes[a])
-            self.mm[a][...] = 0
+                shape=shapes[a])  # a new file reads as zeros; untouched pages stay sparse
 
     def tokens(self, ids):
         self.mm["tokens"][: len(ids)] = np.asarray(ids, dtype=np.int32)
