@@ -615,7 +615,6 @@ void trace_close(trace *t)
     free(t->att);
     free(t->kbuf);
     free(t->vbuf);
-    free(t->wo);
     free(t);
 }
 

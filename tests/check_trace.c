@@ -387,6 +387,16 @@ START_TEST(test_synth_deterministic)
     /* replaying a synthetic trace from the start (backward seek) gives the same values */
     ck_assert_uint_eq(ha, digest(a));
     ck_assert_uint_eq(trace_seed(a), 7);
+    /* W_o of a layer is the same whenever it is asked for */
+    uint32_t wr, wc;
+    const float *w1 = trace_wo(a, 1, &wr, &wc);
+    ck_assert_uint_eq(wr, 64);
+    ck_assert_uint_eq(wc, 64);
+    float *keep = malloc(wr * wc * sizeof *keep);
+    memcpy(keep, w1, wr * wc * sizeof *keep);
+    ck_assert(memcmp(trace_wo(a, 2, NULL, NULL), keep, wr * wc * sizeof *keep) != 0);
+    ck_assert(memcmp(trace_wo(a, 1, NULL, NULL), keep, wr * wc * sizeof *keep) == 0);
+    free(keep);
     ck_assert(trace_is_synthetic(a));
     ck_assert_ptr_null(trace_tokens(a));
     ck_assert_ptr_null(trace_logits(a));
