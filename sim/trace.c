@@ -163,6 +163,7 @@ struct trace_writer {
     int fd[TRACE_N_ARRAYS];
     uint64_t data_off[TRACE_N_ARRAYS];
     int32_t *tokens;
+    char meta[2048];  /* extra manifest lines */
     int failed;
 };
 
@@ -273,6 +274,17 @@ int trace_writer_wo(trace_writer *w, uint32_t layer, const float *wo)
     return w->failed ? MS_ERR_IO : MS_OK;
 }
 
+int trace_writer_meta(trace_writer *w, const char *key, const char *value)
+{
+    size_t n = strlen(w->meta);
+    int k = snprintf(w->meta + n, sizeof w->meta - n, "%s: %s\n", key, value);
+    if (k < 0 || (size_t)k >= sizeof w->meta - n) {
+        w->meta[n] = '\0';
+        return MS_ERR_RANGE;
+    }
+    return MS_OK;
+}
+
 static void write_manifest(const trace_writer *w, FILE *f)
 {
     const trace_shape *s = &w->s;
@@ -282,7 +294,7 @@ static void write_manifest(const trace_writer *w, FILE *f)
     fprintf(f, "n_layers: %u\nn_heads: %u\nn_kv_heads: %u\nhead_dim: %u\ndim: %u\n",
             s->n_layers, s->n_heads, s->n_kv_heads, s->head_dim, s->dim);
     fprintf(f, "ffn_dim: %u\nvocab: %u\nn_tokens: %u\n", s->ffn_dim, s->vocab, s->n_tokens);
-    fprintf(f, "rope: applied\natt_layout: full\n");
+    fprintf(f, "rope: applied\natt_layout: full\n%s", w->meta);
     fprintf(f, "tokens: [");
     for (uint32_t i = 0; i < s->n_tokens; i++)
         fprintf(f, "%s%d", i ? ", " : "", w->tokens[i]);

@@ -570,6 +570,12 @@ START_TEST(test_cli_synth_roundtrip)
              data_dir(), dir);
     ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
     char syn[600];
+    snprintf(syn, sizeof syn, "%s/syn/manifest.yaml", dir);
+    char *man = slurp(syn);
+    ck_assert_ptr_nonnull(strstr(man, "\nsource: synth\n"));
+    ck_assert_ptr_nonnull(strstr(man, "\nseed: 9\n"));
+    ck_assert_ptr_nonnull(strstr(man, "\nsynth: {sink: 5, n_sinks: 1, local: 3,"));
+    free(man);
     snprintf(syn, sizeof syn, "%s/syn", dir);
     trace *r = NULL, *g = NULL;
     errbuf e;
