@@ -102,14 +102,17 @@ static int plain_run(const prog_case *c, const proto_cfg *cfg, int np, mpc_val *
     eng *e;
     ck_assert_int_eq(eng_plain_new(cfg, np, 77, 0, &e), MS_OK);
     mpc_val *vals = calloc(p->n_tens, sizeof *vals);
+    uint64_t **inbuf = calloc(p->n_tens, sizeof *inbuf); /* INPUT ops' plaintext: ours to free */
     for (size_t t = 0; t < p->n_tens; t++) {
         const op_tensor *T = &p->tens[t];
         size_t n = (size_t)T->batch * T->rows * T->cols;
         vals[t].n = n;
         vals[t].dom = T->dom;
-        int produced = 0;
-        for (size_t i = 0; i < p->n_ops; i++)
+        int produced = 0, by_input = 0;
+        for (size_t i = 0; i < p->n_ops; i++) {
             produced |= p->ops[i].out == t && p->ops[i].kind != OP_INPUT;
+            by_input |= p->ops[i].out == t && p->ops[i].kind == OP_INPUT;
+        }
         if (produced || T->role == OPT_TEMP || T->role == OPT_OUTPUT)
             continue;
         uint64_t *plain = calloc(n + 1, 8);
@@ -117,12 +120,17 @@ static int plain_run(const prog_case *c, const proto_cfg *cfg, int np, mpc_val *
         ck_assert_int_eq(e->vt->alloc(e, &vals[t], n, T->dom), MS_OK);
         memcpy(vals[t].s[0], plain, n * 8);
         free(plain);
+        if (by_input)
+            inbuf[t] = vals[t].s[0];
     }
     errbuf err = {{0}};
     for (size_t i = 0; i < p->n_ops; i++) {
         int rc = kern_exec(e, p, i, vals, &err);
         ck_assert_msg(rc == MS_OK, "plain op %zu: %s", i, err.msg);
     }
+    for (size_t t = 0; t < p->n_tens; t++)
+        free(inbuf[t]);
+    free(inbuf);
     *vals_out = vals;
     *pe = e;
     return MS_OK;
