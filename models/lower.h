@@ -20,6 +20,7 @@ typedef struct lower_opts {
     /* kept[l * n_kv_heads + g]: KV entries layer l, KV head g attends to (NULL: all). The
      * current token's own entry is always attended in addition. */
     const uint32_t *kept;
+    uint32_t n_seqs;        /* sequences processed together (batch), default 1 */
     int embed_onehot;       /* 1: one-hot × embedding table (default) */
     int lm_head;            /* 1: compute logits (default) */
     int reveal_logits;      /* 1: reveal logits to the client (party 0) at the end */

@@ -1,4 +1,4 @@
-/* model.h — transformer descriptions (models/*.yaml) and the one function that computes every
+/* model.h — transformer descriptions (models/NAME.yaml) and the one function that computes every
  * tensor shape from a config. The lowering, the float reference and the backend all call
  * model_params(); nothing else hard-codes a shape. */
 #ifndef MPCSIM_MODEL_H
@@ -30,6 +30,7 @@ typedef struct model_cfg {
     int pos;             /* model_pos */
     double norm_eps;
     double rope_theta;
+    double rope_scale;   /* linear RoPE position scaling (condensing ratio); 1 = none */
     int tied_embeddings; /* LM head = token embedding table */
     char weights[256];   /* llama2.c checkpoint, relative to the model file's folder, or "" */
     char tokenizer[256]; /* llama2.c tokenizer, or "" */
@@ -53,10 +54,19 @@ uint64_t model_param_count(const model_cfg *cfg);
 /* Loads a model by name (models/<name>.yaml under the data dir) or by path to a YAML file.
  * Errors are "file:line:col: error: …". */
 int model_load(const char *name_or_path, model_cfg *cfg, errbuf *e);
+/* Sets one key of a model description ("layers", "dim", "activation", …) from its text.
+ * Returns MS_ERR_NOTFOUND for an unknown key (the caller reports it with did_you_mean over
+ * model_keys()), MS_ERR_INPUT with a message (no location) for a bad value. */
+int model_set(model_cfg *cfg, const char *key, const char *val, errbuf *e);
+const char *const *model_keys(size_t *n);
+/* Defaults for the optional keys (eps, theta, scale …); required keys zero. */
+void model_cfg_init(model_cfg *cfg);
 /* Validates a config (from a file or inline in a scenario). */
 int model_check(const model_cfg *cfg, errbuf *e);
-/* Names of the shipped models (models/*.yaml), for `mpcsim list models`. */
+/* Names of the shipped models (models/NAME.yaml), for `mpcsim list models`. */
 int model_list(char names[][64], size_t max, size_t *n);
+/* Resolves cfg->weights / cfg->tokenizer (relative to the models/ folder) to a path. */
+int model_file_path(const char *rel, char *out, size_t cap);
 
 /* The data directory: $MPCSIM_DATA, else the current directory if it holds models/, else the
  * installed share directory. */

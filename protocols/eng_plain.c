@@ -23,28 +23,52 @@ static void count(eng *e, int prim)
     ((plain_impl *)e->impl)->calls[prim]++;
 }
 
-/* (Re)sizes z to n elements; z may alias an input, so inputs are read before resizing. */
-static int ensure(mpc_val *z, size_t n, int dom)
+/* Every value carries, besides its clear elements s[0], np-1 pseudo-random additive
+ * components per element in s[1] (component i of element j at s[1][(i-1)·n + j]; the first
+ * component is x minus their sum). Local linear primitives transform them as parties
+ * transform shares, so bool_components sees share-linear components as on a real engine
+ * (the components of mul_pub(x, -1) are the negated components of x). */
+static int ncomp(const eng *e)
+{
+    return e->n_parties - 1;
+}
+
+/* (Re)sizes z to n elements (both arrays). */
+static int ensure_n(const eng *e, mpc_val *z, size_t n, int dom)
 {
     if (z->s[0] && z->n == n) {
         z->dom = (uint8_t)dom;
         return MS_OK;
     }
     uint64_t *b = calloc(n ? n : 1, sizeof *b);
-    if (!b)
+    uint64_t *c = calloc((n ? n : 1) * (size_t)ncomp(e), sizeof *c);
+    if (!b || !c) {
+        free(b);
+        free(c);
         return MS_ERR_NOMEM;
+    }
     free(z->s[0]);
+    free(z->s[1]);
     z->s[0] = b;
-    z->s[1] = NULL;
+    z->s[1] = c;
     z->n = n;
     z->dom = (uint8_t)dom;
     return MS_OK;
+}
+#define ensure(z, n, dom) ensure_n(e, (z), (n), (dom))
+
+/* Fresh random components: the result of a communicating primitive. */
+static void fresh(eng *e, mpc_val *z)
+{
+    plain_impl *im = e->impl;
+    for (size_t i = 0; i < z->n * (size_t)ncomp(e); i++)
+        z->s[1][i] = splitmix(&im->rng);
 }
 
 static int p_alloc(eng *e, mpc_val *v, size_t n, int dom)
 {
     (void)e;
-    v->s[0] = NULL;
+    v->s[0] = v->s[1] = NULL;
     return ensure(v, n, dom);
 }
 
@@ -52,7 +76,8 @@ static void p_release(eng *e, mpc_val *v)
 {
     (void)e;
     free(v->s[0]);
-    v->s[0] = NULL;
+    free(v->s[1]);
+    v->s[0] = v->s[1] = NULL;
     v->n = 0;
 }
 
@@ -66,6 +91,8 @@ static int p_add(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
         return rc;
     for (size_t i = 0; i < x->n; i++)
         z->s[0][i] = x->dom == DOM_BOOL ? x->s[0][i] ^ y->s[0][i] : x->s[0][i] + y->s[0][i];
+    for (size_t i = 0; i < x->n * (size_t)ncomp(e); i++)
+        z->s[1][i] = x->dom == DOM_BOOL ? x->s[1][i] ^ y->s[1][i] : x->s[1][i] + y->s[1][i];
     return MS_OK;
 }
 
@@ -79,6 +106,8 @@ static int p_sub(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
         return rc;
     for (size_t i = 0; i < x->n; i++)
         z->s[0][i] = x->s[0][i] - y->s[0][i];
+    for (size_t i = 0; i < x->n * (size_t)ncomp(e); i++)
+        z->s[1][i] = x->s[1][i] - y->s[1][i];
     return MS_OK;
 }
 
@@ -92,6 +121,8 @@ static int p_add_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *c, si
         uint64_t k = c ? c[nc == 1 ? 0 : i] : 0;
         z->s[0][i] = x->dom == DOM_BOOL ? x->s[0][i] ^ k : x->s[0][i] + k;
     }
+    if (z != x) /* the public value goes to the first component */
+        memcpy(z->s[1], x->s[1], x->n * (size_t)ncomp(e) * sizeof *z->s[1]);
     return MS_OK;
 }
 
@@ -104,6 +135,10 @@ static int p_mul_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *c, si
     for (size_t i = 0; i < x->n; i++) {
         uint64_t k = c[nc == 1 ? 0 : i];
         z->s[0][i] = x->dom == DOM_BOOL ? x->s[0][i] & k : x->s[0][i] * k;
+        for (int j = 0; j < ncomp(e); j++) {
+            uint64_t *p = &z->s[1][(size_t)j * x->n + i], v = x->s[1][(size_t)j * x->n + i];
+            *p = x->dom == DOM_BOOL ? v & k : v * k;
+        }
     }
     return MS_OK;
 }
@@ -118,6 +153,7 @@ static int p_shift(eng *e, mpc_val *z, const mpc_val *x, int s)
         uint64_t v = x->s[0][i];
         z->s[0][i] = s >= 64 || s <= -64 ? 0 : s > 0 ? v >> s : s < 0 ? v << -s : v;
     }
+    memset(z->s[1], 0, x->n * (size_t)ncomp(e) * sizeof *z->s[1]);
     return MS_OK;
 }
 
@@ -131,10 +167,11 @@ static int p_bool_components(eng *e, mpc_val comps[3], int *nc, const mpc_val *x
         if (rc)
             return rc;
     }
+    (void)im;
     for (size_t i = 0; i < x->n; i++) {
         uint64_t rest = x->s[0][i];
         for (int c = 1; c < *nc; c++) {
-            uint64_t r = splitmix(&im->rng);
+            uint64_t r = x->s[1][(size_t)(c - 1) * x->n + i];
             comps[c].s[0][i] = r;
             rest -= r;
         }
@@ -146,21 +183,28 @@ static int p_bool_components(eng *e, mpc_val comps[3], int *nc, const mpc_val *x
 static int p_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size_t n)
 {
     count(e, PRIM_LOCAL);
-    uint64_t *b = malloc((n ? n : 1) * sizeof *b);
-    if (!b)
+    int nc = ncomp(e);
+    uint64_t *b = malloc((n ? n : 1) * sizeof *b), *c = malloc((n ? n : 1) * nc * sizeof *c);
+    if (!b || !c) {
+        free(b);
+        free(c);
         return MS_ERR_NOMEM;
+    }
     for (size_t i = 0; i < n; i++) {
         if (idx[i] >= x->n) {
             free(b);
+            free(c);
             return MS_ERR_INTERNAL;
         }
         b[i] = x->s[0][idx[i]];
+        for (int k = 0; k < nc; k++)
+            c[(size_t)k * n + i] = x->s[1][(size_t)k * x->n + idx[i]];
     }
     int dom = x->dom;
-    if (z->s[0] != x->s[0] || z == x) {
-        free(z->s[0]);
-    }
+    free(z->s[0]);
+    free(z->s[1]);
     z->s[0] = b;
+    z->s[1] = c;
     z->n = n;
     z->dom = (uint8_t)dom;
     return MS_OK;
@@ -172,6 +216,7 @@ static int p_input(eng *e, mpc_val *z, int owner, const uint64_t *plain)
     for (size_t i = 0; i < z->n; i++)
         z->s[0][i] = plain ? plain[i] : 0;
     z->dom = DOM_ARITH;
+    fresh(e, z);
     return MS_OK;
 }
 
@@ -193,6 +238,7 @@ static int p_mul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
         return rc;
     for (size_t i = 0; i < x->n; i++)
         z->s[0][i] = x->s[0][i] * y->s[0][i];
+    fresh(e, z);
     return MS_OK;
 }
 
@@ -204,6 +250,7 @@ static int p_square(eng *e, mpc_val *z, const mpc_val *x)
         return rc;
     for (size_t i = 0; i < x->n; i++)
         z->s[0][i] = x->s[0][i] * x->s[0][i];
+    fresh(e, z);
     return MS_OK;
 }
 
@@ -232,6 +279,11 @@ static int p_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint
     z->s[0] = b;
     z->n = (size_t)batch * m * n;
     z->dom = DOM_ARITH;
+    free(z->s[1]);
+    z->s[1] = calloc(z->n ? z->n * (size_t)ncomp(e) : 1, sizeof *z->s[1]);
+    if (!z->s[1])
+        return MS_ERR_NOMEM;
+    fresh(e, z);
     return MS_OK;
 }
 
@@ -245,6 +297,7 @@ static int p_and(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
         return rc;
     for (size_t i = 0; i < x->n; i++)
         z->s[0][i] = x->s[0][i] & y->s[0][i];
+    fresh(e, z);
     return MS_OK;
 }
 
@@ -263,6 +316,7 @@ static int p_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
             q += 1;
         z->s[0][i] = q;
     }
+    fresh(e, z);
     return MS_OK;
 }
 
@@ -274,6 +328,7 @@ static int p_b2a(eng *e, mpc_val *z, const mpc_val *x)
         return rc;
     for (size_t i = 0; i < x->n; i++)
         z->s[0][i] = x->s[0][i] & 1;
+    fresh(e, z);
     return MS_OK;
 }
 

@@ -46,7 +46,8 @@
  *              <= 2.41e-2), then cfg.rsqrt_iters Newton steps y(3 - c·y²)/2, each squaring the
  *              relative error ×1.5: 2 steps: <= 1.2e-6 + fixed point; tested at 1e-4 relative.
  *   gelu, silu PUMA piecewise polynomials (mpc-costs.md §2.4); error vs the exact functions:
- *              gelu <= 2e-2, silu <= 3e-2 absolute (the polynomials' own error).
+ *              gelu <= 2.1e-2 (0.0199 at x = 3+), silu <= 7.5e-2 (0.0719 at x = 4+:
+ *              PUMA puts x above 4 where silu(4) = 3.928) absolute: the polynomials' own error.
  *   softmax    PUMA: row max, exp(x - max) masked to 0 below cfg.softmax_clip, one reciprocal
  *              per row; error is that of exp plus the reciprocal's relative error.
  *   lt         exact for |x - y| < 2^63 (msb of x - y); eq exact.
