@@ -195,6 +195,23 @@ START_TEST(test_bad_usage)
 }
 END_TEST
 
+/* validate --primitives: the backend's counts equal the cost engine's for every primitive. */
+START_TEST(test_validate_primitives)
+{
+    mkdir_tmp();
+    const char *args[] = {"validate", "--primitives", "--n", "100", "--latency-ms", "0", NULL};
+    int st = wait_status(spawn("v.txt", args));
+    char *out = slurp("v.txt");
+    ck_assert_msg(st == 0, "exit %d: %s", st, out);
+    ck_assert_ptr_null(strstr(out, "MISMATCH"));
+    ck_assert_ptr_nonnull(strstr(out, "aby3    b2a"));
+    ck_assert_ptr_nonnull(strstr(out, "semi2k  matmul(cached B)"));
+    free(out);
+    const char *bad[] = {"validate", NULL};
+    ck_assert_int_eq(wait_status(spawn("v2.txt", bad)), 2);
+}
+END_TEST
+
 Suite *mpc_cli_suite(void)
 {
     Suite *s = suite_create("mpc_cli");
@@ -204,6 +221,7 @@ Suite *mpc_cli_suite(void)
     tcase_add_test(tc, test_no_secret_in_output);
     tcase_add_test(tc, test_port_in_use);
     tcase_add_test(tc, test_bad_usage);
+    tcase_add_test(tc, test_validate_primitives);
     suite_add_tcase(s, tc);
     return s;
 }
