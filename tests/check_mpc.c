@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mpc_run.h"
@@ -112,6 +113,8 @@ static int prim_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
         tap_on = 1;
     }
     mpc_net_stats a = *mpc_net_get_stats(net);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     int opened = 0;
     switch (c->prim) {
     case PRIM_INPUT:
@@ -136,9 +139,10 @@ static int prim_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
     tap_on = 0;
     if (rc)
         goto out;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
     mpc_net_stats b = *mpc_net_get_stats(net);
     mpc_op_stat st;
-    mpc_stat_between(&a, &b, 0, &st);
+    mpc_stat_between(&a, &b, (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000ll + (t1.tv_nsec - t0.tv_nsec)), &st);
     if (!opened)
         rc = e->vt->open(e, res, &z, -1);
     if (rc)
@@ -163,9 +167,11 @@ typedef struct pres {
     mpc_net_stats net[MPC_NODES_MAX];
 } pres;
 
+static uint64_t latency_ns; /* injected by the transport in test_latency */
+
 static void run_prim(const char *pname, const pcase *c, pres *r)
 {
-    mpc_launch l = {.cfg = test_cfg(pname), .deadline_ms = 30000};
+    mpc_launch l = {.cfg = test_cfg(pname), .deadline_ms = 30000, .latency_ns = latency_ns};
     mpc_node_result nr[MPC_NODES_MAX];
     int nodes;
     errbuf e;
@@ -429,6 +435,26 @@ START_TEST(test_beaver_cache_setup)
 }
 END_TEST
 
+/* Injected latency: every round's messages arrive latency after their last byte, so a 2-round
+ * b2a (aby3) takes at least 2 latencies at every party, and the counts do not change. */
+START_TEST(test_latency)
+{
+    pcase c = {.prim = PRIM_B2A, .n = 64};
+    fill(X, 64, 1, 64);
+    latency_ns = 40000000;
+    pres r;
+    run_prim("aby3", &c, &r);
+    latency_ns = 0;
+    check_values("aby3", &c, &r);
+    check_traffic("aby3", &c, &r);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_msg(r.st[i].ns >= 80000000ull, "P%d: %.1f ms for 2 rounds at 40 ms", i, (double)r.st[i].ns * 1e-6);
+        ck_assert_msg(r.st[i].ns < 400000000ull, "P%d: %.1f ms for 2 rounds at 40 ms", i, (double)r.st[i].ns * 1e-6);
+    }
+    pres_free(&r);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- tests: security */
 
 /* Chi-square homogeneity of two byte histograms; 1 if consistent with one distribution at
@@ -630,6 +656,7 @@ Suite *mpc_suite(void)
     tcase_add_loop_test(tp, test_input_open, 0, 2);
     tcase_add_loop_test(tp, test_matmul, 0, 2);
     tcase_add_test(tp, test_beaver_cache_setup);
+    tcase_add_test(tp, test_latency);
     suite_add_tcase(s, tp);
     TCase *ts = tcase_create("security");
     tcase_set_timeout(ts, 60);

@@ -146,10 +146,8 @@ static int int_valued(const op *o)
     }
 }
 
-/* eq and onehot: the exact integer result from the operands' plaintext. eng_plain splits each
- * bool_components call into fresh random components, which k_eqz's 2PC/3PC identity
- * (components of d and of −d must be the same split) does not survive, so it is not used as
- * the reference for these two. */
+/* eq, onehot, argmax, top-k: the exact integer result computed here from the operands'
+ * plaintext (a stronger reference than another engine running the same kernel). */
 static uint64_t *exact_ref(const op *o, const mpc_val *pv, size_t n)
 {
     if (o->kind != OP_EQ && o->kind != OP_ONEHOT && o->kind != OP_ARGMAX && o->kind != OP_TOPK)
@@ -341,6 +339,11 @@ static const single singles[] = {
     {OP_GATHER, 1, 2, 5, 4, {V_BIT, V_REAL, -1}, {0}, OPF_FIXED_B, 0, 0, 1e-4},
     {OP_ROPE, 1, 2, 0, 8, {V_REAL, -1, -1}, {0}, 0, 3, 0, 1e-3},
     {OP_VIEW, 1, 2, 0, 8, {V_REAL, -1, -1}, {0}, 0, 0, 0, 1e-9},
+    /* public right operands (OPT_PUBLIC: plaintext on every party) */
+    {OP_MATMUL, 1, 3, 4, 5, {V_REAL, V_REAL, -1}, {0}, OPF_PUBLIC_B, 0, 0, 1e-4},
+    {OP_ADD_PUB, 1, 3, 0, 5, {V_REAL, V_REAL, -1}, {0}, OPF_PUBLIC_B, 0, 0, 1e-9},
+    {OP_MUL_PUB, 1, 3, 0, 5, {V_REAL, V_REAL, -1}, {0}, OPF_PUBLIC_B, 0, 0, 1e-4},
+    {OP_RMSNORM, 1, 3, 0, 8, {V_REAL, V_POS, -1}, {0}, OPF_PUBLIC_B, 0, 1e-5, 3e-3},
 };
 
 static void single_case(prog_case *c, const char *pname, const single *s)
@@ -367,6 +370,10 @@ static void single_case(prog_case *c, const char *pname, const single *s)
         if ((s->kind == OP_LAYERNORM) && i > 0)
             b = 1, r = 1;
         int role = (s->flags & OPF_FIXED_B) && i == 1 ? OPT_WEIGHT : OPT_INPUT;
+        if ((s->flags & OPF_PUBLIC_B) && i == 1)
+            role = OPT_PUBLIC;
+        if ((s->kind == OP_RMSNORM || s->kind == OP_ADD_PUB || s->kind == OP_MUL_PUB) && i == 1)
+            b = 1, r = s->kind == OP_RMSNORM ? 1 : r;
         in[i] = op_tensor_add(p, names[i], role, (op_dom)s->in_dom[i], b, r, cols);
         c->binds[i] = (tbind){names[i], s->in_kind[i], -2, 2};
         if (s->in_kind[i] == V_POS)
@@ -381,7 +388,8 @@ static void single_case(prog_case *c, const char *pname, const single *s)
         rows = s->m * (uint32_t)s->iarg;
     int odom = s->kind == OP_A2B ? DOM_BOOL : DOM_ARITH;
     uint32_t out = op_tensor_add(p, "z", OPT_TEMP, (op_dom)odom, s->b, rows, cols);
-    emit(p, s->kind, s->b, s->m, s->k, s->n, in[0], in[1], in[2], out, s->flags, s->iarg, s->farg);
+    uint32_t fl = s->kind == OP_MATMUL ? s->flags : s->flags & ~OPF_PUBLIC_B;
+    emit(p, s->kind, s->b, s->m, s->k, s->n, in[0], in[1], in[2], out, fl, s->iarg, s->farg);
     c->tol = s->tol;
 }
 
