@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mpc_local.h"
 #include "mpc_run.h"
 
 /* ---------------------------------------------------------------- fixtures */
@@ -418,6 +419,31 @@ START_TEST(test_matmul)
 }
 END_TEST
 
+/* The blocked local kernel against the textbook triple loop, across tile edges (k > 128,
+ * n > 512, odd m), plain and transposed. */
+START_TEST(test_local_matmul_tiles)
+{
+    size_t m = 7, k = 300, n = 530;
+    uint64_t *A = malloc(m * k * 8), *B = malloc(k * n * 8), *C = calloc(m * n, 8), *R = calloc(m * n, 8);
+    fill(A, m * k, 1, 64);
+    fill(B, k * n, 2, 64);
+    for (int tb = 0; tb < 2; tb++) {
+        memset(C, 0, m * n * 8);
+        for (size_t i = 0; i < m * n; i++)
+            C[i] = R[i] = i; /* accumulates into C */
+        mpc_mm_acc(C, A, B, m, k, n, tb);
+        for (size_t i = 0; i < m; i++)
+            for (size_t j = 0; j < n; j++) {
+                uint64_t acc = R[i * n + j];
+                for (size_t q = 0; q < k; q++)
+                    acc += A[i * k + q] * (tb ? B[j * k + q] : B[q * n + j]);
+                ck_assert_msg(C[i * n + j] == acc, "trans %d: (%zu,%zu)", tb, i, j);
+            }
+    }
+    free(A), free(B), free(C), free(R);
+}
+END_TEST
+
 /* Setup traffic of the beaver cache: one setup round, 8·rows·cols each way (semi2k). */
 START_TEST(test_beaver_cache_setup)
 {
@@ -656,6 +682,7 @@ Suite *mpc_suite(void)
     tcase_add_loop_test(tp, test_input_open, 0, 2);
     tcase_add_loop_test(tp, test_matmul, 0, 2);
     tcase_add_test(tp, test_beaver_cache_setup);
+    tcase_add_test(tp, test_local_matmul_tiles);
     tcase_add_test(tp, test_latency);
     suite_add_tcase(s, tp);
     TCase *ts = tcase_create("security");
