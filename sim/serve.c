@@ -2,72 +2,19 @@
  * that puts stepcost behind it. */
 #include "serve.h"
 
+#include "des.h"
+#include "simulate.h"
+
 #include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- event queue: binary heap keyed by (time, seq) -------------------------------------- */
+/* ---- events: the project's engine (des.h), payload = kind | request << 1 -------------- */
 
 enum { EV_ARRIVE, EV_STEP_DONE };
-
-typedef struct sev {
-    uint64_t t, seq;
-    uint32_t kind, arg;
-} sev;
-
-typedef struct evq {
-    sev *h;
-    size_t n, cap;
-    uint64_t seq, now;
-} evq;
-
-static int ev_before(const sev *a, const sev *b)
-{
-    return a->t < b->t || (a->t == b->t && a->seq < b->seq);
-}
-
-static int evq_push(evq *q, uint64_t t, uint32_t kind, uint32_t arg)
-{
-    assert(t >= q->now); /* time never goes backwards */
-    if (q->n == q->cap) {
-        size_t cap = q->cap ? 2 * q->cap : 1024;
-        sev *h = realloc(q->h, cap * sizeof *h);
-        if (!h)
-            return -1;
-        q->h = h;
-        q->cap = cap;
-    }
-    size_t i = q->n++;
-    sev x = {t, q->seq++, kind, arg};
-    while (i && ev_before(&x, &q->h[(i - 1) / 2])) {
-        q->h[i] = q->h[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    q->h[i] = x;
-    return 0;
-}
-
-static sev evq_pop(evq *q)
-{
-    sev top = q->h[0], x = q->h[--q->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= q->n)
-            break;
-        if (c + 1 < q->n && ev_before(&q->h[c + 1], &q->h[c]))
-            c++;
-        if (!ev_before(&q->h[c], &x))
-            break;
-        q->h[i] = q->h[c];
-        i = c;
-    }
-    if (q->n)
-        q->h[i] = x;
-    q->now = top.t;
-    return top;
-}
+#define EV_KIND(d) ((uint32_t)((d) & 1))
+#define EV_ARG(d) ((uint32_t)((d) >> 1))
 
 /* ---- parameters ------------------------------------------------------------------------- */
 
@@ -113,7 +60,7 @@ typedef struct srv {
     size_t wait_head, wait_n;
     uint32_t *run;          /* running requests, admission order */
     size_t n_run;
-    evq q;
+    des *q;
     int busy;
     uint32_t next_order;
     serve_result *res;
@@ -157,7 +104,8 @@ static int account_savings(srv *s, uint32_t i, errbuf *e)
     if (!rc)
         rc = cost_step(s, PHASE_PREFILL, P - hit, hit, 1, &part, e);
     if (!rc && r->m.shifted_tokens)
-        rc = s->c->rerotate(s->c->ctx, r->m.shifted_tokens, &rot, e);
+        rc = s->c->rerotate(s->c->ctx, bucket_up(r->m.shifted_tokens, s->p->cost_bucket), &rot,
+                            e);
     if (rc)
         return rc;
     fig_add(&part, &rot);
@@ -237,7 +185,8 @@ static int iterate(srv *s, uint64_t now, errbuf *e)
             return rc;
         fig_add(&tot, &f);
         if (!r->rotated && r->m.shifted_tokens) {
-            if ((rc = s->c->rerotate(s->c->ctx, r->m.shifted_tokens, &f, e)))
+            uint32_t rt = bucket_up(r->m.shifted_tokens, s->p->cost_bucket);
+            if ((rc = s->c->rerotate(s->c->ctx, rt, &f, e)))
                 return rc;
             fig_add(&tot, &f);
             s->res->rerotate_bytes += f.bytes;
@@ -273,7 +222,7 @@ static int iterate(srv *s, uint64_t now, errbuf *e)
     s->res->steps++;
     s->busy = 1;
     uint64_t lat = tot.latency_ns ? tot.latency_ns : 1; /* a step takes time */
-    return evq_push(&s->q, now + lat, EV_STEP_DONE, 0) ? MS_ERR_NOMEM : MS_OK;
+    return des_schedule(s->q, now + lat, EV_STEP_DONE) ? MS_ERR_NOMEM : MS_OK;
 }
 
 static void finish(srv *s, uint32_t i, uint64_t now)
@@ -404,20 +353,20 @@ static int run_events(srv *s, errbuf *e)
 {
     int rc = MS_OK;
     for (size_t i = 0; i < s->w->n && !rc; i++)
-        if (evq_push(&s->q, s->w->req[i].arrival_ns, EV_ARRIVE, (uint32_t)i))
+        if (des_schedule(s->q, s->w->req[i].arrival_ns, EV_ARRIVE | (uint64_t)i << 1))
             rc = err_set(e, MS_ERR_NOMEM, "serve: out of memory for events");
-    while (!rc && s->q.n) {
-        sev ev = evq_pop(&s->q);
+    des_event ev;
+    while (!rc && des_pop(s->q, &ev)) {
         s->res->events++;
-        if (ev.kind == EV_ARRIVE) {
-            s->wait[s->wait_head + s->wait_n++] = ev.arg;
+        if (EV_KIND(ev.data) == EV_ARRIVE) {
+            s->wait[s->wait_head + s->wait_n++] = EV_ARG(ev.data);
             if (!s->busy)
-                rc = iterate(s, ev.t, e);
+                rc = iterate(s, ev.time, e);
         } else {
-            rc = step_done(s, ev.t, e);
+            rc = step_done(s, ev.time, e);
         }
-        assert(kvs_is_sane(s->cache) || s->p->share.kind == KVS_NONE);
     }
+    assert(rc || kvs_is_sane(s->cache));
     return rc;
 }
 
@@ -438,6 +387,10 @@ int serve_run(const serve_params *p, const workload *w, const serve_coster *c,
         rc = err_set(e, MS_ERR_NOMEM, "serve: out of memory for %zu requests", w->n);
         goto out;
     }
+    if (!(s.q = des_new(w->n + 16))) {
+        rc = err_set(e, MS_ERR_NOMEM, "serve: out of memory for the event queue");
+        goto out;
+    }
     if ((rc = kvs_open(&p->share, &s.cache, e)))
         goto out;
     for (size_t i = 0; i < w->n; i++) {
@@ -456,7 +409,7 @@ out:
     free(s.r);
     free(s.wait);
     free(s.run);
-    free(s.q.h);
+    des_free(s.q);
     if (rc)
         serve_result_free(res);
     return rc;
@@ -470,7 +423,14 @@ void serve_result_free(serve_result *r)
 
 /* ---- the coster over stepcost ----------------------------------------------------------- */
 
+#define ROT_MEMO 1024
+typedef struct rot_memo {
+    uint32_t n;               /* tokens; 0 = empty */
+    step_figures fig;
+} rot_memo;
+
 struct serve_stepcoster {
+    rot_memo rot[ROT_MEMO];   /* direct-mapped memo of re-rotation costs */
     run_cfg cfg;              /* shallow copy; work.batch varies per handle */
     stepcost **by_batch;      /* [max_batch + 1], opened on first use */
     uint32_t max_batch;
@@ -494,8 +454,15 @@ static int sc_step(void *ctx, int phase, uint32_t n, uint32_t kv, uint32_t batch
 
 static int sc_rerotate(void *ctx, uint32_t n, step_figures *out, errbuf *e)
 {
-    (void)e;
-    serve_rerotate_cost(&((serve_stepcoster *)ctx)->cfg, n, out);
+    serve_stepcoster *s = ctx;
+    rot_memo *slot = &s->rot[n % ROT_MEMO];
+    if (slot->n != n) {
+        int rc = serve_rerotate_cost(&s->cfg, n, &slot->fig, e);
+        if (rc)
+            return rc;
+        slot->n = n;
+    }
+    *out = slot->fig;
     return MS_OK;
 }
 
@@ -525,42 +492,57 @@ void serve_stepcoster_close(serve_stepcoster *s)
     free(s);
 }
 
-/* Re-rotating reused keys to new positions: per token, layer and KV head, head_dim/2 pairs
- * (x, y) -> (x cos − y sin, x sin + y cos) with public angles: 4 multiplications by public
- * constants and 2 additions per pair (local), then one fixed-point truncation of every
- * element, vectorized into one round for all layers. Values are not rotated (RoPE acts on
- * q and k only). */
-void serve_rerotate_cost(const run_cfg *cfg, uint32_t n_tokens, step_figures *out)
+/* Re-rotating reused keys to new positions is one ROPE op over the moved keys of every layer
+ * (rows = tokens × layers, n = KV heads × head_dim; values carry no position), vectorized into
+ * the same rounds, costed by the protocol's kernels and simulated on the run's network like
+ * any step. ROPE multiplies by public cos/sin and truncates (protocols/kern.c k_rope). */
+int serve_rerotate_cost(const run_cfg *cfg, uint32_t n_tokens, step_figures *out, errbuf *e)
 {
-    const model_cfg *m = &cfg->model;
-    uint64_t E = (uint64_t)n_tokens * m->n_layers * m->n_kv_heads * m->head_dim;
-    int parties = cfg->net.n_parties > 1 ? cfg->net.n_parties : 2;
     *out = (step_figures){0};
-    if (!E)
-        return;
-    uint64_t bytes = 0, rounds = 0;
-    if (!strcmp(cfg->proto.name, "aby3")) {
-        /* COST: SPU aby3 TruncA: 1 round, K bits per element (mpc-costs.md §2.2) */
-        rounds = 1;
-        bytes = E * (uint64_t)cfg->proto.ring_bits / 8;
-    } else if (!cfg->proto.trunc_local) {
-        /* COST: SPU semi2k TruncAPr2: 1 round, comm = f bits per element, each party
-         * (mpc-costs.md §2.2) */
-        rounds = 1;
-        bytes = (E * (uint64_t)cfg->proto.frac_bits + 7) / 8 * (uint64_t)parties;
-    } /* COST: SecureML local truncation: 0 rounds, 0 bytes (mpc-costs.md §2.2) */
-    double rate = cfg->machine.rate[WK_ELEM] > 0 ? cfg->machine.rate[WK_ELEM] : 1e9;
-    double compute_ns = 3.0 * (double)E / rate * 1e9; /* 6 ring ops per pair = 3 per element */
-    double comm_ns = 0;
-    if (rounds) {
-        const net_link *l = &cfg->net.link[0][1];
-        double per_link = (double)bytes / parties;
-        comm_ns = (double)l->latency_ns +
-                  (l->bandwidth_bps > 0 ? per_link * 8.0 / l->bandwidth_bps * 1e9 : 0);
+    const model_cfg *m = &cfg->model;
+    uint64_t rows = (uint64_t)n_tokens * m->n_layers;
+    if (!rows)
+        return MS_OK;
+    if (rows > UINT32_MAX)
+        return err_set(e, MS_ERR_RANGE, "serve: re-rotation of %u tokens is too large", n_tokens);
+    const char *pname = cfg->proto.name[0] ? cfg->proto.name : cfg->proto_ref;
+    const proto *pr = proto_find(pname);
+    if (!pr)
+        return err_set(e, MS_ERR_NOTFOUND, "serve: unknown protocol '%s'", pname);
+    machine_profile mach = cfg->machine;
+    if (!(mach.rate[WK_MAC] > 0))
+        machine_default(&mach);
+    uint32_t kd = m->n_kv_heads * m->head_dim;
+    op_program prog;
+    op_program_init(&prog);
+    cost_log log;
+    cost_log_init(&log, pr->n_parties);
+    int rc = MS_OK;
+    uint32_t k = op_tensor_add(&prog, "kreuse", OPT_CACHE, DOM_ARITH, 1, (uint32_t)rows, kd);
+    op o = {.kind = OP_ROPE, .phase = PHASE_PREFILL, .cat = OPC_ATTENTION, .layer = -1,
+            .group = -1, .batch = 1, .m = (uint32_t)rows, .k = m->head_dim, .n = kd,
+            .in = {k, OP_NONE, OP_NONE}, .out = k, .iarg = 0, .farg = m->rope_theta};
+    if (k == OP_NONE || op_emit(&prog, &o) < 0)
+        rc = err_set(e, MS_ERR_NOMEM, "serve: out of memory for the re-rotation program");
+    if (!rc)
+        rc = proto_cost_program(pr, &cfg->proto, &prog, &log, e);
+    if (!rc) {
+        sim_opts so = {0};
+        sim_result r;
+        rc = sim_run(&cfg->net, &mach, &prog, &log, &so, &r, e);
+        if (!rc) {
+            out->latency_ns = r.latency_ns;
+            out->rounds = r.total.rounds;
+            for (int p = 0; p < MPC_PARTIES_MAX; p++) {
+                out->bytes += r.total.bytes_sent[p];
+                out->offline_bytes += r.total.offline_bytes[p];
+            }
+            sim_result_free(&r);
+        }
     }
-    out->latency_ns = (uint64_t)llround(compute_ns + comm_ns);
-    out->rounds = rounds;
-    out->bytes = bytes;
+    cost_log_free(&log);
+    op_program_free(&prog);
+    return rc;
 }
 
 uint64_t serve_kv_bytes_per_token(const run_cfg *cfg)

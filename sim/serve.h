@@ -49,8 +49,9 @@ typedef struct serve_stepcoster serve_stepcoster;
 int serve_stepcoster_open(const run_cfg *cfg, uint32_t max_batch, serve_stepcoster **out,
                           serve_coster *coster, errbuf *e);
 void serve_stepcoster_close(serve_stepcoster *s);
-/* The re-rotation cost formula, exposed for tests and docs. */
-void serve_rerotate_cost(const run_cfg *cfg, uint32_t n_tokens, step_figures *out);
+/* The cost of re-rotating n_tokens reused keys (all layers) to new positions: one ROPE op
+ * costed by the run's protocol and simulated on its network. */
+int serve_rerotate_cost(const run_cfg *cfg, uint32_t n_tokens, step_figures *out, errbuf *e);
 /* KV cache bytes one party holds per cached token (K and V, every layer, its shares). */
 uint64_t serve_kv_bytes_per_token(const run_cfg *cfg);
 
