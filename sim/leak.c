@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <gsl/gsl_cdf.h>
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
@@ -227,6 +228,8 @@ int leak_run(const leak_params *lp, const serve_params *sp, const serve_coster *
     out->chance = 1.0 / lp->candidates;
     out->success_rate = (double)out->correct / lp->trials;
     out->bits = leak_bits(out->success_rate, lp->candidates);
+    out->p_value = out->correct ? gsl_cdf_binomial_Q(out->correct - 1, out->chance, lp->trials)
+                                : 1.0;
     out->ttft_gap_ms = lp->channel == LEAK_TTFT ? gap / lp->trials / 1e6 : 0;
     free(obs);
     gsl_rng_free(r);

@@ -43,6 +43,7 @@ typedef struct leak_result {
     double bits;              /* information per secret: log2 V + p log2 p +
                                * (1−p) log2((1−p)/(V−1)) (V-ary symmetric channel), 0 at or
                                * below chance */
+    double p_value;           /* P(at least this many correct | guessing at chance), binomial */
     double ttft_gap_ms;       /* mean over trials of (mean other-probe TTFT − secret-probe TTFT) */
 } leak_result;
 
