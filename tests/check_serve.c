@@ -5,10 +5,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "kvshare.h"
 #include "leak.h"
+#include "machine.h"
+#include "model.h"
+#include "net.h"
+#include "proto.h"
 #include "serve.h"
 #include "workload.h"
 
@@ -693,6 +699,181 @@ START_TEST(test_workload_file)
 }
 END_TEST
 
+/* ---- cost buckets: the stated error bound ----------------------------------------------- */
+
+/* A step costed with bucket b lies between the exact cost and the cost of b-1 more new and
+ * b-1 more cached tokens (serve.h). One request of 37 tokens after a 16-token prefix hit. */
+START_TEST(test_bucket_bound)
+{
+    uint32_t a[40];
+    seq(a, 40, 100);
+    workload w;
+    wl_init(&w);
+    add_seq(&w, 0, 1, a, 33, NULL);  /* caches 2 blocks */
+    add_seq(&w, GAP, 2, a, 37, NULL); /* hits 32, prefills 5 on 32 */
+    serve_params p = params_for(KVS_PREFIX, 16, KVS_POS_REROTATE);
+    serve_result r1, r16;
+    run_ok(&p, &w, &r1);
+    p.cost_bucket = 16;
+    run_ok(&p, &w, &r16);
+    uint64_t t1 = r1.req[1].first_ns - r1.req[1].arrival_ns;
+    uint64_t t16 = r16.req[1].first_ns - r16.req[1].arrival_ns;
+    step_figures hi;
+    errbuf e;
+    t_step(NULL, PHASE_PREFILL, 5 + 15, 32 + 15, 1, &hi, &e);
+    ck_assert_uint_eq(t1, 1000000ull + 10000ull * 5 + 10ull * 5 * 32);
+    ck_assert_uint_ge(t16, t1);
+    ck_assert_uint_le(t16, hi.latency_ns);
+    serve_result_free(&r1);
+    serve_result_free(&r16);
+    wl_free(&w);
+}
+END_TEST
+
+/* ---- the real coster: stepcost and the re-rotation program ------------------------------ */
+
+static int real_cfg(const char *model, run_cfg *c, errbuf *e)
+{
+    memset(c, 0, sizeof *c);
+    const proto *pr = proto_find("semi2k");
+    ck_assert_ptr_nonnull(pr);
+    int rc;
+    if ((rc = model_load(model, &c->model, e)) || (rc = proto_cfg_default("semi2k", &c->proto, e)) ||
+        (rc = net_parse("lan", pr->n_parties, &c->net, e)) ||
+        (rc = machine_load("default", &c->machine, e)))
+        return rc;
+    c->work.batch = 1;
+    return 0;
+}
+
+START_TEST(test_real_coster)
+{
+    run_cfg cfg;
+    errbuf e;
+    ck_assert_msg(real_cfg("stories260K", &cfg, &e) == 0, "%s", e.msg);
+    step_figures r1, r2;
+    ck_assert_int_eq(serve_rerotate_cost(&cfg, 16, &r1, &e), 0);
+    ck_assert_int_eq(serve_rerotate_cost(&cfg, 64, &r2, &e), 0);
+    ck_assert_uint_gt(r1.latency_ns, 0);
+    ck_assert_uint_eq(r1.rounds, r2.rounds); /* vectorized: rounds do not grow with tokens */
+    ck_assert_uint_ge(r2.bytes, r1.bytes);
+    ck_assert_uint_gt(r2.latency_ns, r1.latency_ns);
+    /* serving through stepcost: a prefix hit costs fewer bytes and less time than a miss */
+    serve_stepcoster *sc;
+    serve_coster c;
+    ck_assert_int_eq(serve_stepcoster_open(&cfg, 4, &sc, &c, &e), 0);
+    uint32_t a[200];
+    seq(a, 200, 10);
+    workload w;
+    wl_init(&w);
+    add_seq(&w, 0, 1, a, 200, NULL);
+    add_seq(&w, 100 * GAP, 2, a, 200, NULL);
+    serve_params p = params_for(KVS_PREFIX, 16, KVS_POS_REROTATE);
+    serve_result r;
+    ck_assert_msg(serve_run(&p, &w, &c, &r, &e) == 0, "%s", e.msg);
+    ck_assert_uint_lt(r.req[1].first_ns - r.req[1].arrival_ns,
+                      r.req[0].first_ns - r.req[0].arrival_ns);
+    ck_assert_int_gt(r.bytes_saved, 0);
+    serve_result_free(&r);
+    serve_stepcoster_close(sc);
+    wl_free(&w);
+}
+END_TEST
+
+/* ---- the serve command ------------------------------------------------------------------ */
+
+static int sh(const char *dir, const char *args, char *err, size_t cap)
+{
+    const char *bin = getenv("MPCSIM_BIN");
+    ck_assert_msg(bin != NULL, "MPCSIM_BIN is not set (run the tests with make check)");
+    char cmd[2048], ef[512];
+    snprintf(ef, sizeof ef, "%s/stderr.txt", dir);
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' serve %s >/dev/null 2>'%s'", dir, bin, args, ef);
+    int st = system(cmd);
+    FILE *f = fopen(ef, "r");
+    size_t n = f ? fread(err, 1, cap - 1, f) : 0;
+    err[n] = '\0';
+    if (f)
+        fclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void write_file(const char *dir, const char *name, const char *text)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static const char *const TINY =
+    "name: tiny\nmodel: stories260K\nprotocol: semi2k\nnetwork: lan\nseed: 3\n"
+    "workload:\n  requests: 30\n  rate: [50, 200]\n  tenants: 2\n  users_per_tenant: 3\n"
+    "  system_prompt: 64\n  documents: 4\n  document_len: 32\n  docs_per_request: 1\n"
+    "  turn: [4, 12]\n  decode: [2, 6]\n"
+    "sharing:\n  policies: [prefix, span]\n  capacity_tokens: 4096\n"
+    "attack:\n  trials: 4\n  candidates: 4\n  background_load: 0\n";
+
+static int64_t count(const char *db, const char *table)
+{
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
+    char q[128];
+    snprintf(q, sizeof q, "SELECT count(*) FROM %s", table);
+    sqlite3_stmt *s;
+    ck_assert_int_eq(sqlite3_prepare_v2(h, q, -1, &s, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(s), SQLITE_ROW);
+    int64_t n = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    sqlite3_close(h);
+    return n;
+}
+
+START_TEST(test_cli)
+{
+    char dir[] = "/tmp/check_serve_cli_XXXXXX", err[4096], path[600];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    write_file(dir, "s.yaml", TINY);
+    int rc = sh(dir, "s.yaml -o out.db --dump-workload w.txt -q", err, sizeof err);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+    snprintf(path, sizeof path, "%s/out.db", dir);
+    ck_assert_int_eq(count(path, "serve_runs"), 4);
+    ck_assert_int_eq(count(path, "serve_requests"), 4 * 30);
+    ck_assert_int_eq(count(path, "serve_leak"), 2);
+    /* the dumped workload replays */
+    rc = sh(dir, "--workload w.txt -m stories260K --policy salted --no-attack -o r.db -q", err,
+            sizeof err);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+    snprintf(path, sizeof path, "%s/r.db", dir);
+    ck_assert_int_eq(count(path, "serve_runs"), 1);
+    /* input errors: file:line:col, a hint, exit 2, no database */
+    char bad[2048];
+    snprintf(bad, sizeof bad, "%s", TINY);
+    char *pol = strstr(bad, "  policies:");
+    memcpy(pol, "  polices: ", 11);
+    write_file(dir, "bad.yaml", bad);
+    rc = sh(dir, "bad.yaml -o bad.db", err, sizeof err);
+    ck_assert_int_eq(rc, 2);
+    ck_assert_msg(strstr(err, "bad.yaml:18:3: error: unknown key 'polices' in 'sharing'"), "%s",
+                  err);
+    ck_assert_msg(strstr(err, "did you mean 'policies'?"), "%s", err);
+    snprintf(path, sizeof path, "%s/bad.db", dir);
+    ck_assert_int_ne(access(path, F_OK), 0);
+    /* re-rotation needs RoPE: gpt2 has learned positions */
+    write_file(dir, "g.yaml", "model: gpt2\nworkload:\n  requests: 5\nsharing:\n  policies: span\n"
+                              "  position: rerotate\n");
+    rc = sh(dir, "g.yaml -o g.db", err, sizeof err);
+    ck_assert_int_eq(rc, 2);
+    ck_assert_msg(strstr(err, "g.yaml:6:13: error: position 'rerotate' needs a RoPE model"), "%s",
+                  err);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 Suite *serve_suite(void)
 {
     Suite *s = suite_create("serve");
@@ -715,6 +896,9 @@ Suite *serve_suite(void)
     tcase_add_test(t, test_determinism);
     tcase_add_test(t, test_policy_ordering);
     tcase_add_test(t, test_workload_file);
+    tcase_add_test(t, test_bucket_bound);
+    tcase_add_test(t, test_real_coster);
+    tcase_add_test(t, test_cli);
     suite_add_tcase(s, t);
     return s;
 }
