@@ -546,7 +546,8 @@ END_TEST
 /* ---------------------------------------------------------------- tests: faults */
 
 typedef struct fault {
-    int kind; /* 0 kill P1, 1 P1 drops its link to P0, 2 P0 sends garbage, 3 P0 sends a short frame, 4 P1 hangs, 5 truncated payload */
+    int kind; /* 0 kill P1, 1 P1 drops its link to P0, 2 P0 sends garbage, 3 P0 sends a short
+               * frame, 4 P1 hangs, 5 truncated payload, 6 kill the semi2k dealer */
 } fault;
 
 static int fault_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
@@ -565,6 +566,8 @@ static int fault_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
             shutdown(mpc_net_fd(net, 0), SHUT_RDWR);
         if (it == 3 && me == 1 && f->kind == 4)
             sleep(4);
+        if (it == 3 && me == -1 && f->kind == 6)
+            raise(SIGKILL); /* the dealer dies: P1 waits on its corrections */
         if (it == 3 && me == 0 && (f->kind == 2 || f->kind == 3 || f->kind == 5)) {
             uint8_t h[MPC_FRAME_HDR + 16];
             memset(h, 0x41, sizeof h);
@@ -623,6 +626,12 @@ static void run_fault(const char *pr, int kind, int victim_ok_rc, const char *wa
 START_TEST(test_fault_kill)
 {
     run_fault(protos[_i], 0, 0, "lost", 0);
+}
+END_TEST
+
+START_TEST(test_fault_dealer)
+{
+    run_fault("semi2k", 6, 0, "connection to dealer lost", 0);
 }
 END_TEST
 
@@ -694,6 +703,7 @@ Suite *mpc_suite(void)
     tcase_add_loop_test(tf, test_fault_kill, 0, 2);
     tcase_add_loop_test(tf, test_fault_drop, 0, 2);
     tcase_add_test(tf, test_fault_frames);
+    tcase_add_test(tf, test_fault_dealer);
     tcase_add_test(tf, test_fault_silent_peer);
     tcase_add_test(tf, test_port_in_use);
     tcase_add_test(tf, test_peers_parse);
