@@ -313,18 +313,48 @@ static int fixed_setup(s2k *s, uint32_t id, const mpc_val *y, fixed_ent **out)
     return MS_OK;
 }
 
+static int s_matmul_core(s2k *s, eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint32_t batch,
+                         uint32_t m, uint32_t k, uint32_t n, size_t nx, size_t nz, int tb, int bcast,
+                         int cached, uint32_t y_id);
+
 static int s_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint32_t batch,
                     uint32_t m, uint32_t k, uint32_t n, uint32_t flags, uint32_t y_id)
 {
     s2k *s = S(e);
     size_t nx = (size_t)batch * m * k, nz = (size_t)batch * m * n, kn = (size_t)k * n;
-    int bcast = batch > 1 && y->n == kn, tb = (flags & OPF_TRANS_B) != 0;
-    if (x->n != nx || (y->n != kn * batch && y->n != kn))
+    /* y holds one k×n instance per batch instance, or one for all (as eng_plain reads it) */
+    int ybat = batch > 1 && y->n >= kn * batch, tb = (flags & OPF_TRANS_B) != 0;
+    if (x->n < nx || y->n < kn)
         return mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k matmul: %u×(%u×%u)·(%u×%u) with operands of %zu and %zu elements",
                         batch, m, k, k, n, x->n, y->n);
+    int cached = (flags & OPF_FIXED_B) && e->cfg.beaver_cache;
+    int bcast = !ybat && batch > 1 && cached;
+    /* Without the cache the mask of y is opened per instance (8b(mk+kn), PRIMITIVES.md), so a
+     * shared y is expanded to batch copies first. */
+    uint64_t *yexp = NULL;
+    mpc_val yv = *y;
+    if (!cached && !ybat && batch > 1) {
+        yexp = malloc(kn * batch * 8 + 8);
+        if (!yexp)
+            return mpc_fail(&s->c, MS_ERR_NOMEM, "semi2k matmul: out of memory");
+        for (uint32_t b = 0; !is_dealer(s) && b < batch; b++)
+            memcpy(yexp + b * kn, y->s[0], kn * 8);
+        yv.s[0] = is_dealer(s) ? NULL : yexp;
+        yv.n = kn * batch;
+        y = &yv;
+    } else if (!cached)
+        yv.n = ybat ? kn * batch : kn, y = &yv;
+    int rc = s_matmul_core(s, e, z, x, y, batch, m, k, n, nx, nz, tb, bcast, cached, y_id);
+    free(yexp);
+    return rc;
+}
+
+static int s_matmul_core(s2k *s, eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint32_t batch,
+                         uint32_t m, uint32_t k, uint32_t n, size_t nx, size_t nz, int tb, int bcast,
+                         int cached, uint32_t y_id)
+{
     size_t ny = y->n;
     fixed_ent *f = NULL;
-    int cached = (flags & OPF_FIXED_B) && e->cfg.beaver_cache;
     int rc = MS_OK;
     if (cached && !(f = fixed_find(s, y_id)) && (rc = fixed_setup(s, y_id, y, &f)))
         return rc;

@@ -221,6 +221,8 @@ typedef struct synth_src {
     uint32_t cur;       /* position of content (valid if started) */
     int started;
     float *ffn;         /* F */
+    float **wo;         /* per layer (or one slot): dim × H·d */
+    uint32_t wo_layer;  /* layer held by the single slot */
 } synth_src;
 
 /* Heavy status of a key: drawn at layer 0; at each later layer kept from the layer below
@@ -319,14 +321,27 @@ static const float *synth_ffn(trace *t, uint32_t layer)
     return s->ffn;
 }
 
+/* W_o of every layer is cached when all of them fit in SYNTH_WO_CACHE bytes (small and
+ * mid-size shapes); otherwise one layer is kept and regenerated when another is asked for
+ * (llama-2-7b: 64 MiB per layer, 2 GiB in all). */
+#define SYNTH_WO_CACHE (512ull << 20)
+
 static const float *synth_wo(trace *t, uint32_t layer)
 {
+    synth_src *s = t->impl;
     size_t cols = (size_t)t->s.n_heads * t->s.head_dim, n = (size_t)t->s.dim * cols;
-    if (!t->wo && !(t->wo = malloc(n * sizeof(float))))
+    int all = (uint64_t)n * t->s.n_layers * sizeof(float) <= SYNTH_WO_CACHE;
+    uint32_t slot = all ? layer : 0;
+    if (!s->wo && !(s->wo = calloc(all ? t->s.n_layers : 1, sizeof *s->wo)))
+        return NULL;
+    if (s->wo[slot] && (all || s->wo_layer == layer))
+        return s->wo[slot];
+    if (!s->wo[slot] && !(s->wo[slot] = malloc(n * sizeof(float))))
         return NULL;
     uint64_t st = stream_key(t->seed, ST_WO, layer, 0, 0);
-    fill_normal(&st, t->wo, n, 0.0, 1.0 / sqrt((double)cols));
-    return t->wo;
+    fill_normal(&st, s->wo[slot], n, 0.0, 1.0 / sqrt((double)cols));
+    s->wo_layer = layer;
+    return s->wo[slot];
 }
 
 static const float *synth_logits(trace *t) { return NULL; }
@@ -341,6 +356,13 @@ static void synth_close(trace *t)
     free(s->omega);
     free(s->rff);
     free(s->content);
+    if (s->wo) {
+        size_t cols = (size_t)t->s.n_heads * t->s.head_dim, n = (size_t)t->s.dim * cols;
+        int all = (uint64_t)n * t->s.n_layers * sizeof(float) <= SYNTH_WO_CACHE;
+        for (uint32_t l = 0; l < (all ? t->s.n_layers : 1); l++)
+            free(s->wo[l]);
+        free(s->wo);
+    }
     free(s->ffn);
     free(s);
 }

@@ -184,12 +184,38 @@ START_TEST(test_numpy_fixture)
     ck_assert_str_eq(trace_model_name(t), "fixture");
     ck_assert_int_eq(trace_seek(t, 5, &e), MS_OK);
     ck_assert_double_eq_tol(trace_q(t, 1)[2 * 8 + 3], want, 1e-6);
+    /* the same trace without att.npy: rows are recomputed from q·k and agree */
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/mpcsim_trace_io.py fixture %s/na "
+             "--tokens 20 --seed 3 --no-att", data_dir(), dir);
+    ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
+    snprintf(fx, sizeof fx, "%s/na", dir);
+    trace *na = NULL;
+    ck_assert_msg(trace_open(fx, &na, &e) == MS_OK, "%s", e.msg);
+    ck_assert(!trace_has(na, TRACE_ATT));
     for (uint32_t p = 0; p < 20; p++) {
         ck_assert_int_eq(trace_seek(t, p, &e), MS_OK);
-        for (uint32_t l = 0; l < 2; l++)
+        ck_assert_int_eq(trace_seek(na, p, &e), MS_OK);
+        for (uint32_t l = 0; l < 2; l++) {
             ck_assert_msg(att_vs_attend(t, l) < 1e-5, "pos %u layer %u", p, l);
+            const float *a = trace_att(t, l), *b = trace_att(na, l);
+            for (uint32_t i = 0; i < 4 * (p + 1); i++)
+                ck_assert_double_eq_tol(a[i], b[i], 1e-5);
+        }
     }
+    trace_close(na);
     trace_close(t);
+    /* scripts/dump_trace.py imports its writer from the shared module and, without torch,
+     * stops with a clear message */
+    snprintf(cmd, sizeof cmd, "cd %s/scripts && /usr/bin/python3 -c \"import dump_trace, "
+             "mpcsim_trace_io; assert dump_trace.TraceWriter is mpcsim_trace_io.TraceWriter\"",
+             data_dir());
+    ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/dump_trace.py --model m --text "
+             "%s/tests/data/tinystories_sample.txt -o %s/pt", data_dir(), data_dir(), dir);
+    int st = run(cmd, out, sizeof out);
+    ck_assert_msg(st == 2 || st == 0, "%s", out);
+    if (st == 2)
+        ck_assert_ptr_nonnull(strstr(out, "needs torch and transformers"));
     rm_rf(dir);
 }
 END_TEST
@@ -361,6 +387,16 @@ START_TEST(test_synth_deterministic)
     /* replaying a synthetic trace from the start (backward seek) gives the same values */
     ck_assert_uint_eq(ha, digest(a));
     ck_assert_uint_eq(trace_seed(a), 7);
+    /* W_o of a layer is the same whenever it is asked for */
+    uint32_t wr, wc;
+    const float *w1 = trace_wo(a, 1, &wr, &wc);
+    ck_assert_uint_eq(wr, 64);
+    ck_assert_uint_eq(wc, 64);
+    float *keep = malloc(wr * wc * sizeof *keep);
+    memcpy(keep, w1, wr * wc * sizeof *keep);
+    ck_assert(memcmp(trace_wo(a, 2, NULL, NULL), keep, wr * wc * sizeof *keep) != 0);
+    ck_assert(memcmp(trace_wo(a, 1, NULL, NULL), keep, wr * wc * sizeof *keep) == 0);
+    free(keep);
     ck_assert(trace_is_synthetic(a));
     ck_assert_ptr_null(trace_tokens(a));
     ck_assert_ptr_null(trace_logits(a));
@@ -534,6 +570,12 @@ START_TEST(test_cli_synth_roundtrip)
              data_dir(), dir);
     ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
     char syn[600];
+    snprintf(syn, sizeof syn, "%s/syn/manifest.yaml", dir);
+    char *man = slurp(syn);
+    ck_assert_ptr_nonnull(strstr(man, "\nsource: synth\n"));
+    ck_assert_ptr_nonnull(strstr(man, "\nseed: 9\n"));
+    ck_assert_ptr_nonnull(strstr(man, "\nsynth: {sink: 5, n_sinks: 1, local: 3,"));
+    free(man);
     snprintf(syn, sizeof syn, "%s/syn", dir);
     trace *r = NULL, *g = NULL;
     errbuf e;
@@ -551,7 +593,7 @@ START_TEST(test_cli_synth_roundtrip)
     trace_close(r);
     trace_close(g);
     /* --stats streams without writing */
-    snprintf(cmd, sizeof cmd, "%s trace synth --model llama-2-7b --tokens 80 --stats "
+    snprintf(cmd, sizeof cmd, "%s trace synth --model llama-2-7b --tokens 64 --stats "
              "--set window=4", bin());
     ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
     ck_assert_ptr_nonnull(strstr(out, "sink_mass:"));
