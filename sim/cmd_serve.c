@@ -41,6 +41,8 @@ typedef struct serve_scn {
     serve_params sp;
     int attack;
     leak_params lp;
+    int channel[2];           /* attack channels to run, in order */
+    size_t n_channel;
     double bg_load;           /* attack: background load as a share of capacity */
     int pos_line, pos_col;    /* where sharing.position was set (for the RoPE check) */
 } serve_scn;
@@ -63,6 +65,8 @@ static void scn_defaults(serve_scn *s)
     serve_params_default(&s->sp);
     s->attack = 1;
     leak_params_default(&s->lp);
+    s->channel[0] = LEAK_TTFT;
+    s->n_channel = 1;
     s->bg_load = 0.3;
 }
 
@@ -304,6 +308,23 @@ static int read_sharing(yctx *x, const yx_node *m, serve_scn *s)
     return rc;
 }
 
+/* channel: ttft | order | [ttft, order] */
+static int read_channels(yctx *x, const yx_node *v, serve_scn *s)
+{
+    const yx_node *const *it = v->kind == YX_SEQ ? (const yx_node *const *)v->item : &v;
+    size_t n = v->kind == YX_SEQ ? v->n : 1;
+    if (n == 0 || n > 2)
+        return yerr(x, v, "'channel' needs 1 or 2 names", "", "ttft, order or [ttft, order]");
+    for (size_t j = 0; j < n; j++) {
+        if (y_scalar(x, it[j], "channel"))
+            return MS_ERR_INPUT;
+        if ((s->channel[j] = leak_channel_from_name(it[j]->str)) < 0)
+            return yerr(x, it[j], "unknown channel '%s'", it[j]->str, "ttft or order");
+    }
+    s->n_channel = n;
+    return MS_OK;
+}
+
 static int read_attack(yctx *x, const yx_node *m, serve_scn *s)
 {
     static const char *const keys[] = {"enabled", "trials", "candidates", "channel",
@@ -327,8 +348,8 @@ static int read_attack(yctx *x, const yx_node *m, serve_scn *s)
             rc = y_u32(x, v, k, 1, &s->lp.template_len);
         else if (!strcmp(k, "background_load"))
             rc = y_double(x, v, k, 0, 0.95, &s->bg_load);
-        else if (!(rc = y_scalar(x, v, k)) && (s->lp.channel = leak_channel_from_name(v->str)) < 0)
-            rc = yerr(x, v, "unknown channel '%s'", v->str, "ttft or order");
+        else
+            rc = read_channels(x, v, s);
     }
     return rc;
 }
@@ -787,10 +808,11 @@ static int attack_timing(const serve_scn *s, const serve_coster *c, leak_params 
     return MS_OK;
 }
 
-static int run_attacks(const serve_scn *s, const serve_coster *c, rdb *db, int quiet,
-                       errbuf *e)
+static int run_attack(const serve_scn *s, const serve_coster *c, rdb *db, int channel,
+                      int quiet, errbuf *e)
 {
     leak_params lp = s->lp;
+    lp.channel = channel;
     int rc = attack_timing(s, c, &lp, e);
     if (rc)
         return rc;
@@ -913,8 +935,8 @@ int cmd_serve(int argc, char **argv)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     if (!rc)
         rc = run_points(&s, &cfg, &coster, db, &a, pt, &n_pt, &e);
-    if (!rc && s.attack)
-        rc = run_attacks(&s, &coster, db, a.quiet, &e);
+    for (size_t i = 0; !rc && s.attack && i < s.n_channel; i++)
+        rc = run_attack(&s, &coster, db, s.channel[i], a.quiet, &e);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (!rc && a.plot)
         rc = make_plots(a.plot, &s, pt, n_pt, &e);
