@@ -316,7 +316,8 @@ int wl_load(workload *w, const char *path, errbuf *e)
 {
     FILE *f = fopen(path, "r");
     if (!f)
-        return err_set(e, MS_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        return err_set(e, errno == ENOENT ? MS_ERR_NOTFOUND : MS_ERR_IO, "%s: cannot open: %s",
+                       path, strerror(errno));
     int rc = wl_read(w, f, path, e);
     fclose(f);
     return rc;
