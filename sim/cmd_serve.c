@@ -404,7 +404,7 @@ static int read_scenario(const char *path, serve_scn *s, errbuf *e)
 typedef struct serve_args {
     const char *scenario, *output, *plot, *workload, *dump, *policy;
     const char *model, *protocol, *network, *scheduler;
-    const char *requests, *rate, *seed, *batch, *chunk;
+    const char *requests, *rate, *seed, *batch, *chunk, *position;
     int no_attack, quiet;
 } serve_args;
 
@@ -434,6 +434,7 @@ static void usage(FILE *f)
             "  -b, --batch B          running requests (default 8)\n"
             "      --chunk T          chunked prefill, tokens per iteration (default off)\n"
             "      --scheduler S      fcfs | lpm\n"
+            "      --position P       span sharing: rerotate | recompute\n"
             "      --no-attack        skip the timing attacker\n"
             "  -q, --quiet            print only errors\n"
             "  -h, --help             this help\n\n"
@@ -441,7 +442,8 @@ static void usage(FILE *f)
             "  mpcsim serve scenarios/serve-agent.yaml --plot results/serve-agent-plots\n");
 }
 
-enum { O_PLOT = 256, O_WORKLOAD, O_DUMP, O_POLICY, O_NETWORK, O_CHUNK, O_SCHED, O_NOATTACK };
+enum { O_PLOT = 256, O_WORKLOAD, O_DUMP, O_POLICY, O_NETWORK, O_CHUNK, O_SCHED, O_NOATTACK,
+       O_POSITION };
 
 static int parse_args(int argc, char **argv, serve_args *a)
 {
@@ -454,6 +456,7 @@ static int parse_args(int argc, char **argv, serve_args *a)
         {"model", required_argument, 0, 'm'},    {"protocol", required_argument, 0, 'p'},
         {"network", required_argument, 0, O_NETWORK}, {"batch", required_argument, 0, 'b'},
         {"chunk", required_argument, 0, O_CHUNK}, {"scheduler", required_argument, 0, O_SCHED},
+        {"position", required_argument, 0, O_POSITION},
         {"no-attack", no_argument, 0, O_NOATTACK}, {"quiet", no_argument, 0, 'q'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
@@ -476,6 +479,7 @@ static int parse_args(int argc, char **argv, serve_args *a)
         case 'b': a->batch = optarg; break;
         case O_CHUNK: a->chunk = optarg; break;
         case O_SCHED: a->scheduler = optarg; break;
+        case O_POSITION: a->position = optarg; break;
         case O_NOATTACK: a->no_attack = 1; break;
         case 'q': a->quiet = 1; break;
         case 'h': usage(stdout); return 0;
@@ -564,6 +568,14 @@ static int apply_overrides(const serve_args *a, serve_scn *s)
         }
         s->policy[0] = k;
         s->n_policy = 1;
+    }
+    if (a->position) {
+        if (strcmp(a->position, "rerotate") && strcmp(a->position, "recompute")) {
+            cli_error("serve", "--position is rerotate or recompute, not '%s'", a->position);
+            return -1;
+        }
+        s->sp.share.position = a->position[2] == 'r' ? KVS_POS_REROTATE : KVS_POS_RECOMPUTE;
+        s->pos_line = 0; /* the command line decided */
     }
     if (a->no_attack)
         s->attack = 0;
