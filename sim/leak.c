@@ -195,7 +195,7 @@ int leak_trial(const leak_params *lp, const serve_params *sp, const serve_coster
         goto out;
     /* probes were added in time order; with the ttft channel that is perm order */
     for (uint32_t j = 0, q = first; j < V; q++) {
-        if (w.req[q].tenant != TENANT_ATTACKER || w.req[q].n_tokens != T + 2)
+        if (w.req[q].tenant != TENANT_ATTACKER || w.req[q].decode_len != 1)
             continue;
         const serve_req_out *o = &res.req[q];
         obs[ws.perm[j++]] = lp->channel == LEAK_ORDER ? (double)o->order
