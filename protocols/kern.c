@@ -51,7 +51,7 @@
  *              Goldschmidt from w0 = 2.9142 - 2c (SPU f_reciprocal): |1 - c·w0| <= 0.0858,
  *              relative error <= 0.0858^(2^(it+1)) + fixed point; it = 2: tested at
  *              2e-4·(1/x) + 2^(1-f) absolute (the output's own quantum dominates for large x).
- *   rsqrt      x > 0 in [2^-f, 2^f) (f even; 1e-3 … 1e4 with f = 18). Even powers: c = x·2^-q
+ *   rsqrt      x > 0 in [2^-f, 2^(2⌊f/2⌋+2)) (1e-3 … 1e4 well inside). Even powers: c = x·2^-q
  *              in [1, 4), quadratic start 1.3353 - 0.41060c + 0.051197c² (relative error
  *              <= 2.41e-2), then cfg.rsqrt_iters Newton steps y(3 - c·y²)/2, each squaring the
  *              relative error ×1.5: 2 steps: <= 1.2e-6 + fixed point; tested at 1e-4·y + 2^(1-f).

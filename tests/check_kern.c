@@ -228,6 +228,9 @@ START_TEST(test_rsqrt)
 {
     double err = ew_err(2 + _i, OP_RSQRT, rsqrt_ref, 1e-3, 1e4, 1, 1e-4, ldexp(2, -F));
     ck_assert_msg(err <= 1, "rsqrt on [1e-3, 1e4]: error %g × the bound", err);
+    err = ew_err(2 + _i, OP_RSQRT, rsqrt_ref, ldexp(1, -F), ldexp(1, F + 2) - 1, 1, 1e-4,
+                 ldexp(2, -F));
+    ck_assert_msg(err <= 1, "rsqrt on [2^-f, 2^(f+2)): error %g × the bound", err);
 }
 END_TEST
 
