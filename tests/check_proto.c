@@ -616,6 +616,40 @@ START_TEST(test_print_costs)
 }
 END_TEST
 
+/* protocols/README.md carries the tables proto_print_costs prints (regenerate with
+ * `mpcsim list protocols --costs -n 1` and `-n 1024` when a cost changes). */
+START_TEST(test_readme_tables_current)
+{
+    const char *dir = getenv("MPCSIM_DATA");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/protocols/README.md", dir ? dir : ".");
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    char *readme = calloc(1, 1 << 20);
+    size_t len = fread(readme, 1, (1 << 20) - 1, f);
+    fclose(f);
+    ck_assert_uint_gt(len, 0);
+    static const uint64_t ns[] = {1, 1024};
+    for (size_t k = 0; k < 2; k++)
+        for (int i = 0; i < 2; i++) {
+            const char *nm = i ? "aby3" : "semi2k";
+            char *buf = NULL;
+            size_t blen = 0;
+            FILE *m = open_memstream(&buf, &blen);
+            proto_cfg c;
+            errbuf e;
+            proto_cfg_default(nm, &c, &e);
+            ck_assert_int_eq(proto_print_costs(m, proto_find(nm), &c, ns[k]), 0);
+            fclose(m);
+            ck_assert_msg(strstr(readme, buf) != NULL,
+                          "protocols/README.md: the %s table for n = %llu is out of date", nm,
+                          (unsigned long long)ns[k]);
+            free(buf);
+        }
+    free(readme);
+}
+END_TEST
+
 Suite *proto_suite(void)
 {
     Suite *s = suite_create("proto");
@@ -633,6 +667,7 @@ Suite *proto_suite(void)
     tcase_add_test(t, test_cost_deterministic);
     tcase_add_test(t, test_registry_cfg);
     tcase_add_test(t, test_print_costs);
+    tcase_add_test(t, test_readme_tables_current);
     suite_add_tcase(s, t);
     return s;
 }
