@@ -1140,9 +1140,11 @@ static int fill_policy_params(scn_ctx *x, const policy_ops *p, const kv_param *g
             i++;
         if (i < n)
             continue;
-        if (c->policy.n_params == RUN_MAX_PARAMS)
-            return fail(x, NULL, "use fewer parameters", "more than %d policy parameters",
+        if (c->policy.n_params == RUN_MAX_PARAMS) {
+            yx_node at = {.kind = YX_SCALAR, .line = given[g].line, .col = given[g].col};
+            return fail(x, &at, "use fewer parameters", "more than %d policy parameters",
                         RUN_MAX_PARAMS);
+        }
         c->policy.params[c->policy.n_params++] = given[g];
     }
     qsort(c->policy.params + first_extra, c->policy.n_params - first_extra,
