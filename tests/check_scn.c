@@ -109,8 +109,10 @@ static const bad_case bad_cases[] = {
      "trace: {source: npy, path: no/such/dir}\n",
      "s.yaml:8:28: error: ", "no such file or folder 'no/such/dir'", NULL},
     {"- a\n- b\n", "s.yaml:1:1: error: ", "must be a mapping of keys, not a list", NULL},
+    {"name: t\n" BASE_MODEL BASE_PROTO "network: 20ms/fast\n" BASE_WORK, "s.yaml:4:10: error: ",
+     "bad bandwidth 'fast'", NULL},
     {"name: t\n" BASE_MODEL BASE_PROTO BASE_NET BASE_WORK "machine: no-such-box\n",
-     "s.yaml:8:10: error: ", "no-such-box", NULL},
+     "s.yaml:8:10: error: ", "unknown machine profile 'no-such-box'", NULL},
     /* cases */
     {"name: t\n" BASE_PROTO BASE_NET BASE_WORK "cases:\n  - model: gpt2\n  - sweep: zip\n",
      "s.yaml:9:5: error: ", "'sweep' cannot be set per case", NULL},
@@ -317,6 +319,8 @@ END_TEST
 
 /* ---- resolved values --------------------------------------------------------------------- */
 
+static void assert_round_trip(const scenario *s);
+
 START_TEST(test_defaults_and_overrides)
 {
     const char *text =
@@ -377,6 +381,16 @@ START_TEST(test_defaults_and_overrides)
     ck_assert_uint_eq(c->seed, 1);
     ck_assert_int_eq(c->overlap, 0);
     ck_assert_ptr_nonnull(strstr(c->yaml, "max_context: 8192\n"));
+    scn_free(&s);
+
+    /* the short form of a uniform network */
+    const char *short_net = "model: stories260K\nprotocol: aby3\nnetwork: 20ms/300Mbps\n"
+                            "workload: {prompt_len: 8, decode_len: 0}\n";
+    ck_assert_msg(load(short_net, &s, &e) == MS_OK, "%s", e.msg);
+    ck_assert_str_eq(s.runs[0].net_ref, "custom");
+    ck_assert_uint_eq(s.runs[0].net.link[2][1].latency_ns, 20000000);
+    ck_assert_double_eq(s.runs[0].net.link[0][2].bandwidth_bps, 300e6);
+    assert_round_trip(&s);
     scn_free(&s);
 
     /* a named model, and a base with no change, keep their name as the reference */
