@@ -1,0 +1,217 @@
+/* policy_criticalkv.c — CriticalKV (FFY0/AdaKV-in-NVIDIA-kvpress, branch criticalkv,
+ * kvpress/presses/criticalkv_press.py; arXiv 2502.03805): output-perturbation-aware selection
+ * wrapped around SnapKV's window score, once at the end of the prompt.
+ *
+ *   base[j]  = SnapKV score (window mean, pooled, GQA group mean); the window itself is padded
+ *              with max(base)+1 so it is never evicted (kvpress snapkv_press.py)
+ *   n_keep   = capacity (per KV head, incl. the window), only if P > capacity
+ *   S1       = topk(base, int(n_keep · first_stage_ratio))
+ *   proj[j]  = mean over the group's query heads h of ‖W_o^h · V_j‖₁
+ *   score[j] = (base[j] + eps) · proj[j];  score[S1] = +inf;  keep = topk(score, n_keep)
+ * The budget is given as a capacity (as snapkv) instead of kvpress's compression_ratio, so the
+ * two are comparable at equal kept counts. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy.h"
+
+static const policy_param ckv_params[] = {
+    {"window", "32", "SnapKV observation window of the base score", NULL, 1, 1e9},
+    {"kernel", "7", "SnapKV pooling kernel", NULL, 1, 1e6},
+    {"pooling", "maxpool", "pooling of the votes", "maxpool|avgpool", 0, 0},
+    {"capacity", "1024", "kept prompt entries per KV head incl. the window", NULL, 1, 1e9},
+    {"first_stage_ratio", "0.5", "budget share chosen on attention alone (stage 1)", NULL, 0, 1},
+    {"eps", "1e-4", "added to the base score before weighting by the value norm", NULL, 0, 1e3},
+};
+
+typedef struct ckv_state {
+    snap_core core;
+    uint32_t capacity;
+    double fsr, eps;
+    float *proj;       /* [L][Hkv][P] mean ‖W_o^h V_j‖₁ */
+    uint8_t *alive;    /* [L][Hkv][P] */
+    float *base, *score;
+    uint32_t *work, *sel;
+} ckv_state;
+
+static void ckv_fini(void *st)
+{
+    ckv_state *s = st;
+    if (!s)
+        return;
+    snap_core_free(&s->core);
+    free(s->proj);
+    free(s->alive);
+    free(s->base);
+    free(s->score);
+    free(s->work);
+    free(s->sel);
+    free(s);
+}
+
+static int ckv_init(const policy_env *env, const policy_args *a, void **st, errbuf *e)
+{
+    const policy_ops *p = &policy_criticalkv;
+    uint32_t w, k, cap;
+    int pool;
+    double fsr, eps;
+    int rc = policy_arg_u32(p, a, "window", &w, e);
+    if (!rc) rc = policy_arg_u32(p, a, "kernel", &k, e);
+    if (!rc) rc = policy_arg_choice(p, a, "pooling", &pool, e);
+    if (!rc) rc = policy_arg_u32(p, a, "capacity", &cap, e);
+    if (!rc) rc = policy_arg_double(p, a, "first_stage_ratio", &fsr, e);
+    if (!rc) rc = policy_arg_double(p, a, "eps", &eps, e);
+    if (rc)
+        return rc;
+    ckv_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return err_set(e, MS_ERR_NOMEM, "policy criticalkv: out of memory");
+    rc = snap_core_init(&s->core, env, w, k, pool == 0, e);
+    if (rc) {
+        free(s);
+        return rc;
+    }
+    s->capacity = cap;
+    s->fsr = fsr;
+    s->eps = eps;
+    size_t P = env->prompt_len, n = (size_t)env->n_layers * env->n_kv_heads * P + 1;
+    s->proj = calloc(n, sizeof *s->proj);
+    s->alive = malloc(n);
+    s->base = malloc((P + 1) * sizeof *s->base);
+    s->score = malloc((P + 1) * sizeof *s->score);
+    s->work = malloc((P + 1) * sizeof *s->work);
+    s->sel = malloc((P + 1) * sizeof *s->sel);
+    if (!s->proj || !s->alive || !s->base || !s->score || !s->work || !s->sel) {
+        ckv_fini(s);
+        return err_set(e, MS_ERR_NOMEM, "policy criticalkv: out of memory");
+    }
+    memset(s->alive, 1, n);
+    *st = s;
+    return MS_OK;
+}
+
+static int compresses(const ckv_state *s) { return s->core.env.prompt_len > s->capacity; }
+
+static unsigned ckv_needs(void *st, uint32_t pos)
+{
+    ckv_state *s = st;
+    if (pos >= s->core.env.prompt_len || !compresses(s))
+        return 0;
+    return POLICY_NEED_KV | POLICY_NEED_WO | (snap_core_wants(&s->core, pos) ? POLICY_NEED_ATT : 0);
+}
+
+static int ckv_observe(void *st, const policy_obs *o, errbuf *e)
+{
+    ckv_state *s = st;
+    const policy_env *v = &s->core.env;
+    if (o->pos >= v->prompt_len || !compresses(s))
+        return MS_OK;
+    snap_core_observe(&s->core, o);
+    if (!o->v || !o->wo)
+        return err_set(e, MS_ERR_INPUT, "policy criticalkv: the trace has no values or no W_o");
+    uint32_t d = v->head_dim, H = v->n_heads, Hkv = v->n_kv_heads, G = H / Hkv, D = v->dim;
+    for (uint32_t h = 0; h < H; h++) {
+        uint32_t g = h / G;
+        const float *vj = o->v + (size_t)g * d;
+        double l1 = 0;
+        for (uint32_t r = 0; r < D; r++) {
+            const float *w = o->wo + (size_t)r * H * d + (size_t)h * d;
+            float y = 0;
+            for (uint32_t i = 0; i < d; i++)
+                y += w[i] * vj[i];
+            l1 += fabsf(y);
+        }
+        s->proj[((size_t)o->layer * Hkv + g) * v->prompt_len + o->pos] += (float)(l1 / G);
+    }
+    return MS_OK;
+}
+
+static int ckv_prefill(void *st, errbuf *e)
+{
+    ckv_state *s = st;
+    const policy_env *v = &s->core.env;
+    uint32_t P = v->prompt_len, w = s->core.window, n = P - w;
+    if (!compresses(s))
+        return MS_OK;
+    uint32_t k1 = (uint32_t)(s->capacity * s->fsr);
+    for (uint32_t l = 0; l < v->n_layers; l++)
+        for (uint32_t g = 0; g < v->n_kv_heads; g++) {
+            size_t off = ((size_t)l * v->n_kv_heads + g) * P;
+            snap_core_score(&s->core, l, g, s->base);
+            float mx = -INFINITY;
+            for (uint32_t j = 0; j < n; j++)
+                mx = s->base[j] > mx ? s->base[j] : mx;
+            for (uint32_t j = n; j < P; j++)
+                s->base[j] = (n ? mx : 0.0f) + 1.0f;
+            for (uint32_t j = 0; j < P; j++)
+                s->score[j] = (float)((s->base[j] + s->eps) * s->proj[off + j]);
+            size_t c1 = policy_topk(s->base, NULL, P, k1, s->sel, s->work);
+            for (size_t i = 0; i < c1; i++)
+                s->score[s->sel[i]] = INFINITY;
+            size_t c = policy_topk(s->score, NULL, P, s->capacity, s->sel, s->work);
+            memset(s->alive + off, 0, P);
+            for (size_t i = 0; i < c; i++)
+                s->alive[off + s->sel[i]] = 1;
+        }
+    return MS_OK;
+}
+
+static int ckv_select(void *st, uint32_t layer, uint32_t pos, const float *q, uint8_t *keep,
+                      errbuf *e)
+{
+    ckv_state *s = st;
+    const policy_env *v = &s->core.env;
+    uint32_t P = v->prompt_len, np = pos < P ? pos : P;
+    for (uint32_t g = 0; g < v->n_kv_heads; g++) {
+        uint8_t *row = keep + (size_t)g * pos;
+        memcpy(row, s->alive + ((size_t)layer * v->n_kv_heads + g) * P, np);
+        memset(row + np, 1, pos - np);
+    }
+    return MS_OK;
+}
+
+static int ckv_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
+                    op_program *prog, errbuf *e)
+{
+    ckv_state *s = st;
+    const policy_env *v = &s->core.env;
+    if (phase != PHASE_PREFILL || !compresses(s))
+        return MS_OK;
+    uint32_t P = kv_len, H = v->n_heads, Hkv = v->n_kv_heads, d = v->head_dim, D = v->dim;
+    uint32_t k1 = (uint32_t)(s->capacity * s->fsr);
+    policy_emitter pe = {prog, phase, (int)layer, 0};
+    uint32_t base = snap_core_emit(&s->core, &pe, Hkv);
+    /* COST: V_j·W_o^h for every prompt token and head: a T×d by d×D matmul per head with the
+     * server's fixed W_o (§1.9 "as expensive as one o_proj over the whole prompt") */
+    uint32_t y = policy_emit(&pe, OP_MATMUL, H, P, d, D, OP_NONE, OP_NONE, OPF_FIXED_B, 0, 0,
+                             "ckv.vwo");
+    /* COST: |y| = y·(1 - 2[y < 0]): T·D sign tests and products per head, local sums (§1.12) */
+    uint32_t sg = policy_emit(&pe, OP_LT, H, P, 0, D, y, OP_NONE, OPF_PUBLIC_B, 0, 0, "ckv.sign");
+    uint32_t ab = policy_emit(&pe, OP_MUL, H, P, 0, D, y, sg, 0, 0, 0, "ckv.abs");
+    /* COST: (base + eps)·proj per key: one secret product per key and KV head */
+    uint32_t sc = policy_emit(&pe, OP_MUL, Hkv, 1, 0, P, base, ab, 0, 0, 0, "ckv.score");
+    if (k1 > 0)
+        policy_emit(&pe, OP_TOPK, Hkv, 1, 0, P, base, OP_NONE, 0, (int32_t)k1, 0, "ckv.topk1");
+    /* COST: stage 2 topk(T, B) and the gather of the kept K|V rows */
+    uint32_t oh = policy_emit(&pe, OP_TOPK, Hkv, 1, 0, P, sc, OP_NONE, 0, (int32_t)s->capacity,
+                              0, "ckv.topk2");
+    policy_emit(&pe, OP_GATHER, Hkv, s->capacity, P, 2 * d, oh, OP_NONE, OPF_NO_TRUNC, 0, 0,
+                "ckv.gather");
+    return policy_emit_done(&pe, "criticalkv", e);
+}
+
+const policy_ops policy_criticalkv = {
+    .name = "criticalkv",
+    .version = 1,
+    .summary = "two-stage prompt selection: SnapKV score, then score × ‖V·W_o‖₁",
+    .params = ckv_params,
+    .n_params = sizeof ckv_params / sizeof ckv_params[0],
+    .init = ckv_init,
+    .fini = ckv_fini,
+    .needs = ckv_needs,
+    .observe = ckv_observe,
+    .prefill = ckv_prefill,
+    .select = ckv_select,
+    .emit_cost = ckv_emit,
+};

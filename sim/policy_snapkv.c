@@ -1,0 +1,285 @@
+/* policy_snapkv.c — SnapKV (FasterDecoding/SnapKV, snapkv/monkeypatch/snapkv_utils.py), plus
+ * the observation-window scorer that pyramidkv and criticalkv reuse.
+ *
+ * Once, at the end of the prompt (only if P >= capacity): the last `window` prompt queries vote
+ * for earlier keys with their attention (Σ over the window), the votes are pooled over `kernel`
+ * neighbours (maxpool or avgpool, stride 1, pad kernel/2) and each KV head keeps
+ * topk(score, capacity - window) ∪ the window itself. Generated tokens are all kept.
+ * Defaults: the paper's LongBench configs ablation_c1024_w32_k7_maxpool.json.
+ * GQA: pooled votes are averaged over the query heads of a group (kvpress snapkv_press.py,
+ * citing SnapKV issue #22); with MHA this is the original per-head score. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy.h"
+
+/* ---- the scorer ------------------------------------------------------------------------- */
+
+int snap_core_init(snap_core *c, const policy_env *env, uint32_t window, uint32_t kernel,
+                   int maxpool, errbuf *e)
+{
+    memset(c, 0, sizeof *c);
+    c->env = *env;
+    c->window = window < env->prompt_len ? window : env->prompt_len;
+    c->kernel = kernel;
+    c->maxpool = maxpool;
+    size_t n = (size_t)env->n_layers * env->n_heads * env->prompt_len;
+    c->vote = calloc(n ? n : 1, sizeof *c->vote);
+    c->tmp = calloc(env->prompt_len + 1, sizeof *c->tmp);
+    if (!c->vote || !c->tmp) {
+        snap_core_free(c);
+        return err_set(e, MS_ERR_NOMEM, "snapkv scorer: out of memory for %zu votes", n);
+    }
+    return MS_OK;
+}
+
+void snap_core_free(snap_core *c)
+{
+    free(c->vote);
+    free(c->tmp);
+    c->vote = c->tmp = NULL;
+}
+
+int snap_core_wants(const snap_core *c, uint32_t pos)
+{
+    uint32_t P = c->env.prompt_len;
+    return pos < P && pos + c->window >= P;
+}
+
+void snap_core_observe(snap_core *c, const policy_obs *o)
+{
+    if (!snap_core_wants(c, o->pos) || !o->att)
+        return;
+    uint32_t P = c->env.prompt_len, H = c->env.n_heads, n = o->pos + 1;
+    uint32_t nvote = P - c->window; /* keys outside the window */
+    for (uint32_t h = 0; h < H; h++) {
+        float *v = c->vote + ((size_t)o->layer * H + h) * P;
+        const float *row = o->att + (size_t)h * n;
+        for (uint32_t j = 0; j < nvote; j++)
+            v[j] += row[j];
+    }
+}
+
+/* 1-D pooling, stride 1, padding kernel/2: max pads with -inf, avg counts the pad as zeros
+ * (PyTorch max_pool1d / avg_pool1d with count_include_pad=True). */
+static void pool1d(const float *in, float *out, uint32_t n, uint32_t kernel, int maxpool)
+{
+    int half = (int)kernel / 2;
+    for (int j = 0; j < (int)n; j++) {
+        float acc = maxpool ? -INFINITY : 0.0f;
+        for (int t = j - half; t <= j + half && t < j - half + (int)kernel; t++) {
+            if (t < 0 || t >= (int)n)
+                continue;
+            if (maxpool)
+                acc = in[t] > acc ? in[t] : acc;
+            else
+                acc += in[t];
+        }
+        out[j] = maxpool ? acc : acc / (float)kernel;
+    }
+}
+
+void snap_core_score(snap_core *c, uint32_t layer, uint32_t g, float *out)
+{
+    uint32_t P = c->env.prompt_len, H = c->env.n_heads, G = H / c->env.n_kv_heads;
+    uint32_t n = P - c->window;
+    for (uint32_t j = 0; j < n; j++)
+        out[j] = 0;
+    for (uint32_t h = g * G; h < (g + 1) * G; h++) {
+        const float *v = c->vote + ((size_t)layer * H + h) * P;
+        pool1d(v, c->tmp, n, c->kernel, c->maxpool);
+        for (uint32_t j = 0; j < n; j++)
+            out[j] += c->tmp[j];
+    }
+    float scale = 1.0f / ((float)G * (float)(c->window ? c->window : 1));
+    for (uint32_t j = 0; j < n; j++)
+        out[j] *= scale;
+}
+
+uint32_t snap_core_emit(const snap_core *c, policy_emitter *pe, uint32_t batch)
+{
+    uint32_t n = c->env.prompt_len - c->window;
+    /* COST: window votes Σ_i P[i][j] over rows the prefill attention computed: w·T local adds
+     * per head (policies.md §1.3; no extra products: the rows are the model's own) */
+    uint32_t vote = policy_emit(pe, OP_ADD, c->env.n_heads, c->window, 0, n, OP_NONE, OP_NONE,
+                                0, 0, 0, "snap.vote");
+    if (c->maxpool && c->kernel > 1)
+        /* COST: maxpool = max over `kernel` neighbours per position: (k-1)·T comparisons per
+         * head (§1.12 SnapKV "pooling (k-1)·T cmp (max)") */
+        vote = policy_emit(pe, OP_MAX, c->env.n_heads, n, 0, c->kernel, vote, OP_NONE, 0, 0, 0,
+                           "snap.pool");
+    if (batch != c->env.n_heads) /* group mean: local adds */
+        vote = policy_emit(pe, OP_ADD, batch, 1, 0, n, vote, OP_NONE, 0, 0, 0, "snap.group");
+    return vote;
+}
+
+/* ---- the policy ------------------------------------------------------------------------- */
+
+static const policy_param snap_params[] = {
+    {"window", "32", "observation window: last prompt queries that vote (window_size)", NULL, 1,
+     1e9},
+    {"kernel", "7", "pooling kernel (kernel_size)", NULL, 1, 1e6},
+    {"pooling", "maxpool", "pooling of the votes", "maxpool|avgpool", 0, 0},
+    {"capacity", "1024", "kept prompt entries per KV head incl. the window (max_capacity_prompt)",
+     NULL, 1, 1e9},
+};
+
+typedef struct snap_state {
+    snap_core core;
+    uint32_t capacity;
+    uint32_t *budget;   /* [L] kept non-window prompt entries (pyramidkv varies it) */
+    uint8_t *alive;     /* [L][Hkv][P] */
+    float *score;
+    uint32_t *work, *sel;
+} snap_state;
+
+void snapkv_fini(void *st)
+{
+    snap_state *s = st;
+    if (!s)
+        return;
+    snap_core_free(&s->core);
+    free(s->budget);
+    free(s->alive);
+    free(s->score);
+    free(s->work);
+    free(s->sel);
+    free(s);
+}
+
+int snapkv_state_new(const policy_ops *p, const policy_env *env, const policy_args *a,
+                   void **st, errbuf *e)
+{
+    uint32_t w, k, cap;
+    int pool;
+    int rc = policy_arg_u32(p, a, "window", &w, e);
+    if (!rc)
+        rc = policy_arg_u32(p, a, "kernel", &k, e);
+    if (!rc)
+        rc = policy_arg_choice(p, a, "pooling", &pool, e);
+    if (!rc)
+        rc = policy_arg_u32(p, a, "capacity", &cap, e);
+    if (rc)
+        return rc;
+    snap_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return err_set(e, MS_ERR_NOMEM, "policy %s: out of memory", p->name);
+    rc = snap_core_init(&s->core, env, w, k, pool == 0, e);
+    if (rc) {
+        free(s);
+        return rc;
+    }
+    s->capacity = cap;
+    size_t P = env->prompt_len;
+    s->budget = calloc(env->n_layers, sizeof *s->budget);
+    s->alive = malloc((size_t)env->n_layers * env->n_kv_heads * P + 1);
+    s->score = malloc((P + 1) * sizeof *s->score);
+    s->work = malloc((P + 1) * sizeof *s->work);
+    s->sel = malloc((P + 1) * sizeof *s->sel);
+    if (!s->budget || !s->alive || !s->score || !s->work || !s->sel) {
+        snapkv_fini(s);
+        return err_set(e, MS_ERR_NOMEM, "policy %s: out of memory", p->name);
+    }
+    memset(s->alive, 1, (size_t)env->n_layers * env->n_kv_heads * P + 1);
+    /* SnapKV compresses only if q_len >= max_capacity_prompt */
+    uint32_t b = env->prompt_len >= cap && cap > s->core.window ? cap - s->core.window
+                                                                : UINT32_MAX;
+    for (uint32_t l = 0; l < env->n_layers; l++)
+        s->budget[l] = b;
+    *st = s;
+    return MS_OK;
+}
+
+void snapkv_set_budget(void *st, uint32_t layer, uint32_t budget)
+{
+    ((snap_state *)st)->budget[layer] = budget;
+}
+
+static int snap_init(const policy_env *env, const policy_args *a, void **st, errbuf *e)
+{
+    return snapkv_state_new(&policy_snapkv, env, a, st, e);
+}
+
+unsigned snapkv_needs(void *st, uint32_t pos)
+{
+    snap_state *s = st;
+    return snap_core_wants(&s->core, pos) ? POLICY_NEED_ATT : 0;
+}
+
+int snapkv_observe(void *st, const policy_obs *o, errbuf *e)
+{
+    snap_state *s = st;
+    snap_core_observe(&s->core, o);
+    return MS_OK;
+}
+
+int snapkv_prefill(void *st, errbuf *e)
+{
+    snap_state *s = st;
+    const policy_env *v = &s->core.env;
+    uint32_t P = v->prompt_len, n = P - s->core.window;
+    for (uint32_t l = 0; l < v->n_layers; l++) {
+        if (s->budget[l] >= n)
+            continue; /* nothing to evict */
+        for (uint32_t g = 0; g < v->n_kv_heads; g++) {
+            uint8_t *alive = s->alive + ((size_t)l * v->n_kv_heads + g) * P;
+            snap_core_score(&s->core, l, g, s->score);
+            size_t k = policy_topk(s->score, NULL, n, s->budget[l], s->sel, s->work);
+            memset(alive, 0, n);
+            for (size_t i = 0; i < k; i++)
+                alive[s->sel[i]] = 1;
+        }
+    }
+    return MS_OK;
+}
+
+int snapkv_select(void *st, uint32_t layer, uint32_t pos, const float *q, uint8_t *keep,
+                       errbuf *e)
+{
+    snap_state *s = st;
+    const policy_env *v = &s->core.env;
+    uint32_t P = v->prompt_len, np = pos < P ? pos : P;
+    for (uint32_t g = 0; g < v->n_kv_heads; g++) {
+        uint8_t *row = keep + (size_t)g * pos;
+        memcpy(row, s->alive + ((size_t)layer * v->n_kv_heads + g) * P, np);
+        memset(row + np, 1, pos - np);
+    }
+    return MS_OK;
+}
+
+int snapkv_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
+                     op_program *prog, errbuf *e)
+{
+    snap_state *s = st;
+    const policy_env *v = &s->core.env;
+    uint32_t n = v->prompt_len - s->core.window, b = s->budget[layer];
+    if (phase != PHASE_PREFILL || b >= n)
+        return MS_OK;
+    policy_emitter pe = {prog, phase, (int)layer, 0};
+    uint32_t sc = snap_core_emit(&s->core, &pe, v->n_kv_heads);
+    if (b > 0) {
+        /* COST: one topk(T-w, B-w) per KV head and a gather of the kept K|V rows (§1.12) */
+        uint32_t oh = policy_emit(&pe, OP_TOPK, v->n_kv_heads, 1, 0, n, sc, OP_NONE, 0,
+                                  (int32_t)b, 0, "snap.topk");
+        policy_emit(&pe, OP_GATHER, v->n_kv_heads, b, n, 2 * v->head_dim, oh, OP_NONE,
+                    OPF_NO_TRUNC, 0, 0, "snap.gather");
+    }
+    return policy_emit_done(&pe, "snapkv", e);
+}
+
+const policy_ops policy_snapkv = {
+    .name = "snapkv",
+    .version = 1,
+    .summary = "one-shot prompt compression by observation-window votes with pooling",
+    .params = snap_params,
+    .n_params = sizeof snap_params / sizeof snap_params[0],
+    .init = snap_init,
+    .fini = snapkv_fini,
+    .needs = snapkv_needs,
+    .observe = snapkv_observe,
+    .prefill = snapkv_prefill,
+    .select = snapkv_select,
+    .emit_cost = snapkv_emit,
+};
+

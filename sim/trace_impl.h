@@ -1,0 +1,45 @@
+/* trace_impl.h — inside the trace handle: shared by trace.c (directories, common access) and
+ * synth.c (the synthetic source). Not for other modules: they use trace.h. */
+#ifndef MPCSIM_TRACE_IMPL_H
+#define MPCSIM_TRACE_IMPL_H
+
+#include "trace.h"
+
+/* What a source provides; trace.c builds attention rows, gathers and trace_attend on top. */
+typedef struct trace_source {
+    /* Makes pos current: fills t->q (L × H × d) and whatever ffn/logits it has. */
+    int (*seek)(trace *t, uint32_t pos, errbuf *e);
+    /* k and/or v of (layer, pos): Hkv × d each. */
+    void (*kv)(trace *t, uint32_t layer, uint32_t pos, float *k, float *v);
+    /* Attention row of the current position read from storage into t->att (H × (pos+1)),
+     * or NULL when rows are computed from q·k. */
+    int (*att_row)(trace *t, uint32_t layer);
+    const float *(*ffn)(trace *t, uint32_t layer);
+    const float *(*logits)(trace *t);
+    const float *(*wo)(trace *t, uint32_t layer);
+    void (*close)(trace *t);
+} trace_source;
+
+struct trace {
+    trace_shape s;
+    char model[64];
+    unsigned arrays;        /* bit mask of (1u << trace_array) */
+    uint32_t pos;
+    int have_pos;
+    int32_t *tokens;        /* T, or NULL */
+    float *q;               /* L × H × d at the current position */
+    float *att;             /* H × T (rows stored with stride pos+1) */
+    float *kbuf, *vbuf;     /* Hkv × d scratch */
+    const trace_source *src;
+    void *impl;
+    int synthetic;
+    uint64_t seed;
+    trace_synth synth;
+};
+
+/* Allocates the common buffers for t->s; 0 on success. */
+int trace_alloc_common(trace *t);
+/* Opens the synthetic source into t (synth.c). */
+int trace_synth_attach(trace *t, const model_cfg *cfg, errbuf *e);
+
+#endif

@@ -1,0 +1,241 @@
+/* check_llama.c — the float reference against stories260K's published outputs, the tokenizer
+ * against run.c's encodings, the hooks. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llama.h"
+
+static const char *data_dir(void)
+{
+    const char *d = getenv("MPCSIM_DATA");
+    return d && *d ? d : ".";
+}
+
+static llama *load_model(void)
+{
+    model_cfg cfg;
+    errbuf e;
+    char path[1024];
+    ck_assert_msg(model_load("stories260K", &cfg, &e) == MS_OK, "%s", e.msg);
+    ck_assert_int_eq(model_file_path(cfg.weights, path, sizeof path), 0);
+    llama *m = NULL;
+    ck_assert_msg(llama_load(&cfg, path, &m, &e) == MS_OK, "%s", e.msg);
+    return m;
+}
+
+static llama_tok *load_tok(const llama *m)
+{
+    char path[1024];
+    errbuf e;
+    ck_assert_int_eq(model_file_path(llama_cfg(m)->tokenizer, path, sizeof path), 0);
+    llama_tok *t = NULL;
+    ck_assert_msg(llama_tok_load(path, llama_cfg(m)->vocab, &t, &e) == MS_OK, "%s", e.msg);
+    return t;
+}
+
+static int argmax(const float *x, int n)
+{
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b])
+            b = i;
+    return b;
+}
+
+/* Reads whitespace-separated numbers from a reference file. */
+static size_t read_numbers(const char *rel, double *out, size_t max)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/models/stories260K/reference/%s", data_dir(), rel);
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    size_t n = 0;
+    while (n < max && fscanf(f, "%lf", &out[n]) == 1)
+        n++;
+    fclose(f);
+    return n;
+}
+
+START_TEST(test_logits_bos)
+{
+    llama *m = load_model();
+    double ref[512];
+    ck_assert_uint_eq(read_numbers("logits_bos_pos0.txt", ref, 512), 512);
+    float logits[512];
+    ck_assert_int_eq(llama_forward(m, 1, 0, NULL, logits), MS_OK);
+    double worst = 0;
+    for (int i = 0; i < 512; i++)
+        worst = fmax(worst, fabs(logits[i] - ref[i]));
+    ck_assert_msg(worst <= 1e-4, "max |logit - reference| = %g", worst);
+    ck_assert_int_eq(argmax(logits, 512), 403);
+    llama_free(m);
+}
+END_TEST
+
+START_TEST(test_greedy_256)
+{
+    llama *m = load_model();
+    double ref[300];
+    size_t n = read_numbers("greedy_bos_256.ids", ref, 300);
+    ck_assert_uint_eq(n, 257);
+    float logits[512];
+    int tok = 1;
+    for (uint32_t pos = 0; pos < 256; pos++) {
+        ck_assert_int_eq((int)ref[pos], tok);
+        ck_assert_int_eq(llama_forward(m, tok, pos, NULL, logits), MS_OK);
+        tok = argmax(logits, 512);
+        ck_assert_msg(tok == (int)ref[pos + 1], "step %u: got %d, reference %d", pos, tok,
+                      (int)ref[pos + 1]);
+    }
+    llama_free(m);
+}
+END_TEST
+
+static void check_encode(const llama_tok *t, const char *text, const int *want, int n_want)
+{
+    int ids[64];
+    int n = llama_tok_encode(t, text, ids, 64);
+    ck_assert_int_eq(n, n_want);
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(ids[i] == want[i], "'%s' token %d: %d != %d", text, i, ids[i], want[i]);
+}
+
+START_TEST(test_tokenizer)
+{
+    llama *m = load_model();
+    llama_tok *t = load_tok(m);
+    check_encode(t, "Once upon a time", (const int[]){1, 403, 407, 261, 378}, 5);
+    check_encode(t, "Lily and Ben went to the park",
+                 (const int[]){1, 317, 269, 368, 302, 263, 377, 267, 265, 282, 295, 433}, 12);
+    check_encode(t, "", (const int[]){1}, 1);
+    /* a code point with no piece falls back to its UTF-8 bytes (byte + 3) */
+    int ids[16];
+    int n = llama_tok_encode(t, "\xc3\xb6", ids, 16); /* U+00F6 has no piece */
+    ck_assert_int_eq(n, 4);
+    ck_assert_int_eq(ids[2], 0xc3 + 3);
+    ck_assert_int_eq(ids[3], 0xb6 + 3);
+    ck_assert_int_eq(llama_tok_encode(t, "\xc3\xa9", ids, 16), 3); /* U+00E9 has one */
+    /* decoding: the space after BOS is dropped, byte pieces become raw bytes */
+    ck_assert_str_eq(llama_tok_piece(t, 1, 403), "Once");
+    ck_assert_str_eq(llama_tok_piece(t, 403, 407), " upon");
+    ck_assert_str_eq(llama_tok_piece(t, 5, 13), "\n");
+    /* the decoded greedy continuation is the reference text */
+    double ref[300];
+    size_t nr = read_numbers("greedy_bos_256.ids", ref, 300);
+    char path[1024], want[2048], got[2048] = "";
+    snprintf(path, sizeof path, "%s/models/stories260K/reference/greedy_bos_256.txt",
+             data_dir());
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t wl = fread(want, 1, sizeof want - 1, f);
+    fclose(f);
+    want[wl] = '\0';
+    for (size_t i = 1; i < nr; i++)
+        strncat(got, llama_tok_piece(t, (int)ref[i - 1], (int)ref[i]),
+                sizeof got - strlen(got) - 1);
+    strncat(got, "\n", sizeof got - strlen(got) - 1);
+    ck_assert_str_eq(got, want);
+    llama_tok_free(t);
+    llama_free(m);
+}
+END_TEST
+
+typedef struct hook_ctx {
+    int calls;
+    double max_row_err;
+    uint32_t keep_only_self;
+} hook_ctx;
+
+static void on_layer(void *ctx, const llama_layer_view *v)
+{
+    hook_ctx *c = ctx;
+    c->calls++;
+    for (uint32_t h = 0; h < 8; h++) {
+        double s = 0;
+        for (uint32_t t = 0; t <= v->pos; t++)
+            s += v->att[h * (v->pos + 1) + t];
+        c->max_row_err = fmax(c->max_row_err, fabs(s - 1));
+    }
+}
+
+static int attend_mask(void *ctx, uint32_t layer, uint32_t kv_head, uint32_t pos,
+                       uint8_t *mask)
+{
+    hook_ctx *c = ctx;
+    if (!c->keep_only_self)
+        return 0;
+    memset(mask, 0, pos + 1);
+    return 1;
+}
+
+START_TEST(test_hooks)
+{
+    llama *m = load_model();
+    hook_ctx c = {0};
+    llama_hooks h = {.ctx = &c, .on_layer = on_layer, .attend_mask = attend_mask};
+    float full[512], hooked[512], self_only[512];
+    int toks[4] = {1, 403, 407, 261};
+    for (uint32_t p = 0; p < 4; p++)
+        llama_forward(m, toks[p], p, NULL, full);
+    llama_reset(m);
+    for (uint32_t p = 0; p < 4; p++)
+        llama_forward(m, toks[p], p, &h, hooked);
+    ck_assert_int_eq(c.calls, 4 * 5);
+    ck_assert(c.max_row_err < 1e-5);
+    ck_assert(memcmp(full, hooked, sizeof full) == 0);
+    llama_reset(m);
+    c.keep_only_self = 1;
+    for (uint32_t p = 0; p < 4; p++)
+        llama_forward(m, toks[p], p, &h, self_only);
+    ck_assert(memcmp(full, self_only, sizeof full) != 0);
+    uint32_t r, cl;
+    const float *wo = llama_weight(m, "L2.wo", &r, &cl);
+    ck_assert_ptr_nonnull(wo);
+    ck_assert_uint_eq(r, 64);
+    ck_assert_uint_eq(cl, 64);
+    ck_assert_ptr_eq(llama_weight(m, "L0.wo", NULL, NULL) + 2 * 64 * 64, wo);
+    ck_assert_ptr_nonnull(llama_weight(m, "tok_emb", &r, &cl));
+    ck_assert_uint_eq(r, 512);
+    ck_assert_ptr_null(llama_weight(m, "L5.wo", NULL, NULL));
+    ck_assert_ptr_null(llama_weight(m, "L1.nope", NULL, NULL));
+    ck_assert_int_eq(llama_forward(m, 600, 0, NULL, full), MS_ERR_RANGE);
+    llama_free(m);
+}
+END_TEST
+
+START_TEST(test_bad_checkpoint)
+{
+    model_cfg cfg;
+    errbuf e;
+    ck_assert_int_eq(model_load("stories260K", &cfg, &e), MS_OK);
+    char tok[1024];
+    ck_assert_int_eq(model_file_path(cfg.tokenizer, tok, sizeof tok), 0);
+    llama *m = NULL;
+    /* the tokenizer file is no checkpoint */
+    ck_assert_int_ne(llama_load(&cfg, tok, &m, &e), MS_OK);
+    ck_assert_ptr_null(m);
+    ck_assert_ptr_nonnull(strstr(e.msg, "error:"));
+    cfg.n_layers = 4;
+    char w[1024];
+    ck_assert_int_eq(model_file_path(cfg.weights, w, sizeof w), 0);
+    ck_assert_int_eq(llama_load(&cfg, w, &m, &e), MS_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "n_layers"));
+}
+END_TEST
+
+Suite *llama_suite(void)
+{
+    Suite *s = suite_create("llama");
+    TCase *tc = tcase_create("reference");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_logits_bos);
+    tcase_add_test(tc, test_greedy_256);
+    tcase_add_test(tc, test_tokenizer);
+    tcase_add_test(tc, test_hooks);
+    tcase_add_test(tc, test_bad_checkpoint);
+    suite_add_tcase(s, tc);
+    return s;
+}

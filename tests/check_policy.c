@@ -1,0 +1,586 @@
+/* check_policy.c — every policy on small hand-built traces: the EXACT kept set, derived by hand
+ * from the algorithm's definition (the derivation is in the comment above each expectation);
+ * parameter validation; top-k ties; the policy ops are well formed. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy.h"
+
+/* ---- a tiny driver over plain arrays (the replay's order, see policy.h) -------------------- */
+
+#define MAXT 32
+#define MAXH 2
+#define MAXL 4
+
+typedef struct hand {
+    policy_env env;
+    float att[MAXL][MAXT][MAXH][MAXT]; /* full causal rows */
+    float k[MAXL][MAXT][2];            /* Hkv = 1, d ≤ 2 */
+    float v[MAXL][MAXT][2];
+    float q[MAXL][MAXT][MAXH][2];
+    float ffn[MAXL][MAXT][4];
+    float wo[4];
+} hand;
+
+static int hand_gather(void *ctx, uint32_t l, uint32_t g, const uint32_t *idx, size_t n,
+                       float *k)
+{
+    hand *h = ctx;
+    for (size_t i = 0; i < n; i++)
+        memcpy(k + i * h->env.head_dim, h->k[l][idx[i]], h->env.head_dim * sizeof(float));
+    return 0;
+}
+
+static void hand_init(hand *h, uint32_t L, uint32_t H, uint32_t d, uint32_t P, uint32_t T)
+{
+    memset(h, 0, sizeof *h);
+    h->env = (policy_env){L, H, 1, d, 1, 4, P, T, hand_gather, h};
+    h->wo[0] = 2;
+}
+
+static void one_hot_row(hand *h, uint32_t l, uint32_t pos, uint32_t head, uint32_t target)
+{
+    memset(h->att[l][pos][head], 0, sizeof h->att[l][pos][head]);
+    h->att[l][pos][head][target] = 1;
+}
+
+static void *open_policy(const policy_ops *p, hand *h, const kv_param *kv, size_t n)
+{
+    policy_args a = {kv, n, "t.yaml"};
+    errbuf e;
+    void *st = NULL;
+    ck_assert_msg(policy_check_params(p, kv, n, "t.yaml", &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(p->init(&h->env, &a, &st, &e) == MS_OK, "%s", e.msg);
+    return st;
+}
+
+static void obs(const policy_ops *p, void *st, hand *h, uint32_t pos, uint32_t l,
+                const float *att)
+{
+    errbuf e;
+    policy_obs o = {.layer = l, .pos = pos, .q = h->q[l][pos][0], .k = h->k[l][pos],
+                    .v = h->v[l][pos], .att = att, .ffn = h->ffn[l][pos], .wo = h->wo};
+    unsigned need = p->needs ? p->needs(st, pos) : 0;
+    if (!(need & POLICY_NEED_ATT))
+        o.att = NULL;
+    if (p->observe)
+        ck_assert_msg(p->observe(st, &o, &e) == MS_OK, "%s", e.msg);
+}
+
+/* Runs the prompt, then decode positions up to `upto` (exclusive); keep receives the
+ * selection of layer `layer` at position upto. */
+static void run(const policy_ops *p, void *st, hand *h, uint32_t upto, uint32_t layer,
+                uint8_t *keep)
+{
+    errbuf e;
+    const policy_env *v = &h->env;
+    uint32_t H = v->n_heads;
+    for (uint32_t pos = 0; pos < v->prompt_len; pos++)
+        for (uint32_t l = 0; l < v->n_layers; l++) {
+            float row[MAXH * MAXT];
+            for (uint32_t hh = 0; hh < H; hh++)
+                memcpy(row + hh * (pos + 1), h->att[l][pos][hh], (pos + 1) * sizeof(float));
+            obs(p, st, h, pos, l, row);
+        }
+    if (p->prefill)
+        ck_assert_msg(p->prefill(st, &e) == MS_OK, "%s", e.msg);
+    static uint8_t kbuf[MAXT];
+    for (uint32_t pos = v->prompt_len; pos <= upto; pos++)
+        for (uint32_t l = 0; l < v->n_layers; l++) {
+            ck_assert_msg(p->select(st, l, pos, h->q[l][pos][0], kbuf, &e) == MS_OK, "%s",
+                          e.msg);
+            if (pos == upto) {
+                if (l == layer)
+                    memcpy(keep, kbuf, pos);
+                continue;
+            }
+            float row[MAXH * MAXT];
+            for (uint32_t hh = 0; hh < H; hh++) { /* renormalize over kept ∪ {pos} */
+                double R = 0;
+                for (uint32_t j = 0; j <= pos; j++)
+                    R += (j == pos || kbuf[j]) ? h->att[l][pos][hh][j] : 0;
+                for (uint32_t j = 0; j <= pos; j++)
+                    row[hh * (pos + 1) + j] =
+                        (j == pos || kbuf[j]) && R > 0 ? (float)(h->att[l][pos][hh][j] / R) : 0;
+            }
+            obs(p, st, h, pos, l, row);
+        }
+}
+
+/* Asserts keep[0..n) is exactly the listed set. */
+static void expect_set(const uint8_t *keep, uint32_t n, const int *set, size_t ns)
+{
+    uint8_t want[MAXT] = {0};
+    for (size_t i = 0; i < ns; i++)
+        want[set[i]] = 1;
+    for (uint32_t j = 0; j < n; j++)
+        ck_assert_msg(keep[j] == want[j], "position %u: kept %d, expected %d", j, keep[j],
+                      want[j]);
+}
+#define EXPECT(keep, n, ...)                                                                  \
+    do {                                                                                      \
+        const int set_[] = {__VA_ARGS__};                                                     \
+        expect_set(keep, n, set_, sizeof set_ / sizeof set_[0]);                             \
+    } while (0)
+
+static kv_param kvp(const char *k, const char *v)
+{
+    kv_param p;
+    memset(&p, 0, sizeof p);
+    snprintf(p.key, sizeof p.key, "%s", k);
+    snprintf(p.val, sizeof p.val, "%s", v);
+    p.line = 3;
+    p.col = 5;
+    return p;
+}
+
+/* ---- registry, parameters, top-k --------------------------------------------------------- */
+
+START_TEST(test_registry)
+{
+    size_t n;
+    const policy_ops *const *all = policy_all(&n);
+    ck_assert_uint_eq(n, 10);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_ptr_eq(policy_find(all[i]->name), all[i]);
+        ck_assert_ptr_nonnull(all[i]->select);
+        ck_assert_ptr_nonnull(all[i]->init);
+    }
+    ck_assert_ptr_null(policy_find("h2"));
+}
+END_TEST
+
+START_TEST(test_params)
+{
+    errbuf e;
+    kv_param bad = kvp("recnet", "10");
+    ck_assert_int_eq(policy_check_params(&policy_streamingllm, &bad, 1, "s.yaml", &e),
+                     MS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "s.yaml:3:5: error: unknown parameter 'recnet'"));
+    ck_assert_ptr_nonnull(strstr(e.msg, "did you mean 'recent'"));
+    kv_param word = kvp("pooling", "minpool");
+    ck_assert_int_eq(policy_check_params(&policy_snapkv, &word, 1, "s.yaml", &e), MS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "maxpool|avgpool"));
+    kv_param range = kvp("alpha", "1.5");
+    ck_assert_int_eq(policy_check_params(&policy_mpcache, &range, 1, "s.yaml", &e),
+                     MS_ERR_RANGE);
+    kv_param nan_ = kvp("sink", "four");
+    ck_assert_int_eq(policy_check_params(&policy_streamingllm, &nan_, 1, "s.yaml", &e),
+                     MS_ERR_INPUT);
+    kv_param ok[2] = {kvp("metric_stride", "4"), kvp("budget", "64")};
+    ck_assert_int_eq(policy_check_params(&policy_quest, ok, 2, "s.yaml", &e), MS_OK);
+}
+END_TEST
+
+START_TEST(test_topk)
+{
+    /* scores 3,1,3,2,3: top-2 = the two smallest indices among the 3s = {0, 2};
+     * top-4 = {0,2,4,3} sorted {0,2,3,4} */
+    float s[5] = {3, 1, 3, 2, 3};
+    uint32_t out[5], work[5];
+    ck_assert_uint_eq(policy_topk(s, NULL, 5, 2, out, work), 2);
+    ck_assert_uint_eq(out[0], 0);
+    ck_assert_uint_eq(out[1], 2);
+    ck_assert_uint_eq(policy_topk(s, NULL, 5, 4, out, work), 4);
+    ck_assert_uint_eq(out[2], 3);
+    ck_assert_uint_eq(out[3], 4);
+    uint32_t cand[3] = {1, 3, 4};
+    ck_assert_uint_eq(policy_topk(s, cand, 3, 1, out, work), 1);
+    ck_assert_uint_eq(out[0], 4);
+    /* a larger random case against a full sort */
+    enum { N = 1000 };
+    float r[N];
+    uint32_t o2[N], w2[N];
+    for (int i = 0; i < N; i++)
+        r[i] = (float)((i * 7919) % 101);
+    size_t k = policy_topk(r, NULL, N, 100, o2, w2);
+    ck_assert_uint_eq(k, 100);
+    /* threshold: the 100th largest; all kept ≥ any dropped */
+    float minkept = INFINITY;
+    uint8_t in[N] = {0};
+    for (size_t i = 0; i < k; i++) {
+        minkept = fminf(minkept, r[o2[i]]);
+        in[o2[i]] = 1;
+    }
+    for (int i = 0; i < N; i++)
+        if (!in[i])
+            ck_assert(r[i] <= minkept);
+}
+END_TEST
+
+/* ---- policies ----------------------------------------------------------------------------- */
+
+START_TEST(test_full_streamingllm)
+{
+    hand *h = malloc(sizeof *h);
+    hand_init(h, 1, 1, 2, 8, 12);
+    uint8_t keep[MAXT];
+    void *st = open_policy(&policy_full, h, NULL, 0);
+    run(&policy_full, st, h, 10, 0, keep);
+    EXPECT(keep, 10, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9);
+    policy_full.fini(st);
+    /* sink 2, recent 3, T = 10 cached: {0,1} ∪ {7,8,9} */
+    kv_param kv[2] = {kvp("sink", "2"), kvp("recent", "3")};
+    st = open_policy(&policy_streamingllm, h, kv, 2);
+    run(&policy_streamingllm, st, h, 10, 0, keep);
+    EXPECT(keep, 10, 0, 1, 7, 8, 9);
+    policy_streamingllm.fini(st);
+    free(h);
+}
+END_TEST
+
+START_TEST(test_h2o)
+{
+    /* Prompt rows are one-hot: row i attends to t_i = 0,0,2,0,2,5,5,2, so the column sums are
+     * score(0)=3, score(2)=3, score(5)=2, others 0. heavy=2, recent=2, P=8: candidates [0,6),
+     * top-2 = {0,2} → cache {0,2,6,7}. Decode pos 8 attends to 6 (one-hot): scores 0:3 2:3
+     * 6:1 7:0 8:0, 5 entries > 4 → evict the smallest non-recent (j < 7) = 6.
+     * At pos 9: {0,2,7,8}. */
+    hand *h = malloc(sizeof *h);
+    hand_init(h, 1, 1, 2, 8, 12);
+    int t[9] = {0, 0, 2, 0, 2, 5, 5, 2, 6};
+    for (int i = 0; i < 9; i++)
+        one_hot_row(h, 0, (uint32_t)i, 0, (uint32_t)t[i]);
+    kv_param kv[2] = {kvp("heavy", "2"), kvp("recent", "2")};
+    uint8_t keep[MAXT];
+    void *st = open_policy(&policy_h2o, h, kv, 2);
+    run(&policy_h2o, st, h, 8, 0, keep);
+    EXPECT(keep, 8, 0, 2, 6, 7);
+    policy_h2o.fini(st);
+    st = open_policy(&policy_h2o, h, kv, 2);
+    run(&policy_h2o, st, h, 9, 0, keep);
+    EXPECT(keep, 9, 0, 2, 7, 8);
+    policy_h2o.fini(st);
+    free(h);
+}
+END_TEST
+
+START_TEST(test_tova)
+{
+    /* cache_size 3, P = 5, two heads. Last prompt row: head0 .1 .4 .1 .2 .2, head1 .3 0 .1 .2
+     * .4 → mean .2 .2 .1 .2 .3 → top-3 = {4} ∪ the two smallest indices among the .2s {0,1}
+     * = {0,1,4}. Decode pos 5 (both heads) .5 .1 0 0 .1 .3 → among {0,1,4,5} the minimum .1
+     * is shared by 1 and 4: the later (4) goes → {0,1,5}. */
+    hand *h = malloc(sizeof *h);
+    hand_init(h, 1, 2, 2, 5, 8);
+    float h0[5] = {.1f, .4f, .1f, .2f, .2f}, h1[5] = {.3f, 0, .1f, .2f, .4f};
+    memcpy(h->att[0][4][0], h0, sizeof h0);
+    memcpy(h->att[0][4][1], h1, sizeof h1);
+    float d5[6] = {.5f, .1f, 0, 0, .1f, .3f};
+    memcpy(h->att[0][5][0], d5, sizeof d5);
+    memcpy(h->att[0][5][1], d5, sizeof d5);
+    kv_param kv = kvp("cache_size", "3");
+    uint8_t keep[MAXT];
+    void *st = open_policy(&policy_tova, h, &kv, 1);
+    run(&policy_tova, st, h, 5, 0, keep);
+    EXPECT(keep, 5, 0, 1, 4);
+    policy_tova.fini(st);
+    st = open_policy(&policy_tova, h, &kv, 1);
+    run(&policy_tova, st, h, 6, 0, keep);
+    EXPECT(keep, 6, 0, 1, 5);
+    policy_tova.fini(st);
+    free(h);
+}
+END_TEST
+
+START_TEST(test_snapkv)
+{
+    /* P = 10, window 2, kernel 3, capacity 5 → 3 non-window entries among j < 8. Window votes
+     * (rows 8 and 9) = .3 .3 0 0 .4 0 0 0. maxpool(3): .3 .3 .3 .4 .4 .4 0 0 → {3,4,5};
+     * avgpool(3) sums: .6 .6 .3 .4 .4 .4 0 0 → {0,1} + the smallest index among the .4s = 3.
+     * Generated tokens (pos 10) are kept. */
+    hand *h = malloc(sizeof *h);
+    hand_init(h, 1, 1, 2, 10, 12);
+    float r8[9] = {.3f, .3f, 0, 0, .4f, 0, 0, 0, 0};
+    memcpy(h->att[0][8][0], r8, sizeof r8);
+    h->att[0][9][0][8] = .5f;
+    h->att[0][9][0][9] = .5f;
+    kv_param kv[4] = {kvp("window", "2"), kvp("kernel", "3"), kvp("capacity", "5"),
+                      kvp("pooling", "maxpool")};
+    uint8_t keep[MAXT];
+    void *st = open_policy(&policy_snapkv, h, kv, 4);
+    run(&policy_snapkv, st, h, 11, 0, keep);
+    EXPECT(keep, 11, 3, 4, 5, 8, 9, 10);
+    policy_snapkv.fini(st);
+    kv[3] = kvp("pooling", "avgpool");
+    st = open_policy(&policy_snapkv, h, kv, 4);
+    run(&policy_snapkv, st, h, 10, 0, keep);
+    EXPECT(keep, 10, 0, 1, 3, 8, 9);
+    policy_snapkv.fini(st);
+    free(h);
+}
+END_TEST
+
+START_TEST(test_pyramidkv)
+{
+    /* L = 3, P = 20, C = 8, w = 2, beta = 2: P ≥ 2(C-w) = 12 → pyramid. min = 6/2 = 3,
+     * max = 12 - 3 = 9 (< P-w = 18), step = (9-3)/2 = 3 → budgets 9, 6, 3. kernel 1: votes
+     * are the window rows: 5:.5 11:.4 3:.3. Layer 2 keeps {3,5,11} ∪ {18,19}; layer 1 adds the
+     * three smallest zero-vote indices {0,1,2}; layer 0 adds {0,1,2,4,6,7}. */
+    hand *h = malloc(sizeof *h);
+    hand_init(h, 3, 1, 2, 20, 22);
+    for (uint32_t l = 0; l < 3; l++) {
+        h->att[l][18][0][5] = .5f;
+        h->att[l][18][0][18] = .5f;
+        h->att[l][19][0][11] = .4f;
+        h->att[l][19][0][3] = .3f;
+        h->att[l][19][0][19] = .3f;
+    }
+    kv_param kv[4] = {kvp("window", "2"), kvp("kernel", "1"), kvp("capacity", "8"),
+                      kvp("beta", "2")};
+    uint8_t keep[MAXT];
+    int want[3][11] = {{0, 1, 2, 3, 4, 5, 6, 7, 11, 18, 19},
+                       {0, 1, 2, 3, 5, 11, 18, 19},
+                       {3, 5, 11, 18, 19}};
+    size_t nw[3] = {11, 8, 5};
+    for (uint32_t l = 0; l < 3; l++) {
+        void *st = open_policy(&policy_pyramidkv, h, kv, 4);
+        run(&policy_pyramidkv, st, h, 20, l, keep);
+        expect_set(keep, 20, want[l], nw[l]);
+        policy_pyramidkv.fini(st);
+    }
+    free(h);
+}
+END_TEST
+
+START_TEST(test_quest)
+{
+    /* page 2, budget 2 → max(min_pages 2, 1) = 2 pages, first layer dense. Keys: p0 = (1,0),
+     * (0,1): M=(1,1) m=(0,0); p1 = (-1,0),(2,2): M=(2,2) m=(-1,0); p2 = (0,-1),(.5,-2):
+     * M=(.5,-1) m=(0,-2). q = (-1,1): U0 = 0 + 1 = 1, U1 = 1 + 2 = 3, U2 = 0 + -1 = -1 →
+     * pages {1,0} → tokens {0,1,2,3}. */
+    hand *h = malloc(sizeof *h);
+    hand_init(h, 2, 1, 2, 6, 8);
+    float keys[6][2] = {{1, 0}, {0, 1}, {-1, 0}, {2, 2}, {0, -1}, {.5f, -2}};
+    for (int l = 0; l < 2; l++) {
+        memcpy(h->k[l], keys, sizeof keys);
+        h->q[l][6][0][0] = -1;
+        h->q[l][6][0][1] = 1;
+    }
+    kv_param kv[4] = {kvp("page", "2"), kvp("budget", "2"), kvp("min_pages", "2"),
+                      kvp("skip_layers", "1")};
+    uint8_t keep[MAXT];
+    void *st = open_policy(&policy_quest, h, kv, 4);
+    run(&policy_quest, st, h, 6, 1, keep);
+    EXPECT(keep, 6, 0, 1, 2, 3);
+    policy_quest.fini(st);
+    st = open_policy(&policy_quest, h, kv, 4);
+    run(&policy_quest, st, h, 6, 0, keep);
+    EXPECT(keep, 6, 0, 1, 2, 3, 4, 5);
+    policy_quest.fini(st);
+    free(h);
+}
+END_TEST
+
+static void set_keys1(hand *h, uint32_t l, const float *k, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        h->k[l][i][0] = k[i];
+}
+
+START_TEST(test_mpcache_dynamic)
+{
+    /* static none, d = 1, s2 = 2, s1 = 4, alpha .5, q = 1, n' = 12 keys
+     * 1 2 | 0 0 | 5 -1 | 3 3 | -2 -2 | 0 4 → 16-cluster (max,min): (2,1) (0,0) (5,-1) (3,3)
+     * (-2,-2) (4,0); 32-clusters: (2,0) (5,-1) (4,-2) → sim1 = 1, 2, 1. ratio1 .34: k1 =
+     * floor(3·.34) = 1 → {1} ∪ {0}; candidates c0..c3, sim2 = 1.5 0 2 3; ratio2 .34: k2 =
+     * floor(6·.34) = 2 → {3,2} ∪ {0} → tokens {0,1,4,5,6,7}. 12 % 4 = 0: no partial cluster.
+     * Layer sharing: layer 3 reuses layer 2 even though its keys differ. */
+    hand *h = malloc(sizeof *h);
+    hand_init(h, 4, 1, 1, 12, 14);
+    float keys[12] = {1, 2, 0, 0, 5, -1, 3, 3, -2, -2, 0, 4};
+    float other[12] = {9, 9, 9, 9, 0, 0, 0, 0, 0, 0, 0, 0};
+    for (uint32_t l = 0; l < 4; l++) {
+        set_keys1(h, l, l == 3 ? other : keys, 12);
+        h->q[l][12][0][0] = 1;
+    }
+    kv_param kv[7] = {kvp("static", "none"), kvp("s1", "4"),     kvp("s2", "2"),
+                      kvp("alpha", "0.5"),   kvp("ratio1", "0.34"), kvp("ratio2", "0.34"),
+                      kvp("layer_share", "1")};
+    uint8_t keep[MAXT];
+    for (uint32_t l = 0; l < 4; l++) {
+        void *st = open_policy(&policy_mpcache, h, kv, 7);
+        run(&policy_mpcache, st, h, 12, l, keep);
+        EXPECT(keep, 12, 0, 1, 4, 5, 6, 7);
+        policy_mpcache.fini(st);
+    }
+    /* without sharing, layer 3 ranks its own keys: 16-clusters (9,9)(9,9)(0,0)...: sim1 =
+     * 9, 0, 0 → top-1 = {0}; candidates c0, c1 (9, 9), k2 = 2 → {0,1} ∪ {0} → {0,1,2,3} */
+    kv[6] = kvp("layer_share", "0");
+    void *st = open_policy(&policy_mpcache, h, kv, 7);
+    run(&policy_mpcache, st, h, 12, 3, keep);
+    EXPECT(keep, 12, 0, 1, 2, 3);
+    policy_mpcache.fini(st);
+    free(h);
+}
+END_TEST
+
+START_TEST(test_mpcache_static)
+{
+    /* P = 6, window_frac .34 → w = 2 (rows 4, 5), threshold .15 on the head mean:
+     * row 4 means .4 0 .05 .2 .35 → {0,3,4}; row 5 means 0 .1 0 0 0 .9 → {5}.
+     * Static set {0,3,4,5}; ratios 1 keep all of it at decode. */
+    hand *h = malloc(sizeof *h);
+    hand_init(h, 1, 2, 1, 6, 8);
+    float a0[5] = {.5f, 0, 0, .2f, .3f}, a1[5] = {.3f, 0, .1f, .2f, .4f};
+    memcpy(h->att[0][4][0], a0, sizeof a0);
+    memcpy(h->att[0][4][1], a1, sizeof a1);
+    h->att[0][5][0][5] = 1;
+    h->att[0][5][1][1] = .2f;
+    h->att[0][5][1][5] = .8f;
+    kv_param kv[6] = {kvp("static", "threshold"), kvp("static_threshold", "0.15"),
+                      kvp("window_frac", "0.34"), kvp("ratio1", "1"), kvp("ratio2", "1"),
+                      kvp("s2", "16")};
+    uint8_t keep[MAXT];
+    void *st = open_policy(&policy_mpcache, h, kv, 6);
+    run(&policy_mpcache, st, h, 6, 0, keep);
+    EXPECT(keep, 6, 0, 3, 4, 5);
+    policy_mpcache.fini(st);
+    free(h);
+}
+END_TEST
+
+START_TEST(test_criticalkv)
+{
+    /* P = 6, window 1, kernel 1, capacity 3, stage 1 = int(3·.5) = 1. W_o = [2], d = dim = 1,
+     * V = 1 3 .5 2 1 1 → proj = 2 6 1 4 2 2. Window row 5: .4 .1 .2 .05 .05 .2 → base
+     * .4 .1 .2 .05 .05 and the window max+1 = 1.4. Stage 1 = {5}. score = (base+1e-4)·proj:
+     * .8002 .6006 .2001 .2004 .1002 → keep {5,0,1}. (SnapKV's top-2 would be {0,2}.) */
+    hand *h = malloc(sizeof *h);
+    hand_init(h, 1, 1, 1, 6, 8);
+    float vals[6] = {1, 3, .5f, 2, 1, 1};
+    for (int i = 0; i < 6; i++)
+        h->v[0][i][0] = vals[i];
+    float r5[6] = {.4f, .1f, .2f, .05f, .05f, .2f};
+    memcpy(h->att[0][5][0], r5, sizeof r5);
+    kv_param kv[3] = {kvp("window", "1"), kvp("kernel", "1"), kvp("capacity", "3")};
+    uint8_t keep[MAXT];
+    void *st = open_policy(&policy_criticalkv, h, kv, 3);
+    run(&policy_criticalkv, st, h, 7, 0, keep);
+    EXPECT(keep, 7, 0, 1, 5, 6);
+    policy_criticalkv.fini(st);
+    free(h);
+}
+END_TEST
+
+START_TEST(test_comet)
+{
+    /* ffn 4, block 2, skip_below .5. Layer 0: pos 0 gates 1 0 0 0 → blocks {on, off} = .5,
+     * not below → no skip; pos 1 all ≤ 0 → 0 active → its layer-1 K/V are missing. With
+     * prefetch the miss is refilled at the end of the prefill: one refill op (m = 1) in layer
+     * 1's prefill ops; nothing left for decode. Attention stays dense. */
+    hand *h = malloc(sizeof *h);
+    hand_init(h, 2, 1, 2, 2, 4);
+    h->ffn[0][0][0] = 1;
+    for (int i = 0; i < 4; i++)
+        h->ffn[1][0][i] = h->ffn[1][1][i] = 1;
+    h->ffn[0][2][0] = h->ffn[1][2][0] = 1;
+    h->ffn[0][2][2] = h->ffn[1][2][2] = 1;
+    kv_param kv[2] = {kvp("block", "2"), kvp("skip_below", "0.5")};
+    uint8_t keep[MAXT];
+    void *st = open_policy(&policy_comet, h, kv, 2);
+    run(&policy_comet, st, h, 2, 1, keep);
+    EXPECT(keep, 2, 0, 1);
+    op_program prog;
+    op_program_init(&prog);
+    errbuf e;
+    ck_assert_int_eq(policy_comet.emit_cost(st, PHASE_PREFILL, 1, 2, NULL, &prog, &e), MS_OK);
+    size_t refills = 0;
+    for (size_t i = 0; i < prog.n_ops; i++)
+        if (prog.ops[i].kind == OP_MATMUL && prog.ops[i].n == 2 * h->env.head_dim) {
+            refills++;
+            ck_assert_uint_eq(prog.ops[i].m, 1);
+        }
+    ck_assert_uint_eq(refills, 1);
+    run_metric m[4];
+    ck_assert_uint_eq(policy_comet.metrics(st, m, 4), 3);
+    ck_assert_str_eq(m[1].name, "comet_kv_refills");
+    ck_assert_double_eq(m[1].value, 1);
+    op_program_free(&prog);
+    policy_comet.fini(st);
+    free(h);
+}
+END_TEST
+
+START_TEST(test_emit_shapes)
+{
+    /* every policy's ops are category policy, well formed; streamingllm and full cost nothing;
+     * mpcache's shared odd layer costs nothing */
+    size_t n;
+    const policy_ops *const *all = policy_all(&n);
+    hand *h = malloc(sizeof *h);
+    hand_init(h, 4, 2, 2, 20, 24);
+    for (uint32_t l = 0; l < 4; l++)
+        for (uint32_t p = 0; p < 24; p++) {
+            for (uint32_t hh = 0; hh < 2; hh++)
+                for (uint32_t j = 0; j <= p; j++)
+                    h->att[l][p][hh][j] = 1.0f / (float)(p + 1);
+            h->k[l][p][0] = (float)((p * 7) % 5);
+            h->k[l][p][1] = (float)((p * 3) % 4);
+            h->v[l][p][0] = 1;
+            h->q[l][p][0][0] = h->q[l][p][1][1] = 1;
+        }
+    kv_param small[4] = {kvp("capacity", "8"), kvp("cache_size", "8"), kvp("budget", "4"),
+                         kvp("window", "4")};
+    for (size_t i = 0; i < n; i++) {
+        const policy_ops *p = all[i];
+        kv_param kv[4];
+        size_t nk = 0;
+        for (size_t j = 0; j < 4; j++) {
+            size_t np;
+            const policy_param *pp = policy_params(p, &np);
+            for (size_t t = 0; t < np; t++)
+                if (!strcmp(pp[t].key, small[j].key))
+                    kv[nk++] = small[j];
+        }
+        void *st = open_policy(p, h, kv, nk);
+        uint8_t keep[MAXT];
+        run(p, st, h, 22, 3, keep);
+        op_program prog;
+        op_program_init(&prog);
+        errbuf e;
+        uint32_t kept[1] = {8};
+        for (uint32_t l = 0; l < 4 && p->emit_cost; l++) {
+            ck_assert_int_eq(p->emit_cost(st, PHASE_PREFILL, l, 20, NULL, &prog, &e), MS_OK);
+            ck_assert_int_eq(p->emit_cost(st, PHASE_DECODE, l, 22, kept, &prog, &e), MS_OK);
+        }
+        ck_assert_msg(op_program_is_sane(&prog), "%s", p->name);
+        for (size_t o = 0; o < prog.n_ops; o++)
+            ck_assert_int_eq(prog.ops[o].cat, OPC_POLICY);
+        if (!strcmp(p->name, "full") || !strcmp(p->name, "streamingllm"))
+            ck_assert_uint_eq(prog.n_ops, 0);
+        else
+            ck_assert_msg(prog.n_ops > 0, "%s emits nothing", p->name);
+        if (!strcmp(p->name, "mpcache"))
+            for (size_t o = 0; o < prog.n_ops; o++)
+                ck_assert_int_ne(prog.ops[o].layer, 3);
+        op_program_free(&prog);
+        p->fini(st);
+    }
+    free(h);
+}
+END_TEST
+
+Suite *policy_suite(void)
+{
+    Suite *s = suite_create("policy");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_registry);
+    tcase_add_test(tc, test_params);
+    tcase_add_test(tc, test_topk);
+    tcase_add_test(tc, test_full_streamingllm);
+    tcase_add_test(tc, test_h2o);
+    tcase_add_test(tc, test_tova);
+    tcase_add_test(tc, test_snapkv);
+    tcase_add_test(tc, test_pyramidkv);
+    tcase_add_test(tc, test_quest);
+    tcase_add_test(tc, test_mpcache_dynamic);
+    tcase_add_test(tc, test_mpcache_static);
+    tcase_add_test(tc, test_criticalkv);
+    tcase_add_test(tc, test_comet);
+    tcase_add_test(tc, test_emit_shapes);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,248 @@
+/* check_replay.c — the replay end to end: stories260K recorded over real text (the model runs
+ * with the policy applied), a synthetic llama trace, metric definitions on hand-made rows,
+ * step order and skipped steps. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics.h"
+#include "policy.h"
+#include "replay.h"
+
+static kv_param kvp(const char *k, const char *v)
+{
+    kv_param p;
+    memset(&p, 0, sizeof p);
+    snprintf(p.key, sizeof p.key, "%s", k);
+    snprintf(p.val, sizeof p.val, "%s", v);
+    p.line = 7;
+    p.col = 3;
+    return p;
+}
+
+static const char *datadir(void)
+{
+    const char *d = getenv("MPCSIM_DATA");
+    return d && *d ? d : ".";
+}
+
+/* stories260K over tests/data/tinystories_sample.txt: prompt P, decode N. */
+static run_cfg *stories_cfg(const char *policy, uint32_t P, uint32_t N)
+{
+    run_cfg *c = calloc(1, sizeof *c);
+    errbuf e;
+    ck_assert_msg(model_load("stories260K", &c->model, &e) == MS_OK, "%s", e.msg);
+    snprintf(c->model_ref, sizeof c->model_ref, "stories260K");
+    snprintf(c->scenario_path, sizeof c->scenario_path, "t.yaml");
+    snprintf(c->trace.source, sizeof c->trace.source, "record");
+    snprintf(c->trace.path, sizeof c->trace.path, "%s/tests/data/tinystories_sample.txt",
+             datadir());
+    snprintf(c->policy.name, sizeof c->policy.name, "%s", policy);
+    c->work.prompt_len = P;
+    c->work.decode_len = N;
+    c->seed = 1;
+    return c;
+}
+
+static double metric(const run_result *r, const char *name)
+{
+    for (size_t i = 0; i < r->n_metric; i++)
+        if (!strcmp(r->metric[i].name, name))
+            return r->metric[i].value;
+    return NAN;
+}
+
+/* Runs the whole replay; kept_out (L·Hkv) receives the last step's counts. */
+static void drive(run_cfg *c, run_result *res, uint32_t *kept_out, size_t *n_ops_out)
+{
+    errbuf e;
+    replay *r;
+    ck_assert_msg(replay_open(c, &r, &e) == MS_OK, "%s", e.msg);
+    op_program prog;
+    op_program_init(&prog);
+    ck_assert_msg(replay_prefill(r, &prog, &e) == MS_OK, "%s", e.msg);
+    size_t nk = (size_t)c->model.n_layers * c->model.n_kv_heads;
+    uint32_t *kept = calloc(nk, sizeof *kept);
+    for (uint32_t s = 0; s < c->work.decode_len; s++) {
+        ck_assert_msg(replay_step(r, s, c->work.prompt_len + s, kept, &prog, &e) == MS_OK, "%s",
+                      e.msg);
+        for (size_t i = 0; i < nk; i++)
+            ck_assert_uint_le(kept[i], c->work.prompt_len + s);
+    }
+    ck_assert(op_program_is_sane(&prog));
+    if (n_ops_out)
+        *n_ops_out = prog.n_ops;
+    if (kept_out)
+        memcpy(kept_out, kept, nk * sizeof *kept);
+    run_result_init(res);
+    ck_assert_msg(replay_metrics(r, res, &e) == MS_OK, "%s", e.msg);
+    free(kept);
+    op_program_free(&prog);
+    replay_close(r);
+}
+
+START_TEST(test_full_is_exact)
+{
+    /* the full cache: every metric at its ideal value, the model run identical */
+    run_cfg *c = stories_cfg("full", 48, 16);
+    run_result res;
+    uint32_t kept[20];
+    size_t nops;
+    drive(c, &res, kept, &nops);
+    ck_assert_uint_eq(kept[0], 48 + 15);
+    ck_assert_uint_eq(nops, 0);
+    ck_assert_double_eq_tol(metric(&res, "attn_mass_recall"), 1.0, 1e-6);
+    ck_assert_double_eq_tol(metric(&res, "topk_recall"), 1.0, 1e-12);
+    ck_assert_double_eq_tol(metric(&res, "attn_out_rel_err"), 0.0, 1e-5);
+    ck_assert_double_eq_tol(metric(&res, "logit_kl"), 0.0, 1e-9);
+    ck_assert_double_eq_tol(metric(&res, "top1_agreement"), 1.0, 1e-12);
+    ck_assert_double_eq_tol(metric(&res, "ppl_delta"), 0.0, 1e-9);
+    ck_assert(metric(&res, "ppl_full") > 1.0);
+    run_result_free(&res);
+    free(c);
+}
+END_TEST
+
+START_TEST(test_streaming_degrades)
+{
+    /* sink 2 + recent 8 of ≥ 48 entries: counts exact, recall < 1, the model run diverges */
+    run_cfg *c = stories_cfg("streamingllm", 48, 16);
+    c->policy.params[0] = kvp("sink", "2");
+    c->policy.params[1] = kvp("recent", "8");
+    c->policy.n_params = 2;
+    run_result res;
+    uint32_t kept[20];
+    drive(c, &res, kept, NULL);
+    for (int i = 0; i < 20; i++)
+        ck_assert_uint_eq(kept[i], 10);
+    double R = metric(&res, "attn_mass_recall");
+    ck_assert(R > 0.2 && R < 0.999);
+    ck_assert(metric(&res, "attn_out_rel_err") > 1e-3);
+    ck_assert(metric(&res, "attn_out_wo_rel_err") > 1e-3);
+    ck_assert(metric(&res, "logit_kl") > 1e-4);
+    ck_assert(metric(&res, "top1_agreement") <= 1.0);
+    ck_assert_double_eq_tol(metric(&res, "kept_frac"), 10.0 / (48 + 7.5), 1e-9);
+    run_result_free(&res);
+    free(c);
+}
+END_TEST
+
+START_TEST(test_policies_on_stories)
+{
+    /* every policy runs on the real model; budgets below the context make them evict */
+    size_t n;
+    const policy_ops *const *all = policy_all(&n);
+    for (size_t i = 0; i < n; i++) {
+        run_cfg *c = stories_cfg(all[i]->name, 64, 12);
+        const char *keys[] = {"capacity", "cache_size", "budget", "window", "recent", "heavy"};
+        const char *vals[] = {"24", "24", "16", "8", "16", "8"};
+        for (size_t k = 0; k < 6; k++) {
+            size_t np;
+            const policy_param *pp = policy_params(all[i], &np);
+            for (size_t t = 0; t < np; t++)
+                if (!strcmp(pp[t].key, keys[k]))
+                    c->policy.params[c->policy.n_params++] = kvp(keys[k], vals[k]);
+        }
+        run_result res;
+        size_t nops;
+        drive(c, &res, NULL, &nops);
+        double R = metric(&res, "attn_mass_recall");
+        ck_assert_msg(R > 0 && R <= 1.0 + 1e-6, "%s: recall %g", all[i]->name, R);
+        ck_assert_msg(!isnan(metric(&res, "logit_kl")), "%s: no KL", all[i]->name);
+        if (strcmp(all[i]->name, "full") && strcmp(all[i]->name, "comet"))
+            ck_assert_msg(metric(&res, "kept_frac") < 1.0, "%s keeps all", all[i]->name);
+        run_result_free(&res);
+        free(c);
+    }
+}
+END_TEST
+
+START_TEST(test_synthetic_and_stride)
+{
+    /* a synthetic llama-shaped trace; metric_stride 4 and skipped steps (the runner's
+     * decode_stride) still advance the policy's state */
+    run_cfg *c = calloc(1, sizeof *c);
+    errbuf e;
+    ck_assert_msg(model_load("stories260K", &c->model, &e) == MS_OK, "%s", e.msg);
+    c->model.weights[0] = '\0';
+    snprintf(c->trace.source, sizeof c->trace.source, "synth");
+    snprintf(c->policy.name, sizeof c->policy.name, "h2o");
+    c->policy.params[0] = kvp("metric_stride", "4");
+    c->policy.n_params = 1;
+    c->work.prompt_len = 100;
+    c->work.decode_len = 12;
+    c->seed = 7;
+    replay *r;
+    ck_assert_msg(replay_open(c, &r, &e) == MS_OK, "%s", e.msg);
+    uint32_t kept[20];
+    op_program prog;
+    op_program_init(&prog);
+    ck_assert_int_eq(replay_step(r, 3, 103, kept, &prog, &e), MS_OK);
+    /* h2o: heavy 10 + recent 10 of the prompt, one eviction per step once full */
+    for (int i = 0; i < 20; i++)
+        ck_assert_uint_eq(kept[i], 20);
+    ck_assert_int_eq(replay_step(r, 2, 102, kept, &prog, &e), MS_ERR_INTERNAL);
+    ck_assert_int_eq(replay_step(r, 4, 104, kept, &prog, &e), MS_OK);
+    run_result res;
+    run_result_init(&res);
+    ck_assert_int_eq(replay_metrics(r, &res, &e), MS_OK);
+    ck_assert(metric(&res, "attn_mass_recall") < 1.0);
+    ck_assert(isnan(metric(&res, "logit_kl"))); /* no weights: no model run */
+    run_result_free(&res);
+    op_program_free(&prog);
+    replay_close(r);
+    /* a policy that reads the trace cannot run without one */
+    snprintf(c->trace.source, sizeof c->trace.source, "none");
+    ck_assert_int_eq(replay_open(c, &r, &e), MS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "needs a trace"));
+    /* unknown parameters are reported at their place */
+    snprintf(c->trace.source, sizeof c->trace.source, "synth");
+    snprintf(c->scenario_path, sizeof c->scenario_path, "sweep.yaml");
+    c->policy.params[0] = kvp("heavy_ration", "0.2");
+    ck_assert_int_eq(replay_open(c, &r, &e), MS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "sweep.yaml:7:3"));
+    ck_assert_ptr_nonnull(strstr(e.msg, "heavy_ratio"));
+    free(c);
+}
+END_TEST
+
+START_TEST(test_metric_definitions)
+{
+    /* row .5 .2 .2 .1 (last = current token), keep {0}: R = .5 + .1 = .6; top-2 = {0, 1}:
+     * recall 1/2. V = 1, 0, 0, 0 (d = 1): o* = .5, ô = (.5/.6)·1 = .8333 → rel err .3333/.5.
+     * W_o^h = [2; -1] (dim 2): after W_o the L1 ratio is the same (linear, same direction). */
+    metrics m;
+    ck_assert_int_eq(metrics_init(&m, 2, 8), MS_OK);
+    float att[4] = {.5f, .2f, .2f, .1f}, V[4] = {1, 0, 0, 0}, wo[2] = {2, -1};
+    uint8_t keep[3] = {1, 0, 0};
+    double R = metrics_row(&m, att, keep, 4);
+    ck_assert_double_eq_tol(R, 0.6, 1e-6);
+    metrics_output(&m, att, keep, 4, R, V, 1, wo, 1, 2);
+    ck_assert_double_eq_tol(m.topk, 0.5, 1e-12);
+    ck_assert_double_eq_tol(m.err, (0.5 / 0.6 - 0.5) / 0.5, 1e-6);
+    ck_assert_double_eq_tol(m.err_wo, (0.5 / 0.6 - 0.5) / 0.5, 1e-6);
+    /* KL of [0, ln 2] logits vs [0, 0]: p = (1/3, 2/3), q = (1/2, 1/2) */
+    float lf[2] = {0, (float)log(2.0)}, lp[2] = {0, 0};
+    metrics_logits(&m, lf, lp, 2, 1);
+    double kl = (1.0 / 3) * log((1.0 / 3) / 0.5) + (2.0 / 3) * log((2.0 / 3) / 0.5);
+    ck_assert_double_eq_tol(m.kl, kl, 1e-6);
+    ck_assert_double_eq_tol(m.top1, 0, 1e-12);
+    ck_assert_double_eq_tol(m.nll_full, -log(2.0 / 3), 1e-6);
+    metrics_free(&m);
+}
+END_TEST
+
+Suite *replay_suite(void)
+{
+    Suite *s = suite_create("replay");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_metric_definitions);
+    tcase_add_test(tc, test_full_is_exact);
+    tcase_add_test(tc, test_streaming_degrades);
+    tcase_add_test(tc, test_policies_on_stories);
+    tcase_add_test(tc, test_synthetic_and_stride);
+    suite_add_tcase(s, tc);
+    return s;
+}
