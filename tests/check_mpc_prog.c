@@ -421,7 +421,7 @@ START_TEST(test_single_ops)
 }
 END_TEST
 
-/* A lowered stories260K decode step (the lowering's tensor names, weights bound by name with
+/* A lowered stories260K decode step and prefill (the lowering's tensor names, weights bound by name with
  * stand-in values): every op's measured bytes and rounds equal the cost engine's. */
 START_TEST(test_stories260k_step)
 {
@@ -433,15 +433,17 @@ START_TEST(test_stories260k_step)
     model_cfg m;
     errbuf e = {{0}};
     ck_assert_msg(model_load("stories260K", &m, &e) == MS_OK, "%s", e.msg);
-    lower_opts lo;
-    lower_opts_default(&lo);
-    lo.phase = PHASE_DECODE;
-    lo.n_tokens = 1;
-    lo.kv_len = 5;
-    op_program_init(&c.prog);
-    ck_assert_msg(lower_step(&m, &lo, &c.prog, &e) == MS_OK, "%s", e.msg);
-    run_case(&c);
-    op_program_free(&c.prog);
+    for (int phase = 0; phase < 2; phase++) { /* a decode step, then a 4-token prefill */
+        lower_opts lo;
+        lower_opts_default(&lo);
+        lo.phase = phase ? PHASE_PREFILL : PHASE_DECODE;
+        lo.n_tokens = phase ? 4 : 1;
+        lo.kv_len = phase ? 0 : 5;
+        op_program_init(&c.prog);
+        ck_assert_msg(lower_step(&m, &lo, &c.prog, &e) == MS_OK, "%s", e.msg);
+        run_case(&c);
+        op_program_free(&c.prog);
+    }
 }
 END_TEST
 
