@@ -178,8 +178,10 @@ static uint32_t attention(lw *w, uint32_t xb)
     uint32_t T = w->o->kv_len + t;
     uint32_t kc = tens(w, "kcache", OPT_CACHE, S * Hkv, T, d);
     uint32_t vc = tens(w, "vcache", OPT_CACHE, S * Hkv, T, d);
-    emit(w, OP_VIEW, OPC_ATTENTION, -1, S * Hkv, t, 0, d, k, OP_NONE, OP_NONE, kc, 0, 0, 0);
-    emit(w, OP_VIEW, OPC_ATTENTION, -1, S * Hkv, t, 0, d, v, OP_NONE, OP_NONE, vc, 0, 0, 0);
+    emit(w, OP_VIEW, OPC_ATTENTION, -1, S * Hkv, t, 0, d, k, OP_NONE, OP_NONE, kc, 0,
+         (int32_t)w->o->kv_len, 0);
+    emit(w, OP_VIEW, OPC_ATTENTION, -1, S * Hkv, t, 0, d, v, OP_NONE, OP_NONE, vc, 0,
+         (int32_t)w->o->kv_len, 0);
     uint32_t ctx = tens(w, "ctx", OPT_TEMP, S * H, t, d);
     if (kept_uniform(w)) {
         attend_block(w, -1, H, attended(w, 0), q, kc, vc, ctx);
