@@ -182,14 +182,20 @@ static uint32_t attention(lw *w, uint32_t xb)
          (int32_t)w->o->kv_len, 0);
     emit(w, OP_VIEW, OPC_ATTENTION, -1, S * Hkv, t, 0, d, v, OP_NONE, OP_NONE, vc, 0,
          (int32_t)w->o->kv_len, 0);
+    /* heads as batch instances: (S, t, H·d) → (S·H, t, d) and back (local re-layouts; the
+     * identity for one token) */
+    uint32_t qh = tens(w, "q_heads", OPT_TEMP, S * H, t, d);
+    emit(w, OP_VIEW, OPC_ATTENTION, -1, S * H, t, 0, d, q, OP_NONE, OP_NONE, qh, 0, 0, 0);
     uint32_t ctx = tens(w, "ctx", OPT_TEMP, S * H, t, d);
     if (kept_uniform(w)) {
-        attend_block(w, -1, H, attended(w, 0), q, kc, vc, ctx);
+        attend_block(w, -1, H, attended(w, 0), qh, kc, vc, ctx);
     } else {
         for (uint32_t g = 0; g < Hkv; g++)
-            attend_block(w, (int)g, H / Hkv, attended(w, g), q, kc, vc, ctx);
+            attend_block(w, (int)g, H / Hkv, attended(w, g), qh, kc, vc, ctx);
     }
-    uint32_t ao = linear(w, OPC_ATTENTION, ctx, "wo", QD, D, "attn_out");
+    uint32_t cm = tens(w, "ctx_merged", OPT_TEMP, S, t, QD);
+    emit(w, OP_VIEW, OPC_ATTENTION, -1, S, t, 0, d, ctx, OP_NONE, OP_NONE, cm, 0, 0, 0);
+    uint32_t ao = linear(w, OPC_ATTENTION, cm, "wo", QD, D, "attn_out");
     if (m->family == FAM_GPT2)
         add_bias(w, OPC_ATTENTION, ao, "bo", D);
     return ao;
@@ -264,7 +270,8 @@ static void head(lw *w, uint32_t x)
     uint32_t D = m->dim, S = w->o->n_seqs;
     /* only each sequence's last position produces a token */
     uint32_t last = tens(w, "x_last", OPT_TEMP, 1, S, D);
-    emit(w, OP_VIEW, OPC_LMHEAD, -1, 1, S, 0, D, x, OP_NONE, OP_NONE, last, 0, 0, 0);
+    emit(w, OP_VIEW, OPC_LMHEAD, -1, 1, S, 0, D, x, OP_NONE, OP_NONE, last, 0,
+         (int32_t)(w->o->n_tokens - 1), 0); /* row t-1 (one sequence) */
     const int llama = m->family == FAM_LLAMA;
     uint32_t xn = norm(w, last, S, llama ? "rms_final" : "lnf_g", "lnf_b", "xn_final");
     const char *cls = m->tied_embeddings ? (llama ? "tok_emb" : "wte") : "wcls";

@@ -36,7 +36,9 @@
  *   VIEW      op.h: out smaller than in0: out's rows from in0 starting at row iarg (public
  *             slice); out larger: in0 written into out at row iarg of each instance, the other
  *             rows keep out's previous value (KV-cache append; in0's rows may hold the
- *             instances side by side: (tokens, heads·n) → (heads, rows, n)); same size: copy.
+ *             instances side by side: (tokens, heads·n) → (heads, rows, n)); same size: copy,
+ *             or with out's batch H times in0's and cols n a head split (S, rows, H·n) →
+ *             (S·H, rows, n), and with in0's batch H times out's the head merge back.
  *   ADD, SUB, MUL, SELECT, LT, EQ: a smaller operand repeats cyclically (op.h broadcast).
  *   MATMUL, GATHER: in1 with a smaller batch is shared across instances; each instance reads
  *             the leading k·n elements of in1's instance (op.h).
@@ -1570,6 +1572,25 @@ static int k_dispatch(eng *e, const op_program *p, const op *o, mpc_val *vals,
     return bad(err, o, idx, "unknown op kind");
 }
 
+/* Same-size VIEW: a copy, or with batches that differ by a factor H and n the head width, a
+ * head split (S, rows, H·n) → (S·H, rows, n) or the head merge back; the source of element i. */
+static size_t view_heads(const op_tensor *ti, const op_tensor *to, uint32_t n, size_t i)
+{
+    if (!n || ti->batch == to->batch || ti->rows != to->rows)
+        return i;
+    if (to->batch > ti->batch && to->cols == n && ti->cols % n == 0 && to->batch % ti->batch == 0) {
+        size_t H = to->batch / ti->batch, bo = i / ((size_t)to->rows * n);
+        size_t r = (i / n) % to->rows, c = i % n;
+        return ((bo / H) * ti->rows + r) * ti->cols + (bo % H) * n + c;
+    }
+    if (ti->batch > to->batch && ti->cols == n && to->cols % n == 0 && ti->batch % to->batch == 0) {
+        size_t H = ti->batch / to->batch, so = i / ((size_t)to->rows * to->cols);
+        size_t r = (i / to->cols) % to->rows, h = (i % to->cols) / n, c = i % n;
+        return ((so * H + h) * ti->rows + r) * n + c;
+    }
+    return i;
+}
+
 /* VIEW (op.h), local: a slice, an append into a larger tensor at row iarg, or a copy. */
 static int k_view(eng *e, const op_program *p, const op *o, mpc_val *vals, mpc_val *z)
 {
@@ -1585,7 +1606,8 @@ static int k_view(eng *e, const op_program *p, const op *o, mpc_val *vals, mpc_v
             for (size_t i = 0; i < nout; i++) {
                 size_t b = i / ((size_t)to->rows * to->cols), r = (i / to->cols) % to->rows,
                        c = i % to->cols;
-                size_t src = nout == nin ? i : (b * ti->rows + r0 + r) * ti->cols + c;
+                size_t src = nout == nin ? view_heads(ti, to, o->n, i)
+                                         : (b * ti->rows + r0 + r) * ti->cols + c;
                 idx[i] = (uint32_t)(src < x->n ? src : i % (x->n ? x->n : 1));
             }
         int rc = kal(e, z, nout, x->dom);
