@@ -430,3 +430,104 @@ void mpc_node_results_free(mpc_node_result *res, int n)
         res[i].out = NULL;
     }
 }
+
+/* ---------------------------------------------------------------- a program on loopback */
+
+typedef struct local_job {
+    const op_program *p;
+    mpc_tensor_fn fn;
+    void *ctx;
+    int open_results;
+} local_job;
+
+static int local_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
+{
+    const local_job *j = arg;
+    const op_program *p = j->p;
+    mpc_program_run r;
+    int rc = mpc_run_setup(e, net, p, j->fn, j->ctx, &r, err);
+    if (!rc)
+        rc = mpc_run_ops(e, net, &r, 0, p->n_ops, err);
+    if (!rc) {
+        fwrite(&r.setup, sizeof r.setup, 1, out);
+        fwrite(r.ops, sizeof *r.ops, p->n_ops, out);
+    }
+    for (size_t i = 0; i < p->n_ops && !rc && j->open_results; i++) {
+        const op *o = &p->ops[i];
+        size_t n = r.vals[o->out].n;
+        uint64_t *v = calloc(n + 1, sizeof *v);
+        if (!v) {
+            rc = err_set(err, MS_ERR_NOMEM, "mpc run: out of memory");
+            break;
+        }
+        if (o->kind == OP_REVEAL) {
+            if (r.vals[o->out].s[0])
+                memcpy(v, r.vals[o->out].s[0], n * sizeof *v);
+        } else
+            rc = mpc_run_open(e, net, &r, o->out, v, err);
+        fwrite(&n, sizeof n, 1, out);
+        fwrite(v, sizeof *v, n, out);
+        free(v);
+    }
+    mpc_program_run_free(e, &r);
+    return rc;
+}
+
+int mpc_run_local(const mpc_launch *l, const op_program *p, mpc_tensor_fn fn, void *ctx,
+                  int open_results, mpc_local_run *out, errbuf *err)
+{
+    memset(out, 0, sizeof *out);
+    local_job j = {p, fn, ctx, open_results};
+    mpc_node_result nr[MPC_NODES_MAX];
+    int nodes = 0;
+    int rc = mpc_launch_run(l, local_node, &j, nr, &nodes, err);
+    if (rc)
+        return rc;
+    out->n_nodes = nodes;
+    out->n_parties = strcmp(l->cfg.name, "semi2k") ? 3 : 2;
+    for (int i = 0; i < nodes && !rc; i++) {
+        if (nr[i].rc) {
+            rc = err_set(err, nr[i].rc, "node %d: %s", i, nr[i].err);
+            break;
+        }
+        const uint8_t *b = nr[i].out, *end = nr[i].out + nr[i].out_len;
+        size_t need = sizeof(mpc_op_stat) * (1 + p->n_ops);
+        out->ops[i] = calloc(p->n_ops + 1, sizeof(mpc_op_stat));
+        if (!out->ops[i] || (size_t)(end - b) < need) {
+            rc = err_set(err, MS_ERR_INTERNAL, "node %d: short report", i);
+            break;
+        }
+        memcpy(&out->setup[i], b, sizeof(mpc_op_stat));
+        memcpy(out->ops[i], b + sizeof(mpc_op_stat), sizeof(mpc_op_stat) * p->n_ops);
+        b += need;
+        if (!open_results)
+            continue;
+        size_t total = (size_t)(end - b) / sizeof(uint64_t) + 1;
+        out->vals[i] = calloc(total, sizeof(uint64_t));
+        uint64_t *dst = out->vals[i];
+        for (size_t k = 0; dst && k < p->n_ops && b + sizeof(size_t) <= end; k++) {
+            size_t n;
+            memcpy(&n, b, sizeof n);
+            b += sizeof n;
+            if ((size_t)(end - b) < n * sizeof(uint64_t))
+                break;
+            memcpy(dst, b, n * sizeof(uint64_t));
+            dst += n;
+            b += n * sizeof(uint64_t);
+        }
+    }
+    mpc_node_results_free(nr, nodes);
+    if (rc)
+        mpc_local_run_free(out);
+    return rc;
+}
+
+void mpc_local_run_free(mpc_local_run *r)
+{
+    for (int i = 0; i < MPC_NODES_MAX; i++) {
+        free(r->ops[i]);
+        free(r->vals[i]);
+        r->ops[i] = NULL;
+        r->vals[i] = NULL;
+    }
+}
