@@ -157,14 +157,14 @@ static int s_mul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
     }
     mpc_prg_u64(&s->corr, a, n);
     mpc_prg_u64(&s->corr, b, n);
-    if ((rc = corr_last(s, c, n)))
-        return rc;
     for (size_t i = 0; i < n; i++) {
         snd[i] = x->s[0][i] - a[i];
         snd[n + i] = y->s[0][i] - b[i];
     }
-    /* COST: SPU semi2k mul_aa: 1 round, 16n each way (x−a, y−b) */
-    if ((rc = x2(s, snd, 16 * n, rcv, 16 * n)) || (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
+    /* COST: SPU semi2k mul_aa: 1 round, 16n each way (x−a, y−b). c is taken after the round,
+     * so P1 never waits for the dealer before sending. */
+    if ((rc = x2(s, snd, 16 * n, rcv, 16 * n)) || (rc = corr_last(s, c, n)) ||
+        (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
         return rc;
     int p0 = s->c.party == 0;
     for (size_t i = 0; i < n; i++) {
@@ -192,12 +192,11 @@ static int s_square(eng *e, mpc_val *z, const mpc_val *x)
         return dealer_done(s, z, n, DOM_ARITH, c, n);
     }
     mpc_prg_u64(&s->corr, a, n);
-    if ((rc = corr_last(s, c, n)))
-        return rc;
     for (size_t i = 0; i < n; i++)
         snd[i] = x->s[0][i] - a[i];
     /* COST: SPU semi2k square: 1 round, 8n each way (x−a) */
-    if ((rc = x2(s, snd, 8 * n, rcv, 8 * n)) || (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
+    if ((rc = x2(s, snd, 8 * n, rcv, 8 * n)) || (rc = corr_last(s, c, n)) ||
+        (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
         return rc;
     int p0 = s->c.party == 0;
     for (size_t i = 0; i < n; i++) {
@@ -231,14 +230,13 @@ static int s_and(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
     }
     mpc_prg_u64(&s->corr, a, n);
     mpc_prg_u64(&s->corr, b, n);
-    if ((rc = corr_last(s, c, n)))
-        return rc;
     for (size_t i = 0; i < n; i++) {
         snd[i] = x->s[0][i] ^ a[i];
         snd[n + i] = y->s[0][i] ^ b[i];
     }
     /* COST: SPU semi2k and_bb: 1 round, 16n each way */
-    if ((rc = x2(s, snd, 16 * n, rcv, 16 * n)) || (rc = mpc_ensure(&s->c, z, n, DOM_BOOL)))
+    if ((rc = x2(s, snd, 16 * n, rcv, 16 * n)) || (rc = corr_last(s, c, n)) ||
+        (rc = mpc_ensure(&s->c, z, n, DOM_BOOL)))
         return rc;
     uint64_t p0 = s->c.party == 0 ? ~0ull : 0;
     for (size_t i = 0; i < n; i++) {
@@ -377,13 +375,24 @@ static int s_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint
     mpc_prg_u64(&s->corr, A, nx);
     if (!f)
         mpc_prg_u64(&s->corr, B, ny);
-    if ((rc = corr_last(s, C, nz)))
-        goto out;
     for (size_t i = 0; i < nx; i++)
         snd[i] = x->s[0][i] - A[i];
     if (!f)
         for (size_t i = 0; i < ny; i++)
             snd[nx + i] = y->s[0][i] - B[i];
+    /* Z = C + E·B_i + A_i·F (+ E·F at P0), computed as P0: E·(B0 + F) + A0·F, P1: E·B1 + A1·F.
+     * With the beaver cache F is known before the round: A_i·F and B0 + F are done first, so
+     * only E·B' is left once E arrives. */
+    uint64_t *Bp = NULL;
+    if (f) {
+        mpc_mm_batch(C, A, f->F, batch, m, k, n, tb, yb);
+        if (s->c.party == 0 && !(Bp = malloc(ny * 8))) {
+            rc = mpc_fail(&s->c, MS_ERR_NOMEM, "semi2k matmul: out of memory");
+            goto out;
+        }
+        for (size_t i = 0; Bp && i < ny; i++)
+            Bp[i] = B[i] + f->F[i];
+    }
     size_t msg = (nx + (f ? 0 : ny)) * 8;
     /* COST: SPU semi2k mmul_aa: 1 round, 8(b·mk + |y|) each way; with the beaver cache 8bmk */
     if ((rc = x2(s, snd, msg, rcv, msg)))
@@ -391,24 +400,23 @@ static int s_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint
     for (size_t i = 0; i < msg / 8; i++)
         rcv[i] += snd[i]; /* E (then F) opened */
     const uint64_t *E = rcv, *F = f ? f->F : rcv + nx;
-    /* Z = C + E·B_i + A_i·F (+ E·F at P0), as P0: E·(B0 + F) + A0·F, P1: E·B1 + A1·F. */
-    uint64_t *Bp = B;
-    if (s->c.party == 0) {
-        Bp = malloc(ny * 8);
-        if (!Bp) {
+    if (!f) {
+        mpc_mm_batch(C, A, F, batch, m, k, n, tb, yb);
+        if (s->c.party == 0 && !(Bp = malloc(ny * 8))) {
             rc = mpc_fail(&s->c, MS_ERR_NOMEM, "semi2k matmul: out of memory");
             goto out;
         }
-        for (size_t i = 0; i < ny; i++)
+        for (size_t i = 0; Bp && i < ny; i++)
             Bp[i] = B[i] + F[i];
     }
-    mpc_mm_batch(C, E, Bp, batch, m, k, n, tb, yb);
-    mpc_mm_batch(C, A, F, batch, m, k, n, tb, yb);
-    if (Bp != B)
-        free(Bp);
-    if ((rc = mpc_ensure(&s->c, z, nz, DOM_ARITH)))
+    mpc_mm_batch(C, E, Bp ? Bp : B, batch, m, k, n, tb, yb);
+    free(Bp);
+    /* the triple's C: P0 draws it from its seed, P1 receives the dealer's correction (the
+     * stream order within this primitive is unchanged: nothing else is drawn in between) */
+    if ((rc = mpc_ensure(&s->c, z, nz, DOM_ARITH)) || (rc = corr_last(s, z->s[0], nz)))
         goto out;
-    memcpy(z->s[0], C, nz * 8);
+    for (size_t i = 0; i < nz; i++)
+        z->s[0][i] += C[i];
 out:
     free(A);
     if (!f)
@@ -455,14 +463,11 @@ static int s_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
     }
     int p0 = s->c.party == 0;
     mpc_prg_u64(&s->corr, r, n);
-    if (p0)
-        mpc_prg_u64(&s->corr, bm, 2 * n);
-    else if ((rc = from_dealer(s, bm, 2 * n)))
-        return rc;
     for (size_t i = 0; i < n; i++)
         snd[i] = x->s[0][i] + r[i] + (p0 ? 1ull << 62 : 0);
     /* COST: TruncPr (eprint 2020/338 §5.1): 1 round, 8n each way, c = x + 2^(ℓ−2) + r */
-    if ((rc = x2(s, snd, 8 * n, rcv, 8 * n)) || (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
+    if ((rc = x2(s, snd, 8 * n, rcv, 8 * n)) || (rc = corr_last(s, bm, 2 * n)) ||
+        (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
         return rc;
     uint64_t off = 1ull << (62 - bits), hi = 1ull << (63 - bits);
     for (size_t i = 0; i < n; i++) {
@@ -491,12 +496,11 @@ static int s_b2a(eng *e, mpc_val *z, const mpc_val *x)
         return dealer_done(s, z, n, DOM_ARITH, ra, n);
     }
     mpc_prg_u64(&s->corr, rb, n);
-    if ((rc = corr_last(s, ra, n)))
-        return rc;
     for (size_t i = 0; i < n; i++)
         snd[i] = (x->s[0][i] ^ rb[i]) & 1;
     /* COST: SPU semi2k B2A_Randbit: 1 round, 8n each way (c = x ^ r) */
-    if ((rc = x2(s, snd, 8 * n, rcv, 8 * n)) || (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
+    if ((rc = x2(s, snd, 8 * n, rcv, 8 * n)) || (rc = corr_last(s, ra, n)) ||
+        (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
         return rc;
     int p0 = s->c.party == 0;
     for (size_t i = 0; i < n; i++) {
