@@ -112,7 +112,7 @@ static int prim_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
     if ((rc = e->vt->alloc(e, &x, nx, dom)) || (rc = e->vt->input(e, &x, 0, X)) ||
         (rc = e->vt->alloc(e, &y, ny, dom)) || (rc = e->vt->input(e, &y, 1, Y)))
         goto out;
-    if (c->prim == PRIM_MATMUL && (c->flags & OPF_FIXED_B) && (rc = mpc_engine_setup_fixed(e, 7, &y)))
+    if (c->prim == PRIM_MATMUL && (c->flags & OPF_FIXED_B) && (rc = mpc_engine_setup_fixed(e, 7, &y, NULL)))
         goto out;
     if (c->tap && e->party == 1 && !mpc_engine_is_dealer(e)) {
         memset(hist, 0, sizeof hist);

@@ -158,8 +158,11 @@ static uint64_t *exact_ref(const op *o, const mpc_val *pv, size_t n)
     return r;
 }
 
-static void run_case(const prog_case *c)
+/* Checks a measured run of c->prog: per-op counts against the cost engine, values against the
+ * clear-text engine (unless counts_only). */
+static void check_run(const prog_case *c, mpc_local_run *lr_in)
 {
+    mpc_local_run lr = *lr_in;
     proto_cfg cfg;
     errbuf err = {{0}};
     ck_assert_int_eq(proto_cfg_default(c->pname, &cfg, &err), MS_OK);
@@ -169,12 +172,7 @@ static void run_case(const prog_case *c)
     cost_log log;
     cost_log_init(&log, 3);
     ck_assert_msg(proto_cost_program(proto_find(c->pname), &cfg, p, &log, &err) == MS_OK, "%s", err.msg);
-    /* measurement */
-    mpc_launch l = {.cfg = cfg, .deadline_ms = 30000};
-    mpc_local_run lr;
     int np = proto_find(c->pname)->n_parties;
-    ck_assert_msg(mpc_run_local(&l, p, bind_fn, (void *)c, !c->counts_only, &lr, &err) == MS_OK, "%s: %s",
-                  c->pname, err.msg);
     mpc_val *pv = NULL;
     eng *pe = NULL;
     if (!c->counts_only)
@@ -234,6 +232,18 @@ static void run_case(const prog_case *c)
     if (pe)
         eng_free(pe);
     cost_log_free(&log);
+}
+
+static void run_case(const prog_case *c)
+{
+    proto_cfg cfg;
+    errbuf err = {{0}};
+    ck_assert_int_eq(proto_cfg_default(c->pname, &cfg, &err), MS_OK);
+    mpc_launch l = {.cfg = cfg, .deadline_ms = 30000};
+    mpc_local_run lr;
+    ck_assert_msg(mpc_run_local(&l, &c->prog, bind_fn, (void *)c, !c->counts_only, &lr, &err) == MS_OK,
+                  "%s: %s", c->pname, err.msg);
+    check_run(c, &lr);
     mpc_local_run_free(&lr);
 }
 
@@ -429,6 +439,96 @@ START_TEST(test_stories260k_step)
 }
 END_TEST
 
+/* Two programs in one session (two steps): the second numbers its tensors differently (a
+ * tensor added first shifts every id), takes the weights over from the first by name (no
+ * setup traffic from P1: no weight input, no beaver-cache opening) and still computes the
+ * right values with the right counts. */
+typedef struct two_job {
+    const prog_case *a, *b;
+} two_job;
+
+static int two_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
+{
+    const two_job *j = arg;
+    mpc_program_run ra, rb;
+    int rc = mpc_run_setup(e, net, &j->a->prog, bind_fn, (void *)j->a, &ra, err);
+    if (!rc)
+        rc = mpc_run_ops(e, net, &ra, 0, j->a->prog.n_ops, err);
+    if (!rc)
+        rc = mpc_run_setup_from(e, net, &j->b->prog, bind_fn, (void *)j->b, &ra, &rb, err);
+    if (!rc)
+        rc = mpc_run_ops(e, net, &rb, 0, j->b->prog.n_ops, err);
+    if (!rc) {
+        fwrite(&rb.setup, sizeof rb.setup, 1, out);
+        fwrite(rb.ops, sizeof *rb.ops, j->b->prog.n_ops, out);
+    }
+    for (size_t i = 0; i < j->b->prog.n_ops && !rc; i++) {
+        const op *o = &j->b->prog.ops[i];
+        size_t n = rb.vals[o->out].n;
+        uint64_t *v = calloc(n + 1, 8);
+        if (o->kind == OP_REVEAL)
+            memcpy(v, rb.vals[o->out].s[0] ? rb.vals[o->out].s[0] : v, rb.vals[o->out].s[0] ? n * 8 : 0);
+        else
+            rc = mpc_run_open(e, net, &rb, o->out, v, err);
+        fwrite(v, 8, n, out);
+        free(v);
+    }
+    if (ra.prog)
+        mpc_program_run_free(e, &ra);
+    if (rb.prog)
+        mpc_program_run_free(e, &rb);
+    return rc;
+}
+
+START_TEST(test_two_programs)
+{
+    prog_case a, b;
+    const char *pname = _i ? "aby3" : "semi2k";
+    composite(&a, pname);
+    memset(&b, 0, sizeof b);
+    b.pname = pname;
+    op_program_init(&b.prog);
+    op_tensor_add(&b.prog, "unused", OPT_TEMP, DOM_ARITH, 1, 1, 1);
+    for (size_t t = 0; t < a.prog.n_tens; t++) { /* same tensors, every id + 1 */
+        const op_tensor *T = &a.prog.tens[t];
+        op_tensor_add(&b.prog, T->name, (op_role)T->role, (op_dom)T->dom, T->batch, T->rows, T->cols);
+    }
+    for (size_t i = 0; i < a.prog.n_ops; i++) {
+        op o = a.prog.ops[i];
+        for (int q = 0; q < 3; q++)
+            o.in[q] = o.in[q] == OP_NONE ? OP_NONE : o.in[q] + 1;
+        o.out++;
+        op_emit(&b.prog, &o);
+    }
+    memcpy(b.binds, a.binds, sizeof a.binds);
+    b.tol = a.tol;
+    proto_cfg cfg;
+    errbuf err = {{0}};
+    ck_assert_int_eq(proto_cfg_default(pname, &cfg, &err), MS_OK);
+    mpc_launch l = {.cfg = cfg, .deadline_ms = 30000};
+    two_job j = {&a, &b};
+    mpc_node_result nr[MPC_NODES_MAX];
+    int nodes;
+    ck_assert_int_eq(mpc_launch_run(&l, two_node, &j, nr, &nodes, &err), MS_OK);
+    mpc_local_run lr;
+    memset(&lr, 0, sizeof lr);
+    for (int i = 0; i < nodes; i++) {
+        ck_assert_msg(nr[i].rc == MS_OK, "%s node %d: %s", pname, i, nr[i].err);
+        memcpy(&lr.setup[i], nr[i].out, sizeof lr.setup[i]);
+        lr.ops[i] = (mpc_op_stat *)(nr[i].out + sizeof(mpc_op_stat));
+        lr.vals[i] = (uint64_t *)(nr[i].out + sizeof(mpc_op_stat) * (1 + b.prog.n_ops));
+    }
+    /* the second setup: only the client's x, nothing from the model owner */
+    for (int d = 0; d < MPC_NODES_MAX; d++)
+        ck_assert_msg(lr.setup[1].sent[d] == 0, "%s: P1 sent %llu setup bytes to node %d in the second program",
+                      pname, (unsigned long long)lr.setup[1].sent[d], d);
+    check_run(&b, &lr);
+    mpc_node_results_free(nr, nodes);
+    op_program_free(&a.prog);
+    op_program_free(&b.prog);
+}
+END_TEST
+
 Suite *mpc_prog_suite(void)
 {
     Suite *s = suite_create("mpc_prog");
@@ -437,6 +537,7 @@ Suite *mpc_prog_suite(void)
     tcase_add_loop_test(tc, test_composite, 0, 2);
     tcase_add_loop_test(tc, test_single_ops, 0, 2);
     tcase_add_loop_test(tc, test_stories260k_step, 0, 2);
+    tcase_add_loop_test(tc, test_two_programs, 0, 2);
     suite_add_tcase(s, tc);
     (void)cur;
     return s;
