@@ -1571,11 +1571,13 @@ static int k_dispatch(eng *e, const op_program *p, const op *o, mpc_val *vals,
 }
 
 /* VIEW with OPF_SPLIT_HEADS / OPF_MERGE_HEADS (op.h): a public transposition between
- * (seqs·tokens, heads·k) and (seqs·heads, tokens, k); op.batch = seqs·heads, m = tokens,
- * k = head size, n = heads·k. */
-static int k_view_heads(eng *e, const op *o, const mpc_val *x, mpc_val *z)
+ * (seqs·tokens, heads·n) and (seqs·heads, tokens, n); op.batch = seqs·heads, m = tokens,
+ * n = head size; heads = the token-major tensor's columns / n. */
+static int k_view_heads(eng *e, const op_program *p, const op *o, const mpc_val *x, mpc_val *z)
 {
-    size_t m = o->m, hk = o->k ? o->k : 1, heads = o->n / hk, nout = x->n;
+    int split = (o->flags & OPF_SPLIT_HEADS) != 0;
+    const op_tensor *tm = &p->tens[split ? o->in[0] : o->out]; /* token-major side */
+    size_t m = o->m, hk = o->n ? o->n : 1, heads = tm->cols / hk, nout = x->n;
     size_t seqs = heads ? o->batch / heads : 0;
     if (!heads || !seqs || seqs * heads * m * hk != nout)
         return MS_ERR_INPUT;
@@ -1588,7 +1590,7 @@ static int k_view_heads(eng *e, const op *o, const mpc_val *x, mpc_val *z)
                     for (size_t c = 0; c < hk; c++) {
                         size_t tok = ((s * m + r) * heads + h) * hk + c; /* token-major */
                         size_t hd = ((s * heads + h) * m + r) * hk + c;  /* head-major */
-                        if (o->flags & OPF_SPLIT_HEADS)
+                        if (split)
                             idx[hd] = (uint32_t)tok;
                         else
                             idx[tok] = (uint32_t)hd;
@@ -1608,8 +1610,8 @@ static int k_view(eng *e, const op_program *p, const op *o, mpc_val *vals, mpc_v
     size_t nin = (size_t)ti->batch * ti->rows * ti->cols;
     size_t nout = (size_t)to->batch * to->rows * to->cols;
     size_t r0 = o->iarg > 0 ? (size_t)o->iarg : 0;
-    if (o->flags & (OPF_SPLIT_HEADS | OPF_MERGE_HEADS))
-        return k_view_heads(e, o, x, z);
+    if ((o->flags & (OPF_SPLIT_HEADS | OPF_MERGE_HEADS)) && nout == nin)
+        return k_view_heads(e, p, o, x, z);
     if (nout <= nin || x->n < nin) { /* slice rows r0… of each instance, or a copy */
         uint32_t *idx;
         TRY(pub32(x, nout, &idx));
