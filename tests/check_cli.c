@@ -315,6 +315,24 @@ START_TEST(test_dry_run_and_shards)
     }
     ck_assert_int_eq(total, 12);
     free(all);
+    /* --shard auto takes K/N from an MPI launcher's environment; -o {shard} becomes K */
+    ck_assert_int_eq(MPCSIM("run", "s.yaml", "--dry-run", "--shard", "2/3"), 0);
+    char *two = slurp(tpath("out.txt"));
+    setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+    setenv("OMPI_COMM_WORLD_SIZE", "3", 1);
+    ck_assert_int_eq(MPCSIM("run", "s.yaml", "--dry-run", "--shard", "auto"), 0);
+    char *autos = slurp(tpath("out.txt"));
+    ck_assert_str_eq(autos, two);
+    ck_assert_int_eq(MPCSIM("run", "s.yaml", "-q", "--shard", "auto", "-o", "part-{shard}.db"), 0);
+    unsetenv("OMPI_COMM_WORLD_RANK");
+    unsetenv("OMPI_COMM_WORLD_SIZE");
+    ck_assert_int_eq(q1(tpath("part-2.db"), "SELECT count(*) FROM runs"), 4);
+    ck_assert_int_eq(q1(tpath("part-2.db"), "SELECT count(*) FROM runs WHERE grid_index % 3 <> 1"),
+                     0);
+    free(two);
+    free(autos);
+    if (!getenv("PMI_RANK") && !getenv("SLURM_ARRAY_TASK_ID") && !getenv("SLURM_PROCID"))
+        ck_assert_int_eq(MPCSIM("run", "s.yaml", "--dry-run", "--shard", "auto"), 2);
     /* grid points that resolve to the same config run once */
     spit(tpath("dup.yaml"), "format: 1\nname: dup\nmodel: gpt2\nnetwork: lan\n"
                             "protocol: [semi2k, semi2k]\npolicies: [full]\n"
