@@ -432,6 +432,51 @@ START_TEST(test_kill_and_resume)
 }
 END_TEST
 
+/* The first child process of pid (from /proc), or -1. */
+static pid_t first_child(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+    FILE *f = fopen(path, "r");
+    int child = -1;
+    if (f) {
+        if (fscanf(f, "%d", &child) != 1)
+            child = -1;
+        fclose(f);
+    }
+    return child;
+}
+
+/* A worker killed mid-run: its run is recorded as failed, the other worker finishes the sweep,
+ * the exit status is 1, and --resume runs the failed one again. */
+START_TEST(test_worker_death)
+{
+    write_sweep("w.yaml", "wdeath", 3, 1); /* 12 runs */
+    const char *db = tpath("w.db");
+    pid_t pid = SPAWN("run", "w.yaml", "-o", "w.db", "-j", "2", "-q");
+    ck_assert_int_ge(wait_runs(db, 1, 60), 1);
+    pid_t w = first_child(pid);
+    ck_assert_int_gt(w, 0);
+    ck_assert_int_eq(kill(w, SIGKILL), 0);
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFEXITED(st));
+    ck_assert_int_eq(WEXITSTATUS(st), 1);
+    char *err = slurp(tpath("err.txt"));
+    ck_assert_msg(strstr(err, "died during the run"), "stderr: %s", err);
+    free(err);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs"), 12);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE status = 'failed' AND error LIKE "
+                            "'%died during the run%'"), 1);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM metrics m JOIN runs r ON r.id = m.run_id "
+                            "WHERE r.status = 'failed'"), 0);
+    ck_assert_int_eq(MPCSIM("run", "w.yaml", "-o", "w.db", "--resume", "-q"), 0);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs"), 12);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE status = 'ok'"), 12);
+    ck_assert_int_eq(incomplete_runs(db), 0);
+}
+END_TEST
+
 /* Same scenario and seed: byte-identical rows, whether run with -j 1 or -j 2, or in shards. */
 START_TEST(test_determinism_and_merge)
 {
@@ -635,6 +680,7 @@ Suite *cli_suite(void)
     tcase_add_test(tc, test_dry_run_and_shards);
     tcase_add_test(tc, test_db_path_and_resume_guard);
     tcase_add_test(tc, test_kill_and_resume);
+    tcase_add_test(tc, test_worker_death);
     tcase_add_test(tc, test_determinism_and_merge);
     tcase_add_test(tc, test_report);
     tcase_add_test(tc, test_plot_images);
