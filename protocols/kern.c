@@ -43,14 +43,15 @@
  *
  * Approximations and their error bounds (checked by tests/check_kern.c on eng_plain):
  *   exp        (1 + x/2^t)^(2^t), t = cfg.exp_iters (SPU exp_taylor). For x in [-14, 0] and
- *              t = 8, f = 18: |err| <= 2e-3 absolute (truncation of the limit e^-x²/2^(t+1)
- *              and fixed-point rounding).
+ *              t = 8, f = 18: |err| <= 2e-3 absolute (the limit's own error e^x·x²/2^(t+1)
+ *              and fixed-point rounding); t = 5 (PUMA): <= 1e-2. Inputs below -2^t make
+ *              1 + x/2^t negative: the result is garbage (softmax masks those entries).
  *   reciprocal x > 0 in [2^-f, 2^(f-1)). Normalization by a batched comparison against the
  *              public powers 2^j (one lt of J·n elements), c = x·2^-(q+1) in [0.5, 1), then
  *              Goldschmidt from w0 = 2.9142 - 2c (SPU f_reciprocal): |1 - c·w0| <= 0.0858,
  *              relative error <= 0.0858^(2^(it+1)) + fixed point; it = 2: tested at
  *              2e-4·(1/x) + 2^(1-f) absolute (the output's own quantum dominates for large x).
- *   rsqrt      x > 0 in [2^-f, 2^f) (f even; 1e-3 … 1e4 with f = 18). Even powers: c = x·2^-q
+ *   rsqrt      x > 0 in [2^-f, 2^(2⌊f/2⌋+2)) (1e-3 … 1e4 well inside). Even powers: c = x·2^-q
  *              in [1, 4), quadratic start 1.3353 - 0.41060c + 0.051197c² (relative error
  *              <= 2.41e-2), then cfg.rsqrt_iters Newton steps y(3 - c·y²)/2, each squaring the
  *              relative error ×1.5: 2 steps: <= 1.2e-6 + fixed point; tested at 1e-4·y + 2^(1-f).

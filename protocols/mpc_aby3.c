@@ -180,13 +180,14 @@ static int a_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint
 {
     a3 *s = A(e);
     size_t nx = (size_t)batch * m * k, nz = (size_t)batch * m * n, kn = (size_t)k * n;
-    /* y holds one k×n instance per batch instance, or one for all (as eng_plain reads it) */
-    int bcast = !(batch > 1 && y->n >= kn * batch), tb = (flags & OPF_TRANS_B) != 0;
+    /* y holds yb instances, each shared by batch / yb consecutive instances of x (op.h) */
+    uint32_t yb = mpc_mm_y_inst(y->n, batch, kn);
+    int tb = (flags & OPF_TRANS_B) != 0;
     (void)y_id;
-    if (x->n < nx || y->n < kn)
+    if (x->n < nx || !yb)
         return mpc_fail(&s->c, MS_ERR_INTERNAL, "aby3 matmul: %u×(%u×%u)·(%u×%u) with operands of %zu and %zu elements",
                         batch, m, k, k, n, x->n, y->n);
-    size_t ny = bcast ? kn : kn * batch;
+    size_t ny = y->n;
     uint64_t *Z = malloc(nz * 8 + 8), *Y01 = malloc(ny * 8 + 8);
     int rc = MS_OK;
     if (!Z || !Y01) {
@@ -198,8 +199,8 @@ static int a_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint
     /* Z_i = X_i·(Y_i + Y_{i+1}) + X_{i+1}·Y_i + α_i */
     for (size_t q = 0; q < ny; q++)
         Y01[q] = y->s[0][q] + y->s[1][q];
-    mpc_mm_batch(Z, x->s[0], Y01, batch, m, k, n, tb, bcast);
-    mpc_mm_batch(Z, x->s[1], y->s[0], batch, m, k, n, tb, bcast);
+    mpc_mm_batch(Z, x->s[0], Y01, batch, m, k, n, tb, yb);
+    mpc_mm_batch(Z, x->s[1], y->s[0], batch, m, k, n, tb, yb);
     if ((rc = mpc_ensure(&s->c, z, nz, DOM_ARITH)))
         goto out;
     memcpy(z->s[0], Z, nz * 8);

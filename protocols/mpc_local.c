@@ -304,12 +304,21 @@ void mpc_mm_acc(uint64_t *C, const uint64_t *A, const uint64_t *B, size_t m, siz
     free(T);
 }
 
-void mpc_mm_batch(uint64_t *Z, const uint64_t *X, const uint64_t *Y, uint32_t batch, size_t m,
-                  size_t k, size_t n, int trans_b, int y_bcast)
+uint32_t mpc_mm_y_inst(size_t y_n, uint32_t batch, size_t kn)
 {
+    size_t yb = kn ? y_n / kn : 0;
+    if (yb == 0 || yb > batch || batch % yb || y_n != yb * kn)
+        return 0;
+    return (uint32_t)yb;
+}
+
+void mpc_mm_batch(uint64_t *Z, const uint64_t *X, const uint64_t *Y, uint32_t batch, size_t m,
+                  size_t k, size_t n, int trans_b, uint32_t y_inst)
+{
+    uint32_t share = y_inst ? batch / y_inst : 1; /* instances per right operand (op.h) */
     for (uint32_t b = 0; b < batch; b++)
-        mpc_mm_acc(Z + (size_t)b * m * n, X + (size_t)b * m * k,
-                   Y + (y_bcast ? 0 : (size_t)b * k * n), m, k, n, trans_b);
+        mpc_mm_acc(Z + (size_t)b * m * n, X + (size_t)b * m * k, Y + (size_t)(b / share) * k * n,
+                   m, k, n, trans_b);
 }
 
 /* ---------------------------------------------------------------- engine factory */

@@ -41,6 +41,8 @@ typedef struct serve_scn {
     serve_params sp;
     int attack;
     leak_params lp;
+    int channel[2];           /* attack channels to run, in order */
+    size_t n_channel;
     double bg_load;           /* attack: background load as a share of capacity */
     int pos_line, pos_col;    /* where sharing.position was set (for the RoPE check) */
 } serve_scn;
@@ -63,6 +65,8 @@ static void scn_defaults(serve_scn *s)
     serve_params_default(&s->sp);
     s->attack = 1;
     leak_params_default(&s->lp);
+    s->channel[0] = LEAK_TTFT;
+    s->n_channel = 1;
     s->bg_load = 0.3;
 }
 
@@ -304,6 +308,23 @@ static int read_sharing(yctx *x, const yx_node *m, serve_scn *s)
     return rc;
 }
 
+/* channel: ttft | order | [ttft, order] */
+static int read_channels(yctx *x, const yx_node *v, serve_scn *s)
+{
+    const yx_node *const *it = v->kind == YX_SEQ ? (const yx_node *const *)v->item : &v;
+    size_t n = v->kind == YX_SEQ ? v->n : 1;
+    if (n == 0 || n > 2)
+        return yerr(x, v, "'channel' needs 1 or 2 names", "", "ttft, order or [ttft, order]");
+    for (size_t j = 0; j < n; j++) {
+        if (y_scalar(x, it[j], "channel"))
+            return MS_ERR_INPUT;
+        if ((s->channel[j] = leak_channel_from_name(it[j]->str)) < 0)
+            return yerr(x, it[j], "unknown channel '%s'", it[j]->str, "ttft or order");
+    }
+    s->n_channel = n;
+    return MS_OK;
+}
+
 static int read_attack(yctx *x, const yx_node *m, serve_scn *s)
 {
     static const char *const keys[] = {"enabled", "trials", "candidates", "channel",
@@ -327,8 +348,8 @@ static int read_attack(yctx *x, const yx_node *m, serve_scn *s)
             rc = y_u32(x, v, k, 1, &s->lp.template_len);
         else if (!strcmp(k, "background_load"))
             rc = y_double(x, v, k, 0, 0.95, &s->bg_load);
-        else if (!(rc = y_scalar(x, v, k)) && (s->lp.channel = leak_channel_from_name(v->str)) < 0)
-            rc = yerr(x, v, "unknown channel '%s'", v->str, "ttft or order");
+        else
+            rc = read_channels(x, v, s);
     }
     return rc;
 }
@@ -383,7 +404,7 @@ static int read_scenario(const char *path, serve_scn *s, errbuf *e)
 typedef struct serve_args {
     const char *scenario, *output, *plot, *workload, *dump, *policy;
     const char *model, *protocol, *network, *scheduler;
-    const char *requests, *rate, *seed, *batch, *chunk;
+    const char *requests, *rate, *seed, *batch, *chunk, *position;
     int no_attack, quiet;
 } serve_args;
 
@@ -413,6 +434,7 @@ static void usage(FILE *f)
             "  -b, --batch B          running requests (default 8)\n"
             "      --chunk T          chunked prefill, tokens per iteration (default off)\n"
             "      --scheduler S      fcfs | lpm\n"
+            "      --position P       span sharing: rerotate | recompute\n"
             "      --no-attack        skip the timing attacker\n"
             "  -q, --quiet            print only errors\n"
             "  -h, --help             this help\n\n"
@@ -420,7 +442,8 @@ static void usage(FILE *f)
             "  mpcsim serve scenarios/serve-agent.yaml --plot results/serve-agent-plots\n");
 }
 
-enum { O_PLOT = 256, O_WORKLOAD, O_DUMP, O_POLICY, O_NETWORK, O_CHUNK, O_SCHED, O_NOATTACK };
+enum { O_PLOT = 256, O_WORKLOAD, O_DUMP, O_POLICY, O_NETWORK, O_CHUNK, O_SCHED, O_NOATTACK,
+       O_POSITION };
 
 static int parse_args(int argc, char **argv, serve_args *a)
 {
@@ -433,6 +456,7 @@ static int parse_args(int argc, char **argv, serve_args *a)
         {"model", required_argument, 0, 'm'},    {"protocol", required_argument, 0, 'p'},
         {"network", required_argument, 0, O_NETWORK}, {"batch", required_argument, 0, 'b'},
         {"chunk", required_argument, 0, O_CHUNK}, {"scheduler", required_argument, 0, O_SCHED},
+        {"position", required_argument, 0, O_POSITION},
         {"no-attack", no_argument, 0, O_NOATTACK}, {"quiet", no_argument, 0, 'q'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
@@ -455,6 +479,7 @@ static int parse_args(int argc, char **argv, serve_args *a)
         case 'b': a->batch = optarg; break;
         case O_CHUNK: a->chunk = optarg; break;
         case O_SCHED: a->scheduler = optarg; break;
+        case O_POSITION: a->position = optarg; break;
         case O_NOATTACK: a->no_attack = 1; break;
         case 'q': a->quiet = 1; break;
         case 'h': usage(stdout); return 0;
@@ -543,6 +568,14 @@ static int apply_overrides(const serve_args *a, serve_scn *s)
         }
         s->policy[0] = k;
         s->n_policy = 1;
+    }
+    if (a->position) {
+        if (strcmp(a->position, "rerotate") && strcmp(a->position, "recompute")) {
+            cli_error("serve", "--position is rerotate or recompute, not '%s'", a->position);
+            return -1;
+        }
+        s->sp.share.position = a->position[2] == 'r' ? KVS_POS_REROTATE : KVS_POS_RECOMPUTE;
+        s->pos_line = 0; /* the command line decided */
     }
     if (a->no_attack)
         s->attack = 0;
@@ -787,10 +820,11 @@ static int attack_timing(const serve_scn *s, const serve_coster *c, leak_params 
     return MS_OK;
 }
 
-static int run_attacks(const serve_scn *s, const serve_coster *c, rdb *db, int quiet,
-                       errbuf *e)
+static int run_attack(const serve_scn *s, const serve_coster *c, rdb *db, int channel,
+                      int quiet, errbuf *e)
 {
     leak_params lp = s->lp;
+    lp.channel = channel;
     int rc = attack_timing(s, c, &lp, e);
     if (rc)
         return rc;
@@ -913,8 +947,8 @@ int cmd_serve(int argc, char **argv)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     if (!rc)
         rc = run_points(&s, &cfg, &coster, db, &a, pt, &n_pt, &e);
-    if (!rc && s.attack)
-        rc = run_attacks(&s, &coster, db, a.quiet, &e);
+    for (size_t i = 0; !rc && s.attack && i < s.n_channel; i++)
+        rc = run_attack(&s, &coster, db, s.channel[i], a.quiet, &e);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (!rc && a.plot)
         rc = make_plots(a.plot, &s, pt, n_pt, &e);

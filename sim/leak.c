@@ -60,6 +60,65 @@ typedef struct trial_ws {
 } trial_ws;
 
 /* Builds the trial's workload: background, victim at t = 0, attacker probes (+ blocker). */
+/* The victim's prompt: template | secret | private tail; returns its length. */
+static uint32_t victim_prompt(const leak_params *lp, gsl_rng *r, const uint32_t *tpl,
+                              uint32_t secret_tok, uint32_t *tok, uint8_t *sens)
+{
+    uint32_t T = lp->template_len, tail = 16 + (uint32_t)gsl_rng_uniform_int(r, 33), n = T;
+    memcpy(tok, tpl, T * sizeof *tpl);
+    memset(sens, 0, T);
+    tok[n] = secret_tok;
+    sens[n++] = 1;
+    for (uint32_t j = 0; j < tail; j++, n++) {
+        tok[n] = (uint32_t)gsl_rng_uniform_int(r, lp->vocab / 2);
+        sens[n] = 1;
+    }
+    return n;
+}
+
+enum { PK_VICTIM, PK_PROBE, PK_BLOCKER, PK_BACKGROUND };
+typedef struct pend {
+    uint64_t t;
+    uint32_t kind, arg, order; /* order: submission order, breaks time ties */
+} pend;
+
+static int pend_cmp(const void *a, const void *b)
+{
+    const pend *x = a, *y = b;
+    if (x->t != y->t)
+        return x->t < y->t ? -1 : 1;
+    return (x->order > y->order) - (x->order < y->order);
+}
+
+/* Arrivals of one trial: victim at 0, background (Poisson), blocker, probes; time order. */
+static pend *trial_events(const leak_params *lp, gsl_rng *r, size_t *n)
+{
+    uint32_t V = lp->candidates;
+    pend *ev = malloc((3 + (size_t)V + lp->background) * sizeof *ev);
+    if (!ev)
+        return NULL;
+    size_t k = 0;
+    ev[k++] = (pend){0, PK_VICTIM, 0, 0};
+    double t = 0;
+    for (uint32_t b = 0; b < lp->background; b++) {
+        t += gsl_ran_exponential(r, 1.0 / lp->background_rate);
+        ev[k] = (pend){(uint64_t)llround(t * 1e9), PK_BACKGROUND, b, (uint32_t)k};
+        k++;
+    }
+    uint64_t t0 = lp->probe_start_ns;
+    if (lp->channel == LEAK_ORDER) { /* blocker: keeps the parties busy while probes queue */
+        ev[k] = (pend){t0 - 1, PK_BLOCKER, 0, (uint32_t)k};
+        k++;
+    }
+    for (uint32_t j = 0; j < V; j++, k++)
+        ev[k] = (pend){lp->channel == LEAK_ORDER ? t0 : t0 + j * lp->probe_gap_ns, PK_PROBE, j,
+                       (uint32_t)k};
+    qsort(ev, k, sizeof *ev, pend_cmp);
+    *n = k;
+    return ev;
+}
+
+/* Builds the trial's workload; *first_probe is the index of the first probe request. */
 static int build_trial(const leak_params *lp, gsl_rng *r, uint32_t secret, trial_ws *ws,
                        workload *w, uint32_t *first_probe, errbuf *e)
 {
@@ -71,49 +130,19 @@ static int build_trial(const leak_params *lp, gsl_rng *r, uint32_t secret, trial
     for (uint32_t j = 0; j < V; j++)
         ws->perm[j] = j;
     gsl_ran_shuffle(r, ws->perm, V, sizeof *ws->perm);
-    /* victim: template | secret | private tail */
-    uint32_t tail = 16 + (uint32_t)gsl_rng_uniform_int(r, 33), n = 0;
-    memcpy(ws->tok, tpl, T * sizeof *tpl);
-    memset(ws->sens, 0, T);
-    n = T;
-    ws->tok[n] = ws->cand[secret];
-    ws->sens[n++] = 1;
-    for (uint32_t j = 0; j < tail; j++, n++) {
-        ws->tok[n] = (uint32_t)gsl_rng_uniform_int(r, lp->vocab / 2);
-        ws->sens[n] = 1;
-    }
-    /* background arrivals interleave with the victim and the probes (sorted below) */
-    typedef struct pend { uint64_t t; uint32_t kind, arg; } pend;
-    size_t n_ev = 1 + (size_t)V + 1 + lp->background;
-    pend *ev = malloc(n_ev * sizeof *ev);
+    uint32_t n = victim_prompt(lp, r, tpl, ws->cand[secret], ws->tok, ws->sens);
+    size_t n_ev;
+    pend *ev = trial_events(lp, r, &n_ev);
     if (!ev)
         return err_set(e, MS_ERR_NOMEM, "leak: out of memory");
-    size_t k = 0;
-    ev[k++] = (pend){0, 0, 0};
-    double t = 0;
-    for (uint32_t b = 0; b < lp->background; b++) {
-        t += gsl_ran_exponential(r, 1.0 / lp->background_rate);
-        ev[k++] = (pend){(uint64_t)llround(t * 1e9), 3, b};
-    }
-    uint64_t t0 = lp->probe_start_ns;
-    if (lp->channel == LEAK_ORDER)
-        ev[k++] = (pend){t0 - 1, 2, 0}; /* blocker: keeps the parties busy while probes queue */
-    for (uint32_t j = 0; j < V; j++)
-        ev[k++] = (pend){lp->channel == LEAK_ORDER ? t0 : t0 + j * lp->probe_gap_ns, 1, j};
-    for (size_t a = 1; a < k; a++) /* insertion sort, stable: ties keep submission order */
-        for (size_t b = a; b > 0 && ev[b].t < ev[b - 1].t; b--) {
-            pend x = ev[b];
-            ev[b] = ev[b - 1];
-            ev[b - 1] = x;
-        }
     int rc = MS_OK;
     uint32_t *buf = ws->tok + n;
     uint8_t *sb = ws->sens + n;
     *first_probe = UINT32_MAX;
-    for (size_t a = 0; a < k && !rc; a++) {
-        if (ev[a].kind == 0) {
+    for (size_t a = 0; a < n_ev && !rc; a++) {
+        if (ev[a].kind == PK_VICTIM) {
             rc = wl_add(w, ev[a].t, TENANT_VICTIM, VICTIM_USER, 4, ws->tok, ws->sens, n, e);
-        } else if (ev[a].kind == 1) { /* probe: template | candidate | filler, all insensitive */
+        } else if (ev[a].kind == PK_PROBE) { /* template | candidate | filler, insensitive */
             if (*first_probe == UINT32_MAX)
                 *first_probe = (uint32_t)w->n;
             memcpy(buf, tpl, T * sizeof *tpl);
@@ -121,15 +150,15 @@ static int build_trial(const leak_params *lp, gsl_rng *r, uint32_t secret, trial
             buf[T + 1] = 7;
             memset(sb, 0, T + 2);
             rc = wl_add(w, ev[a].t, TENANT_ATTACKER, ATTACKER_USER, 1, buf, sb, T + 2, e);
-        } else { /* blocker (kind 2) or a background user's request (kind 3) */
-            uint32_t len = ev[a].kind == 2 ? 512 : 32 + (uint32_t)gsl_rng_uniform_int(r, 96);
+        } else { /* the attacker's blocker, or a background user's request */
+            int blk = ev[a].kind == PK_BLOCKER;
+            uint32_t len = blk ? 512 : 32 + (uint32_t)gsl_rng_uniform_int(r, 96);
             for (uint32_t j = 0; j < len; j++) {
                 buf[j] = (uint32_t)gsl_rng_uniform_int(r, lp->vocab / 2);
                 sb[j] = 1;
             }
-            uint32_t user = ev[a].kind == 2 ? ATTACKER_USER : 2 + ev[a].arg % 64;
-            rc = wl_add(w, ev[a].t, ev[a].kind == 2 ? TENANT_ATTACKER : TENANT_BACKGROUND, user,
-                        8, buf, sb, len, e);
+            rc = wl_add(w, ev[a].t, blk ? TENANT_ATTACKER : TENANT_BACKGROUND,
+                        blk ? ATTACKER_USER : 2 + ev[a].arg % 64, 8, buf, sb, len, e);
         }
     }
     free(ev);
@@ -166,7 +195,7 @@ int leak_trial(const leak_params *lp, const serve_params *sp, const serve_coster
         goto out;
     /* probes were added in time order; with the ttft channel that is perm order */
     for (uint32_t j = 0, q = first; j < V; q++) {
-        if (w.req[q].tenant != TENANT_ATTACKER || w.req[q].n_tokens != T + 2)
+        if (w.req[q].tenant != TENANT_ATTACKER || w.req[q].decode_len != 1)
             continue;
         const serve_req_out *o = &res.req[q];
         obs[ws.perm[j++]] = lp->channel == LEAK_ORDER ? (double)o->order

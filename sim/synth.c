@@ -175,9 +175,14 @@ static uint64_t mix64(uint64_t z)
 
 enum { ST_KEY = 1, ST_VAL, ST_HEAVY, ST_COPY, ST_FFN, ST_WO };
 
+static uint64_t stream_prefix(uint64_t seed, int what, uint32_t layer, uint32_t head)
+{
+    return mix64(mix64(mix64(seed ^ (uint64_t)what) ^ layer) ^ head);
+}
+
 static uint64_t stream_key(uint64_t seed, int what, uint32_t layer, uint32_t head, uint32_t pos)
 {
-    return mix64(mix64(mix64(mix64(seed ^ (uint64_t)what) ^ layer) ^ head) ^ pos);
+    return mix64(stream_prefix(seed, what, layer, head) ^ pos);
 }
 
 static double unit(uint64_t *s)
@@ -214,6 +219,10 @@ typedef struct synth_src {
     uint32_t dc;        /* content channels d - 2 - 2m */
     double *omega;      /* m */
     float *rff;         /* T × 2m: a·(cos ω_i s, sin ω_i s), shared by queries and keys */
+    double *loc;        /* T: locality logit a²Σ cos(ω_i Δ)/√d at distance Δ */
+    float *signs;       /* dc: one key's content signs (scratch) */
+    uint64_t *heavy;    /* L × Hkv × ceil(T/64) bits: heavy status, filled on demand */
+    uint32_t *heavy_done; /* L × Hkv: positions whose status is filled */
     double amp;         /* a */
     double rho;         /* AR(1) coefficient of the content query */
     double sigma_k;     /* Rademacher key amplitude */
@@ -228,7 +237,7 @@ typedef struct synth_src {
 /* Heavy status of a key: drawn at layer 0; at each later layer kept from the layer below
  * with probability layer_sim, else redrawn. Walking down from `layer` to the last redraw gives
  * the same value in expected 1/(1 − layer_sim) steps. */
-static int is_heavy(const trace *t, uint32_t layer, uint32_t g, uint32_t pos)
+static int heavy_draw(const trace *t, uint32_t layer, uint32_t g, uint32_t pos)
 {
     const trace_synth *p = &t->synth;
     if (pos < p->n_sinks)
@@ -241,6 +250,21 @@ static int is_heavy(const trace *t, uint32_t layer, uint32_t g, uint32_t pos)
     }
     uint64_t sh = stream_key(t->seed, ST_HEAVY, l, g, pos);
     return unit(&sh) < p->heavy_frac;
+}
+
+/* Cached heavy status (a bitmap per layer and KV head, filled up to the largest position
+ * asked for: T/8 bytes each). */
+static int is_heavy(const trace *t, uint32_t layer, uint32_t g, uint32_t pos)
+{
+    synth_src *s = t->impl;
+    size_t lg = (size_t)layer * t->s.n_kv_heads + g, words = (t->s.n_tokens + 63) / 64;
+    uint64_t *bits = s->heavy + lg * words;
+    for (uint32_t j = s->heavy_done[lg]; j <= pos; j++)
+        if (heavy_draw(t, layer, g, j))
+            bits[j / 64] |= 1ull << (j % 64);
+    if (s->heavy_done[lg] <= pos)
+        s->heavy_done[lg] = pos + 1;
+    return (int)(bits[pos / 64] >> (pos % 64) & 1);
 }
 
 static void synth_kv(trace *t, uint32_t layer, uint32_t pos, float *k, float *v)
@@ -269,6 +293,56 @@ static void synth_kv(trace *t, uint32_t layer, uint32_t pos, float *k, float *v)
             fill_normal(&st, v + (size_t)g * d, d, 0.0, 1.0);
         }
     }
+}
+
+/* Attention rows of the current position straight from the logit model (same values as
+ * softmax(q·k/√d) over synth_kv's keys up to float rounding, without building the keys):
+ * logit = sink·[j < n_sinks] + heavy·[heavy] + loc[pos − j] + σ_k·(c_h · signs_j)/√d. */
+static int synth_att_row(trace *t, uint32_t layer)
+{
+    synth_src *s = t->impl;
+    const trace_shape *sh = &t->s;
+    uint32_t pos = t->pos, n = pos + 1, G = sh->n_heads / sh->n_kv_heads;
+    double rt = sqrt((double)sh->head_dim), sk = s->sigma_k / rt;
+    for (uint32_t g = 0; g < sh->n_kv_heads; g++) {
+        uint64_t prefix = stream_prefix(t->seed, ST_KEY, layer, g);
+        is_heavy(t, layer, g, pos); /* fills the bitmap up to pos */
+        for (uint32_t j = 0; j < n; j++) {
+            double base = s->loc[pos - j] + (j < t->synth.n_sinks ? t->synth.sink : 0) +
+                          (is_heavy(t, layer, g, j) ? t->synth.heavy : 0);
+            uint64_t st = mix64(prefix ^ j);
+            for (uint32_t i0 = 0; i0 < s->dc; i0 += 64) {
+                st += 0x9E3779B97F4A7C15ull;
+                uint64_t bits = mix64(st);
+                uint32_t m = s->dc - i0 < 64 ? s->dc - i0 : 64;
+                for (uint32_t i = 0; i < m; i++)
+                    s->signs[i0 + i] = (float)((int)(bits >> i & 1) * 2 - 1);
+            }
+            for (uint32_t h = g * G; h < (g + 1) * G; h++) {
+                const float *c = s->content + ((size_t)layer * sh->n_heads + h) * s->dc;
+                float acc[4] = {0, 0, 0, 0};
+                uint32_t i = 0;
+                for (; i + 4 <= s->dc; i += 4)
+                    for (int r = 0; r < 4; r++)
+                        acc[r] += c[i + r] * s->signs[i + r];
+                for (; i < s->dc; i++)
+                    acc[0] += c[i] * s->signs[i];
+                float dot = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+                t->att[(size_t)h * n + j] = (float)(base + sk * dot);
+            }
+        }
+    }
+    for (uint32_t h = 0; h < sh->n_heads; h++) {
+        float *row = t->att + (size_t)h * n, mx = row[0];
+        for (uint32_t j = 1; j < n; j++)
+            mx = row[j] > mx ? row[j] : mx;
+        double sum = 0;
+        for (uint32_t j = 0; j < n; j++)
+            sum += (row[j] = expf(row[j] - mx));
+        for (uint32_t j = 0; j < n; j++)
+            row[j] = (float)(row[j] / sum);
+    }
+    return 1;
 }
 
 /* Advances the content queries from position cur to cur+1 (or starts them at 0). */
@@ -355,6 +429,10 @@ static void synth_close(trace *t)
         gsl_rng_free(s->rng);
     free(s->omega);
     free(s->rff);
+    free(s->loc);
+    free(s->signs);
+    free(s->heavy);
+    free(s->heavy_done);
     free(s->content);
     if (s->wo) {
         size_t cols = (size_t)t->s.n_heads * t->s.head_dim, n = (size_t)t->s.dim * cols;
@@ -367,7 +445,7 @@ static void synth_close(trace *t)
     free(s);
 }
 
-static const trace_source synth_source = {synth_seek, synth_kv, NULL, synth_ffn,
+static const trace_source synth_source = {synth_seek, synth_kv, synth_att_row, synth_ffn,
                                           synth_logits, synth_wo, synth_close};
 
 /* Locality frequencies, amplitude and the AR(1) coefficient that gives the requested drift. */
@@ -409,8 +487,19 @@ int trace_synth_attach(trace *t, const model_cfg *cfg, errbuf *e)
     s->content = calloc((size_t)t->s.n_layers * t->s.n_heads * (s->dc ? s->dc : 1),
                         sizeof(float));
     s->rff = malloc(((size_t)t->s.n_tokens * 2 * s->m + 1) * sizeof(float));
-    if (!s->content || !s->rff)
+    s->loc = calloc(t->s.n_tokens, sizeof *s->loc);
+    s->signs = calloc(s->dc ? s->dc : 1, sizeof *s->signs);
+    size_t lg = (size_t)t->s.n_layers * t->s.n_kv_heads;
+    s->heavy = calloc(lg * ((t->s.n_tokens + 63) / 64), sizeof *s->heavy);
+    s->heavy_done = calloc(lg, sizeof *s->heavy_done);
+    if (!s->content || !s->rff || !s->loc || !s->signs || !s->heavy || !s->heavy_done)
         return err_set(e, MS_ERR_NOMEM, "out of memory");
+    for (uint32_t dd = 0; dd < t->s.n_tokens; dd++) {
+        double c = 0;
+        for (uint32_t i = 0; i < s->m; i++)
+            c += cos(s->omega[i] * dd);
+        s->loc[dd] = s->amp * s->amp * c / sqrt((double)t->s.head_dim);
+    }
     for (uint32_t pos = 0; pos < t->s.n_tokens; pos++)
         for (uint32_t i = 0; i < s->m; i++) {
             s->rff[((size_t)pos * s->m + i) * 2] = (float)(s->amp * cos(s->omega[i] * pos));

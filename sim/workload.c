@@ -106,6 +106,34 @@ static void fill_random(gsl_rng *r, uint32_t *t, size_t n, uint32_t vocab)
         t[i] = (uint32_t)gsl_rng_uniform_int(r, vocab);
 }
 
+/* One prompt: system prompt | user context | documents | user turn (seg: the tenant's system
+ * prompt, the user's context, the document pool); returns its length. */
+static size_t assemble(const wl_params *p, gsl_rng *r, const gsl_ran_discrete_t *docs,
+                       const uint32_t *const seg[3], uint32_t *tok, uint8_t *sens)
+{
+    size_t n = 0;
+    memcpy(tok + n, seg[0], p->sys_len * sizeof *tok);
+    memset(sens + n, 0, p->sys_len);
+    n += p->sys_len;
+    memcpy(tok + n, seg[1], p->user_ctx_len * sizeof *tok);
+    memset(sens + n, 1, p->user_ctx_len);
+    n += p->user_ctx_len;
+    for (uint32_t d = 0; d < p->docs_per_req; d++) {
+        size_t k = gsl_ran_discrete(r, docs);
+        memcpy(tok + n, seg[2] + k * p->doc_len, p->doc_len * sizeof *tok);
+        memset(sens + n, 0, p->doc_len);
+        n += p->doc_len;
+    }
+    uint32_t turn = p->turn_min + (uint32_t)gsl_rng_uniform_int(r, p->turn_max - p->turn_min + 1);
+    fill_random(r, tok + n, turn, p->vocab);
+    for (uint32_t j = 0; j < turn; j += p->pii_run) {
+        uint8_t s = p->pii_fraction >= 1 || gsl_rng_uniform(r) < p->pii_fraction;
+        for (uint32_t q = j; q < turn && q < j + p->pii_run; q++)
+            sens[n + q] = s;
+    }
+    return n + turn;
+}
+
 /* Draws every shared segment (system prompts, user contexts, documents) up front, then each
  * request's arrival, user, documents, turn and output length, in that order. */
 int wl_generate(const wl_params *p, workload *w, errbuf *e)
@@ -146,27 +174,9 @@ int wl_generate(const wl_params *p, workload *w, errbuf *e)
         t_s += gsl_ran_exponential(r, 1.0 / p->rate);
         uint32_t user = (uint32_t)gsl_rng_uniform_int(r, n_users);
         uint32_t tenant = user / p->users_per_tenant;
-        size_t n = 0;
-        memcpy(tok + n, sys + (size_t)tenant * p->sys_len, p->sys_len * sizeof *tok);
-        memset(sens + n, 0, p->sys_len);
-        n += p->sys_len;
-        memcpy(tok + n, ctx + (size_t)user * p->user_ctx_len, p->user_ctx_len * sizeof *tok);
-        memset(sens + n, 1, p->user_ctx_len);
-        n += p->user_ctx_len;
-        for (uint32_t d = 0; d < p->docs_per_req; d++) {
-            size_t k = gsl_ran_discrete(r, docs);
-            memcpy(tok + n, doc + k * p->doc_len, p->doc_len * sizeof *tok);
-            memset(sens + n, 0, p->doc_len);
-            n += p->doc_len;
-        }
-        uint32_t turn = p->turn_min + (uint32_t)gsl_rng_uniform_int(r, p->turn_max - p->turn_min + 1);
-        fill_random(r, tok + n, turn, p->vocab);
-        for (uint32_t j = 0; j < turn; j += p->pii_run) {
-            uint8_t s = p->pii_fraction >= 1 || gsl_rng_uniform(r) < p->pii_fraction;
-            for (uint32_t q = j; q < turn && q < j + p->pii_run; q++)
-                sens[n + q] = s;
-        }
-        n += turn;
+        const uint32_t *seg_of[3] = {sys + (size_t)tenant * p->sys_len,
+                                     ctx + (size_t)user * p->user_ctx_len, doc};
+        size_t n = assemble(p, r, docs, seg_of, tok, sens);
         uint32_t dec = p->decode_min +
                        (uint32_t)gsl_rng_uniform_int(r, p->decode_max - p->decode_min + 1);
         rc = wl_add(w, (uint64_t)llround(t_s * 1e9), tenant, user, dec, tok, sens, (uint32_t)n, e);
@@ -306,7 +316,8 @@ int wl_load(workload *w, const char *path, errbuf *e)
 {
     FILE *f = fopen(path, "r");
     if (!f)
-        return err_set(e, MS_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        return err_set(e, errno == ENOENT ? MS_ERR_NOTFOUND : MS_ERR_IO, "%s: cannot open: %s",
+                       path, strerror(errno));
     int rc = wl_read(w, f, path, e);
     fclose(f);
     return rc;

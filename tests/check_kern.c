@@ -19,11 +19,15 @@ static double urand(double lo, double hi)
     return lo + (hi - lo) * (double)(rng_state >> 11) / 9007199254740992.0;
 }
 
+static int exp_iters_override; /* 0: the protocol default */
+
 static eng *mk(int np)
 {
     proto_cfg c;
     errbuf e;
     ck_assert_int_eq(proto_cfg_default(np == 2 ? "semi2k" : "aby3", &c, &e), 0);
+    if (exp_iters_override)
+        c.exp_iters = exp_iters_override;
     eng *en = NULL;
     ck_assert_int_eq(eng_plain_new(&c, np, 99 + (uint64_t)np, 0, &en), 0);
     return en;
@@ -205,6 +209,10 @@ START_TEST(test_exp)
 {
     double err = ew_err(2 + _i, OP_EXP, exp, -14, 0, 0, 0, 2e-3);
     ck_assert_msg(err <= 1, "exp on [-14, 0]: error %g × the bound 2e-3", err);
+    exp_iters_override = 5; /* PUMA's setting: e^x·x²/2^(t+1) peaks at 4e^-2/64 = 8.5e-3 */
+    err = ew_err(2 + _i, OP_EXP, exp, -14, 0, 0, 0, 1e-2);
+    exp_iters_override = 0;
+    ck_assert_msg(err <= 1, "exp (5 iterations) on [-14, 0]: error %g × the bound 1e-2", err);
 }
 END_TEST
 
@@ -220,6 +228,9 @@ START_TEST(test_rsqrt)
 {
     double err = ew_err(2 + _i, OP_RSQRT, rsqrt_ref, 1e-3, 1e4, 1, 1e-4, ldexp(2, -F));
     ck_assert_msg(err <= 1, "rsqrt on [1e-3, 1e4]: error %g × the bound", err);
+    err = ew_err(2 + _i, OP_RSQRT, rsqrt_ref, ldexp(1, -F), ldexp(1, F + 2) - 1, 1, 1e-4,
+                 ldexp(2, -F));
+    ck_assert_msg(err <= 1, "rsqrt on [2^-f, 2^(f+2)): error %g × the bound", err);
 }
 END_TEST
 

@@ -82,11 +82,17 @@ static void tap(void *ctx, int from, int type, const void *buf, size_t len)
 
 static int dom_of(int prim) { return prim == PRIM_AND || prim == PRIM_B2A ? DOM_BOOL : DOM_ARITH; }
 
+/* Right-operand instances: 0x100 one for all, 0x200 one per pair of instances (GQA), else b. */
+static uint32_t y_inst(const pcase *c)
+{
+    return c->flags & 0x100 ? 1 : c->flags & 0x200 ? c->b / 2 : c->b;
+}
+
 static void sizes(const pcase *c, size_t *nx, size_t *ny, size_t *nz)
 {
     if (c->prim == PRIM_MATMUL) {
         *nx = (size_t)c->b * c->m * c->k;
-        *ny = (size_t)(c->flags & 0x100 ? 1 : c->b) * c->k * c->nn; /* 0x100: y broadcast */
+        *ny = (size_t)y_inst(c) * c->k * c->nn;
         *nz = (size_t)c->b * c->m * c->nn;
     } else
         *nx = *ny = *nz = c->n;
@@ -240,8 +246,9 @@ static void expect_semi2k(const pcase *c, expect *x)
         break;
     case PRIM_MATMUL: {
         uint64_t b = c->b, m = c->m, k = c->k, nn = c->nn;
-        /* a y shared by all instances is still masked per instance without the cache */
-        x->link[0][1] = x->link[1][0] = 8 * (b * m * k + ((c->flags & OPF_FIXED_B) ? 0 : b * k * nn));
+        /* a y shared by all instances (op.h) is masked and opened once */
+        uint64_t yk = (uint64_t)y_inst(c) * k * nn;
+        x->link[0][1] = x->link[1][0] = 8 * (b * m * k + ((c->flags & OPF_FIXED_B) ? 0 : yk));
         x->offline_p1 = 8 * b * m * nn;
         break;
     }
@@ -328,12 +335,13 @@ static void check_values(const char *pname, const pcase *c, const pres *r)
         }
     }
     if (c->prim == PRIM_MATMUL) {
-        int bc = (c->flags & 0x100) != 0, tb = (c->flags & OPF_TRANS_B) != 0;
+        int tb = (c->flags & OPF_TRANS_B) != 0;
+        uint32_t share = c->b / y_inst(c);
         for (uint32_t b = 0; b < c->b; b++)
             for (uint32_t i = 0; i < c->m; i++)
                 for (uint32_t j = 0; j < c->nn; j++) {
                     uint64_t s = 0;
-                    const uint64_t *Yb = Y + (bc ? 0 : (size_t)b * c->k * c->nn);
+                    const uint64_t *Yb = Y + (size_t)(b / share) * c->k * c->nn;
                     for (uint32_t q = 0; q < c->k; q++)
                         s += X[((size_t)b * c->m + i) * c->k + q] * (tb ? Yb[(size_t)j * c->k + q] : Yb[(size_t)q * c->nn + j]);
                     ref[((size_t)b * c->m + i) * c->nn + j] = s;
@@ -411,6 +419,8 @@ START_TEST(test_matmul)
         {.prim = PRIM_MATMUL, .b = 1, .m = 17, .k = 33, .nn = 19, .flags = OPF_FIXED_B},
         {.prim = PRIM_MATMUL, .b = 2, .m = 3, .k = 8, .nn = 5, .flags = OPF_FIXED_B | OPF_TRANS_B | 0x100},
         {.prim = PRIM_MATMUL, .b = 4, .m = 2, .k = 7, .nn = 3, .flags = 0x100},
+        {.prim = PRIM_MATMUL, .b = 6, .m = 1, .k = 5, .nn = 4, .flags = 0x200 | OPF_TRANS_B},
+        {.prim = PRIM_MATMUL, .b = 4, .m = 3, .k = 4, .nn = 5, .flags = 0x200 | OPF_FIXED_B},
     };
     for (size_t q = 0; q < sizeof cs / sizeof *cs; q++) {
         cs[q].n = (size_t)cs[q].b * cs[q].m * cs[q].nn;
@@ -546,7 +556,8 @@ END_TEST
 /* ---------------------------------------------------------------- tests: faults */
 
 typedef struct fault {
-    int kind; /* 0 kill P1, 1 P1 drops its link to P0, 2 P0 sends garbage, 3 P0 sends a short frame, 4 P1 hangs, 5 truncated payload */
+    int kind; /* 0 kill P1, 1 P1 drops its link to P0, 2 P0 sends garbage, 3 P0 sends a short
+               * frame, 4 P1 hangs, 5 truncated payload, 6 kill the semi2k dealer */
 } fault;
 
 static int fault_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
@@ -565,6 +576,8 @@ static int fault_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
             shutdown(mpc_net_fd(net, 0), SHUT_RDWR);
         if (it == 3 && me == 1 && f->kind == 4)
             sleep(4);
+        if (it == 3 && me == -1 && f->kind == 6)
+            raise(SIGKILL); /* the dealer dies: P1 waits on its corrections */
         if (it == 3 && me == 0 && (f->kind == 2 || f->kind == 3 || f->kind == 5)) {
             uint8_t h[MPC_FRAME_HDR + 16];
             memset(h, 0x41, sizeof h);
@@ -623,6 +636,12 @@ static void run_fault(const char *pr, int kind, int victim_ok_rc, const char *wa
 START_TEST(test_fault_kill)
 {
     run_fault(protos[_i], 0, 0, "lost", 0);
+}
+END_TEST
+
+START_TEST(test_fault_dealer)
+{
+    run_fault("semi2k", 6, 0, "connection to dealer lost", 0);
 }
 END_TEST
 
@@ -694,6 +713,7 @@ Suite *mpc_suite(void)
     tcase_add_loop_test(tf, test_fault_kill, 0, 2);
     tcase_add_loop_test(tf, test_fault_drop, 0, 2);
     tcase_add_test(tf, test_fault_frames);
+    tcase_add_test(tf, test_fault_dealer);
     tcase_add_test(tf, test_fault_silent_peer);
     tcase_add_test(tf, test_port_in_use);
     tcase_add_test(tf, test_peers_parse);

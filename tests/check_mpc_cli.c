@@ -91,13 +91,13 @@ static void run_session(const char *pname, const char *const extra[3][6], int wa
         }
         for (int q = 0; extra[i][q]; q++)
             args[k++] = extra[i][q];
-        char name[16];
+        char name[32];
         snprintf(name, sizeof name, "node%d.txt", i);
         pid[i] = spawn(name, args);
     }
     for (int i = 0; i < 3; i++) {
         int st = wait_status(pid[i]);
-        char name[16];
+        char name[32];
         snprintf(name, sizeof name, "node%d.txt", i);
         char *out = slurp(name);
         ck_assert_msg(st == want_status, "%s node %d exited %d: %s", pname, i, st, out);
@@ -144,7 +144,7 @@ START_TEST(test_no_secret_in_output)
     snprintf(hex, sizeof hex, "%llx", (unsigned long long)fx);
     snprintf(HEX, sizeof HEX, "%llX", (unsigned long long)fx);
     for (int i = 0; i < 3; i++) {
-        char name[16];
+        char name[32];
         snprintf(name, sizeof name, "node%d.txt", i);
         char *out = slurp(name);
         ck_assert_ptr_null(strstr(out, "1234.5"));

@@ -114,7 +114,7 @@ static int plain_run(const prog_case *c, const proto_cfg *cfg, int np, mpc_val *
     eng *e;
     ck_assert_int_eq(eng_plain_new(cfg, np, 77, 0, &e), MS_OK);
     mpc_val *vals = calloc(p->n_tens, sizeof *vals);
-    uint64_t **inbuf = calloc(p->n_tens, sizeof *inbuf); /* INPUT ops' plaintext: ours to free */
+    mpc_val *inbuf = calloc(p->n_tens, sizeof *inbuf); /* INPUT ops' plaintext: ours to free */
     for (size_t t = 0; t < p->n_tens; t++) {
         const op_tensor *T = &p->tens[t];
         size_t n = (size_t)T->batch * T->rows * T->cols;
@@ -133,7 +133,7 @@ static int plain_run(const prog_case *c, const proto_cfg *cfg, int np, mpc_val *
         memcpy(vals[t].s[0], plain, n * 8);
         free(plain);
         if (by_input)
-            inbuf[t] = vals[t].s[0];
+            inbuf[t] = vals[t];
     }
     errbuf err = {{0}};
     for (size_t i = 0; i < p->n_ops; i++) {
@@ -141,7 +141,7 @@ static int plain_run(const prog_case *c, const proto_cfg *cfg, int np, mpc_val *
         ck_assert_msg(rc == MS_OK, "plain op %zu: %s", i, err.msg);
     }
     for (size_t t = 0; t < p->n_tens; t++)
-        free(inbuf[t]);
+        e->vt->release(e, &inbuf[t]);
     free(inbuf);
     *vals_out = vals;
     *pe = e;

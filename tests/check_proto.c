@@ -352,8 +352,9 @@ START_TEST(test_composite_bytes)
 }
 END_TEST
 
-/* A right operand shared by several instances (GQA, op.h) is opened once; an operand longer
- * than the op's k×n instances (a KV cache) is costed at the attended length. */
+/* A right operand shared by several instances (GQA, op.h) is opened per instance
+ * (PRIMITIVES.md 8b(mk+kn)); an operand longer than the op's k×n instances (a KV cache) is
+ * costed at the attended length. */
 START_TEST(test_matmul_operand_sharing)
 {
     op_program p;
@@ -375,8 +376,8 @@ START_TEST(test_matmul_operand_sharing)
     for (size_t i = 0; i < lg.n; i++)
         cost_totals_add_round(&t, &lg.r[i], 2);
     ck_assert_uint_eq(t.rounds, 1);
-    /* 8·(b·m·k + b_y·k·n) = 8·(32·128 + 8·128·1000); dealer C: 8·b·m·n */
-    ck_assert_uint_eq(t.bytes_sent[0], 8ull * (32 * 128 + 8 * 128 * 1000));
+    /* 8·b·(m·k + k·n) = 8·32·(128 + 128·1000), not the 4096-row cache; dealer C: 8·b·m·n */
+    ck_assert_uint_eq(t.bytes_sent[0], 8ull * 32 * (128 + 128 * 1000));
     ck_assert_uint_eq(t.offline_bytes[1], 8ull * 32 * 1000);
     cost_log_free(&lg);
     op_program_free(&p);
@@ -615,6 +616,40 @@ START_TEST(test_print_costs)
 }
 END_TEST
 
+/* protocols/README.md carries the tables proto_print_costs prints (regenerate with
+ * `mpcsim list protocols --costs -n 1` and `-n 1024` when a cost changes). */
+START_TEST(test_readme_tables_current)
+{
+    const char *dir = getenv("MPCSIM_DATA");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/protocols/README.md", dir ? dir : ".");
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    char *readme = calloc(1, 1 << 20);
+    size_t len = fread(readme, 1, (1 << 20) - 1, f);
+    fclose(f);
+    ck_assert_uint_gt(len, 0);
+    static const uint64_t ns[] = {1, 1024};
+    for (size_t k = 0; k < 2; k++)
+        for (int i = 0; i < 2; i++) {
+            const char *nm = i ? "aby3" : "semi2k";
+            char *buf = NULL;
+            size_t blen = 0;
+            FILE *m = open_memstream(&buf, &blen);
+            proto_cfg c;
+            errbuf e;
+            proto_cfg_default(nm, &c, &e);
+            ck_assert_int_eq(proto_print_costs(m, proto_find(nm), &c, ns[k]), 0);
+            fclose(m);
+            ck_assert_msg(strstr(readme, buf) != NULL,
+                          "protocols/README.md: the %s table for n = %llu is out of date", nm,
+                          (unsigned long long)ns[k]);
+            free(buf);
+        }
+    free(readme);
+}
+END_TEST
+
 Suite *proto_suite(void)
 {
     Suite *s = suite_create("proto");
@@ -632,6 +667,7 @@ Suite *proto_suite(void)
     tcase_add_test(t, test_cost_deterministic);
     tcase_add_test(t, test_registry_cfg);
     tcase_add_test(t, test_print_costs);
+    tcase_add_test(t, test_readme_tables_current);
     suite_add_tcase(s, t);
     return s;
 }

@@ -636,6 +636,29 @@ START_TEST(test_determinism)
 }
 END_TEST
 
+/* A pool smaller than the working set evicts (LRU) and hits less, and never holds more than
+ * its capacity. */
+START_TEST(test_capacity_eviction)
+{
+    workload w;
+    gen(11, &w);
+    for (int k = KVS_PREFIX; k < KVS_N; k++) {
+        serve_params p = params_for(k, 16, KVS_POS_REROTATE);
+        serve_result big, small;
+        run_ok(&p, &w, &big);
+        p.share.capacity_tokens = 3000;
+        run_ok(&p, &w, &small);
+        ck_assert_uint_eq(big.evicted_tokens, 0);
+        ck_assert_uint_gt(small.evicted_tokens, 0);
+        ck_assert_uint_le(small.cache_peak_tokens, 3000);
+        ck_assert_double_lt(small.token_hit_rate, big.token_hit_rate);
+        serve_result_free(&big);
+        serve_result_free(&small);
+    }
+    wl_free(&w);
+}
+END_TEST
+
 /* Span sharing reuses at least what prefix sharing does on a RAG workload where documents
  * follow private user context. */
 START_TEST(test_policy_ordering)
@@ -895,6 +918,7 @@ Suite *serve_suite(void)
     tcase_add_test(t, test_leak_bits);
     tcase_add_test(t, test_determinism);
     tcase_add_test(t, test_policy_ordering);
+    tcase_add_test(t, test_capacity_eviction);
     tcase_add_test(t, test_workload_file);
     tcase_add_test(t, test_bucket_bound);
     tcase_add_test(t, test_real_coster);
