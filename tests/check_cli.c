@@ -521,6 +521,25 @@ START_TEST(test_determinism_and_merge)
 }
 END_TEST
 
+/* Two shards started at once with --resume on one new database: it is created and migrated
+ * once, and holds every run once. */
+START_TEST(test_shards_share_db)
+{
+    write_sweep("c.yaml", "conc", 3, 0); /* 12 runs */
+    pid_t a = SPAWN("run", "c.yaml", "-o", "c.db", "--resume", "-q", "--shard", "1/2");
+    pid_t b = SPAWN("run", "c.yaml", "-o", "c.db", "--resume", "-q", "--shard", "2/2");
+    int sa, sb;
+    ck_assert_int_eq(waitpid(a, &sa, 0), a);
+    ck_assert_int_eq(waitpid(b, &sb, 0), b);
+    ck_assert(WIFEXITED(sa) && WEXITSTATUS(sa) == 0);
+    ck_assert(WIFEXITED(sb) && WEXITSTATUS(sb) == 0);
+    ck_assert_int_eq(q1(tpath("c.db"), "SELECT count(*) FROM runs"), 12);
+    ck_assert_int_eq(q1(tpath("c.db"), "SELECT count(DISTINCT config_hash) FROM runs"), 12);
+    ck_assert_int_eq(q1(tpath("c.db"), "PRAGMA user_version"), RDB_SCHEMA_VERSION);
+    ck_assert_int_eq(incomplete_runs(tpath("c.db")), 0);
+}
+END_TEST
+
 START_TEST(test_report)
 {
     write_sweep("r.yaml", "rep", 2, 0); /* 8 runs */
@@ -682,6 +701,7 @@ Suite *cli_suite(void)
     tcase_add_test(tc, test_kill_and_resume);
     tcase_add_test(tc, test_worker_death);
     tcase_add_test(tc, test_determinism_and_merge);
+    tcase_add_test(tc, test_shards_share_db);
     tcase_add_test(tc, test_report);
     tcase_add_test(tc, test_plot_images);
     suite_add_tcase(s, tc);
