@@ -735,20 +735,21 @@ static void db_path_for(const run_opts *o, const scenario *s, char *out, size_t 
         snprintf(out, n, "results/%s.db", s->name);
 }
 
-/* Opens the database (creating its folder when it is the default results/), refuses to mix a
- * fresh sweep into a database that already holds this scenario, and drops done runs from the
- * selection under --resume. Returns an exit status, 0 to go on. */
+/* Opens the database (creating its folders), refuses to mix a fresh sweep into a database that
+ * already holds this scenario, and drops done runs from the selection under --resume. Returns
+ * an exit status, 0 to go on. */
 static int open_db(const run_opts *o, const scenario *s, const char *path, size_t *sel,
                    size_t *n, rdb **db)
 {
     errbuf e;
     char dir[1024];
     snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash && slash != dir) {
-        *slash = '\0';
-        mkdir(dir, 0777); /* an error shows when the database is opened */
-    }
+    for (char *p = dir + 1; *p; p++) /* the database's folders; an error shows at open */
+        if (*p == '/') {
+            *p = '\0';
+            mkdir(dir, 0777);
+            *p = '/';
+        }
     int rc = rdb_open(path, 1, db, &e);
     if (rc) {
         fprintf(stderr, "mpcsim run: error: %s\n", e.msg);

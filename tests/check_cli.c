@@ -369,8 +369,8 @@ START_TEST(test_db_path_and_resume_guard)
     spit(tpath("s2.yaml"), with_out);
     ck_assert_int_eq(MPCSIM("run", "s2.yaml", "-q"), 0);
     ck_assert_int_eq(q1(tpath("named.db"), "SELECT count(*) FROM runs"), 4);
-    ck_assert_int_eq(MPCSIM("run", "s2.yaml", "-q", "-o", "flag.db"), 0);
-    ck_assert(exists(tpath("flag.db")));
+    ck_assert_int_eq(MPCSIM("run", "s2.yaml", "-q", "-o", "deep/er/flag.db"), 0);
+    ck_assert(exists(tpath("deep/er/flag.db")));
 }
 END_TEST
 
