@@ -407,7 +407,7 @@ static void plot_breakdown(plot_ctx *c)
 /* The accuracy metric to plot: a preferred one if present, else the first accuracy metric. */
 static int pareto_metric(plot_ctx *c, char *out, size_t n)
 {
-    static const char *const pref[] = {"mass_recall", "attn_mass_recall", "top1_agree",
+    static const char *const pref[] = {"attn_mass_recall", "mass_recall", "top1_agreement",
                                        "topk_recall", "logit_kl", "attn_out_rel_err"};
     sqlite3_stmt *s;
     char names[64][48];
