@@ -1570,6 +1570,36 @@ static int k_dispatch(eng *e, const op_program *p, const op *o, mpc_val *vals,
     return bad(err, o, idx, "unknown op kind");
 }
 
+/* VIEW with OPF_SPLIT_HEADS / OPF_MERGE_HEADS (op.h): a public transposition between
+ * (seqs·tokens, heads·k) and (seqs·heads, tokens, k); op.batch = seqs·heads, m = tokens,
+ * k = head size, n = heads·k. */
+static int k_view_heads(eng *e, const op *o, const mpc_val *x, mpc_val *z)
+{
+    size_t m = o->m, hk = o->k ? o->k : 1, heads = o->n / hk, nout = x->n;
+    size_t seqs = heads ? o->batch / heads : 0;
+    if (!heads || !seqs || seqs * heads * m * hk != nout)
+        return MS_ERR_INPUT;
+    uint32_t *idx;
+    TRY(pub32(x, nout, &idx));
+    if (idx)
+        for (size_t s = 0; s < seqs; s++)
+            for (size_t h = 0; h < heads; h++)
+                for (size_t r = 0; r < m; r++)
+                    for (size_t c = 0; c < hk; c++) {
+                        size_t tok = ((s * m + r) * heads + h) * hk + c; /* token-major */
+                        size_t hd = ((s * heads + h) * m + r) * hk + c;  /* head-major */
+                        if (o->flags & OPF_SPLIT_HEADS)
+                            idx[hd] = (uint32_t)tok;
+                        else
+                            idx[tok] = (uint32_t)hd;
+                    }
+    int rc = kal(e, z, nout, x->dom);
+    if (!rc)
+        rc = VT->permute(e, z, x, idx, nout);
+    free(idx);
+    return rc;
+}
+
 /* VIEW (op.h), local: a slice, an append into a larger tensor at row iarg, or a copy. */
 static int k_view(eng *e, const op_program *p, const op *o, mpc_val *vals, mpc_val *z)
 {
@@ -1578,6 +1608,8 @@ static int k_view(eng *e, const op_program *p, const op *o, mpc_val *vals, mpc_v
     size_t nin = (size_t)ti->batch * ti->rows * ti->cols;
     size_t nout = (size_t)to->batch * to->rows * to->cols;
     size_t r0 = o->iarg > 0 ? (size_t)o->iarg : 0;
+    if (o->flags & (OPF_SPLIT_HEADS | OPF_MERGE_HEADS))
+        return k_view_heads(e, o, x, z);
     if (nout <= nin || x->n < nin) { /* slice rows r0… of each instance, or a copy */
         uint32_t *idx;
         TRY(pub32(x, nout, &idx));

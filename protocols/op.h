@@ -127,6 +127,8 @@ typedef enum op_dom { DOM_ARITH, DOM_BOOL } op_dom;
 #define OPF_PUBLIC_B  0x2u /* right operand is public */
 #define OPF_NO_TRUNC  0x4u /* integer product, no fixed-point truncation (one-hot, masks) */
 #define OPF_TRANS_B   0x8u /* right operand is used transposed (q·Kᵀ) */
+#define OPF_SPLIT_HEADS 0x10u /* VIEW: (seqs·tokens, heads·k) → (seqs·heads, tokens, k) */
+#define OPF_MERGE_HEADS 0x20u /* VIEW: (seqs·heads, tokens, k) → (seqs·tokens, heads·k) */
 
 typedef struct op_tensor {
     char name[48];
