@@ -259,14 +259,14 @@ static int p_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint
 {
     count(e, PRIM_MATMUL);
     size_t kn = (size_t)k * n, mk = (size_t)m * k;
-    int ybat = y->n >= batch * kn && batch > 1;
-    if (x->n < batch * mk || y->n < kn)
+    size_t yb = kn ? y->n / kn : 0; /* shared right operands: instance b reads b / (batch/yb) */
+    if (x->n < batch * mk || yb == 0 || yb > batch || batch % yb || y->n != yb * kn)
         return MS_ERR_INTERNAL;
     uint64_t *b = calloc((size_t)batch * m * n + 1, sizeof *b);
     if (!b)
         return MS_ERR_NOMEM;
     for (size_t bb = 0; bb < batch; bb++) {
-        const uint64_t *X = x->s[0] + bb * mk, *Y = y->s[0] + (ybat ? bb * kn : 0);
+        const uint64_t *X = x->s[0] + bb * mk, *Y = y->s[0] + (bb / (batch / yb)) * kn;
         for (size_t i = 0; i < m; i++)
             for (size_t j = 0; j < n; j++) {
                 uint64_t acc = 0;

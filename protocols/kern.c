@@ -27,24 +27,34 @@
  *   TRUNC     iarg bits (f when iarg <= 0).
  *   SOFTMAX   iarg >= 0: causal, row r (0 <= r < m) sees columns j <= iarg + r.
  *   LAYERNORM, RMSNORM  farg = eps (1e-5 when farg <= 0).
- *   TOPK      iarg = k (clamped to n); output (b, m·k, n) one-hot rows in descending order.
- *   ROPE      pairs (2i, 2i+1) of each row of n = head_dim columns; row r of m sits at position
- *             iarg + r; theta = farg (10000 when farg <= 0); angle = pos·theta^(-2i/n).
+ *   TOPK      iarg = k (clamped to n); output (b, m·k, n) one-hot rows in descending order;
+ *             k max extractions or an odd–even merge sort, whichever has fewer rounds.
+ *   ROPE      op.h: batch = sequences, m = tokens, n = features, k = head_dim (n when 0); row
+ *             r of m sits at position iarg + r; pair (2i, 2i+1) within a head rotates by
+ *             pos·theta^(-2i/k), theta = farg (10000 when farg <= 0).
  *   REVEAL    iarg = receiving party, -1 = all.
- *   VIEW      out[i] = in0[i mod len(in0)] (reshape, prefix slice, cyclic broadcast).
+ *   VIEW      op.h: out smaller than in0: out's rows from in0 starting at row iarg (public
+ *             slice); out larger: in0 written into out at row iarg of each instance, the other
+ *             rows keep out's previous value (KV-cache append; in0's rows may hold the
+ *             instances side by side: (tokens, heads·n) → (heads, rows, n)); same size: copy.
+ *   ADD, SUB, MUL, SELECT, LT, EQ: a smaller operand repeats cyclically (op.h broadcast).
+ *   MATMUL, GATHER: in1 with a smaller batch is shared across instances; each instance reads
+ *             the leading k·n elements of in1's instance (op.h).
  *
  * Approximations and their error bounds (checked by tests/check_kern.c on eng_plain):
  *   exp        (1 + x/2^t)^(2^t), t = cfg.exp_iters (SPU exp_taylor). For x in [-14, 0] and
- *              t = 8, f = 18: |err| <= 2e-3 absolute (truncation of the limit e^-x²/2^(t+1)
- *              and fixed-point rounding).
+ *              t = 8, f = 18: |err| <= 2e-3 absolute (the limit's own error e^x·x²/2^(t+1)
+ *              and fixed-point rounding); t = 5 (PUMA): <= 1e-2. Inputs below -2^t make
+ *              1 + x/2^t negative: the result is garbage (softmax masks those entries).
  *   reciprocal x > 0 in [2^-f, 2^(f-1)). Normalization by a batched comparison against the
  *              public powers 2^j (one lt of J·n elements), c = x·2^-(q+1) in [0.5, 1), then
  *              Goldschmidt from w0 = 2.9142 - 2c (SPU f_reciprocal): |1 - c·w0| <= 0.0858,
- *              relative error <= 0.0858^(2^(it+1)) + fixed point; it = 2: <= 2e-4 relative.
- *   rsqrt      x > 0 in [2^-f, 2^f) (f even; 1e-3 … 1e4 with f = 18). Even powers: c = x·2^-q
+ *              relative error <= 0.0858^(2^(it+1)) + fixed point; it = 2: tested at
+ *              2e-4·(1/x) + 2^(1-f) absolute (the output's own quantum dominates for large x).
+ *   rsqrt      x > 0 in [2^-f, 2^(2⌊f/2⌋+2)) (1e-3 … 1e4 well inside). Even powers: c = x·2^-q
  *              in [1, 4), quadratic start 1.3353 - 0.41060c + 0.051197c² (relative error
  *              <= 2.41e-2), then cfg.rsqrt_iters Newton steps y(3 - c·y²)/2, each squaring the
- *              relative error ×1.5: 2 steps: <= 1.2e-6 + fixed point; tested at 1e-4 relative.
+ *              relative error ×1.5: 2 steps: <= 1.2e-6 + fixed point; tested at 1e-4·y + 2^(1-f).
  *   gelu, silu PUMA piecewise polynomials (mpc-costs.md §2.4); error vs the exact functions:
  *              gelu <= 2.1e-2 (0.0199 at x = 3+), silu <= 7.5e-2 (0.0719 at x = 4+:
  *              PUMA puts x above 4 where silu(4) = 3.928) absolute: the polynomials' own error.
@@ -1049,7 +1059,6 @@ static int k_norm(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, int 
 /* Comparators (lo, hi) of layer (p, k) of Batcher's odd–even merge sort on n keys (the
  * power-of-two network with every comparator touching a key >= n dropped: those keys act as
  * -inf padding already in place). Fills lo/hi when non-NULL; returns the count. */
-size_t kern_oem_layer(size_t n, size_t p, size_t k, uint32_t *lo, uint32_t *hi);
 size_t kern_oem_layer(size_t n, size_t p, size_t k, uint32_t *lo, uint32_t *hi)
 {
     size_t cnt = 0, P2 = 2 * p, keep = 2 * p - k;
@@ -1136,9 +1145,9 @@ static int k_sort_layer(eng *e, mpc_val *V, size_t R, size_t n, size_t p, size_t
     return MS_OK;
 }
 
-/* Top-k of R rows of n: sort each row descending with its index travelling (odd–even merge
- * network, ⌈log2 n⌉(⌈log2 n⌉+1)/2 layers), then one-hot rows of the first k indices. */
-static int k_topk(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size_t k)
+/* Top-k by sorting each row descending with its index travelling (odd–even merge network,
+ * ⌈log2 n⌉(⌈log2 n⌉+1)/2 layers), then one-hot rows of the first k indices. */
+static int k_topk_sort(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size_t k)
 {
     mpc_val io, V, parts[2], ix, top;
     TRY(k_iota(e, &io, x, R, n));
@@ -1157,12 +1166,67 @@ static int k_topk(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size
     return MS_OK;
 }
 
+/* Top-k by k extractions: argmax (tree + onehot), then the winner is pushed 2^20 below
+ * everything (a local multiplication of the public one-hot weight), k times. */
+static int k_topk_tree(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size_t k)
+{
+    mpc_val cur, oh[64], cat;
+    if (k > 64)
+        return MS_ERR_INTERNAL;
+    TRY(k_rep(e, &cur, x, 1));
+    for (size_t q = 0; q < k; q++) {
+        mpc_val mx, ix, pen;
+        TRY(k_rowmax(e, &mx, &ix, &cur, R, n));
+        TRY(k_onehot(e, &oh[q], &ix, n));
+        TRY(kal(e, &pen, R * n, DOM_ARITH));
+        TRY(k_mulc(e, &pen, &oh[q], FX(1048576.0)));
+        TRY(VT->sub(e, &cur, &cur, &pen));
+        krel(e, &mx), krel(e, &ix), krel(e, &pen);
+    }
+    TRY(k_concat(e, &cat, oh, (int)k)); /* (q, r, j) → (r, q, j) */
+    uint32_t *idx;
+    TRY(pub32(x, R * k * n, &idx));
+    if (idx)
+        for (size_t r = 0; r < R; r++)
+            for (size_t q = 0; q < k; q++)
+                for (size_t j = 0; j < n; j++)
+                    idx[(r * k + q) * n + j] = (uint32_t)((q * R + r) * n + j);
+    int rc = kal(e, z, R * k * n, DOM_ARITH);
+    if (!rc)
+        rc = VT->permute(e, z, &cat, idx, R * k * n);
+    free(idx);
+    for (size_t q = 0; q < k; q++)
+        krel(e, &oh[q]);
+    krel(e, &cur), krel(e, &cat);
+    return rc;
+}
+
+/* Top-k of R rows of n, output (R·k, n) one-hot rows in descending order. Whichever of the
+ * two constructions has fewer rounds for these public shapes: k extractions cost
+ * k(⌈log2 n⌉(r_lt + 1) + r_eq), the sorting network L(r_lt + 1) + r_eq with L its non-empty
+ * layers (r_lt = 8 / 10, r_eq = 7 / 9 rounds for 2 / 3 parties). */
+static int k_topk(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size_t k)
+{
+    uint64_t b2a = e->n_parties == 2 ? 1 : 2, three = e->n_parties == 3;
+    uint64_t r_lt = three + 7 + b2a, r_eq = three + 6 + b2a, lv = 0, layers = 0;
+    while (((size_t)1 << lv) < n)
+        lv++;
+    for (size_t p = 1; p < n; p *= 2)
+        for (size_t kk = p; kk >= 1; kk /= 2)
+            layers += kern_oem_layer(n, p, kk, NULL, NULL) > 0;
+    uint64_t tree = k * (lv * (r_lt + 1) + r_eq), sort = layers * (r_lt + 1) + r_eq;
+    if (k <= 64 && tree < sort)
+        return k_topk_tree(e, z, x, R, n, k);
+    return k_topk_sort(e, z, x, R, n, k);
+}
+
 /* ---- rope, matmul ------------------------------------------------------------------------ */
 
-/* Rotates pairs (2i, 2i+1) of each row of n columns (R rows, row r at position pos0 + r mod m):
+/* Rotates pairs (2i, 2i+1) of each head (hd columns) of each row of n columns (R rows, row r
+ * at position pos0 + r mod m) by pos·theta^(-2i/hd), as llama2.c's run.c:
  * out = x·C + swap(x)·S' with public C = cos, S' = (-sin, +sin), then one truncation. */
 static int k_rope(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t m, size_t n,
-                  long pos0, double theta)
+                  size_t hd, long pos0, double theta)
 {
     size_t N = R * n;
     uint32_t *sw;
@@ -1173,9 +1237,9 @@ static int k_rope(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t m, size
         rc = pub64(x, N, &ss);
     if (sw && cc && ss)
         for (size_t i = 0; i < N; i++) {
-            size_t col = i % n, pair = col / 2;
+            size_t col = i % n, pair = (col % hd) / 2;
             double pos = (double)(pos0 + (long)((i / n) % m));
-            double ang = pos * pow(theta, -2.0 * (double)pair / (double)n);
+            double ang = pos * pow(theta, -2.0 * (double)pair / (double)hd);
             int has_mate = (col ^ 1) < n;
             sw[i] = (uint32_t)(has_mate ? i ^ 1 : i);
             cc[i] = has_mate ? FX(cos(ang)) : FX(1.0);
@@ -1279,6 +1343,7 @@ static int owner_of(const eng *e, const op_program *p, const op *o)
 
 static int k_exec_ew(eng *e, const op_program *p, const op *o, mpc_val *vals, mpc_val *z,
                      size_t idx, errbuf *err);
+static int k_view(eng *e, const op_program *p, const op *o, mpc_val *vals, mpc_val *z);
 
 int kern_exec(eng *e, const op_program *p, size_t idx, mpc_val *vals, errbuf *err)
 {
@@ -1304,10 +1369,70 @@ static const mpc_val *operand(const op *o, const mpc_val *vals, int i)
     return o->in[i] == OP_NONE ? NULL : &vals[o->in[i]];
 }
 
+static int k_dispatch(eng *e, const op_program *p, const op *o, mpc_val *vals,
+                      const mpc_val *x, const mpc_val *y, const mpc_val *w, mpc_val *z,
+                      size_t idx, errbuf *err);
+
+/* The right operand of a matmul as the engine sees it: yb instances of k·n elements, yb the
+ * operand's own batch when it divides the op's (shared across instances, op.h: GQA), each
+ * instance the leading k·n elements of the tensor's instance (a KV cache longer than the
+ * attended length). */
+static int k_mm_operand(eng *e, const op_program *p, const op *o, const mpc_val *y,
+                        mpc_val *view, int *owned, errbuf *err, size_t idx)
+{
+    const op_tensor *t = &p->tens[o->in[1]];
+    size_t kn = (size_t)o->k * o->n, stride = (size_t)t->rows * t->cols;
+    size_t yb = (t->batch && t->batch <= o->batch && o->batch % t->batch == 0) ? t->batch : o->batch;
+    *owned = 0;
+    if (y->n == yb * kn || (o->flags & OPF_PUBLIC_B)) {
+        *view = *y;
+        return MS_OK;
+    }
+    if (stride < kn || y->n < yb * stride)
+        return bad(err, o, idx, "right operand smaller than the op's k×n instances");
+    *owned = 1;
+    return kperm(e, view, y, yb * kn, (kmap){MAP_ROWS, stride, 0, kn, 0});
+}
+
+/* Element-wise binary ops broadcast a smaller operand cyclically (op.h: a 1×n bias or gain
+ * repeats over rows and batch instances); matmuls get their right-operand view. */
 static int k_exec_ew(eng *e, const op_program *p, const op *o, mpc_val *vals, mpc_val *z,
                      size_t idx, errbuf *err)
 {
-    const mpc_val *x = operand(o, vals, 0), *y = operand(o, vals, 1), *w = operand(o, vals, 2);
+    const mpc_val *in[3] = {operand(o, vals, 0), operand(o, vals, 1), operand(o, vals, 2)};
+    mpc_val tmp[3];
+    int own[3] = {0, 0, 0}, rc = MS_OK;
+    int k = o->kind;
+    if (k == OP_ADD || k == OP_SUB || k == OP_MUL || k == OP_SELECT || k == OP_LT || k == OP_EQ) {
+        size_t N = 0;
+        for (int i = 0; i < 3; i++)
+            if (in[i] && in[i]->n > N)
+                N = in[i]->n;
+        for (int i = 0; i < 3 && !rc; i++)
+            if (in[i] && in[i]->n < N) {
+                if (in[i]->n == 0 || N % in[i]->n)
+                    return bad(err, o, idx, "operand sizes do not broadcast");
+                rc = kperm(e, &tmp[i], in[i], N, (kmap){MAP_REP, in[i]->n, 0, 0, 0});
+                own[i] = !rc;
+                in[i] = &tmp[i];
+            }
+    } else if ((k == OP_MATMUL || k == OP_GATHER) && in[0] && in[1]) {
+        rc = k_mm_operand(e, p, o, in[1], &tmp[1], &own[1], err, idx);
+        in[1] = &tmp[1];
+    }
+    if (!rc)
+        rc = k == OP_VIEW && in[0] ? k_view(e, p, o, vals, z)
+                                   : k_dispatch(e, p, o, vals, in[0], in[1], in[2], z, idx, err);
+    for (int i = 0; i < 3; i++)
+        if (own[i])
+            krel(e, &tmp[i]);
+    return rc;
+}
+
+static int k_dispatch(eng *e, const op_program *p, const op *o, mpc_val *vals,
+                      const mpc_val *x, const mpc_val *y, const mpc_val *w, mpc_val *z,
+                      size_t idx, errbuf *err)
+{
     size_t R = (size_t)o->batch * o->m, n = o->n;
     int f = e->cfg.frac_bits, notrunc = (o->flags & OPF_NO_TRUNC) != 0;
     int need1 = o->kind != OP_INPUT;
@@ -1316,6 +1441,10 @@ static int k_exec_ew(eng *e, const op_program *p, const op *o, mpc_val *vals, mp
                 o->kind == OP_SELECT || o->kind == OP_GATHER;
     if ((need1 && !x) || (need2 && !y) || (o->kind == OP_SELECT && !w))
         return bad(err, o, idx, "missing operand");
+    if (op_kind_shape(o->kind) == OPS_ROW && x->n < R * n)
+        return bad(err, o, idx, "operand smaller than batch × m × n");
+    if (o->kind == OP_ONEHOT && x->n < R)
+        return bad(err, o, idx, "index operand smaller than batch × m");
     switch ((op_kind)o->kind) {
     case OP_INPUT: {
         const mpc_val *dst = &vals[o->out];
@@ -1427,17 +1556,74 @@ static int k_exec_ew(eng *e, const op_program *p, const op *o, mpc_val *vals, mp
     case OP_ONEHOT:
         return k_onehot(e, z, x, n);
     case OP_ROPE:
-        return k_rope(e, z, x, R, o->m ? o->m : 1, n, o->iarg, o->farg > 0 ? o->farg : 10000.0);
+        return k_rope(e, z, x, R, o->m ? o->m : 1, n, o->k ? o->k : n, o->iarg,
+                      o->farg > 0 ? o->farg : 10000.0);
     case OP_REVEAL: {
         TRY(kal(e, z, x->n, DOM_ARITH));
         return VT->open(e, z->s[0], x, o->iarg);
     }
-    case OP_VIEW: {
-        size_t nout = vals[o->out].n ? vals[o->out].n : x->n;
-        return kperm(e, z, x, nout, (kmap){MAP_REP, x->n ? x->n : 1, 0, 0, 0});
-    }
+    case OP_VIEW:
+        return k_view(e, p, o, vals, z);
     case OP_N_KINDS:
         break;
     }
     return bad(err, o, idx, "unknown op kind");
+}
+
+/* VIEW (op.h), local: a slice, an append into a larger tensor at row iarg, or a copy. */
+static int k_view(eng *e, const op_program *p, const op *o, mpc_val *vals, mpc_val *z)
+{
+    const mpc_val *x = &vals[o->in[0]];
+    const op_tensor *ti = &p->tens[o->in[0]], *to = &p->tens[o->out];
+    size_t nin = (size_t)ti->batch * ti->rows * ti->cols;
+    size_t nout = (size_t)to->batch * to->rows * to->cols;
+    size_t r0 = o->iarg > 0 ? (size_t)o->iarg : 0;
+    if (nout <= nin || x->n < nin) { /* slice rows r0… of each instance, or a copy */
+        uint32_t *idx;
+        TRY(pub32(x, nout, &idx));
+        if (idx)
+            for (size_t i = 0; i < nout; i++) {
+                size_t b = i / ((size_t)to->rows * to->cols), r = (i / to->cols) % to->rows,
+                       c = i % to->cols;
+                size_t src = nout == nin ? i : (b * ti->rows + r0 + r) * ti->cols + c;
+                idx[i] = (uint32_t)(src < x->n ? src : i % (x->n ? x->n : 1));
+            }
+        int rc = kal(e, z, nout, x->dom);
+        if (!rc)
+            rc = VT->permute(e, z, x, idx, nout);
+        free(idx);
+        return rc;
+    }
+    /* append: [old out; in0] permuted so rows r0 … r0+m-1 of each instance come from in0 */
+    mpc_val old, parts[2], cat;
+    const mpc_val *prev = &vals[o->out];
+    if (has_data(prev) && prev->n == nout)
+        TRY(k_rep(e, &old, prev, 1));
+    else
+        TRY(k_const(e, &old, x, nout, 0));
+    parts[0] = old, parts[1] = *x;
+    TRY(k_concat(e, &cat, parts, 2));
+    uint32_t *idx;
+    TRY(pub32(x, nout, &idx));
+    if (idx) {
+        size_t n = o->n ? o->n : to->cols, m = o->m, heads = ti->cols / (n ? n : 1);
+        heads = heads ? heads : 1;
+        for (size_t i = 0; i < nout; i++)
+            idx[i] = (uint32_t)i;
+        for (size_t b = 0; b < to->batch; b++)
+            for (size_t r = 0; r < m && r0 + r < to->rows; r++)
+                for (size_t c = 0; c < n && c < to->cols; c++) {
+                    size_t s = b / heads, h = b % heads;
+                    size_t src = (s * m + r) * ti->cols + h * n + c;
+                    if (src < x->n)
+                        idx[(b * to->rows + r0 + r) * to->cols + c] = (uint32_t)(nout + src);
+                }
+    }
+    int rc = kal(e, z, nout, x->dom);
+    if (!rc)
+        rc = VT->permute(e, z, &cat, idx, nout);
+    free(idx);
+    krel(e, &old);
+    krel(e, &cat);
+    return rc;
 }

@@ -180,12 +180,15 @@ static int a_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint
 {
     a3 *s = A(e);
     size_t nx = (size_t)batch * m * k, nz = (size_t)batch * m * n, kn = (size_t)k * n;
-    int bcast = batch > 1 && y->n == kn, tb = (flags & OPF_TRANS_B) != 0;
+    /* y holds yb instances, each shared by batch / yb consecutive instances of x (op.h) */
+    uint32_t yb = mpc_mm_y_inst(y->n, batch, kn);
+    int tb = (flags & OPF_TRANS_B) != 0;
     (void)y_id;
-    if (x->n != nx || (y->n != kn * batch && y->n != kn))
+    if (x->n < nx || !yb)
         return mpc_fail(&s->c, MS_ERR_INTERNAL, "aby3 matmul: %u×(%u×%u)·(%u×%u) with operands of %zu and %zu elements",
                         batch, m, k, k, n, x->n, y->n);
-    uint64_t *Z = malloc(nz * 8 + 8), *Y01 = malloc(y->n * 8 + 8);
+    size_t ny = y->n;
+    uint64_t *Z = malloc(nz * 8 + 8), *Y01 = malloc(ny * 8 + 8);
     int rc = MS_OK;
     if (!Z || !Y01) {
         rc = mpc_fail(&s->c, MS_ERR_NOMEM, "aby3 matmul: out of memory");
@@ -194,10 +197,10 @@ static int a_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint
     if ((rc = zero_share(s, Z, nz, DOM_ARITH)))
         goto out;
     /* Z_i = X_i·(Y_i + Y_{i+1}) + X_{i+1}·Y_i + α_i */
-    for (size_t q = 0; q < y->n; q++)
+    for (size_t q = 0; q < ny; q++)
         Y01[q] = y->s[0][q] + y->s[1][q];
-    mpc_mm_batch(Z, x->s[0], Y01, batch, m, k, n, tb, bcast);
-    mpc_mm_batch(Z, x->s[1], y->s[0], batch, m, k, n, tb, bcast);
+    mpc_mm_batch(Z, x->s[0], Y01, batch, m, k, n, tb, yb);
+    mpc_mm_batch(Z, x->s[1], y->s[0], batch, m, k, n, tb, yb);
     if ((rc = mpc_ensure(&s->c, z, nz, DOM_ARITH)))
         goto out;
     memcpy(z->s[0], Z, nz * 8);

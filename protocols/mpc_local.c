@@ -228,37 +228,40 @@ int mpc_l_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, siz
 
 /* ---------------------------------------------------------------- matrix kernels */
 
-/* 4×4 register block over a k-range: keeps 16 accumulators in registers, reads 4 values of A
- * and 4 of B per 16 multiply-adds (scalar imul; 64-bit lanes have no SSE multiply). */
-static void mm_block(uint64_t *C, const uint64_t *A, const uint64_t *B, size_t m, size_t k,
-                     size_t n, size_t i0, size_t i1, size_t j0, size_t j1, size_t k0, size_t k1)
+/* 2×4 register block over a k-range: 8 accumulators, 2 values of A and 4 of B in registers
+ * (x86-64 has 16 general registers; a 4×4 block spills its accumulators to the stack). Scalar
+ * imul: SSE has no 64-bit lane multiply. */
+static void mm_block(uint64_t *C, const uint64_t *A, const uint64_t *B, size_t k, size_t n,
+                     size_t i0, size_t i1, size_t j0, size_t j1, size_t k0, size_t k1)
 {
     size_t i = i0;
-    for (; i + 4 <= i1; i += 4) {
+    for (; i + 2 <= i1; i += 2) {
+        const uint64_t *a0 = A + i * k, *a1 = a0 + k;
         size_t j = j0;
         for (; j + 4 <= j1; j += 4) {
-            uint64_t c[4][4] = {{0}};
-            for (size_t kk = k0; kk < k1; kk++) {
-                const uint64_t *b = B + kk * n + j;
-                uint64_t b0 = b[0], b1 = b[1], b2 = b[2], b3 = b[3];
-                for (int r = 0; r < 4; r++) {
-                    uint64_t a = A[(i + (size_t)r) * k + kk];
-                    c[r][0] += a * b0;
-                    c[r][1] += a * b1;
-                    c[r][2] += a * b2;
-                    c[r][3] += a * b3;
-                }
+            uint64_t c00 = 0, c01 = 0, c02 = 0, c03 = 0, c10 = 0, c11 = 0, c12 = 0, c13 = 0;
+            const uint64_t *b = B + k0 * n + j;
+            for (size_t kk = k0; kk < k1; kk++, b += n) {
+                uint64_t b0 = b[0], b1 = b[1], b2 = b[2], b3 = b[3], x = a0[kk], y = a1[kk];
+                c00 += x * b0;
+                c01 += x * b1;
+                c02 += x * b2;
+                c03 += x * b3;
+                c10 += y * b0;
+                c11 += y * b1;
+                c12 += y * b2;
+                c13 += y * b3;
             }
-            for (int r = 0; r < 4; r++)
-                for (int q = 0; q < 4; q++)
-                    C[(i + (size_t)r) * n + j + (size_t)q] += c[r][q];
+            uint64_t *c0 = C + i * n + j, *c1 = c0 + n;
+            c0[0] += c00, c0[1] += c01, c0[2] += c02, c0[3] += c03;
+            c1[0] += c10, c1[1] += c11, c1[2] += c12, c1[3] += c13;
         }
         for (; j < j1; j++)
-            for (size_t r = i; r < i + 4; r++) {
-                uint64_t s = 0;
+            for (size_t r = i; r < i + 2; r++) {
+                uint64_t acc = 0;
                 for (size_t kk = k0; kk < k1; kk++)
-                    s += A[r * k + kk] * B[kk * n + j];
-                C[r * n + j] += s;
+                    acc += A[r * k + kk] * B[kk * n + j];
+                C[r * n + j] += acc;
             }
     }
     for (; i < i1; i++)
@@ -269,7 +272,6 @@ static void mm_block(uint64_t *C, const uint64_t *A, const uint64_t *B, size_t m
             for (size_t j = j0; j < j1; j++)
                 c[j] += a * b[j];
         }
-    (void)m;
 }
 
 void mpc_mm_acc(uint64_t *C, const uint64_t *A, const uint64_t *B, size_t m, size_t k, size_t n,
@@ -293,21 +295,30 @@ void mpc_mm_acc(uint64_t *C, const uint64_t *A, const uint64_t *B, size_t m, siz
                 T[kk * n + j] = B[j * k + kk];
         B = T;
     }
-    const size_t KB = 256, JB = 256, IB = 64; /* B tile 256×256×8 = 512 KiB: L2-sized */
+    const size_t KB = 128, JB = 512, IB = 64; /* B tile 128×512×8 = 512 KiB: L2-sized */
     for (size_t j0 = 0; j0 < n; j0 += JB)
         for (size_t k0 = 0; k0 < k; k0 += KB)
             for (size_t i0 = 0; i0 < m; i0 += IB)
-                mm_block(C, A, B, m, k, n, i0, i0 + IB < m ? i0 + IB : m, j0,
+                mm_block(C, A, B, k, n, i0, i0 + IB < m ? i0 + IB : m, j0,
                          j0 + JB < n ? j0 + JB : n, k0, k0 + KB < k ? k0 + KB : k);
     free(T);
 }
 
-void mpc_mm_batch(uint64_t *Z, const uint64_t *X, const uint64_t *Y, uint32_t batch, size_t m,
-                  size_t k, size_t n, int trans_b, int y_bcast)
+uint32_t mpc_mm_y_inst(size_t y_n, uint32_t batch, size_t kn)
 {
+    size_t yb = kn ? y_n / kn : 0;
+    if (yb == 0 || yb > batch || batch % yb || y_n != yb * kn)
+        return 0;
+    return (uint32_t)yb;
+}
+
+void mpc_mm_batch(uint64_t *Z, const uint64_t *X, const uint64_t *Y, uint32_t batch, size_t m,
+                  size_t k, size_t n, int trans_b, uint32_t y_inst)
+{
+    uint32_t share = y_inst ? batch / y_inst : 1; /* instances per right operand (op.h) */
     for (uint32_t b = 0; b < batch; b++)
-        mpc_mm_acc(Z + (size_t)b * m * n, X + (size_t)b * m * k,
-                   Y + (y_bcast ? 0 : (size_t)b * k * n), m, k, n, trans_b);
+        mpc_mm_acc(Z + (size_t)b * m * n, X + (size_t)b * m * k, Y + (size_t)(b / share) * k * n,
+                   m, k, n, trans_b);
 }
 
 /* ---------------------------------------------------------------- engine factory */

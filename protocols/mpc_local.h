@@ -52,9 +52,12 @@ void mpc_aby3_free(eng *e);
 /* C (m×n) += A (m×k) · B, B read as k×n, or as n×k when trans_b. Row-major, Z_2^64. */
 void mpc_mm_acc(uint64_t *C, const uint64_t *A, const uint64_t *B, size_t m, size_t k, size_t n,
                 int trans_b);
-/* Batched: Z[b] += X[b]·Y[b or 0] for b < batch (y_bcast: one Y for every instance). */
+/* Batched: Z[b] += X[b]·Y[b / (batch / y_inst)] for b < batch: Y holds y_inst instances, each
+ * shared by batch / y_inst consecutive instances of X (op.h: GQA heads, one weight). */
 void mpc_mm_batch(uint64_t *Z, const uint64_t *X, const uint64_t *Y, uint32_t batch, size_t m,
-                  size_t k, size_t n, int trans_b, int y_bcast);
+                  size_t k, size_t n, int trans_b, uint32_t y_inst);
+/* The instances of a matmul's right operand (y_n / kn) if they divide batch, else 0. */
+uint32_t mpc_mm_y_inst(size_t y_n, uint32_t batch, size_t kn);
 
 /* Arithmetic shift right of a two's complement ring element. */
 static inline uint64_t mpc_sar(uint64_t x, int s) { return (uint64_t)((int64_t)x >> s); }

@@ -619,7 +619,8 @@ int mpc_net_send_offline(mpc_net *n, int to, const void *buf, size_t len, errbuf
 
 int mpc_net_recv_offline(mpc_net *n, int from, void *buf, size_t len, errbuf *e)
 {
-    int rc = one_way(n, from, MPC_FR_OFFLINE, NULL, buf, len, SLOW_TIMEOUT_MS, e);
+    /* the dealer runs ahead of the parties: waiting for it long means it hung */
+    int rc = one_way(n, from, MPC_FR_OFFLINE, NULL, buf, len, n->cfg.timeout_ms, e);
     if (!rc)
         n->st.offline_recv[from] += len;
     return rc;

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -189,6 +190,39 @@ void mpc_program_run_free(eng *e, mpc_program_run *r)
     memset(r, 0, sizeof *r);
 }
 
+static int demo_op(op_program *p, int kind, uint32_t m, uint32_t k, uint32_t n, uint32_t in0,
+                   uint32_t in1, uint32_t out, uint32_t flags, int iarg, double farg)
+{
+    op o = {.kind = (uint16_t)kind, .phase = PHASE_DECODE, .cat = OPC_OTHER, .layer = -1,
+            .group = -1, .batch = 1, .m = m, .k = k, .n = n, .in = {in0, in1, OP_NONE},
+            .out = out, .flags = flags, .iarg = iarg, .farg = farg};
+    return op_emit(p, &o) < 0;
+}
+
+int mpc_run_demo_program(op_program *p, errbuf *err)
+{
+    op_program_clear(p);
+    snprintf(p->model, sizeof p->model, "demo");
+    uint32_t x = op_tensor_add(p, "x", OPT_INPUT, DOM_ARITH, 1, 4, 16);
+    uint32_t w = op_tensor_add(p, "W", OPT_WEIGHT, DOM_ARITH, 1, 16, 16);
+    uint32_t g = op_tensor_add(p, "g", OPT_WEIGHT, DOM_ARITH, 1, 1, 16);
+    uint32_t h = op_tensor_add(p, "h", OPT_TEMP, DOM_ARITH, 1, 4, 16);
+    uint32_t r = op_tensor_add(p, "r", OPT_TEMP, DOM_ARITH, 1, 4, 16);
+    uint32_t s = op_tensor_add(p, "s", OPT_TEMP, DOM_ARITH, 1, 4, 16);
+    uint32_t u = op_tensor_add(p, "u", OPT_TEMP, DOM_ARITH, 1, 4, 16);
+    uint32_t l = op_tensor_add(p, "lt", OPT_TEMP, DOM_ARITH, 1, 4, 16);
+    uint32_t o = op_tensor_add(p, "probs", OPT_OUTPUT, DOM_ARITH, 1, 4, 16);
+    if (o == OP_NONE || demo_op(p, OP_INPUT, 4, 0, 16, OP_NONE, OP_NONE, x, 0, 0, 0) ||
+        demo_op(p, OP_MATMUL, 4, 16, 16, x, w, h, OPF_FIXED_B, 0, 0) ||
+        demo_op(p, OP_RMSNORM, 4, 0, 16, h, g, r, 0, 0, 1e-5) ||
+        demo_op(p, OP_SOFTMAX, 4, 0, 16, r, OP_NONE, s, 0, -1, 0) ||
+        demo_op(p, OP_GELU, 4, 0, 16, h, OP_NONE, u, 0, 0, 0) ||
+        demo_op(p, OP_LT, 4, 0, 16, h, r, l, 0, 0, 0) ||
+        demo_op(p, OP_REVEAL, 4, 0, 16, s, OP_NONE, o, 0, -1, 0))
+        return err_set(err, MS_ERR_NOMEM, "demo program: out of memory");
+    return MS_OK;
+}
+
 /* ---------------------------------------------------------------- one node */
 
 int mpc_node_main(const proto_cfg *cfg, const mpc_net_cfg *ncfg, mpc_node_fn fn, void *arg,
@@ -196,6 +230,10 @@ int mpc_node_main(const proto_cfg *cfg, const mpc_net_cfg *ncfg, mpc_node_fn fn,
 {
     mpc_net *net = NULL;
     eng *e = NULL;
+    /* Values of up to 32 MiB come from the heap and stay mapped between ops: no page faults
+     * for every fresh share vector (glibc's default maps and unmaps anything over 128 KiB). */
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
     int rc = mpc_net_open(ncfg, &net, err);
     if (rc)
         return rc;

@@ -50,6 +50,10 @@ int mpc_run_ops(eng *e, mpc_net *net, mpc_program_run *r, size_t from, size_t to
 int mpc_run_open(eng *e, mpc_net *net, mpc_program_run *r, uint32_t tid, uint64_t *out, errbuf *err);
 void mpc_program_run_free(eng *e, mpc_program_run *r);
 
+/* A small program for demos and checks: x (client input op, 4×16) · W (fixed weight 16×16),
+ * rmsnorm (gain g), softmax, gelu, lt, reveal of the softmax to all. */
+int mpc_run_demo_program(op_program *p, errbuf *err);
+
 /* ---------------------------------------------------------------- one node */
 
 /* The work of a node once its mesh and engine are up. out collects what the node reports. */

@@ -313,18 +313,22 @@ static int fixed_setup(s2k *s, uint32_t id, const mpc_val *y, fixed_ent **out)
     return MS_OK;
 }
 
+/* Beaver matrix triple (A, B, C = A·B). y holds y_inst instances shared by consecutive
+ * instances of x (op.h); its mask is opened once whatever the sharing: 8(b·mk + |y|) each way,
+ * or 8b·mk with the beaver cache (PRIMITIVES.md). */
 static int s_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint32_t batch,
                     uint32_t m, uint32_t k, uint32_t n, uint32_t flags, uint32_t y_id)
 {
     s2k *s = S(e);
     size_t nx = (size_t)batch * m * k, nz = (size_t)batch * m * n, kn = (size_t)k * n;
-    int bcast = batch > 1 && y->n == kn, tb = (flags & OPF_TRANS_B) != 0;
-    if (x->n != nx || (y->n != kn * batch && y->n != kn))
+    uint32_t yb = mpc_mm_y_inst(y->n, batch, kn);
+    int tb = (flags & OPF_TRANS_B) != 0;
+    if (x->n < nx || !yb)
         return mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k matmul: %u×(%u×%u)·(%u×%u) with operands of %zu and %zu elements",
                         batch, m, k, k, n, x->n, y->n);
+    int cached = (flags & OPF_FIXED_B) && e->cfg.beaver_cache;
     size_t ny = y->n;
     fixed_ent *f = NULL;
-    int cached = (flags & OPF_FIXED_B) && e->cfg.beaver_cache;
     int rc = MS_OK;
     if (cached && !(f = fixed_find(s, y_id)) && (rc = fixed_setup(s, y_id, y, &f)))
         return rc;
@@ -362,7 +366,7 @@ static int s_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint
                 B[i] += B1[i];
             free(B1);
         }
-        mpc_mm_batch(C, A, B, batch, m, k, n, tb, bcast);
+        mpc_mm_batch(C, A, B, batch, m, k, n, tb, yb);
         for (size_t i = 0; i < nz; i++)
             C[i] -= C0[i];
         rc = mpc_ensure(&s->c, z, nz, DOM_ARITH);
@@ -381,7 +385,7 @@ static int s_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint
         for (size_t i = 0; i < ny; i++)
             snd[nx + i] = y->s[0][i] - B[i];
     size_t msg = (nx + (f ? 0 : ny)) * 8;
-    /* COST: SPU semi2k mmul_aa: 1 round, 8b(mk+kn) each way; with the beaver cache 8bmk */
+    /* COST: SPU semi2k mmul_aa: 1 round, 8(b·mk + |y|) each way; with the beaver cache 8bmk */
     if ((rc = x2(s, snd, msg, rcv, msg)))
         goto out;
     for (size_t i = 0; i < msg / 8; i++)
@@ -398,8 +402,8 @@ static int s_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint
         for (size_t i = 0; i < ny; i++)
             Bp[i] = B[i] + F[i];
     }
-    mpc_mm_batch(C, E, Bp, batch, m, k, n, tb, bcast);
-    mpc_mm_batch(C, A, F, batch, m, k, n, tb, bcast);
+    mpc_mm_batch(C, E, Bp, batch, m, k, n, tb, yb);
+    mpc_mm_batch(C, A, F, batch, m, k, n, tb, yb);
     if (Bp != B)
         free(Bp);
     if ((rc = mpc_ensure(&s->c, z, nz, DOM_ARITH)))

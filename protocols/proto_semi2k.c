@@ -97,6 +97,8 @@ static int s2_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uin
     uint64_t b = batch, mk = (uint64_t)m * k, kn = (uint64_t)k * n, mn = (uint64_t)m * n;
     int cached = (flags & OPF_FIXED_B) && e->cfg.beaver_cache;
     PUSH(PRIM_MATMUL);
+    /* a right operand shared by several instances (op.h) is opened once per instance, as SPU
+     * does on the broadcast operand (PRIMITIVES.md: 8b(mk+kn)) */
     if (cached)
         both(r, 8 * b * mk); /* COST: SPU semi2k BeaverCacheKernel: only X - A is opened */
     else

@@ -49,8 +49,8 @@ static int list_models(void)
         cli_error("list", "cannot list models under %s/models", mpcsim_datadir());
         return 1;
     }
-    printf("%-20s %-6s %6s %6s %6s %6s %7s %7s %8s %8s\n", "model", "family", "layers", "dim",
-           "heads", "kv", "ffn", "vocab", "max_ctx", "params");
+    printf("%-20s %-6s %6s %6s %6s %8s %7s %7s %11s %8s\n", "model", "family", "layers", "dim",
+           "heads", "kv_heads", "ffn_dim", "vocab", "max_context", "params");
     int bad = 0;
     for (size_t i = 0; i < n; i++) {
         model_cfg m;
@@ -61,7 +61,7 @@ static int list_models(void)
             bad = 1;
             continue;
         }
-        printf("%-20s %-6s %6u %6u %6u %6u %7u %7u %8u %8s\n", names[i],
+        printf("%-20s %-6s %6u %6u %6u %8u %7u %7u %11u %8s\n", names[i],
                m.family == FAM_GPT2 ? "gpt2" : "llama", m.n_layers, m.dim, m.n_heads,
                m.n_kv_heads, m.ffn_dim, m.vocab, m.max_ctx,
                fmt_count(pc, sizeof pc, model_param_count(&m)));

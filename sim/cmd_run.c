@@ -757,6 +757,8 @@ static int run_sweep(const run_opts *o, scenario *s, size_t *sel, size_t n_sel)
     sw.pg = (progress){.on = !o->quiet && isatty(STDERR_FILENO), .total = n, .t0 = mono_s()};
     if (n == 0 && !o->quiet)
         printf("%s: nothing to run (%zu of %zu runs already recorded)\n", path, n_sel, n_sel);
+    if (n > 0)
+        progress_show(&sw.pg);
     void (*old_pipe)(int) = signal(SIGPIPE, SIG_IGN);
     if (n > 0 && o->jobs > 1)
         sweep_workers(&sw, o->jobs);
@@ -780,6 +782,10 @@ int cmd_run(int argc, char **argv)
     int st = run_parse(argc, argv, &o);
     if (st)
         return st == 1 ? 0 : 2;
+    if (access(o.scenario, R_OK)) {
+        cli_error("run", "cannot read %s: %s", o.scenario, strerror(errno));
+        return 2;
+    }
     scenario s;
     errbuf e;
     int rc = scn_load(o.scenario, NULL, &s, &e);

@@ -1,7 +1,8 @@
 /* des.c — the discrete-event engine: a 4-ary min-heap of (time, seq, data) in one array.
  *
  * A 4-ary heap halves the depth of a binary one and keeps a node's children in one cache line
- * pair; sift-down moves a hole instead of swapping. Keys compare on time, then seq. */
+ * pair; sifts move a hole instead of swapping, and a pop bounces the hole to a leaf before
+ * placing the last element (Floyd). Keys compare on time, then seq. */
 #include "des.h"
 
 #include <assert.h>
@@ -51,7 +52,10 @@ void des_reset(des *q)
 
 static inline int before(const des_event *a, const des_event *b)
 {
-    return a->time < b->time || (a->time == b->time && a->seq < b->seq);
+    /* branch-free: (time, seq) compared as one 128-bit number */
+    unsigned __int128 ka = ((unsigned __int128)a->time << 64) | a->seq;
+    unsigned __int128 kb = ((unsigned __int128)b->time << 64) | b->seq;
+    return ka < kb;
 }
 
 int des_schedule(des *q, uint64_t t, uint64_t data)
@@ -92,18 +96,30 @@ int des_pop(des *q, des_event *ev)
     size_t n = q->n, i = 0;
     if (n == 0)
         return 1;
+    /* Floyd's bounce: move the hole down to a leaf along the smaller children, then let the
+     * last element rise from there (it usually belongs near the bottom). */
     for (;;) {
         size_t c = 4 * i + 1;
         if (c >= n)
             break;
-        size_t best = c, end = c + 4 < n ? c + 4 : n;
-        for (size_t j = c + 1; j < end; j++)
-            if (before(&h[j], &h[best]))
-                best = j;
-        if (!before(&h[best], &last))
-            break;
+        size_t best = c;
+        if (c + 4 <= n) { /* full node: a branch-free tournament of four */
+            size_t b01 = before(&h[c + 1], &h[c]) ? c + 1 : c;
+            size_t b23 = before(&h[c + 3], &h[c + 2]) ? c + 3 : c + 2;
+            best = before(&h[b23], &h[b01]) ? b23 : b01;
+        } else {
+            for (size_t j = c + 1; j < n; j++)
+                best = before(&h[j], &h[best]) ? j : best;
+        }
         h[i] = h[best];
         i = best;
+    }
+    while (i > 0) {
+        size_t parent = (i - 1) >> 2;
+        if (!before(&last, &h[parent]))
+            break;
+        h[i] = h[parent];
+        i = parent;
     }
     h[i] = last;
     return 1;

@@ -50,7 +50,7 @@ static int fail_wrap(scn_ctx *x, const yx_node *at, const char *hint, const char
 {
     const char *m = strstr(msg, "error: ");
     m = m ? m + 7 : msg;
-    return fail(x, at, hint, "%s%s", what, m);
+    return fail(x, at, strstr(m, "hint: ") ? NULL : hint, "%s%s", what, m);
 }
 
 static int unknown_key(scn_ctx *x, const yx_node *key, const char *where,
@@ -821,7 +821,8 @@ static int read_preset(scn_ctx *x, const yx_node *v, int parties, net_cfg *n)
         for (size_t k = 0; k < np && o < sizeof hint; k++)
             o += (size_t)snprintf(hint + o, sizeof hint - o, " %s", names[k]);
         snprintf(hint + o, o < sizeof hint ? sizeof hint - o : 0,
-                 "; or a mapping {latency_ms: …, bandwidth_mbps: …}");
+                 "; or 'LATENCY/BANDWIDTH' (20ms/300Mbps), or a mapping {latency_ms: …, "
+                 "bandwidth_mbps: …}");
         return unknown_name(x, v, "network", v->str, names, np, hint);
     }
     return MS_OK;
@@ -831,6 +832,13 @@ static int read_network(scn_ctx *x, const yx_node *v, run_cfg *c)
 {
     const proto *pr = proto_find(c->proto.name);
     int parties = pr ? pr->n_parties : 2, rc;
+    if (v->kind == YX_SCALAR && strchr(v->str, '/')) { /* "20ms/300Mbps" */
+        errbuf ne;
+        if (net_parse(v->str, parties, &c->net, &ne))
+            return fail_wrap(x, v, "write LATENCY/BANDWIDTH, e.g. 20ms/300Mbps", "", ne.msg);
+        snprintf(c->net_ref, sizeof c->net_ref, "custom");
+        return MS_OK;
+    }
     if (v->kind != YX_MAP) {
         if ((rc = read_preset(x, v, parties, &c->net)))
             return rc;
@@ -918,17 +926,22 @@ static int load_machine(scn_ctx *x, const yx_node *v, machine_profile *m)
     if (rc)
         return rc;
     errbuf me;
-    if (!machine_load(v->str, m, &me))
+    int lrc = machine_load(v->str, m, &me);
+    if (lrc == MS_OK)
         return MS_OK;
-    const char *cands[32];
-    char store[32][64];
-    size_t n = (size_t)list_machines(cands, store, 32);
-    const char *dm = did_you_mean(v->str, cands, n);
-    if (dm)
-        return fail(x, v, "profiles live in protocols/machines/; 'mpcsim calibrate' writes one",
-                    "unknown machine profile '%s' (did you mean '%s'?)", v->str, dm);
-    return fail_wrap(x, v, "profiles live in protocols/machines/; 'mpcsim calibrate' writes one",
-                     "cannot load machine profile: ", me.msg);
+    if (lrc == MS_ERR_NOTFOUND) { /* no such profile: say which, and what exists */
+        const char *cands[32];
+        char store[32][64];
+        size_t n = (size_t)list_machines(cands, store, 32);
+        char hint[512];
+        size_t o = (size_t)snprintf(hint, sizeof hint, "profiles in protocols/machines/:");
+        for (size_t i = 0; i < n && o < sizeof hint; i++)
+            o += (size_t)snprintf(hint + o, sizeof hint - o, " %s", cands[i]);
+        snprintf(hint + o, o < sizeof hint ? sizeof hint - o : 0,
+                 "; 'mpcsim calibrate -o FILE' writes one");
+        return unknown_name(x, v, "machine profile", v->str, cands, n, hint);
+    }
+    return fail_wrap(x, v, NULL, "machine profile: ", me.msg); /* a broken profile file */
 }
 
 static int read_machine(scn_ctx *x, const yx_node *v, run_cfg *c)
@@ -1140,9 +1153,11 @@ static int fill_policy_params(scn_ctx *x, const policy_ops *p, const kv_param *g
             i++;
         if (i < n)
             continue;
-        if (c->policy.n_params == RUN_MAX_PARAMS)
-            return fail(x, NULL, "use fewer parameters", "more than %d policy parameters",
+        if (c->policy.n_params == RUN_MAX_PARAMS) {
+            yx_node at = {.kind = YX_SCALAR, .line = given[g].line, .col = given[g].col};
+            return fail(x, &at, "use fewer parameters", "more than %d policy parameters",
                         RUN_MAX_PARAMS);
+        }
         c->policy.params[c->policy.n_params++] = given[g];
     }
     qsort(c->policy.params + first_extra, c->policy.n_params - first_extra,

@@ -57,14 +57,16 @@ typedef struct sim_ctx {
 
     /* per round and party: [r*P + p] */
     uint64_t *comp, *I, *S, *D;
-    int64_t *predI;               /* (round << 1) | is_S, or PRED_NONE */
+    int32_t *predI;               /* (round << 1) | is_S, or PRED_NONE */
     int8_t *predD;                /* -1: own S; else sender q of the binding arrival */
+    uint8_t *rcat;                /* [r] category of the round's op */
+    int16_t *rlayer;              /* [r] layer of the round's op, -1 none */
     uint8_t *wait;                /* event queue only: messages still to arrive */
     uint8_t *sent;                /* event queue only: round sent */
 
     /* per round and link: [(r*P + q)*P + p] */
-    uint64_t *F, *A;
-    int64_t *predF;               /* previous round on the link, -1: own send */
+    uint64_t *F;                  /* last bit on the wire; arrival = F + the link's latency */
+    int32_t *predF;               /* previous round on the link, -1: own send */
 
     /* per party / link state */
     size_t next[P_MAX];
@@ -72,8 +74,16 @@ typedef struct sim_ctx {
     uint64_t link_free[P_MAX][P_MAX];
     int64_t link_last[P_MAX][P_MAX];
     double ns_per_byte[P_MAX][P_MAX]; /* 8e9 / bandwidth, as net_transfer_ns */
+    double nspu[WK_N];                /* ns per unit of local work */
+    sim_result *res;                  /* stats are added as rounds are run */
+    uint64_t last_t;                  /* latest D so far, and its index r*P + p */
+    size_t last_i;
+    uint64_t lat[P_MAX][P_MAX];       /* link latencies */
     uint64_t n_msgs, events;
 } sim_ctx;
+
+/* Arrival of message m = (r, q→p). */
+#define ARRIVAL(c, m, q, p) ((c)->F[m] + (c)->lat[q][p])
 
 static inline uint64_t ser_ns(const sim_ctx *c, int s, int d, uint64_t bytes)
 {
@@ -119,8 +129,9 @@ static size_t layout(sim_ctx *c, char *base, size_t NO, size_t NT, size_t R, int
     CARVE(D, RP);
     CARVE(predI, RP);
     CARVE(F, RPP);
-    CARVE(A, RPP);
     CARVE(predF, RPP);
+    CARVE(rcat, R + 1);
+    CARVE(rlayer, R + 1);
     CARVE(predD, RP);
 #undef CARVE
     return off;
@@ -151,7 +162,7 @@ static uint64_t compute_ns(const double nspu[WK_N], const double *work)
 }
 
 /* Dependencies: the last writer of each operand and of the result (write after write). */
-static int build_deps(sim_ctx *c)
+static void build_deps(sim_ctx *c)
 {
     const op_program *pg = c->prog;
     uint32_t *writer = c->writer;
@@ -176,7 +187,83 @@ static int build_deps(sim_ctx *c)
         if (o->out != OP_NONE && o->out < pg->n_tens)
             writer[o->out] = (uint32_t)i;
     }
-    return 0;
+}
+
+static int check_inputs(const net_cfg *net, const machine_profile *mach, int P, errbuf *e)
+{
+    if (P < 1 || P > P_MAX || net->n_parties != P)
+        return err_set(e, MS_ERR_INPUT, "simulate: the cost log has %d parties, the network %d",
+                       P, net->n_parties);
+    for (int k = 0; k < WK_N; k++)
+        if (!(mach->rate[k] > 0))
+            return err_set(e, MS_ERR_INPUT, "simulate: machine profile '%s' has a rate <= 0",
+                           mach->name);
+    for (int s = 0; s < P; s++)
+        for (int d = 0; d < P; d++)
+            if (s != d && !(net->link[s][d].bandwidth_bps > 0))
+                return err_set(e, MS_ERR_INPUT, "simulate: link %d->%d has no bandwidth", s, d);
+    return MS_OK;
+}
+
+/* Points the per-run arrays into the workspace (grown if needed) or a block of our own. */
+static int ctx_alloc(sim_ctx *c, sim_ws *ws, errbuf *e)
+{
+    size_t NO = c->prog->n_ops, NT = c->prog->n_tens;
+    size_t need = layout(c, NULL, NO, NT, c->R, c->P);
+    char *base;
+    if (ws) {
+        if (ws->cap < need) {
+            free(ws->buf);
+            ws->cap = 0;
+            if (!(ws->buf = malloc(need + need / 4)))
+                return err_set(e, MS_ERR_NOMEM, "simulate: out of memory (%zu rounds)", c->R);
+            ws->cap = need + need / 4;
+        }
+        base = ws->buf;
+    } else if (!(base = c->own = malloc(need))) {
+        return err_set(e, MS_ERR_NOMEM, "simulate: out of memory (%zu rounds)", c->R);
+    }
+    layout(c, base, NO, NT, c->R, c->P);
+    return MS_OK;
+}
+
+static void init_ops(sim_ctx *c)
+{
+    size_t NO = c->prog->n_ops;
+    for (size_t i = 0; i < NO; i++)
+        c->first[i] = c->last[i] = SIZE_MAX;
+    for (size_t i = 0; i < NO * c->P; i++) {
+        c->odone[i] = UNSET;
+        c->odone_r[i] = -1;
+    }
+}
+
+/* Round r's op range entry, compute times and unset node times; checks program order. Called
+ * for every round before the event queue runs, or just before round r in the one-pass run. */
+static int prep_round(sim_ctx *c, size_t r, errbuf *e)
+{
+    const cost_round *cr = &c->log->r[r];
+    size_t NO = c->prog->n_ops;
+    if (cr->op >= NO)
+        return err_set(e, MS_ERR_INTERNAL, "simulate: round %zu names op %u of %zu", r, cr->op,
+                       NO);
+    if (r > 0 && cr->op < c->log->r[r - 1].op)
+        return err_set(e, MS_ERR_INTERNAL, "simulate: cost log not in program order "
+                       "(round %zu: op %u after op %u)", r, cr->op, c->log->r[r - 1].op);
+    if (c->first[cr->op] == SIZE_MAX)
+        c->first[cr->op] = r;
+    c->last[cr->op] = r;
+    const op *o = &c->prog->ops[cr->op];
+    c->rcat[r] = o->cat < OPC_N ? o->cat : OPC_OTHER;
+    c->rlayer[r] = (o->layer >= 0 && (size_t)o->layer < c->res->n_layers) ? o->layer : -1;
+    for (int p = 0; p < c->P; p++) {
+        size_t i = r * c->P + p;
+        c->comp[i] = compute_ns(c->nspu, cr->work[p]);
+        c->I[i] = c->S[i] = c->D[i] = UNSET;
+        c->predI[i] = PRED_NONE;
+        c->predD[i] = -1;
+    }
+    return MS_OK;
 }
 
 static int ctx_init(sim_ctx *c, const net_cfg *net, const machine_profile *mach,
@@ -190,71 +277,21 @@ static int ctx_init(sim_ctx *c, const net_cfg *net, const machine_profile *mach,
     c->overlap = overlap;
     c->P = log->n_parties;
     c->R = log->n;
-    int P = c->P;
-    size_t R = c->R, NO = prog->n_ops;
-    if (P < 1 || P > P_MAX || net->n_parties != P)
-        return err_set(e, MS_ERR_INPUT, "simulate: the cost log has %d parties, the network %d",
-                       P, net->n_parties);
-    for (int k = 0; k < WK_N; k++)
-        if (!(mach->rate[k] > 0))
-            return err_set(e, MS_ERR_INPUT, "simulate: machine profile '%s' has a rate <= 0",
-                           mach->name);
-    for (int s = 0; s < P; s++)
-        for (int d = 0; d < P; d++)
-            if (s != d && !(net->link[s][d].bandwidth_bps > 0))
-                return err_set(e, MS_ERR_INPUT, "simulate: link %d->%d has no bandwidth", s, d);
-
-    size_t need = layout(c, NULL, NO, prog->n_tens, R, P);
-    char *base;
-    if (ws) {
-        if (ws->cap < need) {
-            free(ws->buf);
-            ws->cap = 0;
-            if (!(ws->buf = malloc(need + need / 4)))
-                return err_set(e, MS_ERR_NOMEM, "simulate: out of memory (%zu rounds)", R);
-            ws->cap = need + need / 4;
-        }
-        base = ws->buf;
-    } else if (!(base = c->own = malloc(need))) {
-        return err_set(e, MS_ERR_NOMEM, "simulate: out of memory (%zu rounds)", R);
-    }
-    layout(c, base, NO, prog->n_tens, R, P);
-    if (build_deps(c))
-        return err_set(e, MS_ERR_NOMEM, "simulate: out of memory (%zu rounds)", R);
-
-    for (size_t i = 0; i < NO; i++)
-        c->first[i] = c->last[i] = SIZE_MAX;
-    for (size_t i = 0; i < NO * P; i++) {
-        c->odone[i] = UNSET;
-        c->odone_r[i] = -1;
-    }
-    uint32_t prev_op = 0;
-    double nspu[WK_N];
-    ns_per_unit(mach, nspu);
-    for (size_t r = 0; r < R; r++) {
-        const cost_round *cr = &log->r[r];
-        if (cr->op >= NO)
-            return err_set(e, MS_ERR_INTERNAL, "simulate: round %zu names op %u of %zu", r,
-                           cr->op, NO);
-        if (cr->op < prev_op)
-            return err_set(e, MS_ERR_INTERNAL, "simulate: cost log not in program order "
-                           "(round %zu: op %u after op %u)", r, cr->op, prev_op);
-        prev_op = cr->op;
-        if (c->first[cr->op] == SIZE_MAX)
-            c->first[cr->op] = r;
-        c->last[cr->op] = r;
-        for (int p = 0; p < P; p++) {
-            size_t i = r * P + p;
-            c->comp[i] = compute_ns(nspu, cr->work[p]);
-            c->I[i] = c->S[i] = c->D[i] = UNSET;
-            c->predI[i] = PRED_NONE;
-            c->predD[i] = -1;
-        }
-    }
-    for (int s = 0; s < P; s++)
-        for (int d = 0; d < P; d++) {
+    int rc = check_inputs(net, mach, c->P, e);
+    if (rc == MS_OK && c->R >= (1u << 30))
+        rc = err_set(e, MS_ERR_RANGE, "simulate: %zu rounds in one step (at most 2^30)", c->R);
+    if (rc == MS_OK)
+        rc = ctx_alloc(c, ws, e);
+    if (rc != MS_OK)
+        return rc;
+    build_deps(c);
+    init_ops(c);
+    ns_per_unit(mach, c->nspu);
+    for (int s = 0; s < c->P; s++)
+        for (int d = 0; d < c->P; d++) {
             c->link_last[s][d] = -1;
             c->ns_per_byte[s][d] = s == d ? 0 : 8e9 / net->link[s][d].bandwidth_bps;
+            c->lat[s][d] = net->link[s][d].latency_ns;
         }
     return MS_OK;
 }
@@ -300,14 +337,14 @@ static uint64_t op_done(sim_ctx *c, int p, uint32_t j, int64_t *bound_r)
 /* Issue time of party p's round r, or UNSET while a round it waits for is not done. The
  * binding predecessor goes to *pred: (round << 1) | 1 for S(p, round), round << 1 for
  * D(p, round), PRED_NONE for time 0. Ties keep the CPU chain, then the earlier candidate. */
-static uint64_t issue_time(sim_ctx *c, int p, size_t r, int64_t *pred)
+static uint64_t issue_time(sim_ctx *c, int p, size_t r, int32_t *pred)
 {
     int P = c->P;
     uint64_t t = 0;
     *pred = PRED_NONE;
     if (r > 0) {
         t = c->cpu_free[p];
-        *pred = ((int64_t)(r - 1) << 1) | 1;
+        *pred = (int32_t)(((r - 1) << 1) | 1);
     }
     uint32_t o = c->log->r[r].op;
     if (r > 0 && (!c->overlap || c->first[o] != r)) {
@@ -316,7 +353,7 @@ static uint64_t issue_time(sim_ctx *c, int p, size_t r, int64_t *pred)
             return UNSET;
         if (d >= t) {
             t = d;
-            *pred = (int64_t)(r - 1) << 1;
+            *pred = (int32_t)((r - 1) << 1);
         }
     } else if (c->overlap) {
         for (int i = 0; i < 4 && c->dep[o][i] != OP_NONE; i++) {
@@ -326,14 +363,14 @@ static uint64_t issue_time(sim_ctx *c, int p, size_t r, int64_t *pred)
                 return UNSET;
             if (br >= 0 && d > t) {
                 t = d;
-                *pred = br << 1;
+                *pred = (int32_t)(br << 1);
             }
         }
     }
     return t;
 }
 
-static void issue(sim_ctx *c, int p, size_t r, uint64_t t, int64_t pred)
+static void issue(sim_ctx *c, int p, size_t r, uint64_t t, int32_t pred)
 {
     size_t i = r * c->P + p;
     c->I[i] = t;
@@ -355,16 +392,14 @@ static void send_msgs(sim_ctx *c, int p, size_t r, uint64_t now)
         uint64_t b = cr->bytes[p][d];
         if (d == p || b == 0)
             continue;
-        const net_link *l = &c->net->link[p][d];
         size_t m = (r * P + p) * P + d;
         uint64_t start = now;
         c->predF[m] = -1;
         if (c->link_free[p][d] > now) {
             start = c->link_free[p][d];
-            c->predF[m] = c->link_last[p][d];
+            c->predF[m] = (int32_t)c->link_last[p][d];
         }
         c->F[m] = start + ser_ns(c, p, d, b);
-        c->A[m] = c->F[m] + l->latency_ns;
         c->link_free[p][d] = c->F[m];
         c->link_last[p][d] = (int64_t)r;
         c->n_msgs++;
@@ -384,7 +419,7 @@ static void bind_done(sim_ctx *c, int p, size_t r)
         for (int q = 0; q < P; q++) {
             if (q == p || cr->bytes[q][p] == 0)
                 continue;
-            uint64_t a = c->A[(r * P + q) * P + p];
+            uint64_t a = ARRIVAL(c, (r * P + q) * P + p, q, p);
             if (a > t) {
                 t = a;
                 from = q;
@@ -392,18 +427,27 @@ static void bind_done(sim_ctx *c, int p, size_t r)
         }
     c->D[i] = t;
     c->predD[i] = (int8_t)from;
+    if (t > c->last_t) { /* the latest done node, first in (round, party) order on ties */
+        c->last_t = t;
+        c->last_i = i;
+    }
 }
 
 /* ---- one pass in program order ------------------------------------------------------------ */
 
 /* Every time depends only on earlier rounds (in-order issue, FIFO links), so one pass over
  * the rounds computes exactly what the event queue does, with no queue. */
+static void round_stats(sim_ctx *c, size_t r);
+
 static int run_onepass(sim_ctx *c, errbuf *e)
 {
     int P = c->P;
     for (size_t r = 0; r < c->R; r++) {
+        int rc = prep_round(c, r, e);
+        if (rc != MS_OK)
+            return rc;
         for (int p = 0; p < P; p++) {
-            int64_t pred;
+            int32_t pred;
             uint64_t t = issue_time(c, p, r, &pred);
             if (t == UNSET)
                 return err_set(e, MS_ERR_INTERNAL, "simulate: round %zu of party %d not ready "
@@ -414,6 +458,7 @@ static int run_onepass(sim_ctx *c, errbuf *e)
             send_msgs(c, p, r, c->S[r * P + p]);
         for (int p = 0; p < P; p++)
             bind_done(c, p, r);
+        round_stats(c, r);
     }
     c->events = (uint64_t)c->R * P + c->n_msgs;
     return MS_OK;
@@ -426,7 +471,7 @@ static int try_issue(sim_ctx *c, int p)
 {
     while (c->next[p] < c->R) {
         size_t r = c->next[p];
-        int64_t pred;
+        int32_t pred;
         uint64_t t = issue_time(c, p, r, &pred);
         if (t == UNSET)
             return 0;
@@ -453,7 +498,7 @@ static int on_send(sim_ctx *c, int p, size_t r, uint64_t now)
     if (cr->comm)
         for (int d = 0; d < P; d++) {
             size_t m = (r * P + p) * P + d;
-            if (d != p && cr->bytes[p][d] > 0 && des_schedule(c->q, c->A[m], EV(EV_ARRIVE, d, p, r)))
+            if (d != p && cr->bytes[p][d] > 0 && des_schedule(c->q, ARRIVAL(c, m, p, d), EV(EV_ARRIVE, d, p, r)))
                 return -1;
         }
     size_t i = r * P + p;
@@ -472,6 +517,11 @@ static int on_arrive(sim_ctx *c, int p, size_t r, uint64_t now)
 
 static int run_events(sim_ctx *c, errbuf *e)
 {
+    for (size_t r = 0; r < c->R; r++) {
+        int rc = prep_round(c, r, e);
+        if (rc != MS_OK)
+            return rc;
+    }
     if (!(c->q = des_new(64)) || !(c->wait = calloc(c->R * c->P + 1, 1)) ||
         !(c->sent = calloc(c->R * c->P + 1, 1)))
         return err_set(e, MS_ERR_NOMEM, "simulate: out of memory");
@@ -499,6 +549,8 @@ static int run_events(sim_ctx *c, errbuf *e)
             return err_set(e, MS_ERR_INTERNAL, "simulate: party %d stalled at round %zu of %zu",
                            p, c->next[p], c->R);
     c->events = des_processed(c->q);
+    for (size_t r = 0; r < c->R; r++)
+        round_stats(c, r);
     return MS_OK;
 }
 
@@ -515,12 +567,18 @@ static void stats_add_round(sim_stats *s, const cost_round *cr, int P)
     }
 }
 
+static void round_stats(sim_ctx *c, size_t r)
+{
+    const cost_round *cr = &c->log->r[r];
+    stats_add_round(&c->res->cat[c->rcat[r]], cr, c->P);
+    if (c->rlayer[r] >= 0)
+        stats_add_round(&c->res->layer[c->rlayer[r]], cr, c->P);
+}
+
 static void attribute(sim_ctx *c, sim_result *res, size_t r, uint64_t ns, int is_comm)
 {
-    const op *o = &c->prog->ops[c->log->r[r].op];
-    sim_stats *cs = &res->cat[o->cat < OPC_N ? o->cat : OPC_OTHER];
-    sim_stats *ls = (o->layer >= 0 && (size_t)o->layer < res->n_layers) ? &res->layer[o->layer]
-                                                                         : NULL;
+    sim_stats *cs = &res->cat[c->rcat[r]];
+    sim_stats *ls = c->rlayer[r] >= 0 ? &res->layer[c->rlayer[r]] : NULL;
     if (is_comm) {
         cs->comm_ns += ns;
         res->total.comm_ns += ns;
@@ -549,14 +607,14 @@ static void critical_path(sim_ctx *c, sim_result *res, int p, size_t r)
             }
             /* arrival q→p: latency, then serialization back along the link's queue */
             size_t m = (r * P + q) * P + p;
-            attribute(c, res, r, c->A[m] - c->F[m], 1);
+            attribute(c, res, r, c->lat[q][p], 1);
             for (;;) {
-                uint64_t ser = ser_ns(c, q, p, c->log->r[r].bytes[q][p]);
-                attribute(c, res, r, ser, 1);
-                int64_t pr = c->predF[m];
+                /* serialization: from the send, or from the previous message's last bit */
+                int32_t pr = c->predF[m];
+                uint64_t from = pr < 0 ? c->S[r * P + q] : c->F[((size_t)pr * P + q) * P + p];
+                attribute(c, res, r, c->F[m] - from, 1);
                 if (pr < 0)
                     break;
-                /* queued behind an earlier message: the gap is that message's transmission */
                 r = (size_t)pr;
                 m = (r * P + q) * P + p;
             }
@@ -565,7 +623,7 @@ static void critical_path(sim_ctx *c, sim_result *res, int p, size_t r)
             continue;
         }
         attribute(c, res, r, c->S[i] - c->I[i], 0);
-        int64_t pi = c->predI[i];
+        int32_t pi = c->predI[i];
         if (pi == PRED_NONE)
             break;
         r = (size_t)(pi >> 1);
@@ -632,7 +690,7 @@ static void write_timeline(sim_ctx *c, FILE *f, uint64_t t0)
                 fprintf(f, "}");
                 fprintf(f, ",\n{\"ph\":\"f\",\"bp\":\"e\",\"pid\":%d,\"tid\":0,\"name\":\"msg\","
                            "\"cat\":\"net\",\"id\":\"%" PRIu64 ".%zu.%d.%d\",", p, t0, r, q, p);
-                ts_us(f, "ts", t0 + c->A[m]);
+                ts_us(f, "ts", t0 + ARRIVAL(c, m, q, p));
                 fprintf(f, "}");
             }
     }
@@ -661,36 +719,35 @@ void sim_timeline_end(FILE *f) { fprintf(f, "\n]}\n"); }
 
 /* ---- entry points ------------------------------------------------------------------------ */
 
+static int alloc_layers(const op_program *prog, sim_result *res)
+{
+    size_t nl = 0;
+    for (size_t j = 0; j < prog->n_ops; j++)
+        if (prog->ops[j].layer >= 0 && (size_t)prog->ops[j].layer + 1 > nl)
+            nl = (size_t)prog->ops[j].layer + 1;
+    if (nl && !(res->layer = calloc(nl, sizeof *res->layer)))
+        return -1;
+    res->n_layers = nl;
+    return 0;
+}
+
 int sim_run(const net_cfg *net, const machine_profile *mach, const op_program *prog,
             const cost_log *log, const sim_opts *opts, sim_result *res, errbuf *e)
 {
     memset(res, 0, sizeof *res);
     sim_ctx c;
     int rc = ctx_init(&c, net, mach, prog, log, opts && opts->overlap, opts ? opts->ws : NULL, e);
+    c.res = res;
+    if (rc == MS_OK && alloc_layers(prog, res))
+        rc = err_set(e, MS_ERR_NOMEM, "simulate: out of memory");
     if (rc == MS_OK)
         rc = (opts && opts->event_queue) ? run_events(&c, e) : run_onepass(&c, e);
     if (rc != MS_OK) {
         ctx_free(&c);
+        sim_result_free(res);
         return rc;
     }
     int P = c.P;
-    size_t nl = 0;
-    for (size_t j = 0; j < prog->n_ops; j++)
-        if (prog->ops[j].layer >= 0 && (size_t)prog->ops[j].layer + 1 > nl)
-            nl = (size_t)prog->ops[j].layer + 1;
-    if (nl && !(res->layer = calloc(nl, sizeof *res->layer))) {
-        ctx_free(&c);
-        return err_set(e, MS_ERR_NOMEM, "simulate: out of memory");
-    }
-    res->n_layers = nl;
-    /* totals by category and layer */
-    for (size_t r = 0; r < c.R; r++) {
-        const cost_round *cr = &log->r[r];
-        const op *o = &prog->ops[cr->op];
-        stats_add_round(&res->cat[o->cat < OPC_N ? o->cat : OPC_OTHER], cr, P);
-        if (o->layer >= 0)
-            stats_add_round(&res->layer[o->layer], cr, P);
-    }
     for (int k = 0; k < OPC_N; k++) {
         res->total.rounds += res->cat[k].rounds;
         for (int p = 0; p < P; p++) {
@@ -698,19 +755,9 @@ int sim_run(const net_cfg *net, const machine_profile *mach, const op_program *p
             res->total.offline_bytes[p] += res->cat[k].offline_bytes[p];
         }
     }
-    /* latency: the last done node (first in (round, party) order on ties) */
-    uint64_t lat = 0;
-    size_t last = 0;
-    for (size_t i = 0; i < c.R * P; i++)
-        if (c.D[i] > lat) {
-            lat = c.D[i];
-            last = i;
-        }
-    int bp = (int)(last % P);
-    size_t br = last / P;
-    res->latency_ns = c.R ? lat : 0;
+    res->latency_ns = c.last_t;
     if (c.R)
-        critical_path(&c, res, bp, br);
+        critical_path(&c, res, (int)(c.last_i % P), c.last_i / P);
     assert(res->total.compute_ns + res->total.comm_ns == res->latency_ns);
     res->events = c.events;
     if (opts && opts->timeline)

@@ -1,8 +1,9 @@
 /* bench_sim.c — figures for the simulation core (printed, never pass/fail):
  *   1. the event engine alone: schedule+pop pairs per second with ~1k and ~100k pending;
  *   2. sim_run on a synthetic cost log: rounds and events per second;
- *   3. llama-2-7b, semi2k, WAN: 1,024 decode steps at a 32K context through run_execute (full
- *      cache), and where the time goes (lowering, protocol costing, simulation per step). */
+ *   3. llama-2-7b, semi2k, WAN: 1,024 decode steps at a 32K context, every step lowered,
+ *      costed and simulated, with the time of each stage; then the same through run_execute
+ *      (which adds the policy replay of every step), with decode_stride 16 and 1. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,15 +103,14 @@ static void bench_simrun(int P, size_t n_rounds)
 
 /* ---- 3. llama-2-7b decode ------------------------------------------------------------------ */
 
-static int bench_llama(uint32_t ctx, uint32_t n_dec, uint32_t stride)
+static run_cfg *llama_cfg(uint32_t ctx, uint32_t n_dec)
 {
     run_cfg *cfg = calloc(1, sizeof *cfg);
     errbuf e;
     if (model_load("llama-2-7b", &cfg->model, &e) || proto_cfg_default("semi2k", &cfg->proto, &e) ||
         net_preset("wan", 2, &cfg->net, &e) || machine_load("default", &cfg->machine, &e)) {
         fprintf(stderr, "bench: %s\n", e.msg);
-        free(cfg);
-        return 1;
+        exit(1);
     }
     cfg->model.max_ctx = ctx + n_dec + 1; /* llama-2-7b's shapes at a 32K context */
     snprintf(cfg->proto_ref, sizeof cfg->proto_ref, "semi2k");
@@ -119,80 +119,100 @@ static int bench_llama(uint32_t ctx, uint32_t n_dec, uint32_t stride)
     cfg->work.decode_len = n_dec;
     cfg->work.batch = 1;
     cfg->work.prefill_in_mpc = 0;
-    cfg->work.decode_stride = stride;
-    run_result res;
-    run_result_init(&res);
-    double c0 = now_s();
-    int rc = run_execute(cfg, &res, &e);
-    double cpu = now_s() - c0;
-    if (rc) {
-        fprintf(stderr, "bench: %s\n", e.msg);
-        free(cfg);
-        return 1;
-    }
-    double lat = 0, steps = 0;
-    for (size_t i = 0; i < res.n_metric; i++) {
-        if (!strcmp(res.metric[i].name, "latency_decode_s"))
-            lat = res.metric[i].value;
-        if (!strcmp(res.metric[i].name, "steps_simulated"))
-            steps = res.metric[i].value;
-    }
-    printf("llama-2-7b semi2k wan: %u decode steps at %u context, stride %u: %.3f s wall "
-           "(%.3f s CPU; %.0f steps simulated, %llu events; simulated decode latency %.1f s)\n",
-           n_dec, ctx, stride, res.wall_s, cpu, steps,
-           (unsigned long long)res.phase[PHASE_DECODE].events, lat);
-    run_result_free(&res);
+    cfg->work.decode_stride = 1;
+    return cfg;
+}
 
-    /* where the time of one step goes */
+/* Every decode step through lowering, protocol costing and simulation, timed per stage. */
+static void bench_llama_steps(uint32_t ctx, uint32_t n_dec)
+{
+    run_cfg *cfg = llama_cfg(ctx, n_dec);
     const proto *pr = proto_find("semi2k");
     op_program p;
     cost_log log;
     op_program_init(&p);
     cost_log_init(&log, 2);
-    lower_opts lo;
-    lower_opts_default(&lo);
-    lo.kv_len = ctx;
-    const int reps = 8;
-    double tl = 0, tc = 0, ts = 0;
     sim_opts so = {.ws = sim_ws_new()};
-    for (int i = 0; i < reps; i++) {
+    double tl = 0, tc = 0, ts = 0, lat = 0;
+    uint64_t rounds = 0, cost_rounds = 0, events = 0;
+    errbuf e;
+    for (uint32_t s = 0; s < n_dec; s++) {
+        lower_opts lo;
+        lower_opts_default(&lo);
+        lo.kv_len = ctx + s;
         op_program_clear(&p);
         double t0 = now_s();
-        lower_step(&cfg->model, &lo, &p, &e);
+        int rc = lower_step(&cfg->model, &lo, &p, &e);
         double t1 = now_s();
-        proto_cost_program(pr, &cfg->proto, &p, &log, &e);
+        rc = rc ? rc : proto_cost_program(pr, &cfg->proto, &p, &log, &e);
         double t2 = now_s();
         sim_result r;
-        sim_run(&cfg->net, &cfg->machine, &p, &log, &so, &r, &e);
+        rc = rc ? rc : sim_run(&cfg->net, &cfg->machine, &p, &log, &so, &r, &e);
         double t3 = now_s();
-        sim_result_free(&r);
+        if (rc) {
+            fprintf(stderr, "bench: %s\n", e.msg);
+            exit(1);
+        }
         tl += t1 - t0;
         tc += t2 - t1;
         ts += t3 - t2;
+        lat += (double)r.latency_ns * 1e-9;
+        rounds += r.total.rounds;
+        cost_rounds += log.n;
+        events += r.events;
+        sim_result_free(&r);
     }
     double tot = tl + tc + ts;
-    printf("  one step (%zu ops, %zu rounds): lowering %.2f ms (%.0f%%), protocol costing "
-           "%.2f ms (%.0f%%), simulation %.2f ms (%.0f%%)\n", p.n_ops, log.n, tl / reps * 1e3,
-           100 * tl / tot, tc / reps * 1e3, 100 * tc / tot, ts / reps * 1e3, 100 * ts / tot);
+    printf("llama-2-7b semi2k wan, %u decode steps at %u context, every step costed: %.3f s CPU\n"
+           "  lowering %.3f s (%.0f%%), protocol costing %.3f s (%.0f%%), simulation %.3f s "
+           "(%.0f%%: %.1f ns per cost round, %.1f M events/s)\n"
+           "  %llu communication rounds in all (%zu ops, %zu cost rounds in the last step); simulated decode "
+           "latency %.0f s\n",
+           n_dec, ctx, tot, tl, 100 * tl / tot, tc, 100 * tc / tot, ts, 100 * ts / tot,
+           ts / (double)cost_rounds * 1e9, (double)events / ts * 1e-6,
+           (unsigned long long)rounds, p.n_ops, log.n, lat);
     sim_ws_free(so.ws);
     op_program_free(&p);
     cost_log_free(&log);
     free(cfg);
-    return 0;
+}
+
+/* The same through run_execute: adds the policy replay of every step and the memo. */
+static void bench_llama_run(uint32_t ctx, uint32_t n_dec, uint32_t stride)
+{
+    run_cfg *cfg = llama_cfg(ctx, n_dec);
+    cfg->work.decode_stride = stride;
+    run_result res;
+    run_result_init(&res);
+    errbuf e;
+    double c0 = now_s();
+    if (run_execute(cfg, &res, &e)) {
+        fprintf(stderr, "bench: %s\n", e.msg);
+        exit(1);
+    }
+    double cpu = now_s() - c0, steps = 0;
+    for (size_t i = 0; i < res.n_metric; i++)
+        if (!strcmp(res.metric[i].name, "steps_simulated"))
+            steps = res.metric[i].value;
+    printf("run_execute, policy full, stride %u: %.3f s CPU (%.0f steps simulated; the rest is "
+           "the policy replay of all %u steps)\n", stride, cpu, steps, n_dec);
+    run_result_free(&res);
+    free(cfg);
 }
 
 int main(int argc, char **argv)
 {
-    int only_llama = argc > 1 && !strcmp(argv[1], "llama");
+    int only_llama = argc > 1 && (!strcmp(argv[1], "llama") || !strcmp(argv[1], "steps"));
     if (!only_llama) {
         bench_engine(1000, 20000000);
         bench_engine(100000, 10000000);
         bench_simrun(2, 1u << 20);
         bench_simrun(3, 1u << 20);
     }
-    if (bench_llama(32768, 1024, 1))
-        return 1;
-    if (bench_llama(32768, 1024, 16))
-        return 1;
+    bench_llama_steps(32768, 1024);
+    if (argc > 1 && !strcmp(argv[1], "steps"))
+        return 0;
+    bench_llama_run(32768, 1024, 16);
+    bench_llama_run(32768, 1024, 1);
     return 0;
 }

@@ -19,11 +19,15 @@ static double urand(double lo, double hi)
     return lo + (hi - lo) * (double)(rng_state >> 11) / 9007199254740992.0;
 }
 
+static int exp_iters_override; /* 0: the protocol default */
+
 static eng *mk(int np)
 {
     proto_cfg c;
     errbuf e;
     ck_assert_int_eq(proto_cfg_default(np == 2 ? "semi2k" : "aby3", &c, &e), 0);
+    if (exp_iters_override)
+        c.exp_iters = exp_iters_override;
     eng *en = NULL;
     ck_assert_int_eq(eng_plain_new(&c, np, 99 + (uint64_t)np, 0, &en), 0);
     return en;
@@ -205,6 +209,10 @@ START_TEST(test_exp)
 {
     double err = ew_err(2 + _i, OP_EXP, exp, -14, 0, 0, 0, 2e-3);
     ck_assert_msg(err <= 1, "exp on [-14, 0]: error %g × the bound 2e-3", err);
+    exp_iters_override = 5; /* PUMA's setting: e^x·x²/2^(t+1) peaks at 4e^-2/64 = 8.5e-3 */
+    err = ew_err(2 + _i, OP_EXP, exp, -14, 0, 0, 0, 1e-2);
+    exp_iters_override = 0;
+    ck_assert_msg(err <= 1, "exp (5 iterations) on [-14, 0]: error %g × the bound 1e-2", err);
 }
 END_TEST
 
@@ -220,6 +228,9 @@ START_TEST(test_rsqrt)
 {
     double err = ew_err(2 + _i, OP_RSQRT, rsqrt_ref, 1e-3, 1e4, 1, 1e-4, ldexp(2, -F));
     ck_assert_msg(err <= 1, "rsqrt on [1e-3, 1e4]: error %g × the bound", err);
+    err = ew_err(2 + _i, OP_RSQRT, rsqrt_ref, ldexp(1, -F), ldexp(1, F + 2) - 1, 1, 1e-4,
+                 ldexp(2, -F));
+    ck_assert_msg(err <= 1, "rsqrt on [2^-f, 2^(f+2)): error %g × the bound", err);
 }
 END_TEST
 
@@ -322,11 +333,15 @@ START_TEST(test_max_argmax_topk)
     uint32_t tm = h_tensor(&h, "mx", OPT_TEMP, DOM_ARITH, B, M, 1, NULL, 0);
     uint32_t ta = h_tensor(&h, "am", OPT_TEMP, DOM_ARITH, B, M, N, NULL, 0);
     uint32_t tk = h_tensor(&h, "tk", OPT_TEMP, DOM_ARITH, B, M * K, N, NULL, 0);
+    uint32_t t2 = h_tensor(&h, "t2", OPT_TEMP, DOM_ARITH, B, M * 2, N, NULL, 0);
     h_run(&h, mkop(OP_MAX, B, M, 0, N, tx, OP_NONE, OP_NONE, tm));
     h_run(&h, mkop(OP_ARGMAX, B, M, 0, N, tx, OP_NONE, OP_NONE, ta));
     op t = mkop(OP_TOPK, B, M, 0, N, tx, OP_NONE, OP_NONE, tk);
-    t.iarg = K;
+    t.iarg = K; /* 5 of 23: the sorting network */
     h_run(&h, t);
+    op t2o = mkop(OP_TOPK, B, M, 0, N, tx, OP_NONE, OP_NONE, t2);
+    t2o.iarg = 2; /* 2 of 23: two extractions */
+    h_run(&h, t2o);
     for (int r = 0; r < B * M; r++) {
         int order[N], used[N] = {0};
         for (int q = 0; q < K; q++) { /* reference: descending selection */
@@ -342,6 +357,9 @@ START_TEST(test_max_argmax_topk)
             ck_assert_uint_eq(h.vals[ta].s[0][(size_t)r * N + j], (uint64_t)(j == order[0]));
             for (int q = 0; q < K; q++)
                 ck_assert_uint_eq(h.vals[tk].s[0][((size_t)r * K + q) * N + j],
+                                  (uint64_t)(j == order[q]));
+            for (int q = 0; q < 2; q++)
+                ck_assert_uint_eq(h.vals[t2].s[0][((size_t)r * 2 + q) * N + j],
                                   (uint64_t)(j == order[q]));
         }
     }
@@ -467,6 +485,83 @@ START_TEST(test_arith_ops)
 }
 END_TEST
 
+/* op.h operand conventions: broadcast bias, GQA-shared and longer-than-needed matmul operands,
+ * multi-head RoPE rows, VIEW append into a cache and slice. */
+START_TEST(test_layout_conventions)
+{
+    int np = 2 + _i;
+    harness h;
+    h_init(&h, np);
+    enum { S = 1, T = 2, HQ = 4, HKV = 2, D = 4, CAP = 6, KV = 3 };
+    double x[T * HQ * D], bias[HQ * D], kc[HKV * CAP * D], q[HQ * D];
+    for (int i = 0; i < T * HQ * D; i++)
+        x[i] = urand(-2, 2);
+    for (int i = 0; i < HQ * D; i++)
+        bias[i] = urand(-1, 1), q[i] = urand(-1, 1);
+    for (int i = 0; i < HKV * CAP * D; i++)
+        kc[i] = urand(-1, 1);
+    uint32_t tx = h_tensor(&h, "x", OPT_TEMP, DOM_ARITH, 1, T, HQ * D, x, F);
+    uint32_t tb = h_tensor(&h, "b", OPT_WEIGHT, DOM_ARITH, 1, 1, HQ * D, bias, F);
+    uint32_t ty = h_tensor(&h, "y", OPT_TEMP, DOM_ARITH, 1, T, HQ * D, NULL, 0);
+    h_run(&h, mkop(OP_ADD, 1, T, 0, HQ * D, tx, tb, OP_NONE, ty));
+    for (int i = 0; i < T * HQ * D; i++)
+        ck_assert_uint_eq(h.vals[ty].s[0][i], fx_encode(x[i], F) + fx_encode(bias[i % (HQ * D)], F));
+    /* RoPE over rows of HQ heads of D: pair i of each head uses theta^(-2i/D) */
+    uint32_t tr = h_tensor(&h, "r", OPT_TEMP, DOM_ARITH, 1, T, HQ * D, NULL, 0);
+    op ro = mkop(OP_ROPE, S, T, D, HQ * D, tx, OP_NONE, OP_NONE, tr);
+    ro.iarg = 5;
+    ro.farg = 500;
+    h_run(&h, ro);
+    for (int t = 0; t < T; t++)
+        for (int c = 0; c < HQ * D; c += 2) {
+            double ang = (5 + t) * pow(500.0, -2.0 * ((c % D) / 2) / D);
+            double a = x[t * HQ * D + c], b = x[t * HQ * D + c + 1];
+            ck_assert_double_le(fabs(h_out(&h, tr, (size_t)t * HQ * D + c, F) -
+                                     (a * cos(ang) - b * sin(ang))), 5e-5);
+            ck_assert_double_le(fabs(h_out(&h, tr, (size_t)t * HQ * D + c + 1, F) -
+                                     (a * sin(ang) + b * cos(ang))), 5e-5);
+        }
+    /* append the (T, HKV·D) new keys at row KV of the (HKV, CAP, D) cache, then a q of HQ heads
+     * attends to the first KV+T rows, query heads 2g, 2g+1 sharing KV head g */
+    uint32_t tk = h_tensor(&h, "knew", OPT_TEMP, DOM_ARITH, 1, T, HKV * D, x, F);
+    uint32_t tc = h_tensor(&h, "kc", OPT_CACHE, DOM_ARITH, HKV, CAP, D, kc, F);
+    op vw = mkop(OP_VIEW, HKV, T, 0, D, tk, OP_NONE, OP_NONE, tc);
+    vw.iarg = KV;
+    h_run(&h, vw);
+    for (int g = 0; g < HKV; g++)
+        for (int r = 0; r < CAP; r++)
+            for (int c = 0; c < D; c++) {
+                double want = (r >= KV && r < KV + T) ? x[(r - KV) * HKV * D + g * D + c]
+                                                      : kc[(g * CAP + r) * D + c];
+                ck_assert_uint_eq(h.vals[tc].s[0][(size_t)(g * CAP + r) * D + c],
+                                  fx_encode(want, F));
+            }
+    uint32_t tq = h_tensor(&h, "q", OPT_TEMP, DOM_ARITH, HQ, 1, D, q, F);
+    uint32_t ts = h_tensor(&h, "s", OPT_TEMP, DOM_ARITH, HQ, 1, KV + T, NULL, 0);
+    op mm = mkop(OP_MATMUL, HQ, 1, D, KV + T, tq, tc, OP_NONE, ts);
+    mm.flags = OPF_TRANS_B;
+    h_run(&h, mm);
+    for (int hq = 0; hq < HQ; hq++)
+        for (int j = 0; j < KV + T; j++) {
+            double want = 0;
+            int g = hq / (HQ / HKV);
+            for (int c = 0; c < D; c++) {
+                double kv = j >= KV ? x[(j - KV) * HKV * D + g * D + c] : kc[(g * CAP + j) * D + c];
+                want += q[hq * D + c] * kv;
+            }
+            ck_assert_double_le(fabs(h_out(&h, ts, (size_t)hq * (KV + T) + j, F) - want), 1e-4);
+        }
+    /* slice rows 1..2 of x */
+    uint32_t tl = h_tensor(&h, "sl", OPT_TEMP, DOM_ARITH, 1, 1, HQ * D, NULL, 0);
+    op sl = mkop(OP_VIEW, 1, 1, 0, HQ * D, tx, OP_NONE, OP_NONE, tl);
+    sl.iarg = 1;
+    h_run(&h, sl);
+    for (int c = 0; c < HQ * D; c++)
+        ck_assert_uint_eq(h.vals[tl].s[0][c], fx_encode(x[HQ * D + c], F));
+    h_free(&h);
+}
+END_TEST
+
 Suite *kern_suite(void)
 {
     Suite *s = suite_create("kern");
@@ -485,6 +580,7 @@ Suite *kern_suite(void)
     tcase_add_loop_test(t, test_onehot_gather, 0, 2);
     tcase_add_loop_test(t, test_rope_matmul, 0, 2);
     tcase_add_loop_test(t, test_arith_ops, 0, 2);
+    tcase_add_loop_test(t, test_layout_conventions, 0, 2);
     suite_add_tcase(s, t);
     return s;
 }

@@ -9,8 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "mpc_local.h"
 #include "mpc_run.h"
 
 /* ---------------------------------------------------------------- fixtures */
@@ -80,11 +82,17 @@ static void tap(void *ctx, int from, int type, const void *buf, size_t len)
 
 static int dom_of(int prim) { return prim == PRIM_AND || prim == PRIM_B2A ? DOM_BOOL : DOM_ARITH; }
 
+/* Right-operand instances: 0x100 one for all, 0x200 one per pair of instances (GQA), else b. */
+static uint32_t y_inst(const pcase *c)
+{
+    return c->flags & 0x100 ? 1 : c->flags & 0x200 ? c->b / 2 : c->b;
+}
+
 static void sizes(const pcase *c, size_t *nx, size_t *ny, size_t *nz)
 {
     if (c->prim == PRIM_MATMUL) {
         *nx = (size_t)c->b * c->m * c->k;
-        *ny = (size_t)(c->flags & 0x100 ? 1 : c->b) * c->k * c->nn; /* 0x100: y broadcast */
+        *ny = (size_t)y_inst(c) * c->k * c->nn;
         *nz = (size_t)c->b * c->m * c->nn;
     } else
         *nx = *ny = *nz = c->n;
@@ -112,6 +120,8 @@ static int prim_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
         tap_on = 1;
     }
     mpc_net_stats a = *mpc_net_get_stats(net);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     int opened = 0;
     switch (c->prim) {
     case PRIM_INPUT:
@@ -136,9 +146,10 @@ static int prim_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
     tap_on = 0;
     if (rc)
         goto out;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
     mpc_net_stats b = *mpc_net_get_stats(net);
     mpc_op_stat st;
-    mpc_stat_between(&a, &b, 0, &st);
+    mpc_stat_between(&a, &b, (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000ll + (t1.tv_nsec - t0.tv_nsec)), &st);
     if (!opened)
         rc = e->vt->open(e, res, &z, -1);
     if (rc)
@@ -163,9 +174,11 @@ typedef struct pres {
     mpc_net_stats net[MPC_NODES_MAX];
 } pres;
 
+static uint64_t latency_ns; /* injected by the transport in test_latency */
+
 static void run_prim(const char *pname, const pcase *c, pres *r)
 {
-    mpc_launch l = {.cfg = test_cfg(pname), .deadline_ms = 30000};
+    mpc_launch l = {.cfg = test_cfg(pname), .deadline_ms = 30000, .latency_ns = latency_ns};
     mpc_node_result nr[MPC_NODES_MAX];
     int nodes;
     errbuf e;
@@ -233,7 +246,8 @@ static void expect_semi2k(const pcase *c, expect *x)
         break;
     case PRIM_MATMUL: {
         uint64_t b = c->b, m = c->m, k = c->k, nn = c->nn;
-        uint64_t yk = (c->flags & 0x100) ? k * nn : b * k * nn;
+        /* a y shared by all instances (op.h) is masked and opened once */
+        uint64_t yk = (uint64_t)y_inst(c) * k * nn;
         x->link[0][1] = x->link[1][0] = 8 * (b * m * k + ((c->flags & OPF_FIXED_B) ? 0 : yk));
         x->offline_p1 = 8 * b * m * nn;
         break;
@@ -321,12 +335,13 @@ static void check_values(const char *pname, const pcase *c, const pres *r)
         }
     }
     if (c->prim == PRIM_MATMUL) {
-        int bc = (c->flags & 0x100) != 0, tb = (c->flags & OPF_TRANS_B) != 0;
+        int tb = (c->flags & OPF_TRANS_B) != 0;
+        uint32_t share = c->b / y_inst(c);
         for (uint32_t b = 0; b < c->b; b++)
             for (uint32_t i = 0; i < c->m; i++)
                 for (uint32_t j = 0; j < c->nn; j++) {
                     uint64_t s = 0;
-                    const uint64_t *Yb = Y + (bc ? 0 : (size_t)b * c->k * c->nn);
+                    const uint64_t *Yb = Y + (size_t)(b / share) * c->k * c->nn;
                     for (uint32_t q = 0; q < c->k; q++)
                         s += X[((size_t)b * c->m + i) * c->k + q] * (tb ? Yb[(size_t)j * c->k + q] : Yb[(size_t)q * c->nn + j]);
                     ref[((size_t)b * c->m + i) * c->nn + j] = s;
@@ -355,8 +370,7 @@ static void prim_roundtrip(const char *pname, pcase c)
     pres r;
     run_prim(pname, &c, &r);
     check_values(pname, &c, &r);
-    if (c.prim != PRIM_MATMUL || !(c.flags & 0x100) || c.b == 1)
-        check_traffic(pname, &c, &r);
+    check_traffic(pname, &c, &r);
     pres_free(&r);
 }
 
@@ -404,11 +418,39 @@ START_TEST(test_matmul)
         {.prim = PRIM_MATMUL, .b = 3, .m = 5, .k = 6, .nn = 7, .flags = OPF_TRANS_B},
         {.prim = PRIM_MATMUL, .b = 1, .m = 17, .k = 33, .nn = 19, .flags = OPF_FIXED_B},
         {.prim = PRIM_MATMUL, .b = 2, .m = 3, .k = 8, .nn = 5, .flags = OPF_FIXED_B | OPF_TRANS_B | 0x100},
+        {.prim = PRIM_MATMUL, .b = 4, .m = 2, .k = 7, .nn = 3, .flags = 0x100},
+        {.prim = PRIM_MATMUL, .b = 6, .m = 1, .k = 5, .nn = 4, .flags = 0x200 | OPF_TRANS_B},
+        {.prim = PRIM_MATMUL, .b = 4, .m = 3, .k = 4, .nn = 5, .flags = 0x200 | OPF_FIXED_B},
     };
     for (size_t q = 0; q < sizeof cs / sizeof *cs; q++) {
         cs[q].n = (size_t)cs[q].b * cs[q].m * cs[q].nn;
         prim_roundtrip(pr, cs[q]);
     }
+}
+END_TEST
+
+/* The blocked local kernel against the textbook triple loop, across tile edges (k > 128,
+ * n > 512, odd m), plain and transposed. */
+START_TEST(test_local_matmul_tiles)
+{
+    size_t m = 7, k = 300, n = 530;
+    uint64_t *A = malloc(m * k * 8), *B = malloc(k * n * 8), *C = calloc(m * n, 8), *R = calloc(m * n, 8);
+    fill(A, m * k, 1, 64);
+    fill(B, k * n, 2, 64);
+    for (int tb = 0; tb < 2; tb++) {
+        memset(C, 0, m * n * 8);
+        for (size_t i = 0; i < m * n; i++)
+            C[i] = R[i] = i; /* accumulates into C */
+        mpc_mm_acc(C, A, B, m, k, n, tb);
+        for (size_t i = 0; i < m; i++)
+            for (size_t j = 0; j < n; j++) {
+                uint64_t acc = R[i * n + j];
+                for (size_t q = 0; q < k; q++)
+                    acc += A[i * k + q] * (tb ? B[j * k + q] : B[q * n + j]);
+                ck_assert_msg(C[i * n + j] == acc, "trans %d: (%zu,%zu)", tb, i, j);
+            }
+    }
+    free(A), free(B), free(C), free(R);
 }
 END_TEST
 
@@ -424,6 +466,26 @@ START_TEST(test_beaver_cache_setup)
         /* setup = key (dealer→party, 16 B) + the opened mask of Y: 8·6·5 each way */
         ck_assert_uint_eq(r.net[i].setup_sent[1 - i], 8 * 30);
         ck_assert_uint_eq(r.net[i].setup_rounds, 1);
+    }
+    pres_free(&r);
+}
+END_TEST
+
+/* Injected latency: every round's messages arrive latency after their last byte, so a 2-round
+ * b2a (aby3) takes at least 2 latencies at every party, and the counts do not change. */
+START_TEST(test_latency)
+{
+    pcase c = {.prim = PRIM_B2A, .n = 64};
+    fill(X, 64, 1, 64);
+    latency_ns = 40000000;
+    pres r;
+    run_prim("aby3", &c, &r);
+    latency_ns = 0;
+    check_values("aby3", &c, &r);
+    check_traffic("aby3", &c, &r);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_msg(r.st[i].ns >= 80000000ull, "P%d: %.1f ms for 2 rounds at 40 ms", i, (double)r.st[i].ns * 1e-6);
+        ck_assert_msg(r.st[i].ns < 400000000ull, "P%d: %.1f ms for 2 rounds at 40 ms", i, (double)r.st[i].ns * 1e-6);
     }
     pres_free(&r);
 }
@@ -494,7 +556,8 @@ END_TEST
 /* ---------------------------------------------------------------- tests: faults */
 
 typedef struct fault {
-    int kind; /* 0 kill P1, 1 P1 drops its link to P0, 2 P0 sends garbage, 3 P0 sends a short frame, 4 P1 hangs, 5 truncated payload */
+    int kind; /* 0 kill P1, 1 P1 drops its link to P0, 2 P0 sends garbage, 3 P0 sends a short
+               * frame, 4 P1 hangs, 5 truncated payload, 6 kill the semi2k dealer */
 } fault;
 
 static int fault_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
@@ -513,6 +576,8 @@ static int fault_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
             shutdown(mpc_net_fd(net, 0), SHUT_RDWR);
         if (it == 3 && me == 1 && f->kind == 4)
             sleep(4);
+        if (it == 3 && me == -1 && f->kind == 6)
+            raise(SIGKILL); /* the dealer dies: P1 waits on its corrections */
         if (it == 3 && me == 0 && (f->kind == 2 || f->kind == 3 || f->kind == 5)) {
             uint8_t h[MPC_FRAME_HDR + 16];
             memset(h, 0x41, sizeof h);
@@ -574,6 +639,12 @@ START_TEST(test_fault_kill)
 }
 END_TEST
 
+START_TEST(test_fault_dealer)
+{
+    run_fault("semi2k", 6, 0, "connection to dealer lost", 0);
+}
+END_TEST
+
 START_TEST(test_fault_drop)
 {
     run_fault(protos[_i], 1, 0, "lost", 0);
@@ -630,6 +701,8 @@ Suite *mpc_suite(void)
     tcase_add_loop_test(tp, test_input_open, 0, 2);
     tcase_add_loop_test(tp, test_matmul, 0, 2);
     tcase_add_test(tp, test_beaver_cache_setup);
+    tcase_add_test(tp, test_local_matmul_tiles);
+    tcase_add_test(tp, test_latency);
     suite_add_tcase(s, tp);
     TCase *ts = tcase_create("security");
     tcase_set_timeout(ts, 60);
@@ -640,6 +713,7 @@ Suite *mpc_suite(void)
     tcase_add_loop_test(tf, test_fault_kill, 0, 2);
     tcase_add_loop_test(tf, test_fault_drop, 0, 2);
     tcase_add_test(tf, test_fault_frames);
+    tcase_add_test(tf, test_fault_dealer);
     tcase_add_test(tf, test_fault_silent_peer);
     tcase_add_test(tf, test_port_in_use);
     tcase_add_test(tf, test_peers_parse);

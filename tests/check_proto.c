@@ -288,12 +288,17 @@ START_TEST(test_composite_rounds)
         ck_assert_uint_eq(cost_op(nm, OP_LAYERNORM, 1, 3, 0, n, 0, 0, NULL).rounds,
                           T + FM + T + RSQRT + FM + FM);
     }
-    /* top-k on n = 2^p: odd–even merge sort has p(p+1)/2 layers of (lt + 1 mul), then eq */
-    for (int p = 1; p <= 6; p++) {
+    /* top-k on n = 2^p: odd–even merge sort has p(p+1)/2 layers of (lt + 1 mul), then eq;
+     * k extractions cost k(p(lt + 1) + eq); the kernel takes the cheaper */
+    for (int p = 1; p <= 9; p++) {
         uint32_t n = 1u << p;
         int L = p * (p + 1) / 2;
-        ck_assert_uint_eq(cost_op(nm, OP_TOPK, 2, 1, 0, n, 3, 0, NULL).rounds,
-                          L * (R_LT(np) + 1) + R_EQ(np));
+        for (int k = 1; k <= 6 && k <= (int)n; k++) {
+            int sort = L * (R_LT(np) + 1) + R_EQ(np);
+            int tree = k * (p * (R_LT(np) + 1) + R_EQ(np));
+            ck_assert_uint_eq(cost_op(nm, OP_TOPK, 2, 1, 0, n, k, 0, NULL).rounds,
+                              tree < sort ? tree : sort);
+        }
     }
     ck_assert_uint_eq(cost_op(nm, OP_ONEHOT, 1, 5, 0, 50, 0, 0, NULL).rounds, R_EQ(np));
     ck_assert_uint_eq(cost_op(nm, OP_GATHER, 1, 5, 50, 8, 0, 0, NULL).rounds, 1);
@@ -332,19 +337,86 @@ START_TEST(test_composite_bytes)
         ck_assert_uint_eq(cost_op("semi2k", OP_EQ, 1, n, 0, 1, 0, 0, NULL).sent0, 104ull * n);
         ck_assert_uint_eq(cost_op("aby3", OP_EQ, 1, n, 0, 1, 0, 0, NULL).sent0, 72ull * n);
     }
-    /* top-k on 16 keys: 63 comparators (odd–even merge sort), each an lt and a 2-word
-     * select mul; then eq of k·n: semi2k bytes per row = 63·(200 + 32) + 3·16·104 */
-    sums s = cost_op("semi2k", OP_TOPK, 5, 1, 0, 16, 3, 0, NULL);
-    ck_assert_uint_eq(s.sent0, 5ull * (63 * (200 + 32) + 3 * 16 * 104));
+    /* top-k 6 of 16 keys (sort: 10·9 + 7 rounds < extractions 6·(4·9 + 7)): 63 comparators
+     * (odd–even merge sort), each an lt and a 2-word select mul; then eq of k·n:
+     * semi2k bytes per row = 63·(200 + 32) + 6·16·104 */
+    sums s = cost_op("semi2k", OP_TOPK, 5, 1, 0, 16, 6, 0, NULL);
+    ck_assert_uint_eq(s.sent0, 5ull * (63 * (200 + 32) + 6 * 16 * 104));
+    /* top-1 of 16 by one extraction: 8 + 4 + 2 + 1 = 15 compare-selects (lt 200 + mul 32 for
+     * value and index), then eq of 16 */
+    s = cost_op("semi2k", OP_TOPK, 5, 1, 0, 16, 1, 0, NULL);
+    ck_assert_uint_eq(s.sent0, 5ull * (15 * (200 + 32) + 16 * 104));
     /* vectorization: rounds of a softmax do not depend on the number of rows */
     ck_assert_uint_eq(cost_op("aby3", OP_SOFTMAX, 32, 7, 0, 100, -1, 0, NULL).rounds,
                       cost_op("aby3", OP_SOFTMAX, 1, 1, 0, 100, -1, 0, NULL).rounds);
 }
 END_TEST
 
+/* A right operand shared by several instances (GQA, op.h) is opened per instance
+ * (PRIMITIVES.md 8b(mk+kn)); an operand longer than the op's k×n instances (a KV cache) is
+ * costed at the attended length. */
+START_TEST(test_matmul_operand_sharing)
+{
+    op_program p;
+    op_program_init(&p);
+    uint32_t q = op_tensor_add(&p, "q", OPT_TEMP, DOM_ARITH, 32, 1, 128);
+    uint32_t kc = op_tensor_add(&p, "kc", OPT_CACHE, DOM_ARITH, 8, 4096, 128);
+    uint32_t s = op_tensor_add(&p, "s", OPT_TEMP, DOM_ARITH, 32, 1, 1000);
+    op o = {.kind = OP_MATMUL, .layer = -1, .group = -1, .batch = 32, .m = 1, .k = 128,
+            .n = 1000, .in = {q, kc, OP_NONE}, .out = s, .flags = OPF_TRANS_B | OPF_NO_TRUNC};
+    op_emit(&p, &o);
+    const proto *pr = proto_find("semi2k");
+    proto_cfg cfg;
+    errbuf e;
+    proto_cfg_default("semi2k", &cfg, &e);
+    cost_log lg;
+    cost_log_init(&lg, 2);
+    ck_assert_int_eq(proto_cost_program(pr, &cfg, &p, &lg, &e), 0);
+    cost_totals t = {0};
+    for (size_t i = 0; i < lg.n; i++)
+        cost_totals_add_round(&t, &lg.r[i], 2);
+    ck_assert_uint_eq(t.rounds, 1);
+    /* 8·b·(m·k + k·n) = 8·32·(128 + 128·1000), not the 4096-row cache; dealer C: 8·b·m·n */
+    ck_assert_uint_eq(t.bytes_sent[0], 8ull * 32 * (128 + 128 * 1000));
+    ck_assert_uint_eq(t.offline_bytes[1], 8ull * 32 * 1000);
+    cost_log_free(&lg);
+    op_program_free(&p);
+}
+END_TEST
+
+/* A malformed op is reported with its index and kind, not executed. */
+START_TEST(test_bad_op_reported)
+{
+    op_program p;
+    op_program_init(&p);
+    uint32_t x = op_tensor_add(&p, "x", OPT_TEMP, DOM_ARITH, 1, 2, 8);
+    uint32_t y = op_tensor_add(&p, "y", OPT_TEMP, DOM_ARITH, 1, 4, 8);
+    op o = {.kind = OP_SOFTMAX, .layer = -1, .group = -1, .batch = 1, .m = 4, .n = 8,
+            .in = {x, OP_NONE, OP_NONE}, .out = y, .iarg = -1};
+    op_emit(&p, &o);
+    op o2 = o;
+    o2.kind = OP_MUL; /* missing second operand */
+    o2.in[0] = y;
+    op_emit(&p, &o2);
+    const proto *pr = proto_find("aby3");
+    proto_cfg cfg;
+    errbuf e;
+    proto_cfg_default("aby3", &cfg, &e);
+    cost_log lg;
+    cost_log_init(&lg, 3);
+    ck_assert_int_eq(proto_cost_program(pr, &cfg, &p, &lg, &e), MS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "op 0 (softmax)"));
+    p.n_ops = 0;
+    op_emit(&p, &o2);
+    ck_assert_int_eq(proto_cost_program(pr, &cfg, &p, &lg, &e), MS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "op 0 (mul): missing operand"));
+    cost_log_free(&lg);
+    op_program_free(&p);
+}
+END_TEST
+
 START_TEST(test_oem_counts)
 {
-    size_t kern_oem_layer(size_t n, size_t p, size_t k, uint32_t *lo, uint32_t *hi);
     for (size_t n = 2; n <= 300; n += 7) {
         uint32_t lo[512], hi[512];
         size_t tot = 0;
@@ -428,8 +500,12 @@ START_TEST(test_cost_matches_plain)
         for (size_t i = 0; i < n; i++)
             vals[t].s[0][i] = fx_encode(0.25 + 0.01 * (double)(i % 37), cfg.frac_bits);
     }
+    /* INPUT reads the plaintext bound to its output and leaves it to the caller (kern.c) */
+    mpc_val plain[2] = {vals[0], vals[1]};
     for (size_t i = 0; i < p.n_ops; i++)
         ck_assert_msg(kern_exec(pe, &p, i, vals, &e) == 0, "op %zu: %s", i, e.msg);
+    pe->vt->release(pe, &plain[0]);
+    pe->vt->release(pe, &plain[1]);
     const uint64_t *calls = eng_plain_calls(pe);
     for (int q = 0; q < PRIM_N; q++) {
         if (q == PRIM_LOCAL)
@@ -540,6 +616,40 @@ START_TEST(test_print_costs)
 }
 END_TEST
 
+/* protocols/README.md carries the tables proto_print_costs prints (regenerate with
+ * `mpcsim list protocols --costs -n 1` and `-n 1024` when a cost changes). */
+START_TEST(test_readme_tables_current)
+{
+    const char *dir = getenv("MPCSIM_DATA");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/protocols/README.md", dir ? dir : ".");
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    char *readme = calloc(1, 1 << 20);
+    size_t len = fread(readme, 1, (1 << 20) - 1, f);
+    fclose(f);
+    ck_assert_uint_gt(len, 0);
+    static const uint64_t ns[] = {1, 1024};
+    for (size_t k = 0; k < 2; k++)
+        for (int i = 0; i < 2; i++) {
+            const char *nm = i ? "aby3" : "semi2k";
+            char *buf = NULL;
+            size_t blen = 0;
+            FILE *m = open_memstream(&buf, &blen);
+            proto_cfg c;
+            errbuf e;
+            proto_cfg_default(nm, &c, &e);
+            ck_assert_int_eq(proto_print_costs(m, proto_find(nm), &c, ns[k]), 0);
+            fclose(m);
+            ck_assert_msg(strstr(readme, buf) != NULL,
+                          "protocols/README.md: the %s table for n = %llu is out of date", nm,
+                          (unsigned long long)ns[k]);
+            free(buf);
+        }
+    free(readme);
+}
+END_TEST
+
 Suite *proto_suite(void)
 {
     Suite *s = suite_create("proto");
@@ -551,10 +661,13 @@ Suite *proto_suite(void)
     tcase_add_loop_test(t, test_composite_rounds, 0, 2);
     tcase_add_test(t, test_composite_bytes);
     tcase_add_test(t, test_oem_counts);
+    tcase_add_test(t, test_matmul_operand_sharing);
+    tcase_add_test(t, test_bad_op_reported);
     tcase_add_loop_test(t, test_cost_matches_plain, 0, 2);
     tcase_add_test(t, test_cost_deterministic);
     tcase_add_test(t, test_registry_cfg);
     tcase_add_test(t, test_print_costs);
+    tcase_add_test(t, test_readme_tables_current);
     suite_add_tcase(s, t);
     return s;
 }

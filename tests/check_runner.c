@@ -280,6 +280,64 @@ START_TEST(test_attention_share_grows_with_context)
 }
 END_TEST
 
+START_TEST(test_latency_bound_end_to_end)
+{
+    /* stories260K decode through the real cost engines on 100 ms links with unlimited
+     * bandwidth and an infinitely fast machine. Bounds (sim/SIMULATION.md):
+     *   rounds in which every party receives × L  <=  latency  <=  rounds × L (+ 1 ns/round)
+     * the lower bound because such a round moves every party's clock past the previous
+     * round's earliest finish plus L; semi2k, where nearly every round is an exchange, is
+     * within 1% of rounds × L. Bytes and rounds agree with the cost engine's own totals. */
+    const char *protos[] = {"semi2k", "aby3"};
+    for (int pi = 0; pi < 2; pi++) {
+        run_cfg *c = tiny_cfg(protos[pi], "100ms/1000000Gbps", 1, 1);
+        for (int k = 0; k < WK_N; k++)
+            c->machine.rate[k] = 1e18;
+        const proto *pr = proto_find(protos[pi]);
+        int P = pr->n_parties;
+        step_env env = {&c->model, pr, &c->proto, &c->net, &c->machine, {0}};
+        lower_opts lo;
+        lower_opts_default(&lo);
+        lo.kv_len = 100;
+        op_program p;
+        cost_log l;
+        op_program_init(&p);
+        cost_log_init(&l, P);
+        sim_result r;
+        errbuf e;
+        ck_assert_msg(step_simulate(&env, &lo, &p, &l, &r, &e) == MS_OK, "%s", e.msg);
+        uint64_t all_recv = 0;
+        cost_totals t;
+        memset(&t, 0, sizeof t);
+        for (size_t i = 0; i < l.n; i++) {
+            const cost_round *cr = &l.r[i];
+            cost_totals_add_round(&t, cr, P);
+            int every = cr->comm;
+            for (int d = 0; d < P && every; d++) {
+                int got = 0;
+                for (int q = 0; q < P; q++)
+                    got |= q != d && cr->bytes[q][d] > 0;
+                every = got;
+            }
+            all_recv += every;
+        }
+        ck_assert_uint_eq(r.total.rounds, t.rounds);
+        ck_assert_mem_eq(r.total.bytes_sent, t.bytes_sent, P * sizeof t.bytes_sent[0]);
+        ck_assert_mem_eq(r.total.offline_bytes, t.offline_bytes, P * sizeof t.offline_bytes[0]);
+        const uint64_t L = 100000000;
+        ck_assert_uint_ge(r.latency_ns, all_recv * L);
+        ck_assert_uint_le(r.latency_ns, r.total.rounds * (L + 1));
+        if (pi == 0)
+            ck_assert_double_eq_tol((double)r.latency_ns, (double)(r.total.rounds * L),
+                                    0.01 * (double)(r.total.rounds * L));
+        sim_result_free(&r);
+        op_program_free(&p);
+        cost_log_free(&l);
+        free(c);
+    }
+}
+END_TEST
+
 /* ---- the command line -------------------------------------------------------------------- */
 
 static int run_cli(const char *args, const char *out_path)
@@ -390,6 +448,34 @@ START_TEST(test_cli_cost)
 }
 END_TEST
 
+START_TEST(test_cli_calibrate)
+{
+    if (!getenv("MPCSIM_BIN"))
+        return;
+    char dir[] = "/tmp/mpcsim-cal-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char out[256], prof[256], args[512];
+    snprintf(out, sizeof out, "%s/out.txt", dir);
+    snprintf(prof, sizeof prof, "%s/box.yaml", dir);
+    snprintf(args, sizeof args, "calibrate --seconds 0.3 --name box -o %s", prof);
+    ck_assert_int_eq(run_cli(args, out), 0);
+    machine_profile m;
+    errbuf e;
+    ck_assert_msg(machine_load(prof, &m, &e) == MS_OK, "%s", e.msg);
+    ck_assert_str_eq(m.name, "box");
+    ck_assert(m.rate[WK_MAC] > 1e7 && m.rate[WK_ELEM] > 1e7 && m.rate[WK_PRG] > 1e7);
+    /* the written profile drives `mpcsim cost --profile PATH` */
+    snprintf(args, sizeof args, "cost --model stories260K --protocol semi2k --network lan "
+             "--kv 8 --profile %s", prof);
+    ck_assert_int_eq(run_cli(args, out), 0);
+    ck_assert_int_eq(run_cli("calibrate --seconds -1", out), 2);
+    ck_assert_int_eq(run_cli("calibrate extra", out), 2);
+    unlink(out);
+    unlink(prof);
+    rmdir(dir);
+}
+END_TEST
+
 Suite *runner_suite(void)
 {
     Suite *s = suite_create("runner");
@@ -402,10 +488,12 @@ Suite *runner_suite(void)
     tcase_add_test(tc, test_run_errors);
     tcase_add_test(tc, test_stepcost);
     tcase_add_test(tc, test_attention_share_grows_with_context);
+    tcase_add_test(tc, test_latency_bound_end_to_end);
     suite_add_tcase(s, tc);
     tc = tcase_create("cli");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_cli_cost);
+    tcase_add_test(tc, test_cli_calibrate);
     suite_add_tcase(s, tc);
     return s;
 }

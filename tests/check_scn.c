@@ -109,6 +109,19 @@ static const bad_case bad_cases[] = {
      "trace: {source: npy, path: no/such/dir}\n",
      "s.yaml:8:28: error: ", "no such file or folder 'no/such/dir'", NULL},
     {"- a\n- b\n", "s.yaml:1:1: error: ", "must be a mapping of keys, not a list", NULL},
+    {"name: t\n" BASE_MODEL BASE_PROTO "network: 20ms/fast\n" BASE_WORK, "s.yaml:4:10: error: ",
+     "bad bandwidth 'fast'", NULL},
+    {"name: t\n" BASE_MODEL BASE_PROTO BASE_NET BASE_WORK "machine: no-such-box\n",
+     "s.yaml:8:10: error: ", "unknown machine profile 'no-such-box'", NULL},
+    /* cases */
+    {"name: t\n" BASE_PROTO BASE_NET BASE_WORK "cases:\n  - model: gpt2\n  - sweep: zip\n",
+     "s.yaml:9:5: error: ", "'sweep' cannot be set per case", NULL},
+    {"name: t\n" BASE_PROTO BASE_NET BASE_WORK "cases:\n  - model: gpt2\n  - seed: 3\n",
+     "s.yaml:9:5: error: ", "missing required key 'model'", NULL},
+    {"name: t\n" BASE_PROTO BASE_NET BASE_WORK "cases:\n  - {modle: gpt2}\n",
+     "s.yaml:8:6: error: ", "unknown key 'modle' in 'cases'", "did you mean 'model'?"},
+    {"name: t\n" BASE_MODEL BASE_PROTO BASE_NET BASE_WORK "cases: []\n",
+     "s.yaml:8:8: error: ", "empty list", NULL},
 };
 #define N_BAD (sizeof bad_cases / sizeof *bad_cases)
 
@@ -278,7 +291,35 @@ START_TEST(test_zip)
 }
 END_TEST
 
+START_TEST(test_cases)
+{
+    const char *text = "protocol: [semi2k, aby3]\nnetwork: lan\n"
+                       "workload: {prompt_len: 8, decode_len: 2}\n"
+                       "cases:\n"
+                       "  - model: stories260K\n"
+                       "  - model: llama-2-7b\n"
+                       "    protocol: aby3\n"
+                       "    workload: {prompt_len: [16, 32], decode_len: 2}\n";
+    scenario s;
+    errbuf e;
+    ck_assert_msg(load(text, &s, &e) == MS_OK, "%s", e.msg);
+    ck_assert_uint_eq(s.n_runs, 4);
+    static const char *const mo[] = {"stories260K", "stories260K", "llama-2-7b", "llama-2-7b"},
+                             *const pr[] = {"semi2k", "aby3", "aby3", "aby3"};
+    static const uint32_t len[] = {8, 8, 16, 32};
+    for (size_t i = 0; i < 4; i++) {
+        ck_assert_uint_eq(s.runs[i].index, i);
+        ck_assert_str_eq(s.runs[i].model_ref, mo[i]);
+        ck_assert_str_eq(s.runs[i].proto.name, pr[i]);
+        ck_assert_uint_eq(s.runs[i].work.prompt_len, len[i]);
+    }
+    scn_free(&s);
+}
+END_TEST
+
 /* ---- resolved values --------------------------------------------------------------------- */
+
+static void assert_round_trip(const scenario *s);
 
 START_TEST(test_defaults_and_overrides)
 {
@@ -340,6 +381,16 @@ START_TEST(test_defaults_and_overrides)
     ck_assert_uint_eq(c->seed, 1);
     ck_assert_int_eq(c->overlap, 0);
     ck_assert_ptr_nonnull(strstr(c->yaml, "max_context: 8192\n"));
+    scn_free(&s);
+
+    /* the short form of a uniform network */
+    const char *short_net = "model: stories260K\nprotocol: aby3\nnetwork: 20ms/300Mbps\n"
+                            "workload: {prompt_len: 8, decode_len: 0}\n";
+    ck_assert_msg(load(short_net, &s, &e) == MS_OK, "%s", e.msg);
+    ck_assert_str_eq(s.runs[0].net_ref, "custom");
+    ck_assert_uint_eq(s.runs[0].net.link[2][1].latency_ns, 20000000);
+    ck_assert_double_eq(s.runs[0].net.link[0][2].bandwidth_bps, 300e6);
+    assert_round_trip(&s);
     scn_free(&s);
 
     /* a named model, and a base with no change, keep their name as the reference */
@@ -598,6 +649,7 @@ Suite *scn_suite(void)
     t = tcase_create("sweep");
     tcase_add_test(t, test_grid);
     tcase_add_test(t, test_zip);
+    tcase_add_test(t, test_cases);
     tcase_add_test(t, test_defaults_and_overrides);
     tcase_add_test(t, test_trace_paths);
     suite_add_tcase(s, t);
