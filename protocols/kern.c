@@ -1602,23 +1602,36 @@ static int k_dispatch(eng *e, const op_program *p, const op *o, mpc_val *vals,
     return bad(err, o, idx, "unknown op kind");
 }
 
-/* Same-size VIEW: a copy, or with batches that differ by a factor H and n the head width, a
- * head split (S, rows, H·n) → (S·H, rows, n) or the head merge back; the source of element i. */
-static size_t view_heads(const op_tensor *ti, const op_tensor *to, uint32_t n, size_t i)
+/* VIEW with OPF_SPLIT_HEADS / OPF_MERGE_HEADS (op.h): a public transposition between
+ * (seqs·tokens, heads·n) and (seqs·heads, tokens, n); op.batch = seqs·heads, m = tokens,
+ * n = head size; heads = the token-major tensor's columns / n. */
+static int k_view_heads(eng *e, const op_program *p, const op *o, const mpc_val *x, mpc_val *z)
 {
-    if (!n || ti->batch == to->batch || ti->rows != to->rows)
-        return i;
-    if (to->batch > ti->batch && to->cols == n && ti->cols % n == 0 && to->batch % ti->batch == 0) {
-        size_t H = to->batch / ti->batch, bo = i / ((size_t)to->rows * n);
-        size_t r = (i / n) % to->rows, c = i % n;
-        return ((bo / H) * ti->rows + r) * ti->cols + (bo % H) * n + c;
-    }
-    if (ti->batch > to->batch && ti->cols == n && to->cols % n == 0 && ti->batch % to->batch == 0) {
-        size_t H = ti->batch / to->batch, so = i / ((size_t)to->rows * to->cols);
-        size_t r = (i / to->cols) % to->rows, h = (i % to->cols) / n, c = i % n;
-        return ((so * H + h) * ti->rows + r) * n + c;
-    }
-    return i;
+    int split = (o->flags & OPF_SPLIT_HEADS) != 0;
+    const op_tensor *tm = &p->tens[split ? o->in[0] : o->out]; /* token-major side */
+    size_t m = o->m, hk = o->n ? o->n : 1, heads = tm->cols / hk, nout = x->n;
+    size_t seqs = heads ? o->batch / heads : 0;
+    if (!heads || !seqs || seqs * heads * m * hk != nout)
+        return MS_ERR_INPUT;
+    uint32_t *idx;
+    TRY(pub32(x, nout, &idx));
+    if (idx)
+        for (size_t s = 0; s < seqs; s++)
+            for (size_t h = 0; h < heads; h++)
+                for (size_t r = 0; r < m; r++)
+                    for (size_t c = 0; c < hk; c++) {
+                        size_t tok = ((s * m + r) * heads + h) * hk + c; /* token-major */
+                        size_t hd = ((s * heads + h) * m + r) * hk + c;  /* head-major */
+                        if (split)
+                            idx[hd] = (uint32_t)tok;
+                        else
+                            idx[tok] = (uint32_t)hd;
+                    }
+    int rc = kal(e, z, nout, x->dom);
+    if (!rc)
+        rc = VT->permute(e, z, x, idx, nout);
+    free(idx);
+    return rc;
 }
 
 /* VIEW (op.h), local: a slice, an append into a larger tensor at row iarg, or a copy. */
@@ -1629,6 +1642,8 @@ static int k_view(eng *e, const op_program *p, const op *o, mpc_val *vals, mpc_v
     size_t nin = (size_t)ti->batch * ti->rows * ti->cols;
     size_t nout = (size_t)to->batch * to->rows * to->cols;
     size_t r0 = o->iarg > 0 ? (size_t)o->iarg : 0;
+    if ((o->flags & (OPF_SPLIT_HEADS | OPF_MERGE_HEADS)) && nout == nin)
+        return k_view_heads(e, p, o, x, z);
     if (nout <= nin || x->n < nin) { /* slice rows r0… of each instance, or a copy */
         uint32_t *idx;
         TRY(pub32(x, nout, &idx));
@@ -1636,8 +1651,7 @@ static int k_view(eng *e, const op_program *p, const op *o, mpc_val *vals, mpc_v
             for (size_t i = 0; i < nout; i++) {
                 size_t b = i / ((size_t)to->rows * to->cols), r = (i / to->cols) % to->rows,
                        c = i % to->cols;
-                size_t src = nout == nin ? view_heads(ti, to, o->n, i)
-                                         : (b * ti->rows + r0 + r) * ti->cols + c;
+                size_t src = nout == nin ? i : (b * ti->rows + r0 + r) * ti->cols + c;
                 idx[i] = (uint32_t)(src < x->n ? src : i % (x->n ? x->n : 1));
             }
         int rc = kal(e, z, nout, x->dom);

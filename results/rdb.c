@@ -194,36 +194,43 @@ static int is_foreign(rdb *db)
     return n > 0;
 }
 
+/* Brings the schema to RDB_SCHEMA_VERSION, one migration per transaction. The version is read
+ * again inside each write transaction, so two processes opening a new database at once
+ * migrate it once. */
 static int migrate(rdb *db, errbuf *e)
 {
-    int v;
-    int rc = get_version(db, &v, e);
-    if (rc)
-        return rc;
-    if (v > RDB_SCHEMA_VERSION)
-        return err_set(e, MS_ERR_FORMAT,
-                       "%s: results schema version %d is newer than this mpcsim's (%d)\n"
-                       "---> HINT: use a newer mpcsim, or write to another database with -o",
-                       db->path, v, RDB_SCHEMA_VERSION);
-    if (v == 0 && is_foreign(db))
-        return err_set(e, MS_ERR_FORMAT,
-                       "%s: not an mpcsim results database (tables without a schema "
-                       "version)\n---> HINT: choose another output path with -o", db->path);
-    for (; v < RDB_SCHEMA_VERSION; v++) {
-        char pragma[64];
-        snprintf(pragma, sizeof pragma, "PRAGMA user_version = %d;", v + 1);
+    for (;;) {
+        int v, rc;
         if (sqlite3_exec(db->h, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
             return DB_ERR(db, e, "starting a migration");
-        if (sqlite3_exec(db->h, migrations[v], NULL, NULL, NULL) != SQLITE_OK ||
-            sqlite3_exec(db->h, pragma, NULL, NULL, NULL) != SQLITE_OK) {
-            rc = DB_ERR(db, e, "migrating the schema");
+        if ((rc = get_version(db, &v, e)) == MS_OK) {
+            if (v > RDB_SCHEMA_VERSION)
+                rc = err_set(e, MS_ERR_FORMAT,
+                             "%s: results schema version %d is newer than this mpcsim's (%d)\n"
+                             "---> HINT: use a newer mpcsim, or write to another database "
+                             "with -o", db->path, v, RDB_SCHEMA_VERSION);
+            else if (v == 0 && is_foreign(db))
+                rc = err_set(e, MS_ERR_FORMAT,
+                             "%s: not an mpcsim results database (tables without a schema "
+                             "version)\n---> HINT: choose another output path with -o",
+                             db->path);
+        }
+        if (rc == MS_OK && v < RDB_SCHEMA_VERSION) {
+            char pragma[64];
+            snprintf(pragma, sizeof pragma, "PRAGMA user_version = %d;", v + 1);
+            if (sqlite3_exec(db->h, migrations[v], NULL, NULL, NULL) != SQLITE_OK ||
+                sqlite3_exec(db->h, pragma, NULL, NULL, NULL) != SQLITE_OK)
+                rc = DB_ERR(db, e, "migrating the schema");
+        }
+        if (rc) {
             sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
             return rc;
         }
         if (sqlite3_exec(db->h, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
             return DB_ERR(db, e, "committing a migration");
+        if (v >= RDB_SCHEMA_VERSION)
+            return MS_OK;
     }
-    return MS_OK;
 }
 
 int rdb_open(const char *path, int create, rdb **out, errbuf *e)
