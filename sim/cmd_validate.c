@@ -156,7 +156,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: mpcsim validate [--primitives] [--model NAME] [--protocol P] [--db FILE]\n"
             "                       [--latency-ms X] [--bandwidth RATE] [--profile NAME] [--set K=V]...\n"
-            "                       [--prompt N] [--decode N] [--text FILE]\n"
+            "                       [--prompt N] [--decode N] [--text FILE] [--shape]\n"
             "                       [--accuracy N [--policy NAME [--policy-param K=V]...]] [--generate N]\n\n"
             "Runs the real MPC backend (parties forked on 127.0.0.1) and the simulator on the same\n"
             "work and prints predicted vs measured rounds, bytes and time. Without a mode flag: the\n"
@@ -171,7 +171,11 @@ static void usage(FILE *f)
             "  -n, --n N             primitives: elements per call (matmul: N×N·N×N with N = sqrt) (default 4096)\n"
             "      --db FILE         store the rows in the results database's validation table\n"
             "      --latency-ms X    one-way latency injected by the backend and simulated (default 1)\n"
-            "      --bandwidth RATE  simulated link bandwidth (default 10Gbps, about loopback)\n"
+            "      --bandwidth RATE  simulated link bandwidth (default 10Gbps, about loopback); with --shape\n"
+            "                        also the tbf rate of every node's egress\n"
+            "      --shape           programs: run every node in its own network namespace, linked by veth\n"
+            "                        pairs to a bridge, egress shaped with tbf at --bandwidth (needs root and\n"
+            "                        iproute2; says why and exits 3 where not available)\n"
             "      --profile NAME    machine profile for simulated compute (default: default)\n"
             "      --set K=V         protocol parameter (frac_bits, approx, beaver_cache, …)\n"
             "      --prompt N        prefill tokens (default 16)\n"
@@ -285,7 +289,8 @@ int cmd_validate(int argc, char **argv)
         {"decode", required_argument, 0, 'D'},     {"text", required_argument, 0, 'x'},
         {"accuracy", required_argument, 0, 'A'},   {"generate", required_argument, 0, 'G'},
         {"policy", required_argument, 0, 'Y'},     {"policy-param", required_argument, 0, 'y'},
-        {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
+        {"shape", no_argument, 0, 'S'},            {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
     const char *only = NULL, *profile = NULL, *bw = "10Gbps", *dbpath = NULL;
     const char *sets[32];
     int n_sets = 0, prims = 0, c;
@@ -325,6 +330,7 @@ int cmd_validate(int argc, char **argv)
         case 'A': if (parse_u32_opt("--accuracy", optarg, 1, 100000, &va.accuracy)) return 2; break;
         case 'G': if (parse_u32_opt("--generate", optarg, 1, 100000, &va.generate)) return 2; break;
         case 'x': va.text = optarg; break;
+        case 'S': va.shape = 1; break;
         case 'Y': va.policy = optarg; break;
         case 'y':
             if (va.n_policy_params == 16) {
@@ -347,6 +353,10 @@ int cmd_validate(int argc, char **argv)
     }
     if ((va.accuracy || va.generate || va.policy) && (prims || !va.model)) {
         cli_error("validate", "--accuracy, --generate and --policy go with --model (not --primitives)");
+        return 2;
+    }
+    if (va.shape && (prims || va.accuracy || va.generate)) {
+        cli_error("validate", "--shape applies to --model's programs only");
         return 2;
     }
     if (va.policy && !va.accuracy) {

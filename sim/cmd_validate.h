@@ -21,6 +21,7 @@ typedef struct vm_args {
     size_t n_policy_params;
     uint64_t latency_ns;
     double bandwidth_bps;
+    int shape;                /* 1: bandwidth shaped with tbf between network namespaces */
     machine_profile mach;
     const char *session;
 } vm_args;

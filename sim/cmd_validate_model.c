@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cmd.h"
 #include "cmd_validate.h"
@@ -103,18 +104,40 @@ static int vm_programs(vm_ctx *c, const proto_cfg *cfg, rdb *db, int *bad, errbu
     const vm_args *a = c->a;
     const proto *pr = proto_find(cfg->name);
     int rc = need_tokens(c, a->prompt + a->decode, e);
+    netshape ns = {0};
+    if (!rc && a->shape)
+        rc = netshape_up(&ns, 3, a->bandwidth_bps, e);
     uint64_t base = 0;
     if (!rc)
-        rc = valid_round_ns(cfg, a->latency_ns, &base, e);
-    if (rc)
-        return rc;
+        rc = valid_round_ns(cfg, a->latency_ns, a->shape ? &ns : NULL, &base, e);
     secinf_opts o = {.model = &c->m, .weights = c->L, .cfg = *cfg, .tokens = c->ids,
                      .n_tokens = a->prompt + a->decode, .prefill = a->prompt,
                      .latency_ns = a->latency_ns};
-    secinf_result r;
-    if ((rc = secinf_run(&o, &r, e)))
+    secinf_result r = {0};
+    if (!rc && !a->shape)
+        rc = secinf_run(&o, &r, e);
+    else if (!rc) {
+        mpc_launch l = {.cfg = *cfg, .latency_ns = a->latency_ns, .timeout_ms = 60000,
+                        .deadline_ms = 600000};
+        mpc_node_result nr[MPC_NODES_MAX];
+        int nodes = 0;
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        if (!(rc = secinf_prepare(&o, &r, e)))
+            rc = netshape_launch(&ns, &l, secinf_node, &o, nr, &nodes, e);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        r.seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+        if (!rc)
+            rc = secinf_collect(&r, nr, nodes, e);
+        if (nodes)
+            mpc_node_results_free(nr, nodes);
+    }
+    netshape_down(&ns);
+    if (rc) {
+        secinf_result_free(&r);
         return rc;
-    /* the simulated links: the injected latency plus the loopback's own round time */
+    }
+    /* the simulated links: the injected latency plus the probe's round overhead */
     net_cfg net;
     net_uniform(&net, pr->n_parties, a->latency_ns + base, a->bandwidth_bps);
     for (uint32_t s = 0; !rc && s < r.n_steps; s++) {
@@ -131,10 +154,11 @@ static int vm_programs(vm_ctx *c, const proto_cfg *cfg, rdb *db, int *bad, errbu
             continue;
         print_row(cfg->name, &row, pr->n_parties);
         if (db)
-            rc = valid_store(db, a->session, cfg->name, &row, a->latency_ns, a->bandwidth_bps, "none", e);
+            rc = valid_store(db, a->session, cfg->name, &row, a->latency_ns, a->bandwidth_bps,
+                             a->shape ? "tbf" : "none", e);
     }
-    printf("# %s: loopback round overhead %.1f us (probe; added to the simulated link latency); session %.2f s\n", cfg->name,
-           (double)base * 1e-3, r.seconds);
+    printf("# %s: round overhead %.1f us (probe; added to the simulated link latency)%s; session %.2f s\n", cfg->name,
+           (double)base * 1e-3, a->shape ? "; links shaped with tbf" : "", r.seconds);
     secinf_result_free(&r);
     return rc;
 }
@@ -259,9 +283,11 @@ int validate_model(const vm_args *a, const proto_cfg *cfgs, int n_cfgs, rdb *db,
             rc = vm_programs(&c, &cfgs[i], db, bad, e);
     }
     if (!rc && !a->accuracy && !a->generate)
-        printf("# p = predicted (cost engine + simulator), m = measured (backend, parties forked on 127.0.0.1, %.3g ms\n"
+        printf("# p = predicted (cost engine + simulator), m = measured (backend, %s, %.3g ms\n"
                "# one-way latency injected by the transport). Bytes: online payload sent by the party. Time: the\n"
-               "# step's ops, until the last party is done.\n", (double)a->latency_ns * 1e-6);
+               "# step's ops, until the last party is done.\n",
+               a->shape ? "one network namespace per node, egress shaped with tbf" : "parties forked on 127.0.0.1",
+               (double)a->latency_ns * 1e-6);
     vm_close(&c);
     return rc;
 }

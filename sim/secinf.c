@@ -337,7 +337,7 @@ static int node_step(eng *e, mpc_net *net, node_ctx *c, op_program *p, mpc_val *
     return rc;
 }
 
-static int node_fn(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
+int secinf_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
 {
     const secinf_opts *o = arg;
     const model_cfg *m = o->model;
@@ -414,7 +414,7 @@ static int parse_node(secinf_result *r, const mpc_node_result *nr, uint32_t node
     return MS_OK;
 }
 
-int secinf_run(const secinf_opts *o, secinf_result *r, errbuf *e)
+int secinf_prepare(const secinf_opts *o, secinf_result *r, errbuf *e)
 {
     memset(r, 0, sizeof *r);
     if (!o->n_tokens || !o->prefill || o->prefill > o->n_tokens)
@@ -434,13 +434,12 @@ int secinf_run(const secinf_opts *o, secinf_result *r, errbuf *e)
     r->n_ops = calloc(r->n_steps, sizeof *r->n_ops);
     if (!r->logits || !r->tokens || !r->next || !r->n_ops)
         return err_set(e, MS_ERR_NOMEM, "secure inference: out of memory");
-    mpc_launch l = {.cfg = o->cfg, .latency_ns = o->latency_ns, .timeout_ms = 60000,
-                    .deadline_ms = o->deadline_ms ? o->deadline_ms : 60000 + 2000 * (int)r->n_steps};
-    mpc_node_result nr[MPC_NODES_MAX];
-    int nodes = 0;
-    uint64_t t0 = now_ns();
-    int rc = mpc_launch_run(&l, node_fn, (void *)o, nr, &nodes, e);
-    r->seconds = (double)(now_ns() - t0) * 1e-9;
+    return MS_OK;
+}
+
+int secinf_collect(secinf_result *r, const mpc_node_result *nr, int nodes, errbuf *e)
+{
+    int rc = MS_OK;
     for (int i = 0; !rc && i < nodes; i++)
         if (nr[i].rc)
             rc = err_set(e, nr[i].rc, "secure inference: node %d: %s", i, nr[i].err);
@@ -449,6 +448,23 @@ int secinf_run(const secinf_opts *o, secinf_result *r, errbuf *e)
         rc = err_set(e, MS_ERR_NOMEM, "secure inference: out of memory");
     for (int i = 0; !rc && i < nodes; i++)
         rc = parse_node(r, &nr[i], (uint32_t)i, i == 0, e);
+    return rc;
+}
+
+int secinf_run(const secinf_opts *o, secinf_result *r, errbuf *e)
+{
+    int rc = secinf_prepare(o, r, e);
+    if (rc)
+        return rc;
+    mpc_launch l = {.cfg = o->cfg, .latency_ns = o->latency_ns, .timeout_ms = 60000,
+                    .deadline_ms = o->deadline_ms ? o->deadline_ms : 60000 + 2000 * (int)r->n_steps};
+    mpc_node_result nr[MPC_NODES_MAX];
+    int nodes = 0;
+    uint64_t t0 = now_ns();
+    rc = mpc_launch_run(&l, secinf_node, (void *)o, nr, &nodes, e);
+    r->seconds = (double)(now_ns() - t0) * 1e-9;
+    if (!rc)
+        rc = secinf_collect(r, nr, nodes, e);
     if (nodes)
         mpc_node_results_free(nr, nodes);
     return rc;

@@ -141,12 +141,14 @@ static int ping_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
     return rc;
 }
 
-int valid_round_ns(const proto_cfg *cfg, uint64_t latency_ns, uint64_t *ns, errbuf *e)
+int valid_round_ns(const proto_cfg *cfg, uint64_t latency_ns, const netshape *shape, uint64_t *ns,
+                   errbuf *e)
 {
     mpc_launch l = {.cfg = *cfg, .latency_ns = latency_ns, .deadline_ms = 30000 + (int)(latency_ns / 2000)};
     mpc_node_result nr[MPC_NODES_MAX];
     int nodes = 0;
-    int rc = mpc_launch_run(&l, ping_node, NULL, nr, &nodes, e);
+    int rc = shape ? netshape_launch(shape, &l, ping_node, NULL, nr, &nodes, e)
+                   : mpc_launch_run(&l, ping_node, NULL, nr, &nodes, e);
     *ns = 0;
     for (int i = 0; !rc && i < nodes; i++) {
         uint64_t t;

@@ -8,6 +8,7 @@
 
 #include "machine.h"
 #include "net.h"
+#include "netshape.h"
 #include "rdb.h"
 #include "secinf.h"
 
@@ -31,10 +32,12 @@ int valid_store(rdb *db, const char *session, const char *protocol, const valid_
                 uint64_t latency_ns, double bandwidth_bps, const char *shaping, errbuf *e);
 
 /* The loopback's own time per communication round of this protocol beyond the injected one-way
- * latency (an open of one element, repeated, with latency_ns injected): processing, system
- * calls, scheduling and the injection's timer slack, which the network model counts as link
- * latency. A probe of its own, measured before the programs it helps predict. */
-int valid_round_ns(const proto_cfg *cfg, uint64_t latency_ns, uint64_t *ns, errbuf *e);
+ * latency (an open of one element, repeated, with latency_ns injected; on the shaped network
+ * when shape is not NULL): processing, system calls, scheduling and the injection's timer slack,
+ * which the network model counts as link latency. A probe of its own, measured before the
+ * programs it helps predict. */
+int valid_round_ns(const proto_cfg *cfg, uint64_t latency_ns, const netshape *shape, uint64_t *ns,
+                   errbuf *e);
 
 /* Relative error of a prediction, in percent of the measurement. */
 double valid_err_pct(uint64_t pred, uint64_t meas);
