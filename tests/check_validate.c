@@ -8,7 +8,8 @@
  * - streamingllm applied to the secret KV cache matches its plaintext replay (same top-1 at
  *   every position, logits within tolerance), while the policy itself moves the logits by more
  *   than that tolerance (the match is not trivial);
- * - `mpcsim validate` stores predicted = measured rows in the validation table;
+ * - `mpcsim validate` stores predicted = measured rows in the validation table, also with the
+ *   links shaped by tbf between network namespaces (where root and iproute2 are available);
  * - the sigmoid SiLU's error bound on the clear-text engine, and PUMA's offset at 0 that made it
  *   necessary. */
 #include <check.h>
@@ -271,6 +272,43 @@ START_TEST(test_cli_rows_in_db)
 }
 END_TEST
 
+/* Shaped links (root and iproute2 only; skipped with a message elsewhere): the same exact
+ * counts through veth pairs with tbf, rows marked 'tbf', no namespace left behind. */
+START_TEST(test_cli_shaped)
+{
+    if (geteuid() != 0 || system("ip netns list >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "check_validate: shaped-link test skipped (needs root and iproute2)\n");
+        return;
+    }
+    char dir[] = "/tmp/mpcsim-validate-XXXXXX", db[600], out[600];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(db, sizeof db, "%s/s.db", dir);
+    snprintf(out, sizeof out, "%s/out.txt", dir);
+    const char *args[] = {"validate", "--model", "stories260K", "--shape", "--bandwidth", "1Gbps", "--latency-ms",
+                          "0", "--prompt", "2", "--decode", "1", "-p", "semi2k", "--db", db, NULL};
+    int st = run_cli(dir, args);
+    ck_assert_msg(st == 0, "mpcsim validate --shape exited %d (see %s)", st, out);
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
+    ck_assert_int_eq(q1(h, "SELECT count(*) FROM validation WHERE shaping = 'tbf' AND exact = 1 AND "
+                           "bandwidth_bps = 1e9"), 2);
+    sqlite3_close(h);
+    FILE *p = popen("ip netns list", "r");
+    char line[256];
+    while (p && fgets(line, sizeof line, p))
+        ck_assert_msg(strncmp(line, "mv", 2) != 0, "namespace left behind: %s", line);
+    if (p)
+        pclose(p);
+    char tmp[640];
+    const char *files[] = {"s.db", "s.db-wal", "s.db-shm", "out.txt"};
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(tmp, sizeof tmp, "%s/%s", dir, files[i]);
+        unlink(tmp);
+    }
+    rmdir(dir);
+}
+END_TEST
+
 /* ---- the SiLU approximations ---------------------------------------------------------------- */
 
 static void silu_plain(const char *approx, const double *x, double *y, size_t n)
@@ -333,6 +371,7 @@ Suite *validate_suite(void)
     tcase_add_test(tc, test_accuracy_teacher_forced);
     tcase_add_test(tc, test_streamingllm_in_mpc);
     tcase_add_test(tc, test_cli_rows_in_db);
+    tcase_add_test(tc, test_cli_shaped);
     tcase_add_test(tc, test_silu_sigmoid_bound);
     suite_add_tcase(s, tc);
     return s;
