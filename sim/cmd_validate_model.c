@@ -199,6 +199,9 @@ static int vm_accuracy(vm_ctx *c, const proto_cfg *cfg, errbuf *e)
                acc.n, 100.0 * acc.top1_agree / acc.n, acc.max_abs, acc.mean_abs,
                a->policy ? "vs the plaintext replay of the policy" : "vs the float reference", cfg->approx, cfg->frac_bits,
                r.seconds);
+        if (acc.top1_agree < acc.n)
+            printf("#       disagreements are %s: the reference's margin there is at most %.4f (logit error bound %.4f)\n",
+                   acc.miss_gap < 2 * acc.max_abs ? "near ties" : "NOT near ties", acc.miss_gap, acc.max_abs);
         if (a->policy) { /* how far the policy moved the model: the match is not trivial */
             double *pd = malloc((size_t)r.n_steps * V * sizeof *pd);
             for (size_t i = 0; pd && i < (size_t)r.n_steps * V; i++)

@@ -425,6 +425,15 @@ int secinf_prepare(const secinf_opts *o, secinf_result *r, errbuf *e)
     const proto *pr = proto_find(o->cfg.name);
     if (!pr)
         return err_set(e, MS_ERR_INPUT, "secure inference: unknown protocol '%s'", o->cfg.name);
+    if (o->keep) { /* every step's kept counts are usable: fail here, not inside the nodes */
+        uint32_t *kept = malloc((size_t)o->model->n_layers * o->model->n_kv_heads * sizeof *kept);
+        int rc = kept ? MS_OK : err_set(e, MS_ERR_NOMEM, "secure inference: out of memory");
+        for (uint32_t s = 1; !rc && s < secinf_n_steps(o); s++)
+            rc = step_kept(o, o->prefill + s - 1, kept, e);
+        free(kept);
+        if (rc)
+            return rc;
+    }
     r->n_steps = secinf_n_steps(o);
     r->n_parties = (uint32_t)pr->n_parties;
     r->vocab = o->model->vocab;
@@ -502,6 +511,8 @@ void secinf_compare(const double *mpc, const float *ref, uint32_t n, uint32_t vo
             by = y[i] > y[by] ? i : by;
         }
         a->top1_agree += bx == by;
+        if (bx != by && (double)y[by] - (double)y[bx] > a->miss_gap)
+            a->miss_gap = (double)y[by] - (double)y[bx];
     }
     a->mean_abs = n ? sum / ((double)n * vocab) : 0;
 }
@@ -576,8 +587,15 @@ static void prep_layer(void *ctx, const llama_layer_view *v)
     char nm[32];
     uint32_t r, cols;
     snprintf(nm, sizeof nm, "L%u.wo", v->layer);
-    policy_obs o = {.layer = v->layer, .pos = v->pos, .q = v->q, .k = v->k, .v = v->v,
-                    .att = v->att, .ffn = v->ffn_pre, .wo = llama_weight(c->pm, nm, &r, &cols)};
+    /* only what the policy asked for (policy.h: arrays not asked for are NULL) */
+    unsigned need = c->pol->needs ? c->pol->needs(c->st, v->pos) : ~0u;
+    policy_obs o = {.layer = v->layer, .pos = v->pos,
+                    .q = need & POLICY_NEED_Q ? v->q : NULL,
+                    .k = need & POLICY_NEED_KV ? v->k : NULL,
+                    .v = need & POLICY_NEED_KV ? v->v : NULL,
+                    .att = need & POLICY_NEED_ATT ? v->att : NULL,
+                    .ffn = need & POLICY_NEED_FFN ? v->ffn_pre : NULL,
+                    .wo = need & POLICY_NEED_WO ? llama_weight(c->pm, nm, &r, &cols) : NULL};
     if (c->pol->observe(c->st, &o, c->e))
         c->err = 1;
 }

@@ -93,6 +93,8 @@ void secinf_keep_free(secinf_keep *k);
 typedef struct secinf_acc {
     uint32_t n, top1_agree;
     double max_abs, mean_abs; /* over all n × vocab logits */
+    double miss_gap;          /* largest reference margin of a disagreement: ref[ref's top-1] -
+                               * ref[secure top-1] (a near tie when below 2·max_abs) */
 } secinf_acc;
 void secinf_compare(const double *mpc, const float *ref, uint32_t n, uint32_t vocab, secinf_acc *a);
 
