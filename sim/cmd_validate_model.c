@@ -165,7 +165,7 @@ static int vm_programs(vm_ctx *c, const proto_cfg *cfg, rdb *db, int *bad, errbu
 
 /* Teacher-forced accuracy: secure logits at every position against the float reference (or
  * the plaintext replay of the policy, whose keep masks the secure run applies). */
-static int vm_accuracy(vm_ctx *c, const proto_cfg *cfg, errbuf *e)
+static int vm_accuracy(vm_ctx *c, const proto_cfg *cfg, int *bad, errbuf *e)
 {
     const vm_args *a = c->a;
     uint32_t N = a->accuracy, P = a->policy ? a->prompt : 1, V = c->m.vocab;
@@ -199,6 +199,18 @@ static int vm_accuracy(vm_ctx *c, const proto_cfg *cfg, errbuf *e)
                acc.n, 100.0 * acc.top1_agree / acc.n, acc.max_abs, acc.mean_abs,
                a->policy ? "vs the plaintext replay of the policy" : "vs the float reference", cfg->approx, cfg->frac_bits,
                r.seconds);
+        /* every step's bytes and rounds against the cost engine on the same program */
+        net_cfg net;
+        net_uniform(&net, (int)r.n_parties, 0, a->bandwidth_bps);
+        uint32_t bad_steps = 0;
+        for (uint32_t s = 0; !rc && s < r.n_steps; s++) {
+            valid_row row;
+            rc = valid_step(&o, &r, s, &net, &a->mach, &row, e);
+            bad_steps += !rc && row.ops_mismatched;
+        }
+        *bad |= bad_steps != 0;
+        printf("#       bytes and rounds of every op of the %u steps equal the prediction: %s\n", r.n_steps,
+               bad_steps ? "NO" : "yes");
         if (acc.top1_agree < acc.n)
             printf("#       disagreements are %s: the reference's margin there is at most %.4f (logit error bound %.4f)\n",
                    acc.miss_gap < 2 * acc.max_abs ? "near ties" : "NOT near ties", acc.miss_gap, acc.max_abs);
@@ -279,7 +291,7 @@ int validate_model(const vm_args *a, const proto_cfg *cfgs, int n_cfgs, rdb *db,
     }
     for (int i = 0; !rc && i < n_cfgs; i++) {
         if (a->accuracy)
-            rc = vm_accuracy(&c, &cfgs[i], e);
+            rc = vm_accuracy(&c, &cfgs[i], bad, e);
         else if (a->generate)
             rc = vm_generate(&c, &cfgs[i], e);
         else

@@ -7,7 +7,8 @@
  *   reference: top-1 agreement >= 99 % (all 64), logit error within the stated tolerance;
  * - streamingllm applied to the secret KV cache matches its plaintext replay (same top-1 at
  *   every position, logits within tolerance), while the policy itself moves the logits by more
- *   than that tolerance (the match is not trivial);
+ *   than that tolerance (the match is not trivial); mpcache, whose KV heads keep different
+ *   numbers of entries (grouped attention), likewise, with exact bytes and rounds;
  * - `mpcsim validate` stores predicted = measured rows in the validation table, also with the
  *   links shaped by tbf between network namespaces (where root and iproute2 are available);
  * - the sigmoid SiLU's error bound on the clear-text engine, and PUMA's offset at 0 that made it
@@ -200,6 +201,54 @@ START_TEST(test_streamingllm_in_mpc)
 }
 END_TEST
 
+/* MPCache keeps different numbers of entries per KV head: the step is lowered with grouped
+ * attention (one block per KV head), which the backend runs on each head's own cache rows; the
+ * result matches the replay and every op's bytes and rounds the prediction. */
+START_TEST(test_mpcache_grouped_in_mpc)
+{
+    fixture f;
+    fixture_open(&f);
+    errbuf e = {{0}};
+    const uint32_t N = 28, P = 16, V = f.m.vocab;
+    const char *params[] = {"s1=8", "s2=4"};
+    float *pol = malloc((size_t)N * V * sizeof *pol);
+    secinf_keep k;
+    ck_assert_msg(secinf_policy_replay(&f.m, f.L, "mpcache", params, 2, f.ids, N, P, &k, pol, &e) == MS_OK, "%s",
+                  e.msg);
+    secinf_opts o = {.model = &f.m, .weights = f.L, .tokens = f.ids, .n_tokens = N, .prefill = P, .keep = &k};
+    cfg_of("semi2k", &o.cfg);
+    int grouped = 0;
+    op_program p;
+    op_program_init(&p);
+    for (uint32_t s = 1; s < secinf_n_steps(&o); s++) {
+        ck_assert_int_eq(secinf_step_program(&o, s, &p, &e), MS_OK);
+        for (size_t i = 0; i < p.n_ops; i++)
+            grouped |= p.ops[i].kind == OP_MATMUL && p.ops[i].group >= 0;
+    }
+    op_program_free(&p);
+    ck_assert_msg(grouped, "no step with per-KV-head kept counts: the test lost its point");
+    secinf_result r;
+    ck_assert_msg(secinf_run(&o, &r, &e) == MS_OK, "%s", e.msg);
+    secinf_acc a;
+    secinf_compare(r.logits, pol + (size_t)(P - 1) * V, r.n_steps, V, &a);
+    ck_assert_uint_eq(a.top1_agree, r.n_steps);
+    ck_assert_msg(a.max_abs < LOGIT_TOL, "logit error vs the replay %.4f", a.max_abs);
+    net_cfg net;
+    net_uniform(&net, (int)r.n_parties, 0, 1e9);
+    machine_profile mach;
+    machine_default(&mach);
+    for (uint32_t s = 0; s < r.n_steps; s++) {
+        valid_row row;
+        ck_assert_msg(valid_step(&o, &r, s, &net, &mach, &row, &e) == MS_OK, "%s", e.msg);
+        ck_assert_msg(row.ops_mismatched == 0, "step %u: %s", s, row.first_mismatch);
+    }
+    secinf_result_free(&r);
+    secinf_keep_free(&k);
+    free(pol);
+    llama_free(f.L);
+}
+END_TEST
+
 /* ---- the CLI and the results database ------------------------------------------------------- */
 
 static int run_cli(const char *dir, const char *const *args)
@@ -370,6 +419,7 @@ Suite *validate_suite(void)
     tcase_add_loop_test(tc, test_programs_exact, 0, 2);
     tcase_add_test(tc, test_accuracy_teacher_forced);
     tcase_add_test(tc, test_streamingllm_in_mpc);
+    tcase_add_test(tc, test_mpcache_grouped_in_mpc);
     tcase_add_test(tc, test_cli_rows_in_db);
     tcase_add_test(tc, test_cli_shaped);
     tcase_add_test(tc, test_silu_sigmoid_bound);
