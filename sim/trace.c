@@ -530,6 +530,17 @@ static void dir_kv(trace *t, uint32_t layer, uint32_t pos, float *k, float *v)
         memcpy(v, d->data[TRACE_V] + off, row * sizeof(float));
 }
 
+static void dir_kv1(trace *t, uint32_t layer, uint32_t g, uint32_t pos, float *k, float *v)
+{
+    dir_src *d = t->impl;
+    size_t hd = t->s.head_dim, row = (size_t)t->s.n_kv_heads * hd;
+    size_t off = ((size_t)layer * t->s.n_tokens + pos) * row + g * hd;
+    if (k)
+        memcpy(k, d->data[TRACE_K] + off, hd * sizeof(float));
+    if (v)
+        memcpy(v, d->data[TRACE_V] + off, hd * sizeof(float));
+}
+
 static int dir_att_row(trace *t, uint32_t layer)
 {
     dir_src *d = t->impl;
@@ -573,7 +584,7 @@ static void dir_close(trace *t)
     free(d);
 }
 
-static const trace_source dir_source = {dir_seek, dir_kv, dir_att_row, dir_ffn,
+static const trace_source dir_source = {dir_seek, dir_kv, dir_kv1, dir_att_row, dir_ffn,
                                         dir_logits, dir_wo, dir_close};
 
 int trace_alloc_common(trace *t)
@@ -735,11 +746,7 @@ int trace_gather(trace *t, uint32_t layer, uint32_t kv_head, const uint32_t *idx
     for (size_t i = 0; i < n; i++) {
         if (idx[i] >= s->n_tokens)
             return MS_ERR_RANGE;
-        t->src->kv(t, layer, idx[i], k ? t->kbuf : NULL, v ? t->vbuf : NULL);
-        if (k)
-            memcpy(k + i * d, t->kbuf + (size_t)kv_head * d, d * sizeof(float));
-        if (v)
-            memcpy(v + i * d, t->vbuf + (size_t)kv_head * d, d * sizeof(float));
+        t->src->kv1(t, layer, kv_head, idx[i], k ? k + i * d : NULL, v ? v + i * d : NULL);
     }
     return MS_OK;
 }
@@ -757,8 +764,8 @@ int trace_attend(trace *t, uint32_t layer, uint32_t head, const float *q, const 
     for (size_t i = 0; i < n; i++) {
         if (idx[i] >= s->n_tokens)
             return MS_ERR_RANGE;
-        t->src->kv(t, layer, idx[i], t->kbuf, NULL);
-        const float *k = t->kbuf + (size_t)g * d;
+        t->src->kv1(t, layer, g, idx[i], t->kbuf, NULL);
+        const float *k = t->kbuf;
         float dot = 0.0f;
         for (uint32_t j = 0; j < d; j++)
             dot += q[j] * k[j];
@@ -771,8 +778,8 @@ int trace_attend(trace *t, uint32_t layer, uint32_t head, const float *q, const 
     for (size_t i = 0; i < n; i++) {
         p[i] = (float)(p[i] / sum);
         if (out) {
-            t->src->kv(t, layer, idx[i], NULL, t->vbuf);
-            const float *v = t->vbuf + (size_t)g * d;
+            t->src->kv1(t, layer, g, idx[i], NULL, t->vbuf);
+            const float *v = t->vbuf;
             for (uint32_t j = 0; j < d; j++)
                 out[j] += p[i] * v[j];
         }
