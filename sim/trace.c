@@ -839,6 +839,31 @@ static int read_text(const char *path, char **out, errbuf *e)
     return MS_OK;
 }
 
+/* Encodes the shortest prefix of text that yields cap tokens plus a margin of 8 (BPE merges
+ * are local, so the first cap ids equal those of the whole text; merging is quadratic in the
+ * length, hence the prefix). Keeps at most cap ids. */
+static int tokenize_prefix(const llama_tok *tok, char *text, uint32_t cap, int **ids,
+                           int *n_ids, errbuf *e)
+{
+    size_t tl = strlen(text);
+    for (size_t need = (size_t)cap * 4 + 64;; need *= 2) {
+        size_t len = tl < need ? tl : need;
+        char saved = text[len];
+        text[len] = '\0';
+        free(*ids);
+        *ids = malloc((len + 3) * sizeof(int));
+        *n_ids = *ids ? llama_tok_encode(tok, text, *ids, (int)len + 3) : 0;
+        text[len] = saved;
+        if (!*ids)
+            return err_set(e, MS_ERR_NOMEM, "out of memory");
+        if (len == tl || *n_ids >= (int)cap + 8)
+            break;
+    }
+    if (*n_ids > (int)cap)
+        *n_ids = (int)cap;
+    return MS_OK;
+}
+
 /* Loads model weights and tokenizer, tokenizes the text (at most max_tokens ids). */
 static int record_setup(const char *model, const char *text_path, uint32_t max_tokens,
                         model_cfg *cfg, llama **m, int **ids, int *n_ids, errbuf *e)
@@ -859,20 +884,10 @@ static int record_setup(const char *model, const char *text_path, uint32_t max_t
         return rc;
     rc = llama_tok_load(tpath, cfg->vocab, &tok, e);
     uint32_t cap = max_tokens < cfg->max_ctx ? max_tokens : cfg->max_ctx;
-    /* tokenize a prefix long enough for cap tokens (a piece is at least one byte) */
-    size_t tl = strlen(text), need = (size_t)cap * 16;
-    if (tl > need)
-        text[need] = '\0';
-    *ids = rc == MS_OK ? malloc((strlen(text) + 3) * sizeof(int)) : NULL;
-    if (rc == MS_OK && !*ids)
-        rc = err_set(e, MS_ERR_NOMEM, "out of memory");
-    if (rc == MS_OK) {
-        *n_ids = llama_tok_encode(tok, text, *ids, (int)strlen(text) + 3);
-        if (*n_ids > (int)cap)
-            *n_ids = (int)cap;
-        if (*n_ids < 1)
-            rc = err_set(e, MS_ERR_INPUT, "%s: error: no tokens", text_path);
-    }
+    if (rc == MS_OK)
+        rc = tokenize_prefix(tok, text, cap, ids, n_ids, e);
+    if (rc == MS_OK && *n_ids < 1)
+        rc = err_set(e, MS_ERR_INPUT, "%s: error: no tokens", text_path);
     llama_tok_free(tok);
     free(text);
     if (rc == MS_OK)

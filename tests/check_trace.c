@@ -108,6 +108,24 @@ START_TEST(test_record_and_numpy)
     ck_assert_int_eq(llama_load(&cfg, wpath, &m, &e), MS_OK);
     const int32_t *ids = trace_tokens(t);
     ck_assert_int_eq(ids[0], 1);
+    /* the ids are the first 48 of the whole text's encoding */
+    char tpath[1024];
+    llama_tok *tok = NULL;
+    ck_assert_int_eq(model_file_path(cfg.tokenizer, tpath, sizeof tpath), 0);
+    ck_assert_int_eq(llama_tok_load(tpath, 512, &tok, &e), MS_OK);
+    FILE *tf = fopen(text, "rb");
+    ck_assert_ptr_nonnull(tf);
+    char *all = calloc(1, 1 << 16);
+    size_t tn = fread(all, 1, (1 << 16) - 1, tf);
+    fclose(tf);
+    all[tn] = '\0';
+    int *full = malloc((tn + 3) * sizeof *full);
+    ck_assert_int_gt(llama_tok_encode(tok, all, full, (int)tn + 3), 48);
+    for (int i = 0; i < 48; i++)
+        ck_assert_int_eq(ids[i], full[i]);
+    free(full);
+    free(all);
+    llama_tok_free(tok);
     float logits[512];
     for (uint32_t p = 0; p < 48; p++) {
         ck_assert_int_eq(llama_forward(m, ids[p], p, NULL, logits), MS_OK);
