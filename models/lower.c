@@ -176,16 +176,16 @@ static uint32_t attention(lw *w, uint32_t xb)
          1.0 / sqrt((double)d));
     /* heads to the batch dimension: (S·t, H·d) → (S·H, t, d), a free re-layout */
     uint32_t qh = tens(w, "q_heads", OPT_TEMP, S * H, t, d);
-    emit(w, OP_VIEW, OPC_ATTENTION, -1, S * H, t, d, QD, q, OP_NONE, OP_NONE, qh,
+    emit(w, OP_VIEW, OPC_ATTENTION, -1, S * H, t, 0, d, q, OP_NONE, OP_NONE, qh,
          OPF_SPLIT_HEADS, 0, 0);
     /* the KV cache: secret state across steps; appending this step's k, v is a free re-layout */
     uint32_t T = w->o->kv_len + t;
     uint32_t kc = tens(w, "kcache", OPT_CACHE, S * Hkv, T, d);
     uint32_t vc = tens(w, "vcache", OPT_CACHE, S * Hkv, T, d);
-    emit(w, OP_VIEW, OPC_ATTENTION, -1, S * Hkv, t, 0, d, k, OP_NONE, OP_NONE, kc, 0,
-         (int32_t)w->o->kv_len, 0);
-    emit(w, OP_VIEW, OPC_ATTENTION, -1, S * Hkv, t, 0, d, v, OP_NONE, OP_NONE, vc, 0,
-         (int32_t)w->o->kv_len, 0);
+    emit(w, OP_VIEW, OPC_ATTENTION, -1, S * Hkv, t, 0, d, k, OP_NONE, OP_NONE, kc,
+         OPF_SPLIT_HEADS, (int32_t)w->o->kv_len, 0);
+    emit(w, OP_VIEW, OPC_ATTENTION, -1, S * Hkv, t, 0, d, v, OP_NONE, OP_NONE, vc,
+         OPF_SPLIT_HEADS, (int32_t)w->o->kv_len, 0);
     uint32_t ctx = tens(w, "ctx", OPT_TEMP, S * H, t, d);
     if (kept_uniform(w)) {
         attend_block(w, -1, H, attended(w, 0), qh, kc, vc, ctx);
@@ -195,7 +195,7 @@ static uint32_t attention(lw *w, uint32_t xb)
     }
     /* heads back to features: (S·H, t, d) → (S·t, H·d) */
     uint32_t cm = tens(w, "ctx_merged", OPT_TEMP, 1, w->rows, QD);
-    emit(w, OP_VIEW, OPC_ATTENTION, -1, S * H, t, d, QD, ctx, OP_NONE, OP_NONE, cm,
+    emit(w, OP_VIEW, OPC_ATTENTION, -1, S * H, t, 0, d, ctx, OP_NONE, OP_NONE, cm,
          OPF_MERGE_HEADS, 0, 0);
     uint32_t ao = linear(w, OPC_ATTENTION, cm, "wo", QD, D, "attn_out");
     if (m->family == FAM_GPT2)

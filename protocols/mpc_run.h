@@ -90,4 +90,20 @@ int mpc_launch_run(const mpc_launch *l, mpc_node_fn fn, void *arg, mpc_node_resu
                    int *n_nodes, errbuf *err);
 void mpc_node_results_free(mpc_node_result *res, int n);
 
+/* A whole op program on a loopback session: every node binds its tensors through fn (called
+ * in the forked nodes), runs setup and every op, and reports. With open_results, every op's
+ * result is also opened to all after the program (uncounted) so callers can compare values;
+ * REVEAL results are the revealed plaintext at the parties that received them. */
+typedef struct mpc_local_run {
+    int n_nodes, n_parties;
+    mpc_op_stat *ops[MPC_NODES_MAX];    /* [node][op] */
+    mpc_op_stat setup[MPC_NODES_MAX];
+    uint64_t *vals[MPC_NODES_MAX];      /* [node]: op results in op order, each op_out_elems long
+                                         * (NULL unless open_results) */
+} mpc_local_run;
+
+int mpc_run_local(const mpc_launch *l, const op_program *p, mpc_tensor_fn fn, void *ctx,
+                  int open_results, mpc_local_run *out, errbuf *err);
+void mpc_local_run_free(mpc_local_run *r);
+
 #endif

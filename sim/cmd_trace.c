@@ -27,9 +27,13 @@ static void usage(FILE *f)
             "  (sim/TRACE_FORMAT.md explains each)\n");
 }
 
+/* Messages that already read "file:line:col: error: …" print as they are. */
 static int fail(int rc, const errbuf *e)
 {
-    cli_error("trace", "%s", e->msg);
+    if (strstr(e->msg, ": error: "))
+        fprintf(stderr, "%s\n", e->msg);
+    else
+        cli_error("trace", "%s", e->msg);
     return ms_err_exit_code(rc);
 }
 

@@ -107,7 +107,7 @@ static int bench_synth(void)
     trace_synth_defaults(&p);
     uint32_t Ts[] = {1024, 4096, 16384, 32768};
     printf("synthetic llama-2-7b (32 layers, 32 heads, d 128), one layer's rows at T-1:\n");
-    printf("  %7s %12s %14s %14s %10s\n", "T", "seek s/tok", "att row s", "keys/s",
+    printf("  %7s %12s %14s %16s %10s\n", "T", "seek s/tok", "att row s", "key·heads/s",
            "peak MiB");
     for (size_t i = 0; i < sizeof Ts / sizeof Ts[0]; i++) {
         uint32_t T = Ts[i];
@@ -122,7 +122,7 @@ static int bench_synth(void)
         t0 = now();
         const float *att = trace_att(t, 7);
         double dt = now() - t0;
-        printf("  %7u %12.3g %14.3f %14.3g %10.1f%s\n", T, seek, dt, (double)T * 32 / dt,
+        printf("  %7u %12.3g %14.3f %16.3g %10.1f%s\n", T, seek, dt, (double)T * 32 / dt,
                peak_mib(), att[0] >= 0 ? "" : " (?)");
         trace_close(t);
     }

@@ -77,36 +77,6 @@ static int bind_fn(void *ctx, const op_tensor *t, uint64_t *out, size_t n)
     return 1;
 }
 
-/* ---------------------------------------------------------------- node */
-
-/* Runs the whole program, then reports per-op stats and every op result (opened after the
- * program, uncounted; REVEAL results are already plaintext). */
-static int prog_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
-{
-    const prog_case *c = arg;
-    const op_program *p = &c->prog;
-    mpc_program_run r;
-    int rc = mpc_run_setup(e, net, p, bind_fn, (void *)c, &r, err);
-    if (!rc)
-        rc = mpc_run_ops(e, net, &r, 0, p->n_ops, err);
-    if (!rc)
-        fwrite(r.ops, sizeof *r.ops, p->n_ops, out);
-    for (size_t i = 0; i < p->n_ops && !rc; i++) {
-        const op *o = &p->ops[i];
-        size_t n = r.vals[o->out].n;
-        uint64_t *v = calloc(n + 1, 8);
-        if (o->kind == OP_REVEAL) {
-            if (r.vals[o->out].s[0])
-                memcpy(v, r.vals[o->out].s[0], n * 8);
-        } else
-            rc = mpc_run_open(e, net, &r, o->out, v, err);
-        fwrite(v, 8, n, out);
-        free(v);
-    }
-    mpc_program_run_free(e, &r);
-    return rc;
-}
-
 /* The clear-text reference: the same kernels on eng_plain. */
 static int plain_run(const prog_case *c, const proto_cfg *cfg, int np, mpc_val **vals_out, eng **pe)
 {
@@ -201,18 +171,17 @@ static void run_case(const prog_case *c)
     ck_assert_msg(proto_cost_program(proto_find(c->pname), &cfg, p, &log, &err) == MS_OK, "%s", err.msg);
     /* measurement */
     mpc_launch l = {.cfg = cfg, .deadline_ms = 30000};
-    mpc_node_result nr[MPC_NODES_MAX];
-    int nodes, np = proto_find(c->pname)->n_parties;
-    ck_assert_msg(mpc_launch_run(&l, prog_node, (void *)c, nr, &nodes, &err) == MS_OK, "%s", err.msg);
-    for (int i = 0; i < nodes; i++)
-        ck_assert_msg(nr[i].rc == MS_OK, "%s node %d: %s", c->pname, i, nr[i].err);
+    mpc_local_run lr;
+    int np = proto_find(c->pname)->n_parties;
+    ck_assert_msg(mpc_run_local(&l, p, bind_fn, (void *)c, !c->counts_only, &lr, &err) == MS_OK, "%s: %s",
+                  c->pname, err.msg);
     mpc_val *pv = NULL;
     eng *pe = NULL;
     if (!c->counts_only)
         plain_run(c, &cfg, np, &pv, &pe);
     for (int i = 0; i < np; i++) {
-        const mpc_op_stat *st = (const mpc_op_stat *)nr[i].out;
-        const uint64_t *val = (const uint64_t *)(nr[i].out + p->n_ops * sizeof *st);
+        const mpc_op_stat *st = lr.ops[i];
+        const uint64_t *val = lr.vals[i];
         for (size_t k = 0; k < p->n_ops; k++) {
             const op *o = &p->ops[k];
             uint64_t rounds = 0, bytes[3] = {0}, off = 0;
@@ -265,7 +234,7 @@ static void run_case(const prog_case *c)
     if (pe)
         eng_free(pe);
     cost_log_free(&log);
-    mpc_node_results_free(nr, nodes);
+    mpc_local_run_free(&lr);
 }
 
 /* ---------------------------------------------------------------- programs */
@@ -421,7 +390,7 @@ START_TEST(test_single_ops)
 }
 END_TEST
 
-/* A lowered stories260K decode step (the lowering's tensor names, weights bound by name with
+/* A lowered stories260K decode step and prefill (the lowering's tensor names, weights bound by name with
  * stand-in values): every op's measured bytes and rounds equal the cost engine's. */
 START_TEST(test_stories260k_step)
 {
@@ -433,15 +402,17 @@ START_TEST(test_stories260k_step)
     model_cfg m;
     errbuf e = {{0}};
     ck_assert_msg(model_load("stories260K", &m, &e) == MS_OK, "%s", e.msg);
-    lower_opts lo;
-    lower_opts_default(&lo);
-    lo.phase = PHASE_DECODE;
-    lo.n_tokens = 1;
-    lo.kv_len = 5;
-    op_program_init(&c.prog);
-    ck_assert_msg(lower_step(&m, &lo, &c.prog, &e) == MS_OK, "%s", e.msg);
-    run_case(&c);
-    op_program_free(&c.prog);
+    for (int phase = 0; phase < 2; phase++) { /* a decode step, then a 4-token prefill */
+        lower_opts lo;
+        lower_opts_default(&lo);
+        lo.phase = phase ? PHASE_PREFILL : PHASE_DECODE;
+        lo.n_tokens = phase ? 4 : 1;
+        lo.kv_len = phase ? 0 : 5;
+        op_program_init(&c.prog);
+        ck_assert_msg(lower_step(&m, &lo, &c.prog, &e) == MS_OK, "%s", e.msg);
+        run_case(&c);
+        op_program_free(&c.prog);
+    }
 }
 END_TEST
 

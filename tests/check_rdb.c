@@ -296,9 +296,11 @@ START_TEST(test_merge_refused)
     fill("s1.db", 0, 3);
     fill("s3.db", 10, 12);
     raw_exec(tpath("old.db"), "PRAGMA user_version = 0; CREATE TABLE x(a)");
-    raw_exec(tpath("bad.db"), "PRAGMA user_version = 1; CREATE TABLE runs(id INTEGER PRIMARY "
-                              "KEY, config_hash TEXT, status TEXT, junk TEXT); INSERT INTO runs "
-                              "VALUES (1, 'ffff', 'ok', 'x')");
+    char bad_sql[256];
+    snprintf(bad_sql, sizeof bad_sql, "PRAGMA user_version = %d; CREATE TABLE runs(id INTEGER "
+             "PRIMARY KEY, config_hash TEXT, status TEXT, junk TEXT); INSERT INTO runs VALUES (1, "
+             "'ffff', 'ok', 'x')", RDB_SCHEMA_VERSION);
+    raw_exec(tpath("bad.db"), bad_sql);
     rdb *db = open_new("out.db");
     errbuf e;
     size_t added, skipped;
@@ -307,7 +309,9 @@ START_TEST(test_merge_refused)
     ck_assert_ptr_nonnull(strstr(e.msg, "old.db"));
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs"), 0);
     fill("new.db", 20, 21);
-    raw_exec(tpath("new.db"), "PRAGMA user_version = 2");
+    char newer_v[64];
+    snprintf(newer_v, sizeof newer_v, "PRAGMA user_version = %d", RDB_SCHEMA_VERSION + 1);
+    raw_exec(tpath("new.db"), newer_v);
     const char *newer[] = {tpath("new.db")};
     ck_assert_int_eq(rdb_merge(db, newer, 1, &added, &skipped, &e), MS_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(e.msg, "newer"));
