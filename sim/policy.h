@@ -61,7 +61,7 @@ typedef struct policy_args {
 typedef struct policy_obs {
     uint32_t layer, pos;
     const float *q;      /* n_heads × head_dim */
-    const float *k, *v;  /* n_kv_heads × head_dim of this position */
+    const float *k, *v;  /* n_kv_heads × head_dim of this position (NULL unless asked for) */
     const float *att;    /* n_heads × (pos+1) probabilities used (0 on dropped entries), or
                           * NULL when the policy's needs() did not ask for it */
     const float *ffn;    /* ffn_dim gate pre-activations, or NULL */
@@ -70,7 +70,8 @@ typedef struct policy_obs {
 
 /* What observe() needs at a position (bit mask). */
 #define POLICY_NEED_ATT 0x1u /* attention row */
-#define POLICY_NEED_KV  0x2u /* this position's k and v */
+#define POLICY_NEED_K   0x2u /* this position's keys */
+#define POLICY_NEED_V   0x20u /* this position's values */
 #define POLICY_NEED_FFN 0x4u /* FFN pre-activations */
 #define POLICY_NEED_WO  0x8u /* W_o of the layer */
 #define POLICY_NEED_Q   0x10u /* the query */

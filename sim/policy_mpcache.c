@@ -170,7 +170,7 @@ static unsigned mpc_needs(void *st, uint32_t pos)
 {
     mpc_state *s = st;
     if (pos >= s->env.prompt_len)
-        return POLICY_NEED_KV;
+        return POLICY_NEED_K;
     return s->mode != ST_NONE && in_window(s, pos) ? POLICY_NEED_ATT : 0;
 }
 
