@@ -43,10 +43,9 @@ typedef struct policy_env {
     uint32_t n_layers, n_heads, n_kv_heads, head_dim, dim, ffn_dim;
     uint32_t prompt_len;   /* P */
     uint32_t max_len;      /* P + decode steps */
-    /* Keys of cached positions idx[0..n) of one KV head (n × head_dim), for policies that
+    /* Keys of cached position pos, every KV head (n_kv_heads × head_dim), for policies that
      * index the prompt after choosing it (MPCache's clusters over the static set). */
-    int (*gather_k)(void *ctx, uint32_t layer, uint32_t kv_head, const uint32_t *idx, size_t n,
-                    float *k);
+    int (*get_k)(void *ctx, uint32_t layer, uint32_t pos, float *k);
     void *kv_ctx;
 } policy_env;
 
@@ -74,7 +73,7 @@ typedef struct policy_obs {
 #define POLICY_NEED_V   0x20u /* this position's values */
 #define POLICY_NEED_FFN 0x4u /* FFN pre-activations */
 #define POLICY_NEED_WO  0x8u /* W_o of the layer */
-#define POLICY_NEED_Q   0x10u /* the query */
+#define POLICY_NEED_Q   0x10u /* the query (also: select() is query-aware) */
 
 struct policy_ops {
     const char *name;

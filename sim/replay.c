@@ -37,10 +37,9 @@ struct replay {
 
 /* ---- opening --------------------------------------------------------------------------- */
 
-static int gather_k(void *ctx, uint32_t layer, uint32_t g, const uint32_t *idx, size_t n,
-                    float *k)
+static int get_k(void *ctx, uint32_t layer, uint32_t pos, float *k)
 {
-    return trace_gather(ctx, layer, g, idx, n, k, NULL);
+    return trace_kv(ctx, layer, pos, k, NULL);
 }
 
 static int read_params(replay *r, errbuf *e)
@@ -94,7 +93,7 @@ int replay_open(const run_cfg *cfg, replay **out, errbuf *e)
                          "trace has %u positions, the run needs prompt %u + decode %u\n"
                          "  hint: shorten the run or record a longer trace",
                          trace_get_shape(r->tr)->n_tokens, r->P, cfg->work.decode_len);
-        r->env.gather_k = gather_k;
+        r->env.get_k = get_k;
         r->env.kv_ctx = r->tr;
     } else if (p->observe) {
         rc = err_set(e, MS_ERR_INPUT,
@@ -203,7 +202,10 @@ static int ensure_prompt(replay *r, errbuf *e)
         return MS_OK;
     r->prompt_done = 1;
     for (uint32_t pos = 0; r->tr && r->pol->observe && pos < r->P; pos++) {
-        int rc = trace_seek(r->tr, pos, e);
+        /* a position the policy reads nothing from is not generated (synthetic traces) */
+        unsigned need = r->pol->needs ? r->pol->needs(r->st, pos) : 0;
+        int stream = need & (POLICY_NEED_Q | POLICY_NEED_ATT | POLICY_NEED_FFN);
+        int rc = stream ? trace_seek(r->tr, pos, e) : MS_OK;
         for (uint32_t l = 0; !rc && l < r->env.n_layers; l++)
             rc = observe(r, pos, l, NULL, e);
         if (rc)
@@ -263,11 +265,13 @@ static int decode_pos(replay *r, uint32_t step, op_program *prog, errbuf *e)
 {
     const policy_env *v = &r->env;
     uint32_t pos = r->P + step, Hkv = v->n_kv_heads;
-    int rc = r->tr ? trace_seek(r->tr, pos, e) : MS_OK;
     int measure = r->tr && r->stride && step % r->stride == 0;
     unsigned need = r->pol->needs ? r->pol->needs(r->st, pos) : 0;
+    /* positional policies without metrics never touch the trace */
+    int read = r->tr && (measure || r->pol->observe || (need & POLICY_NEED_Q));
+    int rc = read ? trace_seek(r->tr, pos, e) : MS_OK;
     for (uint32_t l = 0; !rc && l < v->n_layers; l++) {
-        const float *q = r->tr ? trace_q(r->tr, l) : NULL;
+        const float *q = read ? trace_q(r->tr, l) : NULL;
         rc = r->pol->select(r->st, l, pos, q, r->keep, e);
         if (rc)
             break;
@@ -283,7 +287,7 @@ static int decode_pos(replay *r, uint32_t step, op_program *prog, errbuf *e)
             rc = layer_rows(r, pos, l, trace_att(r->tr, l), measure, e);
             used = r->att;
         }
-        if (!rc && r->tr)
+        if (!rc && read)
             rc = observe(r, pos, l, used, e);
         if (!rc && prog && r->pol->emit_cost)
             rc = r->pol->emit_cost(r->st, PHASE_DECODE, l, pos, r->kept + (size_t)l * Hkv,

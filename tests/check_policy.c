@@ -24,19 +24,17 @@ typedef struct hand {
     float wo[4];
 } hand;
 
-static int hand_gather(void *ctx, uint32_t l, uint32_t g, const uint32_t *idx, size_t n,
-                       float *k)
+static int hand_get_k(void *ctx, uint32_t l, uint32_t pos, float *k)
 {
     hand *h = ctx;
-    for (size_t i = 0; i < n; i++)
-        memcpy(k + i * h->env.head_dim, h->k[l][idx[i]], h->env.head_dim * sizeof(float));
+    memcpy(k, h->k[l][pos], h->env.head_dim * sizeof(float));
     return 0;
 }
 
 static void hand_init(hand *h, uint32_t L, uint32_t H, uint32_t d, uint32_t P, uint32_t T)
 {
     memset(h, 0, sizeof *h);
-    h->env = (policy_env){L, H, 1, d, 1, 4, P, T, hand_gather, h};
+    h->env = (policy_env){L, H, 1, d, 1, 4, P, T, hand_get_k, h};
     h->wo[0] = 2;
 }
 
