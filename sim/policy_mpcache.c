@@ -133,7 +133,7 @@ static int mpc_init(const policy_env *env, const policy_args *a, void **st, errb
     /* w = 0.2·T0, 0.1·T0 if T0 > LARGE_TOKEN_NUM = 24000 */
     double wf = P > 24000 ? s->wfrac / 2 : s->wfrac;
     s->window = (uint32_t)(wf * P);
-    size_t G2max = env->max_len / s->s2 + 2;
+    size_t G2max = env->max_len / s->s2 + 4; /* + the forced clusters {0, last} */
     s->head = calloc((size_t)L * Hkv, sizeof *s->head);
     s->prev = malloc((size_t)Hkv * env->max_len + 1);
     s->c1 = malloc(G2max * sizeof *s->c1);
