@@ -12,6 +12,11 @@
  * mode values carry only their length. */
 int kern_exec(eng *e, const op_program *p, size_t idx, mpc_val *vals, errbuf *err);
 
+/* Comparators of layer (p, k) of Batcher's odd–even merge sort on n keys (the top-k network,
+ * layers p = 1, 2, 4, … < n and k = p, p/2, …, 1); fills lo/hi (may be NULL) and returns the
+ * count. */
+size_t kern_oem_layer(size_t n, size_t p, size_t k, uint32_t *lo, uint32_t *hi);
+
 /* Encodes/decodes a real as fixed point with f fraction bits in Z_2^64 (two's complement). */
 uint64_t fx_encode(double x, int frac_bits);
 double fx_decode(uint64_t v, int frac_bits);

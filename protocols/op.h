@@ -12,6 +12,22 @@
  * is (batch, rows, cols) row-major; batch is the vectorized dimension (heads): the kernels run
  * all batch instances in the same rounds (rounds counted once, bytes summed).
  *
+ * Operand conventions every executor follows:
+ *   - element-wise binary ops (ADD, SUB, MUL, SELECT): an operand with fewer elements than the
+ *     output broadcasts — a (1 × n) operand repeats over all rows and batch instances (biases,
+ *     norm gains);
+ *   - MATMUL/GATHER: an in1 whose batch is smaller than the op's batch is shared — instance b
+ *     reads in1 instance b / (batch / in1.batch) (GQA: query heads share a KV head);
+ *   - ROPE: batch = sequences, m = tokens, n = features, k = head_dim; row r (of each batch
+ *     instance) is at position iarg + r; feature pair (2i, 2i+1) within a head rotates by
+ *     position · farg^(-2i/k) (farg = theta), as llama2.c's run.c;
+ *   - VIEW copies in0 into out starting at row iarg of out (appending this step's keys to the
+ *     cache at row kv_len), or, when out is smaller than in0, takes out's rows from in0 starting
+ *     at row iarg of each batch instance (a public slice); with OPF_SPLIT_HEADS or
+ *     OPF_MERGE_HEADS it moves heads between the feature and the batch dimension
+ *     (batch = sequences·heads, m = tokens, n = head size), appending at row iarg when out is
+ *     larger (the KV cache); it never communicates.
+ *
  * Text form (op_write / op_read), one item per line, '#' comments:
  *   mpcsim-op-program 1
  *   model <name>
@@ -60,7 +76,7 @@
     X(TOPK, "topk", ROW)            /* out[b,m,k=iarg] one-hot rows (k×n) of the top iarg */ \
     X(ONEHOT, "onehot", EW)         /* out[b,m,n] = one-hot of secret index in0[b,m] over n */\
     X(GATHER, "gather", MM)         /* out = onehot in0 (m×k) · table in1 (k×n) */          \
-    X(ROPE, "rope", EW)             /* rotate pairs by public angles; iarg = position base */\
+    X(ROPE, "rope", EW)             /* rotate pairs by public angles, see below */           \
     X(REVEAL, "reveal", EW)         /* open in0 to party iarg (-1 = all) */                  \
     X(VIEW, "view", EW)             /* free re-layout (slice/concat/transpose): local */
 
@@ -114,6 +130,8 @@ typedef enum op_dom { DOM_ARITH, DOM_BOOL } op_dom;
 #define OPF_PUBLIC_B  0x2u /* right operand is public */
 #define OPF_NO_TRUNC  0x4u /* integer product, no fixed-point truncation (one-hot, masks) */
 #define OPF_TRANS_B   0x8u /* right operand is used transposed (q·Kᵀ) */
+#define OPF_SPLIT_HEADS 0x10u /* VIEW: (seqs·tokens, heads·n) → (seqs·heads, tokens, n) */
+#define OPF_MERGE_HEADS 0x20u /* VIEW: (seqs·heads, tokens, n) → (seqs·tokens, heads·n) */
 
 typedef struct op_tensor {
     char name[48];

@@ -17,6 +17,7 @@
 #define MPCSIM_PROTO_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "err.h"
 #include "op.h"
@@ -90,6 +91,16 @@ struct proto {
 const proto *proto_find(const char *name);
 const proto *const *proto_all(size_t *n);
 int proto_cfg_default(const char *name, proto_cfg *cfg, errbuf *e);
+
+/* Sets one config parameter by name from its text value ("frac_bits", "18"), validated;
+ * an unknown key's message suggests the nearest valid one. The message carries no file
+ * position: callers reading a file prefix their "file:line:col: ". */
+int proto_cfg_set(proto_cfg *cfg, const char *key, const char *value, errbuf *e);
+/* The keys proto_cfg_set accepts. */
+const char *const *proto_cfg_keys(size_t *n);
+/* Prints the per-primitive cost table of pr for n elements (rounds, online bytes sent per
+ * party, offline bytes per party) and the composite kernels' costs per element / row. */
+int proto_print_costs(FILE *f, const proto *pr, const proto_cfg *cfg, uint64_t n);
 
 /* Costs a whole op program: appends its rounds to log (cleared first). */
 int proto_cost_program(const proto *pr, const proto_cfg *cfg, const op_program *prog,

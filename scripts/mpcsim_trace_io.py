@@ -63,8 +63,7 @@ class TraceWriter:
             dtype = np.int32 if a == "tokens" else np.float32
             self.mm[a] = np.lib.format.open_memmap(
                 os.path.join(out_dir, a + ".npy"), mode="w+", dtype=np.dtype(dtype).newbyteorder("<"),
-                shape=shapes[a])
-            self.mm[a][...] = 0
+                shape=shapes[a])  # a new file reads as zeros; untouched pages stay sparse
 
     def tokens(self, ids):
         self.mm["tokens"][: len(ids)] = np.asarray(ids, dtype=np.int32)
@@ -182,7 +181,7 @@ def verify(d, tol=1e-5):
     return bad
 
 
-def write_fixture(d, T=24, seed=7, model="fixture"):
+def write_fixture(d, T=24, seed=7, model="fixture", with_att=True):
     """A random, self-consistent trace: L=2, H=4, Hkv=2, d=8, dim=32, F=16, V=11."""
     rng = np.random.default_rng(seed)
     shape = dict(n_layers=2, n_heads=4, n_kv_heads=2, head_dim=8, dim=32, ffn_dim=16,
@@ -192,7 +191,8 @@ def write_fixture(d, T=24, seed=7, model="fixture"):
     k = rng.standard_normal((L, T, Hk, d_)).astype(np.float32)
     v = rng.standard_normal((L, T, Hk, d_)).astype(np.float32)
     att = softmax_att(q, k).astype(np.float32)
-    w = TraceWriter(d, model, shape, ARRAYS, source="numpy-fixture")
+    arrays = [a for a in ARRAYS if with_att or a != "att"]
+    w = TraceWriter(d, model, shape, arrays, source="numpy-fixture")
     w.tokens(rng.integers(0, 11, T))
     for l in range(L):
         w.wo(l, rng.standard_normal((32, H * d_)).astype(np.float32))
@@ -215,6 +215,7 @@ def main(argv):
     fp.add_argument("dir")
     fp.add_argument("--tokens", type=int, default=24)
     fp.add_argument("--seed", type=int, default=7)
+    fp.add_argument("--no-att", action="store_true", help="leave att out (readers recompute it)")
     a = ap.parse_args(argv)
     if a.cmd == "verify":
         try:
@@ -227,7 +228,7 @@ def main(argv):
         if not bad:
             print("ok: %s" % a.dir)
         return 1 if bad else 0
-    write_fixture(a.dir, a.tokens, a.seed)
+    write_fixture(a.dir, a.tokens, a.seed, with_att=not a.no_att)
     print("wrote fixture %s" % a.dir)
     return 0
 

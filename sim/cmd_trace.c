@@ -27,9 +27,13 @@ static void usage(FILE *f)
             "  (sim/TRACE_FORMAT.md explains each)\n");
 }
 
+/* Messages that already read "file:line:col: error: …" print as they are. */
 static int fail(int rc, const errbuf *e)
 {
-    cli_error("trace", "%s", e->msg);
+    if (strstr(e->msg, ": error: "))
+        fprintf(stderr, "%s\n", e->msg);
+    else
+        cli_error("trace", "%s", e->msg);
     return ms_err_exit_code(rc);
 }
 
@@ -114,6 +118,17 @@ static int write_trace(trace *t, const char *dir, errbuf *e)
                                : "copy", arrays, &w, e);
     if (rc != MS_OK)
         return rc;
+    const trace_synth *sp = trace_synth_params(t);
+    if (sp) {
+        char seed[32], params[512];
+        snprintf(seed, sizeof seed, "%llu", (unsigned long long)trace_seed(t));
+        snprintf(params, sizeof params, "{sink: %.9g, n_sinks: %u, local: %.9g, window: %.9g, "
+                 "heavy: %.9g, heavy_frac: %.9g, layer_sim: %.9g, drift: %.9g, noise: %.9g, "
+                 "ffn_sparsity: %.9g}", sp->sink, sp->n_sinks, sp->local, sp->window, sp->heavy,
+                 sp->heavy_frac, sp->layer_sim, sp->drift, sp->noise, sp->ffn_sparsity);
+        trace_writer_meta(w, "seed", seed);
+        trace_writer_meta(w, "synth", params);
+    }
     size_t kvn = (size_t)s->n_kv_heads * s->head_dim;
     float *k = malloc(kvn * sizeof *k), *v = malloc(kvn * sizeof *v);
     int32_t *tok = calloc(s->n_tokens, sizeof *tok);

@@ -20,10 +20,19 @@ typedef struct net_cfg {
     net_link dealer;                                 /* dealer→party (offline channel) */
 } net_cfg;
 
-/* Presets: "lan", "wan" (values and sources in sim/net.c and scenarios/README.md). */
+/* Presets: "lan", "wan", "wan-spu" (values and sources in sim/net.c and sim/SIMULATION.md). */
 int net_preset(const char *name, int n_parties, net_cfg *out, errbuf *e);
 const char *const *net_preset_names(size_t *n);
 /* Sets every link to the same values. */
 void net_uniform(net_cfg *n, int n_parties, uint64_t latency_ns, double bandwidth_bps);
+
+/* A preset name, or a custom uniform network "LATENCY/BANDWIDTH" ("20ms/300Mbps"; latency
+ * units ns|us|ms|s, default ms; bandwidth bps|kbps|Mbps|Gbps, default Mbps). */
+int net_parse(const char *spec, int n_parties, net_cfg *out, errbuf *e);
+/* "50ms" → ns, "300Mbps" → bit/s; 0 on success, -1 if malformed. */
+int net_time_ns(const char *s, uint64_t *out);
+int net_rate_bps(const char *s, double *out);
+/* Serialization time of a message on a link: round(bytes·8·1e9 / bandwidth) ns. */
+uint64_t net_transfer_ns(const net_link *l, uint64_t bytes);
 
 #endif

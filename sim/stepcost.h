@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+#include "lower.h"
 #include "runcfg.h"
 
 typedef struct stepcost stepcost;
@@ -23,5 +24,22 @@ int stepcost_open(const run_cfg *cfg, stepcost **out, errbuf *e);
 int stepcost_get(stepcost *s, int phase, uint32_t n_tokens, uint32_t kv_len, step_figures *out,
                  errbuf *e);
 void stepcost_close(stepcost *s);
+
+/* What one step is costed and simulated with. */
+typedef struct step_env {
+    const model_cfg *model;
+    const proto *pr;
+    const proto_cfg *pcfg;
+    const net_cfg *net;
+    const machine_profile *mach;
+    sim_opts sim;
+} step_env;
+
+/* Lowers one step (appending to prog, which may already hold the policy's ops), costs the
+ * whole program into log and simulates it into *out (caller frees with sim_result_free). The
+ * pipeline every cost figure of the runner, the serving simulation and `mpcsim cost` goes
+ * through. */
+int step_simulate(const step_env *env, const lower_opts *lo, op_program *prog, cost_log *log,
+                  sim_result *out, errbuf *e);
 
 #endif

@@ -175,9 +175,14 @@ static uint64_t mix64(uint64_t z)
 
 enum { ST_KEY = 1, ST_VAL, ST_HEAVY, ST_COPY, ST_FFN, ST_WO };
 
+static uint64_t stream_prefix(uint64_t seed, int what, uint32_t layer, uint32_t head)
+{
+    return mix64(mix64(mix64(seed ^ (uint64_t)what) ^ layer) ^ head);
+}
+
 static uint64_t stream_key(uint64_t seed, int what, uint32_t layer, uint32_t head, uint32_t pos)
 {
-    return mix64(mix64(mix64(mix64(seed ^ (uint64_t)what) ^ layer) ^ head) ^ pos);
+    return mix64(stream_prefix(seed, what, layer, head) ^ pos);
 }
 
 static double unit(uint64_t *s)
@@ -213,6 +218,11 @@ typedef struct synth_src {
     uint32_t m;         /* locality frequency pairs */
     uint32_t dc;        /* content channels d - 2 - 2m */
     double *omega;      /* m */
+    float *rff;         /* T × 2m: a·(cos ω_i s, sin ω_i s), shared by queries and keys */
+    double *loc;        /* T: locality logit a²Σ cos(ω_i Δ)/√d at distance Δ */
+    float *signs;       /* dc: one key's content signs (scratch) */
+    uint64_t *heavy;    /* L × Hkv × ceil(T/64) bits: heavy status, filled on demand */
+    uint32_t *heavy_done; /* L × Hkv: positions whose status is filled */
     double amp;         /* a */
     double rho;         /* AR(1) coefficient of the content query */
     double sigma_k;     /* Rademacher key amplitude */
@@ -220,21 +230,41 @@ typedef struct synth_src {
     uint32_t cur;       /* position of content (valid if started) */
     int started;
     float *ffn;         /* F */
+    float **wo;         /* per layer (or one slot): dim × H·d */
+    uint32_t wo_layer;  /* layer held by the single slot */
 } synth_src;
 
-static int is_heavy(const trace *t, uint32_t layer, uint32_t g, uint32_t pos)
+/* Heavy status of a key: drawn at layer 0; at each later layer kept from the layer below
+ * with probability layer_sim, else redrawn. Walking down from `layer` to the last redraw gives
+ * the same value in expected 1/(1 − layer_sim) steps. */
+static int heavy_draw(const trace *t, uint32_t layer, uint32_t g, uint32_t pos)
 {
     const trace_synth *p = &t->synth;
     if (pos < p->n_sinks)
         return 0;
-    int h = 0;
-    for (uint32_t l = 0; l <= layer; l++) {
+    uint32_t l = layer;
+    for (; l > 0; l--) {
         uint64_t sc = stream_key(t->seed, ST_COPY, l, g, pos);
-        uint64_t sh = stream_key(t->seed, ST_HEAVY, l, g, pos);
-        if (l == 0 || unit(&sc) >= p->layer_sim)
-            h = unit(&sh) < p->heavy_frac;
+        if (unit(&sc) >= p->layer_sim)
+            break;
     }
-    return h;
+    uint64_t sh = stream_key(t->seed, ST_HEAVY, l, g, pos);
+    return unit(&sh) < p->heavy_frac;
+}
+
+/* Cached heavy status (a bitmap per layer and KV head, filled up to the largest position
+ * asked for: T/8 bytes each). */
+static int is_heavy(const trace *t, uint32_t layer, uint32_t g, uint32_t pos)
+{
+    synth_src *s = t->impl;
+    size_t lg = (size_t)layer * t->s.n_kv_heads + g, words = (t->s.n_tokens + 63) / 64;
+    uint64_t *bits = s->heavy + lg * words;
+    for (uint32_t j = s->heavy_done[lg]; j <= pos; j++)
+        if (heavy_draw(t, layer, g, j))
+            bits[j / 64] |= 1ull << (j % 64);
+    if (s->heavy_done[lg] <= pos)
+        s->heavy_done[lg] = pos + 1;
+    return (int)(bits[pos / 64] >> (pos % 64) & 1);
 }
 
 static void synth_kv(trace *t, uint32_t layer, uint32_t pos, float *k, float *v)
@@ -247,17 +277,15 @@ static void synth_kv(trace *t, uint32_t layer, uint32_t pos, float *k, float *v)
             float *kg = k + (size_t)g * d;
             kg[0] = pos < t->synth.n_sinks ? (float)(t->synth.sink * rt) : 0.0f;
             kg[1] = is_heavy(t, layer, g, pos) ? (float)(t->synth.heavy * rt) : 0.0f;
-            for (uint32_t i = 0; i < s->m; i++) {
-                kg[2 + 2 * i] = (float)(s->amp * cos(s->omega[i] * pos));
-                kg[3 + 2 * i] = (float)(s->amp * sin(s->omega[i] * pos));
-            }
-            uint64_t st = stream_key(t->seed, ST_KEY, layer, g, pos), bits = 0;
-            for (uint32_t i = 0; i < s->dc; i++) {
-                if (i % 64 == 0) {
-                    st += 0x9E3779B97F4A7C15ull;
-                    bits = mix64(st);
-                }
-                kg[2 + 2 * s->m + i] = (float)((bits >> (i % 64) & 1) ? s->sigma_k : -s->sigma_k);
+            memcpy(kg + 2, s->rff + (size_t)pos * 2 * s->m, 2 * s->m * sizeof(float));
+            uint64_t st = stream_key(t->seed, ST_KEY, layer, g, pos);
+            float sk = (float)s->sigma_k, *kc = kg + 2 + 2 * s->m;
+            for (uint32_t i0 = 0; i0 < s->dc; i0 += 64) {
+                st += 0x9E3779B97F4A7C15ull;
+                uint64_t bits = mix64(st);
+                uint32_t n = s->dc - i0 < 64 ? s->dc - i0 : 64;
+                for (uint32_t i = 0; i < n; i++)
+                    kc[i0 + i] = sk * (float)((int)(bits >> i & 1) * 2 - 1);
             }
         }
         if (v) {
@@ -265,6 +293,56 @@ static void synth_kv(trace *t, uint32_t layer, uint32_t pos, float *k, float *v)
             fill_normal(&st, v + (size_t)g * d, d, 0.0, 1.0);
         }
     }
+}
+
+/* Attention rows of the current position straight from the logit model (same values as
+ * softmax(q·k/√d) over synth_kv's keys up to float rounding, without building the keys):
+ * logit = sink·[j < n_sinks] + heavy·[heavy] + loc[pos − j] + σ_k·(c_h · signs_j)/√d. */
+static int synth_att_row(trace *t, uint32_t layer)
+{
+    synth_src *s = t->impl;
+    const trace_shape *sh = &t->s;
+    uint32_t pos = t->pos, n = pos + 1, G = sh->n_heads / sh->n_kv_heads;
+    double rt = sqrt((double)sh->head_dim), sk = s->sigma_k / rt;
+    for (uint32_t g = 0; g < sh->n_kv_heads; g++) {
+        uint64_t prefix = stream_prefix(t->seed, ST_KEY, layer, g);
+        is_heavy(t, layer, g, pos); /* fills the bitmap up to pos */
+        for (uint32_t j = 0; j < n; j++) {
+            double base = s->loc[pos - j] + (j < t->synth.n_sinks ? t->synth.sink : 0) +
+                          (is_heavy(t, layer, g, j) ? t->synth.heavy : 0);
+            uint64_t st = mix64(prefix ^ j);
+            for (uint32_t i0 = 0; i0 < s->dc; i0 += 64) {
+                st += 0x9E3779B97F4A7C15ull;
+                uint64_t bits = mix64(st);
+                uint32_t m = s->dc - i0 < 64 ? s->dc - i0 : 64;
+                for (uint32_t i = 0; i < m; i++)
+                    s->signs[i0 + i] = (float)((int)(bits >> i & 1) * 2 - 1);
+            }
+            for (uint32_t h = g * G; h < (g + 1) * G; h++) {
+                const float *c = s->content + ((size_t)layer * sh->n_heads + h) * s->dc;
+                float acc[4] = {0, 0, 0, 0};
+                uint32_t i = 0;
+                for (; i + 4 <= s->dc; i += 4)
+                    for (int r = 0; r < 4; r++)
+                        acc[r] += c[i + r] * s->signs[i + r];
+                for (; i < s->dc; i++)
+                    acc[0] += c[i] * s->signs[i];
+                float dot = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+                t->att[(size_t)h * n + j] = (float)(base + sk * dot);
+            }
+        }
+    }
+    for (uint32_t h = 0; h < sh->n_heads; h++) {
+        float *row = t->att + (size_t)h * n, mx = row[0];
+        for (uint32_t j = 1; j < n; j++)
+            mx = row[j] > mx ? row[j] : mx;
+        double sum = 0;
+        for (uint32_t j = 0; j < n; j++)
+            sum += (row[j] = expf(row[j] - mx));
+        for (uint32_t j = 0; j < n; j++)
+            row[j] = (float)(row[j] / sum);
+    }
+    return 1;
 }
 
 /* Advances the content queries from position cur to cur+1 (or starts them at 0). */
@@ -294,10 +372,7 @@ static int synth_seek(trace *t, uint32_t pos, errbuf *e)
             float *q = t->q + ((size_t)l * t->s.n_heads + h) * d;
             q[0] = 1.0f;
             q[1] = 1.0f;
-            for (uint32_t i = 0; i < s->m; i++) {
-                q[2 + 2 * i] = (float)(s->amp * cos(s->omega[i] * pos));
-                q[3 + 2 * i] = (float)(s->amp * sin(s->omega[i] * pos));
-            }
+            memcpy(q + 2, s->rff + (size_t)pos * 2 * s->m, 2 * s->m * sizeof(float));
             memcpy(q + 2 + 2 * s->m, s->content + ((size_t)l * t->s.n_heads + h) * s->dc,
                    s->dc * sizeof(float));
         }
@@ -320,14 +395,27 @@ static const float *synth_ffn(trace *t, uint32_t layer)
     return s->ffn;
 }
 
+/* W_o of every layer is cached when all of them fit in SYNTH_WO_CACHE bytes (small and
+ * mid-size shapes); otherwise one layer is kept and regenerated when another is asked for
+ * (llama-2-7b: 64 MiB per layer, 2 GiB in all). */
+#define SYNTH_WO_CACHE (512ull << 20)
+
 static const float *synth_wo(trace *t, uint32_t layer)
 {
+    synth_src *s = t->impl;
     size_t cols = (size_t)t->s.n_heads * t->s.head_dim, n = (size_t)t->s.dim * cols;
-    if (!t->wo && !(t->wo = malloc(n * sizeof(float))))
+    int all = (uint64_t)n * t->s.n_layers * sizeof(float) <= SYNTH_WO_CACHE;
+    uint32_t slot = all ? layer : 0;
+    if (!s->wo && !(s->wo = calloc(all ? t->s.n_layers : 1, sizeof *s->wo)))
+        return NULL;
+    if (s->wo[slot] && (all || s->wo_layer == layer))
+        return s->wo[slot];
+    if (!s->wo[slot] && !(s->wo[slot] = malloc(n * sizeof(float))))
         return NULL;
     uint64_t st = stream_key(t->seed, ST_WO, layer, 0, 0);
-    fill_normal(&st, t->wo, n, 0.0, 1.0 / sqrt((double)cols));
-    return t->wo;
+    fill_normal(&st, s->wo[slot], n, 0.0, 1.0 / sqrt((double)cols));
+    s->wo_layer = layer;
+    return s->wo[slot];
 }
 
 static const float *synth_logits(trace *t) { return NULL; }
@@ -340,12 +428,24 @@ static void synth_close(trace *t)
     if (s->rng)
         gsl_rng_free(s->rng);
     free(s->omega);
+    free(s->rff);
+    free(s->loc);
+    free(s->signs);
+    free(s->heavy);
+    free(s->heavy_done);
     free(s->content);
+    if (s->wo) {
+        size_t cols = (size_t)t->s.n_heads * t->s.head_dim, n = (size_t)t->s.dim * cols;
+        int all = (uint64_t)n * t->s.n_layers * sizeof(float) <= SYNTH_WO_CACHE;
+        for (uint32_t l = 0; l < (all ? t->s.n_layers : 1); l++)
+            free(s->wo[l]);
+        free(s->wo);
+    }
     free(s->ffn);
     free(s);
 }
 
-static const trace_source synth_source = {synth_seek, synth_kv, NULL, synth_ffn,
+static const trace_source synth_source = {synth_seek, synth_kv, synth_att_row, synth_ffn,
                                           synth_logits, synth_wo, synth_close};
 
 /* Locality frequencies, amplitude and the AR(1) coefficient that gives the requested drift. */
@@ -386,7 +486,26 @@ int trace_synth_attach(trace *t, const model_cfg *cfg, errbuf *e)
     synth_layout(t, s);
     s->content = calloc((size_t)t->s.n_layers * t->s.n_heads * (s->dc ? s->dc : 1),
                         sizeof(float));
-    return s->content ? MS_OK : err_set(e, MS_ERR_NOMEM, "out of memory");
+    s->rff = malloc(((size_t)t->s.n_tokens * 2 * s->m + 1) * sizeof(float));
+    s->loc = calloc(t->s.n_tokens, sizeof *s->loc);
+    s->signs = calloc(s->dc ? s->dc : 1, sizeof *s->signs);
+    size_t lg = (size_t)t->s.n_layers * t->s.n_kv_heads;
+    s->heavy = calloc(lg * ((t->s.n_tokens + 63) / 64), sizeof *s->heavy);
+    s->heavy_done = calloc(lg, sizeof *s->heavy_done);
+    if (!s->content || !s->rff || !s->loc || !s->signs || !s->heavy || !s->heavy_done)
+        return err_set(e, MS_ERR_NOMEM, "out of memory");
+    for (uint32_t dd = 0; dd < t->s.n_tokens; dd++) {
+        double c = 0;
+        for (uint32_t i = 0; i < s->m; i++)
+            c += cos(s->omega[i] * dd);
+        s->loc[dd] = s->amp * s->amp * c / sqrt((double)t->s.head_dim);
+    }
+    for (uint32_t pos = 0; pos < t->s.n_tokens; pos++)
+        for (uint32_t i = 0; i < s->m; i++) {
+            s->rff[((size_t)pos * s->m + i) * 2] = (float)(s->amp * cos(s->omega[i] * pos));
+            s->rff[((size_t)pos * s->m + i) * 2 + 1] = (float)(s->amp * sin(s->omega[i] * pos));
+        }
+    return MS_OK;
 }
 
 int trace_open_synth(const model_cfg *cfg, uint32_t n_tokens, uint64_t seed,

@@ -163,6 +163,7 @@ struct trace_writer {
     int fd[TRACE_N_ARRAYS];
     uint64_t data_off[TRACE_N_ARRAYS];
     int32_t *tokens;
+    char meta[2048];  /* extra manifest lines */
     int failed;
 };
 
@@ -273,6 +274,17 @@ int trace_writer_wo(trace_writer *w, uint32_t layer, const float *wo)
     return w->failed ? MS_ERR_IO : MS_OK;
 }
 
+int trace_writer_meta(trace_writer *w, const char *key, const char *value)
+{
+    size_t n = strlen(w->meta);
+    int k = snprintf(w->meta + n, sizeof w->meta - n, "%s: %s\n", key, value);
+    if (k < 0 || (size_t)k >= sizeof w->meta - n) {
+        w->meta[n] = '\0';
+        return MS_ERR_RANGE;
+    }
+    return MS_OK;
+}
+
 static void write_manifest(const trace_writer *w, FILE *f)
 {
     const trace_shape *s = &w->s;
@@ -282,7 +294,7 @@ static void write_manifest(const trace_writer *w, FILE *f)
     fprintf(f, "n_layers: %u\nn_heads: %u\nn_kv_heads: %u\nhead_dim: %u\ndim: %u\n",
             s->n_layers, s->n_heads, s->n_kv_heads, s->head_dim, s->dim);
     fprintf(f, "ffn_dim: %u\nvocab: %u\nn_tokens: %u\n", s->ffn_dim, s->vocab, s->n_tokens);
-    fprintf(f, "rope: applied\natt_layout: full\n");
+    fprintf(f, "rope: applied\natt_layout: full\n%s", w->meta);
     fprintf(f, "tokens: [");
     for (uint32_t i = 0; i < s->n_tokens; i++)
         fprintf(f, "%s%d", i ? ", " : "", w->tokens[i]);
@@ -379,6 +391,29 @@ static int check_format(manifest *m, yaml_node_t *root, errbuf *e)
     return MS_OK;
 }
 
+/* The shape keys; dim, ffn_dim and vocab may be absent (0). */
+static int read_shape(manifest *m, yaml_node_t *root, trace_shape *s, errbuf *e)
+{
+    struct {
+        const char *key;
+        uint32_t *dst;
+        int need;
+    } keys[] = {{"n_layers", &s->n_layers, 1}, {"n_heads", &s->n_heads, 1},
+                {"n_kv_heads", &s->n_kv_heads, 1}, {"head_dim", &s->head_dim, 1},
+                {"n_tokens", &s->n_tokens, 1}, {"dim", &s->dim, 0},
+                {"ffn_dim", &s->ffn_dim, 0}, {"vocab", &s->vocab, 0}};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        int rc = get_u32(m, root, keys[i].key, keys[i].dst, keys[i].need, e);
+        if (rc != MS_OK)
+            return rc;
+    }
+    if (!s->n_layers || !s->n_heads || !s->n_kv_heads || !s->head_dim || !s->n_tokens ||
+        s->n_heads % s->n_kv_heads)
+        return err_set(e, MS_ERR_FORMAT, "%s: error: manifest shape is inconsistent (zero "
+                       "sizes or n_heads not a multiple of n_kv_heads); " REGEN_HINT, m->path);
+    return MS_OK;
+}
+
 static int read_manifest(trace *t, const char *dir, errbuf *e)
 {
     char path[640];
@@ -402,28 +437,9 @@ static int read_manifest(trace *t, const char *dir, errbuf *e)
     if (!ok)
         return rc;
     yaml_node_t *root = yaml_document_get_root_node(&m.doc);
-    trace_shape *s = &t->s;
     rc = check_format(&m, root, e);
     if (rc == MS_OK)
-        rc = get_u32(&m, root, "n_layers", &s->n_layers, 1, e);
-    if (rc == MS_OK)
-        rc = get_u32(&m, root, "n_heads", &s->n_heads, 1, e);
-    if (rc == MS_OK)
-        rc = get_u32(&m, root, "n_kv_heads", &s->n_kv_heads, 1, e);
-    if (rc == MS_OK)
-        rc = get_u32(&m, root, "head_dim", &s->head_dim, 1, e);
-    if (rc == MS_OK)
-        rc = get_u32(&m, root, "n_tokens", &s->n_tokens, 1, e);
-    if (rc == MS_OK)
-        rc = get_u32(&m, root, "dim", &s->dim, 0, e);
-    if (rc == MS_OK)
-        rc = get_u32(&m, root, "ffn_dim", &s->ffn_dim, 0, e);
-    if (rc == MS_OK)
-        rc = get_u32(&m, root, "vocab", &s->vocab, 0, e);
-    if (rc == MS_OK && (!s->n_layers || !s->n_heads || !s->n_kv_heads || !s->head_dim ||
-                        !s->n_tokens || s->n_heads % s->n_kv_heads))
-        rc = err_set(e, MS_ERR_FORMAT, "%s: error: manifest shape is inconsistent (zero sizes "
-                     "or n_heads not a multiple of n_kv_heads); " REGEN_HINT, path);
+        rc = read_shape(&m, root, &t->s, e);
     yaml_node_t *mn = map_get(&m, root, "model");
     snprintf(t->model, sizeof t->model, "%s",
              mn && mn->type == YAML_SCALAR_NODE ? (char *)mn->data.scalar.value : "unknown");
@@ -615,7 +631,6 @@ void trace_close(trace *t)
     free(t->att);
     free(t->kbuf);
     free(t->vbuf);
-    free(t->wo);
     free(t);
 }
 

@@ -153,6 +153,9 @@ int trace_writer_row(trace_writer *w, uint32_t layer, uint32_t pos, const float 
                      const float *k, const float *v, const float *att, const float *ffn);
 int trace_writer_logits(trace_writer *w, uint32_t pos, const float *logits);
 int trace_writer_wo(trace_writer *w, uint32_t layer, const float *wo);
+/* An extra top-level manifest line "key: value" (e.g. the seed and parameters of a synthetic
+ * trace); value is written verbatim, so it must be valid YAML. */
+int trace_writer_meta(trace_writer *w, const char *key, const char *value);
 /* Writes the manifest and closes; frees w in every case. */
 int trace_writer_close(trace_writer *w, errbuf *e);
 

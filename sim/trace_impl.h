@@ -30,7 +30,6 @@ struct trace {
     float *q;               /* L × H × d at the current position */
     float *att;             /* H × T (rows stored with stride pos+1) */
     float *kbuf, *vbuf;     /* Hkv × d scratch */
-    float *wo;              /* dim × H·d scratch for sources that generate W_o */
     const trace_source *src;
     void *impl;
     int synthetic;

@@ -20,6 +20,7 @@
 #define FIT_MAX_ROWS 192  /* sampled query positions per layer */
 #define FIT_MIN_FAR 16    /* far keys a row needs */
 #define FIT_MIN_COL 8     /* rows a column mean needs */
+#define FIT_MIN_TOKENS 64
 
 typedef struct fit_acc {
     uint32_t n_sinks, dmax, t0, stride;
@@ -96,14 +97,14 @@ static void fit_position(trace *t, fit_acc *a)
         }
     }
     memcpy(a->prevq, t->q, qn * sizeof(float));
+    if (t->pos < a->t0 || (t->pos - a->t0) % a->stride)
+        return;
     for (uint32_t l = 0; l < s->n_layers; l++) {
         const float *f = trace_ffn(t, l);
         for (uint32_t i = 0; f && i < s->ffn_dim; i++)
             a->ffn_neg += f[i] <= 0;
         a->ffn_n += f ? s->ffn_dim : 0;
     }
-    if (t->pos < a->t0 || (t->pos - a->t0) % a->stride)
-        return;
     for (uint32_t l = 0; l < s->n_layers; l++) {
         const float *att = trace_att(t, l);
         for (uint32_t h = 0; h < s->n_heads; h++)
@@ -199,9 +200,9 @@ static int fit_scan(trace *t, fit_acc *a, uint32_t n_sinks, errbuf *e)
     a->n_sinks = n_sinks;
     a->dmax = T / 4 < 64 ? T / 4 : 64;
     a->t0 = n_sinks + a->dmax + FIT_MIN_FAR;
-    if (a->dmax < 4 || a->t0 >= T)
-        return err_set(e, MS_ERR_INPUT, "trace too short to fit: %u tokens (need at least %u)",
-                       T, 4 * (n_sinks + 4 + FIT_MIN_FAR));
+    if (T < FIT_MIN_TOKENS || a->t0 + FIT_MIN_FAR >= T)
+        return err_set(e, MS_ERR_INPUT, "trace too short to fit: %u tokens (need at least %u "
+                       "beyond %u sinks)", T, FIT_MIN_TOKENS, n_sinks);
     a->stride = (T - a->t0 + FIT_MAX_ROWS - 1) / FIT_MAX_ROWS;
     size_t nc = (size_t)s->n_layers * s->n_kv_heads * T;
     a->prof = calloc(a->dmax, sizeof *a->prof);
@@ -221,6 +222,63 @@ static int fit_scan(trace *t, fit_acc *a, uint32_t n_sinks, errbuf *e)
     return MS_OK;
 }
 
+/* Parameters from the accumulated profiles and column means; returns the layer overlap o. */
+static double fit_params(const trace *t, fit_acc *a, uint8_t *flag, trace_synth *p)
+{
+    double n = (double)a->rows;
+    for (uint32_t dd = 0; dd < a->dmax; dd++) {
+        a->prof[dd] /= n;
+        a->mprof[dd] /= n;
+    }
+    fit_heavy(t, a, &p->heavy, &p->heavy_frac, flag);
+    double contam = p->heavy * p->heavy_frac;
+    for (uint32_t dd = 0; dd < a->dmax; dd++)
+        a->prof[dd] -= contam;
+    p->sink = p->n_sinks ? fmax(0, a->sink_lr / n) : 0;
+    p->local = fmax(0, a->prof[0]);
+    p->window = fmax(0.5, fit_window(a->prof, a->dmax, p->local));
+    double o = fit_overlap(t, flag, a);
+    p->layer_sim = isnan(o) || p->heavy_frac >= 1
+                       ? 0
+                       : fmin(1, fmax(0, (o - p->heavy_frac) / (1 - p->heavy_frac)));
+    p->noise = 1.4826 * a->noise_mad / n;
+    p->drift = a->qpairs ? fmin(1, fmax(0, 1 - a->qcos / a->qpairs)) : 0;
+    p->ffn_sparsity = a->ffn_n > 0 ? a->ffn_neg / a->ffn_n : 0.5;
+    return o;
+}
+
+/* Summary statistics; heavy mass needs a second pass over the sampled rows. */
+static int fit_stats(trace *t, const fit_acc *a, const trace_synth *p, const uint8_t *flag,
+                     double overlap, trace_stats *st, errbuf *e)
+{
+    const trace_shape *s = &t->s;
+    double n = (double)a->rows, hm = 0;
+    memset(st, 0, sizeof *st);
+    st->sink_mass = a->sink_mass / n;
+    uint32_t w = (uint32_t)ceil(p->window);
+    for (uint32_t dd = 0; dd < a->dmax && dd < w; dd++)
+        st->local_mass += a->mprof[dd];
+    st->layer_overlap = overlap;
+    st->q_cos = a->qpairs ? a->qcos / a->qpairs : NAN;
+    st->ffn_neg = a->ffn_n > 0 ? a->ffn_neg / a->ffn_n : NAN;
+    st->rows = a->rows;
+    uint32_t G = s->n_heads / s->n_kv_heads;
+    int rc = MS_OK;
+    for (uint32_t pos = a->t0; pos < s->n_tokens && rc == MS_OK; pos += a->stride) {
+        rc = trace_seek(t, pos, e);
+        for (uint32_t l = 0; rc == MS_OK && l < s->n_layers; l++) {
+            const float *att = trace_att(t, l);
+            for (uint32_t h = 0; h < s->n_heads; h++) {
+                size_t base = ((size_t)l * s->n_kv_heads + h / G) * s->n_tokens;
+                for (uint32_t j = p->n_sinks; j + a->dmax <= pos; j++)
+                    hm += flag[base + j] ? att[(size_t)h * (pos + 1) + j] : 0;
+            }
+        }
+    }
+    st->heavy_mass = hm / n;
+    return rc;
+}
+
 static int fit_run(trace *t, const trace_synth *p_in, trace_synth *out, trace_stats *st,
                    errbuf *e)
 {
@@ -233,56 +291,12 @@ static int fit_run(trace *t, const trace_synth *p_in, trace_synth *out, trace_st
                                          t->s.n_tokens) : NULL;
     if (rc == MS_OK && !flag)
         rc = err_set(e, MS_ERR_NOMEM, "out of memory");
-    if (rc != MS_OK) {
-        fit_free(&a);
-        return rc;
-    }
-    double n = (double)a.rows;
-    for (uint32_t dd = 0; dd < a.dmax; dd++) {
-        a.prof[dd] /= n;
-        a.mprof[dd] /= n;
-    }
-    fit_heavy(t, &a, &p.heavy, &p.heavy_frac, flag);
-    double contam = p.heavy * p.heavy_frac;
-    for (uint32_t dd = 0; dd < a.dmax; dd++)
-        a.prof[dd] -= contam;
-    p.sink = p.n_sinks ? fmax(0, a.sink_lr / n) : 0;
-    p.local = fmax(0, a.prof[0]);
-    p.window = fmax(0.5, fit_window(a.prof, a.dmax, p.local));
-    double o = fit_overlap(t, flag, &a);
-    p.layer_sim = isnan(o) || p.heavy_frac >= 1 ? 0
-                  : fmin(1, fmax(0, (o - p.heavy_frac) / (1 - p.heavy_frac)));
-    p.noise = 1.4826 * a.noise_mad / n;
-    p.drift = a.qpairs ? fmin(1, fmax(0, 1 - a.qcos / a.qpairs)) : 0;
-    p.ffn_sparsity = a.ffn_n > 0 ? a.ffn_neg / a.ffn_n : 0.5;
-    if (out)
-        *out = p;
-    if (st) {
-        memset(st, 0, sizeof *st);
-        st->sink_mass = a.sink_mass / n;
-        uint32_t w = (uint32_t)ceil(p.window);
-        for (uint32_t dd = 0; dd < a.dmax && dd < w; dd++)
-            st->local_mass += a.mprof[dd];
-        st->heavy_mass = NAN;
-        st->layer_overlap = o;
-        st->q_cos = a.qpairs ? a.qcos / a.qpairs : NAN;
-        st->ffn_neg = a.ffn_n > 0 ? a.ffn_neg / a.ffn_n : NAN;
-        st->rows = a.rows;
-        /* heavy mass: attention on flagged far columns, second pass over the sampled rows */
-        double hm = 0;
-        for (uint32_t pos = a.t0; pos < t->s.n_tokens && rc == MS_OK; pos += a.stride) {
-            rc = trace_seek(t, pos, e);
-            for (uint32_t l = 0; rc == MS_OK && l < t->s.n_layers; l++) {
-                const float *att = trace_att(t, l);
-                uint32_t G = t->s.n_heads / t->s.n_kv_heads;
-                for (uint32_t h = 0; h < t->s.n_heads; h++) {
-                    size_t base = ((size_t)l * t->s.n_kv_heads + h / G) * t->s.n_tokens;
-                    for (uint32_t s = p.n_sinks; s + a.dmax <= pos; s++)
-                        hm += flag[base + s] ? att[(size_t)h * (pos + 1) + s] : 0;
-                }
-            }
-        }
-        st->heavy_mass = hm / n;
+    if (rc == MS_OK) {
+        double o = fit_params(t, &a, flag, &p);
+        if (out)
+            *out = p;
+        if (st)
+            rc = fit_stats(t, &a, &p, flag, o, st, e);
     }
     free(flag);
     fit_free(&a);

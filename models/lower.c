@@ -1,0 +1,311 @@
+/* lower.c — a transformer step (prefill of P tokens or one decode step at KV length T) as an
+ * MPC op program.
+ *
+ * Layout conventions: activations are (rows = sequences·tokens, cols = features); a weight W of
+ * shape (out × in) from model_params() multiplies as x·Wᵀ (OPF_TRANS_B) and is a fixed operand
+ * (OPF_FIXED_B) whose opened mask semi2k may reuse. Attention runs batched over heads: scores
+ * q·Kᵀ per head (batch = sequences·heads), softmax over each row, ·V. With GQA each query head
+ * reads KV head h / (heads / kv_heads). When a policy keeps different numbers of entries per KV
+ * head, attention is emitted once per KV head (op.group = g) with that head's shape; otherwise
+ * once for all heads (op.group = -1). */
+#include "lower.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+void lower_opts_default(lower_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->phase = PHASE_DECODE;
+    o->n_tokens = 1;
+    o->n_seqs = 1;
+    o->embed_onehot = 1;
+    o->lm_head = 1;
+    o->reveal_logits = 1;
+}
+
+/* ---- emission helpers ------------------------------------------------------------------------ */
+
+typedef struct lw {
+    op_program *p;
+    const model_cfg *m;
+    const lower_opts *o;
+    int phase;
+    int layer;   /* current layer or -1 */
+    uint32_t rows; /* sequences · new tokens */
+    int oom;
+} lw;
+
+static uint32_t tens(lw *w, const char *name, op_role role, uint32_t b, uint32_t r, uint32_t c)
+{
+    char full[48];
+    if (w->layer >= 0 && role != OPT_WEIGHT)
+        snprintf(full, sizeof full, "L%d.%s", w->layer, name);
+    else
+        snprintf(full, sizeof full, "%s", name);
+    uint32_t id = op_tensor_add(w->p, full, role, DOM_ARITH, b, r, c);
+    if (id == OP_NONE)
+        w->oom = 1;
+    return id;
+}
+
+/* A weight tensor, created once per program and found by name afterwards. */
+static uint32_t weight(lw *w, const char *name, uint32_t rows, uint32_t cols)
+{
+    char full[48];
+    if (w->layer >= 0)
+        snprintf(full, sizeof full, "L%d.%s", w->layer, name);
+    else
+        snprintf(full, sizeof full, "%s", name);
+    uint32_t id = op_tensor_find(w->p, full);
+    if (id != OP_NONE)
+        return id;
+    id = op_tensor_add(w->p, full, OPT_WEIGHT, DOM_ARITH, 1, rows, cols);
+    if (id == OP_NONE)
+        w->oom = 1;
+    return id;
+}
+
+static void emit(lw *w, int kind, int cat, int group, uint32_t b, uint32_t m, uint32_t k,
+                 uint32_t n, uint32_t in0, uint32_t in1, uint32_t in2, uint32_t out, uint32_t flags,
+                 int32_t iarg, double farg)
+{
+    op o = {.kind = (uint16_t)kind, .phase = (uint8_t)w->phase, .cat = (uint8_t)cat,
+            .layer = (int16_t)w->layer, .group = (int16_t)group, .batch = b, .m = m, .k = k,
+            .n = n, .in = {in0, in1, in2}, .out = out, .flags = flags, .iarg = iarg,
+            .farg = farg};
+    if (op_emit(w->p, &o) < 0)
+        w->oom = 1;
+}
+
+/* y (rows × out) = x (rows × in) · Wᵀ, W (out × in) a weight. */
+static uint32_t linear(lw *w, int cat, uint32_t x, const char *wname, uint32_t in, uint32_t out,
+                       const char *yname)
+{
+    uint32_t W = weight(w, wname, out, in);
+    uint32_t y = tens(w, yname, OPT_TEMP, 1, w->rows, out);
+    emit(w, OP_MATMUL, cat, -1, 1, w->rows, in, out, x, W, OP_NONE, y, OPF_FIXED_B | OPF_TRANS_B,
+         0, 0);
+    return y;
+}
+
+/* y = x + bias (a 1 × n weight broadcast over rows): local. */
+static uint32_t add_bias(lw *w, int cat, uint32_t x, const char *bname, uint32_t n)
+{
+    uint32_t b = weight(w, bname, 1, n);
+    emit(w, OP_ADD, cat, -1, 1, w->rows, 0, n, x, b, OP_NONE, x, 0, 0, 0);
+    return x;
+}
+
+static uint32_t norm(lw *w, uint32_t x, uint32_t rows, const char *g, const char *b,
+                     const char *yname)
+{
+    uint32_t D = w->m->dim;
+    uint32_t y = tens(w, yname, OPT_TEMP, 1, rows, D);
+    uint32_t G = weight(w, g, 1, D);
+    if (w->m->norm == NORM_RMS) {
+        emit(w, OP_RMSNORM, OPC_NORM, -1, 1, rows, 0, D, x, G, OP_NONE, y, 0, 0, w->m->norm_eps);
+    } else {
+        uint32_t B = weight(w, b, 1, D);
+        emit(w, OP_LAYERNORM, OPC_NORM, -1, 1, rows, 0, D, x, G, B, y, 0, 0, w->m->norm_eps);
+    }
+    return y;
+}
+
+/* ---- attention ------------------------------------------------------------------------------- */
+
+/* Attended KV entries of KV head g: kept (or all cached) plus this step's new tokens. */
+static uint32_t attended(const lw *w, uint32_t g)
+{
+    uint32_t cached = w->o->kv_len;
+    if (w->o->kept) {
+        uint32_t k = w->o->kept[(size_t)w->layer * w->m->n_kv_heads + g];
+        cached = k < cached ? k : cached;
+    }
+    return cached + w->o->n_tokens;
+}
+
+static int kept_uniform(const lw *w)
+{
+    for (uint32_t g = 1; g < w->m->n_kv_heads; g++)
+        if (attended(w, g) != attended(w, 0))
+            return 0;
+    return 1;
+}
+
+/* Scores, softmax and ·V for `heads` query heads attending to `tk` entries. */
+static void attend_block(lw *w, int group, uint32_t heads, uint32_t tk, uint32_t q, uint32_t kc,
+                         uint32_t vc, uint32_t ctx)
+{
+    const model_cfg *m = w->m;
+    uint32_t S = w->o->n_seqs, t = w->o->n_tokens, d = m->head_dim;
+    uint32_t b = S * heads;
+    uint32_t sc = tens(w, group < 0 ? "scores" : "scores_g", OPT_TEMP, b, t, tk);
+    emit(w, OP_MATMUL, OPC_ATTENTION, group, b, t, d, tk, q, kc, OP_NONE, sc, OPF_TRANS_B, 0, 0);
+    /* causal mask inside the new tokens: row i sees tk - t + i + 1 entries (public) */
+    int32_t causal = t > 1 ? (int32_t)(tk - t) : -1;
+    emit(w, OP_SOFTMAX, OPC_SOFTMAX, group, b, t, 0, tk, sc, OP_NONE, OP_NONE, sc, 0, causal, 0);
+    emit(w, OP_MATMUL, OPC_ATTENTION, group, b, t, tk, d, sc, vc, OP_NONE, ctx, 0, 0, 0);
+}
+
+static uint32_t attention(lw *w, uint32_t xb)
+{
+    const model_cfg *m = w->m;
+    uint32_t D = m->dim, d = m->head_dim, H = m->n_heads, Hkv = m->n_kv_heads;
+    uint32_t S = w->o->n_seqs, t = w->o->n_tokens;
+    uint32_t QD = H * d, KD = Hkv * d;
+    uint32_t q = linear(w, OPC_ATTENTION, xb, "wq", D, QD, "q");
+    uint32_t k = linear(w, OPC_ATTENTION, xb, "wk", D, KD, "k");
+    uint32_t v = linear(w, OPC_ATTENTION, xb, "wv", D, KD, "v");
+    if (m->family == FAM_GPT2) {
+        add_bias(w, OPC_ATTENTION, q, "bq", QD);
+        add_bias(w, OPC_ATTENTION, k, "bk", KD);
+        add_bias(w, OPC_ATTENTION, v, "bv", KD);
+    }
+    if (m->pos == POS_ROPE) {
+        /* public angles (op.h ROPE): batch = sequences, m = new tokens at positions kv_len …,
+         * k = head_dim (pairs rotate within each head), farg = theta */
+        emit(w, OP_ROPE, OPC_ATTENTION, -1, S, t, d, QD, q, OP_NONE, OP_NONE, q, 0,
+             (int32_t)w->o->kv_len, m->rope_theta);
+        emit(w, OP_ROPE, OPC_ATTENTION, -1, S, t, d, KD, k, OP_NONE, OP_NONE, k, 0,
+             (int32_t)w->o->kv_len, m->rope_theta);
+    }
+    /* scale q by 1/sqrt(d) once (cheaper than scaling the T-long score rows) */
+    emit(w, OP_MUL_PUB, OPC_ATTENTION, -1, 1, w->rows, 0, QD, q, OP_NONE, OP_NONE, q, 0, 0,
+         1.0 / sqrt((double)d));
+    /* heads to the batch dimension: (S·t, H·d) → (S·H, t, d), a free re-layout */
+    uint32_t qh = tens(w, "q_heads", OPT_TEMP, S * H, t, d);
+    emit(w, OP_VIEW, OPC_ATTENTION, -1, S * H, t, 0, d, q, OP_NONE, OP_NONE, qh,
+         OPF_SPLIT_HEADS, 0, 0);
+    /* the KV cache: secret state across steps; appending this step's k, v is a free re-layout */
+    uint32_t T = w->o->kv_len + t;
+    uint32_t kc = tens(w, "kcache", OPT_CACHE, S * Hkv, T, d);
+    uint32_t vc = tens(w, "vcache", OPT_CACHE, S * Hkv, T, d);
+    emit(w, OP_VIEW, OPC_ATTENTION, -1, S * Hkv, t, 0, d, k, OP_NONE, OP_NONE, kc,
+         OPF_SPLIT_HEADS, (int32_t)w->o->kv_len, 0);
+    emit(w, OP_VIEW, OPC_ATTENTION, -1, S * Hkv, t, 0, d, v, OP_NONE, OP_NONE, vc,
+         OPF_SPLIT_HEADS, (int32_t)w->o->kv_len, 0);
+    uint32_t ctx = tens(w, "ctx", OPT_TEMP, S * H, t, d);
+    if (kept_uniform(w)) {
+        attend_block(w, -1, H, attended(w, 0), qh, kc, vc, ctx);
+    } else {
+        for (uint32_t g = 0; g < Hkv; g++)
+            attend_block(w, (int)g, H / Hkv, attended(w, g), qh, kc, vc, ctx);
+    }
+    /* heads back to features: (S·H, t, d) → (S·t, H·d) */
+    uint32_t cm = tens(w, "ctx_merged", OPT_TEMP, 1, w->rows, QD);
+    emit(w, OP_VIEW, OPC_ATTENTION, -1, S * H, t, 0, d, ctx, OP_NONE, OP_NONE, cm,
+         OPF_MERGE_HEADS, 0, 0);
+    uint32_t ao = linear(w, OPC_ATTENTION, cm, "wo", QD, D, "attn_out");
+    if (m->family == FAM_GPT2)
+        add_bias(w, OPC_ATTENTION, ao, "bo", D);
+    return ao;
+}
+
+/* ---- FFN ------------------------------------------------------------------------------------- */
+
+static uint32_t ffn(lw *w, uint32_t xb)
+{
+    const model_cfg *m = w->m;
+    uint32_t D = m->dim, F = m->ffn_dim;
+    if (m->act == ACT_SWIGLU) {
+        uint32_t h1 = linear(w, OPC_FFN, xb, "w1", D, F, "h1");
+        uint32_t h3 = linear(w, OPC_FFN, xb, "w3", D, F, "h3");
+        emit(w, OP_SILU, OPC_ACTIVATION, -1, 1, w->rows, 0, F, h1, OP_NONE, OP_NONE, h1, 0, 0, 0);
+        emit(w, OP_MUL, OPC_FFN, -1, 1, w->rows, 0, F, h1, h3, OP_NONE, h1, 0, 0, 0);
+        return linear(w, OPC_FFN, h1, "w2", F, D, "ffn_out");
+    }
+    uint32_t h = linear(w, OPC_FFN, xb, "w_fc", D, F, "h");
+    add_bias(w, OPC_FFN, h, "b_fc", F);
+    emit(w, OP_GELU, OPC_ACTIVATION, -1, 1, w->rows, 0, F, h, OP_NONE, OP_NONE, h, 0, 0, 0);
+    uint32_t y = linear(w, OPC_FFN, h, "w_proj", F, D, "ffn_out");
+    return add_bias(w, OPC_FFN, y, "b_proj", D);
+}
+
+/* ---- the step -------------------------------------------------------------------------------- */
+
+static uint32_t embed(lw *w)
+{
+    const model_cfg *m = w->m;
+    uint32_t D = m->dim;
+    const char *table = m->family == FAM_LLAMA ? "tok_emb" : "wte";
+    uint32_t x = tens(w, "x", OPT_TEMP, w->o->n_seqs, w->o->n_tokens, D);
+    if (w->o->embed_onehot) {
+        /* the client's tokens as one-hot rows, secret-shared by the client (party 0), times
+         * the embedding table: SPU's embedding (mpc-costs.md §3.4) */
+        uint32_t oh = tens(w, "tokens_onehot", OPT_INPUT, 1, w->rows, m->vocab);
+        emit(w, OP_INPUT, OPC_EMBED, -1, 1, w->rows, 0, m->vocab, OP_NONE, OP_NONE, OP_NONE, oh,
+             0, 0, 0);
+        uint32_t E = weight(w, table, m->vocab, D);
+        emit(w, OP_GATHER, OPC_EMBED, -1, 1, w->rows, m->vocab, D, oh, E, OP_NONE, x,
+             OPF_FIXED_B, 0, 0);
+    } else {
+        emit(w, OP_INPUT, OPC_EMBED, -1, 1, w->rows, 0, D, OP_NONE, OP_NONE, OP_NONE, x, 0, 0, 0);
+    }
+    if (m->pos == POS_LEARNED) {
+        /* rows kv_len … kv_len+t−1 of the position table: public positions, a local slice */
+        uint32_t P = weight(w, "wpe", m->max_ctx, D);
+        uint32_t pe = tens(w, "pos_emb", OPT_TEMP, 1, w->rows, D);
+        emit(w, OP_VIEW, OPC_EMBED, -1, 1, w->rows, 0, D, P, OP_NONE, OP_NONE, pe, 0,
+             (int32_t)w->o->kv_len, 0);
+        emit(w, OP_ADD, OPC_EMBED, -1, 1, w->rows, 0, D, x, pe, OP_NONE, x, 0, 0, 0);
+    }
+    return x;
+}
+
+static void layer(lw *w, uint32_t x)
+{
+    const int llama = w->m->family == FAM_LLAMA;
+    uint32_t D = w->m->dim;
+    uint32_t xb = norm(w, x, w->rows, llama ? "rms_att" : "ln1_g", "ln1_b", "xn1");
+    uint32_t ao = attention(w, xb);
+    emit(w, OP_ADD, OPC_ATTENTION, -1, 1, w->rows, 0, D, x, ao, OP_NONE, x, 0, 0, 0);
+    uint32_t xb2 = norm(w, x, w->rows, llama ? "rms_ffn" : "ln2_g", "ln2_b", "xn2");
+    uint32_t fo = ffn(w, xb2);
+    emit(w, OP_ADD, OPC_FFN, -1, 1, w->rows, 0, D, x, fo, OP_NONE, x, 0, 0, 0);
+}
+
+static void head(lw *w, uint32_t x)
+{
+    const model_cfg *m = w->m;
+    uint32_t D = m->dim, S = w->o->n_seqs;
+    /* only each sequence's last position produces a token: row t-1 of each sequence */
+    uint32_t last = tens(w, "x_last", OPT_TEMP, S, 1, D);
+    emit(w, OP_VIEW, OPC_LMHEAD, -1, S, 1, 0, D, x, OP_NONE, OP_NONE, last, 0,
+         (int32_t)w->o->n_tokens - 1, 0);
+    const int llama = m->family == FAM_LLAMA;
+    uint32_t xn = norm(w, last, S, llama ? "rms_final" : "lnf_g", "lnf_b", "xn_final");
+    const char *cls = m->tied_embeddings ? (llama ? "tok_emb" : "wte") : "wcls";
+    uint32_t W = weight(w, cls, m->vocab, D);
+    uint32_t lg = tens(w, "logits", OPT_OUTPUT, 1, S, m->vocab);
+    emit(w, OP_MATMUL, OPC_LMHEAD, -1, 1, S, D, m->vocab, xn, W, OP_NONE, lg,
+         OPF_FIXED_B | OPF_TRANS_B, 0, 0);
+    if (w->o->reveal_logits)
+        emit(w, OP_REVEAL, OPC_LMHEAD, -1, 1, S, 0, m->vocab, lg, OP_NONE, OP_NONE, lg, 0, 0, 0);
+}
+
+int lower_step(const model_cfg *m, const lower_opts *o, op_program *prog, errbuf *e)
+{
+    if (o->n_tokens == 0 || o->n_seqs == 0)
+        return err_set(e, MS_ERR_INPUT, "lowering: a step needs at least one token and sequence");
+    if (o->phase == PHASE_DECODE && o->n_tokens != 1)
+        return err_set(e, MS_ERR_INPUT, "lowering: a decode step has exactly one new token");
+    if ((uint64_t)o->kv_len + o->n_tokens > m->max_ctx)
+        return err_set(e, MS_ERR_RANGE,
+                       "lowering: %u cached + %u new tokens exceed %s's context of %u",
+                       o->kv_len, o->n_tokens, m->name, m->max_ctx);
+    lw w = {.p = prog, .m = m, .o = o, .phase = o->phase, .layer = -1,
+            .rows = o->n_seqs * o->n_tokens};
+    if (!prog->model[0])
+        snprintf(prog->model, sizeof prog->model, "%s", m->name);
+    uint32_t x = embed(&w);
+    for (uint32_t l = 0; l < m->n_layers && !w.oom; l++) {
+        w.layer = (int)l;
+        layer(&w, x);
+    }
+    w.layer = -1;
+    if (o->lm_head)
+        head(&w, x);
+    return w.oom ? err_set(e, MS_ERR_NOMEM, "lowering: out of memory") : MS_OK;
+}

@@ -1,0 +1,1695 @@
+/* kern.c — every op kind of the op program, written once over the primitive layer (eng.h).
+ *
+ * Conventions every kernel follows:
+ *   - Arithmetic values are fixed point with f = cfg.frac_bits fraction bits, except the 0/1
+ *     results of comparisons (lt, eq, the masks inside kernels), one-hot rows (onehot, argmax,
+ *     topk) and secret indices (onehot's input), which are plain ring integers. A product of a
+ *     0/1 integer and a fixed-point value therefore needs no truncation (OPF_NO_TRUNC).
+ *   - Public constants (masks, index maps, coefficients) are built only when the values carry
+ *     data (v->s[0] != NULL); a cost engine ignores them. The sequence of primitive calls
+ *     never depends on that: it is a function of the op's shapes and e->n_parties / e->cfg.
+ *   - Independent work of one op is batched into one primitive call (one round): all rows of
+ *     a softmax, all pairs of a tree level, the three thresholds of GeLU, value and index of an
+ *     argmax.
+ *   - Temporaries are released on success; on an error return the engine may hold some until
+ *     it is freed.
+ *
+ * Operand binding (data engines): kern_exec reads vals[in*] and replaces vals[out] with a value
+ * allocated by the engine (the previous vals[out], if it holds data, is released — except for
+ * INPUT, where vals[out].s[0] is the owner's plaintext, owned by the caller). Public tensors
+ * (OPT_PUBLIC operands of add_pub / mul_pub / matmul with OPF_PUBLIC_B) hold their fixed-point
+ * plaintext in s[0] on every party. REVEAL leaves the opened plaintext in vals[out].s[0] on the
+ * receiving party (every party when iarg = -1).
+ *
+ * Kernel-specific arguments:
+ *   INPUT     owner: P0 for OPT_INPUT (the client), P1 for OPT_WEIGHT (the model owner), else
+ *             iarg if it names a party, else P0.
+ *   TRUNC     iarg bits (f when iarg <= 0).
+ *   SOFTMAX   iarg >= 0: causal, row r (0 <= r < m) sees columns j <= iarg + r.
+ *   LAYERNORM, RMSNORM  farg = eps (1e-5 when farg <= 0).
+ *   TOPK      iarg = k (clamped to n); output (b, m·k, n) one-hot rows in descending order;
+ *             k max extractions or an odd–even merge sort, whichever has fewer rounds.
+ *   ROPE      op.h: batch = sequences, m = tokens, n = features, k = head_dim (n when 0); row
+ *             r of m sits at position iarg + r; pair (2i, 2i+1) within a head rotates by
+ *             pos·theta^(-2i/k), theta = farg (10000 when farg <= 0).
+ *   REVEAL    iarg = receiving party, -1 = all.
+ *   VIEW      op.h: out smaller than in0: out's rows from in0 starting at row iarg (public
+ *             slice); out larger: in0 written into out at row iarg of each instance, the other
+ *             rows keep out's previous value (KV-cache append; in0's rows may hold the
+ *             instances side by side: (tokens, heads·n) → (heads, rows, n)); same size: copy,
+ *             or with out's batch H times in0's and cols n a head split (S, rows, H·n) →
+ *             (S·H, rows, n), and with in0's batch H times out's the head merge back.
+ *   ADD, SUB, MUL, SELECT, LT, EQ: a smaller operand repeats cyclically (op.h broadcast).
+ *   MATMUL, GATHER: in1 with a smaller batch is shared across instances; each instance reads
+ *             the leading k·n elements of in1's instance (op.h).
+ *
+ * Approximations and their error bounds (checked by tests/check_kern.c on eng_plain):
+ *   exp        (1 + x/2^t)^(2^t), t = cfg.exp_iters (SPU exp_taylor). For x in [-14, 0] and
+ *              t = 8, f = 18: |err| <= 2e-3 absolute (the limit's own error e^x·x²/2^(t+1)
+ *              and fixed-point rounding); t = 5 (PUMA): <= 1e-2. Inputs below -2^t make
+ *              1 + x/2^t negative: the result is garbage (softmax masks those entries).
+ *   reciprocal x > 0 in [2^-f, 2^(f-1)). Normalization by a batched comparison against the
+ *              public powers 2^j (one lt of J·n elements), c = x·2^-(q+1) in [0.5, 1), then
+ *              Goldschmidt from w0 = 2.9142 - 2c (SPU f_reciprocal): |1 - c·w0| <= 0.0858,
+ *              relative error <= 0.0858^(2^(it+1)) + fixed point; it = 2: tested at
+ *              2e-4·(1/x) + 2^(1-f) absolute (the output's own quantum dominates for large x).
+ *   rsqrt      x > 0 in [2^-f, 2^(2⌊f/2⌋+2)) (1e-3 … 1e4 well inside). Even powers: c = x·2^-q
+ *              in [1, 4), quadratic start 1.3353 - 0.41060c + 0.051197c² (relative error
+ *              <= 2.41e-2), then cfg.rsqrt_iters Newton steps y(3 - c·y²)/2, each squaring the
+ *              relative error ×1.5: 2 steps: <= 1.2e-6 + fixed point; tested at 1e-4·y + 2^(1-f).
+ *   gelu, silu PUMA piecewise polynomials (mpc-costs.md §2.4); error vs the exact functions:
+ *              gelu <= 2.1e-2 (0.0199 at x = 3+), silu <= 7.5e-2 (0.0719 at x = 4+:
+ *              PUMA puts x above 4 where silu(4) = 3.928) absolute: the polynomials' own error.
+ *   softmax    PUMA: row max, exp(x - max) masked to 0 below cfg.softmax_clip, one reciprocal
+ *              per row; error is that of exp plus the reciprocal's relative error.
+ *   lt         exact for |x - y| < 2^63 (msb of x - y); eq exact.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kern.h"
+
+#define VT (e->vt)
+#define TRY(expr)                 \
+    do {                          \
+        int rc_ = (expr);         \
+        if (rc_)                  \
+            return rc_;           \
+    } while (0)
+
+/* ---- fixed point ------------------------------------------------------------------------- */
+
+uint64_t fx_encode(double x, int frac_bits)
+{
+    double v = ldexp(x, frac_bits);
+    if (!(v < 9.2e18))
+        v = 9.2e18;
+    if (!(v > -9.2e18))
+        v = -9.2e18;
+    return (uint64_t)(int64_t)llround(v);
+}
+
+double fx_decode(uint64_t v, int frac_bits)
+{
+    return ldexp((double)(int64_t)v, -frac_bits);
+}
+
+/* ---- small helpers: storage, public buffers, layout --------------------------------------- */
+
+static int has_data(const mpc_val *v)
+{
+    return v->s[0] != NULL;
+}
+
+static int kal(eng *e, mpc_val *v, size_t n, int dom)
+{
+    memset(v, 0, sizeof *v);
+    return VT->alloc(e, v, n, dom);
+}
+
+static void krel(eng *e, mpc_val *v)
+{
+    VT->release(e, v);
+    memset(v, 0, sizeof *v);
+}
+
+/* Public buffers exist only when values carry data. */
+static int pub64(const mpc_val *like, size_t n, uint64_t **out)
+{
+    *out = NULL;
+    if (!has_data(like))
+        return MS_OK;
+    *out = malloc((n ? n : 1) * sizeof **out);
+    return *out ? MS_OK : MS_ERR_NOMEM;
+}
+
+static int pub32(const mpc_val *like, size_t n, uint32_t **out)
+{
+    *out = NULL;
+    if (!has_data(like))
+        return MS_OK;
+    *out = malloc((n ? n : 1) * sizeof **out);
+    return *out ? MS_OK : MS_ERR_NOMEM;
+}
+
+#define FX(x) fx_encode((x), e->cfg.frac_bits)
+
+/* Index-map permutes: z[i] = x[map(i)] for the maps the kernels use. */
+enum { MAP_REP, MAP_BCAST, MAP_SLICE, MAP_ROWS };
+
+typedef struct kmap {
+    int kind;
+    size_t a, b, c, d; /* REP: n_in; BCAST: per; SLICE: off; ROWS: L, off, len */
+} kmap;
+
+static uint32_t kmap_at(const kmap *m, size_t i)
+{
+    switch (m->kind) {
+    case MAP_REP: return (uint32_t)(i % m->a);
+    case MAP_BCAST: return (uint32_t)(i / m->a);
+    case MAP_SLICE: return (uint32_t)(m->a + i);
+    default: return (uint32_t)((i / m->c) * m->a + m->b + i % m->c);
+    }
+}
+
+static int kperm(eng *e, mpc_val *z, const mpc_val *x, size_t n, kmap m)
+{
+    uint32_t *idx;
+    TRY(pub32(x, n, &idx));
+    if (idx)
+        for (size_t i = 0; i < n; i++)
+            idx[i] = kmap_at(&m, i);
+    int rc = kal(e, z, n, x->dom);
+    if (!rc)
+        rc = VT->permute(e, z, x, idx, n);
+    free(idx);
+    return rc;
+}
+
+static int k_rep(eng *e, mpc_val *z, const mpc_val *x, size_t reps)
+{
+    return kperm(e, z, x, x->n * reps, (kmap){MAP_REP, x->n, 0, 0, 0});
+}
+
+static int k_bcast(eng *e, mpc_val *z, const mpc_val *x, size_t per)
+{
+    return kperm(e, z, x, x->n * per, (kmap){MAP_BCAST, per, 0, 0, 0});
+}
+
+static int k_slice(eng *e, mpc_val *z, const mpc_val *x, size_t off, size_t len)
+{
+    return kperm(e, z, x, len, (kmap){MAP_SLICE, off, 0, 0, 0});
+}
+
+/* Per row r < R of length L: columns [off, off+len). */
+static int k_cols(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t L, size_t off,
+                  size_t len)
+{
+    return kperm(e, z, x, R * len, (kmap){MAP_ROWS, L, off, len, 0});
+}
+
+/* z = [p0; p1; …] (local): each part moved into place, masked, and added (xored) in. */
+static int k_concat(eng *e, mpc_val *z, const mpc_val *parts, int np)
+{
+    size_t tot = 0;
+    int dom = parts[0].dom;
+    for (int i = 0; i < np; i++)
+        tot += parts[i].n;
+    TRY(kal(e, z, tot, dom));
+    size_t off = 0;
+    for (int i = 0; i < np; i++) {
+        const mpc_val *p = &parts[i];
+        uint32_t *idx = NULL;
+        uint64_t *mask = NULL;
+        int rc = pub32(p, tot, &idx);
+        if (!rc)
+            rc = pub64(p, tot, &mask);
+        if (idx && mask)
+            for (size_t j = 0; j < tot; j++) {
+                int in = j >= off && j < off + p->n;
+                idx[j] = in ? (uint32_t)(j - off) : 0;
+                mask[j] = in ? (dom == DOM_BOOL ? ~0ull : 1) : 0;
+            }
+        mpc_val t = {0};
+        mpc_val *dst = i == 0 ? z : &t;
+        if (!rc && i > 0)
+            rc = kal(e, &t, tot, dom);
+        if (!rc)
+            rc = VT->permute(e, dst, p, idx, tot);
+        if (!rc)
+            rc = VT->mul_pub(e, dst, dst, mask, tot);
+        if (!rc && i > 0)
+            rc = VT->add(e, z, z, &t);
+        free(idx);
+        free(mask);
+        if (i > 0)
+            krel(e, &t);
+        TRY(rc);
+        off += p->n;
+    }
+    return MS_OK;
+}
+
+/* Public constant broadcast helpers for add_pub / mul_pub. */
+static int k_addc(eng *e, mpc_val *z, const mpc_val *x, uint64_t c)
+{
+    return VT->add_pub(e, z, x, &c, 1);
+}
+
+static int k_mulc(eng *e, mpc_val *z, const mpc_val *x, uint64_t c)
+{
+    return VT->mul_pub(e, z, x, &c, 1);
+}
+
+/* z = x + blk[i / N] (public per-block constants over J blocks of N). */
+static int k_addblk(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *blk, size_t J,
+                    int mul)
+{
+    uint64_t *c;
+    TRY(pub64(x, x->n, &c));
+    size_t N = J ? x->n / J : 0;
+    if (c)
+        for (size_t i = 0; i < x->n; i++)
+            c[i] = blk[N ? i / N : 0];
+    int rc = mul ? VT->mul_pub(e, z, x, c, x->n) : VT->add_pub(e, z, x, c, x->n);
+    free(c);
+    return rc;
+}
+
+/* A secret value equal to public c (integer ring constant), length n, derived from x. */
+static int k_const(eng *e, mpc_val *z, const mpc_val *x, size_t n, uint64_t c)
+{
+    TRY(kperm(e, z, x, n, (kmap){MAP_REP, x->n ? x->n : 1, 0, 0, 0}));
+    TRY(k_mulc(e, z, z, 0));
+    return k_addc(e, z, z, c);
+}
+
+/* ---- fixed-point arithmetic --------------------------------------------------------------- */
+
+static int k_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
+{
+    TRY(kal(e, z, x->n, DOM_ARITH));
+    return VT->trunc(e, z, x, bits);
+}
+
+/* z = trunc(x·y) — fixed-point product; z must not alias x or y. */
+static int k_fmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
+{
+    mpc_val t;
+    TRY(kal(e, &t, x->n, DOM_ARITH));
+    TRY(VT->mul(e, &t, x, y));
+    int rc = k_trunc(e, z, &t, e->cfg.frac_bits);
+    krel(e, &t);
+    return rc;
+}
+
+static int k_imul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
+{
+    TRY(kal(e, z, x->n, DOM_ARITH));
+    return VT->mul(e, z, x, y);
+}
+
+static int k_fsq(eng *e, mpc_val *z, const mpc_val *x)
+{
+    mpc_val t;
+    TRY(kal(e, &t, x->n, DOM_ARITH));
+    TRY(VT->square(e, &t, x));
+    int rc = k_trunc(e, z, &t, e->cfg.frac_bits);
+    krel(e, &t);
+    return rc;
+}
+
+/* ---- row layout: tree sums, pair splits ------------------------------------------------- */
+
+/* Splits R rows of length L into A = columns [0,h), B = [h,2h), rest = column L-1 if odd. */
+static int k_split(eng *e, const mpc_val *x, size_t R, size_t L, mpc_val *A, mpc_val *B,
+                   mpc_val *rest)
+{
+    size_t h = L / 2;
+    TRY(k_cols(e, A, x, R, L, 0, h));
+    TRY(k_cols(e, B, x, R, L, h, h));
+    if (L & 1)
+        TRY(k_cols(e, rest, x, R, L, L - 1, 1));
+    return MS_OK;
+}
+
+/* Rows of S (R×h) followed by the odd column rest (R×1): z is R×(h+odd). Consumes S, rest. */
+static int k_join(eng *e, mpc_val *z, mpc_val *S, mpc_val *rest, size_t R, size_t h, int odd)
+{
+    if (!odd) {
+        *z = *S;
+        memset(S, 0, sizeof *S);
+        return MS_OK;
+    }
+    mpc_val parts[2] = {*S, *rest}, cat;
+    TRY(k_concat(e, &cat, parts, 2));
+    uint32_t *idx;
+    TRY(pub32(&cat, R * (h + 1), &idx));
+    if (idx)
+        for (size_t r = 0; r < R; r++) {
+            for (size_t i = 0; i < h; i++)
+                idx[r * (h + 1) + i] = (uint32_t)(r * h + i);
+            idx[r * (h + 1) + h] = (uint32_t)(R * h + r);
+        }
+    int rc = kal(e, z, R * (h + 1), cat.dom);
+    if (!rc)
+        rc = VT->permute(e, z, &cat, idx, R * (h + 1));
+    free(idx);
+    krel(e, &cat);
+    krel(e, S);
+    krel(e, rest);
+    return rc;
+}
+
+/* z[r] = sum of row r (R rows of L), local tree of ⌈log2 L⌉ levels. */
+static int k_rowsum(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t L)
+{
+    mpc_val cur;
+    TRY(k_rep(e, &cur, x, 1));
+    while (L > 1) {
+        mpc_val A, B, rest = {0}, nxt;
+        size_t h = L / 2;
+        TRY(k_split(e, &cur, R, L, &A, &B, &rest));
+        TRY(VT->add(e, &A, &A, &B));
+        krel(e, &B);
+        TRY(k_join(e, &nxt, &A, &rest, R, h, (int)(L & 1)));
+        krel(e, &cur);
+        cur = nxt;
+        L = h + (L & 1);
+    }
+    *z = cur;
+    return MS_OK;
+}
+
+/* z[i] = sum over J blocks of N: x[j·N + i]. */
+static int k_blocksum(eng *e, mpc_val *z, const mpc_val *x, size_t J, size_t N)
+{
+    uint32_t *idx; /* transpose to N rows of J, then row sums */
+    TRY(pub32(x, J * N, &idx));
+    if (idx)
+        for (size_t i = 0; i < N; i++)
+            for (size_t j = 0; j < J; j++)
+                idx[i * J + j] = (uint32_t)(j * N + i);
+    mpc_val t;
+    int rc = kal(e, &t, J * N, x->dom);
+    if (!rc)
+        rc = VT->permute(e, &t, x, idx, J * N);
+    free(idx);
+    if (!rc)
+        rc = k_rowsum(e, z, &t, N, J);
+    krel(e, &t);
+    return rc;
+}
+
+/* ---- boolean circuits: A2B adder, msb, equality ------------------------------------------ */
+
+/* Words with the low half (first n of 2n) all ones: [~0; 0]. */
+static int k_lowmask(eng *e, mpc_val *z, const mpc_val *x, size_t n)
+{
+    uint64_t *m;
+    TRY(pub64(x, 2 * n, &m));
+    if (m)
+        for (size_t i = 0; i < 2 * n; i++)
+            m[i] = i < n ? ~0ull : 0;
+    int rc = VT->mul_pub(e, z, x, m, 2 * n);
+    free(m);
+    return rc;
+}
+
+/* Boolean sharing of a + b (mod 2^64) by a Kogge–Stone prefix adder (ABY3 §5.3, CrypTen
+ * __SPK_circuit): one AND for the generate bits, then 6 levels (spans 1..32), each one and_bb
+ * over [P; P] & [G << s; P << s] (the last level needs only P & (G << s)). 7 rounds. */
+static int k_ks_add(eng *e, mpc_val *sum, const mpc_val *a, const mpc_val *b)
+{
+    size_t n = a->n;
+    mpc_val P0, G, P, GP, parts[2];
+    TRY(kal(e, &P0, n, DOM_BOOL));
+    TRY(VT->add(e, &P0, a, b));
+    TRY(kal(e, &G, n, DOM_BOOL));
+    TRY(VT->and_bb(e, &G, a, b));
+    TRY(k_rep(e, &P, &P0, 1));
+    for (int s = 1; s <= 32; s *= 2) {
+        if (s == 32) { /* last level: G ^= P & (G << 32) */
+            mpc_val Sh, T;
+            TRY(kal(e, &Sh, n, DOM_BOOL));
+            TRY(VT->shift(e, &Sh, &G, -s));
+            TRY(kal(e, &T, n, DOM_BOOL));
+            TRY(VT->and_bb(e, &T, &P, &Sh));
+            TRY(VT->add(e, &G, &G, &T));
+            krel(e, &Sh);
+            krel(e, &T);
+            break;
+        }
+        parts[0] = G;
+        parts[1] = P;
+        TRY(k_concat(e, &GP, parts, 2));
+        mpc_val Sh, PP, T;
+        TRY(kal(e, &Sh, 2 * n, DOM_BOOL));
+        TRY(VT->shift(e, &Sh, &GP, -s));
+        TRY(k_rep(e, &PP, &P, 2));
+        TRY(kal(e, &T, 2 * n, DOM_BOOL));
+        TRY(VT->and_bb(e, &T, &PP, &Sh)); /* [P & G<<s ; P & P<<s] */
+        TRY(k_lowmask(e, &GP, &GP, n));   /* [G; 0] */
+        TRY(VT->add(e, &GP, &GP, &T));    /* G and P&G<<s are disjoint: xor = or */
+        krel(e, &G);
+        krel(e, &P);
+        TRY(k_slice(e, &G, &GP, 0, n));
+        TRY(k_slice(e, &P, &GP, n, n));
+        krel(e, &Sh);
+        krel(e, &PP);
+        krel(e, &T);
+        krel(e, &GP);
+    }
+    TRY(kal(e, sum, n, DOM_BOOL));
+    TRY(VT->shift(e, sum, &G, -1)); /* carries */
+    TRY(VT->add(e, sum, sum, &P0));
+    krel(e, &P0);
+    krel(e, &G);
+    krel(e, &P);
+    return MS_OK;
+}
+
+/* Boolean sharing of the arithmetic value x: bool_components, then for 3 components a
+ * carry-save adder (1 round: maj = ((a^c)&(b^c))^c), then k_ks_add. */
+static int k_a2b(eng *e, mpc_val *z, const mpc_val *x)
+{
+    mpc_val c[3];
+    int nc = 0;
+    for (int i = 0; i < 3; i++)
+        TRY(kal(e, &c[i], x->n, DOM_BOOL));
+    TRY(VT->bool_components(e, c, &nc, x));
+    if (nc == 3) {
+        size_t n = x->n;
+        mpc_val s, ac, bc, mj;
+        TRY(kal(e, &s, n, DOM_BOOL));
+        TRY(VT->add(e, &s, &c[0], &c[1]));
+        TRY(VT->add(e, &s, &s, &c[2]));
+        TRY(kal(e, &ac, n, DOM_BOOL));
+        TRY(VT->add(e, &ac, &c[0], &c[2]));
+        TRY(kal(e, &bc, n, DOM_BOOL));
+        TRY(VT->add(e, &bc, &c[1], &c[2]));
+        TRY(kal(e, &mj, n, DOM_BOOL));
+        TRY(VT->and_bb(e, &mj, &ac, &bc));
+        TRY(VT->add(e, &mj, &mj, &c[2]));
+        TRY(VT->shift(e, &ac, &mj, -1)); /* carry word */
+        TRY(k_ks_add(e, z, &s, &ac));
+        krel(e, &s);
+        krel(e, &ac);
+        krel(e, &bc);
+        krel(e, &mj);
+    } else {
+        TRY(k_ks_add(e, z, &c[0], &c[1]));
+    }
+    for (int i = 0; i < 3; i++)
+        krel(e, &c[i]);
+    return MS_OK;
+}
+
+/* z = [d < 0] as a 0/1 arithmetic integer: msb of the A2B of d, then b2a. */
+static int k_msb(eng *e, mpc_val *z, const mpc_val *d)
+{
+    mpc_val b;
+    TRY(k_a2b(e, &b, d));
+    TRY(VT->shift(e, &b, &b, 63));
+    TRY(kal(e, z, d->n, DOM_ARITH));
+    TRY(VT->b2a(e, z, &b));
+    krel(e, &b);
+    return MS_OK;
+}
+
+/* z = [x < y] (0/1 integer). */
+static int k_lt(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
+{
+    mpc_val d;
+    TRY(kal(e, &d, x->n, DOM_ARITH));
+    TRY(VT->sub(e, &d, x, y));
+    TRY(k_msb(e, z, &d));
+    krel(e, &d);
+    return MS_OK;
+}
+
+/* z = [d == 0] (0/1 integer). Components of d sum to 0 iff the first one(s) equal the
+ * negation of the last, read from the components of -d:
+ *   2 parties: w = d0 ^ (-d1)  (no round);
+ *   3 parties: a + b == c with c = -d2: t = a^b^c, carries reproduce t iff
+ *              t == maj(a, b, t) << 1 (1 round), w = t ^ (maj << 1).
+ * Then an AND tree over the 64 bits of ~w (6 rounds) and b2a of bit 0. */
+static int k_eqz(eng *e, mpc_val *z, const mpc_val *d)
+{
+    size_t n = d->n;
+    mpc_val nd, cd[3], cn[3], w;
+    int nc = 0;
+    TRY(kal(e, &nd, n, DOM_ARITH));
+    TRY(k_mulc(e, &nd, d, (uint64_t)-1));
+    for (int i = 0; i < 3; i++) {
+        TRY(kal(e, &cd[i], n, DOM_BOOL));
+        TRY(kal(e, &cn[i], n, DOM_BOOL));
+    }
+    TRY(VT->bool_components(e, cd, &nc, d));
+    TRY(VT->bool_components(e, cn, &nc, &nd));
+    TRY(kal(e, &w, n, DOM_BOOL));
+    if (nc == 2) {
+        TRY(VT->add(e, &w, &cd[0], &cn[1]));
+    } else {
+        mpc_val t, at, bt, mj;
+        TRY(kal(e, &t, n, DOM_BOOL));
+        TRY(VT->add(e, &t, &cd[0], &cd[1]));
+        TRY(VT->add(e, &t, &t, &cn[2]));
+        TRY(kal(e, &at, n, DOM_BOOL));
+        TRY(VT->add(e, &at, &cd[0], &t));
+        TRY(kal(e, &bt, n, DOM_BOOL));
+        TRY(VT->add(e, &bt, &cd[1], &t));
+        TRY(kal(e, &mj, n, DOM_BOOL));
+        TRY(VT->and_bb(e, &mj, &at, &bt));
+        TRY(VT->add(e, &mj, &mj, &t));
+        TRY(VT->shift(e, &mj, &mj, -1));
+        TRY(VT->add(e, &w, &t, &mj));
+        krel(e, &t);
+        krel(e, &at);
+        krel(e, &bt);
+        krel(e, &mj);
+    }
+    TRY(k_addc(e, &w, &w, ~0ull)); /* bit i = 1 iff bit i of the difference is 0 */
+    for (int s = 32; s >= 1; s /= 2) {
+        mpc_val sh, t;
+        TRY(kal(e, &sh, n, DOM_BOOL));
+        TRY(VT->shift(e, &sh, &w, s));
+        TRY(kal(e, &t, n, DOM_BOOL));
+        TRY(VT->and_bb(e, &t, &w, &sh));
+        krel(e, &w);
+        krel(e, &sh);
+        w = t;
+    }
+    TRY(kal(e, z, n, DOM_ARITH));
+    TRY(VT->b2a(e, z, &w));
+    krel(e, &w);
+    krel(e, &nd);
+    for (int i = 0; i < 3; i++) {
+        krel(e, &cd[i]);
+        krel(e, &cn[i]);
+    }
+    return MS_OK;
+}
+
+/* z = b + c·(a - b) with c a 0/1 integer share (1 multiplication, no truncation). */
+static int k_select(eng *e, mpc_val *z, const mpc_val *c, const mpc_val *a, const mpc_val *b)
+{
+    mpc_val d, t;
+    TRY(kal(e, &d, a->n, DOM_ARITH));
+    TRY(VT->sub(e, &d, a, b));
+    TRY(k_imul(e, &t, c, &d));
+    TRY(kal(e, z, a->n, DOM_ARITH));
+    TRY(VT->add(e, z, b, &t));
+    krel(e, &d);
+    krel(e, &t);
+    return MS_OK;
+}
+
+/* A secret public iota: z[r·n + j] = j (integer), R rows. */
+static int k_iota(eng *e, mpc_val *z, const mpc_val *like, size_t R, size_t n)
+{
+    TRY(k_const(e, z, like, R * n, 0));
+    uint64_t *c;
+    TRY(pub64(like, R * n, &c));
+    if (c)
+        for (size_t i = 0; i < R * n; i++)
+            c[i] = i % n;
+    int rc = VT->add_pub(e, z, z, c, R * n);
+    free(c);
+    return rc;
+}
+
+/* z (R×n) = one-hot of the integer index idx[r] over n columns: eq against a public iota. */
+static int k_onehot(eng *e, mpc_val *z, const mpc_val *idx, size_t n)
+{
+    size_t R = idx->n;
+    mpc_val d;
+    TRY(k_bcast(e, &d, idx, n));
+    uint64_t *c;
+    TRY(pub64(idx, R * n, &c));
+    if (c)
+        for (size_t i = 0; i < R * n; i++)
+            c[i] = (uint64_t) - (int64_t)(i % n);
+    int rc = VT->add_pub(e, &d, &d, c, R * n);
+    free(c);
+    TRY(rc);
+    TRY(k_eqz(e, z, &d));
+    krel(e, &d);
+    return MS_OK;
+}
+
+/* ---- max / argmax: tree reduction ------------------------------------------------------ */
+
+/* Row max of R rows of L: ⌈log2 L⌉ levels, each one batched lt over all pairs and one
+ * multiplication that selects the value (and, with idx, the index in the same call). */
+static int k_rowmax(eng *e, mpc_val *mx, mpc_val *ix, const mpc_val *x, size_t R, size_t L)
+{
+    mpc_val cur, curi = {0};
+    TRY(k_rep(e, &cur, x, 1));
+    if (ix)
+        TRY(k_iota(e, &curi, x, R, L));
+    while (L > 1) {
+        size_t h = L / 2;
+        int odd = (int)(L & 1);
+        mpc_val A, B, rest = {0}, Ai, Bi, resti = {0}, c, nxt;
+        TRY(k_split(e, &cur, R, L, &A, &B, &rest));
+        TRY(k_lt(e, &c, &A, &B)); /* 1 where B wins */
+        mpc_val D;
+        TRY(kal(e, &D, A.n, DOM_ARITH));
+        TRY(VT->sub(e, &D, &B, &A));
+        if (ix) {
+            TRY(k_split(e, &curi, R, L, &Ai, &Bi, &resti));
+            mpc_val Di, pd[2], pc[2], DD, CC, T;
+            TRY(kal(e, &Di, A.n, DOM_ARITH));
+            TRY(VT->sub(e, &Di, &Bi, &Ai));
+            pd[0] = D, pd[1] = Di, pc[0] = c, pc[1] = c;
+            TRY(k_concat(e, &DD, pd, 2));
+            TRY(k_concat(e, &CC, pc, 2));
+            TRY(k_imul(e, &T, &CC, &DD));
+            krel(e, &D);
+            krel(e, &Di);
+            TRY(k_slice(e, &D, &T, 0, A.n));
+            TRY(k_slice(e, &Di, &T, A.n, A.n));
+            TRY(VT->add(e, &Ai, &Ai, &Di));
+            krel(e, &Bi);
+            krel(e, &DD);
+            krel(e, &CC);
+            krel(e, &T);
+            krel(e, &Di);
+            TRY(k_join(e, &nxt, &Ai, &resti, R, h, odd));
+            krel(e, &curi);
+            curi = nxt;
+        } else {
+            mpc_val T;
+            TRY(k_imul(e, &T, &c, &D));
+            krel(e, &D);
+            D = T;
+        }
+        TRY(VT->add(e, &A, &A, &D));
+        krel(e, &D);
+        krel(e, &B);
+        krel(e, &c);
+        TRY(k_join(e, &nxt, &A, &rest, R, h, odd));
+        krel(e, &cur);
+        cur = nxt;
+        L = h + (size_t)odd;
+    }
+    *mx = cur;
+    if (ix)
+        *ix = curi;
+    return MS_OK;
+}
+
+/* ---- exp, reciprocal, rsqrt -------------------------------------------------------------- */
+
+/* exp(x) ≈ (1 + x/2^t)^(2^t): one truncation by t bits, then t fixed-point squarings
+ * (SPU exp_taylor; CrypTen exp). */
+static int k_exp(eng *e, mpc_val *z, const mpc_val *x)
+{
+    int t = e->cfg.exp_iters;
+    mpc_val y;
+    TRY(k_trunc(e, &y, x, t));
+    TRY(k_addc(e, &y, &y, FX(1.0)));
+    for (int i = 0; i < t; i++) {
+        mpc_val y2;
+        TRY(k_fsq(e, &y2, &y));
+        krel(e, &y);
+        y = y2;
+    }
+    *z = y;
+    return MS_OK;
+}
+
+/* u (J blocks of n) = [x < 2^js[j]]: one batched msb over all thresholds. */
+static int k_thresholds(eng *e, mpc_val *u, const mpc_val *x, const int *js, size_t J)
+{
+    uint64_t blk[128];
+    for (size_t j = 0; j < J; j++)
+        blk[j] = (uint64_t) - (int64_t)FX(ldexp(1.0, js[j]));
+    mpc_val D;
+    TRY(k_rep(e, &D, x, J));
+    TRY(k_addblk(e, &D, &D, blk, J, 0));
+    TRY(k_msb(e, u, &D));
+    krel(e, &D);
+    return MS_OK;
+}
+
+/* z = c0 + Σ_j coef[j]·u_j (public integer coefficients, u J blocks of n). */
+static int k_lincomb(eng *e, mpc_val *z, const mpc_val *u, const uint64_t *coef, size_t J,
+                     uint64_t c0)
+{
+    mpc_val t;
+    TRY(k_rep(e, &t, u, 1));
+    TRY(k_addblk(e, &t, &t, coef, J, 1));
+    TRY(k_blocksum(e, z, &t, J, u->n / J));
+    TRY(k_addc(e, z, z, c0));
+    krel(e, &t);
+    return MS_OK;
+}
+
+/* 1/x for x in [2^jlo, 2^(f-1)), x > 0. q = ⌊log2 x⌋ from the thresholds j = jlo+1 … f-1,
+ * S = 2^-(q+1) (linear in the 0/1 indicators), c = x·S in [0.5, 1), Goldschmidt. */
+static int k_recip(eng *e, mpc_val *z, const mpc_val *x, int jlo)
+{
+    int f = e->cfg.frac_bits, jhi = f - 1;
+    int js[128];
+    uint64_t coef[128];
+    size_t J = 0;
+    for (int j = jlo + 1; j <= jhi && J < 128; j++, J++) {
+        js[J] = j;
+        coef[J] = 1ull << (f - j - 1); /* w_{j-1} - w_j, w_j = 2^(f-j-1) */
+    }
+    mpc_val u, S, c, w, ew, r, ee;
+    TRY(k_thresholds(e, &u, x, js, J));
+    TRY(k_lincomb(e, &S, &u, coef, J, 1ull << (f - jhi - 1)));
+    TRY(k_fmul(e, &c, x, &S));
+    TRY(kal(e, &w, c.n, DOM_ARITH)); /* w0 = 2.9142 - 2c */
+    TRY(k_mulc(e, &w, &c, (uint64_t)-2));
+    TRY(k_addc(e, &w, &w, FX(2.9142)));
+    TRY(k_fmul(e, &ew, &c, &w)); /* e0 = 1 - c·w0 */
+    TRY(kal(e, &ee, c.n, DOM_ARITH));
+    TRY(k_mulc(e, &ee, &ew, (uint64_t)-1));
+    TRY(k_addc(e, &ee, &ee, FX(1.0)));
+    r = w;
+    for (int it = 0; it < e->cfg.recip_iters; it++) {
+        mpc_val onee, nr;
+        TRY(kal(e, &onee, c.n, DOM_ARITH));
+        TRY(k_addc(e, &onee, &ee, FX(1.0)));
+        if (it == e->cfg.recip_iters - 1) { /* r ← r(1+e) */
+            TRY(k_fmul(e, &nr, &r, &onee));
+        } else { /* [r; e] ← [r(1+e); e²] in one multiplication */
+            mpc_val pa[2] = {r, ee}, pb[2] = {onee, ee}, A, B, T;
+            TRY(k_concat(e, &A, pa, 2));
+            TRY(k_concat(e, &B, pb, 2));
+            TRY(k_fmul(e, &T, &A, &B));
+            TRY(k_slice(e, &nr, &T, 0, c.n));
+            krel(e, &ee);
+            TRY(k_slice(e, &ee, &T, c.n, c.n));
+            krel(e, &A);
+            krel(e, &B);
+            krel(e, &T);
+        }
+        krel(e, &onee);
+        krel(e, &r);
+        r = nr;
+    }
+    TRY(k_fmul(e, z, &r, &S));
+    krel(e, &u);
+    krel(e, &S);
+    krel(e, &c);
+    krel(e, &ew);
+    krel(e, &ee);
+    krel(e, &r);
+    return MS_OK;
+}
+
+/* 1/sqrt(x), x in [2^jlo, 2^(jhi+2)) with jlo, jhi the even numbers nearest -f and f. */
+static int k_rsqrt(eng *e, mpc_val *z, const mpc_val *x)
+{
+    int f = e->cfg.frac_bits, jhi = f & ~1, jlo = -((f + 1) & ~1);
+    int js[128];
+    uint64_t cs[128], cg[128];
+    size_t J = 0;
+    for (int j = jlo + 2; j <= jhi && J < 128; j += 2, J++) {
+        js[J] = j; /* S = 2^-q: w_j = 2^(f-j); G = 2^(-q/2): g_j = 2^(f-j/2) */
+        cs[J] = (1ull << (f - j + 2)) - (1ull << (f - j));
+        cg[J] = (1ull << (f - (j - 2) / 2)) - (1ull << (f - j / 2));
+    }
+    mpc_val u, S, G, c, c2, y, t;
+    TRY(k_thresholds(e, &u, x, js, J));
+    TRY(k_lincomb(e, &S, &u, cs, J, 1ull << (f - jhi)));
+    TRY(k_lincomb(e, &G, &u, cg, J, 1ull << (f - jhi / 2)));
+    TRY(k_fmul(e, &c, x, &S)); /* c in [1, 4) */
+    TRY(k_fsq(e, &c2, &c));
+    /* y0 = 1.3352977 - 0.41059831c + 0.05119674c² (relative error <= 2.41e-2 on [1, 4]) */
+    TRY(kal(e, &t, c.n, DOM_ARITH));
+    TRY(k_mulc(e, &t, &c2, FX(0.05119674)));
+    TRY(k_mulc(e, &c2, &c, FX(-0.41059831)));
+    TRY(VT->add(e, &t, &t, &c2));
+    TRY(k_addc(e, &t, &t, FX(1.3352977) << f));
+    TRY(k_trunc(e, &y, &t, f));
+    krel(e, &t);
+    for (int it = 0; it < e->cfg.rsqrt_iters; it++) { /* y ← (3y - c·y·y²)/2 */
+        mpc_val pa[2] = {c, y}, pb[2] = {y, y}, A, B, T, cy, y2, u3;
+        TRY(k_concat(e, &A, pa, 2));
+        TRY(k_concat(e, &B, pb, 2));
+        TRY(k_fmul(e, &T, &A, &B));
+        TRY(k_slice(e, &cy, &T, 0, c.n));
+        TRY(k_slice(e, &y2, &T, c.n, c.n));
+        TRY(k_imul(e, &t, &cy, &y2));
+        TRY(kal(e, &u3, c.n, DOM_ARITH));
+        TRY(k_mulc(e, &u3, &y, FX(3.0)));
+        TRY(VT->sub(e, &u3, &u3, &t));
+        krel(e, &y);
+        TRY(k_trunc(e, &y, &u3, f + 1));
+        krel(e, &A);
+        krel(e, &B);
+        krel(e, &T);
+        krel(e, &cy);
+        krel(e, &y2);
+        krel(e, &u3);
+        krel(e, &t);
+    }
+    TRY(k_fmul(e, z, &y, &G));
+    krel(e, &u);
+    krel(e, &S);
+    krel(e, &G);
+    krel(e, &c);
+    krel(e, &c2);
+    krel(e, &y);
+    return MS_OK;
+}
+
+/* ---- activations: PUMA piecewise polynomials -------------------------------------------- */
+
+typedef struct pw_poly {
+    double thr[3];  /* s1 = [x < thr0], s2 = [x < thr1], s3 = [x > thr2] */
+    double lo[7];   /* polynomial on [thr0, thr1), coefficients of x^0..x^6 */
+    double mid[7];  /* polynomial on [thr1, thr2] */
+} pw_poly;
+
+/* PUMA hack_gelu (puma_benchmarks bench_gpt2; MP-SPDZ ml.Gelu), mpc-costs.md §2.4. */
+static const pw_poly puma_gelu = {
+    {-4.0, -1.95, 3.0},
+    {-0.5054031199708174, -0.42226581151983866, -0.11807612951181953, -0.011034134030615728},
+    {0.008526321541038084, 0.5, 0.3603292692789629, 0, -0.037688200365904236, 0,
+     0.0018067462606141187},
+};
+
+/* PUMA/SPU flax_llama7b hack_silu, mpc-costs.md §2.4. */
+static const pw_poly puma_silu = {
+    {-8.0, -4.0, 4.0},
+    {-0.3067541139982155, -0.0819767021525476, -0.0055465625580307},
+    {0.0085064025895951, 0.5, 0.2281430841728270, 0, -0.011113046708173, 0,
+     0.0002743776353465},
+};
+
+/* SiLU as x·σ(x) (cfg.approx = "sigmoid"): s = [x < 0], a = |x| = (1 - 2s)·x, σ(|x|) =
+ * 1 / (1 + exp(-a)) with exp on non-positive arguments only (its accurate side) and the
+ * reciprocal on [1, 2], σ(x) = s + (1 - 2s)·σ(|x|), then x·σ(x). Rounds: msb, an integer
+ * product, exp, reciprocal, an integer product, a fixed-point product. Error: exp's absolute
+ * error ε (2e-3 at exp_iters 8) moves σ by at most ε and the result by |x|·ε, and nothing at
+ * x = 0 (exp(0) is exact): <= 1e-2 for |x| <= 5, against PUMA's 8.5e-3 at 0 and 7.2e-2 at 4. */
+static int k_silu_sigmoid(eng *e, mpc_val *z, const mpc_val *x)
+{
+    size_t n = x->n;
+    mpc_val s, u, a, t, r, ur, sg;
+    TRY(k_msb(e, &s, x));
+    TRY(kal(e, &u, n, DOM_ARITH));
+    TRY(k_mulc(e, &u, &s, (uint64_t)-2));
+    TRY(k_addc(e, &u, &u, 1));             /* 1 - 2s, a plain ±1 */
+    TRY(k_imul(e, &a, &u, x));             /* |x| */
+    TRY(k_mulc(e, &a, &a, (uint64_t)-1));  /* -|x| */
+    TRY(k_exp(e, &t, &a));
+    TRY(k_addc(e, &t, &t, FX(1.0)));
+    TRY(k_recip(e, &r, &t, -1));           /* 1 + exp(-|x|) in [1, 2] */
+    TRY(k_imul(e, &ur, &u, &r));
+    TRY(kal(e, &sg, n, DOM_ARITH));
+    TRY(k_mulc(e, &s, &s, FX(1.0)));       /* s as fixed point */
+    TRY(VT->add(e, &sg, &s, &ur));
+    TRY(k_fmul(e, z, x, &sg));
+    krel(e, &s), krel(e, &u), krel(e, &a), krel(e, &t), krel(e, &r), krel(e, &ur), krel(e, &sg);
+    return MS_OK;
+}
+
+/* Raw (2f fraction bits) Σ a_i x^i from the powers pw[i] (fixed point, pw[1] = x). */
+static int k_poly_raw(eng *e, mpc_val *z, mpc_val *const pw[7], const double a[7])
+{
+    int f = e->cfg.frac_bits;
+    TRY(kal(e, z, pw[1]->n, DOM_ARITH));
+    TRY(k_mulc(e, z, pw[1], FX(a[1])));
+    for (int i = 2; i < 7; i++) {
+        if (a[i] == 0 || !pw[i])
+            continue;
+        mpc_val t;
+        TRY(kal(e, &t, z->n, DOM_ARITH));
+        TRY(k_mulc(e, &t, pw[i], FX(a[i])));
+        TRY(VT->add(e, z, z, &t));
+        krel(e, &t);
+    }
+    return k_addc(e, z, z, FX(a[0]) << f);
+}
+
+/* Piecewise: 0 below thr0, lo on [thr0, thr1), mid on [thr1, thr2], x above thr2.
+ * Rounds: one batched lt of 3n, powers x², [x³, x⁴], x⁶ (3 fixed-point multiplications),
+ * one truncation of both polynomials, one batched selector multiplication of 3n. */
+static int k_piecewise(eng *e, mpc_val *z, const mpc_val *x, const pw_poly *pp)
+{
+    size_t n = x->n;
+    mpc_val D, s, x2, x3, x4, x6, pa[2], pb[2], A, B, T;
+    TRY(k_rep(e, &D, x, 3)); /* [x - thr0; x - thr1; thr2 - x] */
+    uint64_t sg[3] = {1, 1, (uint64_t)-1};
+    uint64_t off[3] = {(uint64_t) - (int64_t)FX(pp->thr[0]),
+                       (uint64_t) - (int64_t)FX(pp->thr[1]), FX(pp->thr[2])};
+    TRY(k_addblk(e, &D, &D, sg, 3, 1));
+    TRY(k_addblk(e, &D, &D, off, 3, 0));
+    TRY(k_msb(e, &s, &D));
+    TRY(k_fsq(e, &x2, x));
+    pa[0] = x2, pa[1] = x2, pb[0] = *x, pb[1] = x2;
+    TRY(k_concat(e, &A, pa, 2));
+    TRY(k_concat(e, &B, pb, 2));
+    TRY(k_fmul(e, &T, &A, &B));
+    TRY(k_slice(e, &x3, &T, 0, n));
+    TRY(k_slice(e, &x4, &T, n, n));
+    TRY(k_fmul(e, &x6, &x3, &x3));
+    krel(e, &A), krel(e, &B), krel(e, &T);
+    mpc_val *pw[7] = {NULL, (mpc_val *)x, &x2, &x3, &x4, NULL, &x6};
+    mpc_val F0r, F1r, F;
+    TRY(k_poly_raw(e, &F0r, pw, pp->lo));
+    TRY(k_poly_raw(e, &F1r, pw, pp->mid));
+    pa[0] = F0r, pa[1] = F1r;
+    TRY(k_concat(e, &A, pa, 2));
+    TRY(k_trunc(e, &F, &A, e->cfg.frac_bits));
+    krel(e, &A);
+    /* selectors: [s2 - s1; 1 - s2 - s3; s3] times [F0; F1; x] */
+    mpc_val s1, s2, s3, q[3], Sel, Val, P;
+    TRY(k_slice(e, &s1, &s, 0, n));
+    TRY(k_slice(e, &s2, &s, n, n));
+    TRY(k_slice(e, &s3, &s, 2 * n, n));
+    TRY(kal(e, &q[0], n, DOM_ARITH));
+    TRY(VT->sub(e, &q[0], &s2, &s1));
+    TRY(kal(e, &q[1], n, DOM_ARITH));
+    TRY(VT->add(e, &q[1], &s2, &s3));
+    TRY(k_mulc(e, &q[1], &q[1], (uint64_t)-1));
+    TRY(k_addc(e, &q[1], &q[1], 1));
+    q[2] = s3;
+    TRY(k_concat(e, &Sel, q, 3));
+    mpc_val vv[2] = {F, *x};
+    TRY(k_concat(e, &Val, vv, 2));
+    TRY(k_imul(e, &P, &Sel, &Val));
+    TRY(k_blocksum(e, z, &P, 3, n));
+    krel(e, &D), krel(e, &s), krel(e, &x2), krel(e, &x3), krel(e, &x4), krel(e, &x6);
+    krel(e, &F0r), krel(e, &F1r), krel(e, &F), krel(e, &s1), krel(e, &s2), krel(e, &s3);
+    krel(e, &q[0]), krel(e, &q[1]), krel(e, &Sel), krel(e, &Val), krel(e, &P);
+    return MS_OK;
+}
+
+/* ---- softmax, norms ---------------------------------------------------------------------- */
+
+/* PUMA softmax over R rows of n: max, x - max, exp masked below clip, one reciprocal per row
+ * (x / broadcast(s) → x · broadcast(1/s)). causal >= 0 masks column j > causal + (r mod m). */
+static int k_softmax(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t m, size_t n,
+                     long causal)
+{
+    int f = e->cfg.frac_bits;
+    mpc_val xm, mx, mb, d, b, ex, exb, sum, rs, rb;
+    TRY(k_rep(e, &xm, x, 1));
+    if (causal >= 0) { /* masked scores pushed 2^12 below anything real: they never win */
+        uint64_t *c;
+        TRY(pub64(x, R * n, &c));
+        if (c)
+            for (size_t i = 0; i < R * n; i++)
+                c[i] = (long)(i % n) > causal + (long)((i / n) % m) ? (uint64_t)-1 << (f + 12) : 0;
+        int rc = VT->add_pub(e, &xm, &xm, c, R * n);
+        free(c);
+        TRY(rc);
+    }
+    TRY(k_rowmax(e, &mx, NULL, &xm, R, n));
+    TRY(k_bcast(e, &mb, &mx, n));
+    TRY(kal(e, &d, R * n, DOM_ARITH));
+    TRY(VT->sub(e, &d, &xm, &mb));
+    mpc_val cd; /* b = [clip < d] = msb(clip - d) */
+    TRY(kal(e, &cd, R * n, DOM_ARITH));
+    TRY(k_mulc(e, &cd, &d, (uint64_t)-1));
+    TRY(k_addc(e, &cd, &cd, FX(e->cfg.softmax_clip)));
+    TRY(k_msb(e, &b, &cd));
+    TRY(k_exp(e, &ex, &d));
+    TRY(k_imul(e, &exb, &ex, &b));
+    TRY(k_rowsum(e, &sum, &exb, R, n));
+    TRY(k_recip(e, &rs, &sum, -1)); /* the row sum is >= exp(0) = 1 */
+    TRY(k_bcast(e, &rb, &rs, n));
+    TRY(k_fmul(e, z, &exb, &rb));
+    krel(e, &xm), krel(e, &mx), krel(e, &mb), krel(e, &d), krel(e, &cd), krel(e, &b);
+    krel(e, &ex), krel(e, &exb), krel(e, &sum), krel(e, &rs), krel(e, &rb);
+    return MS_OK;
+}
+
+/* y = v · g with g a row vector (1×n) broadcast over R rows; g public or secret. */
+static int k_gain(eng *e, mpc_val *z, const mpc_val *v, const mpc_val *g, int g_public,
+                  size_t R, size_t n)
+{
+    if (g_public) {
+        uint64_t *c;
+        TRY(pub64(v, R * n, &c));
+        if (c)
+            for (size_t i = 0; i < R * n; i++)
+                c[i] = g->s[0][i % n];
+        mpc_val t;
+        TRY(kal(e, &t, R * n, DOM_ARITH));
+        int rc = VT->mul_pub(e, &t, v, c, R * n);
+        free(c);
+        TRY(rc);
+        rc = k_trunc(e, z, &t, e->cfg.frac_bits);
+        krel(e, &t);
+        return rc;
+    }
+    mpc_val gb;
+    TRY(kperm(e, &gb, g, R * n, (kmap){MAP_REP, n, 0, 0, 0}));
+    TRY(k_fmul(e, z, v, &gb));
+    krel(e, &gb);
+    return MS_OK;
+}
+
+/* LayerNorm (bias != NULL or centre) / RMSNorm over R rows of n:
+ * [mean, x - mean,] square, mean, + eps, rsqrt, multiply, gain[, bias]. */
+static int k_norm(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, int centre,
+                  double eps, const mpc_val *g, int g_pub, const mpc_val *bias, int b_pub)
+{
+    mpc_val d, sq, ss, var, rs, rb, y, t;
+    if (centre) {
+        mpc_val s, mu, mb;
+        TRY(k_rowsum(e, &s, x, R, n));
+        TRY(k_mulc(e, &s, &s, FX(1.0 / (double)n)));
+        TRY(k_trunc(e, &mu, &s, e->cfg.frac_bits));
+        TRY(k_bcast(e, &mb, &mu, n));
+        TRY(kal(e, &d, R * n, DOM_ARITH));
+        TRY(VT->sub(e, &d, x, &mb));
+        krel(e, &s), krel(e, &mu), krel(e, &mb);
+    } else {
+        TRY(k_rep(e, &d, x, 1));
+    }
+    TRY(k_fsq(e, &sq, &d));
+    TRY(k_rowsum(e, &ss, &sq, R, n));
+    TRY(k_mulc(e, &ss, &ss, FX(1.0 / (double)n)));
+    TRY(k_trunc(e, &var, &ss, e->cfg.frac_bits));
+    TRY(k_addc(e, &var, &var, FX(eps)));
+    TRY(k_rsqrt(e, &rs, &var));
+    TRY(k_bcast(e, &rb, &rs, n));
+    TRY(k_fmul(e, &y, &d, &rb));
+    if (g) {
+        TRY(k_gain(e, &t, &y, g, g_pub, R, n));
+        krel(e, &y);
+        y = t;
+    }
+    if (bias) {
+        if (b_pub) {
+            uint64_t *c;
+            TRY(pub64(&y, R * n, &c));
+            if (c)
+                for (size_t i = 0; i < R * n; i++)
+                    c[i] = bias->s[0][i % n];
+            int rc = VT->add_pub(e, &y, &y, c, R * n);
+            free(c);
+            TRY(rc);
+        } else {
+            mpc_val bb;
+            TRY(kperm(e, &bb, bias, R * n, (kmap){MAP_REP, n, 0, 0, 0}));
+            TRY(VT->add(e, &y, &y, &bb));
+            krel(e, &bb);
+        }
+    }
+    *z = y;
+    krel(e, &d), krel(e, &sq), krel(e, &ss), krel(e, &var), krel(e, &rs), krel(e, &rb);
+    return MS_OK;
+}
+
+/* ---- top-k: Batcher odd–even merge sort ------------------------------------------------- */
+
+/* Comparators (lo, hi) of layer (p, k) of Batcher's odd–even merge sort on n keys (the
+ * power-of-two network with every comparator touching a key >= n dropped: those keys act as
+ * -inf padding already in place). Fills lo/hi when non-NULL; returns the count. */
+size_t kern_oem_layer(size_t n, size_t p, size_t k, uint32_t *lo, uint32_t *hi)
+{
+    size_t cnt = 0, P2 = 2 * p, keep = 2 * p - k;
+    for (size_t j = k % p; j + k < n; j += 2 * k) {
+        size_t lim = k < n - j - k ? k : n - j - k;
+        if (!lo) { /* t in [j, j+lim) with t mod 2p < 2p - k */
+            size_t a = j, b = j + lim;
+            size_t cb = (b / P2) * keep + (b % P2 < keep ? b % P2 : keep);
+            size_t ca = (a / P2) * keep + (a % P2 < keep ? a % P2 : keep);
+            cnt += cb - ca;
+            continue;
+        }
+        for (size_t i = 0; i < lim; i++)
+            if ((i + j) / P2 == (i + j + k) / P2) {
+                lo[cnt] = (uint32_t)(i + j);
+                hi[cnt] = (uint32_t)(i + j + k);
+                cnt++;
+            }
+    }
+    return cnt;
+}
+
+/* One layer on V = [values (N); indices (N)], N = R·n: compare-exchange cnt pairs per row,
+ * larger value to the lower position. One lt of R·cnt, one multiplication of 2R·cnt. */
+static int k_sort_layer(eng *e, mpc_val *V, size_t R, size_t n, size_t p, size_t k, size_t cnt)
+{
+    size_t N = R * n, P = R * cnt;
+    uint32_t *lo = NULL, *hi = NULL, *ia = NULL, *ib = NULL, *map = NULL;
+    int rc = MS_OK;
+    if (has_data(V)) {
+        lo = malloc(cnt * sizeof *lo), hi = malloc(cnt * sizeof *hi);
+        ia = malloc(2 * P * sizeof *ia), ib = malloc(2 * P * sizeof *ib);
+        map = malloc((2 * N) * sizeof *map);
+        if (!lo || !hi || !ia || !ib || !map)
+            rc = MS_ERR_NOMEM;
+        if (!rc) {
+            kern_oem_layer(n, p, k, lo, hi);
+            for (size_t i = 0; i < 2 * N; i++)
+                map[i] = (uint32_t)i;
+            for (size_t h = 0; h < 2; h++)
+                for (size_t r = 0; r < R; r++)
+                    for (size_t q = 0; q < cnt; q++) {
+                        size_t at = h * P + r * cnt + q;
+                        ia[at] = (uint32_t)(h * N + r * n + lo[q]);
+                        ib[at] = (uint32_t)(h * N + r * n + hi[q]);
+                        map[ia[at]] = (uint32_t)(2 * N + at);
+                        map[ib[at]] = (uint32_t)(2 * N + 2 * P + at);
+                    }
+        }
+    }
+    mpc_val A, B, Av, Bv, c, C2, D, T, parts[3], cat, nv;
+    if (!rc)
+        rc = kal(e, &A, 2 * P, DOM_ARITH);
+    if (!rc)
+        rc = VT->permute(e, &A, V, ia, 2 * P);
+    if (!rc)
+        rc = kal(e, &B, 2 * P, DOM_ARITH);
+    if (!rc)
+        rc = VT->permute(e, &B, V, ib, 2 * P);
+    free(lo), free(hi), free(ia), free(ib);
+    if (rc) {
+        free(map);
+        return rc;
+    }
+    TRY(k_slice(e, &Av, &A, 0, P));
+    TRY(k_slice(e, &Bv, &B, 0, P));
+    TRY(k_lt(e, &c, &Av, &Bv)); /* swap when A < B */
+    TRY(k_rep(e, &C2, &c, 2));
+    TRY(kal(e, &D, 2 * P, DOM_ARITH));
+    TRY(VT->sub(e, &D, &B, &A));
+    TRY(k_imul(e, &T, &C2, &D));
+    TRY(VT->add(e, &A, &A, &T));
+    TRY(VT->sub(e, &B, &B, &T));
+    parts[0] = *V, parts[1] = A, parts[2] = B;
+    TRY(k_concat(e, &cat, parts, 3));
+    TRY(kal(e, &nv, 2 * N, DOM_ARITH));
+    rc = VT->permute(e, &nv, &cat, map, 2 * N);
+    free(map);
+    TRY(rc);
+    krel(e, V);
+    *V = nv;
+    krel(e, &A), krel(e, &B), krel(e, &Av), krel(e, &Bv), krel(e, &c), krel(e, &C2);
+    krel(e, &D), krel(e, &T), krel(e, &cat);
+    return MS_OK;
+}
+
+/* Top-k by sorting each row descending with its index travelling (odd–even merge network,
+ * ⌈log2 n⌉(⌈log2 n⌉+1)/2 layers), then one-hot rows of the first k indices. */
+static int k_topk_sort(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size_t k)
+{
+    mpc_val io, V, parts[2], ix, top;
+    TRY(k_iota(e, &io, x, R, n));
+    parts[0] = *x, parts[1] = io;
+    TRY(k_concat(e, &V, parts, 2));
+    for (size_t p = 1; p < n; p *= 2)
+        for (size_t kk = p; kk >= 1; kk /= 2) {
+            size_t cnt = kern_oem_layer(n, p, kk, NULL, NULL);
+            if (cnt)
+                TRY(k_sort_layer(e, &V, R, n, p, kk, cnt));
+        }
+    TRY(k_slice(e, &ix, &V, R * n, R * n));
+    TRY(k_cols(e, &top, &ix, R, n, 0, k));
+    TRY(k_onehot(e, z, &top, n));
+    krel(e, &io), krel(e, &V), krel(e, &ix), krel(e, &top);
+    return MS_OK;
+}
+
+/* Top-k by k extractions: argmax (tree + onehot), then the winner is pushed 2^20 below
+ * everything (a local multiplication of the public one-hot weight), k times. */
+static int k_topk_tree(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size_t k)
+{
+    mpc_val cur, oh[64], cat;
+    if (k > 64)
+        return MS_ERR_INTERNAL;
+    TRY(k_rep(e, &cur, x, 1));
+    for (size_t q = 0; q < k; q++) {
+        mpc_val mx, ix, pen;
+        TRY(k_rowmax(e, &mx, &ix, &cur, R, n));
+        TRY(k_onehot(e, &oh[q], &ix, n));
+        TRY(kal(e, &pen, R * n, DOM_ARITH));
+        TRY(k_mulc(e, &pen, &oh[q], FX(1048576.0)));
+        TRY(VT->sub(e, &cur, &cur, &pen));
+        krel(e, &mx), krel(e, &ix), krel(e, &pen);
+    }
+    TRY(k_concat(e, &cat, oh, (int)k)); /* (q, r, j) → (r, q, j) */
+    uint32_t *idx;
+    TRY(pub32(x, R * k * n, &idx));
+    if (idx)
+        for (size_t r = 0; r < R; r++)
+            for (size_t q = 0; q < k; q++)
+                for (size_t j = 0; j < n; j++)
+                    idx[(r * k + q) * n + j] = (uint32_t)((q * R + r) * n + j);
+    int rc = kal(e, z, R * k * n, DOM_ARITH);
+    if (!rc)
+        rc = VT->permute(e, z, &cat, idx, R * k * n);
+    free(idx);
+    for (size_t q = 0; q < k; q++)
+        krel(e, &oh[q]);
+    krel(e, &cur), krel(e, &cat);
+    return rc;
+}
+
+/* Top-k of R rows of n, output (R·k, n) one-hot rows in descending order. Whichever of the
+ * two constructions has fewer rounds for these public shapes: k extractions cost
+ * k(⌈log2 n⌉(r_lt + 1) + r_eq), the sorting network L(r_lt + 1) + r_eq with L its non-empty
+ * layers (r_lt = 8 / 10, r_eq = 7 / 9 rounds for 2 / 3 parties). */
+static int k_topk(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size_t k)
+{
+    uint64_t b2a = e->n_parties == 2 ? 1 : 2, three = e->n_parties == 3;
+    uint64_t r_lt = three + 7 + b2a, r_eq = three + 6 + b2a, lv = 0, layers = 0;
+    while (((size_t)1 << lv) < n)
+        lv++;
+    for (size_t p = 1; p < n; p *= 2)
+        for (size_t kk = p; kk >= 1; kk /= 2)
+            layers += kern_oem_layer(n, p, kk, NULL, NULL) > 0;
+    uint64_t tree = k * (lv * (r_lt + 1) + r_eq), sort = layers * (r_lt + 1) + r_eq;
+    if (k <= 64 && tree < sort)
+        return k_topk_tree(e, z, x, R, n, k);
+    return k_topk_sort(e, z, x, R, n, k);
+}
+
+/* ---- rope, matmul ------------------------------------------------------------------------ */
+
+/* Rotates pairs (2i, 2i+1) of each head (hd columns) of each row of n columns (R rows, row r
+ * at position pos0 + r mod m) by pos·theta^(-2i/hd), as llama2.c's run.c:
+ * out = x·C + swap(x)·S' with public C = cos, S' = (-sin, +sin), then one truncation. */
+static int k_rope(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t m, size_t n,
+                  size_t hd, long pos0, double theta)
+{
+    size_t N = R * n;
+    uint32_t *sw;
+    uint64_t *cc = NULL, *ss = NULL;
+    TRY(pub32(x, N, &sw));
+    int rc = pub64(x, N, &cc);
+    if (!rc)
+        rc = pub64(x, N, &ss);
+    if (sw && cc && ss)
+        for (size_t i = 0; i < N; i++) {
+            size_t col = i % n, pair = (col % hd) / 2;
+            double pos = (double)(pos0 + (long)((i / n) % m));
+            double ang = pos * pow(theta, -2.0 * (double)pair / (double)hd);
+            int has_mate = (col ^ 1) < n;
+            sw[i] = (uint32_t)(has_mate ? i ^ 1 : i);
+            cc[i] = has_mate ? FX(cos(ang)) : FX(1.0);
+            ss[i] = has_mate ? FX((col & 1) ? sin(ang) : -sin(ang)) : 0;
+        }
+    mpc_val xs, a;
+    if (!rc)
+        rc = kal(e, &xs, N, DOM_ARITH);
+    if (!rc)
+        rc = VT->permute(e, &xs, x, sw, N);
+    if (!rc)
+        rc = kal(e, &a, N, DOM_ARITH);
+    if (!rc)
+        rc = VT->mul_pub(e, &a, x, cc, N);
+    if (!rc)
+        rc = VT->mul_pub(e, &xs, &xs, ss, N);
+    if (!rc)
+        rc = VT->add(e, &a, &a, &xs);
+    free(sw), free(cc), free(ss);
+    TRY(rc);
+    TRY(k_trunc(e, z, &a, e->cfg.frac_bits));
+    krel(e, &xs), krel(e, &a);
+    return MS_OK;
+}
+
+/* Matmul with a public right operand: local. x expanded to (b, m, n, k), multiplied by the
+ * public B laid out the same way, summed over k. */
+static int k_matmul_pub(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint32_t b,
+                        uint32_t m, uint32_t k, uint32_t n, int trans)
+{
+    size_t tot = (size_t)b * m * n * k;
+    uint32_t *ix;
+    uint64_t *c = NULL;
+    TRY(pub32(x, tot, &ix));
+    int rc = pub64(x, tot, &c);
+    int ybat = y->n >= (size_t)b * k * n && b > 1;
+    if (ix && c)
+        for (size_t t = 0; t < tot; t++) {
+            size_t kk = t % k, j = (t / k) % n, i = (t / ((size_t)k * n)) % m,
+                   bb = t / ((size_t)k * n * m);
+            size_t yo = ybat ? bb * (size_t)k * n : 0;
+            ix[t] = (uint32_t)(bb * (size_t)m * k + i * k + kk);
+            c[t] = y->s[0][yo + (trans ? j * k + kk : kk * n + j)];
+        }
+    mpc_val xe, pr;
+    if (!rc)
+        rc = kal(e, &xe, tot, DOM_ARITH);
+    if (!rc)
+        rc = VT->permute(e, &xe, x, ix, tot);
+    if (!rc)
+        rc = VT->mul_pub(e, &xe, &xe, c, tot);
+    free(ix), free(c);
+    TRY(rc);
+    TRY(k_rowsum(e, &pr, &xe, (size_t)b * m * n, k));
+    krel(e, &xe);
+    *z = pr;
+    return MS_OK;
+}
+
+/* ---- dispatcher -------------------------------------------------------------------------- */
+
+static int bad(errbuf *err, const op *o, size_t idx, const char *why)
+{
+    return err_set(err, MS_ERR_INPUT, "error: op %zu (%s): %s", idx, op_kind_name(o->kind), why);
+}
+
+/* The public operand of add_pub / mul_pub: tensor in1 (cycled to n) or the scalar farg. */
+static int pub_operand(eng *e, const op *o, const mpc_val *vals, const mpc_val *x, int as_mul,
+                       uint64_t **buf, const uint64_t **c, size_t *nc, uint64_t *scalar)
+{
+    *buf = NULL;
+    if (o->in[1] == OP_NONE) {
+        *scalar = FX(o->farg);
+        *c = scalar;
+        *nc = 1;
+        return MS_OK;
+    }
+    const mpc_val *pv = &vals[o->in[1]];
+    *c = pv->s[0];
+    *nc = pv->n;
+    if (pv->s[0] && pv->n != x->n && pv->n != 1) {
+        TRY(pub64(x, x->n, buf));
+        for (size_t i = 0; i < x->n; i++)
+            (*buf)[i] = pv->s[0][i % pv->n];
+        *c = *buf;
+        *nc = x->n;
+    }
+    (void)as_mul;
+    return MS_OK;
+}
+
+static int owner_of(const eng *e, const op_program *p, const op *o)
+{
+    int role = p->tens[o->out].role;
+    if (role == OPT_INPUT)
+        return 0;
+    if (role == OPT_WEIGHT)
+        return 1;
+    return (o->iarg >= 0 && o->iarg < e->n_parties) ? o->iarg : 0;
+}
+
+static int k_exec_ew(eng *e, const op_program *p, const op *o, mpc_val *vals, mpc_val *z,
+                     size_t idx, errbuf *err);
+static int k_view(eng *e, const op_program *p, const op *o, mpc_val *vals, mpc_val *z);
+
+int kern_exec(eng *e, const op_program *p, size_t idx, mpc_val *vals, errbuf *err)
+{
+    const op *o = &p->ops[idx];
+    for (int i = 0; i < 3; i++)
+        if (o->in[i] != OP_NONE && o->in[i] >= p->n_tens)
+            return bad(err, o, idx, "operand tensor id out of range");
+    if (o->out >= p->n_tens)
+        return bad(err, o, idx, "result tensor id out of range");
+    mpc_val z = {0};
+    int rc = k_exec_ew(e, p, o, vals, &z, idx, err);
+    if (rc)
+        return rc;
+    mpc_val *out = &vals[o->out];
+    if (o->kind != OP_INPUT && has_data(out))
+        VT->release(e, out);
+    *out = z;
+    return MS_OK;
+}
+
+static const mpc_val *operand(const op *o, const mpc_val *vals, int i)
+{
+    return o->in[i] == OP_NONE ? NULL : &vals[o->in[i]];
+}
+
+static int k_dispatch(eng *e, const op_program *p, const op *o, mpc_val *vals,
+                      const mpc_val *x, const mpc_val *y, const mpc_val *w, mpc_val *z,
+                      size_t idx, errbuf *err);
+
+/* The right operand of a matmul as the engine sees it: yb instances of k·n elements, yb the
+ * operand's own batch when it divides the op's (shared across instances, op.h: GQA), each
+ * instance the leading k·n elements of the tensor's instance (a KV cache longer than the
+ * attended length). */
+static int k_mm_operand(eng *e, const op_program *p, const op *o, const mpc_val *y,
+                        mpc_val *view, int *owned, errbuf *err, size_t idx)
+{
+    const op_tensor *t = &p->tens[o->in[1]];
+    size_t kn = (size_t)o->k * o->n, stride = (size_t)t->rows * t->cols;
+    size_t yb = (t->batch && t->batch <= o->batch && o->batch % t->batch == 0) ? t->batch : o->batch;
+    *owned = 0;
+    if (y->n == yb * kn || (o->flags & OPF_PUBLIC_B)) {
+        *view = *y;
+        return MS_OK;
+    }
+    if (stride < kn || y->n < yb * stride)
+        return bad(err, o, idx, "right operand smaller than the op's k×n instances");
+    *owned = 1;
+    return kperm(e, view, y, yb * kn, (kmap){MAP_ROWS, stride, 0, kn, 0});
+}
+
+/* Element-wise binary ops broadcast a smaller operand cyclically (op.h: a 1×n bias or gain
+ * repeats over rows and batch instances); matmuls get their right-operand view. */
+static int k_exec_ew(eng *e, const op_program *p, const op *o, mpc_val *vals, mpc_val *z,
+                     size_t idx, errbuf *err)
+{
+    const mpc_val *in[3] = {operand(o, vals, 0), operand(o, vals, 1), operand(o, vals, 2)};
+    mpc_val tmp[3];
+    int own[3] = {0, 0, 0}, rc = MS_OK;
+    int k = o->kind;
+    if (k == OP_ADD || k == OP_SUB || k == OP_MUL || k == OP_SELECT || k == OP_LT || k == OP_EQ) {
+        size_t N = 0;
+        for (int i = 0; i < 3; i++)
+            if (in[i] && in[i]->n > N)
+                N = in[i]->n;
+        for (int i = 0; i < 3 && !rc; i++)
+            if (in[i] && in[i]->n < N) {
+                if (in[i]->n == 0 || N % in[i]->n)
+                    return bad(err, o, idx, "operand sizes do not broadcast");
+                rc = kperm(e, &tmp[i], in[i], N, (kmap){MAP_REP, in[i]->n, 0, 0, 0});
+                own[i] = !rc;
+                in[i] = &tmp[i];
+            }
+    } else if ((k == OP_MATMUL || k == OP_GATHER) && in[0] && in[1]) {
+        rc = k_mm_operand(e, p, o, in[1], &tmp[1], &own[1], err, idx);
+        in[1] = &tmp[1];
+    }
+    if (!rc)
+        rc = k == OP_VIEW && in[0] ? k_view(e, p, o, vals, z)
+                                   : k_dispatch(e, p, o, vals, in[0], in[1], in[2], z, idx, err);
+    for (int i = 0; i < 3; i++)
+        if (own[i])
+            krel(e, &tmp[i]);
+    return rc;
+}
+
+static int k_dispatch(eng *e, const op_program *p, const op *o, mpc_val *vals,
+                      const mpc_val *x, const mpc_val *y, const mpc_val *w, mpc_val *z,
+                      size_t idx, errbuf *err)
+{
+    size_t R = (size_t)o->batch * o->m, n = o->n;
+    int f = e->cfg.frac_bits, notrunc = (o->flags & OPF_NO_TRUNC) != 0;
+    int need1 = o->kind != OP_INPUT;
+    int need2 = o->kind == OP_ADD || o->kind == OP_SUB || o->kind == OP_MUL ||
+                o->kind == OP_MATMUL || o->kind == OP_LT || o->kind == OP_EQ ||
+                o->kind == OP_SELECT || o->kind == OP_GATHER;
+    if ((need1 && !x) || (need2 && !y) || (o->kind == OP_SELECT && !w))
+        return bad(err, o, idx, "missing operand");
+    if (op_kind_shape(o->kind) == OPS_ROW && x->n < R * n)
+        return bad(err, o, idx, "operand smaller than batch × m × n");
+    if (o->kind == OP_ONEHOT && x->n < R)
+        return bad(err, o, idx, "index operand smaller than batch × m");
+    switch ((op_kind)o->kind) {
+    case OP_INPUT: {
+        const mpc_val *dst = &vals[o->out];
+        TRY(kal(e, z, dst->n, DOM_ARITH));
+        return VT->input(e, z, owner_of(e, p, o), dst->s[0]);
+    }
+    case OP_ADD:
+    case OP_SUB:
+        TRY(kal(e, z, x->n, x->dom));
+        return o->kind == OP_ADD ? VT->add(e, z, x, y) : VT->sub(e, z, x, y);
+    case OP_ADD_PUB:
+    case OP_MUL_PUB: {
+        uint64_t *buf, scalar;
+        const uint64_t *c;
+        size_t nc;
+        TRY(pub_operand(e, o, vals, x, o->kind == OP_MUL_PUB, &buf, &c, &nc, &scalar));
+        mpc_val t;
+        int rc = kal(e, &t, x->n, x->dom);
+        if (!rc)
+            rc = o->kind == OP_ADD_PUB ? VT->add_pub(e, &t, x, c, nc)
+                                       : VT->mul_pub(e, &t, x, c, nc);
+        free(buf);
+        TRY(rc);
+        if (o->kind == OP_ADD_PUB || notrunc || x->dom == DOM_BOOL) {
+            *z = t;
+            return MS_OK;
+        }
+        rc = k_trunc(e, z, &t, f);
+        krel(e, &t);
+        return rc;
+    }
+    case OP_MUL:
+        return notrunc ? k_imul(e, z, x, y) : k_fmul(e, z, x, y);
+    case OP_SQUARE:
+        if (notrunc) {
+            TRY(kal(e, z, x->n, DOM_ARITH));
+            return VT->square(e, z, x);
+        }
+        return k_fsq(e, z, x);
+    case OP_MATMUL:
+    case OP_GATHER: {
+        mpc_val t;
+        if (o->flags & OPF_PUBLIC_B) {
+            TRY(k_matmul_pub(e, &t, x, y, o->batch, o->m, o->k, o->n,
+                             (o->flags & OPF_TRANS_B) != 0));
+        } else {
+            TRY(kal(e, &t, (size_t)o->batch * o->m * o->n, DOM_ARITH));
+            TRY(VT->matmul(e, &t, x, y, o->batch, o->m, o->k, o->n, o->flags, o->in[1]));
+        }
+        if (o->kind == OP_GATHER || notrunc) {
+            *z = t;
+            return MS_OK;
+        }
+        int rc = k_trunc(e, z, &t, f);
+        krel(e, &t);
+        return rc;
+    }
+    case OP_TRUNC:
+        return k_trunc(e, z, x, o->iarg > 0 ? o->iarg : f);
+    case OP_LT:
+        return k_lt(e, z, x, y);
+    case OP_EQ: {
+        mpc_val d;
+        TRY(kal(e, &d, x->n, DOM_ARITH));
+        TRY(VT->sub(e, &d, x, y));
+        TRY(k_eqz(e, z, &d));
+        krel(e, &d);
+        return MS_OK;
+    }
+    case OP_SELECT:
+        return k_select(e, z, x, y, w);
+    case OP_A2B:
+        return k_a2b(e, z, x);
+    case OP_B2A:
+        TRY(kal(e, z, x->n, DOM_ARITH));
+        return VT->b2a(e, z, x);
+    case OP_MAX:
+        return k_rowmax(e, z, NULL, x, R, n);
+    case OP_ARGMAX: {
+        mpc_val mx, ix;
+        TRY(k_rowmax(e, &mx, &ix, x, R, n));
+        TRY(k_onehot(e, z, &ix, n));
+        krel(e, &mx), krel(e, &ix);
+        return MS_OK;
+    }
+    case OP_EXP:
+        return k_exp(e, z, x);
+    case OP_RECIPROCAL:
+        return k_recip(e, z, x, -f);
+    case OP_RSQRT:
+        return k_rsqrt(e, z, x);
+    case OP_SOFTMAX:
+        return k_softmax(e, z, x, R, o->m ? o->m : 1, n, o->iarg);
+    case OP_GELU:
+        return k_piecewise(e, z, x, &puma_gelu);
+    case OP_SILU:
+        if (!strcmp(e->cfg.approx, "sigmoid"))
+            return k_silu_sigmoid(e, z, x);
+        return k_piecewise(e, z, x, &puma_silu);
+    case OP_LAYERNORM:
+    case OP_RMSNORM: {
+        int ln = o->kind == OP_LAYERNORM;
+        int gp = y && p->tens[o->in[1]].role == OPT_PUBLIC;
+        int bp = w && p->tens[o->in[2]].role == OPT_PUBLIC;
+        return k_norm(e, z, x, R, n, ln, o->farg > 0 ? o->farg : 1e-5, y, gp, ln ? w : NULL, bp);
+    }
+    case OP_TOPK: {
+        size_t k = o->iarg > 0 ? (size_t)o->iarg : 1;
+        return k_topk(e, z, x, R, n, k < n ? k : n);
+    }
+    case OP_ONEHOT:
+        return k_onehot(e, z, x, n);
+    case OP_ROPE:
+        return k_rope(e, z, x, R, o->m ? o->m : 1, n, o->k ? o->k : n, o->iarg,
+                      o->farg > 0 ? o->farg : 10000.0);
+    case OP_REVEAL: {
+        TRY(kal(e, z, x->n, DOM_ARITH));
+        return VT->open(e, z->s[0], x, o->iarg);
+    }
+    case OP_VIEW:
+        return k_view(e, p, o, vals, z);
+    case OP_N_KINDS:
+        break;
+    }
+    return bad(err, o, idx, "unknown op kind");
+}
+
+/* VIEW with OPF_SPLIT_HEADS / OPF_MERGE_HEADS (op.h): a public transposition between
+ * (seqs·tokens, heads·n) and (seqs·heads, tokens, n); op.batch = seqs·heads, m = tokens,
+ * n = head size; heads = the token-major tensor's columns / n. */
+static int k_view_heads(eng *e, const op_program *p, const op *o, const mpc_val *x, mpc_val *z)
+{
+    int split = (o->flags & OPF_SPLIT_HEADS) != 0;
+    const op_tensor *tm = &p->tens[split ? o->in[0] : o->out]; /* token-major side */
+    size_t m = o->m, hk = o->n ? o->n : 1, heads = tm->cols / hk, nout = x->n;
+    size_t seqs = heads ? o->batch / heads : 0;
+    if (!heads || !seqs || seqs * heads * m * hk != nout)
+        return MS_ERR_INPUT;
+    uint32_t *idx;
+    TRY(pub32(x, nout, &idx));
+    if (idx)
+        for (size_t s = 0; s < seqs; s++)
+            for (size_t h = 0; h < heads; h++)
+                for (size_t r = 0; r < m; r++)
+                    for (size_t c = 0; c < hk; c++) {
+                        size_t tok = ((s * m + r) * heads + h) * hk + c; /* token-major */
+                        size_t hd = ((s * heads + h) * m + r) * hk + c;  /* head-major */
+                        if (split)
+                            idx[hd] = (uint32_t)tok;
+                        else
+                            idx[tok] = (uint32_t)hd;
+                    }
+    int rc = kal(e, z, nout, x->dom);
+    if (!rc)
+        rc = VT->permute(e, z, x, idx, nout);
+    free(idx);
+    return rc;
+}
+
+/* VIEW (op.h), local: a slice, an append into a larger tensor at row iarg, or a copy. */
+static int k_view(eng *e, const op_program *p, const op *o, mpc_val *vals, mpc_val *z)
+{
+    const mpc_val *x = &vals[o->in[0]];
+    const op_tensor *ti = &p->tens[o->in[0]], *to = &p->tens[o->out];
+    size_t nin = (size_t)ti->batch * ti->rows * ti->cols;
+    size_t nout = (size_t)to->batch * to->rows * to->cols;
+    size_t r0 = o->iarg > 0 ? (size_t)o->iarg : 0;
+    if ((o->flags & (OPF_SPLIT_HEADS | OPF_MERGE_HEADS)) && nout == nin)
+        return k_view_heads(e, p, o, x, z);
+    if (nout <= nin || x->n < nin) { /* slice rows r0… of each instance, or a copy */
+        uint32_t *idx;
+        TRY(pub32(x, nout, &idx));
+        if (idx)
+            for (size_t i = 0; i < nout; i++) {
+                size_t b = i / ((size_t)to->rows * to->cols), r = (i / to->cols) % to->rows,
+                       c = i % to->cols;
+                size_t src = nout == nin ? i : (b * ti->rows + r0 + r) * ti->cols + c;
+                idx[i] = (uint32_t)(src < x->n ? src : i % (x->n ? x->n : 1));
+            }
+        int rc = kal(e, z, nout, x->dom);
+        if (!rc)
+            rc = VT->permute(e, z, x, idx, nout);
+        free(idx);
+        return rc;
+    }
+    /* append: [old out; in0] permuted so rows r0 … r0+m-1 of each instance come from in0 */
+    mpc_val old, parts[2], cat;
+    const mpc_val *prev = &vals[o->out];
+    if (has_data(prev) && prev->n == nout)
+        TRY(k_rep(e, &old, prev, 1));
+    else
+        TRY(k_const(e, &old, x, nout, 0));
+    parts[0] = old, parts[1] = *x;
+    TRY(k_concat(e, &cat, parts, 2));
+    uint32_t *idx;
+    TRY(pub32(x, nout, &idx));
+    if (idx) {
+        size_t n = o->n ? o->n : to->cols, m = o->m, heads = ti->cols / (n ? n : 1);
+        heads = heads ? heads : 1;
+        for (size_t i = 0; i < nout; i++)
+            idx[i] = (uint32_t)i;
+        for (size_t b = 0; b < to->batch; b++)
+            for (size_t r = 0; r < m && r0 + r < to->rows; r++)
+                for (size_t c = 0; c < n && c < to->cols; c++) {
+                    size_t s = b / heads, h = b % heads;
+                    size_t src = (s * m + r) * ti->cols + h * n + c;
+                    if (src < x->n)
+                        idx[(b * to->rows + r0 + r) * to->cols + c] = (uint32_t)(nout + src);
+                }
+    }
+    int rc = kal(e, z, nout, x->dom);
+    if (!rc)
+        rc = VT->permute(e, z, &cat, idx, nout);
+    free(idx);
+    krel(e, &old);
+    krel(e, &cat);
+    return rc;
+}

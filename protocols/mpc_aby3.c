@@ -1,0 +1,375 @@
+/* mpc_aby3.c — aby3 on real shares: 3PC replicated sharing over Z_2^64 (semi-honest, honest
+ * majority). Party i holds (x_i, x_{i+1}) in slots (s[0], s[1]); x = x0 + x1 + x2.
+ *
+ * Keys: party j draws K_j and gives it to P_{j−1} at setup, so party i holds K_i and K_{i+1};
+ * α_i = F(K_i) − F(K_{i+1}) is a zero sharing at no communication cost. Message patterns are
+ * exactly those of PRIMITIVES.md §aby3. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpc_eng.h"
+#include "mpc_local.h"
+
+typedef struct a3 {
+    mpc_core c;
+    mpc_prg k0; /* F(K_i) */
+    mpc_prg k1; /* F(K_{i+1}) */
+} a3;
+
+#define A(e) ((a3 *)(e)->impl)
+#define NEXT(i) (((i) + 1) % 3)
+#define PREV(i) (((i) + 2) % 3)
+
+/* One round: the message to node `to` (len sl) and from node `from` (len rl); -1 = none. */
+static int x3(a3 *s, int to, const void *sb, size_t sl, int from, void *rb, size_t rl)
+{
+    const void *send[MPC_NODES_MAX] = {0};
+    void *recv[MPC_NODES_MAX] = {0};
+    size_t slen[MPC_NODES_MAX] = {0}, rlen[MPC_NODES_MAX] = {0};
+    if (to >= 0) {
+        send[to] = sb;
+        slen[to] = sl;
+    }
+    if (from >= 0) {
+        recv[from] = rb;
+        rlen[from] = rl;
+    }
+    return mpc_net_round(s->c.net, send, slen, recv, rlen, 0, &s->c.err);
+}
+
+/* z_i computed locally (in z->s[0]) → reshare: send it to P_{i−1}, receive z_{i+1} into s[1].
+ * COST: SPU aby3 mul_aa/and_bb/mmul_aa: 1 round, 8·(elements) on each link i→i−1 */
+static int reshare(a3 *s, mpc_val *z)
+{
+    int i = s->c.party;
+    return x3(s, PREV(i), z->s[0], z->n * 8, NEXT(i), z->s[1], z->n * 8);
+}
+
+/* α_i into buf: arithmetic (F(K_i) − F(K_{i+1})) or boolean (xor). */
+static int zero_share(a3 *s, uint64_t *buf, size_t n, int dom)
+{
+    uint64_t *t = mpc_tmp(&s->c, 5, n);
+    if (!t)
+        return MS_ERR_NOMEM;
+    mpc_prg_u64(&s->k0, buf, n);
+    mpc_prg_u64(&s->k1, t, n);
+    for (size_t i = 0; i < n; i++)
+        buf[i] = dom == DOM_BOOL ? buf[i] ^ t[i] : buf[i] - t[i];
+    return MS_OK;
+}
+
+static int want(a3 *s, const mpc_val *x, const mpc_val *y, int dom, const char *what)
+{
+    if (x->dom != dom)
+        return mpc_fail(&s->c, MS_ERR_INTERNAL, "aby3 %s: operand has the wrong domain", what);
+    if (y && y->n != x->n)
+        return mpc_fail(&s->c, MS_ERR_INTERNAL, "aby3 %s: %zu and %zu elements", what, x->n, y->n);
+    return MS_OK;
+}
+
+/* ---------------------------------------------------------------- input / open */
+
+static int a_input(eng *e, mpc_val *z, int owner, const uint64_t *plain)
+{
+    a3 *s = A(e);
+    size_t n = z->n;
+    int i = s->c.party, rc = mpc_ensure(&s->c, z, n, z->dom);
+    if (rc)
+        return rc;
+    if (owner < 0 || owner > 2)
+        return mpc_fail(&s->c, MS_ERR_INTERNAL, "aby3 input: owner %d is not a party", owner);
+    /* COST: ABY3 §2.2 input: 1 round, 16n from the owner to each of the two others */
+    if (i != owner) {
+        uint64_t *r = mpc_tmp(&s->c, 0, 2 * n);
+        if (!r || (rc = x3(s, -1, NULL, 0, owner, r, 16 * n)))
+            return r ? rc : MS_ERR_NOMEM;
+        memcpy(z->s[0], r, n * 8);
+        memcpy(z->s[1], r + n, n * 8);
+        return MS_OK;
+    }
+    /* owner o: x_{o+1}, x_{o+2} random, x_o = x − x_{o+1} − x_{o+2} */
+    uint64_t *m = mpc_tmp(&s->c, 0, 4 * n);
+    if (!m)
+        return MS_ERR_NOMEM;
+    uint64_t *x1 = m, *x2 = m + n, *x0 = m + 2 * n;
+    mpc_prg_u64(&s->c.priv, x1, 2 * n);
+    for (size_t k = 0; k < n; k++)
+        x0[k] = z->dom == DOM_BOOL ? plain[k] ^ x1[k] ^ x2[k] : plain[k] - x1[k] - x2[k];
+    memcpy(z->s[0], x0, n * 8);
+    memcpy(z->s[1], x1, n * 8);
+    const void *send[MPC_NODES_MAX] = {0};
+    void *recv[MPC_NODES_MAX] = {0};
+    size_t slen[MPC_NODES_MAX] = {0}, rlen[MPC_NODES_MAX] = {0};
+    send[NEXT(i)] = x1; /* P_{o+1} holds (x_{o+1}, x_{o+2}) */
+    slen[NEXT(i)] = 16 * n;
+    send[PREV(i)] = x2; /* P_{o+2} holds (x_{o+2}, x_o) */
+    slen[PREV(i)] = 16 * n;
+    return mpc_net_round(s->c.net, send, slen, recv, rlen, 0, &s->c.err);
+}
+
+static int a_open(eng *e, uint64_t *out, const mpc_val *x, int to)
+{
+    a3 *s = A(e);
+    size_t n = x->n;
+    int i = s->c.party;
+    uint64_t *r = mpc_tmp(&s->c, 0, n);
+    if (!r)
+        return MS_ERR_NOMEM;
+    /* COST: SPU aby3 a2p: 1 round, 8n on each link i→i−1 (to all); to p: 8n from P_{p+1} */
+    int give = to < 0 || NEXT(to) == i, get = to < 0 || to == i;
+    int rc = x3(s, give ? PREV(i) : -1, x->s[1], n * 8, get ? NEXT(i) : -1, r, n * 8);
+    if (rc || !get)
+        return rc;
+    for (size_t k = 0; k < n; k++)
+        out[k] = x->dom == DOM_BOOL ? x->s[0][k] ^ x->s[1][k] ^ r[k] : x->s[0][k] + x->s[1][k] + r[k];
+    return MS_OK;
+}
+
+/* ---------------------------------------------------------------- products */
+
+static int a_mul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
+{
+    a3 *s = A(e);
+    size_t n = x->n;
+    uint64_t *al = mpc_tmp(&s->c, 1, n);
+    int rc = want(s, x, y, DOM_ARITH, "mul");
+    if (rc || !al || (rc = zero_share(s, al, n, DOM_ARITH)))
+        return rc ? rc : MS_ERR_NOMEM;
+    for (size_t k = 0; k < n; k++) /* computed before z is touched: z may alias x or y */
+        al[k] += x->s[0][k] * y->s[0][k] + x->s[0][k] * y->s[1][k] + x->s[1][k] * y->s[0][k];
+    if ((rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
+        return rc;
+    memcpy(z->s[0], al, n * 8);
+    return reshare(s, z);
+}
+
+static int a_square(eng *e, mpc_val *z, const mpc_val *x)
+{
+    a3 *s = A(e);
+    size_t n = x->n;
+    uint64_t *al = mpc_tmp(&s->c, 1, n);
+    int rc = want(s, x, NULL, DOM_ARITH, "square");
+    if (rc || !al || (rc = zero_share(s, al, n, DOM_ARITH)))
+        return rc ? rc : MS_ERR_NOMEM;
+    for (size_t k = 0; k < n; k++)
+        al[k] += x->s[0][k] * x->s[0][k] + 2 * x->s[0][k] * x->s[1][k];
+    if ((rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
+        return rc;
+    memcpy(z->s[0], al, n * 8);
+    return reshare(s, z);
+}
+
+static int a_and(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
+{
+    a3 *s = A(e);
+    size_t n = x->n;
+    uint64_t *al = mpc_tmp(&s->c, 1, n);
+    int rc = want(s, x, y, DOM_BOOL, "and_bb");
+    if (rc || !al || (rc = zero_share(s, al, n, DOM_BOOL)))
+        return rc ? rc : MS_ERR_NOMEM;
+    for (size_t k = 0; k < n; k++)
+        al[k] ^= (x->s[0][k] & y->s[0][k]) ^ (x->s[0][k] & y->s[1][k]) ^ (x->s[1][k] & y->s[0][k]);
+    if ((rc = mpc_ensure(&s->c, z, n, DOM_BOOL)))
+        return rc;
+    memcpy(z->s[0], al, n * 8);
+    return reshare(s, z);
+}
+
+static int a_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint32_t batch,
+                    uint32_t m, uint32_t k, uint32_t n, uint32_t flags, uint32_t y_id)
+{
+    a3 *s = A(e);
+    size_t nx = (size_t)batch * m * k, nz = (size_t)batch * m * n, kn = (size_t)k * n;
+    /* y holds yb instances, each shared by batch / yb consecutive instances of x (op.h) */
+    uint32_t yb = mpc_mm_y_inst(y->n, batch, kn);
+    int tb = (flags & OPF_TRANS_B) != 0;
+    (void)y_id;
+    if (x->n < nx || !yb)
+        return mpc_fail(&s->c, MS_ERR_INTERNAL, "aby3 matmul: %u×(%u×%u)·(%u×%u) with operands of %zu and %zu elements",
+                        batch, m, k, k, n, x->n, y->n);
+    size_t ny = y->n;
+    uint64_t *Z = malloc(nz * 8 + 8), *Y01 = malloc(ny * 8 + 8);
+    int rc = MS_OK;
+    if (!Z || !Y01) {
+        rc = mpc_fail(&s->c, MS_ERR_NOMEM, "aby3 matmul: out of memory");
+        goto out;
+    }
+    if ((rc = zero_share(s, Z, nz, DOM_ARITH)))
+        goto out;
+    /* Z_i = X_i·(Y_i + Y_{i+1}) + X_{i+1}·Y_i + α_i */
+    for (size_t q = 0; q < ny; q++)
+        Y01[q] = y->s[0][q] + y->s[1][q];
+    mpc_mm_batch(Z, x->s[0], Y01, batch, m, k, n, tb, yb);
+    mpc_mm_batch(Z, x->s[1], y->s[0], batch, m, k, n, tb, yb);
+    if ((rc = mpc_ensure(&s->c, z, nz, DOM_ARITH)))
+        goto out;
+    memcpy(z->s[0], Z, nz * 8);
+    rc = reshare(s, z);
+out:
+    free(Z);
+    free(Y01);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- truncation, b2a */
+
+/* ABY3 §5.1.1 Share Truncation I: P0 holds a = x0 + x1, P1 and P2 hold x2. New shares
+ * y0 = (a >> f) − r, y1 = r (r from K_1, shared by P0 and P1), y2 = −((−x2) >> f); P0 sends y0
+ * to P2. COST: SPU aby3 TruncA: 1 round, 8n from P0 to P2 only. */
+static int a_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
+{
+    a3 *s = A(e);
+    size_t n = x->n;
+    int i = s->c.party;
+    if (bits <= 0 || bits >= 63)
+        return mpc_fail(&s->c, MS_ERR_INTERNAL, "aby3 trunc: %d bits out of range", bits);
+    uint64_t *t = mpc_tmp(&s->c, 1, n), *r = mpc_tmp(&s->c, 2, n);
+    if (!t || !r)
+        return MS_ERR_NOMEM;
+    int rc;
+    if (i == 0) {
+        mpc_prg_u64(&s->k1, r, n);
+        for (size_t q = 0; q < n; q++)
+            t[q] = mpc_sar(x->s[0][q] + x->s[1][q], bits) - r[q];
+        if ((rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
+            return rc;
+        memcpy(z->s[0], t, n * 8);
+        memcpy(z->s[1], r, n * 8);
+        return x3(s, 2, z->s[0], n * 8, -1, NULL, 0);
+    }
+    if (i == 1) {
+        mpc_prg_u64(&s->k0, r, n);
+        for (size_t q = 0; q < n; q++)
+            t[q] = -mpc_sar(-x->s[1][q], bits);
+        if ((rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
+            return rc;
+        memcpy(z->s[0], r, n * 8);
+        memcpy(z->s[1], t, n * 8);
+        return x3(s, -1, NULL, 0, -1, NULL, 0);
+    }
+    for (size_t q = 0; q < n; q++)
+        t[q] = -mpc_sar(-x->s[0][q], bits);
+    if ((rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
+        return rc;
+    memcpy(z->s[0], t, n * 8);
+    return x3(s, -1, NULL, 0, 0, z->s[1], n * 8);
+}
+
+/* The arithmetic replicated sharing of bit 0 of boolean component j (only P_j, P_{j−1} hold it). */
+static void bit_component(a3 *s, mpc_val *b, const mpc_val *x, int j)
+{
+    int i = s->c.party;
+    for (int t = 0; t < 2; t++) {
+        int comp = (i + t) % 3;
+        for (size_t q = 0; q < x->n; q++)
+            b->s[t][q] = comp == j ? (x->s[t][q] & 1) : 0;
+    }
+}
+
+/* b = b0 ⊕ b1 ⊕ b2 as d = b0 + b1 − 2·b0·b1, b = d + b2 − 2·d·b2.
+ * COST: 2 rounds, 8n on each link i→i−1 per round (PRIMITIVES.md aby3 b2a). */
+static int a_b2a(eng *e, mpc_val *z, const mpc_val *x)
+{
+    a3 *s = A(e);
+    size_t n = x->n;
+    mpc_val b[3] = {{0}}, p = {0};
+    int rc = want(s, x, NULL, DOM_BOOL, "b2a");
+    for (int j = 0; j < 3 && !rc; j++)
+        if (!(rc = mpc_l_alloc(e, &b[j], n, DOM_ARITH)))
+            bit_component(s, &b[j], x, j);
+    if (!rc)
+        rc = a_mul(e, &p, &b[0], &b[1]);
+    for (int t = 0; !rc && t < 2; t++)
+        for (size_t q = 0; q < n; q++)
+            b[0].s[t][q] = b[0].s[t][q] + b[1].s[t][q] - 2 * p.s[t][q];
+    if (!rc)
+        rc = a_mul(e, &p, &b[0], &b[2]);
+    if (!rc)
+        rc = mpc_ensure(&s->c, z, n, DOM_ARITH);
+    for (int t = 0; !rc && t < 2; t++)
+        for (size_t q = 0; q < n; q++)
+            z->s[t][q] = b[0].s[t][q] + b[2].s[t][q] - 2 * p.s[t][q];
+    for (int j = 0; j < 3; j++)
+        mpc_l_release(e, &b[j]);
+    mpc_l_release(e, &p);
+    return rc;
+}
+
+static int a_bool_components(eng *e, mpc_val comps[3], int *nc, const mpc_val *x)
+{
+    a3 *s = A(e);
+    int i = s->c.party;
+    *nc = 3;
+    for (int j = 0; j < 3; j++) {
+        int rc = mpc_ensure(&s->c, &comps[j], x->n, DOM_BOOL); /* the caller allocated them */
+        if (rc)
+            return rc;
+        for (int t = 0; t < 2; t++) {
+            if ((i + t) % 3 == j)
+                memcpy(comps[j].s[t], x->s[t], x->n * 8);
+            else
+                memset(comps[j].s[t], 0, x->n * 8);
+        }
+    }
+    return MS_OK;
+}
+
+static const eng_vt aby3_vt = {
+    .alloc = mpc_l_alloc, .release = mpc_l_release, .add = mpc_l_add, .sub = mpc_l_sub,
+    .add_pub = mpc_l_add_pub, .mul_pub = mpc_l_mul_pub, .shift = mpc_l_shift,
+    .bool_components = a_bool_components, .permute = mpc_l_permute, .input = a_input,
+    .open = a_open, .mul = a_mul, .square = a_square, .matmul = a_matmul, .and_bb = a_and,
+    .trunc = a_trunc, .b2a = a_b2a,
+};
+
+/* ---------------------------------------------------------------- construction */
+
+void mpc_aby3_free(eng *e)
+{
+    a3 *s = A(e);
+    mpc_prg_free(&s->k0);
+    mpc_prg_free(&s->k1);
+    mpc_core_free(&s->c);
+    free(s);
+}
+
+int mpc_aby3_new(eng *e, mpc_net *net, errbuf *err)
+{
+    a3 *s = calloc(1, sizeof *s);
+    if (!s)
+        return err_set(err, MS_ERR_NOMEM, "aby3: out of memory");
+    e->impl = s;
+    e->vt = &aby3_vt;
+    e->n_parties = 3;
+    int i = mpc_net_self(net);
+    s->c.net = net;
+    s->c.party = i;
+    e->party = i;
+    s->c.ns = 2;
+    s->c.kind = MPC_ABY3;
+    s->c.pub_slot = i == 0 ? 0 : i == 2 ? 1 : -1; /* component 0 lives at P0 s[0] and P2 s[1] */
+    uint8_t mine[MPC_KEY_BYTES], next[MPC_KEY_BYTES];
+    int rc = mpc_prg_random_key(mine, err);
+    if (!rc)
+        rc = mpc_prg_init(&s->c.priv, mine, 1, err);
+    if (!rc)
+        rc = mpc_prg_random_key(mine, err);
+    /* K_i to P_{i−1}, K_{i+1} from P_{i+1}: one setup round */
+    if (!rc) {
+        const void *send[MPC_NODES_MAX] = {0};
+        void *recv[MPC_NODES_MAX] = {0};
+        size_t slen[MPC_NODES_MAX] = {0}, rlen[MPC_NODES_MAX] = {0};
+        send[PREV(i)] = mine;
+        slen[PREV(i)] = sizeof mine;
+        recv[NEXT(i)] = next;
+        rlen[NEXT(i)] = sizeof next;
+        rc = mpc_net_round(net, send, slen, recv, rlen, 1, err);
+    }
+    if (!rc)
+        rc = mpc_prg_init(&s->k0, mine, 3, err);
+    if (!rc)
+        rc = mpc_prg_init(&s->k1, next, 3, err);
+    memset(mine, 0, sizeof mine);
+    memset(next, 0, sizeof next);
+    return rc;
+}

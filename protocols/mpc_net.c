@@ -1,0 +1,686 @@
+/* mpc_net.c — TCP mesh, framing, counters, timeouts (see mpc_net.h). */
+#include "mpc_net.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SLOW_TIMEOUT_MS 120000 /* dealer backpressure and the goodbye barrier */
+
+struct mpc_net {
+    mpc_net_cfg cfg;
+    int fd[MPC_NODES_MAX];
+    uint32_t seq_out[MPC_NODES_MAX], seq_in[MPC_NODES_MAX];
+    int closed_ok[MPC_NODES_MAX]; /* peer said goodbye: its EOF is expected */
+    uint32_t op;
+    mpc_net_stats st;
+    mpc_net_tap tap;
+    void *tap_ctx;
+};
+
+/* ---------------------------------------------------------------- helpers */
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_until(uint64_t t)
+{
+    uint64_t now = now_ns();
+    if (t <= now)
+        return;
+    struct timespec ts = {(time_t)((t - now) / 1000000000ull), (long)((t - now) % 1000000000ull)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static const char *node_name(const mpc_net_cfg *c, int j, char buf[16])
+{
+    if (j >= c->n_parties)
+        snprintf(buf, 16, "dealer");
+    else
+        snprintf(buf, 16, "P%d", j);
+    return buf;
+}
+
+static const char *type_name(int t)
+{
+    switch (t) {
+    case MPC_FR_HELLO: return "hello";
+    case MPC_FR_DATA: return "round data";
+    case MPC_FR_OFFLINE: return "offline data";
+    case MPC_FR_SETUP: return "setup data";
+    case MPC_FR_BYE: return "goodbye";
+    default: return "unknown";
+    }
+}
+
+static void put_hdr(uint8_t h[MPC_FRAME_HDR], int type, uint32_t op, uint32_t seq, uint64_t len)
+{
+    uint32_t magic = MPC_FRAME_MAGIC;
+    uint16_t ver = MPC_FRAME_VERSION, ty = (uint16_t)type;
+    memcpy(h, &magic, 4);
+    memcpy(h + 4, &ver, 2);
+    memcpy(h + 6, &ty, 2);
+    memcpy(h + 8, &op, 4);
+    memcpy(h + 12, &seq, 4);
+    memcpy(h + 16, &len, 8);
+}
+
+void mpc_net_cfg_init(mpc_net_cfg *c, int self, int n_nodes)
+{
+    memset(c, 0, sizeof *c);
+    c->self = self;
+    c->n_nodes = n_nodes;
+    c->n_parties = n_nodes;
+    c->listen_fd = -1;
+    c->timeout_ms = 5000;
+    c->connect_timeout_ms = 10000;
+}
+
+int mpc_net_parse_peers(mpc_net_cfg *c, const char *list, int n, errbuf *e)
+{
+    const char *p = list;
+    for (int i = 0; i < n; i++) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char item[128];
+        if (len == 0 || len >= sizeof item)
+            return err_set(e, MS_ERR_USAGE, "--peers: entry %d is empty or too long (want host:port)", i + 1);
+        memcpy(item, p, len);
+        item[len] = 0;
+        char *colon = strrchr(item, ':');
+        unsigned long long port;
+        if (!colon || colon == item || parse_u64(colon + 1, &port) || port > 65535)
+            return err_set(e, MS_ERR_USAGE, "--peers: entry %d '%s' is not host:port", i + 1, item);
+        *colon = 0;
+        snprintf(c->host[i], sizeof c->host[i], "%s", item);
+        c->port[i] = (int)port;
+        if (!end) {
+            if (i + 1 != n)
+                return err_set(e, MS_ERR_USAGE, "--peers: %d entries given, %d needed (parties, then the dealer if any)", i + 1, n);
+            return MS_OK;
+        }
+        p = end + 1;
+    }
+    return err_set(e, MS_ERR_USAGE, "--peers: more than the %d entries needed", n);
+}
+
+static int resolve(const char *host, int port, struct sockaddr_storage *ss, socklen_t *len, errbuf *e)
+{
+    struct addrinfo hints = {0}, *res = NULL;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    int rc = getaddrinfo(host, ps, &hints, &res);
+    if (rc || !res)
+        return err_set(e, MS_ERR_NET, "cannot resolve '%s': %s", host, gai_strerror(rc));
+    memcpy(ss, res->ai_addr, res->ai_addrlen);
+    *len = res->ai_addrlen;
+    freeaddrinfo(res);
+    return MS_OK;
+}
+
+int mpc_net_listen(const char *host, int port, int *fd_out, int *actual_port, errbuf *e)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    int rc = resolve(host, port, &ss, &sl, e);
+    if (rc)
+        return rc;
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return err_set(e, MS_ERR_NET, "socket: %s", strerror(errno));
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&ss, sl) != 0) {
+        int err = errno;
+        close(fd);
+        if (err == EADDRINUSE)
+            return err_set(e, MS_ERR_NET, "cannot listen on %s:%d: port already in use (another party or program holds it; pick a free port in --peers)", host, port);
+        return err_set(e, MS_ERR_NET, "cannot listen on %s:%d: %s", host, port, strerror(err));
+    }
+    if (listen(fd, 8) != 0) {
+        int err = errno;
+        close(fd);
+        return err_set(e, MS_ERR_NET, "listen on %s:%d: %s", host, port, strerror(err));
+    }
+    struct sockaddr_storage got;
+    socklen_t gl = sizeof got;
+    getsockname(fd, (struct sockaddr *)&got, &gl);
+    if (actual_port)
+        *actual_port = got.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&got)->sin6_port)
+                                                 : ntohs(((struct sockaddr_in *)&got)->sin_port);
+    *fd_out = fd;
+    return MS_OK;
+}
+
+static void tune(int fd)
+{
+    int one = 1, big = 4 << 20;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+/* ---------------------------------------------------------------- the transfer loop */
+
+typedef struct link_io {
+    int out, in;              /* a frame to send / to receive on this link */
+    uint8_t ohdr[MPC_FRAME_HDR];
+    const uint8_t *obuf;
+    size_t olen, ooff;        /* ooff counts header + payload */
+    uint8_t ihdr[MPC_FRAME_HDR];
+    uint8_t *ibuf;
+    size_t ilen, ioff;
+    int itype;
+    uint64_t done_ns;
+} link_io;
+
+static int lost(mpc_net *n, int j, const char *why, errbuf *e)
+{
+    char a[16], b[16];
+    return err_set(e, MS_ERR_PEER, "%s: connection to %s lost during op %u (%s): the peer crashed, was killed or dropped the link",
+                   node_name(&n->cfg, n->cfg.self, a), node_name(&n->cfg, j, b), n->op, why);
+}
+
+static int check_hdr(mpc_net *n, int j, link_io *l, errbuf *e)
+{
+    uint32_t magic, op, seq;
+    uint16_t ver, ty;
+    uint64_t len;
+    memcpy(&magic, l->ihdr, 4);
+    memcpy(&ver, l->ihdr + 4, 2);
+    memcpy(&ty, l->ihdr + 6, 2);
+    memcpy(&op, l->ihdr + 8, 4);
+    memcpy(&seq, l->ihdr + 12, 4);
+    memcpy(&len, l->ihdr + 16, 8);
+    char a[16], b[16];
+    const char *me = node_name(&n->cfg, n->cfg.self, a), *peer = node_name(&n->cfg, j, b);
+    if (magic != MPC_FRAME_MAGIC)
+        return err_set(e, MS_ERR_PROTO, "%s: malformed frame from %s: bad magic 0x%08x (not an mpcsim party?)", me, peer, magic);
+    if (ver != MPC_FRAME_VERSION)
+        return err_set(e, MS_ERR_PROTO, "%s: frame from %s has version %u, this build speaks %d (run the same mpcsim on every host)", me, peer, ver, MPC_FRAME_VERSION);
+    if (ty != l->itype)
+        return err_set(e, MS_ERR_PROTO, "%s: expected %s from %s during op %u, got a %s frame (peers out of step: same program and protocol on every party?)",
+                       me, type_name(l->itype), peer, n->op, type_name(ty));
+    if (seq != n->seq_in[j])
+        return err_set(e, MS_ERR_PROTO, "%s: frame %u from %s arrived when frame %u was expected (peers out of step)", me, seq, peer, n->seq_in[j]);
+    if (len != l->ilen)
+        return err_set(e, MS_ERR_PROTO, "%s: malformed frame from %s during op %u (peer op %u): payload of %llu bytes, %zu expected (peers running different programs?)",
+                       me, peer, n->op, op, (unsigned long long)len, l->ilen);
+    return MS_OK;
+}
+
+static int do_send(mpc_net *n, int j, link_io *l, errbuf *e)
+{
+    size_t total = MPC_FRAME_HDR + l->olen;
+    while (l->ooff < total) {
+        struct iovec iov[2];
+        int k = 0;
+        if (l->ooff < MPC_FRAME_HDR) {
+            iov[k].iov_base = l->ohdr + l->ooff;
+            iov[k++].iov_len = MPC_FRAME_HDR - l->ooff;
+            if (l->olen) {
+                iov[k].iov_base = (void *)l->obuf;
+                iov[k++].iov_len = l->olen;
+            }
+        } else {
+            iov[k].iov_base = (void *)(l->obuf + (l->ooff - MPC_FRAME_HDR));
+            iov[k++].iov_len = total - l->ooff;
+        }
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)k};
+        ssize_t w = sendmsg(n->fd[j], &mh, MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return -1; /* would block */
+            if (errno == EINTR)
+                continue;
+            return lost(n, j, strerror(errno), e);
+        }
+        l->ooff += (size_t)w;
+    }
+    l->out = 0;
+    return MS_OK;
+}
+
+static int do_recv(mpc_net *n, int j, link_io *l, errbuf *e)
+{
+    for (;;) {
+        uint8_t *dst;
+        size_t want;
+        if (l->ioff < MPC_FRAME_HDR) {
+            dst = l->ihdr + l->ioff;
+            want = MPC_FRAME_HDR - l->ioff;
+        } else {
+            size_t p = l->ioff - MPC_FRAME_HDR;
+            if (p >= l->ilen)
+                break;
+            dst = l->ibuf + p;
+            want = l->ilen - p;
+        }
+        ssize_t r = recv(n->fd[j], dst, want, 0);
+        if (r == 0)
+            return lost(n, j, "end of stream", e);
+        if (r < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return -1; /* would block */
+            if (errno == EINTR)
+                continue;
+            return lost(n, j, strerror(errno), e);
+        }
+        size_t before = l->ioff;
+        l->ioff += (size_t)r;
+        if (before < MPC_FRAME_HDR && l->ioff == MPC_FRAME_HDR) {
+            int rc = check_hdr(n, j, l, e);
+            if (rc)
+                return rc;
+        }
+        if (l->ioff == MPC_FRAME_HDR + l->ilen)
+            break;
+    }
+    l->in = 0;
+    l->done_ns = now_ns();
+    if (l->itype == MPC_FR_BYE)
+        n->closed_ok[j] = 1; /* its EOF from now on is the orderly close */
+    return MS_OK;
+}
+
+/* Moves every pending frame of io[] (sends and receives at once) or fails. */
+static int xfer(mpc_net *n, link_io *io, int timeout_ms, errbuf *e)
+{
+    int N = n->cfg.n_nodes, self = n->cfg.self;
+    uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    for (;;) {
+        struct pollfd pf[MPC_NODES_MAX];
+        int who[MPC_NODES_MAX], np = 0, pending = 0;
+        int progressed = 0;
+        for (int j = 0; j < N; j++) {
+            if (j == self || n->fd[j] < 0)
+                continue;
+            link_io *l = &io[j];
+            /* Opportunistic I/O first: a send or receive that can proceed needs no poll. */
+            if (l->out) {
+                size_t before = l->ooff;
+                int rc = do_send(n, j, l, e);
+                if (rc > 0)
+                    return rc;
+                progressed |= l->ooff != before;
+            }
+            if (l->in) {
+                size_t before = l->ioff;
+                int rc = do_recv(n, j, l, e);
+                if (rc > 0)
+                    return rc;
+                progressed |= l->ioff != before;
+            }
+            short ev = POLLRDHUP;
+            if (l->out)
+                ev |= POLLOUT;
+            if (l->in)
+                ev |= POLLIN;
+            pending += l->out || l->in;
+            if (n->closed_ok[j] && !l->in && !l->out)
+                continue;
+            pf[np].fd = n->fd[j];
+            pf[np].events = ev;
+            pf[np].revents = 0;
+            who[np++] = j;
+        }
+        if (!pending)
+            return MS_OK;
+        uint64_t now = now_ns();
+        if (progressed)
+            deadline = now + (uint64_t)timeout_ms * 1000000ull;
+        if (now >= deadline) {
+            char a[16], b[16];
+            int j = 0;
+            while (j < N && !(io[j].in || io[j].out))
+                j++;
+            return err_set(e, MS_ERR_TIMEOUT, "%s: no progress from %s for %d ms during op %u (peer hung or too slow; raise --timeout-ms if it is computing)",
+                           node_name(&n->cfg, self, a), node_name(&n->cfg, j, b), timeout_ms, n->op);
+        }
+        int wait_ms = (int)((deadline - now) / 1000000ull) + 1;
+        int pr = poll(pf, (nfds_t)np, wait_ms);
+        if (pr < 0 && errno != EINTR)
+            return err_set(e, MS_ERR_NET, "poll: %s", strerror(errno));
+        for (int q = 0; pr > 0 && q < np; q++) {
+            int j = who[q];
+            short rv = pf[q].revents;
+            if (!rv)
+                continue;
+            if ((rv & (POLLERR | POLLHUP | POLLRDHUP)) && !io[j].in) {
+                if (n->closed_ok[j] && !io[j].out)
+                    continue;
+                return lost(n, j, (rv & POLLERR) ? "socket error" : "peer closed", e);
+            }
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- connection setup */
+
+static int wait_fd(int fd, short ev, int ms)
+{
+    struct pollfd p = {.fd = fd, .events = ev};
+    int r;
+    do
+        r = poll(&p, 1, ms);
+    while (r < 0 && errno == EINTR);
+    return r;
+}
+
+static int connect_peer(mpc_net *n, int j, errbuf *e)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    int rc = resolve(n->cfg.host[j], n->cfg.port[j], &ss, &sl, e);
+    if (rc)
+        return rc;
+    uint64_t deadline = now_ns() + (uint64_t)n->cfg.connect_timeout_ms * 1000000ull;
+    for (;;) {
+        int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            return err_set(e, MS_ERR_NET, "socket: %s", strerror(errno));
+        if (connect(fd, (struct sockaddr *)&ss, sl) == 0) {
+            n->fd[j] = fd;
+            return MS_OK;
+        }
+        int err = errno;
+        close(fd);
+        if (now_ns() >= deadline) {
+            char a[16], b[16];
+            return err_set(e, MS_ERR_NET, "%s: cannot connect to %s at %s:%d within %d ms: %s (is that party running?)",
+                           node_name(&n->cfg, n->cfg.self, a), node_name(&n->cfg, j, b), n->cfg.host[j],
+                           n->cfg.port[j], n->cfg.connect_timeout_ms, strerror(err));
+        }
+        sleep_until(now_ns() + 20000000ull);
+    }
+}
+
+/* HELLO: op = sender id, seq = 0, len = n_nodes (checked). */
+static int hello_send(mpc_net *n, int fd, errbuf *e)
+{
+    uint8_t h[MPC_FRAME_HDR];
+    put_hdr(h, MPC_FR_HELLO, (uint32_t)n->cfg.self, 0, (uint64_t)n->cfg.n_nodes);
+    if (wait_fd(fd, POLLOUT, n->cfg.timeout_ms) <= 0 || send(fd, h, sizeof h, MSG_NOSIGNAL) != (ssize_t)sizeof h)
+        return err_set(e, MS_ERR_NET, "sending hello: %s", strerror(errno));
+    n->st.hdr_sent += MPC_FRAME_HDR;
+    return MS_OK;
+}
+
+static int hello_recv(mpc_net *n, int fd, int *id, errbuf *e)
+{
+    uint8_t h[MPC_FRAME_HDR];
+    size_t got = 0;
+    while (got < sizeof h) {
+        if (wait_fd(fd, POLLIN, n->cfg.timeout_ms) <= 0)
+            return err_set(e, MS_ERR_TIMEOUT, "no hello from a connecting peer within %d ms", n->cfg.timeout_ms);
+        ssize_t r = recv(fd, h + got, sizeof h - got, 0);
+        if (r <= 0)
+            return err_set(e, MS_ERR_NET, "connecting peer closed before its hello");
+        got += (size_t)r;
+    }
+    uint32_t magic, op;
+    uint16_t ver, ty;
+    uint64_t len;
+    memcpy(&magic, h, 4);
+    memcpy(&ver, h + 4, 2);
+    memcpy(&ty, h + 6, 2);
+    memcpy(&op, h + 8, 4);
+    memcpy(&len, h + 16, 8);
+    if (magic != MPC_FRAME_MAGIC || ty != MPC_FR_HELLO)
+        return err_set(e, MS_ERR_PROTO, "malformed hello from a connecting peer (not an mpcsim party?)");
+    if (ver != MPC_FRAME_VERSION)
+        return err_set(e, MS_ERR_PROTO, "peer speaks frame version %u, this build %d (run the same mpcsim everywhere)", ver, MPC_FRAME_VERSION);
+    if (len != (uint64_t)n->cfg.n_nodes || op >= (uint32_t)n->cfg.n_nodes || (int)op <= n->cfg.self)
+        return err_set(e, MS_ERR_PROTO, "hello from node %u of a %llu-node session does not fit this %d-node session as node %d (check --peers, --id and --protocol on every party)",
+                       op, (unsigned long long)len, n->cfg.n_nodes, n->cfg.self);
+    n->st.hdr_recv += MPC_FRAME_HDR;
+    *id = (int)op;
+    return MS_OK;
+}
+
+int mpc_net_open(const mpc_net_cfg *cfg, mpc_net **out, errbuf *e)
+{
+    if (cfg->n_nodes < 2 || cfg->n_nodes > MPC_NODES_MAX || cfg->self < 0 || cfg->self >= cfg->n_nodes)
+        return err_set(e, MS_ERR_USAGE, "mpc net: node %d of %d is out of range", cfg->self, cfg->n_nodes);
+    mpc_net *n = calloc(1, sizeof *n);
+    if (!n)
+        return err_set(e, MS_ERR_NOMEM, "mpc net: out of memory");
+    n->cfg = *cfg;
+    for (int j = 0; j < MPC_NODES_MAX; j++)
+        n->fd[j] = -1;
+    int lfd = cfg->listen_fd, rc = MS_OK;
+    if (lfd < 0 && cfg->self < cfg->n_nodes - 1) {
+        rc = mpc_net_listen(cfg->host[cfg->self], cfg->port[cfg->self], &lfd, NULL, e);
+        if (rc) {
+            free(n);
+            return rc;
+        }
+    }
+    for (int j = 0; j < cfg->self && !rc; j++) {
+        rc = connect_peer(n, j, e);
+        if (!rc)
+            rc = hello_send(n, n->fd[j], e);
+    }
+    for (int k = cfg->self + 1; k < cfg->n_nodes && !rc; k++) {
+        if (wait_fd(lfd, POLLIN, cfg->connect_timeout_ms) <= 0) {
+            char a[16];
+            rc = err_set(e, MS_ERR_TIMEOUT, "%s: not every peer connected within %d ms (are all parties started with the same --peers?)",
+                         node_name(cfg, cfg->self, a), cfg->connect_timeout_ms);
+            break;
+        }
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0) {
+            rc = err_set(e, MS_ERR_NET, "accept: %s", strerror(errno));
+            break;
+        }
+        int id = -1;
+        rc = hello_recv(n, fd, &id, e);
+        if (!rc && n->fd[id] >= 0)
+            rc = err_set(e, MS_ERR_PROTO, "two peers claim to be node %d", id);
+        if (rc) {
+            close(fd);
+            break;
+        }
+        n->fd[id] = fd;
+    }
+    if (lfd >= 0)
+        close(lfd);
+    if (rc) {
+        mpc_net_free(n);
+        return rc;
+    }
+    for (int j = 0; j < cfg->n_nodes; j++)
+        if (n->fd[j] >= 0)
+            tune(n->fd[j]);
+    *out = n;
+    return MS_OK;
+}
+
+/* ---------------------------------------------------------------- rounds and channels */
+
+static void arm_out(mpc_net *n, link_io *l, int j, int type, const void *buf, size_t len)
+{
+    l->out = 1;
+    l->obuf = buf;
+    l->olen = len;
+    l->ooff = 0;
+    put_hdr(l->ohdr, type, n->op, n->seq_out[j]++, len);
+}
+
+static void arm_in(link_io *l, int type, void *buf, size_t len)
+{
+    l->in = 1;
+    l->itype = type;
+    l->ibuf = buf;
+    l->ilen = len;
+    l->ioff = 0;
+}
+
+int mpc_net_round(mpc_net *n, const void *const *send, const size_t *slen, void *const *recv,
+                  const size_t *rlen, int setup, errbuf *e)
+{
+    link_io io[MPC_NODES_MAX];
+    memset(io, 0, sizeof io);
+    int type = setup ? MPC_FR_SETUP : MPC_FR_DATA, any_in = 0;
+    for (int j = 0; j < n->cfg.n_nodes; j++) {
+        if (j == n->cfg.self)
+            continue;
+        if ((slen && slen[j]) || (rlen && rlen[j])) {
+            if (n->fd[j] < 0)
+                return err_set(e, MS_ERR_INTERNAL, "mpc net: no connection to node %d", j);
+        }
+        if (slen && slen[j])
+            arm_out(n, &io[j], j, type, send[j], slen[j]);
+        if (rlen && rlen[j]) {
+            arm_in(&io[j], type, recv[j], rlen[j]);
+            any_in = 1;
+        }
+    }
+    int rc = xfer(n, io, n->cfg.timeout_ms, e);
+    if (rc)
+        return rc;
+    uint64_t last = 0;
+    for (int j = 0; j < n->cfg.n_nodes; j++) {
+        if (slen && slen[j]) {
+            (setup ? n->st.setup_sent : n->st.sent)[j] += slen[j];
+            n->st.hdr_sent += MPC_FRAME_HDR;
+            n->st.msgs_sent++;
+        }
+        if (rlen && rlen[j]) {
+            if (n->tap)
+                n->tap(n->tap_ctx, j, type, recv[j], rlen[j]);
+            (setup ? n->st.setup_recv : n->st.recv)[j] += rlen[j];
+            n->st.hdr_recv += MPC_FRAME_HDR;
+            n->seq_in[j]++;
+            if (io[j].done_ns > last)
+                last = io[j].done_ns;
+        }
+    }
+    if (setup)
+        n->st.setup_rounds++;
+    else
+        n->st.rounds++;
+    /* Injected one-way latency: a message is delivered latency_ns after its last byte. */
+    if (n->cfg.latency_ns && any_in && !setup)
+        sleep_until(last + n->cfg.latency_ns);
+    return MS_OK;
+}
+
+static int one_way(mpc_net *n, int peer, int type, const void *sbuf, void *rbuf, size_t len,
+                   int timeout_ms, errbuf *e)
+{
+    if (peer < 0 || peer >= n->cfg.n_nodes || peer == n->cfg.self || n->fd[peer] < 0)
+        return err_set(e, MS_ERR_INTERNAL, "mpc net: no connection to node %d", peer);
+    link_io io[MPC_NODES_MAX];
+    memset(io, 0, sizeof io);
+    if (sbuf)
+        arm_out(n, &io[peer], peer, type, sbuf, len);
+    else
+        arm_in(&io[peer], type, rbuf, len);
+    int rc = xfer(n, io, timeout_ms, e);
+    if (rc)
+        return rc;
+    if (sbuf) {
+        n->st.hdr_sent += MPC_FRAME_HDR;
+        n->st.msgs_sent++;
+    } else {
+        n->st.hdr_recv += MPC_FRAME_HDR;
+        n->seq_in[peer]++;
+        if (n->tap)
+            n->tap(n->tap_ctx, peer, type, rbuf, len);
+    }
+    return MS_OK;
+}
+
+int mpc_net_send_offline(mpc_net *n, int to, const void *buf, size_t len, errbuf *e)
+{
+    int rc = one_way(n, to, MPC_FR_OFFLINE, buf, NULL, len, SLOW_TIMEOUT_MS, e);
+    if (!rc)
+        n->st.offline_sent[to] += len;
+    return rc;
+}
+
+int mpc_net_recv_offline(mpc_net *n, int from, void *buf, size_t len, errbuf *e)
+{
+    /* the dealer runs ahead of the parties: waiting for it long means it hung */
+    int rc = one_way(n, from, MPC_FR_OFFLINE, NULL, buf, len, n->cfg.timeout_ms, e);
+    if (!rc)
+        n->st.offline_recv[from] += len;
+    return rc;
+}
+
+int mpc_net_send_setup(mpc_net *n, int to, const void *buf, size_t len, errbuf *e)
+{
+    int rc = one_way(n, to, MPC_FR_SETUP, buf, NULL, len, SLOW_TIMEOUT_MS, e);
+    if (!rc)
+        n->st.setup_sent[to] += len;
+    return rc;
+}
+
+int mpc_net_recv_setup(mpc_net *n, int from, void *buf, size_t len, errbuf *e)
+{
+    int rc = one_way(n, from, MPC_FR_SETUP, NULL, buf, len, SLOW_TIMEOUT_MS, e);
+    if (!rc)
+        n->st.setup_recv[from] += len;
+    return rc;
+}
+
+int mpc_net_finish(mpc_net *n, errbuf *e)
+{
+    link_io io[MPC_NODES_MAX];
+    memset(io, 0, sizeof io);
+    static const uint8_t none[1] = {0};
+    for (int j = 0; j < n->cfg.n_nodes; j++) {
+        if (j == n->cfg.self || n->fd[j] < 0)
+            continue;
+        arm_out(n, &io[j], j, MPC_FR_BYE, none, 0);
+        arm_in(&io[j], MPC_FR_BYE, NULL, 0);
+    }
+    int rc = xfer(n, io, SLOW_TIMEOUT_MS, e);
+    for (int j = 0; j < n->cfg.n_nodes; j++)
+        if (n->fd[j] >= 0 && j != n->cfg.self) {
+            n->closed_ok[j] = 1;
+            n->st.hdr_sent += MPC_FRAME_HDR;
+            n->st.hdr_recv += MPC_FRAME_HDR;
+        }
+    return rc;
+}
+
+void mpc_net_free(mpc_net *n)
+{
+    if (!n)
+        return;
+    for (int j = 0; j < MPC_NODES_MAX; j++)
+        if (n->fd[j] >= 0)
+            close(n->fd[j]);
+    free(n);
+}
+
+void mpc_net_set_tap(mpc_net *n, mpc_net_tap tap, void *ctx)
+{
+    n->tap = tap;
+    n->tap_ctx = ctx;
+}
+
+void mpc_net_set_op(mpc_net *n, uint32_t op) { n->op = op; }
+const mpc_net_stats *mpc_net_get_stats(const mpc_net *n) { return &n->st; }
+int mpc_net_self(const mpc_net *n) { return n->cfg.self; }
+int mpc_net_nodes(const mpc_net *n) { return n->cfg.n_nodes; }
+int mpc_net_fd(const mpc_net *n, int j) { return (j >= 0 && j < MPC_NODES_MAX) ? n->fd[j] : -1; }

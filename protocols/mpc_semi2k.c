@@ -1,0 +1,600 @@
+/* mpc_semi2k.c — semi2k on real shares: 2PC additive sharing over Z_2^64 with a trusted dealer.
+ *
+ * Message patterns are exactly those of PRIMITIVES.md §semi2k (the cost engine predicts them):
+ * the dealer shares an AES-CTR seed with each party, P0's part of every correlated value is
+ * drawn from P0's seed, P1's from P1's, and the dealer sends P1 only the correction. The draw
+ * order of each primitive is the same on the party and on the dealer, which keeps the streams
+ * in step without any party→dealer message. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpc_eng.h"
+#include "mpc_local.h"
+
+typedef struct fixed_ent {
+    uint32_t id;
+    size_t n;
+    uint64_t *B; /* party: its share of the mask; dealer: the whole mask B0 + B1 */
+    uint64_t *F; /* party: the opened Y − B */
+} fixed_ent;
+
+typedef struct s2k {
+    mpc_core c;
+    int dealer_node;
+    mpc_prg corr;     /* party: seed shared with the dealer */
+    mpc_prg dcorr[2]; /* dealer: P0's and P1's seeds */
+    fixed_ent *fx;
+    size_t n_fx, cap_fx;
+} s2k;
+
+#define S(e) ((s2k *)(e)->impl)
+#define TOP (1ull << 63)
+
+/* ---------------------------------------------------------------- plumbing */
+
+static int is_dealer(const s2k *s) { return s->c.party < 0; }
+
+/* One round: send sl bytes to the other party and receive rl bytes from it. */
+static int x2(s2k *s, const void *sb, size_t sl, void *rb, size_t rl)
+{
+    const void *send[MPC_NODES_MAX] = {0};
+    void *recv[MPC_NODES_MAX] = {0};
+    size_t slen[MPC_NODES_MAX] = {0}, rlen[MPC_NODES_MAX] = {0};
+    int o = 1 - s->c.party;
+    send[o] = sb;
+    slen[o] = sl;
+    recv[o] = rb;
+    rlen[o] = rl;
+    return mpc_net_round(s->c.net, send, slen, recv, rlen, 0, &s->c.err);
+}
+
+/* P1 receives a correction of n words from the dealer (offline). */
+static int from_dealer(s2k *s, uint64_t *buf, size_t n)
+{
+    return mpc_net_recv_offline(s->c.net, s->dealer_node, buf, n * 8, &s->c.err);
+}
+
+static int to_p1(s2k *s, const uint64_t *buf, size_t n)
+{
+    return mpc_net_send_offline(s->c.net, 1, buf, n * 8, &s->c.err);
+}
+
+/* The dealer's end of a primitive: shape the (data-less) result, send P1 its correction. */
+static int dealer_done(s2k *s, mpc_val *z, size_t n, int dom, const uint64_t *corr, size_t nc)
+{
+    int rc = mpc_ensure(&s->c, z, n, dom);
+    return rc ? rc : to_p1(s, corr, nc);
+}
+
+/* P0 draws its part of a dealer value from its seed; P1 receives the correction. */
+static int corr_last(s2k *s, uint64_t *buf, size_t n)
+{
+    if (s->c.party == 0) {
+        mpc_prg_u64(&s->corr, buf, n);
+        return MS_OK;
+    }
+    return from_dealer(s, buf, n);
+}
+
+static int want(s2k *s, const mpc_val *x, int dom, const char *what)
+{
+    if (x->dom != dom)
+        return mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k %s: operand is %s, %s expected", what,
+                        x->dom == DOM_BOOL ? "boolean" : "arithmetic", dom == DOM_BOOL ? "boolean" : "arithmetic");
+    return MS_OK;
+}
+
+/* ---------------------------------------------------------------- input / open */
+
+static int s_input(eng *e, mpc_val *z, int owner, const uint64_t *plain)
+{
+    s2k *s = S(e);
+    size_t n = z->n;
+    int rc = mpc_ensure(&s->c, z, n, z->dom);
+    if (rc || is_dealer(s))
+        return rc;
+    if (owner < 0 || owner > 1)
+        return mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k input: owner %d is not a party", owner);
+    /* COST: input: 1 round, 8n from the owner (x − r, r from the owner's PRG) (PRIMITIVES.md) */
+    if (s->c.party == owner) {
+        uint64_t *m = mpc_tmp(&s->c, 0, n);
+        if (!m)
+            return MS_ERR_NOMEM;
+        mpc_prg_u64(&s->c.priv, z->s[0], n);
+        for (size_t i = 0; i < n; i++)
+            m[i] = z->dom == DOM_BOOL ? plain[i] ^ z->s[0][i] : plain[i] - z->s[0][i];
+        return x2(s, m, n * 8, NULL, 0);
+    }
+    return x2(s, NULL, 0, z->s[0], n * 8);
+}
+
+static int s_open(eng *e, uint64_t *out, const mpc_val *x, int to)
+{
+    s2k *s = S(e);
+    size_t n = x->n;
+    if (is_dealer(s)) {
+        if (out)
+            memset(out, 0, n * 8);
+        return MS_OK;
+    }
+    int me = s->c.party;
+    /* COST: open: 1 round, 8n each way (to all) or from the other party to p (PRIMITIVES.md) */
+    uint64_t *r = mpc_tmp(&s->c, 0, n);
+    if (!r)
+        return MS_ERR_NOMEM;
+    int get = to < 0 || to == me, give = to < 0 || to != me;
+    int rc = x2(s, give ? x->s[0] : NULL, give ? n * 8 : 0, get ? r : NULL, get ? n * 8 : 0);
+    if (rc || !get)
+        return rc;
+    for (size_t i = 0; i < n; i++)
+        out[i] = x->dom == DOM_BOOL ? x->s[0][i] ^ r[i] : x->s[0][i] + r[i];
+    return MS_OK;
+}
+
+/* ---------------------------------------------------------------- Beaver products */
+
+static int s_mul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
+{
+    s2k *s = S(e);
+    size_t n = x->n;
+    int rc = want(s, x, DOM_ARITH, "mul");
+    if (!rc && y->n != n)
+        rc = mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k mul: %zu × %zu elements", n, y->n);
+    uint64_t *a = mpc_tmp(&s->c, 1, n), *b = mpc_tmp(&s->c, 2, n), *c = mpc_tmp(&s->c, 3, n);
+    uint64_t *snd = mpc_tmp(&s->c, 4, 2 * n), *rcv = mpc_tmp(&s->c, 5, 2 * n);
+    if (rc || !a || !b || !c || !snd || !rcv)
+        return rc ? rc : MS_ERR_NOMEM;
+    if (is_dealer(s)) { /* COST: mul offline: 8n dealer→P1 (c correction) */
+        uint64_t *a1 = snd, *b1 = snd + n;
+        mpc_prg_u64(&s->dcorr[0], a, n);
+        mpc_prg_u64(&s->dcorr[0], b, n);
+        mpc_prg_u64(&s->dcorr[0], c, n);
+        mpc_prg_u64(&s->dcorr[1], a1, n);
+        mpc_prg_u64(&s->dcorr[1], b1, n);
+        for (size_t i = 0; i < n; i++)
+            c[i] = (a[i] + a1[i]) * (b[i] + b1[i]) - c[i];
+        return dealer_done(s, z, n, DOM_ARITH, c, n);
+    }
+    mpc_prg_u64(&s->corr, a, n);
+    mpc_prg_u64(&s->corr, b, n);
+    for (size_t i = 0; i < n; i++) {
+        snd[i] = x->s[0][i] - a[i];
+        snd[n + i] = y->s[0][i] - b[i];
+    }
+    /* COST: SPU semi2k mul_aa: 1 round, 16n each way (x−a, y−b). c is taken after the round,
+     * so P1 never waits for the dealer before sending. */
+    if ((rc = x2(s, snd, 16 * n, rcv, 16 * n)) || (rc = corr_last(s, c, n)) ||
+        (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
+        return rc;
+    int p0 = s->c.party == 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t ee = snd[i] + rcv[i], ff = snd[n + i] + rcv[n + i];
+        z->s[0][i] = c[i] + ee * b[i] + ff * a[i] + (p0 ? ee * ff : 0);
+    }
+    return MS_OK;
+}
+
+static int s_square(eng *e, mpc_val *z, const mpc_val *x)
+{
+    s2k *s = S(e);
+    size_t n = x->n;
+    int rc = want(s, x, DOM_ARITH, "square");
+    uint64_t *a = mpc_tmp(&s->c, 1, n), *c = mpc_tmp(&s->c, 3, n);
+    uint64_t *snd = mpc_tmp(&s->c, 4, n), *rcv = mpc_tmp(&s->c, 5, n);
+    if (rc || !a || !c || !snd || !rcv)
+        return rc ? rc : MS_ERR_NOMEM;
+    if (is_dealer(s)) { /* COST: square offline: 8n dealer→P1 (a² correction) */
+        mpc_prg_u64(&s->dcorr[0], a, n);
+        mpc_prg_u64(&s->dcorr[0], c, n);
+        mpc_prg_u64(&s->dcorr[1], snd, n);
+        for (size_t i = 0; i < n; i++)
+            c[i] = (a[i] + snd[i]) * (a[i] + snd[i]) - c[i];
+        return dealer_done(s, z, n, DOM_ARITH, c, n);
+    }
+    mpc_prg_u64(&s->corr, a, n);
+    for (size_t i = 0; i < n; i++)
+        snd[i] = x->s[0][i] - a[i];
+    /* COST: SPU semi2k square: 1 round, 8n each way (x−a) */
+    if ((rc = x2(s, snd, 8 * n, rcv, 8 * n)) || (rc = corr_last(s, c, n)) ||
+        (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
+        return rc;
+    int p0 = s->c.party == 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t ee = snd[i] + rcv[i];
+        z->s[0][i] = c[i] + 2 * ee * a[i] + (p0 ? ee * ee : 0);
+    }
+    return MS_OK;
+}
+
+static int s_and(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
+{
+    s2k *s = S(e);
+    size_t n = x->n;
+    int rc = want(s, x, DOM_BOOL, "and_bb");
+    if (!rc && y->n != n)
+        rc = mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k and_bb: %zu & %zu elements", n, y->n);
+    uint64_t *a = mpc_tmp(&s->c, 1, n), *b = mpc_tmp(&s->c, 2, n), *c = mpc_tmp(&s->c, 3, n);
+    uint64_t *snd = mpc_tmp(&s->c, 4, 2 * n), *rcv = mpc_tmp(&s->c, 5, 2 * n);
+    if (rc || !a || !b || !c || !snd || !rcv)
+        return rc ? rc : MS_ERR_NOMEM;
+    if (is_dealer(s)) { /* COST: and_bb offline: 8n dealer→P1 */
+        uint64_t *a1 = snd, *b1 = snd + n;
+        mpc_prg_u64(&s->dcorr[0], a, n);
+        mpc_prg_u64(&s->dcorr[0], b, n);
+        mpc_prg_u64(&s->dcorr[0], c, n);
+        mpc_prg_u64(&s->dcorr[1], a1, n);
+        mpc_prg_u64(&s->dcorr[1], b1, n);
+        for (size_t i = 0; i < n; i++)
+            c[i] = ((a[i] ^ a1[i]) & (b[i] ^ b1[i])) ^ c[i];
+        return dealer_done(s, z, n, DOM_BOOL, c, n);
+    }
+    mpc_prg_u64(&s->corr, a, n);
+    mpc_prg_u64(&s->corr, b, n);
+    for (size_t i = 0; i < n; i++) {
+        snd[i] = x->s[0][i] ^ a[i];
+        snd[n + i] = y->s[0][i] ^ b[i];
+    }
+    /* COST: SPU semi2k and_bb: 1 round, 16n each way */
+    if ((rc = x2(s, snd, 16 * n, rcv, 16 * n)) || (rc = corr_last(s, c, n)) ||
+        (rc = mpc_ensure(&s->c, z, n, DOM_BOOL)))
+        return rc;
+    uint64_t p0 = s->c.party == 0 ? ~0ull : 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t ee = snd[i] ^ rcv[i], ff = snd[n + i] ^ rcv[n + i];
+        z->s[0][i] = c[i] ^ (ee & b[i]) ^ (ff & a[i]) ^ (ee & ff & p0);
+    }
+    return MS_OK;
+}
+
+/* ---------------------------------------------------------------- matmul with beaver cache */
+
+static fixed_ent *fixed_find(s2k *s, uint32_t id)
+{
+    for (size_t i = 0; i < s->n_fx; i++)
+        if (s->fx[i].id == id)
+            return &s->fx[i];
+    return NULL;
+}
+
+/* Opens Y − B for a fixed operand once (setup round). */
+static int fixed_setup(s2k *s, uint32_t id, const mpc_val *y, fixed_ent **out)
+{
+    if (s->n_fx == s->cap_fx) {
+        size_t cap = s->cap_fx ? 2 * s->cap_fx : 16;
+        fixed_ent *p = realloc(s->fx, cap * sizeof *p);
+        if (!p)
+            return mpc_fail(&s->c, MS_ERR_NOMEM, "semi2k: out of memory for the beaver cache");
+        s->fx = p;
+        s->cap_fx = cap;
+    }
+    size_t n = y->n;
+    fixed_ent *f = &s->fx[s->n_fx];
+    f->id = id;
+    f->n = n;
+    f->B = malloc(n * 8);
+    f->F = is_dealer(s) ? NULL : malloc(n * 8);
+    uint64_t *r = mpc_tmp(&s->c, 5, n);
+    if (!f->B || (!is_dealer(s) && !f->F) || !r) {
+        free(f->B);
+        free(f->F);
+        return mpc_fail(&s->c, MS_ERR_NOMEM, "semi2k: out of memory for the beaver cache");
+    }
+    int rc = MS_OK;
+    if (is_dealer(s)) {
+        mpc_prg_u64(&s->dcorr[0], f->B, n);
+        mpc_prg_u64(&s->dcorr[1], r, n);
+        for (size_t i = 0; i < n; i++)
+            f->B[i] += r[i];
+    } else {
+        mpc_prg_u64(&s->corr, f->B, n);
+        for (size_t i = 0; i < n; i++)
+            f->F[i] = y->s[0][i] - f->B[i];
+        /* COST: SPU semi2k BeaverCache: F = B − mask opened once at setup, 8·rows·cols each way */
+        const void *send[MPC_NODES_MAX] = {0};
+        void *recv[MPC_NODES_MAX] = {0};
+        size_t sl[MPC_NODES_MAX] = {0}, rl[MPC_NODES_MAX] = {0};
+        int o = 1 - s->c.party;
+        send[o] = f->F;
+        sl[o] = rl[o] = n * 8;
+        recv[o] = r;
+        rc = mpc_net_round(s->c.net, send, sl, recv, rl, 1, &s->c.err);
+        for (size_t i = 0; !rc && i < n; i++)
+            f->F[i] += r[i];
+    }
+    if (rc) {
+        free(f->B);
+        free(f->F);
+        return rc;
+    }
+    s->n_fx++;
+    *out = f;
+    return MS_OK;
+}
+
+/* The shape of one matmul call: batch instances of (m×k)·(k×n); y holds yb instances. */
+typedef struct mm_shape {
+    uint32_t batch, m, k, n, yb;
+    int tb;
+    size_t nx, ny, nz;
+} mm_shape;
+
+static int oom(s2k *s) { return mpc_fail(&s->c, MS_ERR_NOMEM, "semi2k matmul: out of memory"); }
+
+/* Dealer: A = A0 + A1, B = B0 + B1 (or the cached mask), C1 = A·B − C0 to P1.
+ * COST: matmul offline: 8bmn dealer→P1 (C correction). */
+static int mm_dealer(s2k *s, mpc_val *z, const mm_shape *sh, const fixed_ent *f)
+{
+    uint64_t *A = malloc(sh->nx * 8 + 8), *A1 = malloc(sh->nx * 8 + 8), *C = calloc(sh->nz + 1, 8);
+    uint64_t *C0 = malloc(sh->nz * 8 + 8), *B = f ? f->B : malloc(sh->ny * 8 + 8);
+    uint64_t *B1 = f ? NULL : malloc(sh->ny * 8 + 8);
+    int rc = (!A || !A1 || !C || !C0 || !B || (!f && !B1)) ? oom(s) : MS_OK;
+    if (!rc) {
+        mpc_prg_u64(&s->dcorr[0], A, sh->nx); /* P0's draw order: A, B, C */
+        if (!f)
+            mpc_prg_u64(&s->dcorr[0], B, sh->ny);
+        mpc_prg_u64(&s->dcorr[0], C0, sh->nz);
+        mpc_prg_u64(&s->dcorr[1], A1, sh->nx); /* P1's: A, B */
+        for (size_t i = 0; i < sh->nx; i++)
+            A[i] += A1[i];
+        if (!f) {
+            mpc_prg_u64(&s->dcorr[1], B1, sh->ny);
+            for (size_t i = 0; i < sh->ny; i++)
+                B[i] += B1[i];
+        }
+        mpc_mm_batch(C, A, B, sh->batch, sh->m, sh->k, sh->n, sh->tb, sh->yb);
+        for (size_t i = 0; i < sh->nz; i++)
+            C[i] -= C0[i];
+        rc = dealer_done(s, z, sh->nz, DOM_ARITH, C, sh->nz);
+    }
+    free(A), free(A1), free(C), free(C0), free(B1);
+    if (!f)
+        free(B);
+    return rc;
+}
+
+/* Party: open E = X − A (and F = Y − B unless cached), then
+ * Z = C + E·B_i + A_i·F (+ E·F at P0), computed as P0: E·(B0 + F) + A0·F, P1: E·B1 + A1·F.
+ * With the beaver cache F is known before the round: A_i·F and B0 + F are done first, so only
+ * E·B' is left once E arrives. */
+static int mm_party(s2k *s, mpc_val *z, const mpc_val *x, const mpc_val *y, const mm_shape *sh,
+                    const fixed_ent *f)
+{
+    size_t nx = sh->nx, ny = sh->ny, msg = (nx + (f ? 0 : ny)) * 8;
+    uint64_t *A = malloc(nx * 8 + 8), *B = f ? f->B : malloc(ny * 8 + 8), *C = calloc(sh->nz + 1, 8);
+    uint64_t *snd = malloc(msg + 8), *rcv = malloc(msg + 8), *Bp = NULL;
+    int rc = (!A || !B || !C || !snd || !rcv) ? oom(s) : MS_OK;
+    if (rc)
+        goto out;
+    mpc_prg_u64(&s->corr, A, nx);
+    if (!f)
+        mpc_prg_u64(&s->corr, B, ny);
+    for (size_t i = 0; i < nx; i++)
+        snd[i] = x->s[0][i] - A[i];
+    for (size_t i = 0; !f && i < ny; i++)
+        snd[nx + i] = y->s[0][i] - B[i];
+    if (f)
+        mpc_mm_batch(C, A, f->F, sh->batch, sh->m, sh->k, sh->n, sh->tb, sh->yb);
+    /* COST: SPU semi2k mmul_aa: 1 round, 8(b·mk + |y|) each way; with the beaver cache 8bmk */
+    if ((rc = x2(s, snd, msg, rcv, msg)))
+        goto out;
+    for (size_t i = 0; i < msg / 8; i++)
+        rcv[i] += snd[i]; /* E (then F) opened */
+    const uint64_t *E = rcv, *F = f ? f->F : rcv + nx;
+    if (!f)
+        mpc_mm_batch(C, A, F, sh->batch, sh->m, sh->k, sh->n, sh->tb, sh->yb);
+    if (s->c.party == 0) {
+        if (!(Bp = malloc(ny * 8 + 8))) {
+            rc = oom(s);
+            goto out;
+        }
+        for (size_t i = 0; i < ny; i++)
+            Bp[i] = B[i] + F[i];
+    }
+    mpc_mm_batch(C, E, Bp ? Bp : B, sh->batch, sh->m, sh->k, sh->n, sh->tb, sh->yb);
+    /* the triple's C: P0 draws it from its seed, P1 receives the dealer's correction (nothing
+     * else is drawn in between, so the stream order is that of the dealer) */
+    if ((rc = mpc_ensure(&s->c, z, sh->nz, DOM_ARITH)) || (rc = corr_last(s, z->s[0], sh->nz)))
+        goto out;
+    for (size_t i = 0; i < sh->nz; i++)
+        z->s[0][i] += C[i];
+out:
+    free(A), free(C), free(snd), free(rcv), free(Bp);
+    if (!f)
+        free(B);
+    return rc;
+}
+
+/* Beaver matrix triple (A, B, C = A·B). y holds yb instances shared by consecutive instances of
+ * x (op.h); its mask is opened once whatever the sharing: 8(b·mk + |y|) each way, or 8b·mk with
+ * the beaver cache (PRIMITIVES.md). */
+static int s_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint32_t batch,
+                    uint32_t m, uint32_t k, uint32_t n, uint32_t flags, uint32_t y_id)
+{
+    s2k *s = S(e);
+    mm_shape sh = {batch, m, k, n, 0, (flags & OPF_TRANS_B) != 0, (size_t)batch * m * k, y->n,
+                   (size_t)batch * m * n};
+    sh.yb = mpc_mm_y_inst(y->n, batch, (size_t)k * n);
+    if (x->n < sh.nx || !sh.yb)
+        return mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k matmul: %u×(%u×%u)·(%u×%u) with operands of %zu and %zu elements",
+                        batch, m, k, k, n, x->n, y->n);
+    fixed_ent *f = NULL;
+    int rc;
+    if ((flags & OPF_FIXED_B) && e->cfg.beaver_cache && !(f = fixed_find(s, y_id)) &&
+        (rc = fixed_setup(s, y_id, y, &f)))
+        return rc;
+    if (f && f->n != sh.ny)
+        return mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k matmul: fixed operand %u changed size", y_id);
+    return is_dealer(s) ? mm_dealer(s, z, &sh, f) : mm_party(s, z, x, y, &sh, f);
+}
+
+/* ---------------------------------------------------------------- truncation, b2a */
+
+static int s_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
+{
+    s2k *s = S(e);
+    size_t n = x->n;
+    if (bits <= 0 || bits >= 62)
+        return mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k trunc: %d bits out of range", bits);
+    if (e->cfg.trunc_local) { /* COST: SecureML local truncation: 0 rounds, 0 bytes */
+        int rc = mpc_ensure(&s->c, z, n, DOM_ARITH);
+        if (rc || is_dealer(s))
+            return rc;
+        for (size_t i = 0; i < n; i++)
+            z->s[0][i] = s->c.party == 0 ? mpc_sar(x->s[0][i], bits) : -mpc_sar(-x->s[0][i], bits);
+        return MS_OK;
+    }
+    uint64_t *r = mpc_tmp(&s->c, 1, n), *bm = mpc_tmp(&s->c, 2, 2 * n), *rp;
+    uint64_t *snd = mpc_tmp(&s->c, 4, n), *rcv = mpc_tmp(&s->c, 5, n);
+    if (!r || !bm || !snd || !rcv)
+        return MS_ERR_NOMEM;
+    rp = bm + n;
+    int rc;
+    if (is_dealer(s)) { /* COST: TruncPr offline: 16n dealer→P1 (msb(r), r' corrections) */
+        mpc_prg_u64(&s->dcorr[0], r, n);
+        mpc_prg_u64(&s->dcorr[0], bm, n);
+        mpc_prg_u64(&s->dcorr[0], rp, n);
+        mpc_prg_u64(&s->dcorr[1], snd, n);
+        for (size_t i = 0; i < n; i++) {
+            uint64_t rr = r[i] + snd[i];
+            bm[i] = (rr >> 63) - bm[i];
+            rp[i] = ((rr & ~TOP) >> bits) - rp[i];
+        }
+        return dealer_done(s, z, n, DOM_ARITH, bm, 2 * n);
+    }
+    int p0 = s->c.party == 0;
+    mpc_prg_u64(&s->corr, r, n);
+    for (size_t i = 0; i < n; i++)
+        snd[i] = x->s[0][i] + r[i] + (p0 ? 1ull << 62 : 0);
+    /* COST: TruncPr (eprint 2020/338 §5.1): 1 round, 8n each way, c = x + 2^(ℓ−2) + r */
+    if ((rc = x2(s, snd, 8 * n, rcv, 8 * n)) || (rc = corr_last(s, bm, 2 * n)) ||
+        (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
+        return rc;
+    uint64_t off = 1ull << (62 - bits), hi = 1ull << (63 - bits);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t c = snd[i] + rcv[i], cm = c >> 63;
+        uint64_t w = (p0 ? cm : 0) + (1 - 2 * cm) * bm[i];
+        z->s[0][i] = (p0 ? ((c & ~TOP) >> bits) - off : 0) - rp[i] + w * hi;
+    }
+    return MS_OK;
+}
+
+static int s_b2a(eng *e, mpc_val *z, const mpc_val *x)
+{
+    s2k *s = S(e);
+    size_t n = x->n;
+    int rc = want(s, x, DOM_BOOL, "b2a");
+    uint64_t *rb = mpc_tmp(&s->c, 1, n), *ra = mpc_tmp(&s->c, 2, n);
+    uint64_t *snd = mpc_tmp(&s->c, 4, n), *rcv = mpc_tmp(&s->c, 5, n);
+    if (rc || !rb || !ra || !snd || !rcv)
+        return rc ? rc : MS_ERR_NOMEM;
+    if (is_dealer(s)) { /* COST: b2a offline: 8n dealer→P1 (arithmetic share of r) */
+        mpc_prg_u64(&s->dcorr[0], rb, n);
+        mpc_prg_u64(&s->dcorr[0], ra, n);
+        mpc_prg_u64(&s->dcorr[1], snd, n);
+        for (size_t i = 0; i < n; i++)
+            ra[i] = ((rb[i] ^ snd[i]) & 1) - ra[i];
+        return dealer_done(s, z, n, DOM_ARITH, ra, n);
+    }
+    mpc_prg_u64(&s->corr, rb, n);
+    for (size_t i = 0; i < n; i++)
+        snd[i] = (x->s[0][i] ^ rb[i]) & 1;
+    /* COST: SPU semi2k B2A_Randbit: 1 round, 8n each way (c = x ^ r) */
+    if ((rc = x2(s, snd, 8 * n, rcv, 8 * n)) || (rc = corr_last(s, ra, n)) ||
+        (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
+        return rc;
+    int p0 = s->c.party == 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t c = (snd[i] ^ rcv[i]) & 1;
+        z->s[0][i] = (p0 ? c : 0) + (1 - 2 * c) * ra[i];
+    }
+    return MS_OK;
+}
+
+static int s_bool_components(eng *e, mpc_val comps[3], int *nc, const mpc_val *x)
+{
+    s2k *s = S(e);
+    *nc = 2;
+    for (int j = 0; j < 2; j++) {
+        int rc = mpc_ensure(&s->c, &comps[j], x->n, DOM_BOOL); /* the caller allocated them */
+        if (rc)
+            return rc;
+        if (!is_dealer(s))
+            memset(comps[j].s[0], 0, x->n * 8);
+        if (!is_dealer(s) && s->c.party == j)
+            memcpy(comps[j].s[0], x->s[0], x->n * 8);
+    }
+    return MS_OK;
+}
+
+static const eng_vt semi2k_vt = {
+    .alloc = mpc_l_alloc, .release = mpc_l_release, .add = mpc_l_add, .sub = mpc_l_sub,
+    .add_pub = mpc_l_add_pub, .mul_pub = mpc_l_mul_pub, .shift = mpc_l_shift,
+    .bool_components = s_bool_components, .permute = mpc_l_permute, .input = s_input,
+    .open = s_open, .mul = s_mul, .square = s_square, .matmul = s_matmul, .and_bb = s_and,
+    .trunc = s_trunc, .b2a = s_b2a,
+};
+
+/* ---------------------------------------------------------------- construction */
+
+int mpc_semi2k_setup_fixed(eng *e, uint32_t y_id, const mpc_val *y)
+{
+    s2k *s = S(e);
+    fixed_ent *f;
+    if (!e->cfg.beaver_cache || fixed_find(s, y_id))
+        return MS_OK;
+    return fixed_setup(s, y_id, y, &f);
+}
+
+void mpc_semi2k_free(eng *e)
+{
+    s2k *s = S(e);
+    for (size_t i = 0; i < s->n_fx; i++) {
+        free(s->fx[i].B);
+        free(s->fx[i].F);
+    }
+    free(s->fx);
+    mpc_prg_free(&s->corr);
+    mpc_prg_free(&s->dcorr[0]);
+    mpc_prg_free(&s->dcorr[1]);
+    mpc_core_free(&s->c);
+    free(s);
+}
+
+int mpc_semi2k_new(eng *e, mpc_net *net, errbuf *err)
+{
+    s2k *s = calloc(1, sizeof *s);
+    if (!s)
+        return err_set(err, MS_ERR_NOMEM, "semi2k: out of memory");
+    e->impl = s;
+    e->vt = &semi2k_vt;
+    e->n_parties = 2;
+    s->c.net = net;
+    s->dealer_node = 2;
+    s->c.kind = MPC_SEMI2K;
+    int self = mpc_net_self(net);
+    s->c.party = self == 2 ? -1 : self;
+    e->party = self == 2 ? 0 : self;
+    s->c.ns = self == 2 ? 0 : 1;
+    s->c.pub_slot = self == 0 ? 0 : -1;
+    uint8_t key[MPC_KEY_BYTES];
+    int rc = mpc_prg_random_key(key, err);
+    if (!rc)
+        rc = mpc_prg_init(&s->c.priv, key, 1, err);
+    if (rc)
+        return rc;
+    if (self == 2) { /* dealer: one fresh seed per party, sent once at setup */
+        for (int p = 0; p < 2 && !rc; p++) {
+            rc = mpc_prg_random_key(key, err);
+            if (!rc)
+                rc = mpc_net_send_setup(net, p, key, sizeof key, err);
+            if (!rc)
+                rc = mpc_prg_init(&s->dcorr[p], key, 2, err);
+        }
+    } else {
+        rc = mpc_net_recv_setup(net, 2, key, sizeof key, err);
+        if (!rc)
+            rc = mpc_prg_init(&s->corr, key, 2, err);
+    }
+    memset(key, 0, sizeof key);
+    return rc;
+}

@@ -1,0 +1,179 @@
+/* proto_aby3.c — 3PC replicated secret sharing over Z_2^64, semi-honest honest majority
+ * (ABY3, SPU ABY3): defaults and the cost engine. Party i holds (x_i, x_{i+1}); a
+ * reshare sends one element on each link i → i−1 (PRIMITIVES.md §aby3). No dealer. */
+#include <string.h>
+
+#include "proto_cost.h"
+
+static void aby3_defaults(proto_cfg *c)
+{
+    memset(c, 0, sizeof *c);
+    strcpy(c->name, "aby3");
+    c->ring_bits = 64;        /* SPU FM64 */
+    c->frac_bits = 18;        /* SPU fxp_fraction_bits for FM64 */
+    c->exp_iters = 8;         /* SPU fxp_exp_iters (PUMA runs use 5) */
+    c->recip_iters = 2;       /* SPU fxp_div_goldschmidt_iters */
+    c->rsqrt_iters = 2;       /* Newton steps after a quadratic start (kern.c) */
+    c->softmax_clip = -14.0;  /* PUMA hack_softmax */
+    c->beaver_cache = 0;      /* no Beaver triples in replicated sharing */
+    c->trunc_local = 0;       /* ABY3 Share Truncation I always sends one message */
+    strcpy(c->approx, "puma");
+}
+
+/* One element per secret element on each link i → i−1 (P_i sends to P_{i−1}). */
+static void ring_links(cost_round *r, uint64_t b)
+{
+    r->bytes[1][0] = b;
+    r->bytes[2][1] = b;
+    r->bytes[0][2] = b;
+}
+
+static void work3(cost_round *r, double elem, double prg)
+{
+    for (int p = 0; p < 3; p++) {
+        r->work[p][WK_ELEM] += elem;
+        r->work[p][WK_PRG] += prg;
+    }
+}
+
+#define PUSH(prim)                                  \
+    cost_round *r = cost_push(e, (prim), 1);        \
+    if (!r)                                         \
+        return MS_ERR_NOMEM
+
+static int a3_input(eng *e, mpc_val *z, int owner, const uint64_t *plain)
+{
+    uint64_t n = z->n;
+    int o = (owner >= 0 && owner < 3) ? owner : 0;
+    PUSH(PRIM_INPUT);
+    /* COST: ABY3 §2.2: owner sends two components (16n bytes) to each other party */
+    r->bytes[o][(o + 1) % 3] = 16 * n;
+    r->bytes[o][(o + 2) % 3] = 16 * n;
+    r->work[o][WK_ELEM] += 3.0 * n;
+    r->work[o][WK_PRG] += 16.0 * n;
+    z->dom = DOM_ARITH;
+    return MS_OK;
+}
+
+static int a3_open(eng *e, uint64_t *out, const mpc_val *x, int to)
+{
+    uint64_t n = x->n;
+    PUSH(PRIM_OPEN);
+    if (to < 0 || to > 2) {
+        ring_links(r, 8 * n); /* COST: SPU aby3 a2p: K bits: P_i sends x_{i+1} to P_{i-1} */
+        work3(r, 2.0 * n, 0);
+    } else {
+        r->bytes[(to + 1) % 3][to] = 8 * n; /* COST: P_{p+1} sends x_{p+2} to p */
+        r->work[to][WK_ELEM] += 2.0 * n;
+    }
+    return MS_OK;
+}
+
+static int a3_mul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
+{
+    uint64_t n = x->n;
+    PUSH(PRIM_MUL);
+    ring_links(r, 8 * n); /* COST: SPU aby3 mul_aa: K bits: reshare z_i */
+    work3(r, 5.0 * n, 16.0 * n);
+    z->n = n;
+    z->dom = DOM_ARITH;
+    return MS_OK;
+}
+
+static int a3_square(eng *e, mpc_val *z, const mpc_val *x)
+{
+    uint64_t n = x->n;
+    PUSH(PRIM_SQUARE);
+    ring_links(r, 8 * n); /* COST: as mul_aa (PRIMITIVES.md) */
+    work3(r, 4.0 * n, 16.0 * n);
+    z->n = n;
+    z->dom = DOM_ARITH;
+    return MS_OK;
+}
+
+static int a3_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint32_t batch,
+                     uint32_t m, uint32_t k, uint32_t n, uint32_t flags, uint32_t y_id)
+{
+    uint64_t mn = (uint64_t)batch * m * n;
+    PUSH(PRIM_MATMUL);
+    ring_links(r, 8 * mn); /* COST: SPU aby3 mmul_aa: K*m*n bits, reshare the product */
+    double macs = (double)batch * m * k * n;
+    for (int p = 0; p < 3; p++)
+        r->work[p][WK_MAC] += 3.0 * macs; /* x_i y_i + x_i y_{i+1} + x_{i+1} y_i */
+    work3(r, 2.0 * mn, 16.0 * mn);
+    z->n = mn;
+    z->dom = DOM_ARITH;
+    return MS_OK;
+}
+
+static int a3_and(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
+{
+    uint64_t n = x->n;
+    PUSH(PRIM_AND);
+    ring_links(r, 8 * n); /* COST: SPU aby3 and_bb: K bits per word */
+    work3(r, 5.0 * n, 16.0 * n);
+    z->n = n;
+    z->dom = DOM_BOOL;
+    return MS_OK;
+}
+
+static int a3_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
+{
+    uint64_t n = x->n;
+    PUSH(PRIM_TRUNC);
+    r->bytes[0][2] = 8 * n; /* COST: ABY3 §5.1.1 Share Truncation I: P0 sends y0 to P2 */
+    work3(r, 3.0 * n, 8.0 * n);
+    z->n = n;
+    z->dom = DOM_ARITH;
+    return MS_OK;
+}
+
+static int a3_b2a(eng *e, mpc_val *z, const mpc_val *x)
+{
+    uint64_t n = x->n;
+    /* COST: b = b0^b1^b2 as d = b0+b1-2b0b1, b = d+b2-2d·b2: two multiplications, 2 rounds
+     * of K bits per link (PRIMITIVES.md; SPU aby3 B2AByOT also takes 2 rounds) */
+    for (int i = 0; i < 2; i++) {
+        PUSH(PRIM_B2A);
+        ring_links(r, 8 * n);
+        work3(r, 5.0 * n, 16.0 * n);
+    }
+    z->n = n;
+    z->dom = DOM_ARITH;
+    return MS_OK;
+}
+
+static const eng_vt aby3_cost_vt = {
+    .alloc = cost_alloc,
+    .release = cost_release,
+    .add = cost_add,
+    .sub = cost_sub,
+    .add_pub = cost_add_pub,
+    .mul_pub = cost_mul_pub,
+    .shift = cost_shift,
+    .bool_components = cost_bool_components,
+    .permute = cost_permute,
+    .input = a3_input,
+    .open = a3_open,
+    .mul = a3_mul,
+    .square = a3_square,
+    .matmul = a3_matmul,
+    .and_bb = a3_and,
+    .trunc = a3_trunc,
+    .b2a = a3_b2a,
+};
+
+static int aby3_cost_engine(const proto_cfg *cfg, cost_log *log, eng **out)
+{
+    return cost_engine_new(&proto_aby3, cfg, log, &aby3_cost_vt, 2, out);
+}
+
+const proto proto_aby3 = {
+    .name = "aby3",
+    .version = 1,
+    .n_parties = 3,
+    .has_dealer = 0,
+    .summary = "3PC replicated sharing over Z_2^64, honest majority (ABY3, SPU ABY3)",
+    .defaults = aby3_defaults,
+    .cost_engine = aby3_cost_engine,
+};

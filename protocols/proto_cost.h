@@ -1,0 +1,39 @@
+/* proto_cost.h — internals shared by the cost engines (proto_semi2k.c, proto_aby3.c) and the
+ * registry (cost.c). Not a public interface. */
+#ifndef MPCSIM_PROTO_COST_H
+#define MPCSIM_PROTO_COST_H
+
+#include "eng.h"
+#include "proto.h"
+
+extern const proto proto_semi2k;
+extern const proto proto_aby3;
+
+/* Cost engine state: where rounds go, and how many share components a party holds. */
+typedef struct cost_impl {
+    cost_log *log;
+    int comps; /* ring elements each party holds per secret element (1 semi2k, 2 aby3) */
+} cost_impl;
+
+/* Creates a cost engine for pr with the given table (communicating primitives filled in by
+ * the protocol, local ones by cost_local_vt). */
+int cost_engine_new(const proto *pr, const proto_cfg *cfg, cost_log *log, const eng_vt *vt,
+                    int comps, eng **out);
+/* Appends a round for primitive prim attributed to e->cur_op; NULL on OOM. */
+cost_round *cost_push(eng *e, int prim, int comm);
+/* Records local work of n elements touched per share component on every party; consecutive
+ * local steps of one op merge into one record. */
+int cost_local(eng *e, int prim, double elems);
+
+/* Local primitives shared by both cost engines (no communication, no data). */
+int cost_alloc(eng *e, mpc_val *v, size_t n, int dom);
+void cost_release(eng *e, mpc_val *v);
+int cost_add(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y);
+int cost_sub(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y);
+int cost_add_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *c, size_t nc);
+int cost_mul_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *c, size_t nc);
+int cost_shift(eng *e, mpc_val *z, const mpc_val *x, int s);
+int cost_bool_components(eng *e, mpc_val comps[3], int *nc, const mpc_val *x);
+int cost_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size_t n);
+
+#endif

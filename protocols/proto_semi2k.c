@@ -1,0 +1,188 @@
+/* proto_semi2k.c — 2PC additive sharing over Z_2^64 with a trusted dealer (SPU SEMI2K,
+ * CrypTen-TTP style): defaults and the cost engine. Every communicating primitive appends one
+ * cost_round per round with the exact message pattern of PRIMITIVES.md §semi2k; offline bytes
+ * are the dealer's corrections, all sent to P1 (P0 derives its correlated values from a seed). */
+#include <string.h>
+
+#include "proto_cost.h"
+
+static void semi2k_defaults(proto_cfg *c)
+{
+    memset(c, 0, sizeof *c);
+    strcpy(c->name, "semi2k");
+    c->ring_bits = 64;        /* SPU FM64 */
+    c->frac_bits = 18;        /* SPU fxp_fraction_bits for FM64 */
+    c->exp_iters = 8;         /* SPU fxp_exp_iters (PUMA runs use 5) */
+    c->recip_iters = 2;       /* SPU fxp_div_goldschmidt_iters */
+    c->rsqrt_iters = 2;       /* Newton steps after a quadratic start (kern.c) */
+    c->softmax_clip = -14.0;  /* PUMA hack_softmax / BumbleBee */
+    c->beaver_cache = 1;      /* SPU semi2k BeaverCacheKernel */
+    c->trunc_local = 0;       /* SPU 2PC default is a 1-round probabilistic truncation */
+    strcpy(c->approx, "puma");
+}
+
+static void both(cost_round *r, uint64_t b)
+{
+    r->bytes[0][1] = b;
+    r->bytes[1][0] = b;
+}
+
+static void work2(cost_round *r, double e0, double e1, double prg0, double prg1)
+{
+    r->work[0][WK_ELEM] += e0;
+    r->work[1][WK_ELEM] += e1;
+    r->work[0][WK_PRG] += prg0;
+    r->work[1][WK_PRG] += prg1;
+}
+
+#define PUSH(prim)                                  \
+    cost_round *r = cost_push(e, (prim), 1);        \
+    if (!r)                                         \
+        return MS_ERR_NOMEM
+
+static int s2_input(eng *e, mpc_val *z, int owner, const uint64_t *plain)
+{
+    size_t n = z->n;
+    PUSH(PRIM_INPUT);
+    int o = owner == 1 ? 1 : 0;
+    /* COST: SPU make_shares: owner sends x - r, 8n bytes, 1 round (PRIMITIVES.md) */
+    r->bytes[o][1 - o] = 8 * (uint64_t)n;
+    r->work[o][WK_ELEM] += (double)n;
+    r->work[o][WK_PRG] += 8.0 * n;
+    z->dom = DOM_ARITH;
+    return MS_OK;
+}
+
+static int s2_open(eng *e, uint64_t *out, const mpc_val *x, int to)
+{
+    uint64_t n = x->n;
+    PUSH(PRIM_OPEN);
+    if (to < 0 || to > 1) {
+        both(r, 8 * n); /* COST: SPU semi2k a2p: K(N-1) bits = 8n bytes each way */
+        work2(r, (double)n, (double)n, 0, 0);
+    } else {
+        r->bytes[1 - to][to] = 8 * n; /* COST: open to one party: 8n from the other */
+        r->work[to][WK_ELEM] += (double)n;
+    }
+    return MS_OK;
+}
+
+static int s2_mul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
+{
+    uint64_t n = x->n;
+    PUSH(PRIM_MUL);
+    both(r, 16 * n);       /* COST: SPU semi2k mul_aa: K*2*(N-1) bits: (x-a, y-b) */
+    r->offline[1] = 8 * n; /* COST: dealer sends P1 the correction c1 = ab - c0 */
+    work2(r, 6.0 * n, 5.0 * n, 24.0 * n, 16.0 * n);
+    z->n = n;
+    z->dom = DOM_ARITH;
+    return MS_OK;
+}
+
+static int s2_square(eng *e, mpc_val *z, const mpc_val *x)
+{
+    uint64_t n = x->n;
+    PUSH(PRIM_SQUARE);
+    both(r, 8 * n);        /* COST: SPU semi2k square: K(N-1) bits: x - a */
+    r->offline[1] = 8 * n; /* COST: dealer correction for a^2 */
+    work2(r, 4.0 * n, 3.0 * n, 16.0 * n, 8.0 * n);
+    z->n = n;
+    z->dom = DOM_ARITH;
+    return MS_OK;
+}
+
+static int s2_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint32_t batch,
+                     uint32_t m, uint32_t k, uint32_t n, uint32_t flags, uint32_t y_id)
+{
+    uint64_t b = batch, mk = (uint64_t)m * k, mn = (uint64_t)m * n;
+    int cached = (flags & OPF_FIXED_B) && e->cfg.beaver_cache;
+    PUSH(PRIM_MATMUL);
+    /* a right operand shared by several instances (op.h, GQA) is masked and opened once per
+     * distinct instance: y->n = b_y·kn (PRIMITIVES.md: 8(b·mk + b_y·kn)) */
+    if (cached)
+        both(r, 8 * b * mk); /* COST: SPU semi2k BeaverCacheKernel: only X - A is opened */
+    else
+        both(r, 8 * (b * mk + y->n)); /* COST: SPU semi2k mmul_aa: K(N-1)(m+n)k bits */
+    r->offline[1] = 8 * b * mn;     /* COST: dealer correction C1 = AB - C0 */
+    double macs = (double)b * m * k * n;
+    r->work[0][WK_MAC] += 3.0 * macs; /* E·B, A·F, E·F (PRIMITIVES.md local work) */
+    r->work[1][WK_MAC] += 2.0 * macs;
+    work2(r, (double)b * (mk + mn) + y->n, (double)b * (mk + mn) + y->n,
+          8.0 * (b * (mk + mn) + y->n), 8.0 * (b * mk + y->n));
+    z->n = b * mn;
+    z->dom = DOM_ARITH;
+    return MS_OK;
+}
+
+static int s2_and(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
+{
+    uint64_t n = x->n;
+    PUSH(PRIM_AND);
+    both(r, 16 * n);       /* COST: SPU semi2k and_bb: K*2*(N-1) bits per word */
+    r->offline[1] = 8 * n; /* COST: dealer correction of the boolean triple */
+    work2(r, 6.0 * n, 5.0 * n, 24.0 * n, 16.0 * n);
+    z->n = n;
+    z->dom = DOM_BOOL;
+    return MS_OK;
+}
+
+static int s2_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
+{
+    uint64_t n = x->n;
+    z->n = n;
+    z->dom = DOM_ARITH;
+    if (e->cfg.trunc_local) /* COST: SecureML local truncation: 0 rounds, 0 bytes */
+        return cost_local(e, PRIM_TRUNC, (double)n);
+    PUSH(PRIM_TRUNC);
+    both(r, 8 * n);         /* COST: eprint 2020/338 §5.1 TruncPr: open c = x + 2^(l-2) + r */
+    r->offline[1] = 16 * n; /* COST: dealer corrections for r and msb(r) / r >> bits */
+    work2(r, 4.0 * n, 4.0 * n, 16.0 * n, 0);
+    return MS_OK;
+}
+
+static int s2_b2a(eng *e, mpc_val *z, const mpc_val *x)
+{
+    uint64_t n = x->n;
+    PUSH(PRIM_B2A);
+    both(r, 8 * n);        /* COST: SPU semi2k B2A_Randbit: K(N-1) bits per bit: open x ^ r */
+    r->offline[1] = 8 * n; /* COST: dealer sends P1 the arithmetic share of r */
+    work2(r, 3.0 * n, 3.0 * n, 16.0 * n, 8.0 * n);
+    z->n = n;
+    z->dom = DOM_ARITH;
+    return MS_OK;
+}
+
+static const eng_vt semi2k_cost_vt = {
+    .alloc = cost_alloc,
+    .release = cost_release,
+    .add = cost_add,
+    .sub = cost_sub,
+    .add_pub = cost_add_pub,
+    .mul_pub = cost_mul_pub,
+    .shift = cost_shift,
+    .bool_components = cost_bool_components,
+    .permute = cost_permute,
+    .input = s2_input,
+    .open = s2_open,
+    .mul = s2_mul,
+    .square = s2_square,
+    .matmul = s2_matmul,
+    .and_bb = s2_and,
+    .trunc = s2_trunc,
+    .b2a = s2_b2a,
+};
+
+static int semi2k_cost_engine(const proto_cfg *cfg, cost_log *log, eng **out)
+{
+    return cost_engine_new(&proto_semi2k, cfg, log, &semi2k_cost_vt, 1, out);
+}
+
+const proto proto_semi2k = {
+    .name = "semi2k",
+    .version = 1,
+    .n_parties = 2,
+    .has_dealer = 1,
+    .summary = "2PC additive sharing over Z_2^64, trusted dealer (SPU SEMI2K, CrypTen TTP)",
+    .defaults = semi2k_defaults,
+    .cost_engine = semi2k_cost_engine,
+};

@@ -1,0 +1,717 @@
+/* rdb.c — the results database: open + migrate, prepared statements, one transaction per run,
+ * merge of shard databases. Schema and example queries: results/SCHEMA.md. */
+#include "rdb.h"
+
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct rdb {
+    sqlite3 *h;
+    char path[1024];
+    sqlite3_stmt *st[32];
+};
+
+/* Every database error names the source line that met it and SQLite's own message. */
+#define DB_ERR(db, e, what)                                                                  \
+    err_set(e, MS_ERR_DB, "%s:%d: %s: %s: %s", __FILE__, __LINE__, (db)->path, what,        \
+            sqlite3_errmsg((db)->h))
+
+/* ---- schema: one migration per version, each in its own transaction -------------------- */
+
+static const char *const migrations[] = {
+    /* 0 → 1 */
+    "CREATE TABLE scenarios ("
+    "  name TEXT PRIMARY KEY,"
+    "  path TEXT NOT NULL,"
+    "  yaml TEXT NOT NULL);"
+    "CREATE TABLE runs ("
+    "  id INTEGER PRIMARY KEY,"
+    "  scenario TEXT NOT NULL,"
+    "  grid_index INTEGER NOT NULL,"
+    "  config_hash TEXT NOT NULL UNIQUE,"
+    "  config_yaml TEXT NOT NULL,"
+    "  seed INTEGER NOT NULL,"
+    "  status TEXT NOT NULL CHECK (status IN ('ok','failed')),"
+    "  error TEXT,"
+    "  started TEXT NOT NULL,"
+    "  finished TEXT NOT NULL,"
+    "  wall_s REAL NOT NULL,"
+    "  tool_version TEXT NOT NULL,"
+    "  model TEXT NOT NULL,"
+    "  protocol TEXT NOT NULL,"
+    "  network TEXT NOT NULL,"
+    "  policy TEXT NOT NULL,"
+    "  prompt_len INTEGER NOT NULL,"
+    "  decode_len INTEGER NOT NULL,"
+    "  batch INTEGER NOT NULL);"
+    "CREATE INDEX runs_scenario ON runs(scenario);"
+    "CREATE INDEX runs_query ON runs(model, protocol, network, policy);"
+    "CREATE TABLE metrics ("
+    "  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+    "  name TEXT NOT NULL,"
+    "  value REAL NOT NULL,"
+    "  unit TEXT NOT NULL,"
+    "  PRIMARY KEY (run_id, name));"
+    "CREATE TABLE phases ("
+    "  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+    "  phase TEXT NOT NULL,"
+    "  latency_ns INTEGER NOT NULL,"
+    "  events INTEGER NOT NULL,"
+    "  PRIMARY KEY (run_id, phase));"
+    "CREATE TABLE breakdown ("
+    "  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+    "  phase TEXT NOT NULL,"
+    "  category TEXT NOT NULL,"
+    "  rounds INTEGER NOT NULL,"
+    "  bytes_p0 INTEGER NOT NULL, bytes_p1 INTEGER NOT NULL, bytes_p2 INTEGER NOT NULL,"
+    "  offline_p0 INTEGER NOT NULL, offline_p1 INTEGER NOT NULL, offline_p2 INTEGER NOT NULL,"
+    "  compute_ns INTEGER NOT NULL,"
+    "  comm_ns INTEGER NOT NULL,"
+    "  PRIMARY KEY (run_id, phase, category));"
+    "CREATE TABLE layer_breakdown ("
+    "  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+    "  phase TEXT NOT NULL,"
+    "  layer INTEGER NOT NULL,"
+    "  rounds INTEGER NOT NULL,"
+    "  bytes_p0 INTEGER NOT NULL, bytes_p1 INTEGER NOT NULL, bytes_p2 INTEGER NOT NULL,"
+    "  offline_p0 INTEGER NOT NULL, offline_p1 INTEGER NOT NULL, offline_p2 INTEGER NOT NULL,"
+    "  compute_ns INTEGER NOT NULL,"
+    "  comm_ns INTEGER NOT NULL,"
+    "  PRIMARY KEY (run_id, phase, layer));",
+    /* 1 → 2: `mpcsim validate` — the simulator's prediction against the real backend's
+     * measurement of the same op program (one row per program or primitive and protocol) */
+    "CREATE TABLE validation ("
+    "  id INTEGER PRIMARY KEY,"
+    "  session TEXT NOT NULL,"
+    "  created TEXT NOT NULL,"
+    "  tool_version TEXT NOT NULL,"
+    "  protocol TEXT NOT NULL,"
+    "  item TEXT NOT NULL,"
+    "  phase TEXT NOT NULL,"
+    "  n INTEGER NOT NULL,"
+    "  kv_len INTEGER NOT NULL,"
+    "  latency_ns INTEGER NOT NULL,"
+    "  bandwidth_bps REAL NOT NULL,"
+    "  shaping TEXT NOT NULL,"
+    "  pred_rounds INTEGER NOT NULL, meas_rounds INTEGER NOT NULL,"
+    "  pred_bytes_p0 INTEGER NOT NULL, meas_bytes_p0 INTEGER NOT NULL,"
+    "  pred_bytes_p1 INTEGER NOT NULL, meas_bytes_p1 INTEGER NOT NULL,"
+    "  pred_bytes_p2 INTEGER NOT NULL, meas_bytes_p2 INTEGER NOT NULL,"
+    "  pred_offline INTEGER NOT NULL, meas_offline INTEGER NOT NULL,"
+    "  pred_ns INTEGER NOT NULL, meas_ns INTEGER NOT NULL,"
+    "  exact INTEGER NOT NULL CHECK (exact IN (0, 1)));"
+    "CREATE INDEX validation_item ON validation(protocol, item);",
+};
+#define N_MIGRATIONS (sizeof migrations / sizeof migrations[0])
+_Static_assert(N_MIGRATIONS == RDB_SCHEMA_VERSION, "one migration per schema version");
+
+/* ---- prepared statements, indexed by an enum ------------------------------------------- */
+
+#define STATS_COLS "rounds, bytes_p0, bytes_p1, bytes_p2, offline_p0, offline_p1, offline_p2, " \
+                   "compute_ns, comm_ns"
+#define STMTS(X)                                                                             \
+    X(BEGIN, "BEGIN IMMEDIATE")                                                              \
+    X(COMMIT, "COMMIT")                                                                      \
+    X(ROLLBACK, "ROLLBACK")                                                                  \
+    X(SCN_PUT, "INSERT INTO scenarios(name, path, yaml) VALUES (?1, ?2, ?3) "                \
+               "ON CONFLICT(name) DO UPDATE SET path = excluded.path, yaml = excluded.yaml")  \
+    X(SCN_RUNS, "SELECT count(*) FROM runs WHERE scenario = ?1")                             \
+    X(RUN_DONE, "SELECT count(*) FROM runs WHERE config_hash = ?1 AND status = 'ok'")        \
+    X(RUN_DEL_FAILED, "DELETE FROM runs WHERE config_hash = ?1 AND status = 'failed'")       \
+    X(RUN_PUT, "INSERT INTO runs(scenario, grid_index, config_hash, config_yaml, seed, status, " \
+               "error, started, finished, wall_s, tool_version, model, protocol, network, "    \
+               "policy, prompt_len, decode_len, batch) VALUES "                              \
+               "(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18)")           \
+    X(METRIC_PUT, "INSERT INTO metrics(run_id, name, value, unit) VALUES (?1, ?2, ?3, ?4)")   \
+    X(PHASE_PUT, "INSERT INTO phases(run_id, phase, latency_ns, events) VALUES (?1,?2,?3,?4)") \
+    X(BD_PUT, "INSERT INTO breakdown(run_id, phase, category, " STATS_COLS ") VALUES "       \
+              "(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)")                                    \
+    X(LAYER_PUT, "INSERT INTO layer_breakdown(run_id, phase, layer, " STATS_COLS ") VALUES " \
+                 "(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)")                                 \
+    X(COUNT_RUNS, "SELECT count(*) FROM runs")
+
+enum {
+#define X(name, sql) Q_##name,
+    STMTS(X)
+#undef X
+        Q_N
+};
+static const char *const stmt_sql[] = {
+#define X(name, sql) sql,
+    STMTS(X)
+#undef X
+};
+_Static_assert(Q_N <= 32, "statement table size");
+
+static sqlite3_stmt *stmt(rdb *db, int q)
+{
+    sqlite3_stmt *s = db->st[q];
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return s;
+}
+
+/* Steps a statement that returns no row (or whose row is ignored). */
+static int step_done(rdb *db, sqlite3_stmt *s)
+{
+    int rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    return (rc == SQLITE_DONE || rc == SQLITE_ROW) ? 0 : -1;
+}
+
+static int exec_q(rdb *db, int q, errbuf *e)
+{
+    if (step_done(db, stmt(db, q)))
+        return DB_ERR(db, e, stmt_sql[q]);
+    return MS_OK;
+}
+
+/* ---- open, migrate, close -------------------------------------------------------------- */
+
+static int get_version(rdb *db, int *v, errbuf *e)
+{
+    sqlite3_stmt *s;
+    if (sqlite3_prepare_v2(db->h, "PRAGMA user_version", -1, &s, NULL) != SQLITE_OK)
+        return DB_ERR(db, e, "reading the schema version");
+    int rc = sqlite3_step(s);
+    *v = rc == SQLITE_ROW ? sqlite3_column_int(s, 0) : -1;
+    sqlite3_finalize(s);
+    if (rc != SQLITE_ROW)
+        return DB_ERR(db, e, "reading the schema version");
+    return MS_OK;
+}
+
+/* An existing database with user_version 0 but tables of its own is not ours. */
+static int is_foreign(rdb *db)
+{
+    sqlite3_stmt *s;
+    if (sqlite3_prepare_v2(db->h, "SELECT count(*) FROM sqlite_master", -1, &s, NULL))
+        return 1;
+    int n = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int(s, 0) : 1;
+    sqlite3_finalize(s);
+    return n > 0;
+}
+
+/* Brings the schema to RDB_SCHEMA_VERSION, one migration per transaction. The version is read
+ * again inside each write transaction, so two processes opening a new database at once
+ * migrate it once. */
+static int migrate(rdb *db, errbuf *e)
+{
+    for (;;) {
+        int v, rc;
+        if (sqlite3_exec(db->h, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+            return DB_ERR(db, e, "starting a migration");
+        if ((rc = get_version(db, &v, e)) == MS_OK) {
+            if (v > RDB_SCHEMA_VERSION)
+                rc = err_set(e, MS_ERR_FORMAT,
+                             "%s: results schema version %d is newer than this mpcsim's (%d)\n"
+                             "---> HINT: use a newer mpcsim, or write to another database "
+                             "with -o", db->path, v, RDB_SCHEMA_VERSION);
+            else if (v == 0 && is_foreign(db))
+                rc = err_set(e, MS_ERR_FORMAT,
+                             "%s: not an mpcsim results database (tables without a schema "
+                             "version)\n---> HINT: choose another output path with -o",
+                             db->path);
+        }
+        if (rc == MS_OK && v < RDB_SCHEMA_VERSION) {
+            char pragma[64];
+            snprintf(pragma, sizeof pragma, "PRAGMA user_version = %d;", v + 1);
+            if (sqlite3_exec(db->h, migrations[v], NULL, NULL, NULL) != SQLITE_OK ||
+                sqlite3_exec(db->h, pragma, NULL, NULL, NULL) != SQLITE_OK)
+                rc = DB_ERR(db, e, "migrating the schema");
+        }
+        if (rc) {
+            sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+            return rc;
+        }
+        if (sqlite3_exec(db->h, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+            return DB_ERR(db, e, "committing a migration");
+        if (v >= RDB_SCHEMA_VERSION)
+            return MS_OK;
+    }
+}
+
+int rdb_open(const char *path, int create, rdb **out, errbuf *e)
+{
+    *out = NULL;
+    rdb *db = calloc(1, sizeof *db);
+    if (!db)
+        return err_set(e, MS_ERR_NOMEM, "out of memory opening %s", path);
+    snprintf(db->path, sizeof db->path, "%s", path);
+    int flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0);
+    int rc;
+    if (sqlite3_open_v2(path, &db->h, flags, NULL) != SQLITE_OK) {
+        rc = err_set(e, create ? MS_ERR_DB : MS_ERR_NOTFOUND, "%s:%d: %s: cannot open: %s",
+                     __FILE__, __LINE__, path, db->h ? sqlite3_errmsg(db->h) : "out of memory");
+        goto fail;
+    }
+    sqlite3_busy_timeout(db->h, 10000);
+    sqlite3_extended_result_codes(db->h, 1);
+    if (sqlite3_exec(db->h, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; "
+                            "PRAGMA foreign_keys = ON;", NULL, NULL, NULL) != SQLITE_OK) {
+        rc = DB_ERR(db, e, "setting WAL mode");
+        if (sqlite3_errcode(db->h) == SQLITE_NOTADB)
+            rc = MS_ERR_FORMAT;
+        goto fail;
+    }
+    if ((rc = migrate(db, e)))
+        goto fail;
+    for (int q = 0; q < Q_N; q++)
+        if (sqlite3_prepare_v3(db->h, stmt_sql[q], -1, SQLITE_PREPARE_PERSISTENT, &db->st[q],
+                               NULL) != SQLITE_OK) {
+            rc = DB_ERR(db, e, stmt_sql[q]);
+            goto fail;
+        }
+    *out = db;
+    return MS_OK;
+fail:
+    rdb_close(db);
+    return rc;
+}
+
+int rdb_close(rdb *db)
+{
+    if (!db)
+        return MS_OK;
+    for (int q = 0; q < Q_N; q++)
+        sqlite3_finalize(db->st[q]);
+    int rc = sqlite3_close(db->h) == SQLITE_OK ? MS_OK : MS_ERR_DB;
+    free(db);
+    return rc;
+}
+
+const char *rdb_path(const rdb *db) { return db->path; }
+void *rdb_handle(rdb *db) { return db->h; }
+
+int rdb_file_version(const char *path, int *version, errbuf *e)
+{
+    sqlite3 *h = NULL;
+    if (sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        int rc = err_set(e, MS_ERR_NOTFOUND, "%s:%d: %s: cannot open: %s", __FILE__, __LINE__,
+                         path, h ? sqlite3_errmsg(h) : "out of memory");
+        sqlite3_close(h);
+        return rc;
+    }
+    rdb tmp = {.h = h};
+    snprintf(tmp.path, sizeof tmp.path, "%s", path);
+    int rc = get_version(&tmp, version, e);
+    if (rc && sqlite3_errcode(h) == SQLITE_NOTADB)
+        rc = err_set(e, MS_ERR_FORMAT, "%s: not an SQLite database", path);
+    sqlite3_close(h);
+    return rc;
+}
+
+/* ---- queries --------------------------------------------------------------------------- */
+
+static int count_q(rdb *db, int q, const char *arg, int64_t *n, errbuf *e)
+{
+    sqlite3_stmt *s = stmt(db, q);
+    if (arg)
+        sqlite3_bind_text(s, 1, arg, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    if (rc != SQLITE_ROW) {
+        sqlite3_reset(s);
+        return DB_ERR(db, e, stmt_sql[q]);
+    }
+    *n = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    return MS_OK;
+}
+
+int rdb_scenario_runs(rdb *db, const char *name, int64_t *n, errbuf *e)
+{
+    return count_q(db, Q_SCN_RUNS, name, n, e);
+}
+
+int rdb_count_runs(rdb *db, int64_t *n, errbuf *e) { return count_q(db, Q_COUNT_RUNS, NULL, n, e); }
+
+int rdb_run_done(rdb *db, const char *hash, int *done, errbuf *e)
+{
+    int64_t n = 0;
+    int rc = count_q(db, Q_RUN_DONE, hash, &n, e);
+    *done = n > 0;
+    return rc;
+}
+
+int rdb_scenario_put(rdb *db, const char *name, const char *path, const char *yaml, errbuf *e)
+{
+    sqlite3_stmt *s = stmt(db, Q_SCN_PUT);
+    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, path ? path : "", -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, yaml ? yaml : "", -1, SQLITE_STATIC);
+    if (step_done(db, s))
+        return DB_ERR(db, e, "storing the scenario");
+    return MS_OK;
+}
+
+/* ---- one run, one transaction ---------------------------------------------------------- */
+
+static void bind_stats(sqlite3_stmt *s, int col, const rdb_stats *st)
+{
+    sqlite3_bind_int64(s, col++, (sqlite3_int64)st->rounds);
+    for (int p = 0; p < RDB_PARTIES; p++)
+        sqlite3_bind_int64(s, col++, (sqlite3_int64)st->bytes[p]);
+    for (int p = 0; p < RDB_PARTIES; p++)
+        sqlite3_bind_int64(s, col++, (sqlite3_int64)st->offline[p]);
+    sqlite3_bind_int64(s, col++, (sqlite3_int64)st->compute_ns);
+    sqlite3_bind_int64(s, col, (sqlite3_int64)st->comm_ns);
+}
+
+static int put_run_row(rdb *db, const rdb_run *r, int64_t *id, errbuf *e)
+{
+    sqlite3_stmt *s = stmt(db, Q_RUN_PUT);
+    const char *text[] = {r->scenario, NULL, r->config_hash, r->config_yaml, NULL, r->status,
+                          r->error, r->started, r->finished, NULL, r->tool_version, r->model,
+                          r->protocol, r->network, r->policy};
+    for (int i = 0; i < (int)(sizeof text / sizeof text[0]); i++)
+        if (text[i])
+            sqlite3_bind_text(s, i + 1, text[i], -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)r->grid_index);
+    sqlite3_bind_int64(s, 5, (sqlite3_int64)r->seed);
+    sqlite3_bind_double(s, 10, r->wall_s);
+    sqlite3_bind_int64(s, 16, r->prompt_len);
+    sqlite3_bind_int64(s, 17, r->decode_len);
+    sqlite3_bind_int64(s, 18, r->batch);
+    if (step_done(db, s))
+        return DB_ERR(db, e, "storing a run");
+    *id = sqlite3_last_insert_rowid(db->h);
+    return MS_OK;
+}
+
+static int put_children(rdb *db, const rdb_run *r, int64_t id, errbuf *e)
+{
+    for (size_t i = 0; i < r->n_metric; i++) {
+        sqlite3_stmt *s = stmt(db, Q_METRIC_PUT);
+        sqlite3_bind_int64(s, 1, id);
+        sqlite3_bind_text(s, 2, r->metric[i].name, -1, SQLITE_STATIC);
+        sqlite3_bind_double(s, 3, r->metric[i].value);
+        sqlite3_bind_text(s, 4, r->metric[i].unit ? r->metric[i].unit : "", -1, SQLITE_STATIC);
+        if (step_done(db, s))
+            return DB_ERR(db, e, "storing a metric");
+    }
+    for (size_t i = 0; i < r->n_phase; i++) {
+        sqlite3_stmt *s = stmt(db, Q_PHASE_PUT);
+        sqlite3_bind_int64(s, 1, id);
+        sqlite3_bind_text(s, 2, r->phase[i].phase, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 3, (sqlite3_int64)r->phase[i].latency_ns);
+        sqlite3_bind_int64(s, 4, (sqlite3_int64)r->phase[i].events);
+        if (step_done(db, s))
+            return DB_ERR(db, e, "storing a phase");
+    }
+    for (size_t i = 0; i < r->n_breakdown; i++) {
+        sqlite3_stmt *s = stmt(db, Q_BD_PUT);
+        sqlite3_bind_int64(s, 1, id);
+        sqlite3_bind_text(s, 2, r->breakdown[i].phase, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 3, r->breakdown[i].category, -1, SQLITE_STATIC);
+        bind_stats(s, 4, &r->breakdown[i].s);
+        if (step_done(db, s))
+            return DB_ERR(db, e, "storing a breakdown row");
+    }
+    for (size_t i = 0; i < r->n_layer; i++) {
+        sqlite3_stmt *s = stmt(db, Q_LAYER_PUT);
+        sqlite3_bind_int64(s, 1, id);
+        sqlite3_bind_text(s, 2, r->layer[i].phase, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 3, r->layer[i].layer);
+        bind_stats(s, 4, &r->layer[i].s);
+        if (step_done(db, s))
+            return DB_ERR(db, e, "storing a layer breakdown row");
+    }
+    return MS_OK;
+}
+
+int rdb_run_put(rdb *db, const rdb_run *r, int64_t *id_out, errbuf *e)
+{
+    int rc = exec_q(db, Q_BEGIN, e);
+    if (rc)
+        return rc;
+    int64_t id = 0;
+    sqlite3_stmt *s = stmt(db, Q_RUN_DEL_FAILED);
+    sqlite3_bind_text(s, 1, r->config_hash, -1, SQLITE_STATIC);
+    if (step_done(db, s))
+        rc = DB_ERR(db, e, "replacing a failed run");
+    if (!rc)
+        rc = put_run_row(db, r, &id, e);
+    if (!rc)
+        rc = put_children(db, r, id, e);
+    if (!rc)
+        rc = exec_q(db, Q_COMMIT, e);
+    if (rc) {
+        errbuf ignore;
+        exec_q(db, Q_ROLLBACK, &ignore);
+        return rc;
+    }
+    if (id_out)
+        *id_out = id;
+    return MS_OK;
+}
+
+/* ---- merge: rows copied column by column from each shard (same schema version) ---------- */
+
+static const char *const child_tables[] = {"metrics", "phases", "breakdown", "layer_breakdown"};
+#define N_CHILD (sizeof child_tables / sizeof child_tables[0])
+
+typedef struct merge_ctx {
+    rdb *db;
+    sqlite3 *src;
+    const char *src_path;
+    sqlite3_stmt *sel_run, *ins_run, *status, *del_failed;
+    sqlite3_stmt *sel_child[N_CHILD], *ins_child[N_CHILD];
+} merge_ctx;
+
+static int prep(sqlite3 *h, const char *sql, sqlite3_stmt **s)
+{
+    return sqlite3_prepare_v2(h, sql, -1, s, NULL) == SQLITE_OK ? 0 : -1;
+}
+
+/* INSERT INTO t VALUES (?1, …, ?n) for a table of n columns. */
+static int prep_insert(sqlite3 *h, const char *table, int ncol, sqlite3_stmt **s)
+{
+    char sql[512];
+    int k = snprintf(sql, sizeof sql, "INSERT INTO %s VALUES (", table);
+    for (int i = 0; i < ncol; i++)
+        k += snprintf(sql + k, sizeof sql - (size_t)k, "%s?%d", i ? "," : "", i + 1);
+    snprintf(sql + k, sizeof sql - (size_t)k, ")");
+    return prep(h, sql, s);
+}
+
+static void merge_ctx_free(merge_ctx *m)
+{
+    sqlite3_finalize(m->sel_run);
+    sqlite3_finalize(m->ins_run);
+    sqlite3_finalize(m->status);
+    sqlite3_finalize(m->del_failed);
+    for (size_t t = 0; t < N_CHILD; t++) {
+        sqlite3_finalize(m->sel_child[t]);
+        sqlite3_finalize(m->ins_child[t]);
+    }
+    sqlite3_close(m->src);
+}
+
+static int merge_prepare(merge_ctx *m, errbuf *e)
+{
+    rdb *db = m->db;
+    char sql[256];
+    if (sqlite3_open_v2(m->src_path, &m->src, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
+        return err_set(e, MS_ERR_DB, "%s:%d: %s: %s", __FILE__, __LINE__, m->src_path,
+                       m->src ? sqlite3_errmsg(m->src) : "out of memory");
+    sqlite3_busy_timeout(m->src, 10000);
+    if (prep(m->src, "SELECT * FROM runs ORDER BY id", &m->sel_run))
+        return err_set(e, MS_ERR_DB, "%s:%d: %s: %s", __FILE__, __LINE__, m->src_path,
+                       sqlite3_errmsg(m->src));
+    if (prep_insert(db->h, "runs", sqlite3_column_count(m->sel_run), &m->ins_run) ||
+        prep(db->h, "SELECT status FROM runs WHERE config_hash = ?1", &m->status) ||
+        prep(db->h, "DELETE FROM runs WHERE config_hash = ?1", &m->del_failed))
+        return DB_ERR(db, e, "preparing the merge");
+    for (size_t t = 0; t < N_CHILD; t++) {
+        snprintf(sql, sizeof sql, "SELECT * FROM %s WHERE run_id = ?1", child_tables[t]);
+        if (prep(m->src, sql, &m->sel_child[t]))
+            return err_set(e, MS_ERR_DB, "%s:%d: %s: %s", __FILE__, __LINE__, m->src_path,
+                           sqlite3_errmsg(m->src));
+        if (prep_insert(db->h, child_tables[t], sqlite3_column_count(m->sel_child[t]),
+                        &m->ins_child[t]))
+            return DB_ERR(db, e, "preparing the merge");
+    }
+    return MS_OK;
+}
+
+/* Copies the child rows of source run src_id under the new run id. */
+static int merge_children(merge_ctx *m, int64_t src_id, int64_t id, errbuf *e)
+{
+    for (size_t t = 0; t < N_CHILD; t++) {
+        sqlite3_stmt *sel = m->sel_child[t], *ins = m->ins_child[t];
+        sqlite3_reset(sel);
+        sqlite3_bind_int64(sel, 1, src_id);
+        int rc;
+        while ((rc = sqlite3_step(sel)) == SQLITE_ROW) {
+            sqlite3_reset(ins);
+            sqlite3_bind_int64(ins, 1, id); /* run_id is every child table's first column */
+            for (int c = 1; c < sqlite3_column_count(sel); c++)
+                sqlite3_bind_value(ins, c + 1, sqlite3_column_value(sel, c));
+            if (sqlite3_step(ins) != SQLITE_DONE)
+                return DB_ERR(m->db, e, "merging a child row");
+        }
+        if (rc != SQLITE_DONE)
+            return err_set(e, MS_ERR_DB, "%s:%d: %s: %s", __FILE__, __LINE__, m->src_path,
+                           sqlite3_errmsg(m->src));
+    }
+    return MS_OK;
+}
+
+/* 1: the destination already holds this hash in a state the source run must not replace. */
+static int merge_keep_existing(merge_ctx *m, const char *hash, const char *src_status)
+{
+    sqlite3_reset(m->status);
+    sqlite3_bind_text(m->status, 1, hash, -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(m->status) != SQLITE_ROW)
+        return 0;
+    int have_ok = !strcmp((const char *)sqlite3_column_text(m->status, 0), "ok");
+    sqlite3_reset(m->status);
+    if (have_ok || strcmp(src_status, "ok"))
+        return 1;
+    sqlite3_reset(m->del_failed); /* an ok run replaces a failed one */
+    sqlite3_bind_text(m->del_failed, 1, hash, -1, SQLITE_TRANSIENT);
+    sqlite3_step(m->del_failed);
+    return 0;
+}
+
+static int merge_one(rdb *db, const char *path, size_t *added, size_t *skipped, errbuf *e)
+{
+    merge_ctx m = {.db = db, .src_path = path};
+    int rc = merge_prepare(&m, e);
+    sqlite3_stmt *sel = m.sel_run;
+    int ncol = sel ? sqlite3_column_count(sel) : 0, hash_col = -1, status_col = -1;
+    for (int c = 0; c < ncol; c++) {
+        if (!strcmp(sqlite3_column_name(sel, c), "config_hash"))
+            hash_col = c;
+        if (!strcmp(sqlite3_column_name(sel, c), "status"))
+            status_col = c;
+    }
+    int st = SQLITE_DONE;
+    while (!rc && (st = sqlite3_step(sel)) == SQLITE_ROW) {
+        const char *hash = (const char *)sqlite3_column_text(sel, hash_col);
+        const char *status = (const char *)sqlite3_column_text(sel, status_col);
+        if (merge_keep_existing(&m, hash, status)) {
+            ++*skipped;
+            continue;
+        }
+        sqlite3_reset(m.ins_run);
+        sqlite3_bind_null(m.ins_run, 1); /* id: a fresh one */
+        for (int c = 1; c < ncol; c++)
+            sqlite3_bind_value(m.ins_run, c + 1, sqlite3_column_value(sel, c));
+        if (sqlite3_step(m.ins_run) != SQLITE_DONE) {
+            rc = DB_ERR(db, e, "merging a run");
+            break;
+        }
+        rc = merge_children(&m, sqlite3_column_int64(sel, 0), sqlite3_last_insert_rowid(db->h), e);
+        ++*added;
+    }
+    if (!rc && st != SQLITE_DONE)
+        rc = err_set(e, MS_ERR_DB, "%s:%d: %s: %s", __FILE__, __LINE__, path,
+                     sqlite3_errmsg(m.src));
+    if (!rc) { /* the scenarios the runs came from */
+        sqlite3_stmt *ss = NULL;
+        if (prep(m.src, "SELECT name, path, yaml FROM scenarios", &ss))
+            rc = err_set(e, MS_ERR_DB, "%s:%d: %s: %s", __FILE__, __LINE__, path,
+                         sqlite3_errmsg(m.src));
+        sqlite3_stmt *ins = NULL;
+        if (!rc && prep(db->h, "INSERT OR IGNORE INTO scenarios VALUES (?1, ?2, ?3)", &ins))
+            rc = DB_ERR(db, e, "merging scenarios");
+        while (!rc && sqlite3_step(ss) == SQLITE_ROW) {
+            sqlite3_reset(ins);
+            for (int c = 0; c < 3; c++)
+                sqlite3_bind_value(ins, c + 1, sqlite3_column_value(ss, c));
+            if (sqlite3_step(ins) != SQLITE_DONE)
+                rc = DB_ERR(db, e, "merging scenarios");
+        }
+        sqlite3_finalize(ss);
+        sqlite3_finalize(ins);
+    }
+    merge_ctx_free(&m);
+    return rc;
+}
+
+int rdb_merge_check(const char *src, errbuf *e)
+{
+    int v = 0;
+    int rc = rdb_file_version(src, &v, e);
+    if (rc)
+        return rc;
+    if (v == 0)
+        return err_set(e, MS_ERR_FORMAT, "%s: not an mpcsim results database (schema "
+                       "version 0)", src);
+    if (v > RDB_SCHEMA_VERSION)
+        return err_set(e, MS_ERR_FORMAT,
+                       "%s: results schema version %d, newer than this mpcsim's (%d)\n"
+                       "---> HINT: merge with the newer mpcsim that wrote it", src, v,
+                       RDB_SCHEMA_VERSION);
+    if (v < RDB_SCHEMA_VERSION)
+        return err_set(e, MS_ERR_FORMAT,
+                       "%s: results schema version %d, older than this mpcsim's (%d)\n"
+                       "---> HINT: `mpcsim report %s` once migrates it, then merge again",
+                       src, v, RDB_SCHEMA_VERSION, src);
+    return MS_OK;
+}
+
+int rdb_merge(rdb *db, const char *const *srcs, size_t n, size_t *added, size_t *skipped,
+              errbuf *e)
+{
+    *added = *skipped = 0;
+    for (size_t i = 0; i < n; i++) {
+        int rc = rdb_merge_check(srcs[i], e);
+        if (rc)
+            return rc;
+    }
+    int rc = exec_q(db, Q_BEGIN, e);
+    for (size_t i = 0; !rc && i < n; i++)
+        rc = merge_one(db, srcs[i], added, skipped, e);
+    if (!rc)
+        return exec_q(db, Q_COMMIT, e);
+    errbuf ignore;
+    exec_q(db, Q_ROLLBACK, &ignore);
+    *added = 0;
+    return rc;
+}
+
+/* ---- metric naming --------------------------------------------------------------------- */
+
+int rdb_metric_is_accuracy(const char *name)
+{
+    static const char *const pat[] = {"recall", "err", "kl", "agree", "ppl", "perplex", "acc",
+                                      "top1"};
+    for (size_t i = 0; i < sizeof pat / sizeof pat[0]; i++)
+        if (strstr(name, pat[i]))
+            return 1;
+    return 0;
+}
+
+int rdb_metric_lower_is_better(const char *name)
+{
+    return strstr(name, "err") || strstr(name, "kl") || strstr(name, "ppl") ||
+           strstr(name, "perplex");
+}
+
+/* ---- validation rows ----------------------------------------------------------------------- */
+
+int rdb_validation_put(rdb *db, const rdb_validation *v, errbuf *e)
+{
+    static const char sql[] =
+        "INSERT INTO validation(session, created, tool_version, protocol, item, phase, n, kv_len, "
+        "latency_ns, bandwidth_bps, shaping, pred_rounds, meas_rounds, pred_bytes_p0, "
+        "meas_bytes_p0, pred_bytes_p1, meas_bytes_p1, pred_bytes_p2, meas_bytes_p2, "
+        "pred_offline, meas_offline, pred_ns, meas_ns, exact) VALUES "
+        "(?1,datetime('now'),?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,"
+        "?20,?21,?22,?23)";
+    sqlite3_stmt *s;
+    if (sqlite3_prepare_v2(db->h, sql, -1, &s, NULL) != SQLITE_OK)
+        return DB_ERR(db, e, "preparing a validation row");
+    int exact = v->pred.rounds == v->meas.rounds;
+    for (int i = 0; i < RDB_PARTIES; i++)
+        exact &= v->pred.bytes[i] == v->meas.bytes[i];
+    exact &= v->pred_offline == v->meas_offline;
+    sqlite3_bind_text(s, 1, v->session, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, v->tool_version, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, v->protocol, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 4, v->item, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 5, v->phase, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 6, v->n);
+    sqlite3_bind_int64(s, 7, v->kv_len);
+    sqlite3_bind_int64(s, 8, (sqlite3_int64)v->latency_ns);
+    sqlite3_bind_double(s, 9, v->bandwidth_bps);
+    sqlite3_bind_text(s, 10, v->shaping, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 11, (sqlite3_int64)v->pred.rounds);
+    sqlite3_bind_int64(s, 12, (sqlite3_int64)v->meas.rounds);
+    for (int i = 0; i < RDB_PARTIES; i++) {
+        sqlite3_bind_int64(s, 13 + 2 * i, (sqlite3_int64)v->pred.bytes[i]);
+        sqlite3_bind_int64(s, 14 + 2 * i, (sqlite3_int64)v->meas.bytes[i]);
+    }
+    sqlite3_bind_int64(s, 19, (sqlite3_int64)v->pred_offline);
+    sqlite3_bind_int64(s, 20, (sqlite3_int64)v->meas_offline);
+    sqlite3_bind_int64(s, 21, (sqlite3_int64)v->pred_ns);
+    sqlite3_bind_int64(s, 22, (sqlite3_int64)v->meas_ns);
+    sqlite3_bind_int(s, 23, exact);
+    int rc = sqlite3_step(s) == SQLITE_DONE ? MS_OK : DB_ERR(db, e, "storing a validation row");
+    sqlite3_finalize(s);
+    return rc;
+}

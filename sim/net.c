@@ -1,0 +1,184 @@
+/* net.c — network presets and custom links.
+ *
+ * Presets (one-way latency per directed link, bandwidth per direction; see sim/SIMULATION.md):
+ *
+ *   lan      10 Gbit/s, 0.1 ms. The LAN class of the SPU/SecretFlow and MPC-Pipe experiments:
+ *            MPC-Pipe (arXiv 2209.13643) shapes each party to "an upload/download bandwidth of
+ *            10Gbps" (mpc-costs.md §5); SPU's LAN runs are on one data-centre network with
+ *            sub-millisecond delay, modelled as 0.1 ms one way.
+ *   wan      100 Mbit/s, 50 ms. SecretFlow's published basic-op benchmark
+ *            (docs/developer/benchmark/overall_benchmark.md, 2024-02-21): "100 Mbps, 50 ms
+ *            fixed delay" (mpc-costs.md §3). netem applies the delay on egress, so it is a
+ *            one-way delay per direction.
+ *   wan-spu  300 Mbit/s, 20 ms. SPU's MPC benchmark README (src/libspu/mpc/tools/README.md):
+ *            `tc qdisc ... tbf rate 300mbit ...` plus `netem delay 20msec`; the report
+ *            generator's "WAN_300mbit_20msec" tables (mpc-costs.md §1, §5).
+ *
+ * The dealer's offline channel uses the same link parameters (the dealer is one more host on
+ * the same network). */
+#include "net.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+typedef struct net_preset_def {
+    const char *name;
+    uint64_t latency_ns;
+    double bandwidth_bps;
+} net_preset_def;
+
+static const net_preset_def presets[] = {
+    {"lan", 100000u, 10e9},      /* 0.1 ms, 10 Gbit/s: MPC-Pipe / SPU LAN class */
+    {"wan", 50000000u, 100e6},   /* 50 ms, 100 Mbit/s: SecretFlow overall_benchmark.md */
+    {"wan-spu", 20000000u, 300e6}, /* 20 ms, 300 Mbit/s: SPU mpc/tools/README.md */
+};
+#define N_PRESETS (sizeof presets / sizeof presets[0])
+
+static const char *const preset_names[N_PRESETS] = {"lan", "wan", "wan-spu"};
+
+const char *const *net_preset_names(size_t *n)
+{
+    *n = N_PRESETS;
+    return preset_names;
+}
+
+void net_uniform(net_cfg *n, int n_parties, uint64_t latency_ns, double bandwidth_bps)
+{
+    memset(n->link, 0, sizeof n->link);
+    n->n_parties = n_parties;
+    for (int s = 0; s < n_parties; s++)
+        for (int d = 0; d < n_parties; d++)
+            if (s != d)
+                n->link[s][d] = (net_link){latency_ns, bandwidth_bps};
+    n->dealer = (net_link){latency_ns, bandwidth_bps};
+}
+
+int net_preset(const char *name, int n_parties, net_cfg *out, errbuf *e)
+{
+    if (n_parties < 1 || n_parties > MPC_PARTIES_MAX)
+        return err_set(e, MS_ERR_RANGE, "network: %d parties (1..%d supported)", n_parties,
+                       MPC_PARTIES_MAX);
+    for (size_t i = 0; i < N_PRESETS; i++) {
+        if (strcmp(presets[i].name, name) == 0) {
+            memset(out, 0, sizeof *out);
+            snprintf(out->name, sizeof out->name, "%s", name);
+            net_uniform(out, n_parties, presets[i].latency_ns, presets[i].bandwidth_bps);
+            return MS_OK;
+        }
+    }
+    const char *hint = did_you_mean(name, preset_names, N_PRESETS);
+    return err_set(e, MS_ERR_NOTFOUND,
+                   "unknown network preset '%s'%s%s%s (presets: lan, wan, wan-spu; or a custom "
+                   "'LATENCY/BANDWIDTH' such as '20ms/300Mbps')",
+                   name, hint ? " (did you mean '" : "", hint ? hint : "", hint ? "'?)" : "");
+}
+
+/* ---- custom "LATENCY/BANDWIDTH" ---------------------------------------------------------- */
+
+/* Splits "12.5ms" into a number and a unit suffix. */
+static int split_unit(const char *s, double *v, char *unit, size_t unit_sz)
+{
+    char num[64];
+    size_t i = 0;
+    while (s[i] && (isdigit((unsigned char)s[i]) || s[i] == '.' || s[i] == 'e' || s[i] == 'E' ||
+                    s[i] == '+' || s[i] == '-')) {
+        /* 'e' followed by a letter other than a digit/sign starts no exponent: stop there */
+        if ((s[i] == 'e' || s[i] == 'E') && !(isdigit((unsigned char)s[i + 1]) ||
+                                              s[i + 1] == '+' || s[i + 1] == '-'))
+            break;
+        if (i + 1 >= sizeof num)
+            return -1;
+        num[i] = s[i];
+        i++;
+    }
+    num[i] = '\0';
+    if (i == 0 || parse_double(num, v) != 0 || !(*v >= 0) || !isfinite(*v))
+        return -1;
+    snprintf(unit, unit_sz, "%s", s + i);
+    return 0;
+}
+
+int net_time_ns(const char *s, uint64_t *out)
+{
+    double v;
+    char u[16];
+    if (split_unit(s, &v, u, sizeof u) != 0)
+        return -1;
+    double mult;
+    if (!strcmp(u, "ns"))
+        mult = 1;
+    else if (!strcmp(u, "us"))
+        mult = 1e3;
+    else if (!strcmp(u, "ms") || !u[0])
+        mult = 1e6;
+    else if (!strcmp(u, "s"))
+        mult = 1e9;
+    else
+        return -1;
+    double ns = v * mult;
+    if (ns > 1e18)
+        return -1;
+    *out = (uint64_t)llround(ns);
+    return 0;
+}
+
+int net_rate_bps(const char *s, double *out)
+{
+    double v;
+    char u[16];
+    if (split_unit(s, &v, u, sizeof u) != 0)
+        return -1;
+    static const struct {
+        const char *u;
+        double m;
+    } units[] = {{"bps", 1}, {"kbps", 1e3}, {"mbps", 1e6}, {"gbps", 1e9}, {"kbit", 1e3},
+                 {"mbit", 1e6}, {"gbit", 1e9}, {"", 1e6}};
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (!strcasecmp(u, units[i].u)) {
+            *out = v * units[i].m;
+            return *out > 0 ? 0 : -1;
+        }
+    return -1;
+}
+
+int net_parse(const char *spec, int n_parties, net_cfg *out, errbuf *e)
+{
+    const char *slash = strchr(spec, '/');
+    if (!slash)
+        return net_preset(spec, n_parties, out, e);
+    char lat[64], bw[64];
+    size_t ll = (size_t)(slash - spec);
+    if (ll == 0 || ll >= sizeof lat || strlen(slash + 1) >= sizeof bw)
+        return err_set(e, MS_ERR_INPUT, "network '%s': expected LATENCY/BANDWIDTH, e.g. "
+                                        "'20ms/300Mbps'", spec);
+    memcpy(lat, spec, ll);
+    lat[ll] = '\0';
+    snprintf(bw, sizeof bw, "%s", slash + 1);
+    uint64_t lat_ns;
+    double bps;
+    if (net_time_ns(lat, &lat_ns) != 0)
+        return err_set(e, MS_ERR_INPUT, "network '%s': bad latency '%s' (units ns, us, ms, s)",
+                       spec, lat);
+    if (net_rate_bps(bw, &bps) != 0)
+        return err_set(e, MS_ERR_INPUT,
+                       "network '%s': bad bandwidth '%s' (a positive number with kbps, Mbps, "
+                       "Gbps)", spec, bw);
+    if (n_parties < 1 || n_parties > MPC_PARTIES_MAX)
+        return err_set(e, MS_ERR_RANGE, "network: %d parties (1..%d supported)", n_parties,
+                       MPC_PARTIES_MAX);
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", spec);
+    net_uniform(out, n_parties, lat_ns, bps);
+    return MS_OK;
+}
+
+uint64_t net_transfer_ns(const net_link *l, uint64_t bytes)
+{
+    /* serialization: bytes·8/bandwidth, rounded to the nearest ns (simulate.c computes the
+     * same product with 8e9/bandwidth cached per link, so the two agree bit for bit) */
+    double ns = (double)bytes * (8e9 / l->bandwidth_bps);
+    return ns >= 1.8e19 ? UINT64_MAX / 4 : (uint64_t)(ns + 0.5);
+}

@@ -1,0 +1,709 @@
+/* check_cli.c — `mpcsim run|report|plot|merge` driven as a user would ($MPCSIM_BIN): help and
+ * exit codes, input errors that write nothing, dry runs, shards, a real SIGKILL mid-sweep and
+ * --resume, determinism across runs and -j, merge, report tables, and rendered plot images. */
+#include <check.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "op.h"
+#include "rdb.h"
+
+static char tmpdir[128];
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/check_cli_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void teardown(void)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static const char *tpath(const char *name)
+{
+    static char buf[8][512];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
+    return buf[k];
+}
+
+static const char *bin(void)
+{
+    const char *b = getenv("MPCSIM_BIN");
+    ck_assert_msg(b != NULL, "MPCSIM_BIN is not set (run the tests with make check)");
+    return b;
+}
+
+/* ---- running the CLI ------------------------------------------------------------------- */
+
+/* Starts `mpcsim args…` (NULL-terminated) in tmpdir, stdout/stderr to out.txt/err.txt. */
+static pid_t spawn_v(va_list ap)
+{
+    char *argv[32] = {(char *)bin()};
+    int n = 1;
+    const char *a;
+    while ((a = va_arg(ap, const char *)) && n < 31)
+        argv[n++] = (char *)a;
+    argv[n] = NULL;
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        if (chdir(tmpdir) || !freopen(tpath("out.txt"), "w", stdout) ||
+            !freopen(tpath("err.txt"), "w", stderr))
+            _exit(126);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+static pid_t spawn(const char *first, ...)
+{
+    va_list ap;
+    va_start(ap, first);
+    (void)first; /* the list starts after a "mpcsim" placeholder */
+    pid_t pid = spawn_v(ap);
+    va_end(ap);
+    return pid;
+}
+
+/* Runs `mpcsim args…` to completion; returns its exit status. */
+static int mpcsim(const char *first, ...)
+{
+    va_list ap;
+    va_start(ap, first);
+    (void)first;
+    pid_t pid = spawn_v(ap);
+    va_end(ap);
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st), "mpcsim died by signal %d", WTERMSIG(st));
+    return WEXITSTATUS(st);
+}
+#define MPCSIM(...) mpcsim("mpcsim", __VA_ARGS__, (const char *)NULL)
+#define SPAWN(...) spawn("mpcsim", __VA_ARGS__, (const char *)NULL)
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *s = calloc(1, (size_t)n + 1);
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n)
+        s[0] = '\0';
+    fclose(f);
+    return s;
+}
+
+static void spit(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static int exists(const char *path) { return access(path, F_OK) == 0; }
+
+static int count_lines(const char *s, const char *needle)
+{
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, needle)); p++)
+        n++;
+    return n;
+}
+
+/* ---- scenarios ------------------------------------------------------------------------- */
+
+/* A sweep of n_prompts × 2 protocols × 2 networks runs (scenarios/README.md). Fast runs: gpt2,
+ * 4 generated tokens. Slow runs (for the kill test, ~0.1–0.2 s each in a release build):
+ * llama-2-7b, 64 generated tokens each simulated exactly. */
+static void write_sweep(const char *file, const char *name, int n_prompts, int slow)
+{
+    static const char *const prompts[] = {"64", "96", "128", "160", "192", "224", "256", "288"};
+    char buf[2048], list[256] = "";
+    for (int i = 0; i < n_prompts && i < 8; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+                 prompts[i]);
+    snprintf(buf, sizeof buf,
+             "format: 1\n"
+             "name: %s\n"
+             "seed: 11\n"
+             "model: %s\n"
+             "protocol: [semi2k, aby3]\n"
+             "network: [lan, wan]\n"
+             "policies: [full]\n"
+             "workload: {prompt_len: [%s], decode_len: %s}\n",
+             name, slow ? "llama-2-7b" : "gpt2", list,
+             slow ? "64, decode_stride: 1" : "4");
+    spit(tpath(file), buf);
+}
+
+/* ---- reading databases ----------------------------------------------------------------- */
+
+static sqlite3 *db_ro(const char *path)
+{
+    sqlite3 *h = NULL;
+    ck_assert_int_eq(sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_busy_timeout(h, 5000);
+    return h;
+}
+
+static long long q1(const char *path, const char *sql)
+{
+    sqlite3 *h = db_ro(path);
+    sqlite3_stmt *s;
+    long long v = -1;
+    ck_assert_msg(sqlite3_prepare_v2(h, sql, -1, &s, NULL) == SQLITE_OK, "%s", sqlite3_errmsg(h));
+    if (sqlite3_step(s) == SQLITE_ROW)
+        v = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    sqlite3_close(h);
+    return v;
+}
+
+/* Every result row, keyed by config hash, without ids, timestamps and wall times. */
+static char *dump(const char *path)
+{
+    static const char *const sql[] = {
+        "SELECT config_hash, scenario, grid_index, config_yaml, seed, status, error, "
+        "tool_version, model, protocol, network, policy, prompt_len, decode_len, batch "
+        "FROM runs ORDER BY config_hash",
+        "SELECT r.config_hash, m.name, printf('%.17g', m.value), m.unit FROM metrics m JOIN runs "
+        "r ON r.id = m.run_id ORDER BY 1, 2",
+        "SELECT r.config_hash, p.phase, p.latency_ns, p.events FROM phases p JOIN runs r ON "
+        "r.id = p.run_id ORDER BY 1, 2",
+        "SELECT r.config_hash, b.phase, b.category, b.rounds, b.bytes_p0, b.bytes_p1, "
+        "b.bytes_p2, b.offline_p0, b.offline_p1, b.offline_p2, b.compute_ns, b.comm_ns FROM "
+        "breakdown b JOIN runs r ON r.id = b.run_id ORDER BY 1, 2, 3",
+        "SELECT r.config_hash, b.phase, b.layer, b.rounds, b.bytes_p0, b.bytes_p1, b.bytes_p2, "
+        "b.offline_p0, b.offline_p1, b.offline_p2, b.compute_ns, b.comm_ns FROM "
+        "layer_breakdown b JOIN runs r ON r.id = b.run_id ORDER BY 1, 2, 3"};
+    sqlite3 *h = db_ro(path);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    for (size_t q = 0; q < sizeof sql / sizeof sql[0]; q++) {
+        sqlite3_stmt *s;
+        ck_assert_int_eq(sqlite3_prepare_v2(h, sql[q], -1, &s, NULL), SQLITE_OK);
+        while (sqlite3_step(s) == SQLITE_ROW) {
+            for (int c = 0; c < sqlite3_column_count(s); c++) {
+                const unsigned char *t = sqlite3_column_text(s, c);
+                fprintf(f, "%s|", t ? (const char *)t : "NULL");
+            }
+            fputc('\n', f);
+        }
+        sqlite3_finalize(s);
+        fputs("--\n", f);
+    }
+    fclose(f);
+    sqlite3_close(h);
+    return buf;
+}
+
+/* Runs lacking any of their rows: phases, breakdown (total + every category per phase),
+ * metrics, or as many layer rows as the fullest run. */
+static long long incomplete_runs(const char *path)
+{
+    char sql[1024];
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM runs r WHERE r.status <> 'ok' "
+             "OR (SELECT count(*) FROM phases p WHERE p.run_id = r.id) <> %d "
+             "OR (SELECT count(*) FROM breakdown b WHERE b.run_id = r.id) <> %d "
+             "OR (SELECT count(*) FROM metrics m WHERE m.run_id = r.id) = 0 "
+             "OR (SELECT count(*) FROM layer_breakdown l WHERE l.run_id = r.id) <> "
+             "  (SELECT max(c) FROM (SELECT count(*) c FROM layer_breakdown GROUP BY run_id))",
+             PHASE_N, PHASE_N * (OPC_N + 1));
+    return q1(path, sql);
+}
+
+static long long orphan_rows(const char *path)
+{
+    return q1(path, "SELECT (SELECT count(*) FROM metrics WHERE run_id NOT IN (SELECT id FROM "
+                    "runs)) + (SELECT count(*) FROM breakdown WHERE run_id NOT IN (SELECT id "
+                    "FROM runs)) + (SELECT count(*) FROM phases WHERE run_id NOT IN (SELECT id "
+                    "FROM runs)) + (SELECT count(*) FROM layer_breakdown WHERE run_id NOT IN "
+                    "(SELECT id FROM runs))");
+}
+
+/* ---- tests ----------------------------------------------------------------------------- */
+
+START_TEST(test_help_and_usage)
+{
+    static const char *const cmds[] = {"run", "report", "plot", "merge"};
+    for (size_t i = 0; i < 4; i++) {
+        ck_assert_int_eq(MPCSIM(cmds[i], "--help"), 0);
+        char *out = slurp(tpath("out.txt")), want[32];
+        snprintf(want, sizeof want, "usage: mpcsim %s", cmds[i]);
+        ck_assert_msg(strstr(out, want), "%s --help printed: %s", cmds[i], out);
+        free(out);
+        ck_assert_int_eq(MPCSIM(cmds[i], "--no-such-option"), 2);
+        ck_assert_int_eq(MPCSIM(cmds[i]), 2); /* missing operand */
+    }
+    write_sweep("s.yaml", "usage", 1, 0);
+    ck_assert_int_eq(MPCSIM("run", "s.yaml", "-j", "0"), 2);
+    ck_assert_int_eq(MPCSIM("run", "s.yaml", "-j", "two"), 2);
+    ck_assert_int_eq(MPCSIM("run", "s.yaml", "--shard", "3/2"), 2);
+    ck_assert_int_eq(MPCSIM("run", "s.yaml", "--shard", "0/2"), 2);
+    ck_assert_int_eq(MPCSIM("run", "s.yaml", "--shard", "1"), 2);
+    ck_assert_int_eq(MPCSIM("report", "missing.db"), 2);
+    ck_assert(!exists(tpath("missing.db")));
+    ck_assert(!exists(tpath("results")));
+}
+END_TEST
+
+/* A scenario with an input error: exit 2, a file:line:col message, and no database at all. */
+START_TEST(test_input_error_writes_nothing)
+{
+    spit(tpath("bad.yaml"), "format: 1\nname: bad\nmodel: gpt2\nbandwith: 10\nnetwork: lan\n"
+                            "policies: [full]\nworkload: {prompt_len: 64, decode_len: 2}\n");
+    ck_assert_int_eq(MPCSIM("run", "bad.yaml", "-o", "bad.db"), 2);
+    char *err = slurp(tpath("err.txt"));
+    ck_assert_msg(strstr(err, "bad.yaml:4:") && strstr(err, "error"), "stderr: %s", err);
+    free(err);
+    ck_assert(!exists(tpath("bad.db")));
+    ck_assert_int_eq(MPCSIM("run", "bad.yaml"), 2);
+    ck_assert(!exists(tpath("results")));
+    ck_assert_int_eq(MPCSIM("run", "no-such-file.yaml"), 2);
+    ck_assert(!exists(tpath("results")));
+}
+END_TEST
+
+/* --dry-run lists every run and writes nothing; shards partition the runs. */
+START_TEST(test_dry_run_and_shards)
+{
+    write_sweep("s.yaml", "dry", 3, 0); /* 12 runs */
+    ck_assert_int_eq(MPCSIM("run", "s.yaml", "--dry-run"), 0);
+    char *all = slurp(tpath("out.txt"));
+    ck_assert_ptr_nonnull(strstr(all, "12 runs"));
+    ck_assert(!exists(tpath("results")));
+    ck_assert_int_eq(MPCSIM("run", "s.yaml", "--dry-run", "-v"), 0);
+    char *verbose = slurp(tpath("out.txt"));
+    ck_assert_int_eq(count_lines(verbose, "\n---\n"), 12);
+    ck_assert_ptr_nonnull(strstr(verbose, "prompt_len"));
+    free(verbose);
+    int total = 0;
+    for (int k = 1; k <= 3; k++) {
+        char shard[16];
+        snprintf(shard, sizeof shard, "%d/3", k);
+        ck_assert_int_eq(MPCSIM("run", "s.yaml", "--dry-run", "--shard", shard), 0);
+        char *out = slurp(tpath("out.txt"));
+        ck_assert_ptr_nonnull(strstr(out, "4 runs"));
+        /* every line of the shard (hash + summary) is a line of the full listing */
+        for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n"))
+            if (strlen(line) > 16 && line[16] == ' ') {
+                ck_assert_msg(strstr(all, line), "shard line not in full listing: %s", line);
+                total++;
+            }
+        free(out);
+    }
+    ck_assert_int_eq(total, 12);
+    free(all);
+    /* --shard auto takes K/N from an MPI launcher's environment; -o {shard} becomes K */
+    ck_assert_int_eq(MPCSIM("run", "s.yaml", "--dry-run", "--shard", "2/3"), 0);
+    char *two = slurp(tpath("out.txt"));
+    setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+    setenv("OMPI_COMM_WORLD_SIZE", "3", 1);
+    ck_assert_int_eq(MPCSIM("run", "s.yaml", "--dry-run", "--shard", "auto"), 0);
+    char *autos = slurp(tpath("out.txt"));
+    ck_assert_str_eq(autos, two);
+    ck_assert_int_eq(MPCSIM("run", "s.yaml", "-q", "--shard", "auto", "-o", "part-{shard}.db"), 0);
+    unsetenv("OMPI_COMM_WORLD_RANK");
+    unsetenv("OMPI_COMM_WORLD_SIZE");
+    ck_assert_int_eq(q1(tpath("part-2.db"), "SELECT count(*) FROM runs"), 4);
+    ck_assert_int_eq(q1(tpath("part-2.db"), "SELECT count(*) FROM runs WHERE grid_index % 3 <> 1"),
+                     0);
+    free(two);
+    free(autos);
+    if (!getenv("PMI_RANK") && !getenv("SLURM_ARRAY_TASK_ID") && !getenv("SLURM_PROCID"))
+        ck_assert_int_eq(MPCSIM("run", "s.yaml", "--dry-run", "--shard", "auto"), 2);
+    /* grid points that resolve to the same config run once */
+    spit(tpath("dup.yaml"), "format: 1\nname: dup\nmodel: gpt2\nnetwork: lan\n"
+                            "protocol: [semi2k, semi2k]\npolicies: [full]\n"
+                            "workload: {prompt_len: [64, 96], decode_len: 2}\n");
+    ck_assert_int_eq(MPCSIM("run", "dup.yaml", "--dry-run"), 0);
+    char *out = slurp(tpath("out.txt"));
+    ck_assert_msg(strstr(out, "\n2 runs\n"), "dry run: %s", out);
+    free(out);
+    ck_assert(!exists(tpath("results")));
+}
+END_TEST
+
+/* The database path: -o, else the scenario's output:, else results/<name>.db; an existing
+ * database holding this scenario needs --resume. */
+START_TEST(test_db_path_and_resume_guard)
+{
+    write_sweep("s.yaml", "guard", 1, 0);
+    ck_assert_int_eq(MPCSIM("run", "s.yaml", "-q"), 0);
+    ck_assert(exists(tpath("results/guard.db")));
+    ck_assert_int_eq(q1(tpath("results/guard.db"), "SELECT count(*) FROM runs"), 4);
+    ck_assert_int_eq(MPCSIM("run", "s.yaml"), 2);
+    char *err = slurp(tpath("err.txt"));
+    ck_assert_msg(strstr(err, "--resume") && strstr(err, "-o"), "stderr: %s", err);
+    free(err);
+    ck_assert_int_eq(MPCSIM("run", "s.yaml", "--resume"), 0);
+    char *out = slurp(tpath("out.txt"));
+    ck_assert_ptr_nonnull(strstr(out, "nothing to run"));
+    free(out);
+    ck_assert_int_eq(q1(tpath("results/guard.db"), "SELECT count(*) FROM runs"), 4);
+    char *text = slurp(tpath("s.yaml"));
+    char with_out[4096];
+    snprintf(with_out, sizeof with_out, "%soutput: named.db\n", text);
+    free(text);
+    spit(tpath("s2.yaml"), with_out);
+    ck_assert_int_eq(MPCSIM("run", "s2.yaml", "-q"), 0);
+    ck_assert_int_eq(q1(tpath("named.db"), "SELECT count(*) FROM runs"), 4);
+    ck_assert_int_eq(MPCSIM("run", "s2.yaml", "-q", "-o", "deep/er/flag.db"), 0);
+    ck_assert(exists(tpath("deep/er/flag.db")));
+}
+END_TEST
+
+/* Polls a database until it holds at least n ok runs (or timeout); returns the count. */
+static long long wait_runs(const char *path, long long n, double timeout_s)
+{
+    struct timespec ts = {0, 10 * 1000000};
+    long long have = 0;
+    for (double t = 0; t < timeout_s; t += 0.01) {
+        if (exists(path)) {
+            sqlite3 *h = NULL;
+            sqlite3_stmt *s;
+            if (sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+                sqlite3_prepare_v2(h, "SELECT count(*) FROM runs WHERE status = 'ok'", -1, &s,
+                                   NULL) == SQLITE_OK) {
+                if (sqlite3_step(s) == SQLITE_ROW)
+                    have = sqlite3_column_int64(s, 0);
+                sqlite3_finalize(s);
+            }
+            sqlite3_close(h);
+            if (have >= n)
+                return have;
+        }
+        nanosleep(&ts, NULL);
+    }
+    return have;
+}
+
+/* A sweep SIGKILLed mid-way keeps only complete runs; --resume finishes it without duplicates. */
+START_TEST(test_kill_and_resume)
+{
+    write_sweep("slow.yaml", "slow", 3, 1); /* 12 runs */
+    const char *db = tpath("slow.db");
+    pid_t pid = SPAWN("run", "slow.yaml", "-o", "slow.db", "-j", "2", "-q");
+    long long seen = wait_runs(db, 2, 60);
+    ck_assert_int_eq(kill(pid, SIGKILL), 0);
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "the sweep ended before the kill");
+    ck_assert_int_ge(seen, 2);
+    long long kept = q1(db, "SELECT count(*) FROM runs");
+    ck_assert_int_ge(kept, 2);
+    ck_assert_int_lt(kept, 12);
+    ck_assert_int_eq(incomplete_runs(db), 0);
+    ck_assert_int_eq(orphan_rows(db), 0);
+    ck_assert_int_eq(MPCSIM("run", "slow.yaml", "-o", "slow.db", "-j", "2", "--resume"), 0);
+    char *out = slurp(tpath("out.txt"));
+    char want[64];
+    snprintf(want, sizeof want, "%lld already there", kept);
+    ck_assert_msg(strstr(out, want), "resume summary: %s", out);
+    free(out);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs"), 12);
+    ck_assert_int_eq(q1(db, "SELECT count(DISTINCT config_hash) FROM runs"), 12);
+    ck_assert_int_eq(q1(db, "SELECT count(DISTINCT grid_index) FROM runs"), 12);
+    ck_assert_int_eq(incomplete_runs(db), 0);
+    ck_assert_int_eq(orphan_rows(db), 0);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM pragma_integrity_check WHERE "
+                            "integrity_check <> 'ok'"), 0);
+}
+END_TEST
+
+/* The first child process of pid (from /proc), or -1. */
+static pid_t first_child(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+    FILE *f = fopen(path, "r");
+    int child = -1;
+    if (f) {
+        if (fscanf(f, "%d", &child) != 1)
+            child = -1;
+        fclose(f);
+    }
+    return child;
+}
+
+/* A worker killed mid-run: its run is recorded as failed, the other worker finishes the sweep,
+ * the exit status is 1, and --resume runs the failed one again. */
+START_TEST(test_worker_death)
+{
+    write_sweep("w.yaml", "wdeath", 3, 1); /* 12 runs */
+    const char *db = tpath("w.db");
+    pid_t pid = SPAWN("run", "w.yaml", "-o", "w.db", "-j", "2", "-q");
+    ck_assert_int_ge(wait_runs(db, 1, 60), 1);
+    pid_t w = first_child(pid);
+    ck_assert_int_gt(w, 0);
+    ck_assert_int_eq(kill(w, SIGKILL), 0);
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFEXITED(st));
+    ck_assert_int_eq(WEXITSTATUS(st), 1);
+    char *err = slurp(tpath("err.txt"));
+    ck_assert_msg(strstr(err, "died during the run"), "stderr: %s", err);
+    free(err);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs"), 12);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE status = 'failed' AND error LIKE "
+                            "'%died during the run%'"), 1);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM metrics m JOIN runs r ON r.id = m.run_id "
+                            "WHERE r.status = 'failed'"), 0);
+    ck_assert_int_eq(MPCSIM("run", "w.yaml", "-o", "w.db", "--resume", "-q"), 0);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs"), 12);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE status = 'ok'"), 12);
+    ck_assert_int_eq(incomplete_runs(db), 0);
+}
+END_TEST
+
+/* Same scenario and seed: byte-identical rows, whether run with -j 1 or -j 2, or in shards. */
+START_TEST(test_determinism_and_merge)
+{
+    write_sweep("d.yaml", "det", 3, 0); /* 12 runs */
+    ck_assert_int_eq(MPCSIM("run", "d.yaml", "-o", "a.db", "-q", "-j", "2"), 0);
+    ck_assert_int_eq(MPCSIM("run", "d.yaml", "-o", "b.db", "-q"), 0);
+    char *a = dump(tpath("a.db")), *b = dump(tpath("b.db"));
+    ck_assert_int_gt(strlen(a), 1000);
+    ck_assert_int_eq(count_lines(a, "|ok|"), 12);
+    ck_assert_msg(!strcmp(a, b), "two runs of one scenario differ");
+    free(b);
+    for (int k = 1; k <= 3; k++) {
+        char shard[16], out[16];
+        snprintf(shard, sizeof shard, "%d/3", k);
+        snprintf(out, sizeof out, "s%d.db", k);
+        ck_assert_int_eq(MPCSIM("run", "d.yaml", "-o", out, "-q", "--shard", shard), 0);
+    }
+    ck_assert_int_eq(MPCSIM("merge", "m.db", "s1.db", "s2.db", "s3.db"), 0);
+    char *m = dump(tpath("m.db"));
+    ck_assert_msg(!strcmp(a, m), "merged shards differ from the whole sweep");
+    free(m);
+    /* merging again, and the whole sweep on top, adds nothing */
+    ck_assert_int_eq(MPCSIM("merge", "m.db", "s2.db", "a.db"), 0);
+    char *out = slurp(tpath("out.txt"));
+    ck_assert_msg(strstr(out, "0 runs added, 16 already there"), "merge said: %s", out);
+    free(out);
+    m = dump(tpath("m.db"));
+    ck_assert(!strcmp(a, m));
+    free(m);
+    free(a);
+    /* a source of another schema version: refused, output untouched */
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open(tpath("s1.db"), &h), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(h, "PRAGMA user_version = 99", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+    ck_assert_int_eq(MPCSIM("merge", "fresh.db", "s2.db", "s1.db"), 2);
+    char *err = slurp(tpath("err.txt"));
+    ck_assert_msg(strstr(err, "s1.db") && strstr(err, "schema version 99"), "stderr: %s", err);
+    free(err);
+    ck_assert(!exists(tpath("fresh.db")));
+    ck_assert_int_eq(MPCSIM("merge", "m.db", "m.db"), 2);
+}
+END_TEST
+
+/* Two shards started at once with --resume on one new database: it is created and migrated
+ * once, and holds every run once. */
+START_TEST(test_shards_share_db)
+{
+    write_sweep("c.yaml", "conc", 3, 0); /* 12 runs */
+    pid_t a = SPAWN("run", "c.yaml", "-o", "c.db", "--resume", "-q", "--shard", "1/2");
+    pid_t b = SPAWN("run", "c.yaml", "-o", "c.db", "--resume", "-q", "--shard", "2/2");
+    int sa, sb;
+    ck_assert_int_eq(waitpid(a, &sa, 0), a);
+    ck_assert_int_eq(waitpid(b, &sb, 0), b);
+    ck_assert(WIFEXITED(sa) && WEXITSTATUS(sa) == 0);
+    ck_assert(WIFEXITED(sb) && WEXITSTATUS(sb) == 0);
+    ck_assert_int_eq(q1(tpath("c.db"), "SELECT count(*) FROM runs"), 12);
+    ck_assert_int_eq(q1(tpath("c.db"), "SELECT count(DISTINCT config_hash) FROM runs"), 12);
+    ck_assert_int_eq(q1(tpath("c.db"), "PRAGMA user_version"), RDB_SCHEMA_VERSION);
+    ck_assert_int_eq(incomplete_runs(tpath("c.db")), 0);
+}
+END_TEST
+
+START_TEST(test_report)
+{
+    write_sweep("r.yaml", "rep", 2, 0); /* 8 runs */
+    ck_assert_int_eq(MPCSIM("run", "r.yaml", "-o", "r.db", "-q"), 0);
+    ck_assert_int_eq(MPCSIM("report", "r.db"), 0);
+    char *out = slurp(tpath("out.txt"));
+    ck_assert_ptr_nonnull(strstr(out, "latency_s"));
+    ck_assert_ptr_nonnull(strstr(out, "policy"));
+    ck_assert_ptr_nonnull(strstr(out, "8 runs"));
+    ck_assert_int_eq(count_lines(out, " wan "), 4);
+    ck_assert_int_eq(count_lines(out, " aby3 "), 4);
+    /* aligned: every run line as wide as the header */
+    size_t w = strcspn(out, "\n");
+    char *line = out;
+    for (int i = 0; i < 10; i++) {
+        size_t lw = strcspn(line, "\n");
+        ck_assert_uint_eq(lw, w);
+        line += lw + 1;
+    }
+    free(out);
+    ck_assert_int_eq(MPCSIM("report", "r.db", "--csv"), 0);
+    out = slurp(tpath("out.txt"));
+    ck_assert_int_eq(count_lines(out, "\n"), 9);
+    ck_assert(!strncmp(out, "id,model,protocol,network,policy", 32));
+    /* latency in CSV equals the phases' sum in the database, for the first row's run */
+    char *row = strchr(out, '\n') + 1, sql[160];
+    snprintf(sql, sizeof sql, "SELECT sum(latency_ns) FROM phases WHERE run_id = %lld",
+             strtoll(row, NULL, 10));
+    double lat = (double)q1(tpath("r.db"), sql) * 1e-9;
+    ck_assert_double_gt(lat, 0);
+    int col = 0;
+    for (char *p = row; *p && col < 10; p++)
+        if (*p == ',' && ++col == 10)
+            ck_assert_double_eq_tol(strtod(p + 1, NULL), lat, 1e-9 * lat);
+    ck_assert_int_eq(col, 10);
+    free(out);
+    ck_assert_int_eq(MPCSIM("report", "r.db", "--metrics", "no_such_metric"), 2);
+}
+END_TEST
+
+/* ---- plots from a database the test builds ---------------------------------------------- */
+
+static void build_plot_db(const char *path, int with_accuracy)
+{
+    static const char *const nets[] = {"lan", "wan"}, *const pols[] = {"full", "h2o", "snapkv"};
+    static const char *const cats[] = {"attention", "ffn", "softmax"};
+    rdb *db;
+    errbuf e;
+    ck_assert_int_eq(rdb_open(path, 1, &db, &e), MS_OK);
+    int idx = 0;
+    for (int n = 0; n < 2; n++)
+        for (int p = 0; p < 3; p++)
+            for (uint32_t len = 128; len <= 1024; len *= 2, idx++) {
+                char hash[17];
+                snprintf(hash, sizeof hash, "%016x", 0x1000 + idx);
+                double keep = p == 0 ? 1.0 : 0.3 + 0.2 * p;
+                uint64_t lat = (uint64_t)(len * keep * (n ? 40e6 : 2e6));
+                rdb_metric m[2] = {{"mass_recall", p == 0 ? 1.0 : 0.7 + 0.1 * p, ""},
+                                   {"steps", 8, ""}};
+                rdb_phase ph[2] = {{"prefill", lat / 4, 1}, {"decode", lat, 1}};
+                rdb_breakdown bd[4] = {{"decode", "total", {.rounds = 100, .bytes = {len * 1000000u, len * 900000u, 0}}}};
+                for (int c = 0; c < 3; c++)
+                    bd[c + 1] = (rdb_breakdown){"decode", cats[c],
+                                                {.rounds = 10, .bytes = {len * 100000u * (c + 1)},
+                                                 .compute_ns = lat / 10, .comm_ns = lat / (c + 2)}};
+                rdb_run r = {.scenario = "plots", .grid_index = (uint64_t)idx, .config_hash = hash,
+                             .config_yaml = "x\n", .seed = 1, .status = "ok", .started = "t",
+                             .finished = "t", .tool_version = "test", .model = "gpt2",
+                             .protocol = "semi2k", .network = nets[n], .policy = pols[p],
+                             .prompt_len = len, .decode_len = 8, .batch = 1, .metric = m,
+                             .n_metric = with_accuracy ? 2 : 1, .phase = ph, .n_phase = 2,
+                             .breakdown = bd, .n_breakdown = 4};
+                if (!with_accuracy)
+                    r.metric = m + 1;
+                ck_assert_int_eq(rdb_run_put(db, &r, NULL, &e), MS_OK);
+            }
+    rdb_close(db);
+}
+
+/* A PNG: signature, IHDR chunk first, width and height > 0. */
+static void check_png(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "missing %s", path);
+    unsigned char h[24];
+    ck_assert_uint_eq(fread(h, 1, 24, f), 24);
+    fclose(f);
+    static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    ck_assert_msg(!memcmp(h, sig, 8), "%s: no PNG signature", path);
+    ck_assert_msg(!memcmp(h + 12, "IHDR", 4), "%s: first chunk is not IHDR", path);
+    unsigned w = (unsigned)h[16] << 24 | h[17] << 16 | h[18] << 8 | h[19];
+    unsigned ht = (unsigned)h[20] << 24 | h[21] << 16 | h[22] << 8 | h[23];
+    ck_assert_uint_gt(w, 0);
+    ck_assert_uint_gt(ht, 0);
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_int_gt(st.st_size, 2000); /* more than an empty canvas header */
+}
+
+/* An SVG: parses as XML (Python's xml.etree) with root element <svg>. */
+static void check_svg(const char *path)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import sys, xml.etree.ElementTree as E; "
+             "r = E.parse(sys.argv[1]).getroot(); sys.exit(0 if r.tag.split('}')[-1] == 'svg' "
+             "else 1)\" '%s'", path);
+    ck_assert_msg(system(cmd) == 0, "%s is not an XML document with root <svg>", path);
+}
+
+START_TEST(test_plot_images)
+{
+    static const char *const plots[] = {"latency_vs_seq", "comm_vs_seq", "breakdown", "pareto"};
+    build_plot_db(tpath("p.db"), 1);
+    ck_assert_int_eq(MPCSIM("plot", "p.db", "-o", "png"), 0);
+    char *err = slurp(tpath("err.txt"));
+    ck_assert_msg(err[0] == '\0', "plot wrote to stderr: %s", err);
+    free(err);
+    char f[64];
+    for (int i = 0; i < 4; i++) {
+        snprintf(f, sizeof f, "png/%s.png", plots[i]);
+        check_png(tpath(f));
+    }
+    ck_assert_int_eq(MPCSIM("plot", "p.db", "--svg"), 0); /* default folder: p-plots */
+    for (int i = 0; i < 4; i++) {
+        snprintf(f, sizeof f, "p-plots/%s.svg", plots[i]);
+        check_svg(tpath(f));
+    }
+    /* without accuracy metrics: the Pareto plot is skipped with a note */
+    build_plot_db(tpath("q.db"), 0);
+    ck_assert_int_eq(MPCSIM("plot", "q.db", "-o", "q"), 0);
+    char *out = slurp(tpath("out.txt"));
+    ck_assert_ptr_nonnull(strstr(out, "skipping the Pareto plot"));
+    free(out);
+    for (int i = 0; i < 3; i++) {
+        snprintf(f, sizeof f, "q/%s.png", plots[i]);
+        check_png(tpath(f));
+    }
+    ck_assert(!exists(tpath("q/pareto.png")));
+    /* an empty database: nothing to plot */
+    rdb *db;
+    errbuf e;
+    ck_assert_int_eq(rdb_open(tpath("empty.db"), 1, &db, &e), MS_OK);
+    rdb_close(db);
+    ck_assert_int_eq(MPCSIM("plot", "empty.db"), 2);
+}
+END_TEST
+
+Suite *cli_suite(void)
+{
+    Suite *s = suite_create("cli");
+    TCase *tc = tcase_create("commands");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_help_and_usage);
+    tcase_add_test(tc, test_input_error_writes_nothing);
+    tcase_add_test(tc, test_dry_run_and_shards);
+    tcase_add_test(tc, test_db_path_and_resume_guard);
+    tcase_add_test(tc, test_kill_and_resume);
+    tcase_add_test(tc, test_worker_death);
+    tcase_add_test(tc, test_determinism_and_merge);
+    tcase_add_test(tc, test_shards_share_db);
+    tcase_add_test(tc, test_report);
+    tcase_add_test(tc, test_plot_images);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,586 @@
+/* check_kern.c — the kernels' numerics on the clear-text engine (eng_plain) against libm /
+ * plain C over stated input ranges, within the error bounds kern.c documents; both party
+ * counts (the A2B adders differ: 2 components vs carry-save of 3). */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eng_plain.h"
+#include "kern.h"
+
+#define F 18
+
+static uint64_t rng_state = 12345;
+static double urand(double lo, double hi)
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return lo + (hi - lo) * (double)(rng_state >> 11) / 9007199254740992.0;
+}
+
+static int exp_iters_override; /* 0: the protocol default */
+
+static eng *mk(int np)
+{
+    proto_cfg c;
+    errbuf e;
+    ck_assert_int_eq(proto_cfg_default(np == 2 ? "semi2k" : "aby3", &c, &e), 0);
+    if (exp_iters_override)
+        c.exp_iters = exp_iters_override;
+    eng *en = NULL;
+    ck_assert_int_eq(eng_plain_new(&c, np, 99 + (uint64_t)np, 0, &en), 0);
+    return en;
+}
+
+/* One-op harness: inputs as reals (fixed point) or integers (frac 0), output decoded. */
+typedef struct harness {
+    eng *e;
+    op_program p;
+    mpc_val *vals;
+} harness;
+
+static void h_init(harness *h, int np)
+{
+    h->e = mk(np);
+    op_program_init(&h->p);
+    h->vals = NULL;
+}
+
+static uint32_t h_tensor(harness *h, const char *name, int role, int dom, uint32_t b, uint32_t r,
+                         uint32_t c, const double *v, int frac)
+{
+    uint32_t id = op_tensor_add(&h->p, name, role, dom, b, r, c);
+    ck_assert_uint_ne(id, OP_NONE);
+    h->vals = realloc(h->vals, h->p.n_tens * sizeof *h->vals);
+    mpc_val *mv = &h->vals[id];
+    memset(mv, 0, sizeof *mv);
+    size_t n = (size_t)b * r * c;
+    ck_assert_int_eq(h->e->vt->alloc(h->e, mv, n, dom), 0);
+    if (v)
+        for (size_t i = 0; i < n; i++)
+            mv->s[0][i] = fx_encode(v[i], frac);
+    return id;
+}
+
+static void h_run(harness *h, op o)
+{
+    ck_assert_int_ge(op_emit(&h->p, &o), 0);
+    errbuf err;
+    int rc = kern_exec(h->e, &h->p, h->p.n_ops - 1, h->vals, &err);
+    ck_assert_msg(rc == 0, "kern_exec: %s", err.msg);
+}
+
+static double h_out(harness *h, uint32_t t, size_t i, int frac)
+{
+    return fx_decode(h->vals[t].s[0][i], frac);
+}
+
+static void h_free(harness *h)
+{
+    for (size_t t = 0; t < h->p.n_tens; t++)
+        h->e->vt->release(h->e, &h->vals[t]);
+    free(h->vals);
+    op_program_free(&h->p);
+    eng_free(h->e);
+}
+
+static op mkop(int kind, uint32_t b, uint32_t m, uint32_t k, uint32_t n, uint32_t in0,
+               uint32_t in1, uint32_t in2, uint32_t out)
+{
+    op o = {.kind = (uint16_t)kind, .layer = -1, .group = -1, .batch = b, .m = m, .k = k,
+            .n = n, .in = {in0, in1, in2}, .out = out, .iarg = -1};
+    return o;
+}
+
+/* ---- fixed point ------------------------------------------------------------------------- */
+
+START_TEST(test_fx_roundtrip)
+{
+    for (int i = 0; i < 1000; i++) {
+        double x = urand(-1e5, 1e5);
+        ck_assert_double_le(fabs(fx_decode(fx_encode(x, F), F) - x), ldexp(1.0, -F - 1));
+    }
+    ck_assert_uint_eq(fx_encode(-1.0, F), (uint64_t) - (1ll << F));
+    ck_assert_double_eq(fx_decode(fx_encode(-3.25, 4), 4), -3.25);
+    ck_assert_double_eq(fx_decode(0x8000000000000000ull, 0), -9223372036854775808.0);
+}
+END_TEST
+
+/* ---- comparisons ------------------------------------------------------------------------- */
+
+START_TEST(test_lt_eq)
+{
+    int np = 2 + _i;
+    harness h;
+    h_init(&h, np);
+    enum { N = 400 };
+    double a[N], b[N];
+    for (int i = 0; i < N; i++) {
+        a[i] = urand(-1000, 1000);
+        b[i] = (i % 4 == 0) ? a[i] : (i % 4 == 1) ? a[i] + ldexp(1, -F) : urand(-1000, 1000);
+    }
+    a[0] = 0, b[0] = 0, a[5] = 3e6, b[5] = -3e6, a[9] = -3e6, b[9] = 3e6;
+    uint32_t ta = h_tensor(&h, "a", OPT_TEMP, DOM_ARITH, 1, 1, N, a, F);
+    uint32_t tb = h_tensor(&h, "b", OPT_TEMP, DOM_ARITH, 1, 1, N, b, F);
+    uint32_t lt = h_tensor(&h, "lt", OPT_TEMP, DOM_ARITH, 1, 1, N, NULL, 0);
+    uint32_t eq = h_tensor(&h, "eq", OPT_TEMP, DOM_ARITH, 1, 1, N, NULL, 0);
+    h_run(&h, mkop(OP_LT, 1, 1, 0, N, ta, tb, OP_NONE, lt));
+    h_run(&h, mkop(OP_EQ, 1, 1, 0, N, ta, tb, OP_NONE, eq));
+    for (int i = 0; i < N; i++) {
+        int64_t ai = (int64_t)fx_encode(a[i], F), bi = (int64_t)fx_encode(b[i], F);
+        ck_assert_uint_eq(h.vals[lt].s[0][i], (uint64_t)(ai < bi));
+        ck_assert_uint_eq(h.vals[eq].s[0][i], (uint64_t)(ai == bi));
+    }
+    h_free(&h);
+}
+END_TEST
+
+START_TEST(test_a2b_b2a_select)
+{
+    int np = 2 + _i;
+    harness h;
+    h_init(&h, np);
+    enum { N = 300 };
+    double a[N], c[N], x[N], y[N];
+    for (int i = 0; i < N; i++) {
+        a[i] = urand(-1e6, 1e6);
+        c[i] = i % 3 == 0;
+        x[i] = urand(-10, 10);
+        y[i] = urand(-10, 10);
+    }
+    uint32_t ta = h_tensor(&h, "a", OPT_TEMP, DOM_ARITH, 1, 1, N, a, F);
+    uint32_t tb = h_tensor(&h, "b", OPT_TEMP, DOM_BOOL, 1, 1, N, NULL, 0);
+    uint32_t tr = h_tensor(&h, "r", OPT_TEMP, DOM_ARITH, 1, 1, N, NULL, 0);
+    uint32_t tc = h_tensor(&h, "c", OPT_TEMP, DOM_ARITH, 1, 1, N, c, 0);
+    uint32_t tx = h_tensor(&h, "x", OPT_TEMP, DOM_ARITH, 1, 1, N, x, F);
+    uint32_t ty = h_tensor(&h, "y", OPT_TEMP, DOM_ARITH, 1, 1, N, y, F);
+    uint32_t ts = h_tensor(&h, "s", OPT_TEMP, DOM_ARITH, 1, 1, N, NULL, 0);
+    h_run(&h, mkop(OP_A2B, 1, 1, 0, N, ta, OP_NONE, OP_NONE, tb));
+    h_run(&h, mkop(OP_B2A, 1, 1, 0, N, tb, OP_NONE, OP_NONE, tr));
+    h_run(&h, mkop(OP_SELECT, 1, 1, 0, N, tc, tx, ty, ts));
+    for (int i = 0; i < N; i++) {
+        ck_assert_uint_eq(h.vals[tb].s[0][i], fx_encode(a[i], F));
+        ck_assert_uint_eq(h.vals[tr].s[0][i], fx_encode(a[i], F) & 1);
+        ck_assert_uint_eq(h.vals[ts].s[0][i], fx_encode(c[i] ? x[i] : y[i], F));
+    }
+    h_free(&h);
+}
+END_TEST
+
+/* ---- elementwise approximations --------------------------------------------------------- */
+
+typedef double (*fn1)(double);
+static double gelu_ref(double x) { return 0.5 * x * (1 + erf(x / sqrt(2.0))); }
+static double silu_ref(double x) { return x / (1 + exp(-x)); }
+static double recip_ref(double x) { return 1 / x; }
+static double rsqrt_ref(double x) { return 1 / sqrt(x); }
+
+/* Max over samples of |got - want| / (rtol·|want| + atol): <= 1 means every sample is within
+ * the bound. Log-uniform sampling when logu. */
+static double ew_err(int np, int kind, fn1 ref, double lo, double hi, int logu, double rtol,
+                     double atol)
+{
+    harness h;
+    h_init(&h, np);
+    enum { N = 2000 };
+    double *x = malloc(N * sizeof *x), worst = 0;
+    for (int i = 0; i < N; i++)
+        x[i] = logu ? exp(urand(log(lo), log(hi))) : urand(lo, hi);
+    x[0] = lo, x[1] = hi;
+    uint32_t tx = h_tensor(&h, "x", OPT_TEMP, DOM_ARITH, 1, 1, N, x, F);
+    uint32_t ty = h_tensor(&h, "y", OPT_TEMP, DOM_ARITH, 1, 1, N, NULL, 0);
+    h_run(&h, mkop(kind, 1, 1, 0, N, tx, OP_NONE, OP_NONE, ty));
+    for (int i = 0; i < N; i++) {
+        double want = ref(fx_decode(fx_encode(x[i], F), F)), got = h_out(&h, ty, i, F);
+        double err = fabs(got - want) / (rtol * fabs(want) + atol);
+        if (err > worst)
+            worst = err;
+    }
+    free(x);
+    h_free(&h);
+    if (getenv("KERN_VERBOSE"))
+        fprintf(stderr, "%s np=%d [%g, %g]: worst/bound %.3f\n", op_kind_name(kind), np, lo, hi,
+                worst);
+    return worst;
+}
+
+START_TEST(test_exp)
+{
+    double err = ew_err(2 + _i, OP_EXP, exp, -14, 0, 0, 0, 2e-3);
+    ck_assert_msg(err <= 1, "exp on [-14, 0]: error %g × the bound 2e-3", err);
+    exp_iters_override = 5; /* PUMA's setting: e^x·x²/2^(t+1) peaks at 4e^-2/64 = 8.5e-3 */
+    err = ew_err(2 + _i, OP_EXP, exp, -14, 0, 0, 0, 1e-2);
+    exp_iters_override = 0;
+    ck_assert_msg(err <= 1, "exp (5 iterations) on [-14, 0]: error %g × the bound 1e-2", err);
+}
+END_TEST
+
+START_TEST(test_reciprocal)
+{
+    double err = ew_err(2 + _i, OP_RECIPROCAL, recip_ref, ldexp(1, -F), ldexp(1, F - 1) - 1, 1,
+                        2e-4, ldexp(2, -F));
+    ck_assert_msg(err <= 1, "reciprocal on [2^-f, 2^(f-1)): error %g × the bound", err);
+}
+END_TEST
+
+START_TEST(test_rsqrt)
+{
+    double err = ew_err(2 + _i, OP_RSQRT, rsqrt_ref, 1e-3, 1e4, 1, 1e-4, ldexp(2, -F));
+    ck_assert_msg(err <= 1, "rsqrt on [1e-3, 1e4]: error %g × the bound", err);
+    err = ew_err(2 + _i, OP_RSQRT, rsqrt_ref, ldexp(1, -F), ldexp(1, F + 2) - 1, 1, 1e-4,
+                 ldexp(2, -F));
+    ck_assert_msg(err <= 1, "rsqrt on [2^-f, 2^(f+2)): error %g × the bound", err);
+}
+END_TEST
+
+START_TEST(test_gelu_silu)
+{
+    double eg = ew_err(2 + _i, OP_GELU, gelu_ref, -8, 8, 0, 0, 2.1e-2);
+    ck_assert_msg(eg <= 1, "gelu on [-8, 8]: error %g × the bound 2.1e-2", eg);
+    double es = ew_err(2 + _i, OP_SILU, silu_ref, -12, 12, 0, 0, 7.5e-2);
+    ck_assert_msg(es <= 1, "silu on [-12, 12]: error %g × the bound 7.5e-2", es);
+}
+END_TEST
+
+/* ---- row kernels -------------------------------------------------------------------------- */
+
+START_TEST(test_softmax)
+{
+    int np = 2 + _i;
+    harness h;
+    h_init(&h, np);
+    enum { B = 2, M = 3, N = 37 };
+    double x[B * M * N];
+    for (int i = 0; i < B * M * N; i++)
+        x[i] = urand(-12, 12);
+    for (int causal = -1; causal <= 20; causal += 21) {
+        uint32_t tx = h_tensor(&h, "x", OPT_TEMP, DOM_ARITH, B, M, N, x, F);
+        uint32_t ty = h_tensor(&h, "y", OPT_TEMP, DOM_ARITH, B, M, N, NULL, 0);
+        op o = mkop(OP_SOFTMAX, B, M, 0, N, tx, OP_NONE, OP_NONE, ty);
+        o.iarg = causal;
+        h_run(&h, o);
+        double worst = 0;
+        for (int r = 0; r < B * M; r++) {
+            int lim = causal < 0 ? N : causal + r % M + 1;
+            double mx = -1e300, s = 0;
+            for (int j = 0; j < lim; j++)
+                mx = fmax(mx, x[r * N + j]);
+            for (int j = 0; j < lim; j++)
+                s += exp(x[r * N + j] - mx);
+            for (int j = 0; j < N; j++) {
+                double want = j < lim ? exp(x[r * N + j] - mx) / s : 0;
+                worst = fmax(worst, fabs(h_out(&h, ty, (size_t)r * N + j, F) - want));
+            }
+        }
+        ck_assert_msg(worst <= 3e-3, "softmax causal=%d: max abs error %g > 3e-3", causal, worst);
+    }
+    h_free(&h);
+}
+END_TEST
+
+START_TEST(test_norms)
+{
+    int np = 2 + _i;
+    harness h;
+    h_init(&h, np);
+    enum { R = 4, N = 64 };
+    double x[R * N], g[N], b[N];
+    for (int i = 0; i < R * N; i++)
+        x[i] = urand(-3, 3) * (1 + i / N * 10); /* row scales 1 … 31 */
+    for (int i = 0; i < N; i++)
+        g[i] = urand(0.5, 1.5), b[i] = urand(-0.5, 0.5);
+    uint32_t tx = h_tensor(&h, "x", OPT_TEMP, DOM_ARITH, 1, R, N, x, F);
+    uint32_t tg = h_tensor(&h, "g", OPT_WEIGHT, DOM_ARITH, 1, 1, N, g, F);
+    uint32_t tb = h_tensor(&h, "b", OPT_WEIGHT, DOM_ARITH, 1, 1, N, b, F);
+    uint32_t tl = h_tensor(&h, "ln", OPT_TEMP, DOM_ARITH, 1, R, N, NULL, 0);
+    uint32_t tr = h_tensor(&h, "rms", OPT_TEMP, DOM_ARITH, 1, R, N, NULL, 0);
+    op ln = mkop(OP_LAYERNORM, 1, R, 0, N, tx, tg, tb, tl);
+    op rm = mkop(OP_RMSNORM, 1, R, 0, N, tx, tg, OP_NONE, tr);
+    rm.farg = 1e-5;
+    h_run(&h, ln);
+    h_run(&h, rm);
+    double wl = 0, wr = 0;
+    for (int r = 0; r < R; r++) {
+        double mu = 0, var = 0, ms = 0;
+        for (int j = 0; j < N; j++)
+            mu += x[r * N + j] / N, ms += x[r * N + j] * x[r * N + j] / N;
+        for (int j = 0; j < N; j++)
+            var += (x[r * N + j] - mu) * (x[r * N + j] - mu) / N;
+        for (int j = 0; j < N; j++) {
+            double l = (x[r * N + j] - mu) / sqrt(var + 1e-5) * g[j] + b[j];
+            double q = x[r * N + j] / sqrt(ms + 1e-5) * g[j];
+            wl = fmax(wl, fabs(h_out(&h, tl, (size_t)r * N + j, F) - l));
+            wr = fmax(wr, fabs(h_out(&h, tr, (size_t)r * N + j, F) - q));
+        }
+    }
+    ck_assert_msg(wl <= 1e-3, "layernorm: max abs error %g > 1e-3", wl);
+    ck_assert_msg(wr <= 1e-3, "rmsnorm: max abs error %g > 1e-3", wr);
+    h_free(&h);
+}
+END_TEST
+
+START_TEST(test_max_argmax_topk)
+{
+    int np = 2 + _i;
+    harness h;
+    h_init(&h, np);
+    enum { B = 2, M = 2, N = 23, K = 5 };
+    double x[B * M * N];
+    for (int i = 0; i < B * M * N; i++)
+        x[i] = urand(-50, 50);
+    uint32_t tx = h_tensor(&h, "x", OPT_TEMP, DOM_ARITH, B, M, N, x, F);
+    uint32_t tm = h_tensor(&h, "mx", OPT_TEMP, DOM_ARITH, B, M, 1, NULL, 0);
+    uint32_t ta = h_tensor(&h, "am", OPT_TEMP, DOM_ARITH, B, M, N, NULL, 0);
+    uint32_t tk = h_tensor(&h, "tk", OPT_TEMP, DOM_ARITH, B, M * K, N, NULL, 0);
+    uint32_t t2 = h_tensor(&h, "t2", OPT_TEMP, DOM_ARITH, B, M * 2, N, NULL, 0);
+    h_run(&h, mkop(OP_MAX, B, M, 0, N, tx, OP_NONE, OP_NONE, tm));
+    h_run(&h, mkop(OP_ARGMAX, B, M, 0, N, tx, OP_NONE, OP_NONE, ta));
+    op t = mkop(OP_TOPK, B, M, 0, N, tx, OP_NONE, OP_NONE, tk);
+    t.iarg = K; /* 5 of 23: the sorting network */
+    h_run(&h, t);
+    op t2o = mkop(OP_TOPK, B, M, 0, N, tx, OP_NONE, OP_NONE, t2);
+    t2o.iarg = 2; /* 2 of 23: two extractions */
+    h_run(&h, t2o);
+    for (int r = 0; r < B * M; r++) {
+        int order[N], used[N] = {0};
+        for (int q = 0; q < K; q++) { /* reference: descending selection */
+            int best = -1;
+            for (int j = 0; j < N; j++)
+                if (!used[j] && (best < 0 || x[r * N + j] > x[r * N + best]))
+                    best = j;
+            used[best] = 1;
+            order[q] = best;
+        }
+        ck_assert_uint_eq(h.vals[tm].s[0][r], fx_encode(x[r * N + order[0]], F));
+        for (int j = 0; j < N; j++) {
+            ck_assert_uint_eq(h.vals[ta].s[0][(size_t)r * N + j], (uint64_t)(j == order[0]));
+            for (int q = 0; q < K; q++)
+                ck_assert_uint_eq(h.vals[tk].s[0][((size_t)r * K + q) * N + j],
+                                  (uint64_t)(j == order[q]));
+            for (int q = 0; q < 2; q++)
+                ck_assert_uint_eq(h.vals[t2].s[0][((size_t)r * 2 + q) * N + j],
+                                  (uint64_t)(j == order[q]));
+        }
+    }
+    h_free(&h);
+}
+END_TEST
+
+START_TEST(test_onehot_gather)
+{
+    int np = 2 + _i;
+    harness h;
+    h_init(&h, np);
+    enum { M = 6, V = 11, D = 4 };
+    double idx[M] = {0, 10, 3, 3, 7, 1}, tab[V * D];
+    for (int i = 0; i < V * D; i++)
+        tab[i] = urand(-2, 2);
+    uint32_t ti = h_tensor(&h, "idx", OPT_INPUT, DOM_ARITH, 1, M, 1, idx, 0);
+    uint32_t to = h_tensor(&h, "oh", OPT_TEMP, DOM_ARITH, 1, M, V, NULL, 0);
+    uint32_t tt = h_tensor(&h, "tab", OPT_WEIGHT, DOM_ARITH, 1, V, D, tab, F);
+    uint32_t tg = h_tensor(&h, "g", OPT_TEMP, DOM_ARITH, 1, M, D, NULL, 0);
+    h_run(&h, mkop(OP_ONEHOT, 1, M, 0, V, ti, OP_NONE, OP_NONE, to));
+    op g = mkop(OP_GATHER, 1, M, V, D, to, tt, OP_NONE, tg);
+    g.flags = OPF_FIXED_B;
+    h_run(&h, g);
+    for (int i = 0; i < M; i++) {
+        for (int j = 0; j < V; j++)
+            ck_assert_uint_eq(h.vals[to].s[0][(size_t)i * V + j], (uint64_t)(j == (int)idx[i]));
+        for (int d = 0; d < D; d++)
+            ck_assert_uint_eq(h.vals[tg].s[0][(size_t)i * D + d],
+                              fx_encode(tab[(int)idx[i] * D + d], F));
+    }
+    h_free(&h);
+}
+END_TEST
+
+START_TEST(test_rope_matmul)
+{
+    int np = 2 + _i;
+    harness h;
+    h_init(&h, np);
+    enum { B = 2, M = 3, K = 8, N = 5 };
+    double x[B * M * K], w[B * N * K], pw[K * N];
+    for (int i = 0; i < B * M * K; i++)
+        x[i] = urand(-2, 2);
+    for (int i = 0; i < B * N * K; i++)
+        w[i] = urand(-2, 2);
+    for (int i = 0; i < K * N; i++)
+        pw[i] = urand(-2, 2);
+    uint32_t tx = h_tensor(&h, "x", OPT_TEMP, DOM_ARITH, B, M, K, x, F);
+    uint32_t tw = h_tensor(&h, "w", OPT_CACHE, DOM_ARITH, B, N, K, w, F);
+    uint32_t tp = h_tensor(&h, "pw", OPT_PUBLIC, DOM_ARITH, 1, K, N, pw, F);
+    uint32_t tr = h_tensor(&h, "r", OPT_TEMP, DOM_ARITH, B, M, K, NULL, 0);
+    uint32_t ts = h_tensor(&h, "s", OPT_TEMP, DOM_ARITH, B, M, N, NULL, 0);
+    uint32_t tq = h_tensor(&h, "q", OPT_TEMP, DOM_ARITH, B, M, N, NULL, 0);
+    op ro = mkop(OP_ROPE, B, M, 0, K, tx, OP_NONE, OP_NONE, tr);
+    ro.iarg = 17;
+    ro.farg = 10000;
+    h_run(&h, ro);
+    op mm = mkop(OP_MATMUL, B, M, K, N, tx, tw, OP_NONE, ts);
+    mm.flags = OPF_TRANS_B;
+    h_run(&h, mm);
+    op pm = mkop(OP_MATMUL, B, M, K, N, tx, tp, OP_NONE, tq);
+    pm.flags = OPF_PUBLIC_B;
+    h_run(&h, pm);
+    double wr = 0, ws = 0, wq = 0;
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < M; i++) {
+            const double *xr = &x[(b * M + i) * K];
+            for (int p = 0; p < K / 2; p++) {
+                double ang = (17 + i) * pow(10000.0, -2.0 * p / K);
+                double o0 = xr[2 * p] * cos(ang) - xr[2 * p + 1] * sin(ang);
+                double o1 = xr[2 * p] * sin(ang) + xr[2 * p + 1] * cos(ang);
+                size_t at = (size_t)(b * M + i) * K + 2 * p;
+                wr = fmax(wr, fabs(h_out(&h, tr, at, F) - o0));
+                wr = fmax(wr, fabs(h_out(&h, tr, at + 1, F) - o1));
+            }
+            for (int j = 0; j < N; j++) {
+                double s = 0, q = 0;
+                for (int t = 0; t < K; t++) {
+                    s += xr[t] * w[(b * N + j) * K + t];
+                    q += xr[t] * pw[t * N + j];
+                }
+                ws = fmax(ws, fabs(h_out(&h, ts, (size_t)(b * M + i) * N + j, F) - s));
+                wq = fmax(wq, fabs(h_out(&h, tq, (size_t)(b * M + i) * N + j, F) - q));
+            }
+        }
+    ck_assert_msg(wr <= 5e-5, "rope: max abs error %g", wr);
+    ck_assert_msg(ws <= 1e-4, "matmul (trans B): max abs error %g", ws);
+    ck_assert_msg(wq <= 1e-4, "matmul (public B): max abs error %g", wq);
+    h_free(&h);
+}
+END_TEST
+
+START_TEST(test_arith_ops)
+{
+    int np = 2 + _i;
+    harness h;
+    h_init(&h, np);
+    enum { N = 50 };
+    double a[N], b[N];
+    for (int i = 0; i < N; i++)
+        a[i] = urand(-20, 20), b[i] = urand(-20, 20);
+    uint32_t ta = h_tensor(&h, "a", OPT_TEMP, DOM_ARITH, 1, 1, N, a, F);
+    uint32_t tb = h_tensor(&h, "b", OPT_TEMP, DOM_ARITH, 1, 1, N, b, F);
+    uint32_t out[6];
+    int kinds[6] = {OP_ADD, OP_SUB, OP_MUL, OP_SQUARE, OP_ADD_PUB, OP_MUL_PUB};
+    for (int k = 0; k < 6; k++) {
+        out[k] = h_tensor(&h, "o", OPT_TEMP, DOM_ARITH, 1, 1, N, NULL, 0);
+        op o = mkop(kinds[k], 1, 1, 0, N, ta, k < 4 ? tb : OP_NONE, OP_NONE, out[k]);
+        o.farg = -1.75;
+        h_run(&h, o);
+    }
+    uint32_t tv = h_tensor(&h, "rv", OPT_OUTPUT, DOM_ARITH, 1, 1, N, NULL, 0);
+    h_run(&h, mkop(OP_REVEAL, 1, 1, 0, N, out[2], OP_NONE, OP_NONE, tv));
+    for (int i = 0; i < N; i++) {
+        double want[6] = {a[i] + b[i], a[i] - b[i], a[i] * b[i], a[i] * a[i], a[i] - 1.75,
+                          a[i] * -1.75};
+        for (int k = 0; k < 6; k++)
+            ck_assert_double_le(fabs(h_out(&h, out[k], i, F) - want[k]), 1e-4);
+        ck_assert_uint_eq(h.vals[tv].s[0][i], h.vals[out[2]].s[0][i]);
+    }
+    h_free(&h);
+}
+END_TEST
+
+/* op.h operand conventions: broadcast bias, GQA-shared and longer-than-needed matmul operands,
+ * multi-head RoPE rows, VIEW append into a cache and slice. */
+START_TEST(test_layout_conventions)
+{
+    int np = 2 + _i;
+    harness h;
+    h_init(&h, np);
+    enum { S = 1, T = 2, HQ = 4, HKV = 2, D = 4, CAP = 6, KV = 3 };
+    double x[T * HQ * D], bias[HQ * D], kc[HKV * CAP * D], q[HQ * D];
+    for (int i = 0; i < T * HQ * D; i++)
+        x[i] = urand(-2, 2);
+    for (int i = 0; i < HQ * D; i++)
+        bias[i] = urand(-1, 1), q[i] = urand(-1, 1);
+    for (int i = 0; i < HKV * CAP * D; i++)
+        kc[i] = urand(-1, 1);
+    uint32_t tx = h_tensor(&h, "x", OPT_TEMP, DOM_ARITH, 1, T, HQ * D, x, F);
+    uint32_t tb = h_tensor(&h, "b", OPT_WEIGHT, DOM_ARITH, 1, 1, HQ * D, bias, F);
+    uint32_t ty = h_tensor(&h, "y", OPT_TEMP, DOM_ARITH, 1, T, HQ * D, NULL, 0);
+    h_run(&h, mkop(OP_ADD, 1, T, 0, HQ * D, tx, tb, OP_NONE, ty));
+    for (int i = 0; i < T * HQ * D; i++)
+        ck_assert_uint_eq(h.vals[ty].s[0][i], fx_encode(x[i], F) + fx_encode(bias[i % (HQ * D)], F));
+    /* RoPE over rows of HQ heads of D: pair i of each head uses theta^(-2i/D) */
+    uint32_t tr = h_tensor(&h, "r", OPT_TEMP, DOM_ARITH, 1, T, HQ * D, NULL, 0);
+    op ro = mkop(OP_ROPE, S, T, D, HQ * D, tx, OP_NONE, OP_NONE, tr);
+    ro.iarg = 5;
+    ro.farg = 500;
+    h_run(&h, ro);
+    for (int t = 0; t < T; t++)
+        for (int c = 0; c < HQ * D; c += 2) {
+            double ang = (5 + t) * pow(500.0, -2.0 * ((c % D) / 2) / D);
+            double a = x[t * HQ * D + c], b = x[t * HQ * D + c + 1];
+            ck_assert_double_le(fabs(h_out(&h, tr, (size_t)t * HQ * D + c, F) -
+                                     (a * cos(ang) - b * sin(ang))), 5e-5);
+            ck_assert_double_le(fabs(h_out(&h, tr, (size_t)t * HQ * D + c + 1, F) -
+                                     (a * sin(ang) + b * cos(ang))), 5e-5);
+        }
+    /* append the (T, HKV·D) new keys at row KV of the (HKV, CAP, D) cache, then a q of HQ heads
+     * attends to the first KV+T rows, query heads 2g, 2g+1 sharing KV head g */
+    uint32_t tk = h_tensor(&h, "knew", OPT_TEMP, DOM_ARITH, 1, T, HKV * D, x, F);
+    uint32_t tc = h_tensor(&h, "kc", OPT_CACHE, DOM_ARITH, HKV, CAP, D, kc, F);
+    op vw = mkop(OP_VIEW, HKV, T, 0, D, tk, OP_NONE, OP_NONE, tc);
+    vw.iarg = KV;
+    h_run(&h, vw);
+    for (int g = 0; g < HKV; g++)
+        for (int r = 0; r < CAP; r++)
+            for (int c = 0; c < D; c++) {
+                double want = (r >= KV && r < KV + T) ? x[(r - KV) * HKV * D + g * D + c]
+                                                      : kc[(g * CAP + r) * D + c];
+                ck_assert_uint_eq(h.vals[tc].s[0][(size_t)(g * CAP + r) * D + c],
+                                  fx_encode(want, F));
+            }
+    uint32_t tq = h_tensor(&h, "q", OPT_TEMP, DOM_ARITH, HQ, 1, D, q, F);
+    uint32_t ts = h_tensor(&h, "s", OPT_TEMP, DOM_ARITH, HQ, 1, KV + T, NULL, 0);
+    op mm = mkop(OP_MATMUL, HQ, 1, D, KV + T, tq, tc, OP_NONE, ts);
+    mm.flags = OPF_TRANS_B;
+    h_run(&h, mm);
+    for (int hq = 0; hq < HQ; hq++)
+        for (int j = 0; j < KV + T; j++) {
+            double want = 0;
+            int g = hq / (HQ / HKV);
+            for (int c = 0; c < D; c++) {
+                double kv = j >= KV ? x[(j - KV) * HKV * D + g * D + c] : kc[(g * CAP + j) * D + c];
+                want += q[hq * D + c] * kv;
+            }
+            ck_assert_double_le(fabs(h_out(&h, ts, (size_t)hq * (KV + T) + j, F) - want), 1e-4);
+        }
+    /* slice rows 1..2 of x */
+    uint32_t tl = h_tensor(&h, "sl", OPT_TEMP, DOM_ARITH, 1, 1, HQ * D, NULL, 0);
+    op sl = mkop(OP_VIEW, 1, 1, 0, HQ * D, tx, OP_NONE, OP_NONE, tl);
+    sl.iarg = 1;
+    h_run(&h, sl);
+    for (int c = 0; c < HQ * D; c++)
+        ck_assert_uint_eq(h.vals[tl].s[0][c], fx_encode(x[HQ * D + c], F));
+    h_free(&h);
+}
+END_TEST
+
+Suite *kern_suite(void)
+{
+    Suite *s = suite_create("kern");
+    TCase *t = tcase_create("numerics");
+    tcase_set_timeout(t, 60);
+    tcase_add_test(t, test_fx_roundtrip);
+    tcase_add_loop_test(t, test_lt_eq, 0, 2);
+    tcase_add_loop_test(t, test_a2b_b2a_select, 0, 2);
+    tcase_add_loop_test(t, test_exp, 0, 2);
+    tcase_add_loop_test(t, test_reciprocal, 0, 2);
+    tcase_add_loop_test(t, test_rsqrt, 0, 2);
+    tcase_add_loop_test(t, test_gelu_silu, 0, 2);
+    tcase_add_loop_test(t, test_softmax, 0, 2);
+    tcase_add_loop_test(t, test_norms, 0, 2);
+    tcase_add_loop_test(t, test_max_argmax_topk, 0, 2);
+    tcase_add_loop_test(t, test_onehot_gather, 0, 2);
+    tcase_add_loop_test(t, test_rope_matmul, 0, 2);
+    tcase_add_loop_test(t, test_arith_ops, 0, 2);
+    tcase_add_loop_test(t, test_layout_conventions, 0, 2);
+    suite_add_tcase(s, t);
+    return s;
+}

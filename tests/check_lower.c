@@ -1,0 +1,248 @@
+/* check_lower.c — model descriptions, the shape function and the lowering. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lower.h"
+#include "model.h"
+
+static model_cfg load(const char *name)
+{
+    model_cfg m;
+    errbuf e;
+    int rc = model_load(name, &m, &e);
+    ck_assert_msg(rc == MS_OK, "%s", e.msg);
+    return m;
+}
+
+START_TEST(test_shipped_models)
+{
+    const char *names[] = {"gpt2", "llama-2-7b", "llama-2-13b", "llama-3.1-8b",
+                           "longchat-7b-32k", "stories260K"};
+    for (size_t i = 0; i < 6; i++) {
+        model_cfg m = load(names[i]);
+        ck_assert_str_eq(m.name, names[i]);
+    }
+    char list[64][64];
+    size_t n;
+    ck_assert_int_eq(model_list(list, 64, &n), MS_OK);
+    ck_assert_uint_ge(n, 6);
+}
+END_TEST
+
+/* Parameter counts against the published sizes: stories260K 260,032 trained parameters
+ * (its README), GPT-2 124M (124,439,808 with the tied head), Llama-2-7B 6,738,415,616. */
+START_TEST(test_param_counts)
+{
+    model_cfg s = load("stories260K");
+    ck_assert_uint_eq(model_param_count(&s), 260032);
+    model_cfg g = load("gpt2");
+    ck_assert_uint_eq(model_param_count(&g), 124439808);
+    model_cfg l = load("llama-2-7b");
+    ck_assert_uint_eq(model_param_count(&l), 6738415616ULL);
+    model_cfg l3 = load("llama-3.1-8b");
+    ck_assert_uint_eq(model_param_count(&l3), 8030261248ULL);
+}
+END_TEST
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+START_TEST(test_bad_model_files)
+{
+    char dir[] = "/tmp/mpcsim-model-XXXXXX", path[128];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/m.yaml", dir);
+    errbuf e;
+    model_cfg m;
+    write_file(path, "name: x\nlayers: 2\ndim: 8\nheads: 2\nkv_heads: 2\nhead_dim: 4\n"
+                     "ffn_dim: 16\nvocab: 10\nmax_context: 8\nnorm: rmsnrom\n");
+    ck_assert_int_eq(model_load(path, &m, &e), MS_ERR_INPUT);
+    ck_assert_msg(strstr(e.msg, ":10:7: error:") && strstr(e.msg, "rmsnorm"), "%s", e.msg);
+    write_file(path, "name: x\nlayer: 2\n");
+    ck_assert_int_eq(model_load(path, &m, &e), MS_ERR_INPUT);
+    ck_assert_msg(strstr(e.msg, ":2:1: error: unknown key 'layer'") &&
+                      strstr(e.msg, "did you mean 'layers'"), "%s", e.msg);
+    write_file(path, "name: x\nlayers: 2\nlayers: 3\n");
+    ck_assert_int_eq(model_load(path, &m, &e), MS_ERR_INPUT);
+    ck_assert_msg(strstr(e.msg, ":3:1: error: duplicate key"), "%s", e.msg);
+    write_file(path, "name: x\nlayers: 2\ndim: 8\nheads: 3\nkv_heads: 2\nhead_dim: 4\n"
+                     "ffn_dim: 16\nvocab: 10\nmax_context: 8\n");
+    ck_assert_int_eq(model_load(path, &m, &e), MS_ERR_INPUT);
+    ck_assert_msg(strstr(e.msg, "multiple of kv_heads"), "%s", e.msg);
+    write_file(path, "name: [x\n");
+    ck_assert_int_eq(model_load(path, &m, &e), MS_ERR_INPUT);
+    ck_assert_msg(strstr(e.msg, "error:"), "%s", e.msg);
+    ck_assert_int_eq(model_load("lama-2-7b", &m, &e), MS_ERR_NOTFOUND);
+    ck_assert_msg(strstr(e.msg, "did you mean 'llama-2-7b'"), "%s", e.msg);
+    remove(path);
+    rmdir(dir);
+}
+END_TEST
+
+typedef struct sums {
+    uint64_t weight_macs, attn_macs, gather_macs;
+    size_t n_softmax, n_rope, n_gelu, n_silu, n_layernorm, n_rmsnorm, n_reveal;
+} sums;
+
+static sums summarize(const op_program *p)
+{
+    sums s;
+    memset(&s, 0, sizeof s);
+    for (size_t i = 0; i < p->n_ops; i++) {
+        const op *o = &p->ops[i];
+        if (o->kind == OP_MATMUL && (o->flags & OPF_FIXED_B))
+            s.weight_macs += op_macs(o);
+        else if (o->kind == OP_MATMUL)
+            s.attn_macs += op_macs(o);
+        s.gather_macs += o->kind == OP_GATHER ? op_macs(o) : 0;
+        s.n_softmax += o->kind == OP_SOFTMAX;
+        s.n_rope += o->kind == OP_ROPE;
+        s.n_gelu += o->kind == OP_GELU;
+        s.n_silu += o->kind == OP_SILU;
+        s.n_layernorm += o->kind == OP_LAYERNORM;
+        s.n_rmsnorm += o->kind == OP_RMSNORM;
+        s.n_reveal += o->kind == OP_REVEAL;
+    }
+    return s;
+}
+
+START_TEST(test_decode_llama)
+{
+    model_cfg m = load("llama-2-7b");
+    lower_opts o;
+    lower_opts_default(&o);
+    o.kv_len = 1000;
+    op_program p;
+    op_program_init(&p);
+    errbuf e;
+    ck_assert_int_eq(lower_step(&m, &o, &p, &e), MS_OK);
+    ck_assert(op_program_is_sane(&p));
+    sums s = summarize(&p);
+    /* one token through every weight matrix once, plus the untied LM head */
+    uint64_t per_layer = (uint64_t)m.dim * m.dim * 4 + (uint64_t)m.dim * m.ffn_dim * 3;
+    ck_assert_uint_eq(s.weight_macs, per_layer * m.n_layers + (uint64_t)m.vocab * m.dim);
+    /* q·Kᵀ and P·V over T+1 entries, every head */
+    ck_assert_uint_eq(s.attn_macs, 2ULL * m.n_layers * m.n_heads * m.head_dim * 1001);
+    ck_assert_uint_eq(s.gather_macs, (uint64_t)m.vocab * m.dim);
+    ck_assert_uint_eq(s.n_softmax, m.n_layers);
+    ck_assert_uint_eq(s.n_rope, 2 * m.n_layers);
+    ck_assert_uint_eq(s.n_silu, m.n_layers);
+    ck_assert_uint_eq(s.n_rmsnorm, 2 * m.n_layers + 1);
+    ck_assert_uint_eq(s.n_reveal, 1);
+    /* weights are bound by name */
+    ck_assert_uint_ne(op_tensor_find(&p, "L31.w2"), OP_NONE);
+    ck_assert_uint_ne(op_tensor_find(&p, "wcls"), OP_NONE);
+    op_program_free(&p);
+}
+END_TEST
+
+START_TEST(test_prefill_gpt2)
+{
+    model_cfg m = load("gpt2");
+    lower_opts o;
+    lower_opts_default(&o);
+    o.phase = PHASE_PREFILL;
+    o.n_tokens = 128;
+    op_program p;
+    op_program_init(&p);
+    errbuf e;
+    ck_assert_int_eq(lower_step(&m, &o, &p, &e), MS_OK);
+    sums s = summarize(&p);
+    ck_assert_uint_eq(s.n_gelu, m.n_layers);
+    ck_assert_uint_eq(s.n_layernorm, 2 * m.n_layers + 1);
+    ck_assert_uint_eq(s.n_rope, 0);
+    ck_assert_uint_eq(s.attn_macs, 2ULL * m.n_layers * m.n_heads * m.head_dim * 128 * 128);
+    /* causal softmax: row i of the 128 new tokens sees i + 1 entries */
+    for (size_t i = 0; i < p.n_ops; i++)
+        if (p.ops[i].kind == OP_SOFTMAX) {
+            ck_assert_int_eq(p.ops[i].iarg, 0);
+            ck_assert_uint_eq(p.ops[i].m, 128);
+        }
+    /* the LM head runs on the last position only */
+    uint32_t lg = op_tensor_find(&p, "logits");
+    ck_assert_uint_eq(p.tens[lg].rows, 1);
+    op_program_free(&p);
+}
+END_TEST
+
+START_TEST(test_kept_counts)
+{
+    model_cfg m = load("stories260K");
+    uint32_t kept[5 * 4];
+    for (int i = 0; i < 20; i++)
+        kept[i] = 16;
+    lower_opts o;
+    lower_opts_default(&o);
+    o.kv_len = 200;
+    o.kept = kept;
+    op_program p;
+    op_program_init(&p);
+    errbuf e;
+    ck_assert_int_eq(lower_step(&m, &o, &p, &e), MS_OK);
+    sums s = summarize(&p);
+    ck_assert_uint_eq(s.attn_macs, 2ULL * m.n_layers * m.n_heads * m.head_dim * 17);
+    /* non-uniform kept counts in layer 2: attention emitted per KV head with its own shape */
+    kept[2 * 4 + 1] = 40;
+    op_program_clear(&p);
+    ck_assert_int_eq(lower_step(&m, &o, &p, &e), MS_OK);
+    size_t groups = 0;
+    uint64_t macs = 0;
+    for (size_t i = 0; i < p.n_ops; i++)
+        if (p.ops[i].kind == OP_SOFTMAX && p.ops[i].layer == 2) {
+            ck_assert_int_ge(p.ops[i].group, 0);
+            ck_assert_uint_eq(p.ops[i].batch, 2);
+            ck_assert_uint_eq(p.ops[i].n, p.ops[i].group == 1 ? 41 : 17);
+            groups++;
+        } else if (p.ops[i].kind == OP_MATMUL && !(p.ops[i].flags & OPF_FIXED_B)) {
+            macs += op_macs(&p.ops[i]);
+        }
+    ck_assert_uint_eq(groups, 4);
+    ck_assert_uint_eq(macs, 2ULL * m.head_dim * (4 * 8 * 17 + 6 * 17 + 2 * 41));
+    /* kept counts never exceed what is cached */
+    for (int i = 0; i < 20; i++)
+        kept[i] = 5000;
+    op_program_clear(&p);
+    ck_assert_int_eq(lower_step(&m, &o, &p, &e), MS_OK);
+    s = summarize(&p);
+    ck_assert_uint_eq(s.attn_macs, 2ULL * m.n_layers * m.n_heads * m.head_dim * 201);
+    op_program_free(&p);
+}
+END_TEST
+
+START_TEST(test_context_overflow)
+{
+    model_cfg m = load("stories260K");
+    lower_opts o;
+    lower_opts_default(&o);
+    o.kv_len = 512;
+    op_program p;
+    op_program_init(&p);
+    errbuf e;
+    ck_assert_int_eq(lower_step(&m, &o, &p, &e), MS_ERR_RANGE);
+    ck_assert_msg(strstr(e.msg, "exceed"), "%s", e.msg);
+    op_program_free(&p);
+}
+END_TEST
+
+Suite *lower_suite(void)
+{
+    Suite *s = suite_create("lower");
+    TCase *tc = tcase_create("models");
+    tcase_add_test(tc, test_shipped_models);
+    tcase_add_test(tc, test_param_counts);
+    tcase_add_test(tc, test_bad_model_files);
+    tcase_add_test(tc, test_decode_llama);
+    tcase_add_test(tc, test_prefill_gpt2);
+    tcase_add_test(tc, test_kept_counts);
+    tcase_add_test(tc, test_context_overflow);
+    suite_add_tcase(s, tc);
+    return s;
+}

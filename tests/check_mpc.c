@@ -1,0 +1,724 @@
+/* check_mpc.c — the real backend: shares reconstruct, every primitive of eng.h opened and
+ * compared with plaintext in both protocols, measured bytes/rounds equal to the PRIMITIVES.md
+ * formulas (computed here independently), what P1 receives independent of the secrets, and
+ * faults (killed peer, dropped link, malformed frames, port in use, silent peer) end cleanly. */
+#include <check.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mpc_local.h"
+#include "mpc_run.h"
+
+/* ---------------------------------------------------------------- fixtures */
+
+static proto_cfg test_cfg(const char *name)
+{
+    proto_cfg c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.name, sizeof c.name, "%s", name);
+    c.ring_bits = 64;
+    c.frac_bits = 18;
+    c.exp_iters = 8;
+    c.recip_iters = 3;
+    c.rsqrt_iters = 3;
+    c.softmax_clip = -14;
+    c.beaver_cache = 1;
+    snprintf(c.approx, sizeof c.approx, "puma");
+    return c;
+}
+
+#define NMAX 8192
+static uint64_t X[NMAX], Y[NMAX]; /* plaintext operands, visible to the forked nodes */
+
+/* SplitMix64: deterministic test data (not secret shares; those come from mpc_prg). */
+static uint64_t mix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Values of |x| < 2^bound (signed) or full 64-bit words (bound 64). */
+static void fill(uint64_t *v, size_t n, uint64_t seed, int bound)
+{
+    uint64_t s = seed;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = mix(&s);
+        v[i] = bound >= 64 ? r : (uint64_t)((int64_t)(r >> (64 - bound - 1)) - (1ll << bound));
+    }
+}
+
+typedef struct pcase {
+    int prim;            /* PRIM_* */
+    size_t n;            /* elements (EW) */
+    int to;              /* open: party or -1 */
+    int owner;           /* input: owner */
+    uint32_t b, m, k, nn, flags;
+    int bits;            /* trunc */
+    int trunc_local;
+    int tap;             /* P1 records a byte histogram of what it receives */
+} pcase;
+
+static uint64_t hist[256];
+static int tap_on;
+static void tap(void *ctx, int from, int type, const void *buf, size_t len)
+{
+    (void)ctx;
+    (void)from;
+    (void)type;
+    if (!tap_on)
+        return;
+    const uint8_t *p = buf;
+    for (size_t i = 0; i < len; i++)
+        hist[p[i]]++;
+}
+
+static int dom_of(int prim) { return prim == PRIM_AND || prim == PRIM_B2A ? DOM_BOOL : DOM_ARITH; }
+
+/* Right-operand instances: 0x100 one for all, 0x200 one per pair of instances (GQA), else b. */
+static uint32_t y_inst(const pcase *c)
+{
+    return c->flags & 0x100 ? 1 : c->flags & 0x200 ? c->b / 2 : c->b;
+}
+
+static void sizes(const pcase *c, size_t *nx, size_t *ny, size_t *nz)
+{
+    if (c->prim == PRIM_MATMUL) {
+        *nx = (size_t)c->b * c->m * c->k;
+        *ny = (size_t)y_inst(c) * c->k * c->nn;
+        *nz = (size_t)c->b * c->m * c->nn;
+    } else
+        *nx = *ny = *nz = c->n;
+}
+
+/* Every node: share X (P0) and Y (P1), run the primitive between two counter snapshots, then
+ * open the result to all (uncounted). Reports mpc_op_stat, the opened values, P1's histogram. */
+static int prim_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
+{
+    const pcase *c = arg;
+    size_t nx, ny, nz;
+    sizes(c, &nx, &ny, &nz);
+    int dom = dom_of(c->prim), rc;
+    mpc_val x = {0}, y = {0}, z = {0};
+    uint64_t *res = calloc(nz + 1, 8);
+    e->cfg.trunc_local = c->trunc_local;
+    if ((rc = e->vt->alloc(e, &x, nx, dom)) || (rc = e->vt->input(e, &x, 0, X)) ||
+        (rc = e->vt->alloc(e, &y, ny, dom)) || (rc = e->vt->input(e, &y, 1, Y)))
+        goto out;
+    if (c->prim == PRIM_MATMUL && (c->flags & OPF_FIXED_B) && (rc = mpc_engine_setup_fixed(e, 7, &y)))
+        goto out;
+    if (c->tap && e->party == 1 && !mpc_engine_is_dealer(e)) {
+        memset(hist, 0, sizeof hist);
+        mpc_net_set_tap(net, tap, NULL);
+        tap_on = 1;
+    }
+    mpc_net_stats a = *mpc_net_get_stats(net);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int opened = 0;
+    switch (c->prim) {
+    case PRIM_INPUT:
+        rc = e->vt->alloc(e, &z, nz, DOM_ARITH);
+        if (!rc)
+            rc = e->vt->input(e, &z, c->owner, c->owner == 0 ? X : Y);
+        break;
+    case PRIM_OPEN:
+        rc = e->vt->open(e, res, &x, c->to);
+        opened = 1;
+        break;
+    case PRIM_MUL: rc = e->vt->mul(e, &z, &x, &y); break;
+    case PRIM_SQUARE: rc = e->vt->square(e, &z, &x); break;
+    case PRIM_MATMUL:
+        rc = e->vt->matmul(e, &z, &x, &y, c->b, c->m, c->k, c->nn, c->flags & 0xff, 7);
+        break;
+    case PRIM_TRUNC: rc = e->vt->trunc(e, &z, &x, c->bits); break;
+    case PRIM_AND: rc = e->vt->and_bb(e, &z, &x, &y); break;
+    case PRIM_B2A: rc = e->vt->b2a(e, &z, &x); break;
+    default: rc = MS_ERR_INTERNAL;
+    }
+    tap_on = 0;
+    if (rc)
+        goto out;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    mpc_net_stats b = *mpc_net_get_stats(net);
+    mpc_op_stat st;
+    mpc_stat_between(&a, &b, (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000ll + (t1.tv_nsec - t0.tv_nsec)), &st);
+    if (!opened)
+        rc = e->vt->open(e, res, &z, -1);
+    if (rc)
+        goto out;
+    fwrite(&st, sizeof st, 1, out);
+    fwrite(res, 8, nz, out);
+    fwrite(hist, sizeof hist, 1, out);
+out:
+    if (rc)
+        err_set(err, rc, "%s", mpc_engine_error(e));
+    e->vt->release(e, &x);
+    e->vt->release(e, &y);
+    e->vt->release(e, &z);
+    free(res);
+    return rc;
+}
+
+typedef struct pres {
+    mpc_op_stat st[MPC_NODES_MAX];
+    uint64_t *val[MPC_NODES_MAX];
+    uint64_t hist[256];
+    mpc_net_stats net[MPC_NODES_MAX];
+} pres;
+
+static uint64_t latency_ns; /* injected by the transport in test_latency */
+
+static void run_prim(const char *pname, const pcase *c, pres *r)
+{
+    mpc_launch l = {.cfg = test_cfg(pname), .deadline_ms = 30000, .latency_ns = latency_ns};
+    mpc_node_result nr[MPC_NODES_MAX];
+    int nodes;
+    errbuf e;
+    ck_assert_msg(mpc_launch_run(&l, prim_node, (void *)c, nr, &nodes, &e) == MS_OK, "%s", e.msg);
+    size_t nx, ny, nz;
+    sizes(c, &nx, &ny, &nz);
+    memset(r, 0, sizeof *r);
+    for (int i = 0; i < nodes; i++) {
+        ck_assert_msg(nr[i].rc == MS_OK, "%s prim %s node %d: %s", pname, eng_prim_name(c->prim), i, nr[i].err);
+        ck_assert_uint_eq(nr[i].out_len, sizeof(mpc_op_stat) + 8 * nz + sizeof hist);
+        memcpy(&r->st[i], nr[i].out, sizeof(mpc_op_stat));
+        r->val[i] = malloc(8 * nz + 8);
+        memcpy(r->val[i], nr[i].out + sizeof(mpc_op_stat), 8 * nz);
+        if (i == 1)
+            memcpy(r->hist, nr[i].out + sizeof(mpc_op_stat) + 8 * nz, sizeof hist);
+        r->net[i] = nr[i].st;
+    }
+    mpc_node_results_free(nr, nodes);
+}
+
+static void pres_free(pres *r)
+{
+    for (int i = 0; i < MPC_NODES_MAX; i++)
+        free(r->val[i]);
+}
+
+/* ---------------------------------------------------------------- expected traffic */
+
+/* Expected online bytes on link i→j, rounds and offline bytes at P1, written from PRIMITIVES.md
+ * (independently of the engines). */
+typedef struct expect {
+    uint64_t link[3][3];
+    uint64_t rounds;
+    uint64_t offline_p1;
+} expect;
+
+static void expect_semi2k(const pcase *c, expect *x)
+{
+    memset(x, 0, sizeof *x);
+    uint64_t n = c->n;
+    x->rounds = 1;
+    switch (c->prim) {
+    case PRIM_INPUT: x->link[c->owner][1 - c->owner] = 8 * n; break;
+    case PRIM_OPEN:
+        if (c->to < 0)
+            x->link[0][1] = x->link[1][0] = 8 * n;
+        else
+            x->link[1 - c->to][c->to] = 8 * n;
+        break;
+    case PRIM_MUL: case PRIM_AND:
+        x->link[0][1] = x->link[1][0] = 16 * n;
+        x->offline_p1 = 8 * n;
+        break;
+    case PRIM_SQUARE: case PRIM_B2A:
+        x->link[0][1] = x->link[1][0] = 8 * n;
+        x->offline_p1 = 8 * n;
+        break;
+    case PRIM_TRUNC:
+        if (c->trunc_local) {
+            x->rounds = 0;
+            break;
+        }
+        x->link[0][1] = x->link[1][0] = 8 * n;
+        x->offline_p1 = 16 * n;
+        break;
+    case PRIM_MATMUL: {
+        uint64_t b = c->b, m = c->m, k = c->k, nn = c->nn;
+        /* a y shared by all instances (op.h) is masked and opened once */
+        uint64_t yk = (uint64_t)y_inst(c) * k * nn;
+        x->link[0][1] = x->link[1][0] = 8 * (b * m * k + ((c->flags & OPF_FIXED_B) ? 0 : yk));
+        x->offline_p1 = 8 * b * m * nn;
+        break;
+    }
+    }
+}
+
+static void expect_aby3(const pcase *c, expect *x)
+{
+    memset(x, 0, sizeof *x);
+    uint64_t n = c->n;
+    x->rounds = 1;
+    switch (c->prim) {
+    case PRIM_INPUT:
+        for (int j = 0; j < 3; j++)
+            if (j != c->owner)
+                x->link[c->owner][j] = 16 * n;
+        break;
+    case PRIM_OPEN:
+        if (c->to < 0)
+            for (int i = 0; i < 3; i++)
+                x->link[i][(i + 2) % 3] = 8 * n;
+        else
+            x->link[(c->to + 1) % 3][c->to] = 8 * n;
+        break;
+    case PRIM_MUL: case PRIM_SQUARE: case PRIM_AND:
+        for (int i = 0; i < 3; i++)
+            x->link[i][(i + 2) % 3] = 8 * n;
+        break;
+    case PRIM_MATMUL:
+        for (int i = 0; i < 3; i++)
+            x->link[i][(i + 2) % 3] = 8ull * c->b * c->m * c->nn;
+        break;
+    case PRIM_TRUNC: x->link[0][2] = 8 * n; break;
+    case PRIM_B2A:
+        x->rounds = 2;
+        for (int i = 0; i < 3; i++)
+            x->link[i][(i + 2) % 3] = 16 * n;
+        break;
+    }
+}
+
+static void check_traffic(const char *pname, const pcase *c, const pres *r)
+{
+    expect x;
+    int semi = !strcmp(pname, "semi2k"), np = semi ? 2 : 3;
+    if (semi)
+        expect_semi2k(c, &x);
+    else
+        expect_aby3(c, &x);
+    for (int i = 0; i < np; i++) {
+        ck_assert_msg(r->st[i].rounds == x.rounds, "%s %s n=%zu: P%d counted %llu rounds, %llu expected", pname,
+                      eng_prim_name(c->prim), c->n, i, (unsigned long long)r->st[i].rounds, (unsigned long long)x.rounds);
+        for (int j = 0; j < np; j++) {
+            if (i == j)
+                continue;
+            ck_assert_msg(r->st[i].sent[j] == x.link[i][j], "%s %s n=%zu: P%d→P%d %llu bytes, %llu expected", pname,
+                          eng_prim_name(c->prim), c->n, i, j, (unsigned long long)r->st[i].sent[j], (unsigned long long)x.link[i][j]);
+            ck_assert_uint_eq(r->st[j].recv[i], x.link[i][j]);
+        }
+        ck_assert_uint_eq(r->st[i].offline_recv, i == 1 ? x.offline_p1 : 0);
+    }
+    if (semi) /* the dealer sent the corrections and nothing online */
+        ck_assert_uint_eq(r->st[2].offline_sent, x.offline_p1);
+}
+
+/* ---------------------------------------------------------------- plaintext references */
+
+static void check_values(const char *pname, const pcase *c, const pres *r)
+{
+    size_t nx, ny, nz;
+    sizes(c, &nx, &ny, &nz);
+    int np = strcmp(pname, "semi2k") ? 3 : 2;
+    uint64_t *ref = calloc(nz + 1, 8);
+    for (size_t i = 0; i < nz; i++) {
+        switch (c->prim) {
+        case PRIM_INPUT: ref[i] = c->owner == 0 ? X[i] : Y[i]; break;
+        case PRIM_OPEN: ref[i] = X[i]; break;
+        case PRIM_MUL: ref[i] = X[i] * Y[i]; break;
+        case PRIM_SQUARE: ref[i] = X[i] * X[i]; break;
+        case PRIM_TRUNC: ref[i] = (uint64_t)((int64_t)X[i] >> c->bits); break;
+        case PRIM_AND: ref[i] = X[i] & Y[i]; break;
+        case PRIM_B2A: ref[i] = X[i] & 1; break;
+        default: break;
+        }
+    }
+    if (c->prim == PRIM_MATMUL) {
+        int tb = (c->flags & OPF_TRANS_B) != 0;
+        uint32_t share = c->b / y_inst(c);
+        for (uint32_t b = 0; b < c->b; b++)
+            for (uint32_t i = 0; i < c->m; i++)
+                for (uint32_t j = 0; j < c->nn; j++) {
+                    uint64_t s = 0;
+                    const uint64_t *Yb = Y + (size_t)(b / share) * c->k * c->nn;
+                    for (uint32_t q = 0; q < c->k; q++)
+                        s += X[((size_t)b * c->m + i) * c->k + q] * (tb ? Yb[(size_t)j * c->k + q] : Yb[(size_t)q * c->nn + j]);
+                    ref[((size_t)b * c->m + i) * c->nn + j] = s;
+                }
+    }
+    for (int p = 0; p < np; p++) {
+        if (c->prim == PRIM_OPEN && c->to >= 0 && p != c->to)
+            continue;
+        for (size_t i = 0; i < nz; i++) {
+            int64_t d = (int64_t)(r->val[p][i] - ref[i]);
+            int64_t tol = c->prim == PRIM_TRUNC ? 1 : 0; /* probabilistic truncation: ±1 ulp */
+            ck_assert_msg(d >= -tol && d <= tol, "%s %s: P%d element %zu = %llx, plaintext %llx", pname,
+                          eng_prim_name(c->prim), p, i, (unsigned long long)r->val[p][i], (unsigned long long)ref[i]);
+        }
+    }
+    free(ref);
+}
+
+static void prim_roundtrip(const char *pname, pcase c)
+{
+    size_t nx, ny, nz;
+    sizes(&c, &nx, &ny, &nz);
+    int bound = dom_of(c.prim) == DOM_BOOL ? 64 : (c.prim == PRIM_TRUNC ? 40 : 64);
+    fill(X, nx, 11 + c.n + c.prim, bound);
+    fill(Y, ny, 97 + c.n, bound);
+    pres r;
+    run_prim(pname, &c, &r);
+    check_values(pname, &c, &r);
+    check_traffic(pname, &c, &r);
+    pres_free(&r);
+}
+
+/* ---------------------------------------------------------------- tests: primitives */
+
+static const char *const protos[2] = {"semi2k", "aby3"};
+
+START_TEST(test_elementwise)
+{
+    const char *pr = protos[_i];
+    static const size_t ns[] = {1, 7, 1000};
+    static const int prims[] = {PRIM_MUL, PRIM_SQUARE, PRIM_AND, PRIM_B2A, PRIM_TRUNC};
+    for (size_t a = 0; a < 3; a++)
+        for (size_t q = 0; q < sizeof prims / sizeof *prims; q++) {
+            pcase c = {.prim = prims[q], .n = ns[a], .bits = 18};
+            prim_roundtrip(pr, c);
+        }
+    pcase lt = {.prim = PRIM_TRUNC, .n = 100, .bits = 12, .trunc_local = 1};
+    if (!strcmp(pr, "semi2k"))
+        prim_roundtrip(pr, lt);
+}
+END_TEST
+
+START_TEST(test_input_open)
+{
+    const char *pr = protos[_i];
+    int np = strcmp(pr, "semi2k") ? 3 : 2;
+    for (int o = 0; o < 2; o++) {
+        pcase c = {.prim = PRIM_INPUT, .n = 33, .owner = o};
+        prim_roundtrip(pr, c);
+    }
+    for (int to = -1; to < np; to++) {
+        pcase c = {.prim = PRIM_OPEN, .n = 65, .to = to};
+        prim_roundtrip(pr, c);
+    }
+}
+END_TEST
+
+START_TEST(test_matmul)
+{
+    const char *pr = protos[_i];
+    pcase cs[] = {
+        {.prim = PRIM_MATMUL, .b = 1, .m = 3, .k = 5, .nn = 4},
+        {.prim = PRIM_MATMUL, .b = 2, .m = 4, .k = 9, .nn = 3},
+        {.prim = PRIM_MATMUL, .b = 3, .m = 5, .k = 6, .nn = 7, .flags = OPF_TRANS_B},
+        {.prim = PRIM_MATMUL, .b = 1, .m = 17, .k = 33, .nn = 19, .flags = OPF_FIXED_B},
+        {.prim = PRIM_MATMUL, .b = 2, .m = 3, .k = 8, .nn = 5, .flags = OPF_FIXED_B | OPF_TRANS_B | 0x100},
+        {.prim = PRIM_MATMUL, .b = 4, .m = 2, .k = 7, .nn = 3, .flags = 0x100},
+        {.prim = PRIM_MATMUL, .b = 6, .m = 1, .k = 5, .nn = 4, .flags = 0x200 | OPF_TRANS_B},
+        {.prim = PRIM_MATMUL, .b = 4, .m = 3, .k = 4, .nn = 5, .flags = 0x200 | OPF_FIXED_B},
+    };
+    for (size_t q = 0; q < sizeof cs / sizeof *cs; q++) {
+        cs[q].n = (size_t)cs[q].b * cs[q].m * cs[q].nn;
+        prim_roundtrip(pr, cs[q]);
+    }
+}
+END_TEST
+
+/* The blocked local kernel against the textbook triple loop, across tile edges (k > 128,
+ * n > 512, odd m), plain and transposed. */
+START_TEST(test_local_matmul_tiles)
+{
+    size_t m = 7, k = 300, n = 530;
+    uint64_t *A = malloc(m * k * 8), *B = malloc(k * n * 8), *C = calloc(m * n, 8), *R = calloc(m * n, 8);
+    fill(A, m * k, 1, 64);
+    fill(B, k * n, 2, 64);
+    for (int tb = 0; tb < 2; tb++) {
+        memset(C, 0, m * n * 8);
+        for (size_t i = 0; i < m * n; i++)
+            C[i] = R[i] = i; /* accumulates into C */
+        mpc_mm_acc(C, A, B, m, k, n, tb);
+        for (size_t i = 0; i < m; i++)
+            for (size_t j = 0; j < n; j++) {
+                uint64_t acc = R[i * n + j];
+                for (size_t q = 0; q < k; q++)
+                    acc += A[i * k + q] * (tb ? B[j * k + q] : B[q * n + j]);
+                ck_assert_msg(C[i * n + j] == acc, "trans %d: (%zu,%zu)", tb, i, j);
+            }
+    }
+    free(A), free(B), free(C), free(R);
+}
+END_TEST
+
+/* Setup traffic of the beaver cache: one setup round, 8·rows·cols each way (semi2k). */
+START_TEST(test_beaver_cache_setup)
+{
+    pcase c = {.prim = PRIM_MATMUL, .b = 1, .m = 2, .k = 6, .nn = 5, .flags = OPF_FIXED_B, .n = 10};
+    fill(X, 12, 5, 64);
+    fill(Y, 30, 6, 64);
+    pres r;
+    run_prim("semi2k", &c, &r);
+    for (int i = 0; i < 2; i++) {
+        /* setup = key (dealer→party, 16 B) + the opened mask of Y: 8·6·5 each way */
+        ck_assert_uint_eq(r.net[i].setup_sent[1 - i], 8 * 30);
+        ck_assert_uint_eq(r.net[i].setup_rounds, 1);
+    }
+    pres_free(&r);
+}
+END_TEST
+
+/* Injected latency: every round's messages arrive latency after their last byte, so a 2-round
+ * b2a (aby3) takes at least 2 latencies at every party, and the counts do not change. */
+START_TEST(test_latency)
+{
+    pcase c = {.prim = PRIM_B2A, .n = 64};
+    fill(X, 64, 1, 64);
+    latency_ns = 40000000;
+    pres r;
+    run_prim("aby3", &c, &r);
+    latency_ns = 0;
+    check_values("aby3", &c, &r);
+    check_traffic("aby3", &c, &r);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_msg(r.st[i].ns >= 80000000ull, "P%d: %.1f ms for 2 rounds at 40 ms", i, (double)r.st[i].ns * 1e-6);
+        ck_assert_msg(r.st[i].ns < 400000000ull, "P%d: %.1f ms for 2 rounds at 40 ms", i, (double)r.st[i].ns * 1e-6);
+    }
+    pres_free(&r);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- tests: security */
+
+/* Chi-square homogeneity of two byte histograms; 1 if consistent with one distribution at
+ * p = 1e-4 (Wilson–Hilferty quantile). */
+static int same_distribution(const uint64_t *h1, const uint64_t *h2, double *stat_out)
+{
+    double n1 = 0, n2 = 0, stat = 0;
+    int bins = 0;
+    for (int i = 0; i < 256; i++) {
+        n1 += (double)h1[i];
+        n2 += (double)h2[i];
+    }
+    for (int i = 0; i < 256; i++) {
+        double a = (double)h1[i], b = (double)h2[i];
+        if (a + b == 0)
+            continue;
+        bins++;
+        double d = a * sqrt(n2 / n1) - b * sqrt(n1 / n2);
+        stat += d * d / (a + b);
+    }
+    double df = bins - 1 > 0 ? bins - 1 : 1, z = 3.72;
+    double crit = df * pow(1 - 2 / (9 * df) + z * sqrt(2 / (9 * df)), 3);
+    *stat_out = stat;
+    return stat < crit;
+}
+
+START_TEST(test_p1_view_independent)
+{
+    const char *pr = protos[_i];
+    static const int prims[] = {PRIM_INPUT, PRIM_MUL, PRIM_TRUNC, PRIM_AND, PRIM_B2A, PRIM_MATMUL};
+    for (size_t q = 0; q < sizeof prims / sizeof *prims; q++) {
+        pcase c = {.prim = prims[q], .n = 4096, .bits = 18, .tap = 1, .b = 1, .m = 64, .k = 64, .nn = 64};
+        uint64_t h[2][256];
+        for (int s = 0; s < 2; s++) {
+            size_t nx, ny, nz;
+            sizes(&c, &nx, &ny, &nz);
+            /* secret 0: all zero; secret 1: a fixed pattern with high bits set */
+            for (size_t i = 0; i < nx; i++)
+                X[i] = s ? (c.prim == PRIM_TRUNC ? 0x123456789ull : 0x5ec12e75ec12e7ull) : 0;
+            for (size_t i = 0; i < ny; i++)
+                Y[i] = s ? 0xfedcba9876543210ull : 0;
+            pres r;
+            run_prim(pr, &c, &r);
+            memcpy(h[s], r.hist, sizeof h[s]);
+            pres_free(&r);
+        }
+        double stat;
+        ck_assert_msg(same_distribution(h[0], h[1], &stat), "%s %s: P1's view depends on the secret (chi2 = %.1f)", pr,
+                      eng_prim_name(c.prim), stat);
+        if (c.prim == PRIM_MUL || c.prim == PRIM_INPUT) { /* masked values: all bytes equally likely */
+            uint64_t u[256];
+            uint64_t tot = 0;
+            for (int i = 0; i < 256; i++)
+                tot += h[1][i];
+            for (int i = 0; i < 256; i++)
+                u[i] = tot / 256;
+            ck_assert_msg(same_distribution(h[1], u, &stat), "%s mul: P1's view is not uniform (chi2 = %.1f)", pr, stat);
+        }
+    }
+}
+END_TEST
+
+/* ---------------------------------------------------------------- tests: faults */
+
+typedef struct fault {
+    int kind; /* 0 kill P1, 1 P1 drops its link to P0, 2 P0 sends garbage, 3 P0 sends a short
+               * frame, 4 P1 hangs, 5 truncated payload, 6 kill the semi2k dealer, 7 a frame
+               * of another protocol version */
+} fault;
+
+static int fault_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
+{
+    const fault *f = arg;
+    size_t n = 256;
+    mpc_val x = {0}, z = {0};
+    int rc = e->vt->alloc(e, &x, n, DOM_ARITH);
+    if (!rc)
+        rc = e->vt->input(e, &x, 0, X);
+    int me = mpc_engine_is_dealer(e) ? -1 : e->party;
+    for (int it = 0; it < 200 && !rc; it++) {
+        if (it == 3 && me == 1 && f->kind == 0)
+            raise(SIGKILL);
+        if (it == 3 && me == 1 && f->kind == 1)
+            shutdown(mpc_net_fd(net, 0), SHUT_RDWR);
+        if (it == 3 && me == 1 && f->kind == 4)
+            sleep(4);
+        if (it == 3 && me == -1 && f->kind == 6)
+            raise(SIGKILL); /* the dealer dies: P1 waits on its corrections */
+        if (it == 3 && me == 0 && (f->kind == 2 || f->kind == 3 || f->kind == 5 || f->kind == 7)) {
+            uint8_t h[MPC_FRAME_HDR + 16];
+            memset(h, 0x41, sizeof h);
+            if (f->kind != 2) { /* a well-formed header claiming 3 payload bytes / a cut payload */
+                uint32_t magic = MPC_FRAME_MAGIC, opi = 0, seq = 4;
+                uint16_t ver = f->kind == 7 ? 99 : MPC_FRAME_VERSION, ty = MPC_FR_DATA;
+                uint64_t len = f->kind == 3 ? 3 : 16 * n;
+                memcpy(h, &magic, 4);
+                memcpy(h + 4, &ver, 2);
+                memcpy(h + 6, &ty, 2);
+                memcpy(h + 8, &opi, 4);
+                memcpy(h + 12, &seq, 4);
+                memcpy(h + 16, &len, 8);
+            }
+            if (write(mpc_net_fd(net, 1), h, sizeof h) < 0)
+                return err_set(err, MS_ERR_IO, "write");
+            if (f->kind == 5)
+                _exit(0); /* the frame is cut short and the sender is gone */
+            sleep(3);
+            return err_set(err, MS_ERR_PEER, "rogue sender done");
+        }
+        rc = e->vt->mul(e, &z, &x, &x);
+    }
+    if (rc && !err->msg[0])
+        err_set(err, rc, "%s", mpc_engine_error(e));
+    e->vt->release(e, &x);
+    e->vt->release(e, &z);
+    (void)out;
+    return rc;
+}
+
+static void run_fault(const char *pr, int kind, int victim_ok_rc, const char *want, int timeout_ms)
+{
+    fault f = {kind};
+    mpc_launch l = {.cfg = test_cfg(pr), .deadline_ms = 20000, .timeout_ms = timeout_ms};
+    mpc_node_result nr[MPC_NODES_MAX];
+    int nodes;
+    errbuf e;
+    fill(X, 256, 3, 20);
+    ck_assert_msg(mpc_launch_run(&l, fault_node, &f, nr, &nodes, &e) == MS_OK, "%s", e.msg);
+    int found = 0;
+    for (int i = 0; i < nodes; i++) {
+        /* every node ends: with an error, promptly (well within 5 s of the fault) */
+        ck_assert_msg(nr[i].seconds < 7.5, "%s fault %d: node %d took %.1f s", pr, kind, i, nr[i].seconds);
+        if (nr[i].rc != MS_OK && strstr(nr[i].err, want))
+            found = 1;
+        if (nr[i].exited && nr[i].rc != MS_OK)
+            ck_assert_msg(nr[i].err[0], "node %d failed without a message", i);
+    }
+    (void)victim_ok_rc;
+    ck_assert_msg(found, "%s fault %d: no node reported '%s' (P0: %s | P1: %s | node2: %s)", pr, kind, want, nr[0].err,
+                  nr[1].err, nr[2].err);
+    mpc_node_results_free(nr, nodes);
+}
+
+START_TEST(test_fault_kill)
+{
+    run_fault(protos[_i], 0, 0, "lost", 0);
+}
+END_TEST
+
+START_TEST(test_fault_dealer)
+{
+    run_fault("semi2k", 6, 0, "connection to dealer lost", 0);
+}
+END_TEST
+
+START_TEST(test_fault_drop)
+{
+    run_fault(protos[_i], 1, 0, "lost", 0);
+}
+END_TEST
+
+START_TEST(test_fault_frames)
+{
+    run_fault("semi2k", 2, 0, "bad magic", 0);
+    run_fault("semi2k", 3, 0, "payload of 3 bytes", 0);
+    run_fault("aby3", 5, 0, "lost", 0);
+    run_fault("semi2k", 7, 0, "version 99", 0);
+}
+END_TEST
+
+START_TEST(test_fault_silent_peer)
+{
+    run_fault("aby3", 4, 0, "no progress", 1000);
+}
+END_TEST
+
+START_TEST(test_port_in_use)
+{
+    int fd, port, fd2;
+    errbuf e;
+    ck_assert_int_eq(mpc_net_listen("127.0.0.1", 0, &fd, &port, &e), MS_OK);
+    ck_assert_int_eq(mpc_net_listen("127.0.0.1", port, &fd2, NULL, &e), MS_ERR_NET);
+    ck_assert_ptr_nonnull(strstr(e.msg, "already in use"));
+    close(fd);
+}
+END_TEST
+
+START_TEST(test_peers_parse)
+{
+    mpc_net_cfg c;
+    errbuf e;
+    mpc_net_cfg_init(&c, 0, 3);
+    ck_assert_int_eq(mpc_net_parse_peers(&c, "a:1,b:2,c:65535", 3, &e), MS_OK);
+    ck_assert_str_eq(c.host[1], "b");
+    ck_assert_int_eq(c.port[2], 65535);
+    ck_assert_int_eq(mpc_net_parse_peers(&c, "a:1,b:2", 3, &e), MS_ERR_USAGE);
+    ck_assert_int_eq(mpc_net_parse_peers(&c, "a:1,b:x,c:3", 3, &e), MS_ERR_USAGE);
+    ck_assert_int_eq(mpc_net_parse_peers(&c, "a:1,b:2,c:3,d:4", 3, &e), MS_ERR_USAGE);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- suite */
+
+Suite *mpc_suite(void)
+{
+    Suite *s = suite_create("mpc");
+    TCase *tp = tcase_create("primitives");
+    tcase_set_timeout(tp, 60);
+    tcase_add_loop_test(tp, test_elementwise, 0, 2);
+    tcase_add_loop_test(tp, test_input_open, 0, 2);
+    tcase_add_loop_test(tp, test_matmul, 0, 2);
+    tcase_add_test(tp, test_beaver_cache_setup);
+    tcase_add_test(tp, test_local_matmul_tiles);
+    tcase_add_test(tp, test_latency);
+    suite_add_tcase(s, tp);
+    TCase *ts = tcase_create("security");
+    tcase_set_timeout(ts, 60);
+    tcase_add_loop_test(ts, test_p1_view_independent, 0, 2);
+    suite_add_tcase(s, ts);
+    TCase *tf = tcase_create("faults");
+    tcase_set_timeout(tf, 60);
+    tcase_add_loop_test(tf, test_fault_kill, 0, 2);
+    tcase_add_loop_test(tf, test_fault_drop, 0, 2);
+    tcase_add_test(tf, test_fault_frames);
+    tcase_add_test(tf, test_fault_dealer);
+    tcase_add_test(tf, test_fault_silent_peer);
+    tcase_add_test(tf, test_port_in_use);
+    tcase_add_test(tf, test_peers_parse);
+    suite_add_tcase(s, tf);
+    return s;
+}

@@ -1,0 +1,236 @@
+/* check_mpc_cli.c — `mpcsim party` as a user runs it: one process per node on loopback, the
+ * demo program end to end in both protocols, a port in use, bad usage, and no secret value in
+ * any node's output. */
+#include <check.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kern.h"
+#include "mpc_net.h"
+
+static char dir[256];
+
+static void mkdir_tmp(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/mpcsim-cli-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+/* Starts mpcsim with argv (NULL-terminated after the program name), output to dir/name. */
+static pid_t spawn(const char *name, const char *const *args)
+{
+    const char *bin = getenv("MPCSIM_BIN");
+    ck_assert_msg(bin != NULL, "MPCSIM_BIN is not set (run through make check)");
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        const char *argv[32] = {bin};
+        for (int i = 0; args[i] && i < 30; i++)
+            argv[i + 1] = args[i];
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+static int wait_status(pid_t pid)
+{
+    int st;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static char *slurp(const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    char *buf = calloc(1 << 20, 1);
+    size_t n = fread(buf, 1, (1 << 20) - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    return buf;
+}
+
+/* Three free loopback ports (bound to 0, then released). */
+static void free_ports(char *peers, size_t len)
+{
+    int fd[3], port[3];
+    errbuf e;
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(mpc_net_listen("127.0.0.1", 0, &fd[i], &port[i], &e), MS_OK);
+    for (int i = 0; i < 3; i++)
+        close(fd[i]);
+    snprintf(peers, len, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", port[0], port[1], port[2]);
+}
+
+static void run_session(const char *pname, const char *const extra[3][6], int want_status)
+{
+    char peers[128];
+    free_ports(peers, sizeof peers);
+    int semi = !strcmp(pname, "semi2k");
+    pid_t pid[3];
+    for (int i = 0; i < 3; i++) {
+        const char *id = i == 0 ? "0" : i == 1 ? "1" : "2";
+        const char *args[20] = {"party", "-p", pname, "--peers", peers};
+        int k = 5;
+        if (semi && i == 2)
+            args[k++] = "--dealer";
+        else {
+            args[k++] = "--id";
+            args[k++] = id;
+        }
+        for (int q = 0; extra[i][q]; q++)
+            args[k++] = extra[i][q];
+        char name[32];
+        snprintf(name, sizeof name, "node%d.txt", i);
+        pid[i] = spawn(name, args);
+    }
+    for (int i = 0; i < 3; i++) {
+        int st = wait_status(pid[i]);
+        char name[32];
+        snprintf(name, sizeof name, "node%d.txt", i);
+        char *out = slurp(name);
+        ck_assert_msg(st == want_status, "%s node %d exited %d: %s", pname, i, st, out);
+        free(out);
+    }
+}
+
+START_TEST(test_demo_sessions)
+{
+    mkdir_tmp();
+    const char *pr = _i ? "aby3" : "semi2k";
+    const char *const extra[3][6] = {{"--demo", "--random-inputs", "5", NULL},
+                                     {"--demo", "--random-inputs", "5", "--print-outputs", NULL},
+                                     {"--demo", "--random-inputs", "5", NULL}};
+    run_session(pr, extra, 0);
+    char *p1 = slurp("node1.txt");
+    ck_assert_ptr_nonnull(strstr(p1, "output probs:"));
+    ck_assert_ptr_nonnull(strstr(p1, "total"));
+    ck_assert_ptr_nonnull(strstr(p1, "softmax"));
+    free(p1);
+}
+END_TEST
+
+/* The client's input is a distinctive value; no node prints it, its fixed-point encoding, or
+ * (without --print-outputs) anything revealed. */
+START_TEST(test_no_secret_in_output)
+{
+    mkdir_tmp();
+    char path[300];
+    snprintf(path, sizeof path, "%s/x.txt", dir);
+    FILE *f = fopen(path, "w");
+    for (int i = 0; i < 64; i++)
+        fprintf(f, "1234.5678\n");
+    fclose(f);
+    char bind[320];
+    snprintf(bind, sizeof bind, "x=%s", path);
+    const char *const extra[3][6] = {{"--demo", "--bind", bind, NULL},
+                                     {"--demo", "--random-inputs", "9", NULL},
+                                     {"--demo", NULL}};
+    run_session("semi2k", extra, 0);
+    uint64_t fx = fx_encode(1234.5678, 18);
+    char dec[32], hex[32], HEX[32];
+    snprintf(dec, sizeof dec, "%llu", (unsigned long long)fx);
+    snprintf(hex, sizeof hex, "%llx", (unsigned long long)fx);
+    snprintf(HEX, sizeof HEX, "%llX", (unsigned long long)fx);
+    for (int i = 0; i < 3; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "node%d.txt", i);
+        char *out = slurp(name);
+        ck_assert_ptr_null(strstr(out, "1234.5"));
+        ck_assert_ptr_null(strstr(out, "1234.57"));
+        ck_assert_ptr_null(strstr(out, dec));
+        ck_assert_ptr_null(strstr(out, hex));
+        ck_assert_ptr_null(strstr(out, HEX));
+        ck_assert_ptr_null(strstr(out, "output"));
+        free(out);
+    }
+}
+END_TEST
+
+START_TEST(test_port_in_use)
+{
+    mkdir_tmp();
+    int fd, port;
+    errbuf e;
+    ck_assert_int_eq(mpc_net_listen("127.0.0.1", 0, &fd, &port, &e), MS_OK);
+    char peers[128];
+    snprintf(peers, sizeof peers, "127.0.0.1:%d,127.0.0.1:1,127.0.0.1:2", port);
+    const char *args[] = {"party", "-p", "aby3", "--id", "0", "--peers", peers, "--demo", NULL};
+    int st = wait_status(spawn("p.txt", args));
+    char *out = slurp("p.txt");
+    ck_assert_msg(st == 3, "exit %d: %s", st, out);
+    ck_assert_ptr_nonnull(strstr(out, "already in use"));
+    free(out);
+    close(fd);
+    /* a peer that never starts: a clear error once the connect timeout passes */
+    char peers2[128];
+    free_ports(peers2, sizeof peers2);
+    const char *a2[] = {"party", "-p", "aby3", "--id", "2", "--peers", peers2, "--demo", "--connect-timeout-ms", "300", NULL};
+    st = wait_status(spawn("p2.txt", a2));
+    out = slurp("p2.txt");
+    ck_assert_msg(st == 3, "exit %d: %s", st, out);
+    ck_assert_ptr_nonnull(strstr(out, "cannot connect to P0"));
+    free(out);
+}
+END_TEST
+
+START_TEST(test_bad_usage)
+{
+    mkdir_tmp();
+    const char *a1[] = {"party", "-p", "semi2k", "--id", "0", "--demo", NULL};
+    ck_assert_int_eq(wait_status(spawn("u1.txt", a1)), 2);
+    char *o = slurp("u1.txt");
+    ck_assert_ptr_nonnull(strstr(o, "--peers"));
+    free(o);
+    const char *a2[] = {"party", "-p", "aby3", "--dealer", "--peers", "a:1,b:2,c:3", "--demo", NULL};
+    ck_assert_int_eq(wait_status(spawn("u2.txt", a2)), 2);
+    const char *a3[] = {"party", "-p", "semi2k", "--id", "0", "--peers", "a:1,b:2", "--demo", NULL};
+    ck_assert_int_eq(wait_status(spawn("u3.txt", a3)), 2);
+    const char *a4[] = {"party", "-p", "semi2k", "--id", "0", "--peers", "a:1,b:2,c:3", "--demo", "--set", "frac_bitz=3", NULL};
+    ck_assert_int_eq(wait_status(spawn("u4.txt", a4)), 2);
+    const char *a5[] = {"party", "--help", NULL};
+    ck_assert_int_eq(wait_status(spawn("u5.txt", a5)), 0);
+}
+END_TEST
+
+/* validate --primitives: the backend's counts equal the cost engine's for every primitive. */
+START_TEST(test_validate_primitives)
+{
+    mkdir_tmp();
+    const char *args[] = {"validate", "--primitives", "--n", "100", "--latency-ms", "0", NULL};
+    int st = wait_status(spawn("v.txt", args));
+    char *out = slurp("v.txt");
+    ck_assert_msg(st == 0, "exit %d: %s", st, out);
+    ck_assert_ptr_null(strstr(out, "MISMATCH"));
+    ck_assert_ptr_nonnull(strstr(out, "aby3    b2a"));
+    ck_assert_ptr_nonnull(strstr(out, "semi2k  matmul(cached B)"));
+    free(out);
+    const char *bad[] = {"validate", NULL};
+    ck_assert_int_eq(wait_status(spawn("v2.txt", bad)), 2);
+}
+END_TEST
+
+Suite *mpc_cli_suite(void)
+{
+    Suite *s = suite_create("mpc_cli");
+    TCase *tc = tcase_create("party");
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, test_demo_sessions, 0, 2);
+    tcase_add_test(tc, test_no_secret_in_output);
+    tcase_add_test(tc, test_port_in_use);
+    tcase_add_test(tc, test_bad_usage);
+    tcase_add_test(tc, test_validate_primitives);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,430 @@
+/* check_mpc_prog.c — op programs on the real backend: every op kind's kernel run on secret
+ * shares (both protocols) matches the clear-text engine within the fixed-point bound, and the
+ * bytes and rounds each party measured for each op equal proto_cost_program's prediction, for
+ * single-op programs, a composite one (matmul, rmsnorm, softmax, gelu, lt) and a lowered
+ * stories260K decode step. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eng_plain.h"
+#include "lower.h"
+#include "model.h"
+#include "kern.h"
+#include "mpc_run.h"
+#include "proto.h"
+
+/* ---------------------------------------------------------------- bindings */
+
+enum { V_REAL, V_POS, V_INT, V_BIT, V_WORD };
+
+typedef struct tbind {
+    const char *name;
+    int kind;      /* V_* */
+    double lo, hi; /* V_REAL/V_POS range; V_INT: 0..hi-1 */
+} tbind;
+
+typedef struct prog_case {
+    const char *pname;
+    op_program prog;
+    tbind binds[8];
+    double tol;    /* absolute tolerance on decoded outputs (relative above 1) */
+    int any_name;  /* unbound tensors get reals in [-0.1, 0.1) (counts-only runs) */
+    int counts_only;
+} prog_case;
+
+static uint64_t mix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static const prog_case *cur;
+
+/* Deterministic values per tensor name (test data, the same in every process). */
+static int bind_fn(void *ctx, const op_tensor *t, uint64_t *out, size_t n)
+{
+    const prog_case *c = ctx;
+    for (const tbind *b = c->binds; b->name; b++) {
+        if (strcmp(b->name, t->name))
+            continue;
+        uint64_t s = 1234;
+        for (const char *p = t->name; *p; p++)
+            s = s * 131 + (uint8_t)*p;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t r = mix(&s);
+            double u = (double)(r >> 11) * 0x1p-53;
+            switch (b->kind) {
+            case V_REAL: case V_POS: out[i] = fx_encode(b->lo + (b->hi - b->lo) * u, 18); break;
+            case V_INT: out[i] = r % (uint64_t)b->hi; break;
+            case V_BIT: out[i] = r & 1; break;
+            default: out[i] = r; break;
+            }
+        }
+        return 1;
+    }
+    if (!c->any_name)
+        return 0;
+    uint64_t s = 99;
+    for (const char *p = t->name; *p; p++)
+        s = s * 131 + (uint8_t)*p;
+    for (size_t i = 0; i < n; i++)
+        out[i] = fx_encode((double)(mix(&s) >> 11) * 0x1p-53 * 0.2 - 0.1, 18);
+    return 1;
+}
+
+/* The clear-text reference: the same kernels on eng_plain. */
+static int plain_run(const prog_case *c, const proto_cfg *cfg, int np, mpc_val **vals_out, eng **pe)
+{
+    const op_program *p = &c->prog;
+    eng *e;
+    ck_assert_int_eq(eng_plain_new(cfg, np, 77, 0, &e), MS_OK);
+    mpc_val *vals = calloc(p->n_tens, sizeof *vals);
+    mpc_val *inbuf = calloc(p->n_tens, sizeof *inbuf); /* INPUT ops' plaintext: ours to free */
+    for (size_t t = 0; t < p->n_tens; t++) {
+        const op_tensor *T = &p->tens[t];
+        size_t n = (size_t)T->batch * T->rows * T->cols;
+        vals[t].n = n;
+        vals[t].dom = T->dom;
+        int produced = 0, by_input = 0;
+        for (size_t i = 0; i < p->n_ops; i++) {
+            produced |= p->ops[i].out == t && p->ops[i].kind != OP_INPUT;
+            by_input |= p->ops[i].out == t && p->ops[i].kind == OP_INPUT;
+        }
+        if (produced || T->role == OPT_TEMP || T->role == OPT_OUTPUT)
+            continue;
+        uint64_t *plain = calloc(n + 1, 8);
+        bind_fn((void *)c, T, plain, n);
+        ck_assert_int_eq(e->vt->alloc(e, &vals[t], n, T->dom), MS_OK);
+        memcpy(vals[t].s[0], plain, n * 8);
+        free(plain);
+        if (by_input)
+            inbuf[t] = vals[t];
+    }
+    errbuf err = {{0}};
+    for (size_t i = 0; i < p->n_ops; i++) {
+        int rc = kern_exec(e, p, i, vals, &err);
+        ck_assert_msg(rc == MS_OK, "plain op %zu: %s", i, err.msg);
+    }
+    for (size_t t = 0; t < p->n_tens; t++)
+        e->vt->release(e, &inbuf[t]);
+    free(inbuf);
+    *vals_out = vals;
+    *pe = e;
+    return MS_OK;
+}
+
+static int int_valued(const op *o)
+{
+    switch (o->kind) {
+    case OP_LT: case OP_EQ: case OP_A2B: case OP_B2A: case OP_ARGMAX: case OP_TOPK: case OP_ONEHOT:
+        return 1;
+    default:
+        return (o->flags & OPF_NO_TRUNC) != 0;
+    }
+}
+
+/* eq, onehot, argmax, top-k: the exact integer result computed here from the operands'
+ * plaintext (a stronger reference than another engine running the same kernel). */
+static uint64_t *exact_ref(const op *o, const mpc_val *pv, size_t n)
+{
+    if (o->kind != OP_EQ && o->kind != OP_ONEHOT && o->kind != OP_ARGMAX && o->kind != OP_TOPK)
+        return NULL;
+    uint64_t *r = calloc(n + 1, 8);
+    const uint64_t *a = pv[o->in[0]].s[0];
+    if (o->kind == OP_ARGMAX || o->kind == OP_TOPK) { /* one-hot rows, descending order */
+        size_t rows = (size_t)o->batch * o->m, k = o->kind == OP_TOPK ? (size_t)o->iarg : 1;
+        for (size_t i = 0; i < rows; i++) {
+            const int64_t *x = (const int64_t *)a + i * o->n;
+            uint64_t used = 0;
+            for (size_t t = 0; t < k; t++) {
+                size_t best = 0;
+                int have = 0;
+                for (size_t j = 0; j < o->n; j++)
+                    if (!(used >> j & 1) && (!have || x[j] > x[best]))
+                        best = j, have = 1;
+                used |= 1ull << best;
+                r[(i * k + t) * o->n + best] = 1;
+            }
+        }
+        return r;
+    }
+    for (size_t q = 0; q < n; q++)
+        r[q] = o->kind == OP_EQ ? a[q] == pv[o->in[1]].s[0][q] : a[q / o->n] == q % o->n;
+    return r;
+}
+
+static void run_case(const prog_case *c)
+{
+    proto_cfg cfg;
+    errbuf err = {{0}};
+    ck_assert_int_eq(proto_cfg_default(c->pname, &cfg, &err), MS_OK);
+    const op_program *p = &c->prog;
+    ck_assert(op_program_is_sane(p));
+    /* prediction */
+    cost_log log;
+    cost_log_init(&log, 3);
+    ck_assert_msg(proto_cost_program(proto_find(c->pname), &cfg, p, &log, &err) == MS_OK, "%s", err.msg);
+    /* measurement */
+    mpc_launch l = {.cfg = cfg, .deadline_ms = 30000};
+    mpc_local_run lr;
+    int np = proto_find(c->pname)->n_parties;
+    ck_assert_msg(mpc_run_local(&l, p, bind_fn, (void *)c, !c->counts_only, &lr, &err) == MS_OK, "%s: %s",
+                  c->pname, err.msg);
+    mpc_val *pv = NULL;
+    eng *pe = NULL;
+    if (!c->counts_only)
+        plain_run(c, &cfg, np, &pv, &pe);
+    for (int i = 0; i < np; i++) {
+        const mpc_op_stat *st = lr.ops[i];
+        const uint64_t *val = lr.vals[i];
+        for (size_t k = 0; k < p->n_ops; k++) {
+            const op *o = &p->ops[k];
+            uint64_t rounds = 0, bytes[3] = {0}, off = 0;
+            for (size_t q = 0; q < log.n; q++)
+                if (log.r[q].op == k) {
+                    rounds += log.r[q].comm;
+                    for (int j = 0; j < np; j++)
+                        bytes[j] += log.r[q].bytes[i][j];
+                    off += log.r[q].offline[i];
+                }
+            const char *kn = op_kind_name(o->kind);
+            ck_assert_msg(st[k].rounds == rounds, "%s op %zu %s P%d: measured %llu rounds, predicted %llu", c->pname,
+                          k, kn, i, (unsigned long long)st[k].rounds, (unsigned long long)rounds);
+            for (int j = 0; j < np; j++)
+                ck_assert_msg(st[k].sent[j] == bytes[j], "%s op %zu %s P%d→P%d: measured %llu bytes, predicted %llu",
+                              c->pname, k, kn, i, j, (unsigned long long)st[k].sent[j], (unsigned long long)bytes[j]);
+            ck_assert_msg(st[k].offline_recv == off, "%s op %zu %s P%d: offline %llu, predicted %llu", c->pname, k,
+                          kn, i, (unsigned long long)st[k].offline_recv, (unsigned long long)off);
+            if (c->counts_only)
+                continue;
+            /* values vs the clear-text engine */
+            size_t n = pv[o->out].n;
+            const uint64_t *ref = pv[o->out].s[0];
+            uint64_t *own = exact_ref(o, pv, n);
+            if (own)
+                ref = own;
+            int iv = int_valued(o);
+            double worst = 0;
+            for (size_t q = 0; q < n; q++) {
+                if (o->kind == OP_REVEAL && o->iarg >= 0 && o->iarg != i)
+                    break;
+                if (iv || p->tens[o->out].dom == DOM_BOOL) {
+                    ck_assert_msg(val[q] == ref[q], "%s op %zu %s P%d element %zu: %llx, plain %llx", c->pname, k, kn, i,
+                                  q, (unsigned long long)val[q], (unsigned long long)ref[q]);
+                    continue;
+                }
+                double a = fx_decode(val[q], 18), b = fx_decode(ref[q], 18);
+                double d = fabs(a - b) / (fabs(b) > 1 ? fabs(b) : 1);
+                if (d > worst)
+                    worst = d;
+            }
+            free(own);
+            ck_assert_msg(worst <= c->tol, "%s op %zu %s: error %.3g vs clear text above %.3g", c->pname, k, kn, worst, c->tol);
+            val += n;
+        }
+    }
+    for (size_t t = 0; pv && t < p->n_tens; t++)
+        pe->vt->release(pe, &pv[t]);
+    free(pv);
+    if (pe)
+        eng_free(pe);
+    cost_log_free(&log);
+    mpc_local_run_free(&lr);
+}
+
+/* ---------------------------------------------------------------- programs */
+
+static void emit(op_program *p, int kind, uint32_t b, uint32_t m, uint32_t k, uint32_t n, uint32_t in0,
+                 uint32_t in1, uint32_t in2, uint32_t out, uint32_t flags, int iarg, double farg)
+{
+    op o = {.kind = (uint16_t)kind, .phase = PHASE_DECODE, .cat = OPC_OTHER, .layer = -1, .group = -1,
+            .batch = b, .m = m, .k = k, .n = n, .in = {in0, in1, in2}, .out = out, .flags = flags,
+            .iarg = iarg, .farg = farg};
+    ck_assert_int_ge(op_emit(p, &o), 0);
+}
+
+/* The composite: x (client input op) · W (fixed weight), rmsnorm, softmax, gelu, lt, reveal. */
+static void composite(prog_case *c, const char *pname)
+{
+    memset(c, 0, sizeof *c);
+    c->pname = pname;
+    op_program *p = &c->prog;
+    op_program_init(p);
+    uint32_t x = op_tensor_add(p, "x", OPT_INPUT, DOM_ARITH, 1, 4, 16);
+    uint32_t w = op_tensor_add(p, "W", OPT_WEIGHT, DOM_ARITH, 1, 16, 16);
+    uint32_t g = op_tensor_add(p, "g", OPT_WEIGHT, DOM_ARITH, 1, 1, 16);
+    uint32_t h = op_tensor_add(p, "h", OPT_TEMP, DOM_ARITH, 1, 4, 16);
+    uint32_t r = op_tensor_add(p, "r", OPT_TEMP, DOM_ARITH, 1, 4, 16);
+    uint32_t s = op_tensor_add(p, "s", OPT_TEMP, DOM_ARITH, 1, 4, 16);
+    uint32_t u = op_tensor_add(p, "u", OPT_TEMP, DOM_ARITH, 1, 4, 16);
+    uint32_t lt = op_tensor_add(p, "lt", OPT_TEMP, DOM_ARITH, 1, 4, 16);
+    uint32_t o = op_tensor_add(p, "out", OPT_OUTPUT, DOM_ARITH, 1, 4, 16);
+    emit(p, OP_INPUT, 1, 4, 0, 16, OP_NONE, OP_NONE, OP_NONE, x, 0, 0, 0);
+    emit(p, OP_MATMUL, 1, 4, 16, 16, x, w, OP_NONE, h, OPF_FIXED_B, 0, 0);
+    emit(p, OP_RMSNORM, 1, 4, 0, 16, h, g, OP_NONE, r, 0, 0, 1e-5);
+    emit(p, OP_SOFTMAX, 1, 4, 0, 16, r, OP_NONE, OP_NONE, s, 0, -1, 0);
+    emit(p, OP_GELU, 1, 4, 0, 16, h, OP_NONE, OP_NONE, u, 0, 0, 0);
+    emit(p, OP_LT, 1, 4, 0, 16, h, r, OP_NONE, lt, 0, 0, 0);
+    emit(p, OP_REVEAL, 1, 4, 0, 16, s, OP_NONE, OP_NONE, o, 0, -1, 0);
+    c->binds[0] = (tbind){"x", V_REAL, -1, 1};
+    c->binds[1] = (tbind){"W", V_REAL, -0.5, 0.5};
+    c->binds[2] = (tbind){"g", V_REAL, 0.5, 1.5};
+    c->tol = 5e-3;
+}
+
+START_TEST(test_composite)
+{
+    prog_case c;
+    composite(&c, _i ? "aby3" : "semi2k");
+    run_case(&c);
+    op_program_free(&c.prog);
+}
+END_TEST
+
+/* One op of each kind on small shapes; in1/in2 bound as the kind needs. */
+typedef struct single {
+    int kind;
+    uint32_t b, m, k, n;
+    int in_kind[3]; /* V_* of in0..in2, -1 none */
+    int in_dom[3];
+    uint32_t flags;
+    int iarg;
+    double farg;
+    double tol;
+} single;
+
+static const single singles[] = {
+    {OP_ADD, 1, 3, 0, 5, {V_REAL, V_REAL, -1}, {0}, 0, 0, 0, 1e-9},
+    {OP_ADD_PUB, 1, 3, 0, 5, {V_REAL, -1, -1}, {0}, 0, 0, 0.75, 1e-9},
+    {OP_MUL_PUB, 1, 3, 0, 5, {V_REAL, -1, -1}, {0}, 0, 0, -1.5, 1e-4},
+    {OP_MUL, 2, 3, 0, 5, {V_REAL, V_REAL, -1}, {0}, 0, 0, 0, 1e-4},
+    {OP_SQUARE, 1, 4, 0, 5, {V_REAL, -1, -1}, {0}, 0, 0, 0, 1e-4},
+    {OP_MATMUL, 2, 3, 6, 4, {V_REAL, V_REAL, -1}, {0}, OPF_TRANS_B, 0, 0, 1e-4},
+    {OP_TRUNC, 1, 2, 0, 8, {V_REAL, -1, -1}, {0}, 0, 4, 0, 1e-4},
+    {OP_LT, 1, 4, 0, 8, {V_REAL, V_REAL, -1}, {0}, 0, 0, 0, 0},
+    {OP_EQ, 1, 4, 0, 8, {V_INT, V_INT, -1}, {0}, 0, 0, 0, 0},
+    {OP_SELECT, 1, 2, 0, 8, {V_BIT, V_REAL, V_REAL}, {0}, 0, 0, 0, 1e-4},
+    {OP_A2B, 1, 2, 0, 8, {V_WORD, -1, -1}, {0}, 0, 0, 0, 0},
+    {OP_B2A, 1, 2, 0, 8, {V_WORD, -1, -1}, {DOM_BOOL}, 0, 0, 0, 0},
+    {OP_MAX, 2, 3, 0, 7, {V_REAL, -1, -1}, {0}, 0, 0, 0, 1e-4},
+    {OP_ARGMAX, 1, 3, 0, 6, {V_REAL, -1, -1}, {0}, 0, 0, 0, 0},
+    {OP_EXP, 1, 2, 0, 8, {V_REAL, -1, -1}, {0}, 0, 0, 0, 3e-3},
+    {OP_RECIPROCAL, 1, 2, 0, 8, {V_POS, -1, -1}, {0}, 0, 0, 0, 2e-3},
+    {OP_RSQRT, 1, 2, 0, 8, {V_POS, -1, -1}, {0}, 0, 0, 0, 2e-3},
+    {OP_SOFTMAX, 2, 3, 0, 6, {V_REAL, -1, -1}, {0}, 0, 1, 0, 3e-3},
+    {OP_SILU, 1, 2, 0, 8, {V_REAL, -1, -1}, {0}, 0, 0, 0, 1e-3},
+    {OP_LAYERNORM, 1, 3, 0, 8, {V_REAL, V_REAL, V_REAL}, {0}, 0, 0, 1e-5, 3e-3},
+    {OP_TOPK, 1, 2, 0, 6, {V_REAL, -1, -1}, {0}, 0, 2, 0, 0},
+    {OP_ONEHOT, 1, 3, 0, 5, {V_INT, -1, -1}, {0}, 0, 0, 0, 0},
+    {OP_GATHER, 1, 2, 5, 4, {V_BIT, V_REAL, -1}, {0}, OPF_FIXED_B, 0, 0, 1e-4},
+    {OP_ROPE, 1, 2, 0, 8, {V_REAL, -1, -1}, {0}, 0, 3, 0, 1e-3},
+    {OP_VIEW, 1, 2, 0, 8, {V_REAL, -1, -1}, {0}, 0, 0, 0, 1e-9},
+    /* public right operands (OPT_PUBLIC: plaintext on every party) */
+    {OP_MATMUL, 1, 3, 4, 5, {V_REAL, V_REAL, -1}, {0}, OPF_PUBLIC_B, 0, 0, 1e-4},
+    {OP_ADD_PUB, 1, 3, 0, 5, {V_REAL, V_REAL, -1}, {0}, OPF_PUBLIC_B, 0, 0, 1e-9},
+    {OP_MUL_PUB, 1, 3, 0, 5, {V_REAL, V_REAL, -1}, {0}, OPF_PUBLIC_B, 0, 0, 1e-4},
+    {OP_RMSNORM, 1, 3, 0, 8, {V_REAL, V_POS, -1}, {0}, OPF_PUBLIC_B, 0, 1e-5, 3e-3},
+};
+
+static void single_case(prog_case *c, const char *pname, const single *s)
+{
+    memset(c, 0, sizeof *c);
+    c->pname = pname;
+    op_program *p = &c->prog;
+    op_program_init(p);
+    static const char *names[3] = {"a", "b", "c"};
+    uint32_t in[3] = {OP_NONE, OP_NONE, OP_NONE};
+    int shape = op_kind_shape(s->kind);
+    for (int i = 0; i < 3; i++) {
+        if (s->in_kind[i] < 0)
+            continue;
+        uint32_t b = s->b, r = s->m, cols = s->n;
+        if (shape == OPS_MM) {
+            r = i == 0 ? s->m : s->k;
+            cols = i == 0 ? s->k : s->n;
+            if (i == 1 && (s->flags & OPF_TRANS_B))
+                r = s->n, cols = s->k;
+        }
+        if (s->kind == OP_ONEHOT)
+            cols = 1;
+        if ((s->kind == OP_LAYERNORM) && i > 0)
+            b = 1, r = 1;
+        int role = (s->flags & OPF_FIXED_B) && i == 1 ? OPT_WEIGHT : OPT_INPUT;
+        if ((s->flags & OPF_PUBLIC_B) && i == 1)
+            role = OPT_PUBLIC;
+        if ((s->kind == OP_RMSNORM || s->kind == OP_ADD_PUB || s->kind == OP_MUL_PUB) && i == 1)
+            b = 1, r = s->kind == OP_RMSNORM ? 1 : r;
+        in[i] = op_tensor_add(p, names[i], role, (op_dom)s->in_dom[i], b, r, cols);
+        c->binds[i] = (tbind){names[i], s->in_kind[i], -2, 2};
+        if (s->in_kind[i] == V_POS)
+            c->binds[i].lo = 0.05, c->binds[i].hi = 8;
+        if (s->in_kind[i] == V_INT)
+            c->binds[i].hi = s->kind == OP_ONEHOT ? s->n : 3;
+    }
+    uint32_t rows = s->m, cols = s->n;
+    if (s->kind == OP_MAX)
+        cols = 1;
+    if (s->kind == OP_TOPK)
+        rows = s->m * (uint32_t)s->iarg;
+    int odom = s->kind == OP_A2B ? DOM_BOOL : DOM_ARITH;
+    uint32_t out = op_tensor_add(p, "z", OPT_TEMP, (op_dom)odom, s->b, rows, cols);
+    uint32_t fl = s->kind == OP_MATMUL ? s->flags : s->flags & ~OPF_PUBLIC_B;
+    emit(p, s->kind, s->b, s->m, s->k, s->n, in[0], in[1], in[2], out, fl, s->iarg, s->farg);
+    c->tol = s->tol;
+}
+
+START_TEST(test_single_ops)
+{
+    const char *pname = _i ? "aby3" : "semi2k";
+    for (size_t q = 0; q < sizeof singles / sizeof *singles; q++) {
+        prog_case c;
+        single_case(&c, pname, &singles[q]);
+        run_case(&c);
+        op_program_free(&c.prog);
+    }
+}
+END_TEST
+
+/* A lowered stories260K decode step and prefill (the lowering's tensor names, weights bound by name with
+ * stand-in values): every op's measured bytes and rounds equal the cost engine's. */
+START_TEST(test_stories260k_step)
+{
+    prog_case c;
+    memset(&c, 0, sizeof c);
+    c.pname = _i ? "aby3" : "semi2k";
+    c.any_name = 1;
+    c.counts_only = 1;
+    model_cfg m;
+    errbuf e = {{0}};
+    ck_assert_msg(model_load("stories260K", &m, &e) == MS_OK, "%s", e.msg);
+    for (int phase = 0; phase < 2; phase++) { /* a decode step, then a 4-token prefill */
+        lower_opts lo;
+        lower_opts_default(&lo);
+        lo.phase = phase ? PHASE_PREFILL : PHASE_DECODE;
+        lo.n_tokens = phase ? 4 : 1;
+        lo.kv_len = phase ? 0 : 5;
+        op_program_init(&c.prog);
+        ck_assert_msg(lower_step(&m, &lo, &c.prog, &e) == MS_OK, "%s", e.msg);
+        run_case(&c);
+        op_program_free(&c.prog);
+    }
+}
+END_TEST
+
+Suite *mpc_prog_suite(void)
+{
+    Suite *s = suite_create("mpc_prog");
+    TCase *tc = tcase_create("programs");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_composite, 0, 2);
+    tcase_add_loop_test(tc, test_single_ops, 0, 2);
+    tcase_add_loop_test(tc, test_stories260k_step, 0, 2);
+    suite_add_tcase(s, tc);
+    (void)cur;
+    return s;
+}

@@ -1,0 +1,336 @@
+/* check_rdb.c — the results database: schema version and migration, WAL, one transaction per
+ * run (a failing run leaves nothing), failed runs replaced, refusal of foreign and newer
+ * databases, and merge (no duplicates, one transaction, schema mismatch refused). */
+#include <check.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rdb.h"
+
+static char tmpdir[256];
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/check_rdb_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void teardown(void)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static const char *tpath(const char *name)
+{
+    static char buf[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
+    return buf[k];
+}
+
+/* An integer from a query on an open database (or -1). */
+static long long q1(rdb *db, const char *sql)
+{
+    sqlite3_stmt *s;
+    long long v = -1;
+    if (sqlite3_prepare_v2(rdb_handle(db), sql, -1, &s, NULL) == SQLITE_OK &&
+        sqlite3_step(s) == SQLITE_ROW)
+        v = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    return v;
+}
+
+/* A run with 2 metrics, 2 phases, 3 breakdown rows and 2 layer rows; fig scales the numbers. */
+typedef struct fake_run {
+    rdb_metric m[2];
+    rdb_phase ph[2];
+    rdb_breakdown bd[3];
+    rdb_layer ly[2];
+    char hash[17];
+    rdb_run r;
+} fake_run;
+
+static void fake(fake_run *f, const char *scenario, int idx, const char *status)
+{
+    memset(f, 0, sizeof *f);
+    snprintf(f->hash, sizeof f->hash, "%016x", 0xabc00 + idx);
+    f->m[0] = (rdb_metric){"mass_recall", 0.5 + idx / 100.0, ""};
+    f->m[1] = (rdb_metric){"latency_s", 1.0 + idx, "s"};
+    f->ph[0] = (rdb_phase){"prefill", 1000u * (unsigned)idx, 10};
+    f->ph[1] = (rdb_phase){"decode", 2000u * (unsigned)idx, 20};
+    f->bd[0] = (rdb_breakdown){"prefill", "total", {.rounds = 7, .bytes = {1, 2, 3}}};
+    f->bd[1] = (rdb_breakdown){"prefill", "attention", {.rounds = 3, .comm_ns = 5}};
+    f->bd[2] = (rdb_breakdown){"decode", "total", {.rounds = (uint64_t)idx, .offline = {9, 9, 0}}};
+    f->ly[0] = (rdb_layer){"prefill", 0, {.rounds = 1}};
+    f->ly[1] = (rdb_layer){"prefill", 1, {.rounds = 2}};
+    f->r = (rdb_run){.scenario = scenario, .grid_index = (uint64_t)idx, .config_hash = f->hash,
+                     .config_yaml = "model: gpt2\n", .seed = 1, .status = status,
+                     .started = "2026-01-01T00:00:00.000Z", .finished = "2026-01-01T00:00:01.000Z",
+                     .wall_s = 1, .tool_version = "test", .model = "gpt2", .protocol = "semi2k",
+                     .network = "lan", .policy = "h2o", .prompt_len = 128, .decode_len = 8,
+                     .batch = 1, .metric = f->m, .n_metric = 2, .phase = f->ph, .n_phase = 2,
+                     .breakdown = f->bd, .n_breakdown = 3, .layer = f->ly, .n_layer = 2};
+}
+
+static rdb *open_new(const char *name)
+{
+    rdb *db;
+    errbuf e;
+    int rc = rdb_open(tpath(name), 1, &db, &e);
+    ck_assert_msg(rc == MS_OK, "%s", e.msg);
+    return db;
+}
+
+START_TEST(test_open_schema)
+{
+    rdb *db = open_new("a.db");
+    ck_assert_int_eq(q1(db, "PRAGMA user_version"), RDB_SCHEMA_VERSION);
+    sqlite3_stmt *s;
+    ck_assert_int_eq(sqlite3_prepare_v2(rdb_handle(db), "PRAGMA journal_mode", -1, &s, NULL), 0);
+    ck_assert_int_eq(sqlite3_step(s), SQLITE_ROW);
+    ck_assert_str_eq((const char *)sqlite3_column_text(s, 0), "wal");
+    sqlite3_finalize(s);
+    const char *tables[] = {"scenarios", "runs", "metrics", "phases", "breakdown",
+                            "layer_breakdown"};
+    for (size_t i = 0; i < 6; i++) {
+        char sql[128];
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM sqlite_master WHERE name = '%s'",
+                 tables[i]);
+        ck_assert_int_eq(q1(db, sql), 1);
+    }
+    ck_assert_str_eq(rdb_path(db), tpath("a.db"));
+    rdb_close(db);
+    int v = -1;
+    errbuf e;
+    ck_assert_int_eq(rdb_file_version(tpath("a.db"), &v, &e), MS_OK);
+    ck_assert_int_eq(v, RDB_SCHEMA_VERSION);
+    /* reopening an up-to-date database changes nothing */
+    db = open_new("a.db");
+    ck_assert_int_eq(q1(db, "PRAGMA user_version"), RDB_SCHEMA_VERSION);
+    rdb_close(db);
+    ck_assert_int_eq(rdb_open(tpath("missing.db"), 0, &db, &e), MS_ERR_NOTFOUND);
+    ck_assert_int_ne(access(tpath("missing.db"), F_OK), 0);
+}
+END_TEST
+
+START_TEST(test_run_put)
+{
+    rdb *db = open_new("a.db");
+    errbuf e;
+    fake_run f;
+    int64_t id = 0, n = -1;
+    int done = 1;
+    ck_assert_int_eq(rdb_scenario_put(db, "sc", "sc.yaml", "name: sc\n", &e), MS_OK);
+    ck_assert_int_eq(rdb_scenario_put(db, "sc", "sc2.yaml", "name: sc\n#2\n", &e), MS_OK);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM scenarios WHERE path = 'sc2.yaml'"), 1);
+    fake(&f, "sc", 1, "ok");
+    ck_assert_int_eq(rdb_run_done(db, f.hash, &done, &e), MS_OK);
+    ck_assert_int_eq(done, 0);
+    ck_assert_int_eq(rdb_run_put(db, &f.r, &id, &e), MS_OK);
+    ck_assert_int_gt(id, 0);
+    ck_assert_int_eq(rdb_run_done(db, f.hash, &done, &e), MS_OK);
+    ck_assert_int_eq(done, 1);
+    ck_assert_int_eq(rdb_scenario_runs(db, "sc", &n, &e), MS_OK);
+    ck_assert_int_eq(n, 1);
+    ck_assert_int_eq(rdb_scenario_runs(db, "other", &n, &e), MS_OK);
+    ck_assert_int_eq(n, 0);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM metrics"), 2);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM phases"), 2);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM breakdown"), 3);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM layer_breakdown"), 2);
+    ck_assert_int_eq(q1(db, "SELECT bytes_p2 FROM breakdown WHERE category = 'total' AND "
+                            "phase = 'prefill'"), 3);
+    ck_assert_int_eq(q1(db, "SELECT offline_p1 FROM breakdown WHERE phase = 'decode'"), 9);
+    ck_assert_int_eq(q1(db, "SELECT comm_ns FROM breakdown WHERE category = 'attention'"), 5);
+    ck_assert_int_eq(q1(db, "SELECT latency_ns FROM phases WHERE phase = 'decode'"), 2000);
+    /* the same hash again violates UNIQUE: refused, nothing added */
+    ck_assert_int_eq(rdb_run_put(db, &f.r, NULL, &e), MS_ERR_DB);
+    ck_assert_ptr_nonnull(strstr(e.msg, "rdb.c:"));
+    ck_assert_ptr_nonnull(strstr(e.msg, "UNIQUE"));
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs"), 1);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM metrics"), 2);
+    rdb_close(db);
+}
+END_TEST
+
+/* A run whose rows cannot all be stored leaves no row at all. */
+START_TEST(test_run_atomic)
+{
+    rdb *db = open_new("a.db");
+    errbuf e;
+    fake_run f;
+    fake(&f, "sc", 2, "ok");
+    f.bd[2] = f.bd[0]; /* duplicate (run, phase, category): the 3rd breakdown insert fails */
+    ck_assert_int_eq(rdb_run_put(db, &f.r, NULL, &e), MS_ERR_DB);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs"), 0);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM metrics"), 0);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM phases"), 0);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM breakdown"), 0);
+    /* and the connection is usable afterwards */
+    fake(&f, "sc", 2, "ok");
+    ck_assert_int_eq(rdb_run_put(db, &f.r, NULL, &e), MS_OK);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM breakdown"), 3);
+    rdb_close(db);
+}
+END_TEST
+
+START_TEST(test_failed_replaced)
+{
+    rdb *db = open_new("a.db");
+    errbuf e;
+    fake_run f;
+    int done = 1;
+    fake(&f, "sc", 3, "failed");
+    f.r.error = "boom";
+    f.r.n_metric = f.r.n_phase = f.r.n_breakdown = f.r.n_layer = 0;
+    ck_assert_int_eq(rdb_run_put(db, &f.r, NULL, &e), MS_OK);
+    ck_assert_int_eq(rdb_run_done(db, f.hash, &done, &e), MS_OK);
+    ck_assert_int_eq(done, 0);
+    fake(&f, "sc", 3, "ok");
+    ck_assert_int_eq(rdb_run_put(db, &f.r, NULL, &e), MS_OK);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs"), 1);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE status = 'ok' AND error IS NULL"), 1);
+    rdb_close(db);
+}
+END_TEST
+
+static void raw_exec(const char *path, const char *sql)
+{
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+}
+
+START_TEST(test_refuse_foreign_and_newer)
+{
+    rdb *db;
+    errbuf e;
+    raw_exec(tpath("foreign.db"), "CREATE TABLE t(x)");
+    ck_assert_int_eq(rdb_open(tpath("foreign.db"), 1, &db, &e), MS_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "not an mpcsim results database"));
+    db = open_new("new.db");
+    rdb_close(db);
+    raw_exec(tpath("new.db"), "PRAGMA user_version = 99");
+    ck_assert_int_eq(rdb_open(tpath("new.db"), 1, &db, &e), MS_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "newer"));
+    FILE *f = fopen(tpath("text.db"), "w");
+    fputs("this is not a database, just some text that is long enough to have a header ....",
+          f);
+    fclose(f);
+    ck_assert_int_ne(rdb_open(tpath("text.db"), 1, &db, &e), MS_OK);
+}
+END_TEST
+
+static void fill(const char *name, int from, int to)
+{
+    rdb *db = open_new(name);
+    errbuf e;
+    fake_run f;
+    ck_assert_int_eq(rdb_scenario_put(db, "sc", "sc.yaml", "name: sc\n", &e), MS_OK);
+    for (int i = from; i < to; i++) {
+        fake(&f, "sc", i, "ok");
+        ck_assert_int_eq(rdb_run_put(db, &f.r, NULL, &e), MS_OK);
+    }
+    rdb_close(db);
+}
+
+START_TEST(test_merge)
+{
+    fill("s1.db", 0, 5);
+    fill("s2.db", 3, 9); /* runs 3 and 4 in both */
+    rdb *db = open_new("out.db");
+    errbuf e;
+    size_t added, skipped;
+    const char *srcs[] = {tpath("s1.db"), tpath("s2.db")};
+    ck_assert_int_eq(rdb_merge(db, srcs, 2, &added, &skipped, &e), MS_OK);
+    ck_assert_uint_eq(added, 9);
+    ck_assert_uint_eq(skipped, 2);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs"), 9);
+    ck_assert_int_eq(q1(db, "SELECT count(DISTINCT config_hash) FROM runs"), 9);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM metrics"), 18);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM phases"), 18);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM breakdown"), 27);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM layer_breakdown"), 18);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM scenarios"), 1);
+    /* child rows follow their run: run with grid_index 7 has decode rounds 7 */
+    ck_assert_int_eq(q1(db, "SELECT b.rounds FROM breakdown b JOIN runs r ON r.id = b.run_id "
+                            "WHERE r.grid_index = 7 AND b.phase = 'decode'"), 7);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM metrics m LEFT JOIN runs r ON r.id = m.run_id "
+                            "WHERE r.id IS NULL"), 0);
+    /* again: nothing new */
+    ck_assert_int_eq(rdb_merge(db, srcs, 2, &added, &skipped, &e), MS_OK);
+    ck_assert_uint_eq(added, 0);
+    ck_assert_uint_eq(skipped, 11);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs"), 9);
+    rdb_close(db);
+}
+END_TEST
+
+/* Schema mismatch is refused up front; a source failing half-way rolls the whole merge back. */
+START_TEST(test_merge_refused)
+{
+    fill("s1.db", 0, 3);
+    fill("s3.db", 10, 12);
+    raw_exec(tpath("old.db"), "PRAGMA user_version = 0; CREATE TABLE x(a)");
+    char bad_sql[256];
+    snprintf(bad_sql, sizeof bad_sql, "PRAGMA user_version = %d; CREATE TABLE runs(id INTEGER "
+             "PRIMARY KEY, config_hash TEXT, status TEXT, junk TEXT); INSERT INTO runs VALUES (1, "
+             "'ffff', 'ok', 'x')", RDB_SCHEMA_VERSION);
+    raw_exec(tpath("bad.db"), bad_sql);
+    rdb *db = open_new("out.db");
+    errbuf e;
+    size_t added, skipped;
+    const char *mism[] = {tpath("s1.db"), tpath("old.db")};
+    ck_assert_int_eq(rdb_merge(db, mism, 2, &added, &skipped, &e), MS_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "old.db"));
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs"), 0);
+    fill("new.db", 20, 21);
+    char newer_v[64];
+    snprintf(newer_v, sizeof newer_v, "PRAGMA user_version = %d", RDB_SCHEMA_VERSION + 1);
+    raw_exec(tpath("new.db"), newer_v);
+    const char *newer[] = {tpath("new.db")};
+    ck_assert_int_eq(rdb_merge(db, newer, 1, &added, &skipped, &e), MS_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "newer"));
+    const char *half[] = {tpath("s1.db"), tpath("s3.db"), tpath("bad.db")};
+    ck_assert_int_ne(rdb_merge(db, half, 3, &added, &skipped, &e), MS_OK);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs"), 0);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM metrics"), 0);
+    rdb_close(db);
+}
+END_TEST
+
+START_TEST(test_metric_names)
+{
+    ck_assert(rdb_metric_is_accuracy("mass_recall"));
+    ck_assert(rdb_metric_is_accuracy("logit_kl"));
+    ck_assert(rdb_metric_is_accuracy("attn_out_rel_err"));
+    ck_assert(!rdb_metric_is_accuracy("latency_s"));
+    ck_assert(rdb_metric_lower_is_better("logit_kl"));
+    ck_assert(rdb_metric_lower_is_better("attn_out_rel_err"));
+    ck_assert(!rdb_metric_lower_is_better("top1_agree"));
+}
+END_TEST
+
+Suite *rdb_suite(void)
+{
+    Suite *s = suite_create("rdb");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_open_schema);
+    tcase_add_test(tc, test_run_put);
+    tcase_add_test(tc, test_run_atomic);
+    tcase_add_test(tc, test_failed_replaced);
+    tcase_add_test(tc, test_refuse_foreign_and_newer);
+    tcase_add_test(tc, test_merge);
+    tcase_add_test(tc, test_merge_refused);
+    tcase_add_test(tc, test_metric_names);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,499 @@
+/* check_runner.c — the per-run pipeline (replay → lower → cost → simulate → metrics), the
+ * memoized step costs, and `mpcsim cost` as a user runs it. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lower.h"
+#include "runcfg.h"
+#include "stepcost.h"
+
+/* ---- fixtures ---------------------------------------------------------------------------- */
+
+static run_cfg *tiny_cfg(const char *protocol, const char *network, uint32_t P, uint32_t n_dec)
+{
+    run_cfg *c = calloc(1, sizeof *c);
+    errbuf e;
+    ck_assert_msg(model_load("stories260K", &c->model, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(proto_cfg_default(protocol, &c->proto, &e) == MS_OK, "%s", e.msg);
+    snprintf(c->proto_ref, sizeof c->proto_ref, "%s", protocol);
+    const proto *pr = proto_find(protocol);
+    ck_assert_msg(net_parse(network, pr->n_parties, &c->net, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(machine_load("default", &c->machine, &e) == MS_OK, "%s", e.msg);
+    snprintf(c->policy.name, sizeof c->policy.name, "full");
+    c->work.prompt_len = P;
+    c->work.decode_len = n_dec;
+    c->work.batch = 1;
+    c->work.prefill_in_mpc = 1;
+    c->work.decode_stride = 1;
+    return c;
+}
+
+static double metric(const run_result *r, const char *name)
+{
+    for (size_t i = 0; i < r->n_metric; i++)
+        if (!strcmp(r->metric[i].name, name))
+            return r->metric[i].value;
+    ck_abort_msg("no metric %s", name);
+    return NAN;
+}
+
+/* One step costed directly, for comparison with the runner. */
+static void direct_step(const run_cfg *c, int phase, uint32_t n_tok, uint32_t kv, sim_result *out)
+{
+    step_env env = {&c->model, proto_find(c->proto_ref), &c->proto, &c->net, &c->machine,
+                    {.overlap = c->overlap}};
+    lower_opts lo;
+    lower_opts_default(&lo);
+    lo.phase = phase;
+    lo.n_tokens = n_tok;
+    lo.kv_len = kv;
+    op_program p;
+    cost_log l;
+    op_program_init(&p);
+    cost_log_init(&l, env.pr->n_parties);
+    errbuf e;
+    int rc = step_simulate(&env, &lo, &p, &l, out, &e);
+    ck_assert_msg(rc == MS_OK, "%s", e.msg);
+    op_program_free(&p);
+    cost_log_free(&l);
+}
+
+/* ---- result plumbing --------------------------------------------------------------------- */
+
+START_TEST(test_result_metrics)
+{
+    run_result r;
+    run_result_init(&r);
+    for (int i = 0; i < 100; i++) {
+        char n[32];
+        snprintf(n, sizeof n, "m%d", i);
+        ck_assert_int_eq(run_metric_add(&r, n, i * 0.5, "s"), MS_OK);
+    }
+    ck_assert_uint_eq(r.n_metric, 100);
+    ck_assert_double_eq(metric(&r, "m42"), 21.0);
+    ck_assert_str_eq(r.metric[7].unit, "s");
+    run_result_free(&r);
+    ck_assert_uint_eq(r.n_metric, 0);
+    run_cfg c = {0};
+    c.yaml = strdup("a: 1\n");
+    run_cfg_free(&c);
+    ck_assert_ptr_null(c.yaml);
+}
+END_TEST
+
+/* ---- the pipeline ------------------------------------------------------------------------ */
+
+START_TEST(test_run_sums_steps)
+{
+    /* the run's phases are the sum of its steps, each costed on its own */
+    run_cfg *c = tiny_cfg("semi2k", "wan", 12, 5);
+    run_result r;
+    run_result_init(&r);
+    errbuf e;
+    ck_assert_msg(run_execute(c, &r, &e) == MS_OK, "%s", e.msg);
+    sim_result pf;
+    direct_step(c, PHASE_PREFILL, 12, 0, &pf);
+    uint64_t dec_ns = 0, dec_rounds = 0, dec_bytes = 0, first = 0;
+    for (uint32_t s = 0; s < 5; s++) {
+        sim_result d;
+        direct_step(c, PHASE_DECODE, 1, 12 + s, &d);
+        if (s == 0)
+            first = d.latency_ns;
+        dec_ns += d.latency_ns;
+        dec_rounds += d.total.rounds;
+        dec_bytes += d.total.bytes_sent[0] + d.total.bytes_sent[1];
+        sim_result_free(&d);
+    }
+    ck_assert_double_eq_tol(metric(&r, "latency_prefill_s"), pf.latency_ns * 1e-9, 1e-12);
+    ck_assert_double_eq_tol(metric(&r, "latency_decode_s"), dec_ns * 1e-9, 1e-12);
+    ck_assert_double_eq_tol(metric(&r, "latency_per_token_s"), dec_ns * 1e-9 / 5, 1e-12);
+    ck_assert_double_eq_tol(metric(&r, "ttft_s"), pf.latency_ns * 1e-9, 1e-12);
+    ck_assert_double_eq(metric(&r, "rounds_prefill"), (double)pf.total.rounds);
+    ck_assert_double_eq(metric(&r, "rounds_decode"), (double)dec_rounds);
+    ck_assert_double_eq(metric(&r, "bytes_online"),
+                        (double)(dec_bytes + pf.total.bytes_sent[0] + pf.total.bytes_sent[1]));
+    ck_assert_double_eq(metric(&r, "bytes_online"),
+                        metric(&r, "bytes_online_p0") + metric(&r, "bytes_online_p1"));
+    ck_assert_double_eq(metric(&r, "steps_simulated"), 6);
+    ck_assert_uint_eq(r.phase[PHASE_DECODE].latency_ns, dec_ns);
+    ck_assert_uint_gt(r.phase[PHASE_DECODE].n_layers, 0);
+    ck_assert(metric(&r, "bytes_offline") > 0);
+    ck_assert(r.wall_s > 0);
+    run_result_free(&r);
+
+    /* no MPC prefill: the first token is decode step 0's */
+    c->work.prefill_in_mpc = 0;
+    run_result_init(&r);
+    ck_assert_msg(run_execute(c, &r, &e) == MS_OK, "%s", e.msg);
+    ck_assert_double_eq(metric(&r, "latency_prefill_s"), 0);
+    ck_assert_double_eq(metric(&r, "rounds_prefill"), 0);
+    ck_assert_double_eq_tol(metric(&r, "ttft_s"), first * 1e-9, 1e-12);
+    run_result_free(&r);
+    sim_result_free(&pf);
+    free(c);
+}
+END_TEST
+
+START_TEST(test_stride_and_memo)
+{
+    run_cfg *c = tiny_cfg("aby3", "lan", 8, 9);
+    c->work.prefill_in_mpc = 0;
+    c->work.decode_stride = 4; /* steps 0, 4, 8 costed */
+    run_result r;
+    run_result_init(&r);
+    errbuf e;
+    ck_assert_msg(run_execute(c, &r, &e) == MS_OK, "%s", e.msg);
+    ck_assert_double_eq(metric(&r, "steps_simulated"), 3);
+    sim_result s0, s4, s8;
+    direct_step(c, PHASE_DECODE, 1, 8, &s0);
+    direct_step(c, PHASE_DECODE, 1, 12, &s4);
+    direct_step(c, PHASE_DECODE, 1, 16, &s8);
+    ck_assert_uint_eq(r.phase[PHASE_DECODE].latency_ns,
+                      4 * s0.latency_ns + 4 * s4.latency_ns + s8.latency_ns);
+    ck_assert_uint_eq(r.phase[PHASE_DECODE].total.rounds,
+                      4 * s0.total.rounds + 4 * s4.total.rounds + s8.total.rounds);
+    sim_result_free(&s0);
+    sim_result_free(&s4);
+    sim_result_free(&s8);
+    run_result_free(&r);
+    free(c);
+}
+END_TEST
+
+START_TEST(test_run_deterministic)
+{
+    run_cfg *c = tiny_cfg("semi2k", "20ms/300Mbps", 6, 4);
+    c->overlap = 1;
+    run_result a, b;
+    errbuf e;
+    run_result_init(&a);
+    run_result_init(&b);
+    ck_assert_int_eq(run_execute(c, &a, &e), MS_OK);
+    ck_assert_int_eq(run_execute(c, &b, &e), MS_OK);
+    ck_assert_uint_eq(a.n_metric, b.n_metric);
+    for (size_t i = 0; i < a.n_metric; i++) {
+        ck_assert_str_eq(a.metric[i].name, b.metric[i].name);
+        ck_assert_mem_eq(&a.metric[i].value, &b.metric[i].value, sizeof(double));
+    }
+    for (int p = 0; p < PHASE_N; p++) {
+        ck_assert_mem_eq(&a.phase[p].total, &b.phase[p].total, sizeof a.phase[p].total);
+        ck_assert_mem_eq(a.phase[p].cat, b.phase[p].cat, sizeof a.phase[p].cat);
+    }
+    /* overlap never slower than in-order */
+    run_result s;
+    run_result_init(&s);
+    c->overlap = 0;
+    ck_assert_int_eq(run_execute(c, &s, &e), MS_OK);
+    ck_assert(metric(&a, "latency_decode_s") <= metric(&s, "latency_decode_s"));
+    ck_assert_double_eq(metric(&a, "bytes_online"), metric(&s, "bytes_online"));
+    run_result_free(&a);
+    run_result_free(&b);
+    run_result_free(&s);
+    free(c);
+}
+END_TEST
+
+START_TEST(test_run_errors)
+{
+    run_cfg *c = tiny_cfg("semi2k", "lan", 4, 2);
+    errbuf e;
+    run_result r;
+    net_preset("lan", 3, &c->net, &e); /* a 3-party network for a 2-party protocol */
+    run_result_init(&r);
+    ck_assert_int_eq(run_execute(c, &r, &e), MS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "parties"));
+    run_result_free(&r);
+    net_preset("lan", 2, &c->net, &e);
+    c->work.prompt_len = 600; /* beyond stories260K's 512 context */
+    run_result_init(&r);
+    ck_assert_int_eq(run_execute(c, &r, &e), MS_ERR_RANGE);
+    run_result_free(&r);
+    free(c);
+}
+END_TEST
+
+START_TEST(test_stepcost)
+{
+    run_cfg *c = tiny_cfg("aby3", "wan", 8, 1);
+    stepcost *sc;
+    errbuf e;
+    ck_assert_msg(stepcost_open(c, &sc, &e) == MS_OK, "%s", e.msg);
+    step_figures a, b, p;
+    ck_assert_int_eq(stepcost_get(sc, PHASE_DECODE, 1, 40, &a, &e), MS_OK);
+    ck_assert_int_eq(stepcost_get(sc, PHASE_PREFILL, 16, 0, &p, &e), MS_OK);
+    ck_assert_int_eq(stepcost_get(sc, PHASE_DECODE, 1, 40, &b, &e), MS_OK);
+    ck_assert_mem_eq(&a, &b, sizeof a);
+    sim_result d;
+    direct_step(c, PHASE_DECODE, 1, 40, &d);
+    ck_assert_uint_eq(a.latency_ns, d.latency_ns);
+    ck_assert_uint_eq(a.rounds, d.total.rounds);
+    ck_assert_uint_eq(a.bytes, d.total.bytes_sent[0] + d.total.bytes_sent[1] + d.total.bytes_sent[2]);
+    sim_result_free(&d);
+    ck_assert_uint_gt(p.bytes, a.bytes);
+    for (uint32_t kv = 0; kv < 200; kv += 7) /* grows the table */
+        ck_assert_int_eq(stepcost_get(sc, PHASE_DECODE, 1, kv, &b, &e), MS_OK);
+    ck_assert_int_eq(stepcost_get(sc, PHASE_DECODE, 1, 40, &b, &e), MS_OK);
+    ck_assert_mem_eq(&a, &b, sizeof a);
+    stepcost_close(sc);
+    free(c);
+}
+END_TEST
+
+START_TEST(test_attention_share_grows_with_context)
+{
+    /* llama-2-7b decode: attention + softmax take a growing share of latency and bytes as the
+     * context grows, for both protocols */
+    const char *protos[] = {"semi2k", "aby3"};
+    for (int pi = 0; pi < 2; pi++) {
+        run_cfg *c = tiny_cfg(protos[pi], "wan", 1, 1);
+        errbuf e;
+        ck_assert_int_eq(model_load("llama-2-7b", &c->model, &e), MS_OK);
+        double prev_t = 0, prev_b = 0;
+        uint32_t ctx[] = {256, 1024, 4000};
+        for (int i = 0; i < 3; i++) {
+            sim_result r;
+            direct_step(c, PHASE_DECODE, 1, ctx[i], &r);
+            const sim_stats *a = &r.cat[OPC_ATTENTION], *s = &r.cat[OPC_SOFTMAX];
+            double share_t = (double)(a->compute_ns + a->comm_ns + s->compute_ns + s->comm_ns) /
+                             (double)r.latency_ns;
+            uint64_t ab = 0, tb = 0;
+            for (int p = 0; p < 3; p++) {
+                ab += a->bytes_sent[p] + s->bytes_sent[p];
+                tb += r.total.bytes_sent[p];
+            }
+            double share_b = (double)ab / (double)tb;
+            ck_assert_msg(share_t > prev_t, "%s T=%u: time share %g after %g", protos[pi],
+                          ctx[i], share_t, prev_t);
+            ck_assert_msg(share_b > prev_b, "%s T=%u: byte share %g after %g", protos[pi],
+                          ctx[i], share_b, prev_b);
+            prev_t = share_t;
+            prev_b = share_b;
+            sim_result_free(&r);
+        }
+        free(c);
+    }
+}
+END_TEST
+
+START_TEST(test_latency_bound_end_to_end)
+{
+    /* stories260K decode through the real cost engines on 100 ms links with unlimited
+     * bandwidth and an infinitely fast machine. Bounds (sim/SIMULATION.md):
+     *   rounds in which every party receives × L  <=  latency  <=  rounds × L (+ 1 ns/round)
+     * the lower bound because such a round moves every party's clock past the previous
+     * round's earliest finish plus L; semi2k, where nearly every round is an exchange, is
+     * within 1% of rounds × L. Bytes and rounds agree with the cost engine's own totals. */
+    const char *protos[] = {"semi2k", "aby3"};
+    for (int pi = 0; pi < 2; pi++) {
+        run_cfg *c = tiny_cfg(protos[pi], "100ms/1000000Gbps", 1, 1);
+        for (int k = 0; k < WK_N; k++)
+            c->machine.rate[k] = 1e18;
+        const proto *pr = proto_find(protos[pi]);
+        int P = pr->n_parties;
+        step_env env = {&c->model, pr, &c->proto, &c->net, &c->machine, {0}};
+        lower_opts lo;
+        lower_opts_default(&lo);
+        lo.kv_len = 100;
+        op_program p;
+        cost_log l;
+        op_program_init(&p);
+        cost_log_init(&l, P);
+        sim_result r;
+        errbuf e;
+        ck_assert_msg(step_simulate(&env, &lo, &p, &l, &r, &e) == MS_OK, "%s", e.msg);
+        uint64_t all_recv = 0;
+        cost_totals t;
+        memset(&t, 0, sizeof t);
+        for (size_t i = 0; i < l.n; i++) {
+            const cost_round *cr = &l.r[i];
+            cost_totals_add_round(&t, cr, P);
+            int every = cr->comm;
+            for (int d = 0; d < P && every; d++) {
+                int got = 0;
+                for (int q = 0; q < P; q++)
+                    got |= q != d && cr->bytes[q][d] > 0;
+                every = got;
+            }
+            all_recv += every;
+        }
+        ck_assert_uint_eq(r.total.rounds, t.rounds);
+        ck_assert_mem_eq(r.total.bytes_sent, t.bytes_sent, P * sizeof t.bytes_sent[0]);
+        ck_assert_mem_eq(r.total.offline_bytes, t.offline_bytes, P * sizeof t.offline_bytes[0]);
+        const uint64_t L = 100000000;
+        ck_assert_uint_ge(r.latency_ns, all_recv * L);
+        ck_assert_uint_le(r.latency_ns, r.total.rounds * (L + 1));
+        if (pi == 0)
+            ck_assert_double_eq_tol((double)r.latency_ns, (double)(r.total.rounds * L),
+                                    0.01 * (double)(r.total.rounds * L));
+        sim_result_free(&r);
+        op_program_free(&p);
+        cost_log_free(&l);
+        free(c);
+    }
+}
+END_TEST
+
+/* ---- the command line -------------------------------------------------------------------- */
+
+static int run_cli(const char *args, const char *out_path)
+{
+    const char *bin = getenv("MPCSIM_BIN");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s %s >%s 2>&1", bin, args, out_path);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    ck_assert_uint_eq(fread(b, 1, (size_t)n, f), (size_t)n);
+    b[n] = '\0';
+    fclose(f);
+    if (len)
+        *len = (size_t)n;
+    return b;
+}
+
+START_TEST(test_cli_cost)
+{
+    if (!getenv("MPCSIM_BIN"))
+        return; /* run through `make check` */
+    char dir[] = "/tmp/mpcsim-cost-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char out[256], tl[256], tl2[256], prog[256], args[1024];
+    snprintf(out, sizeof out, "%s/out.txt", dir);
+    snprintf(tl, sizeof tl, "%s/tl.json", dir);
+    snprintf(tl2, sizeof tl2, "%s/tl2.json", dir);
+    snprintf(prog, sizeof prog, "%s/prog.txt", dir);
+
+    ck_assert_int_eq(run_cli("cost --help", out), 0);
+    char *t = slurp(out, NULL);
+    ck_assert_ptr_nonnull(strstr(t, "usage: mpcsim cost"));
+    free(t);
+
+    /* bad usage: exit 2 with a clear message */
+    ck_assert_int_eq(run_cli("cost --model stories260K --protocol semi2k --network lan", out), 2);
+    t = slurp(out, NULL);
+    ck_assert_ptr_nonnull(strstr(t, "--kv is required"));
+    free(t);
+    ck_assert_int_eq(run_cli("cost --model stories260K --protocol semi3k --network lan --kv 4",
+                             out), 2);
+    t = slurp(out, NULL);
+    ck_assert_ptr_nonnull(strstr(t, "did you mean"));
+    free(t);
+    ck_assert_int_eq(run_cli("cost --model stories260K --protocol semi2k --network lna --kv 4",
+                             out), 2);
+    ck_assert_int_eq(run_cli("cost --model stories260K --protocol semi2k --network lan --kv -1",
+                             out), 2);
+    ck_assert_int_eq(run_cli("cost --model stories260K --protocol semi2k --network lan --kv 4 "
+                             "--phase middle", out), 2);
+    ck_assert_int_eq(run_cli("cost --frobnicate", out), 2);
+
+    /* a decode step: text, then JSON + timeline + program, twice for determinism */
+    ck_assert_int_eq(run_cli("cost --model stories260K --protocol aby3 --network wan --kv 100",
+                             out), 0);
+    t = slurp(out, NULL);
+    ck_assert_ptr_nonnull(strstr(t, "latency"));
+    ck_assert_ptr_nonnull(strstr(t, "softmax"));
+    free(t);
+    for (int i = 0; i < 2; i++) {
+        snprintf(args, sizeof args, "cost --model stories260K --protocol semi2k --network wan "
+                 "--kv 100 --json --timeline %s --dump-program %s", i ? tl2 : tl, prog);
+        ck_assert_int_eq(run_cli(args, out), 0);
+    }
+    size_t la, lb;
+    char *a = slurp(tl, &la), *b = slurp(tl2, &lb);
+    ck_assert_uint_eq(la, lb);
+    ck_assert_mem_eq(a, b, la);
+    free(a);
+    free(b);
+    /* the JSON and the timeline parse; the dumped program reads back */
+    if (access("/usr/bin/python3", X_OK) == 0) {
+        snprintf(args, sizeof args,
+                 "/usr/bin/python3 -c 'import json; d=json.load(open(\"%s\")); "
+                 "assert d[\"rounds\"] > 0 and d[\"bytes_online\"] == sum(d[\"total\"][\"bytes_sent\"]); "
+                 "t=json.load(open(\"%s\")); assert len(t[\"traceEvents\"]) > 100'", out, tl);
+        ck_assert_int_eq(system(args), 0);
+    }
+    op_program p;
+    op_program_init(&p);
+    FILE *f = fopen(prog, "r");
+    errbuf e;
+    ck_assert_int_eq(op_read(&p, f, prog, &e), MS_OK);
+    fclose(f);
+    ck_assert_uint_gt(p.n_ops, 10);
+    op_program_free(&p);
+
+    /* prefill with --tokens; --tokens with decode is refused */
+    ck_assert_int_eq(run_cli("cost --model stories260K --protocol semi2k --network lan "
+                             "--phase prefill --tokens 32", out), 0);
+    ck_assert_int_eq(run_cli("cost --model stories260K --protocol semi2k --network lan "
+                             "--kv 3 --tokens 32", out), 2);
+    unlink(out);
+    unlink(tl);
+    unlink(tl2);
+    unlink(prog);
+    rmdir(dir);
+}
+END_TEST
+
+START_TEST(test_cli_calibrate)
+{
+    if (!getenv("MPCSIM_BIN"))
+        return;
+    char dir[] = "/tmp/mpcsim-cal-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char out[256], prof[256], args[512];
+    snprintf(out, sizeof out, "%s/out.txt", dir);
+    snprintf(prof, sizeof prof, "%s/box.yaml", dir);
+    snprintf(args, sizeof args, "calibrate --seconds 0.3 --name box -o %s", prof);
+    ck_assert_int_eq(run_cli(args, out), 0);
+    machine_profile m;
+    errbuf e;
+    ck_assert_msg(machine_load(prof, &m, &e) == MS_OK, "%s", e.msg);
+    ck_assert_str_eq(m.name, "box");
+    ck_assert(m.rate[WK_MAC] > 1e7 && m.rate[WK_ELEM] > 1e7 && m.rate[WK_PRG] > 1e7);
+    /* the written profile drives `mpcsim cost --profile PATH` */
+    snprintf(args, sizeof args, "cost --model stories260K --protocol semi2k --network lan "
+             "--kv 8 --profile %s", prof);
+    ck_assert_int_eq(run_cli(args, out), 0);
+    ck_assert_int_eq(run_cli("calibrate --seconds -1", out), 2);
+    ck_assert_int_eq(run_cli("calibrate extra", out), 2);
+    unlink(out);
+    unlink(prof);
+    rmdir(dir);
+}
+END_TEST
+
+Suite *runner_suite(void)
+{
+    Suite *s = suite_create("runner");
+    TCase *tc = tcase_create("pipeline");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_result_metrics);
+    tcase_add_test(tc, test_run_sums_steps);
+    tcase_add_test(tc, test_stride_and_memo);
+    tcase_add_test(tc, test_run_deterministic);
+    tcase_add_test(tc, test_run_errors);
+    tcase_add_test(tc, test_stepcost);
+    tcase_add_test(tc, test_attention_share_grows_with_context);
+    tcase_add_test(tc, test_latency_bound_end_to_end);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("cli");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_cli_cost);
+    tcase_add_test(tc, test_cli_calibrate);
+    suite_add_tcase(s, tc);
+    return s;
+}

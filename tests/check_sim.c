@@ -1,0 +1,606 @@
+/* check_sim.c — the network model and the simulation of hand-built cost logs (no protocol
+ * engine involved): arrival formula, link serialization, compute time, invariance of bytes,
+ * monotonicity, the latency-bound regime, overlap, critical-path split, determinism. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <gsl/gsl_rng.h>
+
+#include "machine.h"
+#include "net.h"
+#include "simulate.h"
+
+/* ---- fixtures ---------------------------------------------------------------------------- */
+
+static cost_round *push_round(cost_log *l)
+{
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 16;
+        l->r = realloc(l->r, l->cap * sizeof *l->r);
+        ck_assert_ptr_nonnull(l->r);
+    }
+    cost_round *r = &l->r[l->n++];
+    memset(r, 0, sizeof *r);
+    return r;
+}
+
+/* An op program of n ops; op i reads the output of op dep[i] (or nothing when dep[i] < 0). */
+static void build_prog(op_program *p, size_t n, const int *dep, int cat_of_op)
+{
+    op_program_init(p);
+    snprintf(p->model, sizeof p->model, "hand");
+    for (size_t i = 0; i < n; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "t%zu", i);
+        ck_assert_uint_ne(op_tensor_add(p, name, OPT_TEMP, DOM_ARITH, 1, 1, 8), OP_NONE);
+    }
+    uint32_t x = op_tensor_add(p, "x", OPT_INPUT, DOM_ARITH, 1, 1, 8);
+    for (size_t i = 0; i < n; i++) {
+        op o = {.kind = OP_MUL, .phase = PHASE_DECODE,
+                .cat = (uint8_t)(cat_of_op >= 0 ? cat_of_op : (int)(i % OPC_N)),
+                .layer = (int16_t)(i % 3), .group = -1, .batch = 1, .m = 1, .n = 8,
+                .in = {dep[i] >= 0 ? (uint32_t)dep[i] : x, x, OP_NONE}, .out = (uint32_t)i};
+        ck_assert_int_ge(op_emit(p, &o), 0);
+    }
+}
+
+static void chain_deps(int *dep, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dep[i] = (int)i - 1;
+}
+
+static machine_profile fast_machine(void)
+{
+    machine_profile m;
+    machine_default(&m);
+    m.rate[WK_MAC] = 1e9;
+    m.rate[WK_ELEM] = 1e9;
+    m.rate[WK_PRG] = 1e9;
+    return m;
+}
+
+static uint64_t run_lat(const net_cfg *n, const machine_profile *m, const op_program *p,
+                        const cost_log *l, int overlap)
+{
+    sim_opts o = {.overlap = overlap};
+    sim_result r;
+    errbuf e;
+    int rc = sim_run(n, m, p, l, &o, &r, &e);
+    ck_assert_msg(rc == MS_OK, "%s", e.msg);
+    uint64_t lat = r.latency_ns;
+    ck_assert_uint_eq(r.total.compute_ns + r.total.comm_ns, lat);
+    sim_result_free(&r);
+    o.event_queue = 1;
+    rc = sim_run(n, m, p, l, &o, &r, &e);
+    ck_assert_msg(rc == MS_OK, "%s", e.msg);
+    ck_assert_uint_eq(r.latency_ns, lat);
+    sim_result_free(&r);
+    return lat;
+}
+
+/* A random program: n ops, 1–3 rounds each, random bytes on random links, random work;
+ * dependencies random (each op reads a random earlier op or the input). */
+static void random_case(gsl_rng *g, int P, size_t n, int chain, op_program *p, cost_log *l)
+{
+    int *dep = calloc(n + 1, sizeof *dep);
+    ck_assert_ptr_nonnull(dep);
+    for (size_t i = 0; i < n; i++)
+        dep[i] = chain ? (int)i - 1
+                       : (i == 0 || gsl_rng_uniform(g) < 0.3 ? -1
+                                                            : (int)gsl_rng_uniform_int(g, i));
+    build_prog(p, n, dep, -1);
+    free(dep);
+    memset(l, 0, sizeof *l);
+    l->n_parties = P;
+    for (size_t i = 0; i < n; i++) {
+        int nr = 1 + (int)gsl_rng_uniform_int(g, 3);
+        for (int k = 0; k < nr; k++) {
+            cost_round *r = push_round(l);
+            r->op = (uint32_t)i;
+            r->comm = gsl_rng_uniform(g) < 0.9;
+            for (int s = 0; s < P; s++) {
+                r->work[s][WK_ELEM] = (double)gsl_rng_uniform_int(g, 200000);
+                r->offline[s] = gsl_rng_uniform_int(g, 1000);
+                for (int d = 0; d < P; d++)
+                    if (s != d && r->comm && gsl_rng_uniform(g) < 0.7)
+                        r->bytes[s][d] = 1 + gsl_rng_uniform_int(g, 2000000);
+            }
+        }
+    }
+}
+
+/* ---- network presets --------------------------------------------------------------------- */
+
+START_TEST(test_presets)
+{
+    net_cfg n;
+    errbuf e;
+    ck_assert_int_eq(net_preset("lan", 2, &n, &e), MS_OK);
+    ck_assert_uint_eq(n.link[0][1].latency_ns, 100000);
+    ck_assert_double_eq(n.link[1][0].bandwidth_bps, 10e9);
+    ck_assert_int_eq(net_preset("wan", 3, &n, &e), MS_OK);
+    ck_assert_uint_eq(n.link[2][1].latency_ns, 50000000);
+    ck_assert_double_eq(n.link[0][2].bandwidth_bps, 100e6);
+    ck_assert_int_eq(net_preset("wna", 2, &n, &e), MS_ERR_NOTFOUND);
+    ck_assert_ptr_nonnull(strstr(e.msg, "did you mean 'wan'"));
+    ck_assert_int_eq(net_parse("20ms/300Mbps", 2, &n, &e), MS_OK);
+    ck_assert_uint_eq(n.link[1][0].latency_ns, 20000000);
+    ck_assert_double_eq(n.link[1][0].bandwidth_bps, 300e6);
+    ck_assert_int_eq(net_parse("250us/1Gbps", 3, &n, &e), MS_OK);
+    ck_assert_uint_eq(n.link[2][0].latency_ns, 250000);
+    ck_assert_int_eq(net_parse("20xs/300Mbps", 2, &n, &e), MS_ERR_INPUT);
+    ck_assert_int_eq(net_parse("20ms/0Mbps", 2, &n, &e), MS_ERR_INPUT);
+    ck_assert_int_eq(net_parse("/1Gbps", 2, &n, &e), MS_ERR_INPUT);
+}
+END_TEST
+
+/* ---- single link ------------------------------------------------------------------------- */
+
+START_TEST(test_arrival_formula)
+{
+    /* one message P0→P1: latency = bytes·8/bw + one-way latency */
+    int dep[1] = {-1};
+    op_program p;
+    build_prog(&p, 1, dep, OPC_FFN);
+    cost_log l = {.n_parties = 2};
+    cost_round *r = push_round(&l);
+    r->comm = 1;
+    r->bytes[0][1] = 1250; /* 10,000 bits */
+    net_cfg n;
+    net_uniform(&n, 2, 5000, 1e9);
+    machine_profile m = fast_machine();
+    ck_assert_uint_eq(run_lat(&n, &m, &p, &l, 0), 10000 + 5000);
+    /* compute before sending: 1e6 element ops at 1e9/s = 1 ms on the sender */
+    r->work[0][WK_ELEM] = 1e6;
+    ck_assert_uint_eq(run_lat(&n, &m, &p, &l, 0), 1000000 + 10000 + 5000);
+    /* the receiver's own compute overlaps the message's flight */
+    r->work[1][WK_ELEM] = 5e5;
+    ck_assert_uint_eq(run_lat(&n, &m, &p, &l, 0), 1000000 + 10000 + 5000);
+    r->work[1][WK_ELEM] = 2e6;
+    ck_assert_uint_eq(run_lat(&n, &m, &p, &l, 0), 2000000);
+    free(l.r);
+    op_program_free(&p);
+}
+END_TEST
+
+START_TEST(test_serialization_back_to_back)
+{
+    /* two rounds of one-way messages P0→P1: P0 does not wait (nothing addressed to it), so
+     * its second message queues behind the first on the link */
+    int dep[2];
+    chain_deps(dep, 2);
+    op_program p;
+    build_prog(&p, 2, dep, OPC_FFN);
+    cost_log l = {.n_parties = 2};
+    for (int i = 0; i < 2; i++) {
+        cost_round *r = push_round(&l);
+        r->op = (uint32_t)i;
+        r->comm = 1;
+        r->bytes[0][1] = 125000; /* 1e6 bits: 1 ms at 1 Gbit/s */
+    }
+    net_cfg n;
+    net_uniform(&n, 2, 3000000, 1e9);
+    machine_profile m = fast_machine();
+    uint64_t ser = 1000000, lat = 3000000;
+    ck_assert_uint_eq(run_lat(&n, &m, &p, &l, 0), 2 * ser + lat);
+    /* a reply P1→P0 in between makes P0 wait: then nothing queues */
+    l.r[1].bytes[1][0] = 125000;
+    l.r[0].bytes[1][0] = 125000;
+    ck_assert_uint_eq(run_lat(&n, &m, &p, &l, 0), 2 * (ser + lat));
+    free(l.r);
+    op_program_free(&p);
+}
+END_TEST
+
+/* ---- whole programs ---------------------------------------------------------------------- */
+
+START_TEST(test_bytes_independent_of_network)
+{
+    gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(g, 1234);
+    op_program p;
+    cost_log l;
+    random_case(g, 3, 40, 0, &p, &l);
+    machine_profile m = fast_machine();
+    sim_result a, b;
+    net_cfg lan, wan;
+    errbuf e;
+    net_preset("lan", 3, &lan, &e);
+    net_preset("wan", 3, &wan, &e);
+    sim_opts o = {0};
+    ck_assert_int_eq(sim_run(&lan, &m, &p, &l, &o, &a, &e), MS_OK);
+    ck_assert_int_eq(sim_run(&wan, &m, &p, &l, &o, &b, &e), MS_OK);
+    ck_assert_uint_eq(a.total.rounds, b.total.rounds);
+    ck_assert_mem_eq(a.total.bytes_sent, b.total.bytes_sent, sizeof a.total.bytes_sent);
+    ck_assert_mem_eq(a.total.offline_bytes, b.total.offline_bytes, sizeof a.total.offline_bytes);
+    for (int k = 0; k < OPC_N; k++)
+        ck_assert_mem_eq(a.cat[k].bytes_sent, b.cat[k].bytes_sent, sizeof a.cat[k].bytes_sent);
+    ck_assert_uint_lt(a.latency_ns, b.latency_ns);
+    /* totals are what the log says, independently summed */
+    uint64_t rounds = 0, sent0 = 0, layer_rounds = 0;
+    for (size_t i = 0; i < l.n; i++) {
+        rounds += l.r[i].comm;
+        sent0 += l.r[i].bytes[0][1] + l.r[i].bytes[0][2];
+    }
+    for (size_t i = 0; i < a.n_layers; i++)
+        layer_rounds += a.layer[i].rounds;
+    ck_assert_uint_eq(a.total.rounds, rounds);
+    ck_assert_uint_eq(layer_rounds, rounds);
+    ck_assert_uint_eq(a.total.bytes_sent[0], sent0);
+    sim_result_free(&a);
+    sim_result_free(&b);
+    free(l.r);
+    op_program_free(&p);
+    gsl_rng_free(g);
+}
+END_TEST
+
+START_TEST(test_monotone_in_latency_and_bandwidth)
+{
+    gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(g, 99);
+    machine_profile m = fast_machine();
+    for (int trial = 0; trial < 6; trial++) {
+        op_program p;
+        cost_log l;
+        random_case(g, 2 + trial % 2, 30, 0, &p, &l);
+        for (int ov = 0; ov < 2; ov++) {
+            uint64_t prev = 0;
+            for (uint64_t lat = 0; lat <= 64000000; lat = lat ? lat * 4 : 1000) {
+                net_cfg n;
+                net_uniform(&n, l.n_parties, lat, 1e9);
+                uint64_t t = run_lat(&n, &m, &p, &l, ov);
+                ck_assert_uint_ge(t, prev);
+                prev = t;
+            }
+            prev = 0;
+            for (double bw = 1e12; bw >= 1e6; bw /= 3) {
+                net_cfg n;
+                net_uniform(&n, l.n_parties, 1000000, bw);
+                uint64_t t = run_lat(&n, &m, &p, &l, ov);
+                ck_assert_uint_ge(t, prev);
+                prev = t;
+            }
+        }
+        free(l.r);
+        op_program_free(&p);
+    }
+    gsl_rng_free(g);
+}
+END_TEST
+
+START_TEST(test_latency_bound_regime)
+{
+    /* 100 ms one way, 1 Pbit/s, no compute, every round all-to-all: latency = rounds × 100 ms
+     * plus serialization; stated tolerance 0.01% */
+    gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(g, 5);
+    for (int P = 2; P <= 3; P++) {
+        size_t n = 50;
+        int dep[50];
+        chain_deps(dep, n);
+        op_program p;
+        build_prog(&p, n, dep, -1);
+        cost_log l = {.n_parties = P};
+        for (size_t i = 0; i < n; i++)
+            for (int k = 0; k < 1 + (int)(i % 3); k++) {
+                cost_round *r = push_round(&l);
+                r->op = (uint32_t)i;
+                r->comm = 1;
+                for (int s = 0; s < P; s++)
+                    for (int d = 0; d < P; d++)
+                        if (s != d)
+                            r->bytes[s][d] = 8 * (1 + gsl_rng_uniform_int(g, 100000));
+            }
+        net_cfg net;
+        net_uniform(&net, P, 100000000, 1e15);
+        machine_profile m = fast_machine();
+        uint64_t t = run_lat(&net, &m, &p, &l, 0);
+        double want = (double)l.n * 1e8;
+        ck_assert_double_eq_tol((double)t, want, want * 1e-4);
+        ck_assert_uint_ge(t, (uint64_t)want);
+        free(l.r);
+        op_program_free(&p);
+    }
+    gsl_rng_free(g);
+}
+END_TEST
+
+START_TEST(test_overlap)
+{
+    gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(g, 2026);
+    machine_profile m = fast_machine();
+    const char *nets[] = {"lan", "wan", "1ms/50Mbps"};
+    for (int trial = 0; trial < 30; trial++) {
+        int P = 2 + trial % 2;
+        op_program p;
+        cost_log l;
+        net_cfg n;
+        errbuf e;
+        ck_assert_int_eq(net_parse(nets[trial % 3], P, &n, &e), MS_OK);
+        /* a dependency chain: overlap changes nothing */
+        random_case(g, P, 25, 1, &p, &l);
+        ck_assert_uint_eq(run_lat(&n, &m, &p, &l, 1), run_lat(&n, &m, &p, &l, 0));
+        free(l.r);
+        op_program_free(&p);
+        /* independent ops: never slower */
+        random_case(g, P, 25, 0, &p, &l);
+        ck_assert_uint_le(run_lat(&n, &m, &p, &l, 1), run_lat(&n, &m, &p, &l, 0));
+        free(l.r);
+        op_program_free(&p);
+    }
+    /* two independent one-round exchanges overlap their flights */
+    int dep[2] = {-1, -1};
+    op_program p;
+    build_prog(&p, 2, dep, OPC_ATTENTION);
+    cost_log l = {.n_parties = 2};
+    for (int i = 0; i < 2; i++) {
+        cost_round *r = push_round(&l);
+        r->op = (uint32_t)i;
+        r->comm = 1;
+        r->bytes[0][1] = r->bytes[1][0] = 8;
+    }
+    net_cfg n;
+    net_uniform(&n, 2, 50000000, 1e12);
+    ck_assert_uint_eq(run_lat(&n, &m, &p, &l, 0), 2 * (50000000 + 64 / 1000 + 0));
+    ck_assert_uint_eq(run_lat(&n, &m, &p, &l, 1), 50000000);
+    free(l.r);
+    op_program_free(&p);
+    gsl_rng_free(g);
+}
+END_TEST
+
+static void same_result(const sim_result *a, const sim_result *b)
+{
+    ck_assert_uint_eq(a->latency_ns, b->latency_ns);
+    ck_assert_mem_eq(&a->total, &b->total, sizeof a->total);
+    ck_assert_mem_eq(a->cat, b->cat, sizeof a->cat);
+    ck_assert_uint_eq(a->n_layers, b->n_layers);
+    ck_assert_mem_eq(a->layer, b->layer, a->n_layers * sizeof *a->layer);
+    ck_assert_uint_eq(a->events, b->events);
+}
+
+START_TEST(test_event_queue_equals_onepass)
+{
+    /* the event-queue run and the one-pass run of the same model agree on every figure */
+    gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(g, 31337);
+    machine_profile m = fast_machine();
+    const char *nets[] = {"lan", "wan", "2ms/20Mbps", "0ms/1Gbps"};
+    sim_ws *ws = sim_ws_new();
+    for (int trial = 0; trial < 40; trial++) {
+        int P = 2 + trial % 2;
+        op_program p;
+        cost_log l;
+        net_cfg n;
+        errbuf e;
+        ck_assert_int_eq(net_parse(nets[trial % 4], P, &n, &e), MS_OK);
+        random_case(g, P, 30, trial % 5 == 0, &p, &l);
+        for (int ov = 0; ov < 2; ov++) {
+            sim_opts o1 = {.overlap = ov}, o2 = {.overlap = ov, .event_queue = 1};
+            sim_result a, b;
+            ck_assert_int_eq(sim_run(&n, &m, &p, &l, &o1, &a, &e), MS_OK);
+            ck_assert_int_eq(sim_run(&n, &m, &p, &l, &o2, &b, &e), MS_OK);
+            same_result(&a, &b);
+            ck_assert_uint_ge(b.events, l.n * (size_t)P);
+            sim_result_free(&b);
+            o2.event_queue = 0; /* a reused workspace changes nothing */
+            o2.ws = ws;
+            ck_assert_int_eq(sim_run(&n, &m, &p, &l, &o2, &b, &e), MS_OK);
+            same_result(&a, &b);
+            sim_result_free(&a);
+            sim_result_free(&b);
+        }
+        free(l.r);
+        op_program_free(&p);
+    }
+    sim_ws_free(ws);
+    gsl_rng_free(g);
+}
+END_TEST
+
+START_TEST(test_critical_path_split)
+{
+    /* compute-only rounds: all latency is compute; link-only: all comm; per category */
+    int dep[2] = {-1, 0};
+    op_program p;
+    build_prog(&p, 2, dep, -1); /* op 0: embed, op 1: norm */
+    cost_log l = {.n_parties = 2};
+    cost_round *r = push_round(&l);
+    r->op = 0;
+    r->work[0][WK_MAC] = 3e6; /* 3 ms on P0 */
+    r->work[1][WK_MAC] = 1e6;
+    r = push_round(&l);
+    r->op = 1;
+    r->comm = 1;
+    r->bytes[0][1] = r->bytes[1][0] = 125; /* 1 µs at 1 Gbit/s */
+    net_cfg n;
+    net_uniform(&n, 2, 2000000, 1e9);
+    machine_profile m = fast_machine();
+    sim_opts o = {0};
+    sim_result res;
+    errbuf e;
+    ck_assert_int_eq(sim_run(&n, &m, &p, &l, &o, &res, &e), MS_OK);
+    /* P1 finishes when P0's message arrives: 3 ms + 1 µs + 2 ms */
+    ck_assert_uint_eq(res.latency_ns, 3000000 + 1000 + 2000000);
+    ck_assert_uint_eq(res.cat[OPC_EMBED].compute_ns, 3000000);
+    ck_assert_uint_eq(res.cat[OPC_EMBED].comm_ns, 0);
+    ck_assert_uint_eq(res.cat[OPC_NORM].comm_ns, 2001000);
+    ck_assert_uint_eq(res.cat[OPC_NORM].compute_ns, 0);
+    ck_assert_uint_eq(res.cat[OPC_NORM].rounds, 1);
+    ck_assert_uint_eq(res.cat[OPC_EMBED].rounds, 0);
+    ck_assert_uint_eq(res.layer[0].compute_ns, 3000000);
+    ck_assert_uint_eq(res.layer[1].comm_ns, 2001000);
+    /* accumulate adds latencies and stats */
+    sim_result acc = {0};
+    ck_assert_int_eq(sim_result_accumulate(&acc, &res), MS_OK);
+    ck_assert_int_eq(sim_result_accumulate(&acc, &res), MS_OK);
+    ck_assert_uint_eq(acc.latency_ns, 2 * res.latency_ns);
+    ck_assert_uint_eq(acc.cat[OPC_NORM].bytes_sent[1], 250);
+    ck_assert_uint_eq(acc.n_layers, res.n_layers);
+    sim_result_free(&acc);
+    sim_result_free(&res);
+    free(l.r);
+    op_program_free(&p);
+}
+END_TEST
+
+static char *run_to_timeline(const net_cfg *n, const machine_profile *m, const op_program *p,
+                             const cost_log *l, int overlap, sim_result *res, size_t *len)
+{
+    char *buf = NULL;
+    FILE *f = open_memstream(&buf, len);
+    sim_timeline_begin(f, l->n_parties);
+    sim_opts o = {.overlap = overlap, .timeline = f, .t0_ns = 1000};
+    errbuf e;
+    ck_assert_int_eq(sim_run(n, m, p, l, &o, res, &e), MS_OK);
+    o.t0_ns += res->latency_ns;
+    sim_result second;
+    ck_assert_int_eq(sim_run(n, m, p, l, &o, &second, &e), MS_OK);
+    sim_result_free(&second);
+    sim_timeline_end(f);
+    fclose(f);
+    return buf;
+}
+
+START_TEST(test_determinism_and_timeline)
+{
+    gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(g, 77);
+    op_program p;
+    cost_log l;
+    random_case(g, 3, 20, 0, &p, &l);
+    net_cfg n;
+    errbuf e;
+    net_preset("wan", 3, &n, &e);
+    machine_profile m = fast_machine();
+    for (int ov = 0; ov < 2; ov++) {
+        sim_result a, b;
+        size_t la, lb;
+        char *ta = run_to_timeline(&n, &m, &p, &l, ov, &a, &la);
+        char *tb = run_to_timeline(&n, &m, &p, &l, ov, &b, &lb);
+        ck_assert_uint_eq(la, lb);
+        ck_assert_mem_eq(ta, tb, la);
+        ck_assert_uint_eq(a.latency_ns, b.latency_ns);
+        ck_assert_mem_eq(&a.total, &b.total, sizeof a.total);
+        ck_assert_mem_eq(a.cat, b.cat, sizeof a.cat);
+        ck_assert_uint_eq(a.n_layers, b.n_layers);
+        ck_assert_mem_eq(a.layer, b.layer, a.n_layers * sizeof *a.layer);
+        ck_assert_ptr_nonnull(strstr(ta, "\"traceEvents\""));
+        ck_assert_ptr_nonnull(strstr(ta, "\"ph\":\"X\""));
+        ck_assert_ptr_nonnull(strstr(ta, "\"ph\":\"f\""));
+        /* valid JSON, checked by an independent parser when one is installed */
+        if (access("/usr/bin/python3", X_OK) == 0) {
+            char path[] = "/tmp/mpcsim-tl-XXXXXX";
+            int fd = mkstemp(path);
+            ck_assert_int_ge(fd, 0);
+            FILE *f = fdopen(fd, "w");
+            fwrite(ta, 1, la, f);
+            fclose(f);
+            char cmd[256];
+            snprintf(cmd, sizeof cmd,
+                     "/usr/bin/python3 -c 'import json,sys; d=json.load(open(\"%s\")); "
+                     "sys.exit(0 if len(d[\"traceEvents\"]) > 10 else 1)'", path);
+            ck_assert_int_eq(system(cmd), 0);
+            unlink(path);
+        }
+        free(ta);
+        free(tb);
+        sim_result_free(&a);
+        sim_result_free(&b);
+    }
+    free(l.r);
+    op_program_free(&p);
+    gsl_rng_free(g);
+}
+END_TEST
+
+/* ---- machine profiles -------------------------------------------------------------------- */
+
+START_TEST(test_machine_profile_io)
+{
+    char dir[] = "/tmp/mpcsim-mach-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/m.yaml", dir);
+    machine_profile a, b;
+    machine_default(&a);
+    snprintf(a.name, sizeof a.name, "box");
+    a.rate[WK_MAC] = 1.5e9;
+    a.threads = 4;
+    errbuf e;
+    ck_assert_int_eq(machine_write(&a, path, &e), MS_OK);
+    ck_assert_int_eq(machine_load(path, &b, &e), MS_OK);
+    ck_assert_str_eq(b.name, "box");
+    ck_assert_int_eq(b.threads, 4);
+    for (int k = 0; k < WK_N; k++)
+        ck_assert_double_eq_tol(b.rate[k], a.rate[k], a.rate[k] * 1e-3);
+    /* errors point at file:line:col */
+    FILE *f = fopen(path, "w");
+    fprintf(f, "format: mpcsim-machine 1\nname: x\nmac_per_s: 1e9\nelem_per_sec: 2e8\n");
+    fclose(f);
+    ck_assert_int_eq(machine_load(path, &b, &e), MS_ERR_INPUT);
+    ck_assert_msg(strstr(e.msg, "m.yaml:4:1: error: unknown key 'elem_per_sec'") != NULL, "%s",
+                  e.msg);
+    ck_assert_ptr_nonnull(strstr(e.msg, "did you mean 'elem_per_s'"));
+    f = fopen(path, "w");
+    fprintf(f, "format: mpcsim-machine 1\nmac_per_s: -3\n");
+    fclose(f);
+    ck_assert_int_eq(machine_load(path, &b, &e), MS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "m.yaml:2:12: error:"));
+    f = fopen(path, "w");
+    fprintf(f, "format: mpcsim-machine 1\nmac_per_s: [1\n");
+    fclose(f);
+    ck_assert_int_eq(machine_load(path, &b, &e), MS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "m.yaml:"));
+    ck_assert_int_eq(machine_load("/nonexistent/x.yaml", &b, &e), MS_ERR_NOTFOUND);
+    unlink(path);
+    rmdir(dir);
+    /* the shipped profile loads */
+    ck_assert_msg(machine_load("default", &b, &e) == MS_OK, "%s", e.msg);
+    ck_assert(b.rate[WK_MAC] > 1e6);
+}
+END_TEST
+
+START_TEST(test_calibrate_quick)
+{
+    machine_profile m;
+    ck_assert_int_eq(machine_calibrate(&m, 0.3), MS_OK);
+    /* plausibility, not a benchmark: any machine that runs the suite exceeds these */
+    ck_assert(m.rate[WK_MAC] > 1e7);
+    ck_assert(m.rate[WK_ELEM] > 1e7);
+    ck_assert(m.rate[WK_PRG] > 1e7);
+}
+END_TEST
+
+Suite *sim_suite(void)
+{
+    Suite *s = suite_create("sim");
+    TCase *tc = tcase_create("net");
+    tcase_add_test(tc, test_presets);
+    tcase_add_test(tc, test_arrival_formula);
+    tcase_add_test(tc, test_serialization_back_to_back);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("program");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_bytes_independent_of_network);
+    tcase_add_test(tc, test_monotone_in_latency_and_bandwidth);
+    tcase_add_test(tc, test_latency_bound_regime);
+    tcase_add_test(tc, test_overlap);
+    tcase_add_test(tc, test_event_queue_equals_onepass);
+    tcase_add_test(tc, test_critical_path_split);
+    tcase_add_test(tc, test_determinism_and_timeline);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("machine");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_machine_profile_io);
+    tcase_add_test(tc, test_calibrate_quick);
+    suite_add_tcase(s, tc);
+    return s;
+}

@@ -1,0 +1,664 @@
+/* check_trace.c — trace directories (recorded, NumPy-written), the CLI, the synthetic
+ * generator's determinism and knobs, and fitting. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "llama.h"
+#include "trace.h"
+
+static const char *data_dir(void)
+{
+    const char *d = getenv("MPCSIM_DATA");
+    return d && *d ? d : ".";
+}
+
+static void make_tmp(char *dir, size_t cap)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, cap, "%s/check_trace-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static void rm_rf(const char *dir)
+{
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* Runs a shell command, returns its exit status and (optionally) its stdout+stderr. */
+static int run(const char *cmd, char *out, size_t cap)
+{
+    char full[2048];
+    snprintf(full, sizeof full, "%s 2>&1", cmd);
+    FILE *p = popen(full, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t n = 0, got;
+    char buf[4096];
+    while ((got = fread(buf, 1, sizeof buf, p)) > 0)
+        for (size_t i = 0; i < got; i++)
+            if (out && n + 1 < cap)
+                out[n++] = buf[i];
+    if (out)
+        out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static const char *bin(void)
+{
+    const char *b = getenv("MPCSIM_BIN");
+    return b && *b ? b : "build/release/mpcsim";
+}
+
+/* Every attention row of the current position equals trace_attend over all keys. */
+static double att_vs_attend(trace *t, uint32_t layer)
+{
+    const trace_shape *s = trace_get_shape(t);
+    uint32_t pos = trace_pos(t), n = pos + 1;
+    uint32_t *idx = malloc(n * sizeof *idx);
+    float *p = malloc(n * sizeof *p);
+    for (uint32_t i = 0; i < n; i++)
+        idx[i] = i;
+    const float *att = trace_att(t, layer);
+    double worst = 0;
+    for (uint32_t h = 0; h < s->n_heads; h++) {
+        ck_assert_int_eq(trace_attend(t, layer, h, trace_q(t, layer) + h * s->head_dim, idx, n,
+                                      p, NULL), MS_OK);
+        for (uint32_t i = 0; i < n; i++)
+            worst = fmax(worst, fabs(p[i] - att[h * n + i]));
+    }
+    free(idx);
+    free(p);
+    return worst;
+}
+
+/* ---- recorded traces ------------------------------------------------------------------ */
+
+START_TEST(test_record_and_numpy)
+{
+    char dir[512], text[1024], cmd[2048], out[4096];
+    make_tmp(dir, sizeof dir);
+    snprintf(text, sizeof text, "%s/tests/data/tinystories_sample.txt", data_dir());
+    errbuf e;
+    ck_assert_msg(trace_record("stories260K", text, 48, dir, &e) == MS_OK, "%s", e.msg);
+    /* NumPy reads it back: shapes, rows sum to 1, softmax(q·k/√d) reproduces att */
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/mpcsim_trace_io.py verify %s "
+             "--tol 1e-5", data_dir(), dir);
+    ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
+    trace *t = NULL;
+    ck_assert_msg(trace_open(dir, &t, &e) == MS_OK, "%s", e.msg);
+    const trace_shape *s = trace_get_shape(t);
+    ck_assert_uint_eq(s->n_tokens, 48);
+    ck_assert_uint_eq(s->n_layers, 5);
+    ck_assert_uint_eq(s->n_kv_heads, 4);
+    ck_assert(!trace_is_synthetic(t));
+    for (int a = 0; a < TRACE_N_ARRAYS; a++)
+        ck_assert(trace_has(t, (trace_array)a));
+    /* the recorded values are the float reference's */
+    model_cfg cfg;
+    char wpath[1024];
+    llama *m = NULL;
+    ck_assert_int_eq(model_load("stories260K", &cfg, &e), MS_OK);
+    ck_assert_int_eq(model_file_path(cfg.weights, wpath, sizeof wpath), 0);
+    ck_assert_int_eq(llama_load(&cfg, wpath, &m, &e), MS_OK);
+    const int32_t *ids = trace_tokens(t);
+    ck_assert_int_eq(ids[0], 1);
+    float logits[512];
+    for (uint32_t p = 0; p < 48; p++) {
+        ck_assert_int_eq(llama_forward(m, ids[p], p, NULL, logits), MS_OK);
+        ck_assert_int_eq(trace_seek(t, p, &e), MS_OK);
+        ck_assert(memcmp(logits, trace_logits(t), sizeof logits) == 0);
+        if (p % 7 == 0)
+            for (uint32_t l = 0; l < 5; l++)
+                ck_assert_msg(att_vs_attend(t, l) < 1e-5, "pos %u layer %u", p, l);
+    }
+    uint32_t r, c;
+    const float *wo = trace_wo(t, 3, &r, &c);
+    ck_assert_uint_eq(r, 64);
+    ck_assert(memcmp(wo, llama_weight(m, "L3.wo", NULL, NULL), 64 * 64 * sizeof(float)) == 0);
+    /* backward seeks are random access for recorded traces */
+    ck_assert_int_eq(trace_seek(t, 2, &e), MS_OK);
+    ck_assert_int_eq(trace_pos(t), 2);
+    ck_assert_int_eq(trace_seek(t, 48, &e), MS_ERR_RANGE);
+    llama_free(m);
+    trace_close(t);
+    rm_rf(dir);
+}
+END_TEST
+
+START_TEST(test_cli_record_info)
+{
+    char dir[512], cmd[2048], out[8192];
+    make_tmp(dir, sizeof dir);
+    snprintf(cmd, sizeof cmd, "%s trace record --model stories260K --text "
+             "%s/tests/data/tinystories_sample.txt --max-tokens 32 -o %s/tr", bin(), data_dir(),
+             dir);
+    ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
+    snprintf(cmd, sizeof cmd, "%s trace info %s/tr", bin(), dir);
+    ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
+    ck_assert_ptr_nonnull(strstr(out, "format:     mpcsim-trace 1"));
+    ck_assert_ptr_nonnull(strstr(out, "model:      stories260K"));
+    ck_assert_ptr_nonnull(strstr(out, "layers 5, heads 8, kv_heads 4, head_dim 8"));
+    ck_assert_ptr_nonnull(strstr(out, "tokens:     32"));
+    ck_assert_ptr_nonnull(strstr(out, "arrays:     q k v att ffn logits wo tokens"));
+    ck_assert_ptr_nonnull(strstr(out, "first ids:  1 410 13 "));
+    /* fit needs more tokens than 32 and says so */
+    snprintf(cmd, sizeof cmd, "%s trace fit %s/tr", bin(), dir);
+    ck_assert_int_eq(run(cmd, out, sizeof out), 2);
+    ck_assert_ptr_nonnull(strstr(out, "too short"));
+    snprintf(cmd, sizeof cmd, "%s trace infoo %s/tr", bin(), dir);
+    ck_assert_int_eq(run(cmd, out, sizeof out), 2);
+    ck_assert_ptr_nonnull(strstr(out, "did you mean 'info'"));
+    rm_rf(dir);
+}
+END_TEST
+
+/* A fixture written by the same NumPy writer scripts/dump_trace.py uses. */
+START_TEST(test_numpy_fixture)
+{
+    char dir[512], cmd[2048], out[4096];
+    make_tmp(dir, sizeof dir);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/mpcsim_trace_io.py fixture %s/fx "
+             "--tokens 20 --seed 3", data_dir(), dir);
+    ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
+    /* one value checked against NumPy directly: q[1][5][2][3] */
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"import numpy as n; "
+             "print('%%.9g' %% n.load('%s/fx/q.npy')[1,5,2,3])\"", dir);
+    ck_assert_int_eq(run(cmd, out, sizeof out), 0);
+    double want = strtod(out, NULL);
+    char fx[600];
+    snprintf(fx, sizeof fx, "%s/fx", dir);
+    trace *t = NULL;
+    errbuf e;
+    ck_assert_msg(trace_open(fx, &t, &e) == MS_OK, "%s", e.msg);
+    const trace_shape *s = trace_get_shape(t);
+    ck_assert_uint_eq(s->n_tokens, 20);
+    ck_assert_uint_eq(s->n_heads, 4);
+    ck_assert_uint_eq(s->n_kv_heads, 2);
+    ck_assert_uint_eq(s->dim, 32);
+    ck_assert_str_eq(trace_model_name(t), "fixture");
+    ck_assert_int_eq(trace_seek(t, 5, &e), MS_OK);
+    ck_assert_double_eq_tol(trace_q(t, 1)[2 * 8 + 3], want, 1e-6);
+    /* the same trace without att.npy: rows are recomputed from q·k and agree */
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/mpcsim_trace_io.py fixture %s/na "
+             "--tokens 20 --seed 3 --no-att", data_dir(), dir);
+    ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
+    snprintf(fx, sizeof fx, "%s/na", dir);
+    trace *na = NULL;
+    ck_assert_msg(trace_open(fx, &na, &e) == MS_OK, "%s", e.msg);
+    ck_assert(!trace_has(na, TRACE_ATT));
+    for (uint32_t p = 0; p < 20; p++) {
+        ck_assert_int_eq(trace_seek(t, p, &e), MS_OK);
+        ck_assert_int_eq(trace_seek(na, p, &e), MS_OK);
+        for (uint32_t l = 0; l < 2; l++) {
+            ck_assert_msg(att_vs_attend(t, l) < 1e-5, "pos %u layer %u", p, l);
+            const float *a = trace_att(t, l), *b = trace_att(na, l);
+            for (uint32_t i = 0; i < 4 * (p + 1); i++)
+                ck_assert_double_eq_tol(a[i], b[i], 1e-5);
+        }
+    }
+    trace_close(na);
+    trace_close(t);
+    /* scripts/dump_trace.py imports its writer from the shared module and, without torch,
+     * stops with a clear message */
+    snprintf(cmd, sizeof cmd, "cd %s/scripts && /usr/bin/python3 -c \"import dump_trace, "
+             "mpcsim_trace_io; assert dump_trace.TraceWriter is mpcsim_trace_io.TraceWriter\"",
+             data_dir());
+    ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/dump_trace.py --model m --text "
+             "%s/tests/data/tinystories_sample.txt -o %s/pt", data_dir(), data_dir(), dir);
+    int st = run(cmd, out, sizeof out);
+    ck_assert_msg(st == 2 || st == 0, "%s", out);
+    if (st == 2)
+        ck_assert_ptr_nonnull(strstr(out, "needs torch and transformers"));
+    rm_rf(dir);
+}
+END_TEST
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    char *buf = calloc(1, 1 << 16);
+    size_t n = fread(buf, 1, (1 << 16) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+START_TEST(test_bad_manifests)
+{
+    char dir[512], cmd[2048], out[4096], man[700];
+    make_tmp(dir, sizeof dir);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/mpcsim_trace_io.py fixture %s",
+             data_dir(), dir);
+    ck_assert_int_eq(run(cmd, out, sizeof out), 0);
+    snprintf(man, sizeof man, "%s/manifest.yaml", dir);
+    char *good = slurp(man);
+    trace *t = NULL;
+    errbuf e;
+    /* a newer format version */
+    char *bad = strdup(good);
+    memcpy(strstr(bad, "mpcsim-trace 1"), "mpcsim-trace 2", 14);
+    write_file(man, bad);
+    ck_assert_int_eq(trace_open(dir, &t, &e), MS_ERR_FORMAT);
+    ck_assert_ptr_null(t);
+    ck_assert_ptr_nonnull(strstr(e.msg, "manifest.yaml:2:9: error: trace format "
+                                        "'mpcsim-trace 2' is not supported"));
+    ck_assert_ptr_nonnull(strstr(e.msg, "hint: regenerate"));
+    /* the CLI reports it and exits 2 */
+    snprintf(cmd, sizeof cmd, "%s trace info %s", bin(), dir);
+    ck_assert_int_eq(run(cmd, out, sizeof out), 2);
+    ck_assert_ptr_nonnull(strstr(out, "regenerate"));
+    /* no format line at all */
+    write_file(man, strstr(good, "model:"));
+    ck_assert_int_eq(trace_open(dir, &t, &e), MS_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "not an mpcsim trace manifest"));
+    /* the manifest disagrees with the arrays */
+    strcpy(bad, good);
+    memcpy(strstr(bad, "n_tokens: 24"), "n_tokens: 25", 12);
+    write_file(man, bad);
+    ck_assert_int_eq(trace_open(dir, &t, &e), MS_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "q.npy: error: array has shape (2,24,4,8)"));
+    ck_assert_ptr_nonnull(strstr(e.msg, "regenerate"));
+    /* a non-number */
+    strcpy(bad, good);
+    memcpy(strstr(bad, "n_heads: 4"), "n_heads: x", 10);
+    write_file(man, bad);
+    ck_assert_int_eq(trace_open(dir, &t, &e), MS_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "'n_heads' must be a non-negative integer"));
+    /* a float64 array */
+    write_file(man, good);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"import numpy as n; "
+             "n.save('%s/v.npy', n.load('%s/v.npy').astype(n.float64))\"", dir, dir);
+    ck_assert_int_eq(run(cmd, out, sizeof out), 0);
+    ck_assert_int_eq(trace_open(dir, &t, &e), MS_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "v.npy: error: .npy dtype must be"));
+    /* no directory */
+    ck_assert_int_eq(trace_open("/nonexistent/trace", &t, &e), MS_ERR_NOTFOUND);
+    free(bad);
+    free(good);
+    rm_rf(dir);
+}
+END_TEST
+
+START_TEST(test_npy_header)
+{
+    trace_npy h = {.dtype = 'f', .ndim = 3, .shape = {2, 3, 5}}, r;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ck_assert_int_eq(trace_npy_write_header(f, &h), MS_OK);
+    fclose(f);
+    ck_assert_uint_eq(len % 64, 0);
+    f = fmemopen(buf, len, "r");
+    errbuf e;
+    ck_assert_int_eq(trace_npy_read_header(f, "mem", &r, &e), MS_OK);
+    fclose(f);
+    ck_assert_uint_eq(r.ndim, 3);
+    ck_assert_uint_eq(r.shape[2], 5);
+    ck_assert_uint_eq(r.data_offset, len);
+    ck_assert_uint_eq(trace_npy_count(&r), 30);
+    free(buf);
+    const char junk[] = "not a numpy file at all";
+    f = fmemopen((void *)junk, sizeof junk, "r");
+    ck_assert_int_eq(trace_npy_read_header(f, "junk.npy", &r, &e), MS_ERR_FORMAT);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(e.msg, "junk.npy: error: not a .npy file"));
+}
+END_TEST
+
+/* ---- synthetic traces ----------------------------------------------------------------- */
+
+static model_cfg toy_cfg(uint32_t head_dim)
+{
+    model_cfg c;
+    model_cfg_init(&c);
+    snprintf(c.name, sizeof c.name, "toy");
+    c.family = FAM_LLAMA;
+    c.n_layers = 4;
+    c.n_heads = 4;
+    c.n_kv_heads = 2;
+    c.head_dim = head_dim;
+    c.dim = 4 * head_dim;
+    c.ffn_dim = 64;
+    c.max_ctx = 4096;
+    return c;
+}
+
+static trace *synth(uint32_t d, uint32_t T, uint64_t seed, const trace_synth *p)
+{
+    model_cfg c = toy_cfg(d);
+    trace *t = NULL;
+    errbuf e;
+    ck_assert_msg(trace_open_synth(&c, T, seed, p, &t, &e) == MS_OK, "%s", e.msg);
+    return t;
+}
+
+/* Hash of every value a replay can read, over positions 0..T-1. */
+static uint64_t digest(trace *t)
+{
+    const trace_shape *s = trace_get_shape(t);
+    uint64_t h = 1469598103934665603ull;
+    float kv[2 * 64 * 4];
+    errbuf e;
+#define MIX(ptr, n)                                                                          \
+    do {                                                                                     \
+        const unsigned char *b_ = (const unsigned char *)(ptr);                              \
+        for (size_t i_ = 0; i_ < (n); i_++)                                                  \
+            h = (h ^ b_[i_]) * 1099511628211ull;                                             \
+    } while (0)
+    for (uint32_t p = 0; p < s->n_tokens; p++) {
+        ck_assert_int_eq(trace_seek(t, p, &e), MS_OK);
+        for (uint32_t l = 0; l < s->n_layers; l++) {
+            MIX(trace_q(t, l), s->n_heads * s->head_dim * sizeof(float));
+            MIX(trace_att(t, l), s->n_heads * (p + 1) * sizeof(float));
+            MIX(trace_ffn(t, l), s->ffn_dim * sizeof(float));
+            trace_kv(t, l, p, kv, kv + s->n_kv_heads * s->head_dim);
+            MIX(kv, 2 * s->n_kv_heads * s->head_dim * sizeof(float));
+        }
+    }
+    MIX(trace_wo(t, 1, NULL, NULL), s->dim * s->n_heads * s->head_dim * sizeof(float));
+#undef MIX
+    return h;
+}
+
+START_TEST(test_synth_deterministic)
+{
+    trace_synth p;
+    trace_synth_defaults(&p);
+    trace *a = synth(16, 64, 7, &p), *b = synth(16, 64, 7, &p), *c = synth(16, 64, 8, &p);
+    uint64_t ha = digest(a);
+    ck_assert_uint_eq(ha, digest(b));
+    ck_assert_uint_ne(ha, digest(c));
+    /* replaying a synthetic trace from the start (backward seek) gives the same values */
+    ck_assert_uint_eq(ha, digest(a));
+    ck_assert_uint_eq(trace_seed(a), 7);
+    /* W_o of a layer is the same whenever it is asked for */
+    uint32_t wr, wc;
+    const float *w1 = trace_wo(a, 1, &wr, &wc);
+    ck_assert_uint_eq(wr, 64);
+    ck_assert_uint_eq(wc, 64);
+    float *keep = malloc(wr * wc * sizeof *keep);
+    memcpy(keep, w1, wr * wc * sizeof *keep);
+    ck_assert(memcmp(trace_wo(a, 2, NULL, NULL), keep, wr * wc * sizeof *keep) != 0);
+    ck_assert(memcmp(trace_wo(a, 1, NULL, NULL), keep, wr * wc * sizeof *keep) == 0);
+    free(keep);
+    ck_assert(trace_is_synthetic(a));
+    ck_assert_ptr_null(trace_tokens(a));
+    ck_assert_ptr_null(trace_logits(a));
+    /* attention rows (from the logit model) are softmax(q·k/√d) over the regenerated keys */
+    errbuf e;
+    for (uint32_t pos = 0; pos < 64; pos += 9) {
+        ck_assert_int_eq(trace_seek(a, pos, &e), MS_OK);
+        for (uint32_t l = 0; l < 4; l++)
+            ck_assert_msg(att_vs_attend(a, l) < 1e-5, "pos %u layer %u", pos, l);
+    }
+    trace_close(a);
+    trace_close(b);
+    trace_close(c);
+}
+END_TEST
+
+START_TEST(test_synth_subset_attend)
+{
+    trace_synth p;
+    trace_synth_defaults(&p);
+    trace *t = synth(32, 100, 3, &p);
+    errbuf e;
+    ck_assert_int_eq(trace_seek(t, 80, &e), MS_OK);
+    const float *att = trace_att(t, 1);
+    float row[81];
+    memcpy(row, att + 3 * 81, sizeof row); /* head 3 */
+    uint32_t idx[] = {0, 5, 17, 60, 78, 80};
+    float pr[6], out[32], k[6 * 32], v[6 * 32], kk[2 * 32], vv[2 * 32];
+    ck_assert_int_eq(trace_attend(t, 1, 3, trace_q(t, 1) + 3 * 32, idx, 6, pr, out), MS_OK);
+    double sum = 0;
+    for (int i = 0; i < 6; i++)
+        sum += row[idx[i]];
+    /* restricting the softmax renormalizes the full row over the subset */
+    for (int i = 0; i < 6; i++)
+        ck_assert_double_eq_tol(pr[i], row[idx[i]] / sum, 1e-5);
+    /* the output is Σ p v over the gathered values (query head 3 reads KV head 1) */
+    ck_assert_int_eq(trace_gather(t, 1, 1, idx, 6, k, v), MS_OK);
+    for (int j = 0; j < 32; j++) {
+        double o = 0;
+        for (int i = 0; i < 6; i++)
+            o += pr[i] * v[i * 32 + j];
+        ck_assert_double_eq_tol(out[j], o, 1e-5);
+    }
+    ck_assert_int_eq(trace_kv(t, 1, 17, kk, vv), MS_OK);
+    ck_assert(memcmp(kk + 32, k + 2 * 32, 32 * sizeof(float)) == 0);
+    ck_assert(memcmp(vv + 32, v + 2 * 32, 32 * sizeof(float)) == 0);
+    uint32_t oob = 100;
+    ck_assert_int_eq(trace_gather(t, 1, 1, &oob, 1, k, v), MS_ERR_RANGE);
+    trace_close(t);
+}
+END_TEST
+
+static trace_stats measure(const trace_synth *p, uint32_t T)
+{
+    trace *t = synth(64, T, 11, p);
+    trace_stats st;
+    errbuf e;
+    ck_assert_msg(trace_measure(t, p, &st, &e) == MS_OK, "%s", e.msg);
+    trace_close(t);
+    return st;
+}
+
+START_TEST(test_synth_knobs)
+{
+    trace_synth base, p;
+    trace_synth_defaults(&base);
+    trace_stats s0 = measure(&base, 256);
+    p = base;
+    p.sink = 7;
+    ck_assert(measure(&p, 256).sink_mass > 2 * s0.sink_mass);
+    p = base;
+    p.sink = 0;
+    ck_assert(measure(&p, 256).sink_mass < 0.5 * s0.sink_mass);
+    p = base;
+    p.local = 6;
+    ck_assert(measure(&p, 256).local_mass > s0.local_mass + 0.1);
+    p = base;
+    p.heavy = 6;
+    ck_assert(measure(&p, 256).heavy_mass > s0.heavy_mass + 0.1);
+    p = base;
+    p.drift = 0.5;
+    ck_assert(measure(&p, 256).q_cos < s0.q_cos - 0.2);
+    p = base;
+    p.layer_sim = 1;
+    ck_assert(measure(&p, 256).layer_overlap > 0.95);
+    p = base;
+    p.ffn_sparsity = 0.9;
+    ck_assert_double_eq_tol(measure(&p, 256).ffn_neg, 0.9, 0.01);
+}
+END_TEST
+
+/* Fitting a synthetic trace recovers its parameters within the tolerances stated in
+ * TRACE_FORMAT.md §Fitting. */
+static void check_recovery(const trace_synth *p, uint32_t d, uint32_t T)
+{
+    trace *t = synth(d, T, 5, p);
+    trace_synth f;
+    trace_stats st;
+    errbuf e;
+    ck_assert_msg(trace_fit(t, p, &f, &st, &e) == MS_OK, "%s", e.msg);
+    ck_assert_double_eq_tol(f.sink, p->sink, 0.3);
+    ck_assert_double_eq_tol(f.local, p->local, 0.3);
+    ck_assert_double_eq_tol(f.window, p->window, 0.15 * p->window);
+    ck_assert_double_eq_tol(f.heavy, p->heavy, 0.3);
+    ck_assert_double_eq_tol(f.heavy_frac, p->heavy_frac, 0.015);
+    ck_assert_double_eq_tol(f.layer_sim, p->layer_sim, 0.1);
+    ck_assert_double_eq_tol(f.drift, p->drift, 0.03);
+    ck_assert_double_eq_tol(f.noise, p->noise, 0.2);
+    ck_assert_double_eq_tol(f.ffn_sparsity, p->ffn_sparsity, 0.01);
+    ck_assert_uint_eq(f.n_sinks, p->n_sinks);
+    trace_close(t);
+}
+
+START_TEST(test_fit_recovers)
+{
+    trace_synth p;
+    trace_synth_defaults(&p);
+    check_recovery(&p, 64, 512);
+    p = (trace_synth){.sink = 6, .n_sinks = 4, .local = 1.5, .window = 8, .heavy = 4,
+                      .heavy_frac = 0.1, .layer_sim = 0.3, .drift = 0.4, .noise = 0.5,
+                      .ffn_sparsity = 0.8};
+    check_recovery(&p, 64, 512);
+    p = (trace_synth){.sink = 2, .n_sinks = 1, .local = 4, .window = 32, .heavy = 2.5,
+                      .heavy_frac = 0.03, .layer_sim = 0.9, .drift = 0.1, .noise = 1.5,
+                      .ffn_sparsity = 0.3};
+    check_recovery(&p, 128, 768);
+}
+END_TEST
+
+START_TEST(test_synth_params)
+{
+    trace_synth p;
+    trace_synth_defaults(&p);
+    errbuf e;
+    ck_assert_int_eq(trace_synth_set(&p, "heavy_frac", "0.2", &e), MS_OK);
+    ck_assert_double_eq(p.heavy_frac, 0.2);
+    ck_assert_int_eq(trace_synth_set(&p, "n_sink", "3", &e), MS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "did you mean 'n_sinks'"));
+    ck_assert_int_eq(trace_synth_set(&p, "drift", "1.5", &e), MS_ERR_RANGE);
+    ck_assert_int_eq(trace_synth_set(&p, "n_sinks", "2.5", &e), MS_ERR_RANGE);
+    kv_param kv[2] = {{"window", "8", 4, 5}, {"hevy", "2", 5, 5}};
+    ck_assert_int_eq(trace_synth_from_kv(&p, kv, 2, "s.yaml", &e), MS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "s.yaml:5:5: error: unknown synthetic trace parameter "
+                                        "'hevy' (did you mean 'heavy'?)"));
+    ck_assert_double_eq(p.window, 8);
+    /* YAML round trip */
+    char dir[512], path[600];
+    make_tmp(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/p.yaml", dir);
+    FILE *f = fopen(path, "w");
+    trace_synth_write_yaml(&p, f);
+    fclose(f);
+    trace_synth q;
+    trace_synth_defaults(&q);
+    ck_assert_msg(trace_synth_read_yaml(&q, path, &e) == MS_OK, "%s", e.msg);
+    ck_assert_double_eq_tol(q.heavy_frac, 0.2, 1e-9);
+    ck_assert_double_eq_tol(q.window, 8, 1e-9);
+    write_file(path, "sink: 2\nwindw: 3\n");
+    ck_assert_int_eq(trace_synth_read_yaml(&q, path, &e), MS_ERR_INPUT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "p.yaml:2:1: error: unknown"));
+    rm_rf(dir);
+}
+END_TEST
+
+/* `trace synth -o` writes a directory that NumPy verifies and trace_open reads back equal. */
+START_TEST(test_cli_synth_roundtrip)
+{
+    char dir[512], cmd[2048], out[8192];
+    make_tmp(dir, sizeof dir);
+    snprintf(cmd, sizeof cmd, "%s trace synth --model stories260K --tokens 40 --seed 9 "
+             "--set sink=5 -o %s/syn", bin(), dir);
+    ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/mpcsim_trace_io.py verify %s/syn",
+             data_dir(), dir);
+    ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
+    char syn[600];
+    snprintf(syn, sizeof syn, "%s/syn/manifest.yaml", dir);
+    char *man = slurp(syn);
+    ck_assert_ptr_nonnull(strstr(man, "\nsource: synth\n"));
+    ck_assert_ptr_nonnull(strstr(man, "\nseed: 9\n"));
+    ck_assert_ptr_nonnull(strstr(man, "\nsynth: {sink: 5, n_sinks: 1, local: 3,"));
+    free(man);
+    snprintf(syn, sizeof syn, "%s/syn", dir);
+    trace *r = NULL, *g = NULL;
+    errbuf e;
+    ck_assert_msg(trace_open(syn, &r, &e) == MS_OK, "%s", e.msg);
+    model_cfg cfg;
+    ck_assert_int_eq(model_load("stories260K", &cfg, &e), MS_OK);
+    trace_synth p;
+    trace_synth_defaults(&p);
+    p.sink = 5;
+    ck_assert_int_eq(trace_open_synth(&cfg, 40, 9, &p, &g, &e), MS_OK);
+    ck_assert_int_eq(trace_seek(r, 39, &e), MS_OK);
+    ck_assert_int_eq(trace_seek(g, 39, &e), MS_OK);
+    ck_assert(memcmp(trace_q(r, 4), trace_q(g, 4), 64 * sizeof(float)) == 0);
+    ck_assert(memcmp(trace_att(r, 4), trace_att(g, 4), 8 * 40 * sizeof(float)) == 0);
+    trace_close(r);
+    trace_close(g);
+    /* --stats streams without writing */
+    snprintf(cmd, sizeof cmd, "%s trace synth --model llama-2-7b --tokens 64 --stats "
+             "--set window=4", bin());
+    ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
+    ck_assert_ptr_nonnull(strstr(out, "sink_mass:"));
+    snprintf(cmd, sizeof cmd, "%s trace synth --model stories260K --tokens 10 --stats "
+             "--set hevy=2", bin());
+    ck_assert_int_eq(run(cmd, out, sizeof out), 2);
+    ck_assert_ptr_nonnull(strstr(out, "did you mean 'heavy'"));
+    rm_rf(dir);
+}
+END_TEST
+
+START_TEST(test_open_run)
+{
+    run_cfg rc;
+    memset(&rc, 0, sizeof rc);
+    errbuf e;
+    ck_assert_int_eq(model_load("stories260K", &rc.model, &e), MS_OK);
+    snprintf(rc.model_ref, sizeof rc.model_ref, "stories260K");
+    rc.work.prompt_len = 24;
+    rc.work.decode_len = 8;
+    rc.seed = 4;
+    trace *t = NULL;
+    ck_assert_int_eq(trace_open_run(&rc, &t, &e), MS_ERR_NOTFOUND);
+    snprintf(rc.trace.source, sizeof rc.trace.source, "synth");
+    rc.trace.n_params = 1;
+    rc.trace.params[0] = (kv_param){"sink", "1.5", 3, 7};
+    ck_assert_msg(trace_open_run(&rc, &t, &e) == MS_OK, "%s", e.msg);
+    ck_assert_uint_eq(trace_get_shape(t)->n_tokens, 32);
+    ck_assert_double_eq(trace_synth_params(t)->sink, 1.5);
+    trace_close(t);
+    snprintf(rc.trace.source, sizeof rc.trace.source, "record");
+    snprintf(rc.trace.path, sizeof rc.trace.path, "%s/tests/data/tinystories_sample.txt",
+             data_dir());
+    ck_assert_msg(trace_open_run(&rc, &t, &e) == MS_OK, "%s", e.msg);
+    ck_assert_uint_eq(trace_get_shape(t)->n_tokens, 32);
+    ck_assert_int_eq(trace_seek(t, 31, &e), MS_OK);
+    ck_assert_ptr_nonnull(trace_logits(t));
+    ck_assert(att_vs_attend(t, 0) < 1e-5);
+    trace_close(t);
+}
+END_TEST
+
+Suite *trace_suite(void)
+{
+    Suite *s = suite_create("trace");
+    TCase *tc = tcase_create("recorded");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_record_and_numpy);
+    tcase_add_test(tc, test_cli_record_info);
+    tcase_add_test(tc, test_numpy_fixture);
+    tcase_add_test(tc, test_bad_manifests);
+    tcase_add_test(tc, test_npy_header);
+    tcase_add_test(tc, test_open_run);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("synthetic");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_synth_deterministic);
+    tcase_add_test(tc, test_synth_subset_attend);
+    tcase_add_test(tc, test_synth_knobs);
+    tcase_add_test(tc, test_fit_recovers);
+    tcase_add_test(tc, test_synth_params);
+    tcase_add_test(tc, test_cli_synth_roundtrip);
+    suite_add_tcase(s, tc);
+    return s;
+}
