@@ -43,10 +43,14 @@ typedef struct policy_env {
     uint32_t n_layers, n_heads, n_kv_heads, head_dim, dim, ffn_dim;
     uint32_t prompt_len;   /* P */
     uint32_t max_len;      /* P + decode steps */
-    /* Keys of cached position pos, every KV head (n_kv_heads × head_dim), for policies that
+    /* Keys of cached positions idx[0..n) of one KV head (n × head_dim), for policies that
      * index the prompt after choosing it (MPCache's clusters over the static set). */
-    int (*get_k)(void *ctx, uint32_t layer, uint32_t pos, float *k);
+    int (*gather_k)(void *ctx, uint32_t layer, uint32_t kv_head, const uint32_t *idx, size_t n,
+                    float *k);
     void *kv_ctx;
+    /* Optional, preferred when set: keys of position pos for every KV head (n_kv_heads ×
+     * head_dim) in one read (a synthetic trace generates all heads of a position at once). */
+    int (*get_k)(void *ctx, uint32_t layer, uint32_t pos, float *k);
 } policy_env;
 
 /* A scenario's policy parameters as the policy reads them (path for messages). */

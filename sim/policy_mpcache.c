@@ -267,6 +267,20 @@ static uint32_t static_set(mpc_state *s, uint32_t l, uint32_t g)
     return n;
 }
 
+/* Keys of prompt position j for the KV heads that keep it (kbuf: n_kv_heads × d). */
+static int read_keys(const policy_env *v, uint32_t l, uint32_t j, const uint8_t *in, float *kbuf)
+{
+    if (v->get_k)
+        return v->get_k(v->kv_ctx, l, j, kbuf);
+    if (!v->gather_k)
+        return 1;
+    for (uint32_t g = 0; g < v->n_kv_heads; g++)
+        if (in[(size_t)g * v->prompt_len + j] &&
+            v->gather_k(v->kv_ctx, l, g, &j, 1, kbuf + (size_t)g * v->head_dim))
+            return 1;
+    return 0;
+}
+
 static int mpc_prefill(void *st, errbuf *e)
 {
     mpc_state *s = st;
@@ -296,7 +310,7 @@ static int mpc_prefill(void *st, errbuf *e)
                 any |= in[(size_t)g * P + j];
             if (!any)
                 continue;
-            if (!v->get_k || v->get_k(v->kv_ctx, l, j, s->kbuf)) {
+            if (read_keys(v, l, j, in, s->kbuf)) {
                 rc = err_set(e, MS_ERR_INPUT, "policy mpcache: cannot read the prompt's keys");
                 break;
             }

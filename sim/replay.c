@@ -37,6 +37,12 @@ struct replay {
 
 /* ---- opening --------------------------------------------------------------------------- */
 
+static int gather_k(void *ctx, uint32_t layer, uint32_t g, const uint32_t *idx, size_t n,
+                    float *k)
+{
+    return trace_gather(ctx, layer, g, idx, n, k, NULL);
+}
+
 static int get_k(void *ctx, uint32_t layer, uint32_t pos, float *k)
 {
     return trace_kv(ctx, layer, pos, k, NULL);
@@ -84,7 +90,7 @@ int replay_open(const run_cfg *cfg, replay **out, errbuf *e)
     r->args = (policy_args){cfg->policy.params, cfg->policy.n_params, cfg->scenario_path};
     const model_cfg *mc = &cfg->model;
     r->env = (policy_env){mc->n_layers, mc->n_heads, mc->n_kv_heads, mc->head_dim, mc->dim,
-                          mc->ffn_dim, r->P, r->P + cfg->work.decode_len, NULL, NULL};
+                          mc->ffn_dim, r->P, r->P + cfg->work.decode_len, NULL, NULL, NULL};
     int has_trace = cfg->trace.source[0] && strcmp(cfg->trace.source, "none") != 0;
     if (has_trace) {
         rc = trace_open_run(cfg, &r->tr, e);
@@ -93,6 +99,7 @@ int replay_open(const run_cfg *cfg, replay **out, errbuf *e)
                          "trace has %u positions, the run needs prompt %u + decode %u\n"
                          "  hint: shorten the run or record a longer trace",
                          trace_get_shape(r->tr)->n_tokens, r->P, cfg->work.decode_len);
+        r->env.gather_k = gather_k;
         r->env.get_k = get_k;
         r->env.kv_ctx = r->tr;
     } else if (p->observe) {
