@@ -18,8 +18,13 @@ static const policy_ops *const registry[] = {
 
 /* Keys the replay reads for every policy (sim/replay.c). */
 static const policy_param replay_params[] = {
-    {"metric_stride", "1", "accuracy metrics every k-th decode step (1: every step)", NULL, 1,
-     1e9},
+    {"metric_stride", "1",
+     "attention metrics every k-th decode step (1: every step, 0: none, for cost-only sweeps)",
+     NULL, 0, 1e9},
+    {"err_kv_heads", "4",
+     "KV heads per layer whose output error is measured at a measured step (rotating); the "
+     "values of every cached entry are read for each",
+     NULL, 1, 1e6},
     {"recall_k", "10", "k of the top-k recall metric (Quest Fig. 4 uses 10)", NULL, 1, 1e6},
     {"live", "1",
      "1: for a model with weights, also run it with the policy applied (logit KL, top-1, "
