@@ -6,6 +6,13 @@
 #   make install PREFIX=/usr/local
 
 VARIANT ?= release
+# V=1 prints every command
+V ?= 0
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
 PREFIX  ?= /usr/local
 BUILD   := build/$(VARIANT)
 PKGS    := gsl sqlite3 yaml-0.1 libcrypto
@@ -50,15 +57,18 @@ TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/runner.o
 BENCH_SRC := $(wildcard tests/bench_*.c)
 
 .PHONY: all check bench demo clean install deps
+.SECONDARY:
 all: $(BUILD)/mpcsim
 
 $(BUILD)/mpcsim: $(BUILD)/sim/main.o $(LIB_OBJ)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 	@ln -sf $(VARIANT)/mpcsim build/mpcsim
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c -o $@ $<
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
 
 # The runner calls every <name>_suite() found in tests/check_*.c (generated list).
 $(BUILD)/tests/suites.inc: $(TEST_SRC)
@@ -67,21 +77,25 @@ $(BUILD)/tests/suites.inc: $(TEST_SRC)
 
 $(BUILD)/tests/runner.o: tests/runner.c $(BUILD)/tests/suites.inc
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -I$(BUILD)/tests -c -o $@ $<
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CFLAGS) $(CHECK_CFLAGS) -I$(BUILD)/tests -c -o $@ $<
 
 $(BUILD)/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -c -o $@ $<
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CFLAGS) $(CHECK_CFLAGS) -c -o $@ $<
 
 $(BUILD)/check_all: $(TEST_OBJ) $(LIB_OBJ)
-	$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
 
 # Tests run from the source tree; MPCSIM_BIN lets them drive the CLI as a user would.
 check: $(BUILD)/check_all $(BUILD)/mpcsim
 	MPCSIM_BIN=$(CURDIR)/$(BUILD)/mpcsim MPCSIM_DATA=$(CURDIR) $(BUILD)/check_all
 
 $(BUILD)/bench_%: $(BUILD)/tests/bench_%.o $(LIB_OBJ)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 bench: $(BENCH_SRC:tests/%.c=$(BUILD)/%) $(BUILD)/mpcsim
 	@for b in $(BENCH_SRC:tests/%.c=$(BUILD)/%); do echo "== $$b"; MPCSIM_BIN=$(CURDIR)/$(BUILD)/mpcsim MPCSIM_DATA=$(CURDIR) $$b || exit 1; done
@@ -92,7 +106,7 @@ deps:
 demo:
 	@scripts/install-deps.sh --if-missing
 	@$(MAKE) --no-print-directory all
-	MPCSIM_DATA=$(CURDIR) $(BUILD)/mpcsim run scenarios/quickstart.yaml -o results/quickstart.db
+	MPCSIM_DATA=$(CURDIR) $(BUILD)/mpcsim run scenarios/quickstart.yaml -o results/quickstart.db --resume
 	MPCSIM_DATA=$(CURDIR) $(BUILD)/mpcsim plot results/quickstart.db -o results/quickstart-plots
 	@echo "database: results/quickstart.db   plots: results/quickstart-plots/"
 

@@ -174,20 +174,30 @@ static uint32_t attention(lw *w, uint32_t xb)
     /* scale q by 1/sqrt(d) once (cheaper than scaling the T-long score rows) */
     emit(w, OP_MUL_PUB, OPC_ATTENTION, -1, 1, w->rows, 0, QD, q, OP_NONE, OP_NONE, q, 0, 0,
          1.0 / sqrt((double)d));
+    /* heads to the batch dimension: (S·t, H·d) → (S·H, t, d), a free re-layout */
+    uint32_t qh = tens(w, "q_heads", OPT_TEMP, S * H, t, d);
+    emit(w, OP_VIEW, OPC_ATTENTION, -1, S * H, t, 0, d, q, OP_NONE, OP_NONE, qh,
+         OPF_SPLIT_HEADS, 0, 0);
     /* the KV cache: secret state across steps; appending this step's k, v is a free re-layout */
     uint32_t T = w->o->kv_len + t;
     uint32_t kc = tens(w, "kcache", OPT_CACHE, S * Hkv, T, d);
     uint32_t vc = tens(w, "vcache", OPT_CACHE, S * Hkv, T, d);
-    emit(w, OP_VIEW, OPC_ATTENTION, -1, S * Hkv, t, 0, d, k, OP_NONE, OP_NONE, kc, 0, 0, 0);
-    emit(w, OP_VIEW, OPC_ATTENTION, -1, S * Hkv, t, 0, d, v, OP_NONE, OP_NONE, vc, 0, 0, 0);
+    emit(w, OP_VIEW, OPC_ATTENTION, -1, S * Hkv, t, 0, d, k, OP_NONE, OP_NONE, kc,
+         OPF_SPLIT_HEADS, (int32_t)w->o->kv_len, 0);
+    emit(w, OP_VIEW, OPC_ATTENTION, -1, S * Hkv, t, 0, d, v, OP_NONE, OP_NONE, vc,
+         OPF_SPLIT_HEADS, (int32_t)w->o->kv_len, 0);
     uint32_t ctx = tens(w, "ctx", OPT_TEMP, S * H, t, d);
     if (kept_uniform(w)) {
-        attend_block(w, -1, H, attended(w, 0), q, kc, vc, ctx);
+        attend_block(w, -1, H, attended(w, 0), qh, kc, vc, ctx);
     } else {
         for (uint32_t g = 0; g < Hkv; g++)
-            attend_block(w, (int)g, H / Hkv, attended(w, g), q, kc, vc, ctx);
+            attend_block(w, (int)g, H / Hkv, attended(w, g), qh, kc, vc, ctx);
     }
-    uint32_t ao = linear(w, OPC_ATTENTION, ctx, "wo", QD, D, "attn_out");
+    /* heads back to features: (S·H, t, d) → (S·t, H·d) */
+    uint32_t cm = tens(w, "ctx_merged", OPT_TEMP, 1, w->rows, QD);
+    emit(w, OP_VIEW, OPC_ATTENTION, -1, S * H, t, 0, d, ctx, OP_NONE, OP_NONE, cm,
+         OPF_MERGE_HEADS, 0, 0);
+    uint32_t ao = linear(w, OPC_ATTENTION, cm, "wo", QD, D, "attn_out");
     if (m->family == FAM_GPT2)
         add_bias(w, OPC_ATTENTION, ao, "bo", D);
     return ao;
@@ -220,7 +230,7 @@ static uint32_t embed(lw *w)
     const model_cfg *m = w->m;
     uint32_t D = m->dim;
     const char *table = m->family == FAM_LLAMA ? "tok_emb" : "wte";
-    uint32_t x = tens(w, "x", OPT_TEMP, 1, w->rows, D);
+    uint32_t x = tens(w, "x", OPT_TEMP, w->o->n_seqs, w->o->n_tokens, D);
     if (w->o->embed_onehot) {
         /* the client's tokens as one-hot rows, secret-shared by the client (party 0), times
          * the embedding table: SPU's embedding (mpc-costs.md §3.4) */
@@ -260,9 +270,10 @@ static void head(lw *w, uint32_t x)
 {
     const model_cfg *m = w->m;
     uint32_t D = m->dim, S = w->o->n_seqs;
-    /* only each sequence's last position produces a token */
-    uint32_t last = tens(w, "x_last", OPT_TEMP, 1, S, D);
-    emit(w, OP_VIEW, OPC_LMHEAD, -1, 1, S, 0, D, x, OP_NONE, OP_NONE, last, 0, 0, 0);
+    /* only each sequence's last position produces a token: row t-1 of each sequence */
+    uint32_t last = tens(w, "x_last", OPT_TEMP, S, 1, D);
+    emit(w, OP_VIEW, OPC_LMHEAD, -1, S, 1, 0, D, x, OP_NONE, OP_NONE, last, 0,
+         (int32_t)w->o->n_tokens - 1, 0);
     const int llama = m->family == FAM_LLAMA;
     uint32_t xn = norm(w, last, S, llama ? "rms_final" : "lnf_g", "lnf_b", "xn_final");
     const char *cls = m->tied_embeddings ? (llama ? "tok_emb" : "wte") : "wcls";

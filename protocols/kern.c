@@ -36,7 +36,9 @@
  *   VIEW      op.h: out smaller than in0: out's rows from in0 starting at row iarg (public
  *             slice); out larger: in0 written into out at row iarg of each instance, the other
  *             rows keep out's previous value (KV-cache append; in0's rows may hold the
- *             instances side by side: (tokens, heads·n) → (heads, rows, n)); same size: copy.
+ *             instances side by side: (tokens, heads·n) → (heads, rows, n)); same size: copy,
+ *             or with out's batch H times in0's and cols n a head split (S, rows, H·n) →
+ *             (S·H, rows, n), and with in0's batch H times out's the head merge back.
  *   ADD, SUB, MUL, SELECT, LT, EQ: a smaller operand repeats cyclically (op.h broadcast).
  *   MATMUL, GATHER: in1 with a smaller batch is shared across instances; each instance reads
  *             the leading k·n elements of in1's instance (op.h).
@@ -863,6 +865,34 @@ static const pw_poly puma_silu = {
      0.0002743776353465},
 };
 
+/* SiLU as x·σ(x) (cfg.approx = "sigmoid"): s = [x < 0], a = |x| = (1 - 2s)·x, σ(|x|) =
+ * 1 / (1 + exp(-a)) with exp on non-positive arguments only (its accurate side) and the
+ * reciprocal on [1, 2], σ(x) = s + (1 - 2s)·σ(|x|), then x·σ(x). Rounds: msb, an integer
+ * product, exp, reciprocal, an integer product, a fixed-point product. Error: exp's absolute
+ * error ε (2e-3 at exp_iters 8) moves σ by at most ε and the result by |x|·ε, and nothing at
+ * x = 0 (exp(0) is exact): <= 1e-2 for |x| <= 5, against PUMA's 8.5e-3 at 0 and 7.2e-2 at 4. */
+static int k_silu_sigmoid(eng *e, mpc_val *z, const mpc_val *x)
+{
+    size_t n = x->n;
+    mpc_val s, u, a, t, r, ur, sg;
+    TRY(k_msb(e, &s, x));
+    TRY(kal(e, &u, n, DOM_ARITH));
+    TRY(k_mulc(e, &u, &s, (uint64_t)-2));
+    TRY(k_addc(e, &u, &u, 1));             /* 1 - 2s, a plain ±1 */
+    TRY(k_imul(e, &a, &u, x));             /* |x| */
+    TRY(k_mulc(e, &a, &a, (uint64_t)-1));  /* -|x| */
+    TRY(k_exp(e, &t, &a));
+    TRY(k_addc(e, &t, &t, FX(1.0)));
+    TRY(k_recip(e, &r, &t, -1));           /* 1 + exp(-|x|) in [1, 2] */
+    TRY(k_imul(e, &ur, &u, &r));
+    TRY(kal(e, &sg, n, DOM_ARITH));
+    TRY(k_mulc(e, &s, &s, FX(1.0)));       /* s as fixed point */
+    TRY(VT->add(e, &sg, &s, &ur));
+    TRY(k_fmul(e, z, x, &sg));
+    krel(e, &s), krel(e, &u), krel(e, &a), krel(e, &t), krel(e, &r), krel(e, &ur), krel(e, &sg);
+    return MS_OK;
+}
+
 /* Raw (2f fraction bits) Σ a_i x^i from the powers pw[i] (fixed point, pw[1] = x). */
 static int k_poly_raw(eng *e, mpc_val *z, mpc_val *const pw[7], const double a[7])
 {
@@ -1541,6 +1571,8 @@ static int k_dispatch(eng *e, const op_program *p, const op *o, mpc_val *vals,
     case OP_GELU:
         return k_piecewise(e, z, x, &puma_gelu);
     case OP_SILU:
+        if (!strcmp(e->cfg.approx, "sigmoid"))
+            return k_silu_sigmoid(e, z, x);
         return k_piecewise(e, z, x, &puma_silu);
     case OP_LAYERNORM:
     case OP_RMSNORM: {
@@ -1570,6 +1602,38 @@ static int k_dispatch(eng *e, const op_program *p, const op *o, mpc_val *vals,
     return bad(err, o, idx, "unknown op kind");
 }
 
+/* VIEW with OPF_SPLIT_HEADS / OPF_MERGE_HEADS (op.h): a public transposition between
+ * (seqs·tokens, heads·n) and (seqs·heads, tokens, n); op.batch = seqs·heads, m = tokens,
+ * n = head size; heads = the token-major tensor's columns / n. */
+static int k_view_heads(eng *e, const op_program *p, const op *o, const mpc_val *x, mpc_val *z)
+{
+    int split = (o->flags & OPF_SPLIT_HEADS) != 0;
+    const op_tensor *tm = &p->tens[split ? o->in[0] : o->out]; /* token-major side */
+    size_t m = o->m, hk = o->n ? o->n : 1, heads = tm->cols / hk, nout = x->n;
+    size_t seqs = heads ? o->batch / heads : 0;
+    if (!heads || !seqs || seqs * heads * m * hk != nout)
+        return MS_ERR_INPUT;
+    uint32_t *idx;
+    TRY(pub32(x, nout, &idx));
+    if (idx)
+        for (size_t s = 0; s < seqs; s++)
+            for (size_t h = 0; h < heads; h++)
+                for (size_t r = 0; r < m; r++)
+                    for (size_t c = 0; c < hk; c++) {
+                        size_t tok = ((s * m + r) * heads + h) * hk + c; /* token-major */
+                        size_t hd = ((s * heads + h) * m + r) * hk + c;  /* head-major */
+                        if (split)
+                            idx[hd] = (uint32_t)tok;
+                        else
+                            idx[tok] = (uint32_t)hd;
+                    }
+    int rc = kal(e, z, nout, x->dom);
+    if (!rc)
+        rc = VT->permute(e, z, x, idx, nout);
+    free(idx);
+    return rc;
+}
+
 /* VIEW (op.h), local: a slice, an append into a larger tensor at row iarg, or a copy. */
 static int k_view(eng *e, const op_program *p, const op *o, mpc_val *vals, mpc_val *z)
 {
@@ -1578,6 +1642,8 @@ static int k_view(eng *e, const op_program *p, const op *o, mpc_val *vals, mpc_v
     size_t nin = (size_t)ti->batch * ti->rows * ti->cols;
     size_t nout = (size_t)to->batch * to->rows * to->cols;
     size_t r0 = o->iarg > 0 ? (size_t)o->iarg : 0;
+    if ((o->flags & (OPF_SPLIT_HEADS | OPF_MERGE_HEADS)) && nout == nin)
+        return k_view_heads(e, p, o, x, z);
     if (nout <= nin || x->n < nin) { /* slice rows r0… of each instance, or a copy */
         uint32_t *idx;
         TRY(pub32(x, nout, &idx));

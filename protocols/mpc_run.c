@@ -79,8 +79,25 @@ static int fetch(eng *e, mpc_tensor_fn fn, void *ctx, const op_tensor *T, size_t
                    op_role_name(T->role), T->name, T->batch, T->rows, T->cols, e->party);
 }
 
+/* The value prev holds for a tensor named like T, of T's size, or NULL. */
+static mpc_val *carried(mpc_program_run *prev, const op_tensor *T, size_t n)
+{
+    if (!prev || !prev->prog || (T->role != OPT_WEIGHT && T->role != OPT_CACHE))
+        return NULL;
+    uint32_t u = op_tensor_find(prev->prog, T->name);
+    if (u == OP_NONE || prev->vals[u].n != n || prev->vals[u].dom != T->dom)
+        return NULL;
+    return &prev->vals[u];
+}
+
 int mpc_run_setup(eng *e, mpc_net *net, const op_program *p, mpc_tensor_fn fn, void *ctx,
                   mpc_program_run *r, errbuf *err)
+{
+    return mpc_run_setup_from(e, net, p, fn, ctx, NULL, r, err);
+}
+
+int mpc_run_setup_from(eng *e, mpc_net *net, const op_program *p, mpc_tensor_fn fn, void *ctx,
+                       mpc_program_run *prev, mpc_program_run *r, errbuf *err)
 {
     memset(r, 0, sizeof *r);
     r->prog = p;
@@ -113,6 +130,12 @@ int mpc_run_setup(eng *e, mpc_net *net, const op_program *p, mpc_tensor_fn fn, v
             free(plain);
             continue;
         }
+        mpc_val *old = carried(prev, T, n);
+        if (old) { /* shares from the previous program: no traffic */
+            *v = *old;
+            memset(old, 0, sizeof *old);
+            continue;
+        }
         /* weights: the model owner P1; the client's input and KV cache: P0 (cache: zeros when
          * it binds none). COST: setup, the owner's input primitive (PRIMITIVES.md §Setup). */
         int owner = T->role == OPT_WEIGHT ? 1 : (T->role == OPT_INPUT || T->role == OPT_CACHE) ? 0 : -1;
@@ -124,13 +147,15 @@ int mpc_run_setup(eng *e, mpc_net *net, const op_program *p, mpc_tensor_fn fn, v
             rc = engine_err(e, rc, err, T->name);
         free(plain);
     }
-    /* beaver cache: every fixed right operand's mask is opened once, in program order */
+    /* beaver cache: every fixed right operand's mask is opened once, in program order (found
+     * again by name when an earlier program opened it) */
+    mpc_engine_unbind_fixed(e);
     for (size_t i = 0; i < p->n_ops && !rc; i++) {
         const op *o = &p->ops[i];
         if (!(o->flags & OPF_FIXED_B) || (o->flags & OPF_PUBLIC_B) || o->in[1] == OP_NONE ||
             producer(p, o->in[1]) >= 0)
             continue;
-        if ((rc = mpc_engine_setup_fixed(e, o->in[1], &r->vals[o->in[1]])))
+        if ((rc = mpc_engine_setup_fixed(e, o->in[1], &r->vals[o->in[1]], p->tens[o->in[1]].name)))
             rc = engine_err(e, rc, err, "beaver cache");
     }
     mpc_net_stats b = *mpc_net_get_stats(net);
@@ -306,6 +331,82 @@ static void child(const mpc_launch *l, int self, int nodes, int n_parties, const
     _exit(0);
 }
 
+/* Reads every node's report until all pipes close; past the deadline every node still running
+ * is killed (SIGKILL) and given 2 s more. */
+static int collect(const mpc_launch *l, int nodes, const pid_t *pid, int *rfd, uint64_t t0,
+                   uint8_t **buf, size_t *len, mpc_node_result *res, int *killed, errbuf *err)
+{
+    size_t cap[MPC_NODES_MAX] = {0};
+    int open_n = nodes, deadline = l->deadline_ms ? l->deadline_ms : 60000;
+    while (open_n > 0) {
+        struct pollfd pf[MPC_NODES_MAX];
+        int who[MPC_NODES_MAX], np = 0;
+        for (int i = 0; i < nodes; i++)
+            if (rfd[i] >= 0) {
+                pf[np] = (struct pollfd){.fd = rfd[i], .events = POLLIN};
+                who[np++] = i;
+            }
+        int left = deadline - (int)((now_ns() - t0) / 1000000ull);
+        if (left <= 0) {
+            for (int i = 0; i < nodes; i++)
+                if (rfd[i] >= 0)
+                    kill(pid[i], SIGKILL);
+            *killed = 1;
+            left = 2000;
+            deadline += 2000;
+        }
+        int pr = poll(pf, (nfds_t)np, left);
+        for (int q = 0; pr > 0 && q < np; q++) {
+            int i = who[q];
+            if (!pf[q].revents)
+                continue;
+            if (cap[i] - len[i] < 65536) {
+                size_t nc = cap[i] ? 2 * cap[i] : 1 << 17;
+                uint8_t *nb = realloc(buf[i], nc);
+                if (!nb)
+                    return err_set(err, MS_ERR_NOMEM, "launcher: out of memory");
+                buf[i] = nb;
+                cap[i] = nc;
+            }
+            ssize_t r = read(rfd[i], buf[i] + len[i], cap[i] - len[i]);
+            if (r > 0)
+                len[i] += (size_t)r;
+            else if (r == 0 || errno != EINTR) {
+                close(rfd[i]);
+                rfd[i] = -1;
+                open_n--;
+                res[i].seconds = (double)(now_ns() - t0) * 1e-9;
+            }
+        }
+    }
+    return MS_OK;
+}
+
+/* Fills res from a node's exit status and report (or says it ended without one). */
+static void decode(int i, int status, const uint8_t *buf, size_t len, int killed, mpc_node_result *R)
+{
+    R->exited = WIFEXITED(status);
+    R->status = R->exited ? WEXITSTATUS(status) : 0;
+    R->sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    if (len < sizeof(wire)) {
+        R->rc = MS_ERR_PEER;
+        snprintf(R->err, sizeof R->err, "node %d ended without a report (%s %d)%s", i,
+                 R->sig ? "signal" : "status", R->sig ? R->sig : R->status,
+                 killed ? " — the launcher killed it at its deadline" : "");
+        return;
+    }
+    wire w;
+    memcpy(&w, buf, sizeof w);
+    R->rc = w.rc;
+    memcpy(R->err, w.err, sizeof R->err);
+    R->err[sizeof R->err - 1] = 0;
+    R->st = w.st;
+    R->out_len = len - sizeof w < w.out_len ? len - sizeof w : (size_t)w.out_len;
+    R->out = malloc(R->out_len + 1);
+    if (R->out)
+        memcpy(R->out, buf + sizeof w, R->out_len);
+}
+
 int mpc_launch_run(const mpc_launch *l, mpc_node_fn fn, void *arg, mpc_node_result *res,
                    int *n_nodes, errbuf *err)
 {
@@ -315,6 +416,7 @@ int mpc_launch_run(const mpc_launch *l, mpc_node_fn fn, void *arg, mpc_node_resu
     pid_t pid[MPC_NODES_MAX];
     *n_nodes = nodes;
     memset(res, 0, sizeof *res * (size_t)nodes);
+    /* ports bound to 0 before the fork: no collisions, and every node already listens */
     for (int i = 0; i < nodes; i++) {
         int rc = mpc_net_listen("127.0.0.1", 0, &lfd[i], &port[i], err);
         if (rc) {
@@ -347,80 +449,21 @@ int mpc_launch_run(const mpc_launch *l, mpc_node_fn fn, void *arg, mpc_node_resu
     }
     for (int i = 0; i < nodes; i++)
         close(lfd[i]);
-    /* Collect every node's report; kill the session past its deadline. */
     uint8_t *buf[MPC_NODES_MAX] = {0};
-    size_t len[MPC_NODES_MAX] = {0}, cap[MPC_NODES_MAX] = {0};
-    int open_n = nodes, killed = 0;
-    int deadline = l->deadline_ms ? l->deadline_ms : 60000;
-    while (open_n > 0) {
-        struct pollfd pf[MPC_NODES_MAX];
-        int who[MPC_NODES_MAX], np = 0;
-        for (int i = 0; i < nodes; i++)
-            if (rfd[i] >= 0) {
-                pf[np].fd = rfd[i];
-                pf[np].events = POLLIN;
-                who[np++] = i;
-            }
-        int left = deadline - (int)((now_ns() - t0) / 1000000ull);
-        if (left <= 0) {
-            for (int i = 0; i < nodes; i++)
-                if (rfd[i] >= 0)
-                    kill(pid[i], SIGKILL);
-            killed = 1;
-            left = 2000;
-            deadline += 2000;
-        }
-        int pr = poll(pf, (nfds_t)np, left);
-        for (int q = 0; pr > 0 && q < np; q++) {
-            if (!pf[q].revents)
-                continue;
-            int i = who[q];
-            if (cap[i] - len[i] < 65536) {
-                size_t nc = cap[i] ? 2 * cap[i] : 1 << 17;
-                uint8_t *nb = realloc(buf[i], nc);
-                if (!nb)
-                    return err_set(err, MS_ERR_NOMEM, "launcher: out of memory");
-                buf[i] = nb;
-                cap[i] = nc;
-            }
-            ssize_t r = read(rfd[i], buf[i] + len[i], cap[i] - len[i]);
-            if (r > 0)
-                len[i] += (size_t)r;
-            else if (r == 0 || errno != EINTR) {
-                close(rfd[i]);
-                rfd[i] = -1;
-                open_n--;
-                res[i].seconds = (double)(now_ns() - t0) * 1e-9;
-            }
-        }
-    }
+    size_t len[MPC_NODES_MAX] = {0};
+    int killed = 0;
+    int rc = collect(l, nodes, pid, rfd, t0, buf, len, res, &killed, err);
     for (int i = 0; i < nodes; i++) {
         int status = 0;
-        waitpid(pid[i], &status, 0);
-        mpc_node_result *R = &res[i];
-        R->exited = WIFEXITED(status);
-        R->status = R->exited ? WEXITSTATUS(status) : 0;
-        R->sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-        if (len[i] >= sizeof(wire)) {
-            wire w;
-            memcpy(&w, buf[i], sizeof w);
-            R->rc = w.rc;
-            memcpy(R->err, w.err, sizeof R->err);
-            R->err[sizeof R->err - 1] = 0;
-            R->st = w.st;
-            R->out_len = len[i] - sizeof w < w.out_len ? len[i] - sizeof w : (size_t)w.out_len;
-            R->out = malloc(R->out_len + 1);
-            if (R->out)
-                memcpy(R->out, buf[i] + sizeof w, R->out_len);
-        } else {
-            R->rc = MS_ERR_PEER;
-            snprintf(R->err, sizeof R->err, "node %d ended without a report (%s %d)%s", i,
-                     R->sig ? "signal" : "status", R->sig ? R->sig : R->status,
-                     killed ? " — the launcher killed it at its deadline" : "");
+        if (rc && rfd[i] >= 0) {
+            kill(pid[i], SIGKILL);
+            close(rfd[i]);
         }
+        waitpid(pid[i], &status, 0);
+        decode(i, status, buf[i], len[i], killed, &res[i]);
         free(buf[i]);
     }
-    return MS_OK;
+    return rc;
 }
 
 void mpc_node_results_free(mpc_node_result *res, int n)
@@ -428,5 +471,106 @@ void mpc_node_results_free(mpc_node_result *res, int n)
     for (int i = 0; i < n; i++) {
         free(res[i].out);
         res[i].out = NULL;
+    }
+}
+
+/* ---------------------------------------------------------------- a program on loopback */
+
+typedef struct local_job {
+    const op_program *p;
+    mpc_tensor_fn fn;
+    void *ctx;
+    int open_results;
+} local_job;
+
+static int local_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
+{
+    const local_job *j = arg;
+    const op_program *p = j->p;
+    mpc_program_run r;
+    int rc = mpc_run_setup(e, net, p, j->fn, j->ctx, &r, err);
+    if (!rc)
+        rc = mpc_run_ops(e, net, &r, 0, p->n_ops, err);
+    if (!rc) {
+        fwrite(&r.setup, sizeof r.setup, 1, out);
+        fwrite(r.ops, sizeof *r.ops, p->n_ops, out);
+    }
+    for (size_t i = 0; i < p->n_ops && !rc && j->open_results; i++) {
+        const op *o = &p->ops[i];
+        size_t n = r.vals[o->out].n;
+        uint64_t *v = calloc(n + 1, sizeof *v);
+        if (!v) {
+            rc = err_set(err, MS_ERR_NOMEM, "mpc run: out of memory");
+            break;
+        }
+        if (o->kind == OP_REVEAL) {
+            if (r.vals[o->out].s[0])
+                memcpy(v, r.vals[o->out].s[0], n * sizeof *v);
+        } else
+            rc = mpc_run_open(e, net, &r, o->out, v, err);
+        fwrite(&n, sizeof n, 1, out);
+        fwrite(v, sizeof *v, n, out);
+        free(v);
+    }
+    mpc_program_run_free(e, &r);
+    return rc;
+}
+
+int mpc_run_local(const mpc_launch *l, const op_program *p, mpc_tensor_fn fn, void *ctx,
+                  int open_results, mpc_local_run *out, errbuf *err)
+{
+    memset(out, 0, sizeof *out);
+    local_job j = {p, fn, ctx, open_results};
+    mpc_node_result nr[MPC_NODES_MAX];
+    int nodes = 0;
+    int rc = mpc_launch_run(l, local_node, &j, nr, &nodes, err);
+    if (rc)
+        return rc;
+    out->n_nodes = nodes;
+    out->n_parties = strcmp(l->cfg.name, "semi2k") ? 3 : 2;
+    for (int i = 0; i < nodes && !rc; i++) {
+        if (nr[i].rc) {
+            rc = err_set(err, nr[i].rc, "node %d: %s", i, nr[i].err);
+            break;
+        }
+        const uint8_t *b = nr[i].out, *end = nr[i].out + nr[i].out_len;
+        size_t need = sizeof(mpc_op_stat) * (1 + p->n_ops);
+        out->ops[i] = calloc(p->n_ops + 1, sizeof(mpc_op_stat));
+        if (!out->ops[i] || (size_t)(end - b) < need) {
+            rc = err_set(err, MS_ERR_INTERNAL, "node %d: short report", i);
+            break;
+        }
+        memcpy(&out->setup[i], b, sizeof(mpc_op_stat));
+        memcpy(out->ops[i], b + sizeof(mpc_op_stat), sizeof(mpc_op_stat) * p->n_ops);
+        b += need;
+        if (!open_results)
+            continue;
+        size_t total = (size_t)(end - b) / sizeof(uint64_t) + 1;
+        out->vals[i] = calloc(total, sizeof(uint64_t));
+        uint64_t *dst = out->vals[i];
+        for (size_t k = 0; dst && k < p->n_ops && b + sizeof(size_t) <= end; k++) {
+            size_t n;
+            memcpy(&n, b, sizeof n);
+            b += sizeof n;
+            if ((size_t)(end - b) < n * sizeof(uint64_t))
+                break;
+            memcpy(dst, b, n * sizeof(uint64_t));
+            dst += n;
+            b += n * sizeof(uint64_t);
+        }
+    }
+    mpc_node_results_free(nr, nodes);
+    if (rc)
+        mpc_local_run_free(out);
+    return rc;
+}
+
+void mpc_local_run_free(mpc_local_run *r)
+{
+    for (int i = 0; i < MPC_NODES_MAX; i++) {
+        free(r->ops[i]);
+        free(r->vals[i]);
+        r->ops[i] = NULL;
+        r->vals[i] = NULL;
     }
 }

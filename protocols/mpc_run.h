@@ -44,6 +44,12 @@ typedef struct mpc_program_run {
 /* Shares the bound tensors and opens the beaver-cache masks (setup traffic). */
 int mpc_run_setup(eng *e, mpc_net *net, const op_program *p, mpc_tensor_fn fn, void *ctx,
                   mpc_program_run *r, errbuf *err);
+/* The same for the next program of a session (the next decode step): every OPT_WEIGHT and
+ * OPT_CACHE tensor whose name and size match one of prev's takes over prev's shares (moved out
+ * of prev, no traffic), and cached weight masks are reused by name; the rest is bound as above.
+ * prev may be NULL. */
+int mpc_run_setup_from(eng *e, mpc_net *net, const op_program *p, mpc_tensor_fn fn, void *ctx,
+                       mpc_program_run *prev, mpc_program_run *r, errbuf *err);
 /* Executes ops [from, to) through kern_exec, measuring each. */
 int mpc_run_ops(eng *e, mpc_net *net, mpc_program_run *r, size_t from, size_t to, errbuf *err);
 /* Opens tensor tid to every party (outside the program: not counted in any op). */
@@ -89,5 +95,21 @@ typedef struct mpc_node_result {
 int mpc_launch_run(const mpc_launch *l, mpc_node_fn fn, void *arg, mpc_node_result *res,
                    int *n_nodes, errbuf *err);
 void mpc_node_results_free(mpc_node_result *res, int n);
+
+/* A whole op program on a loopback session: every node binds its tensors through fn (called
+ * in the forked nodes), runs setup and every op, and reports. With open_results, every op's
+ * result is also opened to all after the program (uncounted) so callers can compare values;
+ * REVEAL results are the revealed plaintext at the parties that received them. */
+typedef struct mpc_local_run {
+    int n_nodes, n_parties;
+    mpc_op_stat *ops[MPC_NODES_MAX];    /* [node][op] */
+    mpc_op_stat setup[MPC_NODES_MAX];
+    uint64_t *vals[MPC_NODES_MAX];      /* [node]: op results in op order, each op_out_elems long
+                                         * (NULL unless open_results) */
+} mpc_local_run;
+
+int mpc_run_local(const mpc_launch *l, const op_program *p, mpc_tensor_fn fn, void *ctx,
+                  int open_results, mpc_local_run *out, errbuf *err);
+void mpc_local_run_free(mpc_local_run *r);
 
 #endif

@@ -5,6 +5,7 @@
  * drawn from P0's seed, P1's from P1's, and the dealer sends P1 only the correction. The draw
  * order of each primitive is the same on the party and on the dealer, which keeps the streams
  * in step without any party→dealer message. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,7 +13,8 @@
 #include "mpc_local.h"
 
 typedef struct fixed_ent {
-    uint32_t id;
+    uint32_t id;    /* tensor id in the current program (UINT32_MAX: not bound) */
+    char name[48];  /* the tensor's name: the key across programs (empty: id only) */
     size_t n;
     uint64_t *B; /* party: its share of the mask; dealer: the whole mask B0 + B1 */
     uint64_t *F; /* party: the opened Y − B */
@@ -157,14 +159,14 @@ static int s_mul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
     }
     mpc_prg_u64(&s->corr, a, n);
     mpc_prg_u64(&s->corr, b, n);
-    if ((rc = corr_last(s, c, n)))
-        return rc;
     for (size_t i = 0; i < n; i++) {
         snd[i] = x->s[0][i] - a[i];
         snd[n + i] = y->s[0][i] - b[i];
     }
-    /* COST: SPU semi2k mul_aa: 1 round, 16n each way (x−a, y−b) */
-    if ((rc = x2(s, snd, 16 * n, rcv, 16 * n)) || (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
+    /* COST: SPU semi2k mul_aa: 1 round, 16n each way (x−a, y−b). c is taken after the round,
+     * so P1 never waits for the dealer before sending. */
+    if ((rc = x2(s, snd, 16 * n, rcv, 16 * n)) || (rc = corr_last(s, c, n)) ||
+        (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
         return rc;
     int p0 = s->c.party == 0;
     for (size_t i = 0; i < n; i++) {
@@ -192,12 +194,11 @@ static int s_square(eng *e, mpc_val *z, const mpc_val *x)
         return dealer_done(s, z, n, DOM_ARITH, c, n);
     }
     mpc_prg_u64(&s->corr, a, n);
-    if ((rc = corr_last(s, c, n)))
-        return rc;
     for (size_t i = 0; i < n; i++)
         snd[i] = x->s[0][i] - a[i];
     /* COST: SPU semi2k square: 1 round, 8n each way (x−a) */
-    if ((rc = x2(s, snd, 8 * n, rcv, 8 * n)) || (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
+    if ((rc = x2(s, snd, 8 * n, rcv, 8 * n)) || (rc = corr_last(s, c, n)) ||
+        (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
         return rc;
     int p0 = s->c.party == 0;
     for (size_t i = 0; i < n; i++) {
@@ -231,14 +232,13 @@ static int s_and(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
     }
     mpc_prg_u64(&s->corr, a, n);
     mpc_prg_u64(&s->corr, b, n);
-    if ((rc = corr_last(s, c, n)))
-        return rc;
     for (size_t i = 0; i < n; i++) {
         snd[i] = x->s[0][i] ^ a[i];
         snd[n + i] = y->s[0][i] ^ b[i];
     }
     /* COST: SPU semi2k and_bb: 1 round, 16n each way */
-    if ((rc = x2(s, snd, 16 * n, rcv, 16 * n)) || (rc = mpc_ensure(&s->c, z, n, DOM_BOOL)))
+    if ((rc = x2(s, snd, 16 * n, rcv, 16 * n)) || (rc = corr_last(s, c, n)) ||
+        (rc = mpc_ensure(&s->c, z, n, DOM_BOOL)))
         return rc;
     uint64_t p0 = s->c.party == 0 ? ~0ull : 0;
     for (size_t i = 0; i < n; i++) {
@@ -259,7 +259,7 @@ static fixed_ent *fixed_find(s2k *s, uint32_t id)
 }
 
 /* Opens Y − B for a fixed operand once (setup round). */
-static int fixed_setup(s2k *s, uint32_t id, const mpc_val *y, fixed_ent **out)
+static int fixed_setup(s2k *s, uint32_t id, const char *name, const mpc_val *y, fixed_ent **out)
 {
     if (s->n_fx == s->cap_fx) {
         size_t cap = s->cap_fx ? 2 * s->cap_fx : 16;
@@ -272,6 +272,7 @@ static int fixed_setup(s2k *s, uint32_t id, const mpc_val *y, fixed_ent **out)
     size_t n = y->n;
     fixed_ent *f = &s->fx[s->n_fx];
     f->id = id;
+    snprintf(f->name, sizeof f->name, "%s", name ? name : "");
     f->n = n;
     f->B = malloc(n * 8);
     f->F = is_dealer(s) ? NULL : malloc(n * 8);
@@ -313,110 +314,120 @@ static int fixed_setup(s2k *s, uint32_t id, const mpc_val *y, fixed_ent **out)
     return MS_OK;
 }
 
-/* Beaver matrix triple (A, B, C = A·B). y holds y_inst instances shared by consecutive
- * instances of x (op.h); its mask is opened once whatever the sharing: 8(b·mk + |y|) each way,
- * or 8b·mk with the beaver cache (PRIMITIVES.md). */
-static int s_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint32_t batch,
-                    uint32_t m, uint32_t k, uint32_t n, uint32_t flags, uint32_t y_id)
+/* The shape of one matmul call: batch instances of (m×k)·(k×n); y holds yb instances. */
+typedef struct mm_shape {
+    uint32_t batch, m, k, n, yb;
+    int tb;
+    size_t nx, ny, nz;
+} mm_shape;
+
+static int oom(s2k *s) { return mpc_fail(&s->c, MS_ERR_NOMEM, "semi2k matmul: out of memory"); }
+
+/* Dealer: A = A0 + A1, B = B0 + B1 (or the cached mask), C1 = A·B − C0 to P1.
+ * COST: matmul offline: 8bmn dealer→P1 (C correction). */
+static int mm_dealer(s2k *s, mpc_val *z, const mm_shape *sh, const fixed_ent *f)
 {
-    s2k *s = S(e);
-    size_t nx = (size_t)batch * m * k, nz = (size_t)batch * m * n, kn = (size_t)k * n;
-    uint32_t yb = mpc_mm_y_inst(y->n, batch, kn);
-    int tb = (flags & OPF_TRANS_B) != 0;
-    if (x->n < nx || !yb)
-        return mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k matmul: %u×(%u×%u)·(%u×%u) with operands of %zu and %zu elements",
-                        batch, m, k, k, n, x->n, y->n);
-    int cached = (flags & OPF_FIXED_B) && e->cfg.beaver_cache;
-    size_t ny = y->n;
-    fixed_ent *f = NULL;
-    int rc = MS_OK;
-    if (cached && !(f = fixed_find(s, y_id)) && (rc = fixed_setup(s, y_id, y, &f)))
-        return rc;
-    if (f && f->n != ny)
-        return mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k matmul: fixed operand %u changed size", y_id);
-    uint64_t *A = malloc(nx * 8), *B = f ? f->B : malloc(ny * 8), *C = calloc(nz ? nz : 1, 8);
-    uint64_t *snd = malloc((nx + (f ? 0 : ny)) * 8 + 8), *rcv = malloc((nx + (f ? 0 : ny)) * 8 + 8);
-    if (!A || !B || !C || !snd || !rcv) {
-        rc = mpc_fail(&s->c, MS_ERR_NOMEM, "semi2k matmul: out of memory");
-        goto out;
-    }
-    if (is_dealer(s)) { /* COST: matmul offline: 8bmn dealer→P1 (C correction) */
-        mpc_prg_u64(&s->dcorr[0], A, nx);
+    uint64_t *A = malloc(sh->nx * 8 + 8), *A1 = malloc(sh->nx * 8 + 8), *C = calloc(sh->nz + 1, 8);
+    uint64_t *C0 = malloc(sh->nz * 8 + 8), *B = f ? f->B : malloc(sh->ny * 8 + 8);
+    uint64_t *B1 = f ? NULL : malloc(sh->ny * 8 + 8);
+    int rc = (!A || !A1 || !C || !C0 || !B || (!f && !B1)) ? oom(s) : MS_OK;
+    if (!rc) {
+        mpc_prg_u64(&s->dcorr[0], A, sh->nx); /* P0's draw order: A, B, C */
         if (!f)
-            mpc_prg_u64(&s->dcorr[0], B, ny);
-        uint64_t *C0 = rcv;
-        free(rcv);
-        rcv = C0 = malloc(nz * 8 + 8);
-        if (!C0) {
-            rc = mpc_fail(&s->c, MS_ERR_NOMEM, "semi2k matmul: out of memory");
-            goto out;
-        }
-        mpc_prg_u64(&s->dcorr[0], C0, nz);
-        mpc_prg_u64(&s->dcorr[1], snd, nx);
-        for (size_t i = 0; i < nx; i++)
-            A[i] += snd[i];
+            mpc_prg_u64(&s->dcorr[0], B, sh->ny);
+        mpc_prg_u64(&s->dcorr[0], C0, sh->nz);
+        mpc_prg_u64(&s->dcorr[1], A1, sh->nx); /* P1's: A, B */
+        for (size_t i = 0; i < sh->nx; i++)
+            A[i] += A1[i];
         if (!f) {
-            uint64_t *B1 = malloc(ny * 8);
-            if (!B1) {
-                rc = mpc_fail(&s->c, MS_ERR_NOMEM, "semi2k matmul: out of memory");
-                goto out;
-            }
-            mpc_prg_u64(&s->dcorr[1], B1, ny);
-            for (size_t i = 0; i < ny; i++)
+            mpc_prg_u64(&s->dcorr[1], B1, sh->ny);
+            for (size_t i = 0; i < sh->ny; i++)
                 B[i] += B1[i];
-            free(B1);
         }
-        mpc_mm_batch(C, A, B, batch, m, k, n, tb, yb);
-        for (size_t i = 0; i < nz; i++)
+        mpc_mm_batch(C, A, B, sh->batch, sh->m, sh->k, sh->n, sh->tb, sh->yb);
+        for (size_t i = 0; i < sh->nz; i++)
             C[i] -= C0[i];
-        rc = mpc_ensure(&s->c, z, nz, DOM_ARITH);
-        if (!rc)
-            rc = to_p1(s, C, nz);
-        goto out;
+        rc = dealer_done(s, z, sh->nz, DOM_ARITH, C, sh->nz);
     }
+    free(A), free(A1), free(C), free(C0), free(B1);
+    if (!f)
+        free(B);
+    return rc;
+}
+
+/* Party: open E = X − A (and F = Y − B unless cached), then
+ * Z = C + E·B_i + A_i·F (+ E·F at P0), computed as P0: E·(B0 + F) + A0·F, P1: E·B1 + A1·F.
+ * With the beaver cache F is known before the round: A_i·F and B0 + F are done first, so only
+ * E·B' is left once E arrives. */
+static int mm_party(s2k *s, mpc_val *z, const mpc_val *x, const mpc_val *y, const mm_shape *sh,
+                    const fixed_ent *f)
+{
+    size_t nx = sh->nx, ny = sh->ny, msg = (nx + (f ? 0 : ny)) * 8;
+    uint64_t *A = malloc(nx * 8 + 8), *B = f ? f->B : malloc(ny * 8 + 8), *C = calloc(sh->nz + 1, 8);
+    uint64_t *snd = malloc(msg + 8), *rcv = malloc(msg + 8), *Bp = NULL;
+    int rc = (!A || !B || !C || !snd || !rcv) ? oom(s) : MS_OK;
+    if (rc)
+        goto out;
     mpc_prg_u64(&s->corr, A, nx);
     if (!f)
         mpc_prg_u64(&s->corr, B, ny);
-    if ((rc = corr_last(s, C, nz)))
-        goto out;
     for (size_t i = 0; i < nx; i++)
         snd[i] = x->s[0][i] - A[i];
-    if (!f)
-        for (size_t i = 0; i < ny; i++)
-            snd[nx + i] = y->s[0][i] - B[i];
-    size_t msg = (nx + (f ? 0 : ny)) * 8;
+    for (size_t i = 0; !f && i < ny; i++)
+        snd[nx + i] = y->s[0][i] - B[i];
+    if (f)
+        mpc_mm_batch(C, A, f->F, sh->batch, sh->m, sh->k, sh->n, sh->tb, sh->yb);
     /* COST: SPU semi2k mmul_aa: 1 round, 8(b·mk + |y|) each way; with the beaver cache 8bmk */
     if ((rc = x2(s, snd, msg, rcv, msg)))
         goto out;
     for (size_t i = 0; i < msg / 8; i++)
         rcv[i] += snd[i]; /* E (then F) opened */
     const uint64_t *E = rcv, *F = f ? f->F : rcv + nx;
-    /* Z = C + E·B_i + A_i·F (+ E·F at P0), as P0: E·(B0 + F) + A0·F, P1: E·B1 + A1·F. */
-    uint64_t *Bp = B;
+    if (!f)
+        mpc_mm_batch(C, A, F, sh->batch, sh->m, sh->k, sh->n, sh->tb, sh->yb);
     if (s->c.party == 0) {
-        Bp = malloc(ny * 8);
-        if (!Bp) {
-            rc = mpc_fail(&s->c, MS_ERR_NOMEM, "semi2k matmul: out of memory");
+        if (!(Bp = malloc(ny * 8 + 8))) {
+            rc = oom(s);
             goto out;
         }
         for (size_t i = 0; i < ny; i++)
             Bp[i] = B[i] + F[i];
     }
-    mpc_mm_batch(C, E, Bp, batch, m, k, n, tb, yb);
-    mpc_mm_batch(C, A, F, batch, m, k, n, tb, yb);
-    if (Bp != B)
-        free(Bp);
-    if ((rc = mpc_ensure(&s->c, z, nz, DOM_ARITH)))
+    mpc_mm_batch(C, E, Bp ? Bp : B, sh->batch, sh->m, sh->k, sh->n, sh->tb, sh->yb);
+    /* the triple's C: P0 draws it from its seed, P1 receives the dealer's correction (nothing
+     * else is drawn in between, so the stream order is that of the dealer) */
+    if ((rc = mpc_ensure(&s->c, z, sh->nz, DOM_ARITH)) || (rc = corr_last(s, z->s[0], sh->nz)))
         goto out;
-    memcpy(z->s[0], C, nz * 8);
+    for (size_t i = 0; i < sh->nz; i++)
+        z->s[0][i] += C[i];
 out:
-    free(A);
+    free(A), free(C), free(snd), free(rcv), free(Bp);
     if (!f)
         free(B);
-    free(C);
-    free(snd);
-    free(rcv);
     return rc;
+}
+
+/* Beaver matrix triple (A, B, C = A·B). y holds yb instances shared by consecutive instances of
+ * x (op.h); its mask is opened once whatever the sharing: 8(b·mk + |y|) each way, or 8b·mk with
+ * the beaver cache (PRIMITIVES.md). */
+static int s_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint32_t batch,
+                    uint32_t m, uint32_t k, uint32_t n, uint32_t flags, uint32_t y_id)
+{
+    s2k *s = S(e);
+    mm_shape sh = {batch, m, k, n, 0, (flags & OPF_TRANS_B) != 0, (size_t)batch * m * k, y->n,
+                   (size_t)batch * m * n};
+    sh.yb = mpc_mm_y_inst(y->n, batch, (size_t)k * n);
+    if (x->n < sh.nx || !sh.yb)
+        return mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k matmul: %u×(%u×%u)·(%u×%u) with operands of %zu and %zu elements",
+                        batch, m, k, k, n, x->n, y->n);
+    fixed_ent *f = NULL;
+    int rc;
+    if ((flags & OPF_FIXED_B) && e->cfg.beaver_cache && !(f = fixed_find(s, y_id)) &&
+        (rc = fixed_setup(s, y_id, NULL, y, &f)))
+        return rc;
+    if (f && f->n != sh.ny)
+        return mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k matmul: fixed operand %u changed size", y_id);
+    return is_dealer(s) ? mm_dealer(s, z, &sh, f) : mm_party(s, z, x, y, &sh, f);
 }
 
 /* ---------------------------------------------------------------- truncation, b2a */
@@ -455,14 +466,11 @@ static int s_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
     }
     int p0 = s->c.party == 0;
     mpc_prg_u64(&s->corr, r, n);
-    if (p0)
-        mpc_prg_u64(&s->corr, bm, 2 * n);
-    else if ((rc = from_dealer(s, bm, 2 * n)))
-        return rc;
     for (size_t i = 0; i < n; i++)
         snd[i] = x->s[0][i] + r[i] + (p0 ? 1ull << 62 : 0);
     /* COST: TruncPr (eprint 2020/338 §5.1): 1 round, 8n each way, c = x + 2^(ℓ−2) + r */
-    if ((rc = x2(s, snd, 8 * n, rcv, 8 * n)) || (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
+    if ((rc = x2(s, snd, 8 * n, rcv, 8 * n)) || (rc = corr_last(s, bm, 2 * n)) ||
+        (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
         return rc;
     uint64_t off = 1ull << (62 - bits), hi = 1ull << (63 - bits);
     for (size_t i = 0; i < n; i++) {
@@ -491,12 +499,11 @@ static int s_b2a(eng *e, mpc_val *z, const mpc_val *x)
         return dealer_done(s, z, n, DOM_ARITH, ra, n);
     }
     mpc_prg_u64(&s->corr, rb, n);
-    if ((rc = corr_last(s, ra, n)))
-        return rc;
     for (size_t i = 0; i < n; i++)
         snd[i] = (x->s[0][i] ^ rb[i]) & 1;
     /* COST: SPU semi2k B2A_Randbit: 1 round, 8n each way (c = x ^ r) */
-    if ((rc = x2(s, snd, 8 * n, rcv, 8 * n)) || (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
+    if ((rc = x2(s, snd, 8 * n, rcv, 8 * n)) || (rc = corr_last(s, ra, n)) ||
+        (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
         return rc;
     int p0 = s->c.party == 0;
     for (size_t i = 0; i < n; i++) {
@@ -532,13 +539,30 @@ static const eng_vt semi2k_vt = {
 
 /* ---------------------------------------------------------------- construction */
 
-int mpc_semi2k_setup_fixed(eng *e, uint32_t y_id, const mpc_val *y)
+/* The key across programs is the name: a weight keeps its opened mask from one program (step)
+ * to the next under whatever tensor id the new program gives it. Names and shapes are public,
+ * so every node (the dealer too) makes the same decision. */
+int mpc_semi2k_setup_fixed(eng *e, uint32_t y_id, const mpc_val *y, const char *name)
 {
     s2k *s = S(e);
     fixed_ent *f;
-    if (!e->cfg.beaver_cache || fixed_find(s, y_id))
+    if (!e->cfg.beaver_cache)
         return MS_OK;
-    return fixed_setup(s, y_id, y, &f);
+    for (size_t i = 0; name && name[0] && i < s->n_fx; i++)
+        if (!strcmp(s->fx[i].name, name) && s->fx[i].n == y->n) {
+            s->fx[i].id = y_id;
+            return MS_OK;
+        }
+    if ((f = fixed_find(s, y_id)))
+        return MS_OK;
+    return fixed_setup(s, y_id, name, y, &f);
+}
+
+void mpc_semi2k_unbind_fixed(eng *e)
+{
+    s2k *s = S(e);
+    for (size_t i = 0; i < s->n_fx; i++)
+        s->fx[i].id = UINT32_MAX;
 }
 
 void mpc_semi2k_free(eng *e)

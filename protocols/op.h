@@ -23,7 +23,10 @@
  *     position · farg^(-2i/k) (farg = theta), as llama2.c's run.c;
  *   - VIEW copies in0 into out starting at row iarg of out (appending this step's keys to the
  *     cache at row kv_len), or, when out is smaller than in0, takes out's rows from in0 starting
- *     at row iarg (a public slice); it never communicates.
+ *     at row iarg of each batch instance (a public slice); with OPF_SPLIT_HEADS or
+ *     OPF_MERGE_HEADS it moves heads between the feature and the batch dimension
+ *     (batch = sequences·heads, m = tokens, n = head size), appending at row iarg when out is
+ *     larger (the KV cache); it never communicates.
  *
  * Text form (op_write / op_read), one item per line, '#' comments:
  *   mpcsim-op-program 1
@@ -127,6 +130,8 @@ typedef enum op_dom { DOM_ARITH, DOM_BOOL } op_dom;
 #define OPF_PUBLIC_B  0x2u /* right operand is public */
 #define OPF_NO_TRUNC  0x4u /* integer product, no fixed-point truncation (one-hot, masks) */
 #define OPF_TRANS_B   0x8u /* right operand is used transposed (q·Kᵀ) */
+#define OPF_SPLIT_HEADS 0x10u /* VIEW: (seqs·tokens, heads·n) → (seqs·heads, tokens, n) */
+#define OPF_MERGE_HEADS 0x20u /* VIEW: (seqs·heads, tokens, n) → (seqs·tokens, heads·n) */
 
 typedef struct op_tensor {
     char name[48];

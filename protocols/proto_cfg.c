@@ -34,7 +34,7 @@ static const struct cfg_key {
      "semi2k: reuse a fixed operand's opened mask"},
     {"trunc_local", K_BOOL, offsetof(proto_cfg, trunc_local), 0, 1,
      "semi2k: SecureML local truncation (0 rounds)"},
-    {"approx", K_STR, offsetof(proto_cfg, approx), 0, 0, "activation approximations: puma"},
+    {"approx", K_STR, offsetof(proto_cfg, approx), 0, 0, "activation approximations: puma | sigmoid (SiLU as x·σ(x))"},
 };
 #define N_KEYS (sizeof cfg_keys / sizeof *cfg_keys)
 
@@ -104,9 +104,10 @@ int proto_cfg_set(proto_cfg *cfg, const char *key, const char *value, errbuf *e)
         return MS_OK;
     }
     default:
-        if (strcmp(value, "puma") != 0)
+        if (strcmp(value, "puma") != 0 && strcmp(value, "sigmoid") != 0)
             return err_set(e, MS_ERR_INPUT,
-                           "error: protocol parameter 'approx' must be 'puma', got '%s'", value);
+                           "error: protocol parameter 'approx' must be 'puma' or 'sigmoid', got '%s'",
+                           value);
         snprintf(field, sizeof cfg->approx, "%s", value);
         return MS_OK;
     }

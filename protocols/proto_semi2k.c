@@ -94,21 +94,21 @@ static int s2_square(eng *e, mpc_val *z, const mpc_val *x)
 static int s2_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint32_t batch,
                      uint32_t m, uint32_t k, uint32_t n, uint32_t flags, uint32_t y_id)
 {
-    uint64_t b = batch, mk = (uint64_t)m * k, kn = (uint64_t)k * n, mn = (uint64_t)m * n;
+    uint64_t b = batch, mk = (uint64_t)m * k, mn = (uint64_t)m * n;
     int cached = (flags & OPF_FIXED_B) && e->cfg.beaver_cache;
     PUSH(PRIM_MATMUL);
-    /* a right operand shared by several instances (op.h) is opened once per instance, as SPU
-     * does on the broadcast operand (PRIMITIVES.md: 8b(mk+kn)) */
+    /* a right operand shared by several instances (op.h, GQA) is masked and opened once per
+     * distinct instance: y->n = b_y·kn (PRIMITIVES.md: 8(b·mk + b_y·kn)) */
     if (cached)
         both(r, 8 * b * mk); /* COST: SPU semi2k BeaverCacheKernel: only X - A is opened */
     else
-        both(r, 8 * b * (mk + kn)); /* COST: SPU semi2k mmul_aa: K(N-1)(m+n)k bits */
+        both(r, 8 * (b * mk + y->n)); /* COST: SPU semi2k mmul_aa: K(N-1)(m+n)k bits */
     r->offline[1] = 8 * b * mn;     /* COST: dealer correction C1 = AB - C0 */
     double macs = (double)b * m * k * n;
     r->work[0][WK_MAC] += 3.0 * macs; /* E·B, A·F, E·F (PRIMITIVES.md local work) */
     r->work[1][WK_MAC] += 2.0 * macs;
-    work2(r, (double)b * (mk + kn + mn), (double)b * (mk + kn + mn),
-          8.0 * b * (mk + kn + mn), 8.0 * b * (mk + kn));
+    work2(r, (double)b * (mk + mn) + y->n, (double)b * (mk + mn) + y->n,
+          8.0 * (b * (mk + mn) + y->n), 8.0 * (b * mk + y->n));
     z->n = b * mn;
     z->dom = DOM_ARITH;
     return MS_OK;

@@ -80,6 +80,29 @@ static const char *const migrations[] = {
     "  compute_ns INTEGER NOT NULL,"
     "  comm_ns INTEGER NOT NULL,"
     "  PRIMARY KEY (run_id, phase, layer));",
+    /* 1 → 2: `mpcsim validate` — the simulator's prediction against the real backend's
+     * measurement of the same op program (one row per program or primitive and protocol) */
+    "CREATE TABLE validation ("
+    "  id INTEGER PRIMARY KEY,"
+    "  session TEXT NOT NULL,"
+    "  created TEXT NOT NULL,"
+    "  tool_version TEXT NOT NULL,"
+    "  protocol TEXT NOT NULL,"
+    "  item TEXT NOT NULL,"
+    "  phase TEXT NOT NULL,"
+    "  n INTEGER NOT NULL,"
+    "  kv_len INTEGER NOT NULL,"
+    "  latency_ns INTEGER NOT NULL,"
+    "  bandwidth_bps REAL NOT NULL,"
+    "  shaping TEXT NOT NULL,"
+    "  pred_rounds INTEGER NOT NULL, meas_rounds INTEGER NOT NULL,"
+    "  pred_bytes_p0 INTEGER NOT NULL, meas_bytes_p0 INTEGER NOT NULL,"
+    "  pred_bytes_p1 INTEGER NOT NULL, meas_bytes_p1 INTEGER NOT NULL,"
+    "  pred_bytes_p2 INTEGER NOT NULL, meas_bytes_p2 INTEGER NOT NULL,"
+    "  pred_offline INTEGER NOT NULL, meas_offline INTEGER NOT NULL,"
+    "  pred_ns INTEGER NOT NULL, meas_ns INTEGER NOT NULL,"
+    "  exact INTEGER NOT NULL CHECK (exact IN (0, 1)));"
+    "CREATE INDEX validation_item ON validation(protocol, item);",
 };
 #define N_MIGRATIONS (sizeof migrations / sizeof migrations[0])
 _Static_assert(N_MIGRATIONS == RDB_SCHEMA_VERSION, "one migration per schema version");
@@ -171,36 +194,43 @@ static int is_foreign(rdb *db)
     return n > 0;
 }
 
+/* Brings the schema to RDB_SCHEMA_VERSION, one migration per transaction. The version is read
+ * again inside each write transaction, so two processes opening a new database at once
+ * migrate it once. */
 static int migrate(rdb *db, errbuf *e)
 {
-    int v;
-    int rc = get_version(db, &v, e);
-    if (rc)
-        return rc;
-    if (v > RDB_SCHEMA_VERSION)
-        return err_set(e, MS_ERR_FORMAT,
-                       "%s: results schema version %d is newer than this mpcsim's (%d)\n"
-                       "---> HINT: use a newer mpcsim, or write to another database with -o",
-                       db->path, v, RDB_SCHEMA_VERSION);
-    if (v == 0 && is_foreign(db))
-        return err_set(e, MS_ERR_FORMAT,
-                       "%s: not an mpcsim results database (tables without a schema "
-                       "version)\n---> HINT: choose another output path with -o", db->path);
-    for (; v < RDB_SCHEMA_VERSION; v++) {
-        char pragma[64];
-        snprintf(pragma, sizeof pragma, "PRAGMA user_version = %d;", v + 1);
+    for (;;) {
+        int v, rc;
         if (sqlite3_exec(db->h, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
             return DB_ERR(db, e, "starting a migration");
-        if (sqlite3_exec(db->h, migrations[v], NULL, NULL, NULL) != SQLITE_OK ||
-            sqlite3_exec(db->h, pragma, NULL, NULL, NULL) != SQLITE_OK) {
-            rc = DB_ERR(db, e, "migrating the schema");
+        if ((rc = get_version(db, &v, e)) == MS_OK) {
+            if (v > RDB_SCHEMA_VERSION)
+                rc = err_set(e, MS_ERR_FORMAT,
+                             "%s: results schema version %d is newer than this mpcsim's (%d)\n"
+                             "---> HINT: use a newer mpcsim, or write to another database "
+                             "with -o", db->path, v, RDB_SCHEMA_VERSION);
+            else if (v == 0 && is_foreign(db))
+                rc = err_set(e, MS_ERR_FORMAT,
+                             "%s: not an mpcsim results database (tables without a schema "
+                             "version)\n---> HINT: choose another output path with -o",
+                             db->path);
+        }
+        if (rc == MS_OK && v < RDB_SCHEMA_VERSION) {
+            char pragma[64];
+            snprintf(pragma, sizeof pragma, "PRAGMA user_version = %d;", v + 1);
+            if (sqlite3_exec(db->h, migrations[v], NULL, NULL, NULL) != SQLITE_OK ||
+                sqlite3_exec(db->h, pragma, NULL, NULL, NULL) != SQLITE_OK)
+                rc = DB_ERR(db, e, "migrating the schema");
+        }
+        if (rc) {
             sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
             return rc;
         }
         if (sqlite3_exec(db->h, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
             return DB_ERR(db, e, "committing a migration");
+        if (v >= RDB_SCHEMA_VERSION)
+            return MS_OK;
     }
-    return MS_OK;
 }
 
 int rdb_open(const char *path, int create, rdb **out, errbuf *e)
@@ -640,4 +670,48 @@ int rdb_metric_lower_is_better(const char *name)
 {
     return strstr(name, "err") || strstr(name, "kl") || strstr(name, "ppl") ||
            strstr(name, "perplex");
+}
+
+/* ---- validation rows ----------------------------------------------------------------------- */
+
+int rdb_validation_put(rdb *db, const rdb_validation *v, errbuf *e)
+{
+    static const char sql[] =
+        "INSERT INTO validation(session, created, tool_version, protocol, item, phase, n, kv_len, "
+        "latency_ns, bandwidth_bps, shaping, pred_rounds, meas_rounds, pred_bytes_p0, "
+        "meas_bytes_p0, pred_bytes_p1, meas_bytes_p1, pred_bytes_p2, meas_bytes_p2, "
+        "pred_offline, meas_offline, pred_ns, meas_ns, exact) VALUES "
+        "(?1,datetime('now'),?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,"
+        "?20,?21,?22,?23)";
+    sqlite3_stmt *s;
+    if (sqlite3_prepare_v2(db->h, sql, -1, &s, NULL) != SQLITE_OK)
+        return DB_ERR(db, e, "preparing a validation row");
+    int exact = v->pred.rounds == v->meas.rounds;
+    for (int i = 0; i < RDB_PARTIES; i++)
+        exact &= v->pred.bytes[i] == v->meas.bytes[i];
+    exact &= v->pred_offline == v->meas_offline;
+    sqlite3_bind_text(s, 1, v->session, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, v->tool_version, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, v->protocol, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 4, v->item, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 5, v->phase, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 6, v->n);
+    sqlite3_bind_int64(s, 7, v->kv_len);
+    sqlite3_bind_int64(s, 8, (sqlite3_int64)v->latency_ns);
+    sqlite3_bind_double(s, 9, v->bandwidth_bps);
+    sqlite3_bind_text(s, 10, v->shaping, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 11, (sqlite3_int64)v->pred.rounds);
+    sqlite3_bind_int64(s, 12, (sqlite3_int64)v->meas.rounds);
+    for (int i = 0; i < RDB_PARTIES; i++) {
+        sqlite3_bind_int64(s, 13 + 2 * i, (sqlite3_int64)v->pred.bytes[i]);
+        sqlite3_bind_int64(s, 14 + 2 * i, (sqlite3_int64)v->meas.bytes[i]);
+    }
+    sqlite3_bind_int64(s, 19, (sqlite3_int64)v->pred_offline);
+    sqlite3_bind_int64(s, 20, (sqlite3_int64)v->meas_offline);
+    sqlite3_bind_int64(s, 21, (sqlite3_int64)v->pred_ns);
+    sqlite3_bind_int64(s, 22, (sqlite3_int64)v->meas_ns);
+    sqlite3_bind_int(s, 23, exact);
+    int rc = sqlite3_step(s) == SQLITE_DONE ? MS_OK : DB_ERR(db, e, "storing a validation row");
+    sqlite3_finalize(s);
+    return rc;
 }

@@ -12,7 +12,7 @@
 
 #include "err.h"
 
-#define RDB_SCHEMA_VERSION 1
+#define RDB_SCHEMA_VERSION 2
 #define RDB_PARTIES 3 /* bytes columns p0, p1, p2 */
 
 typedef struct rdb rdb;
@@ -95,6 +95,26 @@ int rdb_run_done(rdb *db, const char *hash, int *done, errbuf *e);
 int rdb_run_put(rdb *db, const rdb_run *r, int64_t *id, errbuf *e);
 /* Runs stored (any status). */
 int rdb_count_runs(rdb *db, int64_t *n, errbuf *e);
+
+/* One `mpcsim validate` row: predicted (cost engine + simulator) against measured (backend)
+ * figures of one op program or primitive. exact is derived: rounds, bytes and offline equal. */
+typedef struct rdb_validation {
+    const char *session;      /* one invocation, e.g. "20261129T141500-1234" */
+    const char *tool_version;
+    const char *protocol;
+    const char *item;         /* "primitive:mul", "stories260K:prefill", … */
+    const char *phase;        /* "prefill" | "decode" | "-" */
+    int64_t n;                /* elements (primitive) or new tokens (program) */
+    int64_t kv_len;           /* cached entries before the step (programs) */
+    uint64_t latency_ns;      /* one-way latency injected and simulated */
+    double bandwidth_bps;     /* link bandwidth simulated (and shaped when shaping = "tbf") */
+    const char *shaping;      /* "none" | "tbf" */
+    rdb_stats pred, meas;     /* rounds and bytes (compute/comm unused) */
+    uint64_t pred_offline, meas_offline;
+    uint64_t pred_ns, meas_ns;
+} rdb_validation;
+
+int rdb_validation_put(rdb *db, const rdb_validation *v, errbuf *e);
 
 /* Folds the runs of the databases srcs[0..n) into db, all in one transaction, skipping config
  * hashes already present (an ok run replaces a failed one, never the reverse). A source whose

@@ -2,14 +2,14 @@
 # (all parties) and, when there is any, offline (dealer/preprocessing) bytes. Data:
 # datadir/comm.dat, one block per series (x, online GB, offline GB); nb (blocks), has_offline,
 # xlabel_text.
-width = has_offline ? 1120 : 620
-height = 440
+width = has_offline ? 1500 : 780
+height = 460
 load scriptdir."/plot_common.gp"
 set multiplot layout 1, (has_offline ? 2 : 1) title "Communication vs sequence length"
 set logscale x 2
 set logscale y
 set xlabel xlabel_text
-set key top left
+set key outside right top noenhanced
 f = datadir."/comm.dat"
 set title "online (all parties)"
 set ylabel "GB"

@@ -100,14 +100,29 @@ static int list_policies(void)
 {
     size_t n;
     const policy_ops *const *all = policy_all(&n);
+    printf("%-14s %s\n    %-18s %-10s %-20s %s\n", "policy", "summary", "parameter", "default",
+           "accepted", "meaning");
     for (size_t i = 0; i < n; i++) {
         size_t np;
         const policy_param *pp = policy_params(all[i], &np);
         printf("%-14s %s\n", policy_name(all[i]), policy_summary(all[i]));
-        for (size_t k = 0; k < np; k++)
-            printf("    %-18s %-10s %s\n", pp[k].key, pp[k].def ? pp[k].def : "",
+        for (size_t k = 0; k < np; k++) {
+            char range[96];
+            if (pp[k].choices)
+                snprintf(range, sizeof range, "%s", pp[k].choices);
+            else
+                snprintf(range, sizeof range, "%g..%g", pp[k].lo, pp[k].hi);
+            printf("    %-18s %-10s %-20s %s\n", pp[k].key, pp[k].def ? pp[k].def : "", range,
                    pp[k].help ? pp[k].help : "");
+        }
     }
+    size_t nr;
+    const policy_param *rp = policy_replay_params(&nr);
+    if (nr)
+        printf("every policy also takes (the replay's own):\n");
+    for (size_t k = 0; k < nr; k++)
+        printf("    %-18s %-10s %g..%-17g %s\n", rp[k].key, rp[k].def ? rp[k].def : "",
+               rp[k].lo, rp[k].hi, rp[k].help ? rp[k].help : "");
     return 0;
 }
 

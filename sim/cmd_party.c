@@ -25,7 +25,7 @@ typedef struct party_args {
     const char *protocol, *peers, *program;
     int id, dealer, demo, print_outputs, have_seed;
     unsigned long long seed;
-    int timeout_ms;
+    int timeout_ms, connect_ms;
     double latency_ms;
     bind_file binds[32];
     int n_binds;
@@ -53,6 +53,7 @@ static void usage(FILE *f)
             "                        with reals in [-1, 1) drawn from seed S (demos, benchmarks)\n"
             "      --set KEY=VALUE   protocol parameter (frac_bits, trunc_local, beaver_cache, …)\n"
             "      --timeout-ms N    a peer silent for N ms is an error (default 5000)\n"
+            "      --connect-timeout-ms N  how long to wait for every peer to start (default 10000)\n"
             "      --latency-ms X    inject X ms one-way latency per round message\n"
             "      --print-outputs   print the values revealed to this party\n"
             "  -h, --help            this help\n\n"
@@ -206,7 +207,7 @@ static int party_work(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
 
 /* ---------------------------------------------------------------- options */
 
-enum { O_DEALER = 256, O_PEERS, O_PROGRAM, O_DEMO, O_BIND, O_RANDOM, O_SET, O_TIMEOUT, O_LATENCY, O_PRINT };
+enum { O_DEALER = 256, O_PEERS, O_PROGRAM, O_DEMO, O_BIND, O_RANDOM, O_SET, O_TIMEOUT, O_LATENCY, O_PRINT, O_CONNECT };
 
 static int parse_args(int argc, char **argv, party_args *a, errbuf *e)
 {
@@ -216,7 +217,8 @@ static int parse_args(int argc, char **argv, party_args *a, errbuf *e)
         {"program", required_argument, 0, O_PROGRAM}, {"demo", no_argument, 0, O_DEMO},
         {"bind", required_argument, 0, O_BIND}, {"random-inputs", required_argument, 0, O_RANDOM},
         {"set", required_argument, 0, O_SET}, {"timeout-ms", required_argument, 0, O_TIMEOUT},
-        {"latency-ms", required_argument, 0, O_LATENCY}, {"print-outputs", no_argument, 0, O_PRINT},
+        {"latency-ms", required_argument, 0, O_LATENCY},
+        {"connect-timeout-ms", required_argument, 0, O_CONNECT}, {"print-outputs", no_argument, 0, O_PRINT},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     char *sets[32];
     int n_sets = 0, c;
@@ -261,6 +263,11 @@ static int parse_args(int argc, char **argv, party_args *a, errbuf *e)
             if (parse_i64(optarg, &v) || v < 1 || v > 3600000)
                 return err_set(e, MS_ERR_USAGE, "--timeout-ms wants 1..3600000, not '%s'", optarg);
             a->timeout_ms = (int)v;
+            break;
+        case O_CONNECT:
+            if (parse_i64(optarg, &v) || v < 1 || v > 3600000)
+                return err_set(e, MS_ERR_USAGE, "--connect-timeout-ms wants 1..3600000, not '%s'", optarg);
+            a->connect_ms = (int)v;
             break;
         case O_LATENCY:
             if (parse_double(optarg, &a->latency_ms) || a->latency_ms < 0 || a->latency_ms > 60000)
@@ -327,6 +334,8 @@ int cmd_party(int argc, char **argv)
         mpc_net_cfg_init(&nc, a.dealer ? 2 : a.id, 3);
         nc.n_parties = !strcmp(a.cfg.name, "semi2k") ? 2 : 3;
         nc.timeout_ms = a.timeout_ms;
+        if (a.connect_ms)
+            nc.connect_timeout_ms = a.connect_ms;
         nc.latency_ns = (uint64_t)llround(a.latency_ms * 1e6);
         if (!rc)
             rc = mpc_net_parse_peers(&nc, a.peers, 3, &e);

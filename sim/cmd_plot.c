@@ -341,6 +341,29 @@ static int bars_fill(plot_ctx *c, const char *figure, int64_t x, bars *b)
     return 0;
 }
 
+/* Drops the categories that are zero in every bar of both figures (same categories, same
+ * colours in both panels). */
+static void bars_drop_zero(bars *a, bars *b)
+{
+    int kept = 0;
+    for (int k = 0; k < a->nc && k < b->nc; k++) {
+        double sum = 0;
+        for (int l = 0; l < a->nl; l++)
+            sum += a->v[l][k];
+        for (int l = 0; l < b->nl; l++)
+            sum += b->v[l][k];
+        if (sum == 0)
+            continue;
+        for (bars *x = a; x; x = x == a ? b : NULL) {
+            for (int l = 0; l < x->nl; l++)
+                x->v[l][kept] = x->v[l][k];
+            memcpy(x->cat[kept], x->cat[k], sizeof x->cat[k]);
+        }
+        kept++;
+    }
+    a->nc = b->nc = kept;
+}
+
 static int bars_write(const bars *b, const char *path)
 {
     FILE *f = fopen(path, "w");
@@ -368,6 +391,7 @@ static void plot_breakdown(plot_ctx *c)
     if (bars_fill(c, "b.compute_ns + b.comm_ns", x, &t) ||
         bars_fill(c, "b.bytes_p0 + b.bytes_p1 + b.bytes_p2", x, &by))
         return (void)c->failed++;
+    bars_drop_zero(&t, &by);
     snprintf(path, sizeof path, "%s/bd_time.dat", c->tmp);
     int rc = bars_write(&t, path);
     snprintf(path, sizeof path, "%s/bd_bytes.dat", c->tmp);
@@ -383,7 +407,7 @@ static void plot_breakdown(plot_ctx *c)
 /* The accuracy metric to plot: a preferred one if present, else the first accuracy metric. */
 static int pareto_metric(plot_ctx *c, char *out, size_t n)
 {
-    static const char *const pref[] = {"mass_recall", "attn_mass_recall", "top1_agree",
+    static const char *const pref[] = {"attn_mass_recall", "mass_recall", "top1_agreement",
                                        "topk_recall", "logit_kl", "attn_out_rel_err"};
     sqlite3_stmt *s;
     char names[64][48];

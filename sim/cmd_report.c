@@ -300,8 +300,19 @@ int cmd_report(int argc, char **argv)
     }
     if (!st)
         tab_print(&t, csv, stdout);
-    if (!st && !csv)
-        printf("%zu run%s\n", t.rows - 1, t.rows == 2 ? "" : "s");
+    if (!st && !csv) {
+        sqlite3_stmt *f;
+        long long failed = 0;
+        if (sqlite3_prepare_v2(h, "SELECT count(*) FROM runs WHERE status = 'failed'", -1, &f,
+                               NULL) == SQLITE_OK && sqlite3_step(f) == SQLITE_ROW)
+            failed = sqlite3_column_int64(f, 0);
+        sqlite3_finalize(f);
+        printf("%zu run%s", t.rows - 1, t.rows == 2 ? "" : "s");
+        if (failed)
+            printf(", %lld failed (why: SELECT grid_index, error FROM runs WHERE status = "
+                   "'failed')", failed);
+        putchar('\n');
+    }
     tab_free(&t);
     rdb_close(db);
     return st;

@@ -48,6 +48,9 @@ static void run_usage(FILE *f)
             "      --shard K/N   only runs whose index %% N == K-1 (1 <= K <= N): for Slurm\n"
             "                    arrays, GNU parallel or mpirun; give each shard its own -o and\n"
             "                    fold them with `mpcsim merge`\n"
+            "      --shard auto  K/N from the launcher: OMPI_COMM_WORLD_RANK/SIZE (mpirun),\n"
+            "                    PMI_RANK/SIZE, SLURM_ARRAY_TASK_ID/COUNT, SLURM_PROCID/NTASKS\n"
+            "                    (-o may then contain {shard}, replaced by K)\n"
             "      --dry-run     print the expanded runs (hash and summary) and write nothing\n"
             "  -v, --verbose     with --dry-run: print each run's resolved YAML\n"
             "  -q, --quiet       no progress bar and no summary\n"
@@ -55,10 +58,35 @@ static void run_usage(FILE *f)
             "exit status: 0 every run ok, 1 a run or the database failed, 2 bad usage or input\n");
 }
 
-static int parse_shard(const char *s, run_opts *o)
+/* --shard auto: the rank and size a launcher gives each process (0-based rank). */
+static int shard_from_env(char *out, size_t n)
+{
+    static const char *const vars[][2] = {
+        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}, /* Open MPI mpirun */
+        {"PMI_RANK", "PMI_SIZE"},                         /* MPICH / Intel MPI */
+        {"SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT"}, /* sbatch --array=0-(N-1) */
+        {"SLURM_PROCID", "SLURM_NTASKS"},                 /* srun -n N */
+    };
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *r = getenv(vars[i][0]), *z = getenv(vars[i][1]);
+        unsigned long long rank, size;
+        if (r && z && !parse_u64(r, &rank) && !parse_u64(z, &size)) {
+            snprintf(out, n, "%llu/%llu", rank + 1, size);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int parse_shard(const char *arg, run_opts *o)
 {
     char buf[64];
-    snprintf(buf, sizeof buf, "%s", s);
+    if (!strcmp(arg, "auto")) {
+        if (shard_from_env(buf, sizeof buf))
+            return -2;
+    } else {
+        snprintf(buf, sizeof buf, "%s", arg);
+    }
     char *slash = strchr(buf, '/');
     unsigned long long k, n;
     if (!slash)
@@ -97,9 +125,16 @@ static int run_parse(int argc, char **argv, run_opts *o)
             break;
         case 'R': o->resume = 1; break;
         case 'S':
-            if (parse_shard(optarg, o)) {
-                cli_error("run", "--shard wants K/N with 1 <= K <= N (e.g. 2/8), not '%s'",
-                          optarg);
+            switch (parse_shard(optarg, o)) {
+            case 0: break;
+            case -2:
+                cli_error("run", "--shard auto: no launcher rank in the environment (looked "
+                          "for OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_ARRAY_TASK_ID, "
+                          "SLURM_PROCID)");
+                return 2;
+            default:
+                cli_error("run", "--shard wants K/N with 1 <= K <= N (e.g. 2/8) or auto, not "
+                          "'%s'", optarg);
                 return 2;
             }
             break;
@@ -685,9 +720,14 @@ static void sweep_workers(sweep *sw, long jobs)
 
 /* ---- the command ----------------------------------------------------------------------- */
 
+/* The database path: -o (its "{shard}" replaced by K), else the scenario's output:, else
+ * results/<name>.db. */
 static void db_path_for(const run_opts *o, const scenario *s, char *out, size_t n)
 {
-    if (o->db)
+    const char *mark = o->db ? strstr(o->db, "{shard}") : NULL;
+    if (mark)
+        snprintf(out, n, "%.*s%lu%s", (int)(mark - o->db), o->db, o->shard_k, mark + 7);
+    else if (o->db)
         snprintf(out, n, "%s", o->db);
     else if (s->db[0])
         snprintf(out, n, "%s", s->db);
@@ -695,20 +735,21 @@ static void db_path_for(const run_opts *o, const scenario *s, char *out, size_t 
         snprintf(out, n, "results/%s.db", s->name);
 }
 
-/* Opens the database (creating its folder when it is the default results/), refuses to mix a
- * fresh sweep into a database that already holds this scenario, and drops done runs from the
- * selection under --resume. Returns an exit status, 0 to go on. */
+/* Opens the database (creating its folders), refuses to mix a fresh sweep into a database that
+ * already holds this scenario, and drops done runs from the selection under --resume. Returns
+ * an exit status, 0 to go on. */
 static int open_db(const run_opts *o, const scenario *s, const char *path, size_t *sel,
                    size_t *n, rdb **db)
 {
     errbuf e;
     char dir[1024];
     snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash && slash != dir) {
-        *slash = '\0';
-        mkdir(dir, 0777); /* an error shows when the database is opened */
-    }
+    for (char *p = dir + 1; *p; p++) /* the database's folders; an error shows at open */
+        if (*p == '/') {
+            *p = '\0';
+            mkdir(dir, 0777);
+            *p = '/';
+        }
     int rc = rdb_open(path, 1, db, &e);
     if (rc) {
         fprintf(stderr, "mpcsim run: error: %s\n", e.msg);

@@ -80,7 +80,7 @@ static int vnode(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
     if (!rc)
         rc = e->vt->input(e, &y, 1, j->plain);
     if (!rc && (j->v->flags & OPF_FIXED_B))
-        rc = mpc_engine_setup_fixed(e, 1, &y);
+        rc = mpc_engine_setup_fixed(e, 1, &y, NULL);
     uint64_t one[1];
     mpc_val x1 = x;
     x1.n = 1;
@@ -142,6 +142,60 @@ static int predict(const proto *pr, const proto_cfg *cfg, const vjob *j, const n
     op_program_free(&p);
     cost_log_free(&log);
     return rc;
+}
+
+/* One primitive: predicted and measured, printed as a row; *bad |= any count differs. */
+static int validate_row(const proto *pr, const proto_cfg *cfg, const vprim *v, uint32_t n,
+                        const net_cfg *net, const machine_profile *mach, double lat_ms, int *bad,
+                        errbuf *e)
+{
+    vjob j = {.v = v, .n = n};
+    if (v->prim == PRIM_MATMUL)
+        j.n = (uint32_t)fmax(1, floor(sqrt((double)n)));
+    j.plain = calloc(elems(&j, 0) + 1, 8);
+    if (!j.plain)
+        return err_set(e, MS_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < elems(&j, 0); i++)
+        j.plain[i] = (i * 0x9e3779b97f4a7c15ull) >> 30;
+    cost_totals tot;
+    uint64_t pns = 0;
+    int rc = predict(pr, cfg, &j, net, mach, &tot, &pns, e);
+    mpc_launch l = {.cfg = *cfg, .latency_ns = (uint64_t)llround(lat_ms * 1e6), .deadline_ms = 120000};
+    mpc_node_result nr[MPC_NODES_MAX];
+    int nodes = 0;
+    if (!rc)
+        rc = mpc_launch_run(&l, vnode, &j, nr, &nodes, e);
+    for (int i = 0; !rc && i < nodes; i++)
+        if (nr[i].rc || nr[i].out_len < sizeof(mpc_op_stat))
+            rc = err_set(e, nr[i].rc ? nr[i].rc : MS_ERR_INTERNAL, "node %d: %s", i, nr[i].err);
+    free(j.plain);
+    if (rc) {
+        mpc_node_results_free(nr, nodes);
+        return rc;
+    }
+    /* per party: rounds and bytes sent must equal the prediction; time until the last is done */
+    uint64_t sent[MPC_PARTIES_MAX] = {0}, moff = 0, mns = 0, poff = 0, rounds[MPC_PARTIES_MAX];
+    int ok = 1;
+    for (int i = 0; i < pr->n_parties; i++) {
+        mpc_op_stat t;
+        memcpy(&t, nr[i].out, sizeof t);
+        for (int d = 0; d < MPC_NODES_MAX; d++)
+            sent[i] += t.sent[d];
+        moff += t.offline_recv;
+        mns = t.ns > mns ? t.ns : mns;
+        rounds[i] = t.rounds;
+        poff += tot.offline_bytes[i];
+        ok &= t.rounds == tot.rounds && sent[i] == tot.bytes_sent[i];
+    }
+    ok &= moff == poff;
+    *bad |= !ok;
+    printf("%-7s %-17s %8llu | %4llu/%-4llu%s | %11llu/%-11llu | %11llu/%-11llu | %9llu/%-9llu | %8.3f/%-8.3f %s\n",
+           pr->name, v->label, (unsigned long long)elems(&j, 0), (unsigned long long)tot.rounds,
+           (unsigned long long)rounds[0], "  ", (unsigned long long)tot.bytes_sent[0], (unsigned long long)sent[0],
+           (unsigned long long)tot.bytes_sent[1], (unsigned long long)sent[1], (unsigned long long)poff,
+           (unsigned long long)moff, (double)pns * 1e-6, (double)mns * 1e-6, ok ? "ok" : "MISMATCH");
+    mpc_node_results_free(nr, nodes);
+    return MS_OK;
 }
 
 static void usage(FILE *f)
@@ -226,64 +280,11 @@ int cmd_validate(int argc, char **argv)
         net_cfg net;
         net_uniform(&net, pr->n_parties, (uint64_t)llround(lat_ms * 1e6), bps);
         for (size_t k = 0; k < N_VPRIMS; k++) {
-            vjob j = {.v = &vprims[k], .n = (uint32_t)n};
-            if (vprims[k].prim == PRIM_MATMUL)
-                j.n = (uint32_t)fmax(1, floor(sqrt((double)n)));
-            j.plain = calloc(elems(&j, 0) + 1, 8);
-            for (size_t i = 0; i < elems(&j, 0); i++)
-                j.plain[i] = (i * 0x9e3779b97f4a7c15ull) >> 30;
-            cost_totals tot;
-            uint64_t pns = 0;
-            int rc = predict(pr, &cfg, &j, &net, &mach, &tot, &pns, &e);
-            mpc_launch l = {.cfg = cfg, .latency_ns = (uint64_t)llround(lat_ms * 1e6), .deadline_ms = 120000};
-            mpc_node_result nr[MPC_NODES_MAX];
-            int nodes = 0;
-            if (!rc)
-                rc = mpc_launch_run(&l, vnode, &j, nr, &nodes, &e);
-            for (int i = 0; !rc && i < nodes; i++)
-                if (nr[i].rc) {
-                    rc = nr[i].rc;
-                    err_set(&e, rc, "node %d: %s", i, nr[i].err);
-                }
-            free(j.plain);
+            int rc = validate_row(pr, &cfg, &vprims[k], (uint32_t)n, &net, &mach, lat_ms, &bad, &e);
             if (rc) {
                 cli_error("validate", "%s %s: %s", pn, vprims[k].label, e.msg);
-                mpc_node_results_free(nr, nodes);
                 return ms_err_exit_code(rc);
             }
-            mpc_op_stat m[2];
-            uint64_t msent[2] = {0}, moff = 0, mns = 0;
-            for (int i = 0; i < pr->n_parties; i++) { /* wall time: until the last party is done */
-                mpc_op_stat t;
-                memcpy(&t, nr[i].out, sizeof t);
-                mns = t.ns > mns ? t.ns : mns;
-            }
-            for (int i = 0; i < 2; i++) {
-                memcpy(&m[i], nr[i].out, sizeof m[i]);
-                for (int d = 0; d < MPC_NODES_MAX; d++)
-                    msent[i] += m[i].sent[d];
-                moff += m[i].offline_recv;
-            }
-            if (pr->n_parties == 3) { /* aby3: report P0 and P1 columns; P2 checked too */
-                mpc_op_stat m2;
-                memcpy(&m2, nr[2].out, sizeof m2);
-                uint64_t s2 = 0;
-                for (int d = 0; d < MPC_NODES_MAX; d++)
-                    s2 += m2.sent[d];
-                bad |= s2 != tot.bytes_sent[2] || m2.rounds != tot.rounds;
-            }
-            uint64_t poff = 0;
-            for (int i = 0; i < pr->n_parties; i++)
-                poff += tot.offline_bytes[i];
-            int ok = m[0].rounds == tot.rounds && m[1].rounds == tot.rounds && msent[0] == tot.bytes_sent[0] &&
-                     msent[1] == tot.bytes_sent[1] && moff == poff;
-            bad |= !ok;
-            printf("%-7s %-17s %8llu | %4llu/%-4llu%s | %11llu/%-11llu | %11llu/%-11llu | %9llu/%-9llu | %8.3f/%-8.3f %s\n", pn,
-                   vprims[k].label, (unsigned long long)elems(&j, 0), (unsigned long long)tot.rounds,
-                   (unsigned long long)m[0].rounds, "  ", (unsigned long long)tot.bytes_sent[0], (unsigned long long)msent[0],
-                   (unsigned long long)tot.bytes_sent[1], (unsigned long long)msent[1], (unsigned long long)poff,
-                   (unsigned long long)moff, (double)pns * 1e-6, (double)mns * 1e-6, ok ? "ok" : "MISMATCH");
-            mpc_node_results_free(nr, nodes);
         }
     }
     printf("# p = predicted (cost engine + simulator on %.3g ms / %s links), m = measured (backend on loopback,\n"

@@ -18,8 +18,13 @@ static const policy_ops *const registry[] = {
 
 /* Keys the replay reads for every policy (sim/replay.c). */
 static const policy_param replay_params[] = {
-    {"metric_stride", "1", "accuracy metrics every k-th decode step (1: every step)", NULL, 1,
-     1e9},
+    {"metric_stride", "1",
+     "attention metrics every k-th decode step (1: every step, 0: none, for cost-only sweeps)",
+     NULL, 0, 1e9},
+    {"err_kv_heads", "4",
+     "KV heads per layer whose output error is measured at a measured step (rotating); the "
+     "values of every cached entry are read for each",
+     NULL, 1, 1e6},
     {"recall_k", "10", "k of the top-k recall metric (Quest Fig. 4 uses 10)", NULL, 1, 1e6},
     {"live", "1",
      "1: for a model with weights, also run it with the policy applied (logit KL, top-1, "
@@ -292,12 +297,37 @@ size_t policy_topk(const float *score, const uint32_t *cand, size_t n, size_t k,
 
 /* ---- op emission ------------------------------------------------------------------------ */
 
+/* An operand the policy reads but the program has not computed (scores accumulated across
+ * steps, the current step's scores): secret state of the right size, so every executor sees a
+ * well-formed op. */
+static uint32_t state_operand(policy_emitter *pe, const char *tag, int which, uint32_t batch,
+                              uint32_t rows, uint32_t cols)
+{
+    char name[48];
+    snprintf(name, sizeof name, "pol.%s.L%d.in%d", tag, pe->layer, which);
+    return policy_state_tensor(pe->prog, name, batch, rows, cols);
+}
+
+static int needs_second(int kind)
+{
+    return kind == OP_ADD || kind == OP_SUB || kind == OP_MUL || kind == OP_LT ||
+           kind == OP_EQ || kind == OP_MATMUL || kind == OP_GATHER || kind == OP_SELECT;
+}
+
 uint32_t policy_emit(policy_emitter *pe, int kind, uint32_t batch, uint32_t m, uint32_t k,
                      uint32_t n, uint32_t in0, uint32_t in1, uint32_t flags, int32_t iarg,
                      double farg, const char *tag)
 {
     if (pe->failed)
         return OP_NONE;
+    int mm = op_kind_shape(kind) == OPS_MM;
+    if (in0 == OP_NONE && kind != OP_INPUT)
+        in0 = state_operand(pe, tag, 0, batch, m, mm ? k : n);
+    if (in1 == OP_NONE && needs_second(kind))
+        in1 = mm ? state_operand(pe, tag, 1, batch, (flags & OPF_TRANS_B) ? n : k,
+                                 (flags & OPF_TRANS_B) ? k : n)
+                 : state_operand(pe, tag, 1, batch, m, n);
+    uint32_t in2 = kind == OP_SELECT ? state_operand(pe, tag, 2, batch, m, n) : OP_NONE;
     char name[48];
     snprintf(name, sizeof name, "pol.%s.L%d", tag, pe->layer);
     uint32_t rows = m, cols = n;
@@ -308,8 +338,8 @@ uint32_t policy_emit(policy_emitter *pe, int kind, uint32_t batch, uint32_t m, u
     uint32_t out = op_tensor_add(pe->prog, name, OPT_TEMP, DOM_ARITH, batch, rows, cols);
     op o = {.kind = (uint16_t)kind, .phase = (uint8_t)pe->phase, .cat = OPC_POLICY,
             .layer = (int16_t)pe->layer, .group = -1, .batch = batch, .m = m, .k = k, .n = n,
-            .in = {in0, in1, OP_NONE}, .out = out, .flags = flags, .iarg = iarg, .farg = farg};
-    if (out == OP_NONE || op_emit(pe->prog, &o) < 0) {
+            .in = {in0, in1, in2}, .out = out, .flags = flags, .iarg = iarg, .farg = farg};
+    if (out == OP_NONE || in0 == OP_NONE || op_emit(pe->prog, &o) < 0) {
         pe->failed = 1;
         return OP_NONE;
     }

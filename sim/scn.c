@@ -1125,18 +1125,14 @@ static int policy_by_name(scn_ctx *x, const yx_node *v, const policy_ops **out)
     return unknown_name(x, v, "policy", v->str, cands, n < 64 ? n : 64, hint);
 }
 
-/* Parameters in the policy's declared order with defaults filled in, then any other accepted
- * parameter given (options every policy takes, e.g. the replay's) sorted by key. */
-static int fill_policy_params(scn_ctx *x, const policy_ops *p, const kv_param *given,
-                              size_t n_given, run_cfg *c)
+/* Appends declared parameters to the run, each as given or else its default. */
+static int fill_declared(scn_ctx *x, const policy_param *pp, size_t n, const kv_param *given,
+                         size_t n_given, run_cfg *c)
 {
-    size_t n;
-    const policy_param *pp = policy_params(p, &n);
-    if (n > RUN_MAX_PARAMS)
-        return err_set(x->e, MS_ERR_INTERNAL, "policy '%s' declares more than %d parameters",
-                       policy_name(p), RUN_MAX_PARAMS);
-    c->policy.n_params = 0;
     for (size_t i = 0; i < n; i++) {
+        if (c->policy.n_params == RUN_MAX_PARAMS)
+            return err_set(x->e, MS_ERR_INTERNAL, "policy '%s' has more than %d parameters",
+                           c->policy.name, RUN_MAX_PARAMS);
         kv_param *o = &c->policy.params[c->policy.n_params++];
         memset(o, 0, sizeof *o);
         snprintf(o->key, sizeof o->key, "%s", pp[i].key);
@@ -1146,12 +1142,25 @@ static int fill_policy_params(scn_ctx *x, const policy_ops *p, const kv_param *g
             if (!strcmp(given[g].key, pp[i].key))
                 *o = given[g];
     }
-    size_t first_extra = c->policy.n_params;
-    for (size_t g = 0; g < n_given; g++) {
-        size_t i = 0;
-        while (i < n && strcmp(given[g].key, pp[i].key))
-            i++;
-        if (i < n)
+    return MS_OK;
+}
+
+/* The policy's parameters in declared order, then the replay's own (every policy takes them),
+ * each as given or else its default, so that the canonical YAML names every value. */
+static int fill_policy_params(scn_ctx *x, const policy_ops *p, const kv_param *given,
+                              size_t n_given, run_cfg *c)
+{
+    size_t n, nr;
+    const policy_param *pp = policy_params(p, &n), *rp = policy_replay_params(&nr);
+    c->policy.n_params = 0;
+    int rc = fill_declared(x, pp, n, given, n_given, c);
+    if (!rc)
+        rc = fill_declared(x, rp, nr, given, n_given, c);
+    for (size_t g = 0; !rc && g < n_given; g++) { /* policy_check_params accepted it */
+        size_t k = 0;
+        while (k < c->policy.n_params && strcmp(given[g].key, c->policy.params[k].key))
+            k++;
+        if (k < c->policy.n_params)
             continue;
         if (c->policy.n_params == RUN_MAX_PARAMS) {
             yx_node at = {.kind = YX_SCALAR, .line = given[g].line, .col = given[g].col};
@@ -1160,9 +1169,7 @@ static int fill_policy_params(scn_ctx *x, const policy_ops *p, const kv_param *g
         }
         c->policy.params[c->policy.n_params++] = given[g];
     }
-    qsort(c->policy.params + first_extra, c->policy.n_params - first_extra,
-          sizeof *c->policy.params, kv_cmp);
-    return MS_OK;
+    return rc;
 }
 
 static int read_policy(scn_ctx *x, const yx_node *v, run_cfg *c)

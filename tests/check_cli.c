@@ -18,9 +18,26 @@
 
 static char tmpdir[128];
 
+static char basedir[64]; /* per suite run: removed by the unchecked teardown, even after a
+                           * failed test (Check skips checked teardowns then) */
+
+static void suite_setup(void)
+{
+    snprintf(basedir, sizeof basedir, "/tmp/check_cli_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(basedir));
+}
+
+static void suite_teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", basedir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "check_cli: could not remove %s\n", basedir);
+}
+
 static void setup(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/check_cli_XXXXXX");
+    snprintf(tmpdir, sizeof tmpdir, "%s/t_XXXXXX", basedir);
     ck_assert_ptr_nonnull(mkdtemp(tmpdir));
 }
 
@@ -315,6 +332,24 @@ START_TEST(test_dry_run_and_shards)
     }
     ck_assert_int_eq(total, 12);
     free(all);
+    /* --shard auto takes K/N from an MPI launcher's environment; -o {shard} becomes K */
+    ck_assert_int_eq(MPCSIM("run", "s.yaml", "--dry-run", "--shard", "2/3"), 0);
+    char *two = slurp(tpath("out.txt"));
+    setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+    setenv("OMPI_COMM_WORLD_SIZE", "3", 1);
+    ck_assert_int_eq(MPCSIM("run", "s.yaml", "--dry-run", "--shard", "auto"), 0);
+    char *autos = slurp(tpath("out.txt"));
+    ck_assert_str_eq(autos, two);
+    ck_assert_int_eq(MPCSIM("run", "s.yaml", "-q", "--shard", "auto", "-o", "part-{shard}.db"), 0);
+    unsetenv("OMPI_COMM_WORLD_RANK");
+    unsetenv("OMPI_COMM_WORLD_SIZE");
+    ck_assert_int_eq(q1(tpath("part-2.db"), "SELECT count(*) FROM runs"), 4);
+    ck_assert_int_eq(q1(tpath("part-2.db"), "SELECT count(*) FROM runs WHERE grid_index % 3 <> 1"),
+                     0);
+    free(two);
+    free(autos);
+    if (!getenv("PMI_RANK") && !getenv("SLURM_ARRAY_TASK_ID") && !getenv("SLURM_PROCID"))
+        ck_assert_int_eq(MPCSIM("run", "s.yaml", "--dry-run", "--shard", "auto"), 2);
     /* grid points that resolve to the same config run once */
     spit(tpath("dup.yaml"), "format: 1\nname: dup\nmodel: gpt2\nnetwork: lan\n"
                             "protocol: [semi2k, semi2k]\npolicies: [full]\n"
@@ -351,8 +386,8 @@ START_TEST(test_db_path_and_resume_guard)
     spit(tpath("s2.yaml"), with_out);
     ck_assert_int_eq(MPCSIM("run", "s2.yaml", "-q"), 0);
     ck_assert_int_eq(q1(tpath("named.db"), "SELECT count(*) FROM runs"), 4);
-    ck_assert_int_eq(MPCSIM("run", "s2.yaml", "-q", "-o", "flag.db"), 0);
-    ck_assert(exists(tpath("flag.db")));
+    ck_assert_int_eq(MPCSIM("run", "s2.yaml", "-q", "-o", "deep/er/flag.db"), 0);
+    ck_assert(exists(tpath("deep/er/flag.db")));
 }
 END_TEST
 
@@ -414,6 +449,51 @@ START_TEST(test_kill_and_resume)
 }
 END_TEST
 
+/* The first child process of pid (from /proc), or -1. */
+static pid_t first_child(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+    FILE *f = fopen(path, "r");
+    int child = -1;
+    if (f) {
+        if (fscanf(f, "%d", &child) != 1)
+            child = -1;
+        fclose(f);
+    }
+    return child;
+}
+
+/* A worker killed mid-run: its run is recorded as failed, the other worker finishes the sweep,
+ * the exit status is 1, and --resume runs the failed one again. */
+START_TEST(test_worker_death)
+{
+    write_sweep("w.yaml", "wdeath", 3, 1); /* 12 runs */
+    const char *db = tpath("w.db");
+    pid_t pid = SPAWN("run", "w.yaml", "-o", "w.db", "-j", "2", "-q");
+    ck_assert_int_ge(wait_runs(db, 1, 60), 1);
+    pid_t w = first_child(pid);
+    ck_assert_int_gt(w, 0);
+    ck_assert_int_eq(kill(w, SIGKILL), 0);
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFEXITED(st));
+    ck_assert_int_eq(WEXITSTATUS(st), 1);
+    char *err = slurp(tpath("err.txt"));
+    ck_assert_msg(strstr(err, "died during the run"), "stderr: %s", err);
+    free(err);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs"), 12);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE status = 'failed' AND error LIKE "
+                            "'%died during the run%'"), 1);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM metrics m JOIN runs r ON r.id = m.run_id "
+                            "WHERE r.status = 'failed'"), 0);
+    ck_assert_int_eq(MPCSIM("run", "w.yaml", "-o", "w.db", "--resume", "-q"), 0);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs"), 12);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE status = 'ok'"), 12);
+    ck_assert_int_eq(incomplete_runs(db), 0);
+}
+END_TEST
+
 /* Same scenario and seed: byte-identical rows, whether run with -j 1 or -j 2, or in shards. */
 START_TEST(test_determinism_and_merge)
 {
@@ -455,6 +535,25 @@ START_TEST(test_determinism_and_merge)
     free(err);
     ck_assert(!exists(tpath("fresh.db")));
     ck_assert_int_eq(MPCSIM("merge", "m.db", "m.db"), 2);
+}
+END_TEST
+
+/* Two shards started at once with --resume on one new database: it is created and migrated
+ * once, and holds every run once. */
+START_TEST(test_shards_share_db)
+{
+    write_sweep("c.yaml", "conc", 3, 0); /* 12 runs */
+    pid_t a = SPAWN("run", "c.yaml", "-o", "c.db", "--resume", "-q", "--shard", "1/2");
+    pid_t b = SPAWN("run", "c.yaml", "-o", "c.db", "--resume", "-q", "--shard", "2/2");
+    int sa, sb;
+    ck_assert_int_eq(waitpid(a, &sa, 0), a);
+    ck_assert_int_eq(waitpid(b, &sb, 0), b);
+    ck_assert(WIFEXITED(sa) && WEXITSTATUS(sa) == 0);
+    ck_assert(WIFEXITED(sb) && WEXITSTATUS(sb) == 0);
+    ck_assert_int_eq(q1(tpath("c.db"), "SELECT count(*) FROM runs"), 12);
+    ck_assert_int_eq(q1(tpath("c.db"), "SELECT count(DISTINCT config_hash) FROM runs"), 12);
+    ck_assert_int_eq(q1(tpath("c.db"), "PRAGMA user_version"), RDB_SCHEMA_VERSION);
+    ck_assert_int_eq(incomplete_runs(tpath("c.db")), 0);
 }
 END_TEST
 
@@ -610,6 +709,7 @@ Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("commands");
+    tcase_add_unchecked_fixture(tc, suite_setup, suite_teardown);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_help_and_usage);
@@ -617,7 +717,9 @@ Suite *cli_suite(void)
     tcase_add_test(tc, test_dry_run_and_shards);
     tcase_add_test(tc, test_db_path_and_resume_guard);
     tcase_add_test(tc, test_kill_and_resume);
+    tcase_add_test(tc, test_worker_death);
     tcase_add_test(tc, test_determinism_and_merge);
+    tcase_add_test(tc, test_shards_share_db);
     tcase_add_test(tc, test_report);
     tcase_add_test(tc, test_plot_images);
     suite_add_tcase(s, tc);

@@ -112,7 +112,7 @@ static int prim_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
     if ((rc = e->vt->alloc(e, &x, nx, dom)) || (rc = e->vt->input(e, &x, 0, X)) ||
         (rc = e->vt->alloc(e, &y, ny, dom)) || (rc = e->vt->input(e, &y, 1, Y)))
         goto out;
-    if (c->prim == PRIM_MATMUL && (c->flags & OPF_FIXED_B) && (rc = mpc_engine_setup_fixed(e, 7, &y)))
+    if (c->prim == PRIM_MATMUL && (c->flags & OPF_FIXED_B) && (rc = mpc_engine_setup_fixed(e, 7, &y, NULL)))
         goto out;
     if (c->tap && e->party == 1 && !mpc_engine_is_dealer(e)) {
         memset(hist, 0, sizeof hist);
@@ -520,7 +520,7 @@ static int same_distribution(const uint64_t *h1, const uint64_t *h2, double *sta
 START_TEST(test_p1_view_independent)
 {
     const char *pr = protos[_i];
-    static const int prims[] = {PRIM_MUL, PRIM_TRUNC, PRIM_AND, PRIM_B2A, PRIM_MATMUL};
+    static const int prims[] = {PRIM_INPUT, PRIM_MUL, PRIM_TRUNC, PRIM_AND, PRIM_B2A, PRIM_MATMUL};
     for (size_t q = 0; q < sizeof prims / sizeof *prims; q++) {
         pcase c = {.prim = prims[q], .n = 4096, .bits = 18, .tap = 1, .b = 1, .m = 64, .k = 64, .nn = 64};
         uint64_t h[2][256];
@@ -540,7 +540,7 @@ START_TEST(test_p1_view_independent)
         double stat;
         ck_assert_msg(same_distribution(h[0], h[1], &stat), "%s %s: P1's view depends on the secret (chi2 = %.1f)", pr,
                       eng_prim_name(c.prim), stat);
-        if (c.prim == PRIM_MUL) { /* masked values: every byte value equally likely */
+        if (c.prim == PRIM_MUL || c.prim == PRIM_INPUT) { /* masked values: all bytes equally likely */
             uint64_t u[256];
             uint64_t tot = 0;
             for (int i = 0; i < 256; i++)
@@ -557,7 +557,8 @@ END_TEST
 
 typedef struct fault {
     int kind; /* 0 kill P1, 1 P1 drops its link to P0, 2 P0 sends garbage, 3 P0 sends a short
-               * frame, 4 P1 hangs, 5 truncated payload, 6 kill the semi2k dealer */
+               * frame, 4 P1 hangs, 5 truncated payload, 6 kill the semi2k dealer, 7 a frame
+               * of another protocol version */
 } fault;
 
 static int fault_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
@@ -575,15 +576,15 @@ static int fault_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
         if (it == 3 && me == 1 && f->kind == 1)
             shutdown(mpc_net_fd(net, 0), SHUT_RDWR);
         if (it == 3 && me == 1 && f->kind == 4)
-            sleep(4);
+            sleep(2);
         if (it == 3 && me == -1 && f->kind == 6)
             raise(SIGKILL); /* the dealer dies: P1 waits on its corrections */
-        if (it == 3 && me == 0 && (f->kind == 2 || f->kind == 3 || f->kind == 5)) {
+        if (it == 3 && me == 0 && (f->kind == 2 || f->kind == 3 || f->kind == 5 || f->kind == 7)) {
             uint8_t h[MPC_FRAME_HDR + 16];
             memset(h, 0x41, sizeof h);
             if (f->kind != 2) { /* a well-formed header claiming 3 payload bytes / a cut payload */
                 uint32_t magic = MPC_FRAME_MAGIC, opi = 0, seq = 4;
-                uint16_t ver = MPC_FRAME_VERSION, ty = MPC_FR_DATA;
+                uint16_t ver = f->kind == 7 ? 99 : MPC_FRAME_VERSION, ty = MPC_FR_DATA;
                 uint64_t len = f->kind == 3 ? 3 : 16 * n;
                 memcpy(h, &magic, 4);
                 memcpy(h + 4, &ver, 2);
@@ -596,7 +597,7 @@ static int fault_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
                 return err_set(err, MS_ERR_IO, "write");
             if (f->kind == 5)
                 _exit(0); /* the frame is cut short and the sender is gone */
-            sleep(3);
+            sleep(1); /* keep the link open until P1 has read the frame */
             return err_set(err, MS_ERR_PEER, "rogue sender done");
         }
         rc = e->vt->mul(e, &z, &x, &x);
@@ -656,12 +657,13 @@ START_TEST(test_fault_frames)
     run_fault("semi2k", 2, 0, "bad magic", 0);
     run_fault("semi2k", 3, 0, "payload of 3 bytes", 0);
     run_fault("aby3", 5, 0, "lost", 0);
+    run_fault("semi2k", 7, 0, "version 99", 0);
 }
 END_TEST
 
 START_TEST(test_fault_silent_peer)
 {
-    run_fault("aby3", 4, 0, "no progress", 1000);
+    run_fault("aby3", 4, 0, "no progress", 500);
 }
 END_TEST
 

@@ -173,6 +173,15 @@ START_TEST(test_port_in_use)
     ck_assert_ptr_nonnull(strstr(out, "already in use"));
     free(out);
     close(fd);
+    /* a peer that never starts: a clear error once the connect timeout passes */
+    char peers2[128];
+    free_ports(peers2, sizeof peers2);
+    const char *a2[] = {"party", "-p", "aby3", "--id", "2", "--peers", peers2, "--demo", "--connect-timeout-ms", "300", NULL};
+    st = wait_status(spawn("p2.txt", a2));
+    out = slurp("p2.txt");
+    ck_assert_msg(st == 3, "exit %d: %s", st, out);
+    ck_assert_ptr_nonnull(strstr(out, "cannot connect to P0"));
+    free(out);
 }
 END_TEST
 

@@ -24,6 +24,13 @@ typedef struct hand {
     float wo[4];
 } hand;
 
+static int hand_get_k(void *ctx, uint32_t l, uint32_t pos, float *k)
+{
+    hand *h = ctx;
+    memcpy(k, h->k[l][pos], h->env.head_dim * sizeof(float));
+    return 0;
+}
+
 static int hand_gather(void *ctx, uint32_t l, uint32_t g, const uint32_t *idx, size_t n,
                        float *k)
 {
@@ -36,7 +43,7 @@ static int hand_gather(void *ctx, uint32_t l, uint32_t g, const uint32_t *idx, s
 static void hand_init(hand *h, uint32_t L, uint32_t H, uint32_t d, uint32_t P, uint32_t T)
 {
     memset(h, 0, sizeof *h);
-    h->env = (policy_env){L, H, 1, d, 1, 4, P, T, hand_gather, h};
+    h->env = (policy_env){L, H, 1, d, 1, 4, P, T, NULL, h, hand_get_k};
     h->wo[0] = 2;
 }
 
@@ -408,8 +415,15 @@ START_TEST(test_mpcache_dynamic)
     }
     /* without sharing, layer 3 ranks its own keys: 16-clusters (9,9)(9,9)(0,0)...: sim1 =
      * 9, 0, 0 → top-1 = {0}; candidates c0, c1 (9, 9), k2 = 2 → {0,1} ∪ {0} → {0,1,2,3} */
-    kv[6] = kvp("layer_share", "0");
+    /* the same through the per-head key access (callers without get_k) */
+    h->env.get_k = NULL;
+    h->env.gather_k = hand_gather;
     void *st = open_policy(&policy_mpcache, h, kv, 7);
+    run(&policy_mpcache, st, h, 12, 2, keep);
+    EXPECT(keep, 12, 0, 1, 4, 5, 6, 7);
+    policy_mpcache.fini(st);
+    kv[6] = kvp("layer_share", "0");
+    st = open_policy(&policy_mpcache, h, kv, 7);
     run(&policy_mpcache, st, h, 12, 3, keep);
     EXPECT(keep, 12, 0, 1, 2, 3);
     policy_mpcache.fini(st);

@@ -352,9 +352,9 @@ START_TEST(test_composite_bytes)
 }
 END_TEST
 
-/* A right operand shared by several instances (GQA, op.h) is opened per instance
- * (PRIMITIVES.md 8b(mk+kn)); an operand longer than the op's k×n instances (a KV cache) is
- * costed at the attended length. */
+/* A right operand shared by several instances (GQA, op.h) is opened once per distinct
+ * instance (PRIMITIVES.md 8(b·mk + b_y·kn)); an operand longer than the op's k×n instances
+ * (a KV cache) is costed at the attended length. */
 START_TEST(test_matmul_operand_sharing)
 {
     op_program p;
@@ -376,8 +376,9 @@ START_TEST(test_matmul_operand_sharing)
     for (size_t i = 0; i < lg.n; i++)
         cost_totals_add_round(&t, &lg.r[i], 2);
     ck_assert_uint_eq(t.rounds, 1);
-    /* 8·b·(m·k + k·n) = 8·32·(128 + 128·1000), not the 4096-row cache; dealer C: 8·b·m·n */
-    ck_assert_uint_eq(t.bytes_sent[0], 8ull * 32 * (128 + 128 * 1000));
+    /* 8·(b·m·k + b_y·k·n) = 8·(32·128 + 8·128·1000), not the 4096-row cache; dealer C:
+     * 8·b·m·n */
+    ck_assert_uint_eq(t.bytes_sent[0], 8ull * (32 * 128 + 8 * 128 * 1000));
     ck_assert_uint_eq(t.offline_bytes[1], 8ull * 32 * 1000);
     cost_log_free(&lg);
     op_program_free(&p);

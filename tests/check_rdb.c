@@ -12,9 +12,26 @@
 
 static char tmpdir[256];
 
+static char basedir[64]; /* per suite run: removed by the unchecked teardown, even after a
+                           * failed test (Check skips checked teardowns then) */
+
+static void suite_setup(void)
+{
+    snprintf(basedir, sizeof basedir, "/tmp/check_rdb_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(basedir));
+}
+
+static void suite_teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", basedir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "check_rdb: could not remove %s\n", basedir);
+}
+
 static void setup(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/check_rdb_XXXXXX");
+    snprintf(tmpdir, sizeof tmpdir, "%s/t_XXXXXX", basedir);
     ck_assert_ptr_nonnull(mkdtemp(tmpdir));
 }
 
@@ -279,9 +296,11 @@ START_TEST(test_merge_refused)
     fill("s1.db", 0, 3);
     fill("s3.db", 10, 12);
     raw_exec(tpath("old.db"), "PRAGMA user_version = 0; CREATE TABLE x(a)");
-    raw_exec(tpath("bad.db"), "PRAGMA user_version = 1; CREATE TABLE runs(id INTEGER PRIMARY "
-                              "KEY, config_hash TEXT, status TEXT, junk TEXT); INSERT INTO runs "
-                              "VALUES (1, 'ffff', 'ok', 'x')");
+    char bad_sql[256];
+    snprintf(bad_sql, sizeof bad_sql, "PRAGMA user_version = %d; CREATE TABLE runs(id INTEGER "
+             "PRIMARY KEY, config_hash TEXT, status TEXT, junk TEXT); INSERT INTO runs VALUES (1, "
+             "'ffff', 'ok', 'x')", RDB_SCHEMA_VERSION);
+    raw_exec(tpath("bad.db"), bad_sql);
     rdb *db = open_new("out.db");
     errbuf e;
     size_t added, skipped;
@@ -290,7 +309,9 @@ START_TEST(test_merge_refused)
     ck_assert_ptr_nonnull(strstr(e.msg, "old.db"));
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs"), 0);
     fill("new.db", 20, 21);
-    raw_exec(tpath("new.db"), "PRAGMA user_version = 2");
+    char newer_v[64];
+    snprintf(newer_v, sizeof newer_v, "PRAGMA user_version = %d", RDB_SCHEMA_VERSION + 1);
+    raw_exec(tpath("new.db"), newer_v);
     const char *newer[] = {tpath("new.db")};
     ck_assert_int_eq(rdb_merge(db, newer, 1, &added, &skipped, &e), MS_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(e.msg, "newer"));
@@ -318,6 +339,7 @@ Suite *rdb_suite(void)
 {
     Suite *s = suite_create("rdb");
     TCase *tc = tcase_create("core");
+    tcase_add_unchecked_fixture(tc, suite_setup, suite_teardown);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_open_schema);
     tcase_add_test(tc, test_run_put);

@@ -366,14 +366,16 @@ START_TEST(test_defaults_and_overrides)
     ck_assert_str_eq(c->trace.params[0].key, "sinks"); /* sorted */
     ck_assert_str_eq(c->trace.params[1].val, "64");
     ck_assert_int_eq(c->trace.params[1].line, 9);
-    /* the policy's declared parameters, defaults filled in */
-    size_t np;
+    /* the policy's declared parameters, then the replay's, defaults filled in */
+    size_t np, nr;
     const policy_param *pp = policy_params(policy_find("h2o"), &np);
-    ck_assert_uint_eq(c->policy.n_params, np);
-    for (size_t i = 0; i < np; i++) {
-        ck_assert_str_eq(c->policy.params[i].key, pp[i].key);
+    const policy_param *rp = policy_replay_params(&nr);
+    ck_assert_uint_eq(c->policy.n_params, np + nr);
+    for (size_t i = 0; i < np + nr; i++) {
+        const policy_param *want = i < np ? &pp[i] : &rp[i - np];
+        ck_assert_str_eq(c->policy.params[i].key, want->key);
         double a, b;
-        if (!parse_double(pp[i].def, &a)) {
+        if (!parse_double(want->def, &a)) {
             ck_assert_int_eq(parse_double(c->policy.params[i].val, &b), 0);
             ck_assert_double_eq(a, b);
         }
