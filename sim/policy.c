@@ -25,6 +25,10 @@ static const policy_param replay_params[] = {
      "KV heads per layer whose output error is measured at a measured step (rotating); the "
      "values of every cached entry are read for each",
      NULL, 1, 1e6},
+    {"prompt_rows", "0",
+     "prompt attention rows a policy reads: the last N (0: all, exact). A synthetic trace "
+     "computes each row from every key, so long prompts need a cap for h2o and mpcache",
+     NULL, 0, 1e9},
     {"recall_k", "10", "k of the top-k recall metric (Quest Fig. 4 uses 10)", NULL, 1, 1e6},
     {"live", "1",
      "1: for a model with weights, also run it with the policy applied (logit KL, top-1, "

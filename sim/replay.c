@@ -23,7 +23,7 @@ struct replay {
     policy_env env;
     policy_args args;
     trace *tr;
-    uint32_t P, next_step, stride, err_heads;
+    uint32_t P, next_step, stride, err_heads, prompt_rows;
     int prompt_done, live;
     uint8_t *keep;      /* Hkv × max_len */
     uint32_t *kept;     /* L × Hkv of the newest step */
@@ -59,6 +59,8 @@ static int read_params(replay *r, errbuf *e)
         rc = policy_arg_u32(p, &r->args, "recall_k", &k, e);
     if (!rc)
         rc = policy_arg_u32(p, &r->args, "err_kv_heads", &r->err_heads, e);
+    if (!rc)
+        rc = policy_arg_u32(p, &r->args, "prompt_rows", &r->prompt_rows, e);
     if (!rc)
         rc = policy_arg_double(p, &r->args, "live", &live, e);
     if (rc)
@@ -177,11 +179,19 @@ static const float *layer_wo(replay *r, uint32_t layer, uint32_t *rows, uint32_t
 
 /* Fills and passes one (pos, layer) observation; att_used is the attention the model computed
  * (NULL: the full row from the trace). */
+static unsigned needs_at(replay *r, uint32_t pos)
+{
+    unsigned need = r->pol->needs ? r->pol->needs(r->st, pos) : 0;
+    if (pos < r->P && r->prompt_rows && pos + r->prompt_rows < r->P)
+        need &= ~POLICY_NEED_ATT; /* prompt_rows: only the last rows of the prompt */
+    return need;
+}
+
 static int observe(replay *r, uint32_t pos, uint32_t layer, const float *att_used, errbuf *e)
 {
     if (!r->pol->observe)
         return MS_OK;
-    unsigned need = r->pol->needs ? r->pol->needs(r->st, pos) : 0;
+    unsigned need = needs_at(r, pos);
     policy_obs o = {.layer = layer, .pos = pos};
     if (need & (POLICY_NEED_Q | POLICY_NEED_ATT))
         o.q = trace_q(r->tr, layer);
@@ -210,7 +220,7 @@ static int ensure_prompt(replay *r, errbuf *e)
     r->prompt_done = 1;
     for (uint32_t pos = 0; r->tr && r->pol->observe && pos < r->P; pos++) {
         /* a position the policy reads nothing from is not generated (synthetic traces) */
-        unsigned need = r->pol->needs ? r->pol->needs(r->st, pos) : 0;
+        unsigned need = needs_at(r, pos);
         int stream = need & (POLICY_NEED_Q | POLICY_NEED_ATT | POLICY_NEED_FFN);
         int rc = stream ? trace_seek(r->tr, pos, e) : MS_OK;
         for (uint32_t l = 0; !rc && l < r->env.n_layers; l++)
