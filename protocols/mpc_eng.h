@@ -22,9 +22,14 @@ const char *mpc_engine_error(const eng *e);
 int mpc_engine_is_dealer(const eng *e);
 
 /* semi2k beaver cache: opens y's mask once (setup traffic, one setup round) so later matmuls with
- * OPF_FIXED_B and this y_id send only the left operand's mask. No-op for aby3 or with
- * cfg.beaver_cache off. Every node calls it at the same point of the program. */
-int mpc_engine_setup_fixed(eng *e, uint32_t y_id, const mpc_val *y);
+ * OPF_FIXED_B and this y_id send only the left operand's mask. With a name, a mask opened for
+ * that name (same size) in an earlier program is reused under the new id, with no traffic: the
+ * cached (B_i, Y − B) stand for the weight's value whatever its current shares. No-op for aby3
+ * or with cfg.beaver_cache off. Every node calls it at the same point of the program. */
+int mpc_engine_setup_fixed(eng *e, uint32_t y_id, const mpc_val *y, const char *name);
+/* Forgets which tensor ids the cached masks belong to (a new program numbers its tensors anew);
+ * the masks stay, found again by name. */
+void mpc_engine_unbind_fixed(eng *e);
 
 /* Public plaintext as a trivial sharing (no communication): party 0 holds it in component 0. */
 int mpc_engine_share_public(eng *e, mpc_val *z, const uint64_t *plain, size_t n, int dom);

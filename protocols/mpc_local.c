@@ -369,9 +369,15 @@ const char *mpc_engine_error(const eng *e) { return ((const mpc_core *)e->impl)-
 
 int mpc_engine_is_dealer(const eng *e) { return ((const mpc_core *)e->impl)->party < 0; }
 
-int mpc_engine_setup_fixed(eng *e, uint32_t y_id, const mpc_val *y)
+int mpc_engine_setup_fixed(eng *e, uint32_t y_id, const mpc_val *y, const char *name)
 {
-    return core(e)->kind == MPC_SEMI2K ? mpc_semi2k_setup_fixed(e, y_id, y) : MS_OK;
+    return core(e)->kind == MPC_SEMI2K ? mpc_semi2k_setup_fixed(e, y_id, y, name) : MS_OK;
+}
+
+void mpc_engine_unbind_fixed(eng *e)
+{
+    if (core(e)->kind == MPC_SEMI2K)
+        mpc_semi2k_unbind_fixed(e);
 }
 
 int mpc_engine_share_public(eng *e, mpc_val *z, const uint64_t *plain, size_t n, int dom)

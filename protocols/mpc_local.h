@@ -45,7 +45,8 @@ int mpc_l_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, siz
 /* The engines (mpc_semi2k.c, mpc_aby3.c): fill e->vt/impl and exchange keys. */
 int mpc_semi2k_new(eng *e, mpc_net *net, errbuf *err);
 void mpc_semi2k_free(eng *e);
-int mpc_semi2k_setup_fixed(eng *e, uint32_t y_id, const mpc_val *y);
+int mpc_semi2k_setup_fixed(eng *e, uint32_t y_id, const mpc_val *y, const char *name);
+void mpc_semi2k_unbind_fixed(eng *e);
 int mpc_aby3_new(eng *e, mpc_net *net, errbuf *err);
 void mpc_aby3_free(eng *e);
 

@@ -79,8 +79,25 @@ static int fetch(eng *e, mpc_tensor_fn fn, void *ctx, const op_tensor *T, size_t
                    op_role_name(T->role), T->name, T->batch, T->rows, T->cols, e->party);
 }
 
+/* The value prev holds for a tensor named like T, of T's size, or NULL. */
+static mpc_val *carried(mpc_program_run *prev, const op_tensor *T, size_t n)
+{
+    if (!prev || !prev->prog || (T->role != OPT_WEIGHT && T->role != OPT_CACHE))
+        return NULL;
+    uint32_t u = op_tensor_find(prev->prog, T->name);
+    if (u == OP_NONE || prev->vals[u].n != n || prev->vals[u].dom != T->dom)
+        return NULL;
+    return &prev->vals[u];
+}
+
 int mpc_run_setup(eng *e, mpc_net *net, const op_program *p, mpc_tensor_fn fn, void *ctx,
                   mpc_program_run *r, errbuf *err)
+{
+    return mpc_run_setup_from(e, net, p, fn, ctx, NULL, r, err);
+}
+
+int mpc_run_setup_from(eng *e, mpc_net *net, const op_program *p, mpc_tensor_fn fn, void *ctx,
+                       mpc_program_run *prev, mpc_program_run *r, errbuf *err)
 {
     memset(r, 0, sizeof *r);
     r->prog = p;
@@ -113,6 +130,12 @@ int mpc_run_setup(eng *e, mpc_net *net, const op_program *p, mpc_tensor_fn fn, v
             free(plain);
             continue;
         }
+        mpc_val *old = carried(prev, T, n);
+        if (old) { /* shares from the previous program: no traffic */
+            *v = *old;
+            memset(old, 0, sizeof *old);
+            continue;
+        }
         /* weights: the model owner P1; the client's input and KV cache: P0 (cache: zeros when
          * it binds none). COST: setup, the owner's input primitive (PRIMITIVES.md §Setup). */
         int owner = T->role == OPT_WEIGHT ? 1 : (T->role == OPT_INPUT || T->role == OPT_CACHE) ? 0 : -1;
@@ -124,13 +147,15 @@ int mpc_run_setup(eng *e, mpc_net *net, const op_program *p, mpc_tensor_fn fn, v
             rc = engine_err(e, rc, err, T->name);
         free(plain);
     }
-    /* beaver cache: every fixed right operand's mask is opened once, in program order */
+    /* beaver cache: every fixed right operand's mask is opened once, in program order (found
+     * again by name when an earlier program opened it) */
+    mpc_engine_unbind_fixed(e);
     for (size_t i = 0; i < p->n_ops && !rc; i++) {
         const op *o = &p->ops[i];
         if (!(o->flags & OPF_FIXED_B) || (o->flags & OPF_PUBLIC_B) || o->in[1] == OP_NONE ||
             producer(p, o->in[1]) >= 0)
             continue;
-        if ((rc = mpc_engine_setup_fixed(e, o->in[1], &r->vals[o->in[1]])))
+        if ((rc = mpc_engine_setup_fixed(e, o->in[1], &r->vals[o->in[1]], p->tens[o->in[1]].name)))
             rc = engine_err(e, rc, err, "beaver cache");
     }
     mpc_net_stats b = *mpc_net_get_stats(net);

@@ -44,6 +44,12 @@ typedef struct mpc_program_run {
 /* Shares the bound tensors and opens the beaver-cache masks (setup traffic). */
 int mpc_run_setup(eng *e, mpc_net *net, const op_program *p, mpc_tensor_fn fn, void *ctx,
                   mpc_program_run *r, errbuf *err);
+/* The same for the next program of a session (the next decode step): every OPT_WEIGHT and
+ * OPT_CACHE tensor whose name and size match one of prev's takes over prev's shares (moved out
+ * of prev, no traffic), and cached weight masks are reused by name; the rest is bound as above.
+ * prev may be NULL. */
+int mpc_run_setup_from(eng *e, mpc_net *net, const op_program *p, mpc_tensor_fn fn, void *ctx,
+                       mpc_program_run *prev, mpc_program_run *r, errbuf *err);
 /* Executes ops [from, to) through kern_exec, measuring each. */
 int mpc_run_ops(eng *e, mpc_net *net, mpc_program_run *r, size_t from, size_t to, errbuf *err);
 /* Opens tensor tid to every party (outside the program: not counted in any op). */

@@ -5,6 +5,7 @@
  * drawn from P0's seed, P1's from P1's, and the dealer sends P1 only the correction. The draw
  * order of each primitive is the same on the party and on the dealer, which keeps the streams
  * in step without any party→dealer message. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,7 +13,8 @@
 #include "mpc_local.h"
 
 typedef struct fixed_ent {
-    uint32_t id;
+    uint32_t id;    /* tensor id in the current program (UINT32_MAX: not bound) */
+    char name[48];  /* the tensor's name: the key across programs (empty: id only) */
     size_t n;
     uint64_t *B; /* party: its share of the mask; dealer: the whole mask B0 + B1 */
     uint64_t *F; /* party: the opened Y − B */
@@ -257,7 +259,7 @@ static fixed_ent *fixed_find(s2k *s, uint32_t id)
 }
 
 /* Opens Y − B for a fixed operand once (setup round). */
-static int fixed_setup(s2k *s, uint32_t id, const mpc_val *y, fixed_ent **out)
+static int fixed_setup(s2k *s, uint32_t id, const char *name, const mpc_val *y, fixed_ent **out)
 {
     if (s->n_fx == s->cap_fx) {
         size_t cap = s->cap_fx ? 2 * s->cap_fx : 16;
@@ -270,6 +272,7 @@ static int fixed_setup(s2k *s, uint32_t id, const mpc_val *y, fixed_ent **out)
     size_t n = y->n;
     fixed_ent *f = &s->fx[s->n_fx];
     f->id = id;
+    snprintf(f->name, sizeof f->name, "%s", name ? name : "");
     f->n = n;
     f->B = malloc(n * 8);
     f->F = is_dealer(s) ? NULL : malloc(n * 8);
@@ -420,7 +423,7 @@ static int s_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint
     fixed_ent *f = NULL;
     int rc;
     if ((flags & OPF_FIXED_B) && e->cfg.beaver_cache && !(f = fixed_find(s, y_id)) &&
-        (rc = fixed_setup(s, y_id, y, &f)))
+        (rc = fixed_setup(s, y_id, NULL, y, &f)))
         return rc;
     if (f && f->n != sh.ny)
         return mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k matmul: fixed operand %u changed size", y_id);
@@ -536,13 +539,30 @@ static const eng_vt semi2k_vt = {
 
 /* ---------------------------------------------------------------- construction */
 
-int mpc_semi2k_setup_fixed(eng *e, uint32_t y_id, const mpc_val *y)
+/* The key across programs is the name: a weight keeps its opened mask from one program (step)
+ * to the next under whatever tensor id the new program gives it. Names and shapes are public,
+ * so every node (the dealer too) makes the same decision. */
+int mpc_semi2k_setup_fixed(eng *e, uint32_t y_id, const mpc_val *y, const char *name)
 {
     s2k *s = S(e);
     fixed_ent *f;
-    if (!e->cfg.beaver_cache || fixed_find(s, y_id))
+    if (!e->cfg.beaver_cache)
         return MS_OK;
-    return fixed_setup(s, y_id, y, &f);
+    for (size_t i = 0; name && name[0] && i < s->n_fx; i++)
+        if (!strcmp(s->fx[i].name, name) && s->fx[i].n == y->n) {
+            s->fx[i].id = y_id;
+            return MS_OK;
+        }
+    if ((f = fixed_find(s, y_id)))
+        return MS_OK;
+    return fixed_setup(s, y_id, name, y, &f);
+}
+
+void mpc_semi2k_unbind_fixed(eng *e)
+{
+    s2k *s = S(e);
+    for (size_t i = 0; i < s->n_fx; i++)
+        s->fx[i].id = UINT32_MAX;
 }
 
 void mpc_semi2k_free(eng *e)

@@ -80,7 +80,7 @@ static int vnode(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
     if (!rc)
         rc = e->vt->input(e, &y, 1, j->plain);
     if (!rc && (j->v->flags & OPF_FIXED_B))
-        rc = mpc_engine_setup_fixed(e, 1, &y);
+        rc = mpc_engine_setup_fixed(e, 1, &y, NULL);
     uint64_t one[1];
     mpc_val x1 = x;
     x1.n = 1;

@@ -307,17 +307,21 @@ static uint64_t tensor_len(const op_program *p, uint32_t id)
     return (uint64_t)t->batch * t->rows * t->cols;
 }
 
-/* An operand of exactly len elements: `id` if it has that size, else a fresh tensor (the cost
- * engine reads operand sizes; the data flow between a policy's ops is approximate anyway). */
-static uint32_t operand(policy_emitter *pe, uint32_t id, op_role role, uint32_t b, uint32_t r,
-                        uint32_t c, const char *tag, int slot)
+/* An operand of exactly b·r·c elements: `id` if it has that size, else secret state of the
+ * right size (the cost engines and the backend read operand sizes; the data flow between a
+ * policy's ops is implicit: scores accumulated across steps, this step's rows). */
+static uint32_t operand(policy_emitter *pe, uint32_t id, uint32_t b, uint32_t r, uint32_t c,
+                        const char *tag, int slot)
 {
     if (id != OP_NONE && id < pe->prog->n_tens &&
         tensor_len(pe->prog, id) == (uint64_t)b * r * c)
         return id;
     char name[48];
-    snprintf(name, sizeof name, "pol.%s.in%d.L%d", tag, slot, pe->layer);
-    return op_tensor_add(pe->prog, name, role, DOM_ARITH, b, r, c);
+    snprintf(name, sizeof name, "pol.%s.L%d.in%d", tag, pe->layer, slot);
+    uint32_t t = op_tensor_find(pe->prog, name);
+    if (t != OP_NONE && tensor_len(pe->prog, t) == (uint64_t)b * r * c)
+        return t;
+    return op_tensor_add(pe->prog, name, OPT_CACHE, DOM_ARITH, b, r, c);
 }
 
 uint32_t policy_emit(policy_emitter *pe, int kind, uint32_t batch, uint32_t m, uint32_t k,
@@ -328,22 +332,22 @@ uint32_t policy_emit(policy_emitter *pe, int kind, uint32_t batch, uint32_t m, u
         return OP_NONE;
     uint32_t in[3] = {OP_NONE, OP_NONE, OP_NONE};
     if (op_kind_shape(kind) == OPS_MM) {
-        /* COST operands: left b×m×k, right b×k×n (kern.c MATMUL/GATHER) */
-        in[0] = operand(pe, in0, OPT_TEMP, batch, m, k, tag, 0);
-        in[1] = operand(pe, in1, (flags & OPF_FIXED_B) ? OPT_WEIGHT : OPT_TEMP, batch, k, n, tag,
-                        1);
+        /* left b×m×k, right b×k×n (n×k used transposed) (kern.c MATMUL/GATHER) */
+        in[0] = operand(pe, in0, batch, m, k, tag, 0);
+        in[1] = (flags & OPF_TRANS_B) ? operand(pe, in1, batch, n, k, tag, 1)
+                                      : operand(pe, in1, batch, k, n, tag, 1);
     } else if (kind == OP_ONEHOT) {
-        in[0] = operand(pe, in0, OPT_TEMP, batch, m, 1, tag, 0); /* secret indices */
+        in[0] = operand(pe, in0, batch, m, 1, tag, 0); /* secret indices */
     } else {
-        in[0] = operand(pe, in0, OPT_TEMP, batch, m, n, tag, 0);
+        in[0] = operand(pe, in0, batch, m, n, tag, 0);
         int binary = kind == OP_ADD || kind == OP_SUB || kind == OP_MUL || kind == OP_LT ||
                      kind == OP_EQ || kind == OP_SELECT;
         if (binary && (flags & OPF_PUBLIC_B))
-            in[1] = operand(pe, OP_NONE, OPT_PUBLIC, 1, 1, 1, tag, 1); /* a public constant */
+            in[1] = operand(pe, OP_NONE, 1, 1, 1, tag, 1); /* the threshold, broadcast */
         else if (binary)
-            in[1] = operand(pe, in1, OPT_TEMP, batch, m, n, tag, 1);
+            in[1] = operand(pe, in1, batch, m, n, tag, 1);
         if (kind == OP_SELECT)
-            in[2] = operand(pe, OP_NONE, OPT_TEMP, batch, m, n, tag, 2);
+            in[2] = operand(pe, OP_NONE, batch, m, n, tag, 2);
     }
     char name[48];
     snprintf(name, sizeof name, "pol.%s.L%d", tag, pe->layer);

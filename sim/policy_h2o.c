@@ -191,8 +191,9 @@ static int h2o_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const 
          * rows (K|V|score: 2d+1 per row) by a select per element (§1.12 H2O topk + gather) */
         uint32_t oh = policy_emit(&pe, OP_ARGMAX, Hkv, 1, 0, s->hh + 1, acc, OP_NONE, 0, 0, 0,
                                   "h2o.argmin");
-        policy_emit(&pe, OP_SELECT, Hkv, s->hh + s->recent, 0, 2 * d + 1, oh, OP_NONE, 0, 0, 0,
-                    "h2o.compact");
+        (void)oh; /* the row mask is its prefix sum, broadcast over the row: local */
+        policy_emit(&pe, OP_SELECT, Hkv, s->hh + s->recent, 0, 2 * d + 1, OP_NONE, OP_NONE, 0,
+                    0, 0, "h2o.compact");
     }
     return policy_emit_done(&pe, "h2o", e);
 }

@@ -109,10 +109,10 @@ static void line(const char *pname, const char *what, double items, const char *
 int main(void)
 {
     static const char *const protos[] = {"semi2k", "aby3"};
-    printf("# real backend on loopback, best of 3 runs, time at P0 (local compute + transfer)\n");
+    printf("# real backend on loopback, best of 5 runs, time at P0 (local compute + transfer)\n");
     for (int q = 0; q < 2; q++) {
         const char *pn = protos[q];
-        job j = {.reps = 3};
+        job j = {.reps = 5};
         size_t n = 1 << 20;
         one_op(&j, OP_MUL, 1, 1, 0, (uint32_t)n, OPF_NO_TRUNC);
         line(pn, "ring mul, 2^20 elements", (double)n, "mul", &j);

@@ -112,7 +112,7 @@ static int prim_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
     if ((rc = e->vt->alloc(e, &x, nx, dom)) || (rc = e->vt->input(e, &x, 0, X)) ||
         (rc = e->vt->alloc(e, &y, ny, dom)) || (rc = e->vt->input(e, &y, 1, Y)))
         goto out;
-    if (c->prim == PRIM_MATMUL && (c->flags & OPF_FIXED_B) && (rc = mpc_engine_setup_fixed(e, 7, &y)))
+    if (c->prim == PRIM_MATMUL && (c->flags & OPF_FIXED_B) && (rc = mpc_engine_setup_fixed(e, 7, &y, NULL)))
         goto out;
     if (c->tap && e->party == 1 && !mpc_engine_is_dealer(e)) {
         memset(hist, 0, sizeof hist);
@@ -576,7 +576,7 @@ static int fault_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
         if (it == 3 && me == 1 && f->kind == 1)
             shutdown(mpc_net_fd(net, 0), SHUT_RDWR);
         if (it == 3 && me == 1 && f->kind == 4)
-            sleep(4);
+            sleep(2);
         if (it == 3 && me == -1 && f->kind == 6)
             raise(SIGKILL); /* the dealer dies: P1 waits on its corrections */
         if (it == 3 && me == 0 && (f->kind == 2 || f->kind == 3 || f->kind == 5 || f->kind == 7)) {
@@ -597,7 +597,7 @@ static int fault_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
                 return err_set(err, MS_ERR_IO, "write");
             if (f->kind == 5)
                 _exit(0); /* the frame is cut short and the sender is gone */
-            sleep(3);
+            sleep(1); /* keep the link open until P1 has read the frame */
             return err_set(err, MS_ERR_PEER, "rogue sender done");
         }
         rc = e->vt->mul(e, &z, &x, &x);
@@ -663,7 +663,7 @@ END_TEST
 
 START_TEST(test_fault_silent_peer)
 {
-    run_fault("aby3", 4, 0, "no progress", 1000);
+    run_fault("aby3", 4, 0, "no progress", 500);
 }
 END_TEST
 
