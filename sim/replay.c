@@ -370,10 +370,24 @@ static void live_layer(void *ctx, const llama_layer_view *lv)
     replay *r = c->r;
     if (c->err || !r->pol->observe)
         return;
-    uint32_t rows, cols;
-    policy_obs o = {.layer = lv->layer, .pos = lv->pos, .q = lv->q, .k = lv->k, .v = lv->v,
-                    .att = lv->att, .ffn = lv->ffn_pre,
-                    .wo = layer_wo(r, lv->layer, &rows, &cols)};
+    /* the same contract as the trace replay: only the arrays the policy asked for */
+    uint32_t rows, cols, pos = lv->pos;
+    unsigned need = r->pol->needs ? r->pol->needs(c->st, pos) : 0;
+    if (pos < r->P && r->prompt_rows && pos + r->prompt_rows < r->P)
+        need &= ~POLICY_NEED_ATT;
+    policy_obs o = {.layer = lv->layer, .pos = pos};
+    if (need & (POLICY_NEED_Q | POLICY_NEED_ATT))
+        o.q = lv->q;
+    if (need & POLICY_NEED_ATT)
+        o.att = lv->att;
+    if (need & POLICY_NEED_K)
+        o.k = lv->k;
+    if (need & POLICY_NEED_V)
+        o.v = lv->v;
+    if (need & POLICY_NEED_FFN)
+        o.ffn = lv->ffn_pre;
+    if (need & POLICY_NEED_WO)
+        o.wo = layer_wo(r, lv->layer, &rows, &cols);
     if (r->pol->observe(c->st, &o, c->e))
         c->err = 1;
 }
