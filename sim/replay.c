@@ -292,13 +292,19 @@ static int decode_pos(replay *r, uint32_t step, op_program *prog, errbuf *e)
         rc = r->pol->select(r->st, l, pos, q, r->keep, e);
         if (rc)
             break;
+        /* The public shape of a layer is its largest head selection: heads run vectorized in
+         * the same ops, and a shorter selection (a partial last page or cluster chosen by
+         * some heads only) is padded with masked slots. Metrics use the true sets. */
+        uint32_t cmax = 0;
         for (uint32_t g = 0; g < Hkv; g++) {
             uint32_t c = 0;
             const uint8_t *kp = r->keep + (size_t)g * pos;
             for (uint32_t j = 0; j < pos; j++)
                 c += kp[j];
-            r->kept[(size_t)l * Hkv + g] = c;
+            cmax = c > cmax ? c : cmax;
         }
+        for (uint32_t g = 0; g < Hkv; g++)
+            r->kept[(size_t)l * Hkv + g] = cmax;
         const float *used = NULL;
         if (measure || (need & POLICY_NEED_ATT)) {
             rc = layer_rows(r, pos, l, trace_att(r->tr, l), measure, e);

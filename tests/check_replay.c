@@ -146,7 +146,11 @@ START_TEST(test_policies_on_stories)
         }
         run_result res;
         size_t nops;
-        drive(c, &res, NULL, &nops);
+        uint32_t kept[20];
+        drive(c, &res, kept, &nops);
+        for (int l = 0; l < 5; l++) /* one public shape per layer (padded head selections) */
+            for (int g = 1; g < 4; g++)
+                ck_assert_uint_eq(kept[l * 4 + g], kept[l * 4]);
         double R = metric(&res, "attn_mass_recall");
         ck_assert_msg(R > 0 && R <= 1.0 + 1e-6, "%s: recall %g", all[i]->name, R);
         ck_assert_msg(!isnan(metric(&res, "logit_kl")), "%s: no KL", all[i]->name);
