@@ -106,7 +106,7 @@ deps:
 demo:
 	@scripts/install-deps.sh --if-missing
 	@$(MAKE) --no-print-directory all
-	MPCSIM_DATA=$(CURDIR) $(BUILD)/mpcsim run scenarios/quickstart.yaml -o results/quickstart.db
+	MPCSIM_DATA=$(CURDIR) $(BUILD)/mpcsim run scenarios/quickstart.yaml -o results/quickstart.db --resume
 	MPCSIM_DATA=$(CURDIR) $(BUILD)/mpcsim plot results/quickstart.db -o results/quickstart-plots
 	@echo "database: results/quickstart.db   plots: results/quickstart-plots/"
 

@@ -48,6 +48,9 @@ typedef struct policy_env {
     int (*gather_k)(void *ctx, uint32_t layer, uint32_t kv_head, const uint32_t *idx, size_t n,
                     float *k);
     void *kv_ctx;
+    /* Optional, preferred when set: keys of position pos for every KV head (n_kv_heads ×
+     * head_dim) in one read (a synthetic trace generates all heads of a position at once). */
+    int (*get_k)(void *ctx, uint32_t layer, uint32_t pos, float *k);
 } policy_env;
 
 /* A scenario's policy parameters as the policy reads them (path for messages). */
@@ -61,7 +64,7 @@ typedef struct policy_args {
 typedef struct policy_obs {
     uint32_t layer, pos;
     const float *q;      /* n_heads × head_dim */
-    const float *k, *v;  /* n_kv_heads × head_dim of this position */
+    const float *k, *v;  /* n_kv_heads × head_dim of this position (NULL unless asked for) */
     const float *att;    /* n_heads × (pos+1) probabilities used (0 on dropped entries), or
                           * NULL when the policy's needs() did not ask for it */
     const float *ffn;    /* ffn_dim gate pre-activations, or NULL */
@@ -70,10 +73,11 @@ typedef struct policy_obs {
 
 /* What observe() needs at a position (bit mask). */
 #define POLICY_NEED_ATT 0x1u /* attention row */
-#define POLICY_NEED_KV  0x2u /* this position's k and v */
+#define POLICY_NEED_K   0x2u /* this position's keys */
+#define POLICY_NEED_V   0x20u /* this position's values */
 #define POLICY_NEED_FFN 0x4u /* FFN pre-activations */
 #define POLICY_NEED_WO  0x8u /* W_o of the layer */
-#define POLICY_NEED_Q   0x10u /* the query */
+#define POLICY_NEED_Q   0x10u /* the query (also: select() is query-aware) */
 
 struct policy_ops {
     const char *name;

@@ -98,7 +98,7 @@ static unsigned ckv_needs(void *st, uint32_t pos)
     ckv_state *s = st;
     if (pos >= s->core.env.prompt_len || !compresses(s))
         return 0;
-    return POLICY_NEED_KV | POLICY_NEED_WO | (snap_core_wants(&s->core, pos) ? POLICY_NEED_ATT : 0);
+    return POLICY_NEED_V | POLICY_NEED_WO | (snap_core_wants(&s->core, pos) ? POLICY_NEED_ATT : 0);
 }
 
 static int ckv_observe(void *st, const policy_obs *o, errbuf *e)

@@ -114,7 +114,7 @@ static int h2o_observe(void *st, const policy_obs *o, errbuf *e)
     for (uint32_t g = 0; g < v->n_kv_heads; g++) {
         size_t lg = (size_t)o->layer * v->n_kv_heads + g, base = lg * v->max_len;
         float *sc = s->score + base;
-        for (uint32_t h = g * G; h < (g + 1) * G; h++) {
+        for (uint32_t h = g * G; o->att && h < (g + 1) * G; h++) {
             const float *row = o->att + (size_t)h * n;
             for (uint32_t j = 0; j < n; j++)
                 sc[j] += row[j];
@@ -191,8 +191,9 @@ static int h2o_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const 
          * rows (K|V|score: 2d+1 per row) by a select per element (§1.12 H2O topk + gather) */
         uint32_t oh = policy_emit(&pe, OP_ARGMAX, Hkv, 1, 0, s->hh + 1, acc, OP_NONE, 0, 0, 0,
                                   "h2o.argmin");
-        policy_emit(&pe, OP_SELECT, Hkv, s->hh + s->recent, 0, 2 * d + 1, oh, OP_NONE, 0, 0, 0,
-                    "h2o.compact");
+        (void)oh; /* the row mask is its prefix sum, broadcast over the row: local */
+        policy_emit(&pe, OP_SELECT, Hkv, s->hh + s->recent, 0, 2 * d + 1, OP_NONE, OP_NONE, 0,
+                    0, 0, "h2o.compact");
     }
     return policy_emit_done(&pe, "h2o", e);
 }

@@ -133,13 +133,13 @@ static int mpc_init(const policy_env *env, const policy_args *a, void **st, errb
     /* w = 0.2·T0, 0.1·T0 if T0 > LARGE_TOKEN_NUM = 24000 */
     double wf = P > 24000 ? s->wfrac / 2 : s->wfrac;
     s->window = (uint32_t)(wf * P);
-    size_t G2max = env->max_len / s->s2 + 2;
+    size_t G2max = env->max_len / s->s2 + 4; /* + the forced clusters {0, last} */
     s->head = calloc((size_t)L * Hkv, sizeof *s->head);
     s->prev = malloc((size_t)Hkv * env->max_len + 1);
     s->c1 = malloc(G2max * sizeof *s->c1);
     s->c2 = malloc(G2max * sizeof *s->c2);
     s->qs = malloc((size_t)env->head_dim * sizeof *s->qs);
-    s->kbuf = malloc(((size_t)P + 1) * env->head_dim * sizeof *s->kbuf);
+    s->kbuf = malloc((size_t)Hkv * env->head_dim * sizeof *s->kbuf);
     s->work = malloc((env->max_len + 1) * sizeof *s->work);
     s->sel1 = malloc(G2max * sizeof *s->sel1);
     s->sel2 = malloc(G2max * sizeof *s->sel2);
@@ -170,7 +170,7 @@ static unsigned mpc_needs(void *st, uint32_t pos)
 {
     mpc_state *s = st;
     if (pos >= s->env.prompt_len)
-        return POLICY_NEED_KV;
+        return POLICY_NEED_K | POLICY_NEED_Q;
     return s->mode != ST_NONE && in_window(s, pos) ? POLICY_NEED_ATT : 0;
 }
 
@@ -267,32 +267,61 @@ static uint32_t static_set(mpc_state *s, uint32_t l, uint32_t g)
     return n;
 }
 
+/* Keys of prompt position j for the KV heads that keep it (kbuf: n_kv_heads × d). */
+static int read_keys(const policy_env *v, uint32_t l, uint32_t j, const uint8_t *in, float *kbuf)
+{
+    if (v->get_k)
+        return v->get_k(v->kv_ctx, l, j, kbuf);
+    if (!v->gather_k)
+        return 1;
+    for (uint32_t g = 0; g < v->n_kv_heads; g++)
+        if (in[(size_t)g * v->prompt_len + j] &&
+            v->gather_k(v->kv_ctx, l, g, &j, 1, kbuf + (size_t)g * v->head_dim))
+            return 1;
+    return 0;
+}
+
 static int mpc_prefill(void *st, errbuf *e)
 {
     mpc_state *s = st;
     const policy_env *v = &s->env;
-    uint32_t Hkv = v->n_kv_heads, d = v->head_dim;
-    for (uint32_t l = 0; l < v->n_layers; l++) {
+    uint32_t Hkv = v->n_kv_heads, d = v->head_dim, P = v->prompt_len;
+    uint8_t *in = malloc((size_t)Hkv * P + 1); /* in[g·P + j]: j in head g's static set */
+    if (!in)
+        return err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory");
+    int rc = MS_OK;
+    for (uint32_t l = 0; !rc && l < v->n_layers; l++) {
         uint32_t src = shared_layer(s, l) ? l - 1 : l; /* odd layers reuse the static set */
-        for (uint32_t g = 0; g < Hkv; g++) {
+        memset(in, 0, (size_t)Hkv * P);
+        for (uint32_t g = 0; !rc && g < Hkv; g++) {
             uint32_t n = static_set(s, src, g);
-            if (n == UINT32_MAX)
-                return err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory");
-            s->stat_count[(size_t)l * Hkv + g] = n;
-            mpc_head *h = &s->head[(size_t)l * Hkv + g];
-            if (n && v->gather_k) {
-                int rc = v->gather_k(v->kv_ctx, l, g, s->work, n, s->kbuf);
-                if (rc)
-                    return err_set(e, rc, "policy mpcache: cannot read the prompt's keys");
-            } else if (n) {
-                return err_set(e, MS_ERR_INTERNAL, "policy mpcache: no key access");
+            if (n == UINT32_MAX) {
+                rc = err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory");
+                break;
             }
+            s->stat_count[(size_t)l * Hkv + g] = n;
             for (uint32_t i = 0; i < n; i++)
-                if (head_push(h, s->s2, d, s->work[i], s->kbuf + (size_t)i * d))
-                    return err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory");
+                in[(size_t)g * P + s->work[i]] = 1;
+        }
+        /* keys position by position (one read serves every KV head), in position order */
+        for (uint32_t j = 0; !rc && j < P; j++) {
+            int any = 0;
+            for (uint32_t g = 0; g < Hkv; g++)
+                any |= in[(size_t)g * P + j];
+            if (!any)
+                continue;
+            if (read_keys(v, l, j, in, s->kbuf)) {
+                rc = err_set(e, MS_ERR_INPUT, "policy mpcache: cannot read the prompt's keys");
+                break;
+            }
+            for (uint32_t g = 0; !rc && g < Hkv; g++)
+                if (in[(size_t)g * P + j] &&
+                    head_push(&s->head[(size_t)l * Hkv + g], s->s2, d, j, s->kbuf + (size_t)g * d))
+                    rc = err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory");
         }
     }
-    return MS_OK;
+    free(in);
+    return rc;
 }
 
 /* Score of a centroid mix α·max + (1-α)·min against the group query qs. */

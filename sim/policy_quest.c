@@ -75,7 +75,11 @@ static int quest_init(const policy_env *env, const policy_args *a, void **st, er
     return MS_OK;
 }
 
-static unsigned quest_needs(void *st, uint32_t pos) { return POLICY_NEED_KV; }
+static unsigned quest_needs(void *st, uint32_t pos)
+{
+    quest_state *s = st;
+    return POLICY_NEED_K | (pos >= s->env.prompt_len ? POLICY_NEED_Q : 0);
+}
 
 static float *bound(const quest_state *s, float *base, uint32_t layer, uint32_t g, uint32_t p)
 {

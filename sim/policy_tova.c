@@ -156,7 +156,8 @@ static int tova_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const
     uint32_t m = policy_emit(&pe, OP_ADD, 1, v->n_heads, 0, n, OP_NONE, OP_NONE, 0, 0, 0,
                              "tova.mean");
     uint32_t oh = policy_emit(&pe, OP_ARGMAX, 1, 1, 0, n, m, OP_NONE, 0, 0, 0, "tova.argmin");
-    policy_emit(&pe, OP_SELECT, Hkv, n - 1, 0, 2 * d, oh, OP_NONE, 0, 0, 0, "tova.compact");
+    (void)oh; /* the row mask is its prefix sum, broadcast over the row: local */
+    policy_emit(&pe, OP_SELECT, Hkv, n - 1, 0, 2 * d, OP_NONE, OP_NONE, 0, 0, 0, "tova.compact");
     return policy_emit_done(&pe, "tova", e);
 }
 

@@ -23,12 +23,14 @@ struct replay {
     policy_env env;
     policy_args args;
     trace *tr;
-    uint32_t P, next_step, stride;
+    uint32_t P, next_step, stride, err_heads, prompt_rows;
     int prompt_done, live;
     uint8_t *keep;      /* Hkv × max_len */
     uint32_t *kept;     /* L × Hkv of the newest step */
     float *att;         /* H × max_len: attention renormalized over the kept entries */
     float *vbuf, *k, *v;
+    float *wo_syn;      /* synthetic traces: one W_o draw reused for every layer, or NULL */
+    uint32_t wo_rows, wo_cols;
     uint32_t *idx;
     metrics m;
 };
@@ -41,6 +43,11 @@ static int gather_k(void *ctx, uint32_t layer, uint32_t g, const uint32_t *idx, 
     return trace_gather(ctx, layer, g, idx, n, k, NULL);
 }
 
+static int get_k(void *ctx, uint32_t layer, uint32_t pos, float *k)
+{
+    return trace_kv(ctx, layer, pos, k, NULL);
+}
+
 static int read_params(replay *r, errbuf *e)
 {
     static const policy_ops none = {.name = "replay"};
@@ -50,6 +57,10 @@ static int read_params(replay *r, errbuf *e)
     int rc = policy_arg_u32(p, &r->args, "metric_stride", &r->stride, e);
     if (!rc)
         rc = policy_arg_u32(p, &r->args, "recall_k", &k, e);
+    if (!rc)
+        rc = policy_arg_u32(p, &r->args, "err_kv_heads", &r->err_heads, e);
+    if (!rc)
+        rc = policy_arg_u32(p, &r->args, "prompt_rows", &r->prompt_rows, e);
     if (!rc)
         rc = policy_arg_double(p, &r->args, "live", &live, e);
     if (rc)
@@ -81,7 +92,7 @@ int replay_open(const run_cfg *cfg, replay **out, errbuf *e)
     r->args = (policy_args){cfg->policy.params, cfg->policy.n_params, cfg->scenario_path};
     const model_cfg *mc = &cfg->model;
     r->env = (policy_env){mc->n_layers, mc->n_heads, mc->n_kv_heads, mc->head_dim, mc->dim,
-                          mc->ffn_dim, r->P, r->P + cfg->work.decode_len, NULL, NULL};
+                          mc->ffn_dim, r->P, r->P + cfg->work.decode_len, NULL, NULL, NULL};
     int has_trace = cfg->trace.source[0] && strcmp(cfg->trace.source, "none") != 0;
     if (has_trace) {
         rc = trace_open_run(cfg, &r->tr, e);
@@ -91,6 +102,7 @@ int replay_open(const run_cfg *cfg, replay **out, errbuf *e)
                          "  hint: shorten the run or record a longer trace",
                          trace_get_shape(r->tr)->n_tokens, r->P, cfg->work.decode_len);
         r->env.gather_k = gather_k;
+        r->env.get_k = get_k;
         r->env.kv_ctx = r->tr;
     } else if (p->observe) {
         rc = err_set(e, MS_ERR_INPUT,
@@ -137,6 +149,7 @@ void replay_close(replay *r)
     free(r->kept);
     free(r->att);
     free(r->vbuf);
+    free(r->wo_syn);
     free(r->k);
     free(r->v);
     free(r->idx);
@@ -145,29 +158,56 @@ void replay_close(replay *r)
 
 /* ---- observation ------------------------------------------------------------------------ */
 
+/* W_o of a layer. A synthetic trace generates an i.i.d. Gaussian W_o on every call (16M normals
+ * for a 7B layer), so the replay draws it once and uses that draw for every layer: the same
+ * distribution, a different (fixed) sample per layer would not change any expectation. */
+static const float *layer_wo(replay *r, uint32_t layer, uint32_t *rows, uint32_t *cols)
+{
+    if (!trace_is_synthetic(r->tr))
+        return trace_wo(r->tr, layer, rows, cols);
+    if (!r->wo_syn) {
+        const float *w = trace_wo(r->tr, 0, &r->wo_rows, &r->wo_cols);
+        size_t n = (size_t)r->wo_rows * r->wo_cols;
+        if (!w || !(r->wo_syn = malloc(n * sizeof *r->wo_syn)))
+            return NULL;
+        memcpy(r->wo_syn, w, n * sizeof *w);
+    }
+    *rows = r->wo_rows;
+    *cols = r->wo_cols;
+    return r->wo_syn;
+}
+
 /* Fills and passes one (pos, layer) observation; att_used is the attention the model computed
  * (NULL: the full row from the trace). */
+static unsigned needs_at(replay *r, uint32_t pos)
+{
+    unsigned need = r->pol->needs ? r->pol->needs(r->st, pos) : 0;
+    if (pos < r->P && r->prompt_rows && pos + r->prompt_rows < r->P)
+        need &= ~POLICY_NEED_ATT; /* prompt_rows: only the last rows of the prompt */
+    return need;
+}
+
 static int observe(replay *r, uint32_t pos, uint32_t layer, const float *att_used, errbuf *e)
 {
     if (!r->pol->observe)
         return MS_OK;
-    unsigned need = r->pol->needs ? r->pol->needs(r->st, pos) : 0;
+    unsigned need = needs_at(r, pos);
     policy_obs o = {.layer = layer, .pos = pos};
     if (need & (POLICY_NEED_Q | POLICY_NEED_ATT))
         o.q = trace_q(r->tr, layer);
     if (need & POLICY_NEED_ATT)
         o.att = att_used ? att_used : trace_att(r->tr, layer);
-    if (need & POLICY_NEED_KV) {
-        if (trace_kv(r->tr, layer, pos, r->k, r->v))
+    if (need & (POLICY_NEED_K | POLICY_NEED_V)) {
+        o.k = need & POLICY_NEED_K ? r->k : NULL;
+        o.v = need & POLICY_NEED_V ? r->v : NULL;
+        if (trace_kv(r->tr, layer, pos, (float *)o.k, (float *)o.v))
             return err_set(e, MS_ERR_INPUT, "replay: trace has no keys/values at %u", pos);
-        o.k = r->k;
-        o.v = r->v;
     }
     if (need & POLICY_NEED_FFN)
         o.ffn = trace_ffn(r->tr, layer);
     if (need & POLICY_NEED_WO) {
         uint32_t rows, cols;
-        o.wo = trace_wo(r->tr, layer, &rows, &cols);
+        o.wo = layer_wo(r, layer, &rows, &cols);
     }
     return r->pol->observe(r->st, &o, e);
 }
@@ -179,7 +219,10 @@ static int ensure_prompt(replay *r, errbuf *e)
         return MS_OK;
     r->prompt_done = 1;
     for (uint32_t pos = 0; r->tr && r->pol->observe && pos < r->P; pos++) {
-        int rc = trace_seek(r->tr, pos, e);
+        /* a position the policy reads nothing from is not generated (synthetic traces) */
+        unsigned need = needs_at(r, pos);
+        int stream = need & (POLICY_NEED_Q | POLICY_NEED_ATT | POLICY_NEED_FFN);
+        int rc = stream ? trace_seek(r->tr, pos, e) : MS_OK;
         for (uint32_t l = 0; !rc && l < r->env.n_layers; l++)
             rc = observe(r, pos, l, NULL, e);
         if (rc)
@@ -202,13 +245,19 @@ int replay_prefill(replay *r, op_program *prog, errbuf *e)
 static int layer_rows(replay *r, uint32_t pos, uint32_t l, const float *full, int measure,
                       errbuf *e)
 {
+    uint32_t step = pos - r->P;
     const policy_env *v = &r->env;
     uint32_t n = pos + 1, G = v->n_heads / v->n_kv_heads, d = v->head_dim;
     uint32_t rows = 0, cols = 0;
-    const float *wo = measure ? trace_wo(r->tr, l, &rows, &cols) : NULL;
+    const float *wo = measure ? layer_wo(r, l, &rows, &cols) : NULL;
     for (uint32_t g = 0; g < v->n_kv_heads; g++) {
         const uint8_t *keep = r->keep + (size_t)g * pos;
-        if (measure && trace_gather(r->tr, l, g, r->idx, n, NULL, r->vbuf))
+        /* output error on err_heads KV heads per layer, rotating with the step */
+        uint32_t slot = (g + v->n_kv_heads - (uint32_t)(((uint64_t)step / (r->stride ? r->stride : 1) * r->err_heads) %
+                                                        v->n_kv_heads)) %
+                        v->n_kv_heads;
+        int out_err = measure && slot < r->err_heads;
+        if (out_err && trace_gather(r->tr, l, g, r->idx, n, NULL, r->vbuf))
             return err_set(e, MS_ERR_INPUT, "replay: trace has no values");
         for (uint32_t h = g * G; h < (g + 1) * G; h++) {
             const float *a = full + (size_t)h * n;
@@ -218,11 +267,11 @@ static int layer_rows(replay *r, uint32_t pos, uint32_t l, const float *full, in
                 R += j + 1 == n || keep[j] ? a[j] : 0.0f;
             for (uint32_t j = 0; j < n; j++)
                 out[j] = j + 1 == n || keep[j] ? (float)(a[j] / R) : 0.0f;
-            if (measure) {
+            if (measure)
                 metrics_row(&r->m, a, keep, n);
+            if (out_err)
                 metrics_output(&r->m, a, keep, n, R, r->vbuf, d, wo ? wo + (size_t)h * d : NULL,
                                cols, rows);
-            }
         }
     }
     return MS_OK;
@@ -233,27 +282,35 @@ static int decode_pos(replay *r, uint32_t step, op_program *prog, errbuf *e)
 {
     const policy_env *v = &r->env;
     uint32_t pos = r->P + step, Hkv = v->n_kv_heads;
-    int rc = r->tr ? trace_seek(r->tr, pos, e) : MS_OK;
-    int measure = r->tr && step % r->stride == 0;
+    int measure = r->tr && r->stride && step % r->stride == 0;
     unsigned need = r->pol->needs ? r->pol->needs(r->st, pos) : 0;
+    /* positional policies without metrics never touch the trace */
+    int read = r->tr && (measure || r->pol->observe || (need & POLICY_NEED_Q));
+    int rc = read ? trace_seek(r->tr, pos, e) : MS_OK;
     for (uint32_t l = 0; !rc && l < v->n_layers; l++) {
-        const float *q = r->tr ? trace_q(r->tr, l) : NULL;
+        const float *q = read ? trace_q(r->tr, l) : NULL;
         rc = r->pol->select(r->st, l, pos, q, r->keep, e);
         if (rc)
             break;
+        /* The public shape of a layer is its largest head selection: heads run vectorized in
+         * the same ops, and a shorter selection (a partial last page or cluster chosen by
+         * some heads only) is padded with masked slots. Metrics use the true sets. */
+        uint32_t cmax = 0;
         for (uint32_t g = 0; g < Hkv; g++) {
             uint32_t c = 0;
             const uint8_t *kp = r->keep + (size_t)g * pos;
             for (uint32_t j = 0; j < pos; j++)
                 c += kp[j];
-            r->kept[(size_t)l * Hkv + g] = c;
+            cmax = c > cmax ? c : cmax;
         }
+        for (uint32_t g = 0; g < Hkv; g++)
+            r->kept[(size_t)l * Hkv + g] = cmax;
         const float *used = NULL;
         if (measure || (need & POLICY_NEED_ATT)) {
             rc = layer_rows(r, pos, l, trace_att(r->tr, l), measure, e);
             used = r->att;
         }
-        if (!rc && r->tr)
+        if (!rc && read)
             rc = observe(r, pos, l, used, e);
         if (!rc && prog && r->pol->emit_cost)
             rc = r->pol->emit_cost(r->st, PHASE_DECODE, l, pos, r->kept + (size_t)l * Hkv,
@@ -319,10 +376,24 @@ static void live_layer(void *ctx, const llama_layer_view *lv)
     replay *r = c->r;
     if (c->err || !r->pol->observe)
         return;
-    uint32_t rows, cols;
-    policy_obs o = {.layer = lv->layer, .pos = lv->pos, .q = lv->q, .k = lv->k, .v = lv->v,
-                    .att = lv->att, .ffn = lv->ffn_pre,
-                    .wo = trace_wo(r->tr, lv->layer, &rows, &cols)};
+    /* the same contract as the trace replay: only the arrays the policy asked for */
+    uint32_t rows, cols, pos = lv->pos;
+    unsigned need = r->pol->needs ? r->pol->needs(c->st, pos) : 0;
+    if (pos < r->P && r->prompt_rows && pos + r->prompt_rows < r->P)
+        need &= ~POLICY_NEED_ATT;
+    policy_obs o = {.layer = lv->layer, .pos = pos};
+    if (need & (POLICY_NEED_Q | POLICY_NEED_ATT))
+        o.q = lv->q;
+    if (need & POLICY_NEED_ATT)
+        o.att = lv->att;
+    if (need & POLICY_NEED_K)
+        o.k = lv->k;
+    if (need & POLICY_NEED_V)
+        o.v = lv->v;
+    if (need & POLICY_NEED_FFN)
+        o.ffn = lv->ffn_pre;
+    if (need & POLICY_NEED_WO)
+        o.wo = layer_wo(r, lv->layer, &rows, &cols);
     if (r->pol->observe(c->st, &o, c->e))
         c->err = 1;
 }

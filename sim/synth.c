@@ -215,6 +215,7 @@ static void fill_normal(uint64_t *s, float *x, size_t n, double mu, double sd)
 
 typedef struct synth_src {
     gsl_rng *rng;       /* query stream */
+    gsl_rng *wo_rng;    /* W_o, reseeded per layer */
     uint32_t m;         /* locality frequency pairs */
     uint32_t dc;        /* content channels d - 2 - 2m */
     double *omega;      /* m */
@@ -267,32 +268,47 @@ static int is_heavy(const trace *t, uint32_t layer, uint32_t g, uint32_t pos)
     return (int)(bits[pos / 64] >> (pos % 64) & 1);
 }
 
-static void synth_kv(trace *t, uint32_t layer, uint32_t pos, float *k, float *v)
+/* Key and/or value of KV head g at (layer, pos). Values are Irwin–Hall(4) draws scaled to
+ * unit variance (near-Gaussian, |v| ≤ √12): one 64-bit counter draw per value, so a policy
+ * gathering thousands of values per step stays cheap. */
+static void synth_kv1(trace *t, uint32_t layer, uint32_t g, uint32_t pos, float *k, float *v)
 {
     synth_src *s = t->impl;
     uint32_t d = t->s.head_dim;
-    float rt = sqrtf((float)d);
-    for (uint32_t g = 0; g < t->s.n_kv_heads; g++) {
-        if (k) {
-            float *kg = k + (size_t)g * d;
-            kg[0] = pos < t->synth.n_sinks ? (float)(t->synth.sink * rt) : 0.0f;
-            kg[1] = is_heavy(t, layer, g, pos) ? (float)(t->synth.heavy * rt) : 0.0f;
-            memcpy(kg + 2, s->rff + (size_t)pos * 2 * s->m, 2 * s->m * sizeof(float));
-            uint64_t st = stream_key(t->seed, ST_KEY, layer, g, pos);
-            float sk = (float)s->sigma_k, *kc = kg + 2 + 2 * s->m;
-            for (uint32_t i0 = 0; i0 < s->dc; i0 += 64) {
-                st += 0x9E3779B97F4A7C15ull;
-                uint64_t bits = mix64(st);
-                uint32_t n = s->dc - i0 < 64 ? s->dc - i0 : 64;
-                for (uint32_t i = 0; i < n; i++)
-                    kc[i0 + i] = sk * (float)((int)(bits >> i & 1) * 2 - 1);
-            }
-        }
-        if (v) {
-            uint64_t st = stream_key(t->seed, ST_VAL, layer, g, pos);
-            fill_normal(&st, v + (size_t)g * d, d, 0.0, 1.0);
+    if (k) {
+        float rt = sqrtf((float)d);
+        k[0] = pos < t->synth.n_sinks ? (float)(t->synth.sink * rt) : 0.0f;
+        k[1] = is_heavy(t, layer, g, pos) ? (float)(t->synth.heavy * rt) : 0.0f;
+        memcpy(k + 2, s->rff + (size_t)pos * 2 * s->m, 2 * s->m * sizeof(float));
+        uint64_t st = stream_key(t->seed, ST_KEY, layer, g, pos);
+        float sk = (float)s->sigma_k, *kc = k + 2 + 2 * s->m;
+        for (uint32_t i0 = 0; i0 < s->dc; i0 += 64) {
+            st += 0x9E3779B97F4A7C15ull;
+            uint64_t bits = mix64(st);
+            uint32_t n = s->dc - i0 < 64 ? s->dc - i0 : 64;
+            for (uint32_t i = 0; i < n; i++)
+                kc[i0 + i] = sk * (float)((int)(bits >> i & 1) * 2 - 1);
         }
     }
+    if (v) {
+        /* sum of 4 uniforms on [0, 65536): mean 131070, variance 4·(65536² − 1)/12 */
+        const float scale = (float)(1.0 / sqrt(4.0 * (65536.0 * 65536.0 - 1) / 12.0));
+        uint64_t st = stream_key(t->seed, ST_VAL, layer, g, pos);
+        for (uint32_t i = 0; i < d; i++) {
+            st += 0x9E3779B97F4A7C15ull;
+            uint64_t b = mix64(st);
+            uint32_t sum = (uint32_t)(b & 0xffff) + (uint32_t)(b >> 16 & 0xffff) +
+                           (uint32_t)(b >> 32 & 0xffff) + (uint32_t)(b >> 48);
+            v[i] = ((float)sum - 131070.0f) * scale;
+        }
+    }
+}
+
+static void synth_kv(trace *t, uint32_t layer, uint32_t pos, float *k, float *v)
+{
+    uint32_t d = t->s.head_dim;
+    for (uint32_t g = 0; g < t->s.n_kv_heads; g++)
+        synth_kv1(t, layer, g, pos, k ? k + (size_t)g * d : NULL, v ? v + (size_t)g * d : NULL);
 }
 
 /* Attention rows of the current position straight from the logit model (same values as
@@ -395,10 +411,10 @@ static const float *synth_ffn(trace *t, uint32_t layer)
     return s->ffn;
 }
 
-/* W_o of every layer is cached when all of them fit in SYNTH_WO_CACHE bytes (small and
- * mid-size shapes); otherwise one layer is kept and regenerated when another is asked for
- * (llama-2-7b: 64 MiB per layer, 2 GiB in all). */
-#define SYNTH_WO_CACHE (512ull << 20)
+/* W_o of every layer is cached when all of them fit in SYNTH_WO_CACHE bytes (up to 7B/8B
+ * shapes: llama-2-7b takes 64 MiB per layer, 2 GiB in all, generated once in ~5 s); larger
+ * models keep one layer and regenerate it when another layer is asked for. */
+#define SYNTH_WO_CACHE (4ull << 30)
 
 static const float *synth_wo(trace *t, uint32_t layer)
 {
@@ -412,10 +428,14 @@ static const float *synth_wo(trace *t, uint32_t layer)
         return s->wo[slot];
     if (!s->wo[slot] && !(s->wo[slot] = malloc(n * sizeof(float))))
         return NULL;
-    uint64_t st = stream_key(t->seed, ST_WO, layer, 0, 0);
-    fill_normal(&st, s->wo[slot], n, 0.0, 1.0 / sqrt((double)cols));
+    /* a GSL mt19937 per layer, seeded from the trace seed and the layer */
+    gsl_rng_set(s->wo_rng, (unsigned long)stream_key(t->seed, ST_WO, layer, 0, 0));
+    double sd = 1.0 / sqrt((double)cols);
+    float *w = s->wo[slot];
+    for (size_t i = 0; i < n; i++)
+        w[i] = (float)gsl_ran_gaussian_ziggurat(s->wo_rng, sd);
     s->wo_layer = layer;
-    return s->wo[slot];
+    return w;
 }
 
 static const float *synth_logits(trace *t) { return NULL; }
@@ -427,6 +447,8 @@ static void synth_close(trace *t)
         return;
     if (s->rng)
         gsl_rng_free(s->rng);
+    if (s->wo_rng)
+        gsl_rng_free(s->wo_rng);
     free(s->omega);
     free(s->rff);
     free(s->loc);
@@ -445,8 +467,9 @@ static void synth_close(trace *t)
     free(s);
 }
 
-static const trace_source synth_source = {synth_seek, synth_kv, synth_att_row, synth_ffn,
-                                          synth_logits, synth_wo, synth_close};
+static const trace_source synth_source = {synth_seek, synth_kv,     synth_kv1,
+                                          synth_att_row, synth_ffn, synth_logits,
+                                          synth_wo,   synth_close};
 
 /* Locality frequencies, amplitude and the AR(1) coefficient that gives the requested drift. */
 static void synth_layout(trace *t, synth_src *s)
@@ -479,9 +502,10 @@ int trace_synth_attach(trace *t, const model_cfg *cfg, errbuf *e)
     t->impl = s;
     t->src = &synth_source;
     s->rng = gsl_rng_alloc(gsl_rng_mt19937);
+    s->wo_rng = gsl_rng_alloc(gsl_rng_mt19937);
     s->omega = calloc(32, sizeof *s->omega);
     s->ffn = calloc(t->s.ffn_dim ? t->s.ffn_dim : 1, sizeof(float));
-    if (!s->rng || !s->omega || !s->ffn)
+    if (!s->rng || !s->wo_rng || !s->omega || !s->ffn)
         return err_set(e, MS_ERR_NOMEM, "out of memory");
     synth_layout(t, s);
     s->content = calloc((size_t)t->s.n_layers * t->s.n_heads * (s->dc ? s->dc : 1),

@@ -530,6 +530,17 @@ static void dir_kv(trace *t, uint32_t layer, uint32_t pos, float *k, float *v)
         memcpy(v, d->data[TRACE_V] + off, row * sizeof(float));
 }
 
+static void dir_kv1(trace *t, uint32_t layer, uint32_t g, uint32_t pos, float *k, float *v)
+{
+    dir_src *d = t->impl;
+    size_t hd = t->s.head_dim, row = (size_t)t->s.n_kv_heads * hd;
+    size_t off = ((size_t)layer * t->s.n_tokens + pos) * row + g * hd;
+    if (k)
+        memcpy(k, d->data[TRACE_K] + off, hd * sizeof(float));
+    if (v)
+        memcpy(v, d->data[TRACE_V] + off, hd * sizeof(float));
+}
+
 static int dir_att_row(trace *t, uint32_t layer)
 {
     dir_src *d = t->impl;
@@ -573,7 +584,7 @@ static void dir_close(trace *t)
     free(d);
 }
 
-static const trace_source dir_source = {dir_seek, dir_kv, dir_att_row, dir_ffn,
+static const trace_source dir_source = {dir_seek, dir_kv, dir_kv1, dir_att_row, dir_ffn,
                                         dir_logits, dir_wo, dir_close};
 
 int trace_alloc_common(trace *t)
@@ -735,11 +746,7 @@ int trace_gather(trace *t, uint32_t layer, uint32_t kv_head, const uint32_t *idx
     for (size_t i = 0; i < n; i++) {
         if (idx[i] >= s->n_tokens)
             return MS_ERR_RANGE;
-        t->src->kv(t, layer, idx[i], k ? t->kbuf : NULL, v ? t->vbuf : NULL);
-        if (k)
-            memcpy(k + i * d, t->kbuf + (size_t)kv_head * d, d * sizeof(float));
-        if (v)
-            memcpy(v + i * d, t->vbuf + (size_t)kv_head * d, d * sizeof(float));
+        t->src->kv1(t, layer, kv_head, idx[i], k ? k + i * d : NULL, v ? v + i * d : NULL);
     }
     return MS_OK;
 }
@@ -757,8 +764,8 @@ int trace_attend(trace *t, uint32_t layer, uint32_t head, const float *q, const 
     for (size_t i = 0; i < n; i++) {
         if (idx[i] >= s->n_tokens)
             return MS_ERR_RANGE;
-        t->src->kv(t, layer, idx[i], t->kbuf, NULL);
-        const float *k = t->kbuf + (size_t)g * d;
+        t->src->kv1(t, layer, g, idx[i], t->kbuf, NULL);
+        const float *k = t->kbuf;
         float dot = 0.0f;
         for (uint32_t j = 0; j < d; j++)
             dot += q[j] * k[j];
@@ -771,8 +778,8 @@ int trace_attend(trace *t, uint32_t layer, uint32_t head, const float *q, const 
     for (size_t i = 0; i < n; i++) {
         p[i] = (float)(p[i] / sum);
         if (out) {
-            t->src->kv(t, layer, idx[i], NULL, t->vbuf);
-            const float *v = t->vbuf + (size_t)g * d;
+            t->src->kv1(t, layer, g, idx[i], NULL, t->vbuf);
+            const float *v = t->vbuf;
             for (uint32_t j = 0; j < d; j++)
                 out[j] += p[i] * v[j];
         }
@@ -832,6 +839,31 @@ static int read_text(const char *path, char **out, errbuf *e)
     return MS_OK;
 }
 
+/* Encodes the shortest prefix of text that yields cap tokens plus a margin of 8 (BPE merges
+ * are local, so the first cap ids equal those of the whole text; merging is quadratic in the
+ * length, hence the prefix). Keeps at most cap ids. */
+static int tokenize_prefix(const llama_tok *tok, char *text, uint32_t cap, int **ids,
+                           int *n_ids, errbuf *e)
+{
+    size_t tl = strlen(text);
+    for (size_t need = (size_t)cap * 4 + 64;; need *= 2) {
+        size_t len = tl < need ? tl : need;
+        char saved = text[len];
+        text[len] = '\0';
+        free(*ids);
+        *ids = malloc((len + 3) * sizeof(int));
+        *n_ids = *ids ? llama_tok_encode(tok, text, *ids, (int)len + 3) : 0;
+        text[len] = saved;
+        if (!*ids)
+            return err_set(e, MS_ERR_NOMEM, "out of memory");
+        if (len == tl || *n_ids >= (int)cap + 8)
+            break;
+    }
+    if (*n_ids > (int)cap)
+        *n_ids = (int)cap;
+    return MS_OK;
+}
+
 /* Loads model weights and tokenizer, tokenizes the text (at most max_tokens ids). */
 static int record_setup(const char *model, const char *text_path, uint32_t max_tokens,
                         model_cfg *cfg, llama **m, int **ids, int *n_ids, errbuf *e)
@@ -852,20 +884,10 @@ static int record_setup(const char *model, const char *text_path, uint32_t max_t
         return rc;
     rc = llama_tok_load(tpath, cfg->vocab, &tok, e);
     uint32_t cap = max_tokens < cfg->max_ctx ? max_tokens : cfg->max_ctx;
-    /* tokenize a prefix long enough for cap tokens (a piece is at least one byte) */
-    size_t tl = strlen(text), need = (size_t)cap * 16;
-    if (tl > need)
-        text[need] = '\0';
-    *ids = rc == MS_OK ? malloc((strlen(text) + 3) * sizeof(int)) : NULL;
-    if (rc == MS_OK && !*ids)
-        rc = err_set(e, MS_ERR_NOMEM, "out of memory");
-    if (rc == MS_OK) {
-        *n_ids = llama_tok_encode(tok, text, *ids, (int)strlen(text) + 3);
-        if (*n_ids > (int)cap)
-            *n_ids = (int)cap;
-        if (*n_ids < 1)
-            rc = err_set(e, MS_ERR_INPUT, "%s: error: no tokens", text_path);
-    }
+    if (rc == MS_OK)
+        rc = tokenize_prefix(tok, text, cap, ids, n_ids, e);
+    if (rc == MS_OK && *n_ids < 1)
+        rc = err_set(e, MS_ERR_INPUT, "%s: error: no tokens", text_path);
     llama_tok_free(tok);
     free(text);
     if (rc == MS_OK)

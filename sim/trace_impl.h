@@ -11,6 +11,8 @@ typedef struct trace_source {
     int (*seek)(trace *t, uint32_t pos, errbuf *e);
     /* k and/or v of (layer, pos): Hkv × d each. */
     void (*kv)(trace *t, uint32_t layer, uint32_t pos, float *k, float *v);
+    /* k and/or v of one KV head g at (layer, pos): d each. */
+    void (*kv1)(trace *t, uint32_t layer, uint32_t g, uint32_t pos, float *k, float *v);
     /* Attention row of the current position read from storage into t->att (H × (pos+1)),
      * or NULL when rows are computed from q·k. */
     int (*att_row)(trace *t, uint32_t layer);

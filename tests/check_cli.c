@@ -18,9 +18,26 @@
 
 static char tmpdir[128];
 
+static char basedir[64]; /* per suite run: removed by the unchecked teardown, even after a
+                           * failed test (Check skips checked teardowns then) */
+
+static void suite_setup(void)
+{
+    snprintf(basedir, sizeof basedir, "/tmp/check_cli_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(basedir));
+}
+
+static void suite_teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", basedir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "check_cli: could not remove %s\n", basedir);
+}
+
 static void setup(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/check_cli_XXXXXX");
+    snprintf(tmpdir, sizeof tmpdir, "%s/t_XXXXXX", basedir);
     ck_assert_ptr_nonnull(mkdtemp(tmpdir));
 }
 
@@ -692,6 +709,7 @@ Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("commands");
+    tcase_add_unchecked_fixture(tc, suite_setup, suite_teardown);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_help_and_usage);

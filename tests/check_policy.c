@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "policy.h"
+#include "proto.h"
 
 /* ---- a tiny driver over plain arrays (the replay's order, see policy.h) -------------------- */
 
@@ -24,6 +25,13 @@ typedef struct hand {
     float wo[4];
 } hand;
 
+static int hand_get_k(void *ctx, uint32_t l, uint32_t pos, float *k)
+{
+    hand *h = ctx;
+    memcpy(k, h->k[l][pos], h->env.head_dim * sizeof(float));
+    return 0;
+}
+
 static int hand_gather(void *ctx, uint32_t l, uint32_t g, const uint32_t *idx, size_t n,
                        float *k)
 {
@@ -36,7 +44,7 @@ static int hand_gather(void *ctx, uint32_t l, uint32_t g, const uint32_t *idx, s
 static void hand_init(hand *h, uint32_t L, uint32_t H, uint32_t d, uint32_t P, uint32_t T)
 {
     memset(h, 0, sizeof *h);
-    h->env = (policy_env){L, H, 1, d, 1, 4, P, T, hand_gather, h};
+    h->env = (policy_env){L, H, 1, d, 1, 4, P, T, NULL, h, hand_get_k};
     h->wo[0] = 2;
 }
 
@@ -408,8 +416,15 @@ START_TEST(test_mpcache_dynamic)
     }
     /* without sharing, layer 3 ranks its own keys: 16-clusters (9,9)(9,9)(0,0)...: sim1 =
      * 9, 0, 0 → top-1 = {0}; candidates c0, c1 (9, 9), k2 = 2 → {0,1} ∪ {0} → {0,1,2,3} */
-    kv[6] = kvp("layer_share", "0");
+    /* the same through the per-head key access (callers without get_k) */
+    h->env.get_k = NULL;
+    h->env.gather_k = hand_gather;
     void *st = open_policy(&policy_mpcache, h, kv, 7);
+    run(&policy_mpcache, st, h, 12, 2, keep);
+    EXPECT(keep, 12, 0, 1, 4, 5, 6, 7);
+    policy_mpcache.fini(st);
+    kv[6] = kvp("layer_share", "0");
+    st = open_policy(&policy_mpcache, h, kv, 7);
     run(&policy_mpcache, st, h, 12, 3, keep);
     EXPECT(keep, 12, 0, 1, 2, 3);
     policy_mpcache.fini(st);
@@ -547,6 +562,18 @@ START_TEST(test_emit_shapes)
             ck_assert_int_eq(p->emit_cost(st, PHASE_DECODE, l, 22, kept, &prog, &e), MS_OK);
         }
         ck_assert_msg(op_program_is_sane(&prog), "%s", p->name);
+        /* the cost engines accept them (operand sizes, public constants) */
+        const char *protos[2] = {"semi2k", "aby3"};
+        for (int pi = 0; pi < 2; pi++) {
+            proto_cfg pc;
+            cost_log log;
+            ck_assert_int_eq(proto_cfg_default(protos[pi], &pc, &e), MS_OK);
+            const proto *pr = proto_find(protos[pi]);
+            cost_log_init(&log, pr->n_parties);
+            ck_assert_msg(proto_cost_program(pr, &pc, &prog, &log, &e) == MS_OK, "%s: %s",
+                          p->name, e.msg);
+            cost_log_free(&log);
+        }
         for (size_t o = 0; o < prog.n_ops; o++)
             ck_assert_int_eq(prog.ops[o].cat, OPC_POLICY);
         if (!strcmp(p->name, "full") || !strcmp(p->name, "streamingllm"))

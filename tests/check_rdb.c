@@ -12,9 +12,26 @@
 
 static char tmpdir[256];
 
+static char basedir[64]; /* per suite run: removed by the unchecked teardown, even after a
+                           * failed test (Check skips checked teardowns then) */
+
+static void suite_setup(void)
+{
+    snprintf(basedir, sizeof basedir, "/tmp/check_rdb_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(basedir));
+}
+
+static void suite_teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", basedir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "check_rdb: could not remove %s\n", basedir);
+}
+
 static void setup(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/check_rdb_XXXXXX");
+    snprintf(tmpdir, sizeof tmpdir, "%s/t_XXXXXX", basedir);
     ck_assert_ptr_nonnull(mkdtemp(tmpdir));
 }
 
@@ -322,6 +339,7 @@ Suite *rdb_suite(void)
 {
     Suite *s = suite_create("rdb");
     TCase *tc = tcase_create("core");
+    tcase_add_unchecked_fixture(tc, suite_setup, suite_teardown);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_open_schema);
     tcase_add_test(tc, test_run_put);

@@ -108,6 +108,24 @@ START_TEST(test_record_and_numpy)
     ck_assert_int_eq(llama_load(&cfg, wpath, &m, &e), MS_OK);
     const int32_t *ids = trace_tokens(t);
     ck_assert_int_eq(ids[0], 1);
+    /* the ids are the first 48 of the whole text's encoding */
+    char tpath[1024];
+    llama_tok *tok = NULL;
+    ck_assert_int_eq(model_file_path(cfg.tokenizer, tpath, sizeof tpath), 0);
+    ck_assert_int_eq(llama_tok_load(tpath, 512, &tok, &e), MS_OK);
+    FILE *tf = fopen(text, "rb");
+    ck_assert_ptr_nonnull(tf);
+    char *all = calloc(1, 1 << 16);
+    size_t tn = fread(all, 1, (1 << 16) - 1, tf);
+    fclose(tf);
+    all[tn] = '\0';
+    int *full = malloc((tn + 3) * sizeof *full);
+    ck_assert_int_gt(llama_tok_encode(tok, all, full, (int)tn + 3), 48);
+    for (int i = 0; i < 48; i++)
+        ck_assert_int_eq(ids[i], full[i]);
+    free(full);
+    free(all);
+    llama_tok_free(tok);
     float logits[512];
     for (uint32_t p = 0; p < 48; p++) {
         ck_assert_int_eq(llama_forward(m, ids[p], p, NULL, logits), MS_OK);
@@ -608,6 +626,33 @@ START_TEST(test_cli_synth_roundtrip)
 }
 END_TEST
 
+/* fit → params.yaml → synth --params: a fitted parameter file drives the generator */
+START_TEST(test_cli_fit_workflow)
+{
+    char dir[512], cmd[2048], out[8192];
+    make_tmp(dir, sizeof dir);
+    snprintf(cmd, sizeof cmd, "%s trace synth --model stories260K --tokens 160 --seed 3 "
+             "--set heavy_frac=0.1 --set window=4 -o %s/s", bin(), dir);
+    ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
+    snprintf(cmd, sizeof cmd, "%s trace fit %s/s -o %s/p.yaml", bin(), dir, dir);
+    ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
+    ck_assert_ptr_nonnull(strstr(out, "sink_mass:"));
+    ck_assert_ptr_nonnull(strstr(out, "heavy_frac:"));
+    char path[600];
+    snprintf(path, sizeof path, "%s/p.yaml", dir);
+    trace_synth p;
+    trace_synth_defaults(&p);
+    errbuf e;
+    ck_assert_msg(trace_synth_read_yaml(&p, path, &e) == MS_OK, "%s", e.msg);
+    ck_assert_double_eq_tol(p.ffn_sparsity, 0.5, 0.02);
+    snprintf(cmd, sizeof cmd, "%s trace synth --model llama-2-7b --tokens 64 --params %s "
+             "--stats", bin(), path);
+    ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
+    ck_assert_ptr_nonnull(strstr(out, "# synthetic llama-2-7b, 64 tokens"));
+    rm_rf(dir);
+}
+END_TEST
+
 START_TEST(test_open_run)
 {
     run_cfg rc;
@@ -659,6 +704,7 @@ Suite *trace_suite(void)
     tcase_add_test(tc, test_fit_recovers);
     tcase_add_test(tc, test_synth_params);
     tcase_add_test(tc, test_cli_synth_roundtrip);
+    tcase_add_test(tc, test_cli_fit_workflow);
     suite_add_tcase(s, tc);
     return s;
 }
