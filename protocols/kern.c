@@ -1424,69 +1424,6 @@ static int k_mm_operand(eng *e, const op_program *p, const op *o, const mpc_val 
     return kperm(e, view, y, yb * kn, (kmap){MAP_ROWS, stride, 0, kn, 0});
 }
 
-/* A grouped matmul (op.group = g >= 0: attention of the query heads of KV head g, lower.c):
- * the op's batch b covers group g's instances of a left operand holding G·b of them, and its
- * right operand is group g's share of the KV instances (their leading k·n elements). Both
- * operands are cut to the group (local). */
-static int k_group_operands(eng *e, const op_program *p, const op *o, const mpc_val *in[3],
-                            mpc_val tmp[3], int own[3])
-{
-    const op_tensor *tx = &p->tens[o->in[0]], *ty = &p->tens[o->in[1]], *to = &p->tens[o->out];
-    size_t g = (size_t)o->group, b = o->batch, mk = (size_t)o->m * o->k, kn = (size_t)o->k * o->n;
-    /* the groups: the query heads of all of them (the left operand's or the result's instances,
-     * whichever spans them all) over the op's */
-    size_t all = tx->batch > to->batch ? tx->batch : to->batch;
-    size_t groups = all > b && all % b == 0 ? all / b : 1;
-    if (tx->batch > b && tx->batch == groups * b) { /* instances g·b … g·b + b − 1 */
-        TRY(kperm(e, &tmp[0], in[0], b * mk, (kmap){MAP_SLICE, g * b * mk, 0, 0, 0}));
-        own[0] = 1;
-        in[0] = &tmp[0];
-    }
-    size_t per = ty->batch >= groups && ty->batch % groups == 0 ? ty->batch / groups : 1;
-    size_t stride = (size_t)ty->rows * ty->cols, off = groups > 1 ? g * per * stride : 0;
-    TRY(kperm(e, &tmp[1], in[1], per * kn, (kmap){MAP_ROWS, stride, off, kn, 0}));
-    own[1] = 1;
-    in[1] = &tmp[1];
-    return MS_OK;
-}
-
-/* A grouped matmul's result into its instances of a result tensor holding every group's: the
- * other instances keep their value (the earlier groups' results), all local. */
-static int k_group_result(eng *e, const op_program *p, const op *o, mpc_val *vals, mpc_val *z)
-{
-    const op_tensor *to = &p->tens[o->out];
-    size_t b = o->batch, mn = (size_t)o->m * o->n, nout = (size_t)to->batch * to->rows * to->cols;
-    if (to->batch <= b || nout <= z->n)
-        return MS_OK;
-    size_t off = (size_t)o->group * b * mn;
-    if (off + z->n > nout)
-        return MS_ERR_INPUT;
-    mpc_val old, parts[2], cat;
-    const mpc_val *prev = &vals[o->out];
-    if (has_data(prev) && prev->n == nout)
-        TRY(k_rep(e, &old, prev, 1));
-    else
-        TRY(k_const(e, &old, z, nout, 0));
-    parts[0] = old, parts[1] = *z;
-    TRY(k_concat(e, &cat, parts, 2));
-    uint32_t *idx;
-    TRY(pub32(z, nout, &idx));
-    for (size_t i = 0; idx && i < nout; i++)
-        idx[i] = (uint32_t)(i >= off && i < off + z->n ? nout + (i - off) : i);
-    mpc_val full;
-    int rc = kal(e, &full, nout, z->dom);
-    if (!rc)
-        rc = VT->permute(e, &full, &cat, idx, nout);
-    free(idx);
-    krel(e, &old);
-    krel(e, &cat);
-    if (rc)
-        return rc;
-    krel(e, z);
-    *z = full;
-    return MS_OK;
-}
-
 /* Element-wise binary ops broadcast a smaller operand cyclically (op.h: a 1×n bias or gain
  * repeats over rows and batch instances); matmuls get their right-operand view. */
 static int k_exec_ew(eng *e, const op_program *p, const op *o, mpc_val *vals, mpc_val *z,
@@ -1509,8 +1446,6 @@ static int k_exec_ew(eng *e, const op_program *p, const op *o, mpc_val *vals, mp
                 own[i] = !rc;
                 in[i] = &tmp[i];
             }
-    } else if (k == OP_MATMUL && o->group >= 0 && in[0] && in[1]) {
-        rc = k_group_operands(e, p, o, in, tmp, own);
     } else if ((k == OP_MATMUL || k == OP_GATHER) && in[0] && in[1]) {
         rc = k_mm_operand(e, p, o, in[1], &tmp[1], &own[1], err, idx);
         in[1] = &tmp[1];
@@ -1518,8 +1453,6 @@ static int k_exec_ew(eng *e, const op_program *p, const op *o, mpc_val *vals, mp
     if (!rc)
         rc = k == OP_VIEW && in[0] ? k_view(e, p, o, vals, z)
                                    : k_dispatch(e, p, o, vals, in[0], in[1], in[2], z, idx, err);
-    if (!rc && k == OP_MATMUL && o->group >= 0)
-        rc = k_group_result(e, p, o, vals, z);
     for (int i = 0; i < 3; i++)
         if (own[i])
             krel(e, &tmp[i]);

@@ -71,6 +71,41 @@ static int policy_layout(const secinf_opts *o, uint32_t s)
     return o->keep && s > 0;
 }
 
+/* A layer whose KV heads keep different numbers of entries attends in one vectorized block
+ * padded to the largest (lower.c); the padding columns of the shorter heads are masked with a
+ * public tensor "L<l>.pad_mask" added to the scores before the softmax (ADD_PUB: local, no
+ * bytes, no rounds): PAD_MASK is far below the softmax's clip (-14), so exp's result there is
+ * masked to 0, and small enough that exp's Taylor base 1 + x/2^t stays within [-1, 1] for real
+ * scores below 400 (no ring overflow in its squarings). */
+#define PAD_MASK (-96.0)
+static int pad_mask(op_program *p, const model_cfg *m, uint32_t l, const uint32_t *kept, errbuf *e)
+{
+    uint32_t most = 0, least = UINT32_MAX;
+    for (uint32_t g = 0; g < m->n_kv_heads; g++) {
+        most = kept[g] > most ? kept[g] : most;
+        least = kept[g] < least ? kept[g] : least;
+    }
+    if (most == least)
+        return MS_OK;
+    for (size_t i = 0; i < p->n_ops; i++) {
+        const op *q = &p->ops[i];
+        if (q->kind != OP_SOFTMAX || q->layer != (int16_t)l)
+            continue;
+        char nm[48];
+        snprintf(nm, sizeof nm, "L%u.pad_mask", l);
+        uint32_t t = op_tensor_add(p, nm, OPT_PUBLIC, DOM_ARITH, q->batch, q->m, q->n);
+        op add = {.kind = OP_ADD_PUB, .phase = q->phase, .cat = OPC_SOFTMAX, .layer = q->layer,
+                  .group = -1, .batch = q->batch, .m = q->m, .n = q->n,
+                  .in = {q->in[0], t, OP_NONE}, .out = q->in[0]};
+        if (t == OP_NONE || op_emit(p, &add) < 0)
+            return err_set(e, MS_ERR_NOMEM, "secure inference: out of memory");
+        memmove(&p->ops[i + 1], &p->ops[i], (p->n_ops - 1 - i) * sizeof *p->ops);
+        p->ops[i] = add; /* right before the softmax */
+        return MS_OK;
+    }
+    return err_set(e, MS_ERR_INTERNAL, "secure inference: layer %u has no attention softmax", l);
+}
+
 int secinf_step_program(const secinf_opts *o, uint32_t s, op_program *p, errbuf *e)
 {
     const model_cfg *m = o->model;
@@ -94,6 +129,8 @@ int secinf_step_program(const secinf_opts *o, uint32_t s, op_program *p, errbuf 
         if (q->kind == OP_VIEW && p->tens[q->out].role == OPT_CACHE && q->layer >= 0)
             q->iarg = 0;
     }
+    for (uint32_t l = 0; !rc && kept && l < m->n_layers; l++)
+        rc = pad_mask(p, m, l, kept + (size_t)l * m->n_kv_heads, e);
     free(kept);
     return rc;
 }
@@ -118,6 +155,18 @@ static int bind(void *ctx, const op_tensor *t, uint64_t *out, size_t n)
             return 0;
         for (size_t i = 0; i < n; i++)
             out[i] = fx_encode(w[i], c->frac);
+        return 1;
+    }
+    unsigned l;
+    if (t->role == OPT_PUBLIC && sscanf(t->name, "L%u.pad_mask", &l) == 1 && c->s > 0) {
+        const model_cfg *m = c->o->model;
+        uint32_t t_, kv, G = m->n_heads / m->n_kv_heads, n_cols = t->cols;
+        step_shape(c->o, c->s, &t_, &kv);
+        for (size_t i = 0; i < n; i++) {
+            uint32_t h = (uint32_t)(i / ((size_t)t->rows * n_cols)) % m->n_heads, j = (uint32_t)(i % n_cols);
+            uint32_t cnt = kept_of(c->o->keep, kv, l, h / G, NULL);
+            out[i] = j > cnt ? fx_encode(PAD_MASK, c->frac) : 0; /* row 0 new, rows 1 … cnt kept */
+        }
         return 1;
     }
     if (t->role == OPT_INPUT && !strcmp(t->name, "tokens_onehot")) {
@@ -532,8 +581,8 @@ static void prep_layer(void *ctx, const llama_layer_view *v)
     unsigned need = c->pol->needs ? c->pol->needs(c->st, v->pos) : ~0u;
     policy_obs o = {.layer = v->layer, .pos = v->pos,
                     .q = need & POLICY_NEED_Q ? v->q : NULL,
-                    .k = need & POLICY_NEED_KV ? v->k : NULL,
-                    .v = need & POLICY_NEED_KV ? v->v : NULL,
+                    .k = need & POLICY_NEED_K ? v->k : NULL,
+                    .v = need & POLICY_NEED_V ? v->v : NULL,
                     .att = need & POLICY_NEED_ATT ? v->att : NULL,
                     .ffn = need & POLICY_NEED_FFN ? v->ffn_pre : NULL,
                     .wo = need & POLICY_NEED_WO ? llama_weight(c->pm, nm, &r, &cols) : NULL};

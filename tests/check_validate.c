@@ -8,7 +8,7 @@
  * - streamingllm applied to the secret KV cache matches its plaintext replay (same top-1 at
  *   every position, logits within tolerance), while the policy itself moves the logits by more
  *   than that tolerance (the match is not trivial); mpcache, whose KV heads keep different
- *   numbers of entries (grouped attention), likewise, with exact bytes and rounds;
+ *   numbers of entries (attention padded and masked), likewise, with exact bytes and rounds;
  * - `mpcsim validate` stores predicted = measured rows in the validation table, also with the
  *   links shaped by tbf between network namespaces (where root and iproute2 are available);
  * - the sigmoid SiLU's error bound on the clear-text engine, and PUMA's offset at 0 that made it
@@ -201,10 +201,11 @@ START_TEST(test_streamingllm_in_mpc)
 }
 END_TEST
 
-/* MPCache keeps different numbers of entries per KV head: the step is lowered with grouped
- * attention (one block per KV head), which the backend runs on each head's own cache rows; the
- * result matches the replay and every op's bytes and rounds the prediction. */
-START_TEST(test_mpcache_grouped_in_mpc)
+/* MPCache keeps different numbers of entries per KV head: the layer's vectorized attention is
+ * padded to the largest count (lower.c) and the shorter heads' padding masked (a public mask
+ * added to the scores, local); the result matches the replay and every op's bytes and rounds
+ * the prediction. */
+START_TEST(test_mpcache_padded_in_mpc)
 {
     fixture f;
     fixture_open(&f);
@@ -217,16 +218,17 @@ START_TEST(test_mpcache_grouped_in_mpc)
                   e.msg);
     secinf_opts o = {.model = &f.m, .weights = f.L, .tokens = f.ids, .n_tokens = N, .prefill = P, .keep = &k};
     cfg_of("semi2k", &o.cfg);
-    int grouped = 0;
+    int padded = 0;
     op_program p;
     op_program_init(&p);
     for (uint32_t s = 1; s < secinf_n_steps(&o); s++) {
         ck_assert_int_eq(secinf_step_program(&o, s, &p, &e), MS_OK);
         for (size_t i = 0; i < p.n_ops; i++)
-            grouped |= p.ops[i].kind == OP_MATMUL && p.ops[i].group >= 0;
+            padded |= p.ops[i].kind == OP_ADD_PUB && p.ops[i].in[1] != OP_NONE &&
+                      strstr(p.tens[p.ops[i].in[1]].name, "pad_mask") != NULL;
     }
     op_program_free(&p);
-    ck_assert_msg(grouped, "no step with per-KV-head kept counts: the test lost its point");
+    ck_assert_msg(padded, "no step with per-KV-head kept counts: the test lost its point");
     secinf_result r;
     ck_assert_msg(secinf_run(&o, &r, &e) == MS_OK, "%s", e.msg);
     secinf_acc a;
@@ -419,7 +421,7 @@ Suite *validate_suite(void)
     tcase_add_loop_test(tc, test_programs_exact, 0, 2);
     tcase_add_test(tc, test_accuracy_teacher_forced);
     tcase_add_test(tc, test_streamingllm_in_mpc);
-    tcase_add_test(tc, test_mpcache_grouped_in_mpc);
+    tcase_add_test(tc, test_mpcache_padded_in_mpc);
     tcase_add_test(tc, test_cli_rows_in_db);
     tcase_add_test(tc, test_cli_shaped);
     tcase_add_test(tc, test_silu_sigmoid_bound);
