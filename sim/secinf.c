@@ -64,8 +64,9 @@ static void step_kept(const secinf_opts *o, uint32_t kv, uint32_t *kept)
 }
 
 /* Under a policy, a decode step's cache tensor holds the new entry at row 0 and head g's kept
- * entries at rows 1 … kept_g: the leading kept_g + 1 rows are what head g attends to (lower.c),
- * whatever the other heads keep. A single query attends to a set: the order does not matter. */
+ * entries at rows 1 … kept_g; the layer attends to its leading max_g kept_g + 1 rows (lower.c),
+ * the rows past a shorter head's own masked (pad_mask). A single query attends to a set: the
+ * order does not matter. */
 static int policy_layout(const secinf_opts *o, uint32_t s)
 {
     return o->keep && s > 0;
