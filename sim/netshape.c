@@ -38,7 +38,8 @@ int netshape_up(netshape *s, int n_nodes, double rate_bps, errbuf *e)
 {
     memset(s, 0, sizeof *s);
     if (geteuid() != 0)
-        return err_set(e, MS_ERR_NET, "bandwidth shaping needs root (network namespaces, tc)");
+        return err_set(e, MS_ERR_NET, "bandwidth shaping needs root (network namespaces, tc)\n"
+                       "---> HINT: run as root, or leave out --shape (loopback, latency injected)");
     if (sh("command -v ip") || sh("command -v tc"))
         return err_set(e, MS_ERR_NET, "bandwidth shaping needs iproute2's ip and tc");
     if (rate_bps < 1e5 || rate_bps > 1e11)
