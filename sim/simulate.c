@@ -232,6 +232,8 @@ static void init_ops(sim_ctx *c)
     size_t NO = c->prog->n_ops;
     for (size_t i = 0; i < NO; i++)
         c->first[i] = c->last[i] = SIZE_MAX;
+    if (!c->overlap) /* op_done is for overlap only */
+        return;
     for (size_t i = 0; i < NO * c->P; i++) {
         c->odone[i] = UNSET;
         c->odone_r[i] = -1;
@@ -284,7 +286,8 @@ static int ctx_init(sim_ctx *c, const net_cfg *net, const machine_profile *mach,
         rc = ctx_alloc(c, ws, e);
     if (rc != MS_OK)
         return rc;
-    build_deps(c);
+    if (overlap)
+        build_deps(c); /* only overlap reads dependencies */
     init_ops(c);
     ns_per_unit(mach, c->nspu);
     for (int s = 0; s < c->P; s++)
@@ -461,6 +464,134 @@ static int run_onepass(sim_ctx *c, errbuf *e)
         round_stats(c, r);
     }
     c->events = (uint64_t)c->R * P + c->n_msgs;
+    return MS_OK;
+}
+
+/* ---- one pass, sequential ------------------------------------------------------------------ */
+
+static void stats_flush(sim_ctx *c, sim_stats *acc, int cat, int layer)
+{
+    sim_stats *t[2] = {&c->res->cat[cat], layer >= 0 ? &c->res->layer[layer] : NULL};
+    for (int k = 0; k < 2; k++) {
+        if (!t[k])
+            continue;
+        t[k]->rounds += acc->rounds;
+        for (int p = 0; p < c->P; p++) {
+            t[k]->bytes_sent[p] += acc->bytes_sent[p];
+            t[k]->offline_bytes[p] += acc->offline_bytes[p];
+        }
+    }
+    memset(acc, 0, sizeof *acc);
+}
+
+/* run_onepass with overlap off, fused into one loop: the same times, predecessors and sums
+ * (the statistics are integer sums, added per op instead of per round), without the per-round
+ * calls. I(p,r) = max(S(p,r−1), D(p,r−1)), the D on a tie, as issue_time. */
+static int run_seq(sim_ctx *c, errbuf *e)
+{
+    const int P = c->P;
+    const size_t R = c->R, NO = c->prog->n_ops;
+    const cost_round *lr = c->log->r;
+    uint32_t cur = UINT32_MAX;
+    int cat = OPC_OTHER, layer = -1;
+    sim_stats acc;
+    memset(&acc, 0, sizeof acc);
+    for (size_t r = 0; r < R; r++) {
+        const cost_round *cr = &lr[r];
+        if (cr->op != cur) {
+            if (cr->op >= NO)
+                return err_set(e, MS_ERR_INTERNAL, "simulate: round %zu names op %u of %zu", r,
+                               cr->op, NO);
+            if (r > 0 && cr->op < cur)
+                return err_set(e, MS_ERR_INTERNAL, "simulate: cost log not in program order "
+                               "(round %zu: op %u after op %u)", r, cr->op, cur);
+            if (r > 0)
+                stats_flush(c, &acc, cat, layer);
+            cur = cr->op;
+            c->first[cur] = r;
+            const op *o = &c->prog->ops[cur];
+            cat = o->cat < OPC_N ? o->cat : OPC_OTHER;
+            layer = (o->layer >= 0 && (size_t)o->layer < c->res->n_layers) ? o->layer : -1;
+        }
+        c->last[cur] = r;
+        c->rcat[r] = (uint8_t)cat;
+        c->rlayer[r] = (int16_t)layer;
+        size_t base = r * P;
+        for (int p = 0; p < P; p++) {
+            size_t i = base + p;
+            uint64_t comp = compute_ns(c->nspu, cr->work[p]);
+            uint64_t t = 0;
+            int32_t pred = PRED_NONE;
+            if (r > 0) {
+                t = c->cpu_free[p];
+                pred = (int32_t)(((r - 1) << 1) | 1);
+                uint64_t d = c->D[i - P];
+                if (d >= t) {
+                    t = d;
+                    pred = (int32_t)((r - 1) << 1);
+                }
+            }
+            c->comp[i] = comp;
+            c->I[i] = t;
+            c->predI[i] = pred;
+            c->S[i] = t + comp;
+            c->cpu_free[p] = t + comp;
+        }
+        if (cr->comm) {
+            for (int p = 0; p < P; p++) {
+                uint64_t now = c->S[base + p];
+                for (int d = 0; d < P; d++) {
+                    uint64_t b = cr->bytes[p][d];
+                    if (d == p || b == 0)
+                        continue;
+                    size_t m = (base + p) * P + d;
+                    uint64_t start = now;
+                    int32_t pf = -1;
+                    if (c->link_free[p][d] > now) {
+                        start = c->link_free[p][d];
+                        pf = (int32_t)c->link_last[p][d];
+                    }
+                    c->predF[m] = pf;
+                    c->F[m] = start + ser_ns(c, p, d, b);
+                    c->link_free[p][d] = c->F[m];
+                    c->link_last[p][d] = (int64_t)r;
+                    c->n_msgs++;
+                }
+            }
+        }
+        acc.rounds += cr->comm;
+        for (int q = 0; q < P; q++)
+            for (int p = 0; p < P; p++)
+                if (p != q)
+                    acc.bytes_sent[q] += cr->bytes[q][p];
+        for (int p = 0; p < P; p++) {
+            size_t i = base + p;
+            uint64_t t = c->S[i];
+            int from = -1;
+            if (cr->comm)
+                for (int q = 0; q < P; q++) {
+                    if (q == p || cr->bytes[q][p] == 0)
+                        continue;
+                    uint64_t a = ARRIVAL(c, (base + q) * P + p, q, p);
+                    if (a > t) {
+                        t = a;
+                        from = q;
+                    }
+                }
+            c->D[i] = t;
+            c->predD[i] = (int8_t)from;
+            if (t > c->last_t) {
+                c->last_t = t;
+                c->last_i = i;
+            }
+            acc.offline_bytes[p] += cr->offline[p];
+        }
+    }
+    if (R > 0)
+        stats_flush(c, &acc, cat, layer);
+    for (int p = 0; p < P; p++)
+        c->next[p] = R;
+    c->events = (uint64_t)R * P + c->n_msgs;
     return MS_OK;
 }
 
@@ -741,7 +872,9 @@ int sim_run(const net_cfg *net, const machine_profile *mach, const op_program *p
     if (rc == MS_OK && alloc_layers(prog, res))
         rc = err_set(e, MS_ERR_NOMEM, "simulate: out of memory");
     if (rc == MS_OK)
-        rc = (opts && opts->event_queue) ? run_events(&c, e) : run_onepass(&c, e);
+        rc = (opts && opts->event_queue) ? run_events(&c, e)
+             : c.overlap                 ? run_onepass(&c, e)
+                                         : run_seq(&c, e);
     if (rc != MS_OK) {
         ctx_free(&c);
         sim_result_free(res);

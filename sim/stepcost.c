@@ -13,7 +13,7 @@ int step_simulate(const step_env *env, const lower_opts *lo, op_program *prog, c
     int rc = lower_step(env->model, lo, prog, e);
     if (rc != MS_OK)
         return rc;
-    rc = proto_cost_program(env->pr, env->pcfg, prog, log, e);
+    rc = proto_cost_program_memo(env->pr, env->pcfg, prog, log, env->memo, e);
     if (rc != MS_OK)
         return rc;
     return sim_run(env->net, env->mach, prog, log, &env->sim, out, e);
@@ -37,6 +37,7 @@ struct stepcost {
     op_program prog;
     cost_log log;
     sim_ws *ws;
+    cost_memo *memo;
     sc_entry *tab;
     size_t n, cap; /* open addressing, cap a power of two */
 };
@@ -51,9 +52,12 @@ int stepcost_open(const run_cfg *cfg, stepcost **out, errbuf *e)
         return err_set(e, MS_ERR_INPUT, "stepcost: network '%s' has %d parties, %s needs %d",
                        cfg->net.name, cfg->net.n_parties, pr->name, pr->n_parties);
     stepcost *s = calloc(1, sizeof *s);
-    if (!s || !(s->tab = calloc(64, sizeof *s->tab)) || !(s->ws = sim_ws_new())) {
-        if (s)
+    if (!s || !(s->tab = calloc(64, sizeof *s->tab)) || !(s->ws = sim_ws_new()) ||
+        !(s->memo = cost_memo_new())) {
+        if (s) {
             free(s->tab);
+            sim_ws_free(s->ws);
+        }
         free(s);
         return err_set(e, MS_ERR_NOMEM, "stepcost: out of memory");
     }
@@ -66,7 +70,8 @@ int stepcost_open(const run_cfg *cfg, stepcost **out, errbuf *e)
         machine_default(&s->mach);
     s->pr = pr;
     s->batch = cfg->work.batch ? cfg->work.batch : 1;
-    s->env = (step_env){&s->model, pr, &s->pcfg, &s->net, &s->mach, {.overlap = cfg->overlap, .ws = s->ws}};
+    s->env = (step_env){&s->model, pr, &s->pcfg, &s->net, &s->mach, {.overlap = cfg->overlap, .ws = s->ws},
+                      s->memo};
     op_program_init(&s->prog);
     cost_log_init(&s->log, pr->n_parties);
     *out = s;
@@ -156,5 +161,6 @@ void stepcost_close(stepcost *s)
     cost_log_free(&s->log);
     free(s->tab);
     sim_ws_free(s->ws);
+    cost_memo_free(s->memo);
     free(s);
 }

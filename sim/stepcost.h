@@ -33,6 +33,7 @@ typedef struct step_env {
     const net_cfg *net;
     const machine_profile *mach;
     sim_opts sim;
+    cost_memo *memo;   /* op costs remembered across steps, or NULL (proto.h) */
 } step_env;
 
 /* Lowers one step (appending to prog, which may already hold the policy's ops), costs the

@@ -133,6 +133,7 @@ static void bench_llama_steps(uint32_t ctx, uint32_t n_dec)
     op_program_init(&p);
     cost_log_init(&log, 2);
     sim_opts so = {.ws = sim_ws_new()};
+    cost_memo *memo = cost_memo_new();
     double tl = 0, tc = 0, ts = 0, lat = 0;
     uint64_t rounds = 0, cost_rounds = 0, events = 0;
     errbuf e;
@@ -144,7 +145,7 @@ static void bench_llama_steps(uint32_t ctx, uint32_t n_dec)
         double t0 = now_s();
         int rc = lower_step(&cfg->model, &lo, &p, &e);
         double t1 = now_s();
-        rc = rc ? rc : proto_cost_program(pr, &cfg->proto, &p, &log, &e);
+        rc = rc ? rc : proto_cost_program_memo(pr, &cfg->proto, &p, &log, memo, &e);
         double t2 = now_s();
         sim_result r;
         rc = rc ? rc : sim_run(&cfg->net, &cfg->machine, &p, &log, &so, &r, &e);
@@ -172,6 +173,7 @@ static void bench_llama_steps(uint32_t ctx, uint32_t n_dec)
            ts / (double)cost_rounds * 1e9, (double)events / ts * 1e-6,
            (unsigned long long)rounds, p.n_ops, log.n, lat);
     sim_ws_free(so.ws);
+    cost_memo_free(memo);
     op_program_free(&p);
     cost_log_free(&log);
     free(cfg);
