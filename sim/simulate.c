@@ -487,9 +487,8 @@ static void stats_flush(sim_ctx *c, sim_stats *acc, int cat, int layer)
 /* run_onepass with overlap off, fused into one loop: the same times, predecessors and sums
  * (the statistics are integer sums, added per op instead of per round), without the per-round
  * calls. I(p,r) = max(S(p,r−1), D(p,r−1)), the D on a tie, as issue_time. */
-static int run_seq(sim_ctx *c, errbuf *e)
+static inline __attribute__((always_inline)) int run_seq_p(sim_ctx *c, errbuf *e, const int P)
 {
-    const int P = c->P;
     const size_t R = c->R, NO = c->prog->n_ops;
     const cost_round *lr = c->log->r;
     uint32_t cur = UINT32_MAX;
@@ -593,6 +592,13 @@ static int run_seq(sim_ctx *c, errbuf *e)
         c->next[p] = R;
     c->events = (uint64_t)R * P + c->n_msgs;
     return MS_OK;
+}
+
+/* run_seq_p with the party count a constant for the common cases: the loops over parties
+ * and links unroll. */
+static int run_seq(sim_ctx *c, errbuf *e)
+{
+    return c->P == 2 ? run_seq_p(c, e, 2) : c->P == 3 ? run_seq_p(c, e, 3) : run_seq_p(c, e, c->P);
 }
 
 /* ---- the event queue ---------------------------------------------------------------------- */
