@@ -504,15 +504,16 @@ static inline __attribute__((always_inline)) int run_seq_p(sim_ctx *c, errbuf *e
             if (r > 0 && cr->op < cur)
                 return err_set(e, MS_ERR_INTERNAL, "simulate: cost log not in program order "
                                "(round %zu: op %u after op %u)", r, cr->op, cur);
-            if (r > 0)
+            if (r > 0) {
                 stats_flush(c, &acc, cat, layer);
+                c->last[cur] = r - 1;
+            }
             cur = cr->op;
             c->first[cur] = r;
             const op *o = &c->prog->ops[cur];
             cat = o->cat < OPC_N ? o->cat : OPC_OTHER;
             layer = (o->layer >= 0 && (size_t)o->layer < c->res->n_layers) ? o->layer : -1;
         }
-        c->last[cur] = r;
         c->rcat[r] = (uint8_t)cat;
         c->rlayer[r] = (int16_t)layer;
         size_t base = r * P;
@@ -530,7 +531,6 @@ static inline __attribute__((always_inline)) int run_seq_p(sim_ctx *c, errbuf *e
                     pred = (int32_t)((r - 1) << 1);
                 }
             }
-            c->comp[i] = comp;
             c->I[i] = t;
             c->predI[i] = pred;
             c->S[i] = t + comp;
@@ -586,8 +586,10 @@ static inline __attribute__((always_inline)) int run_seq_p(sim_ctx *c, errbuf *e
             acc.offline_bytes[p] += cr->offline[p];
         }
     }
-    if (R > 0)
+    if (R > 0) {
         stats_flush(c, &acc, cat, layer);
+        c->last[cur] = R - 1;
+    }
     for (int p = 0; p < P; p++)
         c->next[p] = R;
     c->events = (uint64_t)R * P + c->n_msgs;
@@ -795,13 +797,14 @@ static void write_timeline(sim_ctx *c, FILE *f, uint64_t t0)
         }
         for (size_t r = 0; r < c->R; r++) {
             size_t i = r * P + p;
-            if (c->comp[i] == 0)
+            uint64_t comp = c->S[i] - c->I[i]; /* run_seq keeps no comp[] */
+            if (comp == 0)
                 continue;
             fprintf(f, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":1,\"name\":\"compute\",\"cat\":\"%s\",",
                     p, op_cat_name(pg->ops[c->log->r[r].op].cat));
             ts_us(f, "ts", t0 + c->I[i]);
             fputc(',', f);
-            ts_us(f, "dur", c->comp[i]);
+            ts_us(f, "dur", comp);
             fprintf(f, ",\"args\":{\"round\":%zu}}", r);
         }
     }
