@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "lower.h"
+#include "replay.h"
 #include "runcfg.h"
 #include "stepcost.h"
 
@@ -290,6 +291,118 @@ START_TEST(test_lowering_weights_by_name)
 }
 END_TEST
 
+/* ---- whole runs ------------------------------------------------------------------------- */
+
+static const char *datadir(void)
+{
+    const char *d = getenv("MPCSIM_DATA");
+    return d && *d ? d : ".";
+}
+
+/* One step of a run the straightforward way, added to acc. */
+static void reference_add(const run_cfg *c, const lower_opts *lo, op_program *prog,
+                          sim_result *acc)
+{
+    errbuf e;
+    const proto *pr = proto_find(c->proto_ref);
+    cost_log log;
+    cost_log_init(&log, pr->n_parties);
+    ck_assert_msg(lower_step(&c->model, lo, prog, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(proto_cost_program(pr, &c->proto, prog, &log, &e) == MS_OK, "%s", e.msg);
+    sim_opts so = {.overlap = c->overlap, .event_queue = 1};
+    sim_result r;
+    ck_assert_msg(sim_run(&c->net, &c->machine, prog, &log, &so, &r, &e) == MS_OK, "%s", e.msg);
+    ck_assert_int_eq(sim_result_accumulate(acc, &r), MS_OK);
+    sim_result_free(&r);
+    cost_log_free(&log);
+}
+
+/* run_execute (memo, fused schedule, step memo) against replaying the policy and costing
+ * every step the straightforward way: the phases' figures are equal. */
+static void check_run(const char *policy, const char *param, const char *val,
+                      const char *protocol, int overlap)
+{
+    run_cfg *c = calloc(1, sizeof *c);
+    errbuf e;
+    ck_assert_msg(model_load("stories260K", &c->model, &e) == MS_OK, "%s", e.msg);
+    snprintf(c->model_ref, sizeof c->model_ref, "stories260K");
+    ck_assert_msg(proto_cfg_default(protocol, &c->proto, &e) == MS_OK, "%s", e.msg);
+    snprintf(c->proto_ref, sizeof c->proto_ref, "%s", protocol);
+    ck_assert_msg(net_parse("wan", proto_find(protocol)->n_parties, &c->net, &e) == MS_OK, "%s",
+                  e.msg);
+    ck_assert_msg(machine_load("default", &c->machine, &e) == MS_OK, "%s", e.msg);
+    snprintf(c->trace.source, sizeof c->trace.source, "record");
+    snprintf(c->trace.path, sizeof c->trace.path, "%s/tests/data/tinystories_sample.txt",
+             datadir());
+    snprintf(c->policy.name, sizeof c->policy.name, "%s", policy);
+    if (param) {
+        snprintf(c->policy.params[0].key, sizeof c->policy.params[0].key, "%s", param);
+        snprintf(c->policy.params[0].val, sizeof c->policy.params[0].val, "%s", val);
+        c->policy.n_params = 1;
+    }
+    c->work.prompt_len = 48;
+    c->work.decode_len = 12;
+    c->work.batch = 1;
+    c->work.prefill_in_mpc = 1;
+    c->work.decode_stride = 1;
+    c->seed = 1;
+    c->overlap = overlap;
+
+    run_result res;
+    run_result_init(&res);
+    ck_assert_msg(run_execute(c, &res, &e) == MS_OK, "%s", e.msg);
+
+    sim_result pf, dc;
+    memset(&pf, 0, sizeof pf);
+    memset(&dc, 0, sizeof dc);
+    replay *rp;
+    ck_assert_msg(replay_open(c, &rp, &e) == MS_OK, "%s", e.msg);
+    op_program prog;
+    op_program_init(&prog);
+    ck_assert_msg(replay_prefill(rp, &prog, &e) == MS_OK, "%s", e.msg);
+    lower_opts lo;
+    lower_opts_default(&lo);
+    lo.phase = PHASE_PREFILL;
+    lo.n_tokens = c->work.prompt_len;
+    reference_add(c, &lo, &prog, &pf);
+    size_t nk = (size_t)c->model.n_layers * c->model.n_kv_heads;
+    uint32_t *kept = calloc(nk + 1, sizeof *kept);
+    for (uint32_t s = 0; s < c->work.decode_len; s++) {
+        uint32_t kv = c->work.prompt_len + s;
+        op_program_clear(&prog);
+        ck_assert_msg(replay_step(rp, s, kv, kept, &prog, &e) == MS_OK, "%s", e.msg);
+        lower_opts_default(&lo);
+        lo.kv_len = kv;
+        lo.kept = kept;
+        reference_add(c, &lo, &prog, &dc);
+        if (s + 1 == c->work.decode_len && strcmp(policy, "full") != 0)
+            for (size_t i = 0; i < nk; i++) /* the policy did evict */
+                ck_assert_msg(kept[i] < kv, "%s kept all of layer %zu", policy,
+                              i / c->model.n_kv_heads);
+    }
+    char what[96];
+    snprintf(what, sizeof what, "run %s %s overlap %d: prefill", policy, protocol, overlap);
+    same_result(&res.phase[PHASE_PREFILL], &pf, what);
+    snprintf(what, sizeof what, "run %s %s overlap %d: decode", policy, protocol, overlap);
+    same_result(&res.phase[PHASE_DECODE], &dc, what);
+    replay_close(rp);
+    free(kept);
+    op_program_free(&prog);
+    sim_result_free(&pf);
+    sim_result_free(&dc);
+    run_result_free(&res);
+    free(c);
+}
+
+START_TEST(test_runs_match_reference)
+{
+    check_run("full", NULL, NULL, "semi2k", 0);
+    check_run("h2o", NULL, NULL, "semi2k", 0);
+    check_run("pyramidkv", "capacity", "24", "aby3", 0); /* a budget per layer */
+    check_run("streamingllm", "recent", "16", "semi2k", 1);
+}
+END_TEST
+
 Suite *pipeline_suite(void)
 {
     Suite *s = suite_create("pipeline");
@@ -299,6 +412,7 @@ Suite *pipeline_suite(void)
     tcase_add_test(tc, test_memo_follows_config);
     tcase_add_test(tc, test_memo_reports_bad_ops);
     tcase_add_test(tc, test_lowering_weights_by_name);
+    tcase_add_test(tc, test_runs_match_reference);
     suite_add_tcase(s, tc);
     return s;
 }
