@@ -5,9 +5,8 @@
  * shape (out × in) from model_params() multiplies as x·Wᵀ (OPF_TRANS_B) and is a fixed operand
  * (OPF_FIXED_B) whose opened mask semi2k may reuse. Attention runs batched over heads: scores
  * q·Kᵀ per head (batch = sequences·heads), softmax over each row, ·V. With GQA each query head
- * reads KV head h / (heads / kv_heads). When a policy keeps different numbers of entries per KV
- * head, attention is emitted once per KV head (op.group = g) with that head's shape; otherwise
- * once for all heads (op.group = -1). */
+ * reads KV head h / (heads / kv_heads). A policy's kept counts set the attention shapes; heads
+ * of a layer run in the same vectorized ops, padded to the layer's largest kept count. */
 #include "lower.h"
 
 #include <math.h>
@@ -190,38 +189,37 @@ static uint32_t norm(lw *w, uint32_t x, uint32_t rows, const char *g, const char
 
 /* ---- attention ------------------------------------------------------------------------------- */
 
-/* Attended KV entries of KV head g: kept (or all cached) plus this step's new tokens. */
-static uint32_t attended(const lw *w, uint32_t g)
+/* Attended KV entries in this layer: kept (or all cached) plus this step's new tokens. All heads
+ * of a layer run vectorized in the same ops, and a batched op has one shape, so a layer whose
+ * KV heads keep different counts is padded to the largest (the shorter selections are padded
+ * with masked entries, as a vectorized MPC framework runs them). */
+static uint32_t attended(const lw *w)
 {
     uint32_t cached = w->o->kv_len;
     if (w->o->kept) {
-        uint32_t k = w->o->kept[(size_t)w->layer * w->m->n_kv_heads + g];
-        cached = k < cached ? k : cached;
+        uint32_t most = 0;
+        for (uint32_t g = 0; g < w->m->n_kv_heads; g++) {
+            uint32_t k = w->o->kept[(size_t)w->layer * w->m->n_kv_heads + g];
+            most = k > most ? k : most;
+        }
+        cached = most < cached ? most : cached;
     }
     return cached + w->o->n_tokens;
 }
 
-static int kept_uniform(const lw *w)
-{
-    for (uint32_t g = 1; g < w->m->n_kv_heads; g++)
-        if (attended(w, g) != attended(w, 0))
-            return 0;
-    return 1;
-}
-
 /* Scores, softmax and ·V for `heads` query heads attending to `tk` entries. */
-static void attend_block(lw *w, int group, uint32_t heads, uint32_t tk, uint32_t q, uint32_t kc,
+static void attend_block(lw *w, uint32_t heads, uint32_t tk, uint32_t q, uint32_t kc,
                          uint32_t vc, uint32_t ctx)
 {
     const model_cfg *m = w->m;
     uint32_t S = w->o->n_seqs, t = w->o->n_tokens, d = m->head_dim;
     uint32_t b = S * heads;
-    uint32_t sc = tens(w, group < 0 ? "scores" : "scores_g", OPT_TEMP, b, t, tk);
-    emit(w, OP_MATMUL, OPC_ATTENTION, group, b, t, d, tk, q, kc, OP_NONE, sc, OPF_TRANS_B, 0, 0);
+    uint32_t sc = tens(w, "scores", OPT_TEMP, b, t, tk);
+    emit(w, OP_MATMUL, OPC_ATTENTION, -1, b, t, d, tk, q, kc, OP_NONE, sc, OPF_TRANS_B, 0, 0);
     /* causal mask inside the new tokens: row i sees tk - t + i + 1 entries (public) */
     int32_t causal = t > 1 ? (int32_t)(tk - t) : -1;
-    emit(w, OP_SOFTMAX, OPC_SOFTMAX, group, b, t, 0, tk, sc, OP_NONE, OP_NONE, sc, 0, causal, 0);
-    emit(w, OP_MATMUL, OPC_ATTENTION, group, b, t, tk, d, sc, vc, OP_NONE, ctx, 0, 0, 0);
+    emit(w, OP_SOFTMAX, OPC_SOFTMAX, -1, b, t, 0, tk, sc, OP_NONE, OP_NONE, sc, 0, causal, 0);
+    emit(w, OP_MATMUL, OPC_ATTENTION, -1, b, t, tk, d, sc, vc, OP_NONE, ctx, 0, 0, 0);
 }
 
 static uint32_t attention(lw *w, uint32_t xb)
@@ -262,12 +260,7 @@ static uint32_t attention(lw *w, uint32_t xb)
     emit(w, OP_VIEW, OPC_ATTENTION, -1, S * Hkv, t, 0, d, v, OP_NONE, OP_NONE, vc,
          OPF_SPLIT_HEADS, (int32_t)w->o->kv_len, 0);
     uint32_t ctx = tens(w, "ctx", OPT_TEMP, S * H, t, d);
-    if (kept_uniform(w)) {
-        attend_block(w, -1, H, attended(w, 0), qh, kc, vc, ctx);
-    } else {
-        for (uint32_t g = 0; g < Hkv; g++)
-            attend_block(w, (int)g, H / Hkv, attended(w, g), qh, kc, vc, ctx);
-    }
+    attend_block(w, H, attended(w), qh, kc, vc, ctx);
     /* heads back to features: (S·H, t, d) → (S·t, H·d) */
     uint32_t cm = tens(w, "ctx_merged", OPT_TEMP, 1, w->rows, QD);
     emit(w, OP_VIEW, OPC_ATTENTION, -1, S * H, t, 0, d, ctx, OP_NONE, OP_NONE, cm,

@@ -5,7 +5,8 @@
  * softmax, ·V), output projection, residual, norm, FFN (GeLU or SwiGLU), residual; final norm;
  * LM head. The number of KV entries each layer and KV head attends to comes from the caller (a
  * policy); the full cache by default. Kept counts are public (MPCache's security model): they
- * change the program's shapes, while which entries are kept stays secret. */
+ * change the program's shapes, while which entries are kept stays secret. All heads of a layer
+ * run in the same vectorized ops, padded to the layer's largest kept count. */
 #ifndef MPCSIM_LOWER_H
 #define MPCSIM_LOWER_H
 

@@ -38,7 +38,8 @@ static void plot_usage(FILE *f)
     fprintf(f,
             "usage: mpcsim plot DB [-o DIR] [--svg]\n\n"
             "Plots the finished runs of a results database with gnuplot:\n"
-            "  latency_vs_seq  online latency vs sequence length per policy, a panel per network\n"
+            "  latency_vs_seq  online latency (total, and decode per token) vs sequence length\n"
+            "                  per policy, a panel per network\n"
             "  comm_vs_seq     online and offline bytes vs sequence length per policy\n"
             "  breakdown       stacked per-category time and bytes at the largest length\n"
             "  pareto          accuracy vs latency with the Pareto front (when the runs have\n"
@@ -257,6 +258,18 @@ static void plot_latency(plot_ctx *c)
     for (int i = 0; i < nn; i++) {
         snprintf(path, sizeof path, "%s/lat_%d.dat", c->tmp, i + 1);
         if ((nb[i] = write_blocks(c, sql, nets[i], NULL, path)) < 0)
+            return (void)c->failed++;
+    }
+    /* second row: decode latency per generated token — where eviction policies differ (the
+     * prefill before eviction is the same for most of them) */
+    snprintf(sql, sizeof sql,
+             "SELECT %s AS series, %s AS x, avg(p.latency_ns / 1e9 / r.decode_len) AS s FROM runs r "
+             "JOIN phases p ON p.run_id = r.id AND p.phase = 'decode' WHERE r.status = 'ok' AND "
+             "r.network = ?1 AND r.decode_len > 0 GROUP BY series, x ORDER BY series, x",
+             c->series, c->x);
+    for (int i = 0; i < nn; i++) {
+        snprintf(path, sizeof path, "%s/dec_%d.dat", c->tmp, i + 1);
+        if (write_blocks(c, sql, nets[i], NULL, path) < 0)
             return (void)c->failed++;
     }
     FILE *v = vars_open(c, "latency_vs_seq", vpath, sizeof vpath);

@@ -25,6 +25,10 @@ static const policy_param replay_params[] = {
      "KV heads per layer whose output error is measured at a measured step (rotating); the "
      "values of every cached entry are read for each",
      NULL, 1, 1e6},
+    {"prompt_rows", "0",
+     "prompt attention rows a policy reads: the last N (0: all, exact). A synthetic trace "
+     "computes each row from every key, so long prompts need a cap for h2o and mpcache",
+     NULL, 0, 1e9},
     {"recall_k", "10", "k of the top-k recall metric (Quest Fig. 4 uses 10)", NULL, 1, 1e6},
     {"live", "1",
      "1: for a model with weights, also run it with the policy applied (logit KL, top-1, "
@@ -297,21 +301,27 @@ size_t policy_topk(const float *score, const uint32_t *cand, size_t n, size_t k,
 
 /* ---- op emission ------------------------------------------------------------------------ */
 
-/* An operand the policy reads but the program has not computed (scores accumulated across
- * steps, the current step's scores): secret state of the right size, so every executor sees a
- * well-formed op. */
-static uint32_t state_operand(policy_emitter *pe, const char *tag, int which, uint32_t batch,
-                              uint32_t rows, uint32_t cols)
+static uint64_t tensor_len(const op_program *p, uint32_t id)
 {
-    char name[48];
-    snprintf(name, sizeof name, "pol.%s.L%d.in%d", tag, pe->layer, which);
-    return policy_state_tensor(pe->prog, name, batch, rows, cols);
+    const op_tensor *t = &p->tens[id];
+    return (uint64_t)t->batch * t->rows * t->cols;
 }
 
-static int needs_second(int kind)
+/* An operand of exactly b·r·c elements: `id` if it has that size, else secret state of the
+ * right size (the cost engines and the backend read operand sizes; the data flow between a
+ * policy's ops is implicit: scores accumulated across steps, this step's rows). */
+static uint32_t operand(policy_emitter *pe, uint32_t id, uint32_t b, uint32_t r, uint32_t c,
+                        const char *tag, int slot)
 {
-    return kind == OP_ADD || kind == OP_SUB || kind == OP_MUL || kind == OP_LT ||
-           kind == OP_EQ || kind == OP_MATMUL || kind == OP_GATHER || kind == OP_SELECT;
+    if (id != OP_NONE && id < pe->prog->n_tens &&
+        tensor_len(pe->prog, id) == (uint64_t)b * r * c)
+        return id;
+    char name[48];
+    snprintf(name, sizeof name, "pol.%s.L%d.in%d", tag, pe->layer, slot);
+    uint32_t t = op_tensor_find(pe->prog, name);
+    if (t != OP_NONE && tensor_len(pe->prog, t) == (uint64_t)b * r * c)
+        return t;
+    return op_tensor_add(pe->prog, name, OPT_CACHE, DOM_ARITH, b, r, c);
 }
 
 uint32_t policy_emit(policy_emitter *pe, int kind, uint32_t batch, uint32_t m, uint32_t k,
@@ -320,14 +330,25 @@ uint32_t policy_emit(policy_emitter *pe, int kind, uint32_t batch, uint32_t m, u
 {
     if (pe->failed)
         return OP_NONE;
-    int mm = op_kind_shape(kind) == OPS_MM;
-    if (in0 == OP_NONE && kind != OP_INPUT)
-        in0 = state_operand(pe, tag, 0, batch, m, mm ? k : n);
-    if (in1 == OP_NONE && needs_second(kind))
-        in1 = mm ? state_operand(pe, tag, 1, batch, (flags & OPF_TRANS_B) ? n : k,
-                                 (flags & OPF_TRANS_B) ? k : n)
-                 : state_operand(pe, tag, 1, batch, m, n);
-    uint32_t in2 = kind == OP_SELECT ? state_operand(pe, tag, 2, batch, m, n) : OP_NONE;
+    uint32_t in[3] = {OP_NONE, OP_NONE, OP_NONE};
+    if (op_kind_shape(kind) == OPS_MM) {
+        /* left b×m×k, right b×k×n (n×k used transposed) (kern.c MATMUL/GATHER) */
+        in[0] = operand(pe, in0, batch, m, k, tag, 0);
+        in[1] = (flags & OPF_TRANS_B) ? operand(pe, in1, batch, n, k, tag, 1)
+                                      : operand(pe, in1, batch, k, n, tag, 1);
+    } else if (kind == OP_ONEHOT) {
+        in[0] = operand(pe, in0, batch, m, 1, tag, 0); /* secret indices */
+    } else {
+        in[0] = operand(pe, in0, batch, m, n, tag, 0);
+        int binary = kind == OP_ADD || kind == OP_SUB || kind == OP_MUL || kind == OP_LT ||
+                     kind == OP_EQ || kind == OP_SELECT;
+        if (binary && (flags & OPF_PUBLIC_B))
+            in[1] = operand(pe, OP_NONE, 1, 1, 1, tag, 1); /* the threshold, broadcast */
+        else if (binary)
+            in[1] = operand(pe, in1, batch, m, n, tag, 1);
+        if (kind == OP_SELECT)
+            in[2] = operand(pe, OP_NONE, batch, m, n, tag, 2);
+    }
     char name[48];
     snprintf(name, sizeof name, "pol.%s.L%d", tag, pe->layer);
     uint32_t rows = m, cols = n;
@@ -338,8 +359,11 @@ uint32_t policy_emit(policy_emitter *pe, int kind, uint32_t batch, uint32_t m, u
     uint32_t out = op_tensor_add(pe->prog, name, OPT_TEMP, DOM_ARITH, batch, rows, cols);
     op o = {.kind = (uint16_t)kind, .phase = (uint8_t)pe->phase, .cat = OPC_POLICY,
             .layer = (int16_t)pe->layer, .group = -1, .batch = batch, .m = m, .k = k, .n = n,
-            .in = {in0, in1, in2}, .out = out, .flags = flags, .iarg = iarg, .farg = farg};
-    if (out == OP_NONE || in0 == OP_NONE || op_emit(pe->prog, &o) < 0) {
+            .in = {in[0], in[1], in[2]}, .out = out, .flags = flags & ~OPF_PUBLIC_B,
+            .iarg = iarg, .farg = farg};
+    if (op_kind_shape(kind) == OPS_MM)
+        o.flags = flags;
+    if (out == OP_NONE || in[0] == OP_NONE || op_emit(pe->prog, &o) < 0) {
         pe->failed = 1;
         return OP_NONE;
     }

@@ -23,7 +23,7 @@ struct replay {
     policy_env env;
     policy_args args;
     trace *tr;
-    uint32_t P, next_step, stride, err_heads;
+    uint32_t P, next_step, stride, err_heads, prompt_rows;
     int prompt_done, live;
     uint8_t *keep;      /* Hkv × max_len */
     uint32_t *kept;     /* L × Hkv of the newest step */
@@ -59,6 +59,8 @@ static int read_params(replay *r, errbuf *e)
         rc = policy_arg_u32(p, &r->args, "recall_k", &k, e);
     if (!rc)
         rc = policy_arg_u32(p, &r->args, "err_kv_heads", &r->err_heads, e);
+    if (!rc)
+        rc = policy_arg_u32(p, &r->args, "prompt_rows", &r->prompt_rows, e);
     if (!rc)
         rc = policy_arg_double(p, &r->args, "live", &live, e);
     if (rc)
@@ -177,11 +179,19 @@ static const float *layer_wo(replay *r, uint32_t layer, uint32_t *rows, uint32_t
 
 /* Fills and passes one (pos, layer) observation; att_used is the attention the model computed
  * (NULL: the full row from the trace). */
+static unsigned needs_at(replay *r, uint32_t pos)
+{
+    unsigned need = r->pol->needs ? r->pol->needs(r->st, pos) : 0;
+    if (pos < r->P && r->prompt_rows && pos + r->prompt_rows < r->P)
+        need &= ~POLICY_NEED_ATT; /* prompt_rows: only the last rows of the prompt */
+    return need;
+}
+
 static int observe(replay *r, uint32_t pos, uint32_t layer, const float *att_used, errbuf *e)
 {
     if (!r->pol->observe)
         return MS_OK;
-    unsigned need = r->pol->needs ? r->pol->needs(r->st, pos) : 0;
+    unsigned need = needs_at(r, pos);
     policy_obs o = {.layer = layer, .pos = pos};
     if (need & (POLICY_NEED_Q | POLICY_NEED_ATT))
         o.q = trace_q(r->tr, layer);
@@ -210,7 +220,7 @@ static int ensure_prompt(replay *r, errbuf *e)
     r->prompt_done = 1;
     for (uint32_t pos = 0; r->tr && r->pol->observe && pos < r->P; pos++) {
         /* a position the policy reads nothing from is not generated (synthetic traces) */
-        unsigned need = r->pol->needs ? r->pol->needs(r->st, pos) : 0;
+        unsigned need = needs_at(r, pos);
         int stream = need & (POLICY_NEED_Q | POLICY_NEED_ATT | POLICY_NEED_FFN);
         int rc = stream ? trace_seek(r->tr, pos, e) : MS_OK;
         for (uint32_t l = 0; !rc && l < r->env.n_layers; l++)
@@ -282,13 +292,19 @@ static int decode_pos(replay *r, uint32_t step, op_program *prog, errbuf *e)
         rc = r->pol->select(r->st, l, pos, q, r->keep, e);
         if (rc)
             break;
+        /* The public shape of a layer is its largest head selection: heads run vectorized in
+         * the same ops, and a shorter selection (a partial last page or cluster chosen by
+         * some heads only) is padded with masked slots. Metrics use the true sets. */
+        uint32_t cmax = 0;
         for (uint32_t g = 0; g < Hkv; g++) {
             uint32_t c = 0;
             const uint8_t *kp = r->keep + (size_t)g * pos;
             for (uint32_t j = 0; j < pos; j++)
                 c += kp[j];
-            r->kept[(size_t)l * Hkv + g] = c;
+            cmax = c > cmax ? c : cmax;
         }
+        for (uint32_t g = 0; g < Hkv; g++)
+            r->kept[(size_t)l * Hkv + g] = cmax;
         const float *used = NULL;
         if (measure || (need & POLICY_NEED_ATT)) {
             rc = layer_rows(r, pos, l, trace_att(r->tr, l), measure, e);
@@ -360,10 +376,24 @@ static void live_layer(void *ctx, const llama_layer_view *lv)
     replay *r = c->r;
     if (c->err || !r->pol->observe)
         return;
-    uint32_t rows, cols;
-    policy_obs o = {.layer = lv->layer, .pos = lv->pos, .q = lv->q, .k = lv->k, .v = lv->v,
-                    .att = lv->att, .ffn = lv->ffn_pre,
-                    .wo = layer_wo(r, lv->layer, &rows, &cols)};
+    /* the same contract as the trace replay: only the arrays the policy asked for */
+    uint32_t rows, cols, pos = lv->pos;
+    unsigned need = r->pol->needs ? r->pol->needs(c->st, pos) : 0;
+    if (pos < r->P && r->prompt_rows && pos + r->prompt_rows < r->P)
+        need &= ~POLICY_NEED_ATT;
+    policy_obs o = {.layer = lv->layer, .pos = pos};
+    if (need & (POLICY_NEED_Q | POLICY_NEED_ATT))
+        o.q = lv->q;
+    if (need & POLICY_NEED_ATT)
+        o.att = lv->att;
+    if (need & POLICY_NEED_K)
+        o.k = lv->k;
+    if (need & POLICY_NEED_V)
+        o.v = lv->v;
+    if (need & POLICY_NEED_FFN)
+        o.ffn = lv->ffn_pre;
+    if (need & POLICY_NEED_WO)
+        o.wo = layer_wo(r, lv->layer, &rows, &cols);
     if (r->pol->observe(c->st, &o, c->e))
         c->err = 1;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "policy.h"
+#include "proto.h"
 
 /* ---- a tiny driver over plain arrays (the replay's order, see policy.h) -------------------- */
 
@@ -561,6 +562,18 @@ START_TEST(test_emit_shapes)
             ck_assert_int_eq(p->emit_cost(st, PHASE_DECODE, l, 22, kept, &prog, &e), MS_OK);
         }
         ck_assert_msg(op_program_is_sane(&prog), "%s", p->name);
+        /* the cost engines accept them (operand sizes, public constants) */
+        const char *protos[2] = {"semi2k", "aby3"};
+        for (int pi = 0; pi < 2; pi++) {
+            proto_cfg pc;
+            cost_log log;
+            ck_assert_int_eq(proto_cfg_default(protos[pi], &pc, &e), MS_OK);
+            const proto *pr = proto_find(protos[pi]);
+            cost_log_init(&log, pr->n_parties);
+            ck_assert_msg(proto_cost_program(pr, &pc, &prog, &log, &e) == MS_OK, "%s: %s",
+                          p->name, e.msg);
+            cost_log_free(&log);
+        }
         for (size_t o = 0; o < prog.n_ops; o++)
             ck_assert_int_eq(prog.ops[o].cat, OPC_POLICY);
         if (!strcmp(p->name, "full") || !strcmp(p->name, "streamingllm"))

@@ -146,7 +146,11 @@ START_TEST(test_policies_on_stories)
         }
         run_result res;
         size_t nops;
-        drive(c, &res, NULL, &nops);
+        uint32_t kept[20];
+        drive(c, &res, kept, &nops);
+        for (int l = 0; l < 5; l++) /* one public shape per layer (padded head selections) */
+            for (int g = 1; g < 4; g++)
+                ck_assert_uint_eq(kept[l * 4 + g], kept[l * 4]);
         double R = metric(&res, "attn_mass_recall");
         ck_assert_msg(R > 0 && R <= 1.0 + 1e-6, "%s: recall %g", all[i]->name, R);
         ck_assert_msg(!isnan(metric(&res, "logit_kl")), "%s: no KL", all[i]->name);
@@ -207,6 +211,30 @@ START_TEST(test_synthetic_and_stride)
 }
 END_TEST
 
+START_TEST(test_prompt_rows)
+{
+    /* prompt_rows = P reads every prompt row: identical to the exact default; a cap of 4 rows
+     * changes H2O's scores (only the last prompt queries vote) but keeps its budget */
+    double recall[3];
+    const char *rows[3] = {"0", "48", "4"};
+    for (int i = 0; i < 3; i++) {
+        run_cfg *c = stories_cfg("h2o", 48, 8);
+        c->policy.params[0] = kvp("prompt_rows", rows[i]);
+        c->policy.params[1] = kvp("live", "0");
+        c->policy.n_params = 2;
+        run_result res;
+        uint32_t kept[20];
+        drive(c, &res, kept, NULL);
+        ck_assert_uint_eq(kept[0], 8); /* int(0.1·48) heavy + 4 recent */
+        recall[i] = metric(&res, "attn_mass_recall");
+        run_result_free(&res);
+        free(c);
+    }
+    ck_assert_double_eq(recall[0], recall[1]);
+    ck_assert(recall[2] != recall[0]);
+}
+END_TEST
+
 START_TEST(test_metric_definitions)
 {
     /* row .5 .2 .2 .1 (last = current token), keep {0}: R = .5 + .1 = .6; top-2 = {0, 1}:
@@ -243,6 +271,7 @@ Suite *replay_suite(void)
     tcase_add_test(tc, test_streaming_degrades);
     tcase_add_test(tc, test_policies_on_stories);
     tcase_add_test(tc, test_synthetic_and_stride);
+    tcase_add_test(tc, test_prompt_rows);
     suite_add_tcase(s, tc);
     return s;
 }
