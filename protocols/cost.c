@@ -302,7 +302,7 @@ struct cost_memo {
     size_t cap_vals;
 };
 
-#define CM_POOL_MAX ((size_t)1 << 18)
+#define CM_POOL_MAX ((size_t)1 << 16) /* 11.5 MB of rounds */
 
 cost_memo *cost_memo_new(void) { return calloc(1, sizeof(cost_memo)); }
 
@@ -316,6 +316,8 @@ void cost_memo_free(cost_memo *m)
     free(m->vals);
     free(m);
 }
+
+size_t cost_memo_rounds(const cost_memo *m) { return m ? m->n_pool : 0; }
 
 static void cm_reset(cost_memo *m, const proto *pr, const proto_cfg *cfg)
 {

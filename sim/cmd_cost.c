@@ -279,7 +279,7 @@ int cmd_cost(int argc, char **argv)
         cli_error("cost", "cannot write %s: %s", a.timeline, strerror(errno));
         return 1;
     }
-    step_env env = {&model, pr, &pcfg, &net, &mach, {.overlap = a.overlap, .timeline = tl}, NULL};
+    step_env env = {&model, pr, &pcfg, &net, &mach, {.overlap = a.overlap, .timeline = tl}};
     if (tl)
         sim_timeline_begin(tl, pr->n_parties);
     op_program prog;

@@ -171,7 +171,7 @@ static int run_prefill(runner *R, replay *rp, run_result *res, errbuf *e)
     lo.phase = PHASE_PREFILL;
     lo.n_tokens = cfg->work.prompt_len;
     sim_result s;
-    rc = step_simulate(&R->env, &lo, &R->prog, &R->log, &s, e);
+    rc = step_simulate_memo(&R->env, R->cmemo, &lo, &R->prog, &R->log, &s, e);
     if (rc != MS_OK)
         return rc;
     R->simulated++;
@@ -193,7 +193,7 @@ static int cost_decode_step(runner *R, uint32_t kv_len, const sim_result **cost,
         lo.kv_len = kv_len;
         lo.kept = R->kept;
         sim_result s;
-        int rc = step_simulate(&R->env, &lo, &R->prog, &R->log, &s, e);
+        int rc = step_simulate_memo(&R->env, R->cmemo, &lo, &R->prog, &R->log, &s, e);
         if (rc != MS_OK)
             return rc;
         R->simulated++;
@@ -290,7 +290,7 @@ static int runner_init(runner *R, const run_cfg *cfg, errbuf *e)
     R->ws = sim_ws_new();
     R->cmemo = cost_memo_new();
     R->env = (step_env){&cfg->model, pr, &cfg->proto, &cfg->net, &R->mach,
-                        {.overlap = cfg->overlap, .ws = R->ws}, R->cmemo};
+                        {.overlap = cfg->overlap, .ws = R->ws}};
     R->n_kept = (size_t)cfg->model.n_layers * cfg->model.n_kv_heads;
     op_program_init(&R->prog);
     cost_log_init(&R->log, pr->n_parties);

@@ -10,10 +10,16 @@
 int step_simulate(const step_env *env, const lower_opts *lo, op_program *prog, cost_log *log,
                   sim_result *out, errbuf *e)
 {
+    return step_simulate_memo(env, NULL, lo, prog, log, out, e);
+}
+
+int step_simulate_memo(const step_env *env, cost_memo *memo, const lower_opts *lo,
+                       op_program *prog, cost_log *log, sim_result *out, errbuf *e)
+{
     int rc = lower_step(env->model, lo, prog, e);
     if (rc != MS_OK)
         return rc;
-    rc = proto_cost_program_memo(env->pr, env->pcfg, prog, log, env->memo, e);
+    rc = proto_cost_program_memo(env->pr, env->pcfg, prog, log, memo, e);
     if (rc != MS_OK)
         return rc;
     return sim_run(env->net, env->mach, prog, log, &env->sim, out, e);
@@ -70,8 +76,7 @@ int stepcost_open(const run_cfg *cfg, stepcost **out, errbuf *e)
         machine_default(&s->mach);
     s->pr = pr;
     s->batch = cfg->work.batch ? cfg->work.batch : 1;
-    s->env = (step_env){&s->model, pr, &s->pcfg, &s->net, &s->mach, {.overlap = cfg->overlap, .ws = s->ws},
-                      s->memo};
+    s->env = (step_env){&s->model, pr, &s->pcfg, &s->net, &s->mach, {.overlap = cfg->overlap, .ws = s->ws}};
     op_program_init(&s->prog);
     cost_log_init(&s->log, pr->n_parties);
     *out = s;
@@ -132,7 +137,7 @@ int stepcost_get(stepcost *s, int phase, uint32_t n_tokens, uint32_t kv_len, ste
     lo.n_seqs = s->batch;
     op_program_clear(&s->prog);
     sim_result r;
-    int rc = step_simulate(&s->env, &lo, &s->prog, &s->log, &r, e);
+    int rc = step_simulate_memo(&s->env, s->memo, &lo, &s->prog, &s->log, &r, e);
     if (rc != MS_OK)
         return rc;
     step_figures f = {.latency_ns = r.latency_ns, .rounds = r.total.rounds};

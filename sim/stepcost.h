@@ -33,7 +33,6 @@ typedef struct step_env {
     const net_cfg *net;
     const machine_profile *mach;
     sim_opts sim;
-    cost_memo *memo;   /* op costs remembered across steps, or NULL (proto.h) */
 } step_env;
 
 /* Lowers one step (appending to prog, which may already hold the policy's ops), costs the
@@ -42,5 +41,9 @@ typedef struct step_env {
  * through. */
 int step_simulate(const step_env *env, const lower_opts *lo, op_program *prog, cost_log *log,
                   sim_result *out, errbuf *e);
+/* step_simulate costing through memo (op costs remembered across steps, proto.h; NULL: none):
+ * the same result, faster when the steps share ops. */
+int step_simulate_memo(const step_env *env, cost_memo *memo, const lower_opts *lo,
+                       op_program *prog, cost_log *log, sim_result *out, errbuf *e);
 
 #endif

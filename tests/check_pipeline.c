@@ -98,9 +98,9 @@ static void fast_step(const pl_env *v, const lower_opts *lo, int overlap, cost_m
     FILE *f = open_memstream(timeline, &len);
     sim_timeline_begin(f, v->pr->n_parties);
     step_env env = {&v->model, v->pr, &v->pcfg, &v->net, &v->mach,
-                    {.overlap = overlap, .timeline = f, .t0_ns = 777, .ws = ws}, memo};
+                    {.overlap = overlap, .timeline = f, .t0_ns = 777, .ws = ws}};
     errbuf e;
-    ck_assert_msg(step_simulate(&env, lo, p, log, res, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(step_simulate_memo(&env, memo, lo, p, log, res, &e) == MS_OK, "%s", e.msg);
     sim_timeline_end(f);
     fclose(f);
 }
@@ -217,6 +217,46 @@ START_TEST(test_memo_follows_config)
     ck_assert_int_eq(proto_cost_program_memo(v.pr, &v.pcfg, &p, &a, NULL, &e), MS_OK);
     ck_assert_uint_eq(a.n, b.n);
     ck_assert(!memcmp(a.r, b.r, a.n * sizeof *a.r));
+    cost_memo_free(memo);
+    cost_log_free(&a);
+    cost_log_free(&b);
+    op_program_free(&p);
+}
+END_TEST
+
+/* Past its cap the memo empties itself and goes on costing the same rounds: llama-2-7b decode
+ * steps at growing kv_len add a few hundred new rounds each (the attention ops). */
+START_TEST(test_memo_empties_itself)
+{
+    pl_case c = {"llama-2-7b", "semi2k", "wan", PHASE_DECODE, 1, 4096, 1, 0, 0};
+    pl_env v;
+    env_load(&v, &c);
+    v.model.max_ctx = 8192;
+    cost_memo *memo = cost_memo_new();
+    op_program p;
+    op_program_init(&p);
+    cost_log a, b;
+    cost_log_init(&a, 2);
+    cost_log_init(&b, 2);
+    errbuf e;
+    size_t held = 0, resets = 0, after = 0;
+    for (uint32_t s = 0; s < 1000 && after < 10; s++) {
+        lower_opts lo;
+        lower_opts_default(&lo);
+        lo.kv_len = 4096 + s;
+        op_program_clear(&p);
+        ck_assert_int_eq(lower_step(&v.model, &lo, &p, &e), MS_OK);
+        ck_assert_int_eq(proto_cost_program_memo(v.pr, &v.pcfg, &p, &a, memo, &e), MS_OK);
+        ck_assert_int_eq(proto_cost_program(v.pr, &v.pcfg, &p, &b, &e), MS_OK);
+        ck_assert_uint_eq(a.n, b.n);
+        ck_assert_msg(!memcmp(a.r, b.r, a.n * sizeof *a.r), "step %u differs", s);
+        size_t now = cost_memo_rounds(memo);
+        ck_assert_uint_le(now, (size_t)1 << 16);
+        resets += now < held;
+        after += resets > 0; /* steps costed since the memo emptied itself */
+        held = now;
+    }
+    ck_assert_uint_eq(resets, 1);
     cost_memo_free(memo);
     cost_log_free(&a);
     cost_log_free(&b);
@@ -411,6 +451,7 @@ Suite *pipeline_suite(void)
     tcase_add_test(tc, test_memo_and_fast_schedule_match_reference);
     tcase_add_test(tc, test_memo_follows_config);
     tcase_add_test(tc, test_memo_reports_bad_ops);
+    tcase_add_test(tc, test_memo_empties_itself);
     tcase_add_test(tc, test_lowering_weights_by_name);
     tcase_add_test(tc, test_runs_match_reference);
     suite_add_tcase(s, tc);
