@@ -495,6 +495,24 @@ static inline __attribute__((always_inline)) int run_seq_p(sim_ctx *c, errbuf *e
     int cat = OPC_OTHER, layer = -1;
     sim_stats acc;
     memset(&acc, 0, sizeof acc);
+    /* the node arrays and the running state in locals: stores to the arrays cannot then be
+     * taken for stores to the context's own fields */
+    uint64_t *const I = c->I, *const S = c->S, *const D = c->D, *const F = c->F;
+    int32_t *const predI = c->predI, *const predF = c->predF;
+    int8_t *const predD = c->predD;
+    uint8_t *const rcat = c->rcat;
+    int16_t *const rlayer = c->rlayer;
+    double nspu[WK_N], nspb[P_MAX][P_MAX];
+    uint64_t lat[P_MAX][P_MAX];
+    memcpy(nspu, c->nspu, sizeof nspu);
+    memcpy(nspb, c->ns_per_byte, sizeof nspb);
+    memcpy(lat, c->lat, sizeof lat);
+    uint64_t cpu_free[P_MAX], link_free[P_MAX][P_MAX], last_t = c->last_t, n_msgs = c->n_msgs;
+    int64_t link_last[P_MAX][P_MAX];
+    size_t last_i = c->last_i;
+    memcpy(cpu_free, c->cpu_free, sizeof cpu_free);
+    memcpy(link_free, c->link_free, sizeof link_free);
+    memcpy(link_last, c->link_last, sizeof link_last);
     for (size_t r = 0; r < R; r++) {
         const cost_round *cr = &lr[r];
         if (cr->op != cur) {
@@ -514,31 +532,31 @@ static inline __attribute__((always_inline)) int run_seq_p(sim_ctx *c, errbuf *e
             cat = o->cat < OPC_N ? o->cat : OPC_OTHER;
             layer = (o->layer >= 0 && (size_t)o->layer < c->res->n_layers) ? o->layer : -1;
         }
-        c->rcat[r] = (uint8_t)cat;
-        c->rlayer[r] = (int16_t)layer;
+        rcat[r] = (uint8_t)cat;
+        rlayer[r] = (int16_t)layer;
         size_t base = r * P;
         for (int p = 0; p < P; p++) {
             size_t i = base + p;
-            uint64_t comp = compute_ns(c->nspu, cr->work[p]);
+            uint64_t comp = compute_ns(nspu, cr->work[p]);
             uint64_t t = 0;
             int32_t pred = PRED_NONE;
             if (r > 0) {
-                t = c->cpu_free[p];
+                t = cpu_free[p];
                 pred = (int32_t)(((r - 1) << 1) | 1);
-                uint64_t d = c->D[i - P];
+                uint64_t d = D[i - P];
                 if (d >= t) {
                     t = d;
                     pred = (int32_t)((r - 1) << 1);
                 }
             }
-            c->I[i] = t;
-            c->predI[i] = pred;
-            c->S[i] = t + comp;
-            c->cpu_free[p] = t + comp;
+            I[i] = t;
+            predI[i] = pred;
+            S[i] = t + comp;
+            cpu_free[p] = t + comp;
         }
         if (cr->comm) {
             for (int p = 0; p < P; p++) {
-                uint64_t now = c->S[base + p];
+                uint64_t now = S[base + p];
                 for (int d = 0; d < P; d++) {
                     uint64_t b = cr->bytes[p][d];
                     if (d == p || b == 0)
@@ -546,15 +564,17 @@ static inline __attribute__((always_inline)) int run_seq_p(sim_ctx *c, errbuf *e
                     size_t m = (base + p) * P + d;
                     uint64_t start = now;
                     int32_t pf = -1;
-                    if (c->link_free[p][d] > now) {
-                        start = c->link_free[p][d];
-                        pf = (int32_t)c->link_last[p][d];
+                    if (link_free[p][d] > now) {
+                        start = link_free[p][d];
+                        pf = (int32_t)link_last[p][d];
                     }
-                    c->predF[m] = pf;
-                    c->F[m] = start + ser_ns(c, p, d, b);
-                    c->link_free[p][d] = c->F[m];
-                    c->link_last[p][d] = (int64_t)r;
-                    c->n_msgs++;
+                    double ns = (double)b * nspb[p][d]; /* as ser_ns */
+                    uint64_t fin = start + (ns >= 1.8e19 ? UINT64_MAX / 4 : (uint64_t)(ns + 0.5));
+                    predF[m] = pf;
+                    F[m] = fin;
+                    link_free[p][d] = fin;
+                    link_last[p][d] = (int64_t)r;
+                    n_msgs++;
                 }
             }
         }
@@ -565,23 +585,23 @@ static inline __attribute__((always_inline)) int run_seq_p(sim_ctx *c, errbuf *e
                     acc.bytes_sent[q] += cr->bytes[q][p];
         for (int p = 0; p < P; p++) {
             size_t i = base + p;
-            uint64_t t = c->S[i];
+            uint64_t t = S[i];
             int from = -1;
             if (cr->comm)
                 for (int q = 0; q < P; q++) {
                     if (q == p || cr->bytes[q][p] == 0)
                         continue;
-                    uint64_t a = ARRIVAL(c, (base + q) * P + p, q, p);
+                    uint64_t a = F[(base + q) * P + p] + lat[q][p];
                     if (a > t) {
                         t = a;
                         from = q;
                     }
                 }
-            c->D[i] = t;
-            c->predD[i] = (int8_t)from;
-            if (t > c->last_t) {
-                c->last_t = t;
-                c->last_i = i;
+            D[i] = t;
+            predD[i] = (int8_t)from;
+            if (t > last_t) {
+                last_t = t;
+                last_i = i;
             }
             acc.offline_bytes[p] += cr->offline[p];
         }
@@ -592,7 +612,13 @@ static inline __attribute__((always_inline)) int run_seq_p(sim_ctx *c, errbuf *e
     }
     for (int p = 0; p < P; p++)
         c->next[p] = R;
-    c->events = (uint64_t)R * P + c->n_msgs;
+    memcpy(c->cpu_free, cpu_free, sizeof cpu_free);
+    memcpy(c->link_free, link_free, sizeof link_free);
+    memcpy(c->link_last, link_last, sizeof link_last);
+    c->last_t = last_t;
+    c->last_i = last_i;
+    c->n_msgs = n_msgs;
+    c->events = (uint64_t)R * P + n_msgs;
     return MS_OK;
 }
 
