@@ -11,6 +11,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void lower_opts_default(lower_opts *o)
@@ -26,6 +27,14 @@ void lower_opts_default(lower_opts *o)
 
 /* ---- emission helpers ------------------------------------------------------------------------ */
 
+/* Tensor names → ids of the program being lowered: the first tensor of each name, as
+ * op_tensor_find returns it, in O(1) instead of a scan of every tensor (open addressing over
+ * id + 1, 0 = empty; cap a power of two, at most half full). */
+typedef struct name_index {
+    uint32_t *slot;
+    size_t n, cap;
+} name_index;
+
 typedef struct lw {
     op_program *p;
     const model_cfg *m;
@@ -34,18 +43,83 @@ typedef struct lw {
     int layer;   /* current layer or -1 */
     uint32_t rows; /* sequences · new tokens */
     int oom;
+    name_index ix;
 } lw;
+
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 0x100000001b3ull;
+    }
+    return h ^ (h >> 29);
+}
+
+/* Slot of name: its entry, or the empty slot where it belongs. */
+static uint32_t *ix_slot(const lw *w, const char *name)
+{
+    size_t mask = w->ix.cap - 1, i = name_hash(name) & mask;
+    while (w->ix.slot[i] && strcmp(w->p->tens[w->ix.slot[i] - 1].name, name) != 0)
+        i = (i + 1) & mask;
+    return &w->ix.slot[i];
+}
+
+/* Records tensor id under its (stored) name unless that name is already taken. */
+static void ix_add(lw *w, uint32_t id)
+{
+    if (2 * (w->ix.n + 1) > w->ix.cap) {
+        name_index old = w->ix;
+        size_t cap = 2 * old.cap;
+        if (!(w->ix.slot = calloc(cap, sizeof *w->ix.slot))) {
+            w->ix = old;
+            w->oom = 1;
+            return;
+        }
+        w->ix.cap = cap;
+        for (size_t i = 0; i < old.cap; i++)
+            if (old.slot[i])
+                *ix_slot(w, w->p->tens[old.slot[i] - 1].name) = old.slot[i];
+        free(old.slot);
+    }
+    uint32_t *s = ix_slot(w, w->p->tens[id].name);
+    if (!*s) {
+        *s = id + 1;
+        w->ix.n++;
+    }
+}
+
+/* full = "L<layer>.<name>" (layer >= 0) or name, cut to 47 characters as snprintf would. */
+static void full_name(char full[48], int layer, const char *name)
+{
+    size_t o = 0;
+    if (layer >= 0) {
+        char d[12];
+        int nd = 0;
+        unsigned v = (unsigned)layer;
+        do {
+            d[nd++] = (char)('0' + v % 10);
+            v /= 10;
+        } while (v);
+        full[o++] = 'L';
+        while (nd)
+            full[o++] = d[--nd];
+        full[o++] = '.';
+    }
+    while (*name && o < 47)
+        full[o++] = *name++;
+    full[o] = '\0';
+}
 
 static uint32_t tens(lw *w, const char *name, op_role role, uint32_t b, uint32_t r, uint32_t c)
 {
     char full[48];
-    if (w->layer >= 0 && role != OPT_WEIGHT)
-        snprintf(full, sizeof full, "L%d.%s", w->layer, name);
-    else
-        snprintf(full, sizeof full, "%s", name);
+    full_name(full, role != OPT_WEIGHT ? w->layer : -1, name);
     uint32_t id = op_tensor_add(w->p, full, role, DOM_ARITH, b, r, c);
     if (id == OP_NONE)
         w->oom = 1;
+    else
+        ix_add(w, id);
     return id;
 }
 
@@ -53,16 +127,17 @@ static uint32_t tens(lw *w, const char *name, op_role role, uint32_t b, uint32_t
 static uint32_t weight(lw *w, const char *name, uint32_t rows, uint32_t cols)
 {
     char full[48];
-    if (w->layer >= 0)
-        snprintf(full, sizeof full, "L%d.%s", w->layer, name);
-    else
-        snprintf(full, sizeof full, "%s", name);
-    uint32_t id = op_tensor_find(w->p, full);
-    if (id != OP_NONE)
-        return id;
+    full_name(full, w->layer, name);
+    if (w->oom)
+        return OP_NONE;
+    uint32_t id = *ix_slot(w, full);
+    if (id)
+        return id - 1;
     id = op_tensor_add(w->p, full, OPT_WEIGHT, DOM_ARITH, 1, rows, cols);
     if (id == OP_NONE)
         w->oom = 1;
+    else
+        ix_add(w, id);
     return id;
 }
 
@@ -292,6 +367,13 @@ int lower_step(const model_cfg *m, const lower_opts *o, op_program *prog, errbuf
             .rows = o->n_seqs * o->n_tokens};
     if (!prog->model[0])
         snprintf(prog->model, sizeof prog->model, "%s", m->name);
+    w.ix.cap = 1024;
+    while (w.ix.cap < 4 * (prog->n_tens + 32 * (size_t)m->n_layers + 64))
+        w.ix.cap *= 2;
+    if (!(w.ix.slot = calloc(w.ix.cap, sizeof *w.ix.slot)))
+        return err_set(e, MS_ERR_NOMEM, "lowering: out of memory");
+    for (size_t t = 0; t < prog->n_tens && !w.oom; t++) /* tensors the policy made */
+        ix_add(&w, (uint32_t)t);
     uint32_t x = embed(&w);
     for (uint32_t l = 0; l < m->n_layers && !w.oom; l++) {
         w.layer = (int)l;
@@ -300,5 +382,6 @@ int lower_step(const model_cfg *m, const lower_opts *o, op_program *prog, errbuf
     w.layer = -1;
     if (o->lm_head)
         head(&w, x);
+    free(w.ix.slot);
     return w.oom ? err_set(e, MS_ERR_NOMEM, "lowering: out of memory") : MS_OK;
 }

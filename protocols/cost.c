@@ -261,3 +261,243 @@ int cost_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size
     z->dom = x->dom;
     return cost_local(e, PRIM_LOCAL, (double)n);
 }
+
+/* ---- op memo ----------------------------------------------------------------------------- */
+
+/* What an op's rounds are a function of (kern.c): the op's own fields but its attribution
+ * (phase, category, layer, group), and for each operand slot (in0, in1, in2, out) the tensor's
+ * shape, role and domain and the value's length and domain. Zeroed before filling, so the
+ * padding compares equal. */
+typedef struct cm_opnd {
+    uint64_t vn;
+    uint32_t tb, tr, tc;
+    uint8_t used, vdom, role, tdom;
+} cm_opnd;
+
+typedef struct cm_key {
+    uint32_t kind, flags, batch, m, k, n;
+    int32_t iarg;
+    uint32_t pad;
+    uint64_t farg; /* the double's bits */
+    cm_opnd o[4];
+} cm_key;
+
+typedef struct cm_entry {
+    cm_key key;
+    uint64_t zn;      /* the result value's length and domain */
+    uint8_t zdom;
+    size_t off, n;    /* its rounds: pool[off, off + n) */
+} cm_entry;
+
+struct cost_memo {
+    const proto *pr;
+    proto_cfg cfg;
+    cm_entry *ent;
+    size_t n_ent, cap_ent;
+    uint32_t *slot;   /* open addressing over entry index + 1, 0 = empty */
+    size_t cap_slot;  /* a power of two, at most half full */
+    cost_round *pool;
+    size_t n_pool, cap_pool;
+    mpc_val *vals;
+    size_t cap_vals;
+};
+
+#define CM_POOL_MAX ((size_t)1 << 16) /* 11.5 MB of rounds */
+
+cost_memo *cost_memo_new(void) { return calloc(1, sizeof(cost_memo)); }
+
+void cost_memo_free(cost_memo *m)
+{
+    if (!m)
+        return;
+    free(m->ent);
+    free(m->slot);
+    free(m->pool);
+    free(m->vals);
+    free(m);
+}
+
+size_t cost_memo_rounds(const cost_memo *m) { return m ? m->n_pool : 0; }
+
+static void cm_reset(cost_memo *m, const proto *pr, const proto_cfg *cfg)
+{
+    m->pr = pr;
+    m->cfg = *cfg;
+    m->n_ent = 0;
+    m->n_pool = 0;
+    if (m->slot)
+        memset(m->slot, 0, m->cap_slot * sizeof *m->slot);
+}
+
+static uint64_t cm_hash(const cm_key *k)
+{
+    uint64_t w[sizeof *k / 8], h = 0x9e3779b97f4a7c15ull;
+    memcpy(w, k, sizeof w);
+    for (size_t i = 0; i < sizeof w / sizeof *w; i++) {
+        h = (h ^ w[i]) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    return h;
+}
+
+static void cm_key_of(cm_key *k, const op_program *p, const op *o, const mpc_val *vals)
+{
+    memset(k, 0, sizeof *k);
+    k->kind = o->kind;
+    k->flags = o->flags;
+    k->batch = o->batch;
+    k->m = o->m;
+    k->k = o->k;
+    k->n = o->n;
+    k->iarg = o->iarg;
+    memcpy(&k->farg, &o->farg, sizeof k->farg);
+    uint32_t ids[4] = {o->in[0], o->in[1], o->in[2], o->out};
+    for (int i = 0; i < 4; i++) {
+        if (ids[i] == OP_NONE || ids[i] >= p->n_tens)
+            continue;
+        const op_tensor *t = &p->tens[ids[i]];
+        cm_opnd *d = &k->o[i];
+        d->used = 1;
+        d->vn = vals[ids[i]].n;
+        d->vdom = vals[ids[i]].dom;
+        d->tb = t->batch;
+        d->tr = t->rows;
+        d->tc = t->cols;
+        d->role = t->role;
+        d->tdom = t->dom;
+    }
+}
+
+/* The entry slot of key k (hash h): its entry, or the empty slot where it belongs. */
+static uint32_t *cm_slot(cost_memo *m, const cm_key *k, uint64_t h)
+{
+    size_t mask = m->cap_slot - 1, i = h & mask;
+    while (m->slot[i] && memcmp(&m->ent[m->slot[i] - 1].key, k, sizeof *k) != 0)
+        i = (i + 1) & mask;
+    return &m->slot[i];
+}
+
+static int cm_grow_slots(cost_memo *m)
+{
+    size_t cap = m->cap_slot ? 2 * m->cap_slot : 1024;
+    uint32_t *s = calloc(cap, sizeof *s);
+    if (!s)
+        return MS_ERR_NOMEM;
+    free(m->slot);
+    m->slot = s;
+    m->cap_slot = cap;
+    for (size_t i = 0; i < m->n_ent; i++)
+        *cm_slot(m, &m->ent[i].key, cm_hash(&m->ent[i].key)) = (uint32_t)i + 1;
+    return MS_OK;
+}
+
+static int grow_to(void **buf, size_t *cap, size_t need, size_t elem, size_t first)
+{
+    if (need <= *cap)
+        return MS_OK;
+    size_t nc = *cap ? *cap : first;
+    while (nc < need)
+        nc *= 2;
+    void *nb = realloc(*buf, nc * elem);
+    if (!nb)
+        return MS_ERR_NOMEM;
+    *buf = nb;
+    *cap = nc;
+    return MS_OK;
+}
+
+/* Remembers the rounds log[from, log->n) of an op with key k and result z. */
+static int cm_add(cost_memo *m, const cm_key *k, uint64_t h, const mpc_val *z,
+                  const cost_log *log, size_t from)
+{
+    size_t n = log->n - from;
+    if (m->n_pool + n > CM_POOL_MAX) {
+        cm_reset(m, m->pr, &m->cfg);
+    }
+    if (2 * (m->n_ent + 1) > m->cap_slot && cm_grow_slots(m) != MS_OK)
+        return MS_ERR_NOMEM;
+    if (grow_to((void **)&m->ent, &m->cap_ent, m->n_ent + 1, sizeof *m->ent, 256) ||
+        grow_to((void **)&m->pool, &m->cap_pool, m->n_pool + n, sizeof *m->pool, 4096))
+        return MS_ERR_NOMEM;
+    cm_entry *en = &m->ent[m->n_ent];
+    en->key = *k;
+    en->zn = z->n;
+    en->zdom = z->dom;
+    en->off = m->n_pool;
+    en->n = n;
+    memcpy(m->pool + m->n_pool, log->r + from, n * sizeof *log->r);
+    m->n_pool += n;
+    *cm_slot(m, k, h) = (uint32_t)++m->n_ent;
+    return MS_OK;
+}
+
+/* Appends a remembered op's rounds to the log as op idx's. */
+static int cm_replay(cost_log *log, const cost_memo *m, const cm_entry *en, uint32_t idx)
+{
+    if (grow_to((void **)&log->r, &log->cap, log->n + en->n, sizeof *log->r, 1024))
+        return MS_ERR_NOMEM;
+    cost_round *dst = log->r + log->n;
+    memcpy(dst, m->pool + en->off, en->n * sizeof *dst);
+    for (size_t i = 0; i < en->n; i++)
+        dst[i].op = idx;
+    log->n += en->n;
+    return MS_OK;
+}
+
+int proto_cost_program_memo(const proto *pr, const proto_cfg *cfg, const op_program *prog,
+                            cost_log *log, cost_memo *m, errbuf *e)
+{
+    if (!m)
+        return proto_cost_program(pr, cfg, prog, log, e);
+    if (m->pr != pr || memcmp(&m->cfg, cfg, sizeof *cfg) != 0)
+        cm_reset(m, pr, cfg);
+    if ((!m->cap_slot && cm_grow_slots(m) != MS_OK) ||
+        grow_to((void **)&m->vals, &m->cap_vals, prog->n_tens + 1, sizeof *m->vals, 1024))
+        return err_set(e, MS_ERR_NOMEM, "error: out of memory costing %zu tensors", prog->n_tens);
+    cost_log_clear(log);
+    log->n_parties = pr->n_parties;
+    mpc_val *vals = m->vals;
+    memset(vals, 0, (prog->n_tens + 1) * sizeof *vals);
+    /* COST: values carry only their length in cost mode (eng.h). */
+    for (size_t t = 0; t < prog->n_tens; t++) {
+        const op_tensor *ts = &prog->tens[t];
+        vals[t].n = (size_t)ts->batch * ts->rows * ts->cols;
+        vals[t].dom = ts->dom;
+    }
+    eng *en = NULL;
+    int rc = MS_OK;
+    for (size_t i = 0; i < prog->n_ops && rc == MS_OK; i++) {
+        const op *o = &prog->ops[i];
+        cm_key k;
+        cm_key_of(&k, prog, o, vals);
+        uint64_t h = cm_hash(&k);
+        int bad = o->out >= prog->n_tens; /* kern_exec reports bad ids */
+        for (int j = 0; j < 3; j++)
+            bad |= o->in[j] != OP_NONE && o->in[j] >= prog->n_tens;
+        uint32_t s = bad ? 0 : *cm_slot(m, &k, h);
+        if (s) {
+            const cm_entry *ce = &m->ent[s - 1];
+            if ((rc = cm_replay(log, m, ce, (uint32_t)i)) != MS_OK)
+                rc = err_set(e, rc, "error: out of memory costing %zu ops", prog->n_ops);
+            if (rc != MS_OK)
+                break;
+            mpc_val *out = &vals[o->out];
+            memset(out, 0, sizeof *out);
+            out->n = ce->zn;
+            out->dom = ce->zdom;
+            continue;
+        }
+        if (!en && (rc = pr->cost_engine(cfg, log, &en)) != MS_OK) {
+            eng_free(en);
+            return err_set(e, rc, "error: cannot create the %s cost engine: %s", pr->name,
+                           ms_err_text(rc));
+        }
+        size_t from = log->n;
+        en->cur_op = (uint32_t)i;
+        rc = kern_exec(en, prog, i, vals, e);
+        if (rc == MS_OK && !bad && cm_add(m, &k, h, &vals[o->out], log, from) != MS_OK)
+            rc = err_set(e, MS_ERR_NOMEM, "error: out of memory costing %zu ops", prog->n_ops);
+    }
+    eng_free(en);
+    return rc;
+}

@@ -83,7 +83,7 @@ uint32_t op_tensor_add(op_program *p, const char *name, op_role role, op_dom dom
         return OP_NONE;
     op_tensor *t = &p->tens[p->n_tens];
     memset(t, 0, sizeof *t);
-    snprintf(t->name, sizeof t->name, "%s", name);
+    memcpy(t->name, name, strnlen(name, sizeof t->name - 1)); /* cut as snprintf; NUL from memset */
     t->role = (uint8_t)role;
     t->dom = (uint8_t)dom;
     t->batch = batch;

@@ -106,4 +106,20 @@ int proto_print_costs(FILE *f, const proto *pr, const proto_cfg *cfg, uint64_t n
 int proto_cost_program(const proto *pr, const proto_cfg *cfg, const op_program *prog,
                        cost_log *log, errbuf *e);
 
+/* Op costs remembered across programs. An op whose kind, shapes, flags, arguments and operands
+ * (each operand's tensor shape, role and domain, and the length and domain of its value) match
+ * an op costed before gets that op's rounds copied instead of running the kernels again. The
+ * records are the same byte for byte: a cost engine keeps no state from one op to the next
+ * (every round is a function of the op, its operands and the config, kern.c), and an op's
+ * local work never merges into another op's record (cost_local). A memo serves one protocol
+ * and config at a time: a call with another one empties it first; it also empties itself
+ * when it holds more than 2^16 rounds. */
+typedef struct cost_memo cost_memo;
+cost_memo *cost_memo_new(void); /* NULL on OOM */
+void cost_memo_free(cost_memo *m);
+size_t cost_memo_rounds(const cost_memo *m); /* rounds it holds now */
+/* proto_cost_program through memo m (NULL: none): the same log, record for record. */
+int proto_cost_program_memo(const proto *pr, const proto_cfg *cfg, const op_program *prog,
+                            cost_log *log, cost_memo *m, errbuf *e);
+
 #endif

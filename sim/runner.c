@@ -75,6 +75,7 @@ typedef struct runner {
     size_t n_memo, cap_memo;
     uint64_t simulated; /* steps actually simulated */
     sim_ws *ws;
+    cost_memo *cmemo; /* op costs across steps */
 } runner;
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
@@ -145,6 +146,7 @@ static void runner_free(runner *R)
     free(R->memo);
     free(R->kept);
     sim_ws_free(R->ws);
+    cost_memo_free(R->cmemo);
     op_program_free(&R->prog);
     cost_log_free(&R->log);
 }
@@ -169,7 +171,7 @@ static int run_prefill(runner *R, replay *rp, run_result *res, errbuf *e)
     lo.phase = PHASE_PREFILL;
     lo.n_tokens = cfg->work.prompt_len;
     sim_result s;
-    rc = step_simulate(&R->env, &lo, &R->prog, &R->log, &s, e);
+    rc = step_simulate_memo(&R->env, R->cmemo, &lo, &R->prog, &R->log, &s, e);
     if (rc != MS_OK)
         return rc;
     R->simulated++;
@@ -191,7 +193,7 @@ static int cost_decode_step(runner *R, uint32_t kv_len, const sim_result **cost,
         lo.kv_len = kv_len;
         lo.kept = R->kept;
         sim_result s;
-        int rc = step_simulate(&R->env, &lo, &R->prog, &R->log, &s, e);
+        int rc = step_simulate_memo(&R->env, R->cmemo, &lo, &R->prog, &R->log, &s, e);
         if (rc != MS_OK)
             return rc;
         R->simulated++;
@@ -286,12 +288,13 @@ static int runner_init(runner *R, const run_cfg *cfg, errbuf *e)
     if (!(R->mach.rate[WK_MAC] > 0)) /* a config built without a profile */
         machine_default(&R->mach);
     R->ws = sim_ws_new();
+    R->cmemo = cost_memo_new();
     R->env = (step_env){&cfg->model, pr, &cfg->proto, &cfg->net, &R->mach,
                         {.overlap = cfg->overlap, .ws = R->ws}};
     R->n_kept = (size_t)cfg->model.n_layers * cfg->model.n_kv_heads;
     op_program_init(&R->prog);
     cost_log_init(&R->log, pr->n_parties);
-    if (!R->ws || !(R->kept = calloc(R->n_kept + 1, sizeof *R->kept)))
+    if (!R->ws || !R->cmemo || !(R->kept = calloc(R->n_kept + 1, sizeof *R->kept)))
         return err_set(e, MS_ERR_NOMEM, "run: out of memory");
     return MS_OK;
 }

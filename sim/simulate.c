@@ -232,6 +232,8 @@ static void init_ops(sim_ctx *c)
     size_t NO = c->prog->n_ops;
     for (size_t i = 0; i < NO; i++)
         c->first[i] = c->last[i] = SIZE_MAX;
+    if (!c->overlap) /* op_done is for overlap only */
+        return;
     for (size_t i = 0; i < NO * c->P; i++) {
         c->odone[i] = UNSET;
         c->odone_r[i] = -1;
@@ -284,7 +286,8 @@ static int ctx_init(sim_ctx *c, const net_cfg *net, const machine_profile *mach,
         rc = ctx_alloc(c, ws, e);
     if (rc != MS_OK)
         return rc;
-    build_deps(c);
+    if (overlap)
+        build_deps(c); /* only overlap reads dependencies */
     init_ops(c);
     ns_per_unit(mach, c->nspu);
     for (int s = 0; s < c->P; s++)
@@ -462,6 +465,168 @@ static int run_onepass(sim_ctx *c, errbuf *e)
     }
     c->events = (uint64_t)c->R * P + c->n_msgs;
     return MS_OK;
+}
+
+/* ---- one pass, sequential ------------------------------------------------------------------ */
+
+static void stats_flush(sim_ctx *c, sim_stats *acc, int cat, int layer)
+{
+    sim_stats *t[2] = {&c->res->cat[cat], layer >= 0 ? &c->res->layer[layer] : NULL};
+    for (int k = 0; k < 2; k++) {
+        if (!t[k])
+            continue;
+        t[k]->rounds += acc->rounds;
+        for (int p = 0; p < c->P; p++) {
+            t[k]->bytes_sent[p] += acc->bytes_sent[p];
+            t[k]->offline_bytes[p] += acc->offline_bytes[p];
+        }
+    }
+    memset(acc, 0, sizeof *acc);
+}
+
+/* run_onepass with overlap off, fused into one loop: the same times, predecessors and sums
+ * (the statistics are integer sums, added per op instead of per round), without the per-round
+ * calls. I(p,r) = max(S(p,r−1), D(p,r−1)), the D on a tie, as issue_time. */
+static inline __attribute__((always_inline)) int run_seq_p(sim_ctx *c, errbuf *e, const int P)
+{
+    const size_t R = c->R, NO = c->prog->n_ops;
+    const cost_round *lr = c->log->r;
+    uint32_t cur = UINT32_MAX;
+    int cat = OPC_OTHER, layer = -1;
+    sim_stats acc;
+    memset(&acc, 0, sizeof acc);
+    /* the node arrays and the running state in locals: stores to the arrays cannot then be
+     * taken for stores to the context's own fields */
+    uint64_t *const I = c->I, *const S = c->S, *const D = c->D, *const F = c->F;
+    int32_t *const predI = c->predI, *const predF = c->predF;
+    int8_t *const predD = c->predD;
+    uint8_t *const rcat = c->rcat;
+    int16_t *const rlayer = c->rlayer;
+    double nspu[WK_N], nspb[P_MAX][P_MAX];
+    uint64_t lat[P_MAX][P_MAX];
+    memcpy(nspu, c->nspu, sizeof nspu);
+    memcpy(nspb, c->ns_per_byte, sizeof nspb);
+    memcpy(lat, c->lat, sizeof lat);
+    uint64_t cpu_free[P_MAX], link_free[P_MAX][P_MAX], last_t = c->last_t, n_msgs = c->n_msgs;
+    int64_t link_last[P_MAX][P_MAX];
+    size_t last_i = c->last_i;
+    memcpy(cpu_free, c->cpu_free, sizeof cpu_free);
+    memcpy(link_free, c->link_free, sizeof link_free);
+    memcpy(link_last, c->link_last, sizeof link_last);
+    for (size_t r = 0; r < R; r++) {
+        const cost_round *cr = &lr[r];
+        if (cr->op != cur) {
+            if (cr->op >= NO)
+                return err_set(e, MS_ERR_INTERNAL, "simulate: round %zu names op %u of %zu", r,
+                               cr->op, NO);
+            if (r > 0 && cr->op < cur)
+                return err_set(e, MS_ERR_INTERNAL, "simulate: cost log not in program order "
+                               "(round %zu: op %u after op %u)", r, cr->op, cur);
+            if (r > 0) {
+                stats_flush(c, &acc, cat, layer);
+                c->last[cur] = r - 1;
+            }
+            cur = cr->op;
+            c->first[cur] = r;
+            const op *o = &c->prog->ops[cur];
+            cat = o->cat < OPC_N ? o->cat : OPC_OTHER;
+            layer = (o->layer >= 0 && (size_t)o->layer < c->res->n_layers) ? o->layer : -1;
+        }
+        rcat[r] = (uint8_t)cat;
+        rlayer[r] = (int16_t)layer;
+        size_t base = r * P;
+        for (int p = 0; p < P; p++) {
+            size_t i = base + p;
+            uint64_t comp = compute_ns(nspu, cr->work[p]);
+            uint64_t t = 0;
+            int32_t pred = PRED_NONE;
+            if (r > 0) {
+                t = cpu_free[p];
+                pred = (int32_t)(((r - 1) << 1) | 1);
+                uint64_t d = D[i - P];
+                if (d >= t) {
+                    t = d;
+                    pred = (int32_t)((r - 1) << 1);
+                }
+            }
+            I[i] = t;
+            predI[i] = pred;
+            S[i] = t + comp;
+            cpu_free[p] = t + comp;
+        }
+        if (cr->comm) {
+            for (int p = 0; p < P; p++) {
+                uint64_t now = S[base + p];
+                for (int d = 0; d < P; d++) {
+                    uint64_t b = cr->bytes[p][d];
+                    if (d == p || b == 0)
+                        continue;
+                    size_t m = (base + p) * P + d;
+                    uint64_t start = now;
+                    int32_t pf = -1;
+                    if (link_free[p][d] > now) {
+                        start = link_free[p][d];
+                        pf = (int32_t)link_last[p][d];
+                    }
+                    double ns = (double)b * nspb[p][d]; /* as ser_ns */
+                    uint64_t fin = start + (ns >= 1.8e19 ? UINT64_MAX / 4 : (uint64_t)(ns + 0.5));
+                    predF[m] = pf;
+                    F[m] = fin;
+                    link_free[p][d] = fin;
+                    link_last[p][d] = (int64_t)r;
+                    n_msgs++;
+                }
+            }
+        }
+        acc.rounds += cr->comm;
+        for (int q = 0; q < P; q++)
+            for (int p = 0; p < P; p++)
+                if (p != q)
+                    acc.bytes_sent[q] += cr->bytes[q][p];
+        for (int p = 0; p < P; p++) {
+            size_t i = base + p;
+            uint64_t t = S[i];
+            int from = -1;
+            if (cr->comm)
+                for (int q = 0; q < P; q++) {
+                    if (q == p || cr->bytes[q][p] == 0)
+                        continue;
+                    uint64_t a = F[(base + q) * P + p] + lat[q][p];
+                    if (a > t) {
+                        t = a;
+                        from = q;
+                    }
+                }
+            D[i] = t;
+            predD[i] = (int8_t)from;
+            if (t > last_t) {
+                last_t = t;
+                last_i = i;
+            }
+            acc.offline_bytes[p] += cr->offline[p];
+        }
+    }
+    if (R > 0) {
+        stats_flush(c, &acc, cat, layer);
+        c->last[cur] = R - 1;
+    }
+    for (int p = 0; p < P; p++)
+        c->next[p] = R;
+    memcpy(c->cpu_free, cpu_free, sizeof cpu_free);
+    memcpy(c->link_free, link_free, sizeof link_free);
+    memcpy(c->link_last, link_last, sizeof link_last);
+    c->last_t = last_t;
+    c->last_i = last_i;
+    c->n_msgs = n_msgs;
+    c->events = (uint64_t)R * P + n_msgs;
+    return MS_OK;
+}
+
+/* run_seq_p with the party count a constant for the common cases: the loops over parties
+ * and links unroll. */
+static int run_seq(sim_ctx *c, errbuf *e)
+{
+    return c->P == 2 ? run_seq_p(c, e, 2) : c->P == 3 ? run_seq_p(c, e, 3) : run_seq_p(c, e, c->P);
 }
 
 /* ---- the event queue ---------------------------------------------------------------------- */
@@ -658,13 +823,14 @@ static void write_timeline(sim_ctx *c, FILE *f, uint64_t t0)
         }
         for (size_t r = 0; r < c->R; r++) {
             size_t i = r * P + p;
-            if (c->comp[i] == 0)
+            uint64_t comp = c->S[i] - c->I[i]; /* run_seq keeps no comp[] */
+            if (comp == 0)
                 continue;
             fprintf(f, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":1,\"name\":\"compute\",\"cat\":\"%s\",",
                     p, op_cat_name(pg->ops[c->log->r[r].op].cat));
             ts_us(f, "ts", t0 + c->I[i]);
             fputc(',', f);
-            ts_us(f, "dur", c->comp[i]);
+            ts_us(f, "dur", comp);
             fprintf(f, ",\"args\":{\"round\":%zu}}", r);
         }
     }
@@ -741,7 +907,9 @@ int sim_run(const net_cfg *net, const machine_profile *mach, const op_program *p
     if (rc == MS_OK && alloc_layers(prog, res))
         rc = err_set(e, MS_ERR_NOMEM, "simulate: out of memory");
     if (rc == MS_OK)
-        rc = (opts && opts->event_queue) ? run_events(&c, e) : run_onepass(&c, e);
+        rc = (opts && opts->event_queue) ? run_events(&c, e)
+             : c.overlap                 ? run_onepass(&c, e)
+                                         : run_seq(&c, e);
     if (rc != MS_OK) {
         ctx_free(&c);
         sim_result_free(res);

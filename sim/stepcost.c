@@ -10,10 +10,16 @@
 int step_simulate(const step_env *env, const lower_opts *lo, op_program *prog, cost_log *log,
                   sim_result *out, errbuf *e)
 {
+    return step_simulate_memo(env, NULL, lo, prog, log, out, e);
+}
+
+int step_simulate_memo(const step_env *env, cost_memo *memo, const lower_opts *lo,
+                       op_program *prog, cost_log *log, sim_result *out, errbuf *e)
+{
     int rc = lower_step(env->model, lo, prog, e);
     if (rc != MS_OK)
         return rc;
-    rc = proto_cost_program(env->pr, env->pcfg, prog, log, e);
+    rc = proto_cost_program_memo(env->pr, env->pcfg, prog, log, memo, e);
     if (rc != MS_OK)
         return rc;
     return sim_run(env->net, env->mach, prog, log, &env->sim, out, e);
@@ -37,6 +43,7 @@ struct stepcost {
     op_program prog;
     cost_log log;
     sim_ws *ws;
+    cost_memo *memo;
     sc_entry *tab;
     size_t n, cap; /* open addressing, cap a power of two */
 };
@@ -51,9 +58,12 @@ int stepcost_open(const run_cfg *cfg, stepcost **out, errbuf *e)
         return err_set(e, MS_ERR_INPUT, "stepcost: network '%s' has %d parties, %s needs %d",
                        cfg->net.name, cfg->net.n_parties, pr->name, pr->n_parties);
     stepcost *s = calloc(1, sizeof *s);
-    if (!s || !(s->tab = calloc(64, sizeof *s->tab)) || !(s->ws = sim_ws_new())) {
-        if (s)
+    if (!s || !(s->tab = calloc(64, sizeof *s->tab)) || !(s->ws = sim_ws_new()) ||
+        !(s->memo = cost_memo_new())) {
+        if (s) {
             free(s->tab);
+            sim_ws_free(s->ws);
+        }
         free(s);
         return err_set(e, MS_ERR_NOMEM, "stepcost: out of memory");
     }
@@ -127,7 +137,7 @@ int stepcost_get(stepcost *s, int phase, uint32_t n_tokens, uint32_t kv_len, ste
     lo.n_seqs = s->batch;
     op_program_clear(&s->prog);
     sim_result r;
-    int rc = step_simulate(&s->env, &lo, &s->prog, &s->log, &r, e);
+    int rc = step_simulate_memo(&s->env, s->memo, &lo, &s->prog, &s->log, &r, e);
     if (rc != MS_OK)
         return rc;
     step_figures f = {.latency_ns = r.latency_ns, .rounds = r.total.rounds};
@@ -156,5 +166,6 @@ void stepcost_close(stepcost *s)
     cost_log_free(&s->log);
     free(s->tab);
     sim_ws_free(s->ws);
+    cost_memo_free(s->memo);
     free(s);
 }

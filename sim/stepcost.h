@@ -41,5 +41,9 @@ typedef struct step_env {
  * through. */
 int step_simulate(const step_env *env, const lower_opts *lo, op_program *prog, cost_log *log,
                   sim_result *out, errbuf *e);
+/* step_simulate costing through memo (op costs remembered across steps, proto.h; NULL: none):
+ * the same result, faster when the steps share ops. */
+int step_simulate_memo(const step_env *env, cost_memo *memo, const lower_opts *lo,
+                       op_program *prog, cost_log *log, sim_result *out, errbuf *e);
 
 #endif

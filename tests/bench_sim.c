@@ -2,8 +2,10 @@
  *   1. the event engine alone: schedule+pop pairs per second with ~1k and ~100k pending;
  *   2. sim_run on a synthetic cost log: rounds and events per second;
  *   3. llama-2-7b, semi2k, WAN: 1,024 decode steps at a 32K context, every step lowered,
- *      costed and simulated, with the time of each stage; then the same through run_execute
- *      (which adds the policy replay of every step), with decode_stride 16 and 1. */
+ *      costed (through the op memo, as the runner does) and simulated, with the time of each
+ *      stage, and the costing of the same programs without the memo for comparison; then the
+ *      same through run_execute (which adds the policy replay of every step), with
+ *      decode_stride 16 and 1. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,7 +135,10 @@ static void bench_llama_steps(uint32_t ctx, uint32_t n_dec)
     op_program_init(&p);
     cost_log_init(&log, 2);
     sim_opts so = {.ws = sim_ws_new()};
-    double tl = 0, tc = 0, ts = 0, lat = 0;
+    cost_memo *memo = cost_memo_new();
+    double tl = 0, tc = 0, ts = 0, tr = 0, lat = 0;
+    cost_log ref;
+    cost_log_init(&ref, 2);
     uint64_t rounds = 0, cost_rounds = 0, events = 0;
     errbuf e;
     for (uint32_t s = 0; s < n_dec; s++) {
@@ -144,13 +149,16 @@ static void bench_llama_steps(uint32_t ctx, uint32_t n_dec)
         double t0 = now_s();
         int rc = lower_step(&cfg->model, &lo, &p, &e);
         double t1 = now_s();
-        rc = rc ? rc : proto_cost_program(pr, &cfg->proto, &p, &log, &e);
+        rc = rc ? rc : proto_cost_program_memo(pr, &cfg->proto, &p, &log, memo, &e);
         double t2 = now_s();
         sim_result r;
         rc = rc ? rc : sim_run(&cfg->net, &cfg->machine, &p, &log, &so, &r, &e);
         double t3 = now_s();
-        if (rc) {
-            fprintf(stderr, "bench: %s\n", e.msg);
+        double t4 = now_s();
+        rc = rc ? rc : proto_cost_program(pr, &cfg->proto, &p, &ref, &e); /* without the memo */
+        tr += now_s() - t4;
+        if (rc || ref.n != log.n || memcmp(ref.r, log.r, log.n * sizeof *log.r)) {
+            fprintf(stderr, "bench: %s\n", rc ? e.msg : "the memo's log differs");
             exit(1);
         }
         tl += t1 - t0;
@@ -167,11 +175,14 @@ static void bench_llama_steps(uint32_t ctx, uint32_t n_dec)
            "  lowering %.3f s (%.0f%%), protocol costing %.3f s (%.0f%%), simulation %.3f s "
            "(%.0f%%: %.1f ns per cost round, %.1f M events/s)\n"
            "  %llu communication rounds in all (%zu ops, %zu cost rounds in the last step); simulated decode "
-           "latency %.0f s\n",
+           "latency %.0f s\n"
+           "  the same programs costed without the op memo: %.3f s (%.1fx the memo's time)\n",
            n_dec, ctx, tot, tl, 100 * tl / tot, tc, 100 * tc / tot, ts, 100 * ts / tot,
            ts / (double)cost_rounds * 1e9, (double)events / ts * 1e-6,
-           (unsigned long long)rounds, p.n_ops, log.n, lat);
+           (unsigned long long)rounds, p.n_ops, log.n, lat, tr, tr / tc);
     sim_ws_free(so.ws);
+    cost_memo_free(memo);
+    cost_log_free(&ref);
     op_program_free(&p);
     cost_log_free(&log);
     free(cfg);
