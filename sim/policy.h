@@ -98,6 +98,10 @@ struct policy_ops {
      * position j < pos. q is the token's query (n_heads × head_dim). */
     int (*select)(void *state, uint32_t layer, uint32_t pos, const float *q, uint8_t *keep,
                   errbuf *e);
+    /* Optional, for positional policies (the same count for every KV head, no state): how
+     * many cached positions layer keeps at pos. When nothing is measured or observed the
+     * replay uses it instead of building and counting select()'s mask. */
+    uint32_t (*count)(void *state, uint32_t layer, uint32_t pos);
     /* Appends the policy's own MPC ops for layer `layer` of a step: phase PHASE_PREFILL with
      * kv_len = P (kept = per-KV-head counts after the prefill selection), or PHASE_DECODE with
      * kv_len = cached entries and kept[g] the counts select() chose. */

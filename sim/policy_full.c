@@ -32,6 +32,8 @@ static int full_select(void *st, uint32_t layer, uint32_t pos, const float *q, u
     return MS_OK;
 }
 
+static uint32_t full_count(void *st, uint32_t layer, uint32_t pos) { return pos; }
+
 const policy_ops policy_full = {
     .name = "full",
     .version = 1,
@@ -42,4 +44,5 @@ const policy_ops policy_full = {
     .fini = full_fini,
     .needs = full_needs,
     .select = full_select,
+    .count = full_count,
 };

@@ -55,6 +55,12 @@ static int sl_select(void *st, uint32_t layer, uint32_t pos, const float *q, uin
     return MS_OK;
 }
 
+static uint32_t sl_count(void *st, uint32_t layer, uint32_t pos)
+{
+    const sl_state *s = st;
+    return (uint64_t)pos <= (uint64_t)s->sink + s->recent ? pos : s->sink + s->recent;
+}
+
 const policy_ops policy_streamingllm = {
     .name = "streamingllm",
     .version = 1,
@@ -65,4 +71,5 @@ const policy_ops policy_streamingllm = {
     .fini = sl_fini,
     .needs = sl_needs,
     .select = sl_select,
+    .count = sl_count,
 };

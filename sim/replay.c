@@ -277,6 +277,20 @@ static int layer_rows(replay *r, uint32_t pos, uint32_t l, const float *full, in
     return MS_OK;
 }
 
+/* The largest count of kept positions over the KV heads of a keep mask (Hkv × pos). */
+static uint32_t keep_max(const uint8_t *keep, uint32_t Hkv, uint32_t pos)
+{
+    uint32_t cmax = 0;
+    for (uint32_t g = 0; g < Hkv; g++) {
+        uint32_t c = 0;
+        const uint8_t *kp = keep + (size_t)g * pos;
+        for (uint32_t j = 0; j < pos; j++)
+            c += kp[j];
+        cmax = c > cmax ? c : cmax;
+    }
+    return cmax;
+}
+
 /* One decode position: select, measure, observe and (if prog) emit, for every layer. */
 static int decode_pos(replay *r, uint32_t step, op_program *prog, errbuf *e)
 {
@@ -289,19 +303,17 @@ static int decode_pos(replay *r, uint32_t step, op_program *prog, errbuf *e)
     int rc = read ? trace_seek(r->tr, pos, e) : MS_OK;
     for (uint32_t l = 0; !rc && l < v->n_layers; l++) {
         const float *q = read ? trace_q(r->tr, l) : NULL;
-        rc = r->pol->select(r->st, l, pos, q, r->keep, e);
-        if (rc)
-            break;
         /* The public shape of a layer is its largest head selection: heads run vectorized in
          * the same ops, and a shorter selection (a partial last page or cluster chosen by
          * some heads only) is padded with masked slots. Metrics use the true sets. */
         uint32_t cmax = 0;
-        for (uint32_t g = 0; g < Hkv; g++) {
-            uint32_t c = 0;
-            const uint8_t *kp = r->keep + (size_t)g * pos;
-            for (uint32_t j = 0; j < pos; j++)
-                c += kp[j];
-            cmax = c > cmax ? c : cmax;
+        if (!read && !need && r->pol->count) {
+            cmax = r->pol->count(r->st, l, pos); /* positional: no mask to build */
+        } else {
+            rc = r->pol->select(r->st, l, pos, q, r->keep, e);
+            if (rc)
+                break;
+            cmax = keep_max(r->keep, Hkv, pos);
         }
         for (uint32_t g = 0; g < Hkv; g++)
             r->kept[(size_t)l * Hkv + g] = cmax;
