@@ -77,6 +77,8 @@ static void put_hdr(uint8_t h[MPC_FRAME_HDR], int type, uint32_t op, uint32_t se
     memcpy(h + 8, &op, 4);
     memcpy(h + 12, &seq, 4);
     memcpy(h + 16, &len, 8);
+    uint64_t sent = now_ns(); /* for injected latency: delivery at send time + latency */
+    memcpy(h + 24, &sent, 8);
 }
 
 void mpc_net_cfg_init(mpc_net_cfg *c, int self, int n_nodes)
@@ -188,6 +190,7 @@ typedef struct link_io {
     uint8_t *ibuf;
     size_t ilen, ioff;
     int itype;
+    uint64_t sent_ns;         /* the sender's send time (frame header) */
     uint64_t done_ns;
 } link_io;
 
@@ -209,6 +212,7 @@ static int check_hdr(mpc_net *n, int j, link_io *l, errbuf *e)
     memcpy(&op, l->ihdr + 8, 4);
     memcpy(&seq, l->ihdr + 12, 4);
     memcpy(&len, l->ihdr + 16, 8);
+    memcpy(&l->sent_ns, l->ihdr + 24, 8);
     char a[16], b[16];
     const char *me = node_name(&n->cfg, n->cfg.self, a), *peer = node_name(&n->cfg, j, b);
     if (magic != MPC_FRAME_MAGIC)
@@ -569,17 +573,27 @@ int mpc_net_round(mpc_net *n, const void *const *send, const size_t *slen, void 
             (setup ? n->st.setup_recv : n->st.recv)[j] += rlen[j];
             n->st.hdr_recv += MPC_FRAME_HDR;
             n->seq_in[j]++;
-            if (io[j].done_ns > last)
-                last = io[j].done_ns;
+            /* a message arrives one latency after it was sent, and not before its bytes
+             * were read; the cap keeps a sender clock that is not ours (another host) from
+             * adding more than one latency */
+            uint64_t at = io[j].sent_ns + n->cfg.latency_ns;
+            uint64_t cap = io[j].done_ns + n->cfg.latency_ns;
+            at = at > cap ? cap : at;
+            at = at < io[j].done_ns ? io[j].done_ns : at;
+            if (at > last)
+                last = at;
         }
     }
     if (setup)
         n->st.setup_rounds++;
     else
         n->st.rounds++;
-    /* Injected one-way latency: a message is delivered latency_ns after its last byte. */
+    /* Injected one-way latency: the round ends when its last message has arrived, each one
+     * latency_ns after its sender sent it (as a link delivers; the sender's clock is this
+     * host's CLOCK_MONOTONIC when the nodes share a host, the setting latency injection is
+     * for). */
     if (n->cfg.latency_ns && any_in && !setup)
-        sleep_until(last + n->cfg.latency_ns);
+        sleep_until(last);
     return MS_OK;
 }
 

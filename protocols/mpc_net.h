@@ -5,9 +5,9 @@
  * connects to every node j < i and accepts every node j > i; each connection starts with a
  * HELLO frame naming the node.
  *
- * Every message is one frame: a 24-byte header (magic "MPCF", version, type, op index, sequence
- * number, payload length) followed by the payload. Payload bytes are counted per directed link;
- * header bytes are counted apart, as overhead.
+ * Every message is one frame: a 32-byte header (magic "MPCF", version, type, op index, sequence
+ * number, payload length, the sender's send time) followed by the payload. Payload bytes are
+ * counted per directed link; header bytes are counted apart, as overhead.
  *
  * A "round" (PRIMITIVES.md) is one call of mpc_net_round: this node issues all its sends of the
  * round, then receives the messages addressed to it, with non-blocking sockets polled together
@@ -30,8 +30,8 @@
 
 #define MPC_NODES_MAX 4 /* 3 compute parties + a dealer */
 #define MPC_FRAME_MAGIC 0x4643504du /* "MPCF" little endian */
-#define MPC_FRAME_VERSION 1
-#define MPC_FRAME_HDR 24
+#define MPC_FRAME_VERSION 2
+#define MPC_FRAME_HDR 32
 
 enum { MPC_FR_HELLO = 1, MPC_FR_DATA = 2, MPC_FR_OFFLINE = 3, MPC_FR_SETUP = 4, MPC_FR_BYE = 5 };
 

@@ -249,8 +249,17 @@ int rdb_open(const char *path, int create, rdb **out, errbuf *e)
     }
     sqlite3_busy_timeout(db->h, 10000);
     sqlite3_extended_result_codes(db->h, 1);
-    if (sqlite3_exec(db->h, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; "
-                            "PRAGMA foreign_keys = ON;", NULL, NULL, NULL) != SQLITE_OK) {
+    /* Switching a new database to WAL takes an exclusive lock, and SQLite does not call the
+     * busy handler for it: two processes creating one database at once (shards) retry. */
+    int jrc = SQLITE_BUSY;
+    for (int tries = 0; tries < 400 && (jrc & 0xff) == SQLITE_BUSY; tries++) {
+        jrc = sqlite3_exec(db->h, "PRAGMA journal_mode = WAL;", NULL, NULL, NULL);
+        if ((jrc & 0xff) == SQLITE_BUSY)
+            sqlite3_sleep(25);
+    }
+    if (jrc != SQLITE_OK ||
+        sqlite3_exec(db->h, "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;", NULL,
+                     NULL, NULL) != SQLITE_OK) {
         rc = DB_ERR(db, e, "setting WAL mode");
         if (sqlite3_errcode(db->h) == SQLITE_NOTADB)
             rc = MS_ERR_FORMAT;

@@ -483,10 +483,16 @@ START_TEST(test_latency)
     latency_ns = 0;
     check_values("aby3", &c, &r);
     check_traffic("aby3", &c, &r);
+    /* Messages arrive one latency after they were sent: two dependent rounds take at least
+     * two latencies for the party that starts first (a party that starts late finds its
+     * first round's messages already there, as on a real link). */
+    uint64_t longest = 0;
     for (int i = 0; i < 3; i++) {
-        ck_assert_msg(r.st[i].ns >= 80000000ull, "P%d: %.1f ms for 2 rounds at 40 ms", i, (double)r.st[i].ns * 1e-6);
+        longest = r.st[i].ns > longest ? r.st[i].ns : longest;
+        ck_assert_msg(r.st[i].ns >= 40000000ull, "P%d: %.1f ms for 2 rounds at 40 ms", i, (double)r.st[i].ns * 1e-6);
         ck_assert_msg(r.st[i].ns < 400000000ull, "P%d: %.1f ms for 2 rounds at 40 ms", i, (double)r.st[i].ns * 1e-6);
     }
+    ck_assert_msg(longest >= 80000000ull, "%.1f ms for 2 rounds at 40 ms", (double)longest * 1e-6);
     pres_free(&r);
 }
 END_TEST
