@@ -114,6 +114,8 @@ install: $(BUILD)/mpcsim
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(DATADIR)
 	install -m 755 $(BUILD)/mpcsim $(DESTDIR)$(PREFIX)/bin/mpcsim
 	cp -r models protocols scenarios scripts $(DESTDIR)$(DATADIR)/
+	install -d $(DESTDIR)$(DATADIR)/tests/data
+	install -m 644 tests/data/tinystories_sample.txt $(DESTDIR)$(DATADIR)/tests/data/
 
 clean:
 	rm -rf build

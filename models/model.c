@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
 
 /* ---- data directory ----------------------------------------------------------------------- */
@@ -15,14 +16,39 @@
 #define MPCSIM_DATADIR "/usr/local/share/mpcsim"
 #endif
 
+/* <dir of the executable>/../share/mpcsim, where `make install PREFIX=…` puts the data. */
+static const char *installed_datadir(void)
+{
+    static char dir[4096 + 32];
+    char exe[4096];
+    struct stat st;
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return NULL;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash)
+        return NULL;
+    *slash = '\0';
+    snprintf(dir, sizeof dir, "%s/../share/mpcsim", exe);
+    char models[4096 + 64];
+    snprintf(models, sizeof models, "%s/models", dir);
+    return stat(models, &st) == 0 && S_ISDIR(st.st_mode) ? dir : NULL;
+}
+
 const char *mpcsim_datadir(void)
 {
+    static const char *cached;
     const char *env = getenv("MPCSIM_DATA");
     struct stat st;
     if (env && *env)
         return env;
     if (stat("models", &st) == 0 && S_ISDIR(st.st_mode) && stat("protocols", &st) == 0)
         return ".";
+    if (!cached)
+        cached = installed_datadir();
+    if (cached)
+        return cached;
     return MPCSIM_DATADIR[0] ? MPCSIM_DATADIR : ".";
 }
 

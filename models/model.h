@@ -68,8 +68,9 @@ int model_list(char names[][64], size_t max, size_t *n);
 /* Resolves cfg->weights / cfg->tokenizer (relative to the models/ folder) to a path. */
 int model_file_path(const char *rel, char *out, size_t cap);
 
-/* The data directory: $MPCSIM_DATA, else the current directory if it holds models/, else the
- * installed share directory. */
+/* The data directory: $MPCSIM_DATA, else the current directory if it holds models/ and
+ * protocols/, else <the executable's folder>/../share/mpcsim (an installed copy), else the
+ * share directory compiled in. */
 const char *mpcsim_datadir(void);
 
 #endif
