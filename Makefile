@@ -53,7 +53,8 @@ LDFLAGS := $(LDFLAGS_VAR) $(EXTRA_LDFLAGS)
 LIB_SRC  := $(filter-out sim/main.c,$(wildcard protocols/*.c models/*.c results/*.c sim/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/check_*.c)
-TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/runner.o
+TEST_UTIL := $(filter-out tests/runner.c tests/check_% tests/bench_%,$(wildcard tests/*.c))
+TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o) $(TEST_UTIL:%.c=$(BUILD)/%.o) $(BUILD)/tests/runner.o
 BENCH_SRC := $(wildcard tests/bench_*.c)
 
 .PHONY: all check bench demo clean install deps

@@ -15,47 +15,16 @@
 
 #include "op.h"
 #include "rdb.h"
+#include "testdir.h"
 
-static char tmpdir[128];
+static testdir td = {.prefix = "check_cli"};
+#define tmpdir (td.dir)
 
-static char basedir[64]; /* per suite run: removed by the unchecked teardown, even after a
-                           * failed test (Check skips checked teardowns then) */
-
-static void suite_setup(void)
-{
-    snprintf(basedir, sizeof basedir, "/tmp/check_cli_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(basedir));
-}
-
-static void suite_teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", basedir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "check_cli: could not remove %s\n", basedir);
-}
-
-static void setup(void)
-{
-    snprintf(tmpdir, sizeof tmpdir, "%s/t_XXXXXX", basedir);
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void teardown(void)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
-static const char *tpath(const char *name)
-{
-    static char buf[8][512];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
-}
+static void suite_setup(void) { testdir_suite_setup(&td); }
+static void suite_teardown(void) { testdir_suite_teardown(&td); }
+static void setup(void) { testdir_setup(&td); }
+static void teardown(void) { testdir_teardown(&td); }
+static const char *tpath(const char *name) { return testdir_path(&td, name); }
 
 static const char *bin(void)
 {

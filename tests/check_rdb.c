@@ -9,47 +9,16 @@
 #include <unistd.h>
 
 #include "rdb.h"
+#include "testdir.h"
 
-static char tmpdir[256];
+static testdir td = {.prefix = "check_rdb"};
+#define tmpdir (td.dir)
 
-static char basedir[64]; /* per suite run: removed by the unchecked teardown, even after a
-                           * failed test (Check skips checked teardowns then) */
-
-static void suite_setup(void)
-{
-    snprintf(basedir, sizeof basedir, "/tmp/check_rdb_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(basedir));
-}
-
-static void suite_teardown(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", basedir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "check_rdb: could not remove %s\n", basedir);
-}
-
-static void setup(void)
-{
-    snprintf(tmpdir, sizeof tmpdir, "%s/t_XXXXXX", basedir);
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void teardown(void)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
-static const char *tpath(const char *name)
-{
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-    return buf[k];
-}
+static void suite_setup(void) { testdir_suite_setup(&td); }
+static void suite_teardown(void) { testdir_suite_teardown(&td); }
+static void setup(void) { testdir_setup(&td); }
+static void teardown(void) { testdir_teardown(&td); }
+static const char *tpath(const char *name) { return testdir_path(&td, name); }
 
 /* An integer from a query on an open database (or -1). */
 static long long q1(rdb *db, const char *sql)
