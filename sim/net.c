@@ -52,8 +52,8 @@ void net_uniform(net_cfg *n, int n_parties, uint64_t latency_ns, double bandwidt
     for (int s = 0; s < n_parties; s++)
         for (int d = 0; d < n_parties; d++)
             if (s != d)
-                n->link[s][d] = (net_link){latency_ns, bandwidth_bps};
-    n->dealer = (net_link){latency_ns, bandwidth_bps};
+                n->link[s][d] = (net_link){.latency_ns = latency_ns, .bandwidth_bps = bandwidth_bps};
+    n->dealer = (net_link){.latency_ns = latency_ns, .bandwidth_bps = bandwidth_bps};
 }
 
 int net_preset(const char *name, int n_parties, net_cfg *out, errbuf *e)
@@ -151,12 +151,20 @@ int net_parse(const char *spec, int n_parties, net_cfg *out, errbuf *e)
         return net_preset(spec, n_parties, out, e);
     char lat[64], bw[64];
     size_t ll = (size_t)(slash - spec);
-    if (ll == 0 || ll >= sizeof lat || strlen(slash + 1) >= sizeof bw)
-        return err_set(e, MS_ERR_INPUT, "network '%s': expected LATENCY/BANDWIDTH, e.g. "
-                                        "'20ms/300Mbps'", spec);
+    const char *slash2 = strchr(slash + 1, '/');
+    size_t bl = slash2 ? (size_t)(slash2 - slash - 1) : strlen(slash + 1);
+    if (ll == 0 || ll >= sizeof lat || bl >= sizeof bw)
+        return err_set(e, MS_ERR_INPUT, "network '%s': expected LATENCY/BANDWIDTH[/BURST], e.g. "
+                                        "'20ms/300Mbps' or '1ms/20Mbps/3100'", spec);
     memcpy(lat, spec, ll);
     lat[ll] = '\0';
-    snprintf(bw, sizeof bw, "%s", slash + 1);
+    memcpy(bw, slash + 1, bl);
+    bw[bl] = '\0';
+    unsigned long long burst = 0;
+    if (slash2 && (parse_u64(slash2 + 1, &burst) != 0 ||
+                   (burst && (burst < NET_BURST_MIN || burst > NET_BURST_MAX))))
+        return err_set(e, MS_ERR_INPUT, "network '%s': bad burst '%s' (bytes: 0, or %u..%llu)",
+                       spec, slash2 + 1, NET_BURST_MIN, (unsigned long long)NET_BURST_MAX);
     uint64_t lat_ns;
     double bps;
     if (net_time_ns(lat, &lat_ns) != 0)
@@ -172,7 +180,25 @@ int net_parse(const char *spec, int n_parties, net_cfg *out, errbuf *e)
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "%s", spec);
     net_uniform(out, n_parties, lat_ns, bps);
+    net_set_burst(out, burst);
     return MS_OK;
+}
+
+void net_set_burst(net_cfg *n, uint64_t burst_bytes)
+{
+    for (int s = 0; s < n->n_parties; s++)
+        for (int d = 0; d < n->n_parties; d++)
+            if (s != d)
+                n->link[s][d].burst_bytes = burst_bytes;
+    n->dealer.burst_bytes = burst_bytes;
+}
+
+uint64_t net_tbf_burst_bytes(double rate_bps)
+{
+    /* 1 ms of traffic at the rate, at least two full 1550-byte frames: tbf needs a bucket
+     * deeper than one packet to pass it at all (tc-tbf(8), "burst") */
+    uint64_t b = (uint64_t)(rate_bps / 8 / 1000);
+    return b < 3100 ? 3100 : b;
 }
 
 uint64_t net_transfer_ns(const net_link *l, uint64_t bytes)

@@ -1,5 +1,7 @@
 /* net.h — the network model: parties, directed links with latency and bandwidth.
- * A message's arrival = max(link free, send time) + bytes·8/bandwidth + latency. */
+ * A message's arrival = max(link free, send time) + bytes·8/bandwidth + latency; on a link
+ * with a token bucket (burst_bytes > 0) the last byte leaves burst·8/bandwidth earlier, but
+ * never before the send (sim/SIMULATION.md, "Token-bucket links"). */
 #ifndef MPCSIM_NET_H
 #define MPCSIM_NET_H
 
@@ -11,6 +13,7 @@
 typedef struct net_link {
     uint64_t latency_ns;   /* one-way propagation delay */
     double bandwidth_bps;  /* bits per second */
+    uint64_t burst_bytes;  /* token bucket depth (Linux tbf "burst"); 0: serializing link */
 } net_link;
 
 typedef struct net_cfg {
@@ -34,5 +37,13 @@ int net_time_ns(const char *s, uint64_t *out);
 int net_rate_bps(const char *s, double *out);
 /* Serialization time of a message on a link: round(bytes·8·1e9 / bandwidth) ns. */
 uint64_t net_transfer_ns(const net_link *l, uint64_t bytes);
+/* Sets burst_bytes on every link and the dealer channel. */
+void net_set_burst(net_cfg *n, uint64_t burst_bytes);
+/* Largest accepted burst_bytes (1 GiB) and the smallest nonzero one (one 1500-byte frame). */
+#define NET_BURST_MAX (1ull << 30)
+#define NET_BURST_MIN 1500u
+/* The tbf burst `mpcsim validate --shape` gives a link of rate_bps: 1 ms of traffic, at least
+ * 3100 bytes (two full frames); shared by sim/netshape.c and the simulated links. */
+uint64_t net_tbf_burst_bytes(double rate_bps);
 
 #endif

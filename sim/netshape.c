@@ -1,6 +1,8 @@
 /* netshape.c — namespaces, veth pairs, a bridge and tbf for the real backend (netshape.h). */
 #include "netshape.h"
 
+#include "net.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -60,8 +62,7 @@ int netshape_up(netshape *s, int n_nodes, double rate_bps, errbuf *e)
     }
     /* tbf: a bucket of 1 ms of traffic (at least two full frames), so a message is serialized
      * at the rate rather than passed as a burst; packets wait at most 1 s */
-    unsigned long burst = (unsigned long)(rate_bps / 8 / 1000);
-    burst = burst < 3100 ? 3100 : burst;
+    unsigned long burst = (unsigned long)net_tbf_burst_bytes(rate_bps);
     for (int i = 0; i < n_nodes; i++)
         for (int j = i + 1; j < n_nodes; j++) {
             int bad = sh("ip link add %sx%d%d netns %s type veth peer name %sx%d%d netns %s", s->tag, i, j, s->ns[i],

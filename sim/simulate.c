@@ -6,6 +6,9 @@
  *     (work / machine rate), then at S = I + c sends its messages.
  *   - A message q→p of b bytes leaves at S(q,r) but queues behind earlier messages on the
  *     same directed link: F = max(S, link free) + b·8/bandwidth, arrival A = F + latency.
+ *     A link with a token bucket of depth B (burst_bytes) keeps the same link-free recurrence
+ *     (it is when the bucket is full again) and lets the last byte leave B·8/bandwidth earlier,
+ *     never before the send: F = max(S, max(S, link free) + b·8/bandwidth − B·8/bandwidth).
  *   - Party p is done with round r at D(p,r) = max(S(p,r), arrivals addressed to it).
  *   - Sequential (default, as SPU): I(p,r) = D(p,r−1).
  *     Overlap: I(p,r) = max(S(p,r−1), D(p,r−1) if r−1 is the same op, D of the ops op(r)
@@ -74,6 +77,7 @@ typedef struct sim_ctx {
     uint64_t link_free[P_MAX][P_MAX];
     int64_t link_last[P_MAX][P_MAX];
     double ns_per_byte[P_MAX][P_MAX]; /* 8e9 / bandwidth, as net_transfer_ns */
+    uint64_t burst_ns[P_MAX][P_MAX];  /* token bucket depth in ns at the rate; 0: none */
     double nspu[WK_N];                /* ns per unit of local work */
     sim_result *res;                  /* stats are added as rounds are run */
     uint64_t last_t;                  /* latest D so far, and its index r*P + p */
@@ -89,6 +93,18 @@ static inline uint64_t ser_ns(const sim_ctx *c, int s, int d, uint64_t bytes)
 {
     double ns = (double)bytes * c->ns_per_byte[s][d];
     return ns >= 1.8e19 ? UINT64_MAX / 4 : (uint64_t)(ns + 0.5);
+}
+
+/* Last byte of a message sent at now on a link whose bucket is full again at free, taking
+ * ser ns at the rate, with a bucket of burst ns (SIMULATION.md, "Token-bucket links"): the
+ * bucket is full again at x = max(now, free) + ser (the serializing link's finish), and the
+ * last byte leaves burst ns before that, but not before now. burst 0: F = x. */
+static inline uint64_t bucket_finish(uint64_t now, uint64_t free, uint64_t ser, uint64_t burst,
+                                     uint64_t *full)
+{
+    uint64_t x = (free > now ? free : now) + ser;
+    *full = x;
+    return x - now > burst ? x - burst : now;
 }
 
 /* ---- setup ------------------------------------------------------------------------------- */
@@ -294,6 +310,7 @@ static int ctx_init(sim_ctx *c, const net_cfg *net, const machine_profile *mach,
         for (int d = 0; d < c->P; d++) {
             c->link_last[s][d] = -1;
             c->ns_per_byte[s][d] = s == d ? 0 : 8e9 / net->link[s][d].bandwidth_bps;
+            c->burst_ns[s][d] = s == d ? 0 : ser_ns(c, s, d, net->link[s][d].burst_bytes);
             c->lat[s][d] = net->link[s][d].latency_ns;
         }
     return MS_OK;
@@ -396,14 +413,13 @@ static void send_msgs(sim_ctx *c, int p, size_t r, uint64_t now)
         if (d == p || b == 0)
             continue;
         size_t m = (r * P + p) * P + d;
-        uint64_t start = now;
-        c->predF[m] = -1;
-        if (c->link_free[p][d] > now) {
-            start = c->link_free[p][d];
-            c->predF[m] = (int32_t)c->link_last[p][d];
-        }
-        c->F[m] = start + ser_ns(c, p, d, b);
-        c->link_free[p][d] = c->F[m];
+        uint64_t full;
+        c->F[m] = bucket_finish(now, c->link_free[p][d], ser_ns(c, p, d, b), c->burst_ns[p][d],
+                                &full);
+        /* waiting on the link (or its tokens) binds to the previous message on it; a message
+         * the bucket passes at once binds to its own send */
+        c->predF[m] = c->link_free[p][d] > now && c->F[m] > now ? (int32_t)c->link_last[p][d] : -1;
+        c->link_free[p][d] = full;
         c->link_last[p][d] = (int64_t)r;
         c->n_msgs++;
     }
@@ -503,10 +519,11 @@ static inline __attribute__((always_inline)) int run_seq_p(sim_ctx *c, errbuf *e
     uint8_t *const rcat = c->rcat;
     int16_t *const rlayer = c->rlayer;
     double nspu[WK_N], nspb[P_MAX][P_MAX];
-    uint64_t lat[P_MAX][P_MAX];
+    uint64_t lat[P_MAX][P_MAX], bns[P_MAX][P_MAX];
     memcpy(nspu, c->nspu, sizeof nspu);
     memcpy(nspb, c->ns_per_byte, sizeof nspb);
     memcpy(lat, c->lat, sizeof lat);
+    memcpy(bns, c->burst_ns, sizeof bns);
     uint64_t cpu_free[P_MAX], link_free[P_MAX][P_MAX], last_t = c->last_t, n_msgs = c->n_msgs;
     int64_t link_last[P_MAX][P_MAX];
     size_t last_i = c->last_i;
@@ -562,17 +579,13 @@ static inline __attribute__((always_inline)) int run_seq_p(sim_ctx *c, errbuf *e
                     if (d == p || b == 0)
                         continue;
                     size_t m = (base + p) * P + d;
-                    uint64_t start = now;
-                    int32_t pf = -1;
-                    if (link_free[p][d] > now) {
-                        start = link_free[p][d];
-                        pf = (int32_t)link_last[p][d];
-                    }
                     double ns = (double)b * nspb[p][d]; /* as ser_ns */
-                    uint64_t fin = start + (ns >= 1.8e19 ? UINT64_MAX / 4 : (uint64_t)(ns + 0.5));
-                    predF[m] = pf;
+                    uint64_t full, fin = bucket_finish(
+                        now, link_free[p][d], ns >= 1.8e19 ? UINT64_MAX / 4 : (uint64_t)(ns + 0.5),
+                        bns[p][d], &full);
+                    predF[m] = link_free[p][d] > now && fin > now ? (int32_t)link_last[p][d] : -1;
                     F[m] = fin;
-                    link_free[p][d] = fin;
+                    link_free[p][d] = full;
                     link_last[p][d] = (int64_t)r;
                     n_msgs++;
                 }
@@ -843,7 +856,9 @@ static void write_timeline(sim_ctx *c, FILE *f, uint64_t t0)
                 if (p == q || cr->bytes[q][p] == 0)
                     continue;
                 size_t m = (r * P + q) * P + p;
-                uint64_t ser = ser_ns(c, q, p, cr->bytes[q][p]);
+                uint64_t ser = ser_ns(c, q, p, cr->bytes[q][p]), since = c->F[m] - c->S[r * P + q];
+                if (ser > since) /* a bucket passed part of it at once */
+                    ser = since;
                 fprintf(f, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"name\":\"send %" PRIu64
                            " B\",\"cat\":\"net\",", q, 2 + p, cr->bytes[q][p]);
                 ts_us(f, "ts", t0 + c->F[m] - ser);

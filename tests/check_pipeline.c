@@ -160,9 +160,9 @@ static void check_case(const pl_case *c, cost_memo *memo, sim_ws *ws)
 static const pl_case cases[] = {
     {"stories260K", "semi2k", "wan", PHASE_PREFILL, 16, 0, 1, 0, 0},
     {"stories260K", "semi2k", "wan", PHASE_DECODE, 1, 16, 1, 0, 0},
-    {"stories260K", "semi2k", "wan", PHASE_DECODE, 1, 17, 1, 0, 0},
+    {"stories260K", "semi2k", "1ms/20Mbps/3100", PHASE_DECODE, 1, 17, 1, 0, 0}, /* tbf-like bucket */
     {"stories260K", "semi2k", "wan", PHASE_DECODE, 1, 40, 1, 1, 0}, /* GQA, kept per layer */
-    {"stories260K", "semi2k", "wan", PHASE_DECODE, 1, 41, 1, 1, 1},
+    {"stories260K", "semi2k", "50ms/100Mbps/12500", PHASE_DECODE, 1, 41, 1, 1, 1},
     {"stories260K", "semi2k", "lan", PHASE_DECODE, 1, 41, 2, 1, 0}, /* two sequences */
     {"gpt2", "semi2k", "wan", PHASE_DECODE, 1, 100, 1, 0, 0},       /* biases, layernorm */
     {"gpt2", "semi2k", "wan", PHASE_DECODE, 1, 101, 1, 0, 1},
@@ -171,7 +171,7 @@ static const pl_case cases[] = {
     {"llama-2-7b", "semi2k", "wan", PHASE_DECODE, 1, 32769, 1, 0, 0},
     {"stories260K", "aby3", "lan", PHASE_PREFILL, 8, 0, 1, 0, 0},
     {"stories260K", "aby3", "lan", PHASE_DECODE, 1, 8, 1, 1, 0},
-    {"stories260K", "aby3", "wan", PHASE_DECODE, 1, 9, 1, 1, 1},
+    {"stories260K", "aby3", "1ms/100Mbps/12500", PHASE_DECODE, 1, 9, 1, 1, 1},
     {"llama-3.1-8b", "aby3", "wan", PHASE_DECODE, 1, 2048, 1, 1, 0},
     {"stories260K", "semi2k", "wan", PHASE_DECODE, 1, 18, 1, 0, 0}, /* back to semi2k */
 };

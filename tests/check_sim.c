@@ -136,6 +136,17 @@ START_TEST(test_presets)
     ck_assert_int_eq(net_parse("20xs/300Mbps", 2, &n, &e), MS_ERR_INPUT);
     ck_assert_int_eq(net_parse("20ms/0Mbps", 2, &n, &e), MS_ERR_INPUT);
     ck_assert_int_eq(net_parse("/1Gbps", 2, &n, &e), MS_ERR_INPUT);
+    ck_assert_uint_eq(n.link[0][1].burst_bytes, 0);
+    ck_assert_int_eq(net_parse("1ms/20Mbps/3100", 3, &n, &e), MS_OK);
+    ck_assert_uint_eq(n.link[2][1].burst_bytes, 3100);
+    ck_assert_uint_eq(n.dealer.burst_bytes, 3100);
+    ck_assert_double_eq(n.link[2][1].bandwidth_bps, 20e6);
+    ck_assert_int_eq(net_parse("1ms/20Mbps/100", 2, &n, &e), MS_ERR_INPUT); /* < one frame */
+    ck_assert_int_eq(net_parse("1ms/20Mbps/x", 2, &n, &e), MS_ERR_INPUT);
+    /* the tbf burst of `validate --shape`: 1 ms of traffic, at least 3100 bytes */
+    ck_assert_uint_eq(net_tbf_burst_bytes(20e6), 3100);
+    ck_assert_uint_eq(net_tbf_burst_bytes(100e6), 12500);
+    ck_assert_uint_eq(net_tbf_burst_bytes(1e9), 125000);
 }
 END_TEST
 
@@ -194,6 +205,68 @@ START_TEST(test_serialization_back_to_back)
     ck_assert_uint_eq(run_lat(&n, &m, &p, &l, 0), 2 * (ser + lat));
     free(l.r);
     op_program_free(&p);
+}
+END_TEST
+
+/* One-way messages P0→P1, one op per round: P0 computes work_ns[i] then sends bytes[i]; P1
+ * does nothing. Returns the run's latency with only the first k rounds: the k-th arrival. */
+static uint64_t bucket_arrival(const uint64_t *bytes, const double *work_ns, size_t n, size_t k,
+                               uint64_t burst)
+{
+    int dep[8];
+    ck_assert_uint_le(n, 8);
+    chain_deps(dep, n);
+    op_program p;
+    build_prog(&p, n, dep, OPC_FFN);
+    cost_log l = {.n_parties = 2};
+    for (size_t i = 0; i < k; i++) {
+        cost_round *r = push_round(&l);
+        r->op = (uint32_t)i;
+        r->comm = 1;
+        r->bytes[0][1] = bytes[i];
+        r->work[0][WK_ELEM] = work_ns[i]; /* 1e9 element ops/s: 1 op = 1 ns */
+    }
+    net_cfg net;
+    net_uniform(&net, 2, 1000000, 8e6); /* 1 ms; 8 Mbit/s = 1 byte per µs */
+    net_set_burst(&net, burst);
+    machine_profile m = fast_machine();
+    uint64_t a = run_lat(&net, &m, &p, &l, 0);
+    ck_assert_uint_eq(run_lat(&net, &m, &p, &l, 1), a); /* overlap: same (a chain) */
+    free(l.r);
+    op_program_free(&p);
+    return a;
+}
+
+START_TEST(test_token_bucket_link)
+{
+    /* 8 Mbit/s: 1 byte = 1 µs; a 3000-byte bucket holds 3 ms of traffic; latency 1 ms */
+    const uint64_t MS = 1000000;
+    double no_work[3] = {0, 0, 0};
+    /* a burst that fits: the message leaves at once (serializing: 2 ms on the wire) */
+    uint64_t fit[1] = {2000};
+    ck_assert_uint_eq(bucket_arrival(fit, no_work, 1, 1, 3000), 1 * MS);
+    ck_assert_uint_eq(bucket_arrival(fit, no_work, 1, 1, 0), 3 * MS);
+    /* larger than the burst: 3000 bytes go at once, the other 2000 at the rate */
+    uint64_t big[1] = {5000};
+    ck_assert_uint_eq(bucket_arrival(big, no_work, 1, 1, 3000), 3 * MS);
+    ck_assert_uint_eq(bucket_arrival(big, no_work, 1, 1, 0), 6 * MS);
+    /* back to back, 2000 bytes each at t = 0: the first empties 2000 of the 3000 tokens, the
+     * second needs 1000 more (1 ms), the third 2000 more (2 ms later) */
+    uint64_t b2b[3] = {2000, 2000, 2000};
+    ck_assert_uint_eq(bucket_arrival(b2b, no_work, 3, 1, 3000), 1 * MS);
+    ck_assert_uint_eq(bucket_arrival(b2b, no_work, 3, 2, 3000), 2 * MS);
+    ck_assert_uint_eq(bucket_arrival(b2b, no_work, 3, 3, 3000), 4 * MS);
+    ck_assert_uint_eq(bucket_arrival(b2b, no_work, 3, 3, 0), 7 * MS); /* 6 ms wire + 1 */
+    /* refill in gaps: 3000 bytes at 0 empty the bucket; at 2 ms it holds 2000 tokens, so the
+     * next 3000 bytes finish at 3 ms; 5 ms of compute later (t = 7 ms) it is full again (since
+     * 6 ms) and the third 3000 bytes leave at once */
+    uint64_t gap[3] = {3000, 3000, 3000};
+    double gap_work[3] = {0, 2e6, 5e6};
+    ck_assert_uint_eq(bucket_arrival(gap, gap_work, 3, 1, 3000), 1 * MS);
+    ck_assert_uint_eq(bucket_arrival(gap, gap_work, 3, 2, 3000), 4 * MS);
+    ck_assert_uint_eq(bucket_arrival(gap, gap_work, 3, 3, 3000), 8 * MS);
+    /* the same without a bucket: 3 ms each, queued: 3, 6, 10 ms on the wire */
+    ck_assert_uint_eq(bucket_arrival(gap, gap_work, 3, 3, 0), 10 * MS + 1 * MS);
 }
 END_TEST
 
@@ -372,16 +445,20 @@ START_TEST(test_event_queue_equals_onepass)
     gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
     gsl_rng_set(g, 31337);
     machine_profile m = fast_machine();
-    const char *nets[] = {"lan", "wan", "2ms/20Mbps", "0ms/1Gbps"};
+    const char *nets[] = {"lan", "wan", "2ms/20Mbps", "0ms/1Gbps",
+                          "2ms/20Mbps/3100", "0ms/1Gbps/125000", "1ms/100Mbps/2000000"};
     sim_ws *ws = sim_ws_new();
-    for (int trial = 0; trial < 40; trial++) {
+    for (int trial = 0; trial < 56; trial++) {
         int P = 2 + trial % 2;
         op_program p;
         cost_log l;
         net_cfg n;
         errbuf e;
-        ck_assert_int_eq(net_parse(nets[trial % 4], P, &n, &e), MS_OK);
+        const char *spec = nets[trial % 7];
+        ck_assert_int_eq(net_parse(spec, P, &n, &e), MS_OK);
         random_case(g, P, 30, trial % 5 == 0, &p, &l);
+        net_cfg serial = n; /* the same links without a bucket are never faster */
+        net_set_burst(&serial, 0);
         for (int ov = 0; ov < 2; ov++) {
             sim_opts o1 = {.overlap = ov}, o2 = {.overlap = ov, .event_queue = 1};
             sim_result a, b;
@@ -394,6 +471,12 @@ START_TEST(test_event_queue_equals_onepass)
             o2.ws = ws;
             ck_assert_int_eq(sim_run(&n, &m, &p, &l, &o2, &b, &e), MS_OK);
             same_result(&a, &b);
+            sim_result_free(&b);
+            ck_assert_int_eq(sim_run(&serial, &m, &p, &l, &o1, &b, &e), MS_OK);
+            if (n.link[0][1].burst_bytes)
+                ck_assert_uint_le(a.latency_ns, b.latency_ns);
+            else
+                same_result(&a, &b);
             sim_result_free(&a);
             sim_result_free(&b);
         }
@@ -586,6 +669,7 @@ Suite *sim_suite(void)
     tcase_add_test(tc, test_presets);
     tcase_add_test(tc, test_arrival_formula);
     tcase_add_test(tc, test_serialization_back_to_back);
+    tcase_add_test(tc, test_token_bucket_link);
     suite_add_tcase(s, tc);
     tc = tcase_create("program");
     tcase_set_timeout(tc, 60);
