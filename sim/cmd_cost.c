@@ -12,7 +12,8 @@ typedef struct cost_args {
     const char *model, *protocol, *network, *profile, *dump, *timeline;
     int phase;
     uint32_t kv, tokens, batch;
-    int overlap, json;
+    unsigned long long burst;
+    int overlap, json, have_burst;
 } cost_args;
 
 static void usage(FILE *f)
@@ -20,7 +21,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: mpcsim cost --model M --protocol P --network N --kv T\n"
             "                   [--phase prefill|decode] [--tokens P] [--batch B] [--overlap]\n"
-            "                   [--dump-program FILE] [--timeline FILE] [--profile NAME] [--json]\n\n"
+            "                   [--burst BYTES] [--dump-program FILE] [--timeline FILE]\n"
+            "                   [--profile NAME] [--json]\n\n"
             "Costs one prefill or decode step of model M under MPC protocol P on network N:\n"
             "rounds, online bytes per party, offline (dealer) bytes, simulated latency, and a\n"
             "per-category breakdown with the critical path split into compute and\n"
@@ -28,7 +30,10 @@ static void usage(FILE *f)
             "options:\n"
             "  -m, --model M         model name (models/M.yaml) or YAML path\n"
             "  -p, --protocol P      semi2k | aby3\n"
-            "  -n, --network N       lan | wan | wan-spu, or LATENCY/BANDWIDTH (20ms/300Mbps)\n"
+            "  -n, --network N       lan | wan | wan-spu, or LATENCY/BANDWIDTH[/BURST]\n"
+            "                        (20ms/300Mbps, 1ms/20Mbps/3100)\n"
+            "      --burst BYTES     every link a token bucket of BYTES (as Linux tbf's burst;\n"
+            "                        >= 1500, 0: none, the default); see sim/SIMULATION.md\n"
             "  -k, --kv T            decode: the step attends T keys (T-1 cached + this token);\n"
             "                        prefill: entries cached before the prompt (default 0)\n"
             "      --phase PH        decode (default) or prefill\n"
@@ -56,7 +61,7 @@ static int parse_u32(const char *opt, const char *s, uint32_t lo, uint32_t *out)
     return 0;
 }
 
-enum { O_PHASE = 256, O_OVERLAP, O_DUMP, O_TIMELINE, O_PROFILE, O_JSON };
+enum { O_PHASE = 256, O_OVERLAP, O_DUMP, O_TIMELINE, O_PROFILE, O_JSON, O_BURST };
 
 static int parse_args(int argc, char **argv, cost_args *a)
 {
@@ -68,6 +73,7 @@ static int parse_args(int argc, char **argv, cost_args *a)
         {"dump-program", required_argument, 0, O_DUMP},
         {"timeline", required_argument, 0, O_TIMELINE},
         {"profile", required_argument, 0, O_PROFILE}, {"json", no_argument, 0, O_JSON},
+        {"burst", required_argument, 0, O_BURST},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
     a->phase = PHASE_DECODE;
@@ -108,6 +114,17 @@ static int parse_args(int argc, char **argv, cost_args *a)
         case O_TIMELINE: a->timeline = optarg; break;
         case O_PROFILE: a->profile = optarg; break;
         case O_JSON: a->json = 1; break;
+        case O_BURST:
+            if (parse_u64(optarg, &a->burst) || (a->burst && a->burst < NET_BURST_MIN) ||
+                a->burst > NET_BURST_MAX) {
+                cli_error("cost", "--burst wants bytes: 0 (no token bucket) or %u..%llu, not '%s'\n"
+                          "---> HINT: a bucket must hold one 1500-byte frame; validate --shape "
+                          "gives tbf max(3100, 1 ms of traffic)", NET_BURST_MIN,
+                          (unsigned long long)NET_BURST_MAX, optarg);
+                return 2;
+            }
+            a->have_burst = 1;
+            break;
         case 'h': usage(stdout); return -1;
         case ':':
             cli_error("cost", "option '%s' needs a value", argv[optind - 1]);
@@ -163,9 +180,12 @@ static void print_text(const cost_args *a, const step_env *env, const sim_result
     int P = env->pr->n_parties;
     char b[32];
     const net_link *l = &env->net->link[0][1];
-    printf("model %s  protocol %s (%d parties)  network %s (%.3g ms, %.4g Mbit/s)  profile %s\n",
+    char burst[48] = "";
+    if (l->burst_bytes)
+        snprintf(burst, sizeof burst, ", bucket %llu B", (unsigned long long)l->burst_bytes);
+    printf("model %s  protocol %s (%d parties)  network %s (%.3g ms, %.4g Mbit/s%s)  profile %s\n",
            env->model->name, env->pr->name, P, env->net->name, (double)l->latency_ns * 1e-6,
-           l->bandwidth_bps * 1e-6, env->mach->name);
+           l->bandwidth_bps * 1e-6, burst, env->mach->name);
     printf("phase %s  tokens %u  kv %u  batch %u  overlap %s\n\n", op_phase_name(a->phase),
            a->tokens, a->kv, a->batch, a->overlap ? "on" : "off");
     printf("latency         %.6g s  (critical path: compute %.6g s, communication %.6g s)\n",
@@ -214,10 +234,11 @@ static void print_json(const cost_args *a, const step_env *env, const sim_result
 {
     int P = env->pr->n_parties;
     printf("{\"model\":\"%s\",\"protocol\":\"%s\",\"parties\":%d,\"network\":\"%s\","
-           "\"profile\":\"%s\",\"phase\":\"%s\",\"tokens\":%u,\"kv\":%u,\"batch\":%u,"
+           "\"burst_bytes\":%llu,\"profile\":\"%s\",\"phase\":\"%s\",\"tokens\":%u,\"kv\":%u,\"batch\":%u,"
            "\"overlap\":%s,\"latency_s\":%.9g,\"rounds\":%llu,\"bytes_online\":%llu,"
            "\"bytes_offline\":%llu,\"total\":",
-           env->model->name, env->pr->name, P, env->net->name, env->mach->name,
+           env->model->name, env->pr->name, P, env->net->name,
+           (unsigned long long)env->net->link[0][1].burst_bytes, env->mach->name,
            op_phase_name(a->phase), a->tokens, a->kv, a->batch, a->overlap ? "true" : "false",
            (double)r->latency_ns * 1e-9, (unsigned long long)r->total.rounds,
            (unsigned long long)sum_p(r->total.bytes_sent, P),
@@ -267,6 +288,8 @@ int cmd_cost(int argc, char **argv)
         (rc = net_parse(a.network, pr->n_parties, &net, &e)) ||
         (rc = machine_load(a.profile, &mach, &e)))
         return fail(rc, &e);
+    if (a.have_burst)
+        net_set_burst(&net, a.burst);
     lower_opts lo;
     lower_opts_default(&lo);
     lo.phase = a.phase;

@@ -137,9 +137,12 @@ static int vm_programs(vm_ctx *c, const proto_cfg *cfg, rdb *db, int *bad, errbu
         secinf_result_free(&r);
         return rc;
     }
-    /* the simulated links: the injected latency plus the probe's round overhead */
+    /* the simulated links: the injected latency plus the probe's round overhead; shaped, each
+     * one a token bucket as deep as its tbf qdisc's burst */
     net_cfg net;
     net_uniform(&net, pr->n_parties, a->latency_ns + base, a->bandwidth_bps);
+    if (a->shape)
+        net_set_burst(&net, net_tbf_burst_bytes(a->bandwidth_bps));
     for (uint32_t s = 0; !rc && s < r.n_steps; s++) {
         valid_row row;
         rc = valid_step(&o, &r, s, &net, &a->mach, &row, e);
@@ -157,8 +160,12 @@ static int vm_programs(vm_ctx *c, const proto_cfg *cfg, rdb *db, int *bad, errbu
             rc = valid_store(db, a->session, cfg->name, &row, a->latency_ns, a->bandwidth_bps,
                              a->shape ? "tbf" : "none", e);
     }
+    char shaped[96] = "";
+    if (a->shape)
+        snprintf(shaped, sizeof shaped, "; links shaped with tbf, simulated as token buckets of %llu bytes",
+                 (unsigned long long)net.link[0][1].burst_bytes);
     printf("# %s: round overhead %.1f us (probe; added to the simulated link latency)%s; session %.2f s\n", cfg->name,
-           (double)base * 1e-3, a->shape ? "; links shaped with tbf" : "", r.seconds);
+           (double)base * 1e-3, shaped, r.seconds);
     secinf_result_free(&r);
     return rc;
 }

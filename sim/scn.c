@@ -737,7 +737,22 @@ static int read_unit(scn_ctx *x, const yx_node *m, const char *const *keys, cons
     return MS_OK;
 }
 
-/* Latency and bandwidth of a link, from a mapping that may hold other keys too. */
+/* burst_bytes: 0 (no token bucket) or one frame .. NET_BURST_MAX. */
+static int read_burst(scn_ctx *x, const yx_node *v, uint64_t *out)
+{
+    uint64_t b;
+    int rc = read_u64(x, v, "burst_bytes", 0, NET_BURST_MAX, &b);
+    if (rc)
+        return rc;
+    if (b && b < NET_BURST_MIN)
+        return fail(x, v, "a token bucket must hold one 1500-byte frame: write 0 (no bucket) or "
+                          "at least 1500, e.g. 3100 as validate --shape gives tbf",
+                    "'burst_bytes' = %s is below one frame", v->str);
+    *out = b;
+    return MS_OK;
+}
+
+/* Latency, bandwidth and burst of a link, from a mapping that may hold other keys too. */
 static int read_link_values(scn_ctx *x, const yx_node *v, net_link *l)
 {
     double lat, bw;
@@ -745,6 +760,9 @@ static int read_link_values(scn_ctx *x, const yx_node *v, net_link *l)
     int rc = read_unit(x, v, lat_keys, lat_scale, 0, &lat, &gl);
     if (!rc)
         rc = read_unit(x, v, bw_keys, bw_scale, 1e-300, &bw, &gb);
+    const yx_node *bu = yx_map_get(v, "burst_bytes");
+    if (!rc && bu)
+        rc = read_burst(x, bu, &l->burst_bytes);
     if (rc)
         return rc;
     if (gl)
@@ -756,11 +774,12 @@ static int read_link_values(scn_ctx *x, const yx_node *v, net_link *l)
 
 static int read_link(scn_ctx *x, const yx_node *v, const char *where, net_link *l)
 {
-    static const char *const keys[] = {"latency_ms", "latency_us", "latency_ns",
-                                       "bandwidth_mbps", "bandwidth_gbps", "bandwidth_bps"};
+    static const char *const keys[] = {"latency_ms",     "latency_us",     "latency_ns",
+                                       "bandwidth_mbps", "bandwidth_gbps", "bandwidth_bps",
+                                       "burst_bytes"};
     int rc = need_map(x, v, where, "write e.g. {latency_ms: 20, bandwidth_mbps: 100}");
     if (!rc)
-        rc = check_keys(x, v, where, keys, 6);
+        rc = check_keys(x, v, where, keys, sizeof keys / sizeof *keys);
     return rc ? rc : read_link_values(x, v, l);
 }
 
@@ -794,12 +813,14 @@ static int links_equal(const net_cfg *a, const net_cfg *b)
 {
     if (strcmp(a->name, b->name) || a->n_parties != b->n_parties ||
         a->dealer.latency_ns != b->dealer.latency_ns ||
-        a->dealer.bandwidth_bps != b->dealer.bandwidth_bps)
+        a->dealer.bandwidth_bps != b->dealer.bandwidth_bps ||
+        a->dealer.burst_bytes != b->dealer.burst_bytes)
         return 0;
     for (int i = 0; i < a->n_parties; i++)
         for (int j = 0; j < a->n_parties; j++)
             if (i != j && (a->link[i][j].latency_ns != b->link[i][j].latency_ns ||
-                           a->link[i][j].bandwidth_bps != b->link[i][j].bandwidth_bps))
+                           a->link[i][j].bandwidth_bps != b->link[i][j].bandwidth_bps ||
+                           a->link[i][j].burst_bytes != b->link[i][j].burst_bytes))
                 return 0;
     return 1;
 }
@@ -847,13 +868,13 @@ static int read_network(scn_ctx *x, const yx_node *v, run_cfg *c)
     }
     static const char *const keys[] = {"preset",         "name",          "latency_ms",
                                        "latency_us",     "latency_ns",    "bandwidth_mbps",
-                                       "bandwidth_gbps", "bandwidth_bps", "links",
-                                       "dealer"};
+                                       "bandwidth_gbps", "bandwidth_bps", "burst_bytes",
+                                       "links",          "dealer"};
     if ((rc = check_keys(x, v, "network", keys, sizeof keys / sizeof *keys)))
         return rc;
     const yx_node *preset = yx_map_get(v, "preset"), *name = yx_map_get(v, "name");
     net_cfg base;
-    net_link all = {0, 0};
+    net_link all = {0};
     memset(&base, 0, sizeof base);
     if (preset && (rc = read_preset(x, preset, parties, &base)))
         return rc;
@@ -879,6 +900,8 @@ static int read_network(scn_ctx *x, const yx_node *v, run_cfg *c)
             if (i != j && gb)
                 n->link[i][j].bandwidth_bps = all.bandwidth_bps;
         }
+    if (yx_map_get(v, "burst_bytes")) /* every link and the dealer's, as net_uniform */
+        net_set_burst(n, all.burst_bytes);
     const yx_node *links = yx_map_get(v, "links"), *dealer = yx_map_get(v, "dealer");
     if (links && (rc = read_links(x, links, n)))
         return rc;
@@ -1320,11 +1343,16 @@ static void put_field(FILE *f, const field *fd, const void *base)
     fputc('\n', f);
 }
 
-static void put_link(FILE *f, const char *indent, const char *name, const net_link *l)
+/* burst_bytes is written when set, or when the network's is (a link without a bucket under a
+ * network-wide one): scenarios without buckets dump as before. */
+static void put_link(FILE *f, const char *indent, const char *name, const net_link *l,
+                     uint64_t net_burst)
 {
     fprintf(f, "%s%s: {latency_ns: %llu, bandwidth_bps: ", indent, name,
             (unsigned long long)l->latency_ns);
     put_dbl(f, l->bandwidth_bps);
+    if (l->burst_bytes || net_burst)
+        fprintf(f, ", burst_bytes: %llu", (unsigned long long)l->burst_bytes);
     fputs("}\n", f);
 }
 
@@ -1343,18 +1371,21 @@ static void put_network(FILE *f, const run_cfg *c)
     fprintf(f, "\n  latency_ns: %llu\n  bandwidth_bps: ", (unsigned long long)b->latency_ns);
     put_dbl(f, b->bandwidth_bps);
     fputc('\n', f);
-    put_link(f, "  ", "dealer", &n->dealer);
+    if (b->burst_bytes)
+        fprintf(f, "  burst_bytes: %llu\n", (unsigned long long)b->burst_bytes);
+    put_link(f, "  ", "dealer", &n->dealer, b->burst_bytes);
     int any = 0;
     for (int i = 0; i < n->n_parties; i++)
         for (int j = 0; j < n->n_parties; j++) {
             const net_link *l = &n->link[i][j];
-            if (i == j || (l->latency_ns == b->latency_ns && l->bandwidth_bps == b->bandwidth_bps))
+            if (i == j || (l->latency_ns == b->latency_ns && l->bandwidth_bps == b->bandwidth_bps &&
+                           l->burst_bytes == b->burst_bytes))
                 continue;
             if (!any++)
                 fputs("  links:\n", f);
             char name[32];
             snprintf(name, sizeof name, "%d->%d", i, j);
-            put_link(f, "    ", name, l);
+            put_link(f, "    ", name, l, b->burst_bytes);
         }
 }
 

@@ -39,6 +39,15 @@ static const bad_case bad_cases[] = {
      "s.yaml:6:3: error: ", "unknown key 'promt_len' in 'workload'", "did you mean 'prompt_len'?"},
     {"name: t\n" BASE_MODEL "protocol: {name: aby3, frac_bit: 16}\n" BASE_NET BASE_WORK,
      "s.yaml:3:24: error: ", "unknown key 'frac_bit' in 'protocol'", "did you mean 'frac_bits'?"},
+    {"name: t\n" BASE_MODEL BASE_PROTO
+     "network: {latency_ms: 1, bandwidth_mbps: 20, burst_byte: 3100}\n" BASE_WORK,
+     "s.yaml:4:46: error: ", "unknown key 'burst_byte' in 'network'", "did you mean 'burst_bytes'?"},
+    {"name: t\n" BASE_MODEL BASE_PROTO
+     "network: {latency_ms: 1, bandwidth_mbps: 20, burst_bytes: 100}\n" BASE_WORK,
+     "s.yaml:4:59: error: ", "'burst_bytes' = 100 is below one frame", "write 0 (no bucket)"},
+    {"name: t\n" BASE_MODEL BASE_PROTO
+     "network: {preset: lan, links: {0->1: {burst_bytes: -1}}}\n" BASE_WORK,
+     "s.yaml:4:52: error: ", "'burst_bytes' = -1 is out of range", NULL},
     /* wrong types */
     {"name: t\n" BASE_MODEL BASE_PROTO BASE_NET "workload: 5\n", "s.yaml:5:11: error: ",
      "'workload' must be a mapping, not a scalar", NULL},
@@ -392,6 +401,29 @@ START_TEST(test_defaults_and_overrides)
     ck_assert_str_eq(s.runs[0].net_ref, "custom");
     ck_assert_uint_eq(s.runs[0].net.link[2][1].latency_ns, 20000000);
     ck_assert_double_eq(s.runs[0].net.link[0][2].bandwidth_bps, 300e6);
+    ck_assert_uint_eq(s.runs[0].net.link[0][2].burst_bytes, 0);
+    ck_assert_ptr_null(strstr(s.runs[0].yaml, "burst")); /* no bucket: dumped as before */
+    assert_round_trip(&s);
+    scn_free(&s);
+
+    /* token-bucket links: for all links, one link overridden, the short form */
+    const char *bucket = "model: stories260K\nprotocol: aby3\n"
+                         "network:\n  latency_ms: 1\n  bandwidth_mbps: 20\n  burst_bytes: 3100\n"
+                         "  links: {2->1: {burst_bytes: 0}, 0-1: {burst_bytes: 12500}}\n"
+                         "workload: {prompt_len: 8, decode_len: 0}\n";
+    ck_assert_msg(load(bucket, &s, &e) == MS_OK, "%s", e.msg);
+    ck_assert_uint_eq(s.runs[0].net.link[0][2].burst_bytes, 3100);
+    ck_assert_uint_eq(s.runs[0].net.dealer.burst_bytes, 3100);
+    ck_assert_uint_eq(s.runs[0].net.link[2][1].burst_bytes, 0);
+    ck_assert_uint_eq(s.runs[0].net.link[1][0].burst_bytes, 12500);
+    ck_assert_uint_eq(s.runs[0].net.link[0][1].burst_bytes, 12500);
+    ck_assert_uint_eq(s.runs[0].net.link[0][1].latency_ns, 1000000);
+    assert_round_trip(&s);
+    scn_free(&s);
+    const char *bucket_short = "model: stories260K\nprotocol: semi2k\nnetwork: 1ms/20Mbps/3100\n"
+                               "workload: {prompt_len: 8, decode_len: 0}\n";
+    ck_assert_msg(load(bucket_short, &s, &e) == MS_OK, "%s", e.msg);
+    ck_assert_uint_eq(s.runs[0].net.link[1][0].burst_bytes, 3100);
     assert_round_trip(&s);
     scn_free(&s);
 
@@ -506,8 +538,10 @@ static void assert_net_eq(const net_cfg *a, const net_cfg *b)
                 continue;
             ck_assert_uint_eq(a->link[i][j].latency_ns, b->link[i][j].latency_ns);
             ck_assert_double_eq(a->link[i][j].bandwidth_bps, b->link[i][j].bandwidth_bps);
+            ck_assert_uint_eq(a->link[i][j].burst_bytes, b->link[i][j].burst_bytes);
         }
     ck_assert_uint_eq(a->dealer.latency_ns, b->dealer.latency_ns);
+    ck_assert_uint_eq(a->dealer.burst_bytes, b->dealer.burst_bytes);
     ck_assert_double_eq(a->dealer.bandwidth_bps, b->dealer.bandwidth_bps);
 }
 
