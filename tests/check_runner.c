@@ -435,6 +435,28 @@ START_TEST(test_cli_cost)
     ck_assert_uint_gt(p.n_ops, 10);
     op_program_free(&p);
 
+    /* --burst: token-bucket links, never slower; the same as the short form's third field */
+    double lat[3];
+    const char *nets[3] = {"1ms/20Mbps", "1ms/20Mbps --burst 3100", "1ms/20Mbps/3100"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(args, sizeof args, "cost --model stories260K --protocol semi2k --network %s "
+                 "--kv 17 --json", nets[i]);
+        ck_assert_int_eq(run_cli(args, out), 0);
+        t = slurp(out, NULL);
+        const char *l = strstr(t, "\"latency_s\":");
+        ck_assert_ptr_nonnull(l);
+        lat[i] = strtod(l + 12, NULL);
+        ck_assert_ptr_nonnull(strstr(t, i ? "\"burst_bytes\":3100," : "\"burst_bytes\":0,"));
+        free(t);
+    }
+    ck_assert(lat[1] < lat[0] && lat[1] > 0);
+    ck_assert_double_eq(lat[1], lat[2]);
+    ck_assert_int_eq(run_cli("cost --model stories260K --protocol semi2k --network lan --kv 4 "
+                             "--burst 100", out), 2);
+    t = slurp(out, NULL);
+    ck_assert_ptr_nonnull(strstr(t, "--burst wants bytes"));
+    free(t);
+
     /* prefill with --tokens; --tokens with decode is refused */
     ck_assert_int_eq(run_cli("cost --model stories260K --protocol semi2k --network lan "
                              "--phase prefill --tokens 32", out), 0);
