@@ -70,8 +70,9 @@ static int mkdir_p(const char *path)
     return mkdir(buf, 0777) && errno != EEXIST ? -1 : 0;
 }
 
-/* Runs gnuplot on the given files in order; 0 if it exited 0. */
-static int gnuplot_run(const char *const *files, int n, int quiet)
+/* Runs gnuplot on the given files in order, its stderr to errlog (NULL: discarded); 0 if it
+ * exited 0. */
+static int gnuplot_run(const char *const *files, int n, const char *errlog)
 {
     char *argv[8] = {"gnuplot"};
     for (int i = 0; i < n && i < 6; i++)
@@ -82,7 +83,7 @@ static int gnuplot_run(const char *const *files, int n, int quiet)
     if (pid < 0)
         return -1;
     if (pid == 0) {
-        if (quiet && !freopen("/dev/null", "w", stderr))
+        if (!freopen(errlog ? errlog : "/dev/null", "w", stderr))
             _exit(127);
         execvp("gnuplot", argv);
         _exit(127);
@@ -106,7 +107,7 @@ static const char *png_terminal(const char *tmp)
         fprintf(f, "set terminal %s\n", terms[i]);
         fclose(f);
         const char *files[] = {probe};
-        if (gnuplot_run(files, 1, 1) == 0)
+        if (gnuplot_run(files, 1, NULL) == 0)
             return terms[i];
     }
     return NULL;
@@ -158,8 +159,18 @@ static void plot_render(plot_ctx *c, const char *plot, FILE *vars, const char *v
         return;
     }
     const char *files[] = {vars_path, script};
-    if (gnuplot_run(files, 2, 0)) {
-        cli_error("plot", "gnuplot failed on %s", script);
+    /* gnuplot's warnings (a one-point axis range, …) are noise on success; on failure the
+     * whole log goes to stderr */
+    char errlog[PATH_MAX + 32];
+    snprintf(errlog, sizeof errlog, "%s/%s.log", c->tmp, plot);
+    if (gnuplot_run(files, 2, errlog)) {
+        cli_error("plot", "gnuplot failed on %s:", script);
+        FILE *f = fopen(errlog, "r");
+        char line[512];
+        while (f && fgets(line, sizeof line, f))
+            fputs(line, stderr);
+        if (f)
+            fclose(f);
         c->failed++;
         return;
     }
