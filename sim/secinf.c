@@ -54,21 +54,57 @@ static uint32_t kept_of(const secinf_keep *k, uint32_t pos, uint32_t l, uint32_t
     return c;
 }
 
-/* Per-layer kept count (the lowering's `kept`); every KV head of a layer must keep the same
- * number of entries (the backend attends all heads of a layer in one batched block). */
-static int step_kept(const secinf_opts *o, uint32_t kv, uint32_t *kept, errbuf *e)
+/* The lowering's `kept` for the decode step at kv cached entries: per layer and KV head. */
+static void step_kept(const secinf_opts *o, uint32_t kv, uint32_t *kept)
 {
     const model_cfg *m = o->model;
     for (uint32_t l = 0; l < m->n_layers; l++)
-        for (uint32_t g = 0; g < m->n_kv_heads; g++) {
+        for (uint32_t g = 0; g < m->n_kv_heads; g++)
             kept[l * m->n_kv_heads + g] = kept_of(o->keep, kv, l, g, NULL);
-            if (kept[l * m->n_kv_heads + g] != kept[l * m->n_kv_heads])
-                return err_set(e, MS_ERR_INPUT,
-                               "secure inference: position %u layer %u keeps %u entries in KV head "
-                               "%u but %u in head 0 (the backend needs equal counts per layer)",
-                               kv, l, kept[l * m->n_kv_heads + g], g, kept[l * m->n_kv_heads]);
-        }
-    return MS_OK;
+}
+
+/* Under a policy, a decode step's cache tensor holds the new entry at row 0 and head g's kept
+ * entries at rows 1 … kept_g; the layer attends to its leading max_g kept_g + 1 rows (lower.c),
+ * the rows past a shorter head's own masked (pad_mask). A single query attends to a set: the
+ * order does not matter. */
+static int policy_layout(const secinf_opts *o, uint32_t s)
+{
+    return o->keep && s > 0;
+}
+
+/* A layer whose KV heads keep different numbers of entries attends in one vectorized block
+ * padded to the largest (lower.c); the padding columns of the shorter heads are masked with a
+ * public tensor "L<l>.pad_mask" added to the scores before the softmax (ADD_PUB: local, no
+ * bytes, no rounds): PAD_MASK is far below the softmax's clip (-14), so exp's result there is
+ * masked to 0, and small enough that exp's Taylor base 1 + x/2^t stays within [-1, 1] for real
+ * scores below 400 (no ring overflow in its squarings). */
+#define PAD_MASK (-96.0)
+static int pad_mask(op_program *p, const model_cfg *m, uint32_t l, const uint32_t *kept, errbuf *e)
+{
+    uint32_t most = 0, least = UINT32_MAX;
+    for (uint32_t g = 0; g < m->n_kv_heads; g++) {
+        most = kept[g] > most ? kept[g] : most;
+        least = kept[g] < least ? kept[g] : least;
+    }
+    if (most == least)
+        return MS_OK;
+    for (size_t i = 0; i < p->n_ops; i++) {
+        const op *q = &p->ops[i];
+        if (q->kind != OP_SOFTMAX || q->layer != (int16_t)l)
+            continue;
+        char nm[48];
+        snprintf(nm, sizeof nm, "L%u.pad_mask", l);
+        uint32_t t = op_tensor_add(p, nm, OPT_PUBLIC, DOM_ARITH, q->batch, q->m, q->n);
+        op add = {.kind = OP_ADD_PUB, .phase = q->phase, .cat = OPC_SOFTMAX, .layer = q->layer,
+                  .group = -1, .batch = q->batch, .m = q->m, .n = q->n,
+                  .in = {q->in[0], t, OP_NONE}, .out = q->in[0]};
+        if (t == OP_NONE || op_emit(p, &add) < 0)
+            return err_set(e, MS_ERR_NOMEM, "secure inference: out of memory");
+        memmove(&p->ops[i + 1], &p->ops[i], (p->n_ops - 1 - i) * sizeof *p->ops);
+        p->ops[i] = add; /* right before the softmax */
+        return MS_OK;
+    }
+    return err_set(e, MS_ERR_INTERNAL, "secure inference: layer %u has no attention softmax", l);
 }
 
 int secinf_step_program(const secinf_opts *o, uint32_t s, op_program *p, errbuf *e)
@@ -83,23 +119,19 @@ int secinf_step_program(const secinf_opts *o, uint32_t s, op_program *p, errbuf 
         kept = malloc((size_t)m->n_layers * m->n_kv_heads * sizeof *kept);
         if (!kept)
             return err_set(e, MS_ERR_NOMEM, "secure inference: out of memory");
-        int rc = step_kept(o, lo.kv_len, kept, e);
-        if (rc) {
-            free(kept);
-            return rc;
-        }
+        step_kept(o, lo.kv_len, kept);
         lo.kept = kept;
     }
     op_program_clear(p);
     int rc = lower_step(m, &lo, p, e);
-    /* the cache append writes the new entries right after the attended (kept) ones */
-    for (size_t i = 0; !rc && kept && i < p->n_ops; i++) {
+    /* policy_layout: the cache append writes the new entry at row 0 */
+    for (size_t i = 0; !rc && policy_layout(o, s) && i < p->n_ops; i++) {
         op *q = &p->ops[i];
-        if (q->kind == OP_VIEW && p->tens[q->out].role == OPT_CACHE && q->layer >= 0) {
-            uint32_t c = kept[(size_t)q->layer * m->n_kv_heads];
-            q->iarg = (int32_t)(c < lo.kv_len ? c : lo.kv_len);
-        }
+        if (q->kind == OP_VIEW && p->tens[q->out].role == OPT_CACHE && q->layer >= 0)
+            q->iarg = 0;
     }
+    for (uint32_t l = 0; !rc && kept && l < m->n_layers; l++)
+        rc = pad_mask(p, m, l, kept + (size_t)l * m->n_kv_heads, e);
     free(kept);
     return rc;
 }
@@ -126,6 +158,18 @@ static int bind(void *ctx, const op_tensor *t, uint64_t *out, size_t n)
             out[i] = fx_encode(w[i], c->frac);
         return 1;
     }
+    unsigned l;
+    if (t->role == OPT_PUBLIC && sscanf(t->name, "L%u.pad_mask", &l) == 1 && c->s > 0) {
+        const model_cfg *m = c->o->model;
+        uint32_t t_, kv, G = m->n_heads / m->n_kv_heads, n_cols = t->cols;
+        step_shape(c->o, c->s, &t_, &kv);
+        for (size_t i = 0; i < n; i++) {
+            uint32_t h = (uint32_t)(i / ((size_t)t->rows * n_cols)) % m->n_heads, j = (uint32_t)(i % n_cols);
+            uint32_t cnt = kept_of(c->o->keep, kv, l, h / G, NULL);
+            out[i] = j > cnt ? fx_encode(PAD_MASK, c->frac) : 0; /* row 0 new, rows 1 … cnt kept */
+        }
+        return 1;
+    }
     if (t->role == OPT_INPUT && !strcmp(t->name, "tokens_onehot")) {
         memset(out, 0, n * sizeof *out);
         for (uint32_t i = 0; i < c->t && (size_t)(i + 1) * t->cols <= n; i++)
@@ -133,49 +177,6 @@ static int bind(void *ctx, const op_tensor *t, uint64_t *out, size_t n)
         return 1;
     }
     return 0;
-}
-
-static long producer(const op_program *p, uint32_t t)
-{
-    for (size_t i = 0; i < p->n_ops; i++)
-        if (p->ops[i].out == t)
-            return (long)i;
-    return -1;
-}
-
-/* Later steps: the weights (and their beaver masks, keyed by tensor id) from step 0; the
- * client's one-hot as an INPUT op's plaintext. */
-static int step_setup(eng *e, const op_program *p, const mpc_val *wts, size_t n_wts, node_ctx *c,
-                      mpc_program_run *r, errbuf *err)
-{
-    memset(r, 0, sizeof *r);
-    r->prog = p;
-    r->vals = calloc(p->n_tens, sizeof *r->vals);
-    r->plain = calloc(p->n_tens, sizeof *r->plain);
-    r->ops = calloc(p->n_ops ? p->n_ops : 1, sizeof *r->ops);
-    if (!r->vals || !r->plain || !r->ops)
-        return err_set(err, MS_ERR_NOMEM, "secure inference: out of memory");
-    for (uint32_t t = 0; t < p->n_tens; t++) {
-        const op_tensor *T = &p->tens[t];
-        size_t n = (size_t)T->batch * T->rows * T->cols;
-        r->vals[t].n = n;
-        r->vals[t].dom = T->dom;
-        if (T->role == OPT_WEIGHT) {
-            if (t >= n_wts || wts[t].n != n)
-                return err_set(err, MS_ERR_INTERNAL, "secure inference: weight '%s' moved", T->name);
-            r->vals[t] = wts[t];
-            continue;
-        }
-        long pi = producer(p, t);
-        if (pi >= 0 && p->ops[pi].kind == OP_INPUT && T->role == OPT_INPUT && e->party == 0 &&
-            !mpc_engine_is_dealer(e)) {
-            if (!(r->plain[t] = calloc(n, sizeof *r->plain[t])))
-                return err_set(err, MS_ERR_NOMEM, "secure inference: out of memory");
-            bind(c, T, r->plain[t], n);
-            r->vals[t].s[0] = r->plain[t];
-        }
-    }
-    return MS_OK;
 }
 
 /* z[i] = x[idx[i]] masked: z = sel ? x[idx] : 0, all local (permute and a public 0/1 product). */
@@ -197,7 +198,7 @@ static int relayout(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, c
 /* The cache each layer carries: (Hkv, kv, d) in position order. Before a step: the program's
  * cache tensor (Hkv, R, d) gets the kept entries at rows 0 … cnt-1 of each head. */
 static int cache_in(eng *e, const secinf_opts *o, const mpc_val *full, uint32_t kv, uint32_t l,
-                    uint32_t R, mpc_val *z)
+                    uint32_t R, uint32_t lead, mpc_val *z)
 {
     const model_cfg *m = o->model;
     uint32_t Hkv = m->n_kv_heads, d = m->head_dim;
@@ -207,9 +208,9 @@ static int cache_in(eng *e, const secinf_opts *o, const mpc_val *full, uint32_t 
     int rc = idx && pos && sel ? MS_OK : MS_ERR_NOMEM;
     for (uint32_t g = 0; !rc && g < Hkv; g++) {
         uint32_t cnt = kept_of(o->keep, kv, l, g, pos);
-        for (uint32_t r = 0; r < cnt && r < R; r++)
+        for (uint32_t r = 0; r < cnt && r + lead < R; r++)
             for (uint32_t c = 0; c < d; c++) {
-                size_t i = ((size_t)g * R + r) * d + c;
+                size_t i = ((size_t)g * R + r + lead) * d + c;
                 idx[i] = (uint32_t)(((size_t)g * kv + pos[r]) * d + c);
                 sel[i] = 1;
             }
@@ -271,10 +272,13 @@ static uint32_t argmax_u(const double *x, uint32_t n)
     return b;
 }
 
-/* One step on this node: program, setup, cache binding, ops, logits, cache update. Writes the
- * step's record: n_ops, setup stat, op stats, wall ns, then at P0 vocab logits and the token. */
-static int node_step(eng *e, mpc_net *net, node_ctx *c, op_program *p, mpc_val **wts, size_t *n_wts,
-                     mpc_val *kf, mpc_val *vf, double *logits, int *tok, FILE *out, errbuf *err)
+/* One step on this node: program, setup (step 0: the weights shared by P1 and their beaver
+ * masks opened; later steps take the shares and masks over from the previous step's run by
+ * name, mpc_run_setup_from), cache binding, ops, logits, cache update. Writes the step's
+ * record: n_ops, setup stat, op stats, wall ns. */
+static int node_step(eng *e, mpc_net *net, node_ctx *c, op_program *p, mpc_program_run *prev,
+                     mpc_program_run *r, mpc_val *kf, mpc_val *vf, double *logits, int *tok, FILE *out,
+                     errbuf *err)
 {
     const secinf_opts *o = c->o;
     const model_cfg *m = o->model;
@@ -285,9 +289,9 @@ static int node_step(eng *e, mpc_net *net, node_ctx *c, op_program *p, mpc_val *
         return rc;
     c->t = t;
     c->toks = s ? tok : o->tokens;
-    mpc_program_run r;
-    memset(&r, 0, sizeof r);
-    rc = s ? step_setup(e, p, *wts, *n_wts, c, &r, err) : mpc_run_setup(e, net, p, bind, c, &r, err);
+    rc = mpc_run_setup_from(e, net, p, bind, c, s ? prev : NULL, r, err);
+    if (s)
+        mpc_program_run_free(e, prev);
     uint64_t t0 = now_ns();
     char nm[48];
     for (uint32_t l = 0; !rc && kv && l < m->n_layers; l++)
@@ -296,57 +300,44 @@ static int node_step(eng *e, mpc_net *net, node_ctx *c, op_program *p, mpc_val *
             uint32_t id = op_tensor_find(p, nm);
             if (id == OP_NONE)
                 return err_set(err, MS_ERR_INTERNAL, "secure inference: no tensor %s", nm);
-            rc = cache_in(e, o, w ? &vf[l] : &kf[l], kv, l, p->tens[id].rows, &r.vals[id]);
+            e->vt->release(e, &r->vals[id]);
+            rc = cache_in(e, o, w ? &vf[l] : &kf[l], kv, l, p->tens[id].rows, policy_layout(o, s), &r->vals[id]);
         }
     if (!rc)
-        rc = mpc_run_ops(e, net, &r, 0, p->n_ops, err);
+        rc = mpc_run_ops(e, net, r, 0, p->n_ops, err);
     for (uint32_t l = 0; !rc && l < m->n_layers; l++)
         for (int w = 0; w < 2 && !rc; w++) {
             snprintf(nm, sizeof nm, "L%u.%ccache", l, w ? 'v' : 'k');
-            uint32_t id = op_tensor_find(p, nm), cnt = s ? kept_of(o->keep, kv, l, 0, NULL) : 0;
-            rc = cache_out(e, o, w ? &vf[l] : &kf[l], &r.vals[id], kv, t, cnt, p->tens[id].rows);
+            uint32_t id = op_tensor_find(p, nm), cnt = policy_layout(o, s) ? 0 : kv; /* the new row */
+            rc = cache_out(e, o, w ? &vf[l] : &kf[l], &r->vals[id], kv, t, cnt, p->tens[id].rows);
         }
     uint64_t ns = now_ns() - t0;
     uint32_t lg = op_tensor_find(p, "logits");
     if (!rc && !mpc_engine_is_dealer(e) && e->party == 0) {
         for (uint32_t i = 0; i < m->vocab; i++)
-            logits[i] = fx_decode(r.vals[lg].s[0][i], c->frac);
+            logits[i] = fx_decode(r->vals[lg].s[0][i], c->frac);
     }
     if (!rc) {
         uint32_t n = (uint32_t)p->n_ops;
         fwrite(&n, sizeof n, 1, out);
-        fwrite(&r.setup, sizeof r.setup, 1, out);
-        fwrite(r.ops, sizeof *r.ops, n, out);
+        fwrite(&r->setup, sizeof r->setup, 1, out);
+        fwrite(r->ops, sizeof *r->ops, n, out);
         fwrite(&ns, sizeof ns, 1, out);
     }
-    if (!rc && s == 0 && !(*wts = calloc(p->n_tens, sizeof **wts)))
-        rc = err_set(err, MS_ERR_NOMEM, "secure inference: out of memory");
-    if (!rc && s == 0) { /* keep the shared weights for the later steps */
-        *n_wts = p->n_tens;
-        for (uint32_t i = 0; i < p->n_tens; i++)
-            if (p->tens[i].role == OPT_WEIGHT) {
-                (*wts)[i] = r.vals[i];
-                r.vals[i] = (mpc_val){0};
-            }
-    } else if (s) {
-        for (uint32_t i = 0; i < p->n_tens; i++)
-            if (p->tens[i].role == OPT_WEIGHT)
-                r.vals[i] = (mpc_val){0};
-    }
-    mpc_program_run_free(e, &r);
     return rc;
 }
 
-static int node_fn(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
+int secinf_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
 {
     const secinf_opts *o = arg;
     const model_cfg *m = o->model;
     node_ctx c = {.o = o, .frac = e->cfg.frac_bits};
     uint32_t S = secinf_n_steps(o);
-    op_program p;
-    op_program_init(&p);
-    size_t n_wts = 0;
-    mpc_val *wts = NULL;
+    op_program p[2];
+    op_program_init(&p[0]);
+    op_program_init(&p[1]);
+    mpc_program_run run[2];
+    memset(run, 0, sizeof run);
     mpc_val *kf = calloc(m->n_layers, sizeof *kf), *vf = calloc(m->n_layers, sizeof *vf);
     double *logits = calloc(m->vocab, sizeof *logits);
     int rc = kf && vf && logits ? MS_OK : err_set(err, MS_ERR_NOMEM, "secure inference: out of memory");
@@ -358,7 +349,7 @@ static int node_fn(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
         step_shape(o, s, &t, &kv);
         if (s && kv < o->n_tokens)
             tok = o->tokens[kv];
-        rc = node_step(e, net, &c, &p, &wts, &n_wts, kf, vf, logits, &tok, out, err);
+        rc = node_step(e, net, &c, &p[s & 1], &run[(s + 1) & 1], &run[s & 1], kf, vf, logits, &tok, out, err);
         if (rc)
             break;
         int is_p0 = !mpc_engine_is_dealer(e) && e->party == 0;
@@ -371,14 +362,15 @@ static int node_fn(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
         }
         tok = next;
     }
-    for (size_t i = 0; i < n_wts; i++)
-        e->vt->release(e, &wts[i]);
+    for (int i = 0; i < 2; i++) {
+        mpc_program_run_free(e, &run[i]);
+        op_program_free(&p[i]);
+    }
     for (uint32_t l = 0; kf && vf && l < m->n_layers; l++) {
         e->vt->release(e, &kf[l]);
         e->vt->release(e, &vf[l]);
     }
-    free(wts), free(kf), free(vf), free(logits);
-    op_program_free(&p);
+    free(kf), free(vf), free(logits);
     return rc;
 }
 
@@ -414,7 +406,7 @@ static int parse_node(secinf_result *r, const mpc_node_result *nr, uint32_t node
     return MS_OK;
 }
 
-int secinf_run(const secinf_opts *o, secinf_result *r, errbuf *e)
+int secinf_prepare(const secinf_opts *o, secinf_result *r, errbuf *e)
 {
     memset(r, 0, sizeof *r);
     if (!o->n_tokens || !o->prefill || o->prefill > o->n_tokens)
@@ -425,6 +417,10 @@ int secinf_run(const secinf_opts *o, secinf_result *r, errbuf *e)
     const proto *pr = proto_find(o->cfg.name);
     if (!pr)
         return err_set(e, MS_ERR_INPUT, "secure inference: unknown protocol '%s'", o->cfg.name);
+    if (o->keep && (o->keep->n_layers != o->model->n_layers || o->keep->n_kv_heads != o->model->n_kv_heads ||
+                    o->keep->max_len < o->n_tokens + o->n_gen))
+        return err_set(e, MS_ERR_INPUT, "secure inference: keep masks for %u layers × %u KV heads × %u positions",
+                       o->keep->n_layers, o->keep->n_kv_heads, o->keep->max_len);
     r->n_steps = secinf_n_steps(o);
     r->n_parties = (uint32_t)pr->n_parties;
     r->vocab = o->model->vocab;
@@ -434,21 +430,41 @@ int secinf_run(const secinf_opts *o, secinf_result *r, errbuf *e)
     r->n_ops = calloc(r->n_steps, sizeof *r->n_ops);
     if (!r->logits || !r->tokens || !r->next || !r->n_ops)
         return err_set(e, MS_ERR_NOMEM, "secure inference: out of memory");
-    mpc_launch l = {.cfg = o->cfg, .latency_ns = o->latency_ns, .timeout_ms = 60000,
-                    .deadline_ms = o->deadline_ms ? o->deadline_ms : 60000 + 2000 * (int)r->n_steps};
-    mpc_node_result nr[MPC_NODES_MAX];
-    int nodes = 0;
-    uint64_t t0 = now_ns();
-    int rc = mpc_launch_run(&l, node_fn, (void *)o, nr, &nodes, e);
-    r->seconds = (double)(now_ns() - t0) * 1e-9;
-    for (int i = 0; !rc && i < nodes; i++)
-        if (nr[i].rc)
-            rc = err_set(e, nr[i].rc, "secure inference: node %d: %s", i, nr[i].err);
+    return MS_OK;
+}
+
+int secinf_collect(secinf_result *r, const mpc_node_result *nr, int nodes, errbuf *e)
+{
+    int rc = MS_OK;
+    /* the root cause first: a node's own failure before the others' lost connections */
+    for (int pass = 0; pass < 2 && !rc; pass++)
+        for (int i = 0; !rc && i < nodes; i++)
+            if (nr[i].rc && (pass || (nr[i].rc != MS_ERR_PEER && nr[i].rc != MS_ERR_NET)))
+                rc = err_set(e, nr[i].rc, "secure inference: node %d%s: %s", i,
+                             i == nodes - 1 && r->n_parties < (uint32_t)nodes ? " (dealer)" : "",
+                             nr[i].err[0] ? nr[i].err : "ended without a message");
     r->n_nodes = (uint32_t)nodes;
     if (!rc && !(r->st = calloc((size_t)r->n_steps * r->n_nodes, sizeof *r->st)))
         rc = err_set(e, MS_ERR_NOMEM, "secure inference: out of memory");
     for (int i = 0; !rc && i < nodes; i++)
         rc = parse_node(r, &nr[i], (uint32_t)i, i == 0, e);
+    return rc;
+}
+
+int secinf_run(const secinf_opts *o, secinf_result *r, errbuf *e)
+{
+    int rc = secinf_prepare(o, r, e);
+    if (rc)
+        return rc;
+    mpc_launch l = {.cfg = o->cfg, .latency_ns = o->latency_ns, .timeout_ms = 60000,
+                    .deadline_ms = o->deadline_ms ? o->deadline_ms : 60000 + 2000 * (int)r->n_steps};
+    mpc_node_result nr[MPC_NODES_MAX];
+    int nodes = 0;
+    uint64_t t0 = now_ns();
+    rc = mpc_launch_run(&l, secinf_node, (void *)o, nr, &nodes, e);
+    r->seconds = (double)(now_ns() - t0) * 1e-9;
+    if (!rc)
+        rc = secinf_collect(r, nr, nodes, e);
     if (nodes)
         mpc_node_results_free(nr, nodes);
     return rc;
@@ -486,6 +502,8 @@ void secinf_compare(const double *mpc, const float *ref, uint32_t n, uint32_t vo
             by = y[i] > y[by] ? i : by;
         }
         a->top1_agree += bx == by;
+        if (bx != by && (double)y[by] - (double)y[bx] > a->miss_gap)
+            a->miss_gap = (double)y[by] - (double)y[bx];
     }
     a->mean_abs = n ? sum / ((double)n * vocab) : 0;
 }
@@ -560,8 +578,15 @@ static void prep_layer(void *ctx, const llama_layer_view *v)
     char nm[32];
     uint32_t r, cols;
     snprintf(nm, sizeof nm, "L%u.wo", v->layer);
-    policy_obs o = {.layer = v->layer, .pos = v->pos, .q = v->q, .k = v->k, .v = v->v,
-                    .att = v->att, .ffn = v->ffn_pre, .wo = llama_weight(c->pm, nm, &r, &cols)};
+    /* only what the policy asked for (policy.h: arrays not asked for are NULL) */
+    unsigned need = c->pol->needs ? c->pol->needs(c->st, v->pos) : ~0u;
+    policy_obs o = {.layer = v->layer, .pos = v->pos,
+                    .q = need & POLICY_NEED_Q ? v->q : NULL,
+                    .k = need & POLICY_NEED_K ? v->k : NULL,
+                    .v = need & POLICY_NEED_V ? v->v : NULL,
+                    .att = need & POLICY_NEED_ATT ? v->att : NULL,
+                    .ffn = need & POLICY_NEED_FFN ? v->ffn_pre : NULL,
+                    .wo = need & POLICY_NEED_WO ? llama_weight(c->pm, nm, &r, &cols) : NULL};
     if (c->pol->observe(c->st, &o, c->e))
         c->err = 1;
 }

@@ -72,6 +72,12 @@ uint32_t secinf_n_steps(const secinf_opts *o);
 
 /* Runs the session on loopback (parties + dealer forked) and collects the result. */
 int secinf_run(const secinf_opts *o, secinf_result *r, errbuf *e);
+
+/* For launchers of one's own (network namespaces, hosts): the node function (arg = the
+ * secinf_opts), the result's allocation before the launch, and the nodes' reports after it. */
+int secinf_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err);
+int secinf_prepare(const secinf_opts *o, secinf_result *r, errbuf *e);
+int secinf_collect(secinf_result *r, const mpc_node_result *nr, int nodes, errbuf *e);
 void secinf_result_free(secinf_result *r);
 
 /* The plaintext replay of a policy on the float model, teacher-forced on tokens[0..n) with the
@@ -87,6 +93,8 @@ void secinf_keep_free(secinf_keep *k);
 typedef struct secinf_acc {
     uint32_t n, top1_agree;
     double max_abs, mean_abs; /* over all n × vocab logits */
+    double miss_gap;          /* largest reference margin of a disagreement: ref[ref's top-1] -
+                               * ref[secure top-1] (a near tie when below 2·max_abs) */
 } secinf_acc;
 void secinf_compare(const double *mpc, const float *ref, uint32_t n, uint32_t vocab, secinf_acc *a);
 

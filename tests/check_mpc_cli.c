@@ -216,7 +216,7 @@ START_TEST(test_validate_primitives)
     ck_assert_ptr_nonnull(strstr(out, "aby3    b2a"));
     ck_assert_ptr_nonnull(strstr(out, "semi2k  matmul(cached B)"));
     free(out);
-    const char *bad[] = {"validate", NULL};
+    const char *bad[] = {"validate", "--primitives", "--protocol", "nope", NULL};
     ck_assert_int_eq(wait_status(spawn("v2.txt", bad)), 2);
 }
 END_TEST
