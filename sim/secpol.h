@@ -1,0 +1,70 @@
+/* secpol.h — KV-cache eviction policies whose selection runs on secret shares.
+ *
+ * The secure session (sim/secinf.c) computes a policy's selection inside the step's op program,
+ * with the same ops the simulator costs: one emitter per policy builds them, with the step's
+ * real operands for the secure session and with placeholder operands of the same shapes for
+ * the cost path (the policy's emit_cost). Kept counts are public (they set the program's
+ * shapes), which entries are kept stays secret (MPCache's security model,
+ * ../shared/reference/policies.md §1.8).
+ *
+ * H2O on shares. Per layer and KV head the secret state is a table of R rows [K | V | score]
+ * (2·head_dim + 1 columns): rows [0, R − recent) the heavy hitters (which positions they hold is
+ * secret), the last `recent` rows the newest positions in order (public). A step's program
+ * holds the new entry at row 0 of the cache and the carried rows at 1 … c (secinf.c), and per
+ * layer, after the lowered attention:
+ *   score accumulation: the step's softmax probabilities summed over the KV head's query
+ *     heads and (prefill) over the query rows, added to the carried scores (two transposing
+ *     VIEWs and a matmul with a public ones vector: local);
+ *   the table [K | V | score] of the attended rows (VIEWs: local);
+ *   prefill, P > heavy + recent: TOPK(heavy) of the scores of rows [0, P − recent), then a
+ *     GATHER (one-hot rows · table) of the heavy rows;
+ *   decode, c = heavy + recent: the candidates are rows 1 … heavy + 1 (the heavy rows and the
+ *     entry leaving the recent window); ARGMAX of their negated scores (one-hot of the minimum),
+ *     its prefix sum (a matmul with a public triangular matrix: local) broadcast over the row
+ *     as a mask, and a SELECT per element: row i of the compacted heavy part is candidate i+1
+ *     where the mask is 1 (at or after the evicted one), else candidate i.
+ * The next state is then a public re-layout: [selected heavy rows; the recent rows; the new
+ * row]. */
+#ifndef MPCSIM_SECPOL_H
+#define MPCSIM_SECPOL_H
+
+#include <stdint.h>
+
+#include "err.h"
+#include "op.h"
+#include "policy.h"
+
+/* H2O's budgets for a run (heavy_ratio/recent_ratio of the prompt, or absolute sizes), as
+ * the policy computes them. */
+int h2o_budgets(const policy_env *env, const policy_args *a, uint32_t *heavy, uint32_t *recent,
+                errbuf *e);
+
+typedef struct h2o_shape {
+    uint32_t n_heads, n_kv_heads, head_dim;
+    uint32_t heavy, recent;
+} h2o_shape;
+
+/* Tensors of one layer's H2O ops (OP_NONE where the phase has none). */
+typedef struct h2o_ids {
+    uint32_t score;   /* (Hkv, n, 1) accumulated scores of the n attended rows (OPT_CACHE) */
+    uint32_t table;   /* (Hkv, n, 2d+1) [K | V | score] of the attended rows */
+    uint32_t cand;    /* (Hkv, ncand, 1) the candidates' scores */
+    uint32_t onehot;  /* prefill: (Hkv, heavy, P-recent) TOPK rows; decode: (Hkv, 1, heavy+1) */
+    uint32_t heavy;   /* (Hkv, heavy, 2d+1) the selected heavy rows */
+} h2o_ids;
+
+/* Whether a step selects: prefill of t = P tokens, or a decode step over c carried rows. */
+int h2o_selects(const h2o_shape *s, int phase, uint32_t c, uint32_t t);
+
+/* Appends layer `layer`'s H2O ops (category policy) for a step attending c carried rows and t
+ * new ones (prefill: c = 0, t = P; decode: t = 1, rows: new at 0, carried at 1 … c). probs
+ * (H, t, c+t) is the step's softmax output, kc/vc (Hkv, ≥ c+t, d) the step's caches; OP_NONE
+ * for each gives a placeholder of that shape (the cost path). ids may be NULL. */
+int h2o_emit_ops(op_program *p, const h2o_shape *s, int phase, uint32_t layer, uint32_t c,
+                 uint32_t t, uint32_t probs, uint32_t kc, uint32_t vc, h2o_ids *ids, errbuf *e);
+
+/* Public constants of the H2O ops, by tensor name ("L<l>.h2o.ones", ".tri", ".bcast"): fills
+ * out[0..n) with raw ring integers; 0 if the name is not one of them. */
+int h2o_public(const op_tensor *t, uint64_t *out, size_t n);
+
+#endif
