@@ -170,8 +170,37 @@ static int vm_programs(vm_ctx *c, const proto_cfg *cfg, rdb *db, int *bad, errbu
     return rc;
 }
 
+/* How the policy ran inside MPC, and for a selection on shares its agreement with the
+ * plaintext replay (the one-hots opened after each step: validation only). */
+static void vm_policy_note(const vm_args *a, const secinf_opts *o, const secinf_result *r, const secinf_keep *plain,
+                           secinf_spol sp, int is_pub, errbuf *e)
+{
+    if (is_pub) {
+        printf("#       %s's kept set is a public function of positions: the secure run re-lays the secret cache out\n"
+               "#       locally (no selection to compute on shares)\n", a->policy);
+        return;
+    }
+    if (!sp.kind) {
+        printf("#       NOTE: %s has no selection on shares: the secure run applies the kept sets of its plaintext\n"
+               "#       replay (keep masks), which a deployment could not compute\n", a->policy);
+        return;
+    }
+    secinf_sel sel;
+    if (secinf_sel_compare(o, r, plain, 0.01, &sel, e)) {
+        printf("#       selection audit failed: %s\n", e->msg);
+        return;
+    }
+    printf("#       %s selected on shares (heavy %u, recent %u); against the replay: prompt heavy sets %u/%u, "
+           "evictions %u/%u, kept sets %u/%u\n", a->policy, sp.heavy, sp.recent, sel.prefill_same, sel.prefill_sets,
+           sel.evict_same, sel.evictions, sel.kept_same, sel.kept_sets);
+    if (sel.evict_same < sel.evictions)
+        printf("#       differing evictions: %u near ties (secure score margin <= 0.01), %u after the kept sets "
+               "differed; largest margin %.4f\n", sel.near_ties, sel.diverged, sel.max_margin);
+}
+
 /* Teacher-forced accuracy: secure logits at every position against the float reference (or
- * the plaintext replay of the policy, whose keep masks the secure run applies). */
+ * the plaintext replay of the policy: H2O selects on shares, StreamingLLM's kept set is public,
+ * any other policy applies the replay's keep masks and says so). */
 static int vm_accuracy(vm_ctx *c, const proto_cfg *cfg, int *bad, errbuf *e)
 {
     const vm_args *a = c->a;
@@ -182,7 +211,9 @@ static int vm_accuracy(vm_ctx *c, const proto_cfg *cfg, int *bad, errbuf *e)
     if (P > N)
         return err_set(e, MS_ERR_INPUT, "--prompt %u is longer than --accuracy %u", P, N);
     float *ref = malloc((size_t)N * V * sizeof *ref), *full = malloc((size_t)N * V * sizeof *full);
-    secinf_keep k = {0};
+    secinf_keep k = {0}, pk = {0};
+    secinf_spol sp = {0};
+    int is_pub = 0;
     if (!ref || !full)
         rc = err_set(e, MS_ERR_NOMEM, "out of memory");
     llama_reset(c->L);
@@ -192,8 +223,13 @@ static int vm_accuracy(vm_ctx *c, const proto_cfg *cfg, int *bad, errbuf *e)
         rc = secinf_policy_replay(&c->m, c->L, a->policy, a->policy_params, a->n_policy_params, c->ids, N, P, &k, ref, e);
     else if (!rc)
         memcpy(ref, full, (size_t)N * V * sizeof *ref);
+    if (!rc && a->policy)
+        rc = secinf_spol_of(&c->m, a->policy, a->policy_params, a->n_policy_params, P, N, &sp, &is_pub, e);
+    if (!rc && a->policy && is_pub)
+        rc = secinf_public_keep(&c->m, a->policy, a->policy_params, a->n_policy_params, N, P, &pk, e);
     secinf_opts o = {.model = &c->m, .weights = c->L, .cfg = *cfg, .tokens = c->ids, .n_tokens = N,
-                     .prefill = P, .keep = a->policy ? &k : NULL};
+                     .prefill = P, .keep = !a->policy || sp.kind ? NULL : is_pub ? &pk : &k, .spol = sp,
+                     .audit = sp.kind != SECINF_SPOL_NONE};
     secinf_result r = {0};
     if (!rc)
         rc = secinf_run(&o, &r, e);
@@ -221,6 +257,8 @@ static int vm_accuracy(vm_ctx *c, const proto_cfg *cfg, int *bad, errbuf *e)
         if (acc.top1_agree < acc.n)
             printf("#       disagreements are %s: the reference's margin there is at most %.4f (logit error bound %.4f)\n",
                    acc.miss_gap < 2 * acc.max_abs ? "near ties" : "NOT near ties", acc.miss_gap, acc.max_abs);
+        if (a->policy)
+            vm_policy_note(a, &o, &r, &k, sp, is_pub, e);
         if (a->policy) { /* how far the policy moved the model: the match is not trivial */
             double *pd = malloc((size_t)r.n_steps * V * sizeof *pd);
             for (size_t i = 0; pd && i < (size_t)r.n_steps * V; i++)
@@ -235,6 +273,7 @@ static int vm_accuracy(vm_ctx *c, const proto_cfg *cfg, int *bad, errbuf *e)
     }
     secinf_result_free(&r);
     secinf_keep_free(&k);
+    secinf_keep_free(&pk);
     free(ref);
     free(full);
     return rc;

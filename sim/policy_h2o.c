@@ -227,9 +227,11 @@ static uint32_t h2o_accumulate(h2o_em *w, const h2o_shape *s, uint32_t t, uint32
     uint32_t cs = h2o_tensor(w, "colsum", OPT_TEMP, Hkv, n, 1);
     h2o_op(w, OP_MATMUL, 1, Hkv * n, G * t, 1, pg, ones, OP_NONE, cs,
            OPF_PUBLIC_B | OPF_NO_TRUNC, 0, 0);
+    /* the carried scores (row 0 of a decode step: the new entry's 0), bound by the session */
     uint32_t score = h2o_tensor(w, "score", OPT_CACHE, Hkv, n, 1);
-    h2o_op(w, OP_ADD, Hkv, n, 0, 1, score, cs, OP_NONE, score, 0, 0, 0);
-    return score;
+    uint32_t acc = h2o_tensor(w, "acc", OPT_TEMP, Hkv, n, 1);
+    h2o_op(w, OP_ADD, Hkv, n, 0, 1, score, cs, OP_NONE, acc, 0, 0, 0);
+    return acc;
 }
 
 /* The table (Hkv, n, 2d+1) = [K | V | score] of the n attended rows: slices and transpositions

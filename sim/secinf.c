@@ -10,6 +10,7 @@
 #include "kern.h"
 #include "lower.h"
 #include "policy.h"
+#include "secpol.h"
 
 static uint64_t now_ns(void)
 {
@@ -54,13 +55,27 @@ static uint32_t kept_of(const secinf_keep *k, uint32_t pos, uint32_t l, uint32_t
     return c;
 }
 
+/* H2O on shares: the shapes of its ops, and the carried rows at kv cached entries (public:
+ * the prompt keeps min(P, heavy + recent), each step adds one and evicts down to the budget). */
+static h2o_shape spol_shape(const secinf_opts *o)
+{
+    const model_cfg *m = o->model;
+    return (h2o_shape){m->n_heads, m->n_kv_heads, m->head_dim, o->spol.heavy, o->spol.recent};
+}
+
+static uint32_t spol_rows(const secinf_opts *o, uint32_t kv)
+{
+    uint64_t b = (uint64_t)o->spol.heavy + o->spol.recent;
+    return kv < b ? kv : (uint32_t)b;
+}
+
 /* The lowering's `kept` for the decode step at kv cached entries: per layer and KV head. */
 static void step_kept(const secinf_opts *o, uint32_t kv, uint32_t *kept)
 {
     const model_cfg *m = o->model;
     for (uint32_t l = 0; l < m->n_layers; l++)
         for (uint32_t g = 0; g < m->n_kv_heads; g++)
-            kept[l * m->n_kv_heads + g] = kept_of(o->keep, kv, l, g, NULL);
+            kept[l * m->n_kv_heads + g] = o->spol.kind ? spol_rows(o, kv) : kept_of(o->keep, kv, l, g, NULL);
 }
 
 /* Under a policy, a decode step's cache tensor holds the new entry at row 0 and head g's kept
@@ -69,7 +84,7 @@ static void step_kept(const secinf_opts *o, uint32_t kv, uint32_t *kept)
  * order does not matter. */
 static int policy_layout(const secinf_opts *o, uint32_t s)
 {
-    return o->keep && s > 0;
+    return (o->keep || o->spol.kind) && s > 0;
 }
 
 /* A layer whose KV heads keep different numbers of entries attends in one vectorized block
@@ -115,7 +130,7 @@ int secinf_step_program(const secinf_opts *o, uint32_t s, op_program *p, errbuf 
     step_shape(o, s, &lo.n_tokens, &lo.kv_len);
     lo.phase = s ? PHASE_DECODE : PHASE_PREFILL;
     uint32_t *kept = NULL;
-    if (o->keep && s) {
+    if ((o->keep || o->spol.kind) && s) {
         kept = malloc((size_t)m->n_layers * m->n_kv_heads * sizeof *kept);
         if (!kept)
             return err_set(e, MS_ERR_NOMEM, "secure inference: out of memory");
@@ -130,8 +145,22 @@ int secinf_step_program(const secinf_opts *o, uint32_t s, op_program *p, errbuf 
         if (q->kind == OP_VIEW && p->tens[q->out].role == OPT_CACHE && q->layer >= 0)
             q->iarg = 0;
     }
-    for (uint32_t l = 0; !rc && kept && l < m->n_layers; l++)
+    for (uint32_t l = 0; !rc && kept && o->keep && l < m->n_layers; l++)
         rc = pad_mask(p, m, l, kept + (size_t)l * m->n_kv_heads, e);
+    /* the policy's selection on shares, per layer after the step (secpol.h) */
+    h2o_shape sh = spol_shape(o);
+    uint32_t c = s ? spol_rows(o, lo.kv_len) : 0;
+    char nm[3][48];
+    for (uint32_t l = 0; !rc && o->spol.kind == SECINF_SPOL_H2O && l < m->n_layers; l++) {
+        snprintf(nm[0], sizeof nm[0], "L%u.scores", l);
+        snprintf(nm[1], sizeof nm[1], "L%u.kcache", l);
+        snprintf(nm[2], sizeof nm[2], "L%u.vcache", l);
+        uint32_t pr = op_tensor_find(p, nm[0]), kc = op_tensor_find(p, nm[1]), vc = op_tensor_find(p, nm[2]);
+        if (pr == OP_NONE || kc == OP_NONE || vc == OP_NONE)
+            rc = err_set(e, MS_ERR_INTERNAL, "secure inference: layer %u has no attention", l);
+        else
+            rc = h2o_emit_ops(p, &sh, lo.phase, l, c, lo.n_tokens, pr, kc, vc, NULL, e);
+    }
     free(kept);
     return rc;
 }
@@ -143,12 +172,16 @@ typedef struct node_ctx {
     int frac;
     uint32_t s, t;       /* current step, its token count */
     const int *toks;     /* tokens of the current step */
+    double *aud;         /* the step's audit values (P0, opts.audit) */
+    uint32_t n_aud, cap_aud;
 } node_ctx;
 
 /* Binding: the model owner's weights by name (fixed point), the client's one-hot rows. */
 static int bind(void *ctx, const op_tensor *t, uint64_t *out, size_t n)
 {
     node_ctx *c = ctx;
+    if (t->role == OPT_PUBLIC && h2o_public(t, out, n))
+        return 1;
     if (t->role == OPT_WEIGHT) {
         uint32_t r, k;
         const float *w = llama_weight(c->o->weights, t->name, &r, &k);
@@ -263,6 +296,183 @@ static int cache_out(eng *e, const secinf_opts *o, mpc_val *full, const mpc_val 
     return rc;
 }
 
+/* ---- H2O on shares: the carried state ------------------------------------------------------- */
+
+/* The rows a layer carries after a step (secpol.h): row q of the next state is row row[q] of
+ * the step's table (src[q] = 0) or of its selected heavy rows (src[q] = 1); returns the count.
+ * A public function of the public shapes: the same on every node and in the audit. */
+static uint32_t spol_next(const h2o_shape *sh, int phase, uint32_t c, uint32_t t, uint8_t *src,
+                          uint32_t *row)
+{
+    uint32_t n = c + t, hh = sh->heavy, rec = sh->recent, R = 0;
+    uint64_t budget = (uint64_t)hh + rec;
+    if (h2o_selects(sh, phase, c, t)) {
+        for (uint32_t q = 0; q < hh; q++)
+            src[R] = 1, row[R++] = q;
+        if (phase == PHASE_PREFILL) {
+            for (uint32_t j = n - rec; j < n; j++) /* the recent window, in order */
+                src[R] = 0, row[R++] = j;
+            return R;
+        }
+        for (uint32_t j = (rec ? 1 : 0) + hh + 1; j <= c; j++)
+            src[R] = 0, row[R++] = j;
+        if (rec) /* the new entry joins the window */
+            src[R] = 0, row[R++] = 0;
+        return R;
+    }
+    if (phase == PHASE_PREFILL) {
+        uint32_t keep = n < budget ? n : (uint32_t)budget;
+        for (uint32_t j = n - keep; j < n; j++)
+            src[R] = 0, row[R++] = j;
+        return R;
+    }
+    for (uint32_t j = 1 + ((uint64_t)c + 1 > budget); j <= c; j++) /* heavy 0: the window slides */
+        src[R] = 0, row[R++] = j;
+    src[R] = 0, row[R++] = 0;
+    return R;
+}
+
+/* Columns [col, col+ncol) of the carried state (Hkv, R, F) into rows lead … lead+R-1 of a
+ * program tensor (Hkv, rows, ncol), the rest zero: a local re-layout. */
+static int spol_in(eng *e, const mpc_val *st, uint32_t Hkv, uint32_t R, uint32_t F, uint32_t col,
+                   uint32_t ncol, uint32_t rows, uint32_t lead, mpc_val *z)
+{
+    size_t n = (size_t)Hkv * rows * ncol;
+    uint32_t *idx = calloc(n, sizeof *idx);
+    uint64_t *sel = calloc(n, sizeof *sel);
+    int rc = idx && sel ? MS_OK : MS_ERR_NOMEM;
+    for (uint32_t g = 0; !rc && g < Hkv; g++)
+        for (uint32_t r = 0; r < R && r + lead < rows; r++)
+            for (uint32_t c = 0; c < ncol; c++) {
+                size_t i = ((size_t)g * rows + r + lead) * ncol + c;
+                idx[i] = (uint32_t)(((size_t)g * R + r) * F + col + c);
+                sel[i] = 1;
+            }
+    if (!rc)
+        rc = relayout(e, z, st, idx, sel, n);
+    free(idx), free(sel);
+    return rc;
+}
+
+/* Before decode step s: every layer's kcache, vcache and score tensors take the carried rows
+ * behind the new entry's row 0. */
+static int spol_bind(eng *e, const secinf_opts *o, const op_program *p, mpc_program_run *r,
+                     const mpc_val *st, uint32_t kv, errbuf *err)
+{
+    const model_cfg *m = o->model;
+    uint32_t d = m->head_dim, F = 2 * d + 1, R = spol_rows(o, kv);
+    static const char *const nm[3] = {"kcache", "vcache", "h2o.score"};
+    int rc = MS_OK;
+    for (uint32_t l = 0; !rc && l < m->n_layers; l++)
+        for (int w = 0; w < 3 && !rc; w++) {
+            char full[48];
+            snprintf(full, sizeof full, "L%u.%s", l, nm[w]);
+            uint32_t id = op_tensor_find(p, full);
+            if (id == OP_NONE)
+                return err_set(err, MS_ERR_INTERNAL, "secure inference: no tensor %s", full);
+            e->vt->release(e, &r->vals[id]);
+            rc = spol_in(e, &st[l], m->n_kv_heads, R, F, (uint32_t)w * d, w < 2 ? d : 1,
+                         p->tens[id].rows, 1, &r->vals[id]);
+        }
+    return rc;
+}
+
+/* After a step: every layer's next state from its table and selected heavy rows. */
+static int spol_update(eng *e, const secinf_opts *o, const op_program *p, mpc_program_run *r,
+                       mpc_val *st, uint32_t s, errbuf *err)
+{
+    const model_cfg *m = o->model;
+    uint32_t t, kv, Hkv = m->n_kv_heads, F = 2 * m->head_dim + 1;
+    step_shape(o, s, &t, &kv);
+    uint32_t c = s ? spol_rows(o, kv) : 0, n = c + t;
+    h2o_shape sh = spol_shape(o);
+    int phase = s ? PHASE_DECODE : PHASE_PREFILL;
+    uint8_t *src = malloc(n + sh.heavy + 1);
+    uint32_t *row = malloc((n + sh.heavy + 1) * sizeof *row);
+    int rc = src && row ? MS_OK : err_set(err, MS_ERR_NOMEM, "secure inference: out of memory");
+    uint32_t R = rc ? 0 : spol_next(&sh, phase, c, t, src, row);
+    size_t N = (size_t)Hkv * R * F;
+    uint32_t *idx = calloc(N + 1, sizeof *idx);
+    uint64_t *sel = calloc(N + 1, sizeof *sel);
+    if (!rc && (!idx || !sel))
+        rc = err_set(err, MS_ERR_NOMEM, "secure inference: out of memory");
+    for (uint32_t l = 0; !rc && l < m->n_layers; l++) {
+        char nm[2][48];
+        snprintf(nm[0], sizeof nm[0], "L%u.h2o.table", l);
+        snprintf(nm[1], sizeof nm[1], "L%u.h2o.heavy", l);
+        uint32_t id[2] = {op_tensor_find(p, nm[0]), op_tensor_find(p, nm[1])}, rows[2] = {n, sh.heavy};
+        mpc_val part[2] = {{0}, {0}}, z = {0};
+        for (int w = 0; w < 2 && !rc; w++) {
+            if (id[w] == OP_NONE)
+                continue;
+            for (uint32_t g = 0; g < Hkv; g++)
+                for (uint32_t q = 0; q < R; q++)
+                    for (uint32_t f = 0; f < F; f++) {
+                        size_t i = ((size_t)g * R + q) * F + f;
+                        sel[i] = src[q] == w;
+                        idx[i] = sel[i] ? (uint32_t)(((size_t)g * rows[w] + row[q]) * F + f) : 0;
+                    }
+            rc = relayout(e, &part[w], &r->vals[id[w]], idx, sel, N);
+        }
+        if (!rc && id[0] == OP_NONE)
+            rc = err_set(err, MS_ERR_INTERNAL, "secure inference: no tensor %s", nm[0]);
+        if (!rc && id[1] != OP_NONE) {
+            rc = e->vt->alloc(e, &z, N, DOM_ARITH);
+            if (!rc)
+                rc = e->vt->add(e, &z, &part[0], &part[1]);
+        } else if (!rc) {
+            z = part[0], part[0] = (mpc_val){0};
+        }
+        e->vt->release(e, &part[0]);
+        e->vt->release(e, &part[1]);
+        if (!rc) {
+            e->vt->release(e, &st[l]);
+            st[l] = z;
+        }
+    }
+    free(src), free(row), free(idx), free(sel);
+    return rc;
+}
+
+/* Validation instrumentation (opts.audit), outside the protocol: the selecting layers' one-hots
+ * and candidate scores opened after the step's program; P0 keeps them. */
+static int spol_audit(eng *e, mpc_net *net, node_ctx *c, const op_program *p, mpc_program_run *r,
+                      errbuf *err)
+{
+    const secinf_opts *o = c->o;
+    c->n_aud = 0;
+    for (uint32_t l = 0; l < o->model->n_layers; l++) {
+        char nm[2][48];
+        snprintf(nm[0], sizeof nm[0], "L%u.h2o.%s", l, c->s ? "argmin" : "topk");
+        snprintf(nm[1], sizeof nm[1], "L%u.h2o.cand", l);
+        for (int w = 0; w < 2; w++) {
+            uint32_t id = op_tensor_find(p, nm[w]);
+            if (id == OP_NONE)
+                continue;
+            size_t n = r->vals[id].n;
+            uint64_t *v = calloc(n + 1, sizeof *v);
+            if (!v || c->n_aud + n > c->cap_aud) {
+                size_t cap = 2 * (c->n_aud + n) + 64;
+                double *a = realloc(c->aud, cap * sizeof *a);
+                if (!v || !a) {
+                    free(v);
+                    if (a)
+                        c->aud = a;
+                    return err_set(err, MS_ERR_NOMEM, "secure inference: out of memory");
+                }
+                c->aud = a, c->cap_aud = (uint32_t)cap;
+            }
+            int rc = mpc_run_open(e, net, r, id, v, err);
+            for (size_t i = 0; !rc && i < n; i++)
+                c->aud[c->n_aud++] = w ? fx_decode(v[i], c->frac) : (double)(int64_t)v[i];
+            free(v);
+            if (rc)
+                return rc;
+        }
+    }
+    return MS_OK;
+}
+
 static uint32_t argmax_u(const double *x, uint32_t n)
 {
     uint32_t b = 0;
@@ -294,7 +504,9 @@ static int node_step(eng *e, mpc_net *net, node_ctx *c, op_program *p, mpc_progr
         mpc_program_run_free(e, prev);
     uint64_t t0 = now_ns();
     char nm[48];
-    for (uint32_t l = 0; !rc && kv && l < m->n_layers; l++)
+    if (!rc && o->spol.kind && s)
+        rc = spol_bind(e, o, p, r, kf, kv, err);
+    for (uint32_t l = 0; !rc && kv && !o->spol.kind && l < m->n_layers; l++)
         for (int w = 0; w < 2 && !rc; w++) {
             snprintf(nm, sizeof nm, "L%u.%ccache", l, w ? 'v' : 'k');
             uint32_t id = op_tensor_find(p, nm);
@@ -305,13 +517,17 @@ static int node_step(eng *e, mpc_net *net, node_ctx *c, op_program *p, mpc_progr
         }
     if (!rc)
         rc = mpc_run_ops(e, net, r, 0, p->n_ops, err);
-    for (uint32_t l = 0; !rc && l < m->n_layers; l++)
+    if (!rc && o->spol.kind)
+        rc = spol_update(e, o, p, r, kf, s, err);
+    for (uint32_t l = 0; !rc && !o->spol.kind && l < m->n_layers; l++)
         for (int w = 0; w < 2 && !rc; w++) {
             snprintf(nm, sizeof nm, "L%u.%ccache", l, w ? 'v' : 'k');
             uint32_t id = op_tensor_find(p, nm), cnt = policy_layout(o, s) ? 0 : kv; /* the new row */
             rc = cache_out(e, o, w ? &vf[l] : &kf[l], &r->vals[id], kv, t, cnt, p->tens[id].rows);
         }
     uint64_t ns = now_ns() - t0;
+    if (!rc && o->audit && o->spol.kind)
+        rc = spol_audit(e, net, c, p, r, err);
     uint32_t lg = op_tensor_find(p, "logits");
     if (!rc && !mpc_engine_is_dealer(e) && e->party == 0) {
         for (uint32_t i = 0; i < m->vocab; i++)
@@ -359,6 +575,10 @@ int secinf_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
             fwrite(logits, sizeof *logits, m->vocab, out);
             fwrite(&cur, sizeof cur, 1, out);
             fwrite(&next, sizeof next, 1, out);
+            if (o->audit && o->spol.kind) {
+                fwrite(&c.n_aud, sizeof c.n_aud, 1, out);
+                fwrite(c.aud, sizeof *c.aud, c.n_aud, out);
+            }
         }
         tok = next;
     }
@@ -370,7 +590,7 @@ int secinf_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
         e->vt->release(e, &kf[l]);
         e->vt->release(e, &vf[l]);
     }
-    free(kf), free(vf), free(logits);
+    free(kf), free(vf), free(logits), free(c.aud);
     return rc;
 }
 
@@ -402,6 +622,18 @@ static int parse_node(secinf_result *r, const mpc_node_result *nr, uint32_t node
         memcpy(r->logits + (size_t)s * r->vocab, b, lb), b += lb;
         memcpy(&r->tokens[s], b, sizeof(int)), b += sizeof(int);
         memcpy(&r->next[s], b, sizeof(int)), b += sizeof(int);
+        if (!r->audit)
+            continue;
+        uint32_t na;
+        if (b + sizeof na > end)
+            return err_set(e, MS_ERR_PEER, "secure inference: P0's audit of step %u is short", s);
+        memcpy(&na, b, sizeof na), b += sizeof na;
+        if (b + (size_t)na * sizeof(double) > end)
+            return err_set(e, MS_ERR_PEER, "secure inference: P0's audit of step %u is short", s);
+        if (!(r->audit[s] = malloc((size_t)na * sizeof(double) + 1)))
+            return err_set(e, MS_ERR_NOMEM, "secure inference: out of memory");
+        memcpy(r->audit[s], b, (size_t)na * sizeof(double)), b += (size_t)na * sizeof(double);
+        r->n_audit[s] = na;
     }
     return MS_OK;
 }
@@ -421,8 +653,19 @@ int secinf_prepare(const secinf_opts *o, secinf_result *r, errbuf *e)
                     o->keep->max_len < o->n_tokens + o->n_gen))
         return err_set(e, MS_ERR_INPUT, "secure inference: keep masks for %u layers × %u KV heads × %u positions",
                        o->keep->n_layers, o->keep->n_kv_heads, o->keep->max_len);
+    if (o->spol.kind && (o->keep || o->spol.kind != SECINF_SPOL_H2O))
+        return err_set(e, MS_ERR_INPUT, "secure inference: a policy on shares (kind %d) with keep masks", o->spol.kind);
+    if (o->spol.kind && o->model->n_heads % o->model->n_kv_heads)
+        return err_set(e, MS_ERR_INPUT, "secure inference: %u heads over %u KV heads", o->model->n_heads,
+                       o->model->n_kv_heads);
     r->n_steps = secinf_n_steps(o);
     r->n_parties = (uint32_t)pr->n_parties;
+    if (o->audit && o->spol.kind) {
+        r->audit = calloc(r->n_steps, sizeof *r->audit);
+        r->n_audit = calloc(r->n_steps, sizeof *r->n_audit);
+        if (!r->audit || !r->n_audit)
+            return err_set(e, MS_ERR_NOMEM, "secure inference: out of memory");
+    }
     r->vocab = o->model->vocab;
     r->logits = calloc((size_t)r->n_steps * r->vocab, sizeof *r->logits);
     r->tokens = calloc(r->n_steps, sizeof *r->tokens);
@@ -476,6 +719,10 @@ void secinf_result_free(secinf_result *r)
         for (size_t i = 0; i < (size_t)r->n_steps * r->n_nodes; i++)
             free(r->st[i].ops);
     free(r->st);
+    for (uint32_t s = 0; r->audit && s < r->n_steps; s++)
+        free(r->audit[s]);
+    free(r->audit);
+    free(r->n_audit);
     free(r->logits);
     free(r->tokens);
     free(r->next);
@@ -668,4 +915,220 @@ void secinf_keep_free(secinf_keep *k)
 {
     free(k->keep);
     memset(k, 0, sizeof *k);
+}
+
+/* ---- policies inside MPC: which way, public keep masks, the selection's audit ---------------- */
+
+int secinf_public_keep(const model_cfg *m, const char *policy, const char *const *params,
+                       size_t n_params, uint32_t n, uint32_t prompt, secinf_keep *k, errbuf *e)
+{
+    memset(k, 0, sizeof *k);
+    const policy_ops *pol = policy_find(policy);
+    if (!pol)
+        return err_set(e, MS_ERR_INPUT, "unknown policy '%s'", policy);
+    if (pol->observe)
+        return err_set(e, MS_ERR_INPUT, "policy %s observes the model: its kept set is not public", policy);
+    if (!prompt || prompt > n || n_params > RUN_MAX_PARAMS)
+        return err_set(e, MS_ERR_INPUT, "policy %s: prompt %u of %u tokens, %zu parameters", policy, prompt, n,
+                       n_params);
+    kv_param kv[RUN_MAX_PARAMS];
+    int rc = prep_args(params, n_params, kv, e);
+    if (!rc)
+        rc = policy_check_params(pol, kv, n_params, "(command line)", e);
+    if (rc)
+        return rc;
+    policy_env env = {.n_layers = m->n_layers, .n_heads = m->n_heads, .n_kv_heads = m->n_kv_heads,
+                      .head_dim = m->head_dim, .dim = m->dim, .ffn_dim = m->ffn_dim, .prompt_len = prompt,
+                      .max_len = n};
+    policy_args a = {.kv = kv, .n = n_params, .path = "(command line)"};
+    void *st = NULL;
+    if ((rc = pol->init(&env, &a, &st, e)))
+        return rc;
+    *k = (secinf_keep){.from = prompt, .max_len = n, .n_layers = m->n_layers, .n_kv_heads = m->n_kv_heads};
+    k->keep = calloc((size_t)n * m->n_layers * m->n_kv_heads * n + 1, 1);
+    uint8_t *row = calloc((size_t)m->n_kv_heads * (n + 1), 1);
+    if (!k->keep || !row)
+        rc = err_set(e, MS_ERR_NOMEM, "policy %s: out of memory", policy);
+    if (!rc && pol->prefill)
+        rc = pol->prefill(st, e);
+    /* positions only: no query, nothing observed */
+    for (uint32_t pos = prompt; !rc && pos < n; pos++)
+        for (uint32_t l = 0; !rc && l < m->n_layers; l++) {
+            rc = pol->select(st, l, pos, NULL, row, e);
+            for (uint32_t g = 0; !rc && g < m->n_kv_heads; g++)
+                memcpy(k->keep + (((size_t)pos * m->n_layers + l) * m->n_kv_heads + g) * n, row + (size_t)g * pos, pos);
+        }
+    pol->fini(st);
+    free(row);
+    if (rc)
+        secinf_keep_free(k);
+    return rc;
+}
+
+int secinf_spol_of(const model_cfg *m, const char *policy, const char *const *params,
+                   size_t n_params, uint32_t prompt, uint32_t n, secinf_spol *sp, int *is_public,
+                   errbuf *e)
+{
+    memset(sp, 0, sizeof *sp);
+    *is_public = 0;
+    const policy_ops *pol = policy_find(policy);
+    if (!pol)
+        return err_set(e, MS_ERR_INPUT, "unknown policy '%s'", policy);
+    if (!pol->observe) {
+        *is_public = 1;
+        return MS_OK;
+    }
+    if (pol != &policy_h2o)
+        return MS_OK;
+    if (n_params > RUN_MAX_PARAMS)
+        return err_set(e, MS_ERR_INPUT, "policy %s: %zu parameters", policy, n_params);
+    kv_param kv[RUN_MAX_PARAMS];
+    int rc = prep_args(params, n_params, kv, e);
+    if (!rc)
+        rc = policy_check_params(pol, kv, n_params, "(command line)", e);
+    policy_env env = {.n_layers = m->n_layers, .n_heads = m->n_heads, .n_kv_heads = m->n_kv_heads,
+                      .head_dim = m->head_dim, .prompt_len = prompt, .max_len = n};
+    policy_args a = {.kv = kv, .n = n_params, .path = "(command line)"};
+    if (!rc)
+        rc = h2o_budgets(&env, &a, &sp->heavy, &sp->recent, e);
+    if (!rc)
+        sp->kind = SECINF_SPOL_H2O;
+    return rc;
+}
+
+/* The plaintext keep mask of (pos, l, g), or NULL outside the recorded positions. */
+static const uint8_t *plain_mask(const secinf_keep *k, uint32_t pos, uint32_t l, uint32_t g)
+{
+    if (!k || !k->keep || pos < k->from || pos >= k->max_len)
+        return NULL;
+    return k->keep + (((size_t)pos * k->n_layers + l) * k->n_kv_heads + g) * k->max_len;
+}
+
+/* Whether the positions slot[0..R) are exactly the kept set of mask over [0, pos). */
+static int same_set(const uint32_t *slot, uint32_t R, const uint8_t *mask, uint32_t pos)
+{
+    uint32_t cnt = 0;
+    for (uint32_t j = 0; j < pos; j++)
+        cnt += mask[j] != 0;
+    if (cnt != R)
+        return 0;
+    for (uint32_t q = 0; q < R; q++)
+        if (slot[q] >= pos || !mask[slot[q]])
+            return 0;
+    return 1;
+}
+
+/* One decode eviction of (l, g) at position pos against the plaintext's: cand[i] positions,
+ * sc their secure scores, v the secure victim's index. */
+static void sel_evict(const secinf_keep *plain, uint32_t pos, uint32_t l, uint32_t g, const uint32_t *cand,
+                      const double *sc, uint32_t nc, uint32_t v, double tie, int sets_equal, secinf_sel *out)
+{
+    const uint8_t *now = plain_mask(plain, pos, l, g), *next = plain_mask(plain, pos + 1, l, g);
+    if (!now || !next)
+        return;
+    uint32_t pv = UINT32_MAX;
+    for (uint32_t j = 0; j <= pos && pv == UINT32_MAX; j++)
+        if ((j == pos || now[j]) && !next[j])
+            pv = j;
+    out->evictions++;
+    if (pv == cand[v]) {
+        out->evict_same++;
+        return;
+    }
+    uint32_t pi = UINT32_MAX;
+    for (uint32_t i = 0; i < nc; i++)
+        if (cand[i] == pv)
+            pi = i;
+    if (pi == UINT32_MAX || !sets_equal) {
+        out->diverged++;
+        return;
+    }
+    double mg = sc[pi] - sc[v];
+    out->max_margin = mg > out->max_margin ? mg : out->max_margin;
+    out->near_ties += mg <= tie;
+}
+
+int secinf_sel_compare(const secinf_opts *o, const secinf_result *r, const secinf_keep *plain,
+                       double tie_bound, secinf_sel *out, errbuf *e)
+{
+    memset(out, 0, sizeof *out);
+    if (o->spol.kind != SECINF_SPOL_H2O || !r->audit)
+        return err_set(e, MS_ERR_INPUT, "selection audit: no H2O run with the audit on");
+    const model_cfg *m = o->model;
+    uint32_t L = m->n_layers, Hkv = m->n_kv_heads, hh = o->spol.heavy, Nmax = o->n_tokens + o->n_gen + 2;
+    h2o_shape sh = spol_shape(o);
+    /* the positions each layer's and KV head's rows hold, followed through the public row maps
+     * and the opened one-hots */
+    uint32_t *slot = calloc((size_t)L * Hkv * Nmax, sizeof *slot), *nslot = calloc(Nmax, sizeof *nslot);
+    uint32_t *cand = calloc(Nmax, sizeof *cand), *row = calloc(Nmax + hh, sizeof *row), *heavy = calloc(hh + 1, sizeof *heavy);
+    uint8_t *src = calloc(Nmax + hh, 1);
+    if (!slot || !nslot || !cand || !row || !heavy || !src) {
+        free(slot), free(nslot), free(cand), free(row), free(heavy), free(src);
+        return err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
+    }
+    int rc = MS_OK;
+    uint32_t R = 0;
+    for (uint32_t s = 0; !rc && s < r->n_steps; s++) {
+        uint32_t t, kv;
+        step_shape(o, s, &t, &kv);
+        uint32_t c = s ? spol_rows(o, kv) : 0, n = c + t, pos = kv;
+        int phase = s ? PHASE_DECODE : PHASE_PREFILL, sel = h2o_selects(&sh, phase, c, t);
+        uint32_t r0 = s ? (o->spol.recent ? 1 : 0) : 0, nc = s ? hh + 1 : n - o->spol.recent;
+        uint32_t per = s ? nc : hh * nc; /* one-hot values per KV head */
+        if (sel && r->n_audit[s] != (size_t)L * Hkv * (per + nc)) {
+            rc = err_set(e, MS_ERR_INTERNAL, "selection audit: step %u has %u values", s, r->n_audit[s]);
+            break;
+        }
+        uint32_t Rn = spol_next(&sh, phase, c, t, src, row);
+        for (uint32_t l = 0; l < L; l++)
+            for (uint32_t g = 0; g < Hkv; g++) {
+                uint32_t *sl = slot + ((size_t)l * Hkv + g) * Nmax;
+                const uint8_t *pm = plain_mask(plain, pos, l, g);
+                int eq = 1;
+                if (s && pm) {
+                    eq = same_set(sl, R, pm, pos);
+                    out->kept_sets++;
+                    out->kept_same += (uint32_t)eq;
+                }
+                /* program rows: prefill j = position j; decode 0 = pos, q ≥ 1 = slot q-1 */
+                for (uint32_t i = 0; i < n; i++)
+                    nslot[i] = s ? (i ? sl[i - 1] : pos) : i;
+                if (sel) {
+                    const double *oh = r->audit[s] + (size_t)l * Hkv * (per + nc) + (size_t)g * per;
+                    const double *sc = r->audit[s] + (size_t)l * Hkv * (per + nc) + (size_t)Hkv * per + (size_t)g * nc;
+                    for (uint32_t i = 0; i < nc; i++)
+                        cand[i] = nslot[r0 + i];
+                    if (s) {
+                        uint32_t v = 0;
+                        for (uint32_t i = 0; i < nc; i++)
+                            v = oh[i] > 0.5 ? i : v;
+                        sel_evict(plain, pos, l, g, cand, sc, nc, v, tie_bound, eq, out);
+                        for (uint32_t i = 0, q = 0; i < nc; i++)
+                            if (i != v)
+                                heavy[q++] = cand[i];
+                    } else {
+                        for (uint32_t q = 0; q < hh; q++)
+                            for (uint32_t i = 0; i < nc; i++)
+                                if (oh[(size_t)q * nc + i] > 0.5)
+                                    heavy[q] = cand[i];
+                        const uint8_t *pm1 = plain_mask(plain, pos + n, l, g);
+                        if (pm1) { /* the heavy set against the plaintext's prompt selection */
+                            int same = 1;
+                            for (uint32_t q = 0; q < hh; q++)
+                                same &= heavy[q] < nc && pm1[heavy[q]];
+                            uint32_t cnt = 0;
+                            for (uint32_t j = 0; j < nc; j++)
+                                cnt += pm1[j] != 0;
+                            out->prefill_sets++;
+                            out->prefill_same += (uint32_t)(same && cnt == hh);
+                        }
+                    }
+                }
+                for (uint32_t q = 0; q < Rn; q++)
+                    sl[q] = src[q] ? heavy[row[q]] : nslot[row[q]];
+            }
+        R = Rn;
+    }
+    free(slot), free(nslot), free(cand), free(row), free(heavy), free(src);
+    return rc;
 }

@@ -10,12 +10,17 @@
  * A step list: one prefill program of `prefill` tokens, then every further given token as its
  * own decode step (teacher forcing), then `n_gen` greedy decode steps.
  *
- * A policy applied inside MPC: keep masks (which cached positions each layer and KV head
- * attends to at each decode position) restrict the secret cache before the step: the kept
- * entries are moved to the front of each head's cache by a local re-layout of the shares, the
- * step is lowered with the public kept counts, and its attention reads exactly those entries
- * plus the new one. For validation the masks come from the plaintext replay of the same policy
- * (secinf_policy_replay); a deployment would compute them on shares with the policy's ops. */
+ * A policy applied inside MPC, two ways:
+ *   - selection on shares (secinf_opts.spol, sim/secpol.h): the policy's selection ops are part
+ *     of each step's program and run on secret shares; the parties learn the public kept counts
+ *     only, and the secret cache is carried between steps in the selected (secret) order. H2O.
+ *   - keep masks (secinf_opts.keep: which cached positions each layer and KV head attends to at
+ *     each decode position), public: the kept entries are moved to the front of each head's
+ *     cache by a local re-layout of the shares. Right for a policy whose kept set is a public
+ *     function of positions (StreamingLLM: secinf_public_keep); for any other policy the masks
+ *     come from its plaintext replay (secinf_policy_replay), which a deployment cannot do.
+ * Either way the step is lowered with the public kept counts and its attention reads exactly
+ * the kept entries plus the new one. */
 #ifndef MPCSIM_SECINF_H
 #define MPCSIM_SECINF_H
 
@@ -36,6 +41,13 @@ typedef struct secinf_keep {
     uint8_t *keep;
 } secinf_keep;
 
+/* A policy whose selection runs on shares (sim/secpol.h). */
+typedef enum secinf_spol_kind { SECINF_SPOL_NONE, SECINF_SPOL_H2O } secinf_spol_kind;
+typedef struct secinf_spol {
+    int kind;                /* secinf_spol_kind */
+    uint32_t heavy, recent;  /* H2O's budgets */
+} secinf_spol;
+
 typedef struct secinf_opts {
     const model_cfg *model;
     const llama *weights;   /* the model owner's weights (read at P1 only) */
@@ -44,7 +56,12 @@ typedef struct secinf_opts {
     uint32_t n_tokens;
     uint32_t prefill;       /* tokens in the first (prefill) program, 1 ≤ prefill ≤ n_tokens */
     uint32_t n_gen;         /* greedy tokens generated after the given ones */
-    const secinf_keep *keep;/* NULL: full cache */
+    const secinf_keep *keep;/* NULL: full cache (or spol) */
+    secinf_spol spol;       /* kind SECINF_SPOL_NONE: none (zero-initialized) */
+    int audit;              /* validation instrumentation, not part of the protocol: after each
+                             * step's program (outside every op's counters and the step's time),
+                             * the selection one-hots and candidate scores are opened and P0
+                             * reports them (secinf_result.audit) */
     uint64_t latency_ns;    /* one-way latency the transport injects */
     int deadline_ms;        /* 0: scaled from the step count */
 } secinf_opts;
@@ -63,6 +80,9 @@ typedef struct secinf_result {
     int *next;              /* n_steps: P0's greedy choice from the step's logits */
     uint32_t *n_ops;        /* per step */
     secinf_node_step *st;   /* [step · n_nodes + node] */
+    double **audit;         /* per step, with opts.audit: per selecting layer, the one-hot
+                             * values then the candidates' scores (shapes: secpol.h) */
+    uint32_t *n_audit;      /* per step: values in audit[step] */
     double seconds;         /* whole session (fork to last node done) */
 } secinf_result;
 
@@ -88,6 +108,32 @@ int secinf_policy_replay(const model_cfg *m, llama *ref, const char *policy,
                          const char *const *params, size_t n_params, const int *tokens,
                          uint32_t n, uint32_t prompt, secinf_keep *k, float *logits, errbuf *e);
 void secinf_keep_free(secinf_keep *k);
+
+/* Keep masks of a policy whose kept set is a public function of positions (no observe():
+ * StreamingLLM, full): its select() at every decode position, nothing observed. */
+int secinf_public_keep(const model_cfg *m, const char *policy, const char *const *params,
+                       size_t n_params, uint32_t n, uint32_t prompt, secinf_keep *k, errbuf *e);
+
+/* How a policy runs inside MPC: SECINF_SPOL_H2O (selection on shares; budgets filled), or
+ * SECINF_SPOL_NONE with *is_public = 1 when its kept set is public (secinf_public_keep), 0 when
+ * it has no selection on shares. */
+int secinf_spol_of(const model_cfg *m, const char *policy, const char *const *params,
+                   size_t n_params, uint32_t prompt, uint32_t n, secinf_spol *sp, int *is_public,
+                   errbuf *e);
+
+/* The secure selection against the plaintext replay's keep masks (opts.audit run). */
+typedef struct secinf_sel {
+    uint32_t prefill_sets, prefill_same; /* (layer, KV head) heavy sets chosen at the prompt */
+    uint32_t kept_sets, kept_same;       /* (decode position, layer, KV head) kept sets */
+    uint32_t evictions, evict_same;      /* decode evictions with a later position to show them */
+    uint32_t near_ties;                  /* differing evictions whose two victims' secure scores
+                                          * are within tie_bound of each other */
+    uint32_t diverged;                   /* differing evictions after the kept sets differed */
+    double max_margin;                   /* largest secure score margin of a differing eviction
+                                          * between the plaintext's victim and the secure one */
+} secinf_sel;
+int secinf_sel_compare(const secinf_opts *o, const secinf_result *r, const secinf_keep *plain,
+                       double tie_bound, secinf_sel *out, errbuf *e);
 
 /* Accuracy of secure logits against reference logits over n positions. */
 typedef struct secinf_acc {

@@ -46,7 +46,8 @@ typedef struct h2o_shape {
 
 /* Tensors of one layer's H2O ops (OP_NONE where the phase has none). */
 typedef struct h2o_ids {
-    uint32_t score;   /* (Hkv, n, 1) accumulated scores of the n attended rows (OPT_CACHE) */
+    uint32_t score;   /* (Hkv, n, 1) accumulated scores of the n attended rows ("L<l>.h2o.acc";
+                       * the carried ones are the OPT_CACHE input "L<l>.h2o.score") */
     uint32_t table;   /* (Hkv, n, 2d+1) [K | V | score] of the attended rows */
     uint32_t cand;    /* (Hkv, ncand, 1) the candidates' scores */
     uint32_t onehot;  /* prefill: (Hkv, heavy, P-recent) TOPK rows; decode: (Hkv, 1, heavy+1) */
