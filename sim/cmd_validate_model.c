@@ -193,6 +193,8 @@ static void vm_policy_note(const vm_args *a, const secinf_opts *o, const secinf_
     printf("#       %s selected on shares (heavy %u, recent %u); against the replay: prompt heavy sets %u/%u, "
            "evictions %u/%u, kept sets %u/%u\n", a->policy, sp.heavy, sp.recent, sel.prefill_same, sel.prefill_sets,
            sel.evict_same, sel.evictions, sel.kept_same, sel.kept_sets);
+    printf("#       selections whose secure scores are separated by more than 0.01: %u/%u equal to the "
+           "replay's\n", sel.separated_same, sel.separated);
     if (sel.evict_same < sel.evictions)
         printf("#       differing evictions: %u near ties (secure score margin <= 0.01), %u after the kept sets "
                "differed; largest margin %.4f\n", sel.near_ties, sel.diverged, sel.max_margin);

@@ -1031,6 +1031,14 @@ static void sel_evict(const secinf_keep *plain, uint32_t pos, uint32_t l, uint32
         if ((j == pos || now[j]) && !next[j])
             pv = j;
     out->evictions++;
+    double gap = INFINITY; /* the secure victim's lead over the next lowest score */
+    for (uint32_t i = 0; i < nc; i++)
+        if (i != v && sc[i] - sc[v] < gap)
+            gap = sc[i] - sc[v];
+    if (sets_equal) { /* the same candidates on both sides */
+        out->separated += gap > tie;
+        out->separated_same += gap > tie && pv == cand[v];
+    }
     if (pv == cand[v]) {
         out->evict_same++;
         return;
@@ -1121,6 +1129,20 @@ int secinf_sel_compare(const secinf_opts *o, const secinf_result *r, const secin
                                 cnt += pm1[j] != 0;
                             out->prefill_sets++;
                             out->prefill_same += (uint32_t)(same && cnt == hh);
+                            /* separation: the lowest chosen score above the highest other */
+                            double lo = INFINITY, hi = -INFINITY;
+                            for (uint32_t i = 0; i < nc; i++) {
+                                int chosen = 0;
+                                for (uint32_t q = 0; q < hh; q++)
+                                    chosen |= heavy[q] == cand[i];
+                                if (chosen)
+                                    lo = sc[i] < lo ? sc[i] : lo;
+                                else
+                                    hi = sc[i] > hi ? sc[i] : hi;
+                            }
+                            out->separated += lo - hi > tie_bound;
+                            out->separated_same += lo - hi > tie_bound && same && cnt == hh;
+                            out->near_ties += !(same && cnt == hh) && lo - hi <= tie_bound;
                         }
                     }
                 }

@@ -126,8 +126,13 @@ typedef struct secinf_sel {
     uint32_t prefill_sets, prefill_same; /* (layer, KV head) heavy sets chosen at the prompt */
     uint32_t kept_sets, kept_same;       /* (decode position, layer, KV head) kept sets */
     uint32_t evictions, evict_same;      /* decode evictions with a later position to show them */
-    uint32_t near_ties;                  /* differing evictions whose two victims' secure scores
-                                          * are within tie_bound of each other */
+    uint32_t separated, separated_same;  /* selections (prompt sets, evictions from the same
+                                          * candidates) whose secure scores separate the chosen
+                                          * from the rest by more than tie_bound, and of them
+                                          * those equal to the replay's */
+    uint32_t near_ties;                  /* differing selections within tie_bound: evictions
+                                          * whose two victims' secure scores are that close,
+                                          * prompt sets whose boundary is */
     uint32_t diverged;                   /* differing evictions after the kept sets differed */
     double max_margin;                   /* largest secure score margin of a differing eviction
                                           * between the plaintext's victim and the secure one */

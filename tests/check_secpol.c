@@ -1,0 +1,386 @@
+/* check_secpol.c — eviction policies whose selection runs on secret shares (sim/secpol.h).
+ *
+ * - H2O on shares (stories260K, prompt 12 > heavy 4 + recent 4, so both the prompt's top-k and
+ *   the per-step evictions run): the secure logits match the plaintext replay of the policy
+ *   within the fixed-point tolerance while the policy itself moves them by more; every
+ *   selection whose secure scores are well separated equals the replay's, and nearly all do;
+ *   every op of every step, the selection ops included, has the bytes and rounds the cost
+ *   engine predicts;
+ * - the ops h2o's emit_cost gives the simulator are the ops the secure session runs (kinds,
+ *   shapes, flags, arguments), for the prompt and a decode step;
+ * - nothing about the selection is revealed: the only opening in a step is the client's
+ *   logits, the programs depend on public shapes only (the same for another text), and the
+ *   audit (the test's post-hoc opening) leaves every op's traffic unchanged;
+ * - StreamingLLM's kept set is a public function of positions (the same masks without
+ *   observing the model); mpcache has no selection on shares and the command says so. */
+#include <check.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "policy.h"
+#include "secinf.h"
+#include "secpol.h"
+#include "valid.h"
+
+/* Logit tolerance against the replay (f = 18, approx sigmoid), as tests/check_validate.c. */
+#define LOGIT_TOL 0.3
+/* Scores closer than this are near ties for the secure top-k / arg-min (BENCHMARKS.md:
+ * differing evictions had secure margins below 0.01). */
+#define TIE 0.02
+
+enum { N = 28, P = 12 };
+static const char *const h2o_params[] = {"heavy=4", "recent=4"};
+
+typedef struct fixture {
+    model_cfg m;
+    llama *L;
+    int ids[1024];
+    int n;
+} fixture;
+
+static void fixture_open(fixture *f)
+{
+    errbuf e = {{0}};
+    ck_assert_msg(model_load("stories260K", &f->m, &e) == MS_OK, "%s", e.msg);
+    char wp[1024], tp[1024], txt[1024];
+    ck_assert_int_eq(model_file_path(f->m.weights, wp, sizeof wp), 0);
+    ck_assert_int_eq(model_file_path(f->m.tokenizer, tp, sizeof tp), 0);
+    ck_assert_msg(llama_load(&f->m, wp, &f->L, &e) == MS_OK, "%s", e.msg);
+    llama_tok *T;
+    ck_assert_msg(llama_tok_load(tp, f->m.vocab, &T, &e) == MS_OK, "%s", e.msg);
+    const char *data = getenv("MPCSIM_DATA");
+    snprintf(txt, sizeof txt, "%s/tests/data/tinystories_sample.txt", data ? data : ".");
+    FILE *fp = fopen(txt, "r");
+    ck_assert_msg(fp != NULL, "cannot open %s", txt);
+    static char text[8192];
+    size_t n = fread(text, 1, sizeof text - 1, fp);
+    text[n] = 0;
+    fclose(fp);
+    f->n = llama_tok_encode(T, text, f->ids, 1024);
+    ck_assert_int_ge(f->n, 2 * N);
+    llama_tok_free(T);
+}
+
+static void h2o_opts(fixture *f, const char *pname, secinf_opts *o)
+{
+    errbuf e = {{0}};
+    memset(o, 0, sizeof *o);
+    *o = (secinf_opts){.model = &f->m, .weights = f->L, .tokens = f->ids, .n_tokens = N, .prefill = P};
+    ck_assert_int_eq(proto_cfg_default(pname, &o->cfg, &e), MS_OK);
+    ck_assert_int_eq(proto_cfg_set(&o->cfg, "approx", "sigmoid", &e), MS_OK);
+    int pub = 1;
+    ck_assert_msg(secinf_spol_of(&f->m, "h2o", h2o_params, 2, P, N, &o->spol, &pub, &e) == MS_OK, "%s", e.msg);
+    ck_assert_int_eq(o->spol.kind, SECINF_SPOL_H2O);
+    ck_assert_int_eq(pub, 0);
+    ck_assert_uint_eq(o->spol.heavy, 4);
+    ck_assert_uint_eq(o->spol.recent, 4);
+}
+
+/* Policy ops of a step's program by kind. */
+static uint32_t count_kind(const op_program *p, int kind)
+{
+    uint32_t c = 0;
+    for (size_t i = 0; i < p->n_ops; i++)
+        c += p->ops[i].cat == OPC_POLICY && p->ops[i].kind == kind;
+    return c;
+}
+
+START_TEST(test_h2o_on_shares)
+{
+    static const char *const protos[] = {"semi2k", "aby3"};
+    fixture f;
+    fixture_open(&f);
+    errbuf e = {{0}};
+    uint32_t V = f.m.vocab, LH = f.m.n_layers * f.m.n_kv_heads;
+    float *pol = malloc((size_t)N * V * sizeof *pol), *full = malloc((size_t)N * V * sizeof *full);
+    secinf_keep k;
+    ck_assert_msg(secinf_policy_replay(&f.m, f.L, "h2o", h2o_params, 2, f.ids, N, P, &k, pol, &e) == MS_OK, "%s",
+                  e.msg);
+    llama_reset(f.L);
+    for (uint32_t p = 0; p < N; p++)
+        llama_forward(f.L, f.ids[p], p, NULL, full + (size_t)p * V);
+    secinf_opts o;
+    h2o_opts(&f, protos[_i], &o);
+    o.audit = 1;
+    secinf_result r;
+    ck_assert_msg(secinf_run(&o, &r, &e) == MS_OK, "%s", e.msg);
+    /* logits: the replay's, within the tolerance; not the full cache's */
+    secinf_acc a, moved;
+    secinf_compare(r.logits, pol + (size_t)(P - 1) * V, r.n_steps, V, &a);
+    ck_assert_uint_ge(a.top1_agree + 1, r.n_steps);
+    ck_assert_msg(a.miss_gap < 2 * LOGIT_TOL, "a disagreement where the replay's margin is %.4f", a.miss_gap);
+    ck_assert_msg(a.max_abs < LOGIT_TOL, "logit error vs the replay %.4f", a.max_abs);
+    secinf_compare(r.logits, full + (size_t)(P - 1) * V, r.n_steps, V, &moved);
+    ck_assert_msg(moved.max_abs > 3 * LOGIT_TOL, "the policy moved the logits by only %.4f", moved.max_abs);
+    /* the selection: the prompt's heavy sets, one eviction per step and layer and KV head */
+    secinf_sel s;
+    ck_assert_msg(secinf_sel_compare(&o, &r, &k, TIE, &s, &e) == MS_OK, "%s", e.msg);
+    ck_assert_uint_eq(s.prefill_sets, LH);
+    ck_assert_uint_eq(s.evictions, (N - P - 1) * LH);
+    ck_assert_uint_eq(s.kept_sets, (N - P) * LH);
+    ck_assert_msg(s.separated_same == s.separated, "%u of %u well-separated selections differ",
+                  s.separated - s.separated_same, s.separated);
+    ck_assert_msg(s.separated * 10 >= (s.prefill_sets + s.evictions) * 8, "only %u of %u selections separated",
+                  s.separated, s.prefill_sets + s.evictions);
+    ck_assert_msg(s.evict_same * 100 >= s.evictions * 95, "evictions %u/%u", s.evict_same, s.evictions);
+    ck_assert_msg(s.prefill_same * 100 >= s.prefill_sets * 90, "prompt sets %u/%u", s.prefill_same, s.prefill_sets);
+    ck_assert_msg(s.evict_same == s.evictions || s.max_margin <= TIE, "a differing eviction with margin %.4f",
+                  s.max_margin);
+    /* every op's bytes and rounds, the selection's included */
+    net_cfg net;
+    net_uniform(&net, (int)r.n_parties, 0, 1e9);
+    machine_profile mach;
+    machine_default(&mach);
+    op_program p;
+    op_program_init(&p);
+    for (uint32_t st = 0; st < r.n_steps; st++) {
+        valid_row row;
+        ck_assert_msg(valid_step(&o, &r, st, &net, &mach, &row, &e) == MS_OK, "%s", e.msg);
+        ck_assert_msg(row.ops_mismatched == 0, "step %u: %s", st, row.first_mismatch);
+        ck_assert_int_eq(secinf_step_program(&o, st, &p, &e), MS_OK);
+        uint32_t L = f.m.n_layers, dec = st > 0 && P + st - 1 >= 8;
+        ck_assert_uint_eq(count_kind(&p, OP_TOPK), st ? 0 : L);
+        ck_assert_uint_eq(count_kind(&p, OP_GATHER), st ? 0 : L);
+        ck_assert_uint_eq(count_kind(&p, OP_ARGMAX), dec ? L : 0);
+        ck_assert_uint_eq(count_kind(&p, OP_SELECT), dec ? L : 0);
+    }
+    op_program_free(&p);
+    secinf_result_free(&r);
+    secinf_keep_free(&k);
+    free(pol);
+    free(full);
+    llama_free(f.L);
+}
+END_TEST
+
+/* The ops of one layer and phase in a program (category policy), in order. */
+static size_t layer_ops(const op_program *p, int layer, int phase, const op **out, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < p->n_ops; i++)
+        if (p->ops[i].cat == OPC_POLICY && p->ops[i].layer == layer && p->ops[i].phase == phase && n < max)
+            out[n++] = &p->ops[i];
+    return n;
+}
+
+START_TEST(test_h2o_costed_as_run)
+{
+    fixture f;
+    fixture_open(&f);
+    errbuf e = {{0}};
+    secinf_opts o;
+    h2o_opts(&f, "semi2k", &o);
+    kv_param kv[2] = {{.key = "heavy", .val = "4"}, {.key = "recent", .val = "4"}};
+    policy_env env = {.n_layers = f.m.n_layers, .n_heads = f.m.n_heads, .n_kv_heads = f.m.n_kv_heads,
+                      .head_dim = f.m.head_dim, .dim = f.m.dim, .ffn_dim = f.m.ffn_dim, .prompt_len = P,
+                      .max_len = N};
+    policy_args pa = {.kv = kv, .n = 2, .path = "(test)"};
+    void *st;
+    ck_assert_msg(policy_h2o.init(&env, &pa, &st, &e) == MS_OK, "%s", e.msg);
+    /* the prompt (step 0) and a decode step with an eviction (kv = P + 4: 8 carried rows) */
+    const uint32_t steps[2] = {0, 5};
+    uint32_t kept[8];
+    for (int i = 0; i < 8; i++)
+        kept[i] = 8;
+    for (int si = 0; si < 2; si++) {
+        op_program run, cost;
+        op_program_init(&run);
+        op_program_init(&cost);
+        ck_assert_int_eq(secinf_step_program(&o, steps[si], &run, &e), MS_OK);
+        int phase = si ? PHASE_DECODE : PHASE_PREFILL;
+        for (uint32_t l = 0; l < f.m.n_layers; l++) {
+            ck_assert_msg(policy_h2o.emit_cost(st, phase, l, si ? P + steps[si] - 1 : P, si ? kept : NULL, &cost, &e) ==
+                              MS_OK, "%s", e.msg);
+            const op *a[64], *b[64];
+            size_t na = layer_ops(&run, (int)l, phase, a, 64), nb = layer_ops(&cost, (int)l, phase, b, 64);
+            ck_assert_uint_eq(na, nb);
+            ck_assert_uint_ge(na, si ? 20 : 16);
+            for (size_t i = 0; i < na; i++) {
+                ck_assert_int_eq(a[i]->kind, b[i]->kind);
+                ck_assert_uint_eq(a[i]->batch, b[i]->batch);
+                ck_assert_uint_eq(a[i]->m, b[i]->m);
+                ck_assert_uint_eq(a[i]->k, b[i]->k);
+                ck_assert_uint_eq(a[i]->n, b[i]->n);
+                ck_assert_uint_eq(a[i]->flags, b[i]->flags);
+                ck_assert_int_eq(a[i]->iarg, b[i]->iarg);
+                ck_assert(a[i]->farg == b[i]->farg);
+                /* operands of the same sizes (a VIEW's source may be the session's longer cache) */
+                for (int j = 0; j < 3 && a[i]->kind != OP_VIEW; j++) {
+                    ck_assert_int_eq(a[i]->in[j] == OP_NONE, b[i]->in[j] == OP_NONE);
+                    if (a[i]->in[j] == OP_NONE)
+                        continue;
+                    const op_tensor *ta = &run.tens[a[i]->in[j]], *tb = &cost.tens[b[i]->in[j]];
+                    ck_assert_uint_eq((uint64_t)ta->batch * ta->rows * ta->cols,
+                                      (uint64_t)tb->batch * tb->rows * tb->cols);
+                }
+            }
+        }
+        op_program_free(&run);
+        op_program_free(&cost);
+    }
+    policy_h2o.fini(st);
+    llama_free(f.L);
+}
+END_TEST
+
+START_TEST(test_h2o_reveals_nothing)
+{
+    fixture f;
+    fixture_open(&f);
+    errbuf e = {{0}};
+    secinf_opts o, o2;
+    h2o_opts(&f, "semi2k", &o);
+    o2 = o;
+    o2.tokens = f.ids + N; /* another text */
+    op_program p, q;
+    op_program_init(&p);
+    op_program_init(&q);
+    for (uint32_t s = 0; s < secinf_n_steps(&o); s++) {
+        ck_assert_int_eq(secinf_step_program(&o, s, &p, &e), MS_OK);
+        ck_assert_int_eq(secinf_step_program(&o2, s, &q, &e), MS_OK);
+        /* the program the parties run depends on public shapes only */
+        ck_assert_uint_eq(p.n_ops, q.n_ops);
+        ck_assert_uint_eq(p.n_tens, q.n_tens);
+        ck_assert_int_eq(memcmp(p.ops, q.ops, p.n_ops * sizeof *p.ops), 0);
+        /* its one opening is the client's logits */
+        uint32_t reveals = 0;
+        for (size_t i = 0; i < p.n_ops; i++)
+            if (p.ops[i].kind == OP_REVEAL) {
+                reveals++;
+                ck_assert_str_eq(p.tens[p.ops[i].in[0]].name, "logits");
+            }
+        ck_assert_uint_eq(reveals, 1);
+        for (size_t t = 0; t < p.n_tens; t++)
+            if (p.tens[t].role == OPT_OUTPUT)
+                ck_assert_str_eq(p.tens[t].name, "logits");
+    }
+    op_program_free(&p);
+    op_program_free(&q);
+    /* the audit opens after the programs: every op's traffic is the same without it */
+    o.n_tokens = P + 3;
+    secinf_result ra, rn;
+    o.audit = 1;
+    ck_assert_msg(secinf_run(&o, &ra, &e) == MS_OK, "%s", e.msg);
+    o.audit = 0;
+    ck_assert_msg(secinf_run(&o, &rn, &e) == MS_OK, "%s", e.msg);
+    ck_assert_ptr_nonnull(ra.audit);
+    ck_assert_ptr_null(rn.audit);
+    for (uint32_t s = 0; s < rn.n_steps; s++) {
+        ck_assert_uint_eq(ra.n_ops[s], rn.n_ops[s]);
+        for (uint32_t i = 0; i < rn.n_parties; i++)
+            for (uint32_t k = 0; k < rn.n_ops[s]; k++) {
+                const mpc_op_stat *x = &ra.st[(size_t)s * ra.n_nodes + i].ops[k], *y = &rn.st[(size_t)s * rn.n_nodes + i].ops[k];
+                ck_assert_uint_eq(x->rounds, y->rounds);
+                ck_assert_int_eq(memcmp(x->sent, y->sent, sizeof x->sent), 0);
+            }
+    }
+    secinf_result_free(&ra);
+    secinf_result_free(&rn);
+    llama_free(f.L);
+}
+END_TEST
+
+START_TEST(test_public_and_missing)
+{
+    fixture f;
+    fixture_open(&f);
+    errbuf e = {{0}};
+    const char *params[] = {"sink=2", "recent=6"};
+    secinf_keep pub, rep;
+    ck_assert_msg(secinf_public_keep(&f.m, "streamingllm", params, 2, N, P, &pub, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(secinf_policy_replay(&f.m, f.L, "streamingllm", params, 2, f.ids, N, P, &rep, NULL, &e) == MS_OK,
+                  "%s", e.msg);
+    size_t n = (size_t)N * f.m.n_layers * f.m.n_kv_heads * N;
+    ck_assert_int_eq(memcmp(pub.keep + (size_t)P * f.m.n_layers * f.m.n_kv_heads * N,
+                            rep.keep + (size_t)P * f.m.n_layers * f.m.n_kv_heads * N,
+                            n - (size_t)P * f.m.n_layers * f.m.n_kv_heads * N),
+                     0);
+    secinf_keep_free(&pub);
+    secinf_keep_free(&rep);
+    /* a policy that observes the model has no public kept set */
+    ck_assert_int_ne(secinf_public_keep(&f.m, "h2o", NULL, 0, N, P, &pub, &e), MS_OK);
+    secinf_spol sp;
+    int is_pub;
+    ck_assert_int_eq(secinf_spol_of(&f.m, "streamingllm", params, 2, P, N, &sp, &is_pub, &e), MS_OK);
+    ck_assert(sp.kind == SECINF_SPOL_NONE && is_pub);
+    ck_assert_int_eq(secinf_spol_of(&f.m, "mpcache", NULL, 0, P, N, &sp, &is_pub, &e), MS_OK);
+    ck_assert(sp.kind == SECINF_SPOL_NONE && !is_pub);
+    llama_free(f.L);
+}
+END_TEST
+
+/* The command line: h2o's selection on shares and its agreement printed; a policy without
+ * one said plainly. */
+static char *run_cli(const char *dir, const char *const *args, int *status)
+{
+    const char *bin = getenv("MPCSIM_BIN"), *data = getenv("MPCSIM_DATA");
+    ck_assert_msg(bin != NULL, "MPCSIM_BIN is not set (run through make check)");
+    char out[600];
+    snprintf(out, sizeof out, "%s/out.txt", dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        if (data && chdir(data) != 0)
+            _exit(126);
+        const char *argv[40] = {bin};
+        for (int i = 0; args[i] && i < 38; i++)
+            argv[i + 1] = args[i];
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    static char buf[16384];
+    FILE *fp = fopen(out, "r");
+    ck_assert_ptr_nonnull(fp);
+    size_t n = fread(buf, 1, sizeof buf - 1, fp);
+    buf[n] = 0;
+    fclose(fp);
+    return buf;
+}
+
+START_TEST(test_cli)
+{
+    char dir[] = "/tmp/mpcsim-secpol-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    int st;
+    const char *h2o[] = {"validate", "--model", "stories260K", "--accuracy", "20", "--prompt", "10", "--text",
+                         "tests/data/tinystories_sample.txt", "--set", "approx=sigmoid", "--protocol", "semi2k",
+                         "--policy", "h2o", "--policy-param", "heavy=3", "--policy-param", "recent=3", NULL};
+    char *out = run_cli(dir, h2o, &st);
+    ck_assert_msg(st == 0, "exit %d: %s", st, out);
+    ck_assert_msg(strstr(out, "h2o selected on shares (heavy 3, recent 3)") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "equal the prediction: yes") != NULL, "%s", out);
+    const char *mpc[] = {"validate", "--model", "stories260K", "--accuracy", "20", "--prompt", "16", "--text",
+                         "tests/data/tinystories_sample.txt", "--set", "approx=sigmoid", "--protocol", "semi2k",
+                         "--policy", "mpcache", "--policy-param", "s1=8", "--policy-param", "s2=4", NULL};
+    out = run_cli(dir, mpc, &st);
+    ck_assert_msg(st == 0, "exit %d: %s", st, out);
+    ck_assert_msg(strstr(out, "NOTE: mpcache has no selection on shares") != NULL, "%s", out);
+    char path[700];
+    snprintf(path, sizeof path, "%s/out.txt", dir);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
+Suite *secpol_suite(void)
+{
+    Suite *s = suite_create("secpol");
+    TCase *tc = tcase_create("secpol");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_h2o_on_shares, 0, 2);
+    tcase_add_test(tc, test_h2o_costed_as_run);
+    tcase_add_test(tc, test_h2o_reveals_nothing);
+    tcase_add_test(tc, test_public_and_missing);
+    tcase_add_test(tc, test_cli);
+    suite_add_tcase(s, tc);
+    return s;
+}
