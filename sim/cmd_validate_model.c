@@ -186,18 +186,19 @@ static void vm_policy_note(const vm_args *a, const secinf_opts *o, const secinf_
         return;
     }
     secinf_sel sel;
-    if (secinf_sel_compare(o, r, plain, 0.01, &sel, e)) {
+    if (secinf_sel_compare(o, r, plain, -1, &sel, e)) {
         printf("#       selection audit failed: %s\n", e->msg);
         return;
     }
     printf("#       %s selected on shares (heavy %u, recent %u); against the replay: prompt heavy sets %u/%u, "
            "evictions %u/%u, kept sets %u/%u\n", a->policy, sp.heavy, sp.recent, sel.prefill_same, sel.prefill_sets,
            sel.evict_same, sel.evictions, sel.kept_same, sel.kept_sets);
-    printf("#       selections whose secure scores are separated by more than 0.01: %u/%u equal to the "
-           "replay's\n", sel.separated_same, sel.separated);
-    if (sel.evict_same < sel.evictions)
-        printf("#       differing evictions: %u near ties (secure score margin <= 0.01), %u after the kept sets "
-               "differed; largest margin %.4f\n", sel.near_ties, sel.diverged, sel.max_margin);
+    printf("#       secure scores within %.4f of the replay's; selections whose secure margin exceeds twice that: "
+           "%u/%u equal to the replay's\n", sel.score_err, sel.separated_same, sel.separated);
+    if (sel.differ_same_cand || sel.diverged)
+        printf("#       differing selections: %u from the same candidates, %u of them near ties (the replay's margin "
+               "<= 2 x %.4f; largest %.4f); %u evictions after the kept sets differed\n", sel.differ_same_cand,
+               sel.near_ties, sel.score_err, sel.max_margin, sel.diverged);
 }
 
 /* Teacher-forced accuracy: secure logits at every position against the float reference (or

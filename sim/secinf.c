@@ -1018,10 +1018,80 @@ static int same_set(const uint32_t *slot, uint32_t R, const uint8_t *mask, uint3
     return 1;
 }
 
+/* H2O's plaintext scores as the replay accumulates them: the float model run under the
+ * replay's keep masks, each (layer, KV head)'s column sums of its query heads' attention; sc
+ * [pos][l][g][j] after position pos (j ≤ pos). */
+typedef struct pscore {
+    const secinf_keep *k;
+    uint32_t L, Hkv, G, n;
+    float *run, *sc;
+} pscore;
+
+static int ps_mask(void *ctx, uint32_t layer, uint32_t g, uint32_t pos, uint8_t *mask)
+{
+    pscore *c = ctx;
+    const uint8_t *pm = plain_mask(c->k, pos, layer, g);
+    if (!pm)
+        return 0;
+    memcpy(mask, pm, pos);
+    mask[pos] = 1;
+    return 1;
+}
+
+static void ps_layer(void *ctx, const llama_layer_view *v)
+{
+    pscore *c = ctx;
+    for (uint32_t g = 0; g < c->Hkv; g++) {
+        float *run = c->run + ((size_t)v->layer * c->Hkv + g) * c->n;
+        for (uint32_t h = g * c->G; h < (g + 1) * c->G; h++)
+            for (uint32_t j = 0; j <= v->pos; j++)
+                run[j] += v->att[(size_t)h * (v->pos + 1) + j];
+        memcpy(c->sc + (((size_t)v->pos * c->L + v->layer) * c->Hkv + g) * c->n, run, c->n * sizeof *run);
+    }
+}
+
+static int plain_scores(const secinf_opts *o, const secinf_keep *k, float **out, errbuf *e)
+{
+    const model_cfg *m = o->model;
+    uint32_t n = o->n_tokens;
+    pscore c = {.k = k, .L = m->n_layers, .Hkv = m->n_kv_heads, .G = m->n_heads / m->n_kv_heads, .n = n};
+    c.run = calloc((size_t)c.L * c.Hkv * n, sizeof *c.run);
+    c.sc = calloc((size_t)n * c.L * c.Hkv * n, sizeof *c.sc);
+    float *lg = malloc(m->vocab * sizeof *lg);
+    char wpath[1024];
+    llama *pm = NULL;
+    int rc = c.run && c.sc && lg ? MS_OK : err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
+    if (!rc && model_file_path(m->weights, wpath, sizeof wpath))
+        rc = err_set(e, MS_ERR_NOTFOUND, "selection audit: no weights for %s", m->name);
+    if (!rc)
+        rc = llama_load(m, wpath, &pm, e);
+    llama_hooks hk = {.ctx = &c, .on_layer = ps_layer, .attend_mask = ps_mask};
+    for (uint32_t pos = 0; !rc && pos < n; pos++)
+        rc = llama_forward(pm, o->tokens[pos], pos, &hk, lg);
+    llama_free(pm);
+    free(c.run), free(lg);
+    if (rc) {
+        free(c.sc);
+        return rc;
+    }
+    *out = c.sc;
+    return MS_OK;
+}
+
+/* A differing selection from the same candidates: the replay's margin between the two choices
+ * (rep: the replay's scores of the candidates), a near tie when within twice the score error. */
+static void sel_differ(secinf_sel *out, double margin)
+{
+    out->max_margin = margin > out->max_margin ? margin : out->max_margin;
+    out->near_ties += margin <= 2 * out->score_err;
+    out->differ_same_cand++;
+}
+
 /* One decode eviction of (l, g) at position pos against the plaintext's: cand[i] positions,
- * sc their secure scores, v the secure victim's index. */
+ * sc their secure scores, v the secure victim's index; rep the replay's scores by position. */
 static void sel_evict(const secinf_keep *plain, uint32_t pos, uint32_t l, uint32_t g, const uint32_t *cand,
-                      const double *sc, uint32_t nc, uint32_t v, double tie, int sets_equal, secinf_sel *out)
+                      const double *sc, uint32_t nc, uint32_t v, double tie, int sets_equal, const float *rep,
+                      secinf_sel *out)
 {
     const uint8_t *now = plain_mask(plain, pos, l, g), *next = plain_mask(plain, pos + 1, l, g);
     if (!now || !next)
@@ -1043,19 +1113,25 @@ static void sel_evict(const secinf_keep *plain, uint32_t pos, uint32_t l, uint32
         out->evict_same++;
         return;
     }
-    uint32_t pi = UINT32_MAX;
-    for (uint32_t i = 0; i < nc; i++)
-        if (cand[i] == pv)
-            pi = i;
-    if (pi == UINT32_MAX || !sets_equal) {
+    if (!sets_equal || pv > pos) {
         out->diverged++;
         return;
     }
-    double mg = sc[pi] - sc[v];
-    out->max_margin = mg > out->max_margin ? mg : out->max_margin;
-    out->near_ties += mg <= tie;
+    sel_differ(out, (double)rep[cand[v]] - (double)rep[pv]);
 }
 
+/* The secure scores of the candidates against the replay's (sets equal: the same entries). */
+static void sel_err(secinf_sel *out, const uint32_t *cand, const double *sc, uint32_t nc, const float *rep)
+{
+    for (uint32_t i = 0; i < nc; i++) {
+        double d = fabs(sc[i] - (double)rep[cand[i]]);
+        out->score_err = d > out->score_err ? d : out->score_err;
+    }
+}
+
+/* Long: it walks steps × layers × KV heads once, following the secure rows' positions through
+ * the public row maps and the opened one-hots, and compares each selection where it happens;
+ * two passes, the first for the score error the second classifies near ties with. */
 int secinf_sel_compare(const secinf_opts *o, const secinf_result *r, const secinf_keep *plain,
                        double tie_bound, secinf_sel *out, errbuf *e)
 {
@@ -1074,12 +1150,22 @@ int secinf_sel_compare(const secinf_opts *o, const secinf_result *r, const secin
         free(slot), free(nslot), free(cand), free(row), free(heavy), free(src);
         return err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
     }
-    int rc = MS_OK;
-    uint32_t R = 0;
+    float *ps = NULL;
+    int rc = o->n_gen ? err_set(e, MS_ERR_INPUT, "selection audit: teacher-forced runs only")
+                      : plain_scores(o, plain, &ps, e);
+    uint32_t R = 0, NT = o->n_tokens;
+    /* first pass: the score error over the candidates of equal kept sets; second: the rest */
+    for (int pass = 0; pass < 2 && !rc; pass++) {
     for (uint32_t s = 0; !rc && s < r->n_steps; s++) {
         uint32_t t, kv;
         step_shape(o, s, &t, &kv);
         uint32_t c = s ? spol_rows(o, kv) : 0, n = c + t, pos = kv;
+        if (s == 0 && pass == 1) { /* the counters count once */
+            double err = out->score_err;
+            memset(out, 0, sizeof *out);
+            out->score_err = err;
+            tie_bound = tie_bound < 0 ? 2 * err : tie_bound;
+        }
         int phase = s ? PHASE_DECODE : PHASE_PREFILL, sel = h2o_selects(&sh, phase, c, t);
         uint32_t r0 = s ? (o->spol.recent ? 1 : 0) : 0, nc = s ? hh + 1 : n - o->spol.recent;
         uint32_t per = s ? nc : hh * nc; /* one-hot values per KV head */
@@ -1110,7 +1196,10 @@ int secinf_sel_compare(const secinf_opts *o, const secinf_result *r, const secin
                         uint32_t v = 0;
                         for (uint32_t i = 0; i < nc; i++)
                             v = oh[i] > 0.5 ? i : v;
-                        sel_evict(plain, pos, l, g, cand, sc, nc, v, tie_bound, eq, out);
+                        const float *rep = ps + (((size_t)pos * L + l) * Hkv + g) * NT;
+                        if (eq)
+                            sel_err(out, cand, sc, nc, rep);
+                        sel_evict(plain, pos, l, g, cand, sc, nc, v, tie_bound, eq, rep, out);
                         for (uint32_t i = 0, q = 0; i < nc; i++)
                             if (i != v)
                                 heavy[q++] = cand[i];
@@ -1120,6 +1209,8 @@ int secinf_sel_compare(const secinf_opts *o, const secinf_result *r, const secin
                                 if (oh[(size_t)q * nc + i] > 0.5)
                                     heavy[q] = cand[i];
                         const uint8_t *pm1 = plain_mask(plain, pos + n, l, g);
+                        const float *rep = ps + (((size_t)(n - 1) * L + l) * Hkv + g) * NT;
+                        sel_err(out, cand, sc, nc, rep);
                         if (pm1) { /* the heavy set against the plaintext's prompt selection */
                             int same = 1;
                             for (uint32_t q = 0; q < hh; q++)
@@ -1142,7 +1233,15 @@ int secinf_sel_compare(const secinf_opts *o, const secinf_result *r, const secin
                             }
                             out->separated += lo - hi > tie_bound;
                             out->separated_same += lo - hi > tie_bound && same && cnt == hh;
-                            out->near_ties += !(same && cnt == hh) && lo - hi <= tie_bound;
+                            if (!(same && cnt == hh)) { /* the replay's margin between the sets */
+                                double mg = 0;
+                                for (uint32_t q = 0; q < hh; q++)
+                                    for (uint32_t j = 0; j < nc; j++)
+                                        if (pm1[j] && (heavy[q] >= nc || !pm1[heavy[q]]) && heavy[q] < nc &&
+                                            (double)rep[j] - (double)rep[heavy[q]] > mg)
+                                            mg = (double)rep[j] - (double)rep[heavy[q]];
+                                sel_differ(out, mg);
+                            }
                         }
                     }
                 }
@@ -1151,6 +1250,8 @@ int secinf_sel_compare(const secinf_opts *o, const secinf_result *r, const secin
             }
         R = Rn;
     }
+    }
+    free(ps);
     free(slot), free(nslot), free(cand), free(row), free(heavy), free(src);
     return rc;
 }

@@ -121,7 +121,8 @@ int secinf_spol_of(const model_cfg *m, const char *policy, const char *const *pa
                    size_t n_params, uint32_t prompt, uint32_t n, secinf_spol *sp, int *is_public,
                    errbuf *e);
 
-/* The secure selection against the plaintext replay's keep masks (opts.audit run). */
+/* The secure selection against the plaintext replay's keep masks (opts.audit run, teacher
+ * forced); the replay's scores are recomputed on the float model under those masks. */
 typedef struct secinf_sel {
     uint32_t prefill_sets, prefill_same; /* (layer, KV head) heavy sets chosen at the prompt */
     uint32_t kept_sets, kept_same;       /* (decode position, layer, KV head) kept sets */
@@ -130,13 +131,17 @@ typedef struct secinf_sel {
                                           * candidates) whose secure scores separate the chosen
                                           * from the rest by more than tie_bound, and of them
                                           * those equal to the replay's */
-    uint32_t near_ties;                  /* differing selections within tie_bound: evictions
-                                          * whose two victims' secure scores are that close,
-                                          * prompt sets whose boundary is */
+    double score_err;                    /* largest |secure − replay| score of a candidate
+                                          * (kept sets equal so far: the same entries) */
+    uint32_t differ_same_cand;           /* differing selections from the same candidates */
+    uint32_t near_ties;                  /* … of them within 2·score_err on the replay's own
+                                          * scores (fixed-point error can swap them) */
     uint32_t diverged;                   /* differing evictions after the kept sets differed */
-    double max_margin;                   /* largest secure score margin of a differing eviction
-                                          * between the plaintext's victim and the secure one */
+    double max_margin;                   /* largest replay margin of a differing selection from
+                                          * the same candidates */
 } secinf_sel;
+/* tie_bound < 0: twice the measured score error (a secure margin above it implies the replay's
+ * order). */
 int secinf_sel_compare(const secinf_opts *o, const secinf_result *r, const secinf_keep *plain,
                        double tie_bound, secinf_sel *out, errbuf *e);
 

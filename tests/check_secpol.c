@@ -28,9 +28,9 @@
 
 /* Logit tolerance against the replay (f = 18, approx sigmoid), as tests/check_validate.c. */
 #define LOGIT_TOL 0.3
-/* Scores closer than this are near ties for the secure top-k / arg-min (BENCHMARKS.md:
- * differing evictions had secure margins below 0.01). */
-#define TIE 0.02
+/* Secure H2O scores against the replay's (sums of up to 2·N probabilities): measured 0.11 over
+ * 128 positions (BENCHMARKS.md). */
+#define SCORE_TOL 0.2
 
 enum { N = 28, P = 12 };
 static const char *const h2o_params[] = {"heavy=4", "recent=4"};
@@ -118,18 +118,19 @@ START_TEST(test_h2o_on_shares)
     ck_assert_msg(moved.max_abs > 3 * LOGIT_TOL, "the policy moved the logits by only %.4f", moved.max_abs);
     /* the selection: the prompt's heavy sets, one eviction per step and layer and KV head */
     secinf_sel s;
-    ck_assert_msg(secinf_sel_compare(&o, &r, &k, TIE, &s, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(secinf_sel_compare(&o, &r, &k, -1, &s, &e) == MS_OK, "%s", e.msg);
     ck_assert_uint_eq(s.prefill_sets, LH);
     ck_assert_uint_eq(s.evictions, (N - P - 1) * LH);
     ck_assert_uint_eq(s.kept_sets, (N - P) * LH);
     ck_assert_msg(s.separated_same == s.separated, "%u of %u well-separated selections differ",
                   s.separated - s.separated_same, s.separated);
-    ck_assert_msg(s.separated * 10 >= (s.prefill_sets + s.evictions) * 8, "only %u of %u selections separated",
+    ck_assert_msg(s.separated * 10 >= (s.prefill_sets + s.evictions) * 5, "only %u of %u selections separated",
                   s.separated, s.prefill_sets + s.evictions);
+    ck_assert_msg(s.score_err > 0 && s.score_err < SCORE_TOL, "secure scores off by %.4f", s.score_err);
     ck_assert_msg(s.evict_same * 100 >= s.evictions * 95, "evictions %u/%u", s.evict_same, s.evictions);
     ck_assert_msg(s.prefill_same * 100 >= s.prefill_sets * 90, "prompt sets %u/%u", s.prefill_same, s.prefill_sets);
-    ck_assert_msg(s.evict_same == s.evictions || s.max_margin <= TIE, "a differing eviction with margin %.4f",
-                  s.max_margin);
+    /* a differing choice from the same candidates is one the fixed-point error can swap */
+    ck_assert_uint_eq(s.near_ties, s.differ_same_cand);
     /* every op's bytes and rounds, the selection's included */
     net_cfg net;
     net_uniform(&net, (int)r.n_parties, 0, 1e9);
