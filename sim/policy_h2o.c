@@ -10,6 +10,7 @@
  *
  * GQA: the score of a KV head sums its G query heads (MHA: G = 1, the paper's setting). */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,7 @@ typedef struct h2o_state {
     uint8_t *alive;   /* [L][Hkv][max_len] entry is in the cache */
     uint32_t *count;  /* [L][Hkv] entries in the cache */
     uint32_t *work, *sel;
+    h2o_ids *lay;     /* [L] the current step's per-layer tensors (emit_cost) */
 } h2o_state;
 
 static void h2o_fini(void *st)
@@ -45,6 +47,7 @@ static void h2o_fini(void *st)
     free(s->count);
     free(s->work);
     free(s->sel);
+    free(s->lay);
     free(s);
 }
 
@@ -86,7 +89,8 @@ static int h2o_init(const policy_env *env, const policy_args *a, void **st, errb
     s->count = calloc((size_t)env->n_layers * env->n_kv_heads, sizeof *s->count);
     s->work = malloc(((size_t)env->max_len + 1) * sizeof *s->work);
     s->sel = malloc(((size_t)env->max_len + 1) * sizeof *s->sel);
-    if (!s->score || !s->alive || !s->count || !s->work || !s->sel) {
+    s->lay = calloc(env->n_layers + 1, sizeof *s->lay);
+    if (!s->score || !s->alive || !s->count || !s->work || !s->sel || !s->lay) {
         h2o_fini(s);
         return err_set(e, MS_ERR_NOMEM, "policy h2o: out of memory for %zu scores", n);
     }
@@ -183,7 +187,10 @@ static uint32_t h2o_tensor(h2o_em *w, const char *nm, op_role role, uint32_t b, 
                            uint32_t c)
 {
     char full[48];
-    snprintf(full, sizeof full, "L%u.h2o.%s", w->layer, nm);
+    if (w->layer == UINT32_MAX) /* the selection of every layer at once */
+        snprintf(full, sizeof full, "h2o.%s", nm);
+    else
+        snprintf(full, sizeof full, "L%u.h2o.%s", w->layer, nm);
     uint32_t id = op_tensor_add(w->p, full, role, DOM_ARITH, b, r, c);
     w->failed |= id == OP_NONE;
     return id;
@@ -194,7 +201,7 @@ static void h2o_op(h2o_em *w, int kind, uint32_t b, uint32_t m, uint32_t k, uint
                    int32_t iarg, double farg)
 {
     op o = {.kind = (uint16_t)kind, .phase = (uint8_t)w->phase, .cat = OPC_POLICY,
-            .layer = (int16_t)w->layer, .group = -1, .batch = b, .m = m, .k = k, .n = n,
+            .layer = w->layer == UINT32_MAX ? -1 : (int16_t)w->layer, .group = -1, .batch = b, .m = m, .k = k, .n = n,
             .in = {in0, in1, in2}, .out = out, .flags = flags, .iarg = iarg, .farg = farg};
     if (w->failed || out == OP_NONE || op_emit(w->p, &o) < 0)
         w->failed = 1;
@@ -258,57 +265,25 @@ static uint32_t h2o_table(h2o_em *w, const h2o_shape *s, uint32_t n, uint32_t kc
     return table;
 }
 
-/* Prefill: top-heavy of the scores of rows [0, P − recent), gathered. */
-static void h2o_prefill_sel(h2o_em *w, const h2o_shape *s, uint32_t P, h2o_ids *ids)
-{
-    uint32_t Hkv = s->n_kv_heads, F = 2 * s->head_dim + 1, nc = P - s->recent;
-    ids->cand = h2o_tensor(w, "cand", OPT_TEMP, Hkv, nc, 1);
-    h2o_op(w, OP_VIEW, Hkv, nc, 0, 1, ids->score, OP_NONE, OP_NONE, ids->cand, 0, 0, 0);
-    /* COST: topk(P−R, HH) per KV head, then gather(HH, P−R, 2d+1) of K|V|score (policies.md
-     * §1.12 H2O: top-k + one-hot gather) */
-    ids->onehot = h2o_tensor(w, "topk", OPT_TEMP, Hkv, s->heavy, nc);
-    h2o_op(w, OP_TOPK, Hkv, 1, 0, nc, ids->cand, OP_NONE, OP_NONE, ids->onehot, 0,
-           (int32_t)s->heavy, 0);
-    ids->heavy = h2o_tensor(w, "heavy", OPT_TEMP, Hkv, s->heavy, F);
-    h2o_op(w, OP_GATHER, Hkv, s->heavy, nc, F, ids->onehot, ids->table, OP_NONE, ids->heavy,
-           OPF_NO_TRUNC, 0, 0);
-}
-
-/* Decode: evict the minimum of rows r0 … r0+HH (r0 = 1: the heavy rows and the entry leaving
- * the recent window; r0 = 0 without a window: the new entry and the heavy rows) and compact
- * them to HH rows. */
-static void h2o_decode_sel(h2o_em *w, const h2o_shape *s, h2o_ids *ids)
+/* A layer's part of the selection: the candidates' scores (prefill rows [0, P − R); decode rows
+ * r0 … r0+HH) and the rows they come from (prefill: the table's first P − R rows; decode: the
+ * rows before and after each compacted slot). All VIEWs: local. */
+static void h2o_stage(h2o_em *w, const h2o_shape *s, int phase, uint32_t n, h2o_ids *ids)
 {
     uint32_t Hkv = s->n_kv_heads, F = 2 * s->head_dim + 1, hh = s->heavy;
-    int32_t r0 = s->recent ? 1 : 0;
-    ids->cand = h2o_tensor(w, "cand", OPT_TEMP, Hkv, hh + 1, 1);
-    h2o_op(w, OP_VIEW, Hkv, hh + 1, 0, 1, ids->score, OP_NONE, OP_NONE, ids->cand, 0, r0, 0);
-    uint32_t neg = h2o_tensor(w, "neg", OPT_TEMP, Hkv, hh + 1, 1);
-    /* the minimum as the maximum of −score: a public factor, no truncation (local) */
-    h2o_op(w, OP_MUL_PUB, Hkv, hh + 1, 0, 1, ids->cand, OP_NONE, OP_NONE, neg, OPF_NO_TRUNC, 0,
-           -1.0);
-    /* COST: arg-min over the HH+1 candidates, a one-hot from a tree of comparisons (policies.md
-     * §1.12 H2O: the step's eviction is a top-k of one) */
-    ids->onehot = h2o_tensor(w, "argmin", OPT_TEMP, Hkv, 1, hh + 1);
-    h2o_op(w, OP_ARGMAX, Hkv, 1, 0, hh + 1, neg, OP_NONE, OP_NONE, ids->onehot, 0, 0, 0);
-    /* the prefix sum of the one-hot (1 at and after the evicted candidate), then broadcast over
-     * the row's 2d+1 columns: products with public 0/1 matrices, local */
-    uint32_t tri = h2o_tensor(w, "tri", OPT_PUBLIC, 1, hh + 1, hh);
-    uint32_t pre = h2o_tensor(w, "prefix", OPT_TEMP, Hkv, 1, hh);
-    h2o_op(w, OP_MATMUL, Hkv, 1, hh + 1, hh, ids->onehot, tri, OP_NONE, pre,
-           OPF_PUBLIC_B | OPF_NO_TRUNC, 0, 0);
-    uint32_t bc = h2o_tensor(w, "bcast", OPT_PUBLIC, 1, 1, F);
-    uint32_t mask = h2o_tensor(w, "mask", OPT_TEMP, Hkv, hh, F);
-    h2o_op(w, OP_MATMUL, 1, Hkv * hh, 1, F, pre, bc, OP_NONE, mask, OPF_PUBLIC_B | OPF_NO_TRUNC,
-           0, 0);
-    uint32_t cur = h2o_tensor(w, "cur", OPT_TEMP, Hkv, hh, F);
-    uint32_t nxt = h2o_tensor(w, "next", OPT_TEMP, Hkv, hh, F);
-    h2o_op(w, OP_VIEW, Hkv, hh, 0, F, ids->table, OP_NONE, OP_NONE, cur, 0, r0, 0);
-    h2o_op(w, OP_VIEW, Hkv, hh, 0, F, ids->table, OP_NONE, OP_NONE, nxt, 0, r0 + 1, 0);
-    /* COST: the oblivious compaction, one select (a multiplication) per element of the HH
-     * compacted rows (policies.md §1.12 H2O gather) */
-    ids->heavy = h2o_tensor(w, "heavy", OPT_TEMP, Hkv, hh, F);
-    h2o_op(w, OP_SELECT, Hkv, hh, 0, F, mask, nxt, cur, ids->heavy, 0, 0, 0);
+    int32_t r0 = phase == PHASE_DECODE && s->recent ? 1 : 0;
+    uint32_t nc = phase == PHASE_PREFILL ? n - s->recent : hh + 1;
+    ids->cand = h2o_tensor(w, "cand", OPT_TEMP, Hkv, nc, 1);
+    h2o_op(w, OP_VIEW, Hkv, nc, 0, 1, ids->score, OP_NONE, OP_NONE, ids->cand, 0, r0, 0);
+    if (phase == PHASE_PREFILL) {
+        ids->cur = h2o_tensor(w, "cand_rows", OPT_TEMP, Hkv, nc, F);
+        h2o_op(w, OP_VIEW, Hkv, nc, 0, F, ids->table, OP_NONE, OP_NONE, ids->cur, 0, 0, 0);
+        return;
+    }
+    ids->cur = h2o_tensor(w, "cur", OPT_TEMP, Hkv, hh, F);
+    ids->next = h2o_tensor(w, "next", OPT_TEMP, Hkv, hh, F);
+    h2o_op(w, OP_VIEW, Hkv, hh, 0, F, ids->table, OP_NONE, OP_NONE, ids->cur, 0, r0, 0);
+    h2o_op(w, OP_VIEW, Hkv, hh, 0, F, ids->table, OP_NONE, OP_NONE, ids->next, 0, r0 + 1, 0);
 }
 
 int h2o_emit_ops(op_program *p, const h2o_shape *s, int phase, uint32_t layer, uint32_t c,
@@ -331,21 +306,99 @@ int h2o_emit_ops(op_program *p, const h2o_shape *s, int phase, uint32_t layer, u
         vc = h2o_tensor(&w, "in_v", OPT_CACHE, Hkv, n, d);
     ids->score = h2o_accumulate(&w, s, t, n, probs);
     ids->table = h2o_table(&w, s, n, kc, vc, ids->score);
-    if (h2o_selects(s, phase, c, t)) {
-        if (phase == PHASE_PREFILL)
-            h2o_prefill_sel(&w, s, n, ids);
-        else
-            h2o_decode_sel(&w, s, ids);
+    if (h2o_selects(s, phase, c, t))
+        h2o_stage(&w, s, phase, n, ids);
+    return w.failed ? err_set(e, MS_ERR_NOMEM, "policy h2o: out of memory emitting its ops") : MS_OK;
+}
+
+/* Stacks the layers' (Hkv, rows, cols) tensors src[l] as rows l·rows … of (Hkv, L·rows, cols). */
+static uint32_t h2o_stack(h2o_em *w, const h2o_ids *lay, uint32_t L, size_t field, const char *nm,
+                          uint32_t Hkv, uint32_t rows, uint32_t cols)
+{
+    uint32_t all = h2o_tensor(w, nm, OPT_TEMP, Hkv, L * rows, cols);
+    for (uint32_t l = 0; l < L; l++) {
+        uint32_t src;
+        memcpy(&src, (const char *)&lay[l] + field, sizeof src);
+        h2o_op(w, OP_VIEW, Hkv, rows, 0, cols, src, OP_NONE, OP_NONE, all, 0, (int32_t)(l * rows),
+               0);
     }
+    return all;
+}
+
+/* Prefill: top-heavy of every layer's candidate scores at once, gathered. */
+static void h2o_prefill_sel(h2o_em *w, const h2o_shape *s, uint32_t L, uint32_t P,
+                            const h2o_ids *lay, h2o_sel *out)
+{
+    uint32_t Hkv = s->n_kv_heads, F = 2 * s->head_dim + 1, nc = P - s->recent, hh = s->heavy;
+    out->cand = h2o_stack(w, lay, L, offsetof(h2o_ids, cand), "cand", Hkv, nc, 1);
+    uint32_t rows = h2o_stack(w, lay, L, offsetof(h2o_ids, cur), "cand_rows", Hkv, nc, F);
+    /* the same values as (Hkv·L) instances of nc rows: the gather's batch */
+    uint32_t tab = h2o_tensor(w, "gather_table", OPT_TEMP, Hkv * L, nc, F);
+    h2o_op(w, OP_VIEW, Hkv * L, nc, 0, F, rows, OP_NONE, OP_NONE, tab, 0, 0, 0);
+    /* COST: topk(P−R, HH) per layer and KV head, then gather(HH, P−R, 2d+1) of K|V|score
+     * (policies.md §1.12 H2O: top-k + one-hot gather); every layer in the same rounds */
+    out->onehot = h2o_tensor(w, "topk", OPT_TEMP, Hkv, L * hh, nc);
+    h2o_op(w, OP_TOPK, Hkv, L, 0, nc, out->cand, OP_NONE, OP_NONE, out->onehot, 0, (int32_t)hh, 0);
+    out->heavy = h2o_tensor(w, "heavy", OPT_TEMP, Hkv, L * hh, F);
+    h2o_op(w, OP_GATHER, Hkv * L, hh, nc, F, out->onehot, tab, OP_NONE, out->heavy, OPF_NO_TRUNC,
+           0, 0);
+}
+
+/* Decode: every layer's minimum of its HH+1 candidates evicted, the candidates compacted to HH
+ * rows. */
+static void h2o_decode_sel(h2o_em *w, const h2o_shape *s, uint32_t L, const h2o_ids *lay,
+                           h2o_sel *out)
+{
+    uint32_t Hkv = s->n_kv_heads, F = 2 * s->head_dim + 1, hh = s->heavy;
+    out->cand = h2o_stack(w, lay, L, offsetof(h2o_ids, cand), "cand", Hkv, hh + 1, 1);
+    uint32_t neg = h2o_tensor(w, "neg", OPT_TEMP, Hkv, L * (hh + 1), 1);
+    /* the minimum as the maximum of −score: a public factor, no truncation (local) */
+    h2o_op(w, OP_MUL_PUB, Hkv, L * (hh + 1), 0, 1, out->cand, OP_NONE, OP_NONE, neg, OPF_NO_TRUNC,
+           0, -1.0);
+    /* COST: arg-min over the HH+1 candidates of every layer and KV head, a one-hot from a tree
+     * of comparisons (policies.md §1.12 H2O: the step's eviction is a top-k of one) */
+    out->onehot = h2o_tensor(w, "argmin", OPT_TEMP, Hkv, L, hh + 1);
+    h2o_op(w, OP_ARGMAX, Hkv, L, 0, hh + 1, neg, OP_NONE, OP_NONE, out->onehot, 0, 0, 0);
+    /* the prefix sum of the one-hot (1 at and after the evicted candidate), then broadcast over
+     * the row's 2d+1 columns: products with public 0/1 matrices, local */
+    uint32_t tri = h2o_tensor(w, "tri", OPT_PUBLIC, 1, hh + 1, hh);
+    uint32_t pre = h2o_tensor(w, "prefix", OPT_TEMP, Hkv, L, hh);
+    h2o_op(w, OP_MATMUL, Hkv, L, hh + 1, hh, out->onehot, tri, OP_NONE, pre,
+           OPF_PUBLIC_B | OPF_NO_TRUNC, 0, 0);
+    uint32_t bc = h2o_tensor(w, "bcast", OPT_PUBLIC, 1, 1, F);
+    uint32_t mask = h2o_tensor(w, "mask", OPT_TEMP, Hkv, L * hh, F);
+    h2o_op(w, OP_MATMUL, 1, Hkv * L * hh, 1, F, pre, bc, OP_NONE, mask,
+           OPF_PUBLIC_B | OPF_NO_TRUNC, 0, 0);
+    uint32_t cur = h2o_stack(w, lay, L, offsetof(h2o_ids, cur), "cur", Hkv, hh, F);
+    uint32_t nxt = h2o_stack(w, lay, L, offsetof(h2o_ids, next), "next", Hkv, hh, F);
+    /* COST: the oblivious compaction, one select (a multiplication) per element of the HH
+     * compacted rows (policies.md §1.12 H2O gather) */
+    out->heavy = h2o_tensor(w, "heavy", OPT_TEMP, Hkv, L * hh, F);
+    h2o_op(w, OP_SELECT, Hkv, L * hh, 0, F, mask, nxt, cur, out->heavy, 0, 0, 0);
+}
+
+int h2o_emit_select(op_program *p, const h2o_shape *s, int phase, uint32_t n_layers, uint32_t c,
+                    uint32_t t, const h2o_ids *lay, h2o_sel *out, errbuf *e)
+{
+    h2o_em w = {.p = p, .phase = phase, .layer = UINT32_MAX};
+    h2o_sel tmp;
+    out = out ? out : &tmp;
+    *out = (h2o_sel){OP_NONE, OP_NONE, OP_NONE};
+    if (!h2o_selects(s, phase, c, t))
+        return MS_OK;
+    if (phase == PHASE_PREFILL)
+        h2o_prefill_sel(&w, s, n_layers, c + t, lay, out);
+    else
+        h2o_decode_sel(&w, s, n_layers, lay, out);
     return w.failed ? err_set(e, MS_ERR_NOMEM, "policy h2o: out of memory emitting its ops") : MS_OK;
 }
 
 int h2o_public(const op_tensor *t, uint64_t *out, size_t n)
 {
     const char *dot = strstr(t->name, ".h2o.");
-    if (!dot || t->role != OPT_PUBLIC)
+    const char *nm = dot ? dot + 5 : !strncmp(t->name, "h2o.", 4) ? t->name + 4 : NULL;
+    if (!nm || t->role != OPT_PUBLIC)
         return 0;
-    const char *nm = dot + 5;
     int tri = !strcmp(nm, "tri");
     if (!tri && strcmp(nm, "ones") && strcmp(nm, "bcast"))
         return 0;
@@ -367,7 +420,11 @@ static int h2o_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const 
         for (uint32_t g = 0; g < v->n_kv_heads; g++)
             c = kept[g] > c ? kept[g] : c;
     }
-    return h2o_emit_ops(prog, &sh, phase, layer, c, t, OP_NONE, OP_NONE, OP_NONE, NULL, e);
+    int rc = h2o_emit_ops(prog, &sh, phase, layer, c, t, OP_NONE, OP_NONE, OP_NONE, &s->lay[layer], e);
+    /* the layers' selections run together, after the last layer (the secure session's order) */
+    if (!rc && layer + 1 == v->n_layers)
+        rc = h2o_emit_select(prog, &sh, phase, v->n_layers, c, t, s->lay, NULL, e);
+    return rc;
 }
 
 const policy_ops policy_h2o = {

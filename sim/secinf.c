@@ -147,9 +147,13 @@ int secinf_step_program(const secinf_opts *o, uint32_t s, op_program *p, errbuf 
     }
     for (uint32_t l = 0; !rc && kept && o->keep && l < m->n_layers; l++)
         rc = pad_mask(p, m, l, kept + (size_t)l * m->n_kv_heads, e);
-    /* the policy's selection on shares, per layer after the step (secpol.h) */
+    /* the policy's selection on shares after the step (secpol.h): each layer's upkeep, then
+     * the selection of every layer at once */
     h2o_shape sh = spol_shape(o);
     uint32_t c = s ? spol_rows(o, lo.kv_len) : 0;
+    h2o_ids *lay = o->spol.kind ? calloc(m->n_layers, sizeof *lay) : NULL;
+    if (!rc && o->spol.kind && !lay)
+        rc = err_set(e, MS_ERR_NOMEM, "secure inference: out of memory");
     char nm[3][48];
     for (uint32_t l = 0; !rc && o->spol.kind == SECINF_SPOL_H2O && l < m->n_layers; l++) {
         snprintf(nm[0], sizeof nm[0], "L%u.scores", l);
@@ -159,8 +163,11 @@ int secinf_step_program(const secinf_opts *o, uint32_t s, op_program *p, errbuf 
         if (pr == OP_NONE || kc == OP_NONE || vc == OP_NONE)
             rc = err_set(e, MS_ERR_INTERNAL, "secure inference: layer %u has no attention", l);
         else
-            rc = h2o_emit_ops(p, &sh, lo.phase, l, c, lo.n_tokens, pr, kc, vc, NULL, e);
+            rc = h2o_emit_ops(p, &sh, lo.phase, l, c, lo.n_tokens, pr, kc, vc, &lay[l], e);
     }
+    if (!rc && o->spol.kind == SECINF_SPOL_H2O)
+        rc = h2o_emit_select(p, &sh, lo.phase, m->n_layers, c, lo.n_tokens, lay, NULL, e);
+    free(lay);
     free(kept);
     return rc;
 }
@@ -399,8 +406,8 @@ static int spol_update(eng *e, const secinf_opts *o, const op_program *p, mpc_pr
     for (uint32_t l = 0; !rc && l < m->n_layers; l++) {
         char nm[2][48];
         snprintf(nm[0], sizeof nm[0], "L%u.h2o.table", l);
-        snprintf(nm[1], sizeof nm[1], "L%u.h2o.heavy", l);
-        uint32_t id[2] = {op_tensor_find(p, nm[0]), op_tensor_find(p, nm[1])}, rows[2] = {n, sh.heavy};
+        snprintf(nm[1], sizeof nm[1], "h2o.heavy");
+        uint32_t id[2] = {op_tensor_find(p, nm[0]), op_tensor_find(p, nm[1])}, L = m->n_layers;
         mpc_val part[2] = {{0}, {0}}, z = {0};
         for (int w = 0; w < 2 && !rc; w++) {
             if (id[w] == OP_NONE)
@@ -410,7 +417,9 @@ static int spol_update(eng *e, const secinf_opts *o, const op_program *p, mpc_pr
                     for (uint32_t f = 0; f < F; f++) {
                         size_t i = ((size_t)g * R + q) * F + f;
                         sel[i] = src[q] == w;
-                        idx[i] = sel[i] ? (uint32_t)(((size_t)g * rows[w] + row[q]) * F + f) : 0;
+                        /* the table (Hkv, n, F); the heavy rows [g][l][q] of every layer */
+                        size_t at = w ? ((size_t)g * L + l) * sh.heavy + row[q] : (size_t)g * n + row[q];
+                        idx[i] = sel[i] ? (uint32_t)(at * F + f) : 0;
                     }
             rc = relayout(e, &part[w], &r->vals[id[w]], idx, sel, N);
         }
@@ -434,41 +443,39 @@ static int spol_update(eng *e, const secinf_opts *o, const op_program *p, mpc_pr
     return rc;
 }
 
-/* Validation instrumentation (opts.audit), outside the protocol: the selecting layers' one-hots
- * and candidate scores opened after the step's program; P0 keeps them. */
+/* Validation instrumentation (opts.audit), outside the protocol: the selection's one-hots and
+ * candidate scores (every layer's, secpol.h h2o_sel) opened after the step's program; P0 keeps
+ * them. */
 static int spol_audit(eng *e, mpc_net *net, node_ctx *c, const op_program *p, mpc_program_run *r,
                       errbuf *err)
 {
-    const secinf_opts *o = c->o;
     c->n_aud = 0;
-    for (uint32_t l = 0; l < o->model->n_layers; l++) {
-        char nm[2][48];
-        snprintf(nm[0], sizeof nm[0], "L%u.h2o.%s", l, c->s ? "argmin" : "topk");
-        snprintf(nm[1], sizeof nm[1], "L%u.h2o.cand", l);
-        for (int w = 0; w < 2; w++) {
-            uint32_t id = op_tensor_find(p, nm[w]);
-            if (id == OP_NONE)
-                continue;
-            size_t n = r->vals[id].n;
-            uint64_t *v = calloc(n + 1, sizeof *v);
-            if (!v || c->n_aud + n > c->cap_aud) {
-                size_t cap = 2 * (c->n_aud + n) + 64;
-                double *a = realloc(c->aud, cap * sizeof *a);
-                if (!v || !a) {
-                    free(v);
-                    if (a)
-                        c->aud = a;
-                    return err_set(err, MS_ERR_NOMEM, "secure inference: out of memory");
-                }
-                c->aud = a, c->cap_aud = (uint32_t)cap;
+    char nm[2][48];
+    snprintf(nm[0], sizeof nm[0], "h2o.%s", c->s ? "argmin" : "topk");
+    snprintf(nm[1], sizeof nm[1], "h2o.cand");
+    for (int w = 0; w < 2; w++) {
+        uint32_t id = op_tensor_find(p, nm[w]);
+        if (id == OP_NONE)
+            continue;
+        size_t n = r->vals[id].n;
+        uint64_t *v = calloc(n + 1, sizeof *v);
+        if (!v || c->n_aud + n > c->cap_aud) {
+            size_t cap = 2 * (c->n_aud + n) + 64;
+            double *a = realloc(c->aud, cap * sizeof *a);
+            if (!v || !a) {
+                free(v);
+                if (a)
+                    c->aud = a;
+                return err_set(err, MS_ERR_NOMEM, "secure inference: out of memory");
             }
-            int rc = mpc_run_open(e, net, r, id, v, err);
-            for (size_t i = 0; !rc && i < n; i++)
-                c->aud[c->n_aud++] = w ? fx_decode(v[i], c->frac) : (double)(int64_t)v[i];
-            free(v);
-            if (rc)
-                return rc;
+            c->aud = a, c->cap_aud = (uint32_t)cap;
         }
+        int rc = mpc_run_open(e, net, r, id, v, err);
+        for (size_t i = 0; !rc && i < n; i++)
+            c->aud[c->n_aud++] = w ? fx_decode(v[i], c->frac) : (double)(int64_t)v[i];
+        free(v);
+        if (rc)
+            return rc;
     }
     return MS_OK;
 }
@@ -1188,8 +1195,9 @@ int secinf_sel_compare(const secinf_opts *o, const secinf_result *r, const secin
                 for (uint32_t i = 0; i < n; i++)
                     nslot[i] = s ? (i ? sl[i - 1] : pos) : i;
                 if (sel) {
-                    const double *oh = r->audit[s] + (size_t)l * Hkv * (per + nc) + (size_t)g * per;
-                    const double *sc = r->audit[s] + (size_t)l * Hkv * (per + nc) + (size_t)Hkv * per + (size_t)g * nc;
+                    /* the one-hots of every layer, then the candidates' scores: [g][l][…] */
+                    const double *oh = r->audit[s] + ((size_t)g * L + l) * per;
+                    const double *sc = r->audit[s] + (size_t)L * Hkv * per + ((size_t)g * L + l) * nc;
                     for (uint32_t i = 0; i < nc; i++)
                         cand[i] = nslot[r0 + i];
                     if (s) {

@@ -11,7 +11,8 @@
  * (2·head_dim + 1 columns): rows [0, R − recent) the heavy hitters (which positions they hold is
  * secret), the last `recent` rows the newest positions in order (public). A step's program
  * holds the new entry at row 0 of the cache and the carried rows at 1 … c (secinf.c), and per
- * layer, after the lowered attention:
+ * layer, after the lowered attention (the selection proper batched over the layers, after the
+ * last one):
  *   score accumulation: the step's softmax probabilities summed over the KV head's query
  *     heads and (prefill) over the query rows, added to the carried scores (two transposing
  *     VIEWs and a matmul with a public ones vector: local);
@@ -50,21 +51,36 @@ typedef struct h2o_ids {
                        * the carried ones are the OPT_CACHE input "L<l>.h2o.score") */
     uint32_t table;   /* (Hkv, n, 2d+1) [K | V | score] of the attended rows */
     uint32_t cand;    /* (Hkv, ncand, 1) the candidates' scores */
-    uint32_t onehot;  /* prefill: (Hkv, heavy, P-recent) TOPK rows; decode: (Hkv, 1, heavy+1) */
-    uint32_t heavy;   /* (Hkv, heavy, 2d+1) the selected heavy rows */
+    uint32_t cur;     /* prefill: (Hkv, P-recent, 2d+1) the candidates' rows; decode: (Hkv,
+                       * heavy, 2d+1) candidates 0 … heavy-1 */
+    uint32_t next;    /* decode: candidates 1 … heavy */
 } h2o_ids;
+
+/* Tensors of the selection of every layer at once ("h2o.<name>"), rows of layer l after those
+ * of layers < l: memory order [KV head][layer][…]. */
+typedef struct h2o_sel {
+    uint32_t cand;    /* (Hkv, L·ncand, 1) the candidates' scores */
+    uint32_t onehot;  /* prefill: (Hkv, L·heavy, P-recent) TOPK rows; decode: (Hkv, L, heavy+1) */
+    uint32_t heavy;   /* (Hkv, L·heavy, 2d+1) the selected heavy rows */
+} h2o_sel;
 
 /* Whether a step selects: prefill of t = P tokens, or a decode step over c carried rows. */
 int h2o_selects(const h2o_shape *s, int phase, uint32_t c, uint32_t t);
 
 /* Appends layer `layer`'s H2O ops (category policy) for a step attending c carried rows and t
- * new ones (prefill: c = 0, t = P; decode: t = 1, rows: new at 0, carried at 1 … c). probs
- * (H, t, c+t) is the step's softmax output, kc/vc (Hkv, ≥ c+t, d) the step's caches; OP_NONE
- * for each gives a placeholder of that shape (the cost path). ids may be NULL. */
+ * new ones (prefill: c = 0, t = P; decode: t = 1, rows: new at 0, carried at 1 … c): the score
+ * upkeep, the table and the layer's candidates (all local). probs (H, t, c+t) is the step's
+ * softmax output, kc/vc (Hkv, ≥ c+t, d) the step's caches; OP_NONE for each gives a
+ * placeholder of that shape (the cost path). ids may be NULL. */
 int h2o_emit_ops(op_program *p, const h2o_shape *s, int phase, uint32_t layer, uint32_t c,
                  uint32_t t, uint32_t probs, uint32_t kc, uint32_t vc, h2o_ids *ids, errbuf *e);
+/* Appends the selection of every layer at once (layer −1; the layers are independent, so one
+ * TOPK/ARGMAX, GATHER/SELECT runs them all in the same rounds), from the layers' ids (lay[l]);
+ * nothing when the step does not select. out may be NULL. */
+int h2o_emit_select(op_program *p, const h2o_shape *s, int phase, uint32_t n_layers, uint32_t c,
+                    uint32_t t, const h2o_ids *lay, h2o_sel *out, errbuf *e);
 
-/* Public constants of the H2O ops, by tensor name ("L<l>.h2o.ones", ".tri", ".bcast"): fills
+/* Public constants of the H2O ops, by tensor name ("L<l>.h2o.ones", "h2o.tri", "h2o.bcast"): fills
  * out[0..n) with raw ring integers; 0 if the name is not one of them. */
 int h2o_public(const op_tensor *t, uint64_t *out, size_t n);
 
