@@ -344,6 +344,27 @@ static void h2o_prefill_sel(h2o_em *w, const h2o_shape *s, uint32_t L, uint32_t 
            0, 0);
 }
 
+/* The first `keep` entries of the prefix sums of B vectors of n (x: B·n values): ⌈log2 n⌉
+ * Hillis–Steele levels, each a shift (a slice appended at row s of a zero tensor: VIEWs) and an
+ * ADD, all local: O(B·n·log n) element operations instead of a triangular product's O(B·n²). */
+static uint32_t h2o_prefix(h2o_em *w, uint32_t x, uint32_t B, uint32_t n, uint32_t keep)
+{
+    uint32_t cur = h2o_tensor(w, "prefix0", OPT_TEMP, B, n, 1);
+    h2o_op(w, OP_VIEW, B, n, 0, 1, x, OP_NONE, OP_NONE, cur, 0, 0, 0);
+    for (uint32_t sh = 1; sh < n; sh *= 2) {
+        uint32_t sl = h2o_tensor(w, "prefix_head", OPT_TEMP, B, n - sh, 1);
+        h2o_op(w, OP_VIEW, B, n - sh, 0, 1, cur, OP_NONE, OP_NONE, sl, 0, 0, 0);
+        uint32_t shifted = h2o_tensor(w, "prefix_shift", OPT_TEMP, B, n, 1);
+        h2o_op(w, OP_VIEW, B, n - sh, 0, 1, sl, OP_NONE, OP_NONE, shifted, 0, (int32_t)sh, 0);
+        uint32_t nxt = h2o_tensor(w, "prefix", OPT_TEMP, B, n, 1);
+        h2o_op(w, OP_ADD, B, n, 0, 1, cur, shifted, OP_NONE, nxt, 0, 0, 0);
+        cur = nxt;
+    }
+    uint32_t out = h2o_tensor(w, "prefix_kept", OPT_TEMP, B, keep, 1);
+    h2o_op(w, OP_VIEW, B, keep, 0, 1, cur, OP_NONE, OP_NONE, out, 0, 0, 0);
+    return out;
+}
+
 /* Decode: every layer's minimum of its HH+1 candidates evicted, the candidates compacted to HH
  * rows. */
 static void h2o_decode_sel(h2o_em *w, const h2o_shape *s, uint32_t L, const h2o_ids *lay,
@@ -360,11 +381,8 @@ static void h2o_decode_sel(h2o_em *w, const h2o_shape *s, uint32_t L, const h2o_
     out->onehot = h2o_tensor(w, "argmin", OPT_TEMP, Hkv, L, hh + 1);
     h2o_op(w, OP_ARGMAX, Hkv, L, 0, hh + 1, neg, OP_NONE, OP_NONE, out->onehot, 0, 0, 0);
     /* the prefix sum of the one-hot (1 at and after the evicted candidate), then broadcast over
-     * the row's 2d+1 columns: products with public 0/1 matrices, local */
-    uint32_t tri = h2o_tensor(w, "tri", OPT_PUBLIC, 1, hh + 1, hh);
-    uint32_t pre = h2o_tensor(w, "prefix", OPT_TEMP, Hkv, L, hh);
-    h2o_op(w, OP_MATMUL, Hkv, L, hh + 1, hh, out->onehot, tri, OP_NONE, pre,
-           OPF_PUBLIC_B | OPF_NO_TRUNC, 0, 0);
+     * the row's 2d+1 columns (local) */
+    uint32_t pre = h2o_prefix(w, out->onehot, Hkv * L, hh + 1, hh);
     uint32_t bc = h2o_tensor(w, "bcast", OPT_PUBLIC, 1, 1, F);
     uint32_t mask = h2o_tensor(w, "mask", OPT_TEMP, Hkv, L * hh, F);
     h2o_op(w, OP_MATMUL, 1, Hkv * L * hh, 1, F, pre, bc, OP_NONE, mask,
@@ -399,11 +417,10 @@ int h2o_public(const op_tensor *t, uint64_t *out, size_t n)
     const char *nm = dot ? dot + 5 : !strncmp(t->name, "h2o.", 4) ? t->name + 4 : NULL;
     if (!nm || t->role != OPT_PUBLIC)
         return 0;
-    int tri = !strcmp(nm, "tri");
-    if (!tri && strcmp(nm, "ones") && strcmp(nm, "bcast"))
+    if (strcmp(nm, "ones") && strcmp(nm, "bcast"))
         return 0;
     for (size_t i = 0; i < n; i++) /* raw ring integers: the products are not truncated */
-        out[i] = tri ? (uint64_t)(i / t->cols <= i % t->cols) : 1u;
+        out[i] = 1u;
     return 1;
 }
 

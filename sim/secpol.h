@@ -21,8 +21,8 @@
  *     GATHER (one-hot rows · table) of the heavy rows;
  *   decode, c = heavy + recent: the candidates are rows 1 … heavy + 1 (the heavy rows and the
  *     entry leaving the recent window); ARGMAX of their negated scores (one-hot of the minimum),
- *     its prefix sum (a matmul with a public triangular matrix: local) broadcast over the row
- *     as a mask, and a SELECT per element: row i of the compacted heavy part is candidate i+1
+ *     its prefix sum (log-step shifted adds: local) broadcast over the row (a product with a
+ *     public ones row: local) as a mask, and a SELECT per element: row i of the compacted heavy part is candidate i+1
  *     where the mask is 1 (at or after the evicted one), else candidate i.
  * The next state is then a public re-layout: [selected heavy rows; the recent rows; the new
  * row]. */
@@ -80,7 +80,7 @@ int h2o_emit_ops(op_program *p, const h2o_shape *s, int phase, uint32_t layer, u
 int h2o_emit_select(op_program *p, const h2o_shape *s, int phase, uint32_t n_layers, uint32_t c,
                     uint32_t t, const h2o_ids *lay, h2o_sel *out, errbuf *e);
 
-/* Public constants of the H2O ops, by tensor name ("L<l>.h2o.ones", "h2o.tri", "h2o.bcast"): fills
+/* Public constants of the H2O ops, by tensor name ("L<l>.h2o.ones", "h2o.bcast"): fills
  * out[0..n) with raw ring integers; 0 if the name is not one of them. */
 int h2o_public(const op_tensor *t, uint64_t *out, size_t n);
 
