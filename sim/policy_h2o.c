@@ -34,7 +34,7 @@ typedef struct h2o_state {
     uint8_t *alive;   /* [L][Hkv][max_len] entry is in the cache */
     uint32_t *count;  /* [L][Hkv] entries in the cache */
     uint32_t *work, *sel;
-    h2o_ids *lay;     /* [L] the current step's per-layer tensors (emit_cost) */
+    h2o_ids *lay;     /* [phase][L] the current step's per-layer tensors (emit_cost) */
 } h2o_state;
 
 static void h2o_fini(void *st)
@@ -89,7 +89,7 @@ static int h2o_init(const policy_env *env, const policy_args *a, void **st, errb
     s->count = calloc((size_t)env->n_layers * env->n_kv_heads, sizeof *s->count);
     s->work = malloc(((size_t)env->max_len + 1) * sizeof *s->work);
     s->sel = malloc(((size_t)env->max_len + 1) * sizeof *s->sel);
-    s->lay = calloc(env->n_layers + 1, sizeof *s->lay);
+    s->lay = calloc(2 * (size_t)env->n_layers + 1, sizeof *s->lay);
     if (!s->score || !s->alive || !s->count || !s->work || !s->sel || !s->lay) {
         h2o_fini(s);
         return err_set(e, MS_ERR_NOMEM, "policy h2o: out of memory for %zu scores", n);
@@ -437,10 +437,11 @@ static int h2o_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const 
         for (uint32_t g = 0; g < v->n_kv_heads; g++)
             c = kept[g] > c ? kept[g] : c;
     }
-    int rc = h2o_emit_ops(prog, &sh, phase, layer, c, t, OP_NONE, OP_NONE, OP_NONE, &s->lay[layer], e);
+    h2o_ids *lay = s->lay + (phase == PHASE_DECODE ? v->n_layers : 0);
+    int rc = h2o_emit_ops(prog, &sh, phase, layer, c, t, OP_NONE, OP_NONE, OP_NONE, &lay[layer], e);
     /* the layers' selections run together, after the last layer (the secure session's order) */
     if (!rc && layer + 1 == v->n_layers)
-        rc = h2o_emit_select(prog, &sh, phase, v->n_layers, c, t, s->lay, NULL, e);
+        rc = h2o_emit_select(prog, &sh, phase, v->n_layers, c, t, lay, NULL, e);
     return rc;
 }
 
