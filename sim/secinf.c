@@ -122,6 +122,32 @@ static int pad_mask(op_program *p, const model_cfg *m, uint32_t l, const uint32_
     return err_set(e, MS_ERR_INTERNAL, "secure inference: layer %u has no attention softmax", l);
 }
 
+/* The policy's selection on shares after the lowered step (secpol.h): each layer's upkeep on
+ * its attention's softmax output and caches, then the selection of every layer at once. */
+static int spol_emit(const secinf_opts *o, const lower_opts *lo, op_program *p, errbuf *e)
+{
+    const model_cfg *m = o->model;
+    h2o_shape sh = spol_shape(o);
+    uint32_t c = lo->phase == PHASE_DECODE ? spol_rows(o, lo->kv_len) : 0;
+    h2o_ids *lay = calloc(m->n_layers, sizeof *lay);
+    int rc = lay ? MS_OK : err_set(e, MS_ERR_NOMEM, "secure inference: out of memory");
+    char nm[3][48];
+    for (uint32_t l = 0; !rc && l < m->n_layers; l++) {
+        snprintf(nm[0], sizeof nm[0], "L%u.scores", l);
+        snprintf(nm[1], sizeof nm[1], "L%u.kcache", l);
+        snprintf(nm[2], sizeof nm[2], "L%u.vcache", l);
+        uint32_t pr = op_tensor_find(p, nm[0]), kc = op_tensor_find(p, nm[1]), vc = op_tensor_find(p, nm[2]);
+        if (pr == OP_NONE || kc == OP_NONE || vc == OP_NONE)
+            rc = err_set(e, MS_ERR_INTERNAL, "secure inference: layer %u has no attention", l);
+        else
+            rc = h2o_emit_ops(p, &sh, lo->phase, l, c, lo->n_tokens, pr, kc, vc, &lay[l], e);
+    }
+    if (!rc)
+        rc = h2o_emit_select(p, &sh, lo->phase, m->n_layers, c, lo->n_tokens, lay, NULL, e);
+    free(lay);
+    return rc;
+}
+
 int secinf_step_program(const secinf_opts *o, uint32_t s, op_program *p, errbuf *e)
 {
     const model_cfg *m = o->model;
@@ -147,27 +173,8 @@ int secinf_step_program(const secinf_opts *o, uint32_t s, op_program *p, errbuf 
     }
     for (uint32_t l = 0; !rc && kept && o->keep && l < m->n_layers; l++)
         rc = pad_mask(p, m, l, kept + (size_t)l * m->n_kv_heads, e);
-    /* the policy's selection on shares after the step (secpol.h): each layer's upkeep, then
-     * the selection of every layer at once */
-    h2o_shape sh = spol_shape(o);
-    uint32_t c = s ? spol_rows(o, lo.kv_len) : 0;
-    h2o_ids *lay = o->spol.kind ? calloc(m->n_layers, sizeof *lay) : NULL;
-    if (!rc && o->spol.kind && !lay)
-        rc = err_set(e, MS_ERR_NOMEM, "secure inference: out of memory");
-    char nm[3][48];
-    for (uint32_t l = 0; !rc && o->spol.kind == SECINF_SPOL_H2O && l < m->n_layers; l++) {
-        snprintf(nm[0], sizeof nm[0], "L%u.scores", l);
-        snprintf(nm[1], sizeof nm[1], "L%u.kcache", l);
-        snprintf(nm[2], sizeof nm[2], "L%u.vcache", l);
-        uint32_t pr = op_tensor_find(p, nm[0]), kc = op_tensor_find(p, nm[1]), vc = op_tensor_find(p, nm[2]);
-        if (pr == OP_NONE || kc == OP_NONE || vc == OP_NONE)
-            rc = err_set(e, MS_ERR_INTERNAL, "secure inference: layer %u has no attention", l);
-        else
-            rc = h2o_emit_ops(p, &sh, lo.phase, l, c, lo.n_tokens, pr, kc, vc, &lay[l], e);
-    }
     if (!rc && o->spol.kind == SECINF_SPOL_H2O)
-        rc = h2o_emit_select(p, &sh, lo.phase, m->n_layers, c, lo.n_tokens, lay, NULL, e);
-    free(lay);
+        rc = spol_emit(o, &lo, p, e);
     free(kept);
     return rc;
 }
