@@ -22,8 +22,10 @@
  *   decode, c = heavy + recent: the candidates are rows 1 … heavy + 1 (the heavy rows and the
  *     entry leaving the recent window); ARGMAX of their negated scores (one-hot of the minimum),
  *     its prefix sum (log-step shifted adds: local) broadcast over the row (a product with a
- *     public ones row: local) as a mask, and a SELECT per element: row i of the compacted heavy part is candidate i+1
- *     where the mask is 1 (at or after the evicted one), else candidate i.
+ *     public ones row: local) as a mask, and a SELECT per element: row i of the compacted
+ *     heavy part is candidate i+1 where the mask is 1 (at or after the evicted one), else
+ *     candidate i. Without a recent window (recent = 0) the candidates are rows 0 … heavy
+ *     (the new entry and the heavy rows), as the plaintext policy's.
  * The next state is then a public re-layout: [selected heavy rows; the recent rows; the new
  * row]. */
 #ifndef MPCSIM_SECPOL_H
