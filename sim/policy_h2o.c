@@ -265,25 +265,46 @@ static uint32_t h2o_table(h2o_em *w, const h2o_shape *s, uint32_t n, uint32_t kc
     return table;
 }
 
-/* A layer's part of the selection: the candidates' scores (prefill rows [0, P − R); decode rows
- * r0 … r0+HH) and the rows they come from (prefill: the table's first P − R rows; decode: the
- * rows before and after each compacted slot). All VIEWs: local. */
+/* Rows [first] then [1, 1+rest) of src (Hkv, ≥, cols) as a (Hkv, 1+rest, cols) tensor (VIEWs). */
+static uint32_t h2o_rows_first(h2o_em *w, uint32_t src, uint32_t Hkv, uint32_t first, uint32_t rest,
+                               uint32_t cols, const char *nm)
+{
+    char a[32], b[32];
+    snprintf(a, sizeof a, "%s_first", nm);
+    snprintf(b, sizeof b, "%s_rest", nm);
+    uint32_t one = h2o_tensor(w, a, OPT_TEMP, Hkv, 1, cols), more = h2o_tensor(w, b, OPT_TEMP, Hkv, rest, cols);
+    uint32_t out = h2o_tensor(w, nm, OPT_TEMP, Hkv, rest + 1, cols);
+    h2o_op(w, OP_VIEW, Hkv, 1, 0, cols, src, OP_NONE, OP_NONE, one, 0, (int32_t)first, 0);
+    h2o_op(w, OP_VIEW, Hkv, rest, 0, cols, src, OP_NONE, OP_NONE, more, 0, 1, 0);
+    h2o_op(w, OP_VIEW, Hkv, 1, 0, cols, one, OP_NONE, OP_NONE, out, 0, 0, 0);
+    h2o_op(w, OP_VIEW, Hkv, rest, 0, cols, more, OP_NONE, OP_NONE, out, 0, 1, 0);
+    return out;
+}
+
+/* A layer's part of the selection: the candidates' scores (prefill rows [0, P − R); decode the
+ * latest position first — the entry leaving the recent window, row HH+1, or without a window
+ * the new entry, row 0 — then the heavy rows 1 … HH) and the rows they come from (prefill: the
+ * table's first P − R rows; decode: the candidates before and after each compacted slot). All
+ * VIEWs: local. The latest candidate at slot 0 wins the arg-min's exact ties (kern.c k_rowmax:
+ * the lower slot), as the plaintext rule evicts the later position. */
 static void h2o_stage(h2o_em *w, const h2o_shape *s, int phase, uint32_t n, h2o_ids *ids)
 {
     uint32_t Hkv = s->n_kv_heads, F = 2 * s->head_dim + 1, hh = s->heavy;
-    int32_t r0 = phase == PHASE_DECODE && s->recent ? 1 : 0;
-    uint32_t nc = phase == PHASE_PREFILL ? n - s->recent : hh + 1;
-    ids->cand = h2o_tensor(w, "cand", OPT_TEMP, Hkv, nc, 1);
-    h2o_op(w, OP_VIEW, Hkv, nc, 0, 1, ids->score, OP_NONE, OP_NONE, ids->cand, 0, r0, 0);
     if (phase == PHASE_PREFILL) {
+        uint32_t nc = n - s->recent;
+        ids->cand = h2o_tensor(w, "cand", OPT_TEMP, Hkv, nc, 1);
+        h2o_op(w, OP_VIEW, Hkv, nc, 0, 1, ids->score, OP_NONE, OP_NONE, ids->cand, 0, 0, 0);
         ids->cur = h2o_tensor(w, "cand_rows", OPT_TEMP, Hkv, nc, F);
         h2o_op(w, OP_VIEW, Hkv, nc, 0, F, ids->table, OP_NONE, OP_NONE, ids->cur, 0, 0, 0);
         return;
     }
+    uint32_t first = s->recent ? hh + 1 : 0;
+    ids->cand = h2o_rows_first(w, ids->score, Hkv, first, hh, 1, "cand");
+    uint32_t rows = h2o_rows_first(w, ids->table, Hkv, first, hh, F, "cand_rows");
     ids->cur = h2o_tensor(w, "cur", OPT_TEMP, Hkv, hh, F);
     ids->next = h2o_tensor(w, "next", OPT_TEMP, Hkv, hh, F);
-    h2o_op(w, OP_VIEW, Hkv, hh, 0, F, ids->table, OP_NONE, OP_NONE, ids->cur, 0, r0, 0);
-    h2o_op(w, OP_VIEW, Hkv, hh, 0, F, ids->table, OP_NONE, OP_NONE, ids->next, 0, r0 + 1, 0);
+    h2o_op(w, OP_VIEW, Hkv, hh, 0, F, rows, OP_NONE, OP_NONE, ids->cur, 0, 0, 0);
+    h2o_op(w, OP_VIEW, Hkv, hh, 0, F, rows, OP_NONE, OP_NONE, ids->next, 0, 1, 0);
 }
 
 int h2o_emit_ops(op_program *p, const h2o_shape *s, int phase, uint32_t layer, uint32_t c,

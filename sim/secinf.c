@@ -1181,7 +1181,7 @@ int secinf_sel_compare(const secinf_opts *o, const secinf_result *r, const secin
             tie_bound = tie_bound < 0 ? 2 * err : tie_bound;
         }
         int phase = s ? PHASE_DECODE : PHASE_PREFILL, sel = h2o_selects(&sh, phase, c, t);
-        uint32_t r0 = s ? (o->spol.recent ? 1 : 0) : 0, nc = s ? hh + 1 : n - o->spol.recent;
+        uint32_t first = o->spol.recent ? hh + 1 : 0, nc = s ? hh + 1 : n - o->spol.recent;
         uint32_t per = s ? nc : hh * nc; /* one-hot values per KV head */
         if (sel && r->n_audit[s] != (size_t)L * Hkv * (per + nc)) {
             rc = err_set(e, MS_ERR_INTERNAL, "selection audit: step %u has %u values", s, r->n_audit[s]);
@@ -1205,8 +1205,9 @@ int secinf_sel_compare(const secinf_opts *o, const secinf_result *r, const secin
                     /* the one-hots of every layer, then the candidates' scores: [g][l][…] */
                     const double *oh = r->audit[s] + ((size_t)g * L + l) * per;
                     const double *sc = r->audit[s] + (size_t)L * Hkv * per + ((size_t)g * L + l) * nc;
+                    /* prefill: rows 0 … nc-1; decode: the latest first (policy_h2o.c h2o_stage) */
                     for (uint32_t i = 0; i < nc; i++)
-                        cand[i] = nslot[r0 + i];
+                        cand[i] = s ? nslot[i ? i : first] : nslot[i];
                     if (s) {
                         uint32_t v = 0;
                         for (uint32_t i = 0; i < nc; i++)

@@ -19,13 +19,14 @@
  *   the table [K | V | score] of the attended rows (VIEWs: local);
  *   prefill, P > heavy + recent: TOPK(heavy) of the scores of rows [0, P − recent), then a
  *     GATHER (one-hot rows · table) of the heavy rows;
- *   decode, c = heavy + recent: the candidates are rows 1 … heavy + 1 (the heavy rows and the
- *     entry leaving the recent window); ARGMAX of their negated scores (one-hot of the minimum),
- *     its prefix sum (log-step shifted adds: local) broadcast over the row (a product with a
+ *   decode, c = heavy + recent: the candidates are row heavy + 1 (the entry leaving the recent
+ *     window, the latest: slot 0, which wins exact ties, as the plaintext rule evicts the later
+ *     position) and rows 1 … heavy (the heavy rows); ARGMAX of their negated scores (one-hot
+ *     of the minimum), its prefix sum (log-step shifted adds: local) broadcast over the row (a product with a
  *     public ones row: local) as a mask, and a SELECT per element: row i of the compacted
  *     heavy part is candidate i+1 where the mask is 1 (at or after the evicted one), else
- *     candidate i. Without a recent window (recent = 0) the candidates are rows 0 … heavy
- *     (the new entry and the heavy rows), as the plaintext policy's.
+ *     candidate i. Without a recent window (recent = 0) the candidates are row 0 (the new
+ *     entry) and the heavy rows, as the plaintext policy's.
  * The next state is then a public re-layout: [selected heavy rows; the recent rows; the new
  * row]. */
 #ifndef MPCSIM_SECPOL_H

@@ -8,6 +8,8 @@
  *   engine predicts;
  * - the ops h2o's emit_cost gives the simulator are the ops the secure session runs (kinds,
  *   shapes, flags, arguments), for the prompt and a decode step;
+ * - one eviction through those ops on the clear-text engine: the minimum goes, the others stay
+ *   in order, and a tie with the entry leaving the window evicts that later position;
  * - nothing about the selection is revealed: the only opening in a step is the client's
  *   logits, the programs depend on public shapes only (the same for another text), and the
  *   audit (the test's post-hoc opening) leaves every op's traffic unchanged;
@@ -21,6 +23,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "eng_plain.h"
+#include "kern.h"
 #include "policy.h"
 #include "secinf.h"
 #include "secpol.h"
@@ -376,6 +380,70 @@ START_TEST(test_cli)
 }
 END_TEST
 
+/* One decode eviction on the clear-text engine through the same ops: one layer, one head,
+ * d = 1, heavy 2, recent 1; rows 0 (new), 1 and 2 (heavy), 3 (leaving the window). Returns the
+ * K values (row index + 10) of the two compacted heavy rows. */
+static void evict_plain(const double score[4], double out[2])
+{
+    proto_cfg cfg;
+    errbuf e = {{0}};
+    ck_assert_int_eq(proto_cfg_default("semi2k", &cfg, &e), MS_OK);
+    eng *E;
+    ck_assert_int_eq(eng_plain_new(&cfg, 2, 5, 1, &E), MS_OK);
+    op_program p;
+    op_program_init(&p);
+    h2o_shape sh = {1, 1, 1, 2, 1};
+    h2o_ids lay;
+    h2o_sel sel;
+    ck_assert_int_eq(h2o_emit_ops(&p, &sh, PHASE_DECODE, 0, 3, 1, OP_NONE, OP_NONE, OP_NONE, &lay, &e), MS_OK);
+    ck_assert_int_eq(h2o_emit_select(&p, &sh, PHASE_DECODE, 1, 3, 1, &lay, &sel, &e), MS_OK);
+    mpc_val *vals = calloc(p.n_tens, sizeof *vals);
+    for (uint32_t t = 0; t < p.n_tens; t++) {
+        const op_tensor *T = &p.tens[t];
+        size_t n = (size_t)T->batch * T->rows * T->cols;
+        vals[t].n = n;
+        int input = T->role == OPT_CACHE || T->role == OPT_PUBLIC;
+        if (!input)
+            continue;
+        ck_assert_int_eq(E->vt->alloc(E, &vals[t], n, DOM_ARITH), MS_OK);
+        if (T->role == OPT_PUBLIC)
+            ck_assert(h2o_public(T, vals[t].s[0], n));
+        else if (strstr(T->name, "in_k") || strstr(T->name, "in_v"))
+            for (size_t i = 0; i < n; i++)
+                vals[t].s[0][i] = fx_encode(10.0 + (double)i, cfg.frac_bits);
+        else if (strstr(T->name, "h2o.score"))
+            for (size_t i = 0; i < n; i++)
+                vals[t].s[0][i] = fx_encode(score[i], cfg.frac_bits);
+        else
+            memset(vals[t].s[0], 0, n * sizeof *vals[t].s[0]); /* this step's probabilities */
+    }
+    for (size_t i = 0; i < p.n_ops; i++)
+        ck_assert_msg(kern_exec(E, &p, i, vals, &e) == MS_OK, "%s", e.msg);
+    for (int q = 0; q < 2; q++) /* column 0 of each compacted row: its K */
+        out[q] = fx_decode(vals[sel.heavy].s[0][(size_t)q * 3], cfg.frac_bits);
+    for (uint32_t t = 0; t < p.n_tens; t++)
+        E->vt->release(E, &vals[t]);
+    free(vals);
+    op_program_free(&p);
+    eng_free(E);
+}
+
+START_TEST(test_h2o_evict_rule)
+{
+    double out[2];
+    /* a unique minimum (row 2): row 3 joins the heavy rows, first */
+    evict_plain((const double[4]){0, 0.5, 0.25, 0.75}, out);
+    ck_assert(out[0] == 13 && out[1] == 11);
+    /* the leaving entry tied with a heavy row at the minimum: the later position (row 3) goes,
+     * as the plaintext rule */
+    evict_plain((const double[4]){0, 0.25, 0.5, 0.25}, out);
+    ck_assert(out[0] == 11 && out[1] == 12);
+    /* the leaving entry the minimum */
+    evict_plain((const double[4]){0, 0.5, 0.75, 0.125}, out);
+    ck_assert(out[0] == 11 && out[1] == 12);
+}
+END_TEST
+
 Suite *secpol_suite(void)
 {
     Suite *s = suite_create("secpol");
@@ -383,6 +451,7 @@ Suite *secpol_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_h2o_on_shares, 0, 2);
     tcase_add_test(tc, test_h2o_costed_as_run);
+    tcase_add_test(tc, test_h2o_evict_rule);
     tcase_add_test(tc, test_h2o_reveals_nothing);
     tcase_add_test(tc, test_public_and_missing);
     tcase_add_test(tc, test_cli);
