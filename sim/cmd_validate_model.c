@@ -181,8 +181,24 @@ static void vm_policy_note(const vm_args *a, const secinf_opts *o, const secinf_
         return;
     }
     if (!sp.kind) {
-        printf("#       NOTE: %s has no selection on shares: the secure run applies the kept sets of its plaintext\n"
-               "#       replay (keep masks), which a deployment could not compute\n", a->policy);
+        printf("#       NOTE: %s has no selection on shares%s: the secure run applies the kept sets of its plaintext\n"
+               "#       replay (keep masks), which a deployment could not compute\n", a->policy,
+               strcmp(a->policy, "mpcache") ? "" : " with this static eviction (on shares: --policy-param static=none)");
+        return;
+    }
+    if (sp.kind == SECINF_SPOL_MPCACHE) {
+        secinf_mpc_sel ms;
+        if (secinf_mpc_compare(o, r, plain, &ms, e)) {
+            printf("#       selection audit failed: %s\n", e->msg);
+            return;
+        }
+        printf("#       %s selected on shares (static none, two-level clusters, %u secret top-k); attended sets equal to\n"
+               "#       the replay's: %u/%u (decode position x layer x KV head)\n", a->policy, ms.topks, ms.same, ms.sets);
+        printf("#       smallest secure top-k margin %.5f%s", ms.min_margin,
+               ms.same < ms.sets ? "" : "\n");
+        if (ms.same < ms.sets)
+            printf("; differing sets' top-ks have margins <= %.5f (near ties of the q.bound scores:\n"
+                   "#       fixed-point queries and bounds swap them)\n", ms.max_diff_margin);
         return;
     }
     secinf_sel sel;

@@ -73,9 +73,14 @@ static uint32_t spol_rows(const secinf_opts *o, uint32_t kv)
 static void step_kept(const secinf_opts *o, uint32_t kv, uint32_t *kept)
 {
     const model_cfg *m = o->model;
-    for (uint32_t l = 0; l < m->n_layers; l++)
+    for (uint32_t l = 0; l < m->n_layers; l++) {
+        mpc_plan pl;
+        if (o->spol.kind == SECINF_SPOL_MPCACHE)
+            mpcache_plan(&o->spol.mpc, l, kv, &pl); /* static none: K' is the whole cache */
         for (uint32_t g = 0; g < m->n_kv_heads; g++)
-            kept[l * m->n_kv_heads + g] = o->spol.kind ? spol_rows(o, kv) : kept_of(o->keep, kv, l, g, NULL);
+            kept[l * m->n_kv_heads + g] = o->spol.kind == SECINF_SPOL_MPCACHE ? pl.rows
+                                          : o->spol.kind ? spol_rows(o, kv) : kept_of(o->keep, kv, l, g, NULL);
+    }
 }
 
 /* Under a policy, a decode step's cache tensor holds the new entry at row 0 and head g's kept
@@ -148,6 +153,74 @@ static int spol_emit(const secinf_opts *o, const lower_opts *lo, op_program *p, 
     return rc;
 }
 
+/* ---- MPCache on shares: the step's ops -------------------------------------------------------- */
+
+/* Moves ops [from, n_ops) to index at (before the op there). */
+static int ops_move(op_program *p, long at, size_t from, errbuf *e)
+{
+    size_t k = p->n_ops - from;
+    if (at < 0)
+        return err_set(e, MS_ERR_INTERNAL, "secure inference: no attention op to splice before");
+    if (!k || (size_t)at >= from)
+        return MS_OK;
+    op *tmp = malloc(k * sizeof *tmp);
+    if (!tmp)
+        return err_set(e, MS_ERR_NOMEM, "secure inference: out of memory");
+    memcpy(tmp, &p->ops[from], k * sizeof *tmp);
+    memmove(&p->ops[(size_t)at + k], &p->ops[at], (from - (size_t)at) * sizeof *tmp);
+    memcpy(&p->ops[at], tmp, k * sizeof *tmp);
+    free(tmp);
+    return MS_OK;
+}
+
+static long find_op(const op_program *p, int kind, uint32_t out)
+{
+    for (size_t i = 0; i < p->n_ops; i++)
+        if (p->ops[i].kind == kind && p->ops[i].out == out)
+            return (long)i;
+    return -1;
+}
+
+/* The prompt's program ends with the bounds of every selecting layer; a decode step's selection
+ * runs between each layer's query and its attention (spliced before the scores' matmul), its
+ * mask right before the softmax (secpol.h). */
+static int mpc_sess_emit(const secinf_opts *o, const lower_opts *lo, op_program *p, errbuf *e)
+{
+    const model_cfg *m = o->model;
+    const mpc_shape *sh = &o->spol.mpc;
+    mpc_ids *ids = calloc(m->n_layers, sizeof *ids);
+    int rc = ids ? MS_OK : err_set(e, MS_ERR_NOMEM, "secure inference: out of memory");
+    for (uint32_t l = 0; !rc && l < m->n_layers; l++) {
+        static const char *const nm[5] = {"kcache", "vcache", "q_heads", "k", "scores"};
+        uint32_t id[5];
+        for (int i = 0; i < 5; i++) {
+            char full[48];
+            snprintf(full, sizeof full, "L%u.%s", l, nm[i]);
+            id[i] = op_tensor_find(p, full);
+            if (id[i] == OP_NONE)
+                rc = err_set(e, MS_ERR_INTERNAL, "secure inference: no tensor %s", full);
+        }
+        if (rc)
+            break;
+        if (lo->phase == PHASE_PREFILL) {
+            rc = mpcache_emit_prefill(p, sh, l, lo->n_tokens, id[0], &ids[l], e);
+            continue;
+        }
+        size_t n0 = p->n_ops;
+        rc = mpcache_emit_decode(p, sh, l, lo->kv_len, id[2], id[3], id[0], id[1], l ? &ids[l - 1] : NULL,
+                                 &ids[l], e);
+        if (!rc)
+            rc = ops_move(p, find_op(p, OP_MATMUL, id[4]), n0, e);
+        n0 = p->n_ops;
+        if (!rc)
+            rc = mpcache_emit_mask(p, sh, l, lo->kv_len, id[4], &ids[l], e);
+        if (!rc && p->n_ops > n0)
+            rc = ops_move(p, find_op(p, OP_SOFTMAX, id[4]), n0, e);
+    }
+    free(ids);
+    return rc;
+}
+
 int secinf_step_program(const secinf_opts *o, uint32_t s, op_program *p, errbuf *e)
 {
     const model_cfg *m = o->model;
@@ -175,6 +248,8 @@ int secinf_step_program(const secinf_opts *o, uint32_t s, op_program *p, errbuf 
         rc = pad_mask(p, m, l, kept + (size_t)l * m->n_kv_heads, e);
     if (!rc && o->spol.kind == SECINF_SPOL_H2O)
         rc = spol_emit(o, &lo, p, e);
+    if (!rc && o->spol.kind == SECINF_SPOL_MPCACHE)
+        rc = mpc_sess_emit(o, &lo, p, e);
     free(kept);
     return rc;
 }
@@ -188,6 +263,7 @@ typedef struct node_ctx {
     const int *toks;     /* tokens of the current step */
     double *aud;         /* the step's audit values (P0, opts.audit) */
     uint32_t n_aud, cap_aud;
+    mpc_val *b16, *b32;  /* MPCache on shares: each layer's cluster bounds */
 } node_ctx;
 
 /* Binding: the model owner's weights by name (fixed point), the client's one-hot rows. */
@@ -196,6 +272,12 @@ static int bind(void *ctx, const op_tensor *t, uint64_t *out, size_t n)
     node_ctx *c = ctx;
     if (t->role == OPT_PUBLIC && h2o_public(t, out, n))
         return 1;
+    if (t->role == OPT_PUBLIC && c->o->spol.kind == SECINF_SPOL_MPCACHE) {
+        uint32_t t_, kv;
+        step_shape(c->o, c->s, &t_, &kv);
+        if (mpcache_public(&c->o->spol.mpc, c->s ? kv : t_, c->frac, t, out, n))
+            return 1;
+    }
     if (t->role == OPT_WEIGHT) {
         uint32_t r, k;
         const float *w = llama_weight(c->o->weights, t->name, &r, &k);
@@ -457,11 +539,19 @@ static int spol_audit(eng *e, mpc_net *net, node_ctx *c, const op_program *p, mp
                       errbuf *err)
 {
     c->n_aud = 0;
-    char nm[2][48];
-    snprintf(nm[0], sizeof nm[0], "h2o.%s", c->s ? "argmin" : "topk");
-    snprintf(nm[1], sizeof nm[1], "h2o.cand");
-    for (int w = 0; w < 2; w++) {
-        uint32_t id = op_tensor_find(p, nm[w]);
+    const secinf_opts *o = c->o;
+    uint32_t L = o->model->n_layers, nn = o->spol.kind == SECINF_SPOL_MPCACHE ? 4 * L : 2;
+    for (uint32_t w = 0; w < nn; w++) {
+        char nm[48];
+        static const char *const mn[4] = {"topk1", "sc1", "topk2", "sc2"};
+        if (o->spol.kind == SECINF_SPOL_MPCACHE)
+            snprintf(nm, sizeof nm, "L%u.mpc.%s", w / 4, mn[w % 4]);
+        else if (w == 0)
+            snprintf(nm, sizeof nm, "h2o.%s", c->s ? "argmin" : "topk");
+        else
+            snprintf(nm, sizeof nm, "h2o.cand");
+        int is_score = o->spol.kind == SECINF_SPOL_MPCACHE ? (w % 2 == 1) : w == 1;
+        uint32_t id = op_tensor_find(p, nm);
         if (id == OP_NONE)
             continue;
         size_t n = r->vals[id].n;
@@ -479,12 +569,147 @@ static int spol_audit(eng *e, mpc_net *net, node_ctx *c, const op_program *p, mp
         }
         int rc = mpc_run_open(e, net, r, id, v, err);
         for (size_t i = 0; !rc && i < n; i++)
-            c->aud[c->n_aud++] = w ? fx_decode(v[i], c->frac) : (double)(int64_t)v[i];
+            c->aud[c->n_aud++] = is_score ? fx_decode(v[i], c->frac) : (double)(int64_t)v[i];
         free(v);
         if (rc)
             return rc;
     }
     return MS_OK;
+}
+
+/* ---- MPCache on shares: the carried state ----------------------------------------------------- */
+
+/* z (N) with z[i] = src[which[i]][idx[i]] (which[i] ≥ nsrc: 0): local re-layouts summed. */
+static int mpc_pick(eng *e, mpc_val *z, size_t N, const mpc_val *const *src, int nsrc,
+                    const uint8_t *which, const uint32_t *idx)
+{
+    uint32_t *ix = calloc(N + 1, sizeof *ix);
+    uint64_t *sel = calloc(N + 1, sizeof *sel);
+    int rc = ix && sel ? e->vt->alloc(e, z, N, DOM_ARITH) : MS_ERR_NOMEM;
+    for (int k = 0; !rc && k < nsrc; k++) {
+        size_t any = 0;
+        for (size_t i = 0; i < N; i++) {
+            sel[i] = which[i] == k;
+            ix[i] = sel[i] ? idx[i] : 0;
+            any += sel[i];
+        }
+        if (!any)
+            continue;
+        mpc_val part = {0};
+        rc = relayout(e, &part, src[k], ix, sel, N);
+        if (!rc)
+            rc = e->vt->add(e, z, z, &part);
+        e->vt->release(e, &part);
+    }
+    free(ix), free(sel);
+    return rc;
+}
+
+/* Before decode step s at n entries: each layer's table and bounds into the program. */
+static int mpc_bind(eng *e, const secinf_opts *o, const op_program *p, mpc_program_run *r, node_ctx *c,
+                    const mpc_val *kf, uint32_t n, errbuf *err)
+{
+    const model_cfg *m = o->model;
+    uint32_t Hkv = m->n_kv_heads, d = m->head_dim, F = 2 * d + 1, L = m->n_layers;
+    int rc = MS_OK;
+    for (uint32_t l = 0; !rc && l < L; l++) {
+        mpc_plan pl;
+        mpcache_plan(&o->spol.mpc, l, n, &pl);
+        static const char *const nm[3] = {"kv", "b16", "b32"};
+        for (int w = 0; w < 3 && !rc; w++) {
+            char full[48];
+            snprintf(full, sizeof full, "L%u.mpc.%s", l, nm[w]);
+            uint32_t id = op_tensor_find(p, full);
+            if (id == OP_NONE)
+                continue;
+            e->vt->release(e, &r->vals[id]);
+            if (w == 0)
+                rc = spol_in(e, &kf[l], Hkv, n, F, 0, F, pl.Npad, 0, &r->vals[id]);
+            else
+                rc = spol_in(e, w == 1 ? &c->b16[l] : &c->b32[l], Hkv, w == 1 ? pl.G2 : pl.G1, 2 * d, 0,
+                             2 * d, w == 1 ? pl.G2 : pl.G1, 0, &r->vals[id]);
+        }
+    }
+    return rc ? err_set(err, rc, "secure inference: binding MPCache's state") : MS_OK;
+}
+
+/* After step s: each layer's table gains the new entry (the cache tensors' row 0 at a decode
+ * step, the prompt's rows at the prefill), the bounds their upkeep (secpol.h). */
+static int mpc_update(eng *e, const secinf_opts *o, const op_program *p, mpc_program_run *r, node_ctx *c,
+                      mpc_val *kf, uint32_t s, errbuf *err)
+{
+    const model_cfg *m = o->model;
+    uint32_t Hkv = m->n_kv_heads, d = m->head_dim, F = 2 * d + 1, L = m->n_layers, t, kv;
+    step_shape(o, s, &t, &kv);
+    uint32_t n = s ? kv : 0, n1 = n + t, s2 = o->spol.mpc.s2, s1 = o->spol.mpc.s1;
+    size_t N = (size_t)Hkv * n1 * F;
+    uint8_t *which = malloc(N + 1);
+    uint32_t *idx = malloc((N + 1) * sizeof *idx);
+    int rc = which && idx ? MS_OK : MS_ERR_NOMEM;
+    for (uint32_t l = 0; !rc && l < L; l++) {
+        char full[4][48];
+        snprintf(full[0], 48, "L%u.kcache", l);
+        snprintf(full[1], 48, "L%u.vcache", l);
+        uint32_t kc = op_tensor_find(p, full[0]), vc = op_tensor_find(p, full[1]);
+        uint32_t T = p->tens[kc].rows;
+        for (uint32_t g = 0; g < Hkv; g++)
+            for (uint32_t q = 0; q < n1; q++)
+                for (uint32_t f = 0; f < F; f++) {
+                    size_t i = ((size_t)g * n1 + q) * F + f;
+                    uint32_t row = s ? 0 : q; /* the new entry: row 0 of a decode step */
+                    if (q < n)
+                        which[i] = 0, idx[i] = (uint32_t)(((size_t)g * n + q) * F + f);
+                    else if (f < 2 * d)
+                        which[i] = f < d ? 1 : 2, idx[i] = (uint32_t)(((size_t)g * T + row) * d + f % d);
+                    else
+                        which[i] = 3, idx[i] = 0;
+                }
+        const mpc_val *src[3] = {&kf[l], &r->vals[kc], &r->vals[vc]};
+        mpc_val z = {0};
+        rc = mpc_pick(e, &z, N, src, 3, which, idx);
+        if (rc)
+            break;
+        e->vt->release(e, &kf[l]);
+        kf[l] = z;
+        if (mpcache_layer_kind(&o->spol.mpc, l) != MPC_LAYER_SELECT)
+            continue;
+        /* the bounds: the prefill's new ones, or the old rows with the newest cluster's row from
+         * the upkeep's MAX (or from [k | −k] when the entry starts a cluster) */
+        for (int w = 0; w < 2 && !rc; w++) {
+            uint32_t sz = w ? s1 : s2, G = (n1 + sz - 1) / sz, Gold = (n + sz - 1) / sz;
+            mpc_val *b = w ? &c->b32[l] : &c->b16[l], nb = {0};
+            snprintf(full[2], 48, "L%u.mpc.%s", l, s ? "kn" : w ? "b32_new" : "b16_new");
+            snprintf(full[3], 48, "L%u.mpc.up", l);
+            uint32_t kn = op_tensor_find(p, full[2]), up = op_tensor_find(p, full[3]);
+            uint32_t lv = (n % s2 != 0) + (n % s1 != 0);
+            size_t M = (size_t)Hkv * G * 2 * d;
+            for (uint32_t g = 0; g < Hkv; g++)
+                for (uint32_t q = 0; q < G; q++)
+                    for (uint32_t ch = 0; ch < 2 * d; ch++) {
+                        size_t i = ((size_t)g * G + q) * 2 * d + ch;
+                        if (!s)
+                            which[i] = 1, idx[i] = (uint32_t)i;
+                        else if (q != n / sz)
+                            which[i] = 0, idx[i] = (uint32_t)(((size_t)g * Gold + q) * 2 * d + ch);
+                        else if (n % sz == 0)
+                            which[i] = 1, idx[i] = g * 2 * d + ch;
+                        else
+                            which[i] = 2, idx[i] = (uint32_t)(((size_t)g * 2 * d + ch) * lv + (w ? lv - 1 : 0));
+                    }
+            if (kn == OP_NONE || (s && lv && up == OP_NONE)) {
+                rc = MS_ERR_INTERNAL;
+                break;
+            }
+            const mpc_val *bs[3] = {b, &r->vals[kn], up == OP_NONE ? b : &r->vals[up]};
+            rc = mpc_pick(e, &nb, M, bs, 3, which, idx);
+            if (!rc) {
+                e->vt->release(e, b);
+                *b = nb;
+            }
+        }
+    }
+    free(which), free(idx);
+    return rc ? err_set(err, rc, "secure inference: updating MPCache's state") : MS_OK;
 }
 
 static uint32_t argmax_u(const double *x, uint32_t n)
@@ -518,8 +743,10 @@ static int node_step(eng *e, mpc_net *net, node_ctx *c, op_program *p, mpc_progr
         mpc_program_run_free(e, prev);
     uint64_t t0 = now_ns();
     char nm[48];
-    if (!rc && o->spol.kind && s)
+    if (!rc && o->spol.kind == SECINF_SPOL_H2O && s)
         rc = spol_bind(e, o, p, r, kf, kv, err);
+    if (!rc && o->spol.kind == SECINF_SPOL_MPCACHE && s)
+        rc = mpc_bind(e, o, p, r, c, kf, kv, err);
     for (uint32_t l = 0; !rc && kv && !o->spol.kind && l < m->n_layers; l++)
         for (int w = 0; w < 2 && !rc; w++) {
             snprintf(nm, sizeof nm, "L%u.%ccache", l, w ? 'v' : 'k');
@@ -531,8 +758,10 @@ static int node_step(eng *e, mpc_net *net, node_ctx *c, op_program *p, mpc_progr
         }
     if (!rc)
         rc = mpc_run_ops(e, net, r, 0, p->n_ops, err);
-    if (!rc && o->spol.kind)
+    if (!rc && o->spol.kind == SECINF_SPOL_H2O)
         rc = spol_update(e, o, p, r, kf, s, err);
+    if (!rc && o->spol.kind == SECINF_SPOL_MPCACHE)
+        rc = mpc_update(e, o, p, r, c, kf, s, err);
     for (uint32_t l = 0; !rc && !o->spol.kind && l < m->n_layers; l++)
         for (int w = 0; w < 2 && !rc; w++) {
             snprintf(nm, sizeof nm, "L%u.%ccache", l, w ? 'v' : 'k');
@@ -570,7 +799,9 @@ int secinf_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
     memset(run, 0, sizeof run);
     mpc_val *kf = calloc(m->n_layers, sizeof *kf), *vf = calloc(m->n_layers, sizeof *vf);
     double *logits = calloc(m->vocab, sizeof *logits);
-    int rc = kf && vf && logits ? MS_OK : err_set(err, MS_ERR_NOMEM, "secure inference: out of memory");
+    c.b16 = calloc(m->n_layers, sizeof *c.b16);
+    c.b32 = calloc(m->n_layers, sizeof *c.b32);
+    int rc = kf && vf && logits && c.b16 && c.b32 ? MS_OK : err_set(err, MS_ERR_NOMEM, "secure inference: out of memory");
     int tok = 0;
     for (uint32_t s = 0; !rc && s < S; s++) {
         c.s = s;
@@ -604,7 +835,11 @@ int secinf_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
         e->vt->release(e, &kf[l]);
         e->vt->release(e, &vf[l]);
     }
-    free(kf), free(vf), free(logits), free(c.aud);
+    for (uint32_t l = 0; c.b16 && c.b32 && l < m->n_layers; l++) {
+        e->vt->release(e, &c.b16[l]);
+        e->vt->release(e, &c.b32[l]);
+    }
+    free(kf), free(vf), free(logits), free(c.aud), free(c.b16), free(c.b32);
     return rc;
 }
 
@@ -667,7 +902,7 @@ int secinf_prepare(const secinf_opts *o, secinf_result *r, errbuf *e)
                     o->keep->max_len < o->n_tokens + o->n_gen))
         return err_set(e, MS_ERR_INPUT, "secure inference: keep masks for %u layers × %u KV heads × %u positions",
                        o->keep->n_layers, o->keep->n_kv_heads, o->keep->max_len);
-    if (o->spol.kind && (o->keep || o->spol.kind != SECINF_SPOL_H2O))
+    if (o->spol.kind && (o->keep || o->spol.kind > SECINF_SPOL_MPCACHE))
         return err_set(e, MS_ERR_INPUT, "secure inference: a policy on shares (kind %d) with keep masks", o->spol.kind);
     if (o->spol.kind && o->model->n_heads % o->model->n_kv_heads)
         return err_set(e, MS_ERR_INPUT, "secure inference: %u heads over %u KV heads", o->model->n_heads,
@@ -782,6 +1017,7 @@ typedef struct prep {
     uint8_t *keep;       /* Hkv × max_len of the current (pos, layer) */
     float *q;            /* L × H·d: the full-cache model's queries at the current position */
     float *kbuf;         /* L × max_len × Hkv·d: keys the policy model cached */
+    int own_q;           /* the policy model's own queries (what a secure session computes) */
     errbuf *e;
 } prep;
 
@@ -816,7 +1052,8 @@ static int prep_mask(void *ctx, uint32_t layer, uint32_t g, uint32_t pos, uint8_
     secinf_keep *k = c->k;
     if (c->cur_layer != layer || c->cur_pos != pos) {
         uint32_t QD = c->m->n_heads * c->m->head_dim;
-        if (!c->err && c->pol->select(c->st, layer, pos, c->q + (size_t)layer * QD, c->keep, c->e))
+        const float *q = c->own_q ? llama_query(c->pm) : c->q + (size_t)layer * QD;
+        if (!c->err && c->pol->select(c->st, layer, pos, q, c->keep, c->e))
             c->err = 1;
         c->cur_layer = layer;
         c->cur_pos = pos;
@@ -892,7 +1129,10 @@ int secinf_policy_replay(const model_cfg *m, llama *ref, const char *policy,
         return rc;
     *k = (secinf_keep){.from = prompt, .max_len = n, .n_layers = m->n_layers, .n_kv_heads = m->n_kv_heads};
     size_t KD = (size_t)m->n_kv_heads * m->head_dim;
-    prep c = {.m = m, .pol = pol, .k = k, .pm = pm, .prompt = prompt, .cur_layer = UINT32_MAX, .e = e};
+    /* MPCache selects with the query of the model it runs in (as its selection on shares does);
+     * the other query-aware policies see the full-cache model's, as the simulator's replay */
+    prep c = {.m = m, .pol = pol, .k = k, .pm = pm, .prompt = prompt, .cur_layer = UINT32_MAX, .e = e,
+              .own_q = pol == &policy_mpcache};
     k->keep = calloc((size_t)n * m->n_layers * m->n_kv_heads * n + 1, 1);
     c.keep = calloc((size_t)m->n_kv_heads * (n + 1), 1);
     c.q = calloc((size_t)m->n_layers * m->n_heads * m->head_dim, sizeof *c.q);
@@ -992,7 +1232,7 @@ int secinf_spol_of(const model_cfg *m, const char *policy, const char *const *pa
         *is_public = 1;
         return MS_OK;
     }
-    if (pol != &policy_h2o)
+    if (pol != &policy_h2o && pol != &policy_mpcache)
         return MS_OK;
     if (n_params > RUN_MAX_PARAMS)
         return err_set(e, MS_ERR_INPUT, "policy %s: %zu parameters", policy, n_params);
@@ -1003,6 +1243,13 @@ int secinf_spol_of(const model_cfg *m, const char *policy, const char *const *pa
     policy_env env = {.n_layers = m->n_layers, .n_heads = m->n_heads, .n_kv_heads = m->n_kv_heads,
                       .head_dim = m->head_dim, .prompt_len = prompt, .max_len = n};
     policy_args a = {.kv = kv, .n = n_params, .path = "(command line)"};
+    if (!rc && pol == &policy_mpcache) {
+        /* static eviction on shares is not there yet: `none` only */
+        rc = mpcache_shape(&env, &a, &sp->mpc, e);
+        if (!rc && sp->mpc.static_mode == 2)
+            sp->kind = SECINF_SPOL_MPCACHE;
+        return rc;
+    }
     if (!rc)
         rc = h2o_budgets(&env, &a, &sp->heavy, &sp->recent, e);
     if (!rc)
@@ -1152,6 +1399,7 @@ int secinf_sel_compare(const secinf_opts *o, const secinf_result *r, const secin
     memset(out, 0, sizeof *out);
     if (o->spol.kind != SECINF_SPOL_H2O || !r->audit)
         return err_set(e, MS_ERR_INPUT, "selection audit: no H2O run with the audit on");
+
     const model_cfg *m = o->model;
     uint32_t L = m->n_layers, Hkv = m->n_kv_heads, hh = o->spol.heavy, Nmax = o->n_tokens + o->n_gen + 2;
     h2o_shape sh = spol_shape(o);
@@ -1270,4 +1518,64 @@ int secinf_sel_compare(const secinf_opts *o, const secinf_result *r, const secin
     free(ps);
     free(slot), free(nslot), free(cand), free(row), free(heavy), free(src);
     return rc;
+}
+
+/* ---- MPCache's selection audit -------------------------------------------------------------- */
+
+int secinf_mpc_compare(const secinf_opts *o, const secinf_result *r, const secinf_keep *plain,
+                       secinf_mpc_sel *out, errbuf *e)
+{
+    memset(out, 0, sizeof *out);
+    out->min_margin = INFINITY;
+    if (o->spol.kind != SECINF_SPOL_MPCACHE || !r->audit)
+        return err_set(e, MS_ERR_INPUT, "selection audit: no MPCache run with the audit on");
+    const model_cfg *m = o->model;
+    const mpc_shape *sh = &o->spol.mpc;
+    uint32_t L = m->n_layers, Hkv = m->n_kv_heads, Nmax = o->n_tokens + o->n_gen + 2;
+    uint8_t *cl = calloc((size_t)L * Hkv * Nmax, 1);
+    double *mg = calloc((size_t)L * Hkv, sizeof *mg);
+    if (!cl || !mg) {
+        free(cl), free(mg);
+        return err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
+    }
+    for (uint32_t s = 1; s < r->n_steps; s++) {
+        uint32_t t, kv;
+        step_shape(o, s, &t, &kv);
+        size_t at = 0;
+        for (uint32_t l = 0; l < L; l++) {
+            int kind = mpcache_layer_kind(sh, l);
+            size_t used = 0;
+            for (uint32_t g = 0; g < Hkv; g++) {
+                uint8_t *c = cl + ((size_t)l * Hkv + g) * Nmax;
+                if (kind == MPC_LAYER_SHARED) {
+                    memcpy(c, cl + ((size_t)(l - 1) * Hkv + g) * Nmax, Nmax);
+                    mg[l * Hkv + g] = mg[(l - 1) * Hkv + g];
+                } else {
+                    mg[l * Hkv + g] = mpcache_audit_set(sh, l, kv, r->audit[s] + at, r->n_audit[s] - at, g, c, &used);
+                }
+                double v = mg[l * Hkv + g];
+                if (kind == MPC_LAYER_SELECT && v < out->min_margin)
+                    out->min_margin = v;
+                const uint8_t *pm = plain_mask(plain, kv, l, g);
+                if (!pm)
+                    continue;
+                int same = 1;
+                for (uint32_t j = 0; j < kv; j++)
+                    same &= !c[j / sh->s2] == !pm[j];
+                out->sets++;
+                out->same += (uint32_t)same;
+                if (!same && v > out->max_diff_margin)
+                    out->max_diff_margin = v;
+            }
+            at += used;
+        }
+        for (uint32_t l = 0; l < L; l++) {
+            mpc_plan pl;
+            mpcache_plan(sh, l, kv, &pl);
+            if (mpcache_layer_kind(sh, l) == MPC_LAYER_SELECT)
+                out->topks += Hkv * ((uint32_t)pl.lv1 + (uint32_t)pl.lv2);
+        }
+    }
+    free(cl), free(mg);
+    return MS_OK;
 }

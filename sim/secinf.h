@@ -31,6 +31,7 @@
 #include "mpc_run.h"
 #include "op.h"
 #include "proto.h"
+#include "secpol.h"
 
 /* Keep masks of a policy run: keep[((pos·L + l)·Hkv + g)·max_len + j] = 1 if layer l, KV head
  * g attends to cached position j < pos at decode position pos (from ≤ pos < max_len); positions
@@ -42,10 +43,11 @@ typedef struct secinf_keep {
 } secinf_keep;
 
 /* A policy whose selection runs on shares (sim/secpol.h). */
-typedef enum secinf_spol_kind { SECINF_SPOL_NONE, SECINF_SPOL_H2O } secinf_spol_kind;
+typedef enum secinf_spol_kind { SECINF_SPOL_NONE, SECINF_SPOL_H2O, SECINF_SPOL_MPCACHE } secinf_spol_kind;
 typedef struct secinf_spol {
     int kind;                /* secinf_spol_kind */
     uint32_t heavy, recent;  /* H2O's budgets */
+    mpc_shape mpc;           /* MPCache's parameters (static none) */
 } secinf_spol;
 
 typedef struct secinf_opts {
@@ -114,7 +116,8 @@ void secinf_keep_free(secinf_keep *k);
 int secinf_public_keep(const model_cfg *m, const char *policy, const char *const *params,
                        size_t n_params, uint32_t n, uint32_t prompt, secinf_keep *k, errbuf *e);
 
-/* How a policy runs inside MPC: SECINF_SPOL_H2O (selection on shares; budgets filled), or
+/* How a policy runs inside MPC: SECINF_SPOL_H2O or SECINF_SPOL_MPCACHE (static none)
+ * (selection on shares; budgets or parameters filled), or
  * SECINF_SPOL_NONE with *is_public = 1 when its kept set is public (secinf_public_keep), 0 when
  * it has no selection on shares. */
 int secinf_spol_of(const model_cfg *m, const char *policy, const char *const *params,
@@ -144,6 +147,19 @@ typedef struct secinf_sel {
  * order). */
 int secinf_sel_compare(const secinf_opts *o, const secinf_result *r, const secinf_keep *plain,
                        double tie_bound, secinf_sel *out, errbuf *e);
+
+/* MPCache's secure selection against the replay's (opts.audit run, teacher forced): per decode
+ * position, layer and KV head the attended set (the chosen 16-clusters' entries) from the
+ * opened one-hots, against the replay's keep mask; each top-k's secure margin (its k-th score
+ * minus the next, scores in the session's units: q/√d · bound). */
+typedef struct secinf_mpc_sel {
+    uint32_t sets, same;        /* kept sets compared, equal */
+    uint32_t topks;             /* top-k selections run on shares */
+    double min_margin;          /* smallest secure margin of a top-k */
+    double max_diff_margin;     /* largest smallest-margin of a differing set's top-ks */
+} secinf_mpc_sel;
+int secinf_mpc_compare(const secinf_opts *o, const secinf_result *r, const secinf_keep *plain,
+                       secinf_mpc_sel *out, errbuf *e);
 
 /* Accuracy of secure logits against reference logits over n positions. */
 typedef struct secinf_acc {

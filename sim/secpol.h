@@ -87,4 +87,100 @@ int h2o_emit_select(op_program *p, const h2o_shape *s, int phase, uint32_t n_lay
  * out[0..n) with raw ring integers; 0 if the name is not one of them. */
 int h2o_public(const op_tensor *t, uint64_t *out, size_t n);
 
+/* MPCache on shares (static `none`: K' is the whole cache in position order; `threshold` and
+ * `topk` static eviction still come from the plaintext replay). Per layer the secret state is
+ * the token table "L<l>.mpc.kv" (Hkv, Npad, 2d+1) = [K | V | 0] of the n entries of K' in
+ * position order, zero rows up to Npad = 16·G2, and the bounds "L<l>.mpc.b16" (Hkv, G2, 2d) and
+ * "L<l>.mpc.b32" (Hkv, G1, 2d), row c = [max over the cluster's keys | max of their negation]
+ * per channel (G2 = ⌈n/16⌉, G1 = ⌈n/32⌉). The prompt's program ends with the bounds of the P
+ * prompt keys (one MAX over each 16-cluster, the pad keys pushed to −BIG by a public add, then
+ * one MAX over each pair). A decode step at n entries, per selecting layer, between the lowered
+ * layer's query and its attention (secinf.c splices the ops there):
+ *   qx = [α·qs | −(1−α)·qs], qs the KV head's summed (1/√d-scaled) queries (a transposing VIEW
+ *     and a public product: local), so q·(α r_max + (1−α) r_min) = qx·[r_max | −r_min];
+ *   level 1, when 0 < k1 < G1: scores qx·b32ᵀ, TOPK(k1); its column sums (local) give the
+ *     secret indicator u over the 32-clusters, u = 1 on the forced ones (public: {0}, {G1−1 if
+ *     n % 32 ≠ 0}); else u is public (the forced ones for k1 = 0, all for k1 ≥ G1);
+ *   level 2, when 0 < k2 < G2 (k2 = min(floor(G2·ratio2), G2)): scores qx·b16ᵀ over every
+ *     16-cluster, pushed down by BIG where the 32-cluster is not in u (u·BIG − BIG: local), TOPK;
+ *     a pick of a pushed-down cluster (only when k2 exceeds the candidates, as the plaintext caps)
+ *     is masked below;
+ *   the attended rows, three shapes (public functions of n):
+ *     gather — slots = k2 + |forced2| < G2: the one-hot rows are the TOPK rows and each forced
+ *       16-cluster's e_f·(1 − its column sum) (0 when the top-k already has it: no double
+ *       attention); GATHER of the slots' cluster rows of the table to which a secret column
+ *       96·u·[token < n] was added (local); R = 16·slots rows, each masked by −96 where that
+ *       column is 0 (a pad token, an empty forced slot, a pushed-down pick): a secret additive
+ *       mask on the scores (local), so the softmax ignores them exactly;
+ *     forced — k2 = 0, |forced2| < G2: the forced clusters' rows by public slices (local), a
+ *       public mask for the pad tokens;
+ *     full — otherwise (slots ≥ G2): all n rows with the chosen set's indicator w as the mask
+ *       (w = forced2 ∪ (top-k column sums · u), one MUL when u is secret).
+ *   upkeep: the new key's [k | −k] against the newest 16- and 32-cluster's row (one MAX over
+ *     pairs of 2d or 4d channels), or a new cluster from the key itself (n % 16 = 0: none).
+ * The gathered K and V rows go to rows 1 … R of the lowered cache tensors (row 0: the new
+ * entry), the mask is added to the layer's scores before its softmax. Layer sharing: layers
+ * 2k+1 (k ≥ 1) gather their own table with layer 2k's one-hot rows and reuse its mask; dense
+ * layers (skip_first2) attend all n rows. Nothing is revealed. */
+
+typedef struct mpc_shape {
+    uint32_t n_heads, n_kv_heads, head_dim;
+    uint32_t s1, s2;           /* 32, 16 (s1 = 2·s2) */
+    double alpha, ratio1, ratio2;
+    int share, skip2;
+    int static_mode;           /* 0 threshold, 1 topk, 2 none (policy_mpcache.c) */
+} mpc_shape;
+
+/* MPCache's parameters for a run. */
+int mpcache_shape(const policy_env *env, const policy_args *a, mpc_shape *s, errbuf *e);
+
+enum { MPC_LAYER_SELECT, MPC_LAYER_SHARED, MPC_LAYER_DENSE };
+int mpcache_layer_kind(const mpc_shape *s, uint32_t layer);
+
+/* A decode step's public plan over n entries of K'. */
+enum { MPC_PATH_GATHER, MPC_PATH_FORCED, MPC_PATH_FULL };
+typedef struct mpc_plan {
+    uint32_t n, G1, G2, Npad, k1, k2, nf1, nf2, f1[2], f2[2];
+    int lv1, lv2;              /* level 1 / level 2 top-k on shares */
+    int path;
+    uint32_t slots, rows;      /* one-hot slots (gather, forced), attended rows R */
+    int mask;                  /* 0 none, 1 public, 2 secret */
+} mpc_plan;
+void mpcache_plan(const mpc_shape *s, uint32_t layer, uint32_t n, mpc_plan *pl);
+
+/* Tensors of one layer's MPCache ops. */
+typedef struct mpc_ids {
+    uint32_t onehot;           /* (Hkv, slots, G2) the gather's one-hot rows, or OP_NONE */
+    uint32_t mcol;             /* (Hkv, G2, 16·(2d+1)) the added mask column, or OP_NONE */
+    uint32_t mask;             /* (H, 1, R+1) the scores' mask (secret), or OP_NONE */
+    uint32_t t1, t2, sc1, sc2; /* top-k one-hots and their scores (the audit), or OP_NONE */
+    uint32_t kn, up;           /* decode: [k | −k] (Hkv, 1, 2d); the MAX (Hkv, 2d, w) */
+    uint32_t b16, b32;         /* prefill: the bounds */
+} mpc_ids;
+
+/* Prefill: the bounds of the P prompt keys of a selecting layer (kc: (Hkv, P, d), OP_NONE: a
+ * placeholder). */
+int mpcache_emit_prefill(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t P,
+                         uint32_t kc, mpc_ids *ids, errbuf *e);
+/* Decode at n entries: the selection, the gathered rows written into kc/vc rows 1 … R and the
+ * upkeep (q: (H, 1, d), k: the new key (1, Hkv·d); OP_NONE: placeholders). src: layer 2k's ids
+ * for a shared layer. */
+int mpcache_emit_decode(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t n,
+                        uint32_t q, uint32_t k, uint32_t kc, uint32_t vc, const mpc_ids *src,
+                        mpc_ids *ids, errbuf *e);
+/* The mask added to the layer's scores (H, 1, R+1) before the softmax (OP_NONE: placeholder);
+ * nothing when the plan has no mask. */
+int mpcache_emit_mask(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t n,
+                      uint32_t scores, const mpc_ids *own, errbuf *e);
+/* The audit: from one selecting layer's opened values at n entries (for each of t1, sc1, t2,
+ * sc2 the program holds, all KV heads, in that order; *used: their count), KV head g's chosen
+ * 16-clusters (cl[0..G2) = 0/1); returns the smallest top-k margin (INFINITY: none). */
+double mpcache_audit_set(const mpc_shape *s, uint32_t layer, uint32_t n, const double *vals,
+                         size_t nvals, uint32_t g, uint8_t *cl, size_t *used);
+
+/* Public constants of the MPCache ops ("L<l>.mpc.<name>") at n entries (prefill: n = P), with
+ * f fraction bits: fills out[0..cnt); 0 if the name is not one of them. */
+int mpcache_public(const mpc_shape *s, uint32_t n, int frac, const op_tensor *t, uint64_t *out,
+                   size_t cnt);
+
 #endif
