@@ -1113,9 +1113,10 @@ static int mpc_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const 
         mpc_ids ids;
         return mpcache_emit_prefill(prog, &sh, layer, S, OP_NONE, &ids, e);
     }
-    /* n: the entries of K' before this position (the largest over the KV heads) */
-    uint32_t n = 0;
-    for (uint32_t g = 0; g < v->n_kv_heads; g++) {
+    /* n: the entries of K' before this position (the largest over the KV heads; static none:
+     * the whole cache) */
+    uint32_t n = s->mode == ST_NONE ? kv_len : 0;
+    for (uint32_t g = 0; s->mode != ST_NONE && g < v->n_kv_heads; g++) {
         const mpc_head *h = &s->head[(size_t)layer * v->n_kv_heads + g];
         uint32_t c = h->n;
         while (c > 0 && h->idx[c - 1] >= kv_len)

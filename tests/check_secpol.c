@@ -14,7 +14,13 @@
  *   logits, the programs depend on public shapes only (the same for another text), and the
  *   audit (the test's post-hoc opening) leaves every op's traffic unchanged;
  * - StreamingLLM's kept set is a public function of positions (the same masks without
- *   observing the model); mpcache has no selection on shares and the command says so. */
+ *   observing the model); mpcache with a static eviction has no selection on shares and the
+ *   command says so;
+ * - MPCache on shares (static none; clusters of 4 and 8 so that a 28-token run has level-1 and
+ *   level-2 top-ks, the gather, forced and full shapes): the attended sets equal the replay's
+ *   (a differing one only where a top-k's secure margin is a near tie), the logits the replay's
+ *   within the tolerance, every op's bytes and rounds the prediction, the ops emit_cost gives
+ *   the simulator the ones the session runs, the only opening the logits. */
 #include <check.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -38,6 +44,12 @@
 
 enum { N = 28, P = 12 };
 static const char *const h2o_params[] = {"heavy=4", "recent=4"};
+/* MPCache: [0] gather and forced shapes, [1] (ratio2 0.6) the full shape with a secret set */
+static const char *const mpc_params[2][4] = {{"static=none", "s1=8", "s2=4", "ratio2=0.3"},
+                                             {"static=none", "s1=8", "s2=4", "ratio2=0.6"}};
+/* A top-k margin (q/√d · bound units) the fixed-point error can swap: measured below 0.01 on
+ * 128 positions (BENCHMARKS.md) */
+#define MPC_TIE 0.05
 
 typedef struct fixture {
     model_cfg m;
@@ -322,6 +334,180 @@ START_TEST(test_public_and_missing)
 }
 END_TEST
 
+static void mpc_opts(fixture *f, const char *pname, int cfg, secinf_opts *o)
+{
+    errbuf e = {{0}};
+    *o = (secinf_opts){.model = &f->m, .weights = f->L, .tokens = f->ids, .n_tokens = N, .prefill = P};
+    ck_assert_int_eq(proto_cfg_default(pname, &o->cfg, &e), MS_OK);
+    ck_assert_int_eq(proto_cfg_set(&o->cfg, "approx", "sigmoid", &e), MS_OK);
+    int pub = 1;
+    ck_assert_msg(secinf_spol_of(&f->m, "mpcache", mpc_params[cfg], 4, P, N, &o->spol, &pub, &e) == MS_OK, "%s",
+                  e.msg);
+    ck_assert_int_eq(o->spol.kind, SECINF_SPOL_MPCACHE);
+    ck_assert_int_eq(pub, 0);
+}
+
+START_TEST(test_mpcache_on_shares)
+{
+    static const char *const protos[] = {"semi2k", "aby3"};
+    fixture f;
+    fixture_open(&f);
+    errbuf e = {{0}};
+    uint32_t V = f.m.vocab, LH = f.m.n_layers * f.m.n_kv_heads;
+    float *pol = malloc((size_t)N * V * sizeof *pol), *full = malloc((size_t)N * V * sizeof *full);
+    secinf_keep k;
+    ck_assert_msg(secinf_policy_replay(&f.m, f.L, "mpcache", mpc_params[_i], 4, f.ids, N, P, &k, pol, &e) == MS_OK,
+                  "%s", e.msg);
+    llama_reset(f.L);
+    for (uint32_t p = 0; p < N; p++)
+        llama_forward(f.L, f.ids[p], p, NULL, full + (size_t)p * V);
+    secinf_opts o;
+    mpc_opts(&f, protos[_i], _i, &o);
+    o.audit = 1;
+    secinf_result r;
+    ck_assert_msg(secinf_run(&o, &r, &e) == MS_OK, "%s", e.msg);
+    /* the attended sets: the replay's, but where a top-k is a near tie */
+    secinf_mpc_sel ms;
+    ck_assert_msg(secinf_mpc_compare(&o, &r, &k, &ms, &e) == MS_OK, "%s", e.msg);
+    ck_assert_uint_eq(ms.sets, (N - P) * LH);
+    ck_assert_uint_ge(ms.topks, 20);
+    ck_assert_msg(ms.same == ms.sets || ms.max_diff_margin < MPC_TIE, "%u/%u sets equal; a differing one's margin %.4f",
+                  ms.same, ms.sets, ms.max_diff_margin);
+    ck_assert_msg(ms.same * 100 >= ms.sets * 95, "sets %u/%u", ms.same, ms.sets);
+    /* logits: the replay's within the tolerance (when the sets agree), not the full cache's */
+    secinf_acc a, moved;
+    secinf_compare(r.logits, pol + (size_t)(P - 1) * V, r.n_steps, V, &a);
+    ck_assert_uint_ge(a.top1_agree + 1, r.n_steps);
+    if (ms.same == ms.sets)
+        ck_assert_msg(a.max_abs < LOGIT_TOL, "logit error vs the replay %.4f", a.max_abs);
+    secinf_compare(r.logits, full + (size_t)(P - 1) * V, r.n_steps, V, &moved);
+    ck_assert_msg(moved.max_abs > 3 * LOGIT_TOL, "the policy moved the logits by only %.4f", moved.max_abs);
+    /* every op's bytes and rounds; the shapes the programs took */
+    net_cfg net;
+    net_uniform(&net, (int)r.n_parties, 0, 1e9);
+    machine_profile mach;
+    machine_default(&mach);
+    op_program p;
+    op_program_init(&p);
+    uint32_t gathers = 0, muls = 0, topk = 0;
+    for (uint32_t st = 0; st < r.n_steps; st++) {
+        valid_row row;
+        ck_assert_msg(valid_step(&o, &r, st, &net, &mach, &row, &e) == MS_OK, "%s", e.msg);
+        ck_assert_msg(row.ops_mismatched == 0, "step %u: %s", st, row.first_mismatch);
+        ck_assert_int_eq(secinf_step_program(&o, st, &p, &e), MS_OK);
+        gathers += count_kind(&p, OP_GATHER);
+        muls += count_kind(&p, OP_MUL);
+        topk += count_kind(&p, OP_TOPK);
+    }
+    ck_assert_uint_gt(topk, 0);
+    ck_assert_uint_gt(_i ? muls : gathers, 0); /* the full shape's secret set, or the gather */
+    op_program_free(&p);
+    secinf_result_free(&r);
+    secinf_keep_free(&k);
+    free(pol);
+    free(full);
+    llama_free(f.L);
+}
+END_TEST
+
+START_TEST(test_mpcache_costed_as_run)
+{
+    fixture f;
+    fixture_open(&f);
+    errbuf e = {{0}};
+    for (int cfg = 0; cfg < 2; cfg++) {
+        secinf_opts o;
+        mpc_opts(&f, "semi2k", cfg, &o);
+        kv_param kv[4];
+        for (int i = 0; i < 4; i++) {
+            const char *eq = strchr(mpc_params[cfg][i], '=');
+            memset(&kv[i], 0, sizeof kv[i]);
+            memcpy(kv[i].key, mpc_params[cfg][i], (size_t)(eq - mpc_params[cfg][i]));
+            snprintf(kv[i].val, sizeof kv[i].val, "%s", eq + 1);
+        }
+        policy_env env = {.n_layers = f.m.n_layers, .n_heads = f.m.n_heads, .n_kv_heads = f.m.n_kv_heads,
+                          .head_dim = f.m.head_dim, .dim = f.m.dim, .ffn_dim = f.m.ffn_dim, .prompt_len = P,
+                          .max_len = N};
+        policy_args pa = {.kv = kv, .n = 4, .path = "(test)"};
+        void *st;
+        ck_assert_msg(policy_mpcache.init(&env, &pa, &st, &e) == MS_OK, "%s", e.msg);
+        /* the prompt and decode steps at 12 (forced), 14, 18 and 26 entries */
+        const uint32_t steps[5] = {0, 1, 3, 7, 15};
+        for (int si = 0; si < 5; si++) {
+            op_program run, cost;
+            op_program_init(&run);
+            op_program_init(&cost);
+            ck_assert_int_eq(secinf_step_program(&o, steps[si], &run, &e), MS_OK);
+            int phase = si ? PHASE_DECODE : PHASE_PREFILL;
+            for (uint32_t l = 0; l < f.m.n_layers; l++)
+                ck_assert_msg(policy_mpcache.emit_cost(st, phase, l, si ? P + steps[si] - 1 : P, NULL, &cost, &e) ==
+                                  MS_OK, "%s", e.msg);
+            for (int l = 0; l < (int)f.m.n_layers; l++) {
+                const op *a[256], *b[256];
+                size_t na = layer_ops(&run, l, phase, a, 256), nb = layer_ops(&cost, l, phase, b, 256);
+                ck_assert_uint_eq(na, nb);
+                size_t least = si ? (l == 3 ? 4 : 10) : (l == 3 ? 0 : 5); /* layer 3 shares layer 2's */
+                ck_assert_uint_ge(na, least);
+                for (size_t i = 0; i < na; i++) {
+                    ck_assert_int_eq(a[i]->kind, b[i]->kind);
+                    ck_assert_uint_eq(a[i]->batch, b[i]->batch);
+                    ck_assert_uint_eq(a[i]->m, b[i]->m);
+                    ck_assert_uint_eq(a[i]->k, b[i]->k);
+                    ck_assert_uint_eq(a[i]->n, b[i]->n);
+                    ck_assert_uint_eq(a[i]->flags, b[i]->flags);
+                    ck_assert_int_eq(a[i]->iarg, b[i]->iarg);
+                    ck_assert(a[i]->farg == b[i]->farg);
+                    for (int j = 0; j < 3 && a[i]->kind != OP_VIEW; j++) {
+                        ck_assert_int_eq(a[i]->in[j] == OP_NONE, b[i]->in[j] == OP_NONE);
+                        if (a[i]->in[j] == OP_NONE)
+                            continue;
+                        const op_tensor *ta = &run.tens[a[i]->in[j]], *tb = &cost.tens[b[i]->in[j]];
+                        ck_assert_uint_eq((uint64_t)ta->batch * ta->rows * ta->cols,
+                                          (uint64_t)tb->batch * tb->rows * tb->cols);
+                        ck_assert_int_eq(ta->role == OPT_PUBLIC, tb->role == OPT_PUBLIC);
+                    }
+                }
+            }
+            op_program_free(&run);
+            op_program_free(&cost);
+        }
+        policy_mpcache.fini(st);
+    }
+    llama_free(f.L);
+}
+END_TEST
+
+START_TEST(test_mpcache_reveals_nothing)
+{
+    fixture f;
+    fixture_open(&f);
+    errbuf e = {{0}};
+    secinf_opts o, o2;
+    mpc_opts(&f, "semi2k", 0, &o);
+    o2 = o;
+    o2.tokens = f.ids + N; /* another text */
+    op_program p, q;
+    op_program_init(&p);
+    op_program_init(&q);
+    for (uint32_t s = 0; s < secinf_n_steps(&o); s++) {
+        ck_assert_int_eq(secinf_step_program(&o, s, &p, &e), MS_OK);
+        ck_assert_int_eq(secinf_step_program(&o2, s, &q, &e), MS_OK);
+        ck_assert_uint_eq(p.n_ops, q.n_ops);
+        ck_assert_int_eq(memcmp(p.ops, q.ops, p.n_ops * sizeof *p.ops), 0);
+        uint32_t reveals = 0;
+        for (size_t i = 0; i < p.n_ops; i++)
+            if (p.ops[i].kind == OP_REVEAL) {
+                reveals++;
+                ck_assert_str_eq(p.tens[p.ops[i].in[0]].name, "logits");
+            }
+        ck_assert_uint_eq(reveals, 1);
+    }
+    op_program_free(&p);
+    op_program_free(&q);
+    llama_free(f.L);
+}
+END_TEST
+
 /* The command line: h2o's selection on shares and its agreement printed; a policy without
  * one said plainly. */
 static char *run_cli(const char *dir, const char *const *args, int *status)
@@ -455,6 +641,9 @@ Suite *secpol_suite(void)
     tcase_add_test(tc, test_h2o_reveals_nothing);
     tcase_add_test(tc, test_public_and_missing);
     tcase_add_test(tc, test_cli);
+    tcase_add_loop_test(tc, test_mpcache_on_shares, 0, 2);
+    tcase_add_test(tc, test_mpcache_costed_as_run);
+    tcase_add_test(tc, test_mpcache_reveals_nothing);
     suite_add_tcase(s, tc);
     return s;
 }
