@@ -822,7 +822,8 @@ int secinf_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
             fwrite(&next, sizeof next, 1, out);
             if (o->audit && o->spol.kind) {
                 fwrite(&c.n_aud, sizeof c.n_aud, 1, out);
-                fwrite(c.aud, sizeof *c.aud, c.n_aud, out);
+                if (c.n_aud) /* nothing opened yet: no buffer */
+                    fwrite(c.aud, sizeof *c.aud, c.n_aud, out);
             }
         }
         tok = next;
