@@ -173,7 +173,7 @@ static int vm_programs(vm_ctx *c, const proto_cfg *cfg, rdb *db, int *bad, errbu
 /* How the policy ran inside MPC, and for a selection on shares its agreement with the
  * plaintext replay (the one-hots opened after each step: validation only). */
 static void vm_policy_note(const vm_args *a, const secinf_opts *o, const secinf_result *r, const secinf_keep *plain,
-                           secinf_spol sp, int is_pub, errbuf *e)
+                           secinf_spol sp, int is_pub, const float *ref, errbuf *e)
 {
     if (is_pub) {
         printf("#       %s's kept set is a public function of positions: the secure run re-lays the secret cache out\n"
@@ -196,9 +196,16 @@ static void vm_policy_note(const vm_args *a, const secinf_opts *o, const secinf_
                "#       the replay's: %u/%u (decode position x layer x KV head)\n", a->policy, ms.topks, ms.same, ms.sets);
         printf("#       smallest secure top-k margin %.5f%s", ms.min_margin,
                ms.same < ms.sets ? "" : "\n");
-        if (ms.same < ms.sets)
+        if (ms.same < ms.sets) {
             printf("; differing sets' top-ks have margins <= %.5f (near ties of the q.bound scores:\n"
                    "#       fixed-point queries and bounds swap them)\n", ms.max_diff_margin);
+            /* the logits before the first differing set: the fixed-point error alone */
+            uint32_t upto = ms.first_differ - o->prefill + 1; /* steps: the prefill, then one per position */
+            secinf_acc before;
+            secinf_compare(r->logits, ref, upto < r->n_steps ? upto : r->n_steps, r->vocab, &before);
+            printf("#       first differing set at position %u; the logits before it: top-1 %u/%u, error max %.4f mean %.5f\n",
+                   ms.first_differ, before.top1_agree, before.n, before.max_abs, before.mean_abs);
+        }
         return;
     }
     secinf_sel sel;
@@ -277,7 +284,7 @@ static int vm_accuracy(vm_ctx *c, const proto_cfg *cfg, int *bad, errbuf *e)
             printf("#       disagreements are %s: the reference's margin there is at most %.4f (logit error bound %.4f)\n",
                    acc.miss_gap < 2 * acc.max_abs ? "near ties" : "NOT near ties", acc.miss_gap, acc.max_abs);
         if (a->policy)
-            vm_policy_note(a, &o, &r, &k, sp, is_pub, e);
+            vm_policy_note(a, &o, &r, &k, sp, is_pub, ref + (size_t)(P - 1) * V, e);
         if (a->policy) { /* how far the policy moved the model: the match is not trivial */
             double *pd = malloc((size_t)r.n_steps * V * sizeof *pd);
             for (size_t i = 0; pd && i < (size_t)r.n_steps * V; i++)

@@ -1528,6 +1528,7 @@ int secinf_mpc_compare(const secinf_opts *o, const secinf_result *r, const secin
 {
     memset(out, 0, sizeof *out);
     out->min_margin = INFINITY;
+    out->first_differ = UINT32_MAX;
     if (o->spol.kind != SECINF_SPOL_MPCACHE || !r->audit)
         return err_set(e, MS_ERR_INPUT, "selection audit: no MPCache run with the audit on");
     const model_cfg *m = o->model;
@@ -1567,6 +1568,8 @@ int secinf_mpc_compare(const secinf_opts *o, const secinf_result *r, const secin
                 out->same += (uint32_t)same;
                 if (!same && v > out->max_diff_margin)
                     out->max_diff_margin = v;
+                if (!same && kv < out->first_differ)
+                    out->first_differ = kv;
             }
             at += used;
         }

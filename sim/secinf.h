@@ -157,6 +157,8 @@ typedef struct secinf_mpc_sel {
     uint32_t topks;             /* top-k selections run on shares */
     double min_margin;          /* smallest secure margin of a top-k */
     double max_diff_margin;     /* largest smallest-margin of a differing set's top-ks */
+    uint32_t first_differ;      /* the first decode position with a differing set (UINT32_MAX:
+                                 * none) */
 } secinf_mpc_sel;
 int secinf_mpc_compare(const secinf_opts *o, const secinf_result *r, const secinf_keep *plain,
                        secinf_mpc_sel *out, errbuf *e);
