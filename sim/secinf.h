@@ -13,7 +13,9 @@
  * A policy applied inside MPC, two ways:
  *   - selection on shares (secinf_opts.spol, sim/secpol.h): the policy's selection ops are part
  *     of each step's program and run on secret shares; the parties learn the public kept counts
- *     only, and the secret cache is carried between steps in the selected (secret) order. H2O.
+ *     only, and the secret cache is carried between steps in the selected (secret) order. H2O;
+ *     MPCache with static `none` (its tables and cluster bounds carried, its selection spliced
+ *     between each layer's query and attention).
  *   - keep masks (secinf_opts.keep: which cached positions each layer and KV head attends to at
  *     each decode position), public: the kept entries are moved to the front of each head's
  *     cache by a local re-layout of the shares. Right for a policy whose kept set is a public
