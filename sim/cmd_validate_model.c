@@ -183,7 +183,7 @@ static void vm_policy_note(const vm_args *a, const secinf_opts *o, const secinf_
     if (!sp.kind) {
         printf("#       NOTE: %s has no selection on shares%s: the secure run applies the kept sets of its plaintext\n"
                "#       replay (keep masks), which a deployment could not compute\n", a->policy,
-               strcmp(a->policy, "mpcache") ? "" : " with this static eviction (on shares: --policy-param static=none)");
+               strcmp(a->policy, "mpcache") ? "" : " with the static `topk` (on shares: static threshold or none)");
         return;
     }
     if (sp.kind == SECINF_SPOL_MPCACHE) {
@@ -192,8 +192,15 @@ static void vm_policy_note(const vm_args *a, const secinf_opts *o, const secinf_
             printf("#       selection audit failed: %s\n", e->msg);
             return;
         }
-        printf("#       %s selected on shares (static none, two-level clusters, %u secret top-k); attended sets equal to\n"
-               "#       the replay's: %u/%u (decode position x layer x KV head)\n", a->policy, ms.topks, ms.same, ms.sets);
+        printf("#       %s selected on shares (static %s, two-level clusters, %u secret top-k); attended sets equal to\n"
+               "#       the replay's: %u/%u (decode position x layer x KV head)\n", a->policy,
+               sp.mpc.static_mode ? "none" : "threshold: the kept counts revealed", ms.topks, ms.same, ms.sets);
+        if (sp.static_count) {
+            printf("#       revealed static counts per layer (of %u prompt rows):", o->prefill);
+            for (uint32_t l = 0; l < o->model->n_layers; l++)
+                printf(" %u", sp.static_count[l]);
+            printf("\n");
+        }
         printf("#       smallest secure top-k margin %.5f%s", ms.min_margin,
                ms.same < ms.sets ? "" : "\n");
         if (ms.same < ms.sets) {
@@ -300,6 +307,7 @@ static int vm_accuracy(vm_ctx *c, const proto_cfg *cfg, int *bad, errbuf *e)
     secinf_result_free(&r);
     secinf_keep_free(&k);
     secinf_keep_free(&pk);
+    secinf_spol_free(&sp);
     free(ref);
     free(full);
     return rc;

@@ -476,7 +476,9 @@ int mpcache_shape(const policy_env *env, const policy_args *a, mpc_shape *sh, er
     if (rc)
         return rc;
     *sh = (mpc_shape){env->n_heads, env->n_kv_heads, env->head_dim, s.s1, s.s2, s.alpha,
-                      s.ratio1, s.ratio2, s.share, s.skip2, s.mode};
+                      s.ratio1, s.ratio2, s.share, s.skip2, s.mode, s.thr, 0};
+    double wf = env->prompt_len > 24000 ? s.wfrac / 2 : s.wfrac;
+    sh->window = (uint32_t)(wf * env->prompt_len);
     return MS_OK;
 }
 
@@ -625,44 +627,138 @@ static uint32_t mph(mpc_em *w, const char *nm, op_role role, uint32_t b, uint32_
     return mt(w, nm, role, b, r, c);
 }
 
-int mpcache_emit_prefill(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t P,
-                         uint32_t kc, mpc_ids *ids, errbuf *e)
+/* The bounds of the P keys kc (Hkv, P, d): b16 (Hkv, G2, 2d), b32 (Hkv, G1, 2d). */
+static void mpc_bounds(mpc_em *w, const mpc_shape *s, uint32_t P, uint32_t kc, mpc_ids *ids)
 {
-    mpc_em w = {.p = p, .phase = PHASE_PREFILL, .layer = layer};
     uint32_t Hkv = s->n_kv_heads, d = s->head_dim, s2 = s->s2;
     uint32_t G2 = (P + s2 - 1) / s2, G1 = (P + s->s1 - 1) / s->s1, Np = G2 * s2;
-    memset(ids, 0xff, sizeof *ids);
-    if (mpcache_layer_kind(s, layer) != MPC_LAYER_SELECT || P == 0)
-        return MS_OK;
-    if (kc == OP_NONE)
-        kc = mph(&w, "in_k", OPT_CACHE, Hkv, P, d);
-    /* [k | −k] of every prompt key: a public product (local) */
-    uint32_t pm = mt(&w, "pm", OPT_PUBLIC, 1, d, 2 * d);
-    uint32_t kn = mt(&w, "kn_all", OPT_TEMP, Hkv, Np, 2 * d);
-    uint32_t rows = Np > P ? mt(&w, "kn_rows", OPT_TEMP, Hkv, P, 2 * d) : kn;
-    mo(&w, OP_MATMUL, 1, Hkv * P, d, 2 * d, kc, pm, OP_NONE, rows, OPF_PUBLIC_B | OPF_NO_TRUNC, 0, 0);
+    /* [k | −k] of every key: a public product (local) */
+    uint32_t pm = mt(w, "pm", OPT_PUBLIC, 1, d, 2 * d);
+    uint32_t kn = mt(w, "kn_all", OPT_TEMP, Hkv, Np, 2 * d);
+    uint32_t rows = Np > P ? mt(w, "kn_rows", OPT_TEMP, Hkv, P, 2 * d) : kn;
+    mo(w, OP_MATMUL, 1, Hkv * P, d, 2 * d, kc, pm, OP_NONE, rows, OPF_PUBLIC_B | OPF_NO_TRUNC, 0, 0);
     if (Np > P) { /* the pad keys at −BIG: they never win a max */
-        mput(&w, rows, kn, Hkv, 0, P, 2 * d);
-        uint32_t pad = mt(&w, "padk", OPT_PUBLIC, 1, Np, 2 * d);
-        mo(&w, OP_ADD_PUB, Hkv, Np, 0, 2 * d, kn, pad, OP_NONE, kn, 0, 0, 0);
+        mput(w, rows, kn, Hkv, 0, P, 2 * d);
+        uint32_t pad = mt(w, "padk", OPT_PUBLIC, 1, Np, 2 * d);
+        mo(w, OP_ADD_PUB, Hkv, Np, 0, 2 * d, kn, pad, OP_NONE, kn, 0, 0, 0);
     }
     /* COST: the 16-cluster bounds, a max over each cluster's 16 keys per channel (a tree of
      * comparisons, mpc-costs.md MAX), then the 32-cluster bounds from pairs (policies.md §1.8:
      * MPCache's per-cluster max/min) */
-    uint32_t tr = mtr(&w, kn, Hkv * G2, s2, 2 * d, "kn_t");
-    ids->b16 = mt(&w, "b16_new", OPT_TEMP, Hkv, G2, 2 * d);
-    mo(&w, OP_MAX, Hkv * G2, 2 * d, 0, s2, tr, OP_NONE, OP_NONE, ids->b16, 0, 0, 0);
+    uint32_t tr = mtr(w, kn, Hkv * G2, s2, 2 * d, "kn_t");
+    ids->b16 = mt(w, "b16_new", OPT_TEMP, Hkv, G2, 2 * d);
+    mo(w, OP_MAX, Hkv * G2, 2 * d, 0, s2, tr, OP_NONE, OP_NONE, ids->b16, 0, 0, 0);
     uint32_t pair = ids->b16;
     if (2 * G1 > G2) {
-        pair = mt(&w, "b16_even", OPT_TEMP, Hkv, 2 * G1, 2 * d);
-        mput(&w, ids->b16, pair, Hkv, 0, G2, 2 * d);
-        uint32_t pad = mt(&w, "pad16", OPT_PUBLIC, 1, 2 * G1, 2 * d);
-        mo(&w, OP_ADD_PUB, Hkv, 2 * G1, 0, 2 * d, pair, pad, OP_NONE, pair, 0, 0, 0);
+        pair = mt(w, "b16_even", OPT_TEMP, Hkv, 2 * G1, 2 * d);
+        mput(w, ids->b16, pair, Hkv, 0, G2, 2 * d);
+        uint32_t pad = mt(w, "pad16", OPT_PUBLIC, 1, 2 * G1, 2 * d);
+        mo(w, OP_ADD_PUB, Hkv, 2 * G1, 0, 2 * d, pair, pad, OP_NONE, pair, 0, 0, 0);
     }
-    uint32_t pt = mtr(&w, pair, Hkv * G1, 2, 2 * d, "b16_t");
-    ids->b32 = mt(&w, "b32_new", OPT_TEMP, Hkv, G1, 2 * d);
-    mo(&w, OP_MAX, Hkv * G1, 2 * d, 0, 2, pt, OP_NONE, OP_NONE, ids->b32, 0, 0, 0);
+    uint32_t pt = mtr(w, pair, Hkv * G1, 2, 2 * d, "b16_t");
+    ids->b32 = mt(w, "b32_new", OPT_TEMP, Hkv, G1, 2 * d);
+    mo(w, OP_MAX, Hkv * G1, 2 * d, 0, 2, pt, OP_NONE, OP_NONE, ids->b32, 0, 0, 0);
+}
+
+int mpcache_emit_prefill(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t P,
+                         uint32_t kc, mpc_ids *ids, errbuf *e)
+{
+    mpc_em w = {.p = p, .phase = PHASE_PREFILL, .layer = layer};
+    memset(ids, 0xff, sizeof *ids);
+    if (mpcache_layer_kind(s, layer) != MPC_LAYER_SELECT || P == 0)
+        return MS_OK;
+    if (kc == OP_NONE)
+        kc = mph(&w, "in_k", OPT_CACHE, s->n_kv_heads, P, s->head_dim);
+    mpc_bounds(&w, s, P, kc, ids);
     return w.failed ? err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory emitting its ops") : MS_OK;
+}
+
+/* A secret constant (1, 1, 1) of x's first element times 0 plus a public value (local): the
+ * second operand of a comparison with a public number. pub: a public tensor, else farg. */
+static uint32_t mconst(mpc_em *w, uint32_t x, uint32_t pub, double farg, const char *nm)
+{
+    char a[32];
+    snprintf(a, sizeof a, "%s_at", nm);
+    uint32_t one = mrows(w, x, 1, 0, 1, 1, a);
+    uint32_t z = mt(w, nm, OPT_TEMP, 1, 1, 1);
+    mo(w, OP_MUL_PUB, 1, 1, 0, 1, one, OP_NONE, OP_NONE, z, OPF_NO_TRUNC, 0, 0.0);
+    return mo(w, OP_ADD_PUB, 1, 1, 0, 1, z, pub, OP_NONE, z, 0, 0, farg);
+}
+
+int mpcache_emit_static(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t P,
+                        uint32_t probs, mpc_ids *ids, errbuf *e)
+{
+    mpc_em w = {.p = p, .phase = PHASE_PREFILL, .layer = layer};
+    uint32_t H = s->n_heads, W = s->window ? s->window : 1;
+    W = W < P ? W : P;
+    ids->keep = OP_NONE;
+    if (mpcache_layer_kind(s, layer) != MPC_LAYER_SELECT || !P)
+        return MS_OK;
+    if (probs == OP_NONE)
+        probs = mph(&w, "in_probs", OPT_CACHE, H, P, P);
+    /* COST: the window rows' head sums (a transposition and a public ones product: local), W·P
+     * comparisons with H·threshold (policies.md §1.12 MPCache static) */
+    uint32_t win = mrows(&w, probs, H, P - W, W, P, "win");
+    uint32_t wt = mtr(&w, win, 1, H, W * P, "win_t");
+    uint32_t sum = mt(&w, "hsum", OPT_TEMP, 1, W * P, 1);
+    mo(&w, OP_MATMUL, 1, W * P, H, 1, wt, mt(&w, "ones_h", OPT_PUBLIC, 1, H, 1), OP_NONE, sum,
+       OPF_PUBLIC_B | OPF_NO_TRUNC, 0, 0);
+    uint32_t thr = mconst(&w, sum, OP_NONE, H * s->thr, "thr");
+    uint32_t lt = mt(&w, "below", OPT_TEMP, 1, W * P, 1);
+    mo(&w, OP_LT, 1, W * P, 0, 1, sum, thr, OP_NONE, lt, 0, 0, 0);
+    /* COST: the window's OR as [Σ_rows below < W]: a local sum, P comparisons */
+    uint32_t lt_t = mtr(&w, lt, 1, W, P, "below_t");
+    uint32_t cnt = mt(&w, "below_n", OPT_TEMP, 1, P, 1);
+    mo(&w, OP_MATMUL, 1, P, W, 1, lt_t, mt(&w, "ones_w", OPT_PUBLIC, 1, W, 1), OP_NONE, cnt,
+       OPF_PUBLIC_B | OPF_NO_TRUNC, 0, 0);
+    uint32_t wv = mconst(&w, cnt, mt(&w, "wval", OPT_PUBLIC, 1, 1, 1), 0, "wv");
+    ids->keep = mt(&w, "keep", OPT_TEMP, 1, P, 1);
+    mo(&w, OP_LT, 1, P, 0, 1, cnt, wv, OP_NONE, ids->keep, 0, 0, 0);
+    /* COST: the kept count, a local sum, revealed to every party (public in MPCache's model) */
+    uint32_t c = mt(&w, "count_sh", OPT_TEMP, 1, 1, 1);
+    mo(&w, OP_MATMUL, 1, 1, P, 1, ids->keep, mt(&w, "ones_p", OPT_PUBLIC, 1, P, 1), OP_NONE, c,
+       OPF_PUBLIC_B | OPF_NO_TRUNC, 0, 0);
+    mo(&w, OP_REVEAL, 1, 1, 0, 1, c, OP_NONE, OP_NONE, mt(&w, "count", OPT_TEMP, 1, 1, 1), 0, -1, 0);
+    return w.failed ? err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory emitting its ops") : MS_OK;
+}
+
+/* The order-preserving compaction of the P0 prompt rows to the S kept ones: (Hkv, S, 2d+1). */
+static uint32_t mpc_compact(mpc_em *w, const mpc_shape *s, uint32_t S, uint32_t P0,
+                            const mpc_ids *src, mpc_ids *ids)
+{
+    uint32_t Hkv = s->n_kv_heads, F = 2 * s->head_dim + 1;
+    uint32_t full = mt(w, "full", OPT_CACHE, Hkv, P0, F);
+    if (src) {
+        ids->cmp = src->cmp;
+    } else {
+        uint32_t keep = mt(w, "keep_in", OPT_CACHE, 1, P0, 1);
+        /* prefix sums: ⌈log2 P0⌉ shifted adds (local) */
+        uint32_t cur = keep;
+        for (uint32_t sh = 1; sh < P0; sh *= 2) {
+            uint32_t hd = mrows(w, cur, 1, 0, P0 - sh, 1, "prefix_head");
+            uint32_t shifted = mt(w, "prefix_shift", OPT_TEMP, 1, P0, 1);
+            mput(w, hd, shifted, 1, sh, P0 - sh, 1);
+            uint32_t nx = mt(w, "prefix", OPT_TEMP, 1, P0, 1);
+            cur = mo(w, OP_ADD, 1, P0, 0, 1, cur, shifted, OP_NONE, nx, 0, 0, 0);
+        }
+        /* the rank of each kept row, negative for a dropped one (public integers: local) */
+        uint32_t sk = mt(w, "rank", OPT_TEMP, 1, P0, 1);
+        mo(w, OP_MUL_PUB, 1, P0, 0, 1, keep, mt(w, "sval", OPT_PUBLIC, 1, 1, 1), OP_NONE, sk,
+           OPF_NO_TRUNC, 0, 0);
+        mo(w, OP_ADD, 1, P0, 0, 1, sk, cur, OP_NONE, sk, 0, 0, 0);
+        mo(w, OP_ADD_PUB, 1, P0, 0, 1, sk, mt(w, "soff", OPT_PUBLIC, 1, 1, 1), OP_NONE, sk, 0, 0, 0);
+        /* COST: one-hot of each row's rank over the S slots (P0·S equality tests) */
+        uint32_t oh = mt(w, "rank_oh", OPT_TEMP, 1, P0, S);
+        mo(w, OP_ONEHOT, 1, P0, 0, S, sk, OP_NONE, OP_NONE, oh, 0, 0, 0);
+        ids->cmp = mtr(w, oh, 1, P0, S, "compact_oh");
+    }
+    uint32_t tm = mt(w, "full_t", OPT_TEMP, 1, P0, Hkv * F);
+    mo(w, OP_VIEW, Hkv, P0, 0, F, full, OP_NONE, OP_NONE, tm, OPF_MERGE_HEADS, 0, 0);
+    /* COST: the kept rows, one-hot × [K | V] of every KV head (one GATHER) */
+    uint32_t g = mt(w, "compact_t", OPT_TEMP, 1, S, Hkv * F);
+    mo(w, OP_GATHER, 1, S, P0, Hkv * F, ids->cmp, tm, OP_NONE, g, OPF_NO_TRUNC, 0, 0);
+    uint32_t out = mt(w, "compact", OPT_TEMP, Hkv, S, F);
+    return mo(w, OP_VIEW, Hkv, S, 0, F, g, OP_NONE, OP_NONE, out, OPF_SPLIT_HEADS, 0, 0);
 }
 
 /* Level 1: the secret indicator u (Hkv, G1, 1) of the chosen 32-clusters and its expansion to
@@ -862,9 +958,9 @@ static void mpc_upkeep(mpc_em *w, const mpc_shape *s, const mpc_plan *pl, uint32
     mo(w, OP_MAX, Hkv, 2 * d * lv, 0, 2, tr, OP_NONE, OP_NONE, ids->up, 0, 0, 0);
 }
 
-int mpcache_emit_decode(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t n,
-                        uint32_t q, uint32_t k, uint32_t kc, uint32_t vc, const mpc_ids *src,
-                        mpc_ids *ids, errbuf *e)
+static int mpc_decode(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t n, uint32_t P0,
+                      uint32_t q, uint32_t k, uint32_t kc, uint32_t vc, const mpc_ids *src,
+                      mpc_ids *ids, errbuf *e)
 {
     mpc_em w = {.p = p, .phase = PHASE_DECODE, .layer = layer};
     uint32_t H = s->n_heads, Hkv = s->n_kv_heads, d = s->head_dim, G = H / Hkv, F = 2 * d + 1;
@@ -884,12 +980,29 @@ int mpcache_emit_decode(op_program *p, const mpc_shape *s, uint32_t layer, uint3
         kc = mph(&w, "in_kc", OPT_CACHE, Hkv, n + 1, d);
     if (vc == OP_NONE)
         vc = mph(&w, "in_vc", OPT_CACHE, Hkv, n + 1, d);
-    /* the carried state, bound by the session */
-    uint32_t kv = mt(&w, "kv", OPT_CACHE, Hkv, pl.G2, s->s2 * F);
-    uint32_t b16 = OP_NONE, b32 = OP_NONE, tab = kv, ue = OP_NONE;
+    /* the carried state, bound by the session; after a threshold prompt, its compaction */
+    uint32_t kv, b16 = OP_NONE, b32 = OP_NONE, ue = OP_NONE;
+    if (P0 && kind != MPC_LAYER_DENSE) {
+        uint32_t comp = mpc_compact(&w, s, n, P0, kind == MPC_LAYER_SHARED ? src : NULL, ids);
+        uint32_t rows = mt(&w, "kv_c", OPT_TEMP, Hkv, pl.Npad, F); /* zero rows up to Npad */
+        mput(&w, comp, rows, Hkv, 0, n, F);
+        kv = mt(&w, "kv_cl", OPT_TEMP, Hkv, pl.G2, s->s2 * F); /* the same as cluster rows */
+        mo(&w, OP_VIEW, Hkv, pl.G2, 0, s->s2 * F, rows, OP_NONE, OP_NONE, kv, 0, 0, 0);
+        if (kind == MPC_LAYER_SELECT) {
+            uint32_t ct = mtr(&w, comp, Hkv, n, F, "compact_tr");
+            mpc_ids b;
+            mpc_bounds(&w, s, n, mcols(&w, ct, Hkv, n, F, 0, d, "compact_k"), &b);
+            b16 = b.b16, b32 = b.b32;
+        }
+    } else {
+        kv = mt(&w, "kv", OPT_CACHE, Hkv, pl.G2, s->s2 * F);
+        if (kind == MPC_LAYER_SELECT) {
+            b16 = mt(&w, "b16", OPT_CACHE, Hkv, pl.G2, 2 * d);
+            b32 = mt(&w, "b32", OPT_CACHE, Hkv, pl.G1, 2 * d);
+        }
+    }
+    uint32_t tab = kv;
     if (kind == MPC_LAYER_SELECT) {
-        b16 = mt(&w, "b16", OPT_CACHE, Hkv, pl.G2, 2 * d);
-        b32 = mt(&w, "b32", OPT_CACHE, Hkv, pl.G1, 2 * d);
         /* qx = [α·qs | −(1−α)·qs], qs the sum of the KV head's query heads (local) */
         uint32_t qt = mtr(&w, q, Hkv, G, d, "q_t");
         uint32_t qs = mt(&w, "qs", OPT_TEMP, Hkv, 1, d);
@@ -917,6 +1030,20 @@ int mpcache_emit_decode(op_program *p, const mpc_shape *s, uint32_t layer, uint3
     if (kind == MPC_LAYER_SELECT)
         mpc_upkeep(&w, s, &pl, k, b16, b32, ids);
     return w.failed ? err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory emitting its ops") : MS_OK;
+}
+
+int mpcache_emit_decode(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t n,
+                        uint32_t q, uint32_t k, uint32_t kc, uint32_t vc, const mpc_ids *src,
+                        mpc_ids *ids, errbuf *e)
+{
+    return mpc_decode(p, s, layer, n, 0, q, k, kc, vc, src, ids, e);
+}
+
+int mpcache_emit_decode_first(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t n,
+                              uint32_t P0, uint32_t q, uint32_t k, uint32_t kc, uint32_t vc,
+                              const mpc_ids *src, mpc_ids *ids, errbuf *e)
+{
+    return mpc_decode(p, s, layer, n, P0, q, k, kc, vc, src, ids, e);
 }
 
 int mpcache_emit_mask(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t n,
@@ -968,8 +1095,15 @@ int mpcache_public(const mpc_shape *s, uint32_t n, int frac, const op_tensor *t,
         else if (!strcmp(nm, "pad16"))
             v = r >= pl.G2 ? fbig : 0;
         else if (!strcmp(nm, "cs1_ones") || !strcmp(nm, "cs2_ones") || !strcmp(nm, "ones_g") ||
-                 !strcmp(nm, "ones_q"))
+                 !strcmp(nm, "ones_q") || !strcmp(nm, "ones_h") || !strcmp(nm, "ones_w") ||
+                 !strcmp(nm, "ones_p"))
             v = one;
+        else if (!strcmp(nm, "wval")) /* the window's rows (n = P at the prompt) */
+            v = s->window ? (s->window < n ? s->window : n) : 1;
+        else if (!strcmp(nm, "sval")) /* the revealed count S = n at the first decode step */
+            v = n;
+        else if (!strcmp(nm, "soff"))
+            v = (uint64_t)-(int64_t)(n + 1);
         else if (!strcmp(nm, "keep1") || !strcmp(nm, "force1")) {
             int f = r == pl.f1[0] || (pl.nf1 > 1 && r == pl.f1[1]);
             v = (uint64_t)(nm[0] == 'k' ? !f : f);
@@ -1084,7 +1218,7 @@ static mpc_shape mpc_shape_of(const mpc_state *s)
 {
     const policy_env *v = &s->env;
     return (mpc_shape){v->n_heads, v->n_kv_heads, v->head_dim, s->s1, s->s2, s->alpha, s->ratio1,
-                       s->ratio2, s->share, s->skip2, s->mode};
+                       s->ratio2, s->share, s->skip2, s->mode, s->thr, s->window};
 }
 
 /* The ops the secure session runs (secpol.h), with placeholder operands; the static eviction
@@ -1097,8 +1231,11 @@ static int mpc_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const 
     mpc_shape sh = mpc_shape_of(s);
     int kind = mpcache_layer_kind(&sh, layer);
     if (phase == PHASE_PREFILL) {
+        mpc_ids ids;
+        if (s->mode == ST_THRESHOLD) /* on shares: the keep bits and their revealed count */
+            return mpcache_emit_static(prog, &sh, layer, kv_len, OP_NONE, &ids, e);
         uint32_t S = 0;
-        if (kind == MPC_LAYER_SELECT && s->mode != ST_NONE) {
+        if (kind == MPC_LAYER_SELECT && s->mode == ST_TOPK) { /* not on shares: an estimate */
             policy_emitter pe = {prog, phase, (int)layer, 0};
             mpc_emit_static(s, &pe, layer, kv_len);
             int rc = policy_emit_done(&pe, "mpcache", e);
@@ -1110,7 +1247,6 @@ static int mpc_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const 
                     ? s->stat_count[(size_t)layer * v->n_kv_heads + g] : S;
         if (s->mode == ST_NONE || S == 0)
             S = kv_len;
-        mpc_ids ids;
         return mpcache_emit_prefill(prog, &sh, layer, S, OP_NONE, &ids, e);
     }
     /* n: the entries of K' before this position (the largest over the KV heads; static none:
@@ -1125,8 +1261,11 @@ static int mpc_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const 
     }
     (void)kept;
     const mpc_ids *src = kind == MPC_LAYER_SHARED ? &s->ids[layer - 1] : NULL;
-    int rc = mpcache_emit_decode(prog, &sh, layer, n, OP_NONE, OP_NONE, OP_NONE, OP_NONE, src,
-                                 &s->ids[layer], e);
+    /* after a threshold prompt the first step begins with the compaction to the revealed count */
+    uint32_t P0 = s->mode == ST_THRESHOLD && kind != MPC_LAYER_DENSE && kv_len == v->prompt_len
+                      ? v->prompt_len : 0;
+    int rc = mpcache_emit_decode_first(prog, &sh, layer, n, P0, OP_NONE, OP_NONE, OP_NONE, OP_NONE,
+                                       src, &s->ids[layer], e);
     if (!rc)
         rc = mpcache_emit_mask(prog, &sh, layer, n, OP_NONE, &s->ids[layer], e);
     return rc;

@@ -33,6 +33,16 @@ static void step_shape(const secinf_opts *o, uint32_t s, uint32_t *t, uint32_t *
     *kv = s ? o->prefill + s - 1 : 0;
 }
 
+/* MPCache: the entries of K' of layer l before a decode step at kv cached entries — the whole
+ * cache, or after a threshold prompt the revealed count plus the generated entries. */
+static uint32_t mpc_n(const secinf_opts *o, uint32_t l, uint32_t kv)
+{
+    const mpc_shape *sh = &o->spol.mpc;
+    if (sh->static_mode != 0 || mpcache_layer_kind(sh, l) == MPC_LAYER_DENSE || !o->spol.static_count)
+        return kv;
+    return o->spol.static_count[l] + (kv - o->prefill);
+}
+
 /* Kept count of (layer, KV head) at decode position pos, and the kept positions (may be NULL). */
 static uint32_t kept_of(const secinf_keep *k, uint32_t pos, uint32_t l, uint32_t g, uint32_t *idx)
 {
@@ -76,7 +86,7 @@ static void step_kept(const secinf_opts *o, uint32_t kv, uint32_t *kept)
     for (uint32_t l = 0; l < m->n_layers; l++) {
         mpc_plan pl;
         if (o->spol.kind == SECINF_SPOL_MPCACHE)
-            mpcache_plan(&o->spol.mpc, l, kv, &pl); /* static none: K' is the whole cache */
+            mpcache_plan(&o->spol.mpc, l, mpc_n(o, l, kv), &pl);
         for (uint32_t g = 0; g < m->n_kv_heads; g++)
             kept[l * m->n_kv_heads + g] = o->spol.kind == SECINF_SPOL_MPCACHE ? pl.rows
                                           : o->spol.kind ? spol_rows(o, kv) : kept_of(o->keep, kv, l, g, NULL);
@@ -203,17 +213,23 @@ static int mpc_sess_emit(const secinf_opts *o, const lower_opts *lo, op_program 
         if (rc)
             break;
         if (lo->phase == PHASE_PREFILL) {
-            rc = mpcache_emit_prefill(p, sh, l, lo->n_tokens, id[0], &ids[l], e);
+            if (sh->static_mode == 0) /* threshold: the keep bits, the count revealed */
+                rc = mpcache_emit_static(p, sh, l, lo->n_tokens, id[4], &ids[l], e);
+            else
+                rc = mpcache_emit_prefill(p, sh, l, lo->n_tokens, id[0], &ids[l], e);
             continue;
         }
         size_t n0 = p->n_ops;
-        rc = mpcache_emit_decode(p, sh, l, lo->kv_len, id[2], id[3], id[0], id[1], l ? &ids[l - 1] : NULL,
-                                 &ids[l], e);
+        uint32_t n = mpc_n(o, l, lo->kv_len);
+        uint32_t P0 = sh->static_mode == 0 && lo->kv_len == o->prefill &&
+                      mpcache_layer_kind(sh, l) != MPC_LAYER_DENSE ? o->prefill : 0;
+        rc = mpcache_emit_decode_first(p, sh, l, n, P0, id[2], id[3], id[0], id[1], l ? &ids[l - 1] : NULL,
+                                       &ids[l], e);
         if (!rc)
             rc = ops_move(p, find_op(p, OP_MATMUL, id[4]), n0, e);
         n0 = p->n_ops;
         if (!rc)
-            rc = mpcache_emit_mask(p, sh, l, lo->kv_len, id[4], &ids[l], e);
+            rc = mpcache_emit_mask(p, sh, l, n, id[4], &ids[l], e);
         if (!rc && p->n_ops > n0)
             rc = ops_move(p, find_op(p, OP_SOFTMAX, id[4]), n0, e);
     }
@@ -264,6 +280,7 @@ typedef struct node_ctx {
     double *aud;         /* the step's audit values (P0, opts.audit) */
     uint32_t n_aud, cap_aud;
     mpc_val *b16, *b32;  /* MPCache on shares: each layer's cluster bounds */
+    mpc_val *keep;       /* MPCache threshold: each layer's keep bits of the prompt */
 } node_ctx;
 
 /* Binding: the model owner's weights by name (fixed point), the client's one-hot rows. */
@@ -272,10 +289,11 @@ static int bind(void *ctx, const op_tensor *t, uint64_t *out, size_t n)
     node_ctx *c = ctx;
     if (t->role == OPT_PUBLIC && h2o_public(t, out, n))
         return 1;
-    if (t->role == OPT_PUBLIC && c->o->spol.kind == SECINF_SPOL_MPCACHE) {
+    unsigned ml;
+    if (t->role == OPT_PUBLIC && c->o->spol.kind == SECINF_SPOL_MPCACHE && sscanf(t->name, "L%u.mpc.", &ml) == 1) {
         uint32_t t_, kv;
         step_shape(c->o, c->s, &t_, &kv);
-        if (mpcache_public(&c->o->spol.mpc, c->s ? kv : t_, c->frac, t, out, n))
+        if (mpcache_public(&c->o->spol.mpc, c->s ? mpc_n(c->o, ml, kv) : t_, c->frac, t, out, n))
             return 1;
     }
     if (t->role == OPT_WEIGHT) {
@@ -540,17 +558,17 @@ static int spol_audit(eng *e, mpc_net *net, node_ctx *c, const op_program *p, mp
 {
     c->n_aud = 0;
     const secinf_opts *o = c->o;
-    uint32_t L = o->model->n_layers, nn = o->spol.kind == SECINF_SPOL_MPCACHE ? 4 * L : 2;
+    uint32_t L = o->model->n_layers, nn = o->spol.kind == SECINF_SPOL_MPCACHE ? 5 * L : 2;
     for (uint32_t w = 0; w < nn; w++) {
         char nm[48];
-        static const char *const mn[4] = {"topk1", "sc1", "topk2", "sc2"};
+        static const char *const mn[5] = {"topk1", "sc1", "topk2", "sc2", "keep"};
         if (o->spol.kind == SECINF_SPOL_MPCACHE)
-            snprintf(nm, sizeof nm, "L%u.mpc.%s", w / 4, mn[w % 4]);
+            snprintf(nm, sizeof nm, "L%u.mpc.%s", w / 5, mn[w % 5]);
         else if (w == 0)
             snprintf(nm, sizeof nm, "h2o.%s", c->s ? "argmin" : "topk");
         else
             snprintf(nm, sizeof nm, "h2o.cand");
-        int is_score = o->spol.kind == SECINF_SPOL_MPCACHE ? (w % 2 == 1) : w == 1;
+        int is_score = o->spol.kind == SECINF_SPOL_MPCACHE ? (w % 5 == 1 || w % 5 == 3) : w == 1;
         uint32_t id = op_tensor_find(p, nm);
         if (id == OP_NONE)
             continue;
@@ -614,9 +632,10 @@ static int mpc_bind(eng *e, const secinf_opts *o, const op_program *p, mpc_progr
     int rc = MS_OK;
     for (uint32_t l = 0; !rc && l < L; l++) {
         mpc_plan pl;
-        mpcache_plan(&o->spol.mpc, l, n, &pl);
-        static const char *const nm[3] = {"kv", "b16", "b32"};
-        for (int w = 0; w < 3 && !rc; w++) {
+        uint32_t nl = mpc_n(o, l, n);
+        mpcache_plan(&o->spol.mpc, l, nl, &pl);
+        static const char *const nm[5] = {"kv", "b16", "b32", "full", "keep_in"};
+        for (int w = 0; w < 5 && !rc; w++) {
             char full[48];
             snprintf(full, sizeof full, "L%u.mpc.%s", l, nm[w]);
             uint32_t id = op_tensor_find(p, full);
@@ -624,7 +643,11 @@ static int mpc_bind(eng *e, const secinf_opts *o, const op_program *p, mpc_progr
                 continue;
             e->vt->release(e, &r->vals[id]);
             if (w == 0)
-                rc = spol_in(e, &kf[l], Hkv, n, F, 0, F, pl.Npad, 0, &r->vals[id]);
+                rc = spol_in(e, &kf[l], Hkv, nl, F, 0, F, pl.Npad, 0, &r->vals[id]);
+            else if (w == 3) /* the prompt's table before the compaction */
+                rc = spol_in(e, &kf[l], Hkv, o->prefill, F, 0, F, o->prefill, 0, &r->vals[id]);
+            else if (w == 4)
+                rc = spol_in(e, &c->keep[l], 1, o->prefill, 1, 0, 1, o->prefill, 0, &r->vals[id]);
             else
                 rc = spol_in(e, w == 1 ? &c->b16[l] : &c->b32[l], Hkv, w == 1 ? pl.G2 : pl.G1, 2 * d, 0,
                              2 * d, w == 1 ? pl.G2 : pl.G1, 0, &r->vals[id]);
@@ -634,53 +657,73 @@ static int mpc_bind(eng *e, const secinf_opts *o, const op_program *p, mpc_progr
 }
 
 /* After step s: each layer's table gains the new entry (the cache tensors' row 0 at a decode
- * step, the prompt's rows at the prefill), the bounds their upkeep (secpol.h). */
+ * step, the prompt's rows at the prefill), the bounds their upkeep (secpol.h); after a threshold
+ * prompt the keep bits are kept, and the first decode step's compaction and bounds replace the
+ * prompt's table. */
 static int mpc_update(eng *e, const secinf_opts *o, const op_program *p, mpc_program_run *r, node_ctx *c,
                       mpc_val *kf, uint32_t s, errbuf *err)
 {
     const model_cfg *m = o->model;
+    const mpc_shape *sh = &o->spol.mpc;
     uint32_t Hkv = m->n_kv_heads, d = m->head_dim, F = 2 * d + 1, L = m->n_layers, t, kv;
     step_shape(o, s, &t, &kv);
-    uint32_t n = s ? kv : 0, n1 = n + t, s2 = o->spol.mpc.s2, s1 = o->spol.mpc.s1;
-    size_t N = (size_t)Hkv * n1 * F;
+    uint32_t s2 = sh->s2, s1 = sh->s1;
+    size_t N = (size_t)Hkv * (kv + t + 1) * F;
     uint8_t *which = malloc(N + 1);
     uint32_t *idx = malloc((N + 1) * sizeof *idx);
     int rc = which && idx ? MS_OK : MS_ERR_NOMEM;
     for (uint32_t l = 0; !rc && l < L; l++) {
+        uint32_t n = s ? mpc_n(o, l, kv) : 0, n1 = n + t;
         char full[4][48];
         snprintf(full[0], 48, "L%u.kcache", l);
         snprintf(full[1], 48, "L%u.vcache", l);
-        uint32_t kc = op_tensor_find(p, full[0]), vc = op_tensor_find(p, full[1]);
-        uint32_t T = p->tens[kc].rows;
+        snprintf(full[2], 48, "L%u.mpc.kv_c", l);
+        uint32_t kc = op_tensor_find(p, full[0]), vc = op_tensor_find(p, full[1]), kvc = op_tensor_find(p, full[2]);
+        uint32_t T = p->tens[kc].rows, G2 = (n + s2 - 1) / s2, stride = kvc != OP_NONE ? G2 * s2 : n;
         for (uint32_t g = 0; g < Hkv; g++)
             for (uint32_t q = 0; q < n1; q++)
                 for (uint32_t f = 0; f < F; f++) {
                     size_t i = ((size_t)g * n1 + q) * F + f;
                     uint32_t row = s ? 0 : q; /* the new entry: row 0 of a decode step */
                     if (q < n)
-                        which[i] = 0, idx[i] = (uint32_t)(((size_t)g * n + q) * F + f);
+                        which[i] = 0, idx[i] = (uint32_t)(((size_t)g * stride + q) * F + f);
                     else if (f < 2 * d)
                         which[i] = f < d ? 1 : 2, idx[i] = (uint32_t)(((size_t)g * T + row) * d + f % d);
                     else
                         which[i] = 3, idx[i] = 0;
                 }
-        const mpc_val *src[3] = {&kf[l], &r->vals[kc], &r->vals[vc]};
+        const mpc_val *src[3] = {kvc != OP_NONE ? &r->vals[kvc] : &kf[l], &r->vals[kc], &r->vals[vc]};
         mpc_val z = {0};
-        rc = mpc_pick(e, &z, N, src, 3, which, idx);
+        rc = mpc_pick(e, &z, (size_t)Hkv * n1 * F, src, 3, which, idx);
         if (rc)
             break;
         e->vt->release(e, &kf[l]);
         kf[l] = z;
-        if (mpcache_layer_kind(&o->spol.mpc, l) != MPC_LAYER_SELECT)
+        if (mpcache_layer_kind(sh, l) != MPC_LAYER_SELECT)
             continue;
-        /* the bounds: the prefill's new ones, or the old rows with the newest cluster's row from
-         * the upkeep's MAX (or from [k | −k] when the entry starts a cluster) */
+        if (!s && sh->static_mode == 0) { /* threshold: the keep bits for the compaction */
+            snprintf(full[3], 48, "L%u.mpc.keep", l);
+            uint32_t kp = op_tensor_find(p, full[3]);
+            if (kp == OP_NONE) {
+                rc = MS_ERR_INTERNAL;
+                break;
+            }
+            e->vt->release(e, &c->keep[l]);
+            rc = e->vt->alloc(e, &c->keep[l], r->vals[kp].n, DOM_ARITH);
+            if (!rc)
+                rc = e->vt->add(e, &c->keep[l], &c->keep[l], &r->vals[kp]);
+            continue;
+        }
+        /* the bounds: the prefill's or the compaction's new ones, or the old rows with the
+         * newest cluster's row from the upkeep's MAX (or [k | −k] when the entry starts one) */
         for (int w = 0; w < 2 && !rc; w++) {
             uint32_t sz = w ? s1 : s2, G = (n1 + sz - 1) / sz, Gold = (n + sz - 1) / sz;
             mpc_val *b = w ? &c->b32[l] : &c->b16[l], nb = {0};
             snprintf(full[2], 48, "L%u.mpc.%s", l, s ? "kn" : w ? "b32_new" : "b16_new");
+            snprintf(full[3], 48, "L%u.mpc.%s", l, w ? "b32_new" : "b16_new");
+            uint32_t kn = op_tensor_find(p, full[2]), bnew = s ? op_tensor_find(p, full[3]) : OP_NONE;
             snprintf(full[3], 48, "L%u.mpc.up", l);
-            uint32_t kn = op_tensor_find(p, full[2]), up = op_tensor_find(p, full[3]);
+            uint32_t up = op_tensor_find(p, full[3]);
             uint32_t lv = (n % s2 != 0) + (n % s1 != 0);
             size_t M = (size_t)Hkv * G * 2 * d;
             for (uint32_t g = 0; g < Hkv; g++)
@@ -700,7 +743,7 @@ static int mpc_update(eng *e, const secinf_opts *o, const op_program *p, mpc_pro
                 rc = MS_ERR_INTERNAL;
                 break;
             }
-            const mpc_val *bs[3] = {b, &r->vals[kn], up == OP_NONE ? b : &r->vals[up]};
+            const mpc_val *bs[3] = {bnew != OP_NONE ? &r->vals[bnew] : b, &r->vals[kn], up == OP_NONE ? b : &r->vals[up]};
             rc = mpc_pick(e, &nb, M, bs, 3, which, idx);
             if (!rc) {
                 e->vt->release(e, b);
@@ -710,6 +753,37 @@ static int mpc_update(eng *e, const secinf_opts *o, const op_program *p, mpc_pro
     }
     free(which), free(idx);
     return rc ? err_set(err, rc, "secure inference: updating MPCache's state") : MS_OK;
+}
+
+/* After a threshold prompt: every party reads the counts its program revealed (a shared layer
+ * takes layer 2k's, a dense one keeps the prompt); P0 tells the dealer, which opens nothing (the
+ * counts are public, and the dealer needs them for the next programs' shapes: outside every
+ * op's counters). Each node writes its own copy of opts.spol.static_count. */
+static int mpc_counts(eng *e, mpc_net *net, const secinf_opts *o, const op_program *p, mpc_program_run *r,
+                      errbuf *err)
+{
+    const model_cfg *m = o->model;
+    uint32_t L = m->n_layers, *cnt = o->spol.static_count;
+    int dealer = mpc_engine_is_dealer(e), nodes = mpc_net_nodes(net);
+    for (uint32_t l = 0; !dealer && l < L; l++) {
+        int kind = mpcache_layer_kind(&o->spol.mpc, l);
+        char nm[48];
+        snprintf(nm, sizeof nm, "L%u.mpc.count", l);
+        uint32_t id = op_tensor_find(p, nm);
+        if (kind == MPC_LAYER_SELECT && (id == OP_NONE || !r->vals[id].s[0]))
+            return err_set(err, MS_ERR_INTERNAL, "secure inference: no revealed count of layer %u", l);
+        cnt[l] = kind == MPC_LAYER_SELECT ? (uint32_t)r->vals[id].s[0][0] : kind == MPC_LAYER_SHARED ? cnt[l - 1]
+                                                                                                  : o->prefill;
+        if (cnt[l] > o->prefill)
+            return err_set(err, MS_ERR_PEER, "secure inference: revealed count %u of %d prompt rows", cnt[l], o->prefill);
+    }
+    if (nodes > e->n_parties && (dealer || e->party == 0)) {
+        int rc = dealer ? mpc_net_recv_setup(net, 0, cnt, L * sizeof *cnt, err)
+                        : mpc_net_send_setup(net, nodes - 1, cnt, L * sizeof *cnt, err);
+        if (rc)
+            return rc;
+    }
+    return MS_OK;
 }
 
 static uint32_t argmax_u(const double *x, uint32_t n)
@@ -762,6 +836,8 @@ static int node_step(eng *e, mpc_net *net, node_ctx *c, op_program *p, mpc_progr
         rc = spol_update(e, o, p, r, kf, s, err);
     if (!rc && o->spol.kind == SECINF_SPOL_MPCACHE)
         rc = mpc_update(e, o, p, r, c, kf, s, err);
+    if (!rc && o->spol.kind == SECINF_SPOL_MPCACHE && !s && o->spol.mpc.static_mode == 0)
+        rc = mpc_counts(e, net, o, p, r, err);
     for (uint32_t l = 0; !rc && !o->spol.kind && l < m->n_layers; l++)
         for (int w = 0; w < 2 && !rc; w++) {
             snprintf(nm, sizeof nm, "L%u.%ccache", l, w ? 'v' : 'k');
@@ -801,7 +877,8 @@ int secinf_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
     double *logits = calloc(m->vocab, sizeof *logits);
     c.b16 = calloc(m->n_layers, sizeof *c.b16);
     c.b32 = calloc(m->n_layers, sizeof *c.b32);
-    int rc = kf && vf && logits && c.b16 && c.b32 ? MS_OK : err_set(err, MS_ERR_NOMEM, "secure inference: out of memory");
+    c.keep = calloc(m->n_layers, sizeof *c.keep);
+    int rc = kf && vf && logits && c.b16 && c.b32 && c.keep ? MS_OK : err_set(err, MS_ERR_NOMEM, "secure inference: out of memory");
     int tok = 0;
     for (uint32_t s = 0; !rc && s < S; s++) {
         c.s = s;
@@ -820,6 +897,8 @@ int secinf_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
             fwrite(logits, sizeof *logits, m->vocab, out);
             fwrite(&cur, sizeof cur, 1, out);
             fwrite(&next, sizeof next, 1, out);
+            if (!s && o->spol.static_count)
+                fwrite(o->spol.static_count, sizeof *o->spol.static_count, m->n_layers, out);
             if (o->audit && o->spol.kind) {
                 fwrite(&c.n_aud, sizeof c.n_aud, 1, out);
                 if (c.n_aud) /* nothing opened yet: no buffer */
@@ -836,11 +915,12 @@ int secinf_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
         e->vt->release(e, &kf[l]);
         e->vt->release(e, &vf[l]);
     }
-    for (uint32_t l = 0; c.b16 && c.b32 && l < m->n_layers; l++) {
+    for (uint32_t l = 0; c.b16 && c.b32 && c.keep && l < m->n_layers; l++) {
         e->vt->release(e, &c.b16[l]);
         e->vt->release(e, &c.b32[l]);
+        e->vt->release(e, &c.keep[l]);
     }
-    free(kf), free(vf), free(logits), free(c.aud), free(c.b16), free(c.b32);
+    free(kf), free(vf), free(logits), free(c.aud), free(c.b16), free(c.b32), free(c.keep);
     return rc;
 }
 
@@ -872,6 +952,12 @@ static int parse_node(secinf_result *r, const mpc_node_result *nr, uint32_t node
         memcpy(r->logits + (size_t)s * r->vocab, b, lb), b += lb;
         memcpy(&r->tokens[s], b, sizeof(int)), b += sizeof(int);
         memcpy(&r->next[s], b, sizeof(int)), b += sizeof(int);
+        if (!s && r->static_count) {
+            size_t cb = (size_t)r->n_static * sizeof *r->static_count;
+            if (b + cb > end)
+                return err_set(e, MS_ERR_PEER, "secure inference: P0's revealed counts are short");
+            memcpy(r->static_count, b, cb), b += cb;
+        }
         if (!r->audit)
             continue;
         uint32_t na;
@@ -910,6 +996,12 @@ int secinf_prepare(const secinf_opts *o, secinf_result *r, errbuf *e)
                        o->model->n_kv_heads);
     r->n_steps = secinf_n_steps(o);
     r->n_parties = (uint32_t)pr->n_parties;
+    if (o->spol.kind == SECINF_SPOL_MPCACHE && o->spol.mpc.static_mode == 0) {
+        if (!o->spol.static_count)
+            return err_set(e, MS_ERR_INPUT, "secure inference: mpcache's threshold without its count array");
+        r->static_count = o->spol.static_count; /* the caller's: the predictor reads it */
+        r->n_static = o->model->n_layers;
+    }
     if (o->audit && o->spol.kind) {
         r->audit = calloc(r->n_steps, sizeof *r->audit);
         r->n_audit = calloc(r->n_steps, sizeof *r->n_audit);
@@ -1247,8 +1339,11 @@ int secinf_spol_of(const model_cfg *m, const char *policy, const char *const *pa
     if (!rc && pol == &policy_mpcache) {
         /* static eviction on shares is not there yet: `none` only */
         rc = mpcache_shape(&env, &a, &sp->mpc, e);
-        if (!rc && sp->mpc.static_mode == 2)
+        if (!rc && sp->mpc.static_mode != 1) /* `topk` static eviction: not on shares */
             sp->kind = SECINF_SPOL_MPCACHE;
+        if (!rc && sp->kind && sp->mpc.static_mode == 0 &&
+            !(sp->static_count = calloc(m->n_layers + 1, sizeof *sp->static_count)))
+            rc = err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory");
         return rc;
     }
     if (!rc)
@@ -1256,6 +1351,12 @@ int secinf_spol_of(const model_cfg *m, const char *policy, const char *const *pa
     if (!rc)
         sp->kind = SECINF_SPOL_H2O;
     return rc;
+}
+
+void secinf_spol_free(secinf_spol *sp)
+{
+    free(sp->static_count);
+    sp->static_count = NULL;
 }
 
 /* The plaintext keep mask of (pos, l, g), or NULL outside the recorded positions. */
@@ -1536,9 +1637,26 @@ int secinf_mpc_compare(const secinf_opts *o, const secinf_result *r, const secin
     uint32_t L = m->n_layers, Hkv = m->n_kv_heads, Nmax = o->n_tokens + o->n_gen + 2;
     uint8_t *cl = calloc((size_t)L * Hkv * Nmax, 1);
     double *mg = calloc((size_t)L * Hkv, sizeof *mg);
-    if (!cl || !mg) {
-        free(cl), free(mg);
+    uint32_t *pos = calloc((size_t)L * Nmax, sizeof *pos); /* each layer's K' positions, in order */
+    if (!cl || !mg || !pos) {
+        free(cl), free(mg), free(pos);
         return err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
+    }
+    /* the static set: the opened keep bits of the prompt (threshold), else every position */
+    size_t at0 = 0;
+    for (uint32_t l = 0; l < L; l++) {
+        uint32_t *ps = pos + (size_t)l * Nmax, c = 0;
+        int kind = mpcache_layer_kind(sh, l), thr = sh->static_mode == 0 && kind != MPC_LAYER_DENSE;
+        if (thr && kind == MPC_LAYER_SHARED) {
+            memcpy(ps, ps - Nmax, Nmax * sizeof *ps);
+            continue;
+        }
+        for (uint32_t j = 0; j < o->prefill; j++)
+            if (!thr || (at0 + j < r->n_audit[0] && r->audit[0][at0 + j] > 0.5))
+                ps[c++] = j;
+        at0 += thr ? o->prefill : 0;
+        for (uint32_t j = o->prefill; c < Nmax && j < o->n_tokens + o->n_gen; j++)
+            ps[c++] = j;
     }
     for (uint32_t s = 1; s < r->n_steps; s++) {
         uint32_t t, kv;
@@ -1546,6 +1664,7 @@ int secinf_mpc_compare(const secinf_opts *o, const secinf_result *r, const secin
         size_t at = 0;
         for (uint32_t l = 0; l < L; l++) {
             int kind = mpcache_layer_kind(sh, l);
+            uint32_t n = mpc_n(o, l, kv);
             size_t used = 0;
             for (uint32_t g = 0; g < Hkv; g++) {
                 uint8_t *c = cl + ((size_t)l * Hkv + g) * Nmax;
@@ -1553,7 +1672,7 @@ int secinf_mpc_compare(const secinf_opts *o, const secinf_result *r, const secin
                     memcpy(c, cl + ((size_t)(l - 1) * Hkv + g) * Nmax, Nmax);
                     mg[l * Hkv + g] = mg[(l - 1) * Hkv + g];
                 } else {
-                    mg[l * Hkv + g] = mpcache_audit_set(sh, l, kv, r->audit[s] + at, r->n_audit[s] - at, g, c, &used);
+                    mg[l * Hkv + g] = mpcache_audit_set(sh, l, n, r->audit[s] + at, r->n_audit[s] - at, g, c, &used);
                 }
                 double v = mg[l * Hkv + g];
                 if (kind == MPC_LAYER_SELECT && v < out->min_margin)
@@ -1561,9 +1680,17 @@ int secinf_mpc_compare(const secinf_opts *o, const secinf_result *r, const secin
                 const uint8_t *pm = plain_mask(plain, kv, l, g);
                 if (!pm)
                     continue;
+                /* the secure set by position: K' entry i attended when its cluster is chosen */
+                uint8_t *mine = calloc(kv + 1, 1);
+                if (!mine)
+                    break;
+                for (uint32_t i = 0; i < n; i++)
+                    if (c[i / sh->s2] && pos[(size_t)l * Nmax + i] < kv)
+                        mine[pos[(size_t)l * Nmax + i]] = 1;
                 int same = 1;
                 for (uint32_t j = 0; j < kv; j++)
-                    same &= !c[j / sh->s2] == !pm[j];
+                    same &= !mine[j] == !pm[j];
+                free(mine);
                 out->sets++;
                 out->same += (uint32_t)same;
                 if (!same && v > out->max_diff_margin)
@@ -1575,11 +1702,11 @@ int secinf_mpc_compare(const secinf_opts *o, const secinf_result *r, const secin
         }
         for (uint32_t l = 0; l < L; l++) {
             mpc_plan pl;
-            mpcache_plan(sh, l, kv, &pl);
+            mpcache_plan(sh, l, mpc_n(o, l, kv), &pl);
             if (mpcache_layer_kind(sh, l) == MPC_LAYER_SELECT)
                 out->topks += Hkv * ((uint32_t)pl.lv1 + (uint32_t)pl.lv2);
         }
     }
-    free(cl), free(mg);
+    free(cl), free(mg), free(pos);
     return MS_OK;
 }

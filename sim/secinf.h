@@ -49,8 +49,13 @@ typedef enum secinf_spol_kind { SECINF_SPOL_NONE, SECINF_SPOL_H2O, SECINF_SPOL_M
 typedef struct secinf_spol {
     int kind;                /* secinf_spol_kind */
     uint32_t heavy, recent;  /* H2O's budgets */
-    mpc_shape mpc;           /* MPCache's parameters (static none) */
+    mpc_shape mpc;           /* MPCache's parameters (static none or threshold) */
+    uint32_t *static_count;  /* MPCache threshold: [n_layers] the kept counts the prompt's
+                              * program revealed, filled by each node (its own copy) and by
+                              * secinf_collect for the caller; allocated by secinf_spol_of,
+                              * freed by secinf_spol_free */
 } secinf_spol;
+void secinf_spol_free(secinf_spol *sp);
 
 typedef struct secinf_opts {
     const model_cfg *model;
@@ -87,6 +92,8 @@ typedef struct secinf_result {
     double **audit;         /* per step, with opts.audit: per selecting layer, the one-hot
                              * values then the candidates' scores (shapes: secpol.h) */
     uint32_t *n_audit;      /* per step: values in audit[step] */
+    uint32_t *static_count; /* MPCache threshold: opts.spol.static_count, filled from P0 */
+    uint32_t n_static;
     double seconds;         /* whole session (fork to last node done) */
 } secinf_result;
 

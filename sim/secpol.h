@@ -121,7 +121,17 @@ int h2o_public(const op_tensor *t, uint64_t *out, size_t n);
  * The gathered K and V rows go to rows 1 … R of the lowered cache tensors (row 0: the new
  * entry), the mask is added to the layer's scores before its softmax. Layer sharing: layers
  * 2k+1 (k ≥ 1) gather their own table with layer 2k's one-hot rows and reuse its mask; dense
- * layers (skip_first2) attend all n rows. Nothing is revealed. */
+ * layers (skip_first2) attend all n rows. Nothing is revealed.
+ *
+ * Static `threshold` on shares: the prompt's program ends, per selecting layer, with the window
+ * rows' head sums of the softmax output compared with H·threshold (LT against a secret constant
+ * made locally), the window's OR as [Σ below < w] (a second LT), and the count of kept keys
+ * REVEALED to every party (public in MPCache's model; a shared layer reuses layer 2k's). The
+ * first decode program is then shaped by the count S: it begins with the order-preserving
+ * compaction — prefix sums of the keep bits (local), rank r_j = prefix_j + S·keep_j − (S+1)
+ * (negative for a dropped key: local), ONEHOT(r_j) over S slots, transposed, GATHER of the
+ * prompt's [K | V | 0] rows — so K' keeps position order, then the bounds of the S kept keys
+ * (as the prompt's program does with `none`), then the selection above with n = S. */
 
 typedef struct mpc_shape {
     uint32_t n_heads, n_kv_heads, head_dim;
@@ -129,6 +139,8 @@ typedef struct mpc_shape {
     double alpha, ratio1, ratio2;
     int share, skip2;
     int static_mode;           /* 0 threshold, 1 topk, 2 none (policy_mpcache.c) */
+    double thr;                /* static threshold */
+    uint32_t window;           /* static window rows (of the prompt) */
 } mpc_shape;
 
 /* MPCache's parameters for a run. */
@@ -156,7 +168,15 @@ typedef struct mpc_ids {
     uint32_t t1, t2, sc1, sc2; /* top-k one-hots and their scores (the audit), or OP_NONE */
     uint32_t kn, up;           /* decode: [k | −k] (Hkv, 1, 2d); the MAX (Hkv, 2d, w) */
     uint32_t b16, b32;         /* prefill: the bounds */
+    uint32_t keep;             /* threshold, prefill: the keep bits (1, P, 1) */
+    uint32_t cmp;              /* threshold, first decode step: the compaction one-hot (1, S, P) */
 } mpc_ids;
+
+/* Threshold static eviction at the prompt of a selecting layer (secpol.h "MPCache on shares",
+ * threshold): from the softmax probabilities probs (H, P, P) (OP_NONE: a placeholder) the keep
+ * bits "L<l>.mpc.keep" and their count revealed to every party ("L<l>.mpc.count"). */
+int mpcache_emit_static(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t P,
+                        uint32_t probs, mpc_ids *ids, errbuf *e);
 
 /* Prefill: the bounds of the P prompt keys of a selecting layer (kc: (Hkv, P, d), OP_NONE: a
  * placeholder). */
@@ -168,6 +188,13 @@ int mpcache_emit_prefill(op_program *p, const mpc_shape *s, uint32_t layer, uint
 int mpcache_emit_decode(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t n,
                         uint32_t q, uint32_t k, uint32_t kc, uint32_t vc, const mpc_ids *src,
                         mpc_ids *ids, errbuf *e);
+/* The same at the first decode step after a threshold prompt of P0 tokens whose revealed count
+ * is n: first the order-preserving compaction of the prompt's table "L<l>.mpc.full" (Hkv, P0,
+ * 2d+1) with the keep bits "L<l>.mpc.keep_in" (prefix sums, one-hot of each kept row's rank,
+ * GATHER; a shared layer with layer 2k's one-hot) and the bounds of the n kept keys. */
+int mpcache_emit_decode_first(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t n,
+                              uint32_t P0, uint32_t q, uint32_t k, uint32_t kc, uint32_t vc,
+                              const mpc_ids *src, mpc_ids *ids, errbuf *e);
 /* The mask added to the layer's scores (H, 1, R+1) before the softmax (OP_NONE: placeholder);
  * nothing when the plan has no mask. */
 int mpcache_emit_mask(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t n,

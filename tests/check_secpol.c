@@ -44,9 +44,11 @@
 
 enum { N = 28, P = 12 };
 static const char *const h2o_params[] = {"heavy=4", "recent=4"};
-/* MPCache: [0] gather and forced shapes, [1] (ratio2 0.6) the full shape with a secret set */
-static const char *const mpc_params[2][4] = {{"static=none", "s1=8", "s2=4", "ratio2=0.3"},
-                                             {"static=none", "s1=8", "s2=4", "ratio2=0.6"}};
+/* MPCache: [0] gather and forced shapes, [1] (ratio2 0.6) the full shape with a secret set, [2]
+ * the static threshold eviction (a threshold that drops some prompt keys) */
+static const char *const mpc_params[3][4] = {{"static=none", "s1=8", "s2=4", "ratio2=0.3"},
+                                             {"static=none", "s1=8", "s2=4", "ratio2=0.6"},
+                                             {"static_threshold=0.03", "s1=8", "s2=4", "ratio2=0.3"}};
 /* A top-k margin (q/√d · bound units) the fixed-point error can swap: measured below 0.01 on
  * 128 positions (BENCHMARKS.md) */
 #define MPC_TIE 0.05
@@ -329,6 +331,10 @@ START_TEST(test_public_and_missing)
     ck_assert_int_eq(secinf_spol_of(&f.m, "streamingllm", params, 2, P, N, &sp, &is_pub, &e), MS_OK);
     ck_assert(sp.kind == SECINF_SPOL_NONE && is_pub);
     ck_assert_int_eq(secinf_spol_of(&f.m, "mpcache", NULL, 0, P, N, &sp, &is_pub, &e), MS_OK);
+    ck_assert(sp.kind == SECINF_SPOL_MPCACHE && !is_pub && sp.static_count);
+    secinf_spol_free(&sp);
+    const char *topk[] = {"static=topk"};
+    ck_assert_int_eq(secinf_spol_of(&f.m, "mpcache", topk, 1, P, N, &sp, &is_pub, &e), MS_OK);
     ck_assert(sp.kind == SECINF_SPOL_NONE && !is_pub);
     llama_free(f.L);
 }
@@ -349,7 +355,7 @@ static void mpc_opts(fixture *f, const char *pname, int cfg, secinf_opts *o)
 
 START_TEST(test_mpcache_on_shares)
 {
-    static const char *const protos[] = {"semi2k", "aby3"};
+    static const char *const protos[] = {"semi2k", "aby3", "semi2k"};
     fixture f;
     fixture_open(&f);
     errbuf e = {{0}};
@@ -400,7 +406,17 @@ START_TEST(test_mpcache_on_shares)
         topk += count_kind(&p, OP_TOPK);
     }
     ck_assert_uint_gt(topk, 0);
-    ck_assert_uint_gt(_i ? muls : gathers, 0); /* the full shape's secret set, or the gather */
+    ck_assert_uint_gt(_i == 1 ? muls : gathers, 0); /* the full shape's secret set, or the gather */
+    if (_i == 2) { /* the threshold dropped prompt keys: the counts the parties learned */
+        uint32_t kept = 0;
+        for (uint32_t l = 0; l < f.m.n_layers; l++) {
+            ck_assert_uint_le(o.spol.static_count[l], P);
+            kept += o.spol.static_count[l];
+        }
+        ck_assert_uint_lt(kept, f.m.n_layers * P);
+        ck_assert_uint_gt(kept, 0);
+    }
+    secinf_spol_free(&o.spol);
     op_program_free(&p);
     secinf_result_free(&r);
     secinf_keep_free(&k);
@@ -502,6 +518,23 @@ START_TEST(test_mpcache_reveals_nothing)
             }
         ck_assert_uint_eq(reveals, 1);
     }
+    /* threshold: the prompt's program also reveals one count per selecting layer (layers 0, 1,
+     * 2, 4: layer 3 shares layer 2's), nothing else */
+    secinf_opts ot;
+    mpc_opts(&f, "semi2k", 2, &ot);
+    ck_assert_int_eq(secinf_step_program(&ot, 0, &p, &e), MS_OK);
+    uint32_t reveals = 0, counts = 0;
+    for (size_t i = 0; i < p.n_ops; i++)
+        if (p.ops[i].kind == OP_REVEAL) {
+            const char *nm = p.tens[p.ops[i].in[0]].name;
+            reveals++;
+            counts += strstr(nm, ".mpc.count_sh") != NULL && p.tens[p.ops[i].in[0]].batch * p.tens[p.ops[i].in[0]].rows *
+                                                              p.tens[p.ops[i].in[0]].cols == 1;
+            ck_assert_msg(!strcmp(nm, "logits") || strstr(nm, ".mpc.count_sh"), "%s revealed", nm);
+        }
+    ck_assert_uint_eq(reveals, 5);
+    ck_assert_uint_eq(counts, 4);
+    secinf_spol_free(&ot.spol);
     op_program_free(&p);
     op_program_free(&q);
     llama_free(f.L);
@@ -557,6 +590,13 @@ START_TEST(test_cli)
                          "tests/data/tinystories_sample.txt", "--set", "approx=sigmoid", "--protocol", "semi2k",
                          "--policy", "mpcache", "--policy-param", "s1=8", "--policy-param", "s2=4", NULL};
     out = run_cli(dir, mpc, &st);
+    ck_assert_msg(st == 0, "exit %d: %s", st, out);
+    ck_assert_msg(strstr(out, "mpcache selected on shares (static threshold") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "equal the prediction: yes") != NULL, "%s", out);
+    const char *mtk[] = {"validate", "--model", "stories260K", "--accuracy", "20", "--prompt", "16", "--text",
+                         "tests/data/tinystories_sample.txt", "--set", "approx=sigmoid", "--protocol", "semi2k",
+                         "--policy", "mpcache", "--policy-param", "static=topk", NULL};
+    out = run_cli(dir, mtk, &st);
     ck_assert_msg(st == 0, "exit %d: %s", st, out);
     ck_assert_msg(strstr(out, "NOTE: mpcache has no selection on shares") != NULL, "%s", out);
     char path[700];
@@ -641,7 +681,7 @@ Suite *secpol_suite(void)
     tcase_add_test(tc, test_h2o_reveals_nothing);
     tcase_add_test(tc, test_public_and_missing);
     tcase_add_test(tc, test_cli);
-    tcase_add_loop_test(tc, test_mpcache_on_shares, 0, 2);
+    tcase_add_loop_test(tc, test_mpcache_on_shares, 0, 3);
     tcase_add_test(tc, test_mpcache_costed_as_run);
     tcase_add_test(tc, test_mpcache_reveals_nothing);
     suite_add_tcase(s, tc);
