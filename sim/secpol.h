@@ -87,9 +87,9 @@ int h2o_emit_select(op_program *p, const h2o_shape *s, int phase, uint32_t n_lay
  * out[0..n) with raw ring integers; 0 if the name is not one of them. */
 int h2o_public(const op_tensor *t, uint64_t *out, size_t n);
 
-/* MPCache on shares (static `none`: K' is the whole cache in position order; `threshold` and
- * `topk` static eviction still come from the plaintext replay). Per layer the secret state is
- * the token table "L<l>.mpc.kv" (Hkv, Npad, 2d+1) = [K | V | 0] of the n entries of K' in
+/* MPCache on shares (static `none`: K' is the whole cache in position order; `threshold`: below;
+ * the static `topk` is not on shares — its kept sets come from the plaintext replay). Per layer
+ * the secret state is the token table "L<l>.mpc.kv" (Hkv, Npad, 2d+1) = [K | V | 0] of the n entries of K' in
  * position order, zero rows up to Npad = 16·G2, and the bounds "L<l>.mpc.b16" (Hkv, G2, 2d) and
  * "L<l>.mpc.b32" (Hkv, G1, 2d), row c = [max over the cluster's keys | max of their negation]
  * per channel (G2 = ⌈n/16⌉, G1 = ⌈n/32⌉). The prompt's program ends with the bounds of the P
