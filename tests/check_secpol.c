@@ -16,11 +16,13 @@
  * - StreamingLLM's kept set is a public function of positions (the same masks without
  *   observing the model); mpcache with a static eviction has no selection on shares and the
  *   command says so;
- * - MPCache on shares (static none; clusters of 4 and 8 so that a 28-token run has level-1 and
- *   level-2 top-ks, the gather, forced and full shapes): the attended sets equal the replay's
- *   (a differing one only where a top-k's secure margin is a near tie), the logits the replay's
- *   within the tolerance, every op's bytes and rounds the prediction, the ops emit_cost gives
- *   the simulator the ones the session runs, the only opening the logits. */
+ * - MPCache on shares (static none, and the static threshold with a threshold that drops prompt
+ *   keys; clusters of 4 and 8 so that a 28-token run has level-1 and level-2 top-ks, the
+ *   gather, forced and full shapes): the attended sets equal the replay's (a differing one only
+ *   where a top-k's secure margin is a near tie), the logits the replay's within the tolerance,
+ *   every op's bytes and rounds the prediction, the ops emit_cost gives the simulator the ones
+ *   the session runs (the prompt and decode steps of `none`, the threshold's prompt), the only
+ *   openings the logits and the threshold's kept counts. */
 #include <check.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -489,6 +491,44 @@ START_TEST(test_mpcache_costed_as_run)
         }
         policy_mpcache.fini(st);
     }
+    /* the threshold's prompt: the keep bits and the count revealed, as the session runs them */
+    secinf_opts ot;
+    mpc_opts(&f, "semi2k", 2, &ot);
+    kv_param tk[4];
+    for (int i = 0; i < 4; i++) {
+        const char *eq = strchr(mpc_params[2][i], '=');
+        memset(&tk[i], 0, sizeof tk[i]);
+        memcpy(tk[i].key, mpc_params[2][i], (size_t)(eq - mpc_params[2][i]));
+        snprintf(tk[i].val, sizeof tk[i].val, "%s", eq + 1);
+    }
+    policy_env env = {.n_layers = f.m.n_layers, .n_heads = f.m.n_heads, .n_kv_heads = f.m.n_kv_heads,
+                      .head_dim = f.m.head_dim, .dim = f.m.dim, .ffn_dim = f.m.ffn_dim, .prompt_len = P, .max_len = N};
+    policy_args pa = {.kv = tk, .n = 4, .path = "(test)"};
+    void *st;
+    ck_assert_msg(policy_mpcache.init(&env, &pa, &st, &e) == MS_OK, "%s", e.msg);
+    op_program run, cost;
+    op_program_init(&run);
+    op_program_init(&cost);
+    ck_assert_int_eq(secinf_step_program(&ot, 0, &run, &e), MS_OK);
+    for (uint32_t l = 0; l < f.m.n_layers; l++)
+        ck_assert_int_eq(policy_mpcache.emit_cost(st, PHASE_PREFILL, l, P, NULL, &cost, &e), MS_OK);
+    policy_mpcache.fini(st);
+    size_t total = 0;
+    for (int l = 0; l < (int)f.m.n_layers; l++) {
+        const op *a[128], *b[128];
+        size_t na = layer_ops(&run, l, PHASE_PREFILL, a, 128), nb = layer_ops(&cost, l, PHASE_PREFILL, b, 128);
+        ck_assert_uint_eq(na, nb);
+        total += na;
+        for (size_t i = 0; i < na; i++) {
+            ck_assert_int_eq(a[i]->kind, b[i]->kind);
+            ck_assert(a[i]->batch == b[i]->batch && a[i]->m == b[i]->m && a[i]->k == b[i]->k && a[i]->n == b[i]->n);
+            ck_assert(a[i]->flags == b[i]->flags && a[i]->iarg == b[i]->iarg && a[i]->farg == b[i]->farg);
+        }
+    }
+    ck_assert_uint_ge(total, 4 * 10);
+    op_program_free(&run);
+    op_program_free(&cost);
+    secinf_spol_free(&ot.spol);
     llama_free(f.L);
 }
 END_TEST
