@@ -423,6 +423,7 @@ static int mpc_select(void *st, uint32_t layer, uint32_t pos, const float *q, ui
     return MS_OK;
 }
 
+/* The static `topk` (not on shares): an estimate of its ops. */
 static int mpc_emit_static(mpc_state *s, policy_emitter *pe, uint32_t layer, uint32_t P)
 {
     const policy_env *v = &s->env;
@@ -431,24 +432,7 @@ static int mpc_emit_static(mpc_state *s, policy_emitter *pe, uint32_t layer, uin
     for (uint32_t g = 0; g < Hkv; g++)
         S = s->stat_count[(size_t)layer * Hkv + g] > S ? s->stat_count[(size_t)layer * Hkv + g]
                                                        : S;
-    if (s->mode == ST_THRESHOLD) {
-        /* COST: head mean of the window rows (local), w·T comparisons with the public
-         * threshold, OR-reduce as a local sum and one comparison per key, the count revealed
-         * (public by the security model), compaction = one-hot of each kept slot × K|V
-         * (policies.md §1.12 MPCache static) */
-        uint32_t m = policy_emit(pe, OP_ADD, 1, w, 0, P, OP_NONE, OP_NONE, 0, 0, 0, "mpc.mean");
-        uint32_t b = policy_emit(pe, OP_LT, 1, w, 0, P, m, OP_NONE, OPF_PUBLIC_B, 0, s->thr,
-                                 "mpc.thr");
-        uint32_t any = policy_emit(pe, OP_LT, 1, 1, 0, P, b, OP_NONE, OPF_PUBLIC_B, 0, 0.5,
-                                   "mpc.or");
-        policy_emit(pe, OP_REVEAL, 1, 1, 0, 1, any, OP_NONE, 0, -1, 0, "mpc.count");
-        if (S > 0) {
-            uint32_t oh = policy_emit(pe, OP_ONEHOT, 1, S, 0, P, any, OP_NONE, 0, 0, 0,
-                                      "mpc.slots");
-            policy_emit(pe, OP_GATHER, Hkv, S, P, 2 * d, oh, OP_NONE, OPF_NO_TRUNC, 0, 0,
-                        "mpc.compact");
-        }
-    } else if (s->mode == ST_TOPK && S > 0) {
+    if (S > 0) {
         /* COST: window vote sums (local), topk(T, ratio·T) per KV head, gather (§1.8) */
         uint32_t vt = policy_emit(pe, OP_ADD, Hkv, w, 0, P, OP_NONE, OP_NONE, 0, 0, 0,
                                   "mpc.vote");
@@ -531,7 +515,7 @@ void mpcache_plan(const mpc_shape *s, uint32_t layer, uint32_t n, mpc_plan *pl)
         pl->mask = 1;
 }
 
-/* u over the 32-clusters when public (level 1 not on shares). */
+/* u over the 32-clusters when public (level 1 not on shares): all, or the forced ones. */
 static int plan_u(const mpc_plan *pl, uint32_t c)
 {
     if (pl->k1 >= pl->G1)
@@ -539,7 +523,7 @@ static int plan_u(const mpc_plan *pl, uint32_t c)
     for (uint32_t i = 0; i < pl->nf1; i++)
         if (pl->f1[i] == c)
             return 1;
-    return pl->k1 >= pl->G1;
+    return 0;
 }
 
 static int plan_f2(const mpc_plan *pl, uint32_t c)
@@ -801,7 +785,8 @@ static uint32_t mpc_mcol(mpc_em *w, const mpc_shape *s, const mpc_plan *pl, uint
 }
 
 /* Level 2 and the one-hot slots or the chosen set; fills ids->onehot (gather) and returns the
- * table to read rows from (the state plus the mask column). */
+ * table to read rows from (the state plus the mask column). Long: the three shapes (gather,
+ * forced, full) share the level-2 scores and differ only in the few ops that follow. */
 static uint32_t mpc_level2(mpc_em *w, const mpc_shape *s, const mpc_plan *pl, uint32_t qx,
                            uint32_t b16, uint32_t ue, uint32_t kv, mpc_ids *ids)
 {
@@ -958,6 +943,8 @@ static void mpc_upkeep(mpc_em *w, const mpc_shape *s, const mpc_plan *pl, uint32
     mo(w, OP_MAX, Hkv, 2 * d * lv, 0, 2, tr, OP_NONE, OP_NONE, ids->up, 0, 0, 0);
 }
 
+/* Long: the state (carried, or the compaction after a threshold prompt), the selection, the
+ * rows into the cache tensors and the upkeep, in the order the session runs them. */
 static int mpc_decode(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t n, uint32_t P0,
                       uint32_t q, uint32_t k, uint32_t kc, uint32_t vc, const mpc_ids *src,
                       mpc_ids *ids, errbuf *e)
@@ -1068,7 +1055,8 @@ int mpcache_emit_mask(op_program *p, const mpc_shape *s, uint32_t layer, uint32_
     return w.failed ? err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory emitting its ops") : MS_OK;
 }
 
-/* One public constant by name; v(i) the value of element i (row r, column c of cols). */
+/* One public constant by name; v(i) the value of element i (row r, column c of cols). Long: one
+ * branch per constant, each a line or two, kept together so the names read as a table. */
 int mpcache_public(const mpc_shape *s, uint32_t n, int frac, const op_tensor *t, uint64_t *out,
                    size_t cnt)
 {

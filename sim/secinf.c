@@ -659,7 +659,8 @@ static int mpc_bind(eng *e, const secinf_opts *o, const op_program *p, mpc_progr
 /* After step s: each layer's table gains the new entry (the cache tensors' row 0 at a decode
  * step, the prompt's rows at the prefill), the bounds their upkeep (secpol.h); after a threshold
  * prompt the keep bits are kept, and the first decode step's compaction and bounds replace the
- * prompt's table. */
+ * prompt's table. Long: two public index maps (table rows, bound rows) built inline, each a
+ * case per source. */
 static int mpc_update(eng *e, const secinf_opts *o, const op_program *p, mpc_program_run *r, node_ctx *c,
                       mpc_val *kf, uint32_t s, errbuf *err)
 {
@@ -1624,6 +1625,8 @@ int secinf_sel_compare(const secinf_opts *o, const secinf_result *r, const secin
 
 /* ---- MPCache's selection audit -------------------------------------------------------------- */
 
+/* Long: it follows each layer's K' positions (the opened keep bits, then the generated ones)
+ * and compares every (position, layer, KV head) where it happens. */
 int secinf_mpc_compare(const secinf_opts *o, const secinf_result *r, const secinf_keep *plain,
                        secinf_mpc_sel *out, errbuf *e)
 {
