@@ -957,8 +957,6 @@ static int mpc_decode(op_program *p, const mpc_shape *s, uint32_t layer, uint32_
     int kind = mpcache_layer_kind(s, layer);
     if (kind == MPC_LAYER_SHARED && !src)
         return err_set(e, MS_ERR_INTERNAL, "policy mpcache: layer %u shares a missing layer", layer);
-    if (n == 0)
-        return MS_OK;
     if (q == OP_NONE)
         q = mph(&w, "in_q", OPT_CACHE, H, 1, d);
     if (k == OP_NONE)
@@ -967,6 +965,11 @@ static int mpc_decode(op_program *p, const mpc_shape *s, uint32_t layer, uint32_
         kc = mph(&w, "in_kc", OPT_CACHE, Hkv, n + 1, d);
     if (vc == OP_NONE)
         vc = mph(&w, "in_vc", OPT_CACHE, Hkv, n + 1, d);
+    if (n == 0) { /* nothing cached to select from (a threshold that kept no prompt key) */
+        if (kind == MPC_LAYER_SELECT)
+            mpc_upkeep(&w, s, &pl, k, OP_NONE, OP_NONE, ids);
+        return w.failed ? err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory emitting its ops") : MS_OK;
+    }
     /* the carried state, bound by the session; after a threshold prompt, its compaction */
     uint32_t kv, b16 = OP_NONE, b32 = OP_NONE, ue = OP_NONE;
     if (P0 && kind != MPC_LAYER_DENSE) {
