@@ -210,8 +210,10 @@ static void vm_policy_note(const vm_args *a, const secinf_opts *o, const secinf_
             uint32_t upto = ms.first_differ - o->prefill + 1; /* steps: the prefill, then one per position */
             secinf_acc before;
             secinf_compare(r->logits, ref, upto < r->n_steps ? upto : r->n_steps, r->vocab, &before);
-            printf("#       first differing set at position %u; the logits before it: top-1 %u/%u, error max %.4f mean %.5f\n",
-                   ms.first_differ, before.top1_agree, before.n, before.max_abs, before.mean_abs);
+            printf("#       first differing set at position %u, layer %u (its secure top-k margin %.5f); the logits\n"
+                   "#       before it: top-1 %u/%u, error max %.4f mean %.5f\n",
+                   ms.first_differ, ms.first_layer, ms.first_margin, before.top1_agree, before.n, before.max_abs,
+                   before.mean_abs);
         }
         return;
     }

@@ -1698,8 +1698,11 @@ int secinf_mpc_compare(const secinf_opts *o, const secinf_result *r, const secin
                 out->same += (uint32_t)same;
                 if (!same && v > out->max_diff_margin)
                     out->max_diff_margin = v;
-                if (!same && kv < out->first_differ)
+                if (!same && kv < out->first_differ) {
                     out->first_differ = kv;
+                    out->first_layer = l;
+                    out->first_margin = v;
+                }
             }
             at += used;
         }

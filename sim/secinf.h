@@ -168,6 +168,8 @@ typedef struct secinf_mpc_sel {
     double max_diff_margin;     /* largest smallest-margin of a differing set's top-ks */
     uint32_t first_differ;      /* the first decode position with a differing set (UINT32_MAX:
                                  * none) */
+    uint32_t first_layer;       /* … its layer, and its top-ks' smallest secure margin */
+    double first_margin;
 } secinf_mpc_sel;
 int secinf_mpc_compare(const secinf_opts *o, const secinf_result *r, const secinf_keep *plain,
                        secinf_mpc_sel *out, errbuf *e);
