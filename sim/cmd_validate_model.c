@@ -201,6 +201,11 @@ static void vm_policy_note(const vm_args *a, const secinf_opts *o, const secinf_
                 printf(" %u", sp.static_count[l]);
             printf("\n");
         }
+        printf("#       secure top-k scores within %.5f of the replay's (where the sets agree)", ms.score_err);
+        if (ms.differ)
+            printf("; differing sets: %u, %u of them near ties of the replay itself (its own top-k margin <= 2 x %.5f;\n"
+                   "#       largest %.5f)", ms.differ, ms.near_ties, ms.score_err, ms.rep_margin);
+        printf("\n");
         printf("#       smallest secure top-k margin %.5f%s", ms.min_margin,
                ms.same < ms.sets ? "" : "\n");
         if (ms.same < ms.sets) {

@@ -1134,8 +1134,7 @@ int mpcache_public(const mpc_shape *s, uint32_t n, int frac, const op_tensor *t,
     return 1;
 }
 
-/* The k-th largest of the valid entries minus the next (INFINITY when all are taken). */
-static double topk_margin(const double *sc, const uint8_t *ok, uint32_t n, uint32_t k)
+double mpcache_topk_margin(const double *sc, const uint8_t *ok, uint32_t n, uint32_t k)
 {
     double best[2] = {INFINITY, INFINITY};
     uint8_t *used = calloc(n + 1, 1);
@@ -1179,7 +1178,7 @@ double mpcache_audit_set(const mpc_shape *s, uint32_t layer, uint32_t n, const d
             for (uint32_t q = 0; q < pl.k1; q++)
                 u[c] |= t1[((size_t)g * pl.k1 + q) * G1 + c] > 0.5;
         }
-        double m = topk_margin(sc1 + (size_t)g * G1, NULL, G1, pl.k1);
+        double m = mpcache_topk_margin(sc1 + (size_t)g * G1, NULL, G1, pl.k1);
         mg = m < mg ? m : mg;
     }
     memset(cl, 0, G2);
@@ -1191,7 +1190,7 @@ double mpcache_audit_set(const mpc_shape *s, uint32_t layer, uint32_t n, const d
         for (uint32_t q = 0; q < pl.k2; q++)
             for (uint32_t c = 0; c < G2; c++)
                 cl[c] |= t2[((size_t)g * pl.k2 + q) * G2 + c] > 0.5 && ok[c];
-        double m = topk_margin(sc2 + (size_t)g * G2, ok, G2, pl.k2);
+        double m = mpcache_topk_margin(sc2 + (size_t)g * G2, ok, G2, pl.k2);
         mg = m < mg ? m : mg;
     } else if (pl.k2 == G2 && mpcache_layer_kind(s, layer) != MPC_LAYER_DENSE) {
         memcpy(cl, ok, G2);
@@ -1203,6 +1202,22 @@ double mpcache_audit_set(const mpc_shape *s, uint32_t layer, uint32_t n, const d
     free(u), free(ok);
     *used = at;
     return mg;
+}
+
+void mpcache_audit_scores(const mpc_shape *s, uint32_t layer, uint32_t n, const double *vals,
+                          size_t nvals, uint32_t g, const double **sc1, const double **sc2)
+{
+    mpc_plan pl;
+    mpcache_plan(s, layer, n, &pl);
+    uint32_t Hkv = s->n_kv_heads;
+    size_t at = 0;
+    *sc1 = *sc2 = NULL;
+    if (pl.lv1 && at + (size_t)Hkv * (pl.k1 + 1) * pl.G1 <= nvals) {
+        *sc1 = vals + at + (size_t)Hkv * pl.k1 * pl.G1 + (size_t)g * pl.G1;
+        at += (size_t)Hkv * (pl.k1 + 1) * pl.G1;
+    }
+    if (pl.lv2 && at + (size_t)Hkv * (pl.k2 + 1) * pl.G2 <= nvals)
+        *sc2 = vals + at + (size_t)Hkv * pl.k2 * pl.G2 + (size_t)g * pl.G2;
 }
 
 static mpc_shape mpc_shape_of(const mpc_state *s)

@@ -1625,6 +1625,134 @@ int secinf_sel_compare(const secinf_opts *o, const secinf_result *r, const secin
 
 /* ---- MPCache's selection audit -------------------------------------------------------------- */
 
+/* MPCache's plaintext scores as its replay computes them: the float model under the replay's
+ * keep masks; at each decode position and selecting layer the policy model's own query against
+ * the bounds of K' (the positions pos[l]), in the session's units (q/√d). sc[pos][l][g][lvl][c]. */
+typedef struct mscore {
+    const secinf_opts *o;
+    const secinf_keep *k;
+    llama *pm;
+    const uint32_t *pos;
+    uint32_t Nmax, n, Gmax, cur_l, cur_pos;
+    float *keys;          /* [L][n][Hkv·d] */
+    double *sc;
+} mscore;
+
+static void ms_layer(void *ctx, const llama_layer_view *v)
+{
+    mscore *c = ctx;
+    const model_cfg *m = c->o->model;
+    size_t KD = (size_t)m->n_kv_heads * m->head_dim;
+    memcpy(c->keys + ((size_t)v->layer * c->n + v->pos) * KD, v->k, KD * sizeof *c->keys);
+}
+
+static void ms_scores(mscore *c, uint32_t l, uint32_t pos)
+{
+    const model_cfg *m = c->o->model;
+    const mpc_shape *sh = &c->o->spol.mpc;
+    uint32_t Hkv = m->n_kv_heads, d = m->head_dim, G = m->n_heads / Hkv, n = mpc_n(c->o, l, pos);
+    const float *q = llama_query(c->pm);
+    const uint32_t *ps = c->pos + (size_t)l * c->Nmax;
+    size_t KD = (size_t)Hkv * d;
+    for (uint32_t g = 0; g < Hkv; g++)
+        for (int lvl = 0; lvl < 2; lvl++) {
+            uint32_t sz = lvl ? sh->s2 : sh->s1, Gc = (n + sz - 1) / sz;
+            double *out = c->sc + ((((size_t)pos * m->n_layers + l) * Hkv + g) * 2 + (size_t)lvl) * c->Gmax;
+            for (uint32_t cl = 0; cl < Gc && cl < c->Gmax; cl++) {
+                double u = 0;
+                for (uint32_t ch = 0; ch < d; ch++) {
+                    double mx = -INFINITY, mn = INFINITY, qs = 0;
+                    for (uint32_t i = cl * sz; i < (cl + 1) * sz && i < n; i++) {
+                        double kv = c->keys[((size_t)l * c->n + ps[i]) * KD + g * d + ch];
+                        mx = kv > mx ? kv : mx;
+                        mn = kv < mn ? kv : mn;
+                    }
+                    for (uint32_t h = g * G; h < (g + 1) * G; h++)
+                        qs += q[(size_t)h * d + ch];
+                    u += qs / sqrt((double)d) * (sh->alpha * mx + (1 - sh->alpha) * mn);
+                }
+                out[cl] = u;
+            }
+        }
+}
+
+static int ms_mask(void *ctx, uint32_t l, uint32_t g, uint32_t pos, uint8_t *mask)
+{
+    mscore *c = ctx;
+    if (pos >= c->o->prefill && (l != c->cur_l || pos != c->cur_pos) &&
+        mpcache_layer_kind(&c->o->spol.mpc, l) == MPC_LAYER_SELECT) {
+        c->cur_l = l, c->cur_pos = pos;
+        ms_scores(c, l, pos);
+    }
+    const uint8_t *pm = plain_mask(c->k, pos, l, g);
+    if (!pm)
+        return 0;
+    memcpy(mask, pm, pos);
+    mask[pos] = 1;
+    return 1;
+}
+
+static int mpc_plain_scores(const secinf_opts *o, const secinf_keep *k, const uint32_t *pos, uint32_t Nmax,
+                            mscore *c, errbuf *e)
+{
+    const model_cfg *m = o->model;
+    uint32_t n = o->n_tokens;
+    *c = (mscore){.o = o, .k = k, .pos = pos, .Nmax = Nmax, .n = n, .Gmax = n / o->spol.mpc.s2 + 2,
+                  .cur_l = UINT32_MAX};
+    c->keys = calloc((size_t)m->n_layers * n * m->n_kv_heads * m->head_dim + 1, sizeof *c->keys);
+    c->sc = calloc((size_t)n * m->n_layers * m->n_kv_heads * 2 * c->Gmax + 1, sizeof *c->sc);
+    float *lg = malloc(m->vocab * sizeof *lg);
+    char wpath[1024];
+    int rc = c->keys && c->sc && lg ? MS_OK : err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
+    if (!rc && model_file_path(m->weights, wpath, sizeof wpath))
+        rc = err_set(e, MS_ERR_NOTFOUND, "selection audit: no weights for %s", m->name);
+    if (!rc)
+        rc = llama_load(m, wpath, &c->pm, e);
+    llama_hooks hk = {.ctx = c, .on_layer = ms_layer, .attend_mask = ms_mask};
+    for (uint32_t p = 0; !rc && p < n; p++)
+        rc = llama_forward(c->pm, o->tokens[p], p, &hk, lg);
+    llama_free(c->pm);
+    free(lg), free(c->keys);
+    c->keys = NULL;
+    return rc;
+}
+
+/* The replay's smallest top-k margin at (pos, l, g): level 1 on its scores, level 2 among the
+ * 16-clusters of its level-1 set. */
+static double mpc_rep_margin(const secinf_opts *o, const mscore *c, uint32_t pos, uint32_t l, uint32_t g)
+{
+    const model_cfg *m = o->model;
+    mpc_plan pl;
+    mpcache_plan(&o->spol.mpc, l, mpc_n(o, l, pos), &pl);
+    const double *s1 = c->sc + ((((size_t)pos * m->n_layers + l) * m->n_kv_heads + g) * 2) * c->Gmax, *s2 = s1 + c->Gmax;
+    double mg = INFINITY;
+    uint8_t u[64] = {0}, ok[128] = {0};
+    if (pl.G1 > 64 || pl.G2 > 128)
+        return NAN;
+    for (uint32_t i = 0; i < pl.nf1; i++)
+        u[pl.f1[i]] = 1;
+    if (pl.k1 >= pl.G1)
+        memset(u, 1, pl.G1);
+    if (pl.lv1) {
+        mg = mpcache_topk_margin(s1, NULL, pl.G1, pl.k1);
+        uint8_t taken[64] = {0};
+        for (uint32_t r = 0; r < pl.k1; r++) { /* the replay's top-k1 (ties: the lower index) */
+            uint32_t b = UINT32_MAX;
+            for (uint32_t i = 0; i < pl.G1; i++)
+                if (!taken[i] && (b == UINT32_MAX || s1[i] > s1[b]))
+                    b = i;
+            taken[b] = u[b] = 1;
+        }
+    }
+    if (pl.lv2) {
+        for (uint32_t i = 0; i < pl.G2; i++)
+            ok[i] = u[i / 2];
+        double m2 = mpcache_topk_margin(s2, ok, pl.G2, pl.k2);
+        mg = m2 < mg ? m2 : mg;
+    }
+    return mg;
+}
+
 /* Long: it follows each layer's K' positions (the opened keep bits, then the generated ones)
  * and compares every (position, layer, KV head) where it happens. */
 int secinf_mpc_compare(const secinf_opts *o, const secinf_result *r, const secinf_keep *plain,
@@ -1661,6 +1789,15 @@ int secinf_mpc_compare(const secinf_opts *o, const secinf_result *r, const secin
         for (uint32_t j = o->prefill; c < Nmax && j < o->n_tokens + o->n_gen; j++)
             ps[c++] = j;
     }
+    mscore msc;
+    double *dm = calloc((size_t)r->n_steps * L * Hkv + 1, sizeof *dm); /* differing sets' replay margins */
+    int rc = o->n_gen ? err_set(e, MS_ERR_INPUT, "selection audit: teacher-forced runs only")
+                      : !dm ? err_set(e, MS_ERR_NOMEM, "selection audit: out of memory")
+                            : mpc_plain_scores(o, plain, pos, Nmax, &msc, e);
+    if (rc) {
+        free(cl), free(mg), free(pos), free(dm), free(msc.sc);
+        return rc;
+    }
     for (uint32_t s = 1; s < r->n_steps; s++) {
         uint32_t t, kv;
         step_shape(o, s, &t, &kv);
@@ -1683,6 +1820,9 @@ int secinf_mpc_compare(const secinf_opts *o, const secinf_result *r, const secin
                 const uint8_t *pm = plain_mask(plain, kv, l, g);
                 if (!pm)
                     continue;
+                const double *ss[2];
+                if (kind == MPC_LAYER_SELECT)
+                    mpcache_audit_scores(sh, l, n, r->audit[s] + at, r->n_audit[s] - at, g, &ss[0], &ss[1]);
                 /* the secure set by position: K' entry i attended when its cluster is chosen */
                 uint8_t *mine = calloc(kv + 1, 1);
                 if (!mine)
@@ -1696,6 +1836,20 @@ int secinf_mpc_compare(const secinf_opts *o, const secinf_result *r, const secin
                 free(mine);
                 out->sets++;
                 out->same += (uint32_t)same;
+                uint32_t src = kind == MPC_LAYER_SHARED ? l - 1 : l;
+                const double *rs = msc.sc + ((((size_t)kv * L + src) * Hkv + g) * 2) * msc.Gmax;
+                mpc_plan pl;
+                mpcache_plan(sh, l, n, &pl);
+                for (int lvl = 0; same && kind == MPC_LAYER_SELECT && lvl < 2; lvl++)
+                    for (uint32_t i = 0; ss[lvl] && i < (lvl ? pl.G2 : pl.G1); i++) {
+                        double d = fabs(ss[lvl][i] - rs[lvl * msc.Gmax + i]);
+                        out->score_err = d > out->score_err ? d : out->score_err;
+                    }
+                if (!same) {
+                    double rm = mpc_rep_margin(o, &msc, kv, src, g);
+                    dm[out->differ++] = rm;
+                    out->rep_margin = rm > out->rep_margin ? rm : out->rep_margin;
+                }
                 if (!same && v > out->max_diff_margin)
                     out->max_diff_margin = v;
                 if (!same && kv < out->first_differ) {
@@ -1713,6 +1867,8 @@ int secinf_mpc_compare(const secinf_opts *o, const secinf_result *r, const secin
                 out->topks += Hkv * ((uint32_t)pl.lv1 + (uint32_t)pl.lv2);
         }
     }
-    free(cl), free(mg), free(pos);
+    for (uint32_t i = 0; i < out->differ; i++)
+        out->near_ties += dm[i] <= 2 * out->score_err;
+    free(cl), free(mg), free(pos), free(dm), free(msc.sc);
     return MS_OK;
 }

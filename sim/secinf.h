@@ -170,6 +170,12 @@ typedef struct secinf_mpc_sel {
                                  * none) */
     uint32_t first_layer;       /* … its layer, and its top-ks' smallest secure margin */
     double first_margin;
+    double score_err;           /* largest |secure − replay| top-k score where the sets agree (the
+                                 * replay's scores recomputed on the float model under its keep
+                                 * masks, with the policy model's own query) */
+    uint32_t differ, near_ties; /* differing sets; of them those whose replay margin (its own k-th
+                                 * score minus the next, at either level) is within 2·score_err */
+    double rep_margin;          /* the largest replay margin of a differing set */
 } secinf_mpc_sel;
 int secinf_mpc_compare(const secinf_opts *o, const secinf_result *r, const secinf_keep *plain,
                        secinf_mpc_sel *out, errbuf *e);

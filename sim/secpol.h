@@ -204,6 +204,13 @@ int mpcache_emit_mask(op_program *p, const mpc_shape *s, uint32_t layer, uint32_
  * 16-clusters (cl[0..G2) = 0/1); returns the smallest top-k margin (INFINITY: none). */
 double mpcache_audit_set(const mpc_shape *s, uint32_t layer, uint32_t n, const double *vals,
                          size_t nvals, uint32_t g, uint8_t *cl, size_t *used);
+/* The same layer's opened scores of KV head g: level 1 (G1) and level 2 (G2), NULL when that
+ * level did not run on shares. */
+void mpcache_audit_scores(const mpc_shape *s, uint32_t layer, uint32_t n, const double *vals,
+                          size_t nvals, uint32_t g, const double **sc1, const double **sc2);
+/* The k-th largest of the entries with ok[i] (ok NULL: all) minus the next; INFINITY when k
+ * takes them all. */
+double mpcache_topk_margin(const double *sc, const uint8_t *ok, uint32_t n, uint32_t k);
 
 /* Public constants of the MPCache ops ("L<l>.mpc.<name>") at n entries (prefill: n = P), with
  * f fraction bits: fills out[0..cnt); 0 if the name is not one of them. */

@@ -381,6 +381,12 @@ START_TEST(test_mpcache_on_shares)
     ck_assert_uint_ge(ms.topks, 20);
     ck_assert_msg(ms.same == ms.sets || ms.max_diff_margin < MPC_TIE, "%u/%u sets equal; a differing one's margin %.4f",
                   ms.same, ms.sets, ms.max_diff_margin);
+    /* a differing set is a near tie of the replay's own scores (its margin within twice the
+     * secure scores' error, measured where the sets agree) */
+    ck_assert_uint_eq(ms.differ, ms.sets - ms.same);
+    ck_assert_msg(ms.near_ties == ms.differ, "%u of %u differing sets are not near ties (replay margin %.4f, score error %.4f)",
+                  ms.differ - ms.near_ties, ms.differ, ms.rep_margin, ms.score_err);
+    ck_assert_msg(ms.score_err > 0 && ms.score_err < 5, "secure scores off by %.4f", ms.score_err);
     ck_assert_msg(ms.same * 100 >= ms.sets * 95, "sets %u/%u", ms.same, ms.sets);
     /* logits: the replay's within the tolerance (when the sets agree), not the full cache's */
     secinf_acc a, moved;
