@@ -11,6 +11,7 @@
  *   decode position pos ≥ P:  select(l, pos, q) → keep mask over the pos cached entries of
  *                             every KV head (the current token is always attended too);
  *                             emit_cost(PHASE_DECODE, l, pos, kept);
+ *                             attend(l, pos, kept) → the rows the lowering attends (optional);
  *                             observe(pos, l) with the attention renormalized over the kept
  *                             entries (what the model computed under the policy).
  * Selections are per KV head (GQA: a KV head's kept set serves its G query heads). Kept
@@ -110,6 +111,20 @@ struct policy_ops {
     /* Optional: policy-specific metrics at the end of a run; fills out[0..max), returns the
      * count (may be NULL). */
     size_t (*metrics)(void *state, run_metric *out, size_t max);
+    /* Optional: the rows the MPC decode step attends in layer `layer` at kv_len cached
+     * entries, per KV head (rows[g], g < n_kv_heads), given the counts select() chose (kept[g]:
+     * the layer's largest, what emit_cost received). For a policy whose secure algorithm
+     * attends a public bound instead of the selection's exact count (MPCache: 16 · slots
+     * gathered rows, the empty ones masked — sim/secpol.h); the replay lowers the step with
+     * these rows, while its accuracy metrics use the selection itself. Absent: the lowering
+     * attends the kept counts. Called after emit_cost, for every decode step. */
+    void (*attend)(void *state, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
+                   uint32_t *rows);
+    /* Optional: 1 when the ops of the decode step at position pos hold one-time work that the
+     * steps after it do not repeat (MPCache's compaction after its threshold prompt). The
+     * runner costs such a step for itself only: under decode_stride it never stands for the
+     * steps after it (sim/runner.c). */
+    int (*one_time)(void *state, uint32_t pos);
 };
 
 const policy_ops *policy_find(const char *name);

@@ -515,6 +515,13 @@ void mpcache_plan(const mpc_shape *s, uint32_t layer, uint32_t n, mpc_plan *pl)
         pl->mask = 1;
 }
 
+uint32_t mpcache_attend_rows(const mpc_shape *s, uint32_t layer, uint32_t n)
+{
+    mpc_plan pl;
+    mpcache_plan(s, layer, n, &pl);
+    return pl.rows;
+}
+
 /* u over the 32-clusters when public (level 1 not on shares): all, or the forced ones. */
 static int plan_u(const mpc_plan *pl, uint32_t c)
 {
@@ -1227,6 +1234,22 @@ static mpc_shape mpc_shape_of(const mpc_state *s)
                        s->ratio2, s->share, s->skip2, s->mode, s->thr, s->window};
 }
 
+/* The entries of K' a layer holds before a decode step at kv_len cached entries: the largest
+ * over the KV heads (static none: the whole cache). */
+static uint32_t mpc_entries(const mpc_state *s, uint32_t layer, uint32_t kv_len)
+{
+    const policy_env *v = &s->env;
+    uint32_t n = s->mode == ST_NONE ? kv_len : 0;
+    for (uint32_t g = 0; s->mode != ST_NONE && g < v->n_kv_heads; g++) {
+        const mpc_head *h = &s->head[(size_t)layer * v->n_kv_heads + g];
+        uint32_t c = h->n;
+        while (c > 0 && h->idx[c - 1] >= kv_len)
+            c--;
+        n = c > n ? c : n;
+    }
+    return n;
+}
+
 /* The ops the secure session runs (secpol.h), with placeholder operands; the static eviction
  * of `threshold` / `topk` is costed as before (it is not run on shares). */
 static int mpc_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
@@ -1255,16 +1278,7 @@ static int mpc_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const 
             S = kv_len;
         return mpcache_emit_prefill(prog, &sh, layer, S, OP_NONE, &ids, e);
     }
-    /* n: the entries of K' before this position (the largest over the KV heads; static none:
-     * the whole cache) */
-    uint32_t n = s->mode == ST_NONE ? kv_len : 0;
-    for (uint32_t g = 0; s->mode != ST_NONE && g < v->n_kv_heads; g++) {
-        const mpc_head *h = &s->head[(size_t)layer * v->n_kv_heads + g];
-        uint32_t c = h->n;
-        while (c > 0 && h->idx[c - 1] >= kv_len)
-            c--;
-        n = c > n ? c : n;
-    }
+    uint32_t n = mpc_entries(s, layer, kv_len);
     (void)kept;
     const mpc_ids *src = kind == MPC_LAYER_SHARED ? &s->ids[layer - 1] : NULL;
     /* after a threshold prompt the first step begins with the compaction to the revealed count */
@@ -1275,6 +1289,30 @@ static int mpc_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const 
     if (!rc)
         rc = mpcache_emit_mask(prog, &sh, layer, n, OP_NONE, &s->ids[layer], e);
     return rc;
+}
+
+/* The secure step attends the plan's public bound of rows (secpol.h), not the selection's
+ * count: the same function the secure session lowers its steps with. */
+static void mpc_attend(void *st, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
+                       uint32_t *rows)
+{
+    mpc_state *s = st;
+    mpc_shape sh = mpc_shape_of(s);
+    uint32_t R = mpcache_attend_rows(&sh, layer, mpc_entries(s, layer, kv_len));
+    for (uint32_t g = 0; g < s->env.n_kv_heads; g++)
+        rows[g] = R;
+    (void)kept;
+}
+
+/* The first decode step after a threshold prompt begins with the compaction (mpc_emit's P0). */
+static int mpc_one_time(void *st, uint32_t pos)
+{
+    mpc_state *s = st;
+    mpc_shape sh = mpc_shape_of(s);
+    int any = 0;
+    for (uint32_t l = 0; l < s->env.n_layers; l++)
+        any |= mpcache_layer_kind(&sh, l) != MPC_LAYER_DENSE;
+    return s->mode == ST_THRESHOLD && s->env.prompt_len > 0 && pos == s->env.prompt_len && any;
 }
 
 const policy_ops policy_mpcache = {
@@ -1291,4 +1329,6 @@ const policy_ops policy_mpcache = {
     .prefill = mpc_prefill,
     .select = mpc_select,
     .emit_cost = mpc_emit,
+    .attend = mpc_attend,
+    .one_time = mpc_one_time,
 };

@@ -25,8 +25,10 @@ struct replay {
     trace *tr;
     uint32_t P, next_step, stride, err_heads, prompt_rows;
     int prompt_done, live;
+    int once;           /* the newest step holds one-time work (policy_ops.one_time) */
     uint8_t *keep;      /* Hkv × max_len */
-    uint32_t *kept;     /* L × Hkv of the newest step */
+    uint32_t *kept;     /* L × Hkv of the newest step: the rows the lowering attends */
+    uint32_t *sel;      /* Hkv: one layer's selection counts */
     float *att;         /* H × max_len: attention renormalized over the kept entries */
     float *vbuf, *k, *v;
     float *wo_syn;      /* synthetic traces: one W_o draw reused for every layer, or NULL */
@@ -116,12 +118,13 @@ int replay_open(const run_cfg *cfg, replay **out, errbuf *e)
     if (!rc) {
         r->keep = malloc(Hkv * T);
         r->kept = calloc(L * Hkv, sizeof *r->kept);
+        r->sel = calloc(Hkv, sizeof *r->sel);
         r->att = malloc((size_t)mc->n_heads * T * sizeof *r->att);
         r->vbuf = malloc(T * mc->head_dim * sizeof *r->vbuf);
         r->k = malloc(Hkv * mc->head_dim * sizeof *r->k);
         r->v = malloc(Hkv * mc->head_dim * sizeof *r->v);
         r->idx = malloc(T * sizeof *r->idx);
-        if (!r->keep || !r->kept || !r->att || !r->vbuf || !r->k || !r->v || !r->idx)
+        if (!r->keep || !r->kept || !r->sel || !r->att || !r->vbuf || !r->k || !r->v || !r->idx)
             rc = err_set(e, MS_ERR_NOMEM, "replay: out of memory");
     }
     if (!rc)
@@ -147,6 +150,7 @@ void replay_close(replay *r)
     metrics_free(&r->m);
     free(r->keep);
     free(r->kept);
+    free(r->sel);
     free(r->att);
     free(r->vbuf);
     free(r->wo_syn);
@@ -315,8 +319,9 @@ static int decode_pos(replay *r, uint32_t step, op_program *prog, errbuf *e)
                 break;
             cmax = keep_max(r->keep, Hkv, pos);
         }
+        uint32_t *kept = r->kept + (size_t)l * Hkv;
         for (uint32_t g = 0; g < Hkv; g++)
-            r->kept[(size_t)l * Hkv + g] = cmax;
+            r->sel[g] = kept[g] = cmax;
         const float *used = NULL;
         if (measure || (need & POLICY_NEED_ATT)) {
             rc = layer_rows(r, pos, l, trace_att(r->tr, l), measure, e);
@@ -325,11 +330,17 @@ static int decode_pos(replay *r, uint32_t step, op_program *prog, errbuf *e)
         if (!rc && read)
             rc = observe(r, pos, l, used, e);
         if (!rc && prog && r->pol->emit_cost)
-            rc = r->pol->emit_cost(r->st, PHASE_DECODE, l, pos, r->kept + (size_t)l * Hkv,
-                                   prog, e);
+            rc = r->pol->emit_cost(r->st, PHASE_DECODE, l, pos, r->sel, prog, e);
+        /* the rows the MPC step attends, when the secure algorithm pads the selection to a
+         * public bound (the lowering only: the metrics above used the selection itself) */
+        if (!rc && r->pol->attend)
+            r->pol->attend(r->st, l, pos, r->sel, kept);
     }
+    r->once = r->pol->one_time ? r->pol->one_time(r->st, pos) : 0;
     return rc;
 }
+
+int replay_step_once(const replay *r) { return r->once; }
 
 int replay_step(replay *r, uint32_t step, uint32_t kv_len, uint32_t *kept, op_program *prog,
                 errbuf *e)

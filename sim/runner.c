@@ -4,7 +4,10 @@
  * Decode step s (0-based) sees kv_len = prompt_len + s cached entries. Steps with the same
  * kept vector, kv_len and policy ops are the same op program: they are simulated once
  * (memo). With work.decode_stride = k, only steps 0, k, 2k, … are costed; each stands for
- * itself and the k − 1 steps after it (the policy still replays every step). TTFT: the
+ * itself and the k − 1 steps after it (the policy still replays every step). A step whose ops
+ * hold one-time work (policy_ops.one_time: MPCache's compaction after its threshold prompt)
+ * stands for itself only, and the step after it is costed too, standing for the rest of that
+ * stride (so the one-time work is counted once). TTFT: the
  * prefill in MPC ends with the LM head, which yields the first token; without an MPC prefill
  * the first token is decode step 0's. */
 #include "runcfg.h"
@@ -212,14 +215,18 @@ static int run_decode(runner *R, replay *rp, run_result *res, uint64_t *first_ns
     const run_cfg *cfg = R->cfg;
     uint32_t stride = cfg->work.decode_stride ? cfg->work.decode_stride : 1;
     const sim_result *cost = NULL;
+    int once = 0; /* the last costed step held one-time work: it stands for itself only */
     for (uint32_t s = 0; s < cfg->work.decode_len; s++) {
         uint32_t kv_len = cfg->work.prompt_len + s;
         op_program_clear(&R->prog);
         int rc = replay_step(rp, s, kv_len, R->kept, &R->prog, e);
         if (rc != MS_OK)
             return rc;
-        if (s % stride == 0 && (rc = cost_decode_step(R, kv_len, &cost, e)) != MS_OK)
+        int now = replay_step_once(rp);
+        if ((s % stride == 0 || once || now) &&
+            (rc = cost_decode_step(R, kv_len, &cost, e)) != MS_OK)
             return rc;
+        once = now;
         if (s == 0)
             *first_ns = cost->latency_ns;
         if (sim_result_accumulate(&res->phase[PHASE_DECODE], cost) != MS_OK)

@@ -84,11 +84,10 @@ static void step_kept(const secinf_opts *o, uint32_t kv, uint32_t *kept)
 {
     const model_cfg *m = o->model;
     for (uint32_t l = 0; l < m->n_layers; l++) {
-        mpc_plan pl;
-        if (o->spol.kind == SECINF_SPOL_MPCACHE)
-            mpcache_plan(&o->spol.mpc, l, mpc_n(o, l, kv), &pl);
+        uint32_t rows = o->spol.kind == SECINF_SPOL_MPCACHE
+                            ? mpcache_attend_rows(&o->spol.mpc, l, mpc_n(o, l, kv)) : 0;
         for (uint32_t g = 0; g < m->n_kv_heads; g++)
-            kept[l * m->n_kv_heads + g] = o->spol.kind == SECINF_SPOL_MPCACHE ? pl.rows
+            kept[l * m->n_kv_heads + g] = o->spol.kind == SECINF_SPOL_MPCACHE ? rows
                                           : o->spol.kind ? spol_rows(o, kv) : kept_of(o->keep, kv, l, g, NULL);
     }
 }

@@ -159,6 +159,11 @@ typedef struct mpc_plan {
     int mask;                  /* 0 none, 1 public, 2 secret */
 } mpc_plan;
 void mpcache_plan(const mpc_shape *s, uint32_t layer, uint32_t n, mpc_plan *pl);
+/* The rows a decode step at n entries of K' attends in a layer besides the new entry: the
+ * plan's R, a public bound (16 · slots for the gather and forced shapes, n for the full shape
+ * and dense layers) that the selection's true count never exceeds. The secure session lowers
+ * its steps with it, and so does the simulator's replay (policy_ops.attend). */
+uint32_t mpcache_attend_rows(const mpc_shape *s, uint32_t layer, uint32_t n);
 
 /* Tensors of one layer's MPCache ops. */
 typedef struct mpc_ids {

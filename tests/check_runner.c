@@ -1,5 +1,6 @@
 /* check_runner.c — the per-run pipeline (replay → lower → cost → simulate → metrics), the
- * memoized step costs, and `mpcsim cost` as a user runs it. */
+ * memoized step costs, decode_stride (a step with one-time work counted once), and `mpcsim
+ * cost` as a user runs it. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "lower.h"
+#include "replay.h"
 #include "runcfg.h"
 #include "stepcost.h"
 
@@ -161,6 +163,109 @@ START_TEST(test_stride_and_memo)
     sim_result_free(&s4);
     sim_result_free(&s8);
     run_result_free(&r);
+    free(c);
+}
+END_TEST
+
+/* mpcache (default: the static threshold) over stories260K's recorded trace, no MPC prefill. */
+static run_cfg *mpc_cfg(uint32_t P, uint32_t n_dec)
+{
+    run_cfg *c = tiny_cfg("semi2k", "wan", P, n_dec);
+    const char *d = getenv("MPCSIM_DATA");
+    snprintf(c->model_ref, sizeof c->model_ref, "stories260K");
+    snprintf(c->scenario_path, sizeof c->scenario_path, "t.yaml");
+    snprintf(c->trace.source, sizeof c->trace.source, "record");
+    snprintf(c->trace.path, sizeof c->trace.path, "%s/tests/data/tinystories_sample.txt",
+             d && *d ? d : ".");
+    snprintf(c->policy.name, sizeof c->policy.name, "mpcache");
+    snprintf(c->policy.params[0].key, sizeof c->policy.params[0].key, "live");
+    snprintf(c->policy.params[0].val, sizeof c->policy.params[0].val, "0");
+    c->policy.n_params = 1;
+    c->work.prefill_in_mpc = 0;
+    c->seed = 1;
+    return c;
+}
+
+/* Its decode steps costed one by one as the runner lowers them (the replay's policy ops and
+ * attended rows): out[s], step s's result. Step 0 holds the compaction to the revealed count. */
+static void mpc_steps(const run_cfg *c, sim_result *out)
+{
+    errbuf e;
+    step_env env = {&c->model, proto_find(c->proto_ref), &c->proto, &c->net, &c->machine,
+                    {.overlap = c->overlap}};
+    replay *rp;
+    ck_assert_msg(replay_open(c, &rp, &e) == MS_OK, "%s", e.msg);
+    op_program p;
+    cost_log l;
+    op_program_init(&p);
+    cost_log_init(&l, env.pr->n_parties);
+    uint32_t *kept = calloc((size_t)c->model.n_layers * c->model.n_kv_heads, sizeof *kept);
+    for (uint32_t s = 0; s < c->work.decode_len; s++) {
+        op_program_clear(&p);
+        ck_assert_msg(replay_step(rp, s, c->work.prompt_len + s, kept, &p, &e) == MS_OK, "%s", e.msg);
+        ck_assert_int_eq(replay_step_once(rp), s == 0); /* the compaction: the first step only */
+        lower_opts lo;
+        lower_opts_default(&lo);
+        lo.phase = PHASE_DECODE;
+        lo.kv_len = c->work.prompt_len + s;
+        lo.kept = kept;
+        ck_assert_msg(step_simulate(&env, &lo, &p, &l, &out[s], &e) == MS_OK, "%s", e.msg);
+    }
+    free(kept);
+    op_program_free(&p);
+    cost_log_free(&l);
+    replay_close(rp);
+}
+
+START_TEST(test_stride_one_time_once)
+{
+    /* decode_stride 4 over 9 steps: step 0 (the compaction) stands for itself, step 1 for
+     * steps 1 … 3, steps 4 and 8 for their strides */
+    enum { P = 32, N = 9, K = 4 };
+    run_cfg *c = mpc_cfg(P, N);
+    sim_result st[N];
+    mpc_steps(c, st);
+    uint64_t sum = 0, rsum = 0;
+    for (int s = 0; s < N; s++)
+        sum += st[s].latency_ns, rsum += st[s].total.rounds;
+    errbuf e;
+    run_result r1, rk;
+    run_result_init(&r1);
+    run_result_init(&rk);
+    ck_assert_msg(run_execute(c, &r1, &e) == MS_OK, "%s", e.msg);
+    c->work.decode_stride = K;
+    ck_assert_msg(run_execute(c, &rk, &e) == MS_OK, "%s", e.msg);
+    /* stride 1: exactly the steps costed one by one */
+    ck_assert_uint_eq(r1.phase[PHASE_DECODE].latency_ns, sum);
+    ck_assert_uint_eq(r1.phase[PHASE_DECODE].total.rounds, rsum);
+    /* stride K: the compaction's step once, the step after it for the rest of its stride */
+    const sim_result *x = &rk.phase[PHASE_DECODE];
+    ck_assert_uint_eq(x->latency_ns, st[0].latency_ns + (K - 1) * st[1].latency_ns +
+                                         K * st[4].latency_ns + st[8].latency_ns);
+    ck_assert_uint_eq(x->total.rounds, st[0].total.rounds + (K - 1) * st[1].total.rounds +
+                                           K * st[4].total.rounds + st[8].total.rounds);
+    ck_assert_uint_eq(x->cat[OPC_POLICY].rounds,
+                      st[0].cat[OPC_POLICY].rounds + (K - 1) * st[1].cat[OPC_POLICY].rounds +
+                          K * st[4].cat[OPC_POLICY].rounds + st[8].cat[OPC_POLICY].rounds);
+    ck_assert_double_eq(metric(&rk, "steps_simulated"), 4);
+    /* the stated bound: each step after the first is costed as a step at most K − 1 away, so
+     * the error is at most (N − 1) · the largest difference between two such steps; counting
+     * the compaction K times (step 0 standing for steps 1 … K − 1) would exceed it */
+    uint64_t dmax = 0;
+    for (int a = 1; a < N; a++)
+        for (int b = a; b < N && b < a + K; b++) {
+            uint64_t d = st[a].latency_ns > st[b].latency_ns ? st[a].latency_ns - st[b].latency_ns
+                                                             : st[b].latency_ns - st[a].latency_ns;
+            dmax = d > dmax ? d : dmax;
+        }
+    uint64_t err = x->latency_ns > sum ? x->latency_ns - sum : sum - x->latency_ns;
+    ck_assert_uint_le(err, (uint64_t)(N - 1) * dmax);
+    ck_assert_uint_gt(st[0].latency_ns, st[1].latency_ns);
+    ck_assert_uint_gt((K - 1) * (st[0].latency_ns - st[1].latency_ns), (uint64_t)(N - 1) * dmax);
+    for (int s = 0; s < N; s++)
+        sim_result_free(&st[s]);
+    run_result_free(&r1);
+    run_result_free(&rk);
     free(c);
 }
 END_TEST
@@ -506,6 +611,7 @@ Suite *runner_suite(void)
     tcase_add_test(tc, test_result_metrics);
     tcase_add_test(tc, test_run_sums_steps);
     tcase_add_test(tc, test_stride_and_memo);
+    tcase_add_test(tc, test_stride_one_time_once);
     tcase_add_test(tc, test_run_deterministic);
     tcase_add_test(tc, test_run_errors);
     tcase_add_test(tc, test_stepcost);

@@ -22,7 +22,12 @@
  *   where a top-k's secure margin is a near tie), the logits the replay's within the tolerance,
  *   every op's bytes and rounds the prediction, the ops emit_cost gives the simulator the ones
  *   the session runs (the prompt and decode steps of `none`, the threshold's prompt), the only
- *   openings the logits and the threshold's kept counts. */
+ *   openings the logits and the threshold's kept counts;
+ * - the whole program `mpcsim run` costs for a step (the replay's policy ops, the lowering with
+ *   the attended rows the policy reports) is the session's, op by op in kinds and shapes: the
+ *   prompt and every decode step of `none` over the recorded trace, and the threshold's first
+ *   decode steps (the compaction, then the selection) with the plaintext policy driven by the
+ *   float model to the counts the session would reveal. */
 #include <check.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -33,7 +38,9 @@
 
 #include "eng_plain.h"
 #include "kern.h"
+#include "lower.h"
 #include "policy.h"
+#include "replay.h"
 #include "secinf.h"
 #include "secpol.h"
 #include "valid.h"
@@ -539,6 +546,248 @@ START_TEST(test_mpcache_costed_as_run)
 }
 END_TEST
 
+/* A step's program as the session runs it against the one the simulator costs for it (the
+ * policy's ops, then the lowering with the policy's attended rows, as sim/runner.c): the lowered
+ * ops in order and each layer's policy ops in order, in kinds, shapes, flags and (policy ops)
+ * arguments — the session splices its policy ops into the layers and appends the new cache
+ * entry at row 0, so only a lowered op's row argument may differ. Returns the policy ops. */
+static size_t next_lowered(const op_program *p, size_t i)
+{
+    while (i < p->n_ops && p->ops[i].cat == OPC_POLICY)
+        i++;
+    return i;
+}
+
+static size_t same_program(const op_program *run, const op_program *cost, int phase, uint32_t L)
+{
+    size_t i = next_lowered(run, 0), j = next_lowered(cost, 0), lowered = 0;
+    for (; i < run->n_ops && j < cost->n_ops; i = next_lowered(run, i + 1), j = next_lowered(cost, j + 1)) {
+        const op *a = &run->ops[i], *b = &cost->ops[j];
+        ck_assert_msg(a->kind == b->kind && a->layer == b->layer && a->cat == b->cat && a->batch == b->batch &&
+                          a->m == b->m && a->k == b->k && a->n == b->n && a->flags == b->flags,
+                      "lowered op %zu (layer %d): kind %d (%u, %u, %u, %u) run, kind %d (%u, %u, %u, %u) costed",
+                      lowered, a->layer, a->kind, a->batch, a->m, a->k, a->n, b->kind, b->batch, b->m, b->k, b->n);
+        lowered++;
+    }
+    ck_assert_uint_eq(i, run->n_ops);
+    ck_assert_uint_eq(j, cost->n_ops);
+    ck_assert_uint_gt(lowered, 10 * L);
+    size_t total = 0;
+    for (int l = -1; l < (int)L; l++) {
+        const op *a[256], *b[256];
+        size_t na = layer_ops(run, l, phase, a, 256), nb = layer_ops(cost, l, phase, b, 256);
+        ck_assert_uint_eq(na, nb);
+        for (size_t k = 0; k < na; k++) {
+            ck_assert_int_eq(a[k]->kind, b[k]->kind);
+            ck_assert(a[k]->batch == b[k]->batch && a[k]->m == b[k]->m && a[k]->k == b[k]->k && a[k]->n == b[k]->n);
+            ck_assert(a[k]->flags == b[k]->flags && a[k]->iarg == b[k]->iarg && a[k]->farg == b[k]->farg);
+        }
+        total += na;
+    }
+    return total;
+}
+
+/* stories260K recorded over the test text, mpcache with mpc_params[cfg], prompt P, N − P steps. */
+static run_cfg *mpc_run_cfg(int cfg)
+{
+    run_cfg *c = calloc(1, sizeof *c);
+    errbuf e = {{0}};
+    const char *data = getenv("MPCSIM_DATA");
+    ck_assert_msg(model_load("stories260K", &c->model, &e) == MS_OK, "%s", e.msg);
+    snprintf(c->model_ref, sizeof c->model_ref, "stories260K");
+    snprintf(c->scenario_path, sizeof c->scenario_path, "t.yaml");
+    snprintf(c->trace.source, sizeof c->trace.source, "record");
+    snprintf(c->trace.path, sizeof c->trace.path, "%s/tests/data/tinystories_sample.txt", data ? data : ".");
+    snprintf(c->policy.name, sizeof c->policy.name, "mpcache");
+    for (int i = 0; i < 4; i++) {
+        const char *eq = strchr(mpc_params[cfg][i], '=');
+        kv_param *kv = &c->policy.params[i];
+        memcpy(kv->key, mpc_params[cfg][i], (size_t)(eq - mpc_params[cfg][i]));
+        snprintf(kv->val, sizeof kv->val, "%s", eq + 1);
+    }
+    c->policy.n_params = 4;
+    c->work.prompt_len = P;
+    c->work.decode_len = N - P;
+    c->seed = 1;
+    return c;
+}
+
+/* The lowering of a decode step at kv cached entries appended to prog (as sim/runner.c). */
+static void lower_decode(const model_cfg *m, uint32_t kv, const uint32_t *kept, op_program *prog)
+{
+    errbuf e = {{0}};
+    lower_opts lo;
+    lower_opts_default(&lo);
+    lo.phase = PHASE_DECODE;
+    lo.kv_len = kv;
+    lo.kept = kept;
+    ck_assert_msg(lower_step(m, &lo, prog, &e) == MS_OK, "%s", e.msg);
+}
+
+START_TEST(test_mpcache_replay_lowers_as_run)
+{
+    /* `mpcsim run`'s cost path (the replay's policy ops and attended rows, the lowering) gives
+     * the programs the session runs: the prompt and every decode step, the attention shaped by
+     * the public bound the session attends (not the replay's kept counts) */
+    fixture f;
+    fixture_open(&f);
+    errbuf e = {{0}};
+    secinf_opts o;
+    mpc_opts(&f, "semi2k", _i, &o);
+    run_cfg *c = mpc_run_cfg(_i);
+    replay *r;
+    ck_assert_msg(replay_open(c, &r, &e) == MS_OK, "%s", e.msg);
+    op_program run, cost;
+    op_program_init(&run);
+    op_program_init(&cost);
+    ck_assert_msg(replay_prefill(r, &cost, &e) == MS_OK, "%s", e.msg);
+    lower_opts lo;
+    lower_opts_default(&lo);
+    lo.phase = PHASE_PREFILL;
+    lo.n_tokens = P;
+    ck_assert_msg(lower_step(&f.m, &lo, &cost, &e) == MS_OK, "%s", e.msg);
+    ck_assert_int_eq(secinf_step_program(&o, 0, &run, &e), MS_OK);
+    ck_assert_uint_gt(same_program(&run, &cost, PHASE_PREFILL, f.m.n_layers), 0);
+    uint32_t kept[64], padded = 0;
+    for (uint32_t st = 0; st < N - P; st++) {
+        op_program_clear(&cost);
+        ck_assert_msg(replay_step(r, st, P + st, kept, &cost, &e) == MS_OK, "%s", e.msg);
+        ck_assert_int_eq(replay_step_once(r), 0);
+        lower_decode(&f.m, P + st, kept, &cost);
+        ck_assert_int_eq(secinf_step_program(&o, st + 1, &run, &e), MS_OK);
+        ck_assert_uint_gt(same_program(&run, &cost, PHASE_DECODE, f.m.n_layers), 0);
+        for (uint32_t l = 0; l < f.m.n_layers; l++)
+            padded += kept[l * f.m.n_kv_heads] % 4 == 0 && kept[l * f.m.n_kv_heads] < P + st;
+    }
+    ck_assert_uint_gt(padded, 0); /* steps attended a bound of whole 4-clusters */
+    replay_close(r);
+    free(c);
+    secinf_spol_free(&o.spol);
+    op_program_free(&run);
+    op_program_free(&cost);
+    llama_free(f.L);
+}
+END_TEST
+
+/* The plaintext policy driven by the float model over positions [0, T): the prompt observed as
+ * the replay does (only what needs() asks for), the static eviction, the later keys. */
+typedef struct mdrive {
+    const model_cfg *m;
+    void *st;
+    float *k;        /* [L][T][Hkv·d] */
+    uint32_t T, P, W;
+    double thr;
+    uint32_t *pass;  /* [L][P] the test's own count of the threshold rule */
+} mdrive;
+
+static int mdrive_get_k(void *ctx, uint32_t layer, uint32_t pos, float *k)
+{
+    mdrive *c = ctx;
+    size_t KD = (size_t)c->m->n_kv_heads * c->m->head_dim;
+    memcpy(k, c->k + ((size_t)layer * c->T + pos) * KD, KD * sizeof *k);
+    return 0;
+}
+
+static void mdrive_layer(void *ctx, const llama_layer_view *v)
+{
+    mdrive *c = ctx;
+    uint32_t H = c->m->n_heads, n = v->pos + 1;
+    size_t KD = (size_t)c->m->n_kv_heads * c->m->head_dim;
+    memcpy(c->k + ((size_t)v->layer * c->T + v->pos) * KD, v->k, KD * sizeof *c->k);
+    unsigned need = policy_mpcache.needs(c->st, v->pos);
+    policy_obs o = {.layer = v->layer, .pos = v->pos, .q = need & POLICY_NEED_Q ? v->q : NULL,
+                    .k = need & POLICY_NEED_K ? v->k : NULL, .att = need & POLICY_NEED_ATT ? v->att : NULL};
+    errbuf e = {{0}};
+    ck_assert_msg(policy_mpcache.observe(c->st, &o, &e) == MS_OK, "%s", e.msg);
+    /* the rule (policies.md §1.8): key j stays if a window row's head-mean attention on it
+     * reaches the threshold */
+    for (uint32_t j = 0; v->pos < c->P && v->pos + c->W >= c->P && j < n; j++) {
+        double sum = 0;
+        for (uint32_t h = 0; h < H; h++)
+            sum += v->att[(size_t)h * n + j];
+        c->pass[v->layer * c->P + j] |= sum / H >= c->thr;
+    }
+}
+
+START_TEST(test_mpcache_threshold_decode_costed_as_run)
+{
+    /* the threshold's first decode steps: the compaction to the kept count, the bounds and the
+     * selection, then the steps after it — emit_cost and the attended rows of the plaintext
+     * policy driven by the float model give the session's programs once the session's revealed
+     * counts are the ones the plaintext rule keeps */
+    enum { STEPS = 4 };
+    fixture f;
+    fixture_open(&f);
+    errbuf e = {{0}};
+    secinf_opts o;
+    mpc_opts(&f, "semi2k", 2, &o);
+    const model_cfg *m = &f.m;
+    uint32_t L = m->n_layers, Hkv = m->n_kv_heads, T = P + STEPS;
+    kv_param kv[4];
+    for (int i = 0; i < 4; i++) {
+        const char *eq = strchr(mpc_params[2][i], '=');
+        memset(&kv[i], 0, sizeof kv[i]);
+        memcpy(kv[i].key, mpc_params[2][i], (size_t)(eq - mpc_params[2][i]));
+        snprintf(kv[i].val, sizeof kv[i].val, "%s", eq + 1);
+    }
+    mdrive c = {.m = m, .T = T, .P = P, .W = o.spol.mpc.window, .thr = o.spol.mpc.thr};
+    c.k = calloc((size_t)L * T * Hkv * m->head_dim, sizeof *c.k);
+    c.pass = calloc((size_t)L * P, sizeof *c.pass);
+    policy_env env = {.n_layers = L, .n_heads = m->n_heads, .n_kv_heads = Hkv, .head_dim = m->head_dim,
+                      .dim = m->dim, .ffn_dim = m->ffn_dim, .prompt_len = P, .max_len = N,
+                      .get_k = mdrive_get_k, .kv_ctx = &c};
+    policy_args pa = {.kv = kv, .n = 4, .path = "(test)"};
+    ck_assert_msg(policy_mpcache.init(&env, &pa, &c.st, &e) == MS_OK, "%s", e.msg);
+    ck_assert_uint_gt(c.W, 0);
+    llama_reset(f.L);
+    llama_hooks hk = {.ctx = &c, .on_layer = mdrive_layer};
+    float *logits = malloc((size_t)m->vocab * sizeof *logits);
+    for (uint32_t pos = 0; pos < T; pos++) {
+        ck_assert_int_eq(llama_forward(f.L, f.ids[pos], pos, &hk, logits), MS_OK);
+        if (pos + 1 == P)
+            ck_assert_msg(policy_mpcache.prefill(c.st, &e) == MS_OK, "%s", e.msg);
+    }
+    /* the counts the parties would learn: the rule's, a shared layer its source's */
+    uint32_t dropped = 0;
+    for (uint32_t l = 0; l < L; l++) {
+        uint32_t src = mpcache_layer_kind(&o.spol.mpc, l) == MPC_LAYER_SHARED ? l - 1 : l, cnt = 0;
+        for (uint32_t j = 0; j < P; j++)
+            cnt += c.pass[src * P + j];
+        o.spol.static_count[l] = cnt;
+        dropped += P - cnt;
+    }
+    ck_assert_uint_gt(dropped, 0);
+    op_program run, cost;
+    op_program_init(&run);
+    op_program_init(&cost);
+    uint32_t kept[64], sel[16];
+    for (uint32_t s = 1; s <= STEPS; s++) {
+        uint32_t kvl = P + s - 1;
+        op_program_clear(&cost);
+        for (uint32_t l = 0; l < L; l++) {
+            for (uint32_t g = 0; g < Hkv; g++)
+                sel[g] = kvl; /* not read by mpcache's emit_cost and attend */
+            ck_assert_msg(policy_mpcache.emit_cost(c.st, PHASE_DECODE, l, kvl, sel, &cost, &e) == MS_OK, "%s", e.msg);
+            policy_mpcache.attend(c.st, l, kvl, sel, kept + l * Hkv);
+        }
+        lower_decode(m, kvl, kept, &cost);
+        ck_assert_int_eq(secinf_step_program(&o, s, &run, &e), MS_OK);
+        ck_assert_uint_gt(same_program(&run, &cost, PHASE_DECODE, L), 4 * 10);
+        /* the compaction (one ONEHOT of the ranks per selecting layer): the first step only */
+        ck_assert_uint_eq(count_kind(&run, OP_ONEHOT), s == 1 ? 4 : 0);
+        ck_assert_int_eq(policy_mpcache.one_time(c.st, kvl), s == 1);
+    }
+    policy_mpcache.fini(c.st);
+    free(c.k);
+    free(c.pass);
+    free(logits);
+    secinf_spol_free(&o.spol);
+    op_program_free(&run);
+    op_program_free(&cost);
+    llama_free(f.L);
+}
+END_TEST
+
 START_TEST(test_mpcache_reveals_nothing)
 {
     fixture f;
@@ -729,6 +978,8 @@ Suite *secpol_suite(void)
     tcase_add_test(tc, test_cli);
     tcase_add_loop_test(tc, test_mpcache_on_shares, 0, 3);
     tcase_add_test(tc, test_mpcache_costed_as_run);
+    tcase_add_loop_test(tc, test_mpcache_replay_lowers_as_run, 0, 2);
+    tcase_add_test(tc, test_mpcache_threshold_decode_costed_as_run);
     tcase_add_test(tc, test_mpcache_reveals_nothing);
     suite_add_tcase(s, tc);
     return s;
