@@ -597,6 +597,36 @@ int mpc_net_round(mpc_net *n, const void *const *send, const size_t *slen, void 
     return MS_OK;
 }
 
+int mpc_net_sync(mpc_net *n, errbuf *e)
+{
+    int self = n->cfg.self, P = n->cfg.n_parties;
+    if (self >= P)
+        return MS_OK;
+    link_io io[MPC_NODES_MAX];
+    memset(io, 0, sizeof io);
+    static const uint8_t none[1] = {0};
+    for (int j = 0; j < P; j++) {
+        if (j == self)
+            continue;
+        if (n->fd[j] < 0)
+            return err_set(e, MS_ERR_INTERNAL, "mpc net: no connection to node %d", j);
+        arm_out(n, &io[j], j, MPC_FR_SETUP, none, 0);
+        arm_in(&io[j], MPC_FR_SETUP, NULL, 0);
+    }
+    int rc = xfer(n, io, SLOW_TIMEOUT_MS, e);
+    if (rc)
+        return rc;
+    for (int j = 0; j < P; j++)
+        if (j != self) {
+            n->st.hdr_sent += MPC_FRAME_HDR;
+            n->st.hdr_recv += MPC_FRAME_HDR;
+            n->st.msgs_sent++;
+            n->seq_in[j]++;
+        }
+    n->st.setup_rounds++;
+    return MS_OK;
+}
+
 static int one_way(mpc_net *n, int peer, int type, const void *sbuf, void *rbuf, size_t len,
                    int timeout_ms, errbuf *e)
 {

@@ -80,6 +80,12 @@ void mpc_net_free(mpc_net *n);
  * message expected from node j (rlen 0 = none). setup != 0 counts it as setup traffic. */
 int mpc_net_round(mpc_net *n, const void *const *send, const size_t *slen, void *const *recv,
                   const size_t *rlen, int setup, errbuf *e);
+/* Start barrier among the compute parties (the dealer returns at once): a header-only setup
+ * frame to every other party, then each party's frame awaited. TCP delivers in order, so on
+ * return every earlier message from every party has been read here: traffic still queued on
+ * the links (one-way setup sends complete once the socket buffer holds them) is drained before
+ * a timed span starts. Counted as a setup round; no latency injected. */
+int mpc_net_sync(mpc_net *n, errbuf *e);
 /* Dealer channel (no round). */
 int mpc_net_send_offline(mpc_net *n, int to, const void *buf, size_t len, errbuf *e);
 int mpc_net_recv_offline(mpc_net *n, int from, void *buf, size_t len, errbuf *e);
