@@ -154,7 +154,7 @@ static int predict(const proto *pr, const proto_cfg *cfg, const vjob *j, const n
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: mpcsim validate [--primitives] [--model NAME] [--protocol P] [--db FILE]\n"
+            "usage: mpcsim validate [--primitives] [--basic-ops] [--model NAME] [--protocol P] [--db FILE]\n"
             "                       [--latency-ms X] [--bandwidth RATE] [--profile NAME] [--set K=V]...\n"
             "                       [--prompt N] [--decode N] [--text FILE] [--shape]\n"
             "                       [--accuracy N [--policy NAME [--policy-param K=V]...]] [--generate N]\n\n"
@@ -176,8 +176,9 @@ static void usage(FILE *f)
             "      --latency-ms X    one-way latency injected by the backend and simulated (default 1)\n"
             "      --bandwidth RATE  simulated link bandwidth (default 10Gbps, about loopback); with --shape\n"
             "                        also the tbf rate of every node's egress\n"
-            "      --shape           programs: run every node in its own network namespace, linked by veth\n"
-            "                        pairs to a bridge, egress shaped with tbf at --bandwidth (needs root and\n"
+            "      --shape           programs and --basic-ops: every node in its own network namespace, a veth\n"
+            "                        pair (MTU 1500) between every two nodes with tbf at --bandwidth on each\n"
+            "                        end; simulated as token buckets carrying TCP frames (needs root and\n"
             "                        iproute2; says why and exits 3 where not available)\n"
             "      --profile NAME    machine profile for simulated compute (default: default)\n"
             "      --set K=V         protocol parameter (frac_bits, approx, beaver_cache, …)\n"
