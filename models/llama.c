@@ -256,6 +256,8 @@ const float *llama_weight(const llama *m, const char *name, uint32_t *rows, uint
     return NULL;
 }
 
+const float *llama_query(const llama *m) { return m->q; }
+
 void llama_reset(llama *m)
 {
     const model_cfg *c = &m->cfg;

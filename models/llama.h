@@ -43,6 +43,9 @@ typedef struct llama_hooks {
  * vocab floats. */
 int llama_forward(llama *m, int token, uint32_t pos, const llama_hooks *h, float *logits);
 void llama_reset(llama *m);
+/* The queries (n_heads × head_dim, after RoPE) of the layer being run, valid inside the hooks
+ * of llama_forward (attend_mask: the layer asking). */
+const float *llama_query(const llama *m);
 
 int llama_tok_load(const char *path, uint32_t vocab, llama_tok **out, errbuf *e);
 void llama_tok_free(llama_tok *t);

@@ -1,0 +1,735 @@
+/* check_secpol.c — eviction policies whose selection runs on secret shares (sim/secpol.h).
+ *
+ * - H2O on shares (stories260K, prompt 12 > heavy 4 + recent 4, so both the prompt's top-k and
+ *   the per-step evictions run): the secure logits match the plaintext replay of the policy
+ *   within the fixed-point tolerance while the policy itself moves them by more; every
+ *   selection whose secure scores are well separated equals the replay's, and nearly all do;
+ *   every op of every step, the selection ops included, has the bytes and rounds the cost
+ *   engine predicts;
+ * - the ops h2o's emit_cost gives the simulator are the ops the secure session runs (kinds,
+ *   shapes, flags, arguments), for the prompt and a decode step;
+ * - one eviction through those ops on the clear-text engine: the minimum goes, the others stay
+ *   in order, and a tie with the entry leaving the window evicts that later position;
+ * - nothing about the selection is revealed: the only opening in a step is the client's
+ *   logits, the programs depend on public shapes only (the same for another text), and the
+ *   audit (the test's post-hoc opening) leaves every op's traffic unchanged;
+ * - StreamingLLM's kept set is a public function of positions (the same masks without
+ *   observing the model); mpcache with a static eviction has no selection on shares and the
+ *   command says so;
+ * - MPCache on shares (static none, and the static threshold with a threshold that drops prompt
+ *   keys; clusters of 4 and 8 so that a 28-token run has level-1 and level-2 top-ks, the
+ *   gather, forced and full shapes): the attended sets equal the replay's (a differing one only
+ *   where a top-k's secure margin is a near tie), the logits the replay's within the tolerance,
+ *   every op's bytes and rounds the prediction, the ops emit_cost gives the simulator the ones
+ *   the session runs (the prompt and decode steps of `none`, the threshold's prompt), the only
+ *   openings the logits and the threshold's kept counts. */
+#include <check.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "eng_plain.h"
+#include "kern.h"
+#include "policy.h"
+#include "secinf.h"
+#include "secpol.h"
+#include "valid.h"
+
+/* Logit tolerance against the replay (f = 18, approx sigmoid), as tests/check_validate.c. */
+#define LOGIT_TOL 0.3
+/* Secure H2O scores against the replay's (sums of up to 2·N probabilities): measured 0.11 over
+ * 128 positions (BENCHMARKS.md). */
+#define SCORE_TOL 0.2
+
+enum { N = 28, P = 12 };
+static const char *const h2o_params[] = {"heavy=4", "recent=4"};
+/* MPCache: [0] gather and forced shapes, [1] (ratio2 0.6) the full shape with a secret set, [2]
+ * the static threshold eviction (a threshold that drops some prompt keys) */
+static const char *const mpc_params[3][4] = {{"static=none", "s1=8", "s2=4", "ratio2=0.3"},
+                                             {"static=none", "s1=8", "s2=4", "ratio2=0.6"},
+                                             {"static_threshold=0.03", "s1=8", "s2=4", "ratio2=0.3"}};
+/* A top-k margin (q/√d · bound units) the fixed-point error can swap: measured below 0.01 on
+ * 128 positions (BENCHMARKS.md) */
+#define MPC_TIE 0.05
+
+typedef struct fixture {
+    model_cfg m;
+    llama *L;
+    int ids[1024];
+    int n;
+} fixture;
+
+static void fixture_open(fixture *f)
+{
+    errbuf e = {{0}};
+    ck_assert_msg(model_load("stories260K", &f->m, &e) == MS_OK, "%s", e.msg);
+    char wp[1024], tp[1024], txt[1024];
+    ck_assert_int_eq(model_file_path(f->m.weights, wp, sizeof wp), 0);
+    ck_assert_int_eq(model_file_path(f->m.tokenizer, tp, sizeof tp), 0);
+    ck_assert_msg(llama_load(&f->m, wp, &f->L, &e) == MS_OK, "%s", e.msg);
+    llama_tok *T;
+    ck_assert_msg(llama_tok_load(tp, f->m.vocab, &T, &e) == MS_OK, "%s", e.msg);
+    const char *data = getenv("MPCSIM_DATA");
+    snprintf(txt, sizeof txt, "%s/tests/data/tinystories_sample.txt", data ? data : ".");
+    FILE *fp = fopen(txt, "r");
+    ck_assert_msg(fp != NULL, "cannot open %s", txt);
+    static char text[8192];
+    size_t n = fread(text, 1, sizeof text - 1, fp);
+    text[n] = 0;
+    fclose(fp);
+    f->n = llama_tok_encode(T, text, f->ids, 1024);
+    ck_assert_int_ge(f->n, 2 * N);
+    llama_tok_free(T);
+}
+
+static void h2o_opts(fixture *f, const char *pname, secinf_opts *o)
+{
+    errbuf e = {{0}};
+    memset(o, 0, sizeof *o);
+    *o = (secinf_opts){.model = &f->m, .weights = f->L, .tokens = f->ids, .n_tokens = N, .prefill = P};
+    ck_assert_int_eq(proto_cfg_default(pname, &o->cfg, &e), MS_OK);
+    ck_assert_int_eq(proto_cfg_set(&o->cfg, "approx", "sigmoid", &e), MS_OK);
+    int pub = 1;
+    ck_assert_msg(secinf_spol_of(&f->m, "h2o", h2o_params, 2, P, N, &o->spol, &pub, &e) == MS_OK, "%s", e.msg);
+    ck_assert_int_eq(o->spol.kind, SECINF_SPOL_H2O);
+    ck_assert_int_eq(pub, 0);
+    ck_assert_uint_eq(o->spol.heavy, 4);
+    ck_assert_uint_eq(o->spol.recent, 4);
+}
+
+/* Policy ops of a step's program by kind. */
+static uint32_t count_kind(const op_program *p, int kind)
+{
+    uint32_t c = 0;
+    for (size_t i = 0; i < p->n_ops; i++)
+        c += p->ops[i].cat == OPC_POLICY && p->ops[i].kind == kind;
+    return c;
+}
+
+START_TEST(test_h2o_on_shares)
+{
+    static const char *const protos[] = {"semi2k", "aby3"};
+    fixture f;
+    fixture_open(&f);
+    errbuf e = {{0}};
+    uint32_t V = f.m.vocab, LH = f.m.n_layers * f.m.n_kv_heads;
+    float *pol = malloc((size_t)N * V * sizeof *pol), *full = malloc((size_t)N * V * sizeof *full);
+    secinf_keep k;
+    ck_assert_msg(secinf_policy_replay(&f.m, f.L, "h2o", h2o_params, 2, f.ids, N, P, &k, pol, &e) == MS_OK, "%s",
+                  e.msg);
+    llama_reset(f.L);
+    for (uint32_t p = 0; p < N; p++)
+        llama_forward(f.L, f.ids[p], p, NULL, full + (size_t)p * V);
+    secinf_opts o;
+    h2o_opts(&f, protos[_i], &o);
+    o.audit = 1;
+    secinf_result r;
+    ck_assert_msg(secinf_run(&o, &r, &e) == MS_OK, "%s", e.msg);
+    /* logits: the replay's, within the tolerance; not the full cache's */
+    secinf_acc a, moved;
+    secinf_compare(r.logits, pol + (size_t)(P - 1) * V, r.n_steps, V, &a);
+    ck_assert_uint_ge(a.top1_agree + 1, r.n_steps);
+    ck_assert_msg(a.miss_gap < 2 * LOGIT_TOL, "a disagreement where the replay's margin is %.4f", a.miss_gap);
+    ck_assert_msg(a.max_abs < LOGIT_TOL, "logit error vs the replay %.4f", a.max_abs);
+    secinf_compare(r.logits, full + (size_t)(P - 1) * V, r.n_steps, V, &moved);
+    ck_assert_msg(moved.max_abs > 3 * LOGIT_TOL, "the policy moved the logits by only %.4f", moved.max_abs);
+    /* the selection: the prompt's heavy sets, one eviction per step and layer and KV head */
+    secinf_sel s;
+    ck_assert_msg(secinf_sel_compare(&o, &r, &k, -1, &s, &e) == MS_OK, "%s", e.msg);
+    ck_assert_uint_eq(s.prefill_sets, LH);
+    ck_assert_uint_eq(s.evictions, (N - P - 1) * LH);
+    ck_assert_uint_eq(s.kept_sets, (N - P) * LH);
+    ck_assert_msg(s.separated_same == s.separated, "%u of %u well-separated selections differ",
+                  s.separated - s.separated_same, s.separated);
+    ck_assert_msg(s.separated * 10 >= (s.prefill_sets + s.evictions) * 5, "only %u of %u selections separated",
+                  s.separated, s.prefill_sets + s.evictions);
+    ck_assert_msg(s.score_err > 0 && s.score_err < SCORE_TOL, "secure scores off by %.4f", s.score_err);
+    ck_assert_msg(s.evict_same * 100 >= s.evictions * 95, "evictions %u/%u", s.evict_same, s.evictions);
+    ck_assert_msg(s.prefill_same * 100 >= s.prefill_sets * 90, "prompt sets %u/%u", s.prefill_same, s.prefill_sets);
+    /* a differing choice from the same candidates is one the fixed-point error can swap */
+    ck_assert_uint_eq(s.near_ties, s.differ_same_cand);
+    /* every op's bytes and rounds, the selection's included */
+    net_cfg net;
+    net_uniform(&net, (int)r.n_parties, 0, 1e9);
+    machine_profile mach;
+    machine_default(&mach);
+    op_program p;
+    op_program_init(&p);
+    for (uint32_t st = 0; st < r.n_steps; st++) {
+        valid_row row;
+        ck_assert_msg(valid_step(&o, &r, st, &net, &mach, &row, &e) == MS_OK, "%s", e.msg);
+        ck_assert_msg(row.ops_mismatched == 0, "step %u: %s", st, row.first_mismatch);
+        ck_assert_int_eq(secinf_step_program(&o, st, &p, &e), MS_OK);
+        /* one selection for every layer: the prompt's top-k + gather, each step's arg-min +
+         * compaction once the cache holds heavy + recent */
+        uint32_t dec = st > 0 && P + st - 1 >= 8;
+        ck_assert_uint_eq(count_kind(&p, OP_TOPK), st ? 0 : 1);
+        ck_assert_uint_eq(count_kind(&p, OP_GATHER), st ? 0 : 1);
+        ck_assert_uint_eq(count_kind(&p, OP_ARGMAX), dec);
+        ck_assert_uint_eq(count_kind(&p, OP_SELECT), dec);
+    }
+    op_program_free(&p);
+    secinf_result_free(&r);
+    secinf_keep_free(&k);
+    free(pol);
+    free(full);
+    llama_free(f.L);
+}
+END_TEST
+
+/* The ops of one layer and phase in a program (category policy), in order. */
+static size_t layer_ops(const op_program *p, int layer, int phase, const op **out, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < p->n_ops; i++)
+        if (p->ops[i].cat == OPC_POLICY && p->ops[i].layer == layer && p->ops[i].phase == phase && n < max)
+            out[n++] = &p->ops[i];
+    return n;
+}
+
+START_TEST(test_h2o_costed_as_run)
+{
+    fixture f;
+    fixture_open(&f);
+    errbuf e = {{0}};
+    secinf_opts o;
+    h2o_opts(&f, "semi2k", &o);
+    kv_param kv[2] = {{.key = "heavy", .val = "4"}, {.key = "recent", .val = "4"}};
+    policy_env env = {.n_layers = f.m.n_layers, .n_heads = f.m.n_heads, .n_kv_heads = f.m.n_kv_heads,
+                      .head_dim = f.m.head_dim, .dim = f.m.dim, .ffn_dim = f.m.ffn_dim, .prompt_len = P,
+                      .max_len = N};
+    policy_args pa = {.kv = kv, .n = 2, .path = "(test)"};
+    void *st;
+    ck_assert_msg(policy_h2o.init(&env, &pa, &st, &e) == MS_OK, "%s", e.msg);
+    /* the prompt (step 0) and a decode step with an eviction (kv = P + 4: 8 carried rows) */
+    const uint32_t steps[2] = {0, 5};
+    uint32_t kept[8];
+    for (int i = 0; i < 8; i++)
+        kept[i] = 8;
+    for (int si = 0; si < 2; si++) {
+        op_program run, cost;
+        op_program_init(&run);
+        op_program_init(&cost);
+        ck_assert_int_eq(secinf_step_program(&o, steps[si], &run, &e), MS_OK);
+        int phase = si ? PHASE_DECODE : PHASE_PREFILL;
+        for (uint32_t l = 0; l < f.m.n_layers; l++)
+            ck_assert_msg(policy_h2o.emit_cost(st, phase, l, si ? P + steps[si] - 1 : P, si ? kept : NULL, &cost, &e) ==
+                              MS_OK, "%s", e.msg);
+        /* each layer's upkeep, then (layer −1) the selection of every layer at once */
+        for (int l = -1; l < (int)f.m.n_layers; l++) {
+            const op *a[128], *b[128];
+            size_t na = layer_ops(&run, l, phase, a, 128), nb = layer_ops(&cost, l, phase, b, 128);
+            ck_assert_uint_eq(na, nb);
+            ck_assert_uint_ge(na, l < 0 ? (si ? 20 : 13) : (si ? 16 : 15));
+            for (size_t i = 0; i < na; i++) {
+                ck_assert_int_eq(a[i]->kind, b[i]->kind);
+                ck_assert_uint_eq(a[i]->batch, b[i]->batch);
+                ck_assert_uint_eq(a[i]->m, b[i]->m);
+                ck_assert_uint_eq(a[i]->k, b[i]->k);
+                ck_assert_uint_eq(a[i]->n, b[i]->n);
+                ck_assert_uint_eq(a[i]->flags, b[i]->flags);
+                ck_assert_int_eq(a[i]->iarg, b[i]->iarg);
+                ck_assert(a[i]->farg == b[i]->farg);
+                /* operands of the same sizes (a VIEW's source may be the session's longer cache) */
+                for (int j = 0; j < 3 && a[i]->kind != OP_VIEW; j++) {
+                    ck_assert_int_eq(a[i]->in[j] == OP_NONE, b[i]->in[j] == OP_NONE);
+                    if (a[i]->in[j] == OP_NONE)
+                        continue;
+                    const op_tensor *ta = &run.tens[a[i]->in[j]], *tb = &cost.tens[b[i]->in[j]];
+                    ck_assert_uint_eq((uint64_t)ta->batch * ta->rows * ta->cols,
+                                      (uint64_t)tb->batch * tb->rows * tb->cols);
+                }
+            }
+        }
+        op_program_free(&run);
+        op_program_free(&cost);
+    }
+    policy_h2o.fini(st);
+    llama_free(f.L);
+}
+END_TEST
+
+START_TEST(test_h2o_reveals_nothing)
+{
+    fixture f;
+    fixture_open(&f);
+    errbuf e = {{0}};
+    secinf_opts o, o2;
+    h2o_opts(&f, "semi2k", &o);
+    o2 = o;
+    o2.tokens = f.ids + N; /* another text */
+    op_program p, q;
+    op_program_init(&p);
+    op_program_init(&q);
+    for (uint32_t s = 0; s < secinf_n_steps(&o); s++) {
+        ck_assert_int_eq(secinf_step_program(&o, s, &p, &e), MS_OK);
+        ck_assert_int_eq(secinf_step_program(&o2, s, &q, &e), MS_OK);
+        /* the program the parties run depends on public shapes only */
+        ck_assert_uint_eq(p.n_ops, q.n_ops);
+        ck_assert_uint_eq(p.n_tens, q.n_tens);
+        ck_assert_int_eq(memcmp(p.ops, q.ops, p.n_ops * sizeof *p.ops), 0);
+        /* its one opening is the client's logits */
+        uint32_t reveals = 0;
+        for (size_t i = 0; i < p.n_ops; i++)
+            if (p.ops[i].kind == OP_REVEAL) {
+                reveals++;
+                ck_assert_str_eq(p.tens[p.ops[i].in[0]].name, "logits");
+            }
+        ck_assert_uint_eq(reveals, 1);
+        for (size_t t = 0; t < p.n_tens; t++)
+            if (p.tens[t].role == OPT_OUTPUT)
+                ck_assert_str_eq(p.tens[t].name, "logits");
+    }
+    op_program_free(&p);
+    op_program_free(&q);
+    /* the audit opens after the programs: every op's traffic is the same without it */
+    o.n_tokens = P + 3;
+    secinf_result ra, rn;
+    o.audit = 1;
+    ck_assert_msg(secinf_run(&o, &ra, &e) == MS_OK, "%s", e.msg);
+    o.audit = 0;
+    ck_assert_msg(secinf_run(&o, &rn, &e) == MS_OK, "%s", e.msg);
+    ck_assert_ptr_nonnull(ra.audit);
+    ck_assert_ptr_null(rn.audit);
+    for (uint32_t s = 0; s < rn.n_steps; s++) {
+        ck_assert_uint_eq(ra.n_ops[s], rn.n_ops[s]);
+        for (uint32_t i = 0; i < rn.n_parties; i++)
+            for (uint32_t k = 0; k < rn.n_ops[s]; k++) {
+                const mpc_op_stat *x = &ra.st[(size_t)s * ra.n_nodes + i].ops[k], *y = &rn.st[(size_t)s * rn.n_nodes + i].ops[k];
+                ck_assert_uint_eq(x->rounds, y->rounds);
+                ck_assert_int_eq(memcmp(x->sent, y->sent, sizeof x->sent), 0);
+            }
+    }
+    secinf_result_free(&ra);
+    secinf_result_free(&rn);
+    llama_free(f.L);
+}
+END_TEST
+
+START_TEST(test_public_and_missing)
+{
+    fixture f;
+    fixture_open(&f);
+    errbuf e = {{0}};
+    const char *params[] = {"sink=2", "recent=6"};
+    secinf_keep pub, rep;
+    ck_assert_msg(secinf_public_keep(&f.m, "streamingllm", params, 2, N, P, &pub, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(secinf_policy_replay(&f.m, f.L, "streamingllm", params, 2, f.ids, N, P, &rep, NULL, &e) == MS_OK,
+                  "%s", e.msg);
+    size_t n = (size_t)N * f.m.n_layers * f.m.n_kv_heads * N;
+    ck_assert_int_eq(memcmp(pub.keep + (size_t)P * f.m.n_layers * f.m.n_kv_heads * N,
+                            rep.keep + (size_t)P * f.m.n_layers * f.m.n_kv_heads * N,
+                            n - (size_t)P * f.m.n_layers * f.m.n_kv_heads * N),
+                     0);
+    secinf_keep_free(&pub);
+    secinf_keep_free(&rep);
+    /* a policy that observes the model has no public kept set */
+    ck_assert_int_ne(secinf_public_keep(&f.m, "h2o", NULL, 0, N, P, &pub, &e), MS_OK);
+    secinf_spol sp;
+    int is_pub;
+    ck_assert_int_eq(secinf_spol_of(&f.m, "streamingllm", params, 2, P, N, &sp, &is_pub, &e), MS_OK);
+    ck_assert(sp.kind == SECINF_SPOL_NONE && is_pub);
+    ck_assert_int_eq(secinf_spol_of(&f.m, "mpcache", NULL, 0, P, N, &sp, &is_pub, &e), MS_OK);
+    ck_assert(sp.kind == SECINF_SPOL_MPCACHE && !is_pub && sp.static_count);
+    secinf_spol_free(&sp);
+    const char *topk[] = {"static=topk"};
+    ck_assert_int_eq(secinf_spol_of(&f.m, "mpcache", topk, 1, P, N, &sp, &is_pub, &e), MS_OK);
+    ck_assert(sp.kind == SECINF_SPOL_NONE && !is_pub);
+    llama_free(f.L);
+}
+END_TEST
+
+static void mpc_opts(fixture *f, const char *pname, int cfg, secinf_opts *o)
+{
+    errbuf e = {{0}};
+    *o = (secinf_opts){.model = &f->m, .weights = f->L, .tokens = f->ids, .n_tokens = N, .prefill = P};
+    ck_assert_int_eq(proto_cfg_default(pname, &o->cfg, &e), MS_OK);
+    ck_assert_int_eq(proto_cfg_set(&o->cfg, "approx", "sigmoid", &e), MS_OK);
+    int pub = 1;
+    ck_assert_msg(secinf_spol_of(&f->m, "mpcache", mpc_params[cfg], 4, P, N, &o->spol, &pub, &e) == MS_OK, "%s",
+                  e.msg);
+    ck_assert_int_eq(o->spol.kind, SECINF_SPOL_MPCACHE);
+    ck_assert_int_eq(pub, 0);
+}
+
+START_TEST(test_mpcache_on_shares)
+{
+    static const char *const protos[] = {"semi2k", "aby3", "semi2k"};
+    fixture f;
+    fixture_open(&f);
+    errbuf e = {{0}};
+    uint32_t V = f.m.vocab, LH = f.m.n_layers * f.m.n_kv_heads;
+    float *pol = malloc((size_t)N * V * sizeof *pol), *full = malloc((size_t)N * V * sizeof *full);
+    secinf_keep k;
+    ck_assert_msg(secinf_policy_replay(&f.m, f.L, "mpcache", mpc_params[_i], 4, f.ids, N, P, &k, pol, &e) == MS_OK,
+                  "%s", e.msg);
+    llama_reset(f.L);
+    for (uint32_t p = 0; p < N; p++)
+        llama_forward(f.L, f.ids[p], p, NULL, full + (size_t)p * V);
+    secinf_opts o;
+    mpc_opts(&f, protos[_i], _i, &o);
+    o.audit = 1;
+    secinf_result r;
+    ck_assert_msg(secinf_run(&o, &r, &e) == MS_OK, "%s", e.msg);
+    /* the attended sets: the replay's, but where a top-k is a near tie */
+    secinf_mpc_sel ms;
+    ck_assert_msg(secinf_mpc_compare(&o, &r, &k, &ms, &e) == MS_OK, "%s", e.msg);
+    ck_assert_uint_eq(ms.sets, (N - P) * LH);
+    ck_assert_uint_ge(ms.topks, 20);
+    ck_assert_msg(ms.same == ms.sets || ms.max_diff_margin < MPC_TIE, "%u/%u sets equal; a differing one's margin %.4f",
+                  ms.same, ms.sets, ms.max_diff_margin);
+    /* a differing set is a near tie of the replay's own scores (its margin within twice the
+     * secure scores' error, measured where the sets agree) */
+    ck_assert_uint_eq(ms.differ, ms.sets - ms.same);
+    ck_assert_msg(ms.near_ties == ms.differ, "%u of %u differing sets are not near ties (replay margin %.4f, score error %.4f)",
+                  ms.differ - ms.near_ties, ms.differ, ms.rep_margin, ms.score_err);
+    ck_assert_msg(ms.score_err > 0 && ms.score_err < 5, "secure scores off by %.4f", ms.score_err);
+    ck_assert_msg(ms.same * 100 >= ms.sets * 95, "sets %u/%u", ms.same, ms.sets);
+    /* logits: the replay's within the tolerance (when the sets agree), not the full cache's */
+    secinf_acc a, moved;
+    secinf_compare(r.logits, pol + (size_t)(P - 1) * V, r.n_steps, V, &a);
+    ck_assert_uint_ge(a.top1_agree + 1, r.n_steps);
+    if (ms.same == ms.sets)
+        ck_assert_msg(a.max_abs < LOGIT_TOL, "logit error vs the replay %.4f", a.max_abs);
+    secinf_compare(r.logits, full + (size_t)(P - 1) * V, r.n_steps, V, &moved);
+    ck_assert_msg(moved.max_abs > 3 * LOGIT_TOL, "the policy moved the logits by only %.4f", moved.max_abs);
+    /* every op's bytes and rounds; the shapes the programs took */
+    net_cfg net;
+    net_uniform(&net, (int)r.n_parties, 0, 1e9);
+    machine_profile mach;
+    machine_default(&mach);
+    op_program p;
+    op_program_init(&p);
+    uint32_t gathers = 0, muls = 0, topk = 0;
+    for (uint32_t st = 0; st < r.n_steps; st++) {
+        valid_row row;
+        ck_assert_msg(valid_step(&o, &r, st, &net, &mach, &row, &e) == MS_OK, "%s", e.msg);
+        ck_assert_msg(row.ops_mismatched == 0, "step %u: %s", st, row.first_mismatch);
+        ck_assert_int_eq(secinf_step_program(&o, st, &p, &e), MS_OK);
+        gathers += count_kind(&p, OP_GATHER);
+        muls += count_kind(&p, OP_MUL);
+        topk += count_kind(&p, OP_TOPK);
+    }
+    ck_assert_uint_gt(topk, 0);
+    ck_assert_uint_gt(_i == 1 ? muls : gathers, 0); /* the full shape's secret set, or the gather */
+    if (_i == 2) { /* the threshold dropped prompt keys: the counts the parties learned */
+        uint32_t kept = 0;
+        for (uint32_t l = 0; l < f.m.n_layers; l++) {
+            ck_assert_uint_le(o.spol.static_count[l], P);
+            kept += o.spol.static_count[l];
+        }
+        ck_assert_uint_lt(kept, f.m.n_layers * P);
+        ck_assert_uint_gt(kept, 0);
+    }
+    secinf_spol_free(&o.spol);
+    op_program_free(&p);
+    secinf_result_free(&r);
+    secinf_keep_free(&k);
+    free(pol);
+    free(full);
+    llama_free(f.L);
+}
+END_TEST
+
+START_TEST(test_mpcache_costed_as_run)
+{
+    fixture f;
+    fixture_open(&f);
+    errbuf e = {{0}};
+    for (int cfg = 0; cfg < 2; cfg++) {
+        secinf_opts o;
+        mpc_opts(&f, "semi2k", cfg, &o);
+        kv_param kv[4];
+        for (int i = 0; i < 4; i++) {
+            const char *eq = strchr(mpc_params[cfg][i], '=');
+            memset(&kv[i], 0, sizeof kv[i]);
+            memcpy(kv[i].key, mpc_params[cfg][i], (size_t)(eq - mpc_params[cfg][i]));
+            snprintf(kv[i].val, sizeof kv[i].val, "%s", eq + 1);
+        }
+        policy_env env = {.n_layers = f.m.n_layers, .n_heads = f.m.n_heads, .n_kv_heads = f.m.n_kv_heads,
+                          .head_dim = f.m.head_dim, .dim = f.m.dim, .ffn_dim = f.m.ffn_dim, .prompt_len = P,
+                          .max_len = N};
+        policy_args pa = {.kv = kv, .n = 4, .path = "(test)"};
+        void *st;
+        ck_assert_msg(policy_mpcache.init(&env, &pa, &st, &e) == MS_OK, "%s", e.msg);
+        /* the prompt and decode steps at 12 (forced), 14, 18 and 26 entries */
+        const uint32_t steps[5] = {0, 1, 3, 7, 15};
+        for (int si = 0; si < 5; si++) {
+            op_program run, cost;
+            op_program_init(&run);
+            op_program_init(&cost);
+            ck_assert_int_eq(secinf_step_program(&o, steps[si], &run, &e), MS_OK);
+            int phase = si ? PHASE_DECODE : PHASE_PREFILL;
+            for (uint32_t l = 0; l < f.m.n_layers; l++)
+                ck_assert_msg(policy_mpcache.emit_cost(st, phase, l, si ? P + steps[si] - 1 : P, NULL, &cost, &e) ==
+                                  MS_OK, "%s", e.msg);
+            for (int l = 0; l < (int)f.m.n_layers; l++) {
+                const op *a[256], *b[256];
+                size_t na = layer_ops(&run, l, phase, a, 256), nb = layer_ops(&cost, l, phase, b, 256);
+                ck_assert_uint_eq(na, nb);
+                size_t least = si ? (l == 3 ? 4 : 10) : (l == 3 ? 0 : 5); /* layer 3 shares layer 2's */
+                ck_assert_uint_ge(na, least);
+                for (size_t i = 0; i < na; i++) {
+                    ck_assert_int_eq(a[i]->kind, b[i]->kind);
+                    ck_assert_uint_eq(a[i]->batch, b[i]->batch);
+                    ck_assert_uint_eq(a[i]->m, b[i]->m);
+                    ck_assert_uint_eq(a[i]->k, b[i]->k);
+                    ck_assert_uint_eq(a[i]->n, b[i]->n);
+                    ck_assert_uint_eq(a[i]->flags, b[i]->flags);
+                    ck_assert_int_eq(a[i]->iarg, b[i]->iarg);
+                    ck_assert(a[i]->farg == b[i]->farg);
+                    for (int j = 0; j < 3 && a[i]->kind != OP_VIEW; j++) {
+                        ck_assert_int_eq(a[i]->in[j] == OP_NONE, b[i]->in[j] == OP_NONE);
+                        if (a[i]->in[j] == OP_NONE)
+                            continue;
+                        const op_tensor *ta = &run.tens[a[i]->in[j]], *tb = &cost.tens[b[i]->in[j]];
+                        ck_assert_uint_eq((uint64_t)ta->batch * ta->rows * ta->cols,
+                                          (uint64_t)tb->batch * tb->rows * tb->cols);
+                        ck_assert_int_eq(ta->role == OPT_PUBLIC, tb->role == OPT_PUBLIC);
+                    }
+                }
+            }
+            op_program_free(&run);
+            op_program_free(&cost);
+        }
+        policy_mpcache.fini(st);
+    }
+    /* the threshold's prompt: the keep bits and the count revealed, as the session runs them */
+    secinf_opts ot;
+    mpc_opts(&f, "semi2k", 2, &ot);
+    kv_param tk[4];
+    for (int i = 0; i < 4; i++) {
+        const char *eq = strchr(mpc_params[2][i], '=');
+        memset(&tk[i], 0, sizeof tk[i]);
+        memcpy(tk[i].key, mpc_params[2][i], (size_t)(eq - mpc_params[2][i]));
+        snprintf(tk[i].val, sizeof tk[i].val, "%s", eq + 1);
+    }
+    policy_env env = {.n_layers = f.m.n_layers, .n_heads = f.m.n_heads, .n_kv_heads = f.m.n_kv_heads,
+                      .head_dim = f.m.head_dim, .dim = f.m.dim, .ffn_dim = f.m.ffn_dim, .prompt_len = P, .max_len = N};
+    policy_args pa = {.kv = tk, .n = 4, .path = "(test)"};
+    void *st;
+    ck_assert_msg(policy_mpcache.init(&env, &pa, &st, &e) == MS_OK, "%s", e.msg);
+    op_program run, cost;
+    op_program_init(&run);
+    op_program_init(&cost);
+    ck_assert_int_eq(secinf_step_program(&ot, 0, &run, &e), MS_OK);
+    for (uint32_t l = 0; l < f.m.n_layers; l++)
+        ck_assert_int_eq(policy_mpcache.emit_cost(st, PHASE_PREFILL, l, P, NULL, &cost, &e), MS_OK);
+    policy_mpcache.fini(st);
+    size_t total = 0;
+    for (int l = 0; l < (int)f.m.n_layers; l++) {
+        const op *a[128], *b[128];
+        size_t na = layer_ops(&run, l, PHASE_PREFILL, a, 128), nb = layer_ops(&cost, l, PHASE_PREFILL, b, 128);
+        ck_assert_uint_eq(na, nb);
+        total += na;
+        for (size_t i = 0; i < na; i++) {
+            ck_assert_int_eq(a[i]->kind, b[i]->kind);
+            ck_assert(a[i]->batch == b[i]->batch && a[i]->m == b[i]->m && a[i]->k == b[i]->k && a[i]->n == b[i]->n);
+            ck_assert(a[i]->flags == b[i]->flags && a[i]->iarg == b[i]->iarg && a[i]->farg == b[i]->farg);
+        }
+    }
+    ck_assert_uint_ge(total, 4 * 10);
+    op_program_free(&run);
+    op_program_free(&cost);
+    secinf_spol_free(&ot.spol);
+    llama_free(f.L);
+}
+END_TEST
+
+START_TEST(test_mpcache_reveals_nothing)
+{
+    fixture f;
+    fixture_open(&f);
+    errbuf e = {{0}};
+    secinf_opts o, o2;
+    mpc_opts(&f, "semi2k", 0, &o);
+    o2 = o;
+    o2.tokens = f.ids + N; /* another text */
+    op_program p, q;
+    op_program_init(&p);
+    op_program_init(&q);
+    for (uint32_t s = 0; s < secinf_n_steps(&o); s++) {
+        ck_assert_int_eq(secinf_step_program(&o, s, &p, &e), MS_OK);
+        ck_assert_int_eq(secinf_step_program(&o2, s, &q, &e), MS_OK);
+        ck_assert_uint_eq(p.n_ops, q.n_ops);
+        ck_assert_int_eq(memcmp(p.ops, q.ops, p.n_ops * sizeof *p.ops), 0);
+        uint32_t reveals = 0;
+        for (size_t i = 0; i < p.n_ops; i++)
+            if (p.ops[i].kind == OP_REVEAL) {
+                reveals++;
+                ck_assert_str_eq(p.tens[p.ops[i].in[0]].name, "logits");
+            }
+        ck_assert_uint_eq(reveals, 1);
+    }
+    /* threshold: the prompt's program also reveals one count per selecting layer (layers 0, 1,
+     * 2, 4: layer 3 shares layer 2's), nothing else */
+    secinf_opts ot;
+    mpc_opts(&f, "semi2k", 2, &ot);
+    ck_assert_int_eq(secinf_step_program(&ot, 0, &p, &e), MS_OK);
+    uint32_t reveals = 0, counts = 0;
+    for (size_t i = 0; i < p.n_ops; i++)
+        if (p.ops[i].kind == OP_REVEAL) {
+            const char *nm = p.tens[p.ops[i].in[0]].name;
+            reveals++;
+            counts += strstr(nm, ".mpc.count_sh") != NULL && p.tens[p.ops[i].in[0]].batch * p.tens[p.ops[i].in[0]].rows *
+                                                              p.tens[p.ops[i].in[0]].cols == 1;
+            ck_assert_msg(!strcmp(nm, "logits") || strstr(nm, ".mpc.count_sh"), "%s revealed", nm);
+        }
+    ck_assert_uint_eq(reveals, 5);
+    ck_assert_uint_eq(counts, 4);
+    secinf_spol_free(&ot.spol);
+    op_program_free(&p);
+    op_program_free(&q);
+    llama_free(f.L);
+}
+END_TEST
+
+/* The command line: h2o's selection on shares and its agreement printed; a policy without
+ * one said plainly. */
+static char *run_cli(const char *dir, const char *const *args, int *status)
+{
+    const char *bin = getenv("MPCSIM_BIN"), *data = getenv("MPCSIM_DATA");
+    ck_assert_msg(bin != NULL, "MPCSIM_BIN is not set (run through make check)");
+    char out[600];
+    snprintf(out, sizeof out, "%s/out.txt", dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        if (data && chdir(data) != 0)
+            _exit(126);
+        const char *argv[40] = {bin};
+        for (int i = 0; args[i] && i < 38; i++)
+            argv[i + 1] = args[i];
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    static char buf[16384];
+    FILE *fp = fopen(out, "r");
+    ck_assert_ptr_nonnull(fp);
+    size_t n = fread(buf, 1, sizeof buf - 1, fp);
+    buf[n] = 0;
+    fclose(fp);
+    return buf;
+}
+
+START_TEST(test_cli)
+{
+    char dir[] = "/tmp/mpcsim-secpol-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    int st;
+    const char *h2o[] = {"validate", "--model", "stories260K", "--accuracy", "20", "--prompt", "10", "--text",
+                         "tests/data/tinystories_sample.txt", "--set", "approx=sigmoid", "--protocol", "semi2k",
+                         "--policy", "h2o", "--policy-param", "heavy=3", "--policy-param", "recent=3", NULL};
+    char *out = run_cli(dir, h2o, &st);
+    ck_assert_msg(st == 0, "exit %d: %s", st, out);
+    ck_assert_msg(strstr(out, "h2o selected on shares (heavy 3, recent 3)") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "equal the prediction: yes") != NULL, "%s", out);
+    const char *mpc[] = {"validate", "--model", "stories260K", "--accuracy", "20", "--prompt", "16", "--text",
+                         "tests/data/tinystories_sample.txt", "--set", "approx=sigmoid", "--protocol", "semi2k",
+                         "--policy", "mpcache", "--policy-param", "s1=8", "--policy-param", "s2=4", NULL};
+    out = run_cli(dir, mpc, &st);
+    ck_assert_msg(st == 0, "exit %d: %s", st, out);
+    ck_assert_msg(strstr(out, "mpcache selected on shares (static threshold") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "equal the prediction: yes") != NULL, "%s", out);
+    const char *mtk[] = {"validate", "--model", "stories260K", "--accuracy", "20", "--prompt", "16", "--text",
+                         "tests/data/tinystories_sample.txt", "--set", "approx=sigmoid", "--protocol", "semi2k",
+                         "--policy", "mpcache", "--policy-param", "static=topk", NULL};
+    out = run_cli(dir, mtk, &st);
+    ck_assert_msg(st == 0, "exit %d: %s", st, out);
+    ck_assert_msg(strstr(out, "NOTE: mpcache has no selection on shares") != NULL, "%s", out);
+    char path[700];
+    snprintf(path, sizeof path, "%s/out.txt", dir);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
+/* One decode eviction on the clear-text engine through the same ops: one layer, one head,
+ * d = 1, heavy 2, recent 1; rows 0 (new), 1 and 2 (heavy), 3 (leaving the window). Returns the
+ * K values (row index + 10) of the two compacted heavy rows. */
+static void evict_plain(const double score[4], double out[2])
+{
+    proto_cfg cfg;
+    errbuf e = {{0}};
+    ck_assert_int_eq(proto_cfg_default("semi2k", &cfg, &e), MS_OK);
+    eng *E;
+    ck_assert_int_eq(eng_plain_new(&cfg, 2, 5, 1, &E), MS_OK);
+    op_program p;
+    op_program_init(&p);
+    h2o_shape sh = {1, 1, 1, 2, 1};
+    h2o_ids lay;
+    h2o_sel sel;
+    ck_assert_int_eq(h2o_emit_ops(&p, &sh, PHASE_DECODE, 0, 3, 1, OP_NONE, OP_NONE, OP_NONE, &lay, &e), MS_OK);
+    ck_assert_int_eq(h2o_emit_select(&p, &sh, PHASE_DECODE, 1, 3, 1, &lay, &sel, &e), MS_OK);
+    mpc_val *vals = calloc(p.n_tens, sizeof *vals);
+    for (uint32_t t = 0; t < p.n_tens; t++) {
+        const op_tensor *T = &p.tens[t];
+        size_t n = (size_t)T->batch * T->rows * T->cols;
+        vals[t].n = n;
+        int input = T->role == OPT_CACHE || T->role == OPT_PUBLIC;
+        if (!input)
+            continue;
+        ck_assert_int_eq(E->vt->alloc(E, &vals[t], n, DOM_ARITH), MS_OK);
+        if (T->role == OPT_PUBLIC)
+            ck_assert(h2o_public(T, vals[t].s[0], n));
+        else if (strstr(T->name, "in_k") || strstr(T->name, "in_v"))
+            for (size_t i = 0; i < n; i++)
+                vals[t].s[0][i] = fx_encode(10.0 + (double)i, cfg.frac_bits);
+        else if (strstr(T->name, "h2o.score"))
+            for (size_t i = 0; i < n; i++)
+                vals[t].s[0][i] = fx_encode(score[i], cfg.frac_bits);
+        else
+            memset(vals[t].s[0], 0, n * sizeof *vals[t].s[0]); /* this step's probabilities */
+    }
+    for (size_t i = 0; i < p.n_ops; i++)
+        ck_assert_msg(kern_exec(E, &p, i, vals, &e) == MS_OK, "%s", e.msg);
+    for (int q = 0; q < 2; q++) /* column 0 of each compacted row: its K */
+        out[q] = fx_decode(vals[sel.heavy].s[0][(size_t)q * 3], cfg.frac_bits);
+    for (uint32_t t = 0; t < p.n_tens; t++)
+        E->vt->release(E, &vals[t]);
+    free(vals);
+    op_program_free(&p);
+    eng_free(E);
+}
+
+START_TEST(test_h2o_evict_rule)
+{
+    double out[2];
+    /* a unique minimum (row 2): row 3 joins the heavy rows, first */
+    evict_plain((const double[4]){0, 0.5, 0.25, 0.75}, out);
+    ck_assert(out[0] == 13 && out[1] == 11);
+    /* the leaving entry tied with a heavy row at the minimum: the later position (row 3) goes,
+     * as the plaintext rule */
+    evict_plain((const double[4]){0, 0.25, 0.5, 0.25}, out);
+    ck_assert(out[0] == 11 && out[1] == 12);
+    /* the leaving entry the minimum */
+    evict_plain((const double[4]){0, 0.5, 0.75, 0.125}, out);
+    ck_assert(out[0] == 11 && out[1] == 12);
+}
+END_TEST
+
+Suite *secpol_suite(void)
+{
+    Suite *s = suite_create("secpol");
+    TCase *tc = tcase_create("secpol");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_h2o_on_shares, 0, 2);
+    tcase_add_test(tc, test_h2o_costed_as_run);
+    tcase_add_test(tc, test_h2o_evict_rule);
+    tcase_add_test(tc, test_h2o_reveals_nothing);
+    tcase_add_test(tc, test_public_and_missing);
+    tcase_add_test(tc, test_cli);
+    tcase_add_loop_test(tc, test_mpcache_on_shares, 0, 3);
+    tcase_add_test(tc, test_mpcache_costed_as_run);
+    tcase_add_test(tc, test_mpcache_reveals_nothing);
+    suite_add_tcase(s, tc);
+    return s;
+}
