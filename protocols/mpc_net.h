@@ -44,7 +44,10 @@ typedef struct mpc_net_cfg {
     int listen_fd;                       /* already-listening socket for self, or -1 to bind */
     int timeout_ms;                      /* no-progress timeout of a round (default 5000) */
     int connect_timeout_ms;              /* how long to retry connecting to a peer (default 10000) */
-    uint64_t latency_ns;                 /* injected one-way latency per round message */
+    uint64_t latency_ns;                 /* injected one-way latency per round message: a
+                                          * message arrives this long after the kernel received
+                                          * its last bytes (SO_TIMESTAMPNS), as on a link;
+                                          * without a receive time, after its send time */
 } mpc_net_cfg;
 
 /* Counters. sent[j]/recv[j]: online payload bytes this node sent to / received from node j in
