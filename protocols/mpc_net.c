@@ -174,6 +174,7 @@ static void tune(int fd)
 {
     int one = 1, big = 4 << 20;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one); /* receive times: injected latency */
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
@@ -191,6 +192,7 @@ typedef struct link_io {
     size_t ilen, ioff;
     int itype;
     uint64_t sent_ns;         /* the sender's send time (frame header) */
+    uint64_t rx_ns;           /* when the kernel received the bytes read last (0: unknown) */
     uint64_t done_ns;
 } link_io;
 
@@ -277,7 +279,23 @@ static int do_recv(mpc_net *n, int j, link_io *l, errbuf *e)
             dst = l->ibuf + p;
             want = l->ilen - p;
         }
-        ssize_t r = recv(n->fd[j], dst, want, 0);
+        /* the kernel's receive time of the data read (SO_TIMESTAMPNS, CLOCK_REALTIME) */
+        union {
+            char buf[CMSG_SPACE(sizeof(struct timespec))];
+            struct cmsghdr align;
+        } cm;
+        struct iovec iov = {.iov_base = dst, .iov_len = want};
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf};
+        ssize_t r = recvmsg(n->fd[j], &mh, 0);
+        for (struct cmsghdr *c = r > 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c))
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+                struct timespec ts, rt;
+                memcpy(&ts, CMSG_DATA(c), sizeof ts);
+                clock_gettime(CLOCK_REALTIME, &rt);
+                uint64_t mono = now_ns(), real = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
+                uint64_t rx = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+                l->rx_ns = rx <= real && real - rx < mono ? mono - (real - rx) : 0; /* on our clock */
+            }
         if (r == 0)
             return lost(n, j, "end of stream", e);
         if (r < 0) {
@@ -573,12 +591,16 @@ int mpc_net_round(mpc_net *n, const void *const *send, const size_t *slen, void 
             (setup ? n->st.setup_recv : n->st.recv)[j] += rlen[j];
             n->st.hdr_recv += MPC_FRAME_HDR;
             n->seq_in[j]++;
-            /* a message arrives one latency after it was sent, and not before its bytes
-             * were read; the cap keeps a sender clock that is not ours (another host) from
-             * adding more than one latency */
+            /* a message arrives one latency after its last byte came off the link (the kernel's
+             * receive time of the last bytes read), as a link delivers: propagation follows
+             * serialization. Without a receive time: one latency after it was sent, capped at
+             * one latency after its bytes were read (a sender clock that is not ours). Never
+             * before its bytes were read. */
             uint64_t at = io[j].sent_ns + n->cfg.latency_ns;
             uint64_t cap = io[j].done_ns + n->cfg.latency_ns;
             at = at > cap ? cap : at;
+            if (io[j].rx_ns)
+                at = (io[j].rx_ns > io[j].sent_ns ? io[j].rx_ns : io[j].sent_ns) + n->cfg.latency_ns;
             at = at < io[j].done_ns ? io[j].done_ns : at;
             if (at > last)
                 last = at;
@@ -594,6 +616,36 @@ int mpc_net_round(mpc_net *n, const void *const *send, const size_t *slen, void 
      * for). */
     if (n->cfg.latency_ns && any_in && !setup)
         sleep_until(last);
+    return MS_OK;
+}
+
+int mpc_net_sync(mpc_net *n, errbuf *e)
+{
+    int self = n->cfg.self, P = n->cfg.n_parties;
+    if (self >= P)
+        return MS_OK;
+    link_io io[MPC_NODES_MAX];
+    memset(io, 0, sizeof io);
+    static const uint8_t none[1] = {0};
+    for (int j = 0; j < P; j++) {
+        if (j == self)
+            continue;
+        if (n->fd[j] < 0)
+            return err_set(e, MS_ERR_INTERNAL, "mpc net: no connection to node %d", j);
+        arm_out(n, &io[j], j, MPC_FR_SETUP, none, 0);
+        arm_in(&io[j], MPC_FR_SETUP, NULL, 0);
+    }
+    int rc = xfer(n, io, SLOW_TIMEOUT_MS, e);
+    if (rc)
+        return rc;
+    for (int j = 0; j < P; j++)
+        if (j != self) {
+            n->st.hdr_sent += MPC_FRAME_HDR;
+            n->st.hdr_recv += MPC_FRAME_HDR;
+            n->st.msgs_sent++;
+            n->seq_in[j]++;
+        }
+    n->st.setup_rounds++;
     return MS_OK;
 }
 

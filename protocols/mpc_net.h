@@ -44,7 +44,10 @@ typedef struct mpc_net_cfg {
     int listen_fd;                       /* already-listening socket for self, or -1 to bind */
     int timeout_ms;                      /* no-progress timeout of a round (default 5000) */
     int connect_timeout_ms;              /* how long to retry connecting to a peer (default 10000) */
-    uint64_t latency_ns;                 /* injected one-way latency per round message */
+    uint64_t latency_ns;                 /* injected one-way latency per round message: a
+                                          * message arrives this long after the kernel received
+                                          * its last bytes (SO_TIMESTAMPNS), as on a link;
+                                          * without a receive time, after its send time */
 } mpc_net_cfg;
 
 /* Counters. sent[j]/recv[j]: online payload bytes this node sent to / received from node j in
@@ -80,6 +83,12 @@ void mpc_net_free(mpc_net *n);
  * message expected from node j (rlen 0 = none). setup != 0 counts it as setup traffic. */
 int mpc_net_round(mpc_net *n, const void *const *send, const size_t *slen, void *const *recv,
                   const size_t *rlen, int setup, errbuf *e);
+/* Start barrier among the compute parties (the dealer returns at once): a header-only setup
+ * frame to every other party, then each party's frame awaited. TCP delivers in order, so on
+ * return every earlier message from every party has been read here: traffic still queued on
+ * the links (one-way setup sends complete once the socket buffer holds them) is drained before
+ * a timed span starts. Counted as a setup round; no latency injected. */
+int mpc_net_sync(mpc_net *n, errbuf *e);
 /* Dealer channel (no round). */
 int mpc_net_send_offline(mpc_net *n, int to, const void *buf, size_t len, errbuf *e);
 int mpc_net_recv_offline(mpc_net *n, int from, void *buf, size_t len, errbuf *e);

@@ -13,7 +13,7 @@ typedef struct cost_args {
     int phase;
     uint32_t kv, tokens, batch;
     unsigned long long burst;
-    int overlap, json, have_burst;
+    int overlap, json, have_burst, wire_tcp;
 } cost_args;
 
 static void usage(FILE *f)
@@ -21,7 +21,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: mpcsim cost --model M --protocol P --network N --kv T\n"
             "                   [--phase prefill|decode] [--tokens P] [--batch B] [--overlap]\n"
-            "                   [--burst BYTES] [--dump-program FILE] [--timeline FILE]\n"
+            "                   [--burst BYTES] [--wire tcp|none] [--dump-program FILE] [--timeline FILE]\n"
             "                   [--profile NAME] [--json]\n\n"
             "Costs one prefill or decode step of model M under MPC protocol P on network N:\n"
             "rounds, online bytes per party, offline (dealer) bytes, simulated latency, and a\n"
@@ -34,6 +34,8 @@ static void usage(FILE *f)
             "                        (20ms/300Mbps, 1ms/20Mbps/3100)\n"
             "      --burst BYTES     every link a token bucket of BYTES (as Linux tbf's burst;\n"
             "                        >= 1500, 0: none, the default); see sim/SIMULATION.md\n"
+            "      --wire W          tcp: links carry Ethernet/IPv4/TCP frames and ACKs (as tbf\n"
+            "                        counts them); none: payload only (default); SIMULATION.md\n"
             "  -k, --kv T            decode: the step attends T keys (T-1 cached + this token);\n"
             "                        prefill: entries cached before the prompt (default 0)\n"
             "      --phase PH        decode (default) or prefill\n"
@@ -61,7 +63,7 @@ static int parse_u32(const char *opt, const char *s, uint32_t lo, uint32_t *out)
     return 0;
 }
 
-enum { O_PHASE = 256, O_OVERLAP, O_DUMP, O_TIMELINE, O_PROFILE, O_JSON, O_BURST };
+enum { O_PHASE = 256, O_OVERLAP, O_DUMP, O_TIMELINE, O_PROFILE, O_JSON, O_BURST, O_WIRE };
 
 static int parse_args(int argc, char **argv, cost_args *a)
 {
@@ -74,6 +76,7 @@ static int parse_args(int argc, char **argv, cost_args *a)
         {"timeline", required_argument, 0, O_TIMELINE},
         {"profile", required_argument, 0, O_PROFILE}, {"json", no_argument, 0, O_JSON},
         {"burst", required_argument, 0, O_BURST},
+        {"wire", required_argument, 0, O_WIRE},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
     a->phase = PHASE_DECODE;
@@ -124,6 +127,15 @@ static int parse_args(int argc, char **argv, cost_args *a)
                 return 2;
             }
             a->have_burst = 1;
+            break;
+        case O_WIRE:
+            if (strcmp(optarg, "tcp") != 0 && strcmp(optarg, "none") != 0) {
+                cli_error("cost", "--wire is tcp or none, not '%s'\n"
+                          "---> HINT: scenarios set the framing field by field (scenarios/README.md)",
+                          optarg);
+                return 2;
+            }
+            a->wire_tcp = strcmp(optarg, "tcp") == 0;
             break;
         case 'h': usage(stdout); return -1;
         case ':':
@@ -183,6 +195,9 @@ static void print_text(const cost_args *a, const step_env *env, const sim_result
     char burst[48] = "";
     if (l->burst_bytes)
         snprintf(burst, sizeof burst, ", bucket %llu B", (unsigned long long)l->burst_bytes);
+    if (env->net->wire.mtu)
+        snprintf(burst + strlen(burst), sizeof burst - strlen(burst), ", TCP frames (MTU %u)",
+                 env->net->wire.mtu);
     printf("model %s  protocol %s (%d parties)  network %s (%.3g ms, %.4g Mbit/s%s)  profile %s\n",
            env->model->name, env->pr->name, P, env->net->name, (double)l->latency_ns * 1e-6,
            l->bandwidth_bps * 1e-6, burst, env->mach->name);
@@ -234,11 +249,11 @@ static void print_json(const cost_args *a, const step_env *env, const sim_result
 {
     int P = env->pr->n_parties;
     printf("{\"model\":\"%s\",\"protocol\":\"%s\",\"parties\":%d,\"network\":\"%s\","
-           "\"burst_bytes\":%llu,\"profile\":\"%s\",\"phase\":\"%s\",\"tokens\":%u,\"kv\":%u,\"batch\":%u,"
+           "\"burst_bytes\":%llu,\"wire_mtu\":%u,\"profile\":\"%s\",\"phase\":\"%s\",\"tokens\":%u,\"kv\":%u,\"batch\":%u,"
            "\"overlap\":%s,\"latency_s\":%.9g,\"rounds\":%llu,\"bytes_online\":%llu,"
            "\"bytes_offline\":%llu,\"total\":",
            env->model->name, env->pr->name, P, env->net->name,
-           (unsigned long long)env->net->link[0][1].burst_bytes, env->mach->name,
+           (unsigned long long)env->net->link[0][1].burst_bytes, env->net->wire.mtu, env->mach->name,
            op_phase_name(a->phase), a->tokens, a->kv, a->batch, a->overlap ? "true" : "false",
            (double)r->latency_ns * 1e-9, (unsigned long long)r->total.rounds,
            (unsigned long long)sum_p(r->total.bytes_sent, P),
@@ -290,6 +305,8 @@ int cmd_cost(int argc, char **argv)
         return fail(rc, &e);
     if (a.have_burst)
         net_set_burst(&net, a.burst);
+    if (a.wire_tcp)
+        net.wire = NET_WIRE_TCP;
     lower_opts lo;
     lower_opts_default(&lo);
     lo.phase = a.phase;

@@ -154,7 +154,7 @@ static int predict(const proto *pr, const proto_cfg *cfg, const vjob *j, const n
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: mpcsim validate [--primitives] [--model NAME] [--protocol P] [--db FILE]\n"
+            "usage: mpcsim validate [--primitives] [--basic-ops] [--model NAME] [--protocol P] [--db FILE]\n"
             "                       [--latency-ms X] [--bandwidth RATE] [--profile NAME] [--set K=V]...\n"
             "                       [--prompt N] [--decode N] [--text FILE] [--shape]\n"
             "                       [--accuracy N [--policy NAME [--policy-param K=V]...]] [--generate N]\n\n"
@@ -164,6 +164,9 @@ static void usage(FILE *f)
             "Exit status 1 if any bytes or rounds differ.\n\n"
             "options:\n"
             "      --primitives      validate every communicating primitive\n"
+            "      --basic-ops       SecretFlow's basic-op task: x from P0, y from P1, z = x+y, x*y or x<y,\n"
+            "                        z revealed; at --n/4 and --n elements, measured and predicted, with the\n"
+            "                        per-element time (e.g. --shape --bandwidth 100Mbps --latency-ms 50)\n"
             "      --model NAME      validate a real model's programs: a secure session (weights shared by\n"
             "                        P1, one-hot tokens by P0, logits revealed to P0, secret KV cache),\n"
             "                        a prefill of --prompt tokens then --decode steps, every op compared\n"
@@ -173,8 +176,9 @@ static void usage(FILE *f)
             "      --latency-ms X    one-way latency injected by the backend and simulated (default 1)\n"
             "      --bandwidth RATE  simulated link bandwidth (default 10Gbps, about loopback); with --shape\n"
             "                        also the tbf rate of every node's egress\n"
-            "      --shape           programs: run every node in its own network namespace, linked by veth\n"
-            "                        pairs to a bridge, egress shaped with tbf at --bandwidth (needs root and\n"
+            "      --shape           programs and --basic-ops: every node in its own network namespace, a veth\n"
+            "                        pair (MTU 1500) between every two nodes with tbf at --bandwidth on each\n"
+            "                        end; simulated as token buckets carrying TCP frames (needs root and\n"
             "                        iproute2; says why and exits 3 where not available)\n"
             "      --profile NAME    machine profile for simulated compute (default: default)\n"
             "      --set K=V         protocol parameter (frac_bits, approx, beaver_cache, …)\n"
@@ -291,10 +295,11 @@ int cmd_validate(int argc, char **argv)
         {"accuracy", required_argument, 0, 'A'},   {"generate", required_argument, 0, 'G'},
         {"policy", required_argument, 0, 'Y'},     {"policy-param", required_argument, 0, 'y'},
         {"shape", no_argument, 0, 'S'},            {"help", no_argument, 0, 'h'},
+        {"basic-ops", no_argument, 0, 'O'},
         {0, 0, 0, 0}};
     const char *only = NULL, *profile = NULL, *bw = "10Gbps", *dbpath = NULL;
     const char *sets[32];
-    int n_sets = 0, prims = 0, c;
+    int n_sets = 0, prims = 0, basic = 0, c;
     unsigned long long n = 4096;
     double lat_ms = 1.0;
     vm_args va = {.prompt = 16, .decode = 2};
@@ -302,6 +307,7 @@ int cmd_validate(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "p:n:h", opts, NULL)) != -1) {
         switch (c) {
         case 'P': prims = 1; break;
+        case 'O': basic = 1; break;
         case 'p': only = optarg; break;
         case 'n':
             if (parse_u64(optarg, &n) || n < 1 || n > (1u << 24)) {
@@ -348,7 +354,11 @@ int cmd_validate(int argc, char **argv)
         cli_error("validate", "unexpected argument '%s'", argv[optind]);
         return 2;
     }
-    if (!prims && !va.model) { /* the default: both */
+    if (basic && (prims || va.model || va.accuracy || va.generate)) {
+        cli_error("validate", "--basic-ops runs alone (not with --primitives, --model, --accuracy, --generate)");
+        return 2;
+    }
+    if (!prims && !va.model && !basic) { /* the default: both */
         prims = !va.accuracy && !va.generate;
         va.model = "stories260K";
     }
@@ -357,7 +367,7 @@ int cmd_validate(int argc, char **argv)
         return 2;
     }
     if (va.shape && (prims || va.accuracy || va.generate)) {
-        cli_error("validate", "--shape applies to --model's programs only");
+        cli_error("validate", "--shape applies to --model's programs and --basic-ops only");
         return 2;
     }
     if (va.policy && !va.accuracy) {
@@ -430,6 +440,8 @@ int cmd_validate(int argc, char **argv)
                    "# party; offline: dealer->parties.\n",
                    lat_ms, bw);
     }
+    if (!rc && basic)
+        rc = validate_basic(&va, cfgs, n_cfgs, n, &e);
     if (!rc && va.model) {
         if (prims)
             printf("\n");

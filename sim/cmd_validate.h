@@ -28,5 +28,8 @@ typedef struct vm_args {
 
 int validate_model(const vm_args *a, const proto_cfg *cfgs, int n_cfgs, rdb *db, int *bad,
                    errbuf *e);
+/* SecretFlow's basic-op task (input x at P0 and y at P1, add / mul / less, reveal) at n/4 and
+ * n elements, measured and predicted (sim/cmd_validate_basic.c). */
+int validate_basic(const vm_args *a, const proto_cfg *cfgs, int n_cfgs, uint64_t n, errbuf *e);
 
 #endif

@@ -141,8 +141,12 @@ static int vm_programs(vm_ctx *c, const proto_cfg *cfg, rdb *db, int *bad, errbu
      * one a token bucket as deep as its tbf qdisc's burst */
     net_cfg net;
     net_uniform(&net, pr->n_parties, a->latency_ns + base, a->bandwidth_bps);
-    if (a->shape)
+    if (a->shape) { /* tbf counts frames: the segments' headers and the ACKs on each link */
         net_set_burst(&net, net_tbf_burst_bytes(a->bandwidth_bps));
+        net.wire = NET_WIRE_TCP;
+        net.wire.mtu = NETSHAPE_MTU;
+        net.wire.msg_bytes = MPC_FRAME_HDR;
+    }
     for (uint32_t s = 0; !rc && s < r.n_steps; s++) {
         valid_row row;
         rc = valid_step(&o, &r, s, &net, &a->mach, &row, e);
@@ -160,10 +164,10 @@ static int vm_programs(vm_ctx *c, const proto_cfg *cfg, rdb *db, int *bad, errbu
             rc = valid_store(db, a->session, cfg->name, &row, a->latency_ns, a->bandwidth_bps,
                              a->shape ? "tbf" : "none", e);
     }
-    char shaped[96] = "";
+    char shaped[160] = "";
     if (a->shape)
-        snprintf(shaped, sizeof shaped, "; links shaped with tbf, simulated as token buckets of %llu bytes",
-                 (unsigned long long)net.link[0][1].burst_bytes);
+        snprintf(shaped, sizeof shaped, "; links shaped with tbf, simulated as token buckets of %llu bytes "
+                 "carrying TCP frames (mtu %u)", (unsigned long long)net.link[0][1].burst_bytes, net.wire.mtu);
     printf("# %s: round overhead %.1f us (probe; added to the simulated link latency)%s; session %.2f s\n", cfg->name,
            (double)base * 1e-3, shaped, r.seconds);
     secinf_result_free(&r);

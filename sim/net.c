@@ -15,7 +15,21 @@
  *            generator's "WAN_300mbit_20msec" tables (mpc-costs.md §1, §5).
  *
  * The dealer's offline channel uses the same link parameters (the dealer is one more host on
- * the same network). */
+ * the same network).
+ *
+ * Wire framing (net_wire, NET_WIRE_TCP): what a TCP/IPv4/Ethernet link carries per message.
+ *   mtu 1500         Ethernet's IP MTU (RFC 894); the veth pairs of validate --shape use it.
+ *   l3l4_bytes 52    IPv4 header 20 (RFC 791) + TCP header 20 (RFC 9293) + the timestamp option,
+ *                    10 bytes padded to 12 (RFC 7323 §3; Linux sends it by default,
+ *                    net.ipv4.tcp_timestamps = 1): mss = 1500 − 52 = 1448.
+ *   l2_bytes 14      the Ethernet II header (6 + 6 + 2): what Linux qdiscs such as tbf count
+ *                    (the packet length at the qdisc includes the MAC header; a physical link
+ *                    also spends 24 bytes of preamble, FCS and inter-frame gap, set 38 there).
+ *   ack_every 2      RFC 1122 §4.2.3.2 and RFC 5681 §4.2: an ACK for at least every second
+ *                    full-sized segment; Linux acknowledges as soon as more than one full
+ *                    segment is unacknowledged (tcp_input.c, __tcp_ack_snd_check).
+ *   msg_bytes        the transport's header per message: 0 by default; mpcsim's backend frames
+ *                    every message with MPC_FRAME_HDR = 32 bytes (protocols/mpc_net.h). */
 #include "net.h"
 
 #include <ctype.h>
@@ -48,6 +62,7 @@ const char *const *net_preset_names(size_t *n)
 void net_uniform(net_cfg *n, int n_parties, uint64_t latency_ns, double bandwidth_bps)
 {
     memset(n->link, 0, sizeof n->link);
+    memset(&n->wire, 0, sizeof n->wire);
     n->n_parties = n_parties;
     for (int s = 0; s < n_parties; s++)
         for (int d = 0; d < n_parties; d++)
@@ -182,6 +197,43 @@ int net_parse(const char *spec, int n_parties, net_cfg *out, errbuf *e)
     net_uniform(out, n_parties, lat_ns, bps);
     net_set_burst(out, burst);
     return MS_OK;
+}
+
+int net_wire_check(const net_wire *w, errbuf *e)
+{
+    if (!w->mtu)
+        return MS_OK;
+    if (w->mtu < NET_WIRE_MTU_MIN || w->mtu > NET_WIRE_MTU_MAX)
+        return err_set(e, MS_ERR_INPUT, "wire: mtu %u outside %u … %u bytes", w->mtu, NET_WIRE_MTU_MIN,
+                       NET_WIRE_MTU_MAX);
+    if (w->l3l4_bytes > NET_WIRE_HDR_MAX || w->l2_bytes > NET_WIRE_HDR_MAX || w->msg_bytes > NET_WIRE_HDR_MAX)
+        return err_set(e, MS_ERR_INPUT, "wire: a header of more than %u bytes (l2 %u, l3l4 %u, msg %u)",
+                       NET_WIRE_HDR_MAX, w->l2_bytes, w->l3l4_bytes, w->msg_bytes);
+    if (w->l3l4_bytes >= w->mtu)
+        return err_set(e, MS_ERR_INPUT, "wire: l3l4_bytes %u leave no payload in an mtu of %u", w->l3l4_bytes,
+                       w->mtu);
+    return MS_OK;
+}
+
+uint64_t net_wire_segments(const net_wire *w, uint64_t payload)
+{
+    if (!w->mtu || !payload)
+        return 0;
+    uint64_t mss = w->mtu - w->l3l4_bytes, m = payload + w->msg_bytes;
+    return (m + mss - 1) / mss;
+}
+
+uint64_t net_wire_bytes(const net_wire *w, uint64_t payload, uint64_t reverse_payload)
+{
+    if (!w->mtu || !payload)
+        return payload;
+    uint64_t frame = (uint64_t)w->l2_bytes + w->l3l4_bytes, segs = net_wire_segments(w, payload);
+    uint64_t bytes = payload + w->msg_bytes + segs * frame;
+    if (w->ack_every) { /* COST: one pure ACK frame (headers only) per ack_every reverse segments */
+        uint64_t rs = net_wire_segments(w, reverse_payload);
+        bytes += (rs < segs ? rs : segs) / w->ack_every * frame;
+    }
+    return bytes;
 }
 
 void net_set_burst(net_cfg *n, uint64_t burst_bytes)

@@ -65,8 +65,8 @@ int netshape_up(netshape *s, int n_nodes, double rate_bps, errbuf *e)
     unsigned long burst = (unsigned long)net_tbf_burst_bytes(rate_bps);
     for (int i = 0; i < n_nodes; i++)
         for (int j = i + 1; j < n_nodes; j++) {
-            int bad = sh("ip link add %sx%d%d netns %s type veth peer name %sx%d%d netns %s", s->tag, i, j, s->ns[i],
-                         s->tag, j, i, s->ns[j]);
+            int bad = sh("ip link add %sx%d%d netns %s mtu %u type veth peer name %sx%d%d netns %s mtu %u", s->tag, i,
+                         j, s->ns[i], NETSHAPE_MTU, s->tag, j, i, s->ns[j], NETSHAPE_MTU);
             for (int d = 0; d < 2 && !bad; d++) {
                 int a = d ? j : i, b = d ? i : j;
                 bad = sh("ip -n %s link set %sx%d%d up", s->ns[a], s->tag, a, b) ||

@@ -8,6 +8,9 @@
 
 #include "mpc_run.h"
 
+/* The veth pairs' MTU (Ethernet's): the simulated links' wire framing uses the same. */
+#define NETSHAPE_MTU 1500u
+
 typedef struct netshape {
     int n_nodes;
     char tag[16];                /* prefix of every namespace and interface name */

@@ -783,6 +783,42 @@ static int read_link(scn_ctx *x, const yx_node *v, const char *where, net_link *
     return rc ? rc : read_link_values(x, v, l);
 }
 
+/* wire: "tcp" (NET_WIRE_TCP), "none", or a mapping of NET_WIRE_TCP's fields to override. */
+static int read_wire(scn_ctx *x, const yx_node *v, net_wire *w)
+{
+    static const char *const keys[] = {"mtu", "l2_bytes", "l3l4_bytes", "ack_every", "msg_bytes"};
+    static const char *const names[] = {"tcp", "none"};
+    const char *ex = "write 'wire: tcp' (Ethernet/IPv4/TCP framing), 'wire: none', or e.g. "
+                     "'wire: {mtu: 9000, msg_bytes: 32}'";
+    *w = NET_WIRE_TCP;
+    if (v->kind == YX_SCALAR) {
+        if (!strcmp(v->str, "none"))
+            *w = (net_wire){0};
+        else if (strcmp(v->str, "tcp"))
+            return unknown_name(x, v, "wire framing", v->str, names, 2, ex);
+        return MS_OK;
+    }
+    int rc = need_map(x, v, "wire", ex);
+    if (!rc)
+        rc = check_keys(x, v, "wire", keys, sizeof keys / sizeof *keys);
+    uint32_t *fld[] = {&w->mtu, &w->l2_bytes, &w->l3l4_bytes, &w->ack_every, &w->msg_bytes};
+    for (size_t i = 0; !rc && i < sizeof keys / sizeof *keys; i++) {
+        const yx_node *k = yx_map_get(v, keys[i]);
+        uint64_t u;
+        if (!k)
+            continue;
+        rc = i ? read_u64(x, k, keys[i], 0, i == 3 ? 1024 : NET_WIRE_HDR_MAX, &u)
+               : read_u64(x, k, keys[i], NET_WIRE_MTU_MIN, NET_WIRE_MTU_MAX, &u);
+        if (!rc)
+            *fld[i] = (uint32_t)u;
+    }
+    errbuf ne;
+    if (!rc && net_wire_check(w, &ne))
+        return fail_wrap(x, v, "the IP and TCP headers must leave room for payload in the mtu", "",
+                         ne.msg);
+    return rc;
+}
+
 /* "0->1" (one direction) or "0-1" (both). */
 static int read_links(scn_ctx *x, const yx_node *v, net_cfg *n)
 {
@@ -814,7 +850,7 @@ static int links_equal(const net_cfg *a, const net_cfg *b)
     if (strcmp(a->name, b->name) || a->n_parties != b->n_parties ||
         a->dealer.latency_ns != b->dealer.latency_ns ||
         a->dealer.bandwidth_bps != b->dealer.bandwidth_bps ||
-        a->dealer.burst_bytes != b->dealer.burst_bytes)
+        a->dealer.burst_bytes != b->dealer.burst_bytes || memcmp(&a->wire, &b->wire, sizeof a->wire))
         return 0;
     for (int i = 0; i < a->n_parties; i++)
         for (int j = 0; j < a->n_parties; j++)
@@ -869,7 +905,7 @@ static int read_network(scn_ctx *x, const yx_node *v, run_cfg *c)
     static const char *const keys[] = {"preset",         "name",          "latency_ms",
                                        "latency_us",     "latency_ns",    "bandwidth_mbps",
                                        "bandwidth_gbps", "bandwidth_bps", "burst_bytes",
-                                       "links",          "dealer"};
+                                       "links",          "dealer",        "wire"};
     if ((rc = check_keys(x, v, "network", keys, sizeof keys / sizeof *keys)))
         return rc;
     const yx_node *preset = yx_map_get(v, "preset"), *name = yx_map_get(v, "name");
@@ -906,6 +942,9 @@ static int read_network(scn_ctx *x, const yx_node *v, run_cfg *c)
     if (links && (rc = read_links(x, links, n)))
         return rc;
     if (dealer && (rc = read_link(x, dealer, "dealer", &n->dealer)))
+        return rc;
+    const yx_node *wire = yx_map_get(v, "wire");
+    if (wire && (rc = read_wire(x, wire, &n->wire)))
         return rc;
     snprintf(n->name, sizeof n->name, "%s", preset ? preset->str : "custom");
     if (preset && !links_equal(n, &base))
@@ -1374,6 +1413,9 @@ static void put_network(FILE *f, const run_cfg *c)
     if (b->burst_bytes)
         fprintf(f, "  burst_bytes: %llu\n", (unsigned long long)b->burst_bytes);
     put_link(f, "  ", "dealer", &n->dealer, b->burst_bytes);
+    if (n->wire.mtu)
+        fprintf(f, "  wire: {mtu: %u, l2_bytes: %u, l3l4_bytes: %u, ack_every: %u, msg_bytes: %u}\n",
+                n->wire.mtu, n->wire.l2_bytes, n->wire.l3l4_bytes, n->wire.ack_every, n->wire.msg_bytes);
     int any = 0;
     for (int i = 0; i < n->n_parties; i++)
         for (int j = 0; j < n->n_parties; j++) {

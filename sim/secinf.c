@@ -815,6 +815,11 @@ static int node_step(eng *e, mpc_net *net, node_ctx *c, op_program *p, mpc_progr
     rc = mpc_run_setup_from(e, net, p, bind, c, s ? prev : NULL, r, err);
     if (s)
         mpc_program_run_free(e, prev);
+    /* every party starts the step's clock together, with the setup's traffic delivered (a
+     * party's one-way setup sends are done when its socket buffer holds them, not when they
+     * have crossed the link), as the simulated step starts on idle links */
+    if (!rc)
+        rc = mpc_net_sync(net, err);
     uint64_t t0 = now_ns();
     char nm[48];
     if (!rc && o->spol.kind == SECINF_SPOL_H2O && s)

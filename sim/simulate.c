@@ -9,6 +9,8 @@
  *     A link with a token bucket of depth B (burst_bytes) keeps the same link-free recurrence
  *     (it is when the bucket is full again) and lets the last byte leave B·8/bandwidth earlier,
  *     never before the send: F = max(S, max(S, link free) + b·8/bandwidth − B·8/bandwidth).
+ *     With wire framing (net_cfg.wire), b is the bytes the link carries: the payload in TCP
+ *     segments with their headers, plus the ACKs of the same round's reverse message.
  *   - Party p is done with round r at D(p,r) = max(S(p,r), arrivals addressed to it).
  *   - Sequential (default, as SPU): I(p,r) = D(p,r−1).
  *     Overlap: I(p,r) = max(S(p,r−1), D(p,r−1) if r−1 is the same op, D of the ops op(r)
@@ -83,6 +85,7 @@ typedef struct sim_ctx {
     uint64_t last_t;                  /* latest D so far, and its index r*P + p */
     size_t last_i;
     uint64_t lat[P_MAX][P_MAX];       /* link latencies */
+    net_wire wire;                    /* framing (net.h); wire.mtu 0: payload only */
     uint64_t n_msgs, events;
 } sim_ctx;
 
@@ -93,6 +96,14 @@ static inline uint64_t ser_ns(const sim_ctx *c, int s, int d, uint64_t bytes)
 {
     double ns = (double)bytes * c->ns_per_byte[s][d];
     return ns >= 1.8e19 ? UINT64_MAX / 4 : (uint64_t)(ns + 0.5);
+}
+
+/* Bytes on link p→d for round cr's message: the payload, or with wire framing its frames and
+ * the ACKs of the reverse message interleaved with it (net_wire_bytes). */
+static inline uint64_t link_bytes(const net_wire *w, const cost_round *cr, int p, int d)
+{
+    uint64_t b = cr->bytes[p][d];
+    return w->mtu ? net_wire_bytes(w, b, cr->bytes[d][p]) : b;
 }
 
 /* Last byte of a message sent at now on a link whose bucket is full again at free, taking
@@ -218,7 +229,7 @@ static int check_inputs(const net_cfg *net, const machine_profile *mach, int P, 
         for (int d = 0; d < P; d++)
             if (s != d && !(net->link[s][d].bandwidth_bps > 0))
                 return err_set(e, MS_ERR_INPUT, "simulate: link %d->%d has no bandwidth", s, d);
-    return MS_OK;
+    return net_wire_check(&net->wire, e);
 }
 
 /* Points the per-run arrays into the workspace (grown if needed) or a block of our own. */
@@ -313,6 +324,7 @@ static int ctx_init(sim_ctx *c, const net_cfg *net, const machine_profile *mach,
             c->burst_ns[s][d] = s == d ? 0 : ser_ns(c, s, d, net->link[s][d].burst_bytes);
             c->lat[s][d] = net->link[s][d].latency_ns;
         }
+    c->wire = net->wire;
     return MS_OK;
 }
 
@@ -414,8 +426,8 @@ static void send_msgs(sim_ctx *c, int p, size_t r, uint64_t now)
             continue;
         size_t m = (r * P + p) * P + d;
         uint64_t full;
-        c->F[m] = bucket_finish(now, c->link_free[p][d], ser_ns(c, p, d, b), c->burst_ns[p][d],
-                                &full);
+        c->F[m] = bucket_finish(now, c->link_free[p][d], ser_ns(c, p, d, link_bytes(&c->wire, cr, p, d)),
+                                c->burst_ns[p][d], &full);
         /* waiting on the link (or its tokens) binds to the previous message on it; a message
          * the bucket passes at once binds to its own send */
         c->predF[m] = c->link_free[p][d] > now && c->F[m] > now ? (int32_t)c->link_last[p][d] : -1;
@@ -579,7 +591,7 @@ static inline __attribute__((always_inline)) int run_seq_p(sim_ctx *c, errbuf *e
                     if (d == p || b == 0)
                         continue;
                     size_t m = (base + p) * P + d;
-                    double ns = (double)b * nspb[p][d]; /* as ser_ns */
+                    double ns = (double)link_bytes(&c->wire, cr, p, d) * nspb[p][d]; /* as ser_ns */
                     uint64_t full, fin = bucket_finish(
                         now, link_free[p][d], ns >= 1.8e19 ? UINT64_MAX / 4 : (uint64_t)(ns + 0.5),
                         bns[p][d], &full);
@@ -856,7 +868,7 @@ static void write_timeline(sim_ctx *c, FILE *f, uint64_t t0)
                 if (p == q || cr->bytes[q][p] == 0)
                     continue;
                 size_t m = (r * P + q) * P + p;
-                uint64_t ser = ser_ns(c, q, p, cr->bytes[q][p]), since = c->F[m] - c->S[r * P + q];
+                uint64_t ser = ser_ns(c, q, p, link_bytes(&c->wire, cr, q, p)), since = c->F[m] - c->S[r * P + q];
                 if (ser > since) /* a bucket passed part of it at once */
                     ser = since;
                 fprintf(f, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"name\":\"send %" PRIu64

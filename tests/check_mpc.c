@@ -497,6 +497,72 @@ START_TEST(test_latency)
 }
 END_TEST
 
+/* The start barrier and the latency rule: P1 sends 2 MB one way (a setup send, done once its
+ * socket buffer holds it), then every party passes mpc_net_sync, which returns at P0 only with
+ * those bytes read; then P0 sends P1 one message of a round while P1 sleeps 3 latencies before
+ * entering it: the message came off the link long ago, so P1 waits for nothing (not one latency
+ * after reading it), while a party that is there waits one latency. */
+#define SYNC_LAT 20000000ull
+static int sync_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
+{
+    (void)e, (void)arg;
+    int self = mpc_net_self(net), rc = MS_OK;
+    size_t big = 2u << 20;
+    uint8_t *buf = calloc(big, 1);
+    if (self == 1)
+        rc = mpc_net_send_setup(net, 0, buf, big, err);
+    else if (self == 0)
+        rc = mpc_net_recv_setup(net, 1, buf, big, err);
+    uint64_t setup_rounds = mpc_net_get_stats(net)->setup_rounds;
+    if (!rc)
+        rc = mpc_net_sync(net, err);
+    uint64_t synced = mpc_net_get_stats(net)->setup_rounds - setup_rounds;
+    struct timespec t0, t1;
+    if (self == 1) {
+        struct timespec d = {0, 3 * SYNC_LAT};
+        nanosleep(&d, NULL);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const void *snd[MPC_NODES_MAX] = {0};
+    void *rcv[MPC_NODES_MAX] = {0};
+    size_t sl[MPC_NODES_MAX] = {0}, rl[MPC_NODES_MAX] = {0};
+    if (self == 0)
+        snd[1] = buf, sl[1] = 1000;
+    if (self == 1)
+        rcv[0] = buf, rl[0] = 1000;
+    if (!rc && self < 2)
+        rc = mpc_net_round(net, snd, sl, rcv, rl, 0, err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    uint64_t ns = (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000ll + (t1.tv_nsec - t0.tv_nsec));
+    fwrite(&synced, sizeof synced, 1, out);
+    fwrite(&ns, sizeof ns, 1, out);
+    free(buf);
+    return rc;
+}
+
+START_TEST(test_sync_and_late_receiver)
+{
+    mpc_launch l = {.cfg = test_cfg("semi2k"), .deadline_ms = 30000, .latency_ns = SYNC_LAT};
+    mpc_node_result nr[MPC_NODES_MAX];
+    int nodes;
+    errbuf e;
+    ck_assert_msg(mpc_launch_run(&l, sync_node, NULL, nr, &nodes, &e) == MS_OK, "%s", e.msg);
+    ck_assert_int_eq(nodes, 3);
+    uint64_t synced[3], ns[3];
+    for (int i = 0; i < nodes; i++) {
+        ck_assert_msg(nr[i].rc == MS_OK, "node %d: %s", i, nr[i].err);
+        ck_assert_uint_eq(nr[i].out_len, 2 * sizeof(uint64_t));
+        memcpy(&synced[i], nr[i].out, 8);
+        memcpy(&ns[i], nr[i].out + 8, 8);
+    }
+    ck_assert_uint_eq(synced[0], 1); /* a setup round at the parties */
+    ck_assert_uint_eq(synced[1], 1);
+    ck_assert_uint_eq(synced[2], 0); /* the dealer returns at once */
+    ck_assert_msg(ns[1] < SYNC_LAT / 2, "P1, late to the round: waited %.1f ms", (double)ns[1] * 1e-6);
+    mpc_node_results_free(nr, nodes);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- tests: security */
 
 /* Chi-square homogeneity of two byte histograms; 1 if consistent with one distribution at
@@ -711,6 +777,7 @@ Suite *mpc_suite(void)
     tcase_add_test(tp, test_beaver_cache_setup);
     tcase_add_test(tp, test_local_matmul_tiles);
     tcase_add_test(tp, test_latency);
+    tcase_add_test(tp, test_sync_and_late_receiver);
     suite_add_tcase(s, tp);
     TCase *ts = tcase_create("security");
     tcase_set_timeout(ts, 60);

@@ -562,6 +562,29 @@ START_TEST(test_cli_cost)
     ck_assert_ptr_nonnull(strstr(t, "--burst wants bytes"));
     free(t);
 
+    /* --wire tcp: a bandwidth-bound prefill carries every segment's 66 header bytes per 1448
+     * of payload (4.6 %) and the reverse direction's ACKs; slower than payload only, and not by
+     * more than the headers of full-sized ACK traffic could add */
+    double wl[2];
+    for (int i = 0; i < 2; i++) {
+        snprintf(args, sizeof args, "cost --model stories260K --protocol semi2k --network "
+                 "1ms/20Mbps/3100 --phase prefill --tokens 16 --json --wire %s", i ? "tcp" : "none");
+        ck_assert_int_eq(run_cli(args, out), 0);
+        t = slurp(out, NULL);
+        const char *l = strstr(t, "\"latency_s\":");
+        ck_assert_ptr_nonnull(l);
+        wl[i] = strtod(l + 12, NULL);
+        ck_assert_ptr_nonnull(strstr(t, i ? "\"wire_mtu\":1500," : "\"wire_mtu\":0,"));
+        free(t);
+    }
+    ck_assert_msg(wl[1] > wl[0] * (1 + 66.0 / 1448 * 0.9) && wl[1] < wl[0] * 1.15,
+                  "prefill %.4f s framed against %.4f s", wl[1], wl[0]);
+    ck_assert_int_eq(run_cli("cost --model stories260K --protocol semi2k --network lan --kv 4 "
+                             "--wire udp", out), 2);
+    t = slurp(out, NULL);
+    ck_assert_ptr_nonnull(strstr(t, "--wire is tcp or none"));
+    free(t);
+
     /* prefill with --tokens; --tokens with decode is refused */
     ck_assert_int_eq(run_cli("cost --model stories260K --protocol semi2k --network lan "
                              "--phase prefill --tokens 32", out), 0);

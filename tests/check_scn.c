@@ -48,6 +48,15 @@ static const bad_case bad_cases[] = {
     {"name: t\n" BASE_MODEL BASE_PROTO
      "network: {preset: lan, links: {0->1: {burst_bytes: -1}}}\n" BASE_WORK,
      "s.yaml:4:52: error: ", "'burst_bytes' = -1 is out of range", NULL},
+    {"name: t\n" BASE_MODEL BASE_PROTO
+     "network: {latency_ms: 1, bandwidth_mbps: 20, wire: tpc}\n" BASE_WORK,
+     "s.yaml:4:52: error: ", "unknown wire framing 'tpc' (did you mean 'tcp'?)", "wire: none"},
+    {"name: t\n" BASE_MODEL BASE_PROTO
+     "network: {latency_ms: 1, bandwidth_mbps: 20, wire: {mtu: 100}}\n" BASE_WORK,
+     "s.yaml:4:58: error: ", "'mtu' = 100 is out of range", "between 576 and 65535"},
+    {"name: t\n" BASE_MODEL BASE_PROTO
+     "network: {latency_ms: 1, bandwidth_mbps: 20, wire: {mss: 1448}}\n" BASE_WORK,
+     "s.yaml:4:53: error: ", "unknown key 'mss' in 'wire'", "keys of 'wire': mtu"},
     /* wrong types */
     {"name: t\n" BASE_MODEL BASE_PROTO BASE_NET "workload: 5\n", "s.yaml:5:11: error: ",
      "'workload' must be a mapping, not a scalar", NULL},
@@ -424,7 +433,38 @@ START_TEST(test_defaults_and_overrides)
                                "workload: {prompt_len: 8, decode_len: 0}\n";
     ck_assert_msg(load(bucket_short, &s, &e) == MS_OK, "%s", e.msg);
     ck_assert_uint_eq(s.runs[0].net.link[1][0].burst_bytes, 3100);
+    ck_assert_uint_eq(s.runs[0].net.wire.mtu, 0); /* wire framing: off by default */
     assert_round_trip(&s);
+    scn_free(&s);
+
+    /* 'tcp' for Ethernet/IPv4/TCP framing, its fields overridden, 'none' */
+    const char *wired = "model: stories260K\nprotocol: semi2k\n"
+                        "network: {latency_ms: 1, bandwidth_mbps: 20, wire: tcp}\n"
+                        "workload: {prompt_len: 8, decode_len: 0}\n";
+    ck_assert_msg(load(wired, &s, &e) == MS_OK, "%s", e.msg);
+    ck_assert_uint_eq(s.runs[0].net.wire.mtu, 1500);
+    ck_assert_uint_eq(s.runs[0].net.wire.l3l4_bytes, 52);
+    ck_assert_uint_eq(s.runs[0].net.wire.l2_bytes, 14);
+    ck_assert_uint_eq(s.runs[0].net.wire.ack_every, 2);
+    ck_assert_uint_eq(s.runs[0].net.wire.msg_bytes, 0);
+    assert_round_trip(&s);
+    scn_free(&s);
+    const char *jumbo = "model: stories260K\nprotocol: semi2k\n"
+                        "network: {preset: wan, wire: {mtu: 9000, msg_bytes: 32, ack_every: 0}}\n"
+                        "workload: {prompt_len: 8, decode_len: 0}\n";
+    ck_assert_msg(load(jumbo, &s, &e) == MS_OK, "%s", e.msg);
+    ck_assert_uint_eq(s.runs[0].net.wire.mtu, 9000);
+    ck_assert_uint_eq(s.runs[0].net.wire.l3l4_bytes, 52);
+    ck_assert_uint_eq(s.runs[0].net.wire.ack_every, 0);
+    ck_assert_uint_eq(s.runs[0].net.wire.msg_bytes, 32);
+    ck_assert_str_eq(s.runs[0].net_ref, "custom"); /* no longer the preset's network */
+    assert_round_trip(&s);
+    scn_free(&s);
+    const char *unwired = "model: stories260K\nprotocol: semi2k\n"
+                          "network: {preset: lan, wire: none}\nworkload: {prompt_len: 8, decode_len: 0}\n";
+    ck_assert_msg(load(unwired, &s, &e) == MS_OK, "%s", e.msg);
+    ck_assert_uint_eq(s.runs[0].net.wire.mtu, 0);
+    ck_assert_str_eq(s.runs[0].net_ref, "lan");
     scn_free(&s);
 
     /* a named model, and a base with no change, keep their name as the reference */
@@ -543,6 +583,7 @@ static void assert_net_eq(const net_cfg *a, const net_cfg *b)
     ck_assert_uint_eq(a->dealer.latency_ns, b->dealer.latency_ns);
     ck_assert_uint_eq(a->dealer.burst_bytes, b->dealer.burst_bytes);
     ck_assert_double_eq(a->dealer.bandwidth_bps, b->dealer.bandwidth_bps);
+    ck_assert_mem_eq(&a->wire, &b->wire, sizeof a->wire);
 }
 
 /* Each resolved run, loaded as a scenario, gives the same run. */

@@ -237,6 +237,59 @@ static uint64_t bucket_arrival(const uint64_t *bytes, const double *work_ns, siz
     return a;
 }
 
+START_TEST(test_wire_framing)
+{
+    /* NET_WIRE_TCP: mss 1500 − 52 = 1448; every segment 14 + 52 = 66 bytes more; a pure ACK
+     * (66 bytes) per 2 reverse segments interleaved (sim/net.c gives the sources) */
+    net_wire w = NET_WIRE_TCP, off = {0};
+    ck_assert_uint_eq(net_wire_bytes(&off, 14480, 14480), 14480);   /* mtu 0: payload only */
+    ck_assert_uint_eq(net_wire_bytes(&w, 0, 14480), 0);             /* no message, no bytes */
+    ck_assert_uint_eq(net_wire_bytes(&w, 1, 0), 1 + 66);
+    ck_assert_uint_eq(net_wire_bytes(&w, 1448, 0), 1448 + 66);
+    ck_assert_uint_eq(net_wire_bytes(&w, 1449, 0), 1449 + 2 * 66);
+    ck_assert_uint_eq(net_wire_segments(&w, 14480), 10);
+    ck_assert_uint_eq(net_wire_bytes(&w, 14480, 14480), 14480 + 10 * 66 + 5 * 66);
+    ck_assert_uint_eq(net_wire_bytes(&w, 14480, 2896), 14480 + 10 * 66 + 1 * 66); /* 2 reverse segs */
+    ck_assert_uint_eq(net_wire_bytes(&w, 2896, 14480), 2896 + 2 * 66 + 1 * 66);   /* min(2, 10) / 2 */
+    w.msg_bytes = 32; /* the transport's header joins the stream: 14512 bytes, 11 segments */
+    ck_assert_uint_eq(net_wire_bytes(&w, 14480, 14480), 14512 + 11 * 66 + 5 * 66);
+    w.ack_every = 0;
+    ck_assert_uint_eq(net_wire_bytes(&w, 14480, 14480), 14512 + 11 * 66);
+    errbuf e;
+    net_wire bad = NET_WIRE_TCP;
+    ck_assert_int_eq(net_wire_check(&bad, &e), MS_OK);
+    bad.mtu = 100;
+    ck_assert_int_eq(net_wire_check(&bad, &e), MS_ERR_INPUT);
+    bad.mtu = 1500, bad.l3l4_bytes = 1500;
+    ck_assert_int_eq(net_wire_check(&bad, &e), MS_ERR_INPUT);
+
+    /* in a run: one round, 14480 bytes each way, 1 ms, 8 Mbit/s (1 byte per µs) */
+    int dep[1];
+    chain_deps(dep, 1);
+    op_program p;
+    build_prog(&p, 1, dep, OPC_FFN);
+    cost_log l = {.n_parties = 2};
+    cost_round *r = push_round(&l);
+    r->comm = 1;
+    r->bytes[0][1] = r->bytes[1][0] = 14480;
+    net_cfg n;
+    net_uniform(&n, 2, 1000000, 8e6);
+    machine_profile m = fast_machine();
+    ck_assert_uint_eq(run_lat(&n, &m, &p, &l, 0), 1000000 + 14480 * 1000);
+    n.wire = NET_WIRE_TCP;
+    ck_assert_uint_eq(run_lat(&n, &m, &p, &l, 0), 1000000 + (14480 + 15 * 66) * 1000);
+    ck_assert_uint_eq(run_lat(&n, &m, &p, &l, 1), 1000000 + (14480 + 15 * 66) * 1000);
+    l.r[0].bytes[1][0] = 0; /* one way: the ACKs ride the idle reverse link */
+    ck_assert_uint_eq(run_lat(&n, &m, &p, &l, 0), 1000000 + (14480 + 10 * 66) * 1000);
+    sim_result res;
+    sim_opts o = {0};
+    n.wire.mtu = 100; /* refused */
+    ck_assert_int_eq(sim_run(&n, &m, &p, &l, &o, &res, &e), MS_ERR_INPUT);
+    free(l.r);
+    op_program_free(&p);
+}
+END_TEST
+
 START_TEST(test_token_bucket_link)
 {
     /* 8 Mbit/s: 1 byte = 1 µs; a 3000-byte bucket holds 3 ms of traffic; latency 1 ms */
@@ -477,8 +530,19 @@ START_TEST(test_event_queue_equals_onepass)
                 ck_assert_uint_le(a.latency_ns, b.latency_ns);
             else
                 same_result(&a, &b);
+            sim_result_free(&b);
+            /* wire framing: the three paths still agree, and frames are never faster */
+            net_cfg wired = n;
+            wired.wire = NET_WIRE_TCP;
+            wired.wire.msg_bytes = 32;
+            sim_result c;
+            ck_assert_int_eq(sim_run(&wired, &m, &p, &l, &o1, &b, &e), MS_OK);
+            ck_assert_int_eq(sim_run(&wired, &m, &p, &l, &o2, &c, &e), MS_OK);
+            same_result(&b, &c);
+            ck_assert_uint_ge(b.latency_ns, a.latency_ns);
             sim_result_free(&a);
             sim_result_free(&b);
+            sim_result_free(&c);
         }
         free(l.r);
         op_program_free(&p);
@@ -670,6 +734,7 @@ Suite *sim_suite(void)
     tcase_add_test(tc, test_arrival_formula);
     tcase_add_test(tc, test_serialization_back_to_back);
     tcase_add_test(tc, test_token_bucket_link);
+    tcase_add_test(tc, test_wire_framing);
     suite_add_tcase(s, tc);
     tc = tcase_create("program");
     tcase_set_timeout(tc, 60);

@@ -330,6 +330,40 @@ START_TEST(test_cli_rows_in_db)
 }
 END_TEST
 
+/* --basic-ops: SecretFlow's basic-op task runs in both sizes for every op, and the online bytes
+ * of these element-wise tasks scale with n (n/4 and n elements: exactly 4 times). */
+START_TEST(test_cli_basic_ops)
+{
+    char dir[] = "/tmp/mpcsim-validate-XXXXXX", out[600];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(out, sizeof out, "%s/out.txt", dir);
+    const char *args[] = {"validate", "--basic-ops", "--n", "256", "--latency-ms", "0", "-p", "aby3", NULL};
+    int st = run_cli(dir, args);
+    ck_assert_msg(st == 0, "mpcsim validate --basic-ops exited %d (see %s)", st, out);
+    FILE *f = fopen(out, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[512], pn[16], opn[16];
+    unsigned long long n, bytes, small[3] = {0}, big[3] = {0};
+    int rows = 0;
+    static const char *const ops[] = {"add", "mul", "lt"};
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "%15s %15s %llu | %llu", pn, opn, &n, &bytes) == 4 && !strcmp(pn, "aby3"))
+            for (int k = 0; k < 3; k++)
+                if (!strcmp(opn, ops[k])) {
+                    *(n == 64 ? &small[k] : &big[k]) = bytes;
+                    rows++;
+                }
+    fclose(f);
+    ck_assert_int_eq(rows, 6);
+    for (int k = 0; k < 3; k++) {
+        ck_assert_msg(small[k] > 0 && big[k] == 4 * small[k], "%s: %llu bytes at 64, %llu at 256", ops[k], small[k],
+                      big[k]);
+    }
+    unlink(out);
+    rmdir(dir);
+}
+END_TEST
+
 /* Shaped links (root and iproute2 only; skipped with a message elsewhere): the same exact
  * counts through veth pairs with tbf, rows marked 'tbf', no namespace left behind. */
 START_TEST(test_cli_shaped)
@@ -431,6 +465,7 @@ Suite *validate_suite(void)
     tcase_add_test(tc, test_mpcache_padded_in_mpc);
     tcase_add_test(tc, test_cli_rows_in_db);
     tcase_add_test(tc, test_cli_shaped);
+    tcase_add_test(tc, test_cli_basic_ops);
     tcase_add_test(tc, test_silu_sigmoid_bound);
     suite_add_tcase(s, tc);
     return s;
