@@ -450,9 +450,9 @@ static int k_ks_add(eng *e, mpc_val *sum, const mpc_val *a, const mpc_val *b)
     return MS_OK;
 }
 
-/* Boolean sharing of the arithmetic value x: bool_components, then for 3 components a
- * carry-save adder (1 round: maj = ((a^c)&(b^c))^c), then k_ks_add. */
-static int k_a2b(eng *e, mpc_val *z, const mpc_val *x)
+/* Two boolean words a, b with a + b = x (mod 2^64): bool_components, and for 3 components a
+ * carry-save adder (1 round: maj = ((a^c)&(b^c))^c). */
+static int k_two_words(eng *e, mpc_val *a, mpc_val *b, const mpc_val *x)
 {
     mpc_val c[3];
     int nc = 0;
@@ -461,28 +461,112 @@ static int k_a2b(eng *e, mpc_val *z, const mpc_val *x)
     TRY(VT->bool_components(e, c, &nc, x));
     if (nc == 3) {
         size_t n = x->n;
-        mpc_val s, ac, bc, mj;
-        TRY(kal(e, &s, n, DOM_BOOL));
-        TRY(VT->add(e, &s, &c[0], &c[1]));
-        TRY(VT->add(e, &s, &s, &c[2]));
-        TRY(kal(e, &ac, n, DOM_BOOL));
-        TRY(VT->add(e, &ac, &c[0], &c[2]));
+        mpc_val bc, mj;
+        TRY(kal(e, a, n, DOM_BOOL));
+        TRY(VT->add(e, a, &c[0], &c[1]));
+        TRY(VT->add(e, a, a, &c[2]));
+        TRY(kal(e, b, n, DOM_BOOL));
+        TRY(VT->add(e, b, &c[0], &c[2]));
         TRY(kal(e, &bc, n, DOM_BOOL));
         TRY(VT->add(e, &bc, &c[1], &c[2]));
         TRY(kal(e, &mj, n, DOM_BOOL));
-        TRY(VT->and_bb(e, &mj, &ac, &bc));
+        TRY(VT->and_bb(e, &mj, b, &bc));
         TRY(VT->add(e, &mj, &mj, &c[2]));
-        TRY(VT->shift(e, &ac, &mj, -1)); /* carry word */
-        TRY(k_ks_add(e, z, &s, &ac));
-        krel(e, &s);
-        krel(e, &ac);
+        TRY(VT->shift(e, b, &mj, -1)); /* carry word */
         krel(e, &bc);
         krel(e, &mj);
+        for (int i = 0; i < 3; i++)
+            krel(e, &c[i]);
     } else {
-        TRY(k_ks_add(e, z, &c[0], &c[1]));
+        *a = c[0];
+        *b = c[1];
+        krel(e, &c[2]);
     }
-    for (int i = 0; i < 3; i++)
-        krel(e, &c[i]);
+    return MS_OK;
+}
+
+/* Boolean sharing of the arithmetic value x: two words, then k_ks_add. */
+static int k_a2b(eng *e, mpc_val *z, const mpc_val *x)
+{
+    mpc_val a, b;
+    TRY(k_two_words(e, &a, &b, x));
+    TRY(k_ks_add(e, z, &a, &b));
+    krel(e, &a);
+    krel(e, &b);
+    return MS_OK;
+}
+
+/* z = x & mask on every word (public constant: local). */
+static int k_andc(eng *e, mpc_val *z, const mpc_val *x, uint64_t mask)
+{
+    uint64_t *m;
+    TRY(pub64(x, x->n, &m));
+    if (m)
+        for (size_t i = 0; i < x->n; i++)
+            m[i] = mask;
+    int rc = VT->mul_pub(e, z, x, m, x->n);
+    free(m);
+    return rc;
+}
+
+/* z = (x << l) & ml ^ (y << r) & mr (shifts: positive left; local). */
+static int k_place2(eng *e, mpc_val *z, const mpc_val *x, int l, uint64_t ml, const mpc_val *y,
+                    int r, uint64_t mr)
+{
+    mpc_val t;
+    TRY(kal(e, &t, x->n, DOM_BOOL));
+    TRY(VT->shift(e, &t, x, -l));
+    TRY(k_andc(e, z, &t, ml));
+    TRY(VT->shift(e, &t, y, -r));
+    TRY(k_andc(e, &t, &t, mr));
+    TRY(VT->add(e, z, z, &t));
+    krel(e, &t);
+    return MS_OK;
+}
+
+/* Bit 63 of z = the carry out of a + b (mod 2^64), other bits garbage: a carry-out tree of
+ * (generate, propagate) pairs. SPU's msb_a2b likewise computes only the carry, in 7 rounds
+ * and 56 B per comparison by packing the shrinking words (mpc-costs.md §2.3); here every
+ * level keeps one 64-bit word per element (no packing across elements). Level 0: g = a & b, p = a ^ b. Level k = 1 … 6 combines blocks of
+ * 2^(k-1) bits into blocks of 2^k: at the top bit t of each block G = G_hi ^ P_hi & G_lo, and
+ * P = P_hi & P_lo kept one bit below the top, so both products of a level are one word:
+ * [P_hi at t | P_hi at t-1] & [G_lo at t | P_lo at t-1], one and_bb. 7 rounds, as k_ks_add,
+ * with one word per level where the prefix adder ANDs two. */
+static int k_carry_out(eng *e, mpc_val *z, const mpc_val *a, const mpc_val *b)
+{
+    size_t n = a->n;
+    mpc_val G, P, L, R, T;
+    TRY(kal(e, &G, n, DOM_BOOL));
+    TRY(VT->and_bb(e, &G, a, b));
+    TRY(kal(e, &P, n, DOM_BOOL));
+    TRY(VT->add(e, &P, a, b));
+    TRY(kal(e, &L, n, DOM_BOOL));
+    TRY(kal(e, &R, n, DOM_BOOL));
+    TRY(kal(e, &T, n, DOM_BOOL));
+    for (int k = 1; k <= 6; k++) {
+        int h = 1 << (k - 1);
+        uint64_t top = 0;
+        for (int t = (1 << k) - 1; t < 64; t += 1 << k)
+            top |= 1ull << t;
+        uint64_t slot = top >> 1;
+        if (k == 1) { /* P at every bit: P_hi (t) to t and t-1, P_lo (t-1) stays */
+            TRY(k_place2(e, &L, &P, 0, top, &P, -1, slot));
+            TRY(k_place2(e, &R, &G, 1, top, &P, 0, slot));
+        } else {      /* P one below each block's top since level 1 */
+            TRY(k_place2(e, &L, &P, 1, top, &P, 0, slot));
+            TRY(k_place2(e, &R, &G, h, top, &P, h, slot));
+        }
+        TRY(VT->and_bb(e, &T, &L, &R));
+        TRY(k_andc(e, &G, &G, top));
+        TRY(VT->add(e, &G, &G, &T));
+        TRY(k_andc(e, &G, &G, top));
+        TRY(k_andc(e, &P, &T, slot));
+    }
+    *z = G;
+    krel(e, &P);
+    krel(e, &L);
+    krel(e, &R);
+    krel(e, &T);
     return MS_OK;
 }
 
@@ -490,7 +574,26 @@ static int k_a2b(eng *e, mpc_val *z, const mpc_val *x)
 static int k_msb(eng *e, mpc_val *z, const mpc_val *d)
 {
     mpc_val b;
-    TRY(k_a2b(e, &b, d));
+    if (!strcmp(e->cfg.msb, "carry")) {
+        /* msb(a + b) = a63 ^ b63 ^ (carry into bit 63) = a63 ^ b63 ^ carry_out(a << 1, b << 1) */
+        mpc_val a, c, a1, b1, co;
+        TRY(k_two_words(e, &a, &c, d));
+        TRY(kal(e, &a1, d->n, DOM_BOOL));
+        TRY(VT->shift(e, &a1, &a, -1));
+        TRY(kal(e, &b1, d->n, DOM_BOOL));
+        TRY(VT->shift(e, &b1, &c, -1));
+        TRY(k_carry_out(e, &co, &a1, &b1));
+        TRY(kal(e, &b, d->n, DOM_BOOL));
+        TRY(VT->add(e, &b, &a, &c));
+        TRY(VT->add(e, &b, &b, &co));
+        krel(e, &a);
+        krel(e, &c);
+        krel(e, &a1);
+        krel(e, &b1);
+        krel(e, &co);
+    } else {
+        TRY(k_a2b(e, &b, d));
+    }
     TRY(VT->shift(e, &b, &b, 63));
     TRY(kal(e, z, d->n, DOM_ARITH));
     TRY(VT->b2a(e, z, &b));

@@ -37,6 +37,8 @@ typedef struct proto_cfg {
     int beaver_cache;         /* 1: a fixed operand's opened mask is reused (SPU BeaverCache) */
     int trunc_local;          /* 2PC: 1 = SecureML local truncation (0 rounds) */
     char approx[32];          /* "puma" (piecewise GeLU/SiLU) — selects activation approximations */
+    char msb[16];             /* comparisons' msb: "ks" (full Kogge–Stone A2B, then bit 63) or
+                               * "carry" (carry-out tree of one word per level, SPU's carry_out) */
 } proto_cfg;
 
 /* Kinds of local work, converted to time by the machine profile (sim/machine.h). */

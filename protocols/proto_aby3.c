@@ -18,6 +18,7 @@ static void aby3_defaults(proto_cfg *c)
     c->beaver_cache = 0;      /* no Beaver triples in replicated sharing */
     c->trunc_local = 0;       /* ABY3 Share Truncation I always sends one message */
     strcpy(c->approx, "puma");
+    strcpy(c->msb, "ks");
 }
 
 /* One element per secret element on each link i → i−1 (P_i sends to P_{i−1}). */

@@ -34,9 +34,22 @@ static const struct cfg_key {
      "semi2k: reuse a fixed operand's opened mask"},
     {"trunc_local", K_BOOL, offsetof(proto_cfg, trunc_local), 0, 1,
      "semi2k: SecureML local truncation (0 rounds)"},
-    {"approx", K_STR, offsetof(proto_cfg, approx), 0, 0, "activation approximations: puma | sigmoid (SiLU as x·σ(x))"},
+    {"approx", K_STR, offsetof(proto_cfg, approx), 0, 0,
+     "activation approximations: puma | sigmoid (SiLU as x·σ(x))"},
+    {"msb", K_STR, offsetof(proto_cfg, msb), 0, 0,
+     "comparisons: ks (full A2B adder) | carry (carry-out tree, fewer bytes)"},
 };
 #define N_KEYS (sizeof cfg_keys / sizeof *cfg_keys)
+
+/* The accepted values of the string parameters, and their fields' sizes. */
+static const struct str_key {
+    const char *name;
+    const char *v[2];
+    size_t size;
+} str_keys[] = {
+    {"approx", {"puma", "sigmoid"}, sizeof(((proto_cfg *)0)->approx)},
+    {"msb", {"ks", "carry"}, sizeof(((proto_cfg *)0)->msb)},
+};
 
 const char *const *proto_cfg_keys(size_t *n)
 {
@@ -72,7 +85,7 @@ int proto_cfg_set(proto_cfg *cfg, const char *key, const char *value, errbuf *e)
         return err_set(e, MS_ERR_INPUT,
                        "error: unknown protocol parameter '%s' (valid: ring_bits, frac_bits, "
                        "exp_iters, recip_iters, rsqrt_iters, softmax_clip, beaver_cache, "
-                       "trunc_local, approx)", key);
+                       "trunc_local, approx, msb)", key);
     }
     char *field = (char *)cfg + k->off;
     switch (k->type) {
@@ -103,13 +116,18 @@ int proto_cfg_set(proto_cfg *cfg, const char *key, const char *value, errbuf *e)
         *(int *)field = v;
         return MS_OK;
     }
-    default:
-        if (strcmp(value, "puma") != 0 && strcmp(value, "sigmoid") != 0)
+    default: {
+        const struct str_key *sk = &str_keys[0];
+        for (size_t i = 0; i < sizeof str_keys / sizeof *str_keys; i++)
+            if (!strcmp(str_keys[i].name, key))
+                sk = &str_keys[i];
+        if (strcmp(value, sk->v[0]) != 0 && strcmp(value, sk->v[1]) != 0)
             return err_set(e, MS_ERR_INPUT,
-                           "error: protocol parameter 'approx' must be 'puma' or 'sigmoid', got '%s'",
-                           value);
-        snprintf(field, sizeof cfg->approx, "%s", value);
+                           "error: protocol parameter '%s' must be '%s' or '%s', got '%s'", key,
+                           sk->v[0], sk->v[1], value);
+        snprintf(field, sk->size, "%s", value);
         return MS_OK;
+    }
     }
 }
 

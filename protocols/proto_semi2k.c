@@ -19,6 +19,7 @@ static void semi2k_defaults(proto_cfg *c)
     c->beaver_cache = 1;      /* SPU semi2k BeaverCacheKernel */
     c->trunc_local = 0;       /* SPU 2PC default is a 1-round probabilistic truncation */
     strcpy(c->approx, "puma");
+    strcpy(c->msb, "ks");
 }
 
 static void both(cost_round *r, uint64_t b)

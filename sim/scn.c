@@ -1443,6 +1443,12 @@ static void put_protocol(FILE *f, const proto_cfg *p)
             p->beaver_cache ? "true" : "false", p->trunc_local ? "true" : "false");
     put_str(f, p->approx);
     fputc('\n', f);
+    /* written only when not the default, so runs resolved before the key existed keep their hash */
+    if (strcmp(p->msb, "ks") != 0) {
+        fputs("  msb: ", f);
+        put_str(f, p->msb);
+        fputc('\n', f);
+    }
 }
 
 static void put_params(FILE *f, const char *indent, const kv_param *kv, size_t n)

@@ -20,6 +20,7 @@ static double urand(double lo, double hi)
 }
 
 static int exp_iters_override; /* 0: the protocol default */
+static const char *msb_override; /* NULL: the protocol default */
 
 static eng *mk(int np)
 {
@@ -28,6 +29,8 @@ static eng *mk(int np)
     ck_assert_int_eq(proto_cfg_default(np == 2 ? "semi2k" : "aby3", &c, &e), 0);
     if (exp_iters_override)
         c.exp_iters = exp_iters_override;
+    if (msb_override)
+        ck_assert_int_eq(proto_cfg_set(&c, "msb", msb_override, &e), 0);
     eng *en = NULL;
     ck_assert_int_eq(eng_plain_new(&c, np, 99 + (uint64_t)np, 0, &en), 0);
     return en;
@@ -61,6 +64,15 @@ static uint32_t h_tensor(harness *h, const char *name, int role, int dom, uint32
         for (size_t i = 0; i < n; i++)
             mv->s[0][i] = fx_encode(v[i], frac);
     return id;
+}
+
+/* Gives tensor t pseudo-random share components (as an input or a communicating primitive
+ * leaves them: eng_plain.c), so boolean circuits see real carries between the components. */
+static void h_components(harness *h, uint32_t t, int np)
+{
+    mpc_val *v = &h->vals[t];
+    for (size_t i = 0; i < v->n * (size_t)(np - 1); i++)
+        v->s[1][i] = ((uint64_t)(urand(0, 1) * 4294967296.0) << 32) ^ (uint64_t)(urand(0, 1) * 4294967296.0);
 }
 
 static void h_run(harness *h, op o)
@@ -109,11 +121,14 @@ END_TEST
 
 /* ---- comparisons ------------------------------------------------------------------------- */
 
+/* _i: party count 2 + (_i & 1); _i ≥ 2 with msb = carry (the carry-out tree) */
 START_TEST(test_lt_eq)
 {
-    int np = 2 + _i;
+    int np = 2 + (_i & 1);
+    msb_override = _i >= 2 ? "carry" : NULL;
     harness h;
     h_init(&h, np);
+    msb_override = NULL;
     enum { N = 400 };
     double a[N], b[N];
     for (int i = 0; i < N; i++) {
@@ -121,10 +136,16 @@ START_TEST(test_lt_eq)
         b[i] = (i % 4 == 0) ? a[i] : (i % 4 == 1) ? a[i] + ldexp(1, -F) : urand(-1000, 1000);
     }
     a[0] = 0, b[0] = 0, a[5] = 3e6, b[5] = -3e6, a[9] = -3e6, b[9] = 3e6;
+    /* |a - b| near the 2^63 limit of lt's exactness (kern.c) and at the carry chain's ends */
+    a[13] = 3 * ldexp(1, 59 - F), b[13] = -3 * ldexp(1, 59 - F);
+    a[17] = -3 * ldexp(1, 59 - F), b[17] = 3 * ldexp(1, 59 - F);
+    a[21] = ldexp(1, -F), b[21] = 0, a[25] = -ldexp(1, -F), b[25] = 0;
     uint32_t ta = h_tensor(&h, "a", OPT_TEMP, DOM_ARITH, 1, 1, N, a, F);
     uint32_t tb = h_tensor(&h, "b", OPT_TEMP, DOM_ARITH, 1, 1, N, b, F);
     uint32_t lt = h_tensor(&h, "lt", OPT_TEMP, DOM_ARITH, 1, 1, N, NULL, 0);
     uint32_t eq = h_tensor(&h, "eq", OPT_TEMP, DOM_ARITH, 1, 1, N, NULL, 0);
+    h_components(&h, ta, np);
+    h_components(&h, tb, np);
     h_run(&h, mkop(OP_LT, 1, 1, 0, N, ta, tb, OP_NONE, lt));
     h_run(&h, mkop(OP_EQ, 1, 1, 0, N, ta, tb, OP_NONE, eq));
     for (int i = 0; i < N; i++) {
@@ -568,7 +589,7 @@ Suite *kern_suite(void)
     TCase *t = tcase_create("numerics");
     tcase_set_timeout(t, 60);
     tcase_add_test(t, test_fx_roundtrip);
-    tcase_add_loop_test(t, test_lt_eq, 0, 2);
+    tcase_add_loop_test(t, test_lt_eq, 0, 4);
     tcase_add_loop_test(t, test_a2b_b2a_select, 0, 2);
     tcase_add_loop_test(t, test_exp, 0, 2);
     tcase_add_loop_test(t, test_reciprocal, 0, 2);

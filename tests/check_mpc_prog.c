@@ -33,6 +33,7 @@ typedef struct prog_case {
     double tol;    /* absolute tolerance on decoded outputs (relative above 1) */
     int any_name;  /* unbound tensors get reals in [-0.1, 0.1) (counts-only runs) */
     int counts_only;
+    const char *msb; /* protocol parameter msb, or NULL for the default */
 } prog_case;
 
 static uint64_t mix(uint64_t *s)
@@ -166,6 +167,8 @@ static void check_run(const prog_case *c, mpc_local_run *lr_in)
     proto_cfg cfg;
     errbuf err = {{0}};
     ck_assert_int_eq(proto_cfg_default(c->pname, &cfg, &err), MS_OK);
+    if (c->msb)
+        ck_assert_int_eq(proto_cfg_set(&cfg, "msb", c->msb, &err), MS_OK);
     const op_program *p = &c->prog;
     ck_assert(op_program_is_sane(p));
     /* prediction */
@@ -239,6 +242,8 @@ static void run_case(const prog_case *c)
     proto_cfg cfg;
     errbuf err = {{0}};
     ck_assert_int_eq(proto_cfg_default(c->pname, &cfg, &err), MS_OK);
+    if (c->msb)
+        ck_assert_int_eq(proto_cfg_set(&cfg, "msb", c->msb, &err), MS_OK);
     mpc_launch l = {.cfg = cfg, .deadline_ms = 30000};
     mpc_local_run lr;
     ck_assert_msg(mpc_run_local(&l, &c->prog, bind_fn, (void *)c, !c->counts_only, &lr, &err) == MS_OK,
@@ -413,6 +418,25 @@ START_TEST(test_single_ops)
 }
 END_TEST
 
+/* msb = carry (the carry-out tree) on the real backend: the ops built on comparisons, values
+ * against the clear-text engine and counts against the cost engine, as above. */
+START_TEST(test_carry_msb_ops)
+{
+    const char *pname = _i ? "aby3" : "semi2k";
+    for (size_t q = 0; q < sizeof singles / sizeof *singles; q++) {
+        int k = singles[q].kind;
+        if (k != OP_LT && k != OP_MAX && k != OP_ARGMAX && k != OP_SOFTMAX && k != OP_TOPK &&
+            k != OP_SILU)
+            continue;
+        prog_case c;
+        single_case(&c, pname, &singles[q]);
+        c.msb = "carry";
+        run_case(&c);
+        op_program_free(&c.prog);
+    }
+}
+END_TEST
+
 /* A lowered stories260K decode step and prefill (the lowering's tensor names, weights bound by name with
  * stand-in values): every op's measured bytes and rounds equal the cost engine's. */
 START_TEST(test_stories260k_step)
@@ -536,6 +560,7 @@ Suite *mpc_prog_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_composite, 0, 2);
     tcase_add_loop_test(tc, test_single_ops, 0, 2);
+    tcase_add_loop_test(tc, test_carry_msb_ops, 0, 2);
     tcase_add_loop_test(tc, test_stories260k_step, 0, 2);
     tcase_add_loop_test(tc, test_two_programs, 0, 2);
     suite_add_tcase(s, tc);

@@ -333,6 +333,22 @@ START_TEST(test_composite_bytes)
         ck_assert_uint_eq(s.off1, 104ull * n);
         /* aby3 lt: CSA n, generate n, 5 levels 2n, last n, b2a 2 rounds of n: 8·15n = 120n */
         ck_assert_uint_eq(cost_op("aby3", OP_LT, 1, n, 0, 1, 0, 0, NULL).sent0, 120ull * n);
+        /* msb = carry: the carry-out tree ANDs one word per level instead of two:
+         * semi2k 16n (generate) + 6·16n + 8n (b2a) = 120n each way, offline 8n + 6·8n + 8n;
+         * aby3 CSA n, generate n, 6 levels n, b2a 2 rounds of n: 8·10n = 80n; rounds as ks */
+        proto_cfg c2, c3;
+        errbuf e;
+        ck_assert_int_eq(proto_cfg_default("semi2k", &c2, &e), 0);
+        ck_assert_int_eq(proto_cfg_set(&c2, "msb", "carry", &e), 0);
+        ck_assert_int_eq(proto_cfg_default("aby3", &c3, &e), 0);
+        ck_assert_int_eq(proto_cfg_set(&c3, "msb", "carry", &e), 0);
+        sums sc = cost_op("semi2k", OP_LT, 1, n, 0, 1, 0, 0, &c2);
+        ck_assert_uint_eq(sc.sent0, 120ull * n);
+        ck_assert_uint_eq(sc.off1, 64ull * n);
+        ck_assert_uint_eq(sc.rounds, s.rounds);
+        sums s3 = cost_op("aby3", OP_LT, 1, n, 0, 1, 0, 0, &c3);
+        ck_assert_uint_eq(s3.sent0, 80ull * n);
+        ck_assert_uint_eq(s3.rounds, cost_op("aby3", OP_LT, 1, n, 0, 1, 0, 0, NULL).rounds);
         /* eq: AND tree of 6 levels of n, b2a: semi2k 6·16n + 8n; aby3 (1+6)·8n + 16n */
         ck_assert_uint_eq(cost_op("semi2k", OP_EQ, 1, n, 0, 1, 0, 0, NULL).sent0, 104ull * n);
         ck_assert_uint_eq(cost_op("aby3", OP_EQ, 1, n, 0, 1, 0, 0, NULL).sent0, 72ull * n);
