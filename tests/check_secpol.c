@@ -43,6 +43,7 @@
 #include "replay.h"
 #include "secinf.h"
 #include "secpol.h"
+#include "stories.h"
 #include "valid.h"
 
 /* Logit tolerance against the replay (f = 18, approx sigmoid), as tests/check_validate.c. */
@@ -61,36 +62,6 @@ static const char *const mpc_params[3][4] = {{"static=none", "s1=8", "s2=4", "ra
 /* A top-k margin (q/√d · bound units) the fixed-point error can swap: measured below 0.01 on
  * 128 positions (BENCHMARKS.md) */
 #define MPC_TIE 0.05
-
-typedef struct fixture {
-    model_cfg m;
-    llama *L;
-    int ids[1024];
-    int n;
-} fixture;
-
-static void fixture_open(fixture *f)
-{
-    errbuf e = {{0}};
-    ck_assert_msg(model_load("stories260K", &f->m, &e) == MS_OK, "%s", e.msg);
-    char wp[1024], tp[1024], txt[1024];
-    ck_assert_int_eq(model_file_path(f->m.weights, wp, sizeof wp), 0);
-    ck_assert_int_eq(model_file_path(f->m.tokenizer, tp, sizeof tp), 0);
-    ck_assert_msg(llama_load(&f->m, wp, &f->L, &e) == MS_OK, "%s", e.msg);
-    llama_tok *T;
-    ck_assert_msg(llama_tok_load(tp, f->m.vocab, &T, &e) == MS_OK, "%s", e.msg);
-    const char *data = getenv("MPCSIM_DATA");
-    snprintf(txt, sizeof txt, "%s/tests/data/tinystories_sample.txt", data ? data : ".");
-    FILE *fp = fopen(txt, "r");
-    ck_assert_msg(fp != NULL, "cannot open %s", txt);
-    static char text[8192];
-    size_t n = fread(text, 1, sizeof text - 1, fp);
-    text[n] = 0;
-    fclose(fp);
-    f->n = llama_tok_encode(T, text, f->ids, 1024);
-    ck_assert_int_ge(f->n, 2 * N);
-    llama_tok_free(T);
-}
 
 static void h2o_opts(fixture *f, const char *pname, secinf_opts *o)
 {
@@ -120,7 +91,7 @@ START_TEST(test_h2o_on_shares)
 {
     static const char *const protos[] = {"semi2k", "aby3"};
     fixture f;
-    fixture_open(&f);
+    fixture_open(&f, 2 * N);
     errbuf e = {{0}};
     uint32_t V = f.m.vocab, LH = f.m.n_layers * f.m.n_kv_heads;
     float *pol = malloc((size_t)N * V * sizeof *pol), *full = malloc((size_t)N * V * sizeof *full);
@@ -200,7 +171,7 @@ static size_t layer_ops(const op_program *p, int layer, int phase, const op **ou
 START_TEST(test_h2o_costed_as_run)
 {
     fixture f;
-    fixture_open(&f);
+    fixture_open(&f, 2 * N);
     errbuf e = {{0}};
     secinf_opts o;
     h2o_opts(&f, "semi2k", &o);
@@ -262,7 +233,7 @@ END_TEST
 START_TEST(test_h2o_reveals_nothing)
 {
     fixture f;
-    fixture_open(&f);
+    fixture_open(&f, 2 * N);
     errbuf e = {{0}};
     secinf_opts o, o2;
     h2o_opts(&f, "semi2k", &o);
@@ -319,7 +290,7 @@ END_TEST
 START_TEST(test_public_and_missing)
 {
     fixture f;
-    fixture_open(&f);
+    fixture_open(&f, 2 * N);
     errbuf e = {{0}};
     const char *params[] = {"sink=2", "recent=6"};
     secinf_keep pub, rep;
@@ -366,7 +337,7 @@ START_TEST(test_mpcache_on_shares)
 {
     static const char *const protos[] = {"semi2k", "aby3", "semi2k"};
     fixture f;
-    fixture_open(&f);
+    fixture_open(&f, 2 * N);
     errbuf e = {{0}};
     uint32_t V = f.m.vocab, LH = f.m.n_layers * f.m.n_kv_heads;
     float *pol = malloc((size_t)N * V * sizeof *pol), *full = malloc((size_t)N * V * sizeof *full);
@@ -444,7 +415,7 @@ END_TEST
 START_TEST(test_mpcache_costed_as_run)
 {
     fixture f;
-    fixture_open(&f);
+    fixture_open(&f, 2 * N);
     errbuf e = {{0}};
     for (int cfg = 0; cfg < 2; cfg++) {
         secinf_opts o;
@@ -630,7 +601,7 @@ START_TEST(test_mpcache_replay_lowers_as_run)
      * the programs the session runs: the prompt and every decode step, the attention shaped by
      * the public bound the session attends (not the replay's kept counts) */
     fixture f;
-    fixture_open(&f);
+    fixture_open(&f, 2 * N);
     errbuf e = {{0}};
     secinf_opts o;
     mpc_opts(&f, "semi2k", _i, &o);
@@ -717,7 +688,7 @@ START_TEST(test_mpcache_threshold_decode_costed_as_run)
      * counts are the ones the plaintext rule keeps */
     enum { STEPS = 4 };
     fixture f;
-    fixture_open(&f);
+    fixture_open(&f, 2 * N);
     errbuf e = {{0}};
     secinf_opts o;
     mpc_opts(&f, "semi2k", 2, &o);
@@ -791,7 +762,7 @@ END_TEST
 START_TEST(test_mpcache_reveals_nothing)
 {
     fixture f;
-    fixture_open(&f);
+    fixture_open(&f, 2 * N);
     errbuf e = {{0}};
     secinf_opts o, o2;
     mpc_opts(&f, "semi2k", 0, &o);

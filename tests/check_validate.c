@@ -27,41 +27,12 @@
 #include "eng_plain.h"
 #include "kern.h"
 #include "secinf.h"
+#include "stories.h"
 #include "valid.h"
 
 /* Logit tolerance of the secure run against its float reference (f = 18, approx sigmoid):
  * measured max 0.10 over 100 positions, 0.12 over 256 (BENCHMARKS.md). */
 #define LOGIT_TOL 0.3
-
-typedef struct fixture {
-    model_cfg m;
-    llama *L;
-    int ids[1024];
-    int n;
-} fixture;
-
-static void fixture_open(fixture *f)
-{
-    errbuf e = {{0}};
-    ck_assert_msg(model_load("stories260K", &f->m, &e) == MS_OK, "%s", e.msg);
-    char wp[1024], tp[1024], txt[1024];
-    ck_assert_int_eq(model_file_path(f->m.weights, wp, sizeof wp), 0);
-    ck_assert_int_eq(model_file_path(f->m.tokenizer, tp, sizeof tp), 0);
-    ck_assert_msg(llama_load(&f->m, wp, &f->L, &e) == MS_OK, "%s", e.msg);
-    llama_tok *T;
-    ck_assert_msg(llama_tok_load(tp, f->m.vocab, &T, &e) == MS_OK, "%s", e.msg);
-    const char *data = getenv("MPCSIM_DATA");
-    snprintf(txt, sizeof txt, "%s/tests/data/tinystories_sample.txt", data ? data : ".");
-    FILE *fp = fopen(txt, "r");
-    ck_assert_msg(fp != NULL, "cannot open %s", txt);
-    static char text[8192];
-    size_t n = fread(text, 1, sizeof text - 1, fp);
-    text[n] = 0;
-    fclose(fp);
-    f->n = llama_tok_encode(T, text, f->ids, 1024);
-    ck_assert_int_ge(f->n, 128);
-    llama_tok_free(T);
-}
 
 static void cfg_of(const char *pn, proto_cfg *c)
 {
@@ -75,7 +46,7 @@ static void cfg_of(const char *pn, proto_cfg *c)
 START_TEST(test_programs_exact)
 {
     fixture f;
-    fixture_open(&f);
+    fixture_open(&f, 128);
     errbuf e = {{0}};
     secinf_opts o = {.model = &f.m, .weights = f.L, .tokens = f.ids, .n_tokens = 5, .prefill = 4};
     cfg_of(_i ? "aby3" : "semi2k", &o.cfg);
@@ -120,7 +91,7 @@ END_TEST
 START_TEST(test_accuracy_teacher_forced)
 {
     fixture f;
-    fixture_open(&f);
+    fixture_open(&f, 128);
     errbuf e = {{0}};
     const uint32_t N = 100, V = f.m.vocab;
     float *ref = malloc((size_t)N * V * sizeof *ref);
@@ -159,7 +130,7 @@ END_TEST
 START_TEST(test_streamingllm_in_mpc)
 {
     fixture f;
-    fixture_open(&f);
+    fixture_open(&f, 128);
     errbuf e = {{0}};
     const uint32_t N = 40, P = 8, V = f.m.vocab;
     const char *params[] = {"sink=2", "recent=6"};
@@ -215,7 +186,7 @@ END_TEST
 START_TEST(test_mpcache_padded_in_mpc)
 {
     fixture f;
-    fixture_open(&f);
+    fixture_open(&f, 128);
     errbuf e = {{0}};
     const uint32_t N = 28, P = 16, V = f.m.vocab;
     const char *params[] = {"s1=8", "s2=4"};
