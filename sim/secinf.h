@@ -14,8 +14,9 @@
  *   - selection on shares (secinf_opts.spol, sim/secpol.h): the policy's selection ops are part
  *     of each step's program and run on secret shares; the parties learn the public kept counts
  *     only, and the secret cache is carried between steps in the selected (secret) order. H2O;
- *     MPCache with static `none` (its tables and cluster bounds carried, its selection spliced
- *     between each layer's query and attention).
+ *     MPCache with static `threshold` (the prompt reveals each layer's kept count) or `none`
+ *     (its tables and cluster bounds carried, its selection spliced between each layer's query
+ *     and attention).
  *   - keep masks (secinf_opts.keep: which cached positions each layer and KV head attends to at
  *     each decode position), public: the kept entries are moved to the front of each head's
  *     cache by a local re-layout of the shares. Right for a policy whose kept set is a public
@@ -125,7 +126,8 @@ void secinf_keep_free(secinf_keep *k);
 int secinf_public_keep(const model_cfg *m, const char *policy, const char *const *params,
                        size_t n_params, uint32_t n, uint32_t prompt, secinf_keep *k, errbuf *e);
 
-/* How a policy runs inside MPC: SECINF_SPOL_H2O or SECINF_SPOL_MPCACHE (static none)
+/* How a policy runs inside MPC: SECINF_SPOL_H2O or SECINF_SPOL_MPCACHE (static threshold or
+ * none)
  * (selection on shares; budgets or parameters filled), or
  * SECINF_SPOL_NONE with *is_public = 1 when its kept set is public (secinf_public_keep), 0 when
  * it has no selection on shares. */
