@@ -98,6 +98,8 @@ int proto_cfg_default(const char *name, proto_cfg *cfg, errbuf *e);
  * an unknown key's message suggests the nearest valid one. The message carries no file
  * position: callers reading a file prefix their "file:line:col: ". */
 int proto_cfg_set(proto_cfg *cfg, const char *key, const char *value, errbuf *e);
+/* The same from one "KEY=VALUE" string (a command line's --set). */
+int proto_cfg_set_kv(proto_cfg *cfg, const char *kv, errbuf *e);
 /* The keys proto_cfg_set accepts. */
 const char *const *proto_cfg_keys(size_t *n);
 /* Prints the per-primitive cost table of pr for n elements (rounds, online bytes sent per

@@ -131,6 +131,17 @@ int proto_cfg_set(proto_cfg *cfg, const char *key, const char *value, errbuf *e)
     }
 }
 
+int proto_cfg_set_kv(proto_cfg *cfg, const char *kv, errbuf *e)
+{
+    const char *eq = strchr(kv, '=');
+    char key[64];
+    if (!eq || eq == kv || (size_t)(eq - kv) >= sizeof key)
+        return err_set(e, MS_ERR_USAGE, "error: --set wants KEY=VALUE (a protocol parameter), not '%s'", kv);
+    memcpy(key, kv, (size_t)(eq - kv));
+    key[eq - kv] = 0;
+    return proto_cfg_set(cfg, key, eq + 1, e);
+}
+
 /* ---- printed cost table ------------------------------------------------------------------ */
 
 typedef struct tot {

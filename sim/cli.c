@@ -1,6 +1,7 @@
 /* cli.c — helpers shared by the subcommands. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cmd.h"
 
@@ -8,10 +9,12 @@ const char *cli_prog(void) { return "mpcsim"; }
 
 void cli_error(const char *cmd, const char *fmt, ...)
 {
+    char msg[2048];
     va_list ap;
-    fprintf(stderr, "mpcsim %s: error: ", cmd);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    /* library messages may already begin with "error: " */
+    const char *m = strncmp(msg, "error: ", 7) ? msg : msg + 7;
+    fprintf(stderr, "mpcsim %s: error: %s\n", cmd, m);
 }

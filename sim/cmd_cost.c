@@ -14,6 +14,8 @@ typedef struct cost_args {
     uint32_t kv, tokens, batch;
     unsigned long long burst;
     int overlap, json, have_burst, wire_tcp;
+    const char *sets[32]; /* --set KEY=VALUE, protocol parameters */
+    int n_sets;
 } cost_args;
 
 static void usage(FILE *f)
@@ -22,7 +24,7 @@ static void usage(FILE *f)
             "usage: mpcsim cost --model M --protocol P --network N --kv T\n"
             "                   [--phase prefill|decode] [--tokens P] [--batch B] [--overlap]\n"
             "                   [--burst BYTES] [--wire tcp|none] [--dump-program FILE] [--timeline FILE]\n"
-            "                   [--profile NAME] [--json]\n\n"
+            "                   [--profile NAME] [--json] [--set K=V]...\n\n"
             "Costs one prefill or decode step of model M under MPC protocol P on network N:\n"
             "rounds, online bytes per party, offline (dealer) bytes, simulated latency, and a\n"
             "per-category breakdown with the critical path split into compute and\n"
@@ -34,6 +36,7 @@ static void usage(FILE *f)
             "                        (20ms/300Mbps, 1ms/20Mbps/3100)\n"
             "      --burst BYTES     every link a token bucket of BYTES (as Linux tbf's burst;\n"
             "                        >= 1500, 0: none, the default); see sim/SIMULATION.md\n"
+            "      --set K=V         protocol parameter (frac_bits, approx, msb, …; repeatable)\n"
             "      --wire W          tcp: links carry Ethernet/IPv4/TCP frames and ACKs (as tbf\n"
             "                        counts them); none: payload only (default); SIMULATION.md\n"
             "  -k, --kv T            decode: the step attends T keys (T-1 cached + this token);\n"
@@ -63,7 +66,7 @@ static int parse_u32(const char *opt, const char *s, uint32_t lo, uint32_t *out)
     return 0;
 }
 
-enum { O_PHASE = 256, O_OVERLAP, O_DUMP, O_TIMELINE, O_PROFILE, O_JSON, O_BURST, O_WIRE };
+enum { O_PHASE = 256, O_OVERLAP, O_DUMP, O_TIMELINE, O_PROFILE, O_JSON, O_BURST, O_WIRE, O_SET };
 
 static int parse_args(int argc, char **argv, cost_args *a)
 {
@@ -76,7 +79,7 @@ static int parse_args(int argc, char **argv, cost_args *a)
         {"timeline", required_argument, 0, O_TIMELINE},
         {"profile", required_argument, 0, O_PROFILE}, {"json", no_argument, 0, O_JSON},
         {"burst", required_argument, 0, O_BURST},
-        {"wire", required_argument, 0, O_WIRE},
+        {"wire", required_argument, 0, O_WIRE},  {"set", required_argument, 0, O_SET},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
     a->phase = PHASE_DECODE;
@@ -127,6 +130,13 @@ static int parse_args(int argc, char **argv, cost_args *a)
                 return 2;
             }
             a->have_burst = 1;
+            break;
+        case O_SET:
+            if (a->n_sets == 32) {
+                cli_error("cost", "at most 32 --set options");
+                return 2;
+            }
+            a->sets[a->n_sets++] = optarg;
             break;
         case O_WIRE:
             if (strcmp(optarg, "tcp") != 0 && strcmp(optarg, "none") != 0) {
@@ -303,6 +313,11 @@ int cmd_cost(int argc, char **argv)
         (rc = net_parse(a.network, pr->n_parties, &net, &e)) ||
         (rc = machine_load(a.profile, &mach, &e)))
         return fail(rc, &e);
+    for (int i = 0; i < a.n_sets; i++)
+        if (proto_cfg_set_kv(&pcfg, a.sets[i], &e)) {
+            cli_error("cost", "%s", e.msg);
+            return 2;
+        }
     if (a.have_burst)
         net_set_burst(&net, a.burst);
     if (a.wire_tcp)

@@ -283,15 +283,9 @@ static int parse_args(int argc, char **argv, party_args *a, errbuf *e)
     int rc = proto_cfg_default(a->protocol, &a->cfg, e);
     if (rc)
         return rc;
-    for (int i = 0; i < n_sets; i++) {
-        char key[64];
-        const char *eq = strchr(sets[i], '=');
-        if (!eq || (size_t)(eq - sets[i]) >= sizeof key)
-            return err_set(e, MS_ERR_USAGE, "--set wants KEY=VALUE, not '%s'", sets[i]);
-        snprintf(key, sizeof key, "%.*s", (int)(eq - sets[i]), sets[i]);
-        if ((rc = proto_cfg_set(&a->cfg, key, eq + 1, e)))
+    for (int i = 0; i < n_sets; i++)
+        if ((rc = proto_cfg_set_kv(&a->cfg, sets[i], e)))
             return rc;
-    }
     int semi = !strcmp(a->cfg.name, "semi2k");
     if (a->dealer == (a->id >= 0))
         return err_set(e, MS_ERR_USAGE, "give exactly one of --id and --dealer");

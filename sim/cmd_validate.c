@@ -395,20 +395,11 @@ int cmd_validate(int argc, char **argv)
             cli_error("validate", "%s", e.msg);
             return 2;
         }
-        for (int i = 0; i < n_sets; i++) {
-            const char *eq = strchr(sets[i], '=');
-            char key[64];
-            if (!eq || (size_t)(eq - sets[i]) >= sizeof key) {
-                cli_error("validate", "--set wants KEY=VALUE, not '%s'", sets[i]);
+        for (int i = 0; i < n_sets; i++)
+            if (proto_cfg_set_kv(&cfgs[n_cfgs], sets[i], &e)) {
+                cli_error("validate", "%s", e.msg);
                 return 2;
             }
-            memcpy(key, sets[i], (size_t)(eq - sets[i]));
-            key[eq - sets[i]] = 0;
-            if (proto_cfg_set(&cfgs[n_cfgs], key, eq + 1, &e)) {
-                cli_error("validate", "--set %s: %s", sets[i], e.msg);
-                return 2;
-            }
-        }
         names[n_cfgs++] = pn;
     }
     if (!n_cfgs) {

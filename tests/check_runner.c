@@ -585,6 +585,30 @@ START_TEST(test_cli_cost)
     ck_assert_ptr_nonnull(strstr(t, "--wire is tcp or none"));
     free(t);
 
+    /* --set: protocol parameters; msb = carry sends fewer bytes in the same rounds */
+    unsigned long long rb[2][2];
+    for (int i = 0; i < 2; i++) {
+        snprintf(args, sizeof args, "cost --model stories260K --protocol aby3 --network lan "
+                 "--phase prefill --tokens 16 --json%s", i ? " --set msb=carry" : "");
+        ck_assert_int_eq(run_cli(args, out), 0);
+        t = slurp(out, NULL);
+        const char *r = strstr(t, "\"rounds\":"), *ob = strstr(t, "\"bytes_online\":");
+        ck_assert(r && ob);
+        rb[i][0] = strtoull(r + 9, NULL, 10);
+        rb[i][1] = strtoull(ob + 15, NULL, 10);
+        free(t);
+    }
+    ck_assert_uint_eq(rb[0][0], rb[1][0]);
+    ck_assert_uint_lt(rb[1][1], rb[0][1]);
+    ck_assert_int_eq(run_cli("cost --model stories260K --protocol semi2k --network lan --kv 4 "
+                             "--set msb", out), 2);
+    t = slurp(out, NULL);
+    ck_assert_ptr_nonnull(strstr(t, "mpcsim cost: error: --set wants KEY=VALUE"));
+    ck_assert_ptr_null(strstr(t, "error: error"));
+    free(t);
+    ck_assert_int_eq(run_cli("cost --model stories260K --protocol semi2k --network lan --kv 4 "
+                             "--set msb=kss", out), 2);
+
     /* prefill with --tokens; --tokens with decode is refused */
     ck_assert_int_eq(run_cli("cost --model stories260K --protocol semi2k --network lan "
                              "--phase prefill --tokens 32", out), 0);
