@@ -12,6 +12,7 @@
 typedef struct job {
     op_program prog;
     size_t reps;
+    const char *msb; /* protocol parameter msb, NULL: the default */
 } job;
 
 static uint64_t mix(uint64_t *s)
@@ -75,6 +76,10 @@ static double run(const char *pname, job *j, mpc_op_stat *st)
     mpc_launch l = {.deadline_ms = 600000, .timeout_ms = 60000};
     errbuf e;
     proto_cfg_default(pname, &l.cfg, &e);
+    if (j->msb && proto_cfg_set(&l.cfg, "msb", j->msb, &e)) {
+        fprintf(stderr, "bench_mpc: %s\n", e.msg);
+        exit(1);
+    }
     mpc_node_result nr[MPC_NODES_MAX];
     int nodes;
     if (mpc_launch_run(&l, node, j, nr, &nodes, &e)) {
@@ -125,6 +130,10 @@ int main(void)
         n = 1 << 16;
         one_op(&j, OP_LT, 1, 1, 0, (uint32_t)n, 0);
         line(pn, "lt (comparison), 2^16", (double)n, "cmp", &j);
+        j.msb = "carry";
+        one_op(&j, OP_LT, 1, 1, 0, (uint32_t)n, 0);
+        line(pn, "lt, msb carry, 2^16", (double)n, "cmp", &j);
+        j.msb = NULL;
         one_op(&j, OP_EXP, 1, 1, 0, (uint32_t)n, 0);
         line(pn, "exp, 2^16", (double)n, "exp", &j);
     }
