@@ -23,7 +23,7 @@ VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 DATADIR ?= $(PREFIX)/share/mpcsim
 
 CFLAGS_COMMON := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter \
-                 -Isim -Imodels -Iprotocols -Iresults -MMD -MP \
+                 -I. -MMD -MP \
                  -DMPCSIM_VERSION='"$(VERSION)"' -DMPCSIM_DATADIR='"$(DATADIR)"'
 ifeq ($(WERROR),1)
 CFLAGS_COMMON += -Werror
@@ -49,8 +49,11 @@ CFLAGS  := $(CFLAGS_COMMON) $(CFLAGS_VAR) $(PKG_CFLAGS) $(EXTRA_CFLAGS)
 LDLIBS  := $(PKG_LIBS) -lpthread -lm
 LDFLAGS := $(LDFLAGS_VAR) $(EXTRA_LDFLAGS)
 
-# Every .c under the source folders belongs to the library except sim/main.c (the CLI entry).
-LIB_SRC  := $(filter-out sim/main.c,$(wildcard protocols/*.c models/*.c results/*.c sim/*.c))
+# Every .c under the source folders (one level of rooms deep) belongs to the library except
+# sim/cli/main.c (the CLI entry).
+SRC_DIRS := protocols/base protocols/program protocols/backend models results \
+            sim/engine sim/trace sim/policy sim/replay sim/scenario sim/serve sim/secure sim/cli
+LIB_SRC  := $(filter-out sim/cli/main.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/check_*.c)
 TEST_UTIL := $(filter-out tests/runner.c tests/check_% tests/bench_%,$(wildcard tests/*.c))
@@ -61,7 +64,7 @@ BENCH_SRC := $(wildcard tests/bench_*.c)
 .SECONDARY:
 all: $(BUILD)/mpcsim
 
-$(BUILD)/mpcsim: $(BUILD)/sim/main.o $(LIB_OBJ)
+$(BUILD)/mpcsim: $(BUILD)/sim/cli/main.o $(LIB_OBJ)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 	@ln -sf $(VARIANT)/mpcsim build/mpcsim
@@ -121,4 +124,4 @@ install: $(BUILD)/mpcsim
 clean:
 	rm -rf build
 
--include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/sim/main.d
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/sim/cli/main.d

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "err.h"
+#include "protocols/base/err.h"
 #include "model.h"
 
 typedef struct llama llama;      /* weights + run state (KV cache), opaque */

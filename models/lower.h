@@ -11,7 +11,7 @@
 #define MPCSIM_LOWER_H
 
 #include "model.h"
-#include "op.h"
+#include "protocols/program/op.h"
 
 typedef struct lower_opts {
     int phase;              /* PHASE_PREFILL | PHASE_DECODE */

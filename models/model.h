@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
+#include "protocols/base/err.h"
 
 typedef enum { FAM_GPT2, FAM_LLAMA } model_family;
 typedef enum { ACT_GELU, ACT_SWIGLU } model_act;

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
+#include "protocols/base/err.h"
 
 #define RDB_SCHEMA_VERSION 2
 #define RDB_PARTIES 3 /* bytes columns p0, p1, p2 */

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
+#include "protocols/base/err.h"
 #include "rdb.h"
 
 typedef struct sdb_metric {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""dump_trace.py — dump an mpcsim trace (sim/TRACE_FORMAT.md) from a Hugging Face causal LM.
+"""dump_trace.py — dump an mpcsim trace (sim/trace/TRACE_FORMAT.md) from a Hugging Face causal LM.
 
 Usage (needs torch and transformers, which mpcsim itself does not):
 

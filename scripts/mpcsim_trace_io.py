@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """mpcsim_trace_io — write and verify mpcsim trace directories with NumPy only.
 
-The format is sim/TRACE_FORMAT.md: manifest.yaml (`format: mpcsim-trace 1`) plus one .npy per
+The format is sim/trace/TRACE_FORMAT.md: manifest.yaml (`format: mpcsim-trace 1`) plus one .npy per
 array (little-endian float32 / int32, C order). scripts/dump_trace.py uses TraceWriter to dump
 a PyTorch model; mpcsim's own tests use it to build fixtures, so this writer is exercised even
 where torch is absent.
@@ -93,7 +93,7 @@ class TraceWriter:
         shapes = array_shapes(s)
         tok = np.load(os.path.join(self.dir, "tokens.npy"))
         lines = [
-            "# mpcsim trace manifest (sim/TRACE_FORMAT.md)",
+            "# mpcsim trace manifest (sim/trace/TRACE_FORMAT.md)",
             "format: " + FORMAT,
             "model: " + self.model,
             "source: " + self.source,

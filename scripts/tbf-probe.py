@@ -5,13 +5,13 @@ shaped prefills missed"). Needs root and iproute2.
 Two network namespaces joined by a veth pair (MTU 1500) with tbf on each end, as
 `mpcsim validate --shape` builds them (rate RATE, burst 1 ms of traffic and at least 3100
 bytes, latency 1000ms). Over one TCP connection with the backend's socket options
-(protocols/mpc_net.c: TCP_NODELAY, 4 MiB send and receive buffers):
+(protocols/backend/mpc_net.c: TCP_NODELAY, 4 MiB send and receive buffers):
 
   one-way   ROUNDS transfers of SIZE bytes a→b, each answered by 1 byte;
   two-way   ROUNDS rounds in which a and b send SIZE bytes to each other at once.
 
 Prints the wall time and each direction's bytes and packets from `tc -s qdisc` (the bytes tbf
-charged to its tokens), beside the frame bytes of sim/net.c's wire model (NET_WIRE_TCP with
+charged to its tokens), beside the frame bytes of sim/engine/net.c's wire model (NET_WIRE_TCP with
 msg_bytes 0): payload + 66 per 1448-byte segment, plus, two-way, one 66-byte ACK per two
 segments of the reverse message. The namespaces are removed at the end.
 

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "proto.h"
+#include "protocols/program/proto.h"
 
 static uint32_t T(op_program *p, const char *nm, int role, uint32_t b, uint32_t r, uint32_t c)
 {

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kern.h"
-#include "mpc_run.h"
-#include "proto.h"
+#include "protocols/program/kern.h"
+#include "protocols/backend/mpc_run.h"
+#include "protocols/program/proto.h"
 
 typedef struct job {
     op_program prog;

@@ -16,8 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "policy.h"
-#include "replay.h"
+#include "sim/policy/policy.h"
+#include "sim/replay/replay.h"
 
 static double now(void)
 {

@@ -5,12 +5,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "machine.h"
-#include "model.h"
-#include "net.h"
-#include "proto.h"
-#include "serve.h"
-#include "workload.h"
+#include "sim/engine/machine.h"
+#include "models/model.h"
+#include "sim/engine/net.h"
+#include "protocols/program/proto.h"
+#include "sim/serve/serve.h"
+#include "sim/serve/workload.h"
 
 static double now_s(void)
 {

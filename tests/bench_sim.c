@@ -13,10 +13,10 @@
 
 #include <gsl/gsl_rng.h>
 
-#include "des.h"
-#include "lower.h"
-#include "runcfg.h"
-#include "stepcost.h"
+#include "sim/engine/des.h"
+#include "models/lower.h"
+#include "sim/scenario/runcfg.h"
+#include "sim/engine/stepcost.h"
 
 static double now_s(void)
 {

@@ -7,7 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "trace.h"
+#include "sim/trace/trace.h"
 
 static double now(void)
 {

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "secinf.h"
-#include "valid.h"
+#include "sim/secure/secinf.h"
+#include "sim/secure/valid.h"
 
 static model_cfg M;
 static llama *L;

@@ -13,8 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "op.h"
-#include "rdb.h"
+#include "protocols/program/op.h"
+#include "results/rdb.h"
 #include "testdir.h"
 
 static testdir td = {.prefix = "check_cli"};

@@ -5,7 +5,7 @@
 
 #include <gsl/gsl_rng.h>
 
-#include "des.h"
+#include "sim/engine/des.h"
 
 START_TEST(test_order_random)
 {

@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "eng_plain.h"
-#include "kern.h"
-#include "llama.h"
-#include "lower.h"
-#include "model.h"
+#include "protocols/program/eng_plain.h"
+#include "protocols/program/kern.h"
+#include "models/llama.h"
+#include "models/lower.h"
+#include "models/model.h"
 
 #define N_POS 24    /* positions compared */
 #define PREFILL 6   /* tokens in the prefill step */

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "eng_plain.h"
-#include "kern.h"
+#include "protocols/program/eng_plain.h"
+#include "protocols/program/kern.h"
 
 #define F 18
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "llama.h"
+#include "models/llama.h"
 
 static const char *data_dir(void)
 {

@@ -5,8 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "lower.h"
-#include "model.h"
+#include "models/lower.h"
+#include "models/model.h"
 
 static model_cfg load(const char *name)
 {

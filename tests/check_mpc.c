@@ -12,8 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mpc_local.h"
-#include "mpc_run.h"
+#include "protocols/backend/mpc_local.h"
+#include "protocols/backend/mpc_run.h"
 
 /* ---------------------------------------------------------------- fixtures */
 

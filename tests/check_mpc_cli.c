@@ -9,8 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "kern.h"
-#include "mpc_net.h"
+#include "protocols/program/kern.h"
+#include "protocols/backend/mpc_net.h"
 
 static char dir[256];
 

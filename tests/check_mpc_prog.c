@@ -9,12 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "eng_plain.h"
-#include "lower.h"
-#include "model.h"
-#include "kern.h"
-#include "mpc_run.h"
-#include "proto.h"
+#include "protocols/program/eng_plain.h"
+#include "models/lower.h"
+#include "models/model.h"
+#include "protocols/program/kern.h"
+#include "protocols/backend/mpc_run.h"
+#include "protocols/program/proto.h"
 
 /* ---------------------------------------------------------------- bindings */
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "op.h"
+#include "protocols/program/op.h"
 
 static void build_small(op_program *p)
 {

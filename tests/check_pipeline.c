@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lower.h"
-#include "replay.h"
-#include "runcfg.h"
-#include "stepcost.h"
+#include "models/lower.h"
+#include "sim/replay/replay.h"
+#include "sim/scenario/runcfg.h"
+#include "sim/engine/stepcost.h"
 
 typedef struct pl_case {
     const char *model, *protocol, *network;

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "policy.h"
-#include "proto.h"
+#include "sim/policy/policy.h"
+#include "protocols/program/proto.h"
 
 /* ---- a tiny driver over plain arrays (the replay's order, see policy.h) -------------------- */
 

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "eng_plain.h"
-#include "kern.h"
-#include "proto.h"
+#include "protocols/program/eng_plain.h"
+#include "protocols/program/kern.h"
+#include "protocols/program/proto.h"
 
 typedef struct cost_fx {
     const proto *pr;

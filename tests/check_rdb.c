@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "rdb.h"
+#include "results/rdb.h"
 #include "testdir.h"
 
 static testdir td = {.prefix = "check_rdb"};

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "metrics.h"
-#include "policy.h"
-#include "replay.h"
+#include "sim/replay/metrics.h"
+#include "sim/policy/policy.h"
+#include "sim/replay/replay.h"
 
 static kv_param kvp(const char *k, const char *v)
 {

@@ -9,10 +9,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "lower.h"
-#include "replay.h"
-#include "runcfg.h"
-#include "stepcost.h"
+#include "models/lower.h"
+#include "sim/replay/replay.h"
+#include "sim/scenario/runcfg.h"
+#include "sim/engine/stepcost.h"
 
 /* ---- fixtures ---------------------------------------------------------------------------- */
 
@@ -388,7 +388,7 @@ END_TEST
 START_TEST(test_latency_bound_end_to_end)
 {
     /* stories260K decode through the real cost engines on 100 ms links with unlimited
-     * bandwidth and an infinitely fast machine. Bounds (sim/SIMULATION.md):
+     * bandwidth and an infinitely fast machine. Bounds (sim/engine/SIMULATION.md):
      *   rounds in which every party receives × L  <=  latency  <=  rounds × L (+ 1 ns/round)
      * the lower bound because such a round moves every party's clock past the previous
      * round's earliest finish plus L; semi2k, where nearly every round is an exchange, is

@@ -7,9 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "policy.h"
-#include "scn.h"
-#include "yamlx.h"
+#include "sim/policy/policy.h"
+#include "sim/scenario/scn.h"
+#include "protocols/base/yamlx.h"
 
 /* The scenario every error case starts from (line numbers below count from here). */
 #define BASE_MODEL "model: stories260K\n"             /* line 2 */

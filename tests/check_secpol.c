@@ -1,4 +1,4 @@
-/* check_secpol.c — eviction policies whose selection runs on secret shares (sim/secpol.h).
+/* check_secpol.c — eviction policies whose selection runs on secret shares (sim/policy/secpol.h).
  *
  * - H2O on shares (stories260K, prompt 12 > heavy 4 + recent 4, so both the prompt's top-k and
  *   the per-step evictions run): the secure logits match the plaintext replay of the policy
@@ -36,15 +36,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "eng_plain.h"
-#include "kern.h"
-#include "lower.h"
-#include "policy.h"
-#include "replay.h"
-#include "secinf.h"
-#include "secpol.h"
+#include "protocols/program/eng_plain.h"
+#include "protocols/program/kern.h"
+#include "models/lower.h"
+#include "sim/policy/policy.h"
+#include "sim/replay/replay.h"
+#include "sim/secure/secinf.h"
+#include "sim/policy/secpol.h"
 #include "stories.h"
-#include "valid.h"
+#include "sim/secure/valid.h"
 
 /* Logit tolerance against the replay (f = 18, approx sigmoid), as tests/check_validate.c. */
 #define LOGIT_TOL 0.3
@@ -526,7 +526,7 @@ START_TEST(test_mpcache_costed_as_run)
 END_TEST
 
 /* A step's program as the session runs it against the one the simulator costs for it (the
- * policy's ops, then the lowering with the policy's attended rows, as sim/runner.c): the lowered
+ * policy's ops, then the lowering with the policy's attended rows, as sim/scenario/runner.c): the lowered
  * ops in order and each layer's policy ops in order, in kinds, shapes, flags and (policy ops)
  * arguments — the session splices its policy ops into the layers and appends the new cache
  * entry at row 0, so only a lowered op's row argument may differ. Returns the policy ops. */
@@ -591,7 +591,7 @@ static run_cfg *mpc_run_cfg(int cfg)
     return c;
 }
 
-/* The lowering of a decode step at kv cached entries appended to prog (as sim/runner.c). */
+/* The lowering of a decode step at kv cached entries appended to prog (as sim/scenario/runner.c). */
 static void lower_decode(const model_cfg *m, uint32_t kv, const uint32_t *kept, op_program *prog)
 {
     errbuf e = {{0}};

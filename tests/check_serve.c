@@ -9,14 +9,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "kvshare.h"
-#include "leak.h"
-#include "machine.h"
-#include "model.h"
-#include "net.h"
-#include "proto.h"
-#include "serve.h"
-#include "workload.h"
+#include "sim/serve/kvshare.h"
+#include "sim/serve/leak.h"
+#include "sim/engine/machine.h"
+#include "models/model.h"
+#include "sim/engine/net.h"
+#include "protocols/program/proto.h"
+#include "sim/serve/serve.h"
+#include "sim/serve/workload.h"
 
 /* ---- a hand-checkable coster: cost grows with new tokens, cached tokens and batch ------- */
 

@@ -10,9 +10,9 @@
 
 #include <gsl/gsl_rng.h>
 
-#include "machine.h"
-#include "net.h"
-#include "simulate.h"
+#include "sim/engine/machine.h"
+#include "sim/engine/net.h"
+#include "sim/engine/simulate.h"
 
 /* ---- fixtures ---------------------------------------------------------------------------- */
 
@@ -240,7 +240,7 @@ static uint64_t bucket_arrival(const uint64_t *bytes, const double *work_ns, siz
 START_TEST(test_wire_framing)
 {
     /* NET_WIRE_TCP: mss 1500 − 52 = 1448; every segment 14 + 52 = 66 bytes more; a pure ACK
-     * (66 bytes) per 2 reverse segments interleaved (sim/net.c gives the sources) */
+     * (66 bytes) per 2 reverse segments interleaved (sim/engine/net.c gives the sources) */
     net_wire w = NET_WIRE_TCP, off = {0};
     ck_assert_uint_eq(net_wire_bytes(&off, 14480, 14480), 14480);   /* mtu 0: payload only */
     ck_assert_uint_eq(net_wire_bytes(&w, 0, 14480), 0);             /* no message, no bytes */

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "llama.h"
-#include "trace.h"
+#include "models/llama.h"
+#include "sim/trace/trace.h"
 
 static const char *data_dir(void)
 {

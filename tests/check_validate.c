@@ -24,11 +24,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "eng_plain.h"
-#include "kern.h"
-#include "secinf.h"
+#include "protocols/program/eng_plain.h"
+#include "protocols/program/kern.h"
+#include "sim/secure/secinf.h"
 #include "stories.h"
-#include "valid.h"
+#include "sim/secure/valid.h"
 
 /* Logit tolerance of the secure run against its float reference (f = 18, approx sigmoid):
  * measured max 0.10 over 100 positions, 0.12 over 256 (BENCHMARKS.md). */

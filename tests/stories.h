@@ -3,8 +3,8 @@
 #ifndef MPCSIM_TESTS_STORIES_H
 #define MPCSIM_TESTS_STORIES_H
 
-#include "llama.h"
-#include "model.h"
+#include "models/llama.h"
+#include "models/model.h"
 
 typedef struct fixture {
     model_cfg m;

@@ -1,0 +1,66 @@
+/* mpc_local.h — what both backend engines share: the common engine state, local share
+ * arithmetic, and the uint64 matrix kernels (internal to protocols/backend/mpc_*.c). */
+#ifndef MPCSIM_MPC_LOCAL_H
+#define MPCSIM_MPC_LOCAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "protocols/program/eng.h"
+#include "mpc_net.h"
+#include "mpc_prg.h"
+
+enum { MPC_SEMI2K, MPC_ABY3 };
+
+/* The first member of every backend engine's impl. */
+typedef struct mpc_core {
+    mpc_net *net;
+    int kind;      /* MPC_SEMI2K | MPC_ABY3 */
+    int party;     /* compute party index, or -1 for the dealer */
+    int ns;        /* share slots per value: semi2k 1, aby3 2; the dealer holds no data (0) */
+    int pub_slot;  /* the slot holding component 0 (where public constants are added), or -1 */
+    mpc_prg priv;  /* this node's private randomness */
+    errbuf err;
+    uint64_t *tmp[6]; /* scratch vectors, grown on demand */
+    size_t tmp_n[6];
+} mpc_core;
+
+int mpc_fail(mpc_core *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+uint64_t *mpc_tmp(mpc_core *c, int slot, size_t n); /* NULL (and err set) on OOM */
+void mpc_core_free(mpc_core *c);
+
+/* (Re)allocates z for n elements in dom, keeping its storage if it already fits. */
+int mpc_ensure(mpc_core *c, mpc_val *z, size_t n, int dom);
+
+/* The local half of eng_vt shared by both engines. */
+int mpc_l_alloc(eng *e, mpc_val *v, size_t n, int dom);
+void mpc_l_release(eng *e, mpc_val *v);
+int mpc_l_add(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y);
+int mpc_l_sub(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y);
+int mpc_l_add_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *cst, size_t nc);
+int mpc_l_mul_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *cst, size_t nc);
+int mpc_l_shift(eng *e, mpc_val *z, const mpc_val *x, int s);
+int mpc_l_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size_t n);
+
+/* The engines (mpc_semi2k.c, mpc_aby3.c): fill e->vt/impl and exchange keys. */
+int mpc_semi2k_new(eng *e, mpc_net *net, errbuf *err);
+void mpc_semi2k_free(eng *e);
+int mpc_semi2k_setup_fixed(eng *e, uint32_t y_id, const mpc_val *y, const char *name);
+void mpc_semi2k_unbind_fixed(eng *e);
+int mpc_aby3_new(eng *e, mpc_net *net, errbuf *err);
+void mpc_aby3_free(eng *e);
+
+/* C (m×n) += A (m×k) · B, B read as k×n, or as n×k when trans_b. Row-major, Z_2^64. */
+void mpc_mm_acc(uint64_t *C, const uint64_t *A, const uint64_t *B, size_t m, size_t k, size_t n,
+                int trans_b);
+/* Batched: Z[b] += X[b]·Y[b / (batch / y_inst)] for b < batch: Y holds y_inst instances, each
+ * shared by batch / y_inst consecutive instances of X (op.h: GQA heads, one weight). */
+void mpc_mm_batch(uint64_t *Z, const uint64_t *X, const uint64_t *Y, uint32_t batch, size_t m,
+                  size_t k, size_t n, int trans_b, uint32_t y_inst);
+/* The instances of a matmul's right operand (y_n / kn) if they divide batch, else 0. */
+uint32_t mpc_mm_y_inst(size_t y_n, uint32_t batch, size_t kn);
+
+/* Arithmetic shift right of a two's complement ring element. */
+static inline uint64_t mpc_sar(uint64_t x, int s) { return (uint64_t)((int64_t)x >> s); }
+
+#endif

@@ -1,0 +1,109 @@
+/* mpc_net.h — the backend's transport: a full TCP mesh between the parties (and the dealer),
+ * framed messages, and the counters the validation compares with the cost engine.
+ *
+ * Nodes are numbered 0..n_nodes-1: the compute parties first, then the dealer (if any). Node i
+ * connects to every node j < i and accepts every node j > i; each connection starts with a
+ * HELLO frame naming the node.
+ *
+ * Every message is one frame: a 32-byte header (magic "MPCF", version, type, op index, sequence
+ * number, payload length, the sender's send time) followed by the payload. Payload bytes are
+ * counted per directed link; header bytes are counted apart, as overhead.
+ *
+ * A "round" (PRIMITIVES.md) is one call of mpc_net_round: this node issues all its sends of the
+ * round, then receives the messages addressed to it, with non-blocking sockets polled together
+ * so a large message can never deadlock. Every compute party calls mpc_net_round for every round
+ * of a primitive, even when it has nothing to send or receive in it, so all parties count the
+ * same rounds. Dealer→party traffic (correlated randomness) is not a round: it goes through
+ * mpc_net_send_offline / mpc_net_recv_offline and is counted as offline bytes.
+ *
+ * Failure: a peer that dies or drops its connection is seen at once (EOF/RST on any link, polled
+ * in every wait); a silent peer times out after timeout_ms without progress; a frame whose
+ * header, type, sequence or length is not the expected one is rejected. All of these return an
+ * error with the full sentence in the errbuf; nothing here exits or hangs. */
+#ifndef MPCSIM_MPC_NET_H
+#define MPCSIM_MPC_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "protocols/base/err.h"
+
+#define MPC_NODES_MAX 4 /* 3 compute parties + a dealer */
+#define MPC_FRAME_MAGIC 0x4643504du /* "MPCF" little endian */
+#define MPC_FRAME_VERSION 2
+#define MPC_FRAME_HDR 32
+
+enum { MPC_FR_HELLO = 1, MPC_FR_DATA = 2, MPC_FR_OFFLINE = 3, MPC_FR_SETUP = 4, MPC_FR_BYE = 5 };
+
+typedef struct mpc_net_cfg {
+    int self;                            /* this node's id */
+    int n_nodes;                         /* parties + dealer */
+    int n_parties;                       /* compute parties; node n_parties is the dealer */
+    char host[MPC_NODES_MAX][128];       /* every node's address */
+    int port[MPC_NODES_MAX];
+    int listen_fd;                       /* already-listening socket for self, or -1 to bind */
+    int timeout_ms;                      /* no-progress timeout of a round (default 5000) */
+    int connect_timeout_ms;              /* how long to retry connecting to a peer (default 10000) */
+    uint64_t latency_ns;                 /* injected one-way latency per round message: a
+                                          * message arrives this long after the kernel received
+                                          * its last bytes (SO_TIMESTAMPNS), as on a link;
+                                          * without a receive time, after its send time */
+} mpc_net_cfg;
+
+/* Counters. sent[j]/recv[j]: online payload bytes this node sent to / received from node j in
+ * rounds; offline_*: dealer channel; setup_*: setup exchanges (weight sharing, key exchange). */
+typedef struct mpc_net_stats {
+    uint64_t sent[MPC_NODES_MAX], recv[MPC_NODES_MAX];
+    uint64_t offline_sent[MPC_NODES_MAX], offline_recv[MPC_NODES_MAX];
+    uint64_t setup_sent[MPC_NODES_MAX], setup_recv[MPC_NODES_MAX];
+    uint64_t hdr_sent, hdr_recv; /* frame header overhead, all kinds */
+    uint64_t rounds;             /* online rounds (PRIMITIVES.md) */
+    uint64_t setup_rounds;
+    uint64_t msgs_sent;
+} mpc_net_stats;
+
+typedef struct mpc_net mpc_net;
+
+void mpc_net_cfg_init(mpc_net_cfg *c, int self, int n_nodes);
+/* Parses "host:port,host:port,…" (n entries) into c->host/c->port. */
+int mpc_net_parse_peers(mpc_net_cfg *c, const char *list, int n, errbuf *e);
+
+/* Binds and listens on host:port (port 0 = any); *actual_port receives the bound port. A port
+ * in use is ERR_NET with a sentence saying so. */
+int mpc_net_listen(const char *host, int port, int *fd, int *actual_port, errbuf *e);
+
+/* Connects the mesh (takes ownership of cfg->listen_fd). */
+int mpc_net_open(const mpc_net_cfg *cfg, mpc_net **out, errbuf *e);
+/* Goodbye barrier: tells every peer this node is done and waits until every peer is done, so no
+ * connection closes while a peer still uses it. Then closes. */
+int mpc_net_finish(mpc_net *n, errbuf *e);
+void mpc_net_free(mpc_net *n);
+
+/* One round. send[j]/slen[j]: the message to node j (slen 0 = none); recv[j]/rlen[j]: the
+ * message expected from node j (rlen 0 = none). setup != 0 counts it as setup traffic. */
+int mpc_net_round(mpc_net *n, const void *const *send, const size_t *slen, void *const *recv,
+                  const size_t *rlen, int setup, errbuf *e);
+/* Start barrier among the compute parties (the dealer returns at once): a header-only setup
+ * frame to every other party, then each party's frame awaited. TCP delivers in order, so on
+ * return every earlier message from every party has been read here: traffic still queued on
+ * the links (one-way setup sends complete once the socket buffer holds them) is drained before
+ * a timed span starts. Counted as a setup round; no latency injected. */
+int mpc_net_sync(mpc_net *n, errbuf *e);
+/* Dealer channel (no round). */
+int mpc_net_send_offline(mpc_net *n, int to, const void *buf, size_t len, errbuf *e);
+int mpc_net_recv_offline(mpc_net *n, int from, void *buf, size_t len, errbuf *e);
+/* Setup-time key exchange etc.: one message to / from one node, counted as setup. */
+int mpc_net_send_setup(mpc_net *n, int to, const void *buf, size_t len, errbuf *e);
+int mpc_net_recv_setup(mpc_net *n, int from, void *buf, size_t len, errbuf *e);
+
+void mpc_net_set_op(mpc_net *n, uint32_t op); /* op index written into frame headers */
+const mpc_net_stats *mpc_net_get_stats(const mpc_net *n);
+int mpc_net_self(const mpc_net *n);
+int mpc_net_nodes(const mpc_net *n);
+/* Tests: every received payload (rounds and offline) is passed to tap after it arrives. */
+typedef void (*mpc_net_tap)(void *ctx, int from, int type, const void *buf, size_t len);
+void mpc_net_set_tap(mpc_net *n, mpc_net_tap tap, void *ctx);
+/* The socket to node j (tests use it to drop a connection); -1 if none. */
+int mpc_net_fd(const mpc_net *n, int j);
+
+#endif

@@ -1,0 +1,24 @@
+/* cmd.h — the subcommands of the mpcsim CLI. Each parses its own options (getopt_long),
+ * prints its own --help, and returns the process exit status:
+ *   0 success, 1 runtime failure, 2 bad usage or bad input, 3 peer/network failure. */
+#ifndef MPCSIM_CMD_H
+#define MPCSIM_CMD_H
+
+int cmd_run(int argc, char **argv);       /* sim/cli/cmd_run.c */
+int cmd_list(int argc, char **argv);      /* sim/cli/cmd_list.c */
+int cmd_report(int argc, char **argv);    /* sim/cli/cmd_report.c */
+int cmd_plot(int argc, char **argv);      /* sim/cli/cmd_plot.c */
+int cmd_merge(int argc, char **argv);     /* sim/cli/cmd_merge.c */
+int cmd_cost(int argc, char **argv);      /* sim/cli/cmd_cost.c */
+int cmd_calibrate(int argc, char **argv); /* sim/cli/cmd_calibrate.c */
+int cmd_trace(int argc, char **argv);     /* sim/cli/cmd_trace.c */
+int cmd_party(int argc, char **argv);     /* sim/cli/cmd_party.c */
+int cmd_validate(int argc, char **argv);  /* sim/cli/cmd_validate.c */
+int cmd_serve(int argc, char **argv);     /* sim/cli/cmd_serve.c */
+
+/* Shared CLI helpers (sim/cli/cli.c). */
+const char *cli_prog(void);                /* "mpcsim" */
+/* Prints "mpcsim <cmd>: error: …" to stderr. */
+void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,373 @@
+/* cmd_cost.c — `mpcsim cost`: cost one model / protocol / network / KV point, no scenario. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "models/lower.h"
+#include "sim/engine/stepcost.h"
+
+typedef struct cost_args {
+    const char *model, *protocol, *network, *profile, *dump, *timeline;
+    int phase;
+    uint32_t kv, tokens, batch;
+    unsigned long long burst;
+    int overlap, json, have_burst, wire_tcp;
+    const char *sets[32]; /* --set KEY=VALUE, protocol parameters */
+    int n_sets;
+} cost_args;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: mpcsim cost --model M --protocol P --network N --kv T\n"
+            "                   [--phase prefill|decode] [--tokens P] [--batch B] [--overlap]\n"
+            "                   [--burst BYTES] [--wire tcp|none] [--dump-program FILE] [--timeline FILE]\n"
+            "                   [--profile NAME] [--json] [--set K=V]...\n\n"
+            "Costs one prefill or decode step of model M under MPC protocol P on network N:\n"
+            "rounds, online bytes per party, offline (dealer) bytes, simulated latency, and a\n"
+            "per-category breakdown with the critical path split into compute and\n"
+            "communication. The full KV cache is attended (policies: `mpcsim run`).\n\n"
+            "options:\n"
+            "  -m, --model M         model name (models/M.yaml) or YAML path\n"
+            "  -p, --protocol P      semi2k | aby3\n"
+            "  -n, --network N       lan | wan | wan-spu, or LATENCY/BANDWIDTH[/BURST]\n"
+            "                        (20ms/300Mbps, 1ms/20Mbps/3100)\n"
+            "      --burst BYTES     every link a token bucket of BYTES (as Linux tbf's burst;\n"
+            "                        >= 1500, 0: none, the default); see sim/engine/SIMULATION.md\n"
+            "      --set K=V         protocol parameter (frac_bits, approx, msb, …; repeatable)\n"
+            "      --wire W          tcp: links carry Ethernet/IPv4/TCP frames and ACKs (as tbf\n"
+            "                        counts them); none: payload only (default); SIMULATION.md\n"
+            "  -k, --kv T            decode: the step attends T keys (T-1 cached + this token);\n"
+            "                        prefill: entries cached before the prompt (default 0)\n"
+            "      --phase PH        decode (default) or prefill\n"
+            "  -t, --tokens P        prefill: prompt tokens in this step (default 128)\n"
+            "  -b, --batch B         sequences processed together (default 1)\n"
+            "      --overlap         let rounds of independent ops overlap (default: in order)\n"
+            "      --dump-program F  write the step's op program (text form) to F\n"
+            "      --timeline F      write a Chrome trace (chrome://tracing, ui.perfetto.dev)\n"
+            "      --profile NAME    machine profile (protocols/machines/NAME.yaml or a path;\n"
+            "                        default: default)\n"
+            "      --json            print one JSON object instead of tables\n"
+            "  -h, --help            this help\n\n"
+            "example:\n"
+            "  mpcsim cost --model llama-2-7b --protocol semi2k --network wan --kv 4096\n");
+}
+
+static int parse_u32(const char *opt, const char *s, uint32_t lo, uint32_t *out)
+{
+    unsigned long long v;
+    if (parse_u64(s, &v) || v < lo || v > UINT32_MAX) {
+        cli_error("cost", "%s wants an integer >= %u, not '%s'", opt, lo, s);
+        return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+enum { O_PHASE = 256, O_OVERLAP, O_DUMP, O_TIMELINE, O_PROFILE, O_JSON, O_BURST, O_WIRE, O_SET };
+
+static int parse_args(int argc, char **argv, cost_args *a)
+{
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'},    {"protocol", required_argument, 0, 'p'},
+        {"network", required_argument, 0, 'n'},  {"kv", required_argument, 0, 'k'},
+        {"phase", required_argument, 0, O_PHASE}, {"tokens", required_argument, 0, 't'},
+        {"batch", required_argument, 0, 'b'},    {"overlap", no_argument, 0, O_OVERLAP},
+        {"dump-program", required_argument, 0, O_DUMP},
+        {"timeline", required_argument, 0, O_TIMELINE},
+        {"profile", required_argument, 0, O_PROFILE}, {"json", no_argument, 0, O_JSON},
+        {"burst", required_argument, 0, O_BURST},
+        {"wire", required_argument, 0, O_WIRE},  {"set", required_argument, 0, O_SET},
+        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
+    memset(a, 0, sizeof *a);
+    a->phase = PHASE_DECODE;
+    a->tokens = 128;
+    a->batch = 1;
+    a->profile = "default";
+    int have_kv = 0, have_tokens = 0, c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":m:p:n:k:t:b:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': a->model = optarg; break;
+        case 'p': a->protocol = optarg; break;
+        case 'n': a->network = optarg; break;
+        case 'k':
+            if (parse_u32("--kv", optarg, 0, &a->kv))
+                return 2;
+            have_kv = 1;
+            break;
+        case 't':
+            if (parse_u32("--tokens", optarg, 1, &a->tokens))
+                return 2;
+            have_tokens = 1;
+            break;
+        case 'b':
+            if (parse_u32("--batch", optarg, 1, &a->batch))
+                return 2;
+            break;
+        case O_PHASE:
+            a->phase = op_phase_from_name(optarg);
+            if (a->phase < 0) {
+                cli_error("cost", "--phase is prefill or decode, not '%s'", optarg);
+                return 2;
+            }
+            break;
+        case O_OVERLAP: a->overlap = 1; break;
+        case O_DUMP: a->dump = optarg; break;
+        case O_TIMELINE: a->timeline = optarg; break;
+        case O_PROFILE: a->profile = optarg; break;
+        case O_JSON: a->json = 1; break;
+        case O_BURST:
+            if (parse_u64(optarg, &a->burst) || (a->burst && a->burst < NET_BURST_MIN) ||
+                a->burst > NET_BURST_MAX) {
+                cli_error("cost", "--burst wants bytes: 0 (no token bucket) or %u..%llu, not '%s'\n"
+                          "---> HINT: a bucket must hold one 1500-byte frame; validate --shape "
+                          "gives tbf max(3100, 1 ms of traffic)", NET_BURST_MIN,
+                          (unsigned long long)NET_BURST_MAX, optarg);
+                return 2;
+            }
+            a->have_burst = 1;
+            break;
+        case O_SET:
+            if (a->n_sets == 32) {
+                cli_error("cost", "at most 32 --set options");
+                return 2;
+            }
+            a->sets[a->n_sets++] = optarg;
+            break;
+        case O_WIRE:
+            if (strcmp(optarg, "tcp") != 0 && strcmp(optarg, "none") != 0) {
+                cli_error("cost", "--wire is tcp or none, not '%s'\n"
+                          "---> HINT: scenarios set the framing field by field (scenarios/README.md)",
+                          optarg);
+                return 2;
+            }
+            a->wire_tcp = strcmp(optarg, "tcp") == 0;
+            break;
+        case 'h': usage(stdout); return -1;
+        case ':':
+            cli_error("cost", "option '%s' needs a value", argv[optind - 1]);
+            return 2;
+        default:
+            cli_error("cost", "unknown option '%s' (see mpcsim cost --help)", argv[optind - 1]);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        cli_error("cost", "unexpected argument '%s'", argv[optind]);
+        return 2;
+    }
+    const char *missing = !a->model ? "--model" : !a->protocol ? "--protocol"
+                        : !a->network ? "--network" : (!have_kv && a->phase == PHASE_DECODE)
+                        ? "--kv" : NULL;
+    if (missing) {
+        cli_error("cost", "%s is required (see mpcsim cost --help)", missing);
+        return 2;
+    }
+    if (a->phase == PHASE_DECODE && have_tokens) {
+        cli_error("cost", "--tokens applies to --phase prefill (a decode step has one token)");
+        return 2;
+    }
+    if (a->phase == PHASE_DECODE)
+        a->tokens = 1;
+    return 0;
+}
+
+/* ---- output --------------------------------------------------------------------------- */
+
+static void human_bytes(char *out, size_t sz, double b)
+{
+    const char *u[] = {"B", "kB", "MB", "GB", "TB", "PB"};
+    int i = 0;
+    while (b >= 1000 && i < 5) {
+        b /= 1000;
+        i++;
+    }
+    snprintf(out, sz, i ? "%.3g %s" : "%.0f %s", b, u[i]);
+}
+
+static uint64_t sum_p(const uint64_t *v, int n)
+{
+    uint64_t s = 0;
+    for (int p = 0; p < n; p++)
+        s += v[p];
+    return s;
+}
+
+static void print_text(const cost_args *a, const step_env *env, const sim_result *r)
+{
+    int P = env->pr->n_parties;
+    char b[32];
+    const net_link *l = &env->net->link[0][1];
+    char burst[48] = "";
+    if (l->burst_bytes)
+        snprintf(burst, sizeof burst, ", bucket %llu B", (unsigned long long)l->burst_bytes);
+    if (env->net->wire.mtu)
+        snprintf(burst + strlen(burst), sizeof burst - strlen(burst), ", TCP frames (MTU %u)",
+                 env->net->wire.mtu);
+    printf("model %s  protocol %s (%d parties)  network %s (%.3g ms, %.4g Mbit/s%s)  profile %s\n",
+           env->model->name, env->pr->name, P, env->net->name, (double)l->latency_ns * 1e-6,
+           l->bandwidth_bps * 1e-6, burst, env->mach->name);
+    printf("phase %s  tokens %u  kv %u  batch %u  overlap %s\n\n", op_phase_name(a->phase),
+           a->tokens, a->kv, a->batch, a->overlap ? "on" : "off");
+    printf("latency         %.6g s  (critical path: compute %.6g s, communication %.6g s)\n",
+           (double)r->latency_ns * 1e-9, (double)r->total.compute_ns * 1e-9,
+           (double)r->total.comm_ns * 1e-9);
+    printf("rounds          %llu\n", (unsigned long long)r->total.rounds);
+    printf("online bytes   ");
+    for (int p = 0; p < P; p++) {
+        human_bytes(b, sizeof b, (double)r->total.bytes_sent[p]);
+        printf(" P%d %s  ", p, b);
+    }
+    human_bytes(b, sizeof b, (double)sum_p(r->total.bytes_sent, P));
+    printf(" total %s (%llu B)\n", b, (unsigned long long)sum_p(r->total.bytes_sent, P));
+    human_bytes(b, sizeof b, (double)sum_p(r->total.offline_bytes, P));
+    printf("offline bytes   %s (%llu B, dealer)\n\n", b,
+           (unsigned long long)sum_p(r->total.offline_bytes, P));
+    printf("%-11s %9s %14s %12s %12s %7s\n", "category", "rounds", "online bytes", "compute s",
+           "comm s", "share");
+    for (int k = 0; k < OPC_N; k++) {
+        const sim_stats *s = &r->cat[k];
+        uint64_t bytes = sum_p(s->bytes_sent, P);
+        if (!s->rounds && !bytes && !s->compute_ns && !s->comm_ns)
+            continue;
+        human_bytes(b, sizeof b, (double)bytes);
+        double share = r->latency_ns ? 100.0 * (double)(s->compute_ns + s->comm_ns) /
+                                           (double)r->latency_ns : 0;
+        printf("%-11s %9llu %14s %12.6g %12.6g %6.1f%%\n", op_cat_name(k),
+               (unsigned long long)s->rounds, b, (double)s->compute_ns * 1e-9,
+               (double)s->comm_ns * 1e-9, share);
+    }
+}
+
+static void json_stats(const sim_stats *s, int P)
+{
+    printf("{\"rounds\":%llu,\"bytes_sent\":[", (unsigned long long)s->rounds);
+    for (int p = 0; p < P; p++)
+        printf("%s%llu", p ? "," : "", (unsigned long long)s->bytes_sent[p]);
+    printf("],\"offline_bytes\":[");
+    for (int p = 0; p < P; p++)
+        printf("%s%llu", p ? "," : "", (unsigned long long)s->offline_bytes[p]);
+    printf("],\"compute_s\":%.9g,\"comm_s\":%.9g}", (double)s->compute_ns * 1e-9,
+           (double)s->comm_ns * 1e-9);
+}
+
+static void print_json(const cost_args *a, const step_env *env, const sim_result *r)
+{
+    int P = env->pr->n_parties;
+    printf("{\"model\":\"%s\",\"protocol\":\"%s\",\"parties\":%d,\"network\":\"%s\","
+           "\"burst_bytes\":%llu,\"wire_mtu\":%u,\"profile\":\"%s\",\"phase\":\"%s\",\"tokens\":%u,\"kv\":%u,\"batch\":%u,"
+           "\"overlap\":%s,\"latency_s\":%.9g,\"rounds\":%llu,\"bytes_online\":%llu,"
+           "\"bytes_offline\":%llu,\"total\":",
+           env->model->name, env->pr->name, P, env->net->name,
+           (unsigned long long)env->net->link[0][1].burst_bytes, env->net->wire.mtu, env->mach->name,
+           op_phase_name(a->phase), a->tokens, a->kv, a->batch, a->overlap ? "true" : "false",
+           (double)r->latency_ns * 1e-9, (unsigned long long)r->total.rounds,
+           (unsigned long long)sum_p(r->total.bytes_sent, P),
+           (unsigned long long)sum_p(r->total.offline_bytes, P));
+    json_stats(&r->total, P);
+    printf(",\"categories\":{");
+    for (int k = 0; k < OPC_N; k++) {
+        printf("%s\"%s\":", k ? "," : "", op_cat_name(k));
+        json_stats(&r->cat[k], P);
+    }
+    printf("}}\n");
+}
+
+/* ---- main ------------------------------------------------------------------------------ */
+
+static int fail(int rc, const errbuf *e)
+{
+    /* located messages ("file:line:col: error: …") carry their own "error:" */
+    fprintf(stderr, "mpcsim cost: %s%s\n", strstr(e->msg, "error:") ? "" : "error: ", e->msg);
+    return ms_err_exit_code(rc);
+}
+
+int cmd_cost(int argc, char **argv)
+{
+    cost_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    errbuf e;
+    model_cfg model;
+    proto_cfg pcfg;
+    net_cfg net;
+    machine_profile mach;
+    const proto *pr = proto_find(a.protocol);
+    if (!pr) {
+        size_t n;
+        const proto *const *all = proto_all(&n);
+        const char *names[16];
+        for (size_t i = 0; i < n && i < 16; i++)
+            names[i] = all[i]->name;
+        const char *dym = did_you_mean(a.protocol, names, n < 16 ? n : 16);
+        cli_error("cost", "unknown protocol '%s'%s%s%s", a.protocol,
+                  dym ? " (did you mean '" : "", dym ? dym : "", dym ? "'?)" : "");
+        return 2;
+    }
+    if ((rc = model_load(a.model, &model, &e)) || (rc = proto_cfg_default(pr->name, &pcfg, &e)) ||
+        (rc = net_parse(a.network, pr->n_parties, &net, &e)) ||
+        (rc = machine_load(a.profile, &mach, &e)))
+        return fail(rc, &e);
+    for (int i = 0; i < a.n_sets; i++)
+        if (proto_cfg_set_kv(&pcfg, a.sets[i], &e)) {
+            cli_error("cost", "%s", e.msg);
+            return 2;
+        }
+    if (a.have_burst)
+        net_set_burst(&net, a.burst);
+    if (a.wire_tcp)
+        net.wire = NET_WIRE_TCP;
+    lower_opts lo;
+    lower_opts_default(&lo);
+    lo.phase = a.phase;
+    lo.n_tokens = a.tokens;
+    /* decode at KV length T: the new token attends T keys, T - 1 of them cached */
+    lo.kv_len = (a.phase == PHASE_DECODE && a.kv > 0) ? a.kv - 1 : a.kv;
+    lo.n_seqs = a.batch;
+    FILE *tl = NULL;
+    if (a.timeline && !(tl = fopen(a.timeline, "w"))) {
+        cli_error("cost", "cannot write %s: %s", a.timeline, strerror(errno));
+        return 1;
+    }
+    step_env env = {&model, pr, &pcfg, &net, &mach, {.overlap = a.overlap, .timeline = tl}};
+    if (tl)
+        sim_timeline_begin(tl, pr->n_parties);
+    op_program prog;
+    cost_log log;
+    sim_result res;
+    op_program_init(&prog);
+    cost_log_init(&log, pr->n_parties);
+    rc = step_simulate(&env, &lo, &prog, &log, &res, &e);
+    int status = 0;
+    if (tl) {
+        sim_timeline_end(tl);
+        if (fclose(tl) != 0 && rc == MS_OK) {
+            cli_error("cost", "writing %s failed", a.timeline);
+            status = 1;
+        }
+    }
+    if (rc != MS_OK) {
+        status = fail(rc, &e);
+    } else {
+        if (a.dump) {
+            FILE *f = fopen(a.dump, "w");
+            if (!f || op_write(&prog, f) != MS_OK || fclose(f) != 0) {
+                cli_error("cost", "cannot write %s: %s", a.dump, strerror(errno));
+                status = 1;
+            }
+        }
+        if (a.json)
+            print_json(&a, &env, &res);
+        else
+            print_text(&a, &env, &res);
+        sim_result_free(&res);
+    }
+    op_program_free(&prog);
+    cost_log_free(&log);
+    return status;
+}

@@ -1,0 +1,219 @@
+/* cmd_list.c — `mpcsim list models|protocols|policies|networks`: what a scenario may name. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "models/model.h"
+#include "sim/engine/net.h"
+#include "sim/policy/policy.h"
+#include "protocols/program/proto.h"
+
+static void list_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: mpcsim list models|protocols|policies|networks [options]\n\n"
+            "Lists what a scenario file may name (scenarios/README.md).\n\n"
+            "  models      shipped model descriptions (models/*.yaml) and their shapes\n"
+            "  protocols   MPC protocols, parties, and (with --costs) primitive costs\n"
+            "  policies    KV-cache policies with their parameters and defaults\n"
+            "  networks    network presets: latency and bandwidth per link\n\n"
+            "options:\n"
+            "  --costs          protocols: print each primitive's rounds and bytes\n"
+            "  --ring-bits N    protocols --costs: ring size in bits (default: the protocol's)\n"
+            "  -n ELEMS         protocols --costs: elements per primitive (default 1)\n"
+            "  -h, --help       this help\n");
+}
+
+/* ---- the four lists ---------------------------------------------------------------------- */
+
+static const char *fmt_count(char *buf, size_t cap, uint64_t n)
+{
+    if (n >= 1000000000ull)
+        snprintf(buf, cap, "%.2fB", (double)n / 1e9);
+    else if (n >= 1000000ull)
+        snprintf(buf, cap, "%.1fM", (double)n / 1e6);
+    else if (n >= 1000ull)
+        snprintf(buf, cap, "%.1fK", (double)n / 1e3);
+    else
+        snprintf(buf, cap, "%llu", (unsigned long long)n);
+    return buf;
+}
+
+static int list_models(void)
+{
+    static char names[256][64];
+    size_t n = 0;
+    if (model_list(names, 256, &n)) {
+        cli_error("list", "cannot list models under %s/models", mpcsim_datadir());
+        return 1;
+    }
+    printf("%-20s %-6s %6s %6s %6s %8s %7s %7s %11s %8s\n", "model", "family", "layers", "dim",
+           "heads", "kv_heads", "ffn_dim", "vocab", "max_context", "params");
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        model_cfg m;
+        errbuf e;
+        char pc[32];
+        if (model_load(names[i], &m, &e)) {
+            fprintf(stderr, "%s\n", e.msg);
+            bad = 1;
+            continue;
+        }
+        printf("%-20s %-6s %6u %6u %6u %8u %7u %7u %11u %8s\n", names[i],
+               m.family == FAM_GPT2 ? "gpt2" : "llama", m.n_layers, m.dim, m.n_heads,
+               m.n_kv_heads, m.ffn_dim, m.vocab, m.max_ctx,
+               fmt_count(pc, sizeof pc, model_param_count(&m)));
+    }
+    return bad;
+}
+
+static int list_protocols(int costs, const char *ring_bits, uint64_t elems)
+{
+    size_t n;
+    const proto *const *all = proto_all(&n);
+    if (!costs) {
+        printf("%-10s %7s %6s  %s\n", "protocol", "parties", "dealer", "summary");
+        for (size_t i = 0; i < n; i++)
+            printf("%-10s %7d %6s  %s\n", all[i]->name, all[i]->n_parties,
+                   all[i]->has_dealer ? "yes" : "no", all[i]->summary ? all[i]->summary : "");
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        proto_cfg cfg;
+        errbuf e;
+        if (proto_cfg_default(all[i]->name, &cfg, &e) ||
+            (ring_bits && proto_cfg_set(&cfg, "ring_bits", ring_bits, &e))) {
+            cli_error("list", "%s: %s", all[i]->name, e.msg);
+            return 2;
+        }
+        if (i)
+            putchar('\n');
+        fflush(stdout);
+        proto_print_costs(stdout, all[i], &cfg, elems);
+    }
+    return 0;
+}
+
+static int list_policies(void)
+{
+    size_t n;
+    const policy_ops *const *all = policy_all(&n);
+    printf("%-14s %s\n    %-18s %-10s %-20s %s\n", "policy", "summary", "parameter", "default",
+           "accepted", "meaning");
+    for (size_t i = 0; i < n; i++) {
+        size_t np;
+        const policy_param *pp = policy_params(all[i], &np);
+        printf("%-14s %s\n", policy_name(all[i]), policy_summary(all[i]));
+        for (size_t k = 0; k < np; k++) {
+            char range[96];
+            if (pp[k].choices)
+                snprintf(range, sizeof range, "%s", pp[k].choices);
+            else
+                snprintf(range, sizeof range, "%g..%g", pp[k].lo, pp[k].hi);
+            printf("    %-18s %-10s %-20s %s\n", pp[k].key, pp[k].def ? pp[k].def : "", range,
+                   pp[k].help ? pp[k].help : "");
+        }
+    }
+    size_t nr;
+    const policy_param *rp = policy_replay_params(&nr);
+    if (nr)
+        printf("every policy also takes (the replay's own):\n");
+    for (size_t k = 0; k < nr; k++)
+        printf("    %-18s %-10s %g..%-17g %s\n", rp[k].key, rp[k].def ? rp[k].def : "",
+               rp[k].lo, rp[k].hi, rp[k].help ? rp[k].help : "");
+    return 0;
+}
+
+static int list_networks(void)
+{
+    size_t n;
+    const char *const *names = net_preset_names(&n);
+    printf("%-10s %12s %16s %18s %20s\n", "network", "latency_ms", "bandwidth_mbps",
+           "dealer_latency_ms", "dealer_bandwidth_mbps");
+    for (size_t i = 0; i < n; i++) {
+        net_cfg c;
+        errbuf e;
+        if (net_preset(names[i], 2, &c, &e)) {
+            cli_error("list", "%s", e.msg);
+            return 1;
+        }
+        printf("%-10s %12g %16g %18g %20g\n", names[i], c.link[0][1].latency_ns / 1e6,
+               c.link[0][1].bandwidth_bps / 1e6, c.dealer.latency_ns / 1e6,
+               c.dealer.bandwidth_bps / 1e6);
+    }
+    return 0;
+}
+
+/* ---- command ----------------------------------------------------------------------------- */
+
+int cmd_list(int argc, char **argv)
+{
+    static const struct option opts[] = {{"costs", no_argument, NULL, 'c'},
+                                          {"ring-bits", required_argument, NULL, 'r'},
+                                          {"help", no_argument, NULL, 'h'},
+                                          {NULL, 0, NULL, 0}};
+    int costs = 0, n_given = 0, ch;
+    const char *ring = NULL;
+    unsigned long long elems = 1;
+    long long rb;
+    optind = 0;
+    while ((ch = getopt_long(argc, argv, "hn:", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'c':
+            costs = 1;
+            break;
+        case 'r':
+            if (parse_i64(optarg, &rb) || rb < 2 || rb > 128) {
+                cli_error("list", "--ring-bits wants a bit count, e.g. 64 (got '%s')", optarg);
+                return 2;
+            }
+            ring = optarg;
+            break;
+        case 'n':
+            if (parse_u64(optarg, &elems) || elems == 0) {
+                cli_error("list", "-n wants a positive element count (got '%s')", optarg);
+                return 2;
+            }
+            n_given = 1;
+            break;
+        case 'h':
+            list_usage(stdout);
+            return 0;
+        default:
+            list_usage(stderr);
+            return 2;
+        }
+    }
+    if (optind != argc - 1) {
+        cli_error("list", optind == argc ? "what to list? models, protocols, policies or networks"
+                                         : "list one thing at a time");
+        list_usage(stderr);
+        return 2;
+    }
+    static const char *const what[] = {"models", "protocols", "policies", "networks"};
+    const char *w = argv[optind];
+    if ((costs || ring || n_given) && strcmp(w, "protocols")) {
+        cli_error("list", "--costs, --ring-bits and -n apply to 'list protocols'");
+        return 2;
+    }
+    if ((ring || n_given) && !costs) {
+        cli_error("list", "--ring-bits and -n go with --costs");
+        return 2;
+    }
+    if (!strcmp(w, "models"))
+        return list_models();
+    if (!strcmp(w, "protocols"))
+        return list_protocols(costs, ring, elems);
+    if (!strcmp(w, "policies"))
+        return list_policies();
+    if (!strcmp(w, "networks"))
+        return list_networks();
+    const char *dm = did_you_mean(w, what, 4);
+    if (dm)
+        cli_error("list", "cannot list '%s' (did you mean '%s'?)", w, dm);
+    else
+        cli_error("list", "cannot list '%s': models, protocols, policies or networks", w);
+    return 2;
+}

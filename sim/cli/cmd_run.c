@@ -1,0 +1,855 @@
+/* cmd_run.c — `mpcsim run`: expand a scenario, execute its runs (in-process, or in N forked
+ * workers that send each serialized result to the parent over a pipe), and record every run in
+ * the results database in its own transaction. The parent is the only writer. */
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "results/rdb.h"
+#include "sim/scenario/runcfg.h"
+#include "sim/scenario/scn.h"
+
+#define RUN_MAX_JOBS 256
+
+typedef struct run_opts {
+    const char *scenario;
+    const char *db;
+    long jobs;
+    int resume, dry_run, verbose, quiet;
+    unsigned long shard_k, shard_n; /* 1-based K of N; 0/0 = no sharding */
+} run_opts;
+
+/* ---- options --------------------------------------------------------------------------- */
+
+static void run_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: mpcsim run SCENARIO.yaml [-o DB] [-j N] [--resume] [--shard K/N] [--dry-run]\n"
+            "                  [-v] [--quiet]\n\n"
+            "Expands the scenario's sweep and records every run in an SQLite database (one\n"
+            "transaction per run: a killed sweep keeps every finished run and no partial one).\n\n"
+            "options:\n"
+            "  -o, --output DB   database (default: the scenario's output:, else\n"
+            "                    results/<scenario-name>.db)\n"
+            "  -j, --jobs N      N worker processes (default 1); the parent is the only writer\n"
+            "      --resume      run only what the database lacks (runs are keyed by the hash\n"
+            "                    of their resolved config); failed runs are tried again\n"
+            "      --shard K/N   only runs whose index %% N == K-1 (1 <= K <= N): for Slurm\n"
+            "                    arrays, GNU parallel or mpirun; give each shard its own -o and\n"
+            "                    fold them with `mpcsim merge`\n"
+            "      --shard auto  K/N from the launcher: OMPI_COMM_WORLD_RANK/SIZE (mpirun),\n"
+            "                    PMI_RANK/SIZE, SLURM_ARRAY_TASK_ID/COUNT, SLURM_PROCID/NTASKS\n"
+            "                    (-o may then contain {shard}, replaced by K)\n"
+            "      --dry-run     print the expanded runs (hash and summary) and write nothing\n"
+            "  -v, --verbose     with --dry-run: print each run's resolved YAML\n"
+            "  -q, --quiet       no progress bar and no summary\n"
+            "  -h, --help        this help\n\n"
+            "exit status: 0 every run ok, 1 a run or the database failed, 2 bad usage or input\n");
+}
+
+/* --shard auto: the rank and size a launcher gives each process (0-based rank). */
+static int shard_from_env(char *out, size_t n)
+{
+    static const char *const vars[][2] = {
+        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}, /* Open MPI mpirun */
+        {"PMI_RANK", "PMI_SIZE"},                         /* MPICH / Intel MPI */
+        {"SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT"}, /* sbatch --array=0-(N-1) */
+        {"SLURM_PROCID", "SLURM_NTASKS"},                 /* srun -n N */
+    };
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *r = getenv(vars[i][0]), *z = getenv(vars[i][1]);
+        unsigned long long rank, size;
+        if (r && z && !parse_u64(r, &rank) && !parse_u64(z, &size)) {
+            snprintf(out, n, "%llu/%llu", rank + 1, size);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int parse_shard(const char *arg, run_opts *o)
+{
+    char buf[64];
+    if (!strcmp(arg, "auto")) {
+        if (shard_from_env(buf, sizeof buf))
+            return -2;
+    } else {
+        snprintf(buf, sizeof buf, "%s", arg);
+    }
+    char *slash = strchr(buf, '/');
+    unsigned long long k, n;
+    if (!slash)
+        return -1;
+    *slash = '\0';
+    if (parse_u64(buf, &k) || parse_u64(slash + 1, &n) || n == 0 || k < 1 || k > n)
+        return -1;
+    o->shard_k = (unsigned long)k;
+    o->shard_n = (unsigned long)n;
+    return 0;
+}
+
+/* 0 ok, 1 --help printed, 2 usage error (printed). */
+static int run_parse(int argc, char **argv, run_opts *o)
+{
+    static const struct option lo[] = {
+        {"output", required_argument, NULL, 'o'}, {"jobs", required_argument, NULL, 'j'},
+        {"resume", no_argument, NULL, 'R'},       {"shard", required_argument, NULL, 'S'},
+        {"dry-run", no_argument, NULL, 'n'},      {"verbose", no_argument, NULL, 'v'},
+        {"quiet", no_argument, NULL, 'q'},        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    *o = (run_opts){.jobs = 1};
+    long long v;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "o:j:vqh", lo, NULL)) != -1) {
+        switch (c) {
+        case 'o': o->db = optarg; break;
+        case 'j':
+            if (parse_i64(optarg, &v) || v < 1 || v > RUN_MAX_JOBS) {
+                cli_error("run", "-j wants a number of workers from 1 to %d, not '%s'",
+                          RUN_MAX_JOBS, optarg);
+                return 2;
+            }
+            o->jobs = (long)v;
+            break;
+        case 'R': o->resume = 1; break;
+        case 'S':
+            switch (parse_shard(optarg, o)) {
+            case 0: break;
+            case -2:
+                cli_error("run", "--shard auto: no launcher rank in the environment (looked "
+                          "for OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_ARRAY_TASK_ID, "
+                          "SLURM_PROCID)");
+                return 2;
+            default:
+                cli_error("run", "--shard wants K/N with 1 <= K <= N (e.g. 2/8) or auto, not "
+                          "'%s'", optarg);
+                return 2;
+            }
+            break;
+        case 'n': o->dry_run = 1; break;
+        case 'v': o->verbose = 1; break;
+        case 'q': o->quiet = 1; break;
+        case 'h': run_usage(stdout); return 1;
+        default: run_usage(stderr); return 2;
+        }
+    }
+    if (optind != argc - 1) {
+        cli_error("run", optind >= argc ? "no scenario file given" : "one scenario file only");
+        run_usage(stderr);
+        return 2;
+    }
+    o->scenario = argv[optind];
+    return 0;
+}
+
+/* ---- the runs to do -------------------------------------------------------------------- */
+
+static const scenario *sort_scn; /* qsort has no context argument */
+
+static int by_hash(const void *a, const void *b)
+{
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    int c = strcmp(sort_scn->runs[i].hash, sort_scn->runs[j].hash);
+    return c ? c : (i > j) - (i < j);
+}
+
+/* Runs of this shard, in grid order, without repeated config hashes (the first grid point
+ * keeps a hash); indices into s->runs. */
+static size_t select_runs(scenario *s, const run_opts *o, size_t *sel, errbuf *e, int *rc)
+{
+    size_t n = 0;
+    *rc = MS_OK;
+    for (size_t i = 0; i < s->n_runs; i++) {
+        run_cfg *c = &s->runs[i];
+        if (o->shard_n && c->index % o->shard_n != o->shard_k - 1)
+            continue;
+        if (!c->yaml && (*rc = scn_resolve_yaml(c, e)))
+            return 0;
+        sel[n++] = i;
+    }
+    size_t *sorted = malloc((n + 1) * sizeof *sorted);
+    char *dup = calloc(s->n_runs + 1, 1);
+    if (!sorted || !dup) {
+        free(sorted);
+        free(dup);
+        *rc = err_set(e, MS_ERR_NOMEM, "out of memory expanding %s", s->path);
+        return 0;
+    }
+    memcpy(sorted, sel, n * sizeof *sel);
+    sort_scn = s;
+    qsort(sorted, n, sizeof *sorted, by_hash);
+    for (size_t k = 1; k < n; k++)
+        if (!strcmp(s->runs[sorted[k]].hash, s->runs[sorted[k - 1]].hash))
+            dup[sorted[k]] = 1;
+    size_t m = 0;
+    for (size_t k = 0; k < n; k++)
+        if (!dup[sel[k]])
+            sel[m++] = sel[k];
+    free(sorted);
+    free(dup);
+    return m;
+}
+
+static void print_summary_line(FILE *f, const run_cfg *c)
+{
+    fprintf(f, "%s  #%-4zu %s %s %s %s P=%u D=%u seed=%llu\n", c->hash, c->index,
+            c->model_ref[0] ? c->model_ref : c->model.name, c->proto_ref, c->net_ref,
+            c->policy.name, c->work.prompt_len, c->work.decode_len,
+            (unsigned long long)c->seed);
+}
+
+static void dry_run(const scenario *s, const size_t *sel, size_t n, int verbose)
+{
+    for (size_t i = 0; i < n; i++) {
+        const run_cfg *c = &s->runs[sel[i]];
+        if (verbose)
+            printf("# run %zu  hash %s\n%s%s---\n", c->index, c->hash, c->yaml,
+                   c->yaml[0] && c->yaml[strlen(c->yaml) - 1] == '\n' ? "" : "\n");
+        else
+            print_summary_line(stdout, c);
+    }
+    printf("%zu run%s\n", n, n == 1 ? "" : "s");
+}
+
+/* ---- one run's result: execute, serialize, deserialize --------------------------------- */
+
+typedef struct job_result {
+    size_t sel;                 /* position in the selection */
+    int rc;
+    errbuf err;
+    char started[32], finished[32];
+    run_result res;
+} job_result;
+
+static void iso_now(char out[32])
+{
+    struct timespec ts;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    size_t k = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out + k, 32 - k, ".%03ldZ", ts.tv_nsec / 1000000);
+}
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void job_execute(const run_cfg *c, size_t sel, job_result *j)
+{
+    memset(j, 0, sizeof *j);
+    j->sel = sel;
+    run_result_init(&j->res);
+    iso_now(j->started);
+    double t0 = mono_s();
+    j->rc = run_execute(c, &j->res, &j->err);
+    double dt = mono_s() - t0;
+    if (j->res.wall_s <= 0)
+        j->res.wall_s = dt;
+    iso_now(j->finished);
+}
+
+/* A growable byte buffer; the wire format is this binary's own struct layout (parent and
+ * workers are the same executable), framed by a magic and a length. */
+typedef struct wbuf {
+    unsigned char *p;
+    size_t n, cap;
+    int oom;
+} wbuf;
+
+#define WIRE_MAGIC 0x4d505252u /* "MPRR" */
+
+static void wput(wbuf *b, const void *src, size_t len)
+{
+    if (b->oom)
+        return;
+    if (b->n + len > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->n + len)
+            cap *= 2;
+        unsigned char *q = realloc(b->p, cap);
+        if (!q) {
+            b->oom = 1;
+            return;
+        }
+        b->p = q;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, src, len);
+    b->n += len;
+}
+
+static void job_serialize(const job_result *j, wbuf *b)
+{
+    uint64_t hdr[2] = {WIRE_MAGIC, 0}; /* length patched below */
+    wput(b, hdr, sizeof hdr);
+    uint64_t sel = j->sel, nm = j->res.n_metric;
+    wput(b, &sel, sizeof sel);
+    wput(b, &j->rc, sizeof j->rc);
+    wput(b, &j->err, sizeof j->err);
+    wput(b, j->started, sizeof j->started);
+    wput(b, j->finished, sizeof j->finished);
+    wput(b, &j->res.wall_s, sizeof j->res.wall_s);
+    wput(b, &nm, sizeof nm);
+    if (nm)
+        wput(b, j->res.metric, nm * sizeof *j->res.metric);
+    for (int p = 0; p < PHASE_N; p++) {
+        const sim_result *r = &j->res.phase[p];
+        uint64_t nl = r->layer ? r->n_layers : 0;
+        wput(b, &r->latency_ns, sizeof r->latency_ns);
+        wput(b, &r->events, sizeof r->events);
+        wput(b, &r->total, sizeof r->total);
+        wput(b, r->cat, sizeof r->cat);
+        wput(b, &nl, sizeof nl);
+        if (nl)
+            wput(b, r->layer, nl * sizeof *r->layer);
+    }
+    if (!b->oom)
+        ((uint64_t *)b->p)[1] = b->n - sizeof hdr;
+}
+
+typedef struct rcur {
+    const unsigned char *p;
+    size_t n, at;
+    int bad;
+} rcur;
+
+static void rget(rcur *c, void *dst, size_t len)
+{
+    if (c->bad || c->at + len > c->n) {
+        c->bad = 1;
+        memset(dst, 0, len);
+        return;
+    }
+    memcpy(dst, c->p + c->at, len);
+    c->at += len;
+}
+
+/* Parses a payload (after the header) into j; -1 if it is malformed. */
+static int job_deserialize(const unsigned char *p, size_t n, job_result *j)
+{
+    rcur c = {.p = p, .n = n};
+    uint64_t sel = 0, nm = 0;
+    memset(j, 0, sizeof *j);
+    run_result_init(&j->res);
+    rget(&c, &sel, sizeof sel);
+    j->sel = (size_t)sel;
+    rget(&c, &j->rc, sizeof j->rc);
+    rget(&c, &j->err, sizeof j->err);
+    rget(&c, j->started, sizeof j->started);
+    rget(&c, j->finished, sizeof j->finished);
+    rget(&c, &j->res.wall_s, sizeof j->res.wall_s);
+    rget(&c, &nm, sizeof nm);
+    if (c.bad || nm > n / sizeof(run_metric))
+        return -1;
+    for (uint64_t i = 0; i < nm; i++) {
+        run_metric m;
+        rget(&c, &m, sizeof m);
+        m.name[sizeof m.name - 1] = m.unit[sizeof m.unit - 1] = '\0';
+        if (c.bad || run_metric_add(&j->res, m.name, m.value, m.unit))
+            return -1;
+    }
+    for (int ph = 0; ph < PHASE_N; ph++) {
+        sim_result *r = &j->res.phase[ph];
+        uint64_t nl = 0;
+        rget(&c, &r->latency_ns, sizeof r->latency_ns);
+        rget(&c, &r->events, sizeof r->events);
+        rget(&c, &r->total, sizeof r->total);
+        rget(&c, r->cat, sizeof r->cat);
+        rget(&c, &nl, sizeof nl);
+        if (c.bad || nl > n / sizeof(sim_stats))
+            return -1;
+        if (nl) {
+            if (!(r->layer = calloc((size_t)nl, sizeof *r->layer)))
+                return -1;
+            r->n_layers = (size_t)nl;
+            rget(&c, r->layer, (size_t)nl * sizeof *r->layer);
+        }
+    }
+    j->err.msg[sizeof j->err.msg - 1] = '\0';
+    j->started[31] = j->finished[31] = '\0';
+    return c.bad || c.at != n ? -1 : 0;
+}
+
+/* ---- storing a result ------------------------------------------------------------------ */
+
+static void to_stats(const sim_stats *s, rdb_stats *d)
+{
+    memset(d, 0, sizeof *d);
+    d->rounds = s->rounds;
+    for (int p = 0; p < MPC_PARTIES_MAX && p < RDB_PARTIES; p++) {
+        d->bytes[p] = s->bytes_sent[p];
+        d->offline[p] = s->offline_bytes[p];
+    }
+    d->compute_ns = s->compute_ns;
+    d->comm_ns = s->comm_ns;
+}
+
+typedef struct store_rows {
+    rdb_metric *m;
+    rdb_phase ph[PHASE_N];
+    rdb_breakdown bd[PHASE_N * (OPC_N + 1)];
+    rdb_layer *ly;
+} store_rows;
+
+static int store_result(rdb *db, const run_cfg *c, const job_result *j, errbuf *e)
+{
+    const run_result *res = &j->res;
+    store_rows w = {0};
+    size_t nl = 0, nb = 0;
+    for (int p = 0; p < PHASE_N; p++)
+        nl += res->phase[p].layer ? res->phase[p].n_layers : 0;
+    w.m = calloc(res->n_metric + 1, sizeof *w.m);
+    w.ly = calloc(nl + 1, sizeof *w.ly);
+    if (!w.m || !w.ly) {
+        free(w.m);
+        free(w.ly);
+        return err_set(e, MS_ERR_NOMEM, "out of memory storing a run");
+    }
+    for (size_t i = 0; i < res->n_metric; i++)
+        w.m[i] = (rdb_metric){res->metric[i].name, res->metric[i].value, res->metric[i].unit};
+    nl = 0;
+    for (int p = 0; p < PHASE_N; p++) {
+        const sim_result *r = &res->phase[p];
+        w.ph[p] = (rdb_phase){op_phase_name(p), r->latency_ns, r->events};
+        w.bd[nb].phase = op_phase_name(p);
+        w.bd[nb].category = "total";
+        to_stats(&r->total, &w.bd[nb++].s);
+        for (int k = 0; k < OPC_N; k++) {
+            w.bd[nb].phase = op_phase_name(p);
+            w.bd[nb].category = op_cat_name(k);
+            to_stats(&r->cat[k], &w.bd[nb++].s);
+        }
+        for (size_t l = 0; r->layer && l < r->n_layers; l++) {
+            w.ly[nl].phase = op_phase_name(p);
+            w.ly[nl].layer = (int)l;
+            to_stats(&r->layer[l], &w.ly[nl++].s);
+        }
+    }
+    rdb_run row = {
+        .scenario = c->scenario, .grid_index = c->index, .config_hash = c->hash,
+        .config_yaml = c->yaml, .seed = c->seed, .status = j->rc ? "failed" : "ok",
+        .error = j->rc ? j->err.msg : NULL, .started = j->started, .finished = j->finished,
+        .wall_s = res->wall_s, .tool_version = MPCSIM_VERSION,
+        .model = c->model_ref[0] ? c->model_ref : c->model.name,
+        .protocol = c->proto_ref[0] ? c->proto_ref : c->proto.name,
+        .network = c->net_ref[0] ? c->net_ref : c->net.name, .policy = c->policy.name,
+        .prompt_len = c->work.prompt_len, .decode_len = c->work.decode_len,
+        .batch = c->work.batch, .metric = w.m, .n_metric = res->n_metric, .phase = w.ph,
+        .n_phase = j->rc ? 0 : PHASE_N, .breakdown = w.bd, .n_breakdown = j->rc ? 0 : nb,
+        .layer = w.ly, .n_layer = j->rc ? 0 : nl};
+    if (j->rc)
+        row.n_metric = 0;
+    int rc = rdb_run_put(db, &row, NULL, e);
+    free(w.m);
+    free(w.ly);
+    return rc;
+}
+
+/* ---- progress -------------------------------------------------------------------------- */
+
+typedef struct progress {
+    int on;
+    size_t done, total, failed;
+    double t0;
+} progress;
+
+static void progress_show(progress *pg)
+{
+    if (!pg->on)
+        return;
+    double dt = mono_s() - pg->t0, rate = dt > 0 ? (double)pg->done / dt : 0;
+    double eta = rate > 0 ? (double)(pg->total - pg->done) / rate : 0;
+    int width = 30, fill = pg->total ? (int)((double)width * (double)pg->done / (double)pg->total) : width;
+    char bar[64];
+    for (int i = 0; i < width; i++)
+        bar[i] = i < fill ? '#' : '.';
+    bar[width] = '\0';
+    fprintf(stderr, "\r[%s] %zu/%zu  %.2f run/s  ETA %d:%02d%s\033[K", bar, pg->done, pg->total,
+            rate, (int)(eta / 60), (int)eta % 60, pg->failed ? "  (failures)" : "");
+    if (pg->done == pg->total)
+        fputc('\n', stderr);
+}
+
+/* ---- executing: in-process or in forked workers ---------------------------------------- */
+
+typedef struct sweep {
+    scenario *s;
+    const size_t *sel;  /* selection: indices into s->runs */
+    size_t n;
+    rdb *db;
+    progress pg;
+    int db_rc;          /* first database error */
+    errbuf db_err;
+} sweep;
+
+/* Stores a finished job; reports a failed run on stderr. */
+static void sweep_record(sweep *sw, job_result *j)
+{
+    const run_cfg *c = &sw->s->runs[sw->sel[j->sel]];
+    if (j->rc) {
+        sw->pg.failed++;
+        if (sw->pg.on)
+            fputc('\n', stderr);
+        fprintf(stderr, "mpcsim run: error: run #%zu (%s) failed: %s\n", c->index, c->hash,
+                j->err.msg);
+    }
+    errbuf e;
+    int rc = store_result(sw->db, c, j, &e);
+    if (rc && !sw->db_rc) {
+        sw->db_rc = rc;
+        sw->db_err = e;
+    }
+    sw->pg.done++;
+    progress_show(&sw->pg);
+    run_result_free(&j->res);
+}
+
+static void sweep_inprocess(sweep *sw)
+{
+    for (size_t i = 0; i < sw->n && !sw->db_rc; i++) {
+        job_result j;
+        job_execute(&sw->s->runs[sw->sel[i]], i, &j);
+        sweep_record(sw, &j);
+    }
+}
+
+typedef struct worker {
+    pid_t pid;
+    int task_fd, res_fd; /* parent's ends */
+    long task;           /* selection position in flight, -1 if idle */
+} worker;
+
+static int write_all(int fd, const void *p, size_t n)
+{
+    const unsigned char *q = p;
+    while (n) {
+        ssize_t k = write(fd, q, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        q += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* 1 read, 0 EOF at the start, -1 error or short read. */
+static int read_all(int fd, void *p, size_t n)
+{
+    unsigned char *q = p;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = read(fd, q + got, n - got);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return got == 0 && k == 0 ? 0 : -1;
+        got += (size_t)k;
+    }
+    return 1;
+}
+
+/* A worker: read a selection position, execute it, send the result; until EOF. */
+static void worker_main(const sweep *sw, int task_fd, int res_fd)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() == 1)
+        _exit(1);
+    uint64_t pos;
+    while (read_all(task_fd, &pos, sizeof pos) == 1) {
+        job_result j;
+        wbuf b = {0};
+        if (pos >= sw->n)
+            _exit(1);
+        job_execute(&sw->s->runs[sw->sel[pos]], (size_t)pos, &j);
+        job_serialize(&j, &b);
+        if (b.oom || write_all(res_fd, b.p, b.n))
+            _exit(1);
+        free(b.p);
+        run_result_free(&j.res);
+    }
+    _exit(0);
+}
+
+static int worker_spawn(const sweep *sw, worker *ws, int k)
+{
+    int tp[2], rp[2];
+    if (pipe(tp))
+        return -1;
+    if (pipe(rp)) {
+        close(tp[0]);
+        close(tp[1]);
+        return -1;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        for (int i = 0; i < k; i++) { /* siblings' pipes */
+            close(ws[i].task_fd);
+            close(ws[i].res_fd);
+        }
+        close(tp[1]);
+        close(rp[0]);
+        worker_main(sw, tp[0], rp[1]);
+    }
+    close(tp[0]);
+    close(rp[1]);
+    ws[k] = (worker){.pid = pid, .task_fd = tp[1], .res_fd = rp[0], .task = -1};
+    return 0;
+}
+
+/* Gives worker w the next position, or closes its task pipe when none is left. */
+static void worker_feed(worker *w, size_t *next, size_t n)
+{
+    if (*next < n) {
+        uint64_t pos = *next;
+        if (write_all(w->task_fd, &pos, sizeof pos) == 0) {
+            w->task = (long)(*next)++;
+            return;
+        }
+    }
+    if (w->task_fd >= 0)
+        close(w->task_fd);
+    w->task_fd = -1;
+    w->task = -1;
+}
+
+/* Reads one framed result from a worker; on EOF or garbage, the run in flight fails. */
+static int worker_collect(sweep *sw, worker *w)
+{
+    uint64_t hdr[2];
+    job_result j;
+    memset(&j, 0, sizeof j);
+    run_result_init(&j.res);
+    int got = read_all(w->res_fd, hdr, sizeof hdr);
+    unsigned char *p = NULL;
+    if (got == 1 && hdr[0] == WIRE_MAGIC && hdr[1] < ((uint64_t)1 << 34) &&
+        (p = malloc(hdr[1] ? hdr[1] : 1)) && read_all(w->res_fd, p, hdr[1]) == 1 &&
+        job_deserialize(p, hdr[1], &j) == 0 && (long)j.sel == w->task) {
+        free(p);
+        sweep_record(sw, &j);
+        return 0;
+    }
+    free(p);
+    run_result_free(&j.res);
+    close(w->res_fd);
+    w->res_fd = -1;
+    if (w->task_fd >= 0)
+        close(w->task_fd);
+    w->task_fd = -1;
+    if (w->task >= 0) { /* the worker died or spoke garbage: its run fails, others go on */
+        job_result f = {.sel = (size_t)w->task, .rc = MS_ERR_INTERNAL};
+        run_result_init(&f.res);
+        iso_now(f.started);
+        iso_now(f.finished);
+        err_set(&f.err, MS_ERR_INTERNAL, "worker process %d died during the run", (int)w->pid);
+        sweep_record(sw, &f);
+    }
+    return -1;
+}
+
+static void sweep_workers(sweep *sw, long jobs)
+{
+    worker ws[RUN_MAX_JOBS];
+    int nw = 0;
+    size_t next = 0;
+    if ((size_t)jobs > sw->n)
+        jobs = (long)sw->n;
+    for (; nw < jobs; nw++)
+        if (worker_spawn(sw, ws, nw)) {
+            fprintf(stderr, "mpcsim run: warning: could not start worker %d: %s\n", nw + 1,
+                    strerror(errno));
+            break;
+        }
+    if (nw == 0) {
+        sweep_inprocess(sw);
+        return;
+    }
+    for (int i = 0; i < nw; i++)
+        worker_feed(&ws[i], &next, sw->db_rc ? 0 : sw->n);
+    for (;;) {
+        struct pollfd pf[RUN_MAX_JOBS];
+        int np = 0, map[RUN_MAX_JOBS];
+        for (int i = 0; i < nw; i++)
+            if (ws[i].res_fd >= 0 && ws[i].task >= 0) {
+                pf[np] = (struct pollfd){.fd = ws[i].res_fd, .events = POLLIN};
+                map[np++] = i;
+            }
+        if (np == 0)
+            break;
+        if (poll(pf, (nfds_t)np, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        for (int k = 0; k < np; k++) {
+            if (!(pf[k].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            worker *w = &ws[map[k]];
+            if (worker_collect(sw, w) == 0)
+                worker_feed(w, &next, sw->db_rc ? 0 : sw->n);
+        }
+    }
+    for (int i = 0; i < nw; i++) {
+        if (ws[i].task_fd >= 0)
+            close(ws[i].task_fd);
+        if (ws[i].res_fd >= 0)
+            close(ws[i].res_fd);
+        waitpid(ws[i].pid, NULL, 0);
+    }
+}
+
+/* ---- the command ----------------------------------------------------------------------- */
+
+/* The database path: -o (its "{shard}" replaced by K), else the scenario's output:, else
+ * results/<name>.db. */
+static void db_path_for(const run_opts *o, const scenario *s, char *out, size_t n)
+{
+    const char *mark = o->db ? strstr(o->db, "{shard}") : NULL;
+    if (mark)
+        snprintf(out, n, "%.*s%lu%s", (int)(mark - o->db), o->db, o->shard_k, mark + 7);
+    else if (o->db)
+        snprintf(out, n, "%s", o->db);
+    else if (s->db[0])
+        snprintf(out, n, "%s", s->db);
+    else
+        snprintf(out, n, "results/%s.db", s->name);
+}
+
+/* Opens the database (creating its folders), refuses to mix a fresh sweep into a database that
+ * already holds this scenario, and drops done runs from the selection under --resume. Returns
+ * an exit status, 0 to go on. */
+static int open_db(const run_opts *o, const scenario *s, const char *path, size_t *sel,
+                   size_t *n, rdb **db)
+{
+    errbuf e;
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", path);
+    for (char *p = dir + 1; *p; p++) /* the database's folders; an error shows at open */
+        if (*p == '/') {
+            *p = '\0';
+            mkdir(dir, 0777);
+            *p = '/';
+        }
+    int rc = rdb_open(path, 1, db, &e);
+    if (rc) {
+        fprintf(stderr, "mpcsim run: error: %s\n", e.msg);
+        return ms_err_exit_code(rc);
+    }
+    int64_t have = 0;
+    if ((rc = rdb_scenario_runs(*db, s->name, &have, &e)))
+        goto fail;
+    if (have > 0 && !o->resume) {
+        cli_error("run", "%s already holds %lld run%s of scenario '%s'\n"
+                  "---> HINT: add --resume to run only what is missing, or write elsewhere "
+                  "with -o", path, (long long)have, have == 1 ? "" : "s", s->name);
+        rdb_close(*db);
+        *db = NULL;
+        return 2;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < *n; i++) {
+        int done = 0;
+        if ((rc = rdb_run_done(*db, s->runs[sel[i]].hash, &done, &e)))
+            goto fail;
+        if (!done)
+            sel[k++] = sel[i];
+    }
+    *n = k;
+    if ((rc = rdb_scenario_put(*db, s->name, s->path, s->yaml, &e)))
+        goto fail;
+    return 0;
+fail:
+    fprintf(stderr, "mpcsim run: error: %s\n", e.msg);
+    rdb_close(*db);
+    *db = NULL;
+    return ms_err_exit_code(rc);
+}
+
+static int run_sweep(const run_opts *o, scenario *s, size_t *sel, size_t n_sel)
+{
+    char path[1024];
+    rdb *db = NULL;
+    size_t n = n_sel;
+    db_path_for(o, s, path, sizeof path);
+    int status = open_db(o, s, path, sel, &n, &db);
+    if (status)
+        return status;
+    sweep sw = {.s = s, .sel = sel, .n = n, .db = db};
+    sw.pg = (progress){.on = !o->quiet && isatty(STDERR_FILENO), .total = n, .t0 = mono_s()};
+    if (n == 0 && !o->quiet)
+        printf("%s: nothing to run (%zu of %zu runs already recorded)\n", path, n_sel, n_sel);
+    if (n > 0)
+        progress_show(&sw.pg);
+    void (*old_pipe)(int) = signal(SIGPIPE, SIG_IGN);
+    if (n > 0 && o->jobs > 1)
+        sweep_workers(&sw, o->jobs);
+    else if (n > 0)
+        sweep_inprocess(&sw);
+    signal(SIGPIPE, old_pipe);
+    if (sw.db_rc)
+        fprintf(stderr, "mpcsim run: error: %s\n", sw.db_err.msg);
+    if (n > 0 && !o->quiet)
+        printf("%s: %zu run%s recorded (%zu failed, %zu already there) in %.1f s\n", path,
+               sw.pg.done - sw.pg.failed, sw.pg.done - sw.pg.failed == 1 ? "" : "s",
+               sw.pg.failed, n_sel - n, mono_s() - sw.pg.t0);
+    if (rdb_close(db) && !sw.db_rc)
+        sw.db_rc = MS_ERR_DB;
+    return sw.db_rc || sw.pg.failed || sw.pg.done < n ? 1 : 0;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    run_opts o;
+    int st = run_parse(argc, argv, &o);
+    if (st)
+        return st == 1 ? 0 : 2;
+    if (access(o.scenario, R_OK)) {
+        cli_error("run", "cannot read %s: %s", o.scenario, strerror(errno));
+        return 2;
+    }
+    scenario s;
+    errbuf e;
+    int rc = scn_load(o.scenario, NULL, &s, &e);
+    if (rc) {
+        fprintf(stderr, "%s\n", e.msg);
+        return ms_err_exit_code(rc);
+    }
+    size_t *sel = calloc(s.n_runs + 1, sizeof *sel);
+    if (!sel) {
+        scn_free(&s);
+        cli_error("run", "out of memory");
+        return 1;
+    }
+    size_t n = select_runs(&s, &o, sel, &e, &rc);
+    if (rc) {
+        fprintf(stderr, "%s\n", e.msg);
+        st = ms_err_exit_code(rc);
+    } else if (o.dry_run) {
+        dry_run(&s, sel, n, o.verbose);
+    } else {
+        st = run_sweep(&o, &s, sel, n);
+    }
+    free(sel);
+    scn_free(&s);
+    return st;
+}

@@ -1,0 +1,970 @@
+/* cmd_serve.c — `mpcsim serve`: multi-user serving under cross-user KV sharing policies.
+ *
+ *   mpcsim serve SCENARIO.yaml [-o DB] [--plot DIR] [overrides…]
+ *   mpcsim serve --workload FILE --model M --protocol P --network N [--policy NAME] …
+ *
+ * Reads a serving scenario (schema: scenarios/SERVING.md), runs every policy × rate, prints
+ * the figures, records them in the results database, runs the timing attacker per policy and
+ * optionally plots with gnuplot. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "cmd.h"
+#include "sim/serve/leak.h"
+#include "models/model.h"
+#include "sim/serve/serve.h"
+#include "results/serve_db.h"
+#include "sim/serve/workload.h"
+#include "protocols/base/yamlx.h"
+
+#define MAX_RATES 32
+
+/* ---- settings ---------------------------------------------------------------------------- */
+
+typedef struct serve_scn {
+    char name[64], path[512];
+    char model[256], protocol[32], network[64], machine[256];
+    char output[512], replay[512];
+    uint64_t seed;
+    wl_params wl;
+    double rate[MAX_RATES];
+    size_t n_rate;
+    int policy[KVS_N];
+    size_t n_policy;
+    serve_params sp;
+    int attack;
+    leak_params lp;
+    int channel[2];           /* attack channels to run, in order */
+    size_t n_channel;
+    double bg_load;           /* attack: background load as a share of capacity */
+    int pos_line, pos_col;    /* where sharing.position was set (for the RoPE check) */
+} serve_scn;
+
+static void scn_defaults(serve_scn *s)
+{
+    memset(s, 0, sizeof *s);
+    snprintf(s->name, sizeof s->name, "serve");
+    snprintf(s->model, sizeof s->model, "llama-2-7b");
+    snprintf(s->protocol, sizeof s->protocol, "semi2k");
+    snprintf(s->network, sizeof s->network, "lan");
+    snprintf(s->machine, sizeof s->machine, "default");
+    s->seed = 1;
+    wl_params_default(&s->wl);
+    s->rate[0] = s->wl.rate;
+    s->n_rate = 1;
+    for (int k = 0; k < KVS_N; k++)
+        s->policy[k] = k;
+    s->n_policy = KVS_N;
+    serve_params_default(&s->sp);
+    s->attack = 1;
+    leak_params_default(&s->lp);
+    s->channel[0] = LEAK_TTFT;
+    s->n_channel = 1;
+    s->bg_load = 0.3;
+}
+
+/* ---- scenario file ----------------------------------------------------------------------- */
+
+typedef struct yctx {
+    const char *path;
+    errbuf *e;
+} yctx;
+
+static int yerr(yctx *x, const yx_node *n, const char *fmt, const char *a, const char *hint)
+{
+    char msg[512];
+    snprintf(msg, sizeof msg, fmt, a);
+    return err_set(x->e, MS_ERR_INPUT, "%s:%d:%d: error: %s%s%s", x->path, n ? n->line : 1,
+                   n ? n->col : 1, msg, hint ? "\n  hint: " : "", hint ? hint : "");
+}
+
+static int check_keys(yctx *x, const yx_node *m, const char *where, const char *const *keys,
+                      size_t n)
+{
+    if (m->kind != YX_MAP)
+        return yerr(x, m, "'%s' must be a mapping", where, NULL);
+    for (size_t i = 0; i < m->n; i++) {
+        size_t k = 0;
+        while (k < n && strcmp(m->key[i]->str, keys[k]))
+            k++;
+        if (k < n)
+            continue;
+        const char *dym = did_you_mean(m->key[i]->str, keys, n);
+        char msg[256];
+        snprintf(msg, sizeof msg, "unknown key '%s' in '%s'", m->key[i]->str, where);
+        char hint[256];
+        if (dym)
+            snprintf(hint, sizeof hint, "did you mean '%s'?", dym);
+        else
+            snprintf(hint, sizeof hint, "see scenarios/SERVING.md for the keys of '%s'", where);
+        return yerr(x, m->key[i], "%s", msg, hint);
+    }
+    return MS_OK;
+}
+
+static int y_scalar(yctx *x, const yx_node *v, const char *key)
+{
+    return v->kind == YX_SCALAR ? MS_OK : yerr(x, v, "'%s' must be a scalar", key, NULL);
+}
+
+static int y_u64(yctx *x, const yx_node *v, const char *key, uint64_t lo, uint64_t *out)
+{
+    unsigned long long u;
+    if (y_scalar(x, v, key))
+        return MS_ERR_INPUT;
+    if (parse_u64(v->str, &u) || u < lo) {
+        char hint[64];
+        snprintf(hint, sizeof hint, "an integer >= %llu", (unsigned long long)lo);
+        return yerr(x, v, "bad value for '%s'", key, hint);
+    }
+    *out = u;
+    return MS_OK;
+}
+
+static int y_u32(yctx *x, const yx_node *v, const char *key, uint32_t lo, uint32_t *out)
+{
+    uint64_t u;
+    int rc = y_u64(x, v, key, lo, &u);
+    if (!rc && u > UINT32_MAX)
+        rc = yerr(x, v, "'%s' is too large", key, NULL);
+    if (!rc)
+        *out = (uint32_t)u;
+    return rc;
+}
+
+static int y_double(yctx *x, const yx_node *v, const char *key, double lo, double hi,
+                    double *out)
+{
+    double d;
+    if (y_scalar(x, v, key))
+        return MS_ERR_INPUT;
+    if (parse_double(v->str, &d) || !(d >= lo && d <= hi)) {
+        char hint[96];
+        snprintf(hint, sizeof hint, "a number in [%g, %g]", lo, hi);
+        return yerr(x, v, "bad value for '%s'", key, hint);
+    }
+    *out = d;
+    return MS_OK;
+}
+
+static int y_str(yctx *x, const yx_node *v, const char *key, char *out, size_t cap)
+{
+    if (y_scalar(x, v, key))
+        return MS_ERR_INPUT;
+    if (strlen(v->str) >= cap || !v->str[0])
+        return yerr(x, v, "bad value for '%s' (empty or too long)", key, NULL);
+    snprintf(out, cap, "%s", v->str);
+    return MS_OK;
+}
+
+/* A [min, max] pair or a single value. */
+static int y_range(yctx *x, const yx_node *v, const char *key, uint32_t *lo, uint32_t *hi)
+{
+    if (v->kind == YX_SCALAR) {
+        int rc = y_u32(x, v, key, 1, lo);
+        *hi = *lo;
+        return rc;
+    }
+    if (v->kind != YX_SEQ || v->n != 2)
+        return yerr(x, v, "'%s' must be a number or [min, max]", key, NULL);
+    int rc = y_u32(x, v->item[0], key, 1, lo);
+    if (!rc)
+        rc = y_u32(x, v->item[1], key, 1, hi);
+    if (!rc && *hi < *lo)
+        rc = yerr(x, v, "'%s': max is below min", key, NULL);
+    return rc;
+}
+
+static int read_workload(yctx *x, const yx_node *m, serve_scn *s)
+{
+    static const char *const keys[] = {
+        "requests", "rate", "tenants", "users_per_tenant", "system_prompt", "user_context",
+        "documents", "document_len", "docs_per_request", "doc_zipf", "turn", "decode",
+        "pii_fraction", "pii_run", "vocab", "replay"};
+    int rc = check_keys(x, m, "workload", keys, sizeof keys / sizeof *keys);
+    wl_params *w = &s->wl;
+    for (size_t i = 0; !rc && i < m->n; i++) {
+        const char *k = m->key[i]->str;
+        const yx_node *v = m->item[i];
+        if (!strcmp(k, "requests"))
+            rc = y_u32(x, v, k, 1, &w->n_requests);
+        else if (!strcmp(k, "rate")) {
+            const yx_node *const *it = v->kind == YX_SEQ ? (const yx_node *const *)v->item : &v;
+            size_t n = v->kind == YX_SEQ ? v->n : 1;
+            if (n == 0 || n > MAX_RATES)
+                rc = yerr(x, v, "'rate' needs 1 to 32 values", k, NULL);
+            for (size_t j = 0; !rc && j < n; j++)
+                rc = y_double(x, it[j], k, 1e-12, 1e9, &s->rate[j]);
+            s->n_rate = n;
+        } else if (!strcmp(k, "tenants"))
+            rc = y_u32(x, v, k, 1, &w->n_tenants);
+        else if (!strcmp(k, "users_per_tenant"))
+            rc = y_u32(x, v, k, 1, &w->users_per_tenant);
+        else if (!strcmp(k, "system_prompt"))
+            rc = y_u32(x, v, k, 0, &w->sys_len);
+        else if (!strcmp(k, "user_context"))
+            rc = y_u32(x, v, k, 0, &w->user_ctx_len);
+        else if (!strcmp(k, "documents"))
+            rc = y_u32(x, v, k, 0, &w->n_docs);
+        else if (!strcmp(k, "document_len"))
+            rc = y_u32(x, v, k, 1, &w->doc_len);
+        else if (!strcmp(k, "docs_per_request"))
+            rc = y_u32(x, v, k, 0, &w->docs_per_req);
+        else if (!strcmp(k, "doc_zipf"))
+            rc = y_double(x, v, k, 0, 10, &w->doc_zipf);
+        else if (!strcmp(k, "turn"))
+            rc = y_range(x, v, k, &w->turn_min, &w->turn_max);
+        else if (!strcmp(k, "decode"))
+            rc = y_range(x, v, k, &w->decode_min, &w->decode_max);
+        else if (!strcmp(k, "pii_fraction"))
+            rc = y_double(x, v, k, 0, 1, &w->pii_fraction);
+        else if (!strcmp(k, "pii_run"))
+            rc = y_u32(x, v, k, 1, &w->pii_run);
+        else if (!strcmp(k, "vocab"))
+            rc = y_u32(x, v, k, 64, &w->vocab);
+        else if (!strcmp(k, "replay"))
+            rc = y_str(x, v, k, s->replay, sizeof s->replay);
+    }
+    return rc;
+}
+
+static int read_server(yctx *x, const yx_node *m, serve_scn *s)
+{
+    static const char *const keys[] = {"batch", "chunk", "scheduler", "cost_bucket"};
+    int rc = check_keys(x, m, "server", keys, 4);
+    for (size_t i = 0; !rc && i < m->n; i++) {
+        const char *k = m->key[i]->str;
+        const yx_node *v = m->item[i];
+        if (!strcmp(k, "batch"))
+            rc = y_u32(x, v, k, 1, &s->sp.batch_limit);
+        else if (!strcmp(k, "chunk"))
+            rc = y_u32(x, v, k, 0, &s->sp.chunk);
+        else if (!strcmp(k, "cost_bucket"))
+            rc = y_u32(x, v, k, 1, &s->sp.cost_bucket);
+        else if (!(rc = y_scalar(x, v, k)) && (s->sp.scheduler = serve_sched_from_name(v->str)) < 0)
+            rc = yerr(x, v, "unknown scheduler '%s'", v->str, "fcfs or lpm");
+    }
+    return rc;
+}
+
+static int read_policy_list(yctx *x, const yx_node *v, serve_scn *s)
+{
+    const yx_node *const *it = v->kind == YX_SEQ ? (const yx_node *const *)v->item : &v;
+    size_t n = v->kind == YX_SEQ ? v->n : 1, nn;
+    const char *const *names = kvs_kind_names(&nn);
+    if (n == 0 || n > KVS_N)
+        return yerr(x, v, "'policies' needs 1 to 4 names", "", "none, prefix, salted, span");
+    for (size_t j = 0; j < n; j++) {
+        if (y_scalar(x, it[j], "policies"))
+            return MS_ERR_INPUT;
+        int k = kvs_kind_from_name(it[j]->str);
+        if (k < 0) {
+            const char *dym = did_you_mean(it[j]->str, names, nn);
+            char hint[96];
+            snprintf(hint, sizeof hint, "%s%s%snone, prefix, salted or span",
+                     dym ? "did you mean '" : "", dym ? dym : "", dym ? "'? " : "");
+            return yerr(x, it[j], "unknown sharing policy '%s'", it[j]->str, hint);
+        }
+        s->policy[j] = k;
+    }
+    s->n_policy = n;
+    return MS_OK;
+}
+
+static int read_sharing(yctx *x, const yx_node *m, serve_scn *s)
+{
+    static const char *const keys[] = {"policies", "block", "capacity_tokens", "min_span",
+                                       "position"};
+    int rc = check_keys(x, m, "sharing", keys, 5);
+    kvs_params *p = &s->sp.share;
+    for (size_t i = 0; !rc && i < m->n; i++) {
+        const char *k = m->key[i]->str;
+        const yx_node *v = m->item[i];
+        if (!strcmp(k, "policies"))
+            rc = read_policy_list(x, v, s);
+        else if (!strcmp(k, "block"))
+            rc = y_u32(x, v, k, 1, &p->block);
+        else if (!strcmp(k, "capacity_tokens"))
+            rc = y_u64(x, v, k, 1, &p->capacity_tokens);
+        else if (!strcmp(k, "min_span"))
+            rc = y_u32(x, v, k, 1, &p->min_span);
+        else if (!(rc = y_scalar(x, v, k))) {
+            if (!strcmp(v->str, "rerotate") || !strcmp(v->str, "recompute")) {
+                p->position = v->str[2] == 'r' ? KVS_POS_REROTATE : KVS_POS_RECOMPUTE;
+                s->pos_line = v->line;
+                s->pos_col = v->col;
+            } else {
+                rc = yerr(x, v, "unknown position treatment '%s'", v->str, "rerotate or recompute");
+            }
+        }
+    }
+    return rc;
+}
+
+/* channel: ttft | order | [ttft, order] */
+static int read_channels(yctx *x, const yx_node *v, serve_scn *s)
+{
+    const yx_node *const *it = v->kind == YX_SEQ ? (const yx_node *const *)v->item : &v;
+    size_t n = v->kind == YX_SEQ ? v->n : 1;
+    if (n == 0 || n > 2)
+        return yerr(x, v, "'channel' needs 1 or 2 names", "", "ttft, order or [ttft, order]");
+    for (size_t j = 0; j < n; j++) {
+        if (y_scalar(x, it[j], "channel"))
+            return MS_ERR_INPUT;
+        if ((s->channel[j] = leak_channel_from_name(it[j]->str)) < 0)
+            return yerr(x, it[j], "unknown channel '%s'", it[j]->str, "ttft or order");
+    }
+    s->n_channel = n;
+    return MS_OK;
+}
+
+static int read_attack(yctx *x, const yx_node *m, serve_scn *s)
+{
+    static const char *const keys[] = {"enabled", "trials", "candidates", "channel",
+                                       "template_len", "background_load"};
+    int rc = check_keys(x, m, "attack", keys, 6);
+    for (size_t i = 0; !rc && i < m->n; i++) {
+        const char *k = m->key[i]->str;
+        const yx_node *v = m->item[i];
+        if (!strcmp(k, "enabled")) {
+            if (!(rc = y_scalar(x, v, k))) {
+                if (!strcmp(v->str, "true") || !strcmp(v->str, "false"))
+                    s->attack = v->str[0] == 't';
+                else
+                    rc = yerr(x, v, "'enabled' must be true or false", k, NULL);
+            }
+        } else if (!strcmp(k, "trials"))
+            rc = y_u32(x, v, k, 1, &s->lp.trials);
+        else if (!strcmp(k, "candidates"))
+            rc = y_u32(x, v, k, 2, &s->lp.candidates);
+        else if (!strcmp(k, "template_len"))
+            rc = y_u32(x, v, k, 1, &s->lp.template_len);
+        else if (!strcmp(k, "background_load"))
+            rc = y_double(x, v, k, 0, 0.95, &s->bg_load);
+        else
+            rc = read_channels(x, v, s);
+    }
+    return rc;
+}
+
+static int read_scenario(const char *path, serve_scn *s, errbuf *e)
+{
+    yx_node *root;
+    int rc = yx_parse_file(path, &root, e);
+    if (rc)
+        return rc;
+    yctx x = {path, e};
+    static const char *const keys[] = {"name", "model", "protocol", "network", "machine",
+                                       "seed", "output", "workload", "server", "sharing",
+                                       "attack"};
+    rc = check_keys(&x, root, "scenario", keys, sizeof keys / sizeof *keys);
+    snprintf(s->path, sizeof s->path, "%s", path);
+    const char *base = strrchr(path, '/');
+    snprintf(s->name, sizeof s->name, "%.*s", (int)strcspn(base ? base + 1 : path, "."),
+             base ? base + 1 : path);
+    for (size_t i = 0; !rc && i < root->n; i++) {
+        const char *k = root->key[i]->str;
+        const yx_node *v = root->item[i];
+        if (!strcmp(k, "name"))
+            rc = y_str(&x, v, k, s->name, sizeof s->name);
+        else if (!strcmp(k, "model"))
+            rc = y_str(&x, v, k, s->model, sizeof s->model);
+        else if (!strcmp(k, "protocol"))
+            rc = y_str(&x, v, k, s->protocol, sizeof s->protocol);
+        else if (!strcmp(k, "network"))
+            rc = y_str(&x, v, k, s->network, sizeof s->network);
+        else if (!strcmp(k, "machine"))
+            rc = y_str(&x, v, k, s->machine, sizeof s->machine);
+        else if (!strcmp(k, "output"))
+            rc = y_str(&x, v, k, s->output, sizeof s->output);
+        else if (!strcmp(k, "seed"))
+            rc = y_u64(&x, v, k, 0, &s->seed);
+        else if (!strcmp(k, "workload"))
+            rc = read_workload(&x, v, s);
+        else if (!strcmp(k, "server"))
+            rc = read_server(&x, v, s);
+        else if (!strcmp(k, "sharing"))
+            rc = read_sharing(&x, v, s);
+        else if (!strcmp(k, "attack"))
+            rc = read_attack(&x, v, s);
+    }
+    yx_free(root);
+    return rc;
+}
+
+/* ---- command line ------------------------------------------------------------------------ */
+
+typedef struct serve_args {
+    const char *scenario, *output, *plot, *workload, *dump, *policy;
+    const char *model, *protocol, *network, *scheduler;
+    const char *requests, *rate, *seed, *batch, *chunk, *position;
+    int no_attack, quiet;
+} serve_args;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: mpcsim serve SCENARIO.yaml [-o DB] [--plot DIR] [options]\n"
+            "       mpcsim serve --workload FILE [--model M --protocol P --network N] [options]\n\n"
+            "Simulates MPC parties serving many users' requests, with cross-user KV sharing\n"
+            "policies (none, prefix, salted, span), and reports TTFT p50/p90/p99, time per\n"
+            "output token, throughput, token and request hit rates, MPC bytes and rounds\n"
+            "saved and cache memory; a timing attacker measures what each policy leaks.\n"
+            "Scenario schema and replay format: scenarios/SERVING.md.\n\n"
+            "options:\n"
+            "  -o, --output DB        results database (default: the scenario's output:,\n"
+            "                         else results/<name>.db)\n"
+            "      --plot DIR         write TTFT CDF and load plots (gnuplot) into DIR\n"
+            "      --workload FILE    replay a workload file instead of generating one\n"
+            "      --dump-workload F  write the (first) generated workload to F and continue\n"
+            "      --policy NAME      only this sharing policy\n"
+            "  -n, --requests N       override workload.requests\n"
+            "  -r, --rate R           override workload.rate (requests per second)\n"
+            "  -s, --seed S           override seed\n"
+            "  -m, --model M          model (default llama-2-7b)\n"
+            "  -p, --protocol P       semi2k | aby3 (default semi2k)\n"
+            "      --network N        lan | wan | LATENCY/BANDWIDTH (default lan)\n"
+            "  -b, --batch B          running requests (default 8)\n"
+            "      --chunk T          chunked prefill, tokens per iteration (default off)\n"
+            "      --scheduler S      fcfs | lpm\n"
+            "      --position P       span sharing: rerotate | recompute\n"
+            "      --no-attack        skip the timing attacker\n"
+            "  -q, --quiet            print only errors\n"
+            "  -h, --help             this help\n\n"
+            "example:\n"
+            "  mpcsim serve scenarios/serve-agent.yaml --plot results/serve-agent-plots\n");
+}
+
+enum { O_PLOT = 256, O_WORKLOAD, O_DUMP, O_POLICY, O_NETWORK, O_CHUNK, O_SCHED, O_NOATTACK,
+       O_POSITION };
+
+static int parse_args(int argc, char **argv, serve_args *a)
+{
+    static const struct option opts[] = {
+        {"output", required_argument, 0, 'o'},   {"plot", required_argument, 0, O_PLOT},
+        {"workload", required_argument, 0, O_WORKLOAD},
+        {"dump-workload", required_argument, 0, O_DUMP},
+        {"policy", required_argument, 0, O_POLICY}, {"requests", required_argument, 0, 'n'},
+        {"rate", required_argument, 0, 'r'},     {"seed", required_argument, 0, 's'},
+        {"model", required_argument, 0, 'm'},    {"protocol", required_argument, 0, 'p'},
+        {"network", required_argument, 0, O_NETWORK}, {"batch", required_argument, 0, 'b'},
+        {"chunk", required_argument, 0, O_CHUNK}, {"scheduler", required_argument, 0, O_SCHED},
+        {"position", required_argument, 0, O_POSITION},
+        {"no-attack", no_argument, 0, O_NOATTACK}, {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
+    memset(a, 0, sizeof *a);
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":o:n:r:s:m:p:b:qh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'o': a->output = optarg; break;
+        case O_PLOT: a->plot = optarg; break;
+        case O_WORKLOAD: a->workload = optarg; break;
+        case O_DUMP: a->dump = optarg; break;
+        case O_POLICY: a->policy = optarg; break;
+        case 'n': a->requests = optarg; break;
+        case 'r': a->rate = optarg; break;
+        case 's': a->seed = optarg; break;
+        case 'm': a->model = optarg; break;
+        case 'p': a->protocol = optarg; break;
+        case O_NETWORK: a->network = optarg; break;
+        case 'b': a->batch = optarg; break;
+        case O_CHUNK: a->chunk = optarg; break;
+        case O_SCHED: a->scheduler = optarg; break;
+        case O_POSITION: a->position = optarg; break;
+        case O_NOATTACK: a->no_attack = 1; break;
+        case 'q': a->quiet = 1; break;
+        case 'h': usage(stdout); return 0;
+        case ':': cli_error("serve", "option '%s' needs a value", argv[optind - 1]); return 2;
+        default: cli_error("serve", "unknown option '%s' (see mpcsim serve --help)",
+                           argv[optind - 1]); return 2;
+        }
+    }
+    if (optind < argc)
+        a->scenario = argv[optind++];
+    if (optind < argc) {
+        cli_error("serve", "unexpected argument '%s'", argv[optind]);
+        return 2;
+    }
+    if (!a->scenario && !a->workload && !a->requests) {
+        cli_error("serve", "give a scenario file, --workload FILE or --requests N");
+        usage(stderr);
+        return 2;
+    }
+    return -1;
+}
+
+static int opt_u(const char *opt, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    unsigned long long v;
+    if (parse_u64(s, &v) || v < lo || v > hi) {
+        cli_error("serve", "%s wants an integer in [%llu, %llu], not '%s'", opt,
+                  (unsigned long long)lo, (unsigned long long)hi, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Command-line values override the scenario's. */
+static int apply_overrides(const serve_args *a, serve_scn *s)
+{
+    uint64_t v;
+    if (a->model)
+        snprintf(s->model, sizeof s->model, "%s", a->model);
+    if (a->protocol)
+        snprintf(s->protocol, sizeof s->protocol, "%s", a->protocol);
+    if (a->network)
+        snprintf(s->network, sizeof s->network, "%s", a->network);
+    if (a->workload)
+        snprintf(s->replay, sizeof s->replay, "%s", a->workload);
+    if (a->requests) {
+        if (opt_u("--requests", a->requests, 1, UINT32_MAX, &v))
+            return -1;
+        s->wl.n_requests = (uint32_t)v;
+    }
+    if (a->seed) {
+        if (opt_u("--seed", a->seed, 0, UINT64_MAX, &v))
+            return -1;
+        s->seed = v;
+    }
+    if (a->batch) {
+        if (opt_u("--batch", a->batch, 1, 4096, &v))
+            return -1;
+        s->sp.batch_limit = (uint32_t)v;
+    }
+    if (a->chunk) {
+        if (opt_u("--chunk", a->chunk, 0, UINT32_MAX, &v))
+            return -1;
+        s->sp.chunk = (uint32_t)v;
+    }
+    if (a->rate) {
+        double r;
+        if (parse_double(a->rate, &r) || !(r > 0) || !isfinite(r)) {
+            cli_error("serve", "--rate wants a positive number of requests per second, not '%s'",
+                      a->rate);
+            return -1;
+        }
+        s->rate[0] = r;
+        s->n_rate = 1;
+    }
+    if (a->scheduler && (s->sp.scheduler = serve_sched_from_name(a->scheduler)) < 0) {
+        cli_error("serve", "--scheduler is fcfs or lpm, not '%s'", a->scheduler);
+        return -1;
+    }
+    if (a->policy) {
+        int k = kvs_kind_from_name(a->policy);
+        if (k < 0) {
+            cli_error("serve", "unknown policy '%s' (none, prefix, salted, span)", a->policy);
+            return -1;
+        }
+        s->policy[0] = k;
+        s->n_policy = 1;
+    }
+    if (a->position) {
+        if (strcmp(a->position, "rerotate") && strcmp(a->position, "recompute")) {
+            cli_error("serve", "--position is rerotate or recompute, not '%s'", a->position);
+            return -1;
+        }
+        s->sp.share.position = a->position[2] == 'r' ? KVS_POS_REROTATE : KVS_POS_RECOMPUTE;
+        s->pos_line = 0; /* the command line decided */
+    }
+    if (a->no_attack)
+        s->attack = 0;
+    return 0;
+}
+
+/* The run configuration the step costs come from. */
+static int build_cfg(const serve_scn *s, run_cfg *c, errbuf *e)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->scenario, sizeof c->scenario, "%s", s->name);
+    snprintf(c->model_ref, sizeof c->model_ref, "%.63s", s->model);
+    snprintf(c->proto_ref, sizeof c->proto_ref, "%s", s->protocol);
+    snprintf(c->net_ref, sizeof c->net_ref, "%.31s", s->network);
+    c->seed = s->seed;
+    c->work.batch = 1;
+    c->work.prefill_in_mpc = 1;
+    const proto *pr = proto_find(s->protocol);
+    if (!pr)
+        return err_set(e, MS_ERR_NOTFOUND, "unknown protocol '%s'\n  hint: semi2k or aby3",
+                       s->protocol);
+    int rc;
+    if ((rc = model_load(s->model, &c->model, e)) || (rc = proto_cfg_default(pr->name, &c->proto, e)) ||
+        (rc = net_parse(s->network, pr->n_parties, &c->net, e)) ||
+        (rc = machine_load(s->machine, &c->machine, e)))
+        return rc;
+    int uses_rerotate = 0;
+    for (size_t i = 0; i < s->n_policy; i++)
+        uses_rerotate |= s->policy[i] == KVS_SPAN && s->sp.share.position == KVS_POS_REROTATE;
+    if (uses_rerotate && c->model.pos != POS_ROPE) {
+        if (s->pos_line)
+            return err_set(e, MS_ERR_INPUT, "%s:%d:%d: error: position 'rerotate' needs a RoPE "
+                           "model; %s has learned positions\n  hint: use 'recompute'", s->path,
+                           s->pos_line, s->pos_col, c->model.name);
+        return err_set(e, MS_ERR_INPUT, "span sharing re-rotates moved spans, which needs a RoPE "
+                       "model; %s has learned positions\n  hint: set sharing.position: "
+                       "recompute", c->model.name);
+    }
+    return MS_OK;
+}
+
+/* ---- output ------------------------------------------------------------------------------ */
+
+typedef struct point {
+    int policy;
+    double rate;
+    serve_result r;
+} point;
+
+static void print_header(const serve_scn *s, const run_cfg *c, size_t n_req)
+{
+    printf("%s: %s, %s on %s, %zu requests, batch %u, chunk %u, %s, cache %llu tokens\n",
+           s->name, c->model.name, c->proto.name, s->network, n_req, s->sp.batch_limit,
+           s->sp.chunk, serve_sched_name(s->sp.scheduler),
+           (unsigned long long)s->sp.share.capacity_tokens);
+    printf("%-7s %9s %10s %10s %10s %9s %9s %7s %7s %10s %9s %9s\n", "policy", "rate/s",
+           "TTFT p50 s", "p90 s", "p99 s", "TPOT s", "tok/s", "tokhit", "reqhit", "saved GB",
+           "saved rnd", "cache GB");
+}
+
+static void print_point(const point *p)
+{
+    const serve_result *r = &p->r;
+    printf("%-7s %9.3g %10.4g %10.4g %10.4g %9.4g %9.4g %7.3f %7.3f %10.4g %9lld %9.3g\n",
+           kvs_kind_name(p->policy), p->rate, r->ttft_ms[0] / 1e3, r->ttft_ms[1] / 1e3,
+           r->ttft_ms[2] / 1e3, r->tpot_ms[0] / 1e3, r->throughput_tok_s, r->token_hit_rate,
+           r->request_hit_rate, (double)r->bytes_saved / 1e9, (long long)r->rounds_saved,
+           r->cache_peak_bytes / 1e9);
+}
+
+static size_t metrics_of(const serve_result *r, sdb_metric *m)
+{
+    size_t n = 0;
+#define M(nm, v, u) m[n++] = (sdb_metric){nm, (double)(v), u}
+    M("ttft_p50", r->ttft_ms[0] / 1e3, "s");
+    M("ttft_p90", r->ttft_ms[1] / 1e3, "s");
+    M("ttft_p99", r->ttft_ms[2] / 1e3, "s");
+    M("ttft_mean", r->ttft_ms[3] / 1e3, "s");
+    M("tpot_mean", r->tpot_ms[0] / 1e3, "s");
+    M("tpot_p50", r->tpot_ms[1] / 1e3, "s");
+    M("throughput_tokens", r->throughput_tok_s, "tok/s");
+    M("throughput_requests", r->throughput_req_s, "req/s");
+    M("makespan", (double)r->makespan_ns / 1e9, "s");
+    M("token_hit_rate", r->token_hit_rate, "");
+    M("request_hit_rate", r->request_hit_rate, "");
+    M("online_bytes", r->bytes, "B");
+    M("rounds", r->rounds, "");
+    M("offline_bytes", r->offline_bytes, "B");
+    M("bytes_saved", r->bytes_saved, "B");
+    M("rounds_saved", r->rounds_saved, "");
+    M("rerotate_tokens", r->rerotate_tokens, "");
+    M("rerotate_bytes", r->rerotate_bytes, "B");
+    M("cache_peak_tokens", r->cache_peak_tokens, "");
+    M("cache_peak_bytes_per_party", r->cache_peak_bytes, "B");
+    M("evicted_tokens", r->evicted_tokens, "");
+    M("steps", r->steps, "");
+#undef M
+    return n;
+}
+
+static int store_point(rdb *db, const serve_scn *s, const run_cfg *c, const point *p, errbuf *e)
+{
+    sdb_metric m[32];
+    size_t nm = metrics_of(&p->r, m);
+    sdb_request *rq = malloc(p->r.n * sizeof *rq);
+    if (!rq)
+        return err_set(e, MS_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < p->r.n; i++) {
+        const serve_req_out *q = &p->r.req[i];
+        rq[i] = (sdb_request){q->arrival_ns, q->admit_ns, q->first_ns, q->finish_ns, q->tenant,
+                              q->user, q->prompt, q->hit, q->shifted, q->decode};
+    }
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg,
+             "scenario: %s\nmodel: %s\nprotocol: %s\nnetwork: %s\nseed: %llu\n"
+             "workload: {requests: %zu, rate: %.17g, replay: '%s'}\n"
+             "server: {batch: %u, chunk: %u, scheduler: %s, cost_bucket: %u}\n"
+             "sharing: {policy: %s, block: %u, capacity_tokens: %llu, min_span: %u, "
+             "position: %s}\n", s->name, c->model.name, c->proto.name, s->network,
+             (unsigned long long)s->seed, p->r.n, p->rate, s->replay, s->sp.batch_limit,
+             s->sp.chunk, serve_sched_name(s->sp.scheduler), s->sp.cost_bucket,
+             kvs_kind_name(p->policy), s->sp.share.block,
+             (unsigned long long)s->sp.share.capacity_tokens, s->sp.share.min_span,
+             s->sp.share.position == KVS_POS_REROTATE ? "rerotate" : "recompute");
+    sdb_run run = {s->name, kvs_kind_name(p->policy), c->model.name, c->proto.name, s->network,
+                   serve_sched_name(s->sp.scheduler), p->rate, s->seed, (uint32_t)p->r.n,
+                   s->sp.batch_limit, s->sp.chunk, cfg, m, nm, rq, p->r.n};
+    int rc = sdb_put_run(db, &run, NULL, e);
+    free(rq);
+    return rc;
+}
+
+/* ---- plots ------------------------------------------------------------------------------- */
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int write_plot_data(const char *dir, const point *pt, size_t n_pt, size_t n_rate,
+                           errbuf *e)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/ttft_cdf.dat", dir);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return err_set(e, MS_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    /* one block per policy, at the highest load */
+    fprintf(f, "# TTFT CDF per policy at the highest rate: ttft_s cumulative_share\n");
+    for (size_t i = n_rate - 1; i < n_pt; i += n_rate) {
+        const serve_result *r = &pt[i].r;
+        uint64_t *t = malloc(r->n * sizeof *t);
+        if (!t) {
+            fclose(f);
+            return err_set(e, MS_ERR_NOMEM, "out of memory");
+        }
+        for (size_t j = 0; j < r->n; j++)
+            t[j] = r->req[j].first_ns - r->req[j].arrival_ns;
+        qsort(t, r->n, sizeof *t, cmp_u64);
+        fprintf(f, "# policy %s rate %g\n", kvs_kind_name(pt[i].policy), pt[i].rate);
+        for (size_t j = 0; j < r->n; j++)
+            fprintf(f, "%.9g %.6f\n", (double)t[j] / 1e9, (double)(j + 1) / (double)r->n);
+        fprintf(f, "\n\n");
+        free(t);
+    }
+    fclose(f);
+    snprintf(path, sizeof path, "%s/load.dat", dir);
+    if (!(f = fopen(path, "w")))
+        return err_set(e, MS_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    fprintf(f, "# per policy: rate_per_s token_hit request_hit ttft_p50_s ttft_p99_s tok_per_s\n");
+    for (size_t i = 0; i < n_pt; i++) {
+        const serve_result *r = &pt[i].r;
+        if (i % n_rate == 0)
+            fprintf(f, "# policy %s\n", kvs_kind_name(pt[i].policy));
+        fprintf(f, "%.9g %.6f %.6f %.9g %.9g %.9g\n", pt[i].rate, r->token_hit_rate,
+                r->request_hit_rate, r->ttft_ms[0] / 1e3, r->ttft_ms[2] / 1e3,
+                r->throughput_tok_s);
+        if (i % n_rate == n_rate - 1)
+            fprintf(f, "\n\n");
+    }
+    fclose(f);
+    return MS_OK;
+}
+
+static int run_gnuplot(const char *dir, const char *script, const char *titles, errbuf *e)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "gnuplot -e \"dir='%s'; titles='%s'\" '%s/scripts/%s'", dir, titles,
+             mpcsim_datadir(), script);
+    int st = system(cmd);
+    if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return err_set(e, MS_ERR_IO, "gnuplot failed on %s/scripts/%s (exit %d)\n  hint: is "
+                       "gnuplot installed? (scripts/install-deps.sh)", mpcsim_datadir(), script,
+                       WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    return MS_OK;
+}
+
+static int make_plots(const char *dir, const serve_scn *s, const point *pt, size_t n_pt,
+                      errbuf *e)
+{
+    if (mkdir(dir, 0777) && errno != EEXIST)
+        return err_set(e, MS_ERR_IO, "%s: cannot create: %s", dir, strerror(errno));
+    int rc = write_plot_data(dir, pt, n_pt, s->n_rate, e);
+    char titles[128] = "";
+    for (size_t i = 0; i < s->n_policy; i++)
+        snprintf(titles + strlen(titles), sizeof titles - strlen(titles), "%s%s", i ? " " : "",
+                 kvs_kind_name(s->policy[i]));
+    if (!rc)
+        rc = run_gnuplot(dir, "serve_ttft_cdf.gp", titles, e);
+    if (!rc)
+        rc = run_gnuplot(dir, "serve_load.gp", titles, e);
+    return rc;
+}
+
+/* ---- the attacker ------------------------------------------------------------------------ */
+
+/* Times the attacker's probes from the cost of the steps they trigger: probes are spaced by
+ * four times a missed probe's service, and background users load the parties to bg_load. */
+static int attack_timing(const serve_scn *s, const serve_coster *c, leak_params *lp, errbuf *e)
+{
+    step_figures miss, victim, dec, bg;
+    uint32_t T = lp->template_len;
+    int rc;
+    if ((rc = c->step(c->ctx, PHASE_PREFILL, T + 2, 0, 1, &miss, e)) ||
+        (rc = c->step(c->ctx, PHASE_PREFILL, T + 49, 0, 1, &victim, e)) ||
+        (rc = c->step(c->ctx, PHASE_DECODE, 1, T + 128, 1, &dec, e)) ||
+        (rc = c->step(c->ctx, PHASE_PREFILL, 80, 0, 1, &bg, e)))
+        return rc;
+    double svc_bg = (double)(bg.latency_ns + 8 * dec.latency_ns); /* 80 tokens, 8 out */
+    lp->probe_gap_ns = 4 * (miss.latency_ns + dec.latency_ns) + 1000000;
+    lp->probe_start_ns = 4 * (victim.latency_ns + 4 * dec.latency_ns) + 1000000;
+    if (s->bg_load > 0) {
+        lp->background_rate = s->bg_load / (svc_bg / 1e9);
+        double horizon = (double)(lp->probe_start_ns + lp->candidates * lp->probe_gap_ns) / 1e9;
+        double n = ceil(lp->background_rate * horizon);
+        lp->background = n > 1e5 ? 100000 : (uint32_t)n;
+    } else {
+        lp->background = 0;
+    }
+    lp->seed = s->seed;
+    return MS_OK;
+}
+
+static int run_attack(const serve_scn *s, const serve_coster *c, rdb *db, int channel,
+                      int quiet, errbuf *e)
+{
+    leak_params lp = s->lp;
+    lp.channel = channel;
+    int rc = attack_timing(s, c, &lp, e);
+    if (rc)
+        return rc;
+    if (!quiet)
+        printf("\ntiming attack (%s channel, %u candidates, %u trials, %u background requests "
+               "per trial):\n%-7s %9s %8s %8s %9s %8s %12s\n", leak_channel_name(lp.channel),
+               lp.candidates, lp.trials, lp.background, "policy", "scheduler", "success",
+               "chance", "p-value", "bits", "TTFT gap s");
+    for (size_t i = 0; i < s->n_policy && !rc; i++) {
+        serve_params sp = s->sp;
+        sp.share.kind = s->policy[i];
+        if (lp.channel == LEAK_ORDER)
+            sp.scheduler = SRV_LPM; /* the order channel exists under LPM */
+        leak_result r;
+        if ((rc = leak_run(&lp, &sp, c, &r, e)))
+            break;
+        if (!quiet)
+            printf("%-7s %9s %8.3f %8.3f %9.2g %8.3f %12.4g\n", kvs_kind_name(sp.share.kind),
+                   serve_sched_name(sp.scheduler), r.success_rate, r.chance, r.p_value, r.bits,
+                   r.ttft_gap_ms / 1e3);
+        sdb_leak l = {s->name, kvs_kind_name(sp.share.kind), leak_channel_name(lp.channel),
+                      serve_sched_name(sp.scheduler), r.trials, r.correct, lp.candidates,
+                      r.success_rate, r.chance, r.p_value, r.bits, r.ttft_gap_ms};
+        rc = sdb_put_leak(db, &l, e);
+    }
+    return rc;
+}
+
+/* ---- main -------------------------------------------------------------------------------- */
+
+static int load_or_generate(const serve_scn *s, double rate, workload *w, errbuf *e)
+{
+    wl_init(w);
+    if (s->replay[0])
+        return wl_load(w, s->replay, e);
+    wl_params p = s->wl;
+    p.seed = s->seed;
+    p.rate = rate;
+    return wl_generate(&p, w, e);
+}
+
+static int run_points(const serve_scn *s, const run_cfg *cfg, const serve_coster *coster,
+                      rdb *db, const serve_args *a, point *pt, size_t *n_pt, errbuf *e)
+{
+    size_t n_rate = s->replay[0] ? 1 : s->n_rate;
+    int rc = MS_OK;
+    for (size_t ri = 0; ri < n_rate && !rc; ri++) {
+        workload w;
+        if ((rc = load_or_generate(s, s->rate[ri], &w, e)))
+            break;
+        if (ri == 0 && a->dump) {
+            FILE *f = fopen(a->dump, "w");
+            if (!f || wl_write(&w, f) || fclose(f))
+                rc = err_set(e, MS_ERR_IO, "%s: cannot write the workload", a->dump);
+        }
+        if (!rc && ri == 0 && !a->quiet)
+            print_header(s, cfg, w.n);
+        for (size_t pi = 0; pi < s->n_policy && !rc; pi++) {
+            point *p = &pt[pi * n_rate + ri];
+            serve_params sp = s->sp;
+            sp.share.kind = s->policy[pi];
+            sp.kv_bytes_per_token = serve_kv_bytes_per_token(cfg);
+            p->policy = sp.share.kind;
+            p->rate = s->replay[0] ? 0 : s->rate[ri];
+            if (!(rc = serve_run(&sp, &w, coster, &p->r, e))) {
+                (*n_pt)++;
+                rc = store_point(db, s, cfg, p, e);
+            }
+        }
+        wl_free(&w);
+    }
+    /* print grouped by policy */
+    for (size_t i = 0; !rc && !a->quiet && i < s->n_policy * n_rate; i++)
+        print_point(&pt[i]);
+    return rc;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+    serve_args a;
+    int st = parse_args(argc, argv, &a);
+    if (st >= 0)
+        return st;
+    serve_scn s;
+    scn_defaults(&s);
+    errbuf e = {{0}};
+    int rc = a.scenario ? read_scenario(a.scenario, &s, &e) : MS_OK;
+    if (rc) {
+        fprintf(stderr, "%s\n", e.msg);
+        return ms_err_exit_code(rc);
+    }
+    if (apply_overrides(&a, &s))
+        return 2;
+    if (s.replay[0])
+        s.n_rate = 1;
+    run_cfg cfg;
+    serve_stepcoster *sc = NULL;
+    serve_coster coster;
+    rdb *db = NULL;
+    point *pt = calloc(s.n_policy * s.n_rate, sizeof *pt);
+    size_t n_pt = 0;
+    char dbpath[600];
+    snprintf(dbpath, sizeof dbpath, "%s", a.output ? a.output : s.output);
+    if (!dbpath[0])
+        snprintf(dbpath, sizeof dbpath, "results/%s.db", s.name);
+    if (!pt)
+        rc = err_set(&e, MS_ERR_NOMEM, "out of memory");
+    if (!rc)
+        rc = build_cfg(&s, &cfg, &e);
+    if (!rc)
+        rc = serve_stepcoster_open(&cfg, s.sp.batch_limit, &sc, &coster, &e);
+    if (!rc && s.replay[0]) { /* validate the replay file before anything is written */
+        workload w;
+        rc = load_or_generate(&s, 0, &w, &e);
+        wl_free(&w);
+    }
+    if (!rc && !(rc = rdb_open(dbpath, 1, &db, &e)))
+        rc = sdb_init(db, &e);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (!rc)
+        rc = run_points(&s, &cfg, &coster, db, &a, pt, &n_pt, &e);
+    for (size_t i = 0; !rc && s.attack && i < s.n_channel; i++)
+        rc = run_attack(&s, &coster, db, s.channel[i], a.quiet, &e);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (!rc && a.plot)
+        rc = make_plots(a.plot, &s, pt, n_pt, &e);
+    if (!rc && !a.quiet)
+        printf("\n%zu serving runs in %.2f s; results: %s%s%s\n", n_pt,
+               (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, dbpath,
+               a.plot ? "  plots: " : "", a.plot ? a.plot : "");
+    for (size_t i = 0; pt && i < s.n_policy * s.n_rate; i++)
+        serve_result_free(&pt[i].r);
+    free(pt);
+    if (db)
+        rdb_close(db);
+    serve_stepcoster_close(sc);
+    if (rc) {
+        fprintf(stderr, "%s\n", e.msg);
+        return ms_err_exit_code(rc);
+    }
+    return 0;
+}

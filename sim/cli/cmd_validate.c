@@ -1,0 +1,450 @@
+/* cmd_validate.c — `mpcsim validate`: the simulator against the real backend.
+ *
+ * --primitives: every communicating primitive of eng.h run on the real backend (forked parties
+ * on loopback) and on the protocol's cost engine, printed side by side: rounds, online bytes
+ * sent by each party, offline bytes, and time (the backend's measured wall time against the
+ * simulator's latency for the same network). --model: a real model's prefill and decode
+ * programs (sim/cli/cmd_validate_model.c). Bytes and rounds must be equal (exit status 1
+ * otherwise); time is reported with its error, not judged. --db stores every row in the
+ * results database's validation table. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cmd.h"
+#include "cmd_validate.h"
+#include "sim/secure/valid.h"
+#include <unistd.h>
+#include "sim/engine/machine.h"
+#include "protocols/backend/mpc_run.h"
+#include "sim/engine/net.h"
+#include "protocols/program/proto.h"
+#include "sim/engine/simulate.h"
+
+typedef struct vprim {
+    const char *label;
+    int prim;
+    int arg;        /* open: receiving party; input: owner */
+    uint32_t flags; /* matmul */
+} vprim;
+
+static const vprim vprims[] = {
+    {"input(P0)", PRIM_INPUT, 0, 0},  {"open(all)", PRIM_OPEN, -1, 0}, {"open(P1)", PRIM_OPEN, 1, 0},
+    {"mul", PRIM_MUL, 0, 0},          {"square", PRIM_SQUARE, 0, 0},   {"matmul", PRIM_MATMUL, 0, 0},
+    {"matmul(cached B)", PRIM_MATMUL, 0, OPF_FIXED_B},                  {"trunc", PRIM_TRUNC, 0, 0},
+    {"and_bb", PRIM_AND, 0, 0},       {"b2a", PRIM_B2A, 0, 0},
+};
+#define N_VPRIMS (sizeof vprims / sizeof vprims[0])
+
+typedef struct vjob {
+    const vprim *v;
+    uint32_t n; /* elements; matmul: n×n·n×n */
+    uint64_t *plain;
+} vjob;
+
+static size_t elems(const vjob *j, int which) /* 0: x, 1: y, 2: z */
+{
+    (void)which;
+    return j->v->prim == PRIM_MATMUL ? (size_t)j->n * j->n : j->n;
+}
+
+/* Calls the primitive on e (cost or backend engine) with x owned by P0 and y by P1. */
+static int call_prim(eng *e, const vjob *j, mpc_val *x, mpc_val *y, mpc_val *z, uint64_t *out)
+{
+    int dom = j->v->prim == PRIM_AND || j->v->prim == PRIM_B2A ? DOM_BOOL : DOM_ARITH;
+    const vprim *v = j->v;
+    int rc = e->vt->alloc(e, z, elems(j, 2), v->prim == PRIM_AND ? DOM_BOOL : DOM_ARITH);
+    if (rc)
+        return rc;
+    switch (v->prim) {
+    case PRIM_INPUT: z->dom = (uint8_t)dom; return e->vt->input(e, z, v->arg, j->plain);
+    case PRIM_OPEN: return e->vt->open(e, out, x, v->arg);
+    case PRIM_MUL: return e->vt->mul(e, z, x, y);
+    case PRIM_SQUARE: return e->vt->square(e, z, x);
+    case PRIM_MATMUL: return e->vt->matmul(e, z, x, y, 1, j->n, j->n, j->n, v->flags, 1);
+    case PRIM_TRUNC: return e->vt->trunc(e, z, x, e->cfg.frac_bits);
+    case PRIM_AND: return e->vt->and_bb(e, z, x, y);
+    case PRIM_B2A: return e->vt->b2a(e, z, x);
+    default: return MS_ERR_INTERNAL;
+    }
+}
+
+/* Backend node: share x and y, (cache y's mask), then the primitive between two snapshots. */
+static int vnode(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
+{
+    vjob *j = arg;
+    int dom = j->v->prim == PRIM_AND || j->v->prim == PRIM_B2A ? DOM_BOOL : DOM_ARITH;
+    mpc_val x = {0}, y = {0}, z = {0};
+    uint64_t *res = calloc(elems(j, 0) + 1, 8);
+    int rc = e->vt->alloc(e, &x, elems(j, 0), dom);
+    if (!rc)
+        rc = e->vt->input(e, &x, 0, j->plain);
+    if (!rc)
+        rc = e->vt->alloc(e, &y, elems(j, 1), dom);
+    if (!rc)
+        rc = e->vt->input(e, &y, 1, j->plain);
+    if (!rc && (j->v->flags & OPF_FIXED_B))
+        rc = mpc_engine_setup_fixed(e, 1, &y, NULL);
+    uint64_t one[1];
+    mpc_val x1 = x;
+    x1.n = 1;
+    if (!rc) /* a symmetric round so every party starts the timed call together */
+        rc = e->vt->open(e, one, &x1, -1);
+    mpc_net_stats a = *mpc_net_get_stats(net);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (!rc)
+        rc = call_prim(e, j, &x, &y, &z, res);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (!rc) {
+        mpc_op_stat st;
+        mpc_stat_between(&a, mpc_net_get_stats(net), (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000ll + (t1.tv_nsec - t0.tv_nsec)), &st);
+        fwrite(&st, sizeof st, 1, out);
+    } else
+        err_set(err, rc, "%s", mpc_engine_error(e));
+    e->vt->release(e, &x);
+    e->vt->release(e, &y);
+    e->vt->release(e, &z);
+    free(res);
+    return rc;
+}
+
+/* Prediction: the same call on the cost engine; time from the simulator on net/mach. */
+static int predict(const proto *pr, const proto_cfg *cfg, const vjob *j, const net_cfg *net,
+                   const machine_profile *mach, cost_totals *tot, uint64_t *ns, errbuf *err)
+{
+    cost_log log;
+    cost_log_init(&log, pr->n_parties);
+    eng *e = NULL;
+    int rc = pr->cost_engine(cfg, &log, &e);
+    if (rc) {
+        cost_log_free(&log);
+        return err_set(err, rc, "cannot create the %s cost engine", pr->name);
+    }
+    int dom = j->v->prim == PRIM_AND || j->v->prim == PRIM_B2A ? DOM_BOOL : DOM_ARITH;
+    mpc_val x = {.n = elems(j, 0), .dom = (uint8_t)dom}, y = {.n = elems(j, 1), .dom = (uint8_t)dom}, z = {0};
+    rc = call_prim(e, j, &x, &y, &z, NULL);
+    eng_free(e);
+    memset(tot, 0, sizeof *tot);
+    for (size_t i = 0; i < log.n; i++) {
+        log.r[i].op = 0;
+        cost_totals_add_round(tot, &log.r[i], pr->n_parties);
+    }
+    /* a one-op program to hang the rounds on */
+    op_program p;
+    op_program_init(&p);
+    uint32_t t = op_tensor_add(&p, "x", OPT_TEMP, DOM_ARITH, 1, 1, j->n);
+    op o = {.kind = OP_MUL, .layer = -1, .group = -1, .batch = 1, .m = 1, .n = j->n, .in = {t, t, OP_NONE}, .out = t};
+    op_emit(&p, &o);
+    sim_opts so = {0};
+    sim_result sr;
+    memset(&sr, 0, sizeof sr);
+    if (!rc)
+        rc = sim_run(net, mach, &p, &log, &so, &sr, err);
+    *ns = sr.latency_ns;
+    sim_result_free(&sr);
+    op_program_free(&p);
+    cost_log_free(&log);
+    return rc;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: mpcsim validate [--primitives] [--basic-ops] [--model NAME] [--protocol P] [--db FILE]\n"
+            "                       [--latency-ms X] [--bandwidth RATE] [--profile NAME] [--set K=V]...\n"
+            "                       [--prompt N] [--decode N] [--text FILE] [--shape]\n"
+            "                       [--accuracy N [--policy NAME [--policy-param K=V]...]] [--generate N]\n\n"
+            "Runs the real MPC backend (parties forked on 127.0.0.1) and the simulator on the same\n"
+            "work and prints predicted vs measured rounds, bytes and time. Without a mode flag: the\n"
+            "primitives and stories260K's prefill and decode programs, in semi2k and aby3.\n"
+            "Exit status 1 if any bytes or rounds differ.\n\n"
+            "options:\n"
+            "      --primitives      validate every communicating primitive\n"
+            "      --basic-ops       SecretFlow's basic-op task: x from P0, y from P1, z = x+y, x*y or x<y,\n"
+            "                        z revealed; at --n/4 and --n elements, measured and predicted, with the\n"
+            "                        per-element time (e.g. --shape --bandwidth 100Mbps --latency-ms 50)\n"
+            "      --model NAME      validate a real model's programs: a secure session (weights shared by\n"
+            "                        P1, one-hot tokens by P0, logits revealed to P0, secret KV cache),\n"
+            "                        a prefill of --prompt tokens then --decode steps, every op compared\n"
+            "  -p, --protocol P      semi2k or aby3 (default: both)\n"
+            "  -n, --n N             primitives: elements per call (matmul: N×N·N×N with N = sqrt) (default 4096)\n"
+            "      --db FILE         store the rows in the results database's validation table\n"
+            "      --latency-ms X    one-way latency injected by the backend and simulated (default 1)\n"
+            "      --bandwidth RATE  simulated link bandwidth (default 10Gbps, about loopback); with --shape\n"
+            "                        also the tbf rate of every node's egress\n"
+            "      --shape           programs and --basic-ops: every node in its own network namespace, a veth\n"
+            "                        pair (MTU 1500) between every two nodes with tbf at --bandwidth on each\n"
+            "                        end; simulated as token buckets carrying TCP frames (needs root and\n"
+            "                        iproute2; says why and exits 3 where not available)\n"
+            "      --profile NAME    machine profile for simulated compute (default: default)\n"
+            "      --set K=V         protocol parameter (frac_bits, approx, beaver_cache, …)\n"
+            "      --prompt N        prefill tokens (default 16)\n"
+            "      --decode N        decode steps after the prefill (default 2)\n"
+            "      --text FILE       the tokens: this text (default: a built-in sentence of 80 tokens)\n"
+            "      --accuracy N      teacher-forced secure logits at N positions against the float reference:\n"
+            "                        top-1 agreement and logit error\n"
+            "      --policy NAME     with --accuracy: a KV-cache policy applied inside MPC (prompt = --prompt),\n"
+            "                        compared with its plaintext replay: h2o selects on secret shares (its\n"
+            "                        selection's agreement printed), streamingllm's kept set is public;\n"
+            "                        other policies apply the replay's kept entries, and say so\n"
+            "      --policy-param K=V  a policy parameter (repeatable)\n"
+            "      --generate N      greedy generation of N tokens after --prompt: time and tokens\n"
+            "  -h, --help            this help\n\n"
+            "examples:\n"
+            "  mpcsim validate --db val.db\n"
+            "  mpcsim validate --model stories260K --accuracy 256 --text tests/data/tinystories_sample.txt --set approx=sigmoid\n"
+            "  mpcsim validate --model stories260K --generate 64 --latency-ms 0\n");
+}
+
+/* The primitives of one protocol on net; rows printed (and stored). */
+static int validate_prims(const char *pn, const proto_cfg *cfg, unsigned long long n, double lat_ms, double bps,
+                          const char *bw, const machine_profile *mach, rdb *db, const char *session, int *bad,
+                          errbuf *e)
+{
+    const proto *pr = proto_find(pn);
+    net_cfg net;
+    net_uniform(&net, pr->n_parties, (uint64_t)llround(lat_ms * 1e6), bps);
+    (void)bw;
+    for (size_t k = 0; k < N_VPRIMS; k++) {
+        vjob j = {.v = &vprims[k], .n = (uint32_t)n};
+        if (vprims[k].prim == PRIM_MATMUL)
+            j.n = (uint32_t)fmax(1, floor(sqrt((double)n)));
+        j.plain = calloc(elems(&j, 0) + 1, 8);
+        for (size_t i = 0; i < elems(&j, 0); i++)
+            j.plain[i] = (i * 0x9e3779b97f4a7c15ull) >> 30;
+        cost_totals tot;
+        uint64_t pns = 0;
+        int rc = predict(pr, cfg, &j, &net, mach, &tot, &pns, e);
+        mpc_launch l = {.cfg = *cfg, .latency_ns = (uint64_t)llround(lat_ms * 1e6), .deadline_ms = 120000};
+        mpc_node_result nr[MPC_NODES_MAX];
+        int nodes = 0;
+        if (!rc)
+            rc = mpc_launch_run(&l, vnode, &j, nr, &nodes, e);
+        for (int i = 0; !rc && i < nodes; i++)
+            if (nr[i].rc) {
+                rc = nr[i].rc;
+                err_set(e, rc, "node %d: %s", i, nr[i].err);
+            }
+        free(j.plain);
+        if (rc) {
+            err_set(e, rc, "%s %s: %s", pn, vprims[k].label, e->msg);
+            mpc_node_results_free(nr, nodes);
+            return rc;
+        }
+        rdb_validation v = {.session = session, .tool_version = MPCSIM_VERSION, .protocol = pn, .phase = "-",
+                            .n = (int64_t)elems(&j, 0), .latency_ns = (uint64_t)llround(lat_ms * 1e6),
+                            .bandwidth_bps = bps, .shaping = "none", .pred_ns = pns};
+        char item[64];
+        snprintf(item, sizeof item, "primitive:%s", vprims[k].label);
+        v.item = item;
+        v.pred.rounds = tot.rounds;
+        for (int i = 0; i < pr->n_parties; i++) { /* every party checked; time until the last is done */
+            mpc_op_stat t;
+            memcpy(&t, nr[i].out, sizeof t);
+            v.meas_ns = t.ns > v.meas_ns ? t.ns : v.meas_ns;
+            for (int d = 0; d < MPC_NODES_MAX; d++)
+                v.meas.bytes[i] += t.sent[d];
+            v.meas_offline += t.offline_recv;
+            v.pred.bytes[i] = tot.bytes_sent[i];
+            v.pred_offline += tot.offline_bytes[i];
+            *bad |= t.rounds != tot.rounds;
+            if (i == 0)
+                v.meas.rounds = t.rounds;
+        }
+        int ok = v.pred.rounds == v.meas.rounds && v.pred_offline == v.meas_offline;
+        for (int i = 0; i < pr->n_parties; i++)
+            ok &= v.pred.bytes[i] == v.meas.bytes[i];
+        *bad |= !ok;
+        printf("%-7s %-17s %8llu | %4llu/%-4llu%s | %11llu/%-11llu | %11llu/%-11llu | %9llu/%-9llu | %8.3f/%-8.3f %s\n", pn,
+               vprims[k].label, (unsigned long long)elems(&j, 0), (unsigned long long)v.pred.rounds,
+               (unsigned long long)v.meas.rounds, "  ", (unsigned long long)v.pred.bytes[0],
+               (unsigned long long)v.meas.bytes[0], (unsigned long long)v.pred.bytes[1], (unsigned long long)v.meas.bytes[1],
+               (unsigned long long)v.pred_offline, (unsigned long long)v.meas_offline, (double)pns * 1e-6,
+               (double)v.meas_ns * 1e-6, ok ? "ok" : "MISMATCH");
+        mpc_node_results_free(nr, nodes);
+        if (db && (rc = rdb_validation_put(db, &v, e)))
+            return rc;
+    }
+    return MS_OK;
+}
+
+static int parse_u32_opt(const char *opt, const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
+{
+    unsigned long long v;
+    if (parse_u64(s, &v) || v < lo || v > hi) {
+        cli_error("validate", "%s wants %u..%u, not '%s'", opt, lo, hi, s);
+        return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+int cmd_validate(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"primitives", no_argument, 0, 'P'},       {"protocol", required_argument, 0, 'p'},
+        {"n", required_argument, 0, 'n'},          {"latency-ms", required_argument, 0, 'L'},
+        {"bandwidth", required_argument, 0, 'B'},  {"profile", required_argument, 0, 'M'},
+        {"model", required_argument, 0, 'm'},      {"db", required_argument, 0, 'd'},
+        {"set", required_argument, 0, 's'},        {"prompt", required_argument, 0, 'T'},
+        {"decode", required_argument, 0, 'D'},     {"text", required_argument, 0, 'x'},
+        {"accuracy", required_argument, 0, 'A'},   {"generate", required_argument, 0, 'G'},
+        {"policy", required_argument, 0, 'Y'},     {"policy-param", required_argument, 0, 'y'},
+        {"shape", no_argument, 0, 'S'},            {"help", no_argument, 0, 'h'},
+        {"basic-ops", no_argument, 0, 'O'},
+        {0, 0, 0, 0}};
+    const char *only = NULL, *profile = NULL, *bw = "10Gbps", *dbpath = NULL;
+    const char *sets[32];
+    int n_sets = 0, prims = 0, basic = 0, c;
+    unsigned long long n = 4096;
+    double lat_ms = 1.0;
+    vm_args va = {.prompt = 16, .decode = 2};
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "p:n:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'P': prims = 1; break;
+        case 'O': basic = 1; break;
+        case 'p': only = optarg; break;
+        case 'n':
+            if (parse_u64(optarg, &n) || n < 1 || n > (1u << 24)) {
+                cli_error("validate", "--n wants 1..16777216, not '%s'", optarg);
+                return 2;
+            }
+            break;
+        case 'L':
+            if (parse_double(optarg, &lat_ms) || lat_ms < 0 || lat_ms > 10000) {
+                cli_error("validate", "--latency-ms wants 0..10000, not '%s'", optarg);
+                return 2;
+            }
+            break;
+        case 'B': bw = optarg; break;
+        case 'M': profile = optarg; break;
+        case 'm': va.model = optarg; break;
+        case 'd': dbpath = optarg; break;
+        case 's':
+            if (n_sets == 32) {
+                cli_error("validate", "at most 32 --set options");
+                return 2;
+            }
+            sets[n_sets++] = optarg;
+            break;
+        case 'T': if (parse_u32_opt("--prompt", optarg, 1, 100000, &va.prompt)) return 2; break;
+        case 'D': if (parse_u32_opt("--decode", optarg, 0, 100000, &va.decode)) return 2; break;
+        case 'A': if (parse_u32_opt("--accuracy", optarg, 1, 100000, &va.accuracy)) return 2; break;
+        case 'G': if (parse_u32_opt("--generate", optarg, 1, 100000, &va.generate)) return 2; break;
+        case 'x': va.text = optarg; break;
+        case 'S': va.shape = 1; break;
+        case 'Y': va.policy = optarg; break;
+        case 'y':
+            if (va.n_policy_params == 16) {
+                cli_error("validate", "at most 16 --policy-param options");
+                return 2;
+            }
+            va.policy_params[va.n_policy_params++] = optarg;
+            break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        cli_error("validate", "unexpected argument '%s'", argv[optind]);
+        return 2;
+    }
+    if (basic && (prims || va.model || va.accuracy || va.generate)) {
+        cli_error("validate", "--basic-ops runs alone (not with --primitives, --model, --accuracy, --generate)");
+        return 2;
+    }
+    if (!prims && !va.model && !basic) { /* the default: both */
+        prims = !va.accuracy && !va.generate;
+        va.model = "stories260K";
+    }
+    if ((va.accuracy || va.generate || va.policy) && (prims || !va.model)) {
+        cli_error("validate", "--accuracy, --generate and --policy go with --model (not --primitives)");
+        return 2;
+    }
+    if (va.shape && (prims || va.accuracy || va.generate)) {
+        cli_error("validate", "--shape applies to --model's programs and --basic-ops only");
+        return 2;
+    }
+    if (va.policy && !va.accuracy) {
+        cli_error("validate", "--policy is compared through --accuracy N");
+        return 2;
+    }
+    errbuf e = {{0}};
+    if (net_rate_bps(bw, &va.bandwidth_bps)) {
+        cli_error("validate", "--bandwidth: '%s' is not a rate (e.g. 10Gbps)", bw);
+        return 2;
+    }
+    if (profile ? machine_load(profile, &va.mach, &e) : (machine_default(&va.mach), 0)) {
+        cli_error("validate", "%s", e.msg);
+        return 2;
+    }
+    va.latency_ns = (uint64_t)llround(lat_ms * 1e6);
+    proto_cfg cfgs[2];
+    const char *names[2];
+    int n_cfgs = 0;
+    for (int q = 0; q < 2; q++) {
+        const char *pn = q ? "aby3" : "semi2k";
+        if (only && strcmp(only, pn))
+            continue;
+        if (proto_cfg_default(pn, &cfgs[n_cfgs], &e)) {
+            cli_error("validate", "%s", e.msg);
+            return 2;
+        }
+        for (int i = 0; i < n_sets; i++)
+            if (proto_cfg_set_kv(&cfgs[n_cfgs], sets[i], &e)) {
+                cli_error("validate", "%s", e.msg);
+                return 2;
+            }
+        names[n_cfgs++] = pn;
+    }
+    if (!n_cfgs) {
+        cli_error("validate", "unknown protocol '%s'\n---> HINT: semi2k or aby3", only);
+        return 2;
+    }
+    char session[64];
+    time_t now = time(NULL);
+    struct tm tmv;
+    gmtime_r(&now, &tmv);
+    strftime(session, sizeof session, "%Y%m%dT%H%M%SZ", &tmv);
+    snprintf(session + strlen(session), sizeof session - strlen(session), "-%ld", (long)getpid());
+    va.session = session;
+    rdb *db = NULL;
+    int orc = dbpath ? rdb_open(dbpath, 1, &db, &e) : MS_OK;
+    if (orc) {
+        cli_error("validate", "%s", e.msg);
+        return ms_err_exit_code(orc);
+    }
+    int bad = 0, rc = MS_OK;
+    if (prims) {
+        printf("%-7s %-17s %8s | %-11s | %-25s | %-25s | %-19s | %s\n", "proto", "primitive", "n", "rounds p/m",
+               "online bytes P0 p/m", "online bytes P1 p/m", "offline p/m", "time ms p/m");
+        for (int q = 0; !rc && q < n_cfgs; q++)
+            rc = validate_prims(names[q], &cfgs[q], n, lat_ms, va.bandwidth_bps, bw, &va.mach, db, session, &bad, &e);
+        if (!rc)
+            printf("# p = predicted (cost engine + simulator on %.3g ms / %s links), m = measured (backend on loopback,\n"
+                   "# latency injected by its transport; time until the last party is done). Bytes: payload sent by that\n"
+                   "# party; offline: dealer->parties.\n",
+                   lat_ms, bw);
+    }
+    if (!rc && basic)
+        rc = validate_basic(&va, cfgs, n_cfgs, n, &e);
+    if (!rc && va.model) {
+        if (prims)
+            printf("\n");
+        rc = validate_model(&va, cfgs, n_cfgs, db, &bad, &e);
+    }
+    if (db)
+        rdb_close(db);
+    if (rc) {
+        cli_error("validate", "%s", e.msg);
+        return ms_err_exit_code(rc);
+    }
+    if (dbpath)
+        printf("# rows stored in %s (table validation, session %s)\n", dbpath, session);
+    return bad ? 1 : 0;
+}

@@ -1,0 +1,262 @@
+/* net.c — network presets and custom links.
+ *
+ * Presets (one-way latency per directed link, bandwidth per direction; see sim/engine/SIMULATION.md):
+ *
+ *   lan      10 Gbit/s, 0.1 ms. The LAN class of the SPU/SecretFlow and MPC-Pipe experiments:
+ *            MPC-Pipe (arXiv 2209.13643) shapes each party to "an upload/download bandwidth of
+ *            10Gbps" (mpc-costs.md §5); SPU's LAN runs are on one data-centre network with
+ *            sub-millisecond delay, modelled as 0.1 ms one way.
+ *   wan      100 Mbit/s, 50 ms. SecretFlow's published basic-op benchmark
+ *            (docs/developer/benchmark/overall_benchmark.md, 2024-02-21): "100 Mbps, 50 ms
+ *            fixed delay" (mpc-costs.md §3). netem applies the delay on egress, so it is a
+ *            one-way delay per direction.
+ *   wan-spu  300 Mbit/s, 20 ms. SPU's MPC benchmark README (src/libspu/mpc/tools/README.md):
+ *            `tc qdisc ... tbf rate 300mbit ...` plus `netem delay 20msec`; the report
+ *            generator's "WAN_300mbit_20msec" tables (mpc-costs.md §1, §5).
+ *
+ * The dealer's offline channel uses the same link parameters (the dealer is one more host on
+ * the same network).
+ *
+ * Wire framing (net_wire, NET_WIRE_TCP): what a TCP/IPv4/Ethernet link carries per message.
+ *   mtu 1500         Ethernet's IP MTU (RFC 894); the veth pairs of validate --shape use it.
+ *   l3l4_bytes 52    IPv4 header 20 (RFC 791) + TCP header 20 (RFC 9293) + the timestamp option,
+ *                    10 bytes padded to 12 (RFC 7323 §3; Linux sends it by default,
+ *                    net.ipv4.tcp_timestamps = 1): mss = 1500 − 52 = 1448.
+ *   l2_bytes 14      the Ethernet II header (6 + 6 + 2): what Linux qdiscs such as tbf count
+ *                    (the packet length at the qdisc includes the MAC header; a physical link
+ *                    also spends 24 bytes of preamble, FCS and inter-frame gap, set 38 there).
+ *   ack_every 2      RFC 1122 §4.2.3.2 and RFC 5681 §4.2: an ACK for at least every second
+ *                    full-sized segment; Linux acknowledges as soon as more than one full
+ *                    segment is unacknowledged (tcp_input.c, __tcp_ack_snd_check).
+ *   msg_bytes        the transport's header per message: 0 by default; mpcsim's backend frames
+ *                    every message with MPC_FRAME_HDR = 32 bytes (protocols/backend/mpc_net.h). */
+#include "net.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+typedef struct net_preset_def {
+    const char *name;
+    uint64_t latency_ns;
+    double bandwidth_bps;
+} net_preset_def;
+
+static const net_preset_def presets[] = {
+    {"lan", 100000u, 10e9},      /* 0.1 ms, 10 Gbit/s: MPC-Pipe / SPU LAN class */
+    {"wan", 50000000u, 100e6},   /* 50 ms, 100 Mbit/s: SecretFlow overall_benchmark.md */
+    {"wan-spu", 20000000u, 300e6}, /* 20 ms, 300 Mbit/s: SPU mpc/tools/README.md */
+};
+#define N_PRESETS (sizeof presets / sizeof presets[0])
+
+static const char *const preset_names[N_PRESETS] = {"lan", "wan", "wan-spu"};
+
+const char *const *net_preset_names(size_t *n)
+{
+    *n = N_PRESETS;
+    return preset_names;
+}
+
+void net_uniform(net_cfg *n, int n_parties, uint64_t latency_ns, double bandwidth_bps)
+{
+    memset(n->link, 0, sizeof n->link);
+    memset(&n->wire, 0, sizeof n->wire);
+    n->n_parties = n_parties;
+    for (int s = 0; s < n_parties; s++)
+        for (int d = 0; d < n_parties; d++)
+            if (s != d)
+                n->link[s][d] = (net_link){.latency_ns = latency_ns, .bandwidth_bps = bandwidth_bps};
+    n->dealer = (net_link){.latency_ns = latency_ns, .bandwidth_bps = bandwidth_bps};
+}
+
+int net_preset(const char *name, int n_parties, net_cfg *out, errbuf *e)
+{
+    if (n_parties < 1 || n_parties > MPC_PARTIES_MAX)
+        return err_set(e, MS_ERR_RANGE, "network: %d parties (1..%d supported)", n_parties,
+                       MPC_PARTIES_MAX);
+    for (size_t i = 0; i < N_PRESETS; i++) {
+        if (strcmp(presets[i].name, name) == 0) {
+            memset(out, 0, sizeof *out);
+            snprintf(out->name, sizeof out->name, "%s", name);
+            net_uniform(out, n_parties, presets[i].latency_ns, presets[i].bandwidth_bps);
+            return MS_OK;
+        }
+    }
+    const char *hint = did_you_mean(name, preset_names, N_PRESETS);
+    return err_set(e, MS_ERR_NOTFOUND,
+                   "unknown network preset '%s'%s%s%s (presets: lan, wan, wan-spu; or a custom "
+                   "'LATENCY/BANDWIDTH' such as '20ms/300Mbps')",
+                   name, hint ? " (did you mean '" : "", hint ? hint : "", hint ? "'?)" : "");
+}
+
+/* ---- custom "LATENCY/BANDWIDTH" ---------------------------------------------------------- */
+
+/* Splits "12.5ms" into a number and a unit suffix. */
+static int split_unit(const char *s, double *v, char *unit, size_t unit_sz)
+{
+    char num[64];
+    size_t i = 0;
+    while (s[i] && (isdigit((unsigned char)s[i]) || s[i] == '.' || s[i] == 'e' || s[i] == 'E' ||
+                    s[i] == '+' || s[i] == '-')) {
+        /* 'e' followed by a letter other than a digit/sign starts no exponent: stop there */
+        if ((s[i] == 'e' || s[i] == 'E') && !(isdigit((unsigned char)s[i + 1]) ||
+                                              s[i + 1] == '+' || s[i + 1] == '-'))
+            break;
+        if (i + 1 >= sizeof num)
+            return -1;
+        num[i] = s[i];
+        i++;
+    }
+    num[i] = '\0';
+    if (i == 0 || parse_double(num, v) != 0 || !(*v >= 0) || !isfinite(*v))
+        return -1;
+    snprintf(unit, unit_sz, "%s", s + i);
+    return 0;
+}
+
+int net_time_ns(const char *s, uint64_t *out)
+{
+    double v;
+    char u[16];
+    if (split_unit(s, &v, u, sizeof u) != 0)
+        return -1;
+    double mult;
+    if (!strcmp(u, "ns"))
+        mult = 1;
+    else if (!strcmp(u, "us"))
+        mult = 1e3;
+    else if (!strcmp(u, "ms") || !u[0])
+        mult = 1e6;
+    else if (!strcmp(u, "s"))
+        mult = 1e9;
+    else
+        return -1;
+    double ns = v * mult;
+    if (ns > 1e18)
+        return -1;
+    *out = (uint64_t)llround(ns);
+    return 0;
+}
+
+int net_rate_bps(const char *s, double *out)
+{
+    double v;
+    char u[16];
+    if (split_unit(s, &v, u, sizeof u) != 0)
+        return -1;
+    static const struct {
+        const char *u;
+        double m;
+    } units[] = {{"bps", 1}, {"kbps", 1e3}, {"mbps", 1e6}, {"gbps", 1e9}, {"kbit", 1e3},
+                 {"mbit", 1e6}, {"gbit", 1e9}, {"", 1e6}};
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (!strcasecmp(u, units[i].u)) {
+            *out = v * units[i].m;
+            return *out > 0 ? 0 : -1;
+        }
+    return -1;
+}
+
+int net_parse(const char *spec, int n_parties, net_cfg *out, errbuf *e)
+{
+    const char *slash = strchr(spec, '/');
+    if (!slash)
+        return net_preset(spec, n_parties, out, e);
+    char lat[64], bw[64];
+    size_t ll = (size_t)(slash - spec);
+    const char *slash2 = strchr(slash + 1, '/');
+    size_t bl = slash2 ? (size_t)(slash2 - slash - 1) : strlen(slash + 1);
+    if (ll == 0 || ll >= sizeof lat || bl >= sizeof bw)
+        return err_set(e, MS_ERR_INPUT, "network '%s': expected LATENCY/BANDWIDTH[/BURST], e.g. "
+                                        "'20ms/300Mbps' or '1ms/20Mbps/3100'", spec);
+    memcpy(lat, spec, ll);
+    lat[ll] = '\0';
+    memcpy(bw, slash + 1, bl);
+    bw[bl] = '\0';
+    unsigned long long burst = 0;
+    if (slash2 && (parse_u64(slash2 + 1, &burst) != 0 ||
+                   (burst && (burst < NET_BURST_MIN || burst > NET_BURST_MAX))))
+        return err_set(e, MS_ERR_INPUT, "network '%s': bad burst '%s' (bytes: 0, or %u..%llu)",
+                       spec, slash2 + 1, NET_BURST_MIN, (unsigned long long)NET_BURST_MAX);
+    uint64_t lat_ns;
+    double bps;
+    if (net_time_ns(lat, &lat_ns) != 0)
+        return err_set(e, MS_ERR_INPUT, "network '%s': bad latency '%s' (units ns, us, ms, s)",
+                       spec, lat);
+    if (net_rate_bps(bw, &bps) != 0)
+        return err_set(e, MS_ERR_INPUT,
+                       "network '%s': bad bandwidth '%s' (a positive number with kbps, Mbps, "
+                       "Gbps)", spec, bw);
+    if (n_parties < 1 || n_parties > MPC_PARTIES_MAX)
+        return err_set(e, MS_ERR_RANGE, "network: %d parties (1..%d supported)", n_parties,
+                       MPC_PARTIES_MAX);
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", spec);
+    net_uniform(out, n_parties, lat_ns, bps);
+    net_set_burst(out, burst);
+    return MS_OK;
+}
+
+int net_wire_check(const net_wire *w, errbuf *e)
+{
+    if (!w->mtu)
+        return MS_OK;
+    if (w->mtu < NET_WIRE_MTU_MIN || w->mtu > NET_WIRE_MTU_MAX)
+        return err_set(e, MS_ERR_INPUT, "wire: mtu %u outside %u … %u bytes", w->mtu, NET_WIRE_MTU_MIN,
+                       NET_WIRE_MTU_MAX);
+    if (w->l3l4_bytes > NET_WIRE_HDR_MAX || w->l2_bytes > NET_WIRE_HDR_MAX || w->msg_bytes > NET_WIRE_HDR_MAX)
+        return err_set(e, MS_ERR_INPUT, "wire: a header of more than %u bytes (l2 %u, l3l4 %u, msg %u)",
+                       NET_WIRE_HDR_MAX, w->l2_bytes, w->l3l4_bytes, w->msg_bytes);
+    if (w->l3l4_bytes >= w->mtu)
+        return err_set(e, MS_ERR_INPUT, "wire: l3l4_bytes %u leave no payload in an mtu of %u", w->l3l4_bytes,
+                       w->mtu);
+    return MS_OK;
+}
+
+uint64_t net_wire_segments(const net_wire *w, uint64_t payload)
+{
+    if (!w->mtu || !payload)
+        return 0;
+    uint64_t mss = w->mtu - w->l3l4_bytes, m = payload + w->msg_bytes;
+    return (m + mss - 1) / mss;
+}
+
+uint64_t net_wire_bytes(const net_wire *w, uint64_t payload, uint64_t reverse_payload)
+{
+    if (!w->mtu || !payload)
+        return payload;
+    uint64_t frame = (uint64_t)w->l2_bytes + w->l3l4_bytes, segs = net_wire_segments(w, payload);
+    uint64_t bytes = payload + w->msg_bytes + segs * frame;
+    if (w->ack_every) { /* COST: one pure ACK frame (headers only) per ack_every reverse segments */
+        uint64_t rs = net_wire_segments(w, reverse_payload);
+        bytes += (rs < segs ? rs : segs) / w->ack_every * frame;
+    }
+    return bytes;
+}
+
+void net_set_burst(net_cfg *n, uint64_t burst_bytes)
+{
+    for (int s = 0; s < n->n_parties; s++)
+        for (int d = 0; d < n->n_parties; d++)
+            if (s != d)
+                n->link[s][d].burst_bytes = burst_bytes;
+    n->dealer.burst_bytes = burst_bytes;
+}
+
+uint64_t net_tbf_burst_bytes(double rate_bps)
+{
+    /* 1 ms of traffic at the rate, at least two full 1550-byte frames: tbf needs a bucket
+     * deeper than one packet to pass it at all (tc-tbf(8), "burst") */
+    uint64_t b = (uint64_t)(rate_bps / 8 / 1000);
+    return b < 3100 ? 3100 : b;
+}
+
+uint64_t net_transfer_ns(const net_link *l, uint64_t bytes)
+{
+    /* serialization: bytes·8/bandwidth, rounded to the nearest ns (simulate.c computes the
+     * same product with 8e9/bandwidth cached per link, so the two agree bit for bit) */
+    double ns = (double)bytes * (8e9 / l->bandwidth_bps);
+    return ns >= 1.8e19 ? UINT64_MAX / 4 : (uint64_t)(ns + 0.5);
+}

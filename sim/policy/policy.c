@@ -1,0 +1,387 @@
+/* policy.c — the policy registry, parameter validation and the helpers policies share
+ * (argument parsing, deterministic top-k, op emission). */
+#include "policy.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- registry ------------------------------------------------------------------------- */
+
+static const policy_ops *const registry[] = {
+    &policy_full,     &policy_streamingllm, &policy_h2o,   &policy_snapkv,
+    &policy_pyramidkv, &policy_quest,       &policy_tova,  &policy_mpcache,
+    &policy_criticalkv, &policy_comet,
+};
+#define N_REGISTRY (sizeof registry / sizeof registry[0])
+
+/* Keys the replay reads for every policy (sim/replay/replay.c). */
+static const policy_param replay_params[] = {
+    {"metric_stride", "1",
+     "attention metrics every k-th decode step (1: every step, 0: none, for cost-only sweeps)",
+     NULL, 0, 1e9},
+    {"err_kv_heads", "4",
+     "KV heads per layer whose output error is measured at a measured step (rotating); the "
+     "values of every cached entry are read for each",
+     NULL, 1, 1e6},
+    {"prompt_rows", "0",
+     "prompt attention rows a policy reads: the last N (0: all, exact). A synthetic trace "
+     "computes each row from every key, so long prompts need a cap for h2o and mpcache",
+     NULL, 0, 1e9},
+    {"recall_k", "10", "k of the top-k recall metric (Quest Fig. 4 uses 10)", NULL, 1, 1e6},
+    {"live", "1",
+     "1: for a model with weights, also run it with the policy applied (logit KL, top-1, "
+     "perplexity)",
+     NULL, 0, 1},
+};
+
+const policy_ops *policy_find(const char *name)
+{
+    for (size_t i = 0; i < N_REGISTRY; i++)
+        if (strcmp(registry[i]->name, name) == 0)
+            return registry[i];
+    return NULL;
+}
+
+const policy_ops *const *policy_all(size_t *n)
+{
+    *n = N_REGISTRY;
+    return registry;
+}
+
+const char *policy_name(const policy_ops *p) { return p->name; }
+const char *policy_summary(const policy_ops *p) { return p->summary; }
+
+const policy_param *policy_params(const policy_ops *p, size_t *n)
+{
+    *n = p->n_params;
+    return p->params;
+}
+
+const policy_param *policy_replay_params(size_t *n)
+{
+    *n = sizeof replay_params / sizeof replay_params[0];
+    return replay_params;
+}
+
+static const policy_param *find_param(const policy_ops *p, const char *key)
+{
+    for (size_t i = 0; i < p->n_params; i++)
+        if (strcmp(p->params[i].key, key) == 0)
+            return &p->params[i];
+    for (size_t i = 0; i < sizeof replay_params / sizeof replay_params[0]; i++)
+        if (strcmp(replay_params[i].key, key) == 0)
+            return &replay_params[i];
+    return NULL;
+}
+
+/* ---- value checks --------------------------------------------------------------------- */
+
+static int choice_index(const char *choices, const char *val)
+{
+    size_t len = strlen(val);
+    int idx = 0;
+    for (const char *c = choices; *c;) {
+        const char *bar = strchr(c, '|');
+        size_t n = bar ? (size_t)(bar - c) : strlen(c);
+        if (n == len && strncmp(c, val, n) == 0)
+            return idx;
+        idx++;
+        c += n + (bar ? 1 : 0);
+    }
+    return -1;
+}
+
+static int where_prefix(char *buf, size_t cap, const char *path, const kv_param *kv)
+{
+    if (kv)
+        return snprintf(buf, cap, "%s:%d:%d", path ? path : "<scenario>", kv->line, kv->col);
+    return snprintf(buf, cap, "%s", path ? path : "<scenario>");
+}
+
+/* Checks one value against its parameter; sets *out (number) or *idx (choice). */
+static int check_value(const policy_ops *p, const policy_param *pp, const char *val,
+                       const kv_param *kv, const char *path, double *out, int *idx, errbuf *e)
+{
+    char at[600];
+    where_prefix(at, sizeof at, path, kv);
+    if (pp->choices) {
+        int i = choice_index(pp->choices, val);
+        if (i < 0)
+            return err_set(e, MS_ERR_INPUT,
+                           "%s: error: bad value '%s' for policy %s parameter '%s'\n"
+                           "  hint: one of %s",
+                           at, val, p->name, pp->key, pp->choices);
+        if (idx)
+            *idx = i;
+        return MS_OK;
+    }
+    double d;
+    if (parse_double(val, &d) != 0 || !isfinite(d))
+        return err_set(e, MS_ERR_INPUT,
+                       "%s: error: policy %s parameter '%s' wants a number, got '%s'\n"
+                       "  hint: default is %s (%s)",
+                       at, p->name, pp->key, val, pp->def, pp->help);
+    if (d < pp->lo || d > pp->hi)
+        return err_set(e, MS_ERR_RANGE,
+                       "%s: error: policy %s parameter '%s' = %g is out of range [%g, %g]\n"
+                       "  hint: %s",
+                       at, p->name, pp->key, d, pp->lo, pp->hi, pp->help);
+    if (out)
+        *out = d;
+    return MS_OK;
+}
+
+int policy_check_params(const policy_ops *p, const kv_param *kv, size_t n, const char *path,
+                        errbuf *e)
+{
+    for (size_t i = 0; i < n; i++) {
+        const policy_param *pp = find_param(p, kv[i].key);
+        if (!pp) {
+            const char *cands[64];
+            size_t nc = 0;
+            for (size_t j = 0; j < p->n_params && nc < 60; j++)
+                cands[nc++] = p->params[j].key;
+            for (size_t j = 0; j < sizeof replay_params / sizeof replay_params[0]; j++)
+                cands[nc++] = replay_params[j].key;
+            const char *dym = did_you_mean(kv[i].key, cands, nc);
+            char at[600];
+            where_prefix(at, sizeof at, path, &kv[i]);
+            if (dym)
+                return err_set(e, MS_ERR_INPUT,
+                               "%s: error: unknown parameter '%s' for policy %s (did you mean "
+                               "'%s'?)",
+                               at, kv[i].key, p->name, dym);
+            return err_set(e, MS_ERR_INPUT,
+                           "%s: error: unknown parameter '%s' for policy %s\n"
+                           "  hint: `mpcsim list policies` shows each policy's parameters",
+                           at, kv[i].key, p->name);
+        }
+        int rc = check_value(p, pp, kv[i].val, &kv[i], path, NULL, NULL, e);
+        if (rc)
+            return rc;
+    }
+    return MS_OK;
+}
+
+/* ---- argument helpers ----------------------------------------------------------------- */
+
+const char *policy_arg(const policy_ops *p, const policy_args *a, const char *key,
+                       const kv_param **where)
+{
+    if (where)
+        *where = NULL;
+    if (a)
+        for (size_t i = a->n; i-- > 0;)
+            if (strcmp(a->kv[i].key, key) == 0) {
+                if (where)
+                    *where = &a->kv[i];
+                return a->kv[i].val;
+            }
+    const policy_param *pp = find_param(p, key);
+    return pp ? pp->def : NULL;
+}
+
+int policy_arg_double(const policy_ops *p, const policy_args *a, const char *key, double *out,
+                      errbuf *e)
+{
+    const policy_param *pp = find_param(p, key);
+    if (!pp || pp->choices)
+        return err_set(e, MS_ERR_INTERNAL, "policy %s has no numeric parameter '%s'", p->name,
+                       key);
+    const kv_param *kv;
+    const char *val = policy_arg(p, a, key, &kv);
+    return check_value(p, pp, val, kv, a ? a->path : NULL, out, NULL, e);
+}
+
+int policy_arg_u32(const policy_ops *p, const policy_args *a, const char *key, uint32_t *out,
+                   errbuf *e)
+{
+    double d;
+    int rc = policy_arg_double(p, a, key, &d, e);
+    if (rc)
+        return rc;
+    if (d != floor(d) || d < 0 || d > 4294967295.0) {
+        const kv_param *kv;
+        const char *val = policy_arg(p, a, key, &kv);
+        char at[600];
+        where_prefix(at, sizeof at, a ? a->path : NULL, kv);
+        return err_set(e, MS_ERR_INPUT,
+                       "%s: error: policy %s parameter '%s' wants a whole number, got '%s'", at,
+                       p->name, key, val);
+    }
+    *out = (uint32_t)d;
+    return MS_OK;
+}
+
+int policy_arg_choice(const policy_ops *p, const policy_args *a, const char *key, int *out,
+                      errbuf *e)
+{
+    const policy_param *pp = find_param(p, key);
+    if (!pp || !pp->choices)
+        return err_set(e, MS_ERR_INTERNAL, "policy %s has no word parameter '%s'", p->name, key);
+    const kv_param *kv;
+    const char *val = policy_arg(p, a, key, &kv);
+    return check_value(p, pp, val, kv, a ? a->path : NULL, NULL, out, e);
+}
+
+/* ---- top-k ------------------------------------------------------------------------------ */
+
+/* Strict total order: a before b if its score is larger, or equal and its index smaller.
+ * NaN scores rank last. */
+static inline int before(const float *s, uint32_t a, uint32_t b)
+{
+    float x = s[a], y = s[b];
+    if (isnan(x))
+        x = -INFINITY;
+    if (isnan(y))
+        y = -INFINITY;
+    return x > y || (x == y && a < b);
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Quickselect (median of three, Hoare-style) so that w[0..k) hold the k first in `before`
+ * order. Expected O(n). */
+static void select_first_k(const float *s, uint32_t *w, size_t n, size_t k)
+{
+    size_t lo = 0, hi = n; /* the boundary k lies in [lo, hi) */
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        uint32_t a = w[lo], b = w[mid], c = w[hi - 1], piv;
+        if (before(s, a, b))
+            piv = before(s, b, c) ? b : (before(s, a, c) ? c : a);
+        else
+            piv = before(s, a, c) ? a : (before(s, b, c) ? c : b);
+        /* three-way partition: [lo, i) before piv, [i, j) == piv, [j, hi) after */
+        size_t i = lo, j = lo, t = hi;
+        while (j < t) {
+            if (w[j] == piv) {
+                j++;
+            } else if (before(s, w[j], piv)) {
+                uint32_t tmp = w[i];
+                w[i] = w[j];
+                w[j] = tmp;
+                i++;
+                j++;
+            } else {
+                t--;
+                uint32_t tmp = w[j];
+                w[j] = w[t];
+                w[t] = tmp;
+            }
+        }
+        if (k <= i)
+            hi = i;
+        else if (k >= j)
+            lo = j;
+        else
+            return;
+    }
+}
+
+size_t policy_topk(const float *score, const uint32_t *cand, size_t n, size_t k, uint32_t *out,
+                   uint32_t *work)
+{
+    if (k > n)
+        k = n;
+    for (size_t i = 0; i < n; i++)
+        work[i] = cand ? cand[i] : (uint32_t)i;
+    if (k > 0 && k < n)
+        select_first_k(score, work, n, k);
+    memcpy(out, work, k * sizeof *out);
+    qsort(out, k, sizeof *out, cmp_u32);
+    return k;
+}
+
+/* ---- op emission ------------------------------------------------------------------------ */
+
+static uint64_t tensor_len(const op_program *p, uint32_t id)
+{
+    const op_tensor *t = &p->tens[id];
+    return (uint64_t)t->batch * t->rows * t->cols;
+}
+
+/* An operand of exactly b·r·c elements: `id` if it has that size, else secret state of the
+ * right size (the cost engines and the backend read operand sizes; the data flow between a
+ * policy's ops is implicit: scores accumulated across steps, this step's rows). */
+static uint32_t operand(policy_emitter *pe, uint32_t id, uint32_t b, uint32_t r, uint32_t c,
+                        const char *tag, int slot)
+{
+    if (id != OP_NONE && id < pe->prog->n_tens &&
+        tensor_len(pe->prog, id) == (uint64_t)b * r * c)
+        return id;
+    char name[48];
+    snprintf(name, sizeof name, "pol.%s.L%d.in%d", tag, pe->layer, slot);
+    uint32_t t = op_tensor_find(pe->prog, name);
+    if (t != OP_NONE && tensor_len(pe->prog, t) == (uint64_t)b * r * c)
+        return t;
+    return op_tensor_add(pe->prog, name, OPT_CACHE, DOM_ARITH, b, r, c);
+}
+
+uint32_t policy_emit(policy_emitter *pe, int kind, uint32_t batch, uint32_t m, uint32_t k,
+                     uint32_t n, uint32_t in0, uint32_t in1, uint32_t flags, int32_t iarg,
+                     double farg, const char *tag)
+{
+    if (pe->failed)
+        return OP_NONE;
+    uint32_t in[3] = {OP_NONE, OP_NONE, OP_NONE};
+    if (op_kind_shape(kind) == OPS_MM) {
+        /* left b×m×k, right b×k×n (n×k used transposed) (kern.c MATMUL/GATHER) */
+        in[0] = operand(pe, in0, batch, m, k, tag, 0);
+        in[1] = (flags & OPF_TRANS_B) ? operand(pe, in1, batch, n, k, tag, 1)
+                                      : operand(pe, in1, batch, k, n, tag, 1);
+    } else if (kind == OP_ONEHOT) {
+        in[0] = operand(pe, in0, batch, m, 1, tag, 0); /* secret indices */
+    } else {
+        in[0] = operand(pe, in0, batch, m, n, tag, 0);
+        int binary = kind == OP_ADD || kind == OP_SUB || kind == OP_MUL || kind == OP_LT ||
+                     kind == OP_EQ || kind == OP_SELECT;
+        if (binary && (flags & OPF_PUBLIC_B))
+            in[1] = operand(pe, OP_NONE, 1, 1, 1, tag, 1); /* the threshold, broadcast */
+        else if (binary)
+            in[1] = operand(pe, in1, batch, m, n, tag, 1);
+        if (kind == OP_SELECT)
+            in[2] = operand(pe, OP_NONE, batch, m, n, tag, 2);
+    }
+    char name[48];
+    snprintf(name, sizeof name, "pol.%s.L%d", tag, pe->layer);
+    uint32_t rows = m, cols = n;
+    if (kind == OP_TOPK)
+        rows = m * (uint32_t)iarg; /* k one-hot rows of length n per input row */
+    else if (kind == OP_MAX)
+        cols = 1;
+    uint32_t out = op_tensor_add(pe->prog, name, OPT_TEMP, DOM_ARITH, batch, rows, cols);
+    op o = {.kind = (uint16_t)kind, .phase = (uint8_t)pe->phase, .cat = OPC_POLICY,
+            .layer = (int16_t)pe->layer, .group = -1, .batch = batch, .m = m, .k = k, .n = n,
+            .in = {in[0], in[1], in[2]}, .out = out, .flags = flags & ~OPF_PUBLIC_B,
+            .iarg = iarg, .farg = farg};
+    if (op_kind_shape(kind) == OPS_MM)
+        o.flags = flags;
+    if (out == OP_NONE || in[0] == OP_NONE || op_emit(pe->prog, &o) < 0) {
+        pe->failed = 1;
+        return OP_NONE;
+    }
+    return out;
+}
+
+int policy_emit_done(const policy_emitter *pe, const char *policy, errbuf *e)
+{
+    if (pe->failed)
+        return err_set(e, MS_ERR_NOMEM, "policy %s: out of memory emitting its ops", policy);
+    return MS_OK;
+}
+
+uint32_t policy_state_tensor(op_program *prog, const char *name, uint32_t batch, uint32_t rows,
+                             uint32_t cols)
+{
+    uint32_t id = op_tensor_find(prog, name);
+    if (id == OP_NONE)
+        id = op_tensor_add(prog, name, OPT_CACHE, DOM_ARITH, batch, rows, cols);
+    return id;
+}

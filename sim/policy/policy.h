@@ -1,0 +1,224 @@
+/* policy.h — KV-cache eviction and sparsity policies as registered ops tables.
+ *
+ * Adding a policy = one file sim/policy/policy_<name>.c defining a `const policy_ops` and one row in
+ * the registry (sim/policy/policy.c). Exact algorithms and defaults:
+ * ../shared/reference/policies.md; what each one assumes and costs: sim/policy/POLICIES.md.
+ *
+ * How the replay drives a policy (sim/replay/replay.c), per position pos and layer l in order:
+ *   prompt positions 0..P-1:  observe(pos, l)                  (full causal attention)
+ *   end of prompt:            prefill()                        (one-shot selections)
+ *                             emit_cost(PHASE_PREFILL, l, P)   for every layer
+ *   decode position pos ≥ P:  select(l, pos, q) → keep mask over the pos cached entries of
+ *                             every KV head (the current token is always attended too);
+ *                             emit_cost(PHASE_DECODE, l, pos, kept);
+ *                             attend(l, pos, kept) → the rows the lowering attends (optional);
+ *                             observe(pos, l) with the attention renormalized over the kept
+ *                             entries (what the model computed under the policy).
+ * Selections are per KV head (GQA: a KV head's kept set serves its G query heads). Kept
+ * counts are public, kept indices are secret (MPCache's security model): a policy's ops
+ * compute scores, comparisons, top-k and one-hot gathers on secret shares. */
+#ifndef MPCSIM_POLICY_H
+#define MPCSIM_POLICY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "protocols/base/err.h"
+#include "models/model.h"
+#include "protocols/program/op.h"
+#include "sim/scenario/runcfg.h"
+
+typedef struct policy_ops policy_ops;
+
+/* Parameter names a policy accepts, with defaults, for validation and docs. */
+typedef struct policy_param {
+    const char *key;
+    const char *def;     /* default value as text */
+    const char *help;
+    const char *choices; /* "a|b|c" for a word parameter; NULL for a number */
+    double lo, hi;       /* accepted range of a number */
+} policy_param;
+
+/* Shapes and lengths of the run a policy instance serves. */
+typedef struct policy_env {
+    uint32_t n_layers, n_heads, n_kv_heads, head_dim, dim, ffn_dim;
+    uint32_t prompt_len;   /* P */
+    uint32_t max_len;      /* P + decode steps */
+    /* Keys of cached positions idx[0..n) of one KV head (n × head_dim), for policies that
+     * index the prompt after choosing it (MPCache's clusters over the static set). */
+    int (*gather_k)(void *ctx, uint32_t layer, uint32_t kv_head, const uint32_t *idx, size_t n,
+                    float *k);
+    void *kv_ctx;
+    /* Optional, preferred when set: keys of position pos for every KV head (n_kv_heads ×
+     * head_dim) in one read (a synthetic trace generates all heads of a position at once). */
+    int (*get_k)(void *ctx, uint32_t layer, uint32_t pos, float *k);
+} policy_env;
+
+/* A scenario's policy parameters as the policy reads them (path for messages). */
+typedef struct policy_args {
+    const kv_param *kv;
+    size_t n;
+    const char *path;
+} policy_args;
+
+/* One (position, layer) as the model computed it. Pointers are valid during the call only. */
+typedef struct policy_obs {
+    uint32_t layer, pos;
+    const float *q;      /* n_heads × head_dim */
+    const float *k, *v;  /* n_kv_heads × head_dim of this position (NULL unless asked for) */
+    const float *att;    /* n_heads × (pos+1) probabilities used (0 on dropped entries), or
+                          * NULL when the policy's needs() did not ask for it */
+    const float *ffn;    /* ffn_dim gate pre-activations, or NULL */
+    const float *wo;     /* dim × (n_heads·head_dim) output projection, or NULL */
+} policy_obs;
+
+/* What observe() needs at a position (bit mask). */
+#define POLICY_NEED_ATT 0x1u /* attention row */
+#define POLICY_NEED_K   0x2u /* this position's keys */
+#define POLICY_NEED_V   0x20u /* this position's values */
+#define POLICY_NEED_FFN 0x4u /* FFN pre-activations */
+#define POLICY_NEED_WO  0x8u /* W_o of the layer */
+#define POLICY_NEED_Q   0x10u /* the query (also: select() is query-aware) */
+
+struct policy_ops {
+    const char *name;
+    int version;
+    const char *summary;
+    const policy_param *params;
+    size_t n_params;
+    /* Allocates the policy's state from its (already checked) parameters. */
+    int (*init)(const policy_env *env, const policy_args *a, void **state, errbuf *e);
+    void (*fini)(void *state);
+    /* Which inputs observe() wants at position pos (observe is called for every position and
+     * layer; arrays not asked for are NULL). */
+    unsigned (*needs)(void *state, uint32_t pos);
+    int (*observe)(void *state, const policy_obs *o, errbuf *e);
+    /* End of the prompt: one-shot selections (SnapKV, static eviction, H2O's first drop). */
+    int (*prefill)(void *state, errbuf *e);
+    /* Decode token at position pos, layer: keep[g·pos + j] = 1 if KV head g attends to cached
+     * position j < pos. q is the token's query (n_heads × head_dim). */
+    int (*select)(void *state, uint32_t layer, uint32_t pos, const float *q, uint8_t *keep,
+                  errbuf *e);
+    /* Optional, for positional policies (the same count for every KV head, no state): how
+     * many cached positions layer keeps at pos. When nothing is measured or observed the
+     * replay uses it instead of building and counting select()'s mask. */
+    uint32_t (*count)(void *state, uint32_t layer, uint32_t pos);
+    /* Appends the policy's own MPC ops for layer `layer` of a step: phase PHASE_PREFILL with
+     * kv_len = P (kept = per-KV-head counts after the prefill selection), or PHASE_DECODE with
+     * kv_len = cached entries and kept[g] the counts select() chose. */
+    int (*emit_cost)(void *state, int phase, uint32_t layer, uint32_t kv_len,
+                     const uint32_t *kept, op_program *prog, errbuf *e);
+    /* Optional: policy-specific metrics at the end of a run; fills out[0..max), returns the
+     * count (may be NULL). */
+    size_t (*metrics)(void *state, run_metric *out, size_t max);
+    /* Optional: the rows the MPC decode step attends in layer `layer` at kv_len cached
+     * entries, per KV head (rows[g], g < n_kv_heads), given the counts select() chose (kept[g]:
+     * the layer's largest, what emit_cost received). For a policy whose secure algorithm
+     * attends a public bound instead of the selection's exact count (MPCache: 16 · slots
+     * gathered rows, the empty ones masked — sim/policy/secpol.h); the replay lowers the step with
+     * these rows, while its accuracy metrics use the selection itself. Absent: the lowering
+     * attends the kept counts. Called after emit_cost, for every decode step. */
+    void (*attend)(void *state, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
+                   uint32_t *rows);
+    /* Optional: 1 when the ops of the decode step at position pos hold one-time work that the
+     * steps after it do not repeat (MPCache's compaction after its threshold prompt). The
+     * runner costs such a step for itself only: under decode_stride it never stands for the
+     * steps after it (sim/scenario/runner.c). */
+    int (*one_time)(void *state, uint32_t pos);
+};
+
+const policy_ops *policy_find(const char *name);
+const policy_ops *const *policy_all(size_t *n);
+const char *policy_name(const policy_ops *p);
+const char *policy_summary(const policy_ops *p);
+const policy_param *policy_params(const policy_ops *p, size_t *n);
+/* Validates a scenario's parameters for a policy: unknown keys (with did-you-mean, reported at
+ * the key's file:line:col), bad values. path is the scenario file for messages. The replay's
+ * own keys (policy_replay_params) are accepted for every policy. */
+int policy_check_params(const policy_ops *p, const kv_param *kv, size_t n, const char *path,
+                        errbuf *e);
+/* Keys every policy accepts because the replay reads them (metric_stride, recall_k, live). */
+const policy_param *policy_replay_params(size_t *n);
+
+/* ---- helpers for policy implementations ------------------------------------------------ */
+
+/* The value of key from the scenario, else the policy's default; NULL if neither. */
+const char *policy_arg(const policy_ops *p, const policy_args *a, const char *key,
+                       const kv_param **where);
+/* Parsed numbers in the parameter's [lo, hi] (u32: also integral); errors name the
+ * parameter's file:line:col. */
+int policy_arg_double(const policy_ops *p, const policy_args *a, const char *key, double *out,
+                      errbuf *e);
+int policy_arg_u32(const policy_ops *p, const policy_args *a, const char *key, uint32_t *out,
+                   errbuf *e);
+/* Index of the value among the parameter's '|'-separated choices. */
+int policy_arg_choice(const policy_ops *p, const policy_args *a, const char *key, int *out,
+                      errbuf *e);
+
+/* Top-k: writes to out the k entries of cand[0..n) with the largest score[cand[i]], ties broken
+ * by the smaller index, in increasing index order. cand may be NULL (cand[i] = i). k ≥ n copies
+ * all. Returns the count written. work must hold n uint32. */
+size_t policy_topk(const float *score, const uint32_t *cand, size_t n, size_t k, uint32_t *out,
+                   uint32_t *work);
+
+/* Emits a policy's ops (category OPC_POLICY) for one phase and layer; the first allocation
+ * failure sticks in `failed`. */
+typedef struct policy_emitter {
+    op_program *prog;
+    int phase, layer;
+    int failed;
+} policy_emitter;
+
+/* Appends one op whose result is a fresh temporary "pol.<tag>.L<layer>"; in0/in1 are tensor
+ * ids or OP_NONE. Returns the result id (OP_NONE after a failure). */
+uint32_t policy_emit(policy_emitter *pe, int kind, uint32_t batch, uint32_t m, uint32_t k,
+                     uint32_t n, uint32_t in0, uint32_t in1, uint32_t flags, int32_t iarg,
+                     double farg, const char *tag);
+/* MS_OK, or MS_ERR_NOMEM with a message if an emission failed. */
+int policy_emit_done(const policy_emitter *pe, const char *policy, errbuf *e);
+/* A named state tensor of the policy (role OPT_CACHE), created on first use. */
+uint32_t policy_state_tensor(op_program *prog, const char *name, uint32_t batch, uint32_t rows,
+                             uint32_t cols);
+
+/* SnapKV's observation-window scorer (sim/policy/policy_snapkv.c), shared by snapkv, pyramidkv and
+ * criticalkv: votes of the last `window` prompt queries, 1-D pooling, GQA group mean. */
+typedef struct snap_core {
+    policy_env env;
+    uint32_t window, kernel;
+    int maxpool;      /* 1 maxpool, 0 avgpool (count_include_pad) */
+    float *vote;      /* [L][H][P]: summed window attention per query head */
+    float *tmp;       /* P scratch */
+} snap_core;
+
+int snap_core_init(snap_core *c, const policy_env *env, uint32_t window, uint32_t kernel,
+                   int maxpool, errbuf *e);
+void snap_core_free(snap_core *c);
+/* Window rows wanted at pos? */
+int snap_core_wants(const snap_core *c, uint32_t pos);
+void snap_core_observe(snap_core *c, const policy_obs *o);
+/* out[j], j < P - window: mean over the window and the group of the pooled votes of KV head g. */
+void snap_core_score(snap_core *c, uint32_t layer, uint32_t g, float *out);
+/* COST of the scoring: votes are sums of rows the prefill attention already computed (local
+ * adds); maxpool needs (kernel-1) comparisons per position (a MAX over kernel), avgpool is local.
+ * Returns the score tensor id. */
+uint32_t snap_core_emit(const snap_core *c, policy_emitter *pe, uint32_t batch);
+
+/* SnapKV's state and callbacks, reused by pyramidkv with per-layer budgets. */
+int snapkv_state_new(const policy_ops *p, const policy_env *env, const policy_args *a,
+                     void **st, errbuf *e);
+/* Kept non-window prompt entries of a layer (UINT32_MAX: no compression). */
+void snapkv_set_budget(void *st, uint32_t layer, uint32_t budget);
+void snapkv_fini(void *st);
+unsigned snapkv_needs(void *st, uint32_t pos);
+int snapkv_observe(void *st, const policy_obs *o, errbuf *e);
+int snapkv_prefill(void *st, errbuf *e);
+int snapkv_select(void *st, uint32_t layer, uint32_t pos, const float *q, uint8_t *keep,
+                  errbuf *e);
+int snapkv_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
+                op_program *prog, errbuf *e);
+
+/* The registered policies (sim/policy/policy_<name>.c). */
+extern const policy_ops policy_full, policy_streamingllm, policy_h2o, policy_snapkv,
+    policy_pyramidkv, policy_quest, policy_tova, policy_mpcache, policy_criticalkv, policy_comet;
+
+#endif

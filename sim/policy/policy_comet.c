@@ -1,0 +1,242 @@
+/* policy_comet.c — Comet (arXiv 2505.07239, S&P 2025): predicted FFN activation sparsity at
+ * block granularity, plus the KV-cache refill that skipped computation forces.
+ *
+ * Only Comet's abstract is public (policies.md §1.10); every rule below that is not in it is
+ * OUR ASSUMPTION, listed in sim/policy/POLICIES.md:
+ *   A1 predictor: an oracle on the trace's FFN gate pre-activations — neuron i is active iff
+ *      w1·x > act_threshold; its MPC cost is Deja Vu's low-rank predictor shape (dim×rank,
+ *      rank×blocks; FMInference/DejaVu sparse_predictor, rank 1000), evaluated per block.
+ *   A2 block granularity ("spatial locality"): blocks of `block` consecutive neurons; a block
+ *      is computed iff one of its neurons is active. The active count per token is public (as
+ *      kept counts are), the pattern secret: computing a block = one-hot gather of its rows of
+ *      W1, W3 and columns of W2.
+ *   A3 skipped computation and the KV cache: a token whose active-block fraction at layer l is
+ *      below skip_below is treated as skipped from layer l+1 on for its K/V: its layer-(l+1)
+ *      K/V entry is missing until refilled (recomputed: one k/v projection of that token).
+ *   A4 refill: the attention of a decode step needs every cached entry, so each missing entry
+ *      is refilled the first time a step needs it. merge = 1 batches all misses of a layer and
+ *      step into one projection (one round); merge = 0 refills them one by one (a round each).
+ *      prefetch = 1 refills the prompt's misses at the end of the prefill (phase prefill)
+ *      instead of at the first decode step.
+ * Attention itself stays dense (kept = the full cache); the FFN saving is reported as the
+ * metric comet_ffn_active_frac, since the lowering shrinks attention only. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy.h"
+
+static const policy_param comet_params[] = {
+    {"block", "8", "FFN neurons per block (ASSUMED; not public)", NULL, 1, 1e6},
+    {"act_threshold", "0", "neuron active iff gate pre-activation > this (ASSUMED)", NULL, -1e6,
+     1e6},
+    {"rank", "1000", "predictor rank (Deja Vu --D 1000, used as the cost template)", NULL, 1,
+     1e6},
+    {"skip_below", "0.5",
+     "active-block fraction under which the token's next-layer K/V are skipped (ASSUMED)", NULL,
+     0, 1},
+    {"merge", "1", "1: merge a step's misses of a layer into one refill (ASSUMED rule)", NULL, 0,
+     1},
+    {"prefetch", "1", "1: refill the prompt's misses at the end of the prefill (ASSUMED rule)",
+     NULL, 0, 1},
+};
+
+typedef struct comet_state {
+    policy_env env;
+    uint32_t block, nblocks, rank;
+    double thr, skip_below;
+    int merge, prefetch;
+    uint8_t *miss;        /* [L][max_len] 1 missing, 2 refilled */
+    uint32_t *active;     /* [L] active blocks of the newest token */
+    uint64_t *prompt_active; /* [L] Σ active blocks over the prompt */
+    uint32_t *pending;    /* [L] misses refilled at the current step */
+    uint64_t blocks_seen, blocks_active, refills, refill_ops;
+} comet_state;
+
+static void comet_fini(void *st)
+{
+    comet_state *s = st;
+    if (!s)
+        return;
+    free(s->miss);
+    free(s->active);
+    free(s->prompt_active);
+    free(s->pending);
+    free(s);
+}
+
+static int comet_init(const policy_env *env, const policy_args *a, void **st, errbuf *e)
+{
+    const policy_ops *p = &policy_comet;
+    comet_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return err_set(e, MS_ERR_NOMEM, "policy comet: out of memory");
+    s->env = *env;
+    double merge, prefetch;
+    int rc = policy_arg_u32(p, a, "block", &s->block, e);
+    if (!rc) rc = policy_arg_double(p, a, "act_threshold", &s->thr, e);
+    if (!rc) rc = policy_arg_u32(p, a, "rank", &s->rank, e);
+    if (!rc) rc = policy_arg_double(p, a, "skip_below", &s->skip_below, e);
+    if (!rc) rc = policy_arg_double(p, a, "merge", &merge, e);
+    if (!rc) rc = policy_arg_double(p, a, "prefetch", &prefetch, e);
+    if (rc) {
+        free(s);
+        return rc;
+    }
+    s->merge = merge != 0;
+    s->prefetch = prefetch != 0;
+    s->nblocks = (env->ffn_dim + s->block - 1) / s->block;
+    s->miss = calloc((size_t)env->n_layers * env->max_len + 1, 1);
+    s->active = calloc(env->n_layers, sizeof *s->active);
+    s->prompt_active = calloc(env->n_layers, sizeof *s->prompt_active);
+    s->pending = calloc(env->n_layers, sizeof *s->pending);
+    if (!s->miss || !s->active || !s->prompt_active || !s->pending) {
+        comet_fini(s);
+        return err_set(e, MS_ERR_NOMEM, "policy comet: out of memory");
+    }
+    *st = s;
+    return MS_OK;
+}
+
+static unsigned comet_needs(void *st, uint32_t pos) { return POLICY_NEED_FFN; }
+
+static int comet_observe(void *st, const policy_obs *o, errbuf *e)
+{
+    comet_state *s = st;
+    const policy_env *v = &s->env;
+    if (!o->ffn)
+        return err_set(e, MS_ERR_INPUT, "policy comet: the trace has no FFN activations");
+    uint32_t act = 0;
+    for (uint32_t b = 0; b < s->nblocks; b++) {
+        uint32_t lo = b * s->block, hi = lo + s->block < v->ffn_dim ? lo + s->block : v->ffn_dim;
+        for (uint32_t i = lo; i < hi; i++)
+            if (o->ffn[i] > s->thr) {
+                act++;
+                break;
+            }
+    }
+    s->active[o->layer] = act;
+    if (o->pos < v->prompt_len)
+        s->prompt_active[o->layer] += act;
+    s->blocks_seen += s->nblocks;
+    s->blocks_active += act;
+    if ((double)act < s->skip_below * s->nblocks && o->layer + 1 < v->n_layers)
+        s->miss[(size_t)(o->layer + 1) * v->max_len + o->pos] = 1; /* A3 */
+    return MS_OK;
+}
+
+/* Marks the misses of layer l before pos as refilled; returns their count. */
+static uint32_t take_misses(comet_state *s, uint32_t l, uint32_t pos)
+{
+    uint8_t *m = s->miss + (size_t)l * s->env.max_len;
+    uint32_t n = 0;
+    for (uint32_t j = 0; j < pos; j++)
+        if (m[j] == 1) {
+            m[j] = 2;
+            n++;
+        }
+    return n;
+}
+
+static int comet_prefill(void *st, errbuf *e)
+{
+    comet_state *s = st;
+    for (uint32_t l = 0; l < s->env.n_layers; l++)
+        if (s->prefetch)
+            s->pending[l] += take_misses(s, l, s->env.prompt_len);
+    return MS_OK;
+}
+
+static int comet_select(void *st, uint32_t layer, uint32_t pos, const float *q, uint8_t *keep,
+                        errbuf *e)
+{
+    comet_state *s = st;
+    memset(keep, 1, (size_t)s->env.n_kv_heads * pos);
+    s->pending[layer] += take_misses(s, layer, pos); /* A4: refilled when first needed */
+    return MS_OK;
+}
+
+static void emit_refill(comet_state *s, policy_emitter *pe, uint32_t misses)
+{
+    const policy_env *v = &s->env;
+    uint32_t n = 2 * v->n_kv_heads * v->head_dim;
+    if (misses == 0)
+        return;
+    s->refills += misses;
+    /* COST: refill = k/v projection of the missing tokens' layer inputs with the fixed
+     * W_k|W_v (ASSUMED A4): merged, one (misses×dim)·(dim×2·Hkv·d) matmul; else one each */
+    if (s->merge) {
+        policy_emit(pe, OP_MATMUL, 1, misses, v->dim, n, OP_NONE, OP_NONE, OPF_FIXED_B, 0, 0,
+                    "comet.refill");
+        s->refill_ops++;
+    } else {
+        for (uint32_t i = 0; i < misses; i++)
+            policy_emit(pe, OP_MATMUL, 1, 1, v->dim, n, OP_NONE, OP_NONE, OPF_FIXED_B, 0, 0,
+                        "comet.refill");
+        s->refill_ops += misses;
+    }
+}
+
+static int comet_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
+                      op_program *prog, errbuf *e)
+{
+    comet_state *s = st;
+    const policy_env *v = &s->env;
+    policy_emitter pe = {prog, phase, (int)layer, 0};
+    uint32_t T = phase == PHASE_PREFILL ? kv_len : 1;
+    uint32_t act = phase == PHASE_PREFILL
+                       ? (uint32_t)((s->prompt_active[layer] + kv_len - 1) / (kv_len ? kv_len : 1))
+                       : s->active[layer];
+    /* COST: Deja Vu-shaped predictor per token: (1×dim)·(dim×rank) and (1×rank)·(rank×blocks)
+     * with fixed weights, a threshold comparison per block (ASSUMED A1; policies.md §1.11) */
+    uint32_t h = policy_emit(&pe, OP_MATMUL, 1, T, v->dim, s->rank, OP_NONE, OP_NONE,
+                             OPF_FIXED_B, 0, 0, "comet.pred1");
+    uint32_t lg = policy_emit(&pe, OP_MATMUL, 1, T, s->rank, s->nblocks, h, OP_NONE, OPF_FIXED_B,
+                              0, 0, "comet.pred2");
+    uint32_t on = policy_emit(&pe, OP_LT, 1, T, 0, s->nblocks, lg, OP_NONE, OPF_PUBLIC_B, 0,
+                              s->thr, "comet.active");
+    /* COST: the active count is public (A2): reveal it, then gather the active blocks' rows of
+     * W1|W3 and columns of W2 by one-hot (3·block·dim per block, fixed operand) */
+    policy_emit(&pe, OP_REVEAL, 1, T, 0, 1, on, OP_NONE, 0, -1, 0, "comet.count");
+    if (act > 0)
+        policy_emit(&pe, OP_GATHER, T, act, s->nblocks, 3 * s->block * v->dim, on, OP_NONE,
+                    OPF_FIXED_B | OPF_NO_TRUNC, 0, 0, "comet.wgather");
+    emit_refill(s, &pe, s->pending[layer]);
+    s->pending[layer] = 0;
+    return policy_emit_done(&pe, "comet", e);
+}
+
+static void put(run_metric *m, const char *name, double v, const char *unit)
+{
+    snprintf(m->name, sizeof m->name, "%s", name);
+    snprintf(m->unit, sizeof m->unit, "%s", unit);
+    m->value = v;
+}
+
+static size_t comet_metrics(void *st, run_metric *out, size_t max)
+{
+    comet_state *s = st;
+    if (max < 3)
+        return 0;
+    double frac = s->blocks_seen ? (double)s->blocks_active / (double)s->blocks_seen : 1.0;
+    put(&out[0], "comet_ffn_active_frac", frac, "ratio");
+    put(&out[1], "comet_kv_refills", (double)s->refills, "entries");
+    put(&out[2], "comet_refill_ops", (double)s->refill_ops, "ops");
+    return 3;
+}
+
+const policy_ops policy_comet = {
+    .name = "comet",
+    .version = 1,
+    .summary = "predicted FFN block sparsity with KV refill of skipped tokens (details assumed)",
+    .params = comet_params,
+    .n_params = sizeof comet_params / sizeof comet_params[0],
+    .init = comet_init,
+    .fini = comet_fini,
+    .needs = comet_needs,
+    .observe = comet_observe,
+    .prefill = comet_prefill,
+    .select = comet_select,
+    .emit_cost = comet_emit,
+    .metrics = comet_metrics,
+};

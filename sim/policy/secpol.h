@@ -1,0 +1,225 @@
+/* secpol.h — KV-cache eviction policies whose selection runs on secret shares.
+ *
+ * The secure session (sim/secure/secinf.c) computes a policy's selection inside the step's op program,
+ * with the same ops the simulator costs: one emitter per policy builds them, with the step's
+ * real operands for the secure session and with placeholder operands of the same shapes for
+ * the cost path (the policy's emit_cost). Kept counts are public (they set the program's
+ * shapes), which entries are kept stays secret (MPCache's security model,
+ * ../shared/reference/policies.md §1.8).
+ *
+ * H2O on shares. Per layer and KV head the secret state is a table of R rows [K | V | score]
+ * (2·head_dim + 1 columns): rows [0, R − recent) the heavy hitters (which positions they hold is
+ * secret), the last `recent` rows the newest positions in order (public). A step's program
+ * holds the new entry at row 0 of the cache and the carried rows at 1 … c (secinf.c), and per
+ * layer, after the lowered attention (the selection proper batched over the layers, after the
+ * last one):
+ *   score accumulation: the step's softmax probabilities summed over the KV head's query
+ *     heads and (prefill) over the query rows, added to the carried scores (two transposing
+ *     VIEWs and a matmul with a public ones vector: local);
+ *   the table [K | V | score] of the attended rows (VIEWs: local);
+ *   prefill, P > heavy + recent: TOPK(heavy) of the scores of rows [0, P − recent), then a
+ *     GATHER (one-hot rows · table) of the heavy rows;
+ *   decode, c = heavy + recent: the candidates are row heavy + 1 (the entry leaving the recent
+ *     window, the latest: slot 0, which wins exact ties, as the plaintext rule evicts the later
+ *     position) and rows 1 … heavy (the heavy rows); ARGMAX of their negated scores (one-hot
+ *     of the minimum), its prefix sum (log-step shifted adds: local) broadcast over the row (a product with a
+ *     public ones row: local) as a mask, and a SELECT per element: row i of the compacted
+ *     heavy part is candidate i+1 where the mask is 1 (at or after the evicted one), else
+ *     candidate i. Without a recent window (recent = 0) the candidates are row 0 (the new
+ *     entry) and the heavy rows, as the plaintext policy's.
+ * The next state is then a public re-layout: [selected heavy rows; the recent rows; the new
+ * row]. */
+#ifndef MPCSIM_SECPOL_H
+#define MPCSIM_SECPOL_H
+
+#include <stdint.h>
+
+#include "protocols/base/err.h"
+#include "protocols/program/op.h"
+#include "policy.h"
+
+/* H2O's budgets for a run (heavy_ratio/recent_ratio of the prompt, or absolute sizes), as
+ * the policy computes them. */
+int h2o_budgets(const policy_env *env, const policy_args *a, uint32_t *heavy, uint32_t *recent,
+                errbuf *e);
+
+typedef struct h2o_shape {
+    uint32_t n_heads, n_kv_heads, head_dim;
+    uint32_t heavy, recent;
+} h2o_shape;
+
+/* Tensors of one layer's H2O ops (OP_NONE where the phase has none). */
+typedef struct h2o_ids {
+    uint32_t score;   /* (Hkv, n, 1) accumulated scores of the n attended rows ("L<l>.h2o.acc";
+                       * the carried ones are the OPT_CACHE input "L<l>.h2o.score") */
+    uint32_t table;   /* (Hkv, n, 2d+1) [K | V | score] of the attended rows */
+    uint32_t cand;    /* (Hkv, ncand, 1) the candidates' scores */
+    uint32_t cur;     /* prefill: (Hkv, P-recent, 2d+1) the candidates' rows; decode: (Hkv,
+                       * heavy, 2d+1) candidates 0 … heavy-1 */
+    uint32_t next;    /* decode: candidates 1 … heavy */
+} h2o_ids;
+
+/* Tensors of the selection of every layer at once ("h2o.<name>"), rows of layer l after those
+ * of layers < l: memory order [KV head][layer][…]. */
+typedef struct h2o_sel {
+    uint32_t cand;    /* (Hkv, L·ncand, 1) the candidates' scores */
+    uint32_t onehot;  /* prefill: (Hkv, L·heavy, P-recent) TOPK rows; decode: (Hkv, L, heavy+1) */
+    uint32_t heavy;   /* (Hkv, L·heavy, 2d+1) the selected heavy rows */
+} h2o_sel;
+
+/* Whether a step selects: prefill of t = P tokens, or a decode step over c carried rows. */
+int h2o_selects(const h2o_shape *s, int phase, uint32_t c, uint32_t t);
+
+/* Appends layer `layer`'s H2O ops (category policy) for a step attending c carried rows and t
+ * new ones (prefill: c = 0, t = P; decode: t = 1, rows: new at 0, carried at 1 … c): the score
+ * upkeep, the table and the layer's candidates (all local). probs (H, t, c+t) is the step's
+ * softmax output, kc/vc (Hkv, ≥ c+t, d) the step's caches; OP_NONE for each gives a
+ * placeholder of that shape (the cost path). ids may be NULL. */
+int h2o_emit_ops(op_program *p, const h2o_shape *s, int phase, uint32_t layer, uint32_t c,
+                 uint32_t t, uint32_t probs, uint32_t kc, uint32_t vc, h2o_ids *ids, errbuf *e);
+/* Appends the selection of every layer at once (layer −1; the layers are independent, so one
+ * TOPK/ARGMAX, GATHER/SELECT runs them all in the same rounds), from the layers' ids (lay[l]);
+ * nothing when the step does not select. out may be NULL. */
+int h2o_emit_select(op_program *p, const h2o_shape *s, int phase, uint32_t n_layers, uint32_t c,
+                    uint32_t t, const h2o_ids *lay, h2o_sel *out, errbuf *e);
+
+/* Public constants of the H2O ops, by tensor name ("L<l>.h2o.ones", "h2o.bcast"): fills
+ * out[0..n) with raw ring integers; 0 if the name is not one of them. */
+int h2o_public(const op_tensor *t, uint64_t *out, size_t n);
+
+/* MPCache on shares (static `none`: K' is the whole cache in position order; `threshold`: below;
+ * the static `topk` is not on shares — its kept sets come from the plaintext replay). Per layer
+ * the secret state is the token table "L<l>.mpc.kv" (Hkv, Npad, 2d+1) = [K | V | 0] of the n entries of K' in
+ * position order, zero rows up to Npad = 16·G2, and the bounds "L<l>.mpc.b16" (Hkv, G2, 2d) and
+ * "L<l>.mpc.b32" (Hkv, G1, 2d), row c = [max over the cluster's keys | max of their negation]
+ * per channel (G2 = ⌈n/16⌉, G1 = ⌈n/32⌉). The prompt's program ends with the bounds of the P
+ * prompt keys (one MAX over each 16-cluster, the pad keys pushed to −BIG by a public add, then
+ * one MAX over each pair). A decode step at n entries, per selecting layer, between the lowered
+ * layer's query and its attention (secinf.c splices the ops there):
+ *   qx = [α·qs | −(1−α)·qs], qs the KV head's summed (1/√d-scaled) queries (a transposing VIEW
+ *     and a public product: local), so q·(α r_max + (1−α) r_min) = qx·[r_max | −r_min];
+ *   level 1, when 0 < k1 < G1: scores qx·b32ᵀ, TOPK(k1); its column sums (local) give the
+ *     secret indicator u over the 32-clusters, u = 1 on the forced ones (public: {0}, {G1−1 if
+ *     n % 32 ≠ 0}); else u is public (the forced ones for k1 = 0, all for k1 ≥ G1);
+ *   level 2, when 0 < k2 < G2 (k2 = min(floor(G2·ratio2), G2)): scores qx·b16ᵀ over every
+ *     16-cluster, pushed down by BIG where the 32-cluster is not in u (u·BIG − BIG: local), TOPK;
+ *     a pick of a pushed-down cluster (only when k2 exceeds the candidates, as the plaintext caps)
+ *     is masked below;
+ *   the attended rows, three shapes (public functions of n):
+ *     gather — slots = k2 + |forced2| < G2: the one-hot rows are the TOPK rows and each forced
+ *       16-cluster's e_f·(1 − its column sum) (0 when the top-k already has it: no double
+ *       attention); GATHER of the slots' cluster rows of the table to which a secret column
+ *       96·u·[token < n] was added (local); R = 16·slots rows, each masked by −96 where that
+ *       column is 0 (a pad token, an empty forced slot, a pushed-down pick): a secret additive
+ *       mask on the scores (local), so the softmax ignores them exactly;
+ *     forced — k2 = 0, |forced2| < G2: the forced clusters' rows by public slices (local), a
+ *       public mask for the pad tokens;
+ *     full — otherwise (slots ≥ G2): all n rows with the chosen set's indicator w as the mask
+ *       (w = forced2 ∪ (top-k column sums · u), one MUL when u is secret).
+ *   upkeep: the new key's [k | −k] against the newest 16- and 32-cluster's row (one MAX over
+ *     pairs of 2d or 4d channels), or a new cluster from the key itself (n % 16 = 0: none).
+ * The gathered K and V rows go to rows 1 … R of the lowered cache tensors (row 0: the new
+ * entry), the mask is added to the layer's scores before its softmax. Layer sharing: layers
+ * 2k+1 (k ≥ 1) gather their own table with layer 2k's one-hot rows and reuse its mask; dense
+ * layers (skip_first2) attend all n rows. Nothing is revealed.
+ *
+ * Static `threshold` on shares: the prompt's program ends, per selecting layer, with the window
+ * rows' head sums of the softmax output compared with H·threshold (LT against a secret constant
+ * made locally), the window's OR as [Σ below < w] (a second LT), and the count of kept keys
+ * REVEALED to every party (public in MPCache's model; a shared layer reuses layer 2k's). The
+ * first decode program is then shaped by the count S: it begins with the order-preserving
+ * compaction — prefix sums of the keep bits (local), rank r_j = prefix_j + S·keep_j − (S+1)
+ * (negative for a dropped key: local), ONEHOT(r_j) over S slots, transposed, GATHER of the
+ * prompt's [K | V | 0] rows — so K' keeps position order, then the bounds of the S kept keys
+ * (as the prompt's program does with `none`), then the selection above with n = S. */
+
+typedef struct mpc_shape {
+    uint32_t n_heads, n_kv_heads, head_dim;
+    uint32_t s1, s2;           /* 32, 16 (s1 = 2·s2) */
+    double alpha, ratio1, ratio2;
+    int share, skip2;
+    int static_mode;           /* 0 threshold, 1 topk, 2 none (policy_mpcache.c) */
+    double thr;                /* static threshold */
+    uint32_t window;           /* static window rows (of the prompt) */
+} mpc_shape;
+
+/* MPCache's parameters for a run. */
+int mpcache_shape(const policy_env *env, const policy_args *a, mpc_shape *s, errbuf *e);
+
+enum { MPC_LAYER_SELECT, MPC_LAYER_SHARED, MPC_LAYER_DENSE };
+int mpcache_layer_kind(const mpc_shape *s, uint32_t layer);
+
+/* A decode step's public plan over n entries of K'. */
+enum { MPC_PATH_GATHER, MPC_PATH_FORCED, MPC_PATH_FULL };
+typedef struct mpc_plan {
+    uint32_t n, G1, G2, Npad, k1, k2, nf1, nf2, f1[2], f2[2];
+    int lv1, lv2;              /* level 1 / level 2 top-k on shares */
+    int path;
+    uint32_t slots, rows;      /* one-hot slots (gather, forced), attended rows R */
+    int mask;                  /* 0 none, 1 public, 2 secret */
+} mpc_plan;
+void mpcache_plan(const mpc_shape *s, uint32_t layer, uint32_t n, mpc_plan *pl);
+/* The rows a decode step at n entries of K' attends in a layer besides the new entry: the
+ * plan's R, a public bound (16 · slots for the gather and forced shapes, n for the full shape
+ * and dense layers) that the selection's true count never exceeds. The secure session lowers
+ * its steps with it, and so does the simulator's replay (policy_ops.attend). */
+uint32_t mpcache_attend_rows(const mpc_shape *s, uint32_t layer, uint32_t n);
+
+/* Tensors of one layer's MPCache ops. */
+typedef struct mpc_ids {
+    uint32_t onehot;           /* (Hkv, slots, G2) the gather's one-hot rows, or OP_NONE */
+    uint32_t mcol;             /* (Hkv, G2, 16·(2d+1)) the added mask column, or OP_NONE */
+    uint32_t mask;             /* (H, 1, R+1) the scores' mask (secret), or OP_NONE */
+    uint32_t t1, t2, sc1, sc2; /* top-k one-hots and their scores (the audit), or OP_NONE */
+    uint32_t kn, up;           /* decode: [k | −k] (Hkv, 1, 2d); the MAX (Hkv, 2d, w) */
+    uint32_t b16, b32;         /* prefill: the bounds */
+    uint32_t keep;             /* threshold, prefill: the keep bits (1, P, 1) */
+    uint32_t cmp;              /* threshold, first decode step: the compaction one-hot (1, S, P) */
+} mpc_ids;
+
+/* Threshold static eviction at the prompt of a selecting layer (secpol.h "MPCache on shares",
+ * threshold): from the softmax probabilities probs (H, P, P) (OP_NONE: a placeholder) the keep
+ * bits "L<l>.mpc.keep" and their count revealed to every party ("L<l>.mpc.count"). */
+int mpcache_emit_static(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t P,
+                        uint32_t probs, mpc_ids *ids, errbuf *e);
+
+/* Prefill: the bounds of the P prompt keys of a selecting layer (kc: (Hkv, P, d), OP_NONE: a
+ * placeholder). */
+int mpcache_emit_prefill(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t P,
+                         uint32_t kc, mpc_ids *ids, errbuf *e);
+/* Decode at n entries: the selection, the gathered rows written into kc/vc rows 1 … R and the
+ * upkeep (q: (H, 1, d), k: the new key (1, Hkv·d); OP_NONE: placeholders). src: layer 2k's ids
+ * for a shared layer. */
+int mpcache_emit_decode(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t n,
+                        uint32_t q, uint32_t k, uint32_t kc, uint32_t vc, const mpc_ids *src,
+                        mpc_ids *ids, errbuf *e);
+/* The same at the first decode step after a threshold prompt of P0 tokens whose revealed count
+ * is n: first the order-preserving compaction of the prompt's table "L<l>.mpc.full" (Hkv, P0,
+ * 2d+1) with the keep bits "L<l>.mpc.keep_in" (prefix sums, one-hot of each kept row's rank,
+ * GATHER; a shared layer with layer 2k's one-hot) and the bounds of the n kept keys. */
+int mpcache_emit_decode_first(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t n,
+                              uint32_t P0, uint32_t q, uint32_t k, uint32_t kc, uint32_t vc,
+                              const mpc_ids *src, mpc_ids *ids, errbuf *e);
+/* The mask added to the layer's scores (H, 1, R+1) before the softmax (OP_NONE: placeholder);
+ * nothing when the plan has no mask. */
+int mpcache_emit_mask(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t n,
+                      uint32_t scores, const mpc_ids *own, errbuf *e);
+/* The audit: from one selecting layer's opened values at n entries (for each of t1, sc1, t2,
+ * sc2 the program holds, all KV heads, in that order; *used: their count), KV head g's chosen
+ * 16-clusters (cl[0..G2) = 0/1); returns the smallest top-k margin (INFINITY: none). */
+double mpcache_audit_set(const mpc_shape *s, uint32_t layer, uint32_t n, const double *vals,
+                         size_t nvals, uint32_t g, uint8_t *cl, size_t *used);
+/* The same layer's opened scores of KV head g: level 1 (G1) and level 2 (G2), NULL when that
+ * level did not run on shares. */
+void mpcache_audit_scores(const mpc_shape *s, uint32_t layer, uint32_t n, const double *vals,
+                          size_t nvals, uint32_t g, const double **sc1, const double **sc2);
+/* The k-th largest of the entries with ok[i] (ok NULL: all) minus the next; INFINITY when k
+ * takes them all. */
+double mpcache_topk_margin(const double *sc, const uint8_t *ok, uint32_t n, uint32_t k);
+
+/* Public constants of the MPCache ops ("L<l>.mpc.<name>") at n entries (prefill: n = P), with
+ * f fraction bits: fills out[0..cnt); 0 if the name is not one of them. */
+int mpcache_public(const mpc_shape *s, uint32_t n, int frac, const op_tensor *t, uint64_t *out,
+                   size_t cnt);
+
+#endif

@@ -1,0 +1,163 @@
+/* metrics.c — accuracy metrics of a policy against the full cache (see metrics.h). */
+#include "metrics.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/policy/policy.h"
+
+int metrics_init(metrics *m, uint32_t recall_k, size_t max_len)
+{
+    memset(m, 0, sizeof *m);
+    m->recall_k = recall_k;
+    m->cap = max_len + 1;
+    m->work = malloc(m->cap * sizeof *m->work);
+    m->sel = malloc(m->cap * sizeof *m->sel);
+    if (!m->work || !m->sel) {
+        metrics_free(m);
+        return MS_ERR_NOMEM;
+    }
+    return MS_OK;
+}
+
+void metrics_free(metrics *m)
+{
+    free(m->work);
+    free(m->sel);
+    m->work = m->sel = NULL;
+}
+
+static int kept_at(const uint8_t *keep, uint32_t n, uint32_t j) { return j + 1 == n || keep[j]; }
+
+double metrics_row(metrics *m, const float *att, const uint8_t *keep, uint32_t n)
+{
+    double R = 0;
+    uint32_t kept = 0;
+    for (uint32_t j = 0; j < n; j++)
+        if (kept_at(keep, n, j)) {
+            R += att[j];
+            kept++;
+        }
+    size_t k = m->recall_k < n ? m->recall_k : n;
+    size_t got = policy_topk(att, NULL, n, k, m->sel, m->work);
+    uint32_t hit = 0;
+    for (size_t i = 0; i < got; i++)
+        hit += (uint32_t)kept_at(keep, n, m->sel[i]);
+    m->mass += R;
+    m->topk += got ? (double)hit / (double)got : 1.0;
+    m->kept += kept - 1;
+    m->kept_of += n - 1;
+    m->n_rows++;
+    return R;
+}
+
+void metrics_output(metrics *m, const float *att, const uint8_t *keep, uint32_t n, double R,
+                    const float *V, uint32_t d, const float *wo_h, size_t stride, uint32_t dim)
+{
+    double full[512], diff[512];
+    if (d > 512 || R <= 0)
+        return;
+    for (uint32_t i = 0; i < d; i++)
+        full[i] = diff[i] = 0;
+    for (uint32_t j = 0; j < n; j++) {
+        const float *v = V + (size_t)j * d;
+        double a = att[j], b = kept_at(keep, n, j) ? att[j] / R : 0.0;
+        for (uint32_t i = 0; i < d; i++) {
+            full[i] += a * v[i];
+            diff[i] += (a - b) * v[i];
+        }
+    }
+    double nf = 0, nd = 0;
+    for (uint32_t i = 0; i < d; i++) {
+        nf += full[i] * full[i];
+        nd += diff[i] * diff[i];
+    }
+    if (nf > 0) {
+        m->err += sqrt(nd / nf);
+        m->n_err++;
+    }
+    if (!wo_h)
+        return;
+    double yf = 0, yd = 0;
+    for (uint32_t r = 0; r < dim; r++) {
+        const float *w = wo_h + (size_t)r * stride;
+        double a = 0, b = 0;
+        for (uint32_t i = 0; i < d; i++) {
+            a += w[i] * full[i];
+            b += w[i] * diff[i];
+        }
+        yf += fabs(a);
+        yd += fabs(b);
+    }
+    if (yf > 0) {
+        m->err_wo += yd / yf;
+        m->n_err_wo++;
+    }
+}
+
+/* log-softmax of x at i, computed stably. */
+static void log_softmax(const float *x, uint32_t n, double *out)
+{
+    double mx = -INFINITY, s = 0;
+    for (uint32_t i = 0; i < n; i++)
+        mx = x[i] > mx ? x[i] : mx;
+    for (uint32_t i = 0; i < n; i++)
+        s += exp(x[i] - mx);
+    double ls = mx + log(s);
+    for (uint32_t i = 0; i < n; i++)
+        out[i] = x[i] - ls;
+}
+
+void metrics_logits(metrics *m, const float *full, const float *pol, uint32_t vocab, int next)
+{
+    double *lf = malloc(2 * (size_t)vocab * sizeof *lf);
+    if (!lf)
+        return;
+    double *lp = lf + vocab, kl = 0;
+    log_softmax(full, vocab, lf);
+    log_softmax(pol, vocab, lp);
+    uint32_t af = 0, ap = 0;
+    for (uint32_t i = 0; i < vocab; i++) {
+        kl += exp(lf[i]) * (lf[i] - lp[i]);
+        if (full[i] > full[af])
+            af = i;
+        if (pol[i] > pol[ap])
+            ap = i;
+    }
+    m->kl += kl > 0 ? kl : 0;
+    m->top1 += af == ap;
+    if (next >= 0 && (uint32_t)next < vocab) {
+        m->nll_full -= lf[next];
+        m->nll_pol -= lp[next];
+    }
+    m->n_tok++;
+    free(lf);
+}
+
+int metrics_report(const metrics *m, run_result *res)
+{
+    int rc = 0;
+    if (m->n_rows) {
+        double n = (double)m->n_rows;
+        rc |= run_metric_add(res, "attn_mass_recall", m->mass / n, "ratio");
+        rc |= run_metric_add(res, "topk_recall", m->topk / n, "ratio");
+        rc |= run_metric_add(res, "kept_frac", m->kept_of > 0 ? m->kept / m->kept_of : 1.0,
+                             "ratio");
+    }
+    if (m->n_err)
+        rc |= run_metric_add(res, "attn_out_rel_err", m->err / (double)m->n_err, "ratio");
+    if (m->n_err_wo)
+        rc |= run_metric_add(res, "attn_out_wo_rel_err", m->err_wo / (double)m->n_err_wo,
+                             "ratio");
+    if (m->n_tok) {
+        double n = (double)m->n_tok;
+        double pf = exp(m->nll_full / n), pp = exp(m->nll_pol / n);
+        rc |= run_metric_add(res, "logit_kl", m->kl / n, "nats");
+        rc |= run_metric_add(res, "top1_agreement", m->top1 / n, "ratio");
+        rc |= run_metric_add(res, "ppl_full", pf, "ppl");
+        rc |= run_metric_add(res, "ppl_policy", pp, "ppl");
+        rc |= run_metric_add(res, "ppl_delta", pp - pf, "ppl");
+    }
+    return rc ? MS_ERR_NOMEM : MS_OK;
+}

@@ -1,0 +1,480 @@
+/* replay.c — the trace under a policy, step by step (replay.h; driving order in policy.h).
+ *
+ * Streaming: the trace is read position by position (trace_seek), keys/values by random access
+ * (trace_kv, trace_gather); the replay holds O(layers · KV heads · T) bytes of masks plus what
+ * the policy itself keeps (e.g. H2O's scores), never O(T²). Accuracy metrics are computed every
+ * metric_stride-th decode step; for a model with weights (stories260K) the model is also run
+ * with the policy applied through llama_hooks.attend_mask (teacher-forced on the trace's
+ * tokens) for logit KL, top-1 agreement and perplexity. */
+#include "replay.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/llama.h"
+#include "metrics.h"
+#include "sim/policy/policy.h"
+#include "sim/trace/trace.h"
+
+struct replay {
+    const run_cfg *cfg;
+    const policy_ops *pol;
+    void *st;
+    policy_env env;
+    policy_args args;
+    trace *tr;
+    uint32_t P, next_step, stride, err_heads, prompt_rows;
+    int prompt_done, live;
+    int once;           /* the newest step holds one-time work (policy_ops.one_time) */
+    uint8_t *keep;      /* Hkv × max_len */
+    uint32_t *kept;     /* L × Hkv of the newest step: the rows the lowering attends */
+    uint32_t *sel;      /* Hkv: one layer's selection counts */
+    float *att;         /* H × max_len: attention renormalized over the kept entries */
+    float *vbuf, *k, *v;
+    float *wo_syn;      /* synthetic traces: one W_o draw reused for every layer, or NULL */
+    uint32_t wo_rows, wo_cols;
+    uint32_t *idx;
+    metrics m;
+};
+
+/* ---- opening --------------------------------------------------------------------------- */
+
+static int gather_k(void *ctx, uint32_t layer, uint32_t g, const uint32_t *idx, size_t n,
+                    float *k)
+{
+    return trace_gather(ctx, layer, g, idx, n, k, NULL);
+}
+
+static int get_k(void *ctx, uint32_t layer, uint32_t pos, float *k)
+{
+    return trace_kv(ctx, layer, pos, k, NULL);
+}
+
+static int read_params(replay *r, errbuf *e)
+{
+    static const policy_ops none = {.name = "replay"};
+    const policy_ops *p = r->pol ? r->pol : &none;
+    uint32_t k;
+    double live;
+    int rc = policy_arg_u32(p, &r->args, "metric_stride", &r->stride, e);
+    if (!rc)
+        rc = policy_arg_u32(p, &r->args, "recall_k", &k, e);
+    if (!rc)
+        rc = policy_arg_u32(p, &r->args, "err_kv_heads", &r->err_heads, e);
+    if (!rc)
+        rc = policy_arg_u32(p, &r->args, "prompt_rows", &r->prompt_rows, e);
+    if (!rc)
+        rc = policy_arg_double(p, &r->args, "live", &live, e);
+    if (rc)
+        return rc;
+    r->live = live != 0;
+    return metrics_init(&r->m, k, r->env.max_len) ? err_set(e, MS_ERR_NOMEM, "replay: out of memory")
+                                                   : MS_OK;
+}
+
+int replay_open(const run_cfg *cfg, replay **out, errbuf *e)
+{
+    *out = NULL;
+    const char *name = cfg->policy.name[0] ? cfg->policy.name : "full";
+    const policy_ops *p = policy_find(name);
+    if (!p)
+        return err_set(e, MS_ERR_NOTFOUND,
+                       "%s: error: unknown policy '%s'\n  hint: `mpcsim list policies`",
+                       cfg->scenario_path[0] ? cfg->scenario_path : "<run>", name);
+    int rc = policy_check_params(p, cfg->policy.params, cfg->policy.n_params,
+                                 cfg->scenario_path, e);
+    if (rc)
+        return rc;
+    replay *r = calloc(1, sizeof *r);
+    if (!r)
+        return err_set(e, MS_ERR_NOMEM, "replay: out of memory");
+    r->cfg = cfg;
+    r->pol = p;
+    r->P = cfg->work.prompt_len;
+    r->args = (policy_args){cfg->policy.params, cfg->policy.n_params, cfg->scenario_path};
+    const model_cfg *mc = &cfg->model;
+    r->env = (policy_env){mc->n_layers, mc->n_heads, mc->n_kv_heads, mc->head_dim, mc->dim,
+                          mc->ffn_dim, r->P, r->P + cfg->work.decode_len, NULL, NULL, NULL};
+    int has_trace = cfg->trace.source[0] && strcmp(cfg->trace.source, "none") != 0;
+    if (has_trace) {
+        rc = trace_open_run(cfg, &r->tr, e);
+        if (!rc && trace_get_shape(r->tr)->n_tokens < r->env.max_len)
+            rc = err_set(e, MS_ERR_INPUT,
+                         "trace has %u positions, the run needs prompt %u + decode %u\n"
+                         "  hint: shorten the run or record a longer trace",
+                         trace_get_shape(r->tr)->n_tokens, r->P, cfg->work.decode_len);
+        r->env.gather_k = gather_k;
+        r->env.get_k = get_k;
+        r->env.kv_ctx = r->tr;
+    } else if (p->observe) {
+        rc = err_set(e, MS_ERR_INPUT,
+                     "%s: error: policy '%s' reads attention/keys and needs a trace\n"
+                     "  hint: set trace: {source: synth} (or record / npy)",
+                     cfg->scenario_path[0] ? cfg->scenario_path : "<run>", name);
+    }
+    if (!rc)
+        rc = read_params(r, e);
+    size_t L = mc->n_layers, Hkv = mc->n_kv_heads, T = r->env.max_len + 1;
+    if (!rc) {
+        r->keep = malloc(Hkv * T);
+        r->kept = calloc(L * Hkv, sizeof *r->kept);
+        r->sel = calloc(Hkv, sizeof *r->sel);
+        r->att = malloc((size_t)mc->n_heads * T * sizeof *r->att);
+        r->vbuf = malloc(T * mc->head_dim * sizeof *r->vbuf);
+        r->k = malloc(Hkv * mc->head_dim * sizeof *r->k);
+        r->v = malloc(Hkv * mc->head_dim * sizeof *r->v);
+        r->idx = malloc(T * sizeof *r->idx);
+        if (!r->keep || !r->kept || !r->sel || !r->att || !r->vbuf || !r->k || !r->v || !r->idx)
+            rc = err_set(e, MS_ERR_NOMEM, "replay: out of memory");
+    }
+    if (!rc)
+        rc = p->init(&r->env, &r->args, &r->st, e);
+    if (rc) {
+        replay_close(r);
+        return rc;
+    }
+    for (size_t i = 0; i < T - 1; i++)
+        r->idx[i] = (uint32_t)i;
+    *out = r;
+    return MS_OK;
+}
+
+void replay_close(replay *r)
+{
+    if (!r)
+        return;
+    if (r->st)
+        r->pol->fini(r->st);
+    if (r->tr)
+        trace_close(r->tr);
+    metrics_free(&r->m);
+    free(r->keep);
+    free(r->kept);
+    free(r->sel);
+    free(r->att);
+    free(r->vbuf);
+    free(r->wo_syn);
+    free(r->k);
+    free(r->v);
+    free(r->idx);
+    free(r);
+}
+
+/* ---- observation ------------------------------------------------------------------------ */
+
+/* W_o of a layer. A synthetic trace generates an i.i.d. Gaussian W_o on every call (16M normals
+ * for a 7B layer), so the replay draws it once and uses that draw for every layer: the same
+ * distribution, a different (fixed) sample per layer would not change any expectation. */
+static const float *layer_wo(replay *r, uint32_t layer, uint32_t *rows, uint32_t *cols)
+{
+    if (!trace_is_synthetic(r->tr))
+        return trace_wo(r->tr, layer, rows, cols);
+    if (!r->wo_syn) {
+        const float *w = trace_wo(r->tr, 0, &r->wo_rows, &r->wo_cols);
+        size_t n = (size_t)r->wo_rows * r->wo_cols;
+        if (!w || !(r->wo_syn = malloc(n * sizeof *r->wo_syn)))
+            return NULL;
+        memcpy(r->wo_syn, w, n * sizeof *w);
+    }
+    *rows = r->wo_rows;
+    *cols = r->wo_cols;
+    return r->wo_syn;
+}
+
+/* Fills and passes one (pos, layer) observation; att_used is the attention the model computed
+ * (NULL: the full row from the trace). */
+static unsigned needs_at(replay *r, uint32_t pos)
+{
+    unsigned need = r->pol->needs ? r->pol->needs(r->st, pos) : 0;
+    if (pos < r->P && r->prompt_rows && pos + r->prompt_rows < r->P)
+        need &= ~POLICY_NEED_ATT; /* prompt_rows: only the last rows of the prompt */
+    return need;
+}
+
+static int observe(replay *r, uint32_t pos, uint32_t layer, const float *att_used, errbuf *e)
+{
+    if (!r->pol->observe)
+        return MS_OK;
+    unsigned need = needs_at(r, pos);
+    policy_obs o = {.layer = layer, .pos = pos};
+    if (need & (POLICY_NEED_Q | POLICY_NEED_ATT))
+        o.q = trace_q(r->tr, layer);
+    if (need & POLICY_NEED_ATT)
+        o.att = att_used ? att_used : trace_att(r->tr, layer);
+    if (need & (POLICY_NEED_K | POLICY_NEED_V)) {
+        o.k = need & POLICY_NEED_K ? r->k : NULL;
+        o.v = need & POLICY_NEED_V ? r->v : NULL;
+        if (trace_kv(r->tr, layer, pos, (float *)o.k, (float *)o.v))
+            return err_set(e, MS_ERR_INPUT, "replay: trace has no keys/values at %u", pos);
+    }
+    if (need & POLICY_NEED_FFN)
+        o.ffn = trace_ffn(r->tr, layer);
+    if (need & POLICY_NEED_WO) {
+        uint32_t rows, cols;
+        o.wo = layer_wo(r, layer, &rows, &cols);
+    }
+    return r->pol->observe(r->st, &o, e);
+}
+
+/* Feeds the prompt (dense causal attention) and runs the prefill selection, once. */
+static int ensure_prompt(replay *r, errbuf *e)
+{
+    if (r->prompt_done)
+        return MS_OK;
+    r->prompt_done = 1;
+    for (uint32_t pos = 0; r->tr && r->pol->observe && pos < r->P; pos++) {
+        /* a position the policy reads nothing from is not generated (synthetic traces) */
+        unsigned need = needs_at(r, pos);
+        int stream = need & (POLICY_NEED_Q | POLICY_NEED_ATT | POLICY_NEED_FFN);
+        int rc = stream ? trace_seek(r->tr, pos, e) : MS_OK;
+        for (uint32_t l = 0; !rc && l < r->env.n_layers; l++)
+            rc = observe(r, pos, l, NULL, e);
+        if (rc)
+            return rc;
+    }
+    return r->pol->prefill ? r->pol->prefill(r->st, e) : MS_OK;
+}
+
+int replay_prefill(replay *r, op_program *prog, errbuf *e)
+{
+    int rc = ensure_prompt(r, e);
+    for (uint32_t l = 0; !rc && r->pol->emit_cost && l < r->env.n_layers; l++)
+        rc = r->pol->emit_cost(r->st, PHASE_PREFILL, l, r->P, NULL, prog, e);
+    return rc;
+}
+
+/* ---- decode steps ------------------------------------------------------------------------ */
+
+/* Metrics of one layer against the full row; writes the renormalized rows into r->att. */
+static int layer_rows(replay *r, uint32_t pos, uint32_t l, const float *full, int measure,
+                      errbuf *e)
+{
+    uint32_t step = pos - r->P;
+    const policy_env *v = &r->env;
+    uint32_t n = pos + 1, G = v->n_heads / v->n_kv_heads, d = v->head_dim;
+    uint32_t rows = 0, cols = 0;
+    const float *wo = measure ? layer_wo(r, l, &rows, &cols) : NULL;
+    for (uint32_t g = 0; g < v->n_kv_heads; g++) {
+        const uint8_t *keep = r->keep + (size_t)g * pos;
+        /* output error on err_heads KV heads per layer, rotating with the step */
+        uint32_t slot = (g + v->n_kv_heads - (uint32_t)(((uint64_t)step / (r->stride ? r->stride : 1) * r->err_heads) %
+                                                        v->n_kv_heads)) %
+                        v->n_kv_heads;
+        int out_err = measure && slot < r->err_heads;
+        if (out_err && trace_gather(r->tr, l, g, r->idx, n, NULL, r->vbuf))
+            return err_set(e, MS_ERR_INPUT, "replay: trace has no values");
+        for (uint32_t h = g * G; h < (g + 1) * G; h++) {
+            const float *a = full + (size_t)h * n;
+            float *out = r->att + (size_t)h * n;
+            double R = 0;
+            for (uint32_t j = 0; j < n; j++)
+                R += j + 1 == n || keep[j] ? a[j] : 0.0f;
+            for (uint32_t j = 0; j < n; j++)
+                out[j] = j + 1 == n || keep[j] ? (float)(a[j] / R) : 0.0f;
+            if (measure)
+                metrics_row(&r->m, a, keep, n);
+            if (out_err)
+                metrics_output(&r->m, a, keep, n, R, r->vbuf, d, wo ? wo + (size_t)h * d : NULL,
+                               cols, rows);
+        }
+    }
+    return MS_OK;
+}
+
+/* The largest count of kept positions over the KV heads of a keep mask (Hkv × pos). */
+static uint32_t keep_max(const uint8_t *keep, uint32_t Hkv, uint32_t pos)
+{
+    uint32_t cmax = 0;
+    for (uint32_t g = 0; g < Hkv; g++) {
+        uint32_t c = 0;
+        const uint8_t *kp = keep + (size_t)g * pos;
+        for (uint32_t j = 0; j < pos; j++)
+            c += kp[j];
+        cmax = c > cmax ? c : cmax;
+    }
+    return cmax;
+}
+
+/* One decode position: select, measure, observe and (if prog) emit, for every layer. */
+static int decode_pos(replay *r, uint32_t step, op_program *prog, errbuf *e)
+{
+    const policy_env *v = &r->env;
+    uint32_t pos = r->P + step, Hkv = v->n_kv_heads;
+    int measure = r->tr && r->stride && step % r->stride == 0;
+    unsigned need = r->pol->needs ? r->pol->needs(r->st, pos) : 0;
+    /* positional policies without metrics never touch the trace */
+    int read = r->tr && (measure || r->pol->observe || (need & POLICY_NEED_Q));
+    int rc = read ? trace_seek(r->tr, pos, e) : MS_OK;
+    for (uint32_t l = 0; !rc && l < v->n_layers; l++) {
+        const float *q = read ? trace_q(r->tr, l) : NULL;
+        /* The public shape of a layer is its largest head selection: heads run vectorized in
+         * the same ops, and a shorter selection (a partial last page or cluster chosen by
+         * some heads only) is padded with masked slots. Metrics use the true sets. */
+        uint32_t cmax = 0;
+        if (!read && !need && r->pol->count) {
+            cmax = r->pol->count(r->st, l, pos); /* positional: no mask to build */
+        } else {
+            rc = r->pol->select(r->st, l, pos, q, r->keep, e);
+            if (rc)
+                break;
+            cmax = keep_max(r->keep, Hkv, pos);
+        }
+        uint32_t *kept = r->kept + (size_t)l * Hkv;
+        for (uint32_t g = 0; g < Hkv; g++)
+            r->sel[g] = kept[g] = cmax;
+        const float *used = NULL;
+        if (measure || (need & POLICY_NEED_ATT)) {
+            rc = layer_rows(r, pos, l, trace_att(r->tr, l), measure, e);
+            used = r->att;
+        }
+        if (!rc && read)
+            rc = observe(r, pos, l, used, e);
+        if (!rc && prog && r->pol->emit_cost)
+            rc = r->pol->emit_cost(r->st, PHASE_DECODE, l, pos, r->sel, prog, e);
+        /* the rows the MPC step attends, when the secure algorithm pads the selection to a
+         * public bound (the lowering only: the metrics above used the selection itself) */
+        if (!rc && r->pol->attend)
+            r->pol->attend(r->st, l, pos, r->sel, kept);
+    }
+    r->once = r->pol->one_time ? r->pol->one_time(r->st, pos) : 0;
+    return rc;
+}
+
+int replay_step_once(const replay *r) { return r->once; }
+
+int replay_step(replay *r, uint32_t step, uint32_t kv_len, uint32_t *kept, op_program *prog,
+                errbuf *e)
+{
+    if (kv_len != r->P + step || step >= r->cfg->work.decode_len || step < r->next_step)
+        return err_set(e, MS_ERR_INTERNAL,
+                       "replay: step %u at kv_len %u out of order (prompt %u, next step %u)",
+                       step, kv_len, r->P, r->next_step);
+    int rc = ensure_prompt(r, e);
+    while (!rc && r->next_step < step) /* skipped steps still move the policy's state */
+        rc = decode_pos(r, r->next_step++, NULL, e);
+    if (!rc)
+        rc = decode_pos(r, r->next_step++, prog, e);
+    if (!rc)
+        memcpy(kept, r->kept, (size_t)r->env.n_layers * r->env.n_kv_heads * sizeof *kept);
+    return rc;
+}
+
+/* ---- the model run with the policy applied ------------------------------------------------ */
+
+typedef struct live_ctx {
+    replay *r;
+    void *st;           /* a second instance of the policy, driven by the live model */
+    uint8_t *keep;      /* Hkv × max_len for the current (pos, layer) */
+    uint32_t keep_layer, keep_pos;
+    int prefilled, err;
+    errbuf *e;
+} live_ctx;
+
+static int live_mask(void *ctx, uint32_t layer, uint32_t g, uint32_t pos, uint8_t *mask)
+{
+    live_ctx *c = ctx;
+    replay *r = c->r;
+    if (pos < r->P || c->err)
+        return 0;
+    if (!c->prefilled) {
+        c->prefilled = 1;
+        if (r->pol->prefill && r->pol->prefill(c->st, c->e))
+            c->err = 1;
+    }
+    if (c->keep_layer != layer || c->keep_pos != pos) {
+        /* query-aware policies see the full-cache trace's query at this position and layer */
+        if (r->pol->select(c->st, layer, pos, trace_q(r->tr, layer), c->keep, c->e))
+            c->err = 1;
+        c->keep_layer = layer;
+        c->keep_pos = pos;
+    }
+    memcpy(mask, c->keep + (size_t)g * pos, pos);
+    mask[pos] = 1;
+    return 1;
+}
+
+static void live_layer(void *ctx, const llama_layer_view *lv)
+{
+    live_ctx *c = ctx;
+    replay *r = c->r;
+    if (c->err || !r->pol->observe)
+        return;
+    /* the same contract as the trace replay: only the arrays the policy asked for */
+    uint32_t rows, cols, pos = lv->pos;
+    unsigned need = r->pol->needs ? r->pol->needs(c->st, pos) : 0;
+    if (pos < r->P && r->prompt_rows && pos + r->prompt_rows < r->P)
+        need &= ~POLICY_NEED_ATT;
+    policy_obs o = {.layer = lv->layer, .pos = pos};
+    if (need & (POLICY_NEED_Q | POLICY_NEED_ATT))
+        o.q = lv->q;
+    if (need & POLICY_NEED_ATT)
+        o.att = lv->att;
+    if (need & POLICY_NEED_K)
+        o.k = lv->k;
+    if (need & POLICY_NEED_V)
+        o.v = lv->v;
+    if (need & POLICY_NEED_FFN)
+        o.ffn = lv->ffn_pre;
+    if (need & POLICY_NEED_WO)
+        o.wo = layer_wo(r, lv->layer, &rows, &cols);
+    if (r->pol->observe(c->st, &o, c->e))
+        c->err = 1;
+}
+
+static int live_run(replay *r, errbuf *e)
+{
+    const model_cfg *mc = &r->cfg->model;
+    const int32_t *tok = trace_tokens(r->tr);
+    char wpath[1024];
+    if (!tok || !mc->weights[0] || model_file_path(mc->weights, wpath, sizeof wpath))
+        return MS_OK; /* no model to run: attention-level metrics only */
+    llama *full = NULL, *pol = NULL;
+    int rc = llama_load(mc, wpath, &full, e);
+    if (!rc)
+        rc = llama_load(mc, wpath, &pol, e);
+    live_ctx c = {.r = r, .keep_layer = UINT32_MAX, .e = e};
+    float *lf = malloc((size_t)mc->vocab * sizeof *lf), *lp = malloc((size_t)mc->vocab * sizeof *lp);
+    c.keep = malloc((size_t)mc->n_kv_heads * (r->env.max_len + 1));
+    if (!rc && (!lf || !lp || !c.keep))
+        rc = err_set(e, MS_ERR_NOMEM, "replay: out of memory");
+    if (!rc)
+        rc = r->pol->init(&r->env, &r->args, &c.st, e);
+    llama_hooks hk = {.ctx = &c, .on_layer = live_layer, .attend_mask = live_mask};
+    uint32_t T = r->env.max_len;
+    for (uint32_t pos = 0; !rc && pos < T; pos++) {
+        rc = trace_seek(r->tr, pos, e);
+        if (!rc)
+            rc = llama_forward(full, tok[pos], pos, NULL, lf);
+        if (!rc)
+            rc = llama_forward(pol, tok[pos], pos, &hk, lp);
+        if (!rc && c.err)
+            rc = MS_ERR_INPUT;
+        if (!rc && pos >= r->P && pos + 1 < trace_get_shape(r->tr)->n_tokens)
+            metrics_logits(&r->m, lf, lp, mc->vocab, tok[pos + 1]);
+    }
+    if (c.st)
+        r->pol->fini(c.st);
+    free(c.keep);
+    free(lf);
+    free(lp);
+    llama_free(full);
+    llama_free(pol);
+    return rc;
+}
+
+int replay_metrics(replay *r, run_result *res, errbuf *e)
+{
+    int rc = MS_OK;
+    if (r->tr && r->live)
+        rc = live_run(r, e);
+    if (!rc && metrics_report(&r->m, res))
+        rc = err_set(e, MS_ERR_NOMEM, "replay: out of memory for metrics");
+    if (!rc && r->pol->metrics) {
+        run_metric pm[16];
+        size_t n = r->pol->metrics(r->st, pm, 16);
+        for (size_t i = 0; !rc && i < n; i++)
+            if (run_metric_add(res, pm[i].name, pm[i].value, pm[i].unit))
+                rc = err_set(e, MS_ERR_NOMEM, "replay: out of memory for metrics");
+    }
+    return rc;
+}

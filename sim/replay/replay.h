@@ -1,0 +1,32 @@
+/* replay.h — policy replay: the trace under an eviction/sparsity policy, step by step.
+ *
+ * The runner asks, for the prefill and for each decode step, which KV counts each layer and
+ * KV head attends to (public), and lets the policy append the MPC ops it costs itself (scores,
+ * comparisons, top-k, one-hot gathers) to the step's op program. At the end the replay reports
+ * accuracy metrics (attention-mass recall, top-k recall, output error; logit KL, top-1
+ * agreement, perplexity delta where the model runs). */
+#ifndef MPCSIM_REPLAY_H
+#define MPCSIM_REPLAY_H
+
+#include "protocols/program/op.h"
+#include "sim/scenario/runcfg.h"
+
+typedef struct replay replay;
+
+int replay_open(const run_cfg *cfg, replay **out, errbuf *e);
+/* Prefill: appends policy ops for the prefill phase (e.g. SnapKV's scoring) to prog. */
+int replay_prefill(replay *r, op_program *prog, errbuf *e);
+/* Decode step `step` (0-based) with kv_len entries cached: fills kept[n_layers·n_kv_heads]
+ * with the KV entries each layer and KV head attends in MPC (the selection's counts, or the
+ * public bound the policy's secure algorithm pads them to: policy_ops.attend) and appends the
+ * policy's own ops to prog. */
+int replay_step(replay *r, uint32_t step, uint32_t kv_len, uint32_t *kept, op_program *prog,
+                errbuf *e);
+/* 1 when the newest step's ops hold one-time work (policy_ops.one_time): it stands for itself
+ * only under decode_stride. */
+int replay_step_once(const replay *r);
+/* Adds accuracy metrics to res. */
+int replay_metrics(replay *r, run_result *res, errbuf *e);
+void replay_close(replay *r);
+
+#endif

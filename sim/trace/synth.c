@@ -1,0 +1,572 @@
+/* synth.c — synthetic traces for model shapes without weights (construction documented in
+ * sim/trace/TRACE_FORMAT.md §Synthetic).
+ *
+ * Per layer and KV head, a key's head_dim channels are laid out as
+ *   [0] sink channel   k = sink·√d for the first n_sinks keys, q = 1   → +sink logits
+ *   [1] heavy channel  k = heavy·√d for heavy hitters, q = 1          → +heavy logits
+ *   [2, 2+2m) RoPE-like locality: q = a(cos ω_i t, sin ω_i t), k = a(cos ω_i s, sin ω_i s),
+ *       so q·k/√d = local · (1/m) Σ cos(ω_i (t−s)) ≈ local · exp(−(t−s)²/(2W²)) with ω_i the
+ *       quantiles of a half-normal of scale 1/W (random Fourier features of a Gaussian kernel)
+ *   [2+2m, d) content: q is an AR(1) Gaussian stream (drift), k is ±σ_k Rademacher noise, so
+ *       the content logit is ≈ N(0, noise²).
+ * The query stream comes from a GSL mt19937 seeded with the trace seed (sequential in
+ * position); keys, values, heavy-hitter membership and FFN rows come from counter-based
+ * splitmix64 streams keyed by (seed, what, layer, head, position), so any key can be
+ * regenerated at any time and nothing O(T²) — or even O(T) per layer — is stored. */
+#include "trace_impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gsl/gsl_cdf.h>
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
+#include <yaml.h>
+
+/* ---- parameters ----------------------------------------------------------------------- */
+
+typedef struct synth_key {
+    const char *key;
+    size_t off;
+    int is_uint;
+    double lo, hi;
+    const char *help;
+} synth_key;
+
+#define OFF(f) offsetof(trace_synth, f)
+static const synth_key synth_keys[] = {
+    {"sink", OFF(sink), 0, 0, 50, "logit bonus of the sink keys"},
+    {"n_sinks", OFF(n_sinks), 1, 0, 1024, "number of sink keys at the start"},
+    {"local", OFF(local), 0, 0, 50, "logit bonus of the local kernel at distance 0"},
+    {"window", OFF(window), 0, 0.5, 1e6, "width W of the local kernel, in positions"},
+    {"heavy", OFF(heavy), 0, 0, 50, "logit bonus of heavy-hitter keys"},
+    {"heavy_frac", OFF(heavy_frac), 0, 0, 1, "fraction of keys that are heavy hitters"},
+    {"layer_sim", OFF(layer_sim), 0, 0, 1, "probability a heavy status is kept from layer l-1"},
+    {"drift", OFF(drift), 0, 0, 1, "1 - E[cos(q_t, q_t+1)]"},
+    {"noise", OFF(noise), 0, 0, 20, "std of the content logit noise"},
+    {"ffn_sparsity", OFF(ffn_sparsity), 0, 0, 1, "fraction of FFN pre-activations <= 0"},
+};
+#undef OFF
+#define N_SYNTH_KEYS (sizeof synth_keys / sizeof synth_keys[0])
+
+void trace_synth_defaults(trace_synth *p)
+{
+    *p = (trace_synth){.sink = 4.0, .n_sinks = 1, .local = 3.0, .window = 16.0, .heavy = 3.0,
+                       .heavy_frac = 0.05, .layer_sim = 0.7, .drift = 0.2, .noise = 1.0,
+                       .ffn_sparsity = 0.5};
+}
+
+int trace_synth_set(trace_synth *p, const char *key, const char *val, errbuf *e)
+{
+    for (size_t i = 0; i < N_SYNTH_KEYS; i++) {
+        const synth_key *k = &synth_keys[i];
+        if (strcmp(k->key, key))
+            continue;
+        double v;
+        if (parse_double(val, &v) || v < k->lo || v > k->hi ||
+            (k->is_uint && v != floor(v)))
+            return err_set(e, MS_ERR_RANGE, "bad value '%s' for synthetic trace parameter "
+                           "'%s' (%s; allowed %g..%g%s)", val, key, k->help, k->lo, k->hi,
+                           k->is_uint ? ", integer" : "");
+        if (k->is_uint)
+            *(uint32_t *)((char *)p + k->off) = (uint32_t)v;
+        else
+            *(double *)((char *)p + k->off) = v;
+        return MS_OK;
+    }
+    const char *names[N_SYNTH_KEYS];
+    for (size_t i = 0; i < N_SYNTH_KEYS; i++)
+        names[i] = synth_keys[i].key;
+    const char *dym = did_you_mean(key, names, N_SYNTH_KEYS);
+    return err_set(e, MS_ERR_INPUT, "unknown synthetic trace parameter '%s'%s%s%s", key,
+                   dym ? " (did you mean '" : "", dym ? dym : "", dym ? "'?)" : "");
+}
+
+int trace_synth_from_kv(trace_synth *p, const kv_param *kv, size_t n, const char *path,
+                        errbuf *e)
+{
+    for (size_t i = 0; i < n; i++) {
+        errbuf ke;
+        int rc = trace_synth_set(p, kv[i].key, kv[i].val, &ke);
+        if (rc != MS_OK)
+            return err_set(e, rc, "%s:%d:%d: error: %s", path ? path : "<scenario>",
+                           kv[i].line, kv[i].col, ke.msg);
+    }
+    return trace_synth_check(p, e);
+}
+
+int trace_synth_check(const trace_synth *p, errbuf *e)
+{
+    for (size_t i = 0; i < N_SYNTH_KEYS; i++) {
+        const synth_key *k = &synth_keys[i];
+        double v = k->is_uint ? *(const uint32_t *)((const char *)p + k->off)
+                              : *(const double *)((const char *)p + k->off);
+        if (!(v >= k->lo && v <= k->hi))
+            return err_set(e, MS_ERR_RANGE, "synthetic trace parameter %s = %g is outside "
+                           "%g..%g", k->key, v, k->lo, k->hi);
+    }
+    return MS_OK;
+}
+
+int trace_synth_write_yaml(const trace_synth *p, FILE *f)
+{
+    fprintf(f, "# synthetic trace parameters (sim/trace/TRACE_FORMAT.md)\n");
+    for (size_t i = 0; i < N_SYNTH_KEYS; i++) {
+        const synth_key *k = &synth_keys[i];
+        if (k->is_uint)
+            fprintf(f, "%s: %u\n", k->key, *(const uint32_t *)((const char *)p + k->off));
+        else
+            fprintf(f, "%s: %.6g\n", k->key, *(const double *)((const char *)p + k->off));
+    }
+    return ferror(f) ? MS_ERR_IO : MS_OK;
+}
+
+/* Reads a flat "key: value" YAML mapping (comments allowed) of synthetic parameters. */
+int trace_synth_read_yaml(trace_synth *p, const char *path, errbuf *e)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return err_set(e, MS_ERR_NOTFOUND, "%s: error: cannot open parameter file", path);
+    yaml_parser_t ps;
+    yaml_document_t doc;
+    yaml_parser_initialize(&ps);
+    yaml_parser_set_input_file(&ps, f);
+    int rc = MS_OK;
+    if (!yaml_parser_load(&ps, &doc)) {
+        rc = err_set(e, MS_ERR_INPUT, "%s:%zu:%zu: error: %s", path, ps.problem_mark.line + 1,
+                     ps.problem_mark.column + 1, ps.problem ? ps.problem : "bad YAML");
+        yaml_parser_delete(&ps);
+        fclose(f);
+        return rc;
+    }
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    if (root && root->type != YAML_MAPPING_NODE)
+        rc = err_set(e, MS_ERR_INPUT, "%s:%zu:%zu: error: expected 'key: value' lines", path,
+                     root->start_mark.line + 1, root->start_mark.column + 1);
+    for (yaml_node_pair_t *pr = root && rc == MS_OK ? root->data.mapping.pairs.start : NULL;
+         pr && pr < root->data.mapping.pairs.top && rc == MS_OK; pr++) {
+        yaml_node_t *k = yaml_document_get_node(&doc, pr->key);
+        yaml_node_t *v = yaml_document_get_node(&doc, pr->value);
+        errbuf ke;
+        if (k->type != YAML_SCALAR_NODE || v->type != YAML_SCALAR_NODE)
+            rc = err_set(e, MS_ERR_INPUT, "%s:%zu:%zu: error: expected 'key: value'", path,
+                         k->start_mark.line + 1, k->start_mark.column + 1);
+        else if ((rc = trace_synth_set(p, (char *)k->data.scalar.value,
+                                       (char *)v->data.scalar.value, &ke)) != MS_OK)
+            err_set(e, rc, "%s:%zu:%zu: error: %s", path, k->start_mark.line + 1,
+                    k->start_mark.column + 1, ke.msg);
+    }
+    yaml_document_delete(&doc);
+    yaml_parser_delete(&ps);
+    fclose(f);
+    return rc == MS_OK ? trace_synth_check(p, e) : rc;
+}
+
+/* ---- counter-based streams ------------------------------------------------------------ */
+
+static uint64_t mix64(uint64_t z)
+{
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+enum { ST_KEY = 1, ST_VAL, ST_HEAVY, ST_COPY, ST_FFN, ST_WO };
+
+static uint64_t stream_prefix(uint64_t seed, int what, uint32_t layer, uint32_t head)
+{
+    return mix64(mix64(mix64(seed ^ (uint64_t)what) ^ layer) ^ head);
+}
+
+static uint64_t stream_key(uint64_t seed, int what, uint32_t layer, uint32_t head, uint32_t pos)
+{
+    return mix64(stream_prefix(seed, what, layer, head) ^ pos);
+}
+
+static double unit(uint64_t *s)
+{
+    *s += 0x9E3779B97F4A7C15ull;
+    return (double)(mix64(*s) >> 11) * 0x1.0p-53;
+}
+
+/* Standard normal pair by Box–Muller from a counter stream. */
+static void normal2(uint64_t *s, double *a, double *b)
+{
+    double u1 = unit(s), u2 = unit(s);
+    double r = sqrt(-2.0 * log(u1 > 0 ? u1 : 0x1.0p-53));
+    *a = r * cos(2 * M_PI * u2);
+    *b = r * sin(2 * M_PI * u2);
+}
+
+static void fill_normal(uint64_t *s, float *x, size_t n, double mu, double sd)
+{
+    for (size_t i = 0; i < n; i += 2) {
+        double a, b;
+        normal2(s, &a, &b);
+        x[i] = (float)(mu + sd * a);
+        if (i + 1 < n)
+            x[i + 1] = (float)(mu + sd * b);
+    }
+}
+
+/* ---- the synthetic source ------------------------------------------------------------- */
+
+typedef struct synth_src {
+    gsl_rng *rng;       /* query stream */
+    gsl_rng *wo_rng;    /* W_o, reseeded per layer */
+    uint32_t m;         /* locality frequency pairs */
+    uint32_t dc;        /* content channels d - 2 - 2m */
+    double *omega;      /* m */
+    float *rff;         /* T × 2m: a·(cos ω_i s, sin ω_i s), shared by queries and keys */
+    double *loc;        /* T: locality logit a²Σ cos(ω_i Δ)/√d at distance Δ */
+    float *signs;       /* dc: one key's content signs (scratch) */
+    uint64_t *heavy;    /* L × Hkv × ceil(T/64) bits: heavy status, filled on demand */
+    uint32_t *heavy_done; /* L × Hkv: positions whose status is filled */
+    double amp;         /* a */
+    double rho;         /* AR(1) coefficient of the content query */
+    double sigma_k;     /* Rademacher key amplitude */
+    float *content;     /* L × H × dc: current content query */
+    uint32_t cur;       /* position of content (valid if started) */
+    int started;
+    float *ffn;         /* F */
+    float **wo;         /* per layer (or one slot): dim × H·d */
+    uint32_t wo_layer;  /* layer held by the single slot */
+} synth_src;
+
+/* Heavy status of a key: drawn at layer 0; at each later layer kept from the layer below
+ * with probability layer_sim, else redrawn. Walking down from `layer` to the last redraw gives
+ * the same value in expected 1/(1 − layer_sim) steps. */
+static int heavy_draw(const trace *t, uint32_t layer, uint32_t g, uint32_t pos)
+{
+    const trace_synth *p = &t->synth;
+    if (pos < p->n_sinks)
+        return 0;
+    uint32_t l = layer;
+    for (; l > 0; l--) {
+        uint64_t sc = stream_key(t->seed, ST_COPY, l, g, pos);
+        if (unit(&sc) >= p->layer_sim)
+            break;
+    }
+    uint64_t sh = stream_key(t->seed, ST_HEAVY, l, g, pos);
+    return unit(&sh) < p->heavy_frac;
+}
+
+/* Cached heavy status (a bitmap per layer and KV head, filled up to the largest position
+ * asked for: T/8 bytes each). */
+static int is_heavy(const trace *t, uint32_t layer, uint32_t g, uint32_t pos)
+{
+    synth_src *s = t->impl;
+    size_t lg = (size_t)layer * t->s.n_kv_heads + g, words = (t->s.n_tokens + 63) / 64;
+    uint64_t *bits = s->heavy + lg * words;
+    for (uint32_t j = s->heavy_done[lg]; j <= pos; j++)
+        if (heavy_draw(t, layer, g, j))
+            bits[j / 64] |= 1ull << (j % 64);
+    if (s->heavy_done[lg] <= pos)
+        s->heavy_done[lg] = pos + 1;
+    return (int)(bits[pos / 64] >> (pos % 64) & 1);
+}
+
+/* Key and/or value of KV head g at (layer, pos). Values are Irwin–Hall(4) draws scaled to
+ * unit variance (near-Gaussian, |v| ≤ √12): one 64-bit counter draw per value, so a policy
+ * gathering thousands of values per step stays cheap. */
+static void synth_kv1(trace *t, uint32_t layer, uint32_t g, uint32_t pos, float *k, float *v)
+{
+    synth_src *s = t->impl;
+    uint32_t d = t->s.head_dim;
+    if (k) {
+        float rt = sqrtf((float)d);
+        k[0] = pos < t->synth.n_sinks ? (float)(t->synth.sink * rt) : 0.0f;
+        k[1] = is_heavy(t, layer, g, pos) ? (float)(t->synth.heavy * rt) : 0.0f;
+        memcpy(k + 2, s->rff + (size_t)pos * 2 * s->m, 2 * s->m * sizeof(float));
+        uint64_t st = stream_key(t->seed, ST_KEY, layer, g, pos);
+        float sk = (float)s->sigma_k, *kc = k + 2 + 2 * s->m;
+        for (uint32_t i0 = 0; i0 < s->dc; i0 += 64) {
+            st += 0x9E3779B97F4A7C15ull;
+            uint64_t bits = mix64(st);
+            uint32_t n = s->dc - i0 < 64 ? s->dc - i0 : 64;
+            for (uint32_t i = 0; i < n; i++)
+                kc[i0 + i] = sk * (float)((int)(bits >> i & 1) * 2 - 1);
+        }
+    }
+    if (v) {
+        /* sum of 4 uniforms on [0, 65536): mean 131070, variance 4·(65536² − 1)/12 */
+        const float scale = (float)(1.0 / sqrt(4.0 * (65536.0 * 65536.0 - 1) / 12.0));
+        uint64_t st = stream_key(t->seed, ST_VAL, layer, g, pos);
+        for (uint32_t i = 0; i < d; i++) {
+            st += 0x9E3779B97F4A7C15ull;
+            uint64_t b = mix64(st);
+            uint32_t sum = (uint32_t)(b & 0xffff) + (uint32_t)(b >> 16 & 0xffff) +
+                           (uint32_t)(b >> 32 & 0xffff) + (uint32_t)(b >> 48);
+            v[i] = ((float)sum - 131070.0f) * scale;
+        }
+    }
+}
+
+static void synth_kv(trace *t, uint32_t layer, uint32_t pos, float *k, float *v)
+{
+    uint32_t d = t->s.head_dim;
+    for (uint32_t g = 0; g < t->s.n_kv_heads; g++)
+        synth_kv1(t, layer, g, pos, k ? k + (size_t)g * d : NULL, v ? v + (size_t)g * d : NULL);
+}
+
+/* Attention rows of the current position straight from the logit model (same values as
+ * softmax(q·k/√d) over synth_kv's keys up to float rounding, without building the keys):
+ * logit = sink·[j < n_sinks] + heavy·[heavy] + loc[pos − j] + σ_k·(c_h · signs_j)/√d. */
+static int synth_att_row(trace *t, uint32_t layer)
+{
+    synth_src *s = t->impl;
+    const trace_shape *sh = &t->s;
+    uint32_t pos = t->pos, n = pos + 1, G = sh->n_heads / sh->n_kv_heads;
+    double rt = sqrt((double)sh->head_dim), sk = s->sigma_k / rt;
+    for (uint32_t g = 0; g < sh->n_kv_heads; g++) {
+        uint64_t prefix = stream_prefix(t->seed, ST_KEY, layer, g);
+        is_heavy(t, layer, g, pos); /* fills the bitmap up to pos */
+        for (uint32_t j = 0; j < n; j++) {
+            double base = s->loc[pos - j] + (j < t->synth.n_sinks ? t->synth.sink : 0) +
+                          (is_heavy(t, layer, g, j) ? t->synth.heavy : 0);
+            uint64_t st = mix64(prefix ^ j);
+            for (uint32_t i0 = 0; i0 < s->dc; i0 += 64) {
+                st += 0x9E3779B97F4A7C15ull;
+                uint64_t bits = mix64(st);
+                uint32_t m = s->dc - i0 < 64 ? s->dc - i0 : 64;
+                for (uint32_t i = 0; i < m; i++)
+                    s->signs[i0 + i] = (float)((int)(bits >> i & 1) * 2 - 1);
+            }
+            for (uint32_t h = g * G; h < (g + 1) * G; h++) {
+                const float *c = s->content + ((size_t)layer * sh->n_heads + h) * s->dc;
+                float acc[4] = {0, 0, 0, 0};
+                uint32_t i = 0;
+                for (; i + 4 <= s->dc; i += 4)
+                    for (int r = 0; r < 4; r++)
+                        acc[r] += c[i + r] * s->signs[i + r];
+                for (; i < s->dc; i++)
+                    acc[0] += c[i] * s->signs[i];
+                float dot = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+                t->att[(size_t)h * n + j] = (float)(base + sk * dot);
+            }
+        }
+    }
+    for (uint32_t h = 0; h < sh->n_heads; h++) {
+        float *row = t->att + (size_t)h * n, mx = row[0];
+        for (uint32_t j = 1; j < n; j++)
+            mx = row[j] > mx ? row[j] : mx;
+        double sum = 0;
+        for (uint32_t j = 0; j < n; j++)
+            sum += (row[j] = expf(row[j] - mx));
+        for (uint32_t j = 0; j < n; j++)
+            row[j] = (float)(row[j] / sum);
+    }
+    return 1;
+}
+
+/* Advances the content queries from position cur to cur+1 (or starts them at 0). */
+static void content_step(trace *t, synth_src *s)
+{
+    size_t n = (size_t)t->s.n_layers * t->s.n_heads * s->dc;
+    double a = s->started ? s->rho : 0.0, b = sqrt(1.0 - a * a);
+    for (size_t i = 0; i < n; i++)
+        s->content[i] = (float)(a * s->content[i] + b * gsl_ran_gaussian_ziggurat(s->rng, 1.0));
+    s->cur = s->started ? s->cur + 1 : 0;
+    s->started = 1;
+}
+
+static int synth_seek(trace *t, uint32_t pos, errbuf *e)
+{
+    synth_src *s = t->impl;
+    if (!s->started || pos < s->cur) {
+        gsl_rng_set(s->rng, (unsigned long)t->seed);
+        s->started = 0;
+        content_step(t, s);
+    }
+    while (s->cur < pos)
+        content_step(t, s);
+    uint32_t d = t->s.head_dim;
+    for (uint32_t l = 0; l < t->s.n_layers; l++)
+        for (uint32_t h = 0; h < t->s.n_heads; h++) {
+            float *q = t->q + ((size_t)l * t->s.n_heads + h) * d;
+            q[0] = 1.0f;
+            q[1] = 1.0f;
+            memcpy(q + 2, s->rff + (size_t)pos * 2 * s->m, 2 * s->m * sizeof(float));
+            memcpy(q + 2 + 2 * s->m, s->content + ((size_t)l * t->s.n_heads + h) * s->dc,
+                   s->dc * sizeof(float));
+        }
+    return MS_OK;
+}
+
+static const float *synth_ffn(trace *t, uint32_t layer)
+{
+    synth_src *s = t->impl;
+    /* P(pre ≤ 0) = Φ(−μ) = ffn_sparsity */
+    double sp = t->synth.ffn_sparsity, mu;
+    if (sp <= 0)
+        mu = 40;
+    else if (sp >= 1)
+        mu = -40;
+    else
+        mu = -gsl_cdf_ugaussian_Pinv(sp);
+    uint64_t st = stream_key(t->seed, ST_FFN, layer, 0, t->pos);
+    fill_normal(&st, s->ffn, t->s.ffn_dim, mu, 1.0);
+    return s->ffn;
+}
+
+/* W_o of every layer is cached when all of them fit in SYNTH_WO_CACHE bytes (up to 7B/8B
+ * shapes: llama-2-7b takes 64 MiB per layer, 2 GiB in all, generated once in ~5 s); larger
+ * models keep one layer and regenerate it when another layer is asked for. */
+#define SYNTH_WO_CACHE (4ull << 30)
+
+static const float *synth_wo(trace *t, uint32_t layer)
+{
+    synth_src *s = t->impl;
+    size_t cols = (size_t)t->s.n_heads * t->s.head_dim, n = (size_t)t->s.dim * cols;
+    int all = (uint64_t)n * t->s.n_layers * sizeof(float) <= SYNTH_WO_CACHE;
+    uint32_t slot = all ? layer : 0;
+    if (!s->wo && !(s->wo = calloc(all ? t->s.n_layers : 1, sizeof *s->wo)))
+        return NULL;
+    if (s->wo[slot] && (all || s->wo_layer == layer))
+        return s->wo[slot];
+    if (!s->wo[slot] && !(s->wo[slot] = malloc(n * sizeof(float))))
+        return NULL;
+    /* a GSL mt19937 per layer, seeded from the trace seed and the layer */
+    gsl_rng_set(s->wo_rng, (unsigned long)stream_key(t->seed, ST_WO, layer, 0, 0));
+    double sd = 1.0 / sqrt((double)cols);
+    float *w = s->wo[slot];
+    for (size_t i = 0; i < n; i++)
+        w[i] = (float)gsl_ran_gaussian_ziggurat(s->wo_rng, sd);
+    s->wo_layer = layer;
+    return w;
+}
+
+static const float *synth_logits(trace *t) { return NULL; }
+
+static void synth_close(trace *t)
+{
+    synth_src *s = t->impl;
+    if (!s)
+        return;
+    if (s->rng)
+        gsl_rng_free(s->rng);
+    if (s->wo_rng)
+        gsl_rng_free(s->wo_rng);
+    free(s->omega);
+    free(s->rff);
+    free(s->loc);
+    free(s->signs);
+    free(s->heavy);
+    free(s->heavy_done);
+    free(s->content);
+    if (s->wo) {
+        size_t cols = (size_t)t->s.n_heads * t->s.head_dim, n = (size_t)t->s.dim * cols;
+        int all = (uint64_t)n * t->s.n_layers * sizeof(float) <= SYNTH_WO_CACHE;
+        for (uint32_t l = 0; l < (all ? t->s.n_layers : 1); l++)
+            free(s->wo[l]);
+        free(s->wo);
+    }
+    free(s->ffn);
+    free(s);
+}
+
+static const trace_source synth_source = {synth_seek, synth_kv,     synth_kv1,
+                                          synth_att_row, synth_ffn, synth_logits,
+                                          synth_wo,   synth_close};
+
+/* Locality frequencies, amplitude and the AR(1) coefficient that gives the requested drift. */
+static void synth_layout(trace *t, synth_src *s)
+{
+    const trace_synth *p = &t->synth;
+    uint32_t d = t->s.head_dim;
+    s->m = d >= 6 ? (d - 2) / 4 : 0;
+    if (s->m > 32)
+        s->m = 32;
+    s->dc = d - 2 - 2 * s->m;
+    double csum = 0;
+    for (uint32_t i = 0; i < s->m; i++) {
+        s->omega[i] = gsl_cdf_ugaussian_Pinv(0.5 + 0.5 * (i + 0.5) / s->m) / p->window;
+        csum += cos(s->omega[i]);
+    }
+    /* local · κ(Δ) = a² Σ cos(ω_i Δ) / √d with κ(0) = 1 */
+    s->amp = s->m ? sqrt(p->local * sqrt((double)d) / s->m) : 0.0;
+    s->sigma_k = s->dc ? p->noise * sqrt((double)d / s->dc) : 0.0;
+    /* E cos(q_t, q_t+1) ≈ (2 + a² Σ cos ω_i + ρ dc) / (2 + a² m + dc) */
+    double a2 = s->amp * s->amp, norm = 2 + a2 * s->m + s->dc;
+    double rho = s->dc ? ((1 - p->drift) * norm - 2 - a2 * csum) / s->dc : 1.0;
+    s->rho = rho < 0 ? 0 : rho > 1 ? 1 : rho;
+}
+
+int trace_synth_attach(trace *t, const model_cfg *cfg, errbuf *e)
+{
+    synth_src *s = calloc(1, sizeof *s);
+    if (!s)
+        return err_set(e, MS_ERR_NOMEM, "out of memory");
+    t->impl = s;
+    t->src = &synth_source;
+    s->rng = gsl_rng_alloc(gsl_rng_mt19937);
+    s->wo_rng = gsl_rng_alloc(gsl_rng_mt19937);
+    s->omega = calloc(32, sizeof *s->omega);
+    s->ffn = calloc(t->s.ffn_dim ? t->s.ffn_dim : 1, sizeof(float));
+    if (!s->rng || !s->wo_rng || !s->omega || !s->ffn)
+        return err_set(e, MS_ERR_NOMEM, "out of memory");
+    synth_layout(t, s);
+    s->content = calloc((size_t)t->s.n_layers * t->s.n_heads * (s->dc ? s->dc : 1),
+                        sizeof(float));
+    s->rff = malloc(((size_t)t->s.n_tokens * 2 * s->m + 1) * sizeof(float));
+    s->loc = calloc(t->s.n_tokens, sizeof *s->loc);
+    s->signs = calloc(s->dc ? s->dc : 1, sizeof *s->signs);
+    size_t lg = (size_t)t->s.n_layers * t->s.n_kv_heads;
+    s->heavy = calloc(lg * ((t->s.n_tokens + 63) / 64), sizeof *s->heavy);
+    s->heavy_done = calloc(lg, sizeof *s->heavy_done);
+    if (!s->content || !s->rff || !s->loc || !s->signs || !s->heavy || !s->heavy_done)
+        return err_set(e, MS_ERR_NOMEM, "out of memory");
+    for (uint32_t dd = 0; dd < t->s.n_tokens; dd++) {
+        double c = 0;
+        for (uint32_t i = 0; i < s->m; i++)
+            c += cos(s->omega[i] * dd);
+        s->loc[dd] = s->amp * s->amp * c / sqrt((double)t->s.head_dim);
+    }
+    for (uint32_t pos = 0; pos < t->s.n_tokens; pos++)
+        for (uint32_t i = 0; i < s->m; i++) {
+            s->rff[((size_t)pos * s->m + i) * 2] = (float)(s->amp * cos(s->omega[i] * pos));
+            s->rff[((size_t)pos * s->m + i) * 2 + 1] = (float)(s->amp * sin(s->omega[i] * pos));
+        }
+    return MS_OK;
+}
+
+int trace_open_synth(const model_cfg *cfg, uint32_t n_tokens, uint64_t seed,
+                     const trace_synth *p, trace **out, errbuf *e)
+{
+    *out = NULL;
+    int rc = trace_synth_check(p, e);
+    if (rc != MS_OK)
+        return rc;
+    if (!n_tokens || !cfg->n_layers || !cfg->n_heads || !cfg->n_kv_heads ||
+        cfg->n_heads % cfg->n_kv_heads || cfg->head_dim < 2)
+        return err_set(e, MS_ERR_INPUT, "model '%s': a synthetic trace needs tokens > 0, "
+                       "heads divisible by kv_heads and head_dim >= 2", cfg->name);
+    trace *t = calloc(1, sizeof *t);
+    if (!t)
+        return err_set(e, MS_ERR_NOMEM, "out of memory");
+    t->s = (trace_shape){cfg->n_layers, cfg->n_heads, cfg->n_kv_heads, cfg->head_dim,
+                         cfg->dim,      cfg->ffn_dim,  0,               n_tokens};
+    snprintf(t->model, sizeof t->model, "%s", cfg->name);
+    t->synthetic = 1;
+    t->seed = seed;
+    t->synth = *p;
+    t->arrays = 1u << TRACE_Q | 1u << TRACE_K | 1u << TRACE_V | 1u << TRACE_ATT;
+    if (cfg->ffn_dim)
+        t->arrays |= 1u << TRACE_FFN;
+    if (cfg->dim)
+        t->arrays |= 1u << TRACE_WO;
+    rc = trace_alloc_common(t);
+    if (rc != MS_OK)
+        rc = err_set(e, MS_ERR_NOMEM, "out of memory for a %u-token synthetic trace",
+                     n_tokens);
+    else
+        rc = trace_synth_attach(t, cfg, e);
+    if (rc != MS_OK) {
+        trace_close(t);
+        return rc;
+    }
+    *out = t;
+    return MS_OK;
+}
