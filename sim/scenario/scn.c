@@ -513,9 +513,10 @@ static const double lat_scale[] = {1e6, 1e3, 1};
 static const char *const bw_keys[] = {"bandwidth_mbps", "bandwidth_gbps", "bandwidth_bps"};
 static const double bw_scale[] = {1e6, 1e9, 1};
 
-/* Reads at most one of the unit variants; *given = 0 when none is present. */
+/* Reads at most one of the unit variants, within lo..hi in the base unit (ns, bps); *given = 0
+ * when none is present. */
 static int read_unit(scn_ctx *x, const yx_node *m, const char *const *keys, const double *scale,
-                     double lo, double *out, int *given)
+                     double lo, double hi, double *out, int *given)
 {
     const yx_node *at = NULL;
     size_t which = 0;
@@ -533,7 +534,7 @@ static int read_unit(scn_ctx *x, const yx_node *m, const char *const *keys, cons
     if (!at)
         return MS_OK;
     double d;
-    int rc = read_double(x, at, keys[which], lo, 1e18, &d);
+    int rc = read_double(x, at, keys[which], lo / scale[which], hi / scale[which], &d);
     if (rc)
         return rc;
     *out = d * scale[which];
@@ -561,9 +562,10 @@ static int read_link_values(scn_ctx *x, const yx_node *v, net_link *l)
 {
     double lat, bw;
     int gl = 0, gb = 0;
-    int rc = read_unit(x, v, lat_keys, lat_scale, 0, &lat, &gl);
+    /* latency up to 10^15 ns (11.6 days), bandwidth as net.h bounds it */
+    int rc = read_unit(x, v, lat_keys, lat_scale, 0, 1e15, &lat, &gl);
     if (!rc)
-        rc = read_unit(x, v, bw_keys, bw_scale, 1e-300, &bw, &gb);
+        rc = read_unit(x, v, bw_keys, bw_scale, NET_BW_MIN_BPS, NET_BW_MAX_BPS, &bw, &gb);
     const yx_node *bu = yx_map_get(v, "burst_bytes");
     if (!rc && bu)
         rc = read_burst(x, bu, &l->burst_bytes);
