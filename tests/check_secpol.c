@@ -729,7 +729,7 @@ START_TEST(test_mpcache_threshold_decode_costed_as_run)
     /* the counts the parties would learn: the rule's, a shared layer its source's */
     uint32_t dropped = 0;
     for (uint32_t l = 0; l < L; l++) {
-        uint32_t src = mpcache_layer_kind(&o.spol.mpc, l) == MPC_LAYER_SHARED ? l - 1 : l, cnt = 0;
+        uint32_t src = mpcache_layer_kind(&o.spol.mpc, l) == MPCACHE_LAYER_SHARED ? l - 1 : l, cnt = 0;
         for (uint32_t j = 0; j < P; j++)
             cnt += c.pass[src * P + j];
         o.spol.static_count[l] = cnt;

@@ -133,7 +133,7 @@ int h2o_public(const op_tensor *t, uint64_t *out, size_t n);
  * prompt's [K | V | 0] rows — so K' keeps position order, then the bounds of the S kept keys
  * (as the prompt's program does with `none`), then the selection above with n = S. */
 
-typedef struct mpc_shape {
+typedef struct mpcache_shape {
     uint32_t n_heads, n_kv_heads, head_dim;
     uint32_t s1, s2;           /* 32, 16 (s1 = 2·s2) */
     double alpha, ratio1, ratio2;
@@ -141,32 +141,32 @@ typedef struct mpc_shape {
     int static_mode;           /* 0 threshold, 1 topk, 2 none (policy_mpcache.c) */
     double thr;                /* static threshold */
     uint32_t window;           /* static window rows (of the prompt) */
-} mpc_shape;
+} mpcache_shape;
 
 /* MPCache's parameters for a run. */
-int mpcache_shape(const policy_env *env, const policy_args *a, mpc_shape *s, errbuf *e);
+int mpcache_shape_read(const policy_env *env, const policy_args *a, mpcache_shape *s, errbuf *e);
 
-enum { MPC_LAYER_SELECT, MPC_LAYER_SHARED, MPC_LAYER_DENSE };
-int mpcache_layer_kind(const mpc_shape *s, uint32_t layer);
+enum { MPCACHE_LAYER_SELECT, MPCACHE_LAYER_SHARED, MPCACHE_LAYER_DENSE };
+int mpcache_layer_kind(const mpcache_shape *s, uint32_t layer);
 
 /* A decode step's public plan over n entries of K'. */
-enum { MPC_PATH_GATHER, MPC_PATH_FORCED, MPC_PATH_FULL };
-typedef struct mpc_plan {
+enum { MPCACHE_PATH_GATHER, MPCACHE_PATH_FORCED, MPCACHE_PATH_FULL };
+typedef struct mpcache_plan {
     uint32_t n, G1, G2, Npad, k1, k2, nf1, nf2, f1[2], f2[2];
     int lv1, lv2;              /* level 1 / level 2 top-k on shares */
     int path;
     uint32_t slots, rows;      /* one-hot slots (gather, forced), attended rows R */
     int mask;                  /* 0 none, 1 public, 2 secret */
-} mpc_plan;
-void mpcache_plan(const mpc_shape *s, uint32_t layer, uint32_t n, mpc_plan *pl);
+} mpcache_plan;
+void mpcache_plan_layer(const mpcache_shape *s, uint32_t layer, uint32_t n, mpcache_plan *pl);
 /* The rows a decode step at n entries of K' attends in a layer besides the new entry: the
  * plan's R, a public bound (16 · slots for the gather and forced shapes, n for the full shape
  * and dense layers) that the selection's true count never exceeds. The secure session lowers
  * its steps with it, and so does the simulator's replay (policy_ops.attend). */
-uint32_t mpcache_attend_rows(const mpc_shape *s, uint32_t layer, uint32_t n);
+uint32_t mpcache_attend_rows(const mpcache_shape *s, uint32_t layer, uint32_t n);
 
 /* Tensors of one layer's MPCache ops. */
-typedef struct mpc_ids {
+typedef struct mpcache_ids {
     uint32_t onehot;           /* (Hkv, slots, G2) the gather's one-hot rows, or OP_NONE */
     uint32_t mcol;             /* (Hkv, G2, 16·(2d+1)) the added mask column, or OP_NONE */
     uint32_t mask;             /* (H, 1, R+1) the scores' mask (secret), or OP_NONE */
@@ -175,43 +175,43 @@ typedef struct mpc_ids {
     uint32_t b16, b32;         /* prefill: the bounds */
     uint32_t keep;             /* threshold, prefill: the keep bits (1, P, 1) */
     uint32_t cmp;              /* threshold, first decode step: the compaction one-hot (1, S, P) */
-} mpc_ids;
+} mpcache_ids;
 
 /* Threshold static eviction at the prompt of a selecting layer (secpol.h "MPCache on shares",
  * threshold): from the softmax probabilities probs (H, P, P) (OP_NONE: a placeholder) the keep
  * bits "L<l>.mpc.keep" and their count revealed to every party ("L<l>.mpc.count"). */
-int mpcache_emit_static(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t P,
-                        uint32_t probs, mpc_ids *ids, errbuf *e);
+int mpcache_emit_static(op_program *p, const mpcache_shape *s, uint32_t layer, uint32_t P,
+                        uint32_t probs, mpcache_ids *ids, errbuf *e);
 
 /* Prefill: the bounds of the P prompt keys of a selecting layer (kc: (Hkv, P, d), OP_NONE: a
  * placeholder). */
-int mpcache_emit_prefill(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t P,
-                         uint32_t kc, mpc_ids *ids, errbuf *e);
+int mpcache_emit_prefill(op_program *p, const mpcache_shape *s, uint32_t layer, uint32_t P,
+                         uint32_t kc, mpcache_ids *ids, errbuf *e);
 /* Decode at n entries: the selection, the gathered rows written into kc/vc rows 1 … R and the
  * upkeep (q: (H, 1, d), k: the new key (1, Hkv·d); OP_NONE: placeholders). src: layer 2k's ids
  * for a shared layer. */
-int mpcache_emit_decode(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t n,
-                        uint32_t q, uint32_t k, uint32_t kc, uint32_t vc, const mpc_ids *src,
-                        mpc_ids *ids, errbuf *e);
+int mpcache_emit_decode(op_program *p, const mpcache_shape *s, uint32_t layer, uint32_t n,
+                        uint32_t q, uint32_t k, uint32_t kc, uint32_t vc, const mpcache_ids *src,
+                        mpcache_ids *ids, errbuf *e);
 /* The same at the first decode step after a threshold prompt of P0 tokens whose revealed count
  * is n: first the order-preserving compaction of the prompt's table "L<l>.mpc.full" (Hkv, P0,
  * 2d+1) with the keep bits "L<l>.mpc.keep_in" (prefix sums, one-hot of each kept row's rank,
  * GATHER; a shared layer with layer 2k's one-hot) and the bounds of the n kept keys. */
-int mpcache_emit_decode_first(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t n,
+int mpcache_emit_decode_first(op_program *p, const mpcache_shape *s, uint32_t layer, uint32_t n,
                               uint32_t P0, uint32_t q, uint32_t k, uint32_t kc, uint32_t vc,
-                              const mpc_ids *src, mpc_ids *ids, errbuf *e);
+                              const mpcache_ids *src, mpcache_ids *ids, errbuf *e);
 /* The mask added to the layer's scores (H, 1, R+1) before the softmax (OP_NONE: placeholder);
  * nothing when the plan has no mask. */
-int mpcache_emit_mask(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t n,
-                      uint32_t scores, const mpc_ids *own, errbuf *e);
+int mpcache_emit_mask(op_program *p, const mpcache_shape *s, uint32_t layer, uint32_t n,
+                      uint32_t scores, const mpcache_ids *own, errbuf *e);
 /* The audit: from one selecting layer's opened values at n entries (for each of t1, sc1, t2,
  * sc2 the program holds, all KV heads, in that order; *used: their count), KV head g's chosen
  * 16-clusters (cl[0..G2) = 0/1); returns the smallest top-k margin (INFINITY: none). */
-double mpcache_audit_set(const mpc_shape *s, uint32_t layer, uint32_t n, const double *vals,
+double mpcache_audit_set(const mpcache_shape *s, uint32_t layer, uint32_t n, const double *vals,
                          size_t nvals, uint32_t g, uint8_t *cl, size_t *used);
 /* The same layer's opened scores of KV head g: level 1 (G1) and level 2 (G2), NULL when that
  * level did not run on shares. */
-void mpcache_audit_scores(const mpc_shape *s, uint32_t layer, uint32_t n, const double *vals,
+void mpcache_audit_scores(const mpcache_shape *s, uint32_t layer, uint32_t n, const double *vals,
                           size_t nvals, uint32_t g, const double **sc1, const double **sc2);
 /* The k-th largest of the entries with ok[i] (ok NULL: all) minus the next; INFINITY when k
  * takes them all. */
@@ -219,7 +219,7 @@ double mpcache_topk_margin(const double *sc, const uint8_t *ok, uint32_t n, uint
 
 /* Public constants of the MPCache ops ("L<l>.mpc.<name>") at n entries (prefill: n = P), with
  * f fraction bits: fills out[0..cnt); 0 if the name is not one of them. */
-int mpcache_public(const mpc_shape *s, uint32_t n, int frac, const op_tensor *t, uint64_t *out,
+int mpcache_public(const mpcache_shape *s, uint32_t n, int frac, const op_tensor *t, uint64_t *out,
                    size_t cnt);
 
 #endif

@@ -37,8 +37,8 @@ static void step_shape(const secinf_opts *o, uint32_t s, uint32_t *t, uint32_t *
  * cache, or after a threshold prompt the revealed count plus the generated entries. */
 static uint32_t mpc_n(const secinf_opts *o, uint32_t l, uint32_t kv)
 {
-    const mpc_shape *sh = &o->spol.mpc;
-    if (sh->static_mode != 0 || mpcache_layer_kind(sh, l) == MPC_LAYER_DENSE || !o->spol.static_count)
+    const mpcache_shape *sh = &o->spol.mpc;
+    if (sh->static_mode != 0 || mpcache_layer_kind(sh, l) == MPCACHE_LAYER_DENSE || !o->spol.static_count)
         return kv;
     return o->spol.static_count[l] + (kv - o->prefill);
 }
@@ -196,8 +196,8 @@ static long find_op(const op_program *p, int kind, uint32_t out)
 static int mpc_sess_emit(const secinf_opts *o, const lower_opts *lo, op_program *p, errbuf *e)
 {
     const model_cfg *m = o->model;
-    const mpc_shape *sh = &o->spol.mpc;
-    mpc_ids *ids = calloc(m->n_layers, sizeof *ids);
+    const mpcache_shape *sh = &o->spol.mpc;
+    mpcache_ids *ids = calloc(m->n_layers, sizeof *ids);
     int rc = ids ? MS_OK : err_set(e, MS_ERR_NOMEM, "secure inference: out of memory");
     for (uint32_t l = 0; !rc && l < m->n_layers; l++) {
         static const char *const nm[5] = {"kcache", "vcache", "q_heads", "k", "scores"};
@@ -221,7 +221,7 @@ static int mpc_sess_emit(const secinf_opts *o, const lower_opts *lo, op_program 
         size_t n0 = p->n_ops;
         uint32_t n = mpc_n(o, l, lo->kv_len);
         uint32_t P0 = sh->static_mode == 0 && lo->kv_len == o->prefill &&
-                      mpcache_layer_kind(sh, l) != MPC_LAYER_DENSE ? o->prefill : 0;
+                      mpcache_layer_kind(sh, l) != MPCACHE_LAYER_DENSE ? o->prefill : 0;
         rc = mpcache_emit_decode_first(p, sh, l, n, P0, id[2], id[3], id[0], id[1], l ? &ids[l - 1] : NULL,
                                        &ids[l], e);
         if (!rc)
@@ -630,9 +630,9 @@ static int mpc_bind(eng *e, const secinf_opts *o, const op_program *p, mpc_progr
     uint32_t Hkv = m->n_kv_heads, d = m->head_dim, F = 2 * d + 1, L = m->n_layers;
     int rc = MS_OK;
     for (uint32_t l = 0; !rc && l < L; l++) {
-        mpc_plan pl;
+        mpcache_plan pl;
         uint32_t nl = mpc_n(o, l, n);
-        mpcache_plan(&o->spol.mpc, l, nl, &pl);
+        mpcache_plan_layer(&o->spol.mpc, l, nl, &pl);
         static const char *const nm[5] = {"kv", "b16", "b32", "full", "keep_in"};
         for (int w = 0; w < 5 && !rc; w++) {
             char full[48];
@@ -664,7 +664,7 @@ static int mpc_update(eng *e, const secinf_opts *o, const op_program *p, mpc_pro
                       mpc_val *kf, uint32_t s, errbuf *err)
 {
     const model_cfg *m = o->model;
-    const mpc_shape *sh = &o->spol.mpc;
+    const mpcache_shape *sh = &o->spol.mpc;
     uint32_t Hkv = m->n_kv_heads, d = m->head_dim, F = 2 * d + 1, L = m->n_layers, t, kv;
     step_shape(o, s, &t, &kv);
     uint32_t s2 = sh->s2, s1 = sh->s1;
@@ -699,7 +699,7 @@ static int mpc_update(eng *e, const secinf_opts *o, const op_program *p, mpc_pro
             break;
         e->vt->release(e, &kf[l]);
         kf[l] = z;
-        if (mpcache_layer_kind(sh, l) != MPC_LAYER_SELECT)
+        if (mpcache_layer_kind(sh, l) != MPCACHE_LAYER_SELECT)
             continue;
         if (!s && sh->static_mode == 0) { /* threshold: the keep bits for the compaction */
             snprintf(full[3], 48, "L%u.mpc.keep", l);
@@ -770,9 +770,9 @@ static int mpc_counts(eng *e, mpc_net *net, const secinf_opts *o, const op_progr
         char nm[48];
         snprintf(nm, sizeof nm, "L%u.mpc.count", l);
         uint32_t id = op_tensor_find(p, nm);
-        if (kind == MPC_LAYER_SELECT && (id == OP_NONE || !r->vals[id].s[0]))
+        if (kind == MPCACHE_LAYER_SELECT && (id == OP_NONE || !r->vals[id].s[0]))
             return err_set(err, MS_ERR_INTERNAL, "secure inference: no revealed count of layer %u", l);
-        cnt[l] = kind == MPC_LAYER_SELECT ? (uint32_t)r->vals[id].s[0][0] : kind == MPC_LAYER_SHARED ? cnt[l - 1]
+        cnt[l] = kind == MPCACHE_LAYER_SELECT ? (uint32_t)r->vals[id].s[0][0] : kind == MPCACHE_LAYER_SHARED ? cnt[l - 1]
                                                                                                   : o->prefill;
         if (cnt[l] > o->prefill)
             return err_set(err, MS_ERR_PEER, "secure inference: revealed count %u of %d prompt rows", cnt[l], o->prefill);
@@ -1343,7 +1343,7 @@ int secinf_spol_of(const model_cfg *m, const char *policy, const char *const *pa
     policy_args a = {.kv = kv, .n = n_params, .path = "(command line)"};
     if (!rc && pol == &policy_mpcache) {
         /* static eviction on shares is not there yet: `none` only */
-        rc = mpcache_shape(&env, &a, &sp->mpc, e);
+        rc = mpcache_shape_read(&env, &a, &sp->mpc, e);
         if (!rc && sp->mpc.static_mode != 1) /* `topk` static eviction: not on shares */
             sp->kind = SECINF_SPOL_MPCACHE;
         if (!rc && sp->kind && sp->mpc.static_mode == 0 &&
@@ -1653,7 +1653,7 @@ static void ms_layer(void *ctx, const llama_layer_view *v)
 static void ms_scores(mscore *c, uint32_t l, uint32_t pos)
 {
     const model_cfg *m = c->o->model;
-    const mpc_shape *sh = &c->o->spol.mpc;
+    const mpcache_shape *sh = &c->o->spol.mpc;
     uint32_t Hkv = m->n_kv_heads, d = m->head_dim, G = m->n_heads / Hkv, n = mpc_n(c->o, l, pos);
     const float *q = llama_query(c->pm);
     const uint32_t *ps = c->pos + (size_t)l * c->Nmax;
@@ -1684,7 +1684,7 @@ static int ms_mask(void *ctx, uint32_t l, uint32_t g, uint32_t pos, uint8_t *mas
 {
     mscore *c = ctx;
     if (pos >= c->o->prefill && (l != c->cur_l || pos != c->cur_pos) &&
-        mpcache_layer_kind(&c->o->spol.mpc, l) == MPC_LAYER_SELECT) {
+        mpcache_layer_kind(&c->o->spol.mpc, l) == MPCACHE_LAYER_SELECT) {
         c->cur_l = l, c->cur_pos = pos;
         ms_scores(c, l, pos);
     }
@@ -1726,8 +1726,8 @@ static int mpc_plain_scores(const secinf_opts *o, const secinf_keep *k, const ui
 static double mpc_rep_margin(const secinf_opts *o, const mscore *c, uint32_t pos, uint32_t l, uint32_t g)
 {
     const model_cfg *m = o->model;
-    mpc_plan pl;
-    mpcache_plan(&o->spol.mpc, l, mpc_n(o, l, pos), &pl);
+    mpcache_plan pl;
+    mpcache_plan_layer(&o->spol.mpc, l, mpc_n(o, l, pos), &pl);
     const double *s1 = c->sc + ((((size_t)pos * m->n_layers + l) * m->n_kv_heads + g) * 2) * c->Gmax, *s2 = s1 + c->Gmax;
     double mg = INFINITY;
     uint8_t u[64] = {0}, ok[128] = {0};
@@ -1768,7 +1768,7 @@ int secinf_mpc_compare(const secinf_opts *o, const secinf_result *r, const secin
     if (o->spol.kind != SECINF_SPOL_MPCACHE || !r->audit)
         return err_set(e, MS_ERR_INPUT, "selection audit: no MPCache run with the audit on");
     const model_cfg *m = o->model;
-    const mpc_shape *sh = &o->spol.mpc;
+    const mpcache_shape *sh = &o->spol.mpc;
     uint32_t L = m->n_layers, Hkv = m->n_kv_heads, Nmax = o->n_tokens + o->n_gen + 2;
     uint8_t *cl = calloc((size_t)L * Hkv * Nmax, 1);
     double *mg = calloc((size_t)L * Hkv, sizeof *mg);
@@ -1781,8 +1781,8 @@ int secinf_mpc_compare(const secinf_opts *o, const secinf_result *r, const secin
     size_t at0 = 0;
     for (uint32_t l = 0; l < L; l++) {
         uint32_t *ps = pos + (size_t)l * Nmax, c = 0;
-        int kind = mpcache_layer_kind(sh, l), thr = sh->static_mode == 0 && kind != MPC_LAYER_DENSE;
-        if (thr && kind == MPC_LAYER_SHARED) {
+        int kind = mpcache_layer_kind(sh, l), thr = sh->static_mode == 0 && kind != MPCACHE_LAYER_DENSE;
+        if (thr && kind == MPCACHE_LAYER_SHARED) {
             memcpy(ps, ps - Nmax, Nmax * sizeof *ps);
             continue;
         }
@@ -1812,20 +1812,20 @@ int secinf_mpc_compare(const secinf_opts *o, const secinf_result *r, const secin
             size_t used = 0;
             for (uint32_t g = 0; g < Hkv; g++) {
                 uint8_t *c = cl + ((size_t)l * Hkv + g) * Nmax;
-                if (kind == MPC_LAYER_SHARED) {
+                if (kind == MPCACHE_LAYER_SHARED) {
                     memcpy(c, cl + ((size_t)(l - 1) * Hkv + g) * Nmax, Nmax);
                     mg[l * Hkv + g] = mg[(l - 1) * Hkv + g];
                 } else {
                     mg[l * Hkv + g] = mpcache_audit_set(sh, l, n, r->audit[s] + at, r->n_audit[s] - at, g, c, &used);
                 }
                 double v = mg[l * Hkv + g];
-                if (kind == MPC_LAYER_SELECT && v < out->min_margin)
+                if (kind == MPCACHE_LAYER_SELECT && v < out->min_margin)
                     out->min_margin = v;
                 const uint8_t *pm = plain_mask(plain, kv, l, g);
                 if (!pm)
                     continue;
                 const double *ss[2];
-                if (kind == MPC_LAYER_SELECT)
+                if (kind == MPCACHE_LAYER_SELECT)
                     mpcache_audit_scores(sh, l, n, r->audit[s] + at, r->n_audit[s] - at, g, &ss[0], &ss[1]);
                 /* the secure set by position: K' entry i attended when its cluster is chosen */
                 uint8_t *mine = calloc(kv + 1, 1);
@@ -1840,11 +1840,11 @@ int secinf_mpc_compare(const secinf_opts *o, const secinf_result *r, const secin
                 free(mine);
                 out->sets++;
                 out->same += (uint32_t)same;
-                uint32_t src = kind == MPC_LAYER_SHARED ? l - 1 : l;
+                uint32_t src = kind == MPCACHE_LAYER_SHARED ? l - 1 : l;
                 const double *rs = msc.sc + ((((size_t)kv * L + src) * Hkv + g) * 2) * msc.Gmax;
-                mpc_plan pl;
-                mpcache_plan(sh, l, n, &pl);
-                for (int lvl = 0; same && kind == MPC_LAYER_SELECT && lvl < 2; lvl++)
+                mpcache_plan pl;
+                mpcache_plan_layer(sh, l, n, &pl);
+                for (int lvl = 0; same && kind == MPCACHE_LAYER_SELECT && lvl < 2; lvl++)
                     for (uint32_t i = 0; ss[lvl] && i < (lvl ? pl.G2 : pl.G1); i++) {
                         double d = fabs(ss[lvl][i] - rs[lvl * msc.Gmax + i]);
                         out->score_err = d > out->score_err ? d : out->score_err;
@@ -1865,9 +1865,9 @@ int secinf_mpc_compare(const secinf_opts *o, const secinf_result *r, const secin
             at += used;
         }
         for (uint32_t l = 0; l < L; l++) {
-            mpc_plan pl;
-            mpcache_plan(sh, l, mpc_n(o, l, kv), &pl);
-            if (mpcache_layer_kind(sh, l) == MPC_LAYER_SELECT)
+            mpcache_plan pl;
+            mpcache_plan_layer(sh, l, mpc_n(o, l, kv), &pl);
+            if (mpcache_layer_kind(sh, l) == MPCACHE_LAYER_SELECT)
                 out->topks += Hkv * ((uint32_t)pl.lv1 + (uint32_t)pl.lv2);
         }
     }

@@ -50,7 +50,7 @@ typedef enum secinf_spol_kind { SECINF_SPOL_NONE, SECINF_SPOL_H2O, SECINF_SPOL_M
 typedef struct secinf_spol {
     int kind;                /* secinf_spol_kind */
     uint32_t heavy, recent;  /* H2O's budgets */
-    mpc_shape mpc;           /* MPCache's parameters (static none or threshold) */
+    mpcache_shape mpc;           /* MPCache's parameters (static none or threshold) */
     uint32_t *static_count;  /* MPCache threshold: [n_layers] the kept counts the prompt's
                               * program revealed, filled by each node (its own copy) and by
                               * secinf_collect for the caller; allocated by secinf_spol_of,
