@@ -557,8 +557,9 @@ typedef struct mpcache_em {
 
 static uint32_t mt(mpcache_em *w, const char *nm, op_role role, uint32_t b, uint32_t r, uint32_t c)
 {
-    char full[48];
-    snprintf(full, sizeof full, "L%u.mpc.%s", w->layer, nm);
+    char full[48], tail[48];
+    snprintf(tail, sizeof tail, "mpc.%s", nm);
+    op_layer_name(full, (int)w->layer, tail);
     uint32_t id = role == OPT_TEMP ? OP_NONE : op_tensor_find(w->p, full);
     if (id == OP_NONE)
         id = op_tensor_add(w->p, full, role, DOM_ARITH, b, r, c);
@@ -1070,13 +1071,13 @@ int mpcache_emit_mask(op_program *p, const mpcache_shape *s, uint32_t layer, uin
 int mpcache_public(const mpcache_shape *s, uint32_t n, int frac, const op_tensor *t, uint64_t *out,
                    size_t cnt)
 {
-    unsigned l;
-    int at = 0;
-    if (t->role != OPT_PUBLIC || sscanf(t->name, "L%u.mpc.%n", &l, &at) != 1 || !at)
+    const char *nm;
+    int l = op_layer_of(t->name, &nm);
+    if (t->role != OPT_PUBLIC || l < 0 || strncmp(nm, "mpc.", 4))
         return 0;
-    const char *nm = t->name + at;
+    nm += 4;
     mpcache_plan pl;
-    mpcache_plan_layer(s, l, n, &pl);
+    mpcache_plan_layer(s, (uint32_t)l, n, &pl);
     uint32_t d = s->head_dim, F = 2 * d + 1, cols = t->cols ? t->cols : 1;
     uint64_t one = 1, fbig = fx_encode(-MPCACHE_BIG, frac), fpad = fx_encode(-MPCACHE_PAD_OFF, frac);
     uint64_t foff = fx_encode(MPCACHE_PAD_OFF, frac);
@@ -1331,4 +1332,5 @@ const policy_ops policy_mpcache = {
     .emit_cost = mpcache_cost,
     .attend = mpcache_attend,
     .one_time = mpcache_one_time,
+    .secure = &policy_mpcache_secure,
 };
