@@ -57,6 +57,8 @@ typedef struct llama_acc {
 } llama_acc;
 void llama_compare(const double *x, const float *ref, uint32_t n, uint32_t vocab, llama_acc *a);
 
+/* <unk>, <s>, </s> and the 256 byte-fallback pieces <0x00>..<0xFF> (ids 3..258). */
+#define LLAMA_TOK_MIN_VOCAB 259
 int llama_tok_load(const char *path, uint32_t vocab, llama_tok **out, errbuf *e);
 void llama_tok_free(llama_tok *t);
 /* Encodes text as run.c does (BOS first, dummy-prefix space); returns the count. */
