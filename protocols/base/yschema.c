@@ -345,12 +345,13 @@ int ys_read(const ys_ctx *x, const yx_node *m, const ys_schema *s, const char *c
         const ys_field *f = &s->field[i];
         const yx_node *v = yx_map_get(m, f->key);
         if (!v && (f->flags & YS_REQ)) {
-            char hint[160];
+            char hint[320];
             if (f->type == YS_FIXED)
                 snprintf(hint, sizeof hint, "add '%s: %s'%s%s", f->key, f->def,
                          f->hint ? "; " : "", f->hint ? f->hint : "");
             else
-                snprintf(hint, sizeof hint, "add '%s: …' (%s)", f->key, f->doc ? f->doc : "");
+                snprintf(hint, sizeof hint, "add '%s: …' (%s)%s%s", f->key, f->doc ? f->doc : "",
+                         f->hint ? "; " : "", f->hint ? f->hint : "");
             return ys_fail(x, m, hint, "missing required key '%s' in '%s'", f->key, s->name);
         }
         if (v && (stores(f) || f->type == YS_FIXED))

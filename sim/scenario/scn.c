@@ -833,16 +833,11 @@ static int read_machine(scn_ctx *x, const yx_node *v, run_cfg *c)
         return rc;
     if (!base)
         machine_default(m);
-    if ((f = yx_map_get(v, "name")) && (rc = read_str(x, f, "name", m->name, sizeof m->name)))
-        return rc;
-    for (int k = 0; k < WK_N; k++)
-        if ((f = yx_map_get(v, mach_keys[2 + k])) &&
-            (rc = read_double(x, f, mach_keys[2 + k], 1, 1e18, &m->rate[k])))
+    /* the keys after 'base' are a profile file's, read with its schema's types and ranges */
+    for (size_t i = 1; i < sizeof mach_keys / sizeof *mach_keys; i++)
+        if ((f = yx_map_get(v, mach_keys[i])) &&
+            (rc = ys_read_field(&x->y, f, ys_find(machine_schema(), mach_keys[i]), m)))
             return rc;
-    uint32_t th = (uint32_t)m->threads;
-    if ((f = yx_map_get(v, "threads")) && (rc = read_u32(x, f, "threads", 1, 4096, &th)))
-        return rc;
-    m->threads = (int)th;
     return MS_OK;
 }
 

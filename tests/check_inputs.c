@@ -1,0 +1,122 @@
+/* check_inputs.c — every input file but scenarios and models (check_scn.c) read through the
+ * schema layer: machine profiles, synthetic-trace parameters, trace manifests and serving
+ * scenarios. One table row per kind of mistake, each reported at its file:line:col. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sim/engine/machine.h"
+#include "sim/trace/trace.h"
+#include "testdir.h"
+
+static testdir td = {.prefix = "check_inputs"};
+
+static void suite_setup(void) { testdir_suite_setup(&td); }
+static void suite_teardown(void) { testdir_suite_teardown(&td); }
+static void setup(void) { testdir_setup(&td); }
+static void teardown(void) { testdir_teardown(&td); }
+static const char *tpath(const char *name) { return testdir_path(&td, name); }
+
+static const char *write_file(const char *name, const char *text)
+{
+    const char *p = tpath(name);
+    FILE *f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+    return p;
+}
+
+typedef struct bad_case {
+    const char *text;
+    const char *where; /* ":L:C: error: " after the file's path */
+    const char *gist, *gist2;
+} bad_case;
+
+/* The message starts with path + where and holds both gists. */
+static void check_msg(const char *path, const bad_case *c, const char *msg, int i)
+{
+    char want[700];
+    snprintf(want, sizeof want, "%s%s", path, c->where);
+    ck_assert_msg(!strncmp(msg, want, strlen(want)), "case %d: '%s' does not start with '%s'", i,
+                  msg, want);
+    ck_assert_msg(strstr(msg, c->gist), "case %d: '%s' lacks '%s'", i, msg, c->gist);
+    ck_assert_msg(!c->gist2 || strstr(msg, c->gist2), "case %d: '%s' lacks '%s'", i, msg,
+                  c->gist2);
+}
+
+/* ---- machine profiles ------------------------------------------------------------------ */
+
+#define M_HEAD "format: mpcsim-machine 1\nname: box\n"                     /* lines 1-2 */
+#define M_RATES "mac_per_s: 1e9\nelem_per_s: 5e8\nprg_bytes_per_s: 2e9\n" /* lines 3-5 */
+
+static const bad_case machine_bad[] = {
+    {M_HEAD M_RATES "mac_per_sec: 1e9\n", ":6:1: error: ",
+     "unknown key 'mac_per_sec' in 'machine profile' (did you mean 'mac_per_s'?)", NULL},
+    {M_HEAD M_RATES "threads: 2\nthreads: 4\n", ":7:1: error: ", "duplicate key 'threads'",
+     "first defined at line 6:1"},
+    {"name: box\n" M_RATES, ":1:1: error: ", "missing required key 'format'",
+     "mpcsim calibrate -o FILE"},
+    {"format: mpcsim-machine 9\n" M_RATES, ":1:9: error: ",
+     "unsupported format 'mpcsim-machine 9' (this mpcsim reads 'mpcsim-machine 1')",
+     "mpcsim calibrate -o FILE"},
+    {M_HEAD "mac_per_s: -1\nelem_per_s: 5e8\nprg_bytes_per_s: 2e9\n", ":3:12: error: ",
+     "'mac_per_s' = -1 is out of range", NULL},
+    {M_HEAD "mac_per_s: fast\nelem_per_s: 5e8\nprg_bytes_per_s: 2e9\n", ":3:12: error: ",
+     "'mac_per_s' must be a number, not 'fast'", NULL},
+    {M_HEAD M_RATES "threads: 0\n", ":6:10: error: ", "'threads' = 0 is out of range",
+     "between 1 and 4096"},
+    {M_HEAD "mac_per_s: 1e9\nelem_per_s: 5e8\n", ":1:1: error: ",
+     "missing required key 'prg_bytes_per_s'", "mpcsim calibrate"},
+    {M_HEAD M_RATES "name: other\n", ":6:1: error: ", "duplicate key 'name'", NULL},
+    {"- 1\n- 2\n", ":1:1: error: ", "a machine profile is a mapping of keys, not a list", NULL},
+    {M_HEAD M_RATES "threads: [1, 2]\n", ":6:10: error: ", "'threads' must be an integer", NULL},
+};
+
+START_TEST(test_machine_bad)
+{
+    const char *path = write_file("m.yaml", machine_bad[_i].text);
+    machine_profile m;
+    errbuf e = {{0}};
+    ck_assert_int_eq(machine_load(path, &m, &e), MS_ERR_INPUT);
+    check_msg(path, &machine_bad[_i], e.msg, _i);
+}
+END_TEST
+
+START_TEST(test_machine_ok)
+{
+    const char *path = write_file("m.yaml", M_HEAD M_RATES "cpu: \"x86 box\"\n"
+                                                           "measured: {when: today}\n");
+    machine_profile m;
+    errbuf e;
+    ck_assert_msg(machine_load(path, &m, &e) == MS_OK, "%s", e.msg);
+    ck_assert_str_eq(m.name, "box");
+    ck_assert_int_eq(m.threads, 1);
+    ck_assert_double_eq(m.rate[WK_MAC], 1e9);
+    ck_assert_double_eq(m.rate[WK_ELEM], 5e8);
+    ck_assert_double_eq(m.rate[WK_PRG], 2e9);
+    /* what machine_write writes reads back the same */
+    m.threads = 3;
+    const char *out = tpath("w.yaml");
+    ck_assert_int_eq(machine_write(&m, out, &e), MS_OK);
+    machine_profile back;
+    ck_assert_msg(machine_load(out, &back, &e) == MS_OK, "%s", e.msg);
+    ck_assert_int_eq(back.threads, 3);
+    ck_assert_str_eq(back.name, "box");
+}
+END_TEST
+
+Suite *inputs_suite(void)
+{
+    Suite *s = suite_create("inputs");
+    TCase *t = tcase_create("machine");
+    tcase_add_unchecked_fixture(t, suite_setup, suite_teardown);
+    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_add_loop_test(t, test_machine_bad, 0, (int)(sizeof machine_bad / sizeof *machine_bad));
+    tcase_add_test(t, test_machine_ok);
+    suite_add_tcase(s, t);
+    return s;
+}
