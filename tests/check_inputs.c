@@ -109,14 +109,41 @@ START_TEST(test_machine_ok)
 }
 END_TEST
 
+/* ---- synthetic-trace parameter files (trace fit -o, trace synth --params) --------------- */
+
+static const bad_case synth_bad[] = {
+    {"sink: 2\nwindw: 3\n", ":2:1: error: ",
+     "unknown key 'windw' in 'synthetic trace parameters' (did you mean 'window'?)", NULL},
+    {"sink: 2\nsink: 3\n", ":2:1: error: ", "duplicate key 'sink'", NULL},
+    {"drift: 1.5\n", ":1:8: error: ", "'drift' = 1.5 is out of range", "between 0 and 1"},
+    {"n_sinks: 2.5\n", ":1:10: error: ", "'n_sinks' must be an integer, not '2.5'", NULL},
+    {"window: [1, 2]\n", ":1:9: error: ", "'window' must be a number, not a list", NULL},
+    {"- sink\n", ":1:1: error: ", "is a mapping of keys, not a list", NULL},
+    {"noise: loud\n", ":1:8: error: ", "'noise' must be a number, not 'loud'", NULL},
+};
+
+START_TEST(test_synth_bad)
+{
+    const char *path = write_file("p.yaml", synth_bad[_i].text);
+    trace_synth p, before;
+    trace_synth_defaults(&p);
+    before = p;
+    errbuf e = {{0}};
+    ck_assert_int_eq(trace_synth_read_yaml(&p, path, &e), MS_ERR_INPUT);
+    check_msg(path, &synth_bad[_i], e.msg, _i);
+    ck_assert_int_eq(memcmp(&p, &before, sizeof p), 0); /* nothing half-set */
+}
+END_TEST
+
 Suite *inputs_suite(void)
 {
     Suite *s = suite_create("inputs");
-    TCase *t = tcase_create("machine");
+    TCase *t = tcase_create("files");
     tcase_add_unchecked_fixture(t, suite_setup, suite_teardown);
     tcase_add_checked_fixture(t, setup, teardown);
     tcase_add_loop_test(t, test_machine_bad, 0, (int)(sizeof machine_bad / sizeof *machine_bad));
     tcase_add_test(t, test_machine_ok);
+    tcase_add_loop_test(t, test_synth_bad, 0, (int)(sizeof synth_bad / sizeof *synth_bad));
     suite_add_tcase(s, t);
     return s;
 }

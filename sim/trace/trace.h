@@ -82,6 +82,8 @@ int trace_synth_check(const trace_synth *p, errbuf *e);
 /* YAML "key: value" lines (what `trace fit -o` writes and `trace synth --params` reads). */
 int trace_synth_write_yaml(const trace_synth *p, FILE *f);
 int trace_synth_read_yaml(trace_synth *p, const char *path, errbuf *e);
+/* The parameters' keys, ranges and defaults (for `mpcsim list keys`). */
+const struct ys_schema *trace_synth_schema(void);
 
 /* ---- opening ------------------------------------------------------------------------- */
 
