@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "sim/engine/machine.h"
@@ -135,6 +136,58 @@ START_TEST(test_synth_bad)
 }
 END_TEST
 
+/* ---- serving scenarios (`mpcsim serve`, driven as a user would) ------------------------- */
+
+#define SV_HEAD "name: t\nmodel: gpt2\nprotocol: semi2k\nnetwork: lan\n" /* lines 1-4 */
+
+static const bad_case serve_bad[] = {
+    {SV_HEAD "modle: gpt2\n", ":5:1: error: ",
+     "unknown key 'modle' in 'serving scenario' (did you mean 'model'?)", NULL},
+    {SV_HEAD "workload:\n  requests: 4\n  requests: 5\n", ":7:3: error: ",
+     "duplicate key 'requests'", NULL},
+    {SV_HEAD "workload:\n  requests: 0\n", ":6:13: error: ", "'requests' = 0 is out of range",
+     NULL},
+    {SV_HEAD "workload:\n  rate: []\n", ":6:9: error: ", "'rate' needs 1 to 32 values", NULL},
+    {SV_HEAD "workload:\n  turn: [8, 4]\n", ":6:9: error: ", "'turn': max is below min", NULL},
+    {SV_HEAD "workload:\n  reqests: 4\n", ":6:3: error: ",
+     "unknown key 'reqests' in 'workload' (did you mean 'requests'?)", NULL},
+    {SV_HEAD "workload: 5\n", ":5:11: error: ", "a workload is a mapping of keys, not a scalar",
+     NULL},
+    {SV_HEAD "sharing:\n  policies: [none, prefx]\n", ":6:20: error: ",
+     "unknown sharing policy 'prefx' (did you mean 'prefix'?)", NULL},
+    {SV_HEAD "server:\n  scheduler: lmp\n", ":6:14: error: ",
+     "unknown scheduler 'lmp' (did you mean 'lpm'?)", NULL},
+    {SV_HEAD "attack:\n  enabled: maybe\n", ":6:12: error: ", "'enabled' must be true or false",
+     NULL},
+    {SV_HEAD "attack:\n  background_load: 2\n", ":6:20: error: ",
+     "'background_load' = 2 is out of range", "between 0 and 0.95"},
+    {SV_HEAD "sharing:\n  position: rotate\n", ":6:13: error: ",
+     "unknown position treatment 'rotate' (did you mean 'rerotate'?)", NULL},
+};
+
+START_TEST(test_serve_bad)
+{
+    const char *bin = getenv("MPCSIM_BIN");
+    ck_assert_msg(bin && access(bin, X_OK) == 0, "MPCSIM_BIN is not set to the binary");
+    const char *path = write_file("s.yaml", serve_bad[_i].text);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' serve s.yaml -o out.db -q 2> err.txt", td.dir,
+             bin);
+    int st = system(cmd);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2, "case %d: status %d", _i, st);
+    FILE *f = fopen(tpath("err.txt"), "r");
+    ck_assert_ptr_nonnull(f);
+    char msg[2048];
+    size_t n = fread(msg, 1, sizeof msg - 1, f);
+    msg[n] = '\0';
+    fclose(f);
+    (void)path;
+    bad_case c = serve_bad[_i];
+    check_msg("s.yaml", &c, msg, _i);
+    ck_assert_msg(access(tpath("out.db"), F_OK) != 0, "case %d: a database was written", _i);
+}
+END_TEST
+
 Suite *inputs_suite(void)
 {
     Suite *s = suite_create("inputs");
@@ -144,6 +197,7 @@ Suite *inputs_suite(void)
     tcase_add_loop_test(t, test_machine_bad, 0, (int)(sizeof machine_bad / sizeof *machine_bad));
     tcase_add_test(t, test_machine_ok);
     tcase_add_loop_test(t, test_synth_bad, 0, (int)(sizeof synth_bad / sizeof *synth_bad));
+    tcase_add_loop_test(t, test_serve_bad, 0, (int)(sizeof serve_bad / sizeof *serve_bad));
     suite_add_tcase(s, t);
     return s;
 }
