@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "models/model.h"
+#include "protocols/base/yschema.h"
 #include "sim/engine/machine.h"
 #include "sim/trace/trace.h"
 #include "testdir.h"
@@ -188,6 +190,65 @@ START_TEST(test_serve_bad)
 }
 END_TEST
 
+/* ---- the docs' key tables agree with the readers' schemas --------------------------------- */
+
+static char *read_doc(const char *rel)
+{
+    const char *data = getenv("MPCSIM_DATA");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", data ? data : ".", rel);
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    static char buf[1 << 17];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* TRACE_FORMAT.md's parameter table: the same keys in the same order with the same defaults. */
+START_TEST(test_docs_synth_table)
+{
+    const char *doc = read_doc("sim/trace/TRACE_FORMAT.md");
+    const ys_schema *sc = trace_synth_schema();
+    const char *at = strstr(doc, "| key | default | meaning |");
+    ck_assert_ptr_nonnull(at);
+    at = strchr(strchr(at, '\n') + 1, '\n') + 1; /* past the header and the rule */
+    for (size_t i = 0; i < sc->n; i++, at = strchr(at, '\n') + 1) {
+        char key[64], def[64];
+        ck_assert_msg(sscanf(at, "| %63s | %63s |", key, def) == 2, "row %zu: %.60s", i, at);
+        ck_assert_str_eq(key, sc->field[i].key);
+        double a, b;
+        ck_assert(!parse_double(def, &a) && !parse_double(sc->field[i].def, &b));
+        ck_assert_msg(a == b, "%s: the doc says %s, the reader %s", key, def, sc->field[i].def);
+    }
+    ck_assert_msg(strncmp(at, "| ", 2), "the doc lists more parameters than the reader: %.60s", at);
+}
+END_TEST
+
+/* models/README.md's table names every key of the model schema, and no other. */
+START_TEST(test_docs_model_table)
+{
+    const char *doc = read_doc("models/README.md");
+    const ys_schema *sc = model_schema();
+    for (size_t i = 0; i < sc->n; i++) {
+        char cell[80];
+        snprintf(cell, sizeof cell, "`%s`", sc->field[i].key);
+        ck_assert_msg(strstr(doc, cell), "models/README.md does not document '%s'",
+                      sc->field[i].key);
+    }
+    const char *t = strstr(doc, "| key | type | required | meaning |");
+    ck_assert_ptr_nonnull(t);
+    for (t = strchr(strchr(t, '\n') + 1, '\n') + 1; !strncmp(t, "| `", 3);
+         t = strchr(t, '\n') + 1) {
+        char key[64];
+        ck_assert_int_eq(sscanf(t + 3, "%63[^`]", key), 1);
+        ck_assert_msg(ys_find(sc, key), "models/README.md documents '%s', which no reader takes",
+                      key);
+    }
+}
+END_TEST
+
 Suite *inputs_suite(void)
 {
     Suite *s = suite_create("inputs");
@@ -198,6 +259,10 @@ Suite *inputs_suite(void)
     tcase_add_test(t, test_machine_ok);
     tcase_add_loop_test(t, test_synth_bad, 0, (int)(sizeof synth_bad / sizeof *synth_bad));
     tcase_add_loop_test(t, test_serve_bad, 0, (int)(sizeof serve_bad / sizeof *serve_bad));
+    suite_add_tcase(s, t);
+    t = tcase_create("docs");
+    tcase_add_test(t, test_docs_synth_table);
+    tcase_add_test(t, test_docs_model_table);
     suite_add_tcase(s, t);
     return s;
 }

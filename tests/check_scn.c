@@ -888,6 +888,20 @@ START_TEST(test_cli_list)
     ck_assert_ptr_nonnull(strstr(out, "usage: mpcsim list"));
     ck_assert_int_eq(run_cli("list modles", out, sizeof out), 2);
     ck_assert_ptr_nonnull(strstr(out, "did you mean 'models'?"));
+    /* the key tables of the input files, printed from the readers' schemas, in 80 columns */
+    ck_assert_int_eq(run_cli("list keys", out, sizeof out), 0);
+    static const char *const keys[] = {"keys of 'model'", "kv_heads", "keys of 'machine profile'",
+                                       "mac_per_s", "heavy_frac", "keys of 'sharing'",
+                                       "capacity_tokens"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        ck_assert_msg(strstr(out, keys[i]), "no '%s' in: %s", keys[i], out);
+    for (const char *l = out; *l; l += strcspn(l, "\n") + (l[strcspn(l, "\n")] != 0))
+        ck_assert_msg(strcspn(l, "\n") <= 80, "line over 80 columns: %.100s", l);
+    ck_assert_int_eq(run_cli("list keys synth", out, sizeof out), 0);
+    ck_assert_ptr_nonnull(strstr(out, "ffn_sparsity"));
+    ck_assert_ptr_null(strstr(out, "kv_heads"));
+    ck_assert_int_eq(run_cli("list keys modl", out, sizeof out), 2);
+    ck_assert_ptr_nonnull(strstr(out, "did you mean 'model'?"));
     ck_assert_int_eq(run_cli("list", out, sizeof out), 2);
     ck_assert_int_eq(run_cli("list models --costs", out, sizeof out), 2);
     ck_assert_int_eq(run_cli("list protocols --costs -n 0", out, sizeof out), 2);
