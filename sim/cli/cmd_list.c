@@ -1,5 +1,5 @@
-/* cmd_list.c — `mpcsim list models|protocols|policies|networks|machines`: what a scenario may
- * name. */
+/* cmd_list.c — `mpcsim list models|protocols|policies|networks|machines|keys`: what a scenario
+ * may name, and the keys each input file may hold. */
 #include <dirent.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -8,16 +8,19 @@
 
 #include "cmd.h"
 #include "models/model.h"
+#include "protocols/base/yschema.h"
 #include "sim/engine/machine.h"
 #include "sim/engine/net.h"
 #include "sim/engine/regime.h"
+#include "sim/trace/trace.h"
 #include "sim/policy/policy.h"
 #include "protocols/program/proto.h"
 
 static void list_usage(FILE *f)
 {
     fprintf(f,
-            "usage: mpcsim list models|protocols|policies|networks|machines [options]\n\n"
+            "usage: mpcsim list models|protocols|policies|networks|machines [options]\n"
+            "       mpcsim list keys [model|machine|synth|serve]\n\n"
             "Lists what a scenario file may name (scenarios/README.md).\n\n"
             "  models      shipped model descriptions (models/*.yaml) and their shapes\n"
             "  protocols   MPC protocols, parties, and (with --costs) primitive costs\n"
@@ -25,7 +28,10 @@ static void list_usage(FILE *f)
             "  networks    network presets: latency and bandwidth per link, where the figures\n"
             "              come from, and the regime each puts a 7B decode step in (computed:\n"
             "              the step is simulated on the preset; sim/engine/regime.h)\n"
-            "  machines    machine profiles (protocols/machines/): cores and one core's rates\n\n"
+            "  machines    machine profiles (protocols/machines/): cores and one core's rates\n"
+            "  keys        the keys of an input file, from the tables its reader uses: model\n"
+            "              files, machine profiles, synthetic-trace parameters, serving\n"
+            "              scenarios (all four without a name)\n\n"
             "options:\n"
             "  --costs          protocols: print each primitive's rounds and bytes\n"
             "  --ring-bits N    protocols --costs: ring size in bits (default: the protocol's)\n"
@@ -88,6 +94,15 @@ static int list_protocols(int costs, const char *ring_bits, uint64_t elems)
         for (size_t i = 0; i < n; i++)
             printf("%-10s %7d %6s  %s\n", all[i]->name, all[i]->n_parties,
                    all[i]->has_dealer ? "yes" : "no", all[i]->summary ? all[i]->summary : "");
+        /* what an option reveals beyond shapes and public counts (protocols/program/PRIMITIVES.md) */
+        printf("\nleakage by option (--set KEY=VALUE, scenario protocol keys):\n"
+               "  topk=network      nothing: an oblivious sorting network or extractions\n"
+               "  topk=quickselect  every pivot comparison of QuickSelect, revealed after a\n"
+               "                    secret shuffle of distinct keys: a random order's pattern,\n"
+               "                    independent of the data; its round and byte counts vary\n"
+               "                    from run to run. semi2k's dealer also learns each\n"
+               "                    partition's comparison count and knows the permutations\n"
+               "                    (as SPU's TTP), so it learns the rank of each pivot\n");
         return 0;
     }
     for (size_t i = 0; i < n; i++) {
@@ -222,6 +237,42 @@ static int list_machines(void)
     return 0;
 }
 
+/* ---- input-file keys ---------------------------------------------------------------------- */
+
+static int list_keys(const char *file)
+{
+    size_t n_serve;
+    const ys_schema *serve = serve_scenario_schemas(&n_serve);
+    const struct {
+        const char *name;
+        const ys_schema *s;
+        size_t n;
+    } files[] = {{"model", model_schema(), 1},
+                 {"machine", machine_schema(), 1},
+                 {"synth", trace_synth_schema(), 1},
+                 {"serve", serve, n_serve}};
+    const size_t n_files = sizeof files / sizeof *files;
+    const char *names[sizeof files / sizeof *files];
+    int found = 0;
+    for (size_t i = 0; i < n_files; i++) {
+        names[i] = files[i].name;
+        if (file && strcmp(file, files[i].name))
+            continue;
+        for (size_t k = 0; k < files[i].n; k++) {
+            if (found++)
+                putchar('\n');
+            if (ys_print(stdout, &files[i].s[k]))
+                return 1;
+        }
+    }
+    if (found)
+        return 0;
+    const char *dm = did_you_mean(file, names, n_files);
+    cli_error("list", "no keys for '%s'%s%s%s: model, machine, synth or serve", file,
+              dm ? " (did you mean '" : "", dm ? dm : "", dm ? "'?)" : "");
+    return 2;
+}
+
 /* ---- command ----------------------------------------------------------------------------- */
 
 int cmd_list(int argc, char **argv)
@@ -266,6 +317,8 @@ int cmd_list(int argc, char **argv)
             return 2;
         }
     }
+    if (optind == argc - 2 && !strcmp(argv[optind], "keys"))
+        return list_keys(argv[optind + 1]);
     if (optind != argc - 1) {
         cli_error("list", optind == argc ? "what to list? models, protocols, policies or networks"
                                          : "list one thing at a time");
@@ -273,7 +326,7 @@ int cmd_list(int argc, char **argv)
         return 2;
     }
     static const char *const what[] = {"models", "protocols", "policies", "networks",
-                                       "machines"};
+                                       "machines", "keys"};
     const char *w = argv[optind];
     if ((costs || ring || n_given) && strcmp(w, "protocols")) {
         cli_error("list", "--costs, --ring-bits and -n apply to 'list protocols'");
@@ -297,11 +350,13 @@ int cmd_list(int argc, char **argv)
         return list_networks(profile ? profile : "default");
     if (!strcmp(w, "machines"))
         return list_machines();
-    const char *dm = did_you_mean(w, what, 5);
+    if (!strcmp(w, "keys"))
+        return list_keys(NULL);
+    const char *dm = did_you_mean(w, what, 6);
     if (dm)
         cli_error("list", "cannot list '%s' (did you mean '%s'?)", w, dm);
     else
-        cli_error("list", "cannot list '%s': models, protocols, policies, networks or machines",
-                  w);
+        cli_error("list", "cannot list '%s': models, protocols, policies, networks, machines or "
+                  "keys", w);
     return 2;
 }

@@ -27,7 +27,10 @@ typedef struct machine_profile {
     double grain;         /* smallest chunk of work one thread takes (units) */
 } machine_profile;
 
+/* A profile by name (protocols/machines/<name>.yaml under the data folder) or by path. */
 int machine_load(const char *name_or_path, machine_profile *m, errbuf *e);
+/* The keys of a profile file (for readers and `mpcsim list keys`). */
+const struct ys_schema *machine_schema(void);
 void machine_default(machine_profile *m);
 /* Speed-up of `work` units of kind k over one core: work is cut into
  * c = min(threads, ceil(work / grain)) chunks; c = 1 runs on one core (1), otherwise
