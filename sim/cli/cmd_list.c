@@ -80,6 +80,15 @@ static int list_protocols(int costs, const char *ring_bits, uint64_t elems)
         for (size_t i = 0; i < n; i++)
             printf("%-10s %7d %6s  %s\n", all[i]->name, all[i]->n_parties,
                    all[i]->has_dealer ? "yes" : "no", all[i]->summary ? all[i]->summary : "");
+        /* what an option reveals beyond shapes and public counts (protocols/program/PRIMITIVES.md) */
+        printf("\nleakage by option (--set KEY=VALUE, scenario protocol keys):\n"
+               "  topk=network      nothing: an oblivious sorting network or extractions\n"
+               "  topk=quickselect  every pivot comparison of QuickSelect, revealed after a\n"
+               "                    secret shuffle of distinct keys: a random order's pattern,\n"
+               "                    independent of the data; its round and byte counts vary\n"
+               "                    from run to run. semi2k's dealer also learns each\n"
+               "                    partition's comparison count and knows the permutations\n"
+               "                    (as SPU's TTP), so it learns the rank of each pivot\n");
         return 0;
     }
     for (size_t i = 0; i < n; i++) {
