@@ -924,6 +924,32 @@ static int record_setup(const char *model, const char *text_path, uint32_t max_t
     return rc;
 }
 
+int trace_count_tokens(const model_cfg *cfg, const char *text_path, uint32_t max_tokens,
+                       uint32_t *n, errbuf *e)
+{
+    char tpath[1024];
+    *n = 0;
+    if (!cfg->tokenizer[0])
+        return err_set(e, MS_ERR_INPUT, "model '%s' has no tokenizer to record from", cfg->name);
+    if (model_file_path(cfg->tokenizer, tpath, sizeof tpath))
+        return err_set(e, MS_ERR_INPUT, "model '%s': tokenizer path too long", cfg->name);
+    char *text = NULL;
+    llama_tok *tok = NULL;
+    int *ids = NULL, n_ids = 0;
+    int rc = read_text(text_path, &text, e);
+    if (rc == MS_OK)
+        rc = llama_tok_load(tpath, cfg->vocab, &tok, e);
+    uint32_t cap = max_tokens < cfg->max_ctx ? max_tokens : cfg->max_ctx;
+    if (rc == MS_OK)
+        rc = tokenize_prefix(tok, text, cap, &ids, &n_ids, e);
+    llama_tok_free(tok);
+    free(text);
+    free(ids);
+    if (rc == MS_OK)
+        *n = (uint32_t)n_ids;
+    return rc;
+}
+
 int trace_record(const char *model, const char *text_path, uint32_t max_tokens,
                  const char *out_dir, errbuf *e)
 {
