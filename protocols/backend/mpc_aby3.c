@@ -368,8 +368,8 @@ static int mpc_aby3_new(eng *e, mpc_net *net, errbuf *err)
         rc = mpc_prg_init(&s->k0, mine, 3, err);
     if (!rc)
         rc = mpc_prg_init(&s->k1, next, 3, err);
-    memset(mine, 0, sizeof mine);
-    memset(next, 0, sizeof next);
+    mpc_prg_wipe(mine, sizeof mine);
+    mpc_prg_wipe(next, sizeof next);
     return rc;
 }
 

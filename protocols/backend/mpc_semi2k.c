@@ -599,8 +599,10 @@ static int mpc_semi2k_new(eng *e, mpc_net *net, errbuf *err)
     int rc = mpc_prg_random_key(key, err);
     if (!rc)
         rc = mpc_prg_init(&s->c.priv, key, 1, err);
-    if (rc)
+    if (rc) {
+        mpc_prg_wipe(key, sizeof key);
         return rc;
+    }
     if (self == 2) { /* dealer: one fresh seed per party, sent once at setup */
         for (int p = 0; p < 2 && !rc; p++) {
             rc = mpc_prg_random_key(key, err);
@@ -614,7 +616,7 @@ static int mpc_semi2k_new(eng *e, mpc_net *net, errbuf *err)
         if (!rc)
             rc = mpc_prg_init(&s->corr, key, 2, err);
     }
-    memset(key, 0, sizeof key);
+    mpc_prg_wipe(key, sizeof key);
     return rc;
 }
 

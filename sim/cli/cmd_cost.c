@@ -11,7 +11,7 @@
 typedef struct cost_args {
     const char *model, *protocol, *network, *profile, *dump, *timeline;
     int phase;
-    uint32_t kv, tokens, batch;
+    uint32_t kv, tokens, batch, threads; /* threads 0: the profile's */
     unsigned long long burst;
     int overlap, json, have_burst, wire_tcp;
     const char *sets[32]; /* --set KEY=VALUE, protocol parameters */
@@ -96,7 +96,9 @@ static int parse_args(int argc, char **argv, cost_args *a)
         {.name = "timeline", .kind = CLI_STR, .dest = &a->timeline, .arg = "F",
          .help = "write a Chrome trace (chrome://tracing, ui.perfetto.dev)"},
         {.name = "profile", .kind = CLI_STR, .dest = &a->profile, .arg = "NAME",
-         .help = "machine profile (protocols/machines/NAME.yaml or a path;\ndefault: default)"},
+         .help = "machine profile (protocols/machines/NAME.yaml or a path;\ndefault: default, 16 cores; `mpcsim list machines`)"},
+        {.name = "threads", .kind = CLI_U32, .dest = &a->threads, .arg = "N", .lo = 1, .hi = 4096, .want = "1..4096",
+         .help = "cores a party uses (default: the profile's)"},
         {.name = "json", .kind = CLI_FLAG, .dest = &a->json, .help = "print one JSON object instead of tables"},
         {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
     };
@@ -160,9 +162,11 @@ static void print_text(const cost_args *a, const step_env *env, const sim_result
     if (env->net->wire.mtu)
         snprintf(burst + strlen(burst), sizeof burst - strlen(burst), ", TCP frames (MTU %u)",
                  env->net->wire.mtu);
-    printf("model %s  protocol %s (%d parties)  network %s (%.3g ms, %.4g Mbit/s%s)  profile %s\n",
+    printf("model %s  protocol %s (%d parties)  network %s (%.3g ms, %.4g Mbit/s%s)\n",
            env->model->name, env->pr->name, P, env->net->name, (double)l->latency_ns * 1e-6,
-           l->bandwidth_bps * 1e-6, burst, env->mach->name);
+           l->bandwidth_bps * 1e-6, burst);
+    printf("machine %s (%d thread%s)  ", env->mach->name, env->mach->threads,
+           env->mach->threads == 1 ? "" : "s");
     printf("phase %s  tokens %u  kv %u  batch %u  overlap %s\n\n", op_phase_name(a->phase),
            a->tokens, a->kv, a->batch, a->overlap ? "on" : "off");
     printf("latency         %.6g s  (critical path: compute %.6g s, communication %.6g s)\n",
@@ -211,12 +215,12 @@ static void print_json(const cost_args *a, const step_env *env, const sim_result
 {
     int P = env->pr->n_parties;
     printf("{\"model\":\"%s\",\"protocol\":\"%s\",\"parties\":%d,\"network\":\"%s\","
-           "\"burst_bytes\":%llu,\"wire_mtu\":%u,\"profile\":\"%s\",\"phase\":\"%s\",\"tokens\":%u,\"kv\":%u,\"batch\":%u,"
+           "\"burst_bytes\":%llu,\"wire_mtu\":%u,\"profile\":\"%s\",\"threads\":%d,\"phase\":\"%s\",\"tokens\":%u,\"kv\":%u,\"batch\":%u,"
            "\"overlap\":%s,\"latency_s\":%.9g,\"rounds\":%llu,\"bytes_online\":%llu,"
            "\"bytes_offline\":%llu,\"total\":",
            env->model->name, env->pr->name, P, env->net->name,
            (unsigned long long)env->net->link[0][1].burst_bytes, env->net->wire.mtu, env->mach->name,
-           op_phase_name(a->phase), a->tokens, a->kv, a->batch, a->overlap ? "true" : "false",
+           env->mach->threads, op_phase_name(a->phase), a->tokens, a->kv, a->batch, a->overlap ? "true" : "false",
            (double)r->latency_ns * 1e-9, (unsigned long long)r->total.rounds,
            (unsigned long long)sum_p(r->total.bytes_sent, P),
            (unsigned long long)sum_p(r->total.offline_bytes, P));
@@ -265,6 +269,8 @@ int cmd_cost(int argc, char **argv)
         (rc = net_parse(a.network, pr->n_parties, &net, &e)) ||
         (rc = machine_load(a.profile, &mach, &e)))
         return fail(rc, &e);
+    if (a.threads)
+        mach.threads = (int)a.threads;
     for (int i = 0; i < a.n_sets; i++)
         if (proto_cfg_set_kv(&pcfg, a.sets[i], &e)) {
             cli_error("cost", "%s", e.msg);
