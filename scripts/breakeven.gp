@@ -26,13 +26,13 @@ set contour base
 set cntrparam levels discrete 0
 set cntrparam linear
 unset clabel
-set multiplot layout 1, n_panels title title_text noenhanced
+unset key
+set multiplot layout 1, n_panels title title_text."\nblack line: break-even (speed-up 1); blue: the policy is faster, red: slower" noenhanced
 do for [i = 0:n_panels - 1] {
     set title panel_titles[i + 1] noenhanced
     set xrange [*:*] noextend
     set yrange [*:*] noextend
     splot datafile index i using 1:2:3 with pm3d notitle, \
-          datafile index i using 1:2:3 with lines nosurface lw 2.5 lc rgb "#111111" \
-              title (i == 0 ? "break-even" : "")
+          datafile index i using 1:2:3 with lines nosurface lw 2.5 lc rgb "#111111" notitle
 }
 unset multiplot
