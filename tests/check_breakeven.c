@@ -127,6 +127,22 @@ START_TEST(test_cli_map)
     ck_assert_msg(strstr(buf, "h2o heavy=8 recent=8 vs full: faster on"), "%s", buf);
     ck_assert_int_eq(count_lines_with(buf, "  threads "), 2);
     unlink(dat);
+    /* the heatmap, where gnuplot is installed (scripts/install-deps.sh installs it) */
+    if (system("gnuplot --version >/dev/null 2>&1") == 0) {
+        snprintf(args, sizeof args, "breakeven %s -o %s --bandwidth 100Mbps,1Gbps,10Gbps "
+                 "--latency 0.01ms,1ms,50ms --threads 1,4", scn, dir);
+        ck_assert_int_eq(run_cli(args, out), 0);
+        char png[600];
+        snprintf(png, sizeof png, "%s/breakeven-0-h2o.png", dir);
+        f = fopen(png, "rb");
+        ck_assert_msg(f != NULL, "no %s", png);
+        unsigned char sig[8] = {0};
+        ck_assert_uint_eq(fread(sig, 1, 8, f), 8);
+        fclose(f);
+        ck_assert(sig[1] == 'P' && sig[2] == 'N' && sig[3] == 'G');
+        unlink(png);
+        unlink(dat);
+    }
     rmdir(dir);
 
     /* errors: no reference, two references, a run that differs in more than its policy */

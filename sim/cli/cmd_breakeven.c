@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cmd.h"
+#include "gnuplot.h"
 #include "protocols/base/datadir.h"
 #include "sim/policy/policy.h"
 #include "sim/scenario/scn.h"
@@ -32,7 +32,7 @@ typedef struct be_axis {
 typedef struct be_args {
     const char *scenario, *outdir;
     be_axis bw, lat, th;
-    int svg, no_plot;
+    int svg, no_plot, ops; /* ops: print the step's N costliest ops (by bytes) */
 } be_args;
 
 static void usage(FILE *f)
@@ -60,6 +60,8 @@ static void usage(FILE *f)
             "  --threads LIST       cores per party, e.g. 1,16,64 (default: 1,16,64)\n"
             "  --svg                SVG instead of PNG\n"
             "  --no-plot            tables and data files only\n"
+            "  --ops N              also print each step's N costliest ops by online bytes\n"
+            "                       (ops of the same name in every layer summed)\n"
             "  -h, --help           this help\n\n"
             "example:\n"
             "  mpcsim breakeven scenarios/breakeven-7b.yaml -o results/breakeven\n");
@@ -117,6 +119,7 @@ static int parse_args(int argc, char **argv, be_args *a)
                                          {"threads", required_argument, 0, 'T'},
                                          {"svg", no_argument, 0, 'S'},
                                          {"no-plot", no_argument, 0, 'N'},
+                                         {"ops", required_argument, 0, 'O'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
@@ -144,6 +147,15 @@ static int parse_args(int argc, char **argv, be_args *a)
             break;
         case 'S': a->svg = 1; break;
         case 'N': a->no_plot = 1; break;
+        case 'O': {
+            double v;
+            if (p_threads(optarg, &v)) {
+                cli_error("breakeven", "--ops wants a count 1..4096, not '%s'", optarg);
+                return 2;
+            }
+            a->ops = (int)v;
+            break;
+        }
         case 'h': usage(stdout); return -1;
         default: usage(stderr); return 2;
         }
@@ -211,6 +223,77 @@ static int mkdir_p(const char *path)
     return mkdir(buf, 0777) && errno != EEXIST ? -1 : 0;
 }
 
+/* One line of the op table: ops whose output names agree once digits (layer numbers) are
+ * dropped. */
+typedef struct be_opsum {
+    char name[64];
+    int kind, cat;
+    uint64_t rounds, bytes;
+} be_opsum;
+
+static int cmp_opsum(const void *a, const void *b)
+{
+    const be_opsum *x = a, *y = b;
+    return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0;
+}
+
+/* Prints the step's n costliest op names by online bytes (all parties), with their rounds. */
+static void be_ops(const op_program *p, const cost_log *l, int n, const char *label)
+{
+    be_opsum *s = calloc(p->n_ops + 1, sizeof *s);
+    uint32_t *slot = calloc(p->n_ops + 1, sizeof *slot);
+    size_t ns = 0;
+    uint64_t total = 0;
+    if (!s || !slot) {
+        free(s);
+        free(slot);
+        return;
+    }
+    for (size_t i = 0; i < p->n_ops; i++) {
+        const op *o = &p->ops[i];
+        char nm[64];
+        const char *src = o->out < p->n_tens ? p->tens[o->out].name : "?";
+        size_t k = 0;
+        for (const char *c = src; *c && k + 1 < sizeof nm; c++)
+            if (!(*c >= '0' && *c <= '9') || (k && nm[k - 1] != '#'))
+                nm[k++] = (*c >= '0' && *c <= '9') ? '#' : *c;
+        nm[k] = '\0';
+        size_t j = 0;
+        while (j < ns && (strcmp(s[j].name, nm) || s[j].kind != o->kind))
+            j++;
+        if (j == ns) {
+            snprintf(s[ns].name, sizeof s[ns].name, "%s", nm);
+            s[ns].kind = o->kind;
+            s[ns].cat = o->cat;
+            ns++;
+        }
+        slot[i] = (uint32_t)j;
+    }
+    for (size_t r = 0; r < l->n; r++) {
+        const cost_round *cr = &l->r[r];
+        if (cr->op >= p->n_ops)
+            continue;
+        be_opsum *x = &s[slot[cr->op]];
+        x->rounds += cr->comm;
+        for (int q = 0; q < l->n_parties; q++)
+            for (int d = 0; d < l->n_parties; d++)
+                if (q != d) {
+                    x->bytes += cr->bytes[q][d];
+                    total += cr->bytes[q][d];
+                }
+    }
+    qsort(s, ns, sizeof *s, cmp_opsum);
+    printf("\n%s: the step's costliest ops (%.4g MB online in all)\n", label, total / 1e6);
+    printf("  %-28s %-10s %-10s %8s %11s %6s\n", "op (output)", "kind", "category", "rounds",
+           "MB", "share");
+    for (size_t j = 0; j < ns && j < (size_t)n; j++)
+        printf("  %-28.28s %-10.10s %-10.10s %8llu %11.4g %5.1f%%\n", s[j].name,
+               op_kind_name(s[j].kind), op_cat_name(s[j].cat), (unsigned long long)s[j].rounds,
+               s[j].bytes / 1e6, total ? 100.0 * (double)s[j].bytes / (double)total : 0);
+    free(s);
+    free(slot);
+}
+
 /* A costed steady decode step. */
 typedef struct be_step {
     op_program prog;
@@ -234,36 +317,6 @@ static int be_latency(const run_cfg *c, be_step *s, int threads, uint64_t lat_ns
         sim_result_free(&r);
     }
     return rc;
-}
-
-static void gp_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fputc('\\', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
-/* gnuplot on vars + script; its messages go to log. 0 if it exited 0. */
-static int gnuplot(const char *vars, const char *script, const char *log)
-{
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        if (!freopen(log, "w", stderr))
-            _exit(127);
-        execlp("gnuplot", "gnuplot", vars, script, (char *)NULL);
-        _exit(127);
-    }
-    int st;
-    if (waitpid(pid, &st, 0) < 0)
-        return -1;
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
 }
 
 /* Writes the data file and, unless --no-plot, renders it. Returns 0, or 1 on a failure. */
@@ -319,23 +372,23 @@ static int be_plot(const be_args *a, const run_cfg *ref, const run_cfg *c, int i
     snprintf(title, sizeof title, "%s vs the full cache: %s %s, decode at KV %u", label,
              ref->model.name, ref->proto_ref, ref->work.prompt_len + ref->work.decode_len - 1);
     fprintf(f, "term_name = ");
-    gp_str(f, a->svg ? "svg" : "pngcairo");
+    gnuplot_str(f, a->svg ? "svg" : "pngcairo");
     fprintf(f, "\noutfile = ");
-    gp_str(f, img);
+    gnuplot_str(f, img);
     fprintf(f, "\nscriptdir = ");
     snprintf(s, sizeof s, "%s/scripts", mpcsim_datadir());
-    gp_str(f, s);
+    gnuplot_str(f, s);
     fprintf(f, "\ndatafile = ");
-    gp_str(f, dat);
+    gnuplot_str(f, dat);
     fprintf(f, "\ntitle_text = ");
-    gp_str(f, title);
+    gnuplot_str(f, title);
     fprintf(f, "\nn_panels = %d\ncb_max = %g\narray panel_titles[%d]\n", a->th.n,
             fmin(4, ceil(mx * 2) / 2), a->th.n);
     for (int t = 0; t < a->th.n; t++) {
         snprintf(s, sizeof s, "machine %s, %g thread%s", ref->machine.name, a->th.v[t],
                  a->th.v[t] == 1 ? "" : "s");
         fprintf(f, "panel_titles[%d] = ", t + 1);
-        gp_str(f, s);
+        gnuplot_str(f, s);
         fputc('\n', f);
     }
     if (fclose(f)) {
@@ -344,7 +397,8 @@ static int be_plot(const be_args *a, const run_cfg *ref, const run_cfg *c, int i
     }
     char script[PATH_MAX];
     snprintf(script, sizeof script, "%s/scripts/breakeven.gp", mpcsim_datadir());
-    int rc = gnuplot(vars, script, log);
+    const char *files[] = {vars, script};
+    int rc = gnuplot_run(NULL, files, 2, log);
     if (rc) {
         cli_error("breakeven", "gnuplot failed on %s (messages in %s)", script, log);
         return 1;
@@ -437,6 +491,8 @@ int cmd_breakeven(int argc, char **argv)
     fprintf(stderr, "mpcsim breakeven: costing the full cache's step …\n");
     if ((rc = run_decode_program(ref, &st.prog, &st.log, &e)))
         goto fail;
+    if (a.ops)
+        be_ops(&st.prog, &st.log, a.ops, "full");
     for (int t = 0; t < a.th.n; t++)
         for (int l = 0; l < a.lat.n; l++)
             for (int b = 0; b < a.bw.n; b++) {
@@ -458,6 +514,8 @@ int cmd_breakeven(int argc, char **argv)
         fprintf(stderr, "mpcsim breakeven: costing %s …\n", label);
         if ((rc = run_decode_program(c, &st.prog, &st.log, &e)))
             goto fail;
+        if (a.ops)
+            be_ops(&st.prog, &st.log, a.ops, label);
         size_t wins = 0;
         for (int t = 0; t < a.th.n; t++)
             for (int l = 0; l < a.lat.n; l++)
