@@ -223,8 +223,7 @@ static int mkdir_p(const char *path)
     return mkdir(buf, 0777) && errno != EEXIST ? -1 : 0;
 }
 
-/* One line of the op table: ops whose output names agree once digits (layer numbers) are
- * dropped. */
+/* One line of the op table: ops whose output names agree once the layer number is dropped. */
 typedef struct be_opsum {
     char name[64];
     int kind, cat;
@@ -253,10 +252,16 @@ static void be_ops(const op_program *p, const cost_log *l, int n, const char *la
         const op *o = &p->ops[i];
         char nm[64];
         const char *src = o->out < p->n_tens ? p->tens[o->out].name : "?";
-        size_t k = 0;
-        for (const char *c = src; *c && k + 1 < sizeof nm; c++)
-            if (!(*c >= '0' && *c <= '9') || (k && nm[k - 1] != '#'))
-                nm[k++] = (*c >= '0' && *c <= '9') ? '#' : *c;
+        size_t k = 0; /* layer numbers (the digits after an 'L') become one '#' */
+        for (const char *c = src; *c && k + 1 < sizeof nm; c++) {
+            int digit = *c >= '0' && *c <= '9';
+            if (digit && k && (nm[k - 1] == 'L' || nm[k - 1] == '#')) {
+                if (nm[k - 1] == 'L')
+                    nm[k++] = '#';
+                continue;
+            }
+            nm[k++] = *c;
+        }
         nm[k] = '\0';
         size_t j = 0;
         while (j < ns && (strcmp(s[j].name, nm) || s[j].kind != o->kind))
@@ -385,8 +390,14 @@ static int be_plot(const be_args *a, const run_cfg *ref, const run_cfg *c, int i
     fprintf(f, "\nn_panels = %d\ncb_max = %g\narray panel_titles[%d]\n", a->th.n,
             fmin(4, ceil(mx * 2) / 2), a->th.n);
     for (int t = 0; t < a->th.n; t++) {
-        snprintf(s, sizeof s, "machine %s, %g thread%s", ref->machine.name, a->th.v[t],
-                 a->th.v[t] == 1 ? "" : "s");
+        size_t per = (size_t)a->lat.n * a->bw.n, lose = 0, win = 0;
+        for (size_t k = 0; k < per; k++) {
+            lose += speedup[t * per + k] < 1;
+            win += speedup[t * per + k] > 1;
+        }
+        snprintf(s, sizeof s, "machine %s, %g thread%s%s", ref->machine.name, a->th.v[t],
+                 a->th.v[t] == 1 ? "" : "s",
+                 lose == per ? ": slower everywhere" : win == per ? ": faster everywhere" : "");
         fprintf(f, "panel_titles[%d] = ", t + 1);
         gnuplot_str(f, s);
         fputc('\n', f);
