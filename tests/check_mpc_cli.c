@@ -121,7 +121,7 @@ START_TEST(test_stray_connections)
     const char *a2[] = {"party", "-p", "semi2k", "--peers", peers, "--dealer", "--demo",
                         "--random-inputs", "3", "--timeout-ms", "1000", NULL};
     pid_t p1 = spawn("node1.txt", a1), p2 = spawn("node2.txt", a2);
-    int st[3] = {wait_status(p0), wait_status(p1), wait_status(p2)};
+    int st[3] = {th_wait(p0), th_wait(p1), th_wait(p2)};
     close(junk);
     close(silent);
     char *out = slurp("node0.txt");
