@@ -745,6 +745,8 @@ static void assert_proto_eq(const proto_cfg *a, const proto_cfg *b)
     ck_assert_int_eq(a->beaver_cache, b->beaver_cache);
     ck_assert_int_eq(a->trunc_local, b->trunc_local);
     ck_assert_str_eq(a->approx, b->approx);
+    ck_assert_str_eq(a->msb, b->msb);
+    ck_assert_str_eq(a->topk, b->topk);
 }
 
 static void assert_net_eq(const net_cfg *a, const net_cfg *b)
@@ -825,6 +827,26 @@ START_TEST(test_round_trip)
     ck_assert_str_eq(s.runs[0].machine.name, "box");
     ck_assert_double_eq(s.runs[0].machine.rate[WK_MAC], 3.5e9);
     ck_assert_int_eq(s.runs[0].machine.threads, 2);
+    assert_round_trip(&s);
+    scn_free(&s);
+}
+END_TEST
+
+START_TEST(test_topk_axis)
+{
+    /* the protocol key topk is a sweep axis; its runs differ in their resolved config (the
+     * default written nowhere, so older runs keep their hash) and round-trip */
+    const char *text = "model: stories260K\nprotocol: {name: aby3, topk: [network, quickselect]}\n"
+                       "network: lan\nworkload: {prompt_len: 8, decode_len: 1}\npolicies: [full]\n";
+    scenario s;
+    errbuf e;
+    ck_assert_msg(load(text, &s, &e) == MS_OK, "%s", e.msg);
+    ck_assert_uint_eq(s.n_runs, 2);
+    ck_assert_str_eq(s.runs[0].proto.topk, "network");
+    ck_assert_str_eq(s.runs[1].proto.topk, "quickselect");
+    ck_assert_str_ne(s.runs[0].hash, s.runs[1].hash);
+    ck_assert_ptr_null(strstr(s.runs[0].yaml, "topk"));
+    ck_assert_ptr_nonnull(strstr(s.runs[1].yaml, "topk: quickselect"));
     assert_round_trip(&s);
     scn_free(&s);
 }
@@ -931,6 +953,7 @@ Suite *scn_suite(void)
     t = tcase_create("canonical");
     tcase_add_test(t, test_hash);
     tcase_add_test(t, test_round_trip);
+    tcase_add_test(t, test_topk_axis);
     tcase_add_test(t, test_shipped_scenarios);
     tcase_add_test(t, test_cli_list);
     tcase_set_timeout(t, 30);
