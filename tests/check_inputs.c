@@ -216,8 +216,7 @@ static const manifest_case manifest_bad[] = {
 
 START_TEST(test_manifest_bad)
 {
-    const char *bin = getenv("MPCSIM_BIN");
-    ck_assert_msg(bin && access(bin, X_OK) == 0, "MPCSIM_BIN is not set to the binary");
+    const char *bin = th_bin();
     char cmd[2048], dir[512], man[600];
     snprintf(dir, sizeof dir, "%s", tpath("tr"));
     snprintf(cmd, sizeof cmd, "'%s' trace synth --model stories260K --tokens 8 -o '%s' >/dev/null",
