@@ -388,3 +388,67 @@ int mpc_engine_share_public(eng *e, mpc_val *z, const uint64_t *plain, size_t n,
         memcpy(z->s[c->pub_slot], plain, n * sizeof *plain);
     return rc;
 }
+
+/* ---------------------------------------------------------------- packed bits */
+
+/* The bits of x under mask, gathered to the low end (software PEXT). */
+static uint64_t gather_bits(uint64_t x, uint64_t mask)
+{
+    uint64_t r = 0;
+    for (int k = 0; mask; mask &= mask - 1, k++)
+        if (x & mask & (~mask + 1))
+            r |= 1ull << k;
+    return r;
+}
+
+static uint64_t scatter_bits(uint64_t v, uint64_t mask)
+{
+    uint64_t r = 0;
+    for (int k = 0; mask; mask &= mask - 1, k++)
+        if ((v >> k) & 1)
+            r |= mask & (~mask + 1);
+    return r;
+}
+
+void mpc_pack_bits(uint8_t *buf, size_t *pos, const uint64_t *w, size_t n, uint64_t mask)
+{
+    int pc = __builtin_popcountll(mask);
+    if (!pc)
+        return;
+    int sh = __builtin_ctzll(mask);
+    uint64_t low = pc == 64 ? ~0ull : (1ull << pc) - 1;
+    int contig = (mask >> sh) == low;
+    size_t bit = *pos;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v = contig ? (w[i] >> sh) & low : gather_bits(w[i], mask);
+        for (int nb = pc; nb > 0;) {
+            int off = (int)(bit & 7), take = 8 - off < nb ? 8 - off : nb;
+            buf[bit >> 3] |= (uint8_t)((v & ((1u << take) - 1)) << off);
+            v >>= take, bit += (size_t)take, nb -= take;
+        }
+    }
+    *pos = bit;
+}
+
+void mpc_unpack_bits(uint64_t *w, size_t n, uint64_t mask, const uint8_t *buf, size_t *pos)
+{
+    int pc = __builtin_popcountll(mask);
+    if (!pc) {
+        memset(w, 0, n * sizeof *w);
+        return;
+    }
+    int sh = __builtin_ctzll(mask);
+    uint64_t low = pc == 64 ? ~0ull : (1ull << pc) - 1;
+    int contig = (mask >> sh) == low;
+    size_t bit = *pos;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v = 0;
+        for (int got = 0; got < pc;) {
+            int off = (int)(bit & 7), take = 8 - off < pc - got ? 8 - off : pc - got;
+            v |= (uint64_t)((buf[bit >> 3] >> off) & ((1u << take) - 1)) << got;
+            got += take, bit += (size_t)take;
+        }
+        w[i] = contig ? v << sh : scatter_bits(v, mask);
+    }
+    *pos = bit;
+}

@@ -36,7 +36,10 @@ typedef struct mpc_val {
     X(TRUNC, "trunc") \
     X(AND, "and_bb")  \
     X(B2A, "b2a")     \
-    X(RESHARE, "reshare")
+    X(RESHARE, "reshare") \
+    X(ANDBITS, "and_bits") \
+    X(PAIR, "bool_pair") \
+    X(B2ABIT, "b2a_bit")
 
 typedef enum eng_prim {
 #define X(e, s) PRIM_##e,
@@ -81,6 +84,21 @@ typedef struct eng_vt {
     int (*and_bb)(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y);
     int (*trunc)(eng *e, mpc_val *z, const mpc_val *x, int bits);
     int (*b2a)(eng *e, mpc_val *z, const mpc_val *x); /* bit 0 of x → arithmetic 0/1 */
+
+    /* Bit-packed boolean circuits (msb: packed; PRIMITIVES.md). Messages carry only the bits
+     * that matter, packed across elements (⌈bits/8⌉ bytes per message). */
+    /* z = x & y on the bits of the public word mask (the other bits of z are 0); the opened
+     * and reshared words carry popcount(mask) bits per element. priv (semi2k): x is P0's own
+     * word and y P1's own (the other party's share is 0, as bool_pair makes them), so each
+     * party opens only its operand. */
+    int (*and_bits)(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint64_t mask,
+                    int priv);
+    /* Two boolean words a, b with a + b = x (mod 2^bits), bits >= bits zero: semi2k: x0 and
+     * x1 (local); aby3: a = x0 + x1 reshared by P0 (1 round, bits per element to P2), b = x2. */
+    int (*bool_pair)(eng *e, mpc_val *a, mpc_val *b, const mpc_val *x, int bits);
+    /* Bit 0 of x → arithmetic 0/1 with a daBit (a random bit shared both ways by the dealer;
+     * aby3: P2 deals it to P0 and P1), the masked bit opened packed. */
+    int (*b2a_bit)(eng *e, mpc_val *z, const mpc_val *x);
 } eng_vt;
 
 struct eng {
