@@ -223,8 +223,8 @@ START_TEST(test_bit_bound)
 }
 END_TEST
 
-/* One-hot of indices over C classes compares ⌈log2 C⌉ bits (msb packed): exact for every
- * index in [0, C), share components random; also sort and max with a bound. */
+/* One-hot of indices over C classes with the bound ⌈log2 C⌉ bits: exact for every index in
+ * [0, C), share components random; also sort and max with a bound. */
 START_TEST(test_onehot_width)
 {
     int np = 2 + (_i & 1);
@@ -238,7 +238,12 @@ START_TEST(test_onehot_width)
             h.vals[ti].s[0][r] = r < 2 ? (r ? C - 1 : 0) : (uint64_t)(urand(0, 1) * C) % C;
         h_components(&h, ti, np);
         uint32_t to = h_tensor(&h, "o", OPT_TEMP, DOM_ARITH, 1, M, C, NULL, 0);
-        h_run(&h, mkop(OP_ONEHOT, 1, M, 0, C, ti, OP_NONE, OP_NONE, to));
+        op oo = mkop(OP_ONEHOT, 1, M, 0, C, ti, OP_NONE, OP_NONE, to);
+        int w = 1;
+        while ((1u << w) < C)
+            w++;
+        oo.bits = (uint8_t)w; /* ⌈log2 C⌉ */
+        h_run(&h, oo);
         for (uint32_t r = 0; r < M; r++)
             for (uint32_t j = 0; j < C; j++)
                 ck_assert_uint_eq(h.vals[to].s[0][r * C + j], h.vals[ti].s[0][r] == j);

@@ -443,7 +443,7 @@ END_TEST
 
 /* Operands with a public bit bound (op.bits) on the real backend, at several widths: lt, eq,
  * max, sort of integers whose differences fit (V_INT in [0, 2^(w−1))), a one-hot over 50
- * classes (⌈log2 50⌉ = 6 bits): values against the clear-text engine and the exact
+ * classes with the bound ⌈log2 50⌉ = 6 bits: values against the clear-text engine and the exact
  * reference, counts against the cost engine. */
 START_TEST(test_bit_bound_ops)
 {
@@ -460,7 +460,7 @@ START_TEST(test_bit_bound_ops)
             single_case(&c, pname, &sg);
             for (int q = 0; q < 2 && k != OP_ONEHOT; q++)
                 c.binds[q].hi = ldexp(1.0, w - 1);
-            c.prog.ops[c.prog.n_ops - 1].bits = k == OP_ONEHOT ? 0 : (uint8_t)w;
+            c.prog.ops[c.prog.n_ops - 1].bits = k == OP_ONEHOT ? 6 : (uint8_t)w;
             run_case(&c);
             op_program_free(&c.prog);
         }

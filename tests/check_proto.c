@@ -319,7 +319,10 @@ START_TEST(test_composite_rounds)
                               tree < sort ? tree : sort);
         }
     }
+    ck_assert_uint_eq(cost_op(nm, OP_ONEHOT, 1, 5, 0, 50, 0, 0, NULL).rounds, R_EQ(np));
+    op_bits = 6; /* indices in [0, 50): ⌈log2 50⌉ bits */
     ck_assert_uint_eq(cost_op(nm, OP_ONEHOT, 1, 5, 0, 50, 0, 0, NULL).rounds, R_OH(np, 50));
+    op_bits = 0;
     /* a public bit bound on the operands shortens the circuits */
     for (int w = 2; w <= 64; w += 7) {
         op_bits = (uint8_t)w;
@@ -420,9 +423,9 @@ START_TEST(test_composite_bytes)
     ck_assert_uint_le(cost_op("semi2k", OP_LT, 1, 1, 0, 1, 0, 0, NULL).all, 123);
     ck_assert_uint_le(cost_op("aby3", OP_LT, 1, 1, 0, 1, 0, 0, NULL).all, 117);
     /* a narrower bound costs fewer bytes: a one-hot over 50 classes compares 6 bits */
-    sums oh = cost_op("semi2k", OP_ONEHOT, 1, 1, 0, 50, 0, 0, NULL);
-    op_bits = 64;
     sums oh64 = cost_op("semi2k", OP_ONEHOT, 1, 1, 0, 50, 0, 0, NULL);
+    op_bits = 6;
+    sums oh = cost_op("semi2k", OP_ONEHOT, 1, 1, 0, 50, 0, 0, NULL);
     op_bits = 0;
     ck_assert_uint_lt(oh.all, oh64.all / 2);
     /* top-k 6 of 16 keys with msb ks (sort: 10·9 + 7 rounds < extractions 6·(4·9 + 7)): 63

@@ -31,7 +31,8 @@
  *             k max extractions or an odd–even merge sort, whichever has fewer rounds.
  *   SORT      rows sorted by value, ascending (iarg = 1: descending), odd–even merge sort.
  *   bits      LT, EQ, MAX, ARGMAX, TOPK, SORT, ONEHOT: the operands' public bit bound (op.h);
- *             the packed circuits (msb: packed) run on that many bits.
+ *             the packed circuits (msb: packed) run on that many bits. ONEHOT: indices in
+ *             [0, 2^bits) (⌈log2 n⌉ for n classes); 0: any index, out of range → zero row.
  *   ROPE      op.h: batch = sequences, m = tokens, n = features, k = head_dim (n when 0); row
  *             r of m sits at position iarg + r; pair (2i, 2i+1) within a head rotates by
  *             pos·theta^(-2i/k), theta = farg (10000 when farg <= 0).
@@ -878,9 +879,11 @@ static int idx_bits(size_t n)
     return b;
 }
 
-/* z (R×n) = one-hot of the integer index idx[r] over n columns: eq against a public iota.
- * The index differences lie in (−n, n), so with msb packed the equality needs only
- * w = ⌈log2 n⌉ bits (MPCache's ΠGather compares ⌈log2 C⌉ bits), or the op's bound. */
+/* z (R×n) = one-hot of the integer index idx[r] over n columns: eq against a public iota, on
+ * w bits (0: the whole ring, so an index outside [0, n) gives a zero row, which the policies'
+ * sentinels rely on). Indices known to lie in [0, n) differ by less than n, so ⌈log2 n⌉ bits
+ * tell them apart (MPCache's ΠGather compares ⌈log2 C⌉ bits): an ONEHOT op says so with its
+ * bit bound, and the kernels' own one-hots of in-range indices (argmax, top-k) use it. */
 static int k_onehot_w(eng *e, mpc_val *z, const mpc_val *idx, size_t n, int w)
 {
     size_t R = idx->n;
@@ -894,14 +897,15 @@ static int k_onehot_w(eng *e, mpc_val *z, const mpc_val *idx, size_t n, int w)
     int rc = VT->add_pub(e, &d, &d, c, R * n);
     free(c);
     TRY(rc);
-    TRY(k_eqz(e, z, &d, w ? w : k_packed(e) ? idx_bits(n) : 64));
+    TRY(k_eqz(e, z, &d, w ? w : 64));
     krel(e, &d);
     return MS_OK;
 }
 
+/* The one-hot of indices in [0, n) (argmax's and top-k's own). */
 static int k_onehot(eng *e, mpc_val *z, const mpc_val *idx, size_t n)
 {
-    return k_onehot_w(e, z, idx, n, 0);
+    return k_onehot_w(e, z, idx, n, k_packed(e) ? idx_bits(n) : 64);
 }
 
 /* ---- max / argmax: tree reduction ------------------------------------------------------ */

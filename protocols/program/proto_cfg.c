@@ -211,7 +211,7 @@ static int prim_once(eng *en, int prim, uint64_t n, int variant)
 
 /* Costs a one-op program of the given kind on shape (1, m, k, n). */
 static int kernel_once(const proto *pr, const proto_cfg *cfg, cost_log *lg, int kind,
-                       uint32_t m, uint32_t k, uint32_t n, int32_t iarg, tot *out)
+                       uint32_t m, uint32_t k, uint32_t n, int32_t iarg, int bits, tot *out)
 {
     op_program p;
     op_program_init(&p);
@@ -223,7 +223,7 @@ static int kernel_once(const proto *pr, const proto_cfg *cfg, cost_log *lg, int 
     uint32_t oo = op_tensor_add(&p, "o", OPT_TEMP, DOM_ARITH, 1, kind == OP_TOPK ? m * (uint32_t)iarg : m,
                                 kind == OP_MAX ? 1 : n);
     op o = {.kind = (uint16_t)kind, .layer = -1, .group = -1, .batch = 1, .m = m, .k = k, .n = n,
-            .in = {a, b, c}, .out = oo, .iarg = iarg};
+            .in = {a, b, c}, .out = oo, .iarg = iarg, .bits = (uint8_t)bits};
     if (kind == OP_SELECT)
         o.in[0] = a, o.in[1] = a, o.in[2] = a;
     errbuf e;
@@ -270,14 +270,15 @@ int proto_print_costs(FILE *f, const proto *pr, const proto_cfg *cfg, uint64_t n
         print_row(f, rows[i].label, &t, np);
     }
     eng_free(en);
-    static const struct { int kind; const char *label; int row; } ks[] = {
-        {OP_LT, "lt", 0},          {OP_EQ, "eq", 0},          {OP_SELECT, "select", 0},
-        {OP_A2B, "a2b", 0},        {OP_EXP, "exp", 0},        {OP_RECIPROCAL, "reciprocal", 0},
-        {OP_RSQRT, "rsqrt", 0},    {OP_GELU, "gelu", 0},      {OP_SILU, "silu", 0},
-        {OP_MAX, "max (1 row)", 1}, {OP_ARGMAX, "argmax (1 row)", 1},
-        {OP_SOFTMAX, "softmax (1 row)", 1}, {OP_LAYERNORM, "layernorm (1 row)", 1},
-        {OP_RMSNORM, "rmsnorm (1 row)", 1}, {OP_TOPK, "topk k=8 (1 row)", 1},
-        {OP_ONEHOT, "onehot (1 index)", 1}, {OP_SORT, "sort (1 row)", 1},
+    static const struct { int kind; const char *label; int row, bits; } ks[] = {
+        {OP_LT, "lt", 0, 0},          {OP_EQ, "eq", 0, 0},          {OP_SELECT, "select", 0, 0},
+        {OP_A2B, "a2b", 0, 0},      {OP_EXP, "exp", 0, 0},        {OP_RECIPROCAL, "reciprocal", 0, 0},
+        {OP_RSQRT, "rsqrt", 0, 0},    {OP_GELU, "gelu", 0, 0},      {OP_SILU, "silu", 0, 0},
+        {OP_MAX, "max (1 row)", 1, 0}, {OP_ARGMAX, "argmax (1 row)", 1, 0},
+        {OP_SOFTMAX, "softmax (1 row)", 1, 0}, {OP_LAYERNORM, "layernorm (1 row)", 1, 0},
+        {OP_RMSNORM, "rmsnorm (1 row)", 1, 0}, {OP_TOPK, "topk k=8 (1 row)", 1, 0},
+        {OP_ONEHOT, "onehot (1 index)", 1, 0}, {OP_ONEHOT, "onehot, log2 n bits", 1, -1},
+        {OP_SORT, "sort (1 row)", 1, 0},
     };
     fprintf(f, "\nkernels (kern.c) on n = %llu elements, or one row of n:\n\n",
             (unsigned long long)n);
@@ -291,7 +292,11 @@ int proto_print_costs(FILE *f, const proto *pr, const proto_cfg *cfg, uint64_t n
         uint32_t m = ks[i].row ? 1 : (uint32_t)n, nn = ks[i].row ? (uint32_t)n : 1;
         if (ks[i].kind == OP_ONEHOT)
             m = 1;
-        rc = kernel_once(pr, cfg, &lg, ks[i].kind, m, 1, nn, ks[i].kind == OP_TOPK ? 8 : -1, &t);
+        int bits = 0; /* -1: the index bound ⌈log2 n⌉ */
+        while (ks[i].bits < 0 && bits < 64 && (1ull << bits) < n)
+            bits++;
+        rc = kernel_once(pr, cfg, &lg, ks[i].kind, m, 1, nn, ks[i].kind == OP_TOPK ? 8 : -1,
+                         ks[i].bits < 0 && !bits ? 1 : bits, &t);
         if (!rc)
             print_row(f, ks[i].label, &t, np);
     }
