@@ -39,7 +39,8 @@ typedef struct mpc_val {
     X(RESHARE, "reshare") \
     X(ANDBITS, "and_bits") \
     X(PAIR, "bool_pair") \
-    X(B2ABIT, "b2a_bit")
+    X(B2ABIT, "b2a_bit") \
+    X(SHUFFLE, "shuffle")
 
 typedef enum eng_prim {
 #define X(e, s) PRIM_##e,
@@ -99,6 +100,18 @@ typedef struct eng_vt {
     /* Bit 0 of x → arithmetic 0/1 with a daBit (a random bit shared both ways by the dealer;
      * aby3: P2 deals it to P0 and P1), the masked bit opened packed. */
     int (*b2a_bit)(eng *e, mpc_val *z, const mpc_val *x);
+
+    /* Secret shuffle (arithmetic): x holds `parts` equal parts of M elements, M a multiple of
+     * seg; each run of seg consecutive elements of a part is permuted by a fresh secret
+     * permutation that no party knows, the same one for that run in every part (a key and its
+     * payloads travel together). semi2k: P0's then P1's permutation, each with a dealer
+     * permutation correlation; aby3: three pairwise permutations (PRIMITIVES.md). */
+    int (*shuffle)(eng *e, mpc_val *z, const mpc_val *x, size_t seg, size_t parts);
+    /* A public control value every compute party already agrees on (a count derived from
+     * revealed values) made known to the nodes that cannot derive it: semi2k's dealer receives
+     * it from P0 (8 bytes, party→dealer, outside the rounds) and returns it in *v. No-op
+     * elsewhere and in cost mode. */
+    int (*sync_public)(eng *e, uint64_t *v);
 } eng_vt;
 
 struct eng {

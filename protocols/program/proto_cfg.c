@@ -39,6 +39,8 @@ static const struct cfg_key {
     {"msb", K_STR, offsetof(proto_cfg, msb), 0, 0,
      "comparisons: packed (bit-packed carry tree, daBit b2a) | ks (full A2B adder) | "
      "carry (carry-out tree of words)"},
+    {"topk", K_STR, offsetof(proto_cfg, topk), 0, 0,
+     "top-k: network (oblivious) | quickselect (shuffle, revealed pivot comparisons: SPU)"},
 };
 #define N_KEYS (sizeof cfg_keys / sizeof *cfg_keys)
 
@@ -50,6 +52,7 @@ static const struct str_key {
 } str_keys[] = {
     {"approx", {"puma", "sigmoid"}, sizeof(((proto_cfg *)0)->approx)},
     {"msb", {"packed", "ks", "carry"}, sizeof(((proto_cfg *)0)->msb)},
+    {"topk", {"network", "quickselect"}, sizeof(((proto_cfg *)0)->topk)},
 };
 
 const char *const *proto_cfg_keys(size_t *n)
@@ -86,7 +89,7 @@ int proto_cfg_set(proto_cfg *cfg, const char *key, const char *value, errbuf *e)
         return err_set(e, MS_ERR_INPUT,
                        "error: unknown protocol parameter '%s' (valid: ring_bits, frac_bits, "
                        "exp_iters, recip_iters, rsqrt_iters, softmax_clip, beaver_cache, "
-                       "trunc_local, approx, msb)", key);
+                       "trunc_local, approx, msb, topk)", key);
     }
     char *field = (char *)cfg + k->off;
     switch (k->type) {

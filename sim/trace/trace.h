@@ -82,6 +82,8 @@ int trace_synth_check(const trace_synth *p, errbuf *e);
 /* YAML "key: value" lines (what `trace fit -o` writes and `trace synth --params` reads). */
 int trace_synth_write_yaml(const trace_synth *p, FILE *f);
 int trace_synth_read_yaml(trace_synth *p, const char *path, errbuf *e);
+/* The parameters' keys, ranges and defaults (for `mpcsim list keys`). */
+const struct ys_schema *trace_synth_schema(void);
 
 /* ---- opening ------------------------------------------------------------------------- */
 
@@ -136,6 +138,10 @@ const float *trace_wo(trace *t, uint32_t layer, uint32_t *rows, uint32_t *cols);
 
 /* ---- recording / writing ------------------------------------------------------------ */
 
+/* The positions trace_record would record from text_path for model cfg (BOS included, at most
+ * max_tokens and the model's context), without running the model. */
+int trace_count_tokens(const model_cfg *cfg, const char *text_path, uint32_t max_tokens,
+                       uint32_t *n, errbuf *e);
 /* Records model (name or YAML path, must have weights + tokenizer) over the text in
  * text_path, at most max_tokens tokens (BOS included), into directory out_dir. */
 int trace_record(const char *model, const char *text_path, uint32_t max_tokens,
@@ -170,6 +176,8 @@ typedef struct trace_npy {
 int trace_npy_read_header(FILE *f, const char *path, trace_npy *h, errbuf *e);
 int trace_npy_write_header(FILE *f, const trace_npy *h);
 uint64_t trace_npy_count(const trace_npy *h);
+/* The data's size in bytes, overflow-checked: -1 when it does not fit 64 bits. */
+int trace_npy_bytes(const trace_npy *h, uint64_t *bytes);
 
 /* ---- fitting (sim/trace/tracefit.c) -------------------------------------------------------- */
 
