@@ -407,7 +407,8 @@ typedef struct store_rows {
     rdb_layer *ly;
 } store_rows;
 
-static int store_result(rdb *db, const run_cfg *c, const job_result *j, errbuf *e)
+/* *stored = 0 when another process had stored the run meanwhile (ours is dropped). */
+static int store_result(rdb *db, const run_cfg *c, const job_result *j, int *stored, errbuf *e)
 {
     const run_result *res = &j->res;
     store_rows w = {0};
@@ -455,7 +456,10 @@ static int store_result(rdb *db, const run_cfg *c, const job_result *j, errbuf *
         .layer = w.ly, .n_layer = j->rc ? 0 : nl};
     if (j->rc)
         row.n_metric = 0;
-    int rc = rdb_run_put(db, &row, NULL, e);
+    int64_t id = 0;
+    int rc = rdb_run_put(db, &row, &id, e);
+    if (rc == MS_OK && stored)
+        *stored = id != 0;
     free(w.m);
     free(w.ly);
     return rc;
@@ -494,6 +498,7 @@ typedef struct sweep {
     size_t n;
     rdb *db;
     progress pg;
+    size_t raced;       /* runs another process stored while we ran them */
     int db_rc;          /* first database error */
     errbuf db_err;
 } sweep;
@@ -510,7 +515,13 @@ static void sweep_record(sweep *sw, job_result *j)
                 j->err.msg);
     }
     errbuf e;
-    int rc = store_result(sw->db, c, j, &e);
+    int stored = 1;
+    int rc = store_result(sw->db, c, j, &stored, &e);
+    if (!rc && !stored) {
+        sw->raced++;
+        if (j->rc)
+            sw->pg.failed--; /* a concurrent process has it ok: not a failure of the sweep */
+    }
     if (rc && !sw->db_rc) {
         sw->db_rc = rc;
         sw->db_err = e;
@@ -810,8 +821,9 @@ static int run_sweep(const run_opts *o, scenario *s, size_t *sel, size_t n_sel)
         fprintf(stderr, "mpcsim run: error: %s\n", sw.db_err.msg);
     if (n > 0 && !o->quiet)
         printf("%s: %zu run%s recorded (%zu failed, %zu already there) in %.1f s\n", path,
-               sw.pg.done - sw.pg.failed, sw.pg.done - sw.pg.failed == 1 ? "" : "s",
-               sw.pg.failed, n_sel - n, mono_s() - sw.pg.t0);
+               sw.pg.done - sw.pg.failed - sw.raced,
+               sw.pg.done - sw.pg.failed - sw.raced == 1 ? "" : "s", sw.pg.failed,
+               n_sel - n + sw.raced, mono_s() - sw.pg.t0);
     if (rdb_close(db) && !sw.db_rc)
         sw.db_rc = MS_ERR_DB;
     return sw.db_rc || sw.pg.failed || sw.pg.done < n ? 1 : 0;

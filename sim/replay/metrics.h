@@ -6,7 +6,8 @@
  *   top-k recall  |topk(A*) ∩ S| / k (Quest Fig. 4, k = 10)
  *   output error  ‖o* - ô‖₂ / ‖o*‖₂ with o* = Σ A*_j V_j, ô = Σ_{j∈S} (A*_j / R) V_j, and the
  *                 same after W_o in L1 (CriticalKV's criterion): ‖W_o^h(o* - ô)‖₁ / ‖W_o^h o*‖₁
- * Per predicted token of a model that runs (teacher forced on the trace's tokens):
+ * Per predicted token of a model that runs (teacher forced on the trace's tokens; decode
+ * positions whose next token lies inside the run's prompt + decode window):
  *   KL(p_full ‖ p_policy), top-1 agreement, and the perplexity of the next token under each. */
 #ifndef MPCSIM_METRICS_H
 #define MPCSIM_METRICS_H
@@ -39,7 +40,7 @@ void metrics_output(metrics *m, const float *att, const uint8_t *keep, uint32_t 
                     const float *V, uint32_t d, const float *wo_h, size_t stride, uint32_t dim);
 /* One predicted token: full and policy logits (vocab), the true next token (or -1). */
 void metrics_logits(metrics *m, const float *full, const float *pol, uint32_t vocab, int next);
-/* Adds the averages to res (only the families that saw data). */
-int metrics_report(const metrics *m, run_result *res);
+/* Reports the averages to out (only the families that saw data). */
+int metrics_report(const metrics *m, const metric_sink *out);
 
 #endif
