@@ -396,28 +396,27 @@ START_TEST(test_composite_bytes)
     /* msb = packed (default), bits per element of each round of a 64-bit lt (kern.c
      * k_carry_packed): generate 63, then the carry levels 62, 31, 15, 7, 3, 1 ANDs; semi2k
      * opens 1 bit per generate AND each way (priv) and 2 per level AND, the dealer sends 1 per
-     * AND; b2a_bit opens 1 bit each way, offline 8 bytes. Each round's message is packed to
-     * whole bytes. aby3: bool_pair 64 bits P0→P2, every AND 1 bit per link, b2a_bit round 1 1
-     * bit P0↔P1 + 8 B P2→P1, round 2 8 B P0→P2 and P1→P2. */
+     * AND; b2a_bit opens 1 bit each way, offline 8 bytes. Every element's bits are padded to a
+     * whole byte: B(b) = ⌈b/8⌉ bytes per element. aby3: bool_pair 64 bits P0→P2, every AND 1
+     * bit per link, b2a_bit round 1 1 bit P0↔P1 + 8 B P2→P1, round 2 8 B P0→P2 and P1→P2. */
+#define B(b) (((uint64_t)(b) + 7) / 8)
     static const int lv[] = {62, 31, 15, 7, 3, 1};
-    for (uint64_t n = 1; n <= 4096; n = n * 5 + 3) {
-        uint64_t s0 = (63 * n + 7) / 8 + (n + 7) / 8, off = (63 * n + 7) / 8 + 8 * n;
-        for (int i = 0; i < 6; i++)
-            s0 += (2 * lv[i] * n + 7) / 8, off += (lv[i] * n + 7) / 8;
-        sums s = cost_op("semi2k", OP_LT, 1, (uint32_t)n, 0, 1, 0, 0, NULL);
-        ck_assert_uint_eq(s.sent0, s0);
-        ck_assert_uint_eq(s.off1, off);
-        uint64_t a0 = (64 * n + 7) / 8 + (63 * n + 7) / 8 + (n + 7) / 8 + 8 * n;
-        for (int i = 0; i < 6; i++)
-            a0 += (lv[i] * n + 7) / 8;
-        ck_assert_uint_eq(cost_op("aby3", OP_LT, 1, (uint32_t)n, 0, 1, 0, 0, NULL).sent0, a0);
+    uint64_t s0 = B(63) + B(1), off = B(63) + 8, a0 = B(64) + B(63) + B(1) + 8;
+    for (int i = 0; i < 6; i++)
+        s0 += B(2 * lv[i]), off += B(lv[i]), a0 += B(lv[i]);
+    uint64_t e0 = B(1), e3 = B(64) + B(1) + 8;
+    for (int h = 32; h >= 1; h /= 2)
+        e0 += B(2 * h), e3 += B(h);
+    for (uint32_t n = 1; n <= 4096; n = n * 5 + 3) {
+        sums s = cost_op("semi2k", OP_LT, 1, n, 0, 1, 0, 0, NULL);
+        ck_assert_uint_eq(s.sent0, s0 * n);
+        ck_assert_uint_eq(s.off1, off * n);
+        ck_assert_uint_eq(cost_op("aby3", OP_LT, 1, n, 0, 1, 0, 0, NULL).sent0, a0 * n);
         /* eq at 64 bits: AND levels 32, 16, 8, 4, 2, 1 (2 bits each way per AND in semi2k) */
-        uint64_t e0 = (n + 7) / 8, e3 = (64 * n + 7) / 8 + (n + 7) / 8 + 8 * n;
-        for (int h = 32; h >= 1; h /= 2)
-            e0 += (2 * (uint64_t)h * n + 7) / 8, e3 += ((uint64_t)h * n + 7) / 8;
-        ck_assert_uint_eq(cost_op("semi2k", OP_EQ, 1, (uint32_t)n, 0, 1, 0, 0, NULL).sent0, e0);
-        ck_assert_uint_eq(cost_op("aby3", OP_EQ, 1, (uint32_t)n, 0, 1, 0, 0, NULL).sent0, e3);
+        ck_assert_uint_eq(cost_op("semi2k", OP_EQ, 1, n, 0, 1, 0, 0, NULL).sent0, e0 * n);
+        ck_assert_uint_eq(cost_op("aby3", OP_EQ, 1, n, 0, 1, 0, 0, NULL).sent0, e3 * n);
     }
+#undef B
     /* the per-element targets at n = 1, all parties, online + offline: lt ≤ 123 B (semi2k),
      * ≤ 117 B (aby3) */
     ck_assert_uint_le(cost_op("semi2k", OP_LT, 1, 1, 0, 1, 0, 0, NULL).all, 123);

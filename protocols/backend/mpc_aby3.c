@@ -320,7 +320,7 @@ static int x3m(a3 *s, const void *const sb[3], const size_t sl[3], void *const r
 }
 
 /* ABY3 AND on the bits of mask: z_i masked, reshared packed to P_{i−1}.
- * COST: and_bits: 1 round, ⌈n·pc/8⌉ on each link i→i−1. */
+ * COST: and_bits: 1 round, n·⌈pc/8⌉ on each link i→i−1. */
 static int a_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint64_t mask,
                       int priv)
 {
@@ -349,7 +349,7 @@ static int a_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, ui
 
 /* a = x0 + x1 (known to P0) as the boolean sharing (a ^ s1, s1, 0) with s1 from K_1 (P0, P1),
  * P0 sending a ^ s1 to P2; b = x2 as (0, 0, x2), no message. Masked to bits.
- * COST: bool_pair: 1 round, ⌈n·bits/8⌉ from P0 to P2. */
+ * COST: bool_pair: 1 round, n·⌈bits/8⌉ from P0 to P2. */
 static int a_bool_pair(eng *e, mpc_val *a, mpc_val *b, const mpc_val *x, int bits)
 {
     a3 *s = A(e);
@@ -398,7 +398,7 @@ static int a_bool_pair(eng *e, mpc_val *a, mpc_val *b, const mpc_val *x, int bit
  * and sends P1 a1 = r − a0. Round 1: P0 and P1 open c = β ^ r (packed) while P2 sends a1.
  * Then z0 = c + (1−2c)a0 at P0, z1 = (1−2c)a1 at P1. Round 2: with u, t from K_1 (P0, P1),
  * y0 = z0 + u, y1 = t, y2 = z1 − u − t: P0 sends y0 and P1 sends y2 to P2.
- * COST: b2a_bit: round 1 ⌈n/8⌉ P0↔P1 and 8n P2→P1, round 2 8n P0→P2 and 8n P1→P2. */
+ * COST: b2a_bit: round 1 n P0↔P1 and 8n P2→P1, round 2 8n P0→P2 and 8n P1→P2. */
 static int a_b2a_bit(eng *e, mpc_val *z, const mpc_val *x)
 {
     a3 *s = A(e);

@@ -547,7 +547,7 @@ static int s_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, ui
     uint8_t *snd = tmp_bytes(s, 4, msg), *rcv = tmp_bytes(s, 5, msg);
     if (rc || !a || !b || !c || !snd || !rcv)
         return rc ? rc : MS_ERR_NOMEM;
-    if (is_dealer(s)) { /* COST: and_bits offline: ⌈n·pc/8⌉ dealer→P1 (c1, packed) */
+    if (is_dealer(s)) { /* COST: and_bits offline: n·⌈pc/8⌉ dealer→P1 (c1, packed) */
         if (priv) {
             mpc_prg_u64(&s->dcorr[0], a, n);
             mpc_prg_u64(&s->dcorr[1], b, n);
@@ -579,7 +579,7 @@ static int s_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, ui
         for (size_t i = 0; i < n; i++)
             c[i] = p0 ? x->s[0][i] ^ a[i] : y->s[0][i] ^ b[i]; /* D at P0, E at P1 */
         mpc_pack_bits(snd, &pos, c, n, mask);
-        /* COST: and_bits priv: 1 round, ⌈n·pc/8⌉ each way */
+        /* COST: and_bits priv: 1 round, n·⌈pc/8⌉ each way */
         if ((rc = x2(s, snd, B, rcv, B)))
             return rc;
         uint64_t *o = mpc_tmp(&s->c, 0, n); /* the other party's opened word */
@@ -604,31 +604,30 @@ static int s_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, ui
         }
         return MS_OK;
     }
-    mpc_prg_u64(&s->corr, a, n);
-    mpc_prg_u64(&s->corr, b, n);
-    for (size_t i = 0; i < n; i++)
-        c[i] = x->s[0][i] ^ a[i];
-    mpc_pack_bits(snd, &pos, c, n, mask);
-    for (size_t i = 0; i < n; i++)
-        c[i] = y->s[0][i] ^ b[i];
-    mpc_pack_bits(snd, &pos, c, n, mask);
-    /* COST: and_bits: 1 round, ⌈2·n·pc/8⌉ each way (D and E packed) */
-    if ((rc = x2(s, snd, msg, rcv, msg)))
-        return rc;
     uint64_t *D = mpc_tmp(&s->c, 0, 2 * n), *E;
     if (!D)
         return MS_ERR_NOMEM;
     E = D + n;
-    size_t ps = 0, pr = 0;
-    uint64_t *mine = c; /* reuse: own D then own E from snd */
-    mpc_unpack_bits(mine, n, mask, snd, &ps);
-    mpc_unpack_bits(D, n, mask, rcv, &pr);
-    for (size_t i = 0; i < n; i++)
-        D[i] ^= mine[i];
-    mpc_unpack_bits(mine, n, mask, snd, &ps);
-    mpc_unpack_bits(E, n, mask, rcv, &pr);
-    for (size_t i = 0; i < n; i++)
-        E[i] ^= mine[i];
+    mpc_prg_u64(&s->corr, a, n);
+    mpc_prg_u64(&s->corr, b, n);
+    for (size_t i = 0; i < n; i++) {
+        c[i] = (x->s[0][i] ^ a[i]) & mask; /* own share of D, then of E */
+        E[i] = (y->s[0][i] ^ b[i]) & mask;
+    }
+    mpc_pack2_bits(snd, &pos, c, E, n, mask);
+    /* COST: and_bits: 1 round, n·⌈2·pc/8⌉ each way (an element's D and E bits together) */
+    if ((rc = x2(s, snd, msg, rcv, msg)))
+        return rc;
+    uint64_t *mine_e = mpc_tmp(&s->c, 4, n); /* snd is no longer needed */
+    if (!mine_e)
+        return MS_ERR_NOMEM;
+    memcpy(mine_e, E, n * 8);
+    size_t pr = 0;
+    mpc_unpack2_bits(D, E, n, mask, rcv, &pr);
+    for (size_t i = 0; i < n; i++) {
+        D[i] ^= c[i];
+        E[i] ^= mine_e[i];
+    }
     if ((rc = mpc_ensure(&s->c, z, n, DOM_BOOL)))
         return rc;
     if (p0) {
@@ -687,7 +686,7 @@ static int s_b2a_bit(eng *e, mpc_val *z, const mpc_val *x)
     for (size_t i = 0; i < n; i++)
         cw[i] = (x->s[0][i] ^ rb[i]) & 1;
     mpc_pack_bits(snd, &pos, cw, n, 1);
-    /* COST: b2a_bit: 1 round, ⌈n/8⌉ each way */
+    /* COST: b2a_bit: 1 round, n each way */
     if ((rc = x2(s, snd, B, rcv, B)) || (rc = corr_last(s, ra, n)) ||
         (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
         return rc;

@@ -264,7 +264,7 @@ int cost_bool_components(eng *e, mpc_val comps[3], int *nc, const mpc_val *x)
 
 uint64_t cost_packed(uint64_t n, int bits)
 {
-    return (n * (uint64_t)bits + 7) / 8;
+    return n * (((uint64_t)bits + 7) / 8);
 }
 
 int cost_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size_t n)

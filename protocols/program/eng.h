@@ -87,7 +87,7 @@ typedef struct eng_vt {
     int (*b2a)(eng *e, mpc_val *z, const mpc_val *x); /* bit 0 of x → arithmetic 0/1 */
 
     /* Bit-packed boolean circuits (msb: packed; PRIMITIVES.md). Messages carry only the bits
-     * that matter, packed across elements (⌈bits/8⌉ bytes per message). */
+     * that matter, each element padded to a whole byte (n·⌈bits/8⌉ bytes). */
     /* z = x & y on the bits of the public word mask (the other bits of z are 0); the opened
      * and reshared words carry popcount(mask) bits per element. priv (semi2k): x is P0's own
      * word and y P1's own (the other party's share is 0, as bool_pair makes them), so each

@@ -145,7 +145,7 @@ static int a3_b2a(eng *e, mpc_val *z, const mpc_val *x)
     return MS_OK;
 }
 
-/* ABY3 AND on the bits of mask, the reshared word packed: ⌈n·pc/8⌉ on each link i→i−1. */
+/* ABY3 AND on the bits of mask, the reshared word packed: n·⌈pc/8⌉ on each link i→i−1. */
 static int a3_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint64_t mask,
                        int priv)
 {
@@ -159,7 +159,7 @@ static int a3_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, u
     return MS_OK;
 }
 
-/* a = x0 + x1 (P0's) as a boolean sharing: P0 sends its masked share to P2, ⌈n·bits/8⌉;
+/* a = x0 + x1 (P0's) as a boolean sharing: P0 sends its masked share to P2, n·⌈bits/8⌉;
  * b = x2 (held by P1 and P2) is a sharing already (PRIMITIVES.md bool_pair). */
 static int a3_bool_pair(eng *e, mpc_val *a, mpc_val *b, const mpc_val *x, int bits)
 {
@@ -173,7 +173,7 @@ static int a3_bool_pair(eng *e, mpc_val *a, mpc_val *b, const mpc_val *x, int bi
 }
 
 /* daBit b2a with P2 as the dealer of P0 and P1: round 1 opens the masked bit between P0 and
- * P1 (⌈n/8⌉ each way) while P2 sends P1 the arithmetic share of the random bit (8n); round 2
+ * P1 (n each way) while P2 sends P1 the arithmetic share of the random bit (8n); round 2
  * turns the two-party arithmetic sharing into a replicated one (P0 and P1 each send P2 8n). */
 static int a3_b2a_bit(eng *e, mpc_val *z, const mpc_val *x)
 {

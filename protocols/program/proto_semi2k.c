@@ -154,8 +154,8 @@ static int s2_b2a(eng *e, mpc_val *z, const mpc_val *x)
     return MS_OK;
 }
 
-/* Beaver AND on the bits of mask, both opened words packed: ⌈2·n·pc/8⌉ each way, the
- * triple's correction ⌈n·pc/8⌉; with priv each party opens its own operand only: ⌈n·pc/8⌉
+/* Beaver AND on the bits of mask, both opened words packed: n·⌈2pc/8⌉ each way, the
+ * triple's correction n·⌈pc/8⌉; with priv each party opens its own operand only: n·⌈pc/8⌉
  * each way (PRIMITIVES.md and_bits). */
 static int s2_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint64_t mask,
                        int priv)
@@ -180,7 +180,7 @@ static int s2_bool_pair(eng *e, mpc_val *a, mpc_val *b, const mpc_val *x, int bi
     return cost_local(e, PRIM_PAIR, 2.0 * (double)x->n);
 }
 
-/* daBit b2a: the masked bit opened packed, ⌈n/8⌉ each way; the dealer sends P1 the
+/* daBit b2a: the masked bit opened packed, n each way; the dealer sends P1 the
  * arithmetic share of the random bit, 8n (Rotaru–Wood daBits; SPU semi2k B2A_Randbit with
  * the opened bit packed). */
 static int s2_b2a_bit(eng *e, mpc_val *z, const mpc_val *x)
