@@ -4,9 +4,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,9 +19,19 @@
 
 #define SLOW_TIMEOUT_MS 120000 /* dealer backpressure and the goodbye barrier */
 
+#define BEAT_MS 200 /* heartbeat period */
+
 struct mpc_net {
     mpc_net_cfg cfg;
     int fd[MPC_NODES_MAX];
+    /* heartbeats: a second connection per peer, served by a thread of its own so that a node
+     * busy computing still beats, and a stopped or frozen one does not */
+    int bfd[MPC_NODES_MAX];
+    pthread_t beat;
+    int beat_on;
+    _Atomic int beat_stop;
+    _Atomic uint64_t seen[MPC_NODES_MAX]; /* last byte from peer j's heartbeat (now_ns) */
+    _Atomic int beat_gone[MPC_NODES_MAX]; /* its heartbeat connection closed */
     uint32_t seq_out[MPC_NODES_MAX], seq_in[MPC_NODES_MAX];
     int closed_ok[MPC_NODES_MAX]; /* peer said goodbye: its EOF is expected */
     uint32_t op;
@@ -203,18 +216,41 @@ static int lost(mpc_net *n, int j, const char *why, errbuf *e)
                    node_name(&n->cfg, n->cfg.self, a), node_name(&n->cfg, j, b), n->op, why);
 }
 
+void mpc_frame_decode(const uint8_t h[MPC_FRAME_HDR], mpc_frame *f)
+{
+    memcpy(&f->magic, h, 4);
+    memcpy(&f->ver, h + 4, 2);
+    memcpy(&f->type, h + 6, 2);
+    memcpy(&f->op, h + 8, 4);
+    memcpy(&f->seq, h + 12, 4);
+    memcpy(&f->len, h + 16, 8);
+    memcpy(&f->sent_ns, h + 24, 8);
+}
+
+int mpc_frame_check(const mpc_frame *f, int type, uint32_t seq, uint64_t len, errbuf *e)
+{
+    if (f->magic != MPC_FRAME_MAGIC)
+        return err_set(e, MS_ERR_PROTO, "bad magic 0x%08x", f->magic);
+    if (f->ver != MPC_FRAME_VERSION)
+        return err_set(e, MS_ERR_PROTO, "version %u, this build speaks %d", f->ver, MPC_FRAME_VERSION);
+    if (f->type != type)
+        return err_set(e, MS_ERR_PROTO, "a %s frame, %s expected", type_name(f->type), type_name(type));
+    if (f->seq != seq)
+        return err_set(e, MS_ERR_PROTO, "frame %u, %u expected", f->seq, seq);
+    if (f->len != len)
+        return err_set(e, MS_ERR_PROTO, "payload of %llu bytes, %llu expected", (unsigned long long)f->len,
+                       (unsigned long long)len);
+    return MS_OK;
+}
+
 static int check_hdr(mpc_net *n, int j, link_io *l, errbuf *e)
 {
-    uint32_t magic, op, seq;
-    uint16_t ver, ty;
-    uint64_t len;
-    memcpy(&magic, l->ihdr, 4);
-    memcpy(&ver, l->ihdr + 4, 2);
-    memcpy(&ty, l->ihdr + 6, 2);
-    memcpy(&op, l->ihdr + 8, 4);
-    memcpy(&seq, l->ihdr + 12, 4);
-    memcpy(&len, l->ihdr + 16, 8);
-    memcpy(&l->sent_ns, l->ihdr + 24, 8);
+    mpc_frame f;
+    mpc_frame_decode(l->ihdr, &f);
+    uint32_t magic = f.magic, op = f.op, seq = f.seq;
+    uint16_t ver = f.ver, ty = f.type;
+    uint64_t len = f.len;
+    l->sent_ns = f.sent_ns;
     char a[16], b[16];
     const char *me = node_name(&n->cfg, n->cfg.self, a), *peer = node_name(&n->cfg, j, b);
     if (magic != MPC_FRAME_MAGIC)
@@ -376,7 +412,20 @@ static int xfer(mpc_net *n, link_io *io, int timeout_ms, errbuf *e)
             return err_set(e, MS_ERR_TIMEOUT, "%s: no progress from %s for %d ms during op %u (peer hung or too slow; raise --timeout-ms if it is computing)",
                            node_name(&n->cfg, self, a), node_name(&n->cfg, j, b), timeout_ms, n->op);
         }
+        int live_ms = n->cfg.liveness_ms > 0 ? n->cfg.liveness_ms : MPC_LIVENESS_MS;
+        for (int j = 0; j < N; j++) {
+            if (j == self || !(io[j].in || io[j].out) || n->bfd[j] < 0 || n->beat_gone[j])
+                continue;
+            uint64_t seen = n->seen[j];
+            if (now > seen && now - seen > (uint64_t)live_ms * 1000000ull) {
+                char a[16], b[16];
+                return err_set(e, MS_ERR_PEER, "%s: no heartbeat from %s for %d ms during op %u: the peer is frozen (stopped, swapped out, or its host is down)",
+                               node_name(&n->cfg, self, a), node_name(&n->cfg, j, b), live_ms, n->op);
+            }
+        }
         int wait_ms = (int)((deadline - now) / 1000000ull) + 1;
+        if (wait_ms > BEAT_MS)
+            wait_ms = BEAT_MS; /* wake to look at the heartbeats */
         int pr = poll(pf, (nfds_t)np, wait_ms);
         if (pr < 0 && errno != EINTR)
             return err_set(e, MS_ERR_NET, "poll: %s", strerror(errno));
@@ -406,7 +455,7 @@ static int wait_fd(int fd, short ev, int ms)
     return r;
 }
 
-static int connect_peer(mpc_net *n, int j, errbuf *e)
+static int connect_peer(mpc_net *n, int j, int *out, errbuf *e)
 {
     struct sockaddr_storage ss;
     socklen_t sl;
@@ -419,7 +468,7 @@ static int connect_peer(mpc_net *n, int j, errbuf *e)
         if (fd < 0)
             return err_set(e, MS_ERR_NET, "socket: %s", strerror(errno));
         if (connect(fd, (struct sockaddr *)&ss, sl) == 0) {
-            n->fd[j] = fd;
+            *out = fd;
             return MS_OK;
         }
         int err = errno;
@@ -434,47 +483,98 @@ static int connect_peer(mpc_net *n, int j, errbuf *e)
     }
 }
 
-/* HELLO: op = sender id, seq = 0, len = n_nodes (checked). */
-static int hello_send(mpc_net *n, int fd, errbuf *e)
+int mpc_net_hello_parse(const uint8_t h[MPC_FRAME_HDR], int n_nodes, int self, int *id, int *chan, errbuf *e)
+{
+    mpc_frame f;
+    mpc_frame_decode(h, &f);
+    if (f.magic != MPC_FRAME_MAGIC || f.type != MPC_FR_HELLO)
+        return err_set(e, MS_ERR_PROTO, "malformed hello from a connecting peer (not an mpcsim party?)");
+    if (f.ver != MPC_FRAME_VERSION)
+        return err_set(e, MS_ERR_PROTO, "peer speaks frame version %u, this build %d (run the same mpcsim everywhere)", f.ver, MPC_FRAME_VERSION);
+    if (f.len != (uint64_t)n_nodes || f.op >= (uint32_t)n_nodes || (int)f.op <= self)
+        return err_set(e, MS_ERR_PROTO, "hello from node %u of a %llu-node session does not fit this %d-node session as node %d (check --peers, --id and --protocol on every party)",
+                       f.op, (unsigned long long)f.len, n_nodes, self);
+    if (f.seq > 1)
+        return err_set(e, MS_ERR_PROTO, "hello for channel %u (0 data, 1 heartbeat)", f.seq);
+    *id = (int)f.op;
+    *chan = (int)f.seq;
+    return MS_OK;
+}
+
+/* HELLO: op = sender id, seq = the channel (0 data, 1 heartbeat), len = n_nodes (checked). */
+static int hello_send(mpc_net *n, int fd, int chan, errbuf *e)
 {
     uint8_t h[MPC_FRAME_HDR];
-    put_hdr(h, MPC_FR_HELLO, (uint32_t)n->cfg.self, 0, (uint64_t)n->cfg.n_nodes);
+    put_hdr(h, MPC_FR_HELLO, (uint32_t)n->cfg.self, (uint32_t)chan, (uint64_t)n->cfg.n_nodes);
     if (wait_fd(fd, POLLOUT, n->cfg.timeout_ms) <= 0 || send(fd, h, sizeof h, MSG_NOSIGNAL) != (ssize_t)sizeof h)
         return err_set(e, MS_ERR_NET, "sending hello: %s", strerror(errno));
     n->st.hdr_sent += MPC_FRAME_HDR;
     return MS_OK;
 }
 
-static int hello_recv(mpc_net *n, int fd, int *id, errbuf *e)
+/* A connecting peer's HELLO, within timeout_ms in all (not per byte: a peer that trickles
+ * bytes cannot hold the slot longer) and before the deadline of the whole set-up. */
+static int hello_recv(mpc_net *n, int fd, uint64_t deadline, int *id, int *chan, errbuf *e)
 {
     uint8_t h[MPC_FRAME_HDR];
     size_t got = 0;
+    uint64_t until = now_ns() + (uint64_t)n->cfg.timeout_ms * 1000000ull;
+    if (until > deadline)
+        until = deadline;
     while (got < sizeof h) {
-        if (wait_fd(fd, POLLIN, n->cfg.timeout_ms) <= 0)
-            return err_set(e, MS_ERR_TIMEOUT, "no hello from a connecting peer within %d ms", n->cfg.timeout_ms);
+        uint64_t now = now_ns();
+        int ms = now < until ? (int)((until - now + 999999) / 1000000) : 0;
+        if (ms <= 0 || wait_fd(fd, POLLIN, ms) <= 0)
+            return err_set(e, MS_ERR_TIMEOUT, "no hello within %d ms", n->cfg.timeout_ms);
         ssize_t r = recv(fd, h + got, sizeof h - got, 0);
         if (r <= 0)
             return err_set(e, MS_ERR_NET, "connecting peer closed before its hello");
         got += (size_t)r;
     }
-    uint32_t magic, op;
-    uint16_t ver, ty;
-    uint64_t len;
-    memcpy(&magic, h, 4);
-    memcpy(&ver, h + 4, 2);
-    memcpy(&ty, h + 6, 2);
-    memcpy(&op, h + 8, 4);
-    memcpy(&len, h + 16, 8);
-    if (magic != MPC_FRAME_MAGIC || ty != MPC_FR_HELLO)
-        return err_set(e, MS_ERR_PROTO, "malformed hello from a connecting peer (not an mpcsim party?)");
-    if (ver != MPC_FRAME_VERSION)
-        return err_set(e, MS_ERR_PROTO, "peer speaks frame version %u, this build %d (run the same mpcsim everywhere)", ver, MPC_FRAME_VERSION);
-    if (len != (uint64_t)n->cfg.n_nodes || op >= (uint32_t)n->cfg.n_nodes || (int)op <= n->cfg.self)
-        return err_set(e, MS_ERR_PROTO, "hello from node %u of a %llu-node session does not fit this %d-node session as node %d (check --peers, --id and --protocol on every party)",
-                       op, (unsigned long long)len, n->cfg.n_nodes, n->cfg.self);
+    int rc = mpc_net_hello_parse(h, n->cfg.n_nodes, n->cfg.self, id, chan, e);
+    if (rc)
+        return rc;
     n->st.hdr_recv += MPC_FRAME_HDR;
-    *id = (int)op;
     return MS_OK;
+}
+
+/* The heartbeat thread: one byte to every peer each BEAT_MS, and whatever the peers sent
+ * drained; the time of the last byte from each peer is what xfer checks. */
+static void *beat_main(void *arg)
+{
+    mpc_net *n = arg;
+    uint64_t next = 0;
+    while (!n->beat_stop) {
+        struct pollfd pf[MPC_NODES_MAX];
+        int who[MPC_NODES_MAX], np = 0;
+        uint64_t now = now_ns();
+        for (int j = 0; j < n->cfg.n_nodes; j++) {
+            if (n->bfd[j] < 0 || n->beat_gone[j])
+                continue;
+            if (now >= next) {
+                static const uint8_t beat = 0xbe;
+                if (send(n->bfd[j], &beat, 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 &&
+                    errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+                    n->beat_gone[j] = 1;
+            }
+            pf[np] = (struct pollfd){.fd = n->bfd[j], .events = POLLIN};
+            who[np++] = j;
+        }
+        if (now >= next)
+            next = now + BEAT_MS * 1000000ull;
+        int pr = poll(pf, (nfds_t)np, BEAT_MS / 2);
+        for (int q = 0; pr > 0 && q < np; q++) {
+            if (!pf[q].revents)
+                continue;
+            uint8_t buf[256];
+            ssize_t r = recv(pf[q].fd, buf, sizeof buf, MSG_DONTWAIT);
+            if (r > 0)
+                n->seen[who[q]] = now_ns();
+            else if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+                n->beat_gone[who[q]] = 1; /* closed: the data link tells why */
+        }
+    }
+    return NULL;
 }
 
 int mpc_net_open(const mpc_net_cfg *cfg, mpc_net **out, errbuf *e)
@@ -486,7 +586,7 @@ int mpc_net_open(const mpc_net_cfg *cfg, mpc_net **out, errbuf *e)
         return err_set(e, MS_ERR_NOMEM, "mpc net: out of memory");
     n->cfg = *cfg;
     for (int j = 0; j < MPC_NODES_MAX; j++)
-        n->fd[j] = -1;
+        n->fd[j] = n->bfd[j] = -1;
     int lfd = cfg->listen_fd, rc = MS_OK;
     if (lfd < 0 && cfg->self < cfg->n_nodes - 1) {
         rc = mpc_net_listen(cfg->host[cfg->self], cfg->port[cfg->self], &lfd, NULL, e);
@@ -496,31 +596,55 @@ int mpc_net_open(const mpc_net_cfg *cfg, mpc_net **out, errbuf *e)
         }
     }
     for (int j = 0; j < cfg->self && !rc; j++) {
-        rc = connect_peer(n, j, e);
+        rc = connect_peer(n, j, &n->fd[j], e);
         if (!rc)
-            rc = hello_send(n, n->fd[j], e);
+            rc = hello_send(n, n->fd[j], 0, e);
+        if (!rc)
+            rc = connect_peer(n, j, &n->bfd[j], e);
+        if (!rc)
+            rc = hello_send(n, n->bfd[j], 1, e);
     }
-    for (int k = cfg->self + 1; k < cfg->n_nodes && !rc; k++) {
-        if (wait_fd(lfd, POLLIN, cfg->connect_timeout_ms) <= 0) {
+    /* Accept until every node above self has said a valid hello. A connection that is not
+     * one (a port scan, a stray client, a silent or malformed peer, a second claim to a node)
+     * is dropped and logged, and the wait for the real peer goes on until the deadline. */
+    uint64_t deadline = now_ns() + (uint64_t)cfg->connect_timeout_ms * 1000000ull;
+    for (int k = 2 * (cfg->self + 1); k < 2 * cfg->n_nodes && !rc;) {
+        uint64_t now = now_ns();
+        int ms = now < deadline ? (int)((deadline - now + 999999) / 1000000) : 0;
+        if (ms <= 0 || wait_fd(lfd, POLLIN, ms) <= 0) {
             char a[16];
             rc = err_set(e, MS_ERR_TIMEOUT, "%s: not every peer connected within %d ms (are all parties started with the same --peers?)",
                          node_name(cfg, cfg->self, a), cfg->connect_timeout_ms);
             break;
         }
-        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        struct sockaddr_storage from;
+        socklen_t fl = sizeof from;
+        int fd = accept4(lfd, (struct sockaddr *)&from, &fl, SOCK_CLOEXEC);
         if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED || errno == EAGAIN)
+                continue;
             rc = err_set(e, MS_ERR_NET, "accept: %s", strerror(errno));
             break;
         }
-        int id = -1;
-        rc = hello_recv(n, fd, &id, e);
-        if (!rc && n->fd[id] >= 0)
-            rc = err_set(e, MS_ERR_PROTO, "two peers claim to be node %d", id);
-        if (rc) {
+        int id = -1, chan = 0;
+        errbuf why;
+        int hr = hello_recv(n, fd, deadline, &id, &chan, &why);
+        int *slot = hr ? NULL : chan ? &n->bfd[id] : &n->fd[id];
+        if (!hr && *slot >= 0)
+            hr = err_set(&why, MS_ERR_PROTO, "a second connection claims to be node %d", id);
+        if (hr) {
+            char a[16], addr[INET6_ADDRSTRLEN + 8] = "?";
+            if (from.ss_family == AF_INET)
+                inet_ntop(AF_INET, &((struct sockaddr_in *)&from)->sin_addr, addr, sizeof addr);
+            else if (from.ss_family == AF_INET6)
+                inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&from)->sin6_addr, addr, sizeof addr);
+            fprintf(stderr, "%s: dropped a connection from %s: %s; still waiting for the peers\n",
+                    node_name(cfg, cfg->self, a), addr, why.msg);
             close(fd);
-            break;
+            continue;
         }
-        n->fd[id] = fd;
+        *slot = fd;
+        k++;
     }
     if (lfd >= 0)
         close(lfd);
@@ -531,6 +655,17 @@ int mpc_net_open(const mpc_net_cfg *cfg, mpc_net **out, errbuf *e)
     for (int j = 0; j < cfg->n_nodes; j++)
         if (n->fd[j] >= 0)
             tune(n->fd[j]);
+    uint64_t t0 = now_ns();
+    for (int j = 0; j < cfg->n_nodes; j++) {
+        n->seen[j] = t0;
+        if (n->bfd[j] >= 0)
+            fcntl(n->bfd[j], F_SETFL, fcntl(n->bfd[j], F_GETFL) | O_NONBLOCK);
+    }
+    if (pthread_create(&n->beat, NULL, beat_main, n) != 0) {
+        mpc_net_free(n);
+        return err_set(e, MS_ERR_INTERNAL, "mpc net: cannot start the heartbeat thread");
+    }
+    n->beat_on = 1;
     *out = n;
     return MS_OK;
 }
@@ -733,9 +868,16 @@ void mpc_net_free(mpc_net *n)
 {
     if (!n)
         return;
-    for (int j = 0; j < MPC_NODES_MAX; j++)
+    if (n->beat_on) {
+        n->beat_stop = 1;
+        pthread_join(n->beat, NULL);
+    }
+    for (int j = 0; j < MPC_NODES_MAX; j++) {
         if (n->fd[j] >= 0)
             close(n->fd[j]);
+        if (n->bfd[j] >= 0)
+            close(n->bfd[j]);
+    }
     free(n);
 }
 

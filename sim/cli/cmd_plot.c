@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cmd.h"
+#include "gnuplot.h"
 #include "models/model.h"
 #include "results/rdb.h"
 
@@ -70,30 +70,6 @@ static int mkdir_p(const char *path)
     return mkdir(buf, 0777) && errno != EEXIST ? -1 : 0;
 }
 
-/* Runs gnuplot on the given files in order, its stderr to errlog (NULL: discarded); 0 if it
- * exited 0. */
-static int gnuplot_run(const char *const *files, int n, const char *errlog)
-{
-    char *argv[8] = {"gnuplot"};
-    for (int i = 0; i < n && i < 6; i++)
-        argv[i + 1] = (char *)files[i];
-    argv[n + 1] = NULL;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        if (!freopen(errlog ? errlog : "/dev/null", "w", stderr))
-            _exit(127);
-        execvp("gnuplot", argv);
-        _exit(127);
-    }
-    int st;
-    if (waitpid(pid, &st, 0) < 0)
-        return -1;
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : (WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-}
-
 /* pngcairo if this gnuplot has it, else png; NULL if gnuplot is missing or has neither. */
 static const char *png_terminal(const char *tmp)
 {
@@ -107,22 +83,10 @@ static const char *png_terminal(const char *tmp)
         fprintf(f, "set terminal %s\n", terms[i]);
         fclose(f);
         const char *files[] = {probe};
-        if (gnuplot_run(files, 1, NULL) == 0)
+        if (gnuplot_run(NULL, files, 1, "/dev/null") == 0)
             return terms[i];
     }
     return NULL;
-}
-
-/* Escapes a string for a gnuplot double-quoted literal. */
-static void gp_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fputc('\\', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
 }
 
 /* Opens the variable file of one plot, with the variables every script reads. */
@@ -135,15 +99,15 @@ static FILE *vars_open(plot_ctx *c, const char *plot, char *path, size_t n)
     char out[PATH_MAX + 64];
     snprintf(out, sizeof out, "%s/%s.%s", c->outdir, plot, c->ext);
     fprintf(f, "term_name = ");
-    gp_str(f, c->term);
+    gnuplot_str(f, c->term);
     fprintf(f, "\noutfile = ");
-    gp_str(f, out);
+    gnuplot_str(f, out);
     fprintf(f, "\ndatadir = ");
-    gp_str(f, c->tmp);
+    gnuplot_str(f, c->tmp);
     fprintf(f, "\nscriptdir = ");
-    gp_str(f, c->scripts);
+    gnuplot_str(f, c->scripts);
     fprintf(f, "\nxlabel_text = ");
-    gp_str(f, c->xlabel);
+    gnuplot_str(f, c->xlabel);
     fputc('\n', f);
     return f;
 }
@@ -163,7 +127,7 @@ static void plot_render(plot_ctx *c, const char *plot, FILE *vars, const char *v
      * whole log goes to stderr */
     char errlog[PATH_MAX + 32];
     snprintf(errlog, sizeof errlog, "%s/%s.log", c->tmp, plot);
-    if (gnuplot_run(files, 2, errlog)) {
+    if (gnuplot_run(NULL, files, 2, errlog)) {
         cli_error("plot", "gnuplot failed on %s:", script);
         FILE *f = fopen(errlog, "r");
         char line[512];
@@ -202,7 +166,7 @@ static int write_blocks(plot_ctx *c, const char *sql, const char *bind1, const c
         const char *title = (const char *)sqlite3_column_text(s, 0);
         if (!blocks || strcmp(title, last)) {
             fprintf(f, "%s", blocks ? "\n\n" : "");
-            gp_str(f, title);
+            gnuplot_str(f, title);
             for (int k = 1; k < ncol; k++)
                 fprintf(f, " %s", sqlite3_column_name(s, k));
             fputc('\n', f);
@@ -289,7 +253,7 @@ static void plot_latency(plot_ctx *c)
     fprintf(v, "npanels = %d\n", nn);
     for (int i = 0; i < nn; i++) {
         fprintf(v, "panel%d = ", i + 1);
-        gp_str(v, nets[i]);
+        gnuplot_str(v, nets[i]);
         fprintf(v, "\nnb%d = %d\n", i + 1, nb[i]);
     }
     plot_render(c, "latency_vs_seq", v, vpath);
@@ -398,7 +362,7 @@ static int bars_write(const bars *b, const char *path)
         fprintf(f, " %s", b->cat[k]);
     fputc('\n', f);
     for (int l = 0; l < b->nl; l++) {
-        gp_str(f, b->label[l]);
+        gnuplot_str(f, b->label[l]);
         for (int k = 0; k < b->nc; k++)
             fprintf(f, " %.9g", b->v[l][k]);
         fputc('\n', f);
@@ -514,9 +478,9 @@ static void plot_pareto(plot_ctx *c)
     if (!v)
         return (void)c->failed++;
     fprintf(v, "nb = %d\nmetric_name = ", nb);
-    gp_str(v, metric);
+    gnuplot_str(v, metric);
     fprintf(v, "\nbetter = \"%s\"\nnet_name = ", lower ? "lower" : "higher");
-    gp_str(v, net);
+    gnuplot_str(v, net);
     fputc('\n', v);
     plot_render(c, "pareto", v, vpath);
 }
