@@ -18,6 +18,7 @@
 #include "cmd.h"
 #include "results/rdb.h"
 #include "sim/scenario/runcfg.h"
+#include "sim/scenario/runlabel.h"
 #include "sim/scenario/scn.h"
 
 #define RUN_MAX_JOBS 256
@@ -204,9 +205,10 @@ static size_t select_runs(scenario *s, const run_opts *o, size_t *sel, errbuf *e
 
 static void print_summary_line(FILE *f, const run_cfg *c)
 {
-    fprintf(f, "%s  #%-4zu %s %s %s %s P=%u D=%u seed=%llu\n", c->hash, c->index,
-            c->model_ref[0] ? c->model_ref : c->model.name, c->proto_ref, c->net_ref,
-            c->policy.name, c->work.prompt_len, c->work.decode_len,
+    rdb_labels l;
+    run_labels(c, &l);
+    fprintf(f, "%s  #%-4zu %s %s %s %s P=%u D=%u seed=%llu\n", c->hash, c->index, l.model,
+            c->proto_ref, l.network, l.policy_label, c->work.prompt_len, c->work.decode_len,
             (unsigned long long)c->seed);
 }
 
@@ -441,14 +443,17 @@ static int store_result(rdb *db, const run_cfg *c, const job_result *j, errbuf *
             to_stats(&r->layer[l], &w.ly[nl++].s);
         }
     }
+    rdb_labels l;
+    run_labels(c, &l);
     rdb_run row = {
+        .policy_label = l.policy_label, .latency_ms = l.latency_ms,
+        .bandwidth_mbps = l.bandwidth_mbps, .machine = l.machine, .threads = l.threads,
         .scenario = c->scenario, .grid_index = c->index, .config_hash = c->hash,
         .config_yaml = c->yaml, .seed = c->seed, .status = j->rc ? "failed" : "ok",
         .error = j->rc ? j->err.msg : NULL, .started = j->started, .finished = j->finished,
         .wall_s = res->wall_s, .tool_version = MPCSIM_VERSION,
-        .model = c->model_ref[0] ? c->model_ref : c->model.name,
-        .protocol = c->proto_ref[0] ? c->proto_ref : c->proto.name,
-        .network = c->net_ref[0] ? c->net_ref : c->net.name, .policy = c->policy.name,
+        .model = l.model, .protocol = c->proto_ref[0] ? c->proto_ref : c->proto.name,
+        .network = l.network, .policy = c->policy.name,
         .prompt_len = c->work.prompt_len, .decode_len = c->work.decode_len,
         .batch = c->work.batch, .metric = w.m, .n_metric = res->n_metric, .phase = w.ph,
         .n_phase = j->rc ? 0 : PHASE_N, .breakdown = w.bd, .n_breakdown = j->rc ? 0 : nb,
