@@ -1,0 +1,480 @@
+/* check_results.c — results a researcher reads and queries: run labels and the schema-3
+ * columns (policy_label, network values, machine, config_json, runs_wide), the migration of a
+ * database written at schema version 2 (tests/data/results-v2.db), `report` (width, units,
+ * --failed, --json, serve tables, exit codes), JSON written through jansson (cost --json and
+ * the timeline with a model name holding quotes and backslashes). */
+#include <check.h>
+#include <jansson.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "results/rdb.h"
+#include "results/serve_db.h"
+#include "sim/scenario/runlabel.h"
+#include "testdir.h"
+
+static testdir td = {.prefix = "check_results"};
+#define tmpdir (td.dir)
+
+static void suite_setup(void) { testdir_suite_setup(&td); }
+static void suite_teardown(void) { testdir_suite_teardown(&td); }
+static void setup(void) { testdir_setup(&td); }
+static void teardown(void) { testdir_teardown(&td); }
+static const char *tpath(const char *name) { return testdir_path(&td, name); }
+
+static const char *bin(void)
+{
+    const char *b = getenv("MPCSIM_BIN");
+    ck_assert_msg(b != NULL, "MPCSIM_BIN is not set (run the tests with make check)");
+    ck_assert_msg(access(b, X_OK) == 0, "%s is not an executable", b);
+    return b;
+}
+
+/* Runs `mpcsim args…` (NULL-terminated) in tmpdir, stdout/stderr to out.txt/err.txt. */
+static int mpcsim(const char *first, ...)
+{
+    char *argv[40] = {(char *)bin()};
+    int n = 1;
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a && n < 39; a = va_arg(ap, const char *))
+        argv[n++] = (char *)a;
+    va_end(ap);
+    argv[n] = NULL;
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        if (chdir(tmpdir) || !freopen(tpath("out.txt"), "w", stdout) ||
+            !freopen(tpath("err.txt"), "w", stderr))
+            _exit(126);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st), "mpcsim died by signal %d", WTERMSIG(st));
+    return WEXITSTATUS(st);
+}
+#define MPCSIM(...) mpcsim(__VA_ARGS__, (const char *)NULL)
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot read %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *s = calloc(1, (size_t)n + 1);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_uint_eq(fread(s, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    return s;
+}
+
+static void spit(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static void copy_file(const char *from, const char *to)
+{
+    char *s;
+    FILE *f = fopen(from, "rb");
+    ck_assert_msg(f != NULL, "cannot read %s", from);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    s = malloc((size_t)n);
+    ck_assert_uint_eq(fread(s, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    FILE *g = fopen(to, "wb");
+    ck_assert_ptr_nonnull(g);
+    ck_assert_uint_eq(fwrite(s, 1, (size_t)n, g), (size_t)n);
+    ck_assert_int_eq(fclose(g), 0);
+    free(s);
+}
+
+/* The first column of the first row of a query, as text ("" for NULL); the caller frees. */
+static char *q1s(const char *db, const char *sql)
+{
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *s;
+    ck_assert_msg(sqlite3_prepare_v2(h, sql, -1, &s, NULL) == SQLITE_OK, "%s: %s", sql,
+                  sqlite3_errmsg(h));
+    char *v = NULL;
+    if (sqlite3_step(s) == SQLITE_ROW)
+        v = strdup(sqlite3_column_text(s, 0) ? (const char *)sqlite3_column_text(s, 0) : "");
+    sqlite3_finalize(s);
+    sqlite3_close(h);
+    ck_assert_msg(v != NULL, "no row: %s", sql);
+    return v;
+}
+
+static long long q1(const char *db, const char *sql)
+{
+    char *v = q1s(db, sql);
+    long long n = atoll(v);
+    free(v);
+    return n;
+}
+
+static void expect(const char *db, const char *sql, const char *want)
+{
+    char *v = q1s(db, sql);
+    ck_assert_msg(!strcmp(v, want), "%s: got '%s', want '%s'", sql, v, want);
+    free(v);
+}
+
+/* The model name the tests carry through YAML, SQLite, text and JSON. */
+#define ODD_NAME "tiny\"q\\b-mha"
+
+/* 3 networks × 3 policy configurations of a small inline model (2 layers, 4 decode steps) in
+ * 2PC, and one 3PC run on a network whose links differ. */
+static const char labels_yaml[] =
+    "format: 1\n"
+    "name: labels\n"
+    "seed: 1\n"
+    "model: {name: 'tiny\"q\\b-mha', family: llama, layers: 2, dim: 64, heads: 4, ffn_dim: 128,"
+    " vocab: 256, max_context: 512}\n"
+    "workload: {prompt_len: 32, decode_len: 4}\n"
+    "cases:\n"
+    "  - protocol: semi2k\n"
+    "    network: [lan, 20ms/300Mbps, {name: grid, latency_ms: 1, bandwidth_mbps: 1000,\n"
+    "              links: {0-1: {latency_ms: 30, bandwidth_mbps: 50}}}]\n"
+    "    policies:\n"
+    "      - full\n"
+    "      - {name: streamingllm, sink: 4, recent: [8, 16]}\n"
+    "  - protocol: aby3\n"
+    "    network: {name: lopsided, latency_ms: 1, bandwidth_mbps: 1000,\n"
+    "              links: {0-2: {latency_ms: 75, bandwidth_mbps: 200}}}\n"
+    "    policies: [full]\n";
+
+/* ---- labels and the schema-3 columns --------------------------------------------------- */
+
+START_TEST(test_labels_and_columns)
+{
+    spit(tpath("labels.yaml"), labels_yaml);
+    ck_assert_int_eq(MPCSIM("run", "labels.yaml", "-o", "l.db", "-q"), 0);
+    const char *db = tpath("l.db");
+    ck_assert_int_eq(q1(db, "PRAGMA user_version"), RDB_SCHEMA_VERSION);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs"), 10);
+    /* three policy configurations told apart; the defaults (sink: 4) left out */
+    ck_assert_int_eq(q1(db, "SELECT count(DISTINCT policy_label) FROM runs"), 3);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE policy_label = "
+                            "'streamingllm(recent=8)'"), 3);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE policy_label = "
+                            "'streamingllm(recent=16)'"), 3);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE policy_label = 'full'"), 4);
+    /* networks by preset or by value, never 'custom'; the lopsided one by its own name */
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE network = 'custom'"), 0);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE network = '20ms/300Mbps' AND "
+                            "latency_ms = 20 AND bandwidth_mbps = 300"), 3);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE network = 'lan' AND "
+                            "latency_ms = 0.1 AND bandwidth_mbps = 10000"), 3);
+    /* every link the same: by value, whatever the name; links that differ: the name, and the
+     * slowest link's latency and the smallest bandwidth as the columns */
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE network = '30ms/50Mbps' AND "
+                            "latency_ms = 30 AND bandwidth_mbps = 50"), 3);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE network = 'lopsided' AND "
+                            "latency_ms = 75 AND bandwidth_mbps = 200 AND protocol = 'aby3'"), 1);
+    /* the user's model name, quotes and backslash included */
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE model = 'tiny\"q\\b-mha'"), 10);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE machine = 'default' AND threads = 1"),
+                     10);
+    /* config_json: the resolved config, queryable */
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE json_valid(config_json)"), 10);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE "
+                            "json_extract(config_json, '$.policies[0].recent') = 16"), 3);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE "
+                            "json_extract(config_json, '$.workload.prompt_len') = 32 AND "
+                            "json_extract(config_json, '$.overlap') = 0 AND "
+                            "json_type(config_json, '$.overlap') = 'false'"), 10);
+    expect(db, "SELECT DISTINCT json_extract(config_json, '$.model.name') FROM runs", ODD_NAME);
+    /* runs_wide: one row per run, the metrics as columns, equal to the metrics table */
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs_wide"), 10);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs_wide w JOIN metrics m ON m.run_id = w.id "
+                            "AND m.name = 'latency_total_s' WHERE w.latency_total_s = m.value "
+                            "AND w.latency_total_s > 0"), 10);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs_wide w JOIN metrics m ON m.run_id = w.id "
+                            "AND m.name = 'bytes_online' WHERE w.bytes_online = m.value"), 10);
+    /* the dry run speaks the same labels */
+    ck_assert_int_eq(MPCSIM("run", "labels.yaml", "--dry-run"), 0);
+    char *out = slurp(tpath("out.txt"));
+    ck_assert_ptr_nonnull(strstr(out, "20ms/300Mbps streamingllm(recent=16)"));
+    ck_assert_ptr_null(strstr(out, "custom"));
+    free(out);
+}
+END_TEST
+
+/* ---- migration of a version-2 database -------------------------------------------------- */
+
+static void v2_copy(const char *name)
+{
+    char src[1024];
+    const char *data = getenv("MPCSIM_DATA");
+    snprintf(src, sizeof src, "%s/tests/data/results-v2.db", data ? data : ".");
+    copy_file(src, tpath(name));
+    ck_assert_int_eq(q1(tpath(name), "PRAGMA user_version"), 2);
+}
+
+START_TEST(test_migrate_v2)
+{
+    /* by the CLI, which re-reads each stored config for its labels */
+    v2_copy("v2.db");
+    const char *db = tpath("v2.db");
+    long long metrics = q1(db, "SELECT count(*) FROM metrics"),
+              layers = q1(db, "SELECT count(*) FROM layer_breakdown");
+    ck_assert_int_gt(metrics, 0);
+    expect(db, "SELECT count(*) FROM runs WHERE model = 'inline'", "8");
+    ck_assert_int_eq(MPCSIM("report", "v2.db", "--json"), 0);
+    ck_assert_int_eq(q1(db, "PRAGMA user_version"), 3);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs"), 8);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM metrics"), metrics);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM layer_breakdown"), layers);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE model = 'tiny\"q\\b-mha'"), 8);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE policy_label = "
+                            "'streamingllm(recent=8)' AND network = '20ms/300Mbps' AND "
+                            "latency_ms = 20 AND bandwidth_mbps = 300"), 1);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE policy_label = 'snapkv(capacity=16)'"
+                            " AND status = 'failed' AND error LIKE '%needs a trace%'"), 2);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE json_valid(config_json) AND "
+                            "machine = 'default' AND threads = 1"), 8);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs_wide WHERE latency_total_s > 0"), 6);
+    /* the migrated database merges into a new one */
+    ck_assert_int_eq(MPCSIM("merge", "m.db", "v2.db"), 0);
+    ck_assert_int_eq(q1(tpath("m.db"), "SELECT count(*) FROM runs WHERE policy_label = "
+                                       "'streamingllm(recent=16)'"), 2);
+
+    /* without a labeler (results/ alone): the JSON's values, the network by its values */
+    v2_copy("bare.db");
+    rdb *h;
+    errbuf e;
+    rdb_set_labeler(NULL);
+    ck_assert_int_eq(rdb_open(tpath("bare.db"), 0, &h, &e), MS_OK);
+    rdb_close(h);
+    db = tpath("bare.db");
+    ck_assert_int_eq(q1(db, "PRAGMA user_version"), 3);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE network = '20ms/300Mbps' AND "
+                            "latency_ms = 20 AND bandwidth_mbps = 300"), 4);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE policy_label = policy"), 8);
+}
+END_TEST
+
+/* ---- report ------------------------------------------------------------------------------ */
+
+static void check_width(const char *text, size_t width)
+{
+    for (const char *p = text; *p;) {
+        size_t n = strcspn(p, "\n"), w = 0;
+        for (size_t i = 0; i < n; i++)
+            w += ((unsigned char)p[i] & 0xc0) != 0x80;
+        ck_assert_msg(w <= width, "line of %zu columns (> %zu): %.*s", w, width, (int)n, p);
+        p += n + (p[n] == '\n');
+    }
+}
+
+START_TEST(test_report)
+{
+    v2_copy("v2.db");
+    /* not a terminal: 80 columns; human units; no exponent; the failure pointed at */
+    ck_assert_int_eq(MPCSIM("report", "v2.db"), 0);
+    char *out = slurp(tpath("out.txt"));
+    check_width(out, 80);
+    ck_assert_ptr_null(strstr(out, "e+"));
+    ck_assert_ptr_nonnull(strstr(out, "streamingllm(recent=16)"));
+    ck_assert_ptr_nonnull(strstr(out, "20ms/300Mbps"));
+    ck_assert_ptr_nonnull(strstr(out, " ms") ? strstr(out, " ms") : strstr(out, " s "));
+    ck_assert_ptr_nonnull(strstr(out, "kB") ? strstr(out, "kB") : strstr(out, "MB"));
+    ck_assert_ptr_nonnull(strstr(out, "2 failed (why: mpcsim report v2.db --failed)"));
+    ck_assert_ptr_null(strstr(out, "SELECT"));
+    free(out);
+    ck_assert_int_eq(MPCSIM("report", "v2.db", "--columns", "50"), 0);
+    out = slurp(tpath("out.txt"));
+    check_width(out, 50);
+    ck_assert_ptr_nonnull(strstr(out, "not shown for the width"));
+    free(out);
+    ck_assert_int_eq(MPCSIM("report", "v2.db", "--columns", "250"), 0);
+    out = slurp(tpath("out.txt"));
+    ck_assert_ptr_null(strstr(out, "not shown for the width"));
+    ck_assert_ptr_nonnull(strstr(out, "rounds"));
+    ck_assert_ptr_nonnull(strstr(out, "offline"));
+    free(out);
+    /* --failed: the error text itself, wrapped */
+    ck_assert_int_eq(MPCSIM("report", "v2.db", "--failed", "--columns", "60"), 0);
+    out = slurp(tpath("out.txt"));
+    check_width(out, 60);
+    ck_assert_ptr_nonnull(strstr(out, "needs a trace"));
+    ck_assert_ptr_nonnull(strstr(out, "snapkv(capacity=16)"));
+    ck_assert_ptr_nonnull(strstr(out, "2 failed runs"));
+    free(out);
+    /* --where narrows; a bad key is refused with a hint */
+    ck_assert_int_eq(MPCSIM("report", "v2.db", "--csv", "--where", "network=lan", "--where",
+                            "policy_label=full,streamingllm(recent=8)"), 0);
+    out = slurp(tpath("out.txt"));
+    int lines = 0;
+    for (char *p = out; *p; p++)
+        lines += *p == '\n';
+    ck_assert_int_eq(lines, 1 + 2);
+    free(out);
+    ck_assert_int_eq(MPCSIM("report", "v2.db", "--where", "netwrk=lan"), 2);
+    out = slurp(tpath("err.txt"));
+    ck_assert_ptr_nonnull(strstr(out, "did you mean 'network'"));
+    free(out);
+    /* exit codes as --help says; no source location in any message */
+    ck_assert_int_eq(MPCSIM("report", "missing.db"), 2);
+    out = slurp(tpath("err.txt"));
+    ck_assert_ptr_nonnull(strstr(out, "missing.db"));
+    ck_assert_ptr_null(strstr(out, ".c:"));
+    free(out);
+    spit(tpath("junk.db"), "not a database at all, but long enough to be read as one......\n");
+    ck_assert_int_eq(MPCSIM("report", "junk.db"), 2);
+    out = slurp(tpath("err.txt"));
+    ck_assert_ptr_null(strstr(out, ".c:"));
+    free(out);
+    ck_assert_int_eq(MPCSIM("report", "v2.db", "--metrics", "attn_mass_recal"), 2);
+    ck_assert_int_eq(MPCSIM("report"), 2);
+    ck_assert_int_eq(MPCSIM("report", "v2.db", "--columns", "x"), 2);
+    ck_assert_int_eq(MPCSIM("report", "--help"), 0);
+    out = slurp(tpath("out.txt"));
+    ck_assert_ptr_nonnull(strstr(out, "exit status: 0 ok; 1"));
+    check_width(out, 80);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_report_json_and_serve)
+{
+    v2_copy("v2.db");
+    /* a serving run beside the sweep's runs (opening migrates, with the CLI's labeler) */
+    rdb *db;
+    errbuf e;
+    rdb_set_labeler(run_labels_from_yaml);
+    ck_assert_int_eq(rdb_open(tpath("v2.db"), 0, &db, &e), MS_OK);
+    ck_assert_int_eq(sdb_init(db, &e), MS_OK);
+    sdb_metric m[3] = {{"ttft_p50", 12.5, "s"}, {"ttft_p99", 4000, "s"}, {"token_hit_rate", 0.42, ""}};
+    sdb_run r = {.scenario = "rag", .policy = "prefix", .model = ODD_NAME, .protocol = "semi2k",
+                 .network = "wan", .scheduler = "fcfs", .rate = 0.01, .seed = 1, .n_requests = 20,
+                 .batch = 4, .chunk = 0, .config = "x: 1\n", .metric = m, .n_metric = 3};
+    ck_assert_int_eq(sdb_put_run(db, &r, NULL, &e), MS_OK);
+    sdb_leak l = {.scenario = "rag", .policy = "prefix", .channel = "ttft", .scheduler = "fcfs",
+                  .trials = 100, .correct = 90, .candidates = 2, .success_rate = 0.9,
+                  .chance = 0.5, .p_value = 1e-9, .bits = 0.5};
+    ck_assert_int_eq(sdb_put_leak(db, &l, &e), MS_OK);
+    rdb_close(db);
+    ck_assert_int_eq(MPCSIM("report", "v2.db"), 0);
+    char *out = slurp(tpath("out.txt"));
+    check_width(out, 80);
+    ck_assert_ptr_nonnull(strstr(out, "serving runs"));
+    ck_assert_ptr_nonnull(strstr(out, "1.11 h")); /* the p99 TTFT, 4000 s */
+    ck_assert_ptr_nonnull(strstr(out, "36/h"));   /* 0.01 requests/s */
+    ck_assert_ptr_nonnull(strstr(out, "timing attacks"));
+    free(out);
+    /* --json parses back, with the odd name intact everywhere */
+    ck_assert_int_eq(MPCSIM("report", "v2.db", "--json"), 0);
+    json_error_t je;
+    json_t *j = json_load_file(tpath("out.txt"), 0, &je);
+    ck_assert_msg(j != NULL, "report --json: %s at line %d", je.text, je.line);
+    json_t *runs = json_object_get(j, "runs");
+    ck_assert_uint_eq(json_array_size(runs), 8);
+    size_t i;
+    json_t *run;
+    int failed = 0;
+    json_array_foreach(runs, i, run) {
+        ck_assert_str_eq(json_string_value(json_object_get(run, "model")), ODD_NAME);
+        json_t *cfg = json_object_get(json_object_get(run, "config"), "model");
+        ck_assert_ptr_nonnull(cfg);
+        ck_assert_str_eq(json_string_value(json_object_get(cfg, "name")), ODD_NAME);
+        if (!strcmp(json_string_value(json_object_get(run, "status")), "failed")) {
+            failed++;
+            ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(run, "error")),
+                                         "needs a trace"));
+        } else {
+            ck_assert(json_real_value(json_object_get(json_object_get(run, "metrics"),
+                                                      "latency_total_s")) > 0);
+        }
+    }
+    ck_assert_int_eq(failed, 2);
+    json_t *sr = json_object_get(j, "serve_runs");
+    ck_assert_uint_eq(json_array_size(sr), 1);
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(sr, 0), "model")), ODD_NAME);
+    ck_assert(json_real_value(json_object_get(json_object_get(json_array_get(sr, 0), "metrics"),
+                                              "ttft_p99")) == 4000);
+    ck_assert_uint_eq(json_array_size(json_object_get(j, "serve_leak")), 1);
+    json_decref(j);
+}
+END_TEST
+
+/* ---- JSON through a JSON library --------------------------------------------------------- */
+
+START_TEST(test_cost_json_odd_name)
+{
+    spit(tpath("odd.yaml"), "format: mpcsim-model 1\n"
+                            "name: 'tiny\"q\\b-mha'\n"
+                            "family: llama\nlayers: 2\ndim: 64\nheads: 4\nkv_heads: 2\nhead_dim: 16\n"
+                            "ffn_dim: 128\nactivation: swiglu\nnorm: rmsnorm\npositional: rope\n"
+                            "vocab: 256\nmax_context: 512\n");
+    ck_assert_int_eq(MPCSIM("cost", "--model", "odd.yaml", "--protocol", "aby3", "--network",
+                            "20ms/300Mbps", "--kv", "64", "--json", "--timeline", "tl.json"),
+                     0);
+    json_error_t je;
+    json_t *j = json_load_file(tpath("out.txt"), 0, &je);
+    ck_assert_msg(j != NULL, "cost --json: %s at line %d", je.text, je.line);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "model")), ODD_NAME);
+    json_t *bytes = json_object_get(json_object_get(j, "total"), "bytes_sent");
+    ck_assert_uint_eq(json_array_size(bytes), 3);
+    json_int_t sum = 0;
+    for (size_t i = 0; i < 3; i++)
+        sum += json_integer_value(json_array_get(bytes, i));
+    ck_assert_int_eq(sum, json_integer_value(json_object_get(j, "bytes_online")));
+    ck_assert_int_gt(sum, 0);
+    ck_assert(json_is_true(json_object_get(j, "overlap")) ||
+              json_is_false(json_object_get(j, "overlap")));
+    json_decref(j);
+    /* the timeline: Chrome's trace format, times in µs that read back exactly to the ns */
+    j = json_load_file(tpath("tl.json"), 0, &je);
+    ck_assert_msg(j != NULL, "timeline: %s at line %d", je.text, je.line);
+    json_t *ev = json_object_get(j, "traceEvents"), *x;
+    ck_assert_uint_gt(json_array_size(ev), 100);
+    size_t i, sends = 0;
+    json_array_foreach(ev, i, x) {
+        const char *ph = json_string_value(json_object_get(x, "ph"));
+        ck_assert_ptr_nonnull(ph);
+        if (strcmp(ph, "X"))
+            continue;
+        double ts = json_number_value(json_object_get(x, "ts"));
+        double ns = ts * 1000;
+        ck_assert_msg(ns - (double)(long long)(ns + 0.5) < 1e-3 * (1 + ns * 1e-12) &&
+                          (double)(long long)(ns + 0.5) - ns < 1e-3 * (1 + ns * 1e-12),
+                      "ts %.17g µs is not a whole number of ns", ts);
+        sends += !strncmp(json_string_value(json_object_get(x, "name")), "send ", 5);
+    }
+    ck_assert_uint_gt(sends, 0);
+    json_decref(j);
+}
+END_TEST
+
+Suite *results_suite(void)
+{
+    Suite *s = suite_create("results");
+    TCase *tc = tcase_create("results");
+    tcase_add_unchecked_fixture(tc, suite_setup, suite_teardown);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_labels_and_columns);
+    tcase_add_test(tc, test_migrate_v2);
+    tcase_add_test(tc, test_report);
+    tcase_add_test(tc, test_report_json_and_serve);
+    tcase_add_test(tc, test_cost_json_odd_name);
+    suite_add_tcase(s, tc);
+    return s;
+}
