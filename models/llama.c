@@ -98,6 +98,12 @@ static const float *param_ptr(const llama *m, const char *name)
     return NULL;
 }
 
+/* a·b·c, or -1 when it does not fit a size_t (sizes come from the file and the model YAML). */
+static int mul3(size_t a, size_t b, size_t c, size_t *out)
+{
+    return __builtin_mul_overflow(a, b, out) || __builtin_mul_overflow(*out, c, out) ? -1 : 0;
+}
+
 /* Points every tensor into the data, in model_params() order; freq_cis tables (seq_len ×
  * head_dim/2, twice) sit between rms_final and an untied classifier and are skipped. */
 static int map_tensors(llama *m, const char *path, errbuf *e)
@@ -107,10 +113,12 @@ static int map_tensors(llama *m, const char *path, errbuf *e)
     size_t off = 0;
     for (size_t i = 0; i < m->n_params; i++) {
         const model_param *p = &m->params[i];
-        if (!strcmp(p->name, "wcls"))
-            off += (size_t)c->max_ctx * c->head_dim; /* freq_cis_real + freq_cis_imag */
-        size_t n = (size_t)(p->n_layers ? p->n_layers : 1) * p->rows * p->cols;
-        if (off + n > m->n_floats)
+        size_t n = 0, fc = 0;
+        int bad = 0;
+        if (!strcmp(p->name, "wcls")) /* freq_cis_real + freq_cis_imag */
+            bad = mul3(c->max_ctx, c->head_dim, 1, &fc) || __builtin_add_overflow(off, fc, &off);
+        bad = bad || mul3(p->n_layers ? p->n_layers : 1, p->rows, p->cols, &n);
+        if (bad || off > m->n_floats || n > m->n_floats - off)
             return err_set(e, MS_ERR_FORMAT,
                            "%s: error: checkpoint too short for tensor '%s' (hint: is it a "
                            "llama2.c version-0 checkpoint of this model?)",
@@ -139,13 +147,16 @@ static int alloc_state(llama *m)
 {
     const model_cfg *c = &m->cfg;
     size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
-    size_t cache = (size_t)c->n_layers * c->max_ctx * kvd;
+    size_t cache, att;
+    if (mul3(c->n_layers, c->max_ctx, kvd, &cache) || mul3(c->n_heads, c->max_ctx, 1, &att) ||
+        cache > SIZE_MAX / sizeof(float))
+        return MS_ERR_NOMEM;
     m->x = calloc(c->dim, sizeof(float));
     m->xb = calloc(c->dim, sizeof(float));
     m->xb2 = calloc(c->dim, sizeof(float));
     m->q = calloc(qd, sizeof(float));
     m->att_out = calloc(qd, sizeof(float));
-    m->att = calloc((size_t)c->n_heads * c->max_ctx, sizeof(float));
+    m->att = calloc(att, sizeof(float));
     m->hb = calloc(c->ffn_dim, sizeof(float));
     m->hb2 = calloc(c->ffn_dim, sizeof(float));
     m->ffn_pre = calloc(c->ffn_dim, sizeof(float));
@@ -161,7 +172,8 @@ static int alloc_state(llama *m)
 int llama_load(const model_cfg *cfg, const char *checkpoint_path, llama **out, errbuf *e)
 {
     *out = NULL;
-    if (cfg->family != FAM_LLAMA || cfg->dim != cfg->n_heads * cfg->head_dim ||
+    if (cfg->family != FAM_LLAMA || cfg->dim != (uint64_t)cfg->n_heads * cfg->head_dim ||
+        (uint64_t)cfg->n_kv_heads * cfg->head_dim > UINT32_MAX ||
         cfg->n_kv_heads == 0 || cfg->n_heads % cfg->n_kv_heads || cfg->head_dim % 2)
         return err_set(e, MS_ERR_INPUT,
                        "model '%s' cannot run in the float reference (needs a llama family "
@@ -192,11 +204,15 @@ int llama_load(const model_cfg *cfg, const char *checkpoint_path, llama **out, e
     if (m->data)
         memcpy(m->data, buf + 28, m->n_floats * sizeof(float));
     free(buf);
-    if (!m->data || alloc_state(m) != MS_OK) {
+    if (!m->data) {
         llama_free(m);
         return err_set(e, MS_ERR_NOMEM, "out of memory loading %s", checkpoint_path);
     }
+    /* the tensors are checked against the file's size before any size from the header
+     * allocates run state */
     rc = map_tensors(m, checkpoint_path, e);
+    if (rc == MS_OK && alloc_state(m) != MS_OK)
+        rc = err_set(e, MS_ERR_NOMEM, "out of memory loading %s", checkpoint_path);
     if (rc != MS_OK) {
         llama_free(m);
         return rc;
@@ -453,6 +469,12 @@ void llama_tok_free(llama_tok *t)
 int llama_tok_load(const char *path, uint32_t vocab, llama_tok **out, errbuf *e)
 {
     *out = NULL;
+    /* llama2.c's byte fallback encodes byte b as piece b + 3 (after <unk>, <s>, </s>): a
+     * vocabulary without the 256 byte pieces cannot encode arbitrary text */
+    if (vocab < LLAMA_TOK_MIN_VOCAB)
+        return err_set(e, MS_ERR_FORMAT, "%s: error: a llama2.c tokenizer needs at least %d "
+                       "pieces (<unk>, <s>, </s> and 256 byte pieces), the model's vocab is %u",
+                       path, LLAMA_TOK_MIN_VOCAB, vocab);
     char *buf = NULL;
     size_t len = 0, off = 4;
     int rc = read_file(path, &buf, &len, e);
@@ -565,7 +587,7 @@ int llama_tok_encode(const llama_tok *t, const char *text, int *ids, int max_ids
         if (id != -1) {
             tmp[n++] = id;
         } else {
-            for (size_t i = 0; i < cl; i++)
+            for (size_t i = 0; i < cl; i++) /* < vocab: llama_tok_load checked its size */
                 tmp[n++] = (unsigned char)cp[i] + 3;
         }
         cl = 0;

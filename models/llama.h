@@ -47,6 +47,8 @@ void llama_reset(llama *m);
  * of llama_forward (attend_mask: the layer asking). */
 const float *llama_query(const llama *m);
 
+/* <unk>, <s>, </s> and the 256 byte-fallback pieces <0x00>..<0xFF> (ids 3..258). */
+#define LLAMA_TOK_MIN_VOCAB 259
 int llama_tok_load(const char *path, uint32_t vocab, llama_tok **out, errbuf *e);
 void llama_tok_free(llama_tok *t);
 /* Encodes text as run.c does (BOS first, dummy-prefix space); returns the count. */

@@ -8,49 +8,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <yaml.h>
-
-/* ---- data directory ----------------------------------------------------------------------- */
-
-#ifndef MPCSIM_DATADIR
-#define MPCSIM_DATADIR "/usr/local/share/mpcsim"
-#endif
-
-/* <dir of the executable>/../share/mpcsim, where `make install PREFIX=…` puts the data. */
-static const char *installed_datadir(void)
-{
-    static char dir[4096 + 32];
-    char exe[4096];
-    struct stat st;
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0)
-        return NULL;
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (!slash)
-        return NULL;
-    *slash = '\0';
-    snprintf(dir, sizeof dir, "%s/../share/mpcsim", exe);
-    char models[4096 + 64];
-    snprintf(models, sizeof models, "%s/models", dir);
-    return stat(models, &st) == 0 && S_ISDIR(st.st_mode) ? dir : NULL;
-}
-
-const char *mpcsim_datadir(void)
-{
-    static const char *cached;
-    const char *env = getenv("MPCSIM_DATA");
-    struct stat st;
-    if (env && *env)
-        return env;
-    if (stat("models", &st) == 0 && S_ISDIR(st.st_mode) && stat("protocols", &st) == 0)
-        return ".";
-    if (!cached)
-        cached = installed_datadir();
-    if (cached)
-        return cached;
-    return MPCSIM_DATADIR[0] ? MPCSIM_DATADIR : ".";
-}
 
 int model_file_path(const char *rel, char *out, size_t cap)
 {
@@ -61,118 +18,101 @@ int model_file_path(const char *rel, char *out, size_t cap)
 
 /* ---- keys ----------------------------------------------------------------------------------- */
 
-static const char *const keys[] = {
-    "format", "name", "family", "layers", "dim", "heads", "kv_heads", "head_dim", "ffn_dim",
-    "activation", "norm", "positional", "vocab", "max_context", "norm_eps", "rope_theta",
-    "rope_scale", "tied_embeddings", "weights", "tokenizer",
-};
-#define N_KEYS (sizeof keys / sizeof keys[0])
+static const char *const fam_names[] = {"gpt2", "llama", NULL};
+static const char *const act_names[] = {"gelu", "swiglu", NULL};
+static const char *const norm_names[] = {"layernorm", "rmsnorm", NULL};
+static const char *const pos_names[] = {"learned", "rope", NULL};
 
-const char *const *model_keys(size_t *n)
-{
-    *n = N_KEYS;
-    return keys;
-}
+/* The keys of a model file and of a scenario's inline model, in canonical order. Keys whose
+ * default depends on the family (activation, norm, positional, tied_embeddings) or on other
+ * keys (kv_heads, head_dim) have none here: model_read() resolves them. */
+#define M(member) YS_AT(model_cfg, member)
+static const ys_field model_fields[] = {
+    {"format", YS_FIXED, YS_NONE, 0, 0, "mpcsim-model 1", "file format", NULL, 0, NULL, NULL},
+    {"name", YS_STR, M(name), 0, 0, NULL, "model name (required in a model file)", NULL, 0,
+     NULL, NULL},
+    {"family", YS_ENUM, M(family), 0, 0, "llama", "architecture; sets the defaults below",
+     fam_names, 0, NULL, NULL},
+    {"layers", YS_U32, M(n_layers), 1, 1e8, NULL, "transformer blocks", NULL, YS_REQ, NULL,
+     NULL},
+    {"dim", YS_U32, M(dim), 1, 1e8, NULL, "hidden size", NULL, YS_REQ, NULL, NULL},
+    {"heads", YS_U32, M(n_heads), 1, 1e8, NULL, "query heads", NULL, YS_REQ, NULL, NULL},
+    {"kv_heads", YS_U32, M(n_kv_heads), 1, 1e8, NULL, "KV heads (GQA); default: heads", NULL,
+     0, NULL, NULL},
+    {"head_dim", YS_U32, M(head_dim), 1, 1e8, NULL, "per head; default: dim / heads", NULL, 0,
+     NULL, NULL},
+    {"ffn_dim", YS_U32, M(ffn_dim), 1, 1e8, NULL, "FFN hidden size", NULL, YS_REQ, NULL, NULL},
+    {"activation", YS_ENUM, M(act), 0, 0, NULL, "default: swiglu (llama), gelu (gpt2)",
+     act_names, 0, NULL, NULL},
+    {"norm", YS_ENUM, M(norm), 0, 0, NULL, "default: rmsnorm (llama), layernorm (gpt2)",
+     norm_names, 0, NULL, NULL},
+    {"positional", YS_ENUM, M(pos), 0, 0, NULL, "default: rope (llama), learned (gpt2)",
+     pos_names, 0, NULL, NULL},
+    {"vocab", YS_U32, M(vocab), 1, 1e8, NULL, "vocabulary size", NULL, YS_REQ, NULL, NULL},
+    {"max_context", YS_U32, M(max_ctx), 1, 1e8, NULL, "longest sequence", NULL, YS_REQ, NULL,
+     NULL},
+    {"norm_eps", YS_DBL, M(norm_eps), 1e-30, 1, "1e-5", "normalization epsilon", NULL, 0, NULL,
+     NULL},
+    {"rope_theta", YS_DBL, M(rope_theta), 1e-30, 1e30, "10000", "RoPE base", NULL, 0, NULL,
+     NULL},
+    {"rope_scale", YS_DBL, M(rope_scale), 1e-30, 1e30, "1", "linear RoPE position scaling",
+     NULL, 0, NULL, NULL},
+    {"tied_embeddings", YS_BOOL, M(tied_embeddings), 0, 0, NULL,
+     "LM head = embeddings; default: true (gpt2), false (llama)", NULL, 0, NULL, NULL},
+    {"weights", YS_STR, M(weights), 0, 0, NULL, "llama2.c checkpoint, relative to models/",
+     NULL, 0, NULL, NULL},
+    {"tokenizer", YS_STR, M(tokenizer), 0, 0, NULL, "llama2.c tokenizer, relative to models/",
+     NULL, 0, NULL, NULL},
+};
+#undef M
+static const ys_schema schema = YS_SCHEMA("model", model_fields, "models/README.md");
+
+const ys_schema *model_schema(void) { return &schema; }
 
 void model_cfg_init(model_cfg *c)
 {
     memset(c, 0, sizeof *c);
-    c->norm_eps = 1e-5;
-    c->rope_theta = 10000.0;
-    c->rope_scale = 1.0;
+    ys_defaults(&schema, c);
 }
 
-static int set_u32(uint32_t *dst, const char *key, const char *val, errbuf *e)
+/* The family's usual choices for the keys a description left out, and the derived shapes. */
+static void resolve_defaults(const yx_node *m, model_cfg *c)
 {
-    unsigned long long v;
-    if (parse_u64(val, &v) || v == 0 || v > 100000000ULL)
-        return err_set(e, MS_ERR_INPUT, "'%s' must be a positive integer, got '%s'", key, val);
-    *dst = (uint32_t)v;
-    return MS_OK;
+    int gpt2 = c->family == FAM_GPT2;
+    if (!yx_map_get(m, "activation"))
+        c->act = gpt2 ? ACT_GELU : ACT_SWIGLU;
+    if (!yx_map_get(m, "norm"))
+        c->norm = gpt2 ? NORM_LAYER : NORM_RMS;
+    if (!yx_map_get(m, "positional"))
+        c->pos = gpt2 ? POS_LEARNED : POS_ROPE;
+    if (!yx_map_get(m, "tied_embeddings"))
+        c->tied_embeddings = gpt2;
+    if (!yx_map_get(m, "kv_heads"))
+        c->n_kv_heads = c->n_heads;
+    if (!yx_map_get(m, "head_dim") && c->n_heads)
+        c->head_dim = c->dim / c->n_heads;
 }
 
-static int set_enum(int *dst, const char *key, const char *val, const char *const *names,
-                    int n, errbuf *e)
+int model_read(const ys_ctx *x, const yx_node *m, const model_cfg *base,
+               const char *const *extra, size_t n_extra, model_cfg *c)
 {
-    for (int i = 0; i < n; i++)
-        if (!strcmp(val, names[i])) {
-            *dst = i;
-            return MS_OK;
-        }
-    char opts[160] = "";
-    for (int i = 0; i < n; i++) {
-        strncat(opts, i ? ", " : "", sizeof opts - strlen(opts) - 1);
-        strncat(opts, names[i], sizeof opts - strlen(opts) - 1);
+    if (!base) {
+        model_cfg_init(c);
+        int rc = ys_read(x, m, &schema, extra, n_extra, c);
+        if (!rc)
+            resolve_defaults(m, c);
+        return rc;
     }
-    return err_set(e, MS_ERR_INPUT, "'%s' must be one of %s, got '%s'", key, opts, val);
-}
-
-static int set_pos_double(double *dst, const char *key, const char *val, errbuf *e)
-{
-    if (parse_double(val, dst) || *dst <= 0)
-        return err_set(e, MS_ERR_INPUT, "'%s' must be a positive number, got '%s'", key, val);
-    return MS_OK;
-}
-
-static int set_str(char *dst, size_t cap, const char *key, const char *val, errbuf *e)
-{
-    if (strlen(val) >= cap)
-        return err_set(e, MS_ERR_INPUT, "'%s' is too long (at most %zu characters)", key, cap - 1);
-    memcpy(dst, val, strlen(val) + 1);
-    return MS_OK;
-}
-
-int model_set(model_cfg *c, const char *key, const char *val, errbuf *e)
-{
-    static const char *const fams[] = {"gpt2", "llama"}, *const acts[] = {"gelu", "swiglu"},
-                             *const norms[] = {"layernorm", "rmsnorm"},
-                             *const poss[] = {"learned", "rope"},
-                             *const bools[] = {"false", "true"};
-    if (!strcmp(key, "format"))
-        return strcmp(val, "mpcsim-model 1")
-                   ? err_set(e, MS_ERR_INPUT,
-                             "unsupported model format '%s' (this mpcsim reads 'mpcsim-model 1')",
-                             val)
-                   : MS_OK;
-    if (!strcmp(key, "name"))
-        return set_str(c->name, sizeof c->name, key, val, e);
-    if (!strcmp(key, "family"))
-        return set_enum(&c->family, key, val, fams, 2, e);
-    if (!strcmp(key, "layers"))
-        return set_u32(&c->n_layers, key, val, e);
-    if (!strcmp(key, "dim"))
-        return set_u32(&c->dim, key, val, e);
-    if (!strcmp(key, "heads"))
-        return set_u32(&c->n_heads, key, val, e);
-    if (!strcmp(key, "kv_heads"))
-        return set_u32(&c->n_kv_heads, key, val, e);
-    if (!strcmp(key, "head_dim"))
-        return set_u32(&c->head_dim, key, val, e);
-    if (!strcmp(key, "ffn_dim"))
-        return set_u32(&c->ffn_dim, key, val, e);
-    if (!strcmp(key, "vocab"))
-        return set_u32(&c->vocab, key, val, e);
-    if (!strcmp(key, "max_context"))
-        return set_u32(&c->max_ctx, key, val, e);
-    if (!strcmp(key, "activation"))
-        return set_enum(&c->act, key, val, acts, 2, e);
-    if (!strcmp(key, "norm"))
-        return set_enum(&c->norm, key, val, norms, 2, e);
-    if (!strcmp(key, "positional"))
-        return set_enum(&c->pos, key, val, poss, 2, e);
-    if (!strcmp(key, "norm_eps"))
-        return set_pos_double(&c->norm_eps, key, val, e);
-    if (!strcmp(key, "rope_theta"))
-        return set_pos_double(&c->rope_theta, key, val, e);
-    if (!strcmp(key, "rope_scale"))
-        return set_pos_double(&c->rope_scale, key, val, e);
-    if (!strcmp(key, "tied_embeddings"))
-        return set_enum(&c->tied_embeddings, key, val, bools, 2, e);
-    if (!strcmp(key, "weights"))
-        return set_str(c->weights, sizeof c->weights, key, val, e);
-    if (!strcmp(key, "tokenizer"))
-        return set_str(c->tokenizer, sizeof c->tokenizer, key, val, e);
-    return MS_ERR_NOTFOUND;
+    *c = *base; /* a base's values stay; the given keys replace them */
+    int rc = ys_need_map(x, m, "model", "write e.g. model: {base: llama-2-7b, layers: 8}");
+    if (!rc)
+        rc = ys_check_keys(x, m, &schema, extra, n_extra);
+    for (size_t i = 0; !rc && i < m->n; i++) {
+        const ys_field *f = ys_find(&schema, m->key[i]->str);
+        if (f)
+            rc = ys_read_field(x, m->item[i], f, c);
+    }
+    return rc;
 }
 
 int model_check(const model_cfg *c, errbuf *e)
@@ -269,63 +209,6 @@ uint64_t model_param_count(const model_cfg *c)
 
 /* ---- loading -------------------------------------------------------------------------------- */
 
-/* Reads a flat mapping of scalars; each key goes through model_set. */
-static int parse_model(yaml_parser_t *ps, const char *path, model_cfg *c, errbuf *e)
-{
-    yaml_event_t ev;
-    char key[64] = "";
-    int depth = 0, have_key = 0, rc = MS_OK;
-    unsigned seen = 0;
-    for (;;) {
-        if (!yaml_parser_parse(ps, &ev))
-            return err_set(e, MS_ERR_INPUT, "%s:%zu:%zu: error: %s", path,
-                           ps->problem_mark.line + 1, ps->problem_mark.column + 1,
-                           ps->problem ? ps->problem : "YAML syntax error");
-        size_t line = ev.start_mark.line + 1, col = ev.start_mark.column + 1;
-        if (ev.type == YAML_STREAM_END_EVENT) {
-            yaml_event_delete(&ev);
-            break;
-        }
-        if (ev.type == YAML_MAPPING_START_EVENT && ++depth > 1)
-            rc = err_set(e, MS_ERR_INPUT, "%s:%zu:%zu: error: '%s' must be a scalar", path, line,
-                         col, key);
-        else if (ev.type == YAML_SEQUENCE_START_EVENT)
-            rc = err_set(e, MS_ERR_INPUT, "%s:%zu:%zu: error: %s must be a scalar, not a list",
-                         path, line, col, have_key ? key : "a model file");
-        else if (ev.type == YAML_MAPPING_END_EVENT)
-            depth--;
-        else if (ev.type == YAML_SCALAR_EVENT && depth == 1 && !have_key) {
-            snprintf(key, sizeof key, "%s", (const char *)ev.data.scalar.value);
-            have_key = 1;
-            size_t nk;
-            const char *const *ks = model_keys(&nk);
-            for (size_t i = 0; i < nk; i++)
-                if (!strcmp(ks[i], key)) {
-                    if (seen & (1u << i))
-                        rc = err_set(e, MS_ERR_INPUT, "%s:%zu:%zu: error: duplicate key '%s'",
-                                     path, line, col, key);
-                    seen |= 1u << i;
-                }
-            if (rc == MS_OK && model_set(c, key, "", NULL) == MS_ERR_NOTFOUND) {
-                const char *dym = did_you_mean(key, ks, nk);
-                rc = err_set(e, MS_ERR_INPUT, "%s:%zu:%zu: error: unknown key '%s' in model%s%s%s",
-                             path, line, col, key, dym ? " (did you mean '" : "",
-                             dym ? dym : "", dym ? "'?)" : "");
-            }
-        } else if (ev.type == YAML_SCALAR_EVENT && depth == 1) {
-            errbuf ve;
-            int r = model_set(c, key, (const char *)ev.data.scalar.value, &ve);
-            if (r != MS_OK)
-                rc = err_set(e, MS_ERR_INPUT, "%s:%zu:%zu: error: %s", path, line, col, ve.msg);
-            have_key = 0;
-        }
-        yaml_event_delete(&ev);
-        if (rc != MS_OK)
-            return rc;
-    }
-    return MS_OK;
-}
-
 int model_load(const char *name_or_path, model_cfg *c, errbuf *e)
 {
     char path[1024];
@@ -334,8 +217,8 @@ int model_load(const char *name_or_path, model_cfg *c, errbuf *e)
         snprintf(path, sizeof path, "%s", name_or_path);
     else
         snprintf(path, sizeof path, "%s/models/%s.yaml", mpcsim_datadir(), name_or_path);
-    FILE *f = fopen(path, "r");
-    if (!f) {
+    struct stat st;
+    if (stat(path, &st) != 0) {
         if (is_path)
             return err_set(e, MS_ERR_NOTFOUND, "%s: error: cannot open model file", path);
         char names[64][64];
@@ -345,23 +228,26 @@ int model_load(const char *name_or_path, model_cfg *c, errbuf *e)
         for (size_t i = 0; i < n; i++)
             cands[i] = names[i];
         const char *dym = did_you_mean(name_or_path, cands, n);
-        return err_set(e, MS_ERR_NOTFOUND, "unknown model '%s'%s%s%s (see 'mpcsim list models')",
+        char where[1400];
+        mpcsim_datadir_searched(where, sizeof where);
+        return err_set(e, MS_ERR_NOTFOUND,
+                       "unknown model '%s'%s%s%s (see 'mpcsim list models')\n"
+                       "  hint: looked for models/%s.yaml in %s",
                        name_or_path, dym ? " (did you mean '" : "", dym ? dym : "",
-                       dym ? "'?)" : "");
+                       dym ? "'?)" : "", name_or_path, where);
     }
-    yaml_parser_t ps;
-    yaml_parser_initialize(&ps);
-    yaml_parser_set_input_file(&ps, f);
-    model_cfg_init(c);
-    int rc = parse_model(&ps, path, c, e);
-    yaml_parser_delete(&ps);
-    fclose(f);
-    if (rc != MS_OK)
+    yx_node *root;
+    int rc = yx_parse_file(path, &root, e);
+    if (rc)
         return rc;
+    ys_ctx x = {path, e, 0};
+    rc = model_read(&x, root, NULL, NULL, 0, c);
     errbuf ce;
-    if (model_check(c, &ce) != MS_OK)
-        return err_set(e, MS_ERR_INPUT, "%s: error: %s", path, ce.msg);
-    return MS_OK;
+    if (!rc && model_check(c, &ce) != MS_OK)
+        rc = err_set(e, MS_ERR_INPUT, "%s:%d:%d: error: %s", path, root->line, root->col,
+                     ce.msg);
+    yx_free(root);
+    return rc;
 }
 
 static int cmp_names(const void *a, const void *b) { return strcmp(a, b); }

@@ -7,7 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "protocols/base/datadir.h"
 #include "protocols/base/err.h"
+#include "protocols/base/yschema.h"
 
 typedef enum { FAM_GPT2, FAM_LLAMA } model_family;
 typedef enum { ACT_GELU, ACT_SWIGLU } model_act;
@@ -54,11 +56,16 @@ uint64_t model_param_count(const model_cfg *cfg);
 /* Loads a model by name (models/<name>.yaml under the data dir) or by path to a YAML file.
  * Errors are "file:line:col: error: …". */
 int model_load(const char *name_or_path, model_cfg *cfg, errbuf *e);
-/* Sets one key of a model description ("layers", "dim", "activation", …) from its text.
- * Returns MS_ERR_NOTFOUND for an unknown key (the caller reports it with did_you_mean over
- * model_keys()), MS_ERR_INPUT with a message (no location) for a bad value. */
-int model_set(model_cfg *cfg, const char *key, const char *val, errbuf *e);
-const char *const *model_keys(size_t *n);
+/* The keys of a model description (file or inline), for readers and `mpcsim list keys`. */
+const ys_schema *model_schema(void);
+/* Reads a model mapping: a model file's root or a scenario's inline model (extra[]: the
+ * caller's own keys, e.g. 'base', accepted and skipped). Without a base, every form resolves
+ * the same way: the schema's defaults, then the family's activation, norm, positional and
+ * tied_embeddings for the keys not given, kv_heads = heads and head_dim = dim / heads when not
+ * given. With a base, the base's values stay and the given keys replace them. Errors are
+ * "file:line:col: error: …"; the result still wants model_check(). */
+int model_read(const ys_ctx *x, const yx_node *m, const model_cfg *base,
+               const char *const *extra, size_t n_extra, model_cfg *cfg);
 /* Defaults for the optional keys (eps, theta, scale …); required keys zero. */
 void model_cfg_init(model_cfg *cfg);
 /* Validates a config (from a file or inline in a scenario). */
@@ -68,9 +75,5 @@ int model_list(char names[][64], size_t max, size_t *n);
 /* Resolves cfg->weights / cfg->tokenizer (relative to the models/ folder) to a path. */
 int model_file_path(const char *rel, char *out, size_t cap);
 
-/* The data directory: $MPCSIM_DATA, else the current directory if it holds models/ and
- * protocols/, else <the executable's folder>/../share/mpcsim (an installed copy), else the
- * share directory compiled in. */
-const char *mpcsim_datadir(void);
 
 #endif

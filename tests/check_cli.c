@@ -271,6 +271,38 @@ START_TEST(test_input_error_writes_nothing)
 }
 END_TEST
 
+/* Out-of-range numbers get a clear error, not an overflow later: a bandwidth of 1e-300 is
+ * refused at its line, and a network too slow for 64-bit simulated time fails the run with
+ * a range error that `report` lists as a failed run. */
+START_TEST(test_out_of_range_inputs)
+{
+    spit(tpath("bw.yaml"), "format: 1\nname: bw\nmodel: llama-2-7b\nprotocol: semi2k\n"
+                           "network: {name: slow, latency_ms: 1, bandwidth_bps: 1e-300}\n"
+                           "policies: [full]\nworkload: {prompt_len: 512, decode_len: 1}\n");
+    ck_assert_int_eq(MPCSIM("run", "bw.yaml", "-o", "bw.db"), 2);
+    char *err = slurp(tpath("err.txt"));
+    ck_assert_msg(strstr(err, "bw.yaml:5:") && strstr(err, "'bandwidth_bps' = 1e-300 is out of "
+                                                           "range"), "stderr: %s", err);
+    free(err);
+    ck_assert(!exists(tpath("bw.db")));
+    ck_assert_int_eq(MPCSIM("cost", "-m", "gpt2", "-p", "semi2k", "-n", "1ms/1e-300bps",
+                            "-k", "64"), 2);
+    err = slurp(tpath("err.txt"));
+    ck_assert_msg(strstr(err, "bad bandwidth '1e-300bps'"), "stderr: %s", err);
+    free(err);
+    /* the slowest accepted link: a 7B prefill takes longer than 2^56 ns */
+    spit(tpath("bw.yaml"), "format: 1\nname: bw\nmodel: llama-2-7b\nprotocol: semi2k\n"
+                           "network: {name: slow, latency_ms: 1, bandwidth_bps: 1000}\n"
+                           "policies: [full]\nworkload: {prompt_len: 512, decode_len: 1}\n");
+    ck_assert_int_eq(MPCSIM("run", "bw.yaml", "-o", "bw.db"), 1);
+    err = slurp(tpath("err.txt"));
+    ck_assert_msg(strstr(err, "runs past 2^56 ns"), "stderr: %s", err);
+    free(err);
+    ck_assert_int_eq(MPCSIM("report", "bw.db"), 0);
+    ck_assert_int_eq(q1(tpath("bw.db"), "SELECT count(*) FROM runs WHERE status = 'failed'"), 1);
+}
+END_TEST
+
 /* --dry-run lists every run and writes nothing; shards partition the runs. */
 START_TEST(test_dry_run_and_shards)
 {
@@ -704,6 +736,7 @@ Suite *cli_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_help_and_usage);
     tcase_add_test(tc, test_input_error_writes_nothing);
+    tcase_add_test(tc, test_out_of_range_inputs);
     tcase_add_test(tc, test_dry_run_and_shards);
     tcase_add_test(tc, test_db_path_and_resume_guard);
     tcase_add_test(tc, test_kill_and_resume);

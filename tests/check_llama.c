@@ -226,6 +226,74 @@ START_TEST(test_bad_checkpoint)
 }
 END_TEST
 
+static void write_bytes(const char *path, const void *buf, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(buf, 1, n, f), n);
+    fclose(f);
+}
+
+/* Hostile files: a tokenizer too small for llama2.c's byte fallback (ids byte + 3), and a
+ * checkpoint whose header sizes multiply past 64 bits, both refused with a clear error. */
+START_TEST(test_hostile_files)
+{
+    const char *tmp = getenv("TMPDIR");
+    char dir[512], path[600];
+    snprintf(dir, sizeof dir, "%s/check_llama-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    /* a well-formed 10-piece tokenizer: max_len, then (score, length, bytes) per piece */
+    unsigned char tok[256];
+    size_t n = 0;
+    int32_t max_len = 1;
+    memcpy(tok, &max_len, 4);
+    n = 4;
+    for (int i = 0; i < 10; i++) {
+        float score = (float)i;
+        int32_t len = 1;
+        memcpy(tok + n, &score, 4);
+        memcpy(tok + n + 4, &len, 4);
+        tok[n + 8] = (unsigned char)('a' + i);
+        n += 9;
+    }
+    snprintf(path, sizeof path, "%s/tok10.bin", dir);
+    write_bytes(path, tok, n);
+    llama_tok *t = NULL;
+    errbuf e;
+    ck_assert_int_eq(llama_tok_load(path, 10, &t, &e), MS_ERR_FORMAT);
+    ck_assert_ptr_null(t);
+    ck_assert_ptr_nonnull(strstr(e.msg, "tok10.bin: error: a llama2.c tokenizer needs at "
+                                        "least 259 pieces"));
+    /* a checkpoint header whose tensors (2^20 layers of 2^30 x 2^30) overflow 64 bits */
+    model_cfg cfg;
+    ck_assert_int_eq(model_load("stories260K", &cfg, &e), MS_OK);
+    cfg.n_layers = 1u << 20;
+    cfg.dim = cfg.ffn_dim = 1u << 30;
+    cfg.n_heads = cfg.n_kv_heads = 1u << 15;
+    cfg.head_dim = 1u << 15;
+    cfg.max_ctx = 1u << 30;
+    int32_t hdr[7 + 4] = {(int32_t)cfg.dim, (int32_t)cfg.ffn_dim, (int32_t)cfg.n_layers,
+                          (int32_t)cfg.n_heads, (int32_t)cfg.n_kv_heads,
+                          cfg.tied_embeddings ? (int32_t)cfg.vocab : -(int32_t)cfg.vocab,
+                          (int32_t)cfg.max_ctx};
+    snprintf(path, sizeof path, "%s/huge.bin", dir);
+    write_bytes(path, hdr, sizeof hdr);
+    llama *m = NULL;
+    ck_assert_int_eq(llama_load(&cfg, path, &m, &e), MS_ERR_FORMAT);
+    ck_assert_ptr_null(m);
+    ck_assert_ptr_nonnull(strstr(e.msg, "huge.bin: error: checkpoint too short for tensor"));
+    /* heads × head_dim that wraps 32 bits to the dim */
+    cfg.n_layers = 1;
+    cfg.n_heads = 1u << 17;
+    cfg.head_dim = 1u << 16; /* 2^33 ≡ 0 mod 2^32 */
+    cfg.dim = 0;
+    ck_assert_int_eq(llama_load(&cfg, path, &m, &e), MS_ERR_INPUT);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 Suite *llama_suite(void)
 {
     Suite *s = suite_create("llama");
@@ -236,6 +304,7 @@ Suite *llama_suite(void)
     tcase_add_test(tc, test_tokenizer);
     tcase_add_test(tc, test_hooks);
     tcase_add_test(tc, test_bad_checkpoint);
+    tcase_add_test(tc, test_hostile_files);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -85,7 +85,7 @@ static const bad_case bad_cases[] = {
     {"name: t\n" BASE_MODEL BASE_PROTO BASE_NET "workload:\n  prompt_len: 16\n",
      "s.yaml:6:3: error: ", "missing required key 'decode_len' in 'workload'", NULL},
     {"name: t\nmodel: {layers: 2}\n" BASE_PROTO BASE_NET BASE_WORK, "s.yaml:2:8: error: ",
-     "missing required key 'dim' in inline 'model'", NULL},
+     "missing required key 'dim' in 'model'", "hidden size"},
     {"name: t\n" BASE_MODEL BASE_PROTO "network: {latency_ms: 1}\n" BASE_WORK,
      "s.yaml:4:10: error: ", "missing required key 'bandwidth_mbps' in 'network'", NULL},
     /* unknown names, with did-you-mean */
@@ -504,6 +504,110 @@ START_TEST(test_trace_paths)
 }
 END_TEST
 
+/* ---- model files and inline models resolve alike ----------------------------------------- */
+
+/* Minimal descriptions per family: each form must fill the family's activation, norm,
+ * positional and tied_embeddings, and derive kv_heads and head_dim, the same way. */
+static const char *const model_bodies[] = {
+    "family: llama\nlayers: 2\ndim: 64\nheads: 8\nffn_dim: 172\nvocab: 512\n"
+    "max_context: 256\n",
+    "family: gpt2\nlayers: 2\ndim: 96\nheads: 4\nffn_dim: 384\nvocab: 1000\n"
+    "max_context: 128\n",
+    "family: llama\nlayers: 3\ndim: 64\nheads: 8\nkv_heads: 2\nhead_dim: 16\n"
+    "ffn_dim: 100\nvocab: 64\nmax_context: 64\nactivation: gelu\ntied_embeddings: true\n",
+};
+
+START_TEST(test_model_file_vs_inline)
+{
+    char dir[] = "/tmp/check_scn_XXXXXX", path[600], text[2048];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/m.yaml", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "format: mpcsim-model 1\nname: tiny\n%s", model_bodies[_i]);
+    fclose(f);
+    model_cfg file;
+    errbuf e;
+    int rc = model_load(path, &file, &e);
+    unlink(path);
+    rmdir(dir);
+    ck_assert_msg(rc == MS_OK, "%s", e.msg);
+    /* the same keys inline in a scenario, indented under model: */
+    size_t o = (size_t)snprintf(text, sizeof text, "model:\n  name: tiny\n");
+    for (const char *l = model_bodies[_i]; *l;) {
+        size_t n = strcspn(l, "\n");
+        o += (size_t)snprintf(text + o, sizeof text - o, "  %.*s\n", (int)n, l);
+        l += n + (l[n] == '\n');
+    }
+    snprintf(text + o, sizeof text - o, "protocol: semi2k\nnetwork: lan\n"
+                                        "workload: {prompt_len: 8, decode_len: 4}\n");
+    scenario s;
+    ck_assert_msg(scn_load("s.yaml", text, &s, &e) == MS_OK, "%s", e.msg);
+    const model_cfg *in = &s.runs[0].model;
+    const ys_schema *ms = model_schema();
+    for (size_t i = 0; i < ms->n; i++)
+        ck_assert_msg(ys_field_equal(&ms->field[i], &file, in),
+                      "body %d: '%s' differs between the model file and the inline model", _i,
+                      ms->field[i].key);
+    ck_assert_int_eq(memcmp(&file, in, sizeof file), 0); /* nothing outside the schema either */
+    /* what each family resolves to */
+    int gpt2 = file.family == FAM_GPT2;
+    if (_i < 2) {
+        ck_assert_int_eq(file.act, gpt2 ? ACT_GELU : ACT_SWIGLU);
+        ck_assert_int_eq(file.norm, gpt2 ? NORM_LAYER : NORM_RMS);
+        ck_assert_int_eq(file.pos, gpt2 ? POS_LEARNED : POS_ROPE);
+        ck_assert_int_eq(file.tied_embeddings, gpt2);
+        ck_assert_uint_eq(file.n_kv_heads, file.n_heads);
+        ck_assert_uint_eq(file.head_dim, file.dim / file.n_heads);
+    } else { /* given keys win over the family's and the derived ones */
+        ck_assert_int_eq(file.act, ACT_GELU);
+        ck_assert_int_eq(file.tied_embeddings, 1);
+        ck_assert_uint_eq(file.n_kv_heads, 2);
+        ck_assert_uint_eq(file.head_dim, 16);
+    }
+    scn_free(&s);
+}
+END_TEST
+
+/* A model file's mistakes at their line:col (the reader shares the scenarios' messages). */
+static const struct {
+    const char *body, *where, *gist;
+} model_bad[] = {
+    {"name: t\nfamily: llama\nlayers: 2\ndim: 64\nheads: 8\nffn_dim: 8\nvocab: 8\n"
+     "max_contxt: 8\n", ":8:1: error: ", "unknown key 'max_contxt' in 'model' (did you mean "
+     "'max_context'?)"},
+    {"name: t\nlayers: 2\nlayers: 3\n", ":3:1: error: ", "duplicate key 'layers'"},
+    {"name: t\nfamily: lama\n", ":2:9: error: ", "unknown 'family' value 'lama' (did you mean "
+     "'llama'?)"},
+    {"name: t\nlayers: 2\n", ":1:1: error: ", "missing required key 'dim' in 'model'"},
+    {"format: mpcsim-model 2\nname: t\n", ":1:9: error: ", "unsupported format 'mpcsim-model 2'"},
+    {"name: t\nlayers: 2\ndim: 63\nheads: 7\nffn_dim: 8\nvocab: 8\nmax_context: 8\n",
+     ":1:1: error: ", "RoPE needs an even head_dim"},
+    {"name: t\nlayers: [2]\n", ":2:9: error: ", "'layers' must be an integer, not a list"},
+};
+
+START_TEST(test_model_file_errors)
+{
+    char dir[] = "/tmp/check_scn_XXXXXX", path[600], want[700];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/m.yaml", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(model_bad[_i].body, f);
+    fclose(f);
+    model_cfg m;
+    errbuf e;
+    int rc = model_load(path, &m, &e);
+    unlink(path);
+    rmdir(dir);
+    ck_assert_int_eq(rc, MS_ERR_INPUT);
+    snprintf(want, sizeof want, "%s%s", path, model_bad[_i].where);
+    ck_assert_msg(!strncmp(e.msg, want, strlen(want)), "'%s' does not start with '%s'", e.msg,
+                  want);
+    ck_assert_msg(strstr(e.msg, model_bad[_i].gist), "'%s' lacks '%s'", e.msg, model_bad[_i].gist);
+}
+END_TEST
+
 /* ---- hash and canonical YAML -------------------------------------------------------------- */
 
 static uint64_t fnv1a_ref(const char *s)
@@ -729,6 +833,10 @@ Suite *scn_suite(void)
     tcase_add_test(t, test_cases);
     tcase_add_test(t, test_defaults_and_overrides);
     tcase_add_test(t, test_trace_paths);
+    tcase_add_loop_test(t, test_model_file_vs_inline, 0,
+                        (int)(sizeof model_bodies / sizeof *model_bodies));
+    tcase_add_loop_test(t, test_model_file_errors, 0,
+                        (int)(sizeof model_bad / sizeof *model_bad));
     suite_add_tcase(s, t);
     t = tcase_create("canonical");
     tcase_add_test(t, test_hash);

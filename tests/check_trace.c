@@ -339,6 +339,93 @@ START_TEST(test_npy_header)
 }
 END_TEST
 
+/* Writes a .npy file by hand: a version-1.0 header holding dict, padded with spaces so that
+ * the data starts at data_off, then data_bytes zero bytes. */
+static void write_npy_raw(const char *path, const char *dict, size_t data_off, size_t data_bytes)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    size_t hlen = data_off - 10, n = strlen(dict);
+    ck_assert_uint_ge(hlen, n + 1);
+    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hlen & 0xff),
+                             (unsigned char)(hlen >> 8)};
+    fwrite(pre, 1, 10, f);
+    fputs(dict, f);
+    for (size_t i = n; i + 1 < hlen; i++)
+        fputc(' ', f);
+    fputc('\n', f);
+    for (size_t i = 0; i < data_bytes; i++)
+        fputc(0, f);
+    fclose(f);
+}
+
+/* Hostile .npy headers: a shape whose byte size wraps 64 bits must not pass the size check
+ * (a 128-byte file claiming 2^62 floats), a data offset NumPy never writes is refused, and
+ * negative or out-of-range dims are refused. */
+START_TEST(test_npy_hostile)
+{
+    char dir[512], path[700], cmd[1024], out[4096];
+    make_tmp(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/manifest.yaml", dir);
+    write_file(path, "format: mpcsim-trace 1\nmodel: hostile\nn_layers: 1\nn_heads: 1\n"
+                     "n_kv_heads: 1\nhead_dim: 2147483648\nn_tokens: 2147483648\n"
+                     "arrays: {q: {}, k: {}, v: {}}\n");
+    const char *big = "{'descr': '<f4', 'fortran_order': False, "
+                      "'shape': (1, 2147483648, 1, 2147483648), }";
+    const char *names[] = {"q", "k", "v"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s.npy", dir, names[i]);
+        write_npy_raw(path, big, 128, 0);
+    }
+    trace *t = NULL;
+    errbuf e;
+    ck_assert_int_eq(trace_open(dir, &t, &e), MS_ERR_FORMAT);
+    ck_assert_ptr_null(t);
+    ck_assert_ptr_nonnull(strstr(e.msg, "q.npy: error: .npy shape's size overflows 64 bits"));
+    snprintf(cmd, sizeof cmd, "%s trace info %s", bin(), dir);
+    ck_assert_int_eq(run(cmd, out, sizeof out), 2);
+    ck_assert_ptr_nonnull(strstr(out, "overflows 64 bits"));
+    /* a size that fits 64 bits but not the file: truncated */
+    snprintf(path, sizeof path, "%s/manifest.yaml", dir);
+    write_file(path, "format: mpcsim-trace 1\nmodel: hostile\nn_layers: 1\nn_heads: 1\n"
+                     "n_kv_heads: 1\nhead_dim: 4\nn_tokens: 1073741824\n"
+                     "arrays: {q: {}, k: {}, v: {}}\n");
+    const char *mid = "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1073741824, 1, 4), }";
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s.npy", dir, names[i]);
+        write_npy_raw(path, mid, 128, 0);
+    }
+    ck_assert_int_eq(trace_open(dir, &t, &e), MS_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "q.npy: error: file is truncated"));
+    /* a data offset of 134: the floats would sit misaligned in the map */
+    snprintf(path, sizeof path, "%s/manifest.yaml", dir);
+    write_file(path, "format: mpcsim-trace 1\nmodel: hostile\nn_layers: 1\nn_heads: 1\n"
+                     "n_kv_heads: 1\nhead_dim: 4\nn_tokens: 2\narrays: {q: {}, k: {}, v: {}}\n");
+    const char *ok = "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 1, 4), }";
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s.npy", dir, names[i]);
+        write_npy_raw(path, ok, i == 0 ? 134 : 128, 32);
+    }
+    ck_assert_int_eq(trace_open(dir, &t, &e), MS_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "q.npy: error: .npy data offset 134 is not a multiple"));
+    snprintf(path, sizeof path, "%s/q.npy", dir);
+    write_npy_raw(path, ok, 128, 32);
+    ck_assert_int_eq(trace_open(dir, &t, &e), MS_OK); /* the same arrays, aligned, open */
+    trace_close(t);
+    t = NULL;
+    /* a negative dim and one past 64 bits */
+    write_npy_raw(path, "{'descr': '<f4', 'fortran_order': False, 'shape': (1, -2, 1, 4), }",
+                  128, 32);
+    ck_assert_int_eq(trace_open(dir, &t, &e), MS_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "bad .npy shape"));
+    write_npy_raw(path, "{'descr': '<f4', 'fortran_order': False, "
+                        "'shape': (1, 99999999999999999999999, 1, 4), }", 128, 32);
+    ck_assert_int_eq(trace_open(dir, &t, &e), MS_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "bad .npy shape"));
+    rm_rf(dir);
+}
+END_TEST
+
 /* ---- synthetic traces ----------------------------------------------------------------- */
 
 static model_cfg toy_cfg(uint32_t head_dim)
@@ -694,6 +781,7 @@ Suite *trace_suite(void)
     tcase_add_test(tc, test_numpy_fixture);
     tcase_add_test(tc, test_bad_manifests);
     tcase_add_test(tc, test_npy_header);
+    tcase_add_test(tc, test_npy_hostile);
     tcase_add_test(tc, test_open_run);
     suite_add_tcase(s, tc);
     tc = tcase_create("synthetic");

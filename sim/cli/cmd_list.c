@@ -46,7 +46,9 @@ static int list_models(void)
     static char names[256][64];
     size_t n = 0;
     if (model_list(names, 256, &n)) {
-        cli_error("list", "cannot list models under %s/models", mpcsim_datadir());
+        char where[1400];
+        mpcsim_datadir_searched(where, sizeof where);
+        cli_error("list", "no models/ folder found\n  hint: looked in %s", where);
         return 1;
     }
     printf("%-20s %-6s %6s %6s %6s %8s %7s %7s %11s %8s\n", "model", "family", "layers", "dim",

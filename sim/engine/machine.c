@@ -154,10 +154,14 @@ int machine_load(const char *name_or_path, machine_profile *m, errbuf *e)
     char path[1024];
     resolve_path(name_or_path, path, sizeof path);
     FILE *f = fopen(path, "rb");
-    if (!f)
+    if (!f) {
+        char where[1400];
+        mpcsim_datadir_searched(where, sizeof where);
         return err_set(e, MS_ERR_NOTFOUND, "%s: error: cannot open machine profile: %s\n"
                        "  hint: name a profile in protocols/machines/ or a YAML path; "
-                       "`mpcsim calibrate -o FILE` writes one", path, strerror(errno));
+                       "`mpcsim calibrate -o FILE` writes one; the data folder was looked for "
+                       "in %s", path, strerror(errno), where);
+    }
     machine_profile tmp;
     machine_default(&tmp);
     yaml_parser_t parser;

@@ -154,7 +154,7 @@ int net_rate_bps(const char *s, double *out)
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
         if (!strcasecmp(u, units[i].u)) {
             *out = v * units[i].m;
-            return *out > 0 ? 0 : -1;
+            return *out >= NET_BW_MIN_BPS && *out <= NET_BW_MAX_BPS ? 0 : -1;
         }
     return -1;
 }
@@ -187,8 +187,8 @@ int net_parse(const char *spec, int n_parties, net_cfg *out, errbuf *e)
                        spec, lat);
     if (net_rate_bps(bw, &bps) != 0)
         return err_set(e, MS_ERR_INPUT,
-                       "network '%s': bad bandwidth '%s' (a positive number with kbps, Mbps, "
-                       "Gbps)", spec, bw);
+                       "network '%s': bad bandwidth '%s' (1 kbps to 1 Pbps, with units kbps, "
+                       "Mbps, Gbps)", spec, bw);
     if (n_parties < 1 || n_parties > MPC_PARTIES_MAX)
         return err_set(e, MS_ERR_RANGE, "network: %d parties (1..%d supported)", n_parties,
                        MPC_PARTIES_MAX);
@@ -258,5 +258,5 @@ uint64_t net_transfer_ns(const net_link *l, uint64_t bytes)
     /* serialization: bytes·8/bandwidth, rounded to the nearest ns (simulate.c computes the
      * same product with 8e9/bandwidth cached per link, so the two agree bit for bit) */
     double ns = (double)bytes * (8e9 / l->bandwidth_bps);
-    return ns >= 1.8e19 ? UINT64_MAX / 4 : (uint64_t)(ns + 0.5);
+    return ns >= (double)NET_NS_MAX ? NET_NS_MAX : (uint64_t)(ns + 0.5);
 }

@@ -74,6 +74,13 @@ uint64_t net_wire_bytes(const net_wire *w, uint64_t payload, uint64_t reverse_pa
 void net_set_burst(net_cfg *n, uint64_t burst_bytes);
 /* Largest accepted burst_bytes (1 GiB) and the smallest nonzero one (one 1500-byte frame). */
 #define NET_BURST_MAX (1ull << 30)
+/* The bandwidths a link may have: 1 kbps (slower has no use, and makes every message of a
+ * large model run for years) to 1 Pbps. */
+#define NET_BW_MIN_BPS 1e3
+#define NET_BW_MAX_BPS 1e15
+/* Simulated times saturate here (2^56 ns, 2.3 years): a sum of a few such terms cannot wrap
+ * 64 bits before the simulator sees it past the limit and refuses the program. */
+#define NET_NS_MAX (1ull << 56)
 #define NET_BURST_MIN 1500u
 /* The tbf burst `mpcsim validate --shape` gives a link of rate_bps: 1 ms of traffic, at least
  * 3100 bytes (two full frames); shared by sim/secure/netshape.c and the simulated links. */

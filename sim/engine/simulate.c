@@ -30,6 +30,7 @@
 #include <assert.h>
 #include <jansson.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,7 +97,7 @@ typedef struct sim_ctx {
 static inline uint64_t ser_ns(const sim_ctx *c, int s, int d, uint64_t bytes)
 {
     double ns = (double)bytes * c->ns_per_byte[s][d];
-    return ns >= 1.8e19 ? UINT64_MAX / 4 : (uint64_t)(ns + 0.5);
+    return ns >= (double)NET_NS_MAX ? NET_NS_MAX : (uint64_t)(ns + 0.5);
 }
 
 /* Bytes on link p→d for round cr's message: the payload, or with wire framing its frames and
@@ -186,7 +187,7 @@ static uint64_t compute_ns(const double nspu[WK_N], const double *work)
     double s = 0;
     for (int k = 0; k < WK_N; k++)
         s += work[k] * nspu[k];
-    return (uint64_t)(s + 0.5); /* nearest ns */
+    return s >= (double)NET_NS_MAX ? NET_NS_MAX : (uint64_t)(s + 0.5); /* nearest ns */
 }
 
 /* Dependencies: the last writer of each operand and of the result (write after write). */
@@ -223,13 +224,16 @@ static int check_inputs(const net_cfg *net, const machine_profile *mach, int P, 
         return err_set(e, MS_ERR_INPUT, "simulate: the cost log has %d parties, the network %d",
                        P, net->n_parties);
     for (int k = 0; k < WK_N; k++)
-        if (!(mach->rate[k] > 0))
+        if (!(mach->rate[k] > 0) || !isfinite(mach->rate[k]))
             return err_set(e, MS_ERR_INPUT, "simulate: machine profile '%s' has a rate <= 0",
                            mach->name);
     for (int s = 0; s < P; s++)
         for (int d = 0; d < P; d++)
-            if (s != d && !(net->link[s][d].bandwidth_bps > 0))
-                return err_set(e, MS_ERR_INPUT, "simulate: link %d->%d has no bandwidth", s, d);
+            if (s != d && !(net->link[s][d].bandwidth_bps >= NET_BW_MIN_BPS &&
+                            net->link[s][d].bandwidth_bps <= NET_BW_MAX_BPS))
+                return err_set(e, MS_ERR_INPUT, "simulate: link %d->%d has a bandwidth of %g "
+                               "bps, outside %g..%g", s, d, net->link[s][d].bandwidth_bps,
+                               NET_BW_MIN_BPS, NET_BW_MAX_BPS);
     return net_wire_check(&net->wire, e);
 }
 
@@ -471,6 +475,15 @@ static void bind_done(sim_ctx *c, int p, size_t r)
  * the rounds computes exactly what the event queue does, with no queue. */
 static void round_stats(sim_ctx *c, size_t r);
 
+/* Simulated time is kept in 64-bit ns; a program that runs past NET_NS_MAX (2.3 years) is
+ * out of range, not wrapped: every single compute and transfer time saturates at it. */
+static int time_range_error(errbuf *e)
+{
+    return err_set(e, MS_ERR_RANGE, "simulate: the program runs past 2^56 ns (2.3 years) of "
+                   "simulated time (hint: check the network's bandwidth and the machine's "
+                   "rates)");
+}
+
 static int run_onepass(sim_ctx *c, errbuf *e)
 {
     int P = c->P;
@@ -491,6 +504,8 @@ static int run_onepass(sim_ctx *c, errbuf *e)
         for (int p = 0; p < P; p++)
             bind_done(c, p, r);
         round_stats(c, r);
+        if (c->last_t >= NET_NS_MAX)
+            return time_range_error(e);
     }
     c->events = (uint64_t)c->R * P + c->n_msgs;
     return MS_OK;
@@ -594,7 +609,7 @@ static inline __attribute__((always_inline)) int run_seq_p(sim_ctx *c, errbuf *e
                     size_t m = (base + p) * P + d;
                     double ns = (double)link_bytes(&c->wire, cr, p, d) * nspb[p][d]; /* as ser_ns */
                     uint64_t full, fin = bucket_finish(
-                        now, link_free[p][d], ns >= 1.8e19 ? UINT64_MAX / 4 : (uint64_t)(ns + 0.5),
+                        now, link_free[p][d], ns >= (double)NET_NS_MAX ? NET_NS_MAX : (uint64_t)(ns + 0.5),
                         bns[p][d], &full);
                     predF[m] = link_free[p][d] > now && fin > now ? (int32_t)link_last[p][d] : -1;
                     F[m] = fin;
@@ -631,6 +646,8 @@ static inline __attribute__((always_inline)) int run_seq_p(sim_ctx *c, errbuf *e
             }
             acc.offline_bytes[p] += cr->offline[p];
         }
+        if (last_t >= NET_NS_MAX) /* every term is below it: no sum has wrapped yet */
+            return time_range_error(e);
     }
     if (R > 0) {
         stats_flush(c, &acc, cat, layer);
@@ -730,6 +747,8 @@ static int run_events(sim_ctx *c, errbuf *e)
     while (des_pop(c->q, &ev)) {
         int kind = (int)(ev.data & 3), p = (int)((ev.data >> 2) & 3);
         size_t r = (size_t)(ev.data >> 6);
+        if (ev.time >= NET_NS_MAX)
+            return time_range_error(e);
         int rc = kind == EV_SEND ? on_send(c, p, r, ev.time) : on_arrive(c, p, r, ev.time);
         if (rc)
             return err_set(e, MS_ERR_NOMEM, "simulate: out of memory");

@@ -17,6 +17,7 @@
 
 #include "sim/policy/policy.h"
 #include "protocols/base/yamlx.h"
+#include "protocols/base/yschema.h"
 
 #define SCN_MAX_RUNS 10000 /* a bigger sweep is almost surely a mistake; split the file */
 #define SCN_FORMAT 1
@@ -24,6 +25,7 @@
 /* ---- messages ---------------------------------------------------------------------------- */
 
 typedef struct scn_ctx {
+    ys_ctx y;           /* messages and value readers (protocols/base/yschema.h) */
     const char *path;   /* scenario file, for messages */
     char dir[512];      /* its folder, for relative paths */
     int zip;            /* sweep: zip */
@@ -32,39 +34,14 @@ typedef struct scn_ctx {
     size_t n_made, cap_made;
 } scn_ctx;
 
-__attribute__((format(printf, 4, 5))) static int fail(scn_ctx *x, const yx_node *at,
-                                                      const char *hint, const char *fmt, ...)
-{
-    char what[640];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    return err_set(x->e, MS_ERR_INPUT, "%s:%d:%d: error: %s%s%s", x->path, at ? at->line : 1,
-                   at ? at->col : 1, what, hint ? "\n  hint: " : "", hint ? hint : "");
-}
+/* The scenario's messages and value readers are the schema layer's (yschema.h), so every
+ * input file reads the same way; these names keep the readers below short. */
+#define fail(x, at, ...) ys_fail(&(x)->y, at, __VA_ARGS__)
 
-/* A message from another module (no position) placed at a node of the scenario. */
 static int fail_wrap(scn_ctx *x, const yx_node *at, const char *hint, const char *what,
                      const char *msg)
 {
-    const char *m = strstr(msg, "error: ");
-    m = m ? m + 7 : msg;
-    return fail(x, at, strstr(m, "hint: ") ? NULL : hint, "%s%s", what, m);
-}
-
-static int unknown_key(scn_ctx *x, const yx_node *key, const char *where,
-                       const char *const *keys, size_t n)
-{
-    const char *dm = did_you_mean(key->str, keys, n);
-    char hint[512];
-    size_t o = (size_t)snprintf(hint, sizeof hint, "keys of '%s':", where);
-    for (size_t i = 0; i < n && o < sizeof hint; i++)
-        o += (size_t)snprintf(hint + o, sizeof hint - o, " %s", keys[i]);
-    if (dm)
-        return fail(x, key, hint, "unknown key '%s' in '%s' (did you mean '%s'?)", key->str,
-                    where, dm);
-    return fail(x, key, hint, "unknown key '%s' in '%s'", key->str, where);
+    return ys_fail_wrap(&x->y, at, hint, what, msg);
 }
 
 static int check_keys(scn_ctx *x, const yx_node *m, const char *where, const char *const *keys,
@@ -75,7 +52,7 @@ static int check_keys(scn_ctx *x, const yx_node *m, const char *where, const cha
         while (k < n && strcmp(m->key[i]->str, keys[k]))
             k++;
         if (k == n)
-            return unknown_key(x, m->key[i], where, keys, n);
+            return ys_unknown_key(&x->y, m->key[i], where, keys, n);
     }
     return MS_OK;
 }
@@ -83,10 +60,7 @@ static int check_keys(scn_ctx *x, const yx_node *m, const char *where, const cha
 static int unknown_name(scn_ctx *x, const yx_node *at, const char *what, const char *name,
                         const char *const *cands, size_t n, const char *hint)
 {
-    const char *dm = did_you_mean(name, cands, n);
-    if (dm)
-        return fail(x, at, hint, "unknown %s '%s' (did you mean '%s'?)", what, name, dm);
-    return fail(x, at, hint, "unknown %s '%s'", what, name);
+    return ys_unknown_name(&x->y, at, what, name, cands, n, hint);
 }
 
 /* ---- sweep expansion ----------------------------------------------------------------------
@@ -255,135 +229,48 @@ static int expand(scn_ctx *x, const yx_node *n, xset *out)
 
 static int need_scalar(scn_ctx *x, const yx_node *v, const char *key, const char *type)
 {
-    if (v->kind != YX_SCALAR)
-        return fail(x, v, "give a single value (a list here would be one more sweep axis)",
-                    "'%s' must be %s, not %s", key, type, yx_kind_name(v));
-    if (yx_is_null(v))
-        return fail(x, v, "give a value or remove the key", "'%s' has no value (expected %s)",
-                    key, type);
-    return MS_OK;
+    return ys_need_scalar(&x->y, v, key, type);
 }
 
 static int need_map(scn_ctx *x, const yx_node *v, const char *key, const char *example)
 {
-    if (v->kind != YX_MAP)
-        return fail(x, v, example, "'%s' must be a mapping, not %s", key, yx_kind_name(v));
-    return MS_OK;
+    return ys_need_map(&x->y, v, key, example);
 }
 
 static int read_u64(scn_ctx *x, const yx_node *v, const char *key, uint64_t lo, uint64_t hi,
                     uint64_t *out)
 {
-    int rc = need_scalar(x, v, key, "an integer");
-    if (rc)
-        return rc;
-    long long s;
-    unsigned long long u;
-    double d;
-    char range[96];
-    snprintf(range, sizeof range, "'%s' must be between %llu and %llu", key,
-             (unsigned long long)lo, (unsigned long long)hi);
-    if (!parse_u64(v->str, &u)) {
-        if (u < lo || u > hi)
-            return fail(x, v, range, "'%s' = %s is out of range", key, v->str);
-        *out = u;
-        return MS_OK;
-    }
-    if (!parse_i64(v->str, &s)) /* negative */
-        return fail(x, v, range, "'%s' = %s is out of range", key, v->str);
-    if (!parse_double(v->str, &d) && d < 0)
-        return fail(x, v, range, "'%s' = %s is out of range", key, v->str);
-    return fail(x, v, "write a whole number, e.g. 128", "'%s' must be an integer, not '%s'", key,
-                v->str);
+    return ys_u64(&x->y, v, key, lo, hi, out);
 }
 
 static int read_u32(scn_ctx *x, const yx_node *v, const char *key, uint32_t lo, uint32_t hi,
                     uint32_t *out)
 {
-    uint64_t u;
-    int rc = read_u64(x, v, key, lo, hi, &u);
-    if (!rc)
-        *out = (uint32_t)u;
-    return rc;
+    return ys_u32(&x->y, v, key, lo, hi, out);
 }
 
 static int read_double(scn_ctx *x, const yx_node *v, const char *key, double lo, double hi,
                        double *out)
 {
-    int rc = need_scalar(x, v, key, "a number");
-    if (rc)
-        return rc;
-    double d;
-    if (parse_double(v->str, &d))
-        return fail(x, v, "write a number, e.g. 0.5 or 1e-5", "'%s' must be a number, not '%s'",
-                    key, v->str);
-    if (d < lo || d > hi) {
-        char range[96];
-        snprintf(range, sizeof range, "'%s' must be between %g and %g", key, lo, hi);
-        return fail(x, v, range, "'%s' = %s is out of range", key, v->str);
-    }
-    *out = d;
-    return MS_OK;
+    return ys_double(&x->y, v, key, lo, hi, out);
 }
 
-static int bool_text(const char *s)
-{
-    static const char *const t[] = {"true", "True", "TRUE", "yes", "Yes", "on", "On"};
-    static const char *const f[] = {"false", "False", "FALSE", "no", "No", "off", "Off"};
-    for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
-        if (!strcmp(s, t[i]))
-            return 1;
-        if (!strcmp(s, f[i]))
-            return 0;
-    }
-    return -1;
-}
+static int bool_text(const char *s) { return ys_bool_text(s); }
 
 static int read_bool(scn_ctx *x, const yx_node *v, const char *key, int *out)
 {
-    int rc = need_scalar(x, v, key, "true or false");
-    if (rc)
-        return rc;
-    int b = v->quoted ? -1 : bool_text(v->str);
-    if (b < 0 && (!strcmp(v->str, "0") || !strcmp(v->str, "1")))
-        b = v->str[0] == '1';
-    if (b < 0)
-        return fail(x, v, "write true or false", "'%s' must be true or false, not '%s'", key,
-                    v->str);
-    *out = b;
-    return MS_OK;
+    return ys_bool(&x->y, v, key, out);
 }
 
 static int read_str(scn_ctx *x, const yx_node *v, const char *key, char *out, size_t cap)
 {
-    int rc = need_scalar(x, v, key, "a string");
-    if (rc)
-        return rc;
-    if (strlen(v->str) >= cap)
-        return fail(x, v, "shorten the value", "'%s' is longer than %zu characters", key,
-                    cap - 1);
-    memcpy(out, v->str, strlen(v->str) + 1);
-    return MS_OK;
+    return ys_str(&x->y, v, key, out, cap);
 }
 
 static int read_enum(scn_ctx *x, const yx_node *v, const char *key, const char *const *names,
                      size_t n, int *out)
 {
-    int rc = need_scalar(x, v, key, "a name");
-    if (rc)
-        return rc;
-    for (size_t i = 0; i < n; i++)
-        if (!strcmp(v->str, names[i])) {
-            *out = (int)i;
-            return MS_OK;
-        }
-    char hint[256];
-    size_t o = (size_t)snprintf(hint, sizeof hint, "'%s' is one of:", key);
-    for (size_t i = 0; i < n && o < sizeof hint; i++)
-        o += (size_t)snprintf(hint + o, sizeof hint - o, " %s", names[i]);
-    char what[64];
-    snprintf(what, sizeof what, "'%s' value", key);
-    return unknown_name(x, v, what, v->str, names, n, hint);
+    return ys_enum(&x->y, v, key, names, n, out);
 }
 
 /* Shortest text that reads back as the same double. */
@@ -443,68 +330,25 @@ static int resolve_path(scn_ctx *x, const yx_node *v, const char *key, char *out
             return MS_OK;
         }
     }
-    return fail(x, v,
-                "relative paths are looked up next to the scenario file, then in the data "
-                "directory ($MPCSIM_DATA)",
-                "'%s': no such file or folder '%s'", key, p);
+    char hint[2400], where[1400];
+    mpcsim_datadir_searched(where, sizeof where);
+    snprintf(hint, sizeof hint,
+             "relative paths are looked up next to the scenario file (%s), then in the data "
+             "directory: %s",
+             x->dir, where);
+    return fail(x, v, hint, "'%s': no such file or folder '%s'", key, p);
 }
 
 /* ---- model ------------------------------------------------------------------------------- */
 
-enum { F_U32, F_DBL, F_BOOL, F_STR, F_ENUM };
 
-typedef struct field {
-    const char *key;
-    int type;
-    size_t off, size;
-    const char *const *names; /* F_ENUM */
-    size_t n_names;
-    double lo, hi;
-} field;
-
-static const char *const fam_names[] = {"gpt2", "llama"};
-static const char *const act_names[] = {"gelu", "swiglu"};
-static const char *const norm_names[] = {"layernorm", "rmsnorm"};
-static const char *const pos_names[] = {"learned", "rope"};
-
-/* model_cfg fields under the keys of a model file (models/README.md), in canonical order.
- * Reading goes through model_set(); this table serves comparison and the canonical YAML. */
-#define MF(key, k, t) {key, t, offsetof(model_cfg, k), sizeof(((model_cfg *)0)->k), NULL, 0, 0, 0}
-#define ME(key, k, names) {key, F_ENUM, offsetof(model_cfg, k), sizeof(int), names, 2, 0, 0}
-static const field model_fields[] = {
-    MF("name", name, F_STR),
-    ME("family", family, fam_names),
-    MF("layers", n_layers, F_U32),
-    MF("dim", dim, F_U32),
-    MF("heads", n_heads, F_U32),
-    MF("kv_heads", n_kv_heads, F_U32),
-    MF("head_dim", head_dim, F_U32),
-    MF("ffn_dim", ffn_dim, F_U32),
-    ME("activation", act, act_names),
-    ME("norm", norm, norm_names),
-    ME("positional", pos, pos_names),
-    MF("vocab", vocab, F_U32),
-    MF("max_context", max_ctx, F_U32),
-    MF("norm_eps", norm_eps, F_DBL),
-    MF("rope_theta", rope_theta, F_DBL),
-    MF("rope_scale", rope_scale, F_DBL),
-    MF("tied_embeddings", tied_embeddings, F_BOOL),
-    MF("weights", weights, F_STR),
-    MF("tokenizer", tokenizer, F_STR),
-};
-#define N_MODEL_FIELDS (sizeof model_fields / sizeof *model_fields)
-
-static int fields_equal(const field *fs, size_t n, const void *a, const void *b)
+/* The model's keys (models/model.c's schema, canonical order) are equal in a and b. */
+static int models_equal(const model_cfg *a, const model_cfg *b)
 {
-    for (size_t i = 0; i < n; i++) {
-        const char *pa = (const char *)a + fs[i].off, *pb = (const char *)b + fs[i].off;
-        int same = fs[i].type == F_STR ? !strcmp(pa, pb)
-                   : fs[i].type == F_DBL ? *(const double *)pa == *(const double *)pb
-                   : fs[i].type == F_U32 ? *(const uint32_t *)pa == *(const uint32_t *)pb
-                                         : *(const int *)pa == *(const int *)pb;
-        if (!same)
+    const ys_schema *ms = model_schema();
+    for (size_t i = 0; i < ms->n; i++)
+        if (!ys_field_equal(&ms->field[i], a, b))
             return 0;
-    }
     return 1;
 }
 
@@ -536,9 +380,13 @@ static int load_named_model(scn_ctx *x, const yx_node *v, model_cfg *m, char *re
         const char *cands[256];
         for (size_t k = 0; k < n; k++)
             cands[k] = names[k];
-        rc = unknown_name(x, v, "model", v->str, cands, n,
-                          "'mpcsim list models' shows the shipped models; a path to a model "
-                          "YAML or an inline mapping also works");
+        char hint[1700], where[1400];
+        mpcsim_datadir_searched(where, sizeof where);
+        snprintf(hint, sizeof hint,
+                 "'mpcsim list models' shows the shipped models; a path to a model YAML or an "
+                 "inline mapping also works; models/%s.yaml was looked for in %s",
+                 v->str, where);
+        rc = unknown_name(x, v, "model", v->str, cands, n, hint);
         free(names);
         return rc;
     }
@@ -555,68 +403,24 @@ static int load_named_model(scn_ctx *x, const yx_node *v, model_cfg *m, char *re
     return MS_OK;
 }
 
-/* Inline model without a base: the architecture's usual choices for the optional keys. */
-static void model_inline_defaults(model_cfg *m, int family)
-{
-    model_cfg_init(m);
-    snprintf(m->name, sizeof m->name, "inline");
-    m->family = family;
-    m->act = family == FAM_GPT2 ? ACT_GELU : ACT_SWIGLU;
-    m->norm = family == FAM_GPT2 ? NORM_LAYER : NORM_RMS;
-    m->pos = family == FAM_GPT2 ? POS_LEARNED : POS_ROPE;
-    m->tied_embeddings = family == FAM_GPT2;
-}
-
+/* An inline model: from a base (a shipped name or a path) with keys replaced, or described
+ * in full, resolved as a model file is (model_read). */
 static int read_model_map(scn_ctx *x, const yx_node *v, model_cfg *m, char *ref)
 {
-    size_t nk;
-    const char *const *mk = model_keys(&nk);
-    const char *keys[64];
-    size_t n = 0;
-    keys[n++] = "base";
-    for (size_t i = 0; i < nk && n < 64; i++)
-        keys[n++] = mk[i];
-    int rc = check_keys(x, v, "model", keys, n);
+    static const char *const extra[] = {"base"};
+    int rc = ys_check_keys(&x->y, v, model_schema(), extra, 1);
     if (rc)
         return rc;
     const yx_node *base = yx_map_get(v, "base");
     model_cfg b;
     memset(&b, 0, sizeof b);
-    if (base) {
-        if ((rc = load_named_model(x, base, &b, ref)))
-            return rc;
-        *m = b;
-    } else {
-        static const char *const need[] = {"layers", "dim", "heads", "ffn_dim", "vocab",
-                                            "max_context"};
-        for (size_t i = 0; i < sizeof need / sizeof *need; i++)
-            if (!yx_map_get(v, need[i]))
-                return fail(x, v, "add the key, or start from a shipped model with 'base: NAME'",
-                            "missing required key '%s' in inline 'model'", need[i]);
-        int fam = FAM_LLAMA;
-        const yx_node *f = yx_map_get(v, "family");
-        if (f && (rc = read_enum(x, f, "family", fam_names, 2, &fam)))
-            return rc;
-        model_inline_defaults(m, fam);
-    }
-    for (size_t i = 0; i < v->n; i++) {
-        const yx_node *k = v->key[i], *val = v->item[i];
-        if (!strcmp(k->str, "base"))
-            continue;
-        if ((rc = need_scalar(x, val, k->str, "a value")))
-            return rc;
-        int bv = val->quoted ? -1 : bool_text(val->str);
-        errbuf me;
-        if (model_set(m, k->str, bv < 0 ? val->str : bv ? "true" : "false", &me))
-            return fail_wrap(x, val, "models/README.md lists the model keys", "model: ", me.msg);
-    }
-    if (!base) { /* derived shapes the inline form may leave out */
-        if (!yx_map_get(v, "kv_heads"))
-            m->n_kv_heads = m->n_heads;
-        if (!yx_map_get(v, "head_dim") && m->n_heads)
-            m->head_dim = m->dim / m->n_heads;
-    }
-    if (!base || !fields_equal(model_fields, N_MODEL_FIELDS, m, &b))
+    if (base && (rc = load_named_model(x, base, &b, ref)))
+        return rc;
+    if ((rc = model_read(&x->y, v, base ? &b : NULL, extra, 1, m)))
+        return rc;
+    if (!base && !yx_map_get(v, "name"))
+        snprintf(m->name, sizeof m->name, "inline");
+    if (!base || !models_equal(m, &b))
         snprintf(ref, 64, "inline");
     return MS_OK;
 }
@@ -709,9 +513,10 @@ static const double lat_scale[] = {1e6, 1e3, 1};
 static const char *const bw_keys[] = {"bandwidth_mbps", "bandwidth_gbps", "bandwidth_bps"};
 static const double bw_scale[] = {1e6, 1e9, 1};
 
-/* Reads at most one of the unit variants; *given = 0 when none is present. */
+/* Reads at most one of the unit variants, within lo..hi in the base unit (ns, bps); *given = 0
+ * when none is present. */
 static int read_unit(scn_ctx *x, const yx_node *m, const char *const *keys, const double *scale,
-                     double lo, double *out, int *given)
+                     double lo, double hi, double *out, int *given)
 {
     const yx_node *at = NULL;
     size_t which = 0;
@@ -729,7 +534,7 @@ static int read_unit(scn_ctx *x, const yx_node *m, const char *const *keys, cons
     if (!at)
         return MS_OK;
     double d;
-    int rc = read_double(x, at, keys[which], lo, 1e18, &d);
+    int rc = read_double(x, at, keys[which], lo / scale[which], hi / scale[which], &d);
     if (rc)
         return rc;
     *out = d * scale[which];
@@ -757,9 +562,10 @@ static int read_link_values(scn_ctx *x, const yx_node *v, net_link *l)
 {
     double lat, bw;
     int gl = 0, gb = 0;
-    int rc = read_unit(x, v, lat_keys, lat_scale, 0, &lat, &gl);
+    /* latency up to 10^15 ns (11.6 days), bandwidth as net.h bounds it */
+    int rc = read_unit(x, v, lat_keys, lat_scale, 0, 1e15, &lat, &gl);
     if (!rc)
-        rc = read_unit(x, v, bw_keys, bw_scale, 1e-300, &bw, &gb);
+        rc = read_unit(x, v, bw_keys, bw_scale, NET_BW_MIN_BPS, NET_BW_MAX_BPS, &bw, &gb);
     const yx_node *bu = yx_map_get(v, "burst_bytes");
     if (!rc && bu)
         rc = read_burst(x, bu, &l->burst_bytes);
@@ -995,12 +801,14 @@ static int load_machine(scn_ctx *x, const yx_node *v, machine_profile *m)
         const char *cands[32];
         char store[32][64];
         size_t n = (size_t)list_machines(cands, store, 32);
-        char hint[512];
+        char hint[2048];
         size_t o = (size_t)snprintf(hint, sizeof hint, "profiles in protocols/machines/:");
         for (size_t i = 0; i < n && o < sizeof hint; i++)
             o += (size_t)snprintf(hint + o, sizeof hint - o, " %s", cands[i]);
+        char where[1400];
+        mpcsim_datadir_searched(where, sizeof where);
         snprintf(hint + o, o < sizeof hint ? sizeof hint - o : 0,
-                 "; 'mpcsim calibrate -o FILE' writes one");
+                 "; 'mpcsim calibrate -o FILE' writes one; looked in %s", where);
         return unknown_name(x, v, "machine profile", v->str, cands, n, hint);
     }
     return fail_wrap(x, v, NULL, "machine profile: ", me.msg); /* a broken profile file */
@@ -1362,22 +1170,22 @@ static void put_dbl(FILE *f, double d)
     fputs(b, f);
 }
 
-static void put_field(FILE *f, const field *fd, const void *base)
+static void put_field(FILE *f, const ys_field *fd, const void *base)
 {
     const char *p = (const char *)base + fd->off;
     fprintf(f, "  %s: ", fd->key);
-    if (fd->type == F_U32)
+    if (fd->type == YS_U32)
         fprintf(f, "%u", *(const uint32_t *)p);
-    else if (fd->type == F_DBL)
+    else if (fd->type == YS_DBL)
         put_dbl(f, *(const double *)p);
-    else if (fd->type == F_BOOL)
+    else if (fd->type == YS_BOOL)
         fputs(*(const int *)p ? "true" : "false", f);
-    else if (fd->type == F_ENUM)
-        fputs(*(const int *)p >= 0 && (size_t) * (const int *)p < fd->n_names
-                  ? fd->names[*(const int *)p]
-                  : "unknown",
-              f);
-    else
+    else if (fd->type == YS_ENUM) {
+        int k = *(const int *)p, n = 0;
+        while (fd->names[n])
+            n++;
+        fputs(k >= 0 && k < n ? fd->names[k] : "unknown", f);
+    } else
         put_str(f, p);
     fputc('\n', f);
 }
@@ -1468,8 +1276,10 @@ static void put_run(FILE *f, const run_cfg *c)
         put_str(f, c->model_ref);
         fputc('\n', f);
     }
-    for (size_t i = 0; i < N_MODEL_FIELDS; i++)
-        put_field(f, &model_fields[i], &c->model);
+    const ys_schema *ms = model_schema();
+    for (size_t i = 0; i < ms->n; i++)
+        if (ms->field[i].type != YS_FIXED) /* 'format' belongs to model files */
+            put_field(f, &ms->field[i], &c->model);
     put_protocol(f, &c->proto);
     put_network(f, c);
     fputs("machine:\n  name: ", f);
@@ -1693,7 +1503,7 @@ int scn_load(const char *path, const char *text, scenario *s, errbuf *e)
     s->yaml = text ? strdup(text) : read_text(path, e);
     if (!s->yaml)
         return text ? err_set(e, MS_ERR_NOMEM, "out of memory") : MS_ERR_IO;
-    scn_ctx x = {.path = path, .e = e};
+    scn_ctx x = {.y = {path, e, 0}, .path = path, .e = e};
     char dir[512];
     snprintf(dir, sizeof dir, "%s", path);
     snprintf(x.dir, sizeof x.dir, "%s", dirname(dir));

@@ -54,6 +54,16 @@ uint64_t trace_npy_count(const trace_npy *h)
     return n;
 }
 
+int trace_npy_bytes(const trace_npy *h, uint64_t *bytes)
+{
+    uint64_t n = 4; /* both dtypes are 4 bytes wide */
+    for (uint32_t i = 0; i < h->ndim; i++)
+        if (__builtin_mul_overflow(n, h->shape[i], &n))
+            return -1;
+    *bytes = n;
+    return 0;
+}
+
 int trace_npy_write_header(FILE *f, const trace_npy *h)
 {
     char dict[256];
@@ -140,16 +150,27 @@ int trace_npy_read_header(FILE *f, const char *path, trace_npy *h, errbuf *e)
         if (*p == ')')
             break;
         char *end;
-        unsigned long long v = strtoull(p, &end, 10);
-        if (end == p || h->ndim == 4) {
-            rc = err_set(e, MS_ERR_FORMAT, "%s: error: bad .npy shape (at most 4 dims)", path);
+        errno = 0;
+        unsigned long long v = *p >= '0' && *p <= '9' ? strtoull(p, &end, 10) : 0;
+        if (*p < '0' || *p > '9' || errno == ERANGE || h->ndim == 4) {
+            rc = err_set(e, MS_ERR_FORMAT, "%s: error: bad .npy shape (at most 4 dims of "
+                         "non-negative 64-bit sizes)", path);
             break;
         }
         h->shape[h->ndim++] = v;
         p = end;
     }
+    uint64_t bytes;
+    if (rc == MS_OK && trace_npy_bytes(h, &bytes))
+        rc = err_set(e, MS_ERR_FORMAT, "%s: error: .npy shape's size overflows 64 bits", path);
     free(dict);
     h->data_offset = off + hlen;
+    /* NumPy pads the header so that the data starts at a multiple of 64 (16 before 1.14):
+     * any other offset is not NumPy's, and would give misaligned float loads from the map */
+    if (rc == MS_OK && h->data_offset % 16)
+        rc = err_set(e, MS_ERR_FORMAT, "%s: error: .npy data offset %llu is not a multiple of "
+                     "16 as NumPy writes it; " REGEN_HINT, path,
+                     (unsigned long long)h->data_offset);
     return rc;
 }
 
@@ -491,9 +512,13 @@ static int map_array(trace *t, dir_src *d, const char *dir, trace_array a, errbu
                      a == TRACE_TOKENS ? "int32" : "float32");
     }
     struct stat st;
-    if (rc == MS_OK && (fstat(fileno(f), &st) != 0 ||
-                        (uint64_t)st.st_size < h.data_offset + trace_npy_count(&h) * 4))
-        rc = err_set(e, MS_ERR_FORMAT, "%s: error: file is truncated; " REGEN_HINT, path);
+    uint64_t bytes = 0;
+    if (rc == MS_OK && (fstat(fileno(f), &st) != 0 || st.st_size < 0 ||
+                        trace_npy_bytes(&h, &bytes) ||
+                        (uint64_t)st.st_size < h.data_offset ||
+                        (uint64_t)st.st_size - h.data_offset < bytes))
+        rc = err_set(e, MS_ERR_FORMAT, "%s: error: file is truncated (%llu bytes of data "
+                     "expected); " REGEN_HINT, path, (unsigned long long)bytes);
     if (rc == MS_OK) {
         d->len[a] = (size_t)st.st_size;
         d->map[a] = mmap(NULL, d->len[a], PROT_READ, MAP_SHARED, fileno(f), 0);

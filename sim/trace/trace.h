@@ -170,6 +170,8 @@ typedef struct trace_npy {
 int trace_npy_read_header(FILE *f, const char *path, trace_npy *h, errbuf *e);
 int trace_npy_write_header(FILE *f, const trace_npy *h);
 uint64_t trace_npy_count(const trace_npy *h);
+/* The data's size in bytes, overflow-checked: -1 when it does not fit 64 bits. */
+int trace_npy_bytes(const trace_npy *h, uint64_t *bytes);
 
 /* ---- fitting (sim/trace/tracefit.c) -------------------------------------------------------- */
 

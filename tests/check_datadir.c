@@ -1,0 +1,182 @@
+/* check_datadir.c — the binary finds its data from any working directory: the build tree's
+ * binary run from a temporary folder, an installed layout (bin/ + share/mpcsim/), and the
+ * "not found" messages that name the folders searched and MPCSIM_DATA. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "testdir.h"
+
+static testdir td = {.prefix = "check_datadir"};
+
+static void suite_setup(void) { testdir_suite_setup(&td); }
+static void suite_teardown(void) { testdir_suite_teardown(&td); }
+static void setup(void) { testdir_setup(&td); }
+static void teardown(void) { testdir_teardown(&td); }
+static const char *tpath(const char *name) { return testdir_path(&td, name); }
+
+static const char *bin(void)
+{
+    const char *b = getenv("MPCSIM_BIN");
+    ck_assert_msg(b != NULL, "MPCSIM_BIN is not set (run the tests with make check)");
+    ck_assert_msg(access(b, X_OK) == 0, "MPCSIM_BIN=%s is not an executable", b);
+    return b;
+}
+
+/* Runs exe args… (NULL-terminated) in cwd with MPCSIM_DATA = data (NULL: unset); stdout and
+ * stderr go to out.txt / err.txt of the test's folder. Returns the exit status. */
+static int run_in(const char *exe, const char *cwd, const char *data, const char *const *args)
+{
+    char out[512], err[512];
+    snprintf(out, sizeof out, "%s", tpath("out.txt"));
+    snprintf(err, sizeof err, "%s", tpath("err.txt"));
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        char *argv[16] = {(char *)exe};
+        int n = 1;
+        for (; args[n - 1] && n < 15; n++)
+            argv[n] = (char *)args[n - 1];
+        argv[n] = NULL;
+        if (data)
+            setenv("MPCSIM_DATA", data, 1);
+        else
+            unsetenv("MPCSIM_DATA");
+        if (chdir(cwd) || !freopen(out, "w", stdout) || !freopen(err, "w", stderr))
+            _exit(126);
+        execv(exe, argv);
+        _exit(127);
+    }
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st), "mpcsim did not exit normally");
+    return WEXITSTATUS(st);
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static void copy_file(const char *from, const char *to, mode_t mode)
+{
+    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(b);
+    char buf[1 << 15];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, a)) > 0)
+        ck_assert_uint_eq(fwrite(buf, 1, n, b), n);
+    fclose(a);
+    ck_assert_int_eq(fclose(b), 0);
+    ck_assert_int_eq(chmod(to, mode), 0);
+}
+
+#define SCENARIO                                                                               \
+    "model: llama-2-7b\nprotocol: semi2k\nnetwork: lan\nworkload: {prompt_len: 16, "           \
+    "decode_len: 2}\n"
+
+/* The build tree's binary, run from a folder that holds no data and without MPCSIM_DATA. */
+START_TEST(test_build_tree_from_elsewhere)
+{
+    write_file(tpath("s.yaml"), SCENARIO);
+    const char *list[] = {"list", "models", NULL};
+    ck_assert_int_eq(run_in(bin(), td.dir, NULL, list), 0);
+    ck_assert_ptr_nonnull(strstr(slurp(tpath("out.txt")), "llama-2-7b"));
+    const char *dry[] = {"run", "s.yaml", "--dry-run", NULL};
+    int rc = run_in(bin(), td.dir, NULL, dry);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, slurp(tpath("err.txt")));
+    ck_assert_ptr_nonnull(strstr(slurp(tpath("out.txt")), "llama-2-7b"));
+}
+END_TEST
+
+/* An installed layout: PREFIX/bin/mpcsim finds PREFIX/share/mpcsim. */
+START_TEST(test_installed_layout)
+{
+    const char *data = getenv("MPCSIM_DATA");
+    ck_assert_msg(data != NULL, "MPCSIM_DATA (the source tree) is not set");
+    const char *dirs[] = {"prefix", "prefix/bin", "prefix/share", "prefix/share/mpcsim",
+                          "prefix/share/mpcsim/models", "prefix/share/mpcsim/protocols",
+                          "prefix/share/mpcsim/protocols/machines", "work"};
+    for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++)
+        ck_assert_int_eq(mkdir(tpath(dirs[i]), 0755), 0);
+    char from[1024];
+    copy_file(bin(), tpath("prefix/bin/mpcsim"), 0755);
+    snprintf(from, sizeof from, "%s/models/gpt2.yaml", data);
+    copy_file(from, tpath("prefix/share/mpcsim/models/gpt2.yaml"), 0644);
+    snprintf(from, sizeof from, "%s/protocols/machines/default.yaml", data);
+    copy_file(from, tpath("prefix/share/mpcsim/protocols/machines/default.yaml"), 0644);
+    char exe[512];
+    snprintf(exe, sizeof exe, "%s", tpath("prefix/bin/mpcsim"));
+    const char *list[] = {"list", "models", NULL};
+    ck_assert_int_eq(run_in(exe, tpath("work"), NULL, list), 0);
+    const char *out = slurp(tpath("out.txt"));
+    ck_assert_msg(strstr(out, "gpt2") && !strstr(out, "llama-2-7b"),
+                  "expected only the installed model: %s", out);
+    /* a model the installed copy lacks: the message names where it looked */
+    write_file(tpath("work/s.yaml"), SCENARIO);
+    const char *dry[] = {"run", "s.yaml", "--dry-run", NULL};
+    ck_assert_int_eq(run_in(exe, tpath("work"), NULL, dry), 2);
+    const char *err = slurp(tpath("err.txt"));
+    ck_assert_msg(strstr(err, "s.yaml:1:8: error: unknown model 'llama-2-7b'"), "%s", err);
+    ck_assert_msg(strstr(err, "MPCSIM_DATA (not set)"), "%s", err);
+    ck_assert_msg(strstr(err, "prefix/share/mpcsim (the installed copy)"), "%s", err);
+}
+END_TEST
+
+/* MPCSIM_DATA pointing at a folder without models: both messages say so. */
+START_TEST(test_not_found_names_mpcsim_data)
+{
+    ck_assert_int_eq(mkdir(tpath("empty"), 0755), 0);
+    char data[512];
+    snprintf(data, sizeof data, "%s", tpath("empty"));
+    write_file(tpath("s.yaml"), SCENARIO);
+    const char *dry[] = {"run", "s.yaml", "--dry-run", NULL};
+    ck_assert_int_eq(run_in(bin(), td.dir, data, dry), 2);
+    const char *err = slurp(tpath("err.txt"));
+    char want[600];
+    snprintf(want, sizeof want, "MPCSIM_DATA=%s", data);
+    ck_assert_msg(strstr(err, "unknown model 'llama-2-7b'") && strstr(err, want), "%s", err);
+    ck_assert_ptr_null(strstr(slurp(tpath("out.txt")), "llama")); /* nothing written */
+    const char *list[] = {"list", "models", NULL};
+    ck_assert_int_ne(run_in(bin(), td.dir, data, list), 0);
+    err = slurp(tpath("err.txt"));
+    ck_assert_msg(strstr(err, want), "%s", err);
+    const char *mach[] = {"cost", "--model", "gpt2", "--protocol", "semi2k", "--network", "lan", "--kv", "8", NULL};
+    ck_assert_int_ne(run_in(bin(), td.dir, data, mach), 0);
+    err = slurp(tpath("err.txt"));
+    ck_assert_msg(strstr(err, want), "%s", err);
+}
+END_TEST
+
+Suite *datadir_suite(void)
+{
+    Suite *s = suite_create("datadir");
+    TCase *t = tcase_create("datadir");
+    tcase_add_unchecked_fixture(t, suite_setup, suite_teardown);
+    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_add_test(t, test_build_tree_from_elsewhere);
+    tcase_add_test(t, test_installed_layout);
+    tcase_add_test(t, test_not_found_names_mpcsim_data);
+    tcase_set_timeout(t, 30);
+    suite_add_tcase(s, t);
+    return s;
+}
