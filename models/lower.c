@@ -251,16 +251,19 @@ static uint32_t attention(lw *w, uint32_t xb)
     uint32_t qh = tens(w, "q_heads", OPT_TEMP, S * H, t, d);
     emit(w, OP_VIEW, OPC_ATTENTION, -1, S * H, t, 0, d, q, OP_NONE, OP_NONE, qh,
          OPF_SPLIT_HEADS, 0, 0);
-    /* the KV cache: secret state across steps; appending this step's k, v is a free re-layout */
-    uint32_t T = w->o->kv_len + t;
+    /* the KV cache: secret state across steps; appending this step's k, v is a free re-layout
+     * (local work over the whole tensor: with attended_cache the tensor holds the attended rows
+     * only, the policy's own store being apart, lower.h) */
+    uint32_t ta = attended(w);
+    uint32_t T = w->o->attended_cache ? ta : w->o->kv_len + t, at = T - t;
     uint32_t kc = tens(w, "kcache", OPT_CACHE, S * Hkv, T, d);
     uint32_t vc = tens(w, "vcache", OPT_CACHE, S * Hkv, T, d);
     emit(w, OP_VIEW, OPC_ATTENTION, -1, S * Hkv, t, 0, d, k, OP_NONE, OP_NONE, kc,
-         OPF_SPLIT_HEADS, (int32_t)w->o->kv_len, 0);
+         OPF_SPLIT_HEADS, (int32_t)at, 0);
     emit(w, OP_VIEW, OPC_ATTENTION, -1, S * Hkv, t, 0, d, v, OP_NONE, OP_NONE, vc,
-         OPF_SPLIT_HEADS, (int32_t)w->o->kv_len, 0);
+         OPF_SPLIT_HEADS, (int32_t)at, 0);
     uint32_t ctx = tens(w, "ctx", OPT_TEMP, S * H, t, d);
-    attend_block(w, H, attended(w), qh, kc, vc, ctx);
+    attend_block(w, H, ta, qh, kc, vc, ctx);
     /* heads back to features: (S·H, t, d) → (S·t, H·d) */
     uint32_t cm = tens(w, "ctx_merged", OPT_TEMP, 1, w->rows, QD);
     emit(w, OP_VIEW, OPC_ATTENTION, -1, S * H, t, 0, d, ctx, OP_NONE, OP_NONE, cm,
@@ -271,12 +274,60 @@ static uint32_t attention(lw *w, uint32_t xb)
     return ao;
 }
 
-/* ---- FFN ------------------------------------------------------------------------------------- */
+/* ---- FFN ----------------------------------------------------------------------------------- */
+
+/* The FFN neurons layer w->layer computes: ffn_active's count clamped to [1, F], or F. */
+static uint32_t ffn_width(const lw *w)
+{
+    uint32_t F = w->m->ffn_dim;
+    if (!w->o->ffn_active)
+        return F;
+    uint32_t a = w->o->ffn_active[w->layer];
+    return a == 0 ? 1 : a < F ? a : F;
+}
+
+/* A sparse FFN's matmul y (rows × n) = x (rows × k) · W_actᵀ, one instance per token row (each
+ * token has its own active neurons, lower.h ffn_active): W_act (n × k per row) is the weight's
+ * active rows (wname, n = active) or columns (k = active). Public pattern: a fixed operand —
+ * the weight's rows at public indices, its opened mask restricted to them (semi2k sends only
+ * x's mask); secret pattern: the policy's one-hot gather of the active weight blocks, a fresh
+ * secret per token and layer (no fixed operand: both masks opened). */
+static uint32_t linear_act(lw *w, int cat, uint32_t x, const char *wname, uint32_t k, uint32_t n,
+                           const char *yname)
+{
+    char nm[48];
+    if (w->o->ffn_secret)
+        snprintf(nm, sizeof nm, "%s.gathered", wname); /* tens() adds the layer */
+    else
+        snprintf(nm, sizeof nm, "L%d.%s.active", w->layer, wname);
+    uint32_t W = tens(w, nm, w->o->ffn_secret ? OPT_TEMP : OPT_WEIGHT, w->rows, n, k);
+    uint32_t y = tens(w, yname, OPT_TEMP, 1, w->rows, n);
+    emit(w, OP_MATMUL, cat, -1, w->rows, 1, k, n, x, W, OP_NONE, y,
+         (w->o->ffn_secret ? 0u : OPF_FIXED_B) | OPF_TRANS_B, 0, 0);
+    return y;
+}
 
 static uint32_t ffn(lw *w, uint32_t xb)
 {
     const model_cfg *m = w->m;
-    uint32_t D = m->dim, F = m->ffn_dim;
+    uint32_t D = m->dim, F = m->ffn_dim, A = ffn_width(w);
+    if (A < F) { /* Comet's sparse FFN: gate/up/down and the activation on the A active neurons */
+        if (m->act == ACT_SWIGLU) {
+            uint32_t h1 = linear_act(w, OPC_FFN, xb, "w1", D, A, "h1");
+            uint32_t h3 = linear_act(w, OPC_FFN, xb, "w3", D, A, "h3");
+            emit(w, OP_SILU, OPC_ACTIVATION, -1, 1, w->rows, 0, A, h1, OP_NONE, OP_NONE, h1, 0, 0, 0);
+            emit(w, OP_MUL, OPC_FFN, -1, 1, w->rows, 0, A, h1, h3, OP_NONE, h1, 0, 0, 0);
+            return linear_act(w, OPC_FFN, h1, "w2", A, D, "ffn_out");
+        }
+        uint32_t h = linear_act(w, OPC_FFN, xb, "w_fc", D, A, "h");
+        char bn[48];
+        snprintf(bn, sizeof bn, w->o->ffn_secret ? "b_fc.gathered" : "L%d.b_fc.active", w->layer);
+        uint32_t b = tens(w, bn, w->o->ffn_secret ? OPT_TEMP : OPT_WEIGHT, 1, w->rows, A);
+        emit(w, OP_ADD, OPC_FFN, -1, 1, w->rows, 0, A, h, b, OP_NONE, h, 0, 0, 0);
+        emit(w, OP_GELU, OPC_ACTIVATION, -1, 1, w->rows, 0, A, h, OP_NONE, OP_NONE, h, 0, 0, 0);
+        uint32_t y = linear_act(w, OPC_FFN, h, "w_proj", A, D, "ffn_out");
+        return add_bias(w, OPC_FFN, y, "b_proj", D);
+    }
     if (m->act == ACT_SWIGLU) {
         uint32_t h1 = linear(w, OPC_FFN, xb, "w1", D, F, "h1");
         uint32_t h3 = linear(w, OPC_FFN, xb, "w3", D, F, "h3");

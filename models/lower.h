@@ -21,6 +21,21 @@ typedef struct lower_opts {
     /* kept[l * n_kv_heads + g]: KV entries layer l, KV head g attends to (NULL: all). The
      * current token's own entry is always attended in addition. */
     const uint32_t *kept;
+    /* 1: each layer's cache tensors hold only the rows it attends (attended_rows below), this
+     * step's entries appended after them — a policy that gathers its kept rows into the
+     * attention's cache (MPCache, sim/policy/secpol.h) and keeps its store apart, so the
+     * append touches the kept rows, not the whole kv_len cache. 0: the cache tensors hold all
+     * kv_len entries in position order (the append writes at row kv_len). */
+    int attended_cache;
+    /* ffn_active[l]: FFN neurons layer l computes (public count, clamped to ffn_dim; NULL: all).
+     * The gate/up/down matmuls and the activation run on those neurons only (Comet's sparse
+     * FFN); which neurons they are is the policy's business (ffn_secret). */
+    const uint32_t *ffn_active;
+    /* 1: the active neurons are secret (the policy gathers their weight rows/columns by
+     * one-hot, so the FFN's matmuls multiply by fresh secret weights: no fixed operand); 0:
+     * public (the weights' rows and columns are taken by a public index, the fixed operands
+     * and their opened masks restricted to them). */
+    int ffn_secret;
     uint32_t n_seqs;        /* sequences processed together (batch), default 1 */
     int embed_onehot;       /* 1: one-hot × embedding table (default) */
     int lm_head;            /* 1: compute logits (default) */

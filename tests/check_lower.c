@@ -7,6 +7,7 @@
 
 #include "models/lower.h"
 #include "models/model.h"
+#include "protocols/program/proto.h"
 
 static model_cfg load(const char *name)
 {
@@ -215,6 +216,128 @@ START_TEST(test_kept_counts)
 }
 END_TEST
 
+
+/* Per-category totals of one lowered step on a protocol's cost engine. */
+static void cat_cost(const op_program *p, const char *proto_name, cost_totals *cat)
+{
+    const proto *pr = proto_find(proto_name);
+    proto_cfg cfg;
+    errbuf e;
+    ck_assert_int_eq(proto_cfg_default(proto_name, &cfg, &e), MS_OK);
+    cost_log log;
+    cost_log_init(&log, pr->n_parties);
+    ck_assert_msg(proto_cost_program(pr, &cfg, p, &log, &e) == MS_OK, "%s", e.msg);
+    memset(cat, 0, OPC_N * sizeof *cat);
+    for (size_t i = 0; i < log.n; i++)
+        cost_totals_add_round(&cat[p->ops[log.r[i].op].cat], &log.r[i], pr->n_parties);
+    cost_log_free(&log);
+}
+
+START_TEST(test_attended_cache)
+{
+    /* a policy that gathers its kept rows into the attention's cache (MPCache): the cache
+     * tensors hold the attended rows, the append writes after them; the attention is the same
+     * and only the append's local work shrinks (no communication either way) */
+    model_cfg m = load("llama-2-7b");
+    uint32_t *kept = malloc((size_t)m.n_layers * m.n_kv_heads * sizeof *kept);
+    for (uint32_t i = 0; i < m.n_layers * m.n_kv_heads; i++)
+        kept[i] = 64;
+    lower_opts o;
+    lower_opts_default(&o);
+    o.kv_len = 4000;
+    o.kept = kept;
+    op_program a, b;
+    op_program_init(&a);
+    op_program_init(&b);
+    errbuf e;
+    ck_assert_int_eq(lower_step(&m, &o, &a, &e), MS_OK);
+    o.attended_cache = 1;
+    ck_assert_int_eq(lower_step(&m, &o, &b, &e), MS_OK);
+    uint32_t ka = op_tensor_find(&a, "L3.kcache"), kb = op_tensor_find(&b, "L3.kcache");
+    ck_assert_uint_eq(a.tens[ka].rows, 4001);
+    ck_assert_uint_eq(b.tens[kb].rows, 65);
+    ck_assert_uint_eq(a.n_ops, b.n_ops);
+    for (size_t i = 0; i < b.n_ops; i++)
+        if (b.ops[i].kind == OP_VIEW && b.tens[b.ops[i].out].role == OPT_CACHE) {
+            ck_assert_int_eq(b.ops[i].iarg, 64);
+            ck_assert_int_eq(a.ops[i].iarg, 4000);
+        }
+    sums sa = summarize(&a), sb = summarize(&b);
+    ck_assert_uint_eq(sa.attn_macs, sb.attn_macs);
+    cost_totals ca[OPC_N], cb[OPC_N];
+    cat_cost(&a, "aby3", ca);
+    cat_cost(&b, "aby3", cb);
+    ck_assert_uint_eq(ca[OPC_ATTENTION].rounds, cb[OPC_ATTENTION].rounds);
+    ck_assert_uint_eq(ca[OPC_ATTENTION].bytes_sent[0], cb[OPC_ATTENTION].bytes_sent[0]);
+    /* the append's work: a few passes over the whole (Hkv, T, d) cache of every layer, twice */
+    double wa = ca[OPC_ATTENTION].work[0][WK_ELEM], wb = cb[OPC_ATTENTION].work[0][WK_ELEM];
+    double full = 2.0 * m.n_layers * m.n_kv_heads * 4001.0 * m.head_dim;
+    ck_assert_msg(wa - wb > 2 * (1 - 65.0 / 4001) * full, "%g vs %g", wa, wb);
+    free(kept);
+    op_program_free(&a);
+    op_program_free(&b);
+}
+END_TEST
+
+START_TEST(test_sparse_ffn)
+{
+    /* Comet's sparse FFN: gate/up/down and the activation on A of F neurons per token */
+    model_cfg m = load("llama-2-7b");
+    uint32_t F = m.ffn_dim, A = F / 4, D = m.dim;
+    uint32_t *act = malloc(m.n_layers * sizeof *act);
+    for (uint32_t l = 0; l < m.n_layers; l++)
+        act[l] = A;
+    lower_opts o;
+    lower_opts_default(&o);
+    o.kv_len = 100;
+    op_program dn, pb, sc;
+    op_program_init(&dn);
+    op_program_init(&pb);
+    op_program_init(&sc);
+    errbuf e;
+    ck_assert_int_eq(lower_step(&m, &o, &dn, &e), MS_OK);
+    o.ffn_active = act;
+    ck_assert_int_eq(lower_step(&m, &o, &pb, &e), MS_OK);
+    o.ffn_secret = 1;
+    ck_assert_int_eq(lower_step(&m, &o, &sc, &e), MS_OK);
+    uint64_t mac[3] = {0, 0, 0}, silu[3] = {0, 0, 0};
+    const op_program *ps[3] = {&dn, &pb, &sc};
+    for (int v = 0; v < 3; v++)
+        for (size_t i = 0; i < ps[v]->n_ops; i++) {
+            const op *q = &ps[v]->ops[i];
+            if (q->cat == OPC_FFN && q->kind == OP_MATMUL) {
+                mac[v] += op_macs(q);
+                ck_assert_uint_eq((q->flags & OPF_FIXED_B) != 0, v != 2);
+            }
+            if (q->kind == OP_SILU)
+                silu[v] += op_out_elems(q);
+        }
+    ck_assert_uint_eq(mac[0], 3ull * D * F * m.n_layers);
+    ck_assert_uint_eq(mac[1], 3ull * D * A * m.n_layers);
+    ck_assert_uint_eq(mac[2], mac[1]);
+    ck_assert_uint_eq(silu[0], (uint64_t)F * m.n_layers);
+    ck_assert_uint_eq(silu[1], (uint64_t)A * m.n_layers);
+    ck_assert_uint_ne(op_tensor_find(&pb, "L5.w2.active"), OP_NONE);
+    ck_assert_uint_ne(op_tensor_find(&sc, "L5.w2.gathered"), OP_NONE);
+    /* the activation is element-wise: its bytes scale with the neurons exactly */
+    cost_totals c[3][OPC_N];
+    for (int v = 0; v < 3; v++)
+        cat_cost(ps[v], "semi2k", c[v]);
+    ck_assert_uint_eq(c[1][OPC_ACTIVATION].bytes_sent[0] * F, c[0][OPC_ACTIVATION].bytes_sent[0] * A);
+    ck_assert_uint_eq(c[1][OPC_ACTIVATION].rounds, c[0][OPC_ACTIVATION].rounds);
+    /* semi2k's beaver cache: a public pattern opens only the activations' masks (gate/up: D
+     * each, down: A) plus the truncations and the product; a secret one opens the gathered
+     * weights too (3·A·D more per layer) */
+    ck_assert_uint_lt(c[1][OPC_FFN].bytes_sent[0], c[0][OPC_FFN].bytes_sent[0]);
+    ck_assert_uint_eq(c[2][OPC_FFN].bytes_sent[0] - c[1][OPC_FFN].bytes_sent[0],
+                      8ull * 3 * A * D * m.n_layers);
+    free(act);
+    op_program_free(&dn);
+    op_program_free(&pb);
+    op_program_free(&sc);
+}
+END_TEST
+
 START_TEST(test_context_overflow)
 {
     model_cfg m = load("stories260K");
@@ -238,6 +361,8 @@ Suite *lower_suite(void)
     tcase_add_test(tc, test_param_counts);
     tcase_add_test(tc, test_bad_model_files);
     tcase_add_test(tc, test_decode_llama);
+    tcase_add_test(tc, test_attended_cache);
+    tcase_add_test(tc, test_sparse_ffn);
     tcase_add_test(tc, test_prefill_gpt2);
     tcase_add_test(tc, test_kept_counts);
     tcase_add_test(tc, test_context_overflow);

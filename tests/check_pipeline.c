@@ -402,6 +402,8 @@ static void check_run(const char *policy, const char *param, const char *val,
     lower_opts_default(&lo);
     lo.phase = PHASE_PREFILL;
     lo.n_tokens = c->work.prompt_len;
+    lo.attended_cache = replay_attended_cache(rp);
+    lo.ffn_active = replay_ffn_active(rp, &lo.ffn_secret);
     reference_add(c, &lo, &prog, &pf);
     size_t nk = (size_t)c->model.n_layers * c->model.n_kv_heads;
     uint32_t *kept = calloc(nk + 1, sizeof *kept);
@@ -412,6 +414,8 @@ static void check_run(const char *policy, const char *param, const char *val,
         lower_opts_default(&lo);
         lo.kv_len = kv;
         lo.kept = kept;
+        lo.attended_cache = replay_attended_cache(rp); /* as the runner lowers (lower.h) */
+        lo.ffn_active = replay_ffn_active(rp, &lo.ffn_secret);
         reference_add(c, &lo, &prog, &dc);
         if (s + 1 == c->work.decode_len && strcmp(policy, "full") != 0)
             for (size_t i = 0; i < nk; i++) /* the policy did evict */

@@ -209,6 +209,8 @@ static void mpc_steps(const run_cfg *c, sim_result *out)
         lo.phase = PHASE_DECODE;
         lo.kv_len = c->work.prompt_len + s;
         lo.kept = kept;
+        lo.attended_cache = replay_attended_cache(rp); /* mpcache: its gathered rows */
+        ck_assert_int_eq(lo.attended_cache, 1);
         ck_assert_msg(step_simulate(&env, &lo, &p, &l, &out[s], &e) == MS_OK, "%s", e.msg);
     }
     free(kept);
@@ -266,6 +268,80 @@ START_TEST(test_stride_one_time_once)
         sim_result_free(&st[s]);
     run_result_free(&r1);
     run_result_free(&rk);
+    free(c);
+}
+END_TEST
+
+
+START_TEST(test_decode_step_metric)
+{
+    /* the steady decode step as its own metric, the compaction apart: over 4 steps the last
+     * one is the steady step, and the one-time work is step 0's latency minus step 1's */
+    enum { P = 32, N = 4 };
+    run_cfg *c = mpc_cfg(P, N);
+    sim_result st[N];
+    mpc_steps(c, st);
+    errbuf e;
+    run_result r;
+    run_result_init(&r);
+    ck_assert_msg(run_execute(c, &r, &e) == MS_OK, "%s", e.msg);
+    ck_assert_double_eq_tol(metric(&r, "latency_decode_step_s"), st[N - 1].latency_ns * 1e-9, 1e-15);
+    ck_assert_double_eq(metric(&r, "rounds_decode_step"), (double)st[N - 1].total.rounds);
+    uint64_t b = st[N - 1].total.bytes_sent[0] + st[N - 1].total.bytes_sent[1];
+    ck_assert_double_eq(metric(&r, "bytes_decode_step"), (double)b);
+    ck_assert_uint_gt(st[0].latency_ns, st[1].latency_ns);
+    ck_assert_double_eq_tol(metric(&r, "latency_one_time_s"),
+                            (st[0].latency_ns - st[1].latency_ns) * 1e-9, 1e-15);
+    /* the per-token mean mixes the compaction in; the steady step does not */
+    ck_assert_double_gt(metric(&r, "latency_per_token_s"), metric(&r, "latency_decode_step_s"));
+    run_result_free(&r);
+    /* a policy without one-time work: no one-time latency, the step is the last one */
+    snprintf(c->policy.name, sizeof c->policy.name, "full");
+    c->policy.n_params = 0;
+    run_result_init(&r);
+    ck_assert_msg(run_execute(c, &r, &e) == MS_OK, "%s", e.msg);
+    ck_assert_double_eq(metric(&r, "latency_one_time_s"), 0);
+    ck_assert_double_gt(metric(&r, "latency_decode_step_s"), 0);
+    for (int s = 0; s < N; s++)
+        sim_result_free(&st[s]);
+    run_result_free(&r);
+    free(c);
+}
+END_TEST
+
+START_TEST(test_comet_sparse_ffn)
+{
+    /* comet over stories260K's recorded trace: the FFN category shrinks with the active
+     * neurons (a public pattern keeps every fixed weight fixed); a secret pattern gathers the
+     * weights and multiplies by them unfixed; the policy's own category holds its predictor */
+    run_cfg *c = mpc_cfg(16, 2);
+    snprintf(c->policy.name, sizeof c->policy.name, "comet");
+    c->policy.n_params = 2;
+    snprintf(c->policy.params[1].key, sizeof c->policy.params[1].key, "pattern");
+    snprintf(c->policy.params[1].val, sizeof c->policy.params[1].val, "public");
+    errbuf e;
+    run_result rp, rs, rf;
+    run_result_init(&rp);
+    run_result_init(&rs);
+    run_result_init(&rf);
+    ck_assert_msg(run_execute(c, &rp, &e) == MS_OK, "%s", e.msg);
+    snprintf(c->policy.params[1].val, sizeof c->policy.params[1].val, "secret");
+    ck_assert_msg(run_execute(c, &rs, &e) == MS_OK, "%s", e.msg);
+    snprintf(c->policy.name, sizeof c->policy.name, "full");
+    c->policy.n_params = 1;
+    ck_assert_msg(run_execute(c, &rf, &e) == MS_OK, "%s", e.msg);
+    double frac = metric(&rp, "comet_ffn_active_frac");
+    ck_assert_double_lt(frac, 1);
+    const sim_result *p = &rp.phase[PHASE_DECODE], *s = &rs.phase[PHASE_DECODE],
+                     *f = &rf.phase[PHASE_DECODE];
+    ck_assert_uint_lt(p->cat[OPC_ACTIVATION].bytes_sent[0], f->cat[OPC_ACTIVATION].bytes_sent[0]);
+    ck_assert_uint_lt(p->cat[OPC_FFN].bytes_sent[0], f->cat[OPC_FFN].bytes_sent[0]);
+    ck_assert_uint_gt(s->cat[OPC_FFN].bytes_sent[0], p->cat[OPC_FFN].bytes_sent[0]);
+    ck_assert_uint_gt(p->cat[OPC_POLICY].rounds, 0);
+    ck_assert_uint_eq(f->cat[OPC_POLICY].rounds, 0);
+    run_result_free(&rp);
+    run_result_free(&rs);
+    run_result_free(&rf);
     free(c);
 }
 END_TEST
@@ -659,6 +735,8 @@ Suite *runner_suite(void)
     tcase_add_test(tc, test_run_sums_steps);
     tcase_add_test(tc, test_stride_and_memo);
     tcase_add_test(tc, test_stride_one_time_once);
+    tcase_add_test(tc, test_decode_step_metric);
+    tcase_add_test(tc, test_comet_sparse_ffn);
     tcase_add_test(tc, test_run_deterministic);
     tcase_add_test(tc, test_run_errors);
     tcase_add_test(tc, test_stepcost);

@@ -120,11 +120,19 @@ struct policy_ops {
      * attends the kept counts. Called after emit_cost, for every decode step. */
     void (*attend)(void *state, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
                    uint32_t *rows);
+    /* (A policy with attend gathers those rows into the attention's cache tensors and keeps
+     * its store apart: the lowering sizes the cache tensors, and the append of the step's
+     * entries, by them — lower_opts.attended_cache.) */
     /* Optional: 1 when the ops of the decode step at position pos hold one-time work that the
      * steps after it do not repeat (MPCache's compaction after its threshold prompt). The
      * runner costs such a step for itself only: under decode_stride it never stands for the
      * steps after it (sim/scenario/runner.c). */
     int (*one_time)(void *state, uint32_t pos);
+    /* Optional, for FFN sparsity (Comet): the FFN neurons each token of the step just emitted
+     * (prefill: the prompt's mean; decode: the newest token) computes in layer `layer` — a public
+     * count the lowering shrinks the FFN to (lower_opts.ffn_active) — and *secret = 1 when which
+     * neurons stays secret (lower_opts.ffn_secret). Called after emit_cost. */
+    uint32_t (*ffn_active)(void *state, uint32_t layer, int *secret);
 };
 
 const policy_ops *policy_find(const char *name);

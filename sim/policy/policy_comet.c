@@ -18,8 +18,12 @@
  *      step into one projection (one round); merge = 0 refills them one by one (a round each).
  *      prefetch = 1 refills the prompt's misses at the end of the prefill (phase prefill)
  *      instead of at the first decode step.
- * Attention itself stays dense (kept = the full cache); the FFN saving is reported as the
- * metric comet_ffn_active_frac, since the lowering shrinks attention only. */
+ *   A5 pattern: `public` reveals each token's active blocks (the lowering takes the weights'
+ *      active rows/columns by public index: the fixed operands stay fixed); `secret` reveals
+ *      only their count and gathers the blocks' weights by one-hot (the FFN then multiplies by
+ *      fresh secret weights). What each leaks and costs: sim/policy/POLICIES.md.
+ * Attention itself stays dense (kept = the full cache); the lowering shrinks gate/up/down and
+ * the activation to the active neurons (policy_ops.ffn_active → lower_opts.ffn_active). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,13 +43,17 @@ static const policy_param comet_params[] = {
      1},
     {"prefetch", "1", "1: refill the prompt's misses at the end of the prefill (ASSUMED rule)",
      NULL, 0, 1},
+    {"pattern", "secret",
+     "which neuron blocks are active: public (revealed, weights sliced locally) or secret "
+     "(count revealed, weights gathered by one-hot)", "public|secret", 0, 0},
 };
 
 typedef struct comet_state {
     policy_env env;
     uint32_t block, nblocks, rank;
     double thr, skip_below;
-    int merge, prefetch;
+    int merge, prefetch, secret;
+    uint32_t *emitted;    /* [L] active blocks per token of the step last emitted */
     uint8_t *miss;        /* [L][max_len] 1 missing, 2 refilled */
     uint32_t *active;     /* [L] active blocks of the newest token */
     uint64_t *prompt_active; /* [L] Σ active blocks over the prompt */
@@ -62,6 +70,7 @@ static void comet_fini(void *st)
     free(s->active);
     free(s->prompt_active);
     free(s->pending);
+    free(s->emitted);
     free(s);
 }
 
@@ -79,6 +88,9 @@ static int comet_init(const policy_env *env, const policy_args *a, void **st, er
     if (!rc) rc = policy_arg_double(p, a, "skip_below", &s->skip_below, e);
     if (!rc) rc = policy_arg_double(p, a, "merge", &merge, e);
     if (!rc) rc = policy_arg_double(p, a, "prefetch", &prefetch, e);
+    int pat = 1;
+    if (!rc) rc = policy_arg_choice(p, a, "pattern", &pat, e);
+    s->secret = pat == 1;
     if (rc) {
         free(s);
         return rc;
@@ -90,7 +102,8 @@ static int comet_init(const policy_env *env, const policy_args *a, void **st, er
     s->active = calloc(env->n_layers, sizeof *s->active);
     s->prompt_active = calloc(env->n_layers, sizeof *s->prompt_active);
     s->pending = calloc(env->n_layers, sizeof *s->pending);
-    if (!s->miss || !s->active || !s->prompt_active || !s->pending) {
+    s->emitted = calloc(env->n_layers, sizeof *s->emitted);
+    if (!s->miss || !s->active || !s->prompt_active || !s->pending || !s->emitted) {
         comet_fini(s);
         return err_set(e, MS_ERR_NOMEM, "policy comet: out of memory");
     }
@@ -195,15 +208,32 @@ static int comet_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, cons
                               0, 0, "comet.pred2");
     uint32_t on = policy_emit(&pe, OP_LT, 1, T, 0, s->nblocks, lg, OP_NONE, OPF_PUBLIC_B, 0,
                               s->thr, "comet.active");
-    /* COST: the active count is public (A2): reveal it, then gather the active blocks' rows of
-     * W1|W3 and columns of W2 by one-hot (3·block·dim per block, fixed operand) */
-    policy_emit(&pe, OP_REVEAL, 1, T, 0, 1, on, OP_NONE, 0, -1, 0, "comet.count");
-    if (act > 0)
-        policy_emit(&pe, OP_GATHER, T, act, s->nblocks, 3 * s->block * v->dim, on, OP_NONE,
-                    OPF_FIXED_B | OPF_NO_TRUNC, 0, 0, "comet.wgather");
+    s->emitted[layer] = act;
+    if (!s->secret) {
+        /* COST: pattern public (A5): every block's bit revealed; the lowering then takes the
+         * active rows of W1|W3 and columns of W2 by public index (local) */
+        policy_emit(&pe, OP_REVEAL, 1, T, 0, s->nblocks, on, OP_NONE, 0, -1, 0, "comet.pattern");
+    } else {
+        /* COST: pattern secret, count public (A2): reveal the count, then gather the active
+         * blocks' rows of W1|W3 and columns of W2 by one-hot (3·block·dim per block, fixed
+         * operand); the lowering's FFN multiplies by these gathered (non-fixed) weights */
+        policy_emit(&pe, OP_REVEAL, 1, T, 0, 1, on, OP_NONE, 0, -1, 0, "comet.count");
+        if (act > 0)
+            policy_emit(&pe, OP_GATHER, T, act, s->nblocks, 3 * s->block * v->dim, on, OP_NONE,
+                        OPF_FIXED_B | OPF_NO_TRUNC, 0, 0, "comet.wgather");
+    }
     emit_refill(s, &pe, s->pending[layer]);
     s->pending[layer] = 0;
     return policy_emit_done(&pe, "comet", e);
+}
+
+/* The neurons per token the lowering computes in layer: the active blocks' (A2, A5). */
+static uint32_t comet_ffn_active(void *st, uint32_t layer, int *secret)
+{
+    comet_state *s = st;
+    uint64_t n = (uint64_t)s->emitted[layer] * s->block;
+    *secret = s->secret;
+    return n < s->env.ffn_dim ? (uint32_t)n : s->env.ffn_dim;
 }
 
 static void put(run_metric *m, const char *name, double v, const char *unit)
@@ -239,4 +269,5 @@ const policy_ops policy_comet = {
     .select = comet_select,
     .emit_cost = comet_emit,
     .metrics = comet_metrics,
+    .ffn_active = comet_ffn_active,
 };

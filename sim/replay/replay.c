@@ -28,6 +28,8 @@ struct replay {
     int once;           /* the newest step holds one-time work (policy_ops.one_time) */
     uint8_t *keep;      /* Hkv × max_len */
     uint32_t *kept;     /* L × Hkv of the newest step: the rows the lowering attends */
+    uint32_t *ffn;      /* L: FFN neurons of the newest step (policy_ops.ffn_active), or NULL */
+    int ffn_secret;
     uint32_t *sel;      /* Hkv: one layer's selection counts */
     float *att;         /* H × max_len: attention renormalized over the kept entries */
     float *vbuf, *k, *v;
@@ -150,6 +152,7 @@ void replay_close(replay *r)
     metrics_free(&r->m);
     free(r->keep);
     free(r->kept);
+    free(r->ffn);
     free(r->sel);
     free(r->att);
     free(r->vbuf);
@@ -235,12 +238,32 @@ static int ensure_prompt(replay *r, errbuf *e)
     return r->pol->prefill ? r->pol->prefill(r->st, e) : MS_OK;
 }
 
+/* The newest step's FFN widths per layer, when the policy has them. */
+static int take_ffn(replay *r, errbuf *e)
+{
+    if (!r->pol->ffn_active)
+        return MS_OK;
+    if (!r->ffn && !(r->ffn = calloc(r->env.n_layers + 1, sizeof *r->ffn)))
+        return err_set(e, MS_ERR_NOMEM, "replay: out of memory");
+    for (uint32_t l = 0; l < r->env.n_layers; l++)
+        r->ffn[l] = r->pol->ffn_active(r->st, l, &r->ffn_secret);
+    return MS_OK;
+}
+
+const uint32_t *replay_ffn_active(const replay *r, int *secret)
+{
+    *secret = r->ffn_secret;
+    return r->ffn;
+}
+
+int replay_attended_cache(const replay *r) { return r->pol->attend != NULL; }
+
 int replay_prefill(replay *r, op_program *prog, errbuf *e)
 {
     int rc = ensure_prompt(r, e);
     for (uint32_t l = 0; !rc && r->pol->emit_cost && l < r->env.n_layers; l++)
         rc = r->pol->emit_cost(r->st, PHASE_PREFILL, l, r->P, NULL, prog, e);
-    return rc;
+    return rc ? rc : take_ffn(r, e);
 }
 
 /* ---- decode steps ------------------------------------------------------------------------ */
@@ -337,7 +360,7 @@ static int decode_pos(replay *r, uint32_t step, op_program *prog, errbuf *e)
             r->pol->attend(r->st, l, pos, r->sel, kept);
     }
     r->once = r->pol->one_time ? r->pol->one_time(r->st, pos) : 0;
-    return rc;
+    return rc || !prog ? rc : take_ffn(r, e);
 }
 
 int replay_step_once(const replay *r) { return r->once; }

@@ -25,6 +25,12 @@ int replay_step(replay *r, uint32_t step, uint32_t kv_len, uint32_t *kept, op_pr
 /* 1 when the newest step's ops hold one-time work (policy_ops.one_time): it stands for itself
  * only under decode_stride. */
 int replay_step_once(const replay *r);
+/* 1 when the policy gathers the attended rows into the attention's cache tensors
+ * (policy_ops.attend): the lowering sizes the cache by them (lower_opts.attended_cache). */
+int replay_attended_cache(const replay *r);
+/* The FFN neurons per layer of the step just replayed (prefill or decode; policy_ops.ffn_active)
+ * and in *secret whether their pattern is secret; NULL (dense FFN) when the policy has none. */
+const uint32_t *replay_ffn_active(const replay *r, int *secret);
 /* Adds accuracy metrics to res. */
 int replay_metrics(replay *r, run_result *res, errbuf *e);
 void replay_close(replay *r);

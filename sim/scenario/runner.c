@@ -7,7 +7,8 @@
  * itself and the k − 1 steps after it (the policy still replays every step). A step whose ops
  * hold one-time work (policy_ops.one_time: MPCache's compaction after its threshold prompt)
  * stands for itself only, and the step after it is costed too, standing for the rest of that
- * stride (so the one-time work is counted once). TTFT: the
+ * stride (so the one-time work is counted once); the steady step and the one-time work are
+ * also reported apart (decode_sum). TTFT: the
  * prefill in MPC ends with the LM head, which yields the first token; without an MPC prefill
  * the first token is decode step 0's. */
 #include "runcfg.h"
@@ -72,8 +73,10 @@ typedef struct runner {
     machine_profile mach;
     op_program prog;
     cost_log log;
-    uint32_t *kept;
+    uint32_t *kept; /* L·Hkv kept rows, then L FFN widths and the FFN pattern flag (a step's
+                     * shape: hashed and compared by the memo) */
     size_t n_kept;
+    int attended_cache, has_ffn;
     step_key *memo;
     size_t n_memo, cap_memo;
     uint64_t simulated; /* steps actually simulated */
@@ -156,10 +159,30 @@ static void runner_free(runner *R)
 
 /* ---- phases ------------------------------------------------------------------------------- */
 
+/* The FFN widths of the step just replayed into the tail of R->kept (lower_opts.ffn_active). */
+static void take_ffn(runner *R, const replay *rp)
+{
+    const model_cfg *m = &R->cfg->model;
+    size_t o = (size_t)m->n_layers * m->n_kv_heads;
+    int secret = 0;
+    const uint32_t *a = replay_ffn_active(rp, &secret);
+    R->has_ffn = a != NULL;
+    for (uint32_t l = 0; l < m->n_layers; l++)
+        R->kept[o + l] = a ? a[l] : m->ffn_dim;
+    R->kept[o + m->n_layers] = (uint32_t)secret;
+}
+
 static void base_opts(const runner *R, lower_opts *lo)
 {
+    const model_cfg *m = &R->cfg->model;
+    size_t o = (size_t)m->n_layers * m->n_kv_heads;
     lower_opts_default(lo);
     lo->n_seqs = R->cfg->work.batch ? R->cfg->work.batch : 1;
+    lo->attended_cache = R->attended_cache;
+    if (R->has_ffn) {
+        lo->ffn_active = R->kept + o;
+        lo->ffn_secret = R->kept[o + m->n_layers] != 0;
+    }
 }
 
 static int run_prefill(runner *R, replay *rp, run_result *res, errbuf *e)
@@ -169,6 +192,7 @@ static int run_prefill(runner *R, replay *rp, run_result *res, errbuf *e)
     int rc = replay_prefill(rp, &R->prog, e);
     if (rc != MS_OK)
         return rc;
+    take_ffn(R, rp);
     lower_opts lo;
     base_opts(R, &lo);
     lo.phase = PHASE_PREFILL;
@@ -210,7 +234,19 @@ static int cost_decode_step(runner *R, uint32_t kv_len, const sim_result **cost,
     return MS_OK;
 }
 
-static int run_decode(runner *R, replay *rp, run_result *res, uint64_t *first_ns, errbuf *e)
+/* What the decode phase says beyond its totals: the first step's latency (TTFT without an MPC
+ * prefill), the steady step (the last costed step holding no one-time work) and the one-time
+ * work apart: each one-time step's latency minus that of the step after it (the runner costs
+ * that step too; the two differ by the one-time work and one cached entry). */
+typedef struct decode_sum {
+    uint64_t first_ns;
+    int steady;          /* a steady step was costed */
+    uint64_t step_ns, step_rounds, step_bytes;
+    uint64_t once_ns;    /* the pending one-time step's latency, 0 if none */
+    uint64_t one_time_ns;
+} decode_sum;
+
+static int run_decode(runner *R, replay *rp, run_result *res, decode_sum *ds, errbuf *e)
 {
     const run_cfg *cfg = R->cfg;
     uint32_t stride = cfg->work.decode_stride ? cfg->work.decode_stride : 1;
@@ -222,23 +258,43 @@ static int run_decode(runner *R, replay *rp, run_result *res, uint64_t *first_ns
         int rc = replay_step(rp, s, kv_len, R->kept, &R->prog, e);
         if (rc != MS_OK)
             return rc;
-        int now = replay_step_once(rp);
-        if ((s % stride == 0 || once || now) &&
-            (rc = cost_decode_step(R, kv_len, &cost, e)) != MS_OK)
+        take_ffn(R, rp);
+        int now = replay_step_once(rp), costed = s % stride == 0 || once || now;
+        if (costed && (rc = cost_decode_step(R, kv_len, &cost, e)) != MS_OK)
             return rc;
+        if (costed && now) {
+            ds->once_ns = cost->latency_ns;
+        } else if (costed) {
+            if (ds->once_ns) /* the step after a one-time step */
+                ds->one_time_ns += ds->once_ns > cost->latency_ns ? ds->once_ns - cost->latency_ns : 0;
+            ds->once_ns = 0;
+            ds->steady = 1;
+            ds->step_ns = cost->latency_ns;
+            ds->step_rounds = cost->total.rounds;
+            ds->step_bytes = 0;
+            for (int p = 0; p < R->env.pr->n_parties; p++)
+                ds->step_bytes += cost->total.bytes_sent[p];
+        }
         once = now;
         if (s == 0)
-            *first_ns = cost->latency_ns;
+            ds->first_ns = cost->latency_ns;
         if (sim_result_accumulate(&res->phase[PHASE_DECODE], cost) != MS_OK)
             return err_set(e, MS_ERR_NOMEM, "runner: out of memory");
+    }
+    if (!ds->steady && cost) { /* only one-time steps: the step as costed, nothing apart */
+        ds->step_ns = cost->latency_ns;
+        ds->step_rounds = cost->total.rounds;
+        for (int p = 0; p < R->env.pr->n_parties; p++)
+            ds->step_bytes += cost->total.bytes_sent[p];
     }
     return MS_OK;
 }
 
 /* ---- metrics ------------------------------------------------------------------------------ */
 
-static int add_metrics(runner *R, run_result *res, uint64_t first_decode_ns)
+static int add_metrics(runner *R, run_result *res, const decode_sum *ds)
 {
+    uint64_t first_decode_ns = ds->first_ns;
     const run_cfg *cfg = R->cfg;
     const sim_result *pf = &res->phase[PHASE_PREFILL], *dc = &res->phase[PHASE_DECODE];
     double lp = (double)pf->latency_ns * 1e-9, ld = (double)dc->latency_ns * 1e-9;
@@ -268,6 +324,11 @@ static int add_metrics(runner *R, run_result *res, uint64_t first_decode_ns)
     rc |= run_metric_add(res, "comm_s", (double)(pf->total.comm_ns + dc->total.comm_ns) * 1e-9,
                          "s");
     rc |= run_metric_add(res, "steps_simulated", (double)R->simulated, "steps");
+    /* the steady decode step and the one-time work apart (decode_sum) */
+    rc |= run_metric_add(res, "latency_decode_step_s", (double)ds->step_ns * 1e-9, "s");
+    rc |= run_metric_add(res, "rounds_decode_step", (double)ds->step_rounds, "rounds");
+    rc |= run_metric_add(res, "bytes_decode_step", (double)ds->step_bytes, "B");
+    rc |= run_metric_add(res, "latency_one_time_s", (double)ds->one_time_ns * 1e-9, "s");
     return rc ? MS_ERR_NOMEM : MS_OK;
 }
 
@@ -298,7 +359,7 @@ static int runner_init(runner *R, const run_cfg *cfg, errbuf *e)
     R->cmemo = cost_memo_new();
     R->env = (step_env){&cfg->model, pr, &cfg->proto, &cfg->net, &R->mach,
                         {.overlap = cfg->overlap, .ws = R->ws}};
-    R->n_kept = (size_t)cfg->model.n_layers * cfg->model.n_kv_heads;
+    R->n_kept = (size_t)cfg->model.n_layers * (cfg->model.n_kv_heads + 1) + 1;
     op_program_init(&R->prog);
     cost_log_init(&R->log, pr->n_parties);
     if (!R->ws || !R->cmemo || !(R->kept = calloc(R->n_kept + 1, sizeof *R->kept)))
@@ -311,15 +372,18 @@ int run_execute(const run_cfg *cfg, run_result *res, errbuf *e)
     double t0 = wall_now();
     runner R;
     replay *rp = NULL;
-    uint64_t first_ns = 0;
+    decode_sum ds;
+    memset(&ds, 0, sizeof ds);
     int rc = runner_init(&R, cfg, e);
     if (rc == MS_OK)
         rc = replay_open(cfg, &rp, e);
+    if (rc == MS_OK)
+        R.attended_cache = replay_attended_cache(rp);
     if (rc == MS_OK && cfg->work.prefill_in_mpc && cfg->work.prompt_len > 0)
         rc = run_prefill(&R, rp, res, e);
     if (rc == MS_OK)
-        rc = run_decode(&R, rp, res, &first_ns, e);
-    if (rc == MS_OK && add_metrics(&R, res, first_ns) != MS_OK)
+        rc = run_decode(&R, rp, res, &ds, e);
+    if (rc == MS_OK && add_metrics(&R, res, &ds) != MS_OK)
         rc = err_set(e, MS_ERR_NOMEM, "run: out of memory");
     if (rc == MS_OK)
         rc = replay_metrics(rp, res, e);
