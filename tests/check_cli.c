@@ -691,7 +691,7 @@ static void check_svg(const char *path)
 
 START_TEST(test_plot_images)
 {
-    static const char *const plots[] = {"latency_vs_seq", "comm_vs_seq", "breakdown", "pareto"};
+    static const char *const plots[] = {"latency", "comm", "breakdown", "pareto"};
     build_plot_db(tpath("p.db"), 1);
     ck_assert_int_eq(MPCSIM("plot", "p.db", "-o", "png"), 0);
     char *err = slurp(tpath("err.txt"));

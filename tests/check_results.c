@@ -463,6 +463,248 @@ START_TEST(test_cost_json_odd_name)
 }
 END_TEST
 
+/* ---- plots ---------------------------------------------------------------------------- */
+
+/* 2 models × 2 networks × 3 policy configurations × 3 prompt lengths; llama's runs take hours,
+ * stories' seconds; accuracy falls with the capacity. */
+static void build_plot_db(const char *path)
+{
+    static const char *const models[] = {"llama-2-7b", "stories260K"},
+                             *const nets[] = {"lan", "wan"},
+                             *const labels[] = {"full", "snapkv(capacity=1024)", "snapkv(capacity=4096)"},
+                             *const cats[] = {"attention", "ffn", "softmax", "policy"};
+    static const double lat_ms[] = {0.1, 50}, bw[] = {10000, 100};
+    rdb *db;
+    errbuf e;
+    ck_assert_int_eq(rdb_open(path, 1, &db, &e), MS_OK);
+    int idx = 0;
+    for (int mo = 0; mo < 2; mo++)
+        for (int n = 0; n < 2; n++)
+            for (int p = 0; p < 3; p++)
+                for (uint32_t len = 512; len <= 2048; len *= 2, idx++) {
+                    char hash[17];
+                    snprintf(hash, sizeof hash, "%016x", 0x2000 + idx);
+                    double keep = p == 0 ? 1.0 : p == 1 ? 0.4 : 0.7;
+                    double sec = (mo ? 2.0 : 3600.0) * (n ? 20 : 1) * len / 512.0;
+                    uint64_t dec = (uint64_t)(sec * keep * 1e9), pre = (uint64_t)(sec * 1e9);
+                    rdb_metric m[2] = {{"attn_mass_recall", p == 0 ? 1.0 : 0.6 + 0.3 * keep, ""},
+                                       {"latency_total_s", (double)(pre + dec) * 1e-9, "s"}};
+                    rdb_phase ph[2] = {{"prefill", pre, 1}, {"decode", dec, 1}};
+                    rdb_breakdown bd[5] = {
+                        {"decode", "total",
+                         {.rounds = 100, .bytes = {len * 1000000ull, len * 900000ull, 0},
+                          .offline = {len * 10000ull, 0, 0}}}};
+                    for (int c = 0; c < 4; c++)
+                        bd[c + 1] = (rdb_breakdown){
+                            "decode", cats[c],
+                            {.rounds = 10, .bytes = {len * 100000ull * (uint64_t)(c + 1)},
+                             .compute_ns = dec / 10, .comm_ns = dec / (uint64_t)(c + 2)}};
+                    rdb_run r = {.scenario = "plots", .grid_index = (uint64_t)idx,
+                                 .config_hash = hash, .config_yaml = "x: 1\n", .seed = 1,
+                                 .status = "ok", .started = "t", .finished = "t",
+                                 .tool_version = "test", .model = models[mo],
+                                 .protocol = "semi2k", .network = nets[n],
+                                 .policy = p ? "snapkv" : "full", .policy_label = labels[p],
+                                 .latency_ms = lat_ms[n], .bandwidth_mbps = bw[n],
+                                 .machine = "default", .threads = 1, .prompt_len = len,
+                                 .decode_len = 8, .batch = 1, .metric = m, .n_metric = 2,
+                                 .phase = ph, .n_phase = 2, .breakdown = bd, .n_breakdown = 5};
+                    ck_assert_int_eq(rdb_run_put(db, &r, NULL, &e), MS_OK);
+                }
+    rdb_close(db);
+}
+
+/* A rendered image: the format's magic and more than an empty canvas. */
+static void check_image(const char *path, const char *format)
+{
+    struct stat st;
+    ck_assert_msg(stat(path, &st) == 0, "missing %s", path);
+    ck_assert_msg(st.st_size > 5000, "%s: only %lld bytes", path, (long long)st.st_size);
+    char *s = slurp(path);
+    if (!strcmp(format, "png"))
+        ck_assert_msg(!memcmp(s, "\x89PNG\r\n\x1a\n", 8) && !memcmp(s + 12, "IHDR", 4),
+                      "%s: not a PNG", path);
+    else if (!strcmp(format, "pdf"))
+        ck_assert_msg(!memcmp(s, "%PDF-", 5), "%s: not a PDF", path);
+    else
+        ck_assert_msg(strstr(s, "<svg") && strstr(s, "</svg>"), "%s: not an SVG", path);
+    free(s);
+}
+
+/* The block titles of a gnuplot data file, '|'-joined ("full|snapkv(capacity=1024)|…"). */
+static void block_titles(const char *path, char *out, size_t n)
+{
+    char *s = slurp(path), *line = s;
+    size_t k = 0;
+    out[0] = '\0';
+    int start = 1;
+    while (*line) {
+        size_t len = strcspn(line, "\n");
+        if (start && line[0] == '"') {
+            char *end = strchr(line + 1, '"');
+            ck_assert_ptr_nonnull(end);
+            k += (size_t)snprintf(out + k, n - k, "%s%.*s", k ? "|" : "", (int)(end - line - 1),
+                                  line + 1);
+        }
+        start = len == 0;
+        line += len + (line[len] == '\n');
+    }
+    free(s);
+}
+
+/* A variable of a kept variable file: its text value (quotes stripped). */
+static void gp_value(const char *vars, const char *name, char *out, size_t n)
+{
+    char *s = slurp(vars), key[64];
+    snprintf(key, sizeof key, "\n%s = ", name);
+    char *p = strstr(s, key);
+    ck_assert_msg(p != NULL, "%s: no variable %s", vars, name);
+    p += strlen(key);
+    size_t len = strcspn(p, "\n");
+    if (*p == '"') {
+        p++;
+        len -= 2;
+    }
+    snprintf(out, n, "%.*s", (int)len, p);
+    free(s);
+}
+
+START_TEST(test_plots)
+{
+    build_plot_db(tpath("p.db"));
+    static const char *const plots[] = {"latency", "comm", "breakdown", "pareto"};
+    static const char *const formats[] = {"png", "svg", "pdf"};
+    for (int f = 0; f < 3; f++) {
+        char dir[32], file[64];
+        snprintf(dir, sizeof dir, "out-%s", formats[f]);
+        ck_assert_int_eq(MPCSIM("plot", "p.db", "-o", dir, "--format", formats[f], "--data", "d"), 0);
+        char *err = slurp(tpath("err.txt"));
+        ck_assert_msg(err[0] == '\0', "plot wrote to stderr: %s", err);
+        free(err);
+        for (int i = 0; i < 4; i++) {
+            snprintf(file, sizeof file, "%s/%s.%s", dir, plots[i], formats[f]);
+            check_image(tpath(file), formats[f]);
+        }
+    }
+    /* a panel per model and network: 4 panels × (whole run, per token); no panel mixes models */
+    char v[256], t[512];
+    gp_value(tpath("d/vars_latency.gp"), "ncells", v, sizeof v);
+    ck_assert_str_eq(v, "8");
+    for (int i = 1; i <= 8; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "title%d", i);
+        gp_value(tpath("d/vars_latency.gp"), name, v, sizeof v);
+        ck_assert_msg(!strstr(v, "llama-2-7b") != !strstr(v, "stories260K"), "panel %s", v);
+    }
+    gp_value(tpath("d/vars_latency.gp"), "title1", v, sizeof v);
+    ck_assert_str_eq(v, "llama-2-7b · lan (0.1 ms, 10 Gbit/s) — whole run");
+    /* one line per policy configuration, in every panel */
+    block_titles(tpath("d/latency_1_1.dat"), t, sizeof t);
+    ck_assert_str_eq(t, "full|snapkv(capacity=1024)|snapkv(capacity=4096)");
+    block_titles(tpath("d/latency_4_2.dat"), t, sizeof t);
+    ck_assert_str_eq(t, "full|snapkv(capacity=1024)|snapkv(capacity=4096)");
+    /* units rescaled: llama's whole run in hours (1 h .. 40 h on the WAN: days), stories' in s */
+    gp_value(tpath("d/vars_latency.gp"), "ylabel1", v, sizeof v);
+    ck_assert_str_eq(v, "whole run (h)");
+    gp_value(tpath("d/vars_latency.gp"), "ylabel3", v, sizeof v);
+    ck_assert_str_eq(v, "whole run (d)");
+    gp_value(tpath("d/vars_latency.gp"), "ylabel5", v, sizeof v);
+    ck_assert_str_eq(v, "whole run (s)");
+    gp_value(tpath("d/vars_comm.gp"), "ylabel1", v, sizeof v);
+    ck_assert_str_eq(v, "online bytes (GB)");
+    /* the values are in that unit: full at 512 tokens on the LAN, 1 h prefill + 1 h decode */
+    char *dat = slurp(tpath("d/latency_1_1.dat"));
+    ck_assert_ptr_nonnull(strstr(dat, "\n512 2\n"));
+    free(dat);
+    /* Pareto: a marker per configuration against per-token latency and against bytes */
+    gp_value(tpath("d/vars_pareto.gp"), "ncells", v, sizeof v);
+    ck_assert_str_eq(v, "8");
+    gp_value(tpath("d/vars_pareto.gp"), "xlabel1", v, sizeof v);
+    ck_assert_str_eq(v, "decode latency per token (min)");
+    gp_value(tpath("d/vars_pareto.gp"), "xlabel2", v, sizeof v);
+    ck_assert_str_eq(v, "online bytes (GB)");
+    block_titles(tpath("d/pareto_1_1.dat"), t, sizeof t);
+    ck_assert_str_eq(t, "full|snapkv(capacity=1024)|snapkv(capacity=4096)");
+    /* breakdown: a bar per configuration, categories in the op order's colours */
+    gp_value(tpath("d/vars_breakdown.gp"), "nbars1", v, sizeof v);
+    ck_assert_str_eq(v, "3");
+    gp_value(tpath("d/vars_breakdown.gp"), "bar1_1", v, sizeof v);
+    ck_assert_str_eq(v, "snapkv(capacity=1024)");
+    block_titles(tpath("d/bd_time_1.dat"), t, sizeof t);
+    ck_assert_str_eq(t, "attention|ffn|softmax|policy");
+
+    /* --where, --by, --x, --latency, --metric */
+    ck_assert_int_eq(MPCSIM("plot", "p.db", "-o", "w", "--data", "dw", "--where",
+                            "model=stories260K", "--latency", "decode-per-token", "--metric",
+                            "latency_total_s"), 0);
+    gp_value(tpath("dw/vars_latency.gp"), "ncells", v, sizeof v);
+    ck_assert_str_eq(v, "2");
+    gp_value(tpath("dw/vars_latency.gp"), "ylabel1", v, sizeof v);
+    ck_assert_str_eq(v, "decode, per token (s)");
+    check_image(tpath("w/metric-latency_total_s.png"), "png");
+    ck_assert_int_eq(MPCSIM("plot", "p.db", "-o", "b", "--data", "db", "--by", "model",
+                            "--x", "latency_ms"), 0);
+    gp_value(tpath("db/vars_latency.gp"), "ncells", v, sizeof v);
+    ck_assert_str_eq(v, "4");
+    gp_value(tpath("db/vars_latency.gp"), "xlabel_text", v, sizeof v);
+    ck_assert_str_eq(v, "one-way link latency (ms)");
+    /* the network is on x: lines by the other value (bandwidth) */
+    block_titles(tpath("db/latency_1_1.dat"), t, sizeof t);
+    ck_assert_str_eq(t, "full 100Mbps|full 10Gbps|snapkv(capacity=1024) 100Mbps|"
+                        "snapkv(capacity=1024) 10Gbps|snapkv(capacity=4096) 100Mbps|"
+                        "snapkv(capacity=4096) 10Gbps");
+    ck_assert_int_eq(MPCSIM("plot", "p.db", "--x", "prompt"), 2);
+    ck_assert_int_eq(MPCSIM("plot", "p.db", "--by", "modle"), 2);
+    ck_assert_int_eq(MPCSIM("plot", "p.db", "--format", "gif"), 2);
+    ck_assert_int_eq(MPCSIM("plot", "p.db", "--latency", "prefill"), 2);
+    ck_assert_int_eq(MPCSIM("plot", "p.db", "--metric", "no_such"), 2);
+    ck_assert_int_eq(MPCSIM("plot", "p.db", "--where", "model=gpt9"), 2);
+    ck_assert_int_eq(MPCSIM("plot", "missing.db"), 2);
+}
+END_TEST
+
+/* The x axis chosen by default is the one that varies: a network grid at one prompt length. */
+START_TEST(test_plot_default_axis)
+{
+    rdb *db;
+    errbuf e;
+    ck_assert_int_eq(rdb_open(tpath("g.db"), 1, &db, &e), MS_OK);
+    static const double lat[] = {0.1, 1, 10, 40}, bw[] = {100, 1000};
+    int idx = 0;
+    for (int l = 0; l < 4; l++)
+        for (int b = 0; b < 2; b++, idx++) {
+            char hash[17], net[32];
+            snprintf(hash, sizeof hash, "%016x", 0x3000 + idx);
+            snprintf(net, sizeof net, "%gms/%gMbps", lat[l], bw[b]);
+            rdb_phase ph[2] = {{"prefill", (uint64_t)(lat[l] * 1e9), 1},
+                               {"decode", (uint64_t)(lat[l] * 1e8 * (b + 1)), 1}};
+            rdb_breakdown bd[2] = {{"decode", "total", {.rounds = 10, .bytes = {1000000, 0, 0}}},
+                                   {"decode", "ffn", {.rounds = 10, .comm_ns = 5}}};
+            rdb_run r = {.scenario = "grid", .grid_index = (uint64_t)idx, .config_hash = hash,
+                         .config_yaml = "x: 1\n", .seed = 1, .status = "ok", .started = "t",
+                         .finished = "t", .tool_version = "test", .model = "llama-2-7b",
+                         .protocol = "aby3", .network = net, .policy = "full",
+                         .latency_ms = lat[l], .bandwidth_mbps = bw[b], .prompt_len = 1024,
+                         .decode_len = 8, .batch = 1, .phase = ph, .n_phase = 2,
+                         .breakdown = bd, .n_breakdown = 2};
+            ck_assert_int_eq(rdb_run_put(db, &r, NULL, &e), MS_OK);
+        }
+    rdb_close(db);
+    ck_assert_int_eq(MPCSIM("plot", "g.db", "-o", "g", "--data", "dg"), 0);
+    char v[256], t[256];
+    gp_value(tpath("dg/vars_latency.gp"), "xlabel_text", v, sizeof v);
+    ck_assert_str_eq(v, "one-way link latency (ms)");
+    gp_value(tpath("dg/vars_latency.gp"), "ncells", v, sizeof v);
+    ck_assert_str_eq(v, "2"); /* one panel (the model), not one per network */
+    block_titles(tpath("dg/latency_1_1.dat"), t, sizeof t);
+    ck_assert_str_eq(t, "full 100Mbps|full 1Gbps");
+    char *out = slurp(tpath("out.txt"));
+    ck_assert_ptr_nonnull(strstr(out, "skipping the Pareto plot"));
+    free(out);
+    check_image(tpath("g/latency.png"), "png");
+}
+END_TEST
+
 Suite *results_suite(void)
 {
     Suite *s = suite_create("results");
@@ -475,6 +717,8 @@ Suite *results_suite(void)
     tcase_add_test(tc, test_report);
     tcase_add_test(tc, test_report_json_and_serve);
     tcase_add_test(tc, test_cost_json_odd_name);
+    tcase_add_test(tc, test_plots);
+    tcase_add_test(tc, test_plot_default_axis);
     suite_add_tcase(s, tc);
     return s;
 }
