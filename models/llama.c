@@ -612,3 +612,27 @@ const char *llama_tok_piece(const llama_tok *t, int prev, int id)
         piece = (const char *)t->byte_pieces + byte * 2;
     return piece;
 }
+
+void llama_compare(const double *mpc, const float *ref, uint32_t n, uint32_t vocab, llama_acc *a)
+{
+    memset(a, 0, sizeof *a);
+    a->n = n;
+    double sum = 0;
+    for (uint32_t s = 0; s < n; s++) {
+        const double *x = mpc + (size_t)s * vocab;
+        const float *y = ref + (size_t)s * vocab;
+        uint32_t bx = 0, by = 0;
+        for (uint32_t i = 0; i < vocab; i++) {
+            double d = fabs(x[i] - (double)y[i]);
+            sum += d;
+            a->max_abs = d > a->max_abs ? d : a->max_abs;
+            bx = x[i] > x[bx] ? i : bx;
+            by = y[i] > y[by] ? i : by;
+        }
+        a->top1_agree += bx == by;
+        if (bx != by && (double)y[by] - (double)y[bx] > a->miss_gap)
+            a->miss_gap = (double)y[by] - (double)y[bx];
+    }
+    a->mean_abs = n ? sum / ((double)n * vocab) : 0;
+}
+

@@ -47,6 +47,16 @@ void llama_reset(llama *m);
  * of llama_forward (attend_mask: the layer asking). */
 const float *llama_query(const llama *m);
 
+/* Agreement of logits x (n positions × vocab, e.g. revealed by a secure run) with a reference's
+ * (the float model's). */
+typedef struct llama_acc {
+    uint32_t n, top1_agree;
+    double max_abs, mean_abs; /* over all n × vocab logits */
+    double miss_gap;          /* largest reference margin of a disagreement: ref[ref's top-1] -
+                               * ref[x's top-1] (a near tie when below 2·max_abs) */
+} llama_acc;
+void llama_compare(const double *x, const float *ref, uint32_t n, uint32_t vocab, llama_acc *a);
+
 /* <unk>, <s>, </s> and the 256 byte-fallback pieces <0x00>..<0xFF> (ids 3..258). */
 #define LLAMA_TOK_MIN_VOCAB 259
 int llama_tok_load(const char *path, uint32_t vocab, llama_tok **out, errbuf *e);

@@ -89,32 +89,10 @@ static void ix_add(lw *w, uint32_t id)
     }
 }
 
-/* full = "L<layer>.<name>" (layer >= 0) or name, cut to 47 characters as snprintf would. */
-static void full_name(char full[48], int layer, const char *name)
-{
-    size_t o = 0;
-    if (layer >= 0) {
-        char d[12];
-        int nd = 0;
-        unsigned v = (unsigned)layer;
-        do {
-            d[nd++] = (char)('0' + v % 10);
-            v /= 10;
-        } while (v);
-        full[o++] = 'L';
-        while (nd)
-            full[o++] = d[--nd];
-        full[o++] = '.';
-    }
-    while (*name && o < 47)
-        full[o++] = *name++;
-    full[o] = '\0';
-}
-
 static uint32_t tens(lw *w, const char *name, op_role role, uint32_t b, uint32_t r, uint32_t c)
 {
     char full[48];
-    full_name(full, role != OPT_WEIGHT ? w->layer : -1, name);
+    op_layer_name(full, role != OPT_WEIGHT ? w->layer : -1, name);
     uint32_t id = op_tensor_add(w->p, full, role, DOM_ARITH, b, r, c);
     if (id == OP_NONE)
         w->oom = 1;
@@ -127,7 +105,7 @@ static uint32_t tens(lw *w, const char *name, op_role role, uint32_t b, uint32_t
 static uint32_t weight(lw *w, const char *name, uint32_t rows, uint32_t cols)
 {
     char full[48];
-    full_name(full, w->layer, name);
+    op_layer_name(full, w->layer, name);
     if (w->oom)
         return OP_NONE;
     uint32_t id = *ix_slot(w, full);

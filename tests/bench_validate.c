@@ -88,8 +88,8 @@ static void accuracy(const char *pn, const char *approx, uint32_t N)
         free(ref);
         return;
     }
-    secinf_acc a;
-    secinf_compare(r.logits, ref, N, V, &a);
+    llama_acc a;
+    llama_compare(r.logits, ref, N, V, &a);
     printf("accuracy   %-6s approx %-7s %u positions: top-1 %u/%u (%.2f %%), logit error max %.4f mean %.5f "
            "(%.1f s); largest reference margin of a disagreement %.4f\n", pn, approx, N, a.top1_agree, N,
            100.0 * a.top1_agree / N, a.max_abs, a.mean_abs, r.seconds, a.miss_gap);

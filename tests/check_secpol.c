@@ -72,10 +72,10 @@ static void h2o_opts(fixture *f, const char *pname, secinf_opts *o)
     ck_assert_int_eq(proto_cfg_set(&o->cfg, "approx", "sigmoid", &e), MS_OK);
     int pub = 1;
     ck_assert_msg(secinf_spol_of(&f->m, "h2o", h2o_params, 2, P, N, &o->spol, &pub, &e) == MS_OK, "%s", e.msg);
-    ck_assert_int_eq(o->spol.kind, SECINF_SPOL_H2O);
+    ck_assert(o->spol.ops == &policy_h2o_secure);
     ck_assert_int_eq(pub, 0);
-    ck_assert_uint_eq(o->spol.heavy, 4);
-    ck_assert_uint_eq(o->spol.recent, 4);
+    ck_assert_uint_eq(((const h2o_shape *)o->spol.cfg)->heavy, 4);
+    ck_assert_uint_eq(((const h2o_shape *)o->spol.cfg)->recent, 4);
 }
 
 /* Policy ops of a step's program by kind. */
@@ -95,7 +95,7 @@ START_TEST(test_h2o_on_shares)
     errbuf e = {{0}};
     uint32_t V = f.m.vocab, LH = f.m.n_layers * f.m.n_kv_heads;
     float *pol = malloc((size_t)N * V * sizeof *pol), *full = malloc((size_t)N * V * sizeof *full);
-    secinf_keep k;
+    secpol_keep k;
     ck_assert_msg(secinf_policy_replay(&f.m, f.L, "h2o", h2o_params, 2, f.ids, N, P, &k, pol, &e) == MS_OK, "%s",
                   e.msg);
     llama_reset(f.L);
@@ -107,16 +107,18 @@ START_TEST(test_h2o_on_shares)
     secinf_result r;
     ck_assert_msg(secinf_run(&o, &r, &e) == MS_OK, "%s", e.msg);
     /* logits: the replay's, within the tolerance; not the full cache's */
-    secinf_acc a, moved;
-    secinf_compare(r.logits, pol + (size_t)(P - 1) * V, r.n_steps, V, &a);
+    llama_acc a, moved;
+    llama_compare(r.logits, pol + (size_t)(P - 1) * V, r.n_steps, V, &a);
     ck_assert_uint_ge(a.top1_agree + 1, r.n_steps);
     ck_assert_msg(a.miss_gap < 2 * LOGIT_TOL, "a disagreement where the replay's margin is %.4f", a.miss_gap);
     ck_assert_msg(a.max_abs < LOGIT_TOL, "logit error vs the replay %.4f", a.max_abs);
-    secinf_compare(r.logits, full + (size_t)(P - 1) * V, r.n_steps, V, &moved);
+    llama_compare(r.logits, full + (size_t)(P - 1) * V, r.n_steps, V, &moved);
     ck_assert_msg(moved.max_abs > 3 * LOGIT_TOL, "the policy moved the logits by only %.4f", moved.max_abs);
     /* the selection: the prompt's heavy sets, one eviction per step and layer and KV head */
-    secinf_sel s;
-    ck_assert_msg(secinf_sel_compare(&o, &r, &k, -1, &s, &e) == MS_OK, "%s", e.msg);
+    h2o_sec_audit s;
+    secpol_run pub = secinf_public(&o);
+    secpol_opened opened = secinf_opened(&r);
+    ck_assert_msg(h2o_secure_compare(&pub, o.spol.cfg, &opened, &k, -1, &s, &e) == MS_OK, "%s", e.msg);
     ck_assert_uint_eq(s.prefill_sets, LH);
     ck_assert_uint_eq(s.evictions, (N - P - 1) * LH);
     ck_assert_uint_eq(s.kept_sets, (N - P) * LH);
@@ -151,7 +153,7 @@ START_TEST(test_h2o_on_shares)
     }
     op_program_free(&p);
     secinf_result_free(&r);
-    secinf_keep_free(&k);
+    secpol_keep_free(&k);
     free(pol);
     free(full);
     llama_free(f.L);
@@ -301,7 +303,7 @@ START_TEST(test_public_and_missing)
     fixture_open(&f, 2 * N);
     errbuf e = {{0}};
     const char *params[] = {"sink=2", "recent=6"};
-    secinf_keep pub, rep;
+    secpol_keep pub, rep;
     ck_assert_msg(secinf_public_keep(&f.m, "streamingllm", params, 2, N, P, &pub, &e) == MS_OK, "%s", e.msg);
     ck_assert_msg(secinf_policy_replay(&f.m, f.L, "streamingllm", params, 2, f.ids, N, P, &rep, NULL, &e) == MS_OK,
                   "%s", e.msg);
@@ -310,20 +312,20 @@ START_TEST(test_public_and_missing)
                             rep.keep + (size_t)P * f.m.n_layers * f.m.n_kv_heads * N,
                             n - (size_t)P * f.m.n_layers * f.m.n_kv_heads * N),
                      0);
-    secinf_keep_free(&pub);
-    secinf_keep_free(&rep);
+    secpol_keep_free(&pub);
+    secpol_keep_free(&rep);
     /* a policy that observes the model has no public kept set */
     ck_assert_int_ne(secinf_public_keep(&f.m, "h2o", NULL, 0, N, P, &pub, &e), MS_OK);
     secinf_spol sp;
     int is_pub;
     ck_assert_int_eq(secinf_spol_of(&f.m, "streamingllm", params, 2, P, N, &sp, &is_pub, &e), MS_OK);
-    ck_assert(sp.kind == SECINF_SPOL_NONE && is_pub);
+    ck_assert(!sp.ops && is_pub);
     ck_assert_int_eq(secinf_spol_of(&f.m, "mpcache", NULL, 0, P, N, &sp, &is_pub, &e), MS_OK);
-    ck_assert(sp.kind == SECINF_SPOL_MPCACHE && !is_pub && sp.static_count);
+    ck_assert(sp.ops == &policy_mpcache_secure && !is_pub && ((const mpcache_sec *)sp.cfg)->static_count);
     secinf_spol_free(&sp);
     const char *topk[] = {"static=topk"};
     ck_assert_int_eq(secinf_spol_of(&f.m, "mpcache", topk, 1, P, N, &sp, &is_pub, &e), MS_OK);
-    ck_assert(sp.kind == SECINF_SPOL_NONE && !is_pub);
+    ck_assert(!sp.ops && !is_pub);
     llama_free(f.L);
 }
 END_TEST
@@ -337,7 +339,7 @@ static void mpc_opts(fixture *f, const char *pname, int cfg, secinf_opts *o)
     int pub = 1;
     ck_assert_msg(secinf_spol_of(&f->m, "mpcache", mpc_params[cfg], 4, P, N, &o->spol, &pub, &e) == MS_OK, "%s",
                   e.msg);
-    ck_assert_int_eq(o->spol.kind, SECINF_SPOL_MPCACHE);
+    ck_assert(o->spol.ops == &policy_mpcache_secure);
     ck_assert_int_eq(pub, 0);
 }
 
@@ -349,7 +351,7 @@ START_TEST(test_mpcache_on_shares)
     errbuf e = {{0}};
     uint32_t V = f.m.vocab, LH = f.m.n_layers * f.m.n_kv_heads;
     float *pol = malloc((size_t)N * V * sizeof *pol), *full = malloc((size_t)N * V * sizeof *full);
-    secinf_keep k;
+    secpol_keep k;
     ck_assert_msg(secinf_policy_replay(&f.m, f.L, "mpcache", mpc_params[_i], 4, f.ids, N, P, &k, pol, &e) == MS_OK,
                   "%s", e.msg);
     llama_reset(f.L);
@@ -361,8 +363,10 @@ START_TEST(test_mpcache_on_shares)
     secinf_result r;
     ck_assert_msg(secinf_run(&o, &r, &e) == MS_OK, "%s", e.msg);
     /* the attended sets: the replay's, but where a top-k is a near tie */
-    secinf_mpc_sel ms;
-    ck_assert_msg(secinf_mpc_compare(&o, &r, &k, &ms, &e) == MS_OK, "%s", e.msg);
+    mpcache_sec_audit ms;
+    secpol_run pub = secinf_public(&o);
+    secpol_opened opened = secinf_opened(&r);
+    ck_assert_msg(mpcache_secure_compare(&pub, o.spol.cfg, &opened, &k, &ms, &e) == MS_OK, "%s", e.msg);
     ck_assert_uint_eq(ms.sets, (N - P) * LH);
     ck_assert_uint_ge(ms.topks, 20);
     ck_assert_msg(ms.same == ms.sets || ms.max_diff_margin < MPC_TIE, "%u/%u sets equal; a differing one's margin %.4f",
@@ -375,12 +379,12 @@ START_TEST(test_mpcache_on_shares)
     ck_assert_msg(ms.score_err > 0 && ms.score_err < 5, "secure scores off by %.4f", ms.score_err);
     ck_assert_msg(ms.same * 100 >= ms.sets * 95, "sets %u/%u", ms.same, ms.sets);
     /* logits: the replay's within the tolerance (when the sets agree), not the full cache's */
-    secinf_acc a, moved;
-    secinf_compare(r.logits, pol + (size_t)(P - 1) * V, r.n_steps, V, &a);
+    llama_acc a, moved;
+    llama_compare(r.logits, pol + (size_t)(P - 1) * V, r.n_steps, V, &a);
     ck_assert_uint_ge(a.top1_agree + 1, r.n_steps);
     if (ms.same == ms.sets)
         ck_assert_msg(a.max_abs < LOGIT_TOL, "logit error vs the replay %.4f", a.max_abs);
-    secinf_compare(r.logits, full + (size_t)(P - 1) * V, r.n_steps, V, &moved);
+    llama_compare(r.logits, full + (size_t)(P - 1) * V, r.n_steps, V, &moved);
     ck_assert_msg(moved.max_abs > 3 * LOGIT_TOL, "the policy moved the logits by only %.4f", moved.max_abs);
     /* every op's bytes and rounds; the shapes the programs took */
     net_cfg net;
@@ -404,8 +408,8 @@ START_TEST(test_mpcache_on_shares)
     if (_i == 2) { /* the threshold dropped prompt keys: the counts the parties learned */
         uint32_t kept = 0;
         for (uint32_t l = 0; l < f.m.n_layers; l++) {
-            ck_assert_uint_le(o.spol.static_count[l], P);
-            kept += o.spol.static_count[l];
+            ck_assert_uint_le(((mpcache_sec *)o.spol.cfg)->static_count[l], P);
+            kept += ((mpcache_sec *)o.spol.cfg)->static_count[l];
         }
         ck_assert_uint_lt(kept, f.m.n_layers * P);
         ck_assert_uint_gt(kept, 0);
@@ -413,7 +417,7 @@ START_TEST(test_mpcache_on_shares)
     secinf_spol_free(&o.spol);
     op_program_free(&p);
     secinf_result_free(&r);
-    secinf_keep_free(&k);
+    secpol_keep_free(&k);
     free(pol);
     free(full);
     llama_free(f.L);
@@ -709,7 +713,7 @@ START_TEST(test_mpcache_threshold_decode_costed_as_run)
         memcpy(kv[i].key, mpc_params[2][i], (size_t)(eq - mpc_params[2][i]));
         snprintf(kv[i].val, sizeof kv[i].val, "%s", eq + 1);
     }
-    mdrive c = {.m = m, .T = T, .P = P, .W = o.spol.mpc.window, .thr = o.spol.mpc.thr};
+    mdrive c = {.m = m, .T = T, .P = P, .W = ((const mpcache_sec *)o.spol.cfg)->mpc.window, .thr = ((const mpcache_sec *)o.spol.cfg)->mpc.thr};
     c.k = calloc((size_t)L * T * Hkv * m->head_dim, sizeof *c.k);
     c.pass = calloc((size_t)L * P, sizeof *c.pass);
     policy_env env = {.n_layers = L, .n_heads = m->n_heads, .n_kv_heads = Hkv, .head_dim = m->head_dim,
@@ -729,10 +733,10 @@ START_TEST(test_mpcache_threshold_decode_costed_as_run)
     /* the counts the parties would learn: the rule's, a shared layer its source's */
     uint32_t dropped = 0;
     for (uint32_t l = 0; l < L; l++) {
-        uint32_t src = mpcache_layer_kind(&o.spol.mpc, l) == MPC_LAYER_SHARED ? l - 1 : l, cnt = 0;
+        uint32_t src = mpcache_layer_kind(&((const mpcache_sec *)o.spol.cfg)->mpc, l) == MPCACHE_LAYER_SHARED ? l - 1 : l, cnt = 0;
         for (uint32_t j = 0; j < P; j++)
             cnt += c.pass[src * P + j];
-        o.spol.static_count[l] = cnt;
+        ((mpcache_sec *)o.spol.cfg)->static_count[l] = cnt;
         dropped += P - cnt;
     }
     ck_assert_uint_gt(dropped, 0);

@@ -77,8 +77,8 @@ START_TEST(test_programs_exact)
     llama_reset(f.L);
     for (int p = 0; p < 5; p++)
         llama_forward(f.L, f.ids[p], (uint32_t)p, NULL, ref[p]);
-    secinf_acc a;
-    secinf_compare(r.logits, ref[3], 2, f.m.vocab, &a);
+    llama_acc a;
+    llama_compare(r.logits, ref[3], 2, f.m.vocab, &a);
     ck_assert_uint_eq(a.top1_agree, 2);
     ck_assert_msg(a.max_abs < LOGIT_TOL, "logit error %.4f", a.max_abs);
     secinf_result_free(&r);
@@ -103,8 +103,8 @@ START_TEST(test_accuracy_teacher_forced)
     secinf_result r;
     ck_assert_msg(secinf_run(&o, &r, &e) == MS_OK, "%s", e.msg);
     ck_assert_uint_eq(r.n_steps, N);
-    secinf_acc a;
-    secinf_compare(r.logits, ref, N, V, &a);
+    llama_acc a;
+    llama_compare(r.logits, ref, N, V, &a);
     /* >= 99 %: one disagreement allowed, and only at a near tie of the reference (its top-2
      * margin within twice the logit tolerance; the text's closest is 0.012, at position 65) */
     ck_assert_msg(a.top1_agree * 100 >= 99 * N, "top-1 agreement %u/%u", a.top1_agree, N);
@@ -135,7 +135,7 @@ START_TEST(test_streamingllm_in_mpc)
     const uint32_t N = 40, P = 8, V = f.m.vocab;
     const char *params[] = {"sink=2", "recent=6"};
     float *pol = malloc((size_t)N * V * sizeof *pol), *full = malloc((size_t)N * V * sizeof *full);
-    secinf_keep k;
+    secpol_keep k;
     ck_assert_msg(secinf_policy_replay(&f.m, f.L, "streamingllm", params, 2, f.ids, N, P, &k, pol, &e) == MS_OK,
                   "%s", e.msg);
     /* the masks are streamingllm's: sinks and the recent window */
@@ -149,15 +149,15 @@ START_TEST(test_streamingllm_in_mpc)
     cfg_of("aby3", &o.cfg);
     secinf_result r;
     ck_assert_msg(secinf_run(&o, &r, &e) == MS_OK, "%s", e.msg);
-    secinf_acc a, moved;
-    secinf_compare(r.logits, pol + (size_t)(P - 1) * V, r.n_steps, V, &a);
+    llama_acc a, moved;
+    llama_compare(r.logits, pol + (size_t)(P - 1) * V, r.n_steps, V, &a);
     /* the same top-1 at every position but a near tie of the replay (its closest margin here
      * is 0.07, at position 16) */
     ck_assert_uint_ge(a.top1_agree + 1, r.n_steps);
     ck_assert_msg(a.miss_gap < 2 * LOGIT_TOL, "a disagreement where the replay's margin is %.4f", a.miss_gap);
     ck_assert_msg(a.max_abs < LOGIT_TOL, "logit error vs the replay %.4f", a.max_abs);
     /* the secure run follows the policy, not the full cache */
-    secinf_compare(r.logits, full + (size_t)(P - 1) * V, r.n_steps, V, &moved);
+    llama_compare(r.logits, full + (size_t)(P - 1) * V, r.n_steps, V, &moved);
     ck_assert_msg(moved.max_abs > 3 * LOGIT_TOL, "the policy moved the logits by only %.4f", moved.max_abs);
     /* the kept counts the simulator uses shape the program: the last step attends 8 + 1 */
     op_program p;
@@ -172,7 +172,7 @@ START_TEST(test_streamingllm_in_mpc)
     ck_assert_int_eq(seen, (int)f.m.n_layers);
     op_program_free(&p);
     secinf_result_free(&r);
-    secinf_keep_free(&k);
+    secpol_keep_free(&k);
     free(pol);
     free(full);
     llama_free(f.L);
@@ -191,7 +191,7 @@ START_TEST(test_mpcache_padded_in_mpc)
     const uint32_t N = 28, P = 16, V = f.m.vocab;
     const char *params[] = {"s1=8", "s2=4"};
     float *pol = malloc((size_t)N * V * sizeof *pol);
-    secinf_keep k;
+    secpol_keep k;
     ck_assert_msg(secinf_policy_replay(&f.m, f.L, "mpcache", params, 2, f.ids, N, P, &k, pol, &e) == MS_OK, "%s",
                   e.msg);
     secinf_opts o = {.model = &f.m, .weights = f.L, .tokens = f.ids, .n_tokens = N, .prefill = P, .keep = &k};
@@ -209,8 +209,8 @@ START_TEST(test_mpcache_padded_in_mpc)
     ck_assert_msg(padded, "no step with per-KV-head kept counts: the test lost its point");
     secinf_result r;
     ck_assert_msg(secinf_run(&o, &r, &e) == MS_OK, "%s", e.msg);
-    secinf_acc a;
-    secinf_compare(r.logits, pol + (size_t)(P - 1) * V, r.n_steps, V, &a);
+    llama_acc a;
+    llama_compare(r.logits, pol + (size_t)(P - 1) * V, r.n_steps, V, &a);
     ck_assert_uint_eq(a.top1_agree, r.n_steps);
     ck_assert_msg(a.max_abs < LOGIT_TOL, "logit error vs the replay %.4f", a.max_abs);
     net_cfg net;
@@ -223,7 +223,7 @@ START_TEST(test_mpcache_padded_in_mpc)
         ck_assert_msg(row.ops_mismatched == 0, "step %u: %s", s, row.first_mismatch);
     }
     secinf_result_free(&r);
-    secinf_keep_free(&k);
+    secpol_keep_free(&k);
     free(pol);
     llama_free(f.L);
 }

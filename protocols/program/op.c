@@ -100,6 +100,49 @@ uint32_t op_tensor_find(const op_program *p, const char *name)
     return OP_NONE;
 }
 
+void op_layer_name(char full[48], int layer, const char *name)
+{
+    size_t o = 0;
+    if (layer >= 0) { /* by hand: the lowering names every tensor of a 32-layer step */
+        char d[12];
+        int nd = 0;
+        unsigned v = (unsigned)layer;
+        do {
+            d[nd++] = (char)('0' + v % 10);
+            v /= 10;
+        } while (v);
+        full[o++] = 'L';
+        while (nd)
+            full[o++] = d[--nd];
+        full[o++] = '.';
+    }
+    while (*name && o < 47)
+        full[o++] = *name++;
+    full[o] = '\0';
+}
+
+uint32_t op_layer_find(const op_program *p, int layer, const char *name)
+{
+    char full[48];
+    op_layer_name(full, layer, name);
+    return op_tensor_find(p, full);
+}
+
+int op_layer_of(const char *full, const char **rest)
+{
+    if (full[0] != 'L' || full[1] < '0' || full[1] > '9')
+        return -1;
+    long l = 0;
+    const char *c = full + 1;
+    for (; *c >= '0' && *c <= '9' && l < 1000000; c++)
+        l = l * 10 + (*c - '0');
+    if (*c != '.')
+        return -1;
+    if (rest)
+        *rest = c + 1;
+    return (int)l;
+}
+
 long op_emit(op_program *p, const op *o)
 {
     if (grow((void **)&p->ops, &p->cap_ops, p->n_ops + 1, sizeof *p->ops))

@@ -172,6 +172,15 @@ uint32_t op_tensor_add(op_program *p, const char *name, op_role role, op_dom dom
                        uint32_t batch, uint32_t rows, uint32_t cols);
 /* Finds a tensor by name; OP_NONE if absent. */
 uint32_t op_tensor_find(const op_program *p, const char *name);
+/* The one spelling of a layer's tensor names, shared by the lowering, the policies' ops and
+ * the secure session's binders: "L<layer>.<name>", or name alone for layer < 0, cut to 47
+ * characters as snprintf would. */
+void op_layer_name(char full[48], int layer, const char *name);
+/* op_tensor_find of op_layer_name(layer, name). */
+uint32_t op_layer_find(const op_program *p, int layer, const char *name);
+/* The layer of a name "L<layer>.<rest>" and where its rest starts (rest may be NULL); -1 for a
+ * name of no layer. */
+int op_layer_of(const char *full, const char **rest);
 /* Appends an op (copied) and returns its index, or -1 on allocation failure. */
 long op_emit(op_program *p, const op *o);
 

@@ -176,7 +176,7 @@ static int vm_programs(vm_ctx *c, const proto_cfg *cfg, rdb *db, int *bad, errbu
 
 /* How the policy ran inside MPC, and for a selection on shares its agreement with the
  * plaintext replay (the one-hots opened after each step: validation only). */
-static void vm_policy_note(const vm_args *a, const secinf_opts *o, const secinf_result *r, const secinf_keep *plain,
+static void vm_policy_note(const vm_args *a, const secinf_opts *o, const secinf_result *r, const secpol_keep *plain,
                            secinf_spol sp, int is_pub, const float *ref, errbuf *e)
 {
     if (is_pub) {
@@ -184,62 +184,18 @@ static void vm_policy_note(const vm_args *a, const secinf_opts *o, const secinf_
                "#       locally (no selection to compute on shares)\n", a->policy);
         return;
     }
-    if (!sp.kind) {
+    if (!sp.ops) {
+        const policy_ops *pol = policy_find(a->policy);
         printf("#       NOTE: %s has no selection on shares%s: the secure run applies the kept sets of its plaintext\n"
                "#       replay (keep masks), which a deployment could not compute\n", a->policy,
-               strcmp(a->policy, "mpcache") ? "" : " with the static `topk` (on shares: static threshold or none)");
+               pol && pol->secure ? pol->secure->which : "");
         return;
     }
-    if (sp.kind == SECINF_SPOL_MPCACHE) {
-        secinf_mpc_sel ms;
-        if (secinf_mpc_compare(o, r, plain, &ms, e)) {
-            printf("#       selection audit failed: %s\n", e->msg);
-            return;
-        }
-        printf("#       %s selected on shares (static %s, two-level clusters, %u secret top-k); attended sets equal to\n"
-               "#       the replay's: %u/%u (decode position x layer x KV head)\n", a->policy,
-               sp.mpc.static_mode ? "none" : "threshold: the kept counts revealed", ms.topks, ms.same, ms.sets);
-        if (sp.static_count) {
-            printf("#       revealed static counts per layer (of %u prompt rows):", o->prefill);
-            for (uint32_t l = 0; l < o->model->n_layers; l++)
-                printf(" %u", sp.static_count[l]);
-            printf("\n");
-        }
-        printf("#       secure top-k scores within %.5f of the replay's (where the sets agree)", ms.score_err);
-        if (ms.differ)
-            printf("; differing sets: %u, %u of them near ties of the replay itself (its own top-k margin <= 2 x %.5f;\n"
-                   "#       largest %.5f)", ms.differ, ms.near_ties, ms.score_err, ms.rep_margin);
-        printf("\n");
-        printf("#       smallest secure top-k margin %.5f%s", ms.min_margin,
-               ms.same < ms.sets ? "" : "\n");
-        if (ms.same < ms.sets) {
-            printf("; differing sets' top-ks have margins <= %.5f (near ties of the q.bound scores:\n"
-                   "#       fixed-point queries and bounds swap them)\n", ms.max_diff_margin);
-            /* the logits before the first differing set: the fixed-point error alone */
-            uint32_t upto = ms.first_differ - o->prefill + 1; /* steps: the prefill, then one per position */
-            secinf_acc before;
-            secinf_compare(r->logits, ref, upto < r->n_steps ? upto : r->n_steps, r->vocab, &before);
-            printf("#       first differing set at position %u, layer %u (its secure top-k margin %.5f); the logits\n"
-                   "#       before it: top-1 %u/%u, error max %.4f mean %.5f\n",
-                   ms.first_differ, ms.first_layer, ms.first_margin, before.top1_agree, before.n, before.max_abs,
-                   before.mean_abs);
-        }
-        return;
-    }
-    secinf_sel sel;
-    if (secinf_sel_compare(o, r, plain, -1, &sel, e)) {
+    secpol_run pub = secinf_public(o);
+    secpol_opened opened = secinf_opened(r);
+    fflush(stdout);
+    if (sp.ops->audit_note(sp.cfg, &pub, &opened, plain, ref, a->policy, stdout, e))
         printf("#       selection audit failed: %s\n", e->msg);
-        return;
-    }
-    printf("#       %s selected on shares (heavy %u, recent %u); against the replay: prompt heavy sets %u/%u, "
-           "evictions %u/%u, kept sets %u/%u\n", a->policy, sp.heavy, sp.recent, sel.prefill_same, sel.prefill_sets,
-           sel.evict_same, sel.evictions, sel.kept_same, sel.kept_sets);
-    printf("#       secure scores within %.4f of the replay's; selections whose secure margin exceeds twice that: "
-           "%u/%u equal to the replay's\n", sel.score_err, sel.separated_same, sel.separated);
-    if (sel.differ_same_cand || sel.diverged)
-        printf("#       differing selections: %u from the same candidates, %u of them near ties (the replay's margin "
-               "<= 2 x %.4f; largest %.4f); %u evictions after the kept sets differed\n", sel.differ_same_cand,
-               sel.near_ties, sel.score_err, sel.max_margin, sel.diverged);
 }
 
 /* Teacher-forced accuracy: secure logits at every position against the float reference (or
@@ -255,7 +211,7 @@ static int vm_accuracy(vm_ctx *c, const proto_cfg *cfg, int *bad, errbuf *e)
     if (P > N)
         return err_set(e, MS_ERR_INPUT, "--prompt %u is longer than --accuracy %u", P, N);
     float *ref = malloc((size_t)N * V * sizeof *ref), *full = malloc((size_t)N * V * sizeof *full);
-    secinf_keep k = {0}, pk = {0};
+    secpol_keep k = {0}, pk = {0};
     secinf_spol sp = {0};
     int is_pub = 0;
     if (!ref || !full)
@@ -272,14 +228,14 @@ static int vm_accuracy(vm_ctx *c, const proto_cfg *cfg, int *bad, errbuf *e)
     if (!rc && a->policy && is_pub)
         rc = secinf_public_keep(&c->m, a->policy, a->policy_params, a->n_policy_params, N, P, &pk, e);
     secinf_opts o = {.model = &c->m, .weights = c->L, .cfg = *cfg, .tokens = c->ids, .n_tokens = N,
-                     .prefill = P, .keep = !a->policy || sp.kind ? NULL : is_pub ? &pk : &k, .spol = sp,
-                     .audit = sp.kind != SECINF_SPOL_NONE};
+                     .prefill = P, .keep = !a->policy || sp.ops ? NULL : is_pub ? &pk : &k, .spol = sp,
+                     .audit = sp.ops != NULL};
     secinf_result r = {0};
     if (!rc)
         rc = secinf_run(&o, &r, e);
     if (!rc) {
-        secinf_acc acc, pol;
-        secinf_compare(r.logits, ref + (size_t)(P - 1) * V, r.n_steps, V, &acc);
+        llama_acc acc, pol;
+        llama_compare(r.logits, ref + (size_t)(P - 1) * V, r.n_steps, V, &acc);
         printf("%-7s %s%s%s: %u positions teacher-forced: top-1 agreement %u/%u (%.2f%%), logit error max %.4f "
                "mean %.5f (%s, approx %s, frac_bits %d); %.1f s\n",
                cfg->name, c->m.name, a->policy ? " under " : "", a->policy ? a->policy : "", acc.n, acc.top1_agree,
@@ -308,7 +264,7 @@ static int vm_accuracy(vm_ctx *c, const proto_cfg *cfg, int *bad, errbuf *e)
             for (size_t i = 0; pd && i < (size_t)r.n_steps * V; i++)
                 pd[i] = ref[(size_t)(P - 1) * V + i];
             if (pd) {
-                secinf_compare(pd, full + (size_t)(P - 1) * V, r.n_steps, V, &pol);
+                llama_compare(pd, full + (size_t)(P - 1) * V, r.n_steps, V, &pol);
                 printf("#       the policy's own effect (plaintext, vs the full cache): top-1 %u/%u, logit "
                        "difference max %.4f mean %.5f\n", pol.top1_agree, pol.n, pol.max_abs, pol.mean_abs);
             }
@@ -316,8 +272,8 @@ static int vm_accuracy(vm_ctx *c, const proto_cfg *cfg, int *bad, errbuf *e)
         }
     }
     secinf_result_free(&r);
-    secinf_keep_free(&k);
-    secinf_keep_free(&pk);
+    secpol_keep_free(&k);
+    secpol_keep_free(&pk);
     secinf_spol_free(&sp);
     free(ref);
     free(full);

@@ -29,6 +29,7 @@
 #include "sim/scenario/runcfg.h"
 
 typedef struct policy_ops policy_ops;
+typedef struct secpol_ops secpol_ops; /* selection on secret shares: sim/policy/secpol.h */
 
 /* Parameter names a policy accepts, with defaults, for validation and docs. */
 typedef struct policy_param {
@@ -133,6 +134,10 @@ struct policy_ops {
      * count the lowering shrinks the FFN to (lower_opts.ffn_active) — and *secret = 1 when which
      * neurons stays secret (lower_opts.ffn_secret). Called after emit_cost. */
     uint32_t (*ffn_active)(void *state, uint32_t layer, int *secret);
+    /* Optional: the policy's selection run inside MPC on secret shares, for the secure session
+     * (sim/policy/secpol.h; the policy's own policy_<name>_secure.c). Absent: a secure run
+     * applies the policy's kept sets from its plaintext replay, or its public ones. */
+    const secpol_ops *secure;
 };
 
 const policy_ops *policy_find(const char *name);

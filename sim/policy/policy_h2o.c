@@ -186,11 +186,10 @@ typedef struct h2o_em {
 static uint32_t h2o_tensor(h2o_em *w, const char *nm, op_role role, uint32_t b, uint32_t r,
                            uint32_t c)
 {
-    char full[48];
-    if (w->layer == UINT32_MAX) /* the selection of every layer at once */
-        snprintf(full, sizeof full, "h2o.%s", nm);
-    else
-        snprintf(full, sizeof full, "L%u.h2o.%s", w->layer, nm);
+    char full[48], tail[48];
+    snprintf(tail, sizeof tail, "h2o.%s", nm);
+    /* UINT32_MAX: the selection of every layer at once */
+    op_layer_name(full, w->layer == UINT32_MAX ? -1 : (int)w->layer, tail);
     uint32_t id = op_tensor_add(w->p, full, role, DOM_ARITH, b, r, c);
     w->failed |= id == OP_NONE;
     return id;
@@ -479,4 +478,5 @@ const policy_ops policy_h2o = {
     .prefill = h2o_prefill,
     .select = h2o_select,
     .emit_cost = h2o_emit,
+    .secure = &policy_h2o_secure,
 };

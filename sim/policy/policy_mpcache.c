@@ -28,7 +28,7 @@
 #include "policy.h"
 #include "secpol.h"
 
-static const policy_param mpc_params[] = {
+static const policy_param mpcache_params[] = {
     {"alpha", "0.6", "weight of r_max in the linearized bound", NULL, 0, 1},
     {"ratio1", "0.5", "fraction of 32-clusters kept at level 1", NULL, 0, 1},
     {"ratio2", "0.2", "fraction of all 16-clusters kept at level 2", NULL, 0, 1},
@@ -47,30 +47,30 @@ static const policy_param mpc_params[] = {
 
 enum { ST_THRESHOLD, ST_TOPK, ST_NONE };
 
-typedef struct mpc_head {
+typedef struct mpcache_head {
     uint32_t *idx;     /* K' positions, in order */
     uint32_t n, cap;   /* entries, capacity */
     float *mx, *mn;    /* [cap/s2 + 1][d] 16-cluster bounds */
-} mpc_head;
+} mpcache_head;
 
-typedef struct mpc_state {
+typedef struct mpcache_state {
     policy_env env;
     double alpha, ratio1, ratio2, thr, sratio, wfrac;
     uint32_t s1, s2, window;
     int mode, share, skip2;
     uint8_t *pass;     /* [L][P] threshold votes, or NULL */
     float *vote;       /* [L][Hkv][P] topk votes, or NULL */
-    mpc_head *head;    /* [L][Hkv] */
+    mpcache_head *head;    /* [L][Hkv] */
     uint8_t *prev;     /* last selection of the layer below (sharing), Hkv × max_len */
     float *c1, *c2, *qs, *kbuf;
     uint32_t *work, *sel1, *sel2, *cand;
     uint32_t *stat_count; /* [L][Hkv] static kept count, for costs */
-    mpc_ids *ids;      /* [L] the current decode step's ops per layer (emit_cost) */
-} mpc_state;
+    mpcache_ids *ids;      /* [L] the current decode step's ops per layer (emit_cost) */
+} mpcache_state;
 
-static void mpc_fini(void *st)
+static void mpcache_fini(void *st)
 {
-    mpc_state *s = st;
+    mpcache_state *s = st;
     if (!s)
         return;
     if (s->head)
@@ -96,7 +96,7 @@ static void mpc_fini(void *st)
     free(s);
 }
 
-static int mpc_args(mpc_state *s, const policy_args *a, errbuf *e)
+static int mpcache_args(mpcache_state *s, const policy_args *a, errbuf *e)
 {
     const policy_ops *p = &policy_mpcache;
     double share, skip2;
@@ -123,13 +123,13 @@ static int mpc_args(mpc_state *s, const policy_args *a, errbuf *e)
     return MS_OK;
 }
 
-static int mpc_init(const policy_env *env, const policy_args *a, void **st, errbuf *e)
+static int mpcache_init(const policy_env *env, const policy_args *a, void **st, errbuf *e)
 {
-    mpc_state *s = calloc(1, sizeof *s);
+    mpcache_state *s = calloc(1, sizeof *s);
     if (!s)
         return err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory");
     s->env = *env;
-    int rc = mpc_args(s, a, e);
+    int rc = mpcache_args(s, a, e);
     if (rc) {
         free(s);
         return rc;
@@ -158,30 +158,30 @@ static int mpc_init(const policy_env *env, const policy_args *a, void **st, errb
     if (!s->head || !s->prev || !s->c1 || !s->c2 || !s->qs || !s->kbuf || !s->work ||
         !s->sel1 || !s->sel2 || !s->cand || !s->stat_count || !s->ids ||
         (s->mode == ST_THRESHOLD && !s->pass) || (s->mode == ST_TOPK && !s->vote)) {
-        mpc_fini(s);
+        mpcache_fini(s);
         return err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory");
     }
     *st = s;
     return MS_OK;
 }
 
-static int dense_layer(const mpc_state *s, uint32_t l) { return s->skip2 && l < 2; }
-static int shared_layer(const mpc_state *s, uint32_t l) { return s->share && l >= 2 && l % 2; }
-static int in_window(const mpc_state *s, uint32_t pos)
+static int dense_layer(const mpcache_state *s, uint32_t l) { return s->skip2 && l < 2; }
+static int shared_layer(const mpcache_state *s, uint32_t l) { return s->share && l >= 2 && l % 2; }
+static int in_window(const mpcache_state *s, uint32_t pos)
 {
     return pos < s->env.prompt_len && pos + s->window >= s->env.prompt_len;
 }
 
-static unsigned mpc_needs(void *st, uint32_t pos)
+static unsigned mpcache_needs(void *st, uint32_t pos)
 {
-    mpc_state *s = st;
+    mpcache_state *s = st;
     if (pos >= s->env.prompt_len)
         return POLICY_NEED_K | POLICY_NEED_Q;
     return s->mode != ST_NONE && in_window(s, pos) ? POLICY_NEED_ATT : 0;
 }
 
 /* Appends position pos with key k (d floats) to a head's K' and its 16-cluster bounds. */
-static int head_push(mpc_head *h, uint32_t s2, uint32_t d, uint32_t pos, const float *k)
+static int head_push(mpcache_head *h, uint32_t s2, uint32_t d, uint32_t pos, const float *k)
 {
     if (h->n == h->cap) {
         uint32_t cap = h->cap ? 2 * h->cap : 64;
@@ -213,9 +213,9 @@ static int head_push(mpc_head *h, uint32_t s2, uint32_t d, uint32_t pos, const f
     return MS_OK;
 }
 
-static int mpc_observe(void *st, const policy_obs *o, errbuf *e)
+static int mpcache_observe(void *st, const policy_obs *o, errbuf *e)
 {
-    mpc_state *s = st;
+    mpcache_state *s = st;
     const policy_env *v = &s->env;
     uint32_t P = v->prompt_len, H = v->n_heads, Hkv = v->n_kv_heads, n = o->pos + 1;
     if (o->pos >= P) {
@@ -248,7 +248,7 @@ static int mpc_observe(void *st, const policy_obs *o, errbuf *e)
 }
 
 /* Static set of (layer, g) into sel1 (sorted positions); returns the count. */
-static uint32_t static_set(mpc_state *s, uint32_t l, uint32_t g)
+static uint32_t static_set(mpcache_state *s, uint32_t l, uint32_t g)
 {
     uint32_t P = s->env.prompt_len, n = 0;
     if (s->mode == ST_NONE || dense_layer(s, l)) {
@@ -287,9 +287,9 @@ static int read_keys(const policy_env *v, uint32_t l, uint32_t j, const uint8_t 
     return 0;
 }
 
-static int mpc_prefill(void *st, errbuf *e)
+static int mpcache_prefill(void *st, errbuf *e)
 {
-    mpc_state *s = st;
+    mpcache_state *s = st;
     const policy_env *v = &s->env;
     uint32_t Hkv = v->n_kv_heads, d = v->head_dim, P = v->prompt_len;
     uint8_t *in = malloc((size_t)Hkv * P + 1); /* in[g·P + j]: j in head g's static set */
@@ -331,7 +331,7 @@ static int mpc_prefill(void *st, errbuf *e)
 }
 
 /* Score of a centroid mix α·max + (1-α)·min against the group query qs. */
-static float mix_score(const mpc_state *s, const float *mx, const float *mn, const float *mx2,
+static float mix_score(const mpcache_state *s, const float *mx, const float *mn, const float *mx2,
                        const float *mn2)
 {
     float a = (float)s->alpha, b = 1.0f - a, u = 0;
@@ -347,7 +347,7 @@ static float mix_score(const mpc_state *s, const float *mx, const float *mn, con
 }
 
 /* Two-level selection for one KV head: marks the kept positions (< pos) in row. */
-static void dynamic_select(mpc_state *s, const mpc_head *h, uint32_t pos, uint8_t *row)
+static void dynamic_select(mpcache_state *s, const mpcache_head *h, uint32_t pos, uint8_t *row)
 {
     uint32_t d = s->env.head_dim, n = h->n, s2 = s->s2;
     while (n > 0 && h->idx[n - 1] >= pos)
@@ -394,10 +394,10 @@ static void dynamic_select(mpc_state *s, const mpc_head *h, uint32_t pos, uint8_
     }
 }
 
-static int mpc_select(void *st, uint32_t layer, uint32_t pos, const float *q, uint8_t *keep,
+static int mpcache_select(void *st, uint32_t layer, uint32_t pos, const float *q, uint8_t *keep,
                       errbuf *e)
 {
-    mpc_state *s = st;
+    mpcache_state *s = st;
     const policy_env *v = &s->env;
     uint32_t Hkv = v->n_kv_heads, d = v->head_dim, G = v->n_heads / Hkv;
     size_t sz = (size_t)Hkv * pos;
@@ -424,7 +424,7 @@ static int mpc_select(void *st, uint32_t layer, uint32_t pos, const float *q, ui
 }
 
 /* The static `topk` (not on shares): an estimate of its ops. */
-static int mpc_emit_static(mpc_state *s, policy_emitter *pe, uint32_t layer, uint32_t P)
+static int mpcache_cost_static(mpcache_state *s, policy_emitter *pe, uint32_t layer, uint32_t P)
 {
     const policy_env *v = &s->env;
     uint32_t Hkv = v->n_kv_heads, d = v->head_dim, w = s->window ? s->window : 1;
@@ -446,44 +446,44 @@ static int mpc_emit_static(mpc_state *s, policy_emitter *pe, uint32_t layer, uin
 
 /* ---- the selection on shares (secpol.h), shared by the cost path and the secure session ---- */
 
-/* Scores of clusters outside the level-1 set are pushed down by MPC_BIG (far above any
- * |q·bound|), pad and unchosen rows get MPC_PAD on the scores (far below the softmax's clip, as
- * secinf.c's PAD_MASK); the mask column holds MPC_PAD_OFF for an attended row. */
-#define MPC_BIG 4096.0
-#define MPC_PAD_OFF 96.0
+/* Scores of clusters outside the level-1 set are pushed down by MPCACHE_BIG (far above any
+ * |q·bound|), pad and unchosen rows get MPCACHE_PAD on the scores (far below the softmax's clip, as
+ * secinf.c's PAD_MASK); the mask column holds MPCACHE_PAD_OFF for an attended row. */
+#define MPCACHE_BIG 4096.0
+#define MPCACHE_PAD_OFF 96.0
 
-int mpcache_shape(const policy_env *env, const policy_args *a, mpc_shape *sh, errbuf *e)
+int mpcache_shape_read(const policy_env *env, const policy_args *a, mpcache_shape *sh, errbuf *e)
 {
-    mpc_state s;
+    mpcache_state s;
     memset(&s, 0, sizeof s);
-    int rc = mpc_args(&s, a, e);
+    int rc = mpcache_args(&s, a, e);
     if (rc)
         return rc;
-    *sh = (mpc_shape){env->n_heads, env->n_kv_heads, env->head_dim, s.s1, s.s2, s.alpha,
+    *sh = (mpcache_shape){env->n_heads, env->n_kv_heads, env->head_dim, s.s1, s.s2, s.alpha,
                       s.ratio1, s.ratio2, s.share, s.skip2, s.mode, s.thr, 0};
     double wf = env->prompt_len > 24000 ? s.wfrac / 2 : s.wfrac;
     sh->window = (uint32_t)(wf * env->prompt_len);
     return MS_OK;
 }
 
-int mpcache_layer_kind(const mpc_shape *s, uint32_t l)
+int mpcache_layer_kind(const mpcache_shape *s, uint32_t l)
 {
     if (s->skip2 && l < 2)
-        return MPC_LAYER_DENSE;
+        return MPCACHE_LAYER_DENSE;
     if (s->share && l >= 2 && l % 2)
-        return MPC_LAYER_SHARED;
-    return MPC_LAYER_SELECT;
+        return MPCACHE_LAYER_SHARED;
+    return MPCACHE_LAYER_SELECT;
 }
 
-void mpcache_plan(const mpc_shape *s, uint32_t layer, uint32_t n, mpc_plan *pl)
+void mpcache_plan_layer(const mpcache_shape *s, uint32_t layer, uint32_t n, mpcache_plan *pl)
 {
     memset(pl, 0, sizeof *pl);
     pl->n = n;
     pl->G1 = (n + s->s1 - 1) / s->s1;
     pl->G2 = (n + s->s2 - 1) / s->s2;
     pl->Npad = pl->G2 * s->s2;
-    if (n == 0 || mpcache_layer_kind(s, layer) == MPC_LAYER_DENSE) {
-        pl->path = MPC_PATH_FULL;
+    if (n == 0 || mpcache_layer_kind(s, layer) == MPCACHE_LAYER_DENSE) {
+        pl->path = MPCACHE_PATH_FULL;
         pl->rows = n;
         return;
     }
@@ -499,31 +499,31 @@ void mpcache_plan(const mpc_shape *s, uint32_t layer, uint32_t n, mpc_plan *pl)
         pl->f2[pl->nf2++] = pl->G2 - 1;
     pl->lv2 = pl->k2 > 0 && pl->k2 < pl->G2;
     if (pl->k2 == 0 && pl->nf2 < pl->G2)
-        pl->path = MPC_PATH_FORCED, pl->slots = pl->nf2;
+        pl->path = MPCACHE_PATH_FORCED, pl->slots = pl->nf2;
     else if (pl->lv2 && pl->k2 + pl->nf2 < pl->G2)
-        pl->path = MPC_PATH_GATHER, pl->slots = pl->k2 + pl->nf2;
+        pl->path = MPCACHE_PATH_GATHER, pl->slots = pl->k2 + pl->nf2;
     else
-        pl->path = MPC_PATH_FULL;
-    pl->rows = pl->path == MPC_PATH_FULL ? n : pl->slots * s->s2;
-    int need_u = pl->lv2 || (pl->path == MPC_PATH_FULL && pl->k2 == pl->G2);
+        pl->path = MPCACHE_PATH_FULL;
+    pl->rows = pl->path == MPCACHE_PATH_FULL ? n : pl->slots * s->s2;
+    int need_u = pl->lv2 || (pl->path == MPCACHE_PATH_FULL && pl->k2 == pl->G2);
     pl->lv1 = need_u && pl->k1 > 0 && pl->k1 < pl->G1;
     /* the mask: secret when it depends on a secret choice, public for pad tokens or a public
      * choice */
-    if (pl->path == MPC_PATH_GATHER || (pl->path == MPC_PATH_FULL && (pl->lv1 || pl->lv2)))
+    if (pl->path == MPCACHE_PATH_GATHER || (pl->path == MPCACHE_PATH_FULL && (pl->lv1 || pl->lv2)))
         pl->mask = 2;
     else
         pl->mask = 1;
 }
 
-uint32_t mpcache_attend_rows(const mpc_shape *s, uint32_t layer, uint32_t n)
+uint32_t mpcache_attend_rows(const mpcache_shape *s, uint32_t layer, uint32_t n)
 {
-    mpc_plan pl;
-    mpcache_plan(s, layer, n, &pl);
+    mpcache_plan pl;
+    mpcache_plan_layer(s, layer, n, &pl);
     return pl.rows;
 }
 
 /* u over the 32-clusters when public (level 1 not on shares): all, or the forced ones. */
-static int plan_u(const mpc_plan *pl, uint32_t c)
+static int plan_u(const mpcache_plan *pl, uint32_t c)
 {
     if (pl->k1 >= pl->G1)
         return 1;
@@ -533,7 +533,7 @@ static int plan_u(const mpc_plan *pl, uint32_t c)
     return 0;
 }
 
-static int plan_f2(const mpc_plan *pl, uint32_t c)
+static int plan_f2(const mpcache_plan *pl, uint32_t c)
 {
     for (uint32_t i = 0; i < pl->nf2; i++)
         if (pl->f2[i] == c)
@@ -542,23 +542,24 @@ static int plan_f2(const mpc_plan *pl, uint32_t c)
 }
 
 /* The public chosen set of the full path (no secret choice): w over the 16-clusters. */
-static int plan_w(const mpc_plan *pl, uint32_t c)
+static int plan_w(const mpcache_plan *pl, uint32_t c)
 {
     if (pl->k2 == 0)
         return plan_f2(pl, c);
     return plan_u(pl, c / 2); /* k2 = G2: every candidate */
 }
 
-typedef struct mpc_em {
+typedef struct mpcache_em {
     op_program *p;
     int phase, failed;
     uint32_t layer;
-} mpc_em;
+} mpcache_em;
 
-static uint32_t mt(mpc_em *w, const char *nm, op_role role, uint32_t b, uint32_t r, uint32_t c)
+static uint32_t mt(mpcache_em *w, const char *nm, op_role role, uint32_t b, uint32_t r, uint32_t c)
 {
-    char full[48];
-    snprintf(full, sizeof full, "L%u.mpc.%s", w->layer, nm);
+    char full[48], tail[48];
+    snprintf(tail, sizeof tail, "mpc.%s", nm);
+    op_layer_name(full, (int)w->layer, tail);
     uint32_t id = role == OPT_TEMP ? OP_NONE : op_tensor_find(w->p, full);
     if (id == OP_NONE)
         id = op_tensor_add(w->p, full, role, DOM_ARITH, b, r, c);
@@ -566,7 +567,7 @@ static uint32_t mt(mpc_em *w, const char *nm, op_role role, uint32_t b, uint32_t
     return id;
 }
 
-static uint32_t mo(mpc_em *w, int kind, uint32_t b, uint32_t m, uint32_t k, uint32_t n,
+static uint32_t mo(mpcache_em *w, int kind, uint32_t b, uint32_t m, uint32_t k, uint32_t n,
                    uint32_t in0, uint32_t in1, uint32_t in2, uint32_t out, uint32_t flags,
                    int32_t iarg, double farg)
 {
@@ -579,14 +580,14 @@ static uint32_t mo(mpc_em *w, int kind, uint32_t b, uint32_t m, uint32_t k, uint
 }
 
 /* (B, R, C) → (B, C, R): a transposing VIEW (local). */
-static uint32_t mtr(mpc_em *w, uint32_t x, uint32_t B, uint32_t R, uint32_t C, const char *nm)
+static uint32_t mtr(mpcache_em *w, uint32_t x, uint32_t B, uint32_t R, uint32_t C, const char *nm)
 {
     uint32_t out = mt(w, nm, OPT_TEMP, B, C, R);
     return mo(w, OP_VIEW, B * R, C, 0, 1, x, OP_NONE, OP_NONE, out, OPF_MERGE_HEADS, 0, 0);
 }
 
 /* Rows [r0, r0+n) of each of B instances of x (…, C): a slice (VIEW, local). */
-static uint32_t mrows(mpc_em *w, uint32_t x, uint32_t B, uint32_t r0, uint32_t n, uint32_t C,
+static uint32_t mrows(mpcache_em *w, uint32_t x, uint32_t B, uint32_t r0, uint32_t n, uint32_t C,
                       const char *nm)
 {
     uint32_t out = mt(w, nm, OPT_TEMP, B, n, C);
@@ -594,14 +595,14 @@ static uint32_t mrows(mpc_em *w, uint32_t x, uint32_t B, uint32_t r0, uint32_t n
 }
 
 /* x (B, n, C) written at row r0 of each instance of out (B, ≥, C) (VIEW, local). */
-static void mput(mpc_em *w, uint32_t x, uint32_t out, uint32_t B, uint32_t r0, uint32_t n,
+static void mput(mpcache_em *w, uint32_t x, uint32_t out, uint32_t B, uint32_t r0, uint32_t n,
                  uint32_t C)
 {
     mo(w, OP_VIEW, B, n, 0, C, x, OP_NONE, OP_NONE, out, 0, (int32_t)r0, 0);
 }
 
 /* Column sums of a (B, k, n) one-hot: (B, n, 1) (a transposition and a public ones product). */
-static uint32_t mcolsum(mpc_em *w, uint32_t oh, uint32_t B, uint32_t k, uint32_t n, const char *nm)
+static uint32_t mcolsum(mpcache_em *w, uint32_t oh, uint32_t B, uint32_t k, uint32_t n, const char *nm)
 {
     char a[32], b[32];
     snprintf(a, sizeof a, "%s_t", nm);
@@ -613,13 +614,13 @@ static uint32_t mcolsum(mpc_em *w, uint32_t oh, uint32_t B, uint32_t k, uint32_t
               0, 0);
 }
 
-static uint32_t mph(mpc_em *w, const char *nm, op_role role, uint32_t b, uint32_t r, uint32_t c)
+static uint32_t mph(mpcache_em *w, const char *nm, op_role role, uint32_t b, uint32_t r, uint32_t c)
 {
     return mt(w, nm, role, b, r, c);
 }
 
 /* The bounds of the P keys kc (Hkv, P, d): b16 (Hkv, G2, 2d), b32 (Hkv, G1, 2d). */
-static void mpc_bounds(mpc_em *w, const mpc_shape *s, uint32_t P, uint32_t kc, mpc_ids *ids)
+static void mpcache_bounds(mpcache_em *w, const mpcache_shape *s, uint32_t P, uint32_t kc, mpcache_ids *ids)
 {
     uint32_t Hkv = s->n_kv_heads, d = s->head_dim, s2 = s->s2;
     uint32_t G2 = (P + s2 - 1) / s2, G1 = (P + s->s1 - 1) / s->s1, Np = G2 * s2;
@@ -651,22 +652,22 @@ static void mpc_bounds(mpc_em *w, const mpc_shape *s, uint32_t P, uint32_t kc, m
     mo(w, OP_MAX, Hkv * G1, 2 * d, 0, 2, pt, OP_NONE, OP_NONE, ids->b32, 0, 0, 0);
 }
 
-int mpcache_emit_prefill(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t P,
-                         uint32_t kc, mpc_ids *ids, errbuf *e)
+int mpcache_emit_prefill(op_program *p, const mpcache_shape *s, uint32_t layer, uint32_t P,
+                         uint32_t kc, mpcache_ids *ids, errbuf *e)
 {
-    mpc_em w = {.p = p, .phase = PHASE_PREFILL, .layer = layer};
+    mpcache_em w = {.p = p, .phase = PHASE_PREFILL, .layer = layer};
     memset(ids, 0xff, sizeof *ids);
-    if (mpcache_layer_kind(s, layer) != MPC_LAYER_SELECT || P == 0)
+    if (mpcache_layer_kind(s, layer) != MPCACHE_LAYER_SELECT || P == 0)
         return MS_OK;
     if (kc == OP_NONE)
         kc = mph(&w, "in_k", OPT_CACHE, s->n_kv_heads, P, s->head_dim);
-    mpc_bounds(&w, s, P, kc, ids);
+    mpcache_bounds(&w, s, P, kc, ids);
     return w.failed ? err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory emitting its ops") : MS_OK;
 }
 
 /* A secret constant (1, 1, 1) of x's first element times 0 plus a public value (local): the
  * second operand of a comparison with a public number. pub: a public tensor, else farg. */
-static uint32_t mconst(mpc_em *w, uint32_t x, uint32_t pub, double farg, const char *nm)
+static uint32_t mconst(mpcache_em *w, uint32_t x, uint32_t pub, double farg, const char *nm)
 {
     char a[32];
     snprintf(a, sizeof a, "%s_at", nm);
@@ -676,14 +677,14 @@ static uint32_t mconst(mpc_em *w, uint32_t x, uint32_t pub, double farg, const c
     return mo(w, OP_ADD_PUB, 1, 1, 0, 1, z, pub, OP_NONE, z, 0, 0, farg);
 }
 
-int mpcache_emit_static(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t P,
-                        uint32_t probs, mpc_ids *ids, errbuf *e)
+int mpcache_emit_static(op_program *p, const mpcache_shape *s, uint32_t layer, uint32_t P,
+                        uint32_t probs, mpcache_ids *ids, errbuf *e)
 {
-    mpc_em w = {.p = p, .phase = PHASE_PREFILL, .layer = layer};
+    mpcache_em w = {.p = p, .phase = PHASE_PREFILL, .layer = layer};
     uint32_t H = s->n_heads, W = s->window ? s->window : 1;
     W = W < P ? W : P;
     ids->keep = OP_NONE;
-    if (mpcache_layer_kind(s, layer) != MPC_LAYER_SELECT || !P)
+    if (mpcache_layer_kind(s, layer) != MPCACHE_LAYER_SELECT || !P)
         return MS_OK;
     if (probs == OP_NONE)
         probs = mph(&w, "in_probs", OPT_CACHE, H, P, P);
@@ -714,8 +715,8 @@ int mpcache_emit_static(op_program *p, const mpc_shape *s, uint32_t layer, uint3
 }
 
 /* The order-preserving compaction of the P0 prompt rows to the S kept ones: (Hkv, S, 2d+1). */
-static uint32_t mpc_compact(mpc_em *w, const mpc_shape *s, uint32_t S, uint32_t P0,
-                            const mpc_ids *src, mpc_ids *ids)
+static uint32_t mpcache_compact(mpcache_em *w, const mpcache_shape *s, uint32_t S, uint32_t P0,
+                            const mpcache_ids *src, mpcache_ids *ids)
 {
     uint32_t Hkv = s->n_kv_heads, F = 2 * s->head_dim + 1;
     uint32_t full = mt(w, "full", OPT_CACHE, Hkv, P0, F);
@@ -754,8 +755,8 @@ static uint32_t mpc_compact(mpc_em *w, const mpc_shape *s, uint32_t S, uint32_t 
 
 /* Level 1: the secret indicator u (Hkv, G1, 1) of the chosen 32-clusters and its expansion to
  * the 16-clusters (Hkv, 1, G2). */
-static uint32_t mpc_level1(mpc_em *w, const mpc_shape *s, const mpc_plan *pl, uint32_t qx,
-                           uint32_t b32, mpc_ids *ids)
+static uint32_t mpcache_level1(mpcache_em *w, const mpcache_shape *s, const mpcache_plan *pl, uint32_t qx,
+                           uint32_t b32, mpcache_ids *ids)
 {
     uint32_t Hkv = s->n_kv_heads, d = s->head_dim;
     /* COST: level 1, one dot product per 32-cluster (the linearized bound), top-k(G1, k1)
@@ -777,9 +778,9 @@ static uint32_t mpc_level1(mpc_em *w, const mpc_shape *s, const mpc_plan *pl, ui
               OPF_PUBLIC_B | OPF_NO_TRUNC, 0, 0);
 }
 
-/* The mask column added to the table (Hkv, G2, 16·(2d+1)): MPC_PAD_OFF · ind · [token < n],
+/* The mask column added to the table (Hkv, G2, 16·(2d+1)): MPCACHE_PAD_OFF · ind · [token < n],
  * ind (Hkv, 1, G2) a secret 0/1 indicator over the 16-clusters (local). */
-static uint32_t mpc_mcol(mpc_em *w, const mpc_shape *s, const mpc_plan *pl, uint32_t ind)
+static uint32_t mpcache_mcol(mpcache_em *w, const mpcache_shape *s, const mpcache_plan *pl, uint32_t ind)
 {
     uint32_t Hkv = s->n_kv_heads, F = 2 * s->head_dim + 1, C = s->s2 * F;
     uint32_t pat = mt(w, "tokpat", OPT_PUBLIC, 1, 1, C);
@@ -794,8 +795,8 @@ static uint32_t mpc_mcol(mpc_em *w, const mpc_shape *s, const mpc_plan *pl, uint
 /* Level 2 and the one-hot slots or the chosen set; fills ids->onehot (gather) and returns the
  * table to read rows from (the state plus the mask column). Long: the three shapes (gather,
  * forced, full) share the level-2 scores and differ only in the few ops that follow. */
-static uint32_t mpc_level2(mpc_em *w, const mpc_shape *s, const mpc_plan *pl, uint32_t qx,
-                           uint32_t b16, uint32_t ue, uint32_t kv, mpc_ids *ids)
+static uint32_t mpcache_level2(mpcache_em *w, const mpcache_shape *s, const mpcache_plan *pl, uint32_t qx,
+                           uint32_t b16, uint32_t ue, uint32_t kv, mpcache_ids *ids)
 {
     uint32_t Hkv = s->n_kv_heads, d = s->head_dim, F = 2 * d + 1, C = s->s2 * F, G2 = pl->G2;
     uint32_t v = OP_NONE;
@@ -807,10 +808,10 @@ static uint32_t mpc_level2(mpc_em *w, const mpc_shape *s, const mpc_plan *pl, ui
         uint32_t sc = ids->sc2;
         if (ue != OP_NONE) {
             uint32_t pen = mt(w, "pen", OPT_TEMP, Hkv, 1, G2);
-            mo(w, OP_MUL_PUB, Hkv, 1, 0, G2, ue, OP_NONE, OP_NONE, pen, OPF_NO_TRUNC, 0, MPC_BIG);
+            mo(w, OP_MUL_PUB, Hkv, 1, 0, G2, ue, OP_NONE, OP_NONE, pen, OPF_NO_TRUNC, 0, MPCACHE_BIG);
             sc = mt(w, "sc2m", OPT_TEMP, Hkv, 1, G2);
             mo(w, OP_ADD, Hkv, 1, 0, G2, ids->sc2, pen, OP_NONE, sc, 0, 0, 0);
-            mo(w, OP_ADD_PUB, Hkv, 1, 0, G2, sc, OP_NONE, OP_NONE, sc, 0, 0, -MPC_BIG);
+            mo(w, OP_ADD_PUB, Hkv, 1, 0, G2, sc, OP_NONE, OP_NONE, sc, 0, 0, -MPCACHE_BIG);
         } else {
             int all = 1;
             for (uint32_t c = 0; c < pl->G1; c++)
@@ -826,7 +827,7 @@ static uint32_t mpc_level2(mpc_em *w, const mpc_shape *s, const mpc_plan *pl, ui
         v = mcolsum(w, ids->t2, Hkv, pl->k2, G2, "cs2");
     }
     uint32_t ind = OP_NONE; /* the secret indicator the mask column follows */
-    if (pl->path == MPC_PATH_GATHER) {
+    if (pl->path == MPCACHE_PATH_GATHER) {
         /* COST: the forced clusters' one-hot rows, e_f·(1 − column sum f) (local) */
         uint32_t fs = mt(w, "fsel", OPT_PUBLIC, 1, G2, pl->nf2 * G2);
         uint32_t fr = mt(w, "frows", OPT_TEMP, Hkv, pl->nf2, G2);
@@ -838,7 +839,7 @@ static uint32_t mpc_level2(mpc_em *w, const mpc_shape *s, const mpc_plan *pl, ui
         mput(w, ids->t2, ids->onehot, Hkv, 0, pl->k2, G2);
         mput(w, fr, ids->onehot, Hkv, pl->k2, pl->nf2, G2);
         ind = ue;
-    } else if (pl->path == MPC_PATH_FULL && pl->mask == 2) {
+    } else if (pl->path == MPCACHE_PATH_FULL && pl->mask == 2) {
         if (pl->lv2) { /* w = forced2 ∪ (top-k column sums · u) */
             uint32_t wv = mt(w, "w", OPT_TEMP, Hkv, 1, G2);
             if (ue != OP_NONE)
@@ -855,7 +856,7 @@ static uint32_t mpc_level2(mpc_em *w, const mpc_shape *s, const mpc_plan *pl, ui
             ind = ue; /* k2 = G2: every candidate */
         }
     }
-    if (ind == OP_NONE && pl->path == MPC_PATH_GATHER) { /* u public: a public column */
+    if (ind == OP_NONE && pl->path == MPCACHE_PATH_GATHER) { /* u public: a public column */
         uint32_t tab = mt(w, "table", OPT_TEMP, Hkv, G2, C);
         mo(w, OP_ADD_PUB, Hkv, G2, 0, C, kv, mt(w, "mpub", OPT_PUBLIC, 1, G2, C), OP_NONE, tab, 0,
            0, 0);
@@ -863,24 +864,24 @@ static uint32_t mpc_level2(mpc_em *w, const mpc_shape *s, const mpc_plan *pl, ui
     }
     if (ind == OP_NONE)
         return kv;
-    ids->mcol = mpc_mcol(w, s, pl, ind);
+    ids->mcol = mpcache_mcol(w, s, pl, ind);
     uint32_t tab = mt(w, "table", OPT_TEMP, Hkv, G2, C);
     return mo(w, OP_ADD, Hkv, G2, 0, C, kv, ids->mcol, OP_NONE, tab, 0, 0, 0);
 }
 
 /* The attended rows (Hkv, R, 2d+1) of the table (Hkv, G2, 16·(2d+1)). */
-static uint32_t mpc_rows(mpc_em *w, const mpc_shape *s, const mpc_plan *pl, uint32_t tab,
+static uint32_t mpcache_rows(mpcache_em *w, const mpcache_shape *s, const mpcache_plan *pl, uint32_t tab,
                          uint32_t onehot)
 {
     uint32_t Hkv = s->n_kv_heads, F = 2 * s->head_dim + 1, C = s->s2 * F, G2 = pl->G2;
     uint32_t R = pl->rows;
     uint32_t out = mt(w, "rows", OPT_TEMP, Hkv, R, F);
-    if (pl->path == MPC_PATH_GATHER) {
+    if (pl->path == MPCACHE_PATH_GATHER) {
         /* COST: the chosen 16-clusters' rows, one-hot × table (MPCache's token gather) */
         return mo(w, OP_GATHER, Hkv, pl->slots, G2, C, onehot, tab, OP_NONE, out, OPF_NO_TRUNC,
                   0, 0);
     }
-    if (pl->path == MPC_PATH_FORCED) {
+    if (pl->path == MPCACHE_PATH_FORCED) {
         for (uint32_t i = 0; i < pl->slots; i++) {
             uint32_t one = mrows(w, tab, Hkv, pl->f2[i], 1, C, "forced");
             uint32_t tk = mt(w, "forced_rows", OPT_TEMP, Hkv, s->s2, F); /* its 16 token rows */
@@ -897,7 +898,7 @@ static uint32_t mpc_rows(mpc_em *w, const mpc_shape *s, const mpc_plan *pl, uint
 }
 
 /* Columns [c0, c0+nc) of x (B, R, F) as (B, R, nc): transpose, slice, transpose (local). */
-static uint32_t mcols(mpc_em *w, uint32_t xt, uint32_t B, uint32_t R, uint32_t F, uint32_t c0,
+static uint32_t mcols(mpcache_em *w, uint32_t xt, uint32_t B, uint32_t R, uint32_t F, uint32_t c0,
                       uint32_t nc, const char *nm)
 {
     char a[32];
@@ -908,8 +909,8 @@ static uint32_t mcols(mpc_em *w, uint32_t xt, uint32_t B, uint32_t R, uint32_t F
 }
 
 /* The mask (H, 1, R+1) of the scores from the rows' mask column (Hkv, 1, R): 0 for the new
- * entry, column − MPC_PAD_OFF for the others, repeated over the KV head's query heads (local). */
-static uint32_t mpc_mask(mpc_em *w, const mpc_shape *s, uint32_t R, uint32_t mrow)
+ * entry, column − MPCACHE_PAD_OFF for the others, repeated over the KV head's query heads (local). */
+static uint32_t mpcache_mask(mpcache_em *w, const mpcache_shape *s, uint32_t R, uint32_t mrow)
 {
     uint32_t Hkv = s->n_kv_heads, G = s->n_heads / Hkv;
     uint32_t col = mt(w, "mcol_rows", OPT_TEMP, Hkv, R, 1);
@@ -926,8 +927,8 @@ static uint32_t mpc_mask(mpc_em *w, const mpc_shape *s, uint32_t R, uint32_t mro
 
 /* The upkeep of the bounds with the new key: a MAX over pairs of the newest clusters' rows and
  * [k | −k] (none when both start a new cluster). */
-static void mpc_upkeep(mpc_em *w, const mpc_shape *s, const mpc_plan *pl, uint32_t k,
-                       uint32_t b16, uint32_t b32, mpc_ids *ids)
+static void mpcache_upkeep(mpcache_em *w, const mpcache_shape *s, const mpcache_plan *pl, uint32_t k,
+                       uint32_t b16, uint32_t b32, mpcache_ids *ids)
 {
     uint32_t Hkv = s->n_kv_heads, d = s->head_dim, n = pl->n;
     uint32_t pm = mt(w, "pm", OPT_PUBLIC, 1, d, 2 * d);
@@ -952,17 +953,17 @@ static void mpc_upkeep(mpc_em *w, const mpc_shape *s, const mpc_plan *pl, uint32
 
 /* Long: the state (carried, or the compaction after a threshold prompt), the selection, the
  * rows into the cache tensors and the upkeep, in the order the session runs them. */
-static int mpc_decode(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t n, uint32_t P0,
-                      uint32_t q, uint32_t k, uint32_t kc, uint32_t vc, const mpc_ids *src,
-                      mpc_ids *ids, errbuf *e)
+static int mpcache_decode(op_program *p, const mpcache_shape *s, uint32_t layer, uint32_t n, uint32_t P0,
+                      uint32_t q, uint32_t k, uint32_t kc, uint32_t vc, const mpcache_ids *src,
+                      mpcache_ids *ids, errbuf *e)
 {
-    mpc_em w = {.p = p, .phase = PHASE_DECODE, .layer = layer};
+    mpcache_em w = {.p = p, .phase = PHASE_DECODE, .layer = layer};
     uint32_t H = s->n_heads, Hkv = s->n_kv_heads, d = s->head_dim, G = H / Hkv, F = 2 * d + 1;
     memset(ids, 0xff, sizeof *ids);
-    mpc_plan pl;
-    mpcache_plan(s, layer, n, &pl);
+    mpcache_plan pl;
+    mpcache_plan_layer(s, layer, n, &pl);
     int kind = mpcache_layer_kind(s, layer);
-    if (kind == MPC_LAYER_SHARED && !src)
+    if (kind == MPCACHE_LAYER_SHARED && !src)
         return err_set(e, MS_ERR_INTERNAL, "policy mpcache: layer %u shares a missing layer", layer);
     if (q == OP_NONE)
         q = mph(&w, "in_q", OPT_CACHE, H, 1, d);
@@ -973,33 +974,33 @@ static int mpc_decode(op_program *p, const mpc_shape *s, uint32_t layer, uint32_
     if (vc == OP_NONE)
         vc = mph(&w, "in_vc", OPT_CACHE, Hkv, n + 1, d);
     if (n == 0) { /* nothing cached to select from (a threshold that kept no prompt key) */
-        if (kind == MPC_LAYER_SELECT)
-            mpc_upkeep(&w, s, &pl, k, OP_NONE, OP_NONE, ids);
+        if (kind == MPCACHE_LAYER_SELECT)
+            mpcache_upkeep(&w, s, &pl, k, OP_NONE, OP_NONE, ids);
         return w.failed ? err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory emitting its ops") : MS_OK;
     }
     /* the carried state, bound by the session; after a threshold prompt, its compaction */
     uint32_t kv, b16 = OP_NONE, b32 = OP_NONE, ue = OP_NONE;
-    if (P0 && kind != MPC_LAYER_DENSE) {
-        uint32_t comp = mpc_compact(&w, s, n, P0, kind == MPC_LAYER_SHARED ? src : NULL, ids);
+    if (P0 && kind != MPCACHE_LAYER_DENSE) {
+        uint32_t comp = mpcache_compact(&w, s, n, P0, kind == MPCACHE_LAYER_SHARED ? src : NULL, ids);
         uint32_t rows = mt(&w, "kv_c", OPT_TEMP, Hkv, pl.Npad, F); /* zero rows up to Npad */
         mput(&w, comp, rows, Hkv, 0, n, F);
         kv = mt(&w, "kv_cl", OPT_TEMP, Hkv, pl.G2, s->s2 * F); /* the same as cluster rows */
         mo(&w, OP_VIEW, Hkv, pl.G2, 0, s->s2 * F, rows, OP_NONE, OP_NONE, kv, 0, 0, 0);
-        if (kind == MPC_LAYER_SELECT) {
+        if (kind == MPCACHE_LAYER_SELECT) {
             uint32_t ct = mtr(&w, comp, Hkv, n, F, "compact_tr");
-            mpc_ids b;
-            mpc_bounds(&w, s, n, mcols(&w, ct, Hkv, n, F, 0, d, "compact_k"), &b);
+            mpcache_ids b;
+            mpcache_bounds(&w, s, n, mcols(&w, ct, Hkv, n, F, 0, d, "compact_k"), &b);
             b16 = b.b16, b32 = b.b32;
         }
     } else {
         kv = mt(&w, "kv", OPT_CACHE, Hkv, pl.G2, s->s2 * F);
-        if (kind == MPC_LAYER_SELECT) {
+        if (kind == MPCACHE_LAYER_SELECT) {
             b16 = mt(&w, "b16", OPT_CACHE, Hkv, pl.G2, 2 * d);
             b32 = mt(&w, "b32", OPT_CACHE, Hkv, pl.G1, 2 * d);
         }
     }
     uint32_t tab = kv;
-    if (kind == MPC_LAYER_SELECT) {
+    if (kind == MPCACHE_LAYER_SELECT) {
         /* qx = [α·qs | −(1−α)·qs], qs the sum of the KV head's query heads (local) */
         uint32_t qt = mtr(&w, q, Hkv, G, d, "q_t");
         uint32_t qs = mt(&w, "qs", OPT_TEMP, Hkv, 1, d);
@@ -1009,48 +1010,48 @@ static int mpc_decode(op_program *p, const mpc_shape *s, uint32_t layer, uint32_
         mo(&w, OP_MATMUL, 1, Hkv, d, 2 * d, qs, mt(&w, "qw", OPT_PUBLIC, 1, d, 2 * d), OP_NONE, qx,
            OPF_PUBLIC_B, 0, 0);
         if (pl.lv1)
-            ue = mpc_level1(&w, s, &pl, qx, b32, ids);
-        tab = mpc_level2(&w, s, &pl, qx, b16, ue, kv, ids);
-        if (pl.path == MPC_PATH_GATHER && ids->onehot == OP_NONE)
+            ue = mpcache_level1(&w, s, &pl, qx, b32, ids);
+        tab = mpcache_level2(&w, s, &pl, qx, b16, ue, kv, ids);
+        if (pl.path == MPCACHE_PATH_GATHER && ids->onehot == OP_NONE)
             w.failed = 1;
-    } else if (kind == MPC_LAYER_SHARED) {
+    } else if (kind == MPCACHE_LAYER_SHARED) {
         ids->onehot = src->onehot;
         ids->mask = src->mask;
     }
-    uint32_t rows = mpc_rows(&w, s, &pl, tab, ids->onehot);
+    uint32_t rows = mpcache_rows(&w, s, &pl, tab, ids->onehot);
     uint32_t R = pl.rows;
     uint32_t rt = mtr(&w, rows, Hkv, R, F, "rows_t");
     mput(&w, mcols(&w, rt, Hkv, R, F, 0, d, "k_rows"), kc, Hkv, 1, R, d);
     mput(&w, mcols(&w, rt, Hkv, R, F, d, d, "v_rows"), vc, Hkv, 1, R, d);
-    if (kind == MPC_LAYER_SELECT && pl.mask == 2)
-        ids->mask = mpc_mask(&w, s, R, mrows(&w, rt, Hkv, 2 * d, 1, R, "m_row"));
-    if (kind == MPC_LAYER_SELECT)
-        mpc_upkeep(&w, s, &pl, k, b16, b32, ids);
+    if (kind == MPCACHE_LAYER_SELECT && pl.mask == 2)
+        ids->mask = mpcache_mask(&w, s, R, mrows(&w, rt, Hkv, 2 * d, 1, R, "m_row"));
+    if (kind == MPCACHE_LAYER_SELECT)
+        mpcache_upkeep(&w, s, &pl, k, b16, b32, ids);
     return w.failed ? err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory emitting its ops") : MS_OK;
 }
 
-int mpcache_emit_decode(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t n,
-                        uint32_t q, uint32_t k, uint32_t kc, uint32_t vc, const mpc_ids *src,
-                        mpc_ids *ids, errbuf *e)
+int mpcache_emit_decode(op_program *p, const mpcache_shape *s, uint32_t layer, uint32_t n,
+                        uint32_t q, uint32_t k, uint32_t kc, uint32_t vc, const mpcache_ids *src,
+                        mpcache_ids *ids, errbuf *e)
 {
-    return mpc_decode(p, s, layer, n, 0, q, k, kc, vc, src, ids, e);
+    return mpcache_decode(p, s, layer, n, 0, q, k, kc, vc, src, ids, e);
 }
 
-int mpcache_emit_decode_first(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t n,
+int mpcache_emit_decode_first(op_program *p, const mpcache_shape *s, uint32_t layer, uint32_t n,
                               uint32_t P0, uint32_t q, uint32_t k, uint32_t kc, uint32_t vc,
-                              const mpc_ids *src, mpc_ids *ids, errbuf *e)
+                              const mpcache_ids *src, mpcache_ids *ids, errbuf *e)
 {
-    return mpc_decode(p, s, layer, n, P0, q, k, kc, vc, src, ids, e);
+    return mpcache_decode(p, s, layer, n, P0, q, k, kc, vc, src, ids, e);
 }
 
-int mpcache_emit_mask(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t n,
-                      uint32_t scores, const mpc_ids *own, errbuf *e)
+int mpcache_emit_mask(op_program *p, const mpcache_shape *s, uint32_t layer, uint32_t n,
+                      uint32_t scores, const mpcache_ids *own, errbuf *e)
 {
-    mpc_em w = {.p = p, .phase = PHASE_DECODE, .layer = layer};
-    mpc_plan pl;
-    mpcache_plan(s, layer, n, &pl);
+    mpcache_em w = {.p = p, .phase = PHASE_DECODE, .layer = layer};
+    mpcache_plan pl;
+    mpcache_plan_layer(s, layer, n, &pl);
     uint32_t H = s->n_heads, R = pl.rows;
-    if (n == 0 || mpcache_layer_kind(s, layer) == MPC_LAYER_DENSE || pl.mask == 0)
+    if (n == 0 || mpcache_layer_kind(s, layer) == MPCACHE_LAYER_DENSE || pl.mask == 0)
         return MS_OK;
     if (scores == OP_NONE)
         scores = mph(&w, "in_scores", OPT_CACHE, H, 1, R + 1);
@@ -1067,19 +1068,19 @@ int mpcache_emit_mask(op_program *p, const mpc_shape *s, uint32_t layer, uint32_
 
 /* One public constant by name; v(i) the value of element i (row r, column c of cols). Long: one
  * branch per constant, each a line or two, kept together so the names read as a table. */
-int mpcache_public(const mpc_shape *s, uint32_t n, int frac, const op_tensor *t, uint64_t *out,
+int mpcache_public(const mpcache_shape *s, uint32_t n, int frac, const op_tensor *t, uint64_t *out,
                    size_t cnt)
 {
-    unsigned l;
-    int at = 0;
-    if (t->role != OPT_PUBLIC || sscanf(t->name, "L%u.mpc.%n", &l, &at) != 1 || !at)
+    const char *nm;
+    int l = op_layer_of(t->name, &nm);
+    if (t->role != OPT_PUBLIC || l < 0 || strncmp(nm, "mpc.", 4))
         return 0;
-    const char *nm = t->name + at;
-    mpc_plan pl;
-    mpcache_plan(s, l, n, &pl);
+    nm += 4;
+    mpcache_plan pl;
+    mpcache_plan_layer(s, (uint32_t)l, n, &pl);
     uint32_t d = s->head_dim, F = 2 * d + 1, cols = t->cols ? t->cols : 1;
-    uint64_t one = 1, fbig = fx_encode(-MPC_BIG, frac), fpad = fx_encode(-MPC_PAD_OFF, frac);
-    uint64_t foff = fx_encode(MPC_PAD_OFF, frac);
+    uint64_t one = 1, fbig = fx_encode(-MPCACHE_BIG, frac), fpad = fx_encode(-MPCACHE_PAD_OFF, frac);
+    uint64_t foff = fx_encode(MPCACHE_PAD_OFF, frac);
     memset(out, 0, cnt * sizeof *out);
     for (size_t i = 0; i < cnt; i++) {
         uint32_t r = (uint32_t)((i / cols) % t->rows), c = (uint32_t)(i % cols);
@@ -1129,7 +1130,7 @@ int mpcache_public(const mpc_shape *s, uint32_t n, int frac, const op_tensor *t,
         else if (!strcmp(nm, "pmask")) {
             uint32_t row = c - 1;
             int ok = 1;
-            if (c && pl.path == MPC_PATH_FORCED)
+            if (c && pl.path == MPCACHE_PATH_FORCED)
                 ok = pl.f2[row / s->s2] * s->s2 + row % s->s2 < n;
             else if (c)
                 ok = plan_w(&pl, row / s->s2);
@@ -1161,11 +1162,11 @@ double mpcache_topk_margin(const double *sc, const uint8_t *ok, uint32_t n, uint
     return got == 2 ? best[0] - best[1] : INFINITY;
 }
 
-double mpcache_audit_set(const mpc_shape *s, uint32_t layer, uint32_t n, const double *vals,
+double mpcache_audit_set(const mpcache_shape *s, uint32_t layer, uint32_t n, const double *vals,
                          size_t nvals, uint32_t g, uint8_t *cl, size_t *used)
 {
-    mpc_plan pl;
-    mpcache_plan(s, layer, n, &pl);
+    mpcache_plan pl;
+    mpcache_plan_layer(s, layer, n, &pl);
     uint32_t Hkv = s->n_kv_heads, G1 = pl.G1, G2 = pl.G2;
     size_t at = 0;
     double mg = INFINITY;
@@ -1199,23 +1200,23 @@ double mpcache_audit_set(const mpc_shape *s, uint32_t layer, uint32_t n, const d
                 cl[c] |= t2[((size_t)g * pl.k2 + q) * G2 + c] > 0.5 && ok[c];
         double m = mpcache_topk_margin(sc2 + (size_t)g * G2, ok, G2, pl.k2);
         mg = m < mg ? m : mg;
-    } else if (pl.k2 == G2 && mpcache_layer_kind(s, layer) != MPC_LAYER_DENSE) {
+    } else if (pl.k2 == G2 && mpcache_layer_kind(s, layer) != MPCACHE_LAYER_DENSE) {
         memcpy(cl, ok, G2);
     }
     for (uint32_t c = 0; c < G2; c++)
         cl[c] |= (uint8_t)plan_f2(&pl, c);
-    if (mpcache_layer_kind(s, layer) == MPC_LAYER_DENSE)
+    if (mpcache_layer_kind(s, layer) == MPCACHE_LAYER_DENSE)
         memset(cl, 1, G2);
     free(u), free(ok);
     *used = at;
     return mg;
 }
 
-void mpcache_audit_scores(const mpc_shape *s, uint32_t layer, uint32_t n, const double *vals,
+void mpcache_audit_scores(const mpcache_shape *s, uint32_t layer, uint32_t n, const double *vals,
                           size_t nvals, uint32_t g, const double **sc1, const double **sc2)
 {
-    mpc_plan pl;
-    mpcache_plan(s, layer, n, &pl);
+    mpcache_plan pl;
+    mpcache_plan_layer(s, layer, n, &pl);
     uint32_t Hkv = s->n_kv_heads;
     size_t at = 0;
     *sc1 = *sc2 = NULL;
@@ -1227,21 +1228,21 @@ void mpcache_audit_scores(const mpc_shape *s, uint32_t layer, uint32_t n, const 
         *sc2 = vals + at + (size_t)Hkv * pl.k2 * pl.G2 + (size_t)g * pl.G2;
 }
 
-static mpc_shape mpc_shape_of(const mpc_state *s)
+static mpcache_shape mpcache_shape_of(const mpcache_state *s)
 {
     const policy_env *v = &s->env;
-    return (mpc_shape){v->n_heads, v->n_kv_heads, v->head_dim, s->s1, s->s2, s->alpha, s->ratio1,
+    return (mpcache_shape){v->n_heads, v->n_kv_heads, v->head_dim, s->s1, s->s2, s->alpha, s->ratio1,
                        s->ratio2, s->share, s->skip2, s->mode, s->thr, s->window};
 }
 
 /* The entries of K' a layer holds before a decode step at kv_len cached entries: the largest
  * over the KV heads (static none: the whole cache). */
-static uint32_t mpc_entries(const mpc_state *s, uint32_t layer, uint32_t kv_len)
+static uint32_t mpcache_entries(const mpcache_state *s, uint32_t layer, uint32_t kv_len)
 {
     const policy_env *v = &s->env;
     uint32_t n = s->mode == ST_NONE ? kv_len : 0;
     for (uint32_t g = 0; s->mode != ST_NONE && g < v->n_kv_heads; g++) {
-        const mpc_head *h = &s->head[(size_t)layer * v->n_kv_heads + g];
+        const mpcache_head *h = &s->head[(size_t)layer * v->n_kv_heads + g];
         uint32_t c = h->n;
         while (c > 0 && h->idx[c - 1] >= kv_len)
             c--;
@@ -1252,21 +1253,21 @@ static uint32_t mpc_entries(const mpc_state *s, uint32_t layer, uint32_t kv_len)
 
 /* The ops the secure session runs (secpol.h), with placeholder operands; the static eviction
  * of `threshold` / `topk` is costed as before (it is not run on shares). */
-static int mpc_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
+static int mpcache_cost(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
                     op_program *prog, errbuf *e)
 {
-    mpc_state *s = st;
+    mpcache_state *s = st;
     const policy_env *v = &s->env;
-    mpc_shape sh = mpc_shape_of(s);
+    mpcache_shape sh = mpcache_shape_of(s);
     int kind = mpcache_layer_kind(&sh, layer);
     if (phase == PHASE_PREFILL) {
-        mpc_ids ids;
+        mpcache_ids ids;
         if (s->mode == ST_THRESHOLD) /* on shares: the keep bits and their revealed count */
             return mpcache_emit_static(prog, &sh, layer, kv_len, OP_NONE, &ids, e);
         uint32_t S = 0;
-        if (kind == MPC_LAYER_SELECT && s->mode == ST_TOPK) { /* not on shares: an estimate */
+        if (kind == MPCACHE_LAYER_SELECT && s->mode == ST_TOPK) { /* not on shares: an estimate */
             policy_emitter pe = {prog, phase, (int)layer, 0};
-            mpc_emit_static(s, &pe, layer, kv_len);
+            mpcache_cost_static(s, &pe, layer, kv_len);
             int rc = policy_emit_done(&pe, "mpcache", e);
             if (rc)
                 return rc;
@@ -1278,11 +1279,11 @@ static int mpc_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const 
             S = kv_len;
         return mpcache_emit_prefill(prog, &sh, layer, S, OP_NONE, &ids, e);
     }
-    uint32_t n = mpc_entries(s, layer, kv_len);
+    uint32_t n = mpcache_entries(s, layer, kv_len);
     (void)kept;
-    const mpc_ids *src = kind == MPC_LAYER_SHARED ? &s->ids[layer - 1] : NULL;
+    const mpcache_ids *src = kind == MPCACHE_LAYER_SHARED ? &s->ids[layer - 1] : NULL;
     /* after a threshold prompt the first step begins with the compaction to the revealed count */
-    uint32_t P0 = s->mode == ST_THRESHOLD && kind != MPC_LAYER_DENSE && kv_len == v->prompt_len
+    uint32_t P0 = s->mode == ST_THRESHOLD && kind != MPCACHE_LAYER_DENSE && kv_len == v->prompt_len
                       ? v->prompt_len : 0;
     int rc = mpcache_emit_decode_first(prog, &sh, layer, n, P0, OP_NONE, OP_NONE, OP_NONE, OP_NONE,
                                        src, &s->ids[layer], e);
@@ -1293,25 +1294,25 @@ static int mpc_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const 
 
 /* The secure step attends the plan's public bound of rows (secpol.h), not the selection's
  * count: the same function the secure session lowers its steps with. */
-static void mpc_attend(void *st, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
+static void mpcache_attend(void *st, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
                        uint32_t *rows)
 {
-    mpc_state *s = st;
-    mpc_shape sh = mpc_shape_of(s);
-    uint32_t R = mpcache_attend_rows(&sh, layer, mpc_entries(s, layer, kv_len));
+    mpcache_state *s = st;
+    mpcache_shape sh = mpcache_shape_of(s);
+    uint32_t R = mpcache_attend_rows(&sh, layer, mpcache_entries(s, layer, kv_len));
     for (uint32_t g = 0; g < s->env.n_kv_heads; g++)
         rows[g] = R;
     (void)kept;
 }
 
-/* The first decode step after a threshold prompt begins with the compaction (mpc_emit's P0). */
-static int mpc_one_time(void *st, uint32_t pos)
+/* The first decode step after a threshold prompt begins with the compaction (mpcache_cost's P0). */
+static int mpcache_one_time(void *st, uint32_t pos)
 {
-    mpc_state *s = st;
-    mpc_shape sh = mpc_shape_of(s);
+    mpcache_state *s = st;
+    mpcache_shape sh = mpcache_shape_of(s);
     int any = 0;
     for (uint32_t l = 0; l < s->env.n_layers; l++)
-        any |= mpcache_layer_kind(&sh, l) != MPC_LAYER_DENSE;
+        any |= mpcache_layer_kind(&sh, l) != MPCACHE_LAYER_DENSE;
     return s->mode == ST_THRESHOLD && s->env.prompt_len > 0 && pos == s->env.prompt_len && any;
 }
 
@@ -1320,15 +1321,16 @@ const policy_ops policy_mpcache = {
     .version = 1,
     .summary = "static look-once eviction + two-level clustered dynamic selection with the "
                "linearized bound; adjacent layers share indices",
-    .params = mpc_params,
-    .n_params = sizeof mpc_params / sizeof mpc_params[0],
-    .init = mpc_init,
-    .fini = mpc_fini,
-    .needs = mpc_needs,
-    .observe = mpc_observe,
-    .prefill = mpc_prefill,
-    .select = mpc_select,
-    .emit_cost = mpc_emit,
-    .attend = mpc_attend,
-    .one_time = mpc_one_time,
+    .params = mpcache_params,
+    .n_params = sizeof mpcache_params / sizeof mpcache_params[0],
+    .init = mpcache_init,
+    .fini = mpcache_fini,
+    .needs = mpcache_needs,
+    .observe = mpcache_observe,
+    .prefill = mpcache_prefill,
+    .select = mpcache_select,
+    .emit_cost = mpcache_cost,
+    .attend = mpcache_attend,
+    .one_time = mpcache_one_time,
+    .secure = &policy_mpcache_secure,
 };

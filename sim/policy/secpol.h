@@ -10,7 +10,7 @@
  * H2O on shares. Per layer and KV head the secret state is a table of R rows [K | V | score]
  * (2·head_dim + 1 columns): rows [0, R − recent) the heavy hitters (which positions they hold is
  * secret), the last `recent` rows the newest positions in order (public). A step's program
- * holds the new entry at row 0 of the cache and the carried rows at 1 … c (secinf.c), and per
+ * holds the new entry at row 0 of the cache and the carried rows at 1 … c (policy_h2o_secure.c), and per
  * layer, after the lowered attention (the selection proper batched over the layers, after the
  * last one):
  *   score accumulation: the step's softmax probabilities summed over the KV head's query
@@ -34,9 +34,121 @@
 
 #include <stdint.h>
 
+#include <stdio.h>
+
+#include "models/llama.h"
+#include "models/model.h"
+#include "protocols/backend/mpc_run.h"
 #include "protocols/base/err.h"
 #include "protocols/program/op.h"
 #include "policy.h"
+
+/* ---- the slot: selection on shares (policy_ops.secure) ---------------------------------------
+ *
+ * A policy whose selection can run inside MPC fills this table in its own file
+ * (sim/policy/policy_<name>_secure.c): its selection's ops in each step's program, the secret
+ * state it carries between steps on every node, and its audit (validation only). The secure
+ * session (sim/secure/secinf.c) drives any such policy through it by these hooks alone.
+ *
+ * The session's step list: step 0 the prompt's prefill of `prefill` tokens, then one decode step
+ * per further token (teacher-forced, then generated). */
+
+/* What the secure session tells a selection: public facts only. */
+typedef struct secpol_run {
+    const model_cfg *model;
+    const int *tokens;             /* the prompt, then the teacher-forced tokens */
+    uint32_t n_tokens, prefill, n_gen;
+} secpol_run;
+
+/* One step: its index, new tokens and the entries cached before it. */
+typedef struct secpol_step {
+    uint32_t s, t, kv;
+} secpol_step;
+secpol_step secpol_step_of(const secpol_run *r, uint32_t s);
+
+/* Keep masks of a policy run: keep[((pos·L + l)·Hkv + g)·max_len + j] = 1 if layer l, KV head
+ * g attends to cached position j < pos at decode position pos (from ≤ pos < max_len); positions
+ * before `from` attend to everything. */
+typedef struct secpol_keep {
+    uint32_t from, max_len;
+    uint32_t n_layers, n_kv_heads;
+    uint8_t *keep;
+} secpol_keep;
+void secpol_keep_free(secpol_keep *k);
+/* The mask of (pos, l, g), or NULL outside the recorded positions. */
+const uint8_t *secpol_keep_mask(const secpol_keep *k, uint32_t pos, uint32_t l, uint32_t g);
+
+/* What the audit opened to P0 after each step (validation only), and the session's logits. */
+typedef struct secpol_opened {
+    uint32_t n_steps, vocab;
+    double *const *vals;           /* per step: the audit tensors' values in their order */
+    const uint32_t *n_vals;
+    const double *logits;          /* n_steps × vocab, P0's */
+} secpol_opened;
+
+struct secpol_ops {
+    /* Which of the policy's parameters select on shares (for the note when others do not), "". */
+    const char *which;
+    /* 1: the plaintext replay that the selection is checked against selects with the query of
+     * the model it runs in, as the selection on shares does; 0: with the full-cache model's. */
+    int own_query;
+    /* The selection's configuration from the policy's checked parameters, or *cfg = NULL when
+     * these parameters select in plaintext only. */
+    int (*config)(const policy_env *env, const policy_args *a, void **cfg, errbuf *e);
+    void (*config_free)(void *cfg);
+    /* Public values the prompt's program reveals (counts), kept in cfg: every node fills its
+     * own copy, and the session copies P0's into the caller's; NULL when there are none. */
+    uint32_t *(*revealed)(void *cfg, size_t *n);
+    /* The rows layer attends in every KV head at the decode step over kv cached entries, besides
+     * the new entry (the lowering's kept count). */
+    uint32_t (*rows)(const void *cfg, const secpol_run *r, uint32_t layer, uint32_t kv);
+    /* Appends the selection's ops to the lowered step's program (lower.c's tensor names). */
+    int (*emit)(const void *cfg, const secpol_run *r, const secpol_step *st, op_program *p,
+                errbuf *e);
+    /* Public constants of the selection's ops: fills out[0..n) (raw ring integers at frac
+     * fraction bits); 0 if t is not one of them. */
+    int (*bind_public)(const void *cfg, const secpol_run *r, const secpol_step *st, int frac,
+                       const op_tensor *t, uint64_t *out, size_t n);
+    /* One node's secret state between steps (cfg: the node's own copy, for its revealed
+     * values). */
+    int (*node_new)(void *cfg, const secpol_run *r, void **state, errbuf *e);
+    void (*node_free)(void *state, eng *e);
+    /* Before a step's ops: the carried state into the program's tensors. */
+    int (*bind)(void *state, eng *e, const op_program *p, mpc_program_run *run,
+                const secpol_step *st, errbuf *err);
+    /* After the step's ops: the next state (net: for what the step reveals). */
+    int (*update)(void *state, eng *e, mpc_net *net, const op_program *p, mpc_program_run *run,
+                  const secpol_step *st, errbuf *err);
+    /* Validation instrumentation, outside the protocol: the i-th tensor opened after a step's
+     * program (name, fixed-point score or integer); 0 past the last. */
+    int (*audit_tensor)(const void *cfg, const secpol_run *r, const secpol_step *st, size_t i,
+                        char name[48], int *is_score);
+    /* Validation: the opened selections against the plaintext replay's keep masks, as '#' note
+     * lines on out. ref: the replay's logits of the steps (n_steps × vocab). */
+    int (*audit_note)(const void *cfg, const secpol_run *r, const secpol_opened *opened,
+                      const secpol_keep *plain, const float *ref, const char *policy, FILE *out,
+                      errbuf *e);
+};
+
+/* Helpers of the selections on shares (sim/policy/secpol.c). */
+
+/* z[i] = x[idx[i]] where sel[i], else 0: a local re-layout (a permute and a public 0/1 product). */
+int secpol_relayout(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, const uint64_t *sel,
+                    size_t n);
+/* Columns [col, col+ncol) of a carried state (Hkv, R, F) into rows lead … lead+R-1 of a program
+ * tensor (Hkv, rows, ncol), the rest zero: a local re-layout. */
+int secpol_rows_in(eng *e, const mpc_val *st, uint32_t Hkv, uint32_t R, uint32_t F, uint32_t col,
+                   uint32_t ncol, uint32_t rows, uint32_t lead, mpc_val *z);
+/* z (N) with z[i] = src[which[i]][idx[i]] (which[i] ≥ nsrc: 0): local re-layouts summed. */
+int secpol_pick(eng *e, mpc_val *z, size_t N, const mpc_val *const *src, int nsrc,
+                const uint8_t *which, const uint32_t *idx);
+/* Moves ops [from, n_ops) to index at (before the op there; at < 0: an error). */
+int secpol_ops_move(op_program *p, long at, size_t from, errbuf *e);
+/* The index of the first op of kind writing out, or -1. */
+long secpol_find_op(const op_program *p, int kind, uint32_t out);
+/* The float model of m from its weights file, for a replay or an audit (what: the messages'
+ * prefix). */
+int secpol_load_model(const model_cfg *m, const char *what, llama **out, errbuf *e);
 
 /* H2O's budgets for a run (heavy_ratio/recent_ratio of the prompt, or absolute sizes), as
  * the policy computes them. */
@@ -95,7 +207,7 @@ int h2o_public(const op_tensor *t, uint64_t *out, size_t n);
  * per channel (G2 = ⌈n/16⌉, G1 = ⌈n/32⌉). The prompt's program ends with the bounds of the P
  * prompt keys (one MAX over each 16-cluster, the pad keys pushed to −BIG by a public add, then
  * one MAX over each pair). A decode step at n entries, per selecting layer, between the lowered
- * layer's query and its attention (secinf.c splices the ops there):
+ * layer's query and its attention (policy_mpcache_secure.c splices the ops there):
  *   qx = [α·qs | −(1−α)·qs], qs the KV head's summed (1/√d-scaled) queries (a transposing VIEW
  *     and a public product: local), so q·(α r_max + (1−α) r_min) = qx·[r_max | −r_min];
  *   level 1, when 0 < k1 < G1: scores qx·b32ᵀ, TOPK(k1); its column sums (local) give the
@@ -133,7 +245,7 @@ int h2o_public(const op_tensor *t, uint64_t *out, size_t n);
  * prompt's [K | V | 0] rows — so K' keeps position order, then the bounds of the S kept keys
  * (as the prompt's program does with `none`), then the selection above with n = S. */
 
-typedef struct mpc_shape {
+typedef struct mpcache_shape {
     uint32_t n_heads, n_kv_heads, head_dim;
     uint32_t s1, s2;           /* 32, 16 (s1 = 2·s2) */
     double alpha, ratio1, ratio2;
@@ -141,32 +253,32 @@ typedef struct mpc_shape {
     int static_mode;           /* 0 threshold, 1 topk, 2 none (policy_mpcache.c) */
     double thr;                /* static threshold */
     uint32_t window;           /* static window rows (of the prompt) */
-} mpc_shape;
+} mpcache_shape;
 
 /* MPCache's parameters for a run. */
-int mpcache_shape(const policy_env *env, const policy_args *a, mpc_shape *s, errbuf *e);
+int mpcache_shape_read(const policy_env *env, const policy_args *a, mpcache_shape *s, errbuf *e);
 
-enum { MPC_LAYER_SELECT, MPC_LAYER_SHARED, MPC_LAYER_DENSE };
-int mpcache_layer_kind(const mpc_shape *s, uint32_t layer);
+enum { MPCACHE_LAYER_SELECT, MPCACHE_LAYER_SHARED, MPCACHE_LAYER_DENSE };
+int mpcache_layer_kind(const mpcache_shape *s, uint32_t layer);
 
 /* A decode step's public plan over n entries of K'. */
-enum { MPC_PATH_GATHER, MPC_PATH_FORCED, MPC_PATH_FULL };
-typedef struct mpc_plan {
+enum { MPCACHE_PATH_GATHER, MPCACHE_PATH_FORCED, MPCACHE_PATH_FULL };
+typedef struct mpcache_plan {
     uint32_t n, G1, G2, Npad, k1, k2, nf1, nf2, f1[2], f2[2];
     int lv1, lv2;              /* level 1 / level 2 top-k on shares */
     int path;
     uint32_t slots, rows;      /* one-hot slots (gather, forced), attended rows R */
     int mask;                  /* 0 none, 1 public, 2 secret */
-} mpc_plan;
-void mpcache_plan(const mpc_shape *s, uint32_t layer, uint32_t n, mpc_plan *pl);
+} mpcache_plan;
+void mpcache_plan_layer(const mpcache_shape *s, uint32_t layer, uint32_t n, mpcache_plan *pl);
 /* The rows a decode step at n entries of K' attends in a layer besides the new entry: the
  * plan's R, a public bound (16 · slots for the gather and forced shapes, n for the full shape
  * and dense layers) that the selection's true count never exceeds. The secure session lowers
  * its steps with it, and so does the simulator's replay (policy_ops.attend). */
-uint32_t mpcache_attend_rows(const mpc_shape *s, uint32_t layer, uint32_t n);
+uint32_t mpcache_attend_rows(const mpcache_shape *s, uint32_t layer, uint32_t n);
 
 /* Tensors of one layer's MPCache ops. */
-typedef struct mpc_ids {
+typedef struct mpcache_ids {
     uint32_t onehot;           /* (Hkv, slots, G2) the gather's one-hot rows, or OP_NONE */
     uint32_t mcol;             /* (Hkv, G2, 16·(2d+1)) the added mask column, or OP_NONE */
     uint32_t mask;             /* (H, 1, R+1) the scores' mask (secret), or OP_NONE */
@@ -175,43 +287,43 @@ typedef struct mpc_ids {
     uint32_t b16, b32;         /* prefill: the bounds */
     uint32_t keep;             /* threshold, prefill: the keep bits (1, P, 1) */
     uint32_t cmp;              /* threshold, first decode step: the compaction one-hot (1, S, P) */
-} mpc_ids;
+} mpcache_ids;
 
 /* Threshold static eviction at the prompt of a selecting layer (secpol.h "MPCache on shares",
  * threshold): from the softmax probabilities probs (H, P, P) (OP_NONE: a placeholder) the keep
  * bits "L<l>.mpc.keep" and their count revealed to every party ("L<l>.mpc.count"). */
-int mpcache_emit_static(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t P,
-                        uint32_t probs, mpc_ids *ids, errbuf *e);
+int mpcache_emit_static(op_program *p, const mpcache_shape *s, uint32_t layer, uint32_t P,
+                        uint32_t probs, mpcache_ids *ids, errbuf *e);
 
 /* Prefill: the bounds of the P prompt keys of a selecting layer (kc: (Hkv, P, d), OP_NONE: a
  * placeholder). */
-int mpcache_emit_prefill(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t P,
-                         uint32_t kc, mpc_ids *ids, errbuf *e);
+int mpcache_emit_prefill(op_program *p, const mpcache_shape *s, uint32_t layer, uint32_t P,
+                         uint32_t kc, mpcache_ids *ids, errbuf *e);
 /* Decode at n entries: the selection, the gathered rows written into kc/vc rows 1 … R and the
  * upkeep (q: (H, 1, d), k: the new key (1, Hkv·d); OP_NONE: placeholders). src: layer 2k's ids
  * for a shared layer. */
-int mpcache_emit_decode(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t n,
-                        uint32_t q, uint32_t k, uint32_t kc, uint32_t vc, const mpc_ids *src,
-                        mpc_ids *ids, errbuf *e);
+int mpcache_emit_decode(op_program *p, const mpcache_shape *s, uint32_t layer, uint32_t n,
+                        uint32_t q, uint32_t k, uint32_t kc, uint32_t vc, const mpcache_ids *src,
+                        mpcache_ids *ids, errbuf *e);
 /* The same at the first decode step after a threshold prompt of P0 tokens whose revealed count
  * is n: first the order-preserving compaction of the prompt's table "L<l>.mpc.full" (Hkv, P0,
  * 2d+1) with the keep bits "L<l>.mpc.keep_in" (prefix sums, one-hot of each kept row's rank,
  * GATHER; a shared layer with layer 2k's one-hot) and the bounds of the n kept keys. */
-int mpcache_emit_decode_first(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t n,
+int mpcache_emit_decode_first(op_program *p, const mpcache_shape *s, uint32_t layer, uint32_t n,
                               uint32_t P0, uint32_t q, uint32_t k, uint32_t kc, uint32_t vc,
-                              const mpc_ids *src, mpc_ids *ids, errbuf *e);
+                              const mpcache_ids *src, mpcache_ids *ids, errbuf *e);
 /* The mask added to the layer's scores (H, 1, R+1) before the softmax (OP_NONE: placeholder);
  * nothing when the plan has no mask. */
-int mpcache_emit_mask(op_program *p, const mpc_shape *s, uint32_t layer, uint32_t n,
-                      uint32_t scores, const mpc_ids *own, errbuf *e);
+int mpcache_emit_mask(op_program *p, const mpcache_shape *s, uint32_t layer, uint32_t n,
+                      uint32_t scores, const mpcache_ids *own, errbuf *e);
 /* The audit: from one selecting layer's opened values at n entries (for each of t1, sc1, t2,
  * sc2 the program holds, all KV heads, in that order; *used: their count), KV head g's chosen
  * 16-clusters (cl[0..G2) = 0/1); returns the smallest top-k margin (INFINITY: none). */
-double mpcache_audit_set(const mpc_shape *s, uint32_t layer, uint32_t n, const double *vals,
+double mpcache_audit_set(const mpcache_shape *s, uint32_t layer, uint32_t n, const double *vals,
                          size_t nvals, uint32_t g, uint8_t *cl, size_t *used);
 /* The same layer's opened scores of KV head g: level 1 (G1) and level 2 (G2), NULL when that
  * level did not run on shares. */
-void mpcache_audit_scores(const mpc_shape *s, uint32_t layer, uint32_t n, const double *vals,
+void mpcache_audit_scores(const mpcache_shape *s, uint32_t layer, uint32_t n, const double *vals,
                           size_t nvals, uint32_t g, const double **sc1, const double **sc2);
 /* The k-th largest of the entries with ok[i] (ok NULL: all) minus the next; INFINITY when k
  * takes them all. */
@@ -219,7 +331,68 @@ double mpcache_topk_margin(const double *sc, const uint8_t *ok, uint32_t n, uint
 
 /* Public constants of the MPCache ops ("L<l>.mpc.<name>") at n entries (prefill: n = P), with
  * f fraction bits: fills out[0..cnt); 0 if the name is not one of them. */
-int mpcache_public(const mpc_shape *s, uint32_t n, int frac, const op_tensor *t, uint64_t *out,
+int mpcache_public(const mpcache_shape *s, uint32_t n, int frac, const op_tensor *t, uint64_t *out,
                    size_t cnt);
+
+
+/* ---- the two selections on shares: their configurations and audits ---------------------------
+ *
+ * H2O's configuration is its h2o_shape (policy_h2o_secure.c); MPCache's is below
+ * (policy_mpcache_secure.c). */
+typedef struct mpcache_sec {
+    mpcache_shape mpc;         /* static none or threshold */
+    uint32_t n_layers;
+    uint32_t *static_count;    /* threshold: [n_layers] the kept counts the prompt's program
+                                * revealed (secpol_ops.revealed); NULL for `none` */
+} mpcache_sec;
+
+/* The secure selection against the plaintext replay's keep masks (an audited run, teacher
+ * forced); the replay's scores are recomputed on the float model under those masks. */
+typedef struct h2o_sec_audit {
+    uint32_t prefill_sets, prefill_same; /* (layer, KV head) heavy sets chosen at the prompt */
+    uint32_t kept_sets, kept_same;       /* (decode position, layer, KV head) kept sets */
+    uint32_t evictions, evict_same;      /* decode evictions with a later position to show them */
+    uint32_t separated, separated_same;  /* selections (prompt sets, evictions from the same
+                                          * candidates) whose secure scores separate the chosen
+                                          * from the rest by more than tie_bound, and of them
+                                          * those equal to the replay's */
+    double score_err;                    /* largest |secure − replay| score of a candidate
+                                          * (kept sets equal so far: the same entries) */
+    uint32_t differ_same_cand;           /* differing selections from the same candidates */
+    uint32_t near_ties;                  /* … of them within 2·score_err on the replay's own
+                                          * scores (fixed-point error can swap them) */
+    uint32_t diverged;                   /* differing evictions after the kept sets differed */
+    double max_margin;                   /* largest replay margin of a differing selection from
+                                          * the same candidates */
+} h2o_sec_audit;
+/* tie_bound < 0: twice the measured score error (a secure margin above it implies the replay's
+ * order). */
+int h2o_secure_compare(const secpol_run *o, const h2o_shape *cfg, const secpol_opened *r,
+                       const secpol_keep *plain, double tie_bound, h2o_sec_audit *out, errbuf *e);
+
+/* MPCache's secure selection against the replay's (an audited run, teacher forced): per decode
+ * position, layer and KV head the attended set (the chosen 16-clusters' entries) from the
+ * opened one-hots, against the replay's keep mask; each top-k's secure margin (its k-th score
+ * minus the next, scores in the session's units: q/√d · bound). */
+typedef struct mpcache_sec_audit {
+    uint32_t sets, same;        /* kept sets compared, equal */
+    uint32_t topks;             /* top-k selections run on shares */
+    double min_margin;          /* smallest secure margin of a top-k */
+    double max_diff_margin;     /* largest smallest-margin of a differing set's top-ks */
+    uint32_t first_differ;      /* the first decode position with a differing set (UINT32_MAX:
+                                 * none) */
+    uint32_t first_layer;       /* … its layer, and its top-ks' smallest secure margin */
+    double first_margin;
+    double score_err;           /* largest |secure − replay| top-k score where the sets agree (the
+                                 * replay's scores recomputed on the float model under its keep
+                                 * masks, with the policy model's own query) */
+    uint32_t differ, near_ties; /* differing sets; of them those whose replay margin (its own k-th
+                                 * score minus the next, at either level) is within 2·score_err */
+    double rep_margin;          /* the largest replay margin of a differing set */
+} mpcache_sec_audit;
+int mpcache_secure_compare(const secpol_run *o, const mpcache_sec *cfg, const secpol_opened *r,
+                           const secpol_keep *plain, mpcache_sec_audit *out, errbuf *e);
+
+extern const secpol_ops policy_h2o_secure, policy_mpcache_secure;
 
 #endif

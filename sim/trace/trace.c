@@ -948,8 +948,8 @@ int trace_record(const char *model, const char *text_path, uint32_t max_tokens,
     if (rc == MS_OK)
         rc = tok32 ? trace_writer_tokens(w, tok32, (uint32_t)n) : MS_ERR_NOMEM;
     for (uint32_t l = 0; rc == MS_OK && l < cfg.n_layers; l++) {
-        char name[16];
-        snprintf(name, sizeof name, "L%u.wo", l);
+        char name[48];
+        op_layer_name(name, (int)l, "wo");
         rc = trace_writer_wo(w, l, llama_weight(m, name, NULL, NULL));
     }
     for (int p = 0; rc == MS_OK && p < n; p++) {

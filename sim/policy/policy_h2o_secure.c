@@ -1,0 +1,520 @@
+/* policy_h2o_secure.c — H2O's selection on secret shares (the policy's secpol_ops slot): its ops
+ * in each step's program (policy_h2o.c's emitters), the table each node carries between steps,
+ * and the audit against the plaintext replay (secpol.h "H2O on shares"). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "protocols/program/kern.h"
+#include "policy.h"
+#include "secpol.h"
+
+/* The rows carried into a decode step at kv cached entries (public: the prompt keeps
+ * min(P, heavy + recent), each step adds one and evicts down to the budget). */
+static uint32_t h2o_carried(const h2o_shape *sh, uint32_t kv)
+{
+    uint64_t b = (uint64_t)sh->heavy + sh->recent;
+    return kv < b ? kv : (uint32_t)b;
+}
+
+static int h2o_sec_config(const policy_env *env, const policy_args *a, void **cfg, errbuf *e)
+{
+    h2o_shape *sh = calloc(1, sizeof *sh);
+    if (!sh)
+        return err_set(e, MS_ERR_NOMEM, "policy h2o: out of memory");
+    *sh = (h2o_shape){env->n_heads, env->n_kv_heads, env->head_dim, 0, 0};
+    int rc = h2o_budgets(env, a, &sh->heavy, &sh->recent, e);
+    if (rc) {
+        free(sh);
+        return rc;
+    }
+    *cfg = sh;
+    return MS_OK;
+}
+
+static uint32_t h2o_sec_rows(const void *cfg, const secpol_run *o, uint32_t layer, uint32_t kv)
+{
+    return h2o_carried(cfg, kv);
+}
+
+static int h2o_sec_public(const void *cfg, const secpol_run *o, const secpol_step *st, int frac,
+                          const op_tensor *t, uint64_t *out, size_t n)
+{
+    return h2o_public(t, out, n);
+}
+
+/* One node's state: per layer the table (Hkv, R, 2d+1) = [K | V | score] of its carried rows. */
+typedef struct h2o_node {
+    secpol_run o;
+    h2o_shape sh;
+    mpc_val *st;
+} h2o_node;
+
+static int h2o_sec_node_new(void *cfg, const secpol_run *o, void **state, errbuf *e)
+{
+    h2o_node *nd = calloc(1, sizeof *nd);
+    if (nd)
+        nd->st = calloc(o->model->n_layers, sizeof *nd->st);
+    if (!nd || !nd->st) {
+        free(nd);
+        return err_set(e, MS_ERR_NOMEM, "secure inference: out of memory");
+    }
+    nd->o = *o;
+    nd->sh = *(const h2o_shape *)cfg;
+    *state = nd;
+    return MS_OK;
+}
+
+static void h2o_sec_node_free(void *state, eng *e)
+{
+    h2o_node *nd = state;
+    for (uint32_t l = 0; l < nd->o.model->n_layers; l++)
+        e->vt->release(e, &nd->st[l]);
+    free(nd->st);
+    free(nd);
+}
+
+/* Opened after each step: every layer's one-hots (TOPK at the prompt, the eviction's ARGMAX at
+ * a decode step), then the candidates' scores (secpol.h h2o_sel). */
+static int h2o_sec_audit_tensor(const void *cfg, const secpol_run *o, const secpol_step *st, size_t i,
+                                char name[48], int *is_score)
+{
+    if (i > 1)
+        return 0;
+    snprintf(name, 48, "h2o.%s", i ? "cand" : st->s ? "argmin" : "topk");
+    *is_score = i == 1;
+    return 1;
+}
+
+/* The policy's selection on shares after the lowered step (secpol.h): each layer's upkeep on
+ * its attention's softmax output and caches, then the selection of every layer at once. */
+static int h2o_sec_emit(const void *cfg, const secpol_run *o, const secpol_step *st, op_program *p, errbuf *e)
+{
+    const model_cfg *m = o->model;
+    const h2o_shape *sh = cfg;
+    int phase = st->s ? PHASE_DECODE : PHASE_PREFILL;
+    uint32_t c = st->s ? h2o_carried(sh, st->kv) : 0;
+    h2o_ids *lay = calloc(m->n_layers, sizeof *lay);
+    int rc = lay ? MS_OK : err_set(e, MS_ERR_NOMEM, "secure inference: out of memory");
+    for (uint32_t l = 0; !rc && l < m->n_layers; l++) {
+        uint32_t pr = op_layer_find(p, (int)l, "scores"), kc = op_layer_find(p, (int)l, "kcache"),
+                 vc = op_layer_find(p, (int)l, "vcache");
+        if (pr == OP_NONE || kc == OP_NONE || vc == OP_NONE)
+            rc = err_set(e, MS_ERR_INTERNAL, "secure inference: layer %u has no attention", l);
+        else
+            rc = h2o_emit_ops(p, sh, phase, l, c, st->t, pr, kc, vc, &lay[l], e);
+    }
+    if (!rc)
+        rc = h2o_emit_select(p, sh, phase, m->n_layers, c, st->t, lay, NULL, e);
+    free(lay);
+    return rc;
+}
+
+/* ---- H2O on shares: the carried state ------------------------------------------------------- */
+
+/* The rows a layer carries after a step (secpol.h): row q of the next state is row row[q] of
+ * the step's table (src[q] = 0) or of its selected heavy rows (src[q] = 1); returns the count.
+ * A public function of the public shapes: the same on every node and in the audit. */
+static uint32_t h2o_next(const h2o_shape *sh, int phase, uint32_t c, uint32_t t, uint8_t *src,
+                          uint32_t *row)
+{
+    uint32_t n = c + t, hh = sh->heavy, rec = sh->recent, R = 0;
+    uint64_t budget = (uint64_t)hh + rec;
+    if (h2o_selects(sh, phase, c, t)) {
+        for (uint32_t q = 0; q < hh; q++)
+            src[R] = 1, row[R++] = q;
+        if (phase == PHASE_PREFILL) {
+            for (uint32_t j = n - rec; j < n; j++) /* the recent window, in order */
+                src[R] = 0, row[R++] = j;
+            return R;
+        }
+        for (uint32_t j = (rec ? 1 : 0) + hh + 1; j <= c; j++)
+            src[R] = 0, row[R++] = j;
+        if (rec) /* the new entry joins the window */
+            src[R] = 0, row[R++] = 0;
+        return R;
+    }
+    if (phase == PHASE_PREFILL) {
+        uint32_t keep = n < budget ? n : (uint32_t)budget;
+        for (uint32_t j = n - keep; j < n; j++)
+            src[R] = 0, row[R++] = j;
+        return R;
+    }
+    for (uint32_t j = 1 + ((uint64_t)c + 1 > budget); j <= c; j++) /* heavy 0: the window slides */
+        src[R] = 0, row[R++] = j;
+    src[R] = 0, row[R++] = 0;
+    return R;
+}
+
+/* Before decode step s: every layer's kcache, vcache and score tensors take the carried rows
+ * behind the new entry's row 0. */
+static int h2o_sec_bind(void *state, eng *e, const op_program *p, mpc_program_run *r,
+                        const secpol_step *at, errbuf *err)
+{
+    h2o_node *nd = state;
+    const model_cfg *m = nd->o.model;
+    const mpc_val *st = nd->st;
+    if (!at->s)
+        return MS_OK; /* the prompt carries nothing in */
+    uint32_t d = m->head_dim, F = 2 * d + 1, R = h2o_carried(&nd->sh, at->kv);
+    static const char *const nm[3] = {"kcache", "vcache", "h2o.score"};
+    int rc = MS_OK;
+    for (uint32_t l = 0; !rc && l < m->n_layers; l++)
+        for (int w = 0; w < 3 && !rc; w++) {
+            uint32_t id = op_layer_find(p, (int)l, nm[w]);
+            if (id == OP_NONE)
+                return err_set(err, MS_ERR_INTERNAL, "secure inference: no tensor L%u.%s", l, nm[w]);
+            e->vt->release(e, &r->vals[id]);
+            rc = secpol_rows_in(e, &st[l], m->n_kv_heads, R, F, (uint32_t)w * d, w < 2 ? d : 1,
+                         p->tens[id].rows, 1, &r->vals[id]);
+        }
+    return rc;
+}
+
+/* After a step: every layer's next state from its table and selected heavy rows. */
+static int h2o_sec_update(void *state, eng *e, mpc_net *net, const op_program *p,
+                          mpc_program_run *r, const secpol_step *step, errbuf *err)
+{
+    h2o_node *nd = state;
+    const model_cfg *m = nd->o.model;
+    mpc_val *st = nd->st;
+    uint32_t s = step->s, t = step->t, kv = step->kv, Hkv = m->n_kv_heads, F = 2 * m->head_dim + 1;
+    uint32_t c = s ? h2o_carried(&nd->sh, kv) : 0, n = c + t;
+    h2o_shape sh = nd->sh;
+    int phase = s ? PHASE_DECODE : PHASE_PREFILL;
+    uint8_t *src = malloc(n + sh.heavy + 1);
+    uint32_t *row = malloc((n + sh.heavy + 1) * sizeof *row);
+    int rc = src && row ? MS_OK : err_set(err, MS_ERR_NOMEM, "secure inference: out of memory");
+    uint32_t R = rc ? 0 : h2o_next(&sh, phase, c, t, src, row);
+    size_t N = (size_t)Hkv * R * F;
+    uint32_t *idx = calloc(N + 1, sizeof *idx);
+    uint64_t *sel = calloc(N + 1, sizeof *sel);
+    if (!rc && (!idx || !sel))
+        rc = err_set(err, MS_ERR_NOMEM, "secure inference: out of memory");
+    for (uint32_t l = 0; !rc && l < m->n_layers; l++) {
+        uint32_t id[2] = {op_layer_find(p, (int)l, "h2o.table"), op_layer_find(p, -1, "h2o.heavy")};
+        uint32_t L = m->n_layers;
+        mpc_val part[2] = {{0}, {0}}, z = {0};
+        for (int w = 0; w < 2 && !rc; w++) {
+            if (id[w] == OP_NONE)
+                continue;
+            for (uint32_t g = 0; g < Hkv; g++)
+                for (uint32_t q = 0; q < R; q++)
+                    for (uint32_t f = 0; f < F; f++) {
+                        size_t i = ((size_t)g * R + q) * F + f;
+                        sel[i] = src[q] == w;
+                        /* the table (Hkv, n, F); the heavy rows [g][l][q] of every layer */
+                        size_t at = w ? ((size_t)g * L + l) * sh.heavy + row[q] : (size_t)g * n + row[q];
+                        idx[i] = sel[i] ? (uint32_t)(at * F + f) : 0;
+                    }
+            rc = secpol_relayout(e, &part[w], &r->vals[id[w]], idx, sel, N);
+        }
+        if (!rc && id[0] == OP_NONE)
+            rc = err_set(err, MS_ERR_INTERNAL, "secure inference: no tensor L%u.h2o.table", l);
+        if (!rc && id[1] != OP_NONE) {
+            rc = e->vt->alloc(e, &z, N, DOM_ARITH);
+            if (!rc)
+                rc = e->vt->add(e, &z, &part[0], &part[1]);
+        } else if (!rc) {
+            z = part[0], part[0] = (mpc_val){0};
+        }
+        e->vt->release(e, &part[0]);
+        e->vt->release(e, &part[1]);
+        if (!rc) {
+            e->vt->release(e, &st[l]);
+            st[l] = z;
+        }
+    }
+    free(src), free(row), free(idx), free(sel);
+    return rc;
+}
+
+/* Whether the positions slot[0..R) are exactly the kept set of mask over [0, pos). */
+static int same_set(const uint32_t *slot, uint32_t R, const uint8_t *mask, uint32_t pos)
+{
+    uint32_t cnt = 0;
+    for (uint32_t j = 0; j < pos; j++)
+        cnt += mask[j] != 0;
+    if (cnt != R)
+        return 0;
+    for (uint32_t q = 0; q < R; q++)
+        if (slot[q] >= pos || !mask[slot[q]])
+            return 0;
+    return 1;
+}
+
+/* H2O's plaintext scores as the replay accumulates them: the float model run under the
+ * replay's keep masks, each (layer, KV head)'s column sums of its query heads' attention; sc
+ * [pos][l][g][j] after position pos (j ≤ pos). */
+typedef struct pscore {
+    const secpol_keep *k;
+    uint32_t L, Hkv, G, n;
+    float *run, *sc;
+} pscore;
+
+static int ps_mask(void *ctx, uint32_t layer, uint32_t g, uint32_t pos, uint8_t *mask)
+{
+    pscore *c = ctx;
+    const uint8_t *pm = secpol_keep_mask(c->k, pos, layer, g);
+    if (!pm)
+        return 0;
+    memcpy(mask, pm, pos);
+    mask[pos] = 1;
+    return 1;
+}
+
+static void ps_layer(void *ctx, const llama_layer_view *v)
+{
+    pscore *c = ctx;
+    for (uint32_t g = 0; g < c->Hkv; g++) {
+        float *run = c->run + ((size_t)v->layer * c->Hkv + g) * c->n;
+        for (uint32_t h = g * c->G; h < (g + 1) * c->G; h++)
+            for (uint32_t j = 0; j <= v->pos; j++)
+                run[j] += v->att[(size_t)h * (v->pos + 1) + j];
+        memcpy(c->sc + (((size_t)v->pos * c->L + v->layer) * c->Hkv + g) * c->n, run, c->n * sizeof *run);
+    }
+}
+
+static int plain_scores(const secpol_run *o, const secpol_keep *k, float **out, errbuf *e)
+{
+    const model_cfg *m = o->model;
+    uint32_t n = o->n_tokens;
+    pscore c = {.k = k, .L = m->n_layers, .Hkv = m->n_kv_heads, .G = m->n_heads / m->n_kv_heads, .n = n};
+    c.run = calloc((size_t)c.L * c.Hkv * n, sizeof *c.run);
+    c.sc = calloc((size_t)n * c.L * c.Hkv * n, sizeof *c.sc);
+    float *lg = malloc(m->vocab * sizeof *lg);
+    llama *pm = NULL;
+    int rc = c.run && c.sc && lg ? MS_OK : err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
+    if (!rc)
+        rc = secpol_load_model(m, "selection audit", &pm, e);
+    llama_hooks hk = {.ctx = &c, .on_layer = ps_layer, .attend_mask = ps_mask};
+    for (uint32_t pos = 0; !rc && pos < n; pos++)
+        rc = llama_forward(pm, o->tokens[pos], pos, &hk, lg);
+    llama_free(pm);
+    free(c.run), free(lg);
+    if (rc) {
+        free(c.sc);
+        return rc;
+    }
+    *out = c.sc;
+    return MS_OK;
+}
+
+/* A differing selection from the same candidates: the replay's margin between the two choices
+ * (rep: the replay's scores of the candidates), a near tie when within twice the score error. */
+static void sel_differ(h2o_sec_audit *out, double margin)
+{
+    out->max_margin = margin > out->max_margin ? margin : out->max_margin;
+    out->near_ties += margin <= 2 * out->score_err;
+    out->differ_same_cand++;
+}
+
+/* One decode eviction of (l, g) at position pos against the plaintext's: cand[i] positions,
+ * sc their secure scores, v the secure victim's index; rep the replay's scores by position. */
+static void sel_evict(const secpol_keep *plain, uint32_t pos, uint32_t l, uint32_t g, const uint32_t *cand,
+                      const double *sc, uint32_t nc, uint32_t v, double tie, int sets_equal, const float *rep,
+                      h2o_sec_audit *out)
+{
+    const uint8_t *now = secpol_keep_mask(plain, pos, l, g), *next = secpol_keep_mask(plain, pos + 1, l, g);
+    if (!now || !next)
+        return;
+    uint32_t pv = UINT32_MAX;
+    for (uint32_t j = 0; j <= pos && pv == UINT32_MAX; j++)
+        if ((j == pos || now[j]) && !next[j])
+            pv = j;
+    out->evictions++;
+    double gap = INFINITY; /* the secure victim's lead over the next lowest score */
+    for (uint32_t i = 0; i < nc; i++)
+        if (i != v && sc[i] - sc[v] < gap)
+            gap = sc[i] - sc[v];
+    if (sets_equal) { /* the same candidates on both sides */
+        out->separated += gap > tie;
+        out->separated_same += gap > tie && pv == cand[v];
+    }
+    if (pv == cand[v]) {
+        out->evict_same++;
+        return;
+    }
+    if (!sets_equal || pv > pos) {
+        out->diverged++;
+        return;
+    }
+    sel_differ(out, (double)rep[cand[v]] - (double)rep[pv]);
+}
+
+/* The secure scores of the candidates against the replay's (sets equal: the same entries). */
+static void sel_err(h2o_sec_audit *out, const uint32_t *cand, const double *sc, uint32_t nc, const float *rep)
+{
+    for (uint32_t i = 0; i < nc; i++) {
+        double d = fabs(sc[i] - (double)rep[cand[i]]);
+        out->score_err = d > out->score_err ? d : out->score_err;
+    }
+}
+
+/* Long: it walks steps × layers × KV heads once, following the secure rows' positions through
+ * the public row maps and the opened one-hots, and compares each selection where it happens;
+ * two passes, the first for the score error the second classifies near ties with. */
+int h2o_secure_compare(const secpol_run *o, const h2o_shape *cfg, const secpol_opened *r,
+                       const secpol_keep *plain, double tie_bound, h2o_sec_audit *out, errbuf *e)
+{
+    memset(out, 0, sizeof *out);
+    if (!cfg || !r->vals)
+        return err_set(e, MS_ERR_INPUT, "selection audit: no H2O run with the audit on");
+
+    const model_cfg *m = o->model;
+    uint32_t L = m->n_layers, Hkv = m->n_kv_heads, hh = cfg->heavy, Nmax = o->n_tokens + o->n_gen + 2;
+    h2o_shape sh = *cfg;
+    /* the positions each layer's and KV head's rows hold, followed through the public row maps
+     * and the opened one-hots */
+    uint32_t *slot = calloc((size_t)L * Hkv * Nmax, sizeof *slot), *nslot = calloc(Nmax, sizeof *nslot);
+    uint32_t *cand = calloc(Nmax, sizeof *cand), *row = calloc(Nmax + hh, sizeof *row), *heavy = calloc(hh + 1, sizeof *heavy);
+    uint8_t *src = calloc(Nmax + hh, 1);
+    if (!slot || !nslot || !cand || !row || !heavy || !src) {
+        free(slot), free(nslot), free(cand), free(row), free(heavy), free(src);
+        return err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
+    }
+    float *ps = NULL;
+    int rc = o->n_gen ? err_set(e, MS_ERR_INPUT, "selection audit: teacher-forced runs only")
+                      : plain_scores(o, plain, &ps, e);
+    uint32_t R = 0, NT = o->n_tokens;
+    /* first pass: the score error over the candidates of equal kept sets; second: the rest */
+    for (int pass = 0; pass < 2 && !rc; pass++) {
+    for (uint32_t s = 0; !rc && s < r->n_steps; s++) {
+        secpol_step at = secpol_step_of(o, s);
+        uint32_t t = at.t, kv = at.kv;
+        uint32_t c = s ? h2o_carried(cfg, kv) : 0, n = c + t, pos = kv;
+        if (s == 0 && pass == 1) { /* the counters count once */
+            double err = out->score_err;
+            memset(out, 0, sizeof *out);
+            out->score_err = err;
+            tie_bound = tie_bound < 0 ? 2 * err : tie_bound;
+        }
+        int phase = s ? PHASE_DECODE : PHASE_PREFILL, sel = h2o_selects(&sh, phase, c, t);
+        uint32_t first = cfg->recent ? hh + 1 : 0, nc = s ? hh + 1 : n - cfg->recent;
+        uint32_t per = s ? nc : hh * nc; /* one-hot values per KV head */
+        if (sel && r->n_vals[s] != (size_t)L * Hkv * (per + nc)) {
+            rc = err_set(e, MS_ERR_INTERNAL, "selection audit: step %u has %u values", s, r->n_vals[s]);
+            break;
+        }
+        uint32_t Rn = h2o_next(&sh, phase, c, t, src, row);
+        for (uint32_t l = 0; l < L; l++)
+            for (uint32_t g = 0; g < Hkv; g++) {
+                uint32_t *sl = slot + ((size_t)l * Hkv + g) * Nmax;
+                const uint8_t *pm = secpol_keep_mask(plain, pos, l, g);
+                int eq = 1;
+                if (s && pm) {
+                    eq = same_set(sl, R, pm, pos);
+                    out->kept_sets++;
+                    out->kept_same += (uint32_t)eq;
+                }
+                /* program rows: prefill j = position j; decode 0 = pos, q ≥ 1 = slot q-1 */
+                for (uint32_t i = 0; i < n; i++)
+                    nslot[i] = s ? (i ? sl[i - 1] : pos) : i;
+                if (sel) {
+                    /* the one-hots of every layer, then the candidates' scores: [g][l][…] */
+                    const double *oh = r->vals[s] + ((size_t)g * L + l) * per;
+                    const double *sc = r->vals[s] + (size_t)L * Hkv * per + ((size_t)g * L + l) * nc;
+                    /* prefill: rows 0 … nc-1; decode: the latest first (policy_h2o.c h2o_stage) */
+                    for (uint32_t i = 0; i < nc; i++)
+                        cand[i] = s ? nslot[i ? i : first] : nslot[i];
+                    if (s) {
+                        uint32_t v = 0;
+                        for (uint32_t i = 0; i < nc; i++)
+                            v = oh[i] > 0.5 ? i : v;
+                        const float *rep = ps + (((size_t)pos * L + l) * Hkv + g) * NT;
+                        if (eq)
+                            sel_err(out, cand, sc, nc, rep);
+                        sel_evict(plain, pos, l, g, cand, sc, nc, v, tie_bound, eq, rep, out);
+                        for (uint32_t i = 0, q = 0; i < nc; i++)
+                            if (i != v)
+                                heavy[q++] = cand[i];
+                    } else {
+                        for (uint32_t q = 0; q < hh; q++)
+                            for (uint32_t i = 0; i < nc; i++)
+                                if (oh[(size_t)q * nc + i] > 0.5)
+                                    heavy[q] = cand[i];
+                        const uint8_t *pm1 = secpol_keep_mask(plain, pos + n, l, g);
+                        const float *rep = ps + (((size_t)(n - 1) * L + l) * Hkv + g) * NT;
+                        sel_err(out, cand, sc, nc, rep);
+                        if (pm1) { /* the heavy set against the plaintext's prompt selection */
+                            int same = 1;
+                            for (uint32_t q = 0; q < hh; q++)
+                                same &= heavy[q] < nc && pm1[heavy[q]];
+                            uint32_t cnt = 0;
+                            for (uint32_t j = 0; j < nc; j++)
+                                cnt += pm1[j] != 0;
+                            out->prefill_sets++;
+                            out->prefill_same += (uint32_t)(same && cnt == hh);
+                            /* separation: the lowest chosen score above the highest other */
+                            double lo = INFINITY, hi = -INFINITY;
+                            for (uint32_t i = 0; i < nc; i++) {
+                                int chosen = 0;
+                                for (uint32_t q = 0; q < hh; q++)
+                                    chosen |= heavy[q] == cand[i];
+                                if (chosen)
+                                    lo = sc[i] < lo ? sc[i] : lo;
+                                else
+                                    hi = sc[i] > hi ? sc[i] : hi;
+                            }
+                            out->separated += lo - hi > tie_bound;
+                            out->separated_same += lo - hi > tie_bound && same && cnt == hh;
+                            if (!(same && cnt == hh)) { /* the replay's margin between the sets */
+                                double mg = 0;
+                                for (uint32_t q = 0; q < hh; q++)
+                                    for (uint32_t j = 0; j < nc; j++)
+                                        if (pm1[j] && (heavy[q] >= nc || !pm1[heavy[q]]) && heavy[q] < nc &&
+                                            (double)rep[j] - (double)rep[heavy[q]] > mg)
+                                            mg = (double)rep[j] - (double)rep[heavy[q]];
+                                sel_differ(out, mg);
+                            }
+                        }
+                    }
+                }
+                for (uint32_t q = 0; q < Rn; q++)
+                    sl[q] = src[q] ? heavy[row[q]] : nslot[row[q]];
+            }
+        R = Rn;
+    }
+    }
+    free(ps);
+    free(slot), free(nslot), free(cand), free(row), free(heavy), free(src);
+    return rc;
+}
+
+static int h2o_sec_note(const void *cfg, const secpol_run *o, const secpol_opened *opened,
+                        const secpol_keep *plain, const float *ref, const char *policy, FILE *out,
+                        errbuf *e)
+{
+    const h2o_shape *sh = cfg;
+    h2o_sec_audit sel;
+    int rc = h2o_secure_compare(o, sh, opened, plain, -1, &sel, e);
+    if (rc)
+        return rc;
+    fprintf(out, "#       %s selected on shares (heavy %u, recent %u); against the replay: prompt heavy sets %u/%u, "
+            "evictions %u/%u, kept sets %u/%u\n", policy, sh->heavy, sh->recent, sel.prefill_same, sel.prefill_sets,
+            sel.evict_same, sel.evictions, sel.kept_same, sel.kept_sets);
+    fprintf(out, "#       secure scores within %.4f of the replay's; selections whose secure margin exceeds twice that: "
+            "%u/%u equal to the replay's\n", sel.score_err, sel.separated_same, sel.separated);
+    if (sel.differ_same_cand || sel.diverged)
+        fprintf(out, "#       differing selections: %u from the same candidates, %u of them near ties (the replay's margin "
+                "<= 2 x %.4f; largest %.4f); %u evictions after the kept sets differed\n", sel.differ_same_cand,
+                sel.near_ties, sel.score_err, sel.max_margin, sel.diverged);
+    return MS_OK;
+}
+
+const secpol_ops policy_h2o_secure = {
+    .which = "",
+    .own_query = 0,
+    .config = h2o_sec_config,
+    .config_free = free,
+    .rows = h2o_sec_rows,
+    .emit = h2o_sec_emit,
+    .bind_public = h2o_sec_public,
+    .node_new = h2o_sec_node_new,
+    .node_free = h2o_sec_node_free,
+    .bind = h2o_sec_bind,
+    .update = h2o_sec_update,
+    .audit_tensor = h2o_sec_audit_tensor,
+    .audit_note = h2o_sec_note,
+};

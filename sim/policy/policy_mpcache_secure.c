@@ -1,0 +1,661 @@
+/* policy_mpcache_secure.c — MPCache's selection on secret shares (the policy's secpol_ops slot):
+ * its ops in each step's program (policy_mpcache.c's emitters, spliced into the lowered layers),
+ * the token tables and cluster bounds each node carries between steps, the counts a threshold
+ * prompt reveals, and the audit against the plaintext replay (secpol.h "MPCache on shares"). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "protocols/backend/mpc_eng.h"
+#include "protocols/program/kern.h"
+#include "policy.h"
+#include "secpol.h"
+
+/* The entries of K' of layer l before a decode step at kv cached entries: the whole cache, or
+ * after a threshold prompt the revealed count plus the generated entries. */
+static uint32_t sec_n(const mpcache_sec *cf, const secpol_run *o, uint32_t l, uint32_t kv)
+{
+    const mpcache_shape *sh = &cf->mpc;
+    if (sh->static_mode != 0 || mpcache_layer_kind(sh, l) == MPCACHE_LAYER_DENSE || !cf->static_count)
+        return kv;
+    return cf->static_count[l] + (kv - o->prefill);
+}
+
+static void mpcache_sec_free(void *cfg)
+{
+    mpcache_sec *cf = cfg;
+    if (cf)
+        free(cf->static_count);
+    free(cf);
+}
+
+/* Static `none` and `threshold` run on shares; the static `topk` does not (its kept sets come
+ * from the plaintext replay). */
+static int mpcache_sec_config(const policy_env *env, const policy_args *a, void **cfg, errbuf *e)
+{
+    *cfg = NULL;
+    mpcache_shape sh;
+    int rc = mpcache_shape_read(env, a, &sh, e);
+    if (rc || sh.static_mode == 1)
+        return rc;
+    mpcache_sec *cf = calloc(1, sizeof *cf);
+    if (!cf)
+        return err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory");
+    cf->mpc = sh;
+    cf->n_layers = env->n_layers;
+    if (sh.static_mode == 0 && !(cf->static_count = calloc(env->n_layers + 1, sizeof *cf->static_count))) {
+        free(cf);
+        return err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory");
+    }
+    *cfg = cf;
+    return MS_OK;
+}
+
+static uint32_t *mpcache_sec_revealed(void *cfg, size_t *n)
+{
+    mpcache_sec *cf = cfg;
+    *n = cf->static_count ? cf->n_layers : 0;
+    return cf->static_count;
+}
+
+static uint32_t mpcache_sec_rows(const void *cfg, const secpol_run *o, uint32_t layer, uint32_t kv)
+{
+    const mpcache_sec *cf = cfg;
+    return mpcache_attend_rows(&cf->mpc, layer, sec_n(cf, o, layer, kv));
+}
+
+static int mpcache_sec_public(const void *cfg, const secpol_run *o, const secpol_step *st, int frac,
+                              const op_tensor *t, uint64_t *out, size_t n)
+{
+    const mpcache_sec *cf = cfg;
+    const char *rest;
+    int l = op_layer_of(t->name, &rest);
+    if (t->role != OPT_PUBLIC || l < 0 || strncmp(rest, "mpc.", 4))
+        return 0;
+    return mpcache_public(&cf->mpc, st->s ? sec_n(cf, o, (uint32_t)l, st->kv) : st->t, frac, t, out, n);
+}
+
+/* One node's state, per layer: the token table of K', the cluster bounds, and after a threshold
+ * prompt its keep bits (for the first decode step's compaction). */
+typedef struct mpcache_node {
+    secpol_run o;
+    mpcache_sec *cf;   /* the node's own copy: its revealed counts are filled here */
+    mpc_val *kf, *b16, *b32, *keep;
+} mpcache_node;
+
+static int mpcache_sec_node_new(void *cfg, const secpol_run *o, void **state, errbuf *e)
+{
+    uint32_t L = o->model->n_layers;
+    mpcache_node *c = calloc(1, sizeof *c);
+    if (c) {
+        c->kf = calloc(L, sizeof *c->kf);
+        c->b16 = calloc(L, sizeof *c->b16);
+        c->b32 = calloc(L, sizeof *c->b32);
+        c->keep = calloc(L, sizeof *c->keep);
+    }
+    if (!c || !c->kf || !c->b16 || !c->b32 || !c->keep) {
+        if (c)
+            free(c->kf), free(c->b16), free(c->b32), free(c->keep);
+        free(c);
+        return err_set(e, MS_ERR_NOMEM, "secure inference: out of memory");
+    }
+    c->o = *o;
+    c->cf = cfg;
+    *state = c;
+    return MS_OK;
+}
+
+static void mpcache_sec_node_free(void *state, eng *e)
+{
+    mpcache_node *c = state;
+    for (uint32_t l = 0; l < c->o.model->n_layers; l++) {
+        e->vt->release(e, &c->kf[l]);
+        e->vt->release(e, &c->b16[l]);
+        e->vt->release(e, &c->b32[l]);
+        e->vt->release(e, &c->keep[l]);
+    }
+    free(c->kf), free(c->b16), free(c->b32), free(c->keep);
+    free(c);
+}
+
+/* Opened after each step: per layer the top-k one-hots and scores of both levels and the
+ * threshold's keep bits, those the program holds. */
+static int mpcache_sec_audit_tensor(const void *cfg, const secpol_run *o, const secpol_step *st, size_t i,
+                                    char name[48], int *is_score)
+{
+    static const char *const mn[5] = {"mpc.topk1", "mpc.sc1", "mpc.topk2", "mpc.sc2", "mpc.keep"};
+    if (i >= 5 * (size_t)o->model->n_layers)
+        return 0;
+    op_layer_name(name, (int)(i / 5), mn[i % 5]);
+    *is_score = i % 5 == 1 || i % 5 == 3;
+    return 1;
+}
+
+/* The prompt's program ends with the bounds of every selecting layer; a decode step's selection
+ * runs between each layer's query and its attention (spliced before the scores' matmul), its
+ * mask right before the softmax (secpol.h). */
+static int mpcache_sec_emit(const void *cfg, const secpol_run *o, const secpol_step *st, op_program *p,
+                            errbuf *e)
+{
+    const mpcache_sec *cf = cfg;
+    const model_cfg *m = o->model;
+    const mpcache_shape *sh = &cf->mpc;
+    mpcache_ids *ids = calloc(m->n_layers, sizeof *ids);
+    int rc = ids ? MS_OK : err_set(e, MS_ERR_NOMEM, "secure inference: out of memory");
+    for (uint32_t l = 0; !rc && l < m->n_layers; l++) {
+        static const char *const nm[5] = {"kcache", "vcache", "q_heads", "k", "scores"};
+        uint32_t id[5];
+        for (int i = 0; i < 5; i++) {
+            id[i] = op_layer_find(p, (int)l, nm[i]);
+            if (id[i] == OP_NONE)
+                rc = err_set(e, MS_ERR_INTERNAL, "secure inference: no tensor L%u.%s", l, nm[i]);
+        }
+        if (rc)
+            break;
+        if (!st->s) {
+            if (sh->static_mode == 0) /* threshold: the keep bits, the count revealed */
+                rc = mpcache_emit_static(p, sh, l, st->t, id[4], &ids[l], e);
+            else
+                rc = mpcache_emit_prefill(p, sh, l, st->t, id[0], &ids[l], e);
+            continue;
+        }
+        size_t n0 = p->n_ops;
+        uint32_t n = sec_n(cf, o, l, st->kv);
+        uint32_t P0 = sh->static_mode == 0 && st->kv == o->prefill &&
+                      mpcache_layer_kind(sh, l) != MPCACHE_LAYER_DENSE ? o->prefill : 0;
+        rc = mpcache_emit_decode_first(p, sh, l, n, P0, id[2], id[3], id[0], id[1], l ? &ids[l - 1] : NULL,
+                                       &ids[l], e);
+        if (!rc)
+            rc = secpol_ops_move(p, secpol_find_op(p, OP_MATMUL, id[4]), n0, e);
+        n0 = p->n_ops;
+        if (!rc)
+            rc = mpcache_emit_mask(p, sh, l, n, id[4], &ids[l], e);
+        if (!rc && p->n_ops > n0)
+            rc = secpol_ops_move(p, secpol_find_op(p, OP_SOFTMAX, id[4]), n0, e);
+    }
+    free(ids);
+    return rc;
+}
+
+/* Before decode step s at n entries: each layer's table and bounds into the program. */
+static int mpcache_sec_bind(void *state, eng *e, const op_program *p, mpc_program_run *r,
+                            const secpol_step *at, errbuf *err)
+{
+    mpcache_node *c = state;
+    const secpol_run *o = &c->o;
+    const mpcache_sec *cf = c->cf;
+    const mpc_val *kf = c->kf;
+    uint32_t n = at->kv;
+    if (!at->s)
+        return MS_OK; /* the prompt carries nothing in */
+    const model_cfg *m = o->model;
+    uint32_t Hkv = m->n_kv_heads, d = m->head_dim, F = 2 * d + 1, L = m->n_layers;
+    int rc = MS_OK;
+    for (uint32_t l = 0; !rc && l < L; l++) {
+        mpcache_plan pl;
+        uint32_t nl = sec_n(cf, o, l, n);
+        mpcache_plan_layer(&cf->mpc, l, nl, &pl);
+        static const char *const nm[5] = {"kv", "b16", "b32", "full", "keep_in"};
+        for (int w = 0; w < 5 && !rc; w++) {
+            char full[48];
+            snprintf(full, sizeof full, "mpc.%s", nm[w]);
+            uint32_t id = op_layer_find(p, (int)l, full);
+            if (id == OP_NONE)
+                continue;
+            e->vt->release(e, &r->vals[id]);
+            if (w == 0)
+                rc = secpol_rows_in(e, &kf[l], Hkv, nl, F, 0, F, pl.Npad, 0, &r->vals[id]);
+            else if (w == 3) /* the prompt's table before the compaction */
+                rc = secpol_rows_in(e, &kf[l], Hkv, o->prefill, F, 0, F, o->prefill, 0, &r->vals[id]);
+            else if (w == 4)
+                rc = secpol_rows_in(e, &c->keep[l], 1, o->prefill, 1, 0, 1, o->prefill, 0, &r->vals[id]);
+            else
+                rc = secpol_rows_in(e, w == 1 ? &c->b16[l] : &c->b32[l], Hkv, w == 1 ? pl.G2 : pl.G1, 2 * d, 0,
+                             2 * d, w == 1 ? pl.G2 : pl.G1, 0, &r->vals[id]);
+        }
+    }
+    return rc ? err_set(err, rc, "secure inference: binding MPCache's state") : MS_OK;
+}
+
+/* After step s: each layer's table gains the new entry (the cache tensors' row 0 at a decode
+ * step, the prompt's rows at the prefill), the bounds their upkeep (secpol.h); after a threshold
+ * prompt the keep bits are kept, and the first decode step's compaction and bounds replace the
+ * prompt's table. Long: two public index maps (table rows, bound rows) built inline, each a
+ * case per source. */
+static int mpcache_tables(mpcache_node *c, eng *e, const op_program *p, mpc_program_run *r,
+                          const secpol_step *at, errbuf *err)
+{
+    const secpol_run *o = &c->o;
+    const mpcache_sec *cf = c->cf;
+    mpc_val *kf = c->kf;
+    const model_cfg *m = o->model;
+    const mpcache_shape *sh = &cf->mpc;
+    uint32_t Hkv = m->n_kv_heads, d = m->head_dim, F = 2 * d + 1, L = m->n_layers, s = at->s, t = at->t, kv = at->kv;
+    uint32_t s2 = sh->s2, s1 = sh->s1;
+    size_t N = (size_t)Hkv * (kv + t + 1) * F;
+    uint8_t *which = malloc(N + 1);
+    uint32_t *idx = malloc((N + 1) * sizeof *idx);
+    int rc = which && idx ? MS_OK : MS_ERR_NOMEM;
+    for (uint32_t l = 0; !rc && l < L; l++) {
+        uint32_t n = s ? sec_n(cf, o, l, kv) : 0, n1 = n + t;
+        uint32_t kc = op_layer_find(p, (int)l, "kcache"), vc = op_layer_find(p, (int)l, "vcache"),
+                 kvc = op_layer_find(p, (int)l, "mpc.kv_c");
+        uint32_t T = p->tens[kc].rows, G2 = (n + s2 - 1) / s2, stride = kvc != OP_NONE ? G2 * s2 : n;
+        for (uint32_t g = 0; g < Hkv; g++)
+            for (uint32_t q = 0; q < n1; q++)
+                for (uint32_t f = 0; f < F; f++) {
+                    size_t i = ((size_t)g * n1 + q) * F + f;
+                    uint32_t row = s ? 0 : q; /* the new entry: row 0 of a decode step */
+                    if (q < n)
+                        which[i] = 0, idx[i] = (uint32_t)(((size_t)g * stride + q) * F + f);
+                    else if (f < 2 * d)
+                        which[i] = f < d ? 1 : 2, idx[i] = (uint32_t)(((size_t)g * T + row) * d + f % d);
+                    else
+                        which[i] = 3, idx[i] = 0;
+                }
+        const mpc_val *src[3] = {kvc != OP_NONE ? &r->vals[kvc] : &kf[l], &r->vals[kc], &r->vals[vc]};
+        mpc_val z = {0};
+        rc = secpol_pick(e, &z, (size_t)Hkv * n1 * F, src, 3, which, idx);
+        if (rc)
+            break;
+        e->vt->release(e, &kf[l]);
+        kf[l] = z;
+        if (mpcache_layer_kind(sh, l) != MPCACHE_LAYER_SELECT)
+            continue;
+        if (!s && sh->static_mode == 0) { /* threshold: the keep bits for the compaction */
+            uint32_t kp = op_layer_find(p, (int)l, "mpc.keep");
+            if (kp == OP_NONE) {
+                rc = MS_ERR_INTERNAL;
+                break;
+            }
+            e->vt->release(e, &c->keep[l]);
+            rc = e->vt->alloc(e, &c->keep[l], r->vals[kp].n, DOM_ARITH);
+            if (!rc)
+                rc = e->vt->add(e, &c->keep[l], &c->keep[l], &r->vals[kp]);
+            continue;
+        }
+        /* the bounds: the prefill's or the compaction's new ones, or the old rows with the
+         * newest cluster's row from the upkeep's MAX (or [k | −k] when the entry starts one) */
+        for (int w = 0; w < 2 && !rc; w++) {
+            uint32_t sz = w ? s1 : s2, G = (n1 + sz - 1) / sz, Gold = (n + sz - 1) / sz;
+            mpc_val *b = w ? &c->b32[l] : &c->b16[l], nb = {0};
+            uint32_t kn = op_layer_find(p, (int)l, s ? "mpc.kn" : w ? "mpc.b32_new" : "mpc.b16_new");
+            uint32_t bnew = s ? op_layer_find(p, (int)l, w ? "mpc.b32_new" : "mpc.b16_new") : OP_NONE;
+            uint32_t up = op_layer_find(p, (int)l, "mpc.up");
+            uint32_t lv = (n % s2 != 0) + (n % s1 != 0);
+            size_t M = (size_t)Hkv * G * 2 * d;
+            for (uint32_t g = 0; g < Hkv; g++)
+                for (uint32_t q = 0; q < G; q++)
+                    for (uint32_t ch = 0; ch < 2 * d; ch++) {
+                        size_t i = ((size_t)g * G + q) * 2 * d + ch;
+                        if (!s)
+                            which[i] = 1, idx[i] = (uint32_t)i;
+                        else if (q != n / sz)
+                            which[i] = 0, idx[i] = (uint32_t)(((size_t)g * Gold + q) * 2 * d + ch);
+                        else if (n % sz == 0)
+                            which[i] = 1, idx[i] = g * 2 * d + ch;
+                        else
+                            which[i] = 2, idx[i] = (uint32_t)(((size_t)g * 2 * d + ch) * lv + (w ? lv - 1 : 0));
+                    }
+            if (kn == OP_NONE || (s && lv && up == OP_NONE)) {
+                rc = MS_ERR_INTERNAL;
+                break;
+            }
+            const mpc_val *bs[3] = {bnew != OP_NONE ? &r->vals[bnew] : b, &r->vals[kn], up == OP_NONE ? b : &r->vals[up]};
+            rc = secpol_pick(e, &nb, M, bs, 3, which, idx);
+            if (!rc) {
+                e->vt->release(e, b);
+                *b = nb;
+            }
+        }
+    }
+    free(which), free(idx);
+    return rc ? err_set(err, rc, "secure inference: updating MPCache's state") : MS_OK;
+}
+
+/* After a threshold prompt: every party reads the counts its program revealed (a shared layer
+ * takes layer 2k's, a dense one keeps the prompt); P0 tells the dealer, which opens nothing (the
+ * counts are public, and the dealer needs them for the next programs' shapes: outside every
+ * op's counters). Each node writes its own copy of the configuration's static_count. */
+static int mpcache_counts(mpcache_node *c, eng *e, mpc_net *net, const op_program *p, mpc_program_run *r,
+                          errbuf *err)
+{
+    const secpol_run *o = &c->o;
+    const model_cfg *m = o->model;
+    uint32_t L = m->n_layers, *cnt = c->cf->static_count;
+    int dealer = mpc_engine_is_dealer(e), nodes = mpc_net_nodes(net);
+    for (uint32_t l = 0; !dealer && l < L; l++) {
+        int kind = mpcache_layer_kind(&c->cf->mpc, l);
+        uint32_t id = op_layer_find(p, (int)l, "mpc.count");
+        if (kind == MPCACHE_LAYER_SELECT && (id == OP_NONE || !r->vals[id].s[0]))
+            return err_set(err, MS_ERR_INTERNAL, "secure inference: no revealed count of layer %u", l);
+        cnt[l] = kind == MPCACHE_LAYER_SELECT ? (uint32_t)r->vals[id].s[0][0] : kind == MPCACHE_LAYER_SHARED ? cnt[l - 1]
+                                                                                                  : o->prefill;
+        if (cnt[l] > o->prefill)
+            return err_set(err, MS_ERR_PEER, "secure inference: revealed count %u of %d prompt rows", cnt[l], o->prefill);
+    }
+    if (nodes > e->n_parties && (dealer || e->party == 0)) {
+        int rc = dealer ? mpc_net_recv_setup(net, 0, cnt, L * sizeof *cnt, err)
+                        : mpc_net_send_setup(net, nodes - 1, cnt, L * sizeof *cnt, err);
+        if (rc)
+            return rc;
+    }
+    return MS_OK;
+}
+
+
+/* After step s: each layer's table and bounds (mpcache_tables), and after a threshold prompt
+ * the counts it revealed. */
+static int mpcache_sec_update(void *state, eng *e, mpc_net *net, const op_program *p, mpc_program_run *r,
+                              const secpol_step *at, errbuf *err)
+{
+    mpcache_node *c = state;
+    int rc = mpcache_tables(c, e, p, r, at, err);
+    if (!rc && !at->s && c->cf->mpc.static_mode == 0)
+        rc = mpcache_counts(c, e, net, p, r, err);
+    return rc;
+}
+
+/* ---- MPCache's selection audit -------------------------------------------------------------- */
+
+/* MPCache's plaintext scores as its replay computes them: the float model under the replay's
+ * keep masks; at each decode position and selecting layer the policy model's own query against
+ * the bounds of K' (the positions pos[l]), in the session's units (q/√d). sc[pos][l][g][lvl][c]. */
+typedef struct mscore {
+    const secpol_run *o;
+    const mpcache_sec *cf;
+    const secpol_keep *k;
+    llama *pm;
+    const uint32_t *pos;
+    uint32_t Nmax, n, Gmax, cur_l, cur_pos;
+    float *keys;          /* [L][n][Hkv·d] */
+    double *sc;
+} mscore;
+
+static void ms_layer(void *ctx, const llama_layer_view *v)
+{
+    mscore *c = ctx;
+    const model_cfg *m = c->o->model;
+    size_t KD = (size_t)m->n_kv_heads * m->head_dim;
+    memcpy(c->keys + ((size_t)v->layer * c->n + v->pos) * KD, v->k, KD * sizeof *c->keys);
+}
+
+static void ms_scores(mscore *c, uint32_t l, uint32_t pos)
+{
+    const model_cfg *m = c->o->model;
+    const mpcache_shape *sh = &c->cf->mpc;
+    uint32_t Hkv = m->n_kv_heads, d = m->head_dim, G = m->n_heads / Hkv, n = sec_n(c->cf, c->o, l, pos);
+    const float *q = llama_query(c->pm);
+    const uint32_t *ps = c->pos + (size_t)l * c->Nmax;
+    size_t KD = (size_t)Hkv * d;
+    for (uint32_t g = 0; g < Hkv; g++)
+        for (int lvl = 0; lvl < 2; lvl++) {
+            uint32_t sz = lvl ? sh->s2 : sh->s1, Gc = (n + sz - 1) / sz;
+            double *out = c->sc + ((((size_t)pos * m->n_layers + l) * Hkv + g) * 2 + (size_t)lvl) * c->Gmax;
+            for (uint32_t cl = 0; cl < Gc && cl < c->Gmax; cl++) {
+                double u = 0;
+                for (uint32_t ch = 0; ch < d; ch++) {
+                    double mx = -INFINITY, mn = INFINITY, qs = 0;
+                    for (uint32_t i = cl * sz; i < (cl + 1) * sz && i < n; i++) {
+                        double kv = c->keys[((size_t)l * c->n + ps[i]) * KD + g * d + ch];
+                        mx = kv > mx ? kv : mx;
+                        mn = kv < mn ? kv : mn;
+                    }
+                    for (uint32_t h = g * G; h < (g + 1) * G; h++)
+                        qs += q[(size_t)h * d + ch];
+                    u += qs / sqrt((double)d) * (sh->alpha * mx + (1 - sh->alpha) * mn);
+                }
+                out[cl] = u;
+            }
+        }
+}
+
+static int ms_mask(void *ctx, uint32_t l, uint32_t g, uint32_t pos, uint8_t *mask)
+{
+    mscore *c = ctx;
+    if (pos >= c->o->prefill && (l != c->cur_l || pos != c->cur_pos) &&
+        mpcache_layer_kind(&c->cf->mpc, l) == MPCACHE_LAYER_SELECT) {
+        c->cur_l = l, c->cur_pos = pos;
+        ms_scores(c, l, pos);
+    }
+    const uint8_t *pm = secpol_keep_mask(c->k, pos, l, g);
+    if (!pm)
+        return 0;
+    memcpy(mask, pm, pos);
+    mask[pos] = 1;
+    return 1;
+}
+
+static int mpcache_plain_scores(const secpol_run *o, const mpcache_sec *cf, const secpol_keep *k, const uint32_t *pos, uint32_t Nmax,
+                            mscore *c, errbuf *e)
+{
+    const model_cfg *m = o->model;
+    uint32_t n = o->n_tokens;
+    *c = (mscore){.o = o, .cf = cf, .k = k, .pos = pos, .Nmax = Nmax, .n = n, .Gmax = n / cf->mpc.s2 + 2,
+                  .cur_l = UINT32_MAX};
+    c->keys = calloc((size_t)m->n_layers * n * m->n_kv_heads * m->head_dim + 1, sizeof *c->keys);
+    c->sc = calloc((size_t)n * m->n_layers * m->n_kv_heads * 2 * c->Gmax + 1, sizeof *c->sc);
+    float *lg = malloc(m->vocab * sizeof *lg);
+    int rc = c->keys && c->sc && lg ? MS_OK : err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
+    if (!rc)
+        rc = secpol_load_model(m, "selection audit", &c->pm, e);
+    llama_hooks hk = {.ctx = c, .on_layer = ms_layer, .attend_mask = ms_mask};
+    for (uint32_t p = 0; !rc && p < n; p++)
+        rc = llama_forward(c->pm, o->tokens[p], p, &hk, lg);
+    llama_free(c->pm);
+    free(lg), free(c->keys);
+    c->keys = NULL;
+    return rc;
+}
+
+/* The replay's smallest top-k margin at (pos, l, g): level 1 on its scores, level 2 among the
+ * 16-clusters of its level-1 set. */
+static double mpcache_rep_margin(const secpol_run *o, const mscore *c, uint32_t pos, uint32_t l, uint32_t g)
+{
+    const model_cfg *m = o->model;
+    mpcache_plan pl;
+    mpcache_plan_layer(&c->cf->mpc, l, sec_n(c->cf, o, l, pos), &pl);
+    const double *s1 = c->sc + ((((size_t)pos * m->n_layers + l) * m->n_kv_heads + g) * 2) * c->Gmax, *s2 = s1 + c->Gmax;
+    double mg = INFINITY;
+    uint8_t u[64] = {0}, ok[128] = {0};
+    if (pl.G1 > 64 || pl.G2 > 128)
+        return NAN;
+    for (uint32_t i = 0; i < pl.nf1; i++)
+        u[pl.f1[i]] = 1;
+    if (pl.k1 >= pl.G1)
+        memset(u, 1, pl.G1);
+    if (pl.lv1) {
+        mg = mpcache_topk_margin(s1, NULL, pl.G1, pl.k1);
+        uint8_t taken[64] = {0};
+        for (uint32_t r = 0; r < pl.k1; r++) { /* the replay's top-k1 (ties: the lower index) */
+            uint32_t b = UINT32_MAX;
+            for (uint32_t i = 0; i < pl.G1; i++)
+                if (!taken[i] && (b == UINT32_MAX || s1[i] > s1[b]))
+                    b = i;
+            taken[b] = u[b] = 1;
+        }
+    }
+    if (pl.lv2) {
+        for (uint32_t i = 0; i < pl.G2; i++)
+            ok[i] = u[i / 2];
+        double m2 = mpcache_topk_margin(s2, ok, pl.G2, pl.k2);
+        mg = m2 < mg ? m2 : mg;
+    }
+    return mg;
+}
+
+/* Long: it follows each layer's K' positions (the opened keep bits, then the generated ones)
+ * and compares every (position, layer, KV head) where it happens. */
+int mpcache_secure_compare(const secpol_run *o, const mpcache_sec *cf, const secpol_opened *r,
+                           const secpol_keep *plain, mpcache_sec_audit *out, errbuf *e)
+{
+    memset(out, 0, sizeof *out);
+    out->min_margin = INFINITY;
+    out->first_differ = UINT32_MAX;
+    if (!cf || !r->vals)
+        return err_set(e, MS_ERR_INPUT, "selection audit: no MPCache run with the audit on");
+    const model_cfg *m = o->model;
+    const mpcache_shape *sh = &cf->mpc;
+    uint32_t L = m->n_layers, Hkv = m->n_kv_heads, Nmax = o->n_tokens + o->n_gen + 2;
+    uint8_t *cl = calloc((size_t)L * Hkv * Nmax, 1);
+    double *mg = calloc((size_t)L * Hkv, sizeof *mg);
+    uint32_t *pos = calloc((size_t)L * Nmax, sizeof *pos); /* each layer's K' positions, in order */
+    if (!cl || !mg || !pos) {
+        free(cl), free(mg), free(pos);
+        return err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
+    }
+    /* the static set: the opened keep bits of the prompt (threshold), else every position */
+    size_t at0 = 0;
+    for (uint32_t l = 0; l < L; l++) {
+        uint32_t *ps = pos + (size_t)l * Nmax, c = 0;
+        int kind = mpcache_layer_kind(sh, l), thr = sh->static_mode == 0 && kind != MPCACHE_LAYER_DENSE;
+        if (thr && kind == MPCACHE_LAYER_SHARED) {
+            memcpy(ps, ps - Nmax, Nmax * sizeof *ps);
+            continue;
+        }
+        for (uint32_t j = 0; j < o->prefill; j++)
+            if (!thr || (at0 + j < r->n_vals[0] && r->vals[0][at0 + j] > 0.5))
+                ps[c++] = j;
+        at0 += thr ? o->prefill : 0;
+        for (uint32_t j = o->prefill; c < Nmax && j < o->n_tokens + o->n_gen; j++)
+            ps[c++] = j;
+    }
+    mscore msc;
+    double *dm = calloc((size_t)r->n_steps * L * Hkv + 1, sizeof *dm); /* differing sets' replay margins */
+    int rc = o->n_gen ? err_set(e, MS_ERR_INPUT, "selection audit: teacher-forced runs only")
+                      : !dm ? err_set(e, MS_ERR_NOMEM, "selection audit: out of memory")
+                            : mpcache_plain_scores(o, cf, plain, pos, Nmax, &msc, e);
+    if (rc) {
+        free(cl), free(mg), free(pos), free(dm), free(msc.sc);
+        return rc;
+    }
+    for (uint32_t s = 1; s < r->n_steps; s++) {
+        uint32_t kv = secpol_step_of(o, s).kv;
+        size_t at = 0;
+        for (uint32_t l = 0; l < L; l++) {
+            int kind = mpcache_layer_kind(sh, l);
+            uint32_t n = sec_n(cf, o, l, kv);
+            size_t used = 0;
+            for (uint32_t g = 0; g < Hkv; g++) {
+                uint8_t *c = cl + ((size_t)l * Hkv + g) * Nmax;
+                if (kind == MPCACHE_LAYER_SHARED) {
+                    memcpy(c, cl + ((size_t)(l - 1) * Hkv + g) * Nmax, Nmax);
+                    mg[l * Hkv + g] = mg[(l - 1) * Hkv + g];
+                } else {
+                    mg[l * Hkv + g] = mpcache_audit_set(sh, l, n, r->vals[s] + at, r->n_vals[s] - at, g, c, &used);
+                }
+                double v = mg[l * Hkv + g];
+                if (kind == MPCACHE_LAYER_SELECT && v < out->min_margin)
+                    out->min_margin = v;
+                const uint8_t *pm = secpol_keep_mask(plain, kv, l, g);
+                if (!pm)
+                    continue;
+                const double *ss[2];
+                if (kind == MPCACHE_LAYER_SELECT)
+                    mpcache_audit_scores(sh, l, n, r->vals[s] + at, r->n_vals[s] - at, g, &ss[0], &ss[1]);
+                /* the secure set by position: K' entry i attended when its cluster is chosen */
+                uint8_t *mine = calloc(kv + 1, 1);
+                if (!mine)
+                    break;
+                for (uint32_t i = 0; i < n; i++)
+                    if (c[i / sh->s2] && pos[(size_t)l * Nmax + i] < kv)
+                        mine[pos[(size_t)l * Nmax + i]] = 1;
+                int same = 1;
+                for (uint32_t j = 0; j < kv; j++)
+                    same &= !mine[j] == !pm[j];
+                free(mine);
+                out->sets++;
+                out->same += (uint32_t)same;
+                uint32_t src = kind == MPCACHE_LAYER_SHARED ? l - 1 : l;
+                const double *rs = msc.sc + ((((size_t)kv * L + src) * Hkv + g) * 2) * msc.Gmax;
+                mpcache_plan pl;
+                mpcache_plan_layer(sh, l, n, &pl);
+                for (int lvl = 0; same && kind == MPCACHE_LAYER_SELECT && lvl < 2; lvl++)
+                    for (uint32_t i = 0; ss[lvl] && i < (lvl ? pl.G2 : pl.G1); i++) {
+                        double d = fabs(ss[lvl][i] - rs[lvl * msc.Gmax + i]);
+                        out->score_err = d > out->score_err ? d : out->score_err;
+                    }
+                if (!same) {
+                    double rm = mpcache_rep_margin(o, &msc, kv, src, g);
+                    dm[out->differ++] = rm;
+                    out->rep_margin = rm > out->rep_margin ? rm : out->rep_margin;
+                }
+                if (!same && v > out->max_diff_margin)
+                    out->max_diff_margin = v;
+                if (!same && kv < out->first_differ) {
+                    out->first_differ = kv;
+                    out->first_layer = l;
+                    out->first_margin = v;
+                }
+            }
+            at += used;
+        }
+        for (uint32_t l = 0; l < L; l++) {
+            mpcache_plan pl;
+            mpcache_plan_layer(sh, l, sec_n(cf, o, l, kv), &pl);
+            if (mpcache_layer_kind(sh, l) == MPCACHE_LAYER_SELECT)
+                out->topks += Hkv * ((uint32_t)pl.lv1 + (uint32_t)pl.lv2);
+        }
+    }
+    for (uint32_t i = 0; i < out->differ; i++)
+        out->near_ties += dm[i] <= 2 * out->score_err;
+    free(cl), free(mg), free(pos), free(dm), free(msc.sc);
+    return MS_OK;
+}
+
+static int mpcache_sec_note(const void *cfg, const secpol_run *o, const secpol_opened *r,
+                            const secpol_keep *plain, const float *ref, const char *policy, FILE *out,
+                            errbuf *e)
+{
+    const mpcache_sec *cf = cfg;
+    mpcache_sec_audit ms;
+    int rc = mpcache_secure_compare(o, cf, r, plain, &ms, e);
+    if (rc)
+        return rc;
+    fprintf(out, "#       %s selected on shares (static %s, two-level clusters, %u secret top-k); attended sets equal to\n"
+            "#       the replay's: %u/%u (decode position x layer x KV head)\n", policy,
+            cf->mpc.static_mode ? "none" : "threshold: the kept counts revealed", ms.topks, ms.same, ms.sets);
+    if (cf->static_count) {
+        fprintf(out, "#       revealed static counts per layer (of %u prompt rows):", o->prefill);
+        for (uint32_t l = 0; l < o->model->n_layers; l++)
+            fprintf(out, " %u", cf->static_count[l]);
+        fprintf(out, "\n");
+    }
+    fprintf(out, "#       secure top-k scores within %.5f of the replay's (where the sets agree)", ms.score_err);
+    if (ms.differ)
+        fprintf(out, "; differing sets: %u, %u of them near ties of the replay itself (its own top-k margin <= 2 x %.5f;\n"
+                "#       largest %.5f)", ms.differ, ms.near_ties, ms.score_err, ms.rep_margin);
+    fprintf(out, "\n");
+    fprintf(out, "#       smallest secure top-k margin %.5f%s", ms.min_margin, ms.same < ms.sets ? "" : "\n");
+    if (ms.same < ms.sets) {
+        fprintf(out, "; differing sets' top-ks have margins <= %.5f (near ties of the q.bound scores:\n"
+                "#       fixed-point queries and bounds swap them)\n", ms.max_diff_margin);
+        /* the logits before the first differing set: the fixed-point error alone */
+        uint32_t upto = ms.first_differ - o->prefill + 1; /* steps: the prefill, then one per position */
+        llama_acc before;
+        llama_compare(r->logits, ref, upto < r->n_steps ? upto : r->n_steps, r->vocab, &before);
+        fprintf(out, "#       first differing set at position %u, layer %u (its secure top-k margin %.5f); the logits\n"
+                "#       before it: top-1 %u/%u, error max %.4f mean %.5f\n",
+                ms.first_differ, ms.first_layer, ms.first_margin, before.top1_agree, before.n, before.max_abs,
+                before.mean_abs);
+    }
+    return MS_OK;
+}
+
+const secpol_ops policy_mpcache_secure = {
+    .which = " with the static `topk` (on shares: static threshold or none)",
+    .own_query = 1,
+    .config = mpcache_sec_config,
+    .config_free = mpcache_sec_free,
+    .revealed = mpcache_sec_revealed,
+    .rows = mpcache_sec_rows,
+    .emit = mpcache_sec_emit,
+    .bind_public = mpcache_sec_public,
+    .node_new = mpcache_sec_node_new,
+    .node_free = mpcache_sec_node_free,
+    .bind = mpcache_sec_bind,
+    .update = mpcache_sec_update,
+    .audit_tensor = mpcache_sec_audit_tensor,
+    .audit_note = mpcache_sec_note,
+};
