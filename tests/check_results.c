@@ -5,6 +5,7 @@
  * the timeline with a model name holding quotes and backslashes). */
 #include <check.h>
 #include <jansson.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -705,6 +706,207 @@ START_TEST(test_plot_default_axis)
 }
 END_TEST
 
+/* ---- run: several scenarios, progress, interruption; man page and completion ------------ */
+
+/* A sweep of llama-2-7b decode steps each simulated exactly: ~0.3 s of CPU a run. */
+static void write_slow(const char *file, const char *name, const char *prompts)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf,
+             "format: 1\nname: %s\nseed: 11\nmodel: llama-2-7b\nprotocol: [semi2k, aby3]\n"
+             "network: [lan, wan]\npolicies: [full]\n"
+             "workload: {prompt_len: [%s], decode_len: 256, decode_stride: 1}\n",
+             name, prompts);
+    spit(tpath(file), buf);
+}
+
+static void write_fast(const char *file, const char *name, const char *prompts, const char *out)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf,
+             "format: 1\nname: %s\nseed: 3\nmodel: gpt2\nprotocol: semi2k\nnetwork: lan\n"
+             "policies: [full]\nworkload: {prompt_len: [%s], decode_len: 2}\n%s%s%s",
+             name, prompts, out ? "output: " : "", out ? out : "", out ? "\n" : "");
+    spit(tpath(file), buf);
+}
+
+START_TEST(test_run_many)
+{
+    ck_assert_int_eq(mkdir(tpath("scn"), 0777), 0);
+    write_fast("scn/a.yaml", "a", "16, 32", NULL);
+    write_fast("scn/b.yaml", "b", "32, 48", NULL); /* 32 is a's config too: runs once */
+    spit(tpath("scn/notes.txt"), "not a scenario\n");
+    /* a folder and a file into one database */
+    write_fast("c.yaml", "c", "64", NULL);
+    ck_assert_int_eq(MPCSIM("run", "scn", "--dry-run"), 0);
+    char *out = slurp(tpath("out.txt"));
+    ck_assert_ptr_nonnull(strstr(out, "# scn/a.yaml (scenario a)"));
+    ck_assert_ptr_nonnull(strstr(out, "3 runs in 2 scenarios"));
+    free(out);
+    ck_assert_int_eq(MPCSIM("run", "scn", "c.yaml", "-o", "all.db", "-q"), 0);
+    ck_assert_int_eq(q1(tpath("all.db"), "SELECT count(*) FROM runs"), 4);
+    ck_assert_int_eq(q1(tpath("all.db"), "SELECT count(*) FROM scenarios"), 3);
+    ck_assert_int_eq(q1(tpath("all.db"), "SELECT count(*) FROM runs WHERE scenario = 'b'"), 1);
+    /* again: refused without --resume, nothing to do with it */
+    ck_assert_int_eq(MPCSIM("run", "scn", "c.yaml", "-o", "all.db", "-q"), 2);
+    ck_assert_int_eq(MPCSIM("run", "scn", "c.yaml", "-o", "all.db", "--resume"), 0);
+    ck_assert_int_eq(q1(tpath("all.db"), "SELECT count(*) FROM runs"), 4);
+    /* scenarios naming different databases need -o; nothing is written */
+    write_fast("d.yaml", "d", "16", "d.db");
+    write_fast("e.yaml", "e", "16", "e.db");
+    ck_assert_int_eq(MPCSIM("run", "d.yaml", "e.yaml", "-q"), 2);
+    char *err = slurp(tpath("err.txt"));
+    ck_assert_ptr_nonnull(strstr(err, "-o"));
+    free(err);
+    ck_assert_int_ne(access(tpath("d.db"), F_OK), 0);
+    /* one bad scenario among several: the error at its line, nothing written */
+    spit(tpath("bad.yaml"), "format: 1\nname: bad\nmodel: gpt2\nprotocol: semi2k\n"
+                            "network: lan\npolicies: [ful]\nworkload: {prompt_len: 8, decode_len: 2}\n");
+    ck_assert_int_eq(MPCSIM("run", "c.yaml", "bad.yaml", "-o", "bad.db", "-q"), 2);
+    err = slurp(tpath("err.txt"));
+    ck_assert_ptr_nonnull(strstr(err, "bad.yaml:6:"));
+    free(err);
+    ck_assert_int_ne(access(tpath("bad.db"), F_OK), 0);
+    /* two files of one scenario name are refused */
+    write_fast("a2.yaml", "a", "8", NULL);
+    ck_assert_int_eq(MPCSIM("run", "scn/a.yaml", "a2.yaml", "-o", "x.db", "-q"), 2);
+    ck_assert_int_eq(MPCSIM("run", "empty-folder-that-is-missing.yaml", "-q"), 2);
+}
+END_TEST
+
+START_TEST(test_progress_lines)
+{
+    /* stderr is a file here: one line every period, with the runs in flight */
+    write_slow("s.yaml", "s", "64");
+    ck_assert_int_eq(MPCSIM("run", "s.yaml", "-o", "s.db", "-j", "2", "--progress-every", "0.2"),
+                     0);
+    char *err = slurp(tpath("err.txt"));
+    ck_assert_msg(strstr(err, "progress: ") != NULL, "no progress line in: %s", err);
+    ck_assert_ptr_nonnull(strstr(err, "/4 runs, elapsed "));
+    ck_assert_ptr_nonnull(strstr(err, "; in flight: #"));
+    ck_assert_ptr_nonnull(strstr(err, "llama-2-7b"));
+    ck_assert_ptr_null(strstr(err, "\033[")); /* no terminal codes in a log */
+    /* before a run has finished there is no rate: no made-up ETA */
+    const char *first = strstr(err, "progress: 0/4");
+    if (first)
+        ck_assert_ptr_nonnull(strstr(first, "ETA --"));
+    free(err);
+    ck_assert_int_eq(MPCSIM("run", "s.yaml", "--progress-every", "0"), 2);
+}
+END_TEST
+
+START_TEST(test_sigterm_resume)
+{
+    write_slow("k.yaml", "k", "64, 96");
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        if (chdir(tmpdir) || !freopen(tpath("out.txt"), "w", stdout) ||
+            !freopen(tpath("err.txt"), "w", stderr))
+            _exit(126);
+        execl(bin(), bin(), "run", "k.yaml", "-o", "k.db", (char *)NULL);
+        _exit(127);
+    }
+    /* wait for the first recorded run, then terminate the sweep */
+    long long n = 0;
+    for (int i = 0; i < 6000 && n < 1; i++) {
+        usleep(20000);
+        if (access(tpath("k.db"), F_OK) == 0) {
+            sqlite3 *h;
+            if (sqlite3_open_v2(tpath("k.db"), &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+                sqlite3_stmt *s;
+                if (sqlite3_prepare_v2(h, "SELECT count(*) FROM runs", -1, &s, NULL) == SQLITE_OK) {
+                    if (sqlite3_step(s) == SQLITE_ROW)
+                        n = sqlite3_column_int64(s, 0);
+                    sqlite3_finalize(s);
+                }
+                sqlite3_close(h);
+            }
+        }
+    }
+    ck_assert_int_ge(n, 1);
+    ck_assert_int_eq(kill(pid, SIGTERM), 0);
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM, "status %d", st);
+    char *err = slurp(tpath("err.txt"));
+    const char *line = strstr(err, "interrupted by SIGTERM: ");
+    ck_assert_msg(line != NULL, "no interrupt line in: %s", err);
+    long long said = atoll(line + strlen("interrupted by SIGTERM: "));
+    long long kept = q1(tpath("k.db"), "SELECT count(*) FROM runs WHERE status = 'ok'");
+    /* a run committed in the instant before the signal may not be counted yet */
+    ck_assert_msg(kept == said || kept == said + 1, "said %lld, kept %lld", said, kept);
+    ck_assert_int_lt(said, 8);
+    ck_assert_ptr_nonnull(strstr(line, " of 8 runs are kept"));
+    ck_assert_ptr_nonnull(strstr(line, "mpcsim run k.yaml -o k.db --resume"));
+    free(err);
+    ck_assert_int_eq(MPCSIM("run", "k.yaml", "-o", "k.db", "--resume", "-q"), 0);
+    ck_assert_int_eq(q1(tpath("k.db"), "SELECT count(*) FROM runs WHERE status = 'ok'"), 8);
+}
+END_TEST
+
+START_TEST(test_man_and_completion)
+{
+    const char *src = getenv("MPCSIM_DATA");
+    ck_assert_ptr_nonnull(src);
+    char cmd[2048];
+    /* the man page renders without warnings and names every subcommand of --help */
+    snprintf(cmd, sizeof cmd, "cd '%s' && groff -man -ww -z sim/cli/mpcsim.1 2> '%s'", src,
+             tpath("groff.txt"));
+    ck_assert_int_eq(system(cmd), 0);
+    char *w = slurp(tpath("groff.txt"));
+    ck_assert_msg(w[0] == '\0', "groff: %s", w);
+    free(w);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/sim/cli/mpcsim.1", src);
+    char *man = slurp(path);
+    ck_assert_int_eq(MPCSIM("--help"), 0);
+    char *help = slurp(tpath("out.txt")), *p = strstr(help, "commands:");
+    ck_assert_ptr_nonnull(p);
+    int n = 0;
+    for (p = strchr(p, '\n') + 1; p[0] == ' ' && p[1] == ' ' && p[2] != ' '; n++) {
+        char name[32], want[48];
+        sscanf(p, " %31s", name);
+        snprintf(want, sizeof want, ".B %s\n", name);
+        ck_assert_msg(strstr(man, want) != NULL, "the man page lacks %s", name);
+        p = strchr(p, '\n') + 1;
+    }
+    ck_assert_int_ge(n, 10);
+    free(help);
+    free(man);
+    /* make install puts both where man and bash-completion look */
+    snprintf(cmd, sizeof cmd, "make -s -n -C '%s' install PREFIX=/opt/x DESTDIR=/tmp/none > '%s'",
+             src, tpath("make.txt"));
+    ck_assert_int_eq(system(cmd), 0);
+    char *mk = slurp(tpath("make.txt"));
+    ck_assert_ptr_nonnull(strstr(mk, "/tmp/none/opt/x/share/man/man1/mpcsim.1"));
+    ck_assert_ptr_nonnull(strstr(mk, "/tmp/none/opt/x/share/bash-completion/completions/mpcsim"));
+    free(mk);
+    /* completion: subcommands, a subcommand's options (from its --help), names from list */
+    static const char *const cases[][3] = {
+        {"rep", "1", "report"},
+        {"plot --fo", "2", "--format"},
+        {"run --res", "2", "--resume"},
+        {"cost --model stories", "3", "stories260K"},
+        {"plot db --format p", "4", "pdf"},
+        {"list pol", "2", "policies"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && bash -c 'source \"%s/scripts/completion/mpcsim.bash\"; "
+                 "COMP_WORDS=(\"%s\" %s); COMP_CWORD=%s; _mpcsim 2>/dev/null; "
+                 "echo \"${COMPREPLY[*]}\"' > '%s'",
+                 tmpdir, src, bin(), cases[i][0], cases[i][1], tpath("comp.txt"));
+        ck_assert_int_eq(system(cmd), 0);
+        char *got = slurp(tpath("comp.txt"));
+        got[strcspn(got, "\n")] = '\0';
+        ck_assert_msg(strstr(got, cases[i][2]) != NULL, "'%s': got '%s', want '%s'",
+                      cases[i][0], got, cases[i][2]);
+        free(got);
+    }
+}
+END_TEST
+
 Suite *results_suite(void)
 {
     Suite *s = suite_create("results");
@@ -719,6 +921,10 @@ Suite *results_suite(void)
     tcase_add_test(tc, test_cost_json_odd_name);
     tcase_add_test(tc, test_plots);
     tcase_add_test(tc, test_plot_default_axis);
+    tcase_add_test(tc, test_run_many);
+    tcase_add_test(tc, test_progress_lines);
+    tcase_add_test(tc, test_sigterm_resume);
+    tcase_add_test(tc, test_man_and_completion);
     suite_add_tcase(s, tc);
     return s;
 }
