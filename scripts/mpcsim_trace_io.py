@@ -44,7 +44,13 @@ class TraceWriter:
     Arrays are created with numpy.lib.format.open_memmap (a valid .npy on disk, filled in
     place), so a long trace never has to fit in RAM."""
 
-    def __init__(self, out_dir, model, shape, arrays, source="pytorch"):
+    def __init__(self, out_dir, model, shape, arrays, source="pytorch", *, rope_layout):
+        """rope_layout: the channel order of q and k, "interleaved" (pairs 2i, 2i+1: llama2.c,
+        Meta) or "half" (pairs i, i + d/2: Hugging Face's rotate_half). Required: a trace
+        whose order is unknown cannot be combined with a model's own keys."""
+        if rope_layout not in ("interleaved", "half"):
+            raise ValueError("rope_layout must be 'interleaved' or 'half', got %r" % rope_layout)
+        self.rope_layout = rope_layout
         self.dir = out_dir
         self.model = model
         self.shape = dict(shape)
@@ -101,7 +107,7 @@ class TraceWriter:
         for key in ("n_layers", "n_heads", "n_kv_heads", "head_dim", "dim", "ffn_dim", "vocab",
                     "n_tokens"):
             lines.append("%s: %d" % (key, s.get(key, 0)))
-        lines += ["rope: applied", "att_layout: full",
+        lines += ["rope: applied", "rope_layout: " + self.rope_layout, "att_layout: full",
                   "tokens: [" + ", ".join(str(int(x)) for x in tok) + "]", "arrays:"]
         for a in self.arrays:
             dt = "int32" if a == "tokens" else "float32"
@@ -131,6 +137,9 @@ def read_manifest(d):
                 m[key] = [int(x) for x in val.strip("[]").split(",") if x.strip()]
             else:
                 m[key] = int(val) if val.isdigit() else val
+    if m.get("rope_layout", "interleaved") not in ("interleaved", "half"):
+        raise ValueError("%s/manifest.yaml: rope_layout %r (interleaved or half)"
+                         % (d, m.get("rope_layout")))
     if m.get("format") != FORMAT:
         raise ValueError("%s/manifest.yaml: format %r, expected %r (regenerate the trace)"
                          % (d, m.get("format"), FORMAT))
@@ -192,7 +201,7 @@ def write_fixture(d, T=24, seed=7, model="fixture", with_att=True):
     v = rng.standard_normal((L, T, Hk, d_)).astype(np.float32)
     att = softmax_att(q, k).astype(np.float32)
     arrays = [a for a in ARRAYS if with_att or a != "att"]
-    w = TraceWriter(d, model, shape, arrays, source="numpy-fixture")
+    w = TraceWriter(d, model, shape, arrays, source="numpy-fixture", rope_layout="interleaved")
     w.tokens(rng.integers(0, 11, T))
     for l in range(L):
         w.wo(l, rng.standard_normal((32, H * d_)).astype(np.float32))

@@ -21,6 +21,7 @@ static double urand(double lo, double hi)
 
 static int exp_iters_override; /* 0: the protocol default */
 static const char *msb_override; /* NULL: the protocol default */
+static const char *topk_override; /* NULL: the protocol default */
 
 static eng *mk(int np)
 {
@@ -31,6 +32,8 @@ static eng *mk(int np)
         c.exp_iters = exp_iters_override;
     if (msb_override)
         ck_assert_int_eq(proto_cfg_set(&c, "msb", msb_override, &e), 0);
+    if (topk_override)
+        ck_assert_int_eq(proto_cfg_set(&c, "topk", topk_override, &e), 0);
     eng *en = NULL;
     ck_assert_int_eq(eng_plain_new(&c, np, 99 + (uint64_t)np, 0, &en), 0);
     return en;
@@ -388,6 +391,164 @@ START_TEST(test_max_argmax_topk)
 }
 END_TEST
 
+
+START_TEST(test_topk_quickselect)
+{
+    /* topk: quickselect on the clear-text engine: the same set as the reference (ties by the
+     * smaller position: a row of equal values keeps its first k), one-hot rows in some order,
+     * each position once; every top-k size from 1 to n, two and three parties */
+    int np = 2 + _i;
+    topk_override = "quickselect";
+    harness h;
+    h_init(&h, np);
+    enum { R = 3, N = 40 };
+    double x[R * N];
+    for (int i = 0; i < R * N; i++)
+        x[i] = i < 2 * N ? urand(-50, 50) : 3.25; /* row 2: all equal */
+    uint32_t tx = h_tensor(&h, "x", OPT_TEMP, DOM_ARITH, 1, R, N, x, F);
+    for (int K = 1; K <= N; K += K < 4 ? 1 : 7) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "tk%d", K);
+        uint32_t tk = h_tensor(&h, nm, OPT_TEMP, DOM_ARITH, 1, R * K, N, NULL, 0);
+        op t = mkop(OP_TOPK, 1, R, 0, N, tx, OP_NONE, OP_NONE, tk);
+        t.iarg = K;
+        h_run(&h, t);
+        for (int r = 0; r < R; r++) {
+            int in[N] = {0}, ref[N] = {0};
+            for (int q = 0; q < K; q++) {
+                int ones = 0;
+                for (int j = 0; j < N; j++)
+                    if (h.vals[tk].s[0][((size_t)r * K + q) * N + j] == 1)
+                        ones++, in[j]++;
+                    else
+                        ck_assert_uint_eq(h.vals[tk].s[0][((size_t)r * K + q) * N + j], 0);
+                ck_assert_int_eq(ones, 1);
+            }
+            for (int q = 0; q < K; q++) { /* reference: larger first, ties by position */
+                int best = -1;
+                for (int j = 0; j < N; j++)
+                    if (!ref[j] && (best < 0 || x[r * N + j] > x[r * N + best]))
+                        best = j;
+                ref[best] = 1;
+            }
+            for (int j = 0; j < N; j++)
+                ck_assert_msg(in[j] == ref[j], "K %d row %d position %d: %d vs %d", K, r, j, in[j], ref[j]);
+        }
+    }
+    topk_override = NULL;
+    h_free(&h);
+}
+END_TEST
+
+/* Rounds and bytes of one TOPK op (R rows of n, top k) on a protocol's cost engine. */
+static void topk_cost(const char *protocol, const char *topk, uint32_t R, uint32_t n, uint32_t k,
+                      cost_totals *t, uint64_t *shuffles)
+{
+    const proto *pr = proto_find(protocol);
+    proto_cfg c;
+    errbuf e;
+    ck_assert_int_eq(proto_cfg_default(protocol, &c, &e), 0);
+    ck_assert_int_eq(proto_cfg_set(&c, "topk", topk, &e), 0);
+    op_program p;
+    op_program_init(&p);
+    uint32_t tx = op_tensor_add(&p, "x", OPT_TEMP, DOM_ARITH, 1, R, n);
+    uint32_t tk = op_tensor_add(&p, "tk", OPT_TEMP, DOM_ARITH, 1, R * k, n);
+    op o = mkop(OP_TOPK, 1, R, 0, n, tx, OP_NONE, OP_NONE, tk);
+    o.iarg = (int32_t)k;
+    ck_assert_int_ge(op_emit(&p, &o), 0);
+    cost_log log;
+    cost_log_init(&log, pr->n_parties);
+    ck_assert_msg(proto_cost_program(pr, &c, &p, &log, &e) == 0, "%s", e.msg);
+    memset(t, 0, sizeof *t);
+    *shuffles = 0;
+    for (size_t i = 0; i < log.n; i++) {
+        cost_totals_add_round(t, &log.r[i], pr->n_parties);
+        *shuffles += log.r[i].prim == PRIM_SHUFFLE;
+    }
+    cost_log_free(&log);
+    op_program_free(&p);
+}
+
+/* The one-hot of m secret indices over n classes, alone. */
+static void onehot_cost(const char *protocol, uint32_t m, uint32_t n, cost_totals *t)
+{
+    const proto *pr = proto_find(protocol);
+    proto_cfg c;
+    errbuf e;
+    ck_assert_int_eq(proto_cfg_default(protocol, &c, &e), 0);
+    op_program p;
+    op_program_init(&p);
+    uint32_t ti = op_tensor_add(&p, "i", OPT_TEMP, DOM_ARITH, 1, m, 1);
+    uint32_t to = op_tensor_add(&p, "o", OPT_TEMP, DOM_ARITH, 1, m, n);
+    op o = mkop(OP_ONEHOT, 1, m, 0, n, ti, OP_NONE, OP_NONE, to);
+    ck_assert_int_ge(op_emit(&p, &o), 0);
+    cost_log log;
+    cost_log_init(&log, pr->n_parties);
+    ck_assert_msg(proto_cost_program(pr, &c, &p, &log, &e) == 0, "%s", e.msg);
+    memset(t, 0, sizeof *t);
+    for (size_t i = 0; i < log.n; i++)
+        cost_totals_add_round(t, &log.r[i], pr->n_parties);
+    cost_log_free(&log);
+    op_program_free(&p);
+}
+
+START_TEST(test_topk_quickselect_cost)
+{
+    /* MPCache's operator shape (infer/operator_evaluation.py: H = 32 rows of T = 512, k = 50):
+     * a shuffle (2 rounds), then partitions of r_lt + 1 rounds each, the slowest of the 32 rows
+     * setting the count; far fewer rounds and bytes than the oblivious network */
+    const char *protos[2] = {"semi2k", "aby3"};
+    for (int i = 0; i < 2; i++) {
+        cost_totals qs, nw;
+        uint64_t sh, sh2;
+        topk_cost(protos[i], "quickselect", 32, 512, 50, &qs, &sh);
+        topk_cost(protos[i], "network", 32, 512, 50, &nw, &sh2);
+        ck_assert_uint_eq(sh, 2);
+        ck_assert_uint_eq(sh2, 0);
+        uint64_t r_lt = i == 0 ? 8 : 10, r_eq = i == 0 ? 7 : 9;
+        ck_assert_uint_eq((qs.rounds - 2 - r_eq) % (r_lt + 1), 0);
+        uint64_t I = (qs.rounds - 2 - r_eq) / (r_lt + 1);
+        /* one row alone: E[I] = H_k + H_(n-k+1) − 2 + 1 ≈ 10.2; 32 rows: the slowest of 32
+         * draws, above one row's mean and far below the network's 45 layers */
+        ck_assert_uint_ge(I, 10);
+        ck_assert_uint_le(I, 30);
+        ck_assert_uint_lt(qs.rounds, nw.rounds / 2);
+        /* both end with the same one-hot of the 32·50 indices over 512 (the op's output);
+         * the selection before it is several times cheaper */
+        cost_totals oh;
+        onehot_cost(protos[i], 32 * 50, 512, &oh);
+        ck_assert_uint_lt(oh.bytes_sent[0], qs.bytes_sent[0]);
+        ck_assert_uint_lt(3 * (qs.bytes_sent[0] - oh.bytes_sent[0]), nw.bytes_sent[0] - oh.bytes_sent[0]);
+        /* the same op costs the same every time (a fixed draw per shape: the memo holds) */
+        cost_totals again;
+        topk_cost(protos[i], "quickselect", 32, 512, 50, &again, &sh);
+        ck_assert_uint_eq(again.rounds, qs.rounds);
+        ck_assert_uint_eq(again.bytes_sent[0], qs.bytes_sent[0]);
+    }
+    /* the mean partitions of one row over many shapes' draws: within 15 % of the expectation
+     * H_k + H_(n−k+1) − 1 (every element j ≠ the k-th is a pivot with probability
+     * 1/(|j − k| + 1); the k-th element itself, or a last one, ends the row) */
+    double sum = 0, expect = 0;
+    int draws = 0;
+    for (uint32_t n = 200; n < 260; n++) {
+        uint32_t k = n / 4;
+        cost_totals t;
+        uint64_t sh;
+        topk_cost("semi2k", "quickselect", 1, n, k, &t, &sh);
+        sum += (double)(t.rounds - 2 - 7) / 9;
+        double h = 0;
+        for (uint32_t j = 1; j <= k; j++)
+            h += 1.0 / j;
+        for (uint32_t j = 1; j <= n - k + 1; j++)
+            h += 1.0 / j;
+        expect += h - 1;
+        draws++;
+    }
+    ck_assert_msg(fabs(sum / draws - expect / draws) < 0.15 * expect / draws, "mean %g, expected %g",
+                  sum / draws, expect / draws);
+}
+END_TEST
+
 START_TEST(test_onehot_gather)
 {
     int np = 2 + _i;
@@ -598,6 +759,8 @@ Suite *kern_suite(void)
     tcase_add_loop_test(t, test_softmax, 0, 2);
     tcase_add_loop_test(t, test_norms, 0, 2);
     tcase_add_loop_test(t, test_max_argmax_topk, 0, 2);
+    tcase_add_loop_test(t, test_topk_quickselect, 0, 2);
+    tcase_add_test(t, test_topk_quickselect_cost);
     tcase_add_loop_test(t, test_onehot_gather, 0, 2);
     tcase_add_loop_test(t, test_rope_matmul, 0, 2);
     tcase_add_loop_test(t, test_arith_ops, 0, 2);

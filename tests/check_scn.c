@@ -131,6 +131,21 @@ static const bad_case bad_cases[] = {
      "bad bandwidth 'fast'", NULL},
     {"name: t\n" BASE_MODEL BASE_PROTO BASE_NET BASE_WORK "machine: no-such-box\n",
      "s.yaml:8:10: error: ", "unknown machine profile 'no-such-box'", NULL},
+    /* what the run will need, checked at load time */
+    {"name: t\n" BASE_MODEL BASE_PROTO BASE_NET BASE_WORK "policies: [h2o]\n",
+     "s.yaml:8:12: error: ", "policy 'h2o' reads attention or keys and needs a trace",
+     "trace: {source: synth}"},
+    {"name: t\n" BASE_MODEL BASE_PROTO BASE_NET BASE_WORK "policies: {name: h2o}\n",
+     "s.yaml:8:18: error: ", "policy 'h2o' reads attention or keys and needs a trace", NULL},
+    {"name: t\n" BASE_MODEL BASE_PROTO BASE_NET BASE_WORK
+     "trace: {source: synth, params: {sinks: 4}}\n",
+     "s.yaml:8:33: error: ", "unknown synthetic trace parameter 'sinks'", "did you mean 'sink'?"},
+    {"name: t\n" BASE_MODEL BASE_PROTO BASE_NET BASE_WORK
+     "trace: {source: synth, params: {drift: 2}}\n",
+     "s.yaml:8:33: error: ", "'drift' = 2 is out of range", "between 0 and 1"},
+    {"name: t\nmodel: {layers: 1, dim: 4, heads: 4, ffn_dim: 8, vocab: 16, max_context: 64,\n"
+     "  positional: learned}\n" BASE_PROTO BASE_NET BASE_WORK "trace: {source: synth}\n",
+     "s.yaml:9:17: error: ", "a synthetic trace needs head_dim >= 2", NULL},
     /* cases */
     {"name: t\n" BASE_PROTO BASE_NET BASE_WORK "cases:\n  - model: gpt2\n  - sweep: zip\n",
      "s.yaml:9:5: error: ", "'sweep' cannot be set per case", NULL},
@@ -240,7 +255,7 @@ START_TEST(test_grid)
     snprintf(text, sizeof text,
              "name: g\nmodel: [stories260K, llama-2-7b]\nprotocol: [semi2k, aby3]\n"
              "network: lan\nworkload: {prompt_len: [8, 16, 32], decode_len: 4}\n"
-             "policies:\n  - full\n%soutput: g.db\n",
+             "trace: {source: synth}\npolicies:\n  - full\n%soutput: g.db\n",
              pol);
     scenario s;
     errbuf e;
@@ -279,7 +294,8 @@ START_TEST(test_zip)
     const char *text = "sweep: zip\nmodel: stories260K\nprotocol: [semi2k, aby3, semi2k]\n"
                        "network: [lan, wan, wan]\n"
                        "workload: {prompt_len: [8, 16, 32], decode_len: 4, batch: 2}\n"
-                       "policies: [full, h2o, streamingllm]\nseed: 7\n";
+                       "policies: [full, h2o, streamingllm]\nseed: 7\n"
+                       "trace: {source: synth}\n";
     scenario s;
     errbuf e;
     ck_assert_msg(load(text, &s, &e) == MS_OK, "%s", e.msg);
@@ -348,7 +364,7 @@ START_TEST(test_defaults_and_overrides)
         "  links: {0-2: {latency_ms: 30}, 1->0: {bandwidth_gbps: 0.1}}\n"
         "  dealer: {latency_us: 500, bandwidth_mbps: 100}\n"
         "workload: {prompt_len: 6000, decode_len: 8}\n"
-        "trace: {source: synth, params: {window: 64, sinks: 4}}\n"
+        "trace: {source: synth, params: {window: 64, sink: 4}}\n"
         "policies: [h2o]\n";
     scenario s;
     errbuf e;
@@ -381,7 +397,7 @@ START_TEST(test_defaults_and_overrides)
     ck_assert_uint_eq(c->work.decode_stride, 1);
     ck_assert_str_eq(c->trace.source, "synth");
     ck_assert_uint_eq(c->trace.n_params, 2);
-    ck_assert_str_eq(c->trace.params[0].key, "sinks"); /* sorted */
+    ck_assert_str_eq(c->trace.params[0].key, "sink"); /* sorted */
     ck_assert_str_eq(c->trace.params[1].val, "64");
     ck_assert_int_eq(c->trace.params[1].line, 9);
     /* the policy's declared parameters, then the replay's, defaults filled in */
@@ -501,6 +517,65 @@ START_TEST(test_trace_paths)
     scn_free(&s);
     unlink(path);
     rmdir(dir);
+}
+END_TEST
+
+static int run_cli(const char *args, char *out, size_t cap);
+
+/* A trace on disk shorter than prompt + decode, and a text that gives fewer tokens: refused at
+ * load time at the path's line:col, and `mpcsim run` writes no database. */
+START_TEST(test_trace_too_short)
+{
+    char dir[] = "/tmp/check_scn_XXXXXX", path[600], text[1024], cmd[2048], out[4096];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(cmd, sizeof cmd, "trace synth --model stories260K --tokens 12 -o %s/tr", dir);
+    ck_assert_int_eq(run_cli(cmd, out, sizeof out), 0);
+    snprintf(path, sizeof path, "%s/story.txt", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("Once upon a time.\n", f);
+    fclose(f);
+    char scn_path[600];
+    snprintf(scn_path, sizeof scn_path, "%s/s.yaml", dir);
+    static const struct {
+        const char *trace, *where, *gist;
+    } cases[] = {
+        {"trace: {source: npy, path: tr}\n", "s.yaml:4:28: error: ",
+         "trace 'tr' gives 12 positions, and the run needs prompt_len + decode_len = 16 + 4"},
+        {"trace: {source: record, text: story.txt}\n", "s.yaml:4:31: error: ",
+         "text 'story.txt' (model 'stories260K') gives"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        snprintf(text, sizeof text,
+                 "model: stories260K\nprotocol: semi2k\nnetwork: lan\n%s"
+                 "workload: {prompt_len: 16, decode_len: 4}\npolicies: [h2o]\n",
+                 cases[i].trace);
+        scenario s;
+        errbuf e;
+        ck_assert_int_eq(scn_load(scn_path, text, &s, &e), MS_ERR_INPUT);
+        ck_assert_msg(strstr(e.msg, cases[i].where) && strstr(e.msg, cases[i].gist),
+                      "case %zu: %s", i, e.msg);
+        /* the same through the CLI: exit 2, no database */
+        f = fopen(scn_path, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs(text, f);
+        fclose(f);
+        snprintf(cmd, sizeof cmd, "run %s -o %s/r.db -q", scn_path, dir);
+        ck_assert_int_eq(run_cli(cmd, out, sizeof out), 2);
+        ck_assert_msg(strstr(out, cases[i].gist), "case %zu: %s", i, out);
+        snprintf(path, sizeof path, "%s/r.db", dir);
+        ck_assert_msg(access(path, F_OK) != 0, "case %zu: a database was written", i);
+    }
+    snprintf(text, sizeof text,
+             "model: stories260K\nprotocol: semi2k\nnetwork: lan\n"
+             "trace: {source: npy, path: tr}\nworkload: {prompt_len: 8, decode_len: 4}\n"
+             "policies: [h2o]\n");
+    scenario s;
+    errbuf e;
+    ck_assert_msg(scn_load(scn_path, text, &s, &e) == MS_OK, "%s", e.msg); /* 12 = 8 + 4 */
+    scn_free(&s);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
 }
 END_TEST
 
@@ -740,7 +815,7 @@ START_TEST(test_round_trip)
         "machine: {name: box, mac_per_s: 3.5e9, threads: 2}\n"
         "workload: {prompt_len: 64, decode_len: 4, batch: 2, prefill_in_mpc: false,\n"
         "           decode_stride: 2}\n"
-        "trace: {source: synth, params: {sinks: 4, heavy: 0.10, label: \"a b\"}}\n"
+        "trace: {source: synth, params: {sink: 4, heavy: 0.10, noise: 2}}\n"
         "policies: [full, streamingllm, h2o]\n"
         "seed: 12345678901\noverlap: true\n";
     scenario s;
@@ -813,6 +888,20 @@ START_TEST(test_cli_list)
     ck_assert_ptr_nonnull(strstr(out, "usage: mpcsim list"));
     ck_assert_int_eq(run_cli("list modles", out, sizeof out), 2);
     ck_assert_ptr_nonnull(strstr(out, "did you mean 'models'?"));
+    /* the key tables of the input files, printed from the readers' schemas, in 80 columns */
+    ck_assert_int_eq(run_cli("list keys", out, sizeof out), 0);
+    static const char *const keys[] = {"keys of 'model'", "kv_heads", "keys of 'machine profile'",
+                                       "mac_per_s", "heavy_frac", "keys of 'sharing'",
+                                       "capacity_tokens"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        ck_assert_msg(strstr(out, keys[i]), "no '%s' in: %s", keys[i], out);
+    for (const char *l = out; *l; l += strcspn(l, "\n") + (l[strcspn(l, "\n")] != 0))
+        ck_assert_msg(strcspn(l, "\n") <= 80, "line over 80 columns: %.100s", l);
+    ck_assert_int_eq(run_cli("list keys synth", out, sizeof out), 0);
+    ck_assert_ptr_nonnull(strstr(out, "ffn_sparsity"));
+    ck_assert_ptr_null(strstr(out, "kv_heads"));
+    ck_assert_int_eq(run_cli("list keys modl", out, sizeof out), 2);
+    ck_assert_ptr_nonnull(strstr(out, "did you mean 'model'?"));
     ck_assert_int_eq(run_cli("list", out, sizeof out), 2);
     ck_assert_int_eq(run_cli("list models --costs", out, sizeof out), 2);
     ck_assert_int_eq(run_cli("list protocols --costs -n 0", out, sizeof out), 2);
@@ -833,6 +922,7 @@ Suite *scn_suite(void)
     tcase_add_test(t, test_cases);
     tcase_add_test(t, test_defaults_and_overrides);
     tcase_add_test(t, test_trace_paths);
+    tcase_add_test(t, test_trace_too_short);
     tcase_add_loop_test(t, test_model_file_vs_inline, 0,
                         (int)(sizeof model_bodies / sizeof *model_bodies));
     tcase_add_loop_test(t, test_model_file_errors, 0,

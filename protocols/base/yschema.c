@@ -345,12 +345,13 @@ int ys_read(const ys_ctx *x, const yx_node *m, const ys_schema *s, const char *c
         const ys_field *f = &s->field[i];
         const yx_node *v = yx_map_get(m, f->key);
         if (!v && (f->flags & YS_REQ)) {
-            char hint[160];
+            char hint[320];
             if (f->type == YS_FIXED)
                 snprintf(hint, sizeof hint, "add '%s: %s'%s%s", f->key, f->def,
                          f->hint ? "; " : "", f->hint ? f->hint : "");
             else
-                snprintf(hint, sizeof hint, "add '%s: …' (%s)", f->key, f->doc ? f->doc : "");
+                snprintf(hint, sizeof hint, "add '%s: …' (%s)%s%s", f->key, f->doc ? f->doc : "",
+                         f->hint ? "; " : "", f->hint ? f->hint : "");
             return ys_fail(x, m, hint, "missing required key '%s' in '%s'", f->key, s->name);
         }
         if (v && (stores(f) || f->type == YS_FIXED))
@@ -441,27 +442,65 @@ void ys_type_text(const ys_field *f, char *buf, size_t cap)
     }
 }
 
+/* Writes text from column col, wrapped before column 80 (continuation lines start at col). */
+static void put_wrapped(FILE *out, const char *text, int col)
+{
+    int at = col, width = 80 - col;
+    while (*text) {
+        size_t w = strcspn(text, " ");
+        if (at > col && at + 1 + (int)w > col + width) {
+            fprintf(out, "\n%*s", col, "");
+            at = col;
+        } else if (at > col) {
+            fputc(' ', out);
+            at++;
+        }
+        fprintf(out, "%.*s", (int)w, text);
+        at += (int)w;
+        text += w;
+        while (*text == ' ')
+            text++;
+    }
+    fputc('\n', out);
+}
+
+static void default_text(const ys_field *f, char *def, size_t cap)
+{
+    if (f->flags & YS_REQ)
+        snprintf(def, cap, "required");
+    else if (f->def && f->type != YS_FIXED)
+        snprintf(def, cap, "%s", f->def);
+    else
+        snprintf(def, cap, "-");
+}
+
 int ys_print(FILE *out, const ys_schema *s)
 {
-    fprintf(out, "%s keys%s%s%s:\n", s->name, s->doc_ref ? " (" : "",
+    fprintf(out, "keys of '%s'%s%s%s:\n", s->name, s->doc_ref ? " (" : "",
             s->doc_ref ? s->doc_ref : "", s->doc_ref ? ")" : "");
-    fprintf(out, "  %-18s %-24s %-12s %s\n", "key", "type", "default", "meaning");
+    /* columns as wide as their longest cell (capped), the meaning wrapped at 80 */
+    int kw = 3, tw = 4, dw = 7;
+    char type[128], def[64];
+    for (size_t i = 0; i < s->n; i++) {
+        ys_type_text(&s->field[i], type, sizeof type);
+        default_text(&s->field[i], def, sizeof def);
+        int k = (int)strlen(s->field[i].key), t = (int)strlen(type), d = (int)strlen(def);
+        kw = k > kw ? k : kw;
+        tw = t > tw && t <= 24 ? t : tw;
+        dw = d > dw && d <= 10 ? d : dw;
+    }
+    int col = 2 + kw + 2 + tw + 2 + dw + 2;
+    fprintf(out, "  %-*s  %-*s  %-*s  meaning\n", kw, "key", tw, "type", dw, "default");
     for (size_t i = 0; i < s->n; i++) {
         const ys_field *f = &s->field[i];
-        char type[128], def[64];
         ys_type_text(f, type, sizeof type);
-        if (f->flags & YS_REQ)
-            snprintf(def, sizeof def, "required");
-        else if (f->def && f->type != YS_FIXED)
-            snprintf(def, sizeof def, "%s", f->def);
-        else
-            snprintf(def, sizeof def, "-");
-        /* long columns push the meaning onto its own line, so rows stay within 80 columns */
-        if (strlen(f->key) > 18 || strlen(type) > 24 || strlen(def) > 12)
-            fprintf(out, "  %-18s %s %s\n  %-18s %-24s %-12s %s\n", f->key, type, def, "", "",
-                    "", f->doc ? f->doc : "");
-        else
-            fprintf(out, "  %-18s %-24s %-12s %s\n", f->key, type, def, f->doc ? f->doc : "");
+        default_text(f, def, sizeof def);
+        if ((int)strlen(type) > tw || (int)strlen(def) > dw) { /* a long cell: its own line */
+            fprintf(out, "  %-*s  %s  %s\n%*s", kw, f->key, type, def, col, "");
+        } else {
+            fprintf(out, "  %-*s  %-*s  %-*s  ", kw, f->key, tw, type, dw, def);
+        }
+        put_wrapped(out, f->doc ? f->doc : "", col);
     }
     return ferror(out) ? MS_ERR_IO : MS_OK;
 }

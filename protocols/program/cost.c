@@ -262,6 +262,14 @@ int cost_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size
     return cost_local(e, PRIM_LOCAL, (double)n);
 }
 
+/* COST: a public count the kernel computed: nothing moves in the rounds (semi2k's dealer gets
+ * 8 bytes from P0 outside them, eng.h). */
+int cost_sync_public(eng *e, uint64_t *v)
+{
+    (void)e, (void)v;
+    return MS_OK;
+}
+
 /* ---- op memo ----------------------------------------------------------------------------- */
 
 /* What an op's rounds are a function of (kern.c): the op's own fields but its attribution

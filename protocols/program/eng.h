@@ -36,7 +36,8 @@ typedef struct mpc_val {
     X(TRUNC, "trunc") \
     X(AND, "and_bb")  \
     X(B2A, "b2a")     \
-    X(RESHARE, "reshare")
+    X(RESHARE, "reshare") \
+    X(SHUFFLE, "shuffle")
 
 typedef enum eng_prim {
 #define X(e, s) PRIM_##e,
@@ -81,6 +82,17 @@ typedef struct eng_vt {
     int (*and_bb)(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y);
     int (*trunc)(eng *e, mpc_val *z, const mpc_val *x, int bits);
     int (*b2a)(eng *e, mpc_val *z, const mpc_val *x); /* bit 0 of x → arithmetic 0/1 */
+    /* Secret shuffle (arithmetic): x holds `parts` equal parts of M elements, M a multiple of
+     * seg; each run of seg consecutive elements of a part is permuted by a fresh secret
+     * permutation that no party knows, the same one for that run in every part (a key and its
+     * payloads travel together). semi2k: P0's then P1's permutation, each with a dealer
+     * permutation correlation; aby3: three pairwise permutations (PRIMITIVES.md). */
+    int (*shuffle)(eng *e, mpc_val *z, const mpc_val *x, size_t seg, size_t parts);
+    /* A public control value every compute party already agrees on (a count derived from
+     * revealed values) made known to the nodes that cannot derive it: semi2k's dealer receives
+     * it from P0 (8 bytes, party→dealer, outside the rounds) and returns it in *v. No-op
+     * elsewhere and in cost mode. */
+    int (*sync_public)(eng *e, uint64_t *v);
 } eng_vt;
 
 struct eng {

@@ -332,6 +332,51 @@ static int p_b2a(eng *e, mpc_val *z, const mpc_val *x)
     return MS_OK;
 }
 
+/* A fresh random permutation of every run of seg elements, the same for that run in each part
+ * (eng.h), then fresh components: what a shuffle's parties hold. */
+static int p_shuffle(eng *e, mpc_val *z, const mpc_val *x, size_t seg, size_t parts)
+{
+    count(e, PRIM_SHUFFLE);
+    plain_impl *im = e->impl;
+    size_t n = x->n, M = parts ? n / parts : 0;
+    if (!seg || !parts || M * parts != n || M % seg)
+        return MS_ERR_INTERNAL;
+    uint32_t *pi = malloc((M ? M : 1) * sizeof *pi);
+    uint64_t *b = malloc((n ? n : 1) * sizeof *b);
+    if (!pi || !b) {
+        free(pi);
+        free(b);
+        return MS_ERR_NOMEM;
+    }
+    for (size_t r = 0; r < M; r += seg) { /* Fisher–Yates within each run */
+        for (size_t i = 0; i < seg; i++)
+            pi[r + i] = (uint32_t)(r + i);
+        for (size_t i = seg - 1; i > 0; i--) {
+            size_t j = splitmix(&im->rng) % (i + 1);
+            uint32_t t = pi[r + i];
+            pi[r + i] = pi[r + j];
+            pi[r + j] = t;
+        }
+    }
+    for (size_t p = 0; p < parts; p++)
+        for (size_t i = 0; i < M; i++)
+            b[p * M + i] = x->s[0][p * M + pi[i]];
+    free(pi);
+    int rc = ensure(z, n, DOM_ARITH);
+    if (!rc) {
+        memcpy(z->s[0], b, n * sizeof *b);
+        fresh(e, z);
+    }
+    free(b);
+    return rc;
+}
+
+static int p_sync_public(eng *e, uint64_t *v)
+{
+    (void)e, (void)v;
+    return MS_OK;
+}
+
 static const eng_vt plain_vt = {
     .alloc = p_alloc,
     .release = p_release,
@@ -350,6 +395,8 @@ static const eng_vt plain_vt = {
     .and_bb = p_and,
     .trunc = p_trunc,
     .b2a = p_b2a,
+    .shuffle = p_shuffle,
+    .sync_public = p_sync_public,
 };
 
 int eng_plain_new(const proto_cfg *cfg, int n_parties, uint64_t seed, int exact_trunc,

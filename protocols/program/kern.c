@@ -28,7 +28,9 @@
  *   SOFTMAX   iarg >= 0: causal, row r (0 <= r < m) sees columns j <= iarg + r.
  *   LAYERNORM, RMSNORM  farg = eps (1e-5 when farg <= 0).
  *   TOPK      iarg = k (clamped to n); output (b, m·k, n) one-hot rows in descending order;
- *             k max extractions or an odd–even merge sort, whichever has fewer rounds.
+ *             k max extractions or an odd–even merge sort, whichever has fewer rounds
+ *             (cfg.topk network); with cfg.topk quickselect a secret shuffle and QuickSelect
+ *             with revealed pivot comparisons, the k rows in selection order (k_topk_qs).
  *   ROPE      op.h: batch = sequences, m = tokens, n = features, k = head_dim (n when 0); row
  *             r of m sits at position iarg + r; pair (2i, 2i+1) within a head rotates by
  *             pos·theta^(-2i/k), theta = farg (10000 when farg <= 0).
@@ -1334,6 +1336,183 @@ static int k_topk_tree(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n,
     return rc;
 }
 
+/* ---- top-k: shuffle + QuickSelect (SPU topk_1d) ----------------------------------------- */
+
+static uint64_t qs_mix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* One partition of row r's interval [lo[r], hi[r]] around its first element, given g[j] = 1
+ * when the element at position lo+1+j is larger than the pivot (SPU TwoWayPartition's two
+ * pointers): larger elements to the left, the pivot between; then the interval narrows to the
+ * side holding position k−1, and the row is done when the pivot lands there or one element
+ * is left. cur maps positions to elements (public). */
+static void qs_partition(uint32_t *cur, uint8_t *g, uint32_t *lo, uint32_t *hi, uint8_t *act,
+                         size_t k)
+{
+    uint32_t l = *lo, left = l + 1, right = *hi;
+    uint8_t *f = g - (l + 1); /* f[p]: the flag of position p */
+    for (;;) {
+        while (left <= right && f[left])
+            left++;
+        while (left <= right && !f[right])
+            right--;
+        if (left > right)
+            break;
+        uint32_t t = cur[left];
+        cur[left] = cur[right], cur[right] = t;
+        uint8_t u = f[left];
+        f[left] = f[right], f[right] = u;
+        left++, right--;
+    }
+    uint32_t t = cur[l]; /* the pivot to its place: after the right-most larger element */
+    cur[l] = cur[right], cur[right] = t;
+    uint32_t p = right;
+    if (p == k - 1) {
+        *act = 0;
+        return;
+    }
+    if (p > k - 1)
+        *hi = p - 1;
+    else
+        *lo = p + 1;
+    *act = *lo < *hi;
+}
+
+/* Top-k of R rows of n by a secret shuffle and QuickSelect with revealed comparisons (SPU
+ * libspu/kernel/hal/permute.cc topk_1d → PrepareInput, QuickSelectTopk, TwoWayPartition),
+ * the rows advancing together (MPCache infer/rank.cc runs the heads concurrently): output
+ * (R·k, n) one-hot rows of the k largest, in the order the selection leaves them (the set is
+ * exact; not sorted).
+ *   keys   x·2^b + (2^b − 1 − j), b = ⌈log2 n⌉ (local): distinct, larger value first and equal
+ *          values by smaller position, so the revealed pattern is that of a random order (SPU
+ *          adds a secret random tie-breaker instead: `confusion`). Exact while
+ *          |x·2^f|·2^b < 2^62.
+ *   shuffle [keys; positions] by one secret permutation per row (eng shuffle, 2 rounds).
+ *   loop   per active row one comparison of its pivot (first element of its interval) with the
+ *          rest, all rows in one LT and one OPEN to all; the partition and the narrowing are
+ *          public local work (swaps of shares). A row stops when its pivot lands at position
+ *          k−1 or one element is left.
+ *   output the positions payload of positions 0 … k−1, one-hot over n.
+ * Rounds: 2 + I·(r_lt + 1) + r_eq, I the partitions of the slowest row; bytes follow the
+ * interval sizes. Both depend on the data's order after the shuffle — a draw from a
+ * distribution that does not depend on the data (keys are distinct): E[I] per row is
+ * H_k + H_(n−k+1) − 2 + (a last pivot) ≈ ln k + ln(n − k) (an element j ≠ k-th is ever a
+ * pivot with probability 1/(|rank j − k| + 1)). With data the outcomes come from the OPEN; on a
+ * cost engine from a seeded random order of the same shape (the security argument's
+ * simulator), so a step's cost is one fixed draw; the count of each step is made known to
+ * semi2k's dealer (sync_public), which follows the sizes without the outcomes. */
+static int k_topk_qs(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size_t k)
+{
+    int data = has_data(x);
+    size_t N = R * n;
+    unsigned b = 0;
+    while (((size_t)1 << b) < n)
+        b++;
+    mpc_val key, io, V, S, parts[2];
+    TRY(kal(e, &key, N, DOM_ARITH));
+    TRY(k_mulc(e, &key, x, (uint64_t)1 << b));
+    uint64_t *c;
+    TRY(pub64(x, N, &c));
+    if (c)
+        for (size_t i = 0; i < N; i++)
+            c[i] = ((uint64_t)1 << b) - 1 - i % n;
+    int rc = VT->add_pub(e, &key, &key, c, N);
+    free(c);
+    TRY(rc);
+    TRY(k_iota(e, &io, x, R, n));
+    parts[0] = key, parts[1] = io;
+    TRY(k_concat(e, &V, parts, 2));
+    krel(e, &key), krel(e, &io);
+    TRY(kal(e, &S, 2 * N, DOM_ARITH));
+    TRY(VT->shuffle(e, &S, &V, n, 2));
+    krel(e, &V);
+    /* public state: position → element of each row, intervals, and (cost mode) a random order */
+    uint32_t *cur = malloc(N * sizeof *cur), *lo = malloc(R * sizeof *lo), *hi = malloc(R * sizeof *hi);
+    uint8_t *act = malloc(R), *g = malloc(N);
+    uint64_t *rank = data ? NULL : malloc(N * sizeof *rank);
+    if (!cur || !lo || !hi || !act || !g || (!data && !rank)) {
+        free(cur), free(lo), free(hi), free(act), free(g), free(rank);
+        return MS_ERR_NOMEM;
+    }
+    uint64_t seed = 0x71c5e1ec7ull ^ ((uint64_t)n << 32) ^ ((uint64_t)k << 8) ^ R;
+    for (size_t r = 0; r < R; r++) {
+        lo[r] = 0, hi[r] = (uint32_t)(n - 1), act[r] = k < n && n > 1;
+        for (size_t i = 0; i < n; i++)
+            cur[r * n + i] = (uint32_t)i;
+        for (size_t i = 0; rank && i < n; i++)
+            rank[r * n + i] = i;
+        for (size_t i = n - 1; rank && i > 0; i--) {
+            size_t j = qs_mix(&seed) % (i + 1);
+            uint64_t t = rank[r * n + i];
+            rank[r * n + i] = rank[r * n + j], rank[r * n + j] = t;
+        }
+    }
+    uint32_t *ia = NULL, *ib = NULL;
+    uint64_t *bits = NULL;
+    for (rc = MS_OK; !rc;) {
+        uint64_t C = 0, own;
+        for (size_t r = 0; r < R; r++)
+            C += act[r] ? hi[r] - lo[r] : 0;
+        own = C;
+        if ((rc = VT->sync_public(e, &C)) || !C)
+            break;
+        int mine = C == own; /* semi2k's dealer may follow counts its own order did not give */
+        mpc_val A, B, cb;
+        free(ia), free(ib), free(bits);
+        ia = ib = NULL, bits = NULL;
+        if ((rc = pub32(x, C, &ia)) || (rc = pub32(x, C, &ib)) || (rc = pub64(x, C, &bits)))
+            break;
+        if (ia && mine)
+            for (size_t r = 0, q = 0; r < R; r++)
+                for (uint32_t p = lo[r] + 1; act[r] && p <= hi[r]; p++, q++)
+                    ia[q] = (uint32_t)(r * n + cur[r * n + lo[r]]),
+                    ib[q] = (uint32_t)(r * n + cur[r * n + p]);
+        if ((rc = kal(e, &A, C, DOM_ARITH)) || (rc = VT->permute(e, &A, &S, ia, C)) ||
+            (rc = kal(e, &B, C, DOM_ARITH)) || (rc = VT->permute(e, &B, &S, ib, C)) ||
+            (rc = k_lt(e, &cb, &A, &B)) || (rc = VT->open(e, bits, &cb, -1)))
+            break;
+        krel(e, &A), krel(e, &B), krel(e, &cb);
+        if (!mine)
+            continue;
+        for (size_t r = 0, q = 0; r < R; r++) {
+            if (!act[r])
+                continue;
+            uint32_t len = hi[r] - lo[r];
+            for (uint32_t j = 0; j < len; j++)
+                g[r * n + j] = bits ? (uint8_t)(bits[q + j] & 1)
+                                    : rank[r * n + cur[r * n + lo[r] + 1 + j]] >
+                                          rank[r * n + cur[r * n + lo[r]]];
+            q += len;
+            qs_partition(cur + r * n, g + r * n, &lo[r], &hi[r], &act[r], k);
+        }
+    }
+    free(ia), free(ib), free(bits), free(lo), free(hi), free(act), free(g), free(rank);
+    uint32_t *ix = NULL;
+    mpc_val top;
+    if (!rc)
+        rc = pub32(x, R * k, &ix);
+    if (ix)
+        for (size_t r = 0; r < R; r++)
+            for (size_t q = 0; q < k; q++)
+                ix[r * k + q] = (uint32_t)(N + r * n + cur[r * n + q]);
+    free(cur);
+    if (!rc)
+        rc = kal(e, &top, R * k, DOM_ARITH);
+    if (!rc)
+        rc = VT->permute(e, &top, &S, ix, R * k);
+    free(ix);
+    krel(e, &S);
+    TRY(rc);
+    rc = k_onehot(e, z, &top, n);
+    krel(e, &top);
+    return rc;
+}
+
 /* Top-k of R rows of n, output (R·k, n) one-hot rows in descending order. Whichever of the
  * two constructions has fewer rounds for these public shapes: k extractions cost
  * k(⌈log2 n⌉(r_lt + 1) + r_eq), the sorting network L(r_lt + 1) + r_eq with L its non-empty
@@ -1347,6 +1526,8 @@ static int k_topk(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size
     for (size_t p = 1; p < n; p *= 2)
         for (size_t kk = p; kk >= 1; kk /= 2)
             layers += kern_oem_layer(n, p, kk, NULL, NULL) > 0;
+    if (!strcmp(e->cfg.topk, "quickselect"))
+        return k_topk_qs(e, z, x, R, n, k);
     uint64_t tree = k * (lv * (r_lt + 1) + r_eq), sort = layers * (r_lt + 1) + r_eq;
     if (k <= 64 && tree < sort)
         return k_topk_tree(e, z, x, R, n, k);
@@ -1686,6 +1867,9 @@ static int k_dispatch(eng *e, const op_program *p, const op *o, mpc_val *vals,
     }
     case OP_TOPK: {
         size_t k = o->iarg > 0 ? (size_t)o->iarg : 1;
+        if (!strcmp(e->cfg.topk, "quickselect") && (!VT->shuffle || !VT->sync_public))
+            return bad(err, o, idx, "topk quickselect needs a secret shuffle, which this engine "
+                                    "does not have (use topk=network)");
         return k_topk(e, z, x, R, n, k < n ? k : n);
     }
     case OP_ONEHOT:

@@ -39,6 +39,10 @@ typedef struct proto_cfg {
     char approx[32];          /* "puma" (piecewise GeLU/SiLU) — selects activation approximations */
     char msb[16];             /* comparisons' msb: "ks" (full Kogge–Stone A2B, then bit 63) or
                                * "carry" (carry-out tree of one word per level, SPU's carry_out) */
+    char topk[16];            /* top-k of secret rows: "network" (oblivious: k extractions or an
+                               * odd–even merge sort, no leakage) or "quickselect" (SPU topk_1d:
+                               * a secret shuffle, then QuickSelect whose pivot comparisons are
+                               * revealed — kern.c k_topk_qs, PRIMITIVES.md) */
 } proto_cfg;
 
 /* Kinds of local work, converted to time by the machine profile (sim/engine/machine.h). */

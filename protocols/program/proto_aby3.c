@@ -19,6 +19,7 @@ static void aby3_defaults(proto_cfg *c)
     c->trunc_local = 0;       /* ABY3 Share Truncation I always sends one message */
     strcpy(c->approx, "puma");
     strcpy(c->msb, "ks");
+    strcpy(c->topk, "network");
 }
 
 /* One element per secret element on each link i → i−1 (P_i sends to P_{i−1}). */
@@ -144,6 +145,31 @@ static int a3_b2a(eng *e, mpc_val *z, const mpc_val *x)
     return MS_OK;
 }
 
+static int a3_shuffle(eng *e, mpc_val *z, const mpc_val *x, size_t seg, size_t parts)
+{
+    uint64_t n = x->n;
+    /* COST: SPU aby3 PermAM (libspu/mpc/aby3/permute.cc; eprint 2019/695 Algorithm 9): three
+     * permutations, each known to two parties. Round 1: P0 sends P2 its re-masked π0/π1 share
+     * and P2 sends P1 its masked π0 share (8n each); round 2: P1 and P2 exchange their masked
+     * π2 outputs for the 2-out-of-3 reshare (8n each way) (PRIMITIVES.md). */
+    {
+        PUSH(PRIM_SHUFFLE);
+        r->bytes[0][2] = 8 * n;
+        r->bytes[2][1] = 8 * n;
+        work3(r, 3.0 * n, 16.0 * n);
+    }
+    {
+        PUSH(PRIM_SHUFFLE);
+        r->bytes[1][2] = 8 * n;
+        r->bytes[2][1] = 8 * n;
+        work3(r, 3.0 * n, 8.0 * n);
+    }
+    (void)seg, (void)parts;
+    z->n = n;
+    z->dom = DOM_ARITH;
+    return MS_OK;
+}
+
 static const eng_vt aby3_cost_vt = {
     .alloc = cost_alloc,
     .release = cost_release,
@@ -162,6 +188,8 @@ static const eng_vt aby3_cost_vt = {
     .and_bb = a3_and,
     .trunc = a3_trunc,
     .b2a = a3_b2a,
+    .shuffle = a3_shuffle,
+    .sync_public = cost_sync_public,
 };
 
 static int aby3_cost_engine(const proto_cfg *cfg, cost_log *log, eng **out)

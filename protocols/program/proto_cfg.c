@@ -38,6 +38,8 @@ static const struct cfg_key {
      "activation approximations: puma | sigmoid (SiLU as x·σ(x))"},
     {"msb", K_STR, offsetof(proto_cfg, msb), 0, 0,
      "comparisons: ks (full A2B adder) | carry (carry-out tree, fewer bytes)"},
+    {"topk", K_STR, offsetof(proto_cfg, topk), 0, 0,
+     "top-k: network (oblivious) | quickselect (shuffle, revealed pivot comparisons: SPU)"},
 };
 #define N_KEYS (sizeof cfg_keys / sizeof *cfg_keys)
 
@@ -49,6 +51,7 @@ static const struct str_key {
 } str_keys[] = {
     {"approx", {"puma", "sigmoid"}, sizeof(((proto_cfg *)0)->approx)},
     {"msb", {"ks", "carry"}, sizeof(((proto_cfg *)0)->msb)},
+    {"topk", {"network", "quickselect"}, sizeof(((proto_cfg *)0)->topk)},
 };
 
 const char *const *proto_cfg_keys(size_t *n)
@@ -85,7 +88,7 @@ int proto_cfg_set(proto_cfg *cfg, const char *key, const char *value, errbuf *e)
         return err_set(e, MS_ERR_INPUT,
                        "error: unknown protocol parameter '%s' (valid: ring_bits, frac_bits, "
                        "exp_iters, recip_iters, rsqrt_iters, softmax_clip, beaver_cache, "
-                       "trunc_local, approx, msb)", key);
+                       "trunc_local, approx, msb, topk)", key);
     }
     char *field = (char *)cfg + k->off;
     switch (k->type) {

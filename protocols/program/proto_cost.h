@@ -35,5 +35,6 @@ int cost_mul_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *c, size_t
 int cost_shift(eng *e, mpc_val *z, const mpc_val *x, int s);
 int cost_bool_components(eng *e, mpc_val comps[3], int *nc, const mpc_val *x);
 int cost_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size_t n);
+int cost_sync_public(eng *e, uint64_t *v);
 
 #endif

@@ -20,6 +20,7 @@ static void semi2k_defaults(proto_cfg *c)
     c->trunc_local = 0;       /* SPU 2PC default is a 1-round probabilistic truncation */
     strcpy(c->approx, "puma");
     strcpy(c->msb, "ks");
+    strcpy(c->topk, "network");
 }
 
 static void both(cost_round *r, uint64_t b)
@@ -153,6 +154,28 @@ static int s2_b2a(eng *e, mpc_val *z, const mpc_val *x)
     return MS_OK;
 }
 
+static int s2_shuffle(eng *e, mpc_val *z, const mpc_val *x, size_t seg, size_t parts)
+{
+    uint64_t n = x->n;
+    /* COST: SPU semi2k PermAM (libspu/mpc/semi2k/permute.cc SecureInvPerm, once per party):
+     * the permutation of owner o applied with the dealer's pair (A, π(A) − B): the other party
+     * opens x − A to o (8n bytes, one round), the dealer sends P1 its part of π(A) − B (8n
+     * offline). Round 1: P0's permutation, round 2: P1's (PRIMITIVES.md). */
+    for (int o = 0; o < 2; o++) {
+        PUSH(PRIM_SHUFFLE);
+        r->bytes[1 - o][o] = 8 * n;
+        r->offline[1] = 8 * n;
+        r->work[1 - o][WK_ELEM] += (double)n;
+        r->work[o][WK_ELEM] += 3.0 * n; /* x − A + received, π, + B */
+        r->work[0][WK_PRG] += 8.0 * n * (o == 0 ? 3 : 2);
+        r->work[1][WK_PRG] += 8.0 * n * (o == 1 ? 2 : 1);
+    }
+    (void)seg, (void)parts;
+    z->n = n;
+    z->dom = DOM_ARITH;
+    return MS_OK;
+}
+
 static const eng_vt semi2k_cost_vt = {
     .alloc = cost_alloc,
     .release = cost_release,
@@ -171,6 +194,8 @@ static const eng_vt semi2k_cost_vt = {
     .and_bb = s2_and,
     .trunc = s2_trunc,
     .b2a = s2_b2a,
+    .shuffle = s2_shuffle,
+    .sync_public = cost_sync_public,
 };
 
 static int semi2k_cost_engine(const proto_cfg *cfg, cost_log *log, eng **out)

@@ -1,4 +1,5 @@
-/* cmd_list.c — `mpcsim list models|protocols|policies|networks`: what a scenario may name. */
+/* cmd_list.c — `mpcsim list models|protocols|policies|networks|keys`: what a scenario may name,
+ * and the keys each input file may hold. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,19 +7,26 @@
 
 #include "cmd.h"
 #include "models/model.h"
+#include "protocols/base/yschema.h"
+#include "sim/engine/machine.h"
 #include "sim/engine/net.h"
+#include "sim/trace/trace.h"
 #include "sim/policy/policy.h"
 #include "protocols/program/proto.h"
 
 static void list_usage(FILE *f)
 {
     fprintf(f,
-            "usage: mpcsim list models|protocols|policies|networks [options]\n\n"
+            "usage: mpcsim list models|protocols|policies|networks [options]\n"
+            "       mpcsim list keys [model|machine|synth|serve]\n\n"
             "Lists what a scenario file may name (scenarios/README.md).\n\n"
             "  models      shipped model descriptions (models/*.yaml) and their shapes\n"
             "  protocols   MPC protocols, parties, and (with --costs) primitive costs\n"
             "  policies    KV-cache policies with their parameters and defaults\n"
-            "  networks    network presets: latency and bandwidth per link\n\n"
+            "  networks    network presets: latency and bandwidth per link\n"
+            "  keys        the keys of an input file, from the tables its reader uses: model\n"
+            "              files, machine profiles, synthetic-trace parameters, serving\n"
+            "              scenarios (all four without a name)\n\n"
             "options:\n"
             "  --costs          protocols: print each primitive's rounds and bytes\n"
             "  --ring-bits N    protocols --costs: ring size in bits (default: the protocol's)\n"
@@ -80,6 +88,15 @@ static int list_protocols(int costs, const char *ring_bits, uint64_t elems)
         for (size_t i = 0; i < n; i++)
             printf("%-10s %7d %6s  %s\n", all[i]->name, all[i]->n_parties,
                    all[i]->has_dealer ? "yes" : "no", all[i]->summary ? all[i]->summary : "");
+        /* what an option reveals beyond shapes and public counts (protocols/program/PRIMITIVES.md) */
+        printf("\nleakage by option (--set KEY=VALUE, scenario protocol keys):\n"
+               "  topk=network      nothing: an oblivious sorting network or extractions\n"
+               "  topk=quickselect  every pivot comparison of QuickSelect, revealed after a\n"
+               "                    secret shuffle of distinct keys: a random order's pattern,\n"
+               "                    independent of the data; its round and byte counts vary\n"
+               "                    from run to run. semi2k's dealer also learns each\n"
+               "                    partition's comparison count and knows the permutations\n"
+               "                    (as SPU's TTP), so it learns the rank of each pivot\n");
         return 0;
     }
     for (size_t i = 0; i < n; i++) {
@@ -148,6 +165,42 @@ static int list_networks(void)
     return 0;
 }
 
+/* ---- input-file keys ---------------------------------------------------------------------- */
+
+static int list_keys(const char *file)
+{
+    size_t n_serve;
+    const ys_schema *serve = serve_scenario_schemas(&n_serve);
+    const struct {
+        const char *name;
+        const ys_schema *s;
+        size_t n;
+    } files[] = {{"model", model_schema(), 1},
+                 {"machine", machine_schema(), 1},
+                 {"synth", trace_synth_schema(), 1},
+                 {"serve", serve, n_serve}};
+    const size_t n_files = sizeof files / sizeof *files;
+    const char *names[sizeof files / sizeof *files];
+    int found = 0;
+    for (size_t i = 0; i < n_files; i++) {
+        names[i] = files[i].name;
+        if (file && strcmp(file, files[i].name))
+            continue;
+        for (size_t k = 0; k < files[i].n; k++) {
+            if (found++)
+                putchar('\n');
+            if (ys_print(stdout, &files[i].s[k]))
+                return 1;
+        }
+    }
+    if (found)
+        return 0;
+    const char *dm = did_you_mean(file, names, n_files);
+    cli_error("list", "no keys for '%s'%s%s%s: model, machine, synth or serve", file,
+              dm ? " (did you mean '" : "", dm ? dm : "", dm ? "'?)" : "");
+    return 2;
+}
+
 /* ---- command ----------------------------------------------------------------------------- */
 
 int cmd_list(int argc, char **argv)
@@ -188,13 +241,15 @@ int cmd_list(int argc, char **argv)
             return 2;
         }
     }
+    if (optind == argc - 2 && !strcmp(argv[optind], "keys"))
+        return list_keys(argv[optind + 1]);
     if (optind != argc - 1) {
         cli_error("list", optind == argc ? "what to list? models, protocols, policies or networks"
                                          : "list one thing at a time");
         list_usage(stderr);
         return 2;
     }
-    static const char *const what[] = {"models", "protocols", "policies", "networks"};
+    static const char *const what[] = {"models", "protocols", "policies", "networks", "keys"};
     const char *w = argv[optind];
     if ((costs || ring || n_given) && strcmp(w, "protocols")) {
         cli_error("list", "--costs, --ring-bits and -n apply to 'list protocols'");
@@ -212,10 +267,12 @@ int cmd_list(int argc, char **argv)
         return list_policies();
     if (!strcmp(w, "networks"))
         return list_networks();
-    const char *dm = did_you_mean(w, what, 4);
+    if (!strcmp(w, "keys"))
+        return list_keys(NULL);
+    const char *dm = did_you_mean(w, what, 5);
     if (dm)
         cli_error("list", "cannot list '%s' (did you mean '%s'?)", w, dm);
     else
-        cli_error("list", "cannot list '%s': models, protocols, policies or networks", w);
+        cli_error("list", "cannot list '%s': models, protocols, policies, networks or keys", w);
     return 2;
 }

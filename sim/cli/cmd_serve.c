@@ -23,6 +23,7 @@
 #include "results/serve_db.h"
 #include "sim/serve/workload.h"
 #include "protocols/base/yamlx.h"
+#include "protocols/base/yschema.h"
 
 #define MAX_RATES 32
 
@@ -70,287 +71,215 @@ static void scn_defaults(serve_scn *s)
     s->bg_load = 0.3;
 }
 
-/* ---- scenario file ----------------------------------------------------------------------- */
+/* ---- scenario file -----------------------------------------------------------------------
+ * One schema table per section (protocols/base/yschema.h), all over serve_scn; keys whose
+ * value is a list, a range or a name from another module are YS_OTHER and read below. The
+ * defaults are scn_defaults()' (the serving modules' own). Keys: scenarios/SERVING.md. */
 
-typedef struct yctx {
-    const char *path;
-    errbuf *e;
-} yctx;
+#define U32MAX 4294967295.0
+#define S(member) YS_AT(serve_scn, member)
+static const ys_field workload_fields[] = {
+    {"requests", YS_U32, S(wl.n_requests), 1, U32MAX, NULL, "requests to generate", NULL, 0,
+     NULL, NULL},
+    {"rate", YS_OTHER, YS_NONE, 0, 0, NULL, "arrivals per second (a list: one point each)", NULL,
+     0, NULL, "number or list"},
+    {"tenants", YS_U32, S(wl.n_tenants), 1, U32MAX, NULL, "tenants (system prompts)", NULL, 0,
+     NULL, NULL},
+    {"users_per_tenant", YS_U32, S(wl.users_per_tenant), 1, U32MAX, NULL, "users per tenant",
+     NULL, 0, NULL, NULL},
+    {"system_prompt", YS_U32, S(wl.sys_len), 0, U32MAX, NULL, "tokens of a system prompt", NULL,
+     0, NULL, NULL},
+    {"user_context", YS_U32, S(wl.user_ctx_len), 0, U32MAX, NULL, "private context per user",
+     NULL, 0, NULL, NULL},
+    {"documents", YS_U32, S(wl.n_docs), 0, U32MAX, NULL, "shared document pool", NULL, 0, NULL,
+     NULL},
+    {"document_len", YS_U32, S(wl.doc_len), 1, U32MAX, NULL, "tokens per document", NULL, 0,
+     NULL, NULL},
+    {"docs_per_request", YS_U32, S(wl.docs_per_req), 0, U32MAX, NULL, "documents per request",
+     NULL, 0, NULL, NULL},
+    {"doc_zipf", YS_DBL, S(wl.doc_zipf), 0, 10, NULL, "document popularity exponent", NULL, 0,
+     NULL, NULL},
+    {"turn", YS_OTHER, YS_NONE, 0, 0, NULL, "private user turn length", NULL, 0, NULL,
+     "N or [min, max]"},
+    {"decode", YS_OTHER, YS_NONE, 0, 0, NULL, "output length", NULL, 0, NULL, "N or [min, max]"},
+    {"pii_fraction", YS_DBL, S(wl.pii_fraction), 0, 1, NULL, "sensitive share of turn tokens",
+     NULL, 0, NULL, NULL},
+    {"pii_run", YS_U32, S(wl.pii_run), 1, U32MAX, NULL, "sensitive tokens per run", NULL, 0,
+     NULL, NULL},
+    {"vocab", YS_U32, S(wl.vocab), 64, U32MAX, NULL, "token ids drawn from", NULL, 0, NULL, NULL},
+    {"replay", YS_STR, S(replay), 0, 0, NULL, "a recorded workload file instead", NULL, 0, NULL,
+     NULL},
+};
+static const ys_field server_fields[] = {
+    {"batch", YS_U32, S(sp.batch_limit), 1, U32MAX, NULL, "running requests", NULL, 0, NULL,
+     NULL},
+    {"chunk", YS_U32, S(sp.chunk), 0, U32MAX, NULL, "chunked prefill tokens; 0 = off", NULL, 0,
+     NULL, NULL},
+    {"scheduler", YS_OTHER, YS_NONE, 0, 0, NULL, "admission order", NULL, 0, NULL, "fcfs|lpm"},
+    {"cost_bucket", YS_U32, S(sp.cost_bucket), 1, U32MAX, NULL, "lengths costed together",
+     NULL, 0, NULL, NULL},
+};
+static const ys_field sharing_fields[] = {
+    {"policies", YS_OTHER, YS_NONE, 0, 0, NULL, "sharing policies compared", NULL, 0, NULL,
+     "none|prefix|salted|span, or a list"},
+    {"block", YS_U32, S(sp.share.block), 1, U32MAX, NULL, "prefix/salted block size", NULL, 0,
+     NULL, NULL},
+    {"capacity_tokens", YS_U64, S(sp.share.capacity_tokens), 1, 1e30, NULL, "shared pool size",
+     NULL, 0, NULL, NULL},
+    {"min_span", YS_U32, S(sp.share.min_span), 1, U32MAX, NULL, "span: shortest reusable run",
+     NULL, 0, NULL, NULL},
+    {"position", YS_OTHER, YS_NONE, 0, 0, NULL, "span: moved keys' positions", NULL, 0, NULL,
+     "rerotate|recompute"},
+};
+static const ys_field attack_fields[] = {
+    {"enabled", YS_BOOL, S(attack), 0, 0, NULL, "run the timing attack", NULL, 0, NULL, NULL},
+    {"trials", YS_U32, S(lp.trials), 1, U32MAX, NULL, "attack trials", NULL, 0, NULL, NULL},
+    {"candidates", YS_U32, S(lp.candidates), 2, U32MAX, NULL, "values the secret is one of",
+     NULL, 0, NULL, NULL},
+    {"channel", YS_OTHER, YS_NONE, 0, 0, NULL, "side channels", NULL, 0, NULL,
+     "ttft|order, or a list"},
+    {"template_len", YS_U32, S(lp.template_len), 1, U32MAX, NULL, "public tokens before it",
+     NULL, 0, NULL, NULL},
+    {"background_load", YS_DBL, S(bg_load), 0, 0.95, NULL, "others' load, share of capacity",
+     NULL, 0, NULL, NULL},
+};
+static const ys_field root_fields[] = {
+    {"name", YS_STR, S(name), 0, 0, NULL, "scenario name (default: the file's)", NULL, 0, NULL,
+     NULL},
+    {"model", YS_STR, S(model), 0, 0, NULL, "model name or file", NULL, 0, NULL, NULL},
+    {"protocol", YS_STR, S(protocol), 0, 0, NULL, "semi2k or aby3", NULL, 0, NULL, NULL},
+    {"network", YS_STR, S(network), 0, 0, NULL, "network preset", NULL, 0, NULL, NULL},
+    {"machine", YS_STR, S(machine), 0, 0, NULL, "machine profile", NULL, 0, NULL, NULL},
+    {"seed", YS_U64, S(seed), 0, 0, NULL, "workload and attack seed", NULL, 0, NULL, NULL},
+    {"output", YS_STR, S(output), 0, 0, NULL, "database", NULL, 0, NULL, NULL},
+    {"workload", YS_OTHER, YS_NONE, 0, 0, NULL, "the requests", NULL, 0, NULL, "mapping"},
+    {"server", YS_OTHER, YS_NONE, 0, 0, NULL, "the batching server", NULL, 0, NULL, "mapping"},
+    {"sharing", YS_OTHER, YS_NONE, 0, 0, NULL, "the shared KV cache", NULL, 0, NULL, "mapping"},
+    {"attack", YS_OTHER, YS_NONE, 0, 0, NULL, "the timing attack", NULL, 0, NULL, "mapping"},
+};
+#undef S
+static const ys_schema serve_schemas[] = {
+    YS_SCHEMA("serving scenario", root_fields, "scenarios/SERVING.md"),
+    YS_SCHEMA("workload", workload_fields, "scenarios/SERVING.md"),
+    YS_SCHEMA("server", server_fields, "scenarios/SERVING.md"),
+    YS_SCHEMA("sharing", sharing_fields, "scenarios/SERVING.md"),
+    YS_SCHEMA("attack", attack_fields, "scenarios/SERVING.md"),
+};
+enum { SS_ROOT, SS_WORKLOAD, SS_SERVER, SS_SHARING, SS_ATTACK };
 
-static int yerr(yctx *x, const yx_node *n, const char *fmt, const char *a, const char *hint)
+const ys_schema *serve_scenario_schemas(size_t *n)
 {
-    char msg[512];
-    snprintf(msg, sizeof msg, fmt, a);
-    return err_set(x->e, MS_ERR_INPUT, "%s:%d:%d: error: %s%s%s", x->path, n ? n->line : 1,
-                   n ? n->col : 1, msg, hint ? "\n  hint: " : "", hint ? hint : "");
+    *n = sizeof serve_schemas / sizeof *serve_schemas;
+    return serve_schemas;
 }
 
-static int check_keys(yctx *x, const yx_node *m, const char *where, const char *const *keys,
-                      size_t n)
+/* A name, or a list of 1..max names, each through from_name; out[] gets the values. */
+static int read_names(const ys_ctx *x, const yx_node *v, const char *key, size_t max,
+                      int (*from_name)(const char *), const char *const *names, size_t n_names,
+                      const char *what, int *out, size_t *n_out)
 {
-    if (m->kind != YX_MAP)
-        return yerr(x, m, "'%s' must be a mapping", where, NULL);
-    for (size_t i = 0; i < m->n; i++) {
-        size_t k = 0;
-        while (k < n && strcmp(m->key[i]->str, keys[k]))
-            k++;
-        if (k < n)
-            continue;
-        const char *dym = did_you_mean(m->key[i]->str, keys, n);
-        char msg[256];
-        snprintf(msg, sizeof msg, "unknown key '%s' in '%s'", m->key[i]->str, where);
-        char hint[256];
-        if (dym)
-            snprintf(hint, sizeof hint, "did you mean '%s'?", dym);
-        else
-            snprintf(hint, sizeof hint, "see scenarios/SERVING.md for the keys of '%s'", where);
-        return yerr(x, m->key[i], "%s", msg, hint);
+    const yx_node *const *it = v->kind == YX_SEQ ? (const yx_node *const *)v->item : &v;
+    size_t n = v->kind == YX_SEQ ? v->n : 1;
+    char hint[160] = "";
+    for (size_t i = 0; i < n_names; i++)
+        snprintf(hint + strlen(hint), sizeof hint - strlen(hint), "%s%s", i ? ", " : "", names[i]);
+    if (n == 0 || n > max)
+        return ys_fail(x, v, hint, "'%s' needs 1 to %zu names", key, max);
+    for (size_t j = 0; j < n; j++) {
+        int rc = ys_need_scalar(x, it[j], key, "a name");
+        if (rc)
+            return rc;
+        if ((out[j] = from_name(it[j]->str)) < 0)
+            return ys_unknown_name(x, it[j], what, it[j]->str, names, n_names, hint);
     }
-    return MS_OK;
-}
-
-static int y_scalar(yctx *x, const yx_node *v, const char *key)
-{
-    return v->kind == YX_SCALAR ? MS_OK : yerr(x, v, "'%s' must be a scalar", key, NULL);
-}
-
-static int y_u64(yctx *x, const yx_node *v, const char *key, uint64_t lo, uint64_t *out)
-{
-    unsigned long long u;
-    if (y_scalar(x, v, key))
-        return MS_ERR_INPUT;
-    if (parse_u64(v->str, &u) || u < lo) {
-        char hint[64];
-        snprintf(hint, sizeof hint, "an integer >= %llu", (unsigned long long)lo);
-        return yerr(x, v, "bad value for '%s'", key, hint);
-    }
-    *out = u;
-    return MS_OK;
-}
-
-static int y_u32(yctx *x, const yx_node *v, const char *key, uint32_t lo, uint32_t *out)
-{
-    uint64_t u;
-    int rc = y_u64(x, v, key, lo, &u);
-    if (!rc && u > UINT32_MAX)
-        rc = yerr(x, v, "'%s' is too large", key, NULL);
-    if (!rc)
-        *out = (uint32_t)u;
-    return rc;
-}
-
-static int y_double(yctx *x, const yx_node *v, const char *key, double lo, double hi,
-                    double *out)
-{
-    double d;
-    if (y_scalar(x, v, key))
-        return MS_ERR_INPUT;
-    if (parse_double(v->str, &d) || !(d >= lo && d <= hi)) {
-        char hint[96];
-        snprintf(hint, sizeof hint, "a number in [%g, %g]", lo, hi);
-        return yerr(x, v, "bad value for '%s'", key, hint);
-    }
-    *out = d;
-    return MS_OK;
-}
-
-static int y_str(yctx *x, const yx_node *v, const char *key, char *out, size_t cap)
-{
-    if (y_scalar(x, v, key))
-        return MS_ERR_INPUT;
-    if (strlen(v->str) >= cap || !v->str[0])
-        return yerr(x, v, "bad value for '%s' (empty or too long)", key, NULL);
-    snprintf(out, cap, "%s", v->str);
+    *n_out = n;
     return MS_OK;
 }
 
 /* A [min, max] pair or a single value. */
-static int y_range(yctx *x, const yx_node *v, const char *key, uint32_t *lo, uint32_t *hi)
+static int read_range(const ys_ctx *x, const yx_node *v, const char *key, uint32_t *lo,
+                      uint32_t *hi)
 {
     if (v->kind == YX_SCALAR) {
-        int rc = y_u32(x, v, key, 1, lo);
+        int rc = ys_u32(x, v, key, 1, UINT32_MAX, lo);
         *hi = *lo;
         return rc;
     }
     if (v->kind != YX_SEQ || v->n != 2)
-        return yerr(x, v, "'%s' must be a number or [min, max]", key, NULL);
-    int rc = y_u32(x, v->item[0], key, 1, lo);
+        return ys_fail(x, v, "write N or [min, max]", "'%s' must be a number or [min, max]", key);
+    int rc = ys_u32(x, v->item[0], key, 1, UINT32_MAX, lo);
     if (!rc)
-        rc = y_u32(x, v->item[1], key, 1, hi);
+        rc = ys_u32(x, v->item[1], key, 1, UINT32_MAX, hi);
     if (!rc && *hi < *lo)
-        rc = yerr(x, v, "'%s': max is below min", key, NULL);
+        rc = ys_fail(x, v, "write [min, max] with min <= max", "'%s': max is below min", key);
     return rc;
 }
 
-static int read_workload(yctx *x, const yx_node *m, serve_scn *s)
+static int read_workload(const ys_ctx *x, const yx_node *m, serve_scn *s)
 {
-    static const char *const keys[] = {
-        "requests", "rate", "tenants", "users_per_tenant", "system_prompt", "user_context",
-        "documents", "document_len", "docs_per_request", "doc_zipf", "turn", "decode",
-        "pii_fraction", "pii_run", "vocab", "replay"};
-    int rc = check_keys(x, m, "workload", keys, sizeof keys / sizeof *keys);
-    wl_params *w = &s->wl;
-    for (size_t i = 0; !rc && i < m->n; i++) {
-        const char *k = m->key[i]->str;
-        const yx_node *v = m->item[i];
-        if (!strcmp(k, "requests"))
-            rc = y_u32(x, v, k, 1, &w->n_requests);
-        else if (!strcmp(k, "rate")) {
-            const yx_node *const *it = v->kind == YX_SEQ ? (const yx_node *const *)v->item : &v;
-            size_t n = v->kind == YX_SEQ ? v->n : 1;
-            if (n == 0 || n > MAX_RATES)
-                rc = yerr(x, v, "'rate' needs 1 to 32 values", k, NULL);
-            for (size_t j = 0; !rc && j < n; j++)
-                rc = y_double(x, it[j], k, 1e-12, 1e9, &s->rate[j]);
-            s->n_rate = n;
-        } else if (!strcmp(k, "tenants"))
-            rc = y_u32(x, v, k, 1, &w->n_tenants);
-        else if (!strcmp(k, "users_per_tenant"))
-            rc = y_u32(x, v, k, 1, &w->users_per_tenant);
-        else if (!strcmp(k, "system_prompt"))
-            rc = y_u32(x, v, k, 0, &w->sys_len);
-        else if (!strcmp(k, "user_context"))
-            rc = y_u32(x, v, k, 0, &w->user_ctx_len);
-        else if (!strcmp(k, "documents"))
-            rc = y_u32(x, v, k, 0, &w->n_docs);
-        else if (!strcmp(k, "document_len"))
-            rc = y_u32(x, v, k, 1, &w->doc_len);
-        else if (!strcmp(k, "docs_per_request"))
-            rc = y_u32(x, v, k, 0, &w->docs_per_req);
-        else if (!strcmp(k, "doc_zipf"))
-            rc = y_double(x, v, k, 0, 10, &w->doc_zipf);
-        else if (!strcmp(k, "turn"))
-            rc = y_range(x, v, k, &w->turn_min, &w->turn_max);
-        else if (!strcmp(k, "decode"))
-            rc = y_range(x, v, k, &w->decode_min, &w->decode_max);
-        else if (!strcmp(k, "pii_fraction"))
-            rc = y_double(x, v, k, 0, 1, &w->pii_fraction);
-        else if (!strcmp(k, "pii_run"))
-            rc = y_u32(x, v, k, 1, &w->pii_run);
-        else if (!strcmp(k, "vocab"))
-            rc = y_u32(x, v, k, 64, &w->vocab);
-        else if (!strcmp(k, "replay"))
-            rc = y_str(x, v, k, s->replay, sizeof s->replay);
+    int rc = ys_read(x, m, &serve_schemas[SS_WORKLOAD], NULL, 0, s);
+    const yx_node *v;
+    if (!rc && (v = yx_map_get(m, "rate"))) {
+        const yx_node *const *it = v->kind == YX_SEQ ? (const yx_node *const *)v->item : &v;
+        size_t n = v->kind == YX_SEQ ? v->n : 1;
+        if (n == 0 || n > MAX_RATES)
+            return ys_fail(x, v, "give 1 to 32 rates", "'rate' needs 1 to %d values", MAX_RATES);
+        for (size_t j = 0; !rc && j < n; j++)
+            rc = ys_double(x, it[j], "rate", 1e-12, 1e9, &s->rate[j]);
+        s->n_rate = n;
     }
+    if (!rc && (v = yx_map_get(m, "turn")))
+        rc = read_range(x, v, "turn", &s->wl.turn_min, &s->wl.turn_max);
+    if (!rc && (v = yx_map_get(m, "decode")))
+        rc = read_range(x, v, "decode", &s->wl.decode_min, &s->wl.decode_max);
     return rc;
 }
 
-static int read_server(yctx *x, const yx_node *m, serve_scn *s)
+static int read_server(const ys_ctx *x, const yx_node *m, serve_scn *s)
 {
-    static const char *const keys[] = {"batch", "chunk", "scheduler", "cost_bucket"};
-    int rc = check_keys(x, m, "server", keys, 4);
-    for (size_t i = 0; !rc && i < m->n; i++) {
-        const char *k = m->key[i]->str;
-        const yx_node *v = m->item[i];
-        if (!strcmp(k, "batch"))
-            rc = y_u32(x, v, k, 1, &s->sp.batch_limit);
-        else if (!strcmp(k, "chunk"))
-            rc = y_u32(x, v, k, 0, &s->sp.chunk);
-        else if (!strcmp(k, "cost_bucket"))
-            rc = y_u32(x, v, k, 1, &s->sp.cost_bucket);
-        else if (!(rc = y_scalar(x, v, k)) && (s->sp.scheduler = serve_sched_from_name(v->str)) < 0)
-            rc = yerr(x, v, "unknown scheduler '%s'", v->str, "fcfs or lpm");
-    }
+    int rc = ys_read(x, m, &serve_schemas[SS_SERVER], NULL, 0, s);
+    const yx_node *v = yx_map_get(m, "scheduler");
+    static const char *const names[] = {"fcfs", "lpm"};
+    size_t one;
+    if (!rc && v)
+        rc = read_names(x, v, "scheduler", 1, serve_sched_from_name, names, 2, "scheduler",
+                        &s->sp.scheduler, &one);
     return rc;
 }
 
-static int read_policy_list(yctx *x, const yx_node *v, serve_scn *s)
+static int pos_from_name(const char *n)
 {
-    const yx_node *const *it = v->kind == YX_SEQ ? (const yx_node *const *)v->item : &v;
-    size_t n = v->kind == YX_SEQ ? v->n : 1, nn;
+    return !strcmp(n, "rerotate") ? KVS_POS_REROTATE : !strcmp(n, "recompute") ? KVS_POS_RECOMPUTE
+                                                                                 : -1;
+}
+
+static int read_sharing(const ys_ctx *x, const yx_node *m, serve_scn *s)
+{
+    int rc = ys_read(x, m, &serve_schemas[SS_SHARING], NULL, 0, s);
+    const yx_node *v;
+    size_t nn, one;
     const char *const *names = kvs_kind_names(&nn);
-    if (n == 0 || n > KVS_N)
-        return yerr(x, v, "'policies' needs 1 to 4 names", "", "none, prefix, salted, span");
-    for (size_t j = 0; j < n; j++) {
-        if (y_scalar(x, it[j], "policies"))
-            return MS_ERR_INPUT;
-        int k = kvs_kind_from_name(it[j]->str);
-        if (k < 0) {
-            const char *dym = did_you_mean(it[j]->str, names, nn);
-            char hint[96];
-            snprintf(hint, sizeof hint, "%s%s%snone, prefix, salted or span",
-                     dym ? "did you mean '" : "", dym ? dym : "", dym ? "'? " : "");
-            return yerr(x, it[j], "unknown sharing policy '%s'", it[j]->str, hint);
-        }
-        s->policy[j] = k;
-    }
-    s->n_policy = n;
-    return MS_OK;
-}
-
-static int read_sharing(yctx *x, const yx_node *m, serve_scn *s)
-{
-    static const char *const keys[] = {"policies", "block", "capacity_tokens", "min_span",
-                                       "position"};
-    int rc = check_keys(x, m, "sharing", keys, 5);
-    kvs_params *p = &s->sp.share;
-    for (size_t i = 0; !rc && i < m->n; i++) {
-        const char *k = m->key[i]->str;
-        const yx_node *v = m->item[i];
-        if (!strcmp(k, "policies"))
-            rc = read_policy_list(x, v, s);
-        else if (!strcmp(k, "block"))
-            rc = y_u32(x, v, k, 1, &p->block);
-        else if (!strcmp(k, "capacity_tokens"))
-            rc = y_u64(x, v, k, 1, &p->capacity_tokens);
-        else if (!strcmp(k, "min_span"))
-            rc = y_u32(x, v, k, 1, &p->min_span);
-        else if (!(rc = y_scalar(x, v, k))) {
-            if (!strcmp(v->str, "rerotate") || !strcmp(v->str, "recompute")) {
-                p->position = v->str[2] == 'r' ? KVS_POS_REROTATE : KVS_POS_RECOMPUTE;
-                s->pos_line = v->line;
-                s->pos_col = v->col;
-            } else {
-                rc = yerr(x, v, "unknown position treatment '%s'", v->str, "rerotate or recompute");
-            }
-        }
+    if (!rc && (v = yx_map_get(m, "policies")))
+        rc = read_names(x, v, "policies", KVS_N, kvs_kind_from_name, names, nn,
+                        "sharing policy", s->policy, &s->n_policy);
+    static const char *const pos[] = {"rerotate", "recompute"};
+    if (!rc && (v = yx_map_get(m, "position"))) {
+        rc = read_names(x, v, "position", 1, pos_from_name, pos, 2, "position treatment",
+                        &s->sp.share.position, &one);
+        s->pos_line = v->line;
+        s->pos_col = v->col;
     }
     return rc;
 }
 
-/* channel: ttft | order | [ttft, order] */
-static int read_channels(yctx *x, const yx_node *v, serve_scn *s)
+static int read_attack(const ys_ctx *x, const yx_node *m, serve_scn *s)
 {
-    const yx_node *const *it = v->kind == YX_SEQ ? (const yx_node *const *)v->item : &v;
-    size_t n = v->kind == YX_SEQ ? v->n : 1;
-    if (n == 0 || n > 2)
-        return yerr(x, v, "'channel' needs 1 or 2 names", "", "ttft, order or [ttft, order]");
-    for (size_t j = 0; j < n; j++) {
-        if (y_scalar(x, it[j], "channel"))
-            return MS_ERR_INPUT;
-        if ((s->channel[j] = leak_channel_from_name(it[j]->str)) < 0)
-            return yerr(x, it[j], "unknown channel '%s'", it[j]->str, "ttft or order");
-    }
-    s->n_channel = n;
-    return MS_OK;
-}
-
-static int read_attack(yctx *x, const yx_node *m, serve_scn *s)
-{
-    static const char *const keys[] = {"enabled", "trials", "candidates", "channel",
-                                       "template_len", "background_load"};
-    int rc = check_keys(x, m, "attack", keys, 6);
-    for (size_t i = 0; !rc && i < m->n; i++) {
-        const char *k = m->key[i]->str;
-        const yx_node *v = m->item[i];
-        if (!strcmp(k, "enabled")) {
-            if (!(rc = y_scalar(x, v, k))) {
-                if (!strcmp(v->str, "true") || !strcmp(v->str, "false"))
-                    s->attack = v->str[0] == 't';
-                else
-                    rc = yerr(x, v, "'enabled' must be true or false", k, NULL);
-            }
-        } else if (!strcmp(k, "trials"))
-            rc = y_u32(x, v, k, 1, &s->lp.trials);
-        else if (!strcmp(k, "candidates"))
-            rc = y_u32(x, v, k, 2, &s->lp.candidates);
-        else if (!strcmp(k, "template_len"))
-            rc = y_u32(x, v, k, 1, &s->lp.template_len);
-        else if (!strcmp(k, "background_load"))
-            rc = y_double(x, v, k, 0, 0.95, &s->bg_load);
-        else
-            rc = read_channels(x, v, s);
-    }
+    int rc = ys_read(x, m, &serve_schemas[SS_ATTACK], NULL, 0, s);
+    const yx_node *v = yx_map_get(m, "channel");
+    static const char *const names[] = {"ttft", "order"};
+    if (!rc && v)
+        rc = read_names(x, v, "channel", 2, leak_channel_from_name, names, 2, "channel",
+                        s->channel, &s->n_channel);
     return rc;
 }
 
@@ -360,40 +289,23 @@ static int read_scenario(const char *path, serve_scn *s, errbuf *e)
     int rc = yx_parse_file(path, &root, e);
     if (rc)
         return rc;
-    yctx x = {path, e};
-    static const char *const keys[] = {"name", "model", "protocol", "network", "machine",
-                                       "seed", "output", "workload", "server", "sharing",
-                                       "attack"};
-    rc = check_keys(&x, root, "scenario", keys, sizeof keys / sizeof *keys);
+    ys_ctx x = {path, e, 0};
     snprintf(s->path, sizeof s->path, "%s", path);
     const char *base = strrchr(path, '/');
     snprintf(s->name, sizeof s->name, "%.*s", (int)strcspn(base ? base + 1 : path, "."),
              base ? base + 1 : path);
-    for (size_t i = 0; !rc && i < root->n; i++) {
-        const char *k = root->key[i]->str;
-        const yx_node *v = root->item[i];
-        if (!strcmp(k, "name"))
-            rc = y_str(&x, v, k, s->name, sizeof s->name);
-        else if (!strcmp(k, "model"))
-            rc = y_str(&x, v, k, s->model, sizeof s->model);
-        else if (!strcmp(k, "protocol"))
-            rc = y_str(&x, v, k, s->protocol, sizeof s->protocol);
-        else if (!strcmp(k, "network"))
-            rc = y_str(&x, v, k, s->network, sizeof s->network);
-        else if (!strcmp(k, "machine"))
-            rc = y_str(&x, v, k, s->machine, sizeof s->machine);
-        else if (!strcmp(k, "output"))
-            rc = y_str(&x, v, k, s->output, sizeof s->output);
-        else if (!strcmp(k, "seed"))
-            rc = y_u64(&x, v, k, 0, &s->seed);
-        else if (!strcmp(k, "workload"))
-            rc = read_workload(&x, v, s);
-        else if (!strcmp(k, "server"))
-            rc = read_server(&x, v, s);
-        else if (!strcmp(k, "sharing"))
-            rc = read_sharing(&x, v, s);
-        else if (!strcmp(k, "attack"))
-            rc = read_attack(&x, v, s);
+    rc = ys_read(&x, root, &serve_schemas[SS_ROOT], NULL, 0, s);
+    static const struct {
+        const char *key;
+        int (*read)(const ys_ctx *, const yx_node *, serve_scn *);
+    } sections[] = {{"workload", read_workload},
+                    {"server", read_server},
+                    {"sharing", read_sharing},
+                    {"attack", read_attack}};
+    for (size_t i = 0; !rc && i < sizeof sections / sizeof *sections; i++) {
+        const yx_node *v = yx_map_get(root, sections[i].key);
+        if (v)
+            rc = sections[i].read(&x, v, s);
     }
     yx_free(root);
     return rc;

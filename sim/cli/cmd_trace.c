@@ -15,13 +15,17 @@ static void usage(FILE *f)
             "       mpcsim trace synth --model NAME --tokens T [--seed S] [--params FILE]\n"
             "                          [--set KEY=VALUE]... (-o DIR | --stats)\n"
             "       mpcsim trace fit DIR [--sinks N] [-o params.yaml]\n"
-            "       mpcsim trace info DIR\n\n"
+            "       mpcsim trace info DIR [--verify [--tol X]]\n\n"
             "record  runs the float reference of a model with weights (stories260K) over a\n"
             "        text and writes q, k, v, att, ffn, logits, wo and tokens (.npy + manifest)\n"
             "synth   generates a synthetic trace for any model shape; --stats prints summary\n"
             "        statistics without writing (the generator streams)\n"
             "fit     estimates synthetic parameters from a trace (prints YAML; -o writes it)\n"
-            "info    prints a trace's manifest summary\n\n"
+            "info    prints a trace's manifest summary; --verify also checks every value is\n"
+            "        finite, every stored attention row is softmax(q·k/√d) of the trace's\n"
+            "        own q and k, and (when the model's weights are here) that q, k, v, ffn\n"
+            "        and logits equal the model's forward pass on the trace's tokens; the\n"
+            "        first mismatch is named and the exit status is 2 (--tol, default 1e-4)\n\n"
             "synthetic parameters (--set KEY=VALUE):\n"
             "  sink n_sinks local window heavy heavy_frac layer_sim drift noise ffn_sparsity\n"
             "  (sim/trace/TRACE_FORMAT.md explains each)\n");
@@ -297,23 +301,43 @@ static int cmd_fit(int argc, char **argv)
 
 static int cmd_info(int argc, char **argv)
 {
-    if (argc != 2 || argv[1][0] == '-') {
-        if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-            usage(stdout);
-            return 0;
+    static const struct option opts[] = {{"verify", no_argument, 0, 'v'},
+                                         {"tol", required_argument, 0, 't'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    int verify = 0, c;
+    double tol = 1e-4;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "vt:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'v': verify = 1; break;
+        case 't':
+            if (parse_double(optarg, &tol) || !(tol > 0) || tol > 1) {
+                cli_error("trace", "--tol expects a number in (0, 1], got '%s'", optarg);
+                return 2;
+            }
+            break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
         }
+    }
+    if (optind + 1 != argc) {
         cli_error("trace", "info needs exactly one trace directory");
         return 2;
     }
+    const char *dir = argv[optind];
     errbuf e = {{0}};
     trace *t = NULL;
-    int rc = trace_open(argv[1], &t, &e);
+    int rc = trace_open(dir, &t, &e);
     if (rc != MS_OK)
         return fail(rc, &e);
     const trace_shape *s = trace_get_shape(t);
-    printf("trace:      %s\n", argv[1]);
+    printf("trace:      %s\n", dir);
     printf("format:     %s %d\n", TRACE_FORMAT_NAME, TRACE_FORMAT_VERSION);
     printf("model:      %s\n", trace_model_name(t));
+    printf("source:     %s\n", trace_source_name(t));
+    printf("q/k order:  %s%s\n", trace_rope_layout(t),
+           strcmp(trace_rope_layout(t), "half") ? "" : " (converted to interleaved on read)");
     printf("shape:      layers %u, heads %u, kv_heads %u, head_dim %u, dim %u, ffn_dim %u, "
            "vocab %u\n", s->n_layers, s->n_heads, s->n_kv_heads, s->head_dim, s->dim,
            s->ffn_dim, s->vocab);
@@ -329,6 +353,27 @@ static int cmd_info(int argc, char **argv)
         for (uint32_t i = 0; i < s->n_tokens && i < 16; i++)
             printf(" %d", ids[i]);
         printf("%s\n", s->n_tokens > 16 ? " …" : "");
+    }
+    if (verify) {
+        trace_check ck;
+        fflush(stdout);
+        rc = trace_verify(t, dir, tol, &ck, &e);
+        if (rc != MS_OK) {
+            trace_close(t);
+            return fail(rc, &e);
+        }
+        printf("verify:     ok (tolerance %g)\n", tol);
+        printf("  finite:   %llu values\n", (unsigned long long)ck.values);
+        if (ck.att_rows)
+            printf("  att:      %llu stored rows = softmax(q·k/√d), max |diff| %.2g\n",
+                   (unsigned long long)ck.att_rows, ck.att_err);
+        else
+            printf("  att:      not stored (rows are computed from q and k)\n");
+        if (ck.model_pos)
+            printf("  model:    q, k, v, ffn, logits = %s's forward pass at %u positions, "
+                   "max rel. diff %.2g\n", trace_model_name(t), ck.model_pos, ck.model_err);
+        else
+            printf("  model:    not compared (%s)\n", ck.model_note);
     }
     trace_close(t);
     return 0;

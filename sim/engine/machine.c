@@ -24,9 +24,9 @@
 #include <time.h>
 
 #include <openssl/evp.h>
-#include <yaml.h>
 
-#include "models/model.h" /* mpcsim_datadir */
+#include "protocols/base/datadir.h"
+#include "protocols/base/yschema.h"
 
 #define MACHINE_FORMAT "mpcsim-machine 1"
 
@@ -47,98 +47,28 @@ void machine_default(machine_profile *m)
 
 /* ---- load -------------------------------------------------------------------------------- */
 
-static const char *const keys[] = {"format",   "name", "threads", "mac_per_s", "elem_per_s",
-                                   "prg_bytes_per_s", "cpu", "measured"};
-#define N_KEYS (sizeof keys / sizeof keys[0])
+#define R(k) YS_AT(machine_profile, rate[k])
+static const ys_field fields[] = {
+    {"format", YS_FIXED, YS_NONE, 0, 0, MACHINE_FORMAT, "file format", NULL, YS_REQ,
+     "regenerate the file with `mpcsim calibrate -o FILE`", NULL},
+    {"name", YS_STR, YS_AT(machine_profile, name), 0, 0, NULL, "profile name", NULL, 0, NULL,
+     NULL},
+    {"threads", YS_INT, YS_AT(machine_profile, threads), 1, 4096, "1", "cores a party uses",
+     NULL, 0, NULL, NULL},
+    {"mac_per_s", YS_DBL, R(WK_MAC), 1, 1e18, NULL, "64-bit ring MACs per second (matmul)",
+     NULL, YS_REQ, "run `mpcsim calibrate` to measure it", NULL},
+    {"elem_per_s", YS_DBL, R(WK_ELEM), 1, 1e18, NULL, "element-wise ring ops per second", NULL,
+     YS_REQ, "run `mpcsim calibrate` to measure it", NULL},
+    {"prg_bytes_per_s", YS_DBL, R(WK_PRG), 1, 1e18, NULL, "AES-CTR PRG bytes per second", NULL,
+     YS_REQ, "run `mpcsim calibrate` to measure it", NULL},
+    {"cpu", YS_INFO, YS_NONE, 0, 0, NULL, "the CPU it was measured on", NULL, 0, NULL, NULL},
+    {"measured", YS_INFO, YS_NONE, 0, 0, NULL, "when and how it was measured", NULL, 0, NULL,
+     NULL},
+};
+#undef R
+static const ys_schema schema = YS_SCHEMA("machine profile", fields, "sim/engine/machine.h");
 
-static int yerr(errbuf *e, const char *path, const yaml_mark_t *mk, const char *fmt,
-                const char *a, const char *hint)
-{
-    char msg[512];
-    snprintf(msg, sizeof msg, fmt, a);
-    return err_set(e, MS_ERR_INPUT, "%s:%zu:%zu: error: %s%s%s", path, mk->line + 1,
-                   mk->column + 1, msg, hint ? "\n  hint: " : "", hint ? hint : "");
-}
-
-static int set_key(machine_profile *m, const char *path, const char *k, const yaml_node_t *v,
-                   int *seen, errbuf *e)
-{
-    const char *s = (const char *)v->data.scalar.value;
-    const yaml_mark_t *mk = &v->start_mark;
-    if (!strcmp(k, "format")) {
-        if (strcmp(s, MACHINE_FORMAT))
-            return yerr(e, path, mk, "unsupported machine profile format '%s'", s,
-                        "expected 'format: " MACHINE_FORMAT "'; regenerate the file with "
-                        "`mpcsim calibrate -o FILE`");
-        return MS_OK;
-    }
-    if (!strcmp(k, "name")) {
-        snprintf(m->name, sizeof m->name, "%s", s);
-        return MS_OK;
-    }
-    if (!strcmp(k, "cpu") || !strcmp(k, "measured"))
-        return MS_OK;
-    if (!strcmp(k, "threads")) {
-        long long t;
-        if (parse_i64(s, &t) || t < 1 || t > 4096)
-            return yerr(e, path, mk, "threads must be an integer in 1..4096, not '%s'", s, NULL);
-        m->threads = (int)t;
-        return MS_OK;
-    }
-    int wk = !strcmp(k, "mac_per_s") ? WK_MAC : !strcmp(k, "elem_per_s") ? WK_ELEM : WK_PRG;
-    double r;
-    if (parse_double(s, &r) || !(r > 0) || !isfinite(r))
-        return yerr(e, path, mk, "'%s' is not a positive rate (units per second)", s, NULL);
-    m->rate[wk] = r;
-    seen[wk] = 1;
-    return MS_OK;
-}
-
-static int load_doc(yaml_document_t *d, const char *path, machine_profile *m, errbuf *e)
-{
-    yaml_node_t *root = yaml_document_get_root_node(d);
-    if (!root || root->type != YAML_MAPPING_NODE) {
-        yaml_mark_t mk = root ? root->start_mark : (yaml_mark_t){0, 0, 0};
-        return yerr(e, path, &mk, "a machine profile is a mapping of keys%s", "",
-                    "see protocols/machines/default.yaml");
-    }
-    int seen[WK_N] = {0}, got_format = 0;
-    for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top;
-         p++) {
-        yaml_node_t *k = yaml_document_get_node(d, p->key);
-        yaml_node_t *v = yaml_document_get_node(d, p->value);
-        if (k->type != YAML_SCALAR_NODE)
-            return yerr(e, path, &k->start_mark, "keys must be plain names%s", "", NULL);
-        const char *ks = (const char *)k->data.scalar.value;
-        size_t ki = 0;
-        while (ki < N_KEYS && strcmp(keys[ki], ks))
-            ki++;
-        if (ki == N_KEYS) {
-            const char *dym = did_you_mean(ks, keys, N_KEYS);
-            char hint[128];
-            if (dym)
-                snprintf(hint, sizeof hint, "did you mean '%s'?", dym);
-            return yerr(e, path, &k->start_mark, "unknown key '%s' in machine profile", ks,
-                        dym ? hint : "keys: format name threads mac_per_s elem_per_s "
-                                     "prg_bytes_per_s cpu measured");
-        }
-        if (v->type != YAML_SCALAR_NODE)
-            return yerr(e, path, &v->start_mark, "'%s' takes a scalar value", ks, NULL);
-        got_format |= !strcmp(ks, "format");
-        int rc = set_key(m, path, ks, v, seen, e);
-        if (rc)
-            return rc;
-    }
-    if (!got_format)
-        return yerr(e, path, &root->start_mark, "missing 'format: %s'", MACHINE_FORMAT,
-                    "regenerate the file with `mpcsim calibrate -o FILE`");
-    static const char *const rate_keys[WK_N] = {"mac_per_s", "elem_per_s", "prg_bytes_per_s"};
-    for (int k = 0; k < WK_N; k++)
-        if (!seen[k])
-            return yerr(e, path, &root->start_mark, "missing rate '%s'", rate_keys[k],
-                        "run `mpcsim calibrate` to measure it");
-    return MS_OK;
-}
+const ys_schema *machine_schema(void) { return &schema; }
 
 static void resolve_path(const char *name_or_path, char *out, size_t sz)
 {
@@ -162,22 +92,16 @@ int machine_load(const char *name_or_path, machine_profile *m, errbuf *e)
                        "`mpcsim calibrate -o FILE` writes one; the data folder was looked for "
                        "in %s", path, strerror(errno), where);
     }
+    fclose(f);
     machine_profile tmp;
     machine_default(&tmp);
-    yaml_parser_t parser;
-    yaml_document_t doc;
-    int rc;
-    yaml_parser_initialize(&parser);
-    yaml_parser_set_input_file(&parser, f);
-    if (!yaml_parser_load(&parser, &doc)) {
-        rc = yerr(e, path, &parser.problem_mark, "%s", parser.problem ? parser.problem : "bad YAML",
-                  NULL);
-    } else {
-        rc = load_doc(&doc, path, &tmp, e);
-        yaml_document_delete(&doc);
-    }
-    yaml_parser_delete(&parser);
-    fclose(f);
+    yx_node *root;
+    int rc = yx_parse_file(path, &root, e);
+    if (rc)
+        return rc;
+    ys_ctx x = {path, e, 0};
+    rc = ys_read(&x, root, &schema, NULL, 0, &tmp);
+    yx_free(root);
     if (rc == MS_OK)
         *m = tmp;
     return rc;

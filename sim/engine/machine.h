@@ -13,7 +13,10 @@ typedef struct machine_profile {
     int threads;       /* cores a party uses */
 } machine_profile;
 
+/* A profile by name (protocols/machines/<name>.yaml under the data folder) or by path. */
 int machine_load(const char *name_or_path, machine_profile *m, errbuf *e);
+/* The keys of a profile file (for readers and `mpcsim list keys`). */
+const struct ys_schema *machine_schema(void);
 void machine_default(machine_profile *m);
 int machine_calibrate(machine_profile *m, double seconds_budget);
 int machine_write(const machine_profile *m, const char *path, errbuf *e);

@@ -6,7 +6,8 @@
  *   top-k recall  |topk(A*) ∩ S| / k (Quest Fig. 4, k = 10)
  *   output error  ‖o* - ô‖₂ / ‖o*‖₂ with o* = Σ A*_j V_j, ô = Σ_{j∈S} (A*_j / R) V_j, and the
  *                 same after W_o in L1 (CriticalKV's criterion): ‖W_o^h(o* - ô)‖₁ / ‖W_o^h o*‖₁
- * Per predicted token of a model that runs (teacher forced on the trace's tokens):
+ * Per predicted token of a model that runs (teacher forced on the trace's tokens; decode
+ * positions whose next token lies inside the run's prompt + decode window):
  *   KL(p_full ‖ p_policy), top-1 agreement, and the perplexity of the next token under each. */
 #ifndef MPCSIM_METRICS_H
 #define MPCSIM_METRICS_H

@@ -444,6 +444,25 @@ static void live_layer(void *ctx, const llama_layer_view *lv)
         c->err = 1;
 }
 
+/* The full-cache model's own q and k against the trace's, at every layer and position: the
+ * policy reads the trace's queries and keys while the model attends with its own, so a trace
+ * of another model, tokenizer or channel order would silently mix the two. */
+typedef struct agree_ctx {
+    replay *r;
+    int rc;
+    errbuf *e;
+} agree_ctx;
+
+#define LIVE_AGREE_TOL 1e-3 /* relative; a float32 dump of the same weights agrees to ~1e-6 */
+
+static void agree_layer(void *ctx, const llama_layer_view *lv)
+{
+    agree_ctx *a = ctx;
+    if (a->rc == MS_OK)
+        a->rc = trace_agrees_with_model(a->r->tr, a->r->cfg->model.name, lv->layer, lv->pos,
+                                        lv->q, lv->k, LIVE_AGREE_TOL, a->e);
+}
+
 static int live_run(replay *r, errbuf *e)
 {
     const model_cfg *mc = &r->cfg->model;
@@ -463,16 +482,22 @@ static int live_run(replay *r, errbuf *e)
     if (!rc)
         rc = r->pol->init(&r->env, &r->args, &c.st, e);
     llama_hooks hk = {.ctx = &c, .on_layer = live_layer, .attend_mask = live_mask};
+    agree_ctx ag = {r, MS_OK, e};
+    llama_hooks hf = {.ctx = &ag, .on_layer = agree_layer};
     uint32_t T = r->env.max_len;
     for (uint32_t pos = 0; !rc && pos < T; pos++) {
         rc = trace_seek(r->tr, pos, e);
         if (!rc)
-            rc = llama_forward(full, tok[pos], pos, NULL, lf);
+            rc = llama_forward(full, tok[pos], pos, &hf, lf);
+        if (!rc)
+            rc = ag.rc;
         if (!rc)
             rc = llama_forward(pol, tok[pos], pos, &hk, lp);
         if (!rc && c.err)
             rc = MS_ERR_INPUT;
-        if (!rc && pos >= r->P && pos + 1 < trace_get_shape(r->tr)->n_tokens)
+        /* the next token must lie inside the run's window [0, prompt + decode): the same
+         * positions are scored whatever the trace's length or source */
+        if (!rc && pos >= r->P && pos + 1 < T)
             metrics_logits(&r->m, lf, lp, mc->vocab, tok[pos + 1]);
     }
     if (c.st)

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "sim/policy/policy.h"
+#include "sim/trace/trace.h"
 #include "protocols/base/yamlx.h"
 #include "protocols/base/yschema.h"
 
@@ -833,16 +834,11 @@ static int read_machine(scn_ctx *x, const yx_node *v, run_cfg *c)
         return rc;
     if (!base)
         machine_default(m);
-    if ((f = yx_map_get(v, "name")) && (rc = read_str(x, f, "name", m->name, sizeof m->name)))
-        return rc;
-    for (int k = 0; k < WK_N; k++)
-        if ((f = yx_map_get(v, mach_keys[2 + k])) &&
-            (rc = read_double(x, f, mach_keys[2 + k], 1, 1e18, &m->rate[k])))
+    /* the keys after 'base' are a profile file's, read with its schema's types and ranges */
+    for (size_t i = 1; i < sizeof mach_keys / sizeof *mach_keys; i++)
+        if ((f = yx_map_get(v, mach_keys[i])) &&
+            (rc = ys_read_field(&x->y, f, ys_find(machine_schema(), mach_keys[i]), m)))
             return rc;
-    uint32_t th = (uint32_t)m->threads;
-    if ((f = yx_map_get(v, "threads")) && (rc = read_u32(x, f, "threads", 1, 4096, &th)))
-        return rc;
-    m->threads = (int)th;
     return MS_OK;
 }
 
@@ -1084,6 +1080,73 @@ static int read_policy(scn_ctx *x, const yx_node *v, run_cfg *c)
     return fill_policy_params(x, p, given, n_given, c);
 }
 
+/* ---- what the run will need --------------------------------------------------------------
+ * Checked while loading, so that a run that would fail writes nothing: a trace for a policy that
+ * reads one, synthetic-trace parameters in range, and a trace as long as prompt + decode. */
+
+static const yx_node *policy_node(const yx_node *r)
+{
+    const yx_node *p = yx_map_get(r, "policies");
+    const yx_node *name = p && p->kind == YX_MAP ? yx_map_get(p, "name") : NULL;
+    return name ? name : p ? p : r;
+}
+
+static int check_trace_length(scn_ctx *x, const yx_node *at, const run_cfg *c, uint32_t have,
+                              const char *what)
+{
+    uint32_t need = c->work.prompt_len + c->work.decode_len;
+    if (have >= need)
+        return MS_OK;
+    return fail(x, at, "shorten the workload, or give a longer trace",
+                "%s gives %u positions, and the run needs prompt_len + decode_len = %u + %u",
+                what, have, c->work.prompt_len, c->work.decode_len);
+}
+
+static int check_run_needs(scn_ctx *x, const yx_node *r, const run_cfg *c)
+{
+    const policy_ops *p = policy_find(c->policy.name);
+    const yx_node *tv = yx_map_get(r, "trace");
+    const char *src = c->trace.source;
+    errbuf te;
+    if (!strcmp(src, "none"))
+        return p && p->observe
+                   ? fail(x, policy_node(r), "add e.g. 'trace: {source: synth}' (or record, npy)",
+                          "policy '%s' reads attention or keys and needs a trace, and this run "
+                          "has none",
+                          c->policy.name)
+                   : MS_OK;
+    if (!strcmp(src, "synth")) {
+        trace_synth sp;
+        trace_synth_defaults(&sp);
+        if (trace_synth_from_kv(&sp, c->trace.params, c->trace.n_params, x->path, &te))
+            return err_set(x->e, MS_ERR_INPUT, "%s", te.msg);
+        if (c->model.head_dim < 2)
+            return fail(x, yx_map_get(tv, "source"), "use a model with head_dim >= 2",
+                        "a synthetic trace needs head_dim >= 2 (model '%s' has %u)",
+                        c->model.name, c->model.head_dim);
+        return MS_OK; /* generated as long as the run needs */
+    }
+    const yx_node *at = yx_map_get(tv, !strcmp(src, "npy") ? "path" : "text");
+    uint32_t have = 0;
+    char what[600];
+    if (!strcmp(src, "npy")) {
+        trace *t;
+        if (trace_open(c->trace.path, &t, &te))
+            return fail_wrap(x, at, "regenerate the trace, or point 'path' at another one",
+                             "cannot open the trace: ", te.msg);
+        have = trace_get_shape(t)->n_tokens;
+        trace_close(t);
+        snprintf(what, sizeof what, "trace '%.500s'", at->str);
+    } else { /* record: the text's tokens, BOS included */
+        uint32_t cap = c->work.prompt_len + c->work.decode_len;
+        if (trace_count_tokens(&c->model, c->trace.path, cap, &have, &te))
+            return fail_wrap(x, at, "give a text file the model's tokenizer reads",
+                             "cannot read the text: ", te.msg);
+        snprintf(what, sizeof what, "text '%.500s' (model '%s')", at->str, c->model.name);
+    }
+    return check_trace_length(x, at, c, have, what);
+}
+
 /* ---- one run ----------------------------------------------------------------------------- */
 
 static const char *const root_keys[] = {"format",  "name",     "description", "model",
@@ -1111,7 +1174,8 @@ static int read_run(scn_ctx *x, const yx_node *r, run_cfg *c)
         (rc = read_machine(x, yx_map_get(r, "machine"), c)) ||
         (rc = read_workload(x, yx_map_get(r, "workload"), c)) ||
         (rc = read_trace(x, yx_map_get(r, "trace"), c)) ||
-        (rc = read_policy(x, yx_map_get(r, "policies"), c)))
+        (rc = read_policy(x, yx_map_get(r, "policies"), c)) ||
+        (rc = check_run_needs(x, r, c)))
         return rc;
     c->seed = 1;
     if ((f = yx_map_get(r, "seed")) && (rc = read_u64(x, f, "seed", 0, UINT64_MAX, &c->seed)))

@@ -22,63 +22,57 @@
 #include <gsl/gsl_cdf.h>
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
-#include <yaml.h>
+#include "protocols/base/yschema.h"
 
 /* ---- parameters ----------------------------------------------------------------------- */
 
-typedef struct synth_key {
-    const char *key;
-    size_t off;
-    int is_uint;
-    double lo, hi;
-    const char *help;
-} synth_key;
-
-#define OFF(f) offsetof(trace_synth, f)
-static const synth_key synth_keys[] = {
-    {"sink", OFF(sink), 0, 0, 50, "logit bonus of the sink keys"},
-    {"n_sinks", OFF(n_sinks), 1, 0, 1024, "number of sink keys at the start"},
-    {"local", OFF(local), 0, 0, 50, "logit bonus of the local kernel at distance 0"},
-    {"window", OFF(window), 0, 0.5, 1e6, "width W of the local kernel, in positions"},
-    {"heavy", OFF(heavy), 0, 0, 50, "logit bonus of heavy-hitter keys"},
-    {"heavy_frac", OFF(heavy_frac), 0, 0, 1, "fraction of keys that are heavy hitters"},
-    {"layer_sim", OFF(layer_sim), 0, 0, 1, "probability a heavy status is kept from layer l-1"},
-    {"drift", OFF(drift), 0, 0, 1, "1 - E[cos(q_t, q_t+1)]"},
-    {"noise", OFF(noise), 0, 0, 20, "std of the content logit noise"},
-    {"ffn_sparsity", OFF(ffn_sparsity), 0, 0, 1, "fraction of FFN pre-activations <= 0"},
+#define P(f) YS_AT(trace_synth, f)
+static const ys_field synth_fields[] = {
+    {"sink", YS_DBL, P(sink), 0, 50, "4", "logit bonus of the sink keys", NULL, 0, NULL, NULL},
+    {"n_sinks", YS_U32, P(n_sinks), 0, 1024, "1", "number of sink keys at the start", NULL, 0,
+     NULL, NULL},
+    {"local", YS_DBL, P(local), 0, 50, "3", "logit bonus of the local kernel at distance 0",
+     NULL, 0, NULL, NULL},
+    {"window", YS_DBL, P(window), 0.5, 1e6, "16", "width W of the local kernel, in positions",
+     NULL, 0, NULL, NULL},
+    {"heavy", YS_DBL, P(heavy), 0, 50, "3", "logit bonus of heavy-hitter keys", NULL, 0, NULL,
+     NULL},
+    {"heavy_frac", YS_DBL, P(heavy_frac), 0, 1, "0.05", "fraction of keys that are heavy hitters",
+     NULL, 0, NULL, NULL},
+    {"layer_sim", YS_DBL, P(layer_sim), 0, 1, "0.7",
+     "probability a heavy status is kept from layer l-1", NULL, 0, NULL, NULL},
+    {"drift", YS_DBL, P(drift), 0, 1, "0.2", "1 - E[cos(q_t, q_t+1)]", NULL, 0, NULL, NULL},
+    {"noise", YS_DBL, P(noise), 0, 20, "1", "std of the content logit noise", NULL, 0, NULL,
+     NULL},
+    {"ffn_sparsity", YS_DBL, P(ffn_sparsity), 0, 1, "0.5", "fraction of FFN pre-activations <= 0",
+     NULL, 0, NULL, NULL},
 };
-#undef OFF
-#define N_SYNTH_KEYS (sizeof synth_keys / sizeof synth_keys[0])
+#undef P
+static const ys_schema synth_schema =
+    YS_SCHEMA("synthetic trace parameters", synth_fields, "sim/trace/TRACE_FORMAT.md");
+
+const ys_schema *trace_synth_schema(void) { return &synth_schema; }
 
 void trace_synth_defaults(trace_synth *p)
 {
-    *p = (trace_synth){.sink = 4.0, .n_sinks = 1, .local = 3.0, .window = 16.0, .heavy = 3.0,
-                       .heavy_frac = 0.05, .layer_sim = 0.7, .drift = 0.2, .noise = 1.0,
-                       .ffn_sparsity = 0.5};
+    memset(p, 0, sizeof *p);
+    ys_defaults(&synth_schema, p);
 }
 
 int trace_synth_set(trace_synth *p, const char *key, const char *val, errbuf *e)
 {
-    for (size_t i = 0; i < N_SYNTH_KEYS; i++) {
-        const synth_key *k = &synth_keys[i];
-        if (strcmp(k->key, key))
-            continue;
-        double v;
-        if (parse_double(val, &v) || v < k->lo || v > k->hi ||
-            (k->is_uint && v != floor(v)))
-            return err_set(e, MS_ERR_RANGE, "bad value '%s' for synthetic trace parameter "
-                           "'%s' (%s; allowed %g..%g%s)", val, key, k->help, k->lo, k->hi,
-                           k->is_uint ? ", integer" : "");
-        if (k->is_uint)
-            *(uint32_t *)((char *)p + k->off) = (uint32_t)v;
-        else
-            *(double *)((char *)p + k->off) = v;
-        return MS_OK;
+    const ys_field *f = ys_find(&synth_schema, key);
+    if (f) {
+        errbuf ve;
+        if (ys_set_text(f, val, p, &ve) == MS_OK)
+            return MS_OK;
+        return err_set(e, MS_ERR_RANGE, "bad value for synthetic trace parameter '%s' (%s): %s",
+                       key, f->doc, ve.msg);
     }
-    const char *names[N_SYNTH_KEYS];
-    for (size_t i = 0; i < N_SYNTH_KEYS; i++)
-        names[i] = synth_keys[i].key;
-    const char *dym = did_you_mean(key, names, N_SYNTH_KEYS);
+    const char *names[16];
+    for (size_t i = 0; i < synth_schema.n && i < 16; i++)
+        names[i] = synth_fields[i].key;
+    const char *dym = did_you_mean(key, names, synth_schema.n);
     return err_set(e, MS_ERR_INPUT, "unknown synthetic trace parameter '%s'%s%s%s", key,
                    dym ? " (did you mean '" : "", dym ? dym : "", dym ? "'?)" : "");
 }
@@ -98,10 +92,10 @@ int trace_synth_from_kv(trace_synth *p, const kv_param *kv, size_t n, const char
 
 int trace_synth_check(const trace_synth *p, errbuf *e)
 {
-    for (size_t i = 0; i < N_SYNTH_KEYS; i++) {
-        const synth_key *k = &synth_keys[i];
-        double v = k->is_uint ? *(const uint32_t *)((const char *)p + k->off)
-                              : *(const double *)((const char *)p + k->off);
+    for (size_t i = 0; i < synth_schema.n; i++) {
+        const ys_field *k = &synth_fields[i];
+        const char *at = (const char *)p + k->off;
+        double v = k->type == YS_U32 ? *(const uint32_t *)at : *(const double *)at;
         if (!(v >= k->lo && v <= k->hi))
             return err_set(e, MS_ERR_RANGE, "synthetic trace parameter %s = %g is outside "
                            "%g..%g", k->key, v, k->lo, k->hi);
@@ -112,55 +106,35 @@ int trace_synth_check(const trace_synth *p, errbuf *e)
 int trace_synth_write_yaml(const trace_synth *p, FILE *f)
 {
     fprintf(f, "# synthetic trace parameters (sim/trace/TRACE_FORMAT.md)\n");
-    for (size_t i = 0; i < N_SYNTH_KEYS; i++) {
-        const synth_key *k = &synth_keys[i];
-        if (k->is_uint)
-            fprintf(f, "%s: %u\n", k->key, *(const uint32_t *)((const char *)p + k->off));
+    for (size_t i = 0; i < synth_schema.n; i++) {
+        const ys_field *k = &synth_fields[i];
+        const char *at = (const char *)p + k->off;
+        if (k->type == YS_U32)
+            fprintf(f, "%s: %u\n", k->key, *(const uint32_t *)at);
         else
-            fprintf(f, "%s: %.6g\n", k->key, *(const double *)((const char *)p + k->off));
+            fprintf(f, "%s: %.6g\n", k->key, *(const double *)at);
     }
     return ferror(f) ? MS_ERR_IO : MS_OK;
 }
 
-/* Reads a flat "key: value" YAML mapping (comments allowed) of synthetic parameters. */
+/* A flat "key: value" YAML mapping (comments allowed) of synthetic parameters. */
 int trace_synth_read_yaml(trace_synth *p, const char *path, errbuf *e)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
         return err_set(e, MS_ERR_NOTFOUND, "%s: error: cannot open parameter file", path);
-    yaml_parser_t ps;
-    yaml_document_t doc;
-    yaml_parser_initialize(&ps);
-    yaml_parser_set_input_file(&ps, f);
-    int rc = MS_OK;
-    if (!yaml_parser_load(&ps, &doc)) {
-        rc = err_set(e, MS_ERR_INPUT, "%s:%zu:%zu: error: %s", path, ps.problem_mark.line + 1,
-                     ps.problem_mark.column + 1, ps.problem ? ps.problem : "bad YAML");
-        yaml_parser_delete(&ps);
-        fclose(f);
-        return rc;
-    }
-    yaml_node_t *root = yaml_document_get_root_node(&doc);
-    if (root && root->type != YAML_MAPPING_NODE)
-        rc = err_set(e, MS_ERR_INPUT, "%s:%zu:%zu: error: expected 'key: value' lines", path,
-                     root->start_mark.line + 1, root->start_mark.column + 1);
-    for (yaml_node_pair_t *pr = root && rc == MS_OK ? root->data.mapping.pairs.start : NULL;
-         pr && pr < root->data.mapping.pairs.top && rc == MS_OK; pr++) {
-        yaml_node_t *k = yaml_document_get_node(&doc, pr->key);
-        yaml_node_t *v = yaml_document_get_node(&doc, pr->value);
-        errbuf ke;
-        if (k->type != YAML_SCALAR_NODE || v->type != YAML_SCALAR_NODE)
-            rc = err_set(e, MS_ERR_INPUT, "%s:%zu:%zu: error: expected 'key: value'", path,
-                         k->start_mark.line + 1, k->start_mark.column + 1);
-        else if ((rc = trace_synth_set(p, (char *)k->data.scalar.value,
-                                       (char *)v->data.scalar.value, &ke)) != MS_OK)
-            err_set(e, rc, "%s:%zu:%zu: error: %s", path, k->start_mark.line + 1,
-                    k->start_mark.column + 1, ke.msg);
-    }
-    yaml_document_delete(&doc);
-    yaml_parser_delete(&ps);
     fclose(f);
-    return rc == MS_OK ? trace_synth_check(p, e) : rc;
+    yx_node *root;
+    int rc = yx_parse_file(path, &root, e);
+    if (rc)
+        return rc;
+    ys_ctx x = {path, e, 0};
+    trace_synth q = *p; /* nothing changes on error */
+    rc = ys_read(&x, root, &synth_schema, NULL, 0, &q);
+    yx_free(root);
+    if (rc == MS_OK && (rc = trace_synth_check(&q, e)) == MS_OK)
+        *p = q;
+    return rc;
 }
 
 /* ---- counter-based streams ------------------------------------------------------------ */

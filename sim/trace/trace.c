@@ -315,7 +315,9 @@ static void write_manifest(const trace_writer *w, FILE *f)
     fprintf(f, "n_layers: %u\nn_heads: %u\nn_kv_heads: %u\nhead_dim: %u\ndim: %u\n",
             s->n_layers, s->n_heads, s->n_kv_heads, s->head_dim, s->dim);
     fprintf(f, "ffn_dim: %u\nvocab: %u\nn_tokens: %u\n", s->ffn_dim, s->vocab, s->n_tokens);
-    fprintf(f, "rope: applied\natt_layout: full\n%s", w->meta);
+    /* mpcsim's writers hold q and k in llama2.c's interleaved channel order (TRACE_FORMAT.md
+     * §RoPE channel layout); a trace read in another order is converted before it is copied */
+    fprintf(f, "rope: applied\nrope_layout: interleaved\natt_layout: full\n%s", w->meta);
     fprintf(f, "tokens: [");
     for (uint32_t i = 0; i < s->n_tokens; i++)
         fprintf(f, "%s%d", i ? ", " : "", w->tokens[i]);
@@ -435,6 +437,43 @@ static int read_shape(manifest *m, yaml_node_t *root, trace_shape *s, errbuf *e)
     return MS_OK;
 }
 
+/* rope_layout: interleaved (llama2.c, Meta's reference code: channels 2i and 2i+1 rotate
+ * together) or half (Hugging Face's rotate_half: channels i and i + d/2). Manifests written
+ * before the key existed hold interleaved q/k, except those dumped from Hugging Face models
+ * (source: pytorch), whose order cannot be known: those must say. */
+static int read_rope_layout(manifest *m, yaml_node_t *root, trace *t, errbuf *e)
+{
+    yaml_node_t *sn = map_get(m, root, "source");
+    snprintf(t->source, sizeof t->source, "%s",
+             sn && sn->type == YAML_SCALAR_NODE ? (char *)sn->data.scalar.value : "unknown");
+    yaml_node_t *n = map_get(m, root, "rope_layout");
+    if (!n) {
+        if (!strcmp(t->source, "pytorch"))
+            return err_set(e, MS_ERR_FORMAT,
+                           "%s: error: manifest lacks 'rope_layout' and its source is "
+                           "'pytorch', so the channel order of q and k is unknown\n"
+                           "  hint: add 'rope_layout: half' for a Hugging Face model "
+                           "(rotate_half), 'rope_layout: interleaved' for llama2.c/Meta "
+                           "checkpoints, or re-dump with scripts/dump_trace.py",
+                           m->path);
+        return MS_OK;
+    }
+    const char *v = n->type == YAML_SCALAR_NODE ? (char *)n->data.scalar.value : "";
+    if (!strcmp(v, "interleaved"))
+        t->rope_half = 0;
+    else if (!strcmp(v, "half"))
+        t->rope_half = 1;
+    else
+        return err_set(e, MS_ERR_FORMAT, "%s:%zu:%zu: error: rope_layout must be 'interleaved' "
+                       "or 'half', got '%s'", m->path, n->start_mark.line + 1,
+                       n->start_mark.column + 1, v);
+    if (t->rope_half && (t->s.head_dim % 2 || t->s.head_dim > TRACE_MAX_HEAD_DIM))
+        return err_set(e, MS_ERR_FORMAT, "%s:%zu:%zu: error: rope_layout half needs an even "
+                       "head_dim of at most %u (head_dim %u)", m->path, n->start_mark.line + 1,
+                       n->start_mark.column + 1, TRACE_MAX_HEAD_DIM, t->s.head_dim);
+    return MS_OK;
+}
+
 static int read_manifest(trace *t, const char *dir, errbuf *e)
 {
     char path[640];
@@ -464,6 +503,8 @@ static int read_manifest(trace *t, const char *dir, errbuf *e)
     yaml_node_t *mn = map_get(&m, root, "model");
     snprintf(t->model, sizeof t->model, "%s",
              mn && mn->type == YAML_SCALAR_NODE ? (char *)mn->data.scalar.value : "unknown");
+    if (rc == MS_OK)
+        rc = read_rope_layout(&m, root, t, e);
     yaml_node_t *arr = map_get(&m, root, "arrays");
     for (int a = 0; rc == MS_OK && a < TRACE_N_ARRAYS; a++)
         if (map_get(&m, arr, array_names[a]))
@@ -533,6 +574,21 @@ static int map_array(trace *t, dir_src *d, const char *dir, trace_array a, errbu
     return rc;
 }
 
+/* Rotate-half order → interleaved, in place, for n heads of d channels: the pair (i, i + d/2)
+ * of Hugging Face's rotate_half is the pair (2i, 2i + 1) of llama2.c. A permutation of the
+ * channels of q and k alike, so every q·k is unchanged; values are copied exactly. */
+static void unhalf(float *x, uint32_t n, uint32_t d)
+{
+    float tmp[TRACE_MAX_HEAD_DIM];
+    for (uint32_t h = 0; h < n; h++, x += d) {
+        for (uint32_t i = 0; i < d / 2; i++) {
+            tmp[2 * i] = x[i];
+            tmp[2 * i + 1] = x[i + d / 2];
+        }
+        memcpy(x, tmp, d * sizeof *x);
+    }
+}
+
 static int dir_seek(trace *t, uint32_t pos, errbuf *e)
 {
     dir_src *d = t->impl;
@@ -541,6 +597,8 @@ static int dir_seek(trace *t, uint32_t pos, errbuf *e)
     for (uint32_t l = 0; l < s->n_layers; l++)
         memcpy(t->q + l * row, d->data[TRACE_Q] + ((size_t)l * s->n_tokens + pos) * row,
                row * sizeof(float));
+    if (t->rope_half)
+        unhalf(t->q, s->n_layers * s->n_heads, s->head_dim);
     return MS_OK;
 }
 
@@ -549,8 +607,11 @@ static void dir_kv(trace *t, uint32_t layer, uint32_t pos, float *k, float *v)
     dir_src *d = t->impl;
     size_t row = (size_t)t->s.n_kv_heads * t->s.head_dim;
     size_t off = ((size_t)layer * t->s.n_tokens + pos) * row;
-    if (k)
+    if (k) {
         memcpy(k, d->data[TRACE_K] + off, row * sizeof(float));
+        if (t->rope_half)
+            unhalf(k, t->s.n_kv_heads, t->s.head_dim);
+    }
     if (v)
         memcpy(v, d->data[TRACE_V] + off, row * sizeof(float));
 }
@@ -560,8 +621,11 @@ static void dir_kv1(trace *t, uint32_t layer, uint32_t g, uint32_t pos, float *k
     dir_src *d = t->impl;
     size_t hd = t->s.head_dim, row = (size_t)t->s.n_kv_heads * hd;
     size_t off = ((size_t)layer * t->s.n_tokens + pos) * row + g * hd;
-    if (k)
+    if (k) {
         memcpy(k, d->data[TRACE_K] + off, hd * sizeof(float));
+        if (t->rope_half)
+            unhalf(k, 1, (uint32_t)hd);
+    }
     if (v)
         memcpy(v, d->data[TRACE_V] + off, hd * sizeof(float));
 }
@@ -607,6 +671,18 @@ static void dir_close(trace *t)
         if (d->map[a])
             munmap(d->map[a], d->len[a]);
     free(d);
+}
+
+const float *trace_stored_att(trace *t, uint32_t layer, uint32_t pos, uint32_t h)
+{
+    if (t->synthetic || !t->impl || t->src->att_row != dir_att_row)
+        return NULL;
+    dir_src *d = t->impl;
+    if (!d->data[TRACE_ATT])
+        return NULL;
+    const trace_shape *s = &t->s;
+    return d->data[TRACE_ATT] + (((size_t)layer * s->n_tokens + pos) * s->n_heads + h) *
+                                    s->n_tokens;
 }
 
 static const trace_source dir_source = {dir_seek, dir_kv, dir_kv1, dir_att_row, dir_ffn,
@@ -679,6 +755,11 @@ uint64_t trace_seed(const trace *t) { return t->synthetic ? t->seed : 0; }
 const trace_synth *trace_synth_params(const trace *t) { return t->synthetic ? &t->synth : NULL; }
 const char *trace_model_name(const trace *t) { return t->model; }
 const int32_t *trace_tokens(const trace *t) { return t->tokens; }
+const char *trace_rope_layout(const trace *t) { return t->rope_half ? "half" : "interleaved"; }
+const char *trace_source_name(const trace *t)
+{
+    return t->synthetic ? "synth" : t->source[0] ? t->source : "unknown";
+}
 uint32_t trace_pos(const trace *t) { return t->pos; }
 
 int trace_seek(trace *t, uint32_t pos, errbuf *e)
@@ -921,6 +1002,32 @@ static int record_setup(const char *model, const char *text_path, uint32_t max_t
         free(*ids);
         *ids = NULL;
     }
+    return rc;
+}
+
+int trace_count_tokens(const model_cfg *cfg, const char *text_path, uint32_t max_tokens,
+                       uint32_t *n, errbuf *e)
+{
+    char tpath[1024];
+    *n = 0;
+    if (!cfg->tokenizer[0])
+        return err_set(e, MS_ERR_INPUT, "model '%s' has no tokenizer to record from", cfg->name);
+    if (model_file_path(cfg->tokenizer, tpath, sizeof tpath))
+        return err_set(e, MS_ERR_INPUT, "model '%s': tokenizer path too long", cfg->name);
+    char *text = NULL;
+    llama_tok *tok = NULL;
+    int *ids = NULL, n_ids = 0;
+    int rc = read_text(text_path, &text, e);
+    if (rc == MS_OK)
+        rc = llama_tok_load(tpath, cfg->vocab, &tok, e);
+    uint32_t cap = max_tokens < cfg->max_ctx ? max_tokens : cfg->max_ctx;
+    if (rc == MS_OK)
+        rc = tokenize_prefix(tok, text, cap, &ids, &n_ids, e);
+    llama_tok_free(tok);
+    free(text);
+    free(ids);
+    if (rc == MS_OK)
+        *n = (uint32_t)n_ids;
     return rc;
 }
 

@@ -27,6 +27,8 @@
 
 #define TRACE_FORMAT_NAME "mpcsim-trace"
 #define TRACE_FORMAT_VERSION 1
+/* The largest head_dim a rotate-half trace may have (its channels are reordered on read). */
+#define TRACE_MAX_HEAD_DIM 1024
 
 typedef struct trace trace;
 
@@ -82,6 +84,8 @@ int trace_synth_check(const trace_synth *p, errbuf *e);
 /* YAML "key: value" lines (what `trace fit -o` writes and `trace synth --params` reads). */
 int trace_synth_write_yaml(const trace_synth *p, FILE *f);
 int trace_synth_read_yaml(trace_synth *p, const char *path, errbuf *e);
+/* The parameters' keys, ranges and defaults (for `mpcsim list keys`). */
+const struct ys_schema *trace_synth_schema(void);
 
 /* ---- opening ------------------------------------------------------------------------- */
 
@@ -105,6 +109,9 @@ uint64_t trace_seed(const trace *t);                 /* 0 for recorded traces */
 const trace_synth *trace_synth_params(const trace *t); /* NULL for recorded traces */
 const char *trace_model_name(const trace *t);
 const int32_t *trace_tokens(const trace *t);         /* T ids, or NULL (synthetic) */
+/* The q/k channel order as stored ("interleaved" or "half"); reads always return interleaved. */
+const char *trace_rope_layout(const trace *t);
+const char *trace_source_name(const trace *t);       /* the manifest's source, or "synth" */
 
 /* ---- streaming access (current position) ---------------------------------------------
  * trace_seek makes pos current. Moving forward by one is the cheap path; a synthetic trace
@@ -134,8 +141,36 @@ int trace_attend(trace *t, uint32_t layer, uint32_t head, const float *q, const 
  * the trace has none. Valid until the next trace_wo call. */
 const float *trace_wo(trace *t, uint32_t layer, uint32_t *rows, uint32_t *cols);
 
+/* ---- verification (sim/trace/verify.c) --------------------------------------------------- */
+
+typedef struct trace_check {
+    uint64_t values;      /* floats checked for finiteness */
+    uint64_t att_rows;    /* stored attention rows compared with softmax(q·k/√d) */
+    double att_err;       /* largest |stored − recomputed| over those rows */
+    uint32_t model_pos;   /* positions compared with the model's own forward pass (0: none) */
+    double model_err;     /* largest relative difference to the model: |a − b| / max(1, |b|∞) */
+    char model_note[160]; /* why the model was not compared, when it was not */
+} trace_check;
+
+/* Checks a trace for consistency: token ids within the vocabulary, every value finite, every
+ * stored attention row equal to softmax(q·k/√d) within tol (rows sum to 1, zeros above the
+ * diagonal) and, when the trace's model has weights here (stories260K), q, k, v, ffn and
+ * logits equal the model's own forward pass over the trace's tokens within tol (relative to
+ * each row's largest magnitude). Returns MS_ERR_FORMAT with the first mismatch named. */
+int trace_verify(trace *t, const char *dir, double tol, trace_check *out, errbuf *e);
+
+/* For a run that combines a trace with a model's live metrics: the model's own q and k at
+ * (layer, pos) against the trace's; MS_ERR_INPUT naming the first mismatch (beyond tol,
+ * relative) with a hint about the channel order. */
+int trace_agrees_with_model(trace *t, const char *model_name, uint32_t layer, uint32_t pos,
+                            const float *q, const float *k, double tol, errbuf *e);
+
 /* ---- recording / writing ------------------------------------------------------------ */
 
+/* The positions trace_record would record from text_path for model cfg (BOS included, at most
+ * max_tokens and the model's context), without running the model. */
+int trace_count_tokens(const model_cfg *cfg, const char *text_path, uint32_t max_tokens,
+                       uint32_t *n, errbuf *e);
 /* Records model (name or YAML path, must have weights + tokenizer) over the text in
  * text_path, at most max_tokens tokens (BOS included), into directory out_dir. */
 int trace_record(const char *model, const char *text_path, uint32_t max_tokens,

@@ -35,10 +35,15 @@ struct trace {
     const trace_source *src;
     void *impl;
     int synthetic;
+    int rope_half;          /* stored q/k are in rotate-half order: converted on every read */
+    char source[32];        /* the manifest's source: record, synth, pytorch, … */
     uint64_t seed;
     trace_synth synth;
 };
 
+/* A stored attention row of T floats (the whole row, zeros above the diagonal included), or
+ * NULL when the source stores none. */
+const float *trace_stored_att(trace *t, uint32_t layer, uint32_t pos, uint32_t h);
 /* Allocates the common buffers for t->s; 0 on success. */
 int trace_alloc_common(trace *t);
 /* Opens the synthetic source into t (synth.c). */

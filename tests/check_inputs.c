@@ -1,0 +1,268 @@
+/* check_inputs.c — every input file but scenarios and models (check_scn.c) read through the
+ * schema layer: machine profiles, synthetic-trace parameters, trace manifests and serving
+ * scenarios. One table row per kind of mistake, each reported at its file:line:col. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "models/model.h"
+#include "protocols/base/yschema.h"
+#include "sim/engine/machine.h"
+#include "sim/trace/trace.h"
+#include "testdir.h"
+
+static testdir td = {.prefix = "check_inputs"};
+
+static void suite_setup(void) { testdir_suite_setup(&td); }
+static void suite_teardown(void) { testdir_suite_teardown(&td); }
+static void setup(void) { testdir_setup(&td); }
+static void teardown(void) { testdir_teardown(&td); }
+static const char *tpath(const char *name) { return testdir_path(&td, name); }
+
+static const char *write_file(const char *name, const char *text)
+{
+    const char *p = tpath(name);
+    FILE *f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+    return p;
+}
+
+typedef struct bad_case {
+    const char *text;
+    const char *where; /* ":L:C: error: " after the file's path */
+    const char *gist, *gist2;
+} bad_case;
+
+/* The message starts with path + where and holds both gists. */
+static void check_msg(const char *path, const bad_case *c, const char *msg, int i)
+{
+    char want[700];
+    snprintf(want, sizeof want, "%s%s", path, c->where);
+    ck_assert_msg(!strncmp(msg, want, strlen(want)), "case %d: '%s' does not start with '%s'", i,
+                  msg, want);
+    ck_assert_msg(strstr(msg, c->gist), "case %d: '%s' lacks '%s'", i, msg, c->gist);
+    ck_assert_msg(!c->gist2 || strstr(msg, c->gist2), "case %d: '%s' lacks '%s'", i, msg,
+                  c->gist2);
+}
+
+/* ---- machine profiles ------------------------------------------------------------------ */
+
+#define M_HEAD "format: mpcsim-machine 1\nname: box\n"                     /* lines 1-2 */
+#define M_RATES "mac_per_s: 1e9\nelem_per_s: 5e8\nprg_bytes_per_s: 2e9\n" /* lines 3-5 */
+
+static const bad_case machine_bad[] = {
+    {M_HEAD M_RATES "mac_per_sec: 1e9\n", ":6:1: error: ",
+     "unknown key 'mac_per_sec' in 'machine profile' (did you mean 'mac_per_s'?)", NULL},
+    {M_HEAD M_RATES "threads: 2\nthreads: 4\n", ":7:1: error: ", "duplicate key 'threads'",
+     "first defined at line 6:1"},
+    {"name: box\n" M_RATES, ":1:1: error: ", "missing required key 'format'",
+     "mpcsim calibrate -o FILE"},
+    {"format: mpcsim-machine 9\n" M_RATES, ":1:9: error: ",
+     "unsupported format 'mpcsim-machine 9' (this mpcsim reads 'mpcsim-machine 1')",
+     "mpcsim calibrate -o FILE"},
+    {M_HEAD "mac_per_s: -1\nelem_per_s: 5e8\nprg_bytes_per_s: 2e9\n", ":3:12: error: ",
+     "'mac_per_s' = -1 is out of range", NULL},
+    {M_HEAD "mac_per_s: fast\nelem_per_s: 5e8\nprg_bytes_per_s: 2e9\n", ":3:12: error: ",
+     "'mac_per_s' must be a number, not 'fast'", NULL},
+    {M_HEAD M_RATES "threads: 0\n", ":6:10: error: ", "'threads' = 0 is out of range",
+     "between 1 and 4096"},
+    {M_HEAD "mac_per_s: 1e9\nelem_per_s: 5e8\n", ":1:1: error: ",
+     "missing required key 'prg_bytes_per_s'", "mpcsim calibrate"},
+    {M_HEAD M_RATES "name: other\n", ":6:1: error: ", "duplicate key 'name'", NULL},
+    {"- 1\n- 2\n", ":1:1: error: ", "a machine profile is a mapping of keys, not a list", NULL},
+    {M_HEAD M_RATES "threads: [1, 2]\n", ":6:10: error: ", "'threads' must be an integer", NULL},
+};
+
+START_TEST(test_machine_bad)
+{
+    const char *path = write_file("m.yaml", machine_bad[_i].text);
+    machine_profile m;
+    errbuf e = {{0}};
+    ck_assert_int_eq(machine_load(path, &m, &e), MS_ERR_INPUT);
+    check_msg(path, &machine_bad[_i], e.msg, _i);
+}
+END_TEST
+
+START_TEST(test_machine_ok)
+{
+    const char *path = write_file("m.yaml", M_HEAD M_RATES "cpu: \"x86 box\"\n"
+                                                           "measured: {when: today}\n");
+    machine_profile m;
+    errbuf e;
+    ck_assert_msg(machine_load(path, &m, &e) == MS_OK, "%s", e.msg);
+    ck_assert_str_eq(m.name, "box");
+    ck_assert_int_eq(m.threads, 1);
+    ck_assert_double_eq(m.rate[WK_MAC], 1e9);
+    ck_assert_double_eq(m.rate[WK_ELEM], 5e8);
+    ck_assert_double_eq(m.rate[WK_PRG], 2e9);
+    /* what machine_write writes reads back the same */
+    m.threads = 3;
+    const char *out = tpath("w.yaml");
+    ck_assert_int_eq(machine_write(&m, out, &e), MS_OK);
+    machine_profile back;
+    ck_assert_msg(machine_load(out, &back, &e) == MS_OK, "%s", e.msg);
+    ck_assert_int_eq(back.threads, 3);
+    ck_assert_str_eq(back.name, "box");
+}
+END_TEST
+
+/* ---- synthetic-trace parameter files (trace fit -o, trace synth --params) --------------- */
+
+static const bad_case synth_bad[] = {
+    {"sink: 2\nwindw: 3\n", ":2:1: error: ",
+     "unknown key 'windw' in 'synthetic trace parameters' (did you mean 'window'?)", NULL},
+    {"sink: 2\nsink: 3\n", ":2:1: error: ", "duplicate key 'sink'", NULL},
+    {"drift: 1.5\n", ":1:8: error: ", "'drift' = 1.5 is out of range", "between 0 and 1"},
+    {"n_sinks: 2.5\n", ":1:10: error: ", "'n_sinks' must be an integer, not '2.5'", NULL},
+    {"window: [1, 2]\n", ":1:9: error: ", "'window' must be a number, not a list", NULL},
+    {"- sink\n", ":1:1: error: ", "is a mapping of keys, not a list", NULL},
+    {"noise: loud\n", ":1:8: error: ", "'noise' must be a number, not 'loud'", NULL},
+};
+
+START_TEST(test_synth_bad)
+{
+    const char *path = write_file("p.yaml", synth_bad[_i].text);
+    trace_synth p, before;
+    trace_synth_defaults(&p);
+    before = p;
+    errbuf e = {{0}};
+    ck_assert_int_eq(trace_synth_read_yaml(&p, path, &e), MS_ERR_INPUT);
+    check_msg(path, &synth_bad[_i], e.msg, _i);
+    ck_assert_int_eq(memcmp(&p, &before, sizeof p), 0); /* nothing half-set */
+}
+END_TEST
+
+/* ---- serving scenarios (`mpcsim serve`, driven as a user would) ------------------------- */
+
+#define SV_HEAD "name: t\nmodel: gpt2\nprotocol: semi2k\nnetwork: lan\n" /* lines 1-4 */
+
+static const bad_case serve_bad[] = {
+    {SV_HEAD "modle: gpt2\n", ":5:1: error: ",
+     "unknown key 'modle' in 'serving scenario' (did you mean 'model'?)", NULL},
+    {SV_HEAD "workload:\n  requests: 4\n  requests: 5\n", ":7:3: error: ",
+     "duplicate key 'requests'", NULL},
+    {SV_HEAD "workload:\n  requests: 0\n", ":6:13: error: ", "'requests' = 0 is out of range",
+     NULL},
+    {SV_HEAD "workload:\n  rate: []\n", ":6:9: error: ", "'rate' needs 1 to 32 values", NULL},
+    {SV_HEAD "workload:\n  turn: [8, 4]\n", ":6:9: error: ", "'turn': max is below min", NULL},
+    {SV_HEAD "workload:\n  reqests: 4\n", ":6:3: error: ",
+     "unknown key 'reqests' in 'workload' (did you mean 'requests'?)", NULL},
+    {SV_HEAD "workload: 5\n", ":5:11: error: ", "a workload is a mapping of keys, not a scalar",
+     NULL},
+    {SV_HEAD "sharing:\n  policies: [none, prefx]\n", ":6:20: error: ",
+     "unknown sharing policy 'prefx' (did you mean 'prefix'?)", NULL},
+    {SV_HEAD "server:\n  scheduler: lmp\n", ":6:14: error: ",
+     "unknown scheduler 'lmp' (did you mean 'lpm'?)", NULL},
+    {SV_HEAD "attack:\n  enabled: maybe\n", ":6:12: error: ", "'enabled' must be true or false",
+     NULL},
+    {SV_HEAD "attack:\n  background_load: 2\n", ":6:20: error: ",
+     "'background_load' = 2 is out of range", "between 0 and 0.95"},
+    {SV_HEAD "sharing:\n  position: rotate\n", ":6:13: error: ",
+     "unknown position treatment 'rotate' (did you mean 'rerotate'?)", NULL},
+};
+
+START_TEST(test_serve_bad)
+{
+    const char *bin = getenv("MPCSIM_BIN");
+    ck_assert_msg(bin && access(bin, X_OK) == 0, "MPCSIM_BIN is not set to the binary");
+    const char *path = write_file("s.yaml", serve_bad[_i].text);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' serve s.yaml -o out.db -q 2> err.txt", td.dir,
+             bin);
+    int st = system(cmd);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2, "case %d: status %d", _i, st);
+    FILE *f = fopen(tpath("err.txt"), "r");
+    ck_assert_ptr_nonnull(f);
+    char msg[2048];
+    size_t n = fread(msg, 1, sizeof msg - 1, f);
+    msg[n] = '\0';
+    fclose(f);
+    (void)path;
+    bad_case c = serve_bad[_i];
+    check_msg("s.yaml", &c, msg, _i);
+    ck_assert_msg(access(tpath("out.db"), F_OK) != 0, "case %d: a database was written", _i);
+}
+END_TEST
+
+/* ---- the docs' key tables agree with the readers' schemas --------------------------------- */
+
+static char *read_doc(const char *rel)
+{
+    const char *data = getenv("MPCSIM_DATA");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", data ? data : ".", rel);
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    static char buf[1 << 17];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* TRACE_FORMAT.md's parameter table: the same keys in the same order with the same defaults. */
+START_TEST(test_docs_synth_table)
+{
+    const char *doc = read_doc("sim/trace/TRACE_FORMAT.md");
+    const ys_schema *sc = trace_synth_schema();
+    const char *at = strstr(doc, "| key | default | meaning |");
+    ck_assert_ptr_nonnull(at);
+    at = strchr(strchr(at, '\n') + 1, '\n') + 1; /* past the header and the rule */
+    for (size_t i = 0; i < sc->n; i++, at = strchr(at, '\n') + 1) {
+        char key[64], def[64];
+        ck_assert_msg(sscanf(at, "| %63s | %63s |", key, def) == 2, "row %zu: %.60s", i, at);
+        ck_assert_str_eq(key, sc->field[i].key);
+        double a, b;
+        ck_assert(!parse_double(def, &a) && !parse_double(sc->field[i].def, &b));
+        ck_assert_msg(a == b, "%s: the doc says %s, the reader %s", key, def, sc->field[i].def);
+    }
+    ck_assert_msg(strncmp(at, "| ", 2), "the doc lists more parameters than the reader: %.60s", at);
+}
+END_TEST
+
+/* models/README.md's table names every key of the model schema, and no other. */
+START_TEST(test_docs_model_table)
+{
+    const char *doc = read_doc("models/README.md");
+    const ys_schema *sc = model_schema();
+    for (size_t i = 0; i < sc->n; i++) {
+        char cell[80];
+        snprintf(cell, sizeof cell, "`%s`", sc->field[i].key);
+        ck_assert_msg(strstr(doc, cell), "models/README.md does not document '%s'",
+                      sc->field[i].key);
+    }
+    const char *t = strstr(doc, "| key | type | required | meaning |");
+    ck_assert_ptr_nonnull(t);
+    for (t = strchr(strchr(t, '\n') + 1, '\n') + 1; !strncmp(t, "| `", 3);
+         t = strchr(t, '\n') + 1) {
+        char key[64];
+        ck_assert_int_eq(sscanf(t + 3, "%63[^`]", key), 1);
+        ck_assert_msg(ys_find(sc, key), "models/README.md documents '%s', which no reader takes",
+                      key);
+    }
+}
+END_TEST
+
+Suite *inputs_suite(void)
+{
+    Suite *s = suite_create("inputs");
+    TCase *t = tcase_create("files");
+    tcase_add_unchecked_fixture(t, suite_setup, suite_teardown);
+    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_add_loop_test(t, test_machine_bad, 0, (int)(sizeof machine_bad / sizeof *machine_bad));
+    tcase_add_test(t, test_machine_ok);
+    tcase_add_loop_test(t, test_synth_bad, 0, (int)(sizeof synth_bad / sizeof *synth_bad));
+    tcase_add_loop_test(t, test_serve_bad, 0, (int)(sizeof serve_bad / sizeof *serve_bad));
+    suite_add_tcase(s, t);
+    t = tcase_create("docs");
+    tcase_add_test(t, test_docs_synth_table);
+    tcase_add_test(t, test_docs_model_table);
+    suite_add_tcase(s, t);
+    return s;
+}

@@ -1,0 +1,423 @@
+/* check_trace_import.c — traces dumped from PyTorch (scripts/dump_trace.py) against mpcsim's
+ * own recordings: every array equal within 1e-4, the same replay metrics, the q/k channel
+ * order recorded and converted, and traces whose q/k do not belong to the model refused.
+ *
+ * Needs /usr/bin/python3 with torch and numpy (scripts/install-deps.sh installs
+ * python3-torch). Without torch the tests print why they were skipped, except under CI, where
+ * a missing torch is a failure: the import path must be tested there. */
+#include <check.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "sim/trace/trace.h"
+#include "testdir.h"
+
+static testdir td = {.prefix = "check_trace_import"};
+static void suite_up(void) { testdir_suite_setup(&td); }
+static void suite_down(void) { testdir_suite_teardown(&td); }
+static void up(void) { testdir_setup(&td); }
+static void down(void) { testdir_teardown(&td); }
+
+static const char *data(void)
+{
+    const char *d = getenv("MPCSIM_DATA");
+    return d && *d ? d : ".";
+}
+
+static const char *bin(void)
+{
+    const char *b = getenv("MPCSIM_BIN");
+    ck_assert_msg(b && *b, "MPCSIM_BIN is not set: run the suites through `make check`");
+    return b;
+}
+
+/* Runs cmd through the shell; its exit status, stdout+stderr into out. */
+static int sh(const char *cmd, char *out, size_t cap)
+{
+    char full[4096];
+    snprintf(full, sizeof full, "%s 2>&1", cmd);
+    FILE *p = popen(full, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t n = 0, got;
+    char buf[4096];
+    while ((got = fread(buf, 1, sizeof buf, p)) > 0)
+        for (size_t i = 0; i < got && out; i++)
+            if (n + 1 < cap)
+                out[n++] = buf[i];
+    if (out)
+        out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* 1 when torch can be imported; otherwise prints why the test is skipped (and fails in CI). */
+static int have_torch(const char *test)
+{
+    char out[2048];
+    if (sh("/usr/bin/python3 -c 'import torch, numpy'", out, sizeof out) == 0)
+        return 1;
+    const char *ci = getenv("CI");
+    ck_assert_msg(!(ci && *ci && strcmp(ci, "false")),
+                  "%s: python3-torch is missing under CI (scripts/install-deps.sh installs "
+                  "it): %s", test, out);
+    fprintf(stderr, "%s: SKIPPED: /usr/bin/python3 cannot import torch (%s); install "
+            "python3-torch (scripts/install-deps.sh) to test the PyTorch import\n", test, out);
+    return 0;
+}
+
+static void record(const char *dir, int tokens)
+{
+    char cmd[2048], out[4096];
+    snprintf(cmd, sizeof cmd, "%s trace record --text %s/tests/data/tinystories_sample.txt "
+             "--max-tokens %d -o %s", bin(), data(), tokens, dir);
+    ck_assert_msg(sh(cmd, out, sizeof out) == 0, "%s", out);
+}
+
+static void dump_llama2c(const char *checkpoint, const char *dir, int tokens)
+{
+    char cmd[2048], out[8192];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/dump_trace.py llama2c --checkpoint "
+             "%s --tokenizer %s/models/stories260K/tok512.bin --name stories260K --text "
+             "%s/tests/data/tinystories_sample.txt --max-tokens %d -o %s", data(), checkpoint,
+             data(), data(), tokens, dir);
+    ck_assert_msg(sh(cmd, out, sizeof out) == 0, "%s", out);
+}
+
+/* Largest |a − b| of every array, through the reader (so a rotate-half trace compares after
+ * its conversion); *tok_equal says whether the token ids are identical. */
+static void compare(const char *da, const char *db, double worst[TRACE_N_ARRAYS], int *tok_equal)
+{
+    errbuf e = {{0}};
+    trace *a = NULL, *b = NULL;
+    ck_assert_msg(trace_open(da, &a, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(trace_open(db, &b, &e) == MS_OK, "%s", e.msg);
+    const trace_shape *s = trace_get_shape(a), *t = trace_get_shape(b);
+    ck_assert(!memcmp(s, t, sizeof *s));
+    for (int i = 0; i < TRACE_N_ARRAYS; i++) {
+        ck_assert_int_eq(trace_has(a, (trace_array)i), trace_has(b, (trace_array)i));
+        worst[i] = 0;
+    }
+    *tok_equal = !memcmp(trace_tokens(a), trace_tokens(b), s->n_tokens * sizeof(int32_t));
+    size_t kn = (size_t)s->n_kv_heads * s->head_dim, qn = (size_t)s->n_heads * s->head_dim;
+    float *k[2] = {malloc(kn * 4), malloc(kn * 4)}, *v[2] = {malloc(kn * 4), malloc(kn * 4)};
+#define MAXD(arr, x, y, n)                                                                    \
+    for (size_t i_ = 0; i_ < (n); i_++)                                                       \
+        worst[arr] = fmax(worst[arr], fabs((double)(x)[i_] - (y)[i_]))
+    for (uint32_t p = 0; p < s->n_tokens; p++) {
+        ck_assert_int_eq(trace_seek(a, p, &e), MS_OK);
+        ck_assert_int_eq(trace_seek(b, p, &e), MS_OK);
+        for (uint32_t l = 0; l < s->n_layers; l++) {
+            MAXD(TRACE_Q, trace_q(a, l), trace_q(b, l), qn);
+            trace_kv(a, l, p, k[0], v[0]);
+            trace_kv(b, l, p, k[1], v[1]);
+            MAXD(TRACE_K, k[0], k[1], kn);
+            MAXD(TRACE_V, v[0], v[1], kn);
+            MAXD(TRACE_ATT, trace_att(a, l), trace_att(b, l), (size_t)s->n_heads * (p + 1));
+            MAXD(TRACE_FFN, trace_ffn(a, l), trace_ffn(b, l), s->ffn_dim);
+            if (p == 0) {
+                uint32_t r, c;
+                MAXD(TRACE_WO, trace_wo(a, l, &r, &c), trace_wo(b, l, NULL, NULL),
+                     (size_t)r * c);
+            }
+        }
+        MAXD(TRACE_LOGITS, trace_logits(a), trace_logits(b), s->vocab);
+    }
+#undef MAXD
+    for (int i = 0; i < 2; i++) {
+        free(k[i]);
+        free(v[i]);
+    }
+    trace_close(a);
+    trace_close(b);
+}
+
+/* ---- every array of the torch dump equals `trace record` ------------------------------- */
+
+START_TEST(llama2c_matches_record)
+{
+    if (!have_torch("llama2c_matches_record"))
+        return;
+    const char *rec = testdir_path(&td, "rec"), *pt = testdir_path(&td, "pt");
+    record(rec, 64);
+    char ckpt[1024];
+    snprintf(ckpt, sizeof ckpt, "%s/models/stories260K/stories260K.bin", data());
+    dump_llama2c(ckpt, pt, 64);
+    double w[TRACE_N_ARRAYS];
+    int same_tokens;
+    compare(rec, pt, w, &same_tokens);
+    ck_assert_msg(same_tokens, "the torch front end tokenized differently");
+    for (int i = 0; i < TRACE_N_ARRAYS; i++) {
+        if (i == TRACE_TOKENS)
+            continue; /* compared for equality above */
+        fprintf(stderr, "llama2c_matches_record: %-6s max |torch − record| = %.3g\n",
+                trace_array_name((trace_array)i), w[i]);
+        ck_assert_msg(w[i] <= 1e-4, "%s differs by %g", trace_array_name((trace_array)i), w[i]);
+    }
+    /* the dumped trace passes --verify, including the model check */
+    char cmd[1200], out[8192];
+    snprintf(cmd, sizeof cmd, "%s trace info --verify %s", bin(), pt);
+    ck_assert_msg(sh(cmd, out, sizeof out) == 0, "%s", out);
+    ck_assert_msg(strstr(out, "stories260K's forward pass at 64 positions"), "%s", out);
+    ck_assert_msg(strstr(out, "q/k order:  interleaved"), "%s", out);
+}
+END_TEST
+
+/* export.py's version-1 layout (header "ak42", version 1, norms first) reads the same. */
+START_TEST(llama2c_version1_checkpoint)
+{
+    if (!have_torch("llama2c_version1_checkpoint"))
+        return;
+    const char *v1 = testdir_path(&td, "v1.bin"), *a = testdir_path(&td, "a"),
+               *b = testdir_path(&td, "b");
+    char cmd[3072], out[8192];
+    snprintf(cmd, sizeof cmd,
+             "cd %s/scripts && /usr/bin/python3 -c \"import struct, dump_trace as d\n"
+             "c, t = d.read_llama2c('%s/models/stories260K/stories260K.bin')\n"
+             "f = open('%s', 'wb')\n"
+             "f.write(struct.pack('<Ii7iB', 0x616B3432, 1, c['dim'], c['hidden'], c['n_layers'],"
+             " c['n_heads'], c['n_kv_heads'], c['vocab'], c['seq_len'], 1))\n"
+             "f.write(bytes(256 - f.tell()))\n"
+             "[f.write(t[n].astype('<f4').tobytes()) for n in ('rms_att', 'rms_ffn', "
+             "'rms_final', 'tok', 'wq', 'wk', 'wv', 'wo', 'w1', 'w2', 'w3')]\"",
+             data(), data(), v1);
+    ck_assert_msg(sh(cmd, out, sizeof out) == 0, "%s", out);
+    char ckpt[1024];
+    snprintf(ckpt, sizeof ckpt, "%s/models/stories260K/stories260K.bin", data());
+    dump_llama2c(ckpt, a, 24);
+    dump_llama2c(v1, b, 24);
+    double w[TRACE_N_ARRAYS];
+    int same;
+    compare(a, b, w, &same);
+    ck_assert(same);
+    for (int i = 0; i < TRACE_N_ARRAYS; i++)
+        ck_assert_msg(w[i] == 0, "%s differs by %g", trace_array_name((trace_array)i), w[i]);
+}
+END_TEST
+
+/* ---- replays of the two traces give the same metrics ------------------------------------ */
+
+static void run_scenario(const char *yaml_path, const char *db)
+{
+    char cmd[2048], out[8192];
+    snprintf(cmd, sizeof cmd, "%s run %s -o %s", bin(), yaml_path, db);
+    ck_assert_msg(sh(cmd, out, sizeof out) == 0, "%s", out);
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* Metric values of the run whose config names trace dir `path` and policy `pol`. */
+static int metrics_of(sqlite3 *db, const char *path, const char *pol, char names[][64],
+                      double *vals, int cap)
+{
+    sqlite3_stmt *st;
+    const char *q = "SELECT m.name, m.value FROM metrics m JOIN runs r ON r.id = m.run_id "
+                    "WHERE r.policy = ?1 AND instr(r.config_yaml, ?2) > 0 ORDER BY m.name";
+    ck_assert_int_eq(sqlite3_prepare_v2(db, q, -1, &st, NULL), SQLITE_OK);
+    sqlite3_bind_text(st, 1, pol, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
+    int n = 0;
+    while (sqlite3_step(st) == SQLITE_ROW && n < cap) {
+        snprintf(names[n], 64, "%s", (const char *)sqlite3_column_text(st, 0));
+        vals[n++] = sqlite3_column_double(st, 1);
+    }
+    sqlite3_finalize(st);
+    return n;
+}
+
+/* Runs full, h2o and quest over each trace dir in one scenario; every accuracy metric of the
+ * second trace equals the first's within tol. */
+static void same_metrics(const char *ta, const char *tb, double tol)
+{
+    char yaml[4096];
+    const char *y = testdir_path(&td, "s.yaml"), *dbp = testdir_path(&td, "r.db");
+    snprintf(yaml, sizeof yaml,
+             "format: 1\nname: import\nmodel: stories260K\nprotocol: semi2k\nnetwork: lan\n"
+             "workload: {prompt_len: 32, decode_len: 31}\n"
+             "trace: {source: npy, path: ['%s', '%s']}\n"
+             "policies:\n  - full\n  - {name: h2o, heavy: 8, recent: 8}\n"
+             "  - {name: quest, page: 4, budget: 12, skip_layers: 1}\n", ta, tb);
+    write_text(y, yaml);
+    run_scenario(y, dbp);
+    sqlite3 *db;
+    ck_assert_int_eq(sqlite3_open(dbp, &db), SQLITE_OK);
+    static const char *const pols[] = {"full", "h2o", "quest"};
+    for (int p = 0; p < 3; p++) {
+        char na[64][64], nb[64][64];
+        double va[64], vb[64];
+        int n = metrics_of(db, ta, pols[p], na, va, 64), m = metrics_of(db, tb, pols[p], nb, vb, 64);
+        ck_assert_msg(n > 0 && n == m, "%s: %d vs %d metrics", pols[p], n, m);
+        int accuracy = 0;
+        for (int i = 0; i < n; i++) {
+            ck_assert_str_eq(na[i], nb[i]);
+            accuracy += !strcmp(na[i], "logit_kl") || !strcmp(na[i], "ppl_policy");
+            ck_assert_msg(fabs(va[i] - vb[i]) <= tol * fmax(1.0, fabs(va[i])),
+                          "%s %s: %.9g vs %.9g", pols[p], na[i], va[i], vb[i]);
+        }
+        ck_assert_msg(accuracy == 2, "%s: the model's live metrics are missing", pols[p]);
+    }
+    sqlite3_close(db);
+}
+
+START_TEST(llama2c_replays_like_record)
+{
+    if (!have_torch("llama2c_replays_like_record"))
+        return;
+    char rec[512], pt[512], ckpt[1024];
+    snprintf(rec, sizeof rec, "%s", testdir_path(&td, "rec"));
+    snprintf(pt, sizeof pt, "%s", testdir_path(&td, "pt"));
+    record(rec, 63);
+    snprintf(ckpt, sizeof ckpt, "%s/models/stories260K/stories260K.bin", data());
+    dump_llama2c(ckpt, pt, 64); /* one token longer: the run scores the same positions */
+    same_metrics(rec, pt, 1e-4);
+}
+END_TEST
+
+/* ---- the channel order ----------------------------------------------------------------- */
+
+/* Rewrites q and k of trace `dir` into rotate-half order; sets the manifest's rope_layout. */
+static void to_half(const char *dir, const char *manifest_says)
+{
+    char cmd[2048], out[4096];
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as n\n"
+             "for a in 'qk':\n"
+             "    p = '%s/' + a + '.npy'; x = n.load(p)\n"
+             "    n.save(p, n.concatenate([x[..., 0::2], x[..., 1::2]], -1).astype('<f4'))\n"
+             "m = open('%s/manifest.yaml').read().replace('rope_layout: interleaved', "
+             "'rope_layout: %s')\n"
+             "open('%s/manifest.yaml', 'w').write(m)\"", dir, dir, manifest_says, dir);
+    ck_assert_msg(sh(cmd, out, sizeof out) == 0, "%s", out);
+}
+
+START_TEST(half_layout_converted_and_wrong_layout_refused)
+{
+    char rec[512], half[512], wrong[512], cmd[4096], out[8192];
+    snprintf(rec, sizeof rec, "%s", testdir_path(&td, "rec"));
+    snprintf(half, sizeof half, "%s", testdir_path(&td, "half"));
+    snprintf(wrong, sizeof wrong, "%s", testdir_path(&td, "wrong"));
+    record(rec, 63);
+    snprintf(cmd, sizeof cmd, "cp -r %s %s && cp -r %s %s", rec, half, rec, wrong);
+    ck_assert_int_eq(sh(cmd, out, sizeof out), 0);
+    to_half(half, "half");
+    to_half(wrong, "interleaved");
+    /* stored in rotate-half order and said so: read back exactly as recorded */
+    double w[TRACE_N_ARRAYS];
+    int same;
+    compare(rec, half, w, &same);
+    for (int i = 0; i < TRACE_N_ARRAYS; i++)
+        ck_assert_msg(w[i] == 0, "%s differs by %g", trace_array_name((trace_array)i), w[i]);
+    snprintf(cmd, sizeof cmd, "%s trace info --verify %s", bin(), half);
+    ck_assert_msg(sh(cmd, out, sizeof out) == 0, "%s", out);
+    ck_assert_msg(strstr(out, "q/k order:  half (converted"), "%s", out);
+    /* stored in rotate-half order but said to be interleaved: attention cannot tell (q·k is
+     * unchanged), the model can */
+    snprintf(cmd, sizeof cmd, "%s trace info --verify %s", bin(), wrong);
+    ck_assert_int_eq(sh(cmd, out, sizeof out), 2);
+    ck_assert_msg(strstr(out, "error: q[layer 0][pos 0]") && strstr(out, "rope_layout"), "%s",
+                  out);
+    /* a run that combines it with the model's live metrics refuses too, and writes no row */
+    char yaml[2048];
+    const char *y = testdir_path(&td, "w.yaml"), *db = testdir_path(&td, "w.db");
+    snprintf(yaml, sizeof yaml,
+             "format: 1\nname: wrong\nmodel: stories260K\nprotocol: semi2k\nnetwork: lan\n"
+             "workload: {prompt_len: 32, decode_len: 31}\ntrace: {source: npy, path: '%s'}\n"
+             "policies: [{name: quest, page: 4, budget: 12}]\n", wrong);
+    write_text(y, yaml);
+    snprintf(cmd, sizeof cmd, "%s run %s -o %s", bin(), y, db);
+    int st = sh(cmd, out, sizeof out);
+    ck_assert_msg(st != 0 && strstr(out, "do not agree with model 'stories260K'"), "%d: %s", st,
+                  out);
+    /* and the half trace replays with the recorded trace's metrics */
+    same_metrics(rec, half, 0);
+}
+END_TEST
+
+START_TEST(manifest_layout_checked)
+{
+    char rec[512], cmd[2048], out[4096];
+    snprintf(rec, sizeof rec, "%s", testdir_path(&td, "rec"));
+    record(rec, 16);
+    /* an unknown value is named with its position */
+    snprintf(cmd, sizeof cmd, "sed -i 's/rope_layout: interleaved/rope_layout: rotated/' "
+             "%s/manifest.yaml && %s trace info %s", rec, bin(), rec);
+    ck_assert_int_eq(sh(cmd, out, sizeof out), 2);
+    ck_assert_msg(strstr(out, "manifest.yaml:") && strstr(out, ": error: rope_layout must be "
+                  "'interleaved' or 'half', got 'rotated'"), "%s", out);
+    /* a Hugging Face dump from before the key existed must say which order it holds */
+    snprintf(cmd, sizeof cmd, "sed -i -e '/rope_layout/d' -e 's/source: record/source: "
+             "pytorch/' %s/manifest.yaml && %s trace info %s", rec, bin(), rec);
+    ck_assert_int_eq(sh(cmd, out, sizeof out), 2);
+    ck_assert_msg(strstr(out, "lacks 'rope_layout'") && strstr(out, "rope_layout: half"), "%s",
+                  out);
+    /* mpcsim's own traces of that age were interleaved */
+    snprintf(cmd, sizeof cmd, "sed -i 's/source: pytorch/source: record/' %s/manifest.yaml && "
+             "%s trace info %s", rec, bin(), rec);
+    ck_assert_msg(sh(cmd, out, sizeof out) == 0 && strstr(out, "q/k order:  interleaved"), "%s",
+                  out);
+}
+END_TEST
+
+/* ---- --verify on internal inconsistencies ---------------------------------------------- */
+
+START_TEST(verify_names_first_mismatch)
+{
+    char rec[512], cmd[2048], out[8192];
+    snprintf(rec, sizeof rec, "%s", testdir_path(&td, "rec"));
+    record(rec, 16);
+    snprintf(cmd, sizeof cmd, "%s trace info --verify %s", bin(), rec);
+    ck_assert_msg(sh(cmd, out, sizeof out) == 0 && strstr(out, "verify:     ok"), "%s", out);
+    /* keys of another rotary embedding: attention no longer matches q·k */
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as n\n"
+             "p = '%s/k.npy'; x = n.load(p); x[2, 5:] = n.roll(x[2, 5:], 1, -1)\n"
+             "n.save(p, x.astype('<f4'))\" && %s trace info --verify %s",
+             rec, bin(), rec);
+    ck_assert_int_eq(sh(cmd, out, sizeof out), 2);
+    ck_assert_msg(strstr(out, "error: att[layer 2][pos 5]") &&
+                      strstr(out, "do not belong together"), "%s", out);
+    /* a NaN */
+    record(rec, 16);
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as n\n"
+             "p = '%s/v.npy'; x = n.load(p); x[1, 3, 0, 2] = n.nan; n.save(p, x)\" && "
+             "%s trace info --verify %s", rec, bin(), rec);
+    ck_assert_int_eq(sh(cmd, out, sizeof out), 2);
+    ck_assert_msg(strstr(out, "error: v[layer 1][pos 3] element 2 is not finite"), "%s", out);
+    /* a token id outside the vocabulary */
+    record(rec, 16);
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as n\n"
+             "p = '%s/tokens.npy'; x = n.load(p); x[4] = 700; n.save(p, x)\" && "
+             "%s trace info --verify %s", rec, bin(), rec);
+    ck_assert_int_eq(sh(cmd, out, sizeof out), 2);
+    ck_assert_msg(strstr(out, "error: tokens[4] is 700, outside the vocabulary of 512"), "%s",
+                  out);
+}
+END_TEST
+
+Suite *trace_import_suite(void)
+{
+    Suite *s = suite_create("trace_import");
+    TCase *tc = tcase_create("torch");
+    tcase_add_unchecked_fixture(tc, suite_up, suite_down);
+    tcase_add_checked_fixture(tc, up, down);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, llama2c_matches_record);
+    tcase_add_test(tc, llama2c_version1_checkpoint);
+    tcase_add_test(tc, llama2c_replays_like_record);
+    tcase_add_test(tc, half_layout_converted_and_wrong_layout_refused);
+    tcase_add_test(tc, manifest_layout_checked);
+    tcase_add_test(tc, verify_names_first_mismatch);
+    suite_add_tcase(s, tc);
+    return s;
+}
