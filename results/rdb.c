@@ -493,9 +493,25 @@ int rdb_run_put(rdb *db, const rdb_run *r, int64_t *id_out, errbuf *e)
     if (rc)
         return rc;
     int64_t id = 0;
-    sqlite3_stmt *s = stmt(db, Q_RUN_DEL_FAILED);
+    /* under the write lock: another process (a concurrent run or resume of the same sweep)
+     * may have stored this run since we checked it; its result stands and ours is dropped */
+    sqlite3_stmt *s = stmt(db, Q_RUN_DONE);
     sqlite3_bind_text(s, 1, r->config_hash, -1, SQLITE_STATIC);
-    if (step_done(db, s))
+    int step = sqlite3_step(s);
+    int have = step == SQLITE_ROW ? sqlite3_column_int(s, 0) : 0;
+    sqlite3_reset(s);
+    if (step != SQLITE_ROW)
+        rc = DB_ERR(db, e, "looking up a run");
+    if (!rc && have) {
+        rc = exec_q(db, Q_COMMIT, e);
+        if (!rc && id_out)
+            *id_out = 0;
+        if (!rc)
+            return MS_OK;
+    }
+    s = stmt(db, Q_RUN_DEL_FAILED);
+    sqlite3_bind_text(s, 1, r->config_hash, -1, SQLITE_STATIC);
+    if (!rc && step_done(db, s))
         rc = DB_ERR(db, e, "replacing a failed run");
     if (!rc)
         rc = put_run_row(db, r, &id, e);

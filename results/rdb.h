@@ -98,7 +98,9 @@ int rdb_scenario_runs(rdb *db, const char *name, int64_t *n, errbuf *e);
 /* 1 if a run with this config hash is stored with status "ok". */
 int rdb_run_done(rdb *db, const char *hash, int *done, errbuf *e);
 /* Stores one run and all its rows in one transaction; a failed run with the same hash is
- * replaced. *id receives the new run id (may be NULL). */
+ * replaced. When a run with the same hash is already stored "ok" (another process stored it
+ * since rdb_run_done said no), nothing is written and *id is 0. *id receives the new run id
+ * (may be NULL). */
 int rdb_run_put(rdb *db, const rdb_run *r, int64_t *id, errbuf *e);
 /* Runs stored (any status). */
 int rdb_count_runs(rdb *db, int64_t *n, errbuf *e);

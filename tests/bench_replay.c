@@ -76,8 +76,9 @@ static int run_one(const bench *b)
     double t2 = now();
     run_result res;
     run_result_init(&res);
+    metric_sink sink = run_result_sink(&res);
     if (!rc)
-        rc = replay_metrics(r, &res, &e);
+        rc = replay_metrics(r, &sink, &e);
     double t3 = now();
     if (rc) {
         fprintf(stderr, "%s: %s\n", b->policy, e.msg);

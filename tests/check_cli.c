@@ -35,6 +35,9 @@ static const char *bin(void)
 
 /* ---- running the CLI ------------------------------------------------------------------- */
 
+/* Names the output files of the next spawns: out<tag>.txt, err<tag>.txt. */
+static const char *spawn_tag = "";
+
 /* Starts `mpcsim args…` (NULL-terminated) in tmpdir, stdout/stderr to out.txt/err.txt. */
 static pid_t spawn_v(va_list ap)
 {
@@ -47,8 +50,10 @@ static pid_t spawn_v(va_list ap)
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
-        if (chdir(tmpdir) || !freopen(tpath("out.txt"), "w", stdout) ||
-            !freopen(tpath("err.txt"), "w", stderr))
+        char o[32], er[32];
+        snprintf(o, sizeof o, "out%s.txt", spawn_tag);
+        snprintf(er, sizeof er, "err%s.txt", spawn_tag);
+        if (chdir(tmpdir) || !freopen(tpath(o), "w", stdout) || !freopen(tpath(er), "w", stderr))
             _exit(126);
         execv(argv[0], argv);
         _exit(127);
@@ -577,6 +582,35 @@ START_TEST(test_shards_share_db)
 }
 END_TEST
 
+/* Two resumes of the whole sweep at once on one database: each skips what the other stored
+ * meanwhile, without an error, and the database holds every run once. */
+START_TEST(test_concurrent_resumes)
+{
+    write_sweep("r.yaml", "race", 3, 0); /* 12 runs */
+    for (int round = 0; round < 2; round++) {
+        const char *db = round ? "r2.db" : "r1.db";
+        spawn_tag = "a";
+        pid_t a = SPAWN("run", "r.yaml", "-o", db, "--resume");
+        spawn_tag = "b";
+        pid_t b = SPAWN("run", "r.yaml", "-o", db, "--resume", "-j", "2");
+        spawn_tag = "";
+        int sa, sb;
+        ck_assert_int_eq(waitpid(a, &sa, 0), a);
+        ck_assert_int_eq(waitpid(b, &sb, 0), b);
+        char *ea = slurp(tpath("erra.txt")), *eb = slurp(tpath("errb.txt"));
+        ck_assert_msg(WIFEXITED(sa) && WEXITSTATUS(sa) == 0, "a: %d, %s", sa, ea);
+        ck_assert_msg(WIFEXITED(sb) && WEXITSTATUS(sb) == 0, "b: %d, %s", sb, eb);
+        ck_assert_msg(!*ea && !*eb, "stderr: %s / %s", ea, eb);
+        free(ea);
+        free(eb);
+        ck_assert_int_eq(q1(tpath(db), "SELECT count(*) FROM runs"), 12);
+        ck_assert_int_eq(q1(tpath(db), "SELECT count(DISTINCT config_hash) FROM runs"), 12);
+        ck_assert_int_eq(incomplete_runs(tpath(db)), 0);
+        ck_assert_int_eq(orphan_rows(tpath(db)), 0);
+    }
+}
+END_TEST
+
 START_TEST(test_report)
 {
     write_sweep("r.yaml", "rep", 2, 0); /* 8 runs */
@@ -743,6 +777,7 @@ Suite *cli_suite(void)
     tcase_add_test(tc, test_worker_death);
     tcase_add_test(tc, test_determinism_and_merge);
     tcase_add_test(tc, test_shards_share_db);
+    tcase_add_test(tc, test_concurrent_resumes);
     tcase_add_test(tc, test_report);
     tcase_add_test(tc, test_plot_images);
     suite_add_tcase(s, tc);

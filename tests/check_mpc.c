@@ -625,6 +625,71 @@ START_TEST(test_p1_view_independent)
 }
 END_TEST
 
+/* Every node: 32 bytes of its private PRG stream, then its shares of x (P0's input X) and of
+ * x·x (dealer triples in semi2k, the pairwise PRG keys in aby3). */
+#define KEY_N 64
+static int keys_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
+{
+    (void)net;
+    (void)arg;
+    mpc_core *c = e->impl; /* every engine's impl starts with its mpc_core */
+    uint8_t draw[32];
+    mpc_prg_bytes(&c->priv, draw, sizeof draw);
+    fwrite(draw, 1, sizeof draw, out);
+    mpc_val x = {0}, z = {0};
+    int rc;
+    if ((rc = e->vt->alloc(e, &x, KEY_N, DOM_ARITH)) || (rc = e->vt->input(e, &x, 0, X)) ||
+        (rc = e->vt->mul(e, &z, &x, &x)))
+        err_set(err, rc, "%s", mpc_engine_error(e));
+    for (int k = 0; !rc && k < c->ns; k++) {
+        fwrite(x.s[k], 8, KEY_N, out);
+        fwrite(z.s[k], 8, KEY_N, out);
+    }
+    e->vt->release(e, &x);
+    e->vt->release(e, &z);
+    return rc;
+}
+
+/* A constant or repeated key would pass every value test: here shares of the same secret must
+ * differ from one session to the next, and no two nodes (nor two sessions) may draw the same
+ * private stream. */
+START_TEST(test_keys_fresh)
+{
+    const char *pr = protos[_i];
+    for (int i = 0; i < KEY_N; i++)
+        X[i] = 0x5ec12e7ull + (uint64_t)i;
+    mpc_node_result nr[2][MPC_NODES_MAX];
+    int nodes = 0;
+    for (int s = 0; s < 2; s++) {
+        mpc_launch l = {.cfg = test_cfg(pr), .deadline_ms = 30000};
+        errbuf e;
+        ck_assert_msg(mpc_launch_run(&l, keys_node, NULL, nr[s], &nodes, &e) == MS_OK, "%s", e.msg);
+        for (int i = 0; i < nodes; i++)
+            ck_assert_msg(nr[s][i].rc == MS_OK, "%s node %d: %s", pr, i, nr[s][i].err);
+    }
+    for (int i = 0; i < nodes; i++) {
+        ck_assert_uint_ge(nr[0][i].out_len, 32);
+        ck_assert_uint_eq(nr[0][i].out_len, nr[1][i].out_len);
+        ck_assert_msg(memcmp(nr[0][i].out, nr[1][i].out, 32), "%s node %d: the same private "
+                      "stream in two sessions", pr, i);
+        for (int j = 0; j < i; j++)
+            for (int s = 0; s < 2; s++)
+                ck_assert_msg(memcmp(nr[s][i].out, nr[s][j].out, 32), "%s nodes %d and %d "
+                              "draw the same private stream", pr, j, i);
+        /* every share slot of x and x·x differs between the sessions in every element */
+        const uint64_t *a = (const uint64_t *)(nr[0][i].out + 32),
+                       *b = (const uint64_t *)(nr[1][i].out + 32);
+        size_t n = (nr[0][i].out_len - 32) / 8, same = 0;
+        for (size_t k = 0; k < n; k++)
+            same += a[k] == b[k];
+        ck_assert_msg(same == 0, "%s node %d: %zu of %zu share words repeat across sessions", pr,
+                      i, same, n);
+    }
+    for (int s = 0; s < 2; s++)
+        mpc_node_results_free(nr[s], nodes);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- tests: faults */
 
 typedef struct fault {
@@ -782,6 +847,7 @@ Suite *mpc_suite(void)
     TCase *ts = tcase_create("security");
     tcase_set_timeout(ts, 60);
     tcase_add_loop_test(ts, test_p1_view_independent, 0, 2);
+    tcase_add_loop_test(ts, test_keys_fresh, 0, 2);
     suite_add_tcase(s, ts);
     TCase *tf = tcase_create("faults");
     tcase_set_timeout(tf, 60);

@@ -11,14 +11,16 @@
 
 #include "protocols/program/kern.h"
 #include "protocols/backend/mpc_net.h"
+#include "testdir.h"
 
-static char dir[256];
+/* each test's folder, made and removed by the fixtures */
+static testdir td = {.prefix = "check_mpc_cli"};
+#define dir (td.dir)
 
-static void mkdir_tmp(void)
-{
-    snprintf(dir, sizeof dir, "/tmp/mpcsim-cli-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-}
+static void suite_setup(void) { testdir_suite_setup(&td); }
+static void suite_teardown(void) { testdir_suite_teardown(&td); }
+static void setup(void) { testdir_setup(&td); }
+static void teardown(void) { testdir_teardown(&td); }
 
 /* Starts mpcsim with argv (NULL-terminated after the program name), output to dir/name. */
 static pid_t spawn(const char *name, const char *const *args)
@@ -107,7 +109,6 @@ static void run_session(const char *pname, const char *const extra[3][6], int wa
 
 START_TEST(test_demo_sessions)
 {
-    mkdir_tmp();
     const char *pr = _i ? "aby3" : "semi2k";
     const char *const extra[3][6] = {{"--demo", "--random-inputs", "5", NULL},
                                      {"--demo", "--random-inputs", "5", "--print-outputs", NULL},
@@ -125,7 +126,6 @@ END_TEST
  * (without --print-outputs) anything revealed. */
 START_TEST(test_no_secret_in_output)
 {
-    mkdir_tmp();
     char path[300];
     snprintf(path, sizeof path, "%s/x.txt", dir);
     FILE *f = fopen(path, "w");
@@ -160,7 +160,6 @@ END_TEST
 
 START_TEST(test_port_in_use)
 {
-    mkdir_tmp();
     int fd, port;
     errbuf e;
     ck_assert_int_eq(mpc_net_listen("127.0.0.1", 0, &fd, &port, &e), MS_OK);
@@ -187,7 +186,6 @@ END_TEST
 
 START_TEST(test_bad_usage)
 {
-    mkdir_tmp();
     const char *a1[] = {"party", "-p", "semi2k", "--id", "0", "--demo", NULL};
     ck_assert_int_eq(wait_status(spawn("u1.txt", a1)), 2);
     char *o = slurp("u1.txt");
@@ -207,7 +205,6 @@ END_TEST
 /* validate --primitives: the backend's counts equal the cost engine's for every primitive. */
 START_TEST(test_validate_primitives)
 {
-    mkdir_tmp();
     const char *args[] = {"validate", "--primitives", "--n", "100", "--latency-ms", "0", NULL};
     int st = wait_status(spawn("v.txt", args));
     char *out = slurp("v.txt");
@@ -226,6 +223,8 @@ Suite *mpc_cli_suite(void)
     Suite *s = suite_create("mpc_cli");
     TCase *tc = tcase_create("party");
     tcase_set_timeout(tc, 60);
+    tcase_add_unchecked_fixture(tc, suite_setup, suite_teardown);
+    tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_loop_test(tc, test_demo_sessions, 0, 2);
     tcase_add_test(tc, test_no_secret_in_output);
     tcase_add_test(tc, test_port_in_use);

@@ -13,6 +13,7 @@
 #include "sim/replay/replay.h"
 #include "sim/scenario/runcfg.h"
 #include "sim/engine/stepcost.h"
+#include "sim/trace/trace_impl.h"
 
 /* ---- fixtures ---------------------------------------------------------------------------- */
 
@@ -379,6 +380,54 @@ START_TEST(test_run_deterministic)
 }
 END_TEST
 
+/* The synthetic attention kernel against its scalar reference: every cost metric and phase
+ * total of a policy run is bit-identical, the accuracy metrics agree to float rounding. */
+START_TEST(test_synth_kernel_same_costs)
+{
+    static const char *const pols[] = {"h2o", "snapkv", "quest", "mpcache", "tova"};
+    static const char *const acc[] = {"attn_mass_recall", "topk_recall", "attn_out_rel_err",
+                                      "attn_out_wo_rel_err"};
+    for (size_t pi = 0; pi < sizeof pols / sizeof pols[0]; pi++) {
+        run_cfg *c = tiny_cfg("aby3", "20ms/300Mbps", 160, 6);
+        c->model.weights[0] = '\0';
+        snprintf(c->trace.source, sizeof c->trace.source, "synth");
+        snprintf(c->policy.name, sizeof c->policy.name, "%s", pols[pi]);
+        c->seed = 3;
+        run_result a, b;
+        errbuf e;
+        run_result_init(&a);
+        run_result_init(&b);
+        trace_synth_reference_kernel = 1;
+        int rc = run_execute(c, &a, &e);
+        trace_synth_reference_kernel = 0;
+        ck_assert_msg(rc == MS_OK, "%s: %s", pols[pi], e.msg);
+        ck_assert_msg(run_execute(c, &b, &e) == MS_OK, "%s: %s", pols[pi], e.msg);
+        ck_assert_uint_eq(a.n_metric, b.n_metric);
+        for (size_t i = 0; i < a.n_metric; i++) {
+            ck_assert_str_eq(a.metric[i].name, b.metric[i].name);
+            int is_acc = 0;
+            for (size_t k = 0; k < sizeof acc / sizeof acc[0]; k++)
+                is_acc |= !strcmp(a.metric[i].name, acc[k]);
+            if (is_acc)
+                ck_assert_msg(fabs(a.metric[i].value - b.metric[i].value) <= 1e-5,
+                              "%s %s: %.9g vs %.9g", pols[pi], a.metric[i].name,
+                              a.metric[i].value, b.metric[i].value);
+            else
+                ck_assert_msg(!memcmp(&a.metric[i].value, &b.metric[i].value, sizeof(double)),
+                              "%s %s: %.17g vs %.17g", pols[pi], a.metric[i].name,
+                              a.metric[i].value, b.metric[i].value);
+        }
+        for (int p = 0; p < PHASE_N; p++) {
+            ck_assert_mem_eq(&a.phase[p].total, &b.phase[p].total, sizeof a.phase[p].total);
+            ck_assert_mem_eq(a.phase[p].cat, b.phase[p].cat, sizeof a.phase[p].cat);
+        }
+        run_result_free(&a);
+        run_result_free(&b);
+        free(c);
+    }
+}
+END_TEST
+
 START_TEST(test_run_errors)
 {
     run_cfg *c = tiny_cfg("semi2k", "lan", 4, 2);
@@ -738,6 +787,7 @@ Suite *runner_suite(void)
     tcase_add_test(tc, test_decode_step_metric);
     tcase_add_test(tc, test_comet_sparse_ffn);
     tcase_add_test(tc, test_run_deterministic);
+    tcase_add_test(tc, test_synth_kernel_same_costs);
     tcase_add_test(tc, test_run_errors);
     tcase_add_test(tc, test_stepcost);
     tcase_add_test(tc, test_attention_share_grows_with_context);

@@ -12,6 +12,7 @@
 
 #include "sim/engine/machine.h"
 #include "sim/engine/net.h"
+#include "sim/engine/regime.h"
 #include "sim/engine/simulate.h"
 
 /* ---- fixtures ---------------------------------------------------------------------------- */
@@ -126,6 +127,13 @@ START_TEST(test_presets)
     ck_assert_int_eq(net_preset("wan", 3, &n, &e), MS_OK);
     ck_assert_uint_eq(n.link[2][1].latency_ns, 50000000);
     ck_assert_double_eq(n.link[0][2].bandwidth_bps, 100e6);
+    ck_assert_int_eq(net_preset("lan-3g", 2, &n, &e), MS_OK);
+    ck_assert_uint_eq(n.link[0][1].latency_ns, 400000);
+    ck_assert_double_eq(n.link[1][0].bandwidth_bps, 3e9);
+    size_t np;
+    const char *const *pn = net_preset_names(&np);
+    for (size_t i = 0; i < np; i++) /* every preset loads and says where it comes from */
+        ck_assert(net_preset(pn[i], 3, &n, &e) == MS_OK && net_preset_source(pn[i]));
     ck_assert_int_eq(net_preset("wna", 2, &n, &e), MS_ERR_NOTFOUND);
     ck_assert_ptr_nonnull(strstr(e.msg, "did you mean 'wan'"));
     ck_assert_int_eq(net_parse("20ms/300Mbps", 2, &n, &e), MS_OK);
@@ -681,11 +689,16 @@ START_TEST(test_machine_profile_io)
     snprintf(a.name, sizeof a.name, "box");
     a.rate[WK_MAC] = 1.5e9;
     a.threads = 4;
+    a.par_eff[WK_ELEM] = 0.625;
+    a.grain = 4096;
     errbuf e;
     ck_assert_int_eq(machine_write(&a, path, &e), MS_OK);
     ck_assert_int_eq(machine_load(path, &b, &e), MS_OK);
     ck_assert_str_eq(b.name, "box");
     ck_assert_int_eq(b.threads, 4);
+    ck_assert_double_eq_tol(b.par_eff[WK_ELEM], 0.625, 1e-9);
+    ck_assert_double_eq_tol(b.par_eff[WK_MAC], 1, 1e-9);
+    ck_assert_double_eq_tol(b.grain, 4096, 1e-9);
     for (int k = 0; k < WK_N; k++)
         ck_assert_double_eq_tol(b.rate[k], a.rate[k], a.rate[k] * 1e-3);
     /* errors point at file:line:col */
@@ -706,6 +719,13 @@ START_TEST(test_machine_profile_io)
     fclose(f);
     ck_assert_int_eq(machine_load(path, &b, &e), MS_ERR_INPUT);
     ck_assert_ptr_nonnull(strstr(e.msg, "m.yaml:"));
+    f = fopen(path, "w");
+    fprintf(f, "format: mpcsim-machine 1\nmac_per_s: 1e9\nelem_per_s: 1e9\n"
+               "prg_bytes_per_s: 1e9\nelem_par_eff: 3\n");
+    fclose(f);
+    ck_assert_int_eq(machine_load(path, &b, &e), MS_ERR_INPUT);
+    ck_assert_msg(strstr(e.msg, "m.yaml:5:15: error:") && strstr(e.msg, "elem_par_eff"), "%s",
+                  e.msg);
     ck_assert_int_eq(machine_load("/nonexistent/x.yaml", &b, &e), MS_ERR_NOTFOUND);
     unlink(path);
     rmdir(dir);
@@ -718,11 +738,182 @@ END_TEST
 START_TEST(test_calibrate_quick)
 {
     machine_profile m;
-    ck_assert_int_eq(machine_calibrate(&m, 0.3), MS_OK);
+    ck_assert_int_eq(machine_calibrate(&m, 0.3, 1, NULL), MS_OK);
     /* plausibility, not a benchmark: any machine that runs the suite exceeds these */
     ck_assert(m.rate[WK_MAC] > 1e7);
     ck_assert(m.rate[WK_ELEM] > 1e7);
     ck_assert(m.rate[WK_PRG] > 1e7);
+    ck_assert_int_eq(m.threads, 1);
+    ck_assert_int_eq(machine_calibrate(&m, 0.3, 0, NULL), MS_ERR_RANGE);
+}
+END_TEST
+
+/* calibrate --threads 2 on this machine: the kernels really ran on two threads, and the
+ * profile it writes is the one-core rate plus the measured efficiency of the aggregate rate
+ * (timings on a shared machine vary, so the figures are checked for structure only). */
+START_TEST(test_calibrate_threads)
+{
+    machine_profile m;
+    double rn[WK_N];
+    ck_assert_int_eq(machine_calibrate(&m, 0.6, 2, rn), MS_OK);
+    ck_assert_int_eq(m.threads, 2);
+    for (int k = 0; k < WK_N; k++) {
+        ck_assert(m.rate[k] > 1e7 && rn[k] > 1e7);
+        ck_assert(m.par_eff[k] > 0 && m.par_eff[k] <= 2);
+        /* the efficiency is what the aggregate measurement says */
+        ck_assert_double_eq_tol(rn[k], 2 * m.rate[k] * m.par_eff[k], rn[k] * 1e-9);
+        /* and the compute model reproduces the measured aggregate rate on work that fills
+         * both threads (the calibration kernels' size) */
+        double w[WK_N] = {0};
+        w[k] = 1e8;
+        double t = machine_seconds(&m, w);
+        double want = w[k] / (m.par_eff[k] * 2 > 1 ? rn[k] : m.rate[k]);
+        ck_assert_double_eq_tol(t, want, want * 1e-9);
+    }
+}
+END_TEST
+
+/* The compute model (machine_speedup, sim/engine/SIMULATION.md "Compute"). */
+START_TEST(test_compute_model)
+{
+    machine_profile m;
+    machine_default(&m);
+    m.threads = 32;
+    m.par_eff[WK_MAC] = 0.75;
+    m.par_eff[WK_ELEM] = 0.5;
+    /* one chunk (work up to one grain) runs on one core */
+    ck_assert_double_eq(machine_speedup(&m, WK_MAC, 1), 1);
+    ck_assert_double_eq(machine_speedup(&m, WK_MAC, MACHINE_GRAIN_DEFAULT), 1);
+    /* c chunks: c · eff, never below one core */
+    ck_assert_double_eq_tol(machine_speedup(&m, WK_MAC, 3 * MACHINE_GRAIN_DEFAULT), 2.25, 1e-12);
+    ck_assert_double_eq_tol(machine_speedup(&m, WK_ELEM, 2 * MACHINE_GRAIN_DEFAULT), 1, 1e-12);
+    ck_assert_double_eq_tol(machine_speedup(&m, WK_ELEM, 5 * MACHINE_GRAIN_DEFAULT), 2.5, 1e-12);
+    /* at most one chunk per core */
+    ck_assert_double_eq_tol(machine_speedup(&m, WK_MAC, 1e12), 24, 1e-12);
+    /* the speed-up never falls as the work grows */
+    double prev = 0;
+    for (double w = 1; w < 1e10; w *= 1.7) {
+        double s = machine_speedup(&m, WK_ELEM, w);
+        ck_assert(s >= prev);
+        prev = s;
+    }
+    /* one thread: every round on one core whatever the efficiencies */
+    m.threads = 1;
+    ck_assert_double_eq(machine_speedup(&m, WK_MAC, 1e12), 1);
+
+    /* in the simulation: a round of 1e9 MACs on 4 cores at efficiency 0.75 takes 1/3 of one
+     * core's time; a round of 1000 elements takes one core's time */
+    op_program p;
+    cost_log l;
+    int dep[2] = {-1, 0};
+    build_prog(&p, 2, dep, OPC_FFN);
+    cost_log_init(&l, 2);
+    for (int o = 0; o < 2; o++) {
+        cost_round *r = push_round(&l);
+        r->op = (uint32_t)o;
+        for (int q = 0; q < 2; q++)
+            r->work[q][o ? WK_ELEM : WK_MAC] = o ? 1000 : 1e9;
+    }
+    net_cfg n;
+    errbuf e;
+    ck_assert_int_eq(net_preset("lan", 2, &n, &e), MS_OK);
+    machine_profile one = fast_machine(), four = one;
+    four.threads = 4;
+    four.par_eff[WK_MAC] = 0.75;
+    sim_opts o = {0};
+    sim_result r1, r4;
+    ck_assert_int_eq(sim_run(&n, &one, &p, &l, &o, &r1, &e), MS_OK);
+    ck_assert_int_eq(sim_run(&n, &four, &p, &l, &o, &r4, &e), MS_OK);
+    ck_assert_uint_eq(r1.cat[OPC_FFN].compute_ns, 1000000000u + 1000u);
+    ck_assert_uint_eq(r4.cat[OPC_FFN].compute_ns, 333333333u + 1000u);
+    ck_assert_uint_eq(run_lat(&n, &four, &p, &l, 0), r4.latency_ns);
+    sim_result_free(&r1);
+    sim_result_free(&r4);
+    op_program_free(&p);
+    cost_log_free(&l);
+}
+END_TEST
+
+/* Every shipped profile loads, and the server profiles say where their figures come from. */
+START_TEST(test_shipped_profiles)
+{
+    static const char *const names[] = {"default", "server-16", "server-32", "server-44",
+                                        "server-64"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        machine_profile m;
+        errbuf e;
+        ck_assert_msg(machine_load(names[i], &m, &e) == MS_OK, "%s: %s", names[i], e.msg);
+        ck_assert_str_eq(m.name, names[i]);
+        for (int k = 0; k < WK_N; k++)
+            ck_assert(m.par_eff[k] > 0 && m.par_eff[k] <= 1.2);
+        if (i)
+            ck_assert_int_eq(m.threads, atoi(names[i] + 7));
+    }
+}
+END_TEST
+
+
+/* ---- regimes ----------------------------------------------------------------------------- */
+
+/* One op of one round: each party does `work` MACs, then sends `bytes` to the other. */
+static void one_round(op_program *p, cost_log *l, double work, uint64_t bytes)
+{
+    int dep[1] = {-1};
+    build_prog(p, 1, dep, OPC_FFN);
+    cost_log_init(l, 2);
+    cost_round *r = push_round(l);
+    r->op = 0;
+    r->comm = 1;
+    for (int q = 0; q < 2; q++) {
+        r->work[q][WK_MAC] = work;
+        r->bytes[q][1 - q] = bytes;
+    }
+}
+
+START_TEST(test_regimes)
+{
+    static const struct {
+        double work;
+        uint64_t bytes, lat_ns;
+        double bps;
+        int bound;
+    } cases[] = {
+        {1e9, 8, 100000, 10e9, REGIME_COMPUTE},          /* 1 s of MACs, a tiny message */
+        {1e3, 8, 50000000, 10e9, REGIME_ROUNDS},         /* 50 ms for 8 bytes */
+        {1e3, 125000000, 100000, 1e9, REGIME_BANDWIDTH}, /* 1 s of serialization */
+    };
+    machine_profile m = fast_machine();
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        op_program p;
+        cost_log l;
+        one_round(&p, &l, cases[i].work, cases[i].bytes);
+        net_cfg n;
+        net_uniform(&n, 2, cases[i].lat_ns, cases[i].bps);
+        step_env env = {NULL, NULL, NULL, &n, &m, {0}};
+        step_regime r;
+        errbuf e;
+        ck_assert_msg(regime_of(&env, &p, &l, &r, &e) == MS_OK, "%s", e.msg);
+        ck_assert_int_eq(r.bound, cases[i].bound);
+        ck_assert_double_eq_tol(r.share[0] + r.share[1] + r.share[2], 1, 1e-9);
+        ck_assert(r.share[cases[i].bound] > 0.9);
+        op_program_free(&p);
+        cost_log_free(&l);
+    }
+    /* the reference step: a WAN's latency weighs more than a LAN's, shares tile the step */
+    step_regime lan, wan;
+    net_cfg n;
+    errbuf e;
+    machine_profile d;
+    ck_assert_msg(machine_load("default", &d, &e) == MS_OK, "%s", e.msg);
+    ck_assert_int_eq(net_preset("lan", 2, &n, &e), MS_OK);
+    ck_assert_msg(regime_reference("aby3", &n, &d, &lan, &e) == MS_OK, "%s", e.msg);
+    ck_assert_int_eq(net_preset("wan", 2, &n, &e), MS_OK);
+    ck_assert_msg(regime_reference("aby3", &n, &d, &wan, &e) == MS_OK, "%s", e.msg);
+    ck_assert(wan.share[REGIME_ROUNDS] > lan.share[REGIME_ROUNDS]);
+    ck_assert(wan.share[REGIME_COMPUTE] < lan.share[REGIME_COMPUTE]);
+    ck_assert(wan.total_s > lan.total_s);
+    ck_assert_double_eq_tol(wan.share[0] + wan.share[1] + wan.share[2], 1, 1e-9);
+    ck_assert_str_eq(regime_name(REGIME_ROUNDS), "round-bound");
 }
 END_TEST
 
@@ -750,6 +941,10 @@ Suite *sim_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_machine_profile_io);
     tcase_add_test(tc, test_calibrate_quick);
+    tcase_add_test(tc, test_calibrate_threads);
+    tcase_add_test(tc, test_compute_model);
+    tcase_add_test(tc, test_shipped_profiles);
+    tcase_add_test(tc, test_regimes);
     suite_add_tcase(s, tc);
     return s;
 }

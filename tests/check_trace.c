@@ -9,6 +9,7 @@
 
 #include "models/llama.h"
 #include "sim/trace/trace.h"
+#include "sim/trace/trace_impl.h"
 
 static const char *data_dir(void)
 {
@@ -520,6 +521,48 @@ START_TEST(test_synth_deterministic)
 }
 END_TEST
 
+/* The table kernel gives the reference kernel's rows up to float rounding, for content widths
+ * of one byte (d = 16), one sign word (d = 128) and three words with a partial byte (d = 200),
+ * and its exp stays within 2 float ulps of expf. */
+START_TEST(test_synth_kernel_vs_reference)
+{
+    static const uint32_t dims[] = {16, 128, 200};
+    trace_synth p;
+    trace_synth_defaults(&p);
+    p.n_sinks = 3;
+    p.heavy_frac = 0.2;
+    errbuf e;
+    for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
+        uint32_t d = dims[di], T = 150;
+        trace *t = synth(d, T, 21, &p);
+        float *ref = malloc(4 * T * sizeof *ref);
+        for (uint32_t pos = 0; pos < T; pos += 37) {
+            ck_assert_int_eq(trace_seek(t, pos, &e), MS_OK);
+            for (uint32_t l = 0; l < 4; l++) {
+                trace_synth_reference_kernel = 1;
+                memcpy(ref, trace_att(t, l), 4 * (pos + 1) * sizeof *ref);
+                trace_synth_reference_kernel = 0;
+                const float *att = trace_att(t, l);
+                for (uint32_t i = 0; i < 4 * (pos + 1); i++)
+                    ck_assert_msg(fabsf(att[i] - ref[i]) <= 1e-6f + 2e-5f * ref[i],
+                                  "d %u pos %u layer %u entry %u: %g vs %g", d, pos, l, i,
+                                  att[i], ref[i]);
+            }
+        }
+        free(ref);
+        trace_close(t);
+    }
+    for (float x = -90.0f; x <= 0.0f; x += 0.0137f) {
+        float a = trace_synth_exp_neg(x), b = expf(x);
+        if (b < 1.17549435e-38f)
+            ck_assert_float_eq(a, 0.0f);
+        else
+            ck_assert_msg(fabsf(a - b) <= 2 * (nextafterf(b, 1.0f) - b), "exp(%g)", x);
+    }
+    ck_assert_float_eq(trace_synth_exp_neg(0.0f), 1.0f);
+}
+END_TEST
+
 START_TEST(test_synth_subset_attend)
 {
     trace_synth p;
@@ -790,6 +833,7 @@ Suite *trace_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_synth_deterministic);
     tcase_add_test(tc, test_synth_subset_attend);
+    tcase_add_test(tc, test_synth_kernel_vs_reference);
     tcase_add_test(tc, test_synth_knobs);
     tcase_add_test(tc, test_fit_recovers);
     tcase_add_test(tc, test_synth_params);

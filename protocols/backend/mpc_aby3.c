@@ -324,7 +324,7 @@ static const eng_vt aby3_vt = {
 
 /* ---------------------------------------------------------------- construction */
 
-void mpc_aby3_free(eng *e)
+static void mpc_aby3_free(eng *e)
 {
     a3 *s = A(e);
     mpc_prg_free(&s->k0);
@@ -333,7 +333,7 @@ void mpc_aby3_free(eng *e)
     free(s);
 }
 
-int mpc_aby3_new(eng *e, mpc_net *net, errbuf *err)
+static int mpc_aby3_new(eng *e, mpc_net *net, errbuf *err)
 {
     a3 *s = calloc(1, sizeof *s);
     if (!s)
@@ -346,7 +346,6 @@ int mpc_aby3_new(eng *e, mpc_net *net, errbuf *err)
     s->c.party = i;
     e->party = i;
     s->c.ns = 2;
-    s->c.kind = MPC_ABY3;
     s->c.pub_slot = i == 0 ? 0 : i == 2 ? 1 : -1; /* component 0 lives at P0 s[0] and P2 s[1] */
     uint8_t mine[MPC_KEY_BYTES], next[MPC_KEY_BYTES];
     int rc = mpc_prg_random_key(mine, err);
@@ -369,7 +368,16 @@ int mpc_aby3_new(eng *e, mpc_net *net, errbuf *err)
         rc = mpc_prg_init(&s->k0, mine, 3, err);
     if (!rc)
         rc = mpc_prg_init(&s->k1, next, 3, err);
-    memset(mine, 0, sizeof mine);
-    memset(next, 0, sizeof next);
+    mpc_prg_wipe(mine, sizeof mine);
+    mpc_prg_wipe(next, sizeof next);
     return rc;
 }
+
+const mpc_backend mpc_backend_aby3 = {
+    .name = "aby3",
+    .nodes = "P0, P1, P2",
+    .attach = mpc_aby3_new,
+    .detach = mpc_aby3_free,
+    .setup_fixed = NULL,
+    .unbind_fixed = NULL,
+};

@@ -10,12 +10,11 @@
 #include "mpc_net.h"
 #include "mpc_prg.h"
 
-enum { MPC_SEMI2K, MPC_ABY3 };
 
 /* The first member of every backend engine's impl. */
 typedef struct mpc_core {
     mpc_net *net;
-    int kind;      /* MPC_SEMI2K | MPC_ABY3 */
+    const struct mpc_backend *be; /* set by the registry after attach */
     int party;     /* compute party index, or -1 for the dealer */
     int ns;        /* share slots per value: semi2k 1, aby3 2; the dealer holds no data (0) */
     int pub_slot;  /* the slot holding component 0 (where public constants are added), or -1 */
@@ -42,13 +41,19 @@ int mpc_l_mul_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *cst, siz
 int mpc_l_shift(eng *e, mpc_val *z, const mpc_val *x, int s);
 int mpc_l_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size_t n);
 
-/* The engines (mpc_semi2k.c, mpc_aby3.c): fill e->vt/impl and exchange keys. */
-int mpc_semi2k_new(eng *e, mpc_net *net, errbuf *err);
-void mpc_semi2k_free(eng *e);
-int mpc_semi2k_setup_fixed(eng *e, uint32_t y_id, const mpc_val *y, const char *name);
-void mpc_semi2k_unbind_fixed(eng *e);
-int mpc_aby3_new(eng *e, mpc_net *net, errbuf *err);
-void mpc_aby3_free(eng *e);
+/* One backend engine, as the engine registry (mpc_eng.c) knows it: attach fills e->vt and
+ * e->impl and exchanges the keys; detach frees e->impl; the beaver cache hooks are optional. */
+typedef struct mpc_backend {
+    const char *name;          /* the protocol (proto_cfg.name) */
+    const char *nodes;         /* who the three nodes are, for messages */
+    int (*attach)(eng *e, mpc_net *net, errbuf *err);
+    void (*detach)(eng *e);
+    int (*setup_fixed)(eng *e, uint32_t y_id, const mpc_val *y, const char *name);
+    void (*unbind_fixed)(eng *e);
+} mpc_backend;
+
+extern const mpc_backend mpc_backend_semi2k; /* mpc_semi2k.c */
+extern const mpc_backend mpc_backend_aby3;   /* mpc_aby3.c */
 
 /* C (m×n) += A (m×k) · B, B read as k×n, or as n×k when trans_b. Row-major, Z_2^64. */
 void mpc_mm_acc(uint64_t *C, const uint64_t *A, const uint64_t *B, size_t m, size_t k, size_t n,

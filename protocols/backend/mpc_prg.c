@@ -5,7 +5,10 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
+
+void mpc_prg_wipe(void *p, size_t n) { OPENSSL_cleanse(p, n); }
 
 int mpc_prg_init(mpc_prg *g, const uint8_t key[MPC_KEY_BYTES], uint64_t stream, errbuf *e)
 {

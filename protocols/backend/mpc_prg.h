@@ -28,6 +28,9 @@ static inline void mpc_prg_u64(mpc_prg *g, uint64_t *out, size_t n)
 {
     mpc_prg_bytes(g, out, n * sizeof *out);
 }
+/* Wipes a secret (a key, a seed) with OPENSSL_cleanse: a plain memset before the buffer dies
+ * is a dead store the compiler may drop. */
+void mpc_prg_wipe(void *p, size_t n);
 /* A fresh key from the operating system's CSPRNG. */
 int mpc_prg_random_key(uint8_t key[MPC_KEY_BYTES], errbuf *e);
 

@@ -542,7 +542,7 @@ static const eng_vt semi2k_vt = {
 /* The key across programs is the name: a weight keeps its opened mask from one program (step)
  * to the next under whatever tensor id the new program gives it. Names and shapes are public,
  * so every node (the dealer too) makes the same decision. */
-int mpc_semi2k_setup_fixed(eng *e, uint32_t y_id, const mpc_val *y, const char *name)
+static int mpc_semi2k_setup_fixed(eng *e, uint32_t y_id, const mpc_val *y, const char *name)
 {
     s2k *s = S(e);
     fixed_ent *f;
@@ -558,14 +558,14 @@ int mpc_semi2k_setup_fixed(eng *e, uint32_t y_id, const mpc_val *y, const char *
     return fixed_setup(s, y_id, name, y, &f);
 }
 
-void mpc_semi2k_unbind_fixed(eng *e)
+static void mpc_semi2k_unbind_fixed(eng *e)
 {
     s2k *s = S(e);
     for (size_t i = 0; i < s->n_fx; i++)
         s->fx[i].id = UINT32_MAX;
 }
 
-void mpc_semi2k_free(eng *e)
+static void mpc_semi2k_free(eng *e)
 {
     s2k *s = S(e);
     for (size_t i = 0; i < s->n_fx; i++) {
@@ -580,7 +580,7 @@ void mpc_semi2k_free(eng *e)
     free(s);
 }
 
-int mpc_semi2k_new(eng *e, mpc_net *net, errbuf *err)
+static int mpc_semi2k_new(eng *e, mpc_net *net, errbuf *err)
 {
     s2k *s = calloc(1, sizeof *s);
     if (!s)
@@ -590,7 +590,6 @@ int mpc_semi2k_new(eng *e, mpc_net *net, errbuf *err)
     e->n_parties = 2;
     s->c.net = net;
     s->dealer_node = 2;
-    s->c.kind = MPC_SEMI2K;
     int self = mpc_net_self(net);
     s->c.party = self == 2 ? -1 : self;
     e->party = self == 2 ? 0 : self;
@@ -600,8 +599,10 @@ int mpc_semi2k_new(eng *e, mpc_net *net, errbuf *err)
     int rc = mpc_prg_random_key(key, err);
     if (!rc)
         rc = mpc_prg_init(&s->c.priv, key, 1, err);
-    if (rc)
+    if (rc) {
+        mpc_prg_wipe(key, sizeof key);
         return rc;
+    }
     if (self == 2) { /* dealer: one fresh seed per party, sent once at setup */
         for (int p = 0; p < 2 && !rc; p++) {
             rc = mpc_prg_random_key(key, err);
@@ -615,6 +616,15 @@ int mpc_semi2k_new(eng *e, mpc_net *net, errbuf *err)
         if (!rc)
             rc = mpc_prg_init(&s->corr, key, 2, err);
     }
-    memset(key, 0, sizeof key);
+    mpc_prg_wipe(key, sizeof key);
     return rc;
 }
+
+const mpc_backend mpc_backend_semi2k = {
+    .name = "semi2k",
+    .nodes = "P0, P1 and the dealer",
+    .attach = mpc_semi2k_new,
+    .detach = mpc_semi2k_free,
+    .setup_fixed = mpc_semi2k_setup_fixed,
+    .unbind_fixed = mpc_semi2k_unbind_fixed,
+};

@@ -10,14 +10,20 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: mpcsim calibrate [-o FILE] [--seconds S] [--name NAME]\n\n"
+            "usage: mpcsim calibrate [-o FILE] [--seconds S] [--threads N] [--name NAME]\n\n"
             "Measures one core's rates for the local work of MPC protocols — 64-bit ring\n"
             "matmul multiply-accumulates, element-wise ring operations, AES-128-CTR PRG bytes\n"
-            "(OpenSSL EVP) — and writes a machine profile YAML (stdout without -o). Scenarios\n"
-            "and `mpcsim cost --profile` name profiles in protocols/machines/.\n\n"
+            "(OpenSSL EVP) — and writes a machine profile YAML (stdout without -o). With\n"
+            "--threads N it runs the same kernels again split over N threads (matmul rows,\n"
+            "element ranges, PRG streams; the threads join after every repetition, as a\n"
+            "parallel loop does) and records each kind's parallel efficiency: the aggregate\n"
+            "rate over N times one core's. The compute model scales a round's work by it\n"
+            "(sim/engine/SIMULATION.md, \"Compute\"). Scenarios and `mpcsim cost --profile`\n"
+            "name profiles in protocols/machines/.\n\n"
             "options:\n"
             "  -o, --output FILE   write the profile to FILE\n"
             "  -s, --seconds S     time budget for all measurements (default 3)\n"
+            "  -t, --threads N     cores a party uses: measure on N threads (1..256, default 1)\n"
             "  -n, --name NAME     profile name (default: calibrated)\n"
             "  -h, --help          this help\n");
 }
@@ -49,13 +55,15 @@ int cmd_calibrate(int argc, char **argv)
     static const struct option opts[] = {{"output", required_argument, 0, 'o'},
                                          {"seconds", required_argument, 0, 's'},
                                          {"name", required_argument, 0, 'n'},
+                                         {"threads", required_argument, 0, 't'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *out = NULL, *name = "calibrated";
     double secs = 3;
+    long long threads = 1;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "o:s:n:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "o:s:n:t:h", opts, NULL)) != -1) {
         switch (c) {
         case 'o':
             out = optarg;
@@ -68,6 +76,12 @@ int cmd_calibrate(int argc, char **argv)
             break;
         case 'n':
             name = optarg;
+            break;
+        case 't':
+            if (parse_i64(optarg, &threads) || threads < 1 || threads > 256) {
+                cli_error("calibrate", "--threads wants an integer in 1..256, not '%s'", optarg);
+                return 2;
+            }
             break;
         case 'h':
             usage(stdout);
@@ -83,7 +97,8 @@ int cmd_calibrate(int argc, char **argv)
         return 2;
     }
     machine_profile m;
-    if (machine_calibrate(&m, secs) != MS_OK) {
+    double rate_n[WK_N];
+    if (machine_calibrate(&m, secs, (int)threads, rate_n) != MS_OK) {
         cli_error("calibrate", "a measurement failed (OpenSSL AES-128-CTR unavailable?)");
         return 1;
     }
@@ -101,13 +116,19 @@ int cmd_calibrate(int argc, char **argv)
     time_t now = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
     if (f) {
-        fprintf(f, "cpu: \"%s\"\nmeasured: \"%s, mpcsim calibrate --seconds %g, one core\"\n",
-                cpu, date, secs);
+        fprintf(f, "cpu: \"%s\"\nmeasured: \"%s, mpcsim calibrate --seconds %g --threads %lld",
+                cpu, date, secs, threads);
+        if (threads > 1)
+            fprintf(f, "; on %lld threads MAC %.4g/s, elem %.4g/s, PRG %.4g B/s", threads,
+                    rate_n[WK_MAC], rate_n[WK_ELEM], rate_n[WK_PRG]);
+        fputs("\"\n", f);
         if (out)
             fclose(f);
     }
     if (out)
-        fprintf(stderr, "mpcsim calibrate: wrote %s (MAC %.3g/s, elem %.3g/s, PRG %.3g B/s)\n",
-                out, m.rate[WK_MAC], m.rate[WK_ELEM], m.rate[WK_PRG]);
+        fprintf(stderr, "mpcsim calibrate: wrote %s (one core: MAC %.3g/s, elem %.3g/s, PRG "
+                "%.3g B/s; on %d threads: efficiency %.2f, %.2f, %.2f)\n", out, m.rate[WK_MAC],
+                m.rate[WK_ELEM], m.rate[WK_PRG], m.threads, m.par_eff[WK_MAC],
+                m.par_eff[WK_ELEM], m.par_eff[WK_PRG]);
     return 0;
 }

@@ -12,7 +12,7 @@
 typedef struct cost_args {
     const char *model, *protocol, *network, *profile, *dump, *timeline;
     int phase;
-    uint32_t kv, tokens, batch;
+    uint32_t kv, tokens, batch, threads; /* threads 0: the profile's */
     unsigned long long burst;
     int overlap, json, have_burst, wire_tcp;
     const char *sets[32]; /* --set KEY=VALUE, protocol parameters */
@@ -49,7 +49,8 @@ static void usage(FILE *f)
             "      --dump-program F  write the step's op program (text form) to F\n"
             "      --timeline F      write a Chrome trace (chrome://tracing, ui.perfetto.dev)\n"
             "      --profile NAME    machine profile (protocols/machines/NAME.yaml or a path;\n"
-            "                        default: default)\n"
+            "                        default: default, 16 cores; `mpcsim list machines`)\n"
+            "      --threads N       cores a party uses (default: the profile's)\n"
             "      --json            print one JSON object instead of tables\n"
             "  -h, --help            this help\n\n"
             "example:\n"
@@ -67,7 +68,7 @@ static int parse_u32(const char *opt, const char *s, uint32_t lo, uint32_t *out)
     return 0;
 }
 
-enum { O_PHASE = 256, O_OVERLAP, O_DUMP, O_TIMELINE, O_PROFILE, O_JSON, O_BURST, O_WIRE, O_SET };
+enum { O_PHASE = 256, O_OVERLAP, O_DUMP, O_TIMELINE, O_PROFILE, O_JSON, O_BURST, O_WIRE, O_SET, O_THREADS };
 
 static int parse_args(int argc, char **argv, cost_args *a)
 {
@@ -81,6 +82,7 @@ static int parse_args(int argc, char **argv, cost_args *a)
         {"profile", required_argument, 0, O_PROFILE}, {"json", no_argument, 0, O_JSON},
         {"burst", required_argument, 0, O_BURST},
         {"wire", required_argument, 0, O_WIRE},  {"set", required_argument, 0, O_SET},
+        {"threads", required_argument, 0, O_THREADS},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
     a->phase = PHASE_DECODE;
@@ -120,6 +122,13 @@ static int parse_args(int argc, char **argv, cost_args *a)
         case O_DUMP: a->dump = optarg; break;
         case O_TIMELINE: a->timeline = optarg; break;
         case O_PROFILE: a->profile = optarg; break;
+        case O_THREADS:
+            if (parse_u32("--threads", optarg, 1, &a->threads) || a->threads > 4096) {
+                if (a->threads > 4096)
+                    cli_error("cost", "--threads wants 1..4096, not '%s'", optarg);
+                return 2;
+            }
+            break;
         case O_JSON: a->json = 1; break;
         case O_BURST:
             if (parse_u64(optarg, &a->burst) || (a->burst && a->burst < NET_BURST_MIN) ||
@@ -209,9 +218,11 @@ static void print_text(const cost_args *a, const step_env *env, const sim_result
     if (env->net->wire.mtu)
         snprintf(burst + strlen(burst), sizeof burst - strlen(burst), ", TCP frames (MTU %u)",
                  env->net->wire.mtu);
-    printf("model %s  protocol %s (%d parties)  network %s (%.3g ms, %.4g Mbit/s%s)  profile %s\n",
+    printf("model %s  protocol %s (%d parties)  network %s (%.3g ms, %.4g Mbit/s%s)\n",
            env->model->name, env->pr->name, P, env->net->name, (double)l->latency_ns * 1e-6,
-           l->bandwidth_bps * 1e-6, burst, env->mach->name);
+           l->bandwidth_bps * 1e-6, burst);
+    printf("machine %s (%d thread%s)  ", env->mach->name, env->mach->threads,
+           env->mach->threads == 1 ? "" : "s");
     printf("phase %s  tokens %u  kv %u  batch %u  overlap %s\n\n", op_phase_name(a->phase),
            a->tokens, a->kv, a->batch, a->overlap ? "on" : "off");
     printf("latency         %.6g s  (critical path: compute %.6g s, communication %.6g s)\n",
@@ -273,6 +284,7 @@ static int print_json(const cost_args *a, const step_env *env, const sim_result 
     json_object_set_new(o, "burst_bytes", json_integer((json_int_t)env->net->link[0][1].burst_bytes));
     json_object_set_new(o, "wire_mtu", json_integer(env->net->wire.mtu));
     json_object_set_new(o, "profile", json_string(env->mach->name));
+    json_object_set_new(o, "threads", json_integer(env->mach->threads));
     json_object_set_new(o, "phase", json_string(op_phase_name(a->phase)));
     json_object_set_new(o, "tokens", json_integer(a->tokens));
     json_object_set_new(o, "kv", json_integer(a->kv));
@@ -288,7 +300,7 @@ static int print_json(const cost_args *a, const step_env *env, const sim_result 
         json_object_set_new(cats, op_cat_name(k), json_stats(&r->cat[k], P));
     json_object_set_new(o, "categories", cats);
     /* json_string gives NULL on invalid UTF-8: the object then lacks that key, so check */
-    int rc = json_object_size(o) == 18 && json_dumpf(o, stdout, JSON_COMPACT) == 0 ? 0 : -1;
+    int rc = json_object_size(o) == 19 && json_dumpf(o, stdout, JSON_COMPACT) == 0 ? 0 : -1;
     json_decref(o);
     putchar('\n');
     return rc;
@@ -330,6 +342,8 @@ int cmd_cost(int argc, char **argv)
         (rc = net_parse(a.network, pr->n_parties, &net, &e)) ||
         (rc = machine_load(a.profile, &mach, &e)))
         return fail(rc, &e);
+    if (a.threads)
+        mach.threads = (int)a.threads;
     for (int i = 0; i < a.n_sets; i++)
         if (proto_cfg_set_kv(&pcfg, a.sets[i], &e)) {
             cli_error("cost", "%s", e.msg);

@@ -1,5 +1,6 @@
-/* cmd_list.c — `mpcsim list models|protocols|policies|networks|keys`: what a scenario may name,
- * and the keys each input file may hold. */
+/* cmd_list.c — `mpcsim list models|protocols|policies|networks|machines|keys`: what a scenario
+ * may name, and the keys each input file may hold. */
+#include <dirent.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include "protocols/base/yschema.h"
 #include "sim/engine/machine.h"
 #include "sim/engine/net.h"
+#include "sim/engine/regime.h"
 #include "sim/trace/trace.h"
 #include "sim/policy/policy.h"
 #include "protocols/program/proto.h"
@@ -17,13 +19,16 @@
 static void list_usage(FILE *f)
 {
     fprintf(f,
-            "usage: mpcsim list models|protocols|policies|networks [options]\n"
+            "usage: mpcsim list models|protocols|policies|networks|machines [options]\n"
             "       mpcsim list keys [model|machine|synth|serve]\n\n"
             "Lists what a scenario file may name (scenarios/README.md).\n\n"
             "  models      shipped model descriptions (models/*.yaml) and their shapes\n"
             "  protocols   MPC protocols, parties, and (with --costs) primitive costs\n"
             "  policies    KV-cache policies with their parameters and defaults\n"
-            "  networks    network presets: latency and bandwidth per link\n"
+            "  networks    network presets: latency and bandwidth per link, where the figures\n"
+            "              come from, and the regime each puts a 7B decode step in (computed:\n"
+            "              the step is simulated on the preset; sim/engine/regime.h)\n"
+            "  machines    machine profiles (protocols/machines/): cores and one core's rates\n"
             "  keys        the keys of an input file, from the tables its reader uses: model\n"
             "              files, machine profiles, synthetic-trace parameters, serving\n"
             "              scenarios (all four without a name)\n\n"
@@ -31,6 +36,7 @@ static void list_usage(FILE *f)
             "  --costs          protocols: print each primitive's rounds and bytes\n"
             "  --ring-bits N    protocols --costs: ring size in bits (default: the protocol's)\n"
             "  -n ELEMS         protocols --costs: elements per primitive (default 1)\n"
+            "  --profile NAME   networks: the machine the regimes are computed on (default)\n"
             "  -h, --help       this help\n");
 }
 
@@ -145,23 +151,89 @@ static int list_policies(void)
     return 0;
 }
 
-static int list_networks(void)
+static int list_networks(const char *profile)
 {
     size_t n;
     const char *const *names = net_preset_names(&n);
-    printf("%-10s %12s %16s %18s %20s\n", "network", "latency_ms", "bandwidth_mbps",
-           "dealer_latency_ms", "dealer_bandwidth_mbps");
+    machine_profile mach;
+    errbuf e;
+    if (machine_load(profile, &mach, &e)) {
+        cli_error("list", "%s", e.msg);
+        return 1;
+    }
+    printf("Presets: one-way latency and bandwidth of every party-to-party link (per\n"
+           "direction; the dealer's link the same). Regime of one %s decode step\n"
+           "at a %u-token KV cache on machine '%s' (%d threads): the shares of its\n"
+           "critical path spent computing, serializing bytes and waiting out latency.\n\n",
+           REGIME_REF_MODEL, REGIME_REF_KV, mach.name, mach.threads);
+    static const char *const protos[] = {"semi2k", "aby3"};
     for (size_t i = 0; i < n; i++) {
         net_cfg c;
-        errbuf e;
         if (net_preset(names[i], 2, &c, &e)) {
             cli_error("list", "%s", e.msg);
             return 1;
         }
-        printf("%-10s %12g %16g %18g %20g\n", names[i], c.link[0][1].latency_ns / 1e6,
-               c.link[0][1].bandwidth_bps / 1e6, c.dealer.latency_ns / 1e6,
-               c.dealer.bandwidth_bps / 1e6);
+        double bw = c.link[0][1].bandwidth_bps;
+        printf("%-8s %g ms, %g %s\n         %s\n", names[i], c.link[0][1].latency_ns / 1e6,
+               bw >= 1e9 ? bw / 1e9 : bw / 1e6, bw >= 1e9 ? "Gbit/s" : "Mbit/s",
+               net_preset_source(names[i]));
+        for (size_t p = 0; p < 2; p++) {
+            step_regime r;
+            if (regime_reference(protos[p], &c, &mach, &r, &e)) {
+                cli_error("list", "%s", e.msg);
+                return 1;
+            }
+            printf("         %-6s %8.1f s %-15s compute %2.0f%% bytes %2.0f%% latency %2.0f%%\n",
+                   protos[p], r.total_s, regime_name(r.bound), 100 * r.share[REGIME_COMPUTE],
+                   100 * r.share[REGIME_BANDWIDTH], 100 * r.share[REGIME_ROUNDS]);
+        }
     }
+    return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int list_machines(void)
+{
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s/protocols/machines", mpcsim_datadir());
+    DIR *d = opendir(dir);
+    if (!d) {
+        cli_error("list", "cannot open %s", dir);
+        return 1;
+    }
+    char store[64][64];
+    const char *names[64];
+    size_t n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && n < 64) {
+        size_t l = strlen(de->d_name);
+        if (l > 5 && l < 64 + 5 && !strcmp(de->d_name + l - 5, ".yaml")) {
+            snprintf(store[n], 64, "%.*s", (int)(l - 5), de->d_name);
+            names[n] = store[n];
+            n++;
+        }
+    }
+    closedir(d);
+    qsort(names, n, sizeof *names, cmp_str);
+    printf("%-12s %7s %11s %11s %11s  %s\n", "machine", "threads", "MAC/s/core",
+           "elem/s/core", "PRG B/s", "efficiency MAC/elem/PRG");
+    for (size_t i = 0; i < n; i++) {
+        machine_profile m;
+        errbuf e;
+        if (machine_load(names[i], &m, &e)) {
+            cli_error("list", "%s", e.msg);
+            return 1;
+        }
+        printf("%-12s %7d %11.4g %11.4g %11.4g  %.2f/%.2f/%.2f\n", names[i], m.threads,
+               m.rate[WK_MAC], m.rate[WK_ELEM], m.rate[WK_PRG], m.par_eff[WK_MAC],
+               m.par_eff[WK_ELEM], m.par_eff[WK_PRG]);
+    }
+    printf("\nEach file's comment gives its hardware and derivation; `mpcsim calibrate\n"
+           "--threads N -o FILE` measures a profile of your own.\n");
     return 0;
 }
 
@@ -207,10 +279,11 @@ int cmd_list(int argc, char **argv)
 {
     static const struct option opts[] = {{"costs", no_argument, NULL, 'c'},
                                           {"ring-bits", required_argument, NULL, 'r'},
+                                          {"profile", required_argument, NULL, 'P'},
                                           {"help", no_argument, NULL, 'h'},
                                           {NULL, 0, NULL, 0}};
     int costs = 0, n_given = 0, ch;
-    const char *ring = NULL;
+    const char *ring = NULL, *profile = NULL;
     unsigned long long elems = 1;
     long long rb;
     optind = 0;
@@ -233,6 +306,9 @@ int cmd_list(int argc, char **argv)
             }
             n_given = 1;
             break;
+        case 'P':
+            profile = optarg;
+            break;
         case 'h':
             list_usage(stdout);
             return 0;
@@ -249,10 +325,15 @@ int cmd_list(int argc, char **argv)
         list_usage(stderr);
         return 2;
     }
-    static const char *const what[] = {"models", "protocols", "policies", "networks", "keys"};
+    static const char *const what[] = {"models", "protocols", "policies", "networks",
+                                       "machines", "keys"};
     const char *w = argv[optind];
     if ((costs || ring || n_given) && strcmp(w, "protocols")) {
         cli_error("list", "--costs, --ring-bits and -n apply to 'list protocols'");
+        return 2;
+    }
+    if (profile && strcmp(w, "networks")) {
+        cli_error("list", "--profile applies to 'list networks'");
         return 2;
     }
     if ((ring || n_given) && !costs) {
@@ -266,13 +347,16 @@ int cmd_list(int argc, char **argv)
     if (!strcmp(w, "policies"))
         return list_policies();
     if (!strcmp(w, "networks"))
-        return list_networks();
+        return list_networks(profile ? profile : "default");
+    if (!strcmp(w, "machines"))
+        return list_machines();
     if (!strcmp(w, "keys"))
         return list_keys(NULL);
-    const char *dm = did_you_mean(w, what, 5);
+    const char *dm = did_you_mean(w, what, 6);
     if (dm)
         cli_error("list", "cannot list '%s' (did you mean '%s'?)", w, dm);
     else
-        cli_error("list", "cannot list '%s': models, protocols, policies, networks or keys", w);
+        cli_error("list", "cannot list '%s': models, protocols, policies, networks, machines or "
+                  "keys", w);
     return 2;
 }

@@ -508,7 +508,8 @@ typedef struct store_rows {
     rdb_layer *ly;
 } store_rows;
 
-static int store_result(rdb *db, const run_cfg *c, const job_result *j, errbuf *e)
+/* *stored = 0 when another process had stored the run meanwhile (ours is dropped). */
+static int store_result(rdb *db, const run_cfg *c, const job_result *j, int *stored, errbuf *e)
 {
     const run_result *res = &j->res;
     store_rows w = {0};
@@ -559,7 +560,10 @@ static int store_result(rdb *db, const run_cfg *c, const job_result *j, errbuf *
         .layer = w.ly, .n_layer = j->rc ? 0 : nl};
     if (j->rc)
         row.n_metric = 0;
-    int rc = rdb_run_put(db, &row, NULL, e);
+    int64_t id = 0;
+    int rc = rdb_run_put(db, &row, &id, e);
+    if (rc == MS_OK && stored)
+        *stored = id != 0;
     free(w.m);
     free(w.ly);
     return rc;
@@ -573,6 +577,7 @@ typedef struct sweep {
     rdb *db;
     progress *pg;
     int tty;            /* stderr is a terminal (a bar is drawn) */
+    size_t raced;       /* runs another process stored while we ran them */
     int db_rc;          /* first database error */
     errbuf db_err;
 } sweep;
@@ -604,12 +609,15 @@ static void sweep_record(sweep *sw, job_result *j)
                 c->scenario, c->hash, j->err.msg);
     }
     errbuf e;
-    int rc = store_result(sw->db, c, j, &e);
+    int stored = 1;
+    int rc = store_result(sw->db, c, j, &stored, &e);
+    if (!rc && !stored)
+        sw->raced++; /* a concurrent process has it ok: not a failure of the sweep */
     if (rc && !sw->db_rc) {
         sw->db_rc = rc;
         sw->db_err = e;
     }
-    progress_end(sw->pg, j->sel, j->rc != 0);
+    progress_end(sw->pg, j->sel, j->rc != 0 && stored);
     run_result_free(&j->res);
 }
 
@@ -1057,7 +1065,8 @@ static int run_sweep(const run_opts *o, batch *b, const char *path)
         fprintf(stderr, "mpcsim run: error: %s\n", sw.db_err.msg);
     if (n > 0 && !o->quiet)
         printf("%s: %zu run%s recorded (%zu failed, %zu already there) in %.1f s\n", path,
-               done - failed, done - failed == 1 ? "" : "s", failed, n_sel - n, mono_s() - t0);
+               done - failed - sw.raced, done - failed - sw.raced == 1 ? "" : "s", failed,
+               n_sel - n + sw.raced, mono_s() - t0);
     if (rdb_close(db) && !sw.db_rc)
         sw.db_rc = MS_ERR_DB;
     free(runs);

@@ -13,6 +13,16 @@
  *   wan-spu  300 Mbit/s, 20 ms. SPU's MPC benchmark README (src/libspu/mpc/tools/README.md):
  *            `tc qdisc ... tbf rate 300mbit ...` plus `netem delay 20msec`; the report
  *            generator's "WAN_300mbit_20msec" tables (mpc-costs.md §1, §5).
+ *   lan-5g   5 Gbit/s, 0.25 ms. Comet (S&P 2025): "bandwidth between the servers is 5Gbps"
+ *            (second-hand summary of the paper, mpc-costs.md §3.2); the paper's latency is not
+ *            public, 0.25 ms one way (0.5 ms RTT, one data-centre region) is assumed.
+ *   lan-3g   3 Gbit/s, 0.4 ms. The LAN of the 2PC transformer papers that compare with BOLT
+ *            and Nimbus is quoted second-hand as 3 Gbps with a 0.8 ms RTT; the PDFs were not
+ *            read here, so treat it as the literature's class, not a reproduction setting.
+ *   lan-1g   1 Gbit/s, 0.25 ms. The 1 Gbps LAN class (BumbleBee-style 2PC LANs, quoted
+ *            second-hand with a 0.5 ms RTT; unconfirmed) and a commodity data-centre port.
+ * The regime each preset puts a 7B decode step in is computed, not assumed: `mpcsim list
+ * networks` simulates regime.h's reference step on every preset.
  *
  * The dealer's offline channel uses the same link parameters (the dealer is one more host on
  * the same network).
@@ -48,10 +58,32 @@ static const net_preset_def presets[] = {
     {"lan", 100000u, 10e9},      /* 0.1 ms, 10 Gbit/s: MPC-Pipe / SPU LAN class */
     {"wan", 50000000u, 100e6},   /* 50 ms, 100 Mbit/s: SecretFlow overall_benchmark.md */
     {"wan-spu", 20000000u, 300e6}, /* 20 ms, 300 Mbit/s: SPU mpc/tools/README.md */
+    {"lan-5g", 250000u, 5e9},    /* 0.25 ms, 5 Gbit/s: Comet's servers (latency assumed) */
+    {"lan-3g", 400000u, 3e9},    /* 0.4 ms, 3 Gbit/s: the BOLT/Nimbus-class 2PC LAN */
+    {"lan-1g", 250000u, 1e9},    /* 0.25 ms, 1 Gbit/s: the 1 Gbps LAN class */
 };
 #define N_PRESETS (sizeof presets / sizeof presets[0])
 
-static const char *const preset_names[N_PRESETS] = {"lan", "wan", "wan-spu"};
+static const char *const preset_names[N_PRESETS] = {"lan",    "wan",    "wan-spu",
+                                                     "lan-5g", "lan-3g", "lan-1g"};
+
+/* Where each preset's figures come from, for `mpcsim list networks` (order of presets[]). */
+static const char *const preset_sources[N_PRESETS] = {
+    "MPC-Pipe's 10 Gbps per party; SPU's sub-ms data-centre LAN",
+    "SecretFlow's benchmark (overall_benchmark.md): 100 Mbps, 50 ms",
+    "SPU mpc/tools/README.md: tbf rate 300mbit, netem delay 20msec",
+    "Comet (S&P 2025): 5 Gbps; its latency unpublished, 0.25 ms assumed",
+    "BOLT/Nimbus-line 2PC LAN, 3 Gbps / 0.8 ms RTT (second-hand)",
+    "1 Gbps LAN class, 0.5 ms RTT (BumbleBee-style; second-hand)",
+};
+
+const char *net_preset_source(const char *name)
+{
+    for (size_t i = 0; i < N_PRESETS; i++)
+        if (!strcmp(presets[i].name, name))
+            return preset_sources[i];
+    return NULL;
+}
 
 const char *const *net_preset_names(size_t *n)
 {
@@ -86,7 +118,8 @@ int net_preset(const char *name, int n_parties, net_cfg *out, errbuf *e)
     }
     const char *hint = did_you_mean(name, preset_names, N_PRESETS);
     return err_set(e, MS_ERR_NOTFOUND,
-                   "unknown network preset '%s'%s%s%s (presets: lan, wan, wan-spu; or a custom "
+                   "unknown network preset '%s'%s%s%s (presets: lan, wan, wan-spu, lan-5g, lan-3g, "
+                   "lan-1g; or a custom "
                    "'LATENCY/BANDWIDTH' such as '20ms/300Mbps')",
                    name, hint ? " (did you mean '" : "", hint ? hint : "", hint ? "'?)" : "");
 }

@@ -44,9 +44,12 @@ typedef struct net_cfg {
     net_wire wire;                                   /* framing on every link; mtu 0: none */
 } net_cfg;
 
-/* Presets: "lan", "wan", "wan-spu" (values and sources in sim/engine/net.c and sim/engine/SIMULATION.md). */
+/* Presets: "lan", "wan", "wan-spu", "lan-5g", "lan-3g", "lan-1g" (values and sources in
+ * sim/engine/net.c and sim/engine/SIMULATION.md). */
 int net_preset(const char *name, int n_parties, net_cfg *out, errbuf *e);
 const char *const *net_preset_names(size_t *n);
+/* One line on where a preset's figures come from; NULL for an unknown name. */
+const char *net_preset_source(const char *name);
 /* Sets every link to the same values. */
 void net_uniform(net_cfg *n, int n_parties, uint64_t latency_ns, double bandwidth_bps);
 

@@ -82,7 +82,8 @@ typedef struct sim_ctx {
     int64_t link_last[P_MAX][P_MAX];
     double ns_per_byte[P_MAX][P_MAX]; /* 8e9 / bandwidth, as net_transfer_ns */
     uint64_t burst_ns[P_MAX][P_MAX];  /* token bucket depth in ns at the rate; 0: none */
-    double nspu[WK_N];                /* ns per unit of local work */
+    double nspu[WK_N];                /* ns per unit of local work on one core */
+    const machine_profile *mach;      /* threads > 1: the speed-up of each round's work */
     sim_result *res;                  /* stats are added as rounds are run */
     uint64_t last_t;                  /* latest D so far, and its index r*P + p */
     size_t last_i;
@@ -174,19 +175,25 @@ static void ctx_free(sim_ctx *c)
     free(c->own);
 }
 
-/* ns per unit of work: 1e9 / (rate · threads) */
+/* ns per unit of work on one core: 1e9 / rate */
 static void ns_per_unit(const machine_profile *m, double out[WK_N])
 {
-    int th = m->threads > 0 ? m->threads : 1;
     for (int k = 0; k < WK_N; k++)
-        out[k] = 1e9 / (m->rate[k] * th);
+        out[k] = 1e9 / m->rate[k];
 }
 
-static uint64_t compute_ns(const double nspu[WK_N], const double *work)
+/* A round's local work in ns: one core's time of each kind, divided by its speed-up on the
+ * profile's cores (machine_speedup; mach NULL: one core). */
+static uint64_t compute_ns(const double nspu[WK_N], const machine_profile *mach,
+                           const double *work)
 {
     double s = 0;
-    for (int k = 0; k < WK_N; k++)
-        s += work[k] * nspu[k];
+    if (mach)
+        for (int k = 0; k < WK_N; k++)
+            s += work[k] * nspu[k] / machine_speedup(mach, k, work[k]);
+    else
+        for (int k = 0; k < WK_N; k++)
+            s += work[k] * nspu[k];
     return s >= (double)NET_NS_MAX ? NET_NS_MAX : (uint64_t)(s + 0.5); /* nearest ns */
 }
 
@@ -292,7 +299,7 @@ static int prep_round(sim_ctx *c, size_t r, errbuf *e)
     c->rlayer[r] = (o->layer >= 0 && (size_t)o->layer < c->res->n_layers) ? o->layer : -1;
     for (int p = 0; p < c->P; p++) {
         size_t i = r * c->P + p;
-        c->comp[i] = compute_ns(c->nspu, cr->work[p]);
+        c->comp[i] = compute_ns(c->nspu, c->mach, cr->work[p]);
         c->I[i] = c->S[i] = c->D[i] = UNSET;
         c->predI[i] = PRED_NONE;
         c->predD[i] = -1;
@@ -322,6 +329,7 @@ static int ctx_init(sim_ctx *c, const net_cfg *net, const machine_profile *mach,
         build_deps(c); /* only overlap reads dependencies */
     init_ops(c);
     ns_per_unit(mach, c->nspu);
+    c->mach = mach->threads > 1 ? mach : NULL;
     for (int s = 0; s < c->P; s++)
         for (int d = 0; d < c->P; d++) {
             c->link_last[s][d] = -1;
@@ -549,6 +557,7 @@ static inline __attribute__((always_inline)) int run_seq_p(sim_ctx *c, errbuf *e
     double nspu[WK_N], nspb[P_MAX][P_MAX];
     uint64_t lat[P_MAX][P_MAX], bns[P_MAX][P_MAX];
     memcpy(nspu, c->nspu, sizeof nspu);
+    const machine_profile *const mach = c->mach;
     memcpy(nspb, c->ns_per_byte, sizeof nspb);
     memcpy(lat, c->lat, sizeof lat);
     memcpy(bns, c->burst_ns, sizeof bns);
@@ -582,7 +591,7 @@ static inline __attribute__((always_inline)) int run_seq_p(sim_ctx *c, errbuf *e
         size_t base = r * P;
         for (int p = 0; p < P; p++) {
             size_t i = base + p;
-            uint64_t comp = compute_ns(nspu, cr->work[p]);
+            uint64_t comp = compute_ns(nspu, mach, cr->work[p]);
             uint64_t t = 0;
             int32_t pred = PRED_NONE;
             if (r > 0) {

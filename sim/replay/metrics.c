@@ -135,29 +135,29 @@ void metrics_logits(metrics *m, const float *full, const float *pol, uint32_t vo
     free(lf);
 }
 
-int metrics_report(const metrics *m, run_result *res)
+int metrics_report(const metrics *m, const metric_sink *out)
 {
     int rc = 0;
     if (m->n_rows) {
         double n = (double)m->n_rows;
-        rc |= run_metric_add(res, "attn_mass_recall", m->mass / n, "ratio");
-        rc |= run_metric_add(res, "topk_recall", m->topk / n, "ratio");
-        rc |= run_metric_add(res, "kept_frac", m->kept_of > 0 ? m->kept / m->kept_of : 1.0,
+        rc |= out->add(out->ctx, "attn_mass_recall", m->mass / n, "ratio");
+        rc |= out->add(out->ctx, "topk_recall", m->topk / n, "ratio");
+        rc |= out->add(out->ctx, "kept_frac", m->kept_of > 0 ? m->kept / m->kept_of : 1.0,
                              "ratio");
     }
     if (m->n_err)
-        rc |= run_metric_add(res, "attn_out_rel_err", m->err / (double)m->n_err, "ratio");
+        rc |= out->add(out->ctx, "attn_out_rel_err", m->err / (double)m->n_err, "ratio");
     if (m->n_err_wo)
-        rc |= run_metric_add(res, "attn_out_wo_rel_err", m->err_wo / (double)m->n_err_wo,
+        rc |= out->add(out->ctx, "attn_out_wo_rel_err", m->err_wo / (double)m->n_err_wo,
                              "ratio");
     if (m->n_tok) {
         double n = (double)m->n_tok;
         double pf = exp(m->nll_full / n), pp = exp(m->nll_pol / n);
-        rc |= run_metric_add(res, "logit_kl", m->kl / n, "nats");
-        rc |= run_metric_add(res, "top1_agreement", m->top1 / n, "ratio");
-        rc |= run_metric_add(res, "ppl_full", pf, "ppl");
-        rc |= run_metric_add(res, "ppl_policy", pp, "ppl");
-        rc |= run_metric_add(res, "ppl_delta", pp - pf, "ppl");
+        rc |= out->add(out->ctx, "logit_kl", m->kl / n, "nats");
+        rc |= out->add(out->ctx, "top1_agreement", m->top1 / n, "ratio");
+        rc |= out->add(out->ctx, "ppl_full", pf, "ppl");
+        rc |= out->add(out->ctx, "ppl_policy", pp, "ppl");
+        rc |= out->add(out->ctx, "ppl_delta", pp - pf, "ppl");
     }
     return rc ? MS_ERR_NOMEM : MS_OK;
 }

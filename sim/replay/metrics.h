@@ -40,7 +40,7 @@ void metrics_output(metrics *m, const float *att, const uint8_t *keep, uint32_t 
                     const float *V, uint32_t d, const float *wo_h, size_t stride, uint32_t dim);
 /* One predicted token: full and policy logits (vocab), the true next token (or -1). */
 void metrics_logits(metrics *m, const float *full, const float *pol, uint32_t vocab, int next);
-/* Adds the averages to res (only the families that saw data). */
-int metrics_report(const metrics *m, run_result *res);
+/* Reports the averages to out (only the families that saw data). */
+int metrics_report(const metrics *m, const metric_sink *out);
 
 #endif

@@ -510,18 +510,18 @@ static int live_run(replay *r, errbuf *e)
     return rc;
 }
 
-int replay_metrics(replay *r, run_result *res, errbuf *e)
+int replay_metrics(replay *r, const metric_sink *out, errbuf *e)
 {
     int rc = MS_OK;
     if (r->tr && r->live)
         rc = live_run(r, e);
-    if (!rc && metrics_report(&r->m, res))
+    if (!rc && metrics_report(&r->m, out))
         rc = err_set(e, MS_ERR_NOMEM, "replay: out of memory for metrics");
     if (!rc && r->pol->metrics) {
         run_metric pm[16];
         size_t n = r->pol->metrics(r->st, pm, 16);
         for (size_t i = 0; !rc && i < n; i++)
-            if (run_metric_add(res, pm[i].name, pm[i].value, pm[i].unit))
+            if (out->add(out->ctx, pm[i].name, pm[i].value, pm[i].unit))
                 rc = err_set(e, MS_ERR_NOMEM, "replay: out of memory for metrics");
     }
     return rc;

@@ -31,8 +31,8 @@ int replay_attended_cache(const replay *r);
 /* The FFN neurons per layer of the step just replayed (prefill or decode; policy_ops.ffn_active)
  * and in *secret whether their pattern is secret; NULL (dense FFN) when the policy has none. */
 const uint32_t *replay_ffn_active(const replay *r, int *secret);
-/* Adds accuracy metrics to res. */
-int replay_metrics(replay *r, run_result *res, errbuf *e);
+/* Reports the accuracy metrics, and the policy's own, to out. */
+int replay_metrics(replay *r, const metric_sink *out, errbuf *e);
 void replay_close(replay *r);
 
 #endif

@@ -70,6 +70,14 @@ typedef struct run_metric {
     char unit[16];
 } run_metric;
 
+/* Where a module reports named metrics (the replay, its accuracy metrics): the runner hands it
+ * its run_result's (run_result_sink), a test any table of its own. add returns MS_OK or an
+ * error code. */
+typedef struct metric_sink {
+    int (*add)(void *ctx, const char *name, double value, const char *unit);
+    void *ctx;
+} metric_sink;
+
 typedef struct run_result {
     run_metric *metric;
     size_t n_metric, cap_metric;
@@ -80,6 +88,8 @@ typedef struct run_result {
 void run_result_init(run_result *r);
 void run_result_free(run_result *r);
 int run_metric_add(run_result *r, const char *name, double value, const char *unit);
+/* A sink that appends to r (run_metric_add). */
+metric_sink run_result_sink(run_result *r);
 
 /* Executes one run: replay the trace under the policy, lower each step, cost it, simulate it;
  * fills res with metrics and breakdowns. */

@@ -57,6 +57,13 @@ int run_metric_add(run_result *r, const char *name, double value, const char *un
     return MS_OK;
 }
 
+static int sink_add(void *ctx, const char *name, double value, const char *unit)
+{
+    return run_metric_add(ctx, name, value, unit);
+}
+
+metric_sink run_result_sink(run_result *r) { return (metric_sink){sink_add, r}; }
+
 /* ---- decode-step memo --------------------------------------------------------------------- */
 
 typedef struct step_key {
@@ -385,8 +392,9 @@ int run_execute(const run_cfg *cfg, run_result *res, errbuf *e)
         rc = run_decode(&R, rp, res, &ds, e);
     if (rc == MS_OK && add_metrics(&R, res, &ds) != MS_OK)
         rc = err_set(e, MS_ERR_NOMEM, "run: out of memory");
+    metric_sink sink = run_result_sink(res);
     if (rc == MS_OK)
-        rc = replay_metrics(rp, res, e);
+        rc = replay_metrics(rp, &sink, e);
     if (rp)
         replay_close(rp);
     runner_free(&R);

@@ -765,8 +765,10 @@ static int read_network(scn_ctx *x, const yx_node *v, run_cfg *c)
 
 /* ---- machine ----------------------------------------------------------------------------- */
 
-static const char *const mach_keys[] = {"base",       "name",            "mac_per_s",
-                                        "elem_per_s", "prg_bytes_per_s", "threads"};
+static const char *const mach_keys[] = {"base",        "name",         "mac_per_s",
+                                        "elem_per_s",  "prg_bytes_per_s", "threads",
+                                        "mac_par_eff", "elem_par_eff", "prg_par_eff",
+                                        "grain"};
 
 static int list_machines(const char *cands[], char store[][64], size_t max)
 {
@@ -1352,7 +1354,14 @@ static void put_run(FILE *f, const run_cfg *c)
         fprintf(f, "\n  %s: ", mach_keys[2 + k]);
         put_dbl(f, c->machine.rate[k]);
     }
-    fprintf(f, "\n  threads: %d\n", c->machine.threads);
+    fprintf(f, "\n  threads: %d", c->machine.threads);
+    for (int k = 0; k < WK_N; k++) {
+        fprintf(f, "\n  %s: ", mach_keys[6 + k]);
+        put_dbl(f, c->machine.par_eff[k]);
+    }
+    fputs("\n  grain: ", f);
+    put_dbl(f, c->machine.grain);
+    fputc('\n', f);
     fprintf(f, "workload:\n  prompt_len: %u\n  decode_len: %u\n  batch: %u\n"
                "  prefill_in_mpc: %s\n  decode_stride: %u\n",
             c->work.prompt_len, c->work.decode_len, c->work.batch,

@@ -187,6 +187,11 @@ static void fill_normal(uint64_t *s, float *x, size_t n, double mu, double sd)
 
 /* ---- the synthetic source ------------------------------------------------------------- */
 
+int trace_synth_reference_kernel;
+
+/* Keys whose sign words are hashed together before the lookups. */
+#define SYNTH_BLOCK 256
+
 typedef struct synth_src {
     gsl_rng *rng;       /* query stream */
     gsl_rng *wo_rng;    /* W_o, reseeded per layer */
@@ -195,7 +200,11 @@ typedef struct synth_src {
     double *omega;      /* m */
     float *rff;         /* T × 2m: a·(cos ω_i s, sin ω_i s), shared by queries and keys */
     double *loc;        /* T: locality logit a²Σ cos(ω_i Δ)/√d at distance Δ */
-    float *signs;       /* dc: one key's content signs (scratch) */
+    float *signs;       /* dc: one key's content signs (scratch, reference kernel) */
+    float *tab;         /* G × ceil(dc/8) × 256: per-byte partial content logits */
+    float *base;        /* T: one KV head's sink + heavy + locality logits */
+    float *locr;        /* T: loc in float, reversed: locr[T − 1 − Δ] = loc[Δ] */
+    uint64_t *words;    /* ceil(dc/64) × SYNTH_BLOCK: sign words of a block of keys */
     uint64_t *heavy;    /* L × Hkv × ceil(T/64) bits: heavy status, filled on demand */
     uint32_t *heavy_done; /* L × Hkv: positions whose status is filled */
     double amp;         /* a */
@@ -285,10 +294,9 @@ static void synth_kv(trace *t, uint32_t layer, uint32_t pos, float *k, float *v)
         synth_kv1(t, layer, g, pos, k ? k + (size_t)g * d : NULL, v ? v + (size_t)g * d : NULL);
 }
 
-/* Attention rows of the current position straight from the logit model (same values as
- * softmax(q·k/√d) over synth_kv's keys up to float rounding, without building the keys):
- * logit = sink·[j < n_sinks] + heavy·[heavy] + loc[pos − j] + σ_k·(c_h · signs_j)/√d. */
-static int synth_att_row(trace *t, uint32_t layer)
+/* The reference kernel (kept for the tests: trace_synth_reference_kernel): the same logit
+ * model with every key's content signs expanded to floats and a scalar expf softmax. */
+static int synth_att_row_ref(trace *t, uint32_t layer)
 {
     synth_src *s = t->impl;
     const trace_shape *sh = &t->s;
@@ -332,6 +340,186 @@ static int synth_att_row(trace *t, uint32_t layer)
         for (uint32_t j = 0; j < n; j++)
             row[j] = (float)(row[j] / sum);
     }
+    return 1;
+}
+
+/* e^x for x ≤ 0, four lanes at a time (GCC/Clang vector extensions: SSE2 on x86-64,
+ * NEON elsewhere): x = n·ln2 + r with |r| ≤ ln2/2 (n rounded by the 1.5·2²³ trick,
+ * Cody–Waite split of ln2), e^r by its degree-7 Taylor polynomial (truncation r⁸/8! < 5.2e-9,
+ * under 0.1 float ulp), 2^n put into the exponent bits: within 2 float ulps of expf
+ * (tests/check_trace.c). Below ln FLT_MIN = −87.33654, where expf is subnormal, it gives 0. */
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+static inline v4f v4f_set(float x) { return (v4f){x, x, x, x}; }
+
+static inline v4f exp_neg4(v4f x)
+{
+    v4i ok = x >= v4f_set(-87.33654f);
+    v4f xc = (v4f)(((v4i)x & ok) | ((v4i)v4f_set(-87.33654f) & ~ok));
+    v4f n = (xc * v4f_set(1.44269504f) + v4f_set(12582912.0f)) - v4f_set(12582912.0f);
+    v4f r = xc - n * v4f_set(0.693145752f); /* ln2 high part: n·hi is exact */
+    r = r - n * v4f_set(1.42860677e-6f);     /* ln2 low part */
+    v4f p = v4f_set(1.0f / 5040);
+    p = p * r + v4f_set(1.0f / 720);
+    p = p * r + v4f_set(1.0f / 120);
+    p = p * r + v4f_set(1.0f / 24);
+    p = p * r + v4f_set(1.0f / 6);
+    p = p * r + v4f_set(0.5f);
+    p = p * r + v4f_set(1.0f);
+    p = p * r + v4f_set(1.0f);
+    v4i bits = (__builtin_convertvector(n, v4i) + 127) << 23;
+    return (v4f)((v4i)(p * (v4f)bits) & ok);
+}
+
+float trace_synth_exp_neg(float x)
+{
+    v4f v = exp_neg4(v4f_set(x));
+    return v[0];
+}
+
+/* Softmax of a row in place: max, exp, a sum in float per block of 64 entries added up in
+ * double, one reciprocal. */
+static void softmax_row(float *row, uint32_t n)
+{
+    uint32_t n4 = n / 4 * 4, j;
+    float mx = row[0];
+    v4f m4 = v4f_set(row[0]);
+    for (j = 0; j < n4; j += 4) {
+        v4f x;
+        memcpy(&x, row + j, sizeof x);
+        v4i gt = x > m4;
+        m4 = (v4f)(((v4i)x & gt) | ((v4i)m4 & ~gt));
+    }
+    for (int i = 0; i < 4; i++)
+        mx = m4[i] > mx ? m4[i] : mx;
+    for (; j < n; j++)
+        mx = row[j] > mx ? row[j] : mx;
+    double sum = 0;
+    v4f mv = v4f_set(mx);
+    for (j = 0; j < n4;) {
+        v4f acc = v4f_set(0);
+        for (uint32_t end = j + 64 < n4 ? j + 64 : n4; j < end; j += 4) {
+            v4f x;
+            memcpy(&x, row + j, sizeof x);
+            x = exp_neg4(x - mv);
+            memcpy(row + j, &x, sizeof x);
+            acc += x;
+        }
+        sum += (double)acc[0] + acc[1] + acc[2] + acc[3];
+    }
+    for (; j < n; j++)
+        sum += (row[j] = trace_synth_exp_neg(row[j] - mx));
+    v4f inv = v4f_set((float)(1.0 / sum));
+    for (j = 0; j < n4; j += 4) {
+        v4f x;
+        memcpy(&x, row + j, sizeof x);
+        x *= inv;
+        memcpy(row + j, &x, sizeof x);
+    }
+    for (; j < n; j++)
+        row[j] *= inv[0];
+}
+
+/* Attention rows of the current position straight from the logit model (same values as
+ * softmax(q·k/√d) over synth_kv's keys up to float rounding, without building the keys):
+ * logit = sink·[j < n_sinks] + heavy·[heavy] + loc[pos − j] + σ_k·(c_h · signs_j)/√d.
+ * The content dot product never expands a key's sign bits: per query head, a table of 256
+ * partial sums per byte of the 64-bit sign word gives σ_k·Σ c_i·(±1)/√d over those 8
+ * channels, so a key costs one hash per 64 channels and one lookup per 8. The base terms are
+ * a vector pass per KV head, the softmax a vector exp. */
+static int synth_att_row(trace *t, uint32_t layer)
+{
+    synth_src *s = t->impl;
+    if (trace_synth_reference_kernel)
+        return synth_att_row_ref(t, layer);
+    const trace_shape *sh = &t->s;
+    uint32_t pos = t->pos, n = pos + 1, G = sh->n_heads / sh->n_kv_heads;
+    uint32_t nw = (s->dc + 63) / 64, nb = (s->dc + 7) / 8;
+    size_t words = (sh->n_tokens + 63) / 64;
+    double rt = sqrt((double)sh->head_dim), sk = s->sigma_k / rt;
+    float sink = (float)t->synth.sink, heavy = (float)t->synth.heavy;
+    uint32_t ns = t->synth.n_sinks;
+    for (uint32_t g = 0; g < sh->n_kv_heads; g++) {
+        uint64_t prefix = stream_prefix(t->seed, ST_KEY, layer, g);
+        is_heavy(t, layer, g, pos); /* fills the bitmap up to pos */
+        const uint64_t *hb = s->heavy + ((size_t)layer * sh->n_kv_heads + g) * words;
+        /* per query head of the group: byte tables of σ_k/√d · Σ c_i·(2·bit_i − 1) */
+        for (uint32_t hh = 0; hh < G; hh++) {
+            const float *c = s->content + ((size_t)layer * sh->n_heads + g * G + hh) * s->dc;
+            float *tab = s->tab + (size_t)hh * nb * 256;
+            for (uint32_t b = 0; b < nb; b++) {
+                /* two nibble tables (in double, then rounded), added pairwise in float */
+                float lo[16], hi[16];
+                for (int half = 0; half < 2; half++) {
+                    float *out = half ? hi : lo;
+                    uint32_t i0 = b * 8 + 4 * (uint32_t)half;
+                    for (uint32_t v = 0; v < 16; v++) {
+                        double sum = 0;
+                        for (uint32_t i = 0; i < 4 && i0 + i < s->dc; i++)
+                            sum += v >> i & 1 ? c[i0 + i] : -(double)c[i0 + i];
+                        out[v] = (float)(sk * sum);
+                    }
+                }
+                float *tb = tab + (size_t)b * 256;
+                for (uint32_t vh = 0; vh < 16; vh++)
+                    for (uint32_t vl = 0; vl < 16; vl++)
+                        tb[vh * 16 + vl] = hi[vh] + lo[vl];
+            }
+        }
+        /* the base row, the same for every head of the group */
+        float *base = s->base;
+        memcpy(base, s->locr + (t->s.n_tokens - 1 - pos), n * sizeof *base);
+        for (uint32_t w0 = 0; w0 < n; w0 += 64)
+            for (uint64_t x = hb[w0 / 64]; x; x &= x - 1) {
+                uint32_t j = w0 + (uint32_t)__builtin_ctzll(x);
+                if (j < n)
+                    base[j] += heavy;
+            }
+        for (uint32_t j = 0; j < ns && j < n; j++)
+            base[j] += sink;
+        float *row0 = t->att + (size_t)g * G * n;
+        /* keys in blocks: their sign words first, then every head's lookups over the block */
+        for (uint32_t j0 = 0; j0 < n; j0 += SYNTH_BLOCK) {
+            uint32_t nj = n - j0 < SYNTH_BLOCK ? n - j0 : SYNTH_BLOCK;
+            uint64_t *wb = s->words;
+            for (uint32_t j = 0; j < nj; j++) {
+                uint64_t st = mix64(prefix ^ (j0 + j));
+                for (uint32_t k = 0; k < nw; k++) {
+                    st += 0x9E3779B97F4A7C15ull;
+                    wb[(size_t)k * SYNTH_BLOCK + j] = mix64(st);
+                }
+            }
+            for (uint32_t hh = 0; hh < G; hh++) {
+                float *row = row0 + (size_t)hh * n + j0;
+                memcpy(row, base + j0, nj * sizeof *row);
+                for (uint32_t k = 0; k < nw; k++) {
+                    const float *tk = s->tab + ((size_t)hh * nb + 8 * k) * 256;
+                    const uint64_t *wk = wb + (size_t)k * SYNTH_BLOCK;
+                    uint32_t bytes = nb - 8 * k < 8 ? nb - 8 * k : 8;
+                    if (bytes == 8)
+                        for (uint32_t j = 0; j < nj; j++) {
+                            uint64_t x = wk[j];
+                            float a0 = tk[x & 0xff] + tk[256 + (x >> 8 & 0xff)];
+                            float a1 = tk[512 + (x >> 16 & 0xff)] + tk[768 + (x >> 24 & 0xff)];
+                            float a2 = tk[1024 + (x >> 32 & 0xff)] + tk[1280 + (x >> 40 & 0xff)];
+                            float a3 = tk[1536 + (x >> 48 & 0xff)] + tk[1792 + (x >> 56)];
+                            row[j] += (a0 + a1) + (a2 + a3);
+                        }
+                    else
+                        for (uint32_t j = 0; j < nj; j++) {
+                            uint64_t x = wk[j];
+                            float acc = 0;
+                            for (uint32_t b = 0; b < bytes; b++)
+                                acc += tk[256 * b + (x >> (8 * b) & 0xff)];
+                            row[j] += acc;
+                        }
+                }
+            }
+        }
+    }
+    for (uint32_t h = 0; h < sh->n_heads; h++)
+        softmax_row(t->att + (size_t)h * n, n);
     return 1;
 }
 
@@ -427,6 +615,10 @@ static void synth_close(trace *t)
     free(s->rff);
     free(s->loc);
     free(s->signs);
+    free(s->tab);
+    free(s->base);
+    free(s->locr);
+    free(s->words);
     free(s->heavy);
     free(s->heavy_done);
     free(s->content);
@@ -487,16 +679,23 @@ int trace_synth_attach(trace *t, const model_cfg *cfg, errbuf *e)
     s->rff = malloc(((size_t)t->s.n_tokens * 2 * s->m + 1) * sizeof(float));
     s->loc = calloc(t->s.n_tokens, sizeof *s->loc);
     s->signs = calloc(s->dc ? s->dc : 1, sizeof *s->signs);
+    s->tab = malloc(((size_t)(t->s.n_heads / t->s.n_kv_heads) * ((s->dc + 7) / 8) * 256 + 1) *
+                    sizeof *s->tab);
+    s->base = malloc(((size_t)t->s.n_tokens + 1) * sizeof *s->base);
+    s->locr = malloc(((size_t)t->s.n_tokens + 1) * sizeof *s->locr);
+    s->words = malloc(((size_t)(s->dc + 63) / 64 + 1) * SYNTH_BLOCK * sizeof *s->words);
     size_t lg = (size_t)t->s.n_layers * t->s.n_kv_heads;
     s->heavy = calloc(lg * ((t->s.n_tokens + 63) / 64), sizeof *s->heavy);
     s->heavy_done = calloc(lg, sizeof *s->heavy_done);
-    if (!s->content || !s->rff || !s->loc || !s->signs || !s->heavy || !s->heavy_done)
+    if (!s->content || !s->rff || !s->loc || !s->signs || !s->tab || !s->base || !s->locr || !s->words || !s->heavy ||
+        !s->heavy_done)
         return err_set(e, MS_ERR_NOMEM, "out of memory");
     for (uint32_t dd = 0; dd < t->s.n_tokens; dd++) {
         double c = 0;
         for (uint32_t i = 0; i < s->m; i++)
             c += cos(s->omega[i] * dd);
         s->loc[dd] = s->amp * s->amp * c / sqrt((double)t->s.head_dim);
+        s->locr[t->s.n_tokens - 1 - dd] = (float)s->loc[dd];
     }
     for (uint32_t pos = 0; pos < t->s.n_tokens; pos++)
         for (uint32_t i = 0; i < s->m; i++) {

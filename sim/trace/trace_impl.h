@@ -46,6 +46,11 @@ struct trace {
 const float *trace_stored_att(trace *t, uint32_t layer, uint32_t pos, uint32_t h);
 /* Allocates the common buffers for t->s; 0 on success. */
 int trace_alloc_common(trace *t);
+/* Nonzero: synthetic attention rows come from the reference kernel (the scalar code the
+ * table kernel replaced), for the tests that compare the two. */
+extern int trace_synth_reference_kernel;
+/* e^x for x <= 0 as the synthetic softmax computes it (within 2 float ulps of expf). */
+float trace_synth_exp_neg(float x);
 /* Opens the synthetic source into t (synth.c). */
 int trace_synth_attach(trace *t, const model_cfg *cfg, errbuf *e);
 
