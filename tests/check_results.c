@@ -190,7 +190,10 @@ START_TEST(test_labels_and_columns)
                             "latency_ms = 75 AND bandwidth_mbps = 200 AND protocol = 'aby3'"), 1);
     /* the user's model name, quotes and backslash included */
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE model = 'tiny\"q\\b-mha'"), 10);
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE machine = 'default' AND threads = 1"),
+    /* the machine profile as resolved (its name as the config holds it) and its threads */
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE machine <> '' AND machine = "
+                            "json_extract(config_json, '$.machine.name') AND threads = "
+                            "json_extract(config_json, '$.machine.threads') AND threads >= 1"),
                      10);
     /* config_json: the resolved config, queryable */
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE json_valid(config_json)"), 10);

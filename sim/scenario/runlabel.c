@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "protocols/base/yamlx.h"
 #include "scn.h"
 #include "sim/policy/policy.h"
 
@@ -118,15 +119,78 @@ void run_labels(const run_cfg *c, rdb_labels *l)
     l->threads = c->machine.threads;
 }
 
+static const char *scalar(const yx_node *m, const char *key)
+{
+    const yx_node *v = yx_map_get(m, key);
+    return v && v->kind == YX_SCALAR ? v->str : NULL;
+}
+
+/* A stored config that no longer loads (a run a newer mpcsim refuses at load time, e.g. a
+ * policy that needs a trace without one): its labels read off the canonical YAML itself —
+ * the model's name, the policy and its parameters against the defaults, the network's preset
+ * or values. */
+static int labels_from_tree(const yx_node *root, rdb_labels *l)
+{
+    const yx_node *model = yx_map_get(root, "model"), *net = yx_map_get(root, "network"),
+                  *mach = yx_map_get(root, "machine"), *pols = yx_map_get(root, "policies");
+    const yx_node *pol = pols && pols->kind == YX_SEQ && pols->n ? pols->item[0] : NULL;
+    const char *name = pol ? scalar(pol, "name") : NULL;
+    if (!model || !net || !name)
+        return -1;
+    memset(l, 0, sizeof *l);
+    const char *mn = scalar(model, "name"), *base = scalar(model, "base");
+    snprintf(l->model, sizeof l->model, "%s", mn ? mn : base ? base : "inline");
+    run_cfg c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.policy.name, sizeof c.policy.name, "%s", name);
+    for (size_t i = 0; i < pol->n && c.policy.n_params < RUN_MAX_PARAMS; i++)
+        if (strcmp(pol->key[i]->str, "name") && pol->item[i]->kind == YX_SCALAR) {
+            kv_param *kv = &c.policy.params[c.policy.n_params++];
+            snprintf(kv->key, sizeof kv->key, "%s", pol->key[i]->str);
+            snprintf(kv->val, sizeof kv->val, "%s", pol->item[i]->str);
+        }
+    run_label_policy(&c, l->policy_label, sizeof l->policy_label);
+    const char *lat = scalar(net, "latency_ns"), *bw = scalar(net, "bandwidth_bps"),
+               *preset = scalar(net, "preset"), *nn = scalar(net, "name");
+    double ns = 0, bps = 0;
+    if (!lat || !bw || parse_double(lat, &ns) || parse_double(bw, &bps))
+        return -1;
+    l->latency_ms = ns / 1e6;
+    l->bandwidth_mbps = bps / 1e6;
+    const yx_node *links = yx_map_get(net, "links");
+    if (preset && nn && !strcmp(preset, nn) && !links)
+        snprintf(l->network, sizeof l->network, "%s", preset);
+    else if (links && nn && strcmp(nn, "custom"))
+        snprintf(l->network, sizeof l->network, "%s", nn);
+    else {
+        char a[24], b[24];
+        fmt_latency(a, sizeof a, l->latency_ms);
+        fmt_bandwidth(b, sizeof b, l->bandwidth_mbps);
+        snprintf(l->network, sizeof l->network, "%s/%s%s", a, b, links ? "+" : "");
+    }
+    const char *mname = mach ? scalar(mach, "name") : NULL, *th = mach ? scalar(mach, "threads") : NULL;
+    double t = 1;
+    snprintf(l->machine, sizeof l->machine, "%s", mname ? mname : "default");
+    l->threads = th && !parse_double(th, &t) ? (int)t : 1;
+    return 0;
+}
+
 int run_labels_from_yaml(const char *config_yaml, rdb_labels *out)
 {
     scenario s;
     errbuf e;
-    if (scn_load("stored config", config_yaml, &s, &e))
+    if (scn_load("stored config", config_yaml, &s, &e) == MS_OK) {
+        int rc = s.n_runs == 1 ? 0 : -1;
+        if (!rc)
+            run_labels(&s.runs[0], out);
+        scn_free(&s);
+        if (!rc)
+            return 0;
+    }
+    yx_node *root = NULL;
+    if (!config_yaml || yx_parse("stored config", config_yaml, strlen(config_yaml), &root, &e))
         return -1;
-    int rc = s.n_runs == 1 ? 0 : -1;
-    if (!rc)
-        run_labels(&s.runs[0], out);
-    scn_free(&s);
+    int rc = labels_from_tree(root, out);
+    yx_free(root);
     return rc;
 }
