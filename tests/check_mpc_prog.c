@@ -34,6 +34,7 @@ typedef struct prog_case {
     int any_name;  /* unbound tensors get reals in [-0.1, 0.1) (counts-only runs) */
     int counts_only;
     const char *msb; /* protocol parameter msb, or NULL for the default */
+    const char *topk; /* protocol parameter topk, or NULL for the default */
 } prog_case;
 
 static uint64_t mix(uint64_t *s)
@@ -169,12 +170,20 @@ static void check_run(const prog_case *c, mpc_local_run *lr_in)
     ck_assert_int_eq(proto_cfg_default(c->pname, &cfg, &err), MS_OK);
     if (c->msb)
         ck_assert_int_eq(proto_cfg_set(&cfg, "msb", c->msb, &err), MS_OK);
+    if (c->topk)
+        ck_assert_int_eq(proto_cfg_set(&cfg, "topk", c->topk, &err), MS_OK);
     const op_program *p = &c->prog;
     ck_assert(op_program_is_sane(p));
-    /* prediction */
+    /* prediction, with the public counts P0 synced (QuickSelect's partitions: cost_tape) */
+    uint64_t *tn = calloc(p->n_ops + 1, 8), *ts = calloc(p->n_ops + 1, 8);
+    for (size_t k = 0; k < p->n_ops; k++)
+        tn[k] = lr.ops[0][k].pub_n, ts[k] = lr.ops[0][k].pub_sum;
+    cost_tape tape = {tn, ts, p->n_ops};
     cost_log log;
     cost_log_init(&log, 3);
-    ck_assert_msg(proto_cost_program(proto_find(c->pname), &cfg, p, &log, &err) == MS_OK, "%s", err.msg);
+    ck_assert_msg(proto_cost_program_tape(proto_find(c->pname), &cfg, p, &tape, &log, &err) == MS_OK, "%s",
+                  err.msg);
+    free(tn), free(ts);
     int np = proto_find(c->pname)->n_parties;
     mpc_val *pv = NULL;
     eng *pe = NULL;
@@ -194,6 +203,8 @@ static void check_run(const prog_case *c, mpc_local_run *lr_in)
                     off += log.r[q].offline[i];
                 }
             const char *kn = op_kind_name(o->kind);
+            if (c->topk && !strcmp(c->topk, "quickselect") && o->kind == OP_TOPK) /* partitions ran */
+                ck_assert_uint_ge(st[k].pub_n, o->iarg < (int)o->n ? 2 : 1);
             ck_assert_msg(st[k].rounds == rounds, "%s op %zu %s P%d: measured %llu rounds, predicted %llu", c->pname,
                           k, kn, i, (unsigned long long)st[k].rounds, (unsigned long long)rounds);
             for (int j = 0; j < np; j++)
@@ -209,6 +220,23 @@ static void check_run(const prog_case *c, mpc_local_run *lr_in)
             uint64_t *own = exact_ref(o, pv, n);
             if (own)
                 ref = own;
+            if (own && o->kind == OP_TOPK && c->topk && !strcmp(c->topk, "quickselect")) {
+                /* the k rows in selection order: the set of each row is the reference's */
+                size_t rows = (size_t)o->batch * o->m, kk = (size_t)o->iarg;
+                for (size_t r = 0; r < rows; r++)
+                    for (size_t j = 0; j < o->n; j++) {
+                        uint64_t a = 0, b = 0;
+                        for (size_t t = 0; t < kk; t++) {
+                            a += val[(r * kk + t) * o->n + j];
+                            b += ref[(r * kk + t) * o->n + j];
+                        }
+                        ck_assert_msg(a == b, "%s op %zu topk row %zu position %zu: %llu vs %llu", c->pname, k, r,
+                                      j, (unsigned long long)a, (unsigned long long)b);
+                    }
+                free(own);
+                val += n;
+                continue;
+            }
             int iv = int_valued(o);
             double worst = 0;
             for (size_t q = 0; q < n; q++) {
@@ -244,6 +272,8 @@ static void run_case(const prog_case *c)
     ck_assert_int_eq(proto_cfg_default(c->pname, &cfg, &err), MS_OK);
     if (c->msb)
         ck_assert_int_eq(proto_cfg_set(&cfg, "msb", c->msb, &err), MS_OK);
+    if (c->topk)
+        ck_assert_int_eq(proto_cfg_set(&cfg, "topk", c->topk, &err), MS_OK);
     mpc_launch l = {.cfg = cfg, .deadline_ms = 30000};
     mpc_local_run lr;
     ck_assert_msg(mpc_run_local(&l, &c->prog, bind_fn, (void *)c, !c->counts_only, &lr, &err) == MS_OK,
@@ -437,6 +467,49 @@ START_TEST(test_carry_msb_ops)
 }
 END_TEST
 
+/* topk = quickselect on the real backend: the shuffle (semi2k with the dealer's permutation
+ * pairs, aby3's pairwise permutations) and the revealed partitions; each row's set against the
+ * exact reference, and every op's measured bytes and rounds against the cost engine replaying
+ * the partitions P0 synced (cost_tape). Rows of distinct values and one of equal values, top 1,
+ * 5 and 13 of 24, batched over 2 × 2 rows; then the single-op TOPK case. */
+START_TEST(test_topk_quickselect_ops)
+{
+    const char *pname = _i ? "aby3" : "semi2k";
+    prog_case c;
+    memset(&c, 0, sizeof c);
+    c.pname = pname;
+    c.topk = "quickselect";
+    op_program *p = &c.prog;
+    op_program_init(p);
+    uint32_t x = op_tensor_add(p, "x", OPT_INPUT, DOM_ARITH, 2, 2, 24);
+    uint32_t e = op_tensor_add(p, "e", OPT_INPUT, DOM_ARITH, 1, 1, 24);
+    emit(p, OP_INPUT, 2, 2, 0, 24, OP_NONE, OP_NONE, OP_NONE, x, 0, 0, 0);
+    emit(p, OP_INPUT, 1, 1, 0, 24, OP_NONE, OP_NONE, OP_NONE, e, 0, 0, 0);
+    static const int ks[3] = {1, 5, 13};
+    for (int q = 0; q < 3; q++) {
+        char nm[8];
+        snprintf(nm, sizeof nm, "t%d", q);
+        uint32_t t = op_tensor_add(p, nm, OPT_TEMP, DOM_ARITH, 2, 2 * (uint32_t)ks[q], 24);
+        emit(p, OP_TOPK, 2, 2, 0, 24, x, OP_NONE, OP_NONE, t, 0, ks[q], 0);
+    }
+    uint32_t te = op_tensor_add(p, "te", OPT_TEMP, DOM_ARITH, 1, 5, 24);
+    emit(p, OP_TOPK, 1, 1, 0, 24, e, OP_NONE, OP_NONE, te, 0, 5, 0);
+    c.binds[0] = (tbind){"x", V_REAL, -4, 4};
+    c.binds[1] = (tbind){"e", V_REAL, 1, 1}; /* all equal: ties by the smaller position */
+    c.tol = 0;
+    run_case(&c);
+    op_program_free(&c.prog);
+    for (size_t q = 0; q < sizeof singles / sizeof *singles; q++) {
+        if (singles[q].kind != OP_TOPK)
+            continue;
+        single_case(&c, pname, &singles[q]);
+        c.topk = "quickselect";
+        run_case(&c);
+        op_program_free(&c.prog);
+    }
+}
+END_TEST
+
 /* A lowered stories260K decode step and prefill (the lowering's tensor names, weights bound by name with
  * stand-in values): every op's measured bytes and rounds equal the cost engine's. */
 START_TEST(test_stories260k_step)
@@ -561,6 +634,7 @@ Suite *mpc_prog_suite(void)
     tcase_add_loop_test(tc, test_composite, 0, 2);
     tcase_add_loop_test(tc, test_single_ops, 0, 2);
     tcase_add_loop_test(tc, test_carry_msb_ops, 0, 2);
+    tcase_add_loop_test(tc, test_topk_quickselect_ops, 0, 2);
     tcase_add_loop_test(tc, test_stories260k_step, 0, 2);
     tcase_add_loop_test(tc, test_two_programs, 0, 2);
     suite_add_tcase(s, tc);

@@ -314,12 +314,145 @@ static int a_bool_components(eng *e, mpc_val comps[3], int *nc, const mpc_val *x
     return MS_OK;
 }
 
+/* The permutation of each run of seg elements drawn from M words (Fisher–Yates, word r+i for
+ * step i of the run starting at r); the same words give the same permutation at every node
+ * that holds them. Its modulo bias is below M/2^64. */
+static void perm_from(uint32_t *pi, const uint64_t *w, size_t M, size_t seg)
+{
+    for (size_t r = 0; r < M; r += seg) {
+        for (size_t i = 0; i < seg; i++)
+            pi[r + i] = (uint32_t)(r + i);
+        for (size_t i = seg - 1; i > 0; i--) {
+            size_t j = w[r + i] % (i + 1);
+            uint32_t t = pi[r + i];
+            pi[r + i] = pi[r + j], pi[r + j] = t;
+        }
+    }
+}
+
+/* out[p·M + i] = v[p·M + π(i)] over the parts (out must not alias v). */
+static void perm_apply(uint64_t *out, const uint64_t *v, const uint32_t *pi, size_t M, size_t parts)
+{
+    for (size_t p = 0; p < parts; p++)
+        for (size_t i = 0; i < M; i++)
+            out[p * M + i] = v[p * M + pi[i]];
+}
+
+/* Shuffle (eng.h), eprint 2019/695 Algorithm 9 as SPU aby3 PermAM: π = π2∘π1∘π0, π_j drawn from
+ * key K_j (held by P_j and P_{j−1}: π0 by P0, P2; π1 by P0, P1; π2 by P1, P2). P0 and P2 split
+ * π0(x) as P0's π0(x0 + x1) − a and P2's γ = π0(x2) + a (a from K_0), γ to P1; P0 and P1 apply
+ * π1 with mask b (K_1), P0's δ = π1(π0(x0+x1) − a) − b to P2; P1 and P2 apply π2 and reshare
+ * 2-out-of-3: y0 = r0 (K_0), y1 = r1 (K_1), y2 = (β1 − r1) + (β2 − r0) exchanged by P1, P2.
+ * Draws: K_0: π0, a, r0; K_1: π1, b, r1; K_2: π2. */
+static int a_shuffle(eng *e, mpc_val *z, const mpc_val *x, size_t seg, size_t parts)
+{
+    a3 *s = A(e);
+    size_t n = x->n, M = parts ? n / parts : 0;
+    int i = s->c.party;
+    if (!seg || !parts || M * parts != n || M % seg)
+        return mpc_fail(&s->c, MS_ERR_INTERNAL, "aby3 shuffle: %zu elements in %zu parts of runs of %zu", n, parts, seg);
+    int rc = want(s, x, NULL, DOM_ARITH, "shuffle");
+    uint64_t *buf = malloc((6 * n + 2 * M + 1) * sizeof *buf);
+    uint32_t *pi = malloc((M + 1) * sizeof *pi);
+    if (rc || !buf || !pi) {
+        free(buf), free(pi);
+        return rc ? rc : MS_ERR_NOMEM;
+    }
+    uint64_t *m0 = buf, *r0 = buf + n, *r1 = buf + 2 * n, *t = buf + 3 * n, *u = buf + 4 * n,
+             *v = buf + 5 * n, *w = buf + 6 * n, *w2 = buf + 6 * n + M;
+    /* the keys this party holds: K_i in k0, K_{i+1} in k1 */
+    mpc_prg *K0 = i == 0 ? &s->k0 : i == 2 ? &s->k1 : NULL;
+    mpc_prg *K1 = i == 0 ? &s->k1 : i == 1 ? &s->k0 : NULL;
+    mpc_prg *K2 = i == 1 ? &s->k1 : i == 2 ? &s->k0 : NULL;
+    if (K0) { /* π0, a, r0 */
+        mpc_prg_u64(K0, w, M);
+        mpc_prg_u64(K0, m0, n);
+        mpc_prg_u64(K0, r0, n);
+    }
+    if (K1) { /* π1, b, r1 */
+        mpc_prg_u64(K1, w2, M);
+        mpc_prg_u64(K1, t, n); /* b, kept in t until used */
+        mpc_prg_u64(K1, r1, n);
+    }
+    if (K2 && i == 1)
+        mpc_prg_u64(K2, w, M); /* P1: π2 (it holds no π0) */
+    if (K2 && i == 2)
+        mpc_prg_u64(K2, w2, M); /* P2: π2 beside its π0 */
+    /* COST: round 1: P0 → P2 δ, P2 → P1 γ (8n each); round 2: P1 ↔ P2 (8n each way) */
+    if (i == 0) {
+        for (size_t k = 0; k < n; k++)
+            u[k] = x->s[0][k] + x->s[1][k];
+        perm_from(pi, w, M, seg);
+        perm_apply(v, u, pi, M, parts);
+        for (size_t k = 0; k < n; k++)
+            v[k] -= m0[k];
+        perm_from(pi, w2, M, seg);
+        perm_apply(u, v, pi, M, parts);
+        for (size_t k = 0; k < n; k++)
+            u[k] -= t[k]; /* δ = π1(π0(x0 + x1) − a) − b */
+        rc = x3(s, 2, u, 8 * n, -1, NULL, 0);
+        if (!rc)
+            rc = x3(s, -1, NULL, 0, -1, NULL, 0);
+    } else if (i == 1) {
+        rc = x3(s, -1, NULL, 0, 2, u, 8 * n); /* γ */
+        if (!rc) {
+            perm_from(pi, w2, M, seg);
+            perm_apply(v, u, pi, M, parts);
+            for (size_t k = 0; k < n; k++)
+                v[k] += t[k]; /* π1(γ) + b */
+            perm_from(pi, w, M, seg);
+            perm_apply(u, v, pi, M, parts); /* β1 */
+            for (size_t k = 0; k < n; k++)
+                u[k] -= r1[k];
+            rc = x3(s, 2, u, 8 * n, 2, v, 8 * n);
+        }
+    } else {
+        perm_from(pi, w, M, seg);
+        perm_apply(u, x->s[0], pi, M, parts);
+        for (size_t k = 0; k < n; k++)
+            u[k] += m0[k]; /* γ = π0(x2) + a */
+        rc = x3(s, 1, u, 8 * n, 0, v, 8 * n); /* δ into v */
+        if (!rc) {
+            perm_from(pi, w2, M, seg);
+            perm_apply(u, v, pi, M, parts); /* β2 */
+            for (size_t k = 0; k < n; k++)
+                u[k] -= r0[k];
+            rc = x3(s, 1, u, 8 * n, 1, v, 8 * n);
+        }
+    }
+    if (!rc)
+        rc = mpc_ensure(&s->c, z, n, DOM_ARITH);
+    if (!rc) {
+        if (i == 0) {
+            memcpy(z->s[0], r0, n * 8);
+            memcpy(z->s[1], r1, n * 8);
+        } else if (i == 1) {
+            memcpy(z->s[0], r1, n * 8);
+            for (size_t k = 0; k < n; k++)
+                z->s[1][k] = u[k] + v[k];
+        } else {
+            for (size_t k = 0; k < n; k++)
+                z->s[0][k] = u[k] + v[k];
+            memcpy(z->s[1], r0, n * 8);
+        }
+    }
+    free(buf), free(pi);
+    return rc;
+}
+
+static int a_sync_public(eng *e, uint64_t *v)
+{
+    a3 *s = A(e); /* no dealer: every party derives it */
+    s->c.pub_n++, s->c.pub_sum += *v;
+    return MS_OK;
+}
+
 static const eng_vt aby3_vt = {
     .alloc = mpc_l_alloc, .release = mpc_l_release, .add = mpc_l_add, .sub = mpc_l_sub,
     .add_pub = mpc_l_add_pub, .mul_pub = mpc_l_mul_pub, .shift = mpc_l_shift,
     .bool_components = a_bool_components, .permute = mpc_l_permute, .input = a_input,
     .open = a_open, .mul = a_mul, .square = a_square, .matmul = a_matmul, .and_bb = a_and,
-    .trunc = a_trunc, .b2a = a_b2a,
+    .trunc = a_trunc, .b2a = a_b2a, .shuffle = a_shuffle, .sync_public = a_sync_public,
 };
 
 /* ---------------------------------------------------------------- construction */

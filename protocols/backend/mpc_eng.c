@@ -55,6 +55,13 @@ const char *mpc_engine_error(const eng *e) { return ((const mpc_core *)e->impl)-
 
 int mpc_engine_is_dealer(const eng *e) { return ((const mpc_core *)e->impl)->party < 0; }
 
+void mpc_engine_pub_counts(const eng *e, uint64_t *n, uint64_t *sum)
+{
+    const mpc_core *c = e->impl;
+    *n = c->pub_n;
+    *sum = c->pub_sum;
+}
+
 int mpc_engine_setup_fixed(eng *e, uint32_t y_id, const mpc_val *y, const char *name)
 {
     return core(e)->be->setup_fixed ? core(e)->be->setup_fixed(e, y_id, y, name) : MS_OK;

@@ -20,6 +20,8 @@ void mpc_engine_free(eng *e);
 /* The sentence of the last failing primitive (empty if none). */
 const char *mpc_engine_error(const eng *e);
 int mpc_engine_is_dealer(const eng *e);
+/* The public control values this node synced so far (eng sync_public): count and sum. */
+void mpc_engine_pub_counts(const eng *e, uint64_t *n, uint64_t *sum);
 
 /* semi2k beaver cache: opens y's mask once (setup traffic, one setup round) so later matmuls with
  * OPF_FIXED_B and this y_id send only the left operand's mask. With a name, a mask opened for

@@ -20,6 +20,7 @@ typedef struct mpc_core {
     int pub_slot;  /* the slot holding component 0 (where public constants are added), or -1 */
     mpc_prg priv;  /* this node's private randomness */
     errbuf err;
+    uint64_t pub_n, pub_sum; /* public control values synced (eng sync_public): count, sum */
     uint64_t *tmp[6]; /* scratch vectors, grown on demand */
     size_t tmp_n[6];
 } mpc_core;

@@ -176,7 +176,8 @@ int mpc_run_ops(eng *e, mpc_net *net, mpc_program_run *r, size_t from, size_t to
         mpc_net_set_op(net, (uint32_t)i);
         e->cur_op = (uint32_t)i;
         mpc_net_stats a = *mpc_net_get_stats(net);
-        uint64_t t0 = now_ns();
+        uint64_t t0 = now_ns(), pn0, ps0, pn1, ps1;
+        mpc_engine_pub_counts(e, &pn0, &ps0);
         if (err)
             err->msg[0] = 0;
         int rc = kern_exec(e, p, i, r->vals, err);
@@ -187,6 +188,9 @@ int mpc_run_ops(eng *e, mpc_net *net, mpc_program_run *r, size_t from, size_t to
         }
         mpc_net_stats b = *mpc_net_get_stats(net);
         mpc_stat_between(&a, &b, now_ns() - t0, &r->ops[i]);
+        mpc_engine_pub_counts(e, &pn1, &ps1);
+        r->ops[i].pub_n = pn1 - pn0;
+        r->ops[i].pub_sum = ps1 - ps0;
     }
     return MS_OK;
 }

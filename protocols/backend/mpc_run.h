@@ -25,6 +25,7 @@ typedef struct mpc_op_stat {
     uint64_t offline_sent;        /* this node (dealer)→parties */
     uint64_t rounds;
     uint64_t ns;                  /* wall time */
+    uint64_t pub_n, pub_sum;      /* public control values synced (eng sync_public; cost_tape) */
 } mpc_op_stat;
 
 void mpc_stat_between(const mpc_net_stats *a, const mpc_net_stats *b, uint64_t ns, mpc_op_stat *o);

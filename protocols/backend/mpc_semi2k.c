@@ -529,12 +529,123 @@ static int s_bool_components(eng *e, mpc_val comps[3], int *nc, const mpc_val *x
     return MS_OK;
 }
 
+/* The permutation of each run of seg elements drawn from M words (Fisher–Yates, word r+i for
+ * step i of the run starting at r); the same words give the same permutation at every node
+ * that holds them. Its modulo bias is below M/2^64. */
+static void perm_from(uint32_t *pi, const uint64_t *w, size_t M, size_t seg)
+{
+    for (size_t r = 0; r < M; r += seg) {
+        for (size_t i = 0; i < seg; i++)
+            pi[r + i] = (uint32_t)(r + i);
+        for (size_t i = seg - 1; i > 0; i--) {
+            size_t j = w[r + i] % (i + 1);
+            uint32_t t = pi[r + i];
+            pi[r + i] = pi[r + j], pi[r + j] = t;
+        }
+    }
+}
+
+/* out[p·M + i] = v[p·M + π(i)] over the parts (out must not alias v). */
+static void perm_apply(uint64_t *out, const uint64_t *v, const uint32_t *pi, size_t M, size_t parts)
+{
+    for (size_t p = 0; p < parts; p++)
+        for (size_t i = 0; i < M; i++)
+            out[p * M + i] = v[p * M + pi[i]];
+}
+
+/* Shuffle (eng.h), SPU semi2k PermAM: π = π1∘π0, π_o drawn by P_o from the seed it shares
+ * with the dealer. Round o applies π_o with the dealer's pair: A = A0 + A1 and C0 from the
+ * seeds, C1 = π_o(A) − C0 sent to P1; the other party sends P_o its share of x − A, P_o
+ * takes π_o(x − A) + C_o, the other C_u. Draws per round: P0's seed A0, [π_o if o = 0], C0;
+ * P1's seed A1, [π_o if o = 1] — the dealer draws the same. */
+static int s_shuffle(eng *e, mpc_val *z, const mpc_val *x, size_t seg, size_t parts)
+{
+    s2k *s = S(e);
+    size_t n = x->n, M = parts ? n / parts : 0;
+    if (!seg || !parts || M * parts != n || M % seg)
+        return mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k shuffle: %zu elements in %zu parts of runs of %zu", n, parts, seg);
+    int rc = is_dealer(s) ? MS_OK : want(s, x, DOM_ARITH, "shuffle");
+    uint64_t *buf = malloc((5 * n + M + 1) * sizeof *buf);
+    uint32_t *pi = malloc((M + 1) * sizeof *pi);
+    if (rc || !buf || !pi) {
+        free(buf), free(pi);
+        return rc ? rc : MS_ERR_NOMEM;
+    }
+    uint64_t *A = buf, *C = buf + n, *t = buf + 2 * n, *r = buf + 3 * n, *cur = buf + 4 * n,
+             *w = buf + 5 * n;
+    if (!is_dealer(s))
+        memcpy(cur, x->s[0], n * 8);
+    for (int o = 0; o < 2 && !rc; o++) {
+        if (is_dealer(s)) { /* COST: shuffle offline: 8n dealer→P1 per round */
+            uint64_t *A1 = t;
+            mpc_prg_u64(&s->dcorr[0], A, n);
+            if (o == 0)
+                mpc_prg_u64(&s->dcorr[0], w, M);
+            mpc_prg_u64(&s->dcorr[0], C, n);
+            mpc_prg_u64(&s->dcorr[1], A1, n);
+            if (o == 1)
+                mpc_prg_u64(&s->dcorr[1], w, M);
+            for (size_t i = 0; i < n; i++)
+                A[i] += A1[i];
+            perm_from(pi, w, M, seg);
+            perm_apply(r, A, pi, M, parts);
+            for (size_t i = 0; i < n; i++)
+                r[i] -= C[i];
+            rc = to_p1(s, r, n);
+            continue;
+        }
+        int me = s->c.party, own = me == o;
+        mpc_prg_u64(&s->corr, A, n);
+        if (own)
+            mpc_prg_u64(&s->corr, w, M);
+        if (me == 0)
+            mpc_prg_u64(&s->corr, C, n);
+        for (size_t i = 0; i < n; i++)
+            t[i] = cur[i] - A[i];
+        /* COST: SPU semi2k SecureInvPerm: 1 round, 8n from the other party to P_o */
+        rc = x2(s, own ? NULL : t, own ? 0 : 8 * n, own ? r : NULL, own ? 8 * n : 0);
+        if (!rc && me == 1)
+            rc = from_dealer(s, C, n);
+        if (rc)
+            break;
+        if (own) {
+            for (size_t i = 0; i < n; i++)
+                t[i] += r[i];
+            perm_from(pi, w, M, seg);
+            perm_apply(cur, t, pi, M, parts);
+            for (size_t i = 0; i < n; i++)
+                cur[i] += C[i];
+        } else {
+            memcpy(cur, C, n * 8);
+        }
+    }
+    if (!rc)
+        rc = mpc_ensure(&s->c, z, n, DOM_ARITH);
+    if (!rc && !is_dealer(s))
+        memcpy(z->s[0], cur, n * 8);
+    free(buf), free(pi);
+    return rc;
+}
+
+/* A public count (eng.h): P0 tells the dealer, outside the rounds. */
+static int s_sync_public(eng *e, uint64_t *v)
+{
+    s2k *s = S(e);
+    int rc = MS_OK;
+    if (is_dealer(s))
+        rc = mpc_net_recv_offline(s->c.net, 0, v, sizeof *v, &s->c.err);
+    else if (s->c.party == 0)
+        rc = mpc_net_send_offline(s->c.net, s->dealer_node, v, sizeof *v, &s->c.err);
+    s->c.pub_n++, s->c.pub_sum += *v;
+    return rc;
+}
+
 static const eng_vt semi2k_vt = {
     .alloc = mpc_l_alloc, .release = mpc_l_release, .add = mpc_l_add, .sub = mpc_l_sub,
     .add_pub = mpc_l_add_pub, .mul_pub = mpc_l_mul_pub, .shift = mpc_l_shift,
     .bool_components = s_bool_components, .permute = mpc_l_permute, .input = s_input,
     .open = s_open, .mul = s_mul, .square = s_square, .matmul = s_matmul, .and_bb = s_and,
-    .trunc = s_trunc, .b2a = s_b2a,
+    .trunc = s_trunc, .b2a = s_b2a, .shuffle = s_shuffle, .sync_public = s_sync_public,
 };
 
 /* ---------------------------------------------------------------- construction */

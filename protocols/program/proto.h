@@ -114,6 +114,21 @@ int proto_print_costs(FILE *f, const proto *pr, const proto_cfg *cfg, uint64_t n
 int proto_cost_program(const proto *pr, const proto_cfg *cfg, const op_program *prog,
                        cost_log *log, errbuf *e);
 
+/* The public control values (eng sync_public) each op's kernels synced when the backend ran
+ * it — QuickSelect's comparison count per partition, then 0 — as their count n[op] and sum
+ * sum[op] (the backend's mpc_op_stat.pub_n / pub_sum). */
+typedef struct cost_tape {
+    const uint64_t *n, *sum;
+    size_t n_ops;
+} cost_tape;
+/* proto_cost_program with the op's sync values taken from tape where it has any (n[op] > 0):
+ * n[op] − 1 partitions sharing sum[op] comparisons, then the end. Every primitive's bytes and
+ * rounds are linear in its element count and a partition's primitives are one LT and one OPEN
+ * of its comparisons, so the op's totals equal those of the backend's own sequence exactly;
+ * without a tape the cost engine plays its seeded draw (kern.c k_topk_qs). */
+int proto_cost_program_tape(const proto *pr, const proto_cfg *cfg, const op_program *prog,
+                            const cost_tape *tape, cost_log *log, errbuf *e);
+
 /* Op costs remembered across programs. An op whose kind, shapes, flags, arguments and operands
  * (each operand's tensor shape, role and domain, and the length and domain of its value) match
  * an op costed before gets that op's rounds copied instead of running the kernels again. The

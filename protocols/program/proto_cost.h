@@ -13,6 +13,9 @@ extern const proto proto_aby3;
 typedef struct cost_impl {
     cost_log *log;
     int comps; /* ring elements each party holds per secret element (1 semi2k, 2 aby3) */
+    const cost_tape *tape; /* sync values replayed from a backend run, or NULL (proto.h) */
+    uint32_t tape_op;      /* the op the next tape value belongs to */
+    uint64_t tape_k;       /* values of that op given so far */
 } cost_impl;
 
 /* Creates a cost engine for pr with the given table (communicating primitives filled in by

@@ -64,8 +64,22 @@ int valid_step(const secinf_opts *o, const secinf_result *r, uint32_t s, const n
     sim_result sr;
     memset(&sr, 0, sizeof sr);
     int rc = secinf_step_program(o, s, &p, e);
+    /* the public counts P0 synced (topk quickselect's partitions) replayed: the cost engine
+     * then prices the partitions the backend ran (cost_tape, proto.h) */
+    uint64_t *tn = NULL, *ts = NULL;
+    cost_tape tape = {NULL, NULL, 0};
+    if (!rc && p.n_ops == r->n_ops[s]) {
+        const mpc_op_stat *st = r->st[(size_t)s * r->n_nodes].ops;
+        tn = calloc(p.n_ops + 1, sizeof *tn), ts = calloc(p.n_ops + 1, sizeof *ts);
+        if (!tn || !ts)
+            rc = err_set(e, MS_ERR_NOMEM, "validation: out of memory");
+        for (size_t k = 0; !rc && k < p.n_ops; k++)
+            tn[k] = st[k].pub_n, ts[k] = st[k].pub_sum;
+        tape = (cost_tape){tn, ts, p.n_ops};
+    }
     if (!rc)
-        rc = proto_cost_program(pr, &o->cfg, &p, &log, e);
+        rc = proto_cost_program_tape(pr, &o->cfg, &p, tape.n ? &tape : NULL, &log, e);
+    free(tn), free(ts);
     sim_opts so = {0};
     if (!rc)
         rc = sim_run(net, mach, &p, &log, &so, &sr, e);
