@@ -7,6 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
+
 #include "models/llama.h"
 #include "sim/trace/trace.h"
 #include "sim/trace/trace_impl.h"
@@ -563,6 +566,80 @@ START_TEST(test_synth_kernel_vs_reference)
 }
 END_TEST
 
+/* Generator 2 reaches any position directly (forward, backward, far jumps) with the values a
+ * forward walk gives; generator 1 is the sequential mt19937 AR(1) stream of earlier builds,
+ * value for value; both have the drift the parameters ask for. */
+START_TEST(test_synth_random_access)
+{
+    trace_synth p;
+    trace_synth_defaults(&p);
+    ck_assert_uint_eq(p.generator, 2);
+    const uint32_t T = 300, d = 32, nq = 4 * 4 * d;
+    trace *t = synth(d, T, 13, &p), *u = synth(d, T, 13, &p);
+    float *walk = malloc((size_t)T * nq * sizeof *walk);
+    errbuf e;
+    for (uint32_t pos = 0; pos < T; pos++) {
+        ck_assert_int_eq(trace_seek(t, pos, &e), MS_OK);
+        for (uint32_t l = 0; l < 4; l++)
+            memcpy(walk + ((size_t)pos * 4 + l) * 4 * d, trace_q(t, l), 4 * d * sizeof *walk);
+    }
+    static const uint32_t jumps[] = {299, 0, 150, 149, 151, 7, 298, 64, 63, 65, 128, 1, 255};
+    for (size_t i = 0; i < sizeof jumps / sizeof jumps[0]; i++) {
+        ck_assert_int_eq(trace_seek(u, jumps[i], &e), MS_OK);
+        for (uint32_t l = 0; l < 4; l++)
+            ck_assert_msg(!memcmp(trace_q(u, l), walk + ((size_t)jumps[i] * 4 + l) * 4 * d,
+                                  4 * d * sizeof *walk), "position %u", jumps[i]);
+    }
+    /* generator 1: c_0 = ε_0, c_t = ρ c_{t−1} + √(1−ρ²) ε_t over one mt19937 seeded by seed */
+    trace_synth p1 = p;
+    p1.generator = 1;
+    trace *o = synth(d, T, 13, &p1);
+    uint32_t m = (d - 2) / 4, dc = d - 2 - 2 * m;
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 13);
+    double c0[16 * 32], c1[16 * 32], q0[16 * 32], q1[16 * 32];
+    for (uint32_t i = 0; i < 16 * dc; i++)
+        c0[i] = gsl_ran_gaussian_ziggurat(r, 1.0);
+    for (uint32_t i = 0; i < 16 * dc; i++)
+        c1[i] = gsl_ran_gaussian_ziggurat(r, 1.0);
+    gsl_rng_free(r);
+    for (uint32_t pos = 0; pos < 2; pos++) {
+        ck_assert_int_eq(trace_seek(o, pos, &e), MS_OK);
+        for (uint32_t l = 0; l < 4; l++)
+            for (uint32_t h = 0; h < 4; h++)
+                for (uint32_t i = 0; i < dc; i++)
+                    (pos ? q1 : q0)[(l * 4 + h) * dc + i] =
+                        trace_q(o, l)[h * d + 2 + 2 * m + i];
+    }
+    for (uint32_t i = 0; i < 16 * dc; i++)
+        ck_assert_float_eq((float)q0[i], (float)c0[i]);
+    /* position 1 is α·c_0 + β·ε_1 with α² + β² = 1 (least squares over every channel) */
+    double s00 = 0, s01 = 0, s11 = 0, y0 = 0, y1 = 0;
+    for (uint32_t i = 0; i < 16 * dc; i++) {
+        s00 += c0[i] * c0[i];
+        s01 += c0[i] * c1[i];
+        s11 += c1[i] * c1[i];
+        y0 += c0[i] * q1[i];
+        y1 += c1[i] * q1[i];
+    }
+    double det = s00 * s11 - s01 * s01, al = (y0 * s11 - y1 * s01) / det,
+           be = (y1 * s00 - y0 * s01) / det;
+    ck_assert_double_eq_tol(al * al + be * be, 1.0, 1e-5);
+    for (uint32_t i = 0; i < 16 * dc; i++)
+        ck_assert_double_eq_tol(q1[i], al * c0[i] + be * c1[i], 1e-5);
+    /* the drift the parameters ask for, whichever generator (same sampling noise) */
+    trace_stats a, b;
+    ck_assert_int_eq(trace_measure(t, &p, &a, &e), MS_OK);
+    ck_assert_int_eq(trace_measure(o, &p1, &b, &e), MS_OK);
+    ck_assert_msg(fabs(a.q_cos - b.q_cos) < 0.01, "q_cos %g vs %g", a.q_cos, b.q_cos);
+    ck_assert_msg(fabs(a.q_cos - (1 - p.drift)) < 0.03, "q_cos %g", a.q_cos);
+    free(walk);
+    trace_close(t);
+    trace_close(u);
+    trace_close(o);
+}
+END_TEST
+
 START_TEST(test_synth_subset_attend)
 {
     trace_synth p;
@@ -667,11 +744,11 @@ START_TEST(test_fit_recovers)
     check_recovery(&p, 64, 512);
     p = (trace_synth){.sink = 6, .n_sinks = 4, .local = 1.5, .window = 8, .heavy = 4,
                       .heavy_frac = 0.1, .layer_sim = 0.3, .drift = 0.4, .noise = 0.5,
-                      .ffn_sparsity = 0.8};
+                      .ffn_sparsity = 0.8, .generator = 2};
     check_recovery(&p, 64, 512);
     p = (trace_synth){.sink = 2, .n_sinks = 1, .local = 4, .window = 32, .heavy = 2.5,
                       .heavy_frac = 0.03, .layer_sim = 0.9, .drift = 0.1, .noise = 1.5,
-                      .ffn_sparsity = 0.3};
+                      .ffn_sparsity = 0.3, .generator = 2};
     check_recovery(&p, 128, 768);
 }
 END_TEST
@@ -834,6 +911,7 @@ Suite *trace_suite(void)
     tcase_add_test(tc, test_synth_deterministic);
     tcase_add_test(tc, test_synth_subset_attend);
     tcase_add_test(tc, test_synth_kernel_vs_reference);
+    tcase_add_test(tc, test_synth_random_access);
     tcase_add_test(tc, test_synth_knobs);
     tcase_add_test(tc, test_fit_recovers);
     tcase_add_test(tc, test_synth_params);

@@ -1,11 +1,11 @@
 /* cmd_cost.c — `mpcsim cost`: cost one model / protocol / network / KV point, no scenario. */
 #include <errno.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cmd.h"
+#include "opt.h"
 #include "models/lower.h"
 #include "sim/engine/stepcost.h"
 
@@ -19,7 +19,28 @@ typedef struct cost_args {
     int n_sets;
 } cost_args;
 
-static void usage(FILE *f)
+static int take_burst(const cli_opt *o, const char *arg, errbuf *e)
+{
+    cost_args *a = o->dest;
+    if (parse_u64(arg, &a->burst) || (a->burst && a->burst < NET_BURST_MIN) || a->burst > NET_BURST_MAX)
+        return err_set(e, MS_ERR_USAGE, "--burst wants bytes: 0 (no token bucket) or %u..%llu, not '%s'\n"
+                       "---> HINT: a bucket must hold one 1500-byte frame; validate --shape "
+                       "gives tbf max(3100, 1 ms of traffic)", NET_BURST_MIN, (unsigned long long)NET_BURST_MAX,
+                       arg);
+    a->have_burst = 1;
+    return MS_OK;
+}
+
+static int take_wire(const cli_opt *o, const char *arg, errbuf *e)
+{
+    if (strcmp(arg, "tcp") != 0 && strcmp(arg, "none") != 0)
+        return err_set(e, MS_ERR_USAGE, "--wire is tcp or none, not '%s'\n"
+                       "---> HINT: scenarios set the framing field by field (scenarios/README.md)", arg);
+    ((cost_args *)o->dest)->wire_tcp = strcmp(arg, "tcp") == 0;
+    return MS_OK;
+}
+
+static void usage(FILE *f, const cli_cmd *c)
 {
     fprintf(f,
             "usage: mpcsim cost --model M --protocol P --network N --kv T\n"
@@ -30,144 +51,68 @@ static void usage(FILE *f)
             "rounds, online bytes per party, offline (dealer) bytes, simulated latency, and a\n"
             "per-category breakdown with the critical path split into compute and\n"
             "communication. The full KV cache is attended (policies: `mpcsim run`).\n\n"
-            "options:\n"
-            "  -m, --model M         model name (models/M.yaml) or YAML path\n"
-            "  -p, --protocol P      semi2k | aby3\n"
-            "  -n, --network N       lan | wan | wan-spu, or LATENCY/BANDWIDTH[/BURST]\n"
-            "                        (20ms/300Mbps, 1ms/20Mbps/3100)\n"
-            "      --burst BYTES     every link a token bucket of BYTES (as Linux tbf's burst;\n"
-            "                        >= 1500, 0: none, the default); see sim/engine/SIMULATION.md\n"
-            "      --set K=V         protocol parameter (frac_bits, approx, msb, …; repeatable)\n"
-            "      --wire W          tcp: links carry Ethernet/IPv4/TCP frames and ACKs (as tbf\n"
-            "                        counts them); none: payload only (default); SIMULATION.md\n"
-            "  -k, --kv T            decode: the step attends T keys (T-1 cached + this token);\n"
-            "                        prefill: entries cached before the prompt (default 0)\n"
-            "      --phase PH        decode (default) or prefill\n"
-            "  -t, --tokens P        prefill: prompt tokens in this step (default 128)\n"
-            "  -b, --batch B         sequences processed together (default 1)\n"
-            "      --overlap         let rounds of independent ops overlap (default: in order)\n"
-            "      --dump-program F  write the step's op program (text form) to F\n"
-            "      --timeline F      write a Chrome trace (chrome://tracing, ui.perfetto.dev)\n"
-            "      --profile NAME    machine profile (protocols/machines/NAME.yaml or a path;\n"
-            "                        default: default, 16 cores; `mpcsim list machines`)\n"
-            "      --threads N       cores a party uses (default: the profile's)\n"
-            "      --json            print one JSON object instead of tables\n"
-            "  -h, --help            this help\n\n"
-            "example:\n"
-            "  mpcsim cost --model llama-2-7b --protocol semi2k --network wan --kv 4096\n");
+            "options:\n");
+    cli_help(c, f);
+    fprintf(f, "\nexample:\n"
+               "  mpcsim cost --model llama-2-7b --protocol semi2k --network wan --kv 4096\n");
 }
-
-static int parse_u32(const char *opt, const char *s, uint32_t lo, uint32_t *out)
-{
-    unsigned long long v;
-    if (parse_u64(s, &v) || v < lo || v > UINT32_MAX) {
-        cli_error("cost", "%s wants an integer >= %u, not '%s'", opt, lo, s);
-        return -1;
-    }
-    *out = (uint32_t)v;
-    return 0;
-}
-
-enum { O_PHASE = 256, O_OVERLAP, O_DUMP, O_TIMELINE, O_PROFILE, O_JSON, O_BURST, O_WIRE, O_SET, O_THREADS };
 
 static int parse_args(int argc, char **argv, cost_args *a)
 {
-    static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'},    {"protocol", required_argument, 0, 'p'},
-        {"network", required_argument, 0, 'n'},  {"kv", required_argument, 0, 'k'},
-        {"phase", required_argument, 0, O_PHASE}, {"tokens", required_argument, 0, 't'},
-        {"batch", required_argument, 0, 'b'},    {"overlap", no_argument, 0, O_OVERLAP},
-        {"dump-program", required_argument, 0, O_DUMP},
-        {"timeline", required_argument, 0, O_TIMELINE},
-        {"profile", required_argument, 0, O_PROFILE}, {"json", no_argument, 0, O_JSON},
-        {"burst", required_argument, 0, O_BURST},
-        {"wire", required_argument, 0, O_WIRE},  {"set", required_argument, 0, O_SET},
-        {"threads", required_argument, 0, O_THREADS},
-        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
     a->phase = PHASE_DECODE;
     a->tokens = 128;
     a->batch = 1;
     a->profile = "default";
-    int have_kv = 0, have_tokens = 0, c;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":m:p:n:k:t:b:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'm': a->model = optarg; break;
-        case 'p': a->protocol = optarg; break;
-        case 'n': a->network = optarg; break;
-        case 'k':
-            if (parse_u32("--kv", optarg, 0, &a->kv))
-                return 2;
-            have_kv = 1;
-            break;
-        case 't':
-            if (parse_u32("--tokens", optarg, 1, &a->tokens))
-                return 2;
-            have_tokens = 1;
-            break;
-        case 'b':
-            if (parse_u32("--batch", optarg, 1, &a->batch))
-                return 2;
-            break;
-        case O_PHASE:
-            a->phase = op_phase_from_name(optarg);
-            if (a->phase < 0) {
-                cli_error("cost", "--phase is prefill or decode, not '%s'", optarg);
-                return 2;
-            }
-            break;
-        case O_OVERLAP: a->overlap = 1; break;
-        case O_DUMP: a->dump = optarg; break;
-        case O_TIMELINE: a->timeline = optarg; break;
-        case O_PROFILE: a->profile = optarg; break;
-        case O_THREADS:
-            if (parse_u32("--threads", optarg, 1, &a->threads) || a->threads > 4096) {
-                if (a->threads > 4096)
-                    cli_error("cost", "--threads wants 1..4096, not '%s'", optarg);
-                return 2;
-            }
-            break;
-        case O_JSON: a->json = 1; break;
-        case O_BURST:
-            if (parse_u64(optarg, &a->burst) || (a->burst && a->burst < NET_BURST_MIN) ||
-                a->burst > NET_BURST_MAX) {
-                cli_error("cost", "--burst wants bytes: 0 (no token bucket) or %u..%llu, not '%s'\n"
-                          "---> HINT: a bucket must hold one 1500-byte frame; validate --shape "
-                          "gives tbf max(3100, 1 ms of traffic)", NET_BURST_MIN,
-                          (unsigned long long)NET_BURST_MAX, optarg);
-                return 2;
-            }
-            a->have_burst = 1;
-            break;
-        case O_SET:
-            if (a->n_sets == 32) {
-                cli_error("cost", "at most 32 --set options");
-                return 2;
-            }
-            a->sets[a->n_sets++] = optarg;
-            break;
-        case O_WIRE:
-            if (strcmp(optarg, "tcp") != 0 && strcmp(optarg, "none") != 0) {
-                cli_error("cost", "--wire is tcp or none, not '%s'\n"
-                          "---> HINT: scenarios set the framing field by field (scenarios/README.md)",
-                          optarg);
-                return 2;
-            }
-            a->wire_tcp = strcmp(optarg, "tcp") == 0;
-            break;
-        case 'h': usage(stdout); return -1;
-        case ':':
-            cli_error("cost", "option '%s' needs a value", argv[optind - 1]);
-            return 2;
-        default:
-            cli_error("cost", "unknown option '%s' (see mpcsim cost --help)", argv[optind - 1]);
-            return 2;
-        }
+    int have_kv = 0, have_tokens = 0;
+    cli_list sets = {a->sets, 0, 32};
+    const cli_opt opts[] = { /* in --help's order */
+        {.name = "model", .short_name = 'm', .kind = CLI_STR, .dest = &a->model, .arg = "M",
+         .help = "model name (models/M.yaml) or YAML path"},
+        {.name = "protocol", .short_name = 'p', .kind = CLI_STR, .dest = &a->protocol, .arg = "P",
+         .help = "semi2k | aby3"},
+        {.name = "network", .short_name = 'n', .kind = CLI_STR, .dest = &a->network, .arg = "N",
+         .help = "lan | wan | wan-spu, or LATENCY/BANDWIDTH[/BURST]\n(20ms/300Mbps, 1ms/20Mbps/3100)"},
+        {.name = "burst", .kind = CLI_FN, .dest = a, .arg = "BYTES", .fn = take_burst,
+         .help = "every link a token bucket of BYTES (as Linux tbf's burst;\n>= 1500, 0: none, the default); "
+                 "see sim/engine/SIMULATION.md"},
+        {.name = "set", .kind = CLI_LIST, .dest = &sets, .arg = "K=V",
+         .help = "protocol parameter (frac_bits, approx, msb, …; repeatable)"},
+        {.name = "wire", .kind = CLI_FN, .dest = a, .arg = "W", .fn = take_wire,
+         .help = "tcp: links carry Ethernet/IPv4/TCP frames and ACKs (as tbf\ncounts them); none: payload only "
+                 "(default); SIMULATION.md"},
+        {.name = "kv", .short_name = 'k', .kind = CLI_U32, .dest = &a->kv, .arg = "T", .seen = &have_kv,
+         .help = "decode: the step attends T keys (T-1 cached + this token);\nprefill: entries cached before the "
+                 "prompt (default 0)"},
+        {.name = "phase", .kind = CLI_CHOICE, .dest = &a->phase, .arg = "PH", .choices = "prefill|decode",
+         .help = "decode (default) or prefill"},
+        {.name = "tokens", .short_name = 't', .kind = CLI_U32, .dest = &a->tokens, .arg = "P", .lo = 1,
+         .seen = &have_tokens, .help = "prefill: prompt tokens in this step (default 128)"},
+        {.name = "batch", .short_name = 'b', .kind = CLI_U32, .dest = &a->batch, .arg = "B", .lo = 1,
+         .help = "sequences processed together (default 1)"},
+        {.name = "overlap", .kind = CLI_FLAG, .dest = &a->overlap,
+         .help = "let rounds of independent ops overlap (default: in order)"},
+        {.name = "dump-program", .kind = CLI_STR, .dest = &a->dump, .arg = "F",
+         .help = "write the step's op program (text form) to F"},
+        {.name = "timeline", .kind = CLI_STR, .dest = &a->timeline, .arg = "F",
+         .help = "write a Chrome trace (chrome://tracing, ui.perfetto.dev)"},
+        {.name = "profile", .kind = CLI_STR, .dest = &a->profile, .arg = "NAME",
+         .help = "machine profile (protocols/machines/NAME.yaml or a path;\ndefault: default, 16 cores; `mpcsim list machines`)"},
+        {.name = "threads", .kind = CLI_U32, .dest = &a->threads, .arg = "N", .lo = 1, .hi = 4096, .want = "1..4096",
+         .help = "cores a party uses (default: the profile's)"},
+        {.name = "json", .kind = CLI_FLAG, .dest = &a->json, .help = "print one JSON object instead of tables"},
+        {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
+    };
+    const cli_cmd cmd = {"cost", opts, sizeof opts / sizeof opts[0], 24, 0};
+    errbuf e;
+    int rc = cli_parse(&cmd, argc, argv, NULL, NULL, &e);
+    a->n_sets = sets.n;
+    if (rc == CLI_HELP_ASKED) {
+        usage(stdout, &cmd);
+        return -1;
     }
-    if (optind < argc) {
-        cli_error("cost", "unexpected argument '%s'", argv[optind]);
+    if (rc) {
+        cli_error("cost", "%s", e.msg);
         return 2;
     }
     const char *missing = !a->model ? "--model" : !a->protocol ? "--protocol"

@@ -4,13 +4,13 @@
  * gets its own --id (or --dealer). Parties may run on different hosts. The node prints what its
  * transport measured per op (rounds, payload bytes sent to each peer, offline bytes, time); it
  * prints revealed outputs only with --print-outputs and never prints a share or an input. */
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cmd.h"
+#include "opt.h"
 #include "protocols/program/kern.h"
 #include "protocols/backend/mpc_run.h"
 #include "protocols/program/proto.h"
@@ -32,7 +32,7 @@ typedef struct party_args {
     proto_cfg cfg;
 } party_args;
 
-static void usage(FILE *f)
+static void usage(FILE *f, const cli_cmd *c)
 {
     fprintf(f,
             "usage: mpcsim party --protocol semi2k|aby3 (--id I | --dealer) --peers H:P,H:P,H:P\n"
@@ -40,23 +40,9 @@ static void usage(FILE *f)
             "                    [--set KEY=VALUE]... [--timeout-ms N] [--latency-ms X] [--print-outputs]\n\n"
             "Runs one node of the real MPC backend: the op program on secret shares over TCP, with\n"
             "every byte and round counted by the transport, printed per op.\n\n"
-            "options:\n"
-            "  -p, --protocol P      semi2k (P0, P1 and a dealer) or aby3 (P0, P1, P2)\n"
-            "  -i, --id I            this party's index\n"
-            "      --dealer          this node is the semi2k dealer (the third --peers entry)\n"
-            "      --peers LIST      host:port of every node: parties in order, then the dealer\n"
-            "      --program FILE    op program (text form; `mpcsim cost --dump-program` writes one)\n"
-            "      --demo            a built-in program: x·W, rmsnorm, softmax, gelu, lt, reveal\n"
-            "      --bind NAME=FILE  values of tensor NAME (whitespace-separated reals) — weights at\n"
-            "                        P1, the client's inputs at P0, public tensors at every party\n"
-            "      --random-inputs S fill every tensor this node must provide and no --bind gives\n"
-            "                        with reals in [-1, 1) drawn from seed S (demos, benchmarks)\n"
-            "      --set KEY=VALUE   protocol parameter (frac_bits, trunc_local, beaver_cache, …)\n"
-            "      --timeout-ms N    a peer silent for N ms is an error (default 5000)\n"
-            "      --connect-timeout-ms N  how long to wait for every peer to start (default 10000)\n"
-            "      --latency-ms X    inject X ms one-way latency per round message\n"
-            "      --print-outputs   print the values revealed to this party\n"
-            "  -h, --help            this help\n\n"
+            "options:\n");
+    cli_help(c, f);
+    fprintf(f, "\n"
             "example (three terminals or hosts):\n"
             "  mpcsim party -p semi2k --id 0  --peers a:7000,b:7000,c:7000 --demo --random-inputs 1\n"
             "  mpcsim party -p semi2k --id 1  --peers a:7000,b:7000,c:7000 --demo --random-inputs 1\n"
@@ -207,80 +193,67 @@ static int party_work(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
 
 /* ---------------------------------------------------------------- options */
 
-enum { O_DEALER = 256, O_PEERS, O_PROGRAM, O_DEMO, O_BIND, O_RANDOM, O_SET, O_TIMEOUT, O_LATENCY, O_PRINT, O_CONNECT };
+static int take_bind(const cli_opt *o, const char *arg, errbuf *e)
+{
+    party_args *a = o->dest;
+    const char *eq = strchr(arg, '=');
+    if (!eq || eq == arg || (size_t)(eq - arg) >= sizeof a->binds[0].name || a->n_binds == 32)
+        return err_set(e, MS_ERR_USAGE, "--bind wants NAME=FILE, not '%s'", arg);
+    bind_file *b = &a->binds[a->n_binds++];
+    snprintf(b->name, sizeof b->name, "%.*s", (int)(eq - arg), arg);
+    return read_values(eq + 1, b, e);
+}
 
 static int parse_args(int argc, char **argv, party_args *a, errbuf *e)
 {
-    static const struct option opts[] = {
-        {"protocol", required_argument, 0, 'p'}, {"id", required_argument, 0, 'i'},
-        {"dealer", no_argument, 0, O_DEALER}, {"peers", required_argument, 0, O_PEERS},
-        {"program", required_argument, 0, O_PROGRAM}, {"demo", no_argument, 0, O_DEMO},
-        {"bind", required_argument, 0, O_BIND}, {"random-inputs", required_argument, 0, O_RANDOM},
-        {"set", required_argument, 0, O_SET}, {"timeout-ms", required_argument, 0, O_TIMEOUT},
-        {"latency-ms", required_argument, 0, O_LATENCY},
-        {"connect-timeout-ms", required_argument, 0, O_CONNECT}, {"print-outputs", no_argument, 0, O_PRINT},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    char *sets[32];
-    int n_sets = 0, c;
+    const char *sets[32];
+    cli_list set_list = {sets, 0, 32};
     a->id = -1;
     a->timeout_ms = 5000;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "p:i:h", opts, NULL)) != -1) {
-        long long v;
-        switch (c) {
-        case 'p': a->protocol = optarg; break;
-        case 'i':
-            if (parse_i64(optarg, &v) || v < 0 || v > 2)
-                return err_set(e, MS_ERR_USAGE, "--id wants 0, 1 or 2, not '%s'", optarg);
-            a->id = (int)v;
-            break;
-        case O_DEALER: a->dealer = 1; break;
-        case O_PEERS: a->peers = optarg; break;
-        case O_PROGRAM: a->program = optarg; break;
-        case O_DEMO: a->demo = 1; break;
-        case O_BIND: {
-            const char *eq = strchr(optarg, '=');
-            if (!eq || eq == optarg || (size_t)(eq - optarg) >= sizeof a->binds[0].name || a->n_binds == 32)
-                return err_set(e, MS_ERR_USAGE, "--bind wants NAME=FILE, not '%s'", optarg);
-            bind_file *b = &a->binds[a->n_binds++];
-            snprintf(b->name, sizeof b->name, "%.*s", (int)(eq - optarg), optarg);
-            int rc = read_values(eq + 1, b, e);
-            if (rc)
-                return rc;
-            break;
-        }
-        case O_RANDOM:
-            if (parse_u64(optarg, &a->seed))
-                return err_set(e, MS_ERR_USAGE, "--random-inputs wants an integer seed, not '%s'", optarg);
-            a->have_seed = 1;
-            break;
-        case O_SET:
-            if (n_sets == 32)
-                return err_set(e, MS_ERR_USAGE, "too many --set options");
-            sets[n_sets++] = optarg;
-            break;
-        case O_TIMEOUT:
-            if (parse_i64(optarg, &v) || v < 1 || v > 3600000)
-                return err_set(e, MS_ERR_USAGE, "--timeout-ms wants 1..3600000, not '%s'", optarg);
-            a->timeout_ms = (int)v;
-            break;
-        case O_CONNECT:
-            if (parse_i64(optarg, &v) || v < 1 || v > 3600000)
-                return err_set(e, MS_ERR_USAGE, "--connect-timeout-ms wants 1..3600000, not '%s'", optarg);
-            a->connect_ms = (int)v;
-            break;
-        case O_LATENCY:
-            if (parse_double(optarg, &a->latency_ms) || a->latency_ms < 0 || a->latency_ms > 60000)
-                return err_set(e, MS_ERR_USAGE, "--latency-ms wants 0..60000, not '%s'", optarg);
-            break;
-        case O_PRINT: a->print_outputs = 1; break;
-        case 'h': usage(stdout); return -1;
-        default: return err_set(e, MS_ERR_USAGE, "see 'mpcsim party --help'");
-        }
+    const cli_opt opts[] = { /* in --help's order */
+        {.name = "protocol", .short_name = 'p', .kind = CLI_STR, .dest = &a->protocol, .arg = "P",
+         .help = "semi2k (P0, P1 and a dealer) or aby3 (P0, P1, P2)"},
+        {.name = "id", .short_name = 'i', .kind = CLI_INT, .dest = &a->id, .arg = "I", .hi = 2, .want = "0, 1 or 2",
+         .help = "this party's index"},
+        {.name = "dealer", .kind = CLI_FLAG, .dest = &a->dealer,
+         .help = "this node is the semi2k dealer (the third --peers entry)"},
+        {.name = "peers", .kind = CLI_STR, .dest = &a->peers, .arg = "LIST",
+         .help = "host:port of every node: parties in order, then the dealer"},
+        {.name = "program", .kind = CLI_STR, .dest = &a->program, .arg = "FILE",
+         .help = "op program (text form; `mpcsim cost --dump-program` writes one)"},
+        {.name = "demo", .kind = CLI_FLAG, .dest = &a->demo,
+         .help = "a built-in program: x·W, rmsnorm, softmax, gelu, lt, reveal"},
+        {.name = "bind", .kind = CLI_FN, .dest = a, .arg = "NAME=FILE", .fn = take_bind,
+         .help = "values of tensor NAME (whitespace-separated reals) — weights at\n"
+                 "P1, the client's inputs at P0, public tensors at every party"},
+        {.name = "random-inputs", .kind = CLI_U64, .dest = &a->seed, .arg = "S", .want = "an integer seed",
+         .seen = &a->have_seed,
+         .help = "fill every tensor this node must provide and no --bind gives\n"
+                 "with reals in [-1, 1) drawn from seed S (demos, benchmarks)"},
+        {.name = "set", .kind = CLI_LIST, .dest = &set_list, .arg = "KEY=VALUE",
+         .help = "protocol parameter (frac_bits, trunc_local, beaver_cache, …)"},
+        {.name = "timeout-ms", .kind = CLI_INT, .dest = &a->timeout_ms, .arg = "N", .lo = 1, .hi = 3600000,
+         .want = "1..3600000", .help = "a peer silent for N ms is an error (default 5000)"},
+        {.name = "connect-timeout-ms", .kind = CLI_INT, .dest = &a->connect_ms, .arg = "N", .lo = 1,
+         .hi = 3600000, .want = "1..3600000", .help = "how long to wait for every peer to start (default 10000)"},
+        {.name = "latency-ms", .kind = CLI_F64, .dest = &a->latency_ms, .arg = "X", .hi = 60000,
+         .want = "0..60000", .help = "inject X ms one-way latency per round message"},
+        {.name = "print-outputs", .kind = CLI_FLAG, .dest = &a->print_outputs,
+         .help = "print the values revealed to this party"},
+        {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
+    };
+    const cli_cmd cmd = {"party", opts, sizeof opts / sizeof opts[0], 24, 0};
+    int rc = cli_parse(&cmd, argc, argv, NULL, NULL, e);
+    if (rc == CLI_HELP_ASKED) {
+        usage(stdout, &cmd);
+        return -1;
     }
+    if (rc)
+        return rc;
+    int n_sets = set_list.n;
     if (!a->protocol)
         return err_set(e, MS_ERR_USAGE, "--protocol is required (semi2k or aby3)");
-    int rc = proto_cfg_default(a->protocol, &a->cfg, e);
+    rc = proto_cfg_default(a->protocol, &a->cfg, e);
     if (rc)
         return rc;
     for (int i = 0; i < n_sets; i++)

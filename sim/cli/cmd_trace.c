@@ -28,6 +28,7 @@ static void usage(FILE *f)
             "        first mismatch is named and the exit status is 2 (--tol, default 1e-4)\n\n"
             "synthetic parameters (--set KEY=VALUE):\n"
             "  sink n_sinks local window heavy heavy_frac layer_sim drift noise ffn_sparsity\n"
+            "  generator\n"
             "  (sim/trace/TRACE_FORMAT.md explains each)\n");
 }
 
@@ -128,8 +129,9 @@ static int write_trace(trace *t, const char *dir, errbuf *e)
         snprintf(seed, sizeof seed, "%llu", (unsigned long long)trace_seed(t));
         snprintf(params, sizeof params, "{sink: %.9g, n_sinks: %u, local: %.9g, window: %.9g, "
                  "heavy: %.9g, heavy_frac: %.9g, layer_sim: %.9g, drift: %.9g, noise: %.9g, "
-                 "ffn_sparsity: %.9g}", sp->sink, sp->n_sinks, sp->local, sp->window, sp->heavy,
-                 sp->heavy_frac, sp->layer_sim, sp->drift, sp->noise, sp->ffn_sparsity);
+                 "ffn_sparsity: %.9g, generator: %u}", sp->sink, sp->n_sinks, sp->local,
+                 sp->window, sp->heavy, sp->heavy_frac, sp->layer_sim, sp->drift, sp->noise,
+                 sp->ffn_sparsity, sp->generator);
         trace_writer_meta(w, "seed", seed);
         trace_writer_meta(w, "synth", params);
     }

@@ -7,7 +7,6 @@
  * programs (sim/cli/cmd_validate_model.c). Bytes and rounds must be equal (exit status 1
  * otherwise); time is reported with its error, not judged. --db stores every row in the
  * results database's validation table. */
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +14,7 @@
 #include <time.h>
 
 #include "cmd.h"
+#include "opt.h"
 #include "cmd_validate.h"
 #include "sim/secure/valid.h"
 #include <unistd.h>
@@ -151,7 +151,7 @@ static int predict(const proto *pr, const proto_cfg *cfg, const vjob *j, const n
     return rc;
 }
 
-static void usage(FILE *f)
+static void usage(FILE *f, const cli_cmd *c)
 {
     fprintf(f,
             "usage: mpcsim validate [--primitives] [--basic-ops] [--model NAME] [--protocol P] [--db FILE]\n"
@@ -162,38 +162,9 @@ static void usage(FILE *f)
             "work and prints predicted vs measured rounds, bytes and time. Without a mode flag: the\n"
             "primitives and stories260K's prefill and decode programs, in semi2k and aby3.\n"
             "Exit status 1 if any bytes or rounds differ.\n\n"
-            "options:\n"
-            "      --primitives      validate every communicating primitive\n"
-            "      --basic-ops       SecretFlow's basic-op task: x from P0, y from P1, z = x+y, x*y or x<y,\n"
-            "                        z revealed; at --n/4 and --n elements, measured and predicted, with the\n"
-            "                        per-element time (e.g. --shape --bandwidth 100Mbps --latency-ms 50)\n"
-            "      --model NAME      validate a real model's programs: a secure session (weights shared by\n"
-            "                        P1, one-hot tokens by P0, logits revealed to P0, secret KV cache),\n"
-            "                        a prefill of --prompt tokens then --decode steps, every op compared\n"
-            "  -p, --protocol P      semi2k or aby3 (default: both)\n"
-            "  -n, --n N             primitives: elements per call (matmul: N×N·N×N with N = sqrt) (default 4096)\n"
-            "      --db FILE         store the rows in the results database's validation table\n"
-            "      --latency-ms X    one-way latency injected by the backend and simulated (default 1)\n"
-            "      --bandwidth RATE  simulated link bandwidth (default 10Gbps, about loopback); with --shape\n"
-            "                        also the tbf rate of every node's egress\n"
-            "      --shape           programs and --basic-ops: every node in its own network namespace, a veth\n"
-            "                        pair (MTU 1500) between every two nodes with tbf at --bandwidth on each\n"
-            "                        end; simulated as token buckets carrying TCP frames (needs root and\n"
-            "                        iproute2; says why and exits 3 where not available)\n"
-            "      --profile NAME    machine profile for simulated compute (default: default)\n"
-            "      --set K=V         protocol parameter (frac_bits, approx, beaver_cache, …)\n"
-            "      --prompt N        prefill tokens (default 16)\n"
-            "      --decode N        decode steps after the prefill (default 2)\n"
-            "      --text FILE       the tokens: this text (default: a built-in sentence of 80 tokens)\n"
-            "      --accuracy N      teacher-forced secure logits at N positions against the float reference:\n"
-            "                        top-1 agreement and logit error\n"
-            "      --policy NAME     with --accuracy: a KV-cache policy applied inside MPC (prompt = --prompt),\n"
-            "                        compared with its plaintext replay: h2o selects on secret shares (its\n"
-            "                        selection's agreement printed), streamingllm's kept set is public;\n"
-            "                        other policies apply the replay's kept entries, and say so\n"
-            "      --policy-param K=V  a policy parameter (repeatable)\n"
-            "      --generate N      greedy generation of N tokens after --prompt: time and tokens\n"
-            "  -h, --help            this help\n\n"
+            "options:\n");
+    cli_help(c, f);
+    fprintf(f, "\n"
             "examples:\n"
             "  mpcsim validate --db val.db\n"
             "  mpcsim validate --model stories260K --accuracy 256 --text tests/data/tinystories_sample.txt --set approx=sigmoid\n"
@@ -272,88 +243,100 @@ static int validate_prims(const char *pn, const proto_cfg *cfg, unsigned long lo
     return MS_OK;
 }
 
-static int parse_u32_opt(const char *opt, const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
+/* The command line, before its checks. */
+typedef struct val_args {
+    const char *only, *profile, *bw, *dbpath;
+    const char *sets[32];
+    int n_sets, prims, basic;
+    unsigned long long n;
+    double lat_ms;
+    vm_args va;
+} val_args;
+
+/* 0, 2 (bad usage, said), or -1 (--help printed). */
+static int parse_args(int argc, char **argv, val_args *v)
 {
-    unsigned long long v;
-    if (parse_u64(s, &v) || v < lo || v > hi) {
-        cli_error("validate", "%s wants %u..%u, not '%s'", opt, lo, hi, s);
+    vm_args *va = &v->va;
+    cli_list sets = {v->sets, 0, 32}, pparams = {va->policy_params, 0, 16};
+    const cli_opt opts[] = { /* in --help's order */
+        {.name = "primitives", .kind = CLI_FLAG, .dest = &v->prims, .help = "validate every communicating primitive"},
+        {.name = "basic-ops", .kind = CLI_FLAG, .dest = &v->basic,
+         .help = "SecretFlow's basic-op task: x from P0, y from P1, z = x+y, x*y or x<y,\n"
+                 "z revealed; at --n/4 and --n elements, measured and predicted, with the\n"
+                 "per-element time (e.g. --shape --bandwidth 100Mbps --latency-ms 50)"},
+        {.name = "model", .kind = CLI_STR, .dest = &va->model, .arg = "NAME",
+         .help = "validate a real model's programs: a secure session (weights shared by\n"
+                 "P1, one-hot tokens by P0, logits revealed to P0, secret KV cache),\n"
+                 "a prefill of --prompt tokens then --decode steps, every op compared"},
+        {.name = "protocol", .short_name = 'p', .kind = CLI_STR, .dest = &v->only, .arg = "P",
+         .help = "semi2k or aby3 (default: both)"},
+        {.name = "n", .short_name = 'n', .kind = CLI_U64, .dest = &v->n, .arg = "N", .lo = 1, .hi = 1u << 24,
+         .want = "1..16777216", .help = "primitives: elements per call (matmul: N×N·N×N with N = sqrt) (default 4096)"},
+        {.name = "db", .kind = CLI_STR, .dest = &v->dbpath, .arg = "FILE",
+         .help = "store the rows in the results database's validation table"},
+        {.name = "latency-ms", .kind = CLI_F64, .dest = &v->lat_ms, .arg = "X", .hi = 10000, .want = "0..10000",
+         .help = "one-way latency injected by the backend and simulated (default 1)"},
+        {.name = "bandwidth", .kind = CLI_STR, .dest = &v->bw, .arg = "RATE",
+         .help = "simulated link bandwidth (default 10Gbps, about loopback); with --shape\n"
+                 "also the tbf rate of every node's egress"},
+        {.name = "shape", .kind = CLI_FLAG, .dest = &va->shape,
+         .help = "programs and --basic-ops: every node in its own network namespace, a veth\n"
+                 "pair (MTU 1500) between every two nodes with tbf at --bandwidth on each\n"
+                 "end; simulated as token buckets carrying TCP frames (needs root and\n"
+                 "iproute2; says why and exits 3 where not available)"},
+        {.name = "profile", .kind = CLI_STR, .dest = &v->profile, .arg = "NAME",
+         .help = "machine profile for simulated compute (default: default)"},
+        {.name = "set", .kind = CLI_LIST, .dest = &sets, .arg = "K=V",
+         .help = "protocol parameter (frac_bits, approx, beaver_cache, …)"},
+        {.name = "prompt", .kind = CLI_U32, .dest = &va->prompt, .arg = "N", .lo = 1, .hi = 100000,
+         .want = "1..100000", .help = "prefill tokens (default 16)"},
+        {.name = "decode", .kind = CLI_U32, .dest = &va->decode, .arg = "N", .hi = 100000, .want = "0..100000",
+         .help = "decode steps after the prefill (default 2)"},
+        {.name = "text", .kind = CLI_STR, .dest = &va->text, .arg = "FILE",
+         .help = "the tokens: this text (default: a built-in sentence of 80 tokens)"},
+        {.name = "accuracy", .kind = CLI_U32, .dest = &va->accuracy, .arg = "N", .lo = 1, .hi = 100000,
+         .want = "1..100000",
+         .help = "teacher-forced secure logits at N positions against the float reference:\n"
+                 "top-1 agreement and logit error"},
+        {.name = "policy", .kind = CLI_STR, .dest = &va->policy, .arg = "NAME",
+         .help = "with --accuracy: a KV-cache policy applied inside MPC (prompt = --prompt),\n"
+                 "compared with its plaintext replay: h2o selects on secret shares (its\n"
+                 "selection's agreement printed), streamingllm's kept set is public;\n"
+                 "other policies apply the replay's kept entries, and say so"},
+        {.name = "policy-param", .kind = CLI_LIST, .dest = &pparams, .arg = "K=V",
+         .help = "a policy parameter (repeatable)"},
+        {.name = "generate", .kind = CLI_U32, .dest = &va->generate, .arg = "N", .lo = 1, .hi = 100000,
+         .want = "1..100000", .help = "greedy generation of N tokens after --prompt: time and tokens"},
+        {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
+    };
+    const cli_cmd cmd = {"validate", opts, sizeof opts / sizeof opts[0], 24, 0};
+    errbuf e;
+    int rc = cli_parse(&cmd, argc, argv, NULL, NULL, &e);
+    v->n_sets = sets.n;
+    va->n_policy_params = (size_t)pparams.n;
+    if (rc == CLI_HELP_ASKED) {
+        usage(stdout, &cmd);
         return -1;
     }
-    *out = (uint32_t)v;
+    if (rc) {
+        cli_error("validate", "%s", e.msg);
+        return 2;
+    }
     return 0;
 }
 
 int cmd_validate(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"primitives", no_argument, 0, 'P'},       {"protocol", required_argument, 0, 'p'},
-        {"n", required_argument, 0, 'n'},          {"latency-ms", required_argument, 0, 'L'},
-        {"bandwidth", required_argument, 0, 'B'},  {"profile", required_argument, 0, 'M'},
-        {"model", required_argument, 0, 'm'},      {"db", required_argument, 0, 'd'},
-        {"set", required_argument, 0, 's'},        {"prompt", required_argument, 0, 'T'},
-        {"decode", required_argument, 0, 'D'},     {"text", required_argument, 0, 'x'},
-        {"accuracy", required_argument, 0, 'A'},   {"generate", required_argument, 0, 'G'},
-        {"policy", required_argument, 0, 'Y'},     {"policy-param", required_argument, 0, 'y'},
-        {"shape", no_argument, 0, 'S'},            {"help", no_argument, 0, 'h'},
-        {"basic-ops", no_argument, 0, 'O'},
-        {0, 0, 0, 0}};
-    const char *only = NULL, *profile = NULL, *bw = "10Gbps", *dbpath = NULL;
-    const char *sets[32];
-    int n_sets = 0, prims = 0, basic = 0, c;
-    unsigned long long n = 4096;
-    double lat_ms = 1.0;
-    vm_args va = {.prompt = 16, .decode = 2};
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "p:n:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'P': prims = 1; break;
-        case 'O': basic = 1; break;
-        case 'p': only = optarg; break;
-        case 'n':
-            if (parse_u64(optarg, &n) || n < 1 || n > (1u << 24)) {
-                cli_error("validate", "--n wants 1..16777216, not '%s'", optarg);
-                return 2;
-            }
-            break;
-        case 'L':
-            if (parse_double(optarg, &lat_ms) || lat_ms < 0 || lat_ms > 10000) {
-                cli_error("validate", "--latency-ms wants 0..10000, not '%s'", optarg);
-                return 2;
-            }
-            break;
-        case 'B': bw = optarg; break;
-        case 'M': profile = optarg; break;
-        case 'm': va.model = optarg; break;
-        case 'd': dbpath = optarg; break;
-        case 's':
-            if (n_sets == 32) {
-                cli_error("validate", "at most 32 --set options");
-                return 2;
-            }
-            sets[n_sets++] = optarg;
-            break;
-        case 'T': if (parse_u32_opt("--prompt", optarg, 1, 100000, &va.prompt)) return 2; break;
-        case 'D': if (parse_u32_opt("--decode", optarg, 0, 100000, &va.decode)) return 2; break;
-        case 'A': if (parse_u32_opt("--accuracy", optarg, 1, 100000, &va.accuracy)) return 2; break;
-        case 'G': if (parse_u32_opt("--generate", optarg, 1, 100000, &va.generate)) return 2; break;
-        case 'x': va.text = optarg; break;
-        case 'S': va.shape = 1; break;
-        case 'Y': va.policy = optarg; break;
-        case 'y':
-            if (va.n_policy_params == 16) {
-                cli_error("validate", "at most 16 --policy-param options");
-                return 2;
-            }
-            va.policy_params[va.n_policy_params++] = optarg;
-            break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-    }
-    if (optind < argc) {
-        cli_error("validate", "unexpected argument '%s'", argv[optind]);
-        return 2;
-    }
+    val_args v = {.bw = "10Gbps", .n = 4096, .lat_ms = 1.0, .va = {.prompt = 16, .decode = 2}};
+    int rc = parse_args(argc, argv, &v);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    const char *only = v.only, *profile = v.profile, *bw = v.bw, *dbpath = v.dbpath;
+    const char *const *sets = v.sets;
+    int n_sets = v.n_sets, prims = v.prims, basic = v.basic;
+    unsigned long long n = v.n;
+    double lat_ms = v.lat_ms;
+    vm_args va = v.va;
     if (basic && (prims || va.model || va.accuracy || va.generate)) {
         cli_error("validate", "--basic-ops runs alone (not with --primitives, --model, --accuracy, --generate)");
         return 2;
@@ -419,7 +402,8 @@ int cmd_validate(int argc, char **argv)
         cli_error("validate", "%s", e.msg);
         return ms_err_exit_code(orc);
     }
-    int bad = 0, rc = MS_OK;
+    int bad = 0;
+    rc = MS_OK;
     if (prims) {
         printf("%-7s %-17s %8s | %-11s | %-25s | %-25s | %-19s | %s\n", "proto", "primitive", "n", "rounds p/m",
                "online bytes P0 p/m", "online bytes P1 p/m", "offline p/m", "time ms p/m");

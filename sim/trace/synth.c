@@ -46,6 +46,9 @@ static const ys_field synth_fields[] = {
      NULL},
     {"ffn_sparsity", YS_DBL, P(ffn_sparsity), 0, 1, "0.5", "fraction of FFN pre-activations <= 0",
      NULL, 0, NULL, NULL},
+    {"generator", YS_U32, P(generator), 1, 2, "2",
+     "query stream: 2 counter-based (random access), 1 sequential mt19937 (earlier builds)",
+     NULL, 0, NULL, NULL},
 };
 #undef P
 static const ys_schema synth_schema =
@@ -147,7 +150,7 @@ static uint64_t mix64(uint64_t z)
     return z ^ (z >> 31);
 }
 
-enum { ST_KEY = 1, ST_VAL, ST_HEAVY, ST_COPY, ST_FFN, ST_WO };
+enum { ST_KEY = 1, ST_VAL, ST_HEAVY, ST_COPY, ST_FFN, ST_WO, ST_QUERY };
 
 static uint64_t stream_prefix(uint64_t seed, int what, uint32_t layer, uint32_t head)
 {
@@ -192,6 +195,9 @@ int trace_synth_reference_kernel;
 /* Keys whose sign words are hashed together before the lookups. */
 #define SYNTH_BLOCK 256
 
+/* Levels of the bridge over positions 0..2^32 (generator 2). */
+#define BRIDGE_LEVELS 32
+
 typedef struct synth_src {
     gsl_rng *rng;       /* query stream */
     gsl_rng *wo_rng;    /* W_o, reseeded per layer */
@@ -210,7 +216,13 @@ typedef struct synth_src {
     double amp;         /* a */
     double rho;         /* AR(1) coefficient of the content query */
     double sigma_k;     /* Rademacher key amplitude */
-    float *content;     /* L × H × dc: current content query */
+    float *content;     /* L × H × dc: current content query (generator 1) */
+    gsl_rng *node_rng;  /* generator 2: splitmix64 behind GSL's ziggurat, seeded per node */
+    float *node;        /* generator 2: BRIDGE_LEVELS + 2 node values, L × H × dc each */
+    const float *lo[BRIDGE_LEVELS + 1], *hi[BRIDGE_LEVELS + 1]; /* bracket values per level */
+    uint64_t lo_pos[BRIDGE_LEVELS + 1], hi_pos[BRIDGE_LEVELS + 1];
+    uint32_t depth;     /* levels of the bracket path that are valid */
+    const float *cq;    /* content query of the current position (either generator) */
     uint32_t cur;       /* position of content (valid if started) */
     int started;
     float *ffn;         /* F */
@@ -317,7 +329,7 @@ static int synth_att_row_ref(trace *t, uint32_t layer)
                     s->signs[i0 + i] = (float)((int)(bits >> i & 1) * 2 - 1);
             }
             for (uint32_t h = g * G; h < (g + 1) * G; h++) {
-                const float *c = s->content + ((size_t)layer * sh->n_heads + h) * s->dc;
+                const float *c = s->cq + ((size_t)layer * sh->n_heads + h) * s->dc;
                 float acc[4] = {0, 0, 0, 0};
                 uint32_t i = 0;
                 for (; i + 4 <= s->dc; i += 4)
@@ -446,7 +458,7 @@ static int synth_att_row(trace *t, uint32_t layer)
         const uint64_t *hb = s->heavy + ((size_t)layer * sh->n_kv_heads + g) * words;
         /* per query head of the group: byte tables of σ_k/√d · Σ c_i·(2·bit_i − 1) */
         for (uint32_t hh = 0; hh < G; hh++) {
-            const float *c = s->content + ((size_t)layer * sh->n_heads + g * G + hh) * s->dc;
+            const float *c = s->cq + ((size_t)layer * sh->n_heads + g * G + hh) * s->dc;
             float *tab = s->tab + (size_t)hh * nb * 256;
             for (uint32_t b = 0; b < nb; b++) {
                 /* two nibble tables (in double, then rounded), added pairwise in float */
@@ -523,6 +535,8 @@ static int synth_att_row(trace *t, uint32_t layer)
     return 1;
 }
 
+/* ---- generator 1: the sequential query stream of earlier builds ------------------------ */
+
 /* Advances the content queries from position cur to cur+1 (or starts them at 0). */
 static void content_step(trace *t, synth_src *s)
 {
@@ -534,9 +548,8 @@ static void content_step(trace *t, synth_src *s)
     s->started = 1;
 }
 
-static int synth_seek(trace *t, uint32_t pos, errbuf *e)
+static void stream_seek(trace *t, synth_src *s, uint32_t pos)
 {
-    synth_src *s = t->impl;
     if (!s->started || pos < s->cur) {
         gsl_rng_set(s->rng, (unsigned long)t->seed);
         s->started = 0;
@@ -544,6 +557,116 @@ static int synth_seek(trace *t, uint32_t pos, errbuf *e)
     }
     while (s->cur < pos)
         content_step(t, s);
+    s->cq = s->content;
+}
+
+/* ---- generator 2: the content query stream as a Gaussian bridge -----------------------
+ * The content queries c_t (AR(1) with coefficient ρ and unit variance, per channel) are
+ * defined on positions 0..2^32 by dyadic refinement: c_0 ~ N(0, 1) and
+ * c_{2^32} | c_0 ~ N(ρ^{2^32} c_0, 1 − ρ^{2^33}) first, then the midpoint m of each bracket
+ * [a, b] with b − a = 2h from its law given the two ends (AR(1) is Markov, so the ends are all
+ * it depends on):
+ *   c_m | c_a, c_b ~ N(ρ^h/(1 + ρ^{2h}) · (c_a + c_b), (1 − ρ^{2h})/(1 + ρ^{2h})),
+ * with its normals drawn from a counter stream keyed by (seed, m). The joint law of the stream
+ * is exactly the AR(1)'s, every value is a fixed function of (seed, position), and a position
+ * is reached in at most 32 refinements of L·H·dc values each, from anywhere: the path of
+ * brackets is cached, so moving forward by one costs about one refinement. */
+
+/* splitmix64 as a GSL generator (32-bit outputs), so GSL's ziggurat draws the normals of a
+ * node from a stream seeded by the node's key. */
+static void sm_set(void *st, unsigned long seed) { *(uint64_t *)st = seed; }
+static unsigned long sm_get(void *st)
+{
+    uint64_t *x = st;
+    *x += 0x9E3779B97F4A7C15ull;
+    return (unsigned long)(mix64(*x) >> 32);
+}
+static double sm_get_double(void *st) { return (double)sm_get(st) * 0x1.0p-32; }
+static const gsl_rng_type splitmix_type = {"mpcsim-splitmix64", 0xffffffffUL, 0,
+                                           sizeof(uint64_t), sm_set, sm_get, sm_get_double};
+
+/* ρ^k and 1 − ρ^{2k} without cancellation. */
+static void rho_pow(double rho, double k, double *rk, double *one_minus_r2k)
+{
+    if (rho >= 1) {
+        *rk = 1;
+        *one_minus_r2k = 0;
+    } else if (rho <= 0) {
+        *rk = 0;
+        *one_minus_r2k = 1;
+    } else {
+        double lr = log(rho);
+        *rk = exp(k * lr);
+        *one_minus_r2k = -expm1(2 * k * lr);
+    }
+}
+
+/* out = ca·(a + b) + sd·z (a, b may be NULL: 0), z the node's normals. */
+static void bridge_node(trace *t, synth_src *s, uint64_t m, const float *a, const float *b,
+                        double ca, double cb, double sd, float *out)
+{
+    size_t n = (size_t)t->s.n_layers * t->s.n_heads * s->dc;
+    gsl_rng_set(s->node_rng, (unsigned long)mix64(stream_prefix(t->seed, ST_QUERY, 0, 0) ^ m));
+    for (size_t i = 0; i < n; i++) {
+        double v = sd * gsl_ran_gaussian_ziggurat(s->node_rng, 1.0);
+        if (a)
+            v += ca * a[i];
+        if (b)
+            v += cb * b[i];
+        out[i] = (float)v;
+    }
+}
+
+static void bridge_seek(trace *t, synth_src *s, uint32_t pos)
+{
+    size_t n = (size_t)t->s.n_layers * t->s.n_heads * s->dc;
+    const uint64_t end = 1ull << BRIDGE_LEVELS;
+    uint32_t old = s->depth, k;
+    if (!old) {
+        double rk, e2;
+        rho_pow(s->rho, (double)end, &rk, &e2);
+        bridge_node(t, s, 0, NULL, NULL, 0, 0, 1, s->node);
+        bridge_node(t, s, end, s->node, NULL, rk, 0, sqrt(e2), s->node + n);
+        s->lo[0] = s->node;
+        s->hi[0] = s->node + n;
+        s->lo_pos[0] = 0;
+        s->hi_pos[0] = end;
+        old = 1;
+    }
+    /* the deepest cached bracket that holds pos */
+    for (k = old - 1; k > 0 && !(s->lo_pos[k] <= pos && pos <= s->hi_pos[k]); k--)
+        ;
+    int reuse = k + 1 < old; /* the cached path went below level k: its midpoint is there */
+    for (;;) {
+        if (pos == s->lo_pos[k] || pos == s->hi_pos[k]) {
+            s->cq = pos == s->lo_pos[k] ? s->lo[k] : s->hi[k];
+            break;
+        }
+        uint64_t h = (s->hi_pos[k] - s->lo_pos[k]) / 2, mp = s->lo_pos[k] + h;
+        float *mv = s->node + (size_t)(2 + k) * n;
+        if (!reuse) {
+            double rh, e2;
+            rho_pow(s->rho, (double)h, &rh, &e2);
+            double r2h = 1 - e2, c = rh / (1 + r2h);
+            bridge_node(t, s, mp, s->lo[k], s->hi[k], c, c, sqrt(e2 / (1 + r2h)), mv);
+        }
+        reuse = 0;
+        s->lo[k + 1] = pos < mp ? s->lo[k] : mv;
+        s->lo_pos[k + 1] = pos < mp ? s->lo_pos[k] : mp;
+        s->hi[k + 1] = pos < mp ? mv : s->hi[k];
+        s->hi_pos[k + 1] = pos < mp ? mp : s->hi_pos[k];
+        k++;
+    }
+    s->depth = k + 1;
+}
+
+static int synth_seek(trace *t, uint32_t pos, errbuf *e)
+{
+    synth_src *s = t->impl;
+    if (t->synth.generator == 1)
+        stream_seek(t, s, pos);
+    else
+        bridge_seek(t, s, pos);
     uint32_t d = t->s.head_dim;
     for (uint32_t l = 0; l < t->s.n_layers; l++)
         for (uint32_t h = 0; h < t->s.n_heads; h++) {
@@ -551,7 +674,7 @@ static int synth_seek(trace *t, uint32_t pos, errbuf *e)
             q[0] = 1.0f;
             q[1] = 1.0f;
             memcpy(q + 2, s->rff + (size_t)pos * 2 * s->m, 2 * s->m * sizeof(float));
-            memcpy(q + 2 + 2 * s->m, s->content + ((size_t)l * t->s.n_heads + h) * s->dc,
+            memcpy(q + 2 + 2 * s->m, s->cq + ((size_t)l * t->s.n_heads + h) * s->dc,
                    s->dc * sizeof(float));
         }
     return MS_OK;
@@ -611,6 +734,9 @@ static void synth_close(trace *t)
         gsl_rng_free(s->rng);
     if (s->wo_rng)
         gsl_rng_free(s->wo_rng);
+    if (s->node_rng)
+        gsl_rng_free(s->node_rng);
+    free(s->node);
     free(s->omega);
     free(s->rff);
     free(s->loc);
@@ -674,8 +800,11 @@ int trace_synth_attach(trace *t, const model_cfg *cfg, errbuf *e)
     if (!s->rng || !s->wo_rng || !s->omega || !s->ffn)
         return err_set(e, MS_ERR_NOMEM, "out of memory");
     synth_layout(t, s);
-    s->content = calloc((size_t)t->s.n_layers * t->s.n_heads * (s->dc ? s->dc : 1),
-                        sizeof(float));
+    size_t nc = (size_t)t->s.n_layers * t->s.n_heads * (s->dc ? s->dc : 1);
+    if (t->synth.generator == 1)
+        s->content = calloc(nc, sizeof(float));
+    else if ((s->node_rng = gsl_rng_alloc(&splitmix_type)))
+        s->node = malloc((BRIDGE_LEVELS + 2) * nc * sizeof(float));
     s->rff = malloc(((size_t)t->s.n_tokens * 2 * s->m + 1) * sizeof(float));
     s->loc = calloc(t->s.n_tokens, sizeof *s->loc);
     s->signs = calloc(s->dc ? s->dc : 1, sizeof *s->signs);
@@ -687,8 +816,9 @@ int trace_synth_attach(trace *t, const model_cfg *cfg, errbuf *e)
     size_t lg = (size_t)t->s.n_layers * t->s.n_kv_heads;
     s->heavy = calloc(lg * ((t->s.n_tokens + 63) / 64), sizeof *s->heavy);
     s->heavy_done = calloc(lg, sizeof *s->heavy_done);
-    if (!s->content || !s->rff || !s->loc || !s->signs || !s->tab || !s->base || !s->locr || !s->words || !s->heavy ||
-        !s->heavy_done)
+    void *cbuf = t->synth.generator == 1 ? (void *)s->content : (void *)s->node;
+    if (!cbuf || !s->rff || !s->loc || !s->signs || !s->tab || !s->base || !s->locr || !s->words ||
+        !s->heavy || !s->heavy_done)
         return err_set(e, MS_ERR_NOMEM, "out of memory");
     for (uint32_t dd = 0; dd < t->s.n_tokens; dd++) {
         double c = 0;

@@ -71,6 +71,7 @@ typedef struct trace_synth {
     double drift;        /* 1 - E[cos(q_t, q_{t+1})] (query drift between positions) */
     double noise;        /* std of the content logit noise */
     double ffn_sparsity; /* fraction of FFN pre-activations ≤ 0 */
+    uint32_t generator;  /* 2: counter-based query stream (random access); 1: sequential (old) */
 } trace_synth;
 
 void trace_synth_defaults(trace_synth *p);
@@ -115,7 +116,8 @@ const char *trace_source_name(const trace *t);       /* the manifest's source, o
 
 /* ---- streaming access (current position) ---------------------------------------------
  * trace_seek makes pos current. Moving forward by one is the cheap path; a synthetic trace
- * moving backward replays its query stream from 0. Returned pointers stay valid until the
+ * reaches any position in O(32·L·H·d) (generator 2; generator 1 walks its query stream from 0
+ * on a backward seek). Returned pointers stay valid until the
  * next trace_seek (trace_att: until the next trace_att or trace_seek). */
 int trace_seek(trace *t, uint32_t pos, errbuf *e);
 uint32_t trace_pos(const trace *t);
