@@ -58,11 +58,12 @@ SRC_DIRS := protocols/base protocols/program protocols/backend models results \
 LIB_SRC  := $(filter-out sim/cli/main.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/check_*.c)
-TEST_UTIL := $(filter-out tests/runner.c tests/check_% tests/bench_%,$(wildcard tests/*.c))
+TEST_UTIL := $(filter-out tests/runner.c tests/check_% tests/bench_%,$(wildcard tests/*.c)) \
+             tests/fuzz/targets.c
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o) $(TEST_UTIL:%.c=$(BUILD)/%.o) $(BUILD)/tests/runner.o
 BENCH_SRC := $(wildcard tests/bench_*.c)
 
-.PHONY: all check bench demo clean install deps
+.PHONY: all check bench demo clean install deps fuzz
 .SECONDARY:
 all: $(BUILD)/mpcsim
 
@@ -105,6 +106,28 @@ $(BUILD)/bench_%: $(BUILD)/tests/bench_%.o $(LIB_OBJ)
 
 bench: $(BENCH_SRC:tests/%.c=$(BUILD)/%) $(BUILD)/mpcsim
 	@for b in $(BENCH_SRC:tests/%.c=$(BUILD)/%); do echo "== $$b"; MPCSIM_BIN=$(CURDIR)/$(BUILD)/mpcsim MPCSIM_DATA=$(CURDIR) $$b || exit 1; done
+
+# libFuzzer targets (tests/fuzz/): clang with ASan and UBSan, each run FUZZ_SECONDS on a copy of
+# its seed corpus; a crash fails (scripts/fuzz.sh).
+FUZZ_TARGETS := scenario model trace npy checkpoint tokenizer workload frames program
+FUZZ_SECONDS ?= 60
+FUZZ_CC      ?= clang
+FUZZ_BUILD   := build/fuzz
+FUZZ_CFLAGS  := $(CFLAGS_COMMON) -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+                -fno-sanitize-recover=undefined $(PKG_CFLAGS)
+FUZZ_OBJ     := $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o) $(FUZZ_BUILD)/tests/fuzz/targets.o
+
+$(FUZZ_BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $< (fuzz)"
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/main.c $(FUZZ_OBJ)
+	@echo "  LD      $@"
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -DFUZZ_TARGET=fuzz_$* -o $@ $^ $(LDLIBS) $(PKG_LIBS)
+
+fuzz: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
+	MPCSIM_DATA=$(CURDIR) scripts/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 deps:
 	@scripts/install-deps.sh

@@ -126,6 +126,15 @@ static int map_tensors(llama *m, const char *path, errbuf *e)
         m->ptr[i] = m->data + off;
         off += n;
     }
+    /* llama2.c writes the freq_cis tables with tied embeddings too (they end the file): the
+     * context length, which sizes the KV cache, is then bounded by the file's size */
+    size_t fc;
+    if (c->tied_embeddings &&
+        (mul3(c->max_ctx, c->head_dim, 1, &fc) || off > m->n_floats || fc > m->n_floats - off))
+        return err_set(e, MS_ERR_FORMAT,
+                       "%s: error: checkpoint too short for the freq_cis tables of seq_len %u "
+                       "(hint: is it a llama2.c version-0 checkpoint of this model?)",
+                       path, c->max_ctx);
     m->tok_emb = param_ptr(m, "tok_emb");
     m->rms_att = param_ptr(m, "rms_att");
     m->wq = param_ptr(m, "wq");

@@ -190,6 +190,66 @@ START_TEST(test_serve_bad)
 }
 END_TEST
 
+/* ---- trace manifests --------------------------------------------------------------------
+ * A synthetic trace written by the binary, its manifest edited one line at a time (the writer's
+ * order: format on line 2, n_layers 5, n_heads 6, n_kv_heads 7, n_tokens 12, rope_layout 14). */
+
+typedef struct manifest_case {
+    const char *line, *repl; /* the line replaced (without "\n"), and what replaces it */
+    bad_case want;
+} manifest_case;
+
+static const manifest_case manifest_bad[] = {
+    {"n_tokens: 8", "n_tokens: 8\nn_token: 8",
+     {NULL, ":13:1: error: ", "unknown key 'n_token' in 'trace manifest' (did you mean "
+      "'n_tokens'?)", NULL}},
+    {"n_heads: 8", "n_heads: 8\nn_heads: 8", {NULL, ":7:1: error: ", "duplicate key 'n_heads'",
+                                               NULL}},
+    {"n_tokens: 8", "", {NULL, ":2:1: error: ", "missing required key 'n_tokens'", "regenerate"}},
+    {"n_heads: 8", "n_heads: x", {NULL, ":6:10: error: ", "'n_heads' must be an integer", NULL}},
+    {"n_layers: 5", "n_layers: 0", {NULL, ":5:11: error: ", "'n_layers' = 0 is out of range",
+                                     NULL}},
+    {"n_kv_heads: 4", "n_kv_heads: 3",
+     {NULL, ":7:13: error: ", "n_heads (8) must be a multiple of n_kv_heads (3)", NULL}},
+    {"format: mpcsim-trace 1", "format: mpcsim-trace 9",
+     {NULL, ":2:9: error: ", "trace format 'mpcsim-trace 9' is not supported", "regenerate"}},
+    {"rope_layout: interleaved", "rope_layout: hlf",
+     {NULL, ":14:14: error: ", "unknown 'rope_layout' value 'hlf' (did you mean 'half'?)", NULL}},
+};
+
+START_TEST(test_manifest_bad)
+{
+    const char *bin = getenv("MPCSIM_BIN");
+    ck_assert_msg(bin && access(bin, X_OK) == 0, "MPCSIM_BIN is not set to the binary");
+    char cmd[2048], dir[512], man[600];
+    snprintf(dir, sizeof dir, "%s", tpath("tr"));
+    snprintf(cmd, sizeof cmd, "'%s' trace synth --model stories260K --tokens 8 -o '%s' >/dev/null",
+             bin, dir);
+    ck_assert_int_eq(system(cmd), 0);
+    snprintf(man, sizeof man, "%s/manifest.yaml", dir);
+    trace *t = NULL;
+    errbuf e;
+    ck_assert_msg(trace_open(dir, &t, &e) == MS_OK, "%s", e.msg);
+    trace_close(t);
+    /* the edit */
+    FILE *f = fopen(man, "rb");
+    ck_assert_ptr_nonnull(f);
+    static char text[1 << 14], edited[1 << 14];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    const manifest_case *c = &manifest_bad[_i];
+    char *at = strstr(text, c->line);
+    ck_assert_ptr_nonnull(at);
+    size_t skip = strlen(c->line) + (c->repl[0] ? 0 : 1); /* an empty repl drops the line */
+    snprintf(edited, sizeof edited, "%.*s%s%s", (int)(at - text), text, c->repl, at + skip);
+    write_file("tr/manifest.yaml", edited);
+    ck_assert_int_eq(trace_open(dir, &t, &e), MS_ERR_FORMAT);
+    ck_assert_ptr_null(t);
+    check_msg(man, &c->want, e.msg, _i);
+}
+END_TEST
+
 /* ---- the docs' key tables agree with the readers' schemas --------------------------------- */
 
 static char *read_doc(const char *rel)
@@ -259,6 +319,8 @@ Suite *inputs_suite(void)
     tcase_add_test(t, test_machine_ok);
     tcase_add_loop_test(t, test_synth_bad, 0, (int)(sizeof synth_bad / sizeof *synth_bad));
     tcase_add_loop_test(t, test_serve_bad, 0, (int)(sizeof serve_bad / sizeof *serve_bad));
+    tcase_add_loop_test(t, test_manifest_bad, 0,
+                        (int)(sizeof manifest_bad / sizeof *manifest_bad));
     suite_add_tcase(s, t);
     t = tcase_create("docs");
     tcase_add_test(t, test_docs_synth_table);

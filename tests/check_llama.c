@@ -288,6 +288,34 @@ START_TEST(test_hostile_files)
     cfg.head_dim = 1u << 16; /* 2^33 ≡ 0 mod 2^32 */
     cfg.dim = 0;
     ck_assert_int_eq(llama_load(&cfg, path, &m, &e), MS_ERR_INPUT);
+    /* a tied checkpoint whose seq_len (2^30) its freq_cis tables do not back: refused before
+     * a 2^30-position KV cache is allocated (a fuzzer's find) */
+    char src[1024];
+    snprintf(src, sizeof src, "%s/tests/fuzz/corpus/checkpoint/tiny-tied.bin", data_dir());
+    FILE *f = fopen(src, "rb");
+    ck_assert_ptr_nonnull(f);
+    static uint8_t ck[8192];
+    size_t len = fread(ck, 1, sizeof ck, f);
+    fclose(f);
+    int32_t h7[7];
+    memcpy(h7, ck, sizeof h7);
+    model_cfg tiny = cfg;
+    tiny.dim = (uint32_t)h7[0], tiny.ffn_dim = (uint32_t)h7[1], tiny.n_layers = (uint32_t)h7[2];
+    tiny.n_heads = (uint32_t)h7[3], tiny.n_kv_heads = (uint32_t)h7[4];
+    tiny.vocab = (uint32_t)h7[5], tiny.max_ctx = (uint32_t)h7[6];
+    tiny.head_dim = tiny.dim / tiny.n_heads;
+    tiny.tied_embeddings = 1;
+    snprintf(path, sizeof path, "%s/tied.bin", dir);
+    write_bytes(path, ck, len);
+    ck_assert_msg(llama_load(&tiny, path, &m, &e) == MS_OK, "%s", e.msg);
+    llama_free(m);
+    m = NULL;
+    tiny.max_ctx = 1u << 30;
+    int32_t big = 1 << 30;
+    memcpy(ck + 24, &big, 4);
+    write_bytes(path, ck, len);
+    ck_assert_int_eq(llama_load(&tiny, path, &m, &e), MS_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "freq_cis tables of seq_len 1073741824"));
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     ck_assert_int_eq(system(cmd), 0);

@@ -6,6 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -106,6 +109,55 @@ static void run_session(const char *pname, const char *const extra[3][6], int wa
         free(out);
     }
 }
+
+/* A loopback TCP connection to port, retried while nobody listens yet. */
+static int connect_to(int port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (int tries = 0; tries < 500; tries++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        ck_assert_int_ge(fd, 0);
+        if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0)
+            return fd;
+        close(fd);
+        usleep(10000);
+    }
+    ck_abort_msg("nobody listens on port %d", port);
+    return -1;
+}
+
+/* Before its real peers, P0 gets a connection that sends garbage and one that says nothing:
+ * it drops both, says so, and the session still runs; the silent one costs --timeout-ms. */
+START_TEST(test_stray_connections)
+{
+    char peers[128];
+    free_ports(peers, sizeof peers);
+    char first[128];
+    snprintf(first, sizeof first, "%s", peers);
+    int port0 = atoi(strrchr(strtok(first, ","), ':') + 1);
+    const char *a0[] = {"party", "-p", "semi2k", "--peers", peers, "--id", "0", "--demo",
+                        "--random-inputs", "3", "--timeout-ms", "1000", NULL};
+    pid_t p0 = spawn("node0.txt", a0);
+    int junk = connect_to(port0), silent = connect_to(port0);
+    ck_assert_int_eq(write(junk, "GET / HTTP/1.0\r\n\r\n0123456789abcdef", 34), 34);
+    const char *a1[] = {"party", "-p", "semi2k", "--peers", peers, "--id", "1", "--demo",
+                        "--random-inputs", "3", "--timeout-ms", "1000", NULL};
+    const char *a2[] = {"party", "-p", "semi2k", "--peers", peers, "--dealer", "--demo",
+                        "--random-inputs", "3", "--timeout-ms", "1000", NULL};
+    pid_t p1 = spawn("node1.txt", a1), p2 = spawn("node2.txt", a2);
+    int st[3] = {wait_status(p0), wait_status(p1), wait_status(p2)};
+    close(junk);
+    close(silent);
+    char *out = slurp("node0.txt");
+    ck_assert_msg(st[0] == 0 && st[1] == 0 && st[2] == 0, "exits %d %d %d: %s", st[0], st[1],
+                  st[2], out);
+    ck_assert_msg(strstr(out, "dropped a connection from 127.0.0.1: malformed hello"), "%s", out);
+    ck_assert_msg(strstr(out, "dropped a connection from 127.0.0.1: no hello within 1000 ms"),
+                  "%s", out);
+    free(out);
+}
+END_TEST
 
 START_TEST(test_demo_sessions)
 {
@@ -228,6 +280,7 @@ Suite *mpc_cli_suite(void)
     tcase_add_loop_test(tc, test_demo_sessions, 0, 2);
     tcase_add_test(tc, test_no_secret_in_output);
     tcase_add_test(tc, test_port_in_use);
+    tcase_add_test(tc, test_stray_connections);
     tcase_add_test(tc, test_bad_usage);
     tcase_add_test(tc, test_validate_primitives);
     suite_add_tcase(s, tc);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -203,18 +204,41 @@ static int lost(mpc_net *n, int j, const char *why, errbuf *e)
                    node_name(&n->cfg, n->cfg.self, a), node_name(&n->cfg, j, b), n->op, why);
 }
 
+void mpc_frame_decode(const uint8_t h[MPC_FRAME_HDR], mpc_frame *f)
+{
+    memcpy(&f->magic, h, 4);
+    memcpy(&f->ver, h + 4, 2);
+    memcpy(&f->type, h + 6, 2);
+    memcpy(&f->op, h + 8, 4);
+    memcpy(&f->seq, h + 12, 4);
+    memcpy(&f->len, h + 16, 8);
+    memcpy(&f->sent_ns, h + 24, 8);
+}
+
+int mpc_frame_check(const mpc_frame *f, int type, uint32_t seq, uint64_t len, errbuf *e)
+{
+    if (f->magic != MPC_FRAME_MAGIC)
+        return err_set(e, MS_ERR_PROTO, "bad magic 0x%08x", f->magic);
+    if (f->ver != MPC_FRAME_VERSION)
+        return err_set(e, MS_ERR_PROTO, "version %u, this build speaks %d", f->ver, MPC_FRAME_VERSION);
+    if (f->type != type)
+        return err_set(e, MS_ERR_PROTO, "a %s frame, %s expected", type_name(f->type), type_name(type));
+    if (f->seq != seq)
+        return err_set(e, MS_ERR_PROTO, "frame %u, %u expected", f->seq, seq);
+    if (f->len != len)
+        return err_set(e, MS_ERR_PROTO, "payload of %llu bytes, %llu expected", (unsigned long long)f->len,
+                       (unsigned long long)len);
+    return MS_OK;
+}
+
 static int check_hdr(mpc_net *n, int j, link_io *l, errbuf *e)
 {
-    uint32_t magic, op, seq;
-    uint16_t ver, ty;
-    uint64_t len;
-    memcpy(&magic, l->ihdr, 4);
-    memcpy(&ver, l->ihdr + 4, 2);
-    memcpy(&ty, l->ihdr + 6, 2);
-    memcpy(&op, l->ihdr + 8, 4);
-    memcpy(&seq, l->ihdr + 12, 4);
-    memcpy(&len, l->ihdr + 16, 8);
-    memcpy(&l->sent_ns, l->ihdr + 24, 8);
+    mpc_frame f;
+    mpc_frame_decode(l->ihdr, &f);
+    uint32_t magic = f.magic, op = f.op, seq = f.seq;
+    uint16_t ver = f.ver, ty = f.type;
+    uint64_t len = f.len;
+    l->sent_ns = f.sent_ns;
     char a[16], b[16];
     const char *me = node_name(&n->cfg, n->cfg.self, a), *peer = node_name(&n->cfg, j, b);
     if (magic != MPC_FRAME_MAGIC)
@@ -434,6 +458,21 @@ static int connect_peer(mpc_net *n, int j, errbuf *e)
     }
 }
 
+int mpc_net_hello_parse(const uint8_t h[MPC_FRAME_HDR], int n_nodes, int self, int *id, errbuf *e)
+{
+    mpc_frame f;
+    mpc_frame_decode(h, &f);
+    if (f.magic != MPC_FRAME_MAGIC || f.type != MPC_FR_HELLO)
+        return err_set(e, MS_ERR_PROTO, "malformed hello from a connecting peer (not an mpcsim party?)");
+    if (f.ver != MPC_FRAME_VERSION)
+        return err_set(e, MS_ERR_PROTO, "peer speaks frame version %u, this build %d (run the same mpcsim everywhere)", f.ver, MPC_FRAME_VERSION);
+    if (f.len != (uint64_t)n_nodes || f.op >= (uint32_t)n_nodes || (int)f.op <= self)
+        return err_set(e, MS_ERR_PROTO, "hello from node %u of a %llu-node session does not fit this %d-node session as node %d (check --peers, --id and --protocol on every party)",
+                       f.op, (unsigned long long)f.len, n_nodes, self);
+    *id = (int)f.op;
+    return MS_OK;
+}
+
 /* HELLO: op = sender id, seq = 0, len = n_nodes (checked). */
 static int hello_send(mpc_net *n, int fd, errbuf *e)
 {
@@ -445,35 +484,29 @@ static int hello_send(mpc_net *n, int fd, errbuf *e)
     return MS_OK;
 }
 
-static int hello_recv(mpc_net *n, int fd, int *id, errbuf *e)
+/* A connecting peer's HELLO, within timeout_ms in all (not per byte: a peer that trickles
+ * bytes cannot hold the slot longer) and before the deadline of the whole set-up. */
+static int hello_recv(mpc_net *n, int fd, uint64_t deadline, int *id, errbuf *e)
 {
     uint8_t h[MPC_FRAME_HDR];
     size_t got = 0;
+    uint64_t until = now_ns() + (uint64_t)n->cfg.timeout_ms * 1000000ull;
+    if (until > deadline)
+        until = deadline;
     while (got < sizeof h) {
-        if (wait_fd(fd, POLLIN, n->cfg.timeout_ms) <= 0)
-            return err_set(e, MS_ERR_TIMEOUT, "no hello from a connecting peer within %d ms", n->cfg.timeout_ms);
+        uint64_t now = now_ns();
+        int ms = now < until ? (int)((until - now + 999999) / 1000000) : 0;
+        if (ms <= 0 || wait_fd(fd, POLLIN, ms) <= 0)
+            return err_set(e, MS_ERR_TIMEOUT, "no hello within %d ms", n->cfg.timeout_ms);
         ssize_t r = recv(fd, h + got, sizeof h - got, 0);
         if (r <= 0)
             return err_set(e, MS_ERR_NET, "connecting peer closed before its hello");
         got += (size_t)r;
     }
-    uint32_t magic, op;
-    uint16_t ver, ty;
-    uint64_t len;
-    memcpy(&magic, h, 4);
-    memcpy(&ver, h + 4, 2);
-    memcpy(&ty, h + 6, 2);
-    memcpy(&op, h + 8, 4);
-    memcpy(&len, h + 16, 8);
-    if (magic != MPC_FRAME_MAGIC || ty != MPC_FR_HELLO)
-        return err_set(e, MS_ERR_PROTO, "malformed hello from a connecting peer (not an mpcsim party?)");
-    if (ver != MPC_FRAME_VERSION)
-        return err_set(e, MS_ERR_PROTO, "peer speaks frame version %u, this build %d (run the same mpcsim everywhere)", ver, MPC_FRAME_VERSION);
-    if (len != (uint64_t)n->cfg.n_nodes || op >= (uint32_t)n->cfg.n_nodes || (int)op <= n->cfg.self)
-        return err_set(e, MS_ERR_PROTO, "hello from node %u of a %llu-node session does not fit this %d-node session as node %d (check --peers, --id and --protocol on every party)",
-                       op, (unsigned long long)len, n->cfg.n_nodes, n->cfg.self);
+    int rc = mpc_net_hello_parse(h, n->cfg.n_nodes, n->cfg.self, id, e);
+    if (rc)
+        return rc;
     n->st.hdr_recv += MPC_FRAME_HDR;
-    *id = (int)op;
     return MS_OK;
 }
 
@@ -500,27 +533,46 @@ int mpc_net_open(const mpc_net_cfg *cfg, mpc_net **out, errbuf *e)
         if (!rc)
             rc = hello_send(n, n->fd[j], e);
     }
-    for (int k = cfg->self + 1; k < cfg->n_nodes && !rc; k++) {
-        if (wait_fd(lfd, POLLIN, cfg->connect_timeout_ms) <= 0) {
+    /* Accept until every node above self has said a valid hello. A connection that is not
+     * one (a port scan, a stray client, a silent or malformed peer, a second claim to a node)
+     * is dropped and logged, and the wait for the real peer goes on until the deadline. */
+    uint64_t deadline = now_ns() + (uint64_t)cfg->connect_timeout_ms * 1000000ull;
+    for (int k = cfg->self + 1; k < cfg->n_nodes && !rc;) {
+        uint64_t now = now_ns();
+        int ms = now < deadline ? (int)((deadline - now + 999999) / 1000000) : 0;
+        if (ms <= 0 || wait_fd(lfd, POLLIN, ms) <= 0) {
             char a[16];
             rc = err_set(e, MS_ERR_TIMEOUT, "%s: not every peer connected within %d ms (are all parties started with the same --peers?)",
                          node_name(cfg, cfg->self, a), cfg->connect_timeout_ms);
             break;
         }
-        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        struct sockaddr_storage from;
+        socklen_t fl = sizeof from;
+        int fd = accept4(lfd, (struct sockaddr *)&from, &fl, SOCK_CLOEXEC);
         if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED || errno == EAGAIN)
+                continue;
             rc = err_set(e, MS_ERR_NET, "accept: %s", strerror(errno));
             break;
         }
         int id = -1;
-        rc = hello_recv(n, fd, &id, e);
-        if (!rc && n->fd[id] >= 0)
-            rc = err_set(e, MS_ERR_PROTO, "two peers claim to be node %d", id);
-        if (rc) {
+        errbuf why;
+        int hr = hello_recv(n, fd, deadline, &id, &why);
+        if (!hr && n->fd[id] >= 0)
+            hr = err_set(&why, MS_ERR_PROTO, "a second connection claims to be node %d", id);
+        if (hr) {
+            char a[16], addr[INET6_ADDRSTRLEN + 8] = "?";
+            if (from.ss_family == AF_INET)
+                inet_ntop(AF_INET, &((struct sockaddr_in *)&from)->sin_addr, addr, sizeof addr);
+            else if (from.ss_family == AF_INET6)
+                inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&from)->sin6_addr, addr, sizeof addr);
+            fprintf(stderr, "%s: dropped a connection from %s: %s; still waiting for the peers\n",
+                    node_name(cfg, cfg->self, a), addr, why.msg);
             close(fd);
-            break;
+            continue;
         }
         n->fd[id] = fd;
+        k++;
     }
     if (lfd >= 0)
         close(lfd);

@@ -35,6 +35,21 @@
 
 enum { MPC_FR_HELLO = 1, MPC_FR_DATA = 2, MPC_FR_OFFLINE = 3, MPC_FR_SETUP = 4, MPC_FR_BYE = 5 };
 
+/* A frame header as read from the wire, before any check. */
+typedef struct mpc_frame {
+    uint32_t magic, op, seq;
+    uint16_t ver, type;
+    uint64_t len, sent_ns;
+} mpc_frame;
+
+void mpc_frame_decode(const uint8_t h[MPC_FRAME_HDR], mpc_frame *f);
+/* MS_OK if the header is this build's frame of the expected type, sequence number and payload
+ * length; else MS_ERR_PROTO saying what differs. */
+int mpc_frame_check(const mpc_frame *f, int type, uint32_t seq, uint64_t len, errbuf *e);
+/* A connecting peer's first frame: its node id if it is a HELLO that fits node self of an
+ * n_nodes session (only nodes above self connect to it); else MS_ERR_PROTO. */
+int mpc_net_hello_parse(const uint8_t h[MPC_FRAME_HDR], int n_nodes, int self, int *id, errbuf *e);
+
 typedef struct mpc_net_cfg {
     int self;                            /* this node's id */
     int n_nodes;                         /* parties + dealer */

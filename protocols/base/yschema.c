@@ -434,7 +434,7 @@ void ys_type_text(const ys_field *f, char *buf, size_t cap)
         snprintf(buf, cap, "'%s'", f->def);
         break;
     case YS_INFO:
-        snprintf(buf, cap, "text (kept, not read)");
+        snprintf(buf, cap, "any (kept, not read)");
         break;
     default:
         snprintf(buf, cap, "%s", f->type_doc ? f->type_doc : "see below");
@@ -487,7 +487,7 @@ int ys_print(FILE *out, const ys_schema *s)
         int k = (int)strlen(s->field[i].key), t = (int)strlen(type), d = (int)strlen(def);
         kw = k > kw ? k : kw;
         tw = t > tw && t <= 24 ? t : tw;
-        dw = d > dw && d <= 10 ? d : dw;
+        dw = d > dw && d <= 12 ? d : dw;
     }
     int col = 2 + kw + 2 + tw + 2 + dw + 2;
     fprintf(out, "  %-*s  %-*s  %-*s  meaning\n", kw, "key", tw, "type", dw, "default");

@@ -20,7 +20,7 @@ static void list_usage(FILE *f)
 {
     fprintf(f,
             "usage: mpcsim list models|protocols|policies|networks|machines [options]\n"
-            "       mpcsim list keys [model|machine|synth|serve]\n\n"
+            "       mpcsim list keys [model|machine|synth|manifest|serve]\n\n"
             "Lists what a scenario file may name (scenarios/README.md).\n\n"
             "  models      shipped model descriptions (models/*.yaml) and their shapes\n"
             "  protocols   MPC protocols, parties, and (with --costs) primitive costs\n"
@@ -30,8 +30,8 @@ static void list_usage(FILE *f)
             "              the step is simulated on the preset; sim/engine/regime.h)\n"
             "  machines    machine profiles (protocols/machines/): cores and one core's rates\n"
             "  keys        the keys of an input file, from the tables its reader uses: model\n"
-            "              files, machine profiles, synthetic-trace parameters, serving\n"
-            "              scenarios (all four without a name)\n\n"
+            "              files, machine profiles, synthetic-trace parameters, trace\n"
+            "              manifests, serving scenarios (all of them without a name)\n\n"
             "options:\n"
             "  --costs          protocols: print each primitive's rounds and bytes\n"
             "  --ring-bits N    protocols --costs: ring size in bits (default: the protocol's)\n"
@@ -250,6 +250,7 @@ static int list_keys(const char *file)
     } files[] = {{"model", model_schema(), 1},
                  {"machine", machine_schema(), 1},
                  {"synth", trace_synth_schema(), 1},
+                 {"manifest", trace_manifest_schema(), 1},
                  {"serve", serve, n_serve}};
     const size_t n_files = sizeof files / sizeof *files;
     const char *names[sizeof files / sizeof *files];
@@ -268,7 +269,7 @@ static int list_keys(const char *file)
     if (found)
         return 0;
     const char *dm = did_you_mean(file, names, n_files);
-    cli_error("list", "no keys for '%s'%s%s%s: model, machine, synth or serve", file,
+    cli_error("list", "no keys for '%s'%s%s%s: model, machine, synth, manifest or serve", file,
               dm ? " (did you mean '" : "", dm ? dm : "", dm ? "'?)" : "");
     return 2;
 }

@@ -16,11 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cmd.h"
 #include "dbq.h"
+#include "gnuplot.h"
 #include "models/model.h"
 #include "protocols/program/op.h"
 #include "results/rdb.h"
@@ -108,30 +108,6 @@ static int mkdir_p(const char *path)
     return mkdir(buf, 0777) && errno != EEXIST ? -1 : 0;
 }
 
-/* Runs gnuplot on the given files in order, its stderr to errlog (NULL: discarded); 0 if it
- * exited 0. */
-static int gnuplot_run(const char *const *files, int n, const char *errlog)
-{
-    char *argv[8] = {"gnuplot"};
-    for (int i = 0; i < n && i < 6; i++)
-        argv[i + 1] = (char *)files[i];
-    argv[n + 1] = NULL;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        if (!freopen(errlog ? errlog : "/dev/null", "w", stderr))
-            _exit(127);
-        execvp("gnuplot", argv);
-        _exit(127);
-    }
-    int st;
-    if (waitpid(pid, &st, 0) < 0)
-        return -1;
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : (WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-}
-
 /* The first terminal of the list this gnuplot has; NULL if gnuplot is missing or has none. */
 static const char *find_terminal(const char *tmp, const char *const *terms, size_t n)
 {
@@ -144,7 +120,7 @@ static const char *find_terminal(const char *tmp, const char *const *terms, size
         fprintf(f, "set terminal %s\n", terms[i]);
         fclose(f);
         const char *files[] = {probe};
-        int rc = gnuplot_run(files, 1, NULL);
+        int rc = gnuplot_run(NULL, files, 1, "/dev/null");
         unlink(probe);
         if (rc == 0)
             return terms[i];
@@ -152,22 +128,10 @@ static const char *find_terminal(const char *tmp, const char *const *terms, size
     return NULL;
 }
 
-/* Escapes a string for a gnuplot double-quoted literal. */
-static void gp_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fputc('\\', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
 static void gp_var(FILE *f, const char *name, const char *value)
 {
     fprintf(f, "%s = ", name);
-    gp_str(f, value);
+    gnuplot_str(f, value);
     fputc('\n', f);
 }
 
@@ -491,7 +455,7 @@ static int write_cell(plot_ctx *c, const char *panel, const char *ysql, int kind
             if (out->nb < PLOT_MAX_SERIES)
                 out->lt[out->nb] = pts[i].series;
             fprintf(f, "%s", out->nb++ ? "\n\n" : "");
-            gp_str(f, pts[i].name);
+            gnuplot_str(f, pts[i].name);
             fprintf(f, " x y\n");
         }
         fprintf(f, "%.9g %.9g\n", pts[i].x, pts[i].y / u.div);
@@ -580,7 +544,7 @@ static void plot_render(plot_ctx *c, const char *plot, const char *script_name, 
     /* gnuplot's warnings are noise on success; on failure the whole log goes to stderr */
     char errlog[PATH_MAX + 32];
     snprintf(errlog, sizeof errlog, "%s/%s.log", c->tmp, plot);
-    if (gnuplot_run(files, 2, errlog)) {
+    if (gnuplot_run(NULL, files, 2, errlog)) {
         cli_error("plot", "gnuplot failed on %s:", script);
         FILE *f = fopen(errlog, "r");
         char line[512];
@@ -788,7 +752,7 @@ static int bars_write(const bars *b, int kind, double base, const char *path, un
         return -1;
     for (int k = 0; k < b->nc; k++) {
         fprintf(f, "%s", k ? "\n\n" : "");
-        gp_str(f, b->cat[k]);
+        gnuplot_str(f, b->cat[k]);
         fprintf(f, " bar start end\n");
         for (int l = 0; l < b->nl; l++) {
             double start = 0;
@@ -955,7 +919,7 @@ static int pareto_cell(plot_ctx *c, const char *panel, const char *metric, int l
             if (out->nb < PLOT_MAX_SERIES)
                 out->lt[out->nb] = pts[i].series;
             fprintf(f, "%s", out->nb++ ? "\n\n" : "");
-            gp_str(f, pts[i].name);
+            gnuplot_str(f, pts[i].name);
             fprintf(f, " cost accuracy\n");
         }
         fprintf(f, "%.9g %.9g\n", pts[i].x / u.div, pts[i].y);

@@ -1,29 +1,27 @@
-/* cmd_run.c — `mpcsim run`: expand a scenario, execute its runs (in-process, or in N forked
- * workers that send each serialized result to the parent over a pipe), and record every run in
- * the results database in its own transaction. The parent is the only writer. */
+/* cmd_run.c — `mpcsim run`: expand one or more scenarios, select their runs (shard, resume),
+ * execute them through the worker pool (sim/scenario/pool.h), and record every run in the
+ * results database in its own transaction as it arrives, with progress on stderr
+ * (sim/cli/progress.h). The parent is the only writer. */
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cmd.h"
 #include "progress.h"
 #include "results/rdb.h"
+#include "sim/scenario/pool.h"
 #include "sim/scenario/runcfg.h"
 #include "sim/scenario/runlabel.h"
 #include "sim/scenario/scn.h"
 
-#define RUN_MAX_JOBS 256
+#define RUN_MAX_JOBS POOL_MAX_JOBS
 #define RUN_MAX_SCENARIOS 256
 
 typedef struct run_opts {
@@ -324,169 +322,6 @@ static void dry_run(const scenario *s, const size_t *sel, size_t n, int verbose)
     printf("%zu run%s\n", n, n == 1 ? "" : "s");
 }
 
-/* ---- one run's result: execute, serialize, deserialize --------------------------------- */
-
-typedef struct job_result {
-    size_t sel;                 /* position in the selection */
-    int rc;
-    errbuf err;
-    char started[32], finished[32];
-    run_result res;
-} job_result;
-
-static void iso_now(char out[32])
-{
-    struct timespec ts;
-    struct tm tm;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    gmtime_r(&ts.tv_sec, &tm);
-    size_t k = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out + k, 32 - k, ".%03ldZ", ts.tv_nsec / 1000000);
-}
-
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void job_execute(const run_cfg *c, size_t sel, job_result *j)
-{
-    memset(j, 0, sizeof *j);
-    j->sel = sel;
-    run_result_init(&j->res);
-    iso_now(j->started);
-    double t0 = mono_s();
-    j->rc = run_execute(c, &j->res, &j->err);
-    double dt = mono_s() - t0;
-    if (j->res.wall_s <= 0)
-        j->res.wall_s = dt;
-    iso_now(j->finished);
-}
-
-/* A growable byte buffer; the wire format is this binary's own struct layout (parent and
- * workers are the same executable), framed by a magic and a length. */
-typedef struct wbuf {
-    unsigned char *p;
-    size_t n, cap;
-    int oom;
-} wbuf;
-
-#define WIRE_MAGIC 0x4d505252u /* "MPRR" */
-
-static void wput(wbuf *b, const void *src, size_t len)
-{
-    if (b->oom)
-        return;
-    if (b->n + len > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + len)
-            cap *= 2;
-        unsigned char *q = realloc(b->p, cap);
-        if (!q) {
-            b->oom = 1;
-            return;
-        }
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, src, len);
-    b->n += len;
-}
-
-static void job_serialize(const job_result *j, wbuf *b)
-{
-    uint64_t hdr[2] = {WIRE_MAGIC, 0}; /* length patched below */
-    wput(b, hdr, sizeof hdr);
-    uint64_t sel = j->sel, nm = j->res.n_metric;
-    wput(b, &sel, sizeof sel);
-    wput(b, &j->rc, sizeof j->rc);
-    wput(b, &j->err, sizeof j->err);
-    wput(b, j->started, sizeof j->started);
-    wput(b, j->finished, sizeof j->finished);
-    wput(b, &j->res.wall_s, sizeof j->res.wall_s);
-    wput(b, &nm, sizeof nm);
-    if (nm)
-        wput(b, j->res.metric, nm * sizeof *j->res.metric);
-    for (int p = 0; p < PHASE_N; p++) {
-        const sim_result *r = &j->res.phase[p];
-        uint64_t nl = r->layer ? r->n_layers : 0;
-        wput(b, &r->latency_ns, sizeof r->latency_ns);
-        wput(b, &r->events, sizeof r->events);
-        wput(b, &r->total, sizeof r->total);
-        wput(b, r->cat, sizeof r->cat);
-        wput(b, &nl, sizeof nl);
-        if (nl)
-            wput(b, r->layer, nl * sizeof *r->layer);
-    }
-    if (!b->oom)
-        ((uint64_t *)b->p)[1] = b->n - sizeof hdr;
-}
-
-typedef struct rcur {
-    const unsigned char *p;
-    size_t n, at;
-    int bad;
-} rcur;
-
-static void rget(rcur *c, void *dst, size_t len)
-{
-    if (c->bad || c->at + len > c->n) {
-        c->bad = 1;
-        memset(dst, 0, len);
-        return;
-    }
-    memcpy(dst, c->p + c->at, len);
-    c->at += len;
-}
-
-/* Parses a payload (after the header) into j; -1 if it is malformed. */
-static int job_deserialize(const unsigned char *p, size_t n, job_result *j)
-{
-    rcur c = {.p = p, .n = n};
-    uint64_t sel = 0, nm = 0;
-    memset(j, 0, sizeof *j);
-    run_result_init(&j->res);
-    rget(&c, &sel, sizeof sel);
-    j->sel = (size_t)sel;
-    rget(&c, &j->rc, sizeof j->rc);
-    rget(&c, &j->err, sizeof j->err);
-    rget(&c, j->started, sizeof j->started);
-    rget(&c, j->finished, sizeof j->finished);
-    rget(&c, &j->res.wall_s, sizeof j->res.wall_s);
-    rget(&c, &nm, sizeof nm);
-    if (c.bad || nm > n / sizeof(run_metric))
-        return -1;
-    for (uint64_t i = 0; i < nm; i++) {
-        run_metric m;
-        rget(&c, &m, sizeof m);
-        m.name[sizeof m.name - 1] = m.unit[sizeof m.unit - 1] = '\0';
-        if (c.bad || run_metric_add(&j->res, m.name, m.value, m.unit))
-            return -1;
-    }
-    for (int ph = 0; ph < PHASE_N; ph++) {
-        sim_result *r = &j->res.phase[ph];
-        uint64_t nl = 0;
-        rget(&c, &r->latency_ns, sizeof r->latency_ns);
-        rget(&c, &r->events, sizeof r->events);
-        rget(&c, &r->total, sizeof r->total);
-        rget(&c, r->cat, sizeof r->cat);
-        rget(&c, &nl, sizeof nl);
-        if (c.bad || nl > n / sizeof(sim_stats))
-            return -1;
-        if (nl) {
-            if (!(r->layer = calloc((size_t)nl, sizeof *r->layer)))
-                return -1;
-            r->n_layers = (size_t)nl;
-            rget(&c, r->layer, (size_t)nl * sizeof *r->layer);
-        }
-    }
-    j->err.msg[sizeof j->err.msg - 1] = '\0';
-    j->started[31] = j->finished[31] = '\0';
-    return c.bad || c.at != n ? -1 : 0;
-}
-
 /* ---- storing a result ------------------------------------------------------------------ */
 
 static void to_stats(const sim_stats *s, rdb_stats *d)
@@ -509,7 +344,8 @@ typedef struct store_rows {
 } store_rows;
 
 /* *stored = 0 when another process had stored the run meanwhile (ours is dropped). */
-static int store_result(rdb *db, const run_cfg *c, const job_result *j, int *stored, errbuf *e)
+/* *stored = 0 when another process had stored the run meanwhile (ours is dropped). */
+static int store_result(rdb *db, const run_cfg *c, const pool_result *j, int *stored, errbuf *e)
 {
     const run_result *res = &j->res;
     store_rows w = {0};
@@ -569,10 +405,10 @@ static int store_result(rdb *db, const run_cfg *c, const job_result *j, int *sto
     return rc;
 }
 
-/* ---- executing: in-process or in forked workers ---------------------------------------- */
+/* ---- recording the results as they come ------------------------------------------------ */
 
 typedef struct sweep {
-    run_cfg **run;      /* the runs to do, in order */
+    const run_cfg *const *run; /* the runs to do, in order */
     size_t n;
     rdb *db;
     progress *pg;
@@ -598,10 +434,11 @@ static void sweep_begin(sweep *sw, size_t i)
     progress_begin(sw->pg, i, name);
 }
 
-/* Stores a finished job; reports a failed run on stderr. */
-static void sweep_record(sweep *sw, job_result *j)
+/* Stores a finished run; reports a failed run on stderr. */
+static void sweep_record(void *ctx, pool_result *j)
 {
-    const run_cfg *c = sw->run[j->sel];
+    sweep *sw = ctx;
+    const run_cfg *c = sw->run[j->pos];
     if (j->rc) {
         if (sw->tty)
             fputs("\r\033[K", stderr); /* the bar's line, redrawn after */
@@ -617,209 +454,12 @@ static void sweep_record(sweep *sw, job_result *j)
         sw->db_rc = rc;
         sw->db_err = e;
     }
-    progress_end(sw->pg, j->sel, j->rc != 0 && stored);
-    run_result_free(&j->res);
+    progress_end(sw->pg, j->pos, j->rc != 0 && stored);
 }
 
-static void sweep_inprocess(sweep *sw)
-{
-    for (size_t i = 0; i < sw->n && !sw->db_rc; i++) {
-        job_result j;
-        sweep_begin(sw, i);
-        job_execute(sw->run[i], i, &j);
-        sweep_record(sw, &j);
-    }
-}
+static int sweep_stopped(void *ctx) { return ((sweep *)ctx)->db_rc != 0; }
 
-typedef struct worker {
-    pid_t pid;
-    int task_fd, res_fd; /* parent's ends */
-    long task;           /* selection position in flight, -1 if idle */
-} worker;
-
-static int write_all(int fd, const void *p, size_t n)
-{
-    const unsigned char *q = p;
-    while (n) {
-        ssize_t k = write(fd, q, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -1;
-        q += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
-/* 1 read, 0 EOF at the start, -1 error or short read. */
-static int read_all(int fd, void *p, size_t n)
-{
-    unsigned char *q = p;
-    size_t got = 0;
-    while (got < n) {
-        ssize_t k = read(fd, q + got, n - got);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return got == 0 && k == 0 ? 0 : -1;
-        got += (size_t)k;
-    }
-    return 1;
-}
-
-/* A worker: read a selection position, execute it, send the result; until EOF. */
-static void worker_main(const sweep *sw, int task_fd, int res_fd)
-{
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() == 1)
-        _exit(1);
-    uint64_t pos;
-    while (read_all(task_fd, &pos, sizeof pos) == 1) {
-        job_result j;
-        wbuf b = {0};
-        if (pos >= sw->n)
-            _exit(1);
-        job_execute(sw->run[pos], (size_t)pos, &j);
-        job_serialize(&j, &b);
-        if (b.oom || write_all(res_fd, b.p, b.n))
-            _exit(1);
-        free(b.p);
-        run_result_free(&j.res);
-    }
-    _exit(0);
-}
-
-static int worker_spawn(const sweep *sw, worker *ws, int k)
-{
-    int tp[2], rp[2];
-    if (pipe(tp))
-        return -1;
-    if (pipe(rp)) {
-        close(tp[0]);
-        close(tp[1]);
-        return -1;
-    }
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        for (int i = 0; i < k; i++) { /* siblings' pipes */
-            close(ws[i].task_fd);
-            close(ws[i].res_fd);
-        }
-        close(tp[1]);
-        close(rp[0]);
-        worker_main(sw, tp[0], rp[1]);
-    }
-    close(tp[0]);
-    close(rp[1]);
-    ws[k] = (worker){.pid = pid, .task_fd = tp[1], .res_fd = rp[0], .task = -1};
-    return 0;
-}
-
-/* Gives worker w the next position, or closes its task pipe when none is left. */
-static void worker_feed(sweep *sw, worker *w, size_t *next, size_t n)
-{
-    if (*next < n) {
-        uint64_t pos = *next;
-        if (write_all(w->task_fd, &pos, sizeof pos) == 0) {
-            w->task = (long)(*next)++;
-            sweep_begin(sw, (size_t)pos);
-            return;
-        }
-    }
-    if (w->task_fd >= 0)
-        close(w->task_fd);
-    w->task_fd = -1;
-    w->task = -1;
-}
-
-/* Reads one framed result from a worker; on EOF or garbage, the run in flight fails. */
-static int worker_collect(sweep *sw, worker *w)
-{
-    uint64_t hdr[2];
-    job_result j;
-    memset(&j, 0, sizeof j);
-    run_result_init(&j.res);
-    int got = read_all(w->res_fd, hdr, sizeof hdr);
-    unsigned char *p = NULL;
-    if (got == 1 && hdr[0] == WIRE_MAGIC && hdr[1] < ((uint64_t)1 << 34) &&
-        (p = malloc(hdr[1] ? hdr[1] : 1)) && read_all(w->res_fd, p, hdr[1]) == 1 &&
-        job_deserialize(p, hdr[1], &j) == 0 && (long)j.sel == w->task) {
-        free(p);
-        sweep_record(sw, &j);
-        return 0;
-    }
-    free(p);
-    run_result_free(&j.res);
-    close(w->res_fd);
-    w->res_fd = -1;
-    if (w->task_fd >= 0)
-        close(w->task_fd);
-    w->task_fd = -1;
-    if (w->task >= 0) { /* the worker died or spoke garbage: its run fails, others go on */
-        job_result f = {.sel = (size_t)w->task, .rc = MS_ERR_INTERNAL};
-        run_result_init(&f.res);
-        iso_now(f.started);
-        iso_now(f.finished);
-        err_set(&f.err, MS_ERR_INTERNAL, "worker process %d died during the run", (int)w->pid);
-        sweep_record(sw, &f);
-    }
-    return -1;
-}
-
-static void sweep_workers(sweep *sw, long jobs)
-{
-    worker ws[RUN_MAX_JOBS];
-    int nw = 0;
-    size_t next = 0;
-    if ((size_t)jobs > sw->n)
-        jobs = (long)sw->n;
-    for (; nw < jobs; nw++)
-        if (worker_spawn(sw, ws, nw)) {
-            fprintf(stderr, "mpcsim run: warning: could not start worker %d: %s\n", nw + 1,
-                    strerror(errno));
-            break;
-        }
-    if (nw == 0) {
-        sweep_inprocess(sw);
-        return;
-    }
-    for (int i = 0; i < nw; i++)
-        worker_feed(sw, &ws[i], &next, sw->db_rc ? 0 : sw->n);
-    for (;;) {
-        struct pollfd pf[RUN_MAX_JOBS];
-        int np = 0, map[RUN_MAX_JOBS];
-        for (int i = 0; i < nw; i++)
-            if (ws[i].res_fd >= 0 && ws[i].task >= 0) {
-                pf[np] = (struct pollfd){.fd = ws[i].res_fd, .events = POLLIN};
-                map[np++] = i;
-            }
-        if (np == 0)
-            break;
-        if (poll(pf, (nfds_t)np, -1) < 0) {
-            if (errno == EINTR)
-                continue;
-            break;
-        }
-        for (int k = 0; k < np; k++) {
-            if (!(pf[k].revents & (POLLIN | POLLHUP | POLLERR)))
-                continue;
-            worker *w = &ws[map[k]];
-            if (worker_collect(sw, w) == 0)
-                worker_feed(sw, w, &next, sw->db_rc ? 0 : sw->n);
-        }
-    }
-    for (int i = 0; i < nw; i++) {
-        if (ws[i].task_fd >= 0)
-            close(ws[i].task_fd);
-        if (ws[i].res_fd >= 0)
-            close(ws[i].res_fd);
-        waitpid(ws[i].pid, NULL, 0);
-    }
-}
+static void sweep_started(void *ctx, size_t pos) { sweep_begin(ctx, pos); }
 
 /* ---- the command ----------------------------------------------------------------------- */
 
@@ -1047,18 +687,14 @@ static int run_sweep(const run_opts *o, batch *b, const char *path)
     char hint[2048];
     resume_hint(o, path, hint, sizeof hint);
     int tty = isatty(STDERR_FILENO);
-    sweep sw = {.run = runs, .n = n, .db = db, .tty = tty && !o->quiet};
-    double t0 = mono_s();
+    sweep sw = {.run = (const run_cfg *const *)runs, .n = n, .db = db, .tty = tty && !o->quiet};
+    double t0 = pool_now_s();
     if (n == 0 && !o->quiet)
         printf("%s: nothing to run (%zu of %zu runs already recorded)\n", path, n_sel, n_sel);
     if (n > 0)
         sw.pg = progress_start(n, w, tty, o->quiet, o->progress_s, hint);
-    void (*old_pipe)(int) = signal(SIGPIPE, SIG_IGN);
-    if (n > 0 && o->jobs > 1)
-        sweep_workers(&sw, o->jobs);
-    else if (n > 0)
-        sweep_inprocess(&sw);
-    signal(SIGPIPE, old_pipe);
+    pool_sink sink = {sweep_record, sweep_stopped, &sw, sweep_started};
+    pool_run_list((const run_cfg *const *)runs, n, o->jobs, &sink);
     size_t done = progress_done(sw.pg), failed = progress_failed(sw.pg);
     progress_stop(sw.pg);
     if (sw.db_rc)
@@ -1066,7 +702,7 @@ static int run_sweep(const run_opts *o, batch *b, const char *path)
     if (n > 0 && !o->quiet)
         printf("%s: %zu run%s recorded (%zu failed, %zu already there) in %.1f s\n", path,
                done - failed - sw.raced, done - failed - sw.raced == 1 ? "" : "s", failed,
-               n_sel - n + sw.raced, mono_s() - t0);
+               n_sel - n + sw.raced, pool_now_s() - t0);
     if (rdb_close(db) && !sw.db_rc)
         sw.db_rc = MS_ERR_DB;
     free(runs);

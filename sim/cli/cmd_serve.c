@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 
 #include "cmd.h"
+#include "gnuplot.h"
 #include "sim/serve/leak.h"
 #include "models/model.h"
 #include "sim/serve/serve.h"
@@ -675,14 +675,15 @@ static int write_plot_data(const char *dir, const point *pt, size_t n_pt, size_t
 
 static int run_gnuplot(const char *dir, const char *script, const char *titles, errbuf *e)
 {
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "gnuplot -e \"dir='%s'; titles='%s'\" '%s/scripts/%s'", dir, titles,
-             mpcsim_datadir(), script);
-    int st = system(cmd);
-    if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    char expr[4096] = "", path[4096];
+    gnuplot_var(expr, sizeof expr, "dir", dir);
+    gnuplot_var(expr, sizeof expr, "titles", titles);
+    snprintf(path, sizeof path, "%s/scripts/%s", mpcsim_datadir(), script);
+    const char *files[] = {path};
+    int st = gnuplot_run(expr, files, 1, NULL);
+    if (st)
         return err_set(e, MS_ERR_IO, "gnuplot failed on %s/scripts/%s (exit %d)\n  hint: is "
-                       "gnuplot installed? (scripts/install-deps.sh)", mpcsim_datadir(), script,
-                       WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+                       "gnuplot installed? (scripts/install-deps.sh)", mpcsim_datadir(), script, st);
     return MS_OK;
 }
 

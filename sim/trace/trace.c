@@ -11,7 +11,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <yaml.h>
+#include "protocols/base/yschema.h"
 
 #include "models/llama.h"
 
@@ -359,119 +359,92 @@ int trace_writer_close(trace_writer *w, errbuf *e)
 
 /* ---- manifest reader ------------------------------------------------------------------ */
 
-typedef struct manifest {
-    yaml_document_t doc;
-    const char *path;
-} manifest;
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define TRACE_FORMAT_LINE TRACE_FORMAT_NAME " " STR(TRACE_FORMAT_VERSION)
+#define REGEN "regenerate the trace with 'mpcsim trace record' or scripts/dump_trace.py"
 
-static yaml_node_t *map_get(manifest *m, yaml_node_t *map, const char *key)
-{
-    if (!map || map->type != YAML_MAPPING_NODE)
-        return NULL;
-    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
-         p++) {
-        yaml_node_t *k = yaml_document_get_node(&m->doc, p->key);
-        if (k && k->type == YAML_SCALAR_NODE && !strcmp((char *)k->data.scalar.value, key))
-            return yaml_document_get_node(&m->doc, p->value);
-    }
-    return NULL;
-}
+static const char *const rope_layouts[] = {"interleaved", "half", NULL};
 
-static int get_u32(manifest *m, yaml_node_t *root, const char *key, uint32_t *out, int need,
-                   errbuf *e)
+/* Every key mpcsim's writers and scripts/mpcsim_trace_io.py put in a manifest
+ * (TRACE_FORMAT.md §manifest.yaml); the shape goes to trace_shape, the rest to the trace. */
+#define SH(f) YS_AT(trace, s.f)
+static const ys_field manifest_fields[] = {
+    {"format", YS_FIXED, YS_NONE, 0, 0, TRACE_FORMAT_LINE, "file format", NULL, YS_REQ, REGEN,
+     NULL},
+    {"model", YS_OTHER, YS_NONE, 0, 0, NULL, "the model the trace is of", NULL, 0, NULL, "text"},
+    {"source", YS_OTHER, YS_NONE, 0, 0, NULL, "record | synth | pytorch | numpy-fixture | copy",
+     NULL, 0, NULL, "text"},
+    {"n_layers", YS_U32, SH(n_layers), 1, UINT32_MAX, NULL, "layers", NULL, YS_REQ, REGEN, NULL},
+    {"n_heads", YS_U32, SH(n_heads), 1, UINT32_MAX, NULL, "query heads", NULL, YS_REQ, REGEN,
+     NULL},
+    {"n_kv_heads", YS_U32, SH(n_kv_heads), 1, UINT32_MAX, NULL, "KV heads", NULL, YS_REQ, REGEN,
+     NULL},
+    {"head_dim", YS_U32, SH(head_dim), 1, UINT32_MAX, NULL, "per head", NULL, YS_REQ, REGEN,
+     NULL},
+    {"dim", YS_U32, SH(dim), 0, UINT32_MAX, "0", "rows of W_o (0 if unknown)", NULL, 0, REGEN,
+     NULL},
+    {"ffn_dim", YS_U32, SH(ffn_dim), 0, UINT32_MAX, "0", "0 if no ffn", NULL, 0, REGEN, NULL},
+    {"vocab", YS_U32, SH(vocab), 0, UINT32_MAX, "0", "0 if no logits", NULL, 0, REGEN, NULL},
+    {"n_tokens", YS_U32, SH(n_tokens), 1, UINT32_MAX, NULL, "positions T", NULL, YS_REQ, REGEN,
+     NULL},
+    {"rope", YS_INFO, YS_NONE, 0, 0, NULL, "applied: q and k are stored after RoPE", NULL, 0,
+     NULL, NULL},
+    {"rope_layout", YS_ENUM, YS_AT(trace, rope_half), 0, 0, "interleaved",
+     "channel pairs of RoPE: 2i,2i+1 (interleaved) or i,i+d/2 (half)", rope_layouts, 0, NULL,
+     NULL},
+    {"att_layout", YS_INFO, YS_NONE, 0, 0, NULL, "full: [L][T][H][T]", NULL, 0, NULL, NULL},
+    {"tokens", YS_INFO, YS_NONE, 0, 0, NULL, "token ids (also tokens.npy)", NULL, 0, NULL, NULL},
+    {"seed", YS_INFO, YS_NONE, 0, 0, NULL, "synthetic traces: the generator's seed", NULL, 0,
+     NULL, NULL},
+    {"synth", YS_INFO, YS_NONE, 0, 0, NULL, "synthetic traces: the generator's parameters", NULL,
+     0, NULL, NULL},
+    {"arrays", YS_OTHER, YS_NONE, 0, 0, NULL, "the .npy arrays present (q, k, v required)", NULL,
+     YS_REQ, REGEN, "mapping"},
+};
+#undef SH
+static const ys_schema manifest_schema =
+    YS_SCHEMA("trace manifest", manifest_fields, "sim/trace/TRACE_FORMAT.md");
+
+const ys_schema *trace_manifest_schema(void) { return &manifest_schema; }
+
+/* The format line first: a manifest of another version may hold keys this build does not
+ * know, and the version is what to report then. */
+static int check_format(const ys_ctx *x, const yx_node *root)
 {
-    yaml_node_t *n = map_get(m, root, key);
-    unsigned long long v;
-    if (!n) {
-        *out = 0;
-        return need ? err_set(e, MS_ERR_FORMAT, "%s: error: manifest lacks '%s'; " REGEN_HINT,
-                              m->path, key)
-                    : MS_OK;
-    }
-    if (n->type != YAML_SCALAR_NODE || parse_u64((char *)n->data.scalar.value, &v) ||
-        v > UINT32_MAX)
-        return err_set(e, MS_ERR_FORMAT, "%s:%zu:%zu: error: '%s' must be a non-negative integer",
-                       m->path, n->start_mark.line + 1, n->start_mark.column + 1, key);
-    *out = (uint32_t)v;
+    const yx_node *n = yx_map_get(root, "format");
+    if (!n || n->kind != YX_SCALAR)
+        return ys_fail(x, n ? n : root, REGEN,
+                       "not an mpcsim trace manifest (no 'format: %s' line)", TRACE_FORMAT_LINE);
+    if (strcmp(n->str, TRACE_FORMAT_LINE))
+        return ys_fail(x, n, REGEN, "trace format '%s' is not supported (this build reads '%s')",
+                       n->str, TRACE_FORMAT_LINE);
     return MS_OK;
 }
 
-static int check_format(manifest *m, yaml_node_t *root, errbuf *e)
+/* Manifests written before rope_layout existed hold interleaved q/k, except those dumped from
+ * Hugging Face models (source: pytorch), whose order cannot be known: those must say. */
+static int check_rope_layout(const ys_ctx *x, const yx_node *root, const trace *t)
 {
-    yaml_node_t *n = map_get(m, root, "format");
-    char want[32];
-    snprintf(want, sizeof want, "%s %d", TRACE_FORMAT_NAME, TRACE_FORMAT_VERSION);
-    if (!n || n->type != YAML_SCALAR_NODE)
-        return err_set(e, MS_ERR_FORMAT,
-                       "%s:1:1: error: not an mpcsim trace manifest (no 'format: %s' line); "
-                       REGEN_HINT, m->path, want);
-    const char *got = (char *)n->data.scalar.value;
-    if (strcmp(got, want))
-        return err_set(e, MS_ERR_FORMAT,
-                       "%s:%zu:%zu: error: trace format '%s' is not supported (this build "
-                       "reads '%s'); " REGEN_HINT,
-                       m->path, n->start_mark.line + 1, n->start_mark.column + 1, got, want);
-    return MS_OK;
-}
-
-/* The shape keys; dim, ffn_dim and vocab may be absent (0). */
-static int read_shape(manifest *m, yaml_node_t *root, trace_shape *s, errbuf *e)
-{
-    struct {
-        const char *key;
-        uint32_t *dst;
-        int need;
-    } keys[] = {{"n_layers", &s->n_layers, 1}, {"n_heads", &s->n_heads, 1},
-                {"n_kv_heads", &s->n_kv_heads, 1}, {"head_dim", &s->head_dim, 1},
-                {"n_tokens", &s->n_tokens, 1}, {"dim", &s->dim, 0},
-                {"ffn_dim", &s->ffn_dim, 0}, {"vocab", &s->vocab, 0}};
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        int rc = get_u32(m, root, keys[i].key, keys[i].dst, keys[i].need, e);
-        if (rc != MS_OK)
-            return rc;
-    }
-    if (!s->n_layers || !s->n_heads || !s->n_kv_heads || !s->head_dim || !s->n_tokens ||
-        s->n_heads % s->n_kv_heads)
-        return err_set(e, MS_ERR_FORMAT, "%s: error: manifest shape is inconsistent (zero "
-                       "sizes or n_heads not a multiple of n_kv_heads); " REGEN_HINT, m->path);
-    return MS_OK;
-}
-
-/* rope_layout: interleaved (llama2.c, Meta's reference code: channels 2i and 2i+1 rotate
- * together) or half (Hugging Face's rotate_half: channels i and i + d/2). Manifests written
- * before the key existed hold interleaved q/k, except those dumped from Hugging Face models
- * (source: pytorch), whose order cannot be known: those must say. */
-static int read_rope_layout(manifest *m, yaml_node_t *root, trace *t, errbuf *e)
-{
-    yaml_node_t *sn = map_get(m, root, "source");
-    snprintf(t->source, sizeof t->source, "%s",
-             sn && sn->type == YAML_SCALAR_NODE ? (char *)sn->data.scalar.value : "unknown");
-    yaml_node_t *n = map_get(m, root, "rope_layout");
-    if (!n) {
-        if (!strcmp(t->source, "pytorch"))
-            return err_set(e, MS_ERR_FORMAT,
-                           "%s: error: manifest lacks 'rope_layout' and its source is "
-                           "'pytorch', so the channel order of q and k is unknown\n"
-                           "  hint: add 'rope_layout: half' for a Hugging Face model "
-                           "(rotate_half), 'rope_layout: interleaved' for llama2.c/Meta "
-                           "checkpoints, or re-dump with scripts/dump_trace.py",
-                           m->path);
-        return MS_OK;
-    }
-    const char *v = n->type == YAML_SCALAR_NODE ? (char *)n->data.scalar.value : "";
-    if (!strcmp(v, "interleaved"))
-        t->rope_half = 0;
-    else if (!strcmp(v, "half"))
-        t->rope_half = 1;
-    else
-        return err_set(e, MS_ERR_FORMAT, "%s:%zu:%zu: error: rope_layout must be 'interleaved' "
-                       "or 'half', got '%s'", m->path, n->start_mark.line + 1,
-                       n->start_mark.column + 1, v);
+    const yx_node *n = yx_map_get(root, "rope_layout");
+    if (!n && !strcmp(t->source, "pytorch"))
+        return err_set(x->e, MS_ERR_FORMAT,
+                       "%s: error: manifest lacks 'rope_layout' and its source is "
+                       "'pytorch', so the channel order of q and k is unknown\n"
+                       "  hint: add 'rope_layout: half' for a Hugging Face model "
+                       "(rotate_half), 'rope_layout: interleaved' for llama2.c/Meta "
+                       "checkpoints, or re-dump with scripts/dump_trace.py",
+                       x->path);
     if (t->rope_half && (t->s.head_dim % 2 || t->s.head_dim > TRACE_MAX_HEAD_DIM))
-        return err_set(e, MS_ERR_FORMAT, "%s:%zu:%zu: error: rope_layout half needs an even "
-                       "head_dim of at most %u (head_dim %u)", m->path, n->start_mark.line + 1,
-                       n->start_mark.column + 1, TRACE_MAX_HEAD_DIM, t->s.head_dim);
+        return ys_fail(x, n, NULL, "rope_layout half needs an even head_dim of at most %u "
+                       "(head_dim %u)", TRACE_MAX_HEAD_DIM, t->s.head_dim);
     return MS_OK;
+}
+
+static void copy_text(const yx_node *root, const char *key, char *out, size_t cap)
+{
+    const yx_node *n = yx_map_get(root, key);
+    snprintf(out, cap, "%s", n && n->kind == YX_SCALAR ? n->str : "unknown");
 }
 
 static int read_manifest(trace *t, const char *dir, errbuf *e)
@@ -482,37 +455,35 @@ static int read_manifest(trace *t, const char *dir, errbuf *e)
     if (!f)
         return err_set(e, MS_ERR_NOTFOUND, "%s: error: cannot open (%s); is '%s' a trace "
                        "directory? " REGEN_HINT, path, strerror(errno), dir);
-    manifest m = {.path = path};
-    yaml_parser_t ps;
-    yaml_parser_initialize(&ps);
-    yaml_parser_set_input_file(&ps, f);
-    int ok = yaml_parser_load(&ps, &m.doc);
-    int rc = MS_OK;
-    if (!ok)
-        rc = err_set(e, MS_ERR_FORMAT, "%s:%zu:%zu: error: %s; " REGEN_HINT, path,
-                     ps.problem_mark.line + 1, ps.problem_mark.column + 1,
-                     ps.problem ? ps.problem : "bad YAML");
-    yaml_parser_delete(&ps);
     fclose(f);
-    if (!ok)
-        return rc;
-    yaml_node_t *root = yaml_document_get_root_node(&m.doc);
-    rc = check_format(&m, root, e);
-    if (rc == MS_OK)
-        rc = read_shape(&m, root, &t->s, e);
-    yaml_node_t *mn = map_get(&m, root, "model");
-    snprintf(t->model, sizeof t->model, "%s",
-             mn && mn->type == YAML_SCALAR_NODE ? (char *)mn->data.scalar.value : "unknown");
-    if (rc == MS_OK)
-        rc = read_rope_layout(&m, root, t, e);
-    yaml_node_t *arr = map_get(&m, root, "arrays");
+    yx_node *root;
+    int rc = yx_parse_file(path, &root, e);
+    if (rc)
+        return rc == MS_ERR_INPUT ? MS_ERR_FORMAT : rc;
+    ys_ctx x = {path, e, MS_ERR_FORMAT};
+    rc = root->kind == YX_MAP ? check_format(&x, root)
+                              : ys_fail(&x, root, REGEN, "a trace manifest is a mapping of keys");
+    if (!rc) {
+        t->rope_half = 0;
+        rc = ys_read(&x, root, &manifest_schema, NULL, 0, t);
+    }
+    copy_text(root, "model", t->model, sizeof t->model);
+    copy_text(root, "source", t->source, sizeof t->source);
+    if (!rc && t->s.n_heads % t->s.n_kv_heads)
+        rc = ys_fail(&x, yx_map_get(root, "n_kv_heads"), REGEN,
+                     "n_heads (%u) must be a multiple of n_kv_heads (%u)", t->s.n_heads,
+                     t->s.n_kv_heads);
+    if (!rc)
+        rc = check_rope_layout(&x, root, t);
+    const yx_node *arr = yx_map_get(root, "arrays");
+    if (!rc && arr->kind != YX_MAP)
+        rc = ys_fail(&x, arr, REGEN, "'arrays' must be a mapping, not %s", yx_kind_name(arr));
     for (int a = 0; rc == MS_OK && a < TRACE_N_ARRAYS; a++)
-        if (map_get(&m, arr, array_names[a]))
+        if (yx_map_get(arr, array_names[a]))
             t->arrays |= 1u << a;
     if (rc == MS_OK && (~t->arrays & (1u << TRACE_Q | 1u << TRACE_K | 1u << TRACE_V)))
-        rc = err_set(e, MS_ERR_FORMAT, "%s: error: manifest 'arrays' must list q, k and v; "
-                     REGEN_HINT, path);
-    yaml_document_delete(&m.doc);
+        rc = ys_fail(&x, arr, REGEN, "manifest 'arrays' must list q, k and v");
+    yx_free(root);
     return rc;
 }
 

@@ -87,6 +87,8 @@ int trace_synth_write_yaml(const trace_synth *p, FILE *f);
 int trace_synth_read_yaml(trace_synth *p, const char *path, errbuf *e);
 /* The parameters' keys, ranges and defaults (for `mpcsim list keys`). */
 const struct ys_schema *trace_synth_schema(void);
+/* The keys of a trace's manifest.yaml (for `mpcsim list keys manifest`). */
+const struct ys_schema *trace_manifest_schema(void);
 
 /* ---- opening ------------------------------------------------------------------------- */
 
