@@ -381,7 +381,7 @@ def dump_llama2c(checkpoint, tokenizer, text, max_tokens, out, model_name="stori
 # ---- Hugging Face --------------------------------------------------------------------------
 
 def dump_hf(model_name, text, max_tokens, out, want_att=True, want_logits=True,
-            dtype="float32"):
+            dtype="float32", name=None):
     """Models with the Llama module layout (LlamaForCausalLM, MistralForCausalLM, Qwen2…).
     q and k are the q_proj/k_proj outputs rotated with the model's own rotary embedding, in
     its rotate_half channel order (rope_layout: half)."""
@@ -463,7 +463,7 @@ def dump_hf(model_name, text, max_tokens, out, want_att=True, want_logits=True,
     shape = dict(n_layers=cfg.num_hidden_layers, n_heads=H, n_kv_heads=Hk, head_dim=d,
                  dim=cfg.hidden_size, ffn_dim=cfg.intermediate_size,
                  vocab=cfg.vocab_size if want_logits else 0)
-    return dump_module(model, ids, taps, shape, out, model_name, "half",
+    return dump_module(model, ids, taps, shape, out, name or model_name, "half",
                        wo=lambda l: layers[l].self_attn.o_proj.weight, forward=run)
 
 
@@ -475,14 +475,15 @@ def main(argv):
     lc = sub.add_parser("llama2c", help="a llama2.c checkpoint + tokenizer (torch only)")
     lc.add_argument("--checkpoint", required=True)
     lc.add_argument("--tokenizer", required=True)
-    lc.add_argument("--name", default=None,
-                    help="model name in the manifest (default: the checkpoint's file stem); "
-                    "mpcsim compares the trace with a model of that name when it has one")
     lc.add_argument("--rope-theta", type=float, default=10000.0)
     hf = sub.add_parser("hf", help="a Hugging Face causal LM (needs transformers)")
     hf.add_argument("--model", required=True, help="Hugging Face model id or local path")
     hf.add_argument("--dtype", default="float32")
     for p in (lc, hf):
+        p.add_argument("--name", default=None,
+                       help="model name in the manifest (default: the checkpoint's file stem, "
+                       "or the Hugging Face id); mpcsim compares the trace with a model of that "
+                       "name when it has its weights")
         p.add_argument("--text", required=True, help="text file to run the model over")
         p.add_argument("--max-tokens", type=int, default=512)
         p.add_argument("-o", "--output", required=True, help="trace directory to write")
@@ -501,7 +502,7 @@ def main(argv):
             src = a.checkpoint
         else:
             n = dump_hf(a.model, text, a.max_tokens, a.output, not a.no_att, not a.no_logits,
-                        a.dtype)
+                        a.dtype, a.name)
             src = a.model
     except (OSError, ValueError) as ex:
         print("error: %s" % ex, file=sys.stderr)

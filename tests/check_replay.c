@@ -213,6 +213,41 @@ START_TEST(test_synthetic_and_stride)
 }
 END_TEST
 
+/* The full cache on a synthetic trace never generates it: its metrics (by construction) equal
+ * what the replay measures for a policy that happens to keep everything. */
+START_TEST(test_full_synthetic_by_construction)
+{
+    run_result a, b;
+    for (int which = 0; which < 2; which++) {
+        run_cfg *c = calloc(1, sizeof *c);
+        errbuf e;
+        ck_assert_msg(model_load("stories260K", &c->model, &e) == MS_OK, "%s", e.msg);
+        c->model.weights[0] = '\0';
+        snprintf(c->trace.source, sizeof c->trace.source, "synth");
+        snprintf(c->policy.name, sizeof c->policy.name, "%s", which ? "streamingllm" : "full");
+        c->policy.params[0] = kvp("metric_stride", "3");
+        c->policy.params[1] = kvp("sink", "4");
+        c->policy.params[2] = kvp("recent", "1000");
+        c->policy.n_params = which ? 3 : 1;
+        c->work.prompt_len = 90;
+        c->work.decode_len = 10;
+        c->seed = 5;
+        drive(c, which ? &b : &a, NULL, NULL);
+        free(c);
+    }
+    ck_assert_uint_eq(a.n_metric, b.n_metric);
+    for (size_t i = 0; i < a.n_metric; i++) {
+        ck_assert_str_eq(a.metric[i].name, b.metric[i].name);
+        ck_assert_msg(fabs(a.metric[i].value - b.metric[i].value) < 1e-6, "%s: %.9g vs %.9g",
+                      a.metric[i].name, a.metric[i].value, b.metric[i].value);
+    }
+    ck_assert(!isnan(metric(&a, "attn_out_wo_rel_err")));
+    ck_assert_double_eq(metric(&a, "attn_mass_recall"), 1.0);
+    run_result_free(&a);
+    run_result_free(&b);
+}
+END_TEST
+
 START_TEST(test_prompt_rows)
 {
     /* prompt_rows = P reads every prompt row: identical to the exact default; a cap of 4 rows
@@ -273,6 +308,7 @@ Suite *replay_suite(void)
     tcase_add_test(tc, test_streaming_degrades);
     tcase_add_test(tc, test_policies_on_stories);
     tcase_add_test(tc, test_synthetic_and_stride);
+    tcase_add_test(tc, test_full_synthetic_by_construction);
     tcase_add_test(tc, test_prompt_rows);
     suite_add_tcase(s, tc);
     return s;

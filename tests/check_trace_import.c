@@ -198,6 +198,41 @@ START_TEST(llama2c_version1_checkpoint)
 }
 END_TEST
 
+/* The Hugging Face front end, run through tests/data/hf_standin (a stand-in for the parts of
+ * transformers it uses, with Hugging Face's W_q/W_k permutation and rotate_half RoPE): its
+ * trace holds q/k in rotate-half order, says so, and reads back as `trace record`'s. */
+START_TEST(hf_front_end_half_layout)
+{
+    if (!have_torch("hf_front_end_half_layout"))
+        return;
+    char rec[512], hf[512], cmd[4096], out[8192];
+    snprintf(rec, sizeof rec, "%s", testdir_path(&td, "rec"));
+    snprintf(hf, sizeof hf, "%s", testdir_path(&td, "hf"));
+    record(rec, 64);
+    snprintf(cmd, sizeof cmd, "PYTHONPATH=%s/tests/data/hf_standin /usr/bin/python3 "
+             "%s/scripts/dump_trace.py hf --model %s/models/stories260K/stories260K.bin --name "
+             "stories260K --text %s/tests/data/tinystories_sample.txt --max-tokens 64 -o %s",
+             data(), data(), data(), data(), hf);
+    ck_assert_msg(sh(cmd, out, sizeof out) == 0, "%s", out);
+    snprintf(cmd, sizeof cmd, "grep -qx 'rope_layout: half' %s/manifest.yaml", hf);
+    ck_assert_int_eq(sh(cmd, out, sizeof out), 0);
+    /* stored in another order: the raw arrays differ */
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"import numpy as n\n"
+             "print(abs(n.load('%s/k.npy') - n.load('%s/k.npy')).max())\"", rec, hf);
+    ck_assert_int_eq(sh(cmd, out, sizeof out), 0);
+    ck_assert_msg(atof(out) > 1.0, "raw k arrays agree (%s): not a rotate-half trace", out);
+    /* read back: equal to the recording */
+    double w[TRACE_N_ARRAYS];
+    int same;
+    compare(rec, hf, w, &same);
+    ck_assert(same);
+    for (int i = 0; i < TRACE_N_ARRAYS; i++)
+        ck_assert_msg(w[i] <= 1e-4, "%s differs by %g", trace_array_name((trace_array)i), w[i]);
+    snprintf(cmd, sizeof cmd, "%s trace info --verify %s", bin(), hf);
+    ck_assert_msg(sh(cmd, out, sizeof out) == 0, "%s", out);
+}
+END_TEST
+
 /* ---- replays of the two traces give the same metrics ------------------------------------ */
 
 static void run_scenario(const char *yaml_path, const char *db)
@@ -414,6 +449,7 @@ Suite *trace_import_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, llama2c_matches_record);
     tcase_add_test(tc, llama2c_version1_checkpoint);
+    tcase_add_test(tc, hf_front_end_half_layout);
     tcase_add_test(tc, llama2c_replays_like_record);
     tcase_add_test(tc, half_layout_converted_and_wrong_layout_refused);
     tcase_add_test(tc, manifest_layout_checked);

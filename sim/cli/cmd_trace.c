@@ -108,6 +108,10 @@ static void print_stats(const trace_stats *st)
     printf("q_cos:         %.4f\n", st->q_cos);
     if (!isnan(st->ffn_neg))
         printf("ffn_neg:       %.4f\n", st->ffn_neg);
+    printf("sparsity:      %.4f   (H2O: entries < 1%% of the row's largest; smallest layer "
+           "%.4f)\n", st->sparsity, st->sparsity_min_layer);
+    printf("top5_mass:     %.4f   (mass on the top 5%% of entries)\n", st->top5_mass);
+    printf("sink_top:      %.4f   (rows led by a sink key)\n", st->sink_top);
 }
 
 /* Writes every position of t into dir (q, k, v, att, ffn, wo; att rows computed). */
@@ -184,13 +188,15 @@ static int cmd_synth(int argc, char **argv)
     uint32_t T = 0;
     unsigned long long seed = 1;
     int stats = 0, c;
+    /* --params and --set apply in the order given, on top of the model family's defaults:
+     * they are kept until the model is known */
+    const char *given[64];
+    char kinds[64];
+    size_t n_given = 0;
     trace_synth p;
-    trace_synth_defaults(&p);
     errbuf e = {{0}};
     optind = 1;
     while ((c = getopt_long(argc, argv, "m:T:s:p:S:xo:h", opts, NULL)) != -1) {
-        int rc = MS_OK;
-        char *eq;
         switch (c) {
         case 'm': model = optarg; break;
         case 'T':
@@ -203,22 +209,24 @@ static int cmd_synth(int argc, char **argv)
                 return 2;
             }
             break;
-        case 'p': rc = trace_synth_read_yaml(&p, optarg, &e); break;
+        case 'p':
         case 'S':
-            if (!(eq = strchr(optarg, '='))) {
+            if (c == 'S' && !strchr(optarg, '=')) {
                 cli_error("trace", "--set expects KEY=VALUE, got '%s'", optarg);
                 return 2;
             }
-            *eq = '\0';
-            rc = trace_synth_set(&p, optarg, eq + 1, &e);
+            if (n_given == sizeof given / sizeof given[0]) {
+                cli_error("trace", "at most %zu --params/--set options", n_given);
+                return 2;
+            }
+            kinds[n_given] = (char)c;
+            given[n_given++] = optarg;
             break;
         case 'x': stats = 1; break;
         case 'o': out = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
-        if (rc != MS_OK)
-            return fail(rc, &e);
     }
     if (!model || T == 0 || (!out && !stats)) {
         cli_error("trace", "synth needs --model NAME, --tokens T > 0 and -o DIR or --stats");
@@ -227,6 +235,19 @@ static int cmd_synth(int argc, char **argv)
     model_cfg cfg;
     trace *t = NULL;
     int rc = model_load(model, &cfg, &e);
+    if (rc == MS_OK)
+        trace_synth_defaults_for(&p, cfg.family);
+    for (size_t i = 0; rc == MS_OK && i < n_given; i++) {
+        if (kinds[i] == 'p') {
+            rc = trace_synth_read_yaml(&p, given[i], &e);
+        } else {
+            char kv[256];
+            snprintf(kv, sizeof kv, "%s", given[i]);
+            char *eq = strchr(kv, '=');
+            *eq = '\0';
+            rc = trace_synth_set(&p, kv, eq + 1, &e);
+        }
+    }
     if (rc == MS_OK)
         rc = trace_open_synth(&cfg, T, seed, &p, &t, &e);
     if (rc == MS_OK && out)

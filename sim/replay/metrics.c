@@ -52,6 +52,17 @@ double metrics_row(metrics *m, const float *att, const uint8_t *keep, uint32_t n
     return R;
 }
 
+void metrics_exact(metrics *m, uint32_t n, int out_err, int with_wo)
+{
+    m->mass += 1.0;
+    m->topk += 1.0;
+    m->kept += n - 1;
+    m->kept_of += n - 1;
+    m->n_rows++;
+    m->n_err += out_err != 0;
+    m->n_err_wo += out_err && with_wo;
+}
+
 void metrics_output(metrics *m, const float *att, const uint8_t *keep, uint32_t n, double R,
                     const float *V, uint32_t d, const float *wo_h, size_t stride, uint32_t dim)
 {

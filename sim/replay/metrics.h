@@ -38,6 +38,10 @@ double metrics_row(metrics *m, const float *att, const uint8_t *keep, uint32_t n
  * `stride` (dim rows, d columns), or NULL. R from metrics_row. */
 void metrics_output(metrics *m, const float *att, const uint8_t *keep, uint32_t n, double R,
                     const float *V, uint32_t d, const float *wo_h, size_t stride, uint32_t dim);
+/* One row of a policy that keeps every entry (the full cache), without reading it: mass and
+ * top-k recall 1, n-1 of n-1 kept, and (out_err, with_wo) output errors 0 — what metrics_row
+ * and metrics_output give such a row up to float rounding. */
+void metrics_exact(metrics *m, uint32_t n, int out_err, int with_wo);
 /* One predicted token: full and policy logits (vocab), the true next token (or -1). */
 void metrics_logits(metrics *m, const float *full, const float *pol, uint32_t vocab, int next);
 /* Reports the averages to out (only the families that saw data). */

@@ -26,6 +26,8 @@ struct replay {
     uint32_t P, next_step, stride, err_heads, prompt_rows;
     int prompt_done, live;
     int once;           /* the newest step holds one-time work (policy_ops.one_time) */
+    int exact;          /* the full cache on a synthetic trace: its metrics hold by construction,
+                         * so the trace is never generated */
     uint8_t *keep;      /* Hkv × max_len */
     uint32_t *kept;     /* L × Hkv of the newest step: the rows the lowering attends */
     uint32_t *ffn;      /* L: FFN neurons of the newest step (policy_ops.ffn_active), or NULL */
@@ -98,7 +100,8 @@ int replay_open(const run_cfg *cfg, replay **out, errbuf *e)
     r->env = (policy_env){mc->n_layers, mc->n_heads, mc->n_kv_heads, mc->head_dim, mc->dim,
                           mc->ffn_dim, r->P, r->P + cfg->work.decode_len, NULL, NULL, NULL};
     int has_trace = cfg->trace.source[0] && strcmp(cfg->trace.source, "none") != 0;
-    if (has_trace) {
+    r->exact = !strcmp(p->name, "full") && !strcmp(cfg->trace.source, "synth");
+    if (has_trace && !r->exact) {
         rc = trace_open_run(cfg, &r->tr, e);
         if (!rc && trace_get_shape(r->tr)->n_tokens < r->env.max_len)
             rc = err_set(e, MS_ERR_INPUT,
@@ -304,6 +307,22 @@ static int layer_rows(replay *r, uint32_t pos, uint32_t l, const float *full, in
     return MS_OK;
 }
 
+/* layer_rows for the full cache on a synthetic trace: the same rows and output-error heads,
+ * counted by construction (metrics_exact). */
+static void exact_rows(replay *r, uint32_t pos, uint32_t step)
+{
+    const policy_env *v = &r->env;
+    uint32_t G = v->n_heads / v->n_kv_heads;
+    uint32_t rot = (uint32_t)(((uint64_t)step / (r->stride ? r->stride : 1) * r->err_heads) %
+                              v->n_kv_heads);
+    for (uint32_t g = 0; g < v->n_kv_heads; g++) {
+        uint32_t slot = (g + v->n_kv_heads - rot) % v->n_kv_heads;
+        int out_err = slot < r->err_heads && v->head_dim <= 512; /* as metrics_output */
+        for (uint32_t h = 0; h < G; h++)
+            metrics_exact(&r->m, pos + 1, out_err, v->dim > 0);
+    }
+}
+
 /* The largest count of kept positions over the KV heads of a keep mask (Hkv × pos). */
 static uint32_t keep_max(const uint8_t *keep, uint32_t Hkv, uint32_t pos)
 {
@@ -323,7 +342,7 @@ static int decode_pos(replay *r, uint32_t step, op_program *prog, errbuf *e)
 {
     const policy_env *v = &r->env;
     uint32_t pos = r->P + step, Hkv = v->n_kv_heads;
-    int measure = r->tr && r->stride && step % r->stride == 0;
+    int measure = (r->tr || r->exact) && r->stride && step % r->stride == 0;
     unsigned need = r->pol->needs ? r->pol->needs(r->st, pos) : 0;
     /* positional policies without metrics never touch the trace */
     int read = r->tr && (measure || r->pol->observe || (need & POLICY_NEED_Q));
@@ -346,7 +365,9 @@ static int decode_pos(replay *r, uint32_t step, op_program *prog, errbuf *e)
         for (uint32_t g = 0; g < Hkv; g++)
             r->sel[g] = kept[g] = cmax;
         const float *used = NULL;
-        if (measure || (need & POLICY_NEED_ATT)) {
+        if (measure && r->exact) {
+            exact_rows(r, pos, step);
+        } else if (measure || (need & POLICY_NEED_ATT)) {
             rc = layer_rows(r, pos, l, trace_att(r->tr, l), measure, e);
             used = r->att;
         }

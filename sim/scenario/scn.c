@@ -1119,7 +1119,7 @@ static int check_run_needs(scn_ctx *x, const yx_node *r, const run_cfg *c)
                    : MS_OK;
     if (!strcmp(src, "synth")) {
         trace_synth sp;
-        trace_synth_defaults(&sp);
+        trace_synth_defaults_for(&sp, c->model.family);
         if (trace_synth_from_kv(&sp, c->trace.params, c->trace.n_params, x->path, &te))
             return err_set(x->e, MS_ERR_INPUT, "%s", te.msg);
         if (c->model.head_dim < 2)

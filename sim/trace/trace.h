@@ -75,6 +75,9 @@ typedef struct trace_synth {
 } trace_synth;
 
 void trace_synth_defaults(trace_synth *p);
+/* The defaults calibrated for a model family (model_family; TRACE_FORMAT.md §Calibration):
+ * what a synthetic trace of that family's shapes uses unless a parameter is given. */
+void trace_synth_defaults_for(trace_synth *p, int family);
 /* Sets one parameter by name ("sink", "n_sinks", "local", "window", "heavy", "heavy_frac",
  * "layer_sim", "drift", "noise", "ffn_sparsity"); unknown keys get a did-you-mean hint. */
 int trace_synth_set(trace_synth *p, const char *key, const char *val, errbuf *e);
@@ -222,6 +225,10 @@ typedef struct trace_stats {
     double layer_overlap; /* heavy sets: |H_l ∩ H_l-1| / |H_l|, mean over layers, KV heads */
     double q_cos;         /* mean cos(q_t, q_t+1) */
     double ffn_neg;       /* fraction of FFN pre-activations ≤ 0 (NAN if absent) */
+    double sparsity;      /* H2O §3.1: share of a row's entries below 1 % of its largest */
+    double sparsity_min_layer; /* the same, the smallest of the per-layer means */
+    double top5_mass;     /* attention mass on the top 5 % of a row's entries */
+    double sink_top;      /* share of rows whose largest entry is a sink key */
     uint64_t rows;        /* attention rows used */
 } trace_stats;
 

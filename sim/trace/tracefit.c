@@ -32,7 +32,10 @@ typedef struct fit_acc {
     double qcos;
     uint64_t qpairs;
     double ffn_neg, ffn_n;
-    float *prevq, *tmp;
+    double sparse, top5, sink_top;  /* H2O's sparsity, top-5 % mass, rows led by a sink */
+    double *layer_sparse;           /* per layer: Σ sparsity over its rows */
+    uint64_t *layer_rows;
+    float *prevq, *tmp, *sel;
 } fit_acc;
 
 static int cmp_float(const void *a, const void *b)
@@ -47,9 +50,76 @@ static float median(float *x, size_t n)
     return n % 2 ? x[n / 2] : 0.5f * (x[n / 2 - 1] + x[n / 2]);
 }
 
+/* The k-th largest of x[0..n) (k ≥ 1), partially reordering x (Hoare's selection). */
+static float kth_largest(float *x, uint32_t n, uint32_t k)
+{
+    uint32_t lo = 0, hi = n - 1, want = k - 1;
+    while (lo < hi) {
+        float pv = x[lo + (hi - lo) / 2];
+        uint32_t i = lo, j = hi;
+        while (i <= j) {
+            while (x[i] > pv)
+                i++;
+            while (x[j] < pv)
+                j--;
+            if (i <= j) {
+                float tmp = x[i];
+                x[i] = x[j];
+                x[j] = tmp;
+                i++;
+                if (j == 0)
+                    break;
+                j--;
+            }
+        }
+        if (want <= j)
+            hi = j;
+        else if (want >= i)
+            lo = i;
+        else
+            break;
+    }
+    return x[want];
+}
+
+/* Concentration of one row: H2O's sparsity (the share of entries below 1 % of the row's
+ * largest, H2O §3.1), the mass on the top 5 % of entries, and whether a sink leads it. */
+static void row_concentration(fit_acc *a, uint32_t layer, const float *p, uint32_t n)
+{
+    float mx = 0;
+    uint32_t arg = 0, below = 0;
+    for (uint32_t s = 0; s < n; s++)
+        if (p[s] > mx) {
+            mx = p[s];
+            arg = s;
+        }
+    for (uint32_t s = 0; s < n; s++)
+        below += p[s] < 0.01f * mx;
+    a->sparse += (double)below / n;
+    a->layer_sparse[layer] += (double)below / n;
+    a->layer_rows[layer]++;
+    a->sink_top += arg < a->n_sinks;
+    uint32_t k = (n + 19) / 20;
+    memcpy(a->sel, p, n * sizeof *p);
+    float thr = kth_largest(a->sel, n, k);
+    double m = 0, ties = 0;
+    uint32_t above = 0;
+    for (uint32_t s = 0; s < n; s++) {
+        if (p[s] > thr) {
+            m += p[s];
+            above++;
+        } else if (p[s] == thr) {
+            ties += p[s];
+        }
+    }
+    /* entries equal to the threshold fill the remaining k − above places */
+    a->top5 += m + (ties > 0 ? ties * fmin(1.0, (double)(k - above) / (ties / thr)) : 0);
+}
+
 static void fit_row(const trace *t, fit_acc *a, uint32_t layer, uint32_t h, const float *p)
 {
     uint32_t pos = t->pos, G = t->s.n_heads / t->s.n_kv_heads, g = h / G;
+    row_concentration(a, layer, p, pos + 1);
     uint32_t far_end = pos + 1 - a->dmax, n_far = far_end - a->n_sinks;
     for (uint32_t s = a->n_sinks; s < far_end; s++)
         a->tmp[s - a->n_sinks] = logf(fmaxf(p[s], 1e-30f));
@@ -190,6 +260,9 @@ static void fit_free(fit_acc *a)
     free(a->colcnt);
     free(a->prevq);
     free(a->tmp);
+    free(a->sel);
+    free(a->layer_sparse);
+    free(a->layer_rows);
 }
 
 static int fit_scan(trace *t, fit_acc *a, uint32_t n_sinks, errbuf *e)
@@ -211,7 +284,11 @@ static int fit_scan(trace *t, fit_acc *a, uint32_t n_sinks, errbuf *e)
     a->colcnt = calloc(nc, sizeof *a->colcnt);
     a->prevq = calloc((size_t)s->n_layers * s->n_heads * s->head_dim, sizeof(float));
     a->tmp = calloc(T, sizeof(float));
-    if (!a->prof || !a->mprof || !a->colsum || !a->colcnt || !a->prevq || !a->tmp)
+    a->sel = calloc(T, sizeof(float));
+    a->layer_sparse = calloc(s->n_layers, sizeof *a->layer_sparse);
+    a->layer_rows = calloc(s->n_layers, sizeof *a->layer_rows);
+    if (!a->prof || !a->mprof || !a->colsum || !a->colcnt || !a->prevq || !a->tmp || !a->sel ||
+        !a->layer_sparse || !a->layer_rows)
         return err_set(e, MS_ERR_NOMEM, "out of memory fitting a %u-token trace", T);
     for (uint32_t p = 0; p < T; p++) {
         int rc = trace_seek(t, p, e);
@@ -262,6 +339,14 @@ static int fit_stats(trace *t, const fit_acc *a, const trace_synth *p, const uin
     st->q_cos = a->qpairs ? a->qcos / a->qpairs : NAN;
     st->ffn_neg = a->ffn_n > 0 ? a->ffn_neg / a->ffn_n : NAN;
     st->rows = a->rows;
+    st->sparsity = a->sparse / n;
+    st->top5_mass = a->top5 / n;
+    st->sink_top = a->sink_top / n;
+    st->sparsity_min_layer = 1;
+    for (uint32_t l = 0; l < s->n_layers; l++)
+        if (a->layer_rows[l])
+            st->sparsity_min_layer =
+                fmin(st->sparsity_min_layer, a->layer_sparse[l] / a->layer_rows[l]);
     uint32_t G = s->n_heads / s->n_kv_heads;
     int rc = MS_OK;
     for (uint32_t pos = a->t0; pos < s->n_tokens && rc == MS_OK; pos += a->stride) {
