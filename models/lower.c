@@ -271,14 +271,18 @@ static uint32_t ffn_width(const lw *w)
  * x's mask); secret pattern: the policy's one-hot gather of the active weight blocks, a fresh
  * secret per token and layer (no fixed operand: both masks opened). */
 static uint32_t linear_act(lw *w, int cat, uint32_t x, const char *wname, uint32_t k, uint32_t n,
-                           const char *yname)
+                           int by_rows, uint32_t ix, const char *yname)
 {
     char nm[48];
-    if (w->o->ffn_secret)
-        snprintf(nm, sizeof nm, "%s.gathered", wname); /* tens() adds the layer */
-    else
-        snprintf(nm, sizeof nm, "L%d.%s.active", w->layer, wname);
-    uint32_t W = tens(w, nm, w->o->ffn_secret ? OPT_TEMP : OPT_WEIGHT, w->rows, n, k);
+    snprintf(nm, sizeof nm, "%s.%s", wname, w->o->ffn_secret ? "gathered" : "active");
+    uint32_t W = tens(w, nm, OPT_TEMP, w->rows, n, k);
+    if (!w->o->ffn_secret) {
+        /* the weight's active rows (n = active: W is F × k) or columns (k = active: W is n × F)
+         * at the public indices ix, a local VIEW of the fixed operand (op.h OPF_INDEX_*) */
+        uint32_t full = by_rows ? weight(w, wname, w->m->ffn_dim, k) : weight(w, wname, n, w->m->ffn_dim);
+        emit(w, OP_VIEW, cat, -1, w->rows, by_rows ? n : k, 0, by_rows ? k : n, full, ix, OP_NONE, W,
+             (by_rows ? OPF_INDEX_ROWS : OPF_INDEX_COLS) | OPF_FIXED_B, 0, 0);
+    }
     uint32_t y = tens(w, yname, OPT_TEMP, 1, w->rows, n);
     emit(w, OP_MATMUL, cat, -1, w->rows, 1, k, n, x, W, OP_NONE, y,
          (w->o->ffn_secret ? 0u : OPF_FIXED_B) | OPF_TRANS_B, 0, 0);
@@ -290,20 +294,23 @@ static uint32_t ffn(lw *w, uint32_t xb)
     const model_cfg *m = w->m;
     uint32_t D = m->dim, F = m->ffn_dim, A = ffn_width(w);
     if (A < F) { /* Comet's sparse FFN: gate/up/down and the activation on the A active neurons */
+        /* public pattern: each token row's A active neuron indices, bound by the caller */
+        uint32_t ix = w->o->ffn_secret ? OP_NONE : tens(w, "ffn.idx", OPT_PUBLIC, w->rows, A, 1);
         if (m->act == ACT_SWIGLU) {
-            uint32_t h1 = linear_act(w, OPC_FFN, xb, "w1", D, A, "h1");
-            uint32_t h3 = linear_act(w, OPC_FFN, xb, "w3", D, A, "h3");
+            uint32_t h1 = linear_act(w, OPC_FFN, xb, "w1", D, A, 1, ix, "h1");
+            uint32_t h3 = linear_act(w, OPC_FFN, xb, "w3", D, A, 1, ix, "h3");
             emit(w, OP_SILU, OPC_ACTIVATION, -1, 1, w->rows, 0, A, h1, OP_NONE, OP_NONE, h1, 0, 0, 0);
             emit(w, OP_MUL, OPC_FFN, -1, 1, w->rows, 0, A, h1, h3, OP_NONE, h1, 0, 0, 0);
-            return linear_act(w, OPC_FFN, h1, "w2", A, D, "ffn_out");
+            return linear_act(w, OPC_FFN, h1, "w2", A, D, 0, ix, "ffn_out");
         }
-        uint32_t h = linear_act(w, OPC_FFN, xb, "w_fc", D, A, "h");
-        char bn[48];
-        snprintf(bn, sizeof bn, w->o->ffn_secret ? "b_fc.gathered" : "L%d.b_fc.active", w->layer);
-        uint32_t b = tens(w, bn, w->o->ffn_secret ? OPT_TEMP : OPT_WEIGHT, 1, w->rows, A);
+        uint32_t h = linear_act(w, OPC_FFN, xb, "w_fc", D, A, 1, ix, "h");
+        uint32_t b = tens(w, w->o->ffn_secret ? "b_fc.gathered" : "b_fc.active", OPT_TEMP, w->rows, 1, A);
+        if (!w->o->ffn_secret)
+            emit(w, OP_VIEW, OPC_FFN, -1, w->rows, 1, 0, A, weight(w, "b_fc", 1, F), ix, OP_NONE, b,
+                 OPF_INDEX_COLS, 0, 0);
         emit(w, OP_ADD, OPC_FFN, -1, 1, w->rows, 0, A, h, b, OP_NONE, h, 0, 0, 0);
         emit(w, OP_GELU, OPC_ACTIVATION, -1, 1, w->rows, 0, A, h, OP_NONE, OP_NONE, h, 0, 0, 0);
-        uint32_t y = linear_act(w, OPC_FFN, h, "w_proj", A, D, "ffn_out");
+        uint32_t y = linear_act(w, OPC_FFN, h, "w_proj", A, D, 0, ix, "ffn_out");
         return add_bias(w, OPC_FFN, y, "b_proj", D);
     }
     if (m->act == ACT_SWIGLU) {

@@ -15,7 +15,7 @@
 
 #include "protocols/program/op.h"
 #include "results/rdb.h"
-#include "testdir.h"
+#include "harness.h"
 
 static testdir td = {.prefix = "check_cli"};
 #define tmpdir (td.dir)
@@ -26,12 +26,6 @@ static void setup(void) { testdir_setup(&td); }
 static void teardown(void) { testdir_teardown(&td); }
 static const char *tpath(const char *name) { return testdir_path(&td, name); }
 
-static const char *bin(void)
-{
-    const char *b = getenv("MPCSIM_BIN");
-    ck_assert_msg(b != NULL, "MPCSIM_BIN is not set (run the tests with make check)");
-    return b;
-}
 
 /* ---- running the CLI ------------------------------------------------------------------- */
 
@@ -41,7 +35,7 @@ static const char *spawn_tag = "";
 /* Starts `mpcsim args…` (NULL-terminated) in tmpdir, stdout/stderr to out.txt/err.txt. */
 static pid_t spawn_v(va_list ap)
 {
-    char *argv[32] = {(char *)bin()};
+    char *argv[32] = {(char *)th_bin()};
     int n = 1;
     const char *a;
     while ((a = va_arg(ap, const char *)) && n < 31)
@@ -87,28 +81,7 @@ static int mpcsim(const char *first, ...)
 #define MPCSIM(...) mpcsim("mpcsim", __VA_ARGS__, (const char *)NULL)
 #define SPAWN(...) spawn("mpcsim", __VA_ARGS__, (const char *)NULL)
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    rewind(f);
-    char *s = calloc(1, (size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n)
-        s[0] = '\0';
-    fclose(f);
-    return s;
-}
 
-static void spit(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    ck_assert_int_eq(fclose(f), 0);
-}
 
 static int exists(const char *path) { return access(path, F_OK) == 0; }
 
@@ -143,7 +116,7 @@ static void write_sweep(const char *file, const char *name, int n_prompts, int s
              "workload: {prompt_len: [%s], decode_len: %s}\n",
              name, slow ? "llama-2-7b" : "gpt2", list,
              slow ? "256, decode_stride: 1" : "4");
-    spit(tpath(file), buf);
+    th_write(tpath(file), buf);
 }
 
 /* ---- reading databases ----------------------------------------------------------------- */
@@ -240,7 +213,7 @@ START_TEST(test_help_and_usage)
     static const char *const cmds[] = {"run", "report", "plot", "merge"};
     for (size_t i = 0; i < 4; i++) {
         ck_assert_int_eq(MPCSIM(cmds[i], "--help"), 0);
-        char *out = slurp(tpath("out.txt")), want[32];
+        char *out = th_slurp(tpath("out.txt"), NULL), want[32];
         snprintf(want, sizeof want, "usage: mpcsim %s", cmds[i]);
         ck_assert_msg(strstr(out, want), "%s --help printed: %s", cmds[i], out);
         free(out);
@@ -262,10 +235,10 @@ END_TEST
 /* A scenario with an input error: exit 2, a file:line:col message, and no database at all. */
 START_TEST(test_input_error_writes_nothing)
 {
-    spit(tpath("bad.yaml"), "format: 1\nname: bad\nmodel: gpt2\nbandwith: 10\nnetwork: lan\n"
+    th_write(tpath("bad.yaml"), "format: 1\nname: bad\nmodel: gpt2\nbandwith: 10\nnetwork: lan\n"
                             "policies: [full]\nworkload: {prompt_len: 64, decode_len: 2}\n");
     ck_assert_int_eq(MPCSIM("run", "bad.yaml", "-o", "bad.db"), 2);
-    char *err = slurp(tpath("err.txt"));
+    char *err = th_slurp(tpath("err.txt"), NULL);
     ck_assert_msg(strstr(err, "bad.yaml:4:") && strstr(err, "error"), "stderr: %s", err);
     free(err);
     ck_assert(!exists(tpath("bad.db")));
@@ -281,26 +254,26 @@ END_TEST
  * a range error that `report` lists as a failed run. */
 START_TEST(test_out_of_range_inputs)
 {
-    spit(tpath("bw.yaml"), "format: 1\nname: bw\nmodel: llama-2-7b\nprotocol: semi2k\n"
+    th_write(tpath("bw.yaml"), "format: 1\nname: bw\nmodel: llama-2-7b\nprotocol: semi2k\n"
                            "network: {name: slow, latency_ms: 1, bandwidth_bps: 1e-300}\n"
                            "policies: [full]\nworkload: {prompt_len: 512, decode_len: 1}\n");
     ck_assert_int_eq(MPCSIM("run", "bw.yaml", "-o", "bw.db"), 2);
-    char *err = slurp(tpath("err.txt"));
+    char *err = th_slurp(tpath("err.txt"), NULL);
     ck_assert_msg(strstr(err, "bw.yaml:5:") && strstr(err, "'bandwidth_bps' = 1e-300 is out of "
                                                            "range"), "stderr: %s", err);
     free(err);
     ck_assert(!exists(tpath("bw.db")));
     ck_assert_int_eq(MPCSIM("cost", "-m", "gpt2", "-p", "semi2k", "-n", "1ms/1e-300bps",
                             "-k", "64"), 2);
-    err = slurp(tpath("err.txt"));
+    err = th_slurp(tpath("err.txt"), NULL);
     ck_assert_msg(strstr(err, "bad bandwidth '1e-300bps'"), "stderr: %s", err);
     free(err);
     /* the slowest accepted link: a 7B prefill takes longer than 2^56 ns */
-    spit(tpath("bw.yaml"), "format: 1\nname: bw\nmodel: llama-2-7b\nprotocol: semi2k\n"
+    th_write(tpath("bw.yaml"), "format: 1\nname: bw\nmodel: llama-2-7b\nprotocol: semi2k\n"
                            "network: {name: slow, latency_ms: 1, bandwidth_bps: 1000}\n"
                            "policies: [full]\nworkload: {prompt_len: 512, decode_len: 1}\n");
     ck_assert_int_eq(MPCSIM("run", "bw.yaml", "-o", "bw.db"), 1);
-    err = slurp(tpath("err.txt"));
+    err = th_slurp(tpath("err.txt"), NULL);
     ck_assert_msg(strstr(err, "runs past 2^56 ns"), "stderr: %s", err);
     free(err);
     ck_assert_int_eq(MPCSIM("report", "bw.db"), 0);
@@ -313,11 +286,11 @@ START_TEST(test_dry_run_and_shards)
 {
     write_sweep("s.yaml", "dry", 3, 0); /* 12 runs */
     ck_assert_int_eq(MPCSIM("run", "s.yaml", "--dry-run"), 0);
-    char *all = slurp(tpath("out.txt"));
+    char *all = th_slurp(tpath("out.txt"), NULL);
     ck_assert_ptr_nonnull(strstr(all, "12 runs"));
     ck_assert(!exists(tpath("results")));
     ck_assert_int_eq(MPCSIM("run", "s.yaml", "--dry-run", "-v"), 0);
-    char *verbose = slurp(tpath("out.txt"));
+    char *verbose = th_slurp(tpath("out.txt"), NULL);
     ck_assert_int_eq(count_lines(verbose, "\n---\n"), 12);
     ck_assert_ptr_nonnull(strstr(verbose, "prompt_len"));
     free(verbose);
@@ -326,7 +299,7 @@ START_TEST(test_dry_run_and_shards)
         char shard[16];
         snprintf(shard, sizeof shard, "%d/3", k);
         ck_assert_int_eq(MPCSIM("run", "s.yaml", "--dry-run", "--shard", shard), 0);
-        char *out = slurp(tpath("out.txt"));
+        char *out = th_slurp(tpath("out.txt"), NULL);
         ck_assert_ptr_nonnull(strstr(out, "4 runs"));
         /* every line of the shard (hash + summary) is a line of the full listing */
         for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n"))
@@ -340,11 +313,11 @@ START_TEST(test_dry_run_and_shards)
     free(all);
     /* --shard auto takes K/N from an MPI launcher's environment; -o {shard} becomes K */
     ck_assert_int_eq(MPCSIM("run", "s.yaml", "--dry-run", "--shard", "2/3"), 0);
-    char *two = slurp(tpath("out.txt"));
+    char *two = th_slurp(tpath("out.txt"), NULL);
     setenv("OMPI_COMM_WORLD_RANK", "1", 1);
     setenv("OMPI_COMM_WORLD_SIZE", "3", 1);
     ck_assert_int_eq(MPCSIM("run", "s.yaml", "--dry-run", "--shard", "auto"), 0);
-    char *autos = slurp(tpath("out.txt"));
+    char *autos = th_slurp(tpath("out.txt"), NULL);
     ck_assert_str_eq(autos, two);
     ck_assert_int_eq(MPCSIM("run", "s.yaml", "-q", "--shard", "auto", "-o", "part-{shard}.db"), 0);
     unsetenv("OMPI_COMM_WORLD_RANK");
@@ -357,11 +330,11 @@ START_TEST(test_dry_run_and_shards)
     if (!getenv("PMI_RANK") && !getenv("SLURM_ARRAY_TASK_ID") && !getenv("SLURM_PROCID"))
         ck_assert_int_eq(MPCSIM("run", "s.yaml", "--dry-run", "--shard", "auto"), 2);
     /* grid points that resolve to the same config run once */
-    spit(tpath("dup.yaml"), "format: 1\nname: dup\nmodel: gpt2\nnetwork: lan\n"
+    th_write(tpath("dup.yaml"), "format: 1\nname: dup\nmodel: gpt2\nnetwork: lan\n"
                             "protocol: [semi2k, semi2k]\npolicies: [full]\n"
                             "workload: {prompt_len: [64, 96], decode_len: 2}\n");
     ck_assert_int_eq(MPCSIM("run", "dup.yaml", "--dry-run"), 0);
-    char *out = slurp(tpath("out.txt"));
+    char *out = th_slurp(tpath("out.txt"), NULL);
     ck_assert_msg(strstr(out, "\n2 runs\n"), "dry run: %s", out);
     free(out);
     ck_assert(!exists(tpath("results")));
@@ -377,19 +350,19 @@ START_TEST(test_db_path_and_resume_guard)
     ck_assert(exists(tpath("results/guard.db")));
     ck_assert_int_eq(q1(tpath("results/guard.db"), "SELECT count(*) FROM runs"), 4);
     ck_assert_int_eq(MPCSIM("run", "s.yaml"), 2);
-    char *err = slurp(tpath("err.txt"));
+    char *err = th_slurp(tpath("err.txt"), NULL);
     ck_assert_msg(strstr(err, "--resume") && strstr(err, "-o"), "stderr: %s", err);
     free(err);
     ck_assert_int_eq(MPCSIM("run", "s.yaml", "--resume"), 0);
-    char *out = slurp(tpath("out.txt"));
+    char *out = th_slurp(tpath("out.txt"), NULL);
     ck_assert_ptr_nonnull(strstr(out, "nothing to run"));
     free(out);
     ck_assert_int_eq(q1(tpath("results/guard.db"), "SELECT count(*) FROM runs"), 4);
-    char *text = slurp(tpath("s.yaml"));
+    char *text = th_slurp(tpath("s.yaml"), NULL);
     char with_out[4096];
     snprintf(with_out, sizeof with_out, "%soutput: named.db\n", text);
     free(text);
-    spit(tpath("s2.yaml"), with_out);
+    th_write(tpath("s2.yaml"), with_out);
     ck_assert_int_eq(MPCSIM("run", "s2.yaml", "-q"), 0);
     ck_assert_int_eq(q1(tpath("named.db"), "SELECT count(*) FROM runs"), 4);
     ck_assert_int_eq(MPCSIM("run", "s2.yaml", "-q", "-o", "deep/er/flag.db"), 0);
@@ -440,7 +413,7 @@ START_TEST(test_kill_and_resume)
     ck_assert_int_eq(incomplete_runs(db), 0);
     ck_assert_int_eq(orphan_rows(db), 0);
     ck_assert_int_eq(MPCSIM("run", "slow.yaml", "-o", "slow.db", "-j", "2", "--resume"), 0);
-    char *out = slurp(tpath("out.txt"));
+    char *out = th_slurp(tpath("out.txt"), NULL);
     char want[64];
     snprintf(want, sizeof want, "%lld already there", kept);
     ck_assert_msg(strstr(out, want), "resume summary: %s", out);
@@ -504,7 +477,7 @@ START_TEST(test_worker_death)
     }
     ck_assert_int_eq(status, 1);
     const char *db = tpath(dbname);
-    char *err = slurp(tpath("err.txt"));
+    char *err = th_slurp(tpath("err.txt"), NULL);
     ck_assert_msg(strstr(err, "died during the run"), "stderr: %s", err);
     free(err);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs"), 12);
@@ -542,7 +515,7 @@ START_TEST(test_determinism_and_merge)
     free(m);
     /* merging again, and the whole sweep on top, adds nothing */
     ck_assert_int_eq(MPCSIM("merge", "m.db", "s2.db", "a.db"), 0);
-    char *out = slurp(tpath("out.txt"));
+    char *out = th_slurp(tpath("out.txt"), NULL);
     ck_assert_msg(strstr(out, "0 runs added, 16 already there"), "merge said: %s", out);
     free(out);
     m = dump(tpath("m.db"));
@@ -555,7 +528,7 @@ START_TEST(test_determinism_and_merge)
     ck_assert_int_eq(sqlite3_exec(h, "PRAGMA user_version = 99", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(h);
     ck_assert_int_eq(MPCSIM("merge", "fresh.db", "s2.db", "s1.db"), 2);
-    char *err = slurp(tpath("err.txt"));
+    char *err = th_slurp(tpath("err.txt"), NULL);
     ck_assert_msg(strstr(err, "s1.db") && strstr(err, "schema version 99"), "stderr: %s", err);
     free(err);
     ck_assert(!exists(tpath("fresh.db")));
@@ -597,7 +570,7 @@ START_TEST(test_concurrent_resumes)
         int sa, sb;
         ck_assert_int_eq(waitpid(a, &sa, 0), a);
         ck_assert_int_eq(waitpid(b, &sb, 0), b);
-        char *ea = slurp(tpath("erra.txt")), *eb = slurp(tpath("errb.txt"));
+        char *ea = th_slurp(tpath("erra.txt"), NULL), *eb = th_slurp(tpath("errb.txt"), NULL);
         ck_assert_msg(WIFEXITED(sa) && WEXITSTATUS(sa) == 0, "a: %d, %s", sa, ea);
         ck_assert_msg(WIFEXITED(sb) && WEXITSTATUS(sb) == 0, "b: %d, %s", sb, eb);
         ck_assert_msg(!*ea && !*eb, "stderr: %s / %s", ea, eb);
@@ -616,7 +589,7 @@ START_TEST(test_report)
     write_sweep("r.yaml", "rep", 2, 0); /* 8 runs */
     ck_assert_int_eq(MPCSIM("run", "r.yaml", "-o", "r.db", "-q"), 0);
     ck_assert_int_eq(MPCSIM("report", "r.db"), 0);
-    char *out = slurp(tpath("out.txt"));
+    char *out = th_slurp(tpath("out.txt"), NULL);
     ck_assert_ptr_nonnull(strstr(out, "latency"));
     ck_assert_ptr_nonnull(strstr(out, "policy"));
     ck_assert_ptr_nonnull(strstr(out, "8 runs"));
@@ -634,7 +607,7 @@ START_TEST(test_report)
     }
     free(out);
     ck_assert_int_eq(MPCSIM("report", "r.db", "--csv"), 0);
-    out = slurp(tpath("out.txt"));
+    out = th_slurp(tpath("out.txt"), NULL);
     ck_assert_int_eq(count_lines(out, "\n"), 9);
     ck_assert(!strncmp(out, "id,model,protocol,network,policy", 32));
     /* latency in CSV equals the phases' sum in the database, for the first row's run */
@@ -728,7 +701,7 @@ START_TEST(test_plot_images)
     static const char *const plots[] = {"latency", "comm", "breakdown", "pareto"};
     build_plot_db(tpath("p.db"), 1);
     ck_assert_int_eq(MPCSIM("plot", "p.db", "-o", "png"), 0);
-    char *err = slurp(tpath("err.txt"));
+    char *err = th_slurp(tpath("err.txt"), NULL);
     ck_assert_msg(err[0] == '\0', "plot wrote to stderr: %s", err);
     free(err);
     char f[64];
@@ -744,7 +717,7 @@ START_TEST(test_plot_images)
     /* without accuracy metrics: the Pareto plot is skipped with a note */
     build_plot_db(tpath("q.db"), 0);
     ck_assert_int_eq(MPCSIM("plot", "q.db", "-o", "q"), 0);
-    char *out = slurp(tpath("out.txt"));
+    char *out = th_slurp(tpath("out.txt"), NULL);
     ck_assert_ptr_nonnull(strstr(out, "skipping the Pareto plot"));
     free(out);
     for (int i = 0; i < 3; i++) {

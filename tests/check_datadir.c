@@ -9,7 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "testdir.h"
+#include "harness.h"
 
 static testdir td = {.prefix = "check_datadir"};
 
@@ -19,13 +19,6 @@ static void setup(void) { testdir_setup(&td); }
 static void teardown(void) { testdir_teardown(&td); }
 static const char *tpath(const char *name) { return testdir_path(&td, name); }
 
-static const char *bin(void)
-{
-    const char *b = getenv("MPCSIM_BIN");
-    ck_assert_msg(b != NULL, "MPCSIM_BIN is not set (run the tests with make check)");
-    ck_assert_msg(access(b, X_OK) == 0, "MPCSIM_BIN=%s is not an executable", b);
-    return b;
-}
 
 /* Runs exe args… (NULL-terminated) in cwd with MPCSIM_DATA = data (NULL: unset); stdout and
  * stderr go to out.txt / err.txt of the test's folder. Returns the exit status. */
@@ -57,24 +50,7 @@ static int run_in(const char *exe, const char *cwd, const char *data, const char
     return WEXITSTATUS(st);
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    static char buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    ck_assert_int_eq(fclose(f), 0);
-}
 
 static void copy_file(const char *from, const char *to, mode_t mode)
 {
@@ -97,29 +73,28 @@ static void copy_file(const char *from, const char *to, mode_t mode)
 /* The build tree's binary, run from a folder that holds no data and without MPCSIM_DATA. */
 START_TEST(test_build_tree_from_elsewhere)
 {
-    write_file(tpath("s.yaml"), SCENARIO);
+    th_write(tpath("s.yaml"), SCENARIO);
     const char *list[] = {"list", "models", NULL};
-    ck_assert_int_eq(run_in(bin(), td.dir, NULL, list), 0);
-    ck_assert_ptr_nonnull(strstr(slurp(tpath("out.txt")), "llama-2-7b"));
+    ck_assert_int_eq(run_in(th_bin(), td.dir, NULL, list), 0);
+    ck_assert_ptr_nonnull(strstr(th_text(tpath("out.txt")), "llama-2-7b"));
     const char *dry[] = {"run", "s.yaml", "--dry-run", NULL};
-    int rc = run_in(bin(), td.dir, NULL, dry);
-    ck_assert_msg(rc == 0, "exit %d: %s", rc, slurp(tpath("err.txt")));
-    ck_assert_ptr_nonnull(strstr(slurp(tpath("out.txt")), "llama-2-7b"));
+    int rc = run_in(th_bin(), td.dir, NULL, dry);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, th_text(tpath("err.txt")));
+    ck_assert_ptr_nonnull(strstr(th_text(tpath("out.txt")), "llama-2-7b"));
 }
 END_TEST
 
 /* An installed layout: PREFIX/bin/mpcsim finds PREFIX/share/mpcsim. */
 START_TEST(test_installed_layout)
 {
-    const char *data = getenv("MPCSIM_DATA");
-    ck_assert_msg(data != NULL, "MPCSIM_DATA (the source tree) is not set");
+    const char *data = th_data();
     const char *dirs[] = {"prefix", "prefix/bin", "prefix/share", "prefix/share/mpcsim",
                           "prefix/share/mpcsim/models", "prefix/share/mpcsim/protocols",
                           "prefix/share/mpcsim/protocols/machines", "work"};
     for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++)
         ck_assert_int_eq(mkdir(tpath(dirs[i]), 0755), 0);
     char from[1024];
-    copy_file(bin(), tpath("prefix/bin/mpcsim"), 0755);
+    copy_file(th_bin(), tpath("prefix/bin/mpcsim"), 0755);
     snprintf(from, sizeof from, "%s/models/gpt2.yaml", data);
     copy_file(from, tpath("prefix/share/mpcsim/models/gpt2.yaml"), 0644);
     snprintf(from, sizeof from, "%s/protocols/machines/default.yaml", data);
@@ -128,14 +103,14 @@ START_TEST(test_installed_layout)
     snprintf(exe, sizeof exe, "%s", tpath("prefix/bin/mpcsim"));
     const char *list[] = {"list", "models", NULL};
     ck_assert_int_eq(run_in(exe, tpath("work"), NULL, list), 0);
-    const char *out = slurp(tpath("out.txt"));
+    const char *out = th_text(tpath("out.txt"));
     ck_assert_msg(strstr(out, "gpt2") && !strstr(out, "llama-2-7b"),
                   "expected only the installed model: %s", out);
     /* a model the installed copy lacks: the message names where it looked */
-    write_file(tpath("work/s.yaml"), SCENARIO);
+    th_write(tpath("work/s.yaml"), SCENARIO);
     const char *dry[] = {"run", "s.yaml", "--dry-run", NULL};
     ck_assert_int_eq(run_in(exe, tpath("work"), NULL, dry), 2);
-    const char *err = slurp(tpath("err.txt"));
+    const char *err = th_text(tpath("err.txt"));
     ck_assert_msg(strstr(err, "s.yaml:1:8: error: unknown model 'llama-2-7b'"), "%s", err);
     ck_assert_msg(strstr(err, "MPCSIM_DATA (not set)"), "%s", err);
     ck_assert_msg(strstr(err, "prefix/share/mpcsim (the installed copy)"), "%s", err);
@@ -148,21 +123,21 @@ START_TEST(test_not_found_names_mpcsim_data)
     ck_assert_int_eq(mkdir(tpath("empty"), 0755), 0);
     char data[512];
     snprintf(data, sizeof data, "%s", tpath("empty"));
-    write_file(tpath("s.yaml"), SCENARIO);
+    th_write(tpath("s.yaml"), SCENARIO);
     const char *dry[] = {"run", "s.yaml", "--dry-run", NULL};
-    ck_assert_int_eq(run_in(bin(), td.dir, data, dry), 2);
-    const char *err = slurp(tpath("err.txt"));
+    ck_assert_int_eq(run_in(th_bin(), td.dir, data, dry), 2);
+    const char *err = th_text(tpath("err.txt"));
     char want[600];
     snprintf(want, sizeof want, "MPCSIM_DATA=%s", data);
     ck_assert_msg(strstr(err, "unknown model 'llama-2-7b'") && strstr(err, want), "%s", err);
-    ck_assert_ptr_null(strstr(slurp(tpath("out.txt")), "llama")); /* nothing written */
+    ck_assert_ptr_null(strstr(th_text(tpath("out.txt")), "llama")); /* nothing written */
     const char *list[] = {"list", "models", NULL};
-    ck_assert_int_ne(run_in(bin(), td.dir, data, list), 0);
-    err = slurp(tpath("err.txt"));
+    ck_assert_int_ne(run_in(th_bin(), td.dir, data, list), 0);
+    err = th_text(tpath("err.txt"));
     ck_assert_msg(strstr(err, want), "%s", err);
     const char *mach[] = {"cost", "--model", "gpt2", "--protocol", "semi2k", "--network", "lan", "--kv", "8", NULL};
-    ck_assert_int_ne(run_in(bin(), td.dir, data, mach), 0);
-    err = slurp(tpath("err.txt"));
+    ck_assert_int_ne(run_in(th_bin(), td.dir, data, mach), 0);
+    err = th_text(tpath("err.txt"));
     ck_assert_msg(strstr(err, want), "%s", err);
 }
 END_TEST

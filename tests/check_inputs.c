@@ -13,7 +13,7 @@
 #include "protocols/base/yschema.h"
 #include "sim/engine/machine.h"
 #include "sim/trace/trace.h"
-#include "testdir.h"
+#include "harness.h"
 
 static testdir td = {.prefix = "check_inputs"};
 
@@ -26,10 +26,7 @@ static const char *tpath(const char *name) { return testdir_path(&td, name); }
 static const char *write_file(const char *name, const char *text)
 {
     const char *p = tpath(name);
-    FILE *f = fopen(p, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    ck_assert_int_eq(fclose(f), 0);
+    th_write(p, text);
     return p;
 }
 
@@ -169,8 +166,7 @@ static const bad_case serve_bad[] = {
 
 START_TEST(test_serve_bad)
 {
-    const char *bin = getenv("MPCSIM_BIN");
-    ck_assert_msg(bin && access(bin, X_OK) == 0, "MPCSIM_BIN is not set to the binary");
+    const char *bin = th_bin();
     const char *path = write_file("s.yaml", serve_bad[_i].text);
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "cd '%s' && '%s' serve s.yaml -o out.db -q 2> err.txt", td.dir,

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "harness.h"
 #include "models/lower.h"
 #include "models/model.h"
 #include "protocols/program/proto.h"
@@ -48,13 +49,6 @@ START_TEST(test_param_counts)
 }
 END_TEST
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    fclose(f);
-}
 
 START_TEST(test_bad_model_files)
 {
@@ -63,22 +57,22 @@ START_TEST(test_bad_model_files)
     snprintf(path, sizeof path, "%s/m.yaml", dir);
     errbuf e;
     model_cfg m;
-    write_file(path, "name: x\nlayers: 2\ndim: 8\nheads: 2\nkv_heads: 2\nhead_dim: 4\n"
+    th_write(path, "name: x\nlayers: 2\ndim: 8\nheads: 2\nkv_heads: 2\nhead_dim: 4\n"
                      "ffn_dim: 16\nvocab: 10\nmax_context: 8\nnorm: rmsnrom\n");
     ck_assert_int_eq(model_load(path, &m, &e), MS_ERR_INPUT);
     ck_assert_msg(strstr(e.msg, ":10:7: error:") && strstr(e.msg, "rmsnorm"), "%s", e.msg);
-    write_file(path, "name: x\nlayer: 2\n");
+    th_write(path, "name: x\nlayer: 2\n");
     ck_assert_int_eq(model_load(path, &m, &e), MS_ERR_INPUT);
     ck_assert_msg(strstr(e.msg, ":2:1: error: unknown key 'layer'") &&
                       strstr(e.msg, "did you mean 'layers'"), "%s", e.msg);
-    write_file(path, "name: x\nlayers: 2\nlayers: 3\n");
+    th_write(path, "name: x\nlayers: 2\nlayers: 3\n");
     ck_assert_int_eq(model_load(path, &m, &e), MS_ERR_INPUT);
     ck_assert_msg(strstr(e.msg, ":3:1: error: duplicate key"), "%s", e.msg);
-    write_file(path, "name: x\nlayers: 2\ndim: 8\nheads: 3\nkv_heads: 2\nhead_dim: 4\n"
+    th_write(path, "name: x\nlayers: 2\ndim: 8\nheads: 3\nkv_heads: 2\nhead_dim: 4\n"
                      "ffn_dim: 16\nvocab: 10\nmax_context: 8\n");
     ck_assert_int_eq(model_load(path, &m, &e), MS_ERR_INPUT);
     ck_assert_msg(strstr(e.msg, "multiple of kv_heads"), "%s", e.msg);
-    write_file(path, "name: [x\n");
+    th_write(path, "name: [x\n");
     ck_assert_int_eq(model_load(path, &m, &e), MS_ERR_INPUT);
     ck_assert_msg(strstr(e.msg, "error:"), "%s", e.msg);
     ck_assert_int_eq(model_load("lama-2-7b", &m, &e), MS_ERR_NOTFOUND);

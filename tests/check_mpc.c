@@ -771,6 +771,89 @@ static void run_fault(const char *pr, int kind, int victim_ok_rc, const char *wa
     mpc_node_results_free(nr, nodes);
 }
 
+/* Node `victim` stops itself (SIGSTOP) after a few rounds, or sleeps 6.5 s when `pause`. */
+typedef struct freeze {
+    int victim, pause;
+} freeze;
+
+static int freeze_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
+{
+    const freeze *f = arg;
+    mpc_val x = {0}, z = {0};
+    int rc = e->vt->alloc(e, &x, 256, DOM_ARITH);
+    if (!rc)
+        rc = e->vt->input(e, &x, 0, X);
+    int me = mpc_net_self(net);
+    for (int it = 0; it < 60 && !rc; it++) {
+        if (it == 20 && me == f->victim) {
+            if (f->pause)
+                usleep(6500000); /* computing, as far as the peers can tell: still beating */
+            else
+                raise(SIGSTOP);
+        }
+        rc = e->vt->mul(e, &z, &x, &x);
+    }
+    if (rc && !err->msg[0])
+        err_set(err, rc, "%s", mpc_engine_error(e));
+    e->vt->release(e, &x);
+    e->vt->release(e, &z);
+    (void)out;
+    return rc;
+}
+
+/* Each node in turn is frozen (SIGSTOP) mid-run while the no-progress timeout is a minute, as
+ * validate sets it: the heartbeats find it within MPC_LIVENESS_MS, every other node ends with
+ * an error naming it, and the launcher's deadline kills the stopped one. */
+START_TEST(test_fault_frozen)
+{
+    const char *pr = protos[_i];
+    fill(X, 256, 3, 20);
+    int nodes = 3;
+    for (int v = 0; v < nodes; v++) {
+        freeze f = {v, 0};
+        mpc_launch l = {.cfg = test_cfg(pr), .deadline_ms = 7000, .timeout_ms = 60000};
+        mpc_node_result nr[MPC_NODES_MAX];
+        errbuf e;
+        ck_assert_msg(mpc_launch_run(&l, freeze_node, &f, nr, &nodes, &e) == MS_OK, "%s", e.msg);
+        int named = 0;
+        for (int i = 0; i < nodes; i++) {
+            if (i == v) {
+                ck_assert_msg(!nr[i].exited && nr[i].sig == SIGKILL, "%s: the frozen node %d was "
+                              "not killed by the deadline", pr, v);
+                continue;
+            }
+            ck_assert_msg(nr[i].rc != MS_OK, "%s: node %d ran on beside frozen node %d", pr, i, v);
+            ck_assert_msg(nr[i].seconds < 6.5, "%s: node %d took %.2f s to see node %d frozen", pr,
+                          i, nr[i].seconds, v);
+            named += strstr(nr[i].err, "no heartbeat from") != NULL;
+            if (getenv("FROZEN_TIMES"))
+                fprintf(stderr, "%s frozen %d: node %d ended after %.2f s: %s\n", pr, v, i, nr[i].seconds, nr[i].err);
+        }
+        ck_assert_msg(named > 0, "%s frozen %d: P0: %s | P1: %s | node2: %s", pr, v, nr[0].err,
+                      nr[1].err, nr[2].err);
+        mpc_node_results_free(nr, nodes);
+    }
+}
+END_TEST
+
+/* A node busy for longer than MPC_LIVENESS_MS (here 6.5 s asleep in its main thread) is not
+ * frozen: its heartbeat thread beats on and the session completes. */
+START_TEST(test_busy_not_frozen)
+{
+    fill(X, 256, 3, 20);
+    freeze f = {1, 1};
+    mpc_launch l = {.cfg = test_cfg("semi2k"), .deadline_ms = 30000, .timeout_ms = 60000};
+    mpc_node_result nr[MPC_NODES_MAX];
+    int nodes;
+    errbuf e;
+    ck_assert_msg(mpc_launch_run(&l, freeze_node, &f, nr, &nodes, &e) == MS_OK, "%s", e.msg);
+    for (int i = 0; i < nodes; i++)
+        ck_assert_msg(nr[i].rc == MS_OK, "node %d: %s", i, nr[i].err);
+    ck_assert(nr[0].seconds > 6.0);
+    mpc_node_results_free(nr, nodes);
+}
+END_TEST
+
 START_TEST(test_fault_kill)
 {
     run_fault(protos[_i], 0, 0, "lost", 0);
@@ -856,6 +939,8 @@ Suite *mpc_suite(void)
     tcase_add_test(tf, test_fault_frames);
     tcase_add_test(tf, test_fault_dealer);
     tcase_add_test(tf, test_fault_silent_peer);
+    tcase_add_loop_test(tf, test_fault_frozen, 0, 2);
+    tcase_add_test(tf, test_busy_not_frozen);
     tcase_add_test(tf, test_port_in_use);
     tcase_add_test(tf, test_peers_parse);
     suite_add_tcase(s, tf);

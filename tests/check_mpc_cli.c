@@ -14,7 +14,7 @@
 
 #include "protocols/program/kern.h"
 #include "protocols/backend/mpc_net.h"
-#include "testdir.h"
+#include "harness.h"
 
 /* each test's folder, made and removed by the fixtures */
 static testdir td = {.prefix = "check_mpc_cli"};
@@ -28,42 +28,17 @@ static void teardown(void) { testdir_teardown(&td); }
 /* Starts mpcsim with argv (NULL-terminated after the program name), output to dir/name. */
 static pid_t spawn(const char *name, const char *const *args)
 {
-    const char *bin = getenv("MPCSIM_BIN");
-    ck_assert_msg(bin != NULL, "MPCSIM_BIN is not set (run through make check)");
     char path[512];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        const char *argv[32] = {bin};
-        for (int i = 0; args[i] && i < 30; i++)
-            argv[i + 1] = args[i];
-        execv(bin, (char *const *)argv);
-        _exit(127);
-    }
-    return pid;
+    return th_spawn(th_bin(), args, NULL, path, NULL);
 }
 
-static int wait_status(pid_t pid)
-{
-    int st;
-    waitpid(pid, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
+/* The text of dir/name. */
 static char *slurp(const char *name)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    char *buf = calloc(1 << 20, 1);
-    size_t n = fread(buf, 1, (1 << 20) - 1, f);
-    buf[n] = 0;
-    fclose(f);
-    return buf;
+    return th_slurp(path, NULL);
 }
 
 /* Three free loopback ports (bound to 0, then released). */
@@ -101,7 +76,7 @@ static void run_session(const char *pname, const char *const extra[3][6], int wa
         pid[i] = spawn(name, args);
     }
     for (int i = 0; i < 3; i++) {
-        int st = wait_status(pid[i]);
+        int st = th_wait(pid[i]);
         char name[32];
         snprintf(name, sizeof name, "node%d.txt", i);
         char *out = slurp(name);
@@ -146,7 +121,7 @@ START_TEST(test_stray_connections)
     const char *a2[] = {"party", "-p", "semi2k", "--peers", peers, "--dealer", "--demo",
                         "--random-inputs", "3", "--timeout-ms", "1000", NULL};
     pid_t p1 = spawn("node1.txt", a1), p2 = spawn("node2.txt", a2);
-    int st[3] = {wait_status(p0), wait_status(p1), wait_status(p2)};
+    int st[3] = {th_wait(p0), th_wait(p1), th_wait(p2)};
     close(junk);
     close(silent);
     char *out = slurp("node0.txt");
@@ -218,7 +193,7 @@ START_TEST(test_port_in_use)
     char peers[128];
     snprintf(peers, sizeof peers, "127.0.0.1:%d,127.0.0.1:1,127.0.0.1:2", port);
     const char *args[] = {"party", "-p", "aby3", "--id", "0", "--peers", peers, "--demo", NULL};
-    int st = wait_status(spawn("p.txt", args));
+    int st = th_wait(spawn("p.txt", args));
     char *out = slurp("p.txt");
     ck_assert_msg(st == 3, "exit %d: %s", st, out);
     ck_assert_ptr_nonnull(strstr(out, "already in use"));
@@ -228,7 +203,7 @@ START_TEST(test_port_in_use)
     char peers2[128];
     free_ports(peers2, sizeof peers2);
     const char *a2[] = {"party", "-p", "aby3", "--id", "2", "--peers", peers2, "--demo", "--connect-timeout-ms", "300", NULL};
-    st = wait_status(spawn("p2.txt", a2));
+    st = th_wait(spawn("p2.txt", a2));
     out = slurp("p2.txt");
     ck_assert_msg(st == 3, "exit %d: %s", st, out);
     ck_assert_ptr_nonnull(strstr(out, "cannot connect to P0"));
@@ -239,18 +214,18 @@ END_TEST
 START_TEST(test_bad_usage)
 {
     const char *a1[] = {"party", "-p", "semi2k", "--id", "0", "--demo", NULL};
-    ck_assert_int_eq(wait_status(spawn("u1.txt", a1)), 2);
+    ck_assert_int_eq(th_wait(spawn("u1.txt", a1)), 2);
     char *o = slurp("u1.txt");
     ck_assert_ptr_nonnull(strstr(o, "--peers"));
     free(o);
     const char *a2[] = {"party", "-p", "aby3", "--dealer", "--peers", "a:1,b:2,c:3", "--demo", NULL};
-    ck_assert_int_eq(wait_status(spawn("u2.txt", a2)), 2);
+    ck_assert_int_eq(th_wait(spawn("u2.txt", a2)), 2);
     const char *a3[] = {"party", "-p", "semi2k", "--id", "0", "--peers", "a:1,b:2", "--demo", NULL};
-    ck_assert_int_eq(wait_status(spawn("u3.txt", a3)), 2);
+    ck_assert_int_eq(th_wait(spawn("u3.txt", a3)), 2);
     const char *a4[] = {"party", "-p", "semi2k", "--id", "0", "--peers", "a:1,b:2,c:3", "--demo", "--set", "frac_bitz=3", NULL};
-    ck_assert_int_eq(wait_status(spawn("u4.txt", a4)), 2);
+    ck_assert_int_eq(th_wait(spawn("u4.txt", a4)), 2);
     const char *a5[] = {"party", "--help", NULL};
-    ck_assert_int_eq(wait_status(spawn("u5.txt", a5)), 0);
+    ck_assert_int_eq(th_wait(spawn("u5.txt", a5)), 0);
 }
 END_TEST
 
@@ -258,7 +233,7 @@ END_TEST
 START_TEST(test_validate_primitives)
 {
     const char *args[] = {"validate", "--primitives", "--n", "100", "--latency-ms", "0", NULL};
-    int st = wait_status(spawn("v.txt", args));
+    int st = th_wait(spawn("v.txt", args));
     char *out = slurp("v.txt");
     ck_assert_msg(st == 0, "exit %d: %s", st, out);
     ck_assert_ptr_null(strstr(out, "MISMATCH"));
@@ -266,7 +241,7 @@ START_TEST(test_validate_primitives)
     ck_assert_ptr_nonnull(strstr(out, "semi2k  matmul(cached B)"));
     free(out);
     const char *bad[] = {"validate", "--primitives", "--protocol", "nope", NULL};
-    ck_assert_int_eq(wait_status(spawn("v2.txt", bad)), 2);
+    ck_assert_int_eq(th_wait(spawn("v2.txt", bad)), 2);
 }
 END_TEST
 

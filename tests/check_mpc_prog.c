@@ -18,12 +18,13 @@
 
 /* ---------------------------------------------------------------- bindings */
 
-enum { V_REAL, V_POS, V_INT, V_BIT, V_WORD };
+enum { V_REAL, V_POS, V_INT, V_BIT, V_WORD, V_IDX };
 
 typedef struct tbind {
     const char *name;
     int kind;      /* V_* */
-    double lo, hi; /* V_REAL/V_POS range; V_INT: 0..hi-1 */
+    double lo, hi; /* V_REAL/V_POS range; V_INT: 0..hi-1; V_IDX: per instance (rows) distinct
+                    * indices below hi, increasing */
 } tbind;
 
 typedef struct prog_case {
@@ -35,6 +36,7 @@ typedef struct prog_case {
     int counts_only;
     const char *msb; /* protocol parameter msb, or NULL for the default */
     const char *topk; /* protocol parameter topk, or NULL for the default */
+    uint32_t idx_hi;  /* any_name: tensors named "….ffn.idx" get V_IDX indices below this */
 } prog_case;
 
 static uint64_t mix(uint64_t *s)
@@ -47,6 +49,28 @@ static uint64_t mix(uint64_t *s)
 
 static const prog_case *cur;
 
+/* V_IDX: for each of the t->batch instances, t->rows distinct increasing indices below hi. */
+static void fill_idx(const op_tensor *t, uint64_t *out, uint32_t hi, uint64_t s)
+{
+    uint32_t *pool = malloc((hi ? hi : 1) * sizeof *pool);
+    for (uint32_t b = 0; pool && b < t->batch; b++) {
+        for (uint32_t i = 0; i < hi; i++)
+            pool[i] = i;
+        for (uint32_t i = 0; i < t->rows && i < hi; i++) { /* a partial Fisher–Yates */
+            uint32_t j = i + (uint32_t)(mix(&s) % (hi - i)), v = pool[i];
+            pool[i] = pool[j], pool[j] = v;
+        }
+        for (uint32_t i = 1; i < t->rows; i++) /* increasing (insertion sort) */
+            for (uint32_t j = i; j > 0 && pool[j - 1] > pool[j]; j--) {
+                uint32_t v = pool[j];
+                pool[j] = pool[j - 1], pool[j - 1] = v;
+            }
+        for (uint32_t i = 0; i < t->rows; i++)
+            out[(size_t)b * t->rows + i] = pool[i];
+    }
+    free(pool);
+}
+
 /* Deterministic values per tensor name (test data, the same in every process). */
 static int bind_fn(void *ctx, const op_tensor *t, uint64_t *out, size_t n)
 {
@@ -57,6 +81,10 @@ static int bind_fn(void *ctx, const op_tensor *t, uint64_t *out, size_t n)
         uint64_t s = 1234;
         for (const char *p = t->name; *p; p++)
             s = s * 131 + (uint8_t)*p;
+        if (b->kind == V_IDX) {
+            fill_idx(t, out, (uint32_t)b->hi, s);
+            return 1;
+        }
         for (size_t i = 0; i < n; i++) {
             uint64_t r = mix(&s);
             double u = (double)(r >> 11) * 0x1p-53;
@@ -74,6 +102,11 @@ static int bind_fn(void *ctx, const op_tensor *t, uint64_t *out, size_t n)
     uint64_t s = 99;
     for (const char *p = t->name; *p; p++)
         s = s * 131 + (uint8_t)*p;
+    size_t nl = strlen(t->name);
+    if (c->idx_hi && nl > 8 && !strcmp(t->name + nl - 8, ".ffn.idx")) {
+        fill_idx(t, out, c->idx_hi, s);
+        return 1;
+    }
     for (size_t i = 0; i < n; i++)
         out[i] = fx_encode((double)(mix(&s) >> 11) * 0x1p-53 * 0.2 - 0.1, 18);
     return 1;
@@ -536,6 +569,67 @@ START_TEST(test_stories260k_step)
 }
 END_TEST
 
+/* Comet's sparse FFN on shares (lower_opts.ffn_active, public pattern): the weights' active
+ * rows and columns taken by public index (VIEW, OPF_INDEX_*), the matmuls by them with the
+ * fixed operands' masks restricted (semi2k: no opening in the step). A small FFN checked
+ * against the clear-text engine value by value, then lowered stories260K steps with 1/4 of the
+ * FFN active: every op's bytes and rounds equal the cost engine's. */
+START_TEST(test_sparse_ffn_ops)
+{
+    const char *pname = _i ? "aby3" : "semi2k";
+    prog_case c;
+    memset(&c, 0, sizeof c);
+    c.pname = pname;
+    op_program *p = &c.prog;
+    op_program_init(p);
+    enum { T = 3, D = 16, F = 40, A = 9 };
+    uint32_t x = op_tensor_add(p, "x", OPT_INPUT, DOM_ARITH, 1, T, D);
+    uint32_t w1 = op_tensor_add(p, "w1", OPT_WEIGHT, DOM_ARITH, 1, F, D);
+    uint32_t w2 = op_tensor_add(p, "w2", OPT_WEIGHT, DOM_ARITH, 1, D, F);
+    uint32_t ix = op_tensor_add(p, "ix", OPT_PUBLIC, DOM_ARITH, T, A, 1);
+    uint32_t a1 = op_tensor_add(p, "w1a", OPT_TEMP, DOM_ARITH, T, A, D);
+    uint32_t a2 = op_tensor_add(p, "w2a", OPT_TEMP, DOM_ARITH, T, D, A);
+    uint32_t h = op_tensor_add(p, "h", OPT_TEMP, DOM_ARITH, 1, T, A);
+    uint32_t y = op_tensor_add(p, "y", OPT_OUTPUT, DOM_ARITH, 1, T, D);
+    emit(p, OP_INPUT, 1, T, 0, D, OP_NONE, OP_NONE, OP_NONE, x, 0, 0, 0);
+    emit(p, OP_VIEW, T, A, 0, D, w1, ix, OP_NONE, a1, OPF_INDEX_ROWS | OPF_FIXED_B, 0, 0);
+    emit(p, OP_MATMUL, T, 1, D, A, x, a1, OP_NONE, h, OPF_FIXED_B | OPF_TRANS_B, 0, 0);
+    emit(p, OP_VIEW, T, D, 0, A, w2, ix, OP_NONE, a2, OPF_INDEX_COLS | OPF_FIXED_B, 0, 0);
+    emit(p, OP_MATMUL, T, 1, A, D, h, a2, OP_NONE, y, OPF_FIXED_B | OPF_TRANS_B, 0, 0);
+    c.binds[0] = (tbind){"x", V_REAL, -1, 1};
+    c.binds[1] = (tbind){"w1", V_REAL, -0.5, 0.5};
+    c.binds[2] = (tbind){"w2", V_REAL, -0.5, 0.5};
+    c.binds[3] = (tbind){"ix", V_IDX, 0, F};
+    c.tol = T_ULP;
+    run_case(&c);
+    op_program_free(p);
+    /* lowered stories260K steps, stand-in weights, a quarter of every layer's FFN */
+    memset(&c, 0, sizeof c);
+    c.pname = pname;
+    c.any_name = 1;
+    c.counts_only = 1;
+    model_cfg m;
+    errbuf e = {{0}};
+    ck_assert_msg(model_load("stories260K", &m, &e) == MS_OK, "%s", e.msg);
+    c.idx_hi = m.ffn_dim;
+    uint32_t act[16];
+    for (uint32_t l = 0; l < m.n_layers && l < 16; l++)
+        act[l] = m.ffn_dim / 4 + l;
+    for (int phase = 0; phase < 2; phase++) {
+        lower_opts lo;
+        lower_opts_default(&lo);
+        lo.phase = phase ? PHASE_PREFILL : PHASE_DECODE;
+        lo.n_tokens = phase ? 4 : 1;
+        lo.kv_len = phase ? 0 : 5;
+        lo.ffn_active = act;
+        op_program_init(&c.prog);
+        ck_assert_msg(lower_step(&m, &lo, &c.prog, &e) == MS_OK, "%s", e.msg);
+        run_case(&c);
+        op_program_free(&c.prog);
+    }
+}
+END_TEST
+
 /* Two programs in one session (two steps): the second numbers its tensors differently (a
  * tensor added first shifts every id), takes the weights over from the first by name (no
  * setup traffic from P1: no weight input, no beaver-cache opening) and still computes the
@@ -635,6 +729,7 @@ Suite *mpc_prog_suite(void)
     tcase_add_loop_test(tc, test_single_ops, 0, 2);
     tcase_add_loop_test(tc, test_carry_msb_ops, 0, 2);
     tcase_add_loop_test(tc, test_topk_quickselect_ops, 0, 2);
+    tcase_add_loop_test(tc, test_sparse_ffn_ops, 0, 2);
     tcase_add_loop_test(tc, test_stories260k_step, 0, 2);
     tcase_add_loop_test(tc, test_two_programs, 0, 2);
     suite_add_tcase(s, tc);

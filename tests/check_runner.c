@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "harness.h"
 #include "models/lower.h"
 #include "sim/replay/replay.h"
 #include "sim/scenario/runcfg.h"
@@ -570,80 +571,58 @@ END_TEST
 
 /* ---- the command line -------------------------------------------------------------------- */
 
-static int run_cli(const char *args, const char *out_path)
-{
-    const char *bin = getenv("MPCSIM_BIN");
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s %s >%s 2>&1", bin, args, out_path);
-    int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    ck_assert_uint_eq(fread(b, 1, (size_t)n, f), (size_t)n);
-    b[n] = '\0';
-    fclose(f);
-    if (len)
-        *len = (size_t)n;
-    return b;
-}
+static testdir td = {.prefix = "check_runner"};
+static void suite_setup(void) { testdir_suite_setup(&td); }
+static void suite_teardown(void) { testdir_suite_teardown(&td); }
+static void setup(void) { testdir_setup(&td); }
+static void teardown(void) { testdir_teardown(&td); }
 
 START_TEST(test_cli_cost)
 {
-    if (!getenv("MPCSIM_BIN"))
-        return; /* run through `make check` */
-    char dir[] = "/tmp/mpcsim-cost-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    char out[256], tl[256], tl2[256], prog[256], args[1024];
+    const char *dir = td.dir;
+    char out[512], tl[512], tl2[512], prog[512], args[2048];
     snprintf(out, sizeof out, "%s/out.txt", dir);
     snprintf(tl, sizeof tl, "%s/tl.json", dir);
     snprintf(tl2, sizeof tl2, "%s/tl2.json", dir);
     snprintf(prog, sizeof prog, "%s/prog.txt", dir);
 
-    ck_assert_int_eq(run_cli("cost --help", out), 0);
-    char *t = slurp(out, NULL);
+    ck_assert_int_eq(th_cli("cost --help", out), 0);
+    char *t = th_slurp(out, NULL);
     ck_assert_ptr_nonnull(strstr(t, "usage: mpcsim cost"));
     free(t);
 
     /* bad usage: exit 2 with a clear message */
-    ck_assert_int_eq(run_cli("cost --model stories260K --protocol semi2k --network lan", out), 2);
-    t = slurp(out, NULL);
+    ck_assert_int_eq(th_cli("cost --model stories260K --protocol semi2k --network lan", out), 2);
+    t = th_slurp(out, NULL);
     ck_assert_ptr_nonnull(strstr(t, "--kv is required"));
     free(t);
-    ck_assert_int_eq(run_cli("cost --model stories260K --protocol semi3k --network lan --kv 4",
+    ck_assert_int_eq(th_cli("cost --model stories260K --protocol semi3k --network lan --kv 4",
                              out), 2);
-    t = slurp(out, NULL);
+    t = th_slurp(out, NULL);
     ck_assert_ptr_nonnull(strstr(t, "did you mean"));
     free(t);
-    ck_assert_int_eq(run_cli("cost --model stories260K --protocol semi2k --network lna --kv 4",
+    ck_assert_int_eq(th_cli("cost --model stories260K --protocol semi2k --network lna --kv 4",
                              out), 2);
-    ck_assert_int_eq(run_cli("cost --model stories260K --protocol semi2k --network lan --kv -1",
+    ck_assert_int_eq(th_cli("cost --model stories260K --protocol semi2k --network lan --kv -1",
                              out), 2);
-    ck_assert_int_eq(run_cli("cost --model stories260K --protocol semi2k --network lan --kv 4 "
+    ck_assert_int_eq(th_cli("cost --model stories260K --protocol semi2k --network lan --kv 4 "
                              "--phase middle", out), 2);
-    ck_assert_int_eq(run_cli("cost --frobnicate", out), 2);
+    ck_assert_int_eq(th_cli("cost --frobnicate", out), 2);
 
     /* a decode step: text, then JSON + timeline + program, twice for determinism */
-    ck_assert_int_eq(run_cli("cost --model stories260K --protocol aby3 --network wan --kv 100",
+    ck_assert_int_eq(th_cli("cost --model stories260K --protocol aby3 --network wan --kv 100",
                              out), 0);
-    t = slurp(out, NULL);
+    t = th_slurp(out, NULL);
     ck_assert_ptr_nonnull(strstr(t, "latency"));
     ck_assert_ptr_nonnull(strstr(t, "softmax"));
     free(t);
     for (int i = 0; i < 2; i++) {
         snprintf(args, sizeof args, "cost --model stories260K --protocol semi2k --network wan "
                  "--kv 100 --json --timeline %s --dump-program %s", i ? tl2 : tl, prog);
-        ck_assert_int_eq(run_cli(args, out), 0);
+        ck_assert_int_eq(th_cli(args, out), 0);
     }
     size_t la, lb;
-    char *a = slurp(tl, &la), *b = slurp(tl2, &lb);
+    char *a = th_slurp(tl, &la), *b = th_slurp(tl2, &lb);
     ck_assert_uint_eq(la, lb);
     ck_assert_mem_eq(a, b, la);
     free(a);
@@ -671,8 +650,8 @@ START_TEST(test_cli_cost)
     for (int i = 0; i < 3; i++) {
         snprintf(args, sizeof args, "cost --model stories260K --protocol semi2k --network %s "
                  "--kv 17 --json", nets[i]);
-        ck_assert_int_eq(run_cli(args, out), 0);
-        t = slurp(out, NULL);
+        ck_assert_int_eq(th_cli(args, out), 0);
+        t = th_slurp(out, NULL);
         const char *l = strstr(t, "\"latency_s\":");
         ck_assert_ptr_nonnull(l);
         lat[i] = strtod(l + 12, NULL);
@@ -681,9 +660,9 @@ START_TEST(test_cli_cost)
     }
     ck_assert(lat[1] < lat[0] && lat[1] > 0);
     ck_assert_double_eq(lat[1], lat[2]);
-    ck_assert_int_eq(run_cli("cost --model stories260K --protocol semi2k --network lan --kv 4 "
+    ck_assert_int_eq(th_cli("cost --model stories260K --protocol semi2k --network lan --kv 4 "
                              "--burst 100", out), 2);
-    t = slurp(out, NULL);
+    t = th_slurp(out, NULL);
     ck_assert_ptr_nonnull(strstr(t, "--burst wants bytes"));
     free(t);
 
@@ -694,8 +673,8 @@ START_TEST(test_cli_cost)
     for (int i = 0; i < 2; i++) {
         snprintf(args, sizeof args, "cost --model stories260K --protocol semi2k --network "
                  "1ms/20Mbps/3100 --phase prefill --tokens 16 --json --wire %s", i ? "tcp" : "none");
-        ck_assert_int_eq(run_cli(args, out), 0);
-        t = slurp(out, NULL);
+        ck_assert_int_eq(th_cli(args, out), 0);
+        t = th_slurp(out, NULL);
         const char *l = strstr(t, "\"latency_s\":");
         ck_assert_ptr_nonnull(l);
         wl[i] = strtod(l + 12, NULL);
@@ -704,9 +683,9 @@ START_TEST(test_cli_cost)
     }
     ck_assert_msg(wl[1] > wl[0] * (1 + 66.0 / 1448 * 0.9) && wl[1] < wl[0] * 1.15,
                   "prefill %.4f s framed against %.4f s", wl[1], wl[0]);
-    ck_assert_int_eq(run_cli("cost --model stories260K --protocol semi2k --network lan --kv 4 "
+    ck_assert_int_eq(th_cli("cost --model stories260K --protocol semi2k --network lan --kv 4 "
                              "--wire udp", out), 2);
-    t = slurp(out, NULL);
+    t = th_slurp(out, NULL);
     ck_assert_ptr_nonnull(strstr(t, "--wire is tcp or none"));
     free(t);
 
@@ -715,8 +694,8 @@ START_TEST(test_cli_cost)
     for (int i = 0; i < 2; i++) {
         snprintf(args, sizeof args, "cost --model stories260K --protocol aby3 --network lan "
                  "--phase prefill --tokens 16 --json%s", i ? " --set msb=carry" : "");
-        ck_assert_int_eq(run_cli(args, out), 0);
-        t = slurp(out, NULL);
+        ck_assert_int_eq(th_cli(args, out), 0);
+        t = th_slurp(out, NULL);
         const char *r = strstr(t, "\"rounds\":"), *ob = strstr(t, "\"bytes_online\":");
         ck_assert(r && ob);
         rb[i][0] = strtoull(r + 9, NULL, 10);
@@ -725,39 +704,31 @@ START_TEST(test_cli_cost)
     }
     ck_assert_uint_eq(rb[0][0], rb[1][0]);
     ck_assert_uint_lt(rb[1][1], rb[0][1]);
-    ck_assert_int_eq(run_cli("cost --model stories260K --protocol semi2k --network lan --kv 4 "
+    ck_assert_int_eq(th_cli("cost --model stories260K --protocol semi2k --network lan --kv 4 "
                              "--set msb", out), 2);
-    t = slurp(out, NULL);
+    t = th_slurp(out, NULL);
     ck_assert_ptr_nonnull(strstr(t, "mpcsim cost: error: --set wants KEY=VALUE"));
     ck_assert_ptr_null(strstr(t, "error: error"));
     free(t);
-    ck_assert_int_eq(run_cli("cost --model stories260K --protocol semi2k --network lan --kv 4 "
+    ck_assert_int_eq(th_cli("cost --model stories260K --protocol semi2k --network lan --kv 4 "
                              "--set msb=kss", out), 2);
 
     /* prefill with --tokens; --tokens with decode is refused */
-    ck_assert_int_eq(run_cli("cost --model stories260K --protocol semi2k --network lan "
+    ck_assert_int_eq(th_cli("cost --model stories260K --protocol semi2k --network lan "
                              "--phase prefill --tokens 32", out), 0);
-    ck_assert_int_eq(run_cli("cost --model stories260K --protocol semi2k --network lan "
+    ck_assert_int_eq(th_cli("cost --model stories260K --protocol semi2k --network lan "
                              "--kv 3 --tokens 32", out), 2);
-    unlink(out);
-    unlink(tl);
-    unlink(tl2);
-    unlink(prog);
-    rmdir(dir);
 }
 END_TEST
 
 START_TEST(test_cli_calibrate)
 {
-    if (!getenv("MPCSIM_BIN"))
-        return;
-    char dir[] = "/tmp/mpcsim-cal-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    char out[256], prof[256], args[512];
+    const char *dir = td.dir;
+    char out[512], prof[512], args[1024];
     snprintf(out, sizeof out, "%s/out.txt", dir);
     snprintf(prof, sizeof prof, "%s/box.yaml", dir);
     snprintf(args, sizeof args, "calibrate --seconds 0.3 --name box -o %s", prof);
-    ck_assert_int_eq(run_cli(args, out), 0);
+    ck_assert_int_eq(th_cli(args, out), 0);
     machine_profile m;
     errbuf e;
     ck_assert_msg(machine_load(prof, &m, &e) == MS_OK, "%s", e.msg);
@@ -766,12 +737,9 @@ START_TEST(test_cli_calibrate)
     /* the written profile drives `mpcsim cost --profile PATH` */
     snprintf(args, sizeof args, "cost --model stories260K --protocol semi2k --network lan "
              "--kv 8 --profile %s", prof);
-    ck_assert_int_eq(run_cli(args, out), 0);
-    ck_assert_int_eq(run_cli("calibrate --seconds -1", out), 2);
-    ck_assert_int_eq(run_cli("calibrate extra", out), 2);
-    unlink(out);
-    unlink(prof);
-    rmdir(dir);
+    ck_assert_int_eq(th_cli(args, out), 0);
+    ck_assert_int_eq(th_cli("calibrate --seconds -1", out), 2);
+    ck_assert_int_eq(th_cli("calibrate extra", out), 2);
 }
 END_TEST
 
@@ -795,6 +763,8 @@ Suite *runner_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("cli");
     tcase_set_timeout(tc, 60);
+    tcase_add_unchecked_fixture(tc, suite_setup, suite_teardown);
+    tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_cli_cost);
     tcase_add_test(tc, test_cli_calibrate);
     suite_add_tcase(s, tc);

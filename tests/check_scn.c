@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "harness.h"
 #include "sim/policy/policy.h"
 #include "sim/scenario/scn.h"
 #include "protocols/base/yamlx.h"
@@ -520,7 +521,6 @@ START_TEST(test_trace_paths)
 }
 END_TEST
 
-static int run_cli(const char *args, char *out, size_t cap);
 
 /* A trace on disk shorter than prompt + decode, and a text that gives fewer tokens: refused at
  * load time at the path's line:col, and `mpcsim run` writes no database. */
@@ -529,7 +529,7 @@ START_TEST(test_trace_too_short)
     char dir[] = "/tmp/check_scn_XXXXXX", path[600], text[1024], cmd[2048], out[4096];
     ck_assert_ptr_nonnull(mkdtemp(dir));
     snprintf(cmd, sizeof cmd, "trace synth --model stories260K --tokens 12 -o %s/tr", dir);
-    ck_assert_int_eq(run_cli(cmd, out, sizeof out), 0);
+    ck_assert_int_eq(th_cli_capture(cmd, out, sizeof out), 0);
     snprintf(path, sizeof path, "%s/story.txt", dir);
     FILE *f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);
@@ -561,7 +561,7 @@ START_TEST(test_trace_too_short)
         fputs(text, f);
         fclose(f);
         snprintf(cmd, sizeof cmd, "run %s -o %s/r.db -q", scn_path, dir);
-        ck_assert_int_eq(run_cli(cmd, out, sizeof out), 2);
+        ck_assert_int_eq(th_cli_capture(cmd, out, sizeof out), 2);
         ck_assert_msg(strstr(out, cases[i].gist), "case %zu: %s", i, out);
         snprintf(path, sizeof path, "%s/r.db", dir);
         ck_assert_msg(access(path, F_OK) != 0, "case %zu: a database was written", i);
@@ -745,6 +745,8 @@ static void assert_proto_eq(const proto_cfg *a, const proto_cfg *b)
     ck_assert_int_eq(a->beaver_cache, b->beaver_cache);
     ck_assert_int_eq(a->trunc_local, b->trunc_local);
     ck_assert_str_eq(a->approx, b->approx);
+    ck_assert_str_eq(a->msb, b->msb);
+    ck_assert_str_eq(a->topk, b->topk);
 }
 
 static void assert_net_eq(const net_cfg *a, const net_cfg *b)
@@ -830,6 +832,26 @@ START_TEST(test_round_trip)
 }
 END_TEST
 
+START_TEST(test_topk_axis)
+{
+    /* the protocol key topk is a sweep axis; its runs differ in their resolved config (the
+     * default written nowhere, so older runs keep their hash) and round-trip */
+    const char *text = "model: stories260K\nprotocol: {name: aby3, topk: [network, quickselect]}\n"
+                       "network: lan\nworkload: {prompt_len: 8, decode_len: 1}\npolicies: [full]\n";
+    scenario s;
+    errbuf e;
+    ck_assert_msg(load(text, &s, &e) == MS_OK, "%s", e.msg);
+    ck_assert_uint_eq(s.n_runs, 2);
+    ck_assert_str_eq(s.runs[0].proto.topk, "network");
+    ck_assert_str_eq(s.runs[1].proto.topk, "quickselect");
+    ck_assert_str_ne(s.runs[0].hash, s.runs[1].hash);
+    ck_assert_ptr_null(strstr(s.runs[0].yaml, "topk"));
+    ck_assert_ptr_nonnull(strstr(s.runs[1].yaml, "topk: quickselect"));
+    assert_round_trip(&s);
+    scn_free(&s);
+}
+END_TEST
+
 /* ---- shipped scenarios and the CLI ------------------------------------------------------- */
 
 START_TEST(test_shipped_scenarios)
@@ -852,44 +874,31 @@ START_TEST(test_shipped_scenarios)
 }
 END_TEST
 
-static int run_cli(const char *args, char *out, size_t cap)
-{
-    const char *bin = getenv("MPCSIM_BIN");
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", bin ? bin : "build/mpcsim", args);
-    FILE *p = popen(cmd, "r");
-    if (!p)
-        return -1;
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 START_TEST(test_cli_list)
 {
     static char out[65536];
-    ck_assert_int_eq(run_cli("list networks", out, sizeof out), 0);
+    ck_assert_int_eq(th_cli_capture("list networks", out, sizeof out), 0);
     size_t n;
     const char *const *names = net_preset_names(&n);
     for (size_t i = 0; i < n; i++)
         ck_assert_msg(strstr(out, names[i]), "no '%s' in: %s", names[i], out);
-    ck_assert_int_eq(run_cli("list policies", out, sizeof out), 0);
+    ck_assert_int_eq(th_cli_capture("list policies", out, sizeof out), 0);
     ck_assert_ptr_nonnull(strstr(out, "h2o"));
     ck_assert_ptr_nonnull(strstr(out, "streamingllm"));
-    ck_assert_int_eq(run_cli("list models", out, sizeof out), 0);
+    ck_assert_int_eq(th_cli_capture("list models", out, sizeof out), 0);
     ck_assert_ptr_nonnull(strstr(out, "stories260K"));
-    ck_assert_int_eq(run_cli("list protocols", out, sizeof out), 0);
+    ck_assert_int_eq(th_cli_capture("list protocols", out, sizeof out), 0);
     ck_assert_ptr_nonnull(strstr(out, "semi2k"));
     ck_assert_ptr_nonnull(strstr(out, "aby3"));
-    ck_assert_int_eq(run_cli("list protocols --costs -n 16", out, sizeof out), 0);
+    ck_assert_int_eq(th_cli_capture("list protocols --costs -n 16", out, sizeof out), 0);
     ck_assert_ptr_nonnull(strstr(out, "semi2k"));
-    ck_assert_int_eq(run_cli("list --help", out, sizeof out), 0);
+    ck_assert_int_eq(th_cli_capture("list --help", out, sizeof out), 0);
     ck_assert_ptr_nonnull(strstr(out, "usage: mpcsim list"));
-    ck_assert_int_eq(run_cli("list modles", out, sizeof out), 2);
+    ck_assert_int_eq(th_cli_capture("list modles", out, sizeof out), 2);
     ck_assert_ptr_nonnull(strstr(out, "did you mean 'models'?"));
     /* the key tables of the input files, printed from the readers' schemas, in 80 columns */
-    ck_assert_int_eq(run_cli("list keys", out, sizeof out), 0);
+    ck_assert_int_eq(th_cli_capture("list keys", out, sizeof out), 0);
     static const char *const keys[] = {"keys of 'model'", "kv_heads", "keys of 'machine profile'",
                                        "mac_per_s", "heavy_frac", "keys of 'sharing'",
                                        "capacity_tokens"};
@@ -897,14 +906,14 @@ START_TEST(test_cli_list)
         ck_assert_msg(strstr(out, keys[i]), "no '%s' in: %s", keys[i], out);
     for (const char *l = out; *l; l += strcspn(l, "\n") + (l[strcspn(l, "\n")] != 0))
         ck_assert_msg(strcspn(l, "\n") <= 80, "line over 80 columns: %.100s", l);
-    ck_assert_int_eq(run_cli("list keys synth", out, sizeof out), 0);
+    ck_assert_int_eq(th_cli_capture("list keys synth", out, sizeof out), 0);
     ck_assert_ptr_nonnull(strstr(out, "ffn_sparsity"));
     ck_assert_ptr_null(strstr(out, "kv_heads"));
-    ck_assert_int_eq(run_cli("list keys modl", out, sizeof out), 2);
+    ck_assert_int_eq(th_cli_capture("list keys modl", out, sizeof out), 2);
     ck_assert_ptr_nonnull(strstr(out, "did you mean 'model'?"));
-    ck_assert_int_eq(run_cli("list", out, sizeof out), 2);
-    ck_assert_int_eq(run_cli("list models --costs", out, sizeof out), 2);
-    ck_assert_int_eq(run_cli("list protocols --costs -n 0", out, sizeof out), 2);
+    ck_assert_int_eq(th_cli_capture("list", out, sizeof out), 2);
+    ck_assert_int_eq(th_cli_capture("list models --costs", out, sizeof out), 2);
+    ck_assert_int_eq(th_cli_capture("list protocols --costs -n 0", out, sizeof out), 2);
 }
 END_TEST
 
@@ -931,6 +940,7 @@ Suite *scn_suite(void)
     t = tcase_create("canonical");
     tcase_add_test(t, test_hash);
     tcase_add_test(t, test_round_trip);
+    tcase_add_test(t, test_topk_axis);
     tcase_add_test(t, test_shipped_scenarios);
     tcase_add_test(t, test_cli_list);
     tcase_set_timeout(t, 30);

@@ -8,6 +8,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,9 +19,19 @@
 
 #define SLOW_TIMEOUT_MS 120000 /* dealer backpressure and the goodbye barrier */
 
+#define BEAT_MS 200 /* heartbeat period */
+
 struct mpc_net {
     mpc_net_cfg cfg;
     int fd[MPC_NODES_MAX];
+    /* heartbeats: a second connection per peer, served by a thread of its own so that a node
+     * busy computing still beats, and a stopped or frozen one does not */
+    int bfd[MPC_NODES_MAX];
+    pthread_t beat;
+    int beat_on;
+    _Atomic int beat_stop;
+    _Atomic uint64_t seen[MPC_NODES_MAX]; /* last byte from peer j's heartbeat (now_ns) */
+    _Atomic int beat_gone[MPC_NODES_MAX]; /* its heartbeat connection closed */
     uint32_t seq_out[MPC_NODES_MAX], seq_in[MPC_NODES_MAX];
     int closed_ok[MPC_NODES_MAX]; /* peer said goodbye: its EOF is expected */
     uint32_t op;
@@ -400,7 +412,20 @@ static int xfer(mpc_net *n, link_io *io, int timeout_ms, errbuf *e)
             return err_set(e, MS_ERR_TIMEOUT, "%s: no progress from %s for %d ms during op %u (peer hung or too slow; raise --timeout-ms if it is computing)",
                            node_name(&n->cfg, self, a), node_name(&n->cfg, j, b), timeout_ms, n->op);
         }
+        int live_ms = n->cfg.liveness_ms > 0 ? n->cfg.liveness_ms : MPC_LIVENESS_MS;
+        for (int j = 0; j < N; j++) {
+            if (j == self || !(io[j].in || io[j].out) || n->bfd[j] < 0 || n->beat_gone[j])
+                continue;
+            uint64_t seen = n->seen[j];
+            if (now > seen && now - seen > (uint64_t)live_ms * 1000000ull) {
+                char a[16], b[16];
+                return err_set(e, MS_ERR_PEER, "%s: no heartbeat from %s for %d ms during op %u: the peer is frozen (stopped, swapped out, or its host is down)",
+                               node_name(&n->cfg, self, a), node_name(&n->cfg, j, b), live_ms, n->op);
+            }
+        }
         int wait_ms = (int)((deadline - now) / 1000000ull) + 1;
+        if (wait_ms > BEAT_MS)
+            wait_ms = BEAT_MS; /* wake to look at the heartbeats */
         int pr = poll(pf, (nfds_t)np, wait_ms);
         if (pr < 0 && errno != EINTR)
             return err_set(e, MS_ERR_NET, "poll: %s", strerror(errno));
@@ -430,7 +455,7 @@ static int wait_fd(int fd, short ev, int ms)
     return r;
 }
 
-static int connect_peer(mpc_net *n, int j, errbuf *e)
+static int connect_peer(mpc_net *n, int j, int *out, errbuf *e)
 {
     struct sockaddr_storage ss;
     socklen_t sl;
@@ -443,7 +468,7 @@ static int connect_peer(mpc_net *n, int j, errbuf *e)
         if (fd < 0)
             return err_set(e, MS_ERR_NET, "socket: %s", strerror(errno));
         if (connect(fd, (struct sockaddr *)&ss, sl) == 0) {
-            n->fd[j] = fd;
+            *out = fd;
             return MS_OK;
         }
         int err = errno;
@@ -458,7 +483,7 @@ static int connect_peer(mpc_net *n, int j, errbuf *e)
     }
 }
 
-int mpc_net_hello_parse(const uint8_t h[MPC_FRAME_HDR], int n_nodes, int self, int *id, errbuf *e)
+int mpc_net_hello_parse(const uint8_t h[MPC_FRAME_HDR], int n_nodes, int self, int *id, int *chan, errbuf *e)
 {
     mpc_frame f;
     mpc_frame_decode(h, &f);
@@ -469,15 +494,18 @@ int mpc_net_hello_parse(const uint8_t h[MPC_FRAME_HDR], int n_nodes, int self, i
     if (f.len != (uint64_t)n_nodes || f.op >= (uint32_t)n_nodes || (int)f.op <= self)
         return err_set(e, MS_ERR_PROTO, "hello from node %u of a %llu-node session does not fit this %d-node session as node %d (check --peers, --id and --protocol on every party)",
                        f.op, (unsigned long long)f.len, n_nodes, self);
+    if (f.seq > 1)
+        return err_set(e, MS_ERR_PROTO, "hello for channel %u (0 data, 1 heartbeat)", f.seq);
     *id = (int)f.op;
+    *chan = (int)f.seq;
     return MS_OK;
 }
 
-/* HELLO: op = sender id, seq = 0, len = n_nodes (checked). */
-static int hello_send(mpc_net *n, int fd, errbuf *e)
+/* HELLO: op = sender id, seq = the channel (0 data, 1 heartbeat), len = n_nodes (checked). */
+static int hello_send(mpc_net *n, int fd, int chan, errbuf *e)
 {
     uint8_t h[MPC_FRAME_HDR];
-    put_hdr(h, MPC_FR_HELLO, (uint32_t)n->cfg.self, 0, (uint64_t)n->cfg.n_nodes);
+    put_hdr(h, MPC_FR_HELLO, (uint32_t)n->cfg.self, (uint32_t)chan, (uint64_t)n->cfg.n_nodes);
     if (wait_fd(fd, POLLOUT, n->cfg.timeout_ms) <= 0 || send(fd, h, sizeof h, MSG_NOSIGNAL) != (ssize_t)sizeof h)
         return err_set(e, MS_ERR_NET, "sending hello: %s", strerror(errno));
     n->st.hdr_sent += MPC_FRAME_HDR;
@@ -486,7 +514,7 @@ static int hello_send(mpc_net *n, int fd, errbuf *e)
 
 /* A connecting peer's HELLO, within timeout_ms in all (not per byte: a peer that trickles
  * bytes cannot hold the slot longer) and before the deadline of the whole set-up. */
-static int hello_recv(mpc_net *n, int fd, uint64_t deadline, int *id, errbuf *e)
+static int hello_recv(mpc_net *n, int fd, uint64_t deadline, int *id, int *chan, errbuf *e)
 {
     uint8_t h[MPC_FRAME_HDR];
     size_t got = 0;
@@ -503,11 +531,50 @@ static int hello_recv(mpc_net *n, int fd, uint64_t deadline, int *id, errbuf *e)
             return err_set(e, MS_ERR_NET, "connecting peer closed before its hello");
         got += (size_t)r;
     }
-    int rc = mpc_net_hello_parse(h, n->cfg.n_nodes, n->cfg.self, id, e);
+    int rc = mpc_net_hello_parse(h, n->cfg.n_nodes, n->cfg.self, id, chan, e);
     if (rc)
         return rc;
     n->st.hdr_recv += MPC_FRAME_HDR;
     return MS_OK;
+}
+
+/* The heartbeat thread: one byte to every peer each BEAT_MS, and whatever the peers sent
+ * drained; the time of the last byte from each peer is what xfer checks. */
+static void *beat_main(void *arg)
+{
+    mpc_net *n = arg;
+    uint64_t next = 0;
+    while (!n->beat_stop) {
+        struct pollfd pf[MPC_NODES_MAX];
+        int who[MPC_NODES_MAX], np = 0;
+        uint64_t now = now_ns();
+        for (int j = 0; j < n->cfg.n_nodes; j++) {
+            if (n->bfd[j] < 0 || n->beat_gone[j])
+                continue;
+            if (now >= next) {
+                static const uint8_t beat = 0xbe;
+                if (send(n->bfd[j], &beat, 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 &&
+                    errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+                    n->beat_gone[j] = 1;
+            }
+            pf[np] = (struct pollfd){.fd = n->bfd[j], .events = POLLIN};
+            who[np++] = j;
+        }
+        if (now >= next)
+            next = now + BEAT_MS * 1000000ull;
+        int pr = poll(pf, (nfds_t)np, BEAT_MS / 2);
+        for (int q = 0; pr > 0 && q < np; q++) {
+            if (!pf[q].revents)
+                continue;
+            uint8_t buf[256];
+            ssize_t r = recv(pf[q].fd, buf, sizeof buf, MSG_DONTWAIT);
+            if (r > 0)
+                n->seen[who[q]] = now_ns();
+            else if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+                n->beat_gone[who[q]] = 1; /* closed: the data link tells why */
+        }
+    }
+    return NULL;
 }
 
 int mpc_net_open(const mpc_net_cfg *cfg, mpc_net **out, errbuf *e)
@@ -519,7 +586,7 @@ int mpc_net_open(const mpc_net_cfg *cfg, mpc_net **out, errbuf *e)
         return err_set(e, MS_ERR_NOMEM, "mpc net: out of memory");
     n->cfg = *cfg;
     for (int j = 0; j < MPC_NODES_MAX; j++)
-        n->fd[j] = -1;
+        n->fd[j] = n->bfd[j] = -1;
     int lfd = cfg->listen_fd, rc = MS_OK;
     if (lfd < 0 && cfg->self < cfg->n_nodes - 1) {
         rc = mpc_net_listen(cfg->host[cfg->self], cfg->port[cfg->self], &lfd, NULL, e);
@@ -529,15 +596,19 @@ int mpc_net_open(const mpc_net_cfg *cfg, mpc_net **out, errbuf *e)
         }
     }
     for (int j = 0; j < cfg->self && !rc; j++) {
-        rc = connect_peer(n, j, e);
+        rc = connect_peer(n, j, &n->fd[j], e);
         if (!rc)
-            rc = hello_send(n, n->fd[j], e);
+            rc = hello_send(n, n->fd[j], 0, e);
+        if (!rc)
+            rc = connect_peer(n, j, &n->bfd[j], e);
+        if (!rc)
+            rc = hello_send(n, n->bfd[j], 1, e);
     }
     /* Accept until every node above self has said a valid hello. A connection that is not
      * one (a port scan, a stray client, a silent or malformed peer, a second claim to a node)
      * is dropped and logged, and the wait for the real peer goes on until the deadline. */
     uint64_t deadline = now_ns() + (uint64_t)cfg->connect_timeout_ms * 1000000ull;
-    for (int k = cfg->self + 1; k < cfg->n_nodes && !rc;) {
+    for (int k = 2 * (cfg->self + 1); k < 2 * cfg->n_nodes && !rc;) {
         uint64_t now = now_ns();
         int ms = now < deadline ? (int)((deadline - now + 999999) / 1000000) : 0;
         if (ms <= 0 || wait_fd(lfd, POLLIN, ms) <= 0) {
@@ -555,10 +626,11 @@ int mpc_net_open(const mpc_net_cfg *cfg, mpc_net **out, errbuf *e)
             rc = err_set(e, MS_ERR_NET, "accept: %s", strerror(errno));
             break;
         }
-        int id = -1;
+        int id = -1, chan = 0;
         errbuf why;
-        int hr = hello_recv(n, fd, deadline, &id, &why);
-        if (!hr && n->fd[id] >= 0)
+        int hr = hello_recv(n, fd, deadline, &id, &chan, &why);
+        int *slot = hr ? NULL : chan ? &n->bfd[id] : &n->fd[id];
+        if (!hr && *slot >= 0)
             hr = err_set(&why, MS_ERR_PROTO, "a second connection claims to be node %d", id);
         if (hr) {
             char a[16], addr[INET6_ADDRSTRLEN + 8] = "?";
@@ -571,7 +643,7 @@ int mpc_net_open(const mpc_net_cfg *cfg, mpc_net **out, errbuf *e)
             close(fd);
             continue;
         }
-        n->fd[id] = fd;
+        *slot = fd;
         k++;
     }
     if (lfd >= 0)
@@ -583,6 +655,17 @@ int mpc_net_open(const mpc_net_cfg *cfg, mpc_net **out, errbuf *e)
     for (int j = 0; j < cfg->n_nodes; j++)
         if (n->fd[j] >= 0)
             tune(n->fd[j]);
+    uint64_t t0 = now_ns();
+    for (int j = 0; j < cfg->n_nodes; j++) {
+        n->seen[j] = t0;
+        if (n->bfd[j] >= 0)
+            fcntl(n->bfd[j], F_SETFL, fcntl(n->bfd[j], F_GETFL) | O_NONBLOCK);
+    }
+    if (pthread_create(&n->beat, NULL, beat_main, n) != 0) {
+        mpc_net_free(n);
+        return err_set(e, MS_ERR_INTERNAL, "mpc net: cannot start the heartbeat thread");
+    }
+    n->beat_on = 1;
     *out = n;
     return MS_OK;
 }
@@ -785,9 +868,16 @@ void mpc_net_free(mpc_net *n)
 {
     if (!n)
         return;
-    for (int j = 0; j < MPC_NODES_MAX; j++)
+    if (n->beat_on) {
+        n->beat_stop = 1;
+        pthread_join(n->beat, NULL);
+    }
+    for (int j = 0; j < MPC_NODES_MAX; j++) {
         if (n->fd[j] >= 0)
             close(n->fd[j]);
+        if (n->bfd[j] >= 0)
+            close(n->bfd[j]);
+    }
     free(n);
 }
 

@@ -32,6 +32,7 @@
 #define MPC_FRAME_MAGIC 0x4643504du /* "MPCF" little endian */
 #define MPC_FRAME_VERSION 2
 #define MPC_FRAME_HDR 32
+#define MPC_LIVENESS_MS 5000 /* heartbeat silence that makes a peer frozen */
 
 enum { MPC_FR_HELLO = 1, MPC_FR_DATA = 2, MPC_FR_OFFLINE = 3, MPC_FR_SETUP = 4, MPC_FR_BYE = 5 };
 
@@ -47,8 +48,10 @@ void mpc_frame_decode(const uint8_t h[MPC_FRAME_HDR], mpc_frame *f);
  * length; else MS_ERR_PROTO saying what differs. */
 int mpc_frame_check(const mpc_frame *f, int type, uint32_t seq, uint64_t len, errbuf *e);
 /* A connecting peer's first frame: its node id if it is a HELLO that fits node self of an
- * n_nodes session (only nodes above self connect to it); else MS_ERR_PROTO. */
-int mpc_net_hello_parse(const uint8_t h[MPC_FRAME_HDR], int n_nodes, int self, int *id, errbuf *e);
+ * n_nodes session (only nodes above self connect to it), and its channel (0 data, 1
+ * heartbeat); else MS_ERR_PROTO. */
+int mpc_net_hello_parse(const uint8_t h[MPC_FRAME_HDR], int n_nodes, int self, int *id, int *chan,
+                        errbuf *e);
 
 typedef struct mpc_net_cfg {
     int self;                            /* this node's id */
@@ -58,6 +61,8 @@ typedef struct mpc_net_cfg {
     int port[MPC_NODES_MAX];
     int listen_fd;                       /* already-listening socket for self, or -1 to bind */
     int timeout_ms;                      /* no-progress timeout of a round (default 5000) */
+    int liveness_ms;                     /* a peer waited on whose heartbeat is silent this
+                                          * long is frozen (0 = MPC_LIVENESS_MS) */
     int connect_timeout_ms;              /* how long to retry connecting to a peer (default 10000) */
     uint64_t latency_ns;                 /* injected one-way latency per round message: a
                                           * message arrives this long after the kernel received

@@ -45,6 +45,17 @@ static long producer(const op_program *p, uint32_t t)
     return -1;
 }
 
+/* 1 when tensor t holds the public indices of a VIEW (op.h OPF_INDEX_*): every node needs
+ * them, the dealer too (it restricts a fixed operand's mask by them). */
+static int view_index(const op_program *p, uint32_t t)
+{
+    for (size_t i = 0; i < p->n_ops; i++)
+        if (p->ops[i].kind == OP_VIEW && p->ops[i].in[1] == t &&
+            (p->ops[i].flags & (OPF_INDEX_ROWS | OPF_INDEX_COLS)))
+            return 1;
+    return 0;
+}
+
 /* The owner of an INPUT op's tensor, as kern.c's INPUT kernel decides it. */
 static int input_owner(const eng *e, const op_program *p, const op *o)
 {
@@ -127,6 +138,8 @@ int mpc_run_setup_from(eng *e, mpc_net *net, const op_program *p, mpc_tensor_fn 
             if (!dealer && !(rc = fetch(e, fn, ctx, T, n, 1, &plain, err)) &&
                 !(rc = e->vt->alloc(e, v, n, T->dom)))
                 memcpy(v->s[0], plain, n * sizeof *plain);
+            else if (dealer && view_index(p, t) && !(rc = fetch(e, fn, ctx, T, n, 1, &plain, err)))
+                v->s[0] = plain, plain = NULL; /* the dealer's own copy (released with the value) */
             free(plain);
             continue;
         }
@@ -152,10 +165,11 @@ int mpc_run_setup_from(eng *e, mpc_net *net, const op_program *p, mpc_tensor_fn 
     mpc_engine_unbind_fixed(e);
     for (size_t i = 0; i < p->n_ops && !rc; i++) {
         const op *o = &p->ops[i];
-        if (!(o->flags & OPF_FIXED_B) || (o->flags & OPF_PUBLIC_B) || o->in[1] == OP_NONE ||
-            producer(p, o->in[1]) >= 0)
+        uint32_t y = o->kind == OP_VIEW ? o->in[0] : o->in[1]; /* a VIEW: a fixed operand's rows */
+        if (!(o->flags & OPF_FIXED_B) || (o->flags & OPF_PUBLIC_B) || y == OP_NONE ||
+            producer(p, y) >= 0)
             continue;
-        if ((rc = mpc_engine_setup_fixed(e, o->in[1], &r->vals[o->in[1]], p->tens[o->in[1]].name)))
+        if ((rc = mpc_engine_setup_fixed(e, y, &r->vals[y], p->tens[y].name)))
             rc = engine_err(e, rc, err, "beaver cache");
     }
     mpc_net_stats b = *mpc_net_get_stats(net);

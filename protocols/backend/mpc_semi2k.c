@@ -18,6 +18,7 @@ typedef struct fixed_ent {
     size_t n;
     uint64_t *B; /* party: its share of the mask; dealer: the whole mask B0 + B1 */
     uint64_t *F; /* party: the opened Y − B */
+    int derived; /* a fixed view of another entry (s_fixed_view), dropped at unbind */
 } fixed_ent;
 
 typedef struct s2k {
@@ -272,6 +273,7 @@ static int fixed_setup(s2k *s, uint32_t id, const char *name, const mpc_val *y, 
     size_t n = y->n;
     fixed_ent *f = &s->fx[s->n_fx];
     f->id = id;
+    f->derived = 0;
     snprintf(f->name, sizeof f->name, "%s", name ? name : "");
     f->n = n;
     f->B = malloc(n * 8);
@@ -640,12 +642,55 @@ static int s_sync_public(eng *e, uint64_t *v)
     return rc;
 }
 
+/* A public re-layout of a fixed operand (eng.h fixed_view): the new tensor's cached mask and
+ * opened F are the source's taken at idx — local on every node (the dealer's whole mask too).
+ * Such an entry has no name: it is dropped when the program's ids are unbound. */
+static int s_fixed_view(eng *e, uint32_t z_id, uint32_t y_id, const uint32_t *idx, size_t n)
+{
+    s2k *s = S(e);
+    fixed_ent *src = e->cfg.beaver_cache ? fixed_find(s, y_id) : NULL;
+    if (!src || !idx)
+        return MS_OK;
+    if (s->n_fx == s->cap_fx) {
+        size_t cap = s->cap_fx ? 2 * s->cap_fx : 16;
+        fixed_ent *q = realloc(s->fx, cap * sizeof *q);
+        if (!q)
+            return mpc_fail(&s->c, MS_ERR_NOMEM, "semi2k: out of memory for the beaver cache");
+        s->fx = q;
+        s->cap_fx = cap;
+        src = fixed_find(s, y_id);
+    }
+    fixed_ent *f = &s->fx[s->n_fx];
+    memset(f, 0, sizeof *f);
+    f->id = z_id;
+    f->n = n;
+    f->derived = 1;
+    f->B = malloc((n ? n : 1) * 8);
+    f->F = src->F ? malloc((n ? n : 1) * 8) : NULL;
+    if (!f->B || (src->F && !f->F)) {
+        free(f->B), free(f->F);
+        return mpc_fail(&s->c, MS_ERR_NOMEM, "semi2k: out of memory for the beaver cache");
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (idx[i] >= src->n) {
+            free(f->B), free(f->F);
+            return mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k fixed view: index %u beyond %zu", idx[i], src->n);
+        }
+        f->B[i] = src->B[idx[i]];
+        if (f->F)
+            f->F[i] = src->F[idx[i]];
+    }
+    s->n_fx++;
+    return MS_OK;
+}
+
 static const eng_vt semi2k_vt = {
     .alloc = mpc_l_alloc, .release = mpc_l_release, .add = mpc_l_add, .sub = mpc_l_sub,
     .add_pub = mpc_l_add_pub, .mul_pub = mpc_l_mul_pub, .shift = mpc_l_shift,
     .bool_components = s_bool_components, .permute = mpc_l_permute, .input = s_input,
     .open = s_open, .mul = s_mul, .square = s_square, .matmul = s_matmul, .and_bb = s_and,
     .trunc = s_trunc, .b2a = s_b2a, .shuffle = s_shuffle, .sync_public = s_sync_public,
+    .fixed_view = s_fixed_view,
 };
 
 /* ---------------------------------------------------------------- construction */
@@ -672,8 +717,17 @@ static int mpc_semi2k_setup_fixed(eng *e, uint32_t y_id, const mpc_val *y, const
 static void mpc_semi2k_unbind_fixed(eng *e)
 {
     s2k *s = S(e);
-    for (size_t i = 0; i < s->n_fx; i++)
+    size_t k = 0;
+    for (size_t i = 0; i < s->n_fx; i++) {
         s->fx[i].id = UINT32_MAX;
+        if (!s->fx[i].name[0] && s->fx[i].derived) { /* a fixed view: its program is over */
+            free(s->fx[i].B);
+            free(s->fx[i].F);
+            continue;
+        }
+        s->fx[k++] = s->fx[i];
+    }
+    s->n_fx = k;
 }
 
 static void mpc_semi2k_free(eng *e)

@@ -93,6 +93,11 @@ typedef struct eng_vt {
      * it from P0 (8 bytes, party→dealer, outside the rounds) and returns it in *v. No-op
      * elsewhere and in cost mode. */
     int (*sync_public)(eng *e, uint64_t *v);
+    /* Optional (NULL: nothing to do): tensor z_id is elements idx[0..n) of the fixed operand
+     * y_id (a public re-layout, VIEW with OPF_FIXED_B); z_id's cached opened mask is y_id's
+     * restricted to them, so a matmul by z_id opens nothing more (semi2k beaver cache). No
+     * communication. idx is NULL in cost mode. */
+    int (*fixed_view)(eng *e, uint32_t z_id, uint32_t y_id, const uint32_t *idx, size_t n);
 } eng_vt;
 
 struct eng {

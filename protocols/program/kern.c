@@ -1921,9 +1921,41 @@ static int k_view_heads(eng *e, const op_program *p, const op *o, const mpc_val 
     return rc;
 }
 
+/* VIEW with OPF_INDEX_ROWS / OPF_INDEX_COLS (op.h): the rows or columns of in0 named by the
+ * public index tensor in1, per instance of out; a fixed operand's mask follows (fixed_view). */
+static int k_view_index(eng *e, const op_program *p, const op *o, mpc_val *vals, mpc_val *z)
+{
+    const mpc_val *x = &vals[o->in[0]], *iv = &vals[o->in[1]];
+    const op_tensor *ti = &p->tens[o->in[0]], *to = &p->tens[o->out], *tx = &p->tens[o->in[1]];
+    int rows = (o->flags & OPF_INDEX_ROWS) != 0;
+    size_t B = to->batch, R = to->rows, C = to->cols, nout = B * R * C, A = tx->rows;
+    if ((rows ? R : C) != A || tx->batch != B || (rows ? C != ti->cols : R != ti->rows))
+        return MS_ERR_INPUT;
+    uint32_t *idx = NULL;
+    TRY(pub32(iv, nout, &idx)); /* the indices are public: known wherever they are bound */
+    for (size_t i = 0; idx && i < nout; i++) {
+        size_t b = i / (R * C), r = (i / C) % R, c = i % C;
+        uint64_t j = iv->s[0][b * A + (rows ? r : c)];
+        if (j >= (rows ? ti->rows : ti->cols)) {
+            free(idx);
+            return MS_ERR_INPUT;
+        }
+        idx[i] = (uint32_t)(rows ? j * ti->cols + c : r * ti->cols + j);
+    }
+    int rc = kal(e, z, nout, x->dom);
+    if (!rc)
+        rc = VT->permute(e, z, x, idx, nout);
+    if (!rc && (o->flags & OPF_FIXED_B) && VT->fixed_view)
+        rc = VT->fixed_view(e, o->out, o->in[0], idx, nout);
+    free(idx);
+    return rc;
+}
+
 /* VIEW (op.h), local: a slice, an append into a larger tensor at row iarg, or a copy. */
 static int k_view(eng *e, const op_program *p, const op *o, mpc_val *vals, mpc_val *z)
 {
+    if ((o->flags & (OPF_INDEX_ROWS | OPF_INDEX_COLS)) && o->in[1] != OP_NONE)
+        return k_view_index(e, p, o, vals, z);
     const mpc_val *x = &vals[o->in[0]];
     const op_tensor *ti = &p->tens[o->in[0]], *to = &p->tens[o->out];
     size_t nin = (size_t)ti->batch * ti->rows * ti->cols;

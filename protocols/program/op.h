@@ -26,7 +26,12 @@
  *     at row iarg of each batch instance (a public slice); with OPF_SPLIT_HEADS or
  *     OPF_MERGE_HEADS it moves heads between the feature and the batch dimension
  *     (batch = sequences·heads, m = tokens, n = head size), appending at row iarg when out is
- *     larger (the KV cache); it never communicates.
+ *     larger (the KV cache); with OPF_INDEX_ROWS / OPF_INDEX_COLS and in1 a public (b, A, 1)
+ *     tensor of raw integer indices it takes, for each instance b of out, the A rows (out
+ *     (b, A, cols)) or columns (out (b, rows, A)) of in0 (one instance) those indices name —
+ *     a public selection of a weight's neurons (Comet's sparse FFN); with OPF_FIXED_B as well,
+ *     in0 is a fixed operand and out's opened mask is in0's restricted likewise (eng
+ *     fixed_view); it never communicates.
  *
  * Text form (op_write / op_read), one item per line, '#' comments:
  *   mpcsim-op-program 1
@@ -132,6 +137,8 @@ typedef enum op_dom { DOM_ARITH, DOM_BOOL } op_dom;
 #define OPF_TRANS_B   0x8u /* right operand is used transposed (q·Kᵀ) */
 #define OPF_SPLIT_HEADS 0x10u /* VIEW: (seqs·tokens, heads·n) → (seqs·heads, tokens, n) */
 #define OPF_MERGE_HEADS 0x20u /* VIEW: (seqs·heads, tokens, n) → (seqs·tokens, heads·n) */
+#define OPF_INDEX_ROWS 0x40u  /* VIEW: in0's rows at the public indices in1 */
+#define OPF_INDEX_COLS 0x80u  /* VIEW: in0's columns at the public indices in1 */
 
 typedef struct op_tensor {
     char name[48];

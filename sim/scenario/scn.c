@@ -1323,6 +1323,11 @@ static void put_protocol(FILE *f, const proto_cfg *p)
         put_str(f, p->msb);
         fputc('\n', f);
     }
+    if (p->topk[0] && strcmp(p->topk, "network") != 0) { /* likewise */
+        fputs("  topk: ", f);
+        put_str(f, p->topk);
+        fputc('\n', f);
+    }
 }
 
 static void put_params(FILE *f, const char *indent, const kv_param *kv, size_t n)

@@ -286,9 +286,9 @@ int fuzz_frames(const uint8_t *data, size_t n)
         errbuf e;
         for (int nodes = 2; nodes <= MPC_NODES_MAX; nodes++)
             for (int self = 0; self < nodes; self++) {
-                int id = -1;
-                if (mpc_net_hello_parse(h, nodes, self, &id, &e) == MS_OK &&
-                    (id <= self || id >= nodes))
+                int id = -1, chan = -1;
+                if (mpc_net_hello_parse(h, nodes, self, &id, &chan, &e) == MS_OK &&
+                    (id <= self || id >= nodes || chan < 0 || chan > 1))
                     abort(); /* a hello accepted for a node that cannot connect to us */
             }
         mpc_frame f;

@@ -1,0 +1,38 @@
+/* harness.h — what the Check suites share: the binary under test and the data directory (a
+ * suite run without them FAILS, it does not skip), running the CLI, reading and writing files.
+ * Temporary folders that are always removed: testdir.h. */
+#ifndef MPCSIM_HARNESS_H
+#define MPCSIM_HARNESS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "testdir.h"
+
+/* $MPCSIM_BIN (make check sets it); fails the calling test when unset or not executable. */
+const char *th_bin(void);
+/* $MPCSIM_DATA (make check sets it); fails the calling test when unset. */
+const char *th_data(void);
+
+/* Runs `mpcsim ARGS` through the shell (ARGS as written, quoted as a shell would need), its
+ * stdout and stderr to out_path; returns the exit status (-1: killed). */
+int th_cli(const char *args, const char *out_path);
+/* The same with stdout and stderr captured into out (cap bytes, NUL-terminated). */
+int th_cli_capture(const char *args, char *out, size_t cap);
+/* Starts exe with args (NULL-terminated, after the program name) in cwd (NULL: here), stdout
+ * and stderr to the files out and err (NULL: err to out; both NULL: inherited). */
+pid_t th_spawn(const char *exe, const char *const *args, const char *cwd, const char *out,
+               const char *err);
+/* Waits for pid: its exit status, or 128 + the signal that killed it. */
+int th_wait(pid_t pid);
+
+/* The file's bytes, NUL-terminated, malloc'd (len may be NULL); fails the calling test when it
+ * cannot be read. */
+char *th_slurp(const char *path, size_t *len);
+/* The same, owned by the harness: valid until the next th_text call (for a look inside an
+ * expression). */
+const char *th_text(const char *path);
+/* Writes text to path; fails the calling test on an error. */
+void th_write(const char *path, const char *text);
+
+#endif
