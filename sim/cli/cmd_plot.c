@@ -1083,8 +1083,10 @@ static int plot_prepare(plot_ctx *c, const plot_opts *o)
     char probe[PATH_MAX + 32];
     snprintf(probe, sizeof probe, "%s/lines.gp", c->scripts);
     if (access(probe, R_OK)) {
-        cli_error("plot", "no gnuplot scripts in %s\n---> HINT: set MPCSIM_DATA to the mpcsim "
-                  "source tree or install folder", c->scripts);
+        char where[1400];
+        mpcsim_datadir_searched(where, sizeof where);
+        cli_error("plot", "no gnuplot scripts in %s\n  hint: the data folder was looked for in %s",
+                  c->scripts, where);
         return 2;
     }
     if (o->out)
