@@ -114,6 +114,24 @@ START_TEST(test_installed_layout)
     ck_assert_msg(strstr(err, "s.yaml:1:8: error: unknown model 'llama-2-7b'"), "%s", err);
     ck_assert_msg(strstr(err, "MPCSIM_DATA (not set)"), "%s", err);
     ck_assert_msg(strstr(err, "prefix/share/mpcsim (the installed copy)"), "%s", err);
+    /* a model file whose weights were not installed: recording says where it looked */
+    snprintf(from, sizeof from, "%s/models/stories260K.yaml", data);
+    copy_file(from, tpath("prefix/share/mpcsim/models/stories260K.yaml"), 0644);
+    th_write(tpath("work/t.txt"), "Once upon a time there was a tiny model.\n");
+    const char *rec[] = {"trace", "record", "--model", "stories260K", "--text", "t.txt", "-o",
+                         "tr", NULL};
+    ck_assert_int_ne(run_in(exe, tpath("work"), NULL, rec), 0);
+    err = th_text(tpath("err.txt"));
+    ck_assert_msg(strstr(err, "weights or tokenizer not found") &&
+                      strstr(err, "MPCSIM_DATA (not set)"), "%s", err);
+    th_write(tpath("work/r.yaml"), "model: stories260K\nprotocol: semi2k\nnetwork: lan\n"
+                                     "workload: {prompt_len: 4, decode_len: 2}\n"
+                                     "trace: {source: record, text: t.txt}\n");
+    const char *dry2[] = {"run", "r.yaml", "--dry-run", NULL};
+    ck_assert_int_eq(run_in(exe, tpath("work"), NULL, dry2), 2);
+    err = th_text(tpath("err.txt"));
+    ck_assert_msg(strstr(err, "r.yaml:5:31: error:") && strstr(err, "tokenizer not found") &&
+                      strstr(err, "MPCSIM_DATA (not set)"), "%s", err);
 }
 END_TEST
 

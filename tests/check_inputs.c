@@ -12,6 +12,7 @@
 #include "models/model.h"
 #include "protocols/base/yschema.h"
 #include "sim/engine/machine.h"
+#include "sim/scenario/scn.h"
 #include "sim/trace/trace.h"
 #include "harness.h"
 
@@ -215,8 +216,7 @@ static const manifest_case manifest_bad[] = {
 
 START_TEST(test_manifest_bad)
 {
-    const char *bin = getenv("MPCSIM_BIN");
-    ck_assert_msg(bin && access(bin, X_OK) == 0, "MPCSIM_BIN is not set to the binary");
+    const char *bin = th_bin();
     char cmd[2048], dir[512], man[600];
     snprintf(dir, sizeof dir, "%s", tpath("tr"));
     snprintf(cmd, sizeof cmd, "'%s' trace synth --model stories260K --tokens 8 -o '%s' >/dev/null",
@@ -282,26 +282,41 @@ START_TEST(test_docs_synth_table)
 }
 END_TEST
 
-/* models/README.md's table names every key of the model schema, and no other. */
-START_TEST(test_docs_model_table)
+/* The key table after section in doc rel (first cells "`key`" or "`a`, `b`") names every key
+ * of the schema, and no other. */
+static void check_key_table(const char *rel, const char *section, const ys_schema *sc)
 {
-    const char *doc = read_doc("models/README.md");
-    const ys_schema *sc = model_schema();
+    const char *doc = read_doc(rel), *t = strstr(doc, section);
+    ck_assert_msg(t != NULL, "%s: no section '%s'", rel, section);
+    t = strstr(t, "\n| key |");
+    ck_assert_msg(t != NULL, "%s: no key table after '%s'", rel, section);
+    t = strchr(strchr(t + 1, '\n') + 1, '\n') + 1; /* past the header and the rule */
+    char seen[64][64];
+    size_t n_seen = 0;
+    for (; !strncmp(t, "| `", 3); t = strchr(t, '\n') + 1) {
+        size_t cell = strcspn(t + 1, "|");
+        for (const char *c = t + 1; (c = memchr(c, '`', (size_t)(t + 1 + cell - c))) != NULL;) {
+            char key[64];
+            ck_assert_int_eq(sscanf(c + 1, "%63[^`]", key), 1);
+            ck_assert_msg(ys_find(sc, key), "%s documents '%s', which the reader does not take",
+                          rel, key);
+            ck_assert_uint_lt(n_seen, 64);
+            snprintf(seen[n_seen++], 64, "%s", key);
+            c = strchr(c + 1, '`') + 1;
+        }
+    }
     for (size_t i = 0; i < sc->n; i++) {
-        char cell[80];
-        snprintf(cell, sizeof cell, "`%s`", sc->field[i].key);
-        ck_assert_msg(strstr(doc, cell), "models/README.md does not document '%s'",
-                      sc->field[i].key);
+        size_t k = 0;
+        while (k < n_seen && strcmp(seen[k], sc->field[i].key))
+            k++;
+        ck_assert_msg(k < n_seen, "%s's table does not document '%s'", rel, sc->field[i].key);
     }
-    const char *t = strstr(doc, "| key | type | required | meaning |");
-    ck_assert_ptr_nonnull(t);
-    for (t = strchr(strchr(t, '\n') + 1, '\n') + 1; !strncmp(t, "| `", 3);
-         t = strchr(t, '\n') + 1) {
-        char key[64];
-        ck_assert_int_eq(sscanf(t + 3, "%63[^`]", key), 1);
-        ck_assert_msg(ys_find(sc, key), "models/README.md documents '%s', which no reader takes",
-                      key);
-    }
+}
+
+START_TEST(test_docs_key_tables)
+{
+    check_key_table("models/README.md", "# Models", model_schema());
+    check_key_table("scenarios/README.md", "### workload", scn_workload_schema());
 }
 END_TEST
 
@@ -320,7 +335,7 @@ Suite *inputs_suite(void)
     suite_add_tcase(s, t);
     t = tcase_create("docs");
     tcase_add_test(t, test_docs_synth_table);
-    tcase_add_test(t, test_docs_model_table);
+    tcase_add_test(t, test_docs_key_tables);
     suite_add_tcase(s, t);
     return s;
 }

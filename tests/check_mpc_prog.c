@@ -520,7 +520,7 @@ START_TEST(test_topk_quickselect_ops)
     emit(p, OP_INPUT, 1, 1, 0, 24, OP_NONE, OP_NONE, OP_NONE, e, 0, 0, 0);
     static const int ks[3] = {1, 5, 13};
     for (int q = 0; q < 3; q++) {
-        char nm[8];
+        char nm[16];
         snprintf(nm, sizeof nm, "t%d", q);
         uint32_t t = op_tensor_add(p, nm, OPT_TEMP, DOM_ARITH, 2, 2 * (uint32_t)ks[q], 24);
         emit(p, OP_TOPK, 2, 2, 0, 24, x, OP_NONE, OP_NONE, t, 0, ks[q], 0);

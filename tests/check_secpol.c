@@ -36,6 +36,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "harness.h"
 #include "protocols/program/eng_plain.h"
 #include "protocols/program/kern.h"
 #include "models/lower.h"
@@ -809,8 +810,7 @@ END_TEST
  * one said plainly. */
 static char *run_cli(const char *dir, const char *const *args, int *status)
 {
-    const char *bin = getenv("MPCSIM_BIN"), *data = getenv("MPCSIM_DATA");
-    ck_assert_msg(bin != NULL, "MPCSIM_BIN is not set (run through make check)");
+    const char *bin = th_bin(), *data = th_data();
     char out[600];
     snprintf(out, sizeof out, "%s/out.txt", dir);
     pid_t pid = fork();

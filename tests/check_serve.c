@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "harness.h"
 #include "sim/serve/kvshare.h"
 #include "sim/serve/leak.h"
 #include "sim/engine/machine.h"
@@ -807,8 +808,7 @@ END_TEST
 
 static int sh(const char *dir, const char *args, char *err, size_t cap)
 {
-    const char *bin = getenv("MPCSIM_BIN");
-    ck_assert_msg(bin != NULL, "MPCSIM_BIN is not set (run the tests with make check)");
+    const char *bin = th_bin();
     char cmd[2048], ef[512];
     snprintf(ef, sizeof ef, "%s/stderr.txt", dir);
     snprintf(cmd, sizeof cmd, "cd '%s' && '%s' serve %s >/dev/null 2>'%s'", dir, bin, args, ef);

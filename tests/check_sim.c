@@ -760,7 +760,10 @@ START_TEST(test_calibrate_threads)
     for (int k = 0; k < WK_N; k++) {
         ck_assert(m.rate[k] > 1e7 && rn[k] > 1e7);
         ck_assert(m.par_eff[k] > 0 && m.par_eff[k] <= 2);
-        /* the efficiency is what the aggregate measurement says */
+        /* the efficiency is what the aggregate measurement says (unless a load spike made it
+         * fall outside the range a profile accepts, where it is clamped) */
+        if (m.par_eff[k] == 2 || m.par_eff[k] == 1e-3)
+            continue;
         ck_assert_double_eq_tol(rn[k], 2 * m.rate[k] * m.par_eff[k], rn[k] * 1e-9);
         /* and the compute model reproduces the measured aggregate rate on work that fills
          * both threads (the calibration kernels' size) */

@@ -10,6 +10,7 @@
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
+#include "harness.h"
 #include "models/llama.h"
 #include "sim/trace/trace.h"
 #include "sim/trace/trace_impl.h"
@@ -53,11 +54,6 @@ static int run(const char *cmd, char *out, size_t cap)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-static const char *bin(void)
-{
-    const char *b = getenv("MPCSIM_BIN");
-    return b && *b ? b : "build/release/mpcsim";
-}
 
 /* Every attention row of the current position equals trace_attend over all keys. */
 static double att_vs_attend(trace *t, uint32_t layer)
@@ -158,10 +154,10 @@ START_TEST(test_cli_record_info)
     char dir[512], cmd[2048], out[8192];
     make_tmp(dir, sizeof dir);
     snprintf(cmd, sizeof cmd, "%s trace record --model stories260K --text "
-             "%s/tests/data/tinystories_sample.txt --max-tokens 32 -o %s/tr", bin(), data_dir(),
+             "%s/tests/data/tinystories_sample.txt --max-tokens 32 -o %s/tr", th_bin(), data_dir(),
              dir);
     ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
-    snprintf(cmd, sizeof cmd, "%s trace info %s/tr", bin(), dir);
+    snprintf(cmd, sizeof cmd, "%s trace info %s/tr", th_bin(), dir);
     ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
     ck_assert_ptr_nonnull(strstr(out, "format:     mpcsim-trace 1"));
     ck_assert_ptr_nonnull(strstr(out, "model:      stories260K"));
@@ -170,10 +166,10 @@ START_TEST(test_cli_record_info)
     ck_assert_ptr_nonnull(strstr(out, "arrays:     q k v att ffn logits wo tokens"));
     ck_assert_ptr_nonnull(strstr(out, "first ids:  1 410 13 "));
     /* fit needs more tokens than 32 and says so */
-    snprintf(cmd, sizeof cmd, "%s trace fit %s/tr", bin(), dir);
+    snprintf(cmd, sizeof cmd, "%s trace fit %s/tr", th_bin(), dir);
     ck_assert_int_eq(run(cmd, out, sizeof out), 2);
     ck_assert_ptr_nonnull(strstr(out, "too short"));
-    snprintf(cmd, sizeof cmd, "%s trace infoo %s/tr", bin(), dir);
+    snprintf(cmd, sizeof cmd, "%s trace infoo %s/tr", th_bin(), dir);
     ck_assert_int_eq(run(cmd, out, sizeof out), 2);
     ck_assert_ptr_nonnull(strstr(out, "did you mean 'info'"));
     rm_rf(dir);
@@ -244,24 +240,7 @@ START_TEST(test_numpy_fixture)
 }
 END_TEST
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    fclose(f);
-}
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    char *buf = calloc(1, 1 << 16);
-    size_t n = fread(buf, 1, (1 << 16) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
 
 START_TEST(test_bad_manifests)
 {
@@ -271,41 +250,41 @@ START_TEST(test_bad_manifests)
              data_dir(), dir);
     ck_assert_int_eq(run(cmd, out, sizeof out), 0);
     snprintf(man, sizeof man, "%s/manifest.yaml", dir);
-    char *good = slurp(man);
+    char *good = th_slurp(man, NULL);
     trace *t = NULL;
     errbuf e;
     /* a newer format version */
     char *bad = strdup(good);
     memcpy(strstr(bad, "mpcsim-trace 1"), "mpcsim-trace 2", 14);
-    write_file(man, bad);
+    th_write(man, bad);
     ck_assert_int_eq(trace_open(dir, &t, &e), MS_ERR_FORMAT);
     ck_assert_ptr_null(t);
     ck_assert_ptr_nonnull(strstr(e.msg, "manifest.yaml:2:9: error: trace format "
                                         "'mpcsim-trace 2' is not supported"));
     ck_assert_ptr_nonnull(strstr(e.msg, "hint: regenerate"));
     /* the CLI reports it and exits 2 */
-    snprintf(cmd, sizeof cmd, "%s trace info %s", bin(), dir);
+    snprintf(cmd, sizeof cmd, "%s trace info %s", th_bin(), dir);
     ck_assert_int_eq(run(cmd, out, sizeof out), 2);
     ck_assert_ptr_nonnull(strstr(out, "regenerate"));
     /* no format line at all */
-    write_file(man, strstr(good, "model:"));
+    th_write(man, strstr(good, "model:"));
     ck_assert_int_eq(trace_open(dir, &t, &e), MS_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(e.msg, "not an mpcsim trace manifest"));
     /* the manifest disagrees with the arrays */
     strcpy(bad, good);
     memcpy(strstr(bad, "n_tokens: 24"), "n_tokens: 25", 12);
-    write_file(man, bad);
+    th_write(man, bad);
     ck_assert_int_eq(trace_open(dir, &t, &e), MS_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(e.msg, "q.npy: error: array has shape (2,24,4,8)"));
     ck_assert_ptr_nonnull(strstr(e.msg, "regenerate"));
     /* a non-number */
     strcpy(bad, good);
     memcpy(strstr(bad, "n_heads: 4"), "n_heads: x", 10);
-    write_file(man, bad);
+    th_write(man, bad);
     ck_assert_int_eq(trace_open(dir, &t, &e), MS_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(e.msg, "'n_heads' must be an integer, not 'x'"));
     /* a float64 array */
-    write_file(man, good);
+    th_write(man, good);
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"import numpy as n; "
              "n.save('%s/v.npy', n.load('%s/v.npy').astype(n.float64))\"", dir, dir);
     ck_assert_int_eq(run(cmd, out, sizeof out), 0);
@@ -373,7 +352,7 @@ START_TEST(test_npy_hostile)
     char dir[512], path[700], cmd[1024], out[4096];
     make_tmp(dir, sizeof dir);
     snprintf(path, sizeof path, "%s/manifest.yaml", dir);
-    write_file(path, "format: mpcsim-trace 1\nmodel: hostile\nn_layers: 1\nn_heads: 1\n"
+    th_write(path, "format: mpcsim-trace 1\nmodel: hostile\nn_layers: 1\nn_heads: 1\n"
                      "n_kv_heads: 1\nhead_dim: 2147483648\nn_tokens: 2147483648\n"
                      "arrays: {q: {}, k: {}, v: {}}\n");
     const char *big = "{'descr': '<f4', 'fortran_order': False, "
@@ -388,12 +367,12 @@ START_TEST(test_npy_hostile)
     ck_assert_int_eq(trace_open(dir, &t, &e), MS_ERR_FORMAT);
     ck_assert_ptr_null(t);
     ck_assert_ptr_nonnull(strstr(e.msg, "q.npy: error: .npy shape's size overflows 64 bits"));
-    snprintf(cmd, sizeof cmd, "%s trace info %s", bin(), dir);
+    snprintf(cmd, sizeof cmd, "%s trace info %s", th_bin(), dir);
     ck_assert_int_eq(run(cmd, out, sizeof out), 2);
     ck_assert_ptr_nonnull(strstr(out, "overflows 64 bits"));
     /* a size that fits 64 bits but not the file: truncated */
     snprintf(path, sizeof path, "%s/manifest.yaml", dir);
-    write_file(path, "format: mpcsim-trace 1\nmodel: hostile\nn_layers: 1\nn_heads: 1\n"
+    th_write(path, "format: mpcsim-trace 1\nmodel: hostile\nn_layers: 1\nn_heads: 1\n"
                      "n_kv_heads: 1\nhead_dim: 4\nn_tokens: 1073741824\n"
                      "arrays: {q: {}, k: {}, v: {}}\n");
     const char *mid = "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1073741824, 1, 4), }";
@@ -405,7 +384,7 @@ START_TEST(test_npy_hostile)
     ck_assert_ptr_nonnull(strstr(e.msg, "q.npy: error: file is truncated"));
     /* a data offset of 134: the floats would sit misaligned in the map */
     snprintf(path, sizeof path, "%s/manifest.yaml", dir);
-    write_file(path, "format: mpcsim-trace 1\nmodel: hostile\nn_layers: 1\nn_heads: 1\n"
+    th_write(path, "format: mpcsim-trace 1\nmodel: hostile\nn_layers: 1\nn_heads: 1\n"
                      "n_kv_heads: 1\nhead_dim: 4\nn_tokens: 2\narrays: {q: {}, k: {}, v: {}}\n");
     const char *ok = "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 1, 4), }";
     for (int i = 0; i < 3; i++) {
@@ -781,7 +760,7 @@ START_TEST(test_synth_params)
     ck_assert_msg(trace_synth_read_yaml(&q, path, &e) == MS_OK, "%s", e.msg);
     ck_assert_double_eq_tol(q.heavy_frac, 0.2, 1e-9);
     ck_assert_double_eq_tol(q.window, 8, 1e-9);
-    write_file(path, "sink: 2\nwindw: 3\n");
+    th_write(path, "sink: 2\nwindw: 3\n");
     ck_assert_int_eq(trace_synth_read_yaml(&q, path, &e), MS_ERR_INPUT);
     ck_assert_ptr_nonnull(strstr(e.msg, "p.yaml:2:1: error: unknown"));
     rm_rf(dir);
@@ -794,14 +773,14 @@ START_TEST(test_cli_synth_roundtrip)
     char dir[512], cmd[2048], out[8192];
     make_tmp(dir, sizeof dir);
     snprintf(cmd, sizeof cmd, "%s trace synth --model stories260K --tokens 40 --seed 9 "
-             "--set sink=5 -o %s/syn", bin(), dir);
+             "--set sink=5 -o %s/syn", th_bin(), dir);
     ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/mpcsim_trace_io.py verify %s/syn",
              data_dir(), dir);
     ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
     char syn[600];
     snprintf(syn, sizeof syn, "%s/syn/manifest.yaml", dir);
-    char *man = slurp(syn);
+    char *man = th_slurp(syn, NULL);
     ck_assert_ptr_nonnull(strstr(man, "\nsource: synth\n"));
     ck_assert_ptr_nonnull(strstr(man, "\nseed: 9\n"));
     ck_assert_ptr_nonnull(strstr(man, "\nsynth: {sink: 5, n_sinks: 1, local: 3,"));
@@ -824,11 +803,11 @@ START_TEST(test_cli_synth_roundtrip)
     trace_close(g);
     /* --stats streams without writing */
     snprintf(cmd, sizeof cmd, "%s trace synth --model llama-2-7b --tokens 64 --stats "
-             "--set window=4", bin());
+             "--set window=4", th_bin());
     ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
     ck_assert_ptr_nonnull(strstr(out, "sink_mass:"));
     snprintf(cmd, sizeof cmd, "%s trace synth --model stories260K --tokens 10 --stats "
-             "--set hevy=2", bin());
+             "--set hevy=2", th_bin());
     ck_assert_int_eq(run(cmd, out, sizeof out), 2);
     ck_assert_ptr_nonnull(strstr(out, "did you mean 'heavy'"));
     rm_rf(dir);
@@ -841,9 +820,9 @@ START_TEST(test_cli_fit_workflow)
     char dir[512], cmd[2048], out[8192];
     make_tmp(dir, sizeof dir);
     snprintf(cmd, sizeof cmd, "%s trace synth --model stories260K --tokens 160 --seed 3 "
-             "--set heavy_frac=0.1 --set window=4 -o %s/s", bin(), dir);
+             "--set heavy_frac=0.1 --set window=4 -o %s/s", th_bin(), dir);
     ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
-    snprintf(cmd, sizeof cmd, "%s trace fit %s/s -o %s/p.yaml", bin(), dir, dir);
+    snprintf(cmd, sizeof cmd, "%s trace fit %s/s -o %s/p.yaml", th_bin(), dir, dir);
     ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
     ck_assert_ptr_nonnull(strstr(out, "sink_mass:"));
     ck_assert_ptr_nonnull(strstr(out, "heavy_frac:"));
@@ -855,7 +834,7 @@ START_TEST(test_cli_fit_workflow)
     ck_assert_msg(trace_synth_read_yaml(&p, path, &e) == MS_OK, "%s", e.msg);
     ck_assert_double_eq_tol(p.ffn_sparsity, 0.5, 0.02);
     snprintf(cmd, sizeof cmd, "%s trace synth --model llama-2-7b --tokens 64 --params %s "
-             "--stats", bin(), path);
+             "--stats", th_bin(), path);
     ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
     ck_assert_ptr_nonnull(strstr(out, "# synthetic llama-2-7b, 64 tokens"));
     rm_rf(dir);

@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 
 #include "sim/trace/trace.h"
-#include "testdir.h"
+#include "harness.h"
 
 static testdir td = {.prefix = "check_trace_import"};
 static void suite_up(void) { testdir_suite_setup(&td); }
@@ -28,12 +28,6 @@ static const char *data(void)
     return d && *d ? d : ".";
 }
 
-static const char *bin(void)
-{
-    const char *b = getenv("MPCSIM_BIN");
-    ck_assert_msg(b && *b, "MPCSIM_BIN is not set: run the suites through `make check`");
-    return b;
-}
 
 /* Runs cmd through the shell; its exit status, stdout+stderr into out. */
 static int sh(const char *cmd, char *out, size_t cap)
@@ -73,7 +67,7 @@ static void record(const char *dir, int tokens)
 {
     char cmd[2048], out[4096];
     snprintf(cmd, sizeof cmd, "%s trace record --text %s/tests/data/tinystories_sample.txt "
-             "--max-tokens %d -o %s", bin(), data(), tokens, dir);
+             "--max-tokens %d -o %s", th_bin(), data(), tokens, dir);
     ck_assert_msg(sh(cmd, out, sizeof out) == 0, "%s", out);
 }
 
@@ -159,7 +153,7 @@ START_TEST(llama2c_matches_record)
     }
     /* the dumped trace passes --verify, including the model check */
     char cmd[1200], out[8192];
-    snprintf(cmd, sizeof cmd, "%s trace info --verify %s", bin(), pt);
+    snprintf(cmd, sizeof cmd, "%s trace info --verify %s", th_bin(), pt);
     ck_assert_msg(sh(cmd, out, sizeof out) == 0, "%s", out);
     ck_assert_msg(strstr(out, "stories260K's forward pass at 64 positions"), "%s", out);
     ck_assert_msg(strstr(out, "q/k order:  interleaved"), "%s", out);
@@ -228,7 +222,7 @@ START_TEST(hf_front_end_half_layout)
     ck_assert(same);
     for (int i = 0; i < TRACE_N_ARRAYS; i++)
         ck_assert_msg(w[i] <= 1e-4, "%s differs by %g", trace_array_name((trace_array)i), w[i]);
-    snprintf(cmd, sizeof cmd, "%s trace info --verify %s", bin(), hf);
+    snprintf(cmd, sizeof cmd, "%s trace info --verify %s", th_bin(), hf);
     ck_assert_msg(sh(cmd, out, sizeof out) == 0, "%s", out);
 }
 END_TEST
@@ -238,7 +232,7 @@ END_TEST
 static void run_scenario(const char *yaml_path, const char *db)
 {
     char cmd[2048], out[8192];
-    snprintf(cmd, sizeof cmd, "%s run %s -o %s", bin(), yaml_path, db);
+    snprintf(cmd, sizeof cmd, "%s run %s -o %s", th_bin(), yaml_path, db);
     ck_assert_msg(sh(cmd, out, sizeof out) == 0, "%s", out);
 }
 
@@ -351,12 +345,12 @@ START_TEST(half_layout_converted_and_wrong_layout_refused)
     compare(rec, half, w, &same);
     for (int i = 0; i < TRACE_N_ARRAYS; i++)
         ck_assert_msg(w[i] == 0, "%s differs by %g", trace_array_name((trace_array)i), w[i]);
-    snprintf(cmd, sizeof cmd, "%s trace info --verify %s", bin(), half);
+    snprintf(cmd, sizeof cmd, "%s trace info --verify %s", th_bin(), half);
     ck_assert_msg(sh(cmd, out, sizeof out) == 0, "%s", out);
     ck_assert_msg(strstr(out, "q/k order:  half (converted"), "%s", out);
     /* stored in rotate-half order but said to be interleaved: attention cannot tell (q·k is
      * unchanged), the model can */
-    snprintf(cmd, sizeof cmd, "%s trace info --verify %s", bin(), wrong);
+    snprintf(cmd, sizeof cmd, "%s trace info --verify %s", th_bin(), wrong);
     ck_assert_int_eq(sh(cmd, out, sizeof out), 2);
     ck_assert_msg(strstr(out, "error: q[layer 0][pos 0]") && strstr(out, "rope_layout"), "%s",
                   out);
@@ -368,7 +362,7 @@ START_TEST(half_layout_converted_and_wrong_layout_refused)
              "workload: {prompt_len: 32, decode_len: 31}\ntrace: {source: npy, path: '%s'}\n"
              "policies: [{name: quest, page: 4, budget: 12}]\n", wrong);
     write_text(y, yaml);
-    snprintf(cmd, sizeof cmd, "%s run %s -o %s", bin(), y, db);
+    snprintf(cmd, sizeof cmd, "%s run %s -o %s", th_bin(), y, db);
     int st = sh(cmd, out, sizeof out);
     ck_assert_msg(st != 0 && strstr(out, "do not agree with model 'stories260K'"), "%d: %s", st,
                   out);
@@ -384,19 +378,19 @@ START_TEST(manifest_layout_checked)
     record(rec, 16);
     /* an unknown value is named with its position */
     snprintf(cmd, sizeof cmd, "sed -i 's/rope_layout: interleaved/rope_layout: rotated/' "
-             "%s/manifest.yaml && %s trace info %s", rec, bin(), rec);
+             "%s/manifest.yaml && %s trace info %s", rec, th_bin(), rec);
     ck_assert_int_eq(sh(cmd, out, sizeof out), 2);
     ck_assert_msg(strstr(out, "manifest.yaml:") && strstr(out, ": error: unknown 'rope_layout' "
                   "value 'rotated'") && strstr(out, "interleaved half"), "%s", out);
     /* a Hugging Face dump from before the key existed must say which order it holds */
     snprintf(cmd, sizeof cmd, "sed -i -e '/rope_layout/d' -e 's/source: record/source: "
-             "pytorch/' %s/manifest.yaml && %s trace info %s", rec, bin(), rec);
+             "pytorch/' %s/manifest.yaml && %s trace info %s", rec, th_bin(), rec);
     ck_assert_int_eq(sh(cmd, out, sizeof out), 2);
     ck_assert_msg(strstr(out, "lacks 'rope_layout'") && strstr(out, "rope_layout: half"), "%s",
                   out);
     /* mpcsim's own traces of that age were interleaved */
     snprintf(cmd, sizeof cmd, "sed -i 's/source: pytorch/source: record/' %s/manifest.yaml && "
-             "%s trace info %s", rec, bin(), rec);
+             "%s trace info %s", rec, th_bin(), rec);
     ck_assert_msg(sh(cmd, out, sizeof out) == 0 && strstr(out, "q/k order:  interleaved"), "%s",
                   out);
 }
@@ -409,14 +403,14 @@ START_TEST(verify_names_first_mismatch)
     char rec[512], cmd[2048], out[8192];
     snprintf(rec, sizeof rec, "%s", testdir_path(&td, "rec"));
     record(rec, 16);
-    snprintf(cmd, sizeof cmd, "%s trace info --verify %s", bin(), rec);
+    snprintf(cmd, sizeof cmd, "%s trace info --verify %s", th_bin(), rec);
     ck_assert_msg(sh(cmd, out, sizeof out) == 0 && strstr(out, "verify:     ok"), "%s", out);
     /* keys of another rotary embedding: attention no longer matches q·k */
     snprintf(cmd, sizeof cmd,
              "/usr/bin/python3 -c \"import numpy as n\n"
              "p = '%s/k.npy'; x = n.load(p); x[2, 5:] = n.roll(x[2, 5:], 1, -1)\n"
              "n.save(p, x.astype('<f4'))\" && %s trace info --verify %s",
-             rec, bin(), rec);
+             rec, th_bin(), rec);
     ck_assert_int_eq(sh(cmd, out, sizeof out), 2);
     ck_assert_msg(strstr(out, "error: att[layer 2][pos 5]") &&
                       strstr(out, "do not belong together"), "%s", out);
@@ -425,7 +419,7 @@ START_TEST(verify_names_first_mismatch)
     snprintf(cmd, sizeof cmd,
              "/usr/bin/python3 -c \"import numpy as n\n"
              "p = '%s/v.npy'; x = n.load(p); x[1, 3, 0, 2] = n.nan; n.save(p, x)\" && "
-             "%s trace info --verify %s", rec, bin(), rec);
+             "%s trace info --verify %s", rec, th_bin(), rec);
     ck_assert_int_eq(sh(cmd, out, sizeof out), 2);
     ck_assert_msg(strstr(out, "error: v[layer 1][pos 3] element 2 is not finite"), "%s", out);
     /* a token id outside the vocabulary */
@@ -433,7 +427,7 @@ START_TEST(verify_names_first_mismatch)
     snprintf(cmd, sizeof cmd,
              "/usr/bin/python3 -c \"import numpy as n\n"
              "p = '%s/tokens.npy'; x = n.load(p); x[4] = 700; n.save(p, x)\" && "
-             "%s trace info --verify %s", rec, bin(), rec);
+             "%s trace info --verify %s", rec, th_bin(), rec);
     ck_assert_int_eq(sh(cmd, out, sizeof out), 2);
     ck_assert_msg(strstr(out, "error: tokens[4] is 700, outside the vocabulary of 512"), "%s",
                   out);

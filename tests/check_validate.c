@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "harness.h"
 #include "protocols/program/eng_plain.h"
 #include "protocols/program/kern.h"
 #include "sim/secure/secinf.h"
@@ -233,8 +234,7 @@ END_TEST
 
 static int run_cli(const char *dir, const char *const *args)
 {
-    const char *bin = getenv("MPCSIM_BIN");
-    ck_assert_msg(bin != NULL, "MPCSIM_BIN is not set (run through make check)");
+    const char *bin = th_bin();
     char out[600];
     snprintf(out, sizeof out, "%s/out.txt", dir);
     pid_t pid = fork();

@@ -15,6 +15,7 @@ int cmd_plot(int argc, char **argv);      /* sim/cli/cmd_plot.c */
 int cmd_merge(int argc, char **argv);     /* sim/cli/cmd_merge.c */
 int cmd_cost(int argc, char **argv);      /* sim/cli/cmd_cost.c */
 int cmd_calibrate(int argc, char **argv); /* sim/cli/cmd_calibrate.c */
+int cmd_breakeven(int argc, char **argv); /* sim/cli/cmd_breakeven.c */
 int cmd_trace(int argc, char **argv);     /* sim/cli/cmd_trace.c */
 int cmd_party(int argc, char **argv);     /* sim/cli/cmd_party.c */
 int cmd_validate(int argc, char **argv);  /* sim/cli/cmd_validate.c */

@@ -11,6 +11,7 @@
 #include "protocols/base/yschema.h"
 #include "sim/engine/machine.h"
 #include "sim/engine/net.h"
+#include "sim/scenario/scn.h"
 #include "sim/engine/regime.h"
 #include "sim/trace/trace.h"
 #include "sim/policy/policy.h"
@@ -20,7 +21,7 @@ static void list_usage(FILE *f)
 {
     fprintf(f,
             "usage: mpcsim list models|protocols|policies|networks|machines [options]\n"
-            "       mpcsim list keys [model|machine|synth|manifest|serve]\n\n"
+            "       mpcsim list keys [workload|model|machine|synth|manifest|serve]\n\n"
             "Lists what a scenario file may name (scenarios/README.md).\n\n"
             "  models      shipped model descriptions (models/*.yaml) and their shapes\n"
             "  protocols   MPC protocols, parties, and (with --costs) primitive costs\n"
@@ -29,8 +30,9 @@ static void list_usage(FILE *f)
             "              come from, and the regime each puts a 7B decode step in (computed:\n"
             "              the step is simulated on the preset; sim/engine/regime.h)\n"
             "  machines    machine profiles (protocols/machines/): cores and one core's rates\n"
-            "  keys        the keys of an input file, from the tables its reader uses: model\n"
-            "              files, machine profiles, synthetic-trace parameters, trace\n"
+            "  keys        the keys of an input file, from the tables its reader uses: a\n"
+            "              scenario's workload, model files (and inline models), machine\n"
+            "              profiles, synthetic-trace parameters, trace\n"
             "              manifests, serving scenarios (all of them without a name)\n\n"
             "options:\n"
             "  --costs          protocols: print each primitive's rounds and bytes\n"
@@ -247,7 +249,8 @@ static int list_keys(const char *file)
         const char *name;
         const ys_schema *s;
         size_t n;
-    } files[] = {{"model", model_schema(), 1},
+    } files[] = {{"workload", scn_workload_schema(), 1},
+                 {"model", model_schema(), 1},
                  {"machine", machine_schema(), 1},
                  {"synth", trace_synth_schema(), 1},
                  {"manifest", trace_manifest_schema(), 1},
@@ -269,7 +272,7 @@ static int list_keys(const char *file)
     if (found)
         return 0;
     const char *dm = did_you_mean(file, names, n_files);
-    cli_error("list", "no keys for '%s'%s%s%s: model, machine, synth, manifest or serve", file,
+    cli_error("list", "no keys for '%s'%s%s%s: workload, model, machine, synth, manifest or serve", file,
               dm ? " (did you mean '" : "", dm ? dm : "", dm ? "'?)" : "");
     return 2;
 }

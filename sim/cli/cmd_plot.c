@@ -536,8 +536,10 @@ static int plot_prepare(plot_ctx *c, const char *dbpath, const char *out, int sv
     char probe[PATH_MAX + 32];
     snprintf(probe, sizeof probe, "%s/latency_vs_seq.gp", c->scripts);
     if (access(probe, R_OK)) {
-        cli_error("plot", "no gnuplot scripts in %s\n---> HINT: set MPCSIM_DATA to the mpcsim "
-                  "source tree or install folder", c->scripts);
+        char where[1400];
+        mpcsim_datadir_searched(where, sizeof where);
+        cli_error("plot", "no gnuplot scripts in %s\n  hint: the data folder was looked for in %s",
+                  c->scripts, where);
         return 2;
     }
     if (out)

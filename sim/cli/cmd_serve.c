@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -679,6 +680,12 @@ static int run_gnuplot(const char *dir, const char *script, const char *titles, 
     gnuplot_var(expr, sizeof expr, "dir", dir);
     gnuplot_var(expr, sizeof expr, "titles", titles);
     snprintf(path, sizeof path, "%s/scripts/%s", mpcsim_datadir(), script);
+    if (access(path, R_OK)) {
+        char where[1400];
+        mpcsim_datadir_searched(where, sizeof where);
+        return err_set(e, MS_ERR_NOTFOUND, "%s: error: no such gnuplot script\n  hint: the data "
+                       "folder was looked for in %s", path, where);
+    }
     const char *files[] = {path};
     int st = gnuplot_run(expr, files, 1, NULL);
     if (st)

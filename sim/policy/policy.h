@@ -93,6 +93,10 @@ struct policy_ops {
     /* Which inputs observe() wants at position pos (observe is called for every position and
      * layer; arrays not asked for are NULL). */
     unsigned (*needs)(void *state, uint32_t pos);
+    /* Optional, narrower: what observe() wants at (layer, pos), a subset of needs(pos) (which
+     * stays the union over layers). A layer that reuses another layer's selection can ask for
+     * nothing, and its rows are then never generated. */
+    unsigned (*layer_needs)(void *state, uint32_t layer, uint32_t pos);
     int (*observe)(void *state, const policy_obs *o, errbuf *e);
     /* End of the prompt: one-shot selections (SnapKV, static eviction, H2O's first drop). */
     int (*prefill)(void *state, errbuf *e);

@@ -180,6 +180,18 @@ static unsigned mpcache_needs(void *st, uint32_t pos)
     return s->mode != ST_NONE && in_window(s, pos) ? POLICY_NEED_ATT : 0;
 }
 
+/* Layers that select nothing of their own (dense, or reusing layer l-1's selection) keep no K'
+ * and read nothing from the trace. */
+static int own_layer(const mpcache_state *s, uint32_t l)
+{
+    return !dense_layer(s, l) && !shared_layer(s, l);
+}
+
+static unsigned mpcache_layer_needs(void *st, uint32_t layer, uint32_t pos)
+{
+    return own_layer(st, layer) ? mpcache_needs(st, pos) : 0;
+}
+
 /* Appends position pos with key k (d floats) to a head's K' and its 16-cluster bounds. */
 static int head_push(mpcache_head *h, uint32_t s2, uint32_t d, uint32_t pos, const float *k)
 {
@@ -218,6 +230,8 @@ static int mpcache_observe(void *st, const policy_obs *o, errbuf *e)
     mpcache_state *s = st;
     const policy_env *v = &s->env;
     uint32_t P = v->prompt_len, H = v->n_heads, Hkv = v->n_kv_heads, n = o->pos + 1;
+    if (!own_layer(s, o->layer))
+        return MS_OK;
     if (o->pos >= P) {
         for (uint32_t g = 0; g < Hkv; g++)
             if (head_push(&s->head[(size_t)o->layer * Hkv + g], s->s2, v->head_dim, o->pos,
@@ -310,7 +324,7 @@ static int mpcache_prefill(void *st, errbuf *e)
                 in[(size_t)g * P + s->work[i]] = 1;
         }
         /* keys position by position (one read serves every KV head), in position order */
-        for (uint32_t j = 0; !rc && j < P; j++) {
+        for (uint32_t j = 0; !rc && own_layer(s, l) && j < P; j++) {
             int any = 0;
             for (uint32_t g = 0; g < Hkv; g++)
                 any |= in[(size_t)g * P + j];
@@ -1240,8 +1254,11 @@ static mpcache_shape mpcache_shape_of(const mpcache_state *s)
 static uint32_t mpcache_entries(const mpcache_state *s, uint32_t layer, uint32_t kv_len)
 {
     const policy_env *v = &s->env;
-    uint32_t n = s->mode == ST_NONE ? kv_len : 0;
-    for (uint32_t g = 0; s->mode != ST_NONE && g < v->n_kv_heads; g++) {
+    if (shared_layer(s, layer)) /* the same K' as layer - 1's, which it was not given */
+        layer--;
+    /* a dense layer's K' is the whole prompt plus every decode position: the whole cache */
+    uint32_t n = s->mode == ST_NONE || dense_layer(s, layer) ? kv_len : 0;
+    for (uint32_t g = 0; s->mode != ST_NONE && !dense_layer(s, layer) && g < v->n_kv_heads; g++) {
         const mpcache_head *h = &s->head[(size_t)layer * v->n_kv_heads + g];
         uint32_t c = h->n;
         while (c > 0 && h->idx[c - 1] >= kv_len)
@@ -1326,6 +1343,7 @@ const policy_ops policy_mpcache = {
     .init = mpcache_init,
     .fini = mpcache_fini,
     .needs = mpcache_needs,
+    .layer_needs = mpcache_layer_needs,
     .observe = mpcache_observe,
     .prefill = mpcache_prefill,
     .select = mpcache_select,

@@ -189,19 +189,30 @@ static const float *layer_wo(replay *r, uint32_t layer, uint32_t *rows, uint32_t
 
 /* Fills and passes one (pos, layer) observation; att_used is the attention the model computed
  * (NULL: the full row from the trace). */
-static unsigned needs_at(replay *r, uint32_t pos)
+static unsigned prompt_mask(const replay *r, uint32_t pos, unsigned need)
 {
-    unsigned need = r->pol->needs ? r->pol->needs(r->st, pos) : 0;
     if (pos < r->P && r->prompt_rows && pos + r->prompt_rows < r->P)
         need &= ~POLICY_NEED_ATT; /* prompt_rows: only the last rows of the prompt */
     return need;
 }
 
+/* What policy state st wants at pos, over all layers (layer UINT32_MAX) or at one layer. */
+static unsigned needs_of(const replay *r, void *st, uint32_t layer, uint32_t pos)
+{
+    const policy_ops *p = r->pol;
+    unsigned need = layer != UINT32_MAX && p->layer_needs ? p->layer_needs(st, layer, pos)
+                    : p->needs                            ? p->needs(st, pos)
+                                                          : 0;
+    return prompt_mask(r, pos, need);
+}
+
+static unsigned needs_at(replay *r, uint32_t pos) { return needs_of(r, r->st, UINT32_MAX, pos); }
+
 static int observe(replay *r, uint32_t pos, uint32_t layer, const float *att_used, errbuf *e)
 {
     if (!r->pol->observe)
         return MS_OK;
-    unsigned need = needs_at(r, pos);
+    unsigned need = needs_of(r, r->st, layer, pos);
     policy_obs o = {.layer = layer, .pos = pos};
     if (need & (POLICY_NEED_Q | POLICY_NEED_ATT))
         o.q = trace_q(r->tr, layer);
@@ -367,7 +378,7 @@ static int decode_pos(replay *r, uint32_t step, op_program *prog, errbuf *e)
         const float *used = NULL;
         if (measure && r->exact) {
             exact_rows(r, pos, step);
-        } else if (measure || (need & POLICY_NEED_ATT)) {
+        } else if (measure || (needs_of(r, r->st, l, pos) & POLICY_NEED_ATT)) {
             rc = layer_rows(r, pos, l, trace_att(r->tr, l), measure, e);
             used = r->att;
         }
@@ -445,9 +456,7 @@ static void live_layer(void *ctx, const llama_layer_view *lv)
         return;
     /* the same contract as the trace replay: only the arrays the policy asked for */
     uint32_t rows, cols, pos = lv->pos;
-    unsigned need = r->pol->needs ? r->pol->needs(c->st, pos) : 0;
-    if (pos < r->P && r->prompt_rows && pos + r->prompt_rows < r->P)
-        need &= ~POLICY_NEED_ATT;
+    unsigned need = needs_of(r, c->st, lv->layer, pos);
     policy_obs o = {.layer = lv->layer, .pos = pos};
     if (need & (POLICY_NEED_Q | POLICY_NEED_ATT))
         o.q = lv->q;

@@ -95,4 +95,9 @@ metric_sink run_result_sink(run_result *r);
  * fills res with metrics and breakdowns. */
 int run_execute(const run_cfg *cfg, run_result *res, errbuf *e);
 
+/* The run's last decode step (its policy replayed through every step before it), lowered and
+ * costed: prog and log (initialized by the caller; their old contents are freed) receive the
+ * op program and its cost log, ready for sim_run on any network and machine. */
+int run_decode_program(const run_cfg *cfg, op_program *prog, cost_log *log, errbuf *e);
+
 #endif

@@ -401,3 +401,55 @@ int run_execute(const run_cfg *cfg, run_result *res, errbuf *e)
     res->wall_s = wall_now() - t0;
     return rc;
 }
+
+/* ---- one steady decode step, for sweeps over the machine and the network ------------------ */
+
+int run_decode_program(const run_cfg *cfg, op_program *prog, cost_log *log, errbuf *e)
+{
+    runner R;
+    replay *rp = NULL;
+    int rc = runner_init(&R, cfg, e);
+    if (rc == MS_OK && !cfg->work.decode_len)
+        rc = err_set(e, MS_ERR_INPUT, "run: decode_len is 0: there is no decode step to cost");
+    if (rc == MS_OK)
+        rc = replay_open(cfg, &rp, e);
+    if (rc == MS_OK)
+        R.attended_cache = replay_attended_cache(rp);
+    if (rc == MS_OK && cfg->work.prefill_in_mpc && cfg->work.prompt_len > 0) {
+        op_program_clear(&R.prog); /* the policy's prefill ops: its state, not costed here */
+        rc = replay_prefill(rp, &R.prog, e);
+    }
+    /* every step is replayed (the policy's state follows them all); the last one is costed,
+     * so a one-time step (MPCache's compaction) is never the one returned when there are two
+     * or more */
+    for (uint32_t s = 0; rc == MS_OK && s < cfg->work.decode_len; s++) {
+        op_program_clear(&R.prog);
+        rc = replay_step(rp, s, cfg->work.prompt_len + s, R.kept, &R.prog, e);
+        if (rc == MS_OK)
+            take_ffn(&R, rp);
+    }
+    if (rc == MS_OK) {
+        lower_opts lo;
+        base_opts(&R, &lo);
+        lo.phase = PHASE_DECODE;
+        lo.n_tokens = 1;
+        lo.kv_len = cfg->work.prompt_len + cfg->work.decode_len - 1;
+        lo.kept = R.kept;
+        sim_result s;
+        rc = step_simulate_memo(&R.env, NULL, &lo, &R.prog, &R.log, &s, e);
+        if (rc == MS_OK) {
+            sim_result_free(&s);
+            /* hand the program and its costs to the caller */
+            op_program tp = *prog;
+            cost_log tl = *log;
+            *prog = R.prog;
+            *log = R.log;
+            R.prog = tp;
+            R.log = tl;
+        }
+    }
+    if (rp)
+        replay_close(rp);
+    runner_free(&R);
+    return rc;
+}

@@ -244,12 +244,6 @@ static int read_u64(scn_ctx *x, const yx_node *v, const char *key, uint64_t lo, 
     return ys_u64(&x->y, v, key, lo, hi, out);
 }
 
-static int read_u32(scn_ctx *x, const yx_node *v, const char *key, uint32_t lo, uint32_t hi,
-                    uint32_t *out)
-{
-    return ys_u32(&x->y, v, key, lo, hi, out);
-}
-
 static int read_double(scn_ctx *x, const yx_node *v, const char *key, double lo, double hi,
                        double *out)
 {
@@ -846,38 +840,35 @@ static int read_machine(scn_ctx *x, const yx_node *v, run_cfg *c)
 
 /* ---- workload ---------------------------------------------------------------------------- */
 
+#define W(member) YS_AT(run_cfg, work.member)
+static const ys_field workload_fields[] = {
+    {"prompt_len", YS_U32, W(prompt_len), 1, 1u << 24, NULL, "private prompt tokens P", NULL,
+     YS_REQ, NULL, NULL},
+    {"decode_len", YS_U32, W(decode_len), 0, 1u << 24, NULL, "generated tokens (0: prefill only)",
+     NULL, YS_REQ, NULL, NULL},
+    {"batch", YS_U32, W(batch), 1, 65536, "1", "sequences decoded together", NULL, 0, NULL, NULL},
+    {"prefill_in_mpc", YS_BOOL, W(prefill_in_mpc), 0, 0, "true",
+     "the prompt is private, so its prefill runs in MPC", NULL, 0, NULL, NULL},
+    {"decode_stride", YS_U32, W(decode_stride), 1, 1u << 24, "1",
+     "cost every k-th decode step exactly; the others share its cost", NULL, 0, NULL, NULL},
+};
+#undef W
+static const ys_schema workload_schema =
+    YS_SCHEMA("workload", workload_fields, "scenarios/README.md");
+
+const ys_schema *scn_workload_schema(void) { return &workload_schema; }
+
 static int read_workload(scn_ctx *x, const yx_node *v, run_cfg *c)
 {
-    static const char *const keys[] = {"prompt_len", "decode_len", "batch", "prefill_in_mpc",
-                                       "decode_stride"};
     int rc = need_map(x, v, "workload", "write e.g. workload: {prompt_len: 128, decode_len: 32}");
-    if (!rc)
-        rc = check_keys(x, v, "workload", keys, 5);
+    if (!rc && (rc = ys_defaults(&workload_schema, c)) == MS_OK)
+        rc = ys_read(&x->y, v, &workload_schema, NULL, 0, c);
     if (rc)
-        return rc;
-    for (int i = 0; i < 2; i++)
-        if (!yx_map_get(v, keys[i]))
-            return fail(x, v, i ? "add 'decode_len: TOKENS' (0 for prefill only)"
-                                : "add 'prompt_len: TOKENS'",
-                        "missing required key '%s' in 'workload'", keys[i]);
-    const yx_node *p = yx_map_get(v, "prompt_len"), *d = yx_map_get(v, "decode_len"), *f;
-    c->work.batch = 1;
-    c->work.prefill_in_mpc = 1;
-    c->work.decode_stride = 1;
-    if ((rc = read_u32(x, p, "prompt_len", 1, 1u << 24, &c->work.prompt_len)) ||
-        (rc = read_u32(x, d, "decode_len", 0, 1u << 24, &c->work.decode_len)))
-        return rc;
-    if ((f = yx_map_get(v, "batch")) && (rc = read_u32(x, f, "batch", 1, 65536, &c->work.batch)))
-        return rc;
-    if ((f = yx_map_get(v, "prefill_in_mpc")) &&
-        (rc = read_bool(x, f, "prefill_in_mpc", &c->work.prefill_in_mpc)))
-        return rc;
-    if ((f = yx_map_get(v, "decode_stride")) &&
-        (rc = read_u32(x, f, "decode_stride", 1, 1u << 24, &c->work.decode_stride)))
         return rc;
     uint64_t total = (uint64_t)c->work.prompt_len + c->work.decode_len;
     if (total > c->model.max_ctx)
-        return fail(x, p, "shorten the workload, or pick a model with a longer context",
+        return fail(x, yx_map_get(v, "prompt_len"),
+                    "shorten the workload, or pick a model with a longer context",
                     "prompt_len + decode_len = %llu exceeds the context of model '%s' "
                     "(max_context %u)",
                     (unsigned long long)total, c->model.name, c->model.max_ctx);

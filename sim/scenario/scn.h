@@ -28,4 +28,7 @@ void scn_free(scenario *s);
 /* Canonical YAML for a resolved run (what run_cfg.yaml holds) and its 64-bit hash. */
 int scn_resolve_yaml(run_cfg *c, errbuf *e);
 
+/* The keys of a scenario's 'workload' (for `mpcsim list keys workload`). */
+const struct ys_schema *scn_workload_schema(void);
+
 #endif

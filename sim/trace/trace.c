@@ -955,6 +955,13 @@ static int record_setup(const char *model, const char *text_path, uint32_t max_t
     if (model_file_path(cfg->weights, wpath, sizeof wpath) ||
         model_file_path(cfg->tokenizer, tpath, sizeof tpath))
         return err_set(e, MS_ERR_INPUT, "model '%s': weight path too long", cfg->name);
+    if (access(wpath, R_OK) || access(tpath, R_OK)) {
+        char where[1400];
+        mpcsim_datadir_searched(where, sizeof where);
+        return err_set(e, MS_ERR_NOTFOUND, "%s: error: model '%s''s weights or tokenizer not "
+                       "found\n  hint: the data folder was looked for in %s",
+                       access(wpath, R_OK) ? wpath : tpath, cfg->name, where);
+    }
     char *text = NULL;
     llama_tok *tok = NULL;
     if ((rc = read_text(text_path, &text, e)) != MS_OK)
@@ -985,6 +992,12 @@ int trace_count_tokens(const model_cfg *cfg, const char *text_path, uint32_t max
         return err_set(e, MS_ERR_INPUT, "model '%s' has no tokenizer to record from", cfg->name);
     if (model_file_path(cfg->tokenizer, tpath, sizeof tpath))
         return err_set(e, MS_ERR_INPUT, "model '%s': tokenizer path too long", cfg->name);
+    if (access(tpath, R_OK)) {
+        char where[1400];
+        mpcsim_datadir_searched(where, sizeof where);
+        return err_set(e, MS_ERR_NOTFOUND, "%s: error: model '%s''s tokenizer not found\n"
+                       "  hint: the data folder was looked for in %s", tpath, cfg->name, where);
+    }
     char *text = NULL;
     llama_tok *tok = NULL;
     int *ids = NULL, n_ids = 0;

@@ -1,0 +1,559 @@
+/* cmd_breakeven.c — `mpcsim breakeven`: where a policy pays off. Each policy's steady decode
+ * step is replayed, lowered and costed once (run_decode_program), then simulated on every point
+ * of a threads × latency × bandwidth grid against the full cache's step; the speed-up map goes
+ * to a table, a data file and a gnuplot heatmap with the break-even contour.
+ *
+ * Only the simulation is repeated per point: bytes, rounds and local work do not depend on the
+ * network or the core count (tests/check_sim.c, "bytes independent of network"), so one costed
+ * program per policy serves the whole grid exactly as separate runs would. */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "gnuplot.h"
+#include "protocols/base/datadir.h"
+#include "sim/policy/policy.h"
+#include "sim/scenario/scn.h"
+
+#define BE_AXIS_MAX 32
+
+typedef struct be_axis {
+    double v[BE_AXIS_MAX]; /* bandwidth in bit/s, latency in ns, threads */
+    int n;
+} be_axis;
+
+typedef struct be_args {
+    const char *scenario, *outdir;
+    be_axis bw, lat, th;
+    int svg, no_plot, ops; /* ops: print the step's N costliest ops (by bytes) */
+} be_args;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: mpcsim breakeven SCENARIO.yaml [-o DIR] [--bandwidth LIST] [--latency LIST]\n"
+            "                        [--threads LIST] [--svg] [--no-plot]\n\n"
+            "Where a policy pays off. The scenario's runs are one with policy 'full' (the\n"
+            "reference) and the policies to compare, everything else equal (of the scenario's\n"
+            "network only the wire framing is kept). For each policy the last\n"
+            "decode step of the workload (the steady step: a one-time compaction before it is\n"
+            "not in it) is costed once, then simulated on every point of the grid of threads\n"
+            "(the scenario's machine with that many cores) × one-way latency × bandwidth (every\n"
+            "link the same), and compared with the full cache's step on the same point.\n\n"
+            "Prints the speed-up (full step latency / policy step latency) per point, writes\n"
+            "DIR/breakeven-N-POLICY.dat and, with gnuplot, DIR/breakeven-N-POLICY.png: a\n"
+            "heatmap per thread count, red where the policy is slower, blue where it wins,\n"
+            "and the break-even contour (speed-up 1).\n\n"
+            "options:\n"
+            "  -o, --output DIR     where the files go (default: results/breakeven)\n"
+            "  --bandwidth LIST     comma-separated rates, e.g. 100Mbps,1Gbps (default:\n"
+            "                       100Mbps 200Mbps 500Mbps 1Gbps 2Gbps 5Gbps 10Gbps 20Gbps)\n"
+            "  --latency LIST       comma-separated one-way latencies, e.g. 0.1ms,20ms (default:\n"
+            "                       0.05 0.1 0.2 0.5 1 2 5 10 20 50 ms)\n"
+            "  --threads LIST       cores per party, e.g. 1,16,64 (default: 1,16,64)\n"
+            "  --svg                SVG instead of PNG\n"
+            "  --no-plot            tables and data files only\n"
+            "  --ops N              also print each step's N costliest ops by online bytes\n"
+            "                       (ops of the same name in every layer summed)\n"
+            "  -h, --help           this help\n\n"
+            "example:\n"
+            "  mpcsim breakeven scenarios/breakeven-7b.yaml -o results/breakeven\n");
+}
+
+/* "a,b,c" → axis values through parse (0 on success). */
+static int parse_list(const char *opt, const char *s, be_axis *a, int (*parse)(const char *, double *))
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", s);
+    a->n = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (a->n == BE_AXIS_MAX) {
+            cli_error("breakeven", "%s: at most %d values", opt, BE_AXIS_MAX);
+            return -1;
+        }
+        if (parse(t, &a->v[a->n])) {
+            cli_error("breakeven", "%s: bad value '%s'", opt, t);
+            return -1;
+        }
+        a->n++;
+    }
+    if (!a->n) {
+        cli_error("breakeven", "%s: an empty list", opt);
+        return -1;
+    }
+    return 0;
+}
+
+static int p_rate(const char *s, double *v) { return net_rate_bps(s, v); }
+
+static int p_lat(const char *s, double *v)
+{
+    uint64_t ns;
+    if (net_time_ns(s, &ns))
+        return -1;
+    *v = (double)ns;
+    return 0;
+}
+
+static int p_threads(const char *s, double *v)
+{
+    long long t;
+    if (parse_i64(s, &t) || t < 1 || t > 4096)
+        return -1;
+    *v = (double)t;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, be_args *a)
+{
+    static const struct option opts[] = {{"output", required_argument, 0, 'o'},
+                                         {"bandwidth", required_argument, 0, 'B'},
+                                         {"latency", required_argument, 0, 'L'},
+                                         {"threads", required_argument, 0, 'T'},
+                                         {"svg", no_argument, 0, 'S'},
+                                         {"no-plot", no_argument, 0, 'N'},
+                                         {"ops", required_argument, 0, 'O'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    memset(a, 0, sizeof *a);
+    a->outdir = "results/breakeven";
+    parse_list("--bandwidth", "100Mbps,200Mbps,500Mbps,1Gbps,2Gbps,5Gbps,10Gbps,20Gbps", &a->bw,
+               p_rate);
+    parse_list("--latency", "0.05ms,0.1ms,0.2ms,0.5ms,1ms,2ms,5ms,10ms,20ms,50ms", &a->lat, p_lat);
+    parse_list("--threads", "1,16,64", &a->th, p_threads);
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'o': a->outdir = optarg; break;
+        case 'B':
+            if (parse_list("--bandwidth", optarg, &a->bw, p_rate))
+                return 2;
+            break;
+        case 'L':
+            if (parse_list("--latency", optarg, &a->lat, p_lat))
+                return 2;
+            break;
+        case 'T':
+            if (parse_list("--threads", optarg, &a->th, p_threads))
+                return 2;
+            break;
+        case 'S': a->svg = 1; break;
+        case 'N': a->no_plot = 1; break;
+        case 'O': {
+            double v;
+            if (p_threads(optarg, &v)) {
+                cli_error("breakeven", "--ops wants a count 1..4096, not '%s'", optarg);
+                return 2;
+            }
+            a->ops = (int)v;
+            break;
+        }
+        case 'h': usage(stdout); return -1;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind != argc - 1) {
+        cli_error("breakeven", optind == argc ? "which scenario?" : "one scenario at a time");
+        usage(stderr);
+        return 2;
+    }
+    a->scenario = argv[optind];
+    return 0;
+}
+
+/* Is key=val the default of the policy (or of the replay)? */
+static int is_default(const policy_ops *p, const char *key, const char *val)
+{
+    size_t n;
+    const policy_param *pp = p ? policy_params(p, &n) : NULL;
+    for (size_t i = 0; pp && i < n; i++)
+        if (!strcmp(pp[i].key, key)) {
+            double a, b;
+            if (!pp[i].def)
+                return 0;
+            if (!parse_double(pp[i].def, &a) && !parse_double(val, &b))
+                return a == b;
+            return !strcmp(pp[i].def, val);
+        }
+    pp = policy_replay_params(&n);
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(pp[i].key, key))
+            return 1; /* the replay's own parameters do not change what a step costs */
+    return 0;
+}
+
+/* "mpcache ratio2=0.1": the name and the parameters set away from their defaults */
+static void policy_label(const run_cfg *c, char *out, size_t n)
+{
+    const policy_ops *p = policy_find(c->policy.name);
+    size_t o = (size_t)snprintf(out, n, "%s", c->policy.name);
+    for (size_t i = 0; i < c->policy.n_params && o < n; i++)
+        if (!is_default(p, c->policy.params[i].key, c->policy.params[i].val))
+            o += (size_t)snprintf(out + o, n - o, " %s=%s", c->policy.params[i].key,
+                                  c->policy.params[i].val);
+}
+
+/* The parts of a run that must match the reference's: everything but the policy. */
+static int same_setting(const run_cfg *a, const run_cfg *b)
+{
+    return !strcmp(a->model.name, b->model.name) && a->model.n_layers == b->model.n_layers &&
+           !strcmp(a->proto_ref, b->proto_ref) && !memcmp(&a->work, &b->work, sizeof a->work) &&
+           !memcmp(&a->proto, &b->proto, sizeof a->proto);
+}
+
+static int mkdir_p(const char *path)
+{
+    char buf[PATH_MAX];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(buf, 0777) && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    return mkdir(buf, 0777) && errno != EEXIST ? -1 : 0;
+}
+
+/* One line of the op table: ops whose output names agree once the layer number is dropped. */
+typedef struct be_opsum {
+    char name[64];
+    int kind, cat;
+    uint64_t rounds, bytes;
+} be_opsum;
+
+static int cmp_opsum(const void *a, const void *b)
+{
+    const be_opsum *x = a, *y = b;
+    return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0;
+}
+
+/* Prints the step's n costliest op names by online bytes (all parties), with their rounds. */
+static void be_ops(const op_program *p, const cost_log *l, int n, const char *label)
+{
+    be_opsum *s = calloc(p->n_ops + 1, sizeof *s);
+    uint32_t *slot = calloc(p->n_ops + 1, sizeof *slot);
+    size_t ns = 0;
+    uint64_t total = 0;
+    if (!s || !slot) {
+        free(s);
+        free(slot);
+        return;
+    }
+    for (size_t i = 0; i < p->n_ops; i++) {
+        const op *o = &p->ops[i];
+        char nm[64];
+        const char *src = o->out < p->n_tens ? p->tens[o->out].name : "?";
+        size_t k = 0; /* layer numbers (the digits after an 'L') become one '#' */
+        for (const char *c = src; *c && k + 1 < sizeof nm; c++) {
+            int digit = *c >= '0' && *c <= '9';
+            if (digit && k && (nm[k - 1] == 'L' || nm[k - 1] == '#')) {
+                if (nm[k - 1] == 'L')
+                    nm[k++] = '#';
+                continue;
+            }
+            nm[k++] = *c;
+        }
+        nm[k] = '\0';
+        size_t j = 0;
+        while (j < ns && (strcmp(s[j].name, nm) || s[j].kind != o->kind))
+            j++;
+        if (j == ns) {
+            snprintf(s[ns].name, sizeof s[ns].name, "%s", nm);
+            s[ns].kind = o->kind;
+            s[ns].cat = o->cat;
+            ns++;
+        }
+        slot[i] = (uint32_t)j;
+    }
+    for (size_t r = 0; r < l->n; r++) {
+        const cost_round *cr = &l->r[r];
+        if (cr->op >= p->n_ops)
+            continue;
+        be_opsum *x = &s[slot[cr->op]];
+        x->rounds += cr->comm;
+        for (int q = 0; q < l->n_parties; q++)
+            for (int d = 0; d < l->n_parties; d++)
+                if (q != d) {
+                    x->bytes += cr->bytes[q][d];
+                    total += cr->bytes[q][d];
+                }
+    }
+    qsort(s, ns, sizeof *s, cmp_opsum);
+    printf("\n%s: the step's costliest ops (%.4g MB online in all)\n", label, total / 1e6);
+    printf("  %-28s %-10s %-10s %8s %11s %6s\n", "op (output)", "kind", "category", "rounds",
+           "MB", "share");
+    for (size_t j = 0; j < ns && j < (size_t)n; j++)
+        printf("  %-28.28s %-10.10s %-10.10s %8llu %11.4g %5.1f%%\n", s[j].name,
+               op_kind_name(s[j].kind), op_cat_name(s[j].cat), (unsigned long long)s[j].rounds,
+               s[j].bytes / 1e6, total ? 100.0 * (double)s[j].bytes / (double)total : 0);
+    free(s);
+    free(slot);
+}
+
+/* A costed steady decode step. */
+typedef struct be_step {
+    op_program prog;
+    cost_log log;
+} be_step;
+
+/* The step's latency on (threads, latency, bandwidth). */
+static int be_latency(const run_cfg *c, be_step *s, int threads, uint64_t lat_ns, double bps,
+                      sim_ws *ws, uint64_t *out, errbuf *e)
+{
+    net_cfg n = c->net;
+    net_uniform(&n, c->net.n_parties, lat_ns, bps);
+    n.wire = c->net.wire;
+    machine_profile m = c->machine;
+    m.threads = threads;
+    sim_opts o = {.overlap = c->overlap, .ws = ws};
+    sim_result r;
+    int rc = sim_run(&n, &m, &s->prog, &s->log, &o, &r, e);
+    if (rc == MS_OK) {
+        *out = r.latency_ns;
+        sim_result_free(&r);
+    }
+    return rc;
+}
+
+/* Writes the data file and, unless --no-plot, renders it. Returns 0, or 1 on a failure. */
+static int be_plot(const be_args *a, const run_cfg *ref, const run_cfg *c, int idx,
+                   const double *speedup, const char *label)
+{
+    char base[PATH_MAX], dat[PATH_MAX + 8], vars[PATH_MAX + 8], img[PATH_MAX + 8],
+        log[PATH_MAX + 8];
+    char slug[64];
+    snprintf(slug, sizeof slug, "%s", c->policy.name);
+    snprintf(base, sizeof base, "%s/breakeven-%d-%s", a->outdir, idx, slug);
+    snprintf(dat, sizeof dat, "%s.dat", base);
+    FILE *f = fopen(dat, "w");
+    if (!f) {
+        cli_error("breakeven", "cannot write %s: %s", dat, strerror(errno));
+        return 1;
+    }
+    fprintf(f, "# %s vs full: decode-step speed-up; blocks: threads", label);
+    for (int t = 0; t < a->th.n; t++)
+        fprintf(f, " %g", a->th.v[t]);
+    fprintf(f, "\n# bandwidth_mbps latency_ms log2_speedup speedup\n");
+    for (int t = 0; t < a->th.n; t++) {
+        if (t)
+            fputs("\n\n", f);
+        for (int l = 0; l < a->lat.n; l++) {
+            if (l)
+                fputc('\n', f);
+            for (int b = 0; b < a->bw.n; b++) {
+                double s = speedup[((size_t)t * a->lat.n + l) * a->bw.n + b];
+                fprintf(f, "%g %g %.6g %.6g\n", a->bw.v[b] / 1e6, a->lat.v[l] / 1e6, log2(s), s);
+            }
+        }
+    }
+    if (fclose(f)) {
+        cli_error("breakeven", "cannot write %s", dat);
+        return 1;
+    }
+    printf("%s\n", dat);
+    if (a->no_plot)
+        return 0;
+    double mx = 1;
+    size_t np = (size_t)a->th.n * a->lat.n * a->bw.n;
+    for (size_t i = 0; i < np; i++)
+        mx = fmax(mx, fabs(log2(speedup[i])));
+    snprintf(vars, sizeof vars, "%s.vars.gp", base);
+    snprintf(img, sizeof img, "%s.%s", base, a->svg ? "svg" : "png");
+    snprintf(log, sizeof log, "%s.log", base);
+    if (!(f = fopen(vars, "w"))) {
+        cli_error("breakeven", "cannot write %s: %s", vars, strerror(errno));
+        return 1;
+    }
+    char title[512], s[256];
+    snprintf(title, sizeof title, "%s vs the full cache: %s %s, decode at KV %u", label,
+             ref->model.name, ref->proto_ref, ref->work.prompt_len + ref->work.decode_len - 1);
+    fprintf(f, "term_name = ");
+    gnuplot_str(f, a->svg ? "svg" : "pngcairo");
+    fprintf(f, "\noutfile = ");
+    gnuplot_str(f, img);
+    fprintf(f, "\nscriptdir = ");
+    snprintf(s, sizeof s, "%s/scripts", mpcsim_datadir());
+    gnuplot_str(f, s);
+    fprintf(f, "\ndatafile = ");
+    gnuplot_str(f, dat);
+    fprintf(f, "\ntitle_text = ");
+    gnuplot_str(f, title);
+    fprintf(f, "\nn_panels = %d\ncb_max = %g\narray panel_titles[%d]\n", a->th.n,
+            fmin(4, ceil(mx * 2) / 2), a->th.n);
+    for (int t = 0; t < a->th.n; t++) {
+        size_t per = (size_t)a->lat.n * a->bw.n, lose = 0, win = 0;
+        for (size_t k = 0; k < per; k++) {
+            lose += speedup[t * per + k] < 1;
+            win += speedup[t * per + k] > 1;
+        }
+        snprintf(s, sizeof s, "machine %s, %g thread%s%s", ref->machine.name, a->th.v[t],
+                 a->th.v[t] == 1 ? "" : "s",
+                 lose == per ? ": slower everywhere" : win == per ? ": faster everywhere" : "");
+        fprintf(f, "panel_titles[%d] = ", t + 1);
+        gnuplot_str(f, s);
+        fputc('\n', f);
+    }
+    if (fclose(f)) {
+        cli_error("breakeven", "cannot write %s", vars);
+        return 1;
+    }
+    char script[PATH_MAX];
+    snprintf(script, sizeof script, "%s/scripts/breakeven.gp", mpcsim_datadir());
+    const char *files[] = {vars, script};
+    int rc = gnuplot_run(NULL, files, 2, log);
+    if (rc) {
+        cli_error("breakeven", "gnuplot failed on %s (messages in %s)", script, log);
+        return 1;
+    }
+    unlink(vars);
+    unlink(log);
+    printf("%s\n", img);
+    return 0;
+}
+
+/* The table: one line per latency, one column per bandwidth, for one thread count. */
+static void be_table(const be_args *a, const double *speedup, int t)
+{
+    printf("  threads %g — speed-up by one-way latency (rows) × bandwidth (columns):\n",
+           a->th.v[t]);
+    printf("  %8s", "ms \\ bw");
+    for (int b = 0; b < a->bw.n; b++) {
+        double v = a->bw.v[b];
+        char h[16];
+        if (v >= 1e9)
+            snprintf(h, sizeof h, "%gG", v / 1e9);
+        else
+            snprintf(h, sizeof h, "%gM", v / 1e6);
+        printf(" %6s", h);
+    }
+    putchar('\n');
+    for (int l = 0; l < a->lat.n; l++) {
+        printf("  %8g", a->lat.v[l] / 1e6);
+        for (int b = 0; b < a->bw.n; b++)
+            printf(" %6.2f", speedup[((size_t)t * a->lat.n + l) * a->bw.n + b]);
+        putchar('\n');
+    }
+}
+
+int cmd_breakeven(int argc, char **argv)
+{
+    be_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    scenario sc;
+    errbuf e;
+    if ((rc = scn_load(a.scenario, NULL, &sc, &e))) {
+        fprintf(stderr, "%s\n", e.msg);
+        return ms_err_exit_code(rc);
+    }
+    const run_cfg *ref = NULL;
+    int status = 0;
+    for (size_t i = 0; i < sc.n_runs; i++)
+        if (!strcmp(sc.runs[i].policy.name, "full")) {
+            if (ref) {
+                cli_error("breakeven", "%s: more than one run has policy 'full'\n---> HINT: one "
+                          "reference and the policies to compare; sweep other keys in separate "
+                          "files", a.scenario);
+                scn_free(&sc);
+                return 2;
+            }
+            ref = &sc.runs[i];
+        }
+    if (!ref || sc.n_runs < 2) {
+        cli_error("breakeven", "%s: the runs need policy 'full' (the reference) and at least one "
+                  "other policy", a.scenario);
+        scn_free(&sc);
+        return 2;
+    }
+    for (size_t i = 0; i < sc.n_runs; i++)
+        if (!same_setting(&sc.runs[i], ref)) {
+            cli_error("breakeven", "%s: run %zu (%s) differs from the full-cache run in more "
+                      "than its policy", a.scenario, i, sc.runs[i].policy.name);
+            scn_free(&sc);
+            return 2;
+        }
+    if (mkdir_p(a.outdir)) {
+        cli_error("breakeven", "cannot create %s: %s", a.outdir, strerror(errno));
+        scn_free(&sc);
+        return 1;
+    }
+    size_t np = (size_t)a.th.n * a.lat.n * a.bw.n;
+    uint64_t *t_ref = calloc(np, sizeof *t_ref);
+    double *speedup = calloc(np, sizeof *speedup);
+    sim_ws *ws = sim_ws_new();
+    be_step st;
+    op_program_init(&st.prog);
+    cost_log_init(&st.log, ref->net.n_parties);
+    if (!t_ref || !speedup || !ws) {
+        cli_error("breakeven", "out of memory");
+        status = 1;
+        goto done;
+    }
+    fprintf(stderr, "mpcsim breakeven: costing the full cache's step …\n");
+    if ((rc = run_decode_program(ref, &st.prog, &st.log, &e)))
+        goto fail;
+    if (a.ops)
+        be_ops(&st.prog, &st.log, a.ops, "full");
+    for (int t = 0; t < a.th.n; t++)
+        for (int l = 0; l < a.lat.n; l++)
+            for (int b = 0; b < a.bw.n; b++) {
+                size_t k = ((size_t)t * a.lat.n + l) * a.bw.n + b;
+                if ((rc = be_latency(ref, &st, (int)a.th.v[t], (uint64_t)a.lat.v[l], a.bw.v[b],
+                                     ws, &t_ref[k], &e)))
+                    goto fail;
+            }
+    printf("%s: %s %s, decode step at KV %u (the workload's last), machine %s\n", sc.name,
+           ref->model.name, ref->proto_ref, ref->work.prompt_len + ref->work.decode_len - 1,
+           ref->machine.name);
+    int idx = 0;
+    for (size_t i = 0; i < sc.n_runs; i++) {
+        const run_cfg *c = &sc.runs[i];
+        if (c == ref)
+            continue;
+        char label[256];
+        policy_label(c, label, sizeof label);
+        fprintf(stderr, "mpcsim breakeven: costing %s …\n", label);
+        if ((rc = run_decode_program(c, &st.prog, &st.log, &e)))
+            goto fail;
+        if (a.ops)
+            be_ops(&st.prog, &st.log, a.ops, label);
+        size_t wins = 0;
+        for (int t = 0; t < a.th.n; t++)
+            for (int l = 0; l < a.lat.n; l++)
+                for (int b = 0; b < a.bw.n; b++) {
+                    size_t k = ((size_t)t * a.lat.n + l) * a.bw.n + b;
+                    uint64_t tp;
+                    if ((rc = be_latency(c, &st, (int)a.th.v[t], (uint64_t)a.lat.v[l],
+                                         a.bw.v[b], ws, &tp, &e)))
+                        goto fail;
+                    speedup[k] = tp ? (double)t_ref[k] / (double)tp : 1;
+                    wins += speedup[k] > 1;
+                }
+        printf("\n%s vs full: faster on %zu of %zu points\n", label, wins, np);
+        for (int t = 0; t < a.th.n; t++)
+            be_table(&a, speedup, t);
+        status |= be_plot(&a, ref, c, idx++, speedup, label);
+    }
+    goto done;
+fail:
+    fprintf(stderr, "mpcsim breakeven: %s%s\n", strstr(e.msg, "error:") ? "" : "error: ", e.msg);
+    status = ms_err_exit_code(rc);
+done:
+    op_program_free(&st.prog);
+    cost_log_free(&st.log);
+    sim_ws_free(ws);
+    free(t_ref);
+    free(speedup);
+    scn_free(&sc);
+    return status;
+}

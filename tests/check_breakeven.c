@@ -1,0 +1,181 @@
+/* check_breakeven.c — `mpcsim breakeven`: the steady decode step it costs is the runner's, its
+ * grid points are separate simulations of that step, and the map, files and errors a user
+ * sees. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sim/scenario/scn.h"
+#include "testdir.h"
+
+static testdir td = {.prefix = "check_breakeven"};
+static void suite_setup(void) { testdir_suite_setup(&td); }
+static void suite_teardown(void) { testdir_suite_teardown(&td); }
+static void setup(void) { testdir_setup(&td); }
+static void teardown(void) { testdir_teardown(&td); }
+
+/* A tiny llama, a synthetic trace, the full cache and H2O. */
+static const char *const SCN =
+    "format: 1\nname: be\n"
+    "model: {name: tiny, layers: 2, dim: 64, heads: 4, ffn_dim: 128, vocab: 256, "
+    "max_context: 256}\n"
+    "protocol: semi2k\nnetwork: lan\ntrace: {source: synth}\nseed: 3\n"
+    "workload: {prompt_len: 96, decode_len: 3, prefill_in_mpc: false}\n"
+    "policies:\n  - full\n  - {name: h2o, heavy: 8, recent: 8, metric_stride: 0}\n";
+
+static const char *write_file(const char *name, const char *text)
+{
+    const char *p = testdir_path(&td, name);
+    FILE *f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+    return p;
+}
+
+static int run_cli(const char *args, const char *out_path)
+{
+    const char *bin = getenv("MPCSIM_BIN");
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s %s >%s 2>&1", bin, args, out_path);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* run_decode_program costs the step the runner reports as its steady decode step: simulated
+ * on the run's own network and machine, it takes latency_decode_step_s to the ns. */
+START_TEST(test_steady_step_is_the_runners)
+{
+    const char *path = write_file("be.yaml", SCN);
+    scenario s;
+    errbuf e;
+    ck_assert_msg(scn_load(path, NULL, &s, &e) == MS_OK, "%s", e.msg);
+    ck_assert_uint_eq(s.n_runs, 2);
+    for (size_t i = 0; i < s.n_runs; i++) {
+        const run_cfg *c = &s.runs[i];
+        run_result r;
+        run_result_init(&r);
+        ck_assert_msg(run_execute(c, &r, &e) == MS_OK, "%s", e.msg);
+        double want = -1;
+        for (size_t k = 0; k < r.n_metric; k++)
+            if (!strcmp(r.metric[k].name, "latency_decode_step_s"))
+                want = r.metric[k].value;
+        run_result_free(&r);
+        ck_assert(want > 0);
+        op_program p;
+        cost_log l;
+        op_program_init(&p);
+        cost_log_init(&l, c->net.n_parties);
+        ck_assert_msg(run_decode_program(c, &p, &l, &e) == MS_OK, "%s", e.msg);
+        sim_opts o = {.overlap = c->overlap};
+        sim_result res;
+        ck_assert_msg(sim_run(&c->net, &c->machine, &p, &l, &o, &res, &e) == MS_OK, "%s", e.msg);
+        ck_assert_double_eq_tol((double)res.latency_ns * 1e-9, want, 1e-9);
+        sim_result_free(&res);
+        op_program_free(&p);
+        cost_log_free(&l);
+    }
+    scn_free(&s);
+}
+END_TEST
+
+static int count_lines_with(const char *text, const char *what)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, what)); p++)
+        n++;
+    return n;
+}
+
+START_TEST(test_cli_map)
+{
+    if (!getenv("MPCSIM_BIN"))
+        return;
+    const char *scn = write_file("be.yaml", SCN);
+    char out[512], dir[512], args[2048];
+    snprintf(out, sizeof out, "%s", testdir_path(&td, "out.txt"));
+    snprintf(dir, sizeof dir, "%s", testdir_path(&td, "map"));
+    snprintf(args, sizeof args, "breakeven %s -o %s --no-plot --bandwidth 100Mbps,10Gbps "
+             "--latency 0.01ms,50ms --threads 1,4", scn, dir);
+    ck_assert_int_eq(run_cli(args, out), 0);
+    char dat[600];
+    snprintf(dat, sizeof dat, "%s/breakeven-0-h2o.dat", dir);
+    FILE *f = fopen(dat, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[256];
+    int rows = 0;
+    double bw, lat, l2, sp;
+    while (fgets(line, sizeof line, f))
+        if (line[0] != '#' && sscanf(line, "%lf %lf %lf %lf", &bw, &lat, &l2, &sp) == 4) {
+            ck_assert(sp > 0);
+            ck_assert_double_eq_tol(l2, log2(sp), 1e-5);
+            ck_assert(bw == 100 || bw == 10000);
+            rows++;
+        }
+    fclose(f);
+    ck_assert_int_eq(rows, 2 * 2 * 2); /* threads × latency × bandwidth */
+    /* the printed table: one per thread count */
+    f = fopen(out, "r");
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    ck_assert_msg(strstr(buf, "h2o heavy=8 recent=8 vs full: faster on"), "%s", buf);
+    ck_assert_int_eq(count_lines_with(buf, "  threads "), 2);
+    unlink(dat);
+    /* the heatmap, where gnuplot is installed (scripts/install-deps.sh installs it) */
+    if (system("gnuplot --version >/dev/null 2>&1") == 0) {
+        snprintf(args, sizeof args, "breakeven %s -o %s --bandwidth 100Mbps,1Gbps,10Gbps "
+                 "--latency 0.01ms,1ms,50ms --threads 1,4", scn, dir);
+        ck_assert_int_eq(run_cli(args, out), 0);
+        char png[600];
+        snprintf(png, sizeof png, "%s/breakeven-0-h2o.png", dir);
+        f = fopen(png, "rb");
+        ck_assert_msg(f != NULL, "no %s", png);
+        unsigned char sig[8] = {0};
+        ck_assert_uint_eq(fread(sig, 1, 8, f), 8);
+        fclose(f);
+        ck_assert(sig[1] == 'P' && sig[2] == 'N' && sig[3] == 'G');
+        unlink(png);
+        unlink(dat);
+    }
+    rmdir(dir);
+
+    /* errors: no reference, two references, a run that differs in more than its policy */
+    const char *bad = write_file("bad.yaml", "format: 1\nname: b\nmodel: stories260K\n"
+                                             "protocol: semi2k\nnetwork: lan\n"
+                                             "workload: {prompt_len: 8, decode_len: 2}\n"
+                                             "policies: [{name: streamingllm}]\n");
+    snprintf(args, sizeof args, "breakeven %s -o %s --no-plot", bad, dir);
+    ck_assert_int_eq(run_cli(args, out), 2);
+    bad = write_file("bad2.yaml", "format: 1\nname: b\nmodel: stories260K\nprotocol: semi2k\n"
+                                  "network: lan\nworkload: {prompt_len: [8, 16], decode_len: 2}\n"
+                                  "policies: [full, streamingllm]\n");
+    snprintf(args, sizeof args, "breakeven %s -o %s --no-plot", bad, dir);
+    ck_assert_int_eq(run_cli(args, out), 2);
+    snprintf(args, sizeof args, "breakeven %s --latency 5xs", scn);
+    ck_assert_int_eq(run_cli(args, out), 2);
+    snprintf(args, sizeof args, "breakeven %s --threads 0", scn);
+    ck_assert_int_eq(run_cli(args, out), 2);
+    ck_assert_int_eq(run_cli("breakeven", out), 2);
+    unlink(out);
+    rmdir(dir);
+}
+END_TEST
+
+Suite *breakeven_suite(void)
+{
+    Suite *s = suite_create("breakeven");
+    TCase *tc = tcase_create("map");
+    tcase_set_timeout(tc, 120);
+    tcase_add_unchecked_fixture(tc, suite_setup, suite_teardown);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_steady_step_is_the_runners);
+    tcase_add_test(tc, test_cli_map);
+    suite_add_tcase(s, tc);
+    return s;
+}
