@@ -77,7 +77,7 @@ typedef struct node_out {
 static int node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
 {
     job *j = arg;
-    mpc_program_run r;
+    mpc_program_run r = {0};
     node_out *no = calloc(1, sizeof *no);
     if (!no)
         return MS_ERR_NOMEM;
