@@ -1,6 +1,14 @@
-/* bench_mpc.c — the real backend on loopback (forked parties + dealer, 127.0.0.1): ring
- * multiplications/s, fixed-point multiplications/s, a 128×768·768×768 matmul, comparisons/s
- * and exp/s, for semi2k (2PC + dealer) and aby3 (3PC). Prints figures; never fails on timing. */
+/* bench_mpc.c — one op of the real backend on loopback (forked parties + dealer, 127.0.0.1):
+ * time per repetition (min and median after warm-up runs), rounds, online bytes of all
+ * parties and the dealer's offline bytes, for semi2k (2PC + dealer) and aby3 (3PC).
+ *
+ *   bench_mpc [--op NAME] [--n N] [--protocol semi2k|aby3] [--reps R] [--warmup W]
+ *             [--set KEY=VALUE]...
+ *
+ * Without --op it runs the standard list (make bench): mul, fmul, matmul 128×768·768×768,
+ * lt, exp, reciprocal, rsqrt, softmax over 1,024, sort of 1,024, top-k 8 of 1,024, in both
+ * protocols (or the one given). Prints figures; never fails on timing. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,10 +17,34 @@
 #include "protocols/backend/mpc_run.h"
 #include "protocols/program/proto.h"
 
+#define REPS_MAX 1000
+
+typedef struct bop {
+    const char *name;
+    int kind;
+    uint32_t flags;
+    size_t n_default; /* elements, or the row length of row ops */
+    int pos;          /* 1: positive inputs (reciprocal, rsqrt) */
+    const char *what;
+} bop;
+
+static const bop bops[] = {
+    {"mul", OP_MUL, OPF_NO_TRUNC, 1 << 20, 0, "ring multiplication"},
+    {"fmul", OP_MUL, 0, 1 << 20, 0, "fixed-point multiplication (mul + trunc)"},
+    {"matmul", OP_MATMUL, OPF_FIXED_B | OPF_NO_TRUNC, 128, 0, "matmul 128x768 . 768x768 (weight)"},
+    {"lt", OP_LT, 0, 1 << 16, 0, "less-than"},
+    {"eq", OP_EQ, 0, 1 << 16, 0, "equality"},
+    {"exp", OP_EXP, 0, 1 << 16, 0, "exp"},
+    {"recip", OP_RECIPROCAL, 0, 1 << 16, 1, "reciprocal"},
+    {"rsqrt", OP_RSQRT, 0, 1 << 16, 1, "rsqrt"},
+    {"softmax", OP_SOFTMAX, 0, 1024, 0, "softmax, one row"},
+    {"sort", -1, 0, 1024, 0, "sort, one row"},
+    {"topk8", OP_TOPK, 0, 1024, 0, "top-8, one row"},
+};
+
 typedef struct job {
     op_program prog;
-    size_t reps;
-    const char *msb; /* protocol parameter msb, NULL: the default */
+    int reps, warmup, pos;
 } job;
 
 static uint64_t mix(uint64_t *s)
@@ -23,119 +55,229 @@ static uint64_t mix(uint64_t *s)
     return z ^ (z >> 31);
 }
 
+/* Inputs in [-1, 1), or in [0.5, 8.5) for the positive-domain ops. */
 static int bind(void *ctx, const op_tensor *t, uint64_t *out, size_t n)
 {
-    (void)ctx;
+    const job *j = ctx;
     uint64_t s = (uint64_t)t->name[0] * 7919;
-    for (size_t i = 0; i < n; i++)
-        out[i] = fx_encode((double)(mix(&s) >> 11) * 0x1p-52 - 1.0, 18);
+    for (size_t i = 0; i < n; i++) {
+        double u = (double)(mix(&s) >> 11) * 0x1p-53;
+        out[i] = fx_encode(j->pos ? 0.5 + 8.0 * u : 2.0 * u - 1.0, 18);
+    }
     return 1;
 }
 
-/* Runs the one-op program reps times; reports the best op time and P0's traffic of one run. */
+/* What a node writes: its traffic over one repetition, then (P0) every repetition's time. */
+typedef struct node_out {
+    mpc_op_stat st;
+    int reps;
+    uint64_t ns[REPS_MAX];
+} node_out;
+
 static int node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
 {
     job *j = arg;
-    mpc_program_run r;
-    int rc = mpc_run_setup(e, net, &j->prog, bind, NULL, &r, err);
-    uint64_t best = UINT64_MAX;
-    mpc_op_stat st = {0};
-    for (size_t q = 0; q < j->reps && !rc; q++) {
+    mpc_program_run r = {0};
+    node_out *no = calloc(1, sizeof *no);
+    if (!no)
+        return MS_ERR_NOMEM;
+    int rc = mpc_run_setup(e, net, &j->prog, bind, j, &r, err);
+    for (int q = 0; q < j->warmup + j->reps && !rc; q++) {
         rc = mpc_run_ops(e, net, &r, 0, j->prog.n_ops, err);
-        uint64_t ns = 0;
-        for (size_t i = 0; i < j->prog.n_ops; i++)
-            ns += r.ops[i].ns;
-        if (ns < best) {
-            best = ns;
-            st = r.ops[j->prog.n_ops - 1];
+        if (rc || q < j->warmup)
+            continue;
+        mpc_op_stat s = {0};
+        for (size_t i = 0; i < j->prog.n_ops; i++) {
+            const mpc_op_stat *o = &r.ops[i];
+            for (int k = 0; k < MPC_NODES_MAX; k++)
+                s.sent[k] += o->sent[k];
+            s.offline_recv += o->offline_recv;
+            s.offline_sent += o->offline_sent;
+            s.rounds += o->rounds;
+            s.ns += o->ns;
         }
+        no->st = s;
+        no->ns[no->reps++] = s.ns;
     }
-    st.ns = best;
     if (!rc)
-        fwrite(&st, sizeof st, 1, out);
-    mpc_program_run_free(e, &r);
+        fwrite(no, sizeof *no, 1, out);
+    free(no);
+    if (!rc)
+        mpc_program_run_free(e, &r);
     return rc;
 }
 
-static void one_op(job *j, int kind, uint32_t b, uint32_t m, uint32_t k, uint32_t n, uint32_t flags)
+/* The one-op program of b for n (row length for row ops). */
+static int build(job *j, const bop *b, size_t n)
 {
     op_program *p = &j->prog;
     op_program_init(p);
+    int kind = b->kind;
+    uint32_t bt = 1, m = 1, k = 0, nn = (uint32_t)n;
+    int32_t iarg = 0;
+    if (kind == OP_MATMUL)
+        m = (uint32_t)n, k = 768, nn = 768;
+    if (kind == OP_SOFTMAX)
+        iarg = -1;
+    if (kind == OP_TOPK)
+        iarg = 8;
+    if (kind < 0) { /* sort: an op the build may not have */
+        kind = op_kind_from_name("sort");
+        if (kind < 0)
+            return -1;
+    }
     int mm = kind == OP_MATMUL;
-    uint32_t x = op_tensor_add(p, "x", OPT_INPUT, DOM_ARITH, b, m, mm ? k : n);
-    uint32_t y = op_tensor_add(p, "y", mm && (flags & OPF_FIXED_B) ? OPT_WEIGHT : OPT_INPUT, DOM_ARITH,
-                               mm ? 1 : b, mm ? k : m, n);
-    uint32_t z = op_tensor_add(p, "z", OPT_TEMP, DOM_ARITH, b, m, n);
-    op o = {.kind = (uint16_t)kind, .phase = PHASE_DECODE, .cat = OPC_OTHER, .layer = -1, .group = -1,
-            .batch = b, .m = m, .k = k, .n = n, .in = {x, y, OP_NONE}, .out = z, .flags = flags};
+    uint32_t x = op_tensor_add(p, "x", OPT_INPUT, DOM_ARITH, bt, m, mm ? k : nn);
+    uint32_t y = op_tensor_add(p, "y", mm ? OPT_WEIGHT : OPT_INPUT, DOM_ARITH, bt, mm ? k : m, nn);
+    uint32_t zr = kind == OP_TOPK ? (uint32_t)iarg : m;
+    uint32_t z = op_tensor_add(p, "z", OPT_TEMP, DOM_ARITH, bt, zr, nn);
+    int two = kind == OP_MUL || kind == OP_MATMUL || kind == OP_LT || kind == OP_EQ;
+    op o = {.kind = (uint16_t)kind, .phase = PHASE_DECODE, .cat = OPC_OTHER, .layer = -1,
+            .group = -1, .batch = bt, .m = m, .k = k, .n = nn,
+            .in = {x, two ? y : OP_NONE, OP_NONE}, .out = z, .flags = b->flags, .iarg = iarg};
     op_emit(p, &o);
+    j->pos = b->pos;
+    return 0;
 }
 
-static double run(const char *pname, job *j, mpc_op_stat *st)
+static int cmp_u64(const void *a, const void *b)
 {
-    mpc_launch l = {.deadline_ms = 600000, .timeout_ms = 60000};
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void bench(const char *pname, const bop *b, size_t n, job *j, char **sets, int n_sets)
+{
+    if (build(j, b, n)) {
+        printf("%-7s %-8s %8zu  (op not in this build)\n", pname, b->name, n);
+        return;
+    }
+    mpc_launch l = {.deadline_ms = 900000, .timeout_ms = 120000};
     errbuf e;
     proto_cfg_default(pname, &l.cfg, &e);
-    if (j->msb && proto_cfg_set(&l.cfg, "msb", j->msb, &e)) {
-        fprintf(stderr, "bench_mpc: %s\n", e.msg);
-        exit(1);
-    }
+    for (int i = 0; i < n_sets; i++)
+        if (proto_cfg_set_kv(&l.cfg, sets[i], &e)) {
+            fprintf(stderr, "bench_mpc: --set %s: %s\n", sets[i], e.msg);
+            exit(2);
+        }
     mpc_node_result nr[MPC_NODES_MAX];
     int nodes;
     if (mpc_launch_run(&l, node, j, nr, &nodes, &e)) {
         fprintf(stderr, "bench_mpc: %s\n", e.msg);
         exit(1);
     }
-    for (int i = 0; i < nodes; i++)
-        if (nr[i].rc) {
-            fprintf(stderr, "bench_mpc: %s node %d: %s\n", pname, i, nr[i].err);
+    uint64_t online = 0, offline = 0, rounds = 0, ns[REPS_MAX];
+    int reps = 0;
+    for (int i = 0; i < nodes; i++) {
+        if (nr[i].rc || nr[i].out_len < sizeof(node_out)) {
+            fprintf(stderr, "bench_mpc: %s %s node %d: %s\n", pname, b->name, i, nr[i].err);
             exit(1);
         }
-    memcpy(st, nr[0].out, sizeof *st);
-    mpc_op_stat p1;
-    memcpy(&p1, nr[1].out, sizeof p1);
-    st->offline_recv = p1.offline_recv; /* semi2k: every correction goes to P1 */
+        const node_out *no = (const node_out *)nr[i].out;
+        for (int k = 0; k < MPC_NODES_MAX; k++)
+            online += no->st.sent[k];
+        offline += no->st.offline_recv;
+        if (i == 0) {
+            rounds = no->st.rounds;
+            reps = no->reps;
+            memcpy(ns, no->ns, (size_t)reps * sizeof *ns);
+        }
+    }
     mpc_node_results_free(nr, nodes);
-    return (double)st->ns * 1e-9;
-}
-
-static void line(const char *pname, const char *what, double items, const char *unit, job *j)
-{
-    mpc_op_stat st;
-    double s = run(pname, j, &st);
-    uint64_t sent = 0;
-    for (int q = 0; q < MPC_NODES_MAX; q++)
-        sent += st.sent[q];
-    printf("%-7s %-34s %10.3f ms  %12.3g %s/s  rounds %3llu  P0 sent %9.3f MB  offline->P1 %8.3f MB\n", pname, what,
-           s * 1e3, items / s, unit, (unsigned long long)st.rounds, (double)sent / 1e6, (double)st.offline_recv / 1e6);
     op_program_free(&j->prog);
+    qsort(ns, (size_t)reps, sizeof *ns, cmp_u64);
+    double mn = (double)ns[0] * 1e-6, med = (double)ns[reps / 2] * 1e-6;
+    if (!(reps & 1))
+        med = 0.5e-6 * (double)(ns[reps / 2 - 1] + ns[reps / 2]);
+    size_t elems = b->kind == OP_MATMUL ? n * 768 : n;
+    printf("%-7s %-8s %8zu %10.3f %10.3f %6llu %14llu %12llu %10.1f\n", pname, b->name, n, mn,
+           med, (unsigned long long)rounds, (unsigned long long)online,
+           (unsigned long long)offline, (double)(online + offline) / (double)elems);
+    fflush(stdout);
 }
 
-int main(void)
+static void usage(FILE *f)
 {
+    fprintf(f, "usage: bench_mpc [--op NAME] [--n N] [--protocol semi2k|aby3] [--reps R] "
+               "[--warmup W] [--set KEY=VALUE]...\nops:");
+    for (size_t i = 0; i < sizeof bops / sizeof *bops; i++)
+        fprintf(f, " %s", bops[i].name);
+    fprintf(f, "\n");
+}
+
+static long num(const char *flag, const char *v, long lo, long hi)
+{
+    char *end;
+    long x = v ? strtol(v, &end, 10) : 0;
+    if (!v || *end || x < lo || x > hi) {
+        fprintf(stderr, "bench_mpc: %s wants an integer in [%ld, %ld], not '%s'\n", flag, lo, hi,
+                v ? v : "");
+        exit(2);
+    }
+    return x;
+}
+
+int main(int argc, char **argv)
+{
+    const char *opname = NULL, *proto_name = NULL;
+    long n = 0, reps = 5, warmup = 1;
+    char *sets[32];
+    int n_sets = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--op") && v)
+            opname = v, i++;
+        else if (!strcmp(a, "--protocol") && v)
+            proto_name = v, i++;
+        else if (!strcmp(a, "--n"))
+            n = num(a, v, 1, 1L << 26), i++;
+        else if (!strcmp(a, "--reps"))
+            reps = num(a, v, 1, REPS_MAX), i++;
+        else if (!strcmp(a, "--warmup"))
+            warmup = num(a, v, 0, 1000), i++;
+        else if (!strcmp(a, "--set") && v && n_sets < 32)
+            sets[n_sets++] = argv[++i];
+        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "bench_mpc: unknown or incomplete argument '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    const bop *only = NULL;
+    if (opname) {
+        for (size_t i = 0; i < sizeof bops / sizeof *bops; i++)
+            if (!strcmp(bops[i].name, opname))
+                only = &bops[i];
+        if (!only) {
+            fprintf(stderr, "bench_mpc: unknown op '%s'\n", opname);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (proto_name && !proto_find(proto_name)) {
+        fprintf(stderr, "bench_mpc: unknown protocol '%s' (semi2k, aby3)\n", proto_name);
+        return 2;
+    }
     static const char *const protos[] = {"semi2k", "aby3"};
-    printf("# real backend on loopback, best of 5 runs, time at P0 (local compute + transfer)\n");
+    printf("# real backend on loopback; time at P0 per repetition (local compute + transfer),\n"
+           "# %ld warm-up + %ld timed repetitions; bytes: online sent by all parties, offline\n"
+           "# dealer->parties, per repetition; B/elem = (online + offline) / elements\n",
+           warmup, reps);
+    printf("%-7s %-8s %8s %10s %10s %6s %14s %12s %10s\n", "proto", "op", "n", "min ms",
+           "median ms", "rounds", "online B", "offline B", "B/elem");
+    job j = {.reps = (int)reps, .warmup = (int)warmup};
     for (int q = 0; q < 2; q++) {
-        const char *pn = protos[q];
-        job j = {.reps = 5};
-        size_t n = 1 << 20;
-        one_op(&j, OP_MUL, 1, 1, 0, (uint32_t)n, OPF_NO_TRUNC);
-        line(pn, "ring mul, 2^20 elements", (double)n, "mul", &j);
-        one_op(&j, OP_MUL, 1, 1, 0, (uint32_t)n, 0);
-        line(pn, "fixed-point mul (mul+trunc), 2^20", (double)n, "fmul", &j);
-        one_op(&j, OP_MATMUL, 1, 128, 768, 768, OPF_FIXED_B | OPF_NO_TRUNC);
-        line(pn, "matmul 128x768 . 768x768 (weight)", 128.0 * 768 * 768, "MAC", &j);
-        one_op(&j, OP_MATMUL, 1, 128, 768, 768, OPF_NO_TRUNC);
-        line(pn, "matmul 128x768 . 768x768 (secret)", 128.0 * 768 * 768, "MAC", &j);
-        n = 1 << 16;
-        one_op(&j, OP_LT, 1, 1, 0, (uint32_t)n, 0);
-        line(pn, "lt (comparison), 2^16", (double)n, "cmp", &j);
-        j.msb = "carry";
-        one_op(&j, OP_LT, 1, 1, 0, (uint32_t)n, 0);
-        line(pn, "lt, msb carry, 2^16", (double)n, "cmp", &j);
-        j.msb = NULL;
-        one_op(&j, OP_EXP, 1, 1, 0, (uint32_t)n, 0);
-        line(pn, "exp, 2^16", (double)n, "exp", &j);
+        if (proto_name && strcmp(proto_name, protos[q]))
+            continue;
+        for (size_t i = 0; i < sizeof bops / sizeof *bops; i++) {
+            const bop *b = &bops[i];
+            if (only ? b != only : !strcmp(b->name, "eq"))
+                continue;
+            bench(protos[q], b, n ? (size_t)n : b->n_default, &j, sets, n_sets);
+        }
     }
     return 0;
 }

@@ -160,6 +160,139 @@ START_TEST(test_lt_eq)
 }
 END_TEST
 
+/* A public bit bound w on the operands (op.bits): lt exact whenever a − b lies in
+ * [−2^(w−1), 2^(w−1)), eq whenever |a − b| < 2^w, max and sort on such values; the operands
+ * themselves are large (only their difference is bounded) and their share components random,
+ * so the circuits see real wrap-arounds of the ring. _i: party count 2 + (_i & 1); _i >= 2
+ * with msb ks (which ignores the bound). */
+START_TEST(test_bit_bound)
+{
+    int np = 2 + (_i & 1);
+    static const int ws[] = {2, 3, 5, 8, 13, 17, 31, 32, 33, 48, 63, 64};
+    for (size_t wi = 0; wi < sizeof ws / sizeof *ws; wi++) {
+        int w = ws[wi];
+        msb_override = _i >= 2 ? "ks" : NULL;
+        harness h;
+        h_init(&h, np);
+        msb_override = NULL;
+        enum { N = 300 };
+        uint64_t half = 1ull << (w - 1);
+        double a[N], b[N], be[N];
+        uint32_t ta = h_tensor(&h, "a", OPT_TEMP, DOM_ARITH, 1, 1, N, NULL, 0);
+        uint32_t tb = h_tensor(&h, "b", OPT_TEMP, DOM_ARITH, 1, 1, N, NULL, 0);
+        uint32_t tc = h_tensor(&h, "c", OPT_TEMP, DOM_ARITH, 1, 1, N, NULL, 0);
+        (void)a, (void)b, (void)be;
+        for (int i = 0; i < N; i++) {
+            uint64_t base = (uint64_t)(urand(0, 1) * 9e18) * (i % 3 ? 1 : (uint64_t)-1);
+            /* d in [−2^(w−1), 2^(w−1)), its ends and 0 included */
+            int64_t d = i == 0 ? 0 : i == 1 ? -(int64_t)half : i == 2 ? (int64_t)(half - 1)
+                      : i == 3 ? -1 : i == 4 ? 1
+                      : (int64_t)((uint64_t)(urand(0, 1) * (double)half * 2) - half);
+            if (d >= (int64_t)half)
+                d = (int64_t)half - 1;
+            h.vals[ta].s[0][i] = base + (uint64_t)d;
+            h.vals[tb].s[0][i] = base;
+            /* for eq: |e| < 2^w, a third of them 0 */
+            int64_t ed = i % 3 == 0 ? 0 : (int64_t)((uint64_t)(urand(0, 1) * (double)half * 4) - 2 * half);
+            if (w < 64 && (ed >= (int64_t)(2 * half) || ed <= -(int64_t)(2 * half)))
+                ed = 1;
+            h.vals[tc].s[0][i] = base + (uint64_t)ed;
+        }
+        h_components(&h, ta, np);
+        h_components(&h, tb, np);
+        h_components(&h, tc, np);
+        uint32_t lt = h_tensor(&h, "lt", OPT_TEMP, DOM_ARITH, 1, 1, N, NULL, 0);
+        uint32_t gt = h_tensor(&h, "gt", OPT_TEMP, DOM_ARITH, 1, 1, N, NULL, 0);
+        uint32_t eq = h_tensor(&h, "eq", OPT_TEMP, DOM_ARITH, 1, 1, N, NULL, 0);
+        op o = mkop(OP_LT, 1, 1, 0, N, ta, tb, OP_NONE, lt);
+        o.bits = (uint8_t)w;
+        h_run(&h, o);
+        o = mkop(OP_LT, 1, 1, 0, N, tb, ta, OP_NONE, gt);
+        o.bits = (uint8_t)w;
+        h_run(&h, o);
+        o = mkop(OP_EQ, 1, 1, 0, N, tc, tb, OP_NONE, eq);
+        o.bits = (uint8_t)w;
+        h_run(&h, o);
+        for (int i = 0; i < N; i++) {
+            int64_t d = (int64_t)(h.vals[ta].s[0][i] - h.vals[tb].s[0][i]);
+            ck_assert_msg(h.vals[lt].s[0][i] == (uint64_t)(d < 0), "w %d i %d: lt of d = %lld", w, i, (long long)d);
+            ck_assert_msg(h.vals[gt].s[0][i] == (uint64_t)(d > 0) || (w < 64 && d == -(int64_t)half),
+                          "w %d i %d: gt", w, i);
+            ck_assert_msg(h.vals[eq].s[0][i] == (uint64_t)(h.vals[tc].s[0][i] == h.vals[tb].s[0][i]),
+                          "w %d i %d: eq", w, i);
+        }
+        h_free(&h);
+    }
+}
+END_TEST
+
+/* One-hot of indices over C classes with the bound ⌈log2 C⌉ bits: exact for every index in
+ * [0, C), share components random; also sort and max with a bound. */
+START_TEST(test_onehot_width)
+{
+    int np = 2 + (_i & 1);
+    static const uint32_t cs[] = {1, 2, 3, 7, 8, 9, 50, 64, 65, 1000};
+    for (size_t ci = 0; ci < sizeof cs / sizeof *cs; ci++) {
+        uint32_t C = cs[ci], M = 40;
+        harness h;
+        h_init(&h, np);
+        uint32_t ti = h_tensor(&h, "i", OPT_TEMP, DOM_ARITH, 1, M, 1, NULL, 0);
+        for (uint32_t r = 0; r < M; r++)
+            h.vals[ti].s[0][r] = r < 2 ? (r ? C - 1 : 0) : (uint64_t)(urand(0, 1) * C) % C;
+        h_components(&h, ti, np);
+        uint32_t to = h_tensor(&h, "o", OPT_TEMP, DOM_ARITH, 1, M, C, NULL, 0);
+        op oo = mkop(OP_ONEHOT, 1, M, 0, C, ti, OP_NONE, OP_NONE, to);
+        int w = 1;
+        while ((1u << w) < C)
+            w++;
+        oo.bits = (uint8_t)w; /* ⌈log2 C⌉ */
+        h_run(&h, oo);
+        for (uint32_t r = 0; r < M; r++)
+            for (uint32_t j = 0; j < C; j++)
+                ck_assert_uint_eq(h.vals[to].s[0][r * C + j], h.vals[ti].s[0][r] == j);
+        h_free(&h);
+    }
+    /* sort (ascending and descending) and max of 12-bit integers with w = 13 */
+    harness h;
+    h_init(&h, np);
+    enum { R = 3, L = 37 };
+    uint32_t tx = h_tensor(&h, "x", OPT_TEMP, DOM_ARITH, 1, R, L, NULL, 0);
+    for (size_t i = 0; i < R * L; i++)
+        h.vals[tx].s[0][i] = (uint64_t)(int64_t)(urand(-2048, 2047)); /* differences < 2^12 */
+    h_components(&h, tx, np);
+    uint32_t ta = h_tensor(&h, "sa", OPT_TEMP, DOM_ARITH, 1, R, L, NULL, 0);
+    uint32_t td = h_tensor(&h, "sd", OPT_TEMP, DOM_ARITH, 1, R, L, NULL, 0);
+    uint32_t tm = h_tensor(&h, "mx", OPT_TEMP, DOM_ARITH, 1, R, 1, NULL, 0);
+    op o = mkop(OP_SORT, 1, R, 0, L, tx, OP_NONE, OP_NONE, ta);
+    o.bits = 13, o.iarg = 0;
+    h_run(&h, o);
+    o = mkop(OP_SORT, 1, R, 0, L, tx, OP_NONE, OP_NONE, td);
+    o.bits = 13, o.iarg = 1;
+    h_run(&h, o);
+    o = mkop(OP_MAX, 1, R, 0, L, tx, OP_NONE, OP_NONE, tm);
+    o.bits = 13;
+    h_run(&h, o);
+    for (size_t r = 0; r < R; r++) {
+        int64_t v[L], mx = INT64_MIN;
+        for (size_t j = 0; j < L; j++) {
+            v[j] = (int64_t)h.vals[tx].s[0][r * L + j];
+            mx = v[j] > mx ? v[j] : mx;
+        }
+        for (size_t j = 0; j < L; j++) /* insertion sort of the reference */
+            for (size_t q = j; q > 0 && v[q - 1] > v[q]; q--) {
+                int64_t t = v[q];
+                v[q] = v[q - 1], v[q - 1] = t;
+            }
+        for (size_t j = 0; j < L; j++) {
+            ck_assert_int_eq((int64_t)h.vals[ta].s[0][r * L + j], v[j]);
+            ck_assert_int_eq((int64_t)h.vals[td].s[0][r * L + j], v[L - 1 - j]);
+        }
+        ck_assert_int_eq((int64_t)h.vals[tm].s[0][r], mx);
+    }
+    h_free(&h);
+}
+END_TEST
+
 START_TEST(test_a2b_b2a_select)
 {
     int np = 2 + _i;
@@ -481,6 +614,8 @@ static void onehot_cost(const char *protocol, uint32_t m, uint32_t n, cost_total
     uint32_t ti = op_tensor_add(&p, "i", OPT_TEMP, DOM_ARITH, 1, m, 1);
     uint32_t to = op_tensor_add(&p, "o", OPT_TEMP, DOM_ARITH, 1, m, n);
     op o = mkop(OP_ONEHOT, 1, m, 0, n, ti, OP_NONE, OP_NONE, to);
+    while ((1u << o.bits) < n) /* indices in [0, n): the bound top-k's own one-hot uses */
+        o.bits++;
     ck_assert_int_ge(op_emit(&p, &o), 0);
     cost_log log;
     cost_log_init(&log, pr->n_parties);
@@ -505,7 +640,9 @@ START_TEST(test_topk_quickselect_cost)
         topk_cost(protos[i], "network", 32, 512, 50, &nw, &sh2);
         ck_assert_uint_eq(sh, 2);
         ck_assert_uint_eq(sh2, 0);
-        uint64_t r_lt = i == 0 ? 8 : 10, r_eq = i == 0 ? 7 : 9;
+        /* r_eq: the one-hot of indices over 512 classes compares ⌈log2 512⌉ = 9 bits (msb
+         * packed): [bool_pair] + ⌈log2 9⌉ AND levels + b2a_bit */
+        uint64_t r_lt = i == 0 ? 8 : 10, r_eq = i == 0 ? 4 + 1 : 1 + 4 + 2;
         ck_assert_uint_eq((qs.rounds - 2 - r_eq) % (r_lt + 1), 0);
         uint64_t I = (qs.rounds - 2 - r_eq) / (r_lt + 1);
         /* one row alone: E[I] = H_k + H_(n-k+1) − 2 + 1 ≈ 10.2; 32 rows: the slowest of 32
@@ -751,6 +888,8 @@ Suite *kern_suite(void)
     tcase_set_timeout(t, 60);
     tcase_add_test(t, test_fx_roundtrip);
     tcase_add_loop_test(t, test_lt_eq, 0, 4);
+    tcase_add_loop_test(t, test_bit_bound, 0, 4);
+    tcase_add_loop_test(t, test_onehot_width, 0, 2);
     tcase_add_loop_test(t, test_a2b_b2a_select, 0, 2);
     tcase_add_loop_test(t, test_exp, 0, 2);
     tcase_add_loop_test(t, test_reciprocal, 0, 2);

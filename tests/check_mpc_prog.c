@@ -157,6 +157,7 @@ static int int_valued(const op *o)
 {
     switch (o->kind) {
     case OP_LT: case OP_EQ: case OP_A2B: case OP_B2A: case OP_ARGMAX: case OP_TOPK: case OP_ONEHOT:
+    case OP_SORT:
         return 1;
     default:
         return (o->flags & OPF_NO_TRUNC) != 0;
@@ -167,7 +168,8 @@ static int int_valued(const op *o)
  * plaintext (a stronger reference than another engine running the same kernel). */
 static uint64_t *exact_ref(const op *o, const mpc_val *pv, size_t n)
 {
-    if (o->kind != OP_EQ && o->kind != OP_ONEHOT && o->kind != OP_ARGMAX && o->kind != OP_TOPK)
+    if (o->kind != OP_EQ && o->kind != OP_ONEHOT && o->kind != OP_ARGMAX && o->kind != OP_TOPK &&
+        o->kind != OP_LT)
         return NULL;
     uint64_t *r = calloc(n + 1, 8);
     const uint64_t *a = pv[o->in[0]].s[0];
@@ -189,7 +191,9 @@ static uint64_t *exact_ref(const op *o, const mpc_val *pv, size_t n)
         return r;
     }
     for (size_t q = 0; q < n; q++)
-        r[q] = o->kind == OP_EQ ? a[q] == pv[o->in[1]].s[0][q] : a[q / o->n] == q % o->n;
+        r[q] = o->kind == OP_EQ ? a[q] == pv[o->in[1]].s[0][q]
+             : o->kind == OP_LT ? (int64_t)a[q] < (int64_t)pv[o->in[1]].s[0][q]
+                                : a[q / o->n] == q % o->n;
     return r;
 }
 
@@ -500,6 +504,32 @@ START_TEST(test_carry_msb_ops)
 }
 END_TEST
 
+/* Operands with a public bit bound (op.bits) on the real backend, at several widths: lt, eq,
+ * max, sort of integers whose differences fit (V_INT in [0, 2^(w−1))), a one-hot over 50
+ * classes with the bound ⌈log2 50⌉ = 6 bits: values against the clear-text engine and the exact
+ * reference, counts against the cost engine. */
+START_TEST(test_bit_bound_ops)
+{
+    const char *pname = _i ? "aby3" : "semi2k";
+    static const int ws[] = {3, 9, 20, 64};
+    static const int kinds[] = {OP_LT, OP_EQ, OP_MAX, OP_SORT, OP_ONEHOT};
+    for (size_t wi = 0; wi < sizeof ws / sizeof *ws; wi++)
+        for (size_t ki = 0; ki < sizeof kinds / sizeof *kinds; ki++) {
+            int k = kinds[ki], w = ws[wi];
+            single sg = {k, 1, 3, 0, k == OP_ONEHOT ? 50 : 7, {V_INT, -1, -1}, {0}, 0, 0, 0, 0};
+            if (k == OP_LT || k == OP_EQ)
+                sg.in_kind[1] = V_INT;
+            prog_case c;
+            single_case(&c, pname, &sg);
+            for (int q = 0; q < 2 && k != OP_ONEHOT; q++)
+                c.binds[q].hi = ldexp(1.0, w - 1);
+            c.prog.ops[c.prog.n_ops - 1].bits = k == OP_ONEHOT ? 6 : (uint8_t)w;
+            run_case(&c);
+            op_program_free(&c.prog);
+        }
+}
+END_TEST
+
 /* topk = quickselect on the real backend: the shuffle (semi2k with the dealer's permutation
  * pairs, aby3's pairwise permutations) and the revealed partitions; each row's set against the
  * exact reference, and every op's measured bytes and rounds against the cost engine replaying
@@ -728,6 +758,7 @@ Suite *mpc_prog_suite(void)
     tcase_add_loop_test(tc, test_composite, 0, 2);
     tcase_add_loop_test(tc, test_single_ops, 0, 2);
     tcase_add_loop_test(tc, test_carry_msb_ops, 0, 2);
+    tcase_add_loop_test(tc, test_bit_bound_ops, 0, 2);
     tcase_add_loop_test(tc, test_topk_quickselect_ops, 0, 2);
     tcase_add_loop_test(tc, test_sparse_ffn_ops, 0, 2);
     tcase_add_loop_test(tc, test_stories260k_step, 0, 2);

@@ -202,7 +202,10 @@ END_TEST
 
 typedef struct sums {
     uint64_t rounds, sent0, off1;
+    uint64_t all; /* online bytes of every party + offline bytes */
 } sums;
+
+static uint8_t op_bits; /* the next cost_op's bit bound (0: none) */
 
 /* Costs one op (out shaped (b, rows_out, cols_out)) and sums its log. */
 static sums cost_op(const char *proto_name, int kind, uint32_t b, uint32_t m, uint32_t k,
@@ -218,7 +221,8 @@ static sums cost_op(const char *proto_name, int kind, uint32_t b, uint32_t m, ui
     uint32_t rows = kind == OP_TOPK ? m * (uint32_t)iarg : m;
     uint32_t to = op_tensor_add(&p, "o", OPT_TEMP, DOM_ARITH, b, rows, kind == OP_MAX ? 1 : n);
     op o = {.kind = (uint16_t)kind, .layer = -1, .group = -1, .batch = b, .m = m, .k = k,
-            .n = n, .in = {t0, t1, t2}, .out = to, .flags = flags, .iarg = iarg, .farg = 0.5};
+            .n = n, .in = {t0, t1, t2}, .out = to, .flags = flags, .iarg = iarg, .farg = 0.5,
+            .bits = op_bits};
     if (kind == OP_SELECT)
         o.in[0] = t0, o.in[1] = t0, o.in[2] = t0;
     ck_assert_int_ge(op_emit(&p, &o), 0);
@@ -238,19 +242,34 @@ static sums cost_op(const char *proto_name, int kind, uint32_t b, uint32_t m, ui
         cost_totals_add_round(&t, &lg.r[i], lg.n_parties);
         ck_assert_uint_eq(lg.r[i].op, 0);
     }
-    sums s = {t.rounds, t.bytes_sent[0], t.offline_bytes[1]};
+    sums s = {t.rounds, t.bytes_sent[0], t.offline_bytes[1], 0};
+    for (int q = 0; q < MPC_PARTIES_MAX; q++)
+        s.all += t.bytes_sent[q] + t.offline_bytes[q];
     cost_log_free(&lg);
     op_program_free(&p);
     return s;
 }
 
-/* Round depth of the constructions (kern.c), from their definitions:
- *   msb = [CSA 1 round if 3 parties] + 1 generate AND + log2(64) = 6 Kogge–Stone levels + b2a
- *   eq  = [1 carry-check AND if 3 parties] + 6-level AND tree + b2a
- *   b2a = 1 round (semi2k), 2 (aby3); trunc = 1 (trunc_local: 0) */
+/* Round depth of the constructions (kern.c), from their definitions (msb packed, the
+ * default):
+ *   msb at w bits = [bool_pair 1 round if 3 parties] + 1 generate AND + ⌈log2(w−1)⌉ carry
+ *                   levels + b2a_bit
+ *   eq at w bits  = [bool_pair if 3 parties] + ⌈log2 w⌉ AND levels + b2a_bit
+ *   b2a_bit = 1 round (semi2k), 2 (aby3); trunc = 1 (trunc_local: 0)
+ * One-hots over n classes compare ⌈log2 n⌉ bits. */
+static int clog2(uint64_t v)
+{
+    int l = 0;
+    while ((1ull << l) < v)
+        l++;
+    return l;
+}
 static int R_B2A(int np) { return np == 2 ? 1 : 2; }
-static int R_LT(int np) { return (np == 3) + 1 + 6 + R_B2A(np); }
-static int R_EQ(int np) { return (np == 3) + 6 + R_B2A(np); }
+static int R_LTW(int np, int w) { return (np == 3) + 1 + clog2((uint64_t)w - 1) + R_B2A(np); }
+static int R_EQW(int np, int w) { return (np == 3) + clog2((uint64_t)w) + R_B2A(np); }
+static int R_LT(int np) { return R_LTW(np, 64); }
+static int R_EQ(int np) { return R_EQW(np, 64); }
+static int R_OH(int np, uint64_t n) { return R_EQW(np, n > 1 ? clog2(n) : 1); }
 
 START_TEST(test_composite_rounds)
 {
@@ -277,7 +296,7 @@ START_TEST(test_composite_rounds)
         int lv = (int)ceil(log2((double)n));
         int MAX = lv * (R_LT(np) + 1);
         ck_assert_uint_eq(cost_op(nm, OP_MAX, 4, 3, 0, n, 0, 0, NULL).rounds, MAX);
-        ck_assert_uint_eq(cost_op(nm, OP_ARGMAX, 4, 3, 0, n, 0, 0, NULL).rounds, MAX + R_EQ(np));
+        ck_assert_uint_eq(cost_op(nm, OP_ARGMAX, 4, 3, 0, n, 0, 0, NULL).rounds, MAX + R_OH(np, n));
         /* PUMA softmax: max, clip lt, exp, mask mul, reciprocal of the row sum, final mul */
         int SM = MAX + R_LT(np) + EXP + 1 + RECIP + FM;
         ck_assert_uint_eq(cost_op(nm, OP_SOFTMAX, 4, 3, 0, n, -1, 0, NULL).rounds, SM);
@@ -294,13 +313,30 @@ START_TEST(test_composite_rounds)
         uint32_t n = 1u << p;
         int L = p * (p + 1) / 2;
         for (int k = 1; k <= 6 && k <= (int)n; k++) {
-            int sort = L * (R_LT(np) + 1) + R_EQ(np);
-            int tree = k * (p * (R_LT(np) + 1) + R_EQ(np));
+            int sort = L * (R_LT(np) + 1) + R_OH(np, n);
+            int tree = k * (p * (R_LT(np) + 1) + R_OH(np, n));
             ck_assert_uint_eq(cost_op(nm, OP_TOPK, 2, 1, 0, n, k, 0, NULL).rounds,
                               tree < sort ? tree : sort);
         }
     }
     ck_assert_uint_eq(cost_op(nm, OP_ONEHOT, 1, 5, 0, 50, 0, 0, NULL).rounds, R_EQ(np));
+    op_bits = 6; /* indices in [0, 50): ⌈log2 50⌉ bits */
+    ck_assert_uint_eq(cost_op(nm, OP_ONEHOT, 1, 5, 0, 50, 0, 0, NULL).rounds, R_OH(np, 50));
+    op_bits = 0;
+    /* a public bit bound on the operands shortens the circuits */
+    for (int w = 2; w <= 64; w += 7) {
+        op_bits = (uint8_t)w;
+        ck_assert_uint_eq(cost_op(nm, OP_LT, 1, 10, 0, 1, 0, 0, NULL).rounds, R_LTW(np, w));
+        ck_assert_uint_eq(cost_op(nm, OP_EQ, 1, 10, 0, 1, 0, 0, NULL).rounds, R_EQW(np, w));
+        ck_assert_uint_eq(cost_op(nm, OP_ONEHOT, 1, 5, 0, 50, 0, 0, NULL).rounds, R_EQW(np, w));
+        ck_assert_uint_eq(cost_op(nm, OP_MAX, 1, 3, 0, 16, 0, 0, NULL).rounds,
+                          4 * (R_LTW(np, w) + 1));
+        op_bits = 0;
+    }
+    /* sort: the odd–even merge network of n = 2^p, p(p+1)/2 layers of (lt + 1 mul) */
+    for (int p = 1; p <= 10; p++)
+        ck_assert_uint_eq(cost_op(nm, OP_SORT, 2, 1, 0, 1u << p, 0, 0, NULL).rounds,
+                          (uint64_t)(p * (p + 1) / 2) * (R_LT(np) + 1));
     ck_assert_uint_eq(cost_op(nm, OP_GATHER, 1, 5, 50, 8, 0, 0, NULL).rounds, 1);
     ck_assert_uint_eq(cost_op(nm, OP_MATMUL, 2, 5, 50, 8, 0, 0, NULL).rounds, FM);
     ck_assert_uint_eq(cost_op(nm, OP_MATMUL, 2, 5, 50, 8, 0, OPF_NO_TRUNC, NULL).rounds, 1);
@@ -325,43 +361,84 @@ END_TEST
  * per link (per b2a round). */
 START_TEST(test_composite_bytes)
 {
+    proto_cfg k2, k3, c2, c3;
+    errbuf e;
+    ck_assert_int_eq(proto_cfg_default("semi2k", &k2, &e), 0);
+    ck_assert_int_eq(proto_cfg_set(&k2, "msb", "ks", &e), 0);
+    ck_assert_int_eq(proto_cfg_default("aby3", &k3, &e), 0);
+    ck_assert_int_eq(proto_cfg_set(&k3, "msb", "ks", &e), 0);
+    ck_assert_int_eq(proto_cfg_default("semi2k", &c2, &e), 0);
+    ck_assert_int_eq(proto_cfg_set(&c2, "msb", "carry", &e), 0);
+    ck_assert_int_eq(proto_cfg_default("aby3", &c3, &e), 0);
+    ck_assert_int_eq(proto_cfg_set(&c3, "msb", "carry", &e), 0);
     for (uint32_t n = 1; n <= 10000; n *= 10) {
-        /* semi2k lt: generate AND n, 5 levels of 2n, last level n, b2a n:
+        /* msb = ks. semi2k lt: generate AND n, 5 levels of 2n, last level n, b2a n:
          * 16n + 5·32n + 16n + 8n = 200n each way; offline 8n + 5·16n + 8n + 8n = 104n */
-        sums s = cost_op("semi2k", OP_LT, 1, n, 0, 1, 0, 0, NULL);
+        sums s = cost_op("semi2k", OP_LT, 1, n, 0, 1, 0, 0, &k2);
         ck_assert_uint_eq(s.sent0, 200ull * n);
         ck_assert_uint_eq(s.off1, 104ull * n);
         /* aby3 lt: CSA n, generate n, 5 levels 2n, last n, b2a 2 rounds of n: 8·15n = 120n */
-        ck_assert_uint_eq(cost_op("aby3", OP_LT, 1, n, 0, 1, 0, 0, NULL).sent0, 120ull * n);
+        ck_assert_uint_eq(cost_op("aby3", OP_LT, 1, n, 0, 1, 0, 0, &k3).sent0, 120ull * n);
         /* msb = carry: the carry-out tree ANDs one word per level instead of two:
          * semi2k 16n (generate) + 6·16n + 8n (b2a) = 120n each way, offline 8n + 6·8n + 8n;
          * aby3 CSA n, generate n, 6 levels n, b2a 2 rounds of n: 8·10n = 80n; rounds as ks */
-        proto_cfg c2, c3;
-        errbuf e;
-        ck_assert_int_eq(proto_cfg_default("semi2k", &c2, &e), 0);
-        ck_assert_int_eq(proto_cfg_set(&c2, "msb", "carry", &e), 0);
-        ck_assert_int_eq(proto_cfg_default("aby3", &c3, &e), 0);
-        ck_assert_int_eq(proto_cfg_set(&c3, "msb", "carry", &e), 0);
         sums sc = cost_op("semi2k", OP_LT, 1, n, 0, 1, 0, 0, &c2);
         ck_assert_uint_eq(sc.sent0, 120ull * n);
         ck_assert_uint_eq(sc.off1, 64ull * n);
         ck_assert_uint_eq(sc.rounds, s.rounds);
         sums s3 = cost_op("aby3", OP_LT, 1, n, 0, 1, 0, 0, &c3);
         ck_assert_uint_eq(s3.sent0, 80ull * n);
-        ck_assert_uint_eq(s3.rounds, cost_op("aby3", OP_LT, 1, n, 0, 1, 0, 0, NULL).rounds);
+        ck_assert_uint_eq(s3.rounds, cost_op("aby3", OP_LT, 1, n, 0, 1, 0, 0, &k3).rounds);
         /* eq: AND tree of 6 levels of n, b2a: semi2k 6·16n + 8n; aby3 (1+6)·8n + 16n */
-        ck_assert_uint_eq(cost_op("semi2k", OP_EQ, 1, n, 0, 1, 0, 0, NULL).sent0, 104ull * n);
-        ck_assert_uint_eq(cost_op("aby3", OP_EQ, 1, n, 0, 1, 0, 0, NULL).sent0, 72ull * n);
+        ck_assert_uint_eq(cost_op("semi2k", OP_EQ, 1, n, 0, 1, 0, 0, &k2).sent0, 104ull * n);
+        ck_assert_uint_eq(cost_op("aby3", OP_EQ, 1, n, 0, 1, 0, 0, &k3).sent0, 72ull * n);
     }
-    /* top-k 6 of 16 keys (sort: 10·9 + 7 rounds < extractions 6·(4·9 + 7)): 63 comparators
-     * (odd–even merge sort), each an lt and a 2-word select mul; then eq of k·n:
+    /* msb = packed (default), bits per element of each round of a 64-bit lt (kern.c
+     * k_carry_packed): generate 63, then the carry levels 62, 31, 15, 7, 3, 1 ANDs; semi2k
+     * opens 1 bit per generate AND each way (priv) and 2 per level AND, the dealer sends 1 per
+     * AND; b2a_bit opens 1 bit each way, offline 8 bytes. Every element's bits are padded to a
+     * whole byte: B(b) = ⌈b/8⌉ bytes per element. aby3: bool_pair 64 bits P0→P2, every AND 1
+     * bit per link, b2a_bit round 1 1 bit P0↔P1 + 8 B P2→P1, round 2 8 B P0→P2 and P1→P2. */
+#define B(b) (((uint64_t)(b) + 7) / 8)
+    static const int lv[] = {62, 31, 15, 7, 3, 1};
+    uint64_t s0 = B(63) + B(1), off = B(63) + 8, a0 = B(64) + B(63) + B(1) + 8;
+    for (int i = 0; i < 6; i++)
+        s0 += B(2 * lv[i]), off += B(lv[i]), a0 += B(lv[i]);
+    uint64_t e0 = B(1), e3 = B(64) + B(1) + 8;
+    for (int h = 32; h >= 1; h /= 2)
+        e0 += B(2 * h), e3 += B(h);
+    for (uint32_t n = 1; n <= 4096; n = n * 5 + 3) {
+        sums s = cost_op("semi2k", OP_LT, 1, n, 0, 1, 0, 0, NULL);
+        ck_assert_uint_eq(s.sent0, s0 * n);
+        ck_assert_uint_eq(s.off1, off * n);
+        ck_assert_uint_eq(cost_op("aby3", OP_LT, 1, n, 0, 1, 0, 0, NULL).sent0, a0 * n);
+        /* eq at 64 bits: AND levels 32, 16, 8, 4, 2, 1 (2 bits each way per AND in semi2k) */
+        ck_assert_uint_eq(cost_op("semi2k", OP_EQ, 1, n, 0, 1, 0, 0, NULL).sent0, e0 * n);
+        ck_assert_uint_eq(cost_op("aby3", OP_EQ, 1, n, 0, 1, 0, 0, NULL).sent0, e3 * n);
+    }
+#undef B
+    /* the per-element targets at n = 1, all parties, online + offline: lt ≤ 123 B (semi2k),
+     * ≤ 117 B (aby3) */
+    ck_assert_uint_le(cost_op("semi2k", OP_LT, 1, 1, 0, 1, 0, 0, NULL).all, 123);
+    ck_assert_uint_le(cost_op("aby3", OP_LT, 1, 1, 0, 1, 0, 0, NULL).all, 117);
+    /* a narrower bound costs fewer bytes: a one-hot over 50 classes compares 6 bits */
+    sums oh64 = cost_op("semi2k", OP_ONEHOT, 1, 1, 0, 50, 0, 0, NULL);
+    op_bits = 6;
+    sums oh = cost_op("semi2k", OP_ONEHOT, 1, 1, 0, 50, 0, 0, NULL);
+    op_bits = 0;
+    ck_assert_uint_lt(oh.all, oh64.all / 2);
+    /* top-k 6 of 16 keys with msb ks (sort: 10·9 + 7 rounds < extractions 6·(4·9 + 7)): 63
+     * comparators (odd–even merge sort), each an lt and a 2-word select mul; then eq of k·n:
      * semi2k bytes per row = 63·(200 + 32) + 6·16·104 */
-    sums s = cost_op("semi2k", OP_TOPK, 5, 1, 0, 16, 6, 0, NULL);
+    sums s = cost_op("semi2k", OP_TOPK, 5, 1, 0, 16, 6, 0, &k2);
     ck_assert_uint_eq(s.sent0, 5ull * (63 * (200 + 32) + 6 * 16 * 104));
     /* top-1 of 16 by one extraction: 8 + 4 + 2 + 1 = 15 compare-selects (lt 200 + mul 32 for
      * value and index), then eq of 16 */
-    s = cost_op("semi2k", OP_TOPK, 5, 1, 0, 16, 1, 0, NULL);
+    s = cost_op("semi2k", OP_TOPK, 5, 1, 0, 16, 1, 0, &k2);
     ck_assert_uint_eq(s.sent0, 5ull * (15 * (200 + 32) + 16 * 104));
+    /* sort of 16 keys: the same 63 comparators, each an lt and a 1-word select mul */
+    s = cost_op("semi2k", OP_SORT, 5, 1, 0, 16, 0, 0, &k2);
+    ck_assert_uint_eq(s.sent0, 5ull * 63 * (200 + 16));
     /* vectorization: rounds of a softmax do not depend on the number of rows */
     ck_assert_uint_eq(cost_op("aby3", OP_SOFTMAX, 32, 7, 0, 100, -1, 0, NULL).rounds,
                       cost_op("aby3", OP_SOFTMAX, 1, 1, 0, 100, -1, 0, NULL).rounds);
@@ -527,7 +604,8 @@ START_TEST(test_cost_matches_plain)
     for (int q = 0; q < PRIM_N; q++) {
         if (q == PRIM_LOCAL)
             continue;
-        uint64_t per = (q == PRIM_B2A && pr->n_parties == 3) ? 2 : 1; /* aby3 b2a: 2 rounds */
+        /* aby3 b2a, b2a_bit: 2 rounds */
+        uint64_t per = ((q == PRIM_B2A || q == PRIM_B2ABIT) && pr->n_parties == 3) ? 2 : 1;
         ck_assert_msg(rounds[q] == calls[q] * per, "%s %s: %llu rounds, %llu calls", nm,
                       eng_prim_name(q), (unsigned long long)rounds[q],
                       (unsigned long long)calls[q]);

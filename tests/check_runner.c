@@ -689,11 +689,13 @@ START_TEST(test_cli_cost)
     ck_assert_ptr_nonnull(strstr(t, "--wire is tcp or none"));
     free(t);
 
-    /* --set: protocol parameters; msb = carry sends fewer bytes in the same rounds */
-    unsigned long long rb[2][2];
-    for (int i = 0; i < 2; i++) {
+    /* --set: protocol parameters; msb = carry sends fewer bytes than ks in the same rounds,
+     * packed (the default) fewer still */
+    unsigned long long rb[3][2];
+    for (int i = 0; i < 3; i++) {
         snprintf(args, sizeof args, "cost --model stories260K --protocol aby3 --network lan "
-                 "--phase prefill --tokens 16 --json%s", i ? " --set msb=carry" : "");
+                 "--phase prefill --tokens 16 --json%s",
+                 i == 0 ? " --set msb=ks" : i == 1 ? " --set msb=carry" : "");
         ck_assert_int_eq(th_cli(args, out), 0);
         t = th_slurp(out, NULL);
         const char *r = strstr(t, "\"rounds\":"), *ob = strstr(t, "\"bytes_online\":");
@@ -704,6 +706,7 @@ START_TEST(test_cli_cost)
     }
     ck_assert_uint_eq(rb[0][0], rb[1][0]);
     ck_assert_uint_lt(rb[1][1], rb[0][1]);
+    ck_assert_uint_lt(rb[2][1], rb[1][1]);
     ck_assert_int_eq(th_cli("cost --model stories260K --protocol semi2k --network lan --kv 4 "
                              "--set msb", out), 2);
     t = th_slurp(out, NULL);

@@ -295,6 +295,170 @@ static int a_b2a(eng *e, mpc_val *z, const mpc_val *x)
     return rc;
 }
 
+/* ---------------------------------------------------------------- packed circuits */
+
+static uint8_t *tmp_bytes(a3 *s, int k, size_t len)
+{
+    uint64_t *w = mpc_tmp(&s->c, k, len / 8 + 1);
+    if (w)
+        memset(w, 0, (len / 8 + 1) * 8);
+    return (uint8_t *)w;
+}
+
+/* One round with up to two messages out and two in (NULL / 0: none). */
+static int x3m(a3 *s, const void *const sb[3], const size_t sl[3], void *const rb[3],
+               const size_t rl[3])
+{
+    const void *send[MPC_NODES_MAX] = {0};
+    void *recv[MPC_NODES_MAX] = {0};
+    size_t slen[MPC_NODES_MAX] = {0}, rlen[MPC_NODES_MAX] = {0};
+    for (int j = 0; j < 3; j++) {
+        send[j] = sb[j], slen[j] = sl[j];
+        recv[j] = rb[j], rlen[j] = rl[j];
+    }
+    return mpc_net_round(s->c.net, send, slen, recv, rlen, 0, &s->c.err);
+}
+
+/* ABY3 AND on the bits of mask: z_i masked, reshared packed to P_{i−1}.
+ * COST: and_bits: 1 round, n·⌈pc/8⌉ on each link i→i−1. */
+static int a_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint64_t mask,
+                      int priv)
+{
+    a3 *s = A(e);
+    size_t n = x->n, B = mpc_packed_bytes(n, __builtin_popcountll(mask)), pos = 0;
+    (void)priv;
+    uint64_t *al = mpc_tmp(&s->c, 1, n);
+    uint8_t *snd = tmp_bytes(s, 2, B), *rcv = tmp_bytes(s, 3, B);
+    int rc = want(s, x, y, DOM_BOOL, "and_bits");
+    if (rc || !al || !snd || !rcv || (rc = zero_share(s, al, n, DOM_BOOL)))
+        return rc ? rc : MS_ERR_NOMEM;
+    for (size_t k = 0; k < n; k++)
+        al[k] = (al[k] ^ (x->s[0][k] & y->s[0][k]) ^ (x->s[0][k] & y->s[1][k]) ^
+                 (x->s[1][k] & y->s[0][k])) & mask;
+    mpc_pack_bits(snd, &pos, al, n, mask);
+    if ((rc = mpc_ensure(&s->c, z, n, DOM_BOOL)))
+        return rc;
+    memcpy(z->s[0], al, n * 8);
+    int i = s->c.party;
+    if ((rc = x3(s, PREV(i), snd, B, NEXT(i), rcv, B)))
+        return rc;
+    pos = 0;
+    mpc_unpack_bits(z->s[1], n, mask, rcv, &pos);
+    return MS_OK;
+}
+
+/* a = x0 + x1 (known to P0) as the boolean sharing (a ^ s1, s1, 0) with s1 from K_1 (P0, P1),
+ * P0 sending a ^ s1 to P2; b = x2 as (0, 0, x2), no message. Masked to bits.
+ * COST: bool_pair: 1 round, n·⌈bits/8⌉ from P0 to P2. */
+static int a_bool_pair(eng *e, mpc_val *a, mpc_val *b, const mpc_val *x, int bits)
+{
+    a3 *s = A(e);
+    size_t n = x->n, B = mpc_packed_bytes(n, bits), pos = 0;
+    uint64_t m = bits >= 64 ? ~0ull : (1ull << bits) - 1;
+    int i = s->c.party, rc = mpc_ensure(&s->c, a, n, DOM_BOOL);
+    if (!rc)
+        rc = mpc_ensure(&s->c, b, n, DOM_BOOL);
+    uint8_t *buf = tmp_bytes(s, 2, B);
+    if (rc || !buf)
+        return rc ? rc : MS_ERR_NOMEM;
+    if (i == 0) {
+        mpc_prg_u64(&s->k1, a->s[1], n);
+        for (size_t q = 0; q < n; q++) {
+            a->s[1][q] &= m;
+            a->s[0][q] = ((x->s[0][q] + x->s[1][q]) & m) ^ a->s[1][q];
+            b->s[0][q] = b->s[1][q] = 0;
+        }
+        mpc_pack_bits(buf, &pos, a->s[0], n, m);
+        return x3(s, 2, buf, B, -1, NULL, 0);
+    }
+    if (i == 1) {
+        mpc_prg_u64(&s->k0, a->s[0], n);
+        for (size_t q = 0; q < n; q++) {
+            a->s[0][q] &= m;
+            a->s[1][q] = 0;
+            b->s[0][q] = 0;
+            b->s[1][q] = x->s[1][q] & m;
+        }
+        return x3(s, -1, NULL, 0, -1, NULL, 0);
+    }
+    if ((rc = x3(s, -1, NULL, 0, 0, buf, B)))
+        return rc;
+    mpc_unpack_bits(a->s[1], n, m, buf, &pos);
+    for (size_t q = 0; q < n; q++) {
+        a->s[0][q] = 0;
+        b->s[0][q] = x->s[0][q] & m;
+        b->s[1][q] = 0;
+    }
+    return MS_OK;
+}
+
+/* daBit b2a with P2 dealing to P0 and P1 (Rotaru–Wood daBits; the 3PC-to-2PC reduction of
+ * the replicated sharing). The bit is β0 ^ β1 with β0 = s0 ^ s1 at P0 and β1 = s2 at P1.
+ * P2 draws ρ0, a0 from K_0 (shared with P0) and ρ1 from K_2 (shared with P1), r = ρ0 ^ ρ1,
+ * and sends P1 a1 = r − a0. Round 1: P0 and P1 open c = β ^ r (packed) while P2 sends a1.
+ * Then z0 = c + (1−2c)a0 at P0, z1 = (1−2c)a1 at P1. Round 2: with u, t from K_1 (P0, P1),
+ * y0 = z0 + u, y1 = t, y2 = z1 − u − t: P0 sends y0 and P1 sends y2 to P2.
+ * COST: b2a_bit: round 1 n P0↔P1 and 8n P2→P1, round 2 8n P0→P2 and 8n P1→P2. */
+static int a_b2a_bit(eng *e, mpc_val *z, const mpc_val *x)
+{
+    a3 *s = A(e);
+    size_t n = x->n, B = mpc_packed_bytes(n, 1), pos = 0;
+    int i = s->c.party;
+    int rc = want(s, x, NULL, DOM_BOOL, "b2a_bit");
+    uint64_t *rho = mpc_tmp(&s->c, 0, n), *ar = mpc_tmp(&s->c, 1, n), *cw = mpc_tmp(&s->c, 2, n);
+    uint8_t *snd = tmp_bytes(s, 3, B), *rcv = tmp_bytes(s, 4, B);
+    if (rc || !rho || !ar || !cw || !snd || !rcv)
+        return rc ? rc : MS_ERR_NOMEM;
+    const void *sb[3] = {0};
+    void *rb[3] = {0};
+    size_t sl[3] = {0}, rl[3] = {0};
+    if (i == 2) {
+        uint64_t *r1 = mpc_tmp(&s->c, 5, n);
+        if (!r1)
+            return MS_ERR_NOMEM;
+        mpc_prg_u64(&s->k1, rho, n); /* K_0 */
+        mpc_prg_u64(&s->k1, ar, n);
+        mpc_prg_u64(&s->k0, r1, n); /* K_2 */
+        for (size_t q = 0; q < n; q++)
+            ar[q] = ((rho[q] ^ r1[q]) & 1) - ar[q];
+        sb[1] = ar, sl[1] = 8 * n;
+    } else {
+        mpc_prg_u64(i == 0 ? &s->k0 : &s->k1, rho, n); /* P0: K_0, P1: K_2 */
+        if (i == 0)
+            mpc_prg_u64(&s->k0, ar, n);
+        for (size_t q = 0; q < n; q++)
+            cw[q] = ((i == 0 ? x->s[0][q] ^ x->s[1][q] : x->s[1][q]) ^ rho[q]) & 1;
+        mpc_pack_bits(snd, &pos, cw, n, 1);
+        int o = 1 - i;
+        sb[o] = snd, sl[o] = B;
+        rb[o] = rcv, rl[o] = B;
+        if (i == 1)
+            rb[2] = ar, rl[2] = 8 * n;
+    }
+    if ((rc = x3m(s, sb, sl, rb, rl)) || (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
+        return rc;
+    memset(sb, 0, sizeof sb), memset(rb, 0, sizeof rb);
+    memset(sl, 0, sizeof sl), memset(rl, 0, sizeof rl);
+    if (i == 2) {
+        rb[0] = z->s[1], rl[0] = 8 * n; /* y0 */
+        rb[1] = z->s[0], rl[1] = 8 * n; /* y2 */
+        return x3m(s, sb, sl, rb, rl);
+    }
+    uint64_t *u = mpc_tmp(&s->c, 5, n);
+    if (!u)
+        return MS_ERR_NOMEM;
+    pos = 0;
+    mpc_unpack_bits(rho, n, 1, rcv, &pos); /* the other party's masked bit */
+    mpc_prg_u64(i == 0 ? &s->k1 : &s->k0, u, n);            /* K_1 */
+    mpc_prg_u64(i == 0 ? &s->k1 : &s->k0, z->s[i == 0], n); /* t = y1 */
+    for (size_t q = 0; q < n; q++) {
+        uint64_t c = cw[q] ^ rho[q], zz = (i == 0 ? c : 0) + (1 - 2 * c) * ar[q];
+        z->s[i == 0 ? 0 : 1][q] = i == 0 ? zz + u[q] : zz - u[q] - z->s[0][q];
+    }
+    sb[2] = z->s[i == 0 ? 0 : 1], sl[2] = 8 * n;
+    return x3m(s, sb, sl, rb, rl);
+}
+
 static int a_bool_components(eng *e, mpc_val comps[3], int *nc, const mpc_val *x)
 {
     a3 *s = A(e);
@@ -452,7 +616,9 @@ static const eng_vt aby3_vt = {
     .add_pub = mpc_l_add_pub, .mul_pub = mpc_l_mul_pub, .shift = mpc_l_shift,
     .bool_components = a_bool_components, .permute = mpc_l_permute, .input = a_input,
     .open = a_open, .mul = a_mul, .square = a_square, .matmul = a_matmul, .and_bb = a_and,
-    .trunc = a_trunc, .b2a = a_b2a, .shuffle = a_shuffle, .sync_public = a_sync_public,
+    .trunc = a_trunc, .b2a = a_b2a, .and_bits = a_and_bits, .bool_pair = a_bool_pair,
+    .b2a_bit = a_b2a_bit,
+    .shuffle = a_shuffle, .sync_public = a_sync_public,
 };
 
 /* ---------------------------------------------------------------- construction */

@@ -320,3 +320,121 @@ void mpc_mm_batch(uint64_t *Z, const uint64_t *X, const uint64_t *Y, uint32_t ba
         mpc_mm_acc(Z + (size_t)b * m * n, X + (size_t)b * m * k, Y + (size_t)(b / share) * k * n,
                    m, k, n, trans_b);
 }
+
+/* ---------------------------------------------------------------- packed bits */
+
+/* The bits of x under mask, gathered to the low end (software PEXT). */
+static uint64_t gather_bits(uint64_t x, uint64_t mask)
+{
+    uint64_t r = 0;
+    for (int k = 0; mask; mask &= mask - 1, k++)
+        if (x & mask & (~mask + 1))
+            r |= 1ull << k;
+    return r;
+}
+
+static uint64_t scatter_bits(uint64_t v, uint64_t mask)
+{
+    uint64_t r = 0;
+    for (int k = 0; mask; mask &= mask - 1, k++)
+        if ((v >> k) & 1)
+            r |= mask & (~mask + 1);
+    return r;
+}
+
+/* The pc bits of v at bit *bit of buf. */
+static void put_bits(uint8_t *buf, size_t *bit, uint64_t v, int pc)
+{
+    for (int nb = pc; nb > 0;) {
+        int off = (int)(*bit & 7), take = 8 - off < nb ? 8 - off : nb;
+        buf[*bit >> 3] |= (uint8_t)((v & ((1u << take) - 1)) << off);
+        v >>= take, *bit += (size_t)take, nb -= take;
+    }
+}
+
+static uint64_t get_bits(const uint8_t *buf, size_t *bit, int pc)
+{
+    uint64_t v = 0;
+    for (int got = 0; got < pc;) {
+        int off = (int)(*bit & 7), take = 8 - off < pc - got ? 8 - off : pc - got;
+        v |= (uint64_t)((buf[*bit >> 3] >> off) & ((1u << take) - 1)) << got;
+        got += take, *bit += (size_t)take;
+    }
+    return v;
+}
+
+static uint64_t pack_of(uint64_t x, uint64_t mask, int sh, uint64_t low, int contig)
+{
+    return contig ? (x >> sh) & low : gather_bits(x, mask);
+}
+
+static uint64_t unpack_of(uint64_t v, uint64_t mask, int sh, int contig)
+{
+    return contig ? v << sh : scatter_bits(v, mask);
+}
+
+/* Each element's bits of w1 (then of w2), padded to a whole byte: a message's length is linear
+ * in its element count (n·⌈pc/8⌉, n·⌈2pc/8⌉), as every other primitive's. */
+static void pack_n(uint8_t *buf, size_t *pos, const uint64_t *w1, const uint64_t *w2, size_t n,
+                   uint64_t mask)
+{
+    int pc = __builtin_popcountll(mask);
+    if (!pc)
+        return;
+    int sh = __builtin_ctzll(mask);
+    uint64_t low = pc == 64 ? ~0ull : (1ull << pc) - 1;
+    int contig = (mask >> sh) == low;
+    size_t bit = *pos;
+    for (size_t i = 0; i < n; i++) {
+        put_bits(buf, &bit, pack_of(w1[i], mask, sh, low, contig), pc);
+        if (w2)
+            put_bits(buf, &bit, pack_of(w2[i], mask, sh, low, contig), pc);
+        bit = (bit + 7) & ~(size_t)7;
+    }
+    *pos = bit;
+}
+
+static void unpack_n(uint64_t *w1, uint64_t *w2, size_t n, uint64_t mask, const uint8_t *buf,
+                     size_t *pos)
+{
+    int pc = __builtin_popcountll(mask);
+    if (!pc) {
+        memset(w1, 0, n * sizeof *w1);
+        if (w2)
+            memset(w2, 0, n * sizeof *w2);
+        return;
+    }
+    int sh = __builtin_ctzll(mask);
+    uint64_t low = pc == 64 ? ~0ull : (1ull << pc) - 1;
+    int contig = (mask >> sh) == low;
+    size_t bit = *pos;
+    for (size_t i = 0; i < n; i++) {
+        w1[i] = unpack_of(get_bits(buf, &bit, pc), mask, sh, contig);
+        if (w2)
+            w2[i] = unpack_of(get_bits(buf, &bit, pc), mask, sh, contig);
+        bit = (bit + 7) & ~(size_t)7;
+    }
+    *pos = bit;
+}
+
+void mpc_pack_bits(uint8_t *buf, size_t *pos, const uint64_t *w, size_t n, uint64_t mask)
+{
+    pack_n(buf, pos, w, NULL, n, mask);
+}
+
+void mpc_unpack_bits(uint64_t *w, size_t n, uint64_t mask, const uint8_t *buf, size_t *pos)
+{
+    unpack_n(w, NULL, n, mask, buf, pos);
+}
+
+void mpc_pack2_bits(uint8_t *buf, size_t *pos, const uint64_t *w1, const uint64_t *w2, size_t n,
+                    uint64_t mask)
+{
+    pack_n(buf, pos, w1, w2, n, mask);
+}
+
+void mpc_unpack2_bits(uint64_t *w1, uint64_t *w2, size_t n, uint64_t mask, const uint8_t *buf,
+                      size_t *pos)
+{
+    unpack_n(w1, w2, n, mask, buf, pos);
+}

@@ -66,6 +66,19 @@ void mpc_mm_batch(uint64_t *Z, const uint64_t *X, const uint64_t *Y, uint32_t ba
 /* The instances of a matmul's right operand (y_n / kn) if they divide batch, else 0. */
 uint32_t mpc_mm_y_inst(size_t y_n, uint32_t batch, size_t kn);
 
+/* Packed messages (PRIMITIVES.md, msb: packed): the bits of mask of each of n words, each
+ * element padded to a whole byte, written from bit *pos of buf (whose bytes the caller zeroed)
+ * / read back into words (other bits 0); the pack2 forms put an element's bits of w1 and w2
+ * together. *pos advances by n·⌈pc/8⌉ (n·⌈2pc/8⌉) bytes. */
+void mpc_pack_bits(uint8_t *buf, size_t *pos, const uint64_t *w, size_t n, uint64_t mask);
+void mpc_unpack_bits(uint64_t *w, size_t n, uint64_t mask, const uint8_t *buf, size_t *pos);
+void mpc_pack2_bits(uint8_t *buf, size_t *pos, const uint64_t *w1, const uint64_t *w2, size_t n,
+                    uint64_t mask);
+void mpc_unpack2_bits(uint64_t *w1, uint64_t *w2, size_t n, uint64_t mask, const uint8_t *buf,
+                      size_t *pos);
+/* n·⌈bits/8⌉: a packed message of n elements of `bits` bits each */
+static inline size_t mpc_packed_bytes(size_t n, int bits) { return n * (((size_t)bits + 7) / 8); }
+
 /* Arithmetic shift right of a two's complement ring element. */
 static inline uint64_t mpc_sar(uint64_t x, int s) { return (uint64_t)((int64_t)x >> s); }
 

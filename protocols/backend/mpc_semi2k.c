@@ -515,6 +515,193 @@ static int s_b2a(eng *e, mpc_val *z, const mpc_val *x)
     return MS_OK;
 }
 
+/* ---------------------------------------------------------------- packed circuits */
+
+static int from_dealer_bytes(s2k *s, void *buf, size_t len)
+{
+    return mpc_net_recv_offline(s->c.net, s->dealer_node, buf, len, &s->c.err);
+}
+
+/* A byte buffer of len (zeroed) in scratch slot k. */
+static uint8_t *tmp_bytes(s2k *s, int k, size_t len)
+{
+    uint64_t *w = mpc_tmp(&s->c, k, len / 8 + 1);
+    if (w)
+        memset(w, 0, (len / 8 + 1) * 8);
+    return (uint8_t *)w;
+}
+
+/* Beaver AND on the bits of mask with packed messages (PRIMITIVES.md and_bits).
+ * priv: x is P0's own word (P1's share 0), y P1's own; the triple is a at P0, b at P1,
+ * c = a & b shared; P0 opens D = x ^ a, P1 opens E = y ^ b; z0 = D&E ^ a&E ^ c0,
+ * z1 = D&b ^ c1. Otherwise the usual triple with both D and E opened by both. */
+static int s_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint64_t mask,
+                      int priv)
+{
+    s2k *s = S(e);
+    size_t n = x->n, pos = 0;
+    int pc = __builtin_popcountll(mask);
+    int rc = want(s, x, DOM_BOOL, "and_bits");
+    if (!rc && y->n != n)
+        rc = mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k and_bits: %zu & %zu elements", n, y->n);
+    size_t B = mpc_packed_bytes(n, pc), msg = priv ? B : mpc_packed_bytes(n, 2 * pc);
+    uint64_t *a = mpc_tmp(&s->c, 1, n), *b = mpc_tmp(&s->c, 2, n), *c = mpc_tmp(&s->c, 3, n);
+    uint8_t *snd = tmp_bytes(s, 4, msg), *rcv = tmp_bytes(s, 5, msg);
+    if (rc || !a || !b || !c || !snd || !rcv)
+        return rc ? rc : MS_ERR_NOMEM;
+    if (is_dealer(s)) { /* COST: and_bits offline: n·⌈pc/8⌉ dealer→P1 (c1, packed) */
+        if (priv) {
+            mpc_prg_u64(&s->dcorr[0], a, n);
+            mpc_prg_u64(&s->dcorr[1], b, n);
+            mpc_prg_u64(&s->dcorr[0], c, n);
+            for (size_t i = 0; i < n; i++)
+                c[i] ^= a[i] & b[i];
+        } else {
+            uint64_t *a1 = mpc_tmp(&s->c, 0, 2 * n), *b1;
+            if (!a1)
+                return MS_ERR_NOMEM;
+            b1 = a1 + n;
+            mpc_prg_u64(&s->dcorr[0], a, n);
+            mpc_prg_u64(&s->dcorr[0], b, n);
+            mpc_prg_u64(&s->dcorr[0], c, n);
+            mpc_prg_u64(&s->dcorr[1], a1, n);
+            mpc_prg_u64(&s->dcorr[1], b1, n);
+            for (size_t i = 0; i < n; i++)
+                c[i] ^= (a[i] ^ a1[i]) & (b[i] ^ b1[i]);
+        }
+        mpc_pack_bits(snd, &pos, c, n, mask);
+        if ((rc = mpc_ensure(&s->c, z, n, DOM_BOOL)))
+            return rc;
+        return mpc_net_send_offline(s->c.net, 1, snd, B, &s->c.err);
+    }
+    int p0 = s->c.party == 0;
+    if (priv) {
+        /* P0 draws a (then c0 after the round), P1 draws b */
+        mpc_prg_u64(&s->corr, p0 ? a : b, n);
+        for (size_t i = 0; i < n; i++)
+            c[i] = p0 ? x->s[0][i] ^ a[i] : y->s[0][i] ^ b[i]; /* D at P0, E at P1 */
+        mpc_pack_bits(snd, &pos, c, n, mask);
+        /* COST: and_bits priv: 1 round, n·⌈pc/8⌉ each way */
+        if ((rc = x2(s, snd, B, rcv, B)))
+            return rc;
+        uint64_t *o = mpc_tmp(&s->c, 0, n); /* the other party's opened word */
+        if (!o)
+            return MS_ERR_NOMEM;
+        pos = 0;
+        mpc_unpack_bits(o, n, mask, rcv, &pos);
+        if ((rc = mpc_ensure(&s->c, z, n, DOM_BOOL)))
+            return rc;
+        if (p0) {
+            mpc_prg_u64(&s->corr, b, n); /* c0 */
+            for (size_t i = 0; i < n; i++)
+                z->s[0][i] = ((c[i] & o[i]) ^ (a[i] & o[i]) ^ b[i]) & mask;
+        } else {
+            uint8_t *cb = tmp_bytes(s, 4, B);
+            pos = 0;
+            if (!cb || (rc = from_dealer_bytes(s, cb, B)))
+                return cb ? rc : MS_ERR_NOMEM;
+            mpc_unpack_bits(a, n, mask, cb, &pos); /* c1 */
+            for (size_t i = 0; i < n; i++)
+                z->s[0][i] = ((o[i] & b[i]) ^ a[i]) & mask;
+        }
+        return MS_OK;
+    }
+    uint64_t *D = mpc_tmp(&s->c, 0, 2 * n), *E;
+    if (!D)
+        return MS_ERR_NOMEM;
+    E = D + n;
+    mpc_prg_u64(&s->corr, a, n);
+    mpc_prg_u64(&s->corr, b, n);
+    for (size_t i = 0; i < n; i++) {
+        c[i] = (x->s[0][i] ^ a[i]) & mask; /* own share of D, then of E */
+        E[i] = (y->s[0][i] ^ b[i]) & mask;
+    }
+    mpc_pack2_bits(snd, &pos, c, E, n, mask);
+    /* COST: and_bits: 1 round, n·⌈2·pc/8⌉ each way (an element's D and E bits together) */
+    if ((rc = x2(s, snd, msg, rcv, msg)))
+        return rc;
+    uint64_t *mine_e = mpc_tmp(&s->c, 4, n); /* snd is no longer needed */
+    if (!mine_e)
+        return MS_ERR_NOMEM;
+    memcpy(mine_e, E, n * 8);
+    size_t pr = 0;
+    mpc_unpack2_bits(D, E, n, mask, rcv, &pr);
+    for (size_t i = 0; i < n; i++) {
+        D[i] ^= c[i];
+        E[i] ^= mine_e[i];
+    }
+    if ((rc = mpc_ensure(&s->c, z, n, DOM_BOOL)))
+        return rc;
+    if (p0) {
+        mpc_prg_u64(&s->corr, c, n);
+    } else {
+        uint8_t *cb = tmp_bytes(s, 4, B);
+        pos = 0;
+        if (!cb || (rc = from_dealer_bytes(s, cb, B)))
+            return cb ? rc : MS_ERR_NOMEM;
+        mpc_unpack_bits(c, n, mask, cb, &pos);
+    }
+    uint64_t all = p0 ? ~0ull : 0;
+    for (size_t i = 0; i < n; i++)
+        z->s[0][i] = (c[i] ^ (D[i] & b[i]) ^ (E[i] & a[i]) ^ (D[i] & E[i] & all)) & mask;
+    return MS_OK;
+}
+
+/* a = x0, b = x1 as boolean words (each the other party's share 0), masked to bits: local. */
+static int s_bool_pair(eng *e, mpc_val *a, mpc_val *b, const mpc_val *x, int bits)
+{
+    s2k *s = S(e);
+    size_t n = x->n;
+    int rc = mpc_ensure(&s->c, a, n, DOM_BOOL);
+    if (!rc)
+        rc = mpc_ensure(&s->c, b, n, DOM_BOOL);
+    if (rc || is_dealer(s))
+        return rc;
+    uint64_t m = bits >= 64 ? ~0ull : (1ull << bits) - 1;
+    int p0 = s->c.party == 0;
+    for (size_t i = 0; i < n; i++) {
+        a->s[0][i] = p0 ? x->s[0][i] & m : 0;
+        b->s[0][i] = p0 ? 0 : x->s[0][i] & m;
+    }
+    return MS_OK;
+}
+
+/* daBit b2a (Rotaru–Wood): as s_b2a with the masked bit c = x ^ r opened packed. */
+static int s_b2a_bit(eng *e, mpc_val *z, const mpc_val *x)
+{
+    s2k *s = S(e);
+    size_t n = x->n, B = mpc_packed_bytes(n, 1), pos = 0;
+    int rc = want(s, x, DOM_BOOL, "b2a_bit");
+    uint64_t *rb = mpc_tmp(&s->c, 1, n), *ra = mpc_tmp(&s->c, 2, n), *cw = mpc_tmp(&s->c, 3, n);
+    uint8_t *snd = tmp_bytes(s, 4, B), *rcv = tmp_bytes(s, 5, B);
+    if (rc || !rb || !ra || !cw || !snd || !rcv)
+        return rc ? rc : MS_ERR_NOMEM;
+    if (is_dealer(s)) { /* COST: b2a_bit offline: 8n dealer→P1 (arithmetic share of r) */
+        mpc_prg_u64(&s->dcorr[0], rb, n);
+        mpc_prg_u64(&s->dcorr[0], ra, n);
+        mpc_prg_u64(&s->dcorr[1], cw, n);
+        for (size_t i = 0; i < n; i++)
+            ra[i] = ((rb[i] ^ cw[i]) & 1) - ra[i];
+        return dealer_done(s, z, n, DOM_ARITH, ra, n);
+    }
+    mpc_prg_u64(&s->corr, rb, n);
+    for (size_t i = 0; i < n; i++)
+        cw[i] = (x->s[0][i] ^ rb[i]) & 1;
+    mpc_pack_bits(snd, &pos, cw, n, 1);
+    /* COST: b2a_bit: 1 round, n each way */
+    if ((rc = x2(s, snd, B, rcv, B)) || (rc = corr_last(s, ra, n)) ||
+        (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
+        return rc;
+    pos = 0;
+    mpc_unpack_bits(rb, n, 1, rcv, &pos);
+    int p0 = s->c.party == 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t c = cw[i] ^ rb[i];
+        z->s[0][i] = (p0 ? c : 0) + (1 - 2 * c) * ra[i];
+    }
+    return MS_OK;
+}
+
 static int s_bool_components(eng *e, mpc_val comps[3], int *nc, const mpc_val *x)
 {
     s2k *s = S(e);
@@ -689,7 +876,9 @@ static const eng_vt semi2k_vt = {
     .add_pub = mpc_l_add_pub, .mul_pub = mpc_l_mul_pub, .shift = mpc_l_shift,
     .bool_components = s_bool_components, .permute = mpc_l_permute, .input = s_input,
     .open = s_open, .mul = s_mul, .square = s_square, .matmul = s_matmul, .and_bb = s_and,
-    .trunc = s_trunc, .b2a = s_b2a, .shuffle = s_shuffle, .sync_public = s_sync_public,
+    .trunc = s_trunc, .b2a = s_b2a, .and_bits = s_and_bits, .bool_pair = s_bool_pair,
+    .b2a_bit = s_b2a_bit,
+    .shuffle = s_shuffle, .sync_public = s_sync_public,
     .fixed_view = s_fixed_view,
 };
 

@@ -262,6 +262,11 @@ int cost_bool_components(eng *e, mpc_val comps[3], int *nc, const mpc_val *x)
     return cost_local(e, PRIM_LOCAL, (double)x->n * *nc);
 }
 
+uint64_t cost_packed(uint64_t n, int bits)
+{
+    return n * (((uint64_t)bits + 7) / 8);
+}
+
 int cost_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size_t n)
 {
     z->n = n;
@@ -375,6 +380,7 @@ static void cm_key_of(cm_key *k, const op_program *p, const op *o, const mpc_val
     k->k = o->k;
     k->n = o->n;
     k->iarg = o->iarg;
+    k->pad = o->bits;
     memcpy(&k->farg, &o->farg, sizeof k->farg);
     uint32_t ids[4] = {o->in[0], o->in[1], o->in[2], o->out};
     for (int i = 0; i < 4; i++) {

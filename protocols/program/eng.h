@@ -37,6 +37,9 @@ typedef struct mpc_val {
     X(AND, "and_bb")  \
     X(B2A, "b2a")     \
     X(RESHARE, "reshare") \
+    X(ANDBITS, "and_bits") \
+    X(PAIR, "bool_pair") \
+    X(B2ABIT, "b2a_bit") \
     X(SHUFFLE, "shuffle")
 
 typedef enum eng_prim {
@@ -82,6 +85,22 @@ typedef struct eng_vt {
     int (*and_bb)(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y);
     int (*trunc)(eng *e, mpc_val *z, const mpc_val *x, int bits);
     int (*b2a)(eng *e, mpc_val *z, const mpc_val *x); /* bit 0 of x → arithmetic 0/1 */
+
+    /* Bit-packed boolean circuits (msb: packed; PRIMITIVES.md). Messages carry only the bits
+     * that matter, each element padded to a whole byte (n·⌈bits/8⌉ bytes). */
+    /* z = x & y on the bits of the public word mask (the other bits of z are 0); the opened
+     * and reshared words carry popcount(mask) bits per element. priv (semi2k): x is P0's own
+     * word and y P1's own (the other party's share is 0, as bool_pair makes them), so each
+     * party opens only its operand. */
+    int (*and_bits)(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint64_t mask,
+                    int priv);
+    /* Two boolean words a, b with a + b = x (mod 2^bits), bits >= bits zero: semi2k: x0 and
+     * x1 (local); aby3: a = x0 + x1 reshared by P0 (1 round, bits per element to P2), b = x2. */
+    int (*bool_pair)(eng *e, mpc_val *a, mpc_val *b, const mpc_val *x, int bits);
+    /* Bit 0 of x → arithmetic 0/1 with a daBit (a random bit shared both ways by the dealer;
+     * aby3: P2 deals it to P0 and P1), the masked bit opened packed. */
+    int (*b2a_bit)(eng *e, mpc_val *z, const mpc_val *x);
+
     /* Secret shuffle (arithmetic): x holds `parts` equal parts of M elements, M a multiple of
      * seg; each run of seg consecutive elements of a part is permuted by a fresh secret
      * permutation that no party knows, the same one for that run in every part (a key and its

@@ -332,6 +332,56 @@ static int p_b2a(eng *e, mpc_val *z, const mpc_val *x)
     return MS_OK;
 }
 
+static int p_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint64_t mask,
+                      int priv)
+{
+    (void)priv;
+    count(e, PRIM_ANDBITS);
+    if (x->n != y->n)
+        return MS_ERR_INTERNAL;
+    int rc = ensure(z, x->n, DOM_BOOL);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < x->n; i++)
+        z->s[0][i] = x->s[0][i] & y->s[0][i] & mask;
+    fresh(e, z);
+    return MS_OK;
+}
+
+/* The words a protocol's bool_pair makes: the sum of all components but the last, and the
+ * last (2 parties: x0 and x1; 3 parties: x0 + x1 and x2), masked to bits. semi2k's is local
+ * (counted as local work). */
+static int p_bool_pair(eng *e, mpc_val *a, mpc_val *b, const mpc_val *x, int bits)
+{
+    count(e, e->n_parties == 3 ? PRIM_PAIR : PRIM_LOCAL);
+    uint64_t m = bits >= 64 ? ~0ull : (1ull << bits) - 1;
+    int rc = ensure(a, x->n, DOM_BOOL);
+    if (!rc)
+        rc = ensure(b, x->n, DOM_BOOL);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < x->n; i++) { /* a: all components but the last, b: the last */
+        uint64_t last = x->s[1][(size_t)(e->n_parties - 2) * x->n + i];
+        a->s[0][i] = (x->s[0][i] - last) & m;
+        b->s[0][i] = last & m;
+    }
+    fresh(e, a);
+    fresh(e, b);
+    return MS_OK;
+}
+
+static int p_b2a_bit(eng *e, mpc_val *z, const mpc_val *x)
+{
+    count(e, PRIM_B2ABIT);
+    int rc = ensure(z, x->n, DOM_ARITH);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < x->n; i++)
+        z->s[0][i] = x->s[0][i] & 1;
+    fresh(e, z);
+    return MS_OK;
+}
+
 /* A fresh random permutation of every run of seg elements, the same for that run in each part
  * (eng.h), then fresh components: what a shuffle's parties hold. */
 static int p_shuffle(eng *e, mpc_val *z, const mpc_val *x, size_t seg, size_t parts)
@@ -395,6 +445,9 @@ static const eng_vt plain_vt = {
     .and_bb = p_and,
     .trunc = p_trunc,
     .b2a = p_b2a,
+    .and_bits = p_and_bits,
+    .bool_pair = p_bool_pair,
+    .b2a_bit = p_b2a_bit,
     .shuffle = p_shuffle,
     .sync_public = p_sync_public,
 };

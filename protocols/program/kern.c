@@ -31,6 +31,10 @@
  *             k max extractions or an odd–even merge sort, whichever has fewer rounds
  *             (cfg.topk network); with cfg.topk quickselect a secret shuffle and QuickSelect
  *             with revealed pivot comparisons, the k rows in selection order (k_topk_qs).
+ *   SORT      rows sorted by value, ascending (iarg = 1: descending), odd–even merge sort.
+ *   bits      LT, EQ, MAX, ARGMAX, TOPK, SORT, ONEHOT: the operands' public bit bound (op.h);
+ *             the packed circuits (msb: packed) run on that many bits. ONEHOT: indices in
+ *             [0, 2^bits) (⌈log2 n⌉ for n classes); 0: any index, out of range → zero row.
  *   ROPE      op.h: batch = sequences, m = tokens, n = features, k = head_dim (n when 0); row
  *             r of m sits at position iarg + r; pair (2i, 2i+1) within a head rotates by
  *             pos·theta^(-2i/k), theta = farg (10000 when farg <= 0).
@@ -64,7 +68,9 @@
  *              PUMA puts x above 4 where silu(4) = 3.928) absolute: the polynomials' own error.
  *   softmax    PUMA: row max, exp(x - max) masked to 0 below cfg.softmax_clip, one reciprocal
  *              per row; error is that of exp plus the reciprocal's relative error.
- *   lt         exact for |x - y| < 2^63 (msb of x - y); eq exact.
+ *   lt         exact for |x - y| < 2^63 (msb of x - y); eq exact. With an op's bit bound w
+ *              (op.bits): lt, max, sort exact for x − y in [−2^(w−1), 2^(w−1)), eq for
+ *              |x − y| < 2^w; one-hot indices in [0, n) need only ⌈log2 n⌉ bits.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -572,10 +578,163 @@ static int k_carry_out(eng *e, mpc_val *z, const mpc_val *a, const mpc_val *b)
     return MS_OK;
 }
 
-/* z = [d < 0] as a 0/1 arithmetic integer: msb of the A2B of d, then b2a. */
-static int k_msb(eng *e, mpc_val *z, const mpc_val *d)
+/* ---- bit-packed comparison circuits (msb: packed) --------------------------------------- */
+
+static int k_packed(const eng *e)
+{
+    return !strcmp(e->cfg.msb, "packed");
+}
+
+static uint64_t lowbits(int b)
+{
+    return b >= 64 ? ~0ull : (1ull << b) - 1;
+}
+
+/* Bit W−1 of *G = the carry out of a + b over their low m bits (other bits of G: 0 or garbage
+ * below W−1), W = 2^L >= m the window, L = ⌈log2 m⌉ levels. The m bits are moved to the top of
+ * the window (the pad = W − m bits below are 0: generate and propagate 0). Level 0: g = a & b
+ * on the m bits (priv: a is P0's word, b P1's). Level k combines blocks of 2^(k−1) into blocks
+ * of 2^k with G at each block's top t and P one bit below (as k_carry_out), one and_bits over
+ * only the bits a later level reads: the G product at t when the block's lower half holds real
+ * bits, the P product at t−1 when real bits lie below the block (k < L); the lowest block's P
+ * and every all-padding block are never computed. The AND count for m = 63 is 63 + 119. The
+ * same tree as SPU's msb_a2b carry (mpc-costs.md §2.3), which packs its words likewise. */
+static int k_carry_packed(eng *e, mpc_val *G, const mpc_val *a, const mpc_val *b, int m,
+                          int priv)
+{
+    size_t n = a->n;
+    int L = 0;
+    while ((1 << L) < m)
+        L++;
+    int W = 1 << L, pad = W - m;
+    mpc_val A, B, P, Lw, Rw, T;
+    TRY(kal(e, &A, n, DOM_BOOL));
+    TRY(kal(e, &B, n, DOM_BOOL));
+    TRY(VT->shift(e, &A, a, -pad));
+    TRY(VT->shift(e, &B, b, -pad));
+    uint64_t real = lowbits(m) << pad;
+    TRY(kal(e, G, n, DOM_BOOL));
+    TRY(VT->and_bits(e, G, &A, &B, real, priv));
+    TRY(kal(e, &P, n, DOM_BOOL));
+    TRY(VT->add(e, &P, &A, &B));
+    TRY(k_andc(e, &P, &P, real));
+    TRY(kal(e, &Lw, n, DOM_BOOL));
+    TRY(kal(e, &Rw, n, DOM_BOOL));
+    TRY(kal(e, &T, n, DOM_BOOL));
+    for (int k = 1; k <= L; k++) {
+        int h = 1 << (k - 1);
+        uint64_t top = 0, want = 0;
+        for (int t = (1 << k) - 1; t < W; t += 1 << k) {
+            int lo = t - (1 << k) + 1;
+            top |= 1ull << t;
+            if (lo + h > pad)
+                want |= 1ull << t;      /* G_hi ^ P_hi & G_lo */
+            if (lo > pad && k < L)
+                want |= 1ull << (t - 1); /* P_hi & P_lo */
+        }
+        uint64_t slot = top >> 1;
+        if (k == 1) {
+            TRY(k_place2(e, &Lw, &P, 0, top, &P, -1, slot));
+            TRY(k_place2(e, &Rw, G, 1, top, &P, 0, slot));
+        } else {
+            TRY(k_place2(e, &Lw, &P, 1, top, &P, 0, slot));
+            TRY(k_place2(e, &Rw, G, h, top, &P, h, slot));
+        }
+        TRY(VT->and_bits(e, &T, &Lw, &Rw, want, 0));
+        TRY(k_andc(e, G, G, top));
+        TRY(VT->add(e, G, G, &T));
+        TRY(k_andc(e, G, G, top));
+        TRY(k_andc(e, &P, &T, slot));
+    }
+    krel(e, &A), krel(e, &B), krel(e, &P), krel(e, &Lw), krel(e, &Rw), krel(e, &T);
+    return MS_OK;
+}
+
+/* z = [d < 0] for d in [−2^(w−1), 2^(w−1)): bit w−1 of a + b (mod 2^w), a + b = d from
+ * bool_pair, is a_{w−1} ^ b_{w−1} ^ carry of the low w−1 bits; then daBit b2a.
+ * Rounds: [1 bool_pair (aby3)] + 1 + ⌈log2(w−1)⌉ + b2a_bit (1 / 2); 8 / 10 at w = 64. */
+static int k_msb_packed(eng *e, mpc_val *z, const mpc_val *d, int w)
+{
+    size_t n = d->n;
+    mpc_val a, b, G, s;
+    TRY(kal(e, &a, n, DOM_BOOL));
+    TRY(kal(e, &b, n, DOM_BOOL));
+    TRY(VT->bool_pair(e, &a, &b, d, w));
+    int m = w - 1, W = 1;
+    while (W < m)
+        W *= 2;
+    TRY(k_carry_packed(e, &G, &a, &b, m, e->n_parties == 2));
+    TRY(kal(e, &s, n, DOM_BOOL));
+    TRY(VT->add(e, &s, &a, &b));
+    TRY(VT->shift(e, &s, &s, w - 1));
+    if (W > 1)
+        TRY(VT->shift(e, &G, &G, W - 1));
+    TRY(VT->add(e, &s, &s, &G));
+    TRY(kal(e, z, n, DOM_ARITH));
+    TRY(VT->b2a_bit(e, z, &s));
+    krel(e, &a), krel(e, &b), krel(e, &G), krel(e, &s);
+    return MS_OK;
+}
+
+/* z = [d ≡ 0 mod 2^w] (exact equality when |d| < 2^w): u = ~(a ^ c) on w bits, where a + b = d
+ * and c = −b (2 parties: a = d0 and c the P1 component of −d, local; 3 parties: a = x0 + x1
+ * from bool_pair, c = −x2 a component of −d), then an AND tree folding the upper half onto
+ * the lower, ⌈log2 w⌉ levels of and_bits, and daBit b2a. Rounds: [1] + ⌈log2 w⌉ + 1 / 2. */
+static int k_eqz_packed(eng *e, mpc_val *z, const mpc_val *d, int w)
+{
+    size_t n = d->n;
+    mpc_val nd, cn[3], u, t, sh;
+    int nc = 0;
+    TRY(kal(e, &nd, n, DOM_ARITH));
+    TRY(k_mulc(e, &nd, d, (uint64_t)-1));
+    for (int i = 0; i < 3; i++)
+        TRY(kal(e, &cn[i], n, DOM_BOOL));
+    TRY(VT->bool_components(e, cn, &nc, &nd));
+    TRY(kal(e, &u, n, DOM_BOOL));
+    if (nc == 2) {
+        mpc_val cd[3];
+        for (int i = 0; i < 3; i++)
+            TRY(kal(e, &cd[i], n, DOM_BOOL));
+        TRY(VT->bool_components(e, cd, &nc, d));
+        TRY(VT->add(e, &u, &cd[0], &cn[1]));
+        for (int i = 0; i < 3; i++)
+            krel(e, &cd[i]);
+    } else {
+        mpc_val a, b;
+        TRY(kal(e, &a, n, DOM_BOOL));
+        TRY(kal(e, &b, n, DOM_BOOL));
+        TRY(VT->bool_pair(e, &a, &b, d, w));
+        TRY(VT->add(e, &u, &a, &cn[2]));
+        krel(e, &a), krel(e, &b);
+    }
+    TRY(k_addc(e, &u, &u, ~0ull)); /* bit i = 1 iff bit i of the two sides agree */
+    TRY(k_andc(e, &u, &u, lowbits(w)));
+    TRY(kal(e, &sh, n, DOM_BOOL));
+    TRY(kal(e, &t, n, DOM_BOOL));
+    for (int c = w; c > 1;) {
+        int h = c / 2, keep = c - h; /* bits [keep, c) fold onto [0, h); bit h stays if c odd */
+        TRY(VT->shift(e, &sh, &u, keep));
+        TRY(VT->and_bits(e, &t, &u, &sh, lowbits(h), 0));
+        TRY(k_andc(e, &u, &u, lowbits(keep) & ~lowbits(h)));
+        TRY(VT->add(e, &u, &u, &t));
+        c = keep;
+    }
+    TRY(kal(e, z, n, DOM_ARITH));
+    TRY(VT->b2a_bit(e, z, &u));
+    krel(e, &nd), krel(e, &u), krel(e, &t), krel(e, &sh);
+    for (int i = 0; i < 3; i++)
+        krel(e, &cn[i]);
+    return MS_OK;
+}
+
+/* z = [d < 0] as a 0/1 arithmetic integer, d in [−2^(w−1), 2^(w−1)) (w = 64: any d): with
+ * msb packed the bit-packed circuit on w bits; ks / carry take the msb of all 64 bits
+ * (they ignore the bound, which only restricts the inputs). */
+static int k_msb_w(eng *e, mpc_val *z, const mpc_val *d, int w)
 {
     mpc_val b;
+    if (k_packed(e))
+        return k_msb_packed(e, z, d, w > 1 && w < 64 ? w : 64);
     if (!strcmp(e->cfg.msb, "carry")) {
         /* msb(a + b) = a63 ^ b63 ^ (carry into bit 63) = a63 ^ b63 ^ carry_out(a << 1, b << 1) */
         mpc_val a, c, a1, b1, co;
@@ -603,13 +762,18 @@ static int k_msb(eng *e, mpc_val *z, const mpc_val *d)
     return MS_OK;
 }
 
-/* z = [x < y] (0/1 integer). */
-static int k_lt(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
+static int k_msb(eng *e, mpc_val *z, const mpc_val *d)
+{
+    return k_msb_w(e, z, d, 64);
+}
+
+/* z = [x < y] (0/1 integer), x − y in [−2^(w−1), 2^(w−1)) (w = 64: |x − y| < 2^63). */
+static int k_lt(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, int w)
 {
     mpc_val d;
     TRY(kal(e, &d, x->n, DOM_ARITH));
     TRY(VT->sub(e, &d, x, y));
-    TRY(k_msb(e, z, &d));
+    TRY(k_msb_w(e, z, &d, w));
     krel(e, &d);
     return MS_OK;
 }
@@ -619,9 +783,12 @@ static int k_lt(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
  *   2 parties: w = d0 ^ (-d1)  (no round);
  *   3 parties: a + b == c with c = -d2: t = a^b^c, carries reproduce t iff
  *              t == maj(a, b, t) << 1 (1 round), w = t ^ (maj << 1).
- * Then an AND tree over the 64 bits of ~w (6 rounds) and b2a of bit 0. */
-static int k_eqz(eng *e, mpc_val *z, const mpc_val *d)
+ * Then an AND tree over the 64 bits of ~w (6 rounds) and b2a of bit 0. With msb packed the
+ * bit-packed circuit on w bits (k_eqz_packed); the word circuits ignore the bound. */
+static int k_eqz(eng *e, mpc_val *z, const mpc_val *d, int wb)
 {
+    if (k_packed(e))
+        return k_eqz_packed(e, z, d, wb >= 1 && wb < 64 ? wb : 64);
     size_t n = d->n;
     mpc_val nd, cd[3], cn[3], w;
     int nc = 0;
@@ -705,8 +872,21 @@ static int k_iota(eng *e, mpc_val *z, const mpc_val *like, size_t R, size_t n)
     return rc;
 }
 
-/* z (R×n) = one-hot of the integer index idx[r] over n columns: eq against a public iota. */
-static int k_onehot(eng *e, mpc_val *z, const mpc_val *idx, size_t n)
+/* Bits that tell apart indices of [0, n): ⌈log2 n⌉ (at least 1). */
+static int idx_bits(size_t n)
+{
+    int b = 1;
+    while (b < 64 && ((size_t)1 << b) < n)
+        b++;
+    return b;
+}
+
+/* z (R×n) = one-hot of the integer index idx[r] over n columns: eq against a public iota, on
+ * w bits (0: the whole ring, so an index outside [0, n) gives a zero row, which the policies'
+ * sentinels rely on). Indices known to lie in [0, n) differ by less than n, so ⌈log2 n⌉ bits
+ * tell them apart (MPCache's ΠGather compares ⌈log2 C⌉ bits): an ONEHOT op says so with its
+ * bit bound, and the kernels' own one-hots of in-range indices (argmax, top-k) use it. */
+static int k_onehot_w(eng *e, mpc_val *z, const mpc_val *idx, size_t n, int w)
 {
     size_t R = idx->n;
     mpc_val d;
@@ -719,16 +899,23 @@ static int k_onehot(eng *e, mpc_val *z, const mpc_val *idx, size_t n)
     int rc = VT->add_pub(e, &d, &d, c, R * n);
     free(c);
     TRY(rc);
-    TRY(k_eqz(e, z, &d));
+    TRY(k_eqz(e, z, &d, w ? w : 64));
     krel(e, &d);
     return MS_OK;
+}
+
+/* The one-hot of indices in [0, n) (argmax's and top-k's own). */
+static int k_onehot(eng *e, mpc_val *z, const mpc_val *idx, size_t n)
+{
+    return k_onehot_w(e, z, idx, n, k_packed(e) ? idx_bits(n) : 64);
 }
 
 /* ---- max / argmax: tree reduction ------------------------------------------------------ */
 
 /* Row max of R rows of L: ⌈log2 L⌉ levels, each one batched lt over all pairs and one
  * multiplication that selects the value (and, with idx, the index in the same call). */
-static int k_rowmax(eng *e, mpc_val *mx, mpc_val *ix, const mpc_val *x, size_t R, size_t L)
+static int k_rowmax(eng *e, mpc_val *mx, mpc_val *ix, const mpc_val *x, size_t R, size_t L,
+                    int w)
 {
     mpc_val cur, curi = {0};
     TRY(k_rep(e, &cur, x, 1));
@@ -739,7 +926,7 @@ static int k_rowmax(eng *e, mpc_val *mx, mpc_val *ix, const mpc_val *x, size_t R
         int odd = (int)(L & 1);
         mpc_val A, B, rest = {0}, Ai, Bi, resti = {0}, c, nxt;
         TRY(k_split(e, &cur, R, L, &A, &B, &rest));
-        TRY(k_lt(e, &c, &A, &B)); /* 1 where B wins */
+        TRY(k_lt(e, &c, &A, &B, w)); /* 1 where B wins */
         mpc_val D;
         TRY(kal(e, &D, A.n, DOM_ARITH));
         TRY(VT->sub(e, &D, &B, &A));
@@ -1090,7 +1277,7 @@ static int k_softmax(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t m, s
         free(c);
         TRY(rc);
     }
-    TRY(k_rowmax(e, &mx, NULL, &xm, R, n));
+    TRY(k_rowmax(e, &mx, NULL, &xm, R, n, 64));
     TRY(k_bcast(e, &mb, &mx, n));
     TRY(kal(e, &d, R * n, DOM_ARITH));
     TRY(VT->sub(e, &d, &xm, &mb));
@@ -1216,43 +1403,45 @@ size_t kern_oem_layer(size_t n, size_t p, size_t k, uint32_t *lo, uint32_t *hi)
     return cnt;
 }
 
-/* One layer on V = [values (N); indices (N)], N = R·n: compare-exchange cnt pairs per row,
- * larger value to the lower position. One lt of R·cnt, one multiplication of 2R·cnt. */
-static int k_sort_layer(eng *e, mpc_val *V, size_t R, size_t n, size_t p, size_t k, size_t cnt)
+/* One layer on V = nv vectors of N = R·n ([values] or [values; indices]): compare-exchange
+ * cnt pairs per row, the larger value to the lower position when desc, else to the higher.
+ * One lt of R·cnt, one multiplication of nv·R·cnt. */
+static int k_sort_layer(eng *e, mpc_val *V, size_t R, size_t n, int nv, size_t p, size_t k,
+                        size_t cnt, int w, int desc)
 {
-    size_t N = R * n, P = R * cnt;
+    size_t N = R * n, P = R * cnt, NV = (size_t)nv;
     uint32_t *lo = NULL, *hi = NULL, *ia = NULL, *ib = NULL, *map = NULL;
     int rc = MS_OK;
     if (has_data(V)) {
         lo = malloc(cnt * sizeof *lo), hi = malloc(cnt * sizeof *hi);
-        ia = malloc(2 * P * sizeof *ia), ib = malloc(2 * P * sizeof *ib);
-        map = malloc((2 * N) * sizeof *map);
+        ia = malloc(NV * P * sizeof *ia), ib = malloc(NV * P * sizeof *ib);
+        map = malloc((NV * N) * sizeof *map);
         if (!lo || !hi || !ia || !ib || !map)
             rc = MS_ERR_NOMEM;
         if (!rc) {
             kern_oem_layer(n, p, k, lo, hi);
-            for (size_t i = 0; i < 2 * N; i++)
+            for (size_t i = 0; i < NV * N; i++)
                 map[i] = (uint32_t)i;
-            for (size_t h = 0; h < 2; h++)
+            for (size_t h = 0; h < NV; h++)
                 for (size_t r = 0; r < R; r++)
                     for (size_t q = 0; q < cnt; q++) {
                         size_t at = h * P + r * cnt + q;
                         ia[at] = (uint32_t)(h * N + r * n + lo[q]);
                         ib[at] = (uint32_t)(h * N + r * n + hi[q]);
-                        map[ia[at]] = (uint32_t)(2 * N + at);
-                        map[ib[at]] = (uint32_t)(2 * N + 2 * P + at);
+                        map[ia[at]] = (uint32_t)(NV * N + at);
+                        map[ib[at]] = (uint32_t)(NV * N + NV * P + at);
                     }
         }
     }
-    mpc_val A, B, Av, Bv, c, C2, D, T, parts[3], cat, nv;
+    mpc_val A, B, Av, Bv, c, C2, D, T, parts[3], cat, nw;
     if (!rc)
-        rc = kal(e, &A, 2 * P, DOM_ARITH);
+        rc = kal(e, &A, NV * P, DOM_ARITH);
     if (!rc)
-        rc = VT->permute(e, &A, V, ia, 2 * P);
+        rc = VT->permute(e, &A, V, ia, NV * P);
     if (!rc)
-        rc = kal(e, &B, 2 * P, DOM_ARITH);
+        rc = kal(e, &B, NV * P, DOM_ARITH);
     if (!rc)
-        rc = VT->permute(e, &B, V, ib, 2 * P);
+        rc = VT->permute(e, &B, V, ib, NV * P);
     free(lo), free(hi), free(ia), free(ib);
     if (rc) {
         free(map);
@@ -1260,40 +1449,60 @@ static int k_sort_layer(eng *e, mpc_val *V, size_t R, size_t n, size_t p, size_t
     }
     TRY(k_slice(e, &Av, &A, 0, P));
     TRY(k_slice(e, &Bv, &B, 0, P));
-    TRY(k_lt(e, &c, &Av, &Bv)); /* swap when A < B */
-    TRY(k_rep(e, &C2, &c, 2));
-    TRY(kal(e, &D, 2 * P, DOM_ARITH));
+    if (desc)
+        TRY(k_lt(e, &c, &Av, &Bv, w)); /* swap when A < B */
+    else
+        TRY(k_lt(e, &c, &Bv, &Av, w)); /* swap when B < A */
+    TRY(k_rep(e, &C2, &c, NV));
+    TRY(kal(e, &D, NV * P, DOM_ARITH));
     TRY(VT->sub(e, &D, &B, &A));
     TRY(k_imul(e, &T, &C2, &D));
     TRY(VT->add(e, &A, &A, &T));
     TRY(VT->sub(e, &B, &B, &T));
     parts[0] = *V, parts[1] = A, parts[2] = B;
     TRY(k_concat(e, &cat, parts, 3));
-    TRY(kal(e, &nv, 2 * N, DOM_ARITH));
-    rc = VT->permute(e, &nv, &cat, map, 2 * N);
+    TRY(kal(e, &nw, NV * N, DOM_ARITH));
+    rc = VT->permute(e, &nw, &cat, map, NV * N);
     free(map);
     TRY(rc);
     krel(e, V);
-    *V = nv;
+    *V = nw;
     krel(e, &A), krel(e, &B), krel(e, &Av), krel(e, &Bv), krel(e, &c), krel(e, &C2);
     krel(e, &D), krel(e, &T), krel(e, &cat);
     return MS_OK;
 }
 
+/* Batcher's odd–even merge sort of every row of V (nv vectors of R·n, the first the keys):
+ * ⌈log2 n⌉(⌈log2 n⌉+1)/2 layers, each one lt and one multiplication. */
+static int k_sort_net(eng *e, mpc_val *V, size_t R, size_t n, int nv, int w, int desc)
+{
+    for (size_t p = 1; p < n; p *= 2)
+        for (size_t kk = p; kk >= 1; kk /= 2) {
+            size_t cnt = kern_oem_layer(n, p, kk, NULL, NULL);
+            if (cnt)
+                TRY(k_sort_layer(e, V, R, n, nv, p, kk, cnt, w, desc));
+        }
+    return MS_OK;
+}
+
+/* SORT: every row sorted by value (ascending; desc = 1: descending), values only — no index
+ * travels, so a layer multiplies one word per comparator where top-k's multiplies two. */
+static int k_sort(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, int w, int desc)
+{
+    TRY(k_rep(e, z, x, 1));
+    return k_sort_net(e, z, R, n, 1, w, desc);
+}
+
 /* Top-k by sorting each row descending with its index travelling (odd–even merge network,
  * ⌈log2 n⌉(⌈log2 n⌉+1)/2 layers), then one-hot rows of the first k indices. */
-static int k_topk_sort(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size_t k)
+static int k_topk_sort(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size_t k,
+                       int w)
 {
     mpc_val io, V, parts[2], ix, top;
     TRY(k_iota(e, &io, x, R, n));
     parts[0] = *x, parts[1] = io;
     TRY(k_concat(e, &V, parts, 2));
-    for (size_t p = 1; p < n; p *= 2)
-        for (size_t kk = p; kk >= 1; kk /= 2) {
-            size_t cnt = kern_oem_layer(n, p, kk, NULL, NULL);
-            if (cnt)
-                TRY(k_sort_layer(e, &V, R, n, p, kk, cnt));
-        }
+    TRY(k_sort_net(e, &V, R, n, 2, w, 1));
     TRY(k_slice(e, &ix, &V, R * n, R * n));
     TRY(k_cols(e, &top, &ix, R, n, 0, k));
     TRY(k_onehot(e, z, &top, n));
@@ -1303,7 +1512,8 @@ static int k_topk_sort(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n,
 
 /* Top-k by k extractions: argmax (tree + onehot), then the winner is pushed 2^20 below
  * everything (a local multiplication of the public one-hot weight), k times. */
-static int k_topk_tree(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size_t k)
+static int k_topk_tree(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size_t k,
+                       int w)
 {
     mpc_val cur, oh[64], cat;
     if (k > 64)
@@ -1311,7 +1521,7 @@ static int k_topk_tree(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n,
     TRY(k_rep(e, &cur, x, 1));
     for (size_t q = 0; q < k; q++) {
         mpc_val mx, ix, pen;
-        TRY(k_rowmax(e, &mx, &ix, &cur, R, n));
+        TRY(k_rowmax(e, &mx, &ix, &cur, R, n, w));
         TRY(k_onehot(e, &oh[q], &ix, n));
         TRY(kal(e, &pen, R * n, DOM_ARITH));
         TRY(k_mulc(e, &pen, &oh[q], FX(1048576.0)));
@@ -1334,6 +1544,32 @@ static int k_topk_tree(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n,
         krel(e, &oh[q]);
     krel(e, &cur), krel(e, &cat);
     return rc;
+}
+
+static int ceil_log2(int v)
+{
+    int l = 0;
+    while ((1 << l) < v)
+        l++;
+    return l;
+}
+
+/* Rounds of k_lt and k_eqz at width w, from their constructions (for the public choice
+ * between top-k's two constructions). */
+static uint64_t rounds_lt(const eng *e, int w)
+{
+    int three = e->n_parties == 3, b2a = three ? 2 : 1;
+    if (k_packed(e))
+        return (uint64_t)(three + 1 + ceil_log2((w > 1 && w < 64 ? w : 64) - 1) + b2a);
+    return (uint64_t)(three + 7 + b2a);
+}
+
+static uint64_t rounds_eq(const eng *e, int w)
+{
+    int three = e->n_parties == 3, b2a = three ? 2 : 1;
+    if (k_packed(e))
+        return (uint64_t)(three + ceil_log2(w >= 1 && w < 64 ? w : 64) + b2a);
+    return (uint64_t)(three + 6 + b2a);
 }
 
 /* ---- top-k: shuffle + QuickSelect (SPU topk_1d) ----------------------------------------- */
@@ -1406,7 +1642,8 @@ static void qs_partition(uint32_t *cur, uint8_t *g, uint32_t *lo, uint32_t *hi, 
  * cost engine from a seeded random order of the same shape (the security argument's
  * simulator), so a step's cost is one fixed draw; the count of each step is made known to
  * semi2k's dealer (sync_public), which follows the sizes without the outcomes. */
-static int k_topk_qs(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size_t k)
+static int k_topk_qs(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size_t k,
+                     int w)
 {
     int data = has_data(x);
     size_t N = R * n;
@@ -1474,7 +1711,7 @@ static int k_topk_qs(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, s
                     ib[q] = (uint32_t)(r * n + cur[r * n + p]);
         if ((rc = kal(e, &A, C, DOM_ARITH)) || (rc = VT->permute(e, &A, &S, ia, C)) ||
             (rc = kal(e, &B, C, DOM_ARITH)) || (rc = VT->permute(e, &B, &S, ib, C)) ||
-            (rc = k_lt(e, &cb, &A, &B)) || (rc = VT->open(e, bits, &cb, -1)))
+            (rc = k_lt(e, &cb, &A, &B, w)) || (rc = VT->open(e, bits, &cb, -1)))
             break;
         krel(e, &A), krel(e, &B), krel(e, &cb);
         if (!mine)
@@ -1516,22 +1753,22 @@ static int k_topk_qs(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, s
 /* Top-k of R rows of n, output (R·k, n) one-hot rows in descending order. Whichever of the
  * two constructions has fewer rounds for these public shapes: k extractions cost
  * k(⌈log2 n⌉(r_lt + 1) + r_eq), the sorting network L(r_lt + 1) + r_eq with L its non-empty
- * layers (r_lt = 8 / 10, r_eq = 7 / 9 rounds for 2 / 3 parties). */
-static int k_topk(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size_t k)
+ * layers (r_lt, r_eq the rounds of lt at the values' bound w and of the one-hot's eq). */
+static int k_topk(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size_t k, int w)
 {
-    uint64_t b2a = e->n_parties == 2 ? 1 : 2, three = e->n_parties == 3;
-    uint64_t r_lt = three + 7 + b2a, r_eq = three + 6 + b2a, lv = 0, layers = 0;
+    uint64_t r_lt = rounds_lt(e, w), r_eq = rounds_eq(e, k_packed(e) ? idx_bits(n) : 64);
+    uint64_t lv = 0, layers = 0;
     while (((size_t)1 << lv) < n)
         lv++;
     for (size_t p = 1; p < n; p *= 2)
         for (size_t kk = p; kk >= 1; kk /= 2)
             layers += kern_oem_layer(n, p, kk, NULL, NULL) > 0;
     if (!strcmp(e->cfg.topk, "quickselect"))
-        return k_topk_qs(e, z, x, R, n, k);
+        return k_topk_qs(e, z, x, R, n, k, w);
     uint64_t tree = k * (lv * (r_lt + 1) + r_eq), sort = layers * (r_lt + 1) + r_eq;
     if (k <= 64 && tree < sort)
-        return k_topk_tree(e, z, x, R, n, k);
-    return k_topk_sort(e, z, x, R, n, k);
+        return k_topk_tree(e, z, x, R, n, k, w);
+    return k_topk_sort(e, z, x, R, n, k, w);
 }
 
 /* ---- rope, matmul ------------------------------------------------------------------------ */
@@ -1749,6 +1986,9 @@ static int k_dispatch(eng *e, const op_program *p, const op *o, mpc_val *vals,
 {
     size_t R = (size_t)o->batch * o->m, n = o->n;
     int f = e->cfg.frac_bits, notrunc = (o->flags & OPF_NO_TRUNC) != 0;
+    int wb = o->bits ? o->bits : 64; /* the compared operands' public bit bound (op.h) */
+    if (o->bits > 64 || (o->bits == 1 && o->kind != OP_EQ && o->kind != OP_ONEHOT))
+        return bad(err, o, idx, "bit bound out of range (lt, max, sort: 2 … 64; eq: 1 … 64)");
     int need1 = o->kind != OP_INPUT;
     int need2 = o->kind == OP_ADD || o->kind == OP_SUB || o->kind == OP_MUL ||
                 o->kind == OP_MATMUL || o->kind == OP_LT || o->kind == OP_EQ ||
@@ -1819,12 +2059,12 @@ static int k_dispatch(eng *e, const op_program *p, const op *o, mpc_val *vals,
     case OP_TRUNC:
         return k_trunc(e, z, x, o->iarg > 0 ? o->iarg : f);
     case OP_LT:
-        return k_lt(e, z, x, y);
+        return k_lt(e, z, x, y, wb);
     case OP_EQ: {
         mpc_val d;
         TRY(kal(e, &d, x->n, DOM_ARITH));
         TRY(VT->sub(e, &d, x, y));
-        TRY(k_eqz(e, z, &d));
+        TRY(k_eqz(e, z, &d, wb));
         krel(e, &d);
         return MS_OK;
     }
@@ -1836,10 +2076,10 @@ static int k_dispatch(eng *e, const op_program *p, const op *o, mpc_val *vals,
         TRY(kal(e, z, x->n, DOM_ARITH));
         return VT->b2a(e, z, x);
     case OP_MAX:
-        return k_rowmax(e, z, NULL, x, R, n);
+        return k_rowmax(e, z, NULL, x, R, n, wb);
     case OP_ARGMAX: {
         mpc_val mx, ix;
-        TRY(k_rowmax(e, &mx, &ix, x, R, n));
+        TRY(k_rowmax(e, &mx, &ix, x, R, n, wb));
         TRY(k_onehot(e, z, &ix, n));
         krel(e, &mx), krel(e, &ix);
         return MS_OK;
@@ -1870,10 +2110,12 @@ static int k_dispatch(eng *e, const op_program *p, const op *o, mpc_val *vals,
         if (!strcmp(e->cfg.topk, "quickselect") && (!VT->shuffle || !VT->sync_public))
             return bad(err, o, idx, "topk quickselect needs a secret shuffle, which this engine "
                                     "does not have (use topk=network)");
-        return k_topk(e, z, x, R, n, k < n ? k : n);
+        return k_topk(e, z, x, R, n, k < n ? k : n, wb);
     }
+    case OP_SORT:
+        return k_sort(e, z, x, R, n, wb, o->iarg == 1);
     case OP_ONEHOT:
-        return k_onehot(e, z, x, n);
+        return k_onehot_w(e, z, x, n, o->bits);
     case OP_ROPE:
         return k_rope(e, z, x, R, o->m ? o->m : 1, n, o->k ? o->k : n, o->iarg,
                       o->farg > 0 ? o->farg : 10000.0);

@@ -215,7 +215,10 @@ int op_write(const op_program *p, FILE *f)
         }
         fputs(" out=", f);
         write_id(f, o->out);
-        fprintf(f, " flags=%x i=%d f=%.17g\n", o->flags, o->iarg, o->farg);
+        fprintf(f, " flags=%x i=%d f=%.17g", o->flags, o->iarg, o->farg);
+        if (o->bits)
+            fprintf(f, " w=%u", o->bits);
+        fputc('\n', f);
     }
     return ferror(f) ? MS_ERR_IO : MS_OK;
 }
@@ -293,6 +296,12 @@ static int read_kv(op *o, const char *key, const char *val)
     }
     if (!strcmp(key, "f"))
         return parse_double(val, &o->farg);
+    if (!strcmp(key, "w")) { /* bit bound: 1 … 64 */
+        if (parse_i64(val, &iv) || iv < 1 || iv > 64)
+            return -1;
+        o->bits = (uint8_t)iv;
+        return 0;
+    }
     if (!strcmp(key, "in")) {
         char buf[64], *ids[3];
         snprintf(buf, sizeof buf, "%s", val);

@@ -38,7 +38,7 @@
  *   model <name>
  *   tensor <id> <name> <role> <dom> <batch> <rows> <cols>
  *   op <idx> <kind> <phase> <cat> <layer> <group> b=<batch> m=<m> k=<k> n=<n> \
- *        in=<t0>,<t1>,<t2> out=<t> flags=<hex> i=<iarg> f=<farg>
+ *        in=<t0>,<t1>,<t2> out=<t> flags=<hex> i=<iarg> f=<farg> [w=<bits>]
  * Missing operands are written as '-'.
  */
 #ifndef MPCSIM_OP_H
@@ -79,6 +79,7 @@
     X(LAYERNORM, "layernorm", ROW)  /* in1 = gain (1×n), in2 = bias (1×n) */                 \
     X(RMSNORM, "rmsnorm", ROW)      /* in1 = gain (1×n); farg = eps */                       \
     X(TOPK, "topk", ROW)            /* out[b,m,k=iarg] one-hot rows (k×n) of the top iarg */ \
+    X(SORT, "sort", ROW)            /* rows sorted ascending (iarg = 1: descending) */      \
     X(ONEHOT, "onehot", EW)         /* out[b,m,n] = one-hot of secret index in0[b,m] over n */\
     X(GATHER, "gather", MM)         /* out = onehot in0 (m×k) · table in1 (k×n) */          \
     X(ROPE, "rope", EW)             /* rotate pairs by public angles, see below */           \
@@ -160,6 +161,8 @@ typedef struct op {
     uint32_t flags;    /* OPF_* */
     int32_t iarg;      /* kind-specific integer (top-k k, trunc bits, reveal party, causal offset) */
     double farg;       /* kind-specific real (public scalar, eps) */
+    uint8_t bits;      /* public bound on the compared operands' bits (lt, eq, onehot, max,
+                        * argmax, topk, sort; kern.c): 0 = the whole ring; text form w= */
 } op;
 
 typedef struct op_program {

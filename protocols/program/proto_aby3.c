@@ -18,7 +18,7 @@ static void aby3_defaults(proto_cfg *c)
     c->beaver_cache = 0;      /* no Beaver triples in replicated sharing */
     c->trunc_local = 0;       /* ABY3 Share Truncation I always sends one message */
     strcpy(c->approx, "puma");
-    strcpy(c->msb, "ks");
+    strcpy(c->msb, "packed"); /* SPU msb_a2b packs its carry tree too */
     strcpy(c->topk, "network");
 }
 
@@ -145,6 +145,53 @@ static int a3_b2a(eng *e, mpc_val *z, const mpc_val *x)
     return MS_OK;
 }
 
+/* ABY3 AND on the bits of mask, the reshared word packed: n·⌈pc/8⌉ on each link i→i−1. */
+static int a3_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint64_t mask,
+                       int priv)
+{
+    uint64_t n = x->n;
+    (void)priv;
+    PUSH(PRIM_ANDBITS);
+    ring_links(r, cost_packed(n, __builtin_popcountll(mask))); /* COST: SPU msb_a2b packing */
+    work3(r, 5.0 * n, 16.0 * n);
+    z->n = n;
+    z->dom = DOM_BOOL;
+    return MS_OK;
+}
+
+/* a = x0 + x1 (P0's) as a boolean sharing: P0 sends its masked share to P2, n·⌈bits/8⌉;
+ * b = x2 (held by P1 and P2) is a sharing already (PRIMITIVES.md bool_pair). */
+static int a3_bool_pair(eng *e, mpc_val *a, mpc_val *b, const mpc_val *x, int bits)
+{
+    uint64_t n = x->n;
+    PUSH(PRIM_PAIR);
+    r->bytes[0][2] = cost_packed(n, bits);
+    work3(r, 3.0 * n, 8.0 * n);
+    a->n = b->n = n;
+    a->dom = b->dom = DOM_BOOL;
+    return MS_OK;
+}
+
+/* daBit b2a with P2 as the dealer of P0 and P1: round 1 opens the masked bit between P0 and
+ * P1 (n each way) while P2 sends P1 the arithmetic share of the random bit (8n); round 2
+ * turns the two-party arithmetic sharing into a replicated one (P0 and P1 each send P2 8n). */
+static int a3_b2a_bit(eng *e, mpc_val *z, const mpc_val *x)
+{
+    uint64_t n = x->n;
+    {
+        PUSH(PRIM_B2ABIT);
+        r->bytes[0][1] = r->bytes[1][0] = cost_packed(n, 1);
+        r->bytes[2][1] = 8 * n;
+        work3(r, 3.0 * n, 16.0 * n);
+    }
+    PUSH(PRIM_B2ABIT);
+    r->bytes[0][2] = r->bytes[1][2] = 8 * n;
+    work3(r, 2.0 * n, 16.0 * n);
+    z->n = n;
+    z->dom = DOM_ARITH;
+    return MS_OK;
+}
+
 static int a3_shuffle(eng *e, mpc_val *z, const mpc_val *x, size_t seg, size_t parts)
 {
     uint64_t n = x->n;
@@ -188,6 +235,9 @@ static const eng_vt aby3_cost_vt = {
     .and_bb = a3_and,
     .trunc = a3_trunc,
     .b2a = a3_b2a,
+    .and_bits = a3_and_bits,
+    .bool_pair = a3_bool_pair,
+    .b2a_bit = a3_b2a_bit,
     .shuffle = a3_shuffle,
     .sync_public = cost_sync_public,
 };

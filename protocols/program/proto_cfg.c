@@ -37,7 +37,8 @@ static const struct cfg_key {
     {"approx", K_STR, offsetof(proto_cfg, approx), 0, 0,
      "activation approximations: puma | sigmoid (SiLU as x·σ(x))"},
     {"msb", K_STR, offsetof(proto_cfg, msb), 0, 0,
-     "comparisons: ks (full A2B adder) | carry (carry-out tree, fewer bytes)"},
+     "comparisons: packed (bit-packed carry tree, daBit b2a) | ks (full A2B adder) | "
+     "carry (carry-out tree of words)"},
     {"topk", K_STR, offsetof(proto_cfg, topk), 0, 0,
      "top-k: network (oblivious) | quickselect (shuffle, revealed pivot comparisons: SPU)"},
 };
@@ -46,11 +47,11 @@ static const struct cfg_key {
 /* The accepted values of the string parameters, and their fields' sizes. */
 static const struct str_key {
     const char *name;
-    const char *v[2];
+    const char *v[4];
     size_t size;
 } str_keys[] = {
     {"approx", {"puma", "sigmoid"}, sizeof(((proto_cfg *)0)->approx)},
-    {"msb", {"ks", "carry"}, sizeof(((proto_cfg *)0)->msb)},
+    {"msb", {"packed", "ks", "carry"}, sizeof(((proto_cfg *)0)->msb)},
     {"topk", {"network", "quickselect"}, sizeof(((proto_cfg *)0)->topk)},
 };
 
@@ -124,10 +125,17 @@ int proto_cfg_set(proto_cfg *cfg, const char *key, const char *value, errbuf *e)
         for (size_t i = 0; i < sizeof str_keys / sizeof *str_keys; i++)
             if (!strcmp(str_keys[i].name, key))
                 sk = &str_keys[i];
-        if (strcmp(value, sk->v[0]) != 0 && strcmp(value, sk->v[1]) != 0)
+        int ok = 0, nv = 0;
+        char list[96] = "";
+        for (; nv < 4 && sk->v[nv]; nv++)
+            ok |= !strcmp(value, sk->v[nv]);
+        for (int j = 0; j < nv; j++) /* 'a' or 'b'; 'a', 'b' or 'c' */
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s'%s'",
+                     j == 0 ? "" : j == nv - 1 ? " or " : ", ", sk->v[j]);
+        if (!ok)
             return err_set(e, MS_ERR_INPUT,
-                           "error: protocol parameter '%s' must be '%s' or '%s', got '%s'", key,
-                           sk->v[0], sk->v[1], value);
+                           "error: protocol parameter '%s' must be %s, got '%s'", key, list,
+                           value);
         snprintf(field, sk->size, "%s", value);
         return MS_OK;
     }
@@ -194,13 +202,19 @@ static int prim_once(eng *en, int prim, uint64_t n, int variant)
     case PRIM_TRUNC: return en->vt->trunc(en, &z, &x, en->cfg.frac_bits);
     case PRIM_AND: return en->vt->and_bb(en, &z, &b, &b);
     case PRIM_B2A: return en->vt->b2a(en, &z, &b);
+    case PRIM_ANDBITS: return en->vt->and_bits(en, &z, &b, &b, ~0ull >> 1, variant);
+    case PRIM_PAIR: {
+        mpc_val b2 = b;
+        return en->vt->bool_pair(en, &z, &b2, &x, 64);
+    }
+    case PRIM_B2ABIT: return en->vt->b2a_bit(en, &z, &b);
     default: return MS_OK;
     }
 }
 
 /* Costs a one-op program of the given kind on shape (1, m, k, n). */
 static int kernel_once(const proto *pr, const proto_cfg *cfg, cost_log *lg, int kind,
-                       uint32_t m, uint32_t k, uint32_t n, int32_t iarg, tot *out)
+                       uint32_t m, uint32_t k, uint32_t n, int32_t iarg, int bits, tot *out)
 {
     op_program p;
     op_program_init(&p);
@@ -212,7 +226,7 @@ static int kernel_once(const proto *pr, const proto_cfg *cfg, cost_log *lg, int 
     uint32_t oo = op_tensor_add(&p, "o", OPT_TEMP, DOM_ARITH, 1, kind == OP_TOPK ? m * (uint32_t)iarg : m,
                                 kind == OP_MAX ? 1 : n);
     op o = {.kind = (uint16_t)kind, .layer = -1, .group = -1, .batch = 1, .m = m, .k = k, .n = n,
-            .in = {a, b, c}, .out = oo, .iarg = iarg};
+            .in = {a, b, c}, .out = oo, .iarg = iarg, .bits = (uint8_t)bits};
     if (kind == OP_SELECT)
         o.in[0] = a, o.in[1] = a, o.in[2] = a;
     errbuf e;
@@ -249,6 +263,8 @@ int proto_print_costs(FILE *f, const proto *pr, const proto_cfg *cfg, uint64_t n
         {PRIM_SQUARE, 0, "square"},           {PRIM_MATMUL, 0, "matmul 1xn.nxn"},
         {PRIM_MATMUL, 1, "matmul 1xn.nxn fixed B"}, {PRIM_TRUNC, 0, "trunc"},
         {PRIM_AND, 0, "and_bb"},              {PRIM_B2A, 0, "b2a"},
+        {PRIM_ANDBITS, 0, "and_bits (63 bits)"}, {PRIM_ANDBITS, 1, "and_bits priv (63 bits)"},
+        {PRIM_PAIR, 0, "bool_pair (64 bits)"}, {PRIM_B2ABIT, 0, "b2a_bit"},
     };
     for (size_t i = 0; i < sizeof rows / sizeof *rows && !rc; i++) {
         cost_log_clear(&lg);
@@ -257,14 +273,15 @@ int proto_print_costs(FILE *f, const proto *pr, const proto_cfg *cfg, uint64_t n
         print_row(f, rows[i].label, &t, np);
     }
     eng_free(en);
-    static const struct { int kind; const char *label; int row; } ks[] = {
-        {OP_LT, "lt", 0},          {OP_EQ, "eq", 0},          {OP_SELECT, "select", 0},
-        {OP_A2B, "a2b", 0},        {OP_EXP, "exp", 0},        {OP_RECIPROCAL, "reciprocal", 0},
-        {OP_RSQRT, "rsqrt", 0},    {OP_GELU, "gelu", 0},      {OP_SILU, "silu", 0},
-        {OP_MAX, "max (1 row)", 1}, {OP_ARGMAX, "argmax (1 row)", 1},
-        {OP_SOFTMAX, "softmax (1 row)", 1}, {OP_LAYERNORM, "layernorm (1 row)", 1},
-        {OP_RMSNORM, "rmsnorm (1 row)", 1}, {OP_TOPK, "topk k=8 (1 row)", 1},
-        {OP_ONEHOT, "onehot (1 index)", 1},
+    static const struct { int kind; const char *label; int row, bits; } ks[] = {
+        {OP_LT, "lt", 0, 0},          {OP_EQ, "eq", 0, 0},          {OP_SELECT, "select", 0, 0},
+        {OP_A2B, "a2b", 0, 0},      {OP_EXP, "exp", 0, 0},        {OP_RECIPROCAL, "reciprocal", 0, 0},
+        {OP_RSQRT, "rsqrt", 0, 0},    {OP_GELU, "gelu", 0, 0},      {OP_SILU, "silu", 0, 0},
+        {OP_MAX, "max (1 row)", 1, 0}, {OP_ARGMAX, "argmax (1 row)", 1, 0},
+        {OP_SOFTMAX, "softmax (1 row)", 1, 0}, {OP_LAYERNORM, "layernorm (1 row)", 1, 0},
+        {OP_RMSNORM, "rmsnorm (1 row)", 1, 0}, {OP_TOPK, "topk k=8 (1 row)", 1, 0},
+        {OP_ONEHOT, "onehot (1 index)", 1, 0}, {OP_ONEHOT, "onehot, log2 n bits", 1, -1},
+        {OP_SORT, "sort (1 row)", 1, 0},
     };
     fprintf(f, "\nkernels (kern.c) on n = %llu elements, or one row of n:\n\n",
             (unsigned long long)n);
@@ -278,7 +295,11 @@ int proto_print_costs(FILE *f, const proto *pr, const proto_cfg *cfg, uint64_t n
         uint32_t m = ks[i].row ? 1 : (uint32_t)n, nn = ks[i].row ? (uint32_t)n : 1;
         if (ks[i].kind == OP_ONEHOT)
             m = 1;
-        rc = kernel_once(pr, cfg, &lg, ks[i].kind, m, 1, nn, ks[i].kind == OP_TOPK ? 8 : -1, &t);
+        int bits = 0; /* -1: the index bound ⌈log2 n⌉ */
+        while (ks[i].bits < 0 && bits < 64 && (1ull << bits) < n)
+            bits++;
+        rc = kernel_once(pr, cfg, &lg, ks[i].kind, m, 1, nn, ks[i].kind == OP_TOPK ? 8 : -1,
+                         ks[i].bits < 0 && !bits ? 1 : bits, &t);
         if (!rc)
             print_row(f, ks[i].label, &t, np);
     }

@@ -40,4 +40,8 @@ int cost_bool_components(eng *e, mpc_val comps[3], int *nc, const mpc_val *x);
 int cost_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size_t n);
 int cost_sync_public(eng *e, uint64_t *v);
 
+/* Bytes of a message of n elements of `bits` packed bits each, every element padded to a whole
+ * byte: n·⌈bits/8⌉ (linear in n, as the cost tape's replay needs: proto.h). */
+uint64_t cost_packed(uint64_t n, int bits);
+
 #endif

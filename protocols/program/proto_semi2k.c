@@ -19,7 +19,7 @@ static void semi2k_defaults(proto_cfg *c)
     c->beaver_cache = 1;      /* SPU semi2k BeaverCacheKernel */
     c->trunc_local = 0;       /* SPU 2PC default is a 1-round probabilistic truncation */
     strcpy(c->approx, "puma");
-    strcpy(c->msb, "ks");
+    strcpy(c->msb, "packed"); /* SPU msb_a2b packs its carry tree too */
     strcpy(c->topk, "network");
 }
 
@@ -154,6 +154,47 @@ static int s2_b2a(eng *e, mpc_val *z, const mpc_val *x)
     return MS_OK;
 }
 
+/* Beaver AND on the bits of mask, both opened words packed: n·⌈2pc/8⌉ each way, the
+ * triple's correction n·⌈pc/8⌉; with priv each party opens its own operand only: n·⌈pc/8⌉
+ * each way (PRIMITIVES.md and_bits). */
+static int s2_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint64_t mask,
+                       int priv)
+{
+    uint64_t n = x->n;
+    int pc = __builtin_popcountll(mask);
+    PUSH(PRIM_ANDBITS);
+    both(r, cost_packed(n, priv ? pc : 2 * pc)); /* COST: SPU msb_a2b packs its AND words */
+    r->offline[1] = cost_packed(n, pc);          /* COST: dealer correction c1, packed */
+    work2(r, 6.0 * n, 5.0 * n, 24.0 * n, 16.0 * n);
+    z->n = n;
+    z->dom = DOM_BOOL;
+    return MS_OK;
+}
+
+/* The two components x0, x1 as boolean words: local (PRIMITIVES.md bool_pair). */
+static int s2_bool_pair(eng *e, mpc_val *a, mpc_val *b, const mpc_val *x, int bits)
+{
+    a->n = b->n = x->n;
+    a->dom = b->dom = DOM_BOOL;
+    (void)bits;
+    return cost_local(e, PRIM_PAIR, 2.0 * (double)x->n);
+}
+
+/* daBit b2a: the masked bit opened packed, n each way; the dealer sends P1 the
+ * arithmetic share of the random bit, 8n (Rotaru–Wood daBits; SPU semi2k B2A_Randbit with
+ * the opened bit packed). */
+static int s2_b2a_bit(eng *e, mpc_val *z, const mpc_val *x)
+{
+    uint64_t n = x->n;
+    PUSH(PRIM_B2ABIT);
+    both(r, cost_packed(n, 1));
+    r->offline[1] = 8 * n;
+    work2(r, 3.0 * n, 3.0 * n, 16.0 * n, 8.0 * n);
+    z->n = n;
+    z->dom = DOM_ARITH;
+    return MS_OK;
+}
+
 static int s2_shuffle(eng *e, mpc_val *z, const mpc_val *x, size_t seg, size_t parts)
 {
     uint64_t n = x->n;
@@ -194,6 +235,9 @@ static const eng_vt semi2k_cost_vt = {
     .and_bb = s2_and,
     .trunc = s2_trunc,
     .b2a = s2_b2a,
+    .and_bits = s2_and_bits,
+    .bool_pair = s2_bool_pair,
+    .b2a_bit = s2_b2a_bit,
     .shuffle = s2_shuffle,
     .sync_public = cost_sync_public,
 };
