@@ -3,7 +3,7 @@
 #   make check     run every Check suite (tests/check_*.c)
 #   make bench     print benchmark figures
 #   make demo      install deps if needed, run scenarios/quickstart.yaml, write db + plots
-#   make install PREFIX=/usr/local
+#   make install PREFIX=/usr/local   (binary, data, man page mpcsim.1, bash completion)
 
 VARIANT ?= release
 # V=1 prints every command
@@ -15,12 +15,14 @@ Q := @
 endif
 PREFIX  ?= /usr/local
 BUILD   := build/$(VARIANT)
-PKGS    := gsl sqlite3 yaml-0.1 libcrypto
+PKGS    := gsl sqlite3 yaml-0.1 libcrypto jansson
 CC      ?= cc
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 # Where the installed binary finds models/, protocols/, scenarios/, scripts/ (the source tree when
 # run from it; MPCSIM_DATA overrides at run time).
 DATADIR ?= $(PREFIX)/share/mpcsim
+MANDIR ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 
 CFLAGS_COMMON := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter \
                  -I. -MMD -MP \
@@ -143,6 +145,9 @@ install: $(BUILD)/mpcsim
 	cp -r models protocols scenarios scripts $(DESTDIR)$(DATADIR)/
 	install -d $(DESTDIR)$(DATADIR)/tests/data
 	install -m 644 tests/data/tinystories_sample.txt $(DESTDIR)$(DATADIR)/tests/data/
+	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(BASHCOMPDIR)
+	install -m 644 sim/cli/mpcsim.1 $(DESTDIR)$(MANDIR)/man1/mpcsim.1
+	install -m 644 scripts/completion/mpcsim.bash $(DESTDIR)$(BASHCOMPDIR)/mpcsim
 
 clean:
 	rm -rf build

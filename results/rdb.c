@@ -2,10 +2,14 @@
  * merge of shard databases. Schema and example queries: results/SCHEMA.md. */
 #include "rdb.h"
 
+#include <jansson.h>
+#include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "protocols/base/yamlx.h"
 
 struct rdb {
     sqlite3 *h;
@@ -13,15 +17,36 @@ struct rdb {
     sqlite3_stmt *st[32];
 };
 
-/* Every database error names the source line that met it and SQLite's own message. */
+/* Every database error names the database, what was being done and SQLite's own message. */
 #define DB_ERR(db, e, what)                                                                  \
-    err_set(e, MS_ERR_DB, "%s:%d: %s: %s: %s", __FILE__, __LINE__, (db)->path, what,        \
-            sqlite3_errmsg((db)->h))
+    err_set(e, MS_ERR_DB, "%s: %s: %s", (db)->path, what, sqlite3_errmsg((db)->h))
 
 /* ---- schema: one migration per version, each in its own transaction -------------------- */
 
-static const char *const migrations[] = {
-    /* 0 → 1 */
+static int migrate_labels(rdb *db, errbuf *e);
+
+/* The common metrics as columns, one row per run. */
+#define WIDE_METRIC(name) ", max(CASE m.name WHEN '" name "' THEN m.value END) AS " name
+#define RUNS_WIDE_VIEW                                                                       \
+    "CREATE VIEW runs_wide AS SELECT r.id, r.scenario, r.grid_index, r.config_hash, "       \
+    "r.status, r.model, r.protocol, r.network, r.latency_ms, r.bandwidth_mbps, r.machine, "  \
+    "r.threads, r.policy, r.policy_label, r.prompt_len, r.decode_len, r.batch, r.seed"      \
+    WIDE_METRIC("latency_prefill_s") WIDE_METRIC("latency_decode_s")                         \
+    WIDE_METRIC("latency_total_s") WIDE_METRIC("latency_per_token_s") WIDE_METRIC("ttft_s")  \
+    WIDE_METRIC("bytes_online") WIDE_METRIC("bytes_offline") WIDE_METRIC("rounds_prefill")   \
+    WIDE_METRIC("rounds_decode") WIDE_METRIC("compute_s") WIDE_METRIC("comm_s")              \
+    WIDE_METRIC("attn_mass_recall") WIDE_METRIC("topk_recall") WIDE_METRIC("kept_frac")      \
+    WIDE_METRIC("attn_out_rel_err") WIDE_METRIC("logit_kl") WIDE_METRIC("top1_agreement")    \
+    WIDE_METRIC("ppl_delta")                                                                 \
+    " FROM runs r LEFT JOIN metrics m ON m.run_id = r.id GROUP BY r.id;"
+
+typedef struct migration {
+    const char *sql;
+    int (*fill)(rdb *db, errbuf *e); /* after sql, in the same transaction (may be NULL) */
+} migration;
+
+static const migration migrations[] = {
+    /* 0 → 1 */ {
     "CREATE TABLE scenarios ("
     "  name TEXT PRIMARY KEY,"
     "  path TEXT NOT NULL,"
@@ -79,10 +104,10 @@ static const char *const migrations[] = {
     "  offline_p0 INTEGER NOT NULL, offline_p1 INTEGER NOT NULL, offline_p2 INTEGER NOT NULL,"
     "  compute_ns INTEGER NOT NULL,"
     "  comm_ns INTEGER NOT NULL,"
-    "  PRIMARY KEY (run_id, phase, layer));",
+    "  PRIMARY KEY (run_id, phase, layer));", NULL},
     /* 1 → 2: `mpcsim validate` — the simulator's prediction against the real backend's
      * measurement of the same op program (one row per program or primitive and protocol) */
-    "CREATE TABLE validation ("
+    {"CREATE TABLE validation ("
     "  id INTEGER PRIMARY KEY,"
     "  session TEXT NOT NULL,"
     "  created TEXT NOT NULL,"
@@ -102,7 +127,19 @@ static const char *const migrations[] = {
     "  pred_offline INTEGER NOT NULL, meas_offline INTEGER NOT NULL,"
     "  pred_ns INTEGER NOT NULL, meas_ns INTEGER NOT NULL,"
     "  exact INTEGER NOT NULL CHECK (exact IN (0, 1)));"
-    "CREATE INDEX validation_item ON validation(protocol, item);",
+    "CREATE INDEX validation_item ON validation(protocol, item);", NULL},
+    /* 2 → 3: configurations told apart and queryable — the policy's label with the parameters
+     * that differ from its defaults, the network's label, latency and bandwidth, the machine
+     * profile and threads as columns; the resolved config as JSON; the runs_wide view. The
+     * new columns of stored runs are derived from their config_yaml (migrate_labels). */
+    {"ALTER TABLE runs ADD COLUMN policy_label TEXT NOT NULL DEFAULT '';"
+     "ALTER TABLE runs ADD COLUMN latency_ms REAL;"
+     "ALTER TABLE runs ADD COLUMN bandwidth_mbps REAL;"
+     "ALTER TABLE runs ADD COLUMN machine TEXT;"
+     "ALTER TABLE runs ADD COLUMN threads INTEGER;"
+     "ALTER TABLE runs ADD COLUMN config_json TEXT;"
+     "CREATE INDEX runs_label ON runs(policy_label);" RUNS_WIDE_VIEW,
+     migrate_labels},
 };
 #define N_MIGRATIONS (sizeof migrations / sizeof migrations[0])
 _Static_assert(N_MIGRATIONS == RDB_SCHEMA_VERSION, "one migration per schema version");
@@ -122,8 +159,10 @@ _Static_assert(N_MIGRATIONS == RDB_SCHEMA_VERSION, "one migration per schema ver
     X(RUN_DEL_FAILED, "DELETE FROM runs WHERE config_hash = ?1 AND status = 'failed'")       \
     X(RUN_PUT, "INSERT INTO runs(scenario, grid_index, config_hash, config_yaml, seed, status, " \
                "error, started, finished, wall_s, tool_version, model, protocol, network, "    \
-               "policy, prompt_len, decode_len, batch) VALUES "                              \
-               "(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18)")           \
+               "policy, prompt_len, decode_len, batch, policy_label, latency_ms, "           \
+               "bandwidth_mbps, machine, threads, config_json) VALUES "                      \
+               "(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21," \
+               "?22,?23,?24)")                                                               \
     X(METRIC_PUT, "INSERT INTO metrics(run_id, name, value, unit) VALUES (?1, ?2, ?3, ?4)")   \
     X(PHASE_PUT, "INSERT INTO phases(run_id, phase, latency_ns, events) VALUES (?1,?2,?3,?4)") \
     X(BD_PUT, "INSERT INTO breakdown(run_id, phase, category, " STATS_COLS ") VALUES "       \
@@ -218,9 +257,11 @@ static int migrate(rdb *db, errbuf *e)
         if (rc == MS_OK && v < RDB_SCHEMA_VERSION) {
             char pragma[64];
             snprintf(pragma, sizeof pragma, "PRAGMA user_version = %d;", v + 1);
-            if (sqlite3_exec(db->h, migrations[v], NULL, NULL, NULL) != SQLITE_OK ||
+            if (sqlite3_exec(db->h, migrations[v].sql, NULL, NULL, NULL) != SQLITE_OK ||
                 sqlite3_exec(db->h, pragma, NULL, NULL, NULL) != SQLITE_OK)
                 rc = DB_ERR(db, e, "migrating the schema");
+            else if (migrations[v].fill)
+                rc = migrations[v].fill(db, e);
         }
         if (rc) {
             sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
@@ -243,8 +284,8 @@ int rdb_open(const char *path, int create, rdb **out, errbuf *e)
     int flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0);
     int rc;
     if (sqlite3_open_v2(path, &db->h, flags, NULL) != SQLITE_OK) {
-        rc = err_set(e, create ? MS_ERR_DB : MS_ERR_NOTFOUND, "%s:%d: %s: cannot open: %s",
-                     __FILE__, __LINE__, path, db->h ? sqlite3_errmsg(db->h) : "out of memory");
+        rc = err_set(e, create ? MS_ERR_DB : MS_ERR_NOTFOUND, "%s: cannot open: %s", path,
+                     db->h ? sqlite3_errmsg(db->h) : "out of memory");
         goto fail;
     }
     sqlite3_busy_timeout(db->h, 10000);
@@ -298,8 +339,8 @@ int rdb_file_version(const char *path, int *version, errbuf *e)
 {
     sqlite3 *h = NULL;
     if (sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-        int rc = err_set(e, MS_ERR_NOTFOUND, "%s:%d: %s: cannot open: %s", __FILE__, __LINE__,
-                         path, h ? sqlite3_errmsg(h) : "out of memory");
+        int rc = err_set(e, MS_ERR_NOTFOUND, "%s: cannot open: %s", path,
+                         h ? sqlite3_errmsg(h) : "out of memory");
         sqlite3_close(h);
         return rc;
     }
@@ -383,7 +424,23 @@ static int put_run_row(rdb *db, const rdb_run *r, int64_t *id, errbuf *e)
     sqlite3_bind_int64(s, 16, r->prompt_len);
     sqlite3_bind_int64(s, 17, r->decode_len);
     sqlite3_bind_int64(s, 18, r->batch);
-    if (step_done(db, s))
+    sqlite3_bind_text(s, 19, r->policy_label && r->policy_label[0] ? r->policy_label : r->policy,
+                      -1, SQLITE_STATIC);
+    if (r->latency_ms > 0 || r->bandwidth_mbps > 0) {
+        sqlite3_bind_double(s, 20, r->latency_ms);
+        sqlite3_bind_double(s, 21, r->bandwidth_mbps);
+    }
+    if (r->machine)
+        sqlite3_bind_text(s, 22, r->machine, -1, SQLITE_STATIC);
+    if (r->threads > 0)
+        sqlite3_bind_int(s, 23, r->threads);
+    char *json = r->config_json ? NULL : rdb_yaml_to_json(r->config_yaml);
+    const char *js = r->config_json ? r->config_json : json;
+    if (js)
+        sqlite3_bind_text(s, 24, js, -1, SQLITE_STATIC);
+    int bad = step_done(db, s);
+    free(json);
+    if (bad)
         return DB_ERR(db, e, "storing a run");
     *id = sqlite3_last_insert_rowid(db->h);
     return MS_OK;
@@ -519,11 +576,11 @@ static int merge_prepare(merge_ctx *m, errbuf *e)
     rdb *db = m->db;
     char sql[256];
     if (sqlite3_open_v2(m->src_path, &m->src, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
-        return err_set(e, MS_ERR_DB, "%s:%d: %s: %s", __FILE__, __LINE__, m->src_path,
+        return err_set(e, MS_ERR_DB, "%s: %s", m->src_path,
                        m->src ? sqlite3_errmsg(m->src) : "out of memory");
     sqlite3_busy_timeout(m->src, 10000);
     if (prep(m->src, "SELECT * FROM runs ORDER BY id", &m->sel_run))
-        return err_set(e, MS_ERR_DB, "%s:%d: %s: %s", __FILE__, __LINE__, m->src_path,
+        return err_set(e, MS_ERR_DB, "%s: %s", m->src_path,
                        sqlite3_errmsg(m->src));
     if (prep_insert(db->h, "runs", sqlite3_column_count(m->sel_run), &m->ins_run) ||
         prep(db->h, "SELECT status FROM runs WHERE config_hash = ?1", &m->status) ||
@@ -532,7 +589,7 @@ static int merge_prepare(merge_ctx *m, errbuf *e)
     for (size_t t = 0; t < N_CHILD; t++) {
         snprintf(sql, sizeof sql, "SELECT * FROM %s WHERE run_id = ?1", child_tables[t]);
         if (prep(m->src, sql, &m->sel_child[t]))
-            return err_set(e, MS_ERR_DB, "%s:%d: %s: %s", __FILE__, __LINE__, m->src_path,
+            return err_set(e, MS_ERR_DB, "%s: %s", m->src_path,
                            sqlite3_errmsg(m->src));
         if (prep_insert(db->h, child_tables[t], sqlite3_column_count(m->sel_child[t]),
                         &m->ins_child[t]))
@@ -558,7 +615,7 @@ static int merge_children(merge_ctx *m, int64_t src_id, int64_t id, errbuf *e)
                 return DB_ERR(m->db, e, "merging a child row");
         }
         if (rc != SQLITE_DONE)
-            return err_set(e, MS_ERR_DB, "%s:%d: %s: %s", __FILE__, __LINE__, m->src_path,
+            return err_set(e, MS_ERR_DB, "%s: %s", m->src_path,
                            sqlite3_errmsg(m->src));
     }
     return MS_OK;
@@ -613,12 +670,12 @@ static int merge_one(rdb *db, const char *path, size_t *added, size_t *skipped, 
         ++*added;
     }
     if (!rc && st != SQLITE_DONE)
-        rc = err_set(e, MS_ERR_DB, "%s:%d: %s: %s", __FILE__, __LINE__, path,
+        rc = err_set(e, MS_ERR_DB, "%s: %s", path,
                      sqlite3_errmsg(m.src));
     if (!rc) { /* the scenarios the runs came from */
         sqlite3_stmt *ss = NULL;
         if (prep(m.src, "SELECT name, path, yaml FROM scenarios", &ss))
-            rc = err_set(e, MS_ERR_DB, "%s:%d: %s: %s", __FILE__, __LINE__, path,
+            rc = err_set(e, MS_ERR_DB, "%s: %s", path,
                          sqlite3_errmsg(m.src));
         sqlite3_stmt *ins = NULL;
         if (!rc && prep(db->h, "INSERT OR IGNORE INTO scenarios VALUES (?1, ?2, ?3)", &ins))
@@ -738,5 +795,140 @@ int rdb_validation_put(rdb *db, const rdb_validation *v, errbuf *e)
     sqlite3_bind_int(s, 23, exact);
     int rc = sqlite3_step(s) == SQLITE_DONE ? MS_OK : DB_ERR(db, e, "storing a validation row");
     sqlite3_finalize(s);
+    return rc;
+}
+
+/* ---- the resolved config as JSON ----------------------------------------------------------- */
+
+static json_t *scalar_json(const yx_node *n)
+{
+    const char *s = n->str;
+    if (n->quoted)
+        return json_string(s);
+    if (yx_is_null(n))
+        return json_null();
+    if (!strcmp(s, "true") || !strcmp(s, "false"))
+        return json_boolean(s[0] == 't');
+    char *end;
+    long long i;
+    double d;
+    if (!parse_i64(s, &i) && strspn(s, "+-0123456789") == strlen(s))
+        return json_integer(i);
+    d = strtod(s, &end);
+    /* a number as YAML writes one (not "inf", "nan" or hex, which JSON has not) */
+    if (*s && !*end && isfinite(d) && strspn(s, "+-0123456789.eE") == strlen(s))
+        return json_real(d);
+    return json_string(s);
+}
+
+static json_t *node_json(const yx_node *n)
+{
+    json_t *j;
+    switch (n->kind) {
+    case YX_SEQ:
+        j = json_array();
+        for (size_t i = 0; j && i < n->n; i++)
+            if (json_array_append_new(j, node_json(n->item[i]))) {
+                json_decref(j);
+                return NULL;
+            }
+        return j;
+    case YX_MAP:
+        j = json_object();
+        for (size_t i = 0; j && i < n->n; i++)
+            if (json_object_set_new(j, n->key[i]->str, node_json(n->item[i]))) {
+                json_decref(j);
+                return NULL;
+            }
+        return j;
+    default:
+        return scalar_json(n);
+    }
+}
+
+char *rdb_yaml_to_json(const char *yaml)
+{
+    yx_node *root = NULL;
+    errbuf e;
+    if (!yaml || yx_parse("config", yaml, strlen(yaml), &root, &e))
+        return NULL;
+    json_t *j = node_json(root);
+    yx_free(root);
+    char *out = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(j);
+    return out;
+}
+
+/* ---- migration 2 → 3: the new columns of stored runs --------------------------------------- */
+
+static rdb_labeler labeler;
+
+void rdb_set_labeler(rdb_labeler fn) { labeler = fn; }
+
+static int migrate_labels(rdb *db, errbuf *e)
+{
+    sqlite3_stmt *sel = NULL, *upd = NULL;
+    int rc = MS_OK;
+    if (prep(db->h, "SELECT id, config_yaml FROM runs", &sel) ||
+        prep(db->h, "UPDATE runs SET config_json = ?2 WHERE id = ?1", &upd))
+        rc = DB_ERR(db, e, "migrating the runs' configurations");
+    while (!rc && sqlite3_step(sel) == SQLITE_ROW) {
+        char *js = rdb_yaml_to_json((const char *)sqlite3_column_text(sel, 1));
+        sqlite3_reset(upd);
+        sqlite3_bind_int64(upd, 1, sqlite3_column_int64(sel, 0));
+        if (js)
+            sqlite3_bind_text(upd, 2, js, -1, SQLITE_TRANSIENT);
+        else
+            sqlite3_bind_null(upd, 2);
+        free(js);
+        if (sqlite3_step(upd) != SQLITE_DONE)
+            rc = DB_ERR(db, e, "migrating the runs' configurations");
+    }
+    sqlite3_finalize(upd);
+    upd = NULL;
+    /* what the JSON tells without knowing run configs: the first link, the machine */
+    if (!rc && sqlite3_exec(db->h,
+                            "UPDATE runs SET policy_label = policy, "
+                            "latency_ms = json_extract(config_json, '$.network.latency_ns') / 1e6, "
+                            "bandwidth_mbps = json_extract(config_json, "
+                            "'$.network.bandwidth_bps') / 1e6, "
+                            "machine = json_extract(config_json, '$.machine.name'), "
+                            "threads = json_extract(config_json, '$.machine.threads') "
+                            "WHERE config_json IS NOT NULL AND json_valid(config_json);"
+                            /* a custom network by its values, as run_label_network writes a
+                             * uniform one */
+                            "UPDATE runs SET network = printf('%gms/%g%s', latency_ms, "
+                            "CASE WHEN bandwidth_mbps >= 1000 THEN bandwidth_mbps / 1000 "
+                            "ELSE bandwidth_mbps END, CASE WHEN bandwidth_mbps >= 1000 THEN "
+                            "'Gbps' ELSE 'Mbps' END) WHERE network = 'custom' AND latency_ms "
+                            "IS NOT NULL AND bandwidth_mbps >= 1",
+                            NULL, NULL, NULL) != SQLITE_OK)
+        rc = DB_ERR(db, e, "migrating the runs' labels");
+    if (!rc && labeler) {
+        sqlite3_reset(sel);
+        if (prep(db->h, "UPDATE runs SET model = ?2, network = ?3, policy_label = ?4, "
+                        "latency_ms = ?5, bandwidth_mbps = ?6, machine = ?7, threads = ?8 "
+                        "WHERE id = ?1", &upd))
+            rc = DB_ERR(db, e, "migrating the runs' labels");
+        while (!rc && sqlite3_step(sel) == SQLITE_ROW) {
+            rdb_labels l;
+            memset(&l, 0, sizeof l);
+            if (labeler((const char *)sqlite3_column_text(sel, 1), &l))
+                continue; /* a config this mpcsim cannot read again keeps the fallback */
+            sqlite3_reset(upd);
+            sqlite3_bind_int64(upd, 1, sqlite3_column_int64(sel, 0));
+            sqlite3_bind_text(upd, 2, l.model, -1, SQLITE_TRANSIENT);
+            sqlite3_bind_text(upd, 3, l.network, -1, SQLITE_TRANSIENT);
+            sqlite3_bind_text(upd, 4, l.policy_label, -1, SQLITE_TRANSIENT);
+            sqlite3_bind_double(upd, 5, l.latency_ms);
+            sqlite3_bind_double(upd, 6, l.bandwidth_mbps);
+            sqlite3_bind_text(upd, 7, l.machine, -1, SQLITE_TRANSIENT);
+            sqlite3_bind_int(upd, 8, l.threads);
+            if (sqlite3_step(upd) != SQLITE_DONE)
+                rc = DB_ERR(db, e, "migrating the runs' labels");
+        }
+    }
+    sqlite3_finalize(sel);
+    sqlite3_finalize(upd);
     return rc;
 }

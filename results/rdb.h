@@ -12,7 +12,7 @@
 
 #include "protocols/base/err.h"
 
-#define RDB_SCHEMA_VERSION 2
+#define RDB_SCHEMA_VERSION 3
 #define RDB_PARTIES 3 /* bytes columns p0, p1, p2 */
 
 typedef struct rdb rdb;
@@ -72,7 +72,14 @@ typedef struct rdb_run {
     const char *finished;
     double wall_s;
     const char *tool_version;
-    const char *model, *protocol, *network, *policy;
+    const char *model, *protocol, *network, *policy; /* network: its label (lan, 20ms/300Mbps) */
+    const char *policy_label;  /* policy(params that differ from the defaults), e.g.
+                                * snapkv(capacity=1024); NULL: the policy's name */
+    double latency_ms, bandwidth_mbps; /* slowest party-to-party link's one-way latency and
+                                        * smallest bandwidth (the values of a uniform network) */
+    const char *machine;       /* machine profile name */
+    int threads;
+    const char *config_json;   /* NULL: derived from config_yaml (rdb_yaml_to_json) */
     uint32_t prompt_len, decode_len, batch;
     const rdb_metric *metric;
     size_t n_metric;
@@ -125,6 +132,24 @@ int rdb_merge(rdb *db, const char *const *srcs, size_t n, size_t *added, size_t 
               errbuf *e);
 /* Whether a database can be merged into this version's: exists, same schema version. */
 int rdb_merge_check(const char *src, errbuf *e);
+
+/* The labels of a run that a database of schema version 2 lacks, derived from its stored
+ * config_yaml when the database is migrated (results/ knows no run config: the command line
+ * registers the function that re-reads the configuration). 0 on success. */
+typedef struct rdb_labels {
+    char model[64], network[64], policy_label[256], machine[64];
+    double latency_ms, bandwidth_mbps;
+    int threads;
+} rdb_labels;
+typedef int (*rdb_labeler)(const char *config_yaml, rdb_labels *out);
+/* Registers the labeler migrations use (process-wide; NULL: labels from the stored columns and
+ * the configuration's JSON only: policy_label = policy, the network's first link). */
+void rdb_set_labeler(rdb_labeler fn);
+
+/* A YAML document as JSON text (malloc'd): mappings → objects in document order, sequences →
+ * arrays, unquoted true/false → booleans, null/~ → null, numbers → numbers, anything else (and
+ * every quoted scalar) → strings. NULL if the text does not parse or on out of memory. */
+char *rdb_yaml_to_json(const char *yaml);
 
 /* Metric naming: accuracy metrics (recall, relative error, KL, agreement, perplexity) are what
  * reports and the Pareto plot show; for errors, KL and perplexity changes lower is better. */

@@ -25,13 +25,12 @@ static const char *const schema =
     " success_rate REAL, chance REAL, p_value REAL, bits REAL, ttft_gap_ms REAL,"
     " created TEXT DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')));";
 
-static int db_fail(rdb *db, errbuf *e, int line)
+static int db_fail(rdb *db, errbuf *e)
 {
     sqlite3 *h = rdb_handle(db);
-    return err_set(e, MS_ERR_DB, "%s:%d: %s: %s", __FILE__, line, rdb_path(db),
-                   sqlite3_errmsg(h));
+    return err_set(e, MS_ERR_DB, "%s: %s", rdb_path(db), sqlite3_errmsg(h));
 }
-#define FAIL() db_fail(db, e, __LINE__)
+#define FAIL() db_fail(db, e)
 
 int sdb_init(rdb *db, errbuf *e)
 {

@@ -158,6 +158,7 @@ START_TEST(test_h2o_on_shares)
     free(pol);
     free(full);
     llama_free(f.L);
+    secinf_spol_free(&o.spol);
 }
 END_TEST
 
@@ -230,6 +231,7 @@ START_TEST(test_h2o_costed_as_run)
     }
     policy_h2o.fini(st);
     llama_free(f.L);
+    secinf_spol_free(&o.spol);
 }
 END_TEST
 
@@ -295,6 +297,7 @@ START_TEST(test_h2o_reveals_nothing)
     secinf_result_free(&ra);
     secinf_result_free(&rn);
     llama_free(f.L);
+    secinf_spol_free(&o.spol);
 }
 END_TEST
 
@@ -487,6 +490,7 @@ START_TEST(test_mpcache_costed_as_run)
             op_program_free(&cost);
         }
         policy_mpcache.fini(st);
+        secinf_spol_free(&o.spol);
     }
     /* the threshold's prompt: the keep bits and the count revealed, as the session runs them */
     secinf_opts ot;
@@ -801,6 +805,7 @@ START_TEST(test_mpcache_reveals_nothing)
     ck_assert_uint_eq(reveals, 5);
     ck_assert_uint_eq(counts, 4);
     secinf_spol_free(&ot.spol);
+    secinf_spol_free(&o.spol);
     op_program_free(&p);
     llama_free(f.L);
 }

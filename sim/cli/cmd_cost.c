@@ -1,5 +1,6 @@
 /* cmd_cost.c — `mpcsim cost`: cost one model / protocol / network / KV point, no scenario. */
 #include <errno.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -199,38 +200,55 @@ static void print_text(const cost_args *a, const step_env *env, const sim_result
     }
 }
 
-static void json_stats(const sim_stats *s, int P)
+/* JSON through jansson: every string (a model's name may hold quotes or backslashes) is
+ * escaped by the library. */
+static json_t *json_parties(const uint64_t *v, int P)
 {
-    printf("{\"rounds\":%llu,\"bytes_sent\":[", (unsigned long long)s->rounds);
+    json_t *a = json_array();
     for (int p = 0; p < P; p++)
-        printf("%s%llu", p ? "," : "", (unsigned long long)s->bytes_sent[p]);
-    printf("],\"offline_bytes\":[");
-    for (int p = 0; p < P; p++)
-        printf("%s%llu", p ? "," : "", (unsigned long long)s->offline_bytes[p]);
-    printf("],\"compute_s\":%.9g,\"comm_s\":%.9g}", (double)s->compute_ns * 1e-9,
-           (double)s->comm_ns * 1e-9);
+        json_array_append_new(a, json_integer((json_int_t)v[p]));
+    return a;
 }
 
-static void print_json(const cost_args *a, const step_env *env, const sim_result *r)
+static json_t *json_stats(const sim_stats *s, int P)
+{
+    return json_pack("{s:I, s:o, s:o, s:f, s:f}", "rounds", (json_int_t)s->rounds, "bytes_sent",
+                     json_parties(s->bytes_sent, P), "offline_bytes",
+                     json_parties(s->offline_bytes, P), "compute_s", (double)s->compute_ns * 1e-9,
+                     "comm_s", (double)s->comm_ns * 1e-9);
+}
+
+static int print_json(const cost_args *a, const step_env *env, const sim_result *r)
 {
     int P = env->pr->n_parties;
-    printf("{\"model\":\"%s\",\"protocol\":\"%s\",\"parties\":%d,\"network\":\"%s\","
-           "\"burst_bytes\":%llu,\"wire_mtu\":%u,\"profile\":\"%s\",\"threads\":%d,\"phase\":\"%s\",\"tokens\":%u,\"kv\":%u,\"batch\":%u,"
-           "\"overlap\":%s,\"latency_s\":%.9g,\"rounds\":%llu,\"bytes_online\":%llu,"
-           "\"bytes_offline\":%llu,\"total\":",
-           env->model->name, env->pr->name, P, env->net->name,
-           (unsigned long long)env->net->link[0][1].burst_bytes, env->net->wire.mtu, env->mach->name,
-           env->mach->threads, op_phase_name(a->phase), a->tokens, a->kv, a->batch, a->overlap ? "true" : "false",
-           (double)r->latency_ns * 1e-9, (unsigned long long)r->total.rounds,
-           (unsigned long long)sum_p(r->total.bytes_sent, P),
-           (unsigned long long)sum_p(r->total.offline_bytes, P));
-    json_stats(&r->total, P);
-    printf(",\"categories\":{");
-    for (int k = 0; k < OPC_N; k++) {
-        printf("%s\"%s\":", k ? "," : "", op_cat_name(k));
-        json_stats(&r->cat[k], P);
-    }
-    printf("}}\n");
+    json_t *o = json_object(), *cats = json_object();
+    json_object_set_new(o, "model", json_string(env->model->name));
+    json_object_set_new(o, "protocol", json_string(env->pr->name));
+    json_object_set_new(o, "parties", json_integer(P));
+    json_object_set_new(o, "network", json_string(env->net->name));
+    json_object_set_new(o, "burst_bytes", json_integer((json_int_t)env->net->link[0][1].burst_bytes));
+    json_object_set_new(o, "wire_mtu", json_integer(env->net->wire.mtu));
+    json_object_set_new(o, "profile", json_string(env->mach->name));
+    json_object_set_new(o, "threads", json_integer(env->mach->threads));
+    json_object_set_new(o, "phase", json_string(op_phase_name(a->phase)));
+    json_object_set_new(o, "tokens", json_integer(a->tokens));
+    json_object_set_new(o, "kv", json_integer(a->kv));
+    json_object_set_new(o, "batch", json_integer(a->batch));
+    json_object_set_new(o, "overlap", json_boolean(a->overlap));
+    json_object_set_new(o, "latency_s", json_real((double)r->latency_ns * 1e-9));
+    json_object_set_new(o, "rounds", json_integer((json_int_t)r->total.rounds));
+    json_object_set_new(o, "bytes_online", json_integer((json_int_t)sum_p(r->total.bytes_sent, P)));
+    json_object_set_new(o, "bytes_offline",
+                        json_integer((json_int_t)sum_p(r->total.offline_bytes, P)));
+    json_object_set_new(o, "total", json_stats(&r->total, P));
+    for (int k = 0; k < OPC_N; k++)
+        json_object_set_new(cats, op_cat_name(k), json_stats(&r->cat[k], P));
+    json_object_set_new(o, "categories", cats);
+    /* json_string gives NULL on invalid UTF-8: the object then lacks that key, so check */
+    int rc = json_object_size(o) == 19 && json_dumpf(o, stdout, JSON_COMPACT) == 0 ? 0 : -1;
+    json_decref(o);
+    putchar('\n');
+    return rc;
 }
 
 /* ---- main ------------------------------------------------------------------------------ */
@@ -319,9 +337,10 @@ int cmd_cost(int argc, char **argv)
                 status = 1;
             }
         }
-        if (a.json)
-            print_json(&a, &env, &res);
-        else
+        if (a.json && print_json(&a, &env, &res)) {
+            cli_error("cost", "cannot write the JSON output (a name that is not UTF-8?)");
+            status = 1;
+        } else if (!a.json)
             print_text(&a, &env, &res);
         sim_result_free(&res);
     }

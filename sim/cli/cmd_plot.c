@@ -1,9 +1,16 @@
-/* cmd_plot.c — `mpcsim plot`: SQL queries → temp .dat files → the gnuplot scripts in
- * <datadir>/scripts/ → PNG (pngcairo, else png) or SVG images. */
+/* cmd_plot.c — `mpcsim plot`: SQL queries → .dat files (values already in the unit the axis
+ * shows) and a variable file per plot → the gnuplot scripts in <datadir>/scripts/ → PNG, SVG
+ * or PDF.
+ *
+ * What is drawn where: a panel per model and network (--by), a line (or marker) per policy
+ * configuration — policy_label, plus the protocol, model or network when those vary and are
+ * not panels — against the axis that varies (--x). Every series keeps one colour in every
+ * panel and plot. */
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,46 +19,77 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "dbq.h"
 #include "gnuplot.h"
 #include "models/model.h"
+#include "protocols/program/op.h"
 #include "results/rdb.h"
 
-#define PLOT_MAX_PANELS 8
-#define PLOT_MAX_BARS 64
-#define PLOT_MAX_CATS 24
+#define PLOT_MAX_PANELS 16
+#define PLOT_MAX_SERIES 48
+#define PLOT_MAX_CATS 16
+#define PLOT_MAX_POINTS 4096
 
 typedef struct plot_ctx {
     sqlite3 *h;
-    char tmp[PATH_MAX];     /* temp folder for .dat and variable files */
+    char tmp[PATH_MAX];     /* folder of the .dat and variable files */
+    int keep;               /* --data DIR: tmp is the user's and kept */
     char outdir[PATH_MAX];
     char scripts[PATH_MAX]; /* folder of the .gp scripts */
-    const char *term;       /* pngcairo | png | svg */
+    const char *term;       /* pngcairo | png | svg | pdfcairo */
     const char *ext;
-    char series[256];       /* SQL expression naming a run's line: policy (+ model, protocol) */
-    char x[32];             /* SQL expression of the sequence length axis */
+    char *where;            /* " AND …" from --where */
+    const char *xcol;       /* runs column of the x axis */
     const char *xlabel;
+    char panel[512];        /* SQL expression naming a run's panel */
+    char series[512];       /* SQL expression naming a run's series */
+    char serieskeys[128];   /* what the series expression is made of, for the legend title */
+    char title[256];        /* what every plot shares: machine profile, threads */
+    const char *metric;     /* --metric */
+    int lat;                /* 0: total and per token, 1: total, 2: decode per token */
+    char names[PLOT_MAX_SERIES][160]; /* every series, in colour order */
+    int nseries;
     int made, failed;
 } plot_ctx;
 
 static void plot_usage(FILE *f)
 {
     fprintf(f,
-            "usage: mpcsim plot DB [-o DIR] [--svg]\n\n"
+            "usage: mpcsim plot DB [-o DIR] [--format png|svg|pdf] [--x AXIS] [--by KEYS]\n"
+            "                      [--metric NAME] [--latency total|decode-per-token]\n"
+            "                      [--where KEY=VALUE]... [--data DIR]\n\n"
             "Plots the finished runs of a results database with gnuplot:\n"
-            "  latency_vs_seq  online latency (total, and decode per token) vs sequence length\n"
-            "                  per policy, a panel per network\n"
-            "  comm_vs_seq     online and offline bytes vs sequence length per policy\n"
-            "  breakdown       stacked per-category time and bytes at the largest length\n"
-            "  pareto          accuracy vs latency with the Pareto front (when the runs have\n"
-            "                  accuracy metrics; skipped with a note otherwise)\n"
-            "Lines are policies (with model and protocol when those vary); runs that differ\n"
-            "in anything else are averaged. Scripts: scripts/*.gp under the data directory\n"
-            "($MPCSIM_DATA overrides).\n\n"
+            "  latency    online latency of the whole run and of decode per generated token\n"
+            "  comm       online and offline (preprocessing) bytes\n"
+            "  breakdown  per-category time and bytes of each configuration, stacked, at the\n"
+            "             largest x of each panel\n"
+            "  pareto     accuracy against decode latency per token and against online\n"
+            "             bytes, one marker per policy configuration, with the Pareto front\n"
+            "             (when the runs have accuracy metrics)\n"
+            "  metric-M   --metric M against the x axis\n"
+            "A panel per model and network; a line per policy configuration (its label holds\n"
+            "the parameters that differ from the defaults), with the protocol, model or\n"
+            "network added when they vary and are not panels; other differences are averaged.\n"
+            "Axes show s/min/h/d and B/kB/MB/GB/TB as the values need. Scripts: scripts/*.gp\n"
+            "under the data directory ($MPCSIM_DATA overrides).\n\n"
             "options:\n"
-            "  -o, --output DIR  output folder (default: DB without .db, plus -plots)\n"
-            "      --svg         SVG instead of PNG\n"
-            "  -h, --help        this help\n\n"
-            "exit status: 0 ok, 1 gnuplot or database failure, 2 bad usage or nothing to plot\n");
+            "  -o, --output DIR      output folder (default: DB without .db, plus -plots)\n"
+            "      --format F        png (default), svg or pdf; --svg is --format svg\n"
+            "      --x AXIS          prompt_len, decode_len, batch, latency_ms or bandwidth_mbps\n"
+            "                        (default: the one with the most distinct values)\n"
+            "      --by KEYS         panels: comma-separated model, network, protocol, policy,\n"
+            "                        or none (default: model,network; network is the x axis'\n"
+            "                        when x is latency_ms or bandwidth_mbps)\n"
+            "      --metric NAME     also plot this metric (a name of the metrics table)\n"
+            "      --latency L       total or decode-per-token: the latency plot's only row and\n"
+            "                        the Pareto plot's latency (default: both rows; Pareto per\n"
+            "                        token)\n"
+            "      --where K=V       only runs whose column or config value K is V (as in\n"
+            "                        `mpcsim report --help`); repeat to narrow further\n"
+            "      --data DIR        keep the data and variable files in DIR (to re-plot)\n"
+            "  -h, --help            this help\n\n"
+            "exit status: 0 ok; 1 gnuplot or database failure; 2 bad usage, no such database,\n"
+            "or nothing to plot\n");
 }
 
 /* ---- helpers --------------------------------------------------------------------------- */
@@ -70,27 +108,364 @@ static int mkdir_p(const char *path)
     return mkdir(buf, 0777) && errno != EEXIST ? -1 : 0;
 }
 
-/* pngcairo if this gnuplot has it, else png; NULL if gnuplot is missing or has neither. */
-static const char *png_terminal(const char *tmp)
+/* The first terminal of the list this gnuplot has; NULL if gnuplot is missing or has none. */
+static const char *find_terminal(const char *tmp, const char *const *terms, size_t n)
 {
-    static const char *const terms[] = {"pngcairo", "png"};
     char probe[PATH_MAX + 16];
     snprintf(probe, sizeof probe, "%s/probe.gp", tmp);
-    for (size_t i = 0; i < 2; i++) {
+    for (size_t i = 0; i < n; i++) {
         FILE *f = fopen(probe, "w");
         if (!f)
             return NULL;
         fprintf(f, "set terminal %s\n", terms[i]);
         fclose(f);
         const char *files[] = {probe};
-        if (gnuplot_run(NULL, files, 1, "/dev/null") == 0)
+        int rc = gnuplot_run(NULL, files, 1, "/dev/null");
+        unlink(probe);
+        if (rc == 0)
             return terms[i];
     }
     return NULL;
 }
 
-/* Opens the variable file of one plot, with the variables every script reads. */
-static FILE *vars_open(plot_ctx *c, const char *plot, char *path, size_t n)
+static void gp_var(FILE *f, const char *name, const char *value)
+{
+    fprintf(f, "%s = ", name);
+    gnuplot_str(f, value);
+    fputc('\n', f);
+}
+
+/* fmt is an sqlite3_mprintf format (%q, %Q): no printf format attribute. */
+static int64_t query_int(plot_ctx *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *sql = sqlite3_vmprintf(fmt, ap);
+    va_end(ap);
+    sqlite3_stmt *s;
+    int64_t v = -1;
+    if (sql && sqlite3_prepare_v2(c->h, sql, -1, &s, NULL) == SQLITE_OK) {
+        if (sqlite3_step(s) == SQLITE_ROW)
+            v = sqlite3_column_int64(s, 0);
+        sqlite3_finalize(s);
+    }
+    sqlite3_free(sql);
+    return v;
+}
+
+/* Distinct values of an expression over the plotted runs. */
+static int64_t n_distinct(plot_ctx *c, const char *expr)
+{
+    return query_int(c, "SELECT count(DISTINCT %s) FROM runs r WHERE r.status = 'ok' %s", expr,
+                     c->where);
+}
+
+/* ---- units ----------------------------------------------------------------------------- */
+
+typedef struct unit {
+    double div;
+    const char *name;
+} unit;
+
+/* The unit in which the largest value reads best. kind: 's' seconds, 'B' bytes, else none. */
+static unit pick_unit(int kind, double max)
+{
+    if (kind == 's') {
+        if (max < 1e-3)
+            return (unit){1e-6, "us"};
+        if (max < 1)
+            return (unit){1e-3, "ms"};
+        if (max < 120)
+            return (unit){1, "s"};
+        if (max < 7200)
+            return (unit){60, "min"};
+        if (max < 172800)
+            return (unit){3600, "h"};
+        return (unit){86400, "d"};
+    }
+    if (kind == 'B') {
+        static const unit u[] = {{1, "B"}, {1e3, "kB"}, {1e6, "MB"}, {1e9, "GB"}, {1e12, "TB"}};
+        int k = 0;
+        while (k < 4 && max >= u[k + 1].div)
+            k++;
+        return u[k];
+    }
+    return (unit){1, ""};
+}
+
+/* ---- what the panels, the lines and the x axis are ------------------------------------- */
+
+static const char *const x_axes[] = {"prompt_len", "decode_len", "batch", "latency_ms",
+                                     "bandwidth_mbps"};
+#define N_X_AXES (sizeof x_axes / sizeof x_axes[0])
+
+static const char *x_label(const char *x)
+{
+    if (!strcmp(x, "prompt_len"))
+        return "prompt length (tokens)";
+    if (!strcmp(x, "decode_len"))
+        return "generated tokens";
+    if (!strcmp(x, "batch"))
+        return "sequences per batch";
+    if (!strcmp(x, "latency_ms"))
+        return "one-way link latency (ms)";
+    return "link bandwidth (Mbit/s)";
+}
+
+static int is_net_axis(const char *x)
+{
+    return !strcmp(x, "latency_ms") || !strcmp(x, "bandwidth_mbps");
+}
+
+/* A panel or series key → SQL. A network on the x axis is replaced by its other value. */
+static const char *key_sql(const char *key, const char *x)
+{
+    if (!strcmp(key, "model"))
+        return "r.model";
+    if (!strcmp(key, "protocol"))
+        return "r.protocol";
+    if (!strcmp(key, "policy"))
+        return "r.policy_label";
+    if (!strcmp(key, "network")) {
+        if (!strcmp(x, "latency_ms")) /* the bandwidth: '10Gbps', '100Mbps' */
+            return "(CASE WHEN r.bandwidth_mbps >= 1000 THEN printf('%gGbps', "
+                   "r.bandwidth_mbps / 1000) ELSE printf('%gMbps', r.bandwidth_mbps) END)";
+        if (!strcmp(x, "bandwidth_mbps"))
+            return "printf('%gms', r.latency_ms)";
+        return "r.network";
+    }
+    return NULL;
+}
+
+/* Fills the panel and series expressions: panels from --by, series from what else varies. */
+static int plot_axes(plot_ctx *c, const char *xopt, const char *by)
+{
+    if (xopt) {
+        size_t i = 0;
+        while (i < N_X_AXES && strcmp(x_axes[i], xopt))
+            i++;
+        if (i == N_X_AXES) {
+            const char *dym = did_you_mean(xopt, x_axes, N_X_AXES);
+            cli_error("plot", "--x wants prompt_len, decode_len, batch, latency_ms or "
+                      "bandwidth_mbps, not '%s'%s%s%s", xopt, dym ? " (did you mean '" : "",
+                      dym ? dym : "", dym ? "'?)" : "");
+            return 2;
+        }
+        c->xcol = x_axes[i];
+    } else { /* the axis that varies most; the prompt length on ties and when none varies */
+        int64_t best = 1;
+        c->xcol = "prompt_len";
+        for (size_t i = 0; i < N_X_AXES; i++) {
+            char e[64];
+            snprintf(e, sizeof e, "r.%s", x_axes[i]);
+            int64_t n = n_distinct(c, e);
+            if (n > best) {
+                best = n;
+                c->xcol = x_axes[i];
+            }
+        }
+    }
+    c->xlabel = x_label(c->xcol);
+    /* panels */
+    static const char *const keys[] = {"model", "network", "protocol", "policy"};
+    int in_panel[4] = {0};
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", by ? by : "model,network");
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        size_t k = 0;
+        while (k < 4 && strcmp(keys[k], t))
+            k++;
+        if (k == 4 && strcmp(t, "none")) {
+            const char *dym = did_you_mean(t, keys, 4);
+            cli_error("plot", "--by takes model, network, protocol, policy or none, not '%s'%s%s%s",
+                      t, dym ? " (did you mean '" : "", dym ? dym : "", dym ? "'?)" : "");
+            return 2;
+        }
+        if (k < 4)
+            in_panel[k] = 1;
+    }
+    if (!by && is_net_axis(c->xcol))
+        in_panel[1] = 0; /* the network varies along x */
+    size_t pl = 0, sl = 0, kl = 0;
+    c->panel[0] = c->series[0] = c->serieskeys[0] = '\0';
+    for (int k = 0; k < 4; k++) {
+        const char *e = key_sql(keys[k], c->xcol);
+        if (in_panel[k]) /* named even when it does not vary: the panel's title says what it is */
+            pl += (size_t)snprintf(c->panel + pl, sizeof c->panel - pl, "%s%s", pl ? " || ' · ' || " : "", e);
+    }
+    /* series: the policy configuration first, then what else varies outside the panels */
+    static const int order[] = {3, 2, 0, 1};
+    for (int i = 0; i < 4; i++) {
+        int k = order[i];
+        const char *e = key_sql(keys[k], c->xcol);
+        if (in_panel[k] || (k != 3 && n_distinct(c, e) < 2))
+            continue;
+        sl += (size_t)snprintf(c->series + sl, sizeof c->series - sl, "%s%s", sl ? " || ' ' || " : "", e);
+        kl += (size_t)snprintf(c->serieskeys + kl, sizeof c->serieskeys - kl, "%s%s", kl ? ", " : "",
+                               k == 1 && is_net_axis(c->xcol)
+                                   ? (!strcmp(c->xcol, "latency_ms") ? "bandwidth" : "latency")
+                                   : keys[k]);
+    }
+    if (!c->series[0])
+        snprintf(c->series, sizeof c->series, "'all runs'");
+    if (!c->panel[0])
+        snprintf(c->panel, sizeof c->panel, "'all runs'");
+    /* what every run shares: the machine profile (and threads), shown in every title */
+    sqlite3_stmt *s;
+    char *sql = sqlite3_mprintf("SELECT group_concat(m, '; ') FROM (SELECT DISTINCT "
+                                "coalesce(r.machine, 'default') || ', ' || coalesce(r.threads, 1) "
+                                "|| ' thread' || CASE WHEN coalesce(r.threads, 1) = 1 THEN '' ELSE "
+                                "'s' END AS m FROM runs r WHERE r.status = 'ok' %s)", c->where);
+    c->title[0] = '\0';
+    if (sql && sqlite3_prepare_v2(c->h, sql, -1, &s, NULL) == SQLITE_OK) {
+        if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0))
+            snprintf(c->title, sizeof c->title, "machine %s",
+                     (const char *)sqlite3_column_text(s, 0));
+        sqlite3_finalize(s);
+    }
+    sqlite3_free(sql);
+    /* every series, one colour each */
+    sql = sqlite3_mprintf("SELECT DISTINCT %s AS s FROM runs r WHERE r.status = 'ok' %s ORDER BY s",
+                          c->series, c->where);
+    c->nseries = 0;
+    if (sql && sqlite3_prepare_v2(c->h, sql, -1, &s, NULL) == SQLITE_OK) {
+        while (sqlite3_step(s) == SQLITE_ROW && c->nseries < PLOT_MAX_SERIES)
+            snprintf(c->names[c->nseries++], sizeof c->names[0], "%s",
+                     (const char *)sqlite3_column_text(s, 0));
+        sqlite3_finalize(s);
+    }
+    sqlite3_free(sql);
+    return 0;
+}
+
+static int series_colour(const plot_ctx *c, const char *name)
+{
+    for (int i = 0; i < c->nseries; i++)
+        if (!strcmp(c->names[i], name))
+            return i + 1;
+    return c->nseries + 1;
+}
+
+/* The panels (values of the panel expression) of runs for which `need` (an SQL condition) holds. */
+typedef struct panels {
+    char name[PLOT_MAX_PANELS][160];
+    char title[PLOT_MAX_PANELS][240];
+    int n;
+} panels;
+
+static int get_panels(plot_ctx *c, const char *need, panels *p)
+{
+    /* a panel's title: its name, with the values of a preset network it names */
+    char *sql = sqlite3_mprintf(
+        "SELECT %s AS p, group_concat(DISTINCT CASE WHEN r.network GLOB '*[0-9]*' THEN NULL "
+        "ELSE printf('%%g ms', r.latency_ms) || ', ' || CASE WHEN "
+        "r.bandwidth_mbps >= 1000 THEN printf('%%g Gbit/s', r.bandwidth_mbps / 1000) ELSE "
+        "printf('%%g Mbit/s', r.bandwidth_mbps) END END) FROM runs r WHERE r.status = 'ok' %s "
+        "AND (%s) GROUP BY p ORDER BY min(r.model), min(r.latency_ms), -max(r.bandwidth_mbps), p",
+        c->panel, c->where, need);
+    sqlite3_stmt *s;
+    p->n = 0;
+    if (!sql || sqlite3_prepare_v2(c->h, sql, -1, &s, NULL) != SQLITE_OK) {
+        cli_error("plot", "%s", sqlite3_errmsg(c->h));
+        sqlite3_free(sql);
+        return -1;
+    }
+    sqlite3_free(sql);
+    while (sqlite3_step(s) == SQLITE_ROW && p->n < PLOT_MAX_PANELS) {
+        const char *name = (const char *)sqlite3_column_text(s, 0);
+        const char *nets = (const char *)sqlite3_column_text(s, 1);
+        snprintf(p->name[p->n], sizeof p->name[0], "%s", name);
+        if (nets && strchr(c->panel, 'n') && strstr(c->panel, "r.network"))
+            snprintf(p->title[p->n], sizeof p->title[0], "%s (%s)", name, nets);
+        else
+            snprintf(p->title[p->n], sizeof p->title[0], "%s", name);
+        p->n++;
+    }
+    sqlite3_finalize(s);
+    if (query_int(c, "SELECT count(DISTINCT %s) FROM runs r WHERE r.status = 'ok' %s AND (%s)",
+                  c->panel, c->where, need) > PLOT_MAX_PANELS)
+        fprintf(stderr, "mpcsim plot: warning: more than %d panels; the first %d are drawn "
+                "(narrow with --where, or --by fewer keys)\n", PLOT_MAX_PANELS, PLOT_MAX_PANELS);
+    return 0;
+}
+
+/* ---- one panel of lines: (series, x, y) → blocks in the axis' unit ---------------------- */
+
+typedef struct point {
+    int series; /* colour index */
+    char name[160];
+    double x, y;
+} point;
+
+typedef struct cell {
+    char file[PATH_MAX + 256];
+    char title[300], ylabel[64];
+    int nb, lt[PLOT_MAX_SERIES], ylog;
+    double xmin, xmax;
+} cell;
+
+/* Writes the series of one panel for the per-run value `ysql` (kind 's', 'B' or 0) into
+ * c->tmp/<file>; fills the cell (blocks, colours, unit, x range). 0 with nb = 0 when the panel
+ * has no such value. */
+static int write_cell(plot_ctx *c, const char *panel, const char *ysql, int kind,
+                      const char *what, const char *file, cell *out)
+{
+    static point pts[PLOT_MAX_POINTS];
+    char *sql = sqlite3_mprintf("SELECT %s AS s, r.%s AS x, avg(%s) AS y FROM runs r WHERE "
+                                "r.status = 'ok' %s AND (%s) = ?1 AND (%s) IS NOT NULL GROUP BY "
+                                "s, x ORDER BY s, x", c->series, c->xcol, ysql, c->where, c->panel,
+                                ysql);
+    sqlite3_stmt *s;
+    if (!sql || sqlite3_prepare_v2(c->h, sql, -1, &s, NULL) != SQLITE_OK) {
+        cli_error("plot", "%s", sqlite3_errmsg(c->h));
+        sqlite3_free(sql);
+        return -1;
+    }
+    sqlite3_free(sql);
+    sqlite3_bind_text(s, 1, panel, -1, SQLITE_STATIC);
+    int n = 0;
+    double max = 0, ymin = INFINITY;
+    memset(out, 0, sizeof *out);
+    out->xmin = INFINITY;
+    out->xmax = -INFINITY;
+    while (sqlite3_step(s) == SQLITE_ROW && n < PLOT_MAX_POINTS) {
+        point *p = &pts[n++];
+        snprintf(p->name, sizeof p->name, "%s", (const char *)sqlite3_column_text(s, 0));
+        p->series = series_colour(c, p->name);
+        p->x = sqlite3_column_double(s, 1);
+        p->y = sqlite3_column_double(s, 2);
+        max = fmax(max, p->y);
+        ymin = fmin(ymin, p->y);
+        out->xmin = fmin(out->xmin, p->x);
+        out->xmax = fmax(out->xmax, p->x);
+    }
+    sqlite3_finalize(s);
+    unit u = pick_unit(kind, max);
+    snprintf(out->file, sizeof out->file, "%s/%s", c->tmp, file);
+    snprintf(out->ylabel, sizeof out->ylabel, "%s%s%s%s", what, u.name[0] ? " (" : "", u.name,
+             u.name[0] ? ")" : "");
+    out->ylog = ymin > 0 && max / ymin >= 30;
+    FILE *f = fopen(out->file, "w");
+    if (!f) {
+        cli_error("plot", "cannot write %s: %s", out->file, strerror(errno));
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!i || strcmp(pts[i].name, pts[i - 1].name)) {
+            if (out->nb < PLOT_MAX_SERIES)
+                out->lt[out->nb] = pts[i].series;
+            fprintf(f, "%s", out->nb++ ? "\n\n" : "");
+            gnuplot_str(f, pts[i].name);
+            fprintf(f, " x y\n");
+        }
+        fprintf(f, "%.9g %.9g\n", pts[i].x, pts[i].y / u.div);
+    }
+    return fclose(f) ? -1 : 0;
+}
+
+/* Opens a plot's variable file with the variables every script reads. */
+static FILE *vars_open(plot_ctx *c, const char *plot, const char *heading, char *path,
+                       size_t n)
 {
     snprintf(path, n, "%s/vars_%s.gp", c->tmp, plot);
     FILE *f = fopen(path, "w");
@@ -98,33 +473,75 @@ static FILE *vars_open(plot_ctx *c, const char *plot, char *path, size_t n)
         return NULL;
     char out[PATH_MAX + 64];
     snprintf(out, sizeof out, "%s/%s.%s", c->outdir, plot, c->ext);
-    fprintf(f, "term_name = ");
-    gnuplot_str(f, c->term);
-    fprintf(f, "\noutfile = ");
-    gnuplot_str(f, out);
-    fprintf(f, "\ndatadir = ");
-    gnuplot_str(f, c->tmp);
-    fprintf(f, "\nscriptdir = ");
-    gnuplot_str(f, c->scripts);
-    fprintf(f, "\nxlabel_text = ");
-    gnuplot_str(f, c->xlabel);
-    fputc('\n', f);
+    gp_var(f, "term_name", c->term);
+    gp_var(f, "outfile", out);
+    gp_var(f, "datadir", c->tmp);
+    gp_var(f, "scriptdir", c->scripts);
+    gp_var(f, "xlabel_text", c->xlabel);
+    gp_var(f, "subtitle", c->title);
+    gp_var(f, "heading", heading);
+    gp_var(f, "serieskeys", c->serieskeys);
+    fprintf(f, "nseries = %d\n", c->nseries);
     return f;
 }
 
+/* The cells of a grid of line panels: rows × cols, cell i (1-based, row-major). */
+static void vars_cells(FILE *v, const plot_ctx *c, const cell *cl, int n, int rows, int cols)
+{
+    fprintf(v, "nrows = %d\nncols = %d\nncells = %d\n", rows, cols, n);
+    int xlog = 0;
+    double lo = INFINITY, hi = -INFINITY;
+    for (int i = 0; i < n; i++)
+        if (cl[i].nb) {
+            lo = fmin(lo, cl[i].xmin);
+            hi = fmax(hi, cl[i].xmax);
+        }
+    if (lo > 0 && hi / lo >= 4)
+        xlog = is_net_axis(c->xcol) ? 10 : 2;
+    fprintf(v, "xlog = %d\n", xlog);
+    for (int i = 0; i < n; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "file%d", i + 1);
+        gp_var(v, name, cl[i].file);
+        snprintf(name, sizeof name, "title%d", i + 1);
+        gp_var(v, name, cl[i].title);
+        snprintf(name, sizeof name, "ylabel%d", i + 1);
+        gp_var(v, name, cl[i].ylabel);
+        /* one x value: a range around it, or gnuplot draws an empty axis */
+        double a = cl[i].xmin, b = cl[i].xmax;
+        if (!cl[i].nb)
+            a = b = 1;
+        if (a == b) {
+            a = xlog ? a / 2 : a - (a ? fabs(a) / 2 : 1);
+            b = xlog ? b * 2 : b + (b ? fabs(b) / 2 : 1);
+        } else if (xlog) {
+            a /= 1.25;
+            b *= 1.25;
+        } else {
+            double pad = (b - a) * 0.05;
+            a -= pad;
+            b += pad;
+        }
+        fprintf(v, "nb%d = %d\nylog%d = %d\nxmin%d = %.9g\nxmax%d = %.9g\n", i + 1, cl[i].nb,
+                i + 1, cl[i].ylog, i + 1, a, i + 1, b);
+        for (int b2 = 0; b2 < cl[i].nb && b2 < PLOT_MAX_SERIES; b2++)
+            fprintf(v, "lt%d_%d = %d\n", i + 1, b2, cl[i].lt[b2]);
+    }
+}
+
 /* Closes the variable file and runs the plot's script after it. */
-static void plot_render(plot_ctx *c, const char *plot, FILE *vars, const char *vars_path)
+static void plot_render(plot_ctx *c, const char *plot, const char *script_name, FILE *vars,
+                        const char *vars_path)
 {
     char script[PATH_MAX + 64];
-    snprintf(script, sizeof script, "%s/%s.gp", c->scripts, plot);
+    snprintf(script, sizeof script, "%s/%s.gp", c->scripts, script_name);
     if (fclose(vars)) {
         cli_error("plot", "%s: cannot write: %s", vars_path, strerror(errno));
         c->failed++;
         return;
     }
     const char *files[] = {vars_path, script};
-    /* gnuplot's warnings (a one-point axis range, …) are noise on success; on failure the
-     * whole log goes to stderr */
+    /* gnuplot's warnings are noise on success; on failure the whole log goes to stderr */
     char errlog[PATH_MAX + 32];
     snprintf(errlog, sizeof errlog, "%s/%s.log", c->tmp, plot);
     if (gnuplot_run(NULL, files, 2, errlog)) {
@@ -138,203 +555,167 @@ static void plot_render(plot_ctx *c, const char *plot, FILE *vars, const char *v
         c->failed++;
         return;
     }
+    if (!c->keep)
+        unlink(errlog);
     printf("%s/%s.%s\n", c->outdir, plot, c->ext);
     c->made++;
 }
 
-/* Writes the rows of a query (column 0: series title; the rest: numbers; text parameters ?1 and
- * ?2 bound to bind1 and bind2 when given) as gnuplot blocks, one per series, each headed by its
- * title. Returns the number of blocks, -1 on error. */
-static int write_blocks(plot_ctx *c, const char *sql, const char *bind1, const char *bind2,
-                        const char *path)
+/* ---- the per-run values ---------------------------------------------------------------- */
+
+#define Y_TOTAL "((SELECT sum(latency_ns) FROM phases p WHERE p.run_id = r.id) / 1e9)"
+#define Y_TOKEN                                                                               \
+    "((SELECT latency_ns FROM phases p WHERE p.run_id = r.id AND p.phase = 'decode') / 1e9 / " \
+    "nullif(r.decode_len, 0))"
+#define Y_ONLINE                                                                              \
+    "(SELECT sum(bytes_p0 + bytes_p1 + bytes_p2) FROM breakdown b WHERE b.run_id = r.id AND " \
+    "b.category = 'total')"
+#define Y_OFFLINE                                                                             \
+    "(SELECT nullif(sum(offline_p0 + offline_p1 + offline_p2), 0) FROM breakdown b WHERE "    \
+    "b.run_id = r.id AND b.category = 'total')"
+
+/* Rows of line panels, one column per value: e.g. total latency | per token. */
+static void plot_lines(plot_ctx *c, const char *plot, const char *heading,
+                       const char *const *ysql, const int *kind, const char *const *what, int nv,
+                       const char *need)
 {
-    sqlite3_stmt *s;
-    FILE *f = fopen(path, "w");
-    if (!f || sqlite3_prepare_v2(c->h, sql, -1, &s, NULL) != SQLITE_OK) {
-        cli_error("plot", "%s:%d: %s", __FILE__, __LINE__, f ? sqlite3_errmsg(c->h) : path);
-        if (f)
-            fclose(f);
-        return -1;
-    }
-    if (bind1)
-        sqlite3_bind_text(s, 1, bind1, -1, SQLITE_STATIC);
-    if (bind2)
-        sqlite3_bind_text(s, 2, bind2, -1, SQLITE_STATIC);
-    char last[256] = "";
-    int blocks = 0, ncol = sqlite3_column_count(s);
-    while (sqlite3_step(s) == SQLITE_ROW) {
-        const char *title = (const char *)sqlite3_column_text(s, 0);
-        if (!blocks || strcmp(title, last)) {
-            fprintf(f, "%s", blocks ? "\n\n" : "");
-            gnuplot_str(f, title);
-            for (int k = 1; k < ncol; k++)
-                fprintf(f, " %s", sqlite3_column_name(s, k));
-            fputc('\n', f);
-            snprintf(last, sizeof last, "%s", title);
-            blocks++;
+    panels P;
+    static cell cl[PLOT_MAX_PANELS * 2];
+    if (get_panels(c, need, &P))
+        return (void)c->failed++;
+    if (P.n == 0)
+        return;
+    int n = 0;
+    for (int p = 0; p < P.n; p++)
+        for (int k = 0; k < nv; k++, n++) {
+            char file[96];
+            snprintf(file, sizeof file, "%s_%d_%d.dat", plot, p + 1, k + 1);
+            if (write_cell(c, P.name[p], ysql[k], kind[k], what[k], file, &cl[n]))
+                return (void)c->failed++;
+            snprintf(cl[n].title, sizeof cl[n].title, "%s — %s", P.title[p], what[k]);
         }
-        for (int k = 1; k < ncol; k++)
-            fprintf(f, "%s%.9g", k > 1 ? " " : "", sqlite3_column_double(s, k));
-        fputc('\n', f);
-    }
-    sqlite3_finalize(s);
-    return fclose(f) ? -1 : blocks;
+    char vpath[PATH_MAX + 32];
+    FILE *v = vars_open(c, plot, heading, vpath, sizeof vpath);
+    if (!v)
+        return (void)c->failed++;
+    vars_cells(v, c, cl, n, P.n, nv);
+    plot_render(c, plot, "lines", v, vpath);
 }
-
-static int64_t query_int(plot_ctx *c, const char *sql)
-{
-    sqlite3_stmt *s;
-    int64_t v = -1;
-    if (sqlite3_prepare_v2(c->h, sql, -1, &s, NULL) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW)
-        v = sqlite3_column_int64(s, 0);
-    sqlite3_finalize(s);
-    return v;
-}
-
-/* ---- what the lines and the x axis are ------------------------------------------------- */
-
-static void plot_axes(plot_ctx *c)
-{
-    int models = query_int(c, "SELECT count(DISTINCT model) FROM runs WHERE status = 'ok'") > 1;
-    int protos = query_int(c, "SELECT count(DISTINCT protocol) FROM runs WHERE status = 'ok'") > 1;
-    snprintf(c->series, sizeof c->series, "r.policy%s%s", models ? " || ' ' || r.model" : "",
-             protos ? " || ' ' || r.protocol" : "");
-    int prompts = query_int(c, "SELECT count(DISTINCT prompt_len) FROM runs WHERE status = 'ok'") > 1;
-    int decodes = query_int(c, "SELECT count(DISTINCT decode_len) FROM runs WHERE status = 'ok'") > 1;
-    if (!prompts && decodes) {
-        snprintf(c->x, sizeof c->x, "r.decode_len");
-        c->xlabel = "generated tokens";
-    } else {
-        snprintf(c->x, sizeof c->x, "r.prompt_len");
-        c->xlabel = "prompt length (tokens)";
-    }
-}
-
-#define RUN_LATENCY_S "((SELECT sum(latency_ns) FROM phases p WHERE p.run_id = r.id) / 1e9)"
-
-/* ---- the plots ------------------------------------------------------------------------- */
 
 static void plot_latency(plot_ctx *c)
 {
-    sqlite3_stmt *s;
-    char nets[PLOT_MAX_PANELS][64], sql[1024], path[PATH_MAX + 32], vpath[PATH_MAX + 32];
-    int nn = 0, nb[PLOT_MAX_PANELS];
-    if (sqlite3_prepare_v2(c->h, "SELECT DISTINCT network FROM runs WHERE status = 'ok' ORDER BY "
-                           "CASE network WHEN 'lan' THEN 0 WHEN 'wan' THEN 1 ELSE 2 END, network",
-                           -1, &s, NULL) != SQLITE_OK)
-        return (void)c->failed++;
-    while (sqlite3_step(s) == SQLITE_ROW && nn < PLOT_MAX_PANELS)
-        snprintf(nets[nn++], 64, "%s", (const char *)sqlite3_column_text(s, 0));
-    sqlite3_finalize(s);
-    snprintf(sql, sizeof sql,
-             "SELECT %s AS series, %s AS x, avg(" RUN_LATENCY_S ") AS latency_s FROM runs r "
-             "WHERE r.status = 'ok' AND r.network = ?1 GROUP BY series, x ORDER BY series, x",
-             c->series, c->x);
-    for (int i = 0; i < nn; i++) {
-        snprintf(path, sizeof path, "%s/lat_%d.dat", c->tmp, i + 1);
-        if ((nb[i] = write_blocks(c, sql, nets[i], NULL, path)) < 0)
-            return (void)c->failed++;
-    }
-    /* second row: decode latency per generated token — where eviction policies differ (the
-     * prefill before eviction is the same for most of them) */
-    snprintf(sql, sizeof sql,
-             "SELECT %s AS series, %s AS x, avg(p.latency_ns / 1e9 / r.decode_len) AS s FROM runs r "
-             "JOIN phases p ON p.run_id = r.id AND p.phase = 'decode' WHERE r.status = 'ok' AND "
-             "r.network = ?1 AND r.decode_len > 0 GROUP BY series, x ORDER BY series, x",
-             c->series, c->x);
-    for (int i = 0; i < nn; i++) {
-        snprintf(path, sizeof path, "%s/dec_%d.dat", c->tmp, i + 1);
-        if (write_blocks(c, sql, nets[i], NULL, path) < 0)
-            return (void)c->failed++;
-    }
-    FILE *v = vars_open(c, "latency_vs_seq", vpath, sizeof vpath);
-    if (!v)
-        return (void)c->failed++;
-    fprintf(v, "npanels = %d\n", nn);
-    for (int i = 0; i < nn; i++) {
-        fprintf(v, "panel%d = ", i + 1);
-        gnuplot_str(v, nets[i]);
-        fprintf(v, "\nnb%d = %d\n", i + 1, nb[i]);
-    }
-    plot_render(c, "latency_vs_seq", v, vpath);
+    const char *ys[2] = {Y_TOTAL, Y_TOKEN}, *what[2] = {"whole run", "decode, per token"};
+    int kind[2] = {'s', 's'};
+    int first = c->lat == 2, nv = c->lat ? 1 : 2;
+    plot_lines(c, "latency", "Online latency", ys + first, kind, what + first, nv, "1");
 }
 
 static void plot_comm(plot_ctx *c)
 {
-    char sql[1024], path[PATH_MAX + 32], vpath[PATH_MAX + 32];
-    snprintf(sql, sizeof sql,
-             "SELECT %s AS series, %s AS x, avg(b.bytes_p0 + b.bytes_p1 + b.bytes_p2) / 1e9 AS "
-             "online_gb, avg(b.offline_p0 + b.offline_p1 + b.offline_p2) / 1e9 AS offline_gb "
-             "FROM runs r JOIN (SELECT run_id, sum(bytes_p0) bytes_p0, sum(bytes_p1) bytes_p1, "
-             "sum(bytes_p2) bytes_p2, sum(offline_p0) offline_p0, sum(offline_p1) offline_p1, "
-             "sum(offline_p2) offline_p2 FROM breakdown WHERE category = 'total' GROUP BY "
-             "run_id) b ON b.run_id = r.id WHERE r.status = 'ok' GROUP BY series, x "
-             "ORDER BY series, x",
-             c->series, c->x);
-    snprintf(path, sizeof path, "%s/comm.dat", c->tmp);
-    int nb = write_blocks(c, sql, NULL, NULL, path);
-    FILE *v = nb < 0 ? NULL : vars_open(c, "comm_vs_seq", vpath, sizeof vpath);
-    if (!v)
-        return (void)c->failed++;
-    fprintf(v, "nb = %d\nhas_offline = %d\n", nb,
-            query_int(c, "SELECT count(*) FROM breakdown WHERE category = 'total' AND "
-                         "offline_p0 + offline_p1 + offline_p2 > 0") > 0);
-    plot_render(c, "comm_vs_seq", v, vpath);
+    const char *ys[2] = {Y_ONLINE, Y_OFFLINE}, *what[2] = {"online bytes", "offline bytes"};
+    int kind[2] = {'B', 'B'};
+    char sql[512];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM runs r WHERE r.status = 'ok' %%s AND %s > 0",
+             Y_OFFLINE);
+    int off = query_int(c, sql, c->where) > 0;
+    plot_lines(c, "comm", "Communication", ys, kind, what, off ? 2 : 1, "1");
 }
 
-/* Bars (label) × categories matrix of one per-run figure, averaged over runs per label. */
+static int metric_unit(plot_ctx *c, const char *name, char *unit_out, size_t n)
+{
+    sqlite3_stmt *s;
+    int found = 0;
+    if (sqlite3_prepare_v2(c->h, "SELECT unit FROM metrics WHERE name = ?1 LIMIT 1", -1, &s,
+                           NULL) == SQLITE_OK) {
+        sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+        if (sqlite3_step(s) == SQLITE_ROW) {
+            found = 1;
+            snprintf(unit_out, n, "%s", (const char *)sqlite3_column_text(s, 0));
+        }
+        sqlite3_finalize(s);
+    }
+    return found;
+}
+
+static void plot_metric(plot_ctx *c)
+{
+    char unit_name[32] = "", ysql[256], plot[96];
+    metric_unit(c, c->metric, unit_name, sizeof unit_name);
+    char *q = sqlite3_mprintf("(SELECT value FROM metrics m WHERE m.run_id = r.id AND m.name = "
+                              "%Q)", c->metric);
+    snprintf(ysql, sizeof ysql, "%s", q ? q : "NULL");
+    sqlite3_free(q);
+    const char *ys[1] = {ysql}, *what[1] = {c->metric};
+    int kind[1] = {!strcmp(unit_name, "s") ? 's' : !strcmp(unit_name, "B") ? 'B' : 0};
+    snprintf(plot, sizeof plot, "metric-%s", c->metric);
+    plot_lines(c, plot, c->metric, ys, kind, what, 1, "1");
+}
+
+/* ---- breakdown: horizontal stacked bars, one per series, at each panel's largest x ------- */
+
 typedef struct bars {
-    char label[PLOT_MAX_BARS][96];
+    char label[PLOT_MAX_SERIES][160];
     char cat[PLOT_MAX_CATS][32];
-    double v[PLOT_MAX_BARS][PLOT_MAX_CATS];
+    double v[PLOT_MAX_SERIES][PLOT_MAX_CATS];
     int nl, nc;
 } bars;
 
-static int bars_index(char (*names)[96], int *n, int max, const char *s)
+static int name_index(char *names, size_t stride, int *n, int max, const char *s)
 {
     for (int i = 0; i < *n; i++)
-        if (!strcmp(names[i], s))
+        if (!strcmp(names + (size_t)i * stride, s))
             return i;
     if (*n == max)
         return -1;
-    snprintf(names[*n], 96, "%s", s);
+    snprintf(names + (size_t)*n * stride, stride, "%s", s);
     return (*n)++;
 }
 
-static int bars_fill(plot_ctx *c, const char *figure, int64_t x, bars *b)
+static int bars_fill(plot_ctx *c, const char *panel, const char *figure, double x, bars *b)
 {
-    char sql[1024];
+    char *sql = sqlite3_mprintf(
+        "SELECT s, category, avg(v) FROM (SELECT %s AS s, b.category AS category, sum(%s) AS v, "
+        "min(b.rowid) AS ord FROM runs r JOIN breakdown b ON b.run_id = r.id WHERE r.status = "
+        "'ok' %s AND b.category <> 'total' AND (%s) = ?1 AND r.%s = ?2 GROUP BY r.id, "
+        "b.category) GROUP BY s, category ORDER BY s, min(ord)",
+        c->series, figure, c->where, c->panel, c->xcol);
     sqlite3_stmt *s;
-    snprintf(sql, sizeof sql,
-             "SELECT series, category, avg(v) FROM (SELECT %s || ' / ' || r.network AS series, "
-             "b.category AS category, sum(%s) / 1e9 AS v, min(b.rowid) AS ord FROM runs r JOIN "
-             "breakdown b ON b.run_id = r.id WHERE r.status = 'ok' AND b.category <> 'total' "
-             "AND %s = ?1 GROUP BY r.id, b.category) GROUP BY series, category "
-             "ORDER BY min(ord), series",
-             c->series, figure, c->x);
-    if (sqlite3_prepare_v2(c->h, sql, -1, &s, NULL) != SQLITE_OK)
+    if (!sql || sqlite3_prepare_v2(c->h, sql, -1, &s, NULL) != SQLITE_OK) {
+        sqlite3_free(sql);
         return -1;
-    sqlite3_bind_int64(s, 1, x);
+    }
+    sqlite3_free(sql);
+    sqlite3_bind_text(s, 1, panel, -1, SQLITE_STATIC);
+    sqlite3_bind_double(s, 2, x);
     memset(b, 0, sizeof *b);
-    char cats[PLOT_MAX_CATS][96];
     while (sqlite3_step(s) == SQLITE_ROW) {
-        int l = bars_index(b->label, &b->nl, PLOT_MAX_BARS, (const char *)sqlite3_column_text(s, 0));
-        int k = bars_index(cats, &b->nc, PLOT_MAX_CATS, (const char *)sqlite3_column_text(s, 1));
+        int l = name_index(&b->label[0][0], sizeof b->label[0], &b->nl, PLOT_MAX_SERIES,
+                           (const char *)sqlite3_column_text(s, 0));
+        int k = name_index(&b->cat[0][0], sizeof b->cat[0], &b->nc, PLOT_MAX_CATS,
+                           (const char *)sqlite3_column_text(s, 1));
         if (l >= 0 && k >= 0)
             b->v[l][k] = sqlite3_column_double(s, 2);
     }
     sqlite3_finalize(s);
-    for (int k = 0; k < b->nc; k++)
-        snprintf(b->cat[k], sizeof b->cat[k], "%.31s", cats[k]);
     return 0;
 }
 
-/* Drops the categories that are zero in every bar of both figures (same categories, same
- * colours in both panels). */
-static void bars_drop_zero(bars *a, bars *b)
+/* Categories ordered as in the first figure; those zero everywhere in both are dropped, so
+ * both panels share categories and colours. */
+static void bars_align(bars *a, bars *b)
 {
+    bars t = *b;
+    for (int l = 0; l < b->nl; l++)
+        for (int k = 0; k < a->nc; k++) {
+            b->v[l][k] = 0;
+            for (int j = 0; j < t.nc; j++)
+                if (!strcmp(t.cat[j], a->cat[k]))
+                    b->v[l][k] = t.v[l][j];
+        }
+    b->nc = a->nc;
+    memcpy(b->cat, a->cat, sizeof a->cat);
     int kept = 0;
-    for (int k = 0; k < a->nc && k < b->nc; k++) {
+    for (int k = 0; k < a->nc; k++) {
         double sum = 0;
         for (int l = 0; l < a->nl; l++)
             sum += a->v[l][k];
@@ -352,45 +733,115 @@ static void bars_drop_zero(bars *a, bars *b)
     a->nc = b->nc = kept;
 }
 
-static int bars_write(const bars *b, const char *path)
+/* One block per category: bar index, start, end (stacked), in the unit of the largest bar;
+ * base: the stored unit in seconds or bytes (1e-9 for ns). Each block is headed by the
+ * category's name and its colour (its place among every op category). */
+static int bars_write(const bars *b, int kind, double base, const char *path, unit *u)
 {
+    double max = 0;
+    for (int l = 0; l < b->nl; l++) {
+        double sum = 0;
+        for (int k = 0; k < b->nc; k++)
+            sum += b->v[l][k];
+        max = fmax(max, sum * base);
+    }
+    *u = pick_unit(kind, max);
+    double div = u->div / base;
     FILE *f = fopen(path, "w");
     if (!f)
         return -1;
-    fprintf(f, "label");
-    for (int k = 0; k < b->nc; k++)
-        fprintf(f, " %s", b->cat[k]);
-    fputc('\n', f);
-    for (int l = 0; l < b->nl; l++) {
-        gnuplot_str(f, b->label[l]);
-        for (int k = 0; k < b->nc; k++)
-            fprintf(f, " %.9g", b->v[l][k]);
-        fputc('\n', f);
+    for (int k = 0; k < b->nc; k++) {
+        fprintf(f, "%s", k ? "\n\n" : "");
+        gnuplot_str(f, b->cat[k]);
+        fprintf(f, " bar start end\n");
+        for (int l = 0; l < b->nl; l++) {
+            double start = 0;
+            for (int j = 0; j < k; j++)
+                start += b->v[l][j];
+            fprintf(f, "%d %.9g %.9g\n", l, start / div, (start + b->v[l][k]) / div);
+        }
     }
     return fclose(f);
 }
 
 static void plot_breakdown(plot_ctx *c)
 {
-    char sql[256], path[PATH_MAX + 32], vpath[PATH_MAX + 32];
+    panels P;
     static bars t, by;
-    snprintf(sql, sizeof sql, "SELECT max(%s) FROM runs r WHERE r.status = 'ok'", c->x);
-    int64_t x = query_int(c, sql);
-    if (bars_fill(c, "b.compute_ns + b.comm_ns", x, &t) ||
-        bars_fill(c, "b.bytes_p0 + b.bytes_p1 + b.bytes_p2", x, &by))
+    if (get_panels(c, "1", &P))
         return (void)c->failed++;
-    bars_drop_zero(&t, &by);
-    snprintf(path, sizeof path, "%s/bd_time.dat", c->tmp);
-    int rc = bars_write(&t, path);
-    snprintf(path, sizeof path, "%s/bd_bytes.dat", c->tmp);
-    rc |= bars_write(&by, path);
-    FILE *v = rc ? NULL : vars_open(c, "breakdown", vpath, sizeof vpath);
+    if (P.n == 0)
+        return;
+    char vpath[PATH_MAX + 32], path[PATH_MAX + 64], name[48];
+    FILE *v = vars_open(c, "breakdown", "Per-category breakdown", vpath, sizeof vpath);
     if (!v)
         return (void)c->failed++;
-    fprintf(v, "ncols = %d\nseq_text = \"%s %lld\"\n", t.nc + 1,
-            !strcmp(c->x, "r.decode_len") ? "decode length" : "prompt length", (long long)x);
-    plot_render(c, "breakdown", v, vpath);
+    fprintf(v, "npanels = %d\n", P.n);
+    int maxbars = 1;
+    for (int p = 0; p < P.n; p++) {
+        sqlite3_stmt *s;
+        double x = 0;
+        char *sql = sqlite3_mprintf("SELECT max(r.%s) FROM runs r WHERE r.status = 'ok' %s AND "
+                                    "(%s) = ?1", c->xcol, c->where, c->panel);
+        if (sql && sqlite3_prepare_v2(c->h, sql, -1, &s, NULL) == SQLITE_OK) {
+            sqlite3_bind_text(s, 1, P.name[p], -1, SQLITE_STATIC);
+            if (sqlite3_step(s) == SQLITE_ROW)
+                x = sqlite3_column_double(s, 0);
+            sqlite3_finalize(s);
+        }
+        sqlite3_free(sql);
+        if (bars_fill(c, P.name[p], "b.compute_ns + b.comm_ns", x, &t) ||
+            bars_fill(c, P.name[p], "b.bytes_p0 + b.bytes_p1 + b.bytes_p2", x, &by)) {
+            fclose(v);
+            return (void)c->failed++;
+        }
+        bars_align(&t, &by);
+        unit ut, ub;
+        snprintf(path, sizeof path, "%s/bd_time_%d.dat", c->tmp, p + 1);
+        int rc = bars_write(&t, 's', 1e-9, path, &ut);
+        snprintf(path, sizeof path, "%s/bd_bytes_%d.dat", c->tmp, p + 1);
+        rc |= bars_write(&by, 'B', 1, path, &ub);
+        if (rc) {
+            fclose(v);
+            return (void)c->failed++;
+        }
+        char title[400];
+        static const char *const at[][2] = {{"prompt_len", "prompt %g"}, {"decode_len", "%g generated"},
+                                            {"batch", "batch %g"}, {"latency_ms", "%g ms latency"},
+                                            {"bandwidth_mbps", "%g Mbit/s"}};
+        const char *fmt = "%g";
+        for (size_t i = 0; i < sizeof at / sizeof at[0]; i++)
+            if (!strcmp(at[i][0], c->xcol))
+                fmt = at[i][1];
+        char xs[64];
+        snprintf(xs, sizeof xs, fmt, x);
+        snprintf(title, sizeof title, "%s, %s", P.title[p], xs);
+        snprintf(name, sizeof name, "ptitle%d", p + 1);
+        gp_var(v, name, title);
+        snprintf(name, sizeof name, "tunit%d", p + 1);
+        gp_var(v, name, ut.name);
+        snprintf(name, sizeof name, "bunit%d", p + 1);
+        gp_var(v, name, ub.name);
+        fprintf(v, "nbars%d = %d\nncats%d = %d\n", p + 1, t.nl, p + 1, t.nc);
+        for (int l = 0; l < t.nl; l++) {
+            snprintf(name, sizeof name, "bar%d_%d", p + 1, l);
+            gp_var(v, name, t.label[l]);
+        }
+        for (int k = 0; k < t.nc; k++) {
+            snprintf(name, sizeof name, "cat%d_%d", p + 1, k);
+            gp_var(v, name, t.cat[k]);
+            int lt = 0; /* the category's colour: its place in the op category list */
+            while (lt < OPC_N && strcmp(op_cat_name(lt), t.cat[k]))
+                lt++;
+            fprintf(v, "catlt%d_%d = %d\n", p + 1, k, lt + 1);
+        }
+        maxbars = t.nl > maxbars ? t.nl : maxbars;
+    }
+    fprintf(v, "maxbars = %d\n", maxbars);
+    plot_render(c, "breakdown", "breakdown", v, vpath);
 }
+
+/* ---- Pareto: accuracy against decode latency per token and against online bytes --------- */
 
 /* The accuracy metric to plot: a preferred one if present, else the first accuracy metric. */
 static int pareto_metric(plot_ctx *c, char *out, size_t n)
@@ -400,9 +851,13 @@ static int pareto_metric(plot_ctx *c, char *out, size_t n)
     sqlite3_stmt *s;
     char names[64][48];
     int nn = 0;
-    if (sqlite3_prepare_v2(c->h, "SELECT DISTINCT m.name FROM metrics m JOIN runs r ON r.id = "
-                           "m.run_id WHERE r.status = 'ok' ORDER BY m.name", -1, &s, NULL))
+    char *sql = sqlite3_mprintf("SELECT DISTINCT m.name FROM metrics m JOIN runs r ON r.id = "
+                                "m.run_id WHERE r.status = 'ok' %s ORDER BY m.name", c->where);
+    if (!sql || sqlite3_prepare_v2(c->h, sql, -1, &s, NULL)) {
+        sqlite3_free(sql);
         return 0;
+    }
+    sqlite3_free(sql);
     while (sqlite3_step(s) == SQLITE_ROW && nn < 64)
         snprintf(names[nn++], 48, "%.47s", (const char *)sqlite3_column_text(s, 0));
     sqlite3_finalize(s);
@@ -416,73 +871,130 @@ static int pareto_metric(plot_ctx *c, char *out, size_t n)
     return 0;
 }
 
-/* The Pareto front of (latency, metric) points: sorted by latency, each point that beats
- * every faster one. */
-static int pareto_front(plot_ctx *c, const char *metric, const char *net, int lower,
-                        const char *path)
+/* One panel: a block per series of (cost, accuracy) points, and the front (sorted by cost,
+ * each point better than every cheaper one). */
+static int pareto_cell(plot_ctx *c, const char *panel, const char *metric, int lower,
+                       const char *cost, int kind, const char *file, const char *front, cell *out)
 {
-    char sql[512];
+    static point pts[PLOT_MAX_POINTS];
+    char *sql = sqlite3_mprintf(
+        "SELECT %s AS s, avg(%s) AS cost, avg(m.value) AS acc FROM runs r JOIN metrics m ON "
+        "m.run_id = r.id AND m.name = ?2 WHERE r.status = 'ok' %s AND (%s) = ?1 AND (%s) IS NOT "
+        "NULL GROUP BY s, r.%s ORDER BY s, cost",
+        c->series, cost, c->where, c->panel, cost, c->xcol);
     sqlite3_stmt *s;
-    snprintf(sql, sizeof sql,
-             "SELECT " RUN_LATENCY_S " AS lat, m.value FROM runs r JOIN metrics m ON m.run_id = "
-             "r.id WHERE r.status = 'ok' AND m.name = ?1 AND r.network = ?2 ORDER BY lat, "
-             "m.value %s", lower ? "ASC" : "DESC");
-    FILE *f = fopen(path, "w");
-    if (!f || sqlite3_prepare_v2(c->h, sql, -1, &s, NULL) != SQLITE_OK) {
-        if (f)
-            fclose(f);
+    if (!sql || sqlite3_prepare_v2(c->h, sql, -1, &s, NULL) != SQLITE_OK) {
+        cli_error("plot", "%s", sqlite3_errmsg(c->h));
+        sqlite3_free(sql);
         return -1;
     }
-    sqlite3_bind_text(s, 1, metric, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, net, -1, SQLITE_STATIC);
-    int any = 0;
-    double best = 0;
-    while (sqlite3_step(s) == SQLITE_ROW) {
-        double lat = sqlite3_column_double(s, 0), v = sqlite3_column_double(s, 1);
-        if (!any || (lower ? v < best : v > best)) {
-            fprintf(f, "%.9g %.9g\n", lat, v);
-            best = v;
-            any = 1;
-        }
+    sqlite3_free(sql);
+    sqlite3_bind_text(s, 1, panel, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, metric, -1, SQLITE_STATIC);
+    int n = 0;
+    double max = 0;
+    memset(out, 0, sizeof *out);
+    while (sqlite3_step(s) == SQLITE_ROW && n < PLOT_MAX_POINTS) {
+        point *p = &pts[n++];
+        snprintf(p->name, sizeof p->name, "%s", (const char *)sqlite3_column_text(s, 0));
+        p->series = series_colour(c, p->name);
+        p->x = sqlite3_column_double(s, 1);
+        p->y = sqlite3_column_double(s, 2);
+        max = fmax(max, p->x);
     }
     sqlite3_finalize(s);
+    unit u = pick_unit(kind, max);
+    snprintf(out->file, sizeof out->file, "%s/%s", c->tmp, file);
+    snprintf(out->ylabel, sizeof out->ylabel, "%s (%s)",
+             kind == 's' ? (c->lat == 1 ? "latency, whole run" : "decode latency per token")
+                         : "online bytes",
+             u.name);
+    FILE *f = fopen(out->file, "w");
+    if (!f)
+        return -1;
+    out->xmin = INFINITY;
+    out->xmax = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        if (!i || strcmp(pts[i].name, pts[i - 1].name)) {
+            if (out->nb < PLOT_MAX_SERIES)
+                out->lt[out->nb] = pts[i].series;
+            fprintf(f, "%s", out->nb++ ? "\n\n" : "");
+            gnuplot_str(f, pts[i].name);
+            fprintf(f, " cost accuracy\n");
+        }
+        fprintf(f, "%.9g %.9g\n", pts[i].x / u.div, pts[i].y);
+        out->xmin = fmin(out->xmin, pts[i].x / u.div);
+        out->xmax = fmax(out->xmax, pts[i].x / u.div);
+    }
+    if (fclose(f))
+        return -1;
+    /* the front over every point of the panel */
+    for (int i = 1; i < n; i++) /* insertion sort by cost, then accuracy best first */
+        for (int j = i; j > 0; j--) {
+            point *a = &pts[j - 1], *b = &pts[j];
+            int swap = b->x < a->x || (b->x == a->x && (lower ? b->y < a->y : b->y > a->y));
+            if (!swap)
+                break;
+            point t = *a;
+            *a = *b;
+            *b = t;
+        }
+    char fpath[PATH_MAX + 64];
+    snprintf(fpath, sizeof fpath, "%s/%s", c->tmp, front);
+    if (!(f = fopen(fpath, "w")))
+        return -1;
+    double best = 0;
+    for (int i = 0; i < n; i++)
+        if (!i || (lower ? pts[i].y < best : pts[i].y > best)) {
+            fprintf(f, "%.9g %.9g\n", pts[i].x / u.div, pts[i].y);
+            best = pts[i].y;
+        }
     return fclose(f);
 }
 
 static void plot_pareto(plot_ctx *c)
 {
-    char metric[48], net[64] = "", sql[1024], path[PATH_MAX + 32], vpath[PATH_MAX + 32];
+    char metric[48];
     if (!pareto_metric(c, metric, sizeof metric)) {
-        printf("note: no accuracy metrics in this database; skipping the Pareto plot\n");
+        printf("note: no accuracy metrics in these runs; skipping the Pareto plot\n");
         return;
     }
-    sqlite3_stmt *s;
-    if (sqlite3_prepare_v2(c->h, "SELECT network FROM runs WHERE status = 'ok' GROUP BY network "
-                           "ORDER BY network <> 'lan', count(*) DESC LIMIT 1", -1, &s, NULL) ==
-            SQLITE_OK &&
-        sqlite3_step(s) == SQLITE_ROW)
-        snprintf(net, sizeof net, "%s", (const char *)sqlite3_column_text(s, 0));
-    sqlite3_finalize(s);
-    int lower = rdb_metric_lower_is_better(metric);
-    snprintf(sql, sizeof sql,
-             "SELECT %s AS series, " RUN_LATENCY_S " AS latency_s, m.value AS value FROM runs r "
-             "JOIN metrics m ON m.run_id = r.id WHERE r.status = 'ok' AND r.network = ?2 AND "
-             "m.name = ?1 ORDER BY series, latency_s",
-             c->series);
-    snprintf(path, sizeof path, "%s/pareto.dat", c->tmp);
-    int nb = write_blocks(c, sql, metric, net, path);
-    snprintf(path, sizeof path, "%s/front.dat", c->tmp);
-    FILE *v = nb < 1 || pareto_front(c, metric, net, lower, path)
-                  ? NULL
-                  : vars_open(c, "pareto", vpath, sizeof vpath);
+    char need[256];
+    snprintf(need, sizeof need, "EXISTS (SELECT 1 FROM metrics m WHERE m.run_id = r.id AND "
+             "m.name = '%s')", metric);
+    panels P;
+    static cell cl[PLOT_MAX_PANELS * 2];
+    if (get_panels(c, need, &P))
+        return (void)c->failed++;
+    int lower = rdb_metric_lower_is_better(metric), n = 0;
+    for (int p = 0; p < P.n; p++)
+        for (int k = 0; k < 2; k++, n++) {
+            char file[64], front[64];
+            snprintf(file, sizeof file, "pareto_%d_%d.dat", p + 1, k + 1);
+            snprintf(front, sizeof front, "front_%d_%d.dat", p + 1, k + 1);
+            if (pareto_cell(c, P.name[p], metric, lower,
+                            k ? Y_ONLINE : c->lat == 1 ? Y_TOTAL : Y_TOKEN, k ? 'B' : 's', file,
+                            front, &cl[n]))
+                return (void)c->failed++;
+            snprintf(cl[n].title, sizeof cl[n].title, "%s", P.title[p]);
+        }
+    char vpath[PATH_MAX + 32];
+    char heading[128];
+    snprintf(heading, sizeof heading, "%s against cost (%s is better)", metric,
+             lower ? "lower" : "higher");
+    FILE *v = vars_open(c, "pareto", heading, vpath, sizeof vpath);
     if (!v)
         return (void)c->failed++;
-    fprintf(v, "nb = %d\nmetric_name = ", nb);
-    gnuplot_str(v, metric);
-    fprintf(v, "\nbetter = \"%s\"\nnet_name = ", lower ? "lower" : "higher");
-    gnuplot_str(v, net);
-    fputc('\n', v);
-    plot_render(c, "pareto", v, vpath);
+    vars_cells(v, c, cl, n, P.n, 2);
+    for (int i = 0; i < n; i++) { /* the x axis is the cost: its own label per cell */
+        char name[32];
+        snprintf(name, sizeof name, "xlabel%d", i + 1);
+        gp_var(v, name, cl[i].ylabel);
+        fprintf(v, "xlogci%d = %d\n", i + 1, cl[i].xmin > 0 && cl[i].xmax / cl[i].xmin >= 30);
+    }
+    gp_var(v, "metric_name", metric);
+    gp_var(v, "better", lower ? "lower" : "higher");
+    plot_render(c, "pareto", "pareto", v, vpath);
 }
 
 /* ---- the command ----------------------------------------------------------------------- */
@@ -503,38 +1015,73 @@ static void rm_tmp(const char *dir)
     rmdir(dir);
 }
 
-static int plot_parse(int argc, char **argv, const char **db, const char **out, int *svg)
+typedef struct plot_opts {
+    const char *db, *out, *format, *x, *by, *metric, *latency, *data;
+    const char *where[DBQ_MAX_WHERE];
+    int nw;
+} plot_opts;
+
+static int plot_parse(int argc, char **argv, plot_opts *o)
 {
+    enum { O_SVG = 256, O_FORMAT, O_X, O_BY, O_METRIC, O_LATENCY, O_WHERE, O_DATA };
     static const struct option lo[] = {{"output", required_argument, NULL, 'o'},
-                                       {"svg", no_argument, NULL, 's'},
+                                       {"svg", no_argument, NULL, O_SVG},
+                                       {"format", required_argument, NULL, O_FORMAT},
+                                       {"x", required_argument, NULL, O_X},
+                                       {"by", required_argument, NULL, O_BY},
+                                       {"metric", required_argument, NULL, O_METRIC},
+                                       {"latency", required_argument, NULL, O_LATENCY},
+                                       {"where", required_argument, NULL, O_WHERE},
+                                       {"data", required_argument, NULL, O_DATA},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
     int c;
-    *out = NULL;
-    *svg = 0;
+    memset(o, 0, sizeof *o);
+    o->format = "png";
     optind = 1;
     while ((c = getopt_long(argc, argv, "o:h", lo, NULL)) != -1) {
         switch (c) {
-        case 'o': *out = optarg; break;
-        case 's': *svg = 1; break;
+        case 'o': o->out = optarg; break;
+        case O_SVG: o->format = "svg"; break;
+        case O_FORMAT: o->format = optarg; break;
+        case O_X: o->x = optarg; break;
+        case O_BY: o->by = optarg; break;
+        case O_METRIC: o->metric = optarg; break;
+        case O_LATENCY: o->latency = optarg; break;
+        case O_DATA: o->data = optarg; break;
+        case O_WHERE:
+            if (o->nw == DBQ_MAX_WHERE) {
+                cli_error("plot", "at most %d --where filters", DBQ_MAX_WHERE);
+                return 2;
+            }
+            o->where[o->nw++] = optarg;
+            break;
         case 'h': plot_usage(stdout); return 1;
         default: plot_usage(stderr); return 2;
         }
+    }
+    if (strcmp(o->format, "png") && strcmp(o->format, "svg") && strcmp(o->format, "pdf")) {
+        cli_error("plot", "--format wants png, svg or pdf, not '%s'", o->format);
+        return 2;
+    }
+    if (o->latency && strcmp(o->latency, "total") && strcmp(o->latency, "decode-per-token")) {
+        cli_error("plot", "--latency wants total or decode-per-token, not '%s'", o->latency);
+        return 2;
     }
     if (optind != argc - 1) {
         cli_error("plot", optind >= argc ? "no database given" : "one database only");
         plot_usage(stderr);
         return 2;
     }
-    *db = argv[optind];
+    o->db = argv[optind];
     return 0;
 }
 
-static int plot_prepare(plot_ctx *c, const char *dbpath, const char *out, int svg)
+static int plot_prepare(plot_ctx *c, const plot_opts *o)
 {
     snprintf(c->scripts, sizeof c->scripts, "%s/scripts", mpcsim_datadir());
     char probe[PATH_MAX + 32];
-    snprintf(probe, sizeof probe, "%s/latency_vs_seq.gp", c->scripts);
+    snprintf(probe, sizeof probe, "%s/lines.gp", c->scripts);
     if (access(probe, R_OK)) {
         char where[1400];
         mpcsim_datadir_searched(where, sizeof where);
@@ -542,64 +1089,100 @@ static int plot_prepare(plot_ctx *c, const char *dbpath, const char *out, int sv
                   c->scripts, where);
         return 2;
     }
-    if (out)
-        snprintf(c->outdir, sizeof c->outdir, "%s", out);
+    if (o->out)
+        snprintf(c->outdir, sizeof c->outdir, "%s", o->out);
     else {
-        size_t n = strlen(dbpath);
-        int strip = n > 3 && !strcmp(dbpath + n - 3, ".db");
-        snprintf(c->outdir, sizeof c->outdir, "%.*s-plots", (int)(strip ? n - 3 : n), dbpath);
+        size_t n = strlen(o->db);
+        int strip = n > 3 && !strcmp(o->db + n - 3, ".db");
+        snprintf(c->outdir, sizeof c->outdir, "%.*s-plots", (int)(strip ? n - 3 : n), o->db);
     }
     if (mkdir_p(c->outdir)) {
         cli_error("plot", "cannot create %s: %s", c->outdir, strerror(errno));
         return 1;
     }
-    const char *tmpdir = getenv("TMPDIR");
-    snprintf(c->tmp, sizeof c->tmp, "%s/mpcsim-plot-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
-    if (!mkdtemp(c->tmp)) {
-        cli_error("plot", "cannot create a temp folder: %s", strerror(errno));
-        return 1;
+    if (o->data) {
+        snprintf(c->tmp, sizeof c->tmp, "%s", o->data);
+        c->keep = 1;
+        if (mkdir_p(c->tmp)) {
+            cli_error("plot", "cannot create %s: %s", c->tmp, strerror(errno));
+            return 1;
+        }
+    } else {
+        const char *tmpdir = getenv("TMPDIR");
+        snprintf(c->tmp, sizeof c->tmp, "%s/mpcsim-plot-XXXXXX",
+                 tmpdir && *tmpdir ? tmpdir : "/tmp");
+        if (!mkdtemp(c->tmp)) {
+            cli_error("plot", "cannot create a temp folder: %s", strerror(errno));
+            return 1;
+        }
     }
-    c->term = svg ? "svg" : png_terminal(c->tmp);
-    c->ext = svg ? "svg" : "png";
+    static const char *const png[] = {"pngcairo", "png"}, *const svg[] = {"svg"},
+                             *const pdf[] = {"pdfcairo"};
+    if (!strcmp(o->format, "svg"))
+        c->term = find_terminal(c->tmp, svg, 1);
+    else if (!strcmp(o->format, "pdf"))
+        c->term = find_terminal(c->tmp, pdf, 1);
+    else
+        c->term = find_terminal(c->tmp, png, 2);
+    c->ext = o->format;
     if (!c->term) {
-        cli_error("plot", "gnuplot with a png or pngcairo terminal is needed\n---> HINT: "
-                  "apt-get install gnuplot-nox (scripts/install-deps.sh), or use --svg");
+        cli_error("plot", "gnuplot with a %s terminal is needed\n---> HINT: apt-get install "
+                  "gnuplot-nox (scripts/install-deps.sh)", o->format);
         return 1;
     }
+    if (o->latency)
+        c->lat = !strcmp(o->latency, "total") ? 1 : 2;
+    c->metric = o->metric;
     return 0;
 }
 
 int cmd_plot(int argc, char **argv)
 {
-    const char *dbpath, *out;
-    int svg;
-    int st = plot_parse(argc, argv, &dbpath, &out, &svg);
+    plot_opts o;
+    int st = plot_parse(argc, argv, &o);
     if (st)
         return st == 1 ? 0 : 2;
+    plot_ctx c = {0};
+    if ((st = dbq_where("plot", o.where, o.nw, &c.where)))
+        return st;
     rdb *db;
     errbuf e;
-    int rc = rdb_open(dbpath, 0, &db, &e);
+    int rc = rdb_open(o.db, 0, &db, &e);
     if (rc) {
         cli_error("plot", "%s", e.msg);
+        free(c.where);
         return ms_err_exit_code(rc);
     }
-    plot_ctx c = {.h = rdb_handle(db)};
-    if (query_int(&c, "SELECT count(*) FROM runs WHERE status = 'ok'") < 1) {
-        cli_error("plot", "%s holds no finished run to plot", dbpath);
+    c.h = rdb_handle(db);
+    if (query_int(&c, "SELECT count(*) FROM runs r WHERE r.status = 'ok' %s", c.where) < 1) {
+        cli_error("plot", "%s holds no finished run to plot%s", o.db,
+                  o.nw ? " that matches --where" : "");
         rdb_close(db);
+        free(c.where);
         return 2;
     }
-    st = plot_prepare(&c, dbpath, out, svg);
+    if (o.metric && query_int(&c, "SELECT count(*) FROM metrics WHERE name = %Q", o.metric) < 1) {
+        cli_error("plot", "no metric '%s' in %s (mpcsim report %s --csv lists the runs' "
+                  "metrics)", o.metric, o.db, o.db);
+        rdb_close(db);
+        free(c.where);
+        return 2;
+    }
+    st = plot_axes(&c, o.x, o.by);
+    if (!st)
+        st = plot_prepare(&c, &o);
     if (!st) {
-        plot_axes(&c);
         plot_latency(&c);
         plot_comm(&c);
         plot_breakdown(&c);
         plot_pareto(&c);
+        if (o.metric)
+            plot_metric(&c);
         st = c.failed ? 1 : 0;
     }
-    if (c.tmp[0] && strstr(c.tmp, "mpcsim-plot-"))
+    if (!c.keep && c.tmp[0] && strstr(c.tmp, "mpcsim-plot-"))
         rm_tmp(c.tmp);
+    free(c.where);
     rdb_close(db);
     return st;
 }

@@ -1,38 +1,72 @@
-/* cmd_report.c — `mpcsim report`: the runs of a results database as an aligned table (or CSV):
- * what was run, what it cost, and the accuracy metrics it measured. */
+/* cmd_report.c — `mpcsim report`: the runs of a results database as a table that fits the
+ * terminal (or CSV, or JSON): what was run, what it cost in human units, the accuracy metrics
+ * it measured, why failed runs failed, and the serving tables when `mpcsim serve` wrote any. */
 #include <getopt.h>
+#include <jansson.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cmd.h"
+#include "dbq.h"
 #include "results/rdb.h"
 
 #define REP_MAX_METRICS 32
+#define REP_MAX_COLS 64
 
 static void report_usage(FILE *f)
 {
     fprintf(f,
-            "usage: mpcsim report DB [--metrics a,b,...] [--csv]\n\n"
-            "Prints one row per run: model, protocol, network, policy, prompt and decode\n"
-            "lengths, latency (prefill, decode, total), online bytes, offline bytes, rounds,\n"
-            "and the accuracy metrics present (recall, error, KL, agreement, perplexity).\n\n"
+            "usage: mpcsim report DB [--failed] [--json | --csv] [--columns N]\n"
+            "                        [--metrics a,b,...] [--where KEY=VALUE]...\n\n"
+            "Prints one row per run: model, protocol, network, policy (with the parameters\n"
+            "that differ from its defaults), prompt and decode lengths, latency (whole run,\n"
+            "decode per token, prefill) in s/min/h/d, online and offline bytes in\n"
+            "kB/MB/GB/TB, rounds, and the accuracy metrics present; a table per model.\n"
+            "Columns every run shares are printed once above the table; columns that do not\n"
+            "fit the width are left out (named below the table). The serving tables of\n"
+            "`mpcsim serve` follow, when present.\n\n"
             "options:\n"
+            "      --failed        the failed runs and their error messages\n"
+            "      --json          everything as one JSON object (raw numbers: s, B)\n"
+            "      --csv           comma-separated values, every column, raw numbers\n"
+            "      --columns N     output width (default: the terminal's; 80 when stdout is\n"
+            "                      not a terminal)\n"
             "      --metrics LIST  metric columns to show instead of the accuracy metrics\n"
             "                      (comma-separated names from the metrics table)\n"
-            "      --csv           comma-separated values with raw numbers (seconds, bytes)\n"
+            "      --where K=V     only runs whose column or config value K is V (V1,V2: any\n"
+            "                      of them); K: model, protocol, network, policy,\n"
+            "                      policy_label, prompt_len, decode_len, … or a config path\n"
+            "                      such as\n"
+            "                      workload.decode_stride; repeat to narrow further\n"
             "  -h, --help          this help\n\n"
-            "exit status: 0 ok, 1 database error, 2 bad usage or unknown metric\n");
+            "exit status: 0 ok; 1 the database cannot be read (damaged, locked); 2 bad usage,\n"
+            "no such database, not an mpcsim database or a newer schema, unknown metric\n");
 }
 
-/* ---- a table of text cells, printed aligned or as CSV ----------------------------------- */
+/* ---- a table of text cells, printed aligned and fitted to a width, or as CSV ----------- */
+
+typedef struct col {
+    const char *head;
+    int prio;  /* 1 most important: columns with the largest prio go first when space lacks */
+    int right; /* numbers right-aligned */
+    int shown;
+} col;
 
 typedef struct table {
-    char **cell; /* row-major, row 0 is the header */
-    size_t n, rows, cols, cap;
+    col c[REP_MAX_COLS];
+    size_t cols, rows; /* rows without the header */
+    char **cell;       /* rows × cols, row-major */
+    size_t n, cap;
     int oom;
 } table;
+
+static void tab_col(table *t, const char *head, int prio, int right)
+{
+    if (t->cols < REP_MAX_COLS)
+        t->c[t->cols++] = (col){head, prio, right, 1};
+}
 
 static void tab_add(table *t, const char *s)
 {
@@ -53,6 +87,8 @@ static void tab_add(table *t, const char *s)
     else
         t->n++;
 }
+
+static const char *tab_get(const table *t, size_t r, size_t c) { return t->cell[r * t->cols + c]; }
 
 static void tab_free(table *t)
 {
@@ -76,61 +112,172 @@ static void csv_field(FILE *f, const char *s)
     fputc('"', f);
 }
 
-static void tab_print(const table *t, int csv, FILE *f)
+static void tab_csv(const table *t, FILE *f)
 {
-    size_t w[64] = {0};
-    for (size_t r = 0; r < t->rows; r++)
-        for (size_t c = 0; c < t->cols && c < 64; c++) {
-            size_t len = strlen(t->cell[r * t->cols + c]);
-            w[c] = len > w[c] ? len : w[c];
-        }
+    for (size_t c = 0; c < t->cols; c++) {
+        if (c)
+            fputc(',', f);
+        csv_field(f, t->c[c].head);
+    }
+    fputc('\n', f);
     for (size_t r = 0; r < t->rows; r++) {
         for (size_t c = 0; c < t->cols; c++) {
-            const char *s = t->cell[r * t->cols + c];
-            if (csv) {
-                if (c)
-                    fputc(',', f);
-                csv_field(f, s);
-            } else { /* text left, numbers right */
-                int left = c < 6 || r == 0;
-                fprintf(f, "%s%*s%s", c ? "  " : "", left ? -(int)w[c] : (int)w[c], s, "");
-            }
+            if (c)
+                fputc(',', f);
+            csv_field(f, tab_get(t, r, c));
         }
         fputc('\n', f);
-        if (!csv && r == 0) {
-            for (size_t c = 0; c < t->cols; c++)
-                for (size_t k = 0; k < w[c] + (c ? 2 : 0); k++)
-                    fputc(c && k < 2 ? ' ' : '-', f);
-            fputc('\n', f);
+    }
+}
+
+/* Display width of UTF-8 text (continuation bytes take no column). */
+static size_t text_width(const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xc0) != 0x80;
+    return n;
+}
+
+/* Prints text wrapped at width, continuation lines indented by two spaces. */
+static void wrap(FILE *f, const char *s, int width)
+{
+    size_t lim = width > 24 ? (size_t)width : 24, first = 1;
+    while (*s) {
+        size_t room = first ? lim : lim - 2, len = strcspn(s, "\n");
+        if (len > room) {
+            size_t cut = room;
+            while (cut > room / 2 && s[cut] != ' ')
+                cut--;
+            len = s[cut] == ' ' ? cut : room;
+        }
+        fprintf(f, "%s%.*s\n", first ? "" : "  ", (int)len, s);
+        s += len;
+        while (*s == ' ' || *s == '\n')
+            s++;
+        first = 0;
+    }
+}
+
+/* Prints rows [r0, r1). Columns among the first `shared` whose cells are all the same (with
+ * more than one row) are printed once above the table; then the least important columns (the
+ * rightmost first) are left out until the rest fits the width, and named below it. */
+static void tab_print(table *t, int width, size_t shared, size_t r0, size_t r1, FILE *f)
+{
+    size_t w[REP_MAX_COLS];
+    char common[1024] = "";
+    size_t cl = 0;
+    for (size_t c = 0; c < t->cols; c++) {
+        t->c[c].shown = 1;
+        w[c] = text_width(t->c[c].head);
+        int same = r1 - r0 > 1;
+        for (size_t r = r0; r < r1; r++) {
+            size_t len = text_width(tab_get(t, r, c));
+            w[c] = len > w[c] ? len : w[c];
+            if (r > r0 && strcmp(tab_get(t, r, c), tab_get(t, r0, c)))
+                same = 0;
+        }
+        /* nothing to say: no figure in this section, every run ok, the section's heading */
+        int blank = r1 > r0 && t->c[c].prio != 99;
+        for (size_t r = r0; blank && r < r1; r++)
+            blank = !strcmp(tab_get(t, r, c), "-") ||
+                    (!strcmp(t->c[c].head, "status") && !strcmp(tab_get(t, r, c), "ok"));
+        if (blank || t->c[c].prio == 99) {
+            t->c[c].shown = 0;
+            continue;
+        }
+        if (same && c < shared) {
+            t->c[c].shown = 0;
+            cl += (size_t)snprintf(common + cl, cl < sizeof common ? sizeof common - cl : 0,
+                                   "%s%s %s", cl ? ", " : "", t->c[c].head, tab_get(t, r0, c));
         }
     }
+    char dropped[1024] = "";
+    size_t dl = 0;
+    for (;;) {
+        size_t total = 0, k = 0;
+        int worst = -1;
+        for (size_t c = 0; c < t->cols; c++)
+            if (t->c[c].shown) {
+                total += w[c] + (k++ ? 2 : 0);
+                if (worst < 0 || t->c[c].prio >= t->c[worst].prio)
+                    worst = (int)c;
+            }
+        if (total <= (size_t)width || k <= 1 || t->c[worst].prio <= 1)
+            break;
+        t->c[worst].shown = 0;
+        dl += (size_t)snprintf(dropped + dl, dl < sizeof dropped ? sizeof dropped - dl : 0,
+                               "%s%s", dl ? ", " : "", t->c[worst].head);
+    }
+    if (common[0]) {
+        char line[1100];
+        snprintf(line, sizeof line, "all runs: %s", common);
+        wrap(f, line, width);
+    }
+    size_t total = 0, k = 0;
+    for (size_t c = 0; c < t->cols; c++)
+        if (t->c[c].shown)
+            total += w[c] + (k++ ? 2 : 0);
+    if (total > (size_t)width) { /* too narrow for a table: one wrapped paragraph per run */
+        for (size_t r = r0; r < r1; r++) {
+            char line[2048];
+            size_t n = 0;
+            for (size_t c = 0; c < t->cols && n < sizeof line; c++)
+                if (t->c[c].shown)
+                    n += (size_t)snprintf(line + n, sizeof line - n, "%s%s %s", n ? ", " : "",
+                                          t->c[c].head, tab_get(t, r, c));
+            wrap(f, line, width);
+        }
+    }
+    for (long r = -1; total <= (size_t)width && r < (long)(r1 - r0); r++) {
+        int nk = 0;
+        size_t lastc = 0;
+        for (size_t c = 0; c < t->cols; c++)
+            if (t->c[c].shown)
+                lastc = c;
+        for (size_t c = 0; c < t->cols; c++) {
+            if (!t->c[c].shown)
+                continue;
+            const char *s = r < 0 ? t->c[c].head : tab_get(t, r0 + (size_t)r, c);
+            int pad = (int)(w[c] - text_width(s));
+            fprintf(f, "%s", nk++ ? "  " : "");
+            if (t->c[c].right)
+                fprintf(f, "%*s%s", pad, "", s);
+            else
+                fprintf(f, "%s%*s", s, c == lastc ? 0 : pad, "");
+        }
+        fputc('\n', f);
+    }
+    if (dropped[0]) {
+        char line[1200];
+        snprintf(line, sizeof line, "(not shown for the width: %s; --columns N widens, --csv has "
+                 "every column)", dropped);
+        wrap(f, line, width);
+    }
 }
 
-/* ---- formatting ------------------------------------------------------------------------ */
-
-static void fmt_bytes(char *out, size_t n, double b, int csv)
+/* One table per model (rows are ordered by model; column 1 is the model). */
+static void tab_print_by_model(table *t, int width, size_t shared, FILE *f)
 {
-    static const char *unit[] = {"B", "kB", "MB", "GB", "TB", "PB"};
-    int u = 0;
-    if (csv) {
-        snprintf(out, n, "%.0f", b);
-        return;
+    size_t r0 = 0;
+    int sections = t->rows > 0 && strcmp(tab_get(t, 0, 1), tab_get(t, t->rows - 1, 1));
+    while (r0 < t->rows) {
+        size_t r1 = r0 + 1;
+        while (r1 < t->rows && !strcmp(tab_get(t, r1, 1), tab_get(t, r0, 1)))
+            r1++;
+        if (sections)
+            fprintf(f, "%s== model %s (%zu run%s)\n", r0 ? "\n" : "", tab_get(t, r0, 1), r1 - r0,
+                    r1 - r0 == 1 ? "" : "s");
+        t->c[1].prio = sections ? 99 : 1; /* the heading names it */
+        tab_print(t, width, shared, r0, r1, f);
+        if (sections) /* a one-run section must not show the model twice */
+            t->c[1].shown = 0;
+        r0 = r1;
     }
-    while (b >= 1000 && u < 5) {
-        b /= 1000;
-        u++;
-    }
-    snprintf(out, n, u ? "%.3g %s" : "%.0f %s", b, unit[u]);
-}
-
-static void fmt_num(char *out, size_t n, double v, int csv)
-{
-    snprintf(out, n, csv ? "%.17g" : "%.4g", v);
 }
 
 /* ---- which metric columns -------------------------------------------------------------- */
 
-/* Metric names stored in the database (sorted). */
 static int metric_names(sqlite3 *h, char names[][48], size_t max, size_t *n)
 {
     sqlite3_stmt *s;
@@ -138,7 +285,7 @@ static int metric_names(sqlite3 *h, char names[][48], size_t max, size_t *n)
     if (sqlite3_prepare_v2(h, "SELECT DISTINCT name FROM metrics ORDER BY name", -1, &s, NULL))
         return -1;
     while (sqlite3_step(s) == SQLITE_ROW && *n < max)
-        snprintf(names[(*n)++], 48, "%s", (const char *)sqlite3_column_text(s, 0));
+        snprintf(names[(*n)++], 48, "%.47s", (const char *)sqlite3_column_text(s, 0));
     sqlite3_finalize(s);
     return 0;
 }
@@ -151,9 +298,18 @@ static int pick_metrics(sqlite3 *h, const char *list, char cols[][48], size_t *n
     *nc = 0;
     if (metric_names(h, have, 256, &nh))
         return 1;
-    if (!list) {
+    if (!list) { /* the most telling first: they stay when the width is short */
+        static const char *const first[] = {"attn_mass_recall", "top1_agreement", "logit_kl",
+                                            "ppl_delta", "attn_out_rel_err", "topk_recall"};
+        char used[256] = {0};
+        for (size_t p = 0; p < sizeof first / sizeof *first; p++)
+            for (size_t i = 0; i < nh; i++)
+                if (!strcmp(have[i], first[p]) && *nc < REP_MAX_METRICS) {
+                    snprintf(cols[(*nc)++], 48, "%.47s", have[i]);
+                    used[i] = 1;
+                }
         for (size_t i = 0; i < nh && *nc < REP_MAX_METRICS; i++)
-            if (rdb_metric_is_accuracy(have[i]))
+            if (!used[i] && rdb_metric_is_accuracy(have[i]))
                 snprintf(cols[(*nc)++], 48, "%.47s", have[i]);
         return 0;
     }
@@ -178,142 +334,491 @@ static int pick_metrics(sqlite3 *h, const char *list, char cols[][48], size_t *n
     return 0;
 }
 
-/* ---- the query ------------------------------------------------------------------------- */
+/* ---- the runs -------------------------------------------------------------------------- */
 
-static const char *const fixed_cols[] = {
-    "id", "model", "protocol", "network", "policy", "status", "prompt", "decode",
-    "prefill_s", "decode_s", "latency_s", "online", "offline", "rounds"};
-#define N_FIXED (sizeof fixed_cols / sizeof fixed_cols[0])
+/* Column 0..: the run's identity, then the cost figures (NULL for a failed run). */
+#define RUN_SELECT                                                                           \
+    "SELECT r.id, r.model, r.protocol, r.network, r.policy_label, r.prompt_len, "            \
+    "r.decode_len, r.status, "                                                               \
+    "(SELECT sum(latency_ns) FROM phases p WHERE p.run_id = r.id) / 1e9, "                   \
+    "(SELECT latency_ns FROM phases p WHERE p.run_id = r.id AND p.phase = 'decode') / 1e9 "  \
+    "  / nullif(r.decode_len, 0), "                                                          \
+    "(SELECT latency_ns FROM phases p WHERE p.run_id = r.id AND p.phase = 'prefill') / 1e9, " \
+    "(SELECT sum(bytes_p0 + bytes_p1 + bytes_p2) FROM breakdown b WHERE b.run_id = r.id "    \
+    "  AND b.category = 'total'), "                                                          \
+    "(SELECT sum(offline_p0 + offline_p1 + offline_p2) FROM breakdown b WHERE b.run_id = "   \
+    "  r.id AND b.category = 'total'), "                                                     \
+    "(SELECT sum(rounds) FROM breakdown b WHERE b.run_id = r.id AND b.category = 'total'), " \
+    "r.error, r.scenario, r.grid_index, r.config_hash, r.latency_ms, r.bandwidth_mbps, "     \
+    "r.machine, r.threads, r.policy, r.batch, r.seed, r.config_json, r.wall_s "              \
+    "FROM runs r WHERE 1 %s "                                                                \
+    "ORDER BY r.model, r.protocol, r.latency_ms, -r.bandwidth_mbps, r.network, "            \
+    "r.policy_label, r.prompt_len, r.decode_len, r.id"
 
-static const char *const run_sql =
-    "SELECT r.id, r.model, r.protocol, r.network, r.policy, r.status, r.prompt_len, "
-    "r.decode_len, "
-    "(SELECT latency_ns FROM phases p WHERE p.run_id = r.id AND p.phase = 'prefill'), "
-    "(SELECT latency_ns FROM phases p WHERE p.run_id = r.id AND p.phase = 'decode'), "
-    "(SELECT sum(latency_ns) FROM phases p WHERE p.run_id = r.id), "
-    "(SELECT sum(bytes_p0 + bytes_p1 + bytes_p2) FROM breakdown b WHERE b.run_id = r.id "
-    "  AND b.category = 'total'), "
-    "(SELECT sum(offline_p0 + offline_p1 + offline_p2) FROM breakdown b WHERE b.run_id = r.id "
-    "  AND b.category = 'total'), "
-    "(SELECT sum(rounds) FROM breakdown b WHERE b.run_id = r.id AND b.category = 'total') "
-    "FROM runs r ORDER BY r.model, r.protocol, r.network, r.policy, r.prompt_len, "
-    "r.decode_len, r.id";
+enum { R_ID, R_MODEL, R_PROTO, R_NET, R_LABEL, R_PROMPT, R_DECODE, R_STATUS, R_TOTAL, R_TOKEN,
+       R_PREFILL, R_ONLINE, R_OFFLINE, R_ROUNDS, R_ERROR, R_SCN, R_GRID, R_HASH, R_LAT, R_BW,
+       R_MACH, R_THREADS, R_POLICY, R_BATCH, R_SEED, R_JSON, R_WALL };
 
-static void add_run_cells(table *t, sqlite3_stmt *s, int csv)
+typedef struct rep {
+    sqlite3 *h;
+    const char *path;
+    char mcols[REP_MAX_METRICS][48];
+    size_t nm;
+    char *where;
+    int csv, json, failed, width;
+} rep;
+
+static const char *text(sqlite3_stmt *s, int c)
 {
-    char buf[64];
-    for (int c = 0; c < 8; c++)
-        tab_add(t, (const char *)sqlite3_column_text(s, c));
-    for (int c = 8; c < 11; c++) { /* latencies, ns → s */
-        if (sqlite3_column_type(s, c) == SQLITE_NULL)
-            snprintf(buf, sizeof buf, "%s", csv ? "" : "-");
-        else
-            fmt_num(buf, sizeof buf, 1e-9 * sqlite3_column_double(s, c), csv);
-        tab_add(t, buf);
-    }
-    for (int c = 11; c < 13; c++) {
-        if (sqlite3_column_type(s, c) == SQLITE_NULL)
-            snprintf(buf, sizeof buf, "%s", csv ? "" : "-");
-        else
-            fmt_bytes(buf, sizeof buf, sqlite3_column_double(s, c), csv);
-        tab_add(t, buf);
-    }
-    tab_add(t, sqlite3_column_type(s, 13) == SQLITE_NULL ? (csv ? "" : "-")
-                                                          : (const char *)sqlite3_column_text(s, 13));
+    const char *t = (const char *)sqlite3_column_text(s, c);
+    return t ? t : "";
 }
 
-static int build_table(sqlite3 *h, char mcols[][48], size_t nm, int csv, table *t)
+static void cell_num(table *t, sqlite3_stmt *s, int c, int csv,
+                     void (*human)(char *, size_t, double))
 {
-    sqlite3_stmt *s, *m;
-    if (sqlite3_prepare_v2(h, run_sql, -1, &s, NULL) != SQLITE_OK)
-        return -1;
-    if (sqlite3_prepare_v2(h, "SELECT value FROM metrics WHERE run_id = ?1 AND name = ?2", -1,
-                           &m, NULL) != SQLITE_OK) {
-        sqlite3_finalize(s);
-        return -1;
+    char buf[64];
+    if (sqlite3_column_type(s, c) == SQLITE_NULL)
+        snprintf(buf, sizeof buf, "%s", csv ? "" : "-");
+    else if (csv || !human)
+        snprintf(buf, sizeof buf, csv ? "%.17g" : "%.4g", sqlite3_column_double(s, c));
+    else
+        human(buf, sizeof buf, sqlite3_column_double(s, c));
+    tab_add(t, buf);
+}
+
+static int metric_of(sqlite3_stmt *m, sqlite3_int64 id, const char *name, double *v)
+{
+    sqlite3_reset(m);
+    sqlite3_bind_int64(m, 1, id);
+    sqlite3_bind_text(m, 2, name, -1, SQLITE_STATIC);
+    if (sqlite3_step(m) != SQLITE_ROW)
+        return 0;
+    *v = sqlite3_column_double(m, 0);
+    return 1;
+}
+
+static int runs_table(rep *R, table *t, int *n_failed)
+{
+    char *sql = sqlite3_mprintf(RUN_SELECT, R->where);
+    sqlite3_stmt *s = NULL, *m = NULL;
+    int rc = sql && sqlite3_prepare_v2(R->h, sql, -1, &s, NULL) == SQLITE_OK &&
+                     sqlite3_prepare_v2(R->h, "SELECT value FROM metrics WHERE run_id = ?1 AND "
+                                        "name = ?2", -1, &m, NULL) == SQLITE_OK
+                 ? 0
+                 : -1;
+    sqlite3_free(sql);
+    int csv = R->csv;
+    if (!rc) {
+        /* what tells runs apart is never left out; then the figures by importance */
+        tab_col(t, "id", 4, 1);
+        tab_col(t, "model", 1, 0);
+        tab_col(t, csv ? "protocol" : "proto", 1, 0);
+        tab_col(t, "network", 1, 0);
+        tab_col(t, "policy", 1, 0);
+        tab_col(t, "prompt", 1, 1);
+        tab_col(t, csv ? "decode" : "gen", 1, 1);
+        tab_col(t, "status", 1, 0);
+        tab_col(t, csv ? "latency_s" : "latency", 1, 1);
+        tab_col(t, csv ? "per_token_s" : "per token", 1, 1);
+        tab_col(t, csv ? "prefill_s" : "prefill", 6, 1);
+        tab_col(t, csv ? "online_bytes" : "online", 3, 1);
+        tab_col(t, csv ? "offline_bytes" : "offline", 5, 1);
+        tab_col(t, "rounds", 7, 1);
+        for (size_t c = 0; c < R->nm; c++)
+            tab_col(t, R->mcols[c], c == 0 ? 2 : 3 + (int)c, 1);
     }
-    t->cols = N_FIXED + nm;
-    for (size_t c = 0; c < N_FIXED; c++)
-        tab_add(t, fixed_cols[c]);
-    for (size_t c = 0; c < nm; c++)
-        tab_add(t, mcols[c]);
-    t->rows = 1;
-    int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        add_run_cells(t, s, csv);
-        for (size_t c = 0; c < nm; c++) {
+    *n_failed = 0;
+    while (!rc && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+        rc = 0;
+        for (int c = R_ID; c <= R_DECODE; c++)
+            tab_add(t, text(s, c));
+        int ok = !strcmp(text(s, R_STATUS), "ok");
+        *n_failed += !ok;
+        tab_add(t, ok ? "ok" : csv ? "failed" : "FAILED");
+        cell_num(t, s, R_TOTAL, csv, dbq_seconds);
+        cell_num(t, s, R_TOKEN, csv, dbq_seconds);
+        cell_num(t, s, R_PREFILL, csv, dbq_seconds);
+        cell_num(t, s, R_ONLINE, csv, dbq_bytes);
+        cell_num(t, s, R_OFFLINE, csv, dbq_bytes);
+        cell_num(t, s, R_ROUNDS, csv, NULL);
+        for (size_t c = 0; c < R->nm; c++) {
             char buf[64];
-            snprintf(buf, sizeof buf, "%s", csv ? "" : "-");
-            sqlite3_reset(m);
-            sqlite3_bind_int64(m, 1, sqlite3_column_int64(s, 0));
-            sqlite3_bind_text(m, 2, mcols[c], -1, SQLITE_STATIC);
-            if (sqlite3_step(m) == SQLITE_ROW)
-                fmt_num(buf, sizeof buf, sqlite3_column_double(m, 0), csv);
+            double v;
+            if (metric_of(m, sqlite3_column_int64(s, R_ID), R->mcols[c], &v))
+                snprintf(buf, sizeof buf, csv ? "%.17g" : "%.4g", v);
+            else
+                snprintf(buf, sizeof buf, "%s", csv ? "" : "-");
             tab_add(t, buf);
         }
         t->rows++;
     }
+    if (rc == SQLITE_DONE)
+        rc = 0;
     sqlite3_finalize(s);
     sqlite3_finalize(m);
-    return rc == SQLITE_DONE && !t->oom ? 0 : -1;
+    return rc || t->oom ? -1 : 0;
+}
+
+/* Failed runs and why: the error text wrapped under each run. */
+static int failed_list(rep *R, FILE *f)
+{
+    char *sql = sqlite3_mprintf(RUN_SELECT, R->where);
+    sqlite3_stmt *s = NULL;
+    if (!sql || sqlite3_prepare_v2(R->h, sql, -1, &s, NULL) != SQLITE_OK) {
+        sqlite3_free(sql);
+        return -1;
+    }
+    sqlite3_free(sql);
+    int n = 0, rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (!strcmp(text(s, R_STATUS), "ok"))
+            continue;
+        char head[1024];
+        snprintf(head, sizeof head, "run %s (grid point %s of %s, %s): %s %s %s %s P=%s D=%s",
+                 text(s, R_ID), text(s, R_GRID), text(s, R_SCN), text(s, R_HASH),
+                 text(s, R_MODEL), text(s, R_PROTO), text(s, R_NET), text(s, R_LABEL),
+                 text(s, R_PROMPT), text(s, R_DECODE));
+        fputs(n++ ? "\n" : "", f);
+        wrap(f, head, R->width);
+        /* the message, wrapped at the width with a two-space indent */
+        char line[2048];
+        snprintf(line, sizeof line, "  %s", text(s, R_ERROR));
+        wrap(f, line, R->width);
+    }
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE)
+        return -1;
+    if (!n)
+        fprintf(f, "no failed runs\n");
+    else {
+        char line[160];
+        snprintf(line, sizeof line, "\n%d failed run%s (`mpcsim run SCENARIO --resume` tries "
+                 "them again)", n, n == 1 ? "" : "s");
+        wrap(f, line, R->width);
+    }
+    return 0;
+}
+
+/* ---- serving tables -------------------------------------------------------------------- */
+
+static int has_table(sqlite3 *h, const char *name)
+{
+    sqlite3_stmt *s;
+    int yes = 0;
+    if (sqlite3_prepare_v2(h, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+                           "name = ?1", -1, &s, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+        yes = sqlite3_step(s) == SQLITE_ROW && sqlite3_column_int(s, 0) > 0;
+    }
+    sqlite3_finalize(s);
+    return yes;
+}
+
+#define SERVE_METRIC(name) \
+    ", (SELECT value FROM serve_metrics m WHERE m.run_id = r.id AND m.name = '" name "')"
+static const char serve_sql[] =
+    "SELECT r.id, r.scenario, r.policy, r.model, r.protocol, r.network, r.scheduler, r.rate, "
+    "r.n_requests" SERVE_METRIC("ttft_p50") SERVE_METRIC("ttft_p99") SERVE_METRIC("tpot_mean")
+    SERVE_METRIC("token_hit_rate") SERVE_METRIC("online_bytes") SERVE_METRIC("throughput_tokens")
+    " FROM serve_runs r ORDER BY r.scenario, r.policy, r.rate, r.id";
+static const char leak_sql[] =
+    "SELECT id, scenario, policy, channel, scheduler, trials, success_rate, chance, p_value, "
+    "bits FROM serve_leak ORDER BY scenario, policy, id";
+
+static void per_hour(char *out, size_t n, double rate) { snprintf(out, n, "%.4g/h", rate * 3600); }
+static void share(char *out, size_t n, double v) { snprintf(out, n, "%.3f", v); }
+
+static int serve_tables(rep *R, FILE *f)
+{
+    if (!has_table(R->h, "serve_runs"))
+        return 0;
+    sqlite3_stmt *s;
+    if (sqlite3_prepare_v2(R->h, serve_sql, -1, &s, NULL) != SQLITE_OK)
+        return -1;
+    table t = {0};
+    static const char *const head[] = {"id", "scenario", "sharing", "model", "protocol",
+                                       "network", "scheduler", "load", "requests", "ttft p50",
+                                       "ttft p99", "tpot", "token hits", "online", "tok/s"};
+    static const int prio[] = {1, 2, 1, 3, 3, 3, 4, 1, 4, 1, 2, 2, 1, 3, 4};
+    for (size_t c = 0; c < sizeof head / sizeof *head; c++)
+        tab_col(&t, head[c], prio[c], c == 0 || c >= 7);
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        for (int c = 0; c < 7; c++)
+            tab_add(&t, text(s, c));
+        cell_num(&t, s, 7, R->csv, per_hour);
+        tab_add(&t, text(s, 8));
+        for (int c = 9; c < 12; c++)
+            cell_num(&t, s, c, R->csv, dbq_seconds);
+        cell_num(&t, s, 12, R->csv, share);
+        cell_num(&t, s, 13, R->csv, dbq_bytes);
+        cell_num(&t, s, 14, R->csv, NULL);
+        t.rows++;
+    }
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE || t.oom) {
+        tab_free(&t);
+        return -1;
+    }
+    if (t.rows) {
+        fprintf(f, "\nserving runs (mpcsim serve)\n");
+        if (R->csv)
+            tab_csv(&t, f);
+        else
+            tab_print(&t, R->width, 7, 0, t.rows, f);
+    }
+    tab_free(&t);
+    if (!has_table(R->h, "serve_leak"))
+        return 0;
+    table l = {0};
+    static const char *const lh[] = {"id", "scenario", "sharing", "channel", "scheduler",
+                                     "trials", "success", "chance", "p-value", "bits"};
+    for (size_t c = 0; c < sizeof lh / sizeof *lh; c++)
+        tab_col(&l, lh[c], c < 4 || c == 6 ? 1 : 3, c == 0 || c >= 5);
+    if (sqlite3_prepare_v2(R->h, leak_sql, -1, &s, NULL) != SQLITE_OK) {
+        tab_free(&l);
+        return -1;
+    }
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        for (int c = 0; c < 6; c++)
+            tab_add(&l, text(s, c));
+        for (int c = 6; c < 10; c++)
+            cell_num(&l, s, c, R->csv, NULL);
+        l.rows++;
+    }
+    sqlite3_finalize(s);
+    if (rc == SQLITE_DONE && !l.oom && l.rows) {
+        fprintf(f, "\ntiming attacks on the sharing policies\n");
+        if (R->csv)
+            tab_csv(&l, f);
+        else
+            tab_print(&l, R->width, 5, 0, l.rows, f);
+    }
+    tab_free(&l);
+    return rc == SQLITE_DONE ? 0 : -1;
+}
+
+/* ---- JSON ------------------------------------------------------------------------------ */
+
+/* A column as JSON: NULL → null, numbers → numbers, text → string (NULL if not UTF-8). */
+static json_t *col_json(sqlite3_stmt *s, int c)
+{
+    switch (sqlite3_column_type(s, c)) {
+    case SQLITE_NULL: return json_null();
+    case SQLITE_INTEGER: return json_integer(sqlite3_column_int64(s, c));
+    case SQLITE_FLOAT: return json_real(sqlite3_column_double(s, c));
+    default: return json_string(text(s, c));
+    }
+}
+
+/* Every row of a query as an object keyed by the column names; a column named "metrics"
+ * … none: child rows are added by the caller. */
+static int set_cols(json_t *o, sqlite3_stmt *s, int from, int to)
+{
+    for (int c = from; c < to; c++) {
+        json_t *v = col_json(s, c);
+        if (!v || json_object_set_new(o, sqlite3_column_name(s, c), v))
+            return -1;
+    }
+    return 0;
+}
+
+static json_t *metrics_json(sqlite3 *h, const char *mtable, sqlite3_int64 id)
+{
+    char sql[128];
+    snprintf(sql, sizeof sql, "SELECT name, value FROM %s WHERE run_id = ?1 ORDER BY name", mtable);
+    sqlite3_stmt *s;
+    if (sqlite3_prepare_v2(h, sql, -1, &s, NULL) != SQLITE_OK)
+        return NULL;
+    sqlite3_bind_int64(s, 1, id);
+    json_t *o = json_object();
+    while (o && sqlite3_step(s) == SQLITE_ROW)
+        if (json_object_set_new(o, text(s, 0), col_json(s, 1))) {
+            json_decref(o);
+            o = NULL;
+        }
+    sqlite3_finalize(s);
+    return o;
+}
+
+static int rows_json(rep *R, json_t *root, const char *key, const char *sql, const char *mtable)
+{
+    sqlite3_stmt *s;
+    if (sqlite3_prepare_v2(R->h, sql, -1, &s, NULL) != SQLITE_OK)
+        return -1;
+    json_t *a = json_array();
+    int rc = 0, st;
+    while (!rc && (st = sqlite3_step(s)) == SQLITE_ROW) {
+        json_t *o = json_object();
+        int nc = sqlite3_column_count(s);
+        int jc = -1;
+        for (int c = 0; c < nc; c++)
+            if (!strcmp(sqlite3_column_name(s, c), "config_json"))
+                jc = c;
+        rc = !o || set_cols(o, s, 0, jc >= 0 ? jc : nc);
+        if (!rc && jc >= 0) { /* the resolved config, as an object */
+            json_error_t je;
+            json_t *cfg = sqlite3_column_type(s, jc) == SQLITE_NULL
+                              ? json_null()
+                              : json_loads(text(s, jc), 0, &je);
+            rc = !cfg || json_object_set_new(o, "config", cfg) || set_cols(o, s, jc + 1, nc);
+        }
+        if (!rc && mtable) {
+            json_t *m = metrics_json(R->h, mtable, sqlite3_column_int64(s, 0));
+            rc = !m || json_object_set_new(o, "metrics", m);
+        }
+        if (!rc)
+            rc = json_array_append_new(a, o);
+        else
+            json_decref(o);
+    }
+    sqlite3_finalize(s);
+    if (!rc)
+        rc = json_object_set_new(root, key, a);
+    else
+        json_decref(a);
+    return rc ? -1 : 0;
+}
+
+static int report_json(rep *R, FILE *f)
+{
+    char *sql = sqlite3_mprintf(
+        "SELECT r.id, r.scenario, r.grid_index, r.config_hash, r.status, r.error, r.model, "
+        "r.protocol, r.network, r.latency_ms, r.bandwidth_mbps, r.machine, r.threads, r.policy, "
+        "r.policy_label, r.prompt_len, r.decode_len, r.batch, r.seed, r.started, r.finished, "
+        "r.wall_s, r.tool_version, r.config_json, "
+        "(SELECT sum(latency_ns) FROM phases p WHERE p.run_id = r.id) / 1e9 AS latency_s, "
+        "(SELECT sum(bytes_p0 + bytes_p1 + bytes_p2) FROM breakdown b WHERE b.run_id = r.id "
+        "AND b.category = 'total') AS online_bytes, "
+        "(SELECT sum(offline_p0 + offline_p1 + offline_p2) FROM breakdown b WHERE b.run_id = "
+        "r.id AND b.category = 'total') AS offline_bytes, "
+        "(SELECT sum(rounds) FROM breakdown b WHERE b.run_id = r.id AND b.category = 'total') "
+        "AS rounds FROM runs r WHERE 1 %s ORDER BY r.id", R->where);
+    json_t *root = json_object();
+    int rc = !sql || !root;
+    if (!rc)
+        rc = json_object_set_new(root, "database", json_string(R->path)) ||
+             json_object_set_new(root, "schema_version", json_integer(RDB_SCHEMA_VERSION));
+    if (!rc)
+        rc = rows_json(R, root, "runs", sql, "metrics");
+    sqlite3_free(sql);
+    if (!rc && has_table(R->h, "serve_runs"))
+        rc = rows_json(R, root, "serve_runs", "SELECT * FROM serve_runs ORDER BY id",
+                       "serve_metrics");
+    if (!rc && has_table(R->h, "serve_leak"))
+        rc = rows_json(R, root, "serve_leak", "SELECT * FROM serve_leak ORDER BY id", NULL);
+    if (!rc)
+        rc = json_dumpf(root, f, JSON_INDENT(1) | JSON_PRESERVE_ORDER) != 0;
+    if (!rc)
+        fputc('\n', f);
+    json_decref(root);
+    return rc ? -1 : 0;
 }
 
 /* ---- the command ----------------------------------------------------------------------- */
 
-int cmd_report(int argc, char **argv)
+static int report_parse(int argc, char **argv, rep *R, const char **list, const char **where,
+                        int *nw)
 {
     static const struct option lo[] = {{"metrics", required_argument, NULL, 'm'},
                                        {"csv", no_argument, NULL, 'c'},
+                                       {"json", no_argument, NULL, 'J'},
+                                       {"failed", no_argument, NULL, 'F'},
+                                       {"columns", required_argument, NULL, 'W'},
+                                       {"where", required_argument, NULL, 'w'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
-    const char *list = NULL;
-    int csv = 0, c;
+    int c, cols = 0;
+    long long v;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         switch (c) {
-        case 'm': list = optarg; break;
-        case 'c': csv = 1; break;
-        case 'h': report_usage(stdout); return 0;
+        case 'm': *list = optarg; break;
+        case 'c': R->csv = 1; break;
+        case 'J': R->json = 1; break;
+        case 'F': R->failed = 1; break;
+        case 'W':
+            if (parse_i64(optarg, &v) || v < 20 || v > 10000) {
+                cli_error("report", "--columns wants a width from 20 to 10000, not '%s'", optarg);
+                return 2;
+            }
+            cols = (int)v;
+            break;
+        case 'w':
+            if (*nw == DBQ_MAX_WHERE) {
+                cli_error("report", "at most %d --where filters", DBQ_MAX_WHERE);
+                return 2;
+            }
+            where[(*nw)++] = optarg;
+            break;
+        case 'h': report_usage(stdout); return -1;
         default: report_usage(stderr); return 2;
         }
+    }
+    if (R->csv + R->json > 1) {
+        cli_error("report", "--csv and --json exclude each other");
+        return 2;
     }
     if (optind != argc - 1) {
         cli_error("report", optind >= argc ? "no database given" : "one database only");
         report_usage(stderr);
         return 2;
     }
+    R->path = argv[optind];
+    R->width = dbq_columns(cols);
+    return 0;
+}
+
+int cmd_report(int argc, char **argv)
+{
+    rep R = {0};
+    const char *list = NULL, *where[DBQ_MAX_WHERE];
+    int nw = 0;
+    int st = report_parse(argc, argv, &R, &list, where, &nw);
+    if (st)
+        return st < 0 ? 0 : st;
+    if ((st = dbq_where("report", where, nw, &R.where)))
+        return st;
     rdb *db;
     errbuf e;
-    int rc = rdb_open(argv[optind], 0, &db, &e);
+    int rc = rdb_open(R.path, 0, &db, &e);
     if (rc) {
         cli_error("report", "%s", e.msg);
+        free(R.where);
         return ms_err_exit_code(rc);
     }
-    sqlite3 *h = rdb_handle(db);
-    char mcols[REP_MAX_METRICS][48];
-    size_t nm = 0;
+    R.h = rdb_handle(db);
     table t = {0};
-    int st = pick_metrics(h, list, mcols, &nm);
-    if (!st && build_table(h, mcols, nm, csv, &t)) {
-        cli_error("report", "%s:%d: %s: %s", __FILE__, __LINE__, argv[optind], sqlite3_errmsg(h));
-        st = 1;
+    int n_failed = 0;
+    if (R.json) {
+        if (report_json(&R, stdout))
+            st = 1;
+    } else if (R.failed) {
+        if (failed_list(&R, stdout))
+            st = 1;
+    } else if (!(st = pick_metrics(R.h, list, R.mcols, &R.nm))) {
+        if (runs_table(&R, &t, &n_failed))
+            st = 1;
+        else if (R.csv)
+            tab_csv(&t, stdout);
+        else {
+            if (t.rows)
+                tab_print_by_model(&t, R.width, 8, stdout);
+            char line[1200];
+            int k = snprintf(line, sizeof line, "%zu run%s", t.rows, t.rows == 1 ? "" : "s");
+            if (n_failed)
+                snprintf(line + k, sizeof line - (size_t)k,
+                         ", %d failed (why: mpcsim report %s --failed)", n_failed, R.path);
+            wrap(stdout, line, R.width);
+        }
+        if (!st && serve_tables(&R, stdout))
+            st = 1;
     }
-    if (!st)
-        tab_print(&t, csv, stdout);
-    if (!st && !csv) {
-        sqlite3_stmt *f;
-        long long failed = 0;
-        if (sqlite3_prepare_v2(h, "SELECT count(*) FROM runs WHERE status = 'failed'", -1, &f,
-                               NULL) == SQLITE_OK && sqlite3_step(f) == SQLITE_ROW)
-            failed = sqlite3_column_int64(f, 0);
-        sqlite3_finalize(f);
-        printf("%zu run%s", t.rows - 1, t.rows == 2 ? "" : "s");
-        if (failed)
-            printf(", %lld failed (why: SELECT grid_index, error FROM runs WHERE status = "
-                   "'failed')", failed);
-        putchar('\n');
-    }
+    if (st == 1)
+        cli_error("report", "%s: %s", R.path, sqlite3_errmsg(R.h));
     tab_free(&t);
+    free(R.where);
     rdb_close(db);
     return st;
 }

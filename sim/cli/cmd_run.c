@@ -1,6 +1,8 @@
-/* cmd_run.c — `mpcsim run`: expand a scenario, select its runs (shard, resume), execute them
- * through the worker pool (sim/scenario/pool.h), and record every run in the results database
- * in its own transaction as it arrives. The parent is the only writer. */
+/* cmd_run.c — `mpcsim run`: expand one or more scenarios, select their runs (shard, resume),
+ * execute them through the worker pool (sim/scenario/pool.h), and record every run in the
+ * results database in its own transaction as it arrives, with progress on stderr
+ * (sim/cli/progress.h). The parent is the only writer. */
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdint.h>
@@ -12,17 +14,26 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "progress.h"
 #include "results/rdb.h"
 #include "sim/scenario/pool.h"
 #include "sim/scenario/runcfg.h"
+#include "sim/scenario/runlabel.h"
 #include "sim/scenario/scn.h"
 
+#define RUN_MAX_JOBS POOL_MAX_JOBS
+#define RUN_MAX_SCENARIOS 256
 
 typedef struct run_opts {
-    const char *scenario;
+    const char *scenario[RUN_MAX_SCENARIOS]; /* files, after folders are expanded */
+    char *owned[RUN_MAX_SCENARIOS];          /* the expanded paths this owns */
+    size_t n_scenarios;
+    char *const *args;                       /* the files and folders as given */
+    int n_args;
     const char *db;
     long jobs;
     int resume, dry_run, verbose, quiet;
+    double progress_s;              /* seconds between progress lines when not a terminal */
     unsigned long shard_k, shard_n; /* 1-based K of N; 0/0 = no sharding */
 } run_opts;
 
@@ -31,13 +42,16 @@ typedef struct run_opts {
 static void run_usage(FILE *f)
 {
     fprintf(f,
-            "usage: mpcsim run SCENARIO.yaml [-o DB] [-j N] [--resume] [--shard K/N] [--dry-run]\n"
-            "                  [-v] [--quiet]\n\n"
-            "Expands the scenario's sweep and records every run in an SQLite database (one\n"
-            "transaction per run: a killed sweep keeps every finished run and no partial one).\n\n"
+            "usage: mpcsim run SCENARIO.yaml|DIR... [-o DB] [-j N] [--resume] [--shard K/N]\n"
+            "                  [--dry-run] [-v] [--quiet]\n\n"
+            "Expands the scenarios' sweeps and records every run in one SQLite database (one\n"
+            "transaction per run: a killed sweep keeps every finished run and no partial one).\n"
+            "A folder stands for its *.yaml files, in name order. Every scenario is checked\n"
+            "before anything runs.\n\n"
             "options:\n"
             "  -o, --output DB   database (default: the scenario's output:, else\n"
-            "                    results/<scenario-name>.db)\n"
+            "                    results/<scenario-name>.db; several scenarios that name\n"
+            "                    different databases need -o)\n"
             "  -j, --jobs N      N worker processes (default 1); the parent is the only writer\n"
             "      --resume      run only what the database lacks (runs are keyed by the hash\n"
             "                    of their resolved config); failed runs are tried again\n"
@@ -49,9 +63,16 @@ static void run_usage(FILE *f)
             "                    (-o may then contain {shard}, replaced by K)\n"
             "      --dry-run     print the expanded runs (hash and summary) and write nothing\n"
             "  -v, --verbose     with --dry-run: print each run's resolved YAML\n"
-            "  -q, --quiet       no progress bar and no summary\n"
+            "  -q, --quiet       no progress and no summary\n"
+            "      --progress-every S  seconds between progress lines when stderr is not a\n"
+            "                    terminal (default 10)\n"
             "  -h, --help        this help\n\n"
-            "exit status: 0 every run ok, 1 a run or the database failed, 2 bad usage or input\n");
+            "Progress goes to stderr: on a terminal a bar with the runs in flight, their\n"
+            "elapsed time and an ETA weighted by each run's expected cost; otherwise (a\n"
+            "batch log) one such line every 10 s. SIGINT or SIGTERM ends the sweep with a\n"
+            "line saying how many runs are kept and how to --resume.\n\n"
+            "exit status: 0 every run ok, 1 a run or the database failed, 2 bad usage or\n"
+            "input, 130 / 143 interrupted by SIGINT / SIGTERM\n");
 }
 
 /* --shard auto: the rank and size a launcher gives each process (0-based rank). */
@@ -95,6 +116,73 @@ static int parse_shard(const char *arg, run_opts *o)
     return 0;
 }
 
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A scenario file, or a folder's *.yaml / *.yml files in name order. */
+static int add_scenario_arg(run_opts *o, const char *arg)
+{
+    struct stat st;
+    if (stat(arg, &st) || !S_ISDIR(st.st_mode)) {
+        if (o->n_scenarios == RUN_MAX_SCENARIOS) {
+            cli_error("run", "more than %d scenarios", RUN_MAX_SCENARIOS);
+            return -1;
+        }
+        o->scenario[o->n_scenarios++] = arg;
+        return 0;
+    }
+    DIR *d = opendir(arg);
+    if (!d) {
+        cli_error("run", "cannot read the folder %s: %s", arg, strerror(errno));
+        return -1;
+    }
+    char *names[RUN_MAX_SCENARIOS];
+    size_t n = 0;
+    struct dirent *de;
+    int rc = 0;
+    while ((de = readdir(d))) {
+        size_t len = strlen(de->d_name);
+        int yaml = (len > 5 && !strcmp(de->d_name + len - 5, ".yaml")) ||
+                   (len > 4 && !strcmp(de->d_name + len - 4, ".yml"));
+        if (!yaml || de->d_name[0] == '.')
+            continue;
+        if (n == RUN_MAX_SCENARIOS || o->n_scenarios + n >= RUN_MAX_SCENARIOS) {
+            cli_error("run", "more than %d scenarios", RUN_MAX_SCENARIOS);
+            rc = -1;
+            break;
+        }
+        size_t pl = strlen(arg) + len + 2;
+        if (!(names[n] = malloc(pl))) {
+            rc = -1;
+            break;
+        }
+        snprintf(names[n++], pl, "%s%s%s", arg, arg[strlen(arg) - 1] == '/' ? "" : "/", de->d_name);
+    }
+    closedir(d);
+    if (!rc && n == 0) {
+        cli_error("run", "no *.yaml scenario in the folder %s", arg);
+        rc = -1;
+    }
+    qsort(names, n, sizeof *names, by_name);
+    for (size_t i = 0; i < n; i++) {
+        if (rc) {
+            free(names[i]);
+            continue;
+        }
+        o->owned[o->n_scenarios] = names[i];
+        o->scenario[o->n_scenarios++] = names[i];
+    }
+    return rc;
+}
+
+static void run_opts_free(run_opts *o)
+{
+    for (size_t i = 0; i < RUN_MAX_SCENARIOS; i++)
+        free(o->owned[i]);
+}
+
 /* 0 ok, 1 --help printed, 2 usage error (printed). */
 static int run_parse(int argc, char **argv, run_opts *o)
 {
@@ -103,8 +191,10 @@ static int run_parse(int argc, char **argv, run_opts *o)
         {"resume", no_argument, NULL, 'R'},       {"shard", required_argument, NULL, 'S'},
         {"dry-run", no_argument, NULL, 'n'},      {"verbose", no_argument, NULL, 'v'},
         {"quiet", no_argument, NULL, 'q'},        {"help", no_argument, NULL, 'h'},
+        {"progress-every", required_argument, NULL, 'P'},
         {NULL, 0, NULL, 0}};
-    *o = (run_opts){.jobs = 1};
+    *o = (run_opts){.jobs = 1, .progress_s = 10};
+    double d;
     long long v;
     int c;
     optind = 1;
@@ -112,9 +202,9 @@ static int run_parse(int argc, char **argv, run_opts *o)
         switch (c) {
         case 'o': o->db = optarg; break;
         case 'j':
-            if (parse_i64(optarg, &v) || v < 1 || v > POOL_MAX_JOBS) {
+            if (parse_i64(optarg, &v) || v < 1 || v > RUN_MAX_JOBS) {
                 cli_error("run", "-j wants a number of workers from 1 to %d, not '%s'",
-                          POOL_MAX_JOBS, optarg);
+                          RUN_MAX_JOBS, optarg);
                 return 2;
             }
             o->jobs = (long)v;
@@ -137,16 +227,28 @@ static int run_parse(int argc, char **argv, run_opts *o)
         case 'n': o->dry_run = 1; break;
         case 'v': o->verbose = 1; break;
         case 'q': o->quiet = 1; break;
+        case 'P':
+            if (parse_double(optarg, &d) || !(d >= 0.1 && d <= 86400)) {
+                cli_error("run", "--progress-every wants seconds from 0.1 to 86400, not '%s'",
+                          optarg);
+                return 2;
+            }
+            o->progress_s = d;
+            break;
         case 'h': run_usage(stdout); return 1;
         default: run_usage(stderr); return 2;
         }
     }
-    if (optind != argc - 1) {
-        cli_error("run", optind >= argc ? "no scenario file given" : "one scenario file only");
+    if (optind >= argc) {
+        cli_error("run", "no scenario file given");
         run_usage(stderr);
         return 2;
     }
-    o->scenario = argv[optind];
+    o->args = argv + optind;
+    o->n_args = argc - optind;
+    for (int i = optind; i < argc; i++)
+        if (add_scenario_arg(o, argv[i]))
+            return 2;
     return 0;
 }
 
@@ -200,9 +302,10 @@ static size_t select_runs(scenario *s, const run_opts *o, size_t *sel, errbuf *e
 
 static void print_summary_line(FILE *f, const run_cfg *c)
 {
-    fprintf(f, "%s  #%-4zu %s %s %s %s P=%u D=%u seed=%llu\n", c->hash, c->index,
-            c->model_ref[0] ? c->model_ref : c->model.name, c->proto_ref, c->net_ref,
-            c->policy.name, c->work.prompt_len, c->work.decode_len,
+    rdb_labels l;
+    run_labels(c, &l);
+    fprintf(f, "%s  #%-4zu %s %s %s %s P=%u D=%u seed=%llu\n", c->hash, c->index, l.model,
+            c->proto_ref, l.network, l.policy_label, c->work.prompt_len, c->work.decode_len,
             (unsigned long long)c->seed);
 }
 
@@ -241,6 +344,7 @@ typedef struct store_rows {
 } store_rows;
 
 /* *stored = 0 when another process had stored the run meanwhile (ours is dropped). */
+/* *stored = 0 when another process had stored the run meanwhile (ours is dropped). */
 static int store_result(rdb *db, const run_cfg *c, const pool_result *j, int *stored, errbuf *e)
 {
     const run_result *res = &j->res;
@@ -275,14 +379,17 @@ static int store_result(rdb *db, const run_cfg *c, const pool_result *j, int *st
             to_stats(&r->layer[l], &w.ly[nl++].s);
         }
     }
+    rdb_labels l;
+    run_labels(c, &l);
     rdb_run row = {
+        .policy_label = l.policy_label, .latency_ms = l.latency_ms,
+        .bandwidth_mbps = l.bandwidth_mbps, .machine = l.machine, .threads = l.threads,
         .scenario = c->scenario, .grid_index = c->index, .config_hash = c->hash,
         .config_yaml = c->yaml, .seed = c->seed, .status = j->rc ? "failed" : "ok",
         .error = j->rc ? j->err.msg : NULL, .started = j->started, .finished = j->finished,
         .wall_s = res->wall_s, .tool_version = MPCSIM_VERSION,
-        .model = c->model_ref[0] ? c->model_ref : c->model.name,
-        .protocol = c->proto_ref[0] ? c->proto_ref : c->proto.name,
-        .network = c->net_ref[0] ? c->net_ref : c->net.name, .policy = c->policy.name,
+        .model = l.model, .protocol = c->proto_ref[0] ? c->proto_ref : c->proto.name,
+        .network = l.network, .policy = c->policy.name,
         .prompt_len = c->work.prompt_len, .decode_len = c->work.decode_len,
         .batch = c->work.batch, .metric = w.m, .n_metric = res->n_metric, .phase = w.ph,
         .n_phase = j->rc ? 0 : PHASE_N, .breakdown = w.bd, .n_breakdown = j->rc ? 0 : nb,
@@ -298,72 +405,61 @@ static int store_result(rdb *db, const run_cfg *c, const pool_result *j, int *st
     return rc;
 }
 
-/* ---- progress -------------------------------------------------------------------------- */
-
-typedef struct progress {
-    int on;
-    size_t done, total, failed;
-    double t0;
-} progress;
-
-static void progress_show(progress *pg)
-{
-    if (!pg->on)
-        return;
-    double dt = pool_now_s() - pg->t0, rate = dt > 0 ? (double)pg->done / dt : 0;
-    double eta = rate > 0 ? (double)(pg->total - pg->done) / rate : 0;
-    int width = 30, fill = pg->total ? (int)((double)width * (double)pg->done / (double)pg->total) : width;
-    char bar[64];
-    for (int i = 0; i < width; i++)
-        bar[i] = i < fill ? '#' : '.';
-    bar[width] = '\0';
-    fprintf(stderr, "\r[%s] %zu/%zu  %.2f run/s  ETA %d:%02d%s\033[K", bar, pg->done, pg->total,
-            rate, (int)(eta / 60), (int)eta % 60, pg->failed ? "  (failures)" : "");
-    if (pg->done == pg->total)
-        fputc('\n', stderr);
-}
-
 /* ---- recording the results as they come ------------------------------------------------ */
 
 typedef struct sweep {
-    scenario *s;
-    const size_t *sel;  /* selection: indices into s->runs */
+    const run_cfg *const *run; /* the runs to do, in order */
+    size_t n;
     rdb *db;
-    progress pg;
+    progress *pg;
+    int tty;            /* stderr is a terminal (a bar is drawn) */
     size_t raced;       /* runs another process stored while we ran them */
     int db_rc;          /* first database error */
     errbuf db_err;
 } sweep;
 
+/* "#12 llama-2-7b wan h2o": what the progress shows of a run in flight. */
+static void run_name(const run_cfg *c, char *out, size_t n)
+{
+    rdb_labels l;
+    run_labels(c, &l);
+    /* truncated to what the progress line shows anyway */
+    snprintf(out, n, "#%zu %.40s %.30s %.60s", c->index, l.model, l.network, l.policy_label);
+}
+
+static void sweep_begin(sweep *sw, size_t i)
+{
+    char name[160];
+    run_name(sw->run[i], name, sizeof name);
+    progress_begin(sw->pg, i, name);
+}
+
 /* Stores a finished run; reports a failed run on stderr. */
 static void sweep_record(void *ctx, pool_result *j)
 {
     sweep *sw = ctx;
-    const run_cfg *c = &sw->s->runs[sw->sel[j->pos]];
+    const run_cfg *c = sw->run[j->pos];
     if (j->rc) {
-        sw->pg.failed++;
-        if (sw->pg.on)
-            fputc('\n', stderr);
-        fprintf(stderr, "mpcsim run: error: run #%zu (%s) failed: %s\n", c->index, c->hash,
-                j->err.msg);
+        if (sw->tty)
+            fputs("\r\033[K", stderr); /* the bar's line, redrawn after */
+        fprintf(stderr, "mpcsim run: error: run #%zu of %s (%s) failed: %s\n", c->index,
+                c->scenario, c->hash, j->err.msg);
     }
     errbuf e;
     int stored = 1;
     int rc = store_result(sw->db, c, j, &stored, &e);
-    if (!rc && !stored) {
-        sw->raced++;
-        if (j->rc)
-            sw->pg.failed--; /* a concurrent process has it ok: not a failure of the sweep */
-    }
+    if (!rc && !stored)
+        sw->raced++; /* a concurrent process has it ok: not a failure of the sweep */
     if (rc && !sw->db_rc) {
         sw->db_rc = rc;
         sw->db_err = e;
     }
-    sw->pg.done++;
-    progress_show(&sw->pg);
+    progress_end(sw->pg, j->pos, j->rc != 0 && stored);
 }
 
 static int sweep_stopped(void *ctx) { return ((sweep *)ctx)->db_rc != 0; }
+
+static void sweep_started(void *ctx, size_t pos) { sweep_begin(ctx, pos); }
 
 /* ---- the command ----------------------------------------------------------------------- */
 
@@ -382,11 +478,8 @@ static void db_path_for(const run_opts *o, const scenario *s, char *out, size_t 
         snprintf(out, n, "results/%s.db", s->name);
 }
 
-/* Opens the database (creating its folders), refuses to mix a fresh sweep into a database that
- * already holds this scenario, and drops done runs from the selection under --resume. Returns
- * an exit status, 0 to go on. */
-static int open_db(const run_opts *o, const scenario *s, const char *path, size_t *sel,
-                   size_t *n, rdb **db)
+/* Opens the database, creating its folders. Returns an exit status, 0 to go on. */
+static int open_db(const char *path, rdb **db)
 {
     errbuf e;
     char dir[1024];
@@ -402,98 +495,254 @@ static int open_db(const run_opts *o, const scenario *s, const char *path, size_
         fprintf(stderr, "mpcsim run: error: %s\n", e.msg);
         return ms_err_exit_code(rc);
     }
+    return 0;
+}
+
+/* Refuses to mix a fresh sweep into a database that already holds this scenario, drops done
+ * runs from the selection under --resume, records the scenario. Returns an exit status. */
+static int db_select(const run_opts *o, rdb *db, const char *path, const scenario *s,
+                     size_t *sel, size_t *n)
+{
+    errbuf e;
     int64_t have = 0;
-    if ((rc = rdb_scenario_runs(*db, s->name, &have, &e)))
+    int rc = rdb_scenario_runs(db, s->name, &have, &e);
+    if (rc)
         goto fail;
     if (have > 0 && !o->resume) {
         cli_error("run", "%s already holds %lld run%s of scenario '%s'\n"
                   "---> HINT: add --resume to run only what is missing, or write elsewhere "
                   "with -o", path, (long long)have, have == 1 ? "" : "s", s->name);
-        rdb_close(*db);
-        *db = NULL;
         return 2;
     }
     size_t k = 0;
     for (size_t i = 0; i < *n; i++) {
         int done = 0;
-        if ((rc = rdb_run_done(*db, s->runs[sel[i]].hash, &done, &e)))
+        if ((rc = rdb_run_done(db, s->runs[sel[i]].hash, &done, &e)))
             goto fail;
         if (!done)
             sel[k++] = sel[i];
     }
     *n = k;
-    if ((rc = rdb_scenario_put(*db, s->name, s->path, s->yaml, &e)))
+    if ((rc = rdb_scenario_put(db, s->name, s->path, s->yaml, &e)))
         goto fail;
     return 0;
 fail:
     fprintf(stderr, "mpcsim run: error: %s\n", e.msg);
-    rdb_close(*db);
-    *db = NULL;
     return ms_err_exit_code(rc);
 }
 
-static int run_sweep(const run_opts *o, scenario *s, size_t *sel, size_t n_sel)
+/* The scenarios of one invocation, each with its selection. */
+typedef struct batch {
+    scenario *s;
+    size_t **sel, *n;
+    size_t count;
+} batch;
+
+static void batch_free(batch *b)
 {
-    char path[1024];
+    for (size_t i = 0; i < b->count; i++) {
+        free(b->sel[i]);
+        scn_free(&b->s[i]);
+    }
+    free(b->s);
+    free(b->sel);
+    free(b->n);
+}
+
+typedef struct hash_ref {
+    const char *hash;
+    size_t scn, pos;
+} hash_ref;
+
+static int by_ref(const void *a, const void *b)
+{
+    const hash_ref *x = a, *y = b;
+    int c = strcmp(x->hash, y->hash);
+    if (c)
+        return c;
+    if (x->scn != y->scn)
+        return x->scn < y->scn ? -1 : 1;
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+/* A run two scenarios share (the same resolved config) runs once, for the first of them. */
+static int dedupe_across(batch *b)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < b->count; i++)
+        total += b->n[i];
+    hash_ref *r = malloc((total + 1) * sizeof *r);
+    if (!r)
+        return -1;
+    size_t k = 0;
+    for (size_t i = 0; i < b->count; i++)
+        for (size_t j = 0; j < b->n[i]; j++)
+            r[k++] = (hash_ref){b->s[i].runs[b->sel[i][j]].hash, i, j};
+    qsort(r, total, sizeof *r, by_ref);
+    for (size_t j = 1; j < total; j++)
+        if (!strcmp(r[j].hash, r[j - 1].hash))
+            b->sel[r[j].scn][r[j].pos] = SIZE_MAX;
+    free(r);
+    for (size_t i = 0; i < b->count; i++) {
+        size_t m = 0;
+        for (size_t j = 0; j < b->n[i]; j++)
+            if (b->sel[i][j] != SIZE_MAX)
+                b->sel[i][m++] = b->sel[i][j];
+        b->n[i] = m;
+    }
+    return 0;
+}
+
+/* Loads and checks every scenario before anything runs. Returns an exit status. */
+static int batch_load(const run_opts *o, batch *b)
+{
+    size_t n = o->n_scenarios;
+    b->s = calloc(n, sizeof *b->s);
+    b->sel = calloc(n, sizeof *b->sel);
+    b->n = calloc(n, sizeof *b->n);
+    if (!b->s || !b->sel || !b->n) {
+        cli_error("run", "out of memory");
+        return 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *path = o->scenario[i];
+        if (access(path, R_OK)) {
+            cli_error("run", "cannot read %s: %s", path, strerror(errno));
+            return 2;
+        }
+        errbuf e;
+        int rc = scn_load(path, NULL, &b->s[i], &e);
+        if (rc) {
+            fprintf(stderr, "%s\n", e.msg);
+            return ms_err_exit_code(rc);
+        }
+        b->count = i + 1;
+        if (!(b->sel[i] = calloc(b->s[i].n_runs + 1, sizeof *b->sel[i]))) {
+            cli_error("run", "out of memory");
+            return 1;
+        }
+        b->n[i] = select_runs(&b->s[i], o, b->sel[i], &e, &rc);
+        if (rc) {
+            fprintf(stderr, "%s\n", e.msg);
+            return ms_err_exit_code(rc);
+        }
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(b->s[j].name, b->s[i].name)) {
+                cli_error("run", "%s and %s are both scenario '%s'\n---> HINT: give each "
+                          "scenario its own name: key", b->s[j].path, b->s[i].path, b->s[i].name);
+                return 2;
+            }
+    }
+    if (n > 1 && dedupe_across(b)) {
+        cli_error("run", "out of memory");
+        return 1;
+    }
+    return 0;
+}
+
+/* The command that resumes this sweep, for the interrupt line. */
+static void resume_hint(const run_opts *o, const char *db, char *out, size_t n)
+{
+    size_t k = (size_t)snprintf(out, n, "mpcsim run");
+    for (int i = 0; i < o->n_args && k < n; i++)
+        k += (size_t)snprintf(out + k, n - k, " %s", o->args[i]);
+    if (k < n && o->shard_n)
+        k += (size_t)snprintf(out + k, n - k, " --shard %lu/%lu", o->shard_k, o->shard_n);
+    if (k < n)
+        snprintf(out + k, n - k, " -o %s --resume", db);
+}
+
+static int run_sweep(const run_opts *o, batch *b, const char *path)
+{
     rdb *db = NULL;
-    size_t n = n_sel;
-    db_path_for(o, s, path, sizeof path);
-    int status = open_db(o, s, path, sel, &n, &db);
+    int status = open_db(path, &db);
     if (status)
         return status;
-    sweep sw = {.s = s, .sel = sel, .db = db};
-    sw.pg = (progress){.on = !o->quiet && isatty(STDERR_FILENO), .total = n, .t0 = pool_now_s()};
+    size_t n_sel = 0, n = 0;
+    for (size_t i = 0; i < b->count; i++)
+        n_sel += b->n[i];
+    for (size_t i = 0; i < b->count && !status; i++)
+        status = db_select(o, db, path, &b->s[i], b->sel[i], &b->n[i]);
+    for (size_t i = 0; i < b->count; i++)
+        n += b->n[i];
+    run_cfg **runs = status ? NULL : calloc(n + 1, sizeof *runs);
+    double *w = status ? NULL : calloc(n + 1, sizeof *w);
+    if (!status && (!runs || !w)) {
+        cli_error("run", "out of memory");
+        status = 1;
+    }
+    if (status) {
+        free(runs);
+        free(w);
+        rdb_close(db);
+        return status;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < b->count; i++)
+        for (size_t j = 0; j < b->n[i]; j++) {
+            runs[k] = &b->s[i].runs[b->sel[i][j]];
+            w[k] = progress_weight(runs[k]);
+            k++;
+        }
+    char hint[2048];
+    resume_hint(o, path, hint, sizeof hint);
+    int tty = isatty(STDERR_FILENO);
+    sweep sw = {.run = (const run_cfg *const *)runs, .n = n, .db = db, .tty = tty && !o->quiet};
+    double t0 = pool_now_s();
     if (n == 0 && !o->quiet)
         printf("%s: nothing to run (%zu of %zu runs already recorded)\n", path, n_sel, n_sel);
     if (n > 0)
-        progress_show(&sw.pg);
-    pool_sink sink = {sweep_record, sweep_stopped, &sw};
-    pool_run(s->runs, sel, n, o->jobs, &sink);
+        sw.pg = progress_start(n, w, tty, o->quiet, o->progress_s, hint);
+    pool_sink sink = {sweep_record, sweep_stopped, &sw, sweep_started};
+    pool_run_list((const run_cfg *const *)runs, n, o->jobs, &sink);
+    size_t done = progress_done(sw.pg), failed = progress_failed(sw.pg);
+    progress_stop(sw.pg);
     if (sw.db_rc)
         fprintf(stderr, "mpcsim run: error: %s\n", sw.db_err.msg);
     if (n > 0 && !o->quiet)
         printf("%s: %zu run%s recorded (%zu failed, %zu already there) in %.1f s\n", path,
-               sw.pg.done - sw.pg.failed - sw.raced,
-               sw.pg.done - sw.pg.failed - sw.raced == 1 ? "" : "s", sw.pg.failed,
-               n_sel - n + sw.raced, pool_now_s() - sw.pg.t0);
+               done - failed - sw.raced, done - failed - sw.raced == 1 ? "" : "s", failed,
+               n_sel - n + sw.raced, pool_now_s() - t0);
     if (rdb_close(db) && !sw.db_rc)
         sw.db_rc = MS_ERR_DB;
-    return sw.db_rc || sw.pg.failed || sw.pg.done < n ? 1 : 0;
+    free(runs);
+    free(w);
+    return sw.db_rc || failed || done < n ? 1 : 0;
 }
 
 int cmd_run(int argc, char **argv)
 {
     run_opts o;
     int st = run_parse(argc, argv, &o);
-    if (st)
+    if (st) {
+        run_opts_free(&o);
         return st == 1 ? 0 : 2;
-    if (access(o.scenario, R_OK)) {
-        cli_error("run", "cannot read %s: %s", o.scenario, strerror(errno));
-        return 2;
     }
-    scenario s;
-    errbuf e;
-    int rc = scn_load(o.scenario, NULL, &s, &e);
-    if (rc) {
-        fprintf(stderr, "%s\n", e.msg);
-        return ms_err_exit_code(rc);
+    batch b = {0};
+    st = batch_load(&o, &b);
+    char path[1024] = "", other[1024];
+    for (size_t i = 0; !st && !o.dry_run && i < b.count; i++) { /* one database for all */
+        db_path_for(&o, &b.s[i], i ? other : path, sizeof path);
+        if (i && strcmp(other, path)) {
+            cli_error("run", "%s writes to %s, %s to %s\n---> HINT: give the database for "
+                      "all of them with -o", b.s[0].path, path, b.s[i].path, other);
+            st = 2;
+        }
     }
-    size_t *sel = calloc(s.n_runs + 1, sizeof *sel);
-    if (!sel) {
-        scn_free(&s);
-        cli_error("run", "out of memory");
-        return 1;
+    if (!st && o.dry_run) {
+        size_t total = 0;
+        for (size_t i = 0; i < b.count; i++) {
+            if (b.count > 1)
+                printf("# %s (scenario %s)\n", b.s[i].path, b.s[i].name);
+            dry_run(&b.s[i], b.sel[i], b.n[i], o.verbose);
+            total += b.n[i];
+        }
+        if (b.count > 1)
+            printf("%zu runs in %zu scenarios\n", total, b.count);
+    } else if (!st) {
+        st = run_sweep(&o, &b, path);
     }
-    size_t n = select_runs(&s, &o, sel, &e, &rc);
-    if (rc) {
-        fprintf(stderr, "%s\n", e.msg);
-        st = ms_err_exit_code(rc);
-    } else if (o.dry_run) {
-        dry_run(&s, sel, n, o.verbose);
-    } else {
-        st = run_sweep(&o, &s, sel, n);
-    }
-    free(sel);
-    scn_free(&s);
+    batch_free(&b);
+    run_opts_free(&o);
     return st;
 }

@@ -5,6 +5,8 @@
 #include <gsl/gsl_errno.h>
 
 #include "cmd.h"
+#include "results/rdb.h"
+#include "sim/scenario/runlabel.h"
 
 typedef struct command {
     const char *name;
@@ -41,6 +43,7 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     gsl_set_error_handler_off();
+    rdb_set_labeler(run_labels_from_yaml); /* an older database's runs get their labels */
     if (argc < 2) {
         usage(stderr);
         return 2;

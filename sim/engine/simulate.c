@@ -28,6 +28,7 @@
 #include "simulate.h"
 
 #include <assert.h>
+#include <jansson.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -851,9 +852,22 @@ static void critical_path(sim_ctx *c, sim_result *res, int p, size_t r)
 
 /* ---- timeline (Chrome trace JSON) -------------------------------------------------------- */
 
-static void ts_us(FILE *f, const char *key, uint64_t ns)
+/* Events are built and escaped by jansson and written one by one (a 7B step has ~10^5), inside
+ * a frame written here. Times are µs with ns resolution: each event is printed with the
+ * significant digits its largest time needs (integer digits + 3), so 1234.567 stays 1234.567
+ * and not 1234.5669999999999. */
+static double us(uint64_t ns) { return (double)ns / 1000.0; }
+
+static void tl_emit(FILE *f, json_t *ev, uint64_t max_ns)
 {
-    fprintf(f, "\"%s\":%" PRIu64 ".%03u", key, ns / 1000, (unsigned)(ns % 1000));
+    int digits = 3;
+    for (uint64_t v = max_ns / 1000; v; v /= 10)
+        digits++;
+    if (digits > 17)
+        digits = 17;
+    fputs(",\n", f);
+    json_dumpf(ev, f, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(digits));
+    json_decref(ev);
 }
 
 static void write_timeline(sim_ctx *c, FILE *f, uint64_t t0)
@@ -866,25 +880,25 @@ static void write_timeline(sim_ctx *c, FILE *f, uint64_t t0)
                 continue;
             const op *o = &pg->ops[j];
             uint64_t b = c->I[c->first[j] * P + p], d = c->D[c->last[j] * P + p];
-            fprintf(f, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":0,\"name\":\"%s\",\"cat\":\"%s\",", p,
-                    op_kind_name(o->kind), op_cat_name(o->cat));
-            ts_us(f, "ts", t0 + b);
-            fputc(',', f);
-            ts_us(f, "dur", d - b);
-            fprintf(f, ",\"args\":{\"op\":%zu,\"layer\":%d,\"rounds\":%zu}}", j, o->layer,
-                    c->last[j] - c->first[j] + 1);
+            tl_emit(f,
+                    json_pack("{s:s, s:i, s:i, s:s, s:s, s:f, s:f, s:{s:I, s:i, s:I}}", "ph", "X",
+                              "pid", p, "tid", 0, "name", op_kind_name(o->kind), "cat",
+                              op_cat_name(o->cat), "ts", us(t0 + b), "dur", us(d - b), "args",
+                              "op", (json_int_t)j, "layer", o->layer, "rounds",
+                              (json_int_t)(c->last[j] - c->first[j] + 1)),
+                    t0 + d);
         }
         for (size_t r = 0; r < c->R; r++) {
             size_t i = r * P + p;
             uint64_t comp = c->S[i] - c->I[i]; /* run_seq keeps no comp[] */
             if (comp == 0)
                 continue;
-            fprintf(f, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":1,\"name\":\"compute\",\"cat\":\"%s\",",
-                    p, op_cat_name(pg->ops[c->log->r[r].op].cat));
-            ts_us(f, "ts", t0 + c->I[i]);
-            fputc(',', f);
-            ts_us(f, "dur", comp);
-            fprintf(f, ",\"args\":{\"round\":%zu}}", r);
+            tl_emit(f,
+                    json_pack("{s:s, s:i, s:i, s:s, s:s, s:f, s:f, s:{s:I}}", "ph", "X", "pid", p,
+                              "tid", 1, "name", "compute", "cat",
+                              op_cat_name(pg->ops[c->log->r[r].op].cat), "ts", us(t0 + c->I[i]),
+                              "dur", us(comp), "args", "round", (json_int_t)r),
+                    t0 + c->S[i]);
         }
     }
     for (size_t r = 0; r < c->R; r++) {
@@ -899,40 +913,58 @@ static void write_timeline(sim_ctx *c, FILE *f, uint64_t t0)
                 uint64_t ser = ser_ns(c, q, p, link_bytes(&c->wire, cr, q, p)), since = c->F[m] - c->S[r * P + q];
                 if (ser > since) /* a bucket passed part of it at once */
                     ser = since;
-                fprintf(f, ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"name\":\"send %" PRIu64
-                           " B\",\"cat\":\"net\",", q, 2 + p, cr->bytes[q][p]);
-                ts_us(f, "ts", t0 + c->F[m] - ser);
-                fputc(',', f);
-                ts_us(f, "dur", ser);
-                fprintf(f, ",\"args\":{\"round\":%zu,\"to\":%d}}", r, p);
-                fprintf(f, ",\n{\"ph\":\"s\",\"pid\":%d,\"tid\":%d,\"name\":\"msg\",\"cat\":\"net\","
-                           "\"id\":\"%" PRIu64 ".%zu.%d.%d\",", q, 2 + p, t0, r, q, p);
-                ts_us(f, "ts", t0 + c->F[m] - ser);
-                fprintf(f, "}");
-                fprintf(f, ",\n{\"ph\":\"f\",\"bp\":\"e\",\"pid\":%d,\"tid\":0,\"name\":\"msg\","
-                           "\"cat\":\"net\",\"id\":\"%" PRIu64 ".%zu.%d.%d\",", p, t0, r, q, p);
-                ts_us(f, "ts", t0 + ARRIVAL(c, m, q, p));
-                fprintf(f, "}");
+                char name[48], id[96];
+                snprintf(name, sizeof name, "send %" PRIu64 " B", cr->bytes[q][p]);
+                snprintf(id, sizeof id, "%" PRIu64 ".%zu.%d.%d", t0, r, q, p);
+                uint64_t start = t0 + c->F[m] - ser, arrive = t0 + ARRIVAL(c, m, q, p);
+                tl_emit(f,
+                        json_pack("{s:s, s:i, s:i, s:s, s:s, s:f, s:f, s:{s:I, s:i}}", "ph", "X",
+                                  "pid", q, "tid", 2 + p, "name", name, "cat", "net", "ts",
+                                  us(start), "dur", us(ser), "args", "round", (json_int_t)r, "to",
+                                  p),
+                        start + ser);
+                tl_emit(f,
+                        json_pack("{s:s, s:i, s:i, s:s, s:s, s:s, s:f}", "ph", "s", "pid", q,
+                                  "tid", 2 + p, "name", "msg", "cat", "net", "id", id, "ts",
+                                  us(start)),
+                        start);
+                tl_emit(f,
+                        json_pack("{s:s, s:s, s:i, s:i, s:s, s:s, s:s, s:f}", "ph", "f", "bp",
+                                  "e", "pid", p, "tid", 0, "name", "msg", "cat", "net", "id", id,
+                                  "ts", us(arrive)),
+                        arrive);
             }
     }
 }
 
+static void tl_meta(FILE *f, int first, int pid, int tid, const char *what, const char *name)
+{
+    json_t *ev = tid < 0 ? json_pack("{s:s, s:i, s:s, s:{s:s}}", "ph", "M", "pid", pid, "name",
+                                     what, "args", "name", name)
+                         : json_pack("{s:s, s:i, s:i, s:s, s:{s:s}}", "ph", "M", "pid", pid,
+                                     "tid", tid, "name", what, "args", "name", name);
+    if (!first)
+        fputs(",\n", f);
+    json_dumpf(ev, f, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(ev);
+}
+
 void sim_timeline_begin(FILE *f, int n_parties)
 {
-    fprintf(f, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n"
-               "{\"ph\":\"M\",\"pid\":0,\"name\":\"process_name\",\"args\":{\"name\":\"P0\"}}");
-    for (int p = 1; p < n_parties; p++)
-        fprintf(f, ",\n{\"ph\":\"M\",\"pid\":%d,\"name\":\"process_name\",\"args\":{\"name\":"
-                   "\"P%d\"}}", p, p);
+    fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n", f);
+    char name[32];
     for (int p = 0; p < n_parties; p++) {
-        fprintf(f, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"name\":\"thread_name\",\"args\":"
-                   "{\"name\":\"ops\"}}", p);
-        fprintf(f, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":1,\"name\":\"thread_name\",\"args\":"
-                   "{\"name\":\"compute\"}}", p);
+        snprintf(name, sizeof name, "P%d", p);
+        tl_meta(f, p == 0, p, -1, "process_name", name);
+    }
+    for (int p = 0; p < n_parties; p++) {
+        tl_meta(f, 0, p, 0, "thread_name", "ops");
+        tl_meta(f, 0, p, 1, "thread_name", "compute");
         for (int d = 0; d < n_parties; d++)
-            if (d != p)
-                fprintf(f, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_name\","
-                           "\"args\":{\"name\":\"link to P%d\"}}", p, 2 + d, d);
+            if (d != p) {
+                snprintf(name, sizeof name, "link to P%d", d);
+                tl_meta(f, 0, p, 2 + d, "thread_name", name);
+            }
     }
 }
 

@@ -174,9 +174,21 @@ static int job_deserialize(const unsigned char *p, size_t n, pool_result *j)
 typedef struct pool {
     const run_cfg *runs;
     const size_t *sel;
+    const run_cfg *const *list; /* or the runs themselves (pool_run_list) */
     size_t n;
     const pool_sink *sink;
 } pool;
+
+static const run_cfg *pool_cfg(const pool *pl, size_t i)
+{
+    return pl->list ? pl->list[i] : &pl->runs[pl->sel[i]];
+}
+
+static void pool_begin(const pool *pl, size_t i)
+{
+    if (pl->sink->begin)
+        pl->sink->begin(pl->sink->ctx, i);
+}
 
 static int pool_stopped(const pool *pl) { return pl->sink->stop && pl->sink->stop(pl->sink->ctx); }
 
@@ -190,7 +202,8 @@ static void pool_inprocess(const pool *pl)
 {
     for (size_t i = 0; i < pl->n && !pool_stopped(pl); i++) {
         pool_result j;
-        job_execute(&pl->runs[pl->sel[i]], i, &j);
+        pool_begin(pl, i);
+        job_execute(pool_cfg(pl, i), i, &j);
         pool_done(pl, &j);
     }
 }
@@ -244,7 +257,7 @@ static void worker_main(const pool *pl, int task_fd, int res_fd)
         wbuf b = {0};
         if (pos >= pl->n)
             _exit(1);
-        job_execute(&pl->runs[pl->sel[pos]], (size_t)pos, &j);
+        job_execute(pool_cfg(pl, (size_t)pos), (size_t)pos, &j);
         job_serialize(&j, &b);
         if (b.oom || write_all(res_fd, b.p, b.n))
             _exit(1);
@@ -284,12 +297,13 @@ static int worker_spawn(const pool *pl, worker *ws, int k)
 }
 
 /* Gives worker w the next position, or closes its task pipe when none is left. */
-static void worker_feed(worker *w, size_t *next, size_t n)
+static void worker_feed(const pool *pl, worker *w, size_t *next, size_t n)
 {
     if (*next < n) {
         uint64_t pos = *next;
         if (write_all(w->task_fd, &pos, sizeof pos) == 0) {
             w->task = (long)(*next)++;
+            pool_begin(pl, (size_t)pos);
             return;
         }
     }
@@ -353,7 +367,7 @@ static void pool_workers(const pool *pl, long jobs)
         return;
     }
     for (int i = 0; i < nw; i++)
-        worker_feed(&ws[i], &next, pool_stopped(pl) ? 0 : pl->n);
+        worker_feed(pl, &ws[i], &next, pool_stopped(pl) ? 0 : pl->n);
     for (;;) {
         struct pollfd pf[POOL_MAX_JOBS];
         int np = 0, map[POOL_MAX_JOBS];
@@ -374,7 +388,7 @@ static void pool_workers(const pool *pl, long jobs)
                 continue;
             worker *w = &ws[map[k]];
             if (worker_collect(pl, w) == 0)
-                worker_feed(w, &next, pool_stopped(pl) ? 0 : pl->n);
+                worker_feed(pl, w, &next, pool_stopped(pl) ? 0 : pl->n);
         }
     }
     for (int i = 0; i < nw; i++) {
@@ -386,13 +400,24 @@ static void pool_workers(const pool *pl, long jobs)
     }
 }
 
+static void pool_go(const pool *pl, long jobs)
+{
+    void (*old_pipe)(int) = signal(SIGPIPE, SIG_IGN);
+    if (pl->n > 0 && jobs > 1)
+        pool_workers(pl, jobs);
+    else if (pl->n > 0)
+        pool_inprocess(pl);
+    signal(SIGPIPE, old_pipe);
+}
+
 void pool_run(const run_cfg *runs, const size_t *sel, size_t n, long jobs, const pool_sink *sink)
 {
     pool pl = {.runs = runs, .sel = sel, .n = n, .sink = sink};
-    void (*old_pipe)(int) = signal(SIGPIPE, SIG_IGN);
-    if (n > 0 && jobs > 1)
-        pool_workers(&pl, jobs);
-    else if (n > 0)
-        pool_inprocess(&pl);
-    signal(SIGPIPE, old_pipe);
+    pool_go(&pl, jobs);
+}
+
+void pool_run_list(const run_cfg *const *runs, size_t n, long jobs, const pool_sink *sink)
+{
+    pool pl = {.list = runs, .n = n, .sink = sink};
+    pool_go(&pl, jobs);
 }

@@ -22,16 +22,20 @@ typedef struct pool_result {
 } pool_result;
 
 /* Where the results go, in the parent: done() takes each (r->res is freed after it returns);
- * stop() returning 1 hands out no further run (a database error). */
+ * stop() returning 1 hands out no further run (a database error); begin() (may be NULL) hears
+ * of each run as it is handed out, for progress. */
 typedef struct pool_sink {
     void (*done)(void *ctx, pool_result *r);
     int (*stop)(void *ctx);
     void *ctx;
+    void (*begin)(void *ctx, size_t pos);
 } pool_sink;
 
 /* Executes runs[sel[i]] for i < n with `jobs` workers (≤ 1, or none could start: in this
  * process; at most POOL_MAX_JOBS). */
 void pool_run(const run_cfg *runs, const size_t *sel, size_t n, long jobs, const pool_sink *sink);
+/* The same for runs[i], i < n (the runs of several scenarios). */
+void pool_run_list(const run_cfg *const *runs, size_t n, long jobs, const pool_sink *sink);
 
 /* Seconds of the monotonic clock the pool times runs with. */
 double pool_now_s(void);

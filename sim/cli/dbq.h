@@ -1,0 +1,25 @@
+/* dbq.h — what `report` and `plot` share about reading a results database: --where filters,
+ * human units, the terminal's width. */
+#ifndef MPCSIM_DBQ_H
+#define MPCSIM_DBQ_H
+
+#include <stddef.h>
+
+#define DBQ_MAX_WHERE 16
+
+/* --where KEY=VALUE[,VALUE…] as SQL over `runs r`: " AND (…)" per filter, or "" (malloc'd
+ * into *out). KEY is a runs column (model, protocol, network, policy, policy_label,
+ * prompt_len, decode_len, batch, latency_ms, bandwidth_mbps, machine, threads, scenario,
+ * status, seed) or a path into the resolved config (workload.decode_stride, policies[0].recent,
+ * …, through config_json). Numbers compare as numbers. 0, or 2 after printing an error for cmd. */
+int dbq_where(const char *cmd, const char *const *args, int n, char **out);
+
+/* "950 ms", "12.3 s", "4.2 min", "3.1 h", "2.4 d". */
+void dbq_seconds(char *out, size_t n, double s);
+/* "512 B", "3.4 kB", "1.2 GB", "4.5 TB" (powers of 1000). */
+void dbq_bytes(char *out, size_t n, double b);
+/* The output width: given (> 0), else the terminal's when stdout is one ($COLUMNS, then the
+ * tty), else 80. */
+int dbq_columns(int given);
+
+#endif

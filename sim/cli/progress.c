@@ -1,0 +1,308 @@
+/* progress.c — the sweep's progress: a thread prints, the sweep reports runs starting and
+ * ending under a mutex, a signal handler prints the last line. */
+#include "progress.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NAME_LEN 160
+
+struct progress {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t th;
+    int thread_on, stop, tty, quiet;
+    double period, t0;
+    size_t total, done, failed;
+    double *w, wtotal, wdone;
+    double *start;           /* [total] monotonic start time of a run in flight, 0 if not */
+    char (*name)[NAME_LEN];  /* [total] */
+    char hint[1024];
+    int drawn;               /* a bar is on the terminal's last line */
+    struct sigaction old_int, old_term;
+};
+
+static progress *volatile active; /* for the signal handler */
+
+double progress_weight(const run_cfg *c)
+{
+    double L = c->model.n_layers ? c->model.n_layers : 1;
+    double stride = c->work.decode_stride ? c->work.decode_stride : 1;
+    double steps = 1 + ceil(c->work.decode_len / stride);
+    double w = L * steps;
+    if (strcmp(c->trace.source, "none") && c->trace.source[0]) {
+        /* the replay reads the attention of every decode step over the whole cache */
+        double ctx = (double)c->work.prompt_len + c->work.decode_len;
+        w += L * (c->model.n_kv_heads ? c->model.n_kv_heads : 1) * ctx *
+             (1.0 + c->work.decode_len) * 1e-4;
+    }
+    return w > 0 ? w : 1;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* "45s", "3:07", "1:02:03", "2d 03:04". */
+static void fmt_dur(char *out, size_t n, double s)
+{
+    long t = (long)(s + 0.5);
+    if (t < 60)
+        snprintf(out, n, "%lds", t);
+    else if (t < 3600)
+        snprintf(out, n, "%ld:%02ld", t / 60, t % 60);
+    else if (t < 86400)
+        snprintf(out, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else
+        snprintf(out, n, "%ldd %02ld:%02ld", t / 86400, t / 3600 % 24, t / 60 % 60);
+}
+
+static int term_width(void)
+{
+    struct winsize ws;
+    if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 20)
+        return ws.ws_col;
+    return 80;
+}
+
+/* The status without the bar: "12/36 runs (2 failed), elapsed 1:02, ETA 3:40". */
+static size_t status_text(const progress *p, double t, char *out, size_t n)
+{
+    char el[32], eta[32];
+    fmt_dur(el, sizeof el, t - p->t0);
+    if (p->wdone > 0 && t > p->t0) {
+        double rate = p->wdone / (t - p->t0);
+        fmt_dur(eta, sizeof eta, fmax(0, p->wtotal - p->wdone) / rate);
+    } else {
+        snprintf(eta, sizeof eta, "--"); /* nothing finished yet: no rate to go by */
+    }
+    int k = snprintf(out, n, "%zu/%zu runs", p->done, p->total);
+    if (p->failed)
+        k += snprintf(out + k, n - (size_t)k, " (%zu failed)", p->failed);
+    k += snprintf(out + k, n - (size_t)k, ", elapsed %s, ETA %s", el, eta);
+    return (size_t)k;
+}
+
+/* "#13 llama-2-7b lan full 45s, #14 …" — the runs in flight, oldest first. */
+static void inflight_text(const progress *p, double t, char *out, size_t n)
+{
+    size_t k = 0;
+    out[0] = '\0';
+    for (int pass = 0; pass < 1; pass++)
+        for (size_t i = 0; i < p->total && k < n; i++) {
+            if (p->start[i] <= 0)
+                continue;
+            char el[32];
+            fmt_dur(el, sizeof el, t - p->start[i]);
+            k += (size_t)snprintf(out + k, n - k, "%s%s %s", k ? ", " : "", p->name[i], el);
+        }
+}
+
+static void draw(progress *p)
+{
+    if (p->quiet)
+        return;
+    double t = now_s();
+    char st[256], fl[2048];
+    status_text(p, t, st, sizeof st);
+    inflight_text(p, t, fl, sizeof fl);
+    if (p->tty) {
+        int width = term_width(), bw = 20;
+        int fill = p->total ? (int)((double)bw * (double)p->done / (double)p->total) : bw;
+        char line[4096], bar[32];
+        for (int i = 0; i < bw; i++)
+            bar[i] = i < fill ? '#' : '.';
+        bar[bw] = '\0';
+        int k = snprintf(line, sizeof line, "[%s] %s%s%s", bar, st, fl[0] ? " | " : "", fl);
+        if (k > width - 1) /* one line, or the terminal scrolls on every redraw */
+            k = width - 1;
+        fprintf(stderr, "\r%.*s\033[K", k, line);
+        p->drawn = 1;
+    } else {
+        fprintf(stderr, "progress: %s%s%s\n", st, fl[0] ? "; in flight: " : "", fl);
+    }
+    fflush(stderr);
+}
+
+static void *ticker(void *arg)
+{
+    progress *p = arg;
+    pthread_mutex_lock(&p->mu);
+    double next = now_s() + p->period;
+    while (!p->stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        double wait = next - now_s();
+        if (wait > 0) {
+            double at = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec + wait;
+            ts.tv_sec = (time_t)at;
+            ts.tv_nsec = (long)((at - (double)ts.tv_sec) * 1e9);
+            pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+            continue;
+        }
+        draw(p);
+        next = now_s() + p->period;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+/* ---- the interrupt line: async-signal-safe (write(2) and hand-made numbers only) ---------- */
+
+static size_t put_s(char *b, size_t k, size_t n, const char *s)
+{
+    while (*s && k + 1 < n)
+        b[k++] = *s++;
+    return k;
+}
+
+static size_t put_u(char *b, size_t k, size_t n, size_t v)
+{
+    char d[24];
+    int m = 0;
+    do
+        d[m++] = (char)('0' + v % 10);
+    while ((v /= 10) && m < 23);
+    while (m && k + 1 < n)
+        b[k++] = d[--m];
+    return k;
+}
+
+static void on_signal(int sig)
+{
+    progress *p = active;
+    if (p) {
+        char b[1536];
+        size_t k = 0, n = sizeof b;
+        k = put_s(b, k, n, p->drawn ? "\r\033[K" : "\n");
+        k = put_s(b, k, n, "mpcsim run: interrupted by ");
+        k = put_s(b, k, n, sig == SIGINT ? "SIGINT" : "SIGTERM");
+        k = put_s(b, k, n, ": ");
+        k = put_u(b, k, n, p->done);
+        k = put_s(b, k, n, " of ");
+        k = put_u(b, k, n, p->total);
+        k = put_s(b, k, n, " runs are kept in the database (each in its own transaction); ");
+        k = put_u(b, k, n, p->total - p->done);
+        k = put_s(b, k, n, " remain: ");
+        k = put_s(b, k, n, p->hint);
+        k = put_s(b, k, n, "\n");
+        ssize_t w = write(STDERR_FILENO, b, k);
+        (void)w;
+    }
+    signal(sig, SIG_DFL); /* end as the signal would (exit status 128 + sig) */
+    raise(sig);
+}
+
+progress *progress_start(size_t total, const double *weights, int tty, int quiet,
+                         double period_s, const char *resume_hint)
+{
+    progress *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->w = calloc(total + 1, sizeof *p->w);
+    p->start = calloc(total + 1, sizeof *p->start);
+    p->name = calloc(total + 1, sizeof *p->name);
+    if (!p->w || !p->start || !p->name) {
+        free(p->w);
+        free(p->start);
+        free(p->name);
+        free(p);
+        return NULL;
+    }
+    p->total = total;
+    for (size_t i = 0; i < total; i++) {
+        p->w[i] = weights ? weights[i] : 1;
+        p->wtotal += p->w[i];
+    }
+    p->tty = tty;
+    p->quiet = quiet;
+    p->period = tty ? 1 : period_s;
+    p->t0 = now_s();
+    snprintf(p->hint, sizeof p->hint, "%s", resume_hint ? resume_hint : "");
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    active = p;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &p->old_int);
+    sigaction(SIGTERM, &sa, &p->old_term);
+    if (!quiet) {
+        pthread_mutex_lock(&p->mu);
+        if (tty)
+            draw(p);
+        pthread_mutex_unlock(&p->mu);
+        /* the printing thread must not take the signals meant for the sweep */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &old);
+        p->thread_on = pthread_create(&p->th, NULL, ticker, p) == 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
+    return p;
+}
+
+void progress_begin(progress *p, size_t i, const char *name)
+{
+    if (!p || i >= p->total)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->start[i] = now_s();
+    snprintf(p->name[i], NAME_LEN, "%s", name);
+    if (p->tty)
+        draw(p);
+    pthread_mutex_unlock(&p->mu);
+}
+
+void progress_end(progress *p, size_t i, int failed)
+{
+    if (!p || i >= p->total)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->start[i] = 0;
+    p->done++;
+    p->failed += failed != 0;
+    p->wdone += p->w[i];
+    if (p->tty)
+        draw(p);
+    pthread_mutex_unlock(&p->mu);
+}
+
+size_t progress_done(const progress *p) { return p ? p->done : 0; }
+size_t progress_failed(const progress *p) { return p ? p->failed : 0; }
+
+void progress_stop(progress *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    if (p->thread_on)
+        pthread_join(p->th, NULL);
+    sigaction(SIGINT, &p->old_int, NULL);
+    sigaction(SIGTERM, &p->old_term, NULL);
+    active = NULL;
+    if (!p->quiet && p->tty) {
+        draw(p);
+        fputc('\n', stderr);
+    }
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    free(p->w);
+    free(p->start);
+    free(p->name);
+    free(p);
+}

@@ -1,0 +1,35 @@
+/* progress.h — what `mpcsim run` says while a sweep runs: done and failed runs, the runs in
+ * flight with their elapsed time, and an ETA from each run's expected cost. On a terminal a
+ * bar redrawn every second; otherwise (a Slurm log, a pipe) one line every 10 s. A SIGINT or
+ * SIGTERM prints how many runs are recorded and how to resume, then ends the process as the
+ * signal would. */
+#ifndef MPCSIM_PROGRESS_H
+#define MPCSIM_PROGRESS_H
+
+#include <stddef.h>
+
+#include "sim/scenario/runcfg.h"
+
+/* A run's expected cost in arbitrary units, for the ETA: the steps it simulates (the prefill
+ * and the decode steps costed exactly, decode_stride apart) times the layers, plus the trace
+ * replay's attention work when the policy replays a trace. Only the ratios between runs
+ * matter: the ETA is the remaining cost over the cost finished per second so far. */
+double progress_weight(const run_cfg *c);
+
+typedef struct progress progress;
+
+/* total runs; weights[i] of run i (copied); tty: redraw a bar (else a line every period_s);
+ * quiet: nothing printed but the interrupt line. resume_hint: the command that resumes, for
+ * the interrupt line. Starts the printing thread and installs the SIGINT/SIGTERM handlers. */
+progress *progress_start(size_t total, const double *weights, int tty, int quiet,
+                         double period_s, const char *resume_hint);
+/* Run i (0-based) started / finished (recorded in the database); name: a short label. */
+void progress_begin(progress *p, size_t i, const char *name);
+void progress_end(progress *p, size_t i, int failed);
+/* Stops the thread, restores the signal handlers, finishes the bar's line; frees p. */
+void progress_stop(progress *p);
+/* Counts while running, for the summary. */
+size_t progress_done(const progress *p);
+size_t progress_failed(const progress *p);
+
+#endif

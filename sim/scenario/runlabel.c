@@ -1,0 +1,196 @@
+/* runlabel.c — run labels: what tells two runs of a sweep apart, in a few characters. */
+#include "runlabel.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "protocols/base/yamlx.h"
+#include "scn.h"
+#include "sim/policy/policy.h"
+
+/* Two parameter values are equal when both are the same number, or the same text. */
+static int same_value(const char *a, const char *b)
+{
+    double x, y;
+    if (!parse_double(a, &x) && !parse_double(b, &y))
+        return x == y;
+    return !strcmp(a, b);
+}
+
+void run_label_policy(const run_cfg *c, char *out, size_t n)
+{
+    const policy_ops *p = policy_find(c->policy.name);
+    size_t np = 0, nr = 0;
+    const policy_param *pp = p ? policy_params(p, &np) : NULL, *rp = policy_replay_params(&nr);
+    size_t k = (size_t)snprintf(out, n, "%s", c->policy.name);
+    int any = 0;
+    for (size_t i = 0; i < c->policy.n_params && k < n; i++) {
+        const kv_param *kv = &c->policy.params[i];
+        const char *def = NULL;
+        int replay = 0;
+        for (size_t j = 0; j < np; j++)
+            if (!strcmp(pp[j].key, kv->key))
+                def = pp[j].def ? pp[j].def : "";
+        for (size_t j = 0; !def && j < nr; j++)
+            if (!strcmp(rp[j].key, kv->key))
+                replay = 1;
+        /* the replay's own keys (metric_stride, …) say how a run is measured, not which policy
+         * configuration it is */
+        if (replay || (def && same_value(kv->val, def)))
+            continue;
+        k += (size_t)snprintf(out + k, n - k, "%s%s=%s", any ? "," : "(", kv->key, kv->val);
+        any = 1;
+    }
+    if (any && k < n)
+        snprintf(out + k, n - k, ")");
+}
+
+/* "0.1ms", "20ms", "1.5s"; "300Mbps", "10Gbps". */
+static void fmt_latency(char *out, size_t n, double ms)
+{
+    if (ms >= 1000)
+        snprintf(out, n, "%gs", ms / 1000);
+    else if (ms >= 0.01 || ms == 0)
+        snprintf(out, n, "%gms", ms);
+    else
+        snprintf(out, n, "%gus", ms * 1000);
+}
+
+static void fmt_bandwidth(char *out, size_t n, double mbps)
+{
+    if (mbps >= 1000)
+        snprintf(out, n, "%gGbps", mbps / 1000);
+    else if (mbps >= 1)
+        snprintf(out, n, "%gMbps", mbps);
+    else
+        snprintf(out, n, "%gkbps", mbps * 1000);
+}
+
+void run_label_network(const run_cfg *c, char *out, size_t n, double *lat_ms, double *bw_mbps)
+{
+    const net_cfg *net = &c->net;
+    int P = net->n_parties, uniform = 1;
+    double lat = 0, bw = INFINITY;
+    const net_link *first = NULL;
+    for (int i = 0; i < P; i++)
+        for (int j = 0; j < P; j++) {
+            if (i == j)
+                continue;
+            const net_link *l = &net->link[i][j];
+            if (!first)
+                first = l;
+            else if (l->latency_ns != first->latency_ns || l->bandwidth_bps != first->bandwidth_bps)
+                uniform = 0;
+            lat = fmax(lat, (double)l->latency_ns / 1e6); /* 100000 ns: 0.1 exactly */
+            bw = fmin(bw, l->bandwidth_bps / 1e6);
+        }
+    if (!first)
+        bw = 0;
+    *lat_ms = lat;
+    *bw_mbps = bw;
+    char l[32], b[32];
+    fmt_latency(l, sizeof l, lat);
+    fmt_bandwidth(b, sizeof b, bw);
+    if (c->net_ref[0] && strcmp(c->net_ref, "custom"))
+        snprintf(out, n, "%s", c->net_ref);
+    else if (uniform)
+        snprintf(out, n, "%s/%s", l, b);
+    else if (net->name[0] && strcmp(net->name, "custom"))
+        snprintf(out, n, "%s", net->name);
+    else
+        snprintf(out, n, "%s/%s+", l, b);
+}
+
+const char *run_label_model(const run_cfg *c)
+{
+    if (c->model_ref[0] && strcmp(c->model_ref, "inline"))
+        return c->model_ref;
+    return c->model.name[0] ? c->model.name : "inline";
+}
+
+void run_labels(const run_cfg *c, rdb_labels *l)
+{
+    memset(l, 0, sizeof *l);
+    snprintf(l->model, sizeof l->model, "%s", run_label_model(c));
+    run_label_network(c, l->network, sizeof l->network, &l->latency_ms, &l->bandwidth_mbps);
+    run_label_policy(c, l->policy_label, sizeof l->policy_label);
+    snprintf(l->machine, sizeof l->machine, "%s", c->machine.name);
+    l->threads = c->machine.threads;
+}
+
+static const char *scalar(const yx_node *m, const char *key)
+{
+    const yx_node *v = yx_map_get(m, key);
+    return v && v->kind == YX_SCALAR ? v->str : NULL;
+}
+
+/* A stored config that no longer loads (a run a newer mpcsim refuses at load time, e.g. a
+ * policy that needs a trace without one): its labels read off the canonical YAML itself —
+ * the model's name, the policy and its parameters against the defaults, the network's preset
+ * or values. */
+static int labels_from_tree(const yx_node *root, rdb_labels *l)
+{
+    const yx_node *model = yx_map_get(root, "model"), *net = yx_map_get(root, "network"),
+                  *mach = yx_map_get(root, "machine"), *pols = yx_map_get(root, "policies");
+    const yx_node *pol = pols && pols->kind == YX_SEQ && pols->n ? pols->item[0] : NULL;
+    const char *name = pol ? scalar(pol, "name") : NULL;
+    if (!model || !net || !name)
+        return -1;
+    memset(l, 0, sizeof *l);
+    const char *mn = scalar(model, "name"), *base = scalar(model, "base");
+    snprintf(l->model, sizeof l->model, "%s", mn ? mn : base ? base : "inline");
+    run_cfg c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.policy.name, sizeof c.policy.name, "%s", name);
+    for (size_t i = 0; i < pol->n && c.policy.n_params < RUN_MAX_PARAMS; i++)
+        if (strcmp(pol->key[i]->str, "name") && pol->item[i]->kind == YX_SCALAR) {
+            kv_param *kv = &c.policy.params[c.policy.n_params++];
+            snprintf(kv->key, sizeof kv->key, "%s", pol->key[i]->str);
+            snprintf(kv->val, sizeof kv->val, "%s", pol->item[i]->str);
+        }
+    run_label_policy(&c, l->policy_label, sizeof l->policy_label);
+    const char *lat = scalar(net, "latency_ns"), *bw = scalar(net, "bandwidth_bps"),
+               *preset = scalar(net, "preset"), *nn = scalar(net, "name");
+    double ns = 0, bps = 0;
+    if (!lat || !bw || parse_double(lat, &ns) || parse_double(bw, &bps))
+        return -1;
+    l->latency_ms = ns / 1e6;
+    l->bandwidth_mbps = bps / 1e6;
+    const yx_node *links = yx_map_get(net, "links");
+    if (preset && nn && !strcmp(preset, nn) && !links)
+        snprintf(l->network, sizeof l->network, "%s", preset);
+    else if (links && nn && strcmp(nn, "custom"))
+        snprintf(l->network, sizeof l->network, "%s", nn);
+    else {
+        char a[24], b[24];
+        fmt_latency(a, sizeof a, l->latency_ms);
+        fmt_bandwidth(b, sizeof b, l->bandwidth_mbps);
+        snprintf(l->network, sizeof l->network, "%s/%s%s", a, b, links ? "+" : "");
+    }
+    const char *mname = mach ? scalar(mach, "name") : NULL, *th = mach ? scalar(mach, "threads") : NULL;
+    double t = 1;
+    snprintf(l->machine, sizeof l->machine, "%s", mname ? mname : "default");
+    l->threads = th && !parse_double(th, &t) ? (int)t : 1;
+    return 0;
+}
+
+int run_labels_from_yaml(const char *config_yaml, rdb_labels *out)
+{
+    scenario s;
+    errbuf e;
+    if (scn_load("stored config", config_yaml, &s, &e) == MS_OK) {
+        int rc = s.n_runs == 1 ? 0 : -1;
+        if (!rc)
+            run_labels(&s.runs[0], out);
+        scn_free(&s);
+        if (!rc)
+            return 0;
+    }
+    yx_node *root = NULL;
+    if (!config_yaml || yx_parse("stored config", config_yaml, strlen(config_yaml), &root, &e))
+        return -1;
+    int rc = labels_from_tree(root, out);
+    yx_free(root);
+    return rc;
+}

@@ -1,0 +1,933 @@
+/* check_results.c — results a researcher reads and queries: run labels and the schema-3
+ * columns (policy_label, network values, machine, config_json, runs_wide), the migration of a
+ * database written at schema version 2 (tests/data/results-v2.db), `report` (width, units,
+ * --failed, --json, serve tables, exit codes), JSON written through jansson (cost --json and
+ * the timeline with a model name holding quotes and backslashes). */
+#include <check.h>
+#include <jansson.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "results/rdb.h"
+#include "results/serve_db.h"
+#include "sim/scenario/runlabel.h"
+#include "testdir.h"
+
+static testdir td = {.prefix = "check_results"};
+#define tmpdir (td.dir)
+
+static void suite_setup(void) { testdir_suite_setup(&td); }
+static void suite_teardown(void) { testdir_suite_teardown(&td); }
+static void setup(void) { testdir_setup(&td); }
+static void teardown(void) { testdir_teardown(&td); }
+static const char *tpath(const char *name) { return testdir_path(&td, name); }
+
+static const char *bin(void)
+{
+    const char *b = getenv("MPCSIM_BIN");
+    ck_assert_msg(b != NULL, "MPCSIM_BIN is not set (run the tests with make check)");
+    ck_assert_msg(access(b, X_OK) == 0, "%s is not an executable", b);
+    return b;
+}
+
+/* Runs `mpcsim args…` (NULL-terminated) in tmpdir, stdout/stderr to out.txt/err.txt. */
+static int mpcsim(const char *first, ...)
+{
+    char *argv[40] = {(char *)bin()};
+    int n = 1;
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a && n < 39; a = va_arg(ap, const char *))
+        argv[n++] = (char *)a;
+    va_end(ap);
+    argv[n] = NULL;
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        if (chdir(tmpdir) || !freopen(tpath("out.txt"), "w", stdout) ||
+            !freopen(tpath("err.txt"), "w", stderr))
+            _exit(126);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st), "mpcsim died by signal %d", WTERMSIG(st));
+    return WEXITSTATUS(st);
+}
+#define MPCSIM(...) mpcsim(__VA_ARGS__, (const char *)NULL)
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot read %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *s = calloc(1, (size_t)n + 1);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_uint_eq(fread(s, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    return s;
+}
+
+static void spit(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static void copy_file(const char *from, const char *to)
+{
+    char *s;
+    FILE *f = fopen(from, "rb");
+    ck_assert_msg(f != NULL, "cannot read %s", from);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    s = malloc((size_t)n);
+    ck_assert_uint_eq(fread(s, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    FILE *g = fopen(to, "wb");
+    ck_assert_ptr_nonnull(g);
+    ck_assert_uint_eq(fwrite(s, 1, (size_t)n, g), (size_t)n);
+    ck_assert_int_eq(fclose(g), 0);
+    free(s);
+}
+
+/* The first column of the first row of a query, as text ("" for NULL); the caller frees. */
+static char *q1s(const char *db, const char *sql)
+{
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *s;
+    ck_assert_msg(sqlite3_prepare_v2(h, sql, -1, &s, NULL) == SQLITE_OK, "%s: %s", sql,
+                  sqlite3_errmsg(h));
+    char *v = NULL;
+    if (sqlite3_step(s) == SQLITE_ROW)
+        v = strdup(sqlite3_column_text(s, 0) ? (const char *)sqlite3_column_text(s, 0) : "");
+    sqlite3_finalize(s);
+    sqlite3_close(h);
+    ck_assert_msg(v != NULL, "no row: %s", sql);
+    return v;
+}
+
+static long long q1(const char *db, const char *sql)
+{
+    char *v = q1s(db, sql);
+    long long n = atoll(v);
+    free(v);
+    return n;
+}
+
+static void expect(const char *db, const char *sql, const char *want)
+{
+    char *v = q1s(db, sql);
+    ck_assert_msg(!strcmp(v, want), "%s: got '%s', want '%s'", sql, v, want);
+    free(v);
+}
+
+/* The model name the tests carry through YAML, SQLite, text and JSON. */
+#define ODD_NAME "tiny\"q\\b-mha"
+
+/* 3 networks × 3 policy configurations of a small inline model (2 layers, 4 decode steps) in
+ * 2PC, and one 3PC run on a network whose links differ. */
+static const char labels_yaml[] =
+    "format: 1\n"
+    "name: labels\n"
+    "seed: 1\n"
+    "model: {name: 'tiny\"q\\b-mha', family: llama, layers: 2, dim: 64, heads: 4, ffn_dim: 128,"
+    " vocab: 256, max_context: 512}\n"
+    "workload: {prompt_len: 32, decode_len: 4}\n"
+    "cases:\n"
+    "  - protocol: semi2k\n"
+    "    network: [lan, 20ms/300Mbps, {name: grid, latency_ms: 1, bandwidth_mbps: 1000,\n"
+    "              links: {0-1: {latency_ms: 30, bandwidth_mbps: 50}}}]\n"
+    "    policies:\n"
+    "      - full\n"
+    "      - {name: streamingllm, sink: 4, recent: [8, 16]}\n"
+    "  - protocol: aby3\n"
+    "    network: {name: lopsided, latency_ms: 1, bandwidth_mbps: 1000,\n"
+    "              links: {0-2: {latency_ms: 75, bandwidth_mbps: 200}}}\n"
+    "    policies: [full]\n";
+
+/* ---- labels and the schema-3 columns --------------------------------------------------- */
+
+START_TEST(test_labels_and_columns)
+{
+    spit(tpath("labels.yaml"), labels_yaml);
+    ck_assert_int_eq(MPCSIM("run", "labels.yaml", "-o", "l.db", "-q"), 0);
+    const char *db = tpath("l.db");
+    ck_assert_int_eq(q1(db, "PRAGMA user_version"), RDB_SCHEMA_VERSION);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs"), 10);
+    /* three policy configurations told apart; the defaults (sink: 4) left out */
+    ck_assert_int_eq(q1(db, "SELECT count(DISTINCT policy_label) FROM runs"), 3);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE policy_label = "
+                            "'streamingllm(recent=8)'"), 3);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE policy_label = "
+                            "'streamingllm(recent=16)'"), 3);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE policy_label = 'full'"), 4);
+    /* networks by preset or by value, never 'custom'; the lopsided one by its own name */
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE network = 'custom'"), 0);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE network = '20ms/300Mbps' AND "
+                            "latency_ms = 20 AND bandwidth_mbps = 300"), 3);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE network = 'lan' AND "
+                            "latency_ms = 0.1 AND bandwidth_mbps = 10000"), 3);
+    /* every link the same: by value, whatever the name; links that differ: the name, and the
+     * slowest link's latency and the smallest bandwidth as the columns */
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE network = '30ms/50Mbps' AND "
+                            "latency_ms = 30 AND bandwidth_mbps = 50"), 3);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE network = 'lopsided' AND "
+                            "latency_ms = 75 AND bandwidth_mbps = 200 AND protocol = 'aby3'"), 1);
+    /* the user's model name, quotes and backslash included */
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE model = 'tiny\"q\\b-mha'"), 10);
+    /* the machine profile as resolved (its name as the config holds it) and its threads */
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE machine <> '' AND machine = "
+                            "json_extract(config_json, '$.machine.name') AND threads = "
+                            "json_extract(config_json, '$.machine.threads') AND threads >= 1"),
+                     10);
+    /* config_json: the resolved config, queryable */
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE json_valid(config_json)"), 10);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE "
+                            "json_extract(config_json, '$.policies[0].recent') = 16"), 3);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE "
+                            "json_extract(config_json, '$.workload.prompt_len') = 32 AND "
+                            "json_extract(config_json, '$.overlap') = 0 AND "
+                            "json_type(config_json, '$.overlap') = 'false'"), 10);
+    expect(db, "SELECT DISTINCT json_extract(config_json, '$.model.name') FROM runs", ODD_NAME);
+    /* runs_wide: one row per run, the metrics as columns, equal to the metrics table */
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs_wide"), 10);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs_wide w JOIN metrics m ON m.run_id = w.id "
+                            "AND m.name = 'latency_total_s' WHERE w.latency_total_s = m.value "
+                            "AND w.latency_total_s > 0"), 10);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs_wide w JOIN metrics m ON m.run_id = w.id "
+                            "AND m.name = 'bytes_online' WHERE w.bytes_online = m.value"), 10);
+    /* the dry run speaks the same labels */
+    ck_assert_int_eq(MPCSIM("run", "labels.yaml", "--dry-run"), 0);
+    char *out = slurp(tpath("out.txt"));
+    ck_assert_ptr_nonnull(strstr(out, "20ms/300Mbps streamingllm(recent=16)"));
+    ck_assert_ptr_null(strstr(out, "custom"));
+    free(out);
+}
+END_TEST
+
+/* ---- migration of a version-2 database -------------------------------------------------- */
+
+static void v2_copy(const char *name)
+{
+    char src[1024];
+    const char *data = getenv("MPCSIM_DATA");
+    snprintf(src, sizeof src, "%s/tests/data/results-v2.db", data ? data : ".");
+    copy_file(src, tpath(name));
+    ck_assert_int_eq(q1(tpath(name), "PRAGMA user_version"), 2);
+}
+
+START_TEST(test_migrate_v2)
+{
+    /* by the CLI, which re-reads each stored config for its labels */
+    v2_copy("v2.db");
+    const char *db = tpath("v2.db");
+    long long metrics = q1(db, "SELECT count(*) FROM metrics"),
+              layers = q1(db, "SELECT count(*) FROM layer_breakdown");
+    ck_assert_int_gt(metrics, 0);
+    expect(db, "SELECT count(*) FROM runs WHERE model = 'inline'", "8");
+    ck_assert_int_eq(MPCSIM("report", "v2.db", "--json"), 0);
+    ck_assert_int_eq(q1(db, "PRAGMA user_version"), 3);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs"), 8);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM metrics"), metrics);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM layer_breakdown"), layers);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE model = 'tiny\"q\\b-mha'"), 8);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE policy_label = "
+                            "'streamingllm(recent=8)' AND network = '20ms/300Mbps' AND "
+                            "latency_ms = 20 AND bandwidth_mbps = 300"), 1);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE policy_label = 'snapkv(capacity=16)'"
+                            " AND status = 'failed' AND error LIKE '%needs a trace%'"), 2);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE json_valid(config_json) AND "
+                            "machine = 'default' AND threads = 1"), 8);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs_wide WHERE latency_total_s > 0"), 6);
+    /* the migrated database merges into a new one */
+    ck_assert_int_eq(MPCSIM("merge", "m.db", "v2.db"), 0);
+    ck_assert_int_eq(q1(tpath("m.db"), "SELECT count(*) FROM runs WHERE policy_label = "
+                                       "'streamingllm(recent=16)'"), 2);
+
+    /* without a labeler (results/ alone): the JSON's values, the network by its values */
+    v2_copy("bare.db");
+    rdb *h;
+    errbuf e;
+    rdb_set_labeler(NULL);
+    ck_assert_int_eq(rdb_open(tpath("bare.db"), 0, &h, &e), MS_OK);
+    rdb_close(h);
+    db = tpath("bare.db");
+    ck_assert_int_eq(q1(db, "PRAGMA user_version"), 3);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE network = '20ms/300Mbps' AND "
+                            "latency_ms = 20 AND bandwidth_mbps = 300"), 4);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE policy_label = policy"), 8);
+}
+END_TEST
+
+/* ---- report ------------------------------------------------------------------------------ */
+
+static void check_width(const char *text, size_t width)
+{
+    for (const char *p = text; *p;) {
+        size_t n = strcspn(p, "\n"), w = 0;
+        for (size_t i = 0; i < n; i++)
+            w += ((unsigned char)p[i] & 0xc0) != 0x80;
+        ck_assert_msg(w <= width, "line of %zu columns (> %zu): %.*s", w, width, (int)n, p);
+        p += n + (p[n] == '\n');
+    }
+}
+
+START_TEST(test_report)
+{
+    v2_copy("v2.db");
+    /* not a terminal: 80 columns; human units; no exponent; the failure pointed at */
+    ck_assert_int_eq(MPCSIM("report", "v2.db"), 0);
+    char *out = slurp(tpath("out.txt"));
+    check_width(out, 80);
+    ck_assert_ptr_null(strstr(out, "e+"));
+    ck_assert_ptr_nonnull(strstr(out, "streamingllm(recent=16)"));
+    ck_assert_ptr_nonnull(strstr(out, "20ms/300Mbps"));
+    ck_assert_ptr_nonnull(strstr(out, " ms") ? strstr(out, " ms") : strstr(out, " s "));
+    ck_assert_ptr_nonnull(strstr(out, "kB") ? strstr(out, "kB") : strstr(out, "MB"));
+    ck_assert_ptr_nonnull(strstr(out, "2 failed (why: mpcsim report v2.db --failed)"));
+    ck_assert_ptr_null(strstr(out, "SELECT"));
+    free(out);
+    ck_assert_int_eq(MPCSIM("report", "v2.db", "--columns", "50"), 0);
+    out = slurp(tpath("out.txt"));
+    check_width(out, 50);
+    ck_assert_ptr_nonnull(strstr(out, "not shown for the width"));
+    free(out);
+    ck_assert_int_eq(MPCSIM("report", "v2.db", "--columns", "250"), 0);
+    out = slurp(tpath("out.txt"));
+    ck_assert_ptr_null(strstr(out, "not shown for the width"));
+    ck_assert_ptr_nonnull(strstr(out, "rounds"));
+    ck_assert_ptr_nonnull(strstr(out, "offline"));
+    free(out);
+    /* --failed: the error text itself, wrapped */
+    ck_assert_int_eq(MPCSIM("report", "v2.db", "--failed", "--columns", "60"), 0);
+    out = slurp(tpath("out.txt"));
+    check_width(out, 60);
+    ck_assert_ptr_nonnull(strstr(out, "needs a trace"));
+    ck_assert_ptr_nonnull(strstr(out, "snapkv(capacity=16)"));
+    ck_assert_ptr_nonnull(strstr(out, "2 failed runs"));
+    free(out);
+    /* --where narrows; a bad key is refused with a hint */
+    ck_assert_int_eq(MPCSIM("report", "v2.db", "--csv", "--where", "network=lan", "--where",
+                            "policy_label=full,streamingllm(recent=8)"), 0);
+    out = slurp(tpath("out.txt"));
+    int lines = 0;
+    for (char *p = out; *p; p++)
+        lines += *p == '\n';
+    ck_assert_int_eq(lines, 1 + 2);
+    free(out);
+    ck_assert_int_eq(MPCSIM("report", "v2.db", "--where", "netwrk=lan"), 2);
+    out = slurp(tpath("err.txt"));
+    ck_assert_ptr_nonnull(strstr(out, "did you mean 'network'"));
+    free(out);
+    /* exit codes as --help says; no source location in any message */
+    ck_assert_int_eq(MPCSIM("report", "missing.db"), 2);
+    out = slurp(tpath("err.txt"));
+    ck_assert_ptr_nonnull(strstr(out, "missing.db"));
+    ck_assert_ptr_null(strstr(out, ".c:"));
+    free(out);
+    spit(tpath("junk.db"), "not a database at all, but long enough to be read as one......\n");
+    ck_assert_int_eq(MPCSIM("report", "junk.db"), 2);
+    out = slurp(tpath("err.txt"));
+    ck_assert_ptr_null(strstr(out, ".c:"));
+    free(out);
+    ck_assert_int_eq(MPCSIM("report", "v2.db", "--metrics", "attn_mass_recal"), 2);
+    ck_assert_int_eq(MPCSIM("report"), 2);
+    ck_assert_int_eq(MPCSIM("report", "v2.db", "--columns", "x"), 2);
+    ck_assert_int_eq(MPCSIM("report", "--help"), 0);
+    out = slurp(tpath("out.txt"));
+    ck_assert_ptr_nonnull(strstr(out, "exit status: 0 ok; 1"));
+    check_width(out, 80);
+    free(out);
+}
+END_TEST
+
+START_TEST(test_report_json_and_serve)
+{
+    v2_copy("v2.db");
+    /* a serving run beside the sweep's runs (opening migrates, with the CLI's labeler) */
+    rdb *db;
+    errbuf e;
+    rdb_set_labeler(run_labels_from_yaml);
+    ck_assert_int_eq(rdb_open(tpath("v2.db"), 0, &db, &e), MS_OK);
+    ck_assert_int_eq(sdb_init(db, &e), MS_OK);
+    sdb_metric m[3] = {{"ttft_p50", 12.5, "s"}, {"ttft_p99", 4000, "s"}, {"token_hit_rate", 0.42, ""}};
+    sdb_run r = {.scenario = "rag", .policy = "prefix", .model = ODD_NAME, .protocol = "semi2k",
+                 .network = "wan", .scheduler = "fcfs", .rate = 0.01, .seed = 1, .n_requests = 20,
+                 .batch = 4, .chunk = 0, .config = "x: 1\n", .metric = m, .n_metric = 3};
+    ck_assert_int_eq(sdb_put_run(db, &r, NULL, &e), MS_OK);
+    sdb_leak l = {.scenario = "rag", .policy = "prefix", .channel = "ttft", .scheduler = "fcfs",
+                  .trials = 100, .correct = 90, .candidates = 2, .success_rate = 0.9,
+                  .chance = 0.5, .p_value = 1e-9, .bits = 0.5};
+    ck_assert_int_eq(sdb_put_leak(db, &l, &e), MS_OK);
+    rdb_close(db);
+    ck_assert_int_eq(MPCSIM("report", "v2.db"), 0);
+    char *out = slurp(tpath("out.txt"));
+    check_width(out, 80);
+    ck_assert_ptr_nonnull(strstr(out, "serving runs"));
+    ck_assert_ptr_nonnull(strstr(out, "1.11 h")); /* the p99 TTFT, 4000 s */
+    ck_assert_ptr_nonnull(strstr(out, "36/h"));   /* 0.01 requests/s */
+    ck_assert_ptr_nonnull(strstr(out, "timing attacks"));
+    free(out);
+    /* --json parses back, with the odd name intact everywhere */
+    ck_assert_int_eq(MPCSIM("report", "v2.db", "--json"), 0);
+    json_error_t je;
+    json_t *j = json_load_file(tpath("out.txt"), 0, &je);
+    ck_assert_msg(j != NULL, "report --json: %s at line %d", je.text, je.line);
+    json_t *runs = json_object_get(j, "runs");
+    ck_assert_uint_eq(json_array_size(runs), 8);
+    size_t i;
+    json_t *run;
+    int failed = 0;
+    json_array_foreach(runs, i, run) {
+        ck_assert_str_eq(json_string_value(json_object_get(run, "model")), ODD_NAME);
+        json_t *cfg = json_object_get(json_object_get(run, "config"), "model");
+        ck_assert_ptr_nonnull(cfg);
+        ck_assert_str_eq(json_string_value(json_object_get(cfg, "name")), ODD_NAME);
+        if (!strcmp(json_string_value(json_object_get(run, "status")), "failed")) {
+            failed++;
+            ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(run, "error")),
+                                         "needs a trace"));
+        } else {
+            ck_assert(json_real_value(json_object_get(json_object_get(run, "metrics"),
+                                                      "latency_total_s")) > 0);
+        }
+    }
+    ck_assert_int_eq(failed, 2);
+    json_t *sr = json_object_get(j, "serve_runs");
+    ck_assert_uint_eq(json_array_size(sr), 1);
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(sr, 0), "model")), ODD_NAME);
+    ck_assert(json_real_value(json_object_get(json_object_get(json_array_get(sr, 0), "metrics"),
+                                              "ttft_p99")) == 4000);
+    ck_assert_uint_eq(json_array_size(json_object_get(j, "serve_leak")), 1);
+    json_decref(j);
+}
+END_TEST
+
+/* ---- JSON through a JSON library --------------------------------------------------------- */
+
+START_TEST(test_cost_json_odd_name)
+{
+    spit(tpath("odd.yaml"), "format: mpcsim-model 1\n"
+                            "name: 'tiny\"q\\b-mha'\n"
+                            "family: llama\nlayers: 2\ndim: 64\nheads: 4\nkv_heads: 2\nhead_dim: 16\n"
+                            "ffn_dim: 128\nactivation: swiglu\nnorm: rmsnorm\npositional: rope\n"
+                            "vocab: 256\nmax_context: 512\n");
+    ck_assert_int_eq(MPCSIM("cost", "--model", "odd.yaml", "--protocol", "aby3", "--network",
+                            "20ms/300Mbps", "--kv", "64", "--json", "--timeline", "tl.json"),
+                     0);
+    json_error_t je;
+    json_t *j = json_load_file(tpath("out.txt"), 0, &je);
+    ck_assert_msg(j != NULL, "cost --json: %s at line %d", je.text, je.line);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "model")), ODD_NAME);
+    json_t *bytes = json_object_get(json_object_get(j, "total"), "bytes_sent");
+    ck_assert_uint_eq(json_array_size(bytes), 3);
+    json_int_t sum = 0;
+    for (size_t i = 0; i < 3; i++)
+        sum += json_integer_value(json_array_get(bytes, i));
+    ck_assert_int_eq(sum, json_integer_value(json_object_get(j, "bytes_online")));
+    ck_assert_int_gt(sum, 0);
+    ck_assert(json_is_true(json_object_get(j, "overlap")) ||
+              json_is_false(json_object_get(j, "overlap")));
+    json_decref(j);
+    /* the timeline: Chrome's trace format, times in µs that read back exactly to the ns */
+    j = json_load_file(tpath("tl.json"), 0, &je);
+    ck_assert_msg(j != NULL, "timeline: %s at line %d", je.text, je.line);
+    json_t *ev = json_object_get(j, "traceEvents"), *x;
+    ck_assert_uint_gt(json_array_size(ev), 100);
+    size_t i, sends = 0;
+    json_array_foreach(ev, i, x) {
+        const char *ph = json_string_value(json_object_get(x, "ph"));
+        ck_assert_ptr_nonnull(ph);
+        if (strcmp(ph, "X"))
+            continue;
+        double ts = json_number_value(json_object_get(x, "ts"));
+        double ns = ts * 1000;
+        ck_assert_msg(ns - (double)(long long)(ns + 0.5) < 1e-3 * (1 + ns * 1e-12) &&
+                          (double)(long long)(ns + 0.5) - ns < 1e-3 * (1 + ns * 1e-12),
+                      "ts %.17g µs is not a whole number of ns", ts);
+        sends += !strncmp(json_string_value(json_object_get(x, "name")), "send ", 5);
+    }
+    ck_assert_uint_gt(sends, 0);
+    json_decref(j);
+}
+END_TEST
+
+/* ---- plots ---------------------------------------------------------------------------- */
+
+/* 2 models × 2 networks × 3 policy configurations × 3 prompt lengths; llama's runs take hours,
+ * stories' seconds; accuracy falls with the capacity. */
+static void build_plot_db(const char *path)
+{
+    static const char *const models[] = {"llama-2-7b", "stories260K"},
+                             *const nets[] = {"lan", "wan"},
+                             *const labels[] = {"full", "snapkv(capacity=1024)", "snapkv(capacity=4096)"},
+                             *const cats[] = {"attention", "ffn", "softmax", "policy"};
+    static const double lat_ms[] = {0.1, 50}, bw[] = {10000, 100};
+    rdb *db;
+    errbuf e;
+    ck_assert_int_eq(rdb_open(path, 1, &db, &e), MS_OK);
+    int idx = 0;
+    for (int mo = 0; mo < 2; mo++)
+        for (int n = 0; n < 2; n++)
+            for (int p = 0; p < 3; p++)
+                for (uint32_t len = 512; len <= 2048; len *= 2, idx++) {
+                    char hash[17];
+                    snprintf(hash, sizeof hash, "%016x", 0x2000 + idx);
+                    double keep = p == 0 ? 1.0 : p == 1 ? 0.4 : 0.7;
+                    double sec = (mo ? 2.0 : 3600.0) * (n ? 20 : 1) * len / 512.0;
+                    uint64_t dec = (uint64_t)(sec * keep * 1e9), pre = (uint64_t)(sec * 1e9);
+                    rdb_metric m[2] = {{"attn_mass_recall", p == 0 ? 1.0 : 0.6 + 0.3 * keep, ""},
+                                       {"latency_total_s", (double)(pre + dec) * 1e-9, "s"}};
+                    rdb_phase ph[2] = {{"prefill", pre, 1}, {"decode", dec, 1}};
+                    rdb_breakdown bd[5] = {
+                        {"decode", "total",
+                         {.rounds = 100, .bytes = {len * 1000000ull, len * 900000ull, 0},
+                          .offline = {len * 10000ull, 0, 0}}}};
+                    for (int c = 0; c < 4; c++)
+                        bd[c + 1] = (rdb_breakdown){
+                            "decode", cats[c],
+                            {.rounds = 10, .bytes = {len * 100000ull * (uint64_t)(c + 1)},
+                             .compute_ns = dec / 10, .comm_ns = dec / (uint64_t)(c + 2)}};
+                    rdb_run r = {.scenario = "plots", .grid_index = (uint64_t)idx,
+                                 .config_hash = hash, .config_yaml = "x: 1\n", .seed = 1,
+                                 .status = "ok", .started = "t", .finished = "t",
+                                 .tool_version = "test", .model = models[mo],
+                                 .protocol = "semi2k", .network = nets[n],
+                                 .policy = p ? "snapkv" : "full", .policy_label = labels[p],
+                                 .latency_ms = lat_ms[n], .bandwidth_mbps = bw[n],
+                                 .machine = "default", .threads = 1, .prompt_len = len,
+                                 .decode_len = 8, .batch = 1, .metric = m, .n_metric = 2,
+                                 .phase = ph, .n_phase = 2, .breakdown = bd, .n_breakdown = 5};
+                    ck_assert_int_eq(rdb_run_put(db, &r, NULL, &e), MS_OK);
+                }
+    rdb_close(db);
+}
+
+/* A rendered image: the format's magic and more than an empty canvas. */
+static void check_image(const char *path, const char *format)
+{
+    struct stat st;
+    ck_assert_msg(stat(path, &st) == 0, "missing %s", path);
+    ck_assert_msg(st.st_size > 5000, "%s: only %lld bytes", path, (long long)st.st_size);
+    char *s = slurp(path);
+    if (!strcmp(format, "png"))
+        ck_assert_msg(!memcmp(s, "\x89PNG\r\n\x1a\n", 8) && !memcmp(s + 12, "IHDR", 4),
+                      "%s: not a PNG", path);
+    else if (!strcmp(format, "pdf"))
+        ck_assert_msg(!memcmp(s, "%PDF-", 5), "%s: not a PDF", path);
+    else
+        ck_assert_msg(strstr(s, "<svg") && strstr(s, "</svg>"), "%s: not an SVG", path);
+    free(s);
+}
+
+/* The block titles of a gnuplot data file, '|'-joined ("full|snapkv(capacity=1024)|…"). */
+static void block_titles(const char *path, char *out, size_t n)
+{
+    char *s = slurp(path), *line = s;
+    size_t k = 0;
+    out[0] = '\0';
+    int start = 1;
+    while (*line) {
+        size_t len = strcspn(line, "\n");
+        if (start && line[0] == '"') {
+            char *end = strchr(line + 1, '"');
+            ck_assert_ptr_nonnull(end);
+            k += (size_t)snprintf(out + k, n - k, "%s%.*s", k ? "|" : "", (int)(end - line - 1),
+                                  line + 1);
+        }
+        start = len == 0;
+        line += len + (line[len] == '\n');
+    }
+    free(s);
+}
+
+/* A variable of a kept variable file: its text value (quotes stripped). */
+static void gp_value(const char *vars, const char *name, char *out, size_t n)
+{
+    char *s = slurp(vars), key[64];
+    snprintf(key, sizeof key, "\n%s = ", name);
+    char *p = strstr(s, key);
+    ck_assert_msg(p != NULL, "%s: no variable %s", vars, name);
+    p += strlen(key);
+    size_t len = strcspn(p, "\n");
+    if (*p == '"') {
+        p++;
+        len -= 2;
+    }
+    snprintf(out, n, "%.*s", (int)len, p);
+    free(s);
+}
+
+START_TEST(test_plots)
+{
+    build_plot_db(tpath("p.db"));
+    static const char *const plots[] = {"latency", "comm", "breakdown", "pareto"};
+    static const char *const formats[] = {"png", "svg", "pdf"};
+    for (int f = 0; f < 3; f++) {
+        char dir[32], file[64];
+        snprintf(dir, sizeof dir, "out-%s", formats[f]);
+        ck_assert_int_eq(MPCSIM("plot", "p.db", "-o", dir, "--format", formats[f], "--data", "d"), 0);
+        char *err = slurp(tpath("err.txt"));
+        ck_assert_msg(err[0] == '\0', "plot wrote to stderr: %s", err);
+        free(err);
+        for (int i = 0; i < 4; i++) {
+            snprintf(file, sizeof file, "%s/%s.%s", dir, plots[i], formats[f]);
+            check_image(tpath(file), formats[f]);
+        }
+    }
+    /* a panel per model and network: 4 panels × (whole run, per token); no panel mixes models */
+    char v[256], t[512];
+    gp_value(tpath("d/vars_latency.gp"), "ncells", v, sizeof v);
+    ck_assert_str_eq(v, "8");
+    for (int i = 1; i <= 8; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "title%d", i);
+        gp_value(tpath("d/vars_latency.gp"), name, v, sizeof v);
+        ck_assert_msg(!strstr(v, "llama-2-7b") != !strstr(v, "stories260K"), "panel %s", v);
+    }
+    gp_value(tpath("d/vars_latency.gp"), "title1", v, sizeof v);
+    ck_assert_str_eq(v, "llama-2-7b · lan (0.1 ms, 10 Gbit/s) — whole run");
+    /* one line per policy configuration, in every panel */
+    block_titles(tpath("d/latency_1_1.dat"), t, sizeof t);
+    ck_assert_str_eq(t, "full|snapkv(capacity=1024)|snapkv(capacity=4096)");
+    block_titles(tpath("d/latency_4_2.dat"), t, sizeof t);
+    ck_assert_str_eq(t, "full|snapkv(capacity=1024)|snapkv(capacity=4096)");
+    /* units rescaled: llama's whole run in hours (1 h .. 40 h on the WAN: days), stories' in s */
+    gp_value(tpath("d/vars_latency.gp"), "ylabel1", v, sizeof v);
+    ck_assert_str_eq(v, "whole run (h)");
+    gp_value(tpath("d/vars_latency.gp"), "ylabel3", v, sizeof v);
+    ck_assert_str_eq(v, "whole run (d)");
+    gp_value(tpath("d/vars_latency.gp"), "ylabel5", v, sizeof v);
+    ck_assert_str_eq(v, "whole run (s)");
+    gp_value(tpath("d/vars_comm.gp"), "ylabel1", v, sizeof v);
+    ck_assert_str_eq(v, "online bytes (GB)");
+    /* the values are in that unit: full at 512 tokens on the LAN, 1 h prefill + 1 h decode */
+    char *dat = slurp(tpath("d/latency_1_1.dat"));
+    ck_assert_ptr_nonnull(strstr(dat, "\n512 2\n"));
+    free(dat);
+    /* Pareto: a marker per configuration against per-token latency and against bytes */
+    gp_value(tpath("d/vars_pareto.gp"), "ncells", v, sizeof v);
+    ck_assert_str_eq(v, "8");
+    gp_value(tpath("d/vars_pareto.gp"), "xlabel1", v, sizeof v);
+    ck_assert_str_eq(v, "decode latency per token (min)");
+    gp_value(tpath("d/vars_pareto.gp"), "xlabel2", v, sizeof v);
+    ck_assert_str_eq(v, "online bytes (GB)");
+    block_titles(tpath("d/pareto_1_1.dat"), t, sizeof t);
+    ck_assert_str_eq(t, "full|snapkv(capacity=1024)|snapkv(capacity=4096)");
+    /* breakdown: a bar per configuration, categories in the op order's colours */
+    gp_value(tpath("d/vars_breakdown.gp"), "nbars1", v, sizeof v);
+    ck_assert_str_eq(v, "3");
+    gp_value(tpath("d/vars_breakdown.gp"), "bar1_1", v, sizeof v);
+    ck_assert_str_eq(v, "snapkv(capacity=1024)");
+    block_titles(tpath("d/bd_time_1.dat"), t, sizeof t);
+    ck_assert_str_eq(t, "attention|ffn|softmax|policy");
+
+    /* --where, --by, --x, --latency, --metric */
+    ck_assert_int_eq(MPCSIM("plot", "p.db", "-o", "w", "--data", "dw", "--where",
+                            "model=stories260K", "--latency", "decode-per-token", "--metric",
+                            "latency_total_s"), 0);
+    gp_value(tpath("dw/vars_latency.gp"), "ncells", v, sizeof v);
+    ck_assert_str_eq(v, "2");
+    gp_value(tpath("dw/vars_latency.gp"), "ylabel1", v, sizeof v);
+    ck_assert_str_eq(v, "decode, per token (s)");
+    check_image(tpath("w/metric-latency_total_s.png"), "png");
+    ck_assert_int_eq(MPCSIM("plot", "p.db", "-o", "b", "--data", "db", "--by", "model",
+                            "--x", "latency_ms"), 0);
+    gp_value(tpath("db/vars_latency.gp"), "ncells", v, sizeof v);
+    ck_assert_str_eq(v, "4");
+    gp_value(tpath("db/vars_latency.gp"), "xlabel_text", v, sizeof v);
+    ck_assert_str_eq(v, "one-way link latency (ms)");
+    /* the network is on x: lines by the other value (bandwidth) */
+    block_titles(tpath("db/latency_1_1.dat"), t, sizeof t);
+    ck_assert_str_eq(t, "full 100Mbps|full 10Gbps|snapkv(capacity=1024) 100Mbps|"
+                        "snapkv(capacity=1024) 10Gbps|snapkv(capacity=4096) 100Mbps|"
+                        "snapkv(capacity=4096) 10Gbps");
+    ck_assert_int_eq(MPCSIM("plot", "p.db", "--x", "prompt"), 2);
+    ck_assert_int_eq(MPCSIM("plot", "p.db", "--by", "modle"), 2);
+    ck_assert_int_eq(MPCSIM("plot", "p.db", "--format", "gif"), 2);
+    ck_assert_int_eq(MPCSIM("plot", "p.db", "--latency", "prefill"), 2);
+    ck_assert_int_eq(MPCSIM("plot", "p.db", "--metric", "no_such"), 2);
+    ck_assert_int_eq(MPCSIM("plot", "p.db", "--where", "model=gpt9"), 2);
+    ck_assert_int_eq(MPCSIM("plot", "missing.db"), 2);
+}
+END_TEST
+
+/* The x axis chosen by default is the one that varies: a network grid at one prompt length. */
+START_TEST(test_plot_default_axis)
+{
+    rdb *db;
+    errbuf e;
+    ck_assert_int_eq(rdb_open(tpath("g.db"), 1, &db, &e), MS_OK);
+    static const double lat[] = {0.1, 1, 10, 40}, bw[] = {100, 1000};
+    int idx = 0;
+    for (int l = 0; l < 4; l++)
+        for (int b = 0; b < 2; b++, idx++) {
+            char hash[17], net[32];
+            snprintf(hash, sizeof hash, "%016x", 0x3000 + idx);
+            snprintf(net, sizeof net, "%gms/%gMbps", lat[l], bw[b]);
+            rdb_phase ph[2] = {{"prefill", (uint64_t)(lat[l] * 1e9), 1},
+                               {"decode", (uint64_t)(lat[l] * 1e8 * (b + 1)), 1}};
+            rdb_breakdown bd[2] = {{"decode", "total", {.rounds = 10, .bytes = {1000000, 0, 0}}},
+                                   {"decode", "ffn", {.rounds = 10, .comm_ns = 5}}};
+            rdb_run r = {.scenario = "grid", .grid_index = (uint64_t)idx, .config_hash = hash,
+                         .config_yaml = "x: 1\n", .seed = 1, .status = "ok", .started = "t",
+                         .finished = "t", .tool_version = "test", .model = "llama-2-7b",
+                         .protocol = "aby3", .network = net, .policy = "full",
+                         .latency_ms = lat[l], .bandwidth_mbps = bw[b], .prompt_len = 1024,
+                         .decode_len = 8, .batch = 1, .phase = ph, .n_phase = 2,
+                         .breakdown = bd, .n_breakdown = 2};
+            ck_assert_int_eq(rdb_run_put(db, &r, NULL, &e), MS_OK);
+        }
+    rdb_close(db);
+    ck_assert_int_eq(MPCSIM("plot", "g.db", "-o", "g", "--data", "dg"), 0);
+    char v[256], t[256];
+    gp_value(tpath("dg/vars_latency.gp"), "xlabel_text", v, sizeof v);
+    ck_assert_str_eq(v, "one-way link latency (ms)");
+    gp_value(tpath("dg/vars_latency.gp"), "ncells", v, sizeof v);
+    ck_assert_str_eq(v, "2"); /* one panel (the model), not one per network */
+    block_titles(tpath("dg/latency_1_1.dat"), t, sizeof t);
+    ck_assert_str_eq(t, "full 100Mbps|full 1Gbps");
+    char *out = slurp(tpath("out.txt"));
+    ck_assert_ptr_nonnull(strstr(out, "skipping the Pareto plot"));
+    free(out);
+    check_image(tpath("g/latency.png"), "png");
+}
+END_TEST
+
+/* ---- run: several scenarios, progress, interruption; man page and completion ------------ */
+
+/* A sweep of llama-2-7b decode steps each simulated exactly: ~0.3 s of CPU a run. */
+static void write_slow(const char *file, const char *name, const char *prompts)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf,
+             "format: 1\nname: %s\nseed: 11\nmodel: llama-2-7b\nprotocol: [semi2k, aby3]\n"
+             "network: [lan, wan]\npolicies: [full]\n"
+             "workload: {prompt_len: [%s], decode_len: 256, decode_stride: 1}\n",
+             name, prompts);
+    spit(tpath(file), buf);
+}
+
+static void write_fast(const char *file, const char *name, const char *prompts, const char *out)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf,
+             "format: 1\nname: %s\nseed: 3\nmodel: gpt2\nprotocol: semi2k\nnetwork: lan\n"
+             "policies: [full]\nworkload: {prompt_len: [%s], decode_len: 2}\n%s%s%s",
+             name, prompts, out ? "output: " : "", out ? out : "", out ? "\n" : "");
+    spit(tpath(file), buf);
+}
+
+START_TEST(test_run_many)
+{
+    ck_assert_int_eq(mkdir(tpath("scn"), 0777), 0);
+    write_fast("scn/a.yaml", "a", "16, 32", NULL);
+    write_fast("scn/b.yaml", "b", "32, 48", NULL); /* 32 is a's config too: runs once */
+    spit(tpath("scn/notes.txt"), "not a scenario\n");
+    /* a folder and a file into one database */
+    write_fast("c.yaml", "c", "64", NULL);
+    ck_assert_int_eq(MPCSIM("run", "scn", "--dry-run"), 0);
+    char *out = slurp(tpath("out.txt"));
+    ck_assert_ptr_nonnull(strstr(out, "# scn/a.yaml (scenario a)"));
+    ck_assert_ptr_nonnull(strstr(out, "3 runs in 2 scenarios"));
+    free(out);
+    ck_assert_int_eq(MPCSIM("run", "scn", "c.yaml", "-o", "all.db", "-q"), 0);
+    ck_assert_int_eq(q1(tpath("all.db"), "SELECT count(*) FROM runs"), 4);
+    ck_assert_int_eq(q1(tpath("all.db"), "SELECT count(*) FROM scenarios"), 3);
+    ck_assert_int_eq(q1(tpath("all.db"), "SELECT count(*) FROM runs WHERE scenario = 'b'"), 1);
+    /* again: refused without --resume, nothing to do with it */
+    ck_assert_int_eq(MPCSIM("run", "scn", "c.yaml", "-o", "all.db", "-q"), 2);
+    ck_assert_int_eq(MPCSIM("run", "scn", "c.yaml", "-o", "all.db", "--resume"), 0);
+    ck_assert_int_eq(q1(tpath("all.db"), "SELECT count(*) FROM runs"), 4);
+    /* scenarios naming different databases need -o; nothing is written */
+    write_fast("d.yaml", "d", "16", "d.db");
+    write_fast("e.yaml", "e", "16", "e.db");
+    ck_assert_int_eq(MPCSIM("run", "d.yaml", "e.yaml", "-q"), 2);
+    char *err = slurp(tpath("err.txt"));
+    ck_assert_ptr_nonnull(strstr(err, "-o"));
+    free(err);
+    ck_assert_int_ne(access(tpath("d.db"), F_OK), 0);
+    /* one bad scenario among several: the error at its line, nothing written */
+    spit(tpath("bad.yaml"), "format: 1\nname: bad\nmodel: gpt2\nprotocol: semi2k\n"
+                            "network: lan\npolicies: [ful]\nworkload: {prompt_len: 8, decode_len: 2}\n");
+    ck_assert_int_eq(MPCSIM("run", "c.yaml", "bad.yaml", "-o", "bad.db", "-q"), 2);
+    err = slurp(tpath("err.txt"));
+    ck_assert_ptr_nonnull(strstr(err, "bad.yaml:6:"));
+    free(err);
+    ck_assert_int_ne(access(tpath("bad.db"), F_OK), 0);
+    /* two files of one scenario name are refused */
+    write_fast("a2.yaml", "a", "8", NULL);
+    ck_assert_int_eq(MPCSIM("run", "scn/a.yaml", "a2.yaml", "-o", "x.db", "-q"), 2);
+    ck_assert_int_eq(MPCSIM("run", "empty-folder-that-is-missing.yaml", "-q"), 2);
+}
+END_TEST
+
+START_TEST(test_progress_lines)
+{
+    /* stderr is a file here: one line every period, with the runs in flight */
+    write_slow("s.yaml", "s", "64");
+    ck_assert_int_eq(MPCSIM("run", "s.yaml", "-o", "s.db", "-j", "2", "--progress-every", "0.2"),
+                     0);
+    char *err = slurp(tpath("err.txt"));
+    ck_assert_msg(strstr(err, "progress: ") != NULL, "no progress line in: %s", err);
+    ck_assert_ptr_nonnull(strstr(err, "/4 runs, elapsed "));
+    ck_assert_ptr_nonnull(strstr(err, "; in flight: #"));
+    ck_assert_ptr_nonnull(strstr(err, "llama-2-7b"));
+    ck_assert_ptr_null(strstr(err, "\033[")); /* no terminal codes in a log */
+    /* before a run has finished there is no rate: no made-up ETA */
+    const char *first = strstr(err, "progress: 0/4");
+    if (first)
+        ck_assert_ptr_nonnull(strstr(first, "ETA --"));
+    free(err);
+    ck_assert_int_eq(MPCSIM("run", "s.yaml", "--progress-every", "0"), 2);
+}
+END_TEST
+
+START_TEST(test_sigterm_resume)
+{
+    write_slow("k.yaml", "k", "64, 96");
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        if (chdir(tmpdir) || !freopen(tpath("out.txt"), "w", stdout) ||
+            !freopen(tpath("err.txt"), "w", stderr))
+            _exit(126);
+        execl(bin(), bin(), "run", "k.yaml", "-o", "k.db", (char *)NULL);
+        _exit(127);
+    }
+    /* wait for the first recorded run, then terminate the sweep */
+    long long n = 0;
+    for (int i = 0; i < 6000 && n < 1; i++) {
+        usleep(20000);
+        if (access(tpath("k.db"), F_OK) == 0) {
+            sqlite3 *h;
+            if (sqlite3_open_v2(tpath("k.db"), &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+                sqlite3_stmt *s;
+                if (sqlite3_prepare_v2(h, "SELECT count(*) FROM runs", -1, &s, NULL) == SQLITE_OK) {
+                    if (sqlite3_step(s) == SQLITE_ROW)
+                        n = sqlite3_column_int64(s, 0);
+                    sqlite3_finalize(s);
+                }
+                sqlite3_close(h);
+            }
+        }
+    }
+    ck_assert_int_ge(n, 1);
+    ck_assert_int_eq(kill(pid, SIGTERM), 0);
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM, "status %d", st);
+    char *err = slurp(tpath("err.txt"));
+    const char *line = strstr(err, "interrupted by SIGTERM: ");
+    ck_assert_msg(line != NULL, "no interrupt line in: %s", err);
+    long long said = atoll(line + strlen("interrupted by SIGTERM: "));
+    long long kept = q1(tpath("k.db"), "SELECT count(*) FROM runs WHERE status = 'ok'");
+    /* a run committed in the instant before the signal may not be counted yet */
+    ck_assert_msg(kept == said || kept == said + 1, "said %lld, kept %lld", said, kept);
+    ck_assert_int_lt(said, 8);
+    ck_assert_ptr_nonnull(strstr(line, " of 8 runs are kept"));
+    ck_assert_ptr_nonnull(strstr(line, "mpcsim run k.yaml -o k.db --resume"));
+    free(err);
+    ck_assert_int_eq(MPCSIM("run", "k.yaml", "-o", "k.db", "--resume", "-q"), 0);
+    ck_assert_int_eq(q1(tpath("k.db"), "SELECT count(*) FROM runs WHERE status = 'ok'"), 8);
+}
+END_TEST
+
+START_TEST(test_man_and_completion)
+{
+    const char *src = getenv("MPCSIM_DATA");
+    ck_assert_ptr_nonnull(src);
+    char cmd[2048];
+    /* the man page renders without warnings and names every subcommand of --help */
+    snprintf(cmd, sizeof cmd, "cd '%s' && groff -man -ww -z sim/cli/mpcsim.1 2> '%s'", src,
+             tpath("groff.txt"));
+    ck_assert_int_eq(system(cmd), 0);
+    char *w = slurp(tpath("groff.txt"));
+    ck_assert_msg(w[0] == '\0', "groff: %s", w);
+    free(w);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/sim/cli/mpcsim.1", src);
+    char *man = slurp(path);
+    ck_assert_int_eq(MPCSIM("--help"), 0);
+    char *help = slurp(tpath("out.txt")), *p = strstr(help, "commands:");
+    ck_assert_ptr_nonnull(p);
+    int n = 0;
+    for (p = strchr(p, '\n') + 1; p[0] == ' ' && p[1] == ' ' && p[2] != ' '; n++) {
+        char name[32], want[48];
+        sscanf(p, " %31s", name);
+        snprintf(want, sizeof want, ".B %s\n", name);
+        ck_assert_msg(strstr(man, want) != NULL, "the man page lacks %s", name);
+        p = strchr(p, '\n') + 1;
+    }
+    ck_assert_int_ge(n, 10);
+    free(help);
+    free(man);
+    /* make install puts both where man and bash-completion look */
+    snprintf(cmd, sizeof cmd, "make -s -n -C '%s' install PREFIX=/opt/x DESTDIR=/tmp/none > '%s'",
+             src, tpath("make.txt"));
+    ck_assert_int_eq(system(cmd), 0);
+    char *mk = slurp(tpath("make.txt"));
+    ck_assert_ptr_nonnull(strstr(mk, "/tmp/none/opt/x/share/man/man1/mpcsim.1"));
+    ck_assert_ptr_nonnull(strstr(mk, "/tmp/none/opt/x/share/bash-completion/completions/mpcsim"));
+    free(mk);
+    /* completion: subcommands, a subcommand's options (from its --help), names from list */
+    static const char *const cases[][3] = {
+        {"rep", "1", "report"},
+        {"plot --fo", "2", "--format"},
+        {"run --res", "2", "--resume"},
+        {"cost --model stories", "3", "stories260K"},
+        {"plot db --format p", "4", "pdf"},
+        {"list pol", "2", "policies"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && bash -c 'source \"%s/scripts/completion/mpcsim.bash\"; "
+                 "COMP_WORDS=(\"%s\" %s); COMP_CWORD=%s; _mpcsim 2>/dev/null; "
+                 "echo \"${COMPREPLY[*]}\"' > '%s'",
+                 tmpdir, src, bin(), cases[i][0], cases[i][1], tpath("comp.txt"));
+        ck_assert_int_eq(system(cmd), 0);
+        char *got = slurp(tpath("comp.txt"));
+        got[strcspn(got, "\n")] = '\0';
+        ck_assert_msg(strstr(got, cases[i][2]) != NULL, "'%s': got '%s', want '%s'",
+                      cases[i][0], got, cases[i][2]);
+        free(got);
+    }
+}
+END_TEST
+
+Suite *results_suite(void)
+{
+    Suite *s = suite_create("results");
+    TCase *tc = tcase_create("results");
+    tcase_add_unchecked_fixture(tc, suite_setup, suite_teardown);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_labels_and_columns);
+    tcase_add_test(tc, test_migrate_v2);
+    tcase_add_test(tc, test_report);
+    tcase_add_test(tc, test_report_json_and_serve);
+    tcase_add_test(tc, test_cost_json_odd_name);
+    tcase_add_test(tc, test_plots);
+    tcase_add_test(tc, test_plot_default_axis);
+    tcase_add_test(tc, test_run_many);
+    tcase_add_test(tc, test_progress_lines);
+    tcase_add_test(tc, test_sigterm_resume);
+    tcase_add_test(tc, test_man_and_completion);
+    suite_add_tcase(s, tc);
+    return s;
+}
