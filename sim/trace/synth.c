@@ -76,7 +76,7 @@ void trace_synth_defaults(trace_synth *p)
  *     ICLR 2025).
  * gpt2's row rests on H2O's OPT measurements (learned absolute positions, as GPT-2) and on
  * StreamingLLM's findings for MPT, Falcon and Pythia; llama's on H2O's LLaMA and StreamingLLM's
- * Llama-2. With the generic sink of 4, the same trace is 76 % sparse with the sink leading 9 %
+ * Llama-2. With the generic sink of 4, the same trace is 76 % sparse with the sink leading 8 %
  * of the rows: attention far more diffuse than any of these models'. */
 static const struct {
     int family;
