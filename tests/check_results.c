@@ -595,7 +595,7 @@ START_TEST(test_plots)
     gp_value(tpath("d/vars_latency.gp"), "ncells", v, sizeof v);
     ck_assert_str_eq(v, "8");
     for (int i = 1; i <= 8; i++) {
-        char name[16];
+        char name[32];
         snprintf(name, sizeof name, "title%d", i);
         gp_value(tpath("d/vars_latency.gp"), name, v, sizeof v);
         ck_assert_msg(!strstr(v, "llama-2-7b") != !strstr(v, "stories260K"), "panel %s", v);
