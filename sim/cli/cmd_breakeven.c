@@ -38,15 +38,17 @@ typedef struct be_args {
 static void usage(FILE *f, const cli_cmd *c)
 {
     fprintf(f,
-            "usage: mpcsim breakeven SCENARIO.yaml [-o DIR] [--bandwidth LIST] [--latency LIST]\n"
-            "                        [--threads LIST] [--svg] [--no-plot]\n\n"
+            "usage: mpcsim breakeven SCENARIO.yaml [-o DIR] [--bandwidth LIST]\n"
+            "                        [--latency LIST] [--threads LIST] [--svg] [--no-plot]\n"
+            "                        [--ops N]\n\n"
             "Where a policy pays off. The scenario's runs are one with policy 'full' (the\n"
             "reference) and the policies to compare, everything else equal (of the scenario's\n"
             "network only the wire framing is kept). For each policy the last\n"
             "decode step of the workload (the steady step: a one-time compaction before it is\n"
             "not in it) is costed once, then simulated on every point of the grid of threads\n"
-            "(the scenario's machine with that many cores) × one-way latency × bandwidth (every\n"
-            "link the same), and compared with the full cache's step on the same point.\n\n"
+            "(the scenario's machine with that many cores) × one-way latency × bandwidth\n"
+            "(every link the same), and compared with the full cache's step on the same\n"
+            "point.\n\n"
             "Prints the speed-up (full step latency / policy step latency) per point, writes\n"
             "DIR/breakeven-N-POLICY.dat and, with gnuplot, DIR/breakeven-N-POLICY.png: a\n"
             "heatmap per thread count, red where the policy is slower, blue where it wins,\n"
@@ -139,7 +141,7 @@ static int parse_args(int argc, char **argv, be_args *a)
                                             "(ops of the same name in every layer summed)"},
         {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
     };
-    const cli_cmd cmd = {"breakeven", opts, sizeof opts / sizeof opts[0], 25, 2};
+    const cli_cmd cmd = {"breakeven", opts, sizeof opts / sizeof opts[0], 24, 2};
     const char *pos[2];
     int n_pos = 0, rc = cli_parse_cmd(&cmd, argc, argv, pos, &n_pos, usage);
     if (rc)

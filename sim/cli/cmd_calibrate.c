@@ -58,7 +58,7 @@ int cmd_calibrate(int argc, char **argv)
         {.name = "seconds", .short_name = 's', .kind = CLI_F64, .dest = &secs, .arg = "S", .lo = DBL_MIN,
          .hi = 3600, .want = "a number in (0, 3600]", .help = "time budget for all measurements (default 3)"},
         {.name = "threads", .short_name = 't', .kind = CLI_INT, .dest = &threads, .arg = "N", .lo = 1,
-         .hi = 256, .help = "cores a party uses: measure on N threads (1..256, default 1)"},
+         .hi = 256, .help = "cores a party uses: measure on N threads\n(1..256, default 1)"},
         {.name = "name", .short_name = 'n', .kind = CLI_STR, .dest = &name, .arg = "NAME",
          .help = "profile name (default: calibrated)"},
         {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},

@@ -50,7 +50,7 @@ static void merge_usage(FILE *f, const cli_cmd *c)
             "version.\n\n"
             "options:\n");
     cli_help(c, f);
-    fprintf(f, "\nexit status: 0 ok, 1 database error, 2 bad usage, missing input or schema mismatch\n");
+    fprintf(f, "\nexit status: 0 ok, 1 database error, 2 bad usage, missing input or schema\nmismatch\n");
 }
 
 int cmd_merge(int argc, char **argv)

@@ -1026,18 +1026,19 @@ static int plot_parse(int argc, char **argv, plot_opts *o)
          .help = "png (default), svg or pdf; --svg is --format svg"},
         {.name = "svg", .kind = CLI_FLAG, .dest = &svg, .help = "--format svg"},
         {.name = "x", .kind = CLI_STR, .dest = &o->x, .arg = "AXIS",
-         .help = "prompt_len, decode_len, batch, latency_ms or bandwidth_mbps\n"
-                 "(default: the one with the most distinct values)"},
+         .help = "prompt_len, decode_len, batch, latency_ms or\n"
+                 "bandwidth_mbps (default: the one with the most distinct\n"
+                 "values)"},
         {.name = "by", .kind = CLI_STR, .dest = &o->by, .arg = "KEYS",
-         .help = "panels: comma-separated model, network, protocol, policy,\n"
-                 "or none (default: model,network; network is the x axis'\n"
-                 "when x is latency_ms or bandwidth_mbps)"},
+         .help = "panels: comma-separated model, network, protocol,\n"
+                 "policy, or none (default: model,network; network is the\n"
+                 "x axis' when x is latency_ms or bandwidth_mbps)"},
         {.name = "metric", .kind = CLI_STR, .dest = &o->metric, .arg = "NAME",
          .help = "also plot this metric (a name of the metrics table)"},
         {.name = "latency", .kind = CLI_CHOICE, .dest = &o->latency, .arg = "L", .choices = "total|decode-per-token",
-         .help = "total or decode-per-token: the latency plot's only row and\n"
-                 "the Pareto plot's latency (default: both rows; Pareto per\n"
-                 "token)"},
+         .help = "total or decode-per-token: the latency plot's only row\n"
+                 "and the Pareto plot's latency (default: both rows;\n"
+                 "Pareto per token)"},
         {.name = "where", .kind = CLI_LIST, .dest = &o->wl, .arg = "K=V",
          .help = "only runs whose column or config value K is V (as in\n"
                  "`mpcsim report --help`); repeat to narrow further"},
