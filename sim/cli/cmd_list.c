@@ -21,7 +21,8 @@ static void list_usage(FILE *f, const cli_cmd *c)
 {
     fprintf(f,
             "usage: mpcsim list models|protocols|policies|networks|machines [options]\n"
-            "       mpcsim list keys [workload|model|machine|synth|manifest|serve]\n\n"
+            "       mpcsim list keys [scenario|protocol|network|trace|policy|workload|\n"
+            "                         model|machine|synth|manifest|serve]\n\n"
             "Lists what a scenario file may name (scenarios/README.md).\n\n"
             "  models      shipped model descriptions (models/*.yaml) and their shapes\n"
             "  protocols   MPC protocols, parties, and (with --costs) primitive costs\n"
@@ -239,13 +240,23 @@ static int list_machines(void)
 
 static int list_keys(const char *file)
 {
-    size_t n_serve;
+    size_t n_serve, n_net, n_pol;
     const ys_schema *serve = serve_scenario_schemas(&n_serve);
+    const ys_schema *net = scn_network_schemas(&n_net);
+    const policy_ops *const *pols = policy_all(&n_pol);
+    ys_schema pol[64];
+    for (size_t i = 0; i < n_pol && i < 64; i++)
+        pol[i] = *policy_schema(pols[i]);
     const struct {
         const char *name;
         const ys_schema *s;
         size_t n;
-    } files[] = {{"workload", scn_workload_schema(), 1},
+    } files[] = {{"scenario", scn_schema(), 1},
+                 {"protocol", proto_cfg_schema(), 1},
+                 {"network", net, n_net},
+                 {"trace", scn_trace_schema(), 1},
+                 {"policy", pol, n_pol < 64 ? n_pol : 64},
+                 {"workload", scn_workload_schema(), 1},
                  {"model", model_schema(), 1},
                  {"machine", machine_schema(), 1},
                  {"synth", trace_synth_schema(), 1},
@@ -268,7 +279,10 @@ static int list_keys(const char *file)
     if (found)
         return 0;
     const char *dm = did_you_mean(file, names, n_files);
-    cli_error("list", "no keys for '%s'%s%s%s: workload, model, machine, synth, manifest or serve", file,
+    cli_error("list",
+              "no keys for '%s'%s%s%s: scenario, protocol, network, trace, policy, workload, "
+              "model, machine, synth, manifest or serve",
+              file,
               dm ? " (did you mean '" : "", dm ? dm : "", dm ? "'?)" : "");
     return 2;
 }
