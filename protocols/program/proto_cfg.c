@@ -10,7 +10,7 @@
 
 /* ---- parameters by name ------------------------------------------------------------------ */
 
-enum { K_INT, K_DOUBLE, K_BOOL, K_STR };
+enum { K_INT, K_DOUBLE, K_BOOL, K_STR, K_ENUM }; /* K_ENUM: a name stored as its index */
 
 static const struct cfg_key {
     const char *name;
@@ -33,7 +33,10 @@ static const struct cfg_key {
     {"beaver_cache", K_BOOL, offsetof(proto_cfg, beaver_cache), 0, 1,
      "semi2k: reuse a fixed operand's opened mask"},
     {"trunc_local", K_BOOL, offsetof(proto_cfg, trunc_local), 0, 1,
-     "semi2k: SecureML local truncation (0 rounds)"},
+     "local truncation of the shares (semi2k SecureML, aby3 Share Truncation I); as trunc=local"},
+    {"trunc", K_ENUM, offsetof(proto_cfg, trunc_local), 0, 0,
+     "truncation: pair (dealt truncation pair, exact for |x| < 2^62) | local (1 ulp, wrong "
+     "with probability |x|/2^64)"},
     {"approx", K_STR, offsetof(proto_cfg, approx), 0, 0,
      "activation approximations: puma | sigmoid (SiLU as x·σ(x))"},
     {"msb", K_STR, offsetof(proto_cfg, msb), 0, 0,
@@ -53,6 +56,7 @@ static const struct str_key {
     {"approx", {"puma", "sigmoid"}, sizeof(((proto_cfg *)0)->approx)},
     {"msb", {"packed", "ks", "carry"}, sizeof(((proto_cfg *)0)->msb)},
     {"topk", {"network", "quickselect"}, sizeof(((proto_cfg *)0)->topk)},
+    {"trunc", {"pair", "local"}, sizeof(int)}, /* K_ENUM: trunc_local = the index */
 };
 
 const char *const *proto_cfg_keys(size_t *n)
@@ -89,7 +93,7 @@ int proto_cfg_set(proto_cfg *cfg, const char *key, const char *value, errbuf *e)
         return err_set(e, MS_ERR_INPUT,
                        "error: unknown protocol parameter '%s' (valid: ring_bits, frac_bits, "
                        "exp_iters, recip_iters, rsqrt_iters, softmax_clip, beaver_cache, "
-                       "trunc_local, approx, msb, topk)", key);
+                       "trunc_local, trunc, approx, msb, topk)", key);
     }
     char *field = (char *)cfg + k->off;
     switch (k->type) {
@@ -136,6 +140,12 @@ int proto_cfg_set(proto_cfg *cfg, const char *key, const char *value, errbuf *e)
             return err_set(e, MS_ERR_INPUT,
                            "error: protocol parameter '%s' must be %s, got '%s'", key, list,
                            value);
+        if (k->type == K_ENUM) {
+            for (int j = 0; j < nv; j++)
+                if (!strcmp(value, sk->v[j]))
+                    *(int *)field = j;
+            return MS_OK;
+        }
         snprintf(field, sk->size, "%s", value);
         return MS_OK;
     }
