@@ -368,9 +368,9 @@ static const char *const rope_layouts[] = {"interleaved", "half", NULL};
 
 /* Every key mpcsim's writers and scripts/mpcsim_trace_io.py put in a manifest
  * (TRACE_FORMAT.md §manifest.yaml); the shape goes to trace_shape, the rest to the trace. */
-/* Shape keys share the model description's bound (models/model.c: 1e8 per key); the arrays'
- * sizes, products of them, are checked against the files themselves. */
-#define TRACE_DIM_MAX 1e8
+/* Shape keys are bounded by their 32-bit fields; the arrays' sizes, products of them, are
+ * checked against each .npy header (overflow-safe) and the files' real sizes. */
+#define TRACE_DIM_MAX UINT32_MAX
 #define SH(f) YS_AT(trace, s.f)
 static const ys_field manifest_fields[] = {
     {"format", YS_FIXED, YS_NONE, 0, 0, TRACE_FORMAT_LINE, "file format", NULL, YS_REQ, REGEN,
