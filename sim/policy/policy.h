@@ -27,7 +27,8 @@
 #include "protocols/base/yschema.h"
 #include "models/model.h"
 #include "protocols/program/op.h"
-#include "sim/scenario/runcfg.h"
+#include "protocols/base/kvparam.h"
+#include "protocols/base/metric.h"
 
 typedef struct policy_ops policy_ops;
 typedef struct secpol_ops secpol_ops; /* selection on secret shares: sim/policy/secpol.h */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sim/engine/runcfg.h"
 #include "sim/policy/policy.h"
 
 /* ---- the plaintext replay of a policy -------------------------------------------------------- */
