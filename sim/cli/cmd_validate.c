@@ -299,10 +299,11 @@ static int parse_args(int argc, char **argv, val_args *v)
          .help = "teacher-forced secure logits at N positions against the float reference:\n"
                  "top-1 agreement and logit error"},
         {.name = "policy", .kind = CLI_STR, .dest = &va->policy, .arg = "NAME",
-         .help = "with --accuracy: a KV-cache policy applied inside MPC (prompt = --prompt),\n"
-                 "compared with its plaintext replay: h2o selects on secret shares (its\n"
-                 "selection's agreement printed), streamingllm's kept set is public;\n"
-                 "other policies apply the replay's kept entries, and say so"},
+         .help = "with --accuracy: a policy applied inside MPC (prompt = --prompt), compared\n"
+                 "with its plaintext replay: h2o and mpcache select on secret shares, comet\n"
+                 "(active_frac > 0) runs its sparse FFN on shares (the agreement printed);\n"
+                 "streamingllm's kept set is public; other policies apply the replay's kept\n"
+                 "entries, and say so"},
         {.name = "policy-param", .kind = CLI_LIST, .dest = &pparams, .arg = "K=V",
          .help = "a policy parameter (repeatable)"},
         {.name = "generate", .kind = CLI_U32, .dest = &va->generate, .arg = "N", .lo = 1, .hi = 100000,

@@ -581,6 +581,15 @@ static uint32_t mt(mpcache_em *w, const char *nm, op_role role, uint32_t b, uint
     return id;
 }
 
+/* ⌈log2 n⌉ (at least 1): the bits of the values 0 … n − 1. */
+static int mpcache_bits(uint64_t n)
+{
+    int b = 1;
+    while (b < 63 && (1ull << b) < n)
+        b++;
+    return b;
+}
+
 static uint32_t mo(mpcache_em *w, int kind, uint32_t b, uint32_t m, uint32_t k, uint32_t n,
                    uint32_t in0, uint32_t in1, uint32_t in2, uint32_t out, uint32_t flags,
                    int32_t iarg, double farg)
@@ -720,6 +729,10 @@ int mpcache_emit_static(op_program *p, const mpcache_shape *s, uint32_t layer, u
     uint32_t wv = mconst(&w, cnt, mt(&w, "wval", OPT_PUBLIC, 1, 1, 1), 0, "wv");
     ids->keep = mt(&w, "keep", OPT_TEMP, 1, P, 1);
     mo(&w, OP_LT, 1, P, 0, 1, cnt, wv, OP_NONE, ids->keep, 0, 0, 0);
+    /* an integer count against W: cnt − W in [−W, 0], so ⌈log2 W⌉ + 1 bits (kern.c k_lt: exact
+     * for differences in [−2^(w−1), 2^(w−1))) */
+    if (!w.failed)
+        w.p->ops[w.p->n_ops - 1].bits = (uint8_t)(mpcache_bits(W) + 1);
     /* COST: the kept count, a local sum, revealed to every party (public in MPCache's model) */
     uint32_t c = mt(&w, "count_sh", OPT_TEMP, 1, 1, 1);
     mo(&w, OP_MATMUL, 1, 1, P, 1, ids->keep, mt(&w, "ones_p", OPT_PUBLIC, 1, P, 1), OP_NONE, c,
@@ -753,9 +766,17 @@ static uint32_t mpcache_compact(mpcache_em *w, const mpcache_shape *s, uint32_t 
            OPF_NO_TRUNC, 0, 0);
         mo(w, OP_ADD, 1, P0, 0, 1, sk, cur, OP_NONE, sk, 0, 0, 0);
         mo(w, OP_ADD_PUB, 1, P0, 0, 1, sk, mt(w, "soff", OPT_PUBLIC, 1, 1, 1), OP_NONE, sk, 0, 0, 0);
-        /* COST: one-hot of each row's rank over the S slots (P0·S equality tests) */
+        /* COST: one-hot of each row's rank over the S slots (P0·S equality tests) on the
+         * public bound of the ranks' differences (MPCache's ΠGather compares ⌈log2 C⌉ bits,
+         * not the ring's 64): rank − slot lies in [−2S, S) — a dropped row's rank is negative,
+         * and no rank formula linear in the keep bits and prefix sums (free to compute) keeps
+         * 2S consecutive differences off the multiples of 2^w for a smaller w — so w =
+         * ⌈log2(2S + 1)⌉, one bit above ⌈log2 S⌉ for the sign (kern.c k_eqz: exact when
+         * |d| < 2^w) */
         uint32_t oh = mt(w, "rank_oh", OPT_TEMP, 1, P0, S);
         mo(w, OP_ONEHOT, 1, P0, 0, S, sk, OP_NONE, OP_NONE, oh, 0, 0, 0);
+        if (!w->failed)
+            w->p->ops[w->p->n_ops - 1].bits = (uint8_t)mpcache_bits(2 * (uint64_t)S + 1);
         ids->cmp = mtr(w, oh, 1, P0, S, "compact_oh");
     }
     uint32_t tm = mt(w, "full_t", OPT_TEMP, 1, P0, Hkv * F);
