@@ -172,7 +172,7 @@ START_TEST(test_repeat)
         snprintf(want, sizeof want, "%.*s", (int)(strchr(tot + 1, '\n') - tot - 1), tot + 1);
         *strrchr(want, ' ') = 0;
         for (int k = 1; k <= 3; k++) {
-            char lab[16];
+            char lab[32];
             snprintf(lab, sizeof lab, "\nrun%d ", k);
             const char *row = strstr(o, lab);
             ck_assert_msg(row != NULL, "no %s in %s", lab + 1, o);
