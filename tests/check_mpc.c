@@ -852,7 +852,8 @@ END_TEST
 typedef struct fault {
     int kind; /* 0 kill P1, 1 P1 drops its link to P0, 2 P0 sends garbage, 3 P0 sends a short
                * frame, 4 P1 hangs, 5 truncated payload, 6 kill the semi2k dealer, 7 a frame
-               * of another protocol version */
+               * of another protocol version (2, 3, 5, 7 inside TLS), 8 P0 writes garbage under
+               * TLS (an altered record) */
 } fault;
 
 static int fault_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
@@ -873,6 +874,13 @@ static int fault_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
             sleep(2);
         if (it == 3 && me == -1 && f->kind == 6)
             raise(SIGKILL); /* the dealer dies: P1 waits on its corrections */
+        if (it == 3 && me == 0 && f->kind == 8) {
+            static const uint8_t junk[64] = {23, 3, 3, 0, 40};
+            if (write(mpc_net_fd(net, 1), junk, sizeof junk) < 0)
+                return err_set(err, MS_ERR_IO, "write");
+            sleep(1);
+            return err_set(err, MS_ERR_PEER, "rogue sender done");
+        }
         if (it == 3 && me == 0 && (f->kind == 2 || f->kind == 3 || f->kind == 5 || f->kind == 7)) {
             uint8_t h[MPC_FRAME_HDR + 16];
             memset(h, 0x41, sizeof h);
@@ -887,8 +895,8 @@ static int fault_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
                 memcpy(h + 12, &seq, 4);
                 memcpy(h + 16, &len, 8);
             }
-            if (write(mpc_net_fd(net, 1), h, sizeof h) < 0)
-                return err_set(err, MS_ERR_IO, "write");
+            if (mpc_net_send_raw(net, 1, h, sizeof h, err))
+                return MS_ERR_IO;
             if (f->kind == 5)
                 _exit(0); /* the frame is cut short and the sender is gone */
             sleep(1); /* keep the link open until P1 has read the frame */
@@ -1035,6 +1043,7 @@ START_TEST(test_fault_frames)
     run_fault("semi2k", 3, 0, "payload of 3 bytes", 0);
     run_fault("aby3", 5, 0, "lost", 0);
     run_fault("semi2k", 7, 0, "version 99", 0);
+    run_fault("semi2k", 8, 0, "TLS failure on the link to P0", 0);
 }
 END_TEST
 

@@ -575,7 +575,8 @@ int secinf_run(const secinf_opts *o, secinf_result *r, errbuf *e)
     if (rc)
         return rc;
     mpc_launch l = {.cfg = o->cfg, .latency_ns = o->latency_ns, .timeout_ms = 60000,
-                    .deadline_ms = o->deadline_ms ? o->deadline_ms : 60000 + 2000 * (int)r->n_steps};
+                    .deadline_ms = o->deadline_ms ? o->deadline_ms : 60000 + 2000 * (int)r->n_steps,
+                    .plaintext = o->plaintext};
     mpc_node_result nr[MPC_NODES_MAX];
     int nodes = 0;
     uint64_t t0 = now_ns();
