@@ -41,6 +41,9 @@ static const struct cfg_key {
      "carry (carry-out tree of words)"},
     {"topk", K_STR, offsetof(proto_cfg, topk), 0, 0,
      "top-k: network (oblivious) | quickselect (shuffle, revealed pivot comparisons: SPU)"},
+    {"normalize", K_STR, offsetof(proto_cfg, normalize), 0, 0,
+     "reciprocal/rsqrt normalisation: bitdec (one bit decomposition) | thresholds (a "
+     "comparison per power of two)"},
 };
 #define N_KEYS (sizeof cfg_keys / sizeof *cfg_keys)
 
@@ -53,6 +56,7 @@ static const struct str_key {
     {"approx", {"puma", "sigmoid"}, sizeof(((proto_cfg *)0)->approx)},
     {"msb", {"packed", "ks", "carry"}, sizeof(((proto_cfg *)0)->msb)},
     {"topk", {"network", "quickselect"}, sizeof(((proto_cfg *)0)->topk)},
+    {"normalize", {"bitdec", "thresholds"}, sizeof(((proto_cfg *)0)->normalize)},
 };
 
 const char *const *proto_cfg_keys(size_t *n)
@@ -89,7 +93,7 @@ int proto_cfg_set(proto_cfg *cfg, const char *key, const char *value, errbuf *e)
         return err_set(e, MS_ERR_INPUT,
                        "error: unknown protocol parameter '%s' (valid: ring_bits, frac_bits, "
                        "exp_iters, recip_iters, rsqrt_iters, softmax_clip, beaver_cache, "
-                       "trunc_local, approx, msb, topk)", key);
+                       "trunc_local, approx, msb, topk, normalize)", key);
     }
     char *field = (char *)cfg + k->off;
     switch (k->type) {

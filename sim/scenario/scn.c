@@ -1319,6 +1319,11 @@ static void put_protocol(FILE *f, const proto_cfg *p)
         put_str(f, p->topk);
         fputc('\n', f);
     }
+    if (p->normalize[0] && strcmp(p->normalize, "thresholds") != 0) { /* likewise */
+        fputs("  normalize: ", f);
+        put_str(f, p->normalize);
+        fputc('\n', f);
+    }
 }
 
 static void put_params(FILE *f, const char *indent, const kv_param *kv, size_t n)
