@@ -33,19 +33,29 @@ int th_cli(const char *args, const char *out_path)
     return status_of(system(cmd));
 }
 
+int th_sh(const char *cmd, char *out, size_t cap)
+{
+    char full[8192];
+    snprintf(full, sizeof full, "%s 2>&1", cmd);
+    fflush(NULL);
+    FILE *p = popen(full, "r");
+    ck_assert_msg(p != NULL, "cannot run %s", cmd);
+    size_t n = 0, got;
+    char buf[4096]; /* read to the end, so the command is not killed by a closed pipe */
+    while ((got = fread(buf, 1, sizeof buf, p)) > 0)
+        for (size_t i = 0; i < got && out; i++)
+            if (n + 1 < cap)
+                out[n++] = buf[i];
+    if (out && cap)
+        out[n] = '\0';
+    return status_of(pclose(p));
+}
+
 int th_cli_capture(const char *args, char *out, size_t cap)
 {
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", th_bin(), args);
-    fflush(NULL);
-    FILE *p = popen(cmd, "r");
-    ck_assert_msg(p != NULL, "cannot run %s", cmd);
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    char sink[4096]; /* the rest, so the command is not killed by a closed pipe */
-    while (fread(sink, 1, sizeof sink, p) > 0)
-        ;
-    return status_of(pclose(p));
+    snprintf(cmd, sizeof cmd, "'%s' %s", th_bin(), args);
+    return th_sh(cmd, out, cap);
 }
 
 pid_t th_spawn(const char *exe, const char *const *args, const char *cwd, const char *out,
@@ -76,6 +86,11 @@ int th_wait(pid_t pid)
     int st;
     ck_assert_int_eq(waitpid(pid, &st, 0), pid);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int th_run(const char *cwd, const char *out, const char *err, const char *const *args)
+{
+    return th_wait(th_spawn(th_bin(), args, cwd, out, err));
 }
 
 char *th_slurp(const char *path, size_t *len)
@@ -112,4 +127,34 @@ void th_write(const char *path, const char *text)
     ck_assert_msg(f != NULL, "cannot write %s", path);
     fputs(text, f);
     ck_assert_int_eq(fclose(f), 0);
+}
+
+void th_copy(const char *from, const char *to)
+{
+    size_t n;
+    char *s = th_slurp(from, &n);
+    FILE *g = fopen(to, "wb");
+    ck_assert_msg(g != NULL, "cannot write %s", to);
+    ck_assert_uint_eq(fwrite(s, 1, n, g), n);
+    ck_assert_int_eq(fclose(g), 0);
+    free(s);
+}
+
+int th_exists(const char *path) { return access(path, F_OK) == 0; }
+
+int th_count(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, needle)); p++)
+        n++;
+    return n;
+}
+
+const char *th_data_path(const char *rel)
+{
+    static char buf[8][1024];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", th_data(), rel);
+    return buf[k];
 }
