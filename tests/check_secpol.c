@@ -580,12 +580,12 @@ static run_cfg *mpc_run_cfg(int cfg)
 {
     run_cfg *c = calloc(1, sizeof *c);
     errbuf e = {{0}};
-    const char *data = getenv("MPCSIM_DATA");
     ck_assert_msg(model_load("stories260K", &c->model, &e) == MS_OK, "%s", e.msg);
     snprintf(c->model_ref, sizeof c->model_ref, "stories260K");
     snprintf(c->scenario_path, sizeof c->scenario_path, "t.yaml");
     snprintf(c->trace.source, sizeof c->trace.source, "record");
-    snprintf(c->trace.path, sizeof c->trace.path, "%s/tests/data/tinystories_sample.txt", data ? data : ".");
+    snprintf(c->trace.path, sizeof c->trace.path, "%s",
+             th_data_path("tests/data/tinystories_sample.txt"));
     snprintf(c->policy.name, sizeof c->policy.name, "mpcache");
     for (int i = 0; i < 4; i++) {
         const char *eq = strchr(mpc_params[cfg][i], '=');
@@ -813,65 +813,44 @@ END_TEST
 
 /* The command line: h2o's selection on shares and its agreement printed; a policy without
  * one said plainly. */
-static char *run_cli(const char *dir, const char *const *args, int *status)
+static testdir td = {.prefix = "check_secpol"};
+static void suite_up(void) { testdir_suite_setup(&td); }
+static void suite_down(void) { testdir_suite_teardown(&td); }
+static void up(void) { testdir_setup(&td); }
+static void down(void) { testdir_teardown(&td); }
+
+/* Runs mpcsim ARGS in the data directory; its output (stdout and stderr), *status its exit
+ * status. */
+static const char *run_cli(const char *const *args, int *status)
 {
-    const char *bin = th_bin(), *data = th_data();
-    char out[600];
-    snprintf(out, sizeof out, "%s/out.txt", dir);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        if (data && chdir(data) != 0)
-            _exit(126);
-        const char *argv[40] = {bin};
-        for (int i = 0; args[i] && i < 38; i++)
-            argv[i + 1] = args[i];
-        execv(bin, (char *const *)argv);
-        _exit(127);
-    }
-    int st;
-    waitpid(pid, &st, 0);
-    *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    static char buf[16384];
-    FILE *fp = fopen(out, "r");
-    ck_assert_ptr_nonnull(fp);
-    size_t n = fread(buf, 1, sizeof buf - 1, fp);
-    buf[n] = 0;
-    fclose(fp);
-    return buf;
+    const char *out = testdir_path(&td, "out.txt");
+    *status = th_run(th_data(), out, NULL, args);
+    return th_text(out);
 }
 
 START_TEST(test_cli)
 {
-    char dir[] = "/tmp/mpcsim-secpol-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
     int st;
     const char *h2o[] = {"validate", "--model", "stories260K", "--accuracy", "20", "--prompt", "10", "--text",
                          "tests/data/tinystories_sample.txt", "--set", "approx=sigmoid", "--protocol", "semi2k",
                          "--policy", "h2o", "--policy-param", "heavy=3", "--policy-param", "recent=3", NULL};
-    char *out = run_cli(dir, h2o, &st);
+    const char *out = run_cli(h2o, &st);
     ck_assert_msg(st == 0, "exit %d: %s", st, out);
     ck_assert_msg(strstr(out, "h2o selected on shares (heavy 3, recent 3)") != NULL, "%s", out);
     ck_assert_msg(strstr(out, "equal the prediction: yes") != NULL, "%s", out);
     const char *mpc[] = {"validate", "--model", "stories260K", "--accuracy", "20", "--prompt", "16", "--text",
                          "tests/data/tinystories_sample.txt", "--set", "approx=sigmoid", "--protocol", "semi2k",
                          "--policy", "mpcache", "--policy-param", "s1=8", "--policy-param", "s2=4", NULL};
-    out = run_cli(dir, mpc, &st);
+    out = run_cli(mpc, &st);
     ck_assert_msg(st == 0, "exit %d: %s", st, out);
     ck_assert_msg(strstr(out, "mpcache selected on shares (static threshold") != NULL, "%s", out);
     ck_assert_msg(strstr(out, "equal the prediction: yes") != NULL, "%s", out);
     const char *mtk[] = {"validate", "--model", "stories260K", "--accuracy", "20", "--prompt", "16", "--text",
                          "tests/data/tinystories_sample.txt", "--set", "approx=sigmoid", "--protocol", "semi2k",
                          "--policy", "mpcache", "--policy-param", "static=topk", NULL};
-    out = run_cli(dir, mtk, &st);
+    out = run_cli(mtk, &st);
     ck_assert_msg(st == 0, "exit %d: %s", st, out);
     ck_assert_msg(strstr(out, "NOTE: mpcache has no selection on shares") != NULL, "%s", out);
-    char path[700];
-    snprintf(path, sizeof path, "%s/out.txt", dir);
-    unlink(path);
-    rmdir(dir);
 }
 END_TEST
 
@@ -944,6 +923,8 @@ Suite *secpol_suite(void)
     Suite *s = suite_create("secpol");
     TCase *tc = tcase_create("secpol");
     tcase_set_timeout(tc, 120);
+    tcase_add_unchecked_fixture(tc, suite_up, suite_down);
+    tcase_add_checked_fixture(tc, up, down);
     tcase_add_loop_test(tc, test_h2o_on_shares, 0, 2);
     tcase_add_test(tc, test_h2o_costed_as_run);
     tcase_add_test(tc, test_h2o_evict_rule);

@@ -3,6 +3,7 @@
 
 #include <check.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +37,7 @@ int th_cli(const char *args, const char *out_path)
 int th_sh(const char *cmd, char *out, size_t cap)
 {
     char full[8192];
-    snprintf(full, sizeof full, "%s 2>&1", cmd);
+    snprintf(full, sizeof full, "{ %s\n} 2>&1", cmd); /* the whole line's stderr */
     fflush(NULL);
     FILE *p = popen(full, "r");
     ck_assert_msg(p != NULL, "cannot run %s", cmd);
@@ -93,6 +94,39 @@ int th_run(const char *cwd, const char *out, const char *err, const char *const 
     return th_wait(th_spawn(th_bin(), args, cwd, out, err));
 }
 
+static pid_t spawn_va(const char *cwd, const char *out, const char *err, va_list ap)
+{
+    const char *args[63];
+    int n = 0;
+    for (const char *a; (a = va_arg(ap, const char *)) != NULL;) {
+        ck_assert_msg(n < 62, "more than 62 arguments");
+        args[n++] = a;
+    }
+    args[n] = NULL;
+    return th_spawn(th_bin(), args, cwd, out, err);
+}
+
+pid_t th_spawnl(const char *cwd, const char *out, const char *err, ...)
+{
+    va_list ap;
+    va_start(ap, err);
+    pid_t pid = spawn_va(cwd, out, err, ap);
+    va_end(ap);
+    return pid;
+}
+
+int th_runl(const char *cwd, const char *out, const char *err, ...)
+{
+    va_list ap;
+    va_start(ap, err);
+    pid_t pid = spawn_va(cwd, out, err, ap);
+    va_end(ap);
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st), "mpcsim died by signal %d", WTERMSIG(st));
+    return WEXITSTATUS(st);
+}
+
 char *th_slurp(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
@@ -127,6 +161,13 @@ void th_write(const char *path, const char *text)
     ck_assert_msg(f != NULL, "cannot write %s", path);
     fputs(text, f);
     ck_assert_int_eq(fclose(f), 0);
+}
+
+const char *th_file(const testdir *t, const char *name, const char *text)
+{
+    const char *p = testdir_path(t, name);
+    th_write(p, text);
+    return p;
 }
 
 void th_copy(const char *from, const char *to)
