@@ -43,6 +43,80 @@ static void check_msg(const char *path, const bad_case *c, const char *msg, int 
                   c->gist2);
 }
 
+/* ---- scenario sections (root, protocol, network, trace, policy, sweep axes) -------------
+ * Each read through its schema table: the message points at the key or value, names it and
+ * hints; a sweep axis's values go through the same table as a fixed key's. */
+
+#define SC_HEAD "name: t\nmodel: stories260K\n"                              /* lines 1-2 */
+#define SC_PROTO "protocol: semi2k\n"                                         /* line 3 */
+#define SC_NET "network: lan\n"                                               /* line 4 */
+#define SC_WORK "workload: {prompt_len: 16, decode_len: 4}\n"                 /* line 5 */
+#define SC_BASE SC_HEAD SC_PROTO SC_NET SC_WORK
+
+static const bad_case scn_bad[] = {
+    {SC_BASE "sed: 3\n", ":6:1: error: ", "unknown key 'sed' in 'scenario'",
+     "did you mean 'seed'?"},
+    {SC_BASE "seed: [1, -1]\n", ":6:11: error: ", "'seed' = -1 is out of range", NULL},
+    {SC_BASE "overlap: [true, maybe]\n", ":6:17: error: ", "'overlap' must be true or false",
+     NULL},
+    {"format: 2\n" SC_BASE, ":1:9: error: ", "unsupported scenario format 2", NULL},
+    {SC_HEAD "protocol: {name: semi2k, exp_iters: 99}\n" SC_NET SC_WORK, ":3:37: error: ",
+     "'exp_iters' = 99 is out of range", "between 1 and 16"},
+    {SC_HEAD "protocol: {name: semi2k, frac_bits: [12, 30]}\n" SC_NET SC_WORK, ":3:42: error: ",
+     "'frac_bits' = 30 is out of range", "between 8 and 24"},
+    {SC_HEAD "protocol: {name: semi2k, msb: kss}\n" SC_NET SC_WORK, ":3:31: error: ",
+     "unknown 'msb' value 'kss' (did you mean 'ks'?)", NULL},
+    {SC_HEAD "protocol: {name: semi2k, beaver_cache: sometimes}\n" SC_NET SC_WORK,
+     ":3:40: error: ", "'beaver_cache' must be true or false", NULL},
+    {SC_HEAD "protocol: {name: semi2k, softmax_clip: nan}\n" SC_NET SC_WORK, ":3:40: error: ",
+     "'softmax_clip' must be a number, not 'nan'", NULL},
+    {SC_HEAD "protocol: {nme: semi2k}\n" SC_NET SC_WORK, ":3:12: error: ",
+     "unknown key 'nme' in 'protocol' (did you mean 'name'?)", NULL},
+    {SC_HEAD SC_PROTO "network: {latency_ms: 1, bandwidth_mbps: 1e300}\n" SC_WORK,
+     ":4:42: error: ", "'bandwidth_mbps' = 1e300 is out of range", NULL},
+    {SC_HEAD SC_PROTO "network: {latency_ms: [1, inf], bandwidth_mbps: 10}\n" SC_WORK,
+     ":4:27: error: ", "'latency_ms' must be a number, not 'inf'", NULL},
+    {SC_HEAD SC_PROTO "network: {preset: lan, dealer: {latency_ms: 1, bandwidth_gbs: 1}}\n"
+     SC_WORK, ":4:48: error: ", "unknown key 'bandwidth_gbs' in 'dealer'",
+     "did you mean 'bandwidth_gbps'?"},
+    {SC_HEAD SC_PROTO "network: {preset: lan, links: {0-1: {bandwidth_bps: 10}}}\n" SC_WORK,
+     ":4:53: error: ", "'bandwidth_bps' = 10 is out of range", NULL},
+    {SC_HEAD SC_PROTO "network: {preset: lan, wire: {ack_every: 9223372036854775808}}\n"
+     SC_WORK, ":4:42: error: ", "'ack_every' = 9223372036854775808 is out of range", NULL},
+    {SC_HEAD SC_PROTO "network: {preset: lan, burst_bytes: 18446744073709551616}\n" SC_WORK,
+     ":4:37: error: ", "'burst_bytes' = 18446744073709551616 is out of range", NULL},
+    {SC_HEAD SC_PROTO "network: {preset: lan, nmae: x}\n" SC_WORK, ":4:24: error: ",
+     "unknown key 'nmae' in 'network' (did you mean 'name'?)", NULL},
+    {SC_BASE "trace: {source: synht}\n", ":6:17: error: ",
+     "unknown 'source' value 'synht' (did you mean 'synth'?)", NULL},
+    {SC_BASE "trace: {sorce: synth}\n", ":6:9: error: ",
+     "unknown key 'sorce' in 'trace' (did you mean 'source'?)", NULL},
+    {SC_BASE "trace: {source: synth}\npolicies: [{name: h2o, heavy_ratio: [0.1, 2]}]\n",
+     ":7:43: error: ", "'heavy_ratio' = 2 is out of range", "between 0 and 1"},
+    {SC_BASE "trace: {source: synth}\npolicies: {name: h2o, heavy_rato: 0.1}\n",
+     ":7:23: error: ", "unknown key 'heavy_rato' in 'policy h2o'",
+     "did you mean 'heavy_ratio'?"},
+    {SC_BASE "trace: {source: synth}\npolicies: {name: snapkv, pooling: minpool}\n",
+     ":7:35: error: ", "unknown 'pooling' value 'minpool'", NULL},
+    {SC_BASE "policies: {name: full, metric_stride: -1}\n", ":6:39: error: ",
+     "'metric_stride' = -1 is out of range", NULL},
+    {SC_HEAD SC_PROTO SC_NET SC_WORK "cases:\n  - {seed: 1e300}\n", ":7:12: error: ",
+     "'seed' = 1e300 is out of range", NULL},
+};
+
+START_TEST(test_scn_bad)
+{
+    scenario s;
+    errbuf e = {{0}};
+    int rc = scn_load("s.yaml", scn_bad[_i].text, &s, &e);
+    ck_assert_msg(rc == MS_ERR_INPUT, "case %d: rc %d: %s", _i, rc, e.msg);
+    check_msg("s.yaml", &scn_bad[_i], e.msg, _i);
+    ck_assert_msg(strstr(e.msg, "hint: ") || strstr(e.msg, "did you mean"), "case %d: no hint: %s",
+                  _i, e.msg);
+    ck_assert_ptr_null(s.runs);
+}
+END_TEST
+
 /* ---- machine profiles ------------------------------------------------------------------ */
 
 #define M_HEAD "format: mpcsim-machine 1\nname: box\n"                     /* lines 1-2 */
@@ -308,6 +382,7 @@ Suite *inputs_suite(void)
     TCase *t = tcase_create("files");
     tcase_add_unchecked_fixture(t, suite_setup, suite_teardown);
     tcase_add_checked_fixture(t, setup, teardown);
+    tcase_add_loop_test(t, test_scn_bad, 0, (int)(sizeof scn_bad / sizeof *scn_bad));
     tcase_add_loop_test(t, test_machine_bad, 0, (int)(sizeof machine_bad / sizeof *machine_bad));
     tcase_add_test(t, test_machine_ok);
     tcase_add_loop_test(t, test_synth_bad, 0, (int)(sizeof synth_bad / sizeof *synth_bad));

@@ -32,7 +32,7 @@ typedef enum {
     YS_INT,   /* int */
     YS_DBL,   /* double */
     YS_BOOL,  /* int 0/1; true/false (also yes/no, on/off, 1/0) */
-    YS_STR,   /* char[size] */
+    YS_STR,   /* char[size]; with names[], one of those words */
     YS_ENUM,  /* int: the index into names[] */
     YS_FIXED, /* the only accepted text is def (a format line); nothing stored */
     YS_INFO,  /* any scalar, kept for people; nothing stored */
@@ -48,7 +48,7 @@ typedef struct ys_field {
     double lo, hi;            /* numbers: inclusive range; lo = hi = 0 means unbounded */
     const char *def;          /* default as YAML text (applied by ys_defaults), or NULL */
     const char *doc;          /* one line for the key table */
-    const char *const *names; /* YS_ENUM: NULL-terminated value names */
+    const char *const *names; /* YS_ENUM, YS_STR: NULL-terminated value names */
     int flags;                /* YS_REQ */
     const char *hint;         /* extra hint for a bad value (e.g. how to regenerate a file) */
     const char *type_doc;     /* YS_OTHER: what the value is, e.g. "mapping" */

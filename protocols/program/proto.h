@@ -106,6 +106,10 @@ int proto_cfg_set(proto_cfg *cfg, const char *key, const char *value, errbuf *e)
 int proto_cfg_set_kv(proto_cfg *cfg, const char *kv, errbuf *e);
 /* The keys proto_cfg_set accepts. */
 const char *const *proto_cfg_keys(size_t *n);
+/* The keys of a scenario's 'protocol' mapping: 'name', then proto_cfg_set's, with types and
+ * ranges (protocols/base/yschema.h; `mpcsim list keys protocol`). */
+struct ys_schema;
+const struct ys_schema *proto_cfg_schema(void);
 /* Prints the per-primitive cost table of pr for n elements (rounds, online bytes sent per
  * party, offline bytes per party) and the composite kernels' costs per element / row. */
 int proto_print_costs(FILE *f, const proto *pr, const proto_cfg *cfg, uint64_t n);

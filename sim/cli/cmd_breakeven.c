@@ -7,7 +7,6 @@
  * network or the core count (tests/check_sim.c, "bytes independent of network"), so one costed
  * program per policy serves the whole grid exactly as separate runs would. */
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -18,6 +17,7 @@
 
 #include "cmd.h"
 #include "gnuplot.h"
+#include "opt.h"
 #include "protocols/base/datadir.h"
 #include "sim/policy/policy.h"
 #include "sim/scenario/scn.h"
@@ -35,60 +35,48 @@ typedef struct be_args {
     int svg, no_plot, ops; /* ops: print the step's N costliest ops (by bytes) */
 } be_args;
 
-static void usage(FILE *f)
+static void usage(FILE *f, const cli_cmd *c)
 {
     fprintf(f,
-            "usage: mpcsim breakeven SCENARIO.yaml [-o DIR] [--bandwidth LIST] [--latency LIST]\n"
-            "                        [--threads LIST] [--svg] [--no-plot]\n\n"
+            "usage: mpcsim breakeven SCENARIO.yaml [-o DIR] [--bandwidth LIST]\n"
+            "                        [--latency LIST] [--threads LIST] [--svg] [--no-plot]\n"
+            "                        [--ops N]\n\n"
             "Where a policy pays off. The scenario's runs are one with policy 'full' (the\n"
             "reference) and the policies to compare, everything else equal (of the scenario's\n"
             "network only the wire framing is kept). For each policy the last\n"
             "decode step of the workload (the steady step: a one-time compaction before it is\n"
             "not in it) is costed once, then simulated on every point of the grid of threads\n"
-            "(the scenario's machine with that many cores) × one-way latency × bandwidth (every\n"
-            "link the same), and compared with the full cache's step on the same point.\n\n"
+            "(the scenario's machine with that many cores) × one-way latency × bandwidth\n"
+            "(every link the same), and compared with the full cache's step on the same\n"
+            "point.\n\n"
             "Prints the speed-up (full step latency / policy step latency) per point, writes\n"
             "DIR/breakeven-N-POLICY.dat and, with gnuplot, DIR/breakeven-N-POLICY.png: a\n"
             "heatmap per thread count, red where the policy is slower, blue where it wins,\n"
             "and the break-even contour (speed-up 1).\n\n"
-            "options:\n"
-            "  -o, --output DIR     where the files go (default: results/breakeven)\n"
-            "  --bandwidth LIST     comma-separated rates, e.g. 100Mbps,1Gbps (default:\n"
-            "                       100Mbps 200Mbps 500Mbps 1Gbps 2Gbps 5Gbps 10Gbps 20Gbps)\n"
-            "  --latency LIST       comma-separated one-way latencies, e.g. 0.1ms,20ms (default:\n"
-            "                       0.05 0.1 0.2 0.5 1 2 5 10 20 50 ms)\n"
-            "  --threads LIST       cores per party, e.g. 1,16,64 (default: 1,16,64)\n"
-            "  --svg                SVG instead of PNG\n"
-            "  --no-plot            tables and data files only\n"
-            "  --ops N              also print each step's N costliest ops by online bytes\n"
-            "                       (ops of the same name in every layer summed)\n"
-            "  -h, --help           this help\n\n"
+            "options:\n");
+    cli_help(c, f);
+    fprintf(f, "\n"
             "example:\n"
             "  mpcsim breakeven scenarios/breakeven-7b.yaml -o results/breakeven\n");
 }
 
-/* "a,b,c" → axis values through parse (0 on success). */
-static int parse_list(const char *opt, const char *s, be_axis *a, int (*parse)(const char *, double *))
+/* "a,b,c" → axis values through parse. */
+static int parse_list(const char *opt, const char *s, be_axis *a, int (*parse)(const char *, double *),
+                      errbuf *e)
 {
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", s);
     a->n = 0;
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (a->n == BE_AXIS_MAX) {
-            cli_error("breakeven", "%s: at most %d values", opt, BE_AXIS_MAX);
-            return -1;
-        }
-        if (parse(t, &a->v[a->n])) {
-            cli_error("breakeven", "%s: bad value '%s'", opt, t);
-            return -1;
-        }
+        if (a->n == BE_AXIS_MAX)
+            return err_set(e, MS_ERR_USAGE, "%s: at most %d values", opt, BE_AXIS_MAX);
+        if (parse(t, &a->v[a->n]))
+            return err_set(e, MS_ERR_USAGE, "%s: bad value '%s'", opt, t);
         a->n++;
     }
-    if (!a->n) {
-        cli_error("breakeven", "%s: an empty list", opt);
-        return -1;
-    }
-    return 0;
+    if (!a->n)
+        return err_set(e, MS_ERR_USAGE, "%s: an empty list", opt);
+    return MS_OK;
 }
 
 static int p_rate(const char *s, double *v) { return net_rate_bps(s, v); }
@@ -111,61 +99,59 @@ static int p_threads(const char *s, double *v)
     return 0;
 }
 
+static int take_bw(const cli_opt *o, const char *arg, errbuf *e)
+{
+    return parse_list("--bandwidth", arg, o->dest, p_rate, e);
+}
+
+static int take_lat(const cli_opt *o, const char *arg, errbuf *e)
+{
+    return parse_list("--latency", arg, o->dest, p_lat, e);
+}
+
+static int take_threads(const cli_opt *o, const char *arg, errbuf *e)
+{
+    return parse_list("--threads", arg, o->dest, p_threads, e);
+}
+
+/* 0 ok, -1 --help printed, 2 usage error (printed). */
 static int parse_args(int argc, char **argv, be_args *a)
 {
-    static const struct option opts[] = {{"output", required_argument, 0, 'o'},
-                                         {"bandwidth", required_argument, 0, 'B'},
-                                         {"latency", required_argument, 0, 'L'},
-                                         {"threads", required_argument, 0, 'T'},
-                                         {"svg", no_argument, 0, 'S'},
-                                         {"no-plot", no_argument, 0, 'N'},
-                                         {"ops", required_argument, 0, 'O'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
     a->outdir = "results/breakeven";
-    parse_list("--bandwidth", "100Mbps,200Mbps,500Mbps,1Gbps,2Gbps,5Gbps,10Gbps,20Gbps", &a->bw,
-               p_rate);
-    parse_list("--latency", "0.05ms,0.1ms,0.2ms,0.5ms,1ms,2ms,5ms,10ms,20ms,50ms", &a->lat, p_lat);
-    parse_list("--threads", "1,16,64", &a->th, p_threads);
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'o': a->outdir = optarg; break;
-        case 'B':
-            if (parse_list("--bandwidth", optarg, &a->bw, p_rate))
-                return 2;
-            break;
-        case 'L':
-            if (parse_list("--latency", optarg, &a->lat, p_lat))
-                return 2;
-            break;
-        case 'T':
-            if (parse_list("--threads", optarg, &a->th, p_threads))
-                return 2;
-            break;
-        case 'S': a->svg = 1; break;
-        case 'N': a->no_plot = 1; break;
-        case 'O': {
-            double v;
-            if (p_threads(optarg, &v)) {
-                cli_error("breakeven", "--ops wants a count 1..4096, not '%s'", optarg);
-                return 2;
-            }
-            a->ops = (int)v;
-            break;
-        }
-        case 'h': usage(stdout); return -1;
-        default: usage(stderr); return 2;
-        }
-    }
-    if (optind != argc - 1) {
-        cli_error("breakeven", optind == argc ? "which scenario?" : "one scenario at a time");
-        usage(stderr);
+    errbuf e;
+    parse_list("--bandwidth", "100Mbps,200Mbps,500Mbps,1Gbps,2Gbps,5Gbps,10Gbps,20Gbps", &a->bw, p_rate, &e);
+    parse_list("--latency", "0.05ms,0.1ms,0.2ms,0.5ms,1ms,2ms,5ms,10ms,20ms,50ms", &a->lat, p_lat, &e);
+    parse_list("--threads", "1,16,64", &a->th, p_threads, &e);
+    const cli_opt opts[] = {
+        {.name = "output", .short_name = 'o', .kind = CLI_STR, .dest = &a->outdir, .arg = "DIR",
+         .help = "where the files go (default: results/breakeven)"},
+        {.name = "bandwidth", .kind = CLI_FN, .dest = &a->bw, .arg = "LIST", .fn = take_bw,
+         .help = "comma-separated rates, e.g. 100Mbps,1Gbps (default:\n"
+                 "100Mbps 200Mbps 500Mbps 1Gbps 2Gbps 5Gbps 10Gbps 20Gbps)"},
+        {.name = "latency", .kind = CLI_FN, .dest = &a->lat, .arg = "LIST", .fn = take_lat,
+         .help = "comma-separated one-way latencies, e.g. 0.1ms,20ms\n"
+                 "(default: 0.05 0.1 0.2 0.5 1 2 5 10 20 50 ms)"},
+        {.name = "threads", .kind = CLI_FN, .dest = &a->th, .arg = "LIST", .fn = take_threads,
+         .help = "cores per party, e.g. 1,16,64 (default: 1,16,64)"},
+        {.name = "svg", .kind = CLI_FLAG, .dest = &a->svg, .help = "SVG instead of PNG"},
+        {.name = "no-plot", .kind = CLI_FLAG, .dest = &a->no_plot, .help = "tables and data files only"},
+        {.name = "ops", .kind = CLI_INT, .dest = &a->ops, .arg = "N", .lo = 1, .hi = 4096,
+         .want = "a count 1..4096", .help = "also print each step's N costliest ops by online bytes\n"
+                                            "(ops of the same name in every layer summed)"},
+        {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
+    };
+    const cli_cmd cmd = {"breakeven", opts, sizeof opts / sizeof opts[0], 24, 2};
+    const char *pos[2];
+    int n_pos = 0, rc = cli_parse_cmd(&cmd, argc, argv, pos, &n_pos, usage);
+    if (rc)
+        return rc == CLI_HELP_ASKED ? -1 : rc;
+    if (n_pos != 1) {
+        cli_error("breakeven", n_pos == 0 ? "which scenario?" : "one scenario at a time");
+        usage(stderr, &cmd);
         return 2;
     }
-    a->scenario = argv[optind];
+    a->scenario = pos[0];
     return 0;
 }
 

@@ -3,6 +3,7 @@
 #include "policy.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +74,74 @@ static const policy_param *find_param(const policy_ops *p, const char *key)
     for (size_t i = 0; i < sizeof replay_params / sizeof replay_params[0]; i++)
         if (strcmp(replay_params[i].key, key) == 0)
             return &replay_params[i];
+    return NULL;
+}
+
+/* ---- schema tables -----------------------------------------------------------------------
+ * Each policy's parameter table (its policy_param rows, then the replay's) as a field schema
+ * (protocols/base/yschema.h), built once: what a scenario's policy entry is read with, what
+ * `mpcsim list keys policy` prints, and where run labels find the defaults. Numbers are
+ * YS_DBL over [lo, hi]; words are YS_STR limited to their choices. Every field stores at
+ * offset 0 of a scratch value: the scenario keeps the text (kv_param), the policy parses it. */
+
+#define SCHEMA_MAX_FIELDS 64
+#define SCHEMA_MAX_CHOICES 8
+
+static struct {
+    ys_field field[N_REGISTRY][SCHEMA_MAX_FIELDS];
+    ys_schema schema[N_REGISTRY];
+    char name[N_REGISTRY][48];
+    char choice_text[N_REGISTRY][SCHEMA_MAX_FIELDS][128];
+    const char *choice[N_REGISTRY][SCHEMA_MAX_FIELDS][SCHEMA_MAX_CHOICES + 1];
+} schemas;
+static pthread_once_t schemas_once = PTHREAD_ONCE_INIT;
+
+static void param_field(size_t r, size_t i, const policy_param *pp)
+{
+    ys_field *f = &schemas.field[r][i];
+    *f = (ys_field){.key = pp->key, .type = YS_DBL, .off = 0, .size = POLICY_VALUE_MAX,
+                    .lo = pp->lo, .hi = pp->hi, .def = pp->def, .doc = pp->help};
+    if (!pp->choices)
+        return;
+    /* "a|b|c" → {"a", "b", "c", NULL} */
+    char *t = schemas.choice_text[r][i];
+    snprintf(t, sizeof schemas.choice_text[r][i], "%s", pp->choices);
+    size_t n = 0;
+    for (char *c = t; c && n < SCHEMA_MAX_CHOICES; n++) {
+        schemas.choice[r][i][n] = c;
+        if ((c = strchr(c, '|')))
+            *c++ = '\0';
+    }
+    schemas.choice[r][i][n] = NULL;
+    f->type = YS_STR;
+    f->lo = f->hi = 0;
+    f->names = schemas.choice[r][i];
+}
+
+static void build_schemas(void)
+{
+    const size_t nr = sizeof replay_params / sizeof replay_params[0];
+    for (size_t r = 0; r < N_REGISTRY; r++) {
+        const policy_ops *p = registry[r];
+        size_t n = 0;
+        schemas.field[r][n++] = (ys_field){.key = "name", .type = YS_OTHER, .doc = p->summary,
+                                           .flags = YS_REQ, .type_doc = "policy name"};
+        for (size_t i = 0; i < p->n_params && n < SCHEMA_MAX_FIELDS; i++, n++)
+            param_field(r, n, &p->params[i]);
+        for (size_t i = 0; i < nr && n < SCHEMA_MAX_FIELDS; i++, n++)
+            param_field(r, n, &replay_params[i]);
+        snprintf(schemas.name[r], sizeof schemas.name[r], "policy %s", p->name);
+        schemas.schema[r] = (ys_schema){schemas.name[r], schemas.field[r], n,
+                                        "sim/policy/POLICIES.md"};
+    }
+}
+
+const ys_schema *policy_schema(const policy_ops *p)
+{
+    pthread_once(&schemas_once, build_schemas);
+    for (size_t r = 0; r < N_REGISTRY; r++)
+        if (registry[r] == p)
+            return &schemas.schema[r];
     return NULL;
 }
 

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "protocols/base/err.h"
+#include "protocols/base/yschema.h"
 #include "models/model.h"
 #include "protocols/program/op.h"
 #include "sim/scenario/runcfg.h"
@@ -156,6 +157,11 @@ int policy_check_params(const policy_ops *p, const kv_param *kv, size_t n, const
                         errbuf *e);
 /* Keys every policy accepts because the replay reads them (metric_stride, recall_k, live). */
 const policy_param *policy_replay_params(size_t *n);
+/* A policy's entry in a scenario as a field schema: 'name', its parameters, then the replay's,
+ * with ranges, choices and defaults (`mpcsim list keys policy`). Every field reads its value
+ * into a scratch buffer of POLICY_VALUE_MAX bytes at offset 0. NULL for an unregistered p. */
+#define POLICY_VALUE_MAX 256
+const ys_schema *policy_schema(const policy_ops *p);
 
 /* ---- helpers for policy implementations ------------------------------------------------ */
 
