@@ -108,13 +108,7 @@ START_TEST(test_h2o_on_shares)
     secinf_result r;
     ck_assert_msg(secinf_run(&o, &r, &e) == MS_OK, "%s", e.msg);
     /* logits: the replay's, within the tolerance; not the full cache's */
-    llama_acc a, moved;
-    llama_compare(r.logits, pol + (size_t)(P - 1) * V, r.n_steps, V, &a);
-    ck_assert_uint_ge(a.top1_agree + 1, r.n_steps);
-    ck_assert_msg(a.miss_gap < 2 * LOGIT_TOL, "a disagreement where the replay's margin is %.4f", a.miss_gap);
-    ck_assert_msg(a.max_abs < LOGIT_TOL, "logit error vs the replay %.4f", a.max_abs);
-    llama_compare(r.logits, full + (size_t)(P - 1) * V, r.n_steps, V, &moved);
-    ck_assert_msg(moved.max_abs > 3 * LOGIT_TOL, "the policy moved the logits by only %.4f", moved.max_abs);
+    fixture_assert_follows(r.logits, pol, full, P, r.n_steps, V, LOGIT_TOL);
     /* the selection: the prompt's heavy sets, one eviction per step and layer and KV head */
     h2o_sec_audit s;
     secpol_run pub = secinf_public(&o);
@@ -172,6 +166,34 @@ static size_t layer_ops(const op_program *p, int layer, int phase, const op **ou
     return n;
 }
 
+/* The session's ops a[0..n) (program run) are the cost model's b[0..n) (program cost): the same
+ * kinds, shapes, flags and arguments, operands of the same sizes (a VIEW's source may be the
+ * session's longer cache); roles: also public where the other's is public. */
+static void assert_same_ops(const op_program *run, const op *const *a, const op_program *cost,
+                            const op *const *b, size_t n, int roles)
+{
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_int_eq(a[i]->kind, b[i]->kind);
+        ck_assert_uint_eq(a[i]->batch, b[i]->batch);
+        ck_assert_uint_eq(a[i]->m, b[i]->m);
+        ck_assert_uint_eq(a[i]->k, b[i]->k);
+        ck_assert_uint_eq(a[i]->n, b[i]->n);
+        ck_assert_uint_eq(a[i]->flags, b[i]->flags);
+        ck_assert_int_eq(a[i]->iarg, b[i]->iarg);
+        ck_assert(a[i]->farg == b[i]->farg);
+        for (int j = 0; j < 3 && a[i]->kind != OP_VIEW; j++) {
+            ck_assert_int_eq(a[i]->in[j] == OP_NONE, b[i]->in[j] == OP_NONE);
+            if (a[i]->in[j] == OP_NONE)
+                continue;
+            const op_tensor *ta = &run->tens[a[i]->in[j]], *tb = &cost->tens[b[i]->in[j]];
+            ck_assert_uint_eq((uint64_t)ta->batch * ta->rows * ta->cols,
+                              (uint64_t)tb->batch * tb->rows * tb->cols);
+            if (roles)
+                ck_assert_int_eq(ta->role == OPT_PUBLIC, tb->role == OPT_PUBLIC);
+        }
+    }
+}
+
 START_TEST(test_h2o_costed_as_run)
 {
     fixture f;
@@ -206,25 +228,7 @@ START_TEST(test_h2o_costed_as_run)
             size_t na = layer_ops(&run, l, phase, a, 128), nb = layer_ops(&cost, l, phase, b, 128);
             ck_assert_uint_eq(na, nb);
             ck_assert_uint_ge(na, l < 0 ? (si ? 20 : 13) : (si ? 16 : 15));
-            for (size_t i = 0; i < na; i++) {
-                ck_assert_int_eq(a[i]->kind, b[i]->kind);
-                ck_assert_uint_eq(a[i]->batch, b[i]->batch);
-                ck_assert_uint_eq(a[i]->m, b[i]->m);
-                ck_assert_uint_eq(a[i]->k, b[i]->k);
-                ck_assert_uint_eq(a[i]->n, b[i]->n);
-                ck_assert_uint_eq(a[i]->flags, b[i]->flags);
-                ck_assert_int_eq(a[i]->iarg, b[i]->iarg);
-                ck_assert(a[i]->farg == b[i]->farg);
-                /* operands of the same sizes (a VIEW's source may be the session's longer cache) */
-                for (int j = 0; j < 3 && a[i]->kind != OP_VIEW; j++) {
-                    ck_assert_int_eq(a[i]->in[j] == OP_NONE, b[i]->in[j] == OP_NONE);
-                    if (a[i]->in[j] == OP_NONE)
-                        continue;
-                    const op_tensor *ta = &run.tens[a[i]->in[j]], *tb = &cost.tens[b[i]->in[j]];
-                    ck_assert_uint_eq((uint64_t)ta->batch * ta->rows * ta->cols,
-                                      (uint64_t)tb->batch * tb->rows * tb->cols);
-                }
-            }
+            assert_same_ops(&run, a, &cost, b, na, 0);
         }
         op_program_free(&run);
         op_program_free(&cost);
@@ -466,25 +470,7 @@ START_TEST(test_mpcache_costed_as_run)
                 ck_assert_uint_eq(na, nb);
                 size_t least = si ? (l == 3 ? 4 : 10) : (l == 3 ? 0 : 5); /* layer 3 shares layer 2's */
                 ck_assert_uint_ge(na, least);
-                for (size_t i = 0; i < na; i++) {
-                    ck_assert_int_eq(a[i]->kind, b[i]->kind);
-                    ck_assert_uint_eq(a[i]->batch, b[i]->batch);
-                    ck_assert_uint_eq(a[i]->m, b[i]->m);
-                    ck_assert_uint_eq(a[i]->k, b[i]->k);
-                    ck_assert_uint_eq(a[i]->n, b[i]->n);
-                    ck_assert_uint_eq(a[i]->flags, b[i]->flags);
-                    ck_assert_int_eq(a[i]->iarg, b[i]->iarg);
-                    ck_assert(a[i]->farg == b[i]->farg);
-                    for (int j = 0; j < 3 && a[i]->kind != OP_VIEW; j++) {
-                        ck_assert_int_eq(a[i]->in[j] == OP_NONE, b[i]->in[j] == OP_NONE);
-                        if (a[i]->in[j] == OP_NONE)
-                            continue;
-                        const op_tensor *ta = &run.tens[a[i]->in[j]], *tb = &cost.tens[b[i]->in[j]];
-                        ck_assert_uint_eq((uint64_t)ta->batch * ta->rows * ta->cols,
-                                          (uint64_t)tb->batch * tb->rows * tb->cols);
-                        ck_assert_int_eq(ta->role == OPT_PUBLIC, tb->role == OPT_PUBLIC);
-                    }
-                }
+                assert_same_ops(&run, a, &cost, b, na, 1);
             }
             op_program_free(&run);
             op_program_free(&cost);

@@ -23,3 +23,17 @@ void fixture_open(fixture *f, int min_tokens)
     ck_assert_int_ge(f->n, min_tokens);
     llama_tok_free(T);
 }
+
+void fixture_assert_follows(const double *logits, const float *pol, const float *full,
+                            uint32_t P, uint32_t n, uint32_t V, double tol)
+{
+    llama_acc a, moved;
+    llama_compare(logits, pol + (size_t)(P - 1) * V, n, V, &a);
+    ck_assert_uint_ge(a.top1_agree + 1, n);
+    ck_assert_msg(a.miss_gap < 2 * tol, "a disagreement where the replay's margin is %.4f",
+                  a.miss_gap);
+    ck_assert_msg(a.max_abs < tol, "logit error vs the replay %.4f", a.max_abs);
+    llama_compare(logits, full + (size_t)(P - 1) * V, n, V, &moved);
+    ck_assert_msg(moved.max_abs > 3 * tol, "the policy moved the logits by only %.4f",
+                  moved.max_abs);
+}
