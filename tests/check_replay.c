@@ -10,6 +10,7 @@
 #include "sim/policy/policy.h"
 #include "harness.h"
 #include "sim/replay/replay.h"
+#include "sim/scenario/runner.h"
 
 static kv_param kvp(const char *k, const char *v)
 {

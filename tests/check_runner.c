@@ -12,7 +12,7 @@
 #include "harness.h"
 #include "models/lower.h"
 #include "sim/replay/replay.h"
-#include "sim/scenario/runcfg.h"
+#include "sim/scenario/runner.h"
 #include "sim/engine/stepcost.h"
 #include "sim/trace/trace_impl.h"
 

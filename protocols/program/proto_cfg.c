@@ -17,6 +17,7 @@
 static const char *const approx_names[] = {"puma", "sigmoid", NULL};
 static const char *const msb_names[] = {"packed", "ks", "carry", NULL};
 static const char *const topk_names[] = {"network", "quickselect", NULL};
+static const char *const trunc_names[] = {"pair", "local", NULL}; /* trunc_local = the index */
 
 #define C(member) YS_AT(proto_cfg, member)
 static const ys_field cfg_fields[] = {
@@ -36,7 +37,12 @@ static const ys_field cfg_fields[] = {
     {"beaver_cache", YS_BOOL, C(beaver_cache), 0, 0, NULL,
      "semi2k: reuse a fixed operand's opened mask", NULL, 0, NULL, NULL},
     {"trunc_local", YS_BOOL, C(trunc_local), 0, 0, NULL,
-     "semi2k: SecureML local truncation (0 rounds)", NULL, 0, NULL, NULL},
+     "local truncation (semi2k SecureML, aby3 Share Truncation I): trunc=local", NULL, 0, NULL,
+     NULL},
+    {"trunc", YS_ENUM, C(trunc_local), 0, 0, NULL,
+     "truncation: pair (a dealt pair, exact for |x| < 2^62) or local (wrong with probability "
+     "|x|/2^64)",
+     trunc_names, 0, NULL, NULL},
     {"approx", YS_STR, C(approx), 0, 0, NULL,
      "activation approximations: puma, or sigmoid (SiLU as x·σ(x))", approx_names, 0, NULL,
      NULL},

@@ -20,6 +20,8 @@
 #include "opt.h"
 #include "protocols/base/datadir.h"
 #include "sim/policy/policy.h"
+#include "sim/engine/simulate.h"
+#include "sim/scenario/runner.h"
 #include "sim/scenario/scn.h"
 
 #define BE_AXIS_MAX 32

@@ -17,7 +17,7 @@
 #include "progress.h"
 #include "results/rdb.h"
 #include "sim/scenario/pool.h"
-#include "sim/scenario/runcfg.h"
+#include "sim/scenario/runner.h"
 #include "sim/scenario/runlabel.h"
 #include "sim/scenario/scn.h"
 

@@ -122,11 +122,32 @@ static void usage(FILE *f)
     }
 }
 
-/* A subcommand's --help: the overview, whose sections name every subcommand's options. */
+/* A subcommand's --help: its usage line from the overview's, and its options. */
 static void sub_usage(FILE *f, const cli_cmd *c)
 {
-    (void)c;
-    usage(f);
+    static const char *const lines[] = {
+        "record --model NAME --text FILE [--max-tokens N] -o DIR\n\n"
+        "Runs the float reference of a model with weights (stories260K) over a text and\n"
+        "writes q, k, v, att, ffn, logits, wo and tokens (.npy + manifest).\n",
+        "synth --model NAME --tokens T [--seed S] [--params FILE]\n"
+        "                          [--set KEY=VALUE]... (-o DIR | --stats)\n\n"
+        "Generates a synthetic trace for any model shape; --stats prints summary\n"
+        "statistics without writing (the generator streams). Parameters (--set): sink\n"
+        "n_sinks local window heavy heavy_frac layer_sim drift noise ffn_sparsity\n"
+        "generator (sim/trace/TRACE_FORMAT.md explains each).\n",
+        "fit DIR [--sinks N] [-o params.yaml]\n\n"
+        "Estimates synthetic parameters from a trace (prints YAML; -o writes it).\n",
+        "info DIR [--verify [--tol X]]\n\n"
+        "Prints a trace's manifest summary; --verify also checks every value is finite,\n"
+        "every stored attention row is softmax(q·k/√d) of the trace's own q and k, and\n"
+        "(when the model's weights are here) that q, k, v, ffn and logits equal the\n"
+        "model's forward pass on the trace's tokens; the first mismatch is named and\n"
+        "the exit status is 2.\n",
+    };
+    for (size_t i = 0; i < sizeof sub_cmds / sizeof *sub_cmds; i++)
+        if (sub_cmds[i] == c)
+            fprintf(f, "usage: mpcsim trace %s\noptions:\n", lines[i]);
+    cli_help(c, f);
 }
 
 /* 0 ok, -1 --help printed, 2 usage error (printed). */

@@ -27,7 +27,8 @@
 #include "protocols/base/yschema.h"
 #include "models/model.h"
 #include "protocols/program/op.h"
-#include "sim/scenario/runcfg.h"
+#include "protocols/base/kvparam.h"
+#include "protocols/base/metric.h"
 
 typedef struct policy_ops policy_ops;
 typedef struct secpol_ops secpol_ops; /* selection on secret shares: sim/policy/secpol.h */
@@ -39,6 +40,7 @@ typedef struct policy_param {
     const char *help;
     const char *choices; /* "a|b|c" for a word parameter; NULL for a number */
     double lo, hi;       /* accepted range of a number */
+    int whole;           /* 1: a whole number (what policy_arg_u32 reads) */
 } policy_param;
 
 /* Shapes and lengths of the run a policy instance serves. */
@@ -139,6 +141,10 @@ struct policy_ops {
      * count the lowering shrinks the FFN to (lower_opts.ffn_active) — and *secret = 1 when which
      * neurons stays secret (lower_opts.ffn_secret). Called after emit_cost. */
     uint32_t (*ffn_active)(void *state, uint32_t layer, int *secret);
+    /* Optional, for FFN sparsity on a model with weights: which of the ffn_dim neurons a token
+     * computes in layer (active[i] = 1), from its gate pre-activations w1·x; returns 1 when the
+     * pattern applies (the float replay then zeroes the other neurons before W2). */
+    int (*ffn_pattern)(void *state, uint32_t layer, const float *ffn_pre, uint8_t *active);
     /* Optional: the policy's selection run inside MPC on secret shares, for the secure session
      * (sim/policy/secpol.h; the policy's own policy_<name>_secure.c). Absent: a secure run
      * applies the policy's kept sets from its plaintext replay, or its public ones. */

@@ -9,7 +9,7 @@
 
 #include <stddef.h>
 
-#include "runcfg.h"
+#include "sim/engine/runcfg.h"
 
 typedef struct scenario {
     char name[64];
