@@ -725,6 +725,11 @@ START_TEST(test_docs_key_tables)
 {
     check_key_table("models/README.md", "# Models", model_schema());
     check_key_table("scenarios/README.md", "### workload", scn_workload_schema());
+    check_key_table("scenarios/README.md", "## Keys", scn_schema());
+    check_key_table("scenarios/README.md", "### protocol", proto_cfg_schema());
+    size_t n_net;
+    check_key_table("scenarios/README.md", "### network", &scn_network_schemas(&n_net)[0]);
+    check_key_table("scenarios/README.md", "### trace", scn_trace_schema());
 }
 END_TEST
 
