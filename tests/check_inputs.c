@@ -648,6 +648,34 @@ START_TEST(test_numeric_summary)
 }
 END_TEST
 
+/* ---- command-line numbers: each option's range from its table (sim/cli/opt.h) ---------- */
+
+static const struct {
+    const char *args, *want;
+} cli_bad[] = {
+    {"serve -n 3 --rate 1e300 -q", "--rate wants a rate in [1e-12, 1e9]"},
+    {"serve -n 3 --rate nan -q", "--rate wants"},
+    {"serve -n 10000001 -q", "--requests wants an integer in [1, 10000000]"},
+    {"serve -n 3 --chunk 4194305 -q", "--chunk wants an integer in [0, 4194304]"},
+    {"serve -n 3 --seed 18446744073709551616 -q", "--seed wants"},
+    {"list protocols --costs -n 16777217", "--elems wants an element count in [1, 16777216]"},
+    {"trace synth -m gpt2 --tokens 4294967296 --stats", "--tokens wants an integer in"},
+    {"trace synth -m gpt2 --tokens -1 --stats", "--tokens wants an integer in"},
+    {"cost --model stories260K --protocol semi2k --network lan --kv 1e300", "--kv wants"},
+    {"cost --model stories260K --protocol semi2k --network lan --batch 65537", "--batch wants"},
+    {"cost --model stories260K --protocol semi2k --network lan --threads inf", "--threads wants"},
+    {"run x.yaml -j 0", "--jobs wants"},
+};
+
+START_TEST(test_cli_numbers)
+{
+    char out[4096];
+    ck_assert_int_eq(th_cli_capture(cli_bad[_i].args, out, sizeof out), 2);
+    ck_assert_msg(strstr(out, cli_bad[_i].want), "'%s': want '%s' in: %s", cli_bad[_i].args,
+                  cli_bad[_i].want, out);
+}
+END_TEST
+
 /* ---- the docs' key tables agree with the readers' schemas --------------------------------- */
 
 static const char *read_doc(const char *rel) { return th_text(th_data_path(rel)); }
@@ -707,6 +735,11 @@ START_TEST(test_docs_key_tables)
 {
     check_key_table("models/README.md", "# Models", model_schema());
     check_key_table("scenarios/README.md", "### workload", scn_workload_schema());
+    check_key_table("scenarios/README.md", "## Keys", scn_schema());
+    check_key_table("scenarios/README.md", "### protocol", proto_cfg_schema());
+    size_t n_net;
+    check_key_table("scenarios/README.md", "### network", &scn_network_schemas(&n_net)[0]);
+    check_key_table("scenarios/README.md", "### trace", scn_trace_schema());
 }
 END_TEST
 
@@ -731,6 +764,7 @@ Suite *inputs_suite(void)
     tcase_set_timeout(t, 120);
     tcase_add_loop_test(t, test_numeric_out_of_range, 0, (int)n_sites);
     tcase_add_test(t, test_numeric_summary);
+    tcase_add_loop_test(t, test_cli_numbers, 0, (int)(sizeof cli_bad / sizeof *cli_bad));
     suite_add_tcase(s, t);
     t = tcase_create("docs");
     tcase_add_test(t, test_docs_synth_table);
