@@ -1,5 +1,5 @@
-/* cmd.h — the subcommands of the mpcsim CLI. Each parses its own options (getopt_long),
- * prints its own --help, and returns the process exit status:
+/* cmd.h — the subcommands of the mpcsim CLI. Each parses its options through its table (opt.h),
+ * which also prints its --help, and returns the process exit status:
  *   0 success, 1 runtime failure, 2 bad usage or bad input, 3 peer/network failure. */
 #ifndef MPCSIM_CMD_H
 #define MPCSIM_CMD_H
