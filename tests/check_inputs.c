@@ -753,8 +753,7 @@ Suite *inputs_suite(void)
     suite_add_tcase(s, t);
     build_sites();
     t = tcase_create("ranges");
-    tcase_add_unchecked_fixture(t, suite_setup, suite_teardown);
-    tcase_add_checked_fixture(t, setup, teardown);
+    TESTDIR_USE(t);
     tcase_set_timeout(t, 120);
     tcase_add_loop_test(t, test_numeric_out_of_range, 0, (int)n_sites);
     tcase_add_test(t, test_numeric_summary);
