@@ -19,7 +19,8 @@ static const policy_ops *const registry[] = {
 /* Keys the replay reads for every policy (sim/replay/replay.c). */
 static const policy_param replay_params[] = {
     {"metric_stride", "1",
-     "attention metrics every k-th decode step (1: every step, 0: none, for cost-only sweeps)",
+     "attention metrics every k-th decode step (1: every step, 0: none, for cost-only sweeps); "
+     "the default is the policy's own (16 for a policy that reads the trace, 1 for full)",
      NULL, 0, 1e9},
     {"err_kv_heads", "4",
      "KV heads per layer whose output error is measured at a measured step (rotating); the "
@@ -63,6 +64,13 @@ const policy_param *policy_replay_params(size_t *n)
 {
     *n = sizeof replay_params / sizeof replay_params[0];
     return replay_params;
+}
+
+const char *policy_replay_default(const policy_ops *p, const policy_param *rp)
+{
+    if (p && p->metric_stride && !strcmp(rp->key, "metric_stride"))
+        return p->metric_stride;
+    return rp->def;
 }
 
 static const policy_param *find_param(const policy_ops *p, const char *key)
@@ -180,6 +188,9 @@ const char *policy_arg(const policy_ops *p, const policy_args *a, const char *ke
                 return a->kv[i].val;
             }
     const policy_param *pp = find_param(p, key);
+    size_t nr = sizeof replay_params / sizeof replay_params[0];
+    if (pp && pp >= replay_params && pp < replay_params + nr)
+        return policy_replay_default(p, pp);
     return pp ? pp->def : NULL;
 }
 

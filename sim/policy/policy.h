@@ -142,6 +142,10 @@ struct policy_ops {
      * (sim/policy/secpol.h; the policy's own policy_<name>_secure.c). Absent: a secure run
      * applies the policy's kept sets from its plaintext replay, or its public ones. */
     const secpol_ops *secure;
+    /* The policy's default for the replay's `metric_stride` (decode steps between accuracy
+     * measurements) when the scenario sets none, as text like a parameter default; NULL: the
+     * replay's own default (policy_replay_params). */
+    const char *metric_stride;
 };
 
 const policy_ops *policy_find(const char *name);
@@ -156,6 +160,9 @@ int policy_check_params(const policy_ops *p, const kv_param *kv, size_t n, const
                         errbuf *e);
 /* Keys every policy accepts because the replay reads them (metric_stride, recall_k, live). */
 const policy_param *policy_replay_params(size_t *n);
+/* The default of a replay key for policy p: the policy's own (policy_ops.metric_stride) or the
+ * replay's (rp->def). */
+const char *policy_replay_default(const policy_ops *p, const policy_param *rp);
 
 /* ---- helpers for policy implementations ------------------------------------------------ */
 

@@ -270,4 +270,5 @@ const policy_ops policy_comet = {
     .emit_cost = comet_emit,
     .metrics = comet_metrics,
     .ffn_active = comet_ffn_active,
+    .metric_stride = "16",
 };

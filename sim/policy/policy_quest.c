@@ -196,4 +196,5 @@ const policy_ops policy_quest = {
     .observe = quest_observe,
     .select = quest_select,
     .emit_cost = quest_emit,
+    .metric_stride = "16",
 };

@@ -23,7 +23,9 @@ struct replay {
     policy_env env;
     policy_args args;
     trace *tr;
+    int tr_shared;      /* tr belongs to the caller (replay_open_shared) */
     uint32_t P, next_step, stride, err_heads, prompt_rows;
+    uint32_t prompt_next; /* the next prompt position to observe */
     int prompt_done, live;
     int once;           /* the newest step holds one-time work (policy_ops.one_time) */
     int exact;          /* the full cache on a synthetic trace: its metrics hold by construction,
@@ -35,8 +37,6 @@ struct replay {
     uint32_t *sel;      /* Hkv: one layer's selection counts */
     float *att;         /* H × max_len: attention renormalized over the kept entries */
     float *vbuf, *k, *v;
-    float *wo_syn;      /* synthetic traces: one W_o draw reused for every layer, or NULL */
-    uint32_t wo_rows, wo_cols;
     uint32_t *idx;
     metrics m;
 };
@@ -76,7 +76,19 @@ static int read_params(replay *r, errbuf *e)
                                                    : MS_OK;
 }
 
+int replay_reads_trace(const run_cfg *cfg)
+{
+    const char *name = cfg->policy.name[0] ? cfg->policy.name : "full";
+    int has_trace = cfg->trace.source[0] && strcmp(cfg->trace.source, "none") != 0;
+    return has_trace && !(!strcmp(name, "full") && !strcmp(cfg->trace.source, "synth"));
+}
+
 int replay_open(const run_cfg *cfg, replay **out, errbuf *e)
+{
+    return replay_open_shared(cfg, NULL, out, e);
+}
+
+int replay_open_shared(const run_cfg *cfg, trace *shared, replay **out, errbuf *e)
 {
     *out = NULL;
     const char *name = cfg->policy.name[0] ? cfg->policy.name : "full";
@@ -102,7 +114,11 @@ int replay_open(const run_cfg *cfg, replay **out, errbuf *e)
     int has_trace = cfg->trace.source[0] && strcmp(cfg->trace.source, "none") != 0;
     r->exact = !strcmp(p->name, "full") && !strcmp(cfg->trace.source, "synth");
     if (has_trace && !r->exact) {
-        rc = trace_open_run(cfg, &r->tr, e);
+        r->tr_shared = shared != NULL;
+        if (shared)
+            r->tr = shared;
+        else
+            rc = trace_open_run(cfg, &r->tr, e);
         if (!rc && trace_get_shape(r->tr)->n_tokens < r->env.max_len)
             rc = err_set(e, MS_ERR_INPUT,
                          "trace has %u positions, the run needs prompt %u + decode %u\n"
@@ -150,7 +166,7 @@ void replay_close(replay *r)
         return;
     if (r->st)
         r->pol->fini(r->st);
-    if (r->tr)
+    if (r->tr && !r->tr_shared)
         trace_close(r->tr);
     metrics_free(&r->m);
     free(r->keep);
@@ -159,7 +175,6 @@ void replay_close(replay *r)
     free(r->sel);
     free(r->att);
     free(r->vbuf);
-    free(r->wo_syn);
     free(r->k);
     free(r->v);
     free(r->idx);
@@ -168,23 +183,14 @@ void replay_close(replay *r)
 
 /* ---- observation ------------------------------------------------------------------------ */
 
-/* W_o of a layer. A synthetic trace generates an i.i.d. Gaussian W_o on every call (16M normals
- * for a 7B layer), so the replay draws it once and uses that draw for every layer: the same
- * distribution, a different (fixed) sample per layer would not change any expectation. */
+/* W_o of a layer. A synthetic trace generates an i.i.d. Gaussian W_o per layer (16M normals
+ * for a 7B layer), so the replay uses layer 0's draw for every layer: the same distribution,
+ * a different (fixed) sample per layer would not change any expectation. The trace keeps the
+ * draw (synth_wo caches layer 0 whatever the model's size), so it is read in place, not
+ * copied (64 MiB at 7B shapes). */
 static const float *layer_wo(replay *r, uint32_t layer, uint32_t *rows, uint32_t *cols)
 {
-    if (!trace_is_synthetic(r->tr))
-        return trace_wo(r->tr, layer, rows, cols);
-    if (!r->wo_syn) {
-        const float *w = trace_wo(r->tr, 0, &r->wo_rows, &r->wo_cols);
-        size_t n = (size_t)r->wo_rows * r->wo_cols;
-        if (!w || !(r->wo_syn = malloc(n * sizeof *r->wo_syn)))
-            return NULL;
-        memcpy(r->wo_syn, w, n * sizeof *w);
-    }
-    *rows = r->wo_rows;
-    *cols = r->wo_cols;
-    return r->wo_syn;
+    return trace_wo(r->tr, trace_is_synthetic(r->tr) ? 0 : layer, rows, cols);
 }
 
 /* Fills and passes one (pos, layer) observation; att_used is the attention the model computed
@@ -233,22 +239,37 @@ static int observe(replay *r, uint32_t pos, uint32_t layer, const float *att_use
     return r->pol->observe(r->st, &o, e);
 }
 
-/* Feeds the prompt (dense causal attention) and runs the prefill selection, once. */
+/* Observes one prompt position (dense causal attention) at every layer. */
+static int prompt_pos(replay *r, uint32_t pos, errbuf *e)
+{
+    /* a position the policy reads nothing from is not generated (synthetic traces) */
+    unsigned need = needs_at(r, pos);
+    int stream = need & (POLICY_NEED_Q | POLICY_NEED_ATT | POLICY_NEED_FFN);
+    int rc = stream ? trace_seek(r->tr, pos, e) : MS_OK;
+    for (uint32_t l = 0; !rc && l < r->env.n_layers; l++)
+        rc = observe(r, pos, l, NULL, e);
+    return rc;
+}
+
+int replay_prompt_upto(replay *r, uint32_t pos, errbuf *e)
+{
+    int rc = MS_OK;
+    if (!r->tr || !r->pol->observe)
+        return rc;
+    while (!rc && !r->prompt_done && r->prompt_next <= pos && r->prompt_next < r->P)
+        rc = prompt_pos(r, r->prompt_next++, e);
+    return rc;
+}
+
+/* Feeds the rest of the prompt and runs the prefill selection, once. */
 static int ensure_prompt(replay *r, errbuf *e)
 {
     if (r->prompt_done)
         return MS_OK;
+    int rc = r->P ? replay_prompt_upto(r, r->P - 1, e) : MS_OK;
     r->prompt_done = 1;
-    for (uint32_t pos = 0; r->tr && r->pol->observe && pos < r->P; pos++) {
-        /* a position the policy reads nothing from is not generated (synthetic traces) */
-        unsigned need = needs_at(r, pos);
-        int stream = need & (POLICY_NEED_Q | POLICY_NEED_ATT | POLICY_NEED_FFN);
-        int rc = stream ? trace_seek(r->tr, pos, e) : MS_OK;
-        for (uint32_t l = 0; !rc && l < r->env.n_layers; l++)
-            rc = observe(r, pos, l, NULL, e);
-        if (rc)
-            return rc;
-    }
+    if (rc)
+        return rc;
     return r->pol->prefill ? r->pol->prefill(r->st, e) : MS_OK;
 }
 

@@ -12,8 +12,19 @@
 #include "sim/scenario/runcfg.h"
 
 typedef struct replay replay;
+struct trace;
 
 int replay_open(const run_cfg *cfg, replay **out, errbuf *e);
+/* 1 when the run's replay reads its trace (a trace source, and not the full cache on a
+ * synthetic trace, whose metrics hold by construction). */
+int replay_reads_trace(const run_cfg *cfg);
+/* replay_open on a trace the caller opened for cfg (trace_open_run) and closes after the
+ * replay; NULL: the replay opens its own. The runs of a sweep that read the same trace share
+ * one (sim/scenario/group.h). */
+int replay_open_shared(const run_cfg *cfg, struct trace *shared, replay **out, errbuf *e);
+/* Observes the prompt up to position pos (inclusive), as replay_prefill would before its
+ * selection; lets several replays of one shared trace walk the prompt together. */
+int replay_prompt_upto(replay *r, uint32_t pos, errbuf *e);
 /* Prefill: appends policy ops for the prefill phase (e.g. SnapKV's scoring) to prog. */
 int replay_prefill(replay *r, op_program *prog, errbuf *e);
 /* Decode step `step` (0-based) with kv_len entries cached: fills kept[n_layers·n_kv_heads]
