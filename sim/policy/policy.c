@@ -396,3 +396,47 @@ uint32_t policy_state_tensor(op_program *prog, const char *name, uint32_t batch,
         id = op_tensor_add(prog, name, OPT_CACHE, DOM_ARITH, batch, rows, cols);
     return id;
 }
+
+/* ---- half precision with directed rounding -------------------------------------------- */
+
+/* x rounded toward zero to binary16 (NaN stays NaN; beyond the largest finite half, 65504). */
+static uint16_t half_trunc(float x)
+{
+    uint32_t b;
+    memcpy(&b, &x, sizeof b);
+    uint16_t sign = (uint16_t)(b >> 16 & 0x8000u);
+    uint32_t ab = b & 0x7fffffffu;
+    if (ab > 0x7f800000u)
+        return sign | 0x7e00u;
+    if (ab == 0x7f800000u)
+        return sign | 0x7c00u;
+    int e = (int)(ab >> 23) - 127;
+    if (e >= 16)
+        return sign | 0x7bffu;
+    if (e >= -14)
+        return sign | (uint16_t)((uint32_t)(e + 15) << 10 | (ab >> 13 & 0x3ffu));
+    if (e >= -25) /* subnormal: units of 2^-24 */
+        return sign | (uint16_t)(((ab & 0x7fffffu) | 0x800000u) >> (-(e + 1)));
+    return sign;
+}
+
+float policy_half_float(uint16_t h)
+{
+    uint32_t e = h >> 10 & 0x1fu, m = h & 0x3ffu;
+    float v = e == 0    ? ldexpf((float)m, -24)
+              : e == 31 ? (m ? NAN : INFINITY)
+                        : ldexpf((float)(1024u + m), (int)e - 25);
+    return h & 0x8000u ? -v : v;
+}
+
+uint16_t policy_half_up(float x)
+{
+    uint16_t h = half_trunc(x);
+    return x > 0 && policy_half_float(h) < x ? (uint16_t)(h + 1) : h; /* magnitude up */
+}
+
+uint16_t policy_half_down(float x)
+{
+    uint16_t h = half_trunc(x);
+    return x < 0 && policy_half_float(h) > x ? (uint16_t)(h + 1) : h;
+}

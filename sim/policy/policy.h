@@ -53,6 +53,10 @@ typedef struct policy_env {
     /* Optional, preferred when set: keys of position pos for every KV head (n_kv_heads ×
      * head_dim) in one read (a synthetic trace generates all heads of a position at once). */
     int (*get_k)(void *ctx, uint32_t layer, uint32_t pos, float *k);
+    /* 1 when gather_k returns exactly the keys observe() received (the trace replay): a
+     * policy may then keep a compact summary of them and re-read keys where it must be exact
+     * (Quest's half-precision page bounds). 0 for a model's own run (the live metrics). */
+    int rereads_k;
 } policy_env;
 
 /* A scenario's policy parameters as the policy reads them (path for messages). */
@@ -146,6 +150,10 @@ struct policy_ops {
      * measurements) when the scenario sets none, as text like a parameter default; NULL: the
      * replay's own default (policy_replay_params). */
     const char *metric_stride;
+    /* 1 when select() and emit_cost() only read the state observe() and prefill() built and
+     * change none: a decode step nobody measures or costs (decode_stride, metric_stride) need
+     * not run them — the replay still observes it (Quest's page bounds of the new key). */
+    int stateless_select;
 };
 
 const policy_ops *policy_find(const char *name);
@@ -184,6 +192,20 @@ int policy_arg_choice(const policy_ops *p, const policy_args *a, const char *key
  * all. Returns the count written. work must hold n uint32. */
 size_t policy_topk(const float *score, const uint32_t *cand, size_t n, size_t k, uint32_t *out,
                    uint32_t *work);
+
+/* IEEE half precision (binary16) bits of x rounded toward +inf (up) or −inf (down), and
+ * back to float (exact). Outward rounding keeps a max an upper bound and a min a lower bound:
+ * policy_half_float(policy_half_up(x)) ≥ x and policy_half_float(policy_half_down(x)) ≤ x for
+ * every finite x (beyond ±65504 the bound is ±inf). */
+uint16_t policy_half_up(float x);
+uint16_t policy_half_down(float x);
+float policy_half_float(uint16_t h);
+/* Nonzero: Quest keeps its page bounds in float even where keys can be re-read (the tests
+ * compare the two selections). */
+extern int policy_quest_float_bounds;
+/* A factor (≥ 1) on the error bound of Quest's half-precision scores: wider, more pages are
+ * re-scored from their keys (tests; 1 in runs). */
+extern double policy_quest_slack;
 
 /* Emits a policy's ops (category OPC_POLICY) for one phase and layer; the first allocation
  * failure sticks in `failed`. */

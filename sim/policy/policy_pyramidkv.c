@@ -73,4 +73,5 @@ const policy_ops policy_pyramidkv = {
     .select = snapkv_select,
     .emit_cost = snapkv_emit,
     .metric_stride = "16",
+    .stateless_select = 1,
 };

@@ -282,5 +282,6 @@ const policy_ops policy_snapkv = {
     .select = snapkv_select,
     .emit_cost = snapkv_emit,
     .metric_stride = "16",
+    .stateless_select = 1,
 };
 

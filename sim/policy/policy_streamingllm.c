@@ -73,4 +73,5 @@ const policy_ops policy_streamingllm = {
     .select = sl_select,
     .count = sl_count,
     .metric_stride = "16",
+    .stateless_select = 1,
 };

@@ -110,7 +110,8 @@ int replay_open_shared(const run_cfg *cfg, trace *shared, replay **out, errbuf *
     r->args = (policy_args){cfg->policy.params, cfg->policy.n_params, cfg->scenario_path};
     const model_cfg *mc = &cfg->model;
     r->env = (policy_env){mc->n_layers, mc->n_heads, mc->n_kv_heads, mc->head_dim, mc->dim,
-                          mc->ffn_dim, r->P, r->P + cfg->work.decode_len, NULL, NULL, NULL};
+                          mc->ffn_dim, r->P, r->P + cfg->work.decode_len, NULL, NULL, NULL,
+                          0};
     int has_trace = cfg->trace.source[0] && strcmp(cfg->trace.source, "none") != 0;
     r->exact = !strcmp(p->name, "full") && !strcmp(cfg->trace.source, "synth");
     if (has_trace && !r->exact) {
@@ -127,6 +128,7 @@ int replay_open_shared(const run_cfg *cfg, trace *shared, replay **out, errbuf *
         r->env.gather_k = gather_k;
         r->env.get_k = get_k;
         r->env.kv_ctx = r->tr;
+        r->env.rereads_k = 1; /* observe() gets these very keys (trace_kv) */
     } else if (p->observe) {
         rc = err_set(e, MS_ERR_INPUT,
                      "%s: error: policy '%s' reads attention/keys and needs a trace\n"
@@ -369,8 +371,10 @@ static uint32_t keep_max(const uint8_t *keep, uint32_t Hkv, uint32_t pos)
     return cmax;
 }
 
-/* One decode position: select, measure, observe and (if prog) emit, for every layer. */
-static int decode_pos(replay *r, uint32_t step, op_program *prog, errbuf *e)
+/* One decode position: select, measure, observe and (if prog) emit, for every layer. idle:
+ * nobody costs the step (no prog), so a stateless selection (policy_ops.stateless_select)
+ * runs only where a metric or the policy's own observation reads it. */
+static int decode_pos(replay *r, uint32_t step, op_program *prog, int idle, errbuf *e)
 {
     const policy_env *v = &r->env;
     uint32_t pos = r->P + step, Hkv = v->n_kv_heads;
@@ -385,6 +389,12 @@ static int decode_pos(replay *r, uint32_t step, op_program *prog, errbuf *e)
          * the same ops, and a shorter selection (a partial last page or cluster chosen by
          * some heads only) is padded with masked slots. Metrics use the true sets. */
         uint32_t cmax = 0;
+        int att = needs_of(r, r->st, l, pos) & POLICY_NEED_ATT;
+        if (idle && !prog && !measure && !att && r->pol->stateless_select) {
+            if (read)
+                rc = observe(r, pos, l, NULL, e);
+            continue;
+        }
         if (!read && !need && r->pol->count) {
             cmax = r->pol->count(r->st, l, pos); /* positional: no mask to build */
         } else {
@@ -399,7 +409,7 @@ static int decode_pos(replay *r, uint32_t step, op_program *prog, errbuf *e)
         const float *used = NULL;
         if (measure && r->exact) {
             exact_rows(r, pos, step);
-        } else if (measure || (needs_of(r, r->st, l, pos) & POLICY_NEED_ATT)) {
+        } else if (measure || att) {
             rc = layer_rows(r, pos, l, trace_att(r->tr, l), measure, e);
             used = r->att;
         }
@@ -418,6 +428,24 @@ static int decode_pos(replay *r, uint32_t step, op_program *prog, errbuf *e)
 
 int replay_step_once(const replay *r) { return r->once; }
 
+int replay_idle_off;
+
+int replay_idle_ok(const replay *r)
+{
+    return !replay_idle_off && r->pol->stateless_select && !r->pol->one_time;
+}
+
+int replay_step_idle(replay *r, uint32_t step, uint32_t kv_len, errbuf *e)
+{
+    if (!replay_idle_ok(r))
+        return replay_step(r, step, kv_len, r->kept, NULL, e);
+    if (kv_len != r->P + step || step >= r->cfg->work.decode_len || step != r->next_step)
+        return err_set(e, MS_ERR_INTERNAL, "replay: idle step %u at kv_len %u out of order",
+                       step, kv_len);
+    int rc = ensure_prompt(r, e);
+    return rc ? rc : decode_pos(r, r->next_step++, NULL, 1, e);
+}
+
 int replay_step(replay *r, uint32_t step, uint32_t kv_len, uint32_t *kept, op_program *prog,
                 errbuf *e)
 {
@@ -427,10 +455,10 @@ int replay_step(replay *r, uint32_t step, uint32_t kv_len, uint32_t *kept, op_pr
                        step, kv_len, r->P, r->next_step);
     int rc = ensure_prompt(r, e);
     while (!rc && r->next_step < step) /* skipped steps still move the policy's state */
-        rc = decode_pos(r, r->next_step++, NULL, e);
+        rc = decode_pos(r, r->next_step++, NULL, 0, e);
     if (!rc)
-        rc = decode_pos(r, r->next_step++, prog, e);
-    if (!rc)
+        rc = decode_pos(r, r->next_step++, prog, 0, e);
+    if (!rc && kept != r->kept)
         memcpy(kept, r->kept, (size_t)r->env.n_layers * r->env.n_kv_heads * sizeof *kept);
     return rc;
 }
@@ -530,8 +558,10 @@ static int live_run(replay *r, errbuf *e)
     c.keep = malloc((size_t)mc->n_kv_heads * (r->env.max_len + 1));
     if (!rc && (!lf || !lp || !c.keep))
         rc = err_set(e, MS_ERR_NOMEM, "replay: out of memory");
+    policy_env lenv = r->env;
+    lenv.rereads_k = 0; /* this instance observes the model's own keys, not the trace's */
     if (!rc)
-        rc = r->pol->init(&r->env, &r->args, &c.st, e);
+        rc = r->pol->init(&lenv, &r->args, &c.st, e);
     llama_hooks hk = {.ctx = &c, .on_layer = live_layer, .attend_mask = live_mask};
     agree_ctx ag = {r, MS_OK, e};
     llama_hooks hf = {.ctx = &ag, .on_layer = agree_layer};
