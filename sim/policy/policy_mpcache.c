@@ -223,12 +223,14 @@ static int head_push(mpcache_head *h, uint32_t s2, uint32_t d, uint32_t pos, con
         return MS_ERR_NOMEM;
     uint32_t c = h->n / s2;
     float *mx = h->mx + (size_t)c * d, *mn = h->mn + (size_t)c * d;
-    int fresh = h->n % s2 == 0;
-    for (uint32_t i = 0; i < d; i++) {
-        if (fresh || k[i] > mx[i])
-            mx[i] = k[i];
-        if (fresh || k[i] < mn[i])
-            mn[i] = k[i];
+    if (h->n % s2 == 0) { /* the cluster's first key */
+        memcpy(mx, k, d * sizeof *mx);
+        memcpy(mn, k, d * sizeof *mn);
+    } else { /* branch-free: vectorized, the same values */
+        for (uint32_t i = 0; i < d; i++) {
+            mx[i] = k[i] > mx[i] ? k[i] : mx[i];
+            mn[i] = k[i] < mn[i] ? k[i] : mn[i];
+        }
     }
     h->idx[h->n++] = pos;
     return MS_OK;

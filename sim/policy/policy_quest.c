@@ -146,13 +146,18 @@ static float *bound(const quest_state *s, float *base, uint32_t layer, uint32_t 
     return base + page_at(s, layer, g, p) * s->env.head_dim;
 }
 
+/* The page's running max and min with key k (fresh: the page's first key); branch-free, so
+ * the compiler vectorizes it (the same values: k > M ? k : M is the update as written). */
 static void bound_update(float *mx, float *mn, const float *k, uint32_t d, int fresh)
 {
+    if (fresh) {
+        memcpy(mx, k, d * sizeof *mx);
+        memcpy(mn, k, d * sizeof *mn);
+        return;
+    }
     for (uint32_t i = 0; i < d; i++) {
-        if (fresh || k[i] > mx[i])
-            mx[i] = k[i];
-        if (fresh || k[i] < mn[i])
-            mn[i] = k[i];
+        mx[i] = k[i] > mx[i] ? k[i] : mx[i];
+        mn[i] = k[i] < mn[i] ? k[i] : mn[i];
     }
 }
 
