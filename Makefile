@@ -15,7 +15,7 @@ Q := @
 endif
 PREFIX  ?= /usr/local
 BUILD   := build/$(VARIANT)
-PKGS    := gsl sqlite3 yaml-0.1 libcrypto jansson
+PKGS    := gsl sqlite3 yaml-0.1 libssl libcrypto jansson
 CC      ?= cc
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 # Where the installed binary finds models/, protocols/, scenarios/, scripts/ (the source tree when

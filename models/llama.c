@@ -36,6 +36,7 @@ struct llama {
     float *att_out;         /* n_heads*head_dim */
     float *att;             /* n_heads*max_ctx, stored with stride pos+1 for the view */
     float *hb, *hb2, *ffn_pre; /* ffn_dim */
+    uint8_t *fmask;            /* ffn_dim: the sparse FFN's neurons (llama_hooks.ffn_mask) */
     float *key_cache;       /* (layer, max_ctx, kv_dim) */
     float *value_cache;     /* (layer, max_ctx, kv_dim) */
     uint8_t *mask;          /* max_ctx */
@@ -169,11 +170,12 @@ static int alloc_state(llama *m)
     m->hb = calloc(c->ffn_dim, sizeof(float));
     m->hb2 = calloc(c->ffn_dim, sizeof(float));
     m->ffn_pre = calloc(c->ffn_dim, sizeof(float));
+    m->fmask = calloc(c->ffn_dim, 1);
     m->key_cache = calloc(cache, sizeof(float));
     m->value_cache = calloc(cache, sizeof(float));
     m->mask = calloc(c->max_ctx, 1);
     return (m->x && m->xb && m->xb2 && m->q && m->att_out && m->att && m->hb && m->hb2 &&
-            m->ffn_pre && m->key_cache && m->value_cache && m->mask)
+            m->ffn_pre && m->fmask && m->key_cache && m->value_cache && m->mask)
                ? MS_OK
                : MS_ERR_NOMEM;
 }
@@ -244,6 +246,7 @@ void llama_free(llama *m)
     free(m->hb);
     free(m->hb2);
     free(m->ffn_pre);
+    free(m->fmask);
     free(m->key_cache);
     free(m->value_cache);
     free(m->mask);
@@ -387,7 +390,7 @@ static void attention(llama *m, uint32_t l, uint32_t pos, const llama_hooks *hk)
     }
 }
 
-static void ffn(llama *m, uint32_t l)
+static void ffn(llama *m, uint32_t l, uint32_t pos, const llama_hooks *hk)
 {
     const model_cfg *c = &m->cfg;
     uint32_t D = c->dim, F = c->ffn_dim;
@@ -400,6 +403,10 @@ static void ffn(llama *m, uint32_t l)
         val *= (1.0f / (1.0f + expf(-val)));
         m->hb[i] = val * m->hb2[i];
     }
+    if (hk && hk->ffn_mask && hk->ffn_mask(hk->ctx, l, pos, m->ffn_pre, memset(m->fmask, 1, F)))
+        for (uint32_t i = 0; i < F; i++)
+            if (!m->fmask[i])
+                m->hb[i] = 0.0f;
     matmul(m->xb, m->hb, m->w2 + (size_t)l * D * F, F, D);
     for (uint32_t i = 0; i < D; i++)
         m->x[i] += m->xb[i];
@@ -425,7 +432,7 @@ int llama_forward(llama *m, int token, uint32_t pos, const llama_hooks *h, float
         matmul(m->xb2, m->att_out, m->wo + (size_t)l * D * qd, qd, D);
         for (uint32_t i = 0; i < D; i++)
             m->x[i] += m->xb2[i];
-        ffn(m, l);
+        ffn(m, l, pos, h);
         if (h && h->on_layer) {
             llama_layer_view lv = {.layer = l, .pos = pos, .q = m->q, .k = k, .v = v,
                                    .att = m->att, .att_out = m->att_out,

@@ -37,6 +37,10 @@ typedef struct llama_hooks {
     /* If set: mask[t] for t ≤ pos says whether (layer, kv_head) attends to cached position t.
      * Return 0 to attend to everything. */
     int (*attend_mask)(void *ctx, uint32_t layer, uint32_t kv_head, uint32_t pos, uint8_t *mask);
+    /* If set: active[i] for i < ffn_dim says whether the FFN of (layer, pos) computes neuron i,
+     * given its gate pre-activations (w1·x); the others are zeroed before W2 (a sparse FFN).
+     * Return 0 to compute every neuron. */
+    int (*ffn_mask)(void *ctx, uint32_t layer, uint32_t pos, const float *ffn_pre, uint8_t *active);
 } llama_hooks;
 
 /* Runs one token at position pos (positions must be fed in order from 0); logits receive

@@ -18,6 +18,7 @@
 
 #include "sim/policy/policy.h"
 #include "sim/replay/replay.h"
+#include "sim/scenario/runner.h"
 
 static double now(void)
 {

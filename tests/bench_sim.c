@@ -15,7 +15,7 @@
 
 #include "sim/engine/des.h"
 #include "models/lower.h"
-#include "sim/scenario/runcfg.h"
+#include "sim/scenario/runner.h"
 #include "sim/engine/stepcost.h"
 
 static double now_s(void)

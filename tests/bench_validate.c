@@ -105,7 +105,7 @@ static void latency(const char *pn, double lat_ms, uint32_t prompt)
     proto_cfg_default(pn, &o.cfg, &e);
     uint64_t over = 0;
     secinf_result r;
-    if (valid_round_ns(&o.cfg, o.latency_ns, NULL, &over, &e) || secinf_run(&o, &r, &e)) {
+    if (valid_round_ns(&o.cfg, o.latency_ns, NULL, 0, &over, &e) || secinf_run(&o, &r, &e)) {
         fprintf(stderr, "bench_validate: %s\n", e.msg);
         return;
     }

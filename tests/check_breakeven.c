@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sim/engine/simulate.h"
+#include "sim/scenario/runner.h"
 #include "sim/scenario/scn.h"
 #include "testdir.h"
 

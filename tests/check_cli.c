@@ -2,6 +2,7 @@
  * exit codes, input errors that write nothing, dry runs, shards, a real SIGKILL mid-sweep and
  * --resume, determinism across runs and -j, merge, report tables, and rendered plot images. */
 #include <check.h>
+#include <ctype.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdarg.h>
@@ -229,6 +230,166 @@ START_TEST(test_help_and_usage)
     ck_assert_int_eq(MPCSIM("report", "missing.db"), 2);
     ck_assert(!exists(tpath("missing.db")));
     ck_assert(!exists(tpath("results")));
+}
+END_TEST
+
+/* Every command parses with an option table (sim/cli/opt.h): an unknown option names the
+ * nearest one, a missing value and a bad number are usage errors (exit 2), each with its
+ * message. None of these command lines gets past its options, so none writes anything. */
+static const struct {
+    const char *args, *msg;
+} bad_options[] = {
+    {"run --outptu x.db s.yaml", "unknown option '--outptu' (did you mean '--output'? see mpcsim run --help)"},
+    {"run s.yaml -j", "option '-j' needs a value"},
+    {"run s.yaml -j two", "--jobs wants a number of workers from 1 to 256, not 'two'"},
+    {"run s.yaml --progress-every 0", "--progress-every wants seconds from 0.1 to 86400, not '0'"},
+    {"run s.yaml --shard 0/2", "--shard wants K/N with 1 <= K <= N (e.g. 2/8) or auto, not '0/2'"},
+    {"report --colums 30 r.db", "unknown option '--colums' (did you mean '--columns'?"},
+    {"report r.db --columns 5", "--columns wants a width from 20 to 10000, not '5'"},
+    {"report r.db --where", "option '--where' needs a value"},
+    {"plot --fromat png r.db", "unknown option '--fromat' (did you mean '--format'?"},
+    {"plot r.db --format gif", "--format is png, svg or pdf, not 'gif'"},
+    {"plot r.db --latency", "option '--latency' needs a value"},
+    {"merge --quite a.db b.db", "unknown option '--quite' (did you mean '--quiet'?"},
+    {"list --csots protocols", "unknown option '--csots' (did you mean '--costs'?"},
+    {"list protocols --costs -n x", "--elems wants a positive element count, not 'x'"},
+    {"list protocols --costs --ring-bits", "option '--ring-bits' needs a value"},
+    {"calibrate --secnods 1", "unknown option '--secnods' (did you mean '--seconds'?"},
+    {"calibrate --threads 0", "--threads wants an integer in 1..256, not '0'"},
+    {"calibrate --seconds 0", "--seconds wants a number in (0, 3600], not '0'"},
+    {"breakeven --lantecy 1ms s.yaml", "unknown option '--lantecy' (did you mean '--latency'?"},
+    {"breakeven s.yaml --ops x", "--ops wants a count 1..4096, not 'x'"},
+    {"breakeven s.yaml --bandwidth", "option '--bandwidth' needs a value"},
+    {"breakeven s.yaml --latency 1ms,zz", "--latency: bad value 'zz'"},
+    {"serve --reqeusts 3", "unknown option '--reqeusts' (did you mean '--requests'?"},
+    {"serve --requests -5", "--requests wants an integer in [1, 4294967295], not '-5'"},
+    {"serve -n 3 --rate 0", "--rate wants a positive number of requests per second, not '0'"},
+    {"serve -n", "option '-n' needs a value"},
+    {"serve -n 3 --position sideways", "--position is rerotate or recompute, not 'sideways'"},
+    {"cost --protcol semi2k", "unknown option '--protcol' (did you mean '--protocol'?"},
+    {"cost -m gpt2 -p semi2k -n lan --phase prefill --tokens x", "--tokens wants an integer >= 1, not 'x'"},
+    {"trace synth --tokenz 3", "unknown option '--tokenz' (did you mean '--tokens'? see mpcsim trace synth --help)"},
+    {"trace synth -m gpt2 --tokens 0 --stats", "--tokens wants a positive integer, not '0'"},
+    {"trace info --tol x d", "--tol wants a number in (0, 1], not 'x'"},
+    {"trace fit --sinks", "option '--sinks' needs a value"},
+    {"trace record -n 0", "--max-tokens wants a positive integer, not '0'"},
+    {"validate --protocl aby3", "unknown option '--protocl' (did you mean '--protocol'?"},
+    {"party --peesr a:1", "unknown option '--peesr' (did you mean '--peers'?"},
+};
+
+START_TEST(test_bad_options)
+{
+    char out[4096];
+    int st = th_cli_capture(bad_options[_i].args, out, sizeof out);
+    ck_assert_msg(st == 2, "mpcsim %s: exit %d, not 2: %s", bad_options[_i].args, st, out);
+    ck_assert_msg(strstr(out, bad_options[_i].msg) && strstr(out, ": error: "),
+                  "mpcsim %s printed: %s", bad_options[_i].args, out);
+}
+END_TEST
+
+/* The number of characters (UTF-8 code points) of the longest line of s. */
+static int widest_line(const char *s, const char **where)
+{
+    int best = 0, n = 0;
+    const char *start = s;
+    for (const char *p = s;; p++) {
+        if (*p == '\n' || !*p) {
+            if (n > best)
+                best = n, *where = start;
+            if (!*p)
+                return best;
+            n = 0;
+            start = p + 1;
+        } else if (((unsigned char)*p & 0xc0) != 0x80) {
+            n++;
+        }
+    }
+}
+
+/* Every command's --help (its options printed from the table it parses with) exits 0 and
+ * names the command; the commands whose text lives beside their table read in 80 columns. */
+START_TEST(test_help_texts)
+{
+    static const struct {
+        const char *args;
+        int narrow;
+    } cmds[] = {{"run", 1},         {"report", 1},      {"plot", 1},        {"merge", 1},
+                {"list", 1},        {"calibrate", 1},   {"breakeven", 1},   {"serve", 1},
+                {"cost", 1},        {"trace", 1},       {"trace record", 1}, {"trace synth", 1},
+                {"trace fit", 1},   {"trace info", 1},  {"validate", 0},    {"party", 0}};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char args[64], out[16384], want[64];
+        snprintf(args, sizeof args, "%s --help", cmds[i].args);
+        ck_assert_int_eq(th_cli_capture(args, out, sizeof out), 0);
+        snprintf(want, sizeof want, "usage: mpcsim %s", cmds[i].args);
+        ck_assert_msg(strstr(out, want), "mpcsim %s printed: %s", args, out);
+        ck_assert_msg(strstr(out, "  -h, --help"), "mpcsim %s lists no --help", args);
+        const char *line = out;
+        int w = widest_line(out, &line);
+        ck_assert_msg(!cmds[i].narrow || w <= 80, "mpcsim %s: a line of %d columns: %.100s", args, w, line);
+    }
+}
+END_TEST
+
+/* The option names of mpcsim's and every command's --help, as " --name " words, for look-ups. */
+static char *all_options(void)
+{
+    static const char *const cmds[] = {"", "run", "report", "plot", "merge", "list", "calibrate",
+                                       "breakeven", "serve", "cost", "trace record",
+                                       "trace synth", "trace fit", "trace info", "validate",
+                                       "party"};
+    size_t cap = 1 << 16, len = 1;
+    char *names = calloc(cap, 1), out[16384];
+    ck_assert_ptr_nonnull(names);
+    names[0] = ' ';
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char args[64];
+        snprintf(args, sizeof args, "%s --help", cmds[i]);
+        ck_assert_int_eq(th_cli_capture(args, out, sizeof out), 0);
+        for (const char *p = out; (p = strstr(p, "--")); p += 2) {
+            size_t n = strspn(p + 2, "abcdefghijklmnopqrstuvwxyz0123456789-");
+            if (n && len + n + 4 < cap)
+                len += (size_t)snprintf(names + len, cap - len, "--%.*s ", (int)n, p + 2);
+        }
+    }
+    return names;
+}
+
+/* The manual page and the bash completion name no option that no command has: each
+ * "\-\-name" of mpcsim.1 and each --name of the completion's value cases is in some
+ * command's --help. */
+START_TEST(test_man_and_completion_options)
+{
+    char *names = all_options();
+    static const char *const files[] = {"sim/cli/mpcsim.1", "scripts/completion/mpcsim.bash"};
+    for (size_t f = 0; f < 2; f++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", th_data(), files[f]);
+        char *text = th_slurp(path, NULL);
+        const char *dash = f == 0 ? "\\-\\-" : "--";
+        int seen = 0;
+        for (const char *p = text; (p = strstr(p, dash)); p += strlen(dash)) {
+            const char *q = p + strlen(dash);
+            char name[64] = " --";
+            size_t n = 3;
+            while (n < sizeof name - 2 && (islower((unsigned char)*q) || isdigit((unsigned char)*q) ||
+                                           *q == '-' || (*q == '\\' && q[1] == '-'))) {
+                if (*q == '\\')
+                    q++;
+                name[n++] = *q++;
+            }
+            if (n == 3 || name[n - 1] == '-')
+                continue; /* "--" alone, or "--[a-z]" in a pattern */
+            name[n++] = ' ';
+            name[n] = '\0';
+            ck_assert_msg(strstr(names, name), "%s names%s, which no command's --help has",
+                          files[f], name);
+            seen++;
+        }
+        ck_assert_int_gt(seen, 10);
+        free(text);
+    }
+    free(names);
 }
 END_TEST
 
@@ -780,6 +941,9 @@ Suite *cli_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_help_and_usage);
+    tcase_add_loop_test(tc, test_bad_options, 0, sizeof bad_options / sizeof bad_options[0]);
+    tcase_add_test(tc, test_help_texts);
+    tcase_add_test(tc, test_man_and_completion_options);
     tcase_add_test(tc, test_input_error_writes_nothing);
     tcase_add_test(tc, test_out_of_range_inputs);
     tcase_add_test(tc, test_dry_run_and_shards);

@@ -281,7 +281,17 @@ static void expect_aby3(const pcase *c, expect *x)
         for (int i = 0; i < 3; i++)
             x->link[i][(i + 2) % 3] = 8ull * c->b * c->m * c->nn;
         break;
-    case PRIM_TRUNC: x->link[0][2] = 8 * n; break;
+    case PRIM_TRUNC:
+        if (c->trunc_local) { /* Share Truncation I */
+            x->link[0][2] = 8 * n;
+            break;
+        }
+        /* the pair: P0 ↔ P1 open c, P2 → P1 (msb(r), r') shares, then P0, P1 → P2 */
+        x->rounds = 2;
+        x->link[0][1] = x->link[1][0] = 8 * n;
+        x->link[2][1] = 16 * n;
+        x->link[0][2] = x->link[1][2] = 8 * n;
+        break;
     case PRIM_B2A:
         x->rounds = 2;
         for (int i = 0; i < 3; i++)
@@ -389,8 +399,88 @@ START_TEST(test_elementwise)
             prim_roundtrip(pr, c);
         }
     pcase lt = {.prim = PRIM_TRUNC, .n = 100, .bits = 12, .trunc_local = 1};
-    if (!strcmp(pr, "semi2k"))
-        prim_roundtrip(pr, lt);
+    prim_roundtrip(pr, lt);
+}
+END_TEST
+
+/* Truncation at the edges of its failure model (PRIMITIVES.md): the pair (the default) is
+ * within one unit for every |x| < 2^62, including both ends of the range, and its rounding
+ * goes up with probability (x mod 2^f)/2^f; past 2^62 it fails at once, x = 2^62 + d with
+ * probability d/2^63 — the range is sharp. Local truncation (semi2k SecureML, aby3 Share
+ * Truncation I) fails with probability |x|/2^64: at |x| = 2^60, 1/16 of the elements. */
+static int64_t trunc_err(uint64_t got, uint64_t x, int f)
+{
+    return (int64_t)(got - (uint64_t)((int64_t)x >> f));
+}
+
+START_TEST(test_trunc_edges)
+{
+    const char *pr = protos[_i];
+    const int f = 18;
+    const size_t n = 4096;
+    uint64_t s = 77;
+    pres r;
+    /* pair: the range's ends, values next to them, and x = k·2^f + 2^f/4 (round up 1 in 4) */
+    for (size_t i = 0; i < n; i++) {
+        uint64_t m = mix(&s) & 0xffff;
+        switch (i % 4) {
+        case 0: X[i] = (1ull << 62) - 1 - m; break;
+        case 1: X[i] = (uint64_t)(-(1ll << 62)) + m; break;
+        case 2: X[i] = ((mix(&s) >> 20) << f) + (1ull << (f - 2)); break;
+        default: X[i] = -(((mix(&s) >> 20) << f) + (3ull << (f - 2))); break;
+        }
+    }
+    pcase c = {.prim = PRIM_TRUNC, .n = n, .bits = f};
+    run_prim(pr, &c, &r);
+    size_t up2 = 0, up3 = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t d = trunc_err(r.val[0][i], X[i], f);
+        ck_assert_msg(d == 0 || d == 1, "%s pair: x = %llx is off by %lld", pr,
+                      (unsigned long long)X[i], (long long)d);
+        up2 += i % 4 == 2 && d, up3 += i % 4 == 3 && d;
+    }
+    /* 1024 draws each: up with probability 1/4 (x mod 2^f = 2^f/4) and 1/4 ((−x) mod 2^f =
+     * 3/4·2^f, so x mod 2^f = 2^f/4); ±6 standard deviations (13.9) */
+    ck_assert_msg(up2 > 173 && up2 < 339, "%s pair: %zu of 1024 rounded up", pr, up2);
+    ck_assert_msg(up3 > 173 && up3 < 339, "%s pair: %zu of 1024 rounded up", pr, up3);
+    check_traffic(pr, &c, &r);
+    pres_free(&r);
+    /* past the range, x = 2^62 + d fails (by 2^(64−f)) with probability d/2^63: 1/4 at
+     * d = 2^61, 1024 of 4096 expected (σ 27.7) */
+    for (size_t i = 0; i < n; i++)
+        X[i] = (1ull << 62) + (1ull << 61) + (mix(&s) & 0xffffff);
+    run_prim(pr, &c, &r);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t d = trunc_err(r.val[0][i], X[i], f);
+        if (d != 0 && d != 1) {
+            ck_assert_msg(d == -(1ll << (64 - f)) || d == -(1ll << (64 - f)) + 1,
+                          "%s pair past 2^62: off by %lld", pr, (long long)d);
+            bad++;
+        }
+    }
+    ck_assert_msg(bad > 858 && bad < 1190, "%s pair past 2^62: %zu of %zu wrong", pr, bad, n);
+    pres_free(&r);
+    /* local: |x| = 2^60 ± 2^20 fails with probability 1/16: 256 of 4096 expected (σ 15.5) */
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v = (1ull << 60) + (mix(&s) & 0xfffff);
+        X[i] = i & 1 ? -v : v;
+    }
+    c.trunc_local = 1;
+    run_prim(pr, &c, &r);
+    bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t d = trunc_err(r.val[0][i], X[i], f);
+        if (d != 0 && d != 1) {
+            int64_t big = d < 0 ? -d : d;
+            ck_assert_msg(big >= (1ll << (64 - f)) - 1 && big <= (1ll << (64 - f)) + 1,
+                          "%s local: off by %lld", pr, (long long)d);
+            bad++;
+        }
+    }
+    ck_assert_msg(bad > 163 && bad < 349, "%s local at 2^60: %zu of %zu wrong", pr, bad, n);
+    check_traffic(pr, &c, &r);
+    pres_free(&r);
 }
 END_TEST
 
@@ -695,7 +785,8 @@ END_TEST
 typedef struct fault {
     int kind; /* 0 kill P1, 1 P1 drops its link to P0, 2 P0 sends garbage, 3 P0 sends a short
                * frame, 4 P1 hangs, 5 truncated payload, 6 kill the semi2k dealer, 7 a frame
-               * of another protocol version */
+               * of another protocol version (2, 3, 5, 7 inside TLS), 8 P0 writes garbage under
+               * TLS (an altered record) */
 } fault;
 
 static int fault_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
@@ -716,6 +807,13 @@ static int fault_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
             sleep(2);
         if (it == 3 && me == -1 && f->kind == 6)
             raise(SIGKILL); /* the dealer dies: P1 waits on its corrections */
+        if (it == 3 && me == 0 && f->kind == 8) {
+            static const uint8_t junk[64] = {23, 3, 3, 0, 40};
+            if (write(mpc_net_fd(net, 1), junk, sizeof junk) < 0)
+                return err_set(err, MS_ERR_IO, "write");
+            sleep(1);
+            return err_set(err, MS_ERR_PEER, "rogue sender done");
+        }
         if (it == 3 && me == 0 && (f->kind == 2 || f->kind == 3 || f->kind == 5 || f->kind == 7)) {
             uint8_t h[MPC_FRAME_HDR + 16];
             memset(h, 0x41, sizeof h);
@@ -730,8 +828,8 @@ static int fault_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
                 memcpy(h + 12, &seq, 4);
                 memcpy(h + 16, &len, 8);
             }
-            if (write(mpc_net_fd(net, 1), h, sizeof h) < 0)
-                return err_set(err, MS_ERR_IO, "write");
+            if (mpc_net_send_raw(net, 1, h, sizeof h, err))
+                return MS_ERR_IO;
             if (f->kind == 5)
                 _exit(0); /* the frame is cut short and the sender is gone */
             sleep(1); /* keep the link open until P1 has read the frame */
@@ -878,6 +976,7 @@ START_TEST(test_fault_frames)
     run_fault("semi2k", 3, 0, "payload of 3 bytes", 0);
     run_fault("aby3", 5, 0, "lost", 0);
     run_fault("semi2k", 7, 0, "version 99", 0);
+    run_fault("semi2k", 8, 0, "TLS failure on the link to P0", 0);
 }
 END_TEST
 
@@ -922,6 +1021,7 @@ Suite *mpc_suite(void)
     tcase_add_loop_test(tp, test_elementwise, 0, 2);
     tcase_add_loop_test(tp, test_input_open, 0, 2);
     tcase_add_loop_test(tp, test_matmul, 0, 2);
+    tcase_add_loop_test(tp, test_trunc_edges, 0, 2);
     tcase_add_test(tp, test_beaver_cache_setup);
     tcase_add_test(tp, test_local_matmul_tiles);
     tcase_add_test(tp, test_latency);

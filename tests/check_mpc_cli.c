@@ -1,6 +1,7 @@
 /* check_mpc_cli.c — `mpcsim party` as a user runs it: one process per node on loopback, the
- * demo program end to end in both protocols, a port in use, bad usage, and no secret value in
- * any node's output. */
+ * demo program end to end in both protocols over TLS with a key folder from `mpcsim party keys`,
+ * the plaintext opt-out and its warning, a node with another session's key, stray and impostor
+ * connections, a port in use, bad usage, and no secret value in any node's output. */
 #include <check.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -9,11 +10,14 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "protocols/program/kern.h"
 #include "protocols/backend/mpc_net.h"
+#include "protocols/backend/mpc_tls.h"
 #include "harness.h"
 
 /* each test's folder, made and removed by the fixtures */
@@ -53,10 +57,24 @@ static void free_ports(char *peers, size_t len)
     snprintf(peers, len, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", port[0], port[1], port[2]);
 }
 
+/* A key folder dir/name made by `mpcsim party keys`; its path. */
+static const char *make_keys(const char *name)
+{
+    static char path[4][400];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(path[k], sizeof path[k], "%s/%s", dir, name);
+    const char *args[] = {"party", "keys", "--out", path[k], NULL};
+    ck_assert_int_eq(th_wait(spawn("keys.txt", args)), 0);
+    return path[k];
+}
+
+/* Every node gets --keys of one fresh folder unless its extra options choose otherwise. */
 static void run_session(const char *pname, const char *const extra[3][6], int want_status)
 {
     char peers[128];
     free_ports(peers, sizeof peers);
+    const char *keys = make_keys("keys");
     int semi = !strcmp(pname, "semi2k");
     pid_t pid[3];
     for (int i = 0; i < 3; i++) {
@@ -69,8 +87,15 @@ static void run_session(const char *pname, const char *const extra[3][6], int wa
             args[k++] = "--id";
             args[k++] = id;
         }
-        for (int q = 0; extra[i][q]; q++)
+        int own = 0;
+        for (int q = 0; extra[i][q]; q++) {
+            own |= !strcmp(extra[i][q], "--keys") || !strcmp(extra[i][q], "--insecure-plaintext");
             args[k++] = extra[i][q];
+        }
+        if (!own) {
+            args[k++] = "--keys";
+            args[k++] = keys;
+        }
         char name[32];
         snprintf(name, sizeof name, "node%d.txt", i);
         pid[i] = spawn(name, args);
@@ -102,8 +127,25 @@ static int connect_to(int port)
     return -1;
 }
 
-/* Before its real peers, P0 gets a connection that sends garbage and one that says nothing:
- * it drops both, says so, and the session still runs; the silent one costs --timeout-ms. */
+/* A hello as node `node` of a 3-node session on channel 0, of frame version ver. */
+static void put_hello(uint8_t h[MPC_FRAME_HDR], uint16_t ver, uint32_t node, uint32_t seq)
+{
+    uint32_t magic = MPC_FRAME_MAGIC;
+    uint16_t ty = MPC_FR_HELLO;
+    uint64_t len = 3;
+    memset(h, 0, MPC_FRAME_HDR);
+    memcpy(h, &magic, 4);
+    memcpy(h + 4, &ver, 2);
+    memcpy(h + 6, &ty, 2);
+    memcpy(h + 8, &node, 4);
+    memcpy(h + 12, &seq, 4);
+    memcpy(h + 16, &len, 8);
+}
+
+/* Before its real peers, P0 gets a connection that sends garbage, one that says nothing, one
+ * of the previous frame version, and an impostor: node 1's key and certificate (a valid one of
+ * this session) behind a hello that claims the dealer's slot. It drops them all, says why, and
+ * the session still runs; the silent one costs --timeout-ms. */
 START_TEST(test_stray_connections)
 {
     char peers[128];
@@ -111,26 +153,138 @@ START_TEST(test_stray_connections)
     char first[128];
     snprintf(first, sizeof first, "%s", peers);
     int port0 = atoi(strrchr(strtok(first, ","), ':') + 1);
-    const char *a0[] = {"party", "-p", "semi2k", "--peers", peers, "--id", "0", "--demo",
+    const char *keys = make_keys("keys");
+    const char *a0[] = {"party", "-p", "semi2k", "--peers", peers, "--id", "0", "--demo", "--keys", keys,
                         "--random-inputs", "3", "--timeout-ms", "1000", NULL};
     pid_t p0 = spawn("node0.txt", a0);
-    int junk = connect_to(port0), silent = connect_to(port0);
+    int junk = connect_to(port0), silent = connect_to(port0), old = connect_to(port0);
     ck_assert_int_eq(write(junk, "GET / HTTP/1.0\r\n\r\n0123456789abcdef", 34), 34);
-    const char *a1[] = {"party", "-p", "semi2k", "--peers", peers, "--id", "1", "--demo",
+    uint8_t h[MPC_FRAME_HDR];
+    put_hello(h, 2, 2, 0);
+    ck_assert_int_eq(write(old, h, sizeof h), (ssize_t)sizeof h);
+    /* the impostor: a TLS handshake with node 1's credentials for the dealer's (node 2's) slot */
+    int imp = connect_to(port0);
+    put_hello(h, MPC_FRAME_VERSION, 2, MPC_HELLO_TLS);
+    ck_assert_int_eq(write(imp, h, sizeof h), (ssize_t)sizeof h);
+    mpc_tls *t = NULL;
+    mpc_tls_conn *c = NULL;
+    errbuf e;
+    ck_assert_msg(mpc_tls_load(keys, 1, &t, &e) == MS_OK, "%s", e.msg);
+    fcntl(imp, F_SETFL, fcntl(imp, F_GETFL) | O_NONBLOCK);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t deadline = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + 8000000000ull;
+    int hr = mpc_tls_handshake(t, imp, 0, 0, "P0", deadline, &c, &e);
+    ck_assert_msg(hr != MS_OK, "P0 accepted node 1's certificate for the dealer's slot");
+    ck_assert_msg(strstr(e.msg, "P0 closed the connection after the TLS handshake"), "%s", e.msg);
+    mpc_tls_free(t);
+    const char *a1[] = {"party", "-p", "semi2k", "--peers", peers, "--id", "1", "--demo", "--keys", keys,
                         "--random-inputs", "3", "--timeout-ms", "1000", NULL};
-    const char *a2[] = {"party", "-p", "semi2k", "--peers", peers, "--dealer", "--demo",
+    const char *a2[] = {"party", "-p", "semi2k", "--peers", peers, "--dealer", "--demo", "--keys", keys,
                         "--random-inputs", "3", "--timeout-ms", "1000", NULL};
     pid_t p1 = spawn("node1.txt", a1), p2 = spawn("node2.txt", a2);
     int st[3] = {th_wait(p0), th_wait(p1), th_wait(p2)};
     close(junk);
     close(silent);
+    close(old);
+    close(imp);
     char *out = slurp("node0.txt");
     ck_assert_msg(st[0] == 0 && st[1] == 0 && st[2] == 0, "exits %d %d %d: %s", st[0], st[1],
                   st[2], out);
     ck_assert_msg(strstr(out, "dropped a connection from 127.0.0.1: malformed hello"), "%s", out);
     ck_assert_msg(strstr(out, "dropped a connection from 127.0.0.1: no hello within 1000 ms"),
                   "%s", out);
+    ck_assert_msg(strstr(out, "dropped a connection from 127.0.0.1: peer speaks frame version 2, this build 3"),
+                  "%s", out);
+    ck_assert_msg(strstr(out, "dropped a connection from 127.0.0.1: the peer taken for dealer presented node 1's "
+                              "certificate: refused"), "%s", out);
+    ck_assert_msg(strstr(out, "# TLS 1.3: 4 connections"), "%s", out);
     free(out);
+}
+END_TEST
+
+/* `mpcsim party keys`: the private keys are 0600, the folder 0700, nothing is overwritten. */
+START_TEST(test_keys_command)
+{
+    const char *k = make_keys("k");
+    struct stat st;
+    ck_assert_int_eq(stat(k, &st), 0);
+    ck_assert_int_eq(st.st_mode & 0777, 0700);
+    char p[500];
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/node%d.key", k, i);
+        ck_assert_int_eq(stat(p, &st), 0);
+        ck_assert_int_eq(st.st_mode & 0777, 0600);
+        char *pem = th_slurp(p, NULL);
+        ck_assert_ptr_nonnull(strstr(pem, "-----BEGIN PRIVATE KEY-----"));
+        free(pem);
+        snprintf(p, sizeof p, "%s/node%d.pem", k, i);
+        pem = th_slurp(p, NULL);
+        ck_assert_ptr_nonnull(strstr(pem, "-----BEGIN CERTIFICATE-----"));
+        free(pem);
+    }
+    const char *again[] = {"party", "keys", "--out", k, NULL};
+    ck_assert_int_eq(th_wait(spawn("again.txt", again)), 1);
+    char *o = slurp("again.txt");
+    ck_assert_ptr_nonnull(strstr(o, "already exists"));
+    free(o);
+    /* a party needs keys or the explicit opt-out */
+    const char *nokeys[] = {"party", "-p", "semi2k", "--id", "0", "--peers", "a:1,b:2,c:3", "--demo", NULL};
+    ck_assert_int_eq(th_wait(spawn("nokeys.txt", nokeys)), 2);
+    o = slurp("nokeys.txt");
+    ck_assert_ptr_nonnull(strstr(o, "give --keys DIR"));
+    free(o);
+}
+END_TEST
+
+/* --insecure-plaintext on every node: the session runs, and every node warns on stderr. */
+START_TEST(test_plaintext_warns)
+{
+    const char *const extra[3][6] = {{"--demo", "--random-inputs", "5", "--insecure-plaintext", NULL},
+                                     {"--demo", "--random-inputs", "5", "--insecure-plaintext", NULL},
+                                     {"--demo", "--insecure-plaintext", NULL}};
+    run_session("semi2k", extra, 0);
+    for (int i = 0; i < 3; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "node%d.txt", i);
+        char *out = slurp(name);
+        ck_assert_msg(strstr(out, "WARNING: --insecure-plaintext"), "node %d: %s", i, out);
+        ck_assert_msg(strstr(out, "# plaintext channels"), "node %d: %s", i, out);
+        free(out);
+    }
+}
+END_TEST
+
+/* The dealer holds another session's key: it ends with an error naming P0 well within
+ * --timeout-ms; the parties log the refusal and end when their connect timeout passes. */
+START_TEST(test_wrong_key)
+{
+    const char *good = make_keys("good"), *other = make_keys("other");
+    char peers[128];
+    free_ports(peers, sizeof peers);
+    const char *a0[] = {"party", "-p", "semi2k", "--peers", peers, "--id", "0", "--demo", "--keys", good,
+                        "--random-inputs", "3", "--timeout-ms", "2000", "--connect-timeout-ms", "3000", NULL};
+    const char *a1[] = {"party", "-p", "semi2k", "--peers", peers, "--id", "1", "--demo", "--keys", good,
+                        "--random-inputs", "3", "--timeout-ms", "2000", "--connect-timeout-ms", "3000", NULL};
+    const char *a2[] = {"party", "-p", "semi2k", "--peers", peers, "--dealer", "--demo", "--keys", other,
+                        "--timeout-ms", "2000", "--connect-timeout-ms", "3000", NULL};
+    pid_t p0 = spawn("node0.txt", a0), p1 = spawn("node1.txt", a1);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    pid_t p2 = spawn("node2.txt", a2);
+    int s2 = th_wait(p2);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    int s0 = th_wait(p0), s1 = th_wait(p1);
+    char *o2 = slurp("node2.txt"), *o0 = slurp("node0.txt");
+    ck_assert_msg(s2 == 3, "dealer exit %d: %s", s2, o2);
+    ck_assert_msg(strstr(o2, "dealer: TLS handshake with P0 at 127.0.0.1:") && strstr(o2, "certificate verify failed"),
+                  "%s", o2);
+    ck_assert_msg(secs < 2.0, "the dealer took %.2f s to fail", secs);
+    ck_assert_msg(s0 == 3 && s1 == 3, "parties exited %d %d", s0, s1);
+    ck_assert_msg(strstr(o0, "dropped a connection from 127.0.0.1: dealer refused this node's certificate"), "%s", o0);
+    free(o0);
+    free(o2);
 }
 END_TEST
 
@@ -192,7 +346,7 @@ START_TEST(test_port_in_use)
     ck_assert_int_eq(mpc_net_listen("127.0.0.1", 0, &fd, &port, &e), MS_OK);
     char peers[128];
     snprintf(peers, sizeof peers, "127.0.0.1:%d,127.0.0.1:1,127.0.0.1:2", port);
-    const char *args[] = {"party", "-p", "aby3", "--id", "0", "--peers", peers, "--demo", NULL};
+    const char *args[] = {"party", "-p", "aby3", "--id", "0", "--peers", peers, "--demo", "--insecure-plaintext", NULL};
     int st = th_wait(spawn("p.txt", args));
     char *out = slurp("p.txt");
     ck_assert_msg(st == 3, "exit %d: %s", st, out);
@@ -202,7 +356,8 @@ START_TEST(test_port_in_use)
     /* a peer that never starts: a clear error once the connect timeout passes */
     char peers2[128];
     free_ports(peers2, sizeof peers2);
-    const char *a2[] = {"party", "-p", "aby3", "--id", "2", "--peers", peers2, "--demo", "--connect-timeout-ms", "300", NULL};
+    const char *a2[] = {"party", "-p", "aby3", "--id", "2", "--peers", peers2, "--demo", "--connect-timeout-ms", "300",
+                        "--keys", make_keys("k"), NULL};
     st = th_wait(spawn("p2.txt", a2));
     out = slurp("p2.txt");
     ck_assert_msg(st == 3, "exit %d: %s", st, out);
@@ -256,6 +411,9 @@ Suite *mpc_cli_suite(void)
     tcase_add_test(tc, test_no_secret_in_output);
     tcase_add_test(tc, test_port_in_use);
     tcase_add_test(tc, test_stray_connections);
+    tcase_add_test(tc, test_keys_command);
+    tcase_add_test(tc, test_plaintext_warns);
+    tcase_add_test(tc, test_wrong_key);
     tcase_add_test(tc, test_bad_usage);
     tcase_add_test(tc, test_validate_primitives);
     suite_add_tcase(s, tc);

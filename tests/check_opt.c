@@ -109,8 +109,10 @@ static const struct {
     const char *msg;
 } bad[] = {
     {1, {"--count"}, "option '--count' needs a value"},
-    {1, {"--nope"}, "unknown option '--nope' (see mpcsim demo --help)"},
+    {1, {"--zzzzz"}, "unknown option '--zzzzz' (see mpcsim demo --help)"},
     {1, {"-x"}, "unknown option '-x' (see mpcsim demo --help)"},
+    {1, {"--nmae"}, "unknown option '--nmae' (did you mean '--name'? see mpcsim demo --help)"},
+    {1, {"--cuont=2"}, "unknown option '--cuont=2' (did you mean '--count'? see mpcsim demo --help)"},
     {2, {"one", "two"}, "unexpected argument 'two'"},
     {2, {"-c", "0"}, "--count wants an integer >= 1, not '0'"},
     {2, {"-c", "4294967296"}, "--count wants an integer >= 1, not '4294967296'"},

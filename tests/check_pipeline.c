@@ -9,7 +9,7 @@
 
 #include "models/lower.h"
 #include "sim/replay/replay.h"
-#include "sim/scenario/runcfg.h"
+#include "sim/scenario/runner.h"
 #include "sim/engine/stepcost.h"
 
 typedef struct pl_case {

@@ -175,16 +175,26 @@ START_TEST(test_aby3_primitives)
         ck_assert_int_eq(e->vt->trunc(e, &z, &x, 18), 0);
         ck_assert_int_eq(e->vt->and_bb(e, &z, &b, &b), 0);
         ck_assert_int_eq(e->vt->b2a(e, &z, &b), 0);
-        ck_assert_uint_eq(c.log.n, 7); /* b2a: 2 rounds */
-        pat ring = a3(8 * n), tr = {{{0}}, {0}};
-        tr.b[0][2] = 8 * n; /* Share Truncation I: P0 sends y0 to P2 */
+        ck_assert_uint_eq(c.log.n, 8); /* trunc pair and b2a: 2 rounds each */
+        pat ring = a3(8 * n), tr1 = {{{0}}, {0}}, tr2 = tr1, tl = tr1;
+        tr1.b[0][1] = tr1.b[1][0] = 8 * n; /* pair: P0, P1 open c; P2 sends P1 its shares */
+        tr1.b[2][1] = 16 * n;
+        tr2.b[0][2] = tr2.b[1][2] = 8 * n; /* y0 and y2 to P2 */
+        tl.b[0][2] = 8 * n; /* Share Truncation I: P0 sends y0 to P2 */
         expect_round(&c.log.r[0], &ring, 3, PRIM_OPEN, "open all");
         expect_round(&c.log.r[1], &ring, 3, PRIM_MUL, "mul");
         expect_round(&c.log.r[2], &ring, 3, PRIM_SQUARE, "square");
-        expect_round(&c.log.r[3], &tr, 3, PRIM_TRUNC, "trunc");
-        expect_round(&c.log.r[4], &ring, 3, PRIM_AND, "and_bb");
-        expect_round(&c.log.r[5], &ring, 3, PRIM_B2A, "b2a round 1");
-        expect_round(&c.log.r[6], &ring, 3, PRIM_B2A, "b2a round 2");
+        expect_round(&c.log.r[3], &tr1, 3, PRIM_TRUNC, "trunc round 1");
+        expect_round(&c.log.r[4], &tr2, 3, PRIM_TRUNC, "trunc round 2");
+        expect_round(&c.log.r[5], &ring, 3, PRIM_AND, "and_bb");
+        expect_round(&c.log.r[6], &ring, 3, PRIM_B2A, "b2a round 1");
+        expect_round(&c.log.r[7], &ring, 3, PRIM_B2A, "b2a round 2");
+        cost_log_clear(&c.log);
+        e->cfg.trunc_local = 1;
+        ck_assert_int_eq(e->vt->trunc(e, &z, &x, 18), 0);
+        ck_assert_uint_eq(c.log.n, 1);
+        expect_round(&c.log.r[0], &tl, 3, PRIM_TRUNC, "trunc local");
+        e->cfg.trunc_local = 0;
         uint64_t b3 = 3, m = 5, k = 7, nn = n;
         mpc_val xm = {b3 * m * k, DOM_ARITH, {0}}, ym = {b3 * k * nn, DOM_ARITH, {0}};
         for (uint32_t fl = 0; fl <= OPF_FIXED_B; fl += OPF_FIXED_B) {
@@ -255,7 +265,8 @@ static sums cost_op(const char *proto_name, int kind, uint32_t b, uint32_t m, ui
  *   msb at w bits = [bool_pair 1 round if 3 parties] + 1 generate AND + ⌈log2(w−1)⌉ carry
  *                   levels + b2a_bit
  *   eq at w bits  = [bool_pair if 3 parties] + ⌈log2 w⌉ AND levels + b2a_bit
- *   b2a_bit = 1 round (semi2k), 2 (aby3); trunc = 1 (trunc_local: 0)
+ *   b2a_bit = 1 round (semi2k), 2 (aby3); trunc = 1 (semi2k), 2 (aby3's pair; 1 with
+ *   trunc: local, which semi2k makes 0)
  * One-hots over n classes compare ⌈log2 n⌉ bits. */
 static int clog2(uint64_t v)
 {
@@ -274,7 +285,7 @@ static int R_OH(int np, uint64_t n) { return R_EQW(np, n > 1 ? clog2(n) : 1); }
 START_TEST(test_composite_rounds)
 {
     const char *nm = _i ? "aby3" : "semi2k";
-    int np = _i ? 3 : 2, T = 1, FM = 1 + T; /* fixed-point mul = mul + trunc */
+    int np = _i ? 3 : 2, T = _i ? 2 : 1, FM = 1 + T; /* fixed-point mul = mul + trunc */
     proto_cfg cfg;
     errbuf e;
     proto_cfg_default(nm, &cfg, &e);
@@ -347,12 +358,13 @@ START_TEST(test_composite_rounds)
     ck_assert_uint_eq(cost_op(nm, OP_ADD, 1, 5, 0, 8, 0, 0, NULL).rounds, 0);
     ck_assert_uint_eq(cost_op(nm, OP_VIEW, 1, 5, 0, 8, 0, 0, NULL).rounds, 0);
     ck_assert_uint_eq(cost_op(nm, OP_REVEAL, 1, 5, 0, 8, -1, 0, NULL).rounds, 1);
-    /* SecureML local truncation removes every truncation round of semi2k */
-    if (np == 2) {
-        proto_cfg lc = cfg;
-        lc.trunc_local = 1;
-        ck_assert_uint_eq(cost_op(nm, OP_EXP, 1, 10, 0, 1, 0, 0, &lc).rounds, t);
-    }
+    /* local truncation removes every truncation round of semi2k (SecureML) and halves
+     * aby3's (Share Truncation I) */
+    proto_cfg lc = cfg;
+    ck_assert_int_eq(proto_cfg_set(&lc, "trunc", "local", &e), 0);
+    ck_assert_int_eq(lc.trunc_local, 1);
+    ck_assert_uint_eq(cost_op(nm, OP_EXP, 1, 10, 0, 1, 0, 0, &lc).rounds,
+                      np == 2 ? t : (1 + t * 2));
 }
 END_TEST
 
@@ -604,8 +616,9 @@ START_TEST(test_cost_matches_plain)
     for (int q = 0; q < PRIM_N; q++) {
         if (q == PRIM_LOCAL)
             continue;
-        /* aby3 b2a, b2a_bit: 2 rounds */
-        uint64_t per = ((q == PRIM_B2A || q == PRIM_B2ABIT) && pr->n_parties == 3) ? 2 : 1;
+        /* aby3 b2a, b2a_bit and the truncation pair: 2 rounds */
+        uint64_t per = ((q == PRIM_B2A || q == PRIM_B2ABIT || (q == PRIM_TRUNC && !cfg.trunc_local)) &&
+                        pr->n_parties == 3) ? 2 : 1;
         ck_assert_msg(rounds[q] == calls[q] * per, "%s %s: %llu rounds, %llu calls", nm,
                       eng_prim_name(q), (unsigned long long)rounds[q],
                       (unsigned long long)calls[q]);

@@ -9,6 +9,7 @@
 #include "sim/replay/metrics.h"
 #include "sim/policy/policy.h"
 #include "sim/replay/replay.h"
+#include "sim/scenario/runner.h"
 
 static kv_param kvp(const char *k, const char *v)
 {

@@ -13,7 +13,7 @@
 #include "models/lower.h"
 #include "sim/replay/replay.h"
 #include "sim/scenario/group.h"
-#include "sim/scenario/runcfg.h"
+#include "sim/scenario/runner.h"
 #include "sim/engine/stepcost.h"
 #include "sim/policy/policy.h"
 #include "sim/trace/trace_impl.h"

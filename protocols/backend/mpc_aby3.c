@@ -37,6 +37,20 @@ static int x3(a3 *s, int to, const void *sb, size_t sl, int from, void *rb, size
     return mpc_net_round(s->c.net, send, slen, recv, rlen, 0, &s->c.err);
 }
 
+/* One round with up to two messages out and two in (NULL / 0: none). */
+static int x3m(a3 *s, const void *const sb[3], const size_t sl[3], void *const rb[3],
+               const size_t rl[3])
+{
+    const void *send[MPC_NODES_MAX] = {0};
+    void *recv[MPC_NODES_MAX] = {0};
+    size_t slen[MPC_NODES_MAX] = {0}, rlen[MPC_NODES_MAX] = {0};
+    for (int j = 0; j < 3; j++) {
+        send[j] = sb[j], slen[j] = sl[j];
+        recv[j] = rb[j], rlen[j] = rl[j];
+    }
+    return mpc_net_round(s->c.net, send, slen, recv, rlen, 0, &s->c.err);
+}
+
 /* z_i computed locally (in z->s[0]) → reshare: send it to P_{i−1}, receive z_{i+1} into s[1].
  * COST: SPU aby3 mul_aa/and_bb/mmul_aa: 1 round, 8·(elements) on each link i→i−1 */
 static int reshare(a3 *s, mpc_val *z)
@@ -213,16 +227,13 @@ out:
 
 /* ---------------------------------------------------------------- truncation, b2a */
 
-/* ABY3 §5.1.1 Share Truncation I: P0 holds a = x0 + x1, P1 and P2 hold x2. New shares
- * y0 = (a >> f) − r, y1 = r (r from K_1, shared by P0 and P1), y2 = −((−x2) >> f); P0 sends y0
- * to P2. COST: SPU aby3 TruncA: 1 round, 8n from P0 to P2 only. */
-static int a_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
+/* ABY3 §5.1.1 Share Truncation I (trunc: local): P0 holds a = x0 + x1, P1 and P2 hold x2. New
+ * shares y0 = (a >> f) − r, y1 = r (r from K_1, shared by P0 and P1), y2 = −((−x2) >> f); P0
+ * sends y0 to P2. COST: SPU aby3 TruncA: 1 round, 8n from P0 to P2 only. */
+static int trunc_local(a3 *s, mpc_val *z, const mpc_val *x, int bits)
 {
-    a3 *s = A(e);
     size_t n = x->n;
     int i = s->c.party;
-    if (bits <= 0 || bits >= 63)
-        return mpc_fail(&s->c, MS_ERR_INTERNAL, "aby3 trunc: %d bits out of range", bits);
     uint64_t *t = mpc_tmp(&s->c, 1, n), *r = mpc_tmp(&s->c, 2, n);
     if (!t || !r)
         return MS_ERR_NOMEM;
@@ -253,6 +264,90 @@ static int a_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
         return rc;
     memcpy(z->s[0], t, n * 8);
     return x3(s, -1, NULL, 0, 0, z->s[1], n * 8);
+}
+
+/* Truncation pair dealt by P2 (trunc: pair; PRIMITIVES.md; SPU aby3 TruncAPr, the masking and
+ * re-encoding of eprint 2020/338 §5.1). As a 2-of-2 sharing x = a + x2 of P0 (a = x0 + x1) and
+ * P1 (x2), masked by r = r0 + r1 with r0 from K_0 (P0, P2) and r1 from K_2 (P1, P2): only P2
+ * knows r. It draws P0's shares m0, p0 of msb(r) and of r' = (r mod 2^63) >> f from K_0 and
+ * sends P1 m1 = msb(r) − m0, p1 = r' − p0. Round 1: P0 and P1 open c = x + 2^62 + r to each
+ * other while P2 sends (m1, p1). With x' = x + 2^62 in [0, 2^63) (|x| < 2^62),
+ * x' = (c mod 2^63) − (r mod 2^63) + 2^63·(msb(c) ⊕ msb(r)), so
+ * y = ((c mod 2^63) >> f) − r' + 2^(63−f)·(msb(c) ⊕ msb(r)) − 2^(62−f) is ⌊x/2^f⌋ or one more
+ * (the borrow of the low bits: probabilistic rounding), never wrong by more. z0 (P0) and z1
+ * (P1) share y; round 2 makes it replicated with u, t from K_1 (P0, P1): y0 = z0 + u, y1 = t,
+ * y2 = z1 − u − t, P0 sending y0 and P1 sending y2 to P2, which sees both masked by u and t.
+ * COST: round 1 8n P0↔P1 and 16n P2→P1, round 2 8n P0→P2 and 8n P1→P2. */
+static int trunc_pair(a3 *s, mpc_val *z, const mpc_val *x, int bits)
+{
+    size_t n = x->n;
+    int i = s->c.party;
+    uint64_t *r = mpc_tmp(&s->c, 0, n), *mp = mpc_tmp(&s->c, 1, 2 * n);
+    uint64_t *snd = mpc_tmp(&s->c, 2, n), *rcv = mpc_tmp(&s->c, 3, n), *u = mpc_tmp(&s->c, 4, n);
+    if (!r || !mp || !snd || !rcv || !u)
+        return MS_ERR_NOMEM;
+    const uint64_t top = 1ull << 63;
+    const void *sb[3] = {0};
+    void *rb[3] = {0};
+    size_t sl[3] = {0}, rl[3] = {0};
+    int rc;
+    if (i == 2) {
+        mpc_prg_u64(&s->k1, snd, n); /* K_0: r0, m0, p0 */
+        mpc_prg_u64(&s->k1, mp, 2 * n);
+        mpc_prg_u64(&s->k0, r, n); /* K_2: r1 */
+        for (size_t q = 0; q < n; q++) {
+            uint64_t rr = snd[q] + r[q];
+            mp[q] = (rr >> 63) - mp[q];
+            mp[n + q] = ((rr & ~top) >> bits) - mp[n + q];
+        }
+        sb[1] = mp, sl[1] = 16 * n;
+        if ((rc = x3m(s, sb, sl, rb, rl)) || (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
+            return rc;
+        memset(sb, 0, sizeof sb), memset(sl, 0, sizeof sl);
+        rb[0] = z->s[1], rl[0] = 8 * n; /* y0 */
+        rb[1] = z->s[0], rl[1] = 8 * n; /* y2 */
+        return x3m(s, sb, sl, rb, rl);
+    }
+    int p0 = i == 0, o = 1 - i;
+    if (p0) {
+        mpc_prg_u64(&s->k0, r, n); /* K_0: r0, m0, p0 */
+        mpc_prg_u64(&s->k0, mp, 2 * n);
+        for (size_t q = 0; q < n; q++)
+            snd[q] = x->s[0][q] + x->s[1][q] + r[q] + (1ull << 62);
+    } else {
+        mpc_prg_u64(&s->k1, r, n); /* K_2: r1 */
+        for (size_t q = 0; q < n; q++)
+            snd[q] = x->s[1][q] + r[q];
+        rb[2] = mp, rl[2] = 16 * n;
+    }
+    sb[o] = snd, sl[o] = 8 * n;
+    rb[o] = rcv, rl[o] = 8 * n;
+    if ((rc = x3m(s, sb, sl, rb, rl)) || (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
+        return rc;
+    /* u, then t = y1, from K_1 */
+    mpc_prg_u64(p0 ? &s->k1 : &s->k0, u, n);
+    mpc_prg_u64(p0 ? &s->k1 : &s->k0, z->s[p0], n);
+    uint64_t off = 1ull << (62 - bits), hi = 1ull << (63 - bits);
+    for (size_t q = 0; q < n; q++) {
+        uint64_t c = snd[q] + rcv[q], cm = c >> 63;
+        uint64_t w = (p0 ? cm : 0) + (1 - 2 * cm) * mp[q];
+        uint64_t zz = (p0 ? ((c & ~top) >> bits) - off : 0) - mp[n + q] + w * hi;
+        z->s[!p0][q] = p0 ? zz + u[q] : zz - u[q] - z->s[0][q];
+    }
+    memset(sb, 0, sizeof sb), memset(sl, 0, sizeof sl);
+    memset(rb, 0, sizeof rb), memset(rl, 0, sizeof rl);
+    sb[2] = z->s[!p0], sl[2] = 8 * n;
+    return x3m(s, sb, sl, rb, rl);
+}
+
+static int a_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
+{
+    a3 *s = A(e);
+    if (bits <= 0 || bits >= 62)
+        return mpc_fail(&s->c, MS_ERR_INTERNAL, "aby3 trunc: %d bits out of range", bits);
+    if (x->dom != DOM_ARITH)
+        return mpc_fail(&s->c, MS_ERR_INTERNAL, "aby3 trunc: operand has the wrong domain");
+    return e->cfg.trunc_local ? trunc_local(s, z, x, bits) : trunc_pair(s, z, x, bits);
 }
 
 /* The arithmetic replicated sharing of bit 0 of boolean component j (only P_j, P_{j−1} hold it). */
@@ -303,20 +398,6 @@ static uint8_t *tmp_bytes(a3 *s, int k, size_t len)
     if (w)
         memset(w, 0, (len / 8 + 1) * 8);
     return (uint8_t *)w;
-}
-
-/* One round with up to two messages out and two in (NULL / 0: none). */
-static int x3m(a3 *s, const void *const sb[3], const size_t sl[3], void *const rb[3],
-               const size_t rl[3])
-{
-    const void *send[MPC_NODES_MAX] = {0};
-    void *recv[MPC_NODES_MAX] = {0};
-    size_t slen[MPC_NODES_MAX] = {0}, rlen[MPC_NODES_MAX] = {0};
-    for (int j = 0; j < 3; j++) {
-        send[j] = sb[j], slen[j] = sl[j];
-        recv[j] = rb[j], rlen[j] = rl[j];
-    }
-    return mpc_net_round(s->c.net, send, slen, recv, rlen, 0, &s->c.err);
 }
 
 /* ABY3 AND on the bits of mask: z_i masked, reshared packed to P_{i−1}.

@@ -1,5 +1,6 @@
 /* mpc_net.c — TCP mesh, framing, counters, timeouts (see mpc_net.h). */
 #include "mpc_net.h"
+#include "mpc_tls.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,8 +18,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SLOW_TIMEOUT_MS 120000 /* dealer backpressure and the goodbye barrier */
-
 #define BEAT_MS 200 /* heartbeat period */
 
 struct mpc_net {
@@ -34,6 +33,12 @@ struct mpc_net {
     _Atomic int beat_gone[MPC_NODES_MAX]; /* its heartbeat connection closed */
     uint32_t seq_out[MPC_NODES_MAX], seq_in[MPC_NODES_MAX];
     int closed_ok[MPC_NODES_MAX]; /* peer said goodbye: its EOF is expected */
+    /* TLS (NULL: plaintext): one connection object per socket, and per peer the plaintext of
+     * the record being written (a frame's bytes, one record at a time) */
+    mpc_tls *tls;
+    mpc_tls_conn *tc[MPC_NODES_MAX], *btc[MPC_NODES_MAX];
+    uint8_t *stage[MPC_NODES_MAX];
+    uint64_t wire0_sent[MPC_NODES_MAX], wire0_recv[MPC_NODES_MAX]; /* tc's counters after set-up */
     uint32_t op;
     mpc_net_stats st;
     mpc_net_tap tap;
@@ -207,6 +212,8 @@ typedef struct link_io {
     uint64_t sent_ns;         /* the sender's send time (frame header) */
     uint64_t rx_ns;           /* when the kernel received the bytes read last (0: unknown) */
     uint64_t done_ns;
+    size_t stage_len;         /* TLS: bytes of the record in n->stage[j] being written (0: none) */
+    int wr_wants_rd;          /* TLS: the write waits for the socket to become readable */
 } link_io;
 
 static int lost(mpc_net *n, int j, const char *why, errbuf *e)
@@ -214,6 +221,22 @@ static int lost(mpc_net *n, int j, const char *why, errbuf *e)
     char a[16], b[16];
     return err_set(e, MS_ERR_PEER, "%s: connection to %s lost during op %u (%s): the peer crashed, was killed or dropped the link",
                    node_name(&n->cfg, n->cfg.self, a), node_name(&n->cfg, j, b), n->op, why);
+}
+
+static int tls_broken(mpc_net *n, int j, const char *why, errbuf *e)
+{
+    char a[16], b[16];
+    return err_set(e, MS_ERR_PEER, "%s: TLS failure on the link to %s during op %u (%s): the stream was altered or the peer aborted",
+                   node_name(&n->cfg, n->cfg.self, a), node_name(&n->cfg, j, b), n->op, why);
+}
+
+/* A receive time on CLOCK_REALTIME (SO_TIMESTAMPNS) as our CLOCK_MONOTONIC, 0 if unusable. */
+static uint64_t rx_mono(uint64_t rx)
+{
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    uint64_t mono = now_ns(), real = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
+    return rx && rx <= real && real - rx < mono ? mono - (real - rx) : 0;
 }
 
 void mpc_frame_decode(const uint8_t h[MPC_FRAME_HDR], mpc_frame *f)
@@ -268,8 +291,48 @@ static int check_hdr(mpc_net *n, int j, link_io *l, errbuf *e)
     return MS_OK;
 }
 
+/* Under TLS: the frame's bytes in records of at most MPC_TLS_RECORD, each staged whole (so a
+ * record never mixes two frames and the header shares the first record with the payload). */
+static int do_send_tls(mpc_net *n, int j, link_io *l, errbuf *e)
+{
+    size_t total = MPC_FRAME_HDR + l->olen;
+    uint8_t *st = n->stage[j];
+    l->wr_wants_rd = 0;
+    while (l->ooff < total) {
+        if (!l->stage_len) {
+            size_t k = total - l->ooff < MPC_TLS_RECORD ? total - l->ooff : MPC_TLS_RECORD, put = 0;
+            if (l->ooff < MPC_FRAME_HDR) {
+                put = MPC_FRAME_HDR - l->ooff < k ? MPC_FRAME_HDR - l->ooff : k;
+                memcpy(st, l->ohdr + l->ooff, put);
+            }
+            if (put < k)
+                memcpy(st + put, l->obuf + (l->ooff + put - MPC_FRAME_HDR), k - put);
+            l->stage_len = k;
+        }
+        size_t w = 0;
+        char why[300];
+        int s = mpc_tls_write(n->tc[j], st, l->stage_len, &w, why, sizeof why);
+        if (s == 0) {
+            l->ooff += l->stage_len;
+            l->stage_len = 0;
+            continue;
+        }
+        if (s == MPC_TLS_WANT_WRITE)
+            return -1;
+        if (s == MPC_TLS_WANT_READ) {
+            l->wr_wants_rd = 1;
+            return -1;
+        }
+        return s == MPC_TLS_EOF ? lost(n, j, "end of stream", e) : tls_broken(n, j, why, e);
+    }
+    l->out = 0;
+    return MS_OK;
+}
+
 static int do_send(mpc_net *n, int j, link_io *l, errbuf *e)
 {
+    if (n->tc[j])
+        return do_send_tls(n, j, l, e);
     size_t total = MPC_FRAME_HDR + l->olen;
     while (l->ooff < total) {
         struct iovec iov[2];
@@ -295,6 +358,7 @@ static int do_send(mpc_net *n, int j, link_io *l, errbuf *e)
             return lost(n, j, strerror(errno), e);
         }
         l->ooff += (size_t)w;
+        n->st.wire_sent[j] += (uint64_t)w;
     }
     l->out = 0;
     return MS_OK;
@@ -320,18 +384,32 @@ static int do_recv(mpc_net *n, int j, link_io *l, errbuf *e)
             char buf[CMSG_SPACE(sizeof(struct timespec))];
             struct cmsghdr align;
         } cm;
-        struct iovec iov = {.iov_base = dst, .iov_len = want};
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf};
-        ssize_t r = recvmsg(n->fd[j], &mh, 0);
-        for (struct cmsghdr *c = r > 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c))
-            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
-                struct timespec ts, rt;
-                memcpy(&ts, CMSG_DATA(c), sizeof ts);
-                clock_gettime(CLOCK_REALTIME, &rt);
-                uint64_t mono = now_ns(), real = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
-                uint64_t rx = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-                l->rx_ns = rx <= real && real - rx < mono ? mono - (real - rx) : 0; /* on our clock */
-            }
+        ssize_t r;
+        if (n->tc[j]) {
+            size_t got = 0;
+            char why[300];
+            int s = mpc_tls_read(n->tc[j], dst, want, &got, why, sizeof why);
+            if (s == MPC_TLS_WANT_READ || s == MPC_TLS_WANT_WRITE)
+                return -1;
+            if (s == MPC_TLS_FAIL)
+                return tls_broken(n, j, why, e);
+            uint64_t rx = mpc_tls_take_rx_realtime(n->tc[j]);
+            if (rx) /* records decrypted from bytes already buffered keep the time they came with */
+                l->rx_ns = rx_mono(rx);
+            r = s == MPC_TLS_EOF ? 0 : (ssize_t)got;
+        } else {
+            struct iovec iov = {.iov_base = dst, .iov_len = want};
+            struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf};
+            r = recvmsg(n->fd[j], &mh, 0);
+            for (struct cmsghdr *c = r > 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c))
+                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+                    struct timespec ts;
+                    memcpy(&ts, CMSG_DATA(c), sizeof ts);
+                    l->rx_ns = rx_mono((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec); /* on our clock */
+                }
+            if (r > 0)
+                n->st.wire_recv[j] += (uint64_t)r;
+        }
         if (r == 0)
             return lost(n, j, "end of stream", e);
         if (r < 0) {
@@ -389,7 +467,7 @@ static int xfer(mpc_net *n, link_io *io, int timeout_ms, errbuf *e)
             short ev = POLLRDHUP;
             if (l->out)
                 ev |= POLLOUT;
-            if (l->in)
+            if (l->in || (l->out && l->wr_wants_rd))
                 ev |= POLLIN;
             pending += l->out || l->in;
             if (n->closed_ok[j] && !l->in && !l->out)
@@ -399,8 +477,16 @@ static int xfer(mpc_net *n, link_io *io, int timeout_ms, errbuf *e)
             pf[np].revents = 0;
             who[np++] = j;
         }
-        if (!pending)
+        if (!pending) {
+            for (int q = 0; q < N; q++) /* the TLS connections' byte counts, past set-up */
+                if (n->tc[q]) {
+                    uint64_t s_, r_;
+                    mpc_tls_wire(n->tc[q], &s_, &r_);
+                    n->st.wire_sent[q] = s_ - n->wire0_sent[q];
+                    n->st.wire_recv[q] = r_ - n->wire0_recv[q];
+                }
             return MS_OK;
+        }
         uint64_t now = now_ns();
         if (progressed)
             deadline = now + (uint64_t)timeout_ms * 1000000ull;
@@ -483,7 +569,8 @@ static int connect_peer(mpc_net *n, int j, int *out, errbuf *e)
     }
 }
 
-int mpc_net_hello_parse(const uint8_t h[MPC_FRAME_HDR], int n_nodes, int self, int *id, int *chan, errbuf *e)
+int mpc_net_hello_parse(const uint8_t h[MPC_FRAME_HDR], int n_nodes, int self, int tls, int *id, int *chan,
+                        errbuf *e)
 {
     mpc_frame f;
     mpc_frame_decode(h, &f);
@@ -494,10 +581,15 @@ int mpc_net_hello_parse(const uint8_t h[MPC_FRAME_HDR], int n_nodes, int self, i
     if (f.len != (uint64_t)n_nodes || f.op >= (uint32_t)n_nodes || (int)f.op <= self)
         return err_set(e, MS_ERR_PROTO, "hello from node %u of a %llu-node session does not fit this %d-node session as node %d (check --peers, --id and --protocol on every party)",
                        f.op, (unsigned long long)f.len, n_nodes, self);
-    if (f.seq > 1)
-        return err_set(e, MS_ERR_PROTO, "hello for channel %u (0 data, 1 heartbeat)", f.seq);
+    uint32_t ch = f.seq & ~MPC_HELLO_TLS;
+    int peer_tls = (f.seq & MPC_HELLO_TLS) != 0;
+    if (ch > 1)
+        return err_set(e, MS_ERR_PROTO, "hello for channel %u (0 data, 1 heartbeat)", ch);
+    if (peer_tls != tls)
+        return err_set(e, MS_ERR_PROTO, "node %u runs %s and this node %s (start every node alike)", f.op,
+                       peer_tls ? "with TLS" : "with --insecure-plaintext", tls ? "with TLS" : "with --insecure-plaintext");
     *id = (int)f.op;
-    *chan = (int)f.seq;
+    *chan = (int)ch;
     return MS_OK;
 }
 
@@ -505,7 +597,8 @@ int mpc_net_hello_parse(const uint8_t h[MPC_FRAME_HDR], int n_nodes, int self, i
 static int hello_send(mpc_net *n, int fd, int chan, errbuf *e)
 {
     uint8_t h[MPC_FRAME_HDR];
-    put_hdr(h, MPC_FR_HELLO, (uint32_t)n->cfg.self, (uint32_t)chan, (uint64_t)n->cfg.n_nodes);
+    put_hdr(h, MPC_FR_HELLO, (uint32_t)n->cfg.self, (uint32_t)chan | (n->tls ? MPC_HELLO_TLS : 0),
+            (uint64_t)n->cfg.n_nodes);
     if (wait_fd(fd, POLLOUT, n->cfg.timeout_ms) <= 0 || send(fd, h, sizeof h, MSG_NOSIGNAL) != (ssize_t)sizeof h)
         return err_set(e, MS_ERR_NET, "sending hello: %s", strerror(errno));
     n->st.hdr_sent += MPC_FRAME_HDR;
@@ -531,7 +624,7 @@ static int hello_recv(mpc_net *n, int fd, uint64_t deadline, int *id, int *chan,
             return err_set(e, MS_ERR_NET, "connecting peer closed before its hello");
         got += (size_t)r;
     }
-    int rc = mpc_net_hello_parse(h, n->cfg.n_nodes, n->cfg.self, id, chan, e);
+    int rc = mpc_net_hello_parse(h, n->cfg.n_nodes, n->cfg.self, n->tls != NULL, id, chan, e);
     if (rc)
         return rc;
     n->st.hdr_recv += MPC_FRAME_HDR;
@@ -553,8 +646,14 @@ static void *beat_main(void *arg)
                 continue;
             if (now >= next) {
                 static const uint8_t beat = 0xbe;
-                if (send(n->bfd[j], &beat, 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 &&
-                    errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+                char why[300];
+                size_t w;
+                if (n->btc[j]) { /* a beat still pending in the record layer goes first */
+                    int s = mpc_tls_write(n->btc[j], &beat, 1, &w, why, sizeof why);
+                    if (s == MPC_TLS_EOF || s == MPC_TLS_FAIL)
+                        n->beat_gone[j] = 1;
+                } else if (send(n->bfd[j], &beat, 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 &&
+                           errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
                     n->beat_gone[j] = 1;
             }
             pf[np] = (struct pollfd){.fd = n->bfd[j], .events = POLLIN};
@@ -567,6 +666,17 @@ static void *beat_main(void *arg)
             if (!pf[q].revents)
                 continue;
             uint8_t buf[256];
+            mpc_tls_conn *c = n->btc[who[q]];
+            if (c) { /* every record the socket holds, until the record layer wants more */
+                int s;
+                size_t got;
+                char why[300];
+                while ((s = mpc_tls_read(c, buf, sizeof buf, &got, why, sizeof why)) == 0)
+                    n->seen[who[q]] = now_ns();
+                if (s == MPC_TLS_EOF || s == MPC_TLS_FAIL)
+                    n->beat_gone[who[q]] = 1;
+                continue;
+            }
             ssize_t r = recv(pf[q].fd, buf, sizeof buf, MSG_DONTWAIT);
             if (r > 0)
                 n->seen[who[q]] = now_ns();
@@ -577,10 +687,44 @@ static void *beat_main(void *arg)
     return NULL;
 }
 
+/* Address of an accepted peer, for the log. */
+static void peer_addr(const struct sockaddr_storage *from, char *addr, size_t len)
+{
+    snprintf(addr, len, "?");
+    if (from->ss_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)from)->sin_addr, addr, (socklen_t)len);
+    else if (from->ss_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)from)->sin6_addr, addr, (socklen_t)len);
+}
+
+/* The dialled side of one connection to node j: connect, hello, and under TLS the handshake
+ * (the peer accepts only once it is up: bounded by the connect timeout). */
+static int dial(mpc_net *n, int j, int chan, int *fd, mpc_tls_conn **tc, errbuf *e)
+{
+    int rc = connect_peer(n, j, fd, e);
+    if (!rc)
+        fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) | O_NONBLOCK);
+    if (!rc)
+        rc = hello_send(n, *fd, chan, e);
+    if (!rc && n->tls) {
+        char a[16], b[16], who[200];
+        snprintf(who, sizeof who, "%s at %s:%d", node_name(&n->cfg, j, b), n->cfg.host[j], n->cfg.port[j]);
+        errbuf why;
+        uint64_t deadline = now_ns() + (uint64_t)n->cfg.connect_timeout_ms * 1000000ull;
+        rc = mpc_tls_handshake(n->tls, *fd, 0, j, who, deadline, tc, &why);
+        if (rc)
+            rc = err_set(e, rc, "%s: %s", node_name(&n->cfg, n->cfg.self, a), why.msg);
+    }
+    return rc;
+}
+
 int mpc_net_open(const mpc_net_cfg *cfg, mpc_net **out, errbuf *e)
 {
     if (cfg->n_nodes < 2 || cfg->n_nodes > MPC_NODES_MAX || cfg->self < 0 || cfg->self >= cfg->n_nodes)
         return err_set(e, MS_ERR_USAGE, "mpc net: node %d of %d is out of range", cfg->self, cfg->n_nodes);
+    if (!cfg->plaintext && !cfg->keys[0])
+        return err_set(e, MS_ERR_USAGE, "party channels run TLS: give the key folder (--keys DIR, made by `mpcsim party "
+                       "keys --out DIR`), or --insecure-plaintext for a loopback experiment");
     mpc_net *n = calloc(1, sizeof *n);
     if (!n)
         return err_set(e, MS_ERR_NOMEM, "mpc net: out of memory");
@@ -588,25 +732,29 @@ int mpc_net_open(const mpc_net_cfg *cfg, mpc_net **out, errbuf *e)
     for (int j = 0; j < MPC_NODES_MAX; j++)
         n->fd[j] = n->bfd[j] = -1;
     int lfd = cfg->listen_fd, rc = MS_OK;
-    if (lfd < 0 && cfg->self < cfg->n_nodes - 1) {
+    if (!cfg->plaintext) {
+        rc = mpc_tls_load(cfg->keys, cfg->self, &n->tls, e);
+        for (int j = 0; !rc && j < cfg->n_nodes; j++)
+            if (j != cfg->self && !(n->stage[j] = malloc(MPC_TLS_RECORD)))
+                rc = err_set(e, MS_ERR_NOMEM, "mpc net: out of memory");
+    }
+    if (!rc && lfd < 0 && cfg->self < cfg->n_nodes - 1)
         rc = mpc_net_listen(cfg->host[cfg->self], cfg->port[cfg->self], &lfd, NULL, e);
-        if (rc) {
-            free(n);
-            return rc;
-        }
+    if (rc) {
+        if (lfd >= 0)
+            close(lfd);
+        mpc_net_free(n);
+        return rc;
     }
     for (int j = 0; j < cfg->self && !rc; j++) {
-        rc = connect_peer(n, j, &n->fd[j], e);
+        rc = dial(n, j, 0, &n->fd[j], &n->tc[j], e);
         if (!rc)
-            rc = hello_send(n, n->fd[j], 0, e);
-        if (!rc)
-            rc = connect_peer(n, j, &n->bfd[j], e);
-        if (!rc)
-            rc = hello_send(n, n->bfd[j], 1, e);
+            rc = dial(n, j, 1, &n->bfd[j], &n->btc[j], e);
     }
-    /* Accept until every node above self has said a valid hello. A connection that is not
-     * one (a port scan, a stray client, a silent or malformed peer, a second claim to a node)
-     * is dropped and logged, and the wait for the real peer goes on until the deadline. */
+    /* Accept until every node above self has said a valid hello (and, under TLS, proved it is
+     * that node). A connection that is not one (a port scan, a stray client, a silent or
+     * malformed peer, a second claim to a node, a certificate of another node or session) is
+     * dropped and logged, and the wait for the real peer goes on until the deadline. */
     uint64_t deadline = now_ns() + (uint64_t)cfg->connect_timeout_ms * 1000000ull;
     for (int k = 2 * (cfg->self + 1); k < 2 * cfg->n_nodes && !rc;) {
         uint64_t now = now_ns();
@@ -619,7 +767,7 @@ int mpc_net_open(const mpc_net_cfg *cfg, mpc_net **out, errbuf *e)
         }
         struct sockaddr_storage from;
         socklen_t fl = sizeof from;
-        int fd = accept4(lfd, (struct sockaddr *)&from, &fl, SOCK_CLOEXEC);
+        int fd = accept4(lfd, (struct sockaddr *)&from, &fl, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED || errno == EAGAIN)
                 continue;
@@ -632,18 +780,25 @@ int mpc_net_open(const mpc_net_cfg *cfg, mpc_net **out, errbuf *e)
         int *slot = hr ? NULL : chan ? &n->bfd[id] : &n->fd[id];
         if (!hr && *slot >= 0)
             hr = err_set(&why, MS_ERR_PROTO, "a second connection claims to be node %d", id);
+        mpc_tls_conn *tc = NULL;
+        char a[16], b[16], addr[INET6_ADDRSTRLEN + 8];
+        if (!hr && n->tls) { /* within timeout_ms, as the hello: a silent peer holds no slot */
+            uint64_t until = now_ns() + (uint64_t)cfg->timeout_ms * 1000000ull;
+            hr = mpc_tls_handshake(n->tls, fd, 1, id, node_name(cfg, id, b), until < deadline ? until : deadline, &tc,
+                                   &why);
+        }
         if (hr) {
-            char a[16], addr[INET6_ADDRSTRLEN + 8] = "?";
-            if (from.ss_family == AF_INET)
-                inet_ntop(AF_INET, &((struct sockaddr_in *)&from)->sin_addr, addr, sizeof addr);
-            else if (from.ss_family == AF_INET6)
-                inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&from)->sin6_addr, addr, sizeof addr);
+            peer_addr(&from, addr, sizeof addr);
             fprintf(stderr, "%s: dropped a connection from %s: %s; still waiting for the peers\n",
                     node_name(cfg, cfg->self, a), addr, why.msg);
             close(fd);
             continue;
         }
         *slot = fd;
+        if (chan)
+            n->btc[id] = tc;
+        else
+            n->tc[id] = tc;
         k++;
     }
     if (lfd >= 0)
@@ -652,9 +807,21 @@ int mpc_net_open(const mpc_net_cfg *cfg, mpc_net **out, errbuf *e)
         mpc_net_free(n);
         return rc;
     }
-    for (int j = 0; j < cfg->n_nodes; j++)
+    for (int j = 0; j < cfg->n_nodes; j++) {
         if (n->fd[j] >= 0)
             tune(n->fd[j]);
+        mpc_tls_conn *cs[2] = {n->tc[j], n->btc[j]};
+        for (int q = 0; q < 2; q++)
+            if (cs[q]) {
+                uint64_t s_, r_;
+                mpc_tls_wire(cs[q], &s_, &r_);
+                n->st.tls_hs_sent += s_;
+                n->st.tls_hs_recv += r_;
+                n->st.tls_conns++;
+                if (!q)
+                    n->wire0_sent[j] = s_, n->wire0_recv[j] = r_;
+            }
+    }
     uint64_t t0 = now_ns();
     for (int j = 0; j < cfg->n_nodes; j++) {
         n->seen[j] = t0;
@@ -770,7 +937,7 @@ int mpc_net_sync(mpc_net *n, errbuf *e)
         arm_out(n, &io[j], j, MPC_FR_SETUP, none, 0);
         arm_in(&io[j], MPC_FR_SETUP, NULL, 0);
     }
-    int rc = xfer(n, io, SLOW_TIMEOUT_MS, e);
+    int rc = xfer(n, io, n->cfg.timeout_ms, e);
     if (rc)
         return rc;
     for (int j = 0; j < P; j++)
@@ -812,7 +979,7 @@ static int one_way(mpc_net *n, int peer, int type, const void *sbuf, void *rbuf,
 
 int mpc_net_send_offline(mpc_net *n, int to, const void *buf, size_t len, errbuf *e)
 {
-    int rc = one_way(n, to, MPC_FR_OFFLINE, buf, NULL, len, SLOW_TIMEOUT_MS, e);
+    int rc = one_way(n, to, MPC_FR_OFFLINE, buf, NULL, len, n->cfg.timeout_ms, e);
     if (!rc)
         n->st.offline_sent[to] += len;
     return rc;
@@ -829,7 +996,7 @@ int mpc_net_recv_offline(mpc_net *n, int from, void *buf, size_t len, errbuf *e)
 
 int mpc_net_send_setup(mpc_net *n, int to, const void *buf, size_t len, errbuf *e)
 {
-    int rc = one_way(n, to, MPC_FR_SETUP, buf, NULL, len, SLOW_TIMEOUT_MS, e);
+    int rc = one_way(n, to, MPC_FR_SETUP, buf, NULL, len, n->cfg.timeout_ms, e);
     if (!rc)
         n->st.setup_sent[to] += len;
     return rc;
@@ -837,7 +1004,7 @@ int mpc_net_send_setup(mpc_net *n, int to, const void *buf, size_t len, errbuf *
 
 int mpc_net_recv_setup(mpc_net *n, int from, void *buf, size_t len, errbuf *e)
 {
-    int rc = one_way(n, from, MPC_FR_SETUP, NULL, buf, len, SLOW_TIMEOUT_MS, e);
+    int rc = one_way(n, from, MPC_FR_SETUP, NULL, buf, len, n->cfg.timeout_ms, e);
     if (!rc)
         n->st.setup_recv[from] += len;
     return rc;
@@ -854,7 +1021,7 @@ int mpc_net_finish(mpc_net *n, errbuf *e)
         arm_out(n, &io[j], j, MPC_FR_BYE, none, 0);
         arm_in(&io[j], MPC_FR_BYE, NULL, 0);
     }
-    int rc = xfer(n, io, SLOW_TIMEOUT_MS, e);
+    int rc = xfer(n, io, n->cfg.timeout_ms, e);
     for (int j = 0; j < n->cfg.n_nodes; j++)
         if (n->fd[j] >= 0 && j != n->cfg.self) {
             n->closed_ok[j] = 1;
@@ -873,11 +1040,15 @@ void mpc_net_free(mpc_net *n)
         pthread_join(n->beat, NULL);
     }
     for (int j = 0; j < MPC_NODES_MAX; j++) {
+        mpc_tls_close(n->tc[j]);
+        mpc_tls_close(n->btc[j]);
         if (n->fd[j] >= 0)
             close(n->fd[j]);
         if (n->bfd[j] >= 0)
             close(n->bfd[j]);
+        free(n->stage[j]);
     }
+    mpc_tls_free(n->tls);
     free(n);
 }
 
@@ -892,3 +1063,33 @@ const mpc_net_stats *mpc_net_get_stats(const mpc_net *n) { return &n->st; }
 int mpc_net_self(const mpc_net *n) { return n->cfg.self; }
 int mpc_net_nodes(const mpc_net *n) { return n->cfg.n_nodes; }
 int mpc_net_fd(const mpc_net *n, int j) { return (j >= 0 && j < MPC_NODES_MAX) ? n->fd[j] : -1; }
+int mpc_net_is_tls(const mpc_net *n) { return n->tls != NULL; }
+
+int mpc_net_send_raw(mpc_net *n, int j, const void *buf, size_t len, errbuf *e)
+{
+    if (j < 0 || j >= n->cfg.n_nodes || n->fd[j] < 0)
+        return err_set(e, MS_ERR_INTERNAL, "mpc net: no connection to node %d", j);
+    const uint8_t *p = buf;
+    uint64_t deadline = now_ns() + (uint64_t)n->cfg.timeout_ms * 1000000ull;
+    while (len) {
+        size_t w = 0;
+        char why[300];
+        int s;
+        if (n->tc[j])
+            s = mpc_tls_write(n->tc[j], p, len < MPC_TLS_RECORD ? len : MPC_TLS_RECORD, &w, why, sizeof why);
+        else {
+            ssize_t r = send(n->fd[j], p, len, MSG_NOSIGNAL);
+            s = r >= 0 ? 0 : (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? MPC_TLS_WANT_WRITE : MPC_TLS_FAIL;
+            w = r > 0 ? (size_t)r : 0;
+        }
+        if (s == 0) {
+            p += w;
+            len -= w;
+        } else if ((s == MPC_TLS_WANT_WRITE || s == MPC_TLS_WANT_READ) && now_ns() < deadline)
+            wait_fd(n->fd[j], s == MPC_TLS_WANT_WRITE ? POLLOUT : POLLIN, 10);
+        else
+            return err_set(e, MS_ERR_NET, "mpc net: raw write to node %d failed", j);
+    }
+    return MS_OK;
+}
+

@@ -3,7 +3,17 @@
  *
  * Nodes are numbered 0..n_nodes-1: the compute parties first, then the dealer (if any). Node i
  * connects to every node j < i and accepts every node j > i; each connection starts with a
- * HELLO frame naming the node.
+ * plaintext HELLO frame naming the node, its frame version and whether TLS follows (so a peer of
+ * another version or security mode gets a clear error, not a handshake failure).
+ *
+ * Security: by default every connection (data and heartbeat) then runs TLS 1.3 with mutual
+ * authentication by per-node certificates (mpc_tls.h): the connecting side accepts only the
+ * node it dialled, the accepting side only the node the hello claimed, each by a certificate
+ * of the session's CA. cfg.plaintext (`--insecure-plaintext`) turns this off for loopback
+ * experiments. Under TLS every frame is written as its own run of records of at most
+ * MPC_TLS_RECORD plaintext bytes, the first one starting with the frame header, so a frame of m
+ * bytes costs ceil(m / MPC_TLS_RECORD) · MPC_TLS_OVERHEAD bytes more on the wire (the cost
+ * model's net_wire.tls_*); the payload counters below are the same with or without TLS.
  *
  * Every message is one frame: a 32-byte header (magic "MPCF", version, type, op index, sequence
  * number, payload length, the sender's send time) followed by the payload. Payload bytes are
@@ -30,7 +40,8 @@
 
 #define MPC_NODES_MAX 4 /* 3 compute parties + a dealer */
 #define MPC_FRAME_MAGIC 0x4643504du /* "MPCF" little endian */
-#define MPC_FRAME_VERSION 2
+#define MPC_FRAME_VERSION 3 /* 3: the hello says whether TLS follows */
+#define MPC_HELLO_TLS 0x100u /* hello seq flag: a TLS handshake follows the hello */
 #define MPC_FRAME_HDR 32
 #define MPC_LIVENESS_MS 5000 /* heartbeat silence that makes a peer frozen */
 
@@ -47,11 +58,12 @@ void mpc_frame_decode(const uint8_t h[MPC_FRAME_HDR], mpc_frame *f);
 /* MS_OK if the header is this build's frame of the expected type, sequence number and payload
  * length; else MS_ERR_PROTO saying what differs. */
 int mpc_frame_check(const mpc_frame *f, int type, uint32_t seq, uint64_t len, errbuf *e);
-/* A connecting peer's first frame: its node id if it is a HELLO that fits node self of an
- * n_nodes session (only nodes above self connect to it), and its channel (0 data, 1
- * heartbeat); else MS_ERR_PROTO. */
-int mpc_net_hello_parse(const uint8_t h[MPC_FRAME_HDR], int n_nodes, int self, int *id, int *chan,
-                        errbuf *e);
+/* A connecting peer's first frame: its node id if it is a HELLO of this frame version that fits
+ * node self of an n_nodes session (only nodes above self connect to it) and announces the same
+ * security mode (tls: a TLS handshake follows), and its channel (0 data, 1 heartbeat); else
+ * MS_ERR_PROTO saying what differs. */
+int mpc_net_hello_parse(const uint8_t h[MPC_FRAME_HDR], int n_nodes, int self, int tls, int *id,
+                        int *chan, errbuf *e);
 
 typedef struct mpc_net_cfg {
     int self;                            /* this node's id */
@@ -60,10 +72,16 @@ typedef struct mpc_net_cfg {
     char host[MPC_NODES_MAX][128];       /* every node's address */
     int port[MPC_NODES_MAX];
     int listen_fd;                       /* already-listening socket for self, or -1 to bind */
-    int timeout_ms;                      /* no-progress timeout of a round (default 5000) */
+    int timeout_ms;                      /* no-progress timeout of every wait once connected:
+                                          * rounds, dealer backpressure, set-up messages, the
+                                          * goodbye, a hello, a TLS handshake (default 5000) */
     int liveness_ms;                     /* a peer waited on whose heartbeat is silent this
                                           * long is frozen (0 = MPC_LIVENESS_MS) */
-    int connect_timeout_ms;              /* how long to retry connecting to a peer (default 10000) */
+    int connect_timeout_ms;              /* how long to wait for every peer to start: connect
+                                          * retries, and the dialled peer's TLS handshake,
+                                          * which waits until it accepts (default 10000) */
+    int plaintext;                       /* 1: no TLS (--insecure-plaintext) */
+    char keys[512];                      /* the key folder (mpc_tls.h) unless plaintext */
     uint64_t latency_ns;                 /* injected one-way latency per round message: a
                                           * message arrives this long after the kernel received
                                           * its last bytes (SO_TIMESTAMPNS), as on a link;
@@ -77,6 +95,11 @@ typedef struct mpc_net_stats {
     uint64_t offline_sent[MPC_NODES_MAX], offline_recv[MPC_NODES_MAX];
     uint64_t setup_sent[MPC_NODES_MAX], setup_recv[MPC_NODES_MAX];
     uint64_t hdr_sent, hdr_recv; /* frame header overhead, all kinds */
+    /* bytes on the data connection to / from node j after its set-up: frames, and under TLS
+     * their records' framing (the heartbeat connections are not counted) */
+    uint64_t wire_sent[MPC_NODES_MAX], wire_recv[MPC_NODES_MAX];
+    uint64_t tls_hs_sent, tls_hs_recv; /* TLS handshakes, every connection (0: plaintext) */
+    int tls_conns;                     /* connections that ran a TLS handshake */
     uint64_t rounds;             /* online rounds (PRIMITIVES.md) */
     uint64_t setup_rounds;
     uint64_t msgs_sent;
@@ -123,7 +146,10 @@ int mpc_net_nodes(const mpc_net *n);
 /* Tests: every received payload (rounds and offline) is passed to tap after it arrives. */
 typedef void (*mpc_net_tap)(void *ctx, int from, int type, const void *buf, size_t len);
 void mpc_net_set_tap(mpc_net *n, mpc_net_tap tap, void *ctx);
-/* The socket to node j (tests use it to drop a connection); -1 if none. */
+/* The socket to node j (tests use it to drop a connection or write under TLS); -1 if none. */
 int mpc_net_fd(const mpc_net *n, int j);
+/* Tests: writes len bytes as they are into the data channel to node j (inside TLS when on). */
+int mpc_net_send_raw(mpc_net *n, int j, const void *buf, size_t len, errbuf *e);
+int mpc_net_is_tls(const mpc_net *n);
 
 #endif

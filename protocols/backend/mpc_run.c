@@ -1,5 +1,6 @@
 /* mpc_run.c — a node's life, op programs on secret shares, and the loopback launcher. */
 #include "mpc_run.h"
+#include "mpc_tls.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +30,7 @@ void mpc_stat_between(const mpc_net_stats *a, const mpc_net_stats *b, uint64_t n
         o->recv[j] = b->recv[j] - a->recv[j];
         o->offline_recv += b->offline_recv[j] - a->offline_recv[j];
         o->offline_sent += b->offline_sent[j] - a->offline_sent[j];
+        o->wire_sent += b->wire_sent[j] - a->wire_sent[j];
     }
     o->rounds = b->rounds - a->rounds;
     o->ns = ns;
@@ -319,7 +321,33 @@ static int write_all(int fd, const void *buf, size_t len)
     return 0;
 }
 
-static void child(const mpc_launch *l, int self, int nodes, int n_parties, const int *port,
+int mpc_launch_keys(const mpc_launch *l, int nodes, char dir[256], errbuf *e)
+{
+    dir[0] = 0;
+    if (l->plaintext)
+        return MS_OK;
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, 256, "%s/mpcsim-keys-XXXXXX", tmp && *tmp && strlen(tmp) < 200 ? tmp : "/tmp");
+    if (!mkdtemp(dir)) {
+        int rc = err_set(e, MS_ERR_IO, "%s: cannot make a folder for the session's keys: %s", dir, strerror(errno));
+        dir[0] = 0;
+        return rc;
+    }
+    int rc = mpc_tls_make_keys(dir, nodes, e);
+    if (rc) {
+        mpc_launch_keys_drop(nodes, dir);
+        dir[0] = 0;
+    }
+    return rc;
+}
+
+void mpc_launch_keys_drop(int nodes, const char *dir)
+{
+    if (dir && dir[0])
+        mpc_tls_remove_keys(dir, nodes);
+}
+
+static void child(const mpc_launch *l, const char *keys, int self, int nodes, int n_parties, const int *port,
                   int lfd, int wfd, mpc_node_fn fn, void *arg)
 {
     mpc_net_cfg nc;
@@ -330,6 +358,8 @@ static void child(const mpc_launch *l, int self, int nodes, int n_parties, const
         nc.port[j] = port[j];
     }
     nc.listen_fd = lfd;
+    nc.plaintext = l->plaintext;
+    snprintf(nc.keys, sizeof nc.keys, "%s", keys);
     if (l->timeout_ms)
         nc.timeout_ms = l->timeout_ms;
     nc.latency_ns = l->latency_ns;
@@ -434,12 +464,17 @@ int mpc_launch_run(const mpc_launch *l, mpc_node_fn fn, void *arg, mpc_node_resu
     pid_t pid[MPC_NODES_MAX];
     *n_nodes = nodes;
     memset(res, 0, sizeof *res * (size_t)nodes);
+    char keys[256];
+    int krc = mpc_launch_keys(l, nodes, keys, err);
+    if (krc)
+        return krc;
     /* ports bound to 0 before the fork: no collisions, and every node already listens */
     for (int i = 0; i < nodes; i++) {
         int rc = mpc_net_listen("127.0.0.1", 0, &lfd[i], &port[i], err);
         if (rc) {
             while (i--)
                 close(lfd[i]);
+            mpc_launch_keys_drop(nodes, keys);
             return rc;
         }
     }
@@ -448,8 +483,10 @@ int mpc_launch_run(const mpc_launch *l, mpc_node_fn fn, void *arg, mpc_node_resu
     uint64_t t0 = now_ns();
     for (int i = 0; i < nodes; i++) {
         int pfd[2];
-        if (pipe2(pfd, O_CLOEXEC) != 0)
+        if (pipe2(pfd, O_CLOEXEC) != 0) {
+            mpc_launch_keys_drop(nodes, keys);
             return err_set(err, MS_ERR_IO, "pipe: %s", strerror(errno));
+        }
         pid[i] = fork();
         if (pid[i] == 0) {
             close(pfd[0]);
@@ -458,12 +495,14 @@ int mpc_launch_run(const mpc_launch *l, mpc_node_fn fn, void *arg, mpc_node_resu
             for (int j = 0; j < nodes; j++)
                 if (j != i)
                     close(lfd[j]);
-            child(l, i, nodes, n_parties, port, lfd[i], pfd[1], fn, arg);
+            child(l, keys, i, nodes, n_parties, port, lfd[i], pfd[1], fn, arg);
         }
         close(pfd[1]);
         rfd[i] = pfd[0];
-        if (pid[i] < 0)
+        if (pid[i] < 0) {
+            mpc_launch_keys_drop(nodes, keys);
             return err_set(err, MS_ERR_IO, "fork: %s", strerror(errno));
+        }
     }
     for (int i = 0; i < nodes; i++)
         close(lfd[i]);
@@ -481,6 +520,7 @@ int mpc_launch_run(const mpc_launch *l, mpc_node_fn fn, void *arg, mpc_node_resu
         decode(i, status, buf[i], len[i], killed, &res[i]);
         free(buf[i]);
     }
+    mpc_launch_keys_drop(nodes, keys);
     return rc;
 }
 

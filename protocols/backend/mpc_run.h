@@ -24,6 +24,8 @@ typedef struct mpc_op_stat {
     uint64_t offline_recv;        /* dealer→this node */
     uint64_t offline_sent;        /* this node (dealer)→parties */
     uint64_t rounds;
+    uint64_t wire_sent;           /* bytes this node wrote on its data links: frames, and under
+                                   * TLS their records' framing (mpc_net_stats.wire_sent) */
     uint64_t ns;                  /* wall time */
     uint64_t pub_n, pub_sum;      /* public control values synced (eng sync_public; cost_tape) */
 } mpc_op_stat;
@@ -77,7 +79,14 @@ typedef struct mpc_launch {
     int timeout_ms;      /* per-node no-progress timeout (0 = default 5000) */
     uint64_t latency_ns; /* injected one-way latency */
     int deadline_ms;     /* the launcher kills every node after this (0 = 60000) */
+    int plaintext;       /* 1: no TLS on the party channels (else keys made for the session) */
 } mpc_launch;
+
+/* The launchers' TLS keys: a fresh key folder for the session's nodes in a temporary folder
+ * ($TMPDIR or /tmp; its path in dir), which mpc_launch_keys_drop removes. Nothing (dir "")
+ * when l->plaintext. */
+int mpc_launch_keys(const mpc_launch *l, int nodes, char dir[256], errbuf *e);
+void mpc_launch_keys_drop(int nodes, const char *dir);
 
 typedef struct mpc_node_result {
     int rc;              /* the node's ms_err; MS_ERR_PEER if it died without reporting */
@@ -91,7 +100,8 @@ typedef struct mpc_node_result {
 } mpc_node_result;
 
 /* Forks every node of the session (parties + dealer) on 127.0.0.1 with ports bound to 0 before
- * the fork, runs fn in each, and collects their results. Returns MS_OK when the launch itself
+ * the fork (channels under TLS with keys made for the session unless l->plaintext), runs fn in
+ * each, and collects their results. Returns MS_OK when the launch itself
  * worked (look at res[i].rc for each node). */
 int mpc_launch_run(const mpc_launch *l, mpc_node_fn fn, void *arg, mpc_node_result *res,
                    int *n_nodes, errbuf *err);

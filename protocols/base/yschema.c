@@ -4,6 +4,7 @@
 
 #include <float.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <string.h>
 
@@ -106,7 +107,9 @@ int ys_u64(const ys_ctx *x, const yx_node *v, const char *key, uint64_t lo, uint
     }
     if (!parse_i64(v->str, &s)) /* negative */
         return out_of_range(x, v, key, range);
-    if (!parse_double(v->str, &d) && d < 0)
+    /* negative, or a whole number beyond 64 bits (2^64, 1e300): out of range, not a type error */
+    if (!parse_double(v->str, &d) &&
+        (d < 0 || (d == floor(d) && (d < (double)lo || d > (double)hi))))
         return out_of_range(x, v, key, range);
     return ys_fail(x, v, "write a whole number, e.g. 128", "'%s' must be an integer, not '%s'",
                    key, v->str);
@@ -138,8 +141,11 @@ int ys_i64(const ys_ctx *x, const yx_node *v, const char *key, long long lo, lon
         return MS_OK;
     }
     unsigned long long u;
+    double d;
     if (!parse_u64(v->str, &u)) /* beyond long long */
         return out_of_range(x, v, key, range);
+    if (!parse_double(v->str, &d) && d == floor(d) && (d < (double)lo || d > (double)hi))
+        return out_of_range(x, v, key, range); /* a whole number beyond 64 bits */
     return ys_fail(x, v, "write a whole number, e.g. 128", "'%s' must be an integer, not '%s'",
                    key, v->str);
 }
@@ -296,16 +302,23 @@ int ys_read_field(const ys_ctx *x, const yx_node *v, const ys_field *f, void *ob
     case YS_DBL: {
         double d;
         if (!(rc = ys_double(x, v, f->key, unbounded(f) ? -DBL_MAX : f->lo,
-                             unbounded(f) ? DBL_MAX : f->hi, &d)))
+                             unbounded(f) ? DBL_MAX : f->hi, &d))) {
+            if ((f->flags & YS_WHOLE) && d != floor(d))
+                return ys_fail(x, v, "write a whole number, e.g. 128",
+                               "'%s' must be a whole number, not '%s'", f->key, v->str);
             *(double *)p = d;
+        }
         break;
     }
     case YS_BOOL:
         rc = ys_bool(x, v, f->key, (int *)p);
         break;
-    case YS_STR:
-        rc = ys_str(x, v, f->key, p, f->size);
+    case YS_STR: {
+        int k; /* a word from names[], when the field has them */
+        if (!f->names || !(rc = ys_enum(x, v, f->key, f->names, n_names(f->names), &k)))
+            rc = ys_str(x, v, f->key, p, f->size);
         break;
+    }
     case YS_ENUM:
         rc = ys_enum(x, v, f->key, f->names, n_names(f->names), (int *)p);
         break;
@@ -415,7 +428,7 @@ void ys_type_text(const ys_field *f, char *buf, size_t cap)
             snprintf(buf + o, cap - o, " %.10g..%.10g", f->lo, f->hi);
         break;
     case YS_DBL:
-        o = (size_t)snprintf(buf, cap, "number");
+        o = (size_t)snprintf(buf, cap, (f->flags & YS_WHOLE) ? "integer" : "number");
         if (!unbounded(f))
             snprintf(buf + o, cap - o, " %g..%g", f->lo, f->hi);
         break;
@@ -423,9 +436,11 @@ void ys_type_text(const ys_field *f, char *buf, size_t cap)
         snprintf(buf, cap, "true|false");
         break;
     case YS_STR:
-        snprintf(buf, cap, "text");
-        break;
-    case YS_ENUM:
+    case YS_ENUM: /* a string with names[] is one of those words */
+        if (!f->names) {
+            snprintf(buf, cap, "text");
+            break;
+        }
         buf[0] = '\0';
         for (size_t i = 0; f->names[i] && o < cap; i++)
             o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? "|" : "", f->names[i]);

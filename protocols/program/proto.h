@@ -35,7 +35,12 @@ typedef struct proto_cfg {
     int rsqrt_iters;          /* Newton iterations for 1/sqrt(x) */
     double softmax_clip;      /* PUMA: exp masked to 0 below -14 */
     int beaver_cache;         /* 1: a fixed operand's opened mask is reused (SPU BeaverCache) */
-    int trunc_local;          /* 2PC: 1 = SecureML local truncation (0 rounds) */
+    int trunc_local;          /* truncation (key trunc = local | pair, PRIMITIVES.md): 0 = pair,
+                               * a dealt r with r >> f and msb(r) (semi2k: TruncPr from the
+                               * dealer; aby3: P2 deals to P0, P1), exact for |x| < 2^(l-2);
+                               * 1 = local truncation of the shares (semi2k: SecureML, 0
+                               * rounds; aby3: Share Truncation I, 1 round), wrong by about
+                               * 2^(l-f) with probability |x|/2^l */
     char approx[32];          /* "puma" (piecewise GeLU/SiLU) — selects activation approximations */
     char msb[16];             /* comparisons' msb: "ks" (full Kogge–Stone A2B, then bit 63) or
                                * "carry" (carry-out tree of one word per level, SPU's carry_out) */
@@ -106,6 +111,10 @@ int proto_cfg_set(proto_cfg *cfg, const char *key, const char *value, errbuf *e)
 int proto_cfg_set_kv(proto_cfg *cfg, const char *kv, errbuf *e);
 /* The keys proto_cfg_set accepts. */
 const char *const *proto_cfg_keys(size_t *n);
+/* The keys of a scenario's 'protocol' mapping: 'name', then proto_cfg_set's, with types and
+ * ranges (protocols/base/yschema.h; `mpcsim list keys protocol`). */
+struct ys_schema;
+const struct ys_schema *proto_cfg_schema(void);
 /* Prints the per-primitive cost table of pr for n elements (rounds, online bytes sent per
  * party, offline bytes per party) and the composite kernels' costs per element / row. */
 int proto_print_costs(FILE *f, const proto *pr, const proto_cfg *cfg, uint64_t n);

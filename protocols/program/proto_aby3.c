@@ -16,7 +16,9 @@ static void aby3_defaults(proto_cfg *c)
     c->rsqrt_iters = 2;       /* Newton steps after a quadratic start (kern.c) */
     c->softmax_clip = -14.0;  /* PUMA hack_softmax */
     c->beaver_cache = 0;      /* no Beaver triples in replicated sharing */
-    c->trunc_local = 0;       /* ABY3 Share Truncation I always sends one message */
+    c->trunc_local = 0;       /* trunc: pair — exact for |x| < 2^62, as SPU's default (its
+                               * trunc_allow_msb_error is off: aby3 TruncAPr); 1 = ABY3 Share
+                               * Truncation I, 1 round, fails with probability |x|/2^64 */
     strcpy(c->approx, "puma");
     strcpy(c->msb, "packed"); /* SPU msb_a2b packs its carry tree too */
     strcpy(c->topk, "network");
@@ -122,11 +124,28 @@ static int a3_and(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
 static int a3_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
 {
     uint64_t n = x->n;
-    PUSH(PRIM_TRUNC);
-    r->bytes[0][2] = 8 * n; /* COST: ABY3 §5.1.1 Share Truncation I: P0 sends y0 to P2 */
-    work3(r, 3.0 * n, 8.0 * n);
     z->n = n;
     z->dom = DOM_ARITH;
+    if (e->cfg.trunc_local) {
+        PUSH(PRIM_TRUNC);
+        r->bytes[0][2] = 8 * n; /* COST: ABY3 §5.1.1 Share Truncation I: P0 sends y0 to P2 */
+        work3(r, 3.0 * n, 8.0 * n);
+        return MS_OK;
+    }
+    /* COST: trunc pair (PRIMITIVES.md; SPU aby3 TruncAPr, eprint 2020/338 §5.1): round 1 P0
+     * and P1 open c = x + 2^(l-2) + r to each other (8n each way) while P2, which knows r,
+     * sends P1 its shares of msb(r) and r' (16n); round 2 P0 and P1 each send P2 one masked
+     * component of the result (8n each): 48n in all */
+    {
+        PUSH(PRIM_TRUNC);
+        r->bytes[0][1] = r->bytes[1][0] = 8 * n;
+        r->bytes[2][1] = 16 * n;
+        work3(r, 5.0 * n, 24.0 * n);
+    }
+    PUSH(PRIM_TRUNC);
+    r->bytes[0][2] = r->bytes[1][2] = 8 * n;
+    work3(r, 2.0 * n, 16.0 * n);
+    (void)bits;
     return MS_OK;
 }
 

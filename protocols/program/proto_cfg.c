@@ -4,142 +4,108 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "protocols/base/yschema.h"
 #include "eng.h"
 #include "kern.h"
 #include "proto.h"
 
-/* ---- parameters by name ------------------------------------------------------------------ */
+/* ---- parameters by name ------------------------------------------------------------------
+ * One schema table (protocols/base/yschema.h) for the scenario's 'protocol' mapping, the
+ * command lines' --set KEY=VALUE and `mpcsim list keys protocol`. The defaults are each
+ * protocol's own (its defaults() hook), so the table gives none. */
 
-enum { K_INT, K_DOUBLE, K_BOOL, K_STR };
+static const char *const approx_names[] = {"puma", "sigmoid", NULL};
+static const char *const msb_names[] = {"packed", "ks", "carry", NULL};
+static const char *const topk_names[] = {"network", "quickselect", NULL};
+static const char *const trunc_names[] = {"pair", "local", NULL}; /* trunc_local = the index */
 
-static const struct cfg_key {
-    const char *name;
-    int type;
-    size_t off;
-    double lo, hi;
-    const char *help;
-} cfg_keys[] = {
-    {"ring_bits", K_INT, offsetof(proto_cfg, ring_bits), 64, 64, "ring width; only 64"},
-    {"frac_bits", K_INT, offsetof(proto_cfg, frac_bits), 8, 24,
-     "fixed-point fraction bits (SPU FM64: 18)"},
-    {"exp_iters", K_INT, offsetof(proto_cfg, exp_iters), 1, 16,
-     "Taylor exp iterations (SPU 8, PUMA 5)"},
-    {"recip_iters", K_INT, offsetof(proto_cfg, recip_iters), 0, 8,
-     "Goldschmidt iterations for 1/x (SPU 2)"},
-    {"rsqrt_iters", K_INT, offsetof(proto_cfg, rsqrt_iters), 0, 8,
-     "Newton iterations for 1/sqrt(x)"},
-    {"softmax_clip", K_DOUBLE, offsetof(proto_cfg, softmax_clip), -64, -1,
-     "softmax: exp masked to 0 below this (PUMA -14)"},
-    {"beaver_cache", K_BOOL, offsetof(proto_cfg, beaver_cache), 0, 1,
-     "semi2k: reuse a fixed operand's opened mask"},
-    {"trunc_local", K_BOOL, offsetof(proto_cfg, trunc_local), 0, 1,
-     "semi2k: SecureML local truncation (0 rounds)"},
-    {"approx", K_STR, offsetof(proto_cfg, approx), 0, 0,
-     "activation approximations: puma | sigmoid (SiLU as x·σ(x))"},
-    {"msb", K_STR, offsetof(proto_cfg, msb), 0, 0,
-     "comparisons: packed (bit-packed carry tree, daBit b2a) | ks (full A2B adder) | "
-     "carry (carry-out tree of words)"},
-    {"topk", K_STR, offsetof(proto_cfg, topk), 0, 0,
-     "top-k: network (oblivious) | quickselect (shuffle, revealed pivot comparisons: SPU)"},
+#define C(member) YS_AT(proto_cfg, member)
+static const ys_field cfg_fields[] = {
+    {"name", YS_OTHER, YS_NONE, 0, 0, NULL, "the protocol ('mpcsim list protocols')", NULL,
+     YS_REQ, NULL, "semi2k|aby3"},
+    {"ring_bits", YS_INT, C(ring_bits), 64, 64, NULL, "ring width; only 64", NULL, 0, NULL, NULL},
+    {"frac_bits", YS_INT, C(frac_bits), 8, 24, NULL, "fixed-point fraction bits (SPU FM64: 18)",
+     NULL, 0, NULL, NULL},
+    {"exp_iters", YS_INT, C(exp_iters), 1, 16, NULL, "Taylor exp iterations (SPU 8, PUMA 5)",
+     NULL, 0, NULL, NULL},
+    {"recip_iters", YS_INT, C(recip_iters), 0, 8, NULL, "Goldschmidt iterations for 1/x (SPU 2)",
+     NULL, 0, NULL, NULL},
+    {"rsqrt_iters", YS_INT, C(rsqrt_iters), 0, 8, NULL, "Newton iterations for 1/sqrt(x)", NULL,
+     0, NULL, NULL},
+    {"softmax_clip", YS_DBL, C(softmax_clip), -64, -1, NULL,
+     "softmax: exp masked to 0 below this (PUMA -14)", NULL, 0, NULL, NULL},
+    {"beaver_cache", YS_BOOL, C(beaver_cache), 0, 0, NULL,
+     "semi2k: reuse a fixed operand's opened mask", NULL, 0, NULL, NULL},
+    {"trunc_local", YS_BOOL, C(trunc_local), 0, 0, NULL,
+     "local truncation (semi2k SecureML, aby3 Share Truncation I): trunc=local", NULL, 0, NULL,
+     NULL},
+    {"trunc", YS_ENUM, C(trunc_local), 0, 0, NULL,
+     "truncation: pair (a dealt pair, exact for |x| < 2^62) or local (wrong with probability "
+     "|x|/2^64)",
+     trunc_names, 0, NULL, NULL},
+    {"approx", YS_STR, C(approx), 0, 0, NULL,
+     "activation approximations: puma, or sigmoid (SiLU as x·σ(x))", approx_names, 0, NULL,
+     NULL},
+    {"msb", YS_STR, C(msb), 0, 0, NULL,
+     "comparisons: packed (bit-packed carry tree, daBit b2a), ks (full A2B adder) or carry "
+     "(carry-out tree of words)",
+     msb_names, 0, NULL, NULL},
+    {"topk", YS_STR, C(topk), 0, 0, NULL,
+     "top-k: network (oblivious) or quickselect (shuffle, revealed pivot comparisons: SPU)",
+     topk_names, 0, NULL, NULL},
 };
-#define N_KEYS (sizeof cfg_keys / sizeof *cfg_keys)
+#undef C
+#define N_KEYS (sizeof cfg_fields / sizeof *cfg_fields)
+static const ys_schema cfg_schema =
+    YS_SCHEMA("protocol", cfg_fields, "protocols/program/PRIMITIVES.md");
 
-/* The accepted values of the string parameters, and their fields' sizes. */
-static const struct str_key {
-    const char *name;
-    const char *v[4];
-    size_t size;
-} str_keys[] = {
-    {"approx", {"puma", "sigmoid"}, sizeof(((proto_cfg *)0)->approx)},
-    {"msb", {"packed", "ks", "carry"}, sizeof(((proto_cfg *)0)->msb)},
-    {"topk", {"network", "quickselect"}, sizeof(((proto_cfg *)0)->topk)},
-};
+const ys_schema *proto_cfg_schema(void) { return &cfg_schema; }
 
+/* The settable keys: every field but 'name' (a protocol's name picks its defaults). */
 const char *const *proto_cfg_keys(size_t *n)
 {
     static const char *names[N_KEYS];
-    for (size_t i = 0; i < N_KEYS; i++)
-        names[i] = cfg_keys[i].name;
-    *n = N_KEYS;
+    for (size_t i = 1; i < N_KEYS; i++)
+        names[i - 1] = cfg_fields[i].key;
+    *n = N_KEYS - 1;
     return names;
-}
-
-static int parse_bool(const char *v, int *out)
-{
-    if (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "on"))
-        return *out = 1, 0;
-    if (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "no") || !strcmp(v, "off"))
-        return *out = 0, 0;
-    return -1;
 }
 
 int proto_cfg_set(proto_cfg *cfg, const char *key, const char *value, errbuf *e)
 {
-    const struct cfg_key *k = NULL;
-    for (size_t i = 0; i < N_KEYS; i++)
-        if (!strcmp(cfg_keys[i].name, key))
-            k = &cfg_keys[i];
-    if (!k) {
+    const ys_field *f = ys_find(&cfg_schema, key);
+    if (!f || f->type == YS_OTHER) {
         size_t n;
         const char *const *names = proto_cfg_keys(&n);
         const char *dym = did_you_mean(key, names, n);
+        char list[256] = "";
+        for (size_t i = 0; i < n; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+                     names[i]);
         if (dym)
             return err_set(e, MS_ERR_INPUT,
                            "error: unknown protocol parameter '%s' (did you mean '%s'?)", key, dym);
-        return err_set(e, MS_ERR_INPUT,
-                       "error: unknown protocol parameter '%s' (valid: ring_bits, frac_bits, "
-                       "exp_iters, recip_iters, rsqrt_iters, softmax_clip, beaver_cache, "
-                       "trunc_local, approx, msb, topk)", key);
+        return err_set(e, MS_ERR_INPUT, "error: unknown protocol parameter '%s' (valid: %s)", key,
+                       list);
     }
-    char *field = (char *)cfg + k->off;
-    switch (k->type) {
-    case K_INT: {
-        long long v;
-        if (parse_i64(value, &v) || v < (long long)k->lo || v > (long long)k->hi)
-            return err_set(e, MS_ERR_RANGE,
-                           "error: protocol parameter '%s' must be an integer in [%g, %g] (%s), "
-                           "got '%s'", key, k->lo, k->hi, k->help, value);
-        *(int *)field = (int)v;
-        return MS_OK;
-    }
-    case K_DOUBLE: {
-        double v;
-        if (parse_double(value, &v) || v < k->lo || v > k->hi)
-            return err_set(e, MS_ERR_RANGE,
-                           "error: protocol parameter '%s' must be a number in [%g, %g] (%s), "
-                           "got '%s'", key, k->lo, k->hi, k->help, value);
-        *(double *)field = v;
-        return MS_OK;
-    }
-    case K_BOOL: {
-        int v;
-        if (parse_bool(value, &v))
-            return err_set(e, MS_ERR_INPUT,
-                           "error: protocol parameter '%s' must be true or false (%s), got '%s'",
-                           key, k->help, value);
-        *(int *)field = v;
-        return MS_OK;
-    }
-    default: {
-        const struct str_key *sk = &str_keys[0];
-        for (size_t i = 0; i < sizeof str_keys / sizeof *str_keys; i++)
-            if (!strcmp(str_keys[i].name, key))
-                sk = &str_keys[i];
-        int ok = 0, nv = 0;
+    proto_cfg t = *cfg; /* nothing half-set */
+    errbuf ye;
+    int rc = ys_set_text(f, value, &t, &ye);
+    if (rc && f->names) { /* a word: name them all ("'ks' or 'carry'"), the key being known */
         char list[96] = "";
-        for (; nv < 4 && sk->v[nv]; nv++)
-            ok |= !strcmp(value, sk->v[nv]);
-        for (int j = 0; j < nv; j++) /* 'a' or 'b'; 'a', 'b' or 'c' */
+        size_t nv = 0;
+        while (f->names[nv])
+            nv++;
+        for (size_t j = 0; j < nv; j++)
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s'%s'",
-                     j == 0 ? "" : j == nv - 1 ? " or " : ", ", sk->v[j]);
-        if (!ok)
-            return err_set(e, MS_ERR_INPUT,
-                           "error: protocol parameter '%s' must be %s, got '%s'", key, list,
-                           value);
-        snprintf(field, sk->size, "%s", value);
-        return MS_OK;
+                     j == 0 ? "" : j == nv - 1 ? " or " : ", ", f->names[j]);
+        return err_set(e, rc, "error: protocol parameter '%s' must be %s, got '%s'", key, list,
+                       value);
     }
-    }
+    if (rc)
+        return err_set(e, rc, "error: protocol parameter %s", ye.msg);
+    *cfg = t;
+    return MS_OK;
 }
 
 int proto_cfg_set_kv(proto_cfg *cfg, const char *kv, errbuf *e)

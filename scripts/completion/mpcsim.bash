@@ -1,8 +1,9 @@
 # bash completion for mpcsim — installed by `make install` to
 # $(PREFIX)/share/bash-completion/completions/mpcsim; or: source scripts/completion/mpcsim.bash
 #
-# Subcommands from `mpcsim --help`, each subcommand's options from its own `--help` (so they
-# never go stale), and the names a value may take from `mpcsim list`.
+# Subcommands from `mpcsim --help`, each subcommand's options from its own `--help` (printed
+# from the option table the command parses with, so they never go stale; `mpcsim trace SUB
+# --help` for trace's), and the names a value may take from `mpcsim list`.
 
 _mpcsim_list() { # the first column of `mpcsim list WHAT`, without its header
     "${1}" list "${2}" 2>/dev/null | awk 'NR > 1 && $1 ~ /^[A-Za-z0-9]/ { print $1 }'
@@ -33,20 +34,24 @@ _mpcsim() {
         --by) COMPREPLY=($(compgen -W "model network protocol policy model,network none" -- "${cur}")); return 0 ;;
         --phase) COMPREPLY=($(compgen -W "prefill decode" -- "${cur}")); return 0 ;;
         --wire) COMPREPLY=($(compgen -W "tcp none" -- "${cur}")); return 0 ;;
+        --scheduler) COMPREPLY=($(compgen -W "fcfs lpm" -- "${cur}")); return 0 ;;
+        --position) COMPREPLY=($(compgen -W "rerotate recompute" -- "${cur}")); return 0 ;;
         -o|--output|--data|--db|--text|--timeline|--dump-program|--workload|--plot)
             COMPREPLY=($(compgen -f -- "${cur}")); compopt -o filenames 2>/dev/null; return 0 ;;
     esac
-    if [ "${cmd}" = list ] && [ "${COMP_CWORD}" -eq 2 ]; then
-        COMPREPLY=($(compgen -W "models protocols policies networks" -- "${cur}"))
+    if [ "${cmd}" = list ] && [ "${COMP_CWORD}" -eq 2 ] && [[ "${cur}" != -* ]]; then
+        COMPREPLY=($(compgen -W "models protocols policies networks machines keys" -- "${cur}"))
         return 0
     fi
-    if [ "${cmd}" = trace ] && [ "${COMP_CWORD}" -eq 2 ]; then
+    if [ "${cmd}" = trace ] && [ "${COMP_CWORD}" -eq 2 ] && [[ "${cur}" != -* ]]; then
         COMPREPLY=($(compgen -W "record synth fit info" -- "${cur}"))
         return 0
     fi
     if [[ "${cur}" == -* ]]; then
         local opts
-        opts=$("${bin}" "${cmd}" --help 2>/dev/null | grep -oE -- '--[a-z][a-z0-9-]*' | sort -u)
+        local sub=""
+        [ "${cmd}" = trace ] && [ "${COMP_CWORD}" -gt 2 ] && sub="${COMP_WORDS[2]}"
+        opts=$("${bin}" "${cmd}" ${sub} --help 2>/dev/null | grep -oE -- '--[a-z][a-z0-9-]*' | sort -u)
         COMPREPLY=($(compgen -W "${opts}" -- "${cur}"))
         return 0
     fi

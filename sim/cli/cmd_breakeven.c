@@ -7,7 +7,6 @@
  * network or the core count (tests/check_sim.c, "bytes independent of network"), so one costed
  * program per policy serves the whole grid exactly as separate runs would. */
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -18,8 +17,11 @@
 
 #include "cmd.h"
 #include "gnuplot.h"
+#include "opt.h"
 #include "protocols/base/datadir.h"
 #include "sim/policy/policy.h"
+#include "sim/engine/simulate.h"
+#include "sim/scenario/runner.h"
 #include "sim/scenario/scn.h"
 
 #define BE_AXIS_MAX 32
@@ -35,60 +37,48 @@ typedef struct be_args {
     int svg, no_plot, ops; /* ops: print the step's N costliest ops (by bytes) */
 } be_args;
 
-static void usage(FILE *f)
+static void usage(FILE *f, const cli_cmd *c)
 {
     fprintf(f,
-            "usage: mpcsim breakeven SCENARIO.yaml [-o DIR] [--bandwidth LIST] [--latency LIST]\n"
-            "                        [--threads LIST] [--svg] [--no-plot]\n\n"
+            "usage: mpcsim breakeven SCENARIO.yaml [-o DIR] [--bandwidth LIST]\n"
+            "                        [--latency LIST] [--threads LIST] [--svg] [--no-plot]\n"
+            "                        [--ops N]\n\n"
             "Where a policy pays off. The scenario's runs are one with policy 'full' (the\n"
             "reference) and the policies to compare, everything else equal (of the scenario's\n"
             "network only the wire framing is kept). For each policy the last\n"
             "decode step of the workload (the steady step: a one-time compaction before it is\n"
             "not in it) is costed once, then simulated on every point of the grid of threads\n"
-            "(the scenario's machine with that many cores) × one-way latency × bandwidth (every\n"
-            "link the same), and compared with the full cache's step on the same point.\n\n"
+            "(the scenario's machine with that many cores) × one-way latency × bandwidth\n"
+            "(every link the same), and compared with the full cache's step on the same\n"
+            "point.\n\n"
             "Prints the speed-up (full step latency / policy step latency) per point, writes\n"
             "DIR/breakeven-N-POLICY.dat and, with gnuplot, DIR/breakeven-N-POLICY.png: a\n"
             "heatmap per thread count, red where the policy is slower, blue where it wins,\n"
             "and the break-even contour (speed-up 1).\n\n"
-            "options:\n"
-            "  -o, --output DIR     where the files go (default: results/breakeven)\n"
-            "  --bandwidth LIST     comma-separated rates, e.g. 100Mbps,1Gbps (default:\n"
-            "                       100Mbps 200Mbps 500Mbps 1Gbps 2Gbps 5Gbps 10Gbps 20Gbps)\n"
-            "  --latency LIST       comma-separated one-way latencies, e.g. 0.1ms,20ms (default:\n"
-            "                       0.05 0.1 0.2 0.5 1 2 5 10 20 50 ms)\n"
-            "  --threads LIST       cores per party, e.g. 1,16,64 (default: 1,16,64)\n"
-            "  --svg                SVG instead of PNG\n"
-            "  --no-plot            tables and data files only\n"
-            "  --ops N              also print each step's N costliest ops by online bytes\n"
-            "                       (ops of the same name in every layer summed)\n"
-            "  -h, --help           this help\n\n"
+            "options:\n");
+    cli_help(c, f);
+    fprintf(f, "\n"
             "example:\n"
             "  mpcsim breakeven scenarios/breakeven-7b.yaml -o results/breakeven\n");
 }
 
-/* "a,b,c" → axis values through parse (0 on success). */
-static int parse_list(const char *opt, const char *s, be_axis *a, int (*parse)(const char *, double *))
+/* "a,b,c" → axis values through parse. */
+static int parse_list(const char *opt, const char *s, be_axis *a, int (*parse)(const char *, double *),
+                      errbuf *e)
 {
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", s);
     a->n = 0;
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (a->n == BE_AXIS_MAX) {
-            cli_error("breakeven", "%s: at most %d values", opt, BE_AXIS_MAX);
-            return -1;
-        }
-        if (parse(t, &a->v[a->n])) {
-            cli_error("breakeven", "%s: bad value '%s'", opt, t);
-            return -1;
-        }
+        if (a->n == BE_AXIS_MAX)
+            return err_set(e, MS_ERR_USAGE, "%s: at most %d values", opt, BE_AXIS_MAX);
+        if (parse(t, &a->v[a->n]))
+            return err_set(e, MS_ERR_USAGE, "%s: bad value '%s'", opt, t);
         a->n++;
     }
-    if (!a->n) {
-        cli_error("breakeven", "%s: an empty list", opt);
-        return -1;
-    }
-    return 0;
+    if (!a->n)
+        return err_set(e, MS_ERR_USAGE, "%s: an empty list", opt);
+    return MS_OK;
 }
 
 static int p_rate(const char *s, double *v) { return net_rate_bps(s, v); }
@@ -111,61 +101,59 @@ static int p_threads(const char *s, double *v)
     return 0;
 }
 
+static int take_bw(const cli_opt *o, const char *arg, errbuf *e)
+{
+    return parse_list("--bandwidth", arg, o->dest, p_rate, e);
+}
+
+static int take_lat(const cli_opt *o, const char *arg, errbuf *e)
+{
+    return parse_list("--latency", arg, o->dest, p_lat, e);
+}
+
+static int take_threads(const cli_opt *o, const char *arg, errbuf *e)
+{
+    return parse_list("--threads", arg, o->dest, p_threads, e);
+}
+
+/* 0 ok, -1 --help printed, 2 usage error (printed). */
 static int parse_args(int argc, char **argv, be_args *a)
 {
-    static const struct option opts[] = {{"output", required_argument, 0, 'o'},
-                                         {"bandwidth", required_argument, 0, 'B'},
-                                         {"latency", required_argument, 0, 'L'},
-                                         {"threads", required_argument, 0, 'T'},
-                                         {"svg", no_argument, 0, 'S'},
-                                         {"no-plot", no_argument, 0, 'N'},
-                                         {"ops", required_argument, 0, 'O'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
     a->outdir = "results/breakeven";
-    parse_list("--bandwidth", "100Mbps,200Mbps,500Mbps,1Gbps,2Gbps,5Gbps,10Gbps,20Gbps", &a->bw,
-               p_rate);
-    parse_list("--latency", "0.05ms,0.1ms,0.2ms,0.5ms,1ms,2ms,5ms,10ms,20ms,50ms", &a->lat, p_lat);
-    parse_list("--threads", "1,16,64", &a->th, p_threads);
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'o': a->outdir = optarg; break;
-        case 'B':
-            if (parse_list("--bandwidth", optarg, &a->bw, p_rate))
-                return 2;
-            break;
-        case 'L':
-            if (parse_list("--latency", optarg, &a->lat, p_lat))
-                return 2;
-            break;
-        case 'T':
-            if (parse_list("--threads", optarg, &a->th, p_threads))
-                return 2;
-            break;
-        case 'S': a->svg = 1; break;
-        case 'N': a->no_plot = 1; break;
-        case 'O': {
-            double v;
-            if (p_threads(optarg, &v)) {
-                cli_error("breakeven", "--ops wants a count 1..4096, not '%s'", optarg);
-                return 2;
-            }
-            a->ops = (int)v;
-            break;
-        }
-        case 'h': usage(stdout); return -1;
-        default: usage(stderr); return 2;
-        }
-    }
-    if (optind != argc - 1) {
-        cli_error("breakeven", optind == argc ? "which scenario?" : "one scenario at a time");
-        usage(stderr);
+    errbuf e;
+    parse_list("--bandwidth", "100Mbps,200Mbps,500Mbps,1Gbps,2Gbps,5Gbps,10Gbps,20Gbps", &a->bw, p_rate, &e);
+    parse_list("--latency", "0.05ms,0.1ms,0.2ms,0.5ms,1ms,2ms,5ms,10ms,20ms,50ms", &a->lat, p_lat, &e);
+    parse_list("--threads", "1,16,64", &a->th, p_threads, &e);
+    const cli_opt opts[] = {
+        {.name = "output", .short_name = 'o', .kind = CLI_STR, .dest = &a->outdir, .arg = "DIR",
+         .help = "where the files go (default: results/breakeven)"},
+        {.name = "bandwidth", .kind = CLI_FN, .dest = &a->bw, .arg = "LIST", .fn = take_bw,
+         .help = "comma-separated rates, e.g. 100Mbps,1Gbps (default:\n"
+                 "100Mbps 200Mbps 500Mbps 1Gbps 2Gbps 5Gbps 10Gbps 20Gbps)"},
+        {.name = "latency", .kind = CLI_FN, .dest = &a->lat, .arg = "LIST", .fn = take_lat,
+         .help = "comma-separated one-way latencies, e.g. 0.1ms,20ms\n"
+                 "(default: 0.05 0.1 0.2 0.5 1 2 5 10 20 50 ms)"},
+        {.name = "threads", .kind = CLI_FN, .dest = &a->th, .arg = "LIST", .fn = take_threads,
+         .help = "cores per party, e.g. 1,16,64 (default: 1,16,64)"},
+        {.name = "svg", .kind = CLI_FLAG, .dest = &a->svg, .help = "SVG instead of PNG"},
+        {.name = "no-plot", .kind = CLI_FLAG, .dest = &a->no_plot, .help = "tables and data files only"},
+        {.name = "ops", .kind = CLI_INT, .dest = &a->ops, .arg = "N", .lo = 1, .hi = 4096,
+         .want = "a count 1..4096", .help = "also print each step's N costliest ops by online bytes\n"
+                                            "(ops of the same name in every layer summed)"},
+        {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
+    };
+    const cli_cmd cmd = {"breakeven", opts, sizeof opts / sizeof opts[0], 24, 2};
+    const char *pos[2];
+    int n_pos = 0, rc = cli_parse_cmd(&cmd, argc, argv, pos, &n_pos, usage);
+    if (rc)
+        return rc == CLI_HELP_ASKED ? -1 : rc;
+    if (n_pos != 1) {
+        cli_error("breakeven", n_pos == 0 ? "which scenario?" : "one scenario at a time");
+        usage(stderr, &cmd);
         return 2;
     }
-    a->scenario = argv[optind];
+    a->scenario = pos[0];
     return 0;
 }
 
@@ -444,6 +432,58 @@ static void be_table(const be_args *a, const double *speedup, int t)
     }
 }
 
+/* The scenario's run with policy 'full', once its runs are checked to be that reference and
+ * the policies to compare, everything else equal; NULL (the error printed) otherwise. */
+static const run_cfg *be_reference(const scenario *sc, const char *path)
+{
+    const run_cfg *ref = NULL;
+    for (size_t i = 0; i < sc->n_runs; i++)
+        if (!strcmp(sc->runs[i].policy.name, "full")) {
+            if (ref) {
+                cli_error("breakeven", "%s: more than one run has policy 'full'\n---> HINT: one "
+                          "reference and the policies to compare; sweep other keys in separate "
+                          "files", path);
+                return NULL;
+            }
+            ref = &sc->runs[i];
+        }
+    if (!ref || sc->n_runs < 2) {
+        cli_error("breakeven", "%s: the runs need policy 'full' (the reference) and at least one "
+                  "other policy", path);
+        return NULL;
+    }
+    for (size_t i = 0; i < sc->n_runs; i++)
+        if (!same_setting(&sc->runs[i], ref)) {
+            cli_error("breakeven", "%s: run %zu (%s) differs from the full-cache run in more "
+                      "than its policy", path, i, sc->runs[i].policy.name);
+            return NULL;
+        }
+    return ref;
+}
+
+/* c's decode step (costed once, into st) simulated on every grid point: out[k] with
+ * k = (thread index × latencies + latency index) × bandwidths + bandwidth index. what names
+ * the step in the progress line, label in the costliest ops' heading. */
+static int be_grid(const be_args *a, const run_cfg *c, const char *what, const char *label,
+                   be_step *st, sim_ws *ws, uint64_t *out, errbuf *e)
+{
+    fprintf(stderr, "mpcsim breakeven: costing %s …\n", what);
+    int rc = run_decode_program(c, &st->prog, &st->log, e);
+    if (rc)
+        return rc;
+    if (a->ops)
+        be_ops(&st->prog, &st->log, a->ops, label);
+    for (int t = 0; t < a->th.n; t++)
+        for (int l = 0; l < a->lat.n; l++)
+            for (int b = 0; b < a->bw.n; b++) {
+                size_t k = ((size_t)t * a->lat.n + l) * a->bw.n + b;
+                if ((rc = be_latency(c, st, (int)a->th.v[t], (uint64_t)a->lat.v[l], a->bw.v[b], ws,
+                                     &out[k], e)))
+                    return rc;
+            }
+    return MS_OK;
+}
+
 int cmd_breakeven(int argc, char **argv)
 {
     be_args a;
@@ -456,62 +496,31 @@ int cmd_breakeven(int argc, char **argv)
         fprintf(stderr, "%s\n", e.msg);
         return ms_err_exit_code(rc);
     }
-    const run_cfg *ref = NULL;
-    int status = 0;
-    for (size_t i = 0; i < sc.n_runs; i++)
-        if (!strcmp(sc.runs[i].policy.name, "full")) {
-            if (ref) {
-                cli_error("breakeven", "%s: more than one run has policy 'full'\n---> HINT: one "
-                          "reference and the policies to compare; sweep other keys in separate "
-                          "files", a.scenario);
-                scn_free(&sc);
-                return 2;
-            }
-            ref = &sc.runs[i];
-        }
-    if (!ref || sc.n_runs < 2) {
-        cli_error("breakeven", "%s: the runs need policy 'full' (the reference) and at least one "
-                  "other policy", a.scenario);
+    const run_cfg *ref = be_reference(&sc, a.scenario);
+    if (!ref) {
         scn_free(&sc);
         return 2;
     }
-    for (size_t i = 0; i < sc.n_runs; i++)
-        if (!same_setting(&sc.runs[i], ref)) {
-            cli_error("breakeven", "%s: run %zu (%s) differs from the full-cache run in more "
-                      "than its policy", a.scenario, i, sc.runs[i].policy.name);
-            scn_free(&sc);
-            return 2;
-        }
     if (mkdir_p(a.outdir)) {
         cli_error("breakeven", "cannot create %s: %s", a.outdir, strerror(errno));
         scn_free(&sc);
         return 1;
     }
+    int status = 0;
     size_t np = (size_t)a.th.n * a.lat.n * a.bw.n;
-    uint64_t *t_ref = calloc(np, sizeof *t_ref);
+    uint64_t *t_ref = calloc(np, sizeof *t_ref), *t_pol = calloc(np, sizeof *t_pol);
     double *speedup = calloc(np, sizeof *speedup);
     sim_ws *ws = sim_ws_new();
     be_step st;
     op_program_init(&st.prog);
     cost_log_init(&st.log, ref->net.n_parties);
-    if (!t_ref || !speedup || !ws) {
+    if (!t_ref || !t_pol || !speedup || !ws) {
         cli_error("breakeven", "out of memory");
         status = 1;
         goto done;
     }
-    fprintf(stderr, "mpcsim breakeven: costing the full cache's step …\n");
-    if ((rc = run_decode_program(ref, &st.prog, &st.log, &e)))
+    if ((rc = be_grid(&a, ref, "the full cache's step", "full", &st, ws, t_ref, &e)))
         goto fail;
-    if (a.ops)
-        be_ops(&st.prog, &st.log, a.ops, "full");
-    for (int t = 0; t < a.th.n; t++)
-        for (int l = 0; l < a.lat.n; l++)
-            for (int b = 0; b < a.bw.n; b++) {
-                size_t k = ((size_t)t * a.lat.n + l) * a.bw.n + b;
-                if ((rc = be_latency(ref, &st, (int)a.th.v[t], (uint64_t)a.lat.v[l], a.bw.v[b],
-                                     ws, &t_ref[k], &e)))
-                    goto fail;
-            }
     printf("%s: %s %s, decode step at KV %u (the workload's last), machine %s\n", sc.name,
            ref->model.name, ref->proto_ref, ref->work.prompt_len + ref->work.decode_len - 1,
            ref->machine.name);
@@ -522,23 +531,13 @@ int cmd_breakeven(int argc, char **argv)
             continue;
         char label[256];
         policy_label(c, label, sizeof label);
-        fprintf(stderr, "mpcsim breakeven: costing %s …\n", label);
-        if ((rc = run_decode_program(c, &st.prog, &st.log, &e)))
+        if ((rc = be_grid(&a, c, label, label, &st, ws, t_pol, &e)))
             goto fail;
-        if (a.ops)
-            be_ops(&st.prog, &st.log, a.ops, label);
         size_t wins = 0;
-        for (int t = 0; t < a.th.n; t++)
-            for (int l = 0; l < a.lat.n; l++)
-                for (int b = 0; b < a.bw.n; b++) {
-                    size_t k = ((size_t)t * a.lat.n + l) * a.bw.n + b;
-                    uint64_t tp;
-                    if ((rc = be_latency(c, &st, (int)a.th.v[t], (uint64_t)a.lat.v[l],
-                                         a.bw.v[b], ws, &tp, &e)))
-                        goto fail;
-                    speedup[k] = tp ? (double)t_ref[k] / (double)tp : 1;
-                    wins += speedup[k] > 1;
-                }
+        for (size_t k = 0; k < np; k++) {
+            speedup[k] = t_pol[k] ? (double)t_ref[k] / (double)t_pol[k] : 1;
+            wins += speedup[k] > 1;
+        }
         printf("\n%s vs full: faster on %zu of %zu points\n", label, wins, np);
         for (int t = 0; t < a.th.n; t++)
             be_table(&a, speedup, t);
@@ -553,6 +552,7 @@ done:
     cost_log_free(&st.log);
     sim_ws_free(ws);
     free(t_ref);
+    free(t_pol);
     free(speedup);
     scn_free(&sc);
     return status;

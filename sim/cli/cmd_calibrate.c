@@ -1,13 +1,14 @@
 /* cmd_calibrate.c — `mpcsim calibrate`: measure this machine's local rates into a profile. */
-#include <getopt.h>
+#include <float.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "cmd.h"
+#include "opt.h"
 #include "sim/engine/machine.h"
 
-static void usage(FILE *f)
+static void usage(FILE *f, const cli_cmd *c)
 {
     fprintf(f,
             "usage: mpcsim calibrate [-o FILE] [--seconds S] [--threads N] [--name NAME]\n\n"
@@ -20,12 +21,8 @@ static void usage(FILE *f)
             "rate over N times one core's. The compute model scales a round's work by it\n"
             "(sim/engine/SIMULATION.md, \"Compute\"). Scenarios and `mpcsim cost --profile`\n"
             "name profiles in protocols/machines/.\n\n"
-            "options:\n"
-            "  -o, --output FILE   write the profile to FILE\n"
-            "  -s, --seconds S     time budget for all measurements (default 3)\n"
-            "  -t, --threads N     cores a party uses: measure on N threads (1..256, default 1)\n"
-            "  -n, --name NAME     profile name (default: calibrated)\n"
-            "  -h, --help          this help\n");
+            "options:\n");
+    cli_help(c, f);
 }
 
 /* "model name : …" from /proc/cpuinfo, for the profile's provenance. */
@@ -52,59 +49,33 @@ static void cpu_model(char *out, size_t sz)
 
 int cmd_calibrate(int argc, char **argv)
 {
-    static const struct option opts[] = {{"output", required_argument, 0, 'o'},
-                                         {"seconds", required_argument, 0, 's'},
-                                         {"name", required_argument, 0, 'n'},
-                                         {"threads", required_argument, 0, 't'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
     const char *out = NULL, *name = "calibrated";
     double secs = 3;
-    long long threads = 1;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "o:s:n:t:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'o':
-            out = optarg;
-            break;
-        case 's':
-            if (parse_double(optarg, &secs) || !(secs > 0) || secs > 3600) {
-                cli_error("calibrate", "--seconds wants a number in (0, 3600], not '%s'", optarg);
-                return 2;
-            }
-            break;
-        case 'n':
-            name = optarg;
-            break;
-        case 't':
-            if (parse_i64(optarg, &threads) || threads < 1 || threads > 256) {
-                cli_error("calibrate", "--threads wants an integer in 1..256, not '%s'", optarg);
-                return 2;
-            }
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (optind < argc) {
-        cli_error("calibrate", "unexpected argument '%s'", argv[optind]);
-        usage(stderr);
-        return 2;
-    }
+    int threads = 1;
+    const cli_opt opts[] = {
+        {.name = "output", .short_name = 'o', .kind = CLI_STR, .dest = &out, .arg = "FILE",
+         .help = "write the profile to FILE"},
+        {.name = "seconds", .short_name = 's', .kind = CLI_F64, .dest = &secs, .arg = "S", .lo = DBL_MIN,
+         .hi = 3600, .want = "a number in (0, 3600]", .help = "time budget for all measurements (default 3)"},
+        {.name = "threads", .short_name = 't', .kind = CLI_INT, .dest = &threads, .arg = "N", .lo = 1,
+         .hi = 256, .help = "cores a party uses: measure on N threads\n(1..256, default 1)"},
+        {.name = "name", .short_name = 'n', .kind = CLI_STR, .dest = &name, .arg = "NAME",
+         .help = "profile name (default: calibrated)"},
+        {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
+    };
+    const cli_cmd cmd = {"calibrate", opts, sizeof opts / sizeof opts[0], 22, 0};
+    int rc = cli_parse_cmd(&cmd, argc, argv, NULL, NULL, usage);
+    if (rc)
+        return rc == CLI_HELP_ASKED ? 0 : rc;
     machine_profile m;
     double rate_n[WK_N];
-    if (machine_calibrate(&m, secs, (int)threads, rate_n) != MS_OK) {
+    if (machine_calibrate(&m, secs, threads, rate_n) != MS_OK) {
         cli_error("calibrate", "a measurement failed (OpenSSL AES-128-CTR unavailable?)");
         return 1;
     }
     snprintf(m.name, sizeof m.name, "%s", name);
     errbuf e;
-    int rc = machine_write(&m, out, &e);
+    rc = machine_write(&m, out, &e);
     if (rc != MS_OK) {
         fprintf(stderr, "%s\n", e.msg);
         return ms_err_exit_code(rc);
@@ -116,10 +87,10 @@ int cmd_calibrate(int argc, char **argv)
     time_t now = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
     if (f) {
-        fprintf(f, "cpu: \"%s\"\nmeasured: \"%s, mpcsim calibrate --seconds %g --threads %lld",
+        fprintf(f, "cpu: \"%s\"\nmeasured: \"%s, mpcsim calibrate --seconds %g --threads %d",
                 cpu, date, secs, threads);
         if (threads > 1)
-            fprintf(f, "; on %lld threads MAC %.4g/s, elem %.4g/s, PRG %.4g B/s", threads,
+            fprintf(f, "; on %d threads MAC %.4g/s, elem %.4g/s, PRG %.4g B/s", threads,
                     rate_n[WK_MAC], rate_n[WK_ELEM], rate_n[WK_PRG]);
         fputs("\"\n", f);
         if (out)

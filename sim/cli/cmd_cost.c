@@ -45,8 +45,9 @@ static void usage(FILE *f, const cli_cmd *c)
     fprintf(f,
             "usage: mpcsim cost --model M --protocol P --network N --kv T\n"
             "                   [--phase prefill|decode] [--tokens P] [--batch B] [--overlap]\n"
-            "                   [--burst BYTES] [--wire tcp|none] [--dump-program FILE] [--timeline FILE]\n"
-            "                   [--profile NAME] [--json] [--set K=V]...\n\n"
+            "                   [--burst BYTES] [--wire tcp|none] [--dump-program FILE]\n"
+            "                   [--timeline FILE] [--profile NAME] [--threads N] [--json]\n"
+            "                   [--set K=V]...\n\n"
             "Costs one prefill or decode step of model M under MPC protocol P on network N:\n"
             "rounds, online bytes per party, offline (dealer) bytes, simulated latency, and a\n"
             "per-category breakdown with the critical path split into compute and\n"
@@ -74,16 +75,16 @@ static int parse_args(int argc, char **argv, cost_args *a)
         {.name = "network", .short_name = 'n', .kind = CLI_STR, .dest = &a->network, .arg = "N",
          .help = "lan | wan | wan-spu, or LATENCY/BANDWIDTH[/BURST]\n(20ms/300Mbps, 1ms/20Mbps/3100)"},
         {.name = "burst", .kind = CLI_FN, .dest = a, .arg = "BYTES", .fn = take_burst,
-         .help = "every link a token bucket of BYTES (as Linux tbf's burst;\n>= 1500, 0: none, the default); "
-                 "see sim/engine/SIMULATION.md"},
+         .help = "every link a token bucket of BYTES (as Linux tbf's\nburst; >= 1500, 0: none, the default); "
+                 "see\nsim/engine/SIMULATION.md"},
         {.name = "set", .kind = CLI_LIST, .dest = &sets, .arg = "K=V",
-         .help = "protocol parameter (frac_bits, approx, msb, …; repeatable)"},
+         .help = "protocol parameter (frac_bits, approx, msb, …;\nrepeatable)"},
         {.name = "wire", .kind = CLI_FN, .dest = a, .arg = "W", .fn = take_wire,
-         .help = "tcp: links carry Ethernet/IPv4/TCP frames and ACKs (as tbf\ncounts them); none: payload only "
-                 "(default); SIMULATION.md"},
+         .help = "tcp: links carry Ethernet/IPv4/TCP frames and ACKs (as\ntbf counts them); none: payload only "
+                 "(default);\nSIMULATION.md"},
         {.name = "kv", .short_name = 'k', .kind = CLI_U32, .dest = &a->kv, .arg = "T", .seen = &have_kv,
-         .help = "decode: the step attends T keys (T-1 cached + this token);\nprefill: entries cached before the "
-                 "prompt (default 0)"},
+         .help = "decode: the step attends T keys (T-1 cached + this\ntoken); prefill: entries cached before the "
+                 "prompt\n(default 0)"},
         {.name = "phase", .kind = CLI_CHOICE, .dest = &a->phase, .arg = "PH", .choices = "prefill|decode",
          .help = "decode (default) or prefill"},
         {.name = "tokens", .short_name = 't', .kind = CLI_U32, .dest = &a->tokens, .arg = "P", .lo = 1,
@@ -91,7 +92,7 @@ static int parse_args(int argc, char **argv, cost_args *a)
         {.name = "batch", .short_name = 'b', .kind = CLI_U32, .dest = &a->batch, .arg = "B", .lo = 1,
          .help = "sequences processed together (default 1)"},
         {.name = "overlap", .kind = CLI_FLAG, .dest = &a->overlap,
-         .help = "let rounds of independent ops overlap (default: in order)"},
+         .help = "let rounds of independent ops overlap (default: in\norder)"},
         {.name = "dump-program", .kind = CLI_STR, .dest = &a->dump, .arg = "F",
          .help = "write the step's op program (text form) to F"},
         {.name = "timeline", .kind = CLI_STR, .dest = &a->timeline, .arg = "F",

@@ -1,12 +1,12 @@
 /* cmd_list.c — `mpcsim list models|protocols|policies|networks|machines|keys`: what a scenario
  * may name, and the keys each input file may hold. */
 #include <dirent.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cmd.h"
+#include "opt.h"
 #include "models/model.h"
 #include "protocols/base/yschema.h"
 #include "sim/engine/machine.h"
@@ -17,11 +17,12 @@
 #include "sim/policy/policy.h"
 #include "protocols/program/proto.h"
 
-static void list_usage(FILE *f)
+static void list_usage(FILE *f, const cli_cmd *c)
 {
     fprintf(f,
             "usage: mpcsim list models|protocols|policies|networks|machines [options]\n"
-            "       mpcsim list keys [workload|model|machine|synth|manifest|serve]\n\n"
+            "       mpcsim list keys [scenario|protocol|network|trace|policy|workload|\n"
+            "                         model|machine|synth|manifest|serve]\n\n"
             "Lists what a scenario file may name (scenarios/README.md).\n\n"
             "  models      shipped model descriptions (models/*.yaml) and their shapes\n"
             "  protocols   MPC protocols, parties, and (with --costs) primitive costs\n"
@@ -34,12 +35,8 @@ static void list_usage(FILE *f)
             "              scenario's workload, model files (and inline models), machine\n"
             "              profiles, synthetic-trace parameters, trace\n"
             "              manifests, serving scenarios (all of them without a name)\n\n"
-            "options:\n"
-            "  --costs          protocols: print each primitive's rounds and bytes\n"
-            "  --ring-bits N    protocols --costs: ring size in bits (default: the protocol's)\n"
-            "  -n ELEMS         protocols --costs: elements per primitive (default 1)\n"
-            "  --profile NAME   networks: the machine the regimes are computed on (default)\n"
-            "  -h, --help       this help\n");
+            "options:\n");
+    cli_help(c, f);
 }
 
 /* ---- the four lists ---------------------------------------------------------------------- */
@@ -246,13 +243,23 @@ static int list_machines(void)
 
 static int list_keys(const char *file)
 {
-    size_t n_serve;
+    size_t n_serve, n_net, n_pol;
     const ys_schema *serve = serve_scenario_schemas(&n_serve);
+    const ys_schema *net = scn_network_schemas(&n_net);
+    const policy_ops *const *pols = policy_all(&n_pol);
+    ys_schema pol[64];
+    for (size_t i = 0; i < n_pol && i < 64; i++)
+        pol[i] = *policy_schema(pols[i]);
     const struct {
         const char *name;
         const ys_schema *s;
         size_t n;
-    } files[] = {{"workload", scn_workload_schema(), 1},
+    } files[] = {{"scenario", scn_schema(), 1},
+                 {"protocol", proto_cfg_schema(), 1},
+                 {"network", net, n_net},
+                 {"trace", scn_trace_schema(), 1},
+                 {"policy", pol, n_pol < 64 ? n_pol : 64},
+                 {"workload", scn_workload_schema(), 1},
                  {"model", model_schema(), 1},
                  {"machine", machine_schema(), 1},
                  {"synth", trace_synth_schema(), 1},
@@ -275,7 +282,10 @@ static int list_keys(const char *file)
     if (found)
         return 0;
     const char *dm = did_you_mean(file, names, n_files);
-    cli_error("list", "no keys for '%s'%s%s%s: workload, model, machine, synth, manifest or serve", file,
+    cli_error("list",
+              "no keys for '%s'%s%s%s: scenario, protocol, network, trace, policy, workload, "
+              "model, machine, synth, manifest or serve",
+              file,
               dm ? " (did you mean '" : "", dm ? dm : "", dm ? "'?)" : "");
     return 2;
 }
@@ -284,57 +294,43 @@ static int list_keys(const char *file)
 
 int cmd_list(int argc, char **argv)
 {
-    static const struct option opts[] = {{"costs", no_argument, NULL, 'c'},
-                                          {"ring-bits", required_argument, NULL, 'r'},
-                                          {"profile", required_argument, NULL, 'P'},
-                                          {"help", no_argument, NULL, 'h'},
-                                          {NULL, 0, NULL, 0}};
-    int costs = 0, n_given = 0, ch;
-    const char *ring = NULL, *profile = NULL;
+    int costs = 0, ring_bits = 0, n_given = 0, have_ring = 0;
+    const char *profile = NULL;
     unsigned long long elems = 1;
-    long long rb;
-    optind = 0;
-    while ((ch = getopt_long(argc, argv, "hn:", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'c':
-            costs = 1;
-            break;
-        case 'r':
-            if (parse_i64(optarg, &rb) || rb < 2 || rb > 128) {
-                cli_error("list", "--ring-bits wants a bit count, e.g. 64 (got '%s')", optarg);
-                return 2;
-            }
-            ring = optarg;
-            break;
-        case 'n':
-            if (parse_u64(optarg, &elems) || elems == 0) {
-                cli_error("list", "-n wants a positive element count (got '%s')", optarg);
-                return 2;
-            }
-            n_given = 1;
-            break;
-        case 'P':
-            profile = optarg;
-            break;
-        case 'h':
-            list_usage(stdout);
-            return 0;
-        default:
-            list_usage(stderr);
-            return 2;
-        }
-    }
-    if (optind == argc - 2 && !strcmp(argv[optind], "keys"))
-        return list_keys(argv[optind + 1]);
-    if (optind != argc - 1) {
-        cli_error("list", optind == argc ? "what to list? models, protocols, policies or networks"
-                                         : "list one thing at a time");
-        list_usage(stderr);
+    const cli_opt opts[] = {
+        {.name = "costs", .kind = CLI_FLAG, .dest = &costs, .help = "protocols: print each primitive's rounds and bytes"},
+        {.name = "ring-bits", .kind = CLI_INT, .dest = &ring_bits, .arg = "N", .lo = 2, .hi = 128,
+         .want = "a bit count 2..128, e.g. 64", .seen = &have_ring,
+         .help = "protocols --costs: ring size in bits\n(default: the protocol's)"},
+        {.name = "elems", .short_name = 'n', .kind = CLI_U64, .dest = &elems, .arg = "N", .lo = 1,
+         .want = "a positive element count", .seen = &n_given,
+         .help = "protocols --costs: elements per primitive (default 1)"},
+        {.name = "profile", .kind = CLI_STR, .dest = &profile, .arg = "NAME",
+         .help = "networks: the machine the regimes are computed on\n(default: default)"},
+        {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
+    };
+    const cli_cmd cmd = {"list", opts, sizeof opts / sizeof opts[0], 22, 2};
+    const char *pos[2];
+    int n_pos = 0, rc = cli_parse_cmd(&cmd, argc, argv, pos, &n_pos, list_usage);
+    if (rc)
+        return rc == CLI_HELP_ASKED ? 0 : rc;
+    if (n_pos == 2 && !strcmp(pos[0], "keys"))
+        return list_keys(pos[1]);
+    if (n_pos != 1) {
+        cli_error("list", n_pos == 0 ? "what to list? models, protocols, policies or networks"
+                                     : "list one thing at a time");
+        list_usage(stderr, &cmd);
         return 2;
+    }
+    char ring_buf[8];
+    const char *ring = NULL;
+    if (have_ring) {
+        snprintf(ring_buf, sizeof ring_buf, "%d", ring_bits);
+        ring = ring_buf;
     }
     static const char *const what[] = {"models", "protocols", "policies", "networks",
                                        "machines", "keys"};
-    const char *w = argv[optind];
+    const char *w = pos[0];
     if ((costs || ring || n_given) && strcmp(w, "protocols")) {
         cli_error("list", "--costs, --ring-bits and -n apply to 'list protocols'");
         return 2;

@@ -1,56 +1,24 @@
 /* cmd_merge.c — `mpcsim merge`: fold shard databases into one, without duplicates (runs are
  * keyed by config hash), in one transaction. */
-#include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cmd.h"
+#include "opt.h"
 #include "results/rdb.h"
 
-static void merge_usage(FILE *f)
+static int merge(const char *out, const char *const *in, size_t n_in, int quiet)
 {
-    fprintf(f,
-            "usage: mpcsim merge OUT.db IN.db...\n\n"
-            "Folds the runs of each IN.db (e.g. the shards of `mpcsim run --shard K/N`) into\n"
-            "OUT.db, created if missing. A run whose config hash OUT.db already holds is\n"
-            "skipped (an ok run replaces a failed one). Everything is one transaction: on any\n"
-            "error OUT.db is left as it was. Every input must have this mpcsim's schema\n"
-            "version.\n\n"
-            "options:\n"
-            "  -q, --quiet   no summary line\n"
-            "  -h, --help    this help\n\n"
-            "exit status: 0 ok, 1 database error, 2 bad usage, missing input or schema mismatch\n");
-}
-
-int cmd_merge(int argc, char **argv)
-{
-    static const struct option lo[] = {{"quiet", no_argument, NULL, 'q'},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
-    int quiet = 0, c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "qh", lo, NULL)) != -1) {
-        switch (c) {
-        case 'q': quiet = 1; break;
-        case 'h': merge_usage(stdout); return 0;
-        default: merge_usage(stderr); return 2;
-        }
-    }
-    if (argc - optind < 2) {
-        cli_error("merge", "want an output database and at least one input");
-        merge_usage(stderr);
-        return 2;
-    }
-    const char *out = argv[optind];
-    for (int i = optind + 1; i < argc; i++)
-        if (!strcmp(argv[i], out)) {
+    for (size_t i = 0; i < n_in; i++)
+        if (!strcmp(in[i], out)) {
             cli_error("merge", "%s is both the output and an input", out);
             return 2;
         }
     errbuf e;
     int rc;
-    for (int i = optind + 1; i < argc; i++) /* check inputs before creating the output */
-        if ((rc = rdb_merge_check(argv[i], &e))) {
+    for (size_t i = 0; i < n_in; i++) /* check inputs before creating the output */
+        if ((rc = rdb_merge_check(in[i], &e))) {
             cli_error("merge", "%s", e.msg);
             return ms_err_exit_code(rc);
         }
@@ -60,14 +28,48 @@ int cmd_merge(int argc, char **argv)
         return ms_err_exit_code(rc);
     }
     size_t added = 0, skipped = 0;
-    rc = rdb_merge(db, (const char *const *)argv + optind + 1, (size_t)(argc - optind - 1),
-                   &added, &skipped, &e);
+    rc = rdb_merge(db, in, n_in, &added, &skipped, &e);
     if (rc)
         cli_error("merge", "%s", e.msg);
     else if (!quiet)
-        printf("%s: %zu run%s added, %zu already there, from %d database%s\n", out, added,
-               added == 1 ? "" : "s", skipped, argc - optind - 1, argc - optind - 1 == 1 ? "" : "s");
+        printf("%s: %zu run%s added, %zu already there, from %zu database%s\n", out, added,
+               added == 1 ? "" : "s", skipped, n_in, n_in == 1 ? "" : "s");
     if (rdb_close(db) && !rc)
         rc = MS_ERR_DB;
     return rc ? ms_err_exit_code(rc) : 0;
+}
+
+static void merge_usage(FILE *f, const cli_cmd *c)
+{
+    fprintf(f,
+            "usage: mpcsim merge OUT.db IN.db...\n\n"
+            "Folds the runs of each IN.db (e.g. the shards of `mpcsim run --shard K/N`) into\n"
+            "OUT.db, created if missing. A run whose config hash OUT.db already holds is\n"
+            "skipped (an ok run replaces a failed one). Everything is one transaction: on any\n"
+            "error OUT.db is left as it was. Every input must have this mpcsim's schema\n"
+            "version.\n\n"
+            "options:\n");
+    cli_help(c, f);
+    fprintf(f, "\nexit status: 0 ok, 1 database error, 2 bad usage, missing input or schema\nmismatch\n");
+}
+
+int cmd_merge(int argc, char **argv)
+{
+    int quiet = 0;
+    const cli_opt opts[] = {
+        {.name = "quiet", .short_name = 'q', .kind = CLI_FLAG, .dest = &quiet, .help = "no summary line"},
+        {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
+    };
+    const cli_cmd cmd = {"merge", opts, sizeof opts / sizeof opts[0], 16, argc};
+    const char **pos = calloc((size_t)argc + 1, sizeof *pos);
+    int n_pos = 0, rc = pos ? cli_parse_cmd(&cmd, argc, argv, pos, &n_pos, merge_usage) : 1;
+    if (rc == 0 && n_pos < 2) {
+        cli_error("merge", "want an output database and at least one input");
+        merge_usage(stderr, &cmd);
+        rc = 2;
+    }
+    if (rc == 0)
+        rc = merge(pos[0], pos + 1, (size_t)n_pos - 1, quiet);
+    free(pos);
+    return rc == CLI_HELP_ASKED ? 0 : rc;
 }

@@ -3,7 +3,12 @@
  * Every node of a session is started with the same --protocol, --peers list and program; each
  * gets its own --id (or --dealer). Parties may run on different hosts. The node prints what its
  * transport measured per op (rounds, payload bytes sent to each peer, offline bytes, time); it
- * prints revealed outputs only with --print-outputs and never prints a share or an input. */
+ * prints revealed outputs only with --print-outputs and never prints a share or an input.
+ *
+ * The channels run TLS 1.3 with per-node certificates (protocols/backend/mpc_tls.h): `mpcsim
+ * party keys --out DIR` makes a session's key folder, each node gets --keys DIR (it needs
+ * ca.pem and its own node<i>.pem and node<i>.key only). --insecure-plaintext turns TLS off for
+ * loopback experiments and says so on stderr every run. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +18,7 @@
 #include "opt.h"
 #include "protocols/program/kern.h"
 #include "protocols/backend/mpc_run.h"
+#include "protocols/backend/mpc_tls.h"
 #include "protocols/program/proto.h"
 
 typedef struct bind_file {
@@ -22,8 +28,8 @@ typedef struct bind_file {
 } bind_file;
 
 typedef struct party_args {
-    const char *protocol, *peers, *program;
-    int id, dealer, demo, print_outputs, have_seed;
+    const char *protocol, *peers, *program, *keys;
+    int id, dealer, demo, print_outputs, have_seed, plaintext;
     unsigned long long seed;
     int timeout_ms, connect_ms;
     double latency_ms;
@@ -36,17 +42,23 @@ static void usage(FILE *f, const cli_cmd *c)
 {
     fprintf(f,
             "usage: mpcsim party --protocol semi2k|aby3 (--id I | --dealer) --peers H:P,H:P,H:P\n"
-            "                    (--program FILE | --demo) [--bind NAME=FILE]... [--random-inputs SEED]\n"
-            "                    [--set KEY=VALUE]... [--timeout-ms N] [--latency-ms X] [--print-outputs]\n\n"
+            "                    (--keys DIR | --insecure-plaintext) (--program FILE | --demo)\n"
+            "                    [--bind NAME=FILE]... [--random-inputs SEED] [--set KEY=VALUE]...\n"
+            "                    [--timeout-ms N] [--latency-ms X] [--print-outputs]\n"
+            "       mpcsim party keys --out DIR [--nodes N]\n\n"
             "Runs one node of the real MPC backend: the op program on secret shares over TCP, with\n"
-            "every byte and round counted by the transport, printed per op.\n\n"
+            "every byte and round counted by the transport, printed per op. The channels run\n"
+            "TLS 1.3, each node authenticated by its certificate from the key folder that\n"
+            "`mpcsim party keys` makes (ca.pem, node<i>.pem, node<i>.key with mode 0600; node i is\n"
+            "party i, the semi2k dealer is node 2). Give each host ca.pem and its own node's files.\n\n"
             "options:\n");
     cli_help(c, f);
     fprintf(f, "\n"
             "example (three terminals or hosts):\n"
-            "  mpcsim party -p semi2k --id 0  --peers a:7000,b:7000,c:7000 --demo --random-inputs 1\n"
-            "  mpcsim party -p semi2k --id 1  --peers a:7000,b:7000,c:7000 --demo --random-inputs 1\n"
-            "  mpcsim party -p semi2k --dealer --peers a:7000,b:7000,c:7000 --demo\n");
+            "  mpcsim party keys --out keys\n"
+            "  mpcsim party -p semi2k --id 0  --peers a:7000,b:7000,c:7000 --keys keys --demo --random-inputs 1\n"
+            "  mpcsim party -p semi2k --id 1  --peers a:7000,b:7000,c:7000 --keys keys --demo --random-inputs 1\n"
+            "  mpcsim party -p semi2k --dealer --peers a:7000,b:7000,c:7000 --keys keys --demo\n");
 }
 
 /* ---------------------------------------------------------------- bindings */
@@ -178,6 +190,16 @@ static int party_work(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
     const mpc_net_stats *st = mpc_net_get_stats(net);
     fprintf(out, "# frame headers: %llu B sent, %llu B received (overhead, not counted above)\n",
             (unsigned long long)st->hdr_sent, (unsigned long long)st->hdr_recv);
+    uint64_t ws = 0, wr = 0;
+    for (int q = 0; q < nodes; q++)
+        ws += st->wire_sent[q], wr += st->wire_recv[q];
+    if (mpc_net_is_tls(net))
+        fprintf(out, "# TLS 1.3: %d connections, handshakes %llu B sent, %llu B received; data links after them: "
+                "%llu B sent, %llu B received on the wire\n", st->tls_conns, (unsigned long long)st->tls_hs_sent,
+                (unsigned long long)st->tls_hs_recv, (unsigned long long)ws, (unsigned long long)wr);
+    else
+        fprintf(out, "# plaintext channels (--insecure-plaintext): %llu B sent, %llu B received on the wire\n",
+                (unsigned long long)ws, (unsigned long long)wr);
     for (size_t i = 0; j->a->print_outputs && i < p->n_ops; i++) {
         const op *o = &p->ops[i];
         if (o->kind != OP_REVEAL || (o->iarg >= 0 && o->iarg != self) || mpc_engine_is_dealer(e))
@@ -219,6 +241,12 @@ static int parse_args(int argc, char **argv, party_args *a, errbuf *e)
          .help = "this node is the semi2k dealer (the third --peers entry)"},
         {.name = "peers", .kind = CLI_STR, .dest = &a->peers, .arg = "LIST",
          .help = "host:port of every node: parties in order, then the dealer"},
+        {.name = "keys", .kind = CLI_STR, .dest = &a->keys, .arg = "DIR",
+         .help = "the session's key folder (`mpcsim party keys`): TLS 1.3 channels,\n"
+                 "every peer authenticated as the node it claims"},
+        {.name = "insecure-plaintext", .kind = CLI_FLAG, .dest = &a->plaintext,
+         .help = "no TLS: channels unauthenticated and unencrypted (loopback\n"
+                 "experiments only; warns on stderr)"},
         {.name = "program", .kind = CLI_STR, .dest = &a->program, .arg = "FILE",
          .help = "op program (text form; `mpcsim cost --dump-program` writes one)"},
         {.name = "demo", .kind = CLI_FLAG, .dest = &a->demo,
@@ -270,11 +298,58 @@ static int parse_args(int argc, char **argv, party_args *a, errbuf *e)
         return err_set(e, MS_ERR_USAGE, "--peers is required: host:port of every node (3 entries)");
     if (!!a->program == a->demo)
         return err_set(e, MS_ERR_USAGE, "give exactly one of --program FILE and --demo");
+    if (!!a->keys == a->plaintext)
+        return err_set(e, MS_ERR_USAGE, a->keys ? "--keys and --insecure-plaintext exclude each other"
+                                                : "give --keys DIR (a key folder made by `mpcsim party keys --out DIR`): "
+                                                  "channels run TLS; --insecure-plaintext turns that off");
+    if (a->keys && strlen(a->keys) >= sizeof((mpc_net_cfg *)0)->keys)
+        return err_set(e, MS_ERR_USAGE, "--keys: folder name too long");
     return MS_OK;
+}
+
+/* `mpcsim party keys`: a session's key folder. */
+static int cmd_party_keys(int argc, char **argv)
+{
+    const char *out = NULL;
+    int nodes = 3;
+    const cli_opt opts[] = {
+        {.name = "out", .short_name = 'o', .kind = CLI_STR, .dest = &out, .arg = "DIR",
+         .help = "the folder to write (made with mode 0700; existing key files are\n"
+                 "never overwritten)"},
+        {.name = "nodes", .kind = CLI_INT, .dest = &nodes, .arg = "N", .lo = 2, .hi = MPC_NODES_MAX,
+         .want = "2..4", .help = "nodes of the session (default 3: semi2k's P0, P1, dealer or aby3's\n"
+                                  "P0, P1, P2)"},
+        {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
+    };
+    const cli_cmd cmd = {"party keys", opts, sizeof opts / sizeof opts[0], 16, 0};
+    errbuf e = {{0}};
+    int rc = cli_parse(&cmd, argc, argv, NULL, NULL, &e);
+    if (rc == CLI_HELP_ASKED) {
+        printf("usage: mpcsim party keys --out DIR [--nodes N]\n\n"
+               "Makes a session's TLS key folder: ca.pem (the session CA's certificate; its key is\n"
+               "never written, so no node can be added later), and per node i node<i>.pem (its\n"
+               "certificate, naming node i) and node<i>.key (its Ed25519 key, mode 0600).\n\n"
+               "options:\n");
+        cli_help(&cmd, stdout);
+        return 0;
+    }
+    if (!rc && !out)
+        rc = err_set(&e, MS_ERR_USAGE, "--out DIR is required");
+    if (!rc)
+        rc = mpc_tls_make_keys(out, nodes, &e);
+    if (rc) {
+        cli_error("party keys", "%s", e.msg);
+        return ms_err_exit_code(rc);
+    }
+    printf("wrote %s/ca.pem and node0..node%d .pem/.key (keys mode 0600): give each node's host ca.pem and its own "
+           "two files\n", out, nodes - 1);
+    return 0;
 }
 
 int cmd_party(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "keys"))
+        return cmd_party_keys(argc - 1, argv + 1);
     party_args a;
     memset(&a, 0, sizeof a);
     errbuf e = {{0}};
@@ -304,6 +379,13 @@ int cmd_party(int argc, char **argv)
         if (a.connect_ms)
             nc.connect_timeout_ms = a.connect_ms;
         nc.latency_ns = (uint64_t)llround(a.latency_ms * 1e6);
+        nc.plaintext = a.plaintext;
+        if (a.keys)
+            snprintf(nc.keys, sizeof nc.keys, "%s", a.keys);
+        if (!rc && a.plaintext)
+            fprintf(stderr, "mpcsim party: WARNING: --insecure-plaintext: this node's channels are neither "
+                    "authenticated nor encrypted; anyone on the network can read the shares and seeds or pose "
+                    "as a party. Use it for loopback experiments only.\n");
         if (!rc)
             rc = mpc_net_parse_peers(&nc, a.peers, 3, &e);
         party_job job = {&a, &p};

@@ -8,7 +8,6 @@
  * panel and plot. */
 #include <dirent.h>
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <sqlite3.h>
@@ -21,6 +20,7 @@
 #include "cmd.h"
 #include "dbq.h"
 #include "gnuplot.h"
+#include "opt.h"
 #include "models/model.h"
 #include "protocols/program/op.h"
 #include "results/rdb.h"
@@ -52,7 +52,7 @@ typedef struct plot_ctx {
     int made, failed;
 } plot_ctx;
 
-static void plot_usage(FILE *f)
+static void plot_usage(FILE *f, const cli_cmd *c)
 {
     fprintf(f,
             "usage: mpcsim plot DB [-o DIR] [--format png|svg|pdf] [--x AXIS] [--by KEYS]\n"
@@ -72,22 +72,9 @@ static void plot_usage(FILE *f)
             "network added when they vary and are not panels; other differences are averaged.\n"
             "Axes show s/min/h/d and B/kB/MB/GB/TB as the values need. Scripts: scripts/*.gp\n"
             "under the data directory ($MPCSIM_DATA overrides).\n\n"
-            "options:\n"
-            "  -o, --output DIR      output folder (default: DB without .db, plus -plots)\n"
-            "      --format F        png (default), svg or pdf; --svg is --format svg\n"
-            "      --x AXIS          prompt_len, decode_len, batch, latency_ms or bandwidth_mbps\n"
-            "                        (default: the one with the most distinct values)\n"
-            "      --by KEYS         panels: comma-separated model, network, protocol, policy,\n"
-            "                        or none (default: model,network; network is the x axis'\n"
-            "                        when x is latency_ms or bandwidth_mbps)\n"
-            "      --metric NAME     also plot this metric (a name of the metrics table)\n"
-            "      --latency L       total or decode-per-token: the latency plot's only row and\n"
-            "                        the Pareto plot's latency (default: both rows; Pareto per\n"
-            "                        token)\n"
-            "      --where K=V       only runs whose column or config value K is V (as in\n"
-            "                        `mpcsim report --help`); repeat to narrow further\n"
-            "      --data DIR        keep the data and variable files in DIR (to re-plot)\n"
-            "  -h, --help            this help\n\n"
+            "options:\n");
+    cli_help(c, f);
+    fprintf(f, "\n"
             "exit status: 0 ok; 1 gnuplot or database failure; 2 bad usage, no such database,\n"
             "or nothing to plot\n");
 }
@@ -1015,65 +1002,63 @@ static void rm_tmp(const char *dir)
     rmdir(dir);
 }
 
+static const char *const formats[] = {"png", "svg", "pdf"}; /* --format's choices, in order */
+
 typedef struct plot_opts {
-    const char *db, *out, *format, *x, *by, *metric, *latency, *data;
+    const char *db, *out, *x, *by, *metric, *data;
+    int format;  /* index into formats */
+    int latency; /* -1: both rows; 0 total; 1 decode per token */
     const char *where[DBQ_MAX_WHERE];
-    int nw;
+    cli_list wl;
 } plot_opts;
 
+/* 0 ok, 1 --help printed, 2 usage error (printed). */
 static int plot_parse(int argc, char **argv, plot_opts *o)
 {
-    enum { O_SVG = 256, O_FORMAT, O_X, O_BY, O_METRIC, O_LATENCY, O_WHERE, O_DATA };
-    static const struct option lo[] = {{"output", required_argument, NULL, 'o'},
-                                       {"svg", no_argument, NULL, O_SVG},
-                                       {"format", required_argument, NULL, O_FORMAT},
-                                       {"x", required_argument, NULL, O_X},
-                                       {"by", required_argument, NULL, O_BY},
-                                       {"metric", required_argument, NULL, O_METRIC},
-                                       {"latency", required_argument, NULL, O_LATENCY},
-                                       {"where", required_argument, NULL, O_WHERE},
-                                       {"data", required_argument, NULL, O_DATA},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
-    int c;
     memset(o, 0, sizeof *o);
-    o->format = "png";
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "o:h", lo, NULL)) != -1) {
-        switch (c) {
-        case 'o': o->out = optarg; break;
-        case O_SVG: o->format = "svg"; break;
-        case O_FORMAT: o->format = optarg; break;
-        case O_X: o->x = optarg; break;
-        case O_BY: o->by = optarg; break;
-        case O_METRIC: o->metric = optarg; break;
-        case O_LATENCY: o->latency = optarg; break;
-        case O_DATA: o->data = optarg; break;
-        case O_WHERE:
-            if (o->nw == DBQ_MAX_WHERE) {
-                cli_error("plot", "at most %d --where filters", DBQ_MAX_WHERE);
-                return 2;
-            }
-            o->where[o->nw++] = optarg;
-            break;
-        case 'h': plot_usage(stdout); return 1;
-        default: plot_usage(stderr); return 2;
-        }
-    }
-    if (strcmp(o->format, "png") && strcmp(o->format, "svg") && strcmp(o->format, "pdf")) {
-        cli_error("plot", "--format wants png, svg or pdf, not '%s'", o->format);
+    o->latency = -1;
+    o->wl = (cli_list){o->where, 0, DBQ_MAX_WHERE};
+    int svg = 0;
+    const cli_opt opts[] = {
+        {.name = "output", .short_name = 'o', .kind = CLI_STR, .dest = &o->out, .arg = "DIR",
+         .help = "output folder (default: DB without .db, plus -plots)"},
+        {.name = "format", .kind = CLI_CHOICE, .dest = &o->format, .arg = "F", .choices = "png|svg|pdf",
+         .help = "png (default), svg or pdf; --svg is --format svg"},
+        {.name = "svg", .kind = CLI_FLAG, .dest = &svg, .help = "--format svg"},
+        {.name = "x", .kind = CLI_STR, .dest = &o->x, .arg = "AXIS",
+         .help = "prompt_len, decode_len, batch, latency_ms or\n"
+                 "bandwidth_mbps (default: the one with the most distinct\n"
+                 "values)"},
+        {.name = "by", .kind = CLI_STR, .dest = &o->by, .arg = "KEYS",
+         .help = "panels: comma-separated model, network, protocol,\n"
+                 "policy, or none (default: model,network; network is the\n"
+                 "x axis' when x is latency_ms or bandwidth_mbps)"},
+        {.name = "metric", .kind = CLI_STR, .dest = &o->metric, .arg = "NAME",
+         .help = "also plot this metric (a name of the metrics table)"},
+        {.name = "latency", .kind = CLI_CHOICE, .dest = &o->latency, .arg = "L", .choices = "total|decode-per-token",
+         .help = "total or decode-per-token: the latency plot's only row\n"
+                 "and the Pareto plot's latency (default: both rows;\n"
+                 "Pareto per token)"},
+        {.name = "where", .kind = CLI_LIST, .dest = &o->wl, .arg = "K=V",
+         .help = "only runs whose column or config value K is V (as in\n"
+                 "`mpcsim report --help`); repeat to narrow further"},
+        {.name = "data", .kind = CLI_STR, .dest = &o->data, .arg = "DIR",
+         .help = "keep the data and variable files in DIR (to re-plot)"},
+        {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
+    };
+    const cli_cmd cmd = {"plot", opts, sizeof opts / sizeof opts[0], 24, 2};
+    const char *pos[2];
+    int n_pos = 0, rc = cli_parse_cmd(&cmd, argc, argv, pos, &n_pos, plot_usage);
+    if (rc)
+        return rc == CLI_HELP_ASKED ? 1 : rc;
+    if (svg)
+        o->format = 1;
+    if (n_pos != 1) {
+        cli_error("plot", n_pos == 0 ? "no database given" : "one database only");
+        plot_usage(stderr, &cmd);
         return 2;
     }
-    if (o->latency && strcmp(o->latency, "total") && strcmp(o->latency, "decode-per-token")) {
-        cli_error("plot", "--latency wants total or decode-per-token, not '%s'", o->latency);
-        return 2;
-    }
-    if (optind != argc - 1) {
-        cli_error("plot", optind >= argc ? "no database given" : "one database only");
-        plot_usage(stderr);
-        return 2;
-    }
-    o->db = argv[optind];
+    o->db = pos[0];
     return 0;
 }
 
@@ -1118,20 +1103,19 @@ static int plot_prepare(plot_ctx *c, const plot_opts *o)
     }
     static const char *const png[] = {"pngcairo", "png"}, *const svg[] = {"svg"},
                              *const pdf[] = {"pdfcairo"};
-    if (!strcmp(o->format, "svg"))
+    if (o->format == 1)
         c->term = find_terminal(c->tmp, svg, 1);
-    else if (!strcmp(o->format, "pdf"))
+    else if (o->format == 2)
         c->term = find_terminal(c->tmp, pdf, 1);
     else
         c->term = find_terminal(c->tmp, png, 2);
-    c->ext = o->format;
+    c->ext = formats[o->format];
     if (!c->term) {
         cli_error("plot", "gnuplot with a %s terminal is needed\n---> HINT: apt-get install "
-                  "gnuplot-nox (scripts/install-deps.sh)", o->format);
+                  "gnuplot-nox (scripts/install-deps.sh)", c->ext);
         return 1;
     }
-    if (o->latency)
-        c->lat = !strcmp(o->latency, "total") ? 1 : 2;
+    c->lat = o->latency + 1; /* 0 both, 1 total, 2 decode per token */
     c->metric = o->metric;
     return 0;
 }
@@ -1143,7 +1127,7 @@ int cmd_plot(int argc, char **argv)
     if (st)
         return st == 1 ? 0 : 2;
     plot_ctx c = {0};
-    if ((st = dbq_where("plot", o.where, o.nw, &c.where)))
+    if ((st = dbq_where("plot", o.where, o.wl.n, &c.where)))
         return st;
     rdb *db;
     errbuf e;
@@ -1156,7 +1140,7 @@ int cmd_plot(int argc, char **argv)
     c.h = rdb_handle(db);
     if (query_int(&c, "SELECT count(*) FROM runs r WHERE r.status = 'ok' %s", c.where) < 1) {
         cli_error("plot", "%s holds no finished run to plot%s", o.db,
-                  o.nw ? " that matches --where" : "");
+                  o.wl.n ? " that matches --where" : "");
         rdb_close(db);
         free(c.where);
         return 2;

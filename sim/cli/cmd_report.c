@@ -1,7 +1,6 @@
 /* cmd_report.c — `mpcsim report`: the runs of a results database as a table that fits the
  * terminal (or CSV, or JSON): what was run, what it cost in human units, the accuracy metrics
  * it measured, why failed runs failed, and the serving tables when `mpcsim serve` wrote any. */
-#include <getopt.h>
 #include <jansson.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -10,12 +9,13 @@
 
 #include "cmd.h"
 #include "dbq.h"
+#include "opt.h"
 #include "results/rdb.h"
 
 #define REP_MAX_METRICS 32
 #define REP_MAX_COLS 64
 
-static void report_usage(FILE *f)
+static void report_usage(FILE *f, const cli_cmd *c)
 {
     fprintf(f,
             "usage: mpcsim report DB [--failed] [--json | --csv] [--columns N]\n"
@@ -27,20 +27,9 @@ static void report_usage(FILE *f)
             "Columns every run shares are printed once above the table; columns that do not\n"
             "fit the width are left out (named below the table). The serving tables of\n"
             "`mpcsim serve` follow, when present.\n\n"
-            "options:\n"
-            "      --failed        the failed runs and their error messages\n"
-            "      --json          everything as one JSON object (raw numbers: s, B)\n"
-            "      --csv           comma-separated values, every column, raw numbers\n"
-            "      --columns N     output width (default: the terminal's; 80 when stdout is\n"
-            "                      not a terminal)\n"
-            "      --metrics LIST  metric columns to show instead of the accuracy metrics\n"
-            "                      (comma-separated names from the metrics table)\n"
-            "      --where K=V     only runs whose column or config value K is V (V1,V2: any\n"
-            "                      of them); K: model, protocol, network, policy,\n"
-            "                      policy_label, prompt_len, decode_len, … or a config path\n"
-            "                      such as\n"
-            "                      workload.decode_stride; repeat to narrow further\n"
-            "  -h, --help          this help\n\n"
+            "options:\n");
+    cli_help(c, f);
+    fprintf(f, "\n"
             "exit status: 0 ok; 1 the database cannot be read (damaged, locked); 2 bad usage,\n"
             "no such database, not an mpcsim database or a newer schema, unknown metric\n");
 }
@@ -718,54 +707,42 @@ static int report_json(rep *R, FILE *f)
 
 /* ---- the command ----------------------------------------------------------------------- */
 
-static int report_parse(int argc, char **argv, rep *R, const char **list, const char **where,
-                        int *nw)
+/* 0 ok, -1 --help printed, 2 usage error (printed). */
+static int report_parse(int argc, char **argv, rep *R, const char **list, cli_list *where)
 {
-    static const struct option lo[] = {{"metrics", required_argument, NULL, 'm'},
-                                       {"csv", no_argument, NULL, 'c'},
-                                       {"json", no_argument, NULL, 'J'},
-                                       {"failed", no_argument, NULL, 'F'},
-                                       {"columns", required_argument, NULL, 'W'},
-                                       {"where", required_argument, NULL, 'w'},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
-    int c, cols = 0;
-    long long v;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        switch (c) {
-        case 'm': *list = optarg; break;
-        case 'c': R->csv = 1; break;
-        case 'J': R->json = 1; break;
-        case 'F': R->failed = 1; break;
-        case 'W':
-            if (parse_i64(optarg, &v) || v < 20 || v > 10000) {
-                cli_error("report", "--columns wants a width from 20 to 10000, not '%s'", optarg);
-                return 2;
-            }
-            cols = (int)v;
-            break;
-        case 'w':
-            if (*nw == DBQ_MAX_WHERE) {
-                cli_error("report", "at most %d --where filters", DBQ_MAX_WHERE);
-                return 2;
-            }
-            where[(*nw)++] = optarg;
-            break;
-        case 'h': report_usage(stdout); return -1;
-        default: report_usage(stderr); return 2;
-        }
-    }
+    int cols = 0;
+    const cli_opt opts[] = {
+        {.name = "failed", .kind = CLI_FLAG, .dest = &R->failed, .help = "the failed runs and their error messages"},
+        {.name = "json", .kind = CLI_FLAG, .dest = &R->json, .help = "everything as one JSON object (raw numbers: s, B)"},
+        {.name = "csv", .kind = CLI_FLAG, .dest = &R->csv, .help = "comma-separated values, every column, raw numbers"},
+        {.name = "columns", .kind = CLI_INT, .dest = &cols, .arg = "N", .lo = 20, .hi = 10000,
+         .want = "a width from 20 to 10000",
+         .help = "output width (default: the terminal's; 80 when stdout is\nnot a terminal)"},
+        {.name = "metrics", .kind = CLI_STR, .dest = list, .arg = "LIST",
+         .help = "metric columns to show instead of the accuracy metrics\n"
+                 "(comma-separated names from the metrics table)"},
+        {.name = "where", .kind = CLI_LIST, .dest = where, .arg = "K=V",
+         .help = "only runs whose column or config value K is V (V1,V2: any\n"
+                 "of them); K: model, protocol, network, policy,\n"
+                 "policy_label, prompt_len, decode_len, … or a config path\n"
+                 "such as workload.decode_stride; repeat to narrow further"},
+        {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
+    };
+    const cli_cmd cmd = {"report", opts, sizeof opts / sizeof opts[0], 22, 2};
+    const char *pos[2];
+    int n_pos = 0, rc = cli_parse_cmd(&cmd, argc, argv, pos, &n_pos, report_usage);
+    if (rc)
+        return rc == CLI_HELP_ASKED ? -1 : rc;
     if (R->csv + R->json > 1) {
         cli_error("report", "--csv and --json exclude each other");
         return 2;
     }
-    if (optind != argc - 1) {
-        cli_error("report", optind >= argc ? "no database given" : "one database only");
-        report_usage(stderr);
+    if (n_pos != 1) {
+        cli_error("report", n_pos == 0 ? "no database given" : "one database only");
+        report_usage(stderr, &cmd);
         return 2;
     }
-    R->path = argv[optind];
+    R->path = pos[0];
     R->width = dbq_columns(cols);
     return 0;
 }
@@ -774,11 +751,11 @@ int cmd_report(int argc, char **argv)
 {
     rep R = {0};
     const char *list = NULL, *where[DBQ_MAX_WHERE];
-    int nw = 0;
-    int st = report_parse(argc, argv, &R, &list, where, &nw);
+    cli_list wl = {where, 0, DBQ_MAX_WHERE};
+    int st = report_parse(argc, argv, &R, &list, &wl);
     if (st)
         return st < 0 ? 0 : st;
-    if ((st = dbq_where("report", where, nw, &R.where)))
+    if ((st = dbq_where("report", where, wl.n, &R.where)))
         return st;
     rdb *db;
     errbuf e;

@@ -4,7 +4,6 @@
  * (sim/cli/progress.h). The parent is the only writer. */
 #include <dirent.h>
 #include <errno.h>
-#include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,10 +13,11 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "opt.h"
 #include "progress.h"
 #include "results/rdb.h"
 #include "sim/scenario/pool.h"
-#include "sim/scenario/runcfg.h"
+#include "sim/scenario/runner.h"
 #include "sim/scenario/runlabel.h"
 #include "sim/scenario/scn.h"
 
@@ -28,10 +28,10 @@ typedef struct run_opts {
     const char *scenario[RUN_MAX_SCENARIOS]; /* files, after folders are expanded */
     char *owned[RUN_MAX_SCENARIOS];          /* the expanded paths this owns */
     size_t n_scenarios;
-    char *const *args;                       /* the files and folders as given */
+    const char **args;                       /* the files and folders as given (owned) */
     int n_args;
     const char *db;
-    long jobs;
+    int jobs;
     int resume, dry_run, verbose, quiet;
     double progress_s;              /* seconds between progress lines when not a terminal */
     unsigned long shard_k, shard_n; /* 1-based K of N; 0/0 = no sharding */
@@ -39,34 +39,18 @@ typedef struct run_opts {
 
 /* ---- options --------------------------------------------------------------------------- */
 
-static void run_usage(FILE *f)
+static void run_usage(FILE *f, const cli_cmd *c)
 {
     fprintf(f,
             "usage: mpcsim run SCENARIO.yaml|DIR... [-o DB] [-j N] [--resume] [--shard K/N]\n"
             "                  [--dry-run] [-v] [--quiet]\n\n"
             "Expands the scenarios' sweeps and records every run in one SQLite database (one\n"
-            "transaction per run: a killed sweep keeps every finished run and no partial one).\n"
+            "transaction per run: a killed sweep keeps every finished run, no partial one).\n"
             "A folder stands for its *.yaml files, in name order. Every scenario is checked\n"
             "before anything runs.\n\n"
-            "options:\n"
-            "  -o, --output DB   database (default: the scenario's output:, else\n"
-            "                    results/<scenario-name>.db; several scenarios that name\n"
-            "                    different databases need -o)\n"
-            "  -j, --jobs N      N worker processes (default 1); the parent is the only writer\n"
-            "      --resume      run only what the database lacks (runs are keyed by the hash\n"
-            "                    of their resolved config); failed runs are tried again\n"
-            "      --shard K/N   only runs whose index %% N == K-1 (1 <= K <= N): for Slurm\n"
-            "                    arrays, GNU parallel or mpirun; give each shard its own -o and\n"
-            "                    fold them with `mpcsim merge`\n"
-            "      --shard auto  K/N from the launcher: OMPI_COMM_WORLD_RANK/SIZE (mpirun),\n"
-            "                    PMI_RANK/SIZE, SLURM_ARRAY_TASK_ID/COUNT, SLURM_PROCID/NTASKS\n"
-            "                    (-o may then contain {shard}, replaced by K)\n"
-            "      --dry-run     print the expanded runs (hash and summary) and write nothing\n"
-            "  -v, --verbose     with --dry-run: print each run's resolved YAML\n"
-            "  -q, --quiet       no progress and no summary\n"
-            "      --progress-every S  seconds between progress lines when stderr is not a\n"
-            "                    terminal (default 10)\n"
-            "  -h, --help        this help\n\n"
+            "options:\n");
+    cli_help(c, f);
+    fprintf(f, "\n"
             "Progress goes to stderr: on a terminal a bar with the runs in flight, their\n"
             "elapsed time and an ETA weighted by each run's expected cost; otherwise (a\n"
             "batch log) one such line every 10 s. SIGINT or SIGTERM ends the sweep with a\n"
@@ -95,25 +79,26 @@ static int shard_from_env(char *out, size_t n)
     return -1;
 }
 
-static int parse_shard(const char *arg, run_opts *o)
+static int take_shard(const cli_opt *opt, const char *arg, errbuf *e)
 {
+    run_opts *o = opt->dest;
     char buf[64];
     if (!strcmp(arg, "auto")) {
         if (shard_from_env(buf, sizeof buf))
-            return -2;
+            return err_set(e, MS_ERR_USAGE, "--shard auto: no launcher rank in the environment (looked "
+                           "for OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_ARRAY_TASK_ID, SLURM_PROCID)");
     } else {
         snprintf(buf, sizeof buf, "%s", arg);
     }
     char *slash = strchr(buf, '/');
     unsigned long long k, n;
-    if (!slash)
-        return -1;
-    *slash = '\0';
-    if (parse_u64(buf, &k) || parse_u64(slash + 1, &n) || n == 0 || k < 1 || k > n)
-        return -1;
+    if (slash)
+        *slash = '\0';
+    if (!slash || parse_u64(buf, &k) || parse_u64(slash + 1, &n) || n == 0 || k < 1 || k > n)
+        return err_set(e, MS_ERR_USAGE, "--shard wants K/N with 1 <= K <= N (e.g. 2/8) or auto, not '%s'", arg);
     o->shard_k = (unsigned long)k;
     o->shard_n = (unsigned long)n;
-    return 0;
+    return MS_OK;
 }
 
 static int by_name(const void *a, const void *b)
@@ -181,75 +166,63 @@ static void run_opts_free(run_opts *o)
 {
     for (size_t i = 0; i < RUN_MAX_SCENARIOS; i++)
         free(o->owned[i]);
+    free(o->args);
 }
 
 /* 0 ok, 1 --help printed, 2 usage error (printed). */
 static int run_parse(int argc, char **argv, run_opts *o)
 {
-    static const struct option lo[] = {
-        {"output", required_argument, NULL, 'o'}, {"jobs", required_argument, NULL, 'j'},
-        {"resume", no_argument, NULL, 'R'},       {"shard", required_argument, NULL, 'S'},
-        {"dry-run", no_argument, NULL, 'n'},      {"verbose", no_argument, NULL, 'v'},
-        {"quiet", no_argument, NULL, 'q'},        {"help", no_argument, NULL, 'h'},
-        {"progress-every", required_argument, NULL, 'P'},
-        {NULL, 0, NULL, 0}};
     *o = (run_opts){.jobs = 1, .progress_s = 10};
-    double d;
-    long long v;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "o:j:vqh", lo, NULL)) != -1) {
-        switch (c) {
-        case 'o': o->db = optarg; break;
-        case 'j':
-            if (parse_i64(optarg, &v) || v < 1 || v > RUN_MAX_JOBS) {
-                cli_error("run", "-j wants a number of workers from 1 to %d, not '%s'",
-                          RUN_MAX_JOBS, optarg);
-                return 2;
-            }
-            o->jobs = (long)v;
-            break;
-        case 'R': o->resume = 1; break;
-        case 'S':
-            switch (parse_shard(optarg, o)) {
-            case 0: break;
-            case -2:
-                cli_error("run", "--shard auto: no launcher rank in the environment (looked "
-                          "for OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_ARRAY_TASK_ID, "
-                          "SLURM_PROCID)");
-                return 2;
-            default:
-                cli_error("run", "--shard wants K/N with 1 <= K <= N (e.g. 2/8) or auto, not "
-                          "'%s'", optarg);
-                return 2;
-            }
-            break;
-        case 'n': o->dry_run = 1; break;
-        case 'v': o->verbose = 1; break;
-        case 'q': o->quiet = 1; break;
-        case 'P':
-            if (parse_double(optarg, &d) || !(d >= 0.1 && d <= 86400)) {
-                cli_error("run", "--progress-every wants seconds from 0.1 to 86400, not '%s'",
-                          optarg);
-                return 2;
-            }
-            o->progress_s = d;
-            break;
-        case 'h': run_usage(stdout); return 1;
-        default: run_usage(stderr); return 2;
-        }
-    }
-    if (optind >= argc) {
+    char jobs_want[48];
+    snprintf(jobs_want, sizeof jobs_want, "a number of workers from 1 to %d", RUN_MAX_JOBS);
+    const cli_opt opts[] = {
+        {.name = "output", .short_name = 'o', .kind = CLI_STR, .dest = &o->db, .arg = "DB",
+         .help = "database (default: the scenario's output:, else\n"
+                 "results/<scenario-name>.db; several scenarios that name\n"
+                 "different databases need -o)"},
+        {.name = "jobs", .short_name = 'j', .kind = CLI_INT, .dest = &o->jobs, .arg = "N", .lo = 1,
+         .hi = RUN_MAX_JOBS, .want = jobs_want,
+         .help = "N worker processes (default 1); the parent alone writes"},
+        {.name = "resume", .kind = CLI_FLAG, .dest = &o->resume,
+         .help = "run only what the database lacks (runs are keyed by the hash\n"
+                 "of their resolved config); failed runs are tried again"},
+        {.name = "shard", .kind = CLI_FN, .dest = o, .arg = "K/N", .fn = take_shard,
+         .help = "only runs whose index % N == K-1 (1 <= K <= N): for Slurm\n"
+                 "arrays, GNU parallel or mpirun; give each shard its own -o\n"
+                 "and fold them with `mpcsim merge`. --shard auto: K/N from\n"
+                 "the launcher: OMPI_COMM_WORLD_RANK/SIZE (mpirun),\n"
+                 "PMI_RANK/SIZE, SLURM_ARRAY_TASK_ID/COUNT,\n"
+                 "SLURM_PROCID/NTASKS (-o may then contain {shard},\n"
+                 "replaced by K)"},
+        {.name = "dry-run", .kind = CLI_FLAG, .dest = &o->dry_run,
+         .help = "print the expanded runs (hash and summary) and write nothing"},
+        {.name = "verbose", .short_name = 'v', .kind = CLI_FLAG, .dest = &o->verbose,
+         .help = "with --dry-run: print each run's resolved YAML"},
+        {.name = "quiet", .short_name = 'q', .kind = CLI_FLAG, .dest = &o->quiet,
+         .help = "no progress and no summary"},
+        {.name = "progress-every", .kind = CLI_F64, .dest = &o->progress_s, .arg = "S", .lo = 0.1, .hi = 86400,
+         .want = "seconds from 0.1 to 86400",
+         .help = "seconds between progress lines when stderr is not a\nterminal (default 10)"},
+        {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
+    };
+    const cli_cmd cmd = {"run", opts, sizeof opts / sizeof opts[0], 20, argc};
+    const char **pos = calloc((size_t)argc + 1, sizeof *pos);
+    int n_pos = 0, rc = pos ? cli_parse_cmd(&cmd, argc, argv, pos, &n_pos, run_usage) : 2;
+    if (rc == 0 && n_pos == 0) {
         cli_error("run", "no scenario file given");
-        run_usage(stderr);
-        return 2;
+        run_usage(stderr, &cmd);
+        rc = 2;
     }
-    o->args = argv + optind;
-    o->n_args = argc - optind;
-    for (int i = optind; i < argc; i++)
-        if (add_scenario_arg(o, argv[i]))
-            return 2;
-    return 0;
+    for (int i = 0; rc == 0 && i < n_pos; i++)
+        if (add_scenario_arg(o, pos[i]))
+            rc = 2;
+    o->args = pos;
+    o->n_args = n_pos;
+    if (rc) {
+        free(pos);
+        o->args = NULL;
+    }
+    return rc == CLI_HELP_ASKED ? 1 : rc;
 }
 
 /* ---- the runs to do -------------------------------------------------------------------- */

@@ -7,7 +7,7 @@
  * the figures, records them in the results database, runs the timing attacker per policy and
  * optionally plots with gnuplot. */
 #include <errno.h>
-#include <getopt.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "cmd.h"
+#include "opt.h"
 #include "gnuplot.h"
 #include "sim/serve/leak.h"
 #include "models/model.h"
@@ -77,26 +78,28 @@ static void scn_defaults(serve_scn *s)
  * value is a list, a range or a name from another module are YS_OTHER and read below. The
  * defaults are scn_defaults()' (the serving modules' own). Keys: scenarios/SERVING.md. */
 
-#define U32MAX 4294967295.0
+/* Token counts are bounded by one prompt's cap (sim/serve/workload.c WL_MAX_PROMPT, 2^22);
+ * counts of things by what a simulation of that many stays within memory and time. */
+#define TOKMAX (1u << 22)
 #define S(member) YS_AT(serve_scn, member)
 static const ys_field workload_fields[] = {
-    {"requests", YS_U32, S(wl.n_requests), 1, U32MAX, NULL, "requests to generate", NULL, 0,
+    {"requests", YS_U32, S(wl.n_requests), 1, 1e7, NULL, "requests to generate", NULL, 0,
      NULL, NULL},
     {"rate", YS_OTHER, YS_NONE, 0, 0, NULL, "arrivals per second (a list: one point each)", NULL,
      0, NULL, "number or list"},
-    {"tenants", YS_U32, S(wl.n_tenants), 1, U32MAX, NULL, "tenants (system prompts)", NULL, 0,
+    {"tenants", YS_U32, S(wl.n_tenants), 1, 1u << 24, NULL, "tenants (system prompts)", NULL, 0,
      NULL, NULL},
-    {"users_per_tenant", YS_U32, S(wl.users_per_tenant), 1, U32MAX, NULL, "users per tenant",
+    {"users_per_tenant", YS_U32, S(wl.users_per_tenant), 1, 1u << 24, NULL, "users per tenant",
      NULL, 0, NULL, NULL},
-    {"system_prompt", YS_U32, S(wl.sys_len), 0, U32MAX, NULL, "tokens of a system prompt", NULL,
+    {"system_prompt", YS_U32, S(wl.sys_len), 0, TOKMAX, NULL, "tokens of a system prompt", NULL,
      0, NULL, NULL},
-    {"user_context", YS_U32, S(wl.user_ctx_len), 0, U32MAX, NULL, "private context per user",
+    {"user_context", YS_U32, S(wl.user_ctx_len), 0, TOKMAX, NULL, "private context per user",
      NULL, 0, NULL, NULL},
-    {"documents", YS_U32, S(wl.n_docs), 0, U32MAX, NULL, "shared document pool", NULL, 0, NULL,
+    {"documents", YS_U32, S(wl.n_docs), 0, 1u << 24, NULL, "shared document pool", NULL, 0, NULL,
      NULL},
-    {"document_len", YS_U32, S(wl.doc_len), 1, U32MAX, NULL, "tokens per document", NULL, 0,
+    {"document_len", YS_U32, S(wl.doc_len), 1, TOKMAX, NULL, "tokens per document", NULL, 0,
      NULL, NULL},
-    {"docs_per_request", YS_U32, S(wl.docs_per_req), 0, U32MAX, NULL, "documents per request",
+    {"docs_per_request", YS_U32, S(wl.docs_per_req), 0, 4096, NULL, "documents per request",
      NULL, 0, NULL, NULL},
     {"doc_zipf", YS_DBL, S(wl.doc_zipf), 0, 10, NULL, "document popularity exponent", NULL, 0,
      NULL, NULL},
@@ -105,41 +108,41 @@ static const ys_field workload_fields[] = {
     {"decode", YS_OTHER, YS_NONE, 0, 0, NULL, "output length", NULL, 0, NULL, "N or [min, max]"},
     {"pii_fraction", YS_DBL, S(wl.pii_fraction), 0, 1, NULL, "sensitive share of turn tokens",
      NULL, 0, NULL, NULL},
-    {"pii_run", YS_U32, S(wl.pii_run), 1, U32MAX, NULL, "sensitive tokens per run", NULL, 0,
+    {"pii_run", YS_U32, S(wl.pii_run), 1, TOKMAX, NULL, "sensitive tokens per run", NULL, 0,
      NULL, NULL},
-    {"vocab", YS_U32, S(wl.vocab), 64, U32MAX, NULL, "token ids drawn from", NULL, 0, NULL, NULL},
+    {"vocab", YS_U32, S(wl.vocab), 64, 1e8, NULL, "token ids drawn from", NULL, 0, NULL, NULL},
     {"replay", YS_STR, S(replay), 0, 0, NULL, "a recorded workload file instead", NULL, 0, NULL,
      NULL},
 };
 static const ys_field server_fields[] = {
-    {"batch", YS_U32, S(sp.batch_limit), 1, U32MAX, NULL, "running requests", NULL, 0, NULL,
+    {"batch", YS_U32, S(sp.batch_limit), 1, 4096, NULL, "running requests", NULL, 0, NULL,
      NULL},
-    {"chunk", YS_U32, S(sp.chunk), 0, U32MAX, NULL, "chunked prefill tokens; 0 = off", NULL, 0,
+    {"chunk", YS_U32, S(sp.chunk), 0, TOKMAX, NULL, "chunked prefill tokens; 0 = off", NULL, 0,
      NULL, NULL},
     {"scheduler", YS_OTHER, YS_NONE, 0, 0, NULL, "admission order", NULL, 0, NULL, "fcfs|lpm"},
-    {"cost_bucket", YS_U32, S(sp.cost_bucket), 1, U32MAX, NULL, "lengths costed together",
+    {"cost_bucket", YS_U32, S(sp.cost_bucket), 1, TOKMAX, NULL, "lengths costed together",
      NULL, 0, NULL, NULL},
 };
 static const ys_field sharing_fields[] = {
     {"policies", YS_OTHER, YS_NONE, 0, 0, NULL, "sharing policies compared", NULL, 0, NULL,
      "none|prefix|salted|span, or a list"},
-    {"block", YS_U32, S(sp.share.block), 1, U32MAX, NULL, "prefix/salted block size", NULL, 0,
+    {"block", YS_U32, S(sp.share.block), 1, TOKMAX, NULL, "prefix/salted block size", NULL, 0,
      NULL, NULL},
-    {"capacity_tokens", YS_U64, S(sp.share.capacity_tokens), 1, 1e30, NULL, "shared pool size",
+    {"capacity_tokens", YS_U64, S(sp.share.capacity_tokens), 1, 1e15, NULL, "shared pool size",
      NULL, 0, NULL, NULL},
-    {"min_span", YS_U32, S(sp.share.min_span), 1, U32MAX, NULL, "span: shortest reusable run",
+    {"min_span", YS_U32, S(sp.share.min_span), 1, TOKMAX, NULL, "span: shortest reusable run",
      NULL, 0, NULL, NULL},
     {"position", YS_OTHER, YS_NONE, 0, 0, NULL, "span: moved keys' positions", NULL, 0, NULL,
      "rerotate|recompute"},
 };
 static const ys_field attack_fields[] = {
     {"enabled", YS_BOOL, S(attack), 0, 0, NULL, "run the timing attack", NULL, 0, NULL, NULL},
-    {"trials", YS_U32, S(lp.trials), 1, U32MAX, NULL, "attack trials", NULL, 0, NULL, NULL},
-    {"candidates", YS_U32, S(lp.candidates), 2, U32MAX, NULL, "values the secret is one of",
+    {"trials", YS_U32, S(lp.trials), 1, 1e6, NULL, "attack trials", NULL, 0, NULL, NULL},
+    {"candidates", YS_U32, S(lp.candidates), 2, 65536, NULL, "values the secret is one of",
      NULL, 0, NULL, NULL},
     {"channel", YS_OTHER, YS_NONE, 0, 0, NULL, "side channels", NULL, 0, NULL,
      "ttft|order, or a list"},
-    {"template_len", YS_U32, S(lp.template_len), 1, U32MAX, NULL, "public tokens before it",
+    {"template_len", YS_U32, S(lp.template_len), 1, TOKMAX, NULL, "public tokens before it",
      NULL, 0, NULL, NULL},
     {"background_load", YS_DBL, S(bg_load), 0, 0.95, NULL, "others' load, share of capacity",
      NULL, 0, NULL, NULL},
@@ -202,15 +205,15 @@ static int read_range(const ys_ctx *x, const yx_node *v, const char *key, uint32
                       uint32_t *hi)
 {
     if (v->kind == YX_SCALAR) {
-        int rc = ys_u32(x, v, key, 1, UINT32_MAX, lo);
+        int rc = ys_u32(x, v, key, 1, TOKMAX, lo);
         *hi = *lo;
         return rc;
     }
     if (v->kind != YX_SEQ || v->n != 2)
         return ys_fail(x, v, "write N or [min, max]", "'%s' must be a number or [min, max]", key);
-    int rc = ys_u32(x, v->item[0], key, 1, UINT32_MAX, lo);
+    int rc = ys_u32(x, v->item[0], key, 1, TOKMAX, lo);
     if (!rc)
-        rc = ys_u32(x, v->item[1], key, 1, UINT32_MAX, hi);
+        rc = ys_u32(x, v->item[1], key, 1, TOKMAX, hi);
     if (!rc && *hi < *lo)
         rc = ys_fail(x, v, "write [min, max] with min <= max", "'%s': max is below min", key);
     return rc;
@@ -233,6 +236,9 @@ static int read_workload(const ys_ctx *x, const yx_node *m, serve_scn *s)
         rc = read_range(x, v, "turn", &s->wl.turn_min, &s->wl.turn_max);
     if (!rc && (v = yx_map_get(m, "decode")))
         rc = read_range(x, v, "decode", &s->wl.decode_min, &s->wl.decode_max);
+    errbuf we; /* what no single key shows: prompt length and memory caps across keys */
+    if (!rc && (rc = wl_params_check(&s->wl, &we)))
+        rc = ys_fail_wrap(x, m, "shrink the workload's lengths or counts", "", we.msg);
     return rc;
 }
 
@@ -315,122 +321,103 @@ static int read_scenario(const char *path, serve_scn *s, errbuf *e)
 /* ---- command line ------------------------------------------------------------------------ */
 
 typedef struct serve_args {
-    const char *scenario, *output, *plot, *workload, *dump, *policy;
-    const char *model, *protocol, *network, *scheduler;
-    const char *requests, *rate, *seed, *batch, *chunk, *position;
+    const char *scenario, *output, *plot, *workload, *dump;
+    const char *model, *protocol, *network;
+    uint32_t requests, batch, chunk;
+    unsigned long long seed;
+    double rate;
+    int scheduler, policy, position; /* -1: not given */
+    int have_requests, have_seed, have_batch, have_chunk, have_rate;
     int no_attack, quiet;
 } serve_args;
 
-static void usage(FILE *f)
+static void usage(FILE *f, const cli_cmd *c)
 {
     fprintf(f,
             "usage: mpcsim serve SCENARIO.yaml [-o DB] [--plot DIR] [options]\n"
-            "       mpcsim serve --workload FILE [--model M --protocol P --network N] [options]\n\n"
+            "       mpcsim serve --workload FILE [--model M --protocol P --network N]\n"
+            "                    [options]\n\n"
             "Simulates MPC parties serving many users' requests, with cross-user KV sharing\n"
             "policies (none, prefix, salted, span), and reports TTFT p50/p90/p99, time per\n"
             "output token, throughput, token and request hit rates, MPC bytes and rounds\n"
             "saved and cache memory; a timing attacker measures what each policy leaks.\n"
             "Scenario schema and replay format: scenarios/SERVING.md.\n\n"
-            "options:\n"
-            "  -o, --output DB        results database (default: the scenario's output:,\n"
-            "                         else results/<name>.db)\n"
-            "      --plot DIR         write TTFT CDF and load plots (gnuplot) into DIR\n"
-            "      --workload FILE    replay a workload file instead of generating one\n"
-            "      --dump-workload F  write the (first) generated workload to F and continue\n"
-            "      --policy NAME      only this sharing policy\n"
-            "  -n, --requests N       override workload.requests\n"
-            "  -r, --rate R           override workload.rate (requests per second)\n"
-            "  -s, --seed S           override seed\n"
-            "  -m, --model M          model (default llama-2-7b)\n"
-            "  -p, --protocol P       semi2k | aby3 (default semi2k)\n"
-            "      --network N        lan | wan | LATENCY/BANDWIDTH (default lan)\n"
-            "  -b, --batch B          running requests (default 8)\n"
-            "      --chunk T          chunked prefill, tokens per iteration (default off)\n"
-            "      --scheduler S      fcfs | lpm\n"
-            "      --position P       span sharing: rerotate | recompute\n"
-            "      --no-attack        skip the timing attacker\n"
-            "  -q, --quiet            print only errors\n"
-            "  -h, --help             this help\n\n"
-            "example:\n"
-            "  mpcsim serve scenarios/serve-agent.yaml --plot results/serve-agent-plots\n");
+            "options:\n");
+    cli_help(c, f);
+    fprintf(f, "\nexample:\n"
+               "  mpcsim serve scenarios/serve-agent.yaml --plot results/serve-agent-plots\n");
 }
 
-enum { O_PLOT = 256, O_WORKLOAD, O_DUMP, O_POLICY, O_NETWORK, O_CHUNK, O_SCHED, O_NOATTACK,
-       O_POSITION };
+static int take_scheduler(const cli_opt *o, const char *arg, errbuf *e)
+{
+    if ((*(int *)o->dest = serve_sched_from_name(arg)) < 0)
+        return err_set(e, MS_ERR_USAGE, "--scheduler is fcfs or lpm, not '%s'", arg);
+    return MS_OK;
+}
 
+static int take_policy(const cli_opt *o, const char *arg, errbuf *e)
+{
+    if ((*(int *)o->dest = kvs_kind_from_name(arg)) < 0)
+        return err_set(e, MS_ERR_USAGE, "unknown policy '%s' (none, prefix, salted, span)", arg);
+    return MS_OK;
+}
+
+/* 0 ok, 1 --help printed, 2 usage error (printed). */
 static int parse_args(int argc, char **argv, serve_args *a)
 {
-    static const struct option opts[] = {
-        {"output", required_argument, 0, 'o'},   {"plot", required_argument, 0, O_PLOT},
-        {"workload", required_argument, 0, O_WORKLOAD},
-        {"dump-workload", required_argument, 0, O_DUMP},
-        {"policy", required_argument, 0, O_POLICY}, {"requests", required_argument, 0, 'n'},
-        {"rate", required_argument, 0, 'r'},     {"seed", required_argument, 0, 's'},
-        {"model", required_argument, 0, 'm'},    {"protocol", required_argument, 0, 'p'},
-        {"network", required_argument, 0, O_NETWORK}, {"batch", required_argument, 0, 'b'},
-        {"chunk", required_argument, 0, O_CHUNK}, {"scheduler", required_argument, 0, O_SCHED},
-        {"position", required_argument, 0, O_POSITION},
-        {"no-attack", no_argument, 0, O_NOATTACK}, {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
-    optind = 1;
-    opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, ":o:n:r:s:m:p:b:qh", opts, NULL)) != -1) {
-        switch (c) {
-        case 'o': a->output = optarg; break;
-        case O_PLOT: a->plot = optarg; break;
-        case O_WORKLOAD: a->workload = optarg; break;
-        case O_DUMP: a->dump = optarg; break;
-        case O_POLICY: a->policy = optarg; break;
-        case 'n': a->requests = optarg; break;
-        case 'r': a->rate = optarg; break;
-        case 's': a->seed = optarg; break;
-        case 'm': a->model = optarg; break;
-        case 'p': a->protocol = optarg; break;
-        case O_NETWORK: a->network = optarg; break;
-        case 'b': a->batch = optarg; break;
-        case O_CHUNK: a->chunk = optarg; break;
-        case O_SCHED: a->scheduler = optarg; break;
-        case O_POSITION: a->position = optarg; break;
-        case O_NOATTACK: a->no_attack = 1; break;
-        case 'q': a->quiet = 1; break;
-        case 'h': usage(stdout); return 0;
-        case ':': cli_error("serve", "option '%s' needs a value", argv[optind - 1]); return 2;
-        default: cli_error("serve", "unknown option '%s' (see mpcsim serve --help)",
-                           argv[optind - 1]); return 2;
-        }
-    }
-    if (optind < argc)
-        a->scenario = argv[optind++];
-    if (optind < argc) {
-        cli_error("serve", "unexpected argument '%s'", argv[optind]);
-        return 2;
-    }
-    if (!a->scenario && !a->workload && !a->requests) {
+    a->scheduler = a->policy = a->position = -1;
+    const cli_opt opts[] = {
+        {.name = "output", .short_name = 'o', .kind = CLI_STR, .dest = &a->output, .arg = "DB",
+         .help = "results database (default: the scenario's output:,\nelse results/<name>.db)"},
+        {.name = "plot", .kind = CLI_STR, .dest = &a->plot, .arg = "DIR",
+         .help = "write TTFT CDF and load plots (gnuplot) into DIR"},
+        {.name = "workload", .kind = CLI_STR, .dest = &a->workload, .arg = "FILE",
+         .help = "replay a workload file instead of generating one"},
+        {.name = "dump-workload", .kind = CLI_STR, .dest = &a->dump, .arg = "F",
+         .help = "write the (first) generated workload to F and continue"},
+        {.name = "policy", .kind = CLI_FN, .dest = &a->policy, .arg = "NAME", .fn = take_policy,
+         .help = "only this sharing policy"},
+        {.name = "requests", .short_name = 'n', .kind = CLI_U32, .dest = &a->requests, .arg = "N", .lo = 1,
+         .want = "an integer in [1, 4294967295]", .seen = &a->have_requests, .help = "override workload.requests"},
+        {.name = "rate", .short_name = 'r', .kind = CLI_F64, .dest = &a->rate, .arg = "R", .lo = DBL_MIN,
+         .hi = DBL_MAX, .want = "a positive number of requests per second", .seen = &a->have_rate,
+         .help = "override workload.rate (requests per second)"},
+        {.name = "seed", .short_name = 's', .kind = CLI_U64, .dest = &a->seed, .arg = "S",
+         .want = "an integer in [0, 18446744073709551615]", .seen = &a->have_seed, .help = "override seed"},
+        {.name = "model", .short_name = 'm', .kind = CLI_STR, .dest = &a->model, .arg = "M",
+         .help = "model (default llama-2-7b)"},
+        {.name = "protocol", .short_name = 'p', .kind = CLI_STR, .dest = &a->protocol, .arg = "P",
+         .help = "semi2k | aby3 (default semi2k)"},
+        {.name = "network", .kind = CLI_STR, .dest = &a->network, .arg = "N",
+         .help = "lan | wan | LATENCY/BANDWIDTH (default lan)"},
+        {.name = "batch", .short_name = 'b', .kind = CLI_U32, .dest = &a->batch, .arg = "B", .lo = 1, .hi = 4096,
+         .want = "an integer in [1, 4096]", .seen = &a->have_batch, .help = "running requests (default 8)"},
+        {.name = "chunk", .kind = CLI_U32, .dest = &a->chunk, .arg = "T", .want = "an integer in [0, 4294967295]",
+         .seen = &a->have_chunk, .help = "chunked prefill, tokens per iteration (default off)"},
+        {.name = "scheduler", .kind = CLI_FN, .dest = &a->scheduler, .arg = "S", .fn = take_scheduler,
+         .help = "fcfs | lpm"},
+        {.name = "position", .kind = CLI_CHOICE, .dest = &a->position, .arg = "P", .choices = "rerotate|recompute",
+         .help = "span sharing: rerotate | recompute"},
+        {.name = "no-attack", .kind = CLI_FLAG, .dest = &a->no_attack, .help = "skip the timing attacker"},
+        {.name = "quiet", .short_name = 'q', .kind = CLI_FLAG, .dest = &a->quiet, .help = "print only errors"},
+        {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
+    };
+    const cli_cmd cmd = {"serve", opts, sizeof opts / sizeof opts[0], 25, 1};
+    int n_pos = 0, rc = cli_parse_cmd(&cmd, argc, argv, &a->scenario, &n_pos, usage);
+    if (rc)
+        return rc;
+    if (!a->scenario && !a->workload && !a->have_requests) {
         cli_error("serve", "give a scenario file, --workload FILE or --requests N");
-        usage(stderr);
+        usage(stderr, &cmd);
         return 2;
     }
-    return -1;
-}
-
-static int opt_u(const char *opt, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
-{
-    unsigned long long v;
-    if (parse_u64(s, &v) || v < lo || v > hi) {
-        cli_error("serve", "%s wants an integer in [%llu, %llu], not '%s'", opt,
-                  (unsigned long long)lo, (unsigned long long)hi, s);
-        return -1;
-    }
-    *out = v;
     return 0;
 }
 
 /* Command-line values override the scenario's. */
-static int apply_overrides(const serve_args *a, serve_scn *s)
+static void apply_overrides(const serve_args *a, serve_scn *s)
 {
-    uint64_t v;
     if (a->model)
         snprintf(s->model, sizeof s->model, "%s", a->model);
     if (a->protocol)
@@ -439,60 +426,30 @@ static int apply_overrides(const serve_args *a, serve_scn *s)
         snprintf(s->network, sizeof s->network, "%s", a->network);
     if (a->workload)
         snprintf(s->replay, sizeof s->replay, "%s", a->workload);
-    if (a->requests) {
-        if (opt_u("--requests", a->requests, 1, UINT32_MAX, &v))
-            return -1;
-        s->wl.n_requests = (uint32_t)v;
-    }
-    if (a->seed) {
-        if (opt_u("--seed", a->seed, 0, UINT64_MAX, &v))
-            return -1;
-        s->seed = v;
-    }
-    if (a->batch) {
-        if (opt_u("--batch", a->batch, 1, 4096, &v))
-            return -1;
-        s->sp.batch_limit = (uint32_t)v;
-    }
-    if (a->chunk) {
-        if (opt_u("--chunk", a->chunk, 0, UINT32_MAX, &v))
-            return -1;
-        s->sp.chunk = (uint32_t)v;
-    }
-    if (a->rate) {
-        double r;
-        if (parse_double(a->rate, &r) || !(r > 0) || !isfinite(r)) {
-            cli_error("serve", "--rate wants a positive number of requests per second, not '%s'",
-                      a->rate);
-            return -1;
-        }
-        s->rate[0] = r;
+    if (a->have_requests)
+        s->wl.n_requests = a->requests;
+    if (a->have_seed)
+        s->seed = a->seed;
+    if (a->have_batch)
+        s->sp.batch_limit = a->batch;
+    if (a->have_chunk)
+        s->sp.chunk = a->chunk;
+    if (a->have_rate) {
+        s->rate[0] = a->rate;
         s->n_rate = 1;
     }
-    if (a->scheduler && (s->sp.scheduler = serve_sched_from_name(a->scheduler)) < 0) {
-        cli_error("serve", "--scheduler is fcfs or lpm, not '%s'", a->scheduler);
-        return -1;
-    }
-    if (a->policy) {
-        int k = kvs_kind_from_name(a->policy);
-        if (k < 0) {
-            cli_error("serve", "unknown policy '%s' (none, prefix, salted, span)", a->policy);
-            return -1;
-        }
-        s->policy[0] = k;
+    if (a->scheduler >= 0)
+        s->sp.scheduler = a->scheduler;
+    if (a->policy >= 0) {
+        s->policy[0] = a->policy;
         s->n_policy = 1;
     }
-    if (a->position) {
-        if (strcmp(a->position, "rerotate") && strcmp(a->position, "recompute")) {
-            cli_error("serve", "--position is rerotate or recompute, not '%s'", a->position);
-            return -1;
-        }
-        s->sp.share.position = a->position[2] == 'r' ? KVS_POS_REROTATE : KVS_POS_RECOMPUTE;
+    if (a->position >= 0) { /* the choices' order: rerotate, recompute */
+        s->sp.share.position = a->position == 0 ? KVS_POS_REROTATE : KVS_POS_RECOMPUTE;
         s->pos_line = 0; /* the command line decided */
     }
     if (a->no_attack)
         s->attack = 0;
-    return 0;
 }
 
 /* The run configuration the step costs come from. */
@@ -826,8 +783,8 @@ int cmd_serve(int argc, char **argv)
 {
     serve_args a;
     int st = parse_args(argc, argv, &a);
-    if (st >= 0)
-        return st;
+    if (st)
+        return st == CLI_HELP_ASKED ? 0 : st;
     serve_scn s;
     scn_defaults(&s);
     errbuf e = {{0}};
@@ -836,8 +793,7 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "%s\n", e.msg);
         return ms_err_exit_code(rc);
     }
-    if (apply_overrides(&a, &s))
-        return 2;
+    apply_overrides(&a, &s);
     if (s.replay[0])
         s.n_rate = 1;
     run_cfg cfg;

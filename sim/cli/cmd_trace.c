@@ -1,12 +1,96 @@
 /* cmd_trace.c — `mpcsim trace record|synth|fit|info`. */
-#include <getopt.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cmd.h"
+#include "opt.h"
 #include "sim/trace/trace.h"
+
+/* The options of every subcommand, in one place: each subcommand's table writes here. */
+typedef struct trace_args {
+    const char *model, *text, *out;
+    uint32_t max_tokens, tokens, sinks;
+    unsigned long long seed;
+    double tol;
+    int stats, verify, have_sinks;
+    /* synth: --params and --set apply in the order given, on top of the model family's
+     * defaults: they are kept until the model is known ('p' or 'S' in kinds) */
+    const char *given[64];
+    char kinds[64];
+    size_t n_given;
+} trace_args;
+
+static trace_args A;
+
+static int take_synth_param(const cli_opt *o, const char *arg, errbuf *e)
+{
+    char kind = o->short_name;
+    if (kind == 'S' && !strchr(arg, '='))
+        return err_set(e, MS_ERR_USAGE, "--set expects KEY=VALUE, got '%s'", arg);
+    if (A.n_given == sizeof A.given / sizeof A.given[0])
+        return err_set(e, MS_ERR_USAGE, "at most %zu --params/--set options", A.n_given);
+    A.kinds[A.n_given] = kind;
+    A.given[A.n_given++] = arg;
+    return MS_OK;
+}
+
+#define HELP_OPT {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"}
+
+static const cli_opt record_opts[] = {
+    {.name = "model", .short_name = 'm', .kind = CLI_STR, .dest = &A.model, .arg = "NAME",
+     .help = "a model with weights (default stories260K)"},
+    {.name = "text", .short_name = 't', .kind = CLI_STR, .dest = &A.text, .arg = "FILE", .help = "the text to run"},
+    {.name = "max-tokens", .short_name = 'n', .kind = CLI_U32, .dest = &A.max_tokens, .arg = "N", .lo = 1,
+     .want = "a positive integer", .help = "at most N tokens of the text (default 256)"},
+    {.name = "output", .short_name = 'o', .kind = CLI_STR, .dest = &A.out, .arg = "DIR",
+     .help = "the trace directory to write"},
+    HELP_OPT,
+};
+
+static const cli_opt synth_opts[] = {
+    {.name = "model", .short_name = 'm', .kind = CLI_STR, .dest = &A.model, .arg = "NAME",
+     .help = "the model whose shape the trace has"},
+    {.name = "tokens", .short_name = 'T', .kind = CLI_U32, .dest = &A.tokens, .arg = "T", .lo = 1,
+     .want = "a positive integer", .help = "trace length in tokens"},
+    {.name = "seed", .short_name = 's', .kind = CLI_U64, .dest = &A.seed, .arg = "S",
+     .want = "an unsigned integer", .help = "generator seed (default 1)"},
+    {.name = "params", .short_name = 'p', .kind = CLI_FN, .arg = "FILE", .fn = take_synth_param,
+     .help = "synthetic parameters from a YAML file (`mpcsim trace\nfit` writes one)"},
+    {.name = "set", .short_name = 'S', .kind = CLI_FN, .arg = "KEY=VALUE", .fn = take_synth_param,
+     .help = "one synthetic parameter (repeatable; with --params, in\nthe order given)"},
+    {.name = "stats", .short_name = 'x', .kind = CLI_FLAG, .dest = &A.stats,
+     .help = "print summary statistics without writing"},
+    {.name = "output", .short_name = 'o', .kind = CLI_STR, .dest = &A.out, .arg = "DIR",
+     .help = "the trace directory to write"},
+    HELP_OPT,
+};
+
+static const cli_opt fit_opts[] = {
+    {.name = "sinks", .short_name = 'k', .kind = CLI_U32, .dest = &A.sinks, .arg = "N",
+     .want = "a non-negative integer", .seen = &A.have_sinks,
+     .help = "the sink keys the fit assumes (default: the synthetic\ndefault)"},
+    {.name = "output", .short_name = 'o', .kind = CLI_STR, .dest = &A.out, .arg = "FILE",
+     .help = "also write the parameters to FILE"},
+    HELP_OPT,
+};
+
+static const cli_opt info_opts[] = {
+    {.name = "verify", .short_name = 'v', .kind = CLI_FLAG, .dest = &A.verify,
+     .help = "check the values, the attention rows and the model's\nforward pass (see above)"},
+    {.name = "tol", .short_name = 't', .kind = CLI_F64, .dest = &A.tol, .arg = "X", .lo = DBL_MIN, .hi = 1,
+     .want = "a number in (0, 1]", .help = "--verify's relative tolerance (default 1e-4)"},
+    HELP_OPT,
+};
+
+#define CMD_OF(name, opts, max_pos) {name, opts, sizeof opts / sizeof opts[0], 24, max_pos}
+static const cli_cmd record_cmd = CMD_OF("trace record", record_opts, 0);
+static const cli_cmd synth_cmd = CMD_OF("trace synth", synth_opts, 0);
+static const cli_cmd fit_cmd = CMD_OF("trace fit", fit_opts, 1);
+static const cli_cmd info_cmd = CMD_OF("trace info", info_opts, 1);
+static const cli_cmd *const sub_cmds[] = {&record_cmd, &synth_cmd, &fit_cmd, &info_cmd};
 
 static void usage(FILE *f)
 {
@@ -15,9 +99,11 @@ static void usage(FILE *f)
             "       mpcsim trace synth --model NAME --tokens T [--seed S] [--params FILE]\n"
             "                          [--set KEY=VALUE]... (-o DIR | --stats)\n"
             "       mpcsim trace fit DIR [--sinks N] [-o params.yaml]\n"
-            "       mpcsim trace info DIR [--verify [--tol X]]\n\n"
+            "       mpcsim trace info DIR [--verify [--tol X]]\n"
+            "       mpcsim trace SUBCOMMAND --help\n\n"
             "record  runs the float reference of a model with weights (stories260K) over a\n"
-            "        text and writes q, k, v, att, ffn, logits, wo and tokens (.npy + manifest)\n"
+            "        text and writes q, k, v, att, ffn, logits, wo and tokens (.npy +\n"
+            "        manifest)\n"
             "synth   generates a synthetic trace for any model shape; --stats prints summary\n"
             "        statistics without writing (the generator streams)\n"
             "fit     estimates synthetic parameters from a trace (prints YAML; -o writes it)\n"
@@ -30,6 +116,51 @@ static void usage(FILE *f)
             "  sink n_sinks local window heavy heavy_frac layer_sim drift noise ffn_sparsity\n"
             "  generator\n"
             "  (sim/trace/TRACE_FORMAT.md explains each)\n");
+    for (size_t i = 0; i < sizeof sub_cmds / sizeof *sub_cmds; i++) {
+        fprintf(f, "\n%s options:\n", sub_cmds[i]->name + 6);
+        cli_help(sub_cmds[i], f);
+    }
+}
+
+/* A subcommand's --help: its usage line from the overview's, and its options. */
+static void sub_usage(FILE *f, const cli_cmd *c)
+{
+    static const char *const lines[] = {
+        "record --model NAME --text FILE [--max-tokens N] -o DIR\n\n"
+        "Runs the float reference of a model with weights (stories260K) over a text and\n"
+        "writes q, k, v, att, ffn, logits, wo and tokens (.npy + manifest).\n",
+        "synth --model NAME --tokens T [--seed S] [--params FILE]\n"
+        "                          [--set KEY=VALUE]... (-o DIR | --stats)\n\n"
+        "Generates a synthetic trace for any model shape; --stats prints summary\n"
+        "statistics without writing (the generator streams). Parameters (--set): sink\n"
+        "n_sinks local window heavy heavy_frac layer_sim drift noise ffn_sparsity\n"
+        "generator (sim/trace/TRACE_FORMAT.md explains each).\n",
+        "fit DIR [--sinks N] [-o params.yaml]\n\n"
+        "Estimates synthetic parameters from a trace (prints YAML; -o writes it).\n",
+        "info DIR [--verify [--tol X]]\n\n"
+        "Prints a trace's manifest summary; --verify also checks every value is finite,\n"
+        "every stored attention row is softmax(q·k/√d) of the trace's own q and k, and\n"
+        "(when the model's weights are here) that q, k, v, ffn and logits equal the\n"
+        "model's forward pass on the trace's tokens; the first mismatch is named and\n"
+        "the exit status is 2.\n",
+    };
+    for (size_t i = 0; i < sizeof sub_cmds / sizeof *sub_cmds; i++)
+        if (sub_cmds[i] == c)
+            fprintf(f, "usage: mpcsim trace %s\noptions:\n", lines[i]);
+    cli_help(c, f);
+}
+
+/* 0 ok, -1 --help printed, 2 usage error (printed). */
+static int parse_sub(const cli_cmd *c, int argc, char **argv, const char **dir)
+{
+    int n_pos = 0, rc = cli_parse_cmd(c, argc, argv, dir, &n_pos, sub_usage);
+    if (rc)
+        return rc == CLI_HELP_ASKED ? -1 : rc;
+    if (c->max_pos && n_pos != 1) {
+        cli_error("trace", "%s needs exactly one trace directory", c->name + 6);
+        return 2;
+    }
+    return 0;
 }
 
 /* Messages that already read "file:line:col: error: …" print as they are. */
@@ -42,45 +173,17 @@ static int fail(int rc, const errbuf *e)
     return ms_err_exit_code(rc);
 }
 
-static int parse_u32(const char *opt, const char *s, uint32_t *out)
-{
-    unsigned long long v;
-    if (parse_u64(s, &v) || v > UINT32_MAX) {
-        cli_error("trace", "%s expects a non-negative integer, got '%s'", opt, s);
-        return 2;
-    }
-    *out = (uint32_t)v;
-    return 0;
-}
-
 /* ---- record --------------------------------------------------------------------------- */
 
 static int cmd_record(int argc, char **argv)
 {
-    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
-                                         {"text", required_argument, 0, 't'},
-                                         {"max-tokens", required_argument, 0, 'n'},
-                                         {"output", required_argument, 0, 'o'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    const char *model = "stories260K", *text = NULL, *out = NULL;
-    uint32_t max_tokens = 256;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "m:t:n:o:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'm': model = optarg; break;
-        case 't': text = optarg; break;
-        case 'n':
-            if (parse_u32("--max-tokens", optarg, &max_tokens))
-                return 2;
-            break;
-        case 'o': out = optarg; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-    }
-    if (!text || !out || max_tokens == 0) {
+    A = (trace_args){.model = "stories260K", .max_tokens = 256};
+    int st = parse_sub(&record_cmd, argc, argv, NULL);
+    if (st)
+        return st < 0 ? 0 : st;
+    const char *model = A.model, *text = A.text, *out = A.out;
+    uint32_t max_tokens = A.max_tokens;
+    if (!text || !out) {
         cli_error("trace", "record needs --text FILE, -o DIR and --max-tokens > 0");
         return 2;
     }
@@ -175,74 +278,31 @@ static int write_trace(trace *t, const char *dir, errbuf *e)
 
 static int cmd_synth(int argc, char **argv)
 {
-    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
-                                         {"tokens", required_argument, 0, 'T'},
-                                         {"seed", required_argument, 0, 's'},
-                                         {"params", required_argument, 0, 'p'},
-                                         {"set", required_argument, 0, 'S'},
-                                         {"stats", no_argument, 0, 'x'},
-                                         {"output", required_argument, 0, 'o'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    const char *model = NULL, *out = NULL;
-    uint32_t T = 0;
-    unsigned long long seed = 1;
-    int stats = 0, c;
-    /* --params and --set apply in the order given, on top of the model family's defaults:
-     * they are kept until the model is known */
-    const char *given[64];
-    char kinds[64];
-    size_t n_given = 0;
-    trace_synth p;
-    errbuf e = {{0}};
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "m:T:s:p:S:xo:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'm': model = optarg; break;
-        case 'T':
-            if (parse_u32("--tokens", optarg, &T))
-                return 2;
-            break;
-        case 's':
-            if (parse_u64(optarg, &seed)) {
-                cli_error("trace", "--seed expects an unsigned integer, got '%s'", optarg);
-                return 2;
-            }
-            break;
-        case 'p':
-        case 'S':
-            if (c == 'S' && !strchr(optarg, '=')) {
-                cli_error("trace", "--set expects KEY=VALUE, got '%s'", optarg);
-                return 2;
-            }
-            if (n_given == sizeof given / sizeof given[0]) {
-                cli_error("trace", "at most %zu --params/--set options", n_given);
-                return 2;
-            }
-            kinds[n_given] = (char)c;
-            given[n_given++] = optarg;
-            break;
-        case 'x': stats = 1; break;
-        case 'o': out = optarg; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-    }
+    A = (trace_args){.seed = 1};
+    int st = parse_sub(&synth_cmd, argc, argv, NULL);
+    if (st)
+        return st < 0 ? 0 : st;
+    const char *model = A.model, *out = A.out;
+    uint32_t T = A.tokens;
+    unsigned long long seed = A.seed;
+    int stats = A.stats;
     if (!model || T == 0 || (!out && !stats)) {
         cli_error("trace", "synth needs --model NAME, --tokens T > 0 and -o DIR or --stats");
         return 2;
     }
+    trace_synth p;
+    errbuf e = {{0}};
     model_cfg cfg;
     trace *t = NULL;
     int rc = model_load(model, &cfg, &e);
     if (rc == MS_OK)
         trace_synth_defaults_for(&p, cfg.family);
-    for (size_t i = 0; rc == MS_OK && i < n_given; i++) {
-        if (kinds[i] == 'p') {
-            rc = trace_synth_read_yaml(&p, given[i], &e);
+    for (size_t i = 0; rc == MS_OK && i < A.n_given; i++) {
+        if (A.kinds[i] == 'p') {
+            rc = trace_synth_read_yaml(&p, A.given[i], &e);
         } else {
             char kv[256];
-            snprintf(kv, sizeof kv, "%s", given[i]);
+            snprintf(kv, sizeof kv, "%s", A.given[i]);
             char *eq = strchr(kv, '=');
             *eq = '\0';
             rc = trace_synth_set(&p, kv, eq + 1, &e);
@@ -253,12 +313,12 @@ static int cmd_synth(int argc, char **argv)
     if (rc == MS_OK && out)
         rc = write_trace(t, out, &e);
     if (rc == MS_OK && stats) {
-        trace_stats st;
+        trace_stats ts;
         trace_synth fitted;
-        rc = trace_fit(t, &p, &fitted, &st, &e);
+        rc = trace_fit(t, &p, &fitted, &ts, &e);
         if (rc == MS_OK) {
             printf("# synthetic %s, %u tokens, seed %llu\n", cfg.name, T, seed);
-            print_stats(&st);
+            print_stats(&ts);
         }
     }
     if (rc == MS_OK && out)
@@ -271,47 +331,33 @@ static int cmd_synth(int argc, char **argv)
 
 static int cmd_fit(int argc, char **argv)
 {
-    static const struct option opts[] = {{"output", required_argument, 0, 'o'},
-                                         {"sinks", required_argument, 0, 'k'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    const char *out = NULL;
+    A = (trace_args){0};
+    const char *dir;
+    int st = parse_sub(&fit_cmd, argc, argv, &dir);
+    if (st)
+        return st < 0 ? 0 : st;
+    const char *out = A.out;
     trace_synth pin;
     trace_synth_defaults(&pin);
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "o:k:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'o': out = optarg; break;
-        case 'k':
-            if (parse_u32("--sinks", optarg, &pin.n_sinks))
-                return 2;
-            break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-    }
-    if (optind != argc - 1) {
-        cli_error("trace", "fit needs exactly one trace directory");
-        return 2;
-    }
+    if (A.have_sinks)
+        pin.n_sinks = A.sinks;
     errbuf e = {{0}};
     trace *t = NULL;
     trace_synth p;
-    trace_stats st;
-    int rc = trace_open(argv[optind], &t, &e);
+    trace_stats stats;
+    int rc = trace_open(dir, &t, &e);
     if (rc == MS_OK)
-        rc = trace_fit(t, &pin, &p, &st, &e);
+        rc = trace_fit(t, &pin, &p, &stats, &e);
     trace_close(t);
     if (rc != MS_OK)
         return fail(rc, &e);
-    printf("# fitted from %s\n", argv[optind]);
-    print_stats(&st);
+    printf("# fitted from %s\n", dir);
+    print_stats(&stats);
     trace_synth_write_yaml(&p, stdout);
     if (out) {
         FILE *f = fopen(out, "w");
         if (f) {
-            fprintf(f, "# fitted from %s by 'mpcsim trace fit'\n", argv[optind]);
+            fprintf(f, "# fitted from %s by 'mpcsim trace fit'\n", dir);
             trace_synth_write_yaml(&p, f);
         }
         if (!f || fclose(f) != 0) {
@@ -324,31 +370,13 @@ static int cmd_fit(int argc, char **argv)
 
 static int cmd_info(int argc, char **argv)
 {
-    static const struct option opts[] = {{"verify", no_argument, 0, 'v'},
-                                         {"tol", required_argument, 0, 't'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    int verify = 0, c;
-    double tol = 1e-4;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "vt:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'v': verify = 1; break;
-        case 't':
-            if (parse_double(optarg, &tol) || !(tol > 0) || tol > 1) {
-                cli_error("trace", "--tol expects a number in (0, 1], got '%s'", optarg);
-                return 2;
-            }
-            break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
-        }
-    }
-    if (optind + 1 != argc) {
-        cli_error("trace", "info needs exactly one trace directory");
-        return 2;
-    }
-    const char *dir = argv[optind];
+    A = (trace_args){.tol = 1e-4};
+    const char *dir;
+    int st = parse_sub(&info_cmd, argc, argv, &dir);
+    if (st)
+        return st < 0 ? 0 : st;
+    int verify = A.verify;
+    double tol = A.tol;
     errbuf e = {{0}};
     trace *t = NULL;
     int rc = trace_open(dir, &t, &e);

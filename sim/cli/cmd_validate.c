@@ -173,8 +173,8 @@ static void usage(FILE *f, const cli_cmd *c)
 
 /* The primitives of one protocol on net; rows printed (and stored). */
 static int validate_prims(const char *pn, const proto_cfg *cfg, unsigned long long n, double lat_ms, double bps,
-                          const char *bw, const machine_profile *mach, rdb *db, const char *session, int *bad,
-                          errbuf *e)
+                          const char *bw, const machine_profile *mach, int plaintext, rdb *db, const char *session,
+                          int *bad, errbuf *e)
 {
     const proto *pr = proto_find(pn);
     net_cfg net;
@@ -190,7 +190,8 @@ static int validate_prims(const char *pn, const proto_cfg *cfg, unsigned long lo
         cost_totals tot;
         uint64_t pns = 0;
         int rc = predict(pr, cfg, &j, &net, mach, &tot, &pns, e);
-        mpc_launch l = {.cfg = *cfg, .latency_ns = (uint64_t)llround(lat_ms * 1e6), .deadline_ms = 120000};
+        mpc_launch l = {.cfg = *cfg, .latency_ns = (uint64_t)llround(lat_ms * 1e6), .deadline_ms = 120000,
+                        .plaintext = plaintext};
         mpc_node_result nr[MPC_NODES_MAX];
         int nodes = 0;
         if (!rc)
@@ -284,6 +285,8 @@ static int parse_args(int argc, char **argv, val_args *v)
                  "pair (MTU 1500) between every two nodes with tbf at --bandwidth on each\n"
                  "end; simulated as token buckets carrying TCP frames (needs root and\n"
                  "iproute2; says why and exits 3 where not available)"},
+        {.name = "insecure-plaintext", .kind = CLI_FLAG, .dest = &va->plaintext,
+         .help = "the backend's loopback sessions without TLS (for comparison; warns)"},
         {.name = "profile", .kind = CLI_STR, .dest = &v->profile, .arg = "NAME",
          .help = "machine profile for simulated compute (default: default)"},
         {.name = "set", .kind = CLI_LIST, .dest = &sets, .arg = "K=V",
@@ -299,10 +302,11 @@ static int parse_args(int argc, char **argv, val_args *v)
          .help = "teacher-forced secure logits at N positions against the float reference:\n"
                  "top-1 agreement and logit error"},
         {.name = "policy", .kind = CLI_STR, .dest = &va->policy, .arg = "NAME",
-         .help = "with --accuracy: a KV-cache policy applied inside MPC (prompt = --prompt),\n"
-                 "compared with its plaintext replay: h2o selects on secret shares (its\n"
-                 "selection's agreement printed), streamingllm's kept set is public;\n"
-                 "other policies apply the replay's kept entries, and say so"},
+         .help = "with --accuracy: a policy applied inside MPC (prompt = --prompt), compared\n"
+                 "with its plaintext replay: h2o and mpcache select on secret shares, comet\n"
+                 "(active_frac > 0) runs its sparse FFN on shares (the agreement printed);\n"
+                 "streamingllm's kept set is public; other policies apply the replay's kept\n"
+                 "entries, and say so"},
         {.name = "policy-param", .kind = CLI_LIST, .dest = &pparams, .arg = "K=V",
          .help = "a policy parameter (repeatable)"},
         {.name = "generate", .kind = CLI_U32, .dest = &va->generate, .arg = "N", .lo = 1, .hi = 100000,
@@ -358,6 +362,9 @@ int cmd_validate(int argc, char **argv)
         return 2;
     }
     errbuf e = {{0}};
+    if (va.plaintext)
+        fprintf(stderr, "mpcsim validate: WARNING: --insecure-plaintext: the backend's loopback sessions run without "
+                "TLS (unauthenticated, unencrypted channels); figures are not those of a secure deployment.\n");
     if (net_rate_bps(bw, &va.bandwidth_bps)) {
         cli_error("validate", "--bandwidth: '%s' is not a rate (e.g. 10Gbps)", bw);
         return 2;
@@ -408,7 +415,8 @@ int cmd_validate(int argc, char **argv)
         printf("%-7s %-17s %8s | %-11s | %-25s | %-25s | %-19s | %s\n", "proto", "primitive", "n", "rounds p/m",
                "online bytes P0 p/m", "online bytes P1 p/m", "offline p/m", "time ms p/m");
         for (int q = 0; !rc && q < n_cfgs; q++)
-            rc = validate_prims(names[q], &cfgs[q], n, lat_ms, va.bandwidth_bps, bw, &va.mach, db, session, &bad, &e);
+            rc = validate_prims(names[q], &cfgs[q], n, lat_ms, va.bandwidth_bps, bw, &va.mach, va.plaintext, db, session,
+                                &bad, &e);
         if (!rc)
             printf("# p = predicted (cost engine + simulator on %.3g ms / %s links), m = measured (backend on loopback,\n"
                    "# latency injected by its transport; time until the last party is done). Bytes: payload sent by that\n"

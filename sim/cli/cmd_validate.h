@@ -22,6 +22,7 @@ typedef struct vm_args {
     uint64_t latency_ns;
     double bandwidth_bps;
     int shape;                /* 1: bandwidth shaped with tbf between network namespaces */
+    int plaintext;            /* 1: --insecure-plaintext, no TLS on the backend's channels */
     machine_profile mach;
     const char *session;
 } vm_args;

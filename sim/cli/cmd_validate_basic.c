@@ -87,7 +87,8 @@ static int bo_task(const proto_cfg *cfg, const vm_args *a, const netshape *ns, u
         op_program_free(&j.p);
         return err_set(e, MS_ERR_NOMEM, "basic ops: out of memory");
     }
-    mpc_launch l = {.cfg = *cfg, .latency_ns = a->latency_ns, .timeout_ms = 120000, .deadline_ms = 1200000};
+    mpc_launch l = {.cfg = *cfg, .latency_ns = a->latency_ns, .timeout_ms = 120000, .deadline_ms = 1200000,
+                    .plaintext = a->plaintext};
     mpc_node_result nr[MPC_NODES_MAX];
     int nodes = 0;
     int rc = ns ? netshape_launch(ns, &l, bo_node, &j, nr, &nodes, e) : mpc_launch_run(&l, bo_node, &j, nr, &nodes, e);
@@ -115,6 +116,10 @@ static int bo_task(const proto_cfg *cfg, const vm_args *a, const netshape *ns, u
         net.wire = NET_WIRE_TCP;
         net.wire.mtu = NETSHAPE_MTU;
         net.wire.msg_bytes = MPC_FRAME_HDR;
+        if (!a->plaintext) { /* TLS 1.3 records (RFC 8446 §5.2; net.h) */
+            net.wire.tls_record = NET_WIRE_TLS13_RECORD;
+            net.wire.tls_overhead = NET_WIRE_TLS13_OVERHEAD;
+        }
     }
     sim_opts so = {0};
     if (!rc)
@@ -141,7 +146,7 @@ int validate_basic(const vm_args *a, const proto_cfg *cfgs, int n_cfgs, uint64_t
             rc = netshape_up(&ns, 3, a->bandwidth_bps, e);
         uint64_t base = 0;
         if (!rc)
-            rc = valid_round_ns(&cfgs[q], a->latency_ns, a->shape ? &ns : NULL, &base, e);
+            rc = valid_round_ns(&cfgs[q], a->latency_ns, a->shape ? &ns : NULL, a->plaintext, &base, e);
         for (size_t k = 0; !rc && k < sizeof bo_kinds / sizeof *bo_kinds; k++) {
             uint64_t meas[2], pred[2], bytes[2];
             for (int s = 0; !rc && s < 2; s++) {

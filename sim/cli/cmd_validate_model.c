@@ -97,6 +97,24 @@ static void print_row(const char *pn, const valid_row *r, int np)
            valid_err_pct(r->pred_ns, r->meas_ns), r->ops_mismatched ? "MISMATCH" : "ok");
 }
 
+/* The backend's stream framing on w: every message's 32-byte frame header and, unless
+ * plaintext, TLS 1.3 records (net.h; protocols/backend/mpc_tls.h). */
+static void vm_stream_wire(net_wire *w, int plaintext)
+{
+    w->msg_bytes = MPC_FRAME_HDR;
+    w->tls_record = plaintext ? 0 : NET_WIRE_TLS13_RECORD;
+    w->tls_overhead = plaintext ? 0 : NET_WIRE_TLS13_OVERHEAD;
+}
+
+/* The row's bytes on the wire: payload + frame headers (+ TLS records' framing), by party. */
+static void print_wire(const valid_row *r, int np, int plaintext)
+{
+    printf("#       on the wire (payload + frame headers%s), pred/meas:", plaintext ? "" : " + TLS records");
+    for (int i = 0; i < np && i < RDB_PARTIES; i++)
+        printf(" P%d %llu/%llu", i, (unsigned long long)r->pred_wire[i], (unsigned long long)r->meas_wire[i]);
+    printf(" %s\n", r->wire_mismatched ? "MISMATCH" : "ok");
+}
+
 /* One protocol: a session of prefill + decode steps; rows for the prefill and the last decode
  * step; every step's ops compared. Returns 1 when some bytes/rounds differ. */
 static int vm_programs(vm_ctx *c, const proto_cfg *cfg, rdb *db, int *bad, errbuf *e)
@@ -109,16 +127,16 @@ static int vm_programs(vm_ctx *c, const proto_cfg *cfg, rdb *db, int *bad, errbu
         rc = netshape_up(&ns, 3, a->bandwidth_bps, e);
     uint64_t base = 0;
     if (!rc)
-        rc = valid_round_ns(cfg, a->latency_ns, a->shape ? &ns : NULL, &base, e);
+        rc = valid_round_ns(cfg, a->latency_ns, a->shape ? &ns : NULL, a->plaintext, &base, e);
     secinf_opts o = {.model = &c->m, .weights = c->L, .cfg = *cfg, .tokens = c->ids,
                      .n_tokens = a->prompt + a->decode, .prefill = a->prompt,
-                     .latency_ns = a->latency_ns};
+                     .latency_ns = a->latency_ns, .plaintext = a->plaintext};
     secinf_result r = {0};
     if (!rc && !a->shape)
         rc = secinf_run(&o, &r, e);
     else if (!rc) {
         mpc_launch l = {.cfg = *cfg, .latency_ns = a->latency_ns, .timeout_ms = 60000,
-                        .deadline_ms = 600000};
+                        .deadline_ms = 600000, .plaintext = a->plaintext};
         mpc_node_result nr[MPC_NODES_MAX];
         int nodes = 0;
         struct timespec t0, t1;
@@ -145,13 +163,18 @@ static int vm_programs(vm_ctx *c, const proto_cfg *cfg, rdb *db, int *bad, errbu
         net_set_burst(&net, net_tbf_burst_bytes(a->bandwidth_bps));
         net.wire = NET_WIRE_TCP;
         net.wire.mtu = NETSHAPE_MTU;
-        net.wire.msg_bytes = MPC_FRAME_HDR;
     }
+    vm_stream_wire(&net.wire, a->plaintext);
     for (uint32_t s = 0; !rc && s < r.n_steps; s++) {
         valid_row row;
         rc = valid_step(&o, &r, s, &net, &a->mach, &row, e);
         if (rc)
             break;
+        if (row.wire_mismatched) {
+            *bad = 1;
+            fprintf(stderr, "mpcsim validate: %s %s step %u: the bytes on the wire of %u of %u ops differ from the "
+                    "framing model\n", cfg->name, row.item, s, row.wire_mismatched, row.ops);
+        }
         if (row.ops_mismatched) {
             *bad = 1;
             fprintf(stderr, "mpcsim validate: %s %s step %u: %u of %u ops differ; first: %s\n", cfg->name, row.item, s,
@@ -160,14 +183,16 @@ static int vm_programs(vm_ctx *c, const proto_cfg *cfg, rdb *db, int *bad, errbu
         if (s != 0 && s + 1 != r.n_steps)
             continue;
         print_row(cfg->name, &row, pr->n_parties);
+        print_wire(&row, pr->n_parties, a->plaintext);
         if (db)
             rc = valid_store(db, a->session, cfg->name, &row, a->latency_ns, a->bandwidth_bps,
                              a->shape ? "tbf" : "none", e);
     }
-    char shaped[160] = "";
+    char shaped[200] = "";
     if (a->shape)
         snprintf(shaped, sizeof shaped, "; links shaped with tbf, simulated as token buckets of %llu bytes "
-                 "carrying TCP frames (mtu %u)", (unsigned long long)net.link[0][1].burst_bytes, net.wire.mtu);
+                 "carrying TCP frames (mtu %u)%s", (unsigned long long)net.link[0][1].burst_bytes, net.wire.mtu,
+                 a->plaintext ? "" : " of TLS 1.3 records");
     printf("# %s: round overhead %.1f us (probe; added to the simulated link latency)%s; session %.2f s\n", cfg->name,
            (double)base * 1e-3, shaped, r.seconds);
     secinf_result_free(&r);
@@ -229,7 +254,7 @@ static int vm_accuracy(vm_ctx *c, const proto_cfg *cfg, int *bad, errbuf *e)
         rc = secinf_public_keep(&c->m, a->policy, a->policy_params, a->n_policy_params, N, P, &pk, e);
     secinf_opts o = {.model = &c->m, .weights = c->L, .cfg = *cfg, .tokens = c->ids, .n_tokens = N,
                      .prefill = P, .keep = !a->policy || sp.ops ? NULL : is_pub ? &pk : &k, .spol = sp,
-                     .audit = sp.ops != NULL};
+                     .audit = sp.ops != NULL, .plaintext = a->plaintext};
     secinf_result r = {0};
     if (!rc)
         rc = secinf_run(&o, &r, e);

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd.h"
+
 /* "a|b|c" as "a, b or c". */
 static void choice_list(const char *choices, char *out, size_t n)
 {
@@ -101,6 +103,26 @@ static int store(const cli_opt *o, const char *arg, errbuf *e)
     return err_set(e, MS_ERR_INTERNAL, "--%s: unknown option kind", o->name);
 }
 
+/* "unknown option '--outptu' (did you mean '--output'? see mpcsim run --help)": the hint is the
+ * nearest long name, for a long option only (a short one is one letter: any is as near). */
+static int unknown_option(const cli_cmd *c, const char *given, errbuf *e)
+{
+    const char *dym = NULL;
+    if (!strncmp(given, "--", 2) && given[2]) {
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)strcspn(given + 2, "="), given + 2);
+        const char *names[128];
+        size_t n = 0;
+        for (size_t i = 0; i < c->n_opts && n < 128; i++)
+            names[n++] = c->opts[i].name;
+        dym = did_you_mean(name, names, n);
+    }
+    if (dym)
+        return err_set(e, MS_ERR_USAGE, "unknown option '%s' (did you mean '--%s'? see mpcsim %s --help)",
+                       given, dym, c->name);
+    return err_set(e, MS_ERR_USAGE, "unknown option '%s' (see mpcsim %s --help)", given, c->name);
+}
+
 int cli_parse(const cli_cmd *c, int argc, char **argv, const char **pos, int *n_pos, errbuf *e)
 {
     struct option *lo = calloc(c->n_opts + 1, sizeof *lo);
@@ -135,7 +157,7 @@ int cli_parse(const cli_cmd *c, int argc, char **argv, const char **pos, int *n_
         if (ch == ':')
             rc = err_set(e, MS_ERR_USAGE, "option '%s' needs a value", argv[optind - 1]);
         else if (!o)
-            rc = err_set(e, MS_ERR_USAGE, "unknown option '%s' (see mpcsim %s --help)", argv[optind - 1], c->name);
+            rc = unknown_option(c, argv[optind - 1], e);
         else {
             rc = store(o, optarg, e);
             if (o->seen && rc == MS_OK)
@@ -154,6 +176,22 @@ int cli_parse(const cli_cmd *c, int argc, char **argv, const char **pos, int *n_
     if (n_pos)
         *n_pos = np;
     return MS_OK;
+}
+
+int cli_parse_cmd(const cli_cmd *c, int argc, char **argv, const char **pos, int *n_pos,
+                  void (*usage)(FILE *f, const cli_cmd *c))
+{
+    errbuf e;
+    int rc = cli_parse(c, argc, argv, pos, n_pos, &e);
+    if (rc == CLI_HELP_ASKED) {
+        usage(stdout, c);
+        return CLI_HELP_ASKED;
+    }
+    if (rc) {
+        cli_error(c->name, "%s", e.msg);
+        return 2;
+    }
+    return 0;
 }
 
 void cli_help(const cli_cmd *c, FILE *f)

@@ -4,7 +4,8 @@
  * range, and prints the options part of --help, so the two cannot drift apart.
  *
  * Messages (MS_ERR_USAGE, in the errbuf; the command prints them as its errors): "option '--x'
- * needs a value", "unknown option '--x' (see mpcsim CMD --help)", "unexpected argument 'x'",
+ * needs a value", "unknown option '--x' (see mpcsim CMD --help)"
+ * (with "did you mean '--y'? " before "see" when a long name is near), "unexpected argument 'x'",
  * "--x wants WANT, not 'v'" (numbers), "--x is a, b or c, not 'v'" (choices). */
 #ifndef MPCSIM_OPT_H
 #define MPCSIM_OPT_H
@@ -64,6 +65,10 @@ typedef struct cli_cmd {
  * when max_pos is 0), CLI_HELP_ASKED for -h/--help (the command prints its usage), or
  * MS_ERR_USAGE with the message in e. Destinations keep their values unless given. */
 int cli_parse(const cli_cmd *c, int argc, char **argv, const char **pos, int *n_pos, errbuf *e);
+/* cli_parse for a command: prints usage(stdout) on --help (returns CLI_HELP_ASKED), an error
+ * as "mpcsim NAME: error: …" (returns 2, the usage exit status), else returns 0. */
+int cli_parse_cmd(const cli_cmd *c, int argc, char **argv, const char **pos, int *n_pos,
+                  void (*usage)(FILE *f, const cli_cmd *c));
 /* Prints one line per option (and its continuation lines), in the table's order. */
 void cli_help(const cli_cmd *c, FILE *f);
 

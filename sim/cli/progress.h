@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "sim/scenario/runcfg.h"
+#include "sim/engine/runcfg.h"
 
 /* A run's expected cost in arbitrary units, for the ETA: the steps it simulates (the prefill
  * and the decode steps costed exactly, decode_stride apart) times the layers, plus the trace

@@ -17,21 +17,28 @@ typedef struct net_link {
 } net_link;
 
 /* What a link carries besides the payload (sim/engine/SIMULATION.md, "Wire framing"). A message of b
- * payload bytes (plus msg_bytes of the transport's own header) is cut into TCP segments of at
- * most mss = mtu − l3l4_bytes payload bytes, each sent as a frame of l2_bytes + l3l4_bytes
- * more; the receiver answers every ack_every segments with a pure ACK frame (l2_bytes +
- * l3l4_bytes) on the reverse link. mtu 0 (the default): the link carries the payload only. */
+ * payload bytes (plus msg_bytes of the transport's own header) is, with TLS (tls_record > 0),
+ * written as ceil((b + msg_bytes) / tls_record) records of tls_overhead bytes more each; the
+ * resulting stream is cut into TCP segments of at most mss = mtu − l3l4_bytes bytes, each
+ * sent as a frame of l2_bytes + l3l4_bytes more; the receiver answers every ack_every segments
+ * with a pure ACK frame (l2_bytes + l3l4_bytes) on the reverse link. mtu 0 (the default): the
+ * link carries the payload only (net_wire_stream_bytes still says what the transport writes). */
 typedef struct net_wire {
     uint32_t mtu;        /* IP packet size limit in bytes; 0: payload only */
     uint32_t l3l4_bytes; /* IP and TCP header bytes per segment */
     uint32_t l2_bytes;   /* link-layer bytes per frame that the rate counts */
     uint32_t ack_every;  /* data segments per pure ACK; 0: ACKs not counted */
     uint32_t msg_bytes;  /* the transport's header per message */
+    uint32_t tls_record;   /* TLS: plaintext bytes per record at most (RFC 8446: 16384); 0: no TLS */
+    uint32_t tls_overhead; /* TLS: bytes each record adds (TLS 1.3 AEAD: 5 + 1 + 16 = 22) */
 } net_wire;
 
 /* Ethernet II, IPv4, TCP with timestamps (sim/engine/net.c gives the sources): mtu 1500, l3l4 52
  * (mss 1448), l2 14, an ACK every 2 segments, msg_bytes 0. */
 #define NET_WIRE_TCP ((net_wire){.mtu = 1500, .l3l4_bytes = 52, .l2_bytes = 14, .ack_every = 2})
+/* TLS 1.3 records (RFC 8446 §5.1, §5.2; sim/engine/net.c): set on a net_wire to add them. */
+#define NET_WIRE_TLS13_RECORD 16384u
+#define NET_WIRE_TLS13_OVERHEAD 22u
 #define NET_WIRE_MTU_MIN 576u   /* IPv4's smallest datagram every host accepts (RFC 791) */
 #define NET_WIRE_MTU_MAX 65535u /* IPv4's largest datagram */
 #define NET_WIRE_HDR_MAX 512u   /* bound on l2_bytes, l3l4_bytes and msg_bytes */
@@ -64,11 +71,15 @@ uint64_t net_transfer_ns(const net_link *l, uint64_t bytes);
 /* Wire framing: 0 when w is consistent (mtu 0, or NET_WIRE_MTU_MIN … MAX with l3l4_bytes below
  * it and every header at most NET_WIRE_HDR_MAX), else MS_ERR_INPUT with the reason. */
 int net_wire_check(const net_wire *w, errbuf *e);
-/* TCP segments of a message of payload bytes: ceil((payload + msg_bytes) / mss); 0 for an empty
- * message or mtu 0. */
+/* Bytes the transport writes into its TCP stream for a message of payload bytes: payload +
+ * msg_bytes, plus tls_overhead per TLS record; 0 for an empty message. Independent of mtu. */
+uint64_t net_wire_stream_bytes(const net_wire *w, uint64_t payload);
+/* TCP segments of a message of payload bytes: ceil(stream bytes / mss); 0 for an empty message
+ * or mtu 0. */
 uint64_t net_wire_segments(const net_wire *w, uint64_t payload);
 /* Bytes a link carries for a message of payload bytes sent while reverse_payload bytes flow the
- * other way in the same round: the payload, the transport header, every segment's headers, and
+ * other way in the same round: the payload, the transport header, TLS records' framing, every
+ * segment's headers, and
  * the pure ACKs for the reverse message's segments interleaved with it, one per ack_every of
  * min(own, reverse) segments (the reverse message's other ACKs follow on an idle link). mtu 0:
  * the payload. */

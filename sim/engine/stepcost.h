@@ -7,7 +7,8 @@
 #include <stdint.h>
 
 #include "models/lower.h"
-#include "sim/scenario/runcfg.h"
+#include "runcfg.h"
+#include "simulate.h"
 
 typedef struct stepcost stepcost;
 

@@ -3,6 +3,7 @@
 #include "policy.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,20 +22,20 @@ static const policy_param replay_params[] = {
     {"metric_stride", "1",
      "attention metrics every k-th decode step (1: every step, 0: none, for cost-only sweeps); "
      "the default is the policy's own (16 for a policy that reads the trace, 1 for full)",
-     NULL, 0, 1e9},
+     NULL, 0, 1e9, 1},
     {"err_kv_heads", "4",
      "KV heads per layer whose output error is measured at a measured step (rotating); the "
      "values of every cached entry are read for each",
-     NULL, 1, 1e6},
+     NULL, 1, 1e6, 1},
     {"prompt_rows", "0",
      "prompt attention rows a policy reads: the last N (0: all, exact). A synthetic trace "
      "computes each row from every key, so long prompts need a cap for h2o and mpcache",
-     NULL, 0, 1e9},
-    {"recall_k", "10", "k of the top-k recall metric (Quest Fig. 4 uses 10)", NULL, 1, 1e6},
+     NULL, 0, 1e9, 1},
+    {"recall_k", "10", "k of the top-k recall metric (Quest Fig. 4 uses 10)", NULL, 1, 1e6, 1},
     {"live", "1",
      "1: for a model with weights, also run it with the policy applied (logit KL, top-1, "
      "perplexity)",
-     NULL, 0, 1},
+     NULL, 0, 1, 0},
 };
 
 const policy_ops *policy_find(const char *name)
@@ -81,6 +82,77 @@ static const policy_param *find_param(const policy_ops *p, const char *key)
     for (size_t i = 0; i < sizeof replay_params / sizeof replay_params[0]; i++)
         if (strcmp(replay_params[i].key, key) == 0)
             return &replay_params[i];
+    return NULL;
+}
+
+/* ---- schema tables -----------------------------------------------------------------------
+ * Each policy's parameter table (its policy_param rows, then the replay's) as a field schema
+ * (protocols/base/yschema.h), built once: what a scenario's policy entry is read with, what
+ * `mpcsim list keys policy` prints, and where run labels find the defaults. Numbers are
+ * YS_DBL over [lo, hi]; words are YS_STR limited to their choices. Every field stores at
+ * offset 0 of a scratch value: the scenario keeps the text (kv_param), the policy parses it. */
+
+#define SCHEMA_MAX_FIELDS 64
+#define SCHEMA_MAX_CHOICES 8
+
+static struct {
+    ys_field field[N_REGISTRY][SCHEMA_MAX_FIELDS];
+    ys_schema schema[N_REGISTRY];
+    char name[N_REGISTRY][48];
+    char choice_text[N_REGISTRY][SCHEMA_MAX_FIELDS][128];
+    const char *choice[N_REGISTRY][SCHEMA_MAX_FIELDS][SCHEMA_MAX_CHOICES + 1];
+} schemas;
+static pthread_once_t schemas_once = PTHREAD_ONCE_INIT;
+
+static void param_field(size_t r, size_t i, const policy_param *pp)
+{
+    ys_field *f = &schemas.field[r][i];
+    *f = (ys_field){.key = pp->key, .type = YS_DBL, .off = 0, .size = POLICY_VALUE_MAX,
+                    .lo = pp->lo, .hi = pp->hi, .def = pp->def, .doc = pp->help,
+                    .flags = pp->whole ? YS_WHOLE : 0};
+    if (!pp->choices)
+        return;
+    /* "a|b|c" → {"a", "b", "c", NULL} */
+    char *t = schemas.choice_text[r][i];
+    snprintf(t, sizeof schemas.choice_text[r][i], "%s", pp->choices);
+    size_t n = 0;
+    for (char *c = t; c && n < SCHEMA_MAX_CHOICES; n++) {
+        schemas.choice[r][i][n] = c;
+        if ((c = strchr(c, '|')))
+            *c++ = '\0';
+    }
+    schemas.choice[r][i][n] = NULL;
+    f->type = YS_STR;
+    f->lo = f->hi = 0;
+    f->names = schemas.choice[r][i];
+}
+
+static void build_schemas(void)
+{
+    const size_t nr = sizeof replay_params / sizeof replay_params[0];
+    for (size_t r = 0; r < N_REGISTRY; r++) {
+        const policy_ops *p = registry[r];
+        size_t n = 0;
+        schemas.field[r][n++] = (ys_field){.key = "name", .type = YS_OTHER, .doc = p->summary,
+                                           .flags = YS_REQ, .type_doc = "policy name"};
+        for (size_t i = 0; i < p->n_params && n < SCHEMA_MAX_FIELDS; i++, n++)
+            param_field(r, n, &p->params[i]);
+        for (size_t i = 0; i < nr && n < SCHEMA_MAX_FIELDS; i++, n++) {
+            param_field(r, n, &replay_params[i]);
+            schemas.field[r][n].def = policy_replay_default(p, &replay_params[i]);
+        }
+        snprintf(schemas.name[r], sizeof schemas.name[r], "policy %s", p->name);
+        schemas.schema[r] = (ys_schema){schemas.name[r], schemas.field[r], n,
+                                        "sim/policy/POLICIES.md"};
+    }
+}
+
+const ys_schema *policy_schema(const policy_ops *p)
+{
+    pthread_once(&schemas_once, build_schemas);
+    for (size_t r = 0; r < N_REGISTRY; r++)
+        if (registry[r] == p)
+            return &schemas.schema[r];
     return NULL;
 }
 
@@ -136,6 +208,10 @@ static int check_value(const policy_ops *p, const policy_param *pp, const char *
                        "%s: error: policy %s parameter '%s' = %g is out of range [%g, %g]\n"
                        "  hint: %s",
                        at, p->name, pp->key, d, pp->lo, pp->hi, pp->help);
+    if (pp->whole && d != floor(d))
+        return err_set(e, MS_ERR_INPUT,
+                       "%s: error: policy %s parameter '%s' wants a whole number, got '%s'", at,
+                       p->name, pp->key, val);
     if (out)
         *out = d;
     return MS_OK;

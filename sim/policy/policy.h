@@ -24,9 +24,11 @@
 #include <stdint.h>
 
 #include "protocols/base/err.h"
+#include "protocols/base/yschema.h"
 #include "models/model.h"
 #include "protocols/program/op.h"
-#include "sim/scenario/runcfg.h"
+#include "protocols/base/kvparam.h"
+#include "protocols/base/metric.h"
 
 typedef struct policy_ops policy_ops;
 typedef struct secpol_ops secpol_ops; /* selection on secret shares: sim/policy/secpol.h */
@@ -38,6 +40,7 @@ typedef struct policy_param {
     const char *help;
     const char *choices; /* "a|b|c" for a word parameter; NULL for a number */
     double lo, hi;       /* accepted range of a number */
+    int whole;           /* 1: a whole number (what policy_arg_u32 reads) */
 } policy_param;
 
 /* Shapes and lengths of the run a policy instance serves. */
@@ -142,6 +145,10 @@ struct policy_ops {
      * count the lowering shrinks the FFN to (lower_opts.ffn_active) — and *secret = 1 when which
      * neurons stays secret (lower_opts.ffn_secret). Called after emit_cost. */
     uint32_t (*ffn_active)(void *state, uint32_t layer, int *secret);
+    /* Optional, for FFN sparsity on a model with weights: which of the ffn_dim neurons a token
+     * computes in layer (active[i] = 1), from its gate pre-activations w1·x; returns 1 when the
+     * pattern applies (the float replay then zeroes the other neurons before W2). */
+    int (*ffn_pattern)(void *state, uint32_t layer, const float *ffn_pre, uint8_t *active);
     /* Optional: the policy's selection run inside MPC on secret shares, for the secure session
      * (sim/policy/secpol.h; the policy's own policy_<name>_secure.c). Absent: a secure run
      * applies the policy's kept sets from its plaintext replay, or its public ones. */
@@ -171,6 +178,11 @@ const policy_param *policy_replay_params(size_t *n);
 /* The default of a replay key for policy p: the policy's own (policy_ops.metric_stride) or the
  * replay's (rp->def). */
 const char *policy_replay_default(const policy_ops *p, const policy_param *rp);
+/* A policy's entry in a scenario as a field schema: 'name', its parameters, then the replay's,
+ * with ranges, choices and defaults (`mpcsim list keys policy`). Every field reads its value
+ * into a scratch buffer of POLICY_VALUE_MAX bytes at offset 0. NULL for an unregistered p. */
+#define POLICY_VALUE_MAX 256
+const ys_schema *policy_schema(const policy_ops *p);
 
 /* ---- helpers for policy implementations ------------------------------------------------ */
 

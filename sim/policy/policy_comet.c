@@ -22,30 +22,43 @@
  *      active rows/columns by public index: the fixed operands stay fixed); `secret` reveals
  *      only their count and gathers the blocks' weights by one-hot (the FFN then multiplies by
  *      fresh secret weights). What each leaks and costs: sim/policy/POLICIES.md.
+ *   A6 top-k predictor (active_frac > 0): instead of the oracle, a linear predictor — block
+ *      b's score is the mean gate pre-activation of its neurons, (mean of W1's rows of b)·x, one
+ *      fixed (blocks × dim) matrix — and each token computes the ⌈active_frac · blocks⌉ blocks
+ *      of highest score (a top-k, as Deja Vu's predictor selects neurons: FMInference/DejaVu).
+ *      The count is then a public parameter, not data: nothing about the pattern is revealed
+ *      with `secret`, and every program's shape is known before it runs, so the secure session
+ *      runs it on shares (policy_comet_secure.c; the emitter below builds both).
  * Attention itself stays dense (kept = the full cache); the lowering shrinks gate/up/down and
  * the activation to the active neurons (policy_ops.ffn_active → lower_opts.ffn_active). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "policy.h"
+#include "secpol.h"
 
 static const policy_param comet_params[] = {
-    {"block", "8", "FFN neurons per block (ASSUMED; not public)", NULL, 1, 1e6},
+    {"block", "8", "FFN neurons per block (ASSUMED; not public)", NULL, 1, 1e6, 1},
     {"act_threshold", "0", "neuron active iff gate pre-activation > this (ASSUMED)", NULL, -1e6,
-     1e6},
+     1e6, 0},
     {"rank", "1000", "predictor rank (Deja Vu --D 1000, used as the cost template)", NULL, 1,
-     1e6},
+     1e6, 1},
     {"skip_below", "0.5",
      "active-block fraction under which the token's next-layer K/V are skipped (ASSUMED)", NULL,
-     0, 1},
+     0, 1, 0},
     {"merge", "1", "1: merge a step's misses of a layer into one refill (ASSUMED rule)", NULL, 0,
-     1},
+     1, 0},
     {"prefetch", "1", "1: refill the prompt's misses at the end of the prefill (ASSUMED rule)",
-     NULL, 0, 1},
+     NULL, 0, 1, 0},
     {"pattern", "secret",
      "which neuron blocks are active: public (revealed, weights sliced locally) or secret "
-     "(count revealed, weights gathered by one-hot)", "public|secret", 0, 0},
+     "(count revealed, weights gathered by one-hot)", "public|secret", 0, 0, 0},
+    {"active_frac", "0",
+     "0: a block is active iff a neuron's gate pre-activation > act_threshold (oracle); > 0: "
+     "the ceil(frac*blocks) blocks of highest mean gate pre-activation (linear predictor, "
+     "top-k; ASSUMED)", NULL, 0, 1, 0},
 };
 
 typedef struct comet_state {
@@ -53,6 +66,9 @@ typedef struct comet_state {
     uint32_t block, nblocks, rank;
     double thr, skip_below;
     int merge, prefetch, secret;
+    uint32_t topk;        /* A6: active blocks per token (0: the oracle rule) */
+    float *score;         /* [nblocks] block scores (A6) */
+    uint32_t *pick, *work;
     uint32_t *emitted;    /* [L] active blocks per token of the step last emitted */
     uint8_t *miss;        /* [L][max_len] 1 missing, 2 refilled */
     uint32_t *active;     /* [L] active blocks of the newest token */
@@ -71,6 +87,9 @@ static void comet_fini(void *st)
     free(s->prompt_active);
     free(s->pending);
     free(s->emitted);
+    free(s->score);
+    free(s->pick);
+    free(s->work);
     free(s);
 }
 
@@ -91,6 +110,8 @@ static int comet_init(const policy_env *env, const policy_args *a, void **st, er
     int pat = 1;
     if (!rc) rc = policy_arg_choice(p, a, "pattern", &pat, e);
     s->secret = pat == 1;
+    double frac = 0;
+    if (!rc) rc = policy_arg_double(p, a, "active_frac", &frac, e);
     if (rc) {
         free(s);
         return rc;
@@ -103,7 +124,12 @@ static int comet_init(const policy_env *env, const policy_args *a, void **st, er
     s->prompt_active = calloc(env->n_layers, sizeof *s->prompt_active);
     s->pending = calloc(env->n_layers, sizeof *s->pending);
     s->emitted = calloc(env->n_layers, sizeof *s->emitted);
-    if (!s->miss || !s->active || !s->prompt_active || !s->pending || !s->emitted) {
+    s->topk = comet_topk_blocks(frac, s->nblocks);
+    s->score = calloc(s->nblocks + 1, sizeof *s->score);
+    s->pick = calloc(s->nblocks + 1, sizeof *s->pick);
+    s->work = calloc(s->nblocks + 1, sizeof *s->work);
+    if (!s->miss || !s->active || !s->prompt_active || !s->pending || !s->emitted || !s->score ||
+        !s->pick || !s->work) {
         comet_fini(s);
         return err_set(e, MS_ERR_NOMEM, "policy comet: out of memory");
     }
@@ -120,7 +146,7 @@ static int comet_observe(void *st, const policy_obs *o, errbuf *e)
     if (!o->ffn)
         return err_set(e, MS_ERR_INPUT, "policy comet: the trace has no FFN activations");
     uint32_t act = 0;
-    for (uint32_t b = 0; b < s->nblocks; b++) {
+    for (uint32_t b = 0; !s->topk && b < s->nblocks; b++) {
         uint32_t lo = b * s->block, hi = lo + s->block < v->ffn_dim ? lo + s->block : v->ffn_dim;
         for (uint32_t i = lo; i < hi; i++)
             if (o->ffn[i] > s->thr) {
@@ -128,6 +154,8 @@ static int comet_observe(void *st, const policy_obs *o, errbuf *e)
                 break;
             }
     }
+    if (s->topk)
+        act = s->topk; /* A6: a public count, whatever the scores */
     s->active[o->layer] = act;
     if (o->pos < v->prompt_len)
         s->prompt_active[o->layer] += act;
@@ -169,6 +197,46 @@ static int comet_select(void *st, uint32_t layer, uint32_t pos, const float *q, 
     return MS_OK;
 }
 
+uint32_t comet_topk_blocks(double frac, uint32_t nblocks)
+{
+    if (frac <= 0)
+        return 0;
+    double a = ceil(frac * nblocks - 1e-9);
+    return a < 1 ? 1 : a > nblocks ? nblocks : (uint32_t)a;
+}
+
+/* The neurons a token computes (active[i] = 1), from its gate pre-activations: the active blocks'
+ * neurons, by the oracle rule (A1) or the top-k predictor (A6, the same scores the secure session
+ * computes: the block means of w1·x). */
+static int comet_ffn_pattern(void *st, uint32_t layer, const float *ffn_pre, uint8_t *active)
+{
+    comet_state *s = st;
+    uint32_t F = s->env.ffn_dim, b = s->block;
+    memset(active, 0, F);
+    if (s->topk) {
+        for (uint32_t k = 0; k < s->nblocks; k++) {
+            uint32_t lo = k * b, hi = lo + b < F ? lo + b : F;
+            double sum = 0;
+            for (uint32_t i = lo; i < hi; i++)
+                sum += ffn_pre[i];
+            s->score[k] = (float)(sum / (hi - lo));
+        }
+        size_t n = policy_topk(s->score, NULL, s->nblocks, s->topk, s->pick, s->work);
+        for (size_t j = 0; j < n; j++)
+            for (uint32_t i = s->pick[j] * b; i < (s->pick[j] + 1) * b && i < F; i++)
+                active[i] = 1;
+        return 1;
+    }
+    for (uint32_t k = 0; k < s->nblocks; k++) {
+        uint32_t lo = k * b, hi = lo + b < F ? lo + b : F, on = 0;
+        for (uint32_t i = lo; i < hi; i++)
+            on |= ffn_pre[i] > s->thr;
+        for (uint32_t i = lo; on && i < hi; i++)
+            active[i] = 1;
+    }
+    return 1;
+}
+
 static void emit_refill(comet_state *s, policy_emitter *pe, uint32_t misses)
 {
     const policy_env *v = &s->env;
@@ -197,6 +265,14 @@ static int comet_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, cons
     const policy_env *v = &s->env;
     policy_emitter pe = {prog, phase, (int)layer, 0};
     uint32_t T = phase == PHASE_PREFILL ? kv_len : 1;
+    if (s->topk) { /* A6: the ops the secure session runs (secpol.h "Comet on shares") */
+        comet_shape sh = {v->dim, v->ffn_dim, s->block, s->nblocks, s->topk, s->secret};
+        s->emitted[layer] = s->topk;
+        int rc = comet_emit_ops(prog, &sh, phase, layer, T, OP_NONE, e);
+        emit_refill(s, &pe, s->pending[layer]);
+        s->pending[layer] = 0;
+        return rc ? rc : policy_emit_done(&pe, "comet", e);
+    }
     uint32_t act = phase == PHASE_PREFILL
                        ? (uint32_t)((s->prompt_active[layer] + kv_len - 1) / (kv_len ? kv_len : 1))
                        : s->active[layer];
@@ -270,5 +346,116 @@ const policy_ops policy_comet = {
     .emit_cost = comet_emit,
     .metrics = comet_metrics,
     .ffn_active = comet_ffn_active,
+    .ffn_pattern = comet_ffn_pattern,
+    .secure = &policy_comet_secure,
     .metric_stride = "16",
 };
+
+/* ---- the top-k predictor's ops (secpol.h "Comet on shares"), the cost path's and the secure
+ * session's ------------------------------------------------------------------------------------ */
+
+typedef struct comet_em {
+    op_program *p;
+    int phase;
+    uint32_t layer;
+    int failed;
+} comet_em;
+
+/* Layer tensor "L<l>.<nm>": found by name (the lowering's, a weight), else added. */
+static uint32_t ct(comet_em *w, const char *nm, op_role role, uint32_t b, uint32_t r, uint32_t c)
+{
+    char full[48];
+    op_layer_name(full, (int)w->layer, nm);
+    uint32_t id = op_tensor_find(w->p, full);
+    if (id == OP_NONE || w->p->tens[id].role != role ||
+        (uint64_t)w->p->tens[id].batch * w->p->tens[id].rows * w->p->tens[id].cols != (uint64_t)b * r * c)
+        id = op_tensor_add(w->p, full, role, DOM_ARITH, b, r, c);
+    w->failed |= id == OP_NONE;
+    return id;
+}
+
+static void co(comet_em *w, int kind, uint32_t b, uint32_t m, uint32_t k, uint32_t n, uint32_t in0,
+               uint32_t in1, uint32_t out, uint32_t flags, int32_t iarg)
+{
+    op o = {.kind = (uint16_t)kind, .phase = (uint8_t)w->phase, .cat = OPC_POLICY,
+            .layer = (int16_t)w->layer, .group = -1, .batch = b, .m = m, .k = k, .n = n,
+            .in = {in0, in1, OP_NONE}, .out = out, .flags = flags, .iarg = iarg};
+    if (w->failed || out == OP_NONE || in0 == OP_NONE || op_emit(w->p, &o) < 0)
+        w->failed = 1;
+}
+
+static const char *const comet_wname[3] = {"w1", "w3", "w2"};
+
+int comet_emit_ops(op_program *p, const comet_shape *s, int phase, uint32_t layer, uint32_t T,
+                   uint32_t x, errbuf *e)
+{
+    comet_em w = {p, phase, layer, 0};
+    uint32_t D = s->dim, NB = s->nblocks, A = s->active, b = s->block;
+    if (x == OP_NONE)
+        x = ct(&w, "comet.x", OPT_CACHE, 1, T, D);
+    /* COST: the predictor, (T×dim)·(dim×blocks) with the model owner's fixed matrix of W1's
+     * block means (A6) */
+    uint32_t pred = ct(&w, "comet.pred", OPT_WEIGHT, 1, NB, D);
+    uint32_t sc = ct(&w, "comet.score", OPT_TEMP, 1, T, NB);
+    co(&w, OP_MATMUL, 1, T, D, NB, x, pred, sc, OPF_FIXED_B | OPF_TRANS_B, 0);
+    if (A >= NB) /* every block: the dense FFN */
+        return w.failed ? err_set(e, MS_ERR_NOMEM, "policy comet: out of memory") : MS_OK;
+    /* COST: each token's top-A blocks, one-hot rows (T, A, blocks) */
+    uint32_t oh = ct(&w, "comet.onehot", OPT_TEMP, T, A, NB);
+    co(&w, OP_TOPK, T, 1, 0, NB, sc, OP_NONE, oh, 0, (int32_t)A);
+    if (!s->secret) {
+        /* COST: pattern public: the one-hots revealed; the lowering takes the weights' active
+         * rows and columns by those indices (local) */
+        uint32_t pat = ct(&w, "comet.pattern", OPT_TEMP, T, A, NB);
+        co(&w, OP_REVEAL, T, A, 0, NB, oh, OP_NONE, pat, 0, -1);
+    } else {
+        /* COST: pattern secret: one GATHER of the active blocks' rows of the table [W1 rows |
+         * W3 rows | W2 columns] (fixed), then local re-layouts into the lowering's gathered
+         * weights (views by public indices) */
+        uint32_t C = 3 * b * D, N = T * A * C;
+        uint32_t tab = ct(&w, "comet.wtab", OPT_WEIGHT, 1, NB, C);
+        uint32_t g = ct(&w, "comet.wg", OPT_TEMP, T, A, C);
+        co(&w, OP_GATHER, T, A, NB, C, oh, tab, g, OPF_FIXED_B | OPF_NO_TRUNC, 0);
+        uint32_t flat = ct(&w, "comet.wflat", OPT_TEMP, 1, N, 1);
+        co(&w, OP_VIEW, 1, N, 0, 1, g, OP_NONE, flat, 0, 0);
+        for (int k = 0; k < 3; k++) {
+            char nm[48];
+            snprintf(nm, sizeof nm, "comet.i%s", comet_wname[k]);
+            uint32_t ix = ct(&w, nm, OPT_PUBLIC, T, A * b * D, 1);
+            snprintf(nm, sizeof nm, "comet.%s", comet_wname[k]);
+            uint32_t pick = ct(&w, nm, OPT_TEMP, T, A * b * D, 1);
+            co(&w, OP_VIEW, T, A * b * D, 0, 1, flat, ix, pick, OPF_INDEX_ROWS, 0);
+            snprintf(nm, sizeof nm, "%s.gathered", comet_wname[k]);
+            uint32_t gw = k < 2 ? ct(&w, nm, OPT_TEMP, T, A * b, D) : ct(&w, nm, OPT_TEMP, T, D, A * b);
+            co(&w, OP_VIEW, T, A * b * D, 0, 1, pick, OP_NONE, gw, 0, 0);
+        }
+    }
+    return w.failed ? err_set(e, MS_ERR_NOMEM, "policy comet: out of memory") : MS_OK;
+}
+
+int comet_public(const comet_shape *s, uint32_t T, const op_tensor *t, uint64_t *out, size_t n)
+{
+    const char *rest;
+    int l = op_layer_of(t->name, &rest);
+    int k = -1;
+    for (int i = 0; l >= 0 && i < 3; i++) {
+        char nm[48];
+        snprintf(nm, sizeof nm, "comet.i%s", comet_wname[i]);
+        if (!strcmp(rest, nm))
+            k = i;
+    }
+    uint32_t A = s->active, b = s->block, D = s->dim, C = 3 * b * D, R = A * b * D;
+    if (k < 0 || n != (size_t)T * R)
+        return 0;
+    for (uint32_t t0 = 0; t0 < T; t0++)
+        for (uint32_t r = 0; r < R; r++) {
+            /* the gathered weight's element r of token t0 (w1, w3: (A·b, D) row-major; w2: (D, A·b)) */
+            uint32_t a, i, d;
+            if (k < 2)
+                a = r / (b * D), i = (r / D) % b, d = r % D;
+            else
+                d = r / (A * b), a = (r % (A * b)) / b, i = r % b;
+            out[(size_t)t0 * R + r] = ((uint64_t)t0 * A + a) * C + (uint64_t)k * b * D + (uint64_t)i * D + d;
+        }
+    return 1;
+}

@@ -29,20 +29,20 @@
 #include "secpol.h"
 
 static const policy_param mpcache_params[] = {
-    {"alpha", "0.6", "weight of r_max in the linearized bound", NULL, 0, 1},
-    {"ratio1", "0.5", "fraction of 32-clusters kept at level 1", NULL, 0, 1},
-    {"ratio2", "0.2", "fraction of all 16-clusters kept at level 2", NULL, 0, 1},
-    {"s1", "32", "level-1 cluster size (must be 2·s2)", NULL, 2, 1e6},
-    {"s2", "16", "level-2 cluster size", NULL, 1, 1e6},
-    {"static", "threshold", "static eviction at the prompt", "threshold|topk|none", 0, 0},
+    {"alpha", "0.6", "weight of r_max in the linearized bound", NULL, 0, 1, 0},
+    {"ratio1", "0.5", "fraction of 32-clusters kept at level 1", NULL, 0, 1, 0},
+    {"ratio2", "0.2", "fraction of all 16-clusters kept at level 2", NULL, 0, 1, 0},
+    {"s1", "32", "level-1 cluster size (must be 2·s2)", NULL, 2, 1e6, 1},
+    {"s2", "16", "level-2 cluster size", NULL, 1, 1e6, 1},
+    {"static", "threshold", "static eviction at the prompt", "threshold|topk|none", 0, 0, 0},
     {"static_threshold", "1e-4",
      "keep j if a window query's head-mean attention on j reaches this (triviaqa: 1e-4)", NULL,
-     0, 1},
-    {"static_ratio", "0.5", "static topk: kept fraction of the prompt per KV head", NULL, 0, 1},
+     0, 1, 0},
+    {"static_ratio", "0.5", "static topk: kept fraction of the prompt per KV head", NULL, 0, 1, 0},
     {"window_frac", "0.2", "static window as a fraction of the prompt (0.1 above 24000 tokens)",
-     NULL, 0, 1},
-    {"layer_share", "1", "1: layers 2k+1 (k ≥ 1) reuse layer 2k's selection", NULL, 0, 1},
-    {"skip_first2", "0", "1: layers 0 and 1 stay dense", NULL, 0, 1},
+     NULL, 0, 1, 0},
+    {"layer_share", "1", "1: layers 2k+1 (k ≥ 1) reuse layer 2k's selection", NULL, 0, 1, 0},
+    {"skip_first2", "0", "1: layers 0 and 1 stay dense", NULL, 0, 1, 0},
 };
 
 enum { ST_THRESHOLD, ST_TOPK, ST_NONE };
@@ -595,6 +595,15 @@ static uint32_t mt(mpcache_em *w, const char *nm, op_role role, uint32_t b, uint
     return id;
 }
 
+/* ⌈log2 n⌉ (at least 1): the bits of the values 0 … n − 1. */
+static int mpcache_bits(uint64_t n)
+{
+    int b = 1;
+    while (b < 63 && (1ull << b) < n)
+        b++;
+    return b;
+}
+
 static uint32_t mo(mpcache_em *w, int kind, uint32_t b, uint32_t m, uint32_t k, uint32_t n,
                    uint32_t in0, uint32_t in1, uint32_t in2, uint32_t out, uint32_t flags,
                    int32_t iarg, double farg)
@@ -734,6 +743,10 @@ int mpcache_emit_static(op_program *p, const mpcache_shape *s, uint32_t layer, u
     uint32_t wv = mconst(&w, cnt, mt(&w, "wval", OPT_PUBLIC, 1, 1, 1), 0, "wv");
     ids->keep = mt(&w, "keep", OPT_TEMP, 1, P, 1);
     mo(&w, OP_LT, 1, P, 0, 1, cnt, wv, OP_NONE, ids->keep, 0, 0, 0);
+    /* an integer count against W: cnt − W in [−W, 0], so ⌈log2 W⌉ + 1 bits (kern.c k_lt: exact
+     * for differences in [−2^(w−1), 2^(w−1))) */
+    if (!w.failed)
+        w.p->ops[w.p->n_ops - 1].bits = (uint8_t)(mpcache_bits(W) + 1);
     /* COST: the kept count, a local sum, revealed to every party (public in MPCache's model) */
     uint32_t c = mt(&w, "count_sh", OPT_TEMP, 1, 1, 1);
     mo(&w, OP_MATMUL, 1, 1, P, 1, ids->keep, mt(&w, "ones_p", OPT_PUBLIC, 1, P, 1), OP_NONE, c,
@@ -767,9 +780,17 @@ static uint32_t mpcache_compact(mpcache_em *w, const mpcache_shape *s, uint32_t 
            OPF_NO_TRUNC, 0, 0);
         mo(w, OP_ADD, 1, P0, 0, 1, sk, cur, OP_NONE, sk, 0, 0, 0);
         mo(w, OP_ADD_PUB, 1, P0, 0, 1, sk, mt(w, "soff", OPT_PUBLIC, 1, 1, 1), OP_NONE, sk, 0, 0, 0);
-        /* COST: one-hot of each row's rank over the S slots (P0·S equality tests) */
+        /* COST: one-hot of each row's rank over the S slots (P0·S equality tests) on the
+         * public bound of the ranks' differences (MPCache's ΠGather compares ⌈log2 C⌉ bits,
+         * not the ring's 64): rank − slot lies in [−2S, S) — a dropped row's rank is negative,
+         * and no rank formula linear in the keep bits and prefix sums (free to compute) keeps
+         * 2S consecutive differences off the multiples of 2^w for a smaller w — so w =
+         * ⌈log2(2S + 1)⌉, one bit above ⌈log2 S⌉ for the sign (kern.c k_eqz: exact when
+         * |d| < 2^w) */
         uint32_t oh = mt(w, "rank_oh", OPT_TEMP, 1, P0, S);
         mo(w, OP_ONEHOT, 1, P0, 0, S, sk, OP_NONE, OP_NONE, oh, 0, 0, 0);
+        if (!w->failed)
+            w->p->ops[w->p->n_ops - 1].bits = (uint8_t)mpcache_bits(2 * (uint64_t)S + 1);
         ids->cmp = mtr(w, oh, 1, P0, S, "compact_oh");
     }
     uint32_t tm = mt(w, "full_t", OPT_TEMP, 1, P0, Hkv * F);

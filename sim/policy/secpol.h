@@ -37,6 +37,7 @@
 #include <stdio.h>
 
 #include "models/llama.h"
+#include "models/lower.h"
 #include "models/model.h"
 #include "protocols/backend/mpc_run.h"
 #include "protocols/base/err.h"
@@ -89,6 +90,17 @@ typedef struct secpol_opened {
 struct secpol_ops {
     /* Which of the policy's parameters select on shares (for the note when others do not), "". */
     const char *which;
+    /* 1: the session carries each layer's KV cache in position order and the step attends all
+     * of it (the selection is not of KV entries: Comet's FFN blocks); 0: the selection's own
+     * state holds the cache (bind/update). */
+    int session_cache;
+    /* Optional: the step's lowering options (the FFN's active neurons). */
+    void (*lower)(const void *cfg, const secpol_run *r, const secpol_step *st, lower_opts *lo);
+    /* Optional: weights of the selection's own (OPT_WEIGHT tensors not in the checkpoint), derived
+     * from the model owner's weights w: fills out[0..n) as fixed point at frac bits; 0 if t is
+     * not one of them. */
+    int (*bind_weight)(const void *cfg, const llama *w, int frac, const op_tensor *t, uint64_t *out,
+                       size_t n);
     /* 1: the plaintext replay that the selection is checked against selects with the query of
      * the model it runs in, as the selection on shares does; 0: with the full-cache model's. */
     int own_query;
@@ -393,6 +405,33 @@ typedef struct mpcache_sec_audit {
 int mpcache_secure_compare(const secpol_run *o, const mpcache_sec *cfg, const secpol_opened *r,
                            const secpol_keep *plain, mpcache_sec_audit *out, errbuf *e);
 
-extern const secpol_ops policy_h2o_secure, policy_mpcache_secure;
+/* Comet on shares (policy_comet.c A6: the top-k predictor; policy_comet_secure.c). Per layer,
+ * between the FFN's norm (its output x, (T, dim)) and the FFN, each of the step's T tokens:
+ *   the block scores x·Pᵀ, P (blocks × dim) the model owner's fixed matrix of W1's block means
+ *     ("L<l>.comet.pred": a MATMUL by a fixed operand);
+ *   TOPK(A) over the blocks: one-hot rows (T, A, blocks), A = ⌈active_frac · blocks⌉ public;
+ *   pattern secret: one GATHER of those blocks' rows of the fixed table "L<l>.comet.wtab"
+ *     (blocks × 3·block·dim: row k = [W1's rows of block k | W3's rows | W2's columns, one
+ *     neuron per dim-long run], neurons past ffn_dim zero), then public re-layouts (VIEWs by
+ *     the public indices "L<l>.comet.i<w>") into the lowering's "L<l>.w1.gathered",
+ *     "w3.gathered" (T, A·block, dim) and "w2.gathered" (T, dim, A·block): the FFN's matmuls
+ *     multiply by them (lower_opts.ffn_secret). Nothing is revealed.
+ *   pattern public: the one-hot rows REVEALED (the lowering's weight views by those indices;
+ *     costed, not run in the secure session: the indices would exist only mid-program).
+ * The attention is dense; K/V are every token's own (no refill on shares). */
+typedef struct comet_shape {
+    uint32_t dim, ffn_dim, block, nblocks;
+    uint32_t active;           /* A: active blocks per token */
+    int secret;
+} comet_shape;
+/* ⌈frac · nblocks⌉ in [1, nblocks], or 0 for frac 0 (the oracle rule). */
+uint32_t comet_topk_blocks(double frac, uint32_t nblocks);
+/* Appends layer `layer`'s ops for T tokens with the FFN input x (OP_NONE: a placeholder). */
+int comet_emit_ops(op_program *p, const comet_shape *s, int phase, uint32_t layer, uint32_t T,
+                   uint32_t x, errbuf *e);
+/* The public index tensors "L<l>.comet.i<w>" for T tokens: 0 if t is not one of them. */
+int comet_public(const comet_shape *s, uint32_t T, const op_tensor *t, uint64_t *out, size_t n);
+
+extern const secpol_ops policy_h2o_secure, policy_mpcache_secure, policy_comet_secure;
 
 #endif

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sim/scenario/runcfg.h"
+#include "protocols/base/metric.h"
 
 typedef struct metrics {
     uint32_t recall_k;

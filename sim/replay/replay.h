@@ -9,7 +9,8 @@
 #define MPCSIM_REPLAY_H
 
 #include "protocols/program/op.h"
-#include "sim/scenario/runcfg.h"
+#include "protocols/base/metric.h"
+#include "sim/engine/runcfg.h"
 
 typedef struct replay replay;
 struct trace;

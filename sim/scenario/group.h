@@ -12,7 +12,7 @@
 #include <stddef.h>
 
 #include "protocols/base/err.h"
-#include "runcfg.h"
+#include "runner.h"
 
 /* 1 when a and b read the same trace rows at the same positions (may share a group). */
 int run_same_trace(const run_cfg *a, const run_cfg *b);

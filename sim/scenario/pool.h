@@ -8,7 +8,7 @@
 #include <stddef.h>
 
 #include "protocols/base/err.h"
-#include "runcfg.h"
+#include "runner.h"
 
 #define POOL_MAX_JOBS 256
 

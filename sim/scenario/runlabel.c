@@ -21,20 +21,19 @@ static int same_value(const char *a, const char *b)
 void run_label_policy(const run_cfg *c, char *out, size_t n)
 {
     const policy_ops *p = policy_find(c->policy.name);
-    size_t np = 0, nr = 0;
-    const policy_param *pp = p ? policy_params(p, &np) : NULL, *rp = policy_replay_params(&nr);
+    /* the schema the scenario was read with: 'name', the policy's own parameters, then the
+     * replay's */
+    const ys_schema *ps = p ? policy_schema(p) : NULL;
+    size_t np = 0;
+    if (p)
+        policy_params(p, &np);
     size_t k = (size_t)snprintf(out, n, "%s", c->policy.name);
     int any = 0;
     for (size_t i = 0; i < c->policy.n_params && k < n; i++) {
         const kv_param *kv = &c->policy.params[i];
-        const char *def = NULL;
-        int replay = 0;
-        for (size_t j = 0; j < np; j++)
-            if (!strcmp(pp[j].key, kv->key))
-                def = pp[j].def ? pp[j].def : "";
-        for (size_t j = 0; !def && j < nr; j++)
-            if (!strcmp(rp[j].key, kv->key))
-                replay = 1;
+        const ys_field *f = ps ? ys_find(ps, kv->key) : NULL;
+        int replay = f && (size_t)(f - ps->field) > np;
+        const char *def = f && !replay ? (f->def ? f->def : "") : NULL;
         /* the replay's own keys (metric_stride, …) say how a run is measured, not which policy
          * configuration it is */
         if (replay || (def && same_value(kv->val, def)))

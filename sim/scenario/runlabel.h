@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 #include "results/rdb.h"
-#include "runcfg.h"
+#include "sim/engine/runcfg.h"
 
 /* "h2o(heavy_ratio=0.1,recent_ratio=0.1)"; the bare name when every parameter is a default. */
 void run_label_policy(const run_cfg *c, char *out, size_t n);

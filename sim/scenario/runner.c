@@ -11,7 +11,7 @@
  * also reported apart (decode_sum). TTFT: the
  * prefill in MPC ends with the LM head, which yields the first token; without an MPC prefill
  * the first token is decode step 0's. */
-#include "runcfg.h"
+#include "runner.h"
 #include "group.h"
 
 #include <stdlib.h>
@@ -23,13 +23,7 @@
 #include "sim/engine/stepcost.h"
 #include "sim/trace/trace.h"
 
-/* ---- run config and result ---------------------------------------------------------------- */
-
-void run_cfg_free(run_cfg *c)
-{
-    free(c->yaml);
-    c->yaml = NULL;
-}
+/* ---- run result --------------------------------------------------------------------------- */
 
 void run_result_init(run_result *r) { memset(r, 0, sizeof *r); }
 

@@ -238,12 +238,6 @@ static int need_map(scn_ctx *x, const yx_node *v, const char *key, const char *e
     return ys_need_map(&x->y, v, key, example);
 }
 
-static int read_u64(scn_ctx *x, const yx_node *v, const char *key, uint64_t lo, uint64_t hi,
-                    uint64_t *out)
-{
-    return ys_u64(&x->y, v, key, lo, hi, out);
-}
-
 static int read_double(scn_ctx *x, const yx_node *v, const char *key, double lo, double hi,
                        double *out)
 {
@@ -251,22 +245,6 @@ static int read_double(scn_ctx *x, const yx_node *v, const char *key, double lo,
 }
 
 static int bool_text(const char *s) { return ys_bool_text(s); }
-
-static int read_bool(scn_ctx *x, const yx_node *v, const char *key, int *out)
-{
-    return ys_bool(&x->y, v, key, out);
-}
-
-static int read_str(scn_ctx *x, const yx_node *v, const char *key, char *out, size_t cap)
-{
-    return ys_str(&x->y, v, key, out, cap);
-}
-
-static int read_enum(scn_ctx *x, const yx_node *v, const char *key, const char *const *names,
-                     size_t n, int *out)
-{
-    return ys_enum(&x->y, v, key, names, n, out);
-}
 
 /* Shortest text that reads back as the same double. */
 static void fmt_double(char *buf, size_t cap, double d)
@@ -459,38 +437,22 @@ static int read_proto_name(scn_ctx *x, const yx_node *v, run_cfg *c)
     return MS_OK;
 }
 
+/* A mapping: 'name' picks the protocol's defaults, the other keys replace them, each read
+ * with proto_cfg_schema()'s type and range. */
 static int read_protocol(scn_ctx *x, const yx_node *v, run_cfg *c)
 {
     if (v->kind != YX_MAP)
         return read_proto_name(x, v, c);
-    size_t nk;
-    const char *const *pk = proto_cfg_keys(&nk);
-    const char *keys[64];
-    size_t n = 0;
-    keys[n++] = "name";
-    for (size_t i = 0; i < nk && n < 64; i++)
-        keys[n++] = pk[i];
-    int rc = check_keys(x, v, "protocol", keys, n);
+    const ys_schema *ps = proto_cfg_schema();
+    int rc = ys_check_keys(&x->y, v, ps, NULL, 0);
     if (rc)
         return rc;
     const yx_node *name = yx_map_get(v, "name");
     if (!name)
         return fail(x, v, "write e.g. protocol: {name: aby3, frac_bits: 16}",
                     "missing required key 'name' in 'protocol'");
-    if ((rc = read_proto_name(x, name, c)))
+    if ((rc = read_proto_name(x, name, c)) || (rc = ys_read(&x->y, v, ps, NULL, 0, &c->proto)))
         return rc;
-    for (size_t i = 0; i < v->n; i++) {
-        const yx_node *k = v->key[i], *val = v->item[i];
-        if (!strcmp(k->str, "name"))
-            continue;
-        if ((rc = need_scalar(x, val, k->str, "a value")))
-            return rc;
-        int b = val->quoted ? -1 : bool_text(val->str);
-        errbuf pe;
-        if (proto_cfg_set(&c->proto, k->str, b < 0 ? val->str : b ? "1" : "0", &pe))
-            return fail_wrap(x, val, "'mpcsim list protocols --costs' shows the defaults", "",
-                             pe.msg);
-    }
     if (c->proto.frac_bits >= c->proto.ring_bits || c->proto.frac_bits < 1) {
         const yx_node *at = yx_map_get(v, "frac_bits");
         at = at ? at : yx_map_get(v, "ring_bits");
@@ -503,15 +465,84 @@ static int read_protocol(scn_ctx *x, const yx_node *v, run_cfg *c)
 
 /* ---- network ----------------------------------------------------------------------------- */
 
+/* A link's keys: latency and bandwidth in one of three units each (ranges in that unit: up to
+ * 10^15 ns = 11.6 days of latency; bandwidth as net.h bounds it), and the token bucket. The
+ * unit variants store nothing themselves (read_unit converts); 'burst_bytes' stores. */
+#define LINK_FIELDS                                                                            \
+    {"latency_ms", YS_DBL, YS_NONE, 0, 1e9, NULL, "one-way latency, milliseconds", NULL, 0,     \
+     NULL, NULL},                                                                              \
+    {"latency_us", YS_DBL, YS_NONE, 0, 1e12, NULL, "the same in microseconds", NULL, 0, NULL,  \
+     NULL},                                                                                    \
+    {"latency_ns", YS_DBL, YS_NONE, 0, 1e15, NULL, "the same in nanoseconds", NULL, 0, NULL,   \
+     NULL},                                                                                    \
+    {"bandwidth_mbps", YS_DBL, YS_NONE, NET_BW_MIN_BPS / 1e6, NET_BW_MAX_BPS / 1e6, NULL,       \
+     "bandwidth, megabits per second", NULL, 0, NULL, NULL},                                   \
+    {"bandwidth_gbps", YS_DBL, YS_NONE, NET_BW_MIN_BPS / 1e9, NET_BW_MAX_BPS / 1e9, NULL,       \
+     "the same in gigabits per second", NULL, 0, NULL, NULL},                                  \
+    {"bandwidth_bps", YS_DBL, YS_NONE, NET_BW_MIN_BPS, NET_BW_MAX_BPS, NULL,                   \
+     "the same in bits per second", NULL, 0, NULL, NULL},                                      \
+    {"burst_bytes", YS_U64, YS_AT(net_link, burst_bytes), 0, (double)NET_BURST_MAX, "0",        \
+     "token bucket depth: 0 (none) or at least one 1500-byte frame (validate --shape's tbf)",  \
+     NULL, 0, NULL, NULL}
+
+static const ys_field link_fields[] = {LINK_FIELDS};
+static const ys_schema link_schema = YS_SCHEMA("link", link_fields, "scenarios/README.md");
+
+static const ys_field network_fields[] = {
+    {"preset", YS_OTHER, YS_NONE, 0, 0, NULL, "start from a preset ('mpcsim list networks')",
+     NULL, 0, NULL, "preset name"},
+    {"name", YS_STR, YS_AT(net_cfg, name), 0, 0, NULL,
+     "the network's name in labels (default: the preset's, or custom)", NULL, 0, NULL, NULL},
+    LINK_FIELDS,
+    {"links", YS_OTHER, YS_NONE, 0, 0, NULL,
+     "per-link values: {A->B: {…}} one direction, {A-B: {…}} both (keys of 'link')", NULL, 0,
+     NULL, "mapping"},
+    {"dealer", YS_OTHER, YS_NONE, 0, 0, NULL, "the dealer's offline link (keys of 'link')", NULL,
+     0, NULL, "mapping"},
+    {"wire", YS_OTHER, YS_NONE, 0, 0, NULL,
+     "framing: tcp, none, or a mapping of 'wire' keys over tcp's", NULL, 0, NULL,
+     "tcp|none|mapping"},
+};
+#undef LINK_FIELDS
+static const ys_schema network_schema =
+    YS_SCHEMA("network", network_fields, "scenarios/README.md");
+
+#define WF(member) YS_AT(net_wire, member)
+static const ys_field wire_fields[] = {
+    {"mtu", YS_U32, WF(mtu), NET_WIRE_MTU_MIN, NET_WIRE_MTU_MAX, "1500",
+     "IP packet size limit in bytes", NULL, 0, NULL, NULL},
+    {"l2_bytes", YS_U32, WF(l2_bytes), 0, NET_WIRE_HDR_MAX, "14",
+     "link-layer bytes per frame the rate counts", NULL, 0, NULL, NULL},
+    {"l3l4_bytes", YS_U32, WF(l3l4_bytes), 0, NET_WIRE_HDR_MAX, "52",
+     "IP and TCP header bytes per segment", NULL, 0, NULL, NULL},
+    {"ack_every", YS_U32, WF(ack_every), 0, 1024, "2",
+     "data segments per pure ACK (0: ACKs not counted)", NULL, 0, NULL, NULL},
+    {"msg_bytes", YS_U32, WF(msg_bytes), 0, NET_WIRE_HDR_MAX, "0",
+     "the transport's header per message", NULL, 0, NULL, NULL},
+};
+#undef WF
+static const ys_schema wire_schema = YS_SCHEMA("wire", wire_fields, "sim/engine/SIMULATION.md");
+
+const ys_schema *scn_network_schemas(size_t *n)
+{
+    static const ys_schema all[] = {
+        YS_SCHEMA("network", network_fields, "scenarios/README.md"),
+        YS_SCHEMA("link", link_fields, "scenarios/README.md"),
+        YS_SCHEMA("wire", wire_fields, "sim/engine/SIMULATION.md"),
+    };
+    *n = sizeof all / sizeof *all;
+    return all;
+}
+
 static const char *const lat_keys[] = {"latency_ms", "latency_us", "latency_ns"};
 static const double lat_scale[] = {1e6, 1e3, 1};
 static const char *const bw_keys[] = {"bandwidth_mbps", "bandwidth_gbps", "bandwidth_bps"};
 static const double bw_scale[] = {1e6, 1e9, 1};
 
-/* Reads at most one of the unit variants, within lo..hi in the base unit (ns, bps); *given = 0
- * when none is present. */
+/* Reads at most one of the unit variants, each within its field's range, into the base unit
+ * (ns, bps); *given = 0 when none is present. */
 static int read_unit(scn_ctx *x, const yx_node *m, const char *const *keys, const double *scale,
-                     double lo, double hi, double *out, int *given)
+                     double *out, int *given)
 {
     const yx_node *at = NULL;
     size_t which = 0;
@@ -528,8 +559,9 @@ static int read_unit(scn_ctx *x, const yx_node *m, const char *const *keys, cons
     }
     if (!at)
         return MS_OK;
+    const ys_field *f = ys_find(&link_schema, keys[which]);
     double d;
-    int rc = read_double(x, at, keys[which], lo / scale[which], hi / scale[which], &d);
+    int rc = read_double(x, at, f->key, f->lo, f->hi, &d);
     if (rc)
         return rc;
     *out = d * scale[which];
@@ -540,15 +572,15 @@ static int read_unit(scn_ctx *x, const yx_node *m, const char *const *keys, cons
 /* burst_bytes: 0 (no token bucket) or one frame .. NET_BURST_MAX. */
 static int read_burst(scn_ctx *x, const yx_node *v, uint64_t *out)
 {
-    uint64_t b;
-    int rc = read_u64(x, v, "burst_bytes", 0, NET_BURST_MAX, &b);
+    net_link l = {0};
+    int rc = ys_read_field(&x->y, v, ys_find(&link_schema, "burst_bytes"), &l);
     if (rc)
         return rc;
-    if (b && b < NET_BURST_MIN)
+    if (l.burst_bytes && l.burst_bytes < NET_BURST_MIN)
         return fail(x, v, "a token bucket must hold one 1500-byte frame: write 0 (no bucket) or "
                           "at least 1500, e.g. 3100 as validate --shape gives tbf",
                     "'burst_bytes' = %s is below one frame", v->str);
-    *out = b;
+    *out = l.burst_bytes;
     return MS_OK;
 }
 
@@ -557,10 +589,9 @@ static int read_link_values(scn_ctx *x, const yx_node *v, net_link *l)
 {
     double lat, bw;
     int gl = 0, gb = 0;
-    /* latency up to 10^15 ns (11.6 days), bandwidth as net.h bounds it */
-    int rc = read_unit(x, v, lat_keys, lat_scale, 0, 1e15, &lat, &gl);
+    int rc = read_unit(x, v, lat_keys, lat_scale, &lat, &gl);
     if (!rc)
-        rc = read_unit(x, v, bw_keys, bw_scale, NET_BW_MIN_BPS, NET_BW_MAX_BPS, &bw, &gb);
+        rc = read_unit(x, v, bw_keys, bw_scale, &bw, &gb);
     const yx_node *bu = yx_map_get(v, "burst_bytes");
     if (!rc && bu)
         rc = read_burst(x, bu, &l->burst_bytes);
@@ -573,21 +604,21 @@ static int read_link_values(scn_ctx *x, const yx_node *v, net_link *l)
     return MS_OK;
 }
 
+/* A link's mapping (a 'links' entry or the dealer's): its keys are named after it in
+ * messages ("unknown key 'x' in '0->1'"). */
 static int read_link(scn_ctx *x, const yx_node *v, const char *where, net_link *l)
 {
-    static const char *const keys[] = {"latency_ms",     "latency_us",     "latency_ns",
-                                       "bandwidth_mbps", "bandwidth_gbps", "bandwidth_bps",
-                                       "burst_bytes"};
+    ys_schema named = link_schema;
+    named.name = where;
     int rc = need_map(x, v, where, "write e.g. {latency_ms: 20, bandwidth_mbps: 100}");
     if (!rc)
-        rc = check_keys(x, v, where, keys, sizeof keys / sizeof *keys);
+        rc = ys_check_keys(&x->y, v, &named, NULL, 0);
     return rc ? rc : read_link_values(x, v, l);
 }
 
 /* wire: "tcp" (NET_WIRE_TCP), "none", or a mapping of NET_WIRE_TCP's fields to override. */
 static int read_wire(scn_ctx *x, const yx_node *v, net_wire *w)
 {
-    static const char *const keys[] = {"mtu", "l2_bytes", "l3l4_bytes", "ack_every", "msg_bytes"};
     static const char *const names[] = {"tcp", "none"};
     const char *ex = "write 'wire: tcp' (Ethernet/IPv4/TCP framing), 'wire: none', or e.g. "
                      "'wire: {mtu: 9000, msg_bytes: 32}'";
@@ -601,18 +632,7 @@ static int read_wire(scn_ctx *x, const yx_node *v, net_wire *w)
     }
     int rc = need_map(x, v, "wire", ex);
     if (!rc)
-        rc = check_keys(x, v, "wire", keys, sizeof keys / sizeof *keys);
-    uint32_t *fld[] = {&w->mtu, &w->l2_bytes, &w->l3l4_bytes, &w->ack_every, &w->msg_bytes};
-    for (size_t i = 0; !rc && i < sizeof keys / sizeof *keys; i++) {
-        const yx_node *k = yx_map_get(v, keys[i]);
-        uint64_t u;
-        if (!k)
-            continue;
-        rc = i ? read_u64(x, k, keys[i], 0, i == 3 ? 1024 : NET_WIRE_HDR_MAX, &u)
-               : read_u64(x, k, keys[i], NET_WIRE_MTU_MIN, NET_WIRE_MTU_MAX, &u);
-        if (!rc)
-            *fld[i] = (uint32_t)u;
-    }
+        rc = ys_read(&x->y, v, &wire_schema, NULL, 0, w);
     errbuf ne;
     if (!rc && net_wire_check(w, &ne))
         return fail_wrap(x, v, "the IP and TCP headers must leave room for payload in the mtu", "",
@@ -703,11 +723,7 @@ static int read_network(scn_ctx *x, const yx_node *v, run_cfg *c)
         snprintf(c->net_ref, sizeof c->net_ref, "%s", v->str);
         return MS_OK;
     }
-    static const char *const keys[] = {"preset",         "name",          "latency_ms",
-                                       "latency_us",     "latency_ns",    "bandwidth_mbps",
-                                       "bandwidth_gbps", "bandwidth_bps", "burst_bytes",
-                                       "links",          "dealer",        "wire"};
-    if ((rc = check_keys(x, v, "network", keys, sizeof keys / sizeof *keys)))
+    if ((rc = ys_check_keys(&x->y, v, &network_schema, NULL, 0)))
         return rc;
     const yx_node *preset = yx_map_get(v, "preset"), *name = yx_map_get(v, "name");
     net_cfg base;
@@ -750,7 +766,7 @@ static int read_network(scn_ctx *x, const yx_node *v, run_cfg *c)
     snprintf(n->name, sizeof n->name, "%s", preset ? preset->str : "custom");
     if (preset && !links_equal(n, &base))
         snprintf(n->name, sizeof n->name, "custom");
-    if (name && (rc = read_str(x, name, "name", n->name, sizeof n->name)))
+    if (name && (rc = ys_read_field(&x->y, name, ys_find(&network_schema, "name"), n)))
         return rc;
     snprintf(c->net_ref, sizeof c->net_ref, "%s",
              preset && links_equal(n, &base) ? preset->str : "custom");
@@ -877,8 +893,24 @@ static int read_workload(scn_ctx *x, const yx_node *v, run_cfg *c)
 
 /* ---- trace ------------------------------------------------------------------------------- */
 
-static const char *const trace_sources[] = {"none", "record", "synth", "npy"};
+static const char *const trace_sources[] = {"none", "record", "synth", "npy", NULL};
 enum { TS_NONE, TS_RECORD, TS_SYNTH, TS_NPY };
+
+/* The trace mapping; 'source' is read into an int, the paths and parameters below. */
+static const ys_field trace_fields[] = {
+    {"source", YS_ENUM, 0, sizeof(int), 0, 0, "none",
+     "where attention and keys come from: none, record (the model reads a text), synth "
+     "(generated), npy (an exported trace)",
+     trace_sources, 0, NULL, NULL},
+    {"text", YS_OTHER, YS_NONE, 0, 0, NULL, "record: the text file the model reads", NULL, 0,
+     NULL, "path"},
+    {"path", YS_OTHER, YS_NONE, 0, 0, NULL, "npy: the trace's folder", NULL, 0, NULL, "path"},
+    {"params", YS_OTHER, YS_NONE, 0, 0, NULL,
+     "synth: generator parameters ('mpcsim list keys synth')", NULL, 0, NULL, "mapping"},
+};
+static const ys_schema trace_schema = YS_SCHEMA("trace", trace_fields, "scenarios/README.md");
+
+const ys_schema *scn_trace_schema(void) { return &trace_schema; }
 
 static int read_free_params(scn_ctx *x, const yx_node *v, const char *where, kv_param *kv,
                             size_t *n)
@@ -914,20 +946,17 @@ static int kv_cmp(const void *a, const void *b)
 
 static int read_trace(scn_ctx *x, const yx_node *v, run_cfg *c)
 {
-    static const char *const keys[] = {"source", "text", "path", "params"};
     snprintf(c->trace.source, sizeof c->trace.source, "none");
     if (!v)
         return MS_OK;
+    int s = TS_NONE;
     int rc = need_map(x, v, "trace", "write e.g. trace: {source: synth, params: {sinks: 4}}");
     if (!rc)
-        rc = check_keys(x, v, "trace", keys, 4);
+        rc = ys_read(&x->y, v, &trace_schema, NULL, 0, &s);
     if (rc)
         return rc;
     const yx_node *src = yx_map_get(v, "source"), *text = yx_map_get(v, "text"),
                   *path = yx_map_get(v, "path"), *params = yx_map_get(v, "params");
-    int s = TS_NONE;
-    if (src && (rc = read_enum(x, src, "source", trace_sources, 4, &s)))
-        return rc;
     snprintf(c->trace.source, sizeof c->trace.source, "%s", trace_sources[s]);
     const yx_node *file = s == TS_RECORD ? text : s == TS_NPY ? path : NULL;
     const yx_node *stray = s != TS_RECORD && text ? text : s != TS_NPY && path ? path : NULL;
@@ -1050,6 +1079,16 @@ static int read_policy(scn_ctx *x, const yx_node *v, run_cfg *c)
                         "missing required key 'name' in policy entry");
         if ((rc = policy_by_name(x, name, &p)))
             return rc;
+        /* keys and values through the policy's schema; the text is kept (kv_param) */
+        const ys_schema *ps = policy_schema(p);
+        if ((rc = ys_check_keys(&x->y, v, ps, NULL, 0)))
+            return rc;
+        for (size_t i = 0; i < v->n; i++) {
+            const ys_field *f = ys_find(ps, v->key[i]->str);
+            char scratch[POLICY_VALUE_MAX] __attribute__((aligned(8)));
+            if (f->type != YS_OTHER && (rc = ys_read_field(&x->y, v->item[i], f, scratch)))
+                return rc;
+        }
         yx_node rest = {.kind = YX_MAP, .line = v->line, .col = v->col};
         yx_node *keys[RUN_MAX_PARAMS + 1], *items[RUN_MAX_PARAMS + 1];
         rest.key = keys;
@@ -1068,9 +1107,6 @@ static int read_policy(scn_ctx *x, const yx_node *v, run_cfg *c)
     } else if ((rc = policy_by_name(x, v, &p))) {
         return rc;
     }
-    errbuf pe;
-    if ((rc = policy_check_params(p, given, n_given, x->path, &pe)))
-        return err_set(x->e, rc == MS_ERR_NOMEM ? rc : MS_ERR_INPUT, "%s", pe.msg);
     snprintf(c->policy.name, sizeof c->policy.name, "%s", policy_name(p));
     return fill_policy_params(x, p, given, n_given, c);
 }
@@ -1144,11 +1180,64 @@ static int check_run_needs(scn_ctx *x, const yx_node *r, const run_cfg *c)
 
 /* ---- one run ----------------------------------------------------------------------------- */
 
-static const char *const root_keys[] = {"format",  "name",     "description", "model",
-                                        "protocol", "network", "machine",     "workload",
-                                        "trace",    "policies", "seed",       "sweep",
-                                        "output",   "overlap",  "cases"};
-#define N_ROOT_KEYS (sizeof root_keys / sizeof *root_keys)
+/* The scenario's own keys (not per run: never lists) go to scn_meta; 'seed' and 'overlap' to
+ * the run; the sections are read by their readers above. */
+static int is_meta(const char *key);
+
+typedef struct scn_meta {
+    uint32_t format;
+    char name[64];
+    char description[4096];
+    char output[512];
+    int sweep; /* 0 grid, 1 zip */
+} scn_meta;
+
+static const char *const sweep_modes[] = {"grid", "zip", NULL};
+
+#define META(member) YS_AT(scn_meta, member)
+static const ys_field root_fields[] = {
+    {"format", YS_U32, META(format), 1, 1000, "1", "scenario format; this mpcsim reads 1", NULL,
+     0, NULL, NULL},
+    {"name", YS_STR, META(name), 0, 0, NULL, "scenario name (default: the file's)", NULL, 0,
+     NULL, NULL},
+    {"description", YS_STR, META(description), 0, 0, NULL, "for people; not read", NULL, 0,
+     NULL, NULL},
+    {"model", YS_OTHER, YS_NONE, 0, 0, NULL,
+     "a shipped model, a model file, or a mapping ('mpcsim list keys model')", NULL, YS_REQ,
+     NULL, "name|path|mapping"},
+    {"protocol", YS_OTHER, YS_NONE, 0, 0, NULL,
+     "semi2k or aby3, or a mapping ('mpcsim list keys protocol')", NULL, YS_REQ, NULL,
+     "name|mapping"},
+    {"network", YS_OTHER, YS_NONE, 0, 0, NULL,
+     "a preset, LATENCY/BANDWIDTH (20ms/300Mbps), or a mapping ('mpcsim list keys network')",
+     NULL, YS_REQ, NULL, "name|text|mapping"},
+    {"machine", YS_OTHER, YS_NONE, 0, 0, NULL,
+     "a machine profile, or a mapping with 'base' ('mpcsim list keys machine'); default: "
+     "default",
+     NULL, 0, NULL, "name|mapping"},
+    {"workload", YS_OTHER, YS_NONE, 0, 0, NULL, "prompt and decode ('mpcsim list keys workload')",
+     NULL, YS_REQ, NULL, "mapping"},
+    {"trace", YS_OTHER, YS_NONE, 0, 0, NULL, "attention source ('mpcsim list keys trace')", NULL,
+     0, NULL, "mapping"},
+    {"policies", YS_OTHER, YS_NONE, 0, 0, NULL,
+     "policy names or {name: …, PARAM: …} ('mpcsim list keys policy'); default: full", NULL, 0,
+     NULL, "name|mapping|list"},
+    {"seed", YS_U64, YS_AT(run_cfg, seed), 0, 0, "1",
+     "seed of the synthetic trace and sampling", NULL, 0, NULL, NULL},
+    {"sweep", YS_ENUM, META(sweep), 0, 0, "grid",
+     "lists combine as a cartesian product (grid) or in step (zip)", sweep_modes, 0, NULL, NULL},
+    {"output", YS_STR, META(output), 0, 0, NULL, "results database (default: -o or results/)",
+     NULL, 0, NULL, NULL},
+    {"overlap", YS_BOOL, YS_AT(run_cfg, overlap), 0, 0, "false",
+     "overlap a step's communication with its compute", NULL, 0, NULL, NULL},
+    {"cases", YS_OTHER, YS_NONE, 0, 0, NULL,
+     "a list of mappings of run keys; each replaces the file's and is swept on its own", NULL, 0,
+     NULL, "list"},
+};
+#undef META
+static const ys_schema root_schema = YS_SCHEMA("scenario", root_fields, "scenarios/README.md");
+
+const ys_schema *scn_schema(void) { return &root_schema; }
 
 static int read_run(scn_ctx *x, const yx_node *r, run_cfg *c)
 {
@@ -1173,9 +1262,11 @@ static int read_run(scn_ctx *x, const yx_node *r, run_cfg *c)
         (rc = check_run_needs(x, r, c)))
         return rc;
     c->seed = 1;
-    if ((f = yx_map_get(r, "seed")) && (rc = read_u64(x, f, "seed", 0, UINT64_MAX, &c->seed)))
+    if ((f = yx_map_get(r, "seed")) &&
+        (rc = ys_read_field(&x->y, f, ys_find(&root_schema, "seed"), c)))
         return rc;
-    if ((f = yx_map_get(r, "overlap")) && (rc = read_bool(x, f, "overlap", &c->overlap)))
+    if ((f = yx_map_get(r, "overlap")) &&
+        (rc = ys_read_field(&x->y, f, ys_find(&root_schema, "overlap"), c)))
         return rc;
     return scn_resolve_yaml(c, x->e);
 }
@@ -1321,6 +1412,10 @@ static void put_protocol(FILE *f, const proto_cfg *p)
         put_str(f, p->topk);
         fputc('\n', f);
     }
+    /* aby3 with trunc_local off ran Share Truncation I before the truncation pair existed:
+     * naming the pair keeps those runs' hashes from matching runs that use it */
+    if (!strcmp(p->name, "aby3") && !p->trunc_local)
+        fputs("  trunc: pair\n", f);
 }
 
 static void put_params(FILE *f, const char *indent, const kv_param *kv, size_t n)
@@ -1444,34 +1539,29 @@ static char *read_text(const char *path, errbuf *e)
 /* Keys that describe the scenario rather than a run: never lists. */
 static int read_meta(scn_ctx *x, const yx_node *r, scenario *s)
 {
-    int rc = check_keys(x, r, "scenario", root_keys, N_ROOT_KEYS);
+    int rc = ys_check_keys(&x->y, r, &root_schema, NULL, 0);
     if (rc)
         return rc;
-    const yx_node *f;
-    uint64_t fmt;
-    if ((f = yx_map_get(r, "format")) && (rc = read_u64(x, f, "format", 1, 1000, &fmt)))
-        return rc;
-    if (f && fmt != SCN_FORMAT)
-        return fail(x, f, "this mpcsim reads 'format: 1'; upgrade mpcsim for newer files",
-                    "unsupported scenario format %llu", (unsigned long long)fmt);
+    scn_meta m;
+    memset(&m, 0, sizeof m);
     char base[512];
     snprintf(base, sizeof base, "%s", s->path);
     char *b = basename(base), *dot = strrchr(b, '.');
     if (dot && dot != b)
         *dot = '\0';
-    snprintf(s->name, sizeof s->name, "%.63s", b);
-    if ((f = yx_map_get(r, "name")) && (rc = read_str(x, f, "name", s->name, sizeof s->name)))
-        return rc;
-    char desc[4096];
-    if ((f = yx_map_get(r, "description")) &&
-        (rc = read_str(x, f, "description", desc, sizeof desc)))
-        return rc;
-    if ((f = yx_map_get(r, "output")) && (rc = read_str(x, f, "output", s->db, sizeof s->db)))
-        return rc;
-    static const char *const modes[] = {"grid", "zip"};
-    x->zip = 0;
-    if ((f = yx_map_get(r, "sweep")) && (rc = read_enum(x, f, "sweep", modes, 2, &x->zip)))
-        return rc;
+    snprintf(m.name, sizeof m.name, "%.63s", b);
+    for (size_t i = 0; i < root_schema.n; i++) {
+        const ys_field *fd = &root_schema.field[i];
+        const yx_node *f = yx_map_get(r, fd->key);
+        if (f && is_meta(fd->key) && (rc = ys_read_field(&x->y, f, fd, &m)))
+            return rc;
+        if (f && !strcmp(fd->key, "format") && m.format != SCN_FORMAT)
+            return fail(x, f, "this mpcsim reads 'format: 1'; upgrade mpcsim for newer files",
+                        "unsupported scenario format %llu", (unsigned long long)m.format);
+    }
+    snprintf(s->name, sizeof s->name, "%s", m.name);
+    snprintf(s->db, sizeof s->db, "%s", m.output);
+    x->zip = m.sweep;
     return MS_OK;
 }
 
@@ -1509,14 +1599,17 @@ static yx_node *case_body(const yx_node *root, const yx_node *cs)
 
 static int check_case(scn_ctx *x, const yx_node *cs)
 {
-    static const char *const run_keys[] = {"model",   "protocol", "network", "machine", "workload",
-                                           "trace",   "policies", "seed",    "overlap"};
+    const char *run_keys[sizeof root_fields / sizeof *root_fields]; /* the root's, per run */
+    size_t n_run = 0;
+    for (size_t i = 0; i < root_schema.n; i++)
+        if (!is_meta(root_fields[i].key) && strcmp(root_fields[i].key, "cases"))
+            run_keys[n_run++] = root_fields[i].key;
     int rc = need_map(x, cs, "cases", "each case is a mapping, e.g. - {model: gpt2}");
     for (size_t i = 0; !rc && i < cs->n; i++)
         if (is_meta(cs->key[i]->str) || !strcmp(cs->key[i]->str, "cases"))
             return fail(x, cs->key[i], "set it once, at the top of the file",
                         "'%s' cannot be set per case", cs->key[i]->str);
-    return rc ? rc : check_keys(x, cs, "cases", run_keys, sizeof run_keys / sizeof *run_keys);
+    return rc ? rc : check_keys(x, cs, "cases", run_keys, n_run);
 }
 
 /* Each case (or the file itself, without 'cases') is expanded on its own; runs concatenate. */

@@ -9,7 +9,7 @@
 
 #include <stddef.h>
 
-#include "runcfg.h"
+#include "sim/engine/runcfg.h"
 
 typedef struct scenario {
     char name[64];
@@ -30,5 +30,11 @@ int scn_resolve_yaml(run_cfg *c, errbuf *e);
 
 /* The keys of a scenario's 'workload' (for `mpcsim list keys workload`). */
 const struct ys_schema *scn_workload_schema(void);
+/* The scenario's top-level keys and those of its 'network', a link ('links' entries,
+ * 'dealer'), 'wire' and 'trace' (for `mpcsim list keys`); the protocol's are
+ * proto_cfg_schema()'s, a policy entry's policy_schema()'s. */
+const struct ys_schema *scn_schema(void);
+const struct ys_schema *scn_network_schemas(size_t *n);
+const struct ys_schema *scn_trace_schema(void);
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sim/engine/runcfg.h"
 #include "sim/policy/policy.h"
 
 /* ---- the plaintext replay of a policy -------------------------------------------------------- */
@@ -94,6 +95,14 @@ static void prep_layer(void *ctx, const llama_layer_view *v)
         c->err = 1;
 }
 
+/* A sparse FFN (Comet): the neurons the policy computes, from the policy model's own gate
+ * pre-activations (what a secure session's predictor reads). */
+static int prep_ffn(void *ctx, uint32_t layer, uint32_t pos, const float *ffn_pre, uint8_t *active)
+{
+    prep *c = ctx;
+    return !c->err && c->pol->ffn_pattern ? c->pol->ffn_pattern(c->st, layer, ffn_pre, active) : 0;
+}
+
 /* "key=value" strings as a policy's scenario parameters, checked as a scenario's are. */
 static int prep_args(const policy_ops *pol, const char *const *params, size_t n, kv_param *kv, errbuf *e)
 {
@@ -148,7 +157,7 @@ int secinf_policy_replay(const model_cfg *m, llama *ref, const char *policy,
     if (!rc)
         rc = pol->init(&env, &a, &c.st, e);
     llama_hooks hf = {.ctx = &c, .on_layer = prep_full_layer};
-    llama_hooks hp = {.ctx = &c, .on_layer = prep_layer, .attend_mask = prep_mask};
+    llama_hooks hp = {.ctx = &c, .on_layer = prep_layer, .attend_mask = prep_mask, .ffn_mask = prep_ffn};
     llama_reset(ref);
     for (uint32_t pos = 0; !rc && pos < n; pos++) {
         rc = llama_forward(ref, tokens[pos], pos, &hf, lf);
@@ -232,7 +241,8 @@ int secinf_spol_of(const model_cfg *m, const char *policy, const char *const *pa
     kv_param kv[RUN_MAX_PARAMS];
     int rc = prep_args(pol, params, n_params, kv, e);
     policy_env env = {.n_layers = m->n_layers, .n_heads = m->n_heads, .n_kv_heads = m->n_kv_heads,
-                      .head_dim = m->head_dim, .prompt_len = prompt, .max_len = n};
+                      .head_dim = m->head_dim, .dim = m->dim, .ffn_dim = m->ffn_dim, .prompt_len = prompt,
+                      .max_len = n};
     policy_args a = {.kv = kv, .n = n_params, .path = "(command line)"};
     if (!rc)
         rc = pol->secure->config(&env, &a, &sp->cfg, e);

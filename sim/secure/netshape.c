@@ -93,8 +93,8 @@ void netshape_down(netshape *s)
     s->up = 0;
 }
 
-static void node_child(const netshape *s, const mpc_launch *l, int i, int n_parties, mpc_node_fn fn,
-                       void *arg, const char *outp, const char *stp)
+static void node_child(const netshape *s, const mpc_launch *l, const char *keys, int i, int n_parties,
+                       mpc_node_fn fn, void *arg, const char *outp, const char *stp)
 {
     errbuf err = {{0}};
     mpc_net_stats st;
@@ -110,7 +110,8 @@ static void node_child(const netshape *s, const mpc_launch *l, int i, int n_part
         rc = err_set(&err, MS_ERR_IO, "node %d: cannot write %s", i, outp);
     mpc_net_cfg nc = {.self = i, .n_nodes = s->n_nodes, .n_parties = n_parties, .listen_fd = -1,
                       .timeout_ms = l->timeout_ms ? l->timeout_ms : 5000, .connect_timeout_ms = 10000,
-                      .latency_ns = l->latency_ns};
+                      .latency_ns = l->latency_ns, .plaintext = l->plaintext};
+    snprintf(nc.keys, sizeof nc.keys, "%s", keys);
     for (int j = 0; j < s->n_nodes; j++) {
         snprintf(nc.host[j], sizeof nc.host[j], "%s", s->ip[j]);
         nc.port[j] = NS_PORT + j;
@@ -164,6 +165,12 @@ int netshape_launch(const netshape *s, const mpc_launch *l, mpc_node_fn fn, void
     char dir[] = "/tmp/mpcsim-shape-XXXXXX", outp[MPC_NODES_MAX][64], stp[MPC_NODES_MAX][64];
     if (!mkdtemp(dir))
         return err_set(e, MS_ERR_IO, "mkdtemp: %s", strerror(errno));
+    char keys[256];
+    int krc = mpc_launch_keys(l, nodes, keys, e);
+    if (krc) {
+        rmdir(dir);
+        return krc;
+    }
     fflush(stdout);
     fflush(stderr);
     pid_t pid[MPC_NODES_MAX];
@@ -174,7 +181,7 @@ int netshape_launch(const netshape *s, const mpc_launch *l, mpc_node_fn fn, void
         snprintf(stp[i], sizeof stp[i], "%s/st%d", dir, i);
         pid[i] = fork();
         if (pid[i] == 0)
-            node_child(s, l, i, n_parties, fn, arg, outp[i], stp[i]);
+            node_child(s, l, keys, i, n_parties, fn, arg, outp[i], stp[i]);
     }
     /* the deadline: every node is killed after it */
     int deadline_ms = l->deadline_ms ? l->deadline_ms : 60000, left = nodes, rc = MS_OK;
@@ -224,5 +231,6 @@ int netshape_launch(const netshape *s, const mpc_launch *l, mpc_node_fn fn, void
         unlink(stp[i]);
     }
     rmdir(dir);
+    mpc_launch_keys_drop(nodes, keys);
     return rc;
 }

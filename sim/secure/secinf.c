@@ -139,6 +139,11 @@ int secinf_step_program(const secinf_opts *o, uint32_t s, op_program *p, errbuf 
         step_kept(o, lo.kv_len, kept);
         lo.kept = kept;
     }
+    if (o->spol.ops && o->spol.ops->lower) {
+        secpol_run pub = secinf_public(o);
+        secpol_step st = secpol_step_of(&pub, s);
+        o->spol.ops->lower(o->spol.cfg, &pub, &st, &lo);
+    }
     op_program_clear(p);
     int rc = lower_step(m, &lo, p, e);
     /* policy_layout: the cache append writes the new entry at row 0 */
@@ -181,6 +186,9 @@ static int bind(void *ctx, const op_tensor *t, uint64_t *out, size_t n)
         if (sp->bind_public(c->o->spol.cfg, &c->pub, &st, c->frac, t, out, n))
             return 1;
     }
+    if (t->role == OPT_WEIGHT && sp && sp->bind_weight &&
+        sp->bind_weight(c->o->spol.cfg, c->o->weights, c->frac, t, out, n))
+        return 1;
     if (t->role == OPT_WEIGHT) {
         uint32_t r, k;
         const float *w = llama_weight(c->o->weights, t->name, &r, &k);
@@ -354,10 +362,11 @@ static int node_step(eng *e, mpc_net *net, node_ctx *c, op_program *p, mpc_progr
         rc = mpc_net_sync(net, err);
     uint64_t t0 = now_ns();
     const secpol_ops *sp = o->spol.ops;
+    int own_cache = sp && !sp->session_cache; /* else the session carries the KV cache */
     secpol_step st = secpol_step_of(&c->pub, s);
     if (!rc && sp)
         rc = sp->bind(c->pol, e, p, r, &st, err);
-    for (uint32_t l = 0; !rc && kv && !sp && l < m->n_layers; l++)
+    for (uint32_t l = 0; !rc && kv && !own_cache && l < m->n_layers; l++)
         for (int w = 0; w < 2 && !rc; w++) {
             uint32_t id = op_layer_find(p, (int)l, w ? "vcache" : "kcache");
             if (id == OP_NONE)
@@ -369,7 +378,7 @@ static int node_step(eng *e, mpc_net *net, node_ctx *c, op_program *p, mpc_progr
         rc = mpc_run_ops(e, net, r, 0, p->n_ops, err);
     if (!rc && sp)
         rc = sp->update(c->pol, e, net, p, r, &st, err);
-    for (uint32_t l = 0; !rc && !sp && l < m->n_layers; l++)
+    for (uint32_t l = 0; !rc && !own_cache && l < m->n_layers; l++)
         for (int w = 0; w < 2 && !rc; w++) {
             uint32_t id = op_layer_find(p, (int)l, w ? "vcache" : "kcache"), cnt = policy_layout(o, s) ? 0 : kv; /* the new row */
             rc = cache_out(e, o, w ? &vf[l] : &kf[l], &r->vals[id], kv, t, cnt, p->tens[id].rows);
@@ -566,7 +575,8 @@ int secinf_run(const secinf_opts *o, secinf_result *r, errbuf *e)
     if (rc)
         return rc;
     mpc_launch l = {.cfg = o->cfg, .latency_ns = o->latency_ns, .timeout_ms = 60000,
-                    .deadline_ms = o->deadline_ms ? o->deadline_ms : 60000 + 2000 * (int)r->n_steps};
+                    .deadline_ms = o->deadline_ms ? o->deadline_ms : 60000 + 2000 * (int)r->n_steps,
+                    .plaintext = o->plaintext};
     mpc_node_result nr[MPC_NODES_MAX];
     int nodes = 0;
     uint64_t t0 = now_ns();

@@ -59,6 +59,7 @@ typedef struct secinf_opts {
                              * reports them (secinf_result.audit) */
     uint64_t latency_ns;    /* one-way latency the transport injects */
     int deadline_ms;        /* 0: scaled from the step count */
+    int plaintext;          /* 1: no TLS on the loopback session's channels */
 } secinf_opts;
 
 /* What one node measured during one step. */

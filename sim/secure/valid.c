@@ -15,16 +15,22 @@ double valid_err_pct(uint64_t pred, uint64_t meas)
 
 /* Per op and party: the measured counters against the cost log's rounds of that op. */
 static void compare_ops(const op_program *p, const cost_log *log, const secinf_result *r,
-                        uint32_t s, valid_row *row)
+                        uint32_t s, const net_wire *w, valid_row *row)
 {
     uint32_t np = r->n_parties;
     cost_totals *per = calloc(p->n_ops ? p->n_ops : 1, sizeof *per);
-    for (size_t q = 0; per && q < log->n; q++)
-        if (log->r[q].op < p->n_ops)
+    /* [op][party]: the stream bytes of every message the party sends in the op's rounds */
+    uint64_t *wire = calloc((p->n_ops ? p->n_ops : 1) * np, sizeof *wire);
+    for (size_t q = 0; per && wire && q < log->n; q++)
+        if (log->r[q].op < p->n_ops) {
             cost_totals_add_round(&per[log->r[q].op], &log->r[q], (int)np);
+            for (uint32_t i = 0; i < np; i++)
+                for (uint32_t d = 0; d < np; d++)
+                    wire[log->r[q].op * np + i] += net_wire_stream_bytes(w, log->r[q].bytes[i][d]);
+        }
     row->ops = (uint32_t)p->n_ops;
-    for (size_t k = 0; per && k < p->n_ops; k++) {
-        int bad = 0;
+    for (size_t k = 0; per && wire && k < p->n_ops; k++) {
+        int bad = 0, wbad = 0;
         for (uint32_t i = 0; i < np; i++) {
             const mpc_op_stat *m = &r->st[(size_t)s * r->n_nodes + i].ops[k];
             uint64_t sent = 0;
@@ -32,6 +38,11 @@ static void compare_ops(const op_program *p, const cost_log *log, const secinf_r
                 sent += m->sent[j];
             row->meas.bytes[i] += sent;
             row->meas_offline += m->offline_recv;
+            if (i < RDB_PARTIES) {
+                row->pred_wire[i] += wire[k * np + i];
+                row->meas_wire[i] += m->wire_sent;
+            }
+            wbad |= m->wire_sent != wire[k * np + i];
             if (i == 0)
                 row->meas.rounds += m->rounds;
             if (m->rounds != per[k].rounds || sent != per[k].bytes_sent[i] ||
@@ -46,8 +57,10 @@ static void compare_ops(const op_program *p, const cost_log *log, const secinf_r
             }
         }
         row->ops_mismatched += (uint32_t)bad;
+        row->wire_mismatched += (uint32_t)wbad;
     }
     free(per);
+    free(wire);
 }
 
 int valid_step(const secinf_opts *o, const secinf_result *r, uint32_t s, const net_cfg *net,
@@ -101,7 +114,7 @@ int valid_step(const secinf_opts *o, const secinf_result *r, uint32_t s, const n
             row->pred_offline += t.offline_bytes[i];
         }
         row->pred_ns = sr.latency_ns;
-        compare_ops(&p, &log, r, s, row);
+        compare_ops(&p, &log, r, s, &net->wire, row);
         for (uint32_t i = 0; i < r->n_parties; i++) {
             uint64_t ns = r->st[(size_t)s * r->n_nodes + i].ns;
             row->meas_ns = ns > row->meas_ns ? ns : row->meas_ns;
@@ -155,10 +168,11 @@ static int ping_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
     return rc;
 }
 
-int valid_round_ns(const proto_cfg *cfg, uint64_t latency_ns, const netshape *shape, uint64_t *ns,
-                   errbuf *e)
+int valid_round_ns(const proto_cfg *cfg, uint64_t latency_ns, const netshape *shape, int plaintext,
+                   uint64_t *ns, errbuf *e)
 {
-    mpc_launch l = {.cfg = *cfg, .latency_ns = latency_ns, .deadline_ms = 30000 + (int)(latency_ns / 2000)};
+    mpc_launch l = {.cfg = *cfg, .latency_ns = latency_ns, .deadline_ms = 30000 + (int)(latency_ns / 2000),
+                    .plaintext = plaintext};
     mpc_node_result nr[MPC_NODES_MAX];
     int nodes = 0;
     int rc = shape ? netshape_launch(shape, &l, ping_node, NULL, nr, &nodes, e)

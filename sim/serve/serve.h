@@ -28,7 +28,7 @@
 
 #include "protocols/base/err.h"
 #include "kvshare.h"
-#include "sim/scenario/runcfg.h"
+#include "sim/engine/runcfg.h"
 #include "sim/engine/stepcost.h"
 #include "workload.h"
 

@@ -23,7 +23,7 @@
 
 #include "protocols/base/err.h"
 #include "models/model.h"
-#include "sim/scenario/runcfg.h"
+#include "sim/engine/runcfg.h"
 
 #define TRACE_FORMAT_NAME "mpcsim-trace"
 #define TRACE_FORMAT_VERSION 1

@@ -285,12 +285,13 @@ int fuzz_frames(const uint8_t *data, size_t n)
         const uint8_t *h = data + off;
         errbuf e;
         for (int nodes = 2; nodes <= MPC_NODES_MAX; nodes++)
-            for (int self = 0; self < nodes; self++) {
-                int id = -1, chan = -1;
-                if (mpc_net_hello_parse(h, nodes, self, &id, &chan, &e) == MS_OK &&
-                    (id <= self || id >= nodes || chan < 0 || chan > 1))
-                    abort(); /* a hello accepted for a node that cannot connect to us */
-            }
+            for (int self = 0; self < nodes; self++)
+                for (int tls = 0; tls < 2; tls++) {
+                    int id = -1, chan = -1;
+                    if (mpc_net_hello_parse(h, nodes, self, tls, &id, &chan, &e) == MS_OK &&
+                        (id <= self || id >= nodes || chan < 0 || chan > 1))
+                        abort(); /* a hello accepted for a node that cannot connect to us */
+                }
         mpc_frame f;
         mpc_frame_decode(h, &f);
         (void)mpc_frame_check(&f, MPC_FR_DATA, 0, 64, &e);
