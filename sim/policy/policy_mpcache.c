@@ -226,7 +226,7 @@ static int head_push(mpcache_head *h, uint32_t s2, uint32_t d, uint32_t pos, con
     if (h->n % s2 == 0) { /* the cluster's first key */
         memcpy(mx, k, d * sizeof *mx);
         memcpy(mn, k, d * sizeof *mn);
-    } else { /* branch-free: vectorized, the same values */
+    } else { /* selects rather than branches: the same values */
         for (uint32_t i = 0; i < d; i++) {
             mx[i] = k[i] > mx[i] ? k[i] : mx[i];
             mn[i] = k[i] < mn[i] ? k[i] : mn[i];

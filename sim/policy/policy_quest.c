@@ -146,8 +146,8 @@ static float *bound(const quest_state *s, float *base, uint32_t layer, uint32_t 
     return base + page_at(s, layer, g, p) * s->env.head_dim;
 }
 
-/* The page's running max and min with key k (fresh: the page's first key); branch-free, so
- * the compiler vectorizes it (the same values: k > M ? k : M is the update as written). */
+/* The page's running max and min with key k (fresh: the page's first key), as selects
+ * rather than branches (the same values: k > M ? k : M). */
 static void bound_update(float *mx, float *mn, const float *k, uint32_t d, int fresh)
 {
     if (fresh) {
