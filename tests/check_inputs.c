@@ -28,12 +28,6 @@ static void setup(void) { testdir_setup(&td); }
 static void teardown(void) { testdir_teardown(&td); }
 static const char *tpath(const char *name) { return testdir_path(&td, name); }
 
-static const char *write_file(const char *name, const char *text)
-{
-    const char *p = tpath(name);
-    th_write(p, text);
-    return p;
-}
 
 typedef struct bad_case {
     const char *text;
@@ -174,7 +168,7 @@ static const bad_case machine_bad[] = {
 
 START_TEST(test_machine_bad)
 {
-    const char *path = write_file("m.yaml", machine_bad[_i].text);
+    const char *path = th_file(&td, "m.yaml", machine_bad[_i].text);
     machine_profile m;
     errbuf e = {{0}};
     ck_assert_int_eq(machine_load(path, &m, &e), MS_ERR_INPUT);
@@ -184,7 +178,7 @@ END_TEST
 
 START_TEST(test_machine_ok)
 {
-    const char *path = write_file("m.yaml", M_HEAD M_RATES "cpu: \"x86 box\"\n"
+    const char *path = th_file(&td, "m.yaml", M_HEAD M_RATES "cpu: \"x86 box\"\n"
                                                            "measured: {when: today}\n");
     machine_profile m;
     errbuf e;
@@ -220,7 +214,7 @@ static const bad_case synth_bad[] = {
 
 START_TEST(test_synth_bad)
 {
-    const char *path = write_file("p.yaml", synth_bad[_i].text);
+    const char *path = th_file(&td, "p.yaml", synth_bad[_i].text);
     trace_synth p, before;
     trace_synth_defaults(&p);
     before = p;
@@ -263,7 +257,7 @@ static const bad_case serve_bad[] = {
 START_TEST(test_serve_bad)
 {
     const char *bin = th_bin();
-    const char *path = write_file("s.yaml", serve_bad[_i].text);
+    const char *path = th_file(&td, "s.yaml", serve_bad[_i].text);
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "cd '%s' && '%s' serve s.yaml -o out.db -q 2> err.txt", td.dir,
              bin);
@@ -334,7 +328,7 @@ START_TEST(test_manifest_bad)
     ck_assert_ptr_nonnull(at);
     size_t skip = strlen(c->line) + (c->repl[0] ? 0 : 1); /* an empty repl drops the line */
     snprintf(edited, sizeof edited, "%.*s%s%s", (int)(at - text), text, c->repl, at + skip);
-    write_file("tr/manifest.yaml", edited);
+    th_file(&td, "tr/manifest.yaml", edited);
     ck_assert_int_eq(trace_open(dir, &t, &e), MS_ERR_FORMAT);
     ck_assert_ptr_null(t);
     check_msg(man, &c->want, e.msg, _i);
@@ -699,19 +693,7 @@ END_TEST
 
 /* ---- the docs' key tables agree with the readers' schemas --------------------------------- */
 
-static char *read_doc(const char *rel)
-{
-    const char *data = getenv("MPCSIM_DATA");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", data ? data : ".", rel);
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    static char buf[1 << 17];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
+static const char *read_doc(const char *rel) { return th_text(th_data_path(rel)); }
 
 /* TRACE_FORMAT.md's parameter table: the same keys in the same order with the same defaults. */
 START_TEST(test_docs_synth_table)
