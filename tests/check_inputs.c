@@ -126,8 +126,9 @@ END_TEST
 /* A file the scenario names (a model file) keeps its own place in the message. */
 START_TEST(test_scn_nested_file)
 {
-    const char *m = write_file("m.yaml", "format: mpcsim-model 1\nname: m\nlayers: -2\ndim: 8\n"
-                                         "heads: 2\nffn_dim: 16\nvocab: 32\nmax_context: 64\n");
+    const char *m = th_file(&td, "m.yaml",
+                            "format: mpcsim-model 1\nname: m\nlayers: -2\ndim: 8\nheads: 2\n"
+                            "ffn_dim: 16\nvocab: 32\nmax_context: 64\n");
     char text[1024], want[700];
     snprintf(text, sizeof text, "name: t\nmodel: %s\n" SC_PROTO SC_NET SC_WORK, m);
     scenario sc;
