@@ -142,6 +142,44 @@ int model_check(const model_cfg *c, errbuf *e)
     if (c->family == FAM_GPT2 && (c->pos != POS_LEARNED || c->norm != NORM_LAYER))
         return err_set(e, MS_ERR_INPUT,
                        "model '%s': family gpt2 uses positional: learned and norm: layernorm", n);
+    return model_check_sizes(c, e);
+}
+
+/* Each key is at most 1e8, but their products are what the shapes, the lowering and the
+ * checkpoint reader use: heads × head_dim is a 32-bit width (model_params), and the weights
+ * and a full-context KV cache must count below MODEL_MAX_ELEMS. Every product is checked for
+ * overflow before it is compared. */
+int model_check_sizes(const model_cfg *c, errbuf *e)
+{
+    const char *n = c->name[0] ? c->name : "model";
+    uint64_t qd, kd;
+    if (__builtin_mul_overflow((uint64_t)c->n_heads, c->head_dim, &qd) || qd > UINT32_MAX ||
+        __builtin_mul_overflow((uint64_t)c->n_kv_heads, c->head_dim, &kd) || kd > UINT32_MAX)
+        return err_set(e, MS_ERR_INPUT,
+                       "model '%s': heads × head_dim (%u × %u) must stay below 2^32", n,
+                       c->n_heads, c->head_dim);
+    uint64_t wide = c->dim > qd ? c->dim : qd, total = 0, t;
+    wide = wide > c->ffn_dim ? wide : c->ffn_dim;
+    /* weights: (layers · (4 or more) · wide · wide) plus the embeddings, bounded generously
+     * by layers · 8 · wide² + 2 · (vocab + max_context) · dim; the KV cache by
+     * 2 · layers · max_context · kv_heads · head_dim */
+    int bad = __builtin_mul_overflow(wide, wide, &t) || __builtin_mul_overflow(t, 8, &t) ||
+              __builtin_mul_overflow(t, (uint64_t)c->n_layers, &total);
+    bad = bad || __builtin_mul_overflow((uint64_t)c->vocab + c->max_ctx, 2ull * c->dim, &t) ||
+          __builtin_add_overflow(total, t, &total) || total > MODEL_MAX_ELEMS;
+    if (bad)
+        return err_set(e, MS_ERR_INPUT,
+                       "model '%s': layers %u × width %llu and vocab %u × dim %u give more "
+                       "than %llu weights",
+                       n, c->n_layers, (unsigned long long)wide, c->vocab, c->dim,
+                       (unsigned long long)MODEL_MAX_ELEMS);
+    if (__builtin_mul_overflow(2ull * c->n_layers, (uint64_t)c->max_ctx, &t) ||
+        __builtin_mul_overflow(t, kd, &t) || t > MODEL_MAX_ELEMS)
+        return err_set(e, MS_ERR_INPUT,
+                       "model '%s': a KV cache of 2 × layers %u × max_context %u × %llu holds "
+                       "more than %llu values",
+                       n, c->n_layers, c->max_ctx, (unsigned long long)kd,
+                       (unsigned long long)MODEL_MAX_ELEMS);
     return MS_OK;
 }
 

@@ -70,6 +70,11 @@ int model_read(const ys_ctx *x, const yx_node *m, const model_cfg *base,
 void model_cfg_init(model_cfg *cfg);
 /* Validates a config (from a file or inline in a scenario). */
 int model_check(const model_cfg *cfg, errbuf *e);
+/* The part of model_check on products of the keys (also for models made outside a file, e.g.
+ * from a checkpoint's header): heads × head_dim below 2^32, weights and a full-context KV
+ * cache below MODEL_MAX_ELEMS values, each product overflow-checked. */
+#define MODEL_MAX_ELEMS (1ull << 50) /* ~1.1e15: 2700 times a 405B model's weights */
+int model_check_sizes(const model_cfg *cfg, errbuf *e);
 /* Names of the shipped models (models/NAME.yaml), for `mpcsim list models`. */
 int model_list(char names[][64], size_t max, size_t *n);
 /* Resolves cfg->weights / cfg->tokenizer (relative to the models/ folder) to a path. */

@@ -2,6 +2,7 @@
  * schema layer: machine profiles, synthetic-trace parameters, trace manifests and serving
  * scenarios. One table row per kind of mistake, each reported at its file:line:col. */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,9 @@
 #include "sim/engine/machine.h"
 #include "sim/scenario/scn.h"
 #include "sim/trace/trace.h"
+#include "sim/cli/cmd.h"
+#include "sim/policy/policy.h"
+#include "protocols/program/proto.h"
 #include "harness.h"
 
 static testdir td = {.prefix = "check_inputs"};
@@ -104,6 +108,8 @@ static const bad_case scn_bad[] = {
      "did you mean 'heavy_ratio'?"},
     {SC_BASE "trace: {source: synth}\npolicies: {name: snapkv, pooling: minpool}\n",
      ":7:35: error: ", "unknown 'pooling' value 'minpool'", NULL},
+    {SC_BASE "trace: {source: synth}\npolicies: {name: streamingllm, sink: 2.5}\n",
+     ":7:38: error: ", "'sink' must be a whole number, not '2.5'", NULL},
     {SC_BASE "policies: {name: full, metric_stride: -1}\n", ":6:39: error: ",
      "'metric_stride' = -1 is out of range", NULL},
     {SC_HEAD SC_PROTO SC_NET SC_WORK "cases:\n  - {seed: 1e300}\n", ":7:12: error: ",
@@ -320,6 +326,334 @@ START_TEST(test_manifest_bad)
 }
 END_TEST
 
+/* ---- every numeric key of every input, out of range ----------------------------------------
+ * Driven by the schema tables themselves, so a key added to a table is audited too: each numeric
+ * field must have a range (integers at least their type's), and each value outside it — below,
+ * above, negative, 1e300, 2^63, 2^64, nan, inf — is refused at its file:line:col with the key
+ * named. A site is a file kind with a template: "@" marks the line where "KEY: VALUE" goes
+ * (a line of the template at that indentation already setting KEY is dropped). Writing
+ * commands are also run once per key through the binary: exit 2, the message, nothing
+ * written. */
+
+enum { L_SCN, L_MODEL, L_MACHINE, L_SYNTH, L_MANIFEST, L_SERVE };
+
+typedef struct key_site {
+    const char *what;
+    const ys_schema *schema;
+    const char *tmpl;
+    int load;
+    const char *const *skip; /* keys not fed at this site (NULL-terminated), or NULL */
+} key_site;
+
+/* Integer fields whose range is their whole type: seeds. */
+static int whole_type_ok(const ys_field *f) { return !strcmp(f->key, "seed"); }
+
+static int numeric(const ys_field *f)
+{
+    return f->type == YS_U32 || f->type == YS_U64 || f->type == YS_INT || f->type == YS_DBL;
+}
+
+/* The field's accepted range, as the reader applies it. */
+static void field_range(const ys_field *f, double *lo, double *hi)
+{
+    int unb = f->lo == 0 && f->hi == 0;
+    switch (f->type) {
+    case YS_U32: *lo = unb ? 0 : f->lo; *hi = unb ? 4294967295.0 : f->hi; break;
+    case YS_U64: *lo = unb ? 0 : f->lo; *hi = unb ? 18446744073709551615.0 : f->hi; break;
+    case YS_INT: *lo = unb ? -2147483648.0 : f->lo; *hi = unb ? 2147483647.0 : f->hi; break;
+    default: *lo = f->lo; *hi = f->hi; break;
+    }
+}
+
+/* Values outside the field's range: fills out[][32], returns the count. */
+static size_t bad_values(const ys_field *f, char out[][32], size_t max)
+{
+    static const char *const fixed[] = {"-1",  "1e300", "-1e300", "9223372036854775808",
+                                        "18446744073709551616", "nan", "inf", "-inf", "1e-300"};
+    double lo, hi;
+    field_range(f, &lo, &hi);
+    int integer = f->type != YS_DBL || (f->flags & YS_WHOLE);
+    char cand[16][32];
+    size_t n = 0, k = 0;
+    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
+        snprintf(cand[n++], 32, "%s", fixed[i]);
+    if (integer) { /* just outside each end */
+        snprintf(cand[n++], 32, "%.0f", lo - 1);
+        snprintf(cand[n++], 32, "%.0f", hi + 1);
+    } else {
+        snprintf(cand[n++], 32, "%.17g", lo > 0 ? lo / 2 : lo - (fabs(lo) > 1 ? fabs(lo) : 1));
+        snprintf(cand[n++], 32, "%.17g", hi > 0 ? hi * 2 : hi < 0 ? hi / 2 : 1);
+    }
+    for (size_t i = 0; i < n && k < max; i++) {
+        double d;
+        int bad = parse_double(cand[i], &d) != 0 || d < lo || d > hi ||
+                  (integer && d != floor(d));
+        /* %.0f of lo - 1 at a type's end rounds back into it: only values really outside */
+        if (bad)
+            snprintf(out[k++], 32, "%s", cand[i]);
+    }
+    return k;
+}
+
+/* The template with KEY: VAL at "@" (a line at that indentation setting KEY dropped); *line
+ * and *col: where VAL starts. */
+static void fill_template(const char *tmpl, const char *key, const char *val, char *out,
+                          size_t cap, int *line, int *col)
+{
+    const char *at = strchr(tmpl, '@');
+    ck_assert_ptr_nonnull(at);
+    const char *bol = at;
+    while (bol > tmpl && bol[-1] != '\n')
+        bol--;
+    int indent = (int)(at - bol), ln = 1;
+    size_t o = 0;
+    char same[80];
+    snprintf(same, sizeof same, "%*s%s:", indent, "", key);
+    for (const char *p = tmpl; *p;) {
+        const char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p + 1) : strlen(p);
+        if (p == bol) {
+            o += (size_t)snprintf(out + o, cap - o, "%*s%s: %s\n", indent, "", key, val);
+            *line = ln;
+            *col = indent + (int)strlen(key) + 3;
+            ln++;
+        } else if (strncmp(p, same, strlen(same))) { /* not the key at the same depth */
+            o += (size_t)snprintf(out + o, cap - o, "%.*s", (int)len, p);
+            ln++;
+        }
+        p += len;
+    }
+    ck_assert_uint_lt(o, cap - 1);
+}
+
+static const char *const replay_keys[] = {"metric_stride", "err_kv_heads", "prompt_rows",
+                                          "recall_k", "live", NULL};
+
+#define K_SCN "name: t\nmodel: stories260K\nprotocol: semi2k\nnetwork: lan\n"
+#define K_WORK "workload: {prompt_len: 16, decode_len: 4}\n"
+
+static key_site sites[64];
+static size_t n_sites;
+static char policy_tmpl[16][256];
+
+static void build_sites(void)
+{
+    if (n_sites)
+        return;
+    size_t n_net, n_serve, n_pol;
+    const ys_schema *net = scn_network_schemas(&n_net), *sv = serve_scenario_schemas(&n_serve);
+    const key_site fixed[] = {
+        {"scenario", scn_schema(), K_SCN K_WORK "@\n", L_SCN, NULL},
+        {"scenario protocol", proto_cfg_schema(),
+         "name: t\nmodel: stories260K\nprotocol:\n  name: semi2k\n  @\nnetwork: lan\n" K_WORK,
+         L_SCN, NULL},
+        {"scenario network", &net[0],
+         "name: t\nmodel: stories260K\nprotocol: semi2k\nnetwork:\n  preset: lan\n  @\n" K_WORK,
+         L_SCN, NULL},
+        {"scenario link", &net[1],
+         "name: t\nmodel: stories260K\nprotocol: semi2k\nnetwork:\n  preset: lan\n  links:\n"
+         "    0->1:\n      @\n" K_WORK,
+         L_SCN, NULL},
+        {"scenario dealer link", &net[1],
+         "name: t\nmodel: stories260K\nprotocol: semi2k\nnetwork:\n  preset: lan\n  dealer:\n"
+         "    @\n" K_WORK,
+         L_SCN, NULL},
+        {"scenario wire", &net[2],
+         "name: t\nmodel: stories260K\nprotocol: semi2k\nnetwork:\n  preset: lan\n  wire:\n"
+         "    @\n" K_WORK,
+         L_SCN, NULL},
+        {"scenario workload", scn_workload_schema(),
+         K_SCN "workload:\n  prompt_len: 16\n  decode_len: 4\n  @\n", L_SCN, NULL},
+        {"scenario inline model", model_schema(),
+         "name: t\nmodel:\n  base: stories260K\n  @\nprotocol: semi2k\nnetwork: lan\n" K_WORK,
+         L_SCN, NULL},
+        {"model file", model_schema(),
+         "format: mpcsim-model 1\nname: m\nlayers: 2\ndim: 8\nheads: 2\nffn_dim: 16\n"
+         "vocab: 32\nmax_context: 64\n@\n",
+         L_MODEL, NULL},
+        {"machine profile", machine_schema(), M_HEAD M_RATES "@\n", L_MACHINE, NULL},
+        {"synthetic trace parameters", trace_synth_schema(), "@\n", L_SYNTH, NULL},
+        {"trace manifest", trace_manifest_schema(), NULL, L_MANIFEST, NULL},
+    };
+    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
+        sites[n_sites++] = fixed[i];
+    /* serving scenario sections: the root, then each section's mapping */
+    static const char *const sv_sect[] = {NULL, "workload", "server", "sharing", "attack"};
+    static char sv_tmpl[8][256];
+    for (size_t i = 0; i < n_serve && i < 5; i++) {
+        if (sv_sect[i])
+            snprintf(sv_tmpl[i], sizeof sv_tmpl[i], SV_HEAD "%s:\n  @\n", sv_sect[i]);
+        else
+            snprintf(sv_tmpl[i], sizeof sv_tmpl[i], SV_HEAD "@\n");
+        sites[n_sites++] = (key_site){"serving scenario", &sv[i], sv_tmpl[i], L_SERVE, NULL};
+    }
+    /* each policy's parameters; the replay's (shared by all) once, under full */
+    const policy_ops *const *pol = policy_all(&n_pol);
+    for (size_t i = 0; i < n_pol && i < 16; i++) {
+        snprintf(policy_tmpl[i], sizeof policy_tmpl[i],
+                 K_SCN K_WORK "trace: {source: synth}\npolicies:\n  name: %s\n  @\n",
+                 policy_name(pol[i]));
+        sites[n_sites++] = (key_site){"policy", policy_schema(pol[i]), policy_tmpl[i], L_SCN,
+                                      strcmp(policy_name(pol[i]), "full") ? replay_keys : NULL};
+    }
+}
+
+static int skipped(const key_site *st, const char *key)
+{
+    for (size_t i = 0; st->skip && st->skip[i]; i++)
+        if (!strcmp(st->skip[i], key))
+            return 1;
+    return 0;
+}
+
+/* The manifest of a small synthetic trace written by the binary (into dir). */
+static char *manifest_template(const char *dir)
+{
+    char cmd[2048], man[600];
+    snprintf(cmd, sizeof cmd,
+             "'%s' trace synth --model stories260K --tokens 8 -o '%s' >/dev/null", th_bin(),
+             dir);
+    ck_assert_int_eq(system(cmd), 0);
+    snprintf(man, sizeof man, "%s/manifest.yaml", dir);
+    char *text = th_slurp(man, NULL), *t = malloc(strlen(text) + 3);
+    ck_assert_ptr_nonnull(t);
+    sprintf(t, "%s@\n", text); /* the key goes last */
+    free(text);
+    return t;
+}
+
+/* Loads the file in process; returns the code (the message in e). */
+static int load_site(const key_site *st, const char *path, const char *dir, errbuf *e)
+{
+    switch (st->load) {
+    case L_SCN: {
+        scenario sc;
+        int rc = scn_load(path, NULL, &sc, e);
+        if (!rc)
+            scn_free(&sc);
+        return rc;
+    }
+    case L_MODEL: {
+        model_cfg m;
+        return model_load(path, &m, e);
+    }
+    case L_MACHINE: {
+        machine_profile m;
+        return machine_load(path, &m, e);
+    }
+    case L_SYNTH: {
+        trace_synth p;
+        trace_synth_defaults(&p);
+        return trace_synth_read_yaml(&p, path, e);
+    }
+    case L_MANIFEST: {
+        trace *t = NULL;
+        int rc = trace_open(dir, &t, e);
+        if (!rc)
+            trace_close(t);
+        return rc;
+    }
+    default:
+        return MS_ERR_INTERNAL;
+    }
+}
+
+/* The binary on the file: exit 2, the message at the value naming the key, nothing written. */
+static void cli_site(const key_site *st, const char *file, const char *want, const char *key)
+{
+    char cmd[2048], out[600], errf[600];
+    snprintf(out, sizeof out, "%s", tpath("out"));
+    snprintf(errf, sizeof errf, "%s", tpath("err.txt"));
+    if (st->load == L_SERVE)
+        snprintf(cmd, sizeof cmd, "'%s' serve '%s' -o '%s' -q 2> '%s'", th_bin(), file, out,
+                 errf);
+    else if (st->load == L_SCN)
+        snprintf(cmd, sizeof cmd, "'%s' run '%s' -o '%s' --quiet 2> '%s'", th_bin(), file, out,
+                 errf);
+    else /* synth parameters: trace synth --params writes a trace */
+        snprintf(cmd, sizeof cmd,
+                 "'%s' trace synth --model stories260K --tokens 8 --params '%s' -o '%s' "
+                 "> /dev/null 2> '%s'",
+                 th_bin(), file, out, errf);
+    int status = system(cmd);
+    const char *msg = th_text(errf);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 2, "%s '%s': exit %d: %s",
+                  st->what, key, status, msg);
+    ck_assert_msg(strstr(msg, want) && strstr(msg, key), "%s '%s': want '%s' in: %s", st->what,
+                  key, want, msg);
+    ck_assert_msg(access(out, F_OK) != 0, "%s '%s': %s was written", st->what, key, out);
+}
+
+START_TEST(test_numeric_out_of_range)
+{
+    build_sites();
+    ck_assert_int_lt(_i, (int)n_sites);
+    const key_site *st = &sites[_i];
+    const char *dir = tpath("tr"), *tmpl = st->tmpl;
+    char *man = NULL;
+    if (st->load == L_MANIFEST)
+        tmpl = man = manifest_template(dir);
+    char path[600];
+    snprintf(path, sizeof path, "%s",
+             st->load == L_MANIFEST ? testdir_path(&td, "tr/manifest.yaml") : tpath("f.yaml"));
+    static char text[1 << 14];
+    for (size_t i = 0; i < st->schema->n; i++) {
+        const ys_field *f = &st->schema->field[i];
+        if (!numeric(f) || skipped(st, f->key))
+            continue;
+        ck_assert_msg(!(f->type == YS_DBL && f->lo == 0 && f->hi == 0),
+                      "%s: number '%s' has no range", st->what, f->key);
+        ck_assert_msg(!(f->lo == 0 && f->hi == 0) || whole_type_ok(f),
+                      "%s: integer '%s' has no range of its own", st->what, f->key);
+        char bad[16][32];
+        size_t nb = bad_values(f, bad, 16);
+        ck_assert_msg(nb >= 6, "%s '%s': only %zu bad values", st->what, f->key, nb);
+        for (size_t b = 0; b < nb; b++) {
+            int line = 0, col = 0;
+            fill_template(tmpl, f->key, bad[b], text, sizeof text, &line, &col);
+            th_write(path, text);
+            char at[700], key[80];
+            snprintf(at, sizeof at, "%s:%d:%d: error: ", path, line, col);
+            snprintf(key, sizeof key, "'%s'", f->key);
+            if (st->load == L_SERVE) { /* only the binary reads serving scenarios */
+                cli_site(st, path, at, key);
+                continue;
+            }
+            errbuf e = {{0}};
+            int rc = load_site(st, path, dir, &e);
+            ck_assert_msg(rc == (st->load == L_MANIFEST ? MS_ERR_FORMAT : MS_ERR_INPUT),
+                          "%s '%s' = %s: rc %d: %s", st->what, f->key, bad[b], rc, e.msg);
+            ck_assert_msg(!strncmp(e.msg, at, strlen(at)) && strstr(e.msg, key),
+                          "%s '%s' = %s: want '%s…%s' in: %s", st->what, f->key, bad[b], at,
+                          key, e.msg);
+            if (b == 0 && (st->load == L_SCN || st->load == L_SYNTH))
+                cli_site(st, path, at, key);
+        }
+    }
+    free(man);
+}
+END_TEST
+
+/* The counts for the record (each site's test above feeds them all). */
+START_TEST(test_numeric_summary)
+{
+    build_sites();
+    size_t keys = 0, values = 0;
+    for (size_t i = 0; i < n_sites; i++)
+        for (size_t k = 0; k < sites[i].schema->n; k++) {
+            const ys_field *f = &sites[i].schema->field[k];
+            char bad[16][32];
+            if (numeric(f) && !skipped(&sites[i], f->key)) {
+                keys++;
+                values += bad_values(f, bad, 16);
+            }
+        }
+    printf("inputs: %zu numeric keys at %zu sites, %zu out-of-range values refused\n", keys,
+           n_sites, values);
+    ck_assert_uint_gt(keys, 100);
+}
+END_TEST
+
 /* ---- the docs' key tables agree with the readers' schemas --------------------------------- */
 
 static char *read_doc(const char *rel)
@@ -407,6 +741,14 @@ Suite *inputs_suite(void)
     tcase_add_loop_test(t, test_serve_bad, 0, (int)(sizeof serve_bad / sizeof *serve_bad));
     tcase_add_loop_test(t, test_manifest_bad, 0,
                         (int)(sizeof manifest_bad / sizeof *manifest_bad));
+    suite_add_tcase(s, t);
+    build_sites();
+    t = tcase_create("ranges");
+    tcase_add_unchecked_fixture(t, suite_setup, suite_teardown);
+    tcase_add_checked_fixture(t, setup, teardown);
+    tcase_set_timeout(t, 120);
+    tcase_add_loop_test(t, test_numeric_out_of_range, 0, (int)n_sites);
+    tcase_add_test(t, test_numeric_summary);
     suite_add_tcase(s, t);
     t = tcase_create("docs");
     tcase_add_test(t, test_docs_synth_table);

@@ -302,8 +302,12 @@ int ys_read_field(const ys_ctx *x, const yx_node *v, const ys_field *f, void *ob
     case YS_DBL: {
         double d;
         if (!(rc = ys_double(x, v, f->key, unbounded(f) ? -DBL_MAX : f->lo,
-                             unbounded(f) ? DBL_MAX : f->hi, &d)))
+                             unbounded(f) ? DBL_MAX : f->hi, &d))) {
+            if ((f->flags & YS_WHOLE) && d != floor(d))
+                return ys_fail(x, v, "write a whole number, e.g. 128",
+                               "'%s' must be a whole number, not '%s'", f->key, v->str);
             *(double *)p = d;
+        }
         break;
     }
     case YS_BOOL:
@@ -424,7 +428,7 @@ void ys_type_text(const ys_field *f, char *buf, size_t cap)
             snprintf(buf + o, cap - o, " %.10g..%.10g", f->lo, f->hi);
         break;
     case YS_DBL:
-        o = (size_t)snprintf(buf, cap, "number");
+        o = (size_t)snprintf(buf, cap, (f->flags & YS_WHOLE) ? "integer" : "number");
         if (!unbounded(f))
             snprintf(buf + o, cap - o, " %g..%g", f->lo, f->hi);
         break;

@@ -39,7 +39,8 @@ typedef enum {
     YS_OTHER, /* known key the caller reads itself (a mapping, a list, units …); type_doc says */
 } ys_type;
 
-#define YS_REQ 0x1 /* flags: the key must be present */
+#define YS_REQ 0x1   /* flags: the key must be present */
+#define YS_WHOLE 0x2 /* YS_DBL: a whole number (read as a double, so 1e3 is 1000) */
 
 typedef struct ys_field {
     const char *key;
@@ -49,7 +50,7 @@ typedef struct ys_field {
     const char *def;          /* default as YAML text (applied by ys_defaults), or NULL */
     const char *doc;          /* one line for the key table */
     const char *const *names; /* YS_ENUM, YS_STR: NULL-terminated value names */
-    int flags;                /* YS_REQ */
+    int flags;                /* YS_REQ, YS_WHOLE */
     const char *hint;         /* extra hint for a bad value (e.g. how to regenerate a file) */
     const char *type_doc;     /* YS_OTHER: what the value is, e.g. "mapping" */
 } ys_field;

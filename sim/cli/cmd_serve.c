@@ -78,26 +78,28 @@ static void scn_defaults(serve_scn *s)
  * value is a list, a range or a name from another module are YS_OTHER and read below. The
  * defaults are scn_defaults()' (the serving modules' own). Keys: scenarios/SERVING.md. */
 
-#define U32MAX 4294967295.0
+/* Token counts are bounded by one prompt's cap (sim/serve/workload.c WL_MAX_PROMPT, 2^22);
+ * counts of things by what a simulation of that many stays within memory and time. */
+#define TOKMAX (1u << 22)
 #define S(member) YS_AT(serve_scn, member)
 static const ys_field workload_fields[] = {
-    {"requests", YS_U32, S(wl.n_requests), 1, U32MAX, NULL, "requests to generate", NULL, 0,
+    {"requests", YS_U32, S(wl.n_requests), 1, 1e7, NULL, "requests to generate", NULL, 0,
      NULL, NULL},
     {"rate", YS_OTHER, YS_NONE, 0, 0, NULL, "arrivals per second (a list: one point each)", NULL,
      0, NULL, "number or list"},
-    {"tenants", YS_U32, S(wl.n_tenants), 1, U32MAX, NULL, "tenants (system prompts)", NULL, 0,
+    {"tenants", YS_U32, S(wl.n_tenants), 1, 1u << 24, NULL, "tenants (system prompts)", NULL, 0,
      NULL, NULL},
-    {"users_per_tenant", YS_U32, S(wl.users_per_tenant), 1, U32MAX, NULL, "users per tenant",
+    {"users_per_tenant", YS_U32, S(wl.users_per_tenant), 1, 1u << 24, NULL, "users per tenant",
      NULL, 0, NULL, NULL},
-    {"system_prompt", YS_U32, S(wl.sys_len), 0, U32MAX, NULL, "tokens of a system prompt", NULL,
+    {"system_prompt", YS_U32, S(wl.sys_len), 0, TOKMAX, NULL, "tokens of a system prompt", NULL,
      0, NULL, NULL},
-    {"user_context", YS_U32, S(wl.user_ctx_len), 0, U32MAX, NULL, "private context per user",
+    {"user_context", YS_U32, S(wl.user_ctx_len), 0, TOKMAX, NULL, "private context per user",
      NULL, 0, NULL, NULL},
-    {"documents", YS_U32, S(wl.n_docs), 0, U32MAX, NULL, "shared document pool", NULL, 0, NULL,
+    {"documents", YS_U32, S(wl.n_docs), 0, 1u << 24, NULL, "shared document pool", NULL, 0, NULL,
      NULL},
-    {"document_len", YS_U32, S(wl.doc_len), 1, U32MAX, NULL, "tokens per document", NULL, 0,
+    {"document_len", YS_U32, S(wl.doc_len), 1, TOKMAX, NULL, "tokens per document", NULL, 0,
      NULL, NULL},
-    {"docs_per_request", YS_U32, S(wl.docs_per_req), 0, U32MAX, NULL, "documents per request",
+    {"docs_per_request", YS_U32, S(wl.docs_per_req), 0, 4096, NULL, "documents per request",
      NULL, 0, NULL, NULL},
     {"doc_zipf", YS_DBL, S(wl.doc_zipf), 0, 10, NULL, "document popularity exponent", NULL, 0,
      NULL, NULL},
@@ -106,41 +108,41 @@ static const ys_field workload_fields[] = {
     {"decode", YS_OTHER, YS_NONE, 0, 0, NULL, "output length", NULL, 0, NULL, "N or [min, max]"},
     {"pii_fraction", YS_DBL, S(wl.pii_fraction), 0, 1, NULL, "sensitive share of turn tokens",
      NULL, 0, NULL, NULL},
-    {"pii_run", YS_U32, S(wl.pii_run), 1, U32MAX, NULL, "sensitive tokens per run", NULL, 0,
+    {"pii_run", YS_U32, S(wl.pii_run), 1, TOKMAX, NULL, "sensitive tokens per run", NULL, 0,
      NULL, NULL},
-    {"vocab", YS_U32, S(wl.vocab), 64, U32MAX, NULL, "token ids drawn from", NULL, 0, NULL, NULL},
+    {"vocab", YS_U32, S(wl.vocab), 64, 1e8, NULL, "token ids drawn from", NULL, 0, NULL, NULL},
     {"replay", YS_STR, S(replay), 0, 0, NULL, "a recorded workload file instead", NULL, 0, NULL,
      NULL},
 };
 static const ys_field server_fields[] = {
-    {"batch", YS_U32, S(sp.batch_limit), 1, U32MAX, NULL, "running requests", NULL, 0, NULL,
+    {"batch", YS_U32, S(sp.batch_limit), 1, 4096, NULL, "running requests", NULL, 0, NULL,
      NULL},
-    {"chunk", YS_U32, S(sp.chunk), 0, U32MAX, NULL, "chunked prefill tokens; 0 = off", NULL, 0,
+    {"chunk", YS_U32, S(sp.chunk), 0, TOKMAX, NULL, "chunked prefill tokens; 0 = off", NULL, 0,
      NULL, NULL},
     {"scheduler", YS_OTHER, YS_NONE, 0, 0, NULL, "admission order", NULL, 0, NULL, "fcfs|lpm"},
-    {"cost_bucket", YS_U32, S(sp.cost_bucket), 1, U32MAX, NULL, "lengths costed together",
+    {"cost_bucket", YS_U32, S(sp.cost_bucket), 1, TOKMAX, NULL, "lengths costed together",
      NULL, 0, NULL, NULL},
 };
 static const ys_field sharing_fields[] = {
     {"policies", YS_OTHER, YS_NONE, 0, 0, NULL, "sharing policies compared", NULL, 0, NULL,
      "none|prefix|salted|span, or a list"},
-    {"block", YS_U32, S(sp.share.block), 1, U32MAX, NULL, "prefix/salted block size", NULL, 0,
+    {"block", YS_U32, S(sp.share.block), 1, TOKMAX, NULL, "prefix/salted block size", NULL, 0,
      NULL, NULL},
-    {"capacity_tokens", YS_U64, S(sp.share.capacity_tokens), 1, 1e30, NULL, "shared pool size",
+    {"capacity_tokens", YS_U64, S(sp.share.capacity_tokens), 1, 1e15, NULL, "shared pool size",
      NULL, 0, NULL, NULL},
-    {"min_span", YS_U32, S(sp.share.min_span), 1, U32MAX, NULL, "span: shortest reusable run",
+    {"min_span", YS_U32, S(sp.share.min_span), 1, TOKMAX, NULL, "span: shortest reusable run",
      NULL, 0, NULL, NULL},
     {"position", YS_OTHER, YS_NONE, 0, 0, NULL, "span: moved keys' positions", NULL, 0, NULL,
      "rerotate|recompute"},
 };
 static const ys_field attack_fields[] = {
     {"enabled", YS_BOOL, S(attack), 0, 0, NULL, "run the timing attack", NULL, 0, NULL, NULL},
-    {"trials", YS_U32, S(lp.trials), 1, U32MAX, NULL, "attack trials", NULL, 0, NULL, NULL},
-    {"candidates", YS_U32, S(lp.candidates), 2, U32MAX, NULL, "values the secret is one of",
+    {"trials", YS_U32, S(lp.trials), 1, 1e6, NULL, "attack trials", NULL, 0, NULL, NULL},
+    {"candidates", YS_U32, S(lp.candidates), 2, 65536, NULL, "values the secret is one of",
      NULL, 0, NULL, NULL},
     {"channel", YS_OTHER, YS_NONE, 0, 0, NULL, "side channels", NULL, 0, NULL,
      "ttft|order, or a list"},
-    {"template_len", YS_U32, S(lp.template_len), 1, U32MAX, NULL, "public tokens before it",
+    {"template_len", YS_U32, S(lp.template_len), 1, TOKMAX, NULL, "public tokens before it",
      NULL, 0, NULL, NULL},
     {"background_load", YS_DBL, S(bg_load), 0, 0.95, NULL, "others' load, share of capacity",
      NULL, 0, NULL, NULL},
@@ -203,15 +205,15 @@ static int read_range(const ys_ctx *x, const yx_node *v, const char *key, uint32
                       uint32_t *hi)
 {
     if (v->kind == YX_SCALAR) {
-        int rc = ys_u32(x, v, key, 1, UINT32_MAX, lo);
+        int rc = ys_u32(x, v, key, 1, TOKMAX, lo);
         *hi = *lo;
         return rc;
     }
     if (v->kind != YX_SEQ || v->n != 2)
         return ys_fail(x, v, "write N or [min, max]", "'%s' must be a number or [min, max]", key);
-    int rc = ys_u32(x, v->item[0], key, 1, UINT32_MAX, lo);
+    int rc = ys_u32(x, v->item[0], key, 1, TOKMAX, lo);
     if (!rc)
-        rc = ys_u32(x, v->item[1], key, 1, UINT32_MAX, hi);
+        rc = ys_u32(x, v->item[1], key, 1, TOKMAX, hi);
     if (!rc && *hi < *lo)
         rc = ys_fail(x, v, "write [min, max] with min <= max", "'%s': max is below min", key);
     return rc;
@@ -234,6 +236,9 @@ static int read_workload(const ys_ctx *x, const yx_node *m, serve_scn *s)
         rc = read_range(x, v, "turn", &s->wl.turn_min, &s->wl.turn_max);
     if (!rc && (v = yx_map_get(m, "decode")))
         rc = read_range(x, v, "decode", &s->wl.decode_min, &s->wl.decode_max);
+    errbuf we; /* what no single key shows: prompt length and memory caps across keys */
+    if (!rc && (rc = wl_params_check(&s->wl, &we)))
+        rc = ys_fail_wrap(x, m, "shrink the workload's lengths or counts", "", we.msg);
     return rc;
 }
 

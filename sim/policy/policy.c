@@ -21,20 +21,20 @@ static const policy_ops *const registry[] = {
 static const policy_param replay_params[] = {
     {"metric_stride", "1",
      "attention metrics every k-th decode step (1: every step, 0: none, for cost-only sweeps)",
-     NULL, 0, 1e9},
+     NULL, 0, 1e9, 1},
     {"err_kv_heads", "4",
      "KV heads per layer whose output error is measured at a measured step (rotating); the "
      "values of every cached entry are read for each",
-     NULL, 1, 1e6},
+     NULL, 1, 1e6, 1},
     {"prompt_rows", "0",
      "prompt attention rows a policy reads: the last N (0: all, exact). A synthetic trace "
      "computes each row from every key, so long prompts need a cap for h2o and mpcache",
-     NULL, 0, 1e9},
-    {"recall_k", "10", "k of the top-k recall metric (Quest Fig. 4 uses 10)", NULL, 1, 1e6},
+     NULL, 0, 1e9, 1},
+    {"recall_k", "10", "k of the top-k recall metric (Quest Fig. 4 uses 10)", NULL, 1, 1e6, 1},
     {"live", "1",
      "1: for a model with weights, also run it with the policy applied (logit KL, top-1, "
      "perplexity)",
-     NULL, 0, 1},
+     NULL, 0, 1, 0},
 };
 
 const policy_ops *policy_find(const char *name)
@@ -100,7 +100,8 @@ static void param_field(size_t r, size_t i, const policy_param *pp)
 {
     ys_field *f = &schemas.field[r][i];
     *f = (ys_field){.key = pp->key, .type = YS_DBL, .off = 0, .size = POLICY_VALUE_MAX,
-                    .lo = pp->lo, .hi = pp->hi, .def = pp->def, .doc = pp->help};
+                    .lo = pp->lo, .hi = pp->hi, .def = pp->def, .doc = pp->help,
+                    .flags = pp->whole ? YS_WHOLE : 0};
     if (!pp->choices)
         return;
     /* "a|b|c" → {"a", "b", "c", NULL} */
@@ -197,6 +198,10 @@ static int check_value(const policy_ops *p, const policy_param *pp, const char *
                        "%s: error: policy %s parameter '%s' = %g is out of range [%g, %g]\n"
                        "  hint: %s",
                        at, p->name, pp->key, d, pp->lo, pp->hi, pp->help);
+    if (pp->whole && d != floor(d))
+        return err_set(e, MS_ERR_INPUT,
+                       "%s: error: policy %s parameter '%s' wants a whole number, got '%s'", at,
+                       p->name, pp->key, val);
     if (out)
         *out = d;
     return MS_OK;

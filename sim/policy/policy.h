@@ -40,6 +40,7 @@ typedef struct policy_param {
     const char *help;
     const char *choices; /* "a|b|c" for a word parameter; NULL for a number */
     double lo, hi;       /* accepted range of a number */
+    int whole;           /* 1: a whole number (what policy_arg_u32 reads) */
 } policy_param;
 
 /* Shapes and lengths of the run a policy instance serves. */

@@ -40,25 +40,25 @@
 #include "secpol.h"
 
 static const policy_param comet_params[] = {
-    {"block", "8", "FFN neurons per block (ASSUMED; not public)", NULL, 1, 1e6},
+    {"block", "8", "FFN neurons per block (ASSUMED; not public)", NULL, 1, 1e6, 1},
     {"act_threshold", "0", "neuron active iff gate pre-activation > this (ASSUMED)", NULL, -1e6,
-     1e6},
+     1e6, 0},
     {"rank", "1000", "predictor rank (Deja Vu --D 1000, used as the cost template)", NULL, 1,
-     1e6},
+     1e6, 1},
     {"skip_below", "0.5",
      "active-block fraction under which the token's next-layer K/V are skipped (ASSUMED)", NULL,
-     0, 1},
+     0, 1, 0},
     {"merge", "1", "1: merge a step's misses of a layer into one refill (ASSUMED rule)", NULL, 0,
-     1},
+     1, 0},
     {"prefetch", "1", "1: refill the prompt's misses at the end of the prefill (ASSUMED rule)",
-     NULL, 0, 1},
+     NULL, 0, 1, 0},
     {"pattern", "secret",
      "which neuron blocks are active: public (revealed, weights sliced locally) or secret "
-     "(count revealed, weights gathered by one-hot)", "public|secret", 0, 0},
+     "(count revealed, weights gathered by one-hot)", "public|secret", 0, 0, 0},
     {"active_frac", "0",
      "0: a block is active iff a neuron's gate pre-activation > act_threshold (oracle); > 0: "
      "the ceil(frac*blocks) blocks of highest mean gate pre-activation (linear predictor, "
-     "top-k; ASSUMED)", NULL, 0, 1},
+     "top-k; ASSUMED)", NULL, 0, 1, 0},
 };
 
 typedef struct comet_state {

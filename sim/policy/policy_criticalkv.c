@@ -17,12 +17,13 @@
 #include "policy.h"
 
 static const policy_param ckv_params[] = {
-    {"window", "32", "SnapKV observation window of the base score", NULL, 1, 1e9},
-    {"kernel", "7", "SnapKV pooling kernel", NULL, 1, 1e6},
-    {"pooling", "maxpool", "pooling of the votes", "maxpool|avgpool", 0, 0},
-    {"capacity", "1024", "kept prompt entries per KV head incl. the window", NULL, 1, 1e9},
-    {"first_stage_ratio", "0.5", "budget share chosen on attention alone (stage 1)", NULL, 0, 1},
-    {"eps", "1e-4", "added to the base score before weighting by the value norm", NULL, 0, 1e3},
+    {"window", "32", "SnapKV observation window of the base score", NULL, 1, 1e9, 1},
+    {"kernel", "7", "SnapKV pooling kernel", NULL, 1, 1e6, 1},
+    {"pooling", "maxpool", "pooling of the votes", "maxpool|avgpool", 0, 0, 0},
+    {"capacity", "1024", "kept prompt entries per KV head incl. the window", NULL, 1, 1e9, 1},
+    {"first_stage_ratio", "0.5", "budget share chosen on attention alone (stage 1)", NULL, 0, 1,
+     0},
+    {"eps", "1e-4", "added to the base score before weighting by the value norm", NULL, 0, 1e3, 0},
 };
 
 typedef struct ckv_state {

@@ -20,11 +20,13 @@
 
 static const policy_param h2o_params[] = {
     {"heavy_ratio", "0.1", "heavy-hitter budget as a fraction of the prompt (--heavy_ratio)",
-     NULL, 0, 1},
+     NULL, 0, 1, 0},
     {"recent_ratio", "0.1", "recent-window budget as a fraction of the prompt (--recent_ratio)",
-     NULL, 0, 1},
-    {"heavy", "0", "heavy-hitter budget in tokens (hh_size); 0: use heavy_ratio", NULL, 0, 1e9},
-    {"recent", "0", "recent budget in tokens (recent_size); 0: use recent_ratio", NULL, 0, 1e9},
+     NULL, 0, 1, 0},
+    {"heavy", "0", "heavy-hitter budget in tokens (hh_size); 0: use heavy_ratio", NULL, 0, 1e9,
+     1},
+    {"recent", "0", "recent budget in tokens (recent_size); 0: use recent_ratio", NULL, 0, 1e9,
+     1},
 };
 
 typedef struct h2o_state {

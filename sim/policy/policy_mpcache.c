@@ -29,20 +29,20 @@
 #include "secpol.h"
 
 static const policy_param mpcache_params[] = {
-    {"alpha", "0.6", "weight of r_max in the linearized bound", NULL, 0, 1},
-    {"ratio1", "0.5", "fraction of 32-clusters kept at level 1", NULL, 0, 1},
-    {"ratio2", "0.2", "fraction of all 16-clusters kept at level 2", NULL, 0, 1},
-    {"s1", "32", "level-1 cluster size (must be 2·s2)", NULL, 2, 1e6},
-    {"s2", "16", "level-2 cluster size", NULL, 1, 1e6},
-    {"static", "threshold", "static eviction at the prompt", "threshold|topk|none", 0, 0},
+    {"alpha", "0.6", "weight of r_max in the linearized bound", NULL, 0, 1, 0},
+    {"ratio1", "0.5", "fraction of 32-clusters kept at level 1", NULL, 0, 1, 0},
+    {"ratio2", "0.2", "fraction of all 16-clusters kept at level 2", NULL, 0, 1, 0},
+    {"s1", "32", "level-1 cluster size (must be 2·s2)", NULL, 2, 1e6, 1},
+    {"s2", "16", "level-2 cluster size", NULL, 1, 1e6, 1},
+    {"static", "threshold", "static eviction at the prompt", "threshold|topk|none", 0, 0, 0},
     {"static_threshold", "1e-4",
      "keep j if a window query's head-mean attention on j reaches this (triviaqa: 1e-4)", NULL,
-     0, 1},
-    {"static_ratio", "0.5", "static topk: kept fraction of the prompt per KV head", NULL, 0, 1},
+     0, 1, 0},
+    {"static_ratio", "0.5", "static topk: kept fraction of the prompt per KV head", NULL, 0, 1, 0},
     {"window_frac", "0.2", "static window as a fraction of the prompt (0.1 above 24000 tokens)",
-     NULL, 0, 1},
-    {"layer_share", "1", "1: layers 2k+1 (k ≥ 1) reuse layer 2k's selection", NULL, 0, 1},
-    {"skip_first2", "0", "1: layers 0 and 1 stay dense", NULL, 0, 1},
+     NULL, 0, 1, 0},
+    {"layer_share", "1", "1: layers 2k+1 (k ≥ 1) reuse layer 2k's selection", NULL, 0, 1, 0},
+    {"skip_first2", "0", "1: layers 0 and 1 stay dense", NULL, 0, 1, 0},
 };
 
 enum { ST_THRESHOLD, ST_TOPK, ST_NONE };

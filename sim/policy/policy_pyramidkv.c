@@ -15,11 +15,12 @@
 
 static const policy_param pyr_params[] = {
     {"window", "8", "observation window (KVCache-Factory run_longbench.py window_sizes)", NULL, 1,
-     1e9},
-    {"kernel", "7", "pooling kernel (kernel_sizes)", NULL, 1, 1e6},
-    {"pooling", "maxpool", "pooling of the votes", "maxpool|avgpool", 0, 0},
-    {"capacity", "1024", "average kept prompt entries per layer incl. the window", NULL, 1, 1e9},
-    {"beta", "20", "pyramid steepness: the top layer keeps (C-w)/beta", NULL, 1, 1e6},
+     1e9, 1},
+    {"kernel", "7", "pooling kernel (kernel_sizes)", NULL, 1, 1e6, 0},
+    {"pooling", "maxpool", "pooling of the votes", "maxpool|avgpool", 0, 0, 0},
+    {"capacity", "1024", "average kept prompt entries per layer incl. the window", NULL, 1, 1e9,
+     1},
+    {"beta", "20", "pyramid steepness: the top layer keeps (C-w)/beta", NULL, 1, 1e6, 1},
 };
 
 /* Per-layer budget (non-window entries), UINT32_MAX for no compression. */

@@ -14,10 +14,10 @@
 #include "policy.h"
 
 static const policy_param quest_params[] = {
-    {"page", "16", "page size in tokens (page_size / chunk_size)", NULL, 1, 1e6},
-    {"budget", "1024", "token budget per head (--token_budget)", NULL, 1, 1e9},
-    {"min_pages", "3", "pages kept at least (evaluation code)", NULL, 0, 1e9},
-    {"skip_layers", "2", "first layers kept dense (_quest_skip_layer)", NULL, 0, 1e6},
+    {"page", "16", "page size in tokens (page_size / chunk_size)", NULL, 1, 1e6, 1},
+    {"budget", "1024", "token budget per head (--token_budget)", NULL, 1, 1e9, 1},
+    {"min_pages", "3", "pages kept at least (evaluation code)", NULL, 0, 1e9, 1},
+    {"skip_layers", "2", "first layers kept dense (_quest_skip_layer)", NULL, 0, 1e6, 1},
 };
 
 typedef struct quest_state {

@@ -118,11 +118,11 @@ uint32_t snap_core_emit(const snap_core *c, policy_emitter *pe, uint32_t batch)
 
 static const policy_param snap_params[] = {
     {"window", "32", "observation window: last prompt queries that vote (window_size)", NULL, 1,
-     1e9},
-    {"kernel", "7", "pooling kernel (kernel_size)", NULL, 1, 1e6},
-    {"pooling", "maxpool", "pooling of the votes", "maxpool|avgpool", 0, 0},
+     1e9, 1},
+    {"kernel", "7", "pooling kernel (kernel_size)", NULL, 1, 1e6, 1},
+    {"pooling", "maxpool", "pooling of the votes", "maxpool|avgpool", 0, 0, 0},
     {"capacity", "1024", "kept prompt entries per KV head incl. the window (max_capacity_prompt)",
-     NULL, 1, 1e9},
+     NULL, 1, 1e9, 1},
 };
 
 typedef struct snap_state {

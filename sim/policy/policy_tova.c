@@ -15,7 +15,7 @@ static const policy_param tova_params[] = {
     {"cache_size", "512",
      "entries kept per layer (TOVA's only hyper-parameter; 512 is our default, matching "
      "StreamingLLM's recent window)",
-     NULL, 1, 1e9},
+     NULL, 1, 1e9, 1},
 };
 
 typedef struct tova_state {

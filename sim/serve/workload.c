@@ -11,6 +11,9 @@
 #include <gsl/gsl_rng.h>
 
 #define WL_MAX_PROMPT (1u << 22) /* cap on one prompt's length (growable buffers have a cap) */
+#define WL_MAX_USERS (1u << 24)  /* tenants × users_per_tenant: user ids are 32-bit */
+#define WL_MAX_SHARED (1ull << 28) /* tokens of every system prompt, context and document
+                                    * drawn up front (1 GiB of ids) */
 
 /* ---- storage ---------------------------------------------------------------------------- */
 
@@ -92,11 +95,28 @@ int wl_params_check(const wl_params *p, errbuf *e)
         return err_set(e, MS_ERR_RANGE, "workload: need 0 <= pii_fraction <= 1, pii_run >= 1");
     if (p->vocab < 2 || p->doc_zipf < 0)
         return err_set(e, MS_ERR_RANGE, "workload: need vocab >= 2 and doc_zipf >= 0");
+    /* a product of two 32-bit fields fits 64 bits */
     uint64_t max = (uint64_t)p->sys_len + p->user_ctx_len +
                    (uint64_t)p->docs_per_req * p->doc_len + p->turn_max;
     if (max > WL_MAX_PROMPT)
         return err_set(e, MS_ERR_RANGE, "workload: prompts up to %llu tokens exceed the cap %u",
                        (unsigned long long)max, WL_MAX_PROMPT);
+    uint64_t users = (uint64_t)p->n_tenants * p->users_per_tenant;
+    if (users > WL_MAX_USERS)
+        return err_set(e, MS_ERR_RANGE,
+                       "workload: tenants × users_per_tenant = %llu users exceed the cap %u",
+                       (unsigned long long)users, WL_MAX_USERS);
+    /* n_tenants <= users <= 2^24, so the first two products stay below 2^56 and the third
+     * (below 2^64) is capped before the sum */
+    uint64_t docs = (uint64_t)p->n_docs * p->doc_len;
+    uint64_t shared = docs > WL_MAX_SHARED ? docs
+                                           : (uint64_t)p->n_tenants * p->sys_len +
+                                                 users * p->user_ctx_len + docs;
+    if (shared > WL_MAX_SHARED)
+        return err_set(e, MS_ERR_RANGE,
+                       "workload: system prompts, user contexts and documents hold %llu tokens, "
+                       "above the cap %llu",
+                       (unsigned long long)shared, (unsigned long long)WL_MAX_SHARED);
     return MS_OK;
 }
 
@@ -141,7 +161,7 @@ int wl_generate(const wl_params *p, workload *w, errbuf *e)
     int rc = wl_params_check(p, e);
     if (rc)
         return rc;
-    uint32_t n_users = p->n_tenants * p->users_per_tenant;
+    uint32_t n_users = p->n_tenants * p->users_per_tenant; /* at most WL_MAX_USERS */
     size_t seg_n = (size_t)p->n_tenants * p->sys_len + (size_t)n_users * p->user_ctx_len +
                    (size_t)p->n_docs * p->doc_len;
     size_t max_prompt = (size_t)p->sys_len + p->user_ctx_len +

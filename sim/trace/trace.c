@@ -368,6 +368,9 @@ static const char *const rope_layouts[] = {"interleaved", "half", NULL};
 
 /* Every key mpcsim's writers and scripts/mpcsim_trace_io.py put in a manifest
  * (TRACE_FORMAT.md §manifest.yaml); the shape goes to trace_shape, the rest to the trace. */
+/* Shape keys are bounded by their 32-bit fields; the arrays' sizes, products of them, are
+ * checked against each .npy header (overflow-safe) and the files' real sizes. */
+#define TRACE_DIM_MAX UINT32_MAX
 #define SH(f) YS_AT(trace, s.f)
 static const ys_field manifest_fields[] = {
     {"format", YS_FIXED, YS_NONE, 0, 0, TRACE_FORMAT_LINE, "file format", NULL, YS_REQ, REGEN,
@@ -375,18 +378,19 @@ static const ys_field manifest_fields[] = {
     {"model", YS_OTHER, YS_NONE, 0, 0, NULL, "the model the trace is of", NULL, 0, NULL, "text"},
     {"source", YS_OTHER, YS_NONE, 0, 0, NULL, "record | synth | pytorch | numpy-fixture | copy",
      NULL, 0, NULL, "text"},
-    {"n_layers", YS_U32, SH(n_layers), 1, UINT32_MAX, NULL, "layers", NULL, YS_REQ, REGEN, NULL},
-    {"n_heads", YS_U32, SH(n_heads), 1, UINT32_MAX, NULL, "query heads", NULL, YS_REQ, REGEN,
+    {"n_layers", YS_U32, SH(n_layers), 1, TRACE_DIM_MAX, NULL, "layers", NULL, YS_REQ, REGEN,
      NULL},
-    {"n_kv_heads", YS_U32, SH(n_kv_heads), 1, UINT32_MAX, NULL, "KV heads", NULL, YS_REQ, REGEN,
+    {"n_heads", YS_U32, SH(n_heads), 1, TRACE_DIM_MAX, NULL, "query heads", NULL, YS_REQ, REGEN,
      NULL},
-    {"head_dim", YS_U32, SH(head_dim), 1, UINT32_MAX, NULL, "per head", NULL, YS_REQ, REGEN,
+    {"n_kv_heads", YS_U32, SH(n_kv_heads), 1, TRACE_DIM_MAX, NULL, "KV heads", NULL, YS_REQ,
+     REGEN, NULL},
+    {"head_dim", YS_U32, SH(head_dim), 1, TRACE_DIM_MAX, NULL, "per head", NULL, YS_REQ, REGEN,
      NULL},
-    {"dim", YS_U32, SH(dim), 0, UINT32_MAX, "0", "rows of W_o (0 if unknown)", NULL, 0, REGEN,
+    {"dim", YS_U32, SH(dim), 0, TRACE_DIM_MAX, "0", "rows of W_o (0 if unknown)", NULL, 0, REGEN,
      NULL},
-    {"ffn_dim", YS_U32, SH(ffn_dim), 0, UINT32_MAX, "0", "0 if no ffn", NULL, 0, REGEN, NULL},
-    {"vocab", YS_U32, SH(vocab), 0, UINT32_MAX, "0", "0 if no logits", NULL, 0, REGEN, NULL},
-    {"n_tokens", YS_U32, SH(n_tokens), 1, UINT32_MAX, NULL, "positions T", NULL, YS_REQ, REGEN,
+    {"ffn_dim", YS_U32, SH(ffn_dim), 0, TRACE_DIM_MAX, "0", "0 if no ffn", NULL, 0, REGEN, NULL},
+    {"vocab", YS_U32, SH(vocab), 0, TRACE_DIM_MAX, "0", "0 if no logits", NULL, 0, REGEN, NULL},
+    {"n_tokens", YS_U32, SH(n_tokens), 1, TRACE_DIM_MAX, NULL, "positions T", NULL, YS_REQ, REGEN,
      NULL},
     {"rope", YS_INFO, YS_NONE, 0, 0, NULL, "applied: q and k are stored after RoPE", NULL, 0,
      NULL, NULL},
