@@ -9,6 +9,7 @@
 
 #include "protocols/program/eng_plain.h"
 #include "protocols/program/kern.h"
+#include "harness.h"
 #include "protocols/program/proto.h"
 
 typedef struct cost_fx {
@@ -728,14 +729,8 @@ END_TEST
  * `mpcsim list protocols --costs -n 1` and `-n 1024` when a cost changes). */
 START_TEST(test_readme_tables_current)
 {
-    const char *dir = getenv("MPCSIM_DATA");
-    char path[4096];
-    snprintf(path, sizeof path, "%s/protocols/README.md", dir ? dir : ".");
-    FILE *f = fopen(path, "r");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    char *readme = calloc(1, 1 << 20);
-    size_t len = fread(readme, 1, (1 << 20) - 1, f);
-    fclose(f);
+    size_t len;
+    char *readme = th_slurp(th_data_path("protocols/README.md"), &len);
     ck_assert_uint_gt(len, 0);
     static const uint64_t ns[] = {1, 1024};
     for (size_t k = 0; k < 2; k++)

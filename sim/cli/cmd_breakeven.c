@@ -432,6 +432,58 @@ static void be_table(const be_args *a, const double *speedup, int t)
     }
 }
 
+/* The scenario's run with policy 'full', once its runs are checked to be that reference and
+ * the policies to compare, everything else equal; NULL (the error printed) otherwise. */
+static const run_cfg *be_reference(const scenario *sc, const char *path)
+{
+    const run_cfg *ref = NULL;
+    for (size_t i = 0; i < sc->n_runs; i++)
+        if (!strcmp(sc->runs[i].policy.name, "full")) {
+            if (ref) {
+                cli_error("breakeven", "%s: more than one run has policy 'full'\n---> HINT: one "
+                          "reference and the policies to compare; sweep other keys in separate "
+                          "files", path);
+                return NULL;
+            }
+            ref = &sc->runs[i];
+        }
+    if (!ref || sc->n_runs < 2) {
+        cli_error("breakeven", "%s: the runs need policy 'full' (the reference) and at least one "
+                  "other policy", path);
+        return NULL;
+    }
+    for (size_t i = 0; i < sc->n_runs; i++)
+        if (!same_setting(&sc->runs[i], ref)) {
+            cli_error("breakeven", "%s: run %zu (%s) differs from the full-cache run in more "
+                      "than its policy", path, i, sc->runs[i].policy.name);
+            return NULL;
+        }
+    return ref;
+}
+
+/* c's decode step (costed once, into st) simulated on every grid point: out[k] with
+ * k = (thread index × latencies + latency index) × bandwidths + bandwidth index. what names
+ * the step in the progress line, label in the costliest ops' heading. */
+static int be_grid(const be_args *a, const run_cfg *c, const char *what, const char *label,
+                   be_step *st, sim_ws *ws, uint64_t *out, errbuf *e)
+{
+    fprintf(stderr, "mpcsim breakeven: costing %s …\n", what);
+    int rc = run_decode_program(c, &st->prog, &st->log, e);
+    if (rc)
+        return rc;
+    if (a->ops)
+        be_ops(&st->prog, &st->log, a->ops, label);
+    for (int t = 0; t < a->th.n; t++)
+        for (int l = 0; l < a->lat.n; l++)
+            for (int b = 0; b < a->bw.n; b++) {
+                size_t k = ((size_t)t * a->lat.n + l) * a->bw.n + b;
+                if ((rc = be_latency(c, st, (int)a->th.v[t], (uint64_t)a->lat.v[l], a->bw.v[b], ws,
+                                     &out[k], e)))
+                    return rc;
+            }
+    return MS_OK;
+}
+
 int cmd_breakeven(int argc, char **argv)
 {
     be_args a;
@@ -444,62 +496,31 @@ int cmd_breakeven(int argc, char **argv)
         fprintf(stderr, "%s\n", e.msg);
         return ms_err_exit_code(rc);
     }
-    const run_cfg *ref = NULL;
-    int status = 0;
-    for (size_t i = 0; i < sc.n_runs; i++)
-        if (!strcmp(sc.runs[i].policy.name, "full")) {
-            if (ref) {
-                cli_error("breakeven", "%s: more than one run has policy 'full'\n---> HINT: one "
-                          "reference and the policies to compare; sweep other keys in separate "
-                          "files", a.scenario);
-                scn_free(&sc);
-                return 2;
-            }
-            ref = &sc.runs[i];
-        }
-    if (!ref || sc.n_runs < 2) {
-        cli_error("breakeven", "%s: the runs need policy 'full' (the reference) and at least one "
-                  "other policy", a.scenario);
+    const run_cfg *ref = be_reference(&sc, a.scenario);
+    if (!ref) {
         scn_free(&sc);
         return 2;
     }
-    for (size_t i = 0; i < sc.n_runs; i++)
-        if (!same_setting(&sc.runs[i], ref)) {
-            cli_error("breakeven", "%s: run %zu (%s) differs from the full-cache run in more "
-                      "than its policy", a.scenario, i, sc.runs[i].policy.name);
-            scn_free(&sc);
-            return 2;
-        }
     if (mkdir_p(a.outdir)) {
         cli_error("breakeven", "cannot create %s: %s", a.outdir, strerror(errno));
         scn_free(&sc);
         return 1;
     }
+    int status = 0;
     size_t np = (size_t)a.th.n * a.lat.n * a.bw.n;
-    uint64_t *t_ref = calloc(np, sizeof *t_ref);
+    uint64_t *t_ref = calloc(np, sizeof *t_ref), *t_pol = calloc(np, sizeof *t_pol);
     double *speedup = calloc(np, sizeof *speedup);
     sim_ws *ws = sim_ws_new();
     be_step st;
     op_program_init(&st.prog);
     cost_log_init(&st.log, ref->net.n_parties);
-    if (!t_ref || !speedup || !ws) {
+    if (!t_ref || !t_pol || !speedup || !ws) {
         cli_error("breakeven", "out of memory");
         status = 1;
         goto done;
     }
-    fprintf(stderr, "mpcsim breakeven: costing the full cache's step …\n");
-    if ((rc = run_decode_program(ref, &st.prog, &st.log, &e)))
+    if ((rc = be_grid(&a, ref, "the full cache's step", "full", &st, ws, t_ref, &e)))
         goto fail;
-    if (a.ops)
-        be_ops(&st.prog, &st.log, a.ops, "full");
-    for (int t = 0; t < a.th.n; t++)
-        for (int l = 0; l < a.lat.n; l++)
-            for (int b = 0; b < a.bw.n; b++) {
-                size_t k = ((size_t)t * a.lat.n + l) * a.bw.n + b;
-                if ((rc = be_latency(ref, &st, (int)a.th.v[t], (uint64_t)a.lat.v[l], a.bw.v[b],
-                                     ws, &t_ref[k], &e)))
-                    goto fail;
-            }
     printf("%s: %s %s, decode step at KV %u (the workload's last), machine %s\n", sc.name,
            ref->model.name, ref->proto_ref, ref->work.prompt_len + ref->work.decode_len - 1,
            ref->machine.name);
@@ -510,23 +531,13 @@ int cmd_breakeven(int argc, char **argv)
             continue;
         char label[256];
         policy_label(c, label, sizeof label);
-        fprintf(stderr, "mpcsim breakeven: costing %s …\n", label);
-        if ((rc = run_decode_program(c, &st.prog, &st.log, &e)))
+        if ((rc = be_grid(&a, c, label, label, &st, ws, t_pol, &e)))
             goto fail;
-        if (a.ops)
-            be_ops(&st.prog, &st.log, a.ops, label);
         size_t wins = 0;
-        for (int t = 0; t < a.th.n; t++)
-            for (int l = 0; l < a.lat.n; l++)
-                for (int b = 0; b < a.bw.n; b++) {
-                    size_t k = ((size_t)t * a.lat.n + l) * a.bw.n + b;
-                    uint64_t tp;
-                    if ((rc = be_latency(c, &st, (int)a.th.v[t], (uint64_t)a.lat.v[l],
-                                         a.bw.v[b], ws, &tp, &e)))
-                        goto fail;
-                    speedup[k] = tp ? (double)t_ref[k] / (double)tp : 1;
-                    wins += speedup[k] > 1;
-                }
+        for (size_t k = 0; k < np; k++) {
+            speedup[k] = t_pol[k] ? (double)t_ref[k] / (double)t_pol[k] : 1;
+            wins += speedup[k] > 1;
+        }
         printf("\n%s vs full: faster on %zu of %zu points\n", label, wins, np);
         for (int t = 0; t < a.th.n; t++)
             be_table(&a, speedup, t);
@@ -541,6 +552,7 @@ done:
     cost_log_free(&st.log);
     sim_ws_free(ws);
     free(t_ref);
+    free(t_pol);
     free(speedup);
     scn_free(&sc);
     return status;
