@@ -544,6 +544,73 @@ START_TEST(test_local_matmul_tiles)
 }
 END_TEST
 
+/* Packed messages against a bit-by-bit reference (each element's bits of the mask in order,
+ * then the second word's, padded to a byte), for contiguous, sparse, dense, single-bit and
+ * full masks, on the PEXT path (where the CPU has it) and the software one. */
+static size_t ref_pack(uint8_t *buf, const uint64_t *w1, const uint64_t *w2, size_t n, uint64_t mask)
+{
+    size_t bit = 0;
+    for (size_t i = 0; i < n; i++) {
+        for (int t = 0; t < (w2 ? 2 : 1); t++)
+            for (int b = 0; b < 64; b++)
+                if ((mask >> b) & 1) {
+                    if (((t ? w2 : w1)[i] >> b) & 1)
+                        buf[bit / 8] |= (uint8_t)(1u << (bit % 8));
+                    bit++;
+                }
+        bit = (bit + 7) & ~(size_t)7;
+    }
+    return bit / 8;
+}
+
+START_TEST(test_pack_bits)
+{
+    uint64_t s = 5;
+    uint64_t masks[40] = {1, 1ull << 63, ~0ull, ~0ull >> 1, 0x5555555555555555ull,
+                          0xaaaaaaaaaaaaaaaaull, 0xff00ff00ff00ff00ull, 0x00000000fffffff0ull,
+                          0x8000000000000001ull, 0x7fffffff00000000ull};
+    for (int i = 10; i < 40; i++) {
+        uint64_t a = mix(&s), b = mix(&s);
+        masks[i] = i % 3 == 0 ? a & b : i % 3 == 1 ? a | b : a; /* sparse, dense, half */
+    }
+    enum { N = 37 };
+    uint64_t w1[N], w2[N], o1[N], o2[N];
+    uint8_t got[N * 16 + 8], want[N * 16 + 8];
+    for (int sw = 0; sw < 2; sw++) {
+        mpc_pack_force_software(sw);
+        for (int m = 0; m < 40; m++)
+            for (int two = 0; two < 2; two++)
+                for (size_t n = 1; n <= N; n += 12) {
+                    for (size_t i = 0; i < n; i++)
+                        w1[i] = mix(&s), w2[i] = mix(&s);
+                    memset(got, 0, sizeof got);
+                    memset(want, 0, sizeof want);
+                    size_t pos = 0, len = ref_pack(want, w1, two ? w2 : NULL, n, masks[m]);
+                    if (two)
+                        mpc_pack2_bits(got, &pos, w1, w2, n, masks[m]);
+                    else
+                        mpc_pack_bits(got, &pos, w1, n, masks[m]);
+                    ck_assert_uint_eq(pos, 8 * len);
+                    ck_assert_uint_eq(len, mpc_packed_bytes(n, (two ? 2 : 1) * __builtin_popcountll(masks[m])));
+                    ck_assert_msg(!memcmp(got, want, sizeof got), "sw %d mask %016llx pair %d n %zu", sw,
+                                  (unsigned long long)masks[m], two, n);
+                    pos = 0;
+                    if (two)
+                        mpc_unpack2_bits(o1, o2, n, masks[m], got, &pos);
+                    else
+                        mpc_unpack_bits(o1, n, masks[m], got, &pos);
+                    ck_assert_uint_eq(pos, 8 * len);
+                    for (size_t i = 0; i < n; i++) {
+                        ck_assert_uint_eq(o1[i], w1[i] & masks[m]);
+                        if (two)
+                            ck_assert_uint_eq(o2[i], w2[i] & masks[m]);
+                    }
+                }
+    }
+    mpc_pack_force_software(0);
+}
+END_TEST
+
 /* Setup traffic of the beaver cache: one setup round, 8·rows·cols each way (semi2k). */
 START_TEST(test_beaver_cache_setup)
 {
@@ -1024,6 +1091,7 @@ Suite *mpc_suite(void)
     tcase_add_loop_test(tp, test_trunc_edges, 0, 2);
     tcase_add_test(tp, test_beaver_cache_setup);
     tcase_add_test(tp, test_local_matmul_tiles);
+    tcase_add_test(tp, test_pack_bits);
     tcase_add_test(tp, test_latency);
     tcase_add_test(tp, test_sync_and_late_receiver);
     suite_add_tcase(s, tp);

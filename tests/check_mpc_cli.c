@@ -70,7 +70,7 @@ static const char *make_keys(const char *name)
 }
 
 /* Every node gets --keys of one fresh folder unless its extra options choose otherwise. */
-static void run_session(const char *pname, const char *const extra[3][6], int want_status)
+static void run_session(const char *pname, const char *const extra[3][10], int want_status)
 {
     char peers[128];
     free_ports(peers, sizeof peers);
@@ -240,7 +240,7 @@ END_TEST
 /* --insecure-plaintext on every node: the session runs, and every node warns on stderr. */
 START_TEST(test_plaintext_warns)
 {
-    const char *const extra[3][6] = {{"--demo", "--random-inputs", "5", "--insecure-plaintext", NULL},
+    const char *const extra[3][10] = {{"--demo", "--random-inputs", "5", "--insecure-plaintext", NULL},
                                      {"--demo", "--random-inputs", "5", "--insecure-plaintext", NULL},
                                      {"--demo", "--insecure-plaintext", NULL}};
     run_session("semi2k", extra, 0);
@@ -291,7 +291,7 @@ END_TEST
 START_TEST(test_demo_sessions)
 {
     const char *pr = _i ? "aby3" : "semi2k";
-    const char *const extra[3][6] = {{"--demo", "--random-inputs", "5", NULL},
+    const char *const extra[3][10] = {{"--demo", "--random-inputs", "5", NULL},
                                      {"--demo", "--random-inputs", "5", "--print-outputs", NULL},
                                      {"--demo", "--random-inputs", "5", NULL}};
     run_session(pr, extra, 0);
@@ -300,6 +300,44 @@ START_TEST(test_demo_sessions)
     ck_assert_ptr_nonnull(strstr(p1, "total"));
     ck_assert_ptr_nonnull(strstr(p1, "softmax"));
     free(p1);
+}
+END_TEST
+
+/* --repeat 3 --warmup 1: every node runs the program four times and prints the three timed
+ * runs, each with the same rounds and bytes as the per-op total of the last run, then the
+ * minimum and median time. */
+START_TEST(test_repeat)
+{
+    const char *pr = _i ? "aby3" : "semi2k";
+    const char *const extra[3][10] = {
+        {"--demo", "--random-inputs", "5", "--repeat", "3", "--warmup", "1", NULL},
+        {"--demo", "--random-inputs", "5", "--repeat", "3", "--warmup", "1", NULL},
+        {"--demo", "--random-inputs", "5", "--repeat", "3", "--warmup", "1", NULL}};
+    run_session(pr, extra, 0);
+    for (int node = 0; node < 3; node++) {
+        char name[32];
+        snprintf(name, sizeof name, "node%d.txt", node);
+        char *o = slurp(name);
+        ck_assert_msg(strstr(o, "# repeat: 3 timed runs of the program after 1 warm-up run\n"), "%s", o);
+        /* the total row of the last run without its time: rounds and bytes */
+        const char *tot = strstr(o, "\ntotal ");
+        ck_assert_msg(tot != NULL, "%s", o);
+        char want[256];
+        snprintf(want, sizeof want, "%.*s", (int)(strchr(tot + 1, '\n') - tot - 1), tot + 1);
+        *strrchr(want, ' ') = 0;
+        for (int k = 1; k <= 3; k++) {
+            char lab[32];
+            snprintf(lab, sizeof lab, "\nrun%d ", k);
+            const char *row = strstr(o, lab);
+            ck_assert_msg(row != NULL, "no %s in %s", lab + 1, o);
+            ck_assert_msg(!strncmp(row + 7, want + 6, strlen(want) - 6), "%.80s vs %s", row + 1, want);
+        }
+        double mn, med;
+        const char *t = strstr(o, "# time per run: min ");
+        ck_assert_msg(t && sscanf(t, "# time per run: min %lf ms, median %lf ms", &mn, &med) == 2, "%s", o);
+        ck_assert(mn > 0 && mn <= med);
+        free(o);
+    }
 }
 END_TEST
 
@@ -315,7 +353,7 @@ START_TEST(test_no_secret_in_output)
     fclose(f);
     char bind[320];
     snprintf(bind, sizeof bind, "x=%s", path);
-    const char *const extra[3][6] = {{"--demo", "--bind", bind, NULL},
+    const char *const extra[3][10] = {{"--demo", "--bind", bind, NULL},
                                      {"--demo", "--random-inputs", "9", NULL},
                                      {"--demo", NULL}};
     run_session("semi2k", extra, 0);
@@ -381,6 +419,13 @@ START_TEST(test_bad_usage)
     ck_assert_int_eq(th_wait(spawn("u4.txt", a4)), 2);
     const char *a5[] = {"party", "--help", NULL};
     ck_assert_int_eq(th_wait(spawn("u5.txt", a5)), 0);
+    const char *a6[] = {"party", "-p", "semi2k", "--id", "0", "--peers", "a:1,b:2,c:3", "--demo", "--warmup", "2", NULL};
+    ck_assert_int_eq(th_wait(spawn("u6.txt", a6)), 2);
+    o = slurp("u6.txt");
+    ck_assert_ptr_nonnull(strstr(o, "--warmup 2 needs --repeat N"));
+    free(o);
+    const char *a7[] = {"party", "-p", "semi2k", "--id", "0", "--peers", "a:1,b:2,c:3", "--demo", "--repeat", "0", NULL};
+    ck_assert_int_eq(th_wait(spawn("u7.txt", a7)), 2);
 }
 END_TEST
 
@@ -408,6 +453,7 @@ Suite *mpc_cli_suite(void)
     tcase_add_unchecked_fixture(tc, suite_setup, suite_teardown);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_loop_test(tc, test_demo_sessions, 0, 2);
+    tcase_add_loop_test(tc, test_repeat, 0, 2);
     tcase_add_test(tc, test_no_secret_in_output);
     tcase_add_test(tc, test_port_in_use);
     tcase_add_test(tc, test_stray_connections);

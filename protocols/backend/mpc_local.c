@@ -323,54 +323,196 @@ void mpc_mm_batch(uint64_t *Z, const uint64_t *X, const uint64_t *Y, uint32_t ba
 
 /* ---------------------------------------------------------------- packed bits */
 
-/* The bits of x under mask, gathered to the low end (software PEXT). */
-static uint64_t gather_bits(uint64_t x, uint64_t mask)
-{
-    uint64_t r = 0;
-    for (int k = 0; mask; mask &= mask - 1, k++)
-        if (x & mask & (~mask + 1))
-            r |= 1ull << k;
-    return r;
-}
+/* Every element of a packed message starts on a byte: its pc bits under the mask (or the 2pc
+ * bits of a pair) are gathered into one value, stored as ⌈pc/8⌉ (⌈2pc/8⌉) little-endian bytes
+ * and read back the same way. Gathering is a shift for a contiguous mask; otherwise PEXT/PDEP
+ * where the CPU has BMI2 (chosen at run time, the build targets plain x86-64-v2), else the
+ * six-step compress/expand of Hacker's Delight (Warren, 2nd ed., §7-4 and §7-5), whose move
+ * masks depend on the mask only and are computed once per call. */
+typedef struct pack_plan {
+    uint64_t mask, low; /* the mask; the pc low bits */
+    uint64_t mv[6];     /* compress/expand move masks (non-contiguous masks) */
+    int pc, sh, contig; /* popcount, lowest set bit, mask == low << sh */
+    size_t bytes;       /* per element */
+} pack_plan;
 
-static uint64_t scatter_bits(uint64_t v, uint64_t mask)
+static void plan_make(pack_plan *pl, uint64_t mask, int pair)
 {
-    uint64_t r = 0;
-    for (int k = 0; mask; mask &= mask - 1, k++)
-        if ((v >> k) & 1)
-            r |= mask & (~mask + 1);
-    return r;
-}
-
-/* The pc bits of v at bit *bit of buf. */
-static void put_bits(uint8_t *buf, size_t *bit, uint64_t v, int pc)
-{
-    for (int nb = pc; nb > 0;) {
-        int off = (int)(*bit & 7), take = 8 - off < nb ? 8 - off : nb;
-        buf[*bit >> 3] |= (uint8_t)((v & ((1u << take) - 1)) << off);
-        v >>= take, *bit += (size_t)take, nb -= take;
+    memset(pl, 0, sizeof *pl);
+    pl->mask = mask;
+    pl->pc = __builtin_popcountll(mask);
+    if (!pl->pc)
+        return;
+    pl->sh = __builtin_ctzll(mask);
+    pl->low = pl->pc == 64 ? ~0ull : (1ull << pl->pc) - 1;
+    pl->contig = (mask >> pl->sh) == pl->low;
+    pl->bytes = ((size_t)(pair ? 2 : 1) * (size_t)pl->pc + 7) / 8;
+    /* §7-4: at step i the mask bits with an odd number of zeros of weight 2^i to their right
+     * (a parallel suffix of mk) move right by 2^i */
+    uint64_t m = mask, mk = ~mask << 1;
+    for (int i = 0; i < 6; i++) {
+        uint64_t mp = mk ^ (mk << 1);
+        mp ^= mp << 2;
+        mp ^= mp << 4;
+        mp ^= mp << 8;
+        mp ^= mp << 16;
+        mp ^= mp << 32;
+        uint64_t mv = mp & m;
+        pl->mv[i] = mv;
+        m = (m ^ mv) | (mv >> (1 << i));
+        mk &= ~mp;
     }
 }
 
-static uint64_t get_bits(const uint8_t *buf, size_t *bit, int pc)
+static inline uint64_t sw_compress(const pack_plan *pl, uint64_t x)
 {
-    uint64_t v = 0;
-    for (int got = 0; got < pc;) {
-        int off = (int)(*bit & 7), take = 8 - off < pc - got ? 8 - off : pc - got;
-        v |= (uint64_t)((buf[*bit >> 3] >> off) & ((1u << take) - 1)) << got;
-        got += take, *bit += (size_t)take;
+    x &= pl->mask;
+    for (int i = 0; i < 6; i++) {
+        uint64_t t = x & pl->mv[i];
+        x = (x ^ t) | (t >> (1 << i));
     }
-    return v;
+    return x;
 }
 
-static uint64_t pack_of(uint64_t x, uint64_t mask, int sh, uint64_t low, int contig)
+static inline uint64_t sw_expand(const pack_plan *pl, uint64_t x)
 {
-    return contig ? (x >> sh) & low : gather_bits(x, mask);
+    for (int i = 5; i >= 0; i--) {
+        uint64_t t = x << (1 << i);
+        x = (x & ~pl->mv[i]) | (t & pl->mv[i]);
+    }
+    return x & pl->mask;
 }
 
-static uint64_t unpack_of(uint64_t v, uint64_t mask, int sh, int contig)
+/* B (1…16) bytes of the 128-bit value (lo, hi), little-endian */
+static inline void put_le(uint8_t *p, uint64_t lo, uint64_t hi, size_t B)
 {
-    return contig ? v << sh : scatter_bits(v, mask);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (B == 8) {
+        memcpy(p, &lo, 8);
+        return;
+    }
+    if (B < 8) {
+        memcpy(p, &lo, B);
+        return;
+    }
+    memcpy(p, &lo, 8);
+    memcpy(p + 8, &hi, B - 8);
+#else
+    for (size_t k = 0; k < B; k++)
+        p[k] = (uint8_t)(k < 8 ? lo >> (8 * k) : hi >> (8 * (k - 8)));
+#endif
+}
+
+static inline void get_le(const uint8_t *p, size_t B, uint64_t *lo, uint64_t *hi)
+{
+    uint64_t a = 0, b = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memcpy(&a, p, B < 8 ? B : 8);
+    if (B > 8)
+        memcpy(&b, p + 8, B - 8);
+#else
+    for (size_t k = 0; k < B; k++) {
+        if (k < 8)
+            a |= (uint64_t)p[k] << (8 * k);
+        else
+            b |= (uint64_t)p[k] << (8 * (k - 8));
+    }
+#endif
+    *lo = a, *hi = b;
+}
+
+/* The element loops, instantiated per gather/scatter method. A pair is v1 | v2 << pc. */
+#define PACK_LOOP(GATHER)                                                                   \
+    do {                                                                                    \
+        int pc_ = pl->pc;                                                                   \
+        for (size_t i = 0; i < n; i++, p += pl->bytes) {                                    \
+            uint64_t a_ = GATHER(w1[i]), lo_ = a_, hi_ = 0;                                 \
+            if (w2) {                                                                       \
+                uint64_t b_ = GATHER(w2[i]);                                                \
+                if (pc_ == 64)                                                              \
+                    hi_ = b_;                                                               \
+                else {                                                                      \
+                    lo_ |= b_ << pc_;                                                       \
+                    hi_ = 2 * pc_ > 64 ? b_ >> (64 - pc_) : 0;                              \
+                }                                                                           \
+            }                                                                               \
+            put_le(p, lo_, hi_, pl->bytes);                                                 \
+        }                                                                                   \
+    } while (0)
+
+#define UNPACK_LOOP(SCATTER)                                                                \
+    do {                                                                                    \
+        int pc_ = pl->pc;                                                                   \
+        for (size_t i = 0; i < n; i++, p += pl->bytes) {                                    \
+            uint64_t lo_, hi_;                                                              \
+            get_le(p, pl->bytes, &lo_, &hi_);                                               \
+            w1[i] = SCATTER(lo_ & pl->low);                                                 \
+            if (w2) {                                                                       \
+                uint64_t b_ = pc_ == 64 ? hi_                                               \
+                                        : ((lo_ >> pc_) | (2 * pc_ > 64 ? hi_ << (64 - pc_) \
+                                                                        : 0)) & pl->low;    \
+                w2[i] = SCATTER(b_);                                                        \
+            }                                                                               \
+        }                                                                                   \
+    } while (0)
+
+#define G_SHIFT(x) (((x) >> pl->sh) & pl->low)
+#define S_SHIFT(v) ((v) << pl->sh)
+#define G_SW(x) sw_compress(pl, (x))
+#define S_SW(v) sw_expand(pl, (v))
+
+static void pack_shift(const pack_plan *pl, uint8_t *p, const uint64_t *w1, const uint64_t *w2, size_t n)
+{
+    PACK_LOOP(G_SHIFT);
+}
+static void unpack_shift(const pack_plan *pl, const uint8_t *p, uint64_t *w1, uint64_t *w2, size_t n)
+{
+    UNPACK_LOOP(S_SHIFT);
+}
+static void pack_sw(const pack_plan *pl, uint8_t *p, const uint64_t *w1, const uint64_t *w2, size_t n)
+{
+    PACK_LOOP(G_SW);
+}
+static void unpack_sw(const pack_plan *pl, const uint8_t *p, uint64_t *w1, uint64_t *w2, size_t n)
+{
+    UNPACK_LOOP(S_SW);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define HAVE_BMI2_PATH 1
+#define G_PEXT(x) _pext_u64((x), pl->mask)
+#define S_PDEP(v) _pdep_u64((v), pl->mask)
+__attribute__((target("bmi2"))) static void pack_bmi2(const pack_plan *pl, uint8_t *p,
+                                                      const uint64_t *w1, const uint64_t *w2,
+                                                      size_t n)
+{
+    PACK_LOOP(G_PEXT);
+}
+__attribute__((target("bmi2"))) static void unpack_bmi2(const pack_plan *pl, const uint8_t *p,
+                                                        uint64_t *w1, uint64_t *w2, size_t n)
+{
+    UNPACK_LOOP(S_PDEP);
+}
+#endif
+
+static int force_sw; /* mpc_pack_force_software */
+
+void mpc_pack_force_software(int on) { force_sw = on; }
+
+/* 1: PEXT/PDEP, 0: the software compress/expand */
+static int use_bmi2(void)
+{
+#ifdef HAVE_BMI2_PATH
+    static int v = -1;
+    if (v < 0) {
+        __builtin_cpu_init();
+        v = __builtin_cpu_supports("bmi2") != 0;
+    }
+    return v && !force_sw;
+#else
+    return 0;
+#endif
 }
 
 /* Each element's bits of w1 (then of w2), padded to a whole byte: a message's length is linear
@@ -378,43 +520,45 @@ static uint64_t unpack_of(uint64_t v, uint64_t mask, int sh, int contig)
 static void pack_n(uint8_t *buf, size_t *pos, const uint64_t *w1, const uint64_t *w2, size_t n,
                    uint64_t mask)
 {
-    int pc = __builtin_popcountll(mask);
-    if (!pc)
+    pack_plan pl;
+    plan_make(&pl, mask, w2 != NULL);
+    if (!pl.pc)
         return;
-    int sh = __builtin_ctzll(mask);
-    uint64_t low = pc == 64 ? ~0ull : (1ull << pc) - 1;
-    int contig = (mask >> sh) == low;
-    size_t bit = *pos;
-    for (size_t i = 0; i < n; i++) {
-        put_bits(buf, &bit, pack_of(w1[i], mask, sh, low, contig), pc);
-        if (w2)
-            put_bits(buf, &bit, pack_of(w2[i], mask, sh, low, contig), pc);
-        bit = (bit + 7) & ~(size_t)7;
-    }
-    *pos = bit;
+    size_t at = (*pos + 7) / 8;
+    uint8_t *p = buf + at;
+    if (pl.contig)
+        pack_shift(&pl, p, w1, w2, n);
+#ifdef HAVE_BMI2_PATH
+    else if (use_bmi2())
+        pack_bmi2(&pl, p, w1, w2, n);
+#endif
+    else
+        pack_sw(&pl, p, w1, w2, n);
+    *pos = 8 * (at + n * pl.bytes);
 }
 
 static void unpack_n(uint64_t *w1, uint64_t *w2, size_t n, uint64_t mask, const uint8_t *buf,
                      size_t *pos)
 {
-    int pc = __builtin_popcountll(mask);
-    if (!pc) {
+    pack_plan pl;
+    plan_make(&pl, mask, w2 != NULL);
+    if (!pl.pc) {
         memset(w1, 0, n * sizeof *w1);
         if (w2)
             memset(w2, 0, n * sizeof *w2);
         return;
     }
-    int sh = __builtin_ctzll(mask);
-    uint64_t low = pc == 64 ? ~0ull : (1ull << pc) - 1;
-    int contig = (mask >> sh) == low;
-    size_t bit = *pos;
-    for (size_t i = 0; i < n; i++) {
-        w1[i] = unpack_of(get_bits(buf, &bit, pc), mask, sh, contig);
-        if (w2)
-            w2[i] = unpack_of(get_bits(buf, &bit, pc), mask, sh, contig);
-        bit = (bit + 7) & ~(size_t)7;
-    }
-    *pos = bit;
+    size_t at = (*pos + 7) / 8;
+    const uint8_t *p = buf + at;
+    if (pl.contig)
+        unpack_shift(&pl, p, w1, w2, n);
+#ifdef HAVE_BMI2_PATH
+    else if (use_bmi2())
+        unpack_bmi2(&pl, p, w1, w2, n);
+#endif
+    else
+        unpack_sw(&pl, p, w1, w2, n);
+    *pos = 8 * (at + n * pl.bytes);
 }
 
 void mpc_pack_bits(uint8_t *buf, size_t *pos, const uint64_t *w, size_t n, uint64_t mask)

@@ -67,15 +67,18 @@ void mpc_mm_batch(uint64_t *Z, const uint64_t *X, const uint64_t *Y, uint32_t ba
 uint32_t mpc_mm_y_inst(size_t y_n, uint32_t batch, size_t kn);
 
 /* Packed messages (PRIMITIVES.md, msb: packed): the bits of mask of each of n words, each
- * element padded to a whole byte, written from bit *pos of buf (whose bytes the caller zeroed)
- * / read back into words (other bits 0); the pack2 forms put an element's bits of w1 and w2
- * together. *pos advances by n·⌈pc/8⌉ (n·⌈2pc/8⌉) bytes. */
+ * element padded to a whole byte, written from byte ⌈*pos/8⌉ of buf (*pos counts bits) / read
+ * back into words (other bits 0); the pack2 forms put an element's bits of w1 and w2
+ * together (w1's in the low pc bits). *pos advances by n·⌈pc/8⌉ (n·⌈2pc/8⌉) bytes. A
+ * non-contiguous mask is gathered with PEXT/PDEP where the CPU has BMI2, else in software. */
 void mpc_pack_bits(uint8_t *buf, size_t *pos, const uint64_t *w, size_t n, uint64_t mask);
 void mpc_unpack_bits(uint64_t *w, size_t n, uint64_t mask, const uint8_t *buf, size_t *pos);
 void mpc_pack2_bits(uint8_t *buf, size_t *pos, const uint64_t *w1, const uint64_t *w2, size_t n,
                     uint64_t mask);
 void mpc_unpack2_bits(uint64_t *w1, uint64_t *w2, size_t n, uint64_t mask, const uint8_t *buf,
                       size_t *pos);
+/* 1: the software gather/scatter even where BMI2 exists (tests compare both paths). */
+void mpc_pack_force_software(int on);
 /* n·⌈bits/8⌉: a packed message of n elements of `bits` bits each */
 static inline size_t mpc_packed_bytes(size_t n, int bits) { return n * (((size_t)bits + 7) / 8); }
 

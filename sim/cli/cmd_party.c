@@ -32,6 +32,7 @@ typedef struct party_args {
     int id, dealer, demo, print_outputs, have_seed, plaintext;
     unsigned long long seed;
     int timeout_ms, connect_ms;
+    int repeat, warmup; /* timed runs of the program (default 1) and untimed ones before */
     double latency_ms;
     bind_file binds[32];
     int n_binds;
@@ -41,24 +42,27 @@ typedef struct party_args {
 static void usage(FILE *f, const cli_cmd *c)
 {
     fprintf(f,
-            "usage: mpcsim party --protocol semi2k|aby3 (--id I | --dealer) --peers H:P,H:P,H:P\n"
-            "                    (--keys DIR | --insecure-plaintext) (--program FILE | --demo)\n"
-            "                    [--bind NAME=FILE]... [--random-inputs SEED] [--set KEY=VALUE]...\n"
-            "                    [--timeout-ms N] [--latency-ms X] [--print-outputs]\n"
+            "usage: mpcsim party -p semi2k|aby3 (--id I | --dealer) --peers H:P,H:P,H:P\n"
+            "         (--keys DIR | --insecure-plaintext) (--program FILE | --demo)\n"
+            "         [--bind NAME=FILE]... [--random-inputs SEED] [--set KEY=VALUE]...\n"
+            "         [--timeout-ms N] [--latency-ms X] [--print-outputs]\n"
+            "         [--repeat N [--warmup W]]\n"
             "       mpcsim party keys --out DIR [--nodes N]\n\n"
-            "Runs one node of the real MPC backend: the op program on secret shares over TCP, with\n"
-            "every byte and round counted by the transport, printed per op. The channels run\n"
-            "TLS 1.3, each node authenticated by its certificate from the key folder that\n"
-            "`mpcsim party keys` makes (ca.pem, node<i>.pem, node<i>.key with mode 0600; node i is\n"
-            "party i, the semi2k dealer is node 2). Give each host ca.pem and its own node's files.\n\n"
+            "Runs one node of the real MPC backend: the op program on secret shares over\n"
+            "TCP, with every byte and round counted by the transport, printed per op. The\n"
+            "channels run TLS 1.3, each node authenticated by its certificate from the key\n"
+            "folder `mpcsim party keys` makes (ca.pem, node<i>.pem, node<i>.key of mode\n"
+            "0600; node i is party i, the semi2k dealer node 2). Give each host ca.pem and\n"
+            "its own node's two files.\n\n"
             "options:\n");
     cli_help(c, f);
     fprintf(f, "\n"
             "example (three terminals or hosts):\n"
-            "  mpcsim party keys --out keys\n"
-            "  mpcsim party -p semi2k --id 0  --peers a:7000,b:7000,c:7000 --keys keys --demo --random-inputs 1\n"
-            "  mpcsim party -p semi2k --id 1  --peers a:7000,b:7000,c:7000 --keys keys --demo --random-inputs 1\n"
-            "  mpcsim party -p semi2k --dealer --peers a:7000,b:7000,c:7000 --keys keys --demo\n");
+            "  mpcsim party keys --out k\n"
+            "  mpcsim party -p semi2k --id 0  --peers a:7000,b:7000,c:7000 --keys k --demo\n"
+            "  mpcsim party -p semi2k --id 1  --peers a:7000,b:7000,c:7000 --keys k --demo\n"
+            "  mpcsim party -p semi2k --dealer --peers a:7000,b:7000,c:7000 --keys k --demo\n"
+            "  (with --random-inputs 1 on P0 and P1)\n");
 }
 
 /* ---------------------------------------------------------------- bindings */
@@ -148,19 +152,63 @@ static void print_stat_row(FILE *f, const char *label, const char *kind, const m
     fprintf(f, " %12llu %10.3f\n", (unsigned long long)(s->offline_recv + s->offline_sent), (double)s->ns * 1e-6);
 }
 
+/* One run's totals over every op. */
+static mpc_op_stat run_total(const mpc_program_run *r, size_t n_ops, int nodes)
+{
+    mpc_op_stat tot = {0};
+    for (size_t i = 0; i < n_ops; i++) {
+        tot.rounds += r->ops[i].rounds;
+        for (int q = 0; q < nodes; q++)
+            tot.sent[q] += r->ops[i].sent[q];
+        tot.offline_recv += r->ops[i].offline_recv;
+        tot.offline_sent += r->ops[i].offline_sent;
+        tot.ns += r->ops[i].ns;
+    }
+    return tot;
+}
+
+static int cmp_ns(const void *x, const void *y)
+{
+    uint64_t a = ((const mpc_op_stat *)x)->ns, b = ((const mpc_op_stat *)y)->ns;
+    return a < b ? -1 : a > b;
+}
+
+/* --repeat: every timed run's totals, then the minimum and median time per run. */
+static void print_repeats(FILE *out, mpc_op_stat *runs, int n, int warmup, int nodes)
+{
+    fprintf(out, "# repeat: %d timed runs of the program after %d warm-up run%s\n", n, warmup,
+            warmup == 1 ? "" : "s");
+    for (int k = 0; k < n; k++) {
+        char lab[24];
+        snprintf(lab, sizeof lab, "run%d", k + 1);
+        print_stat_row(out, lab, "", &runs[k], nodes);
+    }
+    qsort(runs, (size_t)n, sizeof *runs, cmp_ns);
+    double med = n & 1 ? (double)runs[n / 2].ns : 0.5 * (double)(runs[n / 2 - 1].ns + runs[n / 2].ns);
+    fprintf(out, "# time per run: min %.3f ms, median %.3f ms (%d runs)\n",
+            (double)runs[0].ns * 1e-6, med * 1e-6, n);
+}
+
 static int party_work(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
 {
     party_job *j = arg;
     const op_program *p = j->p;
+    int nodes = mpc_net_nodes(net), self = mpc_net_self(net);
+    int reps = j->a->repeat > 0 ? j->a->repeat : 1, warm = j->a->warmup;
+    mpc_op_stat *runs = calloc((size_t)reps, sizeof *runs);
     mpc_program_run r;
     int rc = mpc_run_setup(e, net, p, bind_fn, j->a, &r, err);
-    if (!rc)
-        rc = mpc_run_ops(e, net, &r, 0, p->n_ops, err);
+    if (!runs && !rc)
+        rc = err_set(err, MS_ERR_NOMEM, "out of memory");
+    /* every run executes the whole program on the same shares; the table below is the last */
+    for (int k = 0; k < warm + reps && !rc; k++)
+        if (!(rc = mpc_run_ops(e, net, &r, 0, p->n_ops, err)) && k >= warm)
+            runs[k - warm] = run_total(&r, p->n_ops, nodes);
     if (rc) {
+        free(runs);
         mpc_program_run_free(e, &r);
         return rc;
     }
-    int nodes = mpc_net_nodes(net), self = mpc_net_self(net);
     fprintf(out, "# mpcsim party: %s node %d (%s), %zu ops\n", e->cfg.name, self,
             mpc_engine_is_dealer(e) ? "dealer" : "party", p->n_ops);
     fprintf(out, "%-6s %-11s %6s", "op", "kind", "rounds");
@@ -173,20 +221,17 @@ static int party_work(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
         fprintf(out, " %12s", h);
     }
     fprintf(out, " %12s %10s\n", "offline", "ms");
-    mpc_op_stat tot = {0};
     for (size_t i = 0; i < p->n_ops; i++) {
         char lab[24];
         snprintf(lab, sizeof lab, "%zu", i);
         print_stat_row(out, lab, op_kind_name(p->ops[i].kind), &r.ops[i], nodes);
-        tot.rounds += r.ops[i].rounds;
-        for (int q = 0; q < nodes; q++)
-            tot.sent[q] += r.ops[i].sent[q];
-        tot.offline_recv += r.ops[i].offline_recv;
-        tot.offline_sent += r.ops[i].offline_sent;
-        tot.ns += r.ops[i].ns;
     }
+    mpc_op_stat tot = run_total(&r, p->n_ops, nodes);
     print_stat_row(out, "total", "", &tot, nodes);
     print_stat_row(out, "setup", "", &r.setup, nodes);
+    if (j->a->repeat > 0)
+        print_repeats(out, runs, reps, warm, nodes);
+    free(runs);
     const mpc_net_stats *st = mpc_net_get_stats(net);
     fprintf(out, "# frame headers: %llu B sent, %llu B received (overhead, not counted above)\n",
             (unsigned long long)st->hdr_sent, (unsigned long long)st->hdr_recv);
@@ -242,11 +287,11 @@ static int parse_args(int argc, char **argv, party_args *a, errbuf *e)
         {.name = "peers", .kind = CLI_STR, .dest = &a->peers, .arg = "LIST",
          .help = "host:port of every node: parties in order, then the dealer"},
         {.name = "keys", .kind = CLI_STR, .dest = &a->keys, .arg = "DIR",
-         .help = "the session's key folder (`mpcsim party keys`): TLS 1.3 channels,\n"
-                 "every peer authenticated as the node it claims"},
+         .help = "the session's key folder (`mpcsim party keys`): TLS 1.3\n"
+                 "channels, every peer authenticated as the node it claims"},
         {.name = "insecure-plaintext", .kind = CLI_FLAG, .dest = &a->plaintext,
-         .help = "no TLS: channels unauthenticated and unencrypted (loopback\n"
-                 "experiments only; warns on stderr)"},
+         .help = "no TLS: channels unauthenticated and\n"
+                 "unencrypted (loopback experiments only; warns)"},
         {.name = "program", .kind = CLI_STR, .dest = &a->program, .arg = "FILE",
          .help = "op program (text form; `mpcsim cost --dump-program` writes one)"},
         {.name = "demo", .kind = CLI_FLAG, .dest = &a->demo,
@@ -268,6 +313,13 @@ static int parse_args(int argc, char **argv, party_args *a, errbuf *e)
          .want = "0..60000", .help = "inject X ms one-way latency per round message"},
         {.name = "print-outputs", .kind = CLI_FLAG, .dest = &a->print_outputs,
          .help = "print the values revealed to this party"},
+        {.name = "repeat", .kind = CLI_INT, .dest = &a->repeat, .arg = "N", .lo = 1, .hi = 10000,
+         .want = "1..10000",
+         .help = "run the program N times on the same shares (every node the same N)\n"
+                 "and print each run's rounds, bytes and time, then the min and\n"
+                 "median time per run; the per-op table is the last run's"},
+        {.name = "warmup", .kind = CLI_INT, .dest = &a->warmup, .arg = "W", .hi = 10000,
+         .want = "0..10000", .help = "untimed runs before the --repeat ones (default 0)"},
         {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
     };
     const cli_cmd cmd = {"party", opts, sizeof opts / sizeof opts[0], 24, 0};
@@ -296,6 +348,8 @@ static int parse_args(int argc, char **argv, party_args *a, errbuf *e)
         return err_set(e, MS_ERR_USAGE, "--id %d: semi2k has parties 0 and 1 (and --dealer)", a->id);
     if (!a->peers)
         return err_set(e, MS_ERR_USAGE, "--peers is required: host:port of every node (3 entries)");
+    if (a->warmup && !a->repeat)
+        return err_set(e, MS_ERR_USAGE, "--warmup %d needs --repeat N (the timed runs)", a->warmup);
     if (!!a->program == a->demo)
         return err_set(e, MS_ERR_USAGE, "give exactly one of --program FILE and --demo");
     if (!!a->keys == a->plaintext)
