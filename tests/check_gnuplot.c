@@ -10,11 +10,7 @@
 #include "harness.h"
 #include "sim/cli/gnuplot.h"
 
-static testdir td = {.prefix = "check_gnuplot"};
-static void suite_up(void) { testdir_suite_setup(&td); }
-static void suite_down(void) { testdir_suite_teardown(&td); }
-static void up(void) { testdir_setup(&td); }
-static void down(void) { testdir_teardown(&td); }
+TESTDIR("check_gnuplot")
 
 /* Values a title or a path may hold. Not backquotes: gnuplot runs `cmd` inside a
  * double-quoted string as a shell command, and gnuplot_str / gnuplot_var do not guard against
@@ -90,8 +86,7 @@ Suite *gnuplot_suite(void)
 {
     Suite *s = suite_create("gnuplot");
     TCase *tc = tcase_create("gnuplot");
-    tcase_add_unchecked_fixture(tc, suite_up, suite_down);
-    tcase_add_checked_fixture(tc, up, down);
+    TESTDIR_USE(tc);
     tcase_add_loop_test(tc, test_var_round_trip, 0, (int)N_HOSTILE);
     tcase_add_test(tc, test_str_in_script);
     tcase_add_test(tc, test_exit_status);

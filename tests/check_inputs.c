@@ -20,12 +20,7 @@
 #include "protocols/program/proto.h"
 #include "harness.h"
 
-static testdir td = {.prefix = "check_inputs"};
-
-static void suite_setup(void) { testdir_suite_setup(&td); }
-static void suite_teardown(void) { testdir_suite_teardown(&td); }
-static void setup(void) { testdir_setup(&td); }
-static void teardown(void) { testdir_teardown(&td); }
+TESTDIR("check_inputs")
 static const char *tpath(const char *name) { return testdir_path(&td, name); }
 
 
@@ -120,6 +115,22 @@ START_TEST(test_scn_bad)
     ck_assert_msg(strstr(e.msg, "hint: ") || strstr(e.msg, "did you mean"), "case %d: no hint: %s",
                   _i, e.msg);
     ck_assert_ptr_null(s.runs);
+}
+END_TEST
+
+/* A file the scenario names (a model file) keeps its own place in the message. */
+START_TEST(test_scn_nested_file)
+{
+    const char *m = th_file(&td, "m.yaml",
+                            "format: mpcsim-model 1\nname: m\nlayers: -2\ndim: 8\nheads: 2\n"
+                            "ffn_dim: 16\nvocab: 32\nmax_context: 64\n");
+    char text[1024], want[700];
+    snprintf(text, sizeof text, "name: t\nmodel: %s\n" SC_PROTO SC_NET SC_WORK, m);
+    scenario sc;
+    errbuf e = {{0}};
+    ck_assert_int_eq(scn_load("s.yaml", text, &sc, &e), MS_ERR_INPUT);
+    snprintf(want, sizeof want, "s.yaml:2:8: error: cannot load model: %s:3:9: 'layers' = -2", m);
+    ck_assert_msg(!strncmp(e.msg, want, strlen(want)), "want '%s' in: %s", want, e.msg);
 }
 END_TEST
 
@@ -747,9 +758,9 @@ Suite *inputs_suite(void)
 {
     Suite *s = suite_create("inputs");
     TCase *t = tcase_create("files");
-    tcase_add_unchecked_fixture(t, suite_setup, suite_teardown);
-    tcase_add_checked_fixture(t, setup, teardown);
+    TESTDIR_USE(t);
     tcase_add_loop_test(t, test_scn_bad, 0, (int)(sizeof scn_bad / sizeof *scn_bad));
+    tcase_add_test(t, test_scn_nested_file);
     tcase_add_loop_test(t, test_machine_bad, 0, (int)(sizeof machine_bad / sizeof *machine_bad));
     tcase_add_test(t, test_machine_ok);
     tcase_add_loop_test(t, test_synth_bad, 0, (int)(sizeof synth_bad / sizeof *synth_bad));
@@ -759,8 +770,7 @@ Suite *inputs_suite(void)
     suite_add_tcase(s, t);
     build_sites();
     t = tcase_create("ranges");
-    tcase_add_unchecked_fixture(t, suite_setup, suite_teardown);
-    tcase_add_checked_fixture(t, setup, teardown);
+    TESTDIR_USE(t);
     tcase_set_timeout(t, 120);
     tcase_add_loop_test(t, test_numeric_out_of_range, 0, (int)n_sites);
     tcase_add_test(t, test_numeric_summary);
