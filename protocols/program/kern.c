@@ -62,7 +62,7 @@
  *   reciprocal normalize: bitdec (default): x in [2^-f, 2^(w-f)), w = op.bits or 2f + 4
  *              (x < 2^22 = 4.2e6 at f = 18; softmax passes its row sum's bound f + ⌈log2 n⌉ + 1).
  *              |y − 1/x| <= 1e-4/x + 2^(1-f): Goldschmidt's |e0|^4 = 1.24e-5 (it = 2) plus
- *              units in the last place; relative error <= 1e-4 on [2^-f, 8] (measured 3.1e-5),
+ *              units in the last place; relative error <= 1e-4 on [2^-f, 8] (measured 2.9e-5),
  *              beyond that the output's own quantum 2^-f dominates. Tested on both sides of
  *              every power of two of the range.
  *              normalize: thresholds: x in [2^-f, 2^(f-1)). Normalization by a batched
