@@ -12,7 +12,7 @@
 #include "sim/engine/simulate.h"
 #include "sim/scenario/runner.h"
 #include "sim/scenario/scn.h"
-#include "testdir.h"
+#include "harness.h"
 
 static testdir td = {.prefix = "check_breakeven"};
 static void suite_setup(void) { testdir_suite_setup(&td); }
@@ -29,30 +29,11 @@ static const char *const SCN =
     "workload: {prompt_len: 96, decode_len: 3, prefill_in_mpc: false}\n"
     "policies:\n  - full\n  - {name: h2o, heavy: 8, recent: 8, metric_stride: 0}\n";
 
-static const char *write_file(const char *name, const char *text)
-{
-    const char *p = testdir_path(&td, name);
-    FILE *f = fopen(p, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    fclose(f);
-    return p;
-}
-
-static int run_cli(const char *args, const char *out_path)
-{
-    const char *bin = getenv("MPCSIM_BIN");
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "%s %s >%s 2>&1", bin, args, out_path);
-    int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 /* run_decode_program costs the step the runner reports as its steady decode step: simulated
  * on the run's own network and machine, it takes latency_decode_step_s to the ns. */
 START_TEST(test_steady_step_is_the_runners)
 {
-    const char *path = write_file("be.yaml", SCN);
+    const char *path = th_file(&td, "be.yaml", SCN);
     scenario s;
     errbuf e;
     ck_assert_msg(scn_load(path, NULL, &s, &e) == MS_OK, "%s", e.msg);
@@ -85,25 +66,16 @@ START_TEST(test_steady_step_is_the_runners)
 }
 END_TEST
 
-static int count_lines_with(const char *text, const char *what)
-{
-    int n = 0;
-    for (const char *p = text; (p = strstr(p, what)); p++)
-        n++;
-    return n;
-}
 
 START_TEST(test_cli_map)
 {
-    if (!getenv("MPCSIM_BIN"))
-        return;
-    const char *scn = write_file("be.yaml", SCN);
+    const char *scn = th_file(&td, "be.yaml", SCN);
     char out[512], dir[512], args[2048];
     snprintf(out, sizeof out, "%s", testdir_path(&td, "out.txt"));
     snprintf(dir, sizeof dir, "%s", testdir_path(&td, "map"));
     snprintf(args, sizeof args, "breakeven %s -o %s --no-plot --bandwidth 100Mbps,10Gbps "
              "--latency 0.01ms,50ms --threads 1,4", scn, dir);
-    ck_assert_int_eq(run_cli(args, out), 0);
+    ck_assert_int_eq(th_cli(args, out), 0);
     char dat[600];
     snprintf(dat, sizeof dat, "%s/breakeven-0-h2o.dat", dir);
     FILE *f = fopen(dat, "r");
@@ -121,19 +93,15 @@ START_TEST(test_cli_map)
     fclose(f);
     ck_assert_int_eq(rows, 2 * 2 * 2); /* threads × latency × bandwidth */
     /* the printed table: one per thread count */
-    f = fopen(out, "r");
-    char buf[8192];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = '\0';
-    fclose(f);
+    const char *buf = th_text(out);
     ck_assert_msg(strstr(buf, "h2o heavy=8 recent=8 vs full: faster on"), "%s", buf);
-    ck_assert_int_eq(count_lines_with(buf, "  threads "), 2);
+    ck_assert_int_eq(th_count(buf, "  threads "), 2);
     unlink(dat);
     /* the heatmap, where gnuplot is installed (scripts/install-deps.sh installs it) */
     if (system("gnuplot --version >/dev/null 2>&1") == 0) {
         snprintf(args, sizeof args, "breakeven %s -o %s --bandwidth 100Mbps,1Gbps,10Gbps "
                  "--latency 0.01ms,1ms,50ms --threads 1,4", scn, dir);
-        ck_assert_int_eq(run_cli(args, out), 0);
+        ck_assert_int_eq(th_cli(args, out), 0);
         char png[600];
         snprintf(png, sizeof png, "%s/breakeven-0-h2o.png", dir);
         f = fopen(png, "rb");
@@ -148,22 +116,22 @@ START_TEST(test_cli_map)
     rmdir(dir);
 
     /* errors: no reference, two references, a run that differs in more than its policy */
-    const char *bad = write_file("bad.yaml", "format: 1\nname: b\nmodel: stories260K\n"
+    const char *bad = th_file(&td, "bad.yaml", "format: 1\nname: b\nmodel: stories260K\n"
                                              "protocol: semi2k\nnetwork: lan\n"
                                              "workload: {prompt_len: 8, decode_len: 2}\n"
                                              "policies: [{name: streamingllm}]\n");
     snprintf(args, sizeof args, "breakeven %s -o %s --no-plot", bad, dir);
-    ck_assert_int_eq(run_cli(args, out), 2);
-    bad = write_file("bad2.yaml", "format: 1\nname: b\nmodel: stories260K\nprotocol: semi2k\n"
+    ck_assert_int_eq(th_cli(args, out), 2);
+    bad = th_file(&td, "bad2.yaml", "format: 1\nname: b\nmodel: stories260K\nprotocol: semi2k\n"
                                   "network: lan\nworkload: {prompt_len: [8, 16], decode_len: 2}\n"
                                   "policies: [full, streamingllm]\n");
     snprintf(args, sizeof args, "breakeven %s -o %s --no-plot", bad, dir);
-    ck_assert_int_eq(run_cli(args, out), 2);
+    ck_assert_int_eq(th_cli(args, out), 2);
     snprintf(args, sizeof args, "breakeven %s --latency 5xs", scn);
-    ck_assert_int_eq(run_cli(args, out), 2);
+    ck_assert_int_eq(th_cli(args, out), 2);
     snprintf(args, sizeof args, "breakeven %s --threads 0", scn);
-    ck_assert_int_eq(run_cli(args, out), 2);
-    ck_assert_int_eq(run_cli("breakeven", out), 2);
+    ck_assert_int_eq(th_cli(args, out), 2);
+    ck_assert_int_eq(th_cli("breakeven", out), 2);
     unlink(out);
     rmdir(dir);
 }

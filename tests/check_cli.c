@@ -33,66 +33,19 @@ static const char *tpath(const char *name) { return testdir_path(&td, name); }
 /* Names the output files of the next spawns: out<tag>.txt, err<tag>.txt. */
 static const char *spawn_tag = "";
 
-/* Starts `mpcsim args…` (NULL-terminated) in tmpdir, stdout/stderr to out.txt/err.txt. */
-static pid_t spawn_v(va_list ap)
+/* out<tag>.txt, err<tag>.txt in the test folder. */
+static const char *tagged(const char *base)
 {
-    char *argv[32] = {(char *)th_bin()};
-    int n = 1;
-    const char *a;
-    while ((a = va_arg(ap, const char *)) && n < 31)
-        argv[n++] = (char *)a;
-    argv[n] = NULL;
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        char o[32], er[32];
-        snprintf(o, sizeof o, "out%s.txt", spawn_tag);
-        snprintf(er, sizeof er, "err%s.txt", spawn_tag);
-        if (chdir(tmpdir) || !freopen(tpath(o), "w", stdout) || !freopen(tpath(er), "w", stderr))
-            _exit(126);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    return pid;
+    char name[32];
+    snprintf(name, sizeof name, "%s%s.txt", base, spawn_tag);
+    return tpath(name);
 }
 
-static pid_t spawn(const char *first, ...)
-{
-    va_list ap;
-    va_start(ap, first);
-    (void)first; /* the list starts after a "mpcsim" placeholder */
-    pid_t pid = spawn_v(ap);
-    va_end(ap);
-    return pid;
-}
-
-/* Runs `mpcsim args…` to completion; returns its exit status. */
-static int mpcsim(const char *first, ...)
-{
-    va_list ap;
-    va_start(ap, first);
-    (void)first;
-    pid_t pid = spawn_v(ap);
-    va_end(ap);
-    int st;
-    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-    ck_assert_msg(WIFEXITED(st), "mpcsim died by signal %d", WTERMSIG(st));
-    return WEXITSTATUS(st);
-}
-#define MPCSIM(...) mpcsim("mpcsim", __VA_ARGS__, (const char *)NULL)
-#define SPAWN(...) spawn("mpcsim", __VA_ARGS__, (const char *)NULL)
-
-
-
-static int exists(const char *path) { return access(path, F_OK) == 0; }
-
-static int count_lines(const char *s, const char *needle)
-{
-    int n = 0;
-    for (const char *p = s; (p = strstr(p, needle)); p++)
-        n++;
-    return n;
-}
+/* `mpcsim args…` in tmpdir, stdout/stderr to out<tag>.txt/err<tag>.txt. */
+#define MPCSIM(...) \
+    th_runl(tmpdir, tagged("out"), tagged("err"), __VA_ARGS__, (const char *)NULL)
+#define SPAWN(...) \
+    th_spawnl(tmpdir, tagged("out"), tagged("err"), __VA_ARGS__, (const char *)NULL)
 
 /* ---- scenarios ------------------------------------------------------------------------- */
 
@@ -228,8 +181,8 @@ START_TEST(test_help_and_usage)
     ck_assert_int_eq(MPCSIM("run", "s.yaml", "--shard", "0/2"), 2);
     ck_assert_int_eq(MPCSIM("run", "s.yaml", "--shard", "1"), 2);
     ck_assert_int_eq(MPCSIM("report", "missing.db"), 2);
-    ck_assert(!exists(tpath("missing.db")));
-    ck_assert(!exists(tpath("results")));
+    ck_assert(!th_exists(tpath("missing.db")));
+    ck_assert(!th_exists(tpath("results")));
 }
 END_TEST
 
@@ -252,7 +205,7 @@ static const struct {
     {"plot r.db --latency", "option '--latency' needs a value"},
     {"merge --quite a.db b.db", "unknown option '--quite' (did you mean '--quiet'?"},
     {"list --csots protocols", "unknown option '--csots' (did you mean '--costs'?"},
-    {"list protocols --costs -n x", "--elems wants a positive element count, not 'x'"},
+    {"list protocols --costs -n x", "--elems wants an element count in [1, 16777216], not 'x'"},
     {"list protocols --costs --ring-bits", "option '--ring-bits' needs a value"},
     {"calibrate --secnods 1", "unknown option '--secnods' (did you mean '--seconds'?"},
     {"calibrate --threads 0", "--threads wants an integer in 1..256, not '0'"},
@@ -262,17 +215,17 @@ static const struct {
     {"breakeven s.yaml --bandwidth", "option '--bandwidth' needs a value"},
     {"breakeven s.yaml --latency 1ms,zz", "--latency: bad value 'zz'"},
     {"serve --reqeusts 3", "unknown option '--reqeusts' (did you mean '--requests'?"},
-    {"serve --requests -5", "--requests wants an integer in [1, 4294967295], not '-5'"},
-    {"serve -n 3 --rate 0", "--rate wants a positive number of requests per second, not '0'"},
+    {"serve --requests -5", "--requests wants an integer in [1, 10000000], not '-5'"},
+    {"serve -n 3 --rate 0", "--rate wants a rate in [1e-12, 1e9] requests per second, not '0'"},
     {"serve -n", "option '-n' needs a value"},
     {"serve -n 3 --position sideways", "--position is rerotate or recompute, not 'sideways'"},
     {"cost --protcol semi2k", "unknown option '--protcol' (did you mean '--protocol'?"},
-    {"cost -m gpt2 -p semi2k -n lan --phase prefill --tokens x", "--tokens wants an integer >= 1, not 'x'"},
+    {"cost -m gpt2 -p semi2k -n lan --phase prefill --tokens x", "--tokens wants an integer in [1, 16777216], not 'x'"},
     {"trace synth --tokenz 3", "unknown option '--tokenz' (did you mean '--tokens'? see mpcsim trace synth --help)"},
-    {"trace synth -m gpt2 --tokens 0 --stats", "--tokens wants a positive integer, not '0'"},
+    {"trace synth -m gpt2 --tokens 0 --stats", "--tokens wants an integer in [1, 16777216], not '0'"},
     {"trace info --tol x d", "--tol wants a number in (0, 1], not 'x'"},
     {"trace fit --sinks", "option '--sinks' needs a value"},
-    {"trace record -n 0", "--max-tokens wants a positive integer, not '0'"},
+    {"trace record -n 0", "--max-tokens wants an integer in [1, 16777216], not '0'"},
     {"validate --protocl aby3", "unknown option '--protocl' (did you mean '--protocol'?"},
     {"party --peesr a:1", "unknown option '--peesr' (did you mean '--peers'?"},
 };
@@ -402,11 +355,11 @@ START_TEST(test_input_error_writes_nothing)
     char *err = th_slurp(tpath("err.txt"), NULL);
     ck_assert_msg(strstr(err, "bad.yaml:4:") && strstr(err, "error"), "stderr: %s", err);
     free(err);
-    ck_assert(!exists(tpath("bad.db")));
+    ck_assert(!th_exists(tpath("bad.db")));
     ck_assert_int_eq(MPCSIM("run", "bad.yaml"), 2);
-    ck_assert(!exists(tpath("results")));
+    ck_assert(!th_exists(tpath("results")));
     ck_assert_int_eq(MPCSIM("run", "no-such-file.yaml"), 2);
-    ck_assert(!exists(tpath("results")));
+    ck_assert(!th_exists(tpath("results")));
 }
 END_TEST
 
@@ -423,7 +376,7 @@ START_TEST(test_out_of_range_inputs)
     ck_assert_msg(strstr(err, "bw.yaml:5:") && strstr(err, "'bandwidth_bps' = 1e-300 is out of "
                                                            "range"), "stderr: %s", err);
     free(err);
-    ck_assert(!exists(tpath("bw.db")));
+    ck_assert(!th_exists(tpath("bw.db")));
     ck_assert_int_eq(MPCSIM("cost", "-m", "gpt2", "-p", "semi2k", "-n", "1ms/1e-300bps",
                             "-k", "64"), 2);
     err = th_slurp(tpath("err.txt"), NULL);
@@ -449,10 +402,10 @@ START_TEST(test_dry_run_and_shards)
     ck_assert_int_eq(MPCSIM("run", "s.yaml", "--dry-run"), 0);
     char *all = th_slurp(tpath("out.txt"), NULL);
     ck_assert_ptr_nonnull(strstr(all, "12 runs"));
-    ck_assert(!exists(tpath("results")));
+    ck_assert(!th_exists(tpath("results")));
     ck_assert_int_eq(MPCSIM("run", "s.yaml", "--dry-run", "-v"), 0);
     char *verbose = th_slurp(tpath("out.txt"), NULL);
-    ck_assert_int_eq(count_lines(verbose, "\n---\n"), 12);
+    ck_assert_int_eq(th_count(verbose, "\n---\n"), 12);
     ck_assert_ptr_nonnull(strstr(verbose, "prompt_len"));
     free(verbose);
     int total = 0;
@@ -498,7 +451,7 @@ START_TEST(test_dry_run_and_shards)
     char *out = th_slurp(tpath("out.txt"), NULL);
     ck_assert_msg(strstr(out, "\n2 runs\n"), "dry run: %s", out);
     free(out);
-    ck_assert(!exists(tpath("results")));
+    ck_assert(!th_exists(tpath("results")));
 }
 END_TEST
 
@@ -508,7 +461,7 @@ START_TEST(test_db_path_and_resume_guard)
 {
     write_sweep("s.yaml", "guard", 1, 0);
     ck_assert_int_eq(MPCSIM("run", "s.yaml", "-q"), 0);
-    ck_assert(exists(tpath("results/guard.db")));
+    ck_assert(th_exists(tpath("results/guard.db")));
     ck_assert_int_eq(q1(tpath("results/guard.db"), "SELECT count(*) FROM runs"), 4);
     ck_assert_int_eq(MPCSIM("run", "s.yaml"), 2);
     char *err = th_slurp(tpath("err.txt"), NULL);
@@ -527,7 +480,7 @@ START_TEST(test_db_path_and_resume_guard)
     ck_assert_int_eq(MPCSIM("run", "s2.yaml", "-q"), 0);
     ck_assert_int_eq(q1(tpath("named.db"), "SELECT count(*) FROM runs"), 4);
     ck_assert_int_eq(MPCSIM("run", "s2.yaml", "-q", "-o", "deep/er/flag.db"), 0);
-    ck_assert(exists(tpath("deep/er/flag.db")));
+    ck_assert(th_exists(tpath("deep/er/flag.db")));
 }
 END_TEST
 
@@ -537,7 +490,7 @@ static long long wait_runs(const char *path, long long n, double timeout_s)
     struct timespec ts = {0, 10 * 1000000};
     long long have = 0;
     for (double t = 0; t < timeout_s; t += 0.01) {
-        if (exists(path)) {
+        if (th_exists(path)) {
             sqlite3 *h = NULL;
             sqlite3_stmt *s;
             if (sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
@@ -661,7 +614,7 @@ START_TEST(test_determinism_and_merge)
     ck_assert_int_eq(MPCSIM("run", "d.yaml", "-o", "b.db", "-q"), 0);
     char *a = dump(tpath("a.db")), *b = dump(tpath("b.db"));
     ck_assert_int_gt(strlen(a), 1000);
-    ck_assert_int_eq(count_lines(a, "|ok|"), 12);
+    ck_assert_int_eq(th_count(a, "|ok|"), 12);
     ck_assert_msg(!strcmp(a, b), "two runs of one scenario differ");
     free(b);
     for (int k = 1; k <= 3; k++) {
@@ -692,7 +645,7 @@ START_TEST(test_determinism_and_merge)
     char *err = th_slurp(tpath("err.txt"), NULL);
     ck_assert_msg(strstr(err, "s1.db") && strstr(err, "schema version 99"), "stderr: %s", err);
     free(err);
-    ck_assert(!exists(tpath("fresh.db")));
+    ck_assert(!th_exists(tpath("fresh.db")));
     ck_assert_int_eq(MPCSIM("merge", "m.db", "m.db"), 2);
 }
 END_TEST
@@ -754,8 +707,8 @@ START_TEST(test_report)
     ck_assert_ptr_nonnull(strstr(out, "latency"));
     ck_assert_ptr_nonnull(strstr(out, "policy"));
     ck_assert_ptr_nonnull(strstr(out, "8 runs"));
-    ck_assert_int_eq(count_lines(out, " wan "), 4);
-    ck_assert_int_eq(count_lines(out, " aby3 "), 4);
+    ck_assert_int_eq(th_count(out, " wan "), 4);
+    ck_assert_int_eq(th_count(out, " aby3 "), 4);
     /* aligned: every run line as wide as the header (after the shared columns' line) */
     char *line = out;
     if (!strncmp(line, "all runs:", 9))
@@ -769,7 +722,7 @@ START_TEST(test_report)
     free(out);
     ck_assert_int_eq(MPCSIM("report", "r.db", "--csv"), 0);
     out = th_slurp(tpath("out.txt"), NULL);
-    ck_assert_int_eq(count_lines(out, "\n"), 9);
+    ck_assert_int_eq(th_count(out, "\n"), 9);
     ck_assert(!strncmp(out, "id,model,protocol,network,policy", 32));
     /* latency in CSV equals the phases' sum in the database, for the first row's run */
     char *row = strchr(out, '\n') + 1, sql[160];
@@ -885,7 +838,7 @@ START_TEST(test_plot_images)
         snprintf(f, sizeof f, "q/%s.png", plots[i]);
         check_png(tpath(f));
     }
-    ck_assert(!exists(tpath("q/pareto.png")));
+    ck_assert(!th_exists(tpath("q/pareto.png")));
     /* an empty database: nothing to plot */
     rdb *db;
     errbuf e;

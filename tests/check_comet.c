@@ -199,6 +199,26 @@ START_TEST(test_comet_costed_as_run)
         op_program_free(&cost);
     }
     policy_comet.fini(st);
+    /* the public pattern reveals each token's block indicator: one element per block, not the
+     * top-k's A one-hot rows */
+    kv_param kp[2] = {{.key = "active_frac", .val = "0.5"}, {.key = "pattern", .val = "public"}};
+    pa.kv = kp, pa.n = 2;
+    ck_assert_msg(policy_comet.init(&env, &pa, &st, &e) == MS_OK, "%s", e.msg);
+    op_program cost;
+    op_program_init(&cost);
+    ck_assert_int_eq(policy_comet.emit_cost(st, PHASE_DECODE, 0, P, kept, &cost, &e), MS_OK);
+    uint32_t reveals = 0;
+    for (size_t i = 0; i < cost.n_ops; i++)
+        if (cost.ops[i].kind == OP_REVEAL) {
+            reveals++;
+            ck_assert_uint_eq((uint64_t)cost.ops[i].batch * cost.ops[i].m * cost.ops[i].n, 22);
+        }
+    ck_assert_uint_eq(reveals, 1);
+    int secret = 1;
+    ck_assert_uint_eq(policy_comet.ffn_active(st, 0, &secret), 88);
+    ck_assert_int_eq(secret, 0);
+    op_program_free(&cost);
+    policy_comet.fini(st);
     llama_free(f.L);
     secinf_spol_free(&o.spol);
 }

@@ -24,45 +24,26 @@ static const char *tpath(const char *name) { return testdir_path(&td, name); }
  * stderr go to out.txt / err.txt of the test's folder. Returns the exit status. */
 static int run_in(const char *exe, const char *cwd, const char *data, const char *const *args)
 {
-    char out[512], err[512];
-    snprintf(out, sizeof out, "%s", tpath("out.txt"));
-    snprintf(err, sizeof err, "%s", tpath("err.txt"));
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        char *argv[16] = {(char *)exe};
-        int n = 1;
-        for (; args[n - 1] && n < 15; n++)
-            argv[n] = (char *)args[n - 1];
-        argv[n] = NULL;
-        if (data)
-            setenv("MPCSIM_DATA", data, 1);
-        else
-            unsetenv("MPCSIM_DATA");
-        if (chdir(cwd) || !freopen(out, "w", stdout) || !freopen(err, "w", stderr))
-            _exit(126);
-        execv(exe, argv);
-        _exit(127);
-    }
-    int st;
-    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-    ck_assert_msg(WIFEXITED(st), "mpcsim did not exit normally");
-    return WEXITSTATUS(st);
+    const char *was = getenv("MPCSIM_DATA");
+    char *saved = was ? strdup(was) : NULL;
+    if (data)
+        setenv("MPCSIM_DATA", data, 1);
+    else
+        unsetenv("MPCSIM_DATA");
+    pid_t pid = th_spawn(exe, args, cwd, tpath("out.txt"), tpath("err.txt"));
+    if (saved)
+        setenv("MPCSIM_DATA", saved, 1);
+    else
+        unsetenv("MPCSIM_DATA");
+    free(saved);
+    int st = th_wait(pid);
+    ck_assert_msg(st < 128, "mpcsim did not exit normally");
+    return st;
 }
-
-
 
 static void copy_file(const char *from, const char *to, mode_t mode)
 {
-    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
-    ck_assert_ptr_nonnull(a);
-    ck_assert_ptr_nonnull(b);
-    char buf[1 << 15];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, a)) > 0)
-        ck_assert_uint_eq(fwrite(buf, 1, n, b), n);
-    fclose(a);
-    ck_assert_int_eq(fclose(b), 0);
+    th_copy(from, to);
     ck_assert_int_eq(chmod(to, mode), 0);
 }
 

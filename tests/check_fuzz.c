@@ -7,19 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "tests/fuzz/fuzz.h"
-
-static const char *data_dir(void)
-{
-    const char *d = getenv("MPCSIM_DATA");
-    return d && *d ? d : ".";
-}
 
 /* Runs fn on every file of dir; returns how many. */
 static int replay_dir(const fuzz_target *t, const char *kind)
 {
     char dir[1024];
-    snprintf(dir, sizeof dir, "%s/tests/fuzz/%s/%s", data_dir(), kind, t->name);
+    snprintf(dir, sizeof dir, "%s/tests/fuzz/%s/%s", th_data(), kind, t->name);
     DIR *d = opendir(dir);
     if (!d)
         return 0;
@@ -30,16 +25,9 @@ static int replay_dir(const fuzz_target *t, const char *kind)
             continue;
         char path[1400];
         snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        FILE *f = fopen(path, "rb");
-        ck_assert_msg(f != NULL, "cannot open %s", path);
-        fseek(f, 0, SEEK_END);
-        long len = ftell(f);
-        rewind(f);
-        uint8_t *buf = malloc(len > 0 ? (size_t)len : 1);
-        ck_assert_ptr_nonnull(buf);
-        ck_assert_uint_eq(fread(buf, 1, (size_t)len, f), (size_t)len);
-        fclose(f);
-        t->fn(buf, (size_t)len);
+        size_t len;
+        char *buf = th_slurp(path, &len);
+        t->fn((const uint8_t *)buf, len);
         free(buf);
         n++;
     }

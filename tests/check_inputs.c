@@ -28,12 +28,6 @@ static void setup(void) { testdir_setup(&td); }
 static void teardown(void) { testdir_teardown(&td); }
 static const char *tpath(const char *name) { return testdir_path(&td, name); }
 
-static const char *write_file(const char *name, const char *text)
-{
-    const char *p = tpath(name);
-    th_write(p, text);
-    return p;
-}
 
 typedef struct bad_case {
     const char *text;
@@ -159,7 +153,7 @@ static const bad_case machine_bad[] = {
 
 START_TEST(test_machine_bad)
 {
-    const char *path = write_file("m.yaml", machine_bad[_i].text);
+    const char *path = th_file(&td, "m.yaml", machine_bad[_i].text);
     machine_profile m;
     errbuf e = {{0}};
     ck_assert_int_eq(machine_load(path, &m, &e), MS_ERR_INPUT);
@@ -169,7 +163,7 @@ END_TEST
 
 START_TEST(test_machine_ok)
 {
-    const char *path = write_file("m.yaml", M_HEAD M_RATES "cpu: \"x86 box\"\n"
+    const char *path = th_file(&td, "m.yaml", M_HEAD M_RATES "cpu: \"x86 box\"\n"
                                                            "measured: {when: today}\n");
     machine_profile m;
     errbuf e;
@@ -205,7 +199,7 @@ static const bad_case synth_bad[] = {
 
 START_TEST(test_synth_bad)
 {
-    const char *path = write_file("p.yaml", synth_bad[_i].text);
+    const char *path = th_file(&td, "p.yaml", synth_bad[_i].text);
     trace_synth p, before;
     trace_synth_defaults(&p);
     before = p;
@@ -248,7 +242,7 @@ static const bad_case serve_bad[] = {
 START_TEST(test_serve_bad)
 {
     const char *bin = th_bin();
-    const char *path = write_file("s.yaml", serve_bad[_i].text);
+    const char *path = th_file(&td, "s.yaml", serve_bad[_i].text);
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "cd '%s' && '%s' serve s.yaml -o out.db -q 2> err.txt", td.dir,
              bin);
@@ -319,7 +313,7 @@ START_TEST(test_manifest_bad)
     ck_assert_ptr_nonnull(at);
     size_t skip = strlen(c->line) + (c->repl[0] ? 0 : 1); /* an empty repl drops the line */
     snprintf(edited, sizeof edited, "%.*s%s%s", (int)(at - text), text, c->repl, at + skip);
-    write_file("tr/manifest.yaml", edited);
+    th_file(&td, "tr/manifest.yaml", edited);
     ck_assert_int_eq(trace_open(dir, &t, &e), MS_ERR_FORMAT);
     ck_assert_ptr_null(t);
     check_msg(man, &c->want, e.msg, _i);
@@ -654,21 +648,37 @@ START_TEST(test_numeric_summary)
 }
 END_TEST
 
+/* ---- command-line numbers: each option's range from its table (sim/cli/opt.h) ---------- */
+
+static const struct {
+    const char *args, *want;
+} cli_bad[] = {
+    {"serve -n 3 --rate 1e300 -q", "--rate wants a rate in [1e-12, 1e9]"},
+    {"serve -n 3 --rate nan -q", "--rate wants"},
+    {"serve -n 10000001 -q", "--requests wants an integer in [1, 10000000]"},
+    {"serve -n 3 --chunk 4194305 -q", "--chunk wants an integer in [0, 4194304]"},
+    {"serve -n 3 --seed 18446744073709551616 -q", "--seed wants"},
+    {"list protocols --costs -n 16777217", "--elems wants an element count in [1, 16777216]"},
+    {"trace synth -m gpt2 --tokens 4294967296 --stats", "--tokens wants an integer in"},
+    {"trace synth -m gpt2 --tokens -1 --stats", "--tokens wants an integer in"},
+    {"cost --model stories260K --protocol semi2k --network lan --kv 1e300", "--kv wants"},
+    {"cost --model stories260K --protocol semi2k --network lan --batch 65537", "--batch wants"},
+    {"cost --model stories260K --protocol semi2k --network lan --threads inf", "--threads wants"},
+    {"run x.yaml -j 0", "--jobs wants"},
+};
+
+START_TEST(test_cli_numbers)
+{
+    char out[4096];
+    ck_assert_int_eq(th_cli_capture(cli_bad[_i].args, out, sizeof out), 2);
+    ck_assert_msg(strstr(out, cli_bad[_i].want), "'%s': want '%s' in: %s", cli_bad[_i].args,
+                  cli_bad[_i].want, out);
+}
+END_TEST
+
 /* ---- the docs' key tables agree with the readers' schemas --------------------------------- */
 
-static char *read_doc(const char *rel)
-{
-    const char *data = getenv("MPCSIM_DATA");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", data ? data : ".", rel);
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    static char buf[1 << 17];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
+static const char *read_doc(const char *rel) { return th_text(th_data_path(rel)); }
 
 /* TRACE_FORMAT.md's parameter table: the same keys in the same order with the same defaults. */
 START_TEST(test_docs_synth_table)
@@ -725,6 +735,11 @@ START_TEST(test_docs_key_tables)
 {
     check_key_table("models/README.md", "# Models", model_schema());
     check_key_table("scenarios/README.md", "### workload", scn_workload_schema());
+    check_key_table("scenarios/README.md", "## Keys", scn_schema());
+    check_key_table("scenarios/README.md", "### protocol", proto_cfg_schema());
+    size_t n_net;
+    check_key_table("scenarios/README.md", "### network", &scn_network_schemas(&n_net)[0]);
+    check_key_table("scenarios/README.md", "### trace", scn_trace_schema());
 }
 END_TEST
 
@@ -749,6 +764,7 @@ Suite *inputs_suite(void)
     tcase_set_timeout(t, 120);
     tcase_add_loop_test(t, test_numeric_out_of_range, 0, (int)n_sites);
     tcase_add_test(t, test_numeric_summary);
+    tcase_add_loop_test(t, test_cli_numbers, 0, (int)(sizeof cli_bad / sizeof *cli_bad));
     suite_add_tcase(s, t);
     t = tcase_create("docs");
     tcase_add_test(t, test_docs_synth_table);

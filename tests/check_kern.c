@@ -23,6 +23,7 @@ static double urand(double lo, double hi)
 static int exp_iters_override; /* 0: the protocol default */
 static const char *msb_override; /* NULL: the protocol default */
 static const char *topk_override; /* NULL: the protocol default */
+static const char *norm_override; /* NULL: the protocol default */
 
 static eng *mk(int np)
 {
@@ -35,6 +36,8 @@ static eng *mk(int np)
         ck_assert_int_eq(proto_cfg_set(&c, "msb", msb_override, &e), 0);
     if (topk_override)
         ck_assert_int_eq(proto_cfg_set(&c, "topk", topk_override, &e), 0);
+    if (norm_override)
+        ck_assert_int_eq(proto_cfg_set(&c, "normalize", norm_override, &e), 0);
     eng *en = NULL;
     ck_assert_int_eq(eng_plain_new(&c, np, 99 + (uint64_t)np, 0, &en), 0);
     return en;
@@ -435,6 +438,47 @@ static double ew_err(int np, int kind, fn1 ref, double lo, double hi, int logu, 
     return worst;
 }
 
+/* ew_err on given points (share components random, so the bit decomposition sees real
+ * carries) with the op's bit bound w: the worst |got − want| / (rtol·|want| + atol). */
+static double ew_err_pts(int np, int kind, fn1 ref, const double *x, int N, int w, double rtol,
+                         double atol)
+{
+    harness h;
+    h_init(&h, np);
+    double worst = 0, wx = 0;
+    uint32_t tx = h_tensor(&h, "x", OPT_TEMP, DOM_ARITH, 1, 1, (uint32_t)N, x, F);
+    h_components(&h, tx, np);
+    uint32_t ty = h_tensor(&h, "y", OPT_TEMP, DOM_ARITH, 1, 1, (uint32_t)N, NULL, 0);
+    op o = mkop(kind, 1, 1, 0, (uint32_t)N, tx, OP_NONE, OP_NONE, ty);
+    o.bits = (uint8_t)w;
+    h_run(&h, o);
+    for (int i = 0; i < N; i++) {
+        double want = ref(fx_decode(fx_encode(x[i], F), F)), got = h_out(&h, ty, (size_t)i, F);
+        double err = fabs(got - want) / (rtol * fabs(want) + atol);
+        if (err > worst)
+            worst = err, wx = x[i];
+    }
+    h_free(&h);
+    if (getenv("KERN_VERBOSE"))
+        fprintf(stderr, "%s np=%d w=%d: worst/bound %.3f at x = %g\n", op_kind_name(kind), np, w,
+                worst, wx);
+    return worst;
+}
+
+/* Points of [2^lo, 2^hi): both sides of every power of two, then log-uniform samples. */
+static int edge_points(double *x, int cap, int lo, int hi)
+{
+    int N = 0;
+    for (int j = lo; j < hi && N + 3 <= cap; j++) {
+        x[N++] = ldexp(1, j);
+        x[N++] = ldexp(1, j) + ldexp(1, -F);
+        x[N++] = ldexp(1, j + 1) - ldexp(1, -F);
+    }
+    while (N < cap)
+        x[N++] = exp(urand(lo * log(2.0), hi * log(2.0)));
+    return N;
+}
+
 START_TEST(test_exp)
 {
     double err = ew_err(2 + _i, OP_EXP, exp, -14, 0, 0, 0, 2e-3);
@@ -446,21 +490,47 @@ START_TEST(test_exp)
 }
 END_TEST
 
+/* _i: party count 2 + (_i & 1); _i >= 2 with normalize: thresholds (the earlier variant) */
 START_TEST(test_reciprocal)
 {
-    double err = ew_err(2 + _i, OP_RECIPROCAL, recip_ref, ldexp(1, -F), ldexp(1, F - 1) - 1, 1,
+    norm_override = _i >= 2 ? "thresholds" : NULL;
+    double err = ew_err(2 + (_i & 1), OP_RECIPROCAL, recip_ref, ldexp(1, -F), ldexp(1, F - 1) - 1, 1,
                         2e-4, ldexp(2, -F));
+    norm_override = NULL;
     ck_assert_msg(err <= 1, "reciprocal on [2^-f, 2^(f-1)): error %g × the bound", err);
 }
 END_TEST
 
 START_TEST(test_rsqrt)
 {
-    double err = ew_err(2 + _i, OP_RSQRT, rsqrt_ref, 1e-3, 1e4, 1, 1e-4, ldexp(2, -F));
+    norm_override = _i >= 2 ? "thresholds" : NULL;
+    double err = ew_err(2 + (_i & 1), OP_RSQRT, rsqrt_ref, 1e-3, 1e4, 1, 1e-4, ldexp(2, -F));
     ck_assert_msg(err <= 1, "rsqrt on [1e-3, 1e4]: error %g × the bound", err);
-    err = ew_err(2 + _i, OP_RSQRT, rsqrt_ref, ldexp(1, -F), ldexp(1, F + 2) - 1, 1, 1e-4,
+    err = ew_err(2 + (_i & 1), OP_RSQRT, rsqrt_ref, ldexp(1, -F), ldexp(1, F + 2) - 1, 1, 1e-4,
                  ldexp(2, -F));
+    norm_override = NULL;
     ck_assert_msg(err <= 1, "rsqrt on [2^-f, 2^(f+2)): error %g × the bound", err);
+}
+END_TEST
+
+/* normalize: bitdec on both sides of every power of two of its range. _i: party count
+ * 2 + (_i & 1); _i >= 2 with the op's bit bound 2f − 4 (x < 2^(f−4)). */
+START_TEST(test_recip_rsqrt_bitdec)
+{
+    int np = 2 + (_i & 1), w = _i >= 2 ? 2 * F - 4 : 0, hi = (w ? w : 2 * F + 4) - F;
+    enum { N = 1500 };
+    double *x = malloc(N * sizeof *x);
+    int n = edge_points(x, N, -F, hi);
+    double err = ew_err_pts(np, OP_RECIPROCAL, recip_ref, x, n, w, 1e-4, ldexp(2, -F));
+    ck_assert_msg(err <= 1, "reciprocal on [2^-f, 2^%d): error %g × the bound", hi, err);
+    err = ew_err_pts(np, OP_RSQRT, rsqrt_ref, x, n, w, 1e-4, ldexp(2, -F));
+    ck_assert_msg(err <= 1, "rsqrt on [2^-f, 2^%d): error %g × the bound", hi, err);
+    n = edge_points(x, N, -F, 3);
+    err = ew_err_pts(np, OP_RECIPROCAL, recip_ref, x, n, w, 1e-4, 0);
+    ck_assert_msg(err <= 1, "reciprocal on [2^-f, 8): relative error %g × 1e-4", err);
+    err = ew_err_pts(np, OP_RSQRT, rsqrt_ref, x, n, w, 1e-4, 0);
+    ck_assert_msg(err <= 1, "rsqrt on [2^-f, 8): relative error %g × 1e-4", err);
+    free(x);
 }
 END_TEST
 
@@ -966,8 +1036,9 @@ Suite *kern_suite(void)
     tcase_add_loop_test(t, test_onehot_signed_rank, 0, 2);
     tcase_add_loop_test(t, test_a2b_b2a_select, 0, 2);
     tcase_add_loop_test(t, test_exp, 0, 2);
-    tcase_add_loop_test(t, test_reciprocal, 0, 2);
-    tcase_add_loop_test(t, test_rsqrt, 0, 2);
+    tcase_add_loop_test(t, test_reciprocal, 0, 4);
+    tcase_add_loop_test(t, test_rsqrt, 0, 4);
+    tcase_add_loop_test(t, test_recip_rsqrt_bitdec, 0, 4);
     tcase_add_loop_test(t, test_gelu_silu, 0, 2);
     tcase_add_loop_test(t, test_softmax, 0, 2);
     tcase_add_loop_test(t, test_norms, 0, 2);

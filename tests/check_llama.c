@@ -6,13 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "models/llama.h"
 
-static const char *data_dir(void)
-{
-    const char *d = getenv("MPCSIM_DATA");
-    return d && *d ? d : ".";
-}
+static testdir td = {.prefix = "check_llama"};
+static void suite_up(void) { testdir_suite_setup(&td); }
+static void suite_down(void) { testdir_suite_teardown(&td); }
+static void up(void) { testdir_setup(&td); }
+static void down(void) { testdir_teardown(&td); }
 
 static llama *load_model(void)
 {
@@ -49,7 +50,7 @@ static int argmax(const float *x, int n)
 static size_t read_numbers(const char *rel, double *out, size_t max)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/models/stories260K/reference/%s", data_dir(), rel);
+    snprintf(path, sizeof path, "%s/models/stories260K/reference/%s", th_data(), rel);
     FILE *f = fopen(path, "r");
     ck_assert_msg(f != NULL, "cannot open %s", path);
     size_t n = 0;
@@ -127,7 +128,7 @@ START_TEST(test_tokenizer)
     size_t nr = read_numbers("greedy_bos_256.ids", ref, 300);
     char path[1024], want[2048], got[2048] = "";
     snprintf(path, sizeof path, "%s/models/stories260K/reference/greedy_bos_256.txt",
-             data_dir());
+             th_data());
     FILE *f = fopen(path, "r");
     ck_assert_ptr_nonnull(f);
     size_t wl = fread(want, 1, sizeof want - 1, f);
@@ -238,10 +239,8 @@ static void write_bytes(const char *path, const void *buf, size_t n)
  * checkpoint whose header sizes multiply past 64 bits, both refused with a clear error. */
 START_TEST(test_hostile_files)
 {
-    const char *tmp = getenv("TMPDIR");
-    char dir[512], path[600];
-    snprintf(dir, sizeof dir, "%s/check_llama-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *dir = td.dir;
+    char path[600];
     /* a well-formed 10-piece tokenizer: max_len, then (score, length, bytes) per piece */
     unsigned char tok[256];
     size_t n = 0;
@@ -290,13 +289,12 @@ START_TEST(test_hostile_files)
     ck_assert_int_eq(llama_load(&cfg, path, &m, &e), MS_ERR_INPUT);
     /* a tied checkpoint whose seq_len (2^30) its freq_cis tables do not back: refused before
      * a 2^30-position KV cache is allocated (a fuzzer's find) */
-    char src[1024];
-    snprintf(src, sizeof src, "%s/tests/fuzz/corpus/checkpoint/tiny-tied.bin", data_dir());
-    FILE *f = fopen(src, "rb");
-    ck_assert_ptr_nonnull(f);
     static uint8_t ck[8192];
-    size_t len = fread(ck, 1, sizeof ck, f);
-    fclose(f);
+    size_t len;
+    char *src = th_slurp(th_data_path("tests/fuzz/corpus/checkpoint/tiny-tied.bin"), &len);
+    ck_assert_uint_le(len, sizeof ck);
+    memcpy(ck, src, len);
+    free(src);
     int32_t h7[7];
     memcpy(h7, ck, sizeof h7);
     model_cfg tiny = cfg;
@@ -316,9 +314,6 @@ START_TEST(test_hostile_files)
     write_bytes(path, ck, len);
     ck_assert_int_eq(llama_load(&tiny, path, &m, &e), MS_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(e.msg, "freq_cis tables of seq_len 1073741824"));
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
 }
 END_TEST
 
@@ -327,6 +322,8 @@ Suite *llama_suite(void)
     Suite *s = suite_create("llama");
     TCase *tc = tcase_create("reference");
     tcase_set_timeout(tc, 60);
+    tcase_add_unchecked_fixture(tc, suite_up, suite_down);
+    tcase_add_checked_fixture(tc, up, down);
     tcase_add_test(tc, test_logits_bos);
     tcase_add_test(tc, test_greedy_256);
     tcase_add_test(tc, test_tokenizer);

@@ -10,6 +10,12 @@
 #include "models/model.h"
 #include "protocols/program/proto.h"
 
+static testdir td = {.prefix = "check_lower"};
+static void suite_up(void) { testdir_suite_setup(&td); }
+static void suite_down(void) { testdir_suite_teardown(&td); }
+static void up(void) { testdir_setup(&td); }
+static void down(void) { testdir_teardown(&td); }
+
 static model_cfg load(const char *name)
 {
     model_cfg m;
@@ -52,9 +58,7 @@ END_TEST
 
 START_TEST(test_bad_model_files)
 {
-    char dir[] = "/tmp/mpcsim-model-XXXXXX", path[128];
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/m.yaml", dir);
+    const char *path = testdir_path(&td, "m.yaml");
     errbuf e;
     model_cfg m;
     th_write(path, "name: x\nlayers: 2\ndim: 8\nheads: 2\nkv_heads: 2\nhead_dim: 4\n"
@@ -77,8 +81,6 @@ START_TEST(test_bad_model_files)
     ck_assert_msg(strstr(e.msg, "error:"), "%s", e.msg);
     ck_assert_int_eq(model_load("lama-2-7b", &m, &e), MS_ERR_NOTFOUND);
     ck_assert_msg(strstr(e.msg, "did you mean 'llama-2-7b'"), "%s", e.msg);
-    remove(path);
-    rmdir(dir);
 }
 END_TEST
 
@@ -351,6 +353,8 @@ Suite *lower_suite(void)
 {
     Suite *s = suite_create("lower");
     TCase *tc = tcase_create("models");
+    tcase_add_unchecked_fixture(tc, suite_up, suite_down);
+    tcase_add_checked_fixture(tc, up, down);
     tcase_add_test(tc, test_shipped_models);
     tcase_add_test(tc, test_param_counts);
     tcase_add_test(tc, test_bad_model_files);

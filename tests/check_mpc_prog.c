@@ -35,6 +35,7 @@ typedef struct prog_case {
     int any_name;  /* unbound tensors get reals in [-0.1, 0.1) (counts-only runs) */
     int counts_only;
     const char *msb; /* protocol parameter msb, or NULL for the default */
+    const char *norm; /* protocol parameter normalize, or NULL for the default */
     const char *topk; /* protocol parameter topk, or NULL for the default */
     uint32_t idx_hi;  /* any_name: tensors named "….ffn.idx" get V_IDX indices below this */
 } prog_case;
@@ -207,6 +208,8 @@ static void check_run(const prog_case *c, mpc_local_run *lr_in)
     ck_assert_int_eq(proto_cfg_default(c->pname, &cfg, &err), MS_OK);
     if (c->msb)
         ck_assert_int_eq(proto_cfg_set(&cfg, "msb", c->msb, &err), MS_OK);
+    if (c->norm)
+        ck_assert_int_eq(proto_cfg_set(&cfg, "normalize", c->norm, &err), MS_OK);
     if (c->topk)
         ck_assert_int_eq(proto_cfg_set(&cfg, "topk", c->topk, &err), MS_OK);
     const op_program *p = &c->prog;
@@ -309,6 +312,8 @@ static void run_case(const prog_case *c)
     ck_assert_int_eq(proto_cfg_default(c->pname, &cfg, &err), MS_OK);
     if (c->msb)
         ck_assert_int_eq(proto_cfg_set(&cfg, "msb", c->msb, &err), MS_OK);
+    if (c->norm)
+        ck_assert_int_eq(proto_cfg_set(&cfg, "normalize", c->norm, &err), MS_OK);
     if (c->topk)
         ck_assert_int_eq(proto_cfg_set(&cfg, "topk", c->topk, &err), MS_OK);
     mpc_launch l = {.cfg = cfg, .deadline_ms = 30000};
@@ -498,6 +503,32 @@ START_TEST(test_carry_msb_ops)
         prog_case c;
         single_case(&c, pname, &singles[q]);
         c.msb = "carry";
+        run_case(&c);
+        op_program_free(&c.prog);
+    }
+}
+END_TEST
+
+/* normalize = thresholds (the earlier normalisation) on the real backend, and the default
+ * bit decomposition with an op's bit bound (reciprocal and rsqrt of x < 2^(w−f)): values against
+ * the clear-text engine, counts against the cost engine. */
+START_TEST(test_normalize_ops)
+{
+    const char *pname = _i ? "aby3" : "semi2k";
+    for (size_t q = 0; q < sizeof singles / sizeof *singles; q++) {
+        int k = singles[q].kind;
+        if (k != OP_RECIPROCAL && k != OP_RSQRT && k != OP_SOFTMAX && k != OP_LAYERNORM &&
+            k != OP_RMSNORM && k != OP_SILU)
+            continue;
+        prog_case c;
+        single_case(&c, pname, &singles[q]);
+        c.norm = "thresholds";
+        run_case(&c);
+        op_program_free(&c.prog);
+        if (k != OP_RECIPROCAL && k != OP_RSQRT)
+            continue;
+        single_case(&c, pname, &singles[q]);
+        c.prog.ops[c.prog.n_ops - 1].bits = 21; /* x < 8 at f = 18 */
         run_case(&c);
         op_program_free(&c.prog);
     }
@@ -758,6 +789,7 @@ Suite *mpc_prog_suite(void)
     tcase_add_loop_test(tc, test_composite, 0, 2);
     tcase_add_loop_test(tc, test_single_ops, 0, 2);
     tcase_add_loop_test(tc, test_carry_msb_ops, 0, 2);
+    tcase_add_loop_test(tc, test_normalize_ops, 0, 2);
     tcase_add_loop_test(tc, test_bit_bound_ops, 0, 2);
     tcase_add_loop_test(tc, test_topk_quickselect_ops, 0, 2);
     tcase_add_loop_test(tc, test_sparse_ffn_ops, 0, 2);

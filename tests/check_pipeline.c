@@ -10,6 +10,7 @@
 #include "models/lower.h"
 #include "sim/replay/replay.h"
 #include "sim/scenario/runner.h"
+#include "harness.h"
 #include "sim/engine/stepcost.h"
 
 typedef struct pl_case {
@@ -331,12 +332,6 @@ END_TEST
 
 /* ---- whole runs ------------------------------------------------------------------------- */
 
-static const char *datadir(void)
-{
-    const char *d = getenv("MPCSIM_DATA");
-    return d && *d ? d : ".";
-}
-
 /* One step of a run the straightforward way, added to acc. */
 static void reference_add(const run_cfg *c, const lower_opts *lo, op_program *prog,
                           sim_result *acc)
@@ -371,7 +366,7 @@ static void check_run(const char *policy, const char *param, const char *val,
     ck_assert_msg(machine_load("default", &c->machine, &e) == MS_OK, "%s", e.msg);
     snprintf(c->trace.source, sizeof c->trace.source, "record");
     snprintf(c->trace.path, sizeof c->trace.path, "%s/tests/data/tinystories_sample.txt",
-             datadir());
+             th_data());
     snprintf(c->policy.name, sizeof c->policy.name, "%s", policy);
     if (param) {
         snprintf(c->policy.params[0].key, sizeof c->policy.params[0].key, "%s", param);

@@ -117,21 +117,17 @@ static void run(const policy_ops *p, void *st, hand *h, uint32_t upto, uint32_t 
         }
 }
 
-/* Asserts keep[0..n) is exactly the listed set. */
-static void expect_set(const uint8_t *keep, uint32_t n, const int *set, size_t ns)
+/* Asserts keep[0..n) is exactly the listed set (what: the case, for the message). */
+static void expect_set(const char *what, const uint8_t *keep, uint32_t n, const int *set,
+                       size_t ns)
 {
     uint8_t want[MAXT] = {0};
     for (size_t i = 0; i < ns; i++)
         want[set[i]] = 1;
     for (uint32_t j = 0; j < n; j++)
-        ck_assert_msg(keep[j] == want[j], "position %u: kept %d, expected %d", j, keep[j],
-                      want[j]);
+        ck_assert_msg(keep[j] == want[j], "%s: position %u: kept %d, expected %d", what, j,
+                      keep[j], want[j]);
 }
-#define EXPECT(keep, n, ...)                                                                  \
-    do {                                                                                      \
-        const int set_[] = {__VA_ARGS__};                                                     \
-        expect_set(keep, n, set_, sizeof set_ / sizeof set_[0]);                             \
-    } while (0)
 
 static kv_param kvp(const char *k, const char *v)
 {
@@ -218,117 +214,56 @@ START_TEST(test_topk)
 }
 END_TEST
 
-/* ---- policies ----------------------------------------------------------------------------- */
+/* ---- policies: one row a policy × case ------------------------------------------------- */
 
-START_TEST(test_full_streamingllm)
+/* "k=v k=v …" → kv (at most cap); the number of parameters. */
+static size_t parse_kv(const char *text, kv_param *kv, size_t cap)
 {
-    hand *h = malloc(sizeof *h);
-    hand_init(h, 1, 1, 2, 8, 12);
-    uint8_t keep[MAXT];
-    void *st = open_policy(&policy_full, h, NULL, 0);
-    run(&policy_full, st, h, 10, 0, keep);
-    EXPECT(keep, 10, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9);
-    policy_full.fini(st);
-    /* sink 2, recent 3, T = 10 cached: {0,1} ∪ {7,8,9} */
-    kv_param kv[2] = {kvp("sink", "2"), kvp("recent", "3")};
-    st = open_policy(&policy_streamingllm, h, kv, 2);
-    run(&policy_streamingllm, st, h, 10, 0, keep);
-    EXPECT(keep, 10, 0, 1, 7, 8, 9);
-    policy_streamingllm.fini(st);
-    free(h);
+    size_t n = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", text ? text : "");
+    for (char *save = NULL, *w = strtok_r(buf, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+        char *eq = strchr(w, '=');
+        ck_assert_msg(eq != NULL && n < cap, "bad case parameter '%s'", w);
+        *eq = '\0';
+        kv[n++] = kvp(w, eq + 1);
+    }
+    return n;
 }
-END_TEST
 
-START_TEST(test_h2o)
+/* Prompt rows are one-hot: row i attends to t_i = 0,0,2,0,2,5,5,2, so the column sums are
+ * score(0)=3, score(2)=3, score(5)=2, others 0. Decode pos 8 attends to 6 (one-hot). */
+static void fx_h2o(hand *h)
 {
-    /* Prompt rows are one-hot: row i attends to t_i = 0,0,2,0,2,5,5,2, so the column sums are
-     * score(0)=3, score(2)=3, score(5)=2, others 0. heavy=2, recent=2, P=8: candidates [0,6),
-     * top-2 = {0,2} → cache {0,2,6,7}. Decode pos 8 attends to 6 (one-hot): scores 0:3 2:3
-     * 6:1 7:0 8:0, 5 entries > 4 → evict the smallest non-recent (j < 7) = 6.
-     * At pos 9: {0,2,7,8}. */
-    hand *h = malloc(sizeof *h);
-    hand_init(h, 1, 1, 2, 8, 12);
     int t[9] = {0, 0, 2, 0, 2, 5, 5, 2, 6};
     for (int i = 0; i < 9; i++)
         one_hot_row(h, 0, (uint32_t)i, 0, (uint32_t)t[i]);
-    kv_param kv[2] = {kvp("heavy", "2"), kvp("recent", "2")};
-    uint8_t keep[MAXT];
-    void *st = open_policy(&policy_h2o, h, kv, 2);
-    run(&policy_h2o, st, h, 8, 0, keep);
-    EXPECT(keep, 8, 0, 2, 6, 7);
-    policy_h2o.fini(st);
-    st = open_policy(&policy_h2o, h, kv, 2);
-    run(&policy_h2o, st, h, 9, 0, keep);
-    EXPECT(keep, 9, 0, 2, 7, 8);
-    policy_h2o.fini(st);
-    free(h);
 }
-END_TEST
 
-START_TEST(test_tova)
+/* Last prompt row: head0 .1 .4 .1 .2 .2, head1 .3 0 .1 .2 .4; decode pos 5 (both heads)
+ * .5 .1 0 0 .1 .3. */
+static void fx_tova(hand *h)
 {
-    /* cache_size 3, P = 5, two heads. Last prompt row: head0 .1 .4 .1 .2 .2, head1 .3 0 .1 .2
-     * .4 → mean .2 .2 .1 .2 .3 → top-3 = {4} ∪ the two smallest indices among the .2s {0,1}
-     * = {0,1,4}. Decode pos 5 (both heads) .5 .1 0 0 .1 .3 → among {0,1,4,5} the minimum .1
-     * is shared by 1 and 4: the later (4) goes → {0,1,5}. */
-    hand *h = malloc(sizeof *h);
-    hand_init(h, 1, 2, 2, 5, 8);
     float h0[5] = {.1f, .4f, .1f, .2f, .2f}, h1[5] = {.3f, 0, .1f, .2f, .4f};
     memcpy(h->att[0][4][0], h0, sizeof h0);
     memcpy(h->att[0][4][1], h1, sizeof h1);
     float d5[6] = {.5f, .1f, 0, 0, .1f, .3f};
     memcpy(h->att[0][5][0], d5, sizeof d5);
     memcpy(h->att[0][5][1], d5, sizeof d5);
-    kv_param kv = kvp("cache_size", "3");
-    uint8_t keep[MAXT];
-    void *st = open_policy(&policy_tova, h, &kv, 1);
-    run(&policy_tova, st, h, 5, 0, keep);
-    EXPECT(keep, 5, 0, 1, 4);
-    policy_tova.fini(st);
-    st = open_policy(&policy_tova, h, &kv, 1);
-    run(&policy_tova, st, h, 6, 0, keep);
-    EXPECT(keep, 6, 0, 1, 5);
-    policy_tova.fini(st);
-    free(h);
 }
-END_TEST
 
-START_TEST(test_snapkv)
+/* Window rows 8 and 9 vote .3 .3 0 0 .4 0 0 0 over j < 8. */
+static void fx_snapkv(hand *h)
 {
-    /* P = 10, window 2, kernel 3, capacity 5 → 3 non-window entries among j < 8. Window votes
-     * (rows 8 and 9) = .3 .3 0 0 .4 0 0 0. maxpool(3): .3 .3 .3 .4 .4 .4 0 0 → {3,4,5};
-     * avgpool(3) sums: .6 .6 .3 .4 .4 .4 0 0 → {0,1} + the smallest index among the .4s = 3.
-     * Generated tokens (pos 10) are kept. */
-    hand *h = malloc(sizeof *h);
-    hand_init(h, 1, 1, 2, 10, 12);
     float r8[9] = {.3f, .3f, 0, 0, .4f, 0, 0, 0, 0};
     memcpy(h->att[0][8][0], r8, sizeof r8);
     h->att[0][9][0][8] = .5f;
     h->att[0][9][0][9] = .5f;
-    kv_param kv[4] = {kvp("window", "2"), kvp("kernel", "3"), kvp("capacity", "5"),
-                      kvp("pooling", "maxpool")};
-    uint8_t keep[MAXT];
-    void *st = open_policy(&policy_snapkv, h, kv, 4);
-    run(&policy_snapkv, st, h, 11, 0, keep);
-    EXPECT(keep, 11, 3, 4, 5, 8, 9, 10);
-    policy_snapkv.fini(st);
-    kv[3] = kvp("pooling", "avgpool");
-    st = open_policy(&policy_snapkv, h, kv, 4);
-    run(&policy_snapkv, st, h, 10, 0, keep);
-    EXPECT(keep, 10, 0, 1, 3, 8, 9);
-    policy_snapkv.fini(st);
-    free(h);
 }
-END_TEST
 
-START_TEST(test_pyramidkv)
+/* Every layer's window rows 18, 19 vote 5:.5 11:.4 3:.3. */
+static void fx_pyramidkv(hand *h)
 {
-    /* L = 3, P = 20, C = 8, w = 2, beta = 2: P ≥ 2(C-w) = 12 → pyramid. min = 6/2 = 3,
-     * max = 12 - 3 = 9 (< P-w = 18), step = (9-3)/2 = 3 → budgets 9, 6, 3. kernel 1: votes
-     * are the window rows: 5:.5 11:.4 3:.3. Layer 2 keeps {3,5,11} ∪ {18,19}; layer 1 adds the
-     * three smallest zero-vote indices {0,1,2}; layer 0 adds {0,1,2,4,6,7}. */
-    hand *h = malloc(sizeof *h);
-    hand_init(h, 3, 1, 2, 20, 22);
     for (uint32_t l = 0; l < 3; l++) {
         h->att[l][18][0][5] = .5f;
         h->att[l][18][0][18] = .5f;
@@ -336,51 +271,19 @@ START_TEST(test_pyramidkv)
         h->att[l][19][0][3] = .3f;
         h->att[l][19][0][19] = .3f;
     }
-    kv_param kv[4] = {kvp("window", "2"), kvp("kernel", "1"), kvp("capacity", "8"),
-                      kvp("beta", "2")};
-    uint8_t keep[MAXT];
-    int want[3][11] = {{0, 1, 2, 3, 4, 5, 6, 7, 11, 18, 19},
-                       {0, 1, 2, 3, 5, 11, 18, 19},
-                       {3, 5, 11, 18, 19}};
-    size_t nw[3] = {11, 8, 5};
-    for (uint32_t l = 0; l < 3; l++) {
-        void *st = open_policy(&policy_pyramidkv, h, kv, 4);
-        run(&policy_pyramidkv, st, h, 20, l, keep);
-        expect_set(keep, 20, want[l], nw[l]);
-        policy_pyramidkv.fini(st);
-    }
-    free(h);
 }
-END_TEST
 
-START_TEST(test_quest)
+/* Keys p0 = (1,0),(0,1); p1 = (-1,0),(2,2); p2 = (0,-1),(.5,-2) in both layers; q = (-1,1)
+ * at pos 6. */
+static void fx_quest(hand *h)
 {
-    /* page 2, budget 2 → max(min_pages 2, 1) = 2 pages, first layer dense. Keys: p0 = (1,0),
-     * (0,1): M=(1,1) m=(0,0); p1 = (-1,0),(2,2): M=(2,2) m=(-1,0); p2 = (0,-1),(.5,-2):
-     * M=(.5,-1) m=(0,-2). q = (-1,1): U0 = 0 + 1 = 1, U1 = 1 + 2 = 3, U2 = 0 + -1 = -1 →
-     * pages {1,0} → tokens {0,1,2,3}. */
-    hand *h = malloc(sizeof *h);
-    hand_init(h, 2, 1, 2, 6, 8);
     float keys[6][2] = {{1, 0}, {0, 1}, {-1, 0}, {2, 2}, {0, -1}, {.5f, -2}};
     for (int l = 0; l < 2; l++) {
         memcpy(h->k[l], keys, sizeof keys);
         h->q[l][6][0][0] = -1;
         h->q[l][6][0][1] = 1;
     }
-    kv_param kv[4] = {kvp("page", "2"), kvp("budget", "2"), kvp("min_pages", "2"),
-                      kvp("skip_layers", "1")};
-    uint8_t keep[MAXT];
-    void *st = open_policy(&policy_quest, h, kv, 4);
-    run(&policy_quest, st, h, 6, 1, keep);
-    EXPECT(keep, 6, 0, 1, 2, 3);
-    policy_quest.fini(st);
-    st = open_policy(&policy_quest, h, kv, 4);
-    run(&policy_quest, st, h, 6, 0, keep);
-    EXPECT(keep, 6, 0, 1, 2, 3, 4, 5);
-    policy_quest.fini(st);
-    free(h);
 }
-END_TEST
 
 static void set_keys1(hand *h, uint32_t l, const float *k, uint32_t n)
 {
@@ -388,116 +291,61 @@ static void set_keys1(hand *h, uint32_t l, const float *k, uint32_t n)
         h->k[l][i][0] = k[i];
 }
 
-START_TEST(test_mpcache_dynamic)
+/* d = 1, keys 1 2 | 0 0 | 5 -1 | 3 3 | -2 -2 | 0 4 in layers 0-2, 9 9 9 9 0 … in layer 3;
+ * q = 1 at pos 12. */
+static void fx_mpcache_keys(hand *h)
 {
-    /* static none, d = 1, s2 = 2, s1 = 4, alpha .5, q = 1, n' = 12 keys
-     * 1 2 | 0 0 | 5 -1 | 3 3 | -2 -2 | 0 4 → 16-cluster (max,min): (2,1) (0,0) (5,-1) (3,3)
-     * (-2,-2) (4,0); 32-clusters: (2,0) (5,-1) (4,-2) → sim1 = 1, 2, 1. ratio1 .34: k1 =
-     * floor(3·.34) = 1 → {1} ∪ {0}; candidates c0..c3, sim2 = 1.5 0 2 3; ratio2 .34: k2 =
-     * floor(6·.34) = 2 → {3,2} ∪ {0} → tokens {0,1,4,5,6,7}. 12 % 4 = 0: no partial cluster.
-     * Layer sharing: layer 3 reuses layer 2 even though its keys differ. */
-    hand *h = malloc(sizeof *h);
-    hand_init(h, 4, 1, 1, 12, 14);
     float keys[12] = {1, 2, 0, 0, 5, -1, 3, 3, -2, -2, 0, 4};
     float other[12] = {9, 9, 9, 9, 0, 0, 0, 0, 0, 0, 0, 0};
     for (uint32_t l = 0; l < 4; l++) {
         set_keys1(h, l, l == 3 ? other : keys, 12);
         h->q[l][12][0][0] = 1;
     }
-    kv_param kv[7] = {kvp("static", "none"), kvp("s1", "4"),     kvp("s2", "2"),
-                      kvp("alpha", "0.5"),   kvp("ratio1", "0.34"), kvp("ratio2", "0.34"),
-                      kvp("layer_share", "1")};
-    uint8_t keep[MAXT];
-    for (uint32_t l = 0; l < 4; l++) {
-        void *st = open_policy(&policy_mpcache, h, kv, 7);
-        run(&policy_mpcache, st, h, 12, l, keep);
-        EXPECT(keep, 12, 0, 1, 4, 5, 6, 7);
-        policy_mpcache.fini(st);
-    }
-    /* without sharing, layer 3 ranks its own keys: 16-clusters (9,9)(9,9)(0,0)...: sim1 =
-     * 9, 0, 0 → top-1 = {0}; candidates c0, c1 (9, 9), k2 = 2 → {0,1} ∪ {0} → {0,1,2,3} */
-    /* the same through the per-head key access (callers without get_k) */
+}
+
+/* The same keys through the per-head key access (callers without get_k). */
+static void fx_mpcache_gather(hand *h)
+{
+    fx_mpcache_keys(h);
     h->env.get_k = NULL;
     h->env.gather_k = hand_gather;
-    void *st = open_policy(&policy_mpcache, h, kv, 7);
-    run(&policy_mpcache, st, h, 12, 2, keep);
-    EXPECT(keep, 12, 0, 1, 4, 5, 6, 7);
-    policy_mpcache.fini(st);
-    kv[6] = kvp("layer_share", "0");
-    st = open_policy(&policy_mpcache, h, kv, 7);
-    run(&policy_mpcache, st, h, 12, 3, keep);
-    EXPECT(keep, 12, 0, 1, 2, 3);
-    policy_mpcache.fini(st);
-    free(h);
 }
-END_TEST
 
-START_TEST(test_mpcache_static)
+/* Window rows 4, 5 of two heads: row 4 means .4 0 .05 .2 .35, row 5 means 0 .1 0 0 0 .9. */
+static void fx_mpcache_static(hand *h)
 {
-    /* P = 6, window_frac .34 → w = 2 (rows 4, 5), threshold .15 on the head mean:
-     * row 4 means .4 0 .05 .2 .35 → {0,3,4}; row 5 means 0 .1 0 0 0 .9 → {5}.
-     * Static set {0,3,4,5}; ratios 1 keep all of it at decode. */
-    hand *h = malloc(sizeof *h);
-    hand_init(h, 1, 2, 1, 6, 8);
     float a0[5] = {.5f, 0, 0, .2f, .3f}, a1[5] = {.3f, 0, .1f, .2f, .4f};
     memcpy(h->att[0][4][0], a0, sizeof a0);
     memcpy(h->att[0][4][1], a1, sizeof a1);
     h->att[0][5][0][5] = 1;
     h->att[0][5][1][1] = .2f;
     h->att[0][5][1][5] = .8f;
-    kv_param kv[6] = {kvp("static", "threshold"), kvp("static_threshold", "0.15"),
-                      kvp("window_frac", "0.34"), kvp("ratio1", "1"), kvp("ratio2", "1"),
-                      kvp("s2", "16")};
-    uint8_t keep[MAXT];
-    void *st = open_policy(&policy_mpcache, h, kv, 6);
-    run(&policy_mpcache, st, h, 6, 0, keep);
-    EXPECT(keep, 6, 0, 3, 4, 5);
-    policy_mpcache.fini(st);
-    free(h);
 }
-END_TEST
 
-START_TEST(test_criticalkv)
+/* V = 1 3 .5 2 1 1 (d = dim = 1); window row 5: .4 .1 .2 .05 .05 .2. */
+static void fx_criticalkv(hand *h)
 {
-    /* P = 6, window 1, kernel 1, capacity 3, stage 1 = int(3·.5) = 1. W_o = [2], d = dim = 1,
-     * V = 1 3 .5 2 1 1 → proj = 2 6 1 4 2 2. Window row 5: .4 .1 .2 .05 .05 .2 → base
-     * .4 .1 .2 .05 .05 and the window max+1 = 1.4. Stage 1 = {5}. score = (base+1e-4)·proj:
-     * .8002 .6006 .2001 .2004 .1002 → keep {5,0,1}. (SnapKV's top-2 would be {0,2}.) */
-    hand *h = malloc(sizeof *h);
-    hand_init(h, 1, 1, 1, 6, 8);
     float vals[6] = {1, 3, .5f, 2, 1, 1};
     for (int i = 0; i < 6; i++)
         h->v[0][i][0] = vals[i];
     float r5[6] = {.4f, .1f, .2f, .05f, .05f, .2f};
     memcpy(h->att[0][5][0], r5, sizeof r5);
-    kv_param kv[3] = {kvp("window", "1"), kvp("kernel", "1"), kvp("capacity", "3")};
-    uint8_t keep[MAXT];
-    void *st = open_policy(&policy_criticalkv, h, kv, 3);
-    run(&policy_criticalkv, st, h, 7, 0, keep);
-    EXPECT(keep, 7, 0, 1, 5, 6);
-    policy_criticalkv.fini(st);
-    free(h);
 }
-END_TEST
 
-START_TEST(test_comet)
+/* ffn 4. Layer 0: pos 0 gates 1 0 0 0, pos 1 all ≤ 0; layer 1 all on; pos 2 gates 1 0 1 0. */
+static void fx_comet(hand *h)
 {
-    /* ffn 4, block 2, skip_below .5. Layer 0: pos 0 gates 1 0 0 0 → blocks {on, off} = .5,
-     * not below → no skip; pos 1 all ≤ 0 → 0 active → its layer-1 K/V are missing. With
-     * prefetch the miss is refilled at the end of the prefill: one refill op (m = 1) in layer
-     * 1's prefill ops; nothing left for decode. Attention stays dense. */
-    hand *h = malloc(sizeof *h);
-    hand_init(h, 2, 1, 2, 2, 4);
     h->ffn[0][0][0] = 1;
     for (int i = 0; i < 4; i++)
         h->ffn[1][0][i] = h->ffn[1][1][i] = 1;
     h->ffn[0][2][0] = h->ffn[1][2][0] = 1;
     h->ffn[0][2][2] = h->ffn[1][2][2] = 1;
-    kv_param kv[2] = {kvp("block", "2"), kvp("skip_below", "0.5")};
-    uint8_t keep[MAXT];
-    void *st = open_policy(&policy_comet, h, kv, 2);
-    run(&policy_comet, st, h, 2, 1, keep);
-    EXPECT(keep, 2, 0, 1);
+}
+
+/* With prefetch the layer-1 miss of pos 1 is refilled at the end of the prefill: one refill op
+ * (m = 1) in layer 1's prefill ops; nothing left for decode. */
+static void after_comet(void *st, hand *h)
+{
     op_program prog;
     op_program_init(&prog);
     errbuf e;
@@ -514,7 +362,131 @@ START_TEST(test_comet)
     ck_assert_str_eq(m[1].name, "comet_kv_refills");
     ck_assert_double_eq(m[1].value, 1);
     op_program_free(&prog);
-    policy_comet.fini(st);
+}
+
+/* One row: the trace shape (layers, heads, head dim, prompt P, length T), what the fixture
+ * puts in it, the parameters, the position whose selection of `layer` is read, and the EXACT
+ * kept set over [0, upto), derived by hand in the comment above the row. */
+typedef struct policy_case {
+    const char *name;
+    const policy_ops *p;
+    uint32_t L, H, d, P, T;
+    void (*fixture)(hand *h);
+    const char *params;
+    uint32_t upto, layer;
+    int keep[MAXT];
+    size_t n_keep;
+    void (*after)(void *st, hand *h); /* more checks on the state after the run */
+} policy_case;
+
+#define KEEP(...) {__VA_ARGS__}, sizeof((int[]){__VA_ARGS__}) / sizeof(int)
+
+static const policy_case policy_cases[] = {
+    {"full", &policy_full, 1, 1, 2, 8, 12, NULL, "", 10, 0, KEEP(0, 1, 2, 3, 4, 5, 6, 7, 8, 9),
+     NULL},
+    /* sink 2, recent 3, T = 10 cached: {0,1} ∪ {7,8,9} */
+    {"streamingllm", &policy_streamingllm, 1, 1, 2, 8, 12, NULL, "sink=2 recent=3", 10, 0,
+     KEEP(0, 1, 7, 8, 9), NULL},
+    /* heavy=2, recent=2, P=8: candidates [0,6), top-2 = {0,2} → cache {0,2,6,7} */
+    {"h2o prompt", &policy_h2o, 1, 1, 2, 8, 12, fx_h2o, "heavy=2 recent=2", 8, 0,
+     KEEP(0, 2, 6, 7), NULL},
+    /* decode pos 8 attends to 6: scores 0:3 2:3 6:1 7:0 8:0, 5 entries > 4 → evict the
+     * smallest non-recent (j < 7) = 6. At pos 9: {0,2,7,8}. */
+    {"h2o decode", &policy_h2o, 1, 1, 2, 8, 12, fx_h2o, "heavy=2 recent=2", 9, 0,
+     KEEP(0, 2, 7, 8), NULL},
+    /* cache_size 3, P = 5: head mean .2 .2 .1 .2 .3 → top-3 = {4} ∪ the two smallest indices
+     * among the .2s {0,1} = {0,1,4} */
+    {"tova prompt", &policy_tova, 1, 2, 2, 5, 8, fx_tova, "cache_size=3", 5, 0, KEEP(0, 1, 4),
+     NULL},
+    /* decode pos 5: among {0,1,4,5} the minimum .1 is shared by 1 and 4: the later (4) goes */
+    {"tova decode", &policy_tova, 1, 2, 2, 5, 8, fx_tova, "cache_size=3", 6, 0, KEEP(0, 1, 5),
+     NULL},
+    /* P = 10, window 2, kernel 3, capacity 5 → 3 non-window entries among j < 8.
+     * maxpool(3): .3 .3 .3 .4 .4 .4 0 0 → {3,4,5}; generated tokens (pos 10) are kept. */
+    {"snapkv maxpool", &policy_snapkv, 1, 1, 2, 10, 12, fx_snapkv,
+     "window=2 kernel=3 capacity=5 pooling=maxpool", 11, 0, KEEP(3, 4, 5, 8, 9, 10), NULL},
+    /* avgpool(3) sums: .6 .6 .3 .4 .4 .4 0 0 → {0,1} + the smallest index among the .4s = 3 */
+    {"snapkv avgpool", &policy_snapkv, 1, 1, 2, 10, 12, fx_snapkv,
+     "window=2 kernel=3 capacity=5 pooling=avgpool", 10, 0, KEEP(0, 1, 3, 8, 9), NULL},
+    /* L = 3, P = 20, C = 8, w = 2, beta = 2: P ≥ 2(C-w) = 12 → pyramid. min = 6/2 = 3,
+     * max = 12 - 3 = 9 (< P-w = 18), step = (9-3)/2 = 3 → budgets 9, 6, 3. kernel 1: votes
+     * are the window rows: 5:.5 11:.4 3:.3. Layer 2 keeps {3,5,11} ∪ {18,19}; layer 1 adds
+     * the three smallest zero-vote indices {0,1,2}; layer 0 adds {0,1,2,4,6,7}. */
+    {"pyramidkv layer 0", &policy_pyramidkv, 3, 1, 2, 20, 22, fx_pyramidkv,
+     "window=2 kernel=1 capacity=8 beta=2", 20, 0, KEEP(0, 1, 2, 3, 4, 5, 6, 7, 11, 18, 19),
+     NULL},
+    {"pyramidkv layer 1", &policy_pyramidkv, 3, 1, 2, 20, 22, fx_pyramidkv,
+     "window=2 kernel=1 capacity=8 beta=2", 20, 1, KEEP(0, 1, 2, 3, 5, 11, 18, 19), NULL},
+    {"pyramidkv layer 2", &policy_pyramidkv, 3, 1, 2, 20, 22, fx_pyramidkv,
+     "window=2 kernel=1 capacity=8 beta=2", 20, 2, KEEP(3, 5, 11, 18, 19), NULL},
+    /* page 2, budget 2 → max(min_pages 2, 1) = 2 pages. p0: M=(1,1) m=(0,0); p1: M=(2,2)
+     * m=(-1,0); p2: M=(.5,-1) m=(0,-2). q = (-1,1): U0 = 0 + 1 = 1, U1 = 1 + 2 = 3,
+     * U2 = 0 + -1 = -1 → pages {1,0} → tokens {0,1,2,3} */
+    {"quest", &policy_quest, 2, 1, 2, 6, 8, fx_quest,
+     "page=2 budget=2 min_pages=2 skip_layers=1", 6, 1, KEEP(0, 1, 2, 3), NULL},
+    /* the first layer stays dense */
+    {"quest skipped layer", &policy_quest, 2, 1, 2, 6, 8, fx_quest,
+     "page=2 budget=2 min_pages=2 skip_layers=1", 6, 0, KEEP(0, 1, 2, 3, 4, 5), NULL},
+    /* static none, d = 1, s2 = 2, s1 = 4, alpha .5, q = 1, n' = 12 keys → 16-cluster
+     * (max,min): (2,1) (0,0) (5,-1) (3,3) (-2,-2) (4,0); 32-clusters: (2,0) (5,-1) (4,-2) →
+     * sim1 = 1, 2, 1. ratio1 .34: k1 = floor(3·.34) = 1 → {1} ∪ {0}; candidates c0..c3, sim2 =
+     * 1.5 0 2 3; ratio2 .34: k2 = floor(6·.34) = 2 → {3,2} ∪ {0} → tokens {0,1,4,5,6,7}.
+     * 12 % 4 = 0: no partial cluster. Layer sharing: layer 3 reuses layer 2 even though its
+     * keys differ. */
+    {"mpcache layer 0", &policy_mpcache, 4, 1, 1, 12, 14, fx_mpcache_keys,
+     "static=none s1=4 s2=2 alpha=0.5 ratio1=0.34 ratio2=0.34 layer_share=1", 12, 0,
+     KEEP(0, 1, 4, 5, 6, 7), NULL},
+    {"mpcache layer 1", &policy_mpcache, 4, 1, 1, 12, 14, fx_mpcache_keys,
+     "static=none s1=4 s2=2 alpha=0.5 ratio1=0.34 ratio2=0.34 layer_share=1", 12, 1,
+     KEEP(0, 1, 4, 5, 6, 7), NULL},
+    {"mpcache layer 2", &policy_mpcache, 4, 1, 1, 12, 14, fx_mpcache_keys,
+     "static=none s1=4 s2=2 alpha=0.5 ratio1=0.34 ratio2=0.34 layer_share=1", 12, 2,
+     KEEP(0, 1, 4, 5, 6, 7), NULL},
+    {"mpcache shared layer 3", &policy_mpcache, 4, 1, 1, 12, 14, fx_mpcache_keys,
+     "static=none s1=4 s2=2 alpha=0.5 ratio1=0.34 ratio2=0.34 layer_share=1", 12, 3,
+     KEEP(0, 1, 4, 5, 6, 7), NULL},
+    /* the same through the per-head key access (callers without get_k) */
+    {"mpcache gather_k", &policy_mpcache, 4, 1, 1, 12, 14, fx_mpcache_gather,
+     "static=none s1=4 s2=2 alpha=0.5 ratio1=0.34 ratio2=0.34 layer_share=1", 12, 2,
+     KEEP(0, 1, 4, 5, 6, 7), NULL},
+    /* without sharing, layer 3 ranks its own keys: 16-clusters (9,9)(9,9)(0,0)...: sim1 =
+     * 9, 0, 0 → top-1 = {0}; candidates c0, c1 (9, 9), k2 = 2 → {0,1} ∪ {0} → {0,1,2,3} */
+    {"mpcache unshared layer 3", &policy_mpcache, 4, 1, 1, 12, 14, fx_mpcache_gather,
+     "static=none s1=4 s2=2 alpha=0.5 ratio1=0.34 ratio2=0.34 layer_share=0", 12, 3,
+     KEEP(0, 1, 2, 3), NULL},
+    /* P = 6, window_frac .34 → w = 2 (rows 4, 5), threshold .15 on the head mean: row 4 →
+     * {0,3,4}; row 5 → {5}. Static set {0,3,4,5}; ratios 1 keep all of it at decode. */
+    {"mpcache static", &policy_mpcache, 1, 2, 1, 6, 8, fx_mpcache_static,
+     "static=threshold static_threshold=0.15 window_frac=0.34 ratio1=1 ratio2=1 s2=16", 6, 0,
+     KEEP(0, 3, 4, 5), NULL},
+    /* P = 6, window 1, kernel 1, capacity 3, stage 1 = int(3·.5) = 1. W_o = [2] → proj =
+     * 2 6 1 4 2 2. Window row 5 → base .4 .1 .2 .05 .05 and the window max+1 = 1.4. Stage 1 =
+     * {5}. score = (base+1e-4)·proj: .8002 .6006 .2001 .2004 .1002 → keep {5,0,1}. (SnapKV's
+     * top-2 would be {0,2}.) */
+    {"criticalkv", &policy_criticalkv, 1, 1, 1, 6, 8, fx_criticalkv,
+     "window=1 kernel=1 capacity=3", 7, 0, KEEP(0, 1, 5, 6), NULL},
+    /* block 2, skip_below .5. Layer 0: pos 0 → blocks {on, off} = .5, not below → no skip;
+     * pos 1 → 0 active → its layer-1 K/V are missing. Attention stays dense. */
+    {"comet", &policy_comet, 2, 1, 2, 2, 4, fx_comet, "block=2 skip_below=0.5", 2, 1,
+     KEEP(0, 1), after_comet},
+};
+
+START_TEST(test_policy_case)
+{
+    const policy_case *c = &policy_cases[_i];
+    hand *h = malloc(sizeof *h);
+    hand_init(h, c->L, c->H, c->d, c->P, c->T);
+    if (c->fixture)
+        c->fixture(h);
+    kv_param kv[8];
+    size_t nk = parse_kv(c->params, kv, 8);
+    uint8_t keep[MAXT];
+    void *st = open_policy(c->p, h, nk ? kv : NULL, nk);
+    run(c->p, st, h, c->upto, c->layer, keep);
+    expect_set(c->name, keep, c->upto, c->keep, c->n_keep);
+    if (c->after)
+        c->after(st, h);
+    c->p->fini(st);
     free(h);
 }
 END_TEST
@@ -598,16 +570,8 @@ Suite *policy_suite(void)
     tcase_add_test(tc, test_registry);
     tcase_add_test(tc, test_params);
     tcase_add_test(tc, test_topk);
-    tcase_add_test(tc, test_full_streamingllm);
-    tcase_add_test(tc, test_h2o);
-    tcase_add_test(tc, test_tova);
-    tcase_add_test(tc, test_snapkv);
-    tcase_add_test(tc, test_pyramidkv);
-    tcase_add_test(tc, test_quest);
-    tcase_add_test(tc, test_mpcache_dynamic);
-    tcase_add_test(tc, test_mpcache_static);
-    tcase_add_test(tc, test_criticalkv);
-    tcase_add_test(tc, test_comet);
+    tcase_add_loop_test(tc, test_policy_case, 0,
+                        (int)(sizeof policy_cases / sizeof policy_cases[0]));
     tcase_add_test(tc, test_emit_shapes);
     suite_add_tcase(s, tc);
     return s;

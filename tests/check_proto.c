@@ -9,6 +9,7 @@
 
 #include "protocols/program/eng_plain.h"
 #include "protocols/program/kern.h"
+#include "harness.h"
 #include "protocols/program/proto.h"
 
 typedef struct cost_fx {
@@ -281,6 +282,27 @@ static int R_EQW(int np, int w) { return (np == 3) + clog2((uint64_t)w) + R_B2A(
 static int R_LT(int np) { return R_LTW(np, 64); }
 static int R_EQ(int np) { return R_EQW(np, 64); }
 static int R_OH(int np, uint64_t n) { return R_EQW(np, n > 1 ? clog2(n) : 1); }
+/* normalize: bitdec: the highest bit of X < 2^w = [bool_pair] + generate AND + ⌈log2(w−1)⌉
+ * levels (carries and the suffix ANDs together) + the zero test's AND; the power of two
+ * 2^D(q) = b2a_bit of the base-4 digit indicators + a product tree over [X, digit factors] */
+static int R_HIBIT(int np, int w) { return (np == 3) + 1 + clog2((uint64_t)w - 1) + 1; }
+static int R_POW(int np, int dmax)
+{
+    int g = 0;
+    while (dmax >> (2 * g))
+        g++;
+    return R_B2A(np) + clog2((uint64_t)g + 1);
+}
+/* rsqrt's largest exponent D = u + T2 over X in [2^lo, 2^w) (kern.c k_rsqrt_bits) */
+static int rsqrt_dmax(int f, int lo, int w)
+{
+    int umin = 1 << 20, umax = -(1 << 20);
+    for (int i = lo; i < w; i++) {
+        int u = (f - (i + 1 + ((i + 1 + f) & 1))) / 2 + 1;
+        umin = u < umin ? u : umin, umax = u > umax ? u : umax;
+    }
+    return umax + (umin < 0 ? -umin : 0);
+}
 
 START_TEST(test_composite_rounds)
 {
@@ -291,8 +313,14 @@ START_TEST(test_composite_rounds)
     proto_cfg_default(nm, &cfg, &e);
     int t = cfg.exp_iters, ri = cfg.recip_iters, si = cfg.rsqrt_iters;
     int EXP = T + t * FM;
-    int RECIP = R_LT(np) + FM /* c = x·S */ + FM /* e0 */ + ri * FM + FM /* r·S */;
-    int RSQRT = R_LT(np) + FM /* c */ + FM /* c² */ + T /* poly */ + si * (FM + FM) + FM;
+    int f = cfg.frac_bits, W = 2 * f + 4; /* the default bound of 1/x and 1/sqrt(x) */
+    /* 1/x: hibit, 2^(K−q) and X·2^(K−q), c, [e0; n0], then [n; e] per iteration */
+    int RECIP = R_HIBIT(np, W) + R_POW(np, W - 1) + T + FM + ri * FM;
+    /* 1/sqrt(x): hibit, P1, P2 and X·P1, c, [c²; c·P2], poly, Newton steps, the last with
+     * the scale */
+    int RSQRT = R_HIBIT(np, W) + R_POW(np, rsqrt_dmax(f, 0, W)) + T + FM + T + si * (FM + FM);
+    int RSQRT_NORM = R_HIBIT(np, W) + R_POW(np, rsqrt_dmax(f, f - 17, W)) + T + FM + T +
+                     si * (FM + FM); /* eps = 1e-5: X >= 2^(f−17) */
     ck_assert_uint_eq(cost_op(nm, OP_LT, 1, 10, 0, 1, 0, 0, NULL).rounds, R_LT(np));
     ck_assert_uint_eq(cost_op(nm, OP_EQ, 1, 10, 0, 1, 0, 0, NULL).rounds, R_EQ(np));
     ck_assert_uint_eq(cost_op(nm, OP_A2B, 1, 10, 0, 1, 0, 0, NULL).rounds, (np == 3) + 7);
@@ -300,6 +328,25 @@ START_TEST(test_composite_rounds)
     ck_assert_uint_eq(cost_op(nm, OP_EXP, 1, 10, 0, 1, 0, 0, NULL).rounds, EXP);
     ck_assert_uint_eq(cost_op(nm, OP_RECIPROCAL, 1, 10, 0, 1, 0, 0, NULL).rounds, RECIP);
     ck_assert_uint_eq(cost_op(nm, OP_RSQRT, 1, 10, 0, 1, 0, 0, NULL).rounds, RSQRT);
+    { /* normalize: thresholds (the earlier construction): one batched lt against the powers */
+        proto_cfg th = cfg;
+        ck_assert_int_eq(proto_cfg_set(&th, "normalize", "thresholds", &e), MS_OK);
+        ck_assert_uint_eq(cost_op(nm, OP_RECIPROCAL, 1, 10, 0, 1, 0, 0, &th).rounds,
+                          R_LT(np) + FM /* c = x·S */ + FM /* e0 */ + ri * FM + FM /* r·S */);
+        ck_assert_uint_eq(cost_op(nm, OP_RSQRT, 1, 10, 0, 1, 0, 0, &th).rounds,
+                          R_LT(np) + FM + FM + T + si * (FM + FM) + FM);
+    }
+    /* per element, all parties, online + offline: at most the best peer's 1,460 B (semi2k) and
+     * 886 B (aby3, with the peer's one-round Share Truncation I: trunc local; the default
+     * truncation pair's 48 B per truncation puts 1/x at 915 B, PRIMITIVES.md) */
+    {
+        proto_cfg pc = cfg;
+        if (np == 3)
+            ck_assert_int_eq(proto_cfg_set(&pc, "trunc", "local", &e), MS_OK);
+        uint64_t peer = np == 2 ? 1460 : 886;
+        ck_assert_uint_le(cost_op(nm, OP_RECIPROCAL, 1, 10, 0, 1, 0, 0, &pc).all, 10 * peer);
+        ck_assert_uint_le(cost_op(nm, OP_RSQRT, 1, 10, 0, 1, 0, 0, &pc).all, 10 * peer);
+    }
     /* gelu/silu: batched lt, powers in 3 fixed-point levels, 1 trunc, 1 selector mul */
     ck_assert_uint_eq(cost_op(nm, OP_GELU, 1, 10, 0, 1, 0, 0, NULL).rounds, R_LT(np) + 3 * FM + T + 1);
     ck_assert_uint_eq(cost_op(nm, OP_SILU, 1, 10, 0, 1, 0, 0, NULL).rounds, R_LT(np) + 3 * FM + T + 1);
@@ -309,14 +356,16 @@ START_TEST(test_composite_rounds)
         ck_assert_uint_eq(cost_op(nm, OP_MAX, 4, 3, 0, n, 0, 0, NULL).rounds, MAX);
         ck_assert_uint_eq(cost_op(nm, OP_ARGMAX, 4, 3, 0, n, 0, 0, NULL).rounds, MAX + R_OH(np, n));
         /* PUMA softmax: max, clip lt, exp, mask mul, reciprocal of the row sum, final mul */
-        int SM = MAX + R_LT(np) + EXP + 1 + RECIP + FM;
+        int ws = f + (n > 1 ? clog2(n) : 1) + 1; /* the row sum < 2n, >= 1/2 */
+        int RS = R_HIBIT(np, ws) + R_POW(np, ws - f) + T + FM + ri * FM;
+        int SM = MAX + R_LT(np) + EXP + 1 + RS + FM;
         ck_assert_uint_eq(cost_op(nm, OP_SOFTMAX, 4, 3, 0, n, -1, 0, NULL).rounds, SM);
         ck_assert_uint_eq(cost_op(nm, OP_SOFTMAX, 1, 1, 0, n, 0, 0, NULL).rounds, SM);
         /* norms: [mean trunc,] square, mean trunc, rsqrt, normalize, gain */
         ck_assert_uint_eq(cost_op(nm, OP_RMSNORM, 1, 3, 0, n, 0, 0, NULL).rounds,
-                          FM + T + RSQRT + FM + FM);
+                          FM + T + RSQRT_NORM + FM + FM);
         ck_assert_uint_eq(cost_op(nm, OP_LAYERNORM, 1, 3, 0, n, 0, 0, NULL).rounds,
-                          T + FM + T + RSQRT + FM + FM);
+                          T + FM + T + RSQRT_NORM + FM + FM);
     }
     /* top-k on n = 2^p: odd–even merge sort has p(p+1)/2 layers of (lt + 1 mul), then eq;
      * k extractions cost k(p(lt + 1) + eq); the kernel takes the cheaper */
@@ -728,14 +777,8 @@ END_TEST
  * `mpcsim list protocols --costs -n 1` and `-n 1024` when a cost changes). */
 START_TEST(test_readme_tables_current)
 {
-    const char *dir = getenv("MPCSIM_DATA");
-    char path[4096];
-    snprintf(path, sizeof path, "%s/protocols/README.md", dir ? dir : ".");
-    FILE *f = fopen(path, "r");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    char *readme = calloc(1, 1 << 20);
-    size_t len = fread(readme, 1, (1 << 20) - 1, f);
-    fclose(f);
+    size_t len;
+    char *readme = th_slurp(th_data_path("protocols/README.md"), &len);
     ck_assert_uint_gt(len, 0);
     static const uint64_t ns[] = {1, 1024};
     for (size_t k = 0; k < 2; k++)

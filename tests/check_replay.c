@@ -8,6 +8,7 @@
 
 #include "sim/replay/metrics.h"
 #include "sim/policy/policy.h"
+#include "harness.h"
 #include "sim/replay/replay.h"
 #include "sim/scenario/runner.h"
 
@@ -22,12 +23,6 @@ static kv_param kvp(const char *k, const char *v)
     return p;
 }
 
-static const char *datadir(void)
-{
-    const char *d = getenv("MPCSIM_DATA");
-    return d && *d ? d : ".";
-}
-
 /* stories260K over tests/data/tinystories_sample.txt: prompt P, decode N. */
 static run_cfg *stories_cfg(const char *policy, uint32_t P, uint32_t N)
 {
@@ -38,7 +33,7 @@ static run_cfg *stories_cfg(const char *policy, uint32_t P, uint32_t N)
     snprintf(c->scenario_path, sizeof c->scenario_path, "t.yaml");
     snprintf(c->trace.source, sizeof c->trace.source, "record");
     snprintf(c->trace.path, sizeof c->trace.path, "%s/tests/data/tinystories_sample.txt",
-             datadir());
+             th_data());
     snprintf(c->policy.name, sizeof c->policy.name, "%s", policy);
     c->work.prompt_len = P;
     c->work.decode_len = N;

@@ -18,7 +18,7 @@
 #include "results/rdb.h"
 #include "results/serve_db.h"
 #include "sim/scenario/runlabel.h"
-#include "testdir.h"
+#include "harness.h"
 
 static testdir td = {.prefix = "check_results"};
 #define tmpdir (td.dir)
@@ -29,82 +29,9 @@ static void setup(void) { testdir_setup(&td); }
 static void teardown(void) { testdir_teardown(&td); }
 static const char *tpath(const char *name) { return testdir_path(&td, name); }
 
-static const char *bin(void)
-{
-    const char *b = getenv("MPCSIM_BIN");
-    ck_assert_msg(b != NULL, "MPCSIM_BIN is not set (run the tests with make check)");
-    ck_assert_msg(access(b, X_OK) == 0, "%s is not an executable", b);
-    return b;
-}
+#define MPCSIM(...) \
+    th_runl(tmpdir, tpath("out.txt"), tpath("err.txt"), __VA_ARGS__, (const char *)NULL)
 
-/* Runs `mpcsim args…` (NULL-terminated) in tmpdir, stdout/stderr to out.txt/err.txt. */
-static int mpcsim(const char *first, ...)
-{
-    char *argv[40] = {(char *)bin()};
-    int n = 1;
-    va_list ap;
-    va_start(ap, first);
-    for (const char *a = first; a && n < 39; a = va_arg(ap, const char *))
-        argv[n++] = (char *)a;
-    va_end(ap);
-    argv[n] = NULL;
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        if (chdir(tmpdir) || !freopen(tpath("out.txt"), "w", stdout) ||
-            !freopen(tpath("err.txt"), "w", stderr))
-            _exit(126);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    int st;
-    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-    ck_assert_msg(WIFEXITED(st), "mpcsim died by signal %d", WTERMSIG(st));
-    return WEXITSTATUS(st);
-}
-#define MPCSIM(...) mpcsim(__VA_ARGS__, (const char *)NULL)
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot read %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    rewind(f);
-    char *s = calloc(1, (size_t)n + 1);
-    ck_assert_ptr_nonnull(s);
-    ck_assert_uint_eq(fread(s, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    return s;
-}
-
-static void spit(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    ck_assert_int_eq(fclose(f), 0);
-}
-
-static void copy_file(const char *from, const char *to)
-{
-    char *s;
-    FILE *f = fopen(from, "rb");
-    ck_assert_msg(f != NULL, "cannot read %s", from);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    rewind(f);
-    s = malloc((size_t)n);
-    ck_assert_uint_eq(fread(s, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    FILE *g = fopen(to, "wb");
-    ck_assert_ptr_nonnull(g);
-    ck_assert_uint_eq(fwrite(s, 1, (size_t)n, g), (size_t)n);
-    ck_assert_int_eq(fclose(g), 0);
-    free(s);
-}
-
-/* The first column of the first row of a query, as text ("" for NULL); the caller frees. */
 static char *q1s(const char *db, const char *sql)
 {
     sqlite3 *h;
@@ -164,7 +91,7 @@ static const char labels_yaml[] =
 
 START_TEST(test_labels_and_columns)
 {
-    spit(tpath("labels.yaml"), labels_yaml);
+    th_write(tpath("labels.yaml"), labels_yaml);
     ck_assert_int_eq(MPCSIM("run", "labels.yaml", "-o", "l.db", "-q"), 0);
     const char *db = tpath("l.db");
     ck_assert_int_eq(q1(db, "PRAGMA user_version"), RDB_SCHEMA_VERSION);
@@ -213,7 +140,7 @@ START_TEST(test_labels_and_columns)
                             "AND m.name = 'bytes_online' WHERE w.bytes_online = m.value"), 10);
     /* the dry run speaks the same labels */
     ck_assert_int_eq(MPCSIM("run", "labels.yaml", "--dry-run"), 0);
-    char *out = slurp(tpath("out.txt"));
+    char *out = th_slurp(tpath("out.txt"), NULL);
     ck_assert_ptr_nonnull(strstr(out, "20ms/300Mbps streamingllm(recent=16)"));
     ck_assert_ptr_null(strstr(out, "custom"));
     free(out);
@@ -224,10 +151,7 @@ END_TEST
 
 static void v2_copy(const char *name)
 {
-    char src[1024];
-    const char *data = getenv("MPCSIM_DATA");
-    snprintf(src, sizeof src, "%s/tests/data/results-v2.db", data ? data : ".");
-    copy_file(src, tpath(name));
+    th_copy(th_data_path("tests/data/results-v2.db"), tpath(name));
     ck_assert_int_eq(q1(tpath(name), "PRAGMA user_version"), 2);
 }
 
@@ -292,7 +216,7 @@ START_TEST(test_report)
     v2_copy("v2.db");
     /* not a terminal: 80 columns; human units; no exponent; the failure pointed at */
     ck_assert_int_eq(MPCSIM("report", "v2.db"), 0);
-    char *out = slurp(tpath("out.txt"));
+    char *out = th_slurp(tpath("out.txt"), NULL);
     check_width(out, 80);
     ck_assert_ptr_null(strstr(out, "e+"));
     ck_assert_ptr_nonnull(strstr(out, "streamingllm(recent=16)"));
@@ -303,19 +227,19 @@ START_TEST(test_report)
     ck_assert_ptr_null(strstr(out, "SELECT"));
     free(out);
     ck_assert_int_eq(MPCSIM("report", "v2.db", "--columns", "50"), 0);
-    out = slurp(tpath("out.txt"));
+    out = th_slurp(tpath("out.txt"), NULL);
     check_width(out, 50);
     ck_assert_ptr_nonnull(strstr(out, "not shown for the width"));
     free(out);
     ck_assert_int_eq(MPCSIM("report", "v2.db", "--columns", "250"), 0);
-    out = slurp(tpath("out.txt"));
+    out = th_slurp(tpath("out.txt"), NULL);
     ck_assert_ptr_null(strstr(out, "not shown for the width"));
     ck_assert_ptr_nonnull(strstr(out, "rounds"));
     ck_assert_ptr_nonnull(strstr(out, "offline"));
     free(out);
     /* --failed: the error text itself, wrapped */
     ck_assert_int_eq(MPCSIM("report", "v2.db", "--failed", "--columns", "60"), 0);
-    out = slurp(tpath("out.txt"));
+    out = th_slurp(tpath("out.txt"), NULL);
     check_width(out, 60);
     ck_assert_ptr_nonnull(strstr(out, "needs a trace"));
     ck_assert_ptr_nonnull(strstr(out, "snapkv(capacity=16)"));
@@ -324,32 +248,32 @@ START_TEST(test_report)
     /* --where narrows; a bad key is refused with a hint */
     ck_assert_int_eq(MPCSIM("report", "v2.db", "--csv", "--where", "network=lan", "--where",
                             "policy_label=full,streamingllm(recent=8)"), 0);
-    out = slurp(tpath("out.txt"));
+    out = th_slurp(tpath("out.txt"), NULL);
     int lines = 0;
     for (char *p = out; *p; p++)
         lines += *p == '\n';
     ck_assert_int_eq(lines, 1 + 2);
     free(out);
     ck_assert_int_eq(MPCSIM("report", "v2.db", "--where", "netwrk=lan"), 2);
-    out = slurp(tpath("err.txt"));
+    out = th_slurp(tpath("err.txt"), NULL);
     ck_assert_ptr_nonnull(strstr(out, "did you mean 'network'"));
     free(out);
     /* exit codes as --help says; no source location in any message */
     ck_assert_int_eq(MPCSIM("report", "missing.db"), 2);
-    out = slurp(tpath("err.txt"));
+    out = th_slurp(tpath("err.txt"), NULL);
     ck_assert_ptr_nonnull(strstr(out, "missing.db"));
     ck_assert_ptr_null(strstr(out, ".c:"));
     free(out);
-    spit(tpath("junk.db"), "not a database at all, but long enough to be read as one......\n");
+    th_write(tpath("junk.db"), "not a database at all, but long enough to be read as one......\n");
     ck_assert_int_eq(MPCSIM("report", "junk.db"), 2);
-    out = slurp(tpath("err.txt"));
+    out = th_slurp(tpath("err.txt"), NULL);
     ck_assert_ptr_null(strstr(out, ".c:"));
     free(out);
     ck_assert_int_eq(MPCSIM("report", "v2.db", "--metrics", "attn_mass_recal"), 2);
     ck_assert_int_eq(MPCSIM("report"), 2);
     ck_assert_int_eq(MPCSIM("report", "v2.db", "--columns", "x"), 2);
     ck_assert_int_eq(MPCSIM("report", "--help"), 0);
-    out = slurp(tpath("out.txt"));
+    out = th_slurp(tpath("out.txt"), NULL);
     ck_assert_ptr_nonnull(strstr(out, "exit status: 0 ok; 1"));
     check_width(out, 80);
     free(out);
@@ -376,7 +300,7 @@ START_TEST(test_report_json_and_serve)
     ck_assert_int_eq(sdb_put_leak(db, &l, &e), MS_OK);
     rdb_close(db);
     ck_assert_int_eq(MPCSIM("report", "v2.db"), 0);
-    char *out = slurp(tpath("out.txt"));
+    char *out = th_slurp(tpath("out.txt"), NULL);
     check_width(out, 80);
     ck_assert_ptr_nonnull(strstr(out, "serving runs"));
     ck_assert_ptr_nonnull(strstr(out, "1.11 h")); /* the p99 TTFT, 4000 s */
@@ -422,7 +346,7 @@ END_TEST
 
 START_TEST(test_cost_json_odd_name)
 {
-    spit(tpath("odd.yaml"), "format: mpcsim-model 1\n"
+    th_write(tpath("odd.yaml"), "format: mpcsim-model 1\n"
                             "name: 'tiny\"q\\b-mha'\n"
                             "family: llama\nlayers: 2\ndim: 64\nheads: 4\nkv_heads: 2\nhead_dim: 16\n"
                             "ffn_dim: 128\nactivation: swiglu\nnorm: rmsnorm\npositional: rope\n"
@@ -524,7 +448,7 @@ static void check_image(const char *path, const char *format)
     struct stat st;
     ck_assert_msg(stat(path, &st) == 0, "missing %s", path);
     ck_assert_msg(st.st_size > 5000, "%s: only %lld bytes", path, (long long)st.st_size);
-    char *s = slurp(path);
+    char *s = th_slurp(path, NULL);
     if (!strcmp(format, "png"))
         ck_assert_msg(!memcmp(s, "\x89PNG\r\n\x1a\n", 8) && !memcmp(s + 12, "IHDR", 4),
                       "%s: not a PNG", path);
@@ -538,7 +462,7 @@ static void check_image(const char *path, const char *format)
 /* The block titles of a gnuplot data file, '|'-joined ("full|snapkv(capacity=1024)|…"). */
 static void block_titles(const char *path, char *out, size_t n)
 {
-    char *s = slurp(path), *line = s;
+    char *s = th_slurp(path, NULL), *line = s;
     size_t k = 0;
     out[0] = '\0';
     int start = 1;
@@ -559,7 +483,7 @@ static void block_titles(const char *path, char *out, size_t n)
 /* A variable of a kept variable file: its text value (quotes stripped). */
 static void gp_value(const char *vars, const char *name, char *out, size_t n)
 {
-    char *s = slurp(vars), key[64];
+    char *s = th_slurp(vars, NULL), key[64];
     snprintf(key, sizeof key, "\n%s = ", name);
     char *p = strstr(s, key);
     ck_assert_msg(p != NULL, "%s: no variable %s", vars, name);
@@ -582,7 +506,7 @@ START_TEST(test_plots)
         char dir[32], file[64];
         snprintf(dir, sizeof dir, "out-%s", formats[f]);
         ck_assert_int_eq(MPCSIM("plot", "p.db", "-o", dir, "--format", formats[f], "--data", "d"), 0);
-        char *err = slurp(tpath("err.txt"));
+        char *err = th_slurp(tpath("err.txt"), NULL);
         ck_assert_msg(err[0] == '\0', "plot wrote to stderr: %s", err);
         free(err);
         for (int i = 0; i < 4; i++) {
@@ -617,7 +541,7 @@ START_TEST(test_plots)
     gp_value(tpath("d/vars_comm.gp"), "ylabel1", v, sizeof v);
     ck_assert_str_eq(v, "online bytes (GB)");
     /* the values are in that unit: full at 512 tokens on the LAN, 1 h prefill + 1 h decode */
-    char *dat = slurp(tpath("d/latency_1_1.dat"));
+    char *dat = th_slurp(tpath("d/latency_1_1.dat"), NULL);
     ck_assert_ptr_nonnull(strstr(dat, "\n512 2\n"));
     free(dat);
     /* Pareto: a marker per configuration against per-token latency and against bytes */
@@ -702,7 +626,7 @@ START_TEST(test_plot_default_axis)
     ck_assert_str_eq(v, "2"); /* one panel (the model), not one per network */
     block_titles(tpath("dg/latency_1_1.dat"), t, sizeof t);
     ck_assert_str_eq(t, "full 100Mbps|full 1Gbps");
-    char *out = slurp(tpath("out.txt"));
+    char *out = th_slurp(tpath("out.txt"), NULL);
     ck_assert_ptr_nonnull(strstr(out, "skipping the Pareto plot"));
     free(out);
     check_image(tpath("g/latency.png"), "png");
@@ -720,7 +644,7 @@ static void write_slow(const char *file, const char *name, const char *prompts)
              "network: [lan, wan]\npolicies: [full]\n"
              "workload: {prompt_len: [%s], decode_len: 256, decode_stride: 1}\n",
              name, prompts);
-    spit(tpath(file), buf);
+    th_write(tpath(file), buf);
 }
 
 static void write_fast(const char *file, const char *name, const char *prompts, const char *out)
@@ -730,7 +654,7 @@ static void write_fast(const char *file, const char *name, const char *prompts, 
              "format: 1\nname: %s\nseed: 3\nmodel: gpt2\nprotocol: semi2k\nnetwork: lan\n"
              "policies: [full]\nworkload: {prompt_len: [%s], decode_len: 2}\n%s%s%s",
              name, prompts, out ? "output: " : "", out ? out : "", out ? "\n" : "");
-    spit(tpath(file), buf);
+    th_write(tpath(file), buf);
 }
 
 START_TEST(test_run_many)
@@ -738,11 +662,11 @@ START_TEST(test_run_many)
     ck_assert_int_eq(mkdir(tpath("scn"), 0777), 0);
     write_fast("scn/a.yaml", "a", "16, 32", NULL);
     write_fast("scn/b.yaml", "b", "32, 48", NULL); /* 32 is a's config too: runs once */
-    spit(tpath("scn/notes.txt"), "not a scenario\n");
+    th_write(tpath("scn/notes.txt"), "not a scenario\n");
     /* a folder and a file into one database */
     write_fast("c.yaml", "c", "64", NULL);
     ck_assert_int_eq(MPCSIM("run", "scn", "--dry-run"), 0);
-    char *out = slurp(tpath("out.txt"));
+    char *out = th_slurp(tpath("out.txt"), NULL);
     ck_assert_ptr_nonnull(strstr(out, "# scn/a.yaml (scenario a)"));
     ck_assert_ptr_nonnull(strstr(out, "3 runs in 2 scenarios"));
     free(out);
@@ -758,15 +682,15 @@ START_TEST(test_run_many)
     write_fast("d.yaml", "d", "16", "d.db");
     write_fast("e.yaml", "e", "16", "e.db");
     ck_assert_int_eq(MPCSIM("run", "d.yaml", "e.yaml", "-q"), 2);
-    char *err = slurp(tpath("err.txt"));
+    char *err = th_slurp(tpath("err.txt"), NULL);
     ck_assert_ptr_nonnull(strstr(err, "-o"));
     free(err);
     ck_assert_int_ne(access(tpath("d.db"), F_OK), 0);
     /* one bad scenario among several: the error at its line, nothing written */
-    spit(tpath("bad.yaml"), "format: 1\nname: bad\nmodel: gpt2\nprotocol: semi2k\n"
+    th_write(tpath("bad.yaml"), "format: 1\nname: bad\nmodel: gpt2\nprotocol: semi2k\n"
                             "network: lan\npolicies: [ful]\nworkload: {prompt_len: 8, decode_len: 2}\n");
     ck_assert_int_eq(MPCSIM("run", "c.yaml", "bad.yaml", "-o", "bad.db", "-q"), 2);
-    err = slurp(tpath("err.txt"));
+    err = th_slurp(tpath("err.txt"), NULL);
     ck_assert_ptr_nonnull(strstr(err, "bad.yaml:6:"));
     free(err);
     ck_assert_int_ne(access(tpath("bad.db"), F_OK), 0);
@@ -783,7 +707,7 @@ START_TEST(test_progress_lines)
     write_slow("s.yaml", "s", "64");
     ck_assert_int_eq(MPCSIM("run", "s.yaml", "-o", "s.db", "-j", "2", "--progress-every", "0.2"),
                      0);
-    char *err = slurp(tpath("err.txt"));
+    char *err = th_slurp(tpath("err.txt"), NULL);
     ck_assert_msg(strstr(err, "progress: ") != NULL, "no progress line in: %s", err);
     ck_assert_ptr_nonnull(strstr(err, "/4 runs, elapsed "));
     ck_assert_ptr_nonnull(strstr(err, "; in flight: #"));
@@ -801,15 +725,8 @@ END_TEST
 START_TEST(test_sigterm_resume)
 {
     write_slow("k.yaml", "k", "64, 96");
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        if (chdir(tmpdir) || !freopen(tpath("out.txt"), "w", stdout) ||
-            !freopen(tpath("err.txt"), "w", stderr))
-            _exit(126);
-        execl(bin(), bin(), "run", "k.yaml", "-o", "k.db", (char *)NULL);
-        _exit(127);
-    }
+    pid_t pid = th_spawnl(tmpdir, tpath("out.txt"), tpath("err.txt"), "run", "k.yaml", "-o",
+                          "k.db", (const char *)NULL);
     /* wait for the first recorded run, then terminate the sweep */
     long long n = 0;
     for (int i = 0; i < 6000 && n < 1; i++) {
@@ -832,7 +749,7 @@ START_TEST(test_sigterm_resume)
     int st;
     ck_assert_int_eq(waitpid(pid, &st, 0), pid);
     ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM, "status %d", st);
-    char *err = slurp(tpath("err.txt"));
+    char *err = th_slurp(tpath("err.txt"), NULL);
     const char *line = strstr(err, "interrupted by SIGTERM: ");
     ck_assert_msg(line != NULL, "no interrupt line in: %s", err);
     long long said = atoll(line + strlen("interrupted by SIGTERM: "));
@@ -850,21 +767,18 @@ END_TEST
 
 START_TEST(test_man_and_completion)
 {
-    const char *src = getenv("MPCSIM_DATA");
-    ck_assert_ptr_nonnull(src);
+    const char *src = th_data();
     char cmd[2048];
     /* the man page renders without warnings and names every subcommand of --help */
     snprintf(cmd, sizeof cmd, "cd '%s' && groff -man -ww -z sim/cli/mpcsim.1 2> '%s'", src,
              tpath("groff.txt"));
     ck_assert_int_eq(system(cmd), 0);
-    char *w = slurp(tpath("groff.txt"));
+    char *w = th_slurp(tpath("groff.txt"), NULL);
     ck_assert_msg(w[0] == '\0', "groff: %s", w);
     free(w);
-    char path[1024];
-    snprintf(path, sizeof path, "%s/sim/cli/mpcsim.1", src);
-    char *man = slurp(path);
+    char *man = th_slurp(th_data_path("sim/cli/mpcsim.1"), NULL);
     ck_assert_int_eq(MPCSIM("--help"), 0);
-    char *help = slurp(tpath("out.txt")), *p = strstr(help, "commands:");
+    char *help = th_slurp(tpath("out.txt"), NULL), *p = strstr(help, "commands:");
     ck_assert_ptr_nonnull(p);
     int n = 0;
     for (p = strchr(p, '\n') + 1; p[0] == ' ' && p[1] == ' ' && p[2] != ' '; n++) {
@@ -881,7 +795,7 @@ START_TEST(test_man_and_completion)
     snprintf(cmd, sizeof cmd, "make -s -n -C '%s' install PREFIX=/opt/x DESTDIR=/tmp/none > '%s'",
              src, tpath("make.txt"));
     ck_assert_int_eq(system(cmd), 0);
-    char *mk = slurp(tpath("make.txt"));
+    char *mk = th_slurp(tpath("make.txt"), NULL);
     ck_assert_ptr_nonnull(strstr(mk, "/tmp/none/opt/x/share/man/man1/mpcsim.1"));
     ck_assert_ptr_nonnull(strstr(mk, "/tmp/none/opt/x/share/bash-completion/completions/mpcsim"));
     free(mk);
@@ -899,9 +813,9 @@ START_TEST(test_man_and_completion)
                  "cd '%s' && bash -c 'source \"%s/scripts/completion/mpcsim.bash\"; "
                  "COMP_WORDS=(\"%s\" %s); COMP_CWORD=%s; _mpcsim 2>/dev/null; "
                  "echo \"${COMPREPLY[*]}\"' > '%s'",
-                 tmpdir, src, bin(), cases[i][0], cases[i][1], tpath("comp.txt"));
+                 tmpdir, src, th_bin(), cases[i][0], cases[i][1], tpath("comp.txt"));
         ck_assert_int_eq(system(cmd), 0);
-        char *got = slurp(tpath("comp.txt"));
+        char *got = th_slurp(tpath("comp.txt"), NULL);
         got[strcspn(got, "\n")] = '\0';
         ck_assert_msg(strstr(got, cases[i][2]) != NULL, "'%s': got '%s', want '%s'",
                       cases[i][0], got, cases[i][2]);

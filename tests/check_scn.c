@@ -12,6 +12,12 @@
 #include "sim/scenario/scn.h"
 #include "protocols/base/yamlx.h"
 
+static testdir td = {.prefix = "check_scn"};
+static void suite_up(void) { testdir_suite_setup(&td); }
+static void suite_down(void) { testdir_suite_teardown(&td); }
+static void up(void) { testdir_setup(&td); }
+static void down(void) { testdir_teardown(&td); }
+
 /* The scenario every error case starts from (line numbers below count from here). */
 #define BASE_MODEL "model: stories260K\n"             /* line 2 */
 #define BASE_PROTO "protocol: semi2k\n"               /* line 3 */
@@ -497,13 +503,9 @@ END_TEST
 
 START_TEST(test_trace_paths)
 {
-    char dir[] = "/tmp/check_scn_XXXXXX", path[600], text[1024];
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/story.txt", dir);
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs("Once upon a time there was a tiny model.\n", f);
-    fclose(f);
+    const char *dir = td.dir;
+    char text[1024];
+    const char *path = th_file(&td, "story.txt", "Once upon a time there was a tiny model.\n");
     snprintf(text, sizeof text,
              "model: stories260K\nprotocol: semi2k\nnetwork: lan\n"
              "workload: {prompt_len: 8, decode_len: 4}\n"
@@ -516,8 +518,6 @@ START_TEST(test_trace_paths)
     ck_assert_str_eq(s.runs[0].trace.source, "record");
     ck_assert_str_eq(s.runs[0].trace.path, path); /* next to the scenario file */
     scn_free(&s);
-    unlink(path);
-    rmdir(dir);
 }
 END_TEST
 
@@ -526,8 +526,8 @@ END_TEST
  * load time at the path's line:col, and `mpcsim run` writes no database. */
 START_TEST(test_trace_too_short)
 {
-    char dir[] = "/tmp/check_scn_XXXXXX", path[600], text[1024], cmd[2048], out[4096];
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *dir = td.dir;
+    char path[600], text[1024], cmd[2048], out[4096];
     snprintf(cmd, sizeof cmd, "trace synth --model stories260K --tokens 12 -o %s/tr", dir);
     ck_assert_int_eq(th_cli_capture(cmd, out, sizeof out), 0);
     snprintf(path, sizeof path, "%s/story.txt", dir);
@@ -574,8 +574,6 @@ START_TEST(test_trace_too_short)
     errbuf e;
     ck_assert_msg(scn_load(scn_path, text, &s, &e) == MS_OK, "%s", e.msg); /* 12 = 8 + 4 */
     scn_free(&s);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
 }
 END_TEST
 
@@ -594,9 +592,8 @@ static const char *const model_bodies[] = {
 
 START_TEST(test_model_file_vs_inline)
 {
-    char dir[] = "/tmp/check_scn_XXXXXX", path[600], text[2048];
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/m.yaml", dir);
+    const char *path = testdir_path(&td, "m.yaml");
+    char text[2048];
     FILE *f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);
     fprintf(f, "format: mpcsim-model 1\nname: tiny\n%s", model_bodies[_i]);
@@ -604,8 +601,6 @@ START_TEST(test_model_file_vs_inline)
     model_cfg file;
     errbuf e;
     int rc = model_load(path, &file, &e);
-    unlink(path);
-    rmdir(dir);
     ck_assert_msg(rc == MS_OK, "%s", e.msg);
     /* the same keys inline in a scenario, indented under model: */
     size_t o = (size_t)snprintf(text, sizeof text, "model:\n  name: tiny\n");
@@ -663,18 +658,11 @@ static const struct {
 
 START_TEST(test_model_file_errors)
 {
-    char dir[] = "/tmp/check_scn_XXXXXX", path[600], want[700];
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/m.yaml", dir);
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(model_bad[_i].body, f);
-    fclose(f);
+    const char *path = th_file(&td, "m.yaml", model_bad[_i].body);
+    char want[700];
     model_cfg m;
     errbuf e;
     int rc = model_load(path, &m, &e);
-    unlink(path);
-    rmdir(dir);
     ck_assert_int_eq(rc, MS_ERR_INPUT);
     snprintf(want, sizeof want, "%s%s", path, model_bad[_i].where);
     ck_assert_msg(!strncmp(e.msg, want, strlen(want)), "'%s' does not start with '%s'", e.msg,
@@ -859,10 +847,8 @@ START_TEST(test_shipped_scenarios)
     static const char *const files[] = {"scenarios/quickstart.yaml", "scenarios/wan-vs-lan.yaml",
                                         "scenarios/eviction-7b-32k.yaml",
                                         "scenarios/gqa-llama3.yaml"};
-    const char *data = getenv("MPCSIM_DATA");
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/%s", data ? data : ".", files[i]);
+        const char *path = th_data_path(files[i]);
         scenario s;
         errbuf e;
         ck_assert_msg(scn_load(path, NULL, &s, &e) == MS_OK, "%s", e.msg);
@@ -926,6 +912,8 @@ Suite *scn_suite(void)
     tcase_add_test(t, test_yamlx_tree);
     suite_add_tcase(s, t);
     t = tcase_create("sweep");
+    tcase_add_unchecked_fixture(t, suite_up, suite_down);
+    tcase_add_checked_fixture(t, up, down);
     tcase_add_test(t, test_grid);
     tcase_add_test(t, test_zip);
     tcase_add_test(t, test_cases);

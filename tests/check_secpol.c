@@ -108,13 +108,7 @@ START_TEST(test_h2o_on_shares)
     secinf_result r;
     ck_assert_msg(secinf_run(&o, &r, &e) == MS_OK, "%s", e.msg);
     /* logits: the replay's, within the tolerance; not the full cache's */
-    llama_acc a, moved;
-    llama_compare(r.logits, pol + (size_t)(P - 1) * V, r.n_steps, V, &a);
-    ck_assert_uint_ge(a.top1_agree + 1, r.n_steps);
-    ck_assert_msg(a.miss_gap < 2 * LOGIT_TOL, "a disagreement where the replay's margin is %.4f", a.miss_gap);
-    ck_assert_msg(a.max_abs < LOGIT_TOL, "logit error vs the replay %.4f", a.max_abs);
-    llama_compare(r.logits, full + (size_t)(P - 1) * V, r.n_steps, V, &moved);
-    ck_assert_msg(moved.max_abs > 3 * LOGIT_TOL, "the policy moved the logits by only %.4f", moved.max_abs);
+    fixture_assert_follows(r.logits, pol, full, P, r.n_steps, V, LOGIT_TOL);
     /* the selection: the prompt's heavy sets, one eviction per step and layer and KV head */
     h2o_sec_audit s;
     secpol_run pub = secinf_public(&o);
@@ -172,6 +166,34 @@ static size_t layer_ops(const op_program *p, int layer, int phase, const op **ou
     return n;
 }
 
+/* The session's ops a[0..n) (program run) are the cost model's b[0..n) (program cost): the same
+ * kinds, shapes, flags and arguments, operands of the same sizes (a VIEW's source may be the
+ * session's longer cache); roles: also public where the other's is public. */
+static void assert_same_ops(const op_program *run, const op *const *a, const op_program *cost,
+                            const op *const *b, size_t n, int roles)
+{
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_int_eq(a[i]->kind, b[i]->kind);
+        ck_assert_uint_eq(a[i]->batch, b[i]->batch);
+        ck_assert_uint_eq(a[i]->m, b[i]->m);
+        ck_assert_uint_eq(a[i]->k, b[i]->k);
+        ck_assert_uint_eq(a[i]->n, b[i]->n);
+        ck_assert_uint_eq(a[i]->flags, b[i]->flags);
+        ck_assert_int_eq(a[i]->iarg, b[i]->iarg);
+        ck_assert(a[i]->farg == b[i]->farg);
+        for (int j = 0; j < 3 && a[i]->kind != OP_VIEW; j++) {
+            ck_assert_int_eq(a[i]->in[j] == OP_NONE, b[i]->in[j] == OP_NONE);
+            if (a[i]->in[j] == OP_NONE)
+                continue;
+            const op_tensor *ta = &run->tens[a[i]->in[j]], *tb = &cost->tens[b[i]->in[j]];
+            ck_assert_uint_eq((uint64_t)ta->batch * ta->rows * ta->cols,
+                              (uint64_t)tb->batch * tb->rows * tb->cols);
+            if (roles)
+                ck_assert_int_eq(ta->role == OPT_PUBLIC, tb->role == OPT_PUBLIC);
+        }
+    }
+}
+
 START_TEST(test_h2o_costed_as_run)
 {
     fixture f;
@@ -206,25 +228,7 @@ START_TEST(test_h2o_costed_as_run)
             size_t na = layer_ops(&run, l, phase, a, 128), nb = layer_ops(&cost, l, phase, b, 128);
             ck_assert_uint_eq(na, nb);
             ck_assert_uint_ge(na, l < 0 ? (si ? 20 : 13) : (si ? 16 : 15));
-            for (size_t i = 0; i < na; i++) {
-                ck_assert_int_eq(a[i]->kind, b[i]->kind);
-                ck_assert_uint_eq(a[i]->batch, b[i]->batch);
-                ck_assert_uint_eq(a[i]->m, b[i]->m);
-                ck_assert_uint_eq(a[i]->k, b[i]->k);
-                ck_assert_uint_eq(a[i]->n, b[i]->n);
-                ck_assert_uint_eq(a[i]->flags, b[i]->flags);
-                ck_assert_int_eq(a[i]->iarg, b[i]->iarg);
-                ck_assert(a[i]->farg == b[i]->farg);
-                /* operands of the same sizes (a VIEW's source may be the session's longer cache) */
-                for (int j = 0; j < 3 && a[i]->kind != OP_VIEW; j++) {
-                    ck_assert_int_eq(a[i]->in[j] == OP_NONE, b[i]->in[j] == OP_NONE);
-                    if (a[i]->in[j] == OP_NONE)
-                        continue;
-                    const op_tensor *ta = &run.tens[a[i]->in[j]], *tb = &cost.tens[b[i]->in[j]];
-                    ck_assert_uint_eq((uint64_t)ta->batch * ta->rows * ta->cols,
-                                      (uint64_t)tb->batch * tb->rows * tb->cols);
-                }
-            }
+            assert_same_ops(&run, a, &cost, b, na, 0);
         }
         op_program_free(&run);
         op_program_free(&cost);
@@ -466,25 +470,7 @@ START_TEST(test_mpcache_costed_as_run)
                 ck_assert_uint_eq(na, nb);
                 size_t least = si ? (l == 3 ? 4 : 10) : (l == 3 ? 0 : 5); /* layer 3 shares layer 2's */
                 ck_assert_uint_ge(na, least);
-                for (size_t i = 0; i < na; i++) {
-                    ck_assert_int_eq(a[i]->kind, b[i]->kind);
-                    ck_assert_uint_eq(a[i]->batch, b[i]->batch);
-                    ck_assert_uint_eq(a[i]->m, b[i]->m);
-                    ck_assert_uint_eq(a[i]->k, b[i]->k);
-                    ck_assert_uint_eq(a[i]->n, b[i]->n);
-                    ck_assert_uint_eq(a[i]->flags, b[i]->flags);
-                    ck_assert_int_eq(a[i]->iarg, b[i]->iarg);
-                    ck_assert(a[i]->farg == b[i]->farg);
-                    for (int j = 0; j < 3 && a[i]->kind != OP_VIEW; j++) {
-                        ck_assert_int_eq(a[i]->in[j] == OP_NONE, b[i]->in[j] == OP_NONE);
-                        if (a[i]->in[j] == OP_NONE)
-                            continue;
-                        const op_tensor *ta = &run.tens[a[i]->in[j]], *tb = &cost.tens[b[i]->in[j]];
-                        ck_assert_uint_eq((uint64_t)ta->batch * ta->rows * ta->cols,
-                                          (uint64_t)tb->batch * tb->rows * tb->cols);
-                        ck_assert_int_eq(ta->role == OPT_PUBLIC, tb->role == OPT_PUBLIC);
-                    }
-                }
+                assert_same_ops(&run, a, &cost, b, na, 1);
             }
             op_program_free(&run);
             op_program_free(&cost);
@@ -580,12 +566,12 @@ static run_cfg *mpc_run_cfg(int cfg)
 {
     run_cfg *c = calloc(1, sizeof *c);
     errbuf e = {{0}};
-    const char *data = getenv("MPCSIM_DATA");
     ck_assert_msg(model_load("stories260K", &c->model, &e) == MS_OK, "%s", e.msg);
     snprintf(c->model_ref, sizeof c->model_ref, "stories260K");
     snprintf(c->scenario_path, sizeof c->scenario_path, "t.yaml");
     snprintf(c->trace.source, sizeof c->trace.source, "record");
-    snprintf(c->trace.path, sizeof c->trace.path, "%s/tests/data/tinystories_sample.txt", data ? data : ".");
+    snprintf(c->trace.path, sizeof c->trace.path, "%s",
+             th_data_path("tests/data/tinystories_sample.txt"));
     snprintf(c->policy.name, sizeof c->policy.name, "mpcache");
     for (int i = 0; i < 4; i++) {
         const char *eq = strchr(mpc_params[cfg][i], '=');
@@ -813,65 +799,44 @@ END_TEST
 
 /* The command line: h2o's selection on shares and its agreement printed; a policy without
  * one said plainly. */
-static char *run_cli(const char *dir, const char *const *args, int *status)
+static testdir td = {.prefix = "check_secpol"};
+static void suite_up(void) { testdir_suite_setup(&td); }
+static void suite_down(void) { testdir_suite_teardown(&td); }
+static void up(void) { testdir_setup(&td); }
+static void down(void) { testdir_teardown(&td); }
+
+/* Runs mpcsim ARGS in the data directory; its output (stdout and stderr), *status its exit
+ * status. */
+static const char *run_cli(const char *const *args, int *status)
 {
-    const char *bin = th_bin(), *data = th_data();
-    char out[600];
-    snprintf(out, sizeof out, "%s/out.txt", dir);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        if (data && chdir(data) != 0)
-            _exit(126);
-        const char *argv[40] = {bin};
-        for (int i = 0; args[i] && i < 38; i++)
-            argv[i + 1] = args[i];
-        execv(bin, (char *const *)argv);
-        _exit(127);
-    }
-    int st;
-    waitpid(pid, &st, 0);
-    *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    static char buf[16384];
-    FILE *fp = fopen(out, "r");
-    ck_assert_ptr_nonnull(fp);
-    size_t n = fread(buf, 1, sizeof buf - 1, fp);
-    buf[n] = 0;
-    fclose(fp);
-    return buf;
+    const char *out = testdir_path(&td, "out.txt");
+    *status = th_run(th_data(), out, NULL, args);
+    return th_text(out);
 }
 
 START_TEST(test_cli)
 {
-    char dir[] = "/tmp/mpcsim-secpol-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
     int st;
     const char *h2o[] = {"validate", "--model", "stories260K", "--accuracy", "20", "--prompt", "10", "--text",
                          "tests/data/tinystories_sample.txt", "--set", "approx=sigmoid", "--protocol", "semi2k",
                          "--policy", "h2o", "--policy-param", "heavy=3", "--policy-param", "recent=3", NULL};
-    char *out = run_cli(dir, h2o, &st);
+    const char *out = run_cli(h2o, &st);
     ck_assert_msg(st == 0, "exit %d: %s", st, out);
     ck_assert_msg(strstr(out, "h2o selected on shares (heavy 3, recent 3)") != NULL, "%s", out);
     ck_assert_msg(strstr(out, "equal the prediction: yes") != NULL, "%s", out);
     const char *mpc[] = {"validate", "--model", "stories260K", "--accuracy", "20", "--prompt", "16", "--text",
                          "tests/data/tinystories_sample.txt", "--set", "approx=sigmoid", "--protocol", "semi2k",
                          "--policy", "mpcache", "--policy-param", "s1=8", "--policy-param", "s2=4", NULL};
-    out = run_cli(dir, mpc, &st);
+    out = run_cli(mpc, &st);
     ck_assert_msg(st == 0, "exit %d: %s", st, out);
     ck_assert_msg(strstr(out, "mpcache selected on shares (static threshold") != NULL, "%s", out);
     ck_assert_msg(strstr(out, "equal the prediction: yes") != NULL, "%s", out);
     const char *mtk[] = {"validate", "--model", "stories260K", "--accuracy", "20", "--prompt", "16", "--text",
                          "tests/data/tinystories_sample.txt", "--set", "approx=sigmoid", "--protocol", "semi2k",
                          "--policy", "mpcache", "--policy-param", "static=topk", NULL};
-    out = run_cli(dir, mtk, &st);
+    out = run_cli(mtk, &st);
     ck_assert_msg(st == 0, "exit %d: %s", st, out);
     ck_assert_msg(strstr(out, "NOTE: mpcache has no selection on shares") != NULL, "%s", out);
-    char path[700];
-    snprintf(path, sizeof path, "%s/out.txt", dir);
-    unlink(path);
-    rmdir(dir);
 }
 END_TEST
 
@@ -944,6 +909,8 @@ Suite *secpol_suite(void)
     Suite *s = suite_create("secpol");
     TCase *tc = tcase_create("secpol");
     tcase_set_timeout(tc, 120);
+    tcase_add_unchecked_fixture(tc, suite_up, suite_down);
+    tcase_add_checked_fixture(tc, up, down);
     tcase_add_loop_test(tc, test_h2o_on_shares, 0, 2);
     tcase_add_test(tc, test_h2o_costed_as_run);
     tcase_add_test(tc, test_h2o_evict_rule);

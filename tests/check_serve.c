@@ -19,6 +19,12 @@
 #include "sim/serve/serve.h"
 #include "sim/serve/workload.h"
 
+static testdir td = {.prefix = "check_serve"};
+static void suite_up(void) { testdir_suite_setup(&td); }
+static void suite_down(void) { testdir_suite_teardown(&td); }
+static void up(void) { testdir_setup(&td); }
+static void down(void) { testdir_teardown(&td); }
+
 /* ---- a hand-checkable coster: cost grows with new tokens, cached tokens and batch ------- */
 
 static int t_step(void *ctx, int phase, uint32_t n, uint32_t kv, uint32_t batch,
@@ -683,10 +689,7 @@ END_TEST
 
 START_TEST(test_workload_file)
 {
-    char dir[] = "/tmp/check_serve_XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    char path[256];
-    snprintf(path, sizeof path, "%s/w.txt", dir);
+    const char *path = testdir_path(&td, "w.txt");
     workload w, r;
     gen(3, &w);
     FILE *f = fopen(path, "w");
@@ -718,8 +721,6 @@ START_TEST(test_workload_file)
     ck_assert_int_eq(wl_load(&r, path, &e), MS_ERR_FORMAT);
     ck_assert_msg(strstr(e.msg, ":3:5: error: arrival 4 is before"), "got: %s", e.msg);
     wl_free(&r);
-    unlink(path);
-    rmdir(dir);
 }
 END_TEST
 
@@ -806,29 +807,12 @@ END_TEST
 
 /* ---- the serve command ------------------------------------------------------------------ */
 
+/* Runs `mpcsim serve ARGS` in dir, its stderr into err (cap bytes); its exit status. */
 static int sh(const char *dir, const char *args, char *err, size_t cap)
 {
-    const char *bin = th_bin();
-    char cmd[2048], ef[512];
-    snprintf(ef, sizeof ef, "%s/stderr.txt", dir);
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' serve %s >/dev/null 2>'%s'", dir, bin, args, ef);
-    int st = system(cmd);
-    FILE *f = fopen(ef, "r");
-    size_t n = f ? fread(err, 1, cap - 1, f) : 0;
-    err[n] = '\0';
-    if (f)
-        fclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static void write_file(const char *dir, const char *name, const char *text)
-{
-    char p[512];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    FILE *f = fopen(p, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    fclose(f);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' serve %s >/dev/null", dir, th_bin(), args);
+    return th_sh(cmd, err, cap);
 }
 
 static const char *const TINY =
@@ -856,9 +840,9 @@ static int64_t count(const char *db, const char *table)
 
 START_TEST(test_cli)
 {
-    char dir[] = "/tmp/check_serve_cli_XXXXXX", err[4096], path[600];
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    write_file(dir, "s.yaml", TINY);
+    const char *dir = td.dir;
+    char err[4096], path[600];
+    th_file(&td, "s.yaml", TINY);
     int rc = sh(dir, "s.yaml -o out.db --dump-workload w.txt -q", err, sizeof err);
     ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
     snprintf(path, sizeof path, "%s/out.db", dir);
@@ -876,7 +860,7 @@ START_TEST(test_cli)
     snprintf(bad, sizeof bad, "%s", TINY);
     char *pol = strstr(bad, "  policies:");
     memcpy(pol, "  polices: ", 11);
-    write_file(dir, "bad.yaml", bad);
+    th_file(&td, "bad.yaml", bad);
     rc = sh(dir, "bad.yaml -o bad.db", err, sizeof err);
     ck_assert_int_eq(rc, 2);
     ck_assert_msg(strstr(err, "bad.yaml:18:3: error: unknown key 'polices' in 'sharing'"), "%s",
@@ -885,15 +869,12 @@ START_TEST(test_cli)
     snprintf(path, sizeof path, "%s/bad.db", dir);
     ck_assert_int_ne(access(path, F_OK), 0);
     /* re-rotation needs RoPE: gpt2 has learned positions */
-    write_file(dir, "g.yaml", "model: gpt2\nworkload:\n  requests: 5\nsharing:\n  policies: span\n"
+    th_file(&td, "g.yaml", "model: gpt2\nworkload:\n  requests: 5\nsharing:\n  policies: span\n"
                               "  position: rerotate\n");
     rc = sh(dir, "g.yaml -o g.db", err, sizeof err);
     ck_assert_int_eq(rc, 2);
     ck_assert_msg(strstr(err, "g.yaml:6:13: error: position 'rerotate' needs a RoPE model"), "%s",
                   err);
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
 }
 END_TEST
 
@@ -902,6 +883,8 @@ Suite *serve_suite(void)
     Suite *s = suite_create("serve");
     TCase *t = tcase_create("core");
     tcase_set_timeout(t, 60);
+    tcase_add_unchecked_fixture(t, suite_up, suite_down);
+    tcase_add_checked_fixture(t, up, down);
     tcase_add_test(t, test_prefix_hits);
     tcase_add_test(t, test_prefix_last_token);
     tcase_add_test(t, test_salted_hits);

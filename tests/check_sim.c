@@ -14,6 +14,13 @@
 #include "sim/engine/net.h"
 #include "sim/engine/regime.h"
 #include "sim/engine/simulate.h"
+#include "harness.h"
+
+static testdir td = {.prefix = "check_sim"};
+static void suite_up(void) { testdir_suite_setup(&td); }
+static void suite_down(void) { testdir_suite_teardown(&td); }
+static void up(void) { testdir_setup(&td); }
+static void down(void) { testdir_teardown(&td); }
 
 /* ---- fixtures ---------------------------------------------------------------------------- */
 
@@ -128,7 +135,7 @@ START_TEST(test_presets)
     ck_assert_uint_eq(n.link[2][1].latency_ns, 50000000);
     ck_assert_double_eq(n.link[0][2].bandwidth_bps, 100e6);
     ck_assert_int_eq(net_preset("lan-3g", 2, &n, &e), MS_OK);
-    ck_assert_uint_eq(n.link[0][1].latency_ns, 400000);
+    ck_assert_uint_eq(n.link[0][1].latency_ns, 150000); /* OpenCheetah throttle.sh lan */
     ck_assert_double_eq(n.link[1][0].bandwidth_bps, 3e9);
     size_t np;
     const char *const *pn = net_preset_names(&np);
@@ -652,18 +659,16 @@ START_TEST(test_determinism_and_timeline)
         ck_assert_ptr_nonnull(strstr(ta, "\"ph\":\"f\""));
         /* valid JSON, checked by an independent parser when one is installed */
         if (access("/usr/bin/python3", X_OK) == 0) {
-            char path[] = "/tmp/mpcsim-tl-XXXXXX";
-            int fd = mkstemp(path);
-            ck_assert_int_ge(fd, 0);
-            FILE *f = fdopen(fd, "w");
-            fwrite(ta, 1, la, f);
-            fclose(f);
-            char cmd[256];
+            const char *path = testdir_path(&td, "timeline.json");
+            FILE *f = fopen(path, "w");
+            ck_assert_ptr_nonnull(f);
+            ck_assert_uint_eq(fwrite(ta, 1, la, f), la);
+            ck_assert_int_eq(fclose(f), 0);
+            char cmd[1024];
             snprintf(cmd, sizeof cmd,
                      "/usr/bin/python3 -c 'import json,sys; d=json.load(open(\"%s\")); "
                      "sys.exit(0 if len(d[\"traceEvents\"]) > 10 else 1)'", path);
             ck_assert_int_eq(system(cmd), 0);
-            unlink(path);
         }
         free(ta);
         free(tb);
@@ -680,10 +685,7 @@ END_TEST
 
 START_TEST(test_machine_profile_io)
 {
-    char dir[] = "/tmp/mpcsim-mach-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    char path[256];
-    snprintf(path, sizeof path, "%s/m.yaml", dir);
+    const char *path = testdir_path(&td, "m.yaml");
     machine_profile a, b;
     machine_default(&a);
     snprintf(a.name, sizeof a.name, "box");
@@ -727,8 +729,6 @@ START_TEST(test_machine_profile_io)
     ck_assert_msg(strstr(e.msg, "m.yaml:5:15: error:") && strstr(e.msg, "elem_par_eff"), "%s",
                   e.msg);
     ck_assert_int_eq(machine_load("/nonexistent/x.yaml", &b, &e), MS_ERR_NOTFOUND);
-    unlink(path);
-    rmdir(dir);
     /* the shipped profile loads */
     ck_assert_msg(machine_load("default", &b, &e) == MS_OK, "%s", e.msg);
     ck_assert(b.rate[WK_MAC] > 1e6);
@@ -931,6 +931,8 @@ Suite *sim_suite(void)
     tcase_add_test(tc, test_wire_framing);
     suite_add_tcase(s, tc);
     tc = tcase_create("program");
+    tcase_add_unchecked_fixture(tc, suite_up, suite_down);
+    tcase_add_checked_fixture(tc, up, down);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_bytes_independent_of_network);
     tcase_add_test(tc, test_monotone_in_latency_and_bandwidth);
@@ -941,6 +943,8 @@ Suite *sim_suite(void)
     tcase_add_test(tc, test_determinism_and_timeline);
     suite_add_tcase(s, tc);
     tc = tcase_create("machine");
+    tcase_add_unchecked_fixture(tc, suite_up, suite_down);
+    tcase_add_checked_fixture(tc, up, down);
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_machine_profile_io);
     tcase_add_test(tc, test_calibrate_quick);

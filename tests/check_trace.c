@@ -15,45 +15,11 @@
 #include "sim/trace/trace.h"
 #include "sim/trace/trace_impl.h"
 
-static const char *data_dir(void)
-{
-    const char *d = getenv("MPCSIM_DATA");
-    return d && *d ? d : ".";
-}
-
-static void make_tmp(char *dir, size_t cap)
-{
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, cap, "%s/check_trace-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-}
-
-static void rm_rf(const char *dir)
-{
-    char cmd[1200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
-/* Runs a shell command, returns its exit status and (optionally) its stdout+stderr. */
-static int run(const char *cmd, char *out, size_t cap)
-{
-    char full[2048];
-    snprintf(full, sizeof full, "%s 2>&1", cmd);
-    FILE *p = popen(full, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t n = 0, got;
-    char buf[4096];
-    while ((got = fread(buf, 1, sizeof buf, p)) > 0)
-        for (size_t i = 0; i < got; i++)
-            if (out && n + 1 < cap)
-                out[n++] = buf[i];
-    if (out)
-        out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
+static testdir td = {.prefix = "check_trace"};
+static void suite_up(void) { testdir_suite_setup(&td); }
+static void suite_down(void) { testdir_suite_teardown(&td); }
+static void up(void) { testdir_setup(&td); }
+static void down(void) { testdir_teardown(&td); }
 
 /* Every attention row of the current position equals trace_attend over all keys. */
 static double att_vs_attend(trace *t, uint32_t layer)
@@ -81,15 +47,15 @@ static double att_vs_attend(trace *t, uint32_t layer)
 
 START_TEST(test_record_and_numpy)
 {
-    char dir[512], text[1024], cmd[2048], out[4096];
-    make_tmp(dir, sizeof dir);
-    snprintf(text, sizeof text, "%s/tests/data/tinystories_sample.txt", data_dir());
+    char text[1024], cmd[2048], out[4096];
+    const char *dir = td.dir;
+    snprintf(text, sizeof text, "%s/tests/data/tinystories_sample.txt", th_data());
     errbuf e;
     ck_assert_msg(trace_record("stories260K", text, 48, dir, &e) == MS_OK, "%s", e.msg);
     /* NumPy reads it back: shapes, rows sum to 1, softmax(q·k/√d) reproduces att */
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/mpcsim_trace_io.py verify %s "
-             "--tol 1e-5", data_dir(), dir);
-    ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
+             "--tol 1e-5", th_data(), dir);
+    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
     trace *t = NULL;
     ck_assert_msg(trace_open(dir, &t, &e) == MS_OK, "%s", e.msg);
     const trace_shape *s = trace_get_shape(t);
@@ -145,20 +111,19 @@ START_TEST(test_record_and_numpy)
     ck_assert_int_eq(trace_seek(t, 48, &e), MS_ERR_RANGE);
     llama_free(m);
     trace_close(t);
-    rm_rf(dir);
 }
 END_TEST
 
 START_TEST(test_cli_record_info)
 {
-    char dir[512], cmd[2048], out[8192];
-    make_tmp(dir, sizeof dir);
+    char cmd[2048], out[8192];
+    const char *dir = td.dir;
     snprintf(cmd, sizeof cmd, "%s trace record --model stories260K --text "
-             "%s/tests/data/tinystories_sample.txt --max-tokens 32 -o %s/tr", th_bin(), data_dir(),
+             "%s/tests/data/tinystories_sample.txt --max-tokens 32 -o %s/tr", th_bin(), th_data(),
              dir);
-    ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
+    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
     snprintf(cmd, sizeof cmd, "%s trace info %s/tr", th_bin(), dir);
-    ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
+    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
     ck_assert_ptr_nonnull(strstr(out, "format:     mpcsim-trace 1"));
     ck_assert_ptr_nonnull(strstr(out, "model:      stories260K"));
     ck_assert_ptr_nonnull(strstr(out, "layers 5, heads 8, kv_heads 4, head_dim 8"));
@@ -167,27 +132,26 @@ START_TEST(test_cli_record_info)
     ck_assert_ptr_nonnull(strstr(out, "first ids:  1 410 13 "));
     /* fit needs more tokens than 32 and says so */
     snprintf(cmd, sizeof cmd, "%s trace fit %s/tr", th_bin(), dir);
-    ck_assert_int_eq(run(cmd, out, sizeof out), 2);
+    ck_assert_int_eq(th_sh(cmd, out, sizeof out), 2);
     ck_assert_ptr_nonnull(strstr(out, "too short"));
     snprintf(cmd, sizeof cmd, "%s trace infoo %s/tr", th_bin(), dir);
-    ck_assert_int_eq(run(cmd, out, sizeof out), 2);
+    ck_assert_int_eq(th_sh(cmd, out, sizeof out), 2);
     ck_assert_ptr_nonnull(strstr(out, "did you mean 'info'"));
-    rm_rf(dir);
 }
 END_TEST
 
 /* A fixture written by the same NumPy writer scripts/dump_trace.py uses. */
 START_TEST(test_numpy_fixture)
 {
-    char dir[512], cmd[2048], out[4096];
-    make_tmp(dir, sizeof dir);
+    char cmd[2048], out[4096];
+    const char *dir = td.dir;
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/mpcsim_trace_io.py fixture %s/fx "
-             "--tokens 20 --seed 3", data_dir(), dir);
-    ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
+             "--tokens 20 --seed 3", th_data(), dir);
+    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
     /* one value checked against NumPy directly: q[1][5][2][3] */
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"import numpy as n; "
              "print('%%.9g' %% n.load('%s/fx/q.npy')[1,5,2,3])\"", dir);
-    ck_assert_int_eq(run(cmd, out, sizeof out), 0);
+    ck_assert_int_eq(th_sh(cmd, out, sizeof out), 0);
     double want = strtod(out, NULL);
     char fx[600];
     snprintf(fx, sizeof fx, "%s/fx", dir);
@@ -204,8 +168,8 @@ START_TEST(test_numpy_fixture)
     ck_assert_double_eq_tol(trace_q(t, 1)[2 * 8 + 3], want, 1e-6);
     /* the same trace without att.npy: rows are recomputed from q·k and agree */
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/mpcsim_trace_io.py fixture %s/na "
-             "--tokens 20 --seed 3 --no-att", data_dir(), dir);
-    ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
+             "--tokens 20 --seed 3 --no-att", th_data(), dir);
+    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
     snprintf(fx, sizeof fx, "%s/na", dir);
     trace *na = NULL;
     ck_assert_msg(trace_open(fx, &na, &e) == MS_OK, "%s", e.msg);
@@ -226,17 +190,16 @@ START_TEST(test_numpy_fixture)
      * front end, without transformers, stops with a clear message (exit 1) */
     snprintf(cmd, sizeof cmd, "cd %s/scripts && /usr/bin/python3 -c \"import dump_trace, "
              "mpcsim_trace_io; assert dump_trace.TraceWriter is mpcsim_trace_io.TraceWriter\"",
-             data_dir());
-    ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
+             th_data());
+    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/dump_trace.py hf --model m --text "
-             "%s/tests/data/tinystories_sample.txt -o %s/pt", data_dir(), data_dir(), dir);
-    int st = run(cmd, out, sizeof out);
-    if (run("/usr/bin/python3 -c 'import transformers'", NULL, 0) != 0) {
+             "%s/tests/data/tinystories_sample.txt -o %s/pt", th_data(), th_data(), dir);
+    int st = th_sh(cmd, out, sizeof out);
+    if (th_sh("/usr/bin/python3 -c 'import transformers'", NULL, 0) != 0) {
         ck_assert_msg(st == 1, "%d: %s", st, out);
         ck_assert_msg(strstr(out, "needs transformers") || strstr(out, "needs torch"), "%s",
                       out);
     }
-    rm_rf(dir);
 }
 END_TEST
 
@@ -244,11 +207,11 @@ END_TEST
 
 START_TEST(test_bad_manifests)
 {
-    char dir[512], cmd[2048], out[4096], man[700];
-    make_tmp(dir, sizeof dir);
+    char cmd[2048], out[4096], man[700];
+    const char *dir = td.dir;
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/mpcsim_trace_io.py fixture %s",
-             data_dir(), dir);
-    ck_assert_int_eq(run(cmd, out, sizeof out), 0);
+             th_data(), dir);
+    ck_assert_int_eq(th_sh(cmd, out, sizeof out), 0);
     snprintf(man, sizeof man, "%s/manifest.yaml", dir);
     char *good = th_slurp(man, NULL);
     trace *t = NULL;
@@ -264,7 +227,7 @@ START_TEST(test_bad_manifests)
     ck_assert_ptr_nonnull(strstr(e.msg, "hint: regenerate"));
     /* the CLI reports it and exits 2 */
     snprintf(cmd, sizeof cmd, "%s trace info %s", th_bin(), dir);
-    ck_assert_int_eq(run(cmd, out, sizeof out), 2);
+    ck_assert_int_eq(th_sh(cmd, out, sizeof out), 2);
     ck_assert_ptr_nonnull(strstr(out, "regenerate"));
     /* no format line at all */
     th_write(man, strstr(good, "model:"));
@@ -287,14 +250,13 @@ START_TEST(test_bad_manifests)
     th_write(man, good);
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"import numpy as n; "
              "n.save('%s/v.npy', n.load('%s/v.npy').astype(n.float64))\"", dir, dir);
-    ck_assert_int_eq(run(cmd, out, sizeof out), 0);
+    ck_assert_int_eq(th_sh(cmd, out, sizeof out), 0);
     ck_assert_int_eq(trace_open(dir, &t, &e), MS_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(e.msg, "v.npy: error: .npy dtype must be"));
     /* no directory */
     ck_assert_int_eq(trace_open("/nonexistent/trace", &t, &e), MS_ERR_NOTFOUND);
     free(bad);
     free(good);
-    rm_rf(dir);
 }
 END_TEST
 
@@ -349,8 +311,8 @@ static void write_npy_raw(const char *path, const char *dict, size_t data_off, s
  * negative or out-of-range dims are refused. */
 START_TEST(test_npy_hostile)
 {
-    char dir[512], path[700], cmd[1024], out[4096];
-    make_tmp(dir, sizeof dir);
+    char path[700], cmd[1024], out[4096];
+    const char *dir = td.dir;
     snprintf(path, sizeof path, "%s/manifest.yaml", dir);
     th_write(path, "format: mpcsim-trace 1\nmodel: hostile\nn_layers: 1\nn_heads: 1\n"
                      "n_kv_heads: 1\nhead_dim: 2147483648\nn_tokens: 2147483648\n"
@@ -368,7 +330,7 @@ START_TEST(test_npy_hostile)
     ck_assert_ptr_null(t);
     ck_assert_ptr_nonnull(strstr(e.msg, "q.npy: error: .npy shape's size overflows 64 bits"));
     snprintf(cmd, sizeof cmd, "%s trace info %s", th_bin(), dir);
-    ck_assert_int_eq(run(cmd, out, sizeof out), 2);
+    ck_assert_int_eq(th_sh(cmd, out, sizeof out), 2);
     ck_assert_ptr_nonnull(strstr(out, "overflows 64 bits"));
     /* a size that fits 64 bits but not the file: truncated */
     snprintf(path, sizeof path, "%s/manifest.yaml", dir);
@@ -407,7 +369,6 @@ START_TEST(test_npy_hostile)
                         "'shape': (1, 99999999999999999999999, 1, 4), }", 128, 32);
     ck_assert_int_eq(trace_open(dir, &t, &e), MS_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(e.msg, "bad .npy shape"));
-    rm_rf(dir);
 }
 END_TEST
 
@@ -749,8 +710,8 @@ START_TEST(test_synth_params)
                                         "'hevy' (did you mean 'heavy'?)"));
     ck_assert_double_eq(p.window, 8);
     /* YAML round trip */
-    char dir[512], path[600];
-    make_tmp(dir, sizeof dir);
+    char path[600];
+    const char *dir = td.dir;
     snprintf(path, sizeof path, "%s/p.yaml", dir);
     FILE *f = fopen(path, "w");
     trace_synth_write_yaml(&p, f);
@@ -763,21 +724,20 @@ START_TEST(test_synth_params)
     th_write(path, "sink: 2\nwindw: 3\n");
     ck_assert_int_eq(trace_synth_read_yaml(&q, path, &e), MS_ERR_INPUT);
     ck_assert_ptr_nonnull(strstr(e.msg, "p.yaml:2:1: error: unknown"));
-    rm_rf(dir);
 }
 END_TEST
 
 /* `trace synth -o` writes a directory that NumPy verifies and trace_open reads back equal. */
 START_TEST(test_cli_synth_roundtrip)
 {
-    char dir[512], cmd[2048], out[8192];
-    make_tmp(dir, sizeof dir);
+    char cmd[2048], out[8192];
+    const char *dir = td.dir;
     snprintf(cmd, sizeof cmd, "%s trace synth --model stories260K --tokens 40 --seed 9 "
              "--set sink=5 -o %s/syn", th_bin(), dir);
-    ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
+    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/mpcsim_trace_io.py verify %s/syn",
-             data_dir(), dir);
-    ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
+             th_data(), dir);
+    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
     char syn[600];
     snprintf(syn, sizeof syn, "%s/syn/manifest.yaml", dir);
     char *man = th_slurp(syn, NULL);
@@ -804,26 +764,25 @@ START_TEST(test_cli_synth_roundtrip)
     /* --stats streams without writing */
     snprintf(cmd, sizeof cmd, "%s trace synth --model llama-2-7b --tokens 64 --stats "
              "--set window=4", th_bin());
-    ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
+    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
     ck_assert_ptr_nonnull(strstr(out, "sink_mass:"));
     snprintf(cmd, sizeof cmd, "%s trace synth --model stories260K --tokens 10 --stats "
              "--set hevy=2", th_bin());
-    ck_assert_int_eq(run(cmd, out, sizeof out), 2);
+    ck_assert_int_eq(th_sh(cmd, out, sizeof out), 2);
     ck_assert_ptr_nonnull(strstr(out, "did you mean 'heavy'"));
-    rm_rf(dir);
 }
 END_TEST
 
 /* fit → params.yaml → synth --params: a fitted parameter file drives the generator */
 START_TEST(test_cli_fit_workflow)
 {
-    char dir[512], cmd[2048], out[8192];
-    make_tmp(dir, sizeof dir);
+    char cmd[2048], out[8192];
+    const char *dir = td.dir;
     snprintf(cmd, sizeof cmd, "%s trace synth --model stories260K --tokens 160 --seed 3 "
              "--set heavy_frac=0.1 --set window=4 -o %s/s", th_bin(), dir);
-    ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
+    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
     snprintf(cmd, sizeof cmd, "%s trace fit %s/s -o %s/p.yaml", th_bin(), dir, dir);
-    ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
+    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
     ck_assert_ptr_nonnull(strstr(out, "sink_mass:"));
     ck_assert_ptr_nonnull(strstr(out, "heavy_frac:"));
     char path[600];
@@ -835,9 +794,8 @@ START_TEST(test_cli_fit_workflow)
     ck_assert_double_eq_tol(p.ffn_sparsity, 0.5, 0.02);
     snprintf(cmd, sizeof cmd, "%s trace synth --model llama-2-7b --tokens 64 --params %s "
              "--stats", th_bin(), path);
-    ck_assert_msg(run(cmd, out, sizeof out) == 0, "%s", out);
+    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
     ck_assert_ptr_nonnull(strstr(out, "# synthetic llama-2-7b, 64 tokens"));
-    rm_rf(dir);
 }
 END_TEST
 
@@ -862,7 +820,7 @@ START_TEST(test_open_run)
     trace_close(t);
     snprintf(rc.trace.source, sizeof rc.trace.source, "record");
     snprintf(rc.trace.path, sizeof rc.trace.path, "%s/tests/data/tinystories_sample.txt",
-             data_dir());
+             th_data());
     ck_assert_msg(trace_open_run(&rc, &t, &e) == MS_OK, "%s", e.msg);
     ck_assert_uint_eq(trace_get_shape(t)->n_tokens, 32);
     ck_assert_int_eq(trace_seek(t, 31, &e), MS_OK);
@@ -877,6 +835,8 @@ Suite *trace_suite(void)
     Suite *s = suite_create("trace");
     TCase *tc = tcase_create("recorded");
     tcase_set_timeout(tc, 60);
+    tcase_add_unchecked_fixture(tc, suite_up, suite_down);
+    tcase_add_checked_fixture(tc, up, down);
     tcase_add_test(tc, test_record_and_numpy);
     tcase_add_test(tc, test_cli_record_info);
     tcase_add_test(tc, test_numpy_fixture);
@@ -887,6 +847,8 @@ Suite *trace_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("synthetic");
     tcase_set_timeout(tc, 60);
+    tcase_add_unchecked_fixture(tc, suite_up, suite_down);
+    tcase_add_checked_fixture(tc, up, down);
     tcase_add_test(tc, test_synth_deterministic);
     tcase_add_test(tc, test_synth_subset_attend);
     tcase_add_test(tc, test_synth_kernel_vs_reference);

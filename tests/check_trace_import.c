@@ -22,37 +22,11 @@ static void suite_down(void) { testdir_suite_teardown(&td); }
 static void up(void) { testdir_setup(&td); }
 static void down(void) { testdir_teardown(&td); }
 
-static const char *data(void)
-{
-    const char *d = getenv("MPCSIM_DATA");
-    return d && *d ? d : ".";
-}
-
-
-/* Runs cmd through the shell; its exit status, stdout+stderr into out. */
-static int sh(const char *cmd, char *out, size_t cap)
-{
-    char full[4096];
-    snprintf(full, sizeof full, "%s 2>&1", cmd);
-    FILE *p = popen(full, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t n = 0, got;
-    char buf[4096];
-    while ((got = fread(buf, 1, sizeof buf, p)) > 0)
-        for (size_t i = 0; i < got && out; i++)
-            if (n + 1 < cap)
-                out[n++] = buf[i];
-    if (out)
-        out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 /* 1 when torch can be imported; otherwise prints why the test is skipped (and fails in CI). */
 static int have_torch(const char *test)
 {
     char out[2048];
-    if (sh("/usr/bin/python3 -c 'import torch, numpy'", out, sizeof out) == 0)
+    if (th_sh("/usr/bin/python3 -c 'import torch, numpy'", out, sizeof out) == 0)
         return 1;
     const char *ci = getenv("CI");
     ck_assert_msg(!(ci && *ci && strcmp(ci, "false")),
@@ -67,8 +41,8 @@ static void record(const char *dir, int tokens)
 {
     char cmd[2048], out[4096];
     snprintf(cmd, sizeof cmd, "%s trace record --text %s/tests/data/tinystories_sample.txt "
-             "--max-tokens %d -o %s", th_bin(), data(), tokens, dir);
-    ck_assert_msg(sh(cmd, out, sizeof out) == 0, "%s", out);
+             "--max-tokens %d -o %s", th_bin(), th_data(), tokens, dir);
+    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
 }
 
 static void dump_llama2c(const char *checkpoint, const char *dir, int tokens)
@@ -76,9 +50,9 @@ static void dump_llama2c(const char *checkpoint, const char *dir, int tokens)
     char cmd[2048], out[8192];
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/dump_trace.py llama2c --checkpoint "
              "%s --tokenizer %s/models/stories260K/tok512.bin --name stories260K --text "
-             "%s/tests/data/tinystories_sample.txt --max-tokens %d -o %s", data(), checkpoint,
-             data(), data(), tokens, dir);
-    ck_assert_msg(sh(cmd, out, sizeof out) == 0, "%s", out);
+             "%s/tests/data/tinystories_sample.txt --max-tokens %d -o %s", th_data(), checkpoint,
+             th_data(), th_data(), tokens, dir);
+    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
 }
 
 /* Largest |a − b| of every array, through the reader (so a rotate-half trace compares after
@@ -138,7 +112,7 @@ START_TEST(llama2c_matches_record)
     const char *rec = testdir_path(&td, "rec"), *pt = testdir_path(&td, "pt");
     record(rec, 64);
     char ckpt[1024];
-    snprintf(ckpt, sizeof ckpt, "%s/models/stories260K/stories260K.bin", data());
+    snprintf(ckpt, sizeof ckpt, "%s/models/stories260K/stories260K.bin", th_data());
     dump_llama2c(ckpt, pt, 64);
     double w[TRACE_N_ARRAYS];
     int same_tokens;
@@ -154,7 +128,7 @@ START_TEST(llama2c_matches_record)
     /* the dumped trace passes --verify, including the model check */
     char cmd[1200], out[8192];
     snprintf(cmd, sizeof cmd, "%s trace info --verify %s", th_bin(), pt);
-    ck_assert_msg(sh(cmd, out, sizeof out) == 0, "%s", out);
+    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
     ck_assert_msg(strstr(out, "stories260K's forward pass at 64 positions"), "%s", out);
     ck_assert_msg(strstr(out, "q/k order:  interleaved"), "%s", out);
 }
@@ -177,10 +151,10 @@ START_TEST(llama2c_version1_checkpoint)
              "f.write(bytes(256 - f.tell()))\n"
              "[f.write(t[n].astype('<f4').tobytes()) for n in ('rms_att', 'rms_ffn', "
              "'rms_final', 'tok', 'wq', 'wk', 'wv', 'wo', 'w1', 'w2', 'w3')]\"",
-             data(), data(), v1);
-    ck_assert_msg(sh(cmd, out, sizeof out) == 0, "%s", out);
+             th_data(), th_data(), v1);
+    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
     char ckpt[1024];
-    snprintf(ckpt, sizeof ckpt, "%s/models/stories260K/stories260K.bin", data());
+    snprintf(ckpt, sizeof ckpt, "%s/models/stories260K/stories260K.bin", th_data());
     dump_llama2c(ckpt, a, 24);
     dump_llama2c(v1, b, 24);
     double w[TRACE_N_ARRAYS];
@@ -206,14 +180,14 @@ START_TEST(hf_front_end_half_layout)
     snprintf(cmd, sizeof cmd, "PYTHONPATH=%s/tests/data/hf_standin /usr/bin/python3 "
              "%s/scripts/dump_trace.py hf --model %s/models/stories260K/stories260K.bin --name "
              "stories260K --text %s/tests/data/tinystories_sample.txt --max-tokens 64 -o %s",
-             data(), data(), data(), data(), hf);
-    ck_assert_msg(sh(cmd, out, sizeof out) == 0, "%s", out);
+             th_data(), th_data(), th_data(), th_data(), hf);
+    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
     snprintf(cmd, sizeof cmd, "grep -qx 'rope_layout: half' %s/manifest.yaml", hf);
-    ck_assert_int_eq(sh(cmd, out, sizeof out), 0);
+    ck_assert_int_eq(th_sh(cmd, out, sizeof out), 0);
     /* stored in another order: the raw arrays differ */
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"import numpy as n\n"
              "print(abs(n.load('%s/k.npy') - n.load('%s/k.npy')).max())\"", rec, hf);
-    ck_assert_int_eq(sh(cmd, out, sizeof out), 0);
+    ck_assert_int_eq(th_sh(cmd, out, sizeof out), 0);
     ck_assert_msg(atof(out) > 1.0, "raw k arrays agree (%s): not a rotate-half trace", out);
     /* read back: equal to the recording */
     double w[TRACE_N_ARRAYS];
@@ -223,7 +197,7 @@ START_TEST(hf_front_end_half_layout)
     for (int i = 0; i < TRACE_N_ARRAYS; i++)
         ck_assert_msg(w[i] <= 1e-4, "%s differs by %g", trace_array_name((trace_array)i), w[i]);
     snprintf(cmd, sizeof cmd, "%s trace info --verify %s", th_bin(), hf);
-    ck_assert_msg(sh(cmd, out, sizeof out) == 0, "%s", out);
+    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
 }
 END_TEST
 
@@ -233,7 +207,7 @@ static void run_scenario(const char *yaml_path, const char *db)
 {
     char cmd[2048], out[8192];
     snprintf(cmd, sizeof cmd, "%s run %s -o %s", th_bin(), yaml_path, db);
-    ck_assert_msg(sh(cmd, out, sizeof out) == 0, "%s", out);
+    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
 }
 
 static void write_text(const char *path, const char *text)
@@ -305,7 +279,7 @@ START_TEST(llama2c_replays_like_record)
     snprintf(rec, sizeof rec, "%s", testdir_path(&td, "rec"));
     snprintf(pt, sizeof pt, "%s", testdir_path(&td, "pt"));
     record(rec, 63);
-    snprintf(ckpt, sizeof ckpt, "%s/models/stories260K/stories260K.bin", data());
+    snprintf(ckpt, sizeof ckpt, "%s/models/stories260K/stories260K.bin", th_data());
     dump_llama2c(ckpt, pt, 64); /* one token longer: the run scores the same positions */
     same_metrics(rec, pt, 1e-4);
 }
@@ -325,7 +299,7 @@ static void to_half(const char *dir, const char *manifest_says)
              "m = open('%s/manifest.yaml').read().replace('rope_layout: interleaved', "
              "'rope_layout: %s')\n"
              "open('%s/manifest.yaml', 'w').write(m)\"", dir, dir, manifest_says, dir);
-    ck_assert_msg(sh(cmd, out, sizeof out) == 0, "%s", out);
+    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
 }
 
 START_TEST(half_layout_converted_and_wrong_layout_refused)
@@ -336,7 +310,7 @@ START_TEST(half_layout_converted_and_wrong_layout_refused)
     snprintf(wrong, sizeof wrong, "%s", testdir_path(&td, "wrong"));
     record(rec, 63);
     snprintf(cmd, sizeof cmd, "cp -r %s %s && cp -r %s %s", rec, half, rec, wrong);
-    ck_assert_int_eq(sh(cmd, out, sizeof out), 0);
+    ck_assert_int_eq(th_sh(cmd, out, sizeof out), 0);
     to_half(half, "half");
     to_half(wrong, "interleaved");
     /* stored in rotate-half order and said so: read back exactly as recorded */
@@ -346,12 +320,12 @@ START_TEST(half_layout_converted_and_wrong_layout_refused)
     for (int i = 0; i < TRACE_N_ARRAYS; i++)
         ck_assert_msg(w[i] == 0, "%s differs by %g", trace_array_name((trace_array)i), w[i]);
     snprintf(cmd, sizeof cmd, "%s trace info --verify %s", th_bin(), half);
-    ck_assert_msg(sh(cmd, out, sizeof out) == 0, "%s", out);
+    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
     ck_assert_msg(strstr(out, "q/k order:  half (converted"), "%s", out);
     /* stored in rotate-half order but said to be interleaved: attention cannot tell (q·k is
      * unchanged), the model can */
     snprintf(cmd, sizeof cmd, "%s trace info --verify %s", th_bin(), wrong);
-    ck_assert_int_eq(sh(cmd, out, sizeof out), 2);
+    ck_assert_int_eq(th_sh(cmd, out, sizeof out), 2);
     ck_assert_msg(strstr(out, "error: q[layer 0][pos 0]") && strstr(out, "rope_layout"), "%s",
                   out);
     /* a run that combines it with the model's live metrics refuses too, and writes no row */
@@ -363,7 +337,7 @@ START_TEST(half_layout_converted_and_wrong_layout_refused)
              "policies: [{name: quest, page: 4, budget: 12}]\n", wrong);
     write_text(y, yaml);
     snprintf(cmd, sizeof cmd, "%s run %s -o %s", th_bin(), y, db);
-    int st = sh(cmd, out, sizeof out);
+    int st = th_sh(cmd, out, sizeof out);
     ck_assert_msg(st != 0 && strstr(out, "do not agree with model 'stories260K'"), "%d: %s", st,
                   out);
     /* and the half trace replays with the recorded trace's metrics */
@@ -379,19 +353,19 @@ START_TEST(manifest_layout_checked)
     /* an unknown value is named with its position */
     snprintf(cmd, sizeof cmd, "sed -i 's/rope_layout: interleaved/rope_layout: rotated/' "
              "%s/manifest.yaml && %s trace info %s", rec, th_bin(), rec);
-    ck_assert_int_eq(sh(cmd, out, sizeof out), 2);
+    ck_assert_int_eq(th_sh(cmd, out, sizeof out), 2);
     ck_assert_msg(strstr(out, "manifest.yaml:") && strstr(out, ": error: unknown 'rope_layout' "
                   "value 'rotated'") && strstr(out, "interleaved half"), "%s", out);
     /* a Hugging Face dump from before the key existed must say which order it holds */
     snprintf(cmd, sizeof cmd, "sed -i -e '/rope_layout/d' -e 's/source: record/source: "
              "pytorch/' %s/manifest.yaml && %s trace info %s", rec, th_bin(), rec);
-    ck_assert_int_eq(sh(cmd, out, sizeof out), 2);
+    ck_assert_int_eq(th_sh(cmd, out, sizeof out), 2);
     ck_assert_msg(strstr(out, "lacks 'rope_layout'") && strstr(out, "rope_layout: half"), "%s",
                   out);
     /* mpcsim's own traces of that age were interleaved */
     snprintf(cmd, sizeof cmd, "sed -i 's/source: pytorch/source: record/' %s/manifest.yaml && "
              "%s trace info %s", rec, th_bin(), rec);
-    ck_assert_msg(sh(cmd, out, sizeof out) == 0 && strstr(out, "q/k order:  interleaved"), "%s",
+    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0 && strstr(out, "q/k order:  interleaved"), "%s",
                   out);
 }
 END_TEST
@@ -404,14 +378,14 @@ START_TEST(verify_names_first_mismatch)
     snprintf(rec, sizeof rec, "%s", testdir_path(&td, "rec"));
     record(rec, 16);
     snprintf(cmd, sizeof cmd, "%s trace info --verify %s", th_bin(), rec);
-    ck_assert_msg(sh(cmd, out, sizeof out) == 0 && strstr(out, "verify:     ok"), "%s", out);
+    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0 && strstr(out, "verify:     ok"), "%s", out);
     /* keys of another rotary embedding: attention no longer matches q·k */
     snprintf(cmd, sizeof cmd,
              "/usr/bin/python3 -c \"import numpy as n\n"
              "p = '%s/k.npy'; x = n.load(p); x[2, 5:] = n.roll(x[2, 5:], 1, -1)\n"
              "n.save(p, x.astype('<f4'))\" && %s trace info --verify %s",
              rec, th_bin(), rec);
-    ck_assert_int_eq(sh(cmd, out, sizeof out), 2);
+    ck_assert_int_eq(th_sh(cmd, out, sizeof out), 2);
     ck_assert_msg(strstr(out, "error: att[layer 2][pos 5]") &&
                       strstr(out, "do not belong together"), "%s", out);
     /* a NaN */
@@ -420,7 +394,7 @@ START_TEST(verify_names_first_mismatch)
              "/usr/bin/python3 -c \"import numpy as n\n"
              "p = '%s/v.npy'; x = n.load(p); x[1, 3, 0, 2] = n.nan; n.save(p, x)\" && "
              "%s trace info --verify %s", rec, th_bin(), rec);
-    ck_assert_int_eq(sh(cmd, out, sizeof out), 2);
+    ck_assert_int_eq(th_sh(cmd, out, sizeof out), 2);
     ck_assert_msg(strstr(out, "error: v[layer 1][pos 3] element 2 is not finite"), "%s", out);
     /* a token id outside the vocabulary */
     record(rec, 16);
@@ -428,7 +402,7 @@ START_TEST(verify_names_first_mismatch)
              "/usr/bin/python3 -c \"import numpy as n\n"
              "p = '%s/tokens.npy'; x = n.load(p); x[4] = 700; n.save(p, x)\" && "
              "%s trace info --verify %s", rec, th_bin(), rec);
-    ck_assert_int_eq(sh(cmd, out, sizeof out), 2);
+    ck_assert_int_eq(th_sh(cmd, out, sizeof out), 2);
     ck_assert_msg(strstr(out, "error: tokens[4] is 700, outside the vocabulary of 512"), "%s",
                   out);
 }

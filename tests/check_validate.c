@@ -150,16 +150,9 @@ START_TEST(test_streamingllm_in_mpc)
     cfg_of("aby3", &o.cfg);
     secinf_result r;
     ck_assert_msg(secinf_run(&o, &r, &e) == MS_OK, "%s", e.msg);
-    llama_acc a, moved;
-    llama_compare(r.logits, pol + (size_t)(P - 1) * V, r.n_steps, V, &a);
     /* the same top-1 at every position but a near tie of the replay (its closest margin here
-     * is 0.07, at position 16) */
-    ck_assert_uint_ge(a.top1_agree + 1, r.n_steps);
-    ck_assert_msg(a.miss_gap < 2 * LOGIT_TOL, "a disagreement where the replay's margin is %.4f", a.miss_gap);
-    ck_assert_msg(a.max_abs < LOGIT_TOL, "logit error vs the replay %.4f", a.max_abs);
-    /* the secure run follows the policy, not the full cache */
-    llama_compare(r.logits, full + (size_t)(P - 1) * V, r.n_steps, V, &moved);
-    ck_assert_msg(moved.max_abs > 3 * LOGIT_TOL, "the policy moved the logits by only %.4f", moved.max_abs);
+     * is 0.07, at position 16); the secure run follows the policy, not the full cache */
+    fixture_assert_follows(r.logits, pol, full, P, r.n_steps, V, LOGIT_TOL);
     /* the kept counts the simulator uses shape the program: the last step attends 8 + 1 */
     op_program p;
     op_program_init(&p);
@@ -232,25 +225,16 @@ END_TEST
 
 /* ---- the CLI and the results database ------------------------------------------------------- */
 
-static int run_cli(const char *dir, const char *const *args)
+static testdir td = {.prefix = "check_validate"};
+static void suite_up(void) { testdir_suite_setup(&td); }
+static void suite_down(void) { testdir_suite_teardown(&td); }
+static void up(void) { testdir_setup(&td); }
+static void down(void) { testdir_teardown(&td); }
+
+/* Runs mpcsim ARGS, stdout and stderr to the test folder's out.txt. */
+static int run_cli(const char *const *args)
 {
-    const char *bin = th_bin();
-    char out[600];
-    snprintf(out, sizeof out, "%s/out.txt", dir);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        const char *argv[32] = {bin};
-        for (int i = 0; args[i] && i < 30; i++)
-            argv[i + 1] = args[i];
-        execv(bin, (char *const *)argv);
-        _exit(127);
-    }
-    int st;
-    waitpid(pid, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return th_run(NULL, testdir_path(&td, "out.txt"), NULL, args);
 }
 
 static long long q1(sqlite3 *h, const char *sql)
@@ -265,14 +249,11 @@ static long long q1(sqlite3 *h, const char *sql)
 
 START_TEST(test_cli_rows_in_db)
 {
-    char dir[] = "/tmp/mpcsim-validate-XXXXXX", db[600];
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(db, sizeof db, "%s/v.db", dir);
+    const char *db = testdir_path(&td, "v.db");
     const char *args[] = {"validate", "--prompt", "3", "--decode", "1", "-n", "16", "--latency-ms", "0",
                           "--db", db, NULL};
-    int st = run_cli(dir, args);
-    char out[600];
-    snprintf(out, sizeof out, "%s/out.txt", dir);
+    int st = run_cli(args);
+    const char *out = testdir_path(&td, "out.txt");
     ck_assert_msg(st == 0, "mpcsim validate exited %d (see %s)", st, out);
     sqlite3 *h;
     ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
@@ -290,14 +271,6 @@ START_TEST(test_cli_rows_in_db)
                            "meas_bytes_p2 > 0"), 2);
     ck_assert_int_eq(q1(h, "SELECT count(DISTINCT session) FROM validation"), 1);
     sqlite3_close(h);
-    unlink(db);
-    unlink(out);
-    char wal[620];
-    snprintf(wal, sizeof wal, "%s-wal", db);
-    unlink(wal);
-    snprintf(wal, sizeof wal, "%s-shm", db);
-    unlink(wal);
-    rmdir(dir);
 }
 END_TEST
 
@@ -305,11 +278,9 @@ END_TEST
  * of these element-wise tasks scale with n (n/4 and n elements: exactly 4 times). */
 START_TEST(test_cli_basic_ops)
 {
-    char dir[] = "/tmp/mpcsim-validate-XXXXXX", out[600];
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(out, sizeof out, "%s/out.txt", dir);
+    const char *out = testdir_path(&td, "out.txt");
     const char *args[] = {"validate", "--basic-ops", "--n", "256", "--latency-ms", "0", "-p", "aby3", NULL};
-    int st = run_cli(dir, args);
+    int st = run_cli(args);
     ck_assert_msg(st == 0, "mpcsim validate --basic-ops exited %d (see %s)", st, out);
     FILE *f = fopen(out, "r");
     ck_assert_ptr_nonnull(f);
@@ -330,8 +301,6 @@ START_TEST(test_cli_basic_ops)
         ck_assert_msg(small[k] > 0 && big[k] == 4 * small[k], "%s: %llu bytes at 64, %llu at 256", ops[k], small[k],
                       big[k]);
     }
-    unlink(out);
-    rmdir(dir);
 }
 END_TEST
 
@@ -343,13 +312,10 @@ START_TEST(test_cli_shaped)
         fprintf(stderr, "check_validate: shaped-link test skipped (needs root and iproute2)\n");
         return;
     }
-    char dir[] = "/tmp/mpcsim-validate-XXXXXX", db[600], out[600];
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(db, sizeof db, "%s/s.db", dir);
-    snprintf(out, sizeof out, "%s/out.txt", dir);
+    const char *db = testdir_path(&td, "s.db"), *out = testdir_path(&td, "out.txt");
     const char *args[] = {"validate", "--model", "stories260K", "--shape", "--bandwidth", "1Gbps", "--latency-ms",
                           "0", "--prompt", "2", "--decode", "1", "-p", "semi2k", "--db", db, NULL};
-    int st = run_cli(dir, args);
+    int st = run_cli(args);
     ck_assert_msg(st == 0, "mpcsim validate --shape exited %d (see %s)", st, out);
     sqlite3 *h;
     ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
@@ -362,13 +328,6 @@ START_TEST(test_cli_shaped)
         ck_assert_msg(strncmp(line, "mv", 2) != 0, "namespace left behind: %s", line);
     if (p)
         pclose(p);
-    char tmp[640];
-    const char *files[] = {"s.db", "s.db-wal", "s.db-shm", "out.txt"};
-    for (size_t i = 0; i < 4; i++) {
-        snprintf(tmp, sizeof tmp, "%s/%s", dir, files[i]);
-        unlink(tmp);
-    }
-    rmdir(dir);
 }
 END_TEST
 
@@ -430,6 +389,8 @@ Suite *validate_suite(void)
     Suite *s = suite_create("validate");
     TCase *tc = tcase_create("validate");
     tcase_set_timeout(tc, 300);
+    tcase_add_unchecked_fixture(tc, suite_up, suite_down);
+    tcase_add_checked_fixture(tc, up, down);
     tcase_add_loop_test(tc, test_programs_exact, 0, 2);
     tcase_add_test(tc, test_accuracy_teacher_forced);
     tcase_add_test(tc, test_streamingllm_in_mpc);

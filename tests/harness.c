@@ -3,6 +3,7 @@
 
 #include <check.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,19 +34,29 @@ int th_cli(const char *args, const char *out_path)
     return status_of(system(cmd));
 }
 
+int th_sh(const char *cmd, char *out, size_t cap)
+{
+    char full[8192];
+    snprintf(full, sizeof full, "{ %s\n} 2>&1", cmd); /* the whole line's stderr */
+    fflush(NULL);
+    FILE *p = popen(full, "r");
+    ck_assert_msg(p != NULL, "cannot run %s", cmd);
+    size_t n = 0, got;
+    char buf[4096]; /* read to the end, so the command is not killed by a closed pipe */
+    while ((got = fread(buf, 1, sizeof buf, p)) > 0)
+        for (size_t i = 0; i < got && out; i++)
+            if (n + 1 < cap)
+                out[n++] = buf[i];
+    if (out && cap)
+        out[n] = '\0';
+    return status_of(pclose(p));
+}
+
 int th_cli_capture(const char *args, char *out, size_t cap)
 {
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", th_bin(), args);
-    fflush(NULL);
-    FILE *p = popen(cmd, "r");
-    ck_assert_msg(p != NULL, "cannot run %s", cmd);
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    char sink[4096]; /* the rest, so the command is not killed by a closed pipe */
-    while (fread(sink, 1, sizeof sink, p) > 0)
-        ;
-    return status_of(pclose(p));
+    snprintf(cmd, sizeof cmd, "'%s' %s", th_bin(), args);
+    return th_sh(cmd, out, cap);
 }
 
 pid_t th_spawn(const char *exe, const char *const *args, const char *cwd, const char *out,
@@ -76,6 +87,44 @@ int th_wait(pid_t pid)
     int st;
     ck_assert_int_eq(waitpid(pid, &st, 0), pid);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int th_run(const char *cwd, const char *out, const char *err, const char *const *args)
+{
+    return th_wait(th_spawn(th_bin(), args, cwd, out, err));
+}
+
+static pid_t spawn_va(const char *cwd, const char *out, const char *err, va_list ap)
+{
+    const char *args[63];
+    int n = 0;
+    for (const char *a; (a = va_arg(ap, const char *)) != NULL;) {
+        ck_assert_msg(n < 62, "more than 62 arguments");
+        args[n++] = a;
+    }
+    args[n] = NULL;
+    return th_spawn(th_bin(), args, cwd, out, err);
+}
+
+pid_t th_spawnl(const char *cwd, const char *out, const char *err, ...)
+{
+    va_list ap;
+    va_start(ap, err);
+    pid_t pid = spawn_va(cwd, out, err, ap);
+    va_end(ap);
+    return pid;
+}
+
+int th_runl(const char *cwd, const char *out, const char *err, ...)
+{
+    va_list ap;
+    va_start(ap, err);
+    pid_t pid = spawn_va(cwd, out, err, ap);
+    va_end(ap);
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st), "mpcsim died by signal %d", WTERMSIG(st));
+    return WEXITSTATUS(st);
 }
 
 char *th_slurp(const char *path, size_t *len)
@@ -112,4 +161,41 @@ void th_write(const char *path, const char *text)
     ck_assert_msg(f != NULL, "cannot write %s", path);
     fputs(text, f);
     ck_assert_int_eq(fclose(f), 0);
+}
+
+const char *th_file(const testdir *t, const char *name, const char *text)
+{
+    const char *p = testdir_path(t, name);
+    th_write(p, text);
+    return p;
+}
+
+void th_copy(const char *from, const char *to)
+{
+    size_t n;
+    char *s = th_slurp(from, &n);
+    FILE *g = fopen(to, "wb");
+    ck_assert_msg(g != NULL, "cannot write %s", to);
+    ck_assert_uint_eq(fwrite(s, 1, n, g), n);
+    ck_assert_int_eq(fclose(g), 0);
+    free(s);
+}
+
+int th_exists(const char *path) { return access(path, F_OK) == 0; }
+
+int th_count(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, needle)); p++)
+        n++;
+    return n;
+}
+
+const char *th_data_path(const char *rel)
+{
+    static char buf[8][1024];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", th_data(), rel);
+    return buf[k];
 }

@@ -25,6 +25,17 @@ pid_t th_spawn(const char *exe, const char *const *args, const char *cwd, const 
                const char *err);
 /* Waits for pid: its exit status, or 128 + the signal that killed it. */
 int th_wait(pid_t pid);
+/* Starts `mpcsim ARG…` (the arguments after err, ending with a NULL) in cwd (NULL: here),
+ * stdout to out, stderr to err (NULL: to out). */
+pid_t th_spawnl(const char *cwd, const char *out, const char *err, ...);
+/* The same, waited for: its exit status; fails the calling test when a signal killed it. */
+int th_runl(const char *cwd, const char *out, const char *err, ...);
+/* Runs `mpcsim ARGS…` (args NULL-terminated, after the program name) in cwd (NULL: here),
+ * stdout to out and stderr to err (NULL: to out); th_wait's status. */
+int th_run(const char *cwd, const char *out, const char *err, const char *const *args);
+/* Runs a shell command line; its exit status (-1: killed), stdout and stderr captured into out
+ * (cap bytes, NUL-terminated; out NULL: discarded). */
+int th_sh(const char *cmd, char *out, size_t cap);
 
 /* The file's bytes, NUL-terminated, malloc'd (len may be NULL); fails the calling test when it
  * cannot be read. */
@@ -34,5 +45,15 @@ char *th_slurp(const char *path, size_t *len);
 const char *th_text(const char *path);
 /* Writes text to path; fails the calling test on an error. */
 void th_write(const char *path, const char *text);
+/* Writes text to the file name in t's test folder; its path (testdir_path's lifetime). */
+const char *th_file(const testdir *t, const char *name, const char *text);
+/* Copies the file from to the file to, byte for byte; fails the calling test on an error. */
+void th_copy(const char *from, const char *to);
+/* 1 when path exists. */
+int th_exists(const char *path);
+/* How often needle occurs in text. */
+int th_count(const char *text, const char *needle);
+/* <MPCSIM_DATA>/<rel>; the result lives until eight more calls. */
+const char *th_data_path(const char *rel);
 
 #endif

@@ -54,15 +54,25 @@
  *              t = 8, f = 18: |err| <= 2e-3 absolute (the limit's own error e^x·x²/2^(t+1)
  *              and fixed-point rounding); t = 5 (PUMA): <= 1e-2. Inputs below -2^t make
  *              1 + x/2^t negative: the result is garbage (softmax masks those entries).
- *   reciprocal x > 0 in [2^-f, 2^(f-1)). Normalization by a batched comparison against the
- *              public powers 2^j (one lt of J·n elements), c = x·2^-(q+1) in [0.5, 1), then
- *              Goldschmidt from w0 = 2.9142 - 2c (SPU f_reciprocal): |1 - c·w0| <= 0.0858,
- *              relative error <= 0.0858^(2^(it+1)) + fixed point; it = 2: tested at
- *              2e-4·(1/x) + 2^(1-f) absolute (the output's own quantum dominates for large x).
- *   rsqrt      x > 0 in [2^-f, 2^(2⌊f/2⌋+2)) (1e-3 … 1e4 well inside). Even powers: c = x·2^-q
- *              in [1, 4), quadratic start 1.3353 - 0.41060c + 0.051197c² (relative error
- *              <= 2.41e-2), then cfg.rsqrt_iters Newton steps y(3 - c·y²)/2, each squaring the
- *              relative error ×1.5: 2 steps: <= 1.2e-6 + fixed point; tested at 1e-4·y + 2^(1-f).
+ *   reciprocal normalize: bitdec (default): x in [2^-f, 2^(w-f)), w = op.bits or 2f + 4
+ *              (x < 2^22 = 4.2e6 at f = 18; softmax passes its row sum's bound f + ⌈log2 n⌉ + 1).
+ *              |y − 1/x| <= 1e-4/x + 2^(1-f): Goldschmidt's |e0|^4 = 1.24e-5 (it = 2) plus
+ *              units in the last place; relative error <= 1e-4 on [2^-f, 8] (measured 3.1e-5),
+ *              beyond that the output's own quantum 2^-f dominates. Tested on both sides of
+ *              every power of two of the range.
+ *              normalize: thresholds: x in [2^-f, 2^(f-1)). Normalization by a batched
+ *              comparison against the public powers 2^j (one lt of J·n elements),
+ *              c = x·2^-(q+1) in [0.5, 1), then Goldschmidt from w0 = 2.9142 - 2c (SPU
+ *              f_reciprocal): |1 - c·w0| <= 0.0858, relative error <= 0.0858^(2^(it+1)) +
+ *              fixed point; it = 2: tested at 2e-4·(1/x) + 2^(1-f) absolute.
+ *   rsqrt      normalize: bitdec: x in [2^-f, 2^(w-f)) as reciprocal; c' = x·2^(f+2-e) in
+ *              [1, 4), the quadratic start below, rsqrt_iters Newton steps; |y − x^-1/2| <=
+ *              1e-4·x^-1/2 + 2^(1-f) over the range, relative <= 1e-4 on [2^-f, 8].
+ *              normalize: thresholds: x > 0 in [2^-f, 2^(2⌊f/2⌋+2)) (1e-3 … 1e4 well inside).
+ *              Even powers: c = x·2^-q in [1, 4), quadratic start 1.3353 - 0.41060c +
+ *              0.051197c² (relative error <= 2.41e-2), then cfg.rsqrt_iters Newton steps
+ *              y(3 - c·y²)/2, each squaring the relative error ×1.5: 2 steps: <= 1.2e-6 + fixed
+ *              point; tested at 1e-4·y + 2^(1-f).
  *   gelu, silu PUMA piecewise polynomials (mpc-costs.md §2.4); error vs the exact functions:
  *              gelu <= 2.1e-2 (0.0199 at x = 3+), silu <= 7.5e-2 (0.0719 at x = 4+:
  *              PUMA puts x above 4 where silu(4) = 3.928) absolute: the polynomials' own error.
@@ -1022,7 +1032,7 @@ static int k_lincomb(eng *e, mpc_val *z, const mpc_val *u, const uint64_t *coef,
 
 /* 1/x for x in [2^jlo, 2^(f-1)), x > 0. q = ⌊log2 x⌋ from the thresholds j = jlo+1 … f-1,
  * S = 2^-(q+1) (linear in the 0/1 indicators), c = x·S in [0.5, 1), Goldschmidt. */
-static int k_recip(eng *e, mpc_val *z, const mpc_val *x, int jlo)
+static int k_recip_cmp(eng *e, mpc_val *z, const mpc_val *x, int jlo)
 {
     int f = e->cfg.frac_bits, jhi = f - 1;
     int js[128];
@@ -1077,7 +1087,7 @@ static int k_recip(eng *e, mpc_val *z, const mpc_val *x, int jlo)
 }
 
 /* 1/sqrt(x), x in [2^jlo, 2^(jhi+2)) with jlo, jhi the even numbers nearest -f and f. */
-static int k_rsqrt(eng *e, mpc_val *z, const mpc_val *x)
+static int k_rsqrt_cmp(eng *e, mpc_val *z, const mpc_val *x)
 {
     int f = e->cfg.frac_bits, jhi = f & ~1, jlo = -((f + 1) & ~1);
     int js[128];
@@ -1133,6 +1143,559 @@ static int k_rsqrt(eng *e, mpc_val *z, const mpc_val *x)
     return MS_OK;
 }
 
+/* ---- normalisation by one bit decomposition (normalize: bitdec) ------------------------ */
+
+/* Positions [lo, hi) of a word. */
+static uint64_t bitrange(int lo, int hi)
+{
+    return lowbits(hi) & ~lowbits(lo < 0 ? 0 : lo);
+}
+
+/* z = each bit of v (at the positions of src) copied to the len positions above it (up) or
+ * below it, len a power of two; local (shifts and xors of disjoint copies). */
+static int k_spread(eng *e, mpc_val *z, const mpc_val *v, uint64_t src, int len, int up)
+{
+    mpc_val t;
+    TRY(kal(e, &t, v->n, DOM_BOOL));
+    TRY(k_andc(e, &t, v, src));
+    TRY(VT->shift(e, z, &t, up ? -1 : 1));
+    for (int d = 1; d < len; d *= 2) {
+        TRY(VT->shift(e, &t, z, up ? -d : d));
+        TRY(VT->add(e, z, z, &t));
+    }
+    krel(e, &t);
+    return MS_OK;
+}
+
+/* Boolean word H with bit q set, q = ⌊log2 X⌋, for X in [1, 2^w) (2 <= w <= 64), other bits 0.
+ * One bit decomposition, carry-free above the carries: X = a + b (mod 2^w) from bool_pair;
+ * the bits of X from position i up are all zero iff t_i = c_i and t_j = o_(j−1) for every
+ * j > i (t = a ^ b, o = a | b, c_i the carry into bit i: a sum is zero exactly when every
+ * carry equals the propagate bit, the zero-detection of carry-free adders), so
+ * z_i = [X < 2^i] = ~(t_i ^ c_i) & S_(i+1) with S_j = AND over j' >= j of
+ * e_j' = ~(t_j' ^ o_(j'−1)). The carries (a Sklansky prefix of (g, p) pairs, g = a & b) and
+ * the suffix ANDs S (a Sklansky suffix network) are independent, so each level of both is
+ * one and_bits call of 2n words; then one and_bits for z. The thermometer T = ~z gives
+ * H = T ^ (T >> 1). Rounds: [1 bool_pair (aby3)] + 1 + ⌈log2(w−1)⌉ + 1. The same prefix-OR
+ * idea as SPU highestOneBit (libspu/kernel/hal/fxp_base.cc, over a full A2B) and MP-SPDZ
+ * Norm (Compiler/floatingpoint.py: BitDec, then PreOR), with the suffix run alongside the
+ * carries instead of after them. */
+static int k_hibit(eng *e, mpc_val *H, const mpc_val *x, int w)
+{
+    size_t n = x->n;
+    int m = w - 1, ms = w - 2; /* carry positions [0, m); suffix positions p = j − 2 */
+    int Lc = 0, Ls = 0;
+    while ((1 << Lc) < m)
+        Lc++;
+    while (ms > 1 && (1 << Ls) < ms)
+        Ls++;
+    int L = Lc > Ls ? Lc : Ls;
+    mpc_val a, b, g, t, G, P, S, E;
+    TRY(kal(e, &a, n, DOM_BOOL));
+    TRY(kal(e, &b, n, DOM_BOOL));
+    TRY(VT->bool_pair(e, &a, &b, x, w));
+    TRY(kal(e, &g, n, DOM_BOOL));
+    TRY(VT->and_bits(e, &g, &a, &b, lowbits(m), e->n_parties == 2));
+    TRY(kal(e, &t, n, DOM_BOOL));
+    TRY(VT->add(e, &t, &a, &b));
+    TRY(k_andc(e, &t, &t, lowbits(w)));
+    TRY(k_rep(e, &G, &g, 1));
+    TRY(kal(e, &P, n, DOM_BOOL));
+    TRY(k_andc(e, &P, &t, lowbits(m)));
+    /* e_j = ~(t_j ^ t_(j−1) ^ g_(j−1)) for j in [2, w); S starts as e_(p+2), ones above */
+    TRY(kal(e, &E, n, DOM_BOOL));
+    TRY(VT->shift(e, &E, &t, -1));
+    TRY(VT->add(e, &E, &E, &t));
+    TRY(kal(e, &S, n, DOM_BOOL));
+    TRY(VT->shift(e, &S, &g, -1));
+    TRY(VT->add(e, &E, &E, &S));
+    TRY(VT->shift(e, &S, &E, 2));
+    TRY(k_andc(e, &S, &S, lowbits(ms > 0 ? ms : 0)));
+    {
+        uint64_t ones = ~0ull; /* complement on [0, ms), the AND's identity above */
+        TRY(VT->add_pub(e, &S, &S, &ones, 1));
+    }
+    mpc_val X1, Y1, X2, Y2, Tm;
+    for (int k = 1; k <= L; k++) {
+        int h = 1 << (k - 1), B = 1 << k;
+        int doc = k <= Lc, dos = k <= Ls;
+        uint64_t up = 0, toplo = 0, upp = 0, low = 0, bot = 0, mask = 0;
+        for (int b0 = 0; b0 < 64; b0 += B) {
+            if (doc && b0 + h < m) {
+                toplo |= 1ull << (b0 + h - 1);
+                up |= bitrange(b0 + h, b0 + B < m ? b0 + B : m);
+                if (b0 > 0 && k < Lc)
+                    upp |= bitrange(b0 + h, b0 + B < m ? b0 + B : m);
+            }
+            if (dos && b0 + h < ms) {
+                bot |= 1ull << (b0 + h);
+                low |= bitrange(b0, b0 + h);
+            }
+        }
+        mask = up | (upp >> h) | low;
+        mpc_val parts[2];
+        int np = 0;
+        if (doc) { /* X1 = P at UP | P >> h at UPP >> h; Y1 = G_top spread | P_top spread */
+            mpc_val u, v;
+            TRY(kal(e, &X1, n, DOM_BOOL));
+            TRY(kal(e, &u, n, DOM_BOOL));
+            TRY(kal(e, &v, n, DOM_BOOL));
+            TRY(k_andc(e, &X1, &P, up));
+            TRY(k_andc(e, &u, &P, upp));
+            TRY(VT->shift(e, &u, &u, h));
+            TRY(VT->add(e, &X1, &X1, &u));
+            TRY(kal(e, &Y1, n, DOM_BOOL));
+            TRY(k_spread(e, &Y1, &G, toplo, h, 1));
+            TRY(k_andc(e, &Y1, &Y1, up));
+            TRY(k_spread(e, &v, &P, toplo, h, 1));
+            TRY(k_andc(e, &v, &v, upp));
+            TRY(VT->shift(e, &v, &v, h));
+            TRY(VT->add(e, &Y1, &Y1, &v));
+            krel(e, &u), krel(e, &v);
+        }
+        if (dos) { /* X2 = S at LOW; Y2 = S at the upper half's bottom, spread down */
+            TRY(kal(e, &X2, n, DOM_BOOL));
+            TRY(k_andc(e, &X2, &S, low));
+            TRY(kal(e, &Y2, n, DOM_BOOL));
+            TRY(k_spread(e, &Y2, &S, bot, h, 0));
+            TRY(k_andc(e, &Y2, &Y2, low));
+        }
+        mpc_val XX, YY;
+        if (doc && dos) {
+            parts[0] = X1, parts[1] = X2;
+            TRY(k_concat(e, &XX, parts, 2));
+            parts[0] = Y1, parts[1] = Y2;
+            TRY(k_concat(e, &YY, parts, 2));
+            np = 2;
+        } else {
+            XX = doc ? X1 : X2;
+            YY = doc ? Y1 : Y2;
+            np = 1;
+        }
+        TRY(kal(e, &Tm, np * n, DOM_BOOL));
+        TRY(VT->and_bits(e, &Tm, &XX, &YY, mask, 0));
+        mpc_val Tc = {0}, Ts = {0}, u;
+        TRY(kal(e, &u, n, DOM_BOOL));
+        if (doc) {
+            if (np == 2)
+                TRY(k_slice(e, &Tc, &Tm, 0, n));
+            else
+                TRY(k_rep(e, &Tc, &Tm, 1));
+            TRY(k_andc(e, &u, &Tc, up)); /* G ^= P & G_top */
+            TRY(VT->add(e, &G, &G, &u));
+            TRY(k_andc(e, &u, &Tc, upp >> h)); /* P = P & P_top on UPP */
+            TRY(VT->shift(e, &u, &u, -h));
+            TRY(k_andc(e, &P, &P, ~upp));
+            TRY(VT->add(e, &P, &P, &u));
+            krel(e, &Tc);
+        }
+        if (dos) {
+            if (np == 2)
+                TRY(k_slice(e, &Ts, &Tm, n, n));
+            else
+                TRY(k_rep(e, &Ts, &Tm, 1));
+            TRY(k_andc(e, &u, &Ts, low));
+            TRY(k_andc(e, &S, &S, ~low));
+            TRY(VT->add(e, &S, &S, &u));
+            krel(e, &Ts);
+        }
+        krel(e, &u), krel(e, &Tm);
+        if (doc)
+            krel(e, &X1), krel(e, &Y1);
+        if (dos)
+            krel(e, &X2), krel(e, &Y2);
+        if (np == 2)
+            krel(e, &XX), krel(e, &YY);
+    }
+    /* s = t ^ (carries << 1); z_i = ~s_i & S_(i+1) on [1, w); T = ~z on [0, w) */
+    mpc_val s, Y, z;
+    TRY(kal(e, &s, n, DOM_BOOL));
+    TRY(VT->shift(e, &s, &G, -1));
+    TRY(k_andc(e, &s, &s, bitrange(1, w)));
+    TRY(VT->add(e, &s, &s, &t));
+    {
+        uint64_t c = bitrange(1, w);
+        TRY(VT->add_pub(e, &s, &s, &c, 1));
+    }
+    TRY(kal(e, &Y, n, DOM_BOOL));
+    TRY(VT->shift(e, &Y, &S, -1)); /* bit i = S_(i+1) = S'_(i−1) */
+    TRY(k_andc(e, &Y, &Y, bitrange(1, w)));
+    TRY(kal(e, &z, n, DOM_BOOL));
+    TRY(VT->and_bits(e, &z, &s, &Y, bitrange(1, w), 0));
+    {
+        uint64_t c = lowbits(w);
+        TRY(VT->add_pub(e, &z, &z, &c, 1)); /* T */
+    }
+    TRY(kal(e, H, n, DOM_BOOL));
+    TRY(VT->shift(e, H, &z, 1));
+    TRY(VT->add(e, H, H, &z));
+    krel(e, &a), krel(e, &b), krel(e, &g), krel(e, &t), krel(e, &G), krel(e, &P);
+    krel(e, &S), krel(e, &E), krel(e, &s), krel(e, &Y), krel(e, &z);
+    return MS_OK;
+}
+
+/* Public powers of two selected by the secret position q of H's bit (q in [lo, w)):
+ * out[t] = 2^(mul[t]·D(q)) as ring integers, D(q) >= 0 given per position, mul[t]·D < 63.
+ * D(q)'s base-4 digits are XORs of H's bits (H is one-hot), so every digit value's indicator
+ * is local; one b2a_bit converts all of them, each group's factor is linear in its
+ * indicators, and the factors' product is a batched multiplication tree (⌈log2 groups⌉
+ * rounds; with XP given, X·out[0] as well, in the same rounds; need0 = 0: out[0] only inside
+ * X·out[0]). Rounds: b2a_bit + ⌈log2(g+1)⌉. */
+#define POW_GROUPS 4
+static int k_pow2(eng *e, mpc_val *out, const mpc_val *H, const mpc_val *X, int lo, int w,
+                  const int *D, const int *mul, int nt, mpc_val *XP, int need0)
+{
+    size_t n = H->n;
+    int dmax = 0;
+    for (int i = lo; i < w; i++)
+        dmax = D[i] > dmax ? D[i] : dmax;
+    int ng = 0;
+    while (ng < POW_GROUPS && (dmax >> (2 * ng)))
+        ng++;
+    /* indicators [digit g of D(q) == v], v = 1..3 */
+    uint64_t msk[POW_GROUPS][4] = {{0}};
+    int slot[POW_GROUPS][4], ni = 0;
+    for (int g = 0; g < ng; g++)
+        for (int v = 1; v < 4; v++) {
+            for (int i = lo; i < w; i++)
+                if (((D[i] >> (2 * g)) & 3) == v)
+                    msk[g][v] |= 1ull << i;
+            slot[g][v] = msk[g][v] ? ni++ : -1;
+        }
+    mpc_val A = {0};
+    if (ni) {
+        mpc_val ind[POW_GROUPS * 3], cat;
+        for (int g = 0; g < ng; g++)
+            for (int v = 1; v < 4; v++) {
+                if (slot[g][v] < 0)
+                    continue;
+                mpc_val *p = &ind[slot[g][v]], sh;
+                TRY(kal(e, p, n, DOM_BOOL));
+                TRY(k_andc(e, p, H, msk[g][v]));
+                TRY(kal(e, &sh, n, DOM_BOOL));
+                for (int d = 32; d >= 1; d /= 2) { /* parity into bit 0 */
+                    TRY(VT->shift(e, &sh, p, d));
+                    TRY(VT->add(e, p, p, &sh));
+                }
+                krel(e, &sh);
+                TRY(k_andc(e, p, p, 1));
+            }
+        TRY(k_concat(e, &cat, ind, ni));
+        for (int i = 0; i < ni; i++)
+            krel(e, &ind[i]);
+        TRY(kal(e, &A, (size_t)ni * n, DOM_ARITH));
+        TRY(VT->b2a_bit(e, &A, &cat));
+        krel(e, &cat);
+    }
+    /* factors F[t][g] = 2^0 + Σ_v [digit = v]·(2^(mul·v·4^g) − 1) */
+    mpc_val F[3][POW_GROUPS];
+    for (int tt = 0; tt < nt; tt++)
+        for (int g = 0; g < ng; g++) {
+            TRY(k_const(e, &F[tt][g], X, n, 1));
+            for (int v = 1; v < 4; v++) {
+                if (slot[g][v] < 0)
+                    continue;
+                mpc_val a1;
+                TRY(k_slice(e, &a1, &A, (size_t)slot[g][v] * n, n));
+                TRY(k_mulc(e, &a1, &a1, (1ull << (mul[tt] * v << (2 * g))) - 1));
+                TRY(VT->add(e, &F[tt][g], &F[tt][g], &a1));
+                krel(e, &a1);
+            }
+        }
+    krel(e, &A);
+    /* product tree: the lists [X, F[0][..]] and F[t][..], pairs batched per round; F[0]'s
+     * list is rotated so its first pair is the X list's second ((F1, F2) with 3 groups) and a
+     * pair the round already multiplies is not multiplied again (tags name the factors) */
+    mpc_val lst[4][POW_GROUPS + 1];
+    int len[4], tag[4][POW_GROUPS + 1], nl = 0, ntag = 1 + 3 * POW_GROUPS;
+    if (XP) {
+        TRY(k_rep(e, &lst[nl][0], X, 1));
+        tag[nl][0] = 0;
+        for (int g = 0; g < ng; g++) {
+            TRY(k_rep(e, &lst[nl][g + 1], &F[0][g], 1));
+            tag[nl][g + 1] = 1 + g;
+        }
+        len[nl++] = ng + 1;
+    }
+    for (int tt = !need0; tt < nt; tt++) {
+        int rot = XP && tt == 0 && ng >= 2 ? 1 : 0;
+        for (int g = 0; g < ng; g++) {
+            int gg = (g + rot) % ng;
+            lst[nl][g] = F[tt][gg];
+            tag[nl][g] = 1 + tt * POW_GROUPS + gg;
+        }
+        len[nl++] = ng;
+    }
+    if (!need0)
+        for (int g = 0; g < ng; g++)
+            krel(e, &F[0][g]);
+    for (;;) {
+        mpc_val pa[4 * POW_GROUPS], pb[4 * POW_GROUPS];
+        int np = 0, pt[4 * POW_GROUPS][2], at[4][POW_GROUPS + 1];
+        for (int l = 0; l < nl; l++)
+            for (int i = 0; i + 1 < len[l]; i += 2) {
+                int q = 0;
+                while (q < np && !(pt[q][0] == tag[l][i] && pt[q][1] == tag[l][i + 1]))
+                    q++;
+                if (q == np) {
+                    pt[np][0] = tag[l][i], pt[np][1] = tag[l][i + 1];
+                    pa[np] = lst[l][i], pb[np++] = lst[l][i + 1];
+                }
+                at[l][i] = q;
+            }
+        if (!np)
+            break;
+        mpc_val AA, BB, PP;
+        TRY(k_concat(e, &AA, pa, np));
+        TRY(k_concat(e, &BB, pb, np));
+        TRY(k_imul(e, &PP, &AA, &BB));
+        krel(e, &AA), krel(e, &BB);
+        for (int l = 0; l < nl; l++) {
+            int nn = 0;
+            for (int i = 0; i < len[l]; i += 2) {
+                mpc_val nv;
+                int nt_ = tag[l][i];
+                if (i + 1 < len[l]) {
+                    TRY(k_slice(e, &nv, &PP, (size_t)at[l][i] * n, n));
+                    krel(e, &lst[l][i]);
+                    krel(e, &lst[l][i + 1]);
+                    nt_ = ntag + at[l][i];
+                } else {
+                    nv = lst[l][i];
+                }
+                tag[l][nn] = nt_;
+                lst[l][nn++] = nv;
+            }
+            len[l] = nn;
+        }
+        ntag += np;
+        krel(e, &PP);
+    }
+    int l = 0;
+    if (XP)
+        *XP = lst[l++][0];
+    for (int tt = !need0; tt < nt; tt++, l++) {
+        if (len[l])
+            out[tt] = lst[l][0];
+        else
+            TRY(k_const(e, &out[tt], X, n, 1));
+    }
+    return MS_OK;
+}
+
+/* The bit bound of a reciprocal / rsqrt input: X < 2^w with w = bits (op.bits) or 2f + 4,
+ * at most 2f + 4 (the largest that keeps every truncated product below 2^62). */
+static int norm_bits(const eng *e, int bits)
+{
+    int f = e->cfg.frac_bits, cap = 2 * f + 4;
+    return bits >= 2 && bits < cap ? bits : cap;
+}
+
+/* Goldschmidt's start for 1/c on [0.5, 1): w0 = a − (15/8)·c, the minimax a for that slope
+ * (|1 − c·w0| <= 0.05938 at a = 2.81874); w0 kept with 3 more fraction bits, exactly. */
+#define GS_A 2.81874
+#define GS_E0 0.05938
+
+/* 1/x for X = x·2^f in [2^lo, 2^w) (lo >= 0): H = the highest bit q (k_hibit), P = 2^(K−q)
+ * (K = max(w, f) − 1) and X·P from one b2a_bit and a 2-round product tree (k_pow2),
+ * c = X·P / 2^(K+1−f) = x·2^(f−q−1) in [0.5, 1), then Goldschmidt with the scale carried
+ * along (the numerator starts at w0·P instead of w0, so no final product by the scale):
+ * [e0, n0] = [1 − c·w0, w0·P·2^σ], then recip_iters times [n, e] ← [n(1 + e), e²] (the last
+ * without e²); n is kept with s = 4 more fraction bits than f until the last truncation.
+ * Relative error: |e0|^(2^it) (1.24e-5 at it = 2) plus the truncations' units in the last
+ * place, tested in tests/check_kern.c. */
+static int k_recip_bits(eng *e, mpc_val *z, const mpc_val *x, int lo, int w)
+{
+    int f = e->cfg.frac_bits, it = e->cfg.recip_iters;
+    w = norm_bits(e, w);
+    if (lo < 0)
+        lo = 0;
+    if (lo > w - 1)
+        lo = w - 1;
+    int K = (w > f ? w : f) - 1, T = K + 1 - f;
+    int s = T - f > 4 ? T - f : 4, sig = f + s - T;
+    int D[64], mul1 = 1;
+    for (int i = 0; i < 64; i++)
+        D[i] = i < w ? K - i : 0;
+    size_t n = x->n;
+    mpc_val H, P, XP, c, w0, pa[2], pb[2], A, B, M, R, ee, nn;
+    TRY(k_hibit(e, &H, x, w));
+    TRY(k_pow2(e, &P, &H, x, lo, w, D, &mul1, 1, &XP, 1));
+    krel(e, &H);
+    if (T > 0)
+        TRY(k_trunc(e, &c, &XP, T));
+    else
+        TRY(k_rep(e, &c, &XP, 1));
+    krel(e, &XP);
+    TRY(kal(e, &w0, n, DOM_ARITH)); /* w0 = a − 15c/8, scale f + 3 */
+    TRY(k_mulc(e, &w0, &c, (uint64_t)-15));
+    TRY(k_addc(e, &w0, &w0, fx_encode(GS_A, f + 3)));
+    TRY(k_mulc(e, &P, &P, 1ull << sig));
+    pa[0] = c, pa[1] = P, pb[0] = w0, pb[1] = w0;
+    TRY(k_concat(e, &A, pa, 2));
+    TRY(k_concat(e, &B, pb, 2));
+    TRY(k_imul(e, &M, &A, &B));
+    TRY(k_trunc(e, &R, &M, f + 3)); /* [c·w0; n0] */
+    krel(e, &A), krel(e, &B), krel(e, &M), krel(e, &c), krel(e, &w0), krel(e, &P);
+    TRY(k_slice(e, &ee, &R, 0, n));
+    TRY(k_mulc(e, &ee, &ee, (uint64_t)-1));
+    TRY(k_addc(e, &ee, &ee, FX(1.0))); /* e0 = 1 − c·w0 */
+    TRY(k_slice(e, &nn, &R, n, n));
+    krel(e, &R);
+    if (it == 0) {
+        krel(e, &ee);
+        TRY(k_trunc(e, z, &nn, s));
+        krel(e, &nn);
+        return MS_OK;
+    }
+    for (int i = 0; i < it; i++) {
+        mpc_val one;
+        TRY(kal(e, &one, n, DOM_ARITH));
+        TRY(k_addc(e, &one, &ee, FX(1.0)));
+        if (i == it - 1) {
+            TRY(k_imul(e, &M, &nn, &one));
+            TRY(k_trunc(e, z, &M, f + s));
+            krel(e, &M), krel(e, &one);
+            break;
+        }
+        pa[0] = nn, pa[1] = ee, pb[0] = one, pb[1] = ee;
+        TRY(k_concat(e, &A, pa, 2));
+        TRY(k_concat(e, &B, pb, 2));
+        TRY(k_imul(e, &M, &A, &B));
+        TRY(k_trunc(e, &R, &M, f));
+        krel(e, &A), krel(e, &B), krel(e, &M), krel(e, &one), krel(e, &nn), krel(e, &ee);
+        TRY(k_slice(e, &nn, &R, 0, n));
+        TRY(k_slice(e, &ee, &R, n, n));
+        krel(e, &R);
+    }
+    krel(e, &nn), krel(e, &ee);
+    return MS_OK;
+}
+
+/* 1/sqrt(x) for X = x·2^f in [2^lo, 2^w): H = the highest bit q, e = q + 1 or q + 2 with
+ * f − e even, c' = X·2^(f+2−e) in [1, 4), 1/sqrt(x) = 2^u·y with u = (f − e)/2 + 1 and
+ * y = 1/sqrt(c') in (0.5, 1]. P1 = 2^(2D), P2 = 2^D (D = u + T2 >= 0) share k_pow2's
+ * indicators; c' = X·P1 / 2^(2·T2). y0 = the quadratic start of the compare variant (relative
+ * error <= 2.41e-2 on [1, 4]), rsqrt_iters Newton steps y(3 − c'y²)/2; the last one carries
+ * the scale: [c'P·y, y², P·y] in one multiplication (c'P = c'·P2·2^σ formed alongside c'²),
+ * so no final product by the scale. Relative error: 1.5·(1.5·0.0241²)² = 1.1e-6 at 2 steps,
+ * plus the truncations' units in the last place. */
+static int k_rsqrt_bits(eng *e, mpc_val *z, const mpc_val *x, int lo, int w)
+{
+    int f = e->cfg.frac_bits, it = e->cfg.rsqrt_iters, s = 4;
+    w = norm_bits(e, w);
+    if (lo < 0)
+        lo = 0;
+    if (lo > w - 1)
+        lo = w - 1;
+    int U[64], umin = 1 << 20;
+    for (int i = 0; i < 64; i++) {
+        int ee = i + 1 + ((i + 1 + f) & 1);
+        U[i] = (f - ee) / 2 + 1;
+        if (i >= lo && i < w && U[i] < umin)
+            umin = U[i];
+    }
+    int T2 = umin < 0 ? -umin : 0, sig = f + s - T2, D[64], mul[2] = {2, 1};
+    for (int i = 0; i < 64; i++)
+        D[i] = i >= lo && i < w ? U[i] + T2 : 0;
+    size_t n = x->n;
+    mpc_val H, PP[2], XP, c, c2, y, t, pa[3], pb[3], A, B, M, R;
+    TRY(k_hibit(e, &H, x, w));
+    TRY(k_pow2(e, PP, &H, x, lo, w, D, mul, 2, &XP, 0)); /* P1 only inside X·P1 */
+    krel(e, &H);
+    if (T2 > 0)
+        TRY(k_trunc(e, &c, &XP, 2 * T2));
+    else
+        TRY(k_rep(e, &c, &XP, 1));
+    krel(e, &XP);
+    mpc_val *P2 = &PP[1], cP = {0};
+    if (it > 0) {
+        TRY(k_mulc(e, P2, P2, 1ull << sig));
+        pa[0] = c, pa[1] = c, pb[0] = c, pb[1] = *P2;
+        TRY(k_concat(e, &A, pa, 2));
+        TRY(k_concat(e, &B, pb, 2));
+        TRY(k_imul(e, &M, &A, &B));
+        TRY(k_trunc(e, &R, &M, f));
+        krel(e, &A), krel(e, &B), krel(e, &M);
+        TRY(k_slice(e, &c2, &R, 0, n));
+        TRY(k_slice(e, &cP, &R, n, n));
+        krel(e, &R);
+    } else {
+        TRY(k_fsq(e, &c2, &c));
+    }
+    /* y0 = 1.3352977 - 0.41059831c + 0.05119674c² (relative error <= 2.41e-2 on [1, 4]) */
+    TRY(kal(e, &t, n, DOM_ARITH));
+    TRY(k_mulc(e, &t, &c2, FX(0.05119674)));
+    TRY(k_mulc(e, &c2, &c, FX(-0.41059831)));
+    TRY(VT->add(e, &t, &t, &c2));
+    TRY(k_addc(e, &t, &t, FX(1.3352977) << f));
+    TRY(k_trunc(e, &y, &t, f));
+    krel(e, &t), krel(e, &c2);
+    if (it == 0) {
+        TRY(k_imul(e, &M, &y, P2));
+        TRY(k_trunc(e, z, &M, T2));
+        krel(e, &M), krel(e, &y), krel(e, &c), krel(e, P2);
+        return MS_OK;
+    }
+    for (int i = 0; i < it - 1; i++) { /* y ← (3y − c·y·y²)/2 */
+        mpc_val cy, y2, u3;
+        pa[0] = c, pa[1] = y, pb[0] = y, pb[1] = y;
+        TRY(k_concat(e, &A, pa, 2));
+        TRY(k_concat(e, &B, pb, 2));
+        TRY(k_imul(e, &M, &A, &B));
+        TRY(k_trunc(e, &R, &M, f));
+        TRY(k_slice(e, &cy, &R, 0, n));
+        TRY(k_slice(e, &y2, &R, n, n));
+        TRY(k_imul(e, &t, &cy, &y2));
+        TRY(kal(e, &u3, n, DOM_ARITH));
+        TRY(k_mulc(e, &u3, &y, FX(3.0)));
+        TRY(VT->sub(e, &u3, &u3, &t));
+        krel(e, &y);
+        TRY(k_trunc(e, &y, &u3, f + 1));
+        krel(e, &A), krel(e, &B), krel(e, &M), krel(e, &R), krel(e, &cy), krel(e, &y2);
+        krel(e, &u3), krel(e, &t);
+    }
+    /* last step with the scale: Y' = (3·Y − (c'P·y)·y²)/2, Y = P·y */
+    mpc_val cPy, y2, Y, u3;
+    pa[0] = cP, pa[1] = y, pa[2] = *P2, pb[0] = y, pb[1] = y, pb[2] = y;
+    TRY(k_concat(e, &A, pa, 3));
+    TRY(k_concat(e, &B, pb, 3));
+    TRY(k_imul(e, &M, &A, &B));
+    TRY(k_trunc(e, &R, &M, f));
+    TRY(k_slice(e, &cPy, &R, 0, n));
+    TRY(k_slice(e, &y2, &R, n, n));
+    TRY(k_slice(e, &Y, &R, 2 * n, n));
+    TRY(k_imul(e, &t, &cPy, &y2));
+    TRY(kal(e, &u3, n, DOM_ARITH));
+    TRY(k_mulc(e, &u3, &Y, FX(3.0)));
+    TRY(VT->sub(e, &u3, &u3, &t));
+    TRY(k_trunc(e, z, &u3, f + 1 + s));
+    krel(e, &A), krel(e, &B), krel(e, &M), krel(e, &R), krel(e, &cPy), krel(e, &y2);
+    krel(e, &Y), krel(e, &u3), krel(e, &t), krel(e, &y), krel(e, &c), krel(e, &cP), krel(e, P2);
+    return MS_OK;
+}
+
+static int k_cmp_norm(const eng *e)
+{
+    return !strcmp(e->cfg.normalize, "thresholds");
+}
+
+/* 1/x for x in [2^jlo, 2^(w−f)) (w: X's bit bound, 0 = the default, norm_bits). */
+static int k_recip(eng *e, mpc_val *z, const mpc_val *x, int jlo, int w)
+{
+    if (k_cmp_norm(e))
+        return k_recip_cmp(e, z, x, jlo);
+    return k_recip_bits(e, z, x, e->cfg.frac_bits + jlo, w);
+}
+
+/* 1/sqrt(x) for x in [2^jlo, 2^(w−f)). */
+static int k_rsqrt(eng *e, mpc_val *z, const mpc_val *x, int jlo, int w)
+{
+    if (k_cmp_norm(e))
+        return k_rsqrt_cmp(e, z, x);
+    return k_rsqrt_bits(e, z, x, e->cfg.frac_bits + jlo, w);
+}
+
 /* ---- activations: PUMA piecewise polynomials -------------------------------------------- */
 
 typedef struct pw_poly {
@@ -1175,7 +1738,7 @@ static int k_silu_sigmoid(eng *e, mpc_val *z, const mpc_val *x)
     TRY(k_mulc(e, &a, &a, (uint64_t)-1));  /* -|x| */
     TRY(k_exp(e, &t, &a));
     TRY(k_addc(e, &t, &t, FX(1.0)));
-    TRY(k_recip(e, &r, &t, -1));           /* 1 + exp(-|x|) in [1, 2] */
+    TRY(k_recip(e, &r, &t, -1, e->cfg.frac_bits + 2)); /* 1 + exp(-|x|) in [1, 2] */
     TRY(k_imul(e, &ur, &u, &r));
     TRY(kal(e, &sg, n, DOM_ARITH));
     TRY(k_mulc(e, &s, &s, FX(1.0)));       /* s as fixed point */
@@ -1289,7 +1852,8 @@ static int k_softmax(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t m, s
     TRY(k_exp(e, &ex, &d));
     TRY(k_imul(e, &exb, &ex, &b));
     TRY(k_rowsum(e, &sum, &exb, R, n));
-    TRY(k_recip(e, &rs, &sum, -1)); /* the row sum is >= exp(0) = 1 */
+    /* the row sum is >= exp(0) = 1 and at most n (each term <= 1) */
+    TRY(k_recip(e, &rs, &sum, -1, f + idx_bits(n) + 1));
     TRY(k_bcast(e, &rb, &rs, n));
     TRY(k_fmul(e, z, &exb, &rb));
     krel(e, &xm), krel(e, &mx), krel(e, &mb), krel(e, &d), krel(e, &cd), krel(e, &b);
@@ -1346,7 +1910,7 @@ static int k_norm(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, int 
     TRY(k_mulc(e, &ss, &ss, FX(1.0 / (double)n)));
     TRY(k_trunc(e, &var, &ss, e->cfg.frac_bits));
     TRY(k_addc(e, &var, &var, FX(eps)));
-    TRY(k_rsqrt(e, &rs, &var));
+    TRY(k_rsqrt(e, &rs, &var, (int)floor(log2(eps)), 0)); /* var + eps >= eps */
     TRY(k_bcast(e, &rb, &rs, n));
     TRY(k_fmul(e, &y, &d, &rb));
     if (g) {
@@ -2087,9 +2651,9 @@ static int k_dispatch(eng *e, const op_program *p, const op *o, mpc_val *vals,
     case OP_EXP:
         return k_exp(e, z, x);
     case OP_RECIPROCAL:
-        return k_recip(e, z, x, -f);
+        return k_recip(e, z, x, -f, o->bits);
     case OP_RSQRT:
-        return k_rsqrt(e, z, x);
+        return k_rsqrt(e, z, x, -f, o->bits);
     case OP_SOFTMAX:
         return k_softmax(e, z, x, R, o->m ? o->m : 1, n, o->iarg);
     case OP_GELU:

@@ -48,6 +48,10 @@ typedef struct proto_cfg {
                                * odd–even merge sort, no leakage) or "quickselect" (SPU topk_1d:
                                * a secret shuffle, then QuickSelect whose pivot comparisons are
                                * revealed — kern.c k_topk_qs, PRIMITIVES.md) */
+    char normalize[16];       /* reciprocal / rsqrt normalisation: "bitdec" (one bit
+                               * decomposition, the highest bit's power of two; kern.c
+                               * k_hibit) or "thresholds" (a batched comparison against every
+                               * power of two) */
 } proto_cfg;
 
 /* Kinds of local work, converted to time by the machine profile (sim/engine/machine.h). */

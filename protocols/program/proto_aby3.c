@@ -22,6 +22,7 @@ static void aby3_defaults(proto_cfg *c)
     strcpy(c->approx, "puma");
     strcpy(c->msb, "packed"); /* SPU msb_a2b packs its carry tree too */
     strcpy(c->topk, "network");
+    strcpy(c->normalize, "bitdec"); /* SPU f_reciprocal / MP-SPDZ Norm: one bit decomposition */
 }
 
 /* One element per secret element on each link i → i−1 (P_i sends to P_{i−1}). */

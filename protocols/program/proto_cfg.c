@@ -17,6 +17,7 @@
 static const char *const approx_names[] = {"puma", "sigmoid", NULL};
 static const char *const msb_names[] = {"packed", "ks", "carry", NULL};
 static const char *const topk_names[] = {"network", "quickselect", NULL};
+static const char *const normalize_names[] = {"bitdec", "thresholds", NULL};
 static const char *const trunc_names[] = {"pair", "local", NULL}; /* trunc_local = the index */
 
 #define C(member) YS_AT(proto_cfg, member)
@@ -53,6 +54,10 @@ static const ys_field cfg_fields[] = {
     {"topk", YS_STR, C(topk), 0, 0, NULL,
      "top-k: network (oblivious) or quickselect (shuffle, revealed pivot comparisons: SPU)",
      topk_names, 0, NULL, NULL},
+    {"normalize", YS_STR, C(normalize), 0, 0, NULL,
+     "reciprocal/rsqrt normalisation: bitdec (one bit decomposition) or thresholds (a "
+     "comparison per power of two)",
+     normalize_names, 0, NULL, NULL},
 };
 #undef C
 #define N_KEYS (sizeof cfg_fields / sizeof *cfg_fields)

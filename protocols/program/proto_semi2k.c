@@ -21,6 +21,7 @@ static void semi2k_defaults(proto_cfg *c)
     strcpy(c->approx, "puma");
     strcpy(c->msb, "packed"); /* SPU msb_a2b packs its carry tree too */
     strcpy(c->topk, "network");
+    strcpy(c->normalize, "bitdec"); /* SPU f_reciprocal / MP-SPDZ Norm: one bit decomposition */
 }
 
 static void both(cost_round *r, uint64_t b)

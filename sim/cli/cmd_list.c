@@ -300,7 +300,7 @@ int cmd_list(int argc, char **argv)
          .want = "a bit count 2..128, e.g. 64", .seen = &have_ring,
          .help = "protocols --costs: ring size in bits\n(default: the protocol's)"},
         {.name = "elems", .short_name = 'n', .kind = CLI_U64, .dest = &elems, .arg = "N", .lo = 1,
-         .want = "a positive element count", .seen = &n_given,
+         .hi = 1u << 24, .want = "an element count in [1, 16777216]", .seen = &n_given,
          .help = "protocols --costs: elements per primitive (default 1)"},
         {.name = "profile", .kind = CLI_STR, .dest = &profile, .arg = "NAME",
          .help = "networks: the machine the regimes are computed on\n(default: default)"},

@@ -404,6 +404,8 @@ static int runs_table(rep *R, table *t, int *n_failed)
         tab_col(t, "model", 1, 0);
         tab_col(t, csv ? "protocol" : "proto", 1, 0);
         tab_col(t, "network", 1, 0);
+        if (!csv) /* the machine profile and its threads: the answer depends on them */
+            tab_col(t, "machine", 1, 0);
         tab_col(t, "policy", 1, 0);
         tab_col(t, "prompt", 1, 1);
         tab_col(t, csv ? "decode" : "gen", 1, 1);
@@ -416,12 +418,24 @@ static int runs_table(rep *R, table *t, int *n_failed)
         tab_col(t, "rounds", 7, 1);
         for (size_t c = 0; c < R->nm; c++)
             tab_col(t, R->mcols[c], c == 0 ? 2 : 3 + (int)c, 1);
+        if (csv) { /* after the figures: the columns before them keep their places */
+            tab_col(t, "machine", 1, 0);
+            tab_col(t, "threads", 1, 1);
+        }
     }
     *n_failed = 0;
     while (!rc && (rc = sqlite3_step(s)) == SQLITE_ROW) {
         rc = 0;
-        for (int c = R_ID; c <= R_DECODE; c++)
+        for (int c = R_ID; c <= R_DECODE; c++) {
             tab_add(t, text(s, c));
+            if (c == R_NET && !csv) {
+                char mach[96];
+                const char *mn = text(s, R_MACH);
+                int th = sqlite3_column_type(s, R_THREADS) == SQLITE_NULL ? 1 : sqlite3_column_int(s, R_THREADS);
+                snprintf(mach, sizeof mach, "%s (%d thread%s)", mn[0] ? mn : "default", th, th == 1 ? "" : "s");
+                tab_add(t, mach);
+            }
+        }
         int ok = !strcmp(text(s, R_STATUS), "ok");
         *n_failed += !ok;
         tab_add(t, ok ? "ok" : csv ? "failed" : "FAILED");
@@ -439,6 +453,10 @@ static int runs_table(rep *R, table *t, int *n_failed)
             else
                 snprintf(buf, sizeof buf, "%s", csv ? "" : "-");
             tab_add(t, buf);
+        }
+        if (csv) {
+            tab_add(t, text(s, R_MACH));
+            tab_add(t, text(s, R_THREADS));
         }
         t->rows++;
     }
@@ -781,7 +799,7 @@ int cmd_report(int argc, char **argv)
             tab_csv(&t, stdout);
         else {
             if (t.rows)
-                tab_print_by_model(&t, R.width, 8, stdout);
+                tab_print_by_model(&t, R.width, 9, stdout);
             char line[1200];
             int k = snprintf(line, sizeof line, "%zu run%s", t.rows, t.rows == 1 ? "" : "s");
             if (n_failed)

@@ -44,7 +44,7 @@ static const cli_opt record_opts[] = {
      .help = "a model with weights (default stories260K)"},
     {.name = "text", .short_name = 't', .kind = CLI_STR, .dest = &A.text, .arg = "FILE", .help = "the text to run"},
     {.name = "max-tokens", .short_name = 'n', .kind = CLI_U32, .dest = &A.max_tokens, .arg = "N", .lo = 1,
-     .want = "a positive integer", .help = "at most N tokens of the text (default 256)"},
+     .hi = 1u << 24, .want = "an integer in [1, 16777216]", .help = "at most N tokens of the text (default 256)"},
     {.name = "output", .short_name = 'o', .kind = CLI_STR, .dest = &A.out, .arg = "DIR",
      .help = "the trace directory to write"},
     HELP_OPT,
@@ -54,7 +54,7 @@ static const cli_opt synth_opts[] = {
     {.name = "model", .short_name = 'm', .kind = CLI_STR, .dest = &A.model, .arg = "NAME",
      .help = "the model whose shape the trace has"},
     {.name = "tokens", .short_name = 'T', .kind = CLI_U32, .dest = &A.tokens, .arg = "T", .lo = 1,
-     .want = "a positive integer", .help = "trace length in tokens"},
+     .hi = 1u << 24, .want = "an integer in [1, 16777216]", .help = "trace length in tokens"},
     {.name = "seed", .short_name = 's', .kind = CLI_U64, .dest = &A.seed, .arg = "S",
      .want = "an unsigned integer", .help = "generator seed (default 1)"},
     {.name = "params", .short_name = 'p', .kind = CLI_FN, .arg = "FILE", .fn = take_synth_param,
@@ -70,7 +70,7 @@ static const cli_opt synth_opts[] = {
 
 static const cli_opt fit_opts[] = {
     {.name = "sinks", .short_name = 'k', .kind = CLI_U32, .dest = &A.sinks, .arg = "N",
-     .want = "a non-negative integer", .seen = &A.have_sinks,
+     .hi = 1024, .want = "an integer in [0, 1024]", .seen = &A.have_sinks,
      .help = "the sink keys the fit assumes (default: the synthetic\ndefault)"},
     {.name = "output", .short_name = 'o', .kind = CLI_STR, .dest = &A.out, .arg = "FILE",
      .help = "also write the parameters to FILE"},

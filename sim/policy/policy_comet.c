@@ -403,10 +403,17 @@ int comet_emit_ops(op_program *p, const comet_shape *s, int phase, uint32_t laye
     uint32_t oh = ct(&w, "comet.onehot", OPT_TEMP, T, A, NB);
     co(&w, OP_TOPK, T, 1, 0, NB, sc, OP_NONE, oh, 0, (int32_t)A);
     if (!s->secret) {
-        /* COST: pattern public: the one-hots revealed; the lowering takes the weights' active
-         * rows and columns by those indices (local) */
-        uint32_t pat = ct(&w, "comet.pattern", OPT_TEMP, T, A, NB);
-        co(&w, OP_REVEAL, T, A, 0, NB, oh, OP_NONE, pat, 0, -1);
+        /* COST: pattern public: each token's block indicator revealed — the one-hot rows'
+         * column sums (a transposing VIEW and a product with a public ones vector: local), one
+         * bit per block as A1's reveal, not the A·blocks one-hot; the lowering takes the
+         * weights' active rows and columns by those indices (local) */
+        uint32_t oht = ct(&w, "comet.onehot_t", OPT_TEMP, T, NB, A);
+        co(&w, OP_VIEW, T * A, NB, 0, 1, oh, OP_NONE, oht, OPF_MERGE_HEADS, 0);
+        uint32_t ind = ct(&w, "comet.blocks", OPT_TEMP, T, NB, 1);
+        co(&w, OP_MATMUL, T, NB, A, 1, oht, ct(&w, "comet.ones", OPT_PUBLIC, 1, A, 1), ind,
+           OPF_PUBLIC_B | OPF_NO_TRUNC, 0);
+        uint32_t pat = ct(&w, "comet.pattern", OPT_TEMP, T, NB, 1);
+        co(&w, OP_REVEAL, T, NB, 0, 1, ind, OP_NONE, pat, 0, -1);
     } else {
         /* COST: pattern secret: one GATHER of the active blocks' rows of the table [W1 rows |
          * W3 rows | W2 columns] (fixed), then local re-layouts into the lowering's gathered
@@ -444,6 +451,11 @@ int comet_public(const comet_shape *s, uint32_t T, const op_tensor *t, uint64_t 
             k = i;
     }
     uint32_t A = s->active, b = s->block, D = s->dim, C = 3 * b * D, R = A * b * D;
+    if (l >= 0 && !strcmp(rest, "comet.ones") && n == A) { /* integer ones: the column sums */
+        for (size_t i = 0; i < n; i++)
+            out[i] = 1;
+        return 1;
+    }
     if (k < 0 || n != (size_t)T * R)
         return 0;
     for (uint32_t t0 = 0; t0 < T; t0++)

@@ -416,8 +416,9 @@ int mpcache_secure_compare(const secpol_run *o, const mpcache_sec *cfg, const se
  *     the public indices "L<l>.comet.i<w>") into the lowering's "L<l>.w1.gathered",
  *     "w3.gathered" (T, A·block, dim) and "w2.gathered" (T, dim, A·block): the FFN's matmuls
  *     multiply by them (lower_opts.ffn_secret). Nothing is revealed.
- *   pattern public: the one-hot rows REVEALED (the lowering's weight views by those indices;
- *     costed, not run in the secure session: the indices would exist only mid-program).
+ *   pattern public: each token's block indicator (the one-hot rows' column sums: local)
+ *     REVEALED (the lowering's weight views by those indices; costed, not run in the secure
+ *     session: the indices would exist only mid-program).
  * The attention is dense; K/V are every token's own (no refill on shares). */
 typedef struct comet_shape {
     uint32_t dim, ffn_dim, block, nblocks;

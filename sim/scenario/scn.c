@@ -1410,6 +1410,11 @@ static void put_protocol(FILE *f, const proto_cfg *p)
         put_str(f, p->topk);
         fputc('\n', f);
     }
+    if (p->normalize[0] && strcmp(p->normalize, "thresholds") != 0) { /* likewise */
+        fputs("  normalize: ", f);
+        put_str(f, p->normalize);
+        fputc('\n', f);
+    }
     /* aby3 with trunc_local off ran Share Truncation I before the truncation pair existed:
      * naming the pair keeps those runs' hashes from matching runs that use it */
     if (!strcmp(p->name, "aby3") && !p->trunc_local)

@@ -371,16 +371,7 @@ static int synth_att_row_ref(trace *t, uint32_t layer)
             }
         }
     }
-    for (uint32_t h = 0; h < sh->n_heads; h++) {
-        float *row = t->att + (size_t)h * n, mx = row[0];
-        for (uint32_t j = 1; j < n; j++)
-            mx = row[j] > mx ? row[j] : mx;
-        double sum = 0;
-        for (uint32_t j = 0; j < n; j++)
-            sum += (row[j] = expf(row[j] - mx));
-        for (uint32_t j = 0; j < n; j++)
-            row[j] = (float)(row[j] / sum);
-    }
+    trace_softmax_rows(t->att, sh->n_heads, n);
     return 1;
 }
 

@@ -757,6 +757,20 @@ const float *trace_q(trace *t, uint32_t layer)
     return t->q + (size_t)layer * t->s.n_heads * t->s.head_dim;
 }
 
+void trace_softmax_rows(float *att, uint32_t rows, uint32_t n)
+{
+    for (uint32_t h = 0; h < rows; h++) {
+        float *row = att + (size_t)h * n, mx = row[0];
+        for (uint32_t j = 1; j < n; j++)
+            mx = row[j] > mx ? row[j] : mx;
+        double sum = 0;
+        for (uint32_t j = 0; j < n; j++)
+            sum += (row[j] = expf(row[j] - mx));
+        for (uint32_t j = 0; j < n; j++)
+            row[j] = (float)(row[j] / sum);
+    }
+}
+
 /* Row of query head h over keys 0..pos from q·k/√d, into t->att (stride pos+1). */
 static void compute_att(trace *t, uint32_t layer)
 {
@@ -774,16 +788,7 @@ static void compute_att(trace *t, uint32_t layer)
             t->att[(size_t)h * n + j] = dot * scale;
         }
     }
-    for (uint32_t h = 0; h < s->n_heads; h++) {
-        float *row = t->att + (size_t)h * n, mx = row[0];
-        for (uint32_t j = 1; j < n; j++)
-            mx = row[j] > mx ? row[j] : mx;
-        double sum = 0;
-        for (uint32_t j = 0; j < n; j++)
-            sum += (row[j] = expf(row[j] - mx));
-        for (uint32_t j = 0; j < n; j++)
-            row[j] = (float)(row[j] / sum);
-    }
+    trace_softmax_rows(t->att, s->n_heads, n);
 }
 
 const float *trace_att(trace *t, uint32_t layer)

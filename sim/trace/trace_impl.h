@@ -44,6 +44,9 @@ struct trace {
 /* A stored attention row of T floats (the whole row, zeros above the diagonal included), or
  * NULL when the source stores none. */
 const float *trace_stored_att(trace *t, uint32_t layer, uint32_t pos, uint32_t h);
+/* Softmax in place of each of rows rows of n logits (att: rows × n), the max subtracted first:
+ * the recorded and the synthetic sources normalise alike. */
+void trace_softmax_rows(float *att, uint32_t rows, uint32_t n);
 /* Allocates the common buffers for t->s; 0 on success. */
 int trace_alloc_common(trace *t);
 /* Nonzero: synthetic attention rows come from the reference kernel (the scalar code the
