@@ -18,6 +18,8 @@
 #include "protocols/backend/mpc_run.h"
 #include "protocols/backend/mpc_tls.h"
 #include "sim/engine/net.h"
+#include "sim/scenario/scn.h"
+#include "harness.h"
 #include "testdir.h"
 
 static testdir td = {.prefix = "check_tls"};
@@ -369,6 +371,73 @@ START_TEST(test_waits_follow_timeout)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- the cost model's TLS framing */
+
+/* A message's bytes on a TCP link carrying TLS 1.3, by hand: the stream is payload + frame
+ * header + 22 bytes per record of at most 16384 (RFC 8446 §5.1, §5.2), then cut into 1448-byte
+ * segments of 66 header bytes each (sim/engine/net.c, NET_WIRE_TCP). */
+START_TEST(test_wire_tls_model)
+{
+    net_wire w = NET_WIRE_TCP;
+    w.msg_bytes = 32;
+    w.tls_record = NET_WIRE_TLS13_RECORD;
+    w.tls_overhead = NET_WIRE_TLS13_OVERHEAD;
+    errbuf e;
+    ck_assert_int_eq(net_wire_check(&w, &e), MS_OK);
+    /* 100000 + 32 = 100032 plaintext bytes: 7 records, 100186 stream bytes, 70 segments */
+    ck_assert_uint_eq(net_wire_stream_bytes(&w, 100000), 100186);
+    ck_assert_uint_eq(net_wire_segments(&w, 100000), 70);
+    ck_assert_uint_eq(net_wire_bytes(&w, 100000, 0), 100186 + 70 * 66);
+    /* 16352 + 32 is one full record; one byte more is two */
+    ck_assert_uint_eq(net_wire_stream_bytes(&w, 16352), 16384 + 22);
+    ck_assert_uint_eq(net_wire_stream_bytes(&w, 16353), 16385 + 44);
+    net_wire bad = w;
+    bad.tls_record = 0;
+    ck_assert_int_eq(net_wire_check(&bad, &e), MS_ERR_INPUT);
+    /* scenarios: wire: tls, its fields, and its canonical text loading back to the same */
+    scenario sc;
+    const char *text = "model: stories260K\nprotocol: semi2k\n"
+                       "network: {latency_ms: 1, bandwidth_mbps: 20, wire: tls}\n"
+                       "workload: {prompt_len: 8, decode_len: 0}\n";
+    ck_assert_msg(scn_load("s.yaml", text, &sc, &e) == MS_OK, "%s", e.msg);
+    ck_assert_uint_eq(sc.runs[0].net.wire.mtu, 1500);
+    ck_assert_uint_eq(sc.runs[0].net.wire.tls_record, 16384);
+    ck_assert_uint_eq(sc.runs[0].net.wire.tls_overhead, 22);
+    scenario rt;
+    ck_assert_msg(scn_load("r.yaml", sc.runs[0].yaml, &rt, &e) == MS_OK, "%s", e.msg);
+    ck_assert_str_eq(rt.runs[0].hash, sc.runs[0].hash);
+    ck_assert_uint_eq(rt.runs[0].net.wire.tls_record, 16384);
+    scn_free(&rt);
+    scn_free(&sc);
+    const char *plain = "model: stories260K\nprotocol: semi2k\n"
+                        "network: {latency_ms: 1, bandwidth_mbps: 20, wire: tcp}\n"
+                        "workload: {prompt_len: 8, decode_len: 0}\n";
+    ck_assert_msg(scn_load("s.yaml", plain, &sc, &e) == MS_OK, "%s", e.msg);
+    ck_assert_ptr_null(strstr(sc.runs[0].yaml, "tls_")); /* a plain framing's text is unchanged */
+    scn_free(&sc);
+    const char *half = "model: stories260K\nprotocol: semi2k\n"
+                       "network: {latency_ms: 1, bandwidth_mbps: 20, wire: {tls_overhead: 22}}\n"
+                       "workload: {prompt_len: 8, decode_len: 0}\n";
+    ck_assert_int_eq(scn_load("s.yaml", half, &sc, &e), MS_ERR_INPUT);
+    /* cost --wire tls: a bandwidth-bound prefill is slower than with TCP framing alone, by no
+     * more than 22 bytes per record and the segments they may add */
+    double lat[2];
+    for (int i = 0; i < 2; i++) {
+        char args[300];
+        const char *out = testdir_path(&td, "cost.json");
+        snprintf(args, sizeof args, "cost --model stories260K --protocol semi2k --network 1ms/20Mbps/3100 "
+                 "--phase prefill --tokens 16 --json --wire %s", i ? "tls" : "tcp");
+        ck_assert_int_eq(th_cli(args, out), 0);
+        char *t = th_slurp(out, NULL);
+        const char *l = strstr(t, "\"latency_s\":");
+        ck_assert_ptr_nonnull(l);
+        lat[i] = strtod(l + 12, NULL);
+        free(t);
+    }
+    ck_assert_msg(lat[1] > lat[0] && lat[1] < lat[0] * 1.01, "tls %.6f s, tcp %.6f s", lat[1], lat[0]);
+}
+END_TEST
+
 Suite *tls_suite(void)
 {
     Suite *s = suite_create("tls");
@@ -381,6 +450,7 @@ Suite *tls_suite(void)
     tcase_add_test(tc, test_handshakes);
     tcase_add_test(tc, test_hello_versions);
     tcase_add_test(tc, test_waits_follow_timeout);
+    tcase_add_test(tc, test_wire_tls_model);
     suite_add_tcase(s, tc);
     return s;
 }

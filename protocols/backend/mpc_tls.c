@@ -120,7 +120,7 @@ static int write_file(const char *path, mode_t mode, const void *buf, size_t len
         p += w;
         left -= (size_t)w;
     }
-    if (fchmod(fd, mode) != 0 || fsync(fd) != 0) { /* mode exactly, whatever the umask */
+    if (fchmod(fd, mode) != 0) { /* mode exactly, whatever the umask */
         close(fd);
         return -1;
     }

@@ -14,7 +14,7 @@ typedef struct cost_args {
     int phase;
     uint32_t kv, tokens, batch, threads; /* threads 0: the profile's */
     unsigned long long burst;
-    int overlap, json, have_burst, wire_tcp;
+    int overlap, json, have_burst, wire; /* wire: 0 none, 1 tcp, 2 tls */
     const char *sets[32]; /* --set KEY=VALUE, protocol parameters */
     int n_sets;
 } cost_args;
@@ -33,10 +33,10 @@ static int take_burst(const cli_opt *o, const char *arg, errbuf *e)
 
 static int take_wire(const cli_opt *o, const char *arg, errbuf *e)
 {
-    if (strcmp(arg, "tcp") != 0 && strcmp(arg, "none") != 0)
-        return err_set(e, MS_ERR_USAGE, "--wire is tcp or none, not '%s'\n"
+    if (strcmp(arg, "tcp") != 0 && strcmp(arg, "tls") != 0 && strcmp(arg, "none") != 0)
+        return err_set(e, MS_ERR_USAGE, "--wire is tcp or none, or tls (TCP carrying TLS 1.3 records), not '%s'\n"
                        "---> HINT: scenarios set the framing field by field (scenarios/README.md)", arg);
-    ((cost_args *)o->dest)->wire_tcp = strcmp(arg, "tcp") == 0;
+    ((cost_args *)o->dest)->wire = !strcmp(arg, "tcp") ? 1 : !strcmp(arg, "tls") ? 2 : 0;
     return MS_OK;
 }
 
@@ -45,7 +45,7 @@ static void usage(FILE *f, const cli_cmd *c)
     fprintf(f,
             "usage: mpcsim cost --model M --protocol P --network N --kv T\n"
             "                   [--phase prefill|decode] [--tokens P] [--batch B] [--overlap]\n"
-            "                   [--burst BYTES] [--wire tcp|none] [--dump-program FILE]\n"
+            "                   [--burst BYTES] [--wire tcp|tls|none] [--dump-program FILE]\n"
             "                   [--timeline FILE] [--profile NAME] [--threads N] [--json]\n"
             "                   [--set K=V]...\n\n"
             "Costs one prefill or decode step of model M under MPC protocol P on network N:\n"
@@ -298,8 +298,12 @@ int cmd_cost(int argc, char **argv)
         }
     if (a.have_burst)
         net_set_burst(&net, a.burst);
-    if (a.wire_tcp)
+    if (a.wire)
         net.wire = NET_WIRE_TCP;
+    if (a.wire == 2) { /* TLS 1.3 records (RFC 8446 §5.2; sim/engine/net.c) */
+        net.wire.tls_record = NET_WIRE_TLS13_RECORD;
+        net.wire.tls_overhead = NET_WIRE_TLS13_OVERHEAD;
+    }
     lower_opts lo;
     lower_opts_default(&lo);
     lo.phase = a.phase;

@@ -42,25 +42,27 @@ typedef struct party_args {
 static void usage(FILE *f, const cli_cmd *c)
 {
     fprintf(f,
-            "usage: mpcsim party --protocol semi2k|aby3 (--id I | --dealer) --peers H:P,H:P,H:P\n"
-            "                    (--keys DIR | --insecure-plaintext) (--program FILE | --demo)\n"
-            "                    [--bind NAME=FILE]... [--random-inputs SEED] [--set KEY=VALUE]...\n"
-            "                    [--timeout-ms N] [--latency-ms X] [--print-outputs]\n"
-            "                    [--repeat N [--warmup W]]\n"
+            "usage: mpcsim party -p semi2k|aby3 (--id I | --dealer) --peers H:P,H:P,H:P\n"
+            "         (--keys DIR | --insecure-plaintext) (--program FILE | --demo)\n"
+            "         [--bind NAME=FILE]... [--random-inputs SEED] [--set KEY=VALUE]...\n"
+            "         [--timeout-ms N] [--latency-ms X] [--print-outputs]\n"
+            "         [--repeat N [--warmup W]]\n"
             "       mpcsim party keys --out DIR [--nodes N]\n\n"
-            "Runs one node of the real MPC backend: the op program on secret shares over TCP, with\n"
-            "every byte and round counted by the transport, printed per op. The channels run\n"
-            "TLS 1.3, each node authenticated by its certificate from the key folder that\n"
-            "`mpcsim party keys` makes (ca.pem, node<i>.pem, node<i>.key with mode 0600; node i is\n"
-            "party i, the semi2k dealer is node 2). Give each host ca.pem and its own node's files.\n\n"
+            "Runs one node of the real MPC backend: the op program on secret shares over\n"
+            "TCP, with every byte and round counted by the transport, printed per op. The\n"
+            "channels run TLS 1.3, each node authenticated by its certificate from the key\n"
+            "folder `mpcsim party keys` makes (ca.pem, node<i>.pem, node<i>.key of mode\n"
+            "0600; node i is party i, the semi2k dealer node 2). Give each host ca.pem and\n"
+            "its own node's two files.\n\n"
             "options:\n");
     cli_help(c, f);
     fprintf(f, "\n"
             "example (three terminals or hosts):\n"
-            "  mpcsim party keys --out keys\n"
-            "  mpcsim party -p semi2k --id 0  --peers a:7000,b:7000,c:7000 --keys keys --demo --random-inputs 1\n"
-            "  mpcsim party -p semi2k --id 1  --peers a:7000,b:7000,c:7000 --keys keys --demo --random-inputs 1\n"
-            "  mpcsim party -p semi2k --dealer --peers a:7000,b:7000,c:7000 --keys keys --demo\n");
+            "  mpcsim party keys --out k\n"
+            "  mpcsim party -p semi2k --id 0  --peers a:7000,b:7000,c:7000 --keys k --demo\n"
+            "  mpcsim party -p semi2k --id 1  --peers a:7000,b:7000,c:7000 --keys k --demo\n"
+            "  mpcsim party -p semi2k --dealer --peers a:7000,b:7000,c:7000 --keys k --demo\n"
+            "  (with --random-inputs 1 on P0 and P1)\n");
 }
 
 /* ---------------------------------------------------------------- bindings */
@@ -285,11 +287,11 @@ static int parse_args(int argc, char **argv, party_args *a, errbuf *e)
         {.name = "peers", .kind = CLI_STR, .dest = &a->peers, .arg = "LIST",
          .help = "host:port of every node: parties in order, then the dealer"},
         {.name = "keys", .kind = CLI_STR, .dest = &a->keys, .arg = "DIR",
-         .help = "the session's key folder (`mpcsim party keys`): TLS 1.3 channels,\n"
-                 "every peer authenticated as the node it claims"},
+         .help = "the session's key folder (`mpcsim party keys`): TLS 1.3\n"
+                 "channels, every peer authenticated as the node it claims"},
         {.name = "insecure-plaintext", .kind = CLI_FLAG, .dest = &a->plaintext,
-         .help = "no TLS: channels unauthenticated and unencrypted (loopback\n"
-                 "experiments only; warns on stderr)"},
+         .help = "no TLS: channels unauthenticated and\n"
+                 "unencrypted (loopback experiments only; warns)"},
         {.name = "program", .kind = CLI_STR, .dest = &a->program, .arg = "FILE",
          .help = "op program (text form; `mpcsim cost --dump-program` writes one)"},
         {.name = "demo", .kind = CLI_FLAG, .dest = &a->demo,

@@ -500,8 +500,8 @@ static const ys_field network_fields[] = {
     {"dealer", YS_OTHER, YS_NONE, 0, 0, NULL, "the dealer's offline link (keys of 'link')", NULL,
      0, NULL, "mapping"},
     {"wire", YS_OTHER, YS_NONE, 0, 0, NULL,
-     "framing: tcp, none, or a mapping of 'wire' keys over tcp's", NULL, 0, NULL,
-     "tcp|none|mapping"},
+     "framing: tcp, tls (tcp carrying TLS 1.3 records), none, or a mapping of 'wire' keys over tcp's",
+     NULL, 0, NULL, "tcp|tls|none|mapping"},
 };
 #undef LINK_FIELDS
 static const ys_schema network_schema =
@@ -519,6 +519,10 @@ static const ys_field wire_fields[] = {
      "data segments per pure ACK (0: ACKs not counted)", NULL, 0, NULL, NULL},
     {"msg_bytes", YS_U32, WF(msg_bytes), 0, NET_WIRE_HDR_MAX, "0",
      "the transport's header per message", NULL, 0, NULL, NULL},
+    {"tls_record", YS_U32, WF(tls_record), 0, 65536, "0",
+     "TLS: plaintext bytes per record at most (0: no TLS; TLS 1.3: 16384)", NULL, 0, NULL, NULL},
+    {"tls_overhead", YS_U32, WF(tls_overhead), 0, NET_WIRE_HDR_MAX, "0",
+     "TLS: bytes each record adds (TLS 1.3: 22)", NULL, 0, NULL, NULL},
 };
 #undef WF
 static const ys_schema wire_schema = YS_SCHEMA("wire", wire_fields, "sim/engine/SIMULATION.md");
@@ -616,18 +620,22 @@ static int read_link(scn_ctx *x, const yx_node *v, const char *where, net_link *
     return rc ? rc : read_link_values(x, v, l);
 }
 
-/* wire: "tcp" (NET_WIRE_TCP), "none", or a mapping of NET_WIRE_TCP's fields to override. */
+/* wire: "tcp" (NET_WIRE_TCP), "tls" (the same carrying TLS 1.3 records), "none", or a mapping
+ * of NET_WIRE_TCP's fields to override. */
 static int read_wire(scn_ctx *x, const yx_node *v, net_wire *w)
 {
-    static const char *const names[] = {"tcp", "none"};
-    const char *ex = "write 'wire: tcp' (Ethernet/IPv4/TCP framing), 'wire: none', or e.g. "
-                     "'wire: {mtu: 9000, msg_bytes: 32}'";
+    static const char *const names[] = {"tcp", "tls", "none"};
+    const char *ex = "write 'wire: tcp' (Ethernet/IPv4/TCP framing), 'wire: tls' (TCP carrying TLS 1.3 "
+                     "records), 'wire: none', or e.g. 'wire: {mtu: 9000, msg_bytes: 32}'";
     *w = NET_WIRE_TCP;
     if (v->kind == YX_SCALAR) {
         if (!strcmp(v->str, "none"))
             *w = (net_wire){0};
-        else if (strcmp(v->str, "tcp"))
-            return unknown_name(x, v, "wire framing", v->str, names, 2, ex);
+        else if (!strcmp(v->str, "tls")) {
+            w->tls_record = NET_WIRE_TLS13_RECORD;
+            w->tls_overhead = NET_WIRE_TLS13_OVERHEAD;
+        } else if (strcmp(v->str, "tcp"))
+            return unknown_name(x, v, "wire framing", v->str, names, 3, ex);
         return MS_OK;
     }
     int rc = need_map(x, v, "wire", ex);
@@ -1013,9 +1021,10 @@ static int policy_by_name(scn_ctx *x, const yx_node *v, const policy_ops **out)
     return unknown_name(x, v, "policy", v->str, cands, n < 64 ? n : 64, hint);
 }
 
-/* Appends declared parameters to the run, each as given or else its default. */
+/* Appends declared parameters to the run, each as given or else its default (the replay's
+ * keys, pol non-NULL: that policy's default for them, policy_replay_default). */
 static int fill_declared(scn_ctx *x, const policy_param *pp, size_t n, const kv_param *given,
-                         size_t n_given, run_cfg *c)
+                         size_t n_given, const policy_ops *pol, run_cfg *c)
 {
     for (size_t i = 0; i < n; i++) {
         if (c->policy.n_params == RUN_MAX_PARAMS)
@@ -1024,7 +1033,8 @@ static int fill_declared(scn_ctx *x, const policy_param *pp, size_t n, const kv_
         kv_param *o = &c->policy.params[c->policy.n_params++];
         memset(o, 0, sizeof *o);
         snprintf(o->key, sizeof o->key, "%s", pp[i].key);
-        yx_node def = {.kind = YX_SCALAR, .str = (char *)(pp[i].def ? pp[i].def : "")};
+        const char *dv = pol ? policy_replay_default(pol, &pp[i]) : pp[i].def;
+        yx_node def = {.kind = YX_SCALAR, .str = (char *)(dv ? dv : "")};
         norm_value(&def, o->val, sizeof o->val);
         for (size_t g = 0; g < n_given; g++)
             if (!strcmp(given[g].key, pp[i].key))
@@ -1041,9 +1051,9 @@ static int fill_policy_params(scn_ctx *x, const policy_ops *p, const kv_param *g
     size_t n, nr;
     const policy_param *pp = policy_params(p, &n), *rp = policy_replay_params(&nr);
     c->policy.n_params = 0;
-    int rc = fill_declared(x, pp, n, given, n_given, c);
+    int rc = fill_declared(x, pp, n, given, n_given, NULL, c);
     if (!rc)
-        rc = fill_declared(x, rp, nr, given, n_given, c);
+        rc = fill_declared(x, rp, nr, given, n_given, p, c);
     for (size_t g = 0; !rc && g < n_given; g++) { /* policy_check_params accepted it */
         size_t k = 0;
         while (k < c->policy.n_params && strcmp(given[g].key, c->policy.params[k].key))
@@ -1369,7 +1379,11 @@ static void put_network(FILE *f, const run_cfg *c)
     if (b->burst_bytes)
         fprintf(f, "  burst_bytes: %llu\n", (unsigned long long)b->burst_bytes);
     put_link(f, "  ", "dealer", &n->dealer, b->burst_bytes);
-    if (n->wire.mtu)
+    if (n->wire.mtu && n->wire.tls_record) /* TLS keys only when set: plain framings keep their text */
+        fprintf(f, "  wire: {mtu: %u, l2_bytes: %u, l3l4_bytes: %u, ack_every: %u, msg_bytes: %u, tls_record: %u, "
+                "tls_overhead: %u}\n", n->wire.mtu, n->wire.l2_bytes, n->wire.l3l4_bytes, n->wire.ack_every,
+                n->wire.msg_bytes, n->wire.tls_record, n->wire.tls_overhead);
+    else if (n->wire.mtu)
         fprintf(f, "  wire: {mtu: %u, l2_bytes: %u, l3l4_bytes: %u, ack_every: %u, msg_bytes: %u}\n",
                 n->wire.mtu, n->wire.l2_bytes, n->wire.l3l4_bytes, n->wire.ack_every, n->wire.msg_bytes);
     int any = 0;
