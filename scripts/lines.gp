@@ -13,7 +13,7 @@ set key below horizontal maxcols 2 samplen 2 spacing 1 font ",9" noenhanced
 set format y "%g"
 do for [i = 1:ncells] {
     set title value(sprintf("title%d", i)) noenhanced
-    set ylabel value(sprintf("ylabel%d", i))
+    set ylabel value(sprintf("ylabel%d", i)) noenhanced
     eval sprintf("set xrange [%.9g:%.9g]", value(sprintf("xmin%d", i)), value(sprintf("xmax%d", i)))
     if (value(sprintf("ylog%d", i))) { set logscale y } else { unset logscale y; set yrange [0:*] }
     n = value(sprintf("nb%d", i))

@@ -542,6 +542,44 @@ START_TEST(test_kill_and_resume)
 }
 END_TEST
 
+/* A sweep of trace runs: the runs of one trace and prompt length run as a group over shared
+ * rows (sim/scenario/group.h). The database equals that of every run executed alone (one run
+ * per shard), row for row; a sweep resumed after half of its runs (every other one: each
+ * group loses some) recomputes the missing runs of each group only and ends with the same
+ * rows. */
+START_TEST(test_groups_same_as_alone)
+{
+    th_write(tpath("g.yaml"),
+             "format: 1\nname: grp\nseed: 3\nmodel: gpt2\nprotocol: aby3\n"
+             "network: lan\ntrace: {source: synth}\n"
+             "workload: {prompt_len: [24, 40, 64], decode_len: 6, decode_stride: 2}\n"
+             "policies:\n  - full\n  - {name: h2o, heavy: 8, recent: 8, metric_stride: 2}\n"
+             "  - {name: quest, budget: 8, page: 4, metric_stride: 1}\n"
+             "  - {name: snapkv, capacity: 12}\n");
+    ck_assert_int_eq(MPCSIM("run", "g.yaml", "-o", "g.db", "-j", "2", "-q"), 0);
+    ck_assert_int_eq(q1(tpath("g.db"), "SELECT count(*) FROM runs WHERE status = 'ok'"), 12);
+    char arg[16];
+    for (int k = 1; k <= 12; k++) {
+        snprintf(arg, sizeof arg, "%d/12", k);
+        ck_assert_int_eq(MPCSIM("run", "g.yaml", "-o", "a.db", "--shard", arg, "--resume", "-q"),
+                         0);
+    }
+    char *g = dump(tpath("g.db")), *a = dump(tpath("a.db"));
+    ck_assert_msg(!strcmp(g, a), "grouped and alone differ");
+    free(a);
+    ck_assert_int_eq(MPCSIM("run", "g.yaml", "-o", "k.db", "--shard", "1/2", "-q"), 0);
+    ck_assert_int_eq(q1(tpath("k.db"), "SELECT count(*) FROM runs"), 6);
+    ck_assert_int_eq(MPCSIM("run", "g.yaml", "-o", "k.db", "-j", "2", "--resume"), 0);
+    char *out = th_slurp(tpath("out.txt"), NULL);
+    ck_assert_msg(strstr(out, "6 already there"), "resume summary: %s", out);
+    free(out);
+    char *k = dump(tpath("k.db"));
+    ck_assert_msg(!strcmp(g, k), "resumed differs from the whole sweep");
+    free(k);
+    free(g);
+}
+END_TEST
+
 /* The first child process of pid (from /proc), or -1. */
 static pid_t first_child(pid_t pid)
 {
@@ -864,6 +902,7 @@ Suite *cli_suite(void)
     tcase_add_test(tc, test_dry_run_and_shards);
     tcase_add_test(tc, test_db_path_and_resume_guard);
     tcase_add_test(tc, test_kill_and_resume);
+    tcase_add_test(tc, test_groups_same_as_alone);
     tcase_add_test(tc, test_worker_death);
     tcase_add_test(tc, test_determinism_and_merge);
     tcase_add_test(tc, test_shards_share_db);

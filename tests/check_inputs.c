@@ -123,6 +123,22 @@ START_TEST(test_scn_bad)
 }
 END_TEST
 
+/* A file the scenario names (a model file) keeps its own place in the message. */
+START_TEST(test_scn_nested_file)
+{
+    const char *m = th_file(&td, "m.yaml",
+                            "format: mpcsim-model 1\nname: m\nlayers: -2\ndim: 8\nheads: 2\n"
+                            "ffn_dim: 16\nvocab: 32\nmax_context: 64\n");
+    char text[1024], want[700];
+    snprintf(text, sizeof text, "name: t\nmodel: %s\n" SC_PROTO SC_NET SC_WORK, m);
+    scenario sc;
+    errbuf e = {{0}};
+    ck_assert_int_eq(scn_load("s.yaml", text, &sc, &e), MS_ERR_INPUT);
+    snprintf(want, sizeof want, "s.yaml:2:8: error: cannot load model: %s:3:9: 'layers' = -2", m);
+    ck_assert_msg(!strncmp(e.msg, want, strlen(want)), "want '%s' in: %s", want, e.msg);
+}
+END_TEST
+
 /* ---- machine profiles ------------------------------------------------------------------ */
 
 #define M_HEAD "format: mpcsim-machine 1\nname: box\n"                     /* lines 1-2 */
@@ -750,6 +766,7 @@ Suite *inputs_suite(void)
     tcase_add_unchecked_fixture(t, suite_setup, suite_teardown);
     tcase_add_checked_fixture(t, setup, teardown);
     tcase_add_loop_test(t, test_scn_bad, 0, (int)(sizeof scn_bad / sizeof *scn_bad));
+    tcase_add_test(t, test_scn_nested_file);
     tcase_add_loop_test(t, test_machine_bad, 0, (int)(sizeof machine_bad / sizeof *machine_bad));
     tcase_add_test(t, test_machine_ok);
     tcase_add_loop_test(t, test_synth_bad, 0, (int)(sizeof synth_bad / sizeof *synth_bad));

@@ -44,7 +44,7 @@ static int hand_gather(void *ctx, uint32_t l, uint32_t g, const uint32_t *idx, s
 static void hand_init(hand *h, uint32_t L, uint32_t H, uint32_t d, uint32_t P, uint32_t T)
 {
     memset(h, 0, sizeof *h);
-    h->env = (policy_env){L, H, 1, d, 1, 4, P, T, NULL, h, hand_get_k};
+    h->env = (policy_env){L, H, 1, d, 1, 4, P, T, NULL, h, hand_get_k, 0};
     h->wo[0] = 2;
 }
 
@@ -563,6 +563,81 @@ START_TEST(test_emit_shapes)
 }
 END_TEST
 
+/* Half precision rounded outward: up ≥ x ≥ down, each the nearest half on its side; and a
+ * Quest page bound from them still bounds every q·k of the page from above. */
+START_TEST(test_half_outward)
+{
+    uint64_t st = 0x1234567;
+    for (int i = 0; i < 200000; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t bits = (uint32_t)(st >> 32);
+        float x;
+        memcpy(&x, &bits, sizeof x);
+        if (i % 4 == 1)
+            x = (float)((double)(int32_t)bits * 0x1p-24); /* around ±128 */
+        if (i % 4 == 2)
+            x = (float)((double)(int32_t)bits * 0x1p-50); /* subnormal halves */
+        if (!isfinite(x))
+            continue;
+        uint16_t u = policy_half_up(x), d = policy_half_down(x);
+        float fu = policy_half_float(u), fd = policy_half_float(d);
+        ck_assert_msg(fu >= x && fd <= x, "%a: up %a down %a", (double)x, (double)fu, (double)fd);
+        if (fabsf(x) < 65504) { /* nearest: stepping further in would cross x */
+            if (fu != x && fu > 0)
+                ck_assert(policy_half_float((uint16_t)(u - 1)) < x);
+            if (fu != x && fu <= 0)
+                ck_assert(policy_half_float((uint16_t)(u + 1)) < x || u == 0x8000u);
+            if (fd != x && fd < 0)
+                ck_assert(policy_half_float((uint16_t)(d - 1)) > x);
+        }
+    }
+    ck_assert(policy_half_float(policy_half_up(70000.0f)) == INFINITY);
+    ck_assert(policy_half_float(policy_half_down(70000.0f)) == 65504.0f);
+    ck_assert(policy_half_float(policy_half_down(-1e-30f)) < 0);
+    ck_assert(policy_half_float(policy_half_up(-1e-30f)) == 0);
+    /* Quest's bound with outward half bounds ≥ q·k for each of 16 keys */
+    for (int t = 0; t < 200; t++) {
+        enum { D = 32, NK = 16 };
+        float k[NK][D], q[D], M[D], m[D];
+        for (int j = 0; j < NK; j++)
+            for (int c = 0; c < D; c++) {
+                st = st * 6364136223846793005ull + 1442695040888963407ull;
+                k[j][c] = (float)((int32_t)(st >> 32)) * 0x1p-27f * (c == 1 ? 40 : 1);
+                M[c] = j ? fmaxf(M[c], k[j][c]) : k[j][c];
+                m[c] = j ? fminf(m[c], k[j][c]) : k[j][c];
+            }
+        for (int c = 0; c < D; c++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            q[c] = (float)((int32_t)(st >> 32)) * 0x1p-30f;
+        }
+        double U = 0;
+        for (int c = 0; c < D; c++) {
+            double a = (double)q[c] * policy_half_float(policy_half_up(M[c]));
+            double b = (double)q[c] * policy_half_float(policy_half_down(m[c]));
+            U += a > b ? a : b;
+        }
+        for (int j = 0; j < NK; j++) {
+            double dot = 0;
+            for (int c = 0; c < D; c++)
+                dot += (double)q[c] * k[j][c];
+            ck_assert_msg(U >= dot, "bound %.9g < q·k %.9g", U, dot);
+        }
+    }
+}
+END_TEST
+
+/* A policy's own default metric_stride where the scenario sets none. */
+START_TEST(test_metric_stride_default)
+{
+    ck_assert_str_eq(policy_arg(policy_find("streamingllm"), NULL, "metric_stride", NULL), "16");
+    ck_assert_str_eq(policy_arg(policy_find("h2o"), NULL, "metric_stride", NULL), "16");
+    ck_assert_str_eq(policy_arg(policy_find("full"), NULL, "metric_stride", NULL), "1");
+    kv_param kv = {.key = "metric_stride", .val = "3"};
+    policy_args a = {&kv, 1, "t.yaml"};
+    ck_assert_str_eq(policy_arg(policy_find("h2o"), &a, "metric_stride", NULL), "3");
+}
+END_TEST
+
 Suite *policy_suite(void)
 {
     Suite *s = suite_create("policy");
@@ -573,6 +648,8 @@ Suite *policy_suite(void)
     tcase_add_loop_test(tc, test_policy_case, 0,
                         (int)(sizeof policy_cases / sizeof policy_cases[0]));
     tcase_add_test(tc, test_emit_shapes);
+    tcase_add_test(tc, test_half_outward);
+    tcase_add_test(tc, test_metric_stride_default);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -107,7 +107,8 @@ START_TEST(test_streaming_degrades)
     run_cfg *c = stories_cfg("streamingllm", 48, 16);
     c->policy.params[0] = kvp("sink", "2");
     c->policy.params[1] = kvp("recent", "8");
-    c->policy.n_params = 2;
+    c->policy.params[2] = kvp("metric_stride", "1"); /* kept_frac: the mean over every step */
+    c->policy.n_params = 3;
     run_result res;
     uint32_t kept[20];
     drive(c, &res, kept, NULL);

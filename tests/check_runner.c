@@ -12,8 +12,10 @@
 #include "harness.h"
 #include "models/lower.h"
 #include "sim/replay/replay.h"
+#include "sim/scenario/group.h"
 #include "sim/scenario/runner.h"
 #include "sim/engine/stepcost.h"
+#include "sim/policy/policy.h"
 #include "sim/trace/trace_impl.h"
 
 /* ---- fixtures ---------------------------------------------------------------------------- */
@@ -428,6 +430,167 @@ START_TEST(test_synth_kernel_same_costs)
 }
 END_TEST
 
+/* The runs of one trace driven together (run_execute_group, their rows computed once) give
+ * every metric and every phase total bit-identical to each run executed alone. */
+static kv_param kvp_param(const char *k, const char *v)
+{
+    kv_param p;
+    memset(&p, 0, sizeof p);
+    snprintf(p.key, sizeof p.key, "%s", k);
+    snprintf(p.val, sizeof p.val, "%s", v);
+    return p;
+}
+
+typedef struct group_log {
+    int rc[8];
+    size_t order[8], n;
+} group_log;
+
+static void group_done_log(void *ctx, size_t i, int rc, const errbuf *e)
+{
+    group_log *g = ctx;
+    ck_assert_msg(rc == MS_OK, "run %zu: %s", i, e->msg);
+    g->rc[i] = rc;
+    g->order[g->n++] = i;
+}
+
+START_TEST(test_group_same_as_alone)
+{
+    static const char *const pols[] = {"full", "streamingllm", "h2o", "snapkv",
+                                       "quest", "mpcache", "tova"};
+    enum { N = sizeof pols / sizeof pols[0] };
+    for (int stride = 1; stride <= 2; stride++) {
+        run_cfg *c[N];
+        run_result alone[N], shared[N];
+        for (size_t i = 0; i < N; i++) {
+            c[i] = tiny_cfg("aby3", "20ms/300Mbps", 96, 5);
+            c[i]->model.weights[0] = '\0';
+            snprintf(c[i]->trace.source, sizeof c[i]->trace.source, "synth");
+            snprintf(c[i]->policy.name, sizeof c[i]->policy.name, "%s", pols[i]);
+            c[i]->policy.params[0] = kvp_param("metric_stride", stride == 1 ? "1" : "2");
+            c[i]->policy.params[1] = kvp_param("prompt_rows", "24");
+            c[i]->policy.n_params = 2;
+            c[i]->work.decode_stride = (uint32_t)stride;
+            c[i]->seed = 5;
+            errbuf e;
+            run_result_init(&alone[i]);
+            run_result_init(&shared[i]);
+            ck_assert_msg(run_execute(c[i], &alone[i], &e) == MS_OK, "%s: %s", pols[i], e.msg);
+        }
+        for (size_t i = 1; i < N; i++)
+            ck_assert(run_same_trace(c[0], c[i]));
+        group_log g = {{0}, {0}, 0};
+        run_execute_group((const run_cfg *const *)c, N, shared, group_done_log, &g);
+        ck_assert_uint_eq(g.n, N);
+        for (size_t i = 0; i < N; i++) {
+            const run_result *a = &alone[i], *b = &shared[i];
+            ck_assert_uint_eq(a->n_metric, b->n_metric);
+            for (size_t k = 0; k < a->n_metric; k++) {
+                ck_assert_str_eq(a->metric[k].name, b->metric[k].name);
+                ck_assert_msg(!memcmp(&a->metric[k].value, &b->metric[k].value, sizeof(double)),
+                              "%s %s: %.17g alone, %.17g shared", pols[i], a->metric[k].name,
+                              a->metric[k].value, b->metric[k].value);
+            }
+            for (int p = 0; p < PHASE_N; p++) {
+                ck_assert_mem_eq(&a->phase[p].total, &b->phase[p].total, sizeof a->phase[p].total);
+                ck_assert_mem_eq(a->phase[p].cat, b->phase[p].cat, sizeof a->phase[p].cat);
+                ck_assert_int_eq(a->phase[p].latency_ns, b->phase[p].latency_ns);
+            }
+            run_result_free(&alone[i]);
+            run_result_free(&shared[i]);
+            free(c[i]);
+        }
+        /* another prompt length is another trace window: not the same group */
+        run_cfg *x = tiny_cfg("aby3", "lan", 96, 5), *y = tiny_cfg("aby3", "lan", 97, 5);
+        ck_assert(!run_same_trace(x, y));
+        free(x);
+        free(y);
+    }
+}
+END_TEST
+
+/* Quest's half-precision page bounds (outward rounded, pages near the k-th score re-scored
+ * from their keys) select exactly what float bounds select: every metric bit-identical, also
+ * where the budget leaves many pages near the threshold. */
+START_TEST(test_quest_half_bounds_exact)
+{
+    static const char *const budgets[] = {"16", "48", "96", "48"};
+    for (size_t bi = 0; bi < sizeof budgets / sizeof budgets[0]; bi++) {
+        /* the last case widens the half scores' error bound: nearly every page is re-scored
+         * and ranked from its keys */
+        policy_quest_slack = bi == 3 ? 1e5 : 1.0;
+        run_cfg *c = tiny_cfg("aby3", "20ms/300Mbps", 300, 8);
+        c->model.weights[0] = '\0';
+        snprintf(c->trace.source, sizeof c->trace.source, "synth");
+        snprintf(c->policy.name, sizeof c->policy.name, "quest");
+        c->policy.params[0] = kvp_param("budget", budgets[bi]);
+        c->policy.params[1] = kvp_param("metric_stride", "1");
+        c->policy.params[2] = kvp_param("page", bi == 2 ? "4" : "16");
+        c->policy.n_params = 3;
+        c->seed = 9;
+        run_result a, b;
+        errbuf e;
+        run_result_init(&a);
+        run_result_init(&b);
+        policy_quest_float_bounds = 1;
+        int rc = run_execute(c, &a, &e);
+        policy_quest_float_bounds = 0;
+        ck_assert_msg(rc == MS_OK, "%s", e.msg);
+        rc = run_execute(c, &b, &e);
+        policy_quest_slack = 1.0;
+        ck_assert_msg(rc == MS_OK, "%s", e.msg);
+        ck_assert_uint_eq(a.n_metric, b.n_metric);
+        for (size_t k = 0; k < a.n_metric; k++)
+            ck_assert_msg(!memcmp(&a.metric[k].value, &b.metric[k].value, sizeof(double)),
+                          "budget %s %s: %.17g float, %.17g half", budgets[bi],
+                          a.metric[k].name, a.metric[k].value, b.metric[k].value);
+        run_result_free(&a);
+        run_result_free(&b);
+        free(c);
+    }
+}
+END_TEST
+
+/* Steps nobody costs or measures skip a stateless selection (replay_step_idle): the same
+ * metrics, bit for bit, as replaying every step's selection. */
+START_TEST(test_idle_steps_same)
+{
+    static const char *const pols[] = {"quest", "snapkv", "streamingllm"};
+    for (size_t pi = 0; pi < sizeof pols / sizeof pols[0]; pi++) {
+        run_cfg *c = tiny_cfg("aby3", "20ms/300Mbps", 200, 11);
+        c->model.weights[0] = '\0';
+        snprintf(c->trace.source, sizeof c->trace.source, "synth");
+        snprintf(c->policy.name, sizeof c->policy.name, "%s", pols[pi]);
+        static const char *const key[] = {"budget", "capacity", "recent"};
+        static const char *const val[] = {"32", "64", "48"};
+        c->policy.params[0] = kvp_param("metric_stride", "3");
+        c->policy.params[1] = kvp_param(key[pi], val[pi]); /* fewer than the cached entries */
+        c->policy.n_params = 2;
+        c->work.decode_stride = 4;
+        c->seed = 4;
+        run_result a, b;
+        errbuf e;
+        run_result_init(&a);
+        run_result_init(&b);
+        replay_idle_off = 1;
+        int rc = run_execute(c, &a, &e);
+        replay_idle_off = 0;
+        ck_assert_msg(rc == MS_OK, "%s", e.msg);
+        ck_assert_msg(run_execute(c, &b, &e) == MS_OK, "%s", e.msg);
+        ck_assert_uint_eq(a.n_metric, b.n_metric);
+        for (size_t k = 0; k < a.n_metric; k++)
+            ck_assert_msg(!memcmp(&a.metric[k].value, &b.metric[k].value, sizeof(double)),
+                          "%s %s: %.17g every step, %.17g idle", pols[pi], a.metric[k].name,
+                          a.metric[k].value, b.metric[k].value);
+        for (int p = 0; p < PHASE_N; p++)
+            ck_assert_mem_eq(&a.phase[p].total, &b.phase[p].total, sizeof a.phase[p].total);
+        run_result_free(&a);
+        run_result_free(&b);
+        free(c);
+    }
+}
+END_TEST
+
 START_TEST(test_run_errors)
 {
     run_cfg *c = tiny_cfg("semi2k", "lan", 4, 2);
@@ -758,6 +921,9 @@ Suite *runner_suite(void)
     tcase_add_test(tc, test_comet_sparse_ffn);
     tcase_add_test(tc, test_run_deterministic);
     tcase_add_test(tc, test_synth_kernel_same_costs);
+    tcase_add_test(tc, test_group_same_as_alone);
+    tcase_add_test(tc, test_quest_half_bounds_exact);
+    tcase_add_test(tc, test_idle_steps_same);
     tcase_add_test(tc, test_run_errors);
     tcase_add_test(tc, test_stepcost);
     tcase_add_test(tc, test_attention_share_grows_with_context);

@@ -34,9 +34,13 @@ int ys_fail(const ys_ctx *x, const yx_node *at, const char *hint, const char *fm
 int ys_fail_wrap(const ys_ctx *x, const yx_node *at, const char *hint, const char *what,
                  const char *msg)
 {
+    /* "inner.yaml:3:9: error: …" keeps its place in the other file: "what inner.yaml:3:9: …" */
     const char *m = strstr(msg, "error: ");
+    size_t loc = m ? (size_t)(m - msg) : 0;
     m = m ? m + 7 : msg;
-    return ys_fail(x, at, strstr(m, "hint: ") ? NULL : hint, "%s%s", what, m);
+    if (loc < 2 || loc > 600 || msg[loc - 2] != ':' || msg[loc - 1] != ' ')
+        loc = 0;
+    return ys_fail(x, at, strstr(m, "hint: ") ? NULL : hint, "%s%.*s%s", what, (int)loc, msg, m);
 }
 
 int ys_unknown_name(const ys_ctx *x, const yx_node *at, const char *what, const char *name,

@@ -139,6 +139,9 @@ static int list_policies(void)
             printf("    %-18s %-10s %-20s %s\n", pp[k].key, pp[k].def ? pp[k].def : "", range,
                    pp[k].help ? pp[k].help : "");
         }
+        if (all[i]->metric_stride)
+            printf("    %-18s %-10s %-20s %s\n", "metric_stride", all[i]->metric_stride, "",
+                   "(the replay's key, this policy's default)");
     }
     size_t nr;
     const policy_param *rp = policy_replay_params(&nr);

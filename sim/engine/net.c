@@ -2,10 +2,11 @@
  *
  * Presets (one-way latency per directed link, bandwidth per direction; see sim/engine/SIMULATION.md):
  *
- *   lan      10 Gbit/s, 0.1 ms. The LAN class of the SPU/SecretFlow and MPC-Pipe experiments:
- *            MPC-Pipe (arXiv 2209.13643) shapes each party to "an upload/download bandwidth of
- *            10Gbps" (mpc-costs.md §5); SPU's LAN runs are on one data-centre network with
- *            sub-millisecond delay, modelled as 0.1 ms one way.
+ *   lan      10 Gbit/s, 0.1 ms. Ant Group's (SecretFlow's) published LAN script, AntCPLab/
+ *            OpenDory throttle.sh @6d277df, `lan`: `tbf rate 10000mbit`, `netem delay 0.1msec`;
+ *            MPC-Pipe (arXiv 2209.13643) likewise gives each party "an upload/download bandwidth
+ *            of 10Gbps" (mpc-costs.md §5). SecretFlow's benchmark page publishes only its WAN
+ *            (overall_benchmark.md: 100 Mbps, 50 ms) — SPU's LAN runs are unshaped.
  *   wan      100 Mbit/s, 50 ms. SecretFlow's published basic-op benchmark
  *            (docs/developer/benchmark/overall_benchmark.md, 2024-02-21): "100 Mbps, 50 ms
  *            fixed delay" (mpc-costs.md §3). netem applies the delay on egress, so it is a
@@ -71,7 +72,7 @@ typedef struct net_preset_def {
 } net_preset_def;
 
 static const net_preset_def presets[] = {
-    {"lan", 100000u, 10e9},      /* 0.1 ms, 10 Gbit/s: MPC-Pipe / SPU LAN class */
+    {"lan", 100000u, 10e9},      /* 0.1 ms, 10 Gbit/s: OpenDory's throttle.sh lan, MPC-Pipe */
     {"wan", 50000000u, 100e6},   /* 50 ms, 100 Mbit/s: SecretFlow overall_benchmark.md */
     {"wan-spu", 20000000u, 300e6}, /* 20 ms, 300 Mbit/s: SPU mpc/tools/README.md */
     {"lan-5g", 250000u, 5e9},    /* 0.25 ms, 5 Gbit/s: Comet's servers (latency assumed) */
@@ -85,7 +86,7 @@ static const char *const preset_names[N_PRESETS] = {"lan",    "wan",    "wan-spu
 
 /* Where each preset's figures come from, for `mpcsim list networks` (order of presets[]). */
 static const char *const preset_sources[N_PRESETS] = {
-    "MPC-Pipe's 10 Gbps per party; SPU's sub-ms data-centre LAN",
+    "Ant's OpenDory throttle.sh lan: tbf 10000mbit, netem 0.1msec",
     "SecretFlow's benchmark (overall_benchmark.md): 100 Mbps, 50 ms",
     "SPU mpc/tools/README.md: tbf rate 300mbit, netem delay 20msec",
     "Comet (S&P 2025): 5 Gbps; its latency unpublished, 0.25 ms assumed",

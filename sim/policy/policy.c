@@ -20,7 +20,8 @@ static const policy_ops *const registry[] = {
 /* Keys the replay reads for every policy (sim/replay/replay.c). */
 static const policy_param replay_params[] = {
     {"metric_stride", "1",
-     "attention metrics every k-th decode step (1: every step, 0: none, for cost-only sweeps)",
+     "attention metrics every k-th decode step (1: every step, 0: none, for cost-only sweeps); "
+     "the default is the policy's own (16 for a policy that reads the trace, 1 for full)",
      NULL, 0, 1e9, 1},
     {"err_kv_heads", "4",
      "KV heads per layer whose output error is measured at a measured step (rotating); the "
@@ -64,6 +65,13 @@ const policy_param *policy_replay_params(size_t *n)
 {
     *n = sizeof replay_params / sizeof replay_params[0];
     return replay_params;
+}
+
+const char *policy_replay_default(const policy_ops *p, const policy_param *rp)
+{
+    if (p && p->metric_stride && !strcmp(rp->key, "metric_stride"))
+        return p->metric_stride;
+    return rp->def;
 }
 
 static const policy_param *find_param(const policy_ops *p, const char *key)
@@ -129,8 +137,10 @@ static void build_schemas(void)
                                            .flags = YS_REQ, .type_doc = "policy name"};
         for (size_t i = 0; i < p->n_params && n < SCHEMA_MAX_FIELDS; i++, n++)
             param_field(r, n, &p->params[i]);
-        for (size_t i = 0; i < nr && n < SCHEMA_MAX_FIELDS; i++, n++)
+        for (size_t i = 0; i < nr && n < SCHEMA_MAX_FIELDS; i++, n++) {
             param_field(r, n, &replay_params[i]);
+            schemas.field[r][n].def = policy_replay_default(p, &replay_params[i]);
+        }
         snprintf(schemas.name[r], sizeof schemas.name[r], "policy %s", p->name);
         schemas.schema[r] = (ys_schema){schemas.name[r], schemas.field[r], n,
                                         "sim/policy/POLICIES.md"};
@@ -254,6 +264,9 @@ const char *policy_arg(const policy_ops *p, const policy_args *a, const char *ke
                 return a->kv[i].val;
             }
     const policy_param *pp = find_param(p, key);
+    size_t nr = sizeof replay_params / sizeof replay_params[0];
+    if (pp && pp >= replay_params && pp < replay_params + nr)
+        return policy_replay_default(p, pp);
     return pp ? pp->def : NULL;
 }
 
@@ -458,4 +471,48 @@ uint32_t policy_state_tensor(op_program *prog, const char *name, uint32_t batch,
     if (id == OP_NONE)
         id = op_tensor_add(prog, name, OPT_CACHE, DOM_ARITH, batch, rows, cols);
     return id;
+}
+
+/* ---- half precision with directed rounding -------------------------------------------- */
+
+/* x rounded toward zero to binary16 (NaN stays NaN; beyond the largest finite half, 65504). */
+static uint16_t half_trunc(float x)
+{
+    uint32_t b;
+    memcpy(&b, &x, sizeof b);
+    uint16_t sign = (uint16_t)(b >> 16 & 0x8000u);
+    uint32_t ab = b & 0x7fffffffu;
+    if (ab > 0x7f800000u)
+        return sign | 0x7e00u;
+    if (ab == 0x7f800000u)
+        return sign | 0x7c00u;
+    int e = (int)(ab >> 23) - 127;
+    if (e >= 16)
+        return sign | 0x7bffu;
+    if (e >= -14)
+        return sign | (uint16_t)((uint32_t)(e + 15) << 10 | (ab >> 13 & 0x3ffu));
+    if (e >= -25) /* subnormal: units of 2^-24 */
+        return sign | (uint16_t)(((ab & 0x7fffffu) | 0x800000u) >> (-(e + 1)));
+    return sign;
+}
+
+float policy_half_float(uint16_t h)
+{
+    uint32_t e = h >> 10 & 0x1fu, m = h & 0x3ffu;
+    float v = e == 0    ? ldexpf((float)m, -24)
+              : e == 31 ? (m ? NAN : INFINITY)
+                        : ldexpf((float)(1024u + m), (int)e - 25);
+    return h & 0x8000u ? -v : v;
+}
+
+uint16_t policy_half_up(float x)
+{
+    uint16_t h = half_trunc(x);
+    return x > 0 && policy_half_float(h) < x ? (uint16_t)(h + 1) : h; /* magnitude up */
+}
+
+uint16_t policy_half_down(float x)
+{
+    uint16_t h = half_trunc(x);
+    return x < 0 && policy_half_float(h) > x ? (uint16_t)(h + 1) : h;
 }

@@ -56,6 +56,10 @@ typedef struct policy_env {
     /* Optional, preferred when set: keys of position pos for every KV head (n_kv_heads ×
      * head_dim) in one read (a synthetic trace generates all heads of a position at once). */
     int (*get_k)(void *ctx, uint32_t layer, uint32_t pos, float *k);
+    /* 1 when gather_k returns exactly the keys observe() received (the trace replay): a
+     * policy may then keep a compact summary of them and re-read keys where it must be exact
+     * (Quest's half-precision page bounds). 0 for a model's own run (the live metrics). */
+    int rereads_k;
 } policy_env;
 
 /* A scenario's policy parameters as the policy reads them (path for messages). */
@@ -149,6 +153,14 @@ struct policy_ops {
      * (sim/policy/secpol.h; the policy's own policy_<name>_secure.c). Absent: a secure run
      * applies the policy's kept sets from its plaintext replay, or its public ones. */
     const secpol_ops *secure;
+    /* The policy's default for the replay's `metric_stride` (decode steps between accuracy
+     * measurements) when the scenario sets none, as text like a parameter default; NULL: the
+     * replay's own default (policy_replay_params). */
+    const char *metric_stride;
+    /* 1 when select() and emit_cost() only read the state observe() and prefill() built and
+     * change none: a decode step nobody measures or costs (decode_stride, metric_stride) need
+     * not run them — the replay still observes it (Quest's page bounds of the new key). */
+    int stateless_select;
 };
 
 const policy_ops *policy_find(const char *name);
@@ -163,6 +175,9 @@ int policy_check_params(const policy_ops *p, const kv_param *kv, size_t n, const
                         errbuf *e);
 /* Keys every policy accepts because the replay reads them (metric_stride, recall_k, live). */
 const policy_param *policy_replay_params(size_t *n);
+/* The default of a replay key for policy p: the policy's own (policy_ops.metric_stride) or the
+ * replay's (rp->def). */
+const char *policy_replay_default(const policy_ops *p, const policy_param *rp);
 /* A policy's entry in a scenario as a field schema: 'name', its parameters, then the replay's,
  * with ranges, choices and defaults (`mpcsim list keys policy`). Every field reads its value
  * into a scratch buffer of POLICY_VALUE_MAX bytes at offset 0. NULL for an unregistered p. */
@@ -189,6 +204,20 @@ int policy_arg_choice(const policy_ops *p, const policy_args *a, const char *key
  * all. Returns the count written. work must hold n uint32. */
 size_t policy_topk(const float *score, const uint32_t *cand, size_t n, size_t k, uint32_t *out,
                    uint32_t *work);
+
+/* IEEE half precision (binary16) bits of x rounded toward +inf (up) or −inf (down), and
+ * back to float (exact). Outward rounding keeps a max an upper bound and a min a lower bound:
+ * policy_half_float(policy_half_up(x)) ≥ x and policy_half_float(policy_half_down(x)) ≤ x for
+ * every finite x (beyond ±65504 the bound is ±inf). */
+uint16_t policy_half_up(float x);
+uint16_t policy_half_down(float x);
+float policy_half_float(uint16_t h);
+/* Nonzero: Quest keeps its page bounds in float even where keys can be re-read (the tests
+ * compare the two selections). */
+extern int policy_quest_float_bounds;
+/* A factor (≥ 1) on the error bound of Quest's half-precision scores: wider, more pages are
+ * re-scored from their keys (tests; 1 in runs). */
+extern double policy_quest_slack;
 
 /* Emits a policy's ops (category OPC_POLICY) for one phase and layer; the first allocation
  * failure sticks in `failed`. */

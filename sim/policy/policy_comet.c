@@ -348,6 +348,7 @@ const policy_ops policy_comet = {
     .ffn_active = comet_ffn_active,
     .ffn_pattern = comet_ffn_pattern,
     .secure = &policy_comet_secure,
+    .metric_stride = "16",
 };
 
 /* ---- the top-k predictor's ops (secpol.h "Comet on shares"), the cost path's and the secure

@@ -215,4 +215,5 @@ const policy_ops policy_criticalkv = {
     .prefill = ckv_prefill,
     .select = ckv_select,
     .emit_cost = ckv_emit,
+    .metric_stride = "16",
 };

@@ -481,4 +481,5 @@ const policy_ops policy_h2o = {
     .select = h2o_select,
     .emit_cost = h2o_emit,
     .secure = &policy_h2o_secure,
+    .metric_stride = "16",
 };

@@ -192,11 +192,10 @@ static unsigned mpcache_layer_needs(void *st, uint32_t layer, uint32_t pos)
     return own_layer(st, layer) ? mpcache_needs(st, pos) : 0;
 }
 
-/* Appends position pos with key k (d floats) to a head's K' and its 16-cluster bounds. */
-static int head_push(mpcache_head *h, uint32_t s2, uint32_t d, uint32_t pos, const float *k)
+/* Room for cap entries of a head's K' and their 16-cluster bounds. */
+static int head_reserve(mpcache_head *h, uint32_t s2, uint32_t d, uint32_t cap)
 {
-    if (h->n == h->cap) {
-        uint32_t cap = h->cap ? 2 * h->cap : 64;
+    if (cap > h->cap) {
         uint32_t *idx = realloc(h->idx, (size_t)cap * sizeof *idx);
         if (!idx)
             return MS_ERR_NOMEM;
@@ -212,14 +211,26 @@ static int head_push(mpcache_head *h, uint32_t s2, uint32_t d, uint32_t pos, con
         h->mn = mn;
         h->cap = cap;
     }
+    return MS_OK;
+}
+
+/* Appends position pos with key k (d floats) to a head's K' and its 16-cluster bounds (the
+ * prefill reserves the static set and the decode steps exactly: no doubling slack, which at
+ * 7B shapes was up to 2 × 17 layers × 32 heads × 2 MiB of bounds). */
+static int head_push(mpcache_head *h, uint32_t s2, uint32_t d, uint32_t pos, const float *k)
+{
+    if (h->n == h->cap && head_reserve(h, s2, d, h->cap ? 2 * h->cap : 64))
+        return MS_ERR_NOMEM;
     uint32_t c = h->n / s2;
     float *mx = h->mx + (size_t)c * d, *mn = h->mn + (size_t)c * d;
-    int fresh = h->n % s2 == 0;
-    for (uint32_t i = 0; i < d; i++) {
-        if (fresh || k[i] > mx[i])
-            mx[i] = k[i];
-        if (fresh || k[i] < mn[i])
-            mn[i] = k[i];
+    if (h->n % s2 == 0) { /* the cluster's first key */
+        memcpy(mx, k, d * sizeof *mx);
+        memcpy(mn, k, d * sizeof *mn);
+    } else { /* selects rather than branches: the same values */
+        for (uint32_t i = 0; i < d; i++) {
+            mx[i] = k[i] > mx[i] ? k[i] : mx[i];
+            mn[i] = k[i] < mn[i] ? k[i] : mn[i];
+        }
     }
     h->idx[h->n++] = pos;
     return MS_OK;
@@ -320,6 +331,9 @@ static int mpcache_prefill(void *st, errbuf *e)
                 break;
             }
             s->stat_count[(size_t)l * Hkv + g] = n;
+            if (own_layer(s, l) &&
+                head_reserve(&s->head[(size_t)l * Hkv + g], s->s2, d, n + (v->max_len - P)))
+                rc = err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory");
             for (uint32_t i = 0; i < n; i++)
                 in[(size_t)g * P + s->work[i]] = 1;
         }
@@ -1372,4 +1386,5 @@ const policy_ops policy_mpcache = {
     .attend = mpcache_attend,
     .one_time = mpcache_one_time,
     .secure = &policy_mpcache_secure,
+    .metric_stride = "16",
 };

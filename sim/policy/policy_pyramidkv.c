@@ -73,4 +73,6 @@ const policy_ops policy_pyramidkv = {
     .prefill = snapkv_prefill,
     .select = snapkv_select,
     .emit_cost = snapkv_emit,
+    .metric_stride = "16",
+    .stateless_select = 1,
 };

@@ -8,6 +8,7 @@
  * skip_layers layers stay dense (`_quest_skip_layer = 2`).
  * GQA: a KV head ranks pages by the sum of its query heads' bounds (MHA: exactly Quest). */
 #include <float.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,14 +21,36 @@ static const policy_param quest_params[] = {
     {"skip_layers", "2", "first layers kept dense (_quest_skip_layer)", NULL, 0, 1e6, 1},
 };
 
+/* Page bounds at 7B shapes and 32K tokens are 2 × 30 layers × 32 heads × 2002 pages × 128
+ * channels: 1.97 GB in float. When the replay can re-read keys (policy_env.rereads_k) they are
+ * kept in half precision rounded outward (the max up, the min down: 0.98 GB), so the half
+ * bound U'_p still bounds every q·k of the page from above, and the selection stays exactly
+ * the float one: each page's score is known to within a proven error (below), pages that
+ * are in or out whatever their exact score are decided on the half bound, and only the pages
+ * near the k-th score are re-scored from their keys, as the float code scores them. The page
+ * being filled stays in float. */
 typedef struct quest_state {
     policy_env env;
     uint32_t page, budget, min_pages, skip;
     uint32_t max_pages;
-    float *mx, *mn;     /* [L][Hkv][max_pages][d] */
+    int half;           /* bounds in half precision (rereads_k) */
+    float *mx, *mn;     /* float: [L][Hkv][max_pages][d]; half: the open page, [L][Hkv][d] */
+    uint16_t *hx, *hn;  /* half: [L][Hkv][max_pages][d] */
+    uint8_t *wide;      /* half: [L][Hkv][max_pages] a bound beyond ±65504 (always re-scored) */
     float *score;       /* max_pages */
-    uint32_t *work, *sel;
+    float *lo, *hi;     /* half: max_pages score interval */
+    float *kbuf;        /* half: page × d keys re-read */
+    uint32_t *work, *sel, *cand, *inl, *idx;
 } quest_state;
+
+/* Every half's float value (policy_half_float), for the scoring loop. */
+static float half_table[65536];
+static int half_table_done;
+
+/* Nonzero: bounds in float even when keys can be re-read (tests compare the two). */
+int policy_quest_float_bounds;
+/* A factor on the half scores' error bound (tests widen it so that most pages are re-scored). */
+double policy_quest_slack = 1.0;
 
 static void quest_fini(void *st)
 {
@@ -36,9 +59,18 @@ static void quest_fini(void *st)
         return;
     free(s->mx);
     free(s->mn);
+    free(s->hx);
+    free(s->hn);
+    free(s->wide);
     free(s->score);
+    free(s->lo);
+    free(s->hi);
+    free(s->kbuf);
     free(s->work);
     free(s->sel);
+    free(s->cand);
+    free(s->inl);
+    free(s->idx);
     free(s);
 }
 
@@ -60,14 +92,33 @@ static int quest_init(const policy_env *env, const policy_args *a, void **st, er
         return rc;
     }
     s->max_pages = (env->max_len + s->page - 1) / s->page;
+    s->half = env->rereads_k && env->gather_k && !policy_quest_float_bounds;
+    for (uint32_t h = 0; s->half && !half_table_done && h < 65536; h++)
+        half_table[h] = policy_half_float((uint16_t)h);
+    half_table_done |= s->half;
     uint32_t Lq = env->n_layers > s->skip ? env->n_layers - s->skip : 0;
-    size_t n = (size_t)Lq * env->n_kv_heads * s->max_pages * env->head_dim;
-    s->mx = malloc((n ? n : 1) * sizeof *s->mx);
-    s->mn = malloc((n ? n : 1) * sizeof *s->mn);
-    s->score = malloc((s->max_pages + 1) * sizeof *s->score);
-    s->work = malloc((s->max_pages + 1) * sizeof *s->work);
-    s->sel = malloc((s->max_pages + 1) * sizeof *s->sel);
-    if (!s->mx || !s->mn || !s->score || !s->work || !s->sel) {
+    size_t lg = (size_t)Lq * env->n_kv_heads, n = lg * s->max_pages * env->head_dim;
+    size_t nf = s->half ? lg * env->head_dim : n, mp = s->max_pages + 1;
+    s->mx = malloc((nf ? nf : 1) * sizeof *s->mx);
+    s->mn = malloc((nf ? nf : 1) * sizeof *s->mn);
+    s->score = malloc(mp * sizeof *s->score);
+    s->work = malloc(mp * sizeof *s->work);
+    s->sel = malloc(mp * sizeof *s->sel);
+    int ok = s->mx && s->mn && s->score && s->work && s->sel;
+    if (s->half) {
+        s->hx = malloc((n ? n : 1) * sizeof *s->hx);
+        s->hn = malloc((n ? n : 1) * sizeof *s->hn);
+        s->wide = calloc(lg * s->max_pages + 1, 1);
+        s->lo = malloc(mp * sizeof *s->lo);
+        s->hi = malloc(mp * sizeof *s->hi);
+        s->cand = malloc(mp * sizeof *s->cand);
+        s->inl = malloc(mp * sizeof *s->inl);
+        s->idx = malloc((size_t)s->page * sizeof *s->idx);
+        s->kbuf = malloc(((size_t)s->page + 2) * env->head_dim * sizeof *s->kbuf);
+        ok = ok && s->hx && s->hn && s->wide && s->lo && s->hi && s->cand && s->inl && s->idx &&
+             s->kbuf;
+    }
+    if (!ok) {
         quest_fini(s);
         return err_set(e, MS_ERR_NOMEM, "policy quest: out of memory for %zu page bounds", n);
     }
@@ -81,10 +132,33 @@ static unsigned quest_needs(void *st, uint32_t pos)
     return POLICY_NEED_K | (pos >= s->env.prompt_len ? POLICY_NEED_Q : 0);
 }
 
+/* Index of (layer, g, page p) among the selecting layers' pages. */
+static size_t page_at(const quest_state *s, uint32_t layer, uint32_t g, uint32_t p)
+{
+    return ((size_t)(layer - s->skip) * s->env.n_kv_heads + g) * s->max_pages + p;
+}
+
+/* Float bounds of (layer, g, page p); in half mode the open page's. */
 static float *bound(const quest_state *s, float *base, uint32_t layer, uint32_t g, uint32_t p)
 {
-    size_t i = (((size_t)(layer - s->skip) * s->env.n_kv_heads + g) * s->max_pages + p);
-    return base + i * s->env.head_dim;
+    if (s->half)
+        return base + ((size_t)(layer - s->skip) * s->env.n_kv_heads + g) * s->env.head_dim;
+    return base + page_at(s, layer, g, p) * s->env.head_dim;
+}
+
+/* The page's running max and min with key k (fresh: the page's first key), as selects
+ * rather than branches (the same values: k > M ? k : M). */
+static void bound_update(float *mx, float *mn, const float *k, uint32_t d, int fresh)
+{
+    if (fresh) {
+        memcpy(mx, k, d * sizeof *mx);
+        memcpy(mn, k, d * sizeof *mn);
+        return;
+    }
+    for (uint32_t i = 0; i < d; i++) {
+        mx[i] = k[i] > mx[i] ? k[i] : mx[i];
+        mn[i] = k[i] < mn[i] ? k[i] : mn[i];
+    }
 }
 
 static int quest_observe(void *st, const policy_obs *o, errbuf *e)
@@ -93,15 +167,21 @@ static int quest_observe(void *st, const policy_obs *o, errbuf *e)
     if (o->layer < s->skip)
         return MS_OK;
     uint32_t d = s->env.head_dim, p = o->pos / s->page, fresh = o->pos % s->page == 0;
+    int full = (o->pos + 1) % s->page == 0; /* the page is complete */
     for (uint32_t g = 0; g < s->env.n_kv_heads; g++) {
         float *mx = bound(s, s->mx, o->layer, g, p), *mn = bound(s, s->mn, o->layer, g, p);
-        const float *k = o->k + (size_t)g * d;
+        bound_update(mx, mn, o->k + (size_t)g * d, d, fresh);
+        if (!s->half || !full)
+            continue;
+        size_t at = page_at(s, o->layer, g, p);
+        uint16_t *hx = s->hx + at * d, *hn = s->hn + at * d;
+        int wide = 0;
         for (uint32_t i = 0; i < d; i++) {
-            if (fresh || k[i] > mx[i])
-                mx[i] = k[i];
-            if (fresh || k[i] < mn[i])
-                mn[i] = k[i];
+            hx[i] = policy_half_up(mx[i]);
+            hn[i] = policy_half_down(mn[i]);
+            wide |= (hx[i] & 0x7c00u) == 0x7c00u || (hn[i] & 0x7c00u) == 0x7c00u;
         }
+        s->wide[at] = (uint8_t)wide;
     }
     return MS_OK;
 }
@@ -110,6 +190,115 @@ static uint32_t pages_kept(const quest_state *s)
 {
     uint32_t k = s->budget / s->page;
     return k > s->min_pages ? k : s->min_pages;
+}
+
+/* U_p = Σ_h Σ_i max(q_i·m_i, q_i·M_i) over the query heads h of KV head g, in float: the
+ * score the selection ranks by. */
+static float page_score(const float *q, const float *mx, const float *mn, uint32_t g, uint32_t G,
+                        uint32_t d)
+{
+    float u = 0;
+    for (uint32_t h = g * G; h < (g + 1) * G; h++) {
+        const float *qh = q + (size_t)h * d;
+        for (uint32_t i = 0; i < d; i++) {
+            float a = qh[i] * mx[i], b = qh[i] * mn[i];
+            u += a > b ? a : b;
+        }
+    }
+    return u;
+}
+
+/* The float score of a complete page from its keys (re-read): its bounds are the max and min
+ * of the same keys observe() saw, so the score is bit-identical to the float code's. */
+static int rescore(quest_state *s, uint32_t layer, uint32_t g, uint32_t p, const float *q,
+                   float *u)
+{
+    const policy_env *v = &s->env;
+    uint32_t d = v->head_dim, G = v->n_heads / v->n_kv_heads;
+    for (uint32_t i = 0; i < s->page; i++)
+        s->idx[i] = p * s->page + i;
+    if (v->gather_k(v->kv_ctx, layer, g, s->idx, s->page, s->kbuf))
+        return 1;
+    float *bx = s->kbuf + (size_t)s->page * d, *bn = bx + d;
+    for (uint32_t i = 0; i < s->page; i++)
+        bound_update(bx, bn, s->kbuf + (size_t)i * d, d, i == 0);
+    *u = page_score(q, bx, bn, g, G, d);
+    return 0;
+}
+
+/* k-th largest of x[0..n) (1 ≤ k ≤ n), by policy_topk's order. */
+static float kth(quest_state *s, const float *x, uint32_t n, uint32_t k)
+{
+    size_t m = policy_topk(x, NULL, n, k, s->sel, s->work);
+    float t = INFINITY;
+    for (size_t i = 0; i < m; i++)
+        t = x[s->sel[i]] < t ? x[s->sel[i]] : t;
+    return t;
+}
+
+/* Half mode: the float selection's kept pages of KV head g into s->sel, their count. */
+static int select_half(quest_state *s, uint32_t layer, uint32_t g, uint32_t pos,
+                       const float *q, uint32_t np, uint32_t kp, size_t *nsel)
+{
+    const policy_env *v = &s->env;
+    uint32_t d = v->head_dim, G = v->n_heads / v->n_kv_heads, closed = pos / s->page;
+    /* |U − U'| ≤ Σ|q_i|·(δM_i ∨ δm_i), δ ≤ 2^-10·|bound'| + 2^-24 (a half's spacing), plus the
+     * float evaluation of both sums, each ≤ γ_n·Σ|terms| with n = G·d + 1 terms */
+    double gam = (double)(G * d + 1) * 0x1p-24 / (1.0 - (double)(G * d + 1) * 0x1p-24);
+    for (uint32_t p = 0; p < np; p++) {
+        if (p >= closed) { /* the open page: its float bounds */
+            const float *mx = bound(s, s->mx, layer, g, p), *mn = bound(s, s->mn, layer, g, p);
+            s->lo[p] = s->hi[p] = s->score[p] = page_score(q, mx, mn, g, G, d);
+            continue;
+        }
+        size_t at = page_at(s, layer, g, p);
+        if (s->wide[at]) {
+            s->lo[p] = -INFINITY;
+            s->hi[p] = INFINITY;
+            continue;
+        }
+        const uint16_t *hx = s->hx + at * d, *hn = s->hn + at * d;
+        const float *hf = half_table;
+        float u = 0;
+        double S = 0, Q = 0;
+        for (uint32_t h = g * G; h < (g + 1) * G; h++) {
+            const float *qh = q + (size_t)h * d;
+            for (uint32_t i = 0; i < d; i++) {
+                float M = hf[hx[i]], m = hf[hn[i]];
+                float a = qh[i] * M, b = qh[i] * m, aq = fabsf(qh[i]);
+                u += a > b ? a : b;
+                S += (double)aq * fmax(fabsf(M), fabsf(m));
+                Q += aq;
+            }
+        }
+        double eps = 0x1p-10 * S + 0x1p-24 * Q;
+        eps += 2 * gam * (S + eps);
+        eps = eps * 1.01 * policy_quest_slack + 1e-30;
+        s->lo[p] = (float)((double)u - eps);
+        s->hi[p] = (float)((double)u + eps);
+        /* float rounding of lo/hi themselves: one more float ulp outward */
+        s->lo[p] = nextafterf(s->lo[p], -INFINITY);
+        s->hi[p] = nextafterf(s->hi[p], INFINITY);
+    }
+    /* in for sure: lo_p above the (kp+1)-th largest hi; out for sure: hi_p below the kp-th
+     * largest lo; the rest re-scored exactly and ranked as the float code ranks them */
+    float T = kth(s, s->lo, np, kp), H = kp + 1 <= np ? kth(s, s->hi, np, kp + 1) : -INFINITY;
+    size_t n_in = 0, n_amb = 0;
+    for (uint32_t p = 0; p < np; p++) {
+        if (s->lo[p] > H) {
+            s->inl[n_in++] = p;
+        } else if (!(s->hi[p] < T)) {
+            if (s->lo[p] != s->hi[p] && rescore(s, layer, g, p, q, &s->score[p]))
+                return 1;
+            s->cand[n_amb++] = p;
+        }
+    }
+    size_t want = kp > n_in ? kp - n_in : 0;
+    size_t m = policy_topk(s->score, s->cand, n_amb, want, s->sel, s->work);
+    for (size_t i = 0; i < n_in; i++)
+        s->sel[m + i] = s->inl[i];
+    *nsel = m + n_in;
+    return 0;
 }
 
 static int quest_select(void *st, uint32_t layer, uint32_t pos, const float *q, uint8_t *keep,
@@ -124,19 +313,16 @@ static int quest_select(void *st, uint32_t layer, uint32_t pos, const float *q, 
         return MS_OK;
     }
     for (uint32_t g = 0; g < v->n_kv_heads; g++) {
-        for (uint32_t p = 0; p < np; p++) {
-            const float *mx = bound(s, s->mx, layer, g, p), *mn = bound(s, s->mn, layer, g, p);
-            float u = 0;
-            for (uint32_t h = g * G; h < (g + 1) * G; h++) {
-                const float *qh = q + (size_t)h * d;
-                for (uint32_t i = 0; i < d; i++) {
-                    float a = qh[i] * mx[i], b = qh[i] * mn[i];
-                    u += a > b ? a : b;
-                }
-            }
-            s->score[p] = u;
+        size_t k;
+        if (s->half) {
+            if (select_half(s, layer, g, pos, q, np, kp, &k))
+                return err_set(e, MS_ERR_INPUT, "policy quest: cannot re-read the keys of a page");
+        } else {
+            for (uint32_t p = 0; p < np; p++)
+                s->score[p] = page_score(q, bound(s, s->mx, layer, g, p),
+                                         bound(s, s->mn, layer, g, p), g, G, d);
+            k = policy_topk(s->score, NULL, np, kp, s->sel, s->work);
         }
-        size_t k = policy_topk(s->score, NULL, np, kp, s->sel, s->work);
         uint8_t *row = keep + (size_t)g * pos;
         memset(row, 0, pos);
         for (size_t i = 0; i < k; i++) {
@@ -196,4 +382,6 @@ const policy_ops policy_quest = {
     .observe = quest_observe,
     .select = quest_select,
     .emit_cost = quest_emit,
+    .metric_stride = "16",
+    .stateless_select = 1,
 };

@@ -281,5 +281,7 @@ const policy_ops policy_snapkv = {
     .prefill = snapkv_prefill,
     .select = snapkv_select,
     .emit_cost = snapkv_emit,
+    .metric_stride = "16",
+    .stateless_select = 1,
 };
 

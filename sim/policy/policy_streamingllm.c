@@ -72,4 +72,6 @@ const policy_ops policy_streamingllm = {
     .needs = sl_needs,
     .select = sl_select,
     .count = sl_count,
+    .metric_stride = "16",
+    .stateless_select = 1,
 };

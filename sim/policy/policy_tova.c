@@ -173,4 +173,5 @@ const policy_ops policy_tova = {
     .observe = tova_observe,
     .select = tova_select,
     .emit_cost = tova_emit,
+    .metric_stride = "16",
 };

@@ -23,7 +23,9 @@ struct replay {
     policy_env env;
     policy_args args;
     trace *tr;
+    int tr_shared;      /* tr belongs to the caller (replay_open_shared) */
     uint32_t P, next_step, stride, err_heads, prompt_rows;
+    uint32_t prompt_next; /* the next prompt position to observe */
     int prompt_done, live;
     int once;           /* the newest step holds one-time work (policy_ops.one_time) */
     int exact;          /* the full cache on a synthetic trace: its metrics hold by construction,
@@ -35,8 +37,6 @@ struct replay {
     uint32_t *sel;      /* Hkv: one layer's selection counts */
     float *att;         /* H × max_len: attention renormalized over the kept entries */
     float *vbuf, *k, *v;
-    float *wo_syn;      /* synthetic traces: one W_o draw reused for every layer, or NULL */
-    uint32_t wo_rows, wo_cols;
     uint32_t *idx;
     metrics m;
 };
@@ -76,7 +76,19 @@ static int read_params(replay *r, errbuf *e)
                                                    : MS_OK;
 }
 
+int replay_reads_trace(const run_cfg *cfg)
+{
+    const char *name = cfg->policy.name[0] ? cfg->policy.name : "full";
+    int has_trace = cfg->trace.source[0] && strcmp(cfg->trace.source, "none") != 0;
+    return has_trace && !(!strcmp(name, "full") && !strcmp(cfg->trace.source, "synth"));
+}
+
 int replay_open(const run_cfg *cfg, replay **out, errbuf *e)
+{
+    return replay_open_shared(cfg, NULL, out, e);
+}
+
+int replay_open_shared(const run_cfg *cfg, trace *shared, replay **out, errbuf *e)
 {
     *out = NULL;
     const char *name = cfg->policy.name[0] ? cfg->policy.name : "full";
@@ -98,11 +110,16 @@ int replay_open(const run_cfg *cfg, replay **out, errbuf *e)
     r->args = (policy_args){cfg->policy.params, cfg->policy.n_params, cfg->scenario_path};
     const model_cfg *mc = &cfg->model;
     r->env = (policy_env){mc->n_layers, mc->n_heads, mc->n_kv_heads, mc->head_dim, mc->dim,
-                          mc->ffn_dim, r->P, r->P + cfg->work.decode_len, NULL, NULL, NULL};
+                          mc->ffn_dim, r->P, r->P + cfg->work.decode_len, NULL, NULL, NULL,
+                          0};
     int has_trace = cfg->trace.source[0] && strcmp(cfg->trace.source, "none") != 0;
     r->exact = !strcmp(p->name, "full") && !strcmp(cfg->trace.source, "synth");
     if (has_trace && !r->exact) {
-        rc = trace_open_run(cfg, &r->tr, e);
+        r->tr_shared = shared != NULL;
+        if (shared)
+            r->tr = shared;
+        else
+            rc = trace_open_run(cfg, &r->tr, e);
         if (!rc && trace_get_shape(r->tr)->n_tokens < r->env.max_len)
             rc = err_set(e, MS_ERR_INPUT,
                          "trace has %u positions, the run needs prompt %u + decode %u\n"
@@ -111,6 +128,7 @@ int replay_open(const run_cfg *cfg, replay **out, errbuf *e)
         r->env.gather_k = gather_k;
         r->env.get_k = get_k;
         r->env.kv_ctx = r->tr;
+        r->env.rereads_k = 1; /* observe() gets these very keys (trace_kv) */
     } else if (p->observe) {
         rc = err_set(e, MS_ERR_INPUT,
                      "%s: error: policy '%s' reads attention/keys and needs a trace\n"
@@ -150,7 +168,7 @@ void replay_close(replay *r)
         return;
     if (r->st)
         r->pol->fini(r->st);
-    if (r->tr)
+    if (r->tr && !r->tr_shared)
         trace_close(r->tr);
     metrics_free(&r->m);
     free(r->keep);
@@ -159,7 +177,6 @@ void replay_close(replay *r)
     free(r->sel);
     free(r->att);
     free(r->vbuf);
-    free(r->wo_syn);
     free(r->k);
     free(r->v);
     free(r->idx);
@@ -168,23 +185,14 @@ void replay_close(replay *r)
 
 /* ---- observation ------------------------------------------------------------------------ */
 
-/* W_o of a layer. A synthetic trace generates an i.i.d. Gaussian W_o on every call (16M normals
- * for a 7B layer), so the replay draws it once and uses that draw for every layer: the same
- * distribution, a different (fixed) sample per layer would not change any expectation. */
+/* W_o of a layer. A synthetic trace generates an i.i.d. Gaussian W_o per layer (16M normals
+ * for a 7B layer), so the replay uses layer 0's draw for every layer: the same distribution,
+ * a different (fixed) sample per layer would not change any expectation. The trace keeps the
+ * draw (synth_wo caches layer 0 whatever the model's size), so it is read in place, not
+ * copied (64 MiB at 7B shapes). */
 static const float *layer_wo(replay *r, uint32_t layer, uint32_t *rows, uint32_t *cols)
 {
-    if (!trace_is_synthetic(r->tr))
-        return trace_wo(r->tr, layer, rows, cols);
-    if (!r->wo_syn) {
-        const float *w = trace_wo(r->tr, 0, &r->wo_rows, &r->wo_cols);
-        size_t n = (size_t)r->wo_rows * r->wo_cols;
-        if (!w || !(r->wo_syn = malloc(n * sizeof *r->wo_syn)))
-            return NULL;
-        memcpy(r->wo_syn, w, n * sizeof *w);
-    }
-    *rows = r->wo_rows;
-    *cols = r->wo_cols;
-    return r->wo_syn;
+    return trace_wo(r->tr, trace_is_synthetic(r->tr) ? 0 : layer, rows, cols);
 }
 
 /* Fills and passes one (pos, layer) observation; att_used is the attention the model computed
@@ -233,22 +241,37 @@ static int observe(replay *r, uint32_t pos, uint32_t layer, const float *att_use
     return r->pol->observe(r->st, &o, e);
 }
 
-/* Feeds the prompt (dense causal attention) and runs the prefill selection, once. */
+/* Observes one prompt position (dense causal attention) at every layer. */
+static int prompt_pos(replay *r, uint32_t pos, errbuf *e)
+{
+    /* a position the policy reads nothing from is not generated (synthetic traces) */
+    unsigned need = needs_at(r, pos);
+    int stream = need & (POLICY_NEED_Q | POLICY_NEED_ATT | POLICY_NEED_FFN);
+    int rc = stream ? trace_seek(r->tr, pos, e) : MS_OK;
+    for (uint32_t l = 0; !rc && l < r->env.n_layers; l++)
+        rc = observe(r, pos, l, NULL, e);
+    return rc;
+}
+
+int replay_prompt_upto(replay *r, uint32_t pos, errbuf *e)
+{
+    int rc = MS_OK;
+    if (!r->tr || !r->pol->observe)
+        return rc;
+    while (!rc && !r->prompt_done && r->prompt_next <= pos && r->prompt_next < r->P)
+        rc = prompt_pos(r, r->prompt_next++, e);
+    return rc;
+}
+
+/* Feeds the rest of the prompt and runs the prefill selection, once. */
 static int ensure_prompt(replay *r, errbuf *e)
 {
     if (r->prompt_done)
         return MS_OK;
+    int rc = r->P ? replay_prompt_upto(r, r->P - 1, e) : MS_OK;
     r->prompt_done = 1;
-    for (uint32_t pos = 0; r->tr && r->pol->observe && pos < r->P; pos++) {
-        /* a position the policy reads nothing from is not generated (synthetic traces) */
-        unsigned need = needs_at(r, pos);
-        int stream = need & (POLICY_NEED_Q | POLICY_NEED_ATT | POLICY_NEED_FFN);
-        int rc = stream ? trace_seek(r->tr, pos, e) : MS_OK;
-        for (uint32_t l = 0; !rc && l < r->env.n_layers; l++)
-            rc = observe(r, pos, l, NULL, e);
-        if (rc)
-            return rc;
-    }
+    if (rc)
+        return rc;
     return r->pol->prefill ? r->pol->prefill(r->st, e) : MS_OK;
 }
 
@@ -348,8 +371,10 @@ static uint32_t keep_max(const uint8_t *keep, uint32_t Hkv, uint32_t pos)
     return cmax;
 }
 
-/* One decode position: select, measure, observe and (if prog) emit, for every layer. */
-static int decode_pos(replay *r, uint32_t step, op_program *prog, errbuf *e)
+/* One decode position: select, measure, observe and (if prog) emit, for every layer. idle:
+ * nobody costs the step (no prog), so a stateless selection (policy_ops.stateless_select)
+ * runs only where a metric or the policy's own observation reads it. */
+static int decode_pos(replay *r, uint32_t step, op_program *prog, int idle, errbuf *e)
 {
     const policy_env *v = &r->env;
     uint32_t pos = r->P + step, Hkv = v->n_kv_heads;
@@ -364,6 +389,12 @@ static int decode_pos(replay *r, uint32_t step, op_program *prog, errbuf *e)
          * the same ops, and a shorter selection (a partial last page or cluster chosen by
          * some heads only) is padded with masked slots. Metrics use the true sets. */
         uint32_t cmax = 0;
+        int att = needs_of(r, r->st, l, pos) & POLICY_NEED_ATT;
+        if (idle && !prog && !measure && !att && r->pol->stateless_select) {
+            if (read)
+                rc = observe(r, pos, l, NULL, e);
+            continue;
+        }
         if (!read && !need && r->pol->count) {
             cmax = r->pol->count(r->st, l, pos); /* positional: no mask to build */
         } else {
@@ -378,7 +409,7 @@ static int decode_pos(replay *r, uint32_t step, op_program *prog, errbuf *e)
         const float *used = NULL;
         if (measure && r->exact) {
             exact_rows(r, pos, step);
-        } else if (measure || (needs_of(r, r->st, l, pos) & POLICY_NEED_ATT)) {
+        } else if (measure || att) {
             rc = layer_rows(r, pos, l, trace_att(r->tr, l), measure, e);
             used = r->att;
         }
@@ -397,6 +428,24 @@ static int decode_pos(replay *r, uint32_t step, op_program *prog, errbuf *e)
 
 int replay_step_once(const replay *r) { return r->once; }
 
+int replay_idle_off;
+
+int replay_idle_ok(const replay *r)
+{
+    return !replay_idle_off && r->pol->stateless_select && !r->pol->one_time;
+}
+
+int replay_step_idle(replay *r, uint32_t step, uint32_t kv_len, errbuf *e)
+{
+    if (!replay_idle_ok(r))
+        return replay_step(r, step, kv_len, r->kept, NULL, e);
+    if (kv_len != r->P + step || step >= r->cfg->work.decode_len || step != r->next_step)
+        return err_set(e, MS_ERR_INTERNAL, "replay: idle step %u at kv_len %u out of order",
+                       step, kv_len);
+    int rc = ensure_prompt(r, e);
+    return rc ? rc : decode_pos(r, r->next_step++, NULL, 1, e);
+}
+
 int replay_step(replay *r, uint32_t step, uint32_t kv_len, uint32_t *kept, op_program *prog,
                 errbuf *e)
 {
@@ -406,10 +455,10 @@ int replay_step(replay *r, uint32_t step, uint32_t kv_len, uint32_t *kept, op_pr
                        step, kv_len, r->P, r->next_step);
     int rc = ensure_prompt(r, e);
     while (!rc && r->next_step < step) /* skipped steps still move the policy's state */
-        rc = decode_pos(r, r->next_step++, NULL, e);
+        rc = decode_pos(r, r->next_step++, NULL, 0, e);
     if (!rc)
-        rc = decode_pos(r, r->next_step++, prog, e);
-    if (!rc)
+        rc = decode_pos(r, r->next_step++, prog, 0, e);
+    if (!rc && kept != r->kept)
         memcpy(kept, r->kept, (size_t)r->env.n_layers * r->env.n_kv_heads * sizeof *kept);
     return rc;
 }
@@ -509,8 +558,10 @@ static int live_run(replay *r, errbuf *e)
     c.keep = malloc((size_t)mc->n_kv_heads * (r->env.max_len + 1));
     if (!rc && (!lf || !lp || !c.keep))
         rc = err_set(e, MS_ERR_NOMEM, "replay: out of memory");
+    policy_env lenv = r->env;
+    lenv.rereads_k = 0; /* this instance observes the model's own keys, not the trace's */
     if (!rc)
-        rc = r->pol->init(&r->env, &r->args, &c.st, e);
+        rc = r->pol->init(&lenv, &r->args, &c.st, e);
     llama_hooks hk = {.ctx = &c, .on_layer = live_layer, .attend_mask = live_mask};
     agree_ctx ag = {r, MS_OK, e};
     llama_hooks hf = {.ctx = &ag, .on_layer = agree_layer};

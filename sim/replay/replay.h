@@ -13,8 +13,19 @@
 #include "sim/engine/runcfg.h"
 
 typedef struct replay replay;
+struct trace;
 
 int replay_open(const run_cfg *cfg, replay **out, errbuf *e);
+/* 1 when the run's replay reads its trace (a trace source, and not the full cache on a
+ * synthetic trace, whose metrics hold by construction). */
+int replay_reads_trace(const run_cfg *cfg);
+/* replay_open on a trace the caller opened for cfg (trace_open_run) and closes after the
+ * replay; NULL: the replay opens its own. The runs of a sweep that read the same trace share
+ * one (sim/scenario/group.h). */
+int replay_open_shared(const run_cfg *cfg, struct trace *shared, replay **out, errbuf *e);
+/* Observes the prompt up to position pos (inclusive), as replay_prefill would before its
+ * selection; lets several replays of one shared trace walk the prompt together. */
+int replay_prompt_upto(replay *r, uint32_t pos, errbuf *e);
 /* Prefill: appends policy ops for the prefill phase (e.g. SnapKV's scoring) to prog. */
 int replay_prefill(replay *r, op_program *prog, errbuf *e);
 /* Decode step `step` (0-based) with kv_len entries cached: fills kept[n_layers·n_kv_heads]
@@ -23,6 +34,15 @@ int replay_prefill(replay *r, op_program *prog, errbuf *e);
  * policy's own ops to prog. */
 int replay_step(replay *r, uint32_t step, uint32_t kv_len, uint32_t *kept, op_program *prog,
                 errbuf *e);
+/* Decode step `step` as replay_step, for a step nobody costs (its kept counts and ops are not
+ * read): a stateless selection (policy_ops.stateless_select) is then skipped where no metric
+ * reads it, the policy's observation kept. The next replay_step's results are the same. */
+int replay_step_idle(replay *r, uint32_t step, uint32_t kv_len, errbuf *e);
+/* 1 when replay_step_idle can skip anything for this policy (a stateless selection and no
+ * one-time steps, whose steps the runner must see). */
+int replay_idle_ok(const replay *r);
+/* Nonzero: replay_idle_ok is 0 (tests compare the runs with and without idle steps). */
+extern int replay_idle_off;
 /* 1 when the newest step's ops hold one-time work (policy_ops.one_time): it stands for itself
  * only under decode_stride. */
 int replay_step_once(const replay *r);

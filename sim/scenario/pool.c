@@ -1,5 +1,7 @@
 /* pool.c — a sweep's runs executed in this process or in forked workers (pool.h). */
 #include "pool.h"
+#include "group.h"
+#include "sim/replay/replay.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -32,18 +34,72 @@ double pool_now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void job_execute(const run_cfg *c, size_t pos, pool_result *j)
+/* A group of the selection: runs that read the same trace (run_same_trace), executed
+ * together (run_execute_group). */
+typedef struct pgroup {
+    size_t *pos;     /* selection positions, in selection order */
+    size_t n;
+    double weight;   /* for handing out the largest first */
+} pgroup;
+
+/* What a group's runs report through, as each finishes. */
+typedef struct gctx {
+    const size_t *pos;
+    run_result *res;
+    char started[32];
+    double t0;
+    void (*emit)(void *ctx, pool_result *j); /* takes j; j->res is freed after it returns */
+    void *ctx;
+} gctx;
+
+static void group_done(void *ctx, size_t i, int rc, const errbuf *e)
 {
-    memset(j, 0, sizeof *j);
-    j->pos = pos;
-    run_result_init(&j->res);
-    iso_now(j->started);
-    double t0 = pool_now_s();
-    j->rc = run_execute(c, &j->res, &j->err);
-    double dt = pool_now_s() - t0;
-    if (j->res.wall_s <= 0)
-        j->res.wall_s = dt;
-    iso_now(j->finished);
+    gctx *g = ctx;
+    pool_result j;
+    memset(&j, 0, sizeof j);
+    j.pos = g->pos[i];
+    j.rc = rc;
+    if (rc != MS_OK)
+        j.err = *e;
+    memcpy(j.started, g->started, sizeof j.started);
+    iso_now(j.finished);
+    j.res = g->res[i];
+    if (j.res.wall_s <= 0)
+        j.res.wall_s = pool_now_s() - g->t0;
+    run_result_init(&g->res[i]);
+    g->emit(g->ctx, &j);
+    run_result_free(&j.res);
+}
+
+/* The configs of a group; NULL when out of memory. */
+typedef struct pool pool;
+static const run_cfg **group_cfgs(const pool *pl, const pgroup *gr);
+
+static void group_execute(const pool *pl, const pgroup *gr,
+                          void (*emit)(void *ctx, pool_result *j), void *ctx)
+{
+    const run_cfg **cf = group_cfgs(pl, gr);
+    run_result *res = calloc(gr->n ? gr->n : 1, sizeof *res);
+    gctx g = {.pos = gr->pos, .res = res, .t0 = pool_now_s(), .emit = emit, .ctx = ctx};
+    iso_now(g.started);
+    for (size_t i = 0; res && i < gr->n; i++)
+        run_result_init(&res[i]);
+    if (cf && res) {
+        run_execute_group(cf, gr->n, res, group_done, &g);
+    } else { /* every run of the group fails */
+        for (size_t i = 0; i < gr->n; i++) {
+            pool_result j;
+            memset(&j, 0, sizeof j);
+            run_result_init(&j.res);
+            j.pos = gr->pos[i];
+            j.rc = err_set(&j.err, MS_ERR_NOMEM, "run: out of memory");
+            memcpy(j.started, g.started, sizeof j.started);
+            iso_now(j.finished);
+            emit(ctx, &j);
+        }
+    }
+    free(cf);
+    free(res);
 }
 
 /* A growable byte buffer; the wire format is this binary's own struct layout (parent and
@@ -171,13 +227,13 @@ static int job_deserialize(const unsigned char *p, size_t n, pool_result *j)
 /* ---- executing: in-process or in forked workers ---------------------------------------- */
 
 /* What the workers and the parent share. */
-typedef struct pool {
+struct pool {
     const run_cfg *runs;
     const size_t *sel;
     const run_cfg *const *list; /* or the runs themselves (pool_run_list) */
     size_t n;
     const pool_sink *sink;
-} pool;
+};
 
 static const run_cfg *pool_cfg(const pool *pl, size_t i)
 {
@@ -198,20 +254,77 @@ static void pool_done(const pool *pl, pool_result *j)
     run_result_free(&j->res);
 }
 
-static void pool_inprocess(const pool *pl)
+static const run_cfg **group_cfgs(const pool *pl, const pgroup *gr)
 {
-    for (size_t i = 0; i < pl->n && !pool_stopped(pl); i++) {
-        pool_result j;
-        pool_begin(pl, i);
-        job_execute(pool_cfg(pl, i), i, &j);
-        pool_done(pl, &j);
+    const run_cfg **cf = malloc((gr->n ? gr->n : 1) * sizeof *cf);
+    for (size_t i = 0; cf && i < gr->n; i++)
+        cf[i] = pool_cfg(pl, gr->pos[i]);
+    return cf;
+}
+
+static void groups_free(pgroup *g, size_t n)
+{
+    for (size_t i = 0; g && i < n; i++)
+        free(g[i].pos);
+    free(g);
+}
+
+static int by_weight(const void *a, const void *b)
+{
+    const pgroup *x = a, *y = b;
+    return x->weight < y->weight ? 1 : x->weight > y->weight ? -1 : x->pos[0] < y->pos[0] ? -1 : 1;
+}
+
+/* The selection's groups, the largest first (the prompt length times the runs: a group's
+ * shared rows and each run's own work both grow with the prompt). Runs that read no trace are
+ * groups of one. NULL when out of memory. */
+static pgroup *make_groups(const pool *pl, size_t *ng)
+{
+    pgroup *g = calloc(pl->n ? pl->n : 1, sizeof *g);
+    size_t n = 0;
+    for (size_t i = 0; g && i < pl->n; i++) {
+        const run_cfg *c = pool_cfg(pl, i);
+        size_t k = 0;
+        if (replay_reads_trace(c))
+            while (k < n && !(replay_reads_trace(pool_cfg(pl, g[k].pos[0])) &&
+                              run_same_trace(pool_cfg(pl, g[k].pos[0]), c)))
+                k++;
+        else
+            k = n;
+        if (k == n && !(g[n++].pos = malloc(pl->n * sizeof *g[k].pos))) {
+            groups_free(g, n);
+            return NULL;
+        }
+        g[k].pos[g[k].n++] = i;
+        g[k].weight += (double)c->work.prompt_len + c->work.decode_len + 1;
+    }
+    if (g)
+        qsort(g, n, sizeof *g, by_weight);
+    *ng = n;
+    return g;
+}
+
+static void emit_done(void *ctx, pool_result *j)
+{
+    const pool *pl = ctx;
+    pl->sink->done(pl->sink->ctx, j);
+}
+
+static void pool_inprocess(const pool *pl, const pgroup *g, size_t ng)
+{
+    for (size_t k = 0; k < ng && !pool_stopped(pl); k++) {
+        for (size_t i = 0; i < g[k].n; i++)
+            pool_begin(pl, g[k].pos[i]);
+        group_execute(pl, &g[k], emit_done, (void *)pl);
     }
 }
 
 typedef struct worker {
     pid_t pid;
     int task_fd, res_fd; /* parent's ends */
-    long task;           /* selection position in flight, -1 if idle */
+    long task;           /* group in flight, -1 if idle */
+    size_t left;         /* its runs not yet reported */
+    unsigned char *got;  /* pl->n flags: reported (of the group in flight) */
 } worker;
 
 static int write_all(int fd, const void *p, size_t n)
@@ -245,29 +358,38 @@ static int read_all(int fd, void *p, size_t n)
     return 1;
 }
 
-/* A worker: read a selection position, execute it, send the result; until EOF. */
-static void worker_main(const pool *pl, int task_fd, int res_fd)
+/* A worker sends each run's result as the run finishes. */
+typedef struct wemit {
+    int res_fd;
+} wemit;
+
+static void worker_emit(void *ctx, pool_result *j)
+{
+    wemit *w = ctx;
+    wbuf b = {0};
+    job_serialize(j, &b);
+    if (b.oom || write_all(w->res_fd, b.p, b.n))
+        _exit(1);
+    free(b.p);
+}
+
+/* A worker: read a group, execute it, send its results; until EOF. */
+static void worker_main(const pool *pl, const pgroup *g, size_t ng, int task_fd, int res_fd)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() == 1)
         _exit(1);
-    uint64_t pos;
-    while (read_all(task_fd, &pos, sizeof pos) == 1) {
-        pool_result j;
-        wbuf b = {0};
-        if (pos >= pl->n)
+    uint64_t k;
+    wemit w = {res_fd};
+    while (read_all(task_fd, &k, sizeof k) == 1) {
+        if (k >= ng)
             _exit(1);
-        job_execute(pool_cfg(pl, (size_t)pos), (size_t)pos, &j);
-        job_serialize(&j, &b);
-        if (b.oom || write_all(res_fd, b.p, b.n))
-            _exit(1);
-        free(b.p);
-        run_result_free(&j.res);
+        group_execute(pl, &g[k], worker_emit, &w);
     }
     _exit(0);
 }
 
-static int worker_spawn(const pool *pl, worker *ws, int k)
+static int worker_spawn(const pool *pl, const pgroup *g, size_t ng, worker *ws, int k)
 {
     int tp[2], rp[2];
     if (pipe(tp))
@@ -288,22 +410,27 @@ static int worker_spawn(const pool *pl, worker *ws, int k)
         }
         close(tp[1]);
         close(rp[0]);
-        worker_main(pl, tp[0], rp[1]);
+        worker_main(pl, g, ng, tp[0], rp[1]);
     }
     close(tp[0]);
     close(rp[1]);
-    ws[k] = (worker){.pid = pid, .task_fd = tp[1], .res_fd = rp[0], .task = -1};
+    ws[k] = (worker){.pid = pid, .task_fd = tp[1], .res_fd = rp[0], .task = -1,
+                     .got = calloc(pl->n ? pl->n : 1, 1)};
     return 0;
 }
 
-/* Gives worker w the next position, or closes its task pipe when none is left. */
-static void worker_feed(const pool *pl, worker *w, size_t *next, size_t n)
+/* Gives worker w the next group, or closes its task pipe when none is left. */
+static void worker_feed(const pool *pl, const pgroup *g, worker *w, size_t *next, size_t ng)
 {
-    if (*next < n) {
-        uint64_t pos = *next;
-        if (write_all(w->task_fd, &pos, sizeof pos) == 0) {
+    if (*next < ng) {
+        uint64_t k = *next;
+        if (write_all(w->task_fd, &k, sizeof k) == 0) {
             w->task = (long)(*next)++;
-            pool_begin(pl, (size_t)pos);
+            w->left = g[k].n;
+            for (size_t i = 0; i < g[k].n; i++) {
+                w->got[g[k].pos[i]] = 0;
+                pool_begin(pl, g[k].pos[i]);
+            }
             return;
         }
     }
@@ -313,8 +440,21 @@ static void worker_feed(const pool *pl, worker *w, size_t *next, size_t n)
     w->task = -1;
 }
 
-/* Reads one framed result from a worker; on EOF or garbage, the run in flight fails. */
-static int worker_collect(const pool *pl, worker *w)
+/* 1 when selection position pos is a run of w's group not yet reported. */
+static int worker_owes(const pgroup *g, const worker *w, size_t pos)
+{
+    if (w->task < 0)
+        return 0;
+    const pgroup *gr = &g[w->task];
+    for (size_t i = 0; i < gr->n; i++)
+        if (gr->pos[i] == pos)
+            return !w->got[pos];
+    return 0;
+}
+
+/* Reads one framed result from a worker: 1 when its group is complete, 0 when more are due;
+ * on EOF or garbage the group's unreported runs fail (-1). */
+static int worker_collect(const pool *pl, const pgroup *g, worker *w)
 {
     uint64_t hdr[2];
     pool_result j;
@@ -324,10 +464,12 @@ static int worker_collect(const pool *pl, worker *w)
     unsigned char *p = NULL;
     if (got == 1 && hdr[0] == WIRE_MAGIC && hdr[1] < ((uint64_t)1 << 34) &&
         (p = malloc(hdr[1] ? hdr[1] : 1)) && read_all(w->res_fd, p, hdr[1]) == 1 &&
-        job_deserialize(p, hdr[1], &j) == 0 && (long)j.pos == w->task) {
+        job_deserialize(p, hdr[1], &j) == 0 && worker_owes(g, w, j.pos)) {
         free(p);
+        w->got[j.pos] = 1;
+        w->left--;
         pool_done(pl, &j);
-        return 0;
+        return w->left == 0;
     }
     free(p);
     run_result_free(&j.res);
@@ -336,38 +478,44 @@ static int worker_collect(const pool *pl, worker *w)
     if (w->task_fd >= 0)
         close(w->task_fd);
     w->task_fd = -1;
-    if (w->task >= 0) { /* the worker died or spoke garbage: its run fails, others go on */
-        pool_result f = {.pos = (size_t)w->task, .rc = MS_ERR_INTERNAL};
-        run_result_init(&f.res);
-        iso_now(f.started);
-        iso_now(f.finished);
-        err_set(&f.err, MS_ERR_INTERNAL, "worker process %d died during the run", (int)w->pid);
-        pool_done(pl, &f);
+    if (w->task >= 0) { /* the worker died or spoke garbage: its unreported runs fail */
+        const pgroup *gr = &g[w->task];
+        for (size_t i = 0; i < gr->n; i++) {
+            if (w->got[gr->pos[i]])
+                continue;
+            pool_result f = {.pos = gr->pos[i], .rc = MS_ERR_INTERNAL};
+            run_result_init(&f.res);
+            iso_now(f.started);
+            iso_now(f.finished);
+            err_set(&f.err, MS_ERR_INTERNAL, "worker process %d died during the run",
+                    (int)w->pid);
+            pool_done(pl, &f);
+        }
     }
     return -1;
 }
 
-static void pool_workers(const pool *pl, long jobs)
+static void pool_workers(const pool *pl, const pgroup *g, size_t ng, long jobs)
 {
     worker ws[POOL_MAX_JOBS];
     int nw = 0;
     size_t next = 0;
-    if ((size_t)jobs > pl->n)
-        jobs = (long)pl->n;
+    if ((size_t)jobs > ng)
+        jobs = (long)ng;
     if (jobs > POOL_MAX_JOBS)
         jobs = POOL_MAX_JOBS;
     for (; nw < jobs; nw++)
-        if (worker_spawn(pl, ws, nw)) {
+        if (worker_spawn(pl, g, ng, ws, nw)) {
             fprintf(stderr, "mpcsim run: warning: could not start worker %d: %s\n", nw + 1,
                     strerror(errno));
             break;
         }
     if (nw == 0) {
-        pool_inprocess(pl);
+        pool_inprocess(pl, g, ng);
         return;
     }
     for (int i = 0; i < nw; i++)
-        worker_feed(pl, &ws[i], &next, pool_stopped(pl) ? 0 : pl->n);
+        worker_feed(pl, g, &ws[i], &next, pool_stopped(pl) ? 0 : ng);
     for (;;) {
         struct pollfd pf[POOL_MAX_JOBS];
         int np = 0, map[POOL_MAX_JOBS];
@@ -387,8 +535,8 @@ static void pool_workers(const pool *pl, long jobs)
             if (!(pf[k].revents & (POLLIN | POLLHUP | POLLERR)))
                 continue;
             worker *w = &ws[map[k]];
-            if (worker_collect(pl, w) == 0)
-                worker_feed(pl, w, &next, pool_stopped(pl) ? 0 : pl->n);
+            if (worker_collect(pl, g, w) == 1)
+                worker_feed(pl, g, w, &next, pool_stopped(pl) ? 0 : ng);
         }
     }
     for (int i = 0; i < nw; i++) {
@@ -397,16 +545,30 @@ static void pool_workers(const pool *pl, long jobs)
         if (ws[i].res_fd >= 0)
             close(ws[i].res_fd);
         waitpid(ws[i].pid, NULL, 0);
+        free(ws[i].got);
     }
 }
 
 static void pool_go(const pool *pl, long jobs)
 {
     void (*old_pipe)(int) = signal(SIGPIPE, SIG_IGN);
-    if (pl->n > 0 && jobs > 1)
-        pool_workers(pl, jobs);
-    else if (pl->n > 0)
-        pool_inprocess(pl);
+    size_t ng = 0;
+    pgroup *g = pl->n > 0 ? make_groups(pl, &ng) : NULL;
+    if (pl->n > 0 && !g) { /* out of memory: every run fails */
+        for (size_t i = 0; i < pl->n; i++) {
+            pool_result f = {.pos = i, .rc = MS_ERR_NOMEM};
+            run_result_init(&f.res);
+            iso_now(f.started);
+            iso_now(f.finished);
+            err_set(&f.err, MS_ERR_NOMEM, "run: out of memory");
+            pool_done(pl, &f);
+        }
+    } else if (ng > 1 && jobs > 1) {
+        pool_workers(pl, g, ng, jobs);
+    } else if (ng > 0) {
+        pool_inprocess(pl, g, ng);
+    }
+    groups_free(g, ng);
     signal(SIGPIPE, old_pipe);
 }
 

@@ -12,6 +12,7 @@
  * prefill in MPC ends with the LM head, which yields the first token; without an MPC prefill
  * the first token is decode step 0's. */
 #include "runner.h"
+#include "group.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "models/lower.h"
 #include "sim/replay/replay.h"
 #include "sim/engine/stepcost.h"
+#include "sim/trace/trace.h"
 
 /* ---- run result --------------------------------------------------------------------------- */
 
@@ -247,48 +249,60 @@ typedef struct decode_sum {
     uint64_t one_time_ns;
 } decode_sum;
 
-static int run_decode(runner *R, replay *rp, run_result *res, decode_sum *ds, errbuf *e)
+/* Decode step s: replayed, and costed when it stands for steps (decode_stride) or holds
+ * one-time work; *cost and *once carry from step to step. */
+static int decode_one(runner *R, replay *rp, run_result *res, decode_sum *ds, uint32_t s,
+                      const sim_result **cost, int *once, errbuf *e)
 {
     const run_cfg *cfg = R->cfg;
     uint32_t stride = cfg->work.decode_stride ? cfg->work.decode_stride : 1;
-    const sim_result *cost = NULL;
-    int once = 0; /* the last costed step held one-time work: it stands for itself only */
-    for (uint32_t s = 0; s < cfg->work.decode_len; s++) {
-        uint32_t kv_len = cfg->work.prompt_len + s;
-        op_program_clear(&R->prog);
-        int rc = replay_step(rp, s, kv_len, R->kept, &R->prog, e);
-        if (rc != MS_OK)
-            return rc;
-        take_ffn(R, rp);
-        int now = replay_step_once(rp), costed = s % stride == 0 || once || now;
-        if (costed && (rc = cost_decode_step(R, kv_len, &cost, e)) != MS_OK)
-            return rc;
-        if (costed && now) {
-            ds->once_ns = cost->latency_ns;
-        } else if (costed) {
-            if (ds->once_ns) /* the step after a one-time step */
-                ds->one_time_ns += ds->once_ns > cost->latency_ns ? ds->once_ns - cost->latency_ns : 0;
-            ds->once_ns = 0;
-            ds->steady = 1;
-            ds->step_ns = cost->latency_ns;
-            ds->step_rounds = cost->total.rounds;
-            ds->step_bytes = 0;
-            for (int p = 0; p < R->env.pr->n_parties; p++)
-                ds->step_bytes += cost->total.bytes_sent[p];
-        }
-        once = now;
-        if (s == 0)
-            ds->first_ns = cost->latency_ns;
-        if (sim_result_accumulate(&res->phase[PHASE_DECODE], cost) != MS_OK)
-            return err_set(e, MS_ERR_NOMEM, "runner: out of memory");
+    uint32_t kv_len = cfg->work.prompt_len + s;
+    op_program_clear(&R->prog);
+    if (!(s % stride == 0 || *once) && replay_idle_ok(rp)) {
+        /* a step that stands in its costed step's stride and holds no one-time work */
+        int rc = replay_step_idle(rp, s, kv_len, e);
+        if (rc == MS_OK && sim_result_accumulate(&res->phase[PHASE_DECODE], *cost) != MS_OK)
+            rc = err_set(e, MS_ERR_NOMEM, "runner: out of memory");
+        return rc;
     }
+    int rc = replay_step(rp, s, kv_len, R->kept, &R->prog, e);
+    if (rc != MS_OK)
+        return rc;
+    take_ffn(R, rp);
+    int now = replay_step_once(rp), costed = s % stride == 0 || *once || now;
+    if (costed && (rc = cost_decode_step(R, kv_len, cost, e)) != MS_OK)
+        return rc;
+    const sim_result *c = *cost;
+    if (costed && now) {
+        ds->once_ns = c->latency_ns;
+    } else if (costed) {
+        if (ds->once_ns) /* the step after a one-time step */
+            ds->one_time_ns += ds->once_ns > c->latency_ns ? ds->once_ns - c->latency_ns : 0;
+        ds->once_ns = 0;
+        ds->steady = 1;
+        ds->step_ns = c->latency_ns;
+        ds->step_rounds = c->total.rounds;
+        ds->step_bytes = 0;
+        for (int p = 0; p < R->env.pr->n_parties; p++)
+            ds->step_bytes += c->total.bytes_sent[p];
+    }
+    *once = now; /* the last costed step held one-time work: it stands for itself only */
+    if (s == 0)
+        ds->first_ns = c->latency_ns;
+    if (sim_result_accumulate(&res->phase[PHASE_DECODE], c) != MS_OK)
+        return err_set(e, MS_ERR_NOMEM, "runner: out of memory");
+    return MS_OK;
+}
+
+/* After the last decode step. */
+static void decode_end(runner *R, decode_sum *ds, const sim_result *cost)
+{
     if (!ds->steady && cost) { /* only one-time steps: the step as costed, nothing apart */
         ds->step_ns = cost->latency_ns;
         ds->step_rounds = cost->total.rounds;
         for (int p = 0; p < R->env.pr->n_parties; p++)
             ds->step_bytes += cost->total.bytes_sent[p];
     }
-    return MS_OK;
 }
 
 /* ---- metrics ------------------------------------------------------------------------------ */
@@ -368,32 +382,169 @@ static int runner_init(runner *R, const run_cfg *cfg, errbuf *e)
     return MS_OK;
 }
 
-int run_execute(const run_cfg *cfg, run_result *res, errbuf *e)
+/* ---- groups of runs over one trace (group.h) ------------------------------------------- */
+
+static int same_params(const kv_param *a, size_t na, const kv_param *b, size_t nb)
+{
+    if (na != nb)
+        return 0;
+    for (size_t i = 0; i < na; i++)
+        if (strcmp(a[i].key, b[i].key) || strcmp(a[i].val, b[i].val))
+            return 0;
+    return 1;
+}
+
+int run_same_trace(const run_cfg *a, const run_cfg *b)
+{
+    const model_cfg *x = &a->model, *y = &b->model;
+    return !strcmp(x->name, y->name) && x->n_layers == y->n_layers &&
+           x->n_heads == y->n_heads && x->n_kv_heads == y->n_kv_heads &&
+           x->head_dim == y->head_dim && x->dim == y->dim && x->ffn_dim == y->ffn_dim &&
+           x->vocab == y->vocab && !strcmp(x->weights, y->weights) &&
+           !strcmp(a->trace.source, b->trace.source) && !strcmp(a->trace.path, b->trace.path) &&
+           same_params(a->trace.params, a->trace.n_params, b->trace.params, b->trace.n_params) &&
+           a->seed == b->seed && a->work.prompt_len == b->work.prompt_len &&
+           a->work.decode_len == b->work.decode_len;
+}
+
+/* One run of a group in flight. */
+typedef struct run_slot {
+    const run_cfg *cfg;
+    run_result *res;
+    runner R;
+    replay *rp;
+    decode_sum ds;
+    const sim_result *cost;
+    int once, rc, live; /* live: started and not finished */
+    double wall;        /* seconds spent in this run's own calls */
+    errbuf e;
+} run_slot;
+
+static void slot_finish(run_slot *sl, run_group_done done, void *ctx, size_t i)
 {
     double t0 = wall_now();
-    runner R;
-    replay *rp = NULL;
-    decode_sum ds;
-    memset(&ds, 0, sizeof ds);
-    int rc = runner_init(&R, cfg, e);
-    if (rc == MS_OK)
-        rc = replay_open(cfg, &rp, e);
-    if (rc == MS_OK)
-        R.attended_cache = replay_attended_cache(rp);
-    if (rc == MS_OK && cfg->work.prefill_in_mpc && cfg->work.prompt_len > 0)
-        rc = run_prefill(&R, rp, res, e);
-    if (rc == MS_OK)
-        rc = run_decode(&R, rp, res, &ds, e);
-    if (rc == MS_OK && add_metrics(&R, res, &ds) != MS_OK)
-        rc = err_set(e, MS_ERR_NOMEM, "run: out of memory");
-    metric_sink sink = run_result_sink(res);
-    if (rc == MS_OK)
-        rc = replay_metrics(rp, &sink, e);
-    if (rp)
-        replay_close(rp);
-    runner_free(&R);
-    res->wall_s = wall_now() - t0;
-    return rc;
+    if (sl->rc == MS_OK && add_metrics(&sl->R, sl->res, &sl->ds) != MS_OK)
+        sl->rc = err_set(&sl->e, MS_ERR_NOMEM, "run: out of memory");
+    metric_sink sink = run_result_sink(sl->res);
+    if (sl->rc == MS_OK)
+        sl->rc = replay_metrics(sl->rp, &sink, &sl->e);
+    if (sl->rp)
+        replay_close(sl->rp);
+    sl->rp = NULL;
+    runner_free(&sl->R);
+    sl->live = 0;
+    sl->res->wall_s = sl->wall + (wall_now() - t0);
+    if (done)
+        done(ctx, i, sl->rc, &sl->e);
+}
+
+void run_execute_group(const run_cfg *const *cfg, size_t n, run_result *res,
+                       run_group_done done, void *ctx)
+{
+    run_slot *sl = calloc(n ? n : 1, sizeof *sl);
+    trace *shared = NULL;
+    int shared_rc = MS_OK;
+    errbuf shared_e = {0};
+    size_t readers = 0, first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (replay_reads_trace(cfg[i]) && !readers++)
+            first = i;
+    if (!sl) {
+        errbuf e;
+        err_set(&e, MS_ERR_NOMEM, "run: out of memory");
+        for (size_t i = 0; i < n; i++)
+            if (done)
+                done(ctx, i, MS_ERR_NOMEM, &e);
+        return;
+    }
+    /* one trace for the runs that read it, its rows computed once for all of them */
+    if (readers > 1) {
+        shared_rc = trace_open_run(cfg[first], &shared, &shared_e);
+        if (shared_rc == MS_OK && trace_share_rows(shared) != MS_OK)
+            shared_rc = err_set(&shared_e, MS_ERR_NOMEM, "run: out of memory for shared rows");
+    }
+    uint32_t P = n ? cfg[0]->work.prompt_len : 0, D = n ? cfg[0]->work.decode_len : 0;
+    for (size_t i = 0; i < n; i++) {
+        run_slot *s = &sl[i];
+        double t0 = wall_now();
+        s->cfg = cfg[i];
+        s->res = &res[i];
+        s->live = 1;
+        s->rc = runner_init(&s->R, cfg[i], &s->e);
+        int reads = readers > 1 && replay_reads_trace(cfg[i]);
+        if (s->rc == MS_OK && reads && shared_rc != MS_OK) {
+            s->e = shared_e;
+            s->rc = shared_rc;
+        }
+        if (s->rc == MS_OK)
+            s->rc = replay_open_shared(cfg[i], reads ? shared : NULL, &s->rp, &s->e);
+        if (s->rc == MS_OK)
+            s->R.attended_cache = replay_attended_cache(s->rp);
+        s->wall += wall_now() - t0;
+        if (s->rc != MS_OK)
+            slot_finish(s, done, ctx, i);
+    }
+    /* the prompt position by position, every run in turn: a row is computed once */
+    for (uint32_t pos = 0; shared && pos < P; pos++)
+        for (size_t i = 0; i < n; i++) {
+            run_slot *s = &sl[i];
+            if (!s->live)
+                continue;
+            double t0 = wall_now();
+            s->rc = replay_prompt_upto(s->rp, pos, &s->e);
+            s->wall += wall_now() - t0;
+            if (s->rc != MS_OK)
+                slot_finish(s, done, ctx, i);
+        }
+    for (size_t i = 0; i < n; i++) {
+        run_slot *s = &sl[i];
+        if (!s->live || !(s->cfg->work.prefill_in_mpc && P > 0))
+            continue;
+        double t0 = wall_now();
+        s->rc = run_prefill(&s->R, s->rp, s->res, &s->e);
+        s->wall += wall_now() - t0;
+        if (s->rc != MS_OK)
+            slot_finish(s, done, ctx, i);
+    }
+    for (uint32_t st = 0; st < D; st++)
+        for (size_t i = 0; i < n; i++) {
+            run_slot *s = &sl[i];
+            if (!s->live)
+                continue;
+            double t0 = wall_now();
+            s->rc = decode_one(&s->R, s->rp, s->res, &s->ds, st, &s->cost, &s->once, &s->e);
+            s->wall += wall_now() - t0;
+            if (s->rc != MS_OK)
+                slot_finish(s, done, ctx, i);
+        }
+    for (size_t i = 0; i < n; i++)
+        if (sl[i].live) {
+            decode_end(&sl[i].R, &sl[i].ds, sl[i].cost);
+            slot_finish(&sl[i], done, ctx, i);
+        }
+    if (shared)
+        trace_close(shared);
+    free(sl);
+}
+
+typedef struct one_ctx {
+    int rc;
+    errbuf *e;
+} one_ctx;
+
+static void one_done(void *ctx, size_t i, int rc, const errbuf *e)
+{
+    one_ctx *c = ctx;
+    c->rc = rc;
+    if (rc != MS_OK)
+        *c->e = *e;
+}
+
+int run_execute(const run_cfg *cfg, run_result *res, errbuf *e)
+{
+    one_ctx c = {MS_OK, e};
+    run_execute_group(&cfg, 1, res, one_done, &c);
+    return c.rc;
 }
 
 /* ---- one steady decode step, for sweeps over the machine and the network ------------------ */

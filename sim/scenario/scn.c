@@ -1021,9 +1021,10 @@ static int policy_by_name(scn_ctx *x, const yx_node *v, const policy_ops **out)
     return unknown_name(x, v, "policy", v->str, cands, n < 64 ? n : 64, hint);
 }
 
-/* Appends declared parameters to the run, each as given or else its default. */
+/* Appends declared parameters to the run, each as given or else its default (the replay's
+ * keys, pol non-NULL: that policy's default for them, policy_replay_default). */
 static int fill_declared(scn_ctx *x, const policy_param *pp, size_t n, const kv_param *given,
-                         size_t n_given, run_cfg *c)
+                         size_t n_given, const policy_ops *pol, run_cfg *c)
 {
     for (size_t i = 0; i < n; i++) {
         if (c->policy.n_params == RUN_MAX_PARAMS)
@@ -1032,7 +1033,8 @@ static int fill_declared(scn_ctx *x, const policy_param *pp, size_t n, const kv_
         kv_param *o = &c->policy.params[c->policy.n_params++];
         memset(o, 0, sizeof *o);
         snprintf(o->key, sizeof o->key, "%s", pp[i].key);
-        yx_node def = {.kind = YX_SCALAR, .str = (char *)(pp[i].def ? pp[i].def : "")};
+        const char *dv = pol ? policy_replay_default(pol, &pp[i]) : pp[i].def;
+        yx_node def = {.kind = YX_SCALAR, .str = (char *)(dv ? dv : "")};
         norm_value(&def, o->val, sizeof o->val);
         for (size_t g = 0; g < n_given; g++)
             if (!strcmp(given[g].key, pp[i].key))
@@ -1049,9 +1051,9 @@ static int fill_policy_params(scn_ctx *x, const policy_ops *p, const kv_param *g
     size_t n, nr;
     const policy_param *pp = policy_params(p, &n), *rp = policy_replay_params(&nr);
     c->policy.n_params = 0;
-    int rc = fill_declared(x, pp, n, given, n_given, c);
+    int rc = fill_declared(x, pp, n, given, n_given, NULL, c);
     if (!rc)
-        rc = fill_declared(x, rp, nr, given, n_given, c);
+        rc = fill_declared(x, rp, nr, given, n_given, p, c);
     for (size_t g = 0; !rc && g < n_given; g++) { /* policy_check_params accepted it */
         size_t k = 0;
         while (k < c->policy.n_params && strcmp(given[g].key, c->policy.params[k].key))

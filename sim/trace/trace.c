@@ -718,6 +718,8 @@ void trace_close(trace *t)
     free(t->att);
     free(t->kbuf);
     free(t->vbuf);
+    free(t->rows);
+    free(t->row_pos);
     free(t);
 }
 
@@ -742,6 +744,8 @@ int trace_seek(trace *t, uint32_t pos, errbuf *e)
     if (pos >= t->s.n_tokens)
         return err_set(e, MS_ERR_RANGE, "trace position %u out of range (the trace has %u)",
                        pos, t->s.n_tokens);
+    if (t->have_pos && pos == t->pos) /* a trace is a fixed function of the position */
+        return MS_OK;
     int rc = t->src->seek(t, pos, e);
     if (rc == MS_OK) {
         t->pos = pos;
@@ -791,13 +795,45 @@ static void compute_att(trace *t, uint32_t layer)
     trace_softmax_rows(t->att, s->n_heads, n);
 }
 
+static void fill_att(trace *t, uint32_t layer)
+{
+    if (!(t->src->att_row && t->src->att_row(t, layer)))
+        compute_att(t, layer);
+}
+
 const float *trace_att(trace *t, uint32_t layer)
 {
     if (!t->have_pos || layer >= t->s.n_layers)
         return NULL;
-    if (!(t->src->att_row && t->src->att_row(t, layer)))
-        compute_att(t, layer);
-    return t->att;
+    if (!t->rows) {
+        fill_att(t, layer);
+        return t->att;
+    }
+    /* shared: the row is computed into its layer's slot once per position, whoever asks */
+    float *slot = t->rows + (size_t)layer * t->s.n_heads * t->s.n_tokens, *own = t->att;
+    if (t->row_pos[layer] != t->pos + 1) {
+        t->att = slot;
+        fill_att(t, layer);
+        t->att = own;
+        t->row_pos[layer] = t->pos + 1;
+    }
+    return slot;
+}
+
+int trace_share_rows(trace *t)
+{
+    const trace_shape *s = &t->s;
+    if (t->rows)
+        return MS_OK;
+    t->rows = malloc((size_t)s->n_layers * s->n_heads * s->n_tokens * sizeof *t->rows);
+    t->row_pos = calloc(s->n_layers, sizeof *t->row_pos);
+    if (t->rows && t->row_pos)
+        return MS_OK;
+    free(t->rows);
+    free(t->row_pos);
+    t->rows = NULL;
+    t->row_pos = NULL;
+    return MS_ERR_NOMEM;
 }
 
 const float *trace_ffn(trace *t, uint32_t layer)

@@ -130,6 +130,12 @@ const float *trace_q(trace *t, uint32_t layer);      /* H × d */
 const float *trace_att(trace *t, uint32_t layer);    /* H × (pos+1), rows sum to 1 */
 const float *trace_ffn(trace *t, uint32_t layer);    /* F, or NULL if absent */
 const float *trace_logits(trace *t);                 /* V, or NULL if absent */
+/* For several readers of one trace (the runs of a sweep that replay the same trace, driven
+ * position by position together): every layer's attention row at the current position is
+ * kept (L × H × T floats) and computed once, whoever asks for it first; trace_att's pointer
+ * then stays valid until the next trace_seek to another position. MS_ERR_NOMEM if the rows do
+ * not fit. */
+int trace_share_rows(trace *t);
 
 /* ---- random access to the cache ----------------------------------------------------- */
 

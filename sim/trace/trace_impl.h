@@ -39,6 +39,8 @@ struct trace {
     char source[32];        /* the manifest's source: record, synth, pytorch, … */
     uint64_t seed;
     trace_synth synth;
+    float *rows;            /* trace_share_rows: L × H × T, every layer's row at row_pos */
+    uint32_t *row_pos;      /* L: position + 1 whose row rows holds, 0 none */
 };
 
 /* A stored attention row of T floats (the whole row, zeros above the diagonal included), or

@@ -1,0 +1,29 @@
+/* group.h — the runs of a sweep that replay the same trace, driven together.
+ *
+ * Runs with the same model, trace (source, path, parameters), seed, prompt length and decode
+ * length read the same full-cache attention rows: a group executes them in one pass over the
+ * trace, position by position (every run observes prompt position p, then p + 1, …; every run
+ * replays and costs decode step s, then s + 1), so each row is computed once for all of them
+ * (trace_share_rows). Each run's own work, and so its result, is that of running it alone
+ * (run_execute): the trace is a fixed function of the position, whoever reads it first. */
+#ifndef MPCSIM_GROUP_H
+#define MPCSIM_GROUP_H
+
+#include <stddef.h>
+
+#include "protocols/base/err.h"
+#include "runner.h"
+
+/* 1 when a and b read the same trace rows at the same positions (may share a group). */
+int run_same_trace(const run_cfg *a, const run_cfg *b);
+
+/* Called as each run of a group finishes (its result complete, or rc an error in e), in the
+ * order they finish; res is the caller's res[i]. */
+typedef void (*run_group_done)(void *ctx, size_t i, int rc, const errbuf *e);
+
+/* Executes cfg[0..n) (run_same_trace of one another) together into res[i] (initialized by the
+ * caller); calls done for each. */
+void run_execute_group(const run_cfg *const *cfg, size_t n, run_result *res,
+                       run_group_done done, void *ctx);
+
+#endif
