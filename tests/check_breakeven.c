@@ -14,11 +14,7 @@
 #include "sim/scenario/scn.h"
 #include "harness.h"
 
-static testdir td = {.prefix = "check_breakeven"};
-static void suite_setup(void) { testdir_suite_setup(&td); }
-static void suite_teardown(void) { testdir_suite_teardown(&td); }
-static void setup(void) { testdir_setup(&td); }
-static void teardown(void) { testdir_teardown(&td); }
+TESTDIR("check_breakeven")
 
 /* A tiny llama, a synthetic trace, the full cache and H2O. */
 static const char *const SCN =
@@ -142,8 +138,7 @@ Suite *breakeven_suite(void)
     Suite *s = suite_create("breakeven");
     TCase *tc = tcase_create("map");
     tcase_set_timeout(tc, 120);
-    tcase_add_unchecked_fixture(tc, suite_setup, suite_teardown);
-    tcase_add_checked_fixture(tc, setup, teardown);
+    TESTDIR_USE(tc);
     tcase_add_test(tc, test_steady_step_is_the_runners);
     tcase_add_test(tc, test_cli_map);
     suite_add_tcase(s, tc);

@@ -18,13 +18,8 @@
 #include "results/rdb.h"
 #include "harness.h"
 
-static testdir td = {.prefix = "check_cli"};
+TESTDIR("check_cli")
 #define tmpdir (td.dir)
-
-static void suite_setup(void) { testdir_suite_setup(&td); }
-static void suite_teardown(void) { testdir_suite_teardown(&td); }
-static void setup(void) { testdir_setup(&td); }
-static void teardown(void) { testdir_teardown(&td); }
 static const char *tpath(const char *name) { return testdir_path(&td, name); }
 
 
@@ -890,8 +885,7 @@ Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("commands");
-    tcase_add_unchecked_fixture(tc, suite_setup, suite_teardown);
-    tcase_add_checked_fixture(tc, setup, teardown);
+    TESTDIR_USE(tc);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_help_and_usage);
     tcase_add_loop_test(tc, test_bad_options, 0, sizeof bad_options / sizeof bad_options[0]);

@@ -11,12 +11,7 @@
 
 #include "harness.h"
 
-static testdir td = {.prefix = "check_datadir"};
-
-static void suite_setup(void) { testdir_suite_setup(&td); }
-static void suite_teardown(void) { testdir_suite_teardown(&td); }
-static void setup(void) { testdir_setup(&td); }
-static void teardown(void) { testdir_teardown(&td); }
+TESTDIR("check_datadir")
 static const char *tpath(const char *name) { return testdir_path(&td, name); }
 
 
@@ -145,8 +140,7 @@ Suite *datadir_suite(void)
 {
     Suite *s = suite_create("datadir");
     TCase *t = tcase_create("datadir");
-    tcase_add_unchecked_fixture(t, suite_setup, suite_teardown);
-    tcase_add_checked_fixture(t, setup, teardown);
+    TESTDIR_USE(t);
     tcase_add_test(t, test_build_tree_from_elsewhere);
     tcase_add_test(t, test_installed_layout);
     tcase_add_test(t, test_not_found_names_mpcsim_data);

@@ -20,12 +20,7 @@
 #include "protocols/program/proto.h"
 #include "harness.h"
 
-static testdir td = {.prefix = "check_inputs"};
-
-static void suite_setup(void) { testdir_suite_setup(&td); }
-static void suite_teardown(void) { testdir_suite_teardown(&td); }
-static void setup(void) { testdir_setup(&td); }
-static void teardown(void) { testdir_teardown(&td); }
+TESTDIR("check_inputs")
 static const char *tpath(const char *name) { return testdir_path(&td, name); }
 
 
@@ -763,8 +758,7 @@ Suite *inputs_suite(void)
 {
     Suite *s = suite_create("inputs");
     TCase *t = tcase_create("files");
-    tcase_add_unchecked_fixture(t, suite_setup, suite_teardown);
-    tcase_add_checked_fixture(t, setup, teardown);
+    TESTDIR_USE(t);
     tcase_add_loop_test(t, test_scn_bad, 0, (int)(sizeof scn_bad / sizeof *scn_bad));
     tcase_add_test(t, test_scn_nested_file);
     tcase_add_loop_test(t, test_machine_bad, 0, (int)(sizeof machine_bad / sizeof *machine_bad));
@@ -776,8 +770,7 @@ Suite *inputs_suite(void)
     suite_add_tcase(s, t);
     build_sites();
     t = tcase_create("ranges");
-    tcase_add_unchecked_fixture(t, suite_setup, suite_teardown);
-    tcase_add_checked_fixture(t, setup, teardown);
+    TESTDIR_USE(t);
     tcase_set_timeout(t, 120);
     tcase_add_loop_test(t, test_numeric_out_of_range, 0, (int)n_sites);
     tcase_add_test(t, test_numeric_summary);

@@ -9,11 +9,7 @@
 #include "harness.h"
 #include "models/llama.h"
 
-static testdir td = {.prefix = "check_llama"};
-static void suite_up(void) { testdir_suite_setup(&td); }
-static void suite_down(void) { testdir_suite_teardown(&td); }
-static void up(void) { testdir_setup(&td); }
-static void down(void) { testdir_teardown(&td); }
+TESTDIR("check_llama")
 
 static llama *load_model(void)
 {
@@ -322,8 +318,7 @@ Suite *llama_suite(void)
     Suite *s = suite_create("llama");
     TCase *tc = tcase_create("reference");
     tcase_set_timeout(tc, 60);
-    tcase_add_unchecked_fixture(tc, suite_up, suite_down);
-    tcase_add_checked_fixture(tc, up, down);
+    TESTDIR_USE(tc);
     tcase_add_test(tc, test_logits_bos);
     tcase_add_test(tc, test_greedy_256);
     tcase_add_test(tc, test_tokenizer);

@@ -10,11 +10,7 @@
 #include "models/model.h"
 #include "protocols/program/proto.h"
 
-static testdir td = {.prefix = "check_lower"};
-static void suite_up(void) { testdir_suite_setup(&td); }
-static void suite_down(void) { testdir_suite_teardown(&td); }
-static void up(void) { testdir_setup(&td); }
-static void down(void) { testdir_teardown(&td); }
+TESTDIR("check_lower")
 
 static model_cfg load(const char *name)
 {
@@ -353,8 +349,7 @@ Suite *lower_suite(void)
 {
     Suite *s = suite_create("lower");
     TCase *tc = tcase_create("models");
-    tcase_add_unchecked_fixture(tc, suite_up, suite_down);
-    tcase_add_checked_fixture(tc, up, down);
+    TESTDIR_USE(tc);
     tcase_add_test(tc, test_shipped_models);
     tcase_add_test(tc, test_param_counts);
     tcase_add_test(tc, test_bad_model_files);

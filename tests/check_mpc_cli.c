@@ -21,13 +21,8 @@
 #include "harness.h"
 
 /* each test's folder, made and removed by the fixtures */
-static testdir td = {.prefix = "check_mpc_cli"};
+TESTDIR("check_mpc_cli")
 #define dir (td.dir)
-
-static void suite_setup(void) { testdir_suite_setup(&td); }
-static void suite_teardown(void) { testdir_suite_teardown(&td); }
-static void setup(void) { testdir_setup(&td); }
-static void teardown(void) { testdir_teardown(&td); }
 
 /* Starts mpcsim with argv (NULL-terminated after the program name), output to dir/name. */
 static pid_t spawn(const char *name, const char *const *args)
@@ -450,8 +445,7 @@ Suite *mpc_cli_suite(void)
     Suite *s = suite_create("mpc_cli");
     TCase *tc = tcase_create("party");
     tcase_set_timeout(tc, 60);
-    tcase_add_unchecked_fixture(tc, suite_setup, suite_teardown);
-    tcase_add_checked_fixture(tc, setup, teardown);
+    TESTDIR_USE(tc);
     tcase_add_loop_test(tc, test_demo_sessions, 0, 2);
     tcase_add_loop_test(tc, test_repeat, 0, 2);
     tcase_add_test(tc, test_no_secret_in_output);

@@ -11,13 +11,8 @@
 #include "results/rdb.h"
 #include "testdir.h"
 
-static testdir td = {.prefix = "check_rdb"};
+TESTDIR("check_rdb")
 #define tmpdir (td.dir)
-
-static void suite_setup(void) { testdir_suite_setup(&td); }
-static void suite_teardown(void) { testdir_suite_teardown(&td); }
-static void setup(void) { testdir_setup(&td); }
-static void teardown(void) { testdir_teardown(&td); }
 static const char *tpath(const char *name) { return testdir_path(&td, name); }
 
 /* An integer from a query on an open database (or -1). */
@@ -308,8 +303,7 @@ Suite *rdb_suite(void)
 {
     Suite *s = suite_create("rdb");
     TCase *tc = tcase_create("core");
-    tcase_add_unchecked_fixture(tc, suite_setup, suite_teardown);
-    tcase_add_checked_fixture(tc, setup, teardown);
+    TESTDIR_USE(tc);
     tcase_add_test(tc, test_open_schema);
     tcase_add_test(tc, test_run_put);
     tcase_add_test(tc, test_run_atomic);

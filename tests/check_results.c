@@ -20,13 +20,8 @@
 #include "sim/scenario/runlabel.h"
 #include "harness.h"
 
-static testdir td = {.prefix = "check_results"};
+TESTDIR("check_results")
 #define tmpdir (td.dir)
-
-static void suite_setup(void) { testdir_suite_setup(&td); }
-static void suite_teardown(void) { testdir_suite_teardown(&td); }
-static void setup(void) { testdir_setup(&td); }
-static void teardown(void) { testdir_teardown(&td); }
 static const char *tpath(const char *name) { return testdir_path(&td, name); }
 
 #define MPCSIM(...) \
@@ -828,8 +823,7 @@ Suite *results_suite(void)
 {
     Suite *s = suite_create("results");
     TCase *tc = tcase_create("results");
-    tcase_add_unchecked_fixture(tc, suite_setup, suite_teardown);
-    tcase_add_checked_fixture(tc, setup, teardown);
+    TESTDIR_USE(tc);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_labels_and_columns);
     tcase_add_test(tc, test_migrate_v2);

@@ -733,11 +733,7 @@ END_TEST
 
 /* ---- the command line -------------------------------------------------------------------- */
 
-static testdir td = {.prefix = "check_runner"};
-static void suite_setup(void) { testdir_suite_setup(&td); }
-static void suite_teardown(void) { testdir_suite_teardown(&td); }
-static void setup(void) { testdir_setup(&td); }
-static void teardown(void) { testdir_teardown(&td); }
+TESTDIR("check_runner")
 
 START_TEST(test_cli_cost)
 {
@@ -931,8 +927,7 @@ Suite *runner_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("cli");
     tcase_set_timeout(tc, 60);
-    tcase_add_unchecked_fixture(tc, suite_setup, suite_teardown);
-    tcase_add_checked_fixture(tc, setup, teardown);
+    TESTDIR_USE(tc);
     tcase_add_test(tc, test_cli_cost);
     tcase_add_test(tc, test_cli_calibrate);
     suite_add_tcase(s, tc);

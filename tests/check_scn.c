@@ -12,11 +12,7 @@
 #include "sim/scenario/scn.h"
 #include "protocols/base/yamlx.h"
 
-static testdir td = {.prefix = "check_scn"};
-static void suite_up(void) { testdir_suite_setup(&td); }
-static void suite_down(void) { testdir_suite_teardown(&td); }
-static void up(void) { testdir_setup(&td); }
-static void down(void) { testdir_teardown(&td); }
+TESTDIR("check_scn")
 
 /* The scenario every error case starts from (line numbers below count from here). */
 #define BASE_MODEL "model: stories260K\n"             /* line 2 */
@@ -914,8 +910,7 @@ Suite *scn_suite(void)
     tcase_add_test(t, test_yamlx_tree);
     suite_add_tcase(s, t);
     t = tcase_create("sweep");
-    tcase_add_unchecked_fixture(t, suite_up, suite_down);
-    tcase_add_checked_fixture(t, up, down);
+    TESTDIR_USE(t);
     tcase_add_test(t, test_grid);
     tcase_add_test(t, test_zip);
     tcase_add_test(t, test_cases);

@@ -799,11 +799,7 @@ END_TEST
 
 /* The command line: h2o's selection on shares and its agreement printed; a policy without
  * one said plainly. */
-static testdir td = {.prefix = "check_secpol"};
-static void suite_up(void) { testdir_suite_setup(&td); }
-static void suite_down(void) { testdir_suite_teardown(&td); }
-static void up(void) { testdir_setup(&td); }
-static void down(void) { testdir_teardown(&td); }
+TESTDIR("check_secpol")
 
 /* Runs mpcsim ARGS in the data directory; its output (stdout and stderr), *status its exit
  * status. */
@@ -909,8 +905,7 @@ Suite *secpol_suite(void)
     Suite *s = suite_create("secpol");
     TCase *tc = tcase_create("secpol");
     tcase_set_timeout(tc, 120);
-    tcase_add_unchecked_fixture(tc, suite_up, suite_down);
-    tcase_add_checked_fixture(tc, up, down);
+    TESTDIR_USE(tc);
     tcase_add_loop_test(tc, test_h2o_on_shares, 0, 2);
     tcase_add_test(tc, test_h2o_costed_as_run);
     tcase_add_test(tc, test_h2o_evict_rule);

@@ -19,11 +19,7 @@
 #include "sim/serve/serve.h"
 #include "sim/serve/workload.h"
 
-static testdir td = {.prefix = "check_serve"};
-static void suite_up(void) { testdir_suite_setup(&td); }
-static void suite_down(void) { testdir_suite_teardown(&td); }
-static void up(void) { testdir_setup(&td); }
-static void down(void) { testdir_teardown(&td); }
+TESTDIR("check_serve")
 
 /* ---- a hand-checkable coster: cost grows with new tokens, cached tokens and batch ------- */
 
@@ -883,8 +879,7 @@ Suite *serve_suite(void)
     Suite *s = suite_create("serve");
     TCase *t = tcase_create("core");
     tcase_set_timeout(t, 60);
-    tcase_add_unchecked_fixture(t, suite_up, suite_down);
-    tcase_add_checked_fixture(t, up, down);
+    TESTDIR_USE(t);
     tcase_add_test(t, test_prefix_hits);
     tcase_add_test(t, test_prefix_last_token);
     tcase_add_test(t, test_salted_hits);

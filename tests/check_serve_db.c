@@ -12,11 +12,7 @@
 #include "results/rdb.h"
 #include "results/serve_db.h"
 
-static testdir td = {.prefix = "check_serve_db"};
-static void suite_up(void) { testdir_suite_setup(&td); }
-static void suite_down(void) { testdir_suite_teardown(&td); }
-static void up(void) { testdir_setup(&td); }
-static void down(void) { testdir_teardown(&td); }
+TESTDIR("check_serve_db")
 
 static rdb *open_new(const char *name)
 {
@@ -342,8 +338,7 @@ Suite *serve_db_suite(void)
 {
     Suite *s = suite_create("serve_db");
     TCase *tc = tcase_create("serve_db");
-    tcase_add_unchecked_fixture(tc, suite_up, suite_down);
-    tcase_add_checked_fixture(tc, up, down);
+    TESTDIR_USE(tc);
     tcase_add_test(tc, test_schema_as_documented);
     tcase_add_test(tc, test_run_read_back);
     tcase_add_test(tc, test_leak_read_back);

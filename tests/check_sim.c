@@ -16,11 +16,7 @@
 #include "sim/engine/simulate.h"
 #include "harness.h"
 
-static testdir td = {.prefix = "check_sim"};
-static void suite_up(void) { testdir_suite_setup(&td); }
-static void suite_down(void) { testdir_suite_teardown(&td); }
-static void up(void) { testdir_setup(&td); }
-static void down(void) { testdir_teardown(&td); }
+TESTDIR("check_sim")
 
 /* ---- fixtures ---------------------------------------------------------------------------- */
 
@@ -931,8 +927,7 @@ Suite *sim_suite(void)
     tcase_add_test(tc, test_wire_framing);
     suite_add_tcase(s, tc);
     tc = tcase_create("program");
-    tcase_add_unchecked_fixture(tc, suite_up, suite_down);
-    tcase_add_checked_fixture(tc, up, down);
+    TESTDIR_USE(tc);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_bytes_independent_of_network);
     tcase_add_test(tc, test_monotone_in_latency_and_bandwidth);
@@ -943,8 +938,7 @@ Suite *sim_suite(void)
     tcase_add_test(tc, test_determinism_and_timeline);
     suite_add_tcase(s, tc);
     tc = tcase_create("machine");
-    tcase_add_unchecked_fixture(tc, suite_up, suite_down);
-    tcase_add_checked_fixture(tc, up, down);
+    TESTDIR_USE(tc);
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_machine_profile_io);
     tcase_add_test(tc, test_calibrate_quick);

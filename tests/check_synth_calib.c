@@ -11,11 +11,7 @@
 #include "sim/trace/trace.h"
 #include "testdir.h"
 
-static testdir td = {.prefix = "check_synth_calib"};
-static void suite_up(void) { testdir_suite_setup(&td); }
-static void suite_down(void) { testdir_suite_teardown(&td); }
-static void up(void) { testdir_setup(&td); }
-static void down(void) { testdir_teardown(&td); }
+TESTDIR("check_synth_calib")
 
 /* A 7B-like head (head_dim 128) in a few layers and heads, so that 2048 positions stay cheap:
  * the generator's logits depend on head_dim and the parameters, not on the layer count. */
@@ -103,8 +99,7 @@ Suite *synth_calib_suite(void)
 {
     Suite *s = suite_create("synth_calib");
     TCase *tc = tcase_create("calibration");
-    tcase_add_unchecked_fixture(tc, suite_up, suite_down);
-    tcase_add_checked_fixture(tc, up, down);
+    TESTDIR_USE(tc);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, family_defaults_reproduce_cited_statistics);
     tcase_add_test(tc, generic_defaults_are_too_diffuse);

@@ -15,11 +15,7 @@
 #include "sim/trace/trace.h"
 #include "sim/trace/trace_impl.h"
 
-static testdir td = {.prefix = "check_trace"};
-static void suite_up(void) { testdir_suite_setup(&td); }
-static void suite_down(void) { testdir_suite_teardown(&td); }
-static void up(void) { testdir_setup(&td); }
-static void down(void) { testdir_teardown(&td); }
+TESTDIR("check_trace")
 
 /* Every attention row of the current position equals trace_attend over all keys. */
 static double att_vs_attend(trace *t, uint32_t layer)
@@ -835,8 +831,7 @@ Suite *trace_suite(void)
     Suite *s = suite_create("trace");
     TCase *tc = tcase_create("recorded");
     tcase_set_timeout(tc, 60);
-    tcase_add_unchecked_fixture(tc, suite_up, suite_down);
-    tcase_add_checked_fixture(tc, up, down);
+    TESTDIR_USE(tc);
     tcase_add_test(tc, test_record_and_numpy);
     tcase_add_test(tc, test_cli_record_info);
     tcase_add_test(tc, test_numpy_fixture);
@@ -847,8 +842,7 @@ Suite *trace_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("synthetic");
     tcase_set_timeout(tc, 60);
-    tcase_add_unchecked_fixture(tc, suite_up, suite_down);
-    tcase_add_checked_fixture(tc, up, down);
+    TESTDIR_USE(tc);
     tcase_add_test(tc, test_synth_deterministic);
     tcase_add_test(tc, test_synth_subset_attend);
     tcase_add_test(tc, test_synth_kernel_vs_reference);

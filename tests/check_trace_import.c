@@ -16,11 +16,7 @@
 #include "sim/trace/trace.h"
 #include "harness.h"
 
-static testdir td = {.prefix = "check_trace_import"};
-static void suite_up(void) { testdir_suite_setup(&td); }
-static void suite_down(void) { testdir_suite_teardown(&td); }
-static void up(void) { testdir_setup(&td); }
-static void down(void) { testdir_teardown(&td); }
+TESTDIR("check_trace_import")
 
 /* 1 when torch can be imported; otherwise prints why the test is skipped (and fails in CI). */
 static int have_torch(const char *test)
@@ -412,8 +408,7 @@ Suite *trace_import_suite(void)
 {
     Suite *s = suite_create("trace_import");
     TCase *tc = tcase_create("torch");
-    tcase_add_unchecked_fixture(tc, suite_up, suite_down);
-    tcase_add_checked_fixture(tc, up, down);
+    TESTDIR_USE(tc);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, llama2c_matches_record);
     tcase_add_test(tc, llama2c_version1_checkpoint);

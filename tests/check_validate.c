@@ -225,11 +225,7 @@ END_TEST
 
 /* ---- the CLI and the results database ------------------------------------------------------- */
 
-static testdir td = {.prefix = "check_validate"};
-static void suite_up(void) { testdir_suite_setup(&td); }
-static void suite_down(void) { testdir_suite_teardown(&td); }
-static void up(void) { testdir_setup(&td); }
-static void down(void) { testdir_teardown(&td); }
+TESTDIR("check_validate")
 
 /* Runs mpcsim ARGS, stdout and stderr to the test folder's out.txt. */
 static int run_cli(const char *const *args)
@@ -389,8 +385,7 @@ Suite *validate_suite(void)
     Suite *s = suite_create("validate");
     TCase *tc = tcase_create("validate");
     tcase_set_timeout(tc, 300);
-    tcase_add_unchecked_fixture(tc, suite_up, suite_down);
-    tcase_add_checked_fixture(tc, up, down);
+    TESTDIR_USE(tc);
     tcase_add_loop_test(tc, test_programs_exact, 0, 2);
     tcase_add_test(tc, test_accuracy_teacher_forced);
     tcase_add_test(tc, test_streamingllm_in_mpc);

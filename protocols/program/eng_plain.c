@@ -320,9 +320,11 @@ static int p_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
     return MS_OK;
 }
 
-static int p_b2a(eng *e, mpc_val *z, const mpc_val *x)
+/* Bit 0 of a boolean word as an arithmetic value: b2a and b2a_bit alike in the clear (the
+ * protocols differ in what they cost, counted as prim). */
+static int low_bit(eng *e, mpc_val *z, const mpc_val *x, int prim)
 {
-    count(e, PRIM_B2A);
+    count(e, prim);
     int rc = ensure(z, x->n, DOM_ARITH);
     if (rc)
         return rc;
@@ -331,6 +333,8 @@ static int p_b2a(eng *e, mpc_val *z, const mpc_val *x)
     fresh(e, z);
     return MS_OK;
 }
+
+static int p_b2a(eng *e, mpc_val *z, const mpc_val *x) { return low_bit(e, z, x, PRIM_B2A); }
 
 static int p_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint64_t mask,
                       int priv)
@@ -372,14 +376,7 @@ static int p_bool_pair(eng *e, mpc_val *a, mpc_val *b, const mpc_val *x, int bit
 
 static int p_b2a_bit(eng *e, mpc_val *z, const mpc_val *x)
 {
-    count(e, PRIM_B2ABIT);
-    int rc = ensure(z, x->n, DOM_ARITH);
-    if (rc)
-        return rc;
-    for (size_t i = 0; i < x->n; i++)
-        z->s[0][i] = x->s[0][i] & 1;
-    fresh(e, z);
-    return MS_OK;
+    return low_bit(e, z, x, PRIM_B2ABIT);
 }
 
 /* A fresh random permutation of every run of seg elements, the same for that run in each part
