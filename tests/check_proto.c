@@ -179,7 +179,7 @@ START_TEST(test_aby3_primitives)
         ck_assert_uint_eq(c.log.n, 8); /* trunc pair and b2a: 2 rounds each */
         pat ring = a3(8 * n), tr1 = {{{0}}, {0}}, tr2 = tr1, tl = tr1;
         tr1.b[0][1] = tr1.b[1][0] = 8 * n; /* pair: P0, P1 open c; P2 sends P1 its shares */
-        tr1.b[2][1] = 16 * n;
+        tr1.b[2][1] = 8 * n + 3 * n; /* r' and msb(r) mod 2^19, packed in 3 bytes */
         tr2.b[0][2] = tr2.b[1][2] = 8 * n; /* y0 and y2 to P2 */
         tl.b[0][2] = 8 * n; /* Share Truncation I: P0 sends y0 to P2 */
         expect_round(&c.log.r[0], &ring, 3, PRIM_OPEN, "open all");
@@ -352,7 +352,8 @@ START_TEST(test_composite_rounds)
     }
     /* per element, all parties, online + offline: at most the best peer's 1,460 B (semi2k) and
      * 886 B (aby3, with the peer's one-round Share Truncation I: trunc local; the default
-     * truncation pair's 48 B per truncation puts 1/x at 915 B, PRIMITIVES.md) */
+     * truncation pair's 43 B per truncation puts 1/x at 885 B and 1/sqrt(x) at 1,194 B,
+     * PRIMITIVES.md) */
     {
         proto_cfg pc = cfg;
         if (np == 3)
@@ -360,6 +361,7 @@ START_TEST(test_composite_rounds)
         uint64_t peer = np == 2 ? 1460 : 886;
         ck_assert_uint_le(cost_op(nm, OP_RECIPROCAL, 1, 10, 0, 1, 0, 0, &pc).all, 10 * peer);
         ck_assert_uint_le(cost_op(nm, OP_RSQRT, 1, 10, 0, 1, 0, 0, &pc).all, 10 * peer);
+        ck_assert_uint_le(cost_op(nm, OP_RECIPROCAL, 1, 10, 0, 1, 0, 0, NULL).all, 10 * peer);
     }
     /* gelu/silu: batched lt, powers in 3 fixed-point levels, 1 trunc, 1 selector mul */
     ck_assert_uint_eq(cost_op(nm, OP_GELU, 1, 10, 0, 1, 0, 0, NULL).rounds, R_LT(np) + 3 * FM + T + 1);
