@@ -3,7 +3,10 @@
  * parties and the dealer's offline bytes, for semi2k (2PC + dealer) and aby3 (3PC).
  *
  *   bench_mpc [--op NAME] [--n N] [--protocol semi2k|aby3] [--reps R] [--warmup W]
- *             [--set KEY=VALUE]...
+ *             [--set KEY=VALUE]... [--insecure-plaintext]
+ *
+ * The party channels run TLS 1.3 as `mpcsim party` does; --insecure-plaintext times the
+ * protocol alone (as builds before TLS did).
  *
  * Without --op it runs the standard list (make bench): mul, fmul, matmul 128×768·768×768,
  * lt, exp, reciprocal, rsqrt, softmax over 1,024, sort of 1,024, top-k 8 of 1,024, in both
@@ -146,13 +149,15 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static int plaintext; /* --insecure-plaintext */
+
 static void bench(const char *pname, const bop *b, size_t n, job *j, char **sets, int n_sets)
 {
     if (build(j, b, n)) {
         printf("%-7s %-8s %8zu  (op not in this build)\n", pname, b->name, n);
         return;
     }
-    mpc_launch l = {.deadline_ms = 900000, .timeout_ms = 120000};
+    mpc_launch l = {.deadline_ms = 900000, .timeout_ms = 120000, .plaintext = plaintext};
     errbuf e;
     proto_cfg_default(pname, &l.cfg, &e);
     for (int i = 0; i < n_sets; i++)
@@ -199,7 +204,7 @@ static void bench(const char *pname, const bop *b, size_t n, job *j, char **sets
 static void usage(FILE *f)
 {
     fprintf(f, "usage: bench_mpc [--op NAME] [--n N] [--protocol semi2k|aby3] [--reps R] "
-               "[--warmup W] [--set KEY=VALUE]...\nops:");
+               "[--warmup W] [--set KEY=VALUE]... [--insecure-plaintext]\nops:");
     for (size_t i = 0; i < sizeof bops / sizeof *bops; i++)
         fprintf(f, " %s", bops[i].name);
     fprintf(f, "\n");
@@ -235,6 +240,8 @@ int main(int argc, char **argv)
             reps = num(a, v, 1, REPS_MAX), i++;
         else if (!strcmp(a, "--warmup"))
             warmup = num(a, v, 0, 1000), i++;
+        else if (!strcmp(a, "--insecure-plaintext"))
+            plaintext = 1;
         else if (!strcmp(a, "--set") && v && n_sets < 32)
             sets[n_sets++] = argv[++i];
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -262,10 +269,11 @@ int main(int argc, char **argv)
         return 2;
     }
     static const char *const protos[] = {"semi2k", "aby3"};
-    printf("# real backend on loopback; time at P0 per repetition (local compute + transfer),\n"
-           "# %ld warm-up + %ld timed repetitions; bytes: online sent by all parties, offline\n"
-           "# dealer->parties, per repetition; B/elem = (online + offline) / elements\n",
-           warmup, reps);
+    printf("# real backend on loopback, %s; time at P0 per repetition (local\n"
+           "# compute + transfer), %ld warm-up + %ld timed repetitions; bytes: online sent by\n"
+           "# all parties, offline dealer->parties, per repetition;\n"
+           "# B/elem = (online + offline) / elements\n",
+           plaintext ? "plaintext channels" : "TLS 1.3 channels", warmup, reps);
     printf("%-7s %-8s %8s %10s %10s %6s %14s %12s %10s\n", "proto", "op", "n", "min ms",
            "median ms", "rounds", "online B", "offline B", "B/elem");
     job j = {.reps = (int)reps, .warmup = (int)warmup};

@@ -6,18 +6,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "sim/cli/gnuplot.h"
 
 TESTDIR("check_gnuplot")
 
-/* Values a title or a path may hold. Not backquotes: gnuplot runs `cmd` inside a
- * double-quoted string as a shell command, and gnuplot_str / gnuplot_var do not guard against
- * that (a single-quoted gnuplot string would). */
+/* Values a title or a path may hold. gnuplot runs `cmd` inside a double-quoted string as a
+ * shell command and expands @name macros on command lines: both must come back as text. */
 static const char *const hostile[] = {
     "plain", "say \"hi\"", "back\\slash", "C:\\dir\\", "it's $HOME ;rm", "tab\there",
-    "ends with a quote\"", "\\\"", "",
+    "ends with a quote\"", "\\\"", "", "`echo PWNED`", "x `touch gp-ran` y", "@v", "''", "'",
 };
 #define N_HOSTILE (sizeof hostile / sizeof hostile[0])
 
@@ -26,7 +26,7 @@ START_TEST(test_var_round_trip)
 {
     const char *val = hostile[_i], *got = testdir_path(&td, "got.txt");
     char expr[1024] = "";
-    gnuplot_var(expr, sizeof expr, "v", val);
+    ck_assert_int_eq(gnuplot_var(expr, sizeof expr, "v", val), 0);
     snprintf(expr + strlen(expr), sizeof expr - strlen(expr), "set print '%s'; print v", got);
     int rc = gnuplot_run(expr, NULL, 0, testdir_path(&td, "err.txt"));
     ck_assert_msg(rc == 0, "gnuplot exited %d for %s: %s", rc, expr,
@@ -60,6 +60,19 @@ START_TEST(test_str_in_script)
         snprintf(want + strlen(want), sizeof want - strlen(want), "%s\n", hostile[i]);
     strcat(want, "second\n");
     ck_assert_str_eq(th_text(got), want);
+    ck_assert_msg(access("gp-ran", F_OK) != 0, "gnuplot ran a backquoted command");
+}
+END_TEST
+
+/* A value that does not fit appends nothing: the expression stays whole and terminated. */
+START_TEST(test_var_too_long)
+{
+    char expr[20] = "a = 1; ";
+    ck_assert_int_eq(gnuplot_var(expr, sizeof expr, "v", "quite a long value"), -1);
+    ck_assert_str_eq(expr, "a = 1; ");
+    ck_assert_int_eq(gnuplot_var(expr, sizeof expr, "v", "it's"), -1);
+    ck_assert_int_eq(gnuplot_var(expr, sizeof expr, "v", "ok"), 0);
+    ck_assert_str_eq(expr, "a = 1; v = \"ok\"; ");
 }
 END_TEST
 
@@ -89,6 +102,7 @@ Suite *gnuplot_suite(void)
     TESTDIR_USE(tc);
     tcase_add_loop_test(tc, test_var_round_trip, 0, (int)N_HOSTILE);
     tcase_add_test(tc, test_str_in_script);
+    tcase_add_test(tc, test_var_too_long);
     tcase_add_test(tc, test_exit_status);
     suite_add_tcase(s, tc);
     return s;

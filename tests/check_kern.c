@@ -24,6 +24,7 @@ static int exp_iters_override; /* 0: the protocol default */
 static const char *msb_override; /* NULL: the protocol default */
 static const char *topk_override; /* NULL: the protocol default */
 static const char *norm_override; /* NULL: the protocol default */
+static const char *exp_override; /* NULL: the protocol default */
 
 static eng *mk(int np)
 {
@@ -38,6 +39,8 @@ static eng *mk(int np)
         ck_assert_int_eq(proto_cfg_set(&c, "topk", topk_override, &e), 0);
     if (norm_override)
         ck_assert_int_eq(proto_cfg_set(&c, "normalize", norm_override, &e), 0);
+    if (exp_override)
+        ck_assert_int_eq(proto_cfg_set(&c, "exp", exp_override, &e), 0);
     eng *en = NULL;
     ck_assert_int_eq(eng_plain_new(&c, np, 99 + (uint64_t)np, 0, &en), 0);
     return en;
@@ -479,13 +482,39 @@ static int edge_points(double *x, int cap, int lo, int hi)
     return N;
 }
 
+/* exp: pow2 over its range (−11,350, 5.545]: both sides of 0, the underflow edge near
+ * −(f+1)·ln 2, the clamp at y' = 32 (x = −16.6), far below and the top; random share
+ * components. |got − e^x| <= 2e-5·e^x + 2^(1−f) (kern.c: the polynomial's 4e-6, y's unit
+ * in the last place 2.6e-6, the powers' and the sum's truncations 1e-5, relative). */
+START_TEST(test_exp_pow2)
+{
+    int np = 2 + _i;
+    enum { N = 1200 };
+    double *x = malloc(N * sizeof *x);
+    static const double edge[] = {0, -1e-6, 1e-6, -0.5, 5.545, 5.5, -12.5, -13.2, -16.6, -16.7,
+                                  -20, -100, -4096, -11000, -11350};
+    int n = 0;
+    for (size_t i = 0; i < sizeof edge / sizeof *edge; i++)
+        x[n++] = edge[i];
+    while (n < N / 2)
+        x[n++] = urand(-20, 5.5);
+    while (n < N)
+        x[n++] = -exp(urand(log(1e-4), log(11350.0)));
+    double err = ew_err_pts(np, OP_EXP, exp, x, n, 0, 2e-5, ldexp(2, -F));
+    ck_assert_msg(err <= 1, "exp on (-11350, 5.545]: error %g × the bound", err);
+    free(x);
+}
+END_TEST
+
 START_TEST(test_exp)
 {
+    exp_override = "taylor";
     double err = ew_err(2 + _i, OP_EXP, exp, -14, 0, 0, 0, 2e-3);
     ck_assert_msg(err <= 1, "exp on [-14, 0]: error %g × the bound 2e-3", err);
     exp_iters_override = 5; /* PUMA's setting: e^x·x²/2^(t+1) peaks at 4e^-2/64 = 8.5e-3 */
     err = ew_err(2 + _i, OP_EXP, exp, -14, 0, 0, 0, 1e-2);
     exp_iters_override = 0;
+    exp_override = NULL;
     ck_assert_msg(err <= 1, "exp (5 iterations) on [-14, 0]: error %g × the bound 1e-2", err);
 }
 END_TEST
@@ -1036,6 +1065,7 @@ Suite *kern_suite(void)
     tcase_add_loop_test(t, test_onehot_signed_rank, 0, 2);
     tcase_add_loop_test(t, test_a2b_b2a_select, 0, 2);
     tcase_add_loop_test(t, test_exp, 0, 2);
+    tcase_add_loop_test(t, test_exp_pow2, 0, 2);
     tcase_add_loop_test(t, test_reciprocal, 0, 4);
     tcase_add_loop_test(t, test_rsqrt, 0, 4);
     tcase_add_loop_test(t, test_recip_rsqrt_bitdec, 0, 4);

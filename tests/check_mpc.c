@@ -286,10 +286,10 @@ static void expect_aby3(const pcase *c, expect *x)
             x->link[0][2] = 8 * n;
             break;
         }
-        /* the pair: P0 ↔ P1 open c, P2 → P1 (msb(r), r') shares, then P0, P1 → P2 */
+        /* the pair: P0 ↔ P1 open c, P2 → P1 the (r', msb(r)) shares, then P0, P1 → P2 */
         x->rounds = 2;
         x->link[0][1] = x->link[1][0] = 8 * n;
-        x->link[2][1] = 16 * n;
+        x->link[2][1] = 8 * n + n * (((uint64_t)c->bits + 1 + 7) / 8); /* r' and msb(r) mod 2^(f+1) */
         x->link[0][2] = x->link[1][2] = 8 * n;
         break;
     case PRIM_B2A:

@@ -179,7 +179,7 @@ START_TEST(test_aby3_primitives)
         ck_assert_uint_eq(c.log.n, 8); /* trunc pair and b2a: 2 rounds each */
         pat ring = a3(8 * n), tr1 = {{{0}}, {0}}, tr2 = tr1, tl = tr1;
         tr1.b[0][1] = tr1.b[1][0] = 8 * n; /* pair: P0, P1 open c; P2 sends P1 its shares */
-        tr1.b[2][1] = 16 * n;
+        tr1.b[2][1] = 8 * n + 3 * n; /* r' and msb(r) mod 2^19, packed in 3 bytes */
         tr2.b[0][2] = tr2.b[1][2] = 8 * n; /* y0 and y2 to P2 */
         tl.b[0][2] = 8 * n; /* Share Truncation I: P0 sends y0 to P2 */
         expect_round(&c.log.r[0], &ring, 3, PRIM_OPEN, "open all");
@@ -312,7 +312,12 @@ START_TEST(test_composite_rounds)
     errbuf e;
     proto_cfg_default(nm, &cfg, &e);
     int t = cfg.exp_iters, ri = cfg.recip_iters, si = cfg.rsqrt_iters;
-    int EXP = T + t * FM;
+    int EXP_T = T + t * FM; /* exp: taylor */
+    /* exp: pow2: y' trunc, the bits of y' < 2^(f+14) up to c_(f+5) with zero tests at f+4,
+     * f+5 (⌈log2(f+5)⌉ carry levels, the suffix over 9 bits alongside), b2a_bit, then
+     * [r², F0F1, F2F3], trunc, [r³, r⁴, F0123], trunc, the polynomial's trunc, q·F4, ·F0123,
+     * trunc */
+    int EXP = T + (np == 3) + 1 + clog2((uint64_t)cfg.frac_bits + 5) + 1 + R_B2A(np) + 4 + 4 * T;
     int f = cfg.frac_bits, W = 2 * f + 4; /* the default bound of 1/x and 1/sqrt(x) */
     /* 1/x: hibit, 2^(K−q) and X·2^(K−q), c, [e0; n0], then [n; e] per iteration */
     int RECIP = R_HIBIT(np, W) + R_POW(np, W - 1) + T + FM + ri * FM;
@@ -328,6 +333,15 @@ START_TEST(test_composite_rounds)
     ck_assert_uint_eq(cost_op(nm, OP_EXP, 1, 10, 0, 1, 0, 0, NULL).rounds, EXP);
     ck_assert_uint_eq(cost_op(nm, OP_RECIPROCAL, 1, 10, 0, 1, 0, 0, NULL).rounds, RECIP);
     ck_assert_uint_eq(cost_op(nm, OP_RSQRT, 1, 10, 0, 1, 0, 0, NULL).rounds, RSQRT);
+    { /* exp: taylor: the clip mask's lt and product come back */
+        proto_cfg tl = cfg;
+        ck_assert_int_eq(proto_cfg_set(&tl, "exp", "taylor", &e), MS_OK);
+        ck_assert_uint_eq(cost_op(nm, OP_EXP, 1, 10, 0, 1, 0, 0, &tl).rounds, EXP_T);
+        int ws = cfg.frac_bits + 3 + 1, lv = 3; /* a row of 7 */
+        int RS = R_HIBIT(np, ws) + R_POW(np, ws - cfg.frac_bits) + T + FM + ri * FM;
+        ck_assert_uint_eq(cost_op(nm, OP_SOFTMAX, 1, 1, 0, 7, -1, 0, &tl).rounds,
+                          lv * (R_LT(np) + 1) + R_LT(np) + EXP_T + 1 + RS + FM);
+    }
     { /* normalize: thresholds (the earlier construction): one batched lt against the powers */
         proto_cfg th = cfg;
         ck_assert_int_eq(proto_cfg_set(&th, "normalize", "thresholds", &e), MS_OK);
@@ -338,7 +352,8 @@ START_TEST(test_composite_rounds)
     }
     /* per element, all parties, online + offline: at most the best peer's 1,460 B (semi2k) and
      * 886 B (aby3, with the peer's one-round Share Truncation I: trunc local; the default
-     * truncation pair's 48 B per truncation puts 1/x at 915 B, PRIMITIVES.md) */
+     * truncation pair's 43 B per truncation puts 1/x at 885 B and 1/sqrt(x) at 1,194 B,
+     * PRIMITIVES.md) */
     {
         proto_cfg pc = cfg;
         if (np == 3)
@@ -346,6 +361,7 @@ START_TEST(test_composite_rounds)
         uint64_t peer = np == 2 ? 1460 : 886;
         ck_assert_uint_le(cost_op(nm, OP_RECIPROCAL, 1, 10, 0, 1, 0, 0, &pc).all, 10 * peer);
         ck_assert_uint_le(cost_op(nm, OP_RSQRT, 1, 10, 0, 1, 0, 0, &pc).all, 10 * peer);
+        ck_assert_uint_le(cost_op(nm, OP_RECIPROCAL, 1, 10, 0, 1, 0, 0, NULL).all, 10 * peer);
     }
     /* gelu/silu: batched lt, powers in 3 fixed-point levels, 1 trunc, 1 selector mul */
     ck_assert_uint_eq(cost_op(nm, OP_GELU, 1, 10, 0, 1, 0, 0, NULL).rounds, R_LT(np) + 3 * FM + T + 1);
@@ -358,7 +374,7 @@ START_TEST(test_composite_rounds)
         /* PUMA softmax: max, clip lt, exp, mask mul, reciprocal of the row sum, final mul */
         int ws = f + (n > 1 ? clog2(n) : 1) + 1; /* the row sum < 2n, >= 1/2 */
         int RS = R_HIBIT(np, ws) + R_POW(np, ws - f) + T + FM + ri * FM;
-        int SM = MAX + R_LT(np) + EXP + 1 + RS + FM;
+        int SM = MAX + EXP + RS + FM; /* exp: pow2 underflows to 0 above the clip: no mask */
         ck_assert_uint_eq(cost_op(nm, OP_SOFTMAX, 4, 3, 0, n, -1, 0, NULL).rounds, SM);
         ck_assert_uint_eq(cost_op(nm, OP_SOFTMAX, 1, 1, 0, n, 0, 0, NULL).rounds, SM);
         /* norms: [mean trunc,] square, mean trunc, rsqrt, normalize, gain */
@@ -412,6 +428,11 @@ START_TEST(test_composite_rounds)
     proto_cfg lc = cfg;
     ck_assert_int_eq(proto_cfg_set(&lc, "trunc", "local", &e), 0);
     ck_assert_int_eq(lc.trunc_local, 1);
+    int TL = np == 2 ? 0 : 1;
+    ck_assert_uint_eq(cost_op(nm, OP_EXP, 1, 10, 0, 1, 0, 0, &lc).rounds,
+                      TL + (np == 3) + 1 + clog2((uint64_t)cfg.frac_bits + 5) + 1 + R_B2A(np) +
+                          4 + 4 * TL);
+    ck_assert_int_eq(proto_cfg_set(&lc, "exp", "taylor", &e), MS_OK);
     ck_assert_uint_eq(cost_op(nm, OP_EXP, 1, 10, 0, 1, 0, 0, &lc).rounds,
                       np == 2 ? t : (1 + t * 2));
 }
@@ -691,6 +712,7 @@ START_TEST(test_cost_deterministic)
     proto_cfg a, b;
     errbuf e;
     proto_cfg_default("semi2k", &a, &e);
+    ck_assert_int_eq(proto_cfg_set(&a, "exp", "taylor", &e), MS_OK); /* exp_iters counts there */
     b = a;
     b.softmax_clip = -20;
     cost_log la, lb;

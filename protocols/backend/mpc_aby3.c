@@ -270,22 +270,26 @@ static int trunc_local(a3 *s, mpc_val *z, const mpc_val *x, int bits)
  * re-encoding of eprint 2020/338 §5.1). As a 2-of-2 sharing x = a + x2 of P0 (a = x0 + x1) and
  * P1 (x2), masked by r = r0 + r1 with r0 from K_0 (P0, P2) and r1 from K_2 (P1, P2): only P2
  * knows r. It draws P0's shares m0, p0 of msb(r) and of r' = (r mod 2^63) >> f from K_0 and
- * sends P1 m1 = msb(r) − m0, p1 = r' − p0. Round 1: P0 and P1 open c = x + 2^62 + r to each
- * other while P2 sends (m1, p1). With x' = x + 2^62 in [0, 2^63) (|x| < 2^62),
+ * sends P1 p1 = r' − p0 and m1 = msb(r) − m0 mod 2^(f+1), packed: the msb enters y only times
+ * 2^(63−f), so its shares matter modulo 2^(f+1). Round 1: P0 and P1 open c = x + 2^62 + r to
+ * each other while P2 sends (p1, m1). With x' = x + 2^62 in [0, 2^63) (|x| < 2^62),
  * x' = (c mod 2^63) − (r mod 2^63) + 2^63·(msb(c) ⊕ msb(r)), so
  * y = ((c mod 2^63) >> f) − r' + 2^(63−f)·(msb(c) ⊕ msb(r)) − 2^(62−f) is ⌊x/2^f⌋ or one more
  * (the borrow of the low bits: probabilistic rounding), never wrong by more. z0 (P0) and z1
  * (P1) share y; round 2 makes it replicated with u, t from K_1 (P0, P1): y0 = z0 + u, y1 = t,
  * y2 = z1 − u − t, P0 sending y0 and P1 sending y2 to P2, which sees both masked by u and t.
- * COST: round 1 8n P0↔P1 and 16n P2→P1, round 2 8n P0→P2 and 8n P1→P2. */
+ * COST: round 1 8n P0↔P1 and 8n + n·⌈(f+1)/8⌉ P2→P1, round 2 8n P0→P2 and 8n P1→P2. */
 static int trunc_pair(a3 *s, mpc_val *z, const mpc_val *x, int bits)
 {
     size_t n = x->n;
     int i = s->c.party;
-    uint64_t *r = mpc_tmp(&s->c, 0, n), *mp = mpc_tmp(&s->c, 1, 2 * n);
+    /* mp: m then p (n words each), then the P2 → P1 message: p1 (8n), m1 packed */
+    size_t MB = mpc_packed_bytes(n, bits + 1), pos = 8 * 8 * n;
+    uint64_t *r = mpc_tmp(&s->c, 0, n), *mp = mpc_tmp(&s->c, 1, 3 * n + MB / 8 + 1);
     uint64_t *snd = mpc_tmp(&s->c, 2, n), *rcv = mpc_tmp(&s->c, 3, n), *u = mpc_tmp(&s->c, 4, n);
     if (!r || !mp || !snd || !rcv || !u)
         return MS_ERR_NOMEM;
+    uint64_t *msg = mp + 2 * n, mlow = (1ull << (bits + 1)) - 1;
     const uint64_t top = 1ull << 63;
     const void *sb[3] = {0};
     void *rb[3] = {0};
@@ -297,10 +301,11 @@ static int trunc_pair(a3 *s, mpc_val *z, const mpc_val *x, int bits)
         mpc_prg_u64(&s->k0, r, n); /* K_2: r1 */
         for (size_t q = 0; q < n; q++) {
             uint64_t rr = snd[q] + r[q];
-            mp[q] = (rr >> 63) - mp[q];
-            mp[n + q] = ((rr & ~top) >> bits) - mp[n + q];
+            mp[q] = ((rr >> 63) - mp[q]) & mlow;
+            msg[q] = ((rr & ~top) >> bits) - mp[n + q];
         }
-        sb[1] = mp, sl[1] = 16 * n;
+        mpc_pack_bits((uint8_t *)msg, &pos, mp, n, mlow);
+        sb[1] = msg, sl[1] = 8 * n + MB;
         if ((rc = x3m(s, sb, sl, rb, rl)) || (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
             return rc;
         memset(sb, 0, sizeof sb), memset(sl, 0, sizeof sl);
@@ -318,12 +323,16 @@ static int trunc_pair(a3 *s, mpc_val *z, const mpc_val *x, int bits)
         mpc_prg_u64(&s->k1, r, n); /* K_2: r1 */
         for (size_t q = 0; q < n; q++)
             snd[q] = x->s[1][q] + r[q];
-        rb[2] = mp, rl[2] = 16 * n;
+        rb[2] = msg, rl[2] = 8 * n + MB;
     }
     sb[o] = snd, sl[o] = 8 * n;
     rb[o] = rcv, rl[o] = 8 * n;
     if ((rc = x3m(s, sb, sl, rb, rl)) || (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
         return rc;
+    if (!p0) { /* (p1, m1) from P2 into the layout of P0's (m0, p0) */
+        mpc_unpack_bits(mp, n, mlow, (const uint8_t *)msg, &pos);
+        memcpy(mp + n, msg, 8 * n);
+    }
     /* u, then t = y1, from K_1 */
     mpc_prg_u64(p0 ? &s->k1 : &s->k0, u, n);
     mpc_prg_u64(p0 ? &s->k1 : &s->k0, z->s[p0], n);

@@ -196,6 +196,18 @@ int mpc_run_ops(eng *e, mpc_net *net, mpc_program_run *r, size_t from, size_t to
         mpc_engine_pub_counts(e, &pn0, &ps0);
         if (err)
             err->msg[0] = 0;
+        mpc_val *in = &r->vals[p->ops[i].out];
+        if (p->ops[i].kind == OP_INPUT && in->s[0] && !(r->plain && in->s[0] == r->plain[p->ops[i].out])) {
+            /* the program runs again (party --repeat, bench_mpc): drop the last run's shares and
+             * give the INPUT its plaintext back (kern reads it from s[0] at the owner) */
+            size_t n = in->n;
+            int dom = in->dom;
+            e->vt->release(e, in);
+            memset(in, 0, sizeof *in);
+            in->n = n, in->dom = (uint8_t)dom;
+            if (r->plain)
+                in->s[0] = r->plain[p->ops[i].out];
+        }
         int rc = kern_exec(e, p, i, r->vals, err);
         if (rc) {
             char m[700];

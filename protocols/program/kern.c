@@ -50,14 +50,19 @@
  *             the leading k·n elements of in1's instance (op.h).
  *
  * Approximations and their error bounds (checked by tests/check_kern.c on eng_plain):
- *   exp        (1 + x/2^t)^(2^t), t = cfg.exp_iters (SPU exp_taylor). For x in [-14, 0] and
- *              t = 8, f = 18: |err| <= 2e-3 absolute (the limit's own error e^x·x²/2^(t+1)
- *              and fixed-point rounding); t = 5 (PUMA): <= 1e-2. Inputs below -2^t make
- *              1 + x/2^t negative: the result is garbage (softmax masks those entries).
+ *   exp        exp: pow2 (default): 2^-y, y = −x·log2 e, the integer part's bits by one bit
+ *              decomposition and 2^-r on the fraction by a degree-4 polynomial (k_exp_pow2).
+ *              x in (−11,350, 5.545]; 0 below −16.6 (under the last place from −(f+1)·ln 2 =
+ *              −13.2 on); |err| <= 2e-5·e^x + 2^(1-f), tested on both sides of 0, at the
+ *              underflow edge and the clamp, far below and at the top.
+ *              exp: taylor: (1 + x/2^t)^(2^t), t = cfg.exp_iters (SPU exp_taylor). For x in
+ *              [-14, 0] and t = 8, f = 18: |err| <= 2e-3 absolute (the limit's own error
+ *              e^x·x²/2^(t+1) and fixed-point rounding); t = 5 (PUMA): <= 1e-2. Inputs below
+ *              -2^t make 1 + x/2^t negative: the result is garbage (softmax masks those).
  *   reciprocal normalize: bitdec (default): x in [2^-f, 2^(w-f)), w = op.bits or 2f + 4
  *              (x < 2^22 = 4.2e6 at f = 18; softmax passes its row sum's bound f + ⌈log2 n⌉ + 1).
  *              |y − 1/x| <= 1e-4/x + 2^(1-f): Goldschmidt's |e0|^4 = 1.24e-5 (it = 2) plus
- *              units in the last place; relative error <= 1e-4 on [2^-f, 8] (measured 3.1e-5),
+ *              units in the last place; relative error <= 1e-4 on [2^-f, 8] (measured 2.9e-5),
  *              beyond that the output's own quantum 2^-f dominates. Tested on both sides of
  *              every power of two of the range.
  *              normalize: thresholds: x in [2^-f, 2^(f-1)). Normalization by a batched
@@ -76,8 +81,9 @@
  *   gelu, silu PUMA piecewise polynomials (mpc-costs.md §2.4); error vs the exact functions:
  *              gelu <= 2.1e-2 (0.0199 at x = 3+), silu <= 7.5e-2 (0.0719 at x = 4+:
  *              PUMA puts x above 4 where silu(4) = 3.928) absolute: the polynomials' own error.
- *   softmax    PUMA: row max, exp(x - max) masked to 0 below cfg.softmax_clip, one reciprocal
- *              per row; error is that of exp plus the reciprocal's relative error.
+ *   softmax    PUMA: row max, exp(x - max) masked to 0 below cfg.softmax_clip (with exp: pow2
+ *              only when the clip lies above −(f+1)·ln 2, where that exp is not already 0),
+ *              one reciprocal per row; error is that of exp plus the reciprocal's.
  *   lt         exact for |x - y| < 2^63 (msb of x - y); eq exact. With an op's bit bound w
  *              (op.bits): lt, max, sort exact for x − y in [−2^(w−1), 2^(w−1)), eq for
  *              |x − y| < 2^w; one-hot indices in [0, n) need only ⌈log2 n⌉ bits.
@@ -987,7 +993,7 @@ static int k_rowmax(eng *e, mpc_val *mx, mpc_val *ix, const mpc_val *x, size_t R
 
 /* exp(x) ≈ (1 + x/2^t)^(2^t): one truncation by t bits, then t fixed-point squarings
  * (SPU exp_taylor; CrypTen exp). */
-static int k_exp(eng *e, mpc_val *z, const mpc_val *x)
+static int k_exp_taylor(eng *e, mpc_val *z, const mpc_val *x)
 {
     int t = e->cfg.exp_iters;
     mpc_val y;
@@ -1180,10 +1186,14 @@ static int k_spread(eng *e, mpc_val *z, const mpc_val *v, uint64_t src, int len,
  * idea as SPU highestOneBit (libspu/kernel/hal/fxp_base.cc, over a full A2B) and MP-SPDZ
  * Norm (Compiler/floatingpoint.py: BitDec, then PreOR), with the suffix run alongside the
  * carries instead of after them. */
-static int k_hibit(eng *e, mpc_val *H, const mpc_val *x, int w)
+/* The general form: X in [0, 2^w); sum bits *sb of X at positions [0, cm] (carries up to
+ * c_cm, cm <= w − 1) and *zb with z_i = [X < 2^i] for i in [zlo, zhi) (1 <= zlo < zhi <= w,
+ * zhi − 1 <= cm), other bits 0. The suffix network covers j in [zlo + 1, w). */
+static int k_bitdec(eng *e, mpc_val *sb, mpc_val *zb, const mpc_val *x, int w, int cm, int zlo,
+                    int zhi)
 {
     size_t n = x->n;
-    int m = w - 1, ms = w - 2; /* carry positions [0, m); suffix positions p = j − 2 */
+    int m = cm, jlo = zlo + 1, ms = w - jlo; /* carry positions [0, m); suffix p = j − jlo */
     int Lc = 0, Ls = 0;
     while ((1 << Lc) < m)
         Lc++;
@@ -1195,21 +1205,22 @@ static int k_hibit(eng *e, mpc_val *H, const mpc_val *x, int w)
     TRY(kal(e, &b, n, DOM_BOOL));
     TRY(VT->bool_pair(e, &a, &b, x, w));
     TRY(kal(e, &g, n, DOM_BOOL));
-    TRY(VT->and_bits(e, &g, &a, &b, lowbits(m), e->n_parties == 2));
+    TRY(VT->and_bits(e, &g, &a, &b, lowbits(m) | bitrange(jlo - 1, w - 1), e->n_parties == 2));
     TRY(kal(e, &t, n, DOM_BOOL));
     TRY(VT->add(e, &t, &a, &b));
     TRY(k_andc(e, &t, &t, lowbits(w)));
-    TRY(k_rep(e, &G, &g, 1));
+    TRY(kal(e, &G, n, DOM_BOOL));
+    TRY(k_andc(e, &G, &g, lowbits(m)));
     TRY(kal(e, &P, n, DOM_BOOL));
     TRY(k_andc(e, &P, &t, lowbits(m)));
-    /* e_j = ~(t_j ^ t_(j−1) ^ g_(j−1)) for j in [2, w); S starts as e_(p+2), ones above */
+    /* e_j = ~(t_j ^ t_(j−1) ^ g_(j−1)) for j in [jlo, w); S starts as e_(p+jlo), ones above */
     TRY(kal(e, &E, n, DOM_BOOL));
     TRY(VT->shift(e, &E, &t, -1));
     TRY(VT->add(e, &E, &E, &t));
     TRY(kal(e, &S, n, DOM_BOOL));
     TRY(VT->shift(e, &S, &g, -1));
     TRY(VT->add(e, &E, &E, &S));
-    TRY(VT->shift(e, &S, &E, 2));
+    TRY(VT->shift(e, &S, &E, jlo));
     TRY(k_andc(e, &S, &S, lowbits(ms > 0 ? ms : 0)));
     {
         uint64_t ones = ~0ull; /* complement on [0, ms), the AND's identity above */
@@ -1307,30 +1318,37 @@ static int k_hibit(eng *e, mpc_val *H, const mpc_val *x, int w)
         if (np == 2)
             krel(e, &XX), krel(e, &YY);
     }
-    /* s = t ^ (carries << 1); z_i = ~s_i & S_(i+1) on [1, w); T = ~z on [0, w) */
-    mpc_val s, Y, z;
+    /* s = t ^ (carries << 1); z_i = ~s_i & S_(i+1) on [zlo, zhi) */
+    mpc_val s, Y;
+    uint64_t zm = bitrange(zlo, zhi);
     TRY(kal(e, &s, n, DOM_BOOL));
     TRY(VT->shift(e, &s, &G, -1));
-    TRY(k_andc(e, &s, &s, bitrange(1, w)));
+    TRY(k_andc(e, &s, &s, bitrange(1, m + 1)));
     TRY(VT->add(e, &s, &s, &t));
-    {
-        uint64_t c = bitrange(1, w);
-        TRY(VT->add_pub(e, &s, &s, &c, 1));
-    }
+    TRY(k_andc(e, &s, &s, lowbits(m + 1)));
+    if (sb)
+        TRY(k_rep(e, sb, &s, 1));
+    TRY(VT->add_pub(e, &s, &s, &zm, 1));
     TRY(kal(e, &Y, n, DOM_BOOL));
-    TRY(VT->shift(e, &Y, &S, -1)); /* bit i = S_(i+1) = S'_(i−1) */
-    TRY(k_andc(e, &Y, &Y, bitrange(1, w)));
-    TRY(kal(e, &z, n, DOM_BOOL));
-    TRY(VT->and_bits(e, &z, &s, &Y, bitrange(1, w), 0));
-    {
-        uint64_t c = lowbits(w);
-        TRY(VT->add_pub(e, &z, &z, &c, 1)); /* T */
-    }
-    TRY(kal(e, H, n, DOM_BOOL));
+    TRY(VT->shift(e, &Y, &S, -zlo)); /* bit i = S_(i+1) = S'_(i+1−jlo) */
+    TRY(k_andc(e, &Y, &Y, zm));
+    TRY(kal(e, zb, n, DOM_BOOL));
+    TRY(VT->and_bits(e, zb, &s, &Y, zm, 0));
+    krel(e, &a), krel(e, &b), krel(e, &g), krel(e, &t), krel(e, &G), krel(e, &P);
+    krel(e, &S), krel(e, &E), krel(e, &s), krel(e, &Y);
+    return MS_OK;
+}
+
+static int k_hibit(eng *e, mpc_val *H, const mpc_val *x, int w)
+{
+    mpc_val z;
+    TRY(k_bitdec(e, NULL, &z, x, w, w - 1, 1, w));
+    uint64_t c = lowbits(w);
+    TRY(VT->add_pub(e, &z, &z, &c, 1)); /* T = ~z, T_0 = 1 */
+    TRY(kal(e, H, x->n, DOM_BOOL));
     TRY(VT->shift(e, H, &z, 1));
     TRY(VT->add(e, H, H, &z));
-    krel(e, &a), krel(e, &b), krel(e, &g), krel(e, &t), krel(e, &G), krel(e, &P);
-    krel(e, &S), krel(e, &E), krel(e, &s), krel(e, &Y), krel(e, &z);
+    krel(e, &z);
     return MS_OK;
 }
 
@@ -1674,6 +1692,139 @@ static int k_rsqrt_bits(eng *e, mpc_val *z, const mpc_val *x, int lo, int w)
     krel(e, &Y), krel(e, &u3), krel(e, &t), krel(e, &y), krel(e, &c), krel(e, &cP), krel(e, P2);
     return MS_OK;
 }
+/* Degree-4 polynomial for 2^-r on [0, 1]: interpolation at the Chebyshev nodes (within 2e-6
+ * of 2^-r), scaled by 2^(2^-f) for the ulp added to y before its truncation. */
+static const double exp2_poly[5] = {0.9999980397841521, -0.6930489339094897, 0.23943060364127447,
+                                    -0.053213117788767576, 0.006835154726679732};
+#define EXP_OFF 8  /* y + 8: x up to 8·ln 2 = 5.545 */
+#define EXP_YB 14  /* y + 8 < 2^14: x > −(2^14 − 8)·ln 2 = −11,350 */
+
+/* exp(x) = 2^-y, y = −x·log2(e) (exp: pow2, the default). y' = y + 8 (plus one unit in the
+ * last place, so a truncation error cannot make it negative) in [0, 2^14); its bits by one
+ * decomposition (k_bitdec): the integer part k' of y' from bits f … f+3 and the zero tests
+ * z4 = [y' < 16], z5 = [y' < 32] (k' = bits 0-3 + 16·(z5 − z4) when z5); one b2a_bit of
+ * those 6 bits; r = y' − k' in [0, 1); 2^-r by a degree-4 polynomial (powers r², [r³, r⁴],
+ * batched with the product tree of the digit factors F_j = 2^(2^j) − (2^(2^j) − 1)·b_j and
+ * F4 = z5 + (2^16 − 1)·z4), so P = 2^(31−k') and 0 when y' >= 32 (x < −16.6: below the fixed
+ * point's last place); exp(x) = P·2^-r / 2^(31−8). Range: x in (−11,350, 5.545]; error
+ * |got − e^x| <= 2e-5·e^x + 2^(1−f): the polynomial's 4e-6 relative, y's last place 2.6e-6,
+ * the truncations of r², r³, r⁴ and of the sum 1e-5 (tests/check_kern.c). The range reduction of SPU's
+ * exp_pade / MP-SPDZ exp2_fx (an integer part from the bits, a polynomial on the fraction),
+ * with 2^-k' as a product of digit factors. Rounds: 1 + bitdec + b2a_bit + 8. */
+static int k_exp_pow2(eng *e, mpc_val *z, const mpc_val *x)
+{
+    int f = e->cfg.frac_bits, wy = f + EXP_YB;
+    size_t n = x->n;
+    mpc_val yr, y, sb, zb, ind[6], cat, A, r, F[5], pa[3], pb[3], AA, BB, M, R, r2, r34, q, t;
+    TRY(kal(e, &yr, n, DOM_ARITH));
+    TRY(k_mulc(e, &yr, x, (uint64_t)-(int64_t)FX(1.4426950408889634)));
+    TRY(k_addc(e, &yr, &yr, (((uint64_t)EXP_OFF << f) + 1) << f));
+    TRY(k_trunc(e, &y, &yr, f));
+    krel(e, &yr);
+    TRY(k_bitdec(e, &sb, &zb, &y, wy, f + 5, f + 4, f + 6));
+    for (int j = 0; j < 6; j++) {
+        TRY(kal(e, &ind[j], n, DOM_BOOL));
+        TRY(VT->shift(e, &ind[j], j < 4 ? &sb : &zb, f + j));
+        TRY(k_andc(e, &ind[j], &ind[j], 1));
+    }
+    TRY(k_concat(e, &cat, ind, 6));
+    for (int j = 0; j < 6; j++)
+        krel(e, &ind[j]);
+    krel(e, &sb), krel(e, &zb);
+    TRY(kal(e, &A, 6 * n, DOM_ARITH));
+    TRY(VT->b2a_bit(e, &A, &cat));
+    krel(e, &cat);
+    mpc_val Bj[6];
+    for (int j = 0; j < 6; j++)
+        TRY(k_slice(e, &Bj[j], &A, (size_t)j * n, n));
+    krel(e, &A);
+    /* r = y' − 2^f·k' (k' as above; garbage when z5 = 0, where P = 0) */
+    TRY(k_rep(e, &r, &y, 1));
+    for (int j = 0; j < 6; j++) {
+        int64_t c = j < 4 ? -((int64_t)1 << (f + j)) : j == 4 ? (int64_t)1 << (f + 4)
+                                                           : -((int64_t)1 << (f + 4));
+        mpc_val u;
+        TRY(kal(e, &u, n, DOM_ARITH));
+        TRY(k_mulc(e, &u, &Bj[j], (uint64_t)c));
+        TRY(VT->add(e, &r, &r, &u));
+        krel(e, &u);
+    }
+    krel(e, &y);
+    for (int j = 0; j < 4; j++) {
+        uint64_t pw = 1ull << (1 << j);
+        TRY(kal(e, &F[j], n, DOM_ARITH));
+        TRY(k_mulc(e, &F[j], &Bj[j], (uint64_t)-(int64_t)(pw - 1)));
+        TRY(k_addc(e, &F[j], &F[j], pw));
+    }
+    TRY(kal(e, &F[4], n, DOM_ARITH));
+    TRY(k_mulc(e, &F[4], &Bj[4], (1ull << 16) - 1));
+    TRY(VT->add(e, &F[4], &F[4], &Bj[5]));
+    for (int j = 0; j < 6; j++)
+        krel(e, &Bj[j]);
+    /* M1: [r·r, F0·F1, F2·F3] */
+    pa[0] = r, pa[1] = F[0], pa[2] = F[2], pb[0] = r, pb[1] = F[1], pb[2] = F[3];
+    TRY(k_concat(e, &AA, pa, 3));
+    TRY(k_concat(e, &BB, pb, 3));
+    TRY(k_imul(e, &M, &AA, &BB));
+    krel(e, &AA), krel(e, &BB);
+    mpc_val r2r, F01, F23;
+    TRY(k_slice(e, &r2r, &M, 0, n));
+    TRY(k_slice(e, &F01, &M, n, n));
+    TRY(k_slice(e, &F23, &M, 2 * n, n));
+    krel(e, &M);
+    TRY(k_trunc(e, &r2, &r2r, f));
+    krel(e, &r2r);
+    /* M2: [r²·r, r²·r², F01·F23] */
+    pa[0] = r2, pa[1] = r2, pa[2] = F01, pb[0] = r, pb[1] = r2, pb[2] = F23;
+    TRY(k_concat(e, &AA, pa, 3));
+    TRY(k_concat(e, &BB, pb, 3));
+    TRY(k_imul(e, &M, &AA, &BB));
+    krel(e, &AA), krel(e, &BB), krel(e, &F01), krel(e, &F23);
+    mpc_val F0123;
+    TRY(k_slice(e, &R, &M, 0, 2 * n));
+    TRY(k_slice(e, &F0123, &M, 2 * n, n));
+    krel(e, &M);
+    TRY(k_trunc(e, &r34, &R, f));
+    krel(e, &R);
+    /* q = Σ c_i r^i (raw 2f), one truncation */
+    double comp = exp2(ldexp(1.0, -f));
+    mpc_val *pw[5] = {NULL, &r, &r2, NULL, NULL}, r3, r4;
+    TRY(k_slice(e, &r3, &r34, 0, n));
+    TRY(k_slice(e, &r4, &r34, n, n));
+    pw[3] = &r3, pw[4] = &r4;
+    TRY(kal(e, &t, n, DOM_ARITH));
+    TRY(k_mulc(e, &t, &r, FX(exp2_poly[1] * comp)));
+    for (int i = 2; i < 5; i++) {
+        mpc_val u;
+        TRY(kal(e, &u, n, DOM_ARITH));
+        TRY(k_mulc(e, &u, pw[i], FX(exp2_poly[i] * comp)));
+        TRY(VT->add(e, &t, &t, &u));
+        krel(e, &u);
+    }
+    TRY(k_addc(e, &t, &t, FX(exp2_poly[0] * comp) << f));
+    TRY(k_trunc(e, &q, &t, f));
+    krel(e, &t), krel(e, &r), krel(e, &r2), krel(e, &r3), krel(e, &r4), krel(e, &r34);
+    /* exp = q·F4·F0123 / 2^(31 − 8) */
+    mpc_val q4, Pq;
+    TRY(k_imul(e, &q4, &q, &F[4]));
+    TRY(k_imul(e, &Pq, &q4, &F0123));
+    TRY(k_trunc(e, z, &Pq, 31 - EXP_OFF));
+    krel(e, &q), krel(e, &q4), krel(e, &Pq), krel(e, &F0123);
+    for (int j = 0; j < 5; j++)
+        krel(e, &F[j]);
+    return MS_OK;
+}
+
+static int k_exp_pw2(const eng *e)
+{
+    return strcmp(e->cfg.exp, "taylor") != 0;
+}
+
+
+static int k_exp(eng *e, mpc_val *z, const mpc_val *x)
+{
+    return k_exp_pw2(e) ? k_exp_pow2(e, z, x) : k_exp_taylor(e, z, x);
+}
 
 static int k_cmp_norm(const eng *e)
 {
@@ -1844,13 +1995,22 @@ static int k_softmax(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t m, s
     TRY(k_bcast(e, &mb, &mx, n));
     TRY(kal(e, &d, R * n, DOM_ARITH));
     TRY(VT->sub(e, &d, &xm, &mb));
-    mpc_val cd; /* b = [clip < d] = msb(clip - d) */
-    TRY(kal(e, &cd, R * n, DOM_ARITH));
-    TRY(k_mulc(e, &cd, &d, (uint64_t)-1));
-    TRY(k_addc(e, &cd, &cd, FX(e->cfg.softmax_clip)));
-    TRY(k_msb(e, &b, &cd));
+    /* b = [clip < d] = msb(clip - d); exp: pow2 is 0 below -(f+1)·ln 2 already (its last
+     * place), so a clip below that needs no mask */
+    mpc_val cd = {0};
+    int clip = !k_exp_pw2(e) || e->cfg.softmax_clip > -(f + 1) * 0.6931471805599453;
+    b = (mpc_val){0};
+    if (clip) {
+        TRY(kal(e, &cd, R * n, DOM_ARITH));
+        TRY(k_mulc(e, &cd, &d, (uint64_t)-1));
+        TRY(k_addc(e, &cd, &cd, FX(e->cfg.softmax_clip)));
+        TRY(k_msb(e, &b, &cd));
+    }
     TRY(k_exp(e, &ex, &d));
-    TRY(k_imul(e, &exb, &ex, &b));
+    if (clip)
+        TRY(k_imul(e, &exb, &ex, &b));
+    else
+        TRY(k_rep(e, &exb, &ex, 1));
     TRY(k_rowsum(e, &sum, &exb, R, n));
     /* the row sum is >= exp(0) = 1 and at most n (each term <= 1) */
     TRY(k_recip(e, &rs, &sum, -1, f + idx_bits(n) + 1));

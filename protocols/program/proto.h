@@ -48,6 +48,8 @@ typedef struct proto_cfg {
                                * odd–even merge sort, no leakage) or "quickselect" (SPU topk_1d:
                                * a secret shuffle, then QuickSelect whose pivot comparisons are
                                * revealed — kern.c k_topk_qs, PRIMITIVES.md) */
+    char exp[16];             /* exp: "pow2" (2^-y by range reduction, kern.c k_exp_pow2) or
+                               * "taylor" ((1 + x/2^t)^(2^t), t = exp_iters) */
     char normalize[16];       /* reciprocal / rsqrt normalisation: "bitdec" (one bit
                                * decomposition, the highest bit's power of two; kern.c
                                * k_hibit) or "thresholds" (a batched comparison against every

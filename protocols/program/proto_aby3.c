@@ -22,6 +22,7 @@ static void aby3_defaults(proto_cfg *c)
     strcpy(c->approx, "puma");
     strcpy(c->msb, "packed"); /* SPU msb_a2b packs its carry tree too */
     strcpy(c->topk, "network");
+    strcpy(c->exp, "pow2");          /* range reduction: 2^-k from the bits */
     strcpy(c->normalize, "bitdec"); /* SPU f_reciprocal / MP-SPDZ Norm: one bit decomposition */
 }
 
@@ -135,18 +136,18 @@ static int a3_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
     }
     /* COST: trunc pair (PRIMITIVES.md; SPU aby3 TruncAPr, eprint 2020/338 §5.1): round 1 P0
      * and P1 open c = x + 2^(l-2) + r to each other (8n each way) while P2, which knows r,
-     * sends P1 its shares of msb(r) and r' (16n); round 2 P0 and P1 each send P2 one masked
-     * component of the result (8n each): 48n in all */
+     * sends P1 its share of r' (8n) and of msb(r) mod 2^(bits+1), packed (n·⌈(bits+1)/8⌉);
+     * round 2 P0 and P1 each send P2 one masked component of the result (8n each): 43n in
+     * all at bits = 18 */
     {
         PUSH(PRIM_TRUNC);
         r->bytes[0][1] = r->bytes[1][0] = 8 * n;
-        r->bytes[2][1] = 16 * n;
+        r->bytes[2][1] = 8 * n + cost_packed(n, bits + 1);
         work3(r, 5.0 * n, 24.0 * n);
     }
     PUSH(PRIM_TRUNC);
     r->bytes[0][2] = r->bytes[1][2] = 8 * n;
     work3(r, 2.0 * n, 16.0 * n);
-    (void)bits;
     return MS_OK;
 }
 

@@ -18,6 +18,7 @@ static const char *const approx_names[] = {"puma", "sigmoid", NULL};
 static const char *const msb_names[] = {"packed", "ks", "carry", NULL};
 static const char *const topk_names[] = {"network", "quickselect", NULL};
 static const char *const normalize_names[] = {"bitdec", "thresholds", NULL};
+static const char *const exp_names[] = {"pow2", "taylor", NULL};
 static const char *const trunc_names[] = {"pair", "local", NULL}; /* trunc_local = the index */
 
 #define C(member) YS_AT(proto_cfg, member)
@@ -54,6 +55,10 @@ static const ys_field cfg_fields[] = {
     {"topk", YS_STR, C(topk), 0, 0, NULL,
      "top-k: network (oblivious) or quickselect (shuffle, revealed pivot comparisons: SPU)",
      topk_names, 0, NULL, NULL},
+    {"exp", YS_STR, C(exp), 0, 0, NULL,
+     "exp: pow2 (range reduction: the integer part's bits and a polynomial, x in (-11350, "
+     "5.5]) or taylor ((1 + x/2^t)^(2^t), t = exp_iters, x in [-14, 0])",
+     exp_names, 0, NULL, NULL},
     {"normalize", YS_STR, C(normalize), 0, 0, NULL,
      "reciprocal/rsqrt normalisation: bitdec (one bit decomposition) or thresholds (a "
      "comparison per power of two)",

@@ -21,6 +21,7 @@ static void semi2k_defaults(proto_cfg *c)
     strcpy(c->approx, "puma");
     strcpy(c->msb, "packed"); /* SPU msb_a2b packs its carry tree too */
     strcpy(c->topk, "network");
+    strcpy(c->exp, "pow2");          /* range reduction: 2^-k from the bits */
     strcpy(c->normalize, "bitdec"); /* SPU f_reciprocal / MP-SPDZ Norm: one bit decomposition */
 }
 

@@ -634,8 +634,9 @@ static int write_plot_data(const char *dir, const point *pt, size_t n_pt, size_t
 static int run_gnuplot(const char *dir, const char *script, const char *titles, errbuf *e)
 {
     char expr[4096] = "", path[4096];
-    gnuplot_var(expr, sizeof expr, "dir", dir);
-    gnuplot_var(expr, sizeof expr, "titles", titles);
+    if (gnuplot_var(expr, sizeof expr, "dir", dir) || gnuplot_var(expr, sizeof expr, "titles", titles))
+        return err_set(e, MS_ERR_USAGE, "%s: error: the plot folder's path or the series titles are "
+                       "too long for gnuplot's command line", dir);
     snprintf(path, sizeof path, "%s/scripts/%s", mpcsim_datadir(), script);
     if (access(path, R_OK)) {
         char where[1400];

@@ -1424,6 +1424,11 @@ static void put_protocol(FILE *f, const proto_cfg *p)
         put_str(f, p->topk);
         fputc('\n', f);
     }
+    if (p->exp[0] && strcmp(p->exp, "taylor") != 0) { /* likewise */
+        fputs("  exp: ", f);
+        put_str(f, p->exp);
+        fputc('\n', f);
+    }
     if (p->normalize[0] && strcmp(p->normalize, "thresholds") != 0) { /* likewise */
         fputs("  normalize: ", f);
         put_str(f, p->normalize);
