@@ -306,6 +306,18 @@ static char *all_options(void)
 /* The manual page and the bash completion name no option that no command has: each
  * "\-\-name" of mpcsim.1 and each --name of the completion's value cases is in some
  * command's --help. */
+/* The folders' include graph points one way: no arrow up the pipeline, no circle
+ * (scripts/rooms.py over the source tree; README "Layout"). */
+START_TEST(test_rooms_point_one_way)
+{
+    char cmd[4200], out[8192];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 '%s/scripts/rooms.py' '%s'", th_data(), th_data());
+    int rc = th_sh(cmd, out, sizeof out);
+    ck_assert_msg(rc == 0, "scripts/rooms.py exited %d:\n%s", rc, out);
+    ck_assert_ptr_nonnull(strstr(out, "arrows up 0, circles 0"));
+}
+END_TEST
+
 START_TEST(test_man_and_completion_options)
 {
     char *names = all_options();
@@ -891,6 +903,7 @@ Suite *cli_suite(void)
     tcase_add_loop_test(tc, test_bad_options, 0, sizeof bad_options / sizeof bad_options[0]);
     tcase_add_test(tc, test_help_texts);
     tcase_add_test(tc, test_man_and_completion_options);
+    tcase_add_test(tc, test_rooms_point_one_way);
     tcase_add_test(tc, test_input_error_writes_nothing);
     tcase_add_test(tc, test_out_of_range_inputs);
     tcase_add_test(tc, test_dry_run_and_shards);
