@@ -157,6 +157,47 @@ static void *ticker(void *arg)
     return NULL;
 }
 
+/* The sweep forks its workers while the printer runs. A child inherits only the forking thread,
+ * so a lock the printer held at that instant (one inside malloc, say: the sanitizer builds'
+ * allocator is not made fork-safe) would stay locked in the child for ever. So no thread runs
+ * across fork(): the printer is stopped before and started again after, in the parent. Only
+ * the main thread forks and sets `active`. */
+static progress *paused;
+
+static void ticker_halt(progress *p)
+{
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    pthread_join(p->th, NULL);
+    p->thread_on = 0;
+}
+
+static void ticker_launch(progress *p)
+{
+    sigset_t all, old;
+    sigfillset(&all); /* the printing thread must not take the signals meant for the sweep */
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    p->stop = 0;
+    p->thread_on = pthread_create(&p->th, NULL, ticker, p) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static void fork_prepare(void)
+{
+    paused = active && active->thread_on ? active : NULL;
+    if (paused)
+        ticker_halt(paused);
+}
+
+static void fork_parent(void)
+{
+    if (paused)
+        ticker_launch(paused);
+    paused = NULL;
+}
+
 /* ---- the interrupt line: async-signal-safe (write(2) and hand-made numbers only) ---------- */
 
 static size_t put_s(char *b, size_t k, size_t n, const char *s)
@@ -243,12 +284,10 @@ progress *progress_start(size_t total, const double *weights, int tty, int quiet
         if (tty)
             draw(p);
         pthread_mutex_unlock(&p->mu);
-        /* the printing thread must not take the signals meant for the sweep */
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_sigmask(SIG_BLOCK, &all, &old);
-        p->thread_on = pthread_create(&p->th, NULL, ticker, p) == 0;
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        static int atfork_on;
+        if (!atfork_on)
+            atfork_on = pthread_atfork(fork_prepare, fork_parent, NULL) == 0;
+        ticker_launch(p);
     }
     return p;
 }
