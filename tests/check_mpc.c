@@ -641,12 +641,14 @@ START_TEST(test_latency)
     check_values("aby3", &c, &r);
     check_traffic("aby3", &c, &r);
     /* Messages arrive one latency after they were sent: two dependent rounds take at least
-     * two latencies for the party that starts first (a party that starts late finds its
-     * first round's messages already there, as on a real link). */
+     * two latencies for the party that starts first. A party that starts late finds its first
+     * round's messages already there, as on a real link, and the start barrier's release
+     * itself crosses a link, so a party may start up to one latency after another: each party
+     * still waits at least about one latency (5 % slack for where its clock starts). */
     uint64_t longest = 0;
     for (int i = 0; i < 3; i++) {
         longest = r.st[i].ns > longest ? r.st[i].ns : longest;
-        ck_assert_msg(r.st[i].ns >= 40000000ull, "P%d: %.1f ms for 2 rounds at 40 ms", i, (double)r.st[i].ns * 1e-6);
+        ck_assert_msg(r.st[i].ns >= 38000000ull, "P%d: %.1f ms for 2 rounds at 40 ms", i, (double)r.st[i].ns * 1e-6);
         ck_assert_msg(r.st[i].ns < 400000000ull, "P%d: %.1f ms for 2 rounds at 40 ms", i, (double)r.st[i].ns * 1e-6);
     }
     ck_assert_msg(longest >= 80000000ull, "%.1f ms for 2 rounds at 40 ms", (double)longest * 1e-6);
