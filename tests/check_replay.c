@@ -295,12 +295,65 @@ START_TEST(test_metric_definitions)
 }
 END_TEST
 
+/* The output error from the kept values, from the evicted ones, and in one call
+ * (metrics_output) agree to float rounding, whichever set is the smaller: rows where a policy
+ * keeps a few entries, about half, and all but a few. */
+START_TEST(test_output_error_parts)
+{
+    enum { N = 97, D = 8, DIM = 6 };
+    static float att[N], V[N * D], wo[DIM * D], Vs[N * D];
+    uint8_t keep[N];
+    uint64_t x = 12345;
+    double sum = 0;
+    for (int j = 0; j < N; j++) {
+        x = x * 6364136223846793005u + 1442695040888963407u;
+        att[j] = (float)((x >> 40) % 1000 + 1);
+        sum += att[j];
+    }
+    for (int j = 0; j < N; j++)
+        att[j] = (float)(att[j] / sum);
+    for (int i = 0; i < N * D; i++) {
+        x = x * 6364136223846793005u + 1442695040888963407u;
+        V[i] = (float)((double)(x >> 11) / 9007199254740992.0 - 0.5);
+    }
+    for (int i = 0; i < DIM * D; i++)
+        wo[i] = (float)(((i * 37) % 11) - 5);
+    static const int every[] = {9, 2, 1};
+    for (size_t c = 0; c < sizeof every / sizeof every[0]; c++) {
+        for (int j = 0; j + 1 < N; j++)
+            keep[j] = every[c] == 1 ? j % 13 != 0 : j % every[c] == 0;
+        metrics a, b[2];
+        ck_assert_int_eq(metrics_init(&a, 10, N), MS_OK);
+        double R = metrics_row(&a, att, keep, N);
+        metrics_output(&a, att, keep, N, R, V, D, wo, D, DIM);
+        double full[D], nf, yf;
+        metrics_output_ref(att, N, V, D, wo, D, DIM, full, &nf, &yf);
+        for (int ev = 0; ev < 2; ev++) {
+            ck_assert_int_eq(metrics_init(&b[ev], 10, N), MS_OK);
+            int n = 0;
+            for (int j = 0; j < N; j++)
+                if ((j + 1 == N || keep[j]) != ev)
+                    memcpy(Vs + (size_t)n++ * D, V + (size_t)j * D, sizeof(float) * D);
+            metrics_output_kept(&b[ev], att, keep, N, R, Vs, ev, D, wo, D, DIM, full, nf, yf);
+            ck_assert_uint_eq(b[ev].n_err, 1);
+            ck_assert_uint_eq(b[ev].n_err_wo, 1);
+            ck_assert_double_eq_tol(b[ev].err, a.err, 1e-12 * a.err);
+            ck_assert_double_eq_tol(b[ev].err_wo, a.err_wo, 1e-12 * a.err_wo);
+            metrics_free(&b[ev]);
+        }
+        ck_assert(a.err > 0);
+        metrics_free(&a);
+    }
+}
+END_TEST
+
 Suite *replay_suite(void)
 {
     Suite *s = suite_create("replay");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_metric_definitions);
+    tcase_add_test(tc, test_output_error_parts);
     tcase_add_test(tc, test_full_is_exact);
     tcase_add_test(tc, test_streaming_degrades);
     tcase_add_test(tc, test_policies_on_stories);

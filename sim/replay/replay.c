@@ -22,8 +22,9 @@ struct replay {
     void *st;
     policy_env env;
     policy_args args;
-    trace *tr;
-    int tr_shared;      /* tr belongs to the caller (replay_open_shared) */
+    trace *tr;          /* sh->tr */
+    replay_share *sh;
+    int sh_own;         /* sh is this replay's own (not replay_open_shared's) */
     uint32_t P, next_step, stride, err_heads, prompt_rows;
     uint32_t prompt_next; /* the next prompt position to observe */
     int prompt_done, live;
@@ -36,7 +37,7 @@ struct replay {
     int ffn_secret;
     uint32_t *sel;      /* Hkv: one layer's selection counts */
     float *att;         /* H × max_len: attention renormalized over the kept entries */
-    float *vbuf, *k, *v;
+    float *vbuf;
     uint32_t *idx;
     metrics m;
 };
@@ -52,6 +53,135 @@ static int gather_k(void *ctx, uint32_t layer, uint32_t g, const uint32_t *idx, 
 static int get_k(void *ctx, uint32_t layer, uint32_t pos, float *k)
 {
     return trace_kv(ctx, layer, pos, k, NULL);
+}
+
+/* ---- what the runs of one trace share ------------------------------------------------- */
+
+#define SHARE_TOPK 64 /* top-k positions kept per row; a larger recall_k is computed per run */
+
+struct replay_share {
+    trace *tr;
+    uint32_t L, H, d;
+    uint32_t *top_at;   /* L × H: position + 1 whose top-k `top` holds, 0 none */
+    uint32_t *top_k;    /* L × H: the recall_k it was computed for */
+    uint32_t *top_n;    /* L × H: positions found */
+    uint32_t *top;      /* L × H × SHARE_TOPK */
+    uint32_t *out_at;   /* L × H: position + 1 whose full-cache output `out` holds, 0 none */
+    double *out;        /* L × H × (d + 2): o*, ‖o*‖², ‖W_o^h o*‖₁ (metrics_output_ref) */
+    uint32_t *k_at, *v_at; /* L: position + 1 whose keys / values kbuf / vbuf hold, 0 none */
+    float *kbuf, *vbuf; /* L × Hkv × d: every layer's keys and values at one position */
+    uint32_t Hkv;
+};
+
+void replay_share_close(replay_share *sh)
+{
+    if (!sh)
+        return;
+    if (sh->tr)
+        trace_close(sh->tr);
+    free(sh->top_at);
+    free(sh->top_k);
+    free(sh->top_n);
+    free(sh->top);
+    free(sh->out_at);
+    free(sh->out);
+    free(sh->k_at);
+    free(sh->v_at);
+    free(sh->kbuf);
+    free(sh->vbuf);
+    free(sh);
+}
+
+/* rows: the attention rows kept per layer for every reader (a group), or computed on demand
+ * (one run, which asks for each row once). */
+static int share_open(const run_cfg *cfg, int rows, replay_share **out, errbuf *e)
+{
+    *out = NULL;
+    replay_share *sh = calloc(1, sizeof *sh);
+    if (!sh)
+        return err_set(e, MS_ERR_NOMEM, "replay: out of memory");
+    int rc = trace_open_run(cfg, &sh->tr, e);
+    if (rc) {
+        free(sh);
+        return rc;
+    }
+    const trace_shape *ts = trace_get_shape(sh->tr);
+    size_t LH = (size_t)ts->n_layers * ts->n_heads;
+    sh->L = ts->n_layers;
+    sh->H = ts->n_heads;
+    sh->d = ts->head_dim;
+    sh->top_at = calloc(LH, sizeof *sh->top_at);
+    sh->top_k = calloc(LH, sizeof *sh->top_k);
+    sh->top_n = calloc(LH, sizeof *sh->top_n);
+    sh->top = malloc(LH * SHARE_TOPK * sizeof *sh->top);
+    sh->out_at = calloc(LH, sizeof *sh->out_at);
+    sh->out = malloc(LH * (sh->d + 2) * sizeof *sh->out);
+    sh->Hkv = ts->n_kv_heads;
+    size_t kv = (size_t)ts->n_layers * ts->n_kv_heads * ts->head_dim;
+    sh->k_at = calloc(sh->L, sizeof *sh->k_at);
+    sh->v_at = calloc(sh->L, sizeof *sh->v_at);
+    sh->kbuf = malloc(kv * sizeof *sh->kbuf);
+    sh->vbuf = malloc(kv * sizeof *sh->vbuf);
+    if (!sh->top_at || !sh->top_k || !sh->top_n || !sh->top || !sh->out_at || !sh->out ||
+        !sh->k_at || !sh->v_at || !sh->kbuf || !sh->vbuf ||
+        (rows && trace_share_rows(sh->tr) != MS_OK)) {
+        replay_share_close(sh);
+        return err_set(e, MS_ERR_NOMEM, "replay: out of memory for shared rows");
+    }
+    *out = sh;
+    return MS_OK;
+}
+
+int replay_share_open(const run_cfg *cfg, replay_share **out, errbuf *e)
+{
+    return share_open(cfg, 1, out, e);
+}
+
+/* The top-k positions of the full row a (query head h of layer l at position n-1), from the
+ * share when a run already found them. */
+static const uint32_t *share_topk(replay *r, uint32_t l, uint32_t h, const float *a, uint32_t n,
+                                  size_t *got)
+{
+    replay_share *sh = r->sh;
+    size_t i = (size_t)l * sh->H + h;
+    uint32_t *top = sh->top + i * SHARE_TOPK;
+    if (r->m.recall_k > SHARE_TOPK) {
+        *got = metrics_topk(&r->m, a, n, r->m.sel);
+        return r->m.sel;
+    }
+    if (sh->top_at[i] != n || sh->top_k[i] != r->m.recall_k) {
+        size_t k = metrics_topk(&r->m, a, n, r->m.sel);
+        memcpy(top, r->m.sel, k * sizeof *top);
+        sh->top_at[i] = n;
+        sh->top_k[i] = r->m.recall_k;
+        sh->top_n[i] = (uint32_t)k;
+    }
+    *got = sh->top_n[i];
+    return top;
+}
+
+/* The keys (want_v 0) or values of layer l at pos, from the share when a run read them. */
+static const float *share_kv(replay *r, uint32_t l, uint32_t pos, int want_v)
+{
+    replay_share *sh = r->sh;
+    uint32_t *at = want_v ? sh->v_at : sh->k_at;
+    float *buf = (want_v ? sh->vbuf : sh->kbuf) + (size_t)l * sh->Hkv * sh->d;
+    if (at[l] != pos + 1) {
+        if (trace_kv(r->tr, l, pos, want_v ? NULL : buf, want_v ? buf : NULL))
+            return NULL;
+        at[l] = pos + 1;
+    }
+    return buf;
+}
+
+/* The full cache's output of row a from the share (NULL: not there yet). */
+static double *share_out(const replay *r, uint32_t l, uint32_t h, uint32_t n, int *have)
+{
+    replay_share *sh = r->sh;
+    size_t i = (size_t)l * sh->H + h;
+    *have = sh->out_at[i] == n;
+    sh->out_at[i] = n;
+    return sh->out + i * (sh->d + 2);
 }
 
 static int read_params(replay *r, errbuf *e)
@@ -88,7 +218,7 @@ int replay_open(const run_cfg *cfg, replay **out, errbuf *e)
     return replay_open_shared(cfg, NULL, out, e);
 }
 
-int replay_open_shared(const run_cfg *cfg, trace *shared, replay **out, errbuf *e)
+int replay_open_shared(const run_cfg *cfg, replay_share *shared, replay **out, errbuf *e)
 {
     *out = NULL;
     const char *name = cfg->policy.name[0] ? cfg->policy.name : "full";
@@ -115,11 +245,12 @@ int replay_open_shared(const run_cfg *cfg, trace *shared, replay **out, errbuf *
     int has_trace = cfg->trace.source[0] && strcmp(cfg->trace.source, "none") != 0;
     r->exact = !strcmp(p->name, "full") && !strcmp(cfg->trace.source, "synth");
     if (has_trace && !r->exact) {
-        r->tr_shared = shared != NULL;
+        r->sh_own = shared == NULL;
         if (shared)
-            r->tr = shared;
+            r->sh = shared;
         else
-            rc = trace_open_run(cfg, &r->tr, e);
+            rc = share_open(cfg, 0, &r->sh, e);
+        r->tr = r->sh ? r->sh->tr : NULL;
         if (!rc && trace_get_shape(r->tr)->n_tokens < r->env.max_len)
             rc = err_set(e, MS_ERR_INPUT,
                          "trace has %u positions, the run needs prompt %u + decode %u\n"
@@ -144,10 +275,8 @@ int replay_open_shared(const run_cfg *cfg, trace *shared, replay **out, errbuf *
         r->sel = calloc(Hkv, sizeof *r->sel);
         r->att = malloc((size_t)mc->n_heads * T * sizeof *r->att);
         r->vbuf = malloc(T * mc->head_dim * sizeof *r->vbuf);
-        r->k = malloc(Hkv * mc->head_dim * sizeof *r->k);
-        r->v = malloc(Hkv * mc->head_dim * sizeof *r->v);
         r->idx = malloc(T * sizeof *r->idx);
-        if (!r->keep || !r->kept || !r->sel || !r->att || !r->vbuf || !r->k || !r->v || !r->idx)
+        if (!r->keep || !r->kept || !r->sel || !r->att || !r->vbuf || !r->idx)
             rc = err_set(e, MS_ERR_NOMEM, "replay: out of memory");
     }
     if (!rc)
@@ -168,8 +297,8 @@ void replay_close(replay *r)
         return;
     if (r->st)
         r->pol->fini(r->st);
-    if (r->tr && !r->tr_shared)
-        trace_close(r->tr);
+    if (r->sh_own)
+        replay_share_close(r->sh);
     metrics_free(&r->m);
     free(r->keep);
     free(r->kept);
@@ -177,8 +306,6 @@ void replay_close(replay *r)
     free(r->sel);
     free(r->att);
     free(r->vbuf);
-    free(r->k);
-    free(r->v);
     free(r->idx);
     free(r);
 }
@@ -226,12 +353,10 @@ static int observe(replay *r, uint32_t pos, uint32_t layer, const float *att_use
         o.q = trace_q(r->tr, layer);
     if (need & POLICY_NEED_ATT)
         o.att = att_used ? att_used : trace_att(r->tr, layer);
-    if (need & (POLICY_NEED_K | POLICY_NEED_V)) {
-        o.k = need & POLICY_NEED_K ? r->k : NULL;
-        o.v = need & POLICY_NEED_V ? r->v : NULL;
-        if (trace_kv(r->tr, layer, pos, (float *)o.k, (float *)o.v))
-            return err_set(e, MS_ERR_INPUT, "replay: trace has no keys/values at %u", pos);
-    }
+    /* every run of a group observes the same keys and values: read once (replay_share) */
+    if (((need & POLICY_NEED_K) && !(o.k = share_kv(r, layer, pos, 0))) ||
+        ((need & POLICY_NEED_V) && !(o.v = share_kv(r, layer, pos, 1))))
+        return err_set(e, MS_ERR_INPUT, "replay: trace has no keys/values at %u", pos);
     if (need & POLICY_NEED_FFN)
         o.ffn = trace_ffn(r->tr, layer);
     if (need & POLICY_NEED_WO) {
@@ -305,9 +430,30 @@ int replay_prefill(replay *r, op_program *prog, errbuf *e)
 
 /* ---- decode steps ------------------------------------------------------------------------ */
 
-/* Metrics of one layer against the full row; writes the renormalized rows into r->att. */
+/* The values of the kept positions (n-1 among them) or, when fewer, of the evicted ones into
+ * r->vbuf, in order; 1 in *evicted for the latter (metrics_output_kept). */
+static int gather_kept(replay *r, uint32_t l, uint32_t g, const uint8_t *keep, uint32_t n,
+                       int *evicted)
+{
+    uint32_t kept = 1;
+    for (uint32_t j = 0; j + 1 < n; j++)
+        kept += keep[j] != 0;
+    *evicted = n - kept < kept;
+    uint32_t c = 0;
+    for (uint32_t j = 0; j < n; j++)
+        if ((j + 1 == n || keep[j]) != *evicted)
+            r->idx[c++] = j;
+    int rc = trace_gather(r->tr, l, g, r->idx, c, NULL, r->vbuf);
+    for (uint32_t i = 0; i < c; i++) /* idx is the identity again (replay_open) */
+        r->idx[i] = i;
+    return rc;
+}
+
+/* Metrics of one layer against the full row (measure); the rows renormalized over the kept
+ * entries into r->att (renorm: the policy observes them). What is a function of the full row
+ * alone (its top-k, the full cache's output) comes from the share (replay_share). */
 static int layer_rows(replay *r, uint32_t pos, uint32_t l, const float *full, int measure,
-                      errbuf *e)
+                      int renorm, errbuf *e)
 {
     uint32_t step = pos - r->P;
     const policy_env *v = &r->env;
@@ -320,22 +466,49 @@ static int layer_rows(replay *r, uint32_t pos, uint32_t l, const float *full, in
         uint32_t slot = (g + v->n_kv_heads - (uint32_t)(((uint64_t)step / (r->stride ? r->stride : 1) * r->err_heads) %
                                                         v->n_kv_heads)) %
                         v->n_kv_heads;
-        int out_err = measure && slot < r->err_heads;
-        if (out_err && trace_gather(r->tr, l, g, r->idx, n, NULL, r->vbuf))
+        int out_err = measure && slot < r->err_heads && d <= METRICS_MAX_D;
+        double *ref[64];
+        int have_all = 1, have;
+        for (uint32_t h = g * G; out_err && h < (g + 1) * G; h++) {
+            ref[h - g * G] = share_out(r, l, h, n, &have);
+            have_all &= have;
+        }
+        if (out_err && G > 64)
+            return err_set(e, MS_ERR_INTERNAL, "replay: %u query heads per KV head", G);
+        if (out_err && !have_all) { /* the full cache's outputs: every value of the head */
+            if (trace_gather(r->tr, l, g, r->idx, n, NULL, r->vbuf))
+                return err_set(e, MS_ERR_INPUT, "replay: trace has no values");
+            for (uint32_t h = g * G; h < (g + 1) * G; h++) {
+                double *o = ref[h - g * G];
+                metrics_output_ref(full + (size_t)h * n, n, r->vbuf, d,
+                                   wo ? wo + (size_t)h * d : NULL, cols, rows, o, o + d,
+                                   o + d + 1);
+            }
+        }
+        int evicted = 0;
+        if (out_err && gather_kept(r, l, g, keep, n, &evicted))
             return err_set(e, MS_ERR_INPUT, "replay: trace has no values");
         for (uint32_t h = g * G; h < (g + 1) * G; h++) {
             const float *a = full + (size_t)h * n;
-            float *out = r->att + (size_t)h * n;
-            double R = 0;
-            for (uint32_t j = 0; j < n; j++)
-                R += j + 1 == n || keep[j] ? a[j] : 0.0f;
-            for (uint32_t j = 0; j < n; j++)
-                out[j] = j + 1 == n || keep[j] ? (float)(a[j] / R) : 0.0f;
-            if (measure)
-                metrics_row(&r->m, a, keep, n);
-            if (out_err)
-                metrics_output(&r->m, a, keep, n, R, r->vbuf, d, wo ? wo + (size_t)h * d : NULL,
-                               cols, rows);
+            if (renorm) {
+                float *out = r->att + (size_t)h * n;
+                double R = 0;
+                for (uint32_t j = 0; j < n; j++)
+                    R += j + 1 == n || keep[j] ? a[j] : 0.0f;
+                for (uint32_t j = 0; j < n; j++)
+                    out[j] = j + 1 == n || keep[j] ? (float)(a[j] / R) : 0.0f;
+            }
+            if (!measure)
+                continue;
+            size_t got;
+            const uint32_t *top = share_topk(r, l, h, a, n, &got);
+            double R = metrics_row_top(&r->m, a, keep, n, top, got);
+            if (out_err) {
+                const double *o = ref[h - g * G];
+                metrics_output_kept(&r->m, a, keep, n, R, r->vbuf, evicted, d,
+                                    wo ? wo + (size_t)h * d : NULL, cols, rows, o, o[d],
+                                    o[d + 1]);
+            }
         }
     }
     return MS_OK;
@@ -351,7 +524,7 @@ static void exact_rows(replay *r, uint32_t pos, uint32_t step)
                               v->n_kv_heads);
     for (uint32_t g = 0; g < v->n_kv_heads; g++) {
         uint32_t slot = (g + v->n_kv_heads - rot) % v->n_kv_heads;
-        int out_err = slot < r->err_heads && v->head_dim <= 512; /* as metrics_output */
+        int out_err = slot < r->err_heads && v->head_dim <= METRICS_MAX_D; /* as layer_rows */
         for (uint32_t h = 0; h < G; h++)
             metrics_exact(&r->m, pos + 1, out_err, v->dim > 0);
     }
@@ -410,8 +583,8 @@ static int decode_pos(replay *r, uint32_t step, op_program *prog, int idle, errb
         if (measure && r->exact) {
             exact_rows(r, pos, step);
         } else if (measure || att) {
-            rc = layer_rows(r, pos, l, trace_att(r->tr, l), measure, e);
-            used = r->att;
+            rc = layer_rows(r, pos, l, trace_att(r->tr, l), measure, att, e);
+            used = att ? r->att : NULL;
         }
         if (!rc && read)
             rc = observe(r, pos, l, used, e);

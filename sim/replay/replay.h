@@ -13,16 +13,21 @@
 #include "sim/engine/runcfg.h"
 
 typedef struct replay replay;
-struct trace;
 
 int replay_open(const run_cfg *cfg, replay **out, errbuf *e);
 /* 1 when the run's replay reads its trace (a trace source, and not the full cache on a
  * synthetic trace, whose metrics hold by construction). */
 int replay_reads_trace(const run_cfg *cfg);
-/* replay_open on a trace the caller opened for cfg (trace_open_run) and closes after the
- * replay; NULL: the replay opens its own. The runs of a sweep that read the same trace share
- * one (sim/scenario/group.h). */
-int replay_open_shared(const run_cfg *cfg, struct trace *shared, replay **out, errbuf *e);
+/* What the runs of a sweep that read the same trace share (sim/scenario/group.h): the trace,
+ * its attention rows computed once per position (trace_share_rows), and of each measured row
+ * what the metrics read that is a function of the trace alone (the full row's top-k, the full
+ * cache's attention output), computed by the first run that asks. */
+typedef struct replay_share replay_share;
+int replay_share_open(const run_cfg *cfg, replay_share **out, errbuf *e);
+void replay_share_close(replay_share *sh);
+/* replay_open on a share the caller opened for cfg (replay_share_open, cfg run_same_trace as
+ * the share's) and closes after the replay; NULL: the replay opens its own. */
+int replay_open_shared(const run_cfg *cfg, replay_share *shared, replay **out, errbuf *e);
 /* Observes the prompt up to position pos (inclusive), as replay_prefill would before its
  * selection; lets several replays of one shared trace walk the prompt together. */
 int replay_prompt_upto(replay *r, uint32_t pos, errbuf *e);

@@ -442,7 +442,7 @@ void run_execute_group(const run_cfg *const *cfg, size_t n, run_result *res,
                        run_group_done done, void *ctx)
 {
     run_slot *sl = calloc(n ? n : 1, sizeof *sl);
-    trace *shared = NULL;
+    replay_share *shared = NULL;
     int shared_rc = MS_OK;
     errbuf shared_e = {0};
     size_t readers = 0, first = 0;
@@ -458,11 +458,8 @@ void run_execute_group(const run_cfg *const *cfg, size_t n, run_result *res,
         return;
     }
     /* one trace for the runs that read it, its rows computed once for all of them */
-    if (readers > 1) {
-        shared_rc = trace_open_run(cfg[first], &shared, &shared_e);
-        if (shared_rc == MS_OK && trace_share_rows(shared) != MS_OK)
-            shared_rc = err_set(&shared_e, MS_ERR_NOMEM, "run: out of memory for shared rows");
-    }
+    if (readers > 1)
+        shared_rc = replay_share_open(cfg[first], &shared, &shared_e);
     uint32_t P = n ? cfg[0]->work.prompt_len : 0, D = n ? cfg[0]->work.decode_len : 0;
     for (size_t i = 0; i < n; i++) {
         run_slot *s = &sl[i];
@@ -522,8 +519,7 @@ void run_execute_group(const run_cfg *const *cfg, size_t n, run_result *res,
             decode_end(&sl[i].R, &sl[i].ds, sl[i].cost);
             slot_finish(&sl[i], done, ctx, i);
         }
-    if (shared)
-        trace_close(shared);
+    replay_share_close(shared);
     free(sl);
 }
 
