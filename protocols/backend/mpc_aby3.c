@@ -568,30 +568,6 @@ static int a_bool_components(eng *e, mpc_val comps[3], int *nc, const mpc_val *x
     return MS_OK;
 }
 
-/* The permutation of each run of seg elements drawn from M words (Fisher–Yates, word r+i for
- * step i of the run starting at r); the same words give the same permutation at every node
- * that holds them. Its modulo bias is below M/2^64. */
-static void perm_from(uint32_t *pi, const uint64_t *w, size_t M, size_t seg)
-{
-    for (size_t r = 0; r < M; r += seg) {
-        for (size_t i = 0; i < seg; i++)
-            pi[r + i] = (uint32_t)(r + i);
-        for (size_t i = seg - 1; i > 0; i--) {
-            size_t j = w[r + i] % (i + 1);
-            uint32_t t = pi[r + i];
-            pi[r + i] = pi[r + j], pi[r + j] = t;
-        }
-    }
-}
-
-/* out[p·M + i] = v[p·M + π(i)] over the parts (out must not alias v). */
-static void perm_apply(uint64_t *out, const uint64_t *v, const uint32_t *pi, size_t M, size_t parts)
-{
-    for (size_t p = 0; p < parts; p++)
-        for (size_t i = 0; i < M; i++)
-            out[p * M + i] = v[p * M + pi[i]];
-}
-
 /* Shuffle (eng.h), eprint 2019/695 Algorithm 9 as SPU aby3 PermAM: π = π2∘π1∘π0, π_j drawn from
  * key K_j (held by P_j and P_{j−1}: π0 by P0, P2; π1 by P0, P1; π2 by P1, P2). P0 and P2 split
  * π0(x) as P0's π0(x0 + x1) − a and P2's γ = π0(x2) + a (a from K_0), γ to P1; P0 and P1 apply
@@ -636,12 +612,12 @@ static int a_shuffle(eng *e, mpc_val *z, const mpc_val *x, size_t seg, size_t pa
     if (i == 0) {
         for (size_t k = 0; k < n; k++)
             u[k] = x->s[0][k] + x->s[1][k];
-        perm_from(pi, w, M, seg);
-        perm_apply(v, u, pi, M, parts);
+        mpc_perm_from(pi, w, M, seg);
+        mpc_perm_apply(v, u, pi, M, parts);
         for (size_t k = 0; k < n; k++)
             v[k] -= m0[k];
-        perm_from(pi, w2, M, seg);
-        perm_apply(u, v, pi, M, parts);
+        mpc_perm_from(pi, w2, M, seg);
+        mpc_perm_apply(u, v, pi, M, parts);
         for (size_t k = 0; k < n; k++)
             u[k] -= t[k]; /* δ = π1(π0(x0 + x1) − a) − b */
         rc = x3(s, 2, u, 8 * n, -1, NULL, 0);
@@ -650,25 +626,25 @@ static int a_shuffle(eng *e, mpc_val *z, const mpc_val *x, size_t seg, size_t pa
     } else if (i == 1) {
         rc = x3(s, -1, NULL, 0, 2, u, 8 * n); /* γ */
         if (!rc) {
-            perm_from(pi, w2, M, seg);
-            perm_apply(v, u, pi, M, parts);
+            mpc_perm_from(pi, w2, M, seg);
+            mpc_perm_apply(v, u, pi, M, parts);
             for (size_t k = 0; k < n; k++)
                 v[k] += t[k]; /* π1(γ) + b */
-            perm_from(pi, w, M, seg);
-            perm_apply(u, v, pi, M, parts); /* β1 */
+            mpc_perm_from(pi, w, M, seg);
+            mpc_perm_apply(u, v, pi, M, parts); /* β1 */
             for (size_t k = 0; k < n; k++)
                 u[k] -= r1[k];
             rc = x3(s, 2, u, 8 * n, 2, v, 8 * n);
         }
     } else {
-        perm_from(pi, w, M, seg);
-        perm_apply(u, x->s[0], pi, M, parts);
+        mpc_perm_from(pi, w, M, seg);
+        mpc_perm_apply(u, x->s[0], pi, M, parts);
         for (size_t k = 0; k < n; k++)
             u[k] += m0[k]; /* γ = π0(x2) + a */
         rc = x3(s, 1, u, 8 * n, 0, v, 8 * n); /* δ into v */
         if (!rc) {
-            perm_from(pi, w2, M, seg);
-            perm_apply(u, v, pi, M, parts); /* β2 */
+            mpc_perm_from(pi, w2, M, seg);
+            mpc_perm_apply(u, v, pi, M, parts); /* β2 */
             for (size_t k = 0; k < n; k++)
                 u[k] -= r0[k];
             rc = x3(s, 1, u, 8 * n, 1, v, 8 * n);
