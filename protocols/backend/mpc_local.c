@@ -33,6 +33,14 @@ uint64_t *mpc_tmp(mpc_core *c, int slot, size_t n)
     return c->tmp[slot];
 }
 
+uint8_t *mpc_tmp_bytes(mpc_core *c, int slot, size_t len)
+{
+    uint64_t *w = mpc_tmp(c, slot, len / 8 + 1);
+    if (w)
+        memset(w, 0, (len / 8 + 1) * 8);
+    return (uint8_t *)w;
+}
+
 void mpc_core_free(mpc_core *c)
 {
     for (int i = 0; i < 6; i++)

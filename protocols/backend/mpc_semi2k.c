@@ -515,15 +515,6 @@ static int from_dealer_bytes(s2k *s, void *buf, size_t len)
     return mpc_net_recv_offline(s->c.net, s->dealer_node, buf, len, &s->c.err);
 }
 
-/* A byte buffer of len (zeroed) in scratch slot k. */
-static uint8_t *tmp_bytes(s2k *s, int k, size_t len)
-{
-    uint64_t *w = mpc_tmp(&s->c, k, len / 8 + 1);
-    if (w)
-        memset(w, 0, (len / 8 + 1) * 8);
-    return (uint8_t *)w;
-}
-
 /* Beaver AND on the bits of mask with packed messages (PRIMITIVES.md and_bits).
  * priv: x is P0's own word (P1's share 0), y P1's own; the triple is a at P0, b at P1,
  * c = a & b shared; P0 opens D = x ^ a, P1 opens E = y ^ b; z0 = D&E ^ a&E ^ c0,
@@ -539,7 +530,7 @@ static int s_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, ui
         rc = mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k and_bits: %zu & %zu elements", n, y->n);
     size_t B = mpc_packed_bytes(n, pc), msg = priv ? B : mpc_packed_bytes(n, 2 * pc);
     uint64_t *a = mpc_tmp(&s->c, 1, n), *b = mpc_tmp(&s->c, 2, n), *c = mpc_tmp(&s->c, 3, n);
-    uint8_t *snd = tmp_bytes(s, 4, msg), *rcv = tmp_bytes(s, 5, msg);
+    uint8_t *snd = mpc_tmp_bytes(&s->c, 4, msg), *rcv = mpc_tmp_bytes(&s->c, 5, msg);
     if (rc || !a || !b || !c || !snd || !rcv)
         return rc ? rc : MS_ERR_NOMEM;
     if (is_dealer(s)) { /* COST: and_bits offline: n·⌈pc/8⌉ dealer→P1 (c1, packed) */
@@ -589,7 +580,7 @@ static int s_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, ui
             for (size_t i = 0; i < n; i++)
                 z->s[0][i] = ((c[i] & o[i]) ^ (a[i] & o[i]) ^ b[i]) & mask;
         } else {
-            uint8_t *cb = tmp_bytes(s, 4, B);
+            uint8_t *cb = mpc_tmp_bytes(&s->c, 4, B);
             pos = 0;
             if (!cb || (rc = from_dealer_bytes(s, cb, B)))
                 return cb ? rc : MS_ERR_NOMEM;
@@ -628,7 +619,7 @@ static int s_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, ui
     if (p0) {
         mpc_prg_u64(&s->corr, c, n);
     } else {
-        uint8_t *cb = tmp_bytes(s, 4, B);
+        uint8_t *cb = mpc_tmp_bytes(&s->c, 4, B);
         pos = 0;
         if (!cb || (rc = from_dealer_bytes(s, cb, B)))
             return cb ? rc : MS_ERR_NOMEM;
@@ -666,7 +657,7 @@ static int s_b2a_bit(eng *e, mpc_val *z, const mpc_val *x)
     size_t n = x->n, B = mpc_packed_bytes(n, 1), pos = 0;
     int rc = want(s, x, DOM_BOOL, "b2a_bit");
     uint64_t *rb = mpc_tmp(&s->c, 1, n), *ra = mpc_tmp(&s->c, 2, n), *cw = mpc_tmp(&s->c, 3, n);
-    uint8_t *snd = tmp_bytes(s, 4, B), *rcv = tmp_bytes(s, 5, B);
+    uint8_t *snd = mpc_tmp_bytes(&s->c, 4, B), *rcv = mpc_tmp_bytes(&s->c, 5, B);
     if (rc || !rb || !ra || !cw || !snd || !rcv)
         return rc ? rc : MS_ERR_NOMEM;
     if (is_dealer(s)) { /* COST: b2a_bit offline: 8n dealer→P1 (arithmetic share of r) */
