@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -74,10 +75,39 @@ static void group_done(void *ctx, size_t i, int rc, const errbuf *e)
 /* The configs of a group; NULL when out of memory. */
 typedef struct pool pool;
 static const run_cfg **group_cfgs(const pool *pl, const pgroup *gr);
+static const run_cfg *pool_cfg(const pool *pl, size_t i);
+
+static double cpu_s(const struct rusage *ru)
+{
+    return (double)ru->ru_utime.tv_sec + 1e-6 * (double)ru->ru_utime.tv_usec +
+           (double)ru->ru_stime.tv_sec + 1e-6 * (double)ru->ru_stime.tv_usec;
+}
+
+/* MPCSIM_GROUP_TIMES=1: one line per group on stderr, as it ends: its runs, prompt length,
+ * CPU seconds of the process that executed it and that process's peak memory so far (a
+ * worker's peak is its largest group's, groups being handed out largest first). Benchmarks
+ * read it (tests/bench_eviction.c); the results are the same either way. */
+static void group_times(const pool *pl, const pgroup *gr, const struct rusage *r0, double t0)
+{
+    const char *v = getenv("MPCSIM_GROUP_TIMES");
+    struct rusage r1;
+    if (!v || strcmp(v, "1") || getrusage(RUSAGE_SELF, &r1))
+        return;
+    fprintf(stderr,
+            "mpcsim run: group of %zu run%s at prompt %u: %.2f CPU s, %.1f s wall, peak %.0f "
+            "MiB, process %ld\n",
+            gr->n, gr->n == 1 ? "" : "s", gr->n ? pool_cfg(pl, gr->pos[0])->work.prompt_len : 0,
+            cpu_s(&r1) - cpu_s(r0), pool_now_s() - t0, (double)r1.ru_maxrss / 1024.0,
+            (long)getpid());
+}
 
 static void group_execute(const pool *pl, const pgroup *gr,
                           void (*emit)(void *ctx, pool_result *j), void *ctx)
 {
+    struct rusage r0;
+    double t0 = pool_now_s();
+    if (getrusage(RUSAGE_SELF, &r0))
+        memset(&r0, 0, sizeof r0);
     const run_cfg **cf = group_cfgs(pl, gr);
     run_result *res = calloc(gr->n ? gr->n : 1, sizeof *res);
     gctx g = {.pos = gr->pos, .res = res, .t0 = pool_now_s(), .emit = emit, .ctx = ctx};
@@ -100,6 +130,7 @@ static void group_execute(const pool *pl, const pgroup *gr,
     }
     free(cf);
     free(res);
+    group_times(pl, gr, &r0, t0);
 }
 
 /* A growable byte buffer; the wire format is this binary's own struct layout (parent and
