@@ -13,7 +13,7 @@ static void aby3_defaults(proto_cfg *c)
     c->frac_bits = 18;        /* SPU fxp_fraction_bits for FM64 */
     c->exp_iters = 8;         /* SPU fxp_exp_iters (PUMA runs use 5) */
     c->recip_iters = 2;       /* SPU fxp_div_goldschmidt_iters */
-    c->rsqrt_iters = 2;       /* Newton steps after a quadratic start (kern.c) */
+    c->rsqrt_iters = 2;       /* normalize: thresholds' Newton steps (kern.c) */
     c->softmax_clip = -14.0;  /* PUMA hack_softmax */
     c->beaver_cache = 0;      /* no Beaver triples in replicated sharing */
     c->trunc_local = 0;       /* trunc: pair — exact for |x| < 2^62, as SPU's default (its

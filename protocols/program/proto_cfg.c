@@ -32,7 +32,7 @@ static const ys_field cfg_fields[] = {
      NULL, 0, NULL, NULL},
     {"recip_iters", YS_INT, C(recip_iters), 0, 8, NULL, "Goldschmidt iterations for 1/x (SPU 2)",
      NULL, 0, NULL, NULL},
-    {"rsqrt_iters", YS_INT, C(rsqrt_iters), 0, 8, NULL, "Newton iterations for 1/sqrt(x)", NULL,
+    {"rsqrt_iters", YS_INT, C(rsqrt_iters), 0, 8, NULL, "normalize: thresholds: Newton iterations for 1/sqrt(x)", NULL,
      0, NULL, NULL},
     {"softmax_clip", YS_DBL, C(softmax_clip), -64, -1, NULL,
      "softmax: exp masked to 0 below this (PUMA -14)", NULL, 0, NULL, NULL},

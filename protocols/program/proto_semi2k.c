@@ -14,7 +14,7 @@ static void semi2k_defaults(proto_cfg *c)
     c->frac_bits = 18;        /* SPU fxp_fraction_bits for FM64 */
     c->exp_iters = 8;         /* SPU fxp_exp_iters (PUMA runs use 5) */
     c->recip_iters = 2;       /* SPU fxp_div_goldschmidt_iters */
-    c->rsqrt_iters = 2;       /* Newton steps after a quadratic start (kern.c) */
+    c->rsqrt_iters = 2;       /* normalize: thresholds' Newton steps (kern.c) */
     c->softmax_clip = -14.0;  /* PUMA hack_softmax / BumbleBee */
     c->beaver_cache = 1;      /* SPU semi2k BeaverCacheKernel */
     c->trunc_local = 0;       /* SPU 2PC default is a 1-round probabilistic truncation */
