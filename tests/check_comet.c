@@ -36,22 +36,8 @@ static const char *const comet_params[] = {"active_frac=0.5"};
 
 static void comet_opts(fixture *f, const char *pname, secinf_opts *o)
 {
-    errbuf e = {{0}};
-    *o = (secinf_opts){.model = &f->m, .weights = f->L, .tokens = f->ids, .n_tokens = N, .prefill = P};
-    ck_assert_int_eq(proto_cfg_default(pname, &o->cfg, &e), MS_OK);
-    ck_assert_int_eq(proto_cfg_set(&o->cfg, "approx", "sigmoid", &e), MS_OK);
-    int pub = 1;
-    ck_assert_msg(secinf_spol_of(&f->m, "comet", comet_params, 1, P, N, &o->spol, &pub, &e) == MS_OK, "%s", e.msg);
+    fixture_opts(f, pname, N, P, "comet", comet_params, 1, o);
     ck_assert(o->spol.ops == &policy_comet_secure);
-    ck_assert_int_eq(pub, 0);
-}
-
-static uint32_t count_kind(const op_program *p, int kind, int cat)
-{
-    uint32_t c = 0;
-    for (size_t i = 0; i < p->n_ops; i++)
-        c += p->ops[i].kind == kind && (cat < 0 || p->ops[i].cat == cat);
-    return c;
 }
 
 START_TEST(test_comet_on_shares)
@@ -103,20 +89,13 @@ START_TEST(test_comet_on_shares)
                       a.max_abs, moved.max_abs);
     free(buf);
     /* every op's bytes and rounds; one top-k and one gather per layer; only the logits revealed */
-    net_cfg net;
-    net_uniform(&net, (int)r.n_parties, 0, 1e9);
-    machine_profile mach;
-    machine_default(&mach);
     op_program p;
     op_program_init(&p);
     for (uint32_t st = 0; st < r.n_steps; st++) {
-        valid_row row;
-        ck_assert_msg(valid_step(&o, &r, st, &net, &mach, &row, &e) == MS_OK, "%s", e.msg);
-        ck_assert_msg(row.ops_mismatched == 0, "step %u: %s", st, row.first_mismatch);
-        ck_assert_int_eq(secinf_step_program(&o, st, &p, &e), MS_OK);
-        ck_assert_uint_eq(count_kind(&p, OP_TOPK, OPC_POLICY), f.m.n_layers);
-        ck_assert_uint_eq(count_kind(&p, OP_GATHER, OPC_POLICY), f.m.n_layers);
-        ck_assert_uint_eq(count_kind(&p, OP_REVEAL, -1), 1);
+        fixture_step_costed(&o, &r, st, 0, &p);
+        ck_assert_uint_eq(fixture_count_ops(&p, OP_TOPK, OPC_POLICY), f.m.n_layers);
+        ck_assert_uint_eq(fixture_count_ops(&p, OP_GATHER, OPC_POLICY), f.m.n_layers);
+        ck_assert_uint_eq(fixture_count_ops(&p, OP_REVEAL, -1), 1);
         /* the FFN runs on A·block = 88 of 172 neurons: SiLU over 88 per token */
         for (size_t i = 0; i < p.n_ops; i++)
             if (p.ops[i].kind == OP_SILU)
@@ -132,15 +111,6 @@ START_TEST(test_comet_on_shares)
 }
 END_TEST
 
-static size_t layer_ops(const op_program *p, int layer, int phase, const op **out, size_t max)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < p->n_ops; i++)
-        if (p->ops[i].cat == OPC_POLICY && p->ops[i].layer == layer && p->ops[i].phase == phase && n < max)
-            out[n++] = &p->ops[i];
-    return n;
-}
-
 START_TEST(test_comet_costed_as_run)
 {
     fixture f;
@@ -149,9 +119,7 @@ START_TEST(test_comet_costed_as_run)
     secinf_opts o;
     comet_opts(&f, "semi2k", &o);
     kv_param kv[1] = {{.key = "active_frac", .val = "0.5"}};
-    policy_env env = {.n_layers = f.m.n_layers, .n_heads = f.m.n_heads, .n_kv_heads = f.m.n_kv_heads,
-                      .head_dim = f.m.head_dim, .dim = f.m.dim, .ffn_dim = f.m.ffn_dim, .prompt_len = P,
-                      .max_len = N};
+    policy_env env = fixture_env(&f, P, N);
     policy_args pa = {.kv = kv, .n = 1, .path = "(test)"};
     void *st;
     ck_assert_msg(policy_comet.init(&env, &pa, &st, &e) == MS_OK, "%s", e.msg);
@@ -172,28 +140,10 @@ START_TEST(test_comet_costed_as_run)
         }
         for (int l = 0; l < (int)f.m.n_layers; l++) {
             const op *a[64], *b[64];
-            size_t na = layer_ops(&run, l, phase, a, 64), nb = layer_ops(&cost, l, phase, b, 64);
+            size_t na = fixture_layer_ops(&run, l, phase, a, 64), nb = fixture_layer_ops(&cost, l, phase, b, 64);
             ck_assert_uint_eq(na, nb);
             ck_assert_uint_eq(na, 10); /* predictor, top-k, gather, flatten, 3 × (pick, place) */
-            for (size_t i = 0; i < na; i++) {
-                ck_assert_int_eq(a[i]->kind, b[i]->kind);
-                ck_assert_uint_eq(a[i]->batch, b[i]->batch);
-                ck_assert_uint_eq(a[i]->m, b[i]->m);
-                ck_assert_uint_eq(a[i]->k, b[i]->k);
-                ck_assert_uint_eq(a[i]->n, b[i]->n);
-                ck_assert_uint_eq(a[i]->flags, b[i]->flags);
-                ck_assert_int_eq(a[i]->iarg, b[i]->iarg);
-                for (int j = 0; j < 3; j++) {
-                    ck_assert_int_eq(a[i]->in[j] == OP_NONE, b[i]->in[j] == OP_NONE);
-                    if (a[i]->in[j] == OP_NONE)
-                        continue;
-                    const op_tensor *ta = &run.tens[a[i]->in[j]], *tb = &cost.tens[b[i]->in[j]];
-                    ck_assert_uint_eq((uint64_t)ta->batch * ta->rows * ta->cols,
-                                      (uint64_t)tb->batch * tb->rows * tb->cols);
-                    if (ta->role == OPT_WEIGHT || ta->role == OPT_PUBLIC)
-                        ck_assert_int_eq(ta->role, tb->role);
-                }
-            }
+            fixture_assert_same_ops(&run, a, &cost, b, na, SAME_ROLES);
         }
         op_program_free(&run);
         op_program_free(&cost);
