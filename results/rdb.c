@@ -24,12 +24,14 @@ struct rdb {
 /* ---- schema: one migration per version, each in its own transaction -------------------- */
 
 static int migrate_labels(rdb *db, errbuf *e);
+static int migrate_protocol_labels(rdb *db, errbuf *e);
 
 /* The common metrics as columns, one row per run. */
 #define WIDE_METRIC(name) ", max(CASE m.name WHEN '" name "' THEN m.value END) AS " name
-#define RUNS_WIDE_VIEW                                                                       \
+#define RUNS_WIDE_VIEW(protocol_label)                                                       \
     "CREATE VIEW runs_wide AS SELECT r.id, r.scenario, r.grid_index, r.config_hash, "       \
-    "r.status, r.model, r.protocol, r.network, r.latency_ms, r.bandwidth_mbps, r.machine, "  \
+    "r.status, r.model, r.protocol, " protocol_label "r.network, r.latency_ms, "            \
+    "r.bandwidth_mbps, r.machine, "                                                          \
     "r.threads, r.policy, r.policy_label, r.prompt_len, r.decode_len, r.batch, r.seed"      \
     WIDE_METRIC("latency_prefill_s") WIDE_METRIC("latency_decode_s")                         \
     WIDE_METRIC("latency_total_s") WIDE_METRIC("latency_per_token_s") WIDE_METRIC("ttft_s")  \
@@ -138,8 +140,15 @@ static const migration migrations[] = {
      "ALTER TABLE runs ADD COLUMN machine TEXT;"
      "ALTER TABLE runs ADD COLUMN threads INTEGER;"
      "ALTER TABLE runs ADD COLUMN config_json TEXT;"
-     "CREATE INDEX runs_label ON runs(policy_label);" RUNS_WIDE_VIEW,
+     "CREATE INDEX runs_label ON runs(policy_label);" RUNS_WIDE_VIEW(""),
      migrate_labels},
+    /* 3 → 4: the protocol's label with the options that differ from its defaults
+     * (aby3(topk=quickselect)), so runs that differ in a protocol option are told apart like
+     * policy configurations; filled from the stored configs (migrate_protocol_labels) */
+    {"ALTER TABLE runs ADD COLUMN protocol_label TEXT NOT NULL DEFAULT '';"
+     "CREATE INDEX runs_protocol_label ON runs(protocol_label);"
+     "DROP VIEW runs_wide;" RUNS_WIDE_VIEW("r.protocol_label, "),
+     migrate_protocol_labels},
 };
 #define N_MIGRATIONS (sizeof migrations / sizeof migrations[0])
 _Static_assert(N_MIGRATIONS == RDB_SCHEMA_VERSION, "one migration per schema version");
@@ -160,9 +169,9 @@ _Static_assert(N_MIGRATIONS == RDB_SCHEMA_VERSION, "one migration per schema ver
     X(RUN_PUT, "INSERT INTO runs(scenario, grid_index, config_hash, config_yaml, seed, status, " \
                "error, started, finished, wall_s, tool_version, model, protocol, network, "    \
                "policy, prompt_len, decode_len, batch, policy_label, latency_ms, "           \
-               "bandwidth_mbps, machine, threads, config_json) VALUES "                      \
+               "bandwidth_mbps, machine, threads, config_json, protocol_label) VALUES "      \
                "(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21," \
-               "?22,?23,?24)")                                                               \
+               "?22,?23,?24,?25)")                                                           \
     X(METRIC_PUT, "INSERT INTO metrics(run_id, name, value, unit) VALUES (?1, ?2, ?3, ?4)")   \
     X(PHASE_PUT, "INSERT INTO phases(run_id, phase, latency_ns, events) VALUES (?1,?2,?3,?4)") \
     X(BD_PUT, "INSERT INTO breakdown(run_id, phase, category, " STATS_COLS ") VALUES "       \
@@ -438,6 +447,9 @@ static int put_run_row(rdb *db, const rdb_run *r, int64_t *id, errbuf *e)
     const char *js = r->config_json ? r->config_json : json;
     if (js)
         sqlite3_bind_text(s, 24, js, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 25,
+                      r->protocol_label && r->protocol_label[0] ? r->protocol_label : r->protocol,
+                      -1, SQLITE_STATIC);
     int bad = step_done(db, s);
     free(json);
     if (bad)
@@ -927,6 +939,36 @@ static int migrate_labels(rdb *db, errbuf *e)
             if (sqlite3_step(upd) != SQLITE_DONE)
                 rc = DB_ERR(db, e, "migrating the runs' labels");
         }
+    }
+    sqlite3_finalize(sel);
+    sqlite3_finalize(upd);
+    return rc;
+}
+
+/* ---- migration 3 → 4: the protocol labels of stored runs ------------------------------------ */
+
+static int migrate_protocol_labels(rdb *db, errbuf *e)
+{
+    /* without a labeler (or for a config it cannot read again): the bare name */
+    if (sqlite3_exec(db->h, "UPDATE runs SET protocol_label = protocol", NULL, NULL, NULL))
+        return DB_ERR(db, e, "migrating the runs' protocol labels");
+    if (!labeler)
+        return MS_OK;
+    sqlite3_stmt *sel = NULL, *upd = NULL;
+    int rc = MS_OK;
+    if (prep(db->h, "SELECT id, config_yaml FROM runs", &sel) ||
+        prep(db->h, "UPDATE runs SET protocol_label = ?2 WHERE id = ?1", &upd))
+        rc = DB_ERR(db, e, "migrating the runs' protocol labels");
+    while (!rc && sqlite3_step(sel) == SQLITE_ROW) {
+        rdb_labels l;
+        memset(&l, 0, sizeof l);
+        if (labeler((const char *)sqlite3_column_text(sel, 1), &l) || !l.protocol_label[0])
+            continue;
+        sqlite3_reset(upd);
+        sqlite3_bind_int64(upd, 1, sqlite3_column_int64(sel, 0));
+        sqlite3_bind_text(upd, 2, l.protocol_label, -1, SQLITE_TRANSIENT);
+        if (sqlite3_step(upd) != SQLITE_DONE)
+            rc = DB_ERR(db, e, "migrating the runs' protocol labels");
     }
     sqlite3_finalize(sel);
     sqlite3_finalize(upd);

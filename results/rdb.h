@@ -12,7 +12,7 @@
 
 #include "protocols/base/err.h"
 
-#define RDB_SCHEMA_VERSION 3
+#define RDB_SCHEMA_VERSION 4
 #define RDB_PARTIES 3 /* bytes columns p0, p1, p2 */
 
 typedef struct rdb rdb;
@@ -75,6 +75,8 @@ typedef struct rdb_run {
     const char *model, *protocol, *network, *policy; /* network: its label (lan, 20ms/300Mbps) */
     const char *policy_label;  /* policy(params that differ from the defaults), e.g.
                                 * snapkv(capacity=1024); NULL: the policy's name */
+    const char *protocol_label; /* protocol(options that differ from its defaults), e.g.
+                                 * aby3(topk=quickselect); NULL: the protocol's name */
     double latency_ms, bandwidth_mbps; /* slowest party-to-party link's one-way latency and
                                         * smallest bandwidth (the values of a uniform network) */
     const char *machine;       /* machine profile name */
@@ -138,6 +140,7 @@ int rdb_merge_check(const char *src, errbuf *e);
  * registers the function that re-reads the configuration). 0 on success. */
 typedef struct rdb_labels {
     char model[64], network[64], policy_label[256], machine[64];
+    char protocol_label[256]; /* schema 4 */
     double latency_ms, bandwidth_mbps;
     int threads;
 } rdb_labels;

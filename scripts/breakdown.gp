@@ -19,9 +19,16 @@ do for [p = 1:npanels] {
     set yrange [-0.6:nbars - 0.4] reverse
     do for [fig = 1:2] {
         if (fig == 1) {
-            set lmargin 30
+            # the left margin fits the longest bar label (a protocol and a policy with their
+            # options can be long), in characters of the default font: a ",9" one is narrower
+            maxlen = 0
+            do for [l = 0:nbars - 1] {
+                n = strlen(value(sprintf("bar%d_%d", p, l)))
+                maxlen = n > maxlen ? n : maxlen
+            }
+            set lmargin (maxlen * 0.8 + 3 > 30 ? int(maxlen * 0.8 + 3) : 30)
             set rmargin 1
-            set ytics () font ",9"
+            set ytics () font ",9" noenhanced
             do for [l = 0:nbars - 1] { set ytics add (value(sprintf("bar%d_%d", p, l)) l) }
             set title value(sprintf("ptitle%d", p)).": time" noenhanced
             set xlabel value(sprintf("tunit%d", p)) offset 0, 0.4

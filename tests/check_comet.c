@@ -7,10 +7,10 @@
  *   equal the replay's but for near ties; every op of every step has the bytes and rounds the
  *   cost engine predicts; secret: each layer of each step gathers its weights once and nothing
  *   but the client's logits is revealed; public: no gather, each layer reveals its block
- *   pattern once and the FFN takes the weights' rows by it;
+ *   pattern once (to every node) and the FFN takes the weights' rows by it;
  * - the ops comet's emit_cost gives the simulator are the ones the session runs (kinds, shapes,
  *   flags, arguments) for the prompt and a decode step, and the FFN width the replay hands the
- *   lowering is the session's;
+ *   lowering is the session's, for either pattern;
  * - the float replay's sparse FFN: with the pattern applied, the neurons left out contribute
  *   nothing (the same logits as a model whose W2 columns of those neurons are zero);
  * - parameters with no computation on shares (the oracle rule, refills) run with the replay's
@@ -36,25 +36,10 @@ enum { N = 14, P = 12 };
 static const char *const comet_params[] = {"active_frac=0.5", "pattern=secret"};
 static const char *const comet_public_params[] = {"active_frac=0.5", "pattern=public"};
 
-static void comet_opts_of(fixture *f, const char *pname, const char *const *params, secinf_opts *o)
+static void comet_opts(fixture *f, const char *pname, const char *const *params, secinf_opts *o)
 {
-    errbuf e = {{0}};
-    *o = (secinf_opts){.model = &f->m, .weights = f->L, .tokens = f->ids, .n_tokens = N, .prefill = P};
-    ck_assert_int_eq(proto_cfg_default(pname, &o->cfg, &e), MS_OK);
-    ck_assert_int_eq(proto_cfg_set(&o->cfg, "approx", "sigmoid", &e), MS_OK);
-    int pub = 1;
-    ck_assert_msg(secinf_spol_of(&f->m, "comet", params, 2, P, N, &o->spol, &pub, &e) == MS_OK, "%s", e.msg);
+    fixture_opts(f, pname, N, P, "comet", params, 2, o);
     ck_assert(o->spol.ops == &policy_comet_secure);
-    ck_assert_int_eq(pub, 0);
-}
-
-
-static uint32_t count_kind(const op_program *p, int kind, int cat)
-{
-    uint32_t c = 0;
-    for (size_t i = 0; i < p->n_ops; i++)
-        c += p->ops[i].kind == kind && (cat < 0 || p->ops[i].cat == cat);
-    return c;
 }
 
 START_TEST(test_comet_on_shares)
@@ -74,7 +59,7 @@ START_TEST(test_comet_on_shares)
     for (uint32_t p = 0; p < N; p++)
         llama_forward(f.L, f.ids[p], p, NULL, full + (size_t)p * V);
     secinf_opts o;
-    comet_opts_of(&f, protos[_i % 2], params, &o);
+    comet_opts(&f, protos[_i % 2], params, &o);
     o.audit = 1;
     secinf_result r;
     ck_assert_msg(secinf_run(&o, &r, &e) == MS_OK, "%s", e.msg);
@@ -108,29 +93,22 @@ START_TEST(test_comet_on_shares)
         ck_assert_msg(a.max_abs * 3 < moved.max_abs, "logit error vs the replay %.4f (the sparsity: %.4f)",
                       a.max_abs, moved.max_abs);
     free(buf);
-    /* every op's bytes and rounds; one top-k per layer; secret: one gather per
-     * layer and only the logits revealed; public: each layer's pattern revealed once, as the
-     * active neurons' indices of the FFN's weight views */
-    net_cfg net;
-    net_uniform(&net, (int)r.n_parties, 0, 1e9);
-    machine_profile mach;
-    machine_default(&mach);
+    /* every op's bytes and rounds; one top-k per layer; secret: one gather per layer and only
+     * the logits revealed; public: each layer's pattern revealed once to every node, right
+     * before it becomes the active neurons' indices of the FFN's weight views */
     op_program p;
     op_program_init(&p);
     for (uint32_t st = 0; st < r.n_steps; st++) {
-        valid_row row;
-        ck_assert_msg(valid_step(&o, &r, st, &net, &mach, &row, &e) == MS_OK, "%s", e.msg);
-        ck_assert_msg(row.ops_mismatched == 0, "step %u: %s", st, row.first_mismatch);
-        ck_assert_int_eq(secinf_step_program(&o, st, &p, &e), MS_OK);
-        ck_assert_uint_eq(count_kind(&p, OP_TOPK, OPC_POLICY), f.m.n_layers);
-        ck_assert_uint_eq(count_kind(&p, OP_GATHER, OPC_POLICY), public ? 0 : f.m.n_layers);
-        ck_assert_uint_eq(count_kind(&p, OP_REVEAL, -1), 1 + (public ? f.m.n_layers : 0));
+        fixture_step_costed(&o, &r, st, 0, &p);
+        ck_assert_uint_eq(fixture_count_ops(&p, OP_TOPK, OPC_POLICY), f.m.n_layers);
+        ck_assert_uint_eq(fixture_count_ops(&p, OP_GATHER, OPC_POLICY), public ? 0 : f.m.n_layers);
+        ck_assert_uint_eq(fixture_count_ops(&p, OP_REVEAL, -1), 1 + (public ? f.m.n_layers : 0));
         uint32_t views = 0;
         for (size_t i = 0; i < p.n_ops; i++)
             if (p.ops[i].kind == OP_VIEW && (p.ops[i].flags & OPF_INDEX_BLOCKS)) {
                 views++;
                 ck_assert_int_eq(p.tens[p.ops[i].in[0]].role, OPT_PUBLIC);
-                ck_assert_uint_eq(p.ops[i - 1].kind, OP_REVEAL); /* the pattern just revealed */
+                ck_assert_uint_eq(p.ops[i - 1].kind, OP_REVEAL);
                 ck_assert_uint_eq(p.ops[i - 1].out, p.ops[i].in[0]);
                 ck_assert_int_eq(p.ops[i - 1].iarg, -1);
             }
@@ -150,24 +128,13 @@ START_TEST(test_comet_on_shares)
 }
 END_TEST
 
-static size_t layer_ops(const op_program *p, int layer, int phase, const op **out, size_t max)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < p->n_ops; i++)
-        if (p->ops[i].cat == OPC_POLICY && p->ops[i].layer == layer && p->ops[i].phase == phase && n < max)
-            out[n++] = &p->ops[i];
-    return n;
-}
-
 START_TEST(test_comet_costed_as_run)
 {
     fixture f;
     fixture_open(&f, N);
     errbuf e = {{0}};
     secinf_opts o;
-    policy_env env = {.n_layers = f.m.n_layers, .n_heads = f.m.n_heads, .n_kv_heads = f.m.n_kv_heads,
-                      .head_dim = f.m.head_dim, .dim = f.m.dim, .ffn_dim = f.m.ffn_dim, .prompt_len = P,
-                      .max_len = N};
+    policy_env env = fixture_env(&f, P, N);
     policy_args pa = {.path = "(test)"};
     void *st;
     uint32_t kept[8] = {0};
@@ -176,7 +143,7 @@ START_TEST(test_comet_costed_as_run)
         if (pub)
             snprintf(kv[1].val, sizeof kv[1].val, "public");
         pa.kv = kv, pa.n = 2;
-        comet_opts_of(&f, "semi2k", pub ? comet_public_params : comet_params, &o);
+        comet_opts(&f, "semi2k", pub ? comet_public_params : comet_params, &o);
         ck_assert_msg(policy_comet.init(&env, &pa, &st, &e) == MS_OK, "%s", e.msg);
         for (int si = 0; si < 2; si++) {
             op_program run, cost;
@@ -194,30 +161,12 @@ START_TEST(test_comet_costed_as_run)
             }
             for (int l = 0; l < (int)f.m.n_layers; l++) {
                 const op *a[64], *b[64];
-                size_t na = layer_ops(&run, l, phase, a, 64), nb = layer_ops(&cost, l, phase, b, 64);
+                size_t na = fixture_layer_ops(&run, l, phase, a, 64), nb = fixture_layer_ops(&cost, l, phase, b, 64);
                 ck_assert_uint_eq(na, nb);
                 /* secret: predictor, top-k, gather, flatten, 3 × (pick, place); public: predictor,
                  * top-k, transpose, column sums, reveal, indices */
                 ck_assert_uint_eq(na, pub ? 6 : 10);
-                for (size_t i = 0; i < na; i++) {
-                    ck_assert_int_eq(a[i]->kind, b[i]->kind);
-                    ck_assert_uint_eq(a[i]->batch, b[i]->batch);
-                    ck_assert_uint_eq(a[i]->m, b[i]->m);
-                    ck_assert_uint_eq(a[i]->k, b[i]->k);
-                    ck_assert_uint_eq(a[i]->n, b[i]->n);
-                    ck_assert_uint_eq(a[i]->flags, b[i]->flags);
-                    ck_assert_int_eq(a[i]->iarg, b[i]->iarg);
-                    for (int j = 0; j < 3; j++) {
-                        ck_assert_int_eq(a[i]->in[j] == OP_NONE, b[i]->in[j] == OP_NONE);
-                        if (a[i]->in[j] == OP_NONE)
-                            continue;
-                        const op_tensor *ta = &run.tens[a[i]->in[j]], *tb = &cost.tens[b[i]->in[j]];
-                        ck_assert_uint_eq((uint64_t)ta->batch * ta->rows * ta->cols,
-                                          (uint64_t)tb->batch * tb->rows * tb->cols);
-                        if (ta->role == OPT_WEIGHT || ta->role == OPT_PUBLIC)
-                            ck_assert_int_eq(ta->role, tb->role);
-                    }
-                }
+                fixture_assert_same_ops(&run, a, &cost, b, na, SAME_ROLES);
             }
             op_program_free(&run);
             op_program_free(&cost);

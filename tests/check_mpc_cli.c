@@ -19,6 +19,7 @@
 #include "protocols/backend/mpc_net.h"
 #include "protocols/backend/mpc_tls.h"
 #include "harness.h"
+#include "mpcfix.h"
 
 /* each test's folder, made and removed by the fixtures */
 TESTDIR("check_mpc_cli")
@@ -202,22 +203,7 @@ END_TEST
 START_TEST(test_keys_command)
 {
     const char *k = make_keys("k");
-    struct stat st;
-    ck_assert_int_eq(stat(k, &st), 0);
-    ck_assert_int_eq(st.st_mode & 0777, 0700);
-    char p[500];
-    for (int i = 0; i < 3; i++) {
-        snprintf(p, sizeof p, "%s/node%d.key", k, i);
-        ck_assert_int_eq(stat(p, &st), 0);
-        ck_assert_int_eq(st.st_mode & 0777, 0600);
-        char *pem = th_slurp(p, NULL);
-        ck_assert_ptr_nonnull(strstr(pem, "-----BEGIN PRIVATE KEY-----"));
-        free(pem);
-        snprintf(p, sizeof p, "%s/node%d.pem", k, i);
-        pem = th_slurp(p, NULL);
-        ck_assert_ptr_nonnull(strstr(pem, "-----BEGIN CERTIFICATE-----"));
-        free(pem);
-    }
+    mpcfix_assert_keys(k, 3);
     const char *again[] = {"party", "keys", "--out", k, NULL};
     ck_assert_int_eq(th_wait(spawn("again.txt", again)), 1);
     char *o = slurp("again.txt");

@@ -160,8 +160,11 @@ START_TEST(test_migrate_v2)
     ck_assert_int_gt(metrics, 0);
     expect(db, "SELECT count(*) FROM runs WHERE model = 'inline'", "8");
     ck_assert_int_eq(MPCSIM("report", "v2.db", "--json"), 0);
-    ck_assert_int_eq(q1(db, "PRAGMA user_version"), 3);
+    ck_assert_int_eq(q1(db, "PRAGMA user_version"), RDB_SCHEMA_VERSION);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs"), 8);
+    /* these runs predate the msb, exp and normalize keys: they ran the former defaults */
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE protocol_label = "
+                            "'semi2k(msb=ks,exp=taylor,normalize=thresholds)'"), 8);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM metrics"), metrics);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM layer_breakdown"), layers);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE model = 'tiny\"q\\b-mha'"), 8);
@@ -186,10 +189,125 @@ START_TEST(test_migrate_v2)
     ck_assert_int_eq(rdb_open(tpath("bare.db"), 0, &h, &e), MS_OK);
     rdb_close(h);
     db = tpath("bare.db");
-    ck_assert_int_eq(q1(db, "PRAGMA user_version"), 3);
+    ck_assert_int_eq(q1(db, "PRAGMA user_version"), RDB_SCHEMA_VERSION);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE protocol_label = protocol"), 8);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE network = '20ms/300Mbps' AND "
                             "latency_ms = 20 AND bandwidth_mbps = 300"), 4);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE policy_label = policy"), 8);
+}
+END_TEST
+
+/* ---- protocol labels and the migration of a version-3 database --------------------------- */
+
+static void check_width(const char *text, size_t width);
+static void block_titles(const char *path, char *out, size_t n);
+
+/* One model, one network, one policy: the runs differ only in protocol options. */
+static const char protos_yaml[] =
+    "format: 1\n"
+    "name: protos\n"
+    "seed: 1\n"
+    "model: {name: tiny, family: llama, layers: 2, dim: 64, heads: 4, ffn_dim: 128, vocab: 256,"
+    " max_context: 512}\n"
+    "workload: {prompt_len: [16, 32], decode_len: 2}\n"
+    "network: lan\n"
+    "policies: [full]\n"
+    "protocol: [aby3, {name: aby3, topk: quickselect}, {name: aby3, trunc: local, topk: "
+    "quickselect}, {name: semi2k, beaver_cache: false}]\n";
+
+static const char *const proto_labels[] = {"aby3", "aby3(topk=quickselect)",
+                                           "aby3(trunc=local,topk=quickselect)",
+                                           "semi2k(beaver_cache=false)"};
+
+/* Each of the four labels on two runs (the two prompt lengths). */
+static void expect_proto_labels(const char *db)
+{
+    ck_assert_int_eq(q1(db, "SELECT count(DISTINCT protocol_label) FROM runs"), 4);
+    for (int i = 0; i < 4; i++) {
+        char *sql = sqlite3_mprintf("SELECT count(*) FROM runs WHERE protocol_label = %Q",
+                                    proto_labels[i]);
+        ck_assert_msg(q1(db, sql) == 2, "%s", sql);
+        sqlite3_free(sql);
+    }
+}
+
+/* A database as schema version 3 wrote it: no protocol_label, the view without it. */
+static void downgrade_to_v3(const char *path)
+{
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
+    char *view = q1s(path, "SELECT sql FROM sqlite_master WHERE name = 'runs_wide'");
+    char *at = strstr(view, "r.protocol_label, ");
+    ck_assert_ptr_nonnull(at);
+    memmove(at, at + strlen("r.protocol_label, "), strlen(at + strlen("r.protocol_label, ")) + 1);
+    char *sql = sqlite3_mprintf("DROP VIEW runs_wide; DROP INDEX runs_protocol_label; "
+                                "ALTER TABLE runs DROP COLUMN protocol_label; %s; "
+                                "PRAGMA user_version = 3;", view);
+    ck_assert_msg(sqlite3_exec(h, sql, NULL, NULL, NULL) == SQLITE_OK, "%s", sqlite3_errmsg(h));
+    sqlite3_free(sql);
+    free(view);
+    sqlite3_close(h);
+    ck_assert_int_eq(q1(path, "SELECT count(*) FROM pragma_table_info('runs') WHERE name = "
+                              "'protocol_label'"), 0);
+}
+
+START_TEST(test_protocol_labels)
+{
+    th_write(tpath("protos.yaml"), protos_yaml);
+    ck_assert_int_eq(MPCSIM("run", "protos.yaml", "-o", "pr.db", "-q"), 0);
+    const char *db = tpath("pr.db");
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE status = 'ok'"), 8);
+    expect_proto_labels(db);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs_wide WHERE protocol_label = "
+                            "'aby3(topk=quickselect)'"), 2);
+    ck_assert_int_eq(MPCSIM("run", "protos.yaml", "--dry-run"), 0);
+    char *out = th_slurp(tpath("out.txt"), NULL);
+    ck_assert_ptr_nonnull(strstr(out, " tiny aby3(trunc=local,topk=quickselect) lan full "));
+    free(out);
+    /* report: a row per configuration, each named; 80 columns */
+    ck_assert_int_eq(MPCSIM("report", "pr.db"), 0);
+    out = th_slurp(tpath("out.txt"), NULL);
+    check_width(out, 80);
+    for (int i = 0; i < 4; i++) {
+        char cell[64];
+        snprintf(cell, sizeof cell, "  %s  ", proto_labels[i]);
+        ck_assert_msg(strstr(out, cell), "no '%s' in\n%s", cell, out);
+    }
+    free(out);
+    ck_assert_int_eq(MPCSIM("report", "pr.db", "--csv", "--where",
+                            "protocol_label=aby3(topk=quickselect)"), 0);
+    out = th_slurp(tpath("out.txt"), NULL);
+    ck_assert_ptr_nonnull(strstr(out, ",aby3(topk=quickselect),"));
+    ck_assert_ptr_null(strstr(out, ",aby3,"));
+    free(out);
+    /* plot: a line per protocol configuration */
+    ck_assert_int_eq(MPCSIM("plot", "pr.db", "-o", "prp", "--data", "prd"), 0);
+    char t[512];
+    block_titles(tpath("prd/latency_1_1.dat"), t, sizeof t);
+    ck_assert_str_eq(t, "full aby3|full aby3(topk=quickselect)|"
+                        "full aby3(trunc=local,topk=quickselect)|full semi2k(beaver_cache=false)");
+
+    /* a version-3 database migrates in place: the labels from the stored configs */
+    ck_assert_int_eq(MPCSIM("merge", "v3.db", "pr.db"), 0);
+    downgrade_to_v3(tpath("v3.db"));
+    long long metrics = q1(tpath("v3.db"), "SELECT count(*) FROM metrics");
+    ck_assert_int_eq(MPCSIM("report", "v3.db"), 0);
+    db = tpath("v3.db");
+    ck_assert_int_eq(q1(db, "PRAGMA user_version"), RDB_SCHEMA_VERSION);
+    expect_proto_labels(db);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM metrics"), metrics);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs_wide WHERE protocol_label = "
+                            "'semi2k(beaver_cache=false)'"), 2);
+    /* without a labeler: the bare names */
+    ck_assert_int_eq(MPCSIM("merge", "v3b.db", "pr.db"), 0);
+    downgrade_to_v3(tpath("v3b.db"));
+    rdb *h;
+    errbuf e;
+    rdb_set_labeler(NULL);
+    ck_assert_int_eq(rdb_open(tpath("v3b.db"), 0, &h, &e), MS_OK);
+    rdb_close(h);
+    ck_assert_int_eq(q1(tpath("v3b.db"), "SELECT count(*) FROM runs WHERE protocol_label = "
+                                         "protocol"), 8);
 }
 END_TEST
 
@@ -827,6 +945,7 @@ Suite *results_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_labels_and_columns);
     tcase_add_test(tc, test_migrate_v2);
+    tcase_add_test(tc, test_protocol_labels);
     tcase_add_test(tc, test_report);
     tcase_add_test(tc, test_report_json_and_serve);
     tcase_add_test(tc, test_cost_json_odd_name);

@@ -66,27 +66,14 @@ static const char *const mpc_params[3][4] = {{"static=none", "s1=8", "s2=4", "ra
 
 static void h2o_opts(fixture *f, const char *pname, secinf_opts *o)
 {
-    errbuf e = {{0}};
-    memset(o, 0, sizeof *o);
-    *o = (secinf_opts){.model = &f->m, .weights = f->L, .tokens = f->ids, .n_tokens = N, .prefill = P};
-    ck_assert_int_eq(proto_cfg_default(pname, &o->cfg, &e), MS_OK);
-    ck_assert_int_eq(proto_cfg_set(&o->cfg, "approx", "sigmoid", &e), MS_OK);
-    int pub = 1;
-    ck_assert_msg(secinf_spol_of(&f->m, "h2o", h2o_params, 2, P, N, &o->spol, &pub, &e) == MS_OK, "%s", e.msg);
+    fixture_opts(f, pname, N, P, "h2o", h2o_params, 2, o);
     ck_assert(o->spol.ops == &policy_h2o_secure);
-    ck_assert_int_eq(pub, 0);
     ck_assert_uint_eq(((const h2o_shape *)o->spol.cfg)->heavy, 4);
     ck_assert_uint_eq(((const h2o_shape *)o->spol.cfg)->recent, 4);
 }
 
 /* Policy ops of a step's program by kind. */
-static uint32_t count_kind(const op_program *p, int kind)
-{
-    uint32_t c = 0;
-    for (size_t i = 0; i < p->n_ops; i++)
-        c += p->ops[i].cat == OPC_POLICY && p->ops[i].kind == kind;
-    return c;
-}
+static uint32_t count_kind(const op_program *p, int kind) { return fixture_count_ops(p, kind, OPC_POLICY); }
 
 START_TEST(test_h2o_on_shares)
 {
@@ -127,17 +114,10 @@ START_TEST(test_h2o_on_shares)
     /* a differing choice from the same candidates is one the fixed-point error can swap */
     ck_assert_uint_eq(s.near_ties, s.differ_same_cand);
     /* every op's bytes and rounds, the selection's included */
-    net_cfg net;
-    net_uniform(&net, (int)r.n_parties, 0, 1e9);
-    machine_profile mach;
-    machine_default(&mach);
     op_program p;
     op_program_init(&p);
     for (uint32_t st = 0; st < r.n_steps; st++) {
-        valid_row row;
-        ck_assert_msg(valid_step(&o, &r, st, &net, &mach, &row, &e) == MS_OK, "%s", e.msg);
-        ck_assert_msg(row.ops_mismatched == 0, "step %u: %s", st, row.first_mismatch);
-        ck_assert_int_eq(secinf_step_program(&o, st, &p, &e), MS_OK);
+        fixture_step_costed(&o, &r, st, 0, &p);
         /* one selection for every layer: the prompt's top-k + gather, each step's arg-min +
          * compaction once the cache holds heavy + recent */
         uint32_t dec = st > 0 && P + st - 1 >= 8;
@@ -156,44 +136,6 @@ START_TEST(test_h2o_on_shares)
 }
 END_TEST
 
-/* The ops of one layer and phase in a program (category policy), in order. */
-static size_t layer_ops(const op_program *p, int layer, int phase, const op **out, size_t max)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < p->n_ops; i++)
-        if (p->ops[i].cat == OPC_POLICY && p->ops[i].layer == layer && p->ops[i].phase == phase && n < max)
-            out[n++] = &p->ops[i];
-    return n;
-}
-
-/* The session's ops a[0..n) (program run) are the cost model's b[0..n) (program cost): the same
- * kinds, shapes, flags and arguments, operands of the same sizes (a VIEW's source may be the
- * session's longer cache); roles: also public where the other's is public. */
-static void assert_same_ops(const op_program *run, const op *const *a, const op_program *cost,
-                            const op *const *b, size_t n, int roles)
-{
-    for (size_t i = 0; i < n; i++) {
-        ck_assert_int_eq(a[i]->kind, b[i]->kind);
-        ck_assert_uint_eq(a[i]->batch, b[i]->batch);
-        ck_assert_uint_eq(a[i]->m, b[i]->m);
-        ck_assert_uint_eq(a[i]->k, b[i]->k);
-        ck_assert_uint_eq(a[i]->n, b[i]->n);
-        ck_assert_uint_eq(a[i]->flags, b[i]->flags);
-        ck_assert_int_eq(a[i]->iarg, b[i]->iarg);
-        ck_assert(a[i]->farg == b[i]->farg);
-        for (int j = 0; j < 3 && a[i]->kind != OP_VIEW; j++) {
-            ck_assert_int_eq(a[i]->in[j] == OP_NONE, b[i]->in[j] == OP_NONE);
-            if (a[i]->in[j] == OP_NONE)
-                continue;
-            const op_tensor *ta = &run->tens[a[i]->in[j]], *tb = &cost->tens[b[i]->in[j]];
-            ck_assert_uint_eq((uint64_t)ta->batch * ta->rows * ta->cols,
-                              (uint64_t)tb->batch * tb->rows * tb->cols);
-            if (roles)
-                ck_assert_int_eq(ta->role == OPT_PUBLIC, tb->role == OPT_PUBLIC);
-        }
-    }
-}
-
 START_TEST(test_h2o_costed_as_run)
 {
     fixture f;
@@ -202,9 +144,7 @@ START_TEST(test_h2o_costed_as_run)
     secinf_opts o;
     h2o_opts(&f, "semi2k", &o);
     kv_param kv[2] = {{.key = "heavy", .val = "4"}, {.key = "recent", .val = "4"}};
-    policy_env env = {.n_layers = f.m.n_layers, .n_heads = f.m.n_heads, .n_kv_heads = f.m.n_kv_heads,
-                      .head_dim = f.m.head_dim, .dim = f.m.dim, .ffn_dim = f.m.ffn_dim, .prompt_len = P,
-                      .max_len = N};
+    policy_env env = fixture_env(&f, P, N);
     policy_args pa = {.kv = kv, .n = 2, .path = "(test)"};
     void *st;
     ck_assert_msg(policy_h2o.init(&env, &pa, &st, &e) == MS_OK, "%s", e.msg);
@@ -225,10 +165,10 @@ START_TEST(test_h2o_costed_as_run)
         /* each layer's upkeep, then (layer −1) the selection of every layer at once */
         for (int l = -1; l < (int)f.m.n_layers; l++) {
             const op *a[128], *b[128];
-            size_t na = layer_ops(&run, l, phase, a, 128), nb = layer_ops(&cost, l, phase, b, 128);
+            size_t na = fixture_layer_ops(&run, l, phase, a, 128), nb = fixture_layer_ops(&cost, l, phase, b, 128);
             ck_assert_uint_eq(na, nb);
             ck_assert_uint_ge(na, l < 0 ? (si ? 20 : 13) : (si ? 16 : 15));
-            assert_same_ops(&run, a, &cost, b, na, 0);
+            fixture_assert_same_ops(&run, a, &cost, b, na, SAME_NO_VIEWS);
         }
         op_program_free(&run);
         op_program_free(&cost);
@@ -340,15 +280,8 @@ END_TEST
 
 static void mpc_opts(fixture *f, const char *pname, int cfg, secinf_opts *o)
 {
-    errbuf e = {{0}};
-    *o = (secinf_opts){.model = &f->m, .weights = f->L, .tokens = f->ids, .n_tokens = N, .prefill = P};
-    ck_assert_int_eq(proto_cfg_default(pname, &o->cfg, &e), MS_OK);
-    ck_assert_int_eq(proto_cfg_set(&o->cfg, "approx", "sigmoid", &e), MS_OK);
-    int pub = 1;
-    ck_assert_msg(secinf_spol_of(&f->m, "mpcache", mpc_params[cfg], 4, P, N, &o->spol, &pub, &e) == MS_OK, "%s",
-                  e.msg);
+    fixture_opts(f, pname, N, P, "mpcache", mpc_params[cfg], 4, o);
     ck_assert(o->spol.ops == &policy_mpcache_secure);
-    ck_assert_int_eq(pub, 0);
 }
 
 START_TEST(test_mpcache_on_shares)
@@ -395,18 +328,11 @@ START_TEST(test_mpcache_on_shares)
     llama_compare(r.logits, full + (size_t)(P - 1) * V, r.n_steps, V, &moved);
     ck_assert_msg(moved.max_abs > 3 * LOGIT_TOL, "the policy moved the logits by only %.4f", moved.max_abs);
     /* every op's bytes and rounds; the shapes the programs took */
-    net_cfg net;
-    net_uniform(&net, (int)r.n_parties, 0, 1e9);
-    machine_profile mach;
-    machine_default(&mach);
     op_program p;
     op_program_init(&p);
     uint32_t gathers = 0, muls = 0, topk = 0;
     for (uint32_t st = 0; st < r.n_steps; st++) {
-        valid_row row;
-        ck_assert_msg(valid_step(&o, &r, st, &net, &mach, &row, &e) == MS_OK, "%s", e.msg);
-        ck_assert_msg(row.ops_mismatched == 0, "step %u: %s", st, row.first_mismatch);
-        ck_assert_int_eq(secinf_step_program(&o, st, &p, &e), MS_OK);
+        fixture_step_costed(&o, &r, st, 0, &p);
         gathers += count_kind(&p, OP_GATHER);
         muls += count_kind(&p, OP_MUL);
         topk += count_kind(&p, OP_TOPK);
@@ -441,15 +367,8 @@ START_TEST(test_mpcache_costed_as_run)
         secinf_opts o;
         mpc_opts(&f, "semi2k", cfg, &o);
         kv_param kv[4];
-        for (int i = 0; i < 4; i++) {
-            const char *eq = strchr(mpc_params[cfg][i], '=');
-            memset(&kv[i], 0, sizeof kv[i]);
-            memcpy(kv[i].key, mpc_params[cfg][i], (size_t)(eq - mpc_params[cfg][i]));
-            snprintf(kv[i].val, sizeof kv[i].val, "%s", eq + 1);
-        }
-        policy_env env = {.n_layers = f.m.n_layers, .n_heads = f.m.n_heads, .n_kv_heads = f.m.n_kv_heads,
-                          .head_dim = f.m.head_dim, .dim = f.m.dim, .ffn_dim = f.m.ffn_dim, .prompt_len = P,
-                          .max_len = N};
+        fixture_kv(mpc_params[cfg], 4, kv);
+        policy_env env = fixture_env(&f, P, N);
         policy_args pa = {.kv = kv, .n = 4, .path = "(test)"};
         void *st;
         ck_assert_msg(policy_mpcache.init(&env, &pa, &st, &e) == MS_OK, "%s", e.msg);
@@ -466,11 +385,11 @@ START_TEST(test_mpcache_costed_as_run)
                                   MS_OK, "%s", e.msg);
             for (int l = 0; l < (int)f.m.n_layers; l++) {
                 const op *a[256], *b[256];
-                size_t na = layer_ops(&run, l, phase, a, 256), nb = layer_ops(&cost, l, phase, b, 256);
+                size_t na = fixture_layer_ops(&run, l, phase, a, 256), nb = fixture_layer_ops(&cost, l, phase, b, 256);
                 ck_assert_uint_eq(na, nb);
                 size_t least = si ? (l == 3 ? 4 : 10) : (l == 3 ? 0 : 5); /* layer 3 shares layer 2's */
                 ck_assert_uint_ge(na, least);
-                assert_same_ops(&run, a, &cost, b, na, 1);
+                fixture_assert_same_ops(&run, a, &cost, b, na, SAME_NO_VIEWS | SAME_ROLES);
             }
             op_program_free(&run);
             op_program_free(&cost);
@@ -482,14 +401,8 @@ START_TEST(test_mpcache_costed_as_run)
     secinf_opts ot;
     mpc_opts(&f, "semi2k", 2, &ot);
     kv_param tk[4];
-    for (int i = 0; i < 4; i++) {
-        const char *eq = strchr(mpc_params[2][i], '=');
-        memset(&tk[i], 0, sizeof tk[i]);
-        memcpy(tk[i].key, mpc_params[2][i], (size_t)(eq - mpc_params[2][i]));
-        snprintf(tk[i].val, sizeof tk[i].val, "%s", eq + 1);
-    }
-    policy_env env = {.n_layers = f.m.n_layers, .n_heads = f.m.n_heads, .n_kv_heads = f.m.n_kv_heads,
-                      .head_dim = f.m.head_dim, .dim = f.m.dim, .ffn_dim = f.m.ffn_dim, .prompt_len = P, .max_len = N};
+    fixture_kv(mpc_params[2], 4, tk);
+    policy_env env = fixture_env(&f, P, N);
     policy_args pa = {.kv = tk, .n = 4, .path = "(test)"};
     void *st;
     ck_assert_msg(policy_mpcache.init(&env, &pa, &st, &e) == MS_OK, "%s", e.msg);
@@ -503,14 +416,10 @@ START_TEST(test_mpcache_costed_as_run)
     size_t total = 0;
     for (int l = 0; l < (int)f.m.n_layers; l++) {
         const op *a[128], *b[128];
-        size_t na = layer_ops(&run, l, PHASE_PREFILL, a, 128), nb = layer_ops(&cost, l, PHASE_PREFILL, b, 128);
+        size_t na = fixture_layer_ops(&run, l, PHASE_PREFILL, a, 128), nb = fixture_layer_ops(&cost, l, PHASE_PREFILL, b, 128);
         ck_assert_uint_eq(na, nb);
         total += na;
-        for (size_t i = 0; i < na; i++) {
-            ck_assert_int_eq(a[i]->kind, b[i]->kind);
-            ck_assert(a[i]->batch == b[i]->batch && a[i]->m == b[i]->m && a[i]->k == b[i]->k && a[i]->n == b[i]->n);
-            ck_assert(a[i]->flags == b[i]->flags && a[i]->iarg == b[i]->iarg && a[i]->farg == b[i]->farg);
-        }
+        fixture_assert_same_ops(&run, a, &cost, b, na, SAME_NO_VIEWS);
     }
     ck_assert_uint_ge(total, 4 * 10);
     op_program_free(&run);
@@ -549,7 +458,7 @@ static size_t same_program(const op_program *run, const op_program *cost, int ph
     size_t total = 0;
     for (int l = -1; l < (int)L; l++) {
         const op *a[256], *b[256];
-        size_t na = layer_ops(run, l, phase, a, 256), nb = layer_ops(cost, l, phase, b, 256);
+        size_t na = fixture_layer_ops(run, l, phase, a, 256), nb = fixture_layer_ops(cost, l, phase, b, 256);
         ck_assert_uint_eq(na, nb);
         for (size_t k = 0; k < na; k++) {
             ck_assert_int_eq(a[k]->kind, b[k]->kind);
@@ -573,12 +482,7 @@ static run_cfg *mpc_run_cfg(int cfg)
     snprintf(c->trace.path, sizeof c->trace.path, "%s",
              th_data_path("tests/data/tinystories_sample.txt"));
     snprintf(c->policy.name, sizeof c->policy.name, "mpcache");
-    for (int i = 0; i < 4; i++) {
-        const char *eq = strchr(mpc_params[cfg][i], '=');
-        kv_param *kv = &c->policy.params[i];
-        memcpy(kv->key, mpc_params[cfg][i], (size_t)(eq - mpc_params[cfg][i]));
-        snprintf(kv->val, sizeof kv->val, "%s", eq + 1);
-    }
+    fixture_kv(mpc_params[cfg], 4, c->policy.params);
     c->policy.n_params = 4;
     c->work.prompt_len = P;
     c->work.decode_len = N - P;
@@ -698,18 +602,12 @@ START_TEST(test_mpcache_threshold_decode_costed_as_run)
     const model_cfg *m = &f.m;
     uint32_t L = m->n_layers, Hkv = m->n_kv_heads, T = P + STEPS;
     kv_param kv[4];
-    for (int i = 0; i < 4; i++) {
-        const char *eq = strchr(mpc_params[2][i], '=');
-        memset(&kv[i], 0, sizeof kv[i]);
-        memcpy(kv[i].key, mpc_params[2][i], (size_t)(eq - mpc_params[2][i]));
-        snprintf(kv[i].val, sizeof kv[i].val, "%s", eq + 1);
-    }
+    fixture_kv(mpc_params[2], 4, kv);
     mdrive c = {.m = m, .T = T, .P = P, .W = ((const mpcache_sec *)o.spol.cfg)->mpc.window, .thr = ((const mpcache_sec *)o.spol.cfg)->mpc.thr};
     c.k = calloc((size_t)L * T * Hkv * m->head_dim, sizeof *c.k);
     c.pass = calloc((size_t)L * P, sizeof *c.pass);
-    policy_env env = {.n_layers = L, .n_heads = m->n_heads, .n_kv_heads = Hkv, .head_dim = m->head_dim,
-                      .dim = m->dim, .ffn_dim = m->ffn_dim, .prompt_len = P, .max_len = N,
-                      .get_k = mdrive_get_k, .kv_ctx = &c};
+    policy_env env = fixture_env(&f, P, N);
+    env.get_k = mdrive_get_k, env.kv_ctx = &c;
     policy_args pa = {.kv = kv, .n = 4, .path = "(test)"};
     ck_assert_msg(policy_mpcache.init(&env, &pa, &c.st, &e) == MS_OK, "%s", e.msg);
     ck_assert_uint_gt(c.W, 0);

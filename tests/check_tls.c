@@ -20,30 +20,9 @@
 #include "sim/engine/net.h"
 #include "sim/scenario/scn.h"
 #include "harness.h"
-#include "testdir.h"
+#include "mpcfix.h"
 
-static testdir td = {.prefix = "check_tls"};
-
-static void suite_setup(void) { testdir_suite_setup(&td); }
-static void suite_teardown(void) { testdir_suite_teardown(&td); }
-static void setup(void) { testdir_setup(&td); }
-static void teardown(void) { testdir_teardown(&td); }
-
-static proto_cfg test_cfg(const char *name)
-{
-    proto_cfg c;
-    memset(&c, 0, sizeof c);
-    snprintf(c.name, sizeof c.name, "%s", name);
-    c.ring_bits = 64;
-    c.frac_bits = 18;
-    c.exp_iters = 8;
-    c.recip_iters = 3;
-    c.rsqrt_iters = 3;
-    c.softmax_clip = -14;
-    c.beaver_cache = 1;
-    snprintf(c.approx, sizeof c.approx, "puma");
-    return c;
-}
+TESTDIR("check_tls")
 
 static double now_s(void)
 {
@@ -88,7 +67,7 @@ static int wire_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
 
 static void run_wire(int plaintext, wire_out w[3])
 {
-    mpc_launch l = {.cfg = test_cfg("semi2k"), .deadline_ms = 30000, .plaintext = plaintext};
+    mpc_launch l = {.cfg = mpcfix_cfg("semi2k"), .deadline_ms = 30000, .plaintext = plaintext};
     mpc_node_result nr[MPC_NODES_MAX];
     int nodes;
     errbuf e;
@@ -139,32 +118,13 @@ END_TEST
 
 /* ---------------------------------------------------------------- keys and handshakes */
 
-static const char *sub(const char *name)
-{
-    static char p[8][300];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(p[k], sizeof p[k], "%s/%s", td.dir, name);
-    return p[k];
-}
-
 START_TEST(test_key_folder)
 {
     errbuf e;
-    const char *k = sub("k");
+    const char *k = testdir_path(&td, "k");
     ck_assert_msg(mpc_tls_make_keys(k, 3, &e) == MS_OK, "%s", e.msg);
-    struct stat st;
-    ck_assert_int_eq(stat(k, &st), 0);
-    ck_assert_int_eq(st.st_mode & 0777, 0700);
+    mpcfix_assert_keys(k, 3);
     char p[400];
-    for (int i = 0; i < 3; i++) {
-        snprintf(p, sizeof p, "%s/node%d.key", k, i);
-        ck_assert_int_eq(stat(p, &st), 0);
-        ck_assert_int_eq(st.st_mode & 0777, 0600);
-        snprintf(p, sizeof p, "%s/node%d.pem", k, i);
-        ck_assert_int_eq(stat(p, &st), 0);
-        ck_assert_int_eq(st.st_mode & 0777, 0644);
-    }
     /* nothing is overwritten */
     ck_assert_int_eq(mpc_tls_make_keys(k, 3, &e), MS_ERR_IO);
     ck_assert_ptr_nonnull(strstr(e.msg, "already exists"));
@@ -246,7 +206,7 @@ static void handshake(const char *cdir, int cn, int ce, const char *sdir, int sn
 START_TEST(test_handshakes)
 {
     errbuf e;
-    const char *a = sub("a"), *b = sub("b");
+    const char *a = testdir_path(&td, "a"), *b = testdir_path(&td, "b");
     ck_assert_int_eq(mpc_tls_make_keys(a, 3, &e), MS_OK);
     ck_assert_int_eq(mpc_tls_make_keys(b, 3, &e), MS_OK);
     hs_side c, s;
@@ -261,7 +221,7 @@ START_TEST(test_handshakes)
     ck_assert_msg(strstr(s.why.msg, "the client refused this node's certificate"), "%s", s.why.msg);
     /* the dialling node trusts this session's CA but holds another session's key: refused by
      * the accepting one, and it learns so during the handshake */
-    const char *m = sub("m");
+    const char *m = testdir_path(&td, "m");
     ck_assert_int_eq(mkdir(m, 0700), 0);
     char from[400], to[400];
     const char *files[][2] = {{"ca.pem", NULL}, {"node2.pem", "b"}, {"node2.key", "b"}};
@@ -353,7 +313,7 @@ START_TEST(test_waits_follow_timeout)
 {
     for (int kind = 0; kind < 2; kind++) {
         stall s = {kind};
-        mpc_launch l = {.cfg = test_cfg("semi2k"), .deadline_ms = 20000, .timeout_ms = 1000};
+        mpc_launch l = {.cfg = mpcfix_cfg("semi2k"), .deadline_ms = 20000, .timeout_ms = 1000};
         mpc_node_result nr[MPC_NODES_MAX];
         int nodes;
         errbuf e;
@@ -443,8 +403,7 @@ Suite *tls_suite(void)
     Suite *s = suite_create("tls");
     TCase *tc = tcase_create("tls");
     tcase_set_timeout(tc, 60);
-    tcase_add_unchecked_fixture(tc, suite_setup, suite_teardown);
-    tcase_add_checked_fixture(tc, setup, teardown);
+    TESTDIR_USE(tc);
     tcase_add_test(tc, test_tls_default_and_framing);
     tcase_add_test(tc, test_key_folder);
     tcase_add_test(tc, test_handshakes);

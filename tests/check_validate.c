@@ -35,13 +35,6 @@
  * measured max 0.10 over 100 positions, 0.12 over 256 (BENCHMARKS.md). */
 #define LOGIT_TOL 0.3
 
-static void cfg_of(const char *pn, proto_cfg *c)
-{
-    errbuf e = {{0}};
-    ck_assert_int_eq(proto_cfg_default(pn, c, &e), MS_OK);
-    ck_assert_int_eq(proto_cfg_set(c, "approx", "sigmoid", &e), MS_OK);
-}
-
 /* ---- exact bytes and rounds ------------------------------------------------------------- */
 
 START_TEST(test_programs_exact)
@@ -50,7 +43,7 @@ START_TEST(test_programs_exact)
     fixture_open(&f, 128);
     errbuf e = {{0}};
     secinf_opts o = {.model = &f.m, .weights = f.L, .tokens = f.ids, .n_tokens = 5, .prefill = 4};
-    cfg_of(_i ? "aby3" : "semi2k", &o.cfg);
+    fixture_cfg(_i ? "aby3" : "semi2k", &o.cfg);
     secinf_result r;
     ck_assert_msg(secinf_run(&o, &r, &e) == MS_OK, "%s", e.msg);
     ck_assert_uint_eq(r.n_steps, 2);
@@ -100,7 +93,7 @@ START_TEST(test_accuracy_teacher_forced)
     for (uint32_t p = 0; p < N; p++)
         ck_assert_int_eq(llama_forward(f.L, f.ids[p], p, NULL, ref + (size_t)p * V), MS_OK);
     secinf_opts o = {.model = &f.m, .weights = f.L, .tokens = f.ids, .n_tokens = N, .prefill = 1};
-    cfg_of("semi2k", &o.cfg);
+    fixture_cfg("semi2k", &o.cfg);
     secinf_result r;
     ck_assert_msg(secinf_run(&o, &r, &e) == MS_OK, "%s", e.msg);
     ck_assert_uint_eq(r.n_steps, N);
@@ -147,7 +140,7 @@ START_TEST(test_streamingllm_in_mpc)
     for (uint32_t p = 0; p < N; p++)
         llama_forward(f.L, f.ids[p], p, NULL, full + (size_t)p * V);
     secinf_opts o = {.model = &f.m, .weights = f.L, .tokens = f.ids, .n_tokens = N, .prefill = P, .keep = &k};
-    cfg_of("aby3", &o.cfg);
+    fixture_cfg("aby3", &o.cfg);
     secinf_result r;
     ck_assert_msg(secinf_run(&o, &r, &e) == MS_OK, "%s", e.msg);
     /* the same top-1 at every position but a near tie of the replay (its closest margin here
@@ -189,7 +182,7 @@ START_TEST(test_mpcache_padded_in_mpc)
     ck_assert_msg(secinf_policy_replay(&f.m, f.L, "mpcache", params, 2, f.ids, N, P, &k, pol, &e) == MS_OK, "%s",
                   e.msg);
     secinf_opts o = {.model = &f.m, .weights = f.L, .tokens = f.ids, .n_tokens = N, .prefill = P, .keep = &k};
-    cfg_of("semi2k", &o.cfg);
+    fixture_cfg("semi2k", &o.cfg);
     int padded = 0;
     op_program p;
     op_program_init(&p);
@@ -207,15 +200,8 @@ START_TEST(test_mpcache_padded_in_mpc)
     llama_compare(r.logits, pol + (size_t)(P - 1) * V, r.n_steps, V, &a);
     ck_assert_uint_eq(a.top1_agree, r.n_steps);
     ck_assert_msg(a.max_abs < LOGIT_TOL, "logit error vs the replay %.4f", a.max_abs);
-    net_cfg net;
-    net_uniform(&net, (int)r.n_parties, 0, 1e9);
-    machine_profile mach;
-    machine_default(&mach);
-    for (uint32_t s = 0; s < r.n_steps; s++) {
-        valid_row row;
-        ck_assert_msg(valid_step(&o, &r, s, &net, &mach, &row, &e) == MS_OK, "%s", e.msg);
-        ck_assert_msg(row.ops_mismatched == 0, "step %u: %s", s, row.first_mismatch);
-    }
+    for (uint32_t s = 0; s < r.n_steps; s++)
+        fixture_step_costed(&o, &r, s, 0, NULL);
     secinf_result_free(&r);
     secpol_keep_free(&k);
     free(pol);

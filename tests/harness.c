@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -179,6 +180,14 @@ void th_copy(const char *from, const char *to)
     ck_assert_uint_eq(fwrite(s, 1, n, g), n);
     ck_assert_int_eq(fclose(g), 0);
     free(s);
+}
+
+void th_assert_mode(const char *path, unsigned mode)
+{
+    struct stat st;
+    ck_assert_msg(stat(path, &st) == 0, "%s does not exist", path);
+    ck_assert_msg((st.st_mode & 0777) == mode, "%s has mode %03o, not %03o", path, (unsigned)(st.st_mode & 0777),
+                  mode);
 }
 
 int th_exists(const char *path) { return access(path, F_OK) == 0; }

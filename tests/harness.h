@@ -9,6 +9,9 @@
 
 #include "testdir.h"
 
+/* The number of rows of a case table (an array), as tcase_add_loop_test's end. */
+#define TH_N(table) ((int)(sizeof(table) / sizeof *(table)))
+
 /* $MPCSIM_BIN (make check sets it); fails the calling test when unset or not executable. */
 const char *th_bin(void);
 /* $MPCSIM_DATA (make check sets it); fails the calling test when unset. */
@@ -49,6 +52,8 @@ void th_write(const char *path, const char *text);
 const char *th_file(const testdir *t, const char *name, const char *text);
 /* Copies the file from to the file to, byte for byte; fails the calling test on an error. */
 void th_copy(const char *from, const char *to);
+/* path exists and its permission bits are mode (e.g. 0600); fails the calling test otherwise. */
+void th_assert_mode(const char *path, unsigned mode);
 /* 1 when path exists. */
 int th_exists(const char *path);
 /* How often needle occurs in text. */

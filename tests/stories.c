@@ -4,6 +4,11 @@
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "sim/engine/machine.h"
+#include "sim/engine/net.h"
+#include "sim/secure/valid.h"
 
 #include "harness.h"
 
@@ -36,4 +41,101 @@ void fixture_assert_follows(const double *logits, const float *pol, const float 
     llama_compare(logits, full + (size_t)(P - 1) * V, n, V, &moved);
     ck_assert_msg(moved.max_abs > 3 * tol, "the policy moved the logits by only %.4f",
                   moved.max_abs);
+}
+
+void fixture_cfg(const char *pname, proto_cfg *c)
+{
+    errbuf e = {{0}};
+    ck_assert_msg(proto_cfg_default(pname, c, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(proto_cfg_set(c, "approx", "sigmoid", &e) == MS_OK, "%s", e.msg);
+}
+
+void fixture_opts(fixture *f, const char *pname, uint32_t n, uint32_t P, const char *policy,
+                  const char *const *params, int n_params, secinf_opts *o)
+{
+    errbuf e = {{0}};
+    *o = (secinf_opts){.model = &f->m, .weights = f->L, .tokens = f->ids, .n_tokens = n, .prefill = P};
+    fixture_cfg(pname, &o->cfg);
+    if (!policy)
+        return;
+    int pub = 1;
+    ck_assert_msg(secinf_spol_of(&f->m, policy, params, n_params, P, n, &o->spol, &pub, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(pub == 0, "%s: no selection on shares", policy);
+}
+
+void fixture_step_costed(const secinf_opts *o, const secinf_result *r, uint32_t st,
+                         uint64_t latency_ns, op_program *p)
+{
+    errbuf e = {{0}};
+    net_cfg net;
+    net_uniform(&net, (int)r->n_parties, latency_ns, 1e9);
+    machine_profile mach;
+    machine_default(&mach);
+    valid_row row;
+    ck_assert_msg(valid_step(o, r, st, &net, &mach, &row, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(row.ops_mismatched == 0, "step %u: %s", st, row.first_mismatch);
+    if (p)
+        ck_assert_msg(secinf_step_program(o, st, p, &e) == MS_OK, "%s", e.msg);
+}
+
+uint32_t fixture_count_ops(const op_program *p, int kind, int cat)
+{
+    uint32_t c = 0;
+    for (size_t i = 0; i < p->n_ops; i++)
+        c += p->ops[i].kind == kind && (cat < 0 || p->ops[i].cat == cat);
+    return c;
+}
+
+size_t fixture_layer_ops(const op_program *p, int layer, int phase, const op **out, size_t max)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < p->n_ops; i++)
+        if (p->ops[i].cat == OPC_POLICY && p->ops[i].layer == layer && p->ops[i].phase == phase && n < max)
+            out[n++] = &p->ops[i];
+    return n;
+}
+
+void fixture_assert_same_ops(const op_program *run, const op *const *a, const op_program *cost,
+                             const op *const *b, size_t n, int flags)
+{
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_int_eq(a[i]->kind, b[i]->kind);
+        ck_assert_uint_eq(a[i]->batch, b[i]->batch);
+        ck_assert_uint_eq(a[i]->m, b[i]->m);
+        ck_assert_uint_eq(a[i]->k, b[i]->k);
+        ck_assert_uint_eq(a[i]->n, b[i]->n);
+        ck_assert_uint_eq(a[i]->flags, b[i]->flags);
+        ck_assert_int_eq(a[i]->iarg, b[i]->iarg);
+        ck_assert(a[i]->farg == b[i]->farg);
+        for (int j = 0; j < 3 && !(a[i]->kind == OP_VIEW && (flags & SAME_NO_VIEWS)); j++) {
+            ck_assert_int_eq(a[i]->in[j] == OP_NONE, b[i]->in[j] == OP_NONE);
+            if (a[i]->in[j] == OP_NONE)
+                continue;
+            const op_tensor *ta = &run->tens[a[i]->in[j]], *tb = &cost->tens[b[i]->in[j]];
+            ck_assert_uint_eq((uint64_t)ta->batch * ta->rows * ta->cols, (uint64_t)tb->batch * tb->rows * tb->cols);
+            if (flags & SAME_ROLES) {
+                ck_assert_int_eq(ta->role == OPT_PUBLIC, tb->role == OPT_PUBLIC);
+                ck_assert_int_eq(ta->role == OPT_WEIGHT, tb->role == OPT_WEIGHT);
+            }
+        }
+    }
+}
+
+policy_env fixture_env(const fixture *f, uint32_t P, uint32_t N)
+{
+    return (policy_env){.n_layers = f->m.n_layers, .n_heads = f->m.n_heads, .n_kv_heads = f->m.n_kv_heads,
+                        .head_dim = f->m.head_dim, .dim = f->m.dim, .ffn_dim = f->m.ffn_dim, .prompt_len = P,
+                        .max_len = N};
+}
+
+void fixture_kv(const char *const *params, int n, kv_param *kv)
+{
+    for (int i = 0; i < n; i++) {
+        const char *eq = strchr(params[i], '=');
+        ck_assert_msg(eq != NULL, "%s: not key=value", params[i]);
+        memset(&kv[i], 0, sizeof kv[i]);
+        ck_assert_uint_lt((size_t)(eq - params[i]), sizeof kv[i].key);
+        memcpy(kv[i].key, params[i], (size_t)(eq - params[i]));
+        snprintf(kv[i].val, sizeof kv[i].val, "%s", eq + 1);
+    }
 }

@@ -5,6 +5,9 @@
 
 #include "models/llama.h"
 #include "models/model.h"
+#include "protocols/program/op.h"
+#include "sim/policy/policy.h"
+#include "sim/secure/secinf.h"
 
 typedef struct fixture {
     model_cfg m;
@@ -23,5 +26,43 @@ void fixture_open(fixture *f, int min_tokens);
  * cache's full, some logit moved by more than 3·tol. */
 void fixture_assert_follows(const double *logits, const float *pol, const float *full,
                             uint32_t P, uint32_t n, uint32_t V, double tol);
+
+/* The named protocol's defaults with the sigmoid approximations (the tolerances the suites
+ * state are for them). */
+void fixture_cfg(const char *pname, proto_cfg *c);
+
+/* A secure session over the fixture's first n tokens, P of them the prompt, in pname (its
+ * fixture_cfg); with policy (NULL: none) and its "key=value" params, whose selection must run on
+ * shares (secinf_spol_of reports no public selection). */
+void fixture_opts(fixture *f, const char *pname, uint32_t n, uint32_t P, const char *policy,
+                  const char *const *params, int n_params, secinf_opts *o);
+
+/* Step st of the secure run r costs what the engine predicts, op by op (valid_step over a
+ * uniform network of latency_ns and 1 GB/s, the default machine); p (may be NULL) gets the
+ * step's program. */
+void fixture_step_costed(const secinf_opts *o, const secinf_result *r, uint32_t st,
+                         uint64_t latency_ns, op_program *p);
+
+/* The ops of kind in p, of category cat (< 0: any). */
+uint32_t fixture_count_ops(const op_program *p, int kind, int cat);
+/* The policy ops (category policy) of one layer and phase in p, in order, into out (at most
+ * max); their number. */
+size_t fixture_layer_ops(const op_program *p, int layer, int phase, const op **out, size_t max);
+
+enum {
+    SAME_ROLES = 1,    /* an operand is public in one program where it is in the other, and
+                        * a weight where it is in the other */
+    SAME_NO_VIEWS = 2, /* a VIEW's operands are not compared (its source may be the session's
+                        * longer cache) */
+};
+/* The session's ops a[0..n) (program run) are the cost model's b[0..n) (program cost): the same
+ * kinds, shapes, flags and arguments, operands of the same sizes; flags: SAME_*. */
+void fixture_assert_same_ops(const op_program *run, const op *const *a, const op_program *cost,
+                             const op *const *b, size_t n, int flags);
+
+/* The environment a policy sees for this model with a P-token prompt and N tokens at most. */
+policy_env fixture_env(const fixture *f, uint32_t P, uint32_t N);
+/* "key=value" params as the policy's parameters kv[0..n). */
+void fixture_kv(const char *const *params, int n, kv_param *kv);
 
 #endif

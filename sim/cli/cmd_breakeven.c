@@ -21,6 +21,7 @@
 #include "protocols/base/datadir.h"
 #include "sim/policy/policy.h"
 #include "sim/engine/simulate.h"
+#include "sim/scenario/runlabel.h"
 #include "sim/scenario/runner.h"
 #include "sim/scenario/scn.h"
 
@@ -361,9 +362,10 @@ static int be_plot(const be_args *a, const run_cfg *ref, const run_cfg *c, int i
         cli_error("breakeven", "cannot write %s: %s", vars, strerror(errno));
         return 1;
     }
-    char title[512], s[256];
+    char title[1024], s[256], pl[256];
+    run_label_protocol(&ref->proto, pl, sizeof pl);
     snprintf(title, sizeof title, "%s vs the full cache: %s %s, decode at KV %u", label,
-             ref->model.name, ref->proto_ref, ref->work.prompt_len + ref->work.decode_len - 1);
+             ref->model.name, pl, ref->work.prompt_len + ref->work.decode_len - 1);
     fprintf(f, "term_name = ");
     gnuplot_str(f, a->svg ? "svg" : "pngcairo");
     fprintf(f, "\noutfile = ");
@@ -521,8 +523,10 @@ int cmd_breakeven(int argc, char **argv)
     }
     if ((rc = be_grid(&a, ref, "the full cache's step", "full", &st, ws, t_ref, &e)))
         goto fail;
+    char pl[256];
+    run_label_protocol(&ref->proto, pl, sizeof pl);
     printf("%s: %s %s, decode step at KV %u (the workload's last), machine %s\n", sc.name,
-           ref->model.name, ref->proto_ref, ref->work.prompt_len + ref->work.decode_len - 1,
+           ref->model.name, pl, ref->work.prompt_len + ref->work.decode_len - 1,
            ref->machine.name);
     int idx = 0;
     for (size_t i = 0; i < sc.n_runs; i++) {

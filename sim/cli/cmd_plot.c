@@ -209,8 +209,8 @@ static const char *key_sql(const char *key, const char *x)
 {
     if (!strcmp(key, "model"))
         return "r.model";
-    if (!strcmp(key, "protocol"))
-        return "r.protocol";
+    if (!strcmp(key, "protocol")) /* with the options that differ from the defaults */
+        return "r.protocol_label";
     if (!strcmp(key, "policy"))
         return "r.policy_label";
     if (!strcmp(key, "network")) {

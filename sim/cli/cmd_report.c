@@ -20,9 +20,9 @@ static void report_usage(FILE *f, const cli_cmd *c)
     fprintf(f,
             "usage: mpcsim report DB [--failed] [--json | --csv] [--columns N]\n"
             "                        [--metrics a,b,...] [--where KEY=VALUE]...\n\n"
-            "Prints one row per run: model, protocol, network, policy (with the parameters\n"
-            "that differ from its defaults), prompt and decode lengths, latency (whole run,\n"
-            "decode per token, prefill) in s/min/h/d, online and offline bytes in\n"
+            "Prints one row per run: model, protocol and policy (each with the options that\n"
+            "differ from its defaults), network, prompt and decode lengths, latency (whole\n"
+            "run, decode per token, prefill) in s/min/h/d, online and offline bytes in\n"
             "kB/MB/GB/TB, rounds, and the accuracy metrics present; a table per model.\n"
             "Columns every run shares are printed once above the table; columns that do not\n"
             "fit the width are left out (named below the table). The serving tables of\n"
@@ -134,11 +134,17 @@ static void wrap(FILE *f, const char *s, int width)
     size_t lim = width > 24 ? (size_t)width : 24, first = 1;
     while (*s) {
         size_t room = first ? lim : lim - 2, len = strcspn(s, "\n");
-        if (len > room) {
+        if (len > room) { /* at the last space that fits; in one long word (a label such
+                           * as aby3(trunc=local,topk=quickselect)), after its last comma */
             size_t cut = room;
-            while (cut > room / 2 && s[cut] != ' ')
+            while (cut > 0 && s[cut] != ' ')
                 cut--;
-            len = s[cut] == ' ' ? cut : room;
+            if (!cut) {
+                cut = room;
+                while (cut > 0 && s[cut - 1] != ',')
+                    cut--;
+            }
+            len = cut ? cut : room;
         }
         fprintf(f, "%s%.*s\n", first ? "" : "  ", (int)len, s);
         s += len;
@@ -327,7 +333,7 @@ static int pick_metrics(sqlite3 *h, const char *list, char cols[][48], size_t *n
 
 /* Column 0..: the run's identity, then the cost figures (NULL for a failed run). */
 #define RUN_SELECT                                                                           \
-    "SELECT r.id, r.model, r.protocol, r.network, r.policy_label, r.prompt_len, "            \
+    "SELECT r.id, r.model, r.protocol_label, r.network, r.policy_label, r.prompt_len, "      \
     "r.decode_len, r.status, "                                                               \
     "(SELECT sum(latency_ns) FROM phases p WHERE p.run_id = r.id) / 1e9, "                   \
     "(SELECT latency_ns FROM phases p WHERE p.run_id = r.id AND p.phase = 'decode') / 1e9 "  \
@@ -341,7 +347,7 @@ static int pick_metrics(sqlite3 *h, const char *list, char cols[][48], size_t *n
     "r.error, r.scenario, r.grid_index, r.config_hash, r.latency_ms, r.bandwidth_mbps, "     \
     "r.machine, r.threads, r.policy, r.batch, r.seed, r.config_json, r.wall_s "              \
     "FROM runs r WHERE 1 %s "                                                                \
-    "ORDER BY r.model, r.protocol, r.latency_ms, -r.bandwidth_mbps, r.network, "            \
+    "ORDER BY r.model, r.protocol, r.protocol_label, r.latency_ms, -r.bandwidth_mbps, r.network, "            \
     "r.policy_label, r.prompt_len, r.decode_len, r.id"
 
 enum { R_ID, R_MODEL, R_PROTO, R_NET, R_LABEL, R_PROMPT, R_DECODE, R_STATUS, R_TOTAL, R_TOKEN,
@@ -692,7 +698,8 @@ static int report_json(rep *R, FILE *f)
 {
     char *sql = sqlite3_mprintf(
         "SELECT r.id, r.scenario, r.grid_index, r.config_hash, r.status, r.error, r.model, "
-        "r.protocol, r.network, r.latency_ms, r.bandwidth_mbps, r.machine, r.threads, r.policy, "
+        "r.protocol, r.protocol_label, r.network, r.latency_ms, r.bandwidth_mbps, r.machine, "
+        "r.threads, r.policy, "
         "r.policy_label, r.prompt_len, r.decode_len, r.batch, r.seed, r.started, r.finished, "
         "r.wall_s, r.tool_version, r.config_json, "
         "(SELECT sum(latency_ns) FROM phases p WHERE p.run_id = r.id) / 1e9 AS latency_s, "

@@ -278,7 +278,7 @@ static void print_summary_line(FILE *f, const run_cfg *c)
     rdb_labels l;
     run_labels(c, &l);
     fprintf(f, "%s  #%-4zu %s %s %s %s P=%u D=%u seed=%llu\n", c->hash, c->index, l.model,
-            c->proto_ref, l.network, l.policy_label, c->work.prompt_len, c->work.decode_len,
+            l.protocol_label, l.network, l.policy_label, c->work.prompt_len, c->work.decode_len,
             (unsigned long long)c->seed);
 }
 
@@ -355,7 +355,7 @@ static int store_result(rdb *db, const run_cfg *c, const pool_result *j, int *st
     rdb_labels l;
     run_labels(c, &l);
     rdb_run row = {
-        .policy_label = l.policy_label, .latency_ms = l.latency_ms,
+        .policy_label = l.policy_label, .protocol_label = l.protocol_label, .latency_ms = l.latency_ms,
         .bandwidth_mbps = l.bandwidth_mbps, .machine = l.machine, .threads = l.threads,
         .scenario = c->scenario, .grid_index = c->index, .config_hash = c->hash,
         .config_yaml = c->yaml, .seed = c->seed, .status = j->rc ? "failed" : "ok",

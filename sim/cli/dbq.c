@@ -12,7 +12,7 @@
 #include "protocols/base/err.h"
 
 static const char *const run_columns[] = {
-    "model",   "protocol",    "network",   "policy",    "policy_label",   "prompt_len",
+    "model",   "protocol",    "protocol_label", "network", "policy", "policy_label", "prompt_len",
     "decode_len", "batch",    "latency_ms", "bandwidth_mbps", "machine", "threads",
     "scenario", "status",     "seed",      "grid_index", "config_hash"};
 #define N_RUN_COLUMNS (sizeof run_columns / sizeof run_columns[0])

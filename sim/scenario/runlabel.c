@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "protocols/base/yamlx.h"
+#include "protocols/base/yschema.h"
 #include "scn.h"
 #include "sim/policy/policy.h"
 
@@ -39,6 +40,59 @@ void run_label_policy(const run_cfg *c, char *out, size_t n)
         if (replay || (def && same_value(kv->val, def)))
             continue;
         k += (size_t)snprintf(out + k, n - k, "%s%s=%s", any ? "," : "(", kv->key, kv->val);
+        any = 1;
+    }
+    if (any && k < n)
+        snprintf(out + k, n - k, ")");
+}
+
+/* A protocol field's value as the scenario file writes it. */
+static void field_text(const ys_field *f, const proto_cfg *p, char *out, size_t n)
+{
+    const char *v = (const char *)p + f->off;
+    int k = 0, nn = 0;
+    switch (f->type) {
+    case YS_INT: snprintf(out, n, "%d", *(const int *)v); break;
+    case YS_BOOL: snprintf(out, n, "%s", *(const int *)v ? "true" : "false"); break;
+    case YS_DBL: snprintf(out, n, "%g", *(const double *)v); break;
+    case YS_STR: snprintf(out, n, "%s", v); break;
+    case YS_ENUM:
+        k = *(const int *)v;
+        while (f->names[nn])
+            nn++;
+        snprintf(out, n, "%s", k >= 0 && k < nn ? f->names[k] : "?");
+        break;
+    default: snprintf(out, n, "?"); break;
+    }
+}
+
+/* A field that another, later field of the schema also stores (trunc_local, read as 'trunc'
+ * too): the later one names it. */
+static int aliased(const ys_schema *s, size_t i)
+{
+    for (size_t j = i + 1; j < s->n; j++)
+        if (s->field[j].off == s->field[i].off && s->field[j].size == s->field[i].size &&
+            s->field[j].type != YS_OTHER)
+            return 1;
+    return 0;
+}
+
+void run_label_protocol(const proto_cfg *p, char *out, size_t n)
+{
+    proto_cfg def;
+    errbuf e;
+    size_t k = (size_t)snprintf(out, n, "%s", p->name);
+    if (proto_cfg_default(p->name, &def, &e))
+        return;
+    const ys_schema *s = proto_cfg_schema();
+    int any = 0;
+    for (size_t i = 0; i < s->n && k < n; i++) {
+        const ys_field *f = &s->field[i];
+        if (f->type == YS_OTHER || aliased(s, i) || ys_field_equal(f, p, &def))
+            continue;
+        char v[64];
+        field_text(f, p, v, sizeof v);
+        k += (size_t)snprintf(out + k, n - k, "%s%s=%s", any ? "," : "(", f->key, v);
         any = 1;
     }
     if (any && k < n)
@@ -114,6 +168,7 @@ void run_labels(const run_cfg *c, rdb_labels *l)
     snprintf(l->model, sizeof l->model, "%s", run_label_model(c));
     run_label_network(c, l->network, sizeof l->network, &l->latency_ms, &l->bandwidth_mbps);
     run_label_policy(c, l->policy_label, sizeof l->policy_label);
+    run_label_protocol(&c->proto, l->protocol_label, sizeof l->protocol_label);
     snprintf(l->machine, sizeof l->machine, "%s", c->machine.name);
     l->threads = c->machine.threads;
 }
@@ -149,6 +204,22 @@ static int labels_from_tree(const yx_node *root, rdb_labels *l)
             snprintf(kv->val, sizeof kv->val, "%s", pol->item[i]->str);
         }
     run_label_policy(&c, l->policy_label, sizeof l->policy_label);
+    /* the protocol: its defaults, the stored keys over them (one it no longer knows is left
+     * out), then what the absent keys meant */
+    const yx_node *pm = yx_map_get(root, "protocol");
+    const char *pn = !pm ? NULL : pm->kind == YX_MAP ? scalar(pm, "name")
+                   : pm->kind == YX_SCALAR ? pm->str : NULL;
+    proto_cfg pc;
+    errbuf pe;
+    if (!pn || proto_cfg_default(pn, &pc, &pe))
+        snprintf(l->protocol_label, sizeof l->protocol_label, "%s", pn ? pn : "?");
+    else {
+        for (size_t i = 0; pm->kind == YX_MAP && i < pm->n; i++)
+            if (strcmp(pm->key[i]->str, "name") && pm->item[i]->kind == YX_SCALAR)
+                (void)proto_cfg_set(&pc, pm->key[i]->str, pm->item[i]->str, &pe);
+        scn_stored_protocol(root, &pc);
+        run_label_protocol(&pc, l->protocol_label, sizeof l->protocol_label);
+    }
     const char *lat = scalar(net, "latency_ns"), *bw = scalar(net, "bandwidth_bps"),
                *preset = scalar(net, "preset"), *nn = scalar(net, "name");
     double ns = 0, bps = 0;
@@ -178,18 +249,21 @@ int run_labels_from_yaml(const char *config_yaml, rdb_labels *out)
 {
     scenario s;
     errbuf e;
-    if (scn_load("stored config", config_yaml, &s, &e) == MS_OK) {
-        int rc = s.n_runs == 1 ? 0 : -1;
-        if (!rc)
-            run_labels(&s.runs[0], out);
-        scn_free(&s);
-        if (!rc)
-            return 0;
-    }
     yx_node *root = NULL;
     if (!config_yaml || yx_parse("stored config", config_yaml, strlen(config_yaml), &root, &e))
         return -1;
-    int rc = labels_from_tree(root, out);
+    int rc = -1;
+    if (scn_load("stored config", config_yaml, &s, &e) == MS_OK) {
+        if (s.n_runs == 1) {
+            /* the protocol as it ran: the keys the canonical YAML leaves out */
+            scn_stored_protocol(root, &s.runs[0].proto);
+            run_labels(&s.runs[0], out);
+            rc = 0;
+        }
+        scn_free(&s);
+    }
+    if (rc)
+        rc = labels_from_tree(root, out);
     yx_free(root);
     return rc;
 }

@@ -11,6 +11,10 @@
 
 /* "h2o(heavy_ratio=0.1,recent_ratio=0.1)"; the bare name when every parameter is a default. */
 void run_label_policy(const run_cfg *c, char *out, size_t n);
+/* The protocol with the options that differ from its defaults, in the schema's order
+ * (proto_cfg_schema): "aby3(trunc=local,topk=quickselect)"; the bare name when every option
+ * is a default. Every option is compared, so two configurations never share a label. */
+void run_label_protocol(const proto_cfg *p, char *out, size_t n);
 /* A preset's name when the links are the preset's; "LAT/BW" when every party-to-party link
  * is the same ("0.1ms/10Gbps"); else the network's own name, or "LATmax/BWmin+" (the slowest
  * link's values) when it has none. *lat_ms, *bw_mbps: the slowest link's one-way latency and

@@ -1401,6 +1401,21 @@ static void put_network(FILE *f, const run_cfg *c)
         }
 }
 
+/* Protocol keys the canonical YAML writes only away from the value they had before the key
+ * existed, so runs resolved before then keep their hash: in a stored config, an absent key
+ * means that value (scn_stored_protocol). */
+static const struct {
+    const char *key;
+    size_t off, size;
+    const char *was;
+} absent_keys[] = {
+    {"msb", YS_AT(proto_cfg, msb), "ks"},
+    {"topk", YS_AT(proto_cfg, topk), "network"},
+    {"exp", YS_AT(proto_cfg, exp), "taylor"},
+    {"normalize", YS_AT(proto_cfg, normalize), "thresholds"},
+};
+#define N_ABSENT_KEYS (sizeof absent_keys / sizeof absent_keys[0])
+
 static void put_protocol(FILE *f, const proto_cfg *p)
 {
     fputs("protocol:\n  name: ", f);
@@ -1413,31 +1428,31 @@ static void put_protocol(FILE *f, const proto_cfg *p)
             p->beaver_cache ? "true" : "false", p->trunc_local ? "true" : "false");
     put_str(f, p->approx);
     fputc('\n', f);
-    /* written only when not the default, so runs resolved before the key existed keep their hash */
-    if (strcmp(p->msb, "ks") != 0) {
-        fputs("  msb: ", f);
-        put_str(f, p->msb);
-        fputc('\n', f);
-    }
-    if (p->topk[0] && strcmp(p->topk, "network") != 0) { /* likewise */
-        fputs("  topk: ", f);
-        put_str(f, p->topk);
-        fputc('\n', f);
-    }
-    if (p->exp[0] && strcmp(p->exp, "taylor") != 0) { /* likewise */
-        fputs("  exp: ", f);
-        put_str(f, p->exp);
-        fputc('\n', f);
-    }
-    if (p->normalize[0] && strcmp(p->normalize, "thresholds") != 0) { /* likewise */
-        fputs("  normalize: ", f);
-        put_str(f, p->normalize);
-        fputc('\n', f);
+    for (size_t i = 0; i < N_ABSENT_KEYS; i++) {
+        const char *v = (const char *)p + absent_keys[i].off;
+        if (v[0] && strcmp(v, absent_keys[i].was)) {
+            fprintf(f, "  %s: ", absent_keys[i].key);
+            put_str(f, v);
+            fputc('\n', f);
+        }
     }
     /* aby3 with trunc_local off ran Share Truncation I before the truncation pair existed:
      * naming the pair keeps those runs' hashes from matching runs that use it */
     if (!strcmp(p->name, "aby3") && !p->trunc_local)
         fputs("  trunc: pair\n", f);
+}
+
+void scn_stored_protocol(const yx_node *root, proto_cfg *p)
+{
+    const yx_node *m = root ? yx_map_get(root, "protocol") : NULL;
+    if (!m || m->kind != YX_MAP)
+        return;
+    for (size_t i = 0; i < N_ABSENT_KEYS; i++)
+        if (!yx_map_get(m, absent_keys[i].key))
+            snprintf((char *)p + absent_keys[i].off, absent_keys[i].size, "%s", absent_keys[i].was);
+    /* before the pair, aby3 truncated by Share Truncation I whatever trunc_local said */
+    if (!strcmp(p->name, "aby3") && !yx_map_get(m, "trunc"))
+        p->trunc_local = 1;
 }
 
 static void put_params(FILE *f, const char *indent, const kv_param *kv, size_t n)

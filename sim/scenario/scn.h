@@ -28,6 +28,13 @@ void scn_free(scenario *s);
 /* Canonical YAML for a resolved run (what run_cfg.yaml holds) and its 64-bit hash. */
 int scn_resolve_yaml(run_cfg *c, errbuf *e);
 
+/* The protocol a stored canonical config (root: its parsed YAML) ran with: the keys the
+ * canonical YAML leaves out at the values they had before the key existed (msb: ks,
+ * exp: taylor, normalize: thresholds; aby3 without 'trunc': Share Truncation I) are set to
+ * those values, where scn_load gives today's defaults. */
+struct yx_node;
+void scn_stored_protocol(const struct yx_node *root, proto_cfg *p);
+
 /* The keys of a scenario's 'workload' (for `mpcsim list keys workload`). */
 const struct ys_schema *scn_workload_schema(void);
 /* The scenario's top-level keys and those of its 'network', a link ('links' entries,

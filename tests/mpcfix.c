@@ -1,0 +1,38 @@
+/* mpcfix.c — see mpcfix.h. */
+#include "mpcfix.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+
+proto_cfg mpcfix_cfg(const char *name)
+{
+    proto_cfg c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.name, sizeof c.name, "%s", name);
+    c.ring_bits = 64;
+    c.frac_bits = 18;
+    c.exp_iters = 8;
+    c.recip_iters = 3;
+    c.rsqrt_iters = 3;
+    c.softmax_clip = -14;
+    c.beaver_cache = 1;
+    snprintf(c.approx, sizeof c.approx, "puma");
+    return c;
+}
+
+void mpcfix_assert_keys(const char *dir, int n)
+{
+    th_assert_mode(dir, 0700);
+    char p[512];
+    for (int i = 0; i < n; i++) {
+        snprintf(p, sizeof p, "%s/node%d.key", dir, i);
+        th_assert_mode(p, 0600);
+        ck_assert_msg(strstr(th_text(p), "-----BEGIN PRIVATE KEY-----") != NULL, "%s", p);
+        snprintf(p, sizeof p, "%s/node%d.pem", dir, i);
+        th_assert_mode(p, 0644);
+        ck_assert_msg(strstr(th_text(p), "-----BEGIN CERTIFICATE-----") != NULL, "%s", p);
+    }
+}

@@ -1,0 +1,16 @@
+/* mpcfix.h — what the backend's suites (check_mpc, check_tls, check_mpc_cli) share: the
+ * protocol configuration their sessions run and the check of a key folder. */
+#ifndef MPCSIM_TESTS_MPCFIX_H
+#define MPCSIM_TESTS_MPCFIX_H
+
+#include "protocols/program/proto.h"
+
+/* The named protocol (semi2k, aby3) as the backend's sessions are tested: Z_2^64, 18 fractional
+ * bits, puma approximations, the Beaver cache on; every other field zero. */
+proto_cfg mpcfix_cfg(const char *name);
+
+/* The key folder dir holds n nodes' keys: the folder 0700, each nodeI.key 0600 holding a private
+ * key, each nodeI.pem 0644 holding a certificate. */
+void mpcfix_assert_keys(const char *dir, int n);
+
+#endif
