@@ -19,6 +19,7 @@
 
 #include "cmd.h"
 #include "dbq.h"
+#include "dbvar.h"
 #include "gnuplot.h"
 #include "opt.h"
 #include "models/model.h"
@@ -41,9 +42,10 @@ typedef struct plot_ctx {
     char *where;            /* " AND …" from --where */
     const char *xcol;       /* runs column of the x axis */
     const char *xlabel;
-    char panel[512];        /* SQL expression naming a run's panel */
-    char series[512];       /* SQL expression naming a run's series */
-    char serieskeys[128];   /* what the series expression is made of, for the legend title */
+    char panel[768];        /* SQL expression naming a run's panel */
+    char series[768];       /* SQL expression naming a run's series */
+    char serieskeys[256];   /* what the series expression is made of, for the legend title */
+    dbvar *var;             /* config keys that tell apart runs the series would merge */
     char title[256];        /* what every plot shares: machine profile, threads */
     const char *metric;     /* --metric */
     int lat;                /* 0: total and per token, 1: total, 2: decode per token */
@@ -214,6 +216,8 @@ static const char *key_sql(const char *key, const char *x)
         return "r.protocol_label";
     if (!strcmp(key, "policy"))
         return "r.policy_label";
+    if (!strcmp(key, "machine")) /* the profile and the cores a party uses: 'default 16t' */
+        return "(coalesce(r.machine, 'default') || ' ' || coalesce(r.threads, 1) || 't')";
     if (!strcmp(key, "network")) {
         if (!strcmp(x, "latency_ms")) /* the bandwidth: '10Gbps', '100Mbps' */
             return "(CASE WHEN r.bandwidth_mbps >= 1000 THEN printf('%gGbps', "
@@ -255,35 +259,37 @@ static int plot_axes(plot_ctx *c, const char *xopt, const char *by)
     }
     c->xlabel = x_label(c->xcol);
     /* panels */
-    static const char *const keys[] = {"model", "network", "protocol", "policy"};
-    int in_panel[4] = {0};
+    static const char *const keys[] = {"model", "network", "protocol", "policy", "machine"};
+    enum { NK = sizeof keys / sizeof keys[0] };
+    int in_panel[NK] = {0};
     char buf[128];
     snprintf(buf, sizeof buf, "%s", by ? by : "model,network");
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         size_t k = 0;
-        while (k < 4 && strcmp(keys[k], t))
+        while (k < NK && strcmp(keys[k], t))
             k++;
-        if (k == 4 && strcmp(t, "none")) {
-            const char *dym = did_you_mean(t, keys, 4);
-            cli_error("plot", "--by takes model, network, protocol, policy or none, not '%s'%s%s%s",
-                      t, dym ? " (did you mean '" : "", dym ? dym : "", dym ? "'?)" : "");
+        if (k == NK && strcmp(t, "none")) {
+            const char *dym = did_you_mean(t, keys, NK);
+            cli_error("plot", "--by takes model, network, protocol, policy, machine or none, not "
+                      "'%s'%s%s%s", t, dym ? " (did you mean '" : "", dym ? dym : "",
+                      dym ? "'?)" : "");
             return 2;
         }
-        if (k < 4)
+        if (k < NK)
             in_panel[k] = 1;
     }
     if (!by && is_net_axis(c->xcol))
         in_panel[1] = 0; /* the network varies along x */
     size_t pl = 0, sl = 0, kl = 0;
     c->panel[0] = c->series[0] = c->serieskeys[0] = '\0';
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < NK; k++) {
         const char *e = key_sql(keys[k], c->xcol);
         if (in_panel[k]) /* named even when it does not vary: the panel's title says what it is */
             pl += (size_t)snprintf(c->panel + pl, sizeof c->panel - pl, "%s%s", pl ? " || ' · ' || " : "", e);
     }
     /* series: the policy configuration first, then what else varies outside the panels */
-    static const int order[] = {3, 2, 0, 1};
-    for (int i = 0; i < 4; i++) {
+    static const int order[] = {3, 2, 0, 1, 4};
+    for (int i = 0; i < NK; i++) {
         int k = order[i];
         const char *e = key_sql(keys[k], c->xcol);
         if (in_panel[k] || (k != 3 && n_distinct(c, e) < 2))
@@ -294,10 +300,25 @@ static int plot_axes(plot_ctx *c, const char *xopt, const char *by)
                                    ? (!strcmp(c->xcol, "latency_ms") ? "bandwidth" : "latency")
                                    : keys[k]);
     }
-    if (!c->series[0])
-        snprintf(c->series, sizeof c->series, "'all runs'");
     if (!c->panel[0])
         snprintf(c->panel, sizeof c->panel, "'all runs'");
+    /* runs the panels, the series and x still merge (another trace seed, batch, a model's
+     * own dimensions, …): their differing config keys join the series */
+    char ident[2048];
+    snprintf(ident, sizeof ident, "%s || char(31) || %s || char(31) || r.%s", c->panel,
+             c->series[0] ? c->series : "''", c->xcol);
+    if (dbvar_build(c->h, ident, c->where, DBVAR_OK_ONLY, &c->var) || dbvar_sql(c->h, c->var)) {
+        cli_error("plot", "reading the runs' configurations: %s", sqlite3_errmsg(c->h));
+        return 1;
+    }
+    if (dbvar_keys(c->var)[0]) {
+        sl += (size_t)snprintf(c->series + sl, sizeof c->series - sl, "%srun_variant(r.id)",
+                               sl ? " || ' ' || " : "");
+        kl += (size_t)snprintf(c->serieskeys + kl, sizeof c->serieskeys - kl, "%s%s",
+                               kl ? ", " : "", dbvar_keys(c->var));
+    }
+    if (!c->series[0])
+        snprintf(c->series, sizeof c->series, "'all runs'");
     /* what every run shares: the machine profile (and threads), shown in every title */
     sqlite3_stmt *s;
     char *sql = sqlite3_mprintf("SELECT group_concat(m, '; ') FROM (SELECT DISTINCT "
@@ -1014,8 +1035,9 @@ static int plot_parse(int argc, char **argv, plot_opts *o)
                  "values)"},
         {.name = "by", .kind = CLI_STR, .dest = &o->by, .arg = "KEYS",
          .help = "panels: comma-separated model, network, protocol,\n"
-                 "policy, or none (default: model,network; network is the\n"
-                 "x axis' when x is latency_ms or bandwidth_mbps)"},
+                 "policy, machine, or none (default: model,network;\n"
+                 "network is the x axis' when x is latency_ms or\n"
+                 "bandwidth_mbps)"},
         {.name = "metric", .kind = CLI_STR, .dest = &o->metric, .arg = "NAME",
          .help = "also plot this metric (a name of the metrics table)"},
         {.name = "latency", .kind = CLI_CHOICE, .dest = &o->latency, .arg = "L", .choices = "total|decode-per-token",
@@ -1151,5 +1173,6 @@ int cmd_plot(int argc, char **argv)
         rm_tmp(c.tmp);
     free(c.where);
     rdb_close(db);
+    dbvar_free(c.var);
     return st;
 }
