@@ -573,7 +573,7 @@ static int local_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
             rc = err_set(err, MS_ERR_NOMEM, "mpc run: out of memory");
             break;
         }
-        if (o->kind == OP_REVEAL) {
+        if (o->kind == OP_REVEAL || p->tens[o->out].role == OPT_PUBLIC) { /* plaintext, not shares */
             if (r.vals[o->out].s[0])
                 memcpy(v, r.vals[o->out].s[0], n * sizeof *v);
         } else

@@ -789,6 +789,22 @@ static int s_sync_public(eng *e, uint64_t *v)
     return rc;
 }
 
+/* A value revealed to both parties, for the dealer (eng.h publish): P0 sends it outside the
+ * rounds; the dealer keeps it as plaintext in z->s[0], as a public tensor it is bound. */
+static int s_publish(eng *e, mpc_val *z)
+{
+    s2k *s = S(e);
+    size_t n = z->n;
+    if (is_dealer(s)) {
+        if (!z->s[0] && !(z->s[0] = calloc(n ? n : 1, 8)))
+            return mpc_fail(&s->c, MS_ERR_NOMEM, "semi2k: out of memory for a revealed value");
+        return n ? mpc_net_recv_offline(s->c.net, 0, z->s[0], n * 8, &s->c.err) : MS_OK;
+    }
+    if (s->c.party == 0 && n)
+        return mpc_net_send_offline(s->c.net, s->dealer_node, z->s[0], n * 8, &s->c.err);
+    return MS_OK;
+}
+
 /* A public re-layout of a fixed operand (eng.h fixed_view): the new tensor's cached mask and
  * opened F are the source's taken at idx — local on every node (the dealer's whole mask too).
  * Such an entry has no name: it is dropped when the program's ids are unbound. */
@@ -819,6 +835,12 @@ static int s_fixed_view(eng *e, uint32_t z_id, uint32_t y_id, const uint32_t *id
         return mpc_fail(&s->c, MS_ERR_NOMEM, "semi2k: out of memory for the beaver cache");
     }
     for (size_t i = 0; i < n; i++) {
+        if (idx[i] == UINT32_MAX) { /* a pad: zero, and so its mask (kern.c k_view_index) */
+            f->B[i] = 0;
+            if (f->F)
+                f->F[i] = 0;
+            continue;
+        }
         if (idx[i] >= src->n) {
             free(f->B), free(f->F);
             return mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k fixed view: index %u beyond %zu", idx[i], src->n);
@@ -839,7 +861,7 @@ static const eng_vt semi2k_vt = {
     .trunc = s_trunc, .b2a = s_b2a, .and_bits = s_and_bits, .bool_pair = s_bool_pair,
     .b2a_bit = s_b2a_bit,
     .shuffle = s_shuffle, .sync_public = s_sync_public,
-    .fixed_view = s_fixed_view,
+    .fixed_view = s_fixed_view, .publish = s_publish,
 };
 
 /* ---------------------------------------------------------------- construction */

@@ -2845,7 +2845,9 @@ static int k_dispatch(eng *e, const op_program *p, const op *o, mpc_val *vals,
                       o->farg > 0 ? o->farg : 10000.0);
     case OP_REVEAL: {
         TRY(kal(e, z, x->n, DOM_ARITH));
-        return VT->open(e, z->s[0], x, o->iarg);
+        TRY(VT->open(e, z->s[0], x, o->iarg));
+        /* to all: public at every node, semi2k's dealer included (eng publish) */
+        return o->iarg < 0 && VT->publish ? VT->publish(e, z) : MS_OK;
     }
     case OP_VIEW:
         return k_view(e, p, o, vals, z);
@@ -2888,7 +2890,10 @@ static int k_view_heads(eng *e, const op_program *p, const op *o, const mpc_val 
 }
 
 /* VIEW with OPF_INDEX_ROWS / OPF_INDEX_COLS (op.h): the rows or columns of in0 named by the
- * public index tensor in1, per instance of out; a fixed operand's mask follows (fixed_view). */
+ * public index tensor in1, per instance of out; a fixed operand's mask follows (fixed_view).
+ * An index 2^64 − 1 is a zero row (column): element 0 permuted there, then multiplied by a
+ * public 0 (local; only when a pad occurs, which the indices alone decide — the cost engine,
+ * without them, charges the permute only). */
 static int k_view_index(eng *e, const op_program *p, const op *o, mpc_val *vals, mpc_val *z)
 {
     const mpc_val *x = &vals[o->in[0]], *iv = &vals[o->in[1]];
@@ -2897,29 +2902,72 @@ static int k_view_index(eng *e, const op_program *p, const op *o, mpc_val *vals,
     size_t B = to->batch, R = to->rows, C = to->cols, nout = B * R * C, A = tx->rows;
     if ((rows ? R : C) != A || tx->batch != B || (rows ? C != ti->cols : R != ti->rows))
         return MS_ERR_INPUT;
-    uint32_t *idx = NULL;
+    uint32_t *idx = NULL, *src = NULL;
+    uint64_t *keep = NULL;
+    size_t pads = 0;
     TRY(pub32(iv, nout, &idx)); /* the indices are public: known wherever they are bound */
     for (size_t i = 0; idx && i < nout; i++) {
         size_t b = i / (R * C), r = (i / C) % R, c = i % C;
         uint64_t j = iv->s[0][b * A + (rows ? r : c)];
+        if (j == UINT64_MAX) {
+            idx[i] = UINT32_MAX, pads++;
+            continue;
+        }
         if (j >= (rows ? ti->rows : ti->cols)) {
             free(idx);
             return MS_ERR_INPUT;
         }
         idx[i] = (uint32_t)(rows ? j * ti->cols + c : r * ti->cols + j);
     }
-    int rc = kal(e, z, nout, x->dom);
+    if (pads) {
+        src = malloc(nout * sizeof *src), keep = malloc(nout * sizeof *keep);
+        for (size_t i = 0; src && keep && i < nout; i++)
+            src[i] = idx[i] == UINT32_MAX ? 0 : idx[i], keep[i] = idx[i] != UINT32_MAX;
+    }
+    int rc = pads && (!src || !keep) ? MS_ERR_NOMEM : kal(e, z, nout, x->dom);
     if (!rc)
-        rc = VT->permute(e, z, x, idx, nout);
+        rc = VT->permute(e, z, x, pads ? src : idx, nout);
+    if (!rc && pads)
+        rc = VT->mul_pub(e, z, z, keep, nout);
     if (!rc && (o->flags & OPF_FIXED_B) && VT->fixed_view)
         rc = VT->fixed_view(e, o->out, o->in[0], idx, nout);
-    free(idx);
+    free(idx), free(src), free(keep);
     return rc;
+}
+
+/* VIEW with OPF_INDEX_BLOCKS (op.h): from a public 0/1 block indicator (b, NB, 1), the indices
+ * of the selected blocks' units (iarg units a block, k in all) in increasing order, 2^64 − 1
+ * past them. Plaintext wherever the indicator is (every compute party after a REVEAL to all,
+ * semi2k's dealer by eng publish); a shape alone in cost mode. */
+static int k_view_blocks(eng *e, const op_program *p, const op *o, const mpc_val *x, mpc_val *z)
+{
+    const op_tensor *ti = &p->tens[o->in[0]], *to = &p->tens[o->out];
+    size_t B = ti->batch, NB = (size_t)ti->rows * ti->cols, A = (size_t)to->rows * to->cols;
+    size_t bs = o->iarg > 0 ? (size_t)o->iarg : 0, U = o->k;
+    if (!bs || to->batch != B || NB != (U + bs - 1) / bs)
+        return MS_ERR_INPUT;
+    TRY(kal(e, z, B * A, DOM_ARITH));
+    if (!has_data(x))
+        return MS_OK;
+    if (!z->s[0] && !(z->s[0] = calloc(B * A + 1, sizeof *z->s[0]))) /* semi2k's dealer */
+        return MS_ERR_NOMEM;
+    for (size_t b = 0; b < B; b++) {
+        uint64_t *out = z->s[0] + b * A;
+        size_t a = 0;
+        for (size_t k = 0; k < NB; k++)
+            for (size_t u = k * bs; x->s[0][b * NB + k] && u < (k + 1) * bs && u < U && a < A; u++)
+                out[a++] = u;
+        for (; a < A; a++)
+            out[a] = UINT64_MAX;
+    }
+    return MS_OK;
 }
 
 /* VIEW (op.h), local: a slice, an append into a larger tensor at row iarg, or a copy. */
 static int k_view(eng *e, const op_program *p, const op *o, mpc_val *vals, mpc_val *z)
 {
+    if (o->flags & OPF_INDEX_BLOCKS)
+        return k_view_blocks(e, p, o, &vals[o->in[0]], z);
     if ((o->flags & (OPF_INDEX_ROWS | OPF_INDEX_COLS)) && o->in[1] != OP_NONE)
         return k_view_index(e, p, o, vals, z);
     const mpc_val *x = &vals[o->in[0]];
