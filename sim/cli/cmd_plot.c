@@ -421,6 +421,15 @@ typedef struct cell {
     double xmin, xmax;
 } cell;
 
+/* A point from a query's row: (series name, x, y). */
+static void point_row(const plot_ctx *c, sqlite3_stmt *s, point *p)
+{
+    snprintf(p->name, sizeof p->name, "%s", (const char *)sqlite3_column_text(s, 0));
+    p->series = series_colour(c, p->name);
+    p->x = sqlite3_column_double(s, 1);
+    p->y = sqlite3_column_double(s, 2);
+}
+
 /* Writes the series of one panel for the per-run value `ysql` (kind 's', 'B' or 0) into
  * c->tmp/<file>; fills the cell (blocks, colours, unit, x range). 0 with nb = 0 when the panel
  * has no such value. */
@@ -443,10 +452,7 @@ static int write_cell(plot_ctx *c, const char *panel, const char *ysql, int kind
     out->xmax = -INFINITY;
     while (sqlite3_step(s) == SQLITE_ROW && n < PLOT_MAX_POINTS) {
         point *p = &pts[n++];
-        snprintf(p->name, sizeof p->name, "%s", (const char *)sqlite3_column_text(s, 0));
-        p->series = series_colour(c, p->name);
-        p->x = sqlite3_column_double(s, 1);
-        p->y = sqlite3_column_double(s, 2);
+        point_row(c, s, p);
         max = fmax(max, p->y);
         ymin = fmin(ymin, p->y);
         out->xmin = fmin(out->xmin, p->x);
@@ -899,10 +905,7 @@ static int pareto_cell(plot_ctx *c, const char *panel, const char *metric, int l
     memset(out, 0, sizeof *out);
     while (sqlite3_step(s) == SQLITE_ROW && n < PLOT_MAX_POINTS) {
         point *p = &pts[n++];
-        snprintf(p->name, sizeof p->name, "%s", (const char *)sqlite3_column_text(s, 0));
-        p->series = series_colour(c, p->name);
-        p->x = sqlite3_column_double(s, 1);
-        p->y = sqlite3_column_double(s, 2);
+        point_row(c, s, p);
         max = fmax(max, p->x);
     }
     sqlite3_finalize(s);
