@@ -162,11 +162,8 @@ static int h2o_observe(void *st, const policy_obs *o, errbuf *e)
     for (uint32_t g = 0; g < v->n_kv_heads; g++) {
         size_t lg = (size_t)o->layer * v->n_kv_heads + g, base = lg * v->max_len;
         float *sc = s->score + base;
-        for (uint32_t h = g * G; o->att && h < (g + 1) * G; h++) {
-            const float *row = o->att + (size_t)h * n;
-            for (uint32_t j = 0; j < n; j++)
-                sc[j] += row[j];
-        }
+        for (uint32_t h = g * G; o->att && h < (g + 1) * G; h++)
+            policy_add_row(sc, o->att + (size_t)h * n, n);
         s->alive[base + o->pos] = 1;
         s->count[lg]++;
         if (o->pos >= v->prompt_len)
