@@ -606,27 +606,43 @@ END_TEST
 
 /* A lowered stories260K decode step and prefill (the lowering's tensor names, weights bound by name with
  * stand-in values): every op's measured bytes and rounds equal the cost engine's. */
-START_TEST(test_stories260k_step)
+/* A lowered stories260K decode step (5 cached rows), then a 4-token prefill, in pname, with
+ * ffn_active (NULL: the dense FFN); stand-in weights bound by name; every op's measured bytes
+ * and rounds against the cost engine's. */
+static void run_stories_steps(const char *pname, int sparse)
 {
     prog_case c;
     memset(&c, 0, sizeof c);
-    c.pname = _i ? "aby3" : "semi2k";
+    c.pname = pname;
     c.any_name = 1;
     c.counts_only = 1;
     model_cfg m;
     errbuf e = {{0}};
     ck_assert_msg(model_load("stories260K", &m, &e) == MS_OK, "%s", e.msg);
-    for (int phase = 0; phase < 2; phase++) { /* a decode step, then a 4-token prefill */
+    uint32_t act[16]; /* a quarter of every layer's FFN */
+    for (uint32_t l = 0; l < m.n_layers && l < 16; l++)
+        act[l] = m.ffn_dim / 4 + l;
+    if (sparse)
+        c.idx_hi = m.ffn_dim;
+    for (int phase = 0; phase < 2; phase++) {
         lower_opts lo;
         lower_opts_default(&lo);
         lo.phase = phase ? PHASE_PREFILL : PHASE_DECODE;
         lo.n_tokens = phase ? 4 : 1;
         lo.kv_len = phase ? 0 : 5;
+        lo.ffn_active = sparse ? act : NULL;
         op_program_init(&c.prog);
         ck_assert_msg(lower_step(&m, &lo, &c.prog, &e) == MS_OK, "%s", e.msg);
         run_case(&c);
         op_program_free(&c.prog);
     }
+}
+
+/* A lowered stories260K decode step and prefill (the lowering's tensor names, weights bound by name with
+ * stand-in values): every op's measured bytes and rounds equal the cost engine's. */
+START_TEST(test_stories260k_step)
+{
+    run_stories_steps(_i ? "aby3" : "semi2k", 0);
 }
 END_TEST
 
@@ -665,29 +681,7 @@ START_TEST(test_sparse_ffn_ops)
     run_case(&c);
     op_program_free(p);
     /* lowered stories260K steps, stand-in weights, a quarter of every layer's FFN */
-    memset(&c, 0, sizeof c);
-    c.pname = pname;
-    c.any_name = 1;
-    c.counts_only = 1;
-    model_cfg m;
-    errbuf e = {{0}};
-    ck_assert_msg(model_load("stories260K", &m, &e) == MS_OK, "%s", e.msg);
-    c.idx_hi = m.ffn_dim;
-    uint32_t act[16];
-    for (uint32_t l = 0; l < m.n_layers && l < 16; l++)
-        act[l] = m.ffn_dim / 4 + l;
-    for (int phase = 0; phase < 2; phase++) {
-        lower_opts lo;
-        lower_opts_default(&lo);
-        lo.phase = phase ? PHASE_PREFILL : PHASE_DECODE;
-        lo.n_tokens = phase ? 4 : 1;
-        lo.kv_len = phase ? 0 : 5;
-        lo.ffn_active = act;
-        op_program_init(&c.prog);
-        ck_assert_msg(lower_step(&m, &lo, &c.prog, &e) == MS_OK, "%s", e.msg);
-        run_case(&c);
-        op_program_free(&c.prog);
-    }
+    run_stories_steps(pname, 1);
 }
 END_TEST
 

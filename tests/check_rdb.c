@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "results/rdb.h"
+#include "sqlfix.h"
 #include "testdir.h"
 
 TESTDIR("check_rdb")
@@ -16,16 +17,7 @@ TESTDIR("check_rdb")
 static const char *tpath(const char *name) { return testdir_path(&td, name); }
 
 /* An integer from a query on an open database (or -1). */
-static long long q1(rdb *db, const char *sql)
-{
-    sqlite3_stmt *s;
-    long long v = -1;
-    if (sqlite3_prepare_v2(rdb_handle(db), sql, -1, &s, NULL) == SQLITE_OK &&
-        sqlite3_step(s) == SQLITE_ROW)
-        v = sqlite3_column_int64(s, 0);
-    sqlite3_finalize(s);
-    return v;
-}
+static long long q1(rdb *db, const char *sql) { return sqlfix_int(rdb_handle(db), sql); }
 
 /* A run with 2 metrics, 2 phases, 3 breakdown rows and 2 layer rows; fig scales the numbers. */
 typedef struct fake_run {

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "sqlfix.h"
 #include "protocols/program/eng_plain.h"
 #include "protocols/program/kern.h"
 #include "sim/secure/secinf.h"
@@ -219,16 +220,6 @@ static int run_cli(const char *const *args)
     return th_run(NULL, testdir_path(&td, "out.txt"), NULL, args);
 }
 
-static long long q1(sqlite3 *h, const char *sql)
-{
-    sqlite3_stmt *s;
-    ck_assert_msg(sqlite3_prepare_v2(h, sql, -1, &s, NULL) == SQLITE_OK, "%s: %s", sql, sqlite3_errmsg(h));
-    ck_assert_int_eq(sqlite3_step(s), SQLITE_ROW);
-    long long v = sqlite3_column_int64(s, 0);
-    sqlite3_finalize(s);
-    return v;
-}
-
 START_TEST(test_cli_rows_in_db)
 {
     const char *db = testdir_path(&td, "v.db");
@@ -239,19 +230,19 @@ START_TEST(test_cli_rows_in_db)
     ck_assert_msg(st == 0, "mpcsim validate exited %d (see %s)", st, out);
     sqlite3 *h;
     ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
-    ck_assert_int_eq(q1(h, "PRAGMA user_version"), RDB_SCHEMA_VERSION);
-    ck_assert_int_eq(q1(h, "SELECT count(*) FROM validation WHERE phase = '-'"), 20);
-    ck_assert_int_eq(q1(h, "SELECT count(*) FROM validation WHERE item = 'stories260K:prefill' AND n = 3"), 2);
-    ck_assert_int_eq(q1(h, "SELECT count(*) FROM validation WHERE item = 'stories260K:decode' AND kv_len = 3"), 2);
-    ck_assert_int_eq(q1(h, "SELECT count(*) FROM validation WHERE exact = 0"), 0);
-    ck_assert_int_eq(q1(h, "SELECT count(*) FROM validation WHERE pred_rounds != meas_rounds OR "
+    ck_assert_int_eq(sqlfix_int(h, "PRAGMA user_version"), RDB_SCHEMA_VERSION);
+    ck_assert_int_eq(sqlfix_int(h, "SELECT count(*) FROM validation WHERE phase = '-'"), 20);
+    ck_assert_int_eq(sqlfix_int(h, "SELECT count(*) FROM validation WHERE item = 'stories260K:prefill' AND n = 3"), 2);
+    ck_assert_int_eq(sqlfix_int(h, "SELECT count(*) FROM validation WHERE item = 'stories260K:decode' AND kv_len = 3"), 2);
+    ck_assert_int_eq(sqlfix_int(h, "SELECT count(*) FROM validation WHERE exact = 0"), 0);
+    ck_assert_int_eq(sqlfix_int(h, "SELECT count(*) FROM validation WHERE pred_rounds != meas_rounds OR "
                            "pred_bytes_p0 != meas_bytes_p0 OR pred_bytes_p1 != meas_bytes_p1 OR "
                            "pred_bytes_p2 != meas_bytes_p2 OR pred_offline != meas_offline"), 0);
-    ck_assert_int_eq(q1(h, "SELECT count(*) FROM validation WHERE phase != '-' AND (meas_bytes_p0 = 0 OR "
+    ck_assert_int_eq(sqlfix_int(h, "SELECT count(*) FROM validation WHERE phase != '-' AND (meas_bytes_p0 = 0 OR "
                            "meas_ns = 0 OR pred_ns = 0)"), 0);
-    ck_assert_int_eq(q1(h, "SELECT count(*) FROM validation WHERE protocol = 'aby3' AND phase != '-' AND "
+    ck_assert_int_eq(sqlfix_int(h, "SELECT count(*) FROM validation WHERE protocol = 'aby3' AND phase != '-' AND "
                            "meas_bytes_p2 > 0"), 2);
-    ck_assert_int_eq(q1(h, "SELECT count(DISTINCT session) FROM validation"), 1);
+    ck_assert_int_eq(sqlfix_int(h, "SELECT count(DISTINCT session) FROM validation"), 1);
     sqlite3_close(h);
 }
 END_TEST
@@ -301,7 +292,7 @@ START_TEST(test_cli_shaped)
     ck_assert_msg(st == 0, "mpcsim validate --shape exited %d (see %s)", st, out);
     sqlite3 *h;
     ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
-    ck_assert_int_eq(q1(h, "SELECT count(*) FROM validation WHERE shaping = 'tbf' AND exact = 1 AND "
+    ck_assert_int_eq(sqlfix_int(h, "SELECT count(*) FROM validation WHERE shaping = 'tbf' AND exact = 1 AND "
                            "bandwidth_bps = 1e9"), 2);
     sqlite3_close(h);
     FILE *p = popen("ip netns list", "r");
