@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "protocols/program/eng_plain.h"
 #include "models/lower.h"
 #include "models/model.h"
@@ -478,15 +479,40 @@ static void single_case(prog_case *c, const char *pname, const single *s)
     c->tol = s->tol;
 }
 
-START_TEST(test_single_ops)
+/* Every single-op case whose kind is one of kinds[0..nk) (kinds NULL: all) in pname, with the
+ * protocol parameters msb, normalize and topk of with (NULL: the defaults) and, with.bits > 0,
+ * that bit bound on the op. */
+typedef struct single_with {
+    const char *msb, *norm, *topk;
+    uint8_t bits;
+} single_with;
+
+static void run_singles(const char *pname, const int *kinds, size_t nk, single_with with)
 {
-    const char *pname = _i ? "aby3" : "semi2k";
+    size_t ran = 0;
     for (size_t q = 0; q < sizeof singles / sizeof *singles; q++) {
+        int in = kinds == NULL;
+        for (size_t i = 0; i < nk; i++)
+            in |= singles[q].kind == kinds[i];
+        if (!in)
+            continue;
         prog_case c;
         single_case(&c, pname, &singles[q]);
+        c.msb = with.msb;
+        c.norm = with.norm;
+        c.topk = with.topk;
+        if (with.bits)
+            c.prog.ops[c.prog.n_ops - 1].bits = with.bits;
         run_case(&c);
         op_program_free(&c.prog);
+        ran++;
     }
+    ck_assert_uint_gt(ran, 0);
+}
+
+START_TEST(test_single_ops)
+{
+    run_singles(_i ? "aby3" : "semi2k", NULL, 0, (single_with){0});
 }
 END_TEST
 
@@ -494,18 +520,8 @@ END_TEST
  * against the clear-text engine and counts against the cost engine, as above. */
 START_TEST(test_carry_msb_ops)
 {
-    const char *pname = _i ? "aby3" : "semi2k";
-    for (size_t q = 0; q < sizeof singles / sizeof *singles; q++) {
-        int k = singles[q].kind;
-        if (k != OP_LT && k != OP_MAX && k != OP_ARGMAX && k != OP_SOFTMAX && k != OP_TOPK &&
-            k != OP_SILU)
-            continue;
-        prog_case c;
-        single_case(&c, pname, &singles[q]);
-        c.msb = "carry";
-        run_case(&c);
-        op_program_free(&c.prog);
-    }
+    static const int kinds[] = {OP_LT, OP_MAX, OP_ARGMAX, OP_SOFTMAX, OP_TOPK, OP_SILU};
+    run_singles(_i ? "aby3" : "semi2k", kinds, TH_N(kinds), (single_with){.msb = "carry"});
 }
 END_TEST
 
@@ -515,23 +531,9 @@ END_TEST
 START_TEST(test_normalize_ops)
 {
     const char *pname = _i ? "aby3" : "semi2k";
-    for (size_t q = 0; q < sizeof singles / sizeof *singles; q++) {
-        int k = singles[q].kind;
-        if (k != OP_RECIPROCAL && k != OP_RSQRT && k != OP_SOFTMAX && k != OP_LAYERNORM &&
-            k != OP_RMSNORM && k != OP_SILU)
-            continue;
-        prog_case c;
-        single_case(&c, pname, &singles[q]);
-        c.norm = "thresholds";
-        run_case(&c);
-        op_program_free(&c.prog);
-        if (k != OP_RECIPROCAL && k != OP_RSQRT)
-            continue;
-        single_case(&c, pname, &singles[q]);
-        c.prog.ops[c.prog.n_ops - 1].bits = 21; /* x < 8 at f = 18 */
-        run_case(&c);
-        op_program_free(&c.prog);
-    }
+    static const int kinds[] = {OP_RECIPROCAL, OP_RSQRT, OP_SOFTMAX, OP_LAYERNORM, OP_RMSNORM, OP_SILU};
+    run_singles(pname, kinds, TH_N(kinds), (single_with){.norm = "thresholds"});
+    run_singles(pname, kinds, 2, (single_with){.bits = 21}); /* x < 8 at f = 18 */
 }
 END_TEST
 
@@ -593,14 +595,8 @@ START_TEST(test_topk_quickselect_ops)
     c.tol = 0;
     run_case(&c);
     op_program_free(&c.prog);
-    for (size_t q = 0; q < sizeof singles / sizeof *singles; q++) {
-        if (singles[q].kind != OP_TOPK)
-            continue;
-        single_case(&c, pname, &singles[q]);
-        c.topk = "quickselect";
-        run_case(&c);
-        op_program_free(&c.prog);
-    }
+    static const int topk[] = {OP_TOPK};
+    run_singles(pname, topk, 1, (single_with){.topk = "quickselect"});
 }
 END_TEST
 

@@ -129,17 +129,13 @@ START_TEST(test_streamingllm_in_mpc)
     errbuf e = {{0}};
     const uint32_t N = 40, P = 8, V = f.m.vocab;
     const char *params[] = {"sink=2", "recent=6"};
-    float *pol = malloc((size_t)N * V * sizeof *pol), *full = malloc((size_t)N * V * sizeof *full);
+    float *pol, *full;
     secpol_keep k;
-    ck_assert_msg(secinf_policy_replay(&f.m, f.L, "streamingllm", params, 2, f.ids, N, P, &k, pol, &e) == MS_OK,
-                  "%s", e.msg);
+    fixture_replay(&f, "streamingllm", params, 2, N, P, &k, &pol, &full);
     /* the masks are streamingllm's: sinks and the recent window */
     uint32_t pos = N - 1;
     for (uint32_t j = 0; j < pos; j++)
         ck_assert_int_eq(k.keep[((size_t)pos * f.m.n_layers * f.m.n_kv_heads) * k.max_len + j], j < 2 || j + 6 >= pos);
-    llama_reset(f.L);
-    for (uint32_t p = 0; p < N; p++)
-        llama_forward(f.L, f.ids[p], p, NULL, full + (size_t)p * V);
     secinf_opts o = {.model = &f.m, .weights = f.L, .tokens = f.ids, .n_tokens = N, .prefill = P, .keep = &k};
     fixture_cfg("aby3", &o.cfg);
     secinf_result r;
@@ -160,9 +156,7 @@ START_TEST(test_streamingllm_in_mpc)
     ck_assert_int_eq(seen, (int)f.m.n_layers);
     op_program_free(&p);
     secinf_result_free(&r);
-    secpol_keep_free(&k);
-    free(pol);
-    free(full);
+    fixture_replay_free(&k, pol, full);
     llama_free(f.L);
 }
 END_TEST
@@ -178,10 +172,9 @@ START_TEST(test_mpcache_padded_in_mpc)
     errbuf e = {{0}};
     const uint32_t N = 28, P = 16, V = f.m.vocab;
     const char *params[] = {"s1=8", "s2=4"};
-    float *pol = malloc((size_t)N * V * sizeof *pol);
+    float *pol;
     secpol_keep k;
-    ck_assert_msg(secinf_policy_replay(&f.m, f.L, "mpcache", params, 2, f.ids, N, P, &k, pol, &e) == MS_OK, "%s",
-                  e.msg);
+    fixture_replay(&f, "mpcache", params, 2, N, P, &k, &pol, NULL);
     secinf_opts o = {.model = &f.m, .weights = f.L, .tokens = f.ids, .n_tokens = N, .prefill = P, .keep = &k};
     fixture_cfg("semi2k", &o.cfg);
     int padded = 0;
@@ -204,8 +197,7 @@ START_TEST(test_mpcache_padded_in_mpc)
     for (uint32_t s = 0; s < r.n_steps; s++)
         fixture_step_costed(&o, &r, s, 0, NULL);
     secinf_result_free(&r);
-    secpol_keep_free(&k);
-    free(pol);
+    fixture_replay_free(&k, pol, NULL);
     llama_free(f.L);
 }
 END_TEST
