@@ -97,6 +97,17 @@ static void twice_wl(workload *w, uint32_t base, uint32_t n1, uint32_t n2, uint6
     add_seq(w, gap, 2, a, n2, NULL);
 }
 
+/* twice_wl's two requests served under prefix sharing (16-token blocks, re-rotated) by the
+ * test coster. */
+static void prefix_twice(uint32_t base, uint32_t n1, uint32_t n2, serve_result *r)
+{
+    workload w;
+    twice_wl(&w, base, n1, n2, GAP);
+    serve_params p = params_for(KVS_PREFIX, 16, KVS_POS_REROTATE);
+    run_ok(&p, &w, r);
+    wl_free(&w);
+}
+
 /* ---- hit rates, hand computed --------------------------------------------------------- */
 
 /* A: 40 tokens; B: shares A's first 35 tokens (blocks 0,1 hit = 32); C: shares 20 (block 0
@@ -145,14 +156,10 @@ END_TEST
 /* The last token is always computed: a 32-token prompt seen twice reuses 1 block, not 2. */
 START_TEST(test_prefix_last_token)
 {
-    workload w;
-    twice_wl(&w, 100, 32, 32, GAP);
-    serve_params p = params_for(KVS_PREFIX, 16, KVS_POS_REROTATE);
     serve_result r;
-    run_ok(&p, &w, &r);
+    prefix_twice(100, 32, 32, &r);
     ck_assert_uint_eq(r.req[1].hit, 16);
     serve_result_free(&r);
-    wl_free(&w);
 }
 END_TEST
 
@@ -454,11 +461,8 @@ END_TEST
 
 START_TEST(test_ttft_hit_faster)
 {
-    workload w;
-    twice_wl(&w, 1000, 200, 200, GAP);
-    serve_params p = params_for(KVS_PREFIX, 16, KVS_POS_REROTATE);
     serve_result r;
-    run_ok(&p, &w, &r);
+    prefix_twice(1000, 200, 200, &r);
     uint64_t miss = r.req[0].first_ns - r.req[0].arrival_ns;
     uint64_t hit = r.req[1].first_ns - r.req[1].arrival_ns;
     ck_assert_uint_eq(r.req[1].hit, 192);
@@ -469,7 +473,6 @@ START_TEST(test_ttft_hit_faster)
     /* bytes saved = (100*200) - (100*8 + 8*192) */
     ck_assert_int_eq(r.bytes_saved, 20000 - (800 + 1536));
     serve_result_free(&r);
-    wl_free(&w);
 }
 END_TEST
 
