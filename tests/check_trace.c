@@ -14,6 +14,7 @@
 #include "models/llama.h"
 #include "sim/trace/trace.h"
 #include "sim/trace/trace_impl.h"
+#include "sim/trace/synth_kern.h"
 
 TESTDIR("check_trace")
 
@@ -491,6 +492,96 @@ START_TEST(test_synth_kernel_vs_reference)
 }
 END_TEST
 
+/* The AVX-512 loops give the portable loops' values bit for bit (where the CPU has AVX-512;
+ * elsewhere both runs take the portable loops): whole rows for content widths of one byte
+ * (d = 16), one word (128), a word and a partial byte (130) and three words (200) at positions
+ * whose rows end in every lane of a vector and past a block of keys; then each loop alone over
+ * lengths 1..300, with 1..3 words and partial last words, against its portable twin and the
+ * softmax against a double-precision one within float rounding (the exp's 2 ulps and the
+ * float sums of up to 16 terms per lane). */
+START_TEST(test_synth_kernel_wide_vs_portable)
+{
+    static const uint32_t dims[] = {16, 128, 130, 200};
+    static const uint32_t poss[] = {0, 1, 14, 15, 16, 17, 63, 64, 255, 256, 257, 300};
+    trace_synth p;
+    trace_synth_defaults(&p);
+    p.n_sinks = 2;
+    p.heavy_frac = 0.3;
+    errbuf e;
+    for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
+        trace *t = synth(dims[di], 320, 5, &p);
+        float *ref = malloc(4 * 320 * sizeof *ref);
+        for (size_t pi = 0; pi < sizeof poss / sizeof poss[0]; pi++) {
+            uint32_t pos = poss[pi], n = 4 * (pos + 1);
+            ck_assert_int_eq(trace_seek(t, pos, &e), MS_OK);
+            for (uint32_t l = 0; l < 4; l += 3) {
+                trace_synth_portable_kernel = 1;
+                memcpy(ref, trace_att(t, l), n * sizeof *ref);
+                trace_synth_portable_kernel = 0;
+                ck_assert_msg(!memcmp(trace_att(t, l), ref, n * sizeof *ref),
+                              "d %u pos %u layer %u", dims[di], pos, l);
+            }
+        }
+        free(ref);
+        trace_close(t);
+    }
+    /* the loops alone, on random words, tables and logits */
+    enum { N = 300 };
+    uint64_t *wa = calloc(3 * SYNTH_BLOCK, sizeof *wa), *wp = calloc(3 * SYNTH_BLOCK, sizeof *wp);
+    float *nib = malloc(24 * 32 * sizeof *nib), *tab = malloc(24 * 256 * sizeof *tab);
+    float base[SYNTH_BLOCK], ra[SYNTH_BLOCK], rp[SYNTH_BLOCK];
+    float *xa = malloc(N * sizeof *xa), *xp = malloc(N * sizeof *xp);
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 9);
+    for (uint32_t i = 0; i < 24 * 32; i++)
+        nib[i] = (float)gsl_ran_gaussian(r, 0.3);
+    for (uint32_t b = 0; b < 24; b++)
+        for (uint32_t v = 0; v < 256; v++)
+            tab[b * 256 + v] = nib[32 * b + 16 + (v >> 4)] + nib[32 * b + (v & 15)];
+    for (uint32_t j = 0; j < SYNTH_BLOCK; j++)
+        base[j] = (float)gsl_ran_gaussian(r, 2.0);
+    for (uint32_t nj = 1; nj <= SYNTH_BLOCK; nj += nj < 40 ? 1 : 23)
+        for (uint32_t nb = 1; nb <= 24; nb += nb < 9 ? 1 : 7) {
+            uint32_t nw = (nb + 7) / 8, j0 = nj * 977;
+            trace_synth_portable_kernel = 1;
+            synth_kern_words(0x1234567890abcdefull ^ nb, j0, nj, nw, wp);
+            synth_kern_lookup(base, wp, nj, nw, nb, nib, tab, rp);
+            trace_synth_portable_kernel = 0;
+            synth_kern_words(0x1234567890abcdefull ^ nb, j0, nj, nw, wa);
+            synth_kern_lookup(base, wa, nj, nw, nb, nib, tab, ra);
+            for (uint32_t k = 0; k < nw; k++)
+                ck_assert_msg(!memcmp(wa + k * SYNTH_BLOCK, wp + k * SYNTH_BLOCK,
+                                      nj * sizeof *wa), "words nj %u nw %u", nj, nw);
+            ck_assert_msg(!memcmp(ra, rp, nj * sizeof *ra), "lookup nj %u nb %u", nj, nb);
+        }
+    for (uint32_t n = 1; n <= N; n++) {
+        for (uint32_t j = 0; j < n; j++)
+            xa[j] = xp[j] = (float)gsl_ran_gaussian(r, 8.0);
+        double mx = xp[0], sum = 0;
+        for (uint32_t j = 1; j < n; j++)
+            mx = xp[j] > mx ? xp[j] : mx;
+        for (uint32_t j = 0; j < n; j++)
+            sum += exp(xp[j] - mx);
+        float x7 = xp[n / 2];
+        trace_synth_portable_kernel = 1;
+        synth_kern_softmax(xp, n);
+        trace_synth_portable_kernel = 0;
+        synth_kern_softmax(xa, n);
+        ck_assert_msg(!memcmp(xa, xp, n * sizeof *xa), "softmax n %u", n);
+        double want = exp(x7 - mx) / sum;
+        ck_assert_msg(fabs(xp[n / 2] - want) <= 4e-6 * want + 1e-30, "softmax n %u: %g vs %g", n,
+                      xp[n / 2], want);
+    }
+    gsl_rng_free(r);
+    free(wa);
+    free(wp);
+    free(nib);
+    free(tab);
+    free(xa);
+    free(xp);
+}
+END_TEST
+
 /* Generator 2 reaches any position directly (forward, backward, far jumps) with the values a
  * forward walk gives; generator 1 is the sequential mt19937 AR(1) stream of earlier builds,
  * value for value; both have the drift the parameters ask for. */
@@ -826,6 +917,7 @@ Suite *trace_suite(void)
     tcase_add_test(tc, test_synth_deterministic);
     tcase_add_test(tc, test_synth_subset_attend);
     tcase_add_test(tc, test_synth_kernel_vs_reference);
+    tcase_add_test(tc, test_synth_kernel_wide_vs_portable);
     tcase_add_test(tc, test_synth_random_access);
     tcase_add_test(tc, test_synth_knobs);
     tcase_add_test(tc, test_fit_recovers);

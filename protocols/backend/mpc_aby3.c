@@ -141,52 +141,66 @@ static int a_open(eng *e, uint64_t *out, const mpc_val *x, int to)
 
 /* ---------------------------------------------------------------- products */
 
+/* A product's local part goes into *al (slot 1), which starts as a fresh zero sharing. */
+static int prod_begin(a3 *s, const mpc_val *x, const mpc_val *y, int dom, const char *what,
+                      uint64_t **al)
+{
+    size_t n = x->n;
+    *al = mpc_tmp(&s->c, 1, n);
+    int rc = want(s, x, y, dom, what);
+    if (rc || !*al || (rc = zero_share(s, *al, n, dom)))
+        return rc ? rc : MS_ERR_NOMEM;
+    return MS_OK;
+}
+
+/* z's first component is the local part al; the reshare sends it on (z may alias the
+ * operands: al was computed before z was touched). */
+static int prod_end(a3 *s, mpc_val *z, const uint64_t *al, size_t n, int dom)
+{
+    int rc = mpc_ensure(&s->c, z, n, dom);
+    if (rc)
+        return rc;
+    memcpy(z->s[0], al, n * 8);
+    return reshare(s, z);
+}
+
 static int a_mul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
 {
     a3 *s = A(e);
     size_t n = x->n;
-    uint64_t *al = mpc_tmp(&s->c, 1, n);
-    int rc = want(s, x, y, DOM_ARITH, "mul");
-    if (rc || !al || (rc = zero_share(s, al, n, DOM_ARITH)))
-        return rc ? rc : MS_ERR_NOMEM;
+    uint64_t *al;
+    int rc = prod_begin(s, x, y, DOM_ARITH, "mul", &al);
+    if (rc)
+        return rc;
     for (size_t k = 0; k < n; k++) /* computed before z is touched: z may alias x or y */
         al[k] += x->s[0][k] * y->s[0][k] + x->s[0][k] * y->s[1][k] + x->s[1][k] * y->s[0][k];
-    if ((rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
-        return rc;
-    memcpy(z->s[0], al, n * 8);
-    return reshare(s, z);
+    return prod_end(s, z, al, n, DOM_ARITH);
 }
 
 static int a_square(eng *e, mpc_val *z, const mpc_val *x)
 {
     a3 *s = A(e);
     size_t n = x->n;
-    uint64_t *al = mpc_tmp(&s->c, 1, n);
-    int rc = want(s, x, NULL, DOM_ARITH, "square");
-    if (rc || !al || (rc = zero_share(s, al, n, DOM_ARITH)))
-        return rc ? rc : MS_ERR_NOMEM;
+    uint64_t *al;
+    int rc = prod_begin(s, x, NULL, DOM_ARITH, "square", &al);
+    if (rc)
+        return rc;
     for (size_t k = 0; k < n; k++)
         al[k] += x->s[0][k] * x->s[0][k] + 2 * x->s[0][k] * x->s[1][k];
-    if ((rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
-        return rc;
-    memcpy(z->s[0], al, n * 8);
-    return reshare(s, z);
+    return prod_end(s, z, al, n, DOM_ARITH);
 }
 
 static int a_and(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
 {
     a3 *s = A(e);
     size_t n = x->n;
-    uint64_t *al = mpc_tmp(&s->c, 1, n);
-    int rc = want(s, x, y, DOM_BOOL, "and_bb");
-    if (rc || !al || (rc = zero_share(s, al, n, DOM_BOOL)))
-        return rc ? rc : MS_ERR_NOMEM;
+    uint64_t *al;
+    int rc = prod_begin(s, x, y, DOM_BOOL, "and_bb", &al);
+    if (rc)
+        return rc;
     for (size_t k = 0; k < n; k++)
         al[k] ^= (x->s[0][k] & y->s[0][k]) ^ (x->s[0][k] & y->s[1][k]) ^ (x->s[1][k] & y->s[0][k]);
-    if ((rc = mpc_ensure(&s->c, z, n, DOM_BOOL)))
-        return rc;
-    memcpy(z->s[0], al, n * 8);
-    return reshare(s, z);
+    return prod_end(s, z, al, n, DOM_BOOL);
 }
 
 static int a_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint32_t batch,
@@ -401,14 +415,6 @@ static int a_b2a(eng *e, mpc_val *z, const mpc_val *x)
 
 /* ---------------------------------------------------------------- packed circuits */
 
-static uint8_t *tmp_bytes(a3 *s, int k, size_t len)
-{
-    uint64_t *w = mpc_tmp(&s->c, k, len / 8 + 1);
-    if (w)
-        memset(w, 0, (len / 8 + 1) * 8);
-    return (uint8_t *)w;
-}
-
 /* ABY3 AND on the bits of mask: z_i masked, reshared packed to P_{i−1}.
  * COST: and_bits: 1 round, n·⌈pc/8⌉ on each link i→i−1. */
 static int a_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint64_t mask,
@@ -418,7 +424,7 @@ static int a_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, ui
     size_t n = x->n, B = mpc_packed_bytes(n, __builtin_popcountll(mask)), pos = 0;
     (void)priv;
     uint64_t *al = mpc_tmp(&s->c, 1, n);
-    uint8_t *snd = tmp_bytes(s, 2, B), *rcv = tmp_bytes(s, 3, B);
+    uint8_t *snd = mpc_tmp_bytes(&s->c, 2, B), *rcv = mpc_tmp_bytes(&s->c, 3, B);
     int rc = want(s, x, y, DOM_BOOL, "and_bits");
     if (rc || !al || !snd || !rcv || (rc = zero_share(s, al, n, DOM_BOOL)))
         return rc ? rc : MS_ERR_NOMEM;
@@ -448,7 +454,7 @@ static int a_bool_pair(eng *e, mpc_val *a, mpc_val *b, const mpc_val *x, int bit
     int i = s->c.party, rc = mpc_ensure(&s->c, a, n, DOM_BOOL);
     if (!rc)
         rc = mpc_ensure(&s->c, b, n, DOM_BOOL);
-    uint8_t *buf = tmp_bytes(s, 2, B);
+    uint8_t *buf = mpc_tmp_bytes(&s->c, 2, B);
     if (rc || !buf)
         return rc ? rc : MS_ERR_NOMEM;
     if (i == 0) {
@@ -496,7 +502,7 @@ static int a_b2a_bit(eng *e, mpc_val *z, const mpc_val *x)
     int i = s->c.party;
     int rc = want(s, x, NULL, DOM_BOOL, "b2a_bit");
     uint64_t *rho = mpc_tmp(&s->c, 0, n), *ar = mpc_tmp(&s->c, 1, n), *cw = mpc_tmp(&s->c, 2, n);
-    uint8_t *snd = tmp_bytes(s, 3, B), *rcv = tmp_bytes(s, 4, B);
+    uint8_t *snd = mpc_tmp_bytes(&s->c, 3, B), *rcv = mpc_tmp_bytes(&s->c, 4, B);
     if (rc || !rho || !ar || !cw || !snd || !rcv)
         return rc ? rc : MS_ERR_NOMEM;
     const void *sb[3] = {0};
@@ -568,30 +574,6 @@ static int a_bool_components(eng *e, mpc_val comps[3], int *nc, const mpc_val *x
     return MS_OK;
 }
 
-/* The permutation of each run of seg elements drawn from M words (Fisher–Yates, word r+i for
- * step i of the run starting at r); the same words give the same permutation at every node
- * that holds them. Its modulo bias is below M/2^64. */
-static void perm_from(uint32_t *pi, const uint64_t *w, size_t M, size_t seg)
-{
-    for (size_t r = 0; r < M; r += seg) {
-        for (size_t i = 0; i < seg; i++)
-            pi[r + i] = (uint32_t)(r + i);
-        for (size_t i = seg - 1; i > 0; i--) {
-            size_t j = w[r + i] % (i + 1);
-            uint32_t t = pi[r + i];
-            pi[r + i] = pi[r + j], pi[r + j] = t;
-        }
-    }
-}
-
-/* out[p·M + i] = v[p·M + π(i)] over the parts (out must not alias v). */
-static void perm_apply(uint64_t *out, const uint64_t *v, const uint32_t *pi, size_t M, size_t parts)
-{
-    for (size_t p = 0; p < parts; p++)
-        for (size_t i = 0; i < M; i++)
-            out[p * M + i] = v[p * M + pi[i]];
-}
-
 /* Shuffle (eng.h), eprint 2019/695 Algorithm 9 as SPU aby3 PermAM: π = π2∘π1∘π0, π_j drawn from
  * key K_j (held by P_j and P_{j−1}: π0 by P0, P2; π1 by P0, P1; π2 by P1, P2). P0 and P2 split
  * π0(x) as P0's π0(x0 + x1) − a and P2's γ = π0(x2) + a (a from K_0), γ to P1; P0 and P1 apply
@@ -636,12 +618,12 @@ static int a_shuffle(eng *e, mpc_val *z, const mpc_val *x, size_t seg, size_t pa
     if (i == 0) {
         for (size_t k = 0; k < n; k++)
             u[k] = x->s[0][k] + x->s[1][k];
-        perm_from(pi, w, M, seg);
-        perm_apply(v, u, pi, M, parts);
+        mpc_perm_from(pi, w, M, seg);
+        mpc_perm_apply(v, u, pi, M, parts);
         for (size_t k = 0; k < n; k++)
             v[k] -= m0[k];
-        perm_from(pi, w2, M, seg);
-        perm_apply(u, v, pi, M, parts);
+        mpc_perm_from(pi, w2, M, seg);
+        mpc_perm_apply(u, v, pi, M, parts);
         for (size_t k = 0; k < n; k++)
             u[k] -= t[k]; /* δ = π1(π0(x0 + x1) − a) − b */
         rc = x3(s, 2, u, 8 * n, -1, NULL, 0);
@@ -650,25 +632,25 @@ static int a_shuffle(eng *e, mpc_val *z, const mpc_val *x, size_t seg, size_t pa
     } else if (i == 1) {
         rc = x3(s, -1, NULL, 0, 2, u, 8 * n); /* γ */
         if (!rc) {
-            perm_from(pi, w2, M, seg);
-            perm_apply(v, u, pi, M, parts);
+            mpc_perm_from(pi, w2, M, seg);
+            mpc_perm_apply(v, u, pi, M, parts);
             for (size_t k = 0; k < n; k++)
                 v[k] += t[k]; /* π1(γ) + b */
-            perm_from(pi, w, M, seg);
-            perm_apply(u, v, pi, M, parts); /* β1 */
+            mpc_perm_from(pi, w, M, seg);
+            mpc_perm_apply(u, v, pi, M, parts); /* β1 */
             for (size_t k = 0; k < n; k++)
                 u[k] -= r1[k];
             rc = x3(s, 2, u, 8 * n, 2, v, 8 * n);
         }
     } else {
-        perm_from(pi, w, M, seg);
-        perm_apply(u, x->s[0], pi, M, parts);
+        mpc_perm_from(pi, w, M, seg);
+        mpc_perm_apply(u, x->s[0], pi, M, parts);
         for (size_t k = 0; k < n; k++)
             u[k] += m0[k]; /* γ = π0(x2) + a */
         rc = x3(s, 1, u, 8 * n, 0, v, 8 * n); /* δ into v */
         if (!rc) {
-            perm_from(pi, w2, M, seg);
-            perm_apply(u, v, pi, M, parts); /* β2 */
+            mpc_perm_from(pi, w2, M, seg);
+            mpc_perm_apply(u, v, pi, M, parts); /* β2 */
             for (size_t k = 0; k < n; k++)
                 u[k] -= r0[k];
             rc = x3(s, 1, u, 8 * n, 1, v, 8 * n);

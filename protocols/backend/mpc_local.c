@@ -33,6 +33,14 @@ uint64_t *mpc_tmp(mpc_core *c, int slot, size_t n)
     return c->tmp[slot];
 }
 
+uint8_t *mpc_tmp_bytes(mpc_core *c, int slot, size_t len)
+{
+    uint64_t *w = mpc_tmp(c, slot, len / 8 + 1);
+    if (w)
+        memset(w, 0, (len / 8 + 1) * 8);
+    return (uint8_t *)w;
+}
+
 void mpc_core_free(mpc_core *c)
 {
     for (int i = 0; i < 6; i++)
@@ -92,11 +100,12 @@ static int same_len(mpc_core *c, const mpc_val *x, const mpc_val *y, const char 
             return mpc_ensure((c), (z), (n), (dom)); \
     } while (0)
 
-int mpc_l_add(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
+/* z = x + y, or x − y when sub (XOR either way on boolean shares). */
+static int add_sub(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, int sub)
 {
     mpc_core *c = core(e);
     DEALER_SHAPE(c, z, x->n, x->dom);
-    int dom = x->dom, rc = same_len(c, x, y, "add");
+    int dom = x->dom, rc = same_len(c, x, y, sub ? "sub" : "add");
     if (rc || (rc = mpc_ensure(c, z, x->n, dom)))
         return rc;
     for (int t = 0; t < c->ns; t++) {
@@ -105,6 +114,9 @@ int mpc_l_add(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
         if (dom == DOM_BOOL)
             for (size_t i = 0; i < x->n; i++)
                 zz[i] = a[i] ^ b[i];
+        else if (sub)
+            for (size_t i = 0; i < x->n; i++)
+                zz[i] = a[i] - b[i];
         else
             for (size_t i = 0; i < x->n; i++)
                 zz[i] = a[i] + b[i];
@@ -112,24 +124,14 @@ int mpc_l_add(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
     return MS_OK;
 }
 
+int mpc_l_add(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
+{
+    return add_sub(e, z, x, y, 0);
+}
+
 int mpc_l_sub(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
 {
-    mpc_core *c = core(e);
-    DEALER_SHAPE(c, z, x->n, x->dom);
-    int dom = x->dom, rc = same_len(c, x, y, "sub");
-    if (rc || (rc = mpc_ensure(c, z, x->n, dom)))
-        return rc;
-    for (int t = 0; t < c->ns; t++) {
-        uint64_t *zz = z->s[t];
-        const uint64_t *a = x->s[t], *b = y->s[t];
-        if (dom == DOM_BOOL)
-            for (size_t i = 0; i < x->n; i++)
-                zz[i] = a[i] ^ b[i];
-        else
-            for (size_t i = 0; i < x->n; i++)
-                zz[i] = a[i] - b[i];
-    }
-    return MS_OK;
+    return add_sub(e, z, x, y, 1);
 }
 
 static int copy_into(mpc_core *c, mpc_val *z, const mpc_val *x)
@@ -581,4 +583,28 @@ void mpc_unpack2_bits(uint64_t *w1, uint64_t *w2, size_t n, uint64_t mask, const
                       size_t *pos)
 {
     unpack_n(w1, w2, n, mask, buf, pos);
+}
+
+/* The permutation of each run of seg elements drawn from M words (Fisher–Yates, word r+i for
+ * step i of the run starting at r); the same words give the same permutation at every node
+ * that holds them. Its modulo bias is below M/2^64. */
+void mpc_perm_from(uint32_t *pi, const uint64_t *w, size_t M, size_t seg)
+{
+    for (size_t r = 0; r < M; r += seg) {
+        for (size_t i = 0; i < seg; i++)
+            pi[r + i] = (uint32_t)(r + i);
+        for (size_t i = seg - 1; i > 0; i--) {
+            size_t j = w[r + i] % (i + 1);
+            uint32_t t = pi[r + i];
+            pi[r + i] = pi[r + j], pi[r + j] = t;
+        }
+    }
+}
+
+/* out[p·M + i] = v[p·M + π(i)] over the parts (out must not alias v). */
+void mpc_perm_apply(uint64_t *out, const uint64_t *v, const uint32_t *pi, size_t M, size_t parts)
+{
+    for (size_t p = 0; p < parts; p++)
+        for (size_t i = 0; i < M; i++)
+            out[p * M + i] = v[p * M + pi[i]];
 }

@@ -27,6 +27,8 @@ typedef struct mpc_core {
 
 int mpc_fail(mpc_core *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 uint64_t *mpc_tmp(mpc_core *c, int slot, size_t n); /* NULL (and err set) on OOM */
+/* A zeroed byte buffer of len in scratch slot k; NULL (and err set) on OOM. */
+uint8_t *mpc_tmp_bytes(mpc_core *c, int slot, size_t len);
 void mpc_core_free(mpc_core *c);
 
 /* (Re)allocates z for n elements in dom, keeping its storage if it already fits. */
@@ -81,6 +83,13 @@ void mpc_unpack2_bits(uint64_t *w1, uint64_t *w2, size_t n, uint64_t mask, const
 void mpc_pack_force_software(int on);
 /* n·⌈bits/8⌉: a packed message of n elements of `bits` bits each */
 static inline size_t mpc_packed_bytes(size_t n, int bits) { return n * (((size_t)bits + 7) / 8); }
+
+/* Shuffle helpers (eng.h shuffle): pi = the permutation of each run of seg elements drawn
+ * from M words w (Fisher–Yates; the same words give the same permutation at every node that
+ * holds them; modulo bias below M/2^64); out[p·M + i] = v[p·M + π(i)] over the parts (out
+ * must not alias v). */
+void mpc_perm_from(uint32_t *pi, const uint64_t *w, size_t M, size_t seg);
+void mpc_perm_apply(uint64_t *out, const uint64_t *v, const uint32_t *pi, size_t M, size_t parts);
 
 /* Arithmetic shift right of a two's complement ring element. */
 static inline uint64_t mpc_sar(uint64_t x, int s) { return (uint64_t)((int64_t)x >> s); }

@@ -977,37 +977,35 @@ static int one_way(mpc_net *n, int peer, int type, const void *sbuf, void *rbuf,
     return MS_OK;
 }
 
+/* A one-way message outside the online rounds, its payload added to *count. */
+static int one_way_counted(mpc_net *n, int peer, int type, const void *sbuf, void *rbuf,
+                           size_t len, uint64_t *count, errbuf *e)
+{
+    int rc = one_way(n, peer, type, sbuf, rbuf, len, n->cfg.timeout_ms, e);
+    if (!rc)
+        *count += len;
+    return rc;
+}
+
 int mpc_net_send_offline(mpc_net *n, int to, const void *buf, size_t len, errbuf *e)
 {
-    int rc = one_way(n, to, MPC_FR_OFFLINE, buf, NULL, len, n->cfg.timeout_ms, e);
-    if (!rc)
-        n->st.offline_sent[to] += len;
-    return rc;
+    return one_way_counted(n, to, MPC_FR_OFFLINE, buf, NULL, len, &n->st.offline_sent[to], e);
 }
 
 int mpc_net_recv_offline(mpc_net *n, int from, void *buf, size_t len, errbuf *e)
 {
     /* the dealer runs ahead of the parties: waiting for it long means it hung */
-    int rc = one_way(n, from, MPC_FR_OFFLINE, NULL, buf, len, n->cfg.timeout_ms, e);
-    if (!rc)
-        n->st.offline_recv[from] += len;
-    return rc;
+    return one_way_counted(n, from, MPC_FR_OFFLINE, NULL, buf, len, &n->st.offline_recv[from], e);
 }
 
 int mpc_net_send_setup(mpc_net *n, int to, const void *buf, size_t len, errbuf *e)
 {
-    int rc = one_way(n, to, MPC_FR_SETUP, buf, NULL, len, n->cfg.timeout_ms, e);
-    if (!rc)
-        n->st.setup_sent[to] += len;
-    return rc;
+    return one_way_counted(n, to, MPC_FR_SETUP, buf, NULL, len, &n->st.setup_sent[to], e);
 }
 
 int mpc_net_recv_setup(mpc_net *n, int from, void *buf, size_t len, errbuf *e)
 {
-    int rc = one_way(n, from, MPC_FR_SETUP, NULL, buf, len, n->cfg.timeout_ms, e);
-    if (!rc)
-        n->st.setup_recv[from] += len;
-    return rc;
+    return one_way_counted(n, from, MPC_FR_SETUP, NULL, buf, len, &n->st.setup_recv[from], e);
 }
 
 int mpc_net_finish(mpc_net *n, errbuf *e)

@@ -136,45 +136,73 @@ static int s_open(eng *e, uint64_t *out, const mpc_val *x, int to)
 
 /* ---------------------------------------------------------------- Beaver products */
 
-static int s_mul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
+/* z = x·y (DOM_ARITH) or x & y (DOM_BOOL) with a Beaver triple (a, b, c = a·b): the same
+ * draws, messages and dealer correction in both rings, only the ring operations differ. */
+static int beaver(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, int dom)
 {
     s2k *s = S(e);
     size_t n = x->n;
-    int rc = want(s, x, DOM_ARITH, "mul");
+    int bits = dom == DOM_BOOL;
+    const char *what = bits ? "and_bb" : "mul";
+    int rc = want(s, x, dom, what);
     if (!rc && y->n != n)
-        rc = mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k mul: %zu × %zu elements", n, y->n);
+        rc = mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k %s: %zu %s %zu elements", what, n,
+                      bits ? "&" : "×", y->n);
     uint64_t *a = mpc_tmp(&s->c, 1, n), *b = mpc_tmp(&s->c, 2, n), *c = mpc_tmp(&s->c, 3, n);
     uint64_t *snd = mpc_tmp(&s->c, 4, 2 * n), *rcv = mpc_tmp(&s->c, 5, 2 * n);
     if (rc || !a || !b || !c || !snd || !rcv)
         return rc ? rc : MS_ERR_NOMEM;
-    if (is_dealer(s)) { /* COST: mul offline: 8n dealer→P1 (c correction) */
+    if (is_dealer(s)) { /* COST: mul / and_bb offline: 8n dealer→P1 (c correction) */
         uint64_t *a1 = snd, *b1 = snd + n;
         mpc_prg_u64(&s->dcorr[0], a, n);
         mpc_prg_u64(&s->dcorr[0], b, n);
         mpc_prg_u64(&s->dcorr[0], c, n);
         mpc_prg_u64(&s->dcorr[1], a1, n);
         mpc_prg_u64(&s->dcorr[1], b1, n);
-        for (size_t i = 0; i < n; i++)
-            c[i] = (a[i] + a1[i]) * (b[i] + b1[i]) - c[i];
-        return dealer_done(s, z, n, DOM_ARITH, c, n);
+        if (bits)
+            for (size_t i = 0; i < n; i++)
+                c[i] = ((a[i] ^ a1[i]) & (b[i] ^ b1[i])) ^ c[i];
+        else
+            for (size_t i = 0; i < n; i++)
+                c[i] = (a[i] + a1[i]) * (b[i] + b1[i]) - c[i];
+        return dealer_done(s, z, n, dom, c, n);
     }
     mpc_prg_u64(&s->corr, a, n);
     mpc_prg_u64(&s->corr, b, n);
-    for (size_t i = 0; i < n; i++) {
-        snd[i] = x->s[0][i] - a[i];
-        snd[n + i] = y->s[0][i] - b[i];
-    }
-    /* COST: SPU semi2k mul_aa: 1 round, 16n each way (x−a, y−b). c is taken after the round,
-     * so P1 never waits for the dealer before sending. */
+    if (bits)
+        for (size_t i = 0; i < n; i++) {
+            snd[i] = x->s[0][i] ^ a[i];
+            snd[n + i] = y->s[0][i] ^ b[i];
+        }
+    else
+        for (size_t i = 0; i < n; i++) {
+            snd[i] = x->s[0][i] - a[i];
+            snd[n + i] = y->s[0][i] - b[i];
+        }
+    /* COST: SPU semi2k mul_aa / and_bb: 1 round, 16n each way (x−a, y−b). c is taken after
+     * the round, so P1 never waits for the dealer before sending. */
     if ((rc = x2(s, snd, 16 * n, rcv, 16 * n)) || (rc = corr_last(s, c, n)) ||
-        (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
+        (rc = mpc_ensure(&s->c, z, n, dom)))
         return rc;
     int p0 = s->c.party == 0;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t ee = snd[i] + rcv[i], ff = snd[n + i] + rcv[n + i];
-        z->s[0][i] = c[i] + ee * b[i] + ff * a[i] + (p0 ? ee * ff : 0);
+    if (bits) {
+        uint64_t m0 = p0 ? ~0ull : 0;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t ee = snd[i] ^ rcv[i], ff = snd[n + i] ^ rcv[n + i];
+            z->s[0][i] = c[i] ^ (ee & b[i]) ^ (ff & a[i]) ^ (ee & ff & m0);
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            uint64_t ee = snd[i] + rcv[i], ff = snd[n + i] + rcv[n + i];
+            z->s[0][i] = c[i] + ee * b[i] + ff * a[i] + (p0 ? ee * ff : 0);
+        }
     }
     return MS_OK;
+}
+
+static int s_mul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
+{
+    return beaver(e, z, x, y, DOM_ARITH);
 }
 
 static int s_square(eng *e, mpc_val *z, const mpc_val *x)
@@ -211,42 +239,7 @@ static int s_square(eng *e, mpc_val *z, const mpc_val *x)
 
 static int s_and(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
 {
-    s2k *s = S(e);
-    size_t n = x->n;
-    int rc = want(s, x, DOM_BOOL, "and_bb");
-    if (!rc && y->n != n)
-        rc = mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k and_bb: %zu & %zu elements", n, y->n);
-    uint64_t *a = mpc_tmp(&s->c, 1, n), *b = mpc_tmp(&s->c, 2, n), *c = mpc_tmp(&s->c, 3, n);
-    uint64_t *snd = mpc_tmp(&s->c, 4, 2 * n), *rcv = mpc_tmp(&s->c, 5, 2 * n);
-    if (rc || !a || !b || !c || !snd || !rcv)
-        return rc ? rc : MS_ERR_NOMEM;
-    if (is_dealer(s)) { /* COST: and_bb offline: 8n dealer→P1 */
-        uint64_t *a1 = snd, *b1 = snd + n;
-        mpc_prg_u64(&s->dcorr[0], a, n);
-        mpc_prg_u64(&s->dcorr[0], b, n);
-        mpc_prg_u64(&s->dcorr[0], c, n);
-        mpc_prg_u64(&s->dcorr[1], a1, n);
-        mpc_prg_u64(&s->dcorr[1], b1, n);
-        for (size_t i = 0; i < n; i++)
-            c[i] = ((a[i] ^ a1[i]) & (b[i] ^ b1[i])) ^ c[i];
-        return dealer_done(s, z, n, DOM_BOOL, c, n);
-    }
-    mpc_prg_u64(&s->corr, a, n);
-    mpc_prg_u64(&s->corr, b, n);
-    for (size_t i = 0; i < n; i++) {
-        snd[i] = x->s[0][i] ^ a[i];
-        snd[n + i] = y->s[0][i] ^ b[i];
-    }
-    /* COST: SPU semi2k and_bb: 1 round, 16n each way */
-    if ((rc = x2(s, snd, 16 * n, rcv, 16 * n)) || (rc = corr_last(s, c, n)) ||
-        (rc = mpc_ensure(&s->c, z, n, DOM_BOOL)))
-        return rc;
-    uint64_t p0 = s->c.party == 0 ? ~0ull : 0;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t ee = snd[i] ^ rcv[i], ff = snd[n + i] ^ rcv[n + i];
-        z->s[0][i] = c[i] ^ (ee & b[i]) ^ (ff & a[i]) ^ (ee & ff & p0);
-    }
-    return MS_OK;
+    return beaver(e, z, x, y, DOM_BOOL);
 }
 
 /* ---------------------------------------------------------------- matmul with beaver cache */
@@ -522,15 +515,6 @@ static int from_dealer_bytes(s2k *s, void *buf, size_t len)
     return mpc_net_recv_offline(s->c.net, s->dealer_node, buf, len, &s->c.err);
 }
 
-/* A byte buffer of len (zeroed) in scratch slot k. */
-static uint8_t *tmp_bytes(s2k *s, int k, size_t len)
-{
-    uint64_t *w = mpc_tmp(&s->c, k, len / 8 + 1);
-    if (w)
-        memset(w, 0, (len / 8 + 1) * 8);
-    return (uint8_t *)w;
-}
-
 /* Beaver AND on the bits of mask with packed messages (PRIMITIVES.md and_bits).
  * priv: x is P0's own word (P1's share 0), y P1's own; the triple is a at P0, b at P1,
  * c = a & b shared; P0 opens D = x ^ a, P1 opens E = y ^ b; z0 = D&E ^ a&E ^ c0,
@@ -546,7 +530,7 @@ static int s_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, ui
         rc = mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k and_bits: %zu & %zu elements", n, y->n);
     size_t B = mpc_packed_bytes(n, pc), msg = priv ? B : mpc_packed_bytes(n, 2 * pc);
     uint64_t *a = mpc_tmp(&s->c, 1, n), *b = mpc_tmp(&s->c, 2, n), *c = mpc_tmp(&s->c, 3, n);
-    uint8_t *snd = tmp_bytes(s, 4, msg), *rcv = tmp_bytes(s, 5, msg);
+    uint8_t *snd = mpc_tmp_bytes(&s->c, 4, msg), *rcv = mpc_tmp_bytes(&s->c, 5, msg);
     if (rc || !a || !b || !c || !snd || !rcv)
         return rc ? rc : MS_ERR_NOMEM;
     if (is_dealer(s)) { /* COST: and_bits offline: n·⌈pc/8⌉ dealer→P1 (c1, packed) */
@@ -596,7 +580,7 @@ static int s_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, ui
             for (size_t i = 0; i < n; i++)
                 z->s[0][i] = ((c[i] & o[i]) ^ (a[i] & o[i]) ^ b[i]) & mask;
         } else {
-            uint8_t *cb = tmp_bytes(s, 4, B);
+            uint8_t *cb = mpc_tmp_bytes(&s->c, 4, B);
             pos = 0;
             if (!cb || (rc = from_dealer_bytes(s, cb, B)))
                 return cb ? rc : MS_ERR_NOMEM;
@@ -635,7 +619,7 @@ static int s_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, ui
     if (p0) {
         mpc_prg_u64(&s->corr, c, n);
     } else {
-        uint8_t *cb = tmp_bytes(s, 4, B);
+        uint8_t *cb = mpc_tmp_bytes(&s->c, 4, B);
         pos = 0;
         if (!cb || (rc = from_dealer_bytes(s, cb, B)))
             return cb ? rc : MS_ERR_NOMEM;
@@ -673,7 +657,7 @@ static int s_b2a_bit(eng *e, mpc_val *z, const mpc_val *x)
     size_t n = x->n, B = mpc_packed_bytes(n, 1), pos = 0;
     int rc = want(s, x, DOM_BOOL, "b2a_bit");
     uint64_t *rb = mpc_tmp(&s->c, 1, n), *ra = mpc_tmp(&s->c, 2, n), *cw = mpc_tmp(&s->c, 3, n);
-    uint8_t *snd = tmp_bytes(s, 4, B), *rcv = tmp_bytes(s, 5, B);
+    uint8_t *snd = mpc_tmp_bytes(&s->c, 4, B), *rcv = mpc_tmp_bytes(&s->c, 5, B);
     if (rc || !rb || !ra || !cw || !snd || !rcv)
         return rc ? rc : MS_ERR_NOMEM;
     if (is_dealer(s)) { /* COST: b2a_bit offline: 8n dealer→P1 (arithmetic share of r) */
@@ -718,30 +702,6 @@ static int s_bool_components(eng *e, mpc_val comps[3], int *nc, const mpc_val *x
     return MS_OK;
 }
 
-/* The permutation of each run of seg elements drawn from M words (Fisher–Yates, word r+i for
- * step i of the run starting at r); the same words give the same permutation at every node
- * that holds them. Its modulo bias is below M/2^64. */
-static void perm_from(uint32_t *pi, const uint64_t *w, size_t M, size_t seg)
-{
-    for (size_t r = 0; r < M; r += seg) {
-        for (size_t i = 0; i < seg; i++)
-            pi[r + i] = (uint32_t)(r + i);
-        for (size_t i = seg - 1; i > 0; i--) {
-            size_t j = w[r + i] % (i + 1);
-            uint32_t t = pi[r + i];
-            pi[r + i] = pi[r + j], pi[r + j] = t;
-        }
-    }
-}
-
-/* out[p·M + i] = v[p·M + π(i)] over the parts (out must not alias v). */
-static void perm_apply(uint64_t *out, const uint64_t *v, const uint32_t *pi, size_t M, size_t parts)
-{
-    for (size_t p = 0; p < parts; p++)
-        for (size_t i = 0; i < M; i++)
-            out[p * M + i] = v[p * M + pi[i]];
-}
-
 /* Shuffle (eng.h), SPU semi2k PermAM: π = π1∘π0, π_o drawn by P_o from the seed it shares
  * with the dealer. Round o applies π_o with the dealer's pair: A = A0 + A1 and C0 from the
  * seeds, C1 = π_o(A) − C0 sent to P1; the other party sends P_o its share of x − A, P_o
@@ -776,8 +736,8 @@ static int s_shuffle(eng *e, mpc_val *z, const mpc_val *x, size_t seg, size_t pa
                 mpc_prg_u64(&s->dcorr[1], w, M);
             for (size_t i = 0; i < n; i++)
                 A[i] += A1[i];
-            perm_from(pi, w, M, seg);
-            perm_apply(r, A, pi, M, parts);
+            mpc_perm_from(pi, w, M, seg);
+            mpc_perm_apply(r, A, pi, M, parts);
             for (size_t i = 0; i < n; i++)
                 r[i] -= C[i];
             rc = to_p1(s, r, n);
@@ -800,8 +760,8 @@ static int s_shuffle(eng *e, mpc_val *z, const mpc_val *x, size_t seg, size_t pa
         if (own) {
             for (size_t i = 0; i < n; i++)
                 t[i] += r[i];
-            perm_from(pi, w, M, seg);
-            perm_apply(cur, t, pi, M, parts);
+            mpc_perm_from(pi, w, M, seg);
+            mpc_perm_apply(cur, t, pi, M, parts);
             for (size_t i = 0; i < n; i++)
                 cur[i] += C[i];
         } else {

@@ -149,7 +149,8 @@ static void key_path(char *buf, size_t len, const char *dir, int i, const char *
         snprintf(buf, len, "%s/node%d.%s", dir, i, ext);
 }
 
-void mpc_tls_remove_keys(const char *dir, int n_nodes)
+/* Removes the CA certificate and the first n_nodes nodes' certificates and keys. */
+static void unlink_keys(const char *dir, int n_nodes)
 {
     char p[4200];
     key_path(p, sizeof p, dir, -1, NULL);
@@ -160,6 +161,11 @@ void mpc_tls_remove_keys(const char *dir, int n_nodes)
         key_path(p, sizeof p, dir, i, "key");
         unlink(p);
     }
+}
+
+void mpc_tls_remove_keys(const char *dir, int n_nodes)
+{
+    unlink_keys(dir, n_nodes);
     rmdir(dir);
 }
 
@@ -208,16 +214,8 @@ int mpc_tls_make_keys(const char *dir, int n_nodes, errbuf *e)
     }
     X509_free(ca);
     EVP_PKEY_free(ca_key); /* the CA's key dies here: nobody can sign another node later */
-    if (rc) {
-        key_path(p, sizeof p, dir, -1, NULL);
-        unlink(p);
-        for (int i = 0; i < done; i++) {
-            key_path(p, sizeof p, dir, i, "pem");
-            unlink(p);
-            key_path(p, sizeof p, dir, i, "key");
-            unlink(p);
-        }
-    }
+    if (rc)
+        unlink_keys(dir, done);
     ERR_clear_error();
     return rc;
 }

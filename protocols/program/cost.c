@@ -156,6 +156,23 @@ int proto_cost_program_tape(const proto *pr, const proto_cfg *cfg, const op_prog
 
 /* ---- shared cost-engine machinery -------------------------------------------------------- */
 
+void cost_defaults_fm64(proto_cfg *c, const char *name)
+{
+    memset(c, 0, sizeof *c);
+    strcpy(c->name, name); /* "semi2k" | "aby3": fits name[32] */
+    c->ring_bits = 64;        /* SPU FM64 */
+    c->frac_bits = 18;        /* SPU fxp_fraction_bits for FM64 */
+    c->exp_iters = 8;         /* SPU fxp_exp_iters (PUMA runs use 5) */
+    c->recip_iters = 2;       /* SPU fxp_div_goldschmidt_iters */
+    c->rsqrt_iters = 2;       /* Newton steps after a quadratic start (kern.c) */
+    c->softmax_clip = -14.0;  /* PUMA hack_softmax / BumbleBee */
+    strcpy(c->approx, "puma");
+    strcpy(c->msb, "packed"); /* SPU msb_a2b packs its carry tree too */
+    strcpy(c->topk, "network");
+    strcpy(c->exp, "pow2");          /* range reduction: 2^-k from the bits */
+    strcpy(c->normalize, "bitdec"); /* SPU f_reciprocal / MP-SPDZ Norm: one bit decomposition */
+}
+
 int cost_engine_new(const proto *pr, const proto_cfg *cfg, cost_log *log, const eng_vt *vt,
                     int comps, eng **out)
 {

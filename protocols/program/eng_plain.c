@@ -81,7 +81,14 @@ static void p_release(eng *e, mpc_val *v)
     v->n = 0;
 }
 
-static int p_add(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
+/* z = x + y (XOR on boolean words), or x − y when sub (in the ring in either domain, as the
+ * kernels use it), on the plain word and on every component. */
+static uint64_t add_or_sub(int dom, int sub, uint64_t a, uint64_t b)
+{
+    return sub ? a - b : dom == DOM_BOOL ? a ^ b : a + b;
+}
+
+static int add_sub(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, int sub)
 {
     count(e, PRIM_LOCAL);
     if (x->n != y->n)
@@ -90,25 +97,20 @@ static int p_add(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
     if (rc)
         return rc;
     for (size_t i = 0; i < x->n; i++)
-        z->s[0][i] = x->dom == DOM_BOOL ? x->s[0][i] ^ y->s[0][i] : x->s[0][i] + y->s[0][i];
+        z->s[0][i] = add_or_sub(x->dom, sub, x->s[0][i], y->s[0][i]);
     for (size_t i = 0; i < x->n * (size_t)ncomp(e); i++)
-        z->s[1][i] = x->dom == DOM_BOOL ? x->s[1][i] ^ y->s[1][i] : x->s[1][i] + y->s[1][i];
+        z->s[1][i] = add_or_sub(x->dom, sub, x->s[1][i], y->s[1][i]);
     return MS_OK;
+}
+
+static int p_add(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
+{
+    return add_sub(e, z, x, y, 0);
 }
 
 static int p_sub(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
 {
-    count(e, PRIM_LOCAL);
-    if (x->n != y->n)
-        return MS_ERR_INTERNAL;
-    int rc = ensure(z, x->n, x->dom);
-    if (rc)
-        return rc;
-    for (size_t i = 0; i < x->n; i++)
-        z->s[0][i] = x->s[0][i] - y->s[0][i];
-    for (size_t i = 0; i < x->n * (size_t)ncomp(e); i++)
-        z->s[1][i] = x->s[1][i] - y->s[1][i];
-    return MS_OK;
+    return add_sub(e, z, x, y, 1);
 }
 
 static int p_add_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *c, size_t nc)
@@ -228,30 +230,35 @@ static int p_open(eng *e, uint64_t *out, const mpc_val *x, int to)
     return MS_OK;
 }
 
-static int p_mul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
+/* z = x · y (DOM_ARITH) or x & y & mask (DOM_BOOL), counted as prim: mul, square, and_bb
+ * and and_bits alike in the clear. */
+static int elementwise(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, int prim, int dom,
+                       uint64_t mask)
 {
-    count(e, PRIM_MUL);
+    count(e, prim);
     if (x->n != y->n)
         return MS_ERR_INTERNAL;
-    int rc = ensure(z, x->n, DOM_ARITH);
+    int rc = ensure(z, x->n, dom);
     if (rc)
         return rc;
-    for (size_t i = 0; i < x->n; i++)
-        z->s[0][i] = x->s[0][i] * y->s[0][i];
+    if (dom == DOM_BOOL)
+        for (size_t i = 0; i < x->n; i++)
+            z->s[0][i] = x->s[0][i] & y->s[0][i] & mask;
+    else
+        for (size_t i = 0; i < x->n; i++)
+            z->s[0][i] = x->s[0][i] * y->s[0][i];
     fresh(e, z);
     return MS_OK;
 }
 
+static int p_mul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
+{
+    return elementwise(e, z, x, y, PRIM_MUL, DOM_ARITH, 0);
+}
+
 static int p_square(eng *e, mpc_val *z, const mpc_val *x)
 {
-    count(e, PRIM_SQUARE);
-    int rc = ensure(z, x->n, DOM_ARITH);
-    if (rc)
-        return rc;
-    for (size_t i = 0; i < x->n; i++)
-        z->s[0][i] = x->s[0][i] * x->s[0][i];
-    fresh(e, z);
-    return MS_OK;
+    return elementwise(e, z, x, x, PRIM_SQUARE, DOM_ARITH, 0);
 }
 
 static int p_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint32_t batch,
@@ -289,16 +296,7 @@ static int p_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint
 
 static int p_and(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
 {
-    count(e, PRIM_AND);
-    if (x->n != y->n)
-        return MS_ERR_INTERNAL;
-    int rc = ensure(z, x->n, DOM_BOOL);
-    if (rc)
-        return rc;
-    for (size_t i = 0; i < x->n; i++)
-        z->s[0][i] = x->s[0][i] & y->s[0][i];
-    fresh(e, z);
-    return MS_OK;
+    return elementwise(e, z, x, y, PRIM_AND, DOM_BOOL, ~0ull);
 }
 
 static int p_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
@@ -340,16 +338,7 @@ static int p_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, ui
                       int priv)
 {
     (void)priv;
-    count(e, PRIM_ANDBITS);
-    if (x->n != y->n)
-        return MS_ERR_INTERNAL;
-    int rc = ensure(z, x->n, DOM_BOOL);
-    if (rc)
-        return rc;
-    for (size_t i = 0; i < x->n; i++)
-        z->s[0][i] = x->s[0][i] & y->s[0][i] & mask;
-    fresh(e, z);
-    return MS_OK;
+    return elementwise(e, z, x, y, PRIM_ANDBITS, DOM_BOOL, mask);
 }
 
 /* The words a protocol's bool_pair makes: the sum of all components but the last, and the

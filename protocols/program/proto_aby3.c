@@ -1,29 +1,16 @@
 /* proto_aby3.c — 3PC replicated secret sharing over Z_2^64, semi-honest honest majority
  * (ABY3, SPU ABY3): defaults and the cost engine. Party i holds (x_i, x_{i+1}); a
  * reshare sends one element on each link i → i−1 (PRIMITIVES.md §aby3). No dealer. */
-#include <string.h>
 
 #include "proto_cost.h"
 
 static void aby3_defaults(proto_cfg *c)
 {
-    memset(c, 0, sizeof *c);
-    strcpy(c->name, "aby3");
-    c->ring_bits = 64;        /* SPU FM64 */
-    c->frac_bits = 18;        /* SPU fxp_fraction_bits for FM64 */
-    c->exp_iters = 8;         /* SPU fxp_exp_iters (PUMA runs use 5) */
-    c->recip_iters = 2;       /* SPU fxp_div_goldschmidt_iters */
-    c->rsqrt_iters = 2;       /* Newton steps after a quadratic start (kern.c) */
-    c->softmax_clip = -14.0;  /* PUMA hack_softmax */
+    cost_defaults_fm64(c, "aby3");
     c->beaver_cache = 0;      /* no Beaver triples in replicated sharing */
     c->trunc_local = 0;       /* trunc: pair — exact for |x| < 2^62, as SPU's default (its
                                * trunc_allow_msb_error is off: aby3 TruncAPr); 1 = ABY3 Share
                                * Truncation I, 1 round, fails with probability |x|/2^64 */
-    strcpy(c->approx, "puma");
-    strcpy(c->msb, "packed"); /* SPU msb_a2b packs its carry tree too */
-    strcpy(c->topk, "network");
-    strcpy(c->exp, "pow2");          /* range reduction: 2^-k from the bits */
-    strcpy(c->normalize, "bitdec"); /* SPU f_reciprocal / MP-SPDZ Norm: one bit decomposition */
 }
 
 /* One element per secret element on each link i → i−1 (P_i sends to P_{i−1}). */
@@ -42,16 +29,11 @@ static void work3(cost_round *r, double elem, double prg)
     }
 }
 
-#define PUSH(prim)                                  \
-    cost_round *r = cost_push(e, (prim), 1);        \
-    if (!r)                                         \
-        return MS_ERR_NOMEM
-
 static int a3_input(eng *e, mpc_val *z, int owner, const uint64_t *plain)
 {
     uint64_t n = z->n;
     int o = (owner >= 0 && owner < 3) ? owner : 0;
-    PUSH(PRIM_INPUT);
+    COST_PUSH(PRIM_INPUT);
     /* COST: ABY3 §2.2: owner sends two components (16n bytes) to each other party */
     r->bytes[o][(o + 1) % 3] = 16 * n;
     r->bytes[o][(o + 2) % 3] = 16 * n;
@@ -64,7 +46,7 @@ static int a3_input(eng *e, mpc_val *z, int owner, const uint64_t *plain)
 static int a3_open(eng *e, uint64_t *out, const mpc_val *x, int to)
 {
     uint64_t n = x->n;
-    PUSH(PRIM_OPEN);
+    COST_PUSH(PRIM_OPEN);
     if (to < 0 || to > 2) {
         ring_links(r, 8 * n); /* COST: SPU aby3 a2p: K bits: P_i sends x_{i+1} to P_{i-1} */
         work3(r, 2.0 * n, 0);
@@ -78,7 +60,7 @@ static int a3_open(eng *e, uint64_t *out, const mpc_val *x, int to)
 static int a3_mul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
 {
     uint64_t n = x->n;
-    PUSH(PRIM_MUL);
+    COST_PUSH(PRIM_MUL);
     ring_links(r, 8 * n); /* COST: SPU aby3 mul_aa: K bits: reshare z_i */
     work3(r, 5.0 * n, 16.0 * n);
     z->n = n;
@@ -89,7 +71,7 @@ static int a3_mul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
 static int a3_square(eng *e, mpc_val *z, const mpc_val *x)
 {
     uint64_t n = x->n;
-    PUSH(PRIM_SQUARE);
+    COST_PUSH(PRIM_SQUARE);
     ring_links(r, 8 * n); /* COST: as mul_aa (PRIMITIVES.md) */
     work3(r, 4.0 * n, 16.0 * n);
     z->n = n;
@@ -101,7 +83,7 @@ static int a3_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uin
                      uint32_t m, uint32_t k, uint32_t n, uint32_t flags, uint32_t y_id)
 {
     uint64_t mn = (uint64_t)batch * m * n;
-    PUSH(PRIM_MATMUL);
+    COST_PUSH(PRIM_MATMUL);
     ring_links(r, 8 * mn); /* COST: SPU aby3 mmul_aa: K*m*n bits, reshare the product */
     double macs = (double)batch * m * k * n;
     for (int p = 0; p < 3; p++)
@@ -115,7 +97,7 @@ static int a3_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uin
 static int a3_and(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
 {
     uint64_t n = x->n;
-    PUSH(PRIM_AND);
+    COST_PUSH(PRIM_AND);
     ring_links(r, 8 * n); /* COST: SPU aby3 and_bb: K bits per word */
     work3(r, 5.0 * n, 16.0 * n);
     z->n = n;
@@ -129,7 +111,7 @@ static int a3_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
     z->n = n;
     z->dom = DOM_ARITH;
     if (e->cfg.trunc_local) {
-        PUSH(PRIM_TRUNC);
+        COST_PUSH(PRIM_TRUNC);
         r->bytes[0][2] = 8 * n; /* COST: ABY3 §5.1.1 Share Truncation I: P0 sends y0 to P2 */
         work3(r, 3.0 * n, 8.0 * n);
         return MS_OK;
@@ -140,12 +122,12 @@ static int a3_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
      * round 2 P0 and P1 each send P2 one masked component of the result (8n each): 43n in
      * all at bits = 18 */
     {
-        PUSH(PRIM_TRUNC);
+        COST_PUSH(PRIM_TRUNC);
         r->bytes[0][1] = r->bytes[1][0] = 8 * n;
         r->bytes[2][1] = 8 * n + cost_packed(n, bits + 1);
         work3(r, 5.0 * n, 24.0 * n);
     }
-    PUSH(PRIM_TRUNC);
+    COST_PUSH(PRIM_TRUNC);
     r->bytes[0][2] = r->bytes[1][2] = 8 * n;
     work3(r, 2.0 * n, 16.0 * n);
     return MS_OK;
@@ -157,7 +139,7 @@ static int a3_b2a(eng *e, mpc_val *z, const mpc_val *x)
     /* COST: b = b0^b1^b2 as d = b0+b1-2b0b1, b = d+b2-2d·b2: two multiplications, 2 rounds
      * of K bits per link (PRIMITIVES.md; SPU aby3 B2AByOT also takes 2 rounds) */
     for (int i = 0; i < 2; i++) {
-        PUSH(PRIM_B2A);
+        COST_PUSH(PRIM_B2A);
         ring_links(r, 8 * n);
         work3(r, 5.0 * n, 16.0 * n);
     }
@@ -172,7 +154,7 @@ static int a3_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, u
 {
     uint64_t n = x->n;
     (void)priv;
-    PUSH(PRIM_ANDBITS);
+    COST_PUSH(PRIM_ANDBITS);
     ring_links(r, cost_packed(n, __builtin_popcountll(mask))); /* COST: SPU msb_a2b packing */
     work3(r, 5.0 * n, 16.0 * n);
     z->n = n;
@@ -185,7 +167,7 @@ static int a3_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, u
 static int a3_bool_pair(eng *e, mpc_val *a, mpc_val *b, const mpc_val *x, int bits)
 {
     uint64_t n = x->n;
-    PUSH(PRIM_PAIR);
+    COST_PUSH(PRIM_PAIR);
     r->bytes[0][2] = cost_packed(n, bits);
     work3(r, 3.0 * n, 8.0 * n);
     a->n = b->n = n;
@@ -200,12 +182,12 @@ static int a3_b2a_bit(eng *e, mpc_val *z, const mpc_val *x)
 {
     uint64_t n = x->n;
     {
-        PUSH(PRIM_B2ABIT);
+        COST_PUSH(PRIM_B2ABIT);
         r->bytes[0][1] = r->bytes[1][0] = cost_packed(n, 1);
         r->bytes[2][1] = 8 * n;
         work3(r, 3.0 * n, 16.0 * n);
     }
-    PUSH(PRIM_B2ABIT);
+    COST_PUSH(PRIM_B2ABIT);
     r->bytes[0][2] = r->bytes[1][2] = 8 * n;
     work3(r, 2.0 * n, 16.0 * n);
     z->n = n;
@@ -221,13 +203,13 @@ static int a3_shuffle(eng *e, mpc_val *z, const mpc_val *x, size_t seg, size_t p
      * and P2 sends P1 its masked π0 share (8n each); round 2: P1 and P2 exchange their masked
      * π2 outputs for the 2-out-of-3 reshare (8n each way) (PRIMITIVES.md). */
     {
-        PUSH(PRIM_SHUFFLE);
+        COST_PUSH(PRIM_SHUFFLE);
         r->bytes[0][2] = 8 * n;
         r->bytes[2][1] = 8 * n;
         work3(r, 3.0 * n, 16.0 * n);
     }
     {
-        PUSH(PRIM_SHUFFLE);
+        COST_PUSH(PRIM_SHUFFLE);
         r->bytes[1][2] = 8 * n;
         r->bytes[2][1] = 8 * n;
         work3(r, 3.0 * n, 8.0 * n);
@@ -239,15 +221,7 @@ static int a3_shuffle(eng *e, mpc_val *z, const mpc_val *x, size_t seg, size_t p
 }
 
 static const eng_vt aby3_cost_vt = {
-    .alloc = cost_alloc,
-    .release = cost_release,
-    .add = cost_add,
-    .sub = cost_sub,
-    .add_pub = cost_add_pub,
-    .mul_pub = cost_mul_pub,
-    .shift = cost_shift,
-    .bool_components = cost_bool_components,
-    .permute = cost_permute,
+    COST_LOCAL_VT,
     .input = a3_input,
     .open = a3_open,
     .mul = a3_mul,
@@ -260,7 +234,6 @@ static const eng_vt aby3_cost_vt = {
     .bool_pair = a3_bool_pair,
     .b2a_bit = a3_b2a_bit,
     .shuffle = a3_shuffle,
-    .sync_public = cost_sync_public,
 };
 
 static int aby3_cost_engine(const proto_cfg *cfg, cost_log *log, eng **out)

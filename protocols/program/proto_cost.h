@@ -19,7 +19,7 @@ typedef struct cost_impl {
 } cost_impl;
 
 /* Creates a cost engine for pr with the given table (communicating primitives filled in by
- * the protocol, local ones by cost_local_vt). */
+ * the protocol, local ones by COST_LOCAL_VT). */
 int cost_engine_new(const proto *pr, const proto_cfg *cfg, cost_log *log, const eng_vt *vt,
                     int comps, eng **out);
 /* Appends a round for primitive prim attributed to e->cur_op; NULL on OOM. */
@@ -39,6 +39,31 @@ int cost_shift(eng *e, mpc_val *z, const mpc_val *x, int s);
 int cost_bool_components(eng *e, mpc_val comps[3], int *nc, const mpc_val *x);
 int cost_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size_t n);
 int cost_sync_public(eng *e, uint64_t *v);
+
+/* The local rows of a cost engine's eng_vt, the same for every protocol: put first in the
+ * table's initialiser, the protocol's communicating primitives after them. */
+#define COST_LOCAL_VT                            \
+    .alloc = cost_alloc,                         \
+    .release = cost_release,                     \
+    .add = cost_add,                             \
+    .sub = cost_sub,                             \
+    .add_pub = cost_add_pub,                     \
+    .mul_pub = cost_mul_pub,                     \
+    .shift = cost_shift,                         \
+    .bool_components = cost_bool_components,     \
+    .permute = cost_permute,                     \
+    .sync_public = cost_sync_public
+
+/* Declares `r`, the next round of primitive prim, in a primitive returning int; returns
+ * MS_ERR_NOMEM from it when the log cannot grow. */
+#define COST_PUSH(prim)                             \
+    cost_round *r = cost_push(e, (prim), 1);        \
+    if (!r)                                         \
+        return MS_ERR_NOMEM
+
+/* The settings both protocols share (SPU's FM64 fixed point, PUMA's approximations); the
+ * protocol sets its own name and its sharing-specific fields after this. */
+void cost_defaults_fm64(proto_cfg *c, const char *name);
 
 /* Bytes of a message of n elements of `bits` packed bits each, every element padded to a whole
  * byte: n·⌈bits/8⌉ (linear in n, as the cost tape's replay needs: proto.h). */

@@ -2,27 +2,14 @@
  * CrypTen-TTP style): defaults and the cost engine. Every communicating primitive appends one
  * cost_round per round with the exact message pattern of PRIMITIVES.md §semi2k; offline bytes
  * are the dealer's corrections, all sent to P1 (P0 derives its correlated values from a seed). */
-#include <string.h>
 
 #include "proto_cost.h"
 
 static void semi2k_defaults(proto_cfg *c)
 {
-    memset(c, 0, sizeof *c);
-    strcpy(c->name, "semi2k");
-    c->ring_bits = 64;        /* SPU FM64 */
-    c->frac_bits = 18;        /* SPU fxp_fraction_bits for FM64 */
-    c->exp_iters = 8;         /* SPU fxp_exp_iters (PUMA runs use 5) */
-    c->recip_iters = 2;       /* SPU fxp_div_goldschmidt_iters */
-    c->rsqrt_iters = 2;       /* Newton steps after a quadratic start (kern.c) */
-    c->softmax_clip = -14.0;  /* PUMA hack_softmax / BumbleBee */
+    cost_defaults_fm64(c, "semi2k");
     c->beaver_cache = 1;      /* SPU semi2k BeaverCacheKernel */
     c->trunc_local = 0;       /* SPU 2PC default is a 1-round probabilistic truncation */
-    strcpy(c->approx, "puma");
-    strcpy(c->msb, "packed"); /* SPU msb_a2b packs its carry tree too */
-    strcpy(c->topk, "network");
-    strcpy(c->exp, "pow2");          /* range reduction: 2^-k from the bits */
-    strcpy(c->normalize, "bitdec"); /* SPU f_reciprocal / MP-SPDZ Norm: one bit decomposition */
 }
 
 static void both(cost_round *r, uint64_t b)
@@ -39,15 +26,10 @@ static void work2(cost_round *r, double e0, double e1, double prg0, double prg1)
     r->work[1][WK_PRG] += prg1;
 }
 
-#define PUSH(prim)                                  \
-    cost_round *r = cost_push(e, (prim), 1);        \
-    if (!r)                                         \
-        return MS_ERR_NOMEM
-
 static int s2_input(eng *e, mpc_val *z, int owner, const uint64_t *plain)
 {
     size_t n = z->n;
-    PUSH(PRIM_INPUT);
+    COST_PUSH(PRIM_INPUT);
     int o = owner == 1 ? 1 : 0;
     /* COST: SPU make_shares: owner sends x - r, 8n bytes, 1 round (PRIMITIVES.md) */
     r->bytes[o][1 - o] = 8 * (uint64_t)n;
@@ -60,7 +42,7 @@ static int s2_input(eng *e, mpc_val *z, int owner, const uint64_t *plain)
 static int s2_open(eng *e, uint64_t *out, const mpc_val *x, int to)
 {
     uint64_t n = x->n;
-    PUSH(PRIM_OPEN);
+    COST_PUSH(PRIM_OPEN);
     if (to < 0 || to > 1) {
         both(r, 8 * n); /* COST: SPU semi2k a2p: K(N-1) bits = 8n bytes each way */
         work2(r, (double)n, (double)n, 0, 0);
@@ -74,7 +56,7 @@ static int s2_open(eng *e, uint64_t *out, const mpc_val *x, int to)
 static int s2_mul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
 {
     uint64_t n = x->n;
-    PUSH(PRIM_MUL);
+    COST_PUSH(PRIM_MUL);
     both(r, 16 * n);       /* COST: SPU semi2k mul_aa: K*2*(N-1) bits: (x-a, y-b) */
     r->offline[1] = 8 * n; /* COST: dealer sends P1 the correction c1 = ab - c0 */
     work2(r, 6.0 * n, 5.0 * n, 24.0 * n, 16.0 * n);
@@ -86,7 +68,7 @@ static int s2_mul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
 static int s2_square(eng *e, mpc_val *z, const mpc_val *x)
 {
     uint64_t n = x->n;
-    PUSH(PRIM_SQUARE);
+    COST_PUSH(PRIM_SQUARE);
     both(r, 8 * n);        /* COST: SPU semi2k square: K(N-1) bits: x - a */
     r->offline[1] = 8 * n; /* COST: dealer correction for a^2 */
     work2(r, 4.0 * n, 3.0 * n, 16.0 * n, 8.0 * n);
@@ -100,7 +82,7 @@ static int s2_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uin
 {
     uint64_t b = batch, mk = (uint64_t)m * k, mn = (uint64_t)m * n;
     int cached = (flags & OPF_FIXED_B) && e->cfg.beaver_cache;
-    PUSH(PRIM_MATMUL);
+    COST_PUSH(PRIM_MATMUL);
     /* a right operand shared by several instances (op.h, GQA) is masked and opened once per
      * distinct instance: y->n = b_y·kn (PRIMITIVES.md: 8(b·mk + b_y·kn)) */
     if (cached)
@@ -121,7 +103,7 @@ static int s2_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uin
 static int s2_and(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
 {
     uint64_t n = x->n;
-    PUSH(PRIM_AND);
+    COST_PUSH(PRIM_AND);
     both(r, 16 * n);       /* COST: SPU semi2k and_bb: K*2*(N-1) bits per word */
     r->offline[1] = 8 * n; /* COST: dealer correction of the boolean triple */
     work2(r, 6.0 * n, 5.0 * n, 24.0 * n, 16.0 * n);
@@ -137,7 +119,7 @@ static int s2_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
     z->dom = DOM_ARITH;
     if (e->cfg.trunc_local) /* COST: SecureML local truncation: 0 rounds, 0 bytes */
         return cost_local(e, PRIM_TRUNC, (double)n);
-    PUSH(PRIM_TRUNC);
+    COST_PUSH(PRIM_TRUNC);
     both(r, 8 * n);         /* COST: eprint 2020/338 §5.1 TruncPr: open c = x + 2^(l-2) + r */
     r->offline[1] = 16 * n; /* COST: dealer corrections for r and msb(r) / r >> bits */
     work2(r, 4.0 * n, 4.0 * n, 16.0 * n, 0);
@@ -147,7 +129,7 @@ static int s2_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
 static int s2_b2a(eng *e, mpc_val *z, const mpc_val *x)
 {
     uint64_t n = x->n;
-    PUSH(PRIM_B2A);
+    COST_PUSH(PRIM_B2A);
     both(r, 8 * n);        /* COST: SPU semi2k B2A_Randbit: K(N-1) bits per bit: open x ^ r */
     r->offline[1] = 8 * n; /* COST: dealer sends P1 the arithmetic share of r */
     work2(r, 3.0 * n, 3.0 * n, 16.0 * n, 8.0 * n);
@@ -164,7 +146,7 @@ static int s2_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, u
 {
     uint64_t n = x->n;
     int pc = __builtin_popcountll(mask);
-    PUSH(PRIM_ANDBITS);
+    COST_PUSH(PRIM_ANDBITS);
     both(r, cost_packed(n, priv ? pc : 2 * pc)); /* COST: SPU msb_a2b packs its AND words */
     r->offline[1] = cost_packed(n, pc);          /* COST: dealer correction c1, packed */
     work2(r, 6.0 * n, 5.0 * n, 24.0 * n, 16.0 * n);
@@ -188,7 +170,7 @@ static int s2_bool_pair(eng *e, mpc_val *a, mpc_val *b, const mpc_val *x, int bi
 static int s2_b2a_bit(eng *e, mpc_val *z, const mpc_val *x)
 {
     uint64_t n = x->n;
-    PUSH(PRIM_B2ABIT);
+    COST_PUSH(PRIM_B2ABIT);
     both(r, cost_packed(n, 1));
     r->offline[1] = 8 * n;
     work2(r, 3.0 * n, 3.0 * n, 16.0 * n, 8.0 * n);
@@ -205,7 +187,7 @@ static int s2_shuffle(eng *e, mpc_val *z, const mpc_val *x, size_t seg, size_t p
      * opens x − A to o (8n bytes, one round), the dealer sends P1 its part of π(A) − B (8n
      * offline). Round 1: P0's permutation, round 2: P1's (PRIMITIVES.md). */
     for (int o = 0; o < 2; o++) {
-        PUSH(PRIM_SHUFFLE);
+        COST_PUSH(PRIM_SHUFFLE);
         r->bytes[1 - o][o] = 8 * n;
         r->offline[1] = 8 * n;
         r->work[1 - o][WK_ELEM] += (double)n;
@@ -220,15 +202,7 @@ static int s2_shuffle(eng *e, mpc_val *z, const mpc_val *x, size_t seg, size_t p
 }
 
 static const eng_vt semi2k_cost_vt = {
-    .alloc = cost_alloc,
-    .release = cost_release,
-    .add = cost_add,
-    .sub = cost_sub,
-    .add_pub = cost_add_pub,
-    .mul_pub = cost_mul_pub,
-    .shift = cost_shift,
-    .bool_components = cost_bool_components,
-    .permute = cost_permute,
+    COST_LOCAL_VT,
     .input = s2_input,
     .open = s2_open,
     .mul = s2_mul,
@@ -241,7 +215,6 @@ static const eng_vt semi2k_cost_vt = {
     .bool_pair = s2_bool_pair,
     .b2a_bit = s2_b2a_bit,
     .shuffle = s2_shuffle,
-    .sync_public = cost_sync_public,
 };
 
 static int semi2k_cost_engine(const proto_cfg *cfg, cost_log *log, eng **out)

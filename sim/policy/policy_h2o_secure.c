@@ -230,20 +230,6 @@ static int h2o_sec_update(void *state, eng *e, mpc_net *net, const op_program *p
     return rc;
 }
 
-/* Whether the positions slot[0..R) are exactly the kept set of mask over [0, pos). */
-static int same_set(const uint32_t *slot, uint32_t R, const uint8_t *mask, uint32_t pos)
-{
-    uint32_t cnt = 0;
-    for (uint32_t j = 0; j < pos; j++)
-        cnt += mask[j] != 0;
-    if (cnt != R)
-        return 0;
-    for (uint32_t q = 0; q < R; q++)
-        if (slot[q] >= pos || !mask[slot[q]])
-            return 0;
-    return 1;
-}
-
 /* H2O's plaintext scores as the replay accumulates them: the float model run under the
  * replay's keep masks, each (layer, KV head)'s column sums of its query heads' attention; sc
  * [pos][l][g][j] after position pos (j ≤ pos). */
@@ -256,12 +242,7 @@ typedef struct pscore {
 static int ps_mask(void *ctx, uint32_t layer, uint32_t g, uint32_t pos, uint8_t *mask)
 {
     pscore *c = ctx;
-    const uint8_t *pm = secpol_keep_mask(c->k, pos, layer, g);
-    if (!pm)
-        return 0;
-    memcpy(mask, pm, pos);
-    mask[pos] = 1;
-    return 1;
+    return secpol_keep_attend(c->k, layer, g, pos, mask);
 }
 
 static void ps_layer(void *ctx, const llama_layer_view *v)
@@ -283,16 +264,12 @@ static int plain_scores(const secpol_run *o, const secpol_keep *k, float **out, 
     pscore c = {.k = k, .L = m->n_layers, .Hkv = m->n_kv_heads, .G = m->n_heads / m->n_kv_heads, .n = n};
     c.run = calloc((size_t)c.L * c.Hkv * n, sizeof *c.run);
     c.sc = calloc((size_t)n * c.L * c.Hkv * n, sizeof *c.sc);
-    float *lg = malloc(m->vocab * sizeof *lg);
     llama *pm = NULL;
-    int rc = c.run && c.sc && lg ? MS_OK : err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
-    if (!rc)
-        rc = secpol_load_model(m, "selection audit", &pm, e);
+    int rc = c.run && c.sc ? MS_OK : err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
     llama_hooks hk = {.ctx = &c, .on_layer = ps_layer, .attend_mask = ps_mask};
-    for (uint32_t pos = 0; !rc && pos < n; pos++)
-        rc = llama_forward(pm, o->tokens[pos], pos, &hk, lg);
-    llama_free(pm);
-    free(c.run), free(lg);
+    if (!rc)
+        rc = secpol_audit_forward(o, &hk, &pm, e);
+    free(c.run);
     if (rc) {
         free(c.sc);
         return rc;
@@ -352,6 +329,44 @@ static void sel_err(h2o_sec_audit *out, const uint32_t *cand, const double *sc, 
     }
 }
 
+/* The prompt's heavy set heavy[0..hh) chosen from the candidates cand[0..nc) (secure scores
+ * sc) against the plaintext's prompt selection pm1 (rep: the replay's scores by position). */
+static void sel_prefill(const uint8_t *pm1, const uint32_t *heavy, uint32_t hh, const uint32_t *cand,
+                        const double *sc, uint32_t nc, double tie_bound, const float *rep,
+                        h2o_sec_audit *out)
+{
+    int same = 1;
+    for (uint32_t q = 0; q < hh; q++)
+        same &= heavy[q] < nc && pm1[heavy[q]];
+    uint32_t cnt = 0;
+    for (uint32_t j = 0; j < nc; j++)
+        cnt += pm1[j] != 0;
+    out->prefill_sets++;
+    out->prefill_same += (uint32_t)(same && cnt == hh);
+    /* separation: the lowest chosen score above the highest other */
+    double lo = INFINITY, hi = -INFINITY;
+    for (uint32_t i = 0; i < nc; i++) {
+        int chosen = 0;
+        for (uint32_t q = 0; q < hh; q++)
+            chosen |= heavy[q] == cand[i];
+        if (chosen)
+            lo = sc[i] < lo ? sc[i] : lo;
+        else
+            hi = sc[i] > hi ? sc[i] : hi;
+    }
+    out->separated += lo - hi > tie_bound;
+    out->separated_same += lo - hi > tie_bound && same && cnt == hh;
+    if (!(same && cnt == hh)) { /* the replay's margin between the sets */
+        double mg = 0;
+        for (uint32_t q = 0; q < hh; q++)
+            for (uint32_t j = 0; j < nc; j++)
+                if (pm1[j] && (heavy[q] >= nc || !pm1[heavy[q]]) && heavy[q] < nc &&
+                    (double)rep[j] - (double)rep[heavy[q]] > mg)
+                    mg = (double)rep[j] - (double)rep[heavy[q]];
+        sel_differ(out, mg);
+    }
+}
+
 /* Long: it walks steps × layers × KV heads once, following the secure rows' positions through
  * the public row maps and the opened one-hots, and compares each selection where it happens;
  * two passes, the first for the score error the second classifies near ties with. */
@@ -404,7 +419,7 @@ int h2o_secure_compare(const secpol_run *o, const h2o_shape *cfg, const secpol_o
                 const uint8_t *pm = secpol_keep_mask(plain, pos, l, g);
                 int eq = 1;
                 if (s && pm) {
-                    eq = same_set(sl, R, pm, pos);
+                    eq = secpol_same_set(sl, R, pm, pos);
                     out->kept_sets++;
                     out->kept_same += (uint32_t)eq;
                 }
@@ -437,38 +452,8 @@ int h2o_secure_compare(const secpol_run *o, const h2o_shape *cfg, const secpol_o
                         const uint8_t *pm1 = secpol_keep_mask(plain, pos + n, l, g);
                         const float *rep = ps + (((size_t)(n - 1) * L + l) * Hkv + g) * NT;
                         sel_err(out, cand, sc, nc, rep);
-                        if (pm1) { /* the heavy set against the plaintext's prompt selection */
-                            int same = 1;
-                            for (uint32_t q = 0; q < hh; q++)
-                                same &= heavy[q] < nc && pm1[heavy[q]];
-                            uint32_t cnt = 0;
-                            for (uint32_t j = 0; j < nc; j++)
-                                cnt += pm1[j] != 0;
-                            out->prefill_sets++;
-                            out->prefill_same += (uint32_t)(same && cnt == hh);
-                            /* separation: the lowest chosen score above the highest other */
-                            double lo = INFINITY, hi = -INFINITY;
-                            for (uint32_t i = 0; i < nc; i++) {
-                                int chosen = 0;
-                                for (uint32_t q = 0; q < hh; q++)
-                                    chosen |= heavy[q] == cand[i];
-                                if (chosen)
-                                    lo = sc[i] < lo ? sc[i] : lo;
-                                else
-                                    hi = sc[i] > hi ? sc[i] : hi;
-                            }
-                            out->separated += lo - hi > tie_bound;
-                            out->separated_same += lo - hi > tie_bound && same && cnt == hh;
-                            if (!(same && cnt == hh)) { /* the replay's margin between the sets */
-                                double mg = 0;
-                                for (uint32_t q = 0; q < hh; q++)
-                                    for (uint32_t j = 0; j < nc; j++)
-                                        if (pm1[j] && (heavy[q] >= nc || !pm1[heavy[q]]) && heavy[q] < nc &&
-                                            (double)rep[j] - (double)rep[heavy[q]] > mg)
-                                            mg = (double)rep[j] - (double)rep[heavy[q]];
-                                sel_differ(out, mg);
-                            }
-                        }
+                        if (pm1) /* the heavy set against the plaintext's prompt selection */
+                            sel_prefill(pm1, heavy, hh, cand, sc, nc, tie_bound, rep, out);
                     }
                 }
                 for (uint32_t q = 0; q < Rn; q++)

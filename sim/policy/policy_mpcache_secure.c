@@ -419,12 +419,7 @@ static int ms_mask(void *ctx, uint32_t l, uint32_t g, uint32_t pos, uint8_t *mas
         c->cur_l = l, c->cur_pos = pos;
         ms_scores(c, l, pos);
     }
-    const uint8_t *pm = secpol_keep_mask(c->k, pos, l, g);
-    if (!pm)
-        return 0;
-    memcpy(mask, pm, pos);
-    mask[pos] = 1;
-    return 1;
+    return secpol_keep_attend(c->k, l, g, pos, mask);
 }
 
 static int mpcache_plain_scores(const secpol_run *o, const mpcache_sec *cf, const secpol_keep *k, const uint32_t *pos, uint32_t Nmax,
@@ -436,15 +431,11 @@ static int mpcache_plain_scores(const secpol_run *o, const mpcache_sec *cf, cons
                   .cur_l = UINT32_MAX};
     c->keys = calloc((size_t)m->n_layers * n * m->n_kv_heads * m->head_dim + 1, sizeof *c->keys);
     c->sc = calloc((size_t)n * m->n_layers * m->n_kv_heads * 2 * c->Gmax + 1, sizeof *c->sc);
-    float *lg = malloc(m->vocab * sizeof *lg);
-    int rc = c->keys && c->sc && lg ? MS_OK : err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
-    if (!rc)
-        rc = secpol_load_model(m, "selection audit", &c->pm, e);
+    int rc = c->keys && c->sc ? MS_OK : err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
     llama_hooks hk = {.ctx = c, .on_layer = ms_layer, .attend_mask = ms_mask};
-    for (uint32_t p = 0; !rc && p < n; p++)
-        rc = llama_forward(c->pm, o->tokens[p], p, &hk, lg);
-    llama_free(c->pm);
-    free(lg), free(c->keys);
+    if (!rc)
+        rc = secpol_audit_forward(o, &hk, &c->pm, e);
+    free(c->keys);
     c->keys = NULL;
     return rc;
 }
@@ -485,6 +476,72 @@ static double mpcache_rep_margin(const secpol_run *o, const mscore *c, uint32_t 
     return mg;
 }
 
+/* What one comparison of a kept set needs besides the head: the run, its replay scores, the
+ * layers' K' positions, a scratch set and the differing sets' replay margins (dm). */
+typedef struct ms_audit {
+    const secpol_run *o;
+    const mpcache_shape *sh;
+    const secpol_keep *plain;
+    const mscore *msc;
+    const uint32_t *pos; /* (L, Nmax) */
+    uint32_t Nmax;
+    uint8_t *mine;       /* Nmax */
+    double *dm;
+    mpcache_sec_audit *out;
+} ms_audit;
+
+/* Decode position kv, layer l, KV head g: the secure attended set (clusters c, the opened
+ * values vals of the layer) against the replay's keep mask; v the head's smallest secure
+ * top-k margin. */
+static void ms_audit_head(ms_audit *a, const double *vals, size_t nv, uint32_t l, uint32_t g,
+                          uint32_t kv, const uint8_t *c, double v)
+{
+    const mpcache_shape *sh = a->sh;
+    const mscore *msc = a->msc;
+    mpcache_sec_audit *out = a->out;
+    uint32_t L = a->o->model->n_layers, Hkv = a->o->model->n_kv_heads, Nmax = a->Nmax;
+    int kind = mpcache_layer_kind(sh, l);
+    uint32_t n = sec_n(msc->cf, a->o, l, kv);
+    const uint8_t *pm = secpol_keep_mask(a->plain, kv, l, g);
+    if (!pm)
+        return;
+    const double *ss[2];
+    if (kind == MPCACHE_LAYER_SELECT)
+        mpcache_audit_scores(sh, l, n, vals, nv, g, &ss[0], &ss[1]);
+    /* the secure set by position: K' entry i attended when its cluster is chosen */
+    uint8_t *mine = a->mine;
+    memset(mine, 0, kv + 1);
+    for (uint32_t i = 0; i < n; i++)
+        if (c[i / sh->s2] && a->pos[(size_t)l * Nmax + i] < kv)
+            mine[a->pos[(size_t)l * Nmax + i]] = 1;
+    int same = 1;
+    for (uint32_t j = 0; j < kv; j++)
+        same &= !mine[j] == !pm[j];
+    out->sets++;
+    out->same += (uint32_t)same;
+    uint32_t src = kind == MPCACHE_LAYER_SHARED ? l - 1 : l;
+    const double *rs = msc->sc + ((((size_t)kv * L + src) * Hkv + g) * 2) * msc->Gmax;
+    mpcache_plan pl;
+    mpcache_plan_layer(sh, l, n, &pl);
+    for (int lvl = 0; same && kind == MPCACHE_LAYER_SELECT && lvl < 2; lvl++)
+        for (uint32_t i = 0; ss[lvl] && i < (lvl ? pl.G2 : pl.G1); i++) {
+            double d = fabs(ss[lvl][i] - rs[lvl * msc->Gmax + i]);
+            out->score_err = d > out->score_err ? d : out->score_err;
+        }
+    if (same)
+        return;
+    double rm = mpcache_rep_margin(a->o, msc, kv, src, g);
+    a->dm[out->differ++] = rm;
+    out->rep_margin = rm > out->rep_margin ? rm : out->rep_margin;
+    if (v > out->max_diff_margin)
+        out->max_diff_margin = v;
+    if (kv < out->first_differ) {
+        out->first_differ = kv;
+        out->first_layer = l;
+        out->first_margin = v;
+    }
+}
+
 /* Long: it follows each layer's K' positions (the opened keep bits, then the generated ones)
  * and compares every (position, layer, KV head) where it happens. */
 int mpcache_secure_compare(const secpol_run *o, const mpcache_sec *cf, const secpol_opened *r,
@@ -523,13 +580,16 @@ int mpcache_secure_compare(const secpol_run *o, const mpcache_sec *cf, const sec
     }
     mscore msc;
     double *dm = calloc((size_t)r->n_steps * L * Hkv + 1, sizeof *dm); /* differing sets' replay margins */
+    uint8_t *mine = malloc(Nmax + 1);
     int rc = o->n_gen ? err_set(e, MS_ERR_INPUT, "selection audit: teacher-forced runs only")
-                      : !dm ? err_set(e, MS_ERR_NOMEM, "selection audit: out of memory")
-                            : mpcache_plain_scores(o, cf, plain, pos, Nmax, &msc, e);
+                      : !dm || !mine ? err_set(e, MS_ERR_NOMEM, "selection audit: out of memory")
+                                     : mpcache_plain_scores(o, cf, plain, pos, Nmax, &msc, e);
     if (rc) {
-        free(cl), free(mg), free(pos), free(dm), free(msc.sc);
+        free(cl), free(mg), free(pos), free(dm), free(mine), free(msc.sc);
         return rc;
     }
+    ms_audit a = {.o = o, .sh = sh, .plain = plain, .msc = &msc, .pos = pos, .Nmax = Nmax,
+                  .mine = mine, .dm = dm, .out = out};
     for (uint32_t s = 1; s < r->n_steps; s++) {
         uint32_t kv = secpol_step_of(o, s).kv;
         size_t at = 0;
@@ -548,46 +608,7 @@ int mpcache_secure_compare(const secpol_run *o, const mpcache_sec *cf, const sec
                 double v = mg[l * Hkv + g];
                 if (kind == MPCACHE_LAYER_SELECT && v < out->min_margin)
                     out->min_margin = v;
-                const uint8_t *pm = secpol_keep_mask(plain, kv, l, g);
-                if (!pm)
-                    continue;
-                const double *ss[2];
-                if (kind == MPCACHE_LAYER_SELECT)
-                    mpcache_audit_scores(sh, l, n, r->vals[s] + at, r->n_vals[s] - at, g, &ss[0], &ss[1]);
-                /* the secure set by position: K' entry i attended when its cluster is chosen */
-                uint8_t *mine = calloc(kv + 1, 1);
-                if (!mine)
-                    break;
-                for (uint32_t i = 0; i < n; i++)
-                    if (c[i / sh->s2] && pos[(size_t)l * Nmax + i] < kv)
-                        mine[pos[(size_t)l * Nmax + i]] = 1;
-                int same = 1;
-                for (uint32_t j = 0; j < kv; j++)
-                    same &= !mine[j] == !pm[j];
-                free(mine);
-                out->sets++;
-                out->same += (uint32_t)same;
-                uint32_t src = kind == MPCACHE_LAYER_SHARED ? l - 1 : l;
-                const double *rs = msc.sc + ((((size_t)kv * L + src) * Hkv + g) * 2) * msc.Gmax;
-                mpcache_plan pl;
-                mpcache_plan_layer(sh, l, n, &pl);
-                for (int lvl = 0; same && kind == MPCACHE_LAYER_SELECT && lvl < 2; lvl++)
-                    for (uint32_t i = 0; ss[lvl] && i < (lvl ? pl.G2 : pl.G1); i++) {
-                        double d = fabs(ss[lvl][i] - rs[lvl * msc.Gmax + i]);
-                        out->score_err = d > out->score_err ? d : out->score_err;
-                    }
-                if (!same) {
-                    double rm = mpcache_rep_margin(o, &msc, kv, src, g);
-                    dm[out->differ++] = rm;
-                    out->rep_margin = rm > out->rep_margin ? rm : out->rep_margin;
-                }
-                if (!same && v > out->max_diff_margin)
-                    out->max_diff_margin = v;
-                if (!same && kv < out->first_differ) {
-                    out->first_differ = kv;
-                    out->first_layer = l;
-                    out->first_margin = v;
-                }
+                ms_audit_head(&a, r->vals[s] + at, r->n_vals[s] - at, l, g, kv, c, v);
             }
             at += used;
         }
@@ -600,7 +621,7 @@ int mpcache_secure_compare(const secpol_run *o, const mpcache_sec *cf, const sec
     }
     for (uint32_t i = 0; i < out->differ; i++)
         out->near_ties += dm[i] <= 2 * out->score_err;
-    free(cl), free(mg), free(pos), free(dm), free(msc.sc);
+    free(cl), free(mg), free(pos), free(dm), free(mine), free(msc.sc);
     return MS_OK;
 }
 

@@ -117,3 +117,40 @@ int secpol_load_model(const model_cfg *m, const char *what, llama **out, errbuf 
         return err_set(e, MS_ERR_NOTFOUND, "%s: no weights for %s", what, m->name);
     return llama_load(m, wpath, out, e);
 }
+
+int secpol_audit_forward(const secpol_run *o, const llama_hooks *hk, llama **pm, errbuf *e)
+{
+    const model_cfg *m = o->model;
+    float *lg = malloc(m->vocab * sizeof *lg);
+    int rc = lg ? secpol_load_model(m, "selection audit", pm, e)
+                : err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
+    for (uint32_t pos = 0; !rc && pos < o->n_tokens; pos++)
+        rc = llama_forward(*pm, o->tokens[pos], pos, hk, lg);
+    llama_free(*pm);
+    *pm = NULL;
+    free(lg);
+    return rc;
+}
+
+int secpol_keep_attend(const secpol_keep *k, uint32_t l, uint32_t g, uint32_t pos, uint8_t *mask)
+{
+    const uint8_t *pm = secpol_keep_mask(k, pos, l, g);
+    if (!pm)
+        return 0;
+    memcpy(mask, pm, pos);
+    mask[pos] = 1;
+    return 1;
+}
+
+int secpol_same_set(const uint32_t *slot, uint32_t R, const uint8_t *mask, uint32_t pos)
+{
+    uint32_t cnt = 0;
+    for (uint32_t j = 0; j < pos; j++)
+        cnt += mask[j] != 0;
+    if (cnt != R)
+        return 0;
+    for (uint32_t q = 0; q < R; q++)
+        if (slot[q] >= pos || !mask[slot[q]])
+            return 0;
+    return 1;
+}

@@ -162,6 +162,16 @@ long secpol_find_op(const op_program *p, int kind, uint32_t out);
  * prefix). */
 int secpol_load_model(const model_cfg *m, const char *what, llama **out, errbuf *e);
 
+/* Shared steps of the selection audits (H2O's, MPCache's). The plaintext side: the float
+ * model of o run over o's tokens with hk, *pm set before the first position (hk's callbacks
+ * may use it) and freed after the last (*pm NULL). */
+int secpol_audit_forward(const secpol_run *o, const llama_hooks *hk, llama **pm, errbuf *e);
+/* An attend_mask hook's answer from the replay's keep masks: (l, g)'s kept set at pos, and pos
+ * itself; 0 (no mask) where k has none. */
+int secpol_keep_attend(const secpol_keep *k, uint32_t l, uint32_t g, uint32_t pos, uint8_t *mask);
+/* Whether the distinct positions slot[0..R) are exactly mask's kept set over [0, pos). */
+int secpol_same_set(const uint32_t *slot, uint32_t R, const uint8_t *mask, uint32_t pos);
+
 /* H2O's budgets for a run (heavy_ratio/recent_ratio of the prompt, or absolute sizes), as
  * the policy computes them. */
 int h2o_budgets(const policy_env *env, const policy_args *a, uint32_t *heavy, uint32_t *recent,

@@ -14,6 +14,7 @@
  * splitmix64 streams keyed by (seed, what, layer, head, position), so any key can be
  * regenerated at any time and nothing O(T²) — or even O(T) per layer — is stored. */
 #include "trace_impl.h"
+#include "synth_kern.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -171,13 +172,7 @@ int trace_synth_read_yaml(trace_synth *p, const char *path, errbuf *e)
 
 /* ---- counter-based streams ------------------------------------------------------------ */
 
-static uint64_t mix64(uint64_t z)
-{
-    z += 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+static uint64_t mix64(uint64_t z) { return synth_mix64(z); }
 
 enum { ST_KEY = 1, ST_VAL, ST_HEAVY, ST_COPY, ST_FFN, ST_WO, ST_QUERY };
 
@@ -221,9 +216,6 @@ static void fill_normal(uint64_t *s, float *x, size_t n, double mu, double sd)
 
 int trace_synth_reference_kernel;
 
-/* Keys whose sign words are hashed together before the lookups. */
-#define SYNTH_BLOCK 256
-
 /* Levels of the bridge over positions 0..2^32 (generator 2). */
 #define BRIDGE_LEVELS 32
 
@@ -236,6 +228,7 @@ typedef struct synth_src {
     float *rff;         /* T × 2m: a·(cos ω_i s, sin ω_i s), shared by queries and keys */
     double *loc;        /* T: locality logit a²Σ cos(ω_i Δ)/√d at distance Δ */
     float *signs;       /* dc: one key's content signs (scratch, reference kernel) */
+    float *nib;         /* G × ceil(dc/8) × 32: per byte, the nibble tables of bits 0–3, 4–7 */
     float *tab;         /* G × ceil(dc/8) × 256: per-byte partial content logits */
     float *base;        /* T: one KV head's sink + heavy + locality logits */
     float *locr;        /* T: loc in float, reversed: locr[T − 1 − Δ] = loc[Δ] */
@@ -375,91 +368,14 @@ static int synth_att_row_ref(trace *t, uint32_t layer)
     return 1;
 }
 
-/* e^x for x ≤ 0, four lanes at a time (GCC/Clang vector extensions: SSE2 on x86-64,
- * NEON elsewhere): x = n·ln2 + r with |r| ≤ ln2/2 (n rounded by the 1.5·2²³ trick,
- * Cody–Waite split of ln2), e^r by its degree-7 Taylor polynomial (truncation r⁸/8! < 5.2e-9,
- * under 0.1 float ulp), 2^n put into the exponent bits: within 2 float ulps of expf
- * (tests/check_trace.c). Below ln FLT_MIN = −87.33654, where expf is subnormal, it gives 0. */
-typedef float v4f __attribute__((vector_size(16)));
-typedef int32_t v4i __attribute__((vector_size(16)));
-
-static inline v4f v4f_set(float x) { return (v4f){x, x, x, x}; }
-
-static inline v4f exp_neg4(v4f x)
-{
-    v4i ok = x >= v4f_set(-87.33654f);
-    v4f xc = (v4f)(((v4i)x & ok) | ((v4i)v4f_set(-87.33654f) & ~ok));
-    v4f n = (xc * v4f_set(1.44269504f) + v4f_set(12582912.0f)) - v4f_set(12582912.0f);
-    v4f r = xc - n * v4f_set(0.693145752f); /* ln2 high part: n·hi is exact */
-    r = r - n * v4f_set(1.42860677e-6f);     /* ln2 low part */
-    v4f p = v4f_set(1.0f / 5040);
-    p = p * r + v4f_set(1.0f / 720);
-    p = p * r + v4f_set(1.0f / 120);
-    p = p * r + v4f_set(1.0f / 24);
-    p = p * r + v4f_set(1.0f / 6);
-    p = p * r + v4f_set(0.5f);
-    p = p * r + v4f_set(1.0f);
-    p = p * r + v4f_set(1.0f);
-    v4i bits = (__builtin_convertvector(n, v4i) + 127) << 23;
-    return (v4f)((v4i)(p * (v4f)bits) & ok);
-}
-
-float trace_synth_exp_neg(float x)
-{
-    v4f v = exp_neg4(v4f_set(x));
-    return v[0];
-}
-
-/* Softmax of a row in place: max, exp, a sum in float per block of 64 entries added up in
- * double, one reciprocal. */
-static void softmax_row(float *row, uint32_t n)
-{
-    uint32_t n4 = n / 4 * 4, j;
-    float mx = row[0];
-    v4f m4 = v4f_set(row[0]);
-    for (j = 0; j < n4; j += 4) {
-        v4f x;
-        memcpy(&x, row + j, sizeof x);
-        v4i gt = x > m4;
-        m4 = (v4f)(((v4i)x & gt) | ((v4i)m4 & ~gt));
-    }
-    for (int i = 0; i < 4; i++)
-        mx = m4[i] > mx ? m4[i] : mx;
-    for (; j < n; j++)
-        mx = row[j] > mx ? row[j] : mx;
-    double sum = 0;
-    v4f mv = v4f_set(mx);
-    for (j = 0; j < n4;) {
-        v4f acc = v4f_set(0);
-        for (uint32_t end = j + 64 < n4 ? j + 64 : n4; j < end; j += 4) {
-            v4f x;
-            memcpy(&x, row + j, sizeof x);
-            x = exp_neg4(x - mv);
-            memcpy(row + j, &x, sizeof x);
-            acc += x;
-        }
-        sum += (double)acc[0] + acc[1] + acc[2] + acc[3];
-    }
-    for (; j < n; j++)
-        sum += (row[j] = trace_synth_exp_neg(row[j] - mx));
-    v4f inv = v4f_set((float)(1.0 / sum));
-    for (j = 0; j < n4; j += 4) {
-        v4f x;
-        memcpy(&x, row + j, sizeof x);
-        x *= inv;
-        memcpy(row + j, &x, sizeof x);
-    }
-    for (; j < n; j++)
-        row[j] *= inv[0];
-}
-
 /* Attention rows of the current position straight from the logit model (same values as
  * softmax(q·k/√d) over synth_kv's keys up to float rounding, without building the keys):
  * logit = sink·[j < n_sinks] + heavy·[heavy] + loc[pos − j] + σ_k·(c_h · signs_j)/√d.
  * The content dot product never expands a key's sign bits: per query head, a table of 256
  * partial sums per byte of the 64-bit sign word gives σ_k·Σ c_i·(±1)/√d over those 8
  * channels, so a key costs one hash per 64 channels and one lookup per 8. The base terms are
- * a vector pass per KV head, the softmax a vector exp. */
+ * a pass per KV head; the hashes, lookups and softmax are synth_kern.c's loops (AVX-512 where
+ * the CPU has it, bit-identical to the portable ones). */
 static int synth_att_row(trace *t, uint32_t layer)
 {
     synth_src *s = t->impl;
@@ -476,15 +392,15 @@ static int synth_att_row(trace *t, uint32_t layer)
         uint64_t prefix = stream_prefix(t->seed, ST_KEY, layer, g);
         is_heavy(t, layer, g, pos); /* fills the bitmap up to pos */
         const uint64_t *hb = s->heavy + ((size_t)layer * sh->n_kv_heads + g) * words;
-        /* per query head of the group: byte tables of σ_k/√d · Σ c_i·(2·bit_i − 1) */
+        /* per query head of the group: byte tables of σ_k/√d · Σ c_i·(2·bit_i − 1), each
+         * the pairwise float sums of two nibble tables (in double, then rounded) */
+        int wide = synth_kern_wide();
         for (uint32_t hh = 0; hh < G; hh++) {
             const float *c = s->cq + ((size_t)layer * sh->n_heads + g * G + hh) * s->dc;
-            float *tab = s->tab + (size_t)hh * nb * 256;
-            for (uint32_t b = 0; b < nb; b++) {
-                /* two nibble tables (in double, then rounded), added pairwise in float */
-                float lo[16], hi[16];
+            float *nib = s->nib + (size_t)hh * nb * 32;
+            for (uint32_t b = 0; b < nb; b++)
                 for (int half = 0; half < 2; half++) {
-                    float *out = half ? hi : lo;
+                    float *out = nib + 32 * b + 16 * half;
                     uint32_t i0 = b * 8 + 4 * (uint32_t)half;
                     for (uint32_t v = 0; v < 16; v++) {
                         double sum = 0;
@@ -493,7 +409,11 @@ static int synth_att_row(trace *t, uint32_t layer)
                         out[v] = (float)(sk * sum);
                     }
                 }
-                float *tb = tab + (size_t)b * 256;
+            if (wide)
+                continue; /* the wide lookup permutes the nibble tables themselves */
+            for (uint32_t b = 0; b < nb; b++) {
+                const float *lo = nib + 32 * b, *hi = lo + 16;
+                float *tb = s->tab + ((size_t)hh * nb + b) * 256;
                 for (uint32_t vh = 0; vh < 16; vh++)
                     for (uint32_t vl = 0; vl < 16; vl++)
                         tb[vh * 16 + vl] = hi[vh] + lo[vl];
@@ -514,44 +434,15 @@ static int synth_att_row(trace *t, uint32_t layer)
         /* keys in blocks: their sign words first, then every head's lookups over the block */
         for (uint32_t j0 = 0; j0 < n; j0 += SYNTH_BLOCK) {
             uint32_t nj = n - j0 < SYNTH_BLOCK ? n - j0 : SYNTH_BLOCK;
-            uint64_t *wb = s->words;
-            for (uint32_t j = 0; j < nj; j++) {
-                uint64_t st = mix64(prefix ^ (j0 + j));
-                for (uint32_t k = 0; k < nw; k++) {
-                    st += 0x9E3779B97F4A7C15ull;
-                    wb[(size_t)k * SYNTH_BLOCK + j] = mix64(st);
-                }
-            }
-            for (uint32_t hh = 0; hh < G; hh++) {
-                float *row = row0 + (size_t)hh * n + j0;
-                memcpy(row, base + j0, nj * sizeof *row);
-                for (uint32_t k = 0; k < nw; k++) {
-                    const float *tk = s->tab + ((size_t)hh * nb + 8 * k) * 256;
-                    const uint64_t *wk = wb + (size_t)k * SYNTH_BLOCK;
-                    uint32_t bytes = nb - 8 * k < 8 ? nb - 8 * k : 8;
-                    if (bytes == 8)
-                        for (uint32_t j = 0; j < nj; j++) {
-                            uint64_t x = wk[j];
-                            float a0 = tk[x & 0xff] + tk[256 + (x >> 8 & 0xff)];
-                            float a1 = tk[512 + (x >> 16 & 0xff)] + tk[768 + (x >> 24 & 0xff)];
-                            float a2 = tk[1024 + (x >> 32 & 0xff)] + tk[1280 + (x >> 40 & 0xff)];
-                            float a3 = tk[1536 + (x >> 48 & 0xff)] + tk[1792 + (x >> 56)];
-                            row[j] += (a0 + a1) + (a2 + a3);
-                        }
-                    else
-                        for (uint32_t j = 0; j < nj; j++) {
-                            uint64_t x = wk[j];
-                            float acc = 0;
-                            for (uint32_t b = 0; b < bytes; b++)
-                                acc += tk[256 * b + (x >> (8 * b) & 0xff)];
-                            row[j] += acc;
-                        }
-                }
-            }
+            synth_kern_words(prefix, j0, nj, nw, s->words);
+            for (uint32_t hh = 0; hh < G; hh++)
+                synth_kern_lookup(base + j0, s->words, nj, nw, nb,
+                                  s->nib + (size_t)hh * nb * 32,
+                                  s->tab + (size_t)hh * nb * 256, row0 + (size_t)hh * n + j0);
         }
     }
     for (uint32_t h = 0; h < sh->n_heads; h++)
-        softmax_row(t->att + (size_t)h * n, n);
+        synth_kern_softmax(t->att + (size_t)h * n, n);
     return 1;
 }
 
@@ -761,6 +652,7 @@ static void synth_close(trace *t)
     free(s->rff);
     free(s->loc);
     free(s->signs);
+    free(s->nib);
     free(s->tab);
     free(s->base);
     free(s->locr);
@@ -832,12 +724,15 @@ int trace_synth_attach(trace *t, const model_cfg *cfg, errbuf *e)
                     sizeof *s->tab);
     s->base = malloc(((size_t)t->s.n_tokens + 1) * sizeof *s->base);
     s->locr = malloc(((size_t)t->s.n_tokens + 1) * sizeof *s->locr);
-    s->words = malloc(((size_t)(s->dc + 63) / 64 + 1) * SYNTH_BLOCK * sizeof *s->words);
+    s->nib = malloc(((size_t)(t->s.n_heads / t->s.n_kv_heads) * ((s->dc + 7) / 8) * 32 + 1) *
+                    sizeof *s->nib);
+    /* zeroed: the wide loops read a block's slots past its last key (and ignore them) */
+    s->words = calloc(((size_t)(s->dc + 63) / 64 + 1) * SYNTH_BLOCK, sizeof *s->words);
     size_t lg = (size_t)t->s.n_layers * t->s.n_kv_heads;
     s->heavy = calloc(lg * ((t->s.n_tokens + 63) / 64), sizeof *s->heavy);
     s->heavy_done = calloc(lg, sizeof *s->heavy_done);
     void *cbuf = t->synth.generator == 1 ? (void *)s->content : (void *)s->node;
-    if (!cbuf || !s->rff || !s->loc || !s->signs || !s->tab || !s->base || !s->locr || !s->words ||
+    if (!cbuf || !s->rff || !s->loc || !s->signs || !s->nib || !s->tab || !s->base || !s->locr || !s->words ||
         !s->heavy || !s->heavy_done)
         return err_set(e, MS_ERR_NOMEM, "out of memory");
     for (uint32_t dd = 0; dd < t->s.n_tokens; dd++) {

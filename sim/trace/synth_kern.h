@@ -1,0 +1,46 @@
+/* synth_kern.h — the inner loops of the synthetic attention row (synth_kern.c), used by
+ * synth.c: the keys' content sign words, the content logits from per-byte tables, and the
+ * softmax. Each has a portable version and an AVX-512 one picked at run time; the two give
+ * bit-identical results (the same float operations in the same order on every entry), so a
+ * trace does not depend on the machine that generates it (tests/check_trace.c compares). */
+#ifndef MPCSIM_SYNTH_KERN_H
+#define MPCSIM_SYNTH_KERN_H
+
+#include <stdint.h>
+
+/* Keys whose sign words are hashed together before the lookups. */
+#define SYNTH_BLOCK 256
+
+/* splitmix64's finaliser: the counter-based streams of the synthetic source. */
+static inline uint64_t synth_mix64(uint64_t z)
+{
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Nonzero: the portable loops even where AVX-512 runs (tests compare the two). */
+extern int trace_synth_portable_kernel;
+/* 1 when the AVX-512 loops are in use (the CPU has AVX-512 F and DQ and
+ * trace_synth_portable_kernel is 0). */
+int synth_kern_wide(void);
+
+/* Sign words of keys j0..j0+nj (nj <= SYNTH_BLOCK) of one KV head's key stream: word k of key
+ * j, wb[k·SYNTH_BLOCK + j − j0], is mix64(mix64(prefix ^ j) + (k + 1)·golden), k < nw. */
+void synth_kern_words(uint64_t prefix, uint32_t j0, uint32_t nj, uint32_t nw, uint64_t *wb);
+
+/* Logits of nj keys for one query head: row[j] = base[j] + Σ_k S_k(j), the words added one
+ * by one, S_k the sum of the byte tables' entries of word k's bytes (nb bytes in all, the last
+ * word's may be fewer than 8). nib holds per byte the two nibble tables (16 floats for bits
+ * 0–3, then 16 for bits 4–7); a byte's table entry is hi[v >> 4] + lo[v & 15] in float. tab
+ * (the byte tables built from them, 256 floats per byte) is read by the portable loop only and
+ * may be NULL when synth_kern_wide(). */
+void synth_kern_lookup(const float *base, const uint64_t *wb, uint32_t nj, uint32_t nw,
+                       uint32_t nb, const float *nib, const float *tab, float *row);
+
+/* Softmax of a row in place: max, e^(x − max) (trace_synth_exp_neg), a float sum per block
+ * of 64 entries in four lanes added up in double, one reciprocal. */
+void synth_kern_softmax(float *row, uint32_t n);
+
+#endif
