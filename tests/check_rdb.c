@@ -8,9 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "harness.h"
 #include "results/rdb.h"
 #include "sqlfix.h"
-#include "testdir.h"
 
 TESTDIR("check_rdb")
 #define tmpdir (td.dir)
@@ -193,10 +193,7 @@ START_TEST(test_refuse_foreign_and_newer)
     raw_exec(tpath("new.db"), "PRAGMA user_version = 99");
     ck_assert_int_eq(rdb_open(tpath("new.db"), 1, &db, &e), MS_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(e.msg, "newer"));
-    FILE *f = fopen(tpath("text.db"), "w");
-    fputs("this is not a database, just some text that is long enough to have a header ....",
-          f);
-    fclose(f);
+    th_write(tpath("text.db"), "this is not a database, just some text that is long enough to have a header ....");
     ck_assert_int_ne(rdb_open(tpath("text.db"), 1, &db, &e), MS_OK);
 }
 END_TEST
