@@ -144,7 +144,9 @@ static const migration migrations[] = {
      migrate_labels},
     /* 3 → 4: the protocol's label with the options that differ from its defaults
      * (aby3(topk=quickselect)), so runs that differ in a protocol option are told apart like
-     * policy configurations; filled from the stored configs (migrate_protocol_labels) */
+     * policy configurations; filled from the stored configs (migrate_protocol_labels), which
+     * also label again a shipped model with keys replaced (stories260K(layers=2)) and a
+     * network's framing (lan tcp) */
     {"ALTER TABLE runs ADD COLUMN protocol_label TEXT NOT NULL DEFAULT '';"
      "CREATE INDEX runs_protocol_label ON runs(protocol_label);"
      "DROP VIEW runs_wide;" RUNS_WIDE_VIEW("r.protocol_label, "),
@@ -957,7 +959,8 @@ static int migrate_protocol_labels(rdb *db, errbuf *e)
     sqlite3_stmt *sel = NULL, *upd = NULL;
     int rc = MS_OK;
     if (prep(db->h, "SELECT id, config_yaml FROM runs", &sel) ||
-        prep(db->h, "UPDATE runs SET protocol_label = ?2 WHERE id = ?1", &upd))
+        prep(db->h, "UPDATE runs SET protocol_label = ?2, model = ?3, network = ?4 WHERE id = ?1",
+             &upd))
         rc = DB_ERR(db, e, "migrating the runs' protocol labels");
     while (!rc && sqlite3_step(sel) == SQLITE_ROW) {
         rdb_labels l;
@@ -967,6 +970,8 @@ static int migrate_protocol_labels(rdb *db, errbuf *e)
         sqlite3_reset(upd);
         sqlite3_bind_int64(upd, 1, sqlite3_column_int64(sel, 0));
         sqlite3_bind_text(upd, 2, l.protocol_label, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(upd, 3, l.model, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(upd, 4, l.network, -1, SQLITE_TRANSIENT);
         if (sqlite3_step(upd) != SQLITE_DONE)
             rc = DB_ERR(db, e, "migrating the runs' protocol labels");
     }

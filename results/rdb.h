@@ -139,7 +139,7 @@ int rdb_merge_check(const char *src, errbuf *e);
  * config_yaml when the database is migrated (results/ knows no run config: the command line
  * registers the function that re-reads the configuration). 0 on success. */
 typedef struct rdb_labels {
-    char model[64], network[64], policy_label[256], machine[64];
+    char model[192], network[64], policy_label[256], machine[64];
     char protocol_label[256]; /* schema 4 */
     double latency_ms, bandwidth_mbps;
     int threads;

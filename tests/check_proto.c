@@ -305,15 +305,12 @@ static int R_POW(int np, int dmax)
         g++;
     return R_B2A(np) + clog2((uint64_t)g + 1);
 }
-/* rsqrt's largest exponent D = u + T2 over X in [2^lo, 2^w) (kern.c k_rsqrt_bits) */
+/* rsqrt's largest exponent D = K + δ − lo over X in [2^lo, 2^w), K = w − 1 and δ making
+ * K + δ − f even (kern.c k_rsqrt_bits) */
 static int rsqrt_dmax(int f, int lo, int w)
 {
-    int umin = 1 << 20, umax = -(1 << 20);
-    for (int i = lo; i < w; i++) {
-        int u = (f - (i + 1 + ((i + 1 + f) & 1))) / 2 + 1;
-        umin = u < umin ? u : umin, umax = u > umax ? u : umax;
-    }
-    return umax + (umin < 0 ? -umin : 0);
+    int K = (w > f ? w : f) - 1;
+    return K + ((K - f) & 1) - lo;
 }
 
 START_TEST(test_composite_rounds)
@@ -333,11 +330,11 @@ START_TEST(test_composite_rounds)
     int f = cfg.frac_bits, W = 2 * f + 4; /* the default bound of 1/x and 1/sqrt(x) */
     /* 1/x: hibit, 2^(K−q) and X·2^(K−q), c, [e0; n0], then [n; e] per iteration */
     int RECIP = R_HIBIT(np, W) + R_POW(np, W - 1) + T + FM + ri * FM;
-    /* 1/sqrt(x): hibit, P1, P2 and X·P1, c, [c²; c·P2], poly, Newton steps, the last with
-     * the scale */
-    int RSQRT = R_HIBIT(np, W) + R_POW(np, rsqrt_dmax(f, 0, W)) + T + FM + T + si * (FM + FM);
-    int RSQRT_NORM = R_HIBIT(np, W) + R_POW(np, rsqrt_dmax(f, f - 17, W)) + T + FM + T +
-                     si * (FM + FM); /* eps = 1e-5: X >= 2^(f−17) */
+    /* 1/sqrt(x): hibit, 2^D inside X·2^D and the scale 2^(D/2), c, t², [t³, t⁴], the
+     * polynomial's sum, y·scale */
+    int RSQRT = R_HIBIT(np, W) + R_POW(np, rsqrt_dmax(f, 0, W)) + T + FM + 1 + T + FM;
+    int RSQRT_NORM = R_HIBIT(np, W) + R_POW(np, rsqrt_dmax(f, f - 17, W)) + T + FM + 1 + T +
+                     FM; /* eps = 1e-5: X >= 2^(f−17) */
     ck_assert_uint_eq(cost_op(nm, OP_LT, 1, 10, 0, 1, 0, 0, NULL).rounds, R_LT(np));
     ck_assert_uint_eq(cost_op(nm, OP_EQ, 1, 10, 0, 1, 0, 0, NULL).rounds, R_EQ(np));
     ck_assert_uint_eq(cost_op(nm, OP_A2B, 1, 10, 0, 1, 0, 0, NULL).rounds, (np == 3) + 7);
@@ -363,8 +360,8 @@ START_TEST(test_composite_rounds)
                           R_LT(np) + FM + FM + T + si * (FM + FM) + FM);
     }
     /* per element, all parties, online + offline: at most the best peer's 1,460 B (semi2k) and
-     * 886 B (aby3, with the peer's one-round Share Truncation I: trunc local; the default
-     * truncation pair's 43 B per truncation puts 1/x at 885 B and 1/sqrt(x) at 1,194 B,
+     * 886 B (aby3), with the peer's one-round Share Truncation I (trunc local) and with the
+     * default truncation pair (43-45 B per truncation: 1/x 885 B, 1/sqrt(x) 803 B,
      * PRIMITIVES.md) */
     {
         proto_cfg pc = cfg;
@@ -374,6 +371,7 @@ START_TEST(test_composite_rounds)
         ck_assert_uint_le(cost_op(nm, OP_RECIPROCAL, 1, 10, 0, 1, 0, 0, &pc).all, 10 * peer);
         ck_assert_uint_le(cost_op(nm, OP_RSQRT, 1, 10, 0, 1, 0, 0, &pc).all, 10 * peer);
         ck_assert_uint_le(cost_op(nm, OP_RECIPROCAL, 1, 10, 0, 1, 0, 0, NULL).all, 10 * peer);
+        ck_assert_uint_le(cost_op(nm, OP_RSQRT, 1, 10, 0, 1, 0, 0, NULL).all, 10 * peer);
     }
     /* gelu/silu: batched lt, powers in 3 fixed-point levels, 1 trunc, 1 selector mul */
     ck_assert_uint_eq(cost_op(nm, OP_GELU, 1, 10, 0, 1, 0, 0, NULL).rounds, R_LT(np) + 3 * FM + T + 1);

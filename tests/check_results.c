@@ -181,6 +181,7 @@ END_TEST
 
 static void check_width(const char *text, size_t width);
 static void block_titles(const char *path, char *out, size_t n);
+static void gp_value(const char *vars, const char *name, char *out, size_t n);
 
 /* One model, one network, one policy: the runs differ only in protocol options. */
 static const char protos_yaml[] =
@@ -288,6 +289,88 @@ START_TEST(test_protocol_labels)
     rdb_close(h);
     ck_assert_int_eq(q1(tpath("v3b.db"), "SELECT count(*) FROM runs WHERE protocol_label = "
                                          "protocol"), 8);
+}
+END_TEST
+
+/* ---- runs the labels would merge ------------------------------------------------------------ */
+
+/* Pairs of runs whose labels (before schema 4) were the same: a trace seed, a machine's rate,
+ * a shipped model with a key replaced, a network's framing, the threads on the plot. */
+static const char hidden_yaml[] =
+    "format: 1\n"
+    "name: hidden\n"
+    "model: {name: tiny, family: llama, layers: 2, dim: 64, heads: 4, ffn_dim: 128, vocab: 256,"
+    " max_context: 512}\n"
+    "protocol: semi2k\n"
+    "network: lan\n"
+    "workload: {prompt_len: 32, decode_len: 2}\n"
+    "policies: [full]\n"
+    "cases:\n"
+    "  - seed: [1, 2]\n"
+    "    trace: {source: synth}\n"
+    "    policies: [{name: h2o, heavy_ratio: 0.1, recent_ratio: 0.1}]\n"
+    "  - network: {preset: lan, wire: [none, tcp]}\n"
+    "  - machine: {base: default, mac_per_s: [1e9, 2e9]}\n"
+    "  - model: [stories260K, {base: stories260K, layers: 2}]\n"
+    "  - {machine: {base: default, threads: [1, 4]}, network: wan}\n";
+
+START_TEST(test_hidden_differences)
+{
+    th_write(tpath("hidden.yaml"), hidden_yaml);
+    ck_assert_int_eq(MPCSIM("run", "hidden.yaml", "-o", "h.db", "-q"), 0);
+    const char *db = tpath("h.db");
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE status = 'ok'"), 10);
+    /* the model and the network say what was changed */
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE model = 'stories260K'"), 1);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE model = 'stories260K(layers=2)'"), 1);
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE network LIKE '% tcp' AND "
+                            "json_extract(config_json, '$.network.wire.mtu') = 1500"), 1);
+    /* report: the config keys that still tell rows apart, in 80 columns */
+    ck_assert_int_eq(MPCSIM("report", "h.db"), 0);
+    char *out = th_slurp(tpath("out.txt"), NULL);
+    check_width(out, 80);
+    ck_assert_msg(strstr(out, "seed=1") && strstr(out, "seed=2"), "%s", out);
+    ck_assert_ptr_nonnull(strstr(out, "machine.mac_per_s=1000000000"));
+    ck_assert_ptr_nonnull(strstr(out, "machine.mac_per_s=2000000000"));
+    ck_assert_ptr_null(strstr(out, "variant ,"));
+    ck_assert_ptr_nonnull(strstr(out, "== model stories260K(layers=2) (1 run)"));
+    free(out);
+    ck_assert_int_eq(MPCSIM("report", "h.db", "--csv"), 0);
+    out = th_slurp(tpath("out.txt"), NULL);
+    ck_assert_ptr_nonnull(strstr(out, ",variant\n"));
+    ck_assert_ptr_nonnull(strstr(out, ",seed=2\n"));
+    free(out);
+    /* plot: a line each; the threads as a series key when they vary */
+    char t[512];
+    ck_assert_int_eq(MPCSIM("plot", "h.db", "-o", "hp", "--data", "hw", "--where",
+                            "network=wan"), 0);
+    block_titles(tpath("hw/latency_1_1.dat"), t, sizeof t);
+    ck_assert_str_eq(t, "full default 1t|full default 4t");
+    ck_assert_int_eq(MPCSIM("plot", "h.db", "-o", "hp", "--data", "hs", "--where", "policy=h2o"),
+                     0);
+    block_titles(tpath("hs/latency_1_1.dat"), t, sizeof t);
+    ck_assert_str_eq(t, "h2o seed=1|h2o seed=2");
+    char v[256];
+    gp_value(tpath("hs/vars_latency.gp"), "serieskeys", v, sizeof v);
+    ck_assert_str_eq(v, "policy, seed");
+    ck_assert_int_eq(MPCSIM("plot", "h.db", "-o", "hp", "--data", "hm", "--by", "machine",
+                            "--where", "network=wan"), 0);
+    gp_value(tpath("hm/vars_latency.gp"), "title1", v, sizeof v);
+    ck_assert_ptr_nonnull(strstr(v, "default 1t"));
+    /* a version-3 database: the model labelled again from its stored config */
+    ck_assert_int_eq(MPCSIM("merge", "h3.db", "h.db"), 0);
+    downgrade_to_v3(tpath("h3.db"));
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open(tpath("h3.db"), &h), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(h, "UPDATE runs SET model = 'stories260K' WHERE model LIKE "
+                                     "'stories260K%'; UPDATE runs SET network = '0.1ms/10Gbps' "
+                                     "WHERE network LIKE '% tcp'", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+    ck_assert_int_eq(MPCSIM("report", "h3.db"), 0);
+    ck_assert_int_eq(q1(tpath("h3.db"), "SELECT count(*) FROM runs WHERE model = "
+                                        "'stories260K(layers=2)'"), 1);
+    ck_assert_int_eq(q1(tpath("h3.db"), "SELECT count(*) FROM runs WHERE network = "
+                                        "'0.1ms/10Gbps tcp'"), 1);
 }
 END_TEST
 
@@ -917,6 +1000,7 @@ Suite *results_suite(void)
     tcase_add_test(tc, test_labels_and_columns);
     tcase_add_test(tc, test_migrate_v2);
     tcase_add_test(tc, test_protocol_labels);
+    tcase_add_test(tc, test_hidden_differences);
     tcase_add_test(tc, test_report);
     tcase_add_test(tc, test_report_json_and_serve);
     tcase_add_test(tc, test_cost_json_odd_name);

@@ -11,6 +11,7 @@
 
 #include "mpc_eng.h"
 #include "mpc_local.h"
+#include "protocols/base/grow.h"
 
 typedef struct fixed_ent {
     uint32_t id;    /* tensor id in the current program (UINT32_MAX: not bound) */
@@ -255,14 +256,8 @@ static fixed_ent *fixed_find(s2k *s, uint32_t id)
 /* Opens Y − B for a fixed operand once (setup round). */
 static int fixed_setup(s2k *s, uint32_t id, const char *name, const mpc_val *y, fixed_ent **out)
 {
-    if (s->n_fx == s->cap_fx) {
-        size_t cap = s->cap_fx ? 2 * s->cap_fx : 16;
-        fixed_ent *p = realloc(s->fx, cap * sizeof *p);
-        if (!p)
-            return mpc_fail(&s->c, MS_ERR_NOMEM, "semi2k: out of memory for the beaver cache");
-        s->fx = p;
-        s->cap_fx = cap;
-    }
+    if (ms_grow(&s->fx, &s->cap_fx, s->n_fx, sizeof *s->fx, 16))
+        return mpc_fail(&s->c, MS_ERR_NOMEM, "semi2k: out of memory for the beaver cache");
     size_t n = y->n;
     fixed_ent *f = &s->fx[s->n_fx];
     f->id = id;
@@ -789,6 +784,22 @@ static int s_sync_public(eng *e, uint64_t *v)
     return rc;
 }
 
+/* A value revealed to both parties, for the dealer (eng.h publish): P0 sends it outside the
+ * rounds; the dealer keeps it as plaintext in z->s[0], as a public tensor it is bound. */
+static int s_publish(eng *e, mpc_val *z)
+{
+    s2k *s = S(e);
+    size_t n = z->n;
+    if (is_dealer(s)) {
+        if (!z->s[0] && !(z->s[0] = calloc(n ? n : 1, 8)))
+            return mpc_fail(&s->c, MS_ERR_NOMEM, "semi2k: out of memory for a revealed value");
+        return n ? mpc_net_recv_offline(s->c.net, 0, z->s[0], n * 8, &s->c.err) : MS_OK;
+    }
+    if (s->c.party == 0 && n)
+        return mpc_net_send_offline(s->c.net, s->dealer_node, z->s[0], n * 8, &s->c.err);
+    return MS_OK;
+}
+
 /* A public re-layout of a fixed operand (eng.h fixed_view): the new tensor's cached mask and
  * opened F are the source's taken at idx — local on every node (the dealer's whole mask too).
  * Such an entry has no name: it is dropped when the program's ids are unbound. */
@@ -798,15 +809,9 @@ static int s_fixed_view(eng *e, uint32_t z_id, uint32_t y_id, const uint32_t *id
     fixed_ent *src = e->cfg.beaver_cache ? fixed_find(s, y_id) : NULL;
     if (!src || !idx)
         return MS_OK;
-    if (s->n_fx == s->cap_fx) {
-        size_t cap = s->cap_fx ? 2 * s->cap_fx : 16;
-        fixed_ent *q = realloc(s->fx, cap * sizeof *q);
-        if (!q)
-            return mpc_fail(&s->c, MS_ERR_NOMEM, "semi2k: out of memory for the beaver cache");
-        s->fx = q;
-        s->cap_fx = cap;
-        src = fixed_find(s, y_id);
-    }
+    if (ms_grow(&s->fx, &s->cap_fx, s->n_fx, sizeof *s->fx, 16))
+        return mpc_fail(&s->c, MS_ERR_NOMEM, "semi2k: out of memory for the beaver cache");
+    src = fixed_find(s, y_id); /* the array may have moved */
     fixed_ent *f = &s->fx[s->n_fx];
     memset(f, 0, sizeof *f);
     f->id = z_id;
@@ -819,6 +824,12 @@ static int s_fixed_view(eng *e, uint32_t z_id, uint32_t y_id, const uint32_t *id
         return mpc_fail(&s->c, MS_ERR_NOMEM, "semi2k: out of memory for the beaver cache");
     }
     for (size_t i = 0; i < n; i++) {
+        if (idx[i] == UINT32_MAX) { /* a pad: zero, and so its mask (kern.c k_view_index) */
+            f->B[i] = 0;
+            if (f->F)
+                f->F[i] = 0;
+            continue;
+        }
         if (idx[i] >= src->n) {
             free(f->B), free(f->F);
             return mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k fixed view: index %u beyond %zu", idx[i], src->n);
@@ -839,7 +850,7 @@ static const eng_vt semi2k_vt = {
     .trunc = s_trunc, .b2a = s_b2a, .and_bits = s_and_bits, .bool_pair = s_bool_pair,
     .b2a_bit = s_b2a_bit,
     .shuffle = s_shuffle, .sync_public = s_sync_public,
-    .fixed_view = s_fixed_view,
+    .fixed_view = s_fixed_view, .publish = s_publish,
 };
 
 /* ---------------------------------------------------------------- construction */

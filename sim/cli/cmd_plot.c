@@ -19,6 +19,7 @@
 
 #include "cmd.h"
 #include "dbq.h"
+#include "dbvar.h"
 #include "gnuplot.h"
 #include "opt.h"
 #include "models/model.h"
@@ -41,9 +42,10 @@ typedef struct plot_ctx {
     char *where;            /* " AND …" from --where */
     const char *xcol;       /* runs column of the x axis */
     const char *xlabel;
-    char panel[512];        /* SQL expression naming a run's panel */
-    char series[512];       /* SQL expression naming a run's series */
-    char serieskeys[128];   /* what the series expression is made of, for the legend title */
+    char panel[768];        /* SQL expression naming a run's panel */
+    char series[768];       /* SQL expression naming a run's series */
+    char serieskeys[256];   /* what the series expression is made of, for the legend title */
+    dbvar *var;             /* config keys that tell apart runs the series would merge */
     char title[256];        /* what every plot shares: machine profile, threads */
     const char *metric;     /* --metric */
     int lat;                /* 0: total and per token, 1: total, 2: decode per token */
@@ -81,18 +83,19 @@ static void plot_usage(FILE *f, const cli_cmd *c)
 
 /* ---- helpers --------------------------------------------------------------------------- */
 
-static int mkdir_p(const char *path)
+/* sql (from sqlite3_mprintf, NULL on OOM; freed here) prepared on the results database;
+ * NULL on failure, after the error message when report. */
+static sqlite3_stmt *plot_stmt(const plot_ctx *c, char *sql, int report)
 {
-    char buf[PATH_MAX];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(buf, 0777) && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    return mkdir(buf, 0777) && errno != EEXIST ? -1 : 0;
+    sqlite3_stmt *s = NULL;
+    if (!sql || sqlite3_prepare_v2(c->h, sql, -1, &s, NULL) != SQLITE_OK) {
+        if (report)
+            cli_error("plot", "%s", sqlite3_errmsg(c->h));
+        sqlite3_finalize(s);
+        s = NULL;
+    }
+    sqlite3_free(sql);
+    return s;
 }
 
 /* The first terminal of the list this gnuplot has; NULL if gnuplot is missing or has none. */
@@ -213,6 +216,8 @@ static const char *key_sql(const char *key, const char *x)
         return "r.protocol_label";
     if (!strcmp(key, "policy"))
         return "r.policy_label";
+    if (!strcmp(key, "machine")) /* the profile and the cores a party uses: 'default 16t' */
+        return "(coalesce(r.machine, 'default') || ' ' || coalesce(r.threads, 1) || 't')";
     if (!strcmp(key, "network")) {
         if (!strcmp(x, "latency_ms")) /* the bandwidth: '10Gbps', '100Mbps' */
             return "(CASE WHEN r.bandwidth_mbps >= 1000 THEN printf('%gGbps', "
@@ -254,35 +259,37 @@ static int plot_axes(plot_ctx *c, const char *xopt, const char *by)
     }
     c->xlabel = x_label(c->xcol);
     /* panels */
-    static const char *const keys[] = {"model", "network", "protocol", "policy"};
-    int in_panel[4] = {0};
+    static const char *const keys[] = {"model", "network", "protocol", "policy", "machine"};
+    enum { NK = sizeof keys / sizeof keys[0] };
+    int in_panel[NK] = {0};
     char buf[128];
     snprintf(buf, sizeof buf, "%s", by ? by : "model,network");
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         size_t k = 0;
-        while (k < 4 && strcmp(keys[k], t))
+        while (k < NK && strcmp(keys[k], t))
             k++;
-        if (k == 4 && strcmp(t, "none")) {
-            const char *dym = did_you_mean(t, keys, 4);
-            cli_error("plot", "--by takes model, network, protocol, policy or none, not '%s'%s%s%s",
-                      t, dym ? " (did you mean '" : "", dym ? dym : "", dym ? "'?)" : "");
+        if (k == NK && strcmp(t, "none")) {
+            const char *dym = did_you_mean(t, keys, NK);
+            cli_error("plot", "--by takes model, network, protocol, policy, machine or none, not "
+                      "'%s'%s%s%s", t, dym ? " (did you mean '" : "", dym ? dym : "",
+                      dym ? "'?)" : "");
             return 2;
         }
-        if (k < 4)
+        if (k < NK)
             in_panel[k] = 1;
     }
     if (!by && is_net_axis(c->xcol))
         in_panel[1] = 0; /* the network varies along x */
     size_t pl = 0, sl = 0, kl = 0;
     c->panel[0] = c->series[0] = c->serieskeys[0] = '\0';
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < NK; k++) {
         const char *e = key_sql(keys[k], c->xcol);
         if (in_panel[k]) /* named even when it does not vary: the panel's title says what it is */
             pl += (size_t)snprintf(c->panel + pl, sizeof c->panel - pl, "%s%s", pl ? " || ' · ' || " : "", e);
     }
     /* series: the policy configuration first, then what else varies outside the panels */
-    static const int order[] = {3, 2, 0, 1};
-    for (int i = 0; i < 4; i++) {
+    static const int order[] = {3, 2, 0, 1, 4};
+    for (int i = 0; i < NK; i++) {
         int k = order[i];
         const char *e = key_sql(keys[k], c->xcol);
         if (in_panel[k] || (k != 3 && n_distinct(c, e) < 2))
@@ -293,10 +300,25 @@ static int plot_axes(plot_ctx *c, const char *xopt, const char *by)
                                    ? (!strcmp(c->xcol, "latency_ms") ? "bandwidth" : "latency")
                                    : keys[k]);
     }
-    if (!c->series[0])
-        snprintf(c->series, sizeof c->series, "'all runs'");
     if (!c->panel[0])
         snprintf(c->panel, sizeof c->panel, "'all runs'");
+    /* runs the panels, the series and x still merge (another trace seed, batch, a model's
+     * own dimensions, …): their differing config keys join the series */
+    char ident[2048];
+    snprintf(ident, sizeof ident, "%s || char(31) || %s || char(31) || r.%s", c->panel,
+             c->series[0] ? c->series : "''", c->xcol);
+    if (dbvar_build(c->h, ident, c->where, DBVAR_OK_ONLY, &c->var) || dbvar_sql(c->h, c->var)) {
+        cli_error("plot", "reading the runs' configurations: %s", sqlite3_errmsg(c->h));
+        return 1;
+    }
+    if (dbvar_keys(c->var)[0]) {
+        sl += (size_t)snprintf(c->series + sl, sizeof c->series - sl, "%srun_variant(r.id)",
+                               sl ? " || ' ' || " : "");
+        kl += (size_t)snprintf(c->serieskeys + kl, sizeof c->serieskeys - kl, "%s%s",
+                               kl ? ", " : "", dbvar_keys(c->var));
+    }
+    if (!c->series[0])
+        snprintf(c->series, sizeof c->series, "'all runs'");
     /* what every run shares: the machine profile (and threads), shown in every title */
     sqlite3_stmt *s;
     char *sql = sqlite3_mprintf("SELECT group_concat(m, '; ') FROM (SELECT DISTINCT "
@@ -350,14 +372,10 @@ static int get_panels(plot_ctx *c, const char *need, panels *p)
         "printf('%%g Mbit/s', r.bandwidth_mbps) END END) FROM runs r WHERE r.status = 'ok' %s "
         "AND (%s) GROUP BY p ORDER BY min(r.model), min(r.latency_ms), -max(r.bandwidth_mbps), p",
         c->panel, c->where, need);
-    sqlite3_stmt *s;
     p->n = 0;
-    if (!sql || sqlite3_prepare_v2(c->h, sql, -1, &s, NULL) != SQLITE_OK) {
-        cli_error("plot", "%s", sqlite3_errmsg(c->h));
-        sqlite3_free(sql);
+    sqlite3_stmt *s = plot_stmt(c, sql, 1);
+    if (!s)
         return -1;
-    }
-    sqlite3_free(sql);
     while (sqlite3_step(s) == SQLITE_ROW && p->n < PLOT_MAX_PANELS) {
         const char *name = (const char *)sqlite3_column_text(s, 0);
         const char *nets = (const char *)sqlite3_column_text(s, 1);
@@ -402,13 +420,9 @@ static int write_cell(plot_ctx *c, const char *panel, const char *ysql, int kind
                                 "r.status = 'ok' %s AND (%s) = ?1 AND (%s) IS NOT NULL GROUP BY "
                                 "s, x ORDER BY s, x", c->series, c->xcol, ysql, c->where, c->panel,
                                 ysql);
-    sqlite3_stmt *s;
-    if (!sql || sqlite3_prepare_v2(c->h, sql, -1, &s, NULL) != SQLITE_OK) {
-        cli_error("plot", "%s", sqlite3_errmsg(c->h));
-        sqlite3_free(sql);
+    sqlite3_stmt *s = plot_stmt(c, sql, 1);
+    if (!s)
         return -1;
-    }
-    sqlite3_free(sql);
     sqlite3_bind_text(s, 1, panel, -1, SQLITE_STATIC);
     int n = 0;
     double max = 0, ymin = INFINITY;
@@ -666,12 +680,9 @@ static int bars_fill(plot_ctx *c, const char *panel, const char *figure, double 
         "'ok' %s AND b.category <> 'total' AND (%s) = ?1 AND r.%s = ?2 GROUP BY r.id, "
         "b.category) GROUP BY s, category ORDER BY s, min(ord)",
         c->series, figure, c->where, c->panel, c->xcol);
-    sqlite3_stmt *s;
-    if (!sql || sqlite3_prepare_v2(c->h, sql, -1, &s, NULL) != SQLITE_OK) {
-        sqlite3_free(sql);
+    sqlite3_stmt *s = plot_stmt(c, sql, 0);
+    if (!s)
         return -1;
-    }
-    sqlite3_free(sql);
     sqlite3_bind_text(s, 1, panel, -1, SQLITE_STATIC);
     sqlite3_bind_double(s, 2, x);
     memset(b, 0, sizeof *b);
@@ -835,16 +846,13 @@ static int pareto_metric(plot_ctx *c, char *out, size_t n)
 {
     static const char *const pref[] = {"attn_mass_recall", "mass_recall", "top1_agreement",
                                        "topk_recall", "logit_kl", "attn_out_rel_err"};
-    sqlite3_stmt *s;
     char names[64][48];
     int nn = 0;
     char *sql = sqlite3_mprintf("SELECT DISTINCT m.name FROM metrics m JOIN runs r ON r.id = "
                                 "m.run_id WHERE r.status = 'ok' %s ORDER BY m.name", c->where);
-    if (!sql || sqlite3_prepare_v2(c->h, sql, -1, &s, NULL)) {
-        sqlite3_free(sql);
+    sqlite3_stmt *s = plot_stmt(c, sql, 0);
+    if (!s)
         return 0;
-    }
-    sqlite3_free(sql);
     while (sqlite3_step(s) == SQLITE_ROW && nn < 64)
         snprintf(names[nn++], 48, "%.47s", (const char *)sqlite3_column_text(s, 0));
     sqlite3_finalize(s);
@@ -869,13 +877,9 @@ static int pareto_cell(plot_ctx *c, const char *panel, const char *metric, int l
         "m.run_id = r.id AND m.name = ?2 WHERE r.status = 'ok' %s AND (%s) = ?1 AND (%s) IS NOT "
         "NULL GROUP BY s, r.%s ORDER BY s, cost",
         c->series, cost, c->where, c->panel, cost, c->xcol);
-    sqlite3_stmt *s;
-    if (!sql || sqlite3_prepare_v2(c->h, sql, -1, &s, NULL) != SQLITE_OK) {
-        cli_error("plot", "%s", sqlite3_errmsg(c->h));
-        sqlite3_free(sql);
+    sqlite3_stmt *s = plot_stmt(c, sql, 1);
+    if (!s)
         return -1;
-    }
-    sqlite3_free(sql);
     sqlite3_bind_text(s, 1, panel, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, metric, -1, SQLITE_STATIC);
     int n = 0;
@@ -1031,8 +1035,9 @@ static int plot_parse(int argc, char **argv, plot_opts *o)
                  "values)"},
         {.name = "by", .kind = CLI_STR, .dest = &o->by, .arg = "KEYS",
          .help = "panels: comma-separated model, network, protocol,\n"
-                 "policy, or none (default: model,network; network is the\n"
-                 "x axis' when x is latency_ms or bandwidth_mbps)"},
+                 "policy, machine, or none (default: model,network;\n"
+                 "network is the x axis' when x is latency_ms or\n"
+                 "bandwidth_mbps)"},
         {.name = "metric", .kind = CLI_STR, .dest = &o->metric, .arg = "NAME",
          .help = "also plot this metric (a name of the metrics table)"},
         {.name = "latency", .kind = CLI_CHOICE, .dest = &o->latency, .arg = "L", .choices = "total|decode-per-token",
@@ -1081,14 +1086,14 @@ static int plot_prepare(plot_ctx *c, const plot_opts *o)
         int strip = n > 3 && !strcmp(o->db + n - 3, ".db");
         snprintf(c->outdir, sizeof c->outdir, "%.*s-plots", (int)(strip ? n - 3 : n), o->db);
     }
-    if (mkdir_p(c->outdir)) {
+    if (cli_mkdir_p(c->outdir)) {
         cli_error("plot", "cannot create %s: %s", c->outdir, strerror(errno));
         return 1;
     }
     if (o->data) {
         snprintf(c->tmp, sizeof c->tmp, "%s", o->data);
         c->keep = 1;
-        if (mkdir_p(c->tmp)) {
+        if (cli_mkdir_p(c->tmp)) {
             cli_error("plot", "cannot create %s: %s", c->tmp, strerror(errno));
             return 1;
         }
@@ -1168,5 +1173,6 @@ int cmd_plot(int argc, char **argv)
         rm_tmp(c.tmp);
     free(c.where);
     rdb_close(db);
+    dbvar_free(c.var);
     return st;
 }

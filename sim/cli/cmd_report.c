@@ -9,6 +9,7 @@
 
 #include "cmd.h"
 #include "dbq.h"
+#include "dbvar.h"
 #include "opt.h"
 #include "results/rdb.h"
 
@@ -25,8 +26,9 @@ static void report_usage(FILE *f, const cli_cmd *c)
             "run, decode per token, prefill) in s/min/h/d, online and offline bytes in\n"
             "kB/MB/GB/TB, rounds, and the accuracy metrics present; a table per model.\n"
             "Columns every run shares are printed once above the table; columns that do not\n"
-            "fit the width are left out (named below the table). The serving tables of\n"
-            "`mpcsim serve` follow, when present.\n\n"
+            "fit the width are left out (named below the table). Runs these labels show\n"
+            "alike get a variant column: the config keys that tell them apart (seed=2).\n"
+            "The serving tables of `mpcsim serve` follow, when present.\n\n"
             "options:\n");
     cli_help(c, f);
     fprintf(f, "\n"
@@ -172,10 +174,11 @@ static void tab_print(table *t, int width, size_t shared, size_t r0, size_t r1, 
             if (r > r0 && strcmp(tab_get(t, r, c), tab_get(t, r0, c)))
                 same = 0;
         }
-        /* nothing to say: no figure in this section, every run ok, the section's heading */
+        /* nothing to say: no figure in this section, no variant, every run ok, the
+         * section's heading */
         int blank = r1 > r0 && t->c[c].prio != 99;
         for (size_t r = r0; blank && r < r1; r++)
-            blank = !strcmp(tab_get(t, r, c), "-") ||
+            blank = !strcmp(tab_get(t, r, c), "-") || !tab_get(t, r, c)[0] ||
                     (!strcmp(t->c[c].head, "status") && !strcmp(tab_get(t, r, c), "ok"));
         if (blank || t->c[c].prio == 99) {
             t->c[c].shown = 0;
@@ -218,7 +221,7 @@ static void tab_print(table *t, int width, size_t shared, size_t r0, size_t r1, 
             char line[2048];
             size_t n = 0;
             for (size_t c = 0; c < t->cols && n < sizeof line; c++)
-                if (t->c[c].shown)
+                if (t->c[c].shown && tab_get(t, r, c)[0]) /* an empty variant says nothing */
                     n += (size_t)snprintf(line + n, sizeof line - n, "%s%s %s", n ? ", " : "",
                                           t->c[c].head, tab_get(t, r, c));
             wrap(f, line, width);
@@ -361,7 +364,14 @@ typedef struct rep {
     size_t nm;
     char *where;
     int csv, json, failed, width;
+    dbvar *var; /* config keys that tell apart runs whose shown labels are the same */
 } rep;
+
+/* What a row shows of a run: two runs with the same value look alike (dbvar.h). */
+#define RUN_IDENT                                                                            \
+    "r.model || char(31) || r.protocol_label || char(31) || r.network || char(31) || "      \
+    "coalesce(r.machine, 'default') || char(31) || coalesce(r.threads, 1) || char(31) || "  \
+    "r.policy_label || char(31) || r.prompt_len || char(31) || r.decode_len"
 
 static const char *text(sqlite3_stmt *s, int c)
 {
@@ -403,7 +413,7 @@ static int runs_table(rep *R, table *t, int *n_failed)
                  ? 0
                  : -1;
     sqlite3_free(sql);
-    int csv = R->csv;
+    int csv = R->csv, variant = dbvar_keys(R->var)[0] != '\0';
     if (!rc) {
         /* what tells runs apart is never left out; then the figures by importance */
         tab_col(t, "id", 4, 1);
@@ -415,6 +425,8 @@ static int runs_table(rep *R, table *t, int *n_failed)
         tab_col(t, "policy", 1, 0);
         tab_col(t, "prompt", 1, 1);
         tab_col(t, csv ? "decode" : "gen", 1, 1);
+        if (variant && !csv) /* what else tells these runs apart */
+            tab_col(t, "variant", 1, 0);
         tab_col(t, "status", 1, 0);
         tab_col(t, csv ? "latency_s" : "latency", 1, 1);
         tab_col(t, csv ? "per_token_s" : "per token", 1, 1);
@@ -427,6 +439,8 @@ static int runs_table(rep *R, table *t, int *n_failed)
         if (csv) { /* after the figures: the columns before them keep their places */
             tab_col(t, "machine", 1, 0);
             tab_col(t, "threads", 1, 1);
+            if (variant)
+                tab_col(t, "variant", 1, 0);
         }
     }
     *n_failed = 0;
@@ -442,6 +456,9 @@ static int runs_table(rep *R, table *t, int *n_failed)
                 tab_add(t, mach);
             }
         }
+        const char *vr = dbvar_of(R->var, sqlite3_column_int64(s, R_ID));
+        if (variant && !csv)
+            tab_add(t, vr);
         int ok = !strcmp(text(s, R_STATUS), "ok");
         *n_failed += !ok;
         tab_add(t, ok ? "ok" : csv ? "failed" : "FAILED");
@@ -463,6 +480,8 @@ static int runs_table(rep *R, table *t, int *n_failed)
         if (csv) {
             tab_add(t, text(s, R_MACH));
             tab_add(t, text(s, R_THREADS));
+            if (variant)
+                tab_add(t, vr);
         }
         t->rows++;
     }
@@ -488,10 +507,11 @@ static int failed_list(rep *R, FILE *f)
         if (!strcmp(text(s, R_STATUS), "ok"))
             continue;
         char head[1024];
-        snprintf(head, sizeof head, "run %s (grid point %s of %s, %s): %s %s %s %s P=%s D=%s",
+        const char *vr = dbvar_of(R->var, sqlite3_column_int64(s, R_ID));
+        snprintf(head, sizeof head, "run %s (grid point %s of %s, %s): %s %s %s %s P=%s D=%s%s%s",
                  text(s, R_ID), text(s, R_GRID), text(s, R_SCN), text(s, R_HASH),
                  text(s, R_MODEL), text(s, R_PROTO), text(s, R_NET), text(s, R_LABEL),
-                 text(s, R_PROMPT), text(s, R_DECODE));
+                 text(s, R_PROMPT), text(s, R_DECODE), vr[0] ? " " : "", vr);
         fputs(n++ ? "\n" : "", f);
         wrap(f, head, R->width);
         /* the message, wrapped at the width with a two-space indent */
@@ -791,6 +811,13 @@ int cmd_report(int argc, char **argv)
         return ms_err_exit_code(rc);
     }
     R.h = rdb_handle(db);
+    if (!R.json && dbvar_build(R.h, RUN_IDENT, R.where, DBVAR_PER_GROUP, &R.var)) {
+        cli_error("report", "%s: reading the runs' configurations: %s", R.path,
+                  sqlite3_errmsg(R.h));
+        free(R.where);
+        rdb_close(db);
+        return 1;
+    }
     table t = {0};
     int n_failed = 0;
     if (R.json) {
@@ -806,7 +833,7 @@ int cmd_report(int argc, char **argv)
             tab_csv(&t, stdout);
         else {
             if (t.rows)
-                tab_print_by_model(&t, R.width, 9, stdout);
+                tab_print_by_model(&t, R.width, dbvar_keys(R.var)[0] ? 10 : 9, stdout);
             char line[1200];
             int k = snprintf(line, sizeof line, "%zu run%s", t.rows, t.rows == 1 ? "" : "s");
             if (n_failed)
@@ -821,6 +848,7 @@ int cmd_report(int argc, char **argv)
         cli_error("report", "%s: %s", R.path, sqlite3_errmsg(R.h));
     tab_free(&t);
     free(R.where);
+    dbvar_free(R.var);
     rdb_close(db);
     return st;
 }

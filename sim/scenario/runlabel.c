@@ -46,13 +46,15 @@ void run_label_policy(const run_cfg *c, char *out, size_t n)
         snprintf(out + k, n - k, ")");
 }
 
-/* A protocol field's value as the scenario file writes it. */
-static void field_text(const ys_field *f, const proto_cfg *p, char *out, size_t n)
+/* A field's value as the scenario file writes it. */
+static void field_text(const ys_field *f, const void *obj, char *out, size_t n)
 {
-    const char *v = (const char *)p + f->off;
+    const char *v = (const char *)obj + f->off;
     int k = 0, nn = 0;
     switch (f->type) {
     case YS_INT: snprintf(out, n, "%d", *(const int *)v); break;
+    case YS_U32: snprintf(out, n, "%u", *(const uint32_t *)v); break;
+    case YS_U64: snprintf(out, n, "%llu", (unsigned long long)*(const uint64_t *)v); break;
     case YS_BOOL: snprintf(out, n, "%s", *(const int *)v ? "true" : "false"); break;
     case YS_DBL: snprintf(out, n, "%g", *(const double *)v); break;
     case YS_STR: snprintf(out, n, "%s", v); break;
@@ -145,27 +147,61 @@ void run_label_network(const run_cfg *c, char *out, size_t n, double *lat_ms, do
     char l[32], b[32];
     fmt_latency(l, sizeof l, lat);
     fmt_bandwidth(b, sizeof b, bw);
+    size_t k;
     if (c->net_ref[0] && strcmp(c->net_ref, "custom"))
-        snprintf(out, n, "%s", c->net_ref);
+        k = (size_t)snprintf(out, n, "%s", c->net_ref);
     else if (uniform)
-        snprintf(out, n, "%s/%s", l, b);
+        k = (size_t)snprintf(out, n, "%s/%s", l, b);
     else if (net->name[0] && strcmp(net->name, "custom"))
-        snprintf(out, n, "%s", net->name);
+        k = (size_t)snprintf(out, n, "%s", net->name);
     else
-        snprintf(out, n, "%s/%s+", l, b);
+        k = (size_t)snprintf(out, n, "%s/%s+", l, b);
+    /* the framing the links carry: the same links cost more bytes under TCP or TLS */
+    const net_wire *w = &net->wire, tcp = NET_WIRE_TCP;
+    net_wire bare = *w;
+    bare.tls_record = bare.tls_overhead = 0;
+    if (w->mtu && k < n)
+        snprintf(out + k, n - k, " %s%s", w->tls_record ? "tls" : "tcp",
+                 memcmp(&bare, &tcp, sizeof tcp) ||
+                         (w->tls_record && (w->tls_record != NET_WIRE_TLS13_RECORD ||
+                                            w->tls_overhead != NET_WIRE_TLS13_OVERHEAD))
+                     ? "*" : "");
 }
 
-const char *run_label_model(const run_cfg *c)
+void run_label_model(const run_cfg *c, char *out, size_t n)
 {
-    if (c->model_ref[0] && strcmp(c->model_ref, "inline"))
-        return c->model_ref;
-    return c->model.name[0] ? c->model.name : "inline";
+    if (c->model_ref[0] && strcmp(c->model_ref, "inline")) {
+        snprintf(out, n, "%s", c->model_ref);
+        return;
+    }
+    const char *name = c->model.name[0] ? c->model.name : "inline";
+    size_t k = (size_t)snprintf(out, n, "%s", name);
+    /* a shipped model with keys replaced keeps its name: the keys join it, as a policy's
+     * parameters do */
+    model_cfg base;
+    errbuf e;
+    if (strchr(name, '/') || strstr(name, ".yaml") || model_load(name, &base, &e))
+        return;
+    const ys_schema *ms = model_schema();
+    int any = 0;
+    for (size_t i = 0; i < ms->n && k < n; i++) {
+        const ys_field *f = &ms->field[i];
+        if (f->type == YS_FIXED || f->type == YS_OTHER || f->type == YS_INFO ||
+            !strcmp(f->key, "name") || ys_field_equal(f, &c->model, &base))
+            continue;
+        char v[64];
+        field_text(f, &c->model, v, sizeof v);
+        k += (size_t)snprintf(out + k, n - k, "%s%s=%s", any ? "," : "(", f->key, v);
+        any = 1;
+    }
+    if (any && k < n)
+        snprintf(out + k, n - k, ")");
 }
 
 void run_labels(const run_cfg *c, rdb_labels *l)
 {
     memset(l, 0, sizeof *l);
-    snprintf(l->model, sizeof l->model, "%s", run_label_model(c));
+    run_label_model(c, l->model, sizeof l->model);
     run_label_network(c, l->network, sizeof l->network, &l->latency_ms, &l->bandwidth_mbps);
     run_label_policy(c, l->policy_label, sizeof l->policy_label);
     run_label_protocol(&c->proto, l->protocol_label, sizeof l->protocol_label);

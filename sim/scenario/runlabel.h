@@ -17,11 +17,13 @@ void run_label_policy(const run_cfg *c, char *out, size_t n);
 void run_label_protocol(const proto_cfg *p, char *out, size_t n);
 /* A preset's name when the links are the preset's; "LAT/BW" when every party-to-party link
  * is the same ("0.1ms/10Gbps"); else the network's own name, or "LATmax/BWmin+" (the slowest
- * link's values) when it has none. *lat_ms, *bw_mbps: the slowest link's one-way latency and
+ * link's values) when it has none; then " tcp" or " tls" when the links carry that framing
+ * (" tcp*": with values of its own). *lat_ms, *bw_mbps: the slowest link's one-way latency and
  * the smallest bandwidth. */
 void run_label_network(const run_cfg *c, char *out, size_t n, double *lat_ms, double *bw_mbps);
-/* The model's reference, or for an inline model the name it was given ("inline" if none). */
-const char *run_label_model(const run_cfg *c);
+/* The model's reference, or for an inline model the name it was given ("inline" if none);
+ * a shipped model with keys replaced, its name and those keys: "stories260K(layers=2)". */
+void run_label_model(const run_cfg *c, char *out, size_t n);
 /* Every label of a run, for rdb_labels. */
 void run_labels(const run_cfg *c, rdb_labels *l);
 /* rdb_labeler: reloads a stored canonical config (a one-run scenario) and labels it. */
