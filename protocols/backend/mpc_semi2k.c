@@ -11,6 +11,7 @@
 
 #include "mpc_eng.h"
 #include "mpc_local.h"
+#include "protocols/base/grow.h"
 
 typedef struct fixed_ent {
     uint32_t id;    /* tensor id in the current program (UINT32_MAX: not bound) */
@@ -255,14 +256,8 @@ static fixed_ent *fixed_find(s2k *s, uint32_t id)
 /* Opens Y − B for a fixed operand once (setup round). */
 static int fixed_setup(s2k *s, uint32_t id, const char *name, const mpc_val *y, fixed_ent **out)
 {
-    if (s->n_fx == s->cap_fx) {
-        size_t cap = s->cap_fx ? 2 * s->cap_fx : 16;
-        fixed_ent *p = realloc(s->fx, cap * sizeof *p);
-        if (!p)
-            return mpc_fail(&s->c, MS_ERR_NOMEM, "semi2k: out of memory for the beaver cache");
-        s->fx = p;
-        s->cap_fx = cap;
-    }
+    if (ms_grow(&s->fx, &s->cap_fx, s->n_fx, sizeof *s->fx, 16))
+        return mpc_fail(&s->c, MS_ERR_NOMEM, "semi2k: out of memory for the beaver cache");
     size_t n = y->n;
     fixed_ent *f = &s->fx[s->n_fx];
     f->id = id;
@@ -814,15 +809,9 @@ static int s_fixed_view(eng *e, uint32_t z_id, uint32_t y_id, const uint32_t *id
     fixed_ent *src = e->cfg.beaver_cache ? fixed_find(s, y_id) : NULL;
     if (!src || !idx)
         return MS_OK;
-    if (s->n_fx == s->cap_fx) {
-        size_t cap = s->cap_fx ? 2 * s->cap_fx : 16;
-        fixed_ent *q = realloc(s->fx, cap * sizeof *q);
-        if (!q)
-            return mpc_fail(&s->c, MS_ERR_NOMEM, "semi2k: out of memory for the beaver cache");
-        s->fx = q;
-        s->cap_fx = cap;
-        src = fixed_find(s, y_id);
-    }
+    if (ms_grow(&s->fx, &s->cap_fx, s->n_fx, sizeof *s->fx, 16))
+        return mpc_fail(&s->c, MS_ERR_NOMEM, "semi2k: out of memory for the beaver cache");
+    src = fixed_find(s, y_id); /* the array may have moved */
     fixed_ent *f = &s->fx[s->n_fx];
     memset(f, 0, sizeof *f);
     f->id = z_id;

@@ -2632,16 +2632,6 @@ static int pub_operand(eng *e, const op *o, const mpc_val *vals, const mpc_val *
     return MS_OK;
 }
 
-static int owner_of(const eng *e, const op_program *p, const op *o)
-{
-    int role = p->tens[o->out].role;
-    if (role == OPT_INPUT)
-        return 0;
-    if (role == OPT_WEIGHT)
-        return 1;
-    return (o->iarg >= 0 && o->iarg < e->n_parties) ? o->iarg : 0;
-}
-
 static int k_exec_ew(eng *e, const op_program *p, const op *o, mpc_val *vals, mpc_val *z,
                      size_t idx, errbuf *err);
 static int k_view(eng *e, const op_program *p, const op *o, mpc_val *vals, mpc_val *z);
@@ -2753,7 +2743,7 @@ static int k_dispatch(eng *e, const op_program *p, const op *o, mpc_val *vals,
     case OP_INPUT: {
         const mpc_val *dst = &vals[o->out];
         TRY(kal(e, z, dst->n, DOM_ARITH));
-        return VT->input(e, z, owner_of(e, p, o), dst->s[0]);
+        return VT->input(e, z, op_input_owner(p, o, e->n_parties), dst->s[0]);
     }
     case OP_ADD:
     case OP_SUB:

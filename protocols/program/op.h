@@ -195,6 +195,9 @@ uint32_t op_tensor_find(const op_program *p, const char *name);
 void op_layer_name(char full[48], int layer, const char *name);
 /* op_tensor_find of op_layer_name(layer, name). */
 uint32_t op_layer_find(const op_program *p, int layer, const char *name);
+/* The party an INPUT op o's tensor comes from among n_parties: the client's input from P0,
+ * the weights from P1, any other from o->iarg (P0 when out of range). */
+int op_input_owner(const op_program *p, const op *o, int n_parties);
 /* The layer of a name "L<layer>.<rest>" and where its rest starts (rest may be NULL); -1 for a
  * name of no layer. */
 int op_layer_of(const char *full, const char **rest);

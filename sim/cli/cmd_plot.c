@@ -83,18 +83,19 @@ static void plot_usage(FILE *f, const cli_cmd *c)
 
 /* ---- helpers --------------------------------------------------------------------------- */
 
-static int mkdir_p(const char *path)
+/* sql (from sqlite3_mprintf, NULL on OOM; freed here) prepared on the results database;
+ * NULL on failure, after the error message when report. */
+static sqlite3_stmt *plot_stmt(const plot_ctx *c, char *sql, int report)
 {
-    char buf[PATH_MAX];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(buf, 0777) && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    return mkdir(buf, 0777) && errno != EEXIST ? -1 : 0;
+    sqlite3_stmt *s = NULL;
+    if (!sql || sqlite3_prepare_v2(c->h, sql, -1, &s, NULL) != SQLITE_OK) {
+        if (report)
+            cli_error("plot", "%s", sqlite3_errmsg(c->h));
+        sqlite3_finalize(s);
+        s = NULL;
+    }
+    sqlite3_free(sql);
+    return s;
 }
 
 /* The first terminal of the list this gnuplot has; NULL if gnuplot is missing or has none. */
@@ -371,14 +372,10 @@ static int get_panels(plot_ctx *c, const char *need, panels *p)
         "printf('%%g Mbit/s', r.bandwidth_mbps) END END) FROM runs r WHERE r.status = 'ok' %s "
         "AND (%s) GROUP BY p ORDER BY min(r.model), min(r.latency_ms), -max(r.bandwidth_mbps), p",
         c->panel, c->where, need);
-    sqlite3_stmt *s;
     p->n = 0;
-    if (!sql || sqlite3_prepare_v2(c->h, sql, -1, &s, NULL) != SQLITE_OK) {
-        cli_error("plot", "%s", sqlite3_errmsg(c->h));
-        sqlite3_free(sql);
+    sqlite3_stmt *s = plot_stmt(c, sql, 1);
+    if (!s)
         return -1;
-    }
-    sqlite3_free(sql);
     while (sqlite3_step(s) == SQLITE_ROW && p->n < PLOT_MAX_PANELS) {
         const char *name = (const char *)sqlite3_column_text(s, 0);
         const char *nets = (const char *)sqlite3_column_text(s, 1);
@@ -423,13 +420,9 @@ static int write_cell(plot_ctx *c, const char *panel, const char *ysql, int kind
                                 "r.status = 'ok' %s AND (%s) = ?1 AND (%s) IS NOT NULL GROUP BY "
                                 "s, x ORDER BY s, x", c->series, c->xcol, ysql, c->where, c->panel,
                                 ysql);
-    sqlite3_stmt *s;
-    if (!sql || sqlite3_prepare_v2(c->h, sql, -1, &s, NULL) != SQLITE_OK) {
-        cli_error("plot", "%s", sqlite3_errmsg(c->h));
-        sqlite3_free(sql);
+    sqlite3_stmt *s = plot_stmt(c, sql, 1);
+    if (!s)
         return -1;
-    }
-    sqlite3_free(sql);
     sqlite3_bind_text(s, 1, panel, -1, SQLITE_STATIC);
     int n = 0;
     double max = 0, ymin = INFINITY;
@@ -687,12 +680,9 @@ static int bars_fill(plot_ctx *c, const char *panel, const char *figure, double 
         "'ok' %s AND b.category <> 'total' AND (%s) = ?1 AND r.%s = ?2 GROUP BY r.id, "
         "b.category) GROUP BY s, category ORDER BY s, min(ord)",
         c->series, figure, c->where, c->panel, c->xcol);
-    sqlite3_stmt *s;
-    if (!sql || sqlite3_prepare_v2(c->h, sql, -1, &s, NULL) != SQLITE_OK) {
-        sqlite3_free(sql);
+    sqlite3_stmt *s = plot_stmt(c, sql, 0);
+    if (!s)
         return -1;
-    }
-    sqlite3_free(sql);
     sqlite3_bind_text(s, 1, panel, -1, SQLITE_STATIC);
     sqlite3_bind_double(s, 2, x);
     memset(b, 0, sizeof *b);
@@ -856,16 +846,13 @@ static int pareto_metric(plot_ctx *c, char *out, size_t n)
 {
     static const char *const pref[] = {"attn_mass_recall", "mass_recall", "top1_agreement",
                                        "topk_recall", "logit_kl", "attn_out_rel_err"};
-    sqlite3_stmt *s;
     char names[64][48];
     int nn = 0;
     char *sql = sqlite3_mprintf("SELECT DISTINCT m.name FROM metrics m JOIN runs r ON r.id = "
                                 "m.run_id WHERE r.status = 'ok' %s ORDER BY m.name", c->where);
-    if (!sql || sqlite3_prepare_v2(c->h, sql, -1, &s, NULL)) {
-        sqlite3_free(sql);
+    sqlite3_stmt *s = plot_stmt(c, sql, 0);
+    if (!s)
         return 0;
-    }
-    sqlite3_free(sql);
     while (sqlite3_step(s) == SQLITE_ROW && nn < 64)
         snprintf(names[nn++], 48, "%.47s", (const char *)sqlite3_column_text(s, 0));
     sqlite3_finalize(s);
@@ -890,13 +877,9 @@ static int pareto_cell(plot_ctx *c, const char *panel, const char *metric, int l
         "m.run_id = r.id AND m.name = ?2 WHERE r.status = 'ok' %s AND (%s) = ?1 AND (%s) IS NOT "
         "NULL GROUP BY s, r.%s ORDER BY s, cost",
         c->series, cost, c->where, c->panel, cost, c->xcol);
-    sqlite3_stmt *s;
-    if (!sql || sqlite3_prepare_v2(c->h, sql, -1, &s, NULL) != SQLITE_OK) {
-        cli_error("plot", "%s", sqlite3_errmsg(c->h));
-        sqlite3_free(sql);
+    sqlite3_stmt *s = plot_stmt(c, sql, 1);
+    if (!s)
         return -1;
-    }
-    sqlite3_free(sql);
     sqlite3_bind_text(s, 1, panel, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, metric, -1, SQLITE_STATIC);
     int n = 0;
@@ -1103,14 +1086,14 @@ static int plot_prepare(plot_ctx *c, const plot_opts *o)
         int strip = n > 3 && !strcmp(o->db + n - 3, ".db");
         snprintf(c->outdir, sizeof c->outdir, "%.*s-plots", (int)(strip ? n - 3 : n), o->db);
     }
-    if (mkdir_p(c->outdir)) {
+    if (cli_mkdir_p(c->outdir)) {
         cli_error("plot", "cannot create %s: %s", c->outdir, strerror(errno));
         return 1;
     }
     if (o->data) {
         snprintf(c->tmp, sizeof c->tmp, "%s", o->data);
         c->keep = 1;
-        if (mkdir_p(c->tmp)) {
+        if (cli_mkdir_p(c->tmp)) {
             cli_error("plot", "cannot create %s: %s", c->tmp, strerror(errno));
             return 1;
         }

@@ -154,20 +154,23 @@ static int predict(const proto *pr, const proto_cfg *cfg, const vjob *j, const n
 static void usage(FILE *f, const cli_cmd *c)
 {
     fprintf(f,
-            "usage: mpcsim validate [--primitives] [--basic-ops] [--model NAME] [--protocol P] [--db FILE]\n"
-            "                       [--latency-ms X] [--bandwidth RATE] [--profile NAME] [--set K=V]...\n"
+            "usage: mpcsim validate [--primitives] [--basic-ops] [--model NAME]\n"
+            "                       [--protocol P] [--db FILE] [--latency-ms X]\n"
+            "                       [--bandwidth RATE] [--profile NAME] [--set K=V]...\n"
             "                       [--prompt N] [--decode N] [--text FILE] [--shape]\n"
-            "                       [--accuracy N [--policy NAME [--policy-param K=V]...]] [--generate N]\n\n"
-            "Runs the real MPC backend (parties forked on 127.0.0.1) and the simulator on the same\n"
-            "work and prints predicted vs measured rounds, bytes and time. Without a mode flag: the\n"
-            "primitives and stories260K's prefill and decode programs, in semi2k and aby3.\n"
-            "Exit status 1 if any bytes or rounds differ.\n\n"
+            "                       [--generate N]\n"
+            "                       [--accuracy N [--policy NAME [--policy-param K=V]...]]\n\n"
+            "Runs the real MPC backend (parties forked on 127.0.0.1) and the simulator on\n"
+            "the same work and prints predicted vs measured rounds, bytes and time. Without\n"
+            "a mode flag: the primitives and stories260K's prefill and decode programs, in\n"
+            "semi2k and aby3. Exit status 1 if any bytes or rounds differ.\n\n"
             "options:\n");
     cli_help(c, f);
     fprintf(f, "\n"
             "examples:\n"
             "  mpcsim validate --db val.db\n"
-            "  mpcsim validate --model stories260K --accuracy 256 --text tests/data/tinystories_sample.txt --set approx=sigmoid\n"
+            "  mpcsim validate --model stories260K --accuracy 256 \\\n"
+            "      --text tests/data/tinystories_sample.txt --set approx=sigmoid\n"
             "  mpcsim validate --model stories260K --generate 64 --latency-ms 0\n");
 }
 
