@@ -545,14 +545,17 @@ START_TEST(test_synth_kernel_wide_vs_portable)
             uint32_t nw = (nb + 7) / 8, j0 = nj * 977;
             trace_synth_portable_kernel = 1;
             synth_kern_words(0x1234567890abcdefull ^ nb, j0, nj, nw, wp);
-            synth_kern_lookup(base, wp, nj, nw, nb, nib, tab, rp);
+            float mp = synth_kern_lookup(base, wp, nj, nw, nb, nib, tab, rp);
             trace_synth_portable_kernel = 0;
             synth_kern_words(0x1234567890abcdefull ^ nb, j0, nj, nw, wa);
-            synth_kern_lookup(base, wa, nj, nw, nb, nib, tab, ra);
+            float ma = synth_kern_lookup(base, wa, nj, nw, nb, nib, tab, ra), mx = rp[0];
+            for (uint32_t j = 1; j < nj; j++)
+                mx = rp[j] > mx ? rp[j] : mx;
             for (uint32_t k = 0; k < nw; k++)
                 ck_assert_msg(!memcmp(wa + k * SYNTH_BLOCK, wp + k * SYNTH_BLOCK,
                                       nj * sizeof *wa), "words nj %u nw %u", nj, nw);
             ck_assert_msg(!memcmp(ra, rp, nj * sizeof *ra), "lookup nj %u nb %u", nj, nb);
+            ck_assert_msg(ma == mx && mp == mx, "lookup max nj %u nb %u", nj, nb);
         }
     for (uint32_t n = 1; n <= N; n++) {
         for (uint32_t j = 0; j < n; j++)
