@@ -51,13 +51,9 @@ START_TEST(test_comet_on_shares)
     fixture_open(&f, N);
     errbuf e = {{0}};
     uint32_t V = f.m.vocab;
-    float *pol = malloc((size_t)N * V * sizeof *pol), *full = malloc((size_t)N * V * sizeof *full);
+    float *pol, *full;
     secpol_keep k;
-    ck_assert_msg(secinf_policy_replay(&f.m, f.L, "comet", params, 2, f.ids, N, P, &k, pol, &e) == MS_OK,
-                  "%s", e.msg);
-    llama_reset(f.L);
-    for (uint32_t p = 0; p < N; p++)
-        llama_forward(f.L, f.ids[p], p, NULL, full + (size_t)p * V);
+    fixture_replay(&f, "comet", params, 2, N, P, &k, &pol, &full);
     secinf_opts o;
     comet_opts(&f, protos[_i % 2], params, &o);
     o.audit = 1;
@@ -120,9 +116,7 @@ START_TEST(test_comet_on_shares)
     }
     op_program_free(&p);
     secinf_result_free(&r);
-    secpol_keep_free(&k);
-    free(pol);
-    free(full);
+    fixture_replay_free(&k, pol, full);
     llama_free(f.L);
     secinf_spol_free(&o.spol);
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "protocols/program/eng_plain.h"
 #include "models/lower.h"
 #include "models/model.h"
@@ -486,15 +487,40 @@ static void single_case(prog_case *c, const char *pname, const single *s)
     c->tol = s->tol;
 }
 
-START_TEST(test_single_ops)
+/* Every single-op case whose kind is one of kinds[0..nk) (kinds NULL: all) in pname, with the
+ * protocol parameters msb, normalize and topk of with (NULL: the defaults) and, with.bits > 0,
+ * that bit bound on the op. */
+typedef struct single_with {
+    const char *msb, *norm, *topk;
+    uint8_t bits;
+} single_with;
+
+static void run_singles(const char *pname, const int *kinds, size_t nk, single_with with)
 {
-    const char *pname = _i ? "aby3" : "semi2k";
+    size_t ran = 0;
     for (size_t q = 0; q < sizeof singles / sizeof *singles; q++) {
+        int in = kinds == NULL;
+        for (size_t i = 0; i < nk; i++)
+            in |= singles[q].kind == kinds[i];
+        if (!in)
+            continue;
         prog_case c;
         single_case(&c, pname, &singles[q]);
+        c.msb = with.msb;
+        c.norm = with.norm;
+        c.topk = with.topk;
+        if (with.bits)
+            c.prog.ops[c.prog.n_ops - 1].bits = with.bits;
         run_case(&c);
         op_program_free(&c.prog);
+        ran++;
     }
+    ck_assert_uint_gt(ran, 0);
+}
+
+START_TEST(test_single_ops)
+{
+    run_singles(_i ? "aby3" : "semi2k", NULL, 0, (single_with){0});
 }
 END_TEST
 
@@ -502,18 +528,8 @@ END_TEST
  * against the clear-text engine and counts against the cost engine, as above. */
 START_TEST(test_carry_msb_ops)
 {
-    const char *pname = _i ? "aby3" : "semi2k";
-    for (size_t q = 0; q < sizeof singles / sizeof *singles; q++) {
-        int k = singles[q].kind;
-        if (k != OP_LT && k != OP_MAX && k != OP_ARGMAX && k != OP_SOFTMAX && k != OP_TOPK &&
-            k != OP_SILU)
-            continue;
-        prog_case c;
-        single_case(&c, pname, &singles[q]);
-        c.msb = "carry";
-        run_case(&c);
-        op_program_free(&c.prog);
-    }
+    static const int kinds[] = {OP_LT, OP_MAX, OP_ARGMAX, OP_SOFTMAX, OP_TOPK, OP_SILU};
+    run_singles(_i ? "aby3" : "semi2k", kinds, TH_N(kinds), (single_with){.msb = "carry"});
 }
 END_TEST
 
@@ -523,23 +539,9 @@ END_TEST
 START_TEST(test_normalize_ops)
 {
     const char *pname = _i ? "aby3" : "semi2k";
-    for (size_t q = 0; q < sizeof singles / sizeof *singles; q++) {
-        int k = singles[q].kind;
-        if (k != OP_RECIPROCAL && k != OP_RSQRT && k != OP_SOFTMAX && k != OP_LAYERNORM &&
-            k != OP_RMSNORM && k != OP_SILU)
-            continue;
-        prog_case c;
-        single_case(&c, pname, &singles[q]);
-        c.norm = "thresholds";
-        run_case(&c);
-        op_program_free(&c.prog);
-        if (k != OP_RECIPROCAL && k != OP_RSQRT)
-            continue;
-        single_case(&c, pname, &singles[q]);
-        c.prog.ops[c.prog.n_ops - 1].bits = 21; /* x < 8 at f = 18 */
-        run_case(&c);
-        op_program_free(&c.prog);
-    }
+    static const int kinds[] = {OP_RECIPROCAL, OP_RSQRT, OP_SOFTMAX, OP_LAYERNORM, OP_RMSNORM, OP_SILU};
+    run_singles(pname, kinds, TH_N(kinds), (single_with){.norm = "thresholds"});
+    run_singles(pname, kinds, 2, (single_with){.bits = 21}); /* x < 8 at f = 18 */
 }
 END_TEST
 
@@ -601,40 +603,50 @@ START_TEST(test_topk_quickselect_ops)
     c.tol = 0;
     run_case(&c);
     op_program_free(&c.prog);
-    for (size_t q = 0; q < sizeof singles / sizeof *singles; q++) {
-        if (singles[q].kind != OP_TOPK)
-            continue;
-        single_case(&c, pname, &singles[q]);
-        c.topk = "quickselect";
-        run_case(&c);
-        op_program_free(&c.prog);
-    }
+    static const int topk[] = {OP_TOPK};
+    run_singles(pname, topk, 1, (single_with){.topk = "quickselect"});
 }
 END_TEST
 
 /* A lowered stories260K decode step and prefill (the lowering's tensor names, weights bound by name with
  * stand-in values): every op's measured bytes and rounds equal the cost engine's. */
-START_TEST(test_stories260k_step)
+/* A lowered stories260K decode step (5 cached rows), then a 4-token prefill, in pname, with
+ * ffn_active (NULL: the dense FFN); stand-in weights bound by name; every op's measured bytes
+ * and rounds against the cost engine's. */
+static void run_stories_steps(const char *pname, int sparse)
 {
     prog_case c;
     memset(&c, 0, sizeof c);
-    c.pname = _i ? "aby3" : "semi2k";
+    c.pname = pname;
     c.any_name = 1;
     c.counts_only = 1;
     model_cfg m;
     errbuf e = {{0}};
     ck_assert_msg(model_load("stories260K", &m, &e) == MS_OK, "%s", e.msg);
-    for (int phase = 0; phase < 2; phase++) { /* a decode step, then a 4-token prefill */
+    uint32_t act[16]; /* a quarter of every layer's FFN */
+    for (uint32_t l = 0; l < m.n_layers && l < 16; l++)
+        act[l] = m.ffn_dim / 4 + l;
+    if (sparse)
+        c.idx_hi = m.ffn_dim;
+    for (int phase = 0; phase < 2; phase++) {
         lower_opts lo;
         lower_opts_default(&lo);
         lo.phase = phase ? PHASE_PREFILL : PHASE_DECODE;
         lo.n_tokens = phase ? 4 : 1;
         lo.kv_len = phase ? 0 : 5;
+        lo.ffn_active = sparse ? act : NULL;
         op_program_init(&c.prog);
         ck_assert_msg(lower_step(&m, &lo, &c.prog, &e) == MS_OK, "%s", e.msg);
         run_case(&c);
         op_program_free(&c.prog);
     }
+}
+
+/* A lowered stories260K decode step and prefill (the lowering's tensor names, weights bound by name with
+ * stand-in values): every op's measured bytes and rounds equal the cost engine's. */
+START_TEST(test_stories260k_step)
+{
+    run_stories_steps(_i ? "aby3" : "semi2k", 0);
 }
 END_TEST
 
@@ -673,29 +685,7 @@ START_TEST(test_sparse_ffn_ops)
     run_case(&c);
     op_program_free(p);
     /* lowered stories260K steps, stand-in weights, a quarter of every layer's FFN */
-    memset(&c, 0, sizeof c);
-    c.pname = pname;
-    c.any_name = 1;
-    c.counts_only = 1;
-    model_cfg m;
-    errbuf e = {{0}};
-    ck_assert_msg(model_load("stories260K", &m, &e) == MS_OK, "%s", e.msg);
-    c.idx_hi = m.ffn_dim;
-    uint32_t act[16];
-    for (uint32_t l = 0; l < m.n_layers && l < 16; l++)
-        act[l] = m.ffn_dim / 4 + l;
-    for (int phase = 0; phase < 2; phase++) {
-        lower_opts lo;
-        lower_opts_default(&lo);
-        lo.phase = phase ? PHASE_PREFILL : PHASE_DECODE;
-        lo.n_tokens = phase ? 4 : 1;
-        lo.kv_len = phase ? 0 : 5;
-        lo.ffn_active = act;
-        op_program_init(&c.prog);
-        ck_assert_msg(lower_step(&m, &lo, &c.prog, &e) == MS_OK, "%s", e.msg);
-        run_case(&c);
-        op_program_free(&c.prog);
-    }
+    run_stories_steps(pname, 1);
 }
 END_TEST
 

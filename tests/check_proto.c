@@ -219,6 +219,18 @@ typedef struct sums {
 static uint8_t op_bits; /* the next cost_op's bit bound (0: none) */
 
 /* Costs one op (out shaped (b, rows_out, cols_out)) and sums its log. */
+/* pname's protocol, its default configuration into cfg and an empty cost log for its parties
+ * into lg. */
+static const proto *proto_default(const char *pname, proto_cfg *cfg, cost_log *lg)
+{
+    const proto *pr = proto_find(pname);
+    ck_assert_ptr_nonnull(pr);
+    errbuf e = {{0}};
+    ck_assert_msg(proto_cfg_default(pname, cfg, &e) == MS_OK, "%s", e.msg);
+    cost_log_init(lg, pr->n_parties);
+    return pr;
+}
+
 static sums cost_op(const char *proto_name, int kind, uint32_t b, uint32_t m, uint32_t k,
                     uint32_t n, int32_t iarg, uint32_t flags, const proto_cfg *override)
 {
@@ -538,12 +550,10 @@ START_TEST(test_matmul_operand_sharing)
     op o = {.kind = OP_MATMUL, .layer = -1, .group = -1, .batch = 32, .m = 1, .k = 128,
             .n = 1000, .in = {q, kc, OP_NONE}, .out = s, .flags = OPF_TRANS_B | OPF_NO_TRUNC};
     op_emit(&p, &o);
-    const proto *pr = proto_find("semi2k");
     proto_cfg cfg;
-    errbuf e;
-    proto_cfg_default("semi2k", &cfg, &e);
     cost_log lg;
-    cost_log_init(&lg, 2);
+    const proto *pr = proto_default("semi2k", &cfg, &lg);
+    errbuf e;
     ck_assert_int_eq(proto_cost_program(pr, &cfg, &p, &lg, &e), 0);
     cost_totals t = {0};
     for (size_t i = 0; i < lg.n; i++)
@@ -572,12 +582,10 @@ START_TEST(test_bad_op_reported)
     o2.kind = OP_MUL; /* missing second operand */
     o2.in[0] = y;
     op_emit(&p, &o2);
-    const proto *pr = proto_find("aby3");
     proto_cfg cfg;
-    errbuf e;
-    proto_cfg_default("aby3", &cfg, &e);
     cost_log lg;
-    cost_log_init(&lg, 3);
+    const proto *pr = proto_default("aby3", &cfg, &lg);
+    errbuf e;
     ck_assert_int_eq(proto_cost_program(pr, &cfg, &p, &lg, &e), MS_ERR_INPUT);
     ck_assert_ptr_nonnull(strstr(e.msg, "op 0 (softmax)"));
     p.n_ops = 0;
@@ -655,12 +663,10 @@ START_TEST(test_cost_matches_plain)
     const char *nm = _i ? "aby3" : "semi2k";
     op_program p;
     build_mixed(&p);
-    const proto *pr = proto_find(nm);
     proto_cfg cfg;
-    errbuf e;
-    proto_cfg_default(nm, &cfg, &e);
     cost_log lg;
-    cost_log_init(&lg, pr->n_parties);
+    const proto *pr = proto_default(nm, &cfg, &lg);
+    errbuf e;
     ck_assert_msg(proto_cost_program(pr, &cfg, &p, &lg, &e) == 0, "%s", e.msg);
     uint64_t rounds[PRIM_N] = {0};
     for (size_t i = 0; i < lg.n; i++)

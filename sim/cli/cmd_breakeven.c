@@ -350,7 +350,8 @@ static int be_plot(const be_args *a, const run_cfg *ref, const run_cfg *c, int i
     }
     char title[1024], s[256], pl[256];
     run_label_protocol(&ref->proto, pl, sizeof pl);
-    snprintf(title, sizeof title, "%s vs the full cache: %s %s, decode at KV %u", label,
+    /* two lines: a protocol and a policy with their options do not fit one panel's width */
+    snprintf(title, sizeof title, "%s vs the full cache\n%s %s, decode at KV %u", label,
              ref->model.name, pl, ref->work.prompt_len + ref->work.decode_len - 1);
     fprintf(f, "term_name = ");
     gnuplot_str(f, a->svg ? "svg" : "pngcairo");

@@ -30,6 +30,7 @@
 #define PLOT_MAX_SERIES 48
 #define PLOT_MAX_CATS 16
 #define PLOT_MAX_POINTS 4096
+#define PLOT_NAME 512 /* a series name: labels and variant; longer ones would merge */
 
 typedef struct plot_ctx {
     sqlite3 *h;
@@ -49,7 +50,7 @@ typedef struct plot_ctx {
     char title[256];        /* what every plot shares: machine profile, threads */
     const char *metric;     /* --metric */
     int lat;                /* 0: total and per token, 1: total, 2: decode per token */
-    char names[PLOT_MAX_SERIES][160]; /* every series, in colour order */
+    char names[PLOT_MAX_SERIES][PLOT_NAME]; /* every series, in colour order */
     int nseries;
     int made, failed;
 } plot_ctx;
@@ -218,14 +219,21 @@ static const char *key_sql(const char *key, const char *x)
         return "r.policy_label";
     if (!strcmp(key, "machine")) /* the profile and the cores a party uses: 'default 16t' */
         return "(coalesce(r.machine, 'default') || ' ' || coalesce(r.threads, 1) || 't')";
+    /* the framing the label ends with (' tcp', ' tls*'), kept when the values are on x */
+#define NET_WIRE_SQL                                                                         \
+    "(CASE WHEN r.network GLOB '* tcp' OR r.network GLOB '* tls' THEN substr(r.network, -4) " \
+    "WHEN r.network GLOB '* tcp[*]' OR r.network GLOB '* tls[*]' THEN substr(r.network, -5) " \
+    "ELSE '' END)"
     if (!strcmp(key, "network")) {
         if (!strcmp(x, "latency_ms")) /* the bandwidth: '10Gbps', '100Mbps' */
             return "(CASE WHEN r.bandwidth_mbps >= 1000 THEN printf('%gGbps', "
-                   "r.bandwidth_mbps / 1000) ELSE printf('%gMbps', r.bandwidth_mbps) END)";
+                   "r.bandwidth_mbps / 1000) ELSE printf('%gMbps', r.bandwidth_mbps) END || "
+                   NET_WIRE_SQL ")";
         if (!strcmp(x, "bandwidth_mbps"))
-            return "printf('%gms', r.latency_ms)";
+            return "(printf('%gms', r.latency_ms) || " NET_WIRE_SQL ")";
         return "r.network";
     }
+#undef NET_WIRE_SQL
     return NULL;
 }
 
@@ -304,16 +312,20 @@ static int plot_axes(plot_ctx *c, const char *xopt, const char *by)
         snprintf(c->panel, sizeof c->panel, "'all runs'");
     /* runs the panels, the series and x still merge (another trace seed, batch, a model's
      * own dimensions, …): their differing config keys join the series */
-    char ident[2048];
-    snprintf(ident, sizeof ident, "%s || char(31) || %s || char(31) || r.%s", c->panel,
-             c->series[0] ? c->series : "''", c->xcol);
-    if (dbvar_build(c->h, ident, c->where, DBVAR_OK_ONLY, &c->var) || dbvar_sql(c->h, c->var)) {
+    char ident[2200], family[2048];
+    snprintf(family, sizeof family, "%s || char(31) || %s", c->panel,
+             c->series[0] ? c->series : "''");
+    snprintf(ident, sizeof ident, "%s || char(31) || r.%s", family, c->xcol);
+    if (dbvar_build(c->h, ident, family, c->where, DBVAR_OK_ONLY, &c->var) ||
+        dbvar_sql(c->h, c->var)) {
         cli_error("plot", "reading the runs' configurations: %s", sqlite3_errmsg(c->h));
         return 1;
     }
-    if (dbvar_keys(c->var)[0]) {
-        sl += (size_t)snprintf(c->series + sl, sizeof c->series - sl, "%srun_variant(r.id)",
-                               sl ? " || ' ' || " : "");
+    if (dbvar_keys(c->var)[0]) { /* only the runs that have one: the others keep their name */
+        sl += (size_t)snprintf(c->series + sl, sizeof c->series - sl, "%s",
+                               sl ? " || (CASE run_variant(r.id) WHEN '' THEN '' ELSE ' ' || "
+                                    "run_variant(r.id) END)"
+                                  : "coalesce(nullif(run_variant(r.id), ''), 'all runs')");
         kl += (size_t)snprintf(c->serieskeys + kl, sizeof c->serieskeys - kl, "%s%s",
                                kl ? ", " : "", dbvar_keys(c->var));
     }
@@ -398,7 +410,7 @@ static int get_panels(plot_ctx *c, const char *need, panels *p)
 
 typedef struct point {
     int series; /* colour index */
-    char name[160];
+    char name[PLOT_NAME];
     double x, y;
 } point;
 
@@ -408,6 +420,15 @@ typedef struct cell {
     int nb, lt[PLOT_MAX_SERIES], ylog;
     double xmin, xmax;
 } cell;
+
+/* A point from a query's row: (series name, x, y). */
+static void point_row(const plot_ctx *c, sqlite3_stmt *s, point *p)
+{
+    snprintf(p->name, sizeof p->name, "%s", (const char *)sqlite3_column_text(s, 0));
+    p->series = series_colour(c, p->name);
+    p->x = sqlite3_column_double(s, 1);
+    p->y = sqlite3_column_double(s, 2);
+}
 
 /* Writes the series of one panel for the per-run value `ysql` (kind 's', 'B' or 0) into
  * c->tmp/<file>; fills the cell (blocks, colours, unit, x range). 0 with nb = 0 when the panel
@@ -431,10 +452,7 @@ static int write_cell(plot_ctx *c, const char *panel, const char *ysql, int kind
     out->xmax = -INFINITY;
     while (sqlite3_step(s) == SQLITE_ROW && n < PLOT_MAX_POINTS) {
         point *p = &pts[n++];
-        snprintf(p->name, sizeof p->name, "%s", (const char *)sqlite3_column_text(s, 0));
-        p->series = series_colour(c, p->name);
-        p->x = sqlite3_column_double(s, 1);
-        p->y = sqlite3_column_double(s, 2);
+        point_row(c, s, p);
         max = fmax(max, p->y);
         ymin = fmin(ymin, p->y);
         out->xmin = fmin(out->xmin, p->x);
@@ -655,7 +673,7 @@ static void plot_metric(plot_ctx *c)
 /* ---- breakdown: horizontal stacked bars, one per series, at each panel's largest x ------- */
 
 typedef struct bars {
-    char label[PLOT_MAX_SERIES][160];
+    char label[PLOT_MAX_SERIES][PLOT_NAME];
     char cat[PLOT_MAX_CATS][32];
     double v[PLOT_MAX_SERIES][PLOT_MAX_CATS];
     int nl, nc;
@@ -887,10 +905,7 @@ static int pareto_cell(plot_ctx *c, const char *panel, const char *metric, int l
     memset(out, 0, sizeof *out);
     while (sqlite3_step(s) == SQLITE_ROW && n < PLOT_MAX_POINTS) {
         point *p = &pts[n++];
-        snprintf(p->name, sizeof p->name, "%s", (const char *)sqlite3_column_text(s, 0));
-        p->series = series_colour(c, p->name);
-        p->x = sqlite3_column_double(s, 1);
-        p->y = sqlite3_column_double(s, 2);
+        point_row(c, s, p);
         max = fmax(max, p->x);
     }
     sqlite3_finalize(s);

@@ -339,6 +339,37 @@ static int cmp_u32(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+
+typedef float v4f __attribute__((vector_size(16)));
+typedef double v2d __attribute__((vector_size(16)));
+
+void policy_add_row(float *acc, const float *row, uint32_t n)
+{
+    uint32_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        v4f a, b;
+        memcpy(&a, acc + j, sizeof a);
+        memcpy(&b, row + j, sizeof b);
+        a += b;
+        memcpy(acc + j, &a, sizeof a);
+    }
+    for (; j < n; j++)
+        acc[j] += row[j];
+}
+
+void policy_add_row_d(double *acc, const float *row, uint32_t n)
+{
+    uint32_t j = 0;
+    for (; j + 2 <= n; j += 2) {
+        v2d a;
+        memcpy(&a, acc + j, sizeof a);
+        a += (v2d){row[j], row[j + 1]};
+        memcpy(acc + j, &a, sizeof a);
+    }
+    for (; j < n; j++)
+        acc[j] += row[j];
+}
+
 /* Quickselect (median of three, Hoare-style) so that w[0..k) hold the k first in `before`
  * order. Expected O(n). */
 static void select_first_k(const float *s, uint32_t *w, size_t n, size_t k)
