@@ -66,7 +66,8 @@ static int read_file(const char *path, char **buf, size_t *len, errbuf *e)
     return MS_OK;
 }
 
-/* Checks the 7-int header against the config. */
+/* Checks the 7-int header against the config. A binary file's errors give line 1 and the
+ * 1-based byte offset as the column: the header field's, here. */
 static int check_header(const model_cfg *c, const int32_t h[7], const char *path, errbuf *e)
 {
     const char *names[7] = {"dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads",
@@ -77,15 +78,16 @@ static int check_header(const model_cfg *c, const int32_t h[7], const char *path
         int64_t got = i == 5 ? llabs((long long)h[i]) : h[i];
         if (got != want[i])
             return err_set(e, MS_ERR_FORMAT,
-                           "%s: error: checkpoint header %s = %lld but model '%s' says %lld "
-                           "(hint: the model YAML and the checkpoint must describe the same "
-                           "network)",
-                           path, names[i], (long long)got, c->name, (long long)want[i]);
+                           "%s:1:%d: error: checkpoint header %s = %lld but model '%s' says "
+                           "%lld (hint: the model YAML and the checkpoint must describe the "
+                           "same network)",
+                           path, 4 * i + 1, names[i], (long long)got, c->name,
+                           (long long)want[i]);
     }
     if ((h[5] > 0) != (c->tied_embeddings != 0))
         return err_set(e, MS_ERR_FORMAT,
-                       "%s: error: checkpoint %s a classifier but model '%s' says "
-                       "tied_embeddings: %s",
+                       "%s:1:21: error: checkpoint %s classifier (the sign of vocab_size) "
+                       "but model '%s' says tied_embeddings: %s",
                        path, h[5] > 0 ? "has no separate" : "has a separate", c->name,
                        c->tied_embeddings ? "true" : "false");
     return MS_OK;
@@ -197,7 +199,9 @@ int llama_load(const model_cfg *cfg, const char *checkpoint_path, llama **out, e
         return rc;
     if (len < 28 || (len - 28) % 4) {
         free(buf);
-        return err_set(e, MS_ERR_FORMAT, "%s: error: not a llama2.c checkpoint (size %zu)",
+        return err_set(e, MS_ERR_FORMAT,
+                       "%s:1:1: error: not a llama2.c checkpoint (size %zu: a 28-byte header "
+                       "and whole floats)",
                        checkpoint_path, len);
     }
     int32_t h[7];

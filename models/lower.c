@@ -294,8 +294,18 @@ static uint32_t ffn(lw *w, uint32_t xb)
     const model_cfg *m = w->m;
     uint32_t D = m->dim, F = m->ffn_dim, A = ffn_width(w);
     if (A < F) { /* Comet's sparse FFN: gate/up/down and the activation on the A active neurons */
-        /* public pattern: each token row's A active neuron indices, bound by the caller */
-        uint32_t ix = w->o->ffn_secret ? OP_NONE : tens(w, "ffn.idx", OPT_PUBLIC, w->rows, A, 1);
+        /* public pattern: each token row's A active neuron indices — a policy op's output
+         * when the program has one (Comet's revealed blocks, op.h OPF_INDEX_BLOCKS), else
+         * bound by the caller */
+        uint32_t ix = OP_NONE;
+        if (!w->o->ffn_secret) {
+            char full[48];
+            op_layer_name(full, w->layer, "ffn.idx");
+            ix = *ix_slot(w, full) - 1; /* the policy's (OP_NONE when none) */
+            const op_tensor *t = ix != OP_NONE ? &w->p->tens[ix] : NULL;
+            if (!t || t->role != OPT_PUBLIC || t->batch != w->rows || (uint64_t)t->rows * t->cols != A)
+                ix = tens(w, "ffn.idx", OPT_PUBLIC, w->rows, A, 1);
+        }
         if (m->act == ACT_SWIGLU) {
             uint32_t h1 = linear_act(w, OPC_FFN, xb, "w1", D, A, 1, ix, "h1");
             uint32_t h3 = linear_act(w, OPC_FFN, xb, "w3", D, A, 1, ix, "h3");

@@ -1,19 +1,20 @@
 /* check_comet.c — Comet's sparse FFN on secret shares (sim/policy/secpol.h "Comet on shares").
  *
  * - stories260K, a 12-token prompt and two decode steps, in semi2k and aby3, with the top-k
- *   predictor (active_frac 0.5: 11 of 22 blocks) and the secret pattern: the secure logits match
+ *   predictor (active_frac 0.5: 11 of 22 blocks), the pattern secret or public: the secure logits match
  *   the plaintext replay of the policy (the float model with the same sparse FFN) within the
  *   fixed-point tolerance, while the sparsity itself moves them by far more; the opened patterns
  *   equal the replay's but for near ties; every op of every step has the bytes and rounds the
- *   cost engine predicts; each layer of each step gathers its weights once and nothing but the
- *   client's logits is revealed;
+ *   cost engine predicts; secret: each layer of each step gathers its weights once and nothing
+ *   but the client's logits is revealed; public: no gather, each layer reveals its block
+ *   pattern once (to every node) and the FFN takes the weights' rows by it;
  * - the ops comet's emit_cost gives the simulator are the ones the session runs (kinds, shapes,
  *   flags, arguments) for the prompt and a decode step, and the FFN width the replay hands the
- *   lowering is the session's;
+ *   lowering is the session's, for either pattern;
  * - the float replay's sparse FFN: with the pattern applied, the neurons left out contribute
  *   nothing (the same logits as a model whose W2 columns of those neurons are zero);
- * - parameters with no computation on shares (the oracle rule, the public pattern, refills) run
- *   with the replay's keep masks and the command says so. */
+ * - parameters with no computation on shares (the oracle rule, refills) run with the replay's
+ *   keep masks and the command says so. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -32,30 +33,29 @@
 #define LOGIT_TOL 0.3
 
 enum { N = 14, P = 12 };
-static const char *const comet_params[] = {"active_frac=0.5"};
+static const char *const comet_params[] = {"active_frac=0.5", "pattern=secret"};
+static const char *const comet_public_params[] = {"active_frac=0.5", "pattern=public"};
 
-static void comet_opts(fixture *f, const char *pname, secinf_opts *o)
+static void comet_opts(fixture *f, const char *pname, const char *const *params, secinf_opts *o)
 {
-    fixture_opts(f, pname, N, P, "comet", comet_params, 1, o);
+    fixture_opts(f, pname, N, P, "comet", params, 2, o);
     ck_assert(o->spol.ops == &policy_comet_secure);
 }
 
 START_TEST(test_comet_on_shares)
 {
     static const char *const protos[] = {"semi2k", "aby3"};
+    const int public = _i >= 2;
+    const char *const *params = public ? comet_public_params : comet_params;
     fixture f;
     fixture_open(&f, N);
     errbuf e = {{0}};
     uint32_t V = f.m.vocab;
-    float *pol = malloc((size_t)N * V * sizeof *pol), *full = malloc((size_t)N * V * sizeof *full);
+    float *pol, *full;
     secpol_keep k;
-    ck_assert_msg(secinf_policy_replay(&f.m, f.L, "comet", comet_params, 1, f.ids, N, P, &k, pol, &e) == MS_OK,
-                  "%s", e.msg);
-    llama_reset(f.L);
-    for (uint32_t p = 0; p < N; p++)
-        llama_forward(f.L, f.ids[p], p, NULL, full + (size_t)p * V);
+    fixture_replay(&f, "comet", params, 2, N, P, &k, &pol, &full);
     secinf_opts o;
-    comet_opts(&f, protos[_i], &o);
+    comet_opts(&f, protos[_i % 2], params, &o);
     o.audit = 1;
     secinf_result r;
     ck_assert_msg(secinf_run(&o, &r, &e) == MS_OK, "%s", e.msg);
@@ -80,6 +80,7 @@ START_TEST(test_comet_on_shares)
     ck_assert_uint_eq(sets, N * f.m.n_layers);
     ck_assert_msg(same * 10 >= sets * 9, "%s", buf);
     ck_assert_msg(same == sets || strstr(buf, "(within twice") != NULL, "%s", buf);
+    ck_assert_msg(strstr(buf, public ? "pattern public" : "pattern secret") != NULL, "%s", buf);
     /* the same patterns: the fixed-point error alone; a near tie computes another block from
      * there on (measured 0.65 after one such flip), still far below the sparsity's own effect */
     if (same == sets)
@@ -88,14 +89,26 @@ START_TEST(test_comet_on_shares)
         ck_assert_msg(a.max_abs * 3 < moved.max_abs, "logit error vs the replay %.4f (the sparsity: %.4f)",
                       a.max_abs, moved.max_abs);
     free(buf);
-    /* every op's bytes and rounds; one top-k and one gather per layer; only the logits revealed */
+    /* every op's bytes and rounds; one top-k per layer; secret: one gather per layer and only
+     * the logits revealed; public: each layer's pattern revealed once to every node, right
+     * before it becomes the active neurons' indices of the FFN's weight views */
     op_program p;
     op_program_init(&p);
     for (uint32_t st = 0; st < r.n_steps; st++) {
         fixture_step_costed(&o, &r, st, 0, &p);
         ck_assert_uint_eq(fixture_count_ops(&p, OP_TOPK, OPC_POLICY), f.m.n_layers);
-        ck_assert_uint_eq(fixture_count_ops(&p, OP_GATHER, OPC_POLICY), f.m.n_layers);
-        ck_assert_uint_eq(fixture_count_ops(&p, OP_REVEAL, -1), 1);
+        ck_assert_uint_eq(fixture_count_ops(&p, OP_GATHER, OPC_POLICY), public ? 0 : f.m.n_layers);
+        ck_assert_uint_eq(fixture_count_ops(&p, OP_REVEAL, -1), 1 + (public ? f.m.n_layers : 0));
+        uint32_t views = 0;
+        for (size_t i = 0; i < p.n_ops; i++)
+            if (p.ops[i].kind == OP_VIEW && (p.ops[i].flags & OPF_INDEX_BLOCKS)) {
+                views++;
+                ck_assert_int_eq(p.tens[p.ops[i].in[0]].role, OPT_PUBLIC);
+                ck_assert_uint_eq(p.ops[i - 1].kind, OP_REVEAL);
+                ck_assert_uint_eq(p.ops[i - 1].out, p.ops[i].in[0]);
+                ck_assert_int_eq(p.ops[i - 1].iarg, -1);
+            }
+        ck_assert_uint_eq(views, public ? f.m.n_layers : 0);
         /* the FFN runs on A·block = 88 of 172 neurons: SiLU over 88 per token */
         for (size_t i = 0; i < p.n_ops; i++)
             if (p.ops[i].kind == OP_SILU)
@@ -103,9 +116,7 @@ START_TEST(test_comet_on_shares)
     }
     op_program_free(&p);
     secinf_result_free(&r);
-    secpol_keep_free(&k);
-    free(pol);
-    free(full);
+    fixture_replay_free(&k, pol, full);
     llama_free(f.L);
     secinf_spol_free(&o.spol);
 }
@@ -117,38 +128,46 @@ START_TEST(test_comet_costed_as_run)
     fixture_open(&f, N);
     errbuf e = {{0}};
     secinf_opts o;
-    comet_opts(&f, "semi2k", &o);
-    kv_param kv[1] = {{.key = "active_frac", .val = "0.5"}};
     policy_env env = fixture_env(&f, P, N);
-    policy_args pa = {.kv = kv, .n = 1, .path = "(test)"};
+    policy_args pa = {.path = "(test)"};
     void *st;
-    ck_assert_msg(policy_comet.init(&env, &pa, &st, &e) == MS_OK, "%s", e.msg);
     uint32_t kept[8] = {0};
-    for (int si = 0; si < 2; si++) {
-        op_program run, cost;
-        op_program_init(&run);
-        op_program_init(&cost);
-        ck_assert_int_eq(secinf_step_program(&o, (uint32_t)si, &run, &e), MS_OK);
-        int phase = si ? PHASE_DECODE : PHASE_PREFILL;
-        for (uint32_t l = 0; l < f.m.n_layers; l++) {
-            for (uint32_t g = 0; g < f.m.n_kv_heads; g++)
-                kept[g] = si ? P : 0;
-            ck_assert_msg(policy_comet.emit_cost(st, phase, l, P, si ? kept : NULL, &cost, &e) == MS_OK, "%s", e.msg);
-            int secret = 0;
-            ck_assert_uint_eq(policy_comet.ffn_active(st, l, &secret), 88);
-            ck_assert_int_eq(secret, 1);
+    for (int pub = 0; pub < 2; pub++) {
+        kv_param kv[2] = {{.key = "active_frac", .val = "0.5"}, {.key = "pattern", .val = "secret"}};
+        if (pub)
+            snprintf(kv[1].val, sizeof kv[1].val, "public");
+        pa.kv = kv, pa.n = 2;
+        comet_opts(&f, "semi2k", pub ? comet_public_params : comet_params, &o);
+        ck_assert_msg(policy_comet.init(&env, &pa, &st, &e) == MS_OK, "%s", e.msg);
+        for (int si = 0; si < 2; si++) {
+            op_program run, cost;
+            op_program_init(&run);
+            op_program_init(&cost);
+            ck_assert_int_eq(secinf_step_program(&o, (uint32_t)si, &run, &e), MS_OK);
+            int phase = si ? PHASE_DECODE : PHASE_PREFILL;
+            for (uint32_t l = 0; l < f.m.n_layers; l++) {
+                for (uint32_t g = 0; g < f.m.n_kv_heads; g++)
+                    kept[g] = si ? P : 0;
+                ck_assert_msg(policy_comet.emit_cost(st, phase, l, P, si ? kept : NULL, &cost, &e) == MS_OK, "%s", e.msg);
+                int secret = 0;
+                ck_assert_uint_eq(policy_comet.ffn_active(st, l, &secret), 88);
+                ck_assert_int_eq(secret, !pub);
+            }
+            for (int l = 0; l < (int)f.m.n_layers; l++) {
+                const op *a[64], *b[64];
+                size_t na = fixture_layer_ops(&run, l, phase, a, 64), nb = fixture_layer_ops(&cost, l, phase, b, 64);
+                ck_assert_uint_eq(na, nb);
+                /* secret: predictor, top-k, gather, flatten, 3 × (pick, place); public: predictor,
+                 * top-k, transpose, column sums, reveal, indices */
+                ck_assert_uint_eq(na, pub ? 6 : 10);
+                fixture_assert_same_ops(&run, a, &cost, b, na, SAME_ROLES);
+            }
+            op_program_free(&run);
+            op_program_free(&cost);
         }
-        for (int l = 0; l < (int)f.m.n_layers; l++) {
-            const op *a[64], *b[64];
-            size_t na = fixture_layer_ops(&run, l, phase, a, 64), nb = fixture_layer_ops(&cost, l, phase, b, 64);
-            ck_assert_uint_eq(na, nb);
-            ck_assert_uint_eq(na, 10); /* predictor, top-k, gather, flatten, 3 × (pick, place) */
-            fixture_assert_same_ops(&run, a, &cost, b, na, SAME_ROLES);
-        }
-        op_program_free(&run);
-        op_program_free(&cost);
+        policy_comet.fini(st);
+        secinf_spol_free(&o.spol);
     }
-    policy_comet.fini(st);
     /* the public pattern reveals each token's block indicator: one element per block, not the
      * top-k's A one-hot rows */
     kv_param kp[2] = {{.key = "active_frac", .val = "0.5"}, {.key = "pattern", .val = "public"}};
@@ -170,7 +189,6 @@ START_TEST(test_comet_costed_as_run)
     op_program_free(&cost);
     policy_comet.fini(st);
     llama_free(f.L);
-    secinf_spol_free(&o.spol);
 }
 END_TEST
 
@@ -242,6 +260,15 @@ START_TEST(test_comet_cli)
              "active_frac=0.5 --policy-param pattern=public", th_data());
     st = th_cli_capture(args, out, sizeof out);
     ck_assert_msg(st == 0, "exit %d: %s", st, out);
+    ck_assert_msg(strstr(out, "comet on shares: 11 of 22 blocks") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "pattern public (each token's active blocks revealed)") != NULL, "%s", out);
+    ck_assert_msg(strstr(out, "equal the prediction: yes") != NULL, "%s", out);
+    /* 11 of 22 blocks below skip_below 0.9: every token's next-layer K/V would be refilled */
+    snprintf(args, sizeof args, "validate --model stories260K --accuracy 14 --prompt 12 --text "
+             "%s/tests/data/tinystories_sample.txt --protocol semi2k --policy comet --policy-param "
+             "active_frac=0.5 --policy-param skip_below=0.9", th_data());
+    st = th_cli_capture(args, out, sizeof out);
+    ck_assert_msg(st == 0, "exit %d: %s", st, out);
     ck_assert_msg(strstr(out, "NOTE: comet has no selection on shares with these parameters") != NULL, "%s", out);
 }
 END_TEST
@@ -251,7 +278,7 @@ Suite *comet_suite(void)
     Suite *s = suite_create("comet");
     TCase *tc = tcase_create("comet");
     tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, test_comet_on_shares, 0, 2);
+    tcase_add_loop_test(tc, test_comet_on_shares, 0, 4);
     tcase_add_test(tc, test_comet_costed_as_run);
     tcase_add_test(tc, test_float_sparse_ffn);
     tcase_add_test(tc, test_comet_cli);

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "models/llama.h"
 #include "models/model.h"
 #include "protocols/base/yschema.h"
 #include "sim/engine/machine.h"
@@ -676,6 +677,13 @@ static const struct {
     {"cost --model stories260K --protocol semi2k --network lan --batch 65537", "--batch wants"},
     {"cost --model stories260K --protocol semi2k --network lan --threads inf", "--threads wants"},
     {"run x.yaml -j 0", "--jobs wants"},
+    /* a policy parameter given on the command line is reported naming the argument */
+    {"validate --model stories260K --accuracy 20 --prompt 10 --policy h2o --policy-param "
+     "heavy=abc", "error: --policy-param heavy=abc: policy h2o parameter 'heavy' wants a number"},
+    {"validate --model stories260K --accuracy 20 --prompt 10 --policy h2o --policy-param "
+     "bogus=1", "error: --policy-param bogus=1: unknown parameter 'bogus' for policy h2o"},
+    {"validate --model stories260K --accuracy 20 --prompt 10 --policy h2o --policy-param heavy",
+     "error: --policy-param wants KEY=VALUE (a policy parameter), not 'heavy'"},
 };
 
 START_TEST(test_cli_numbers)
@@ -684,6 +692,51 @@ START_TEST(test_cli_numbers)
     ck_assert_int_eq(th_cli_capture(cli_bad[_i].args, out, sizeof out), 2);
     ck_assert_msg(strstr(out, cli_bad[_i].want), "'%s': want '%s' in: %s", cli_bad[_i].args,
                   cli_bad[_i].want, out);
+}
+END_TEST
+
+/* ---- the float reference's binary checkpoint ---------------------------------------------
+ * A binary file's errors give line 1 and the 1-based byte offset as the column: a header
+ * field's mistake points at the field, a file too short for the header at its start. */
+
+static const struct {
+    int field;   /* the int32 header field changed (-1: the file cut to `cut` bytes) */
+    int32_t value;
+    size_t cut;
+    const char *where, *gist;
+} ckpt_bad[] = {
+    {0, 65, 0, ":1:1: error: ", "checkpoint header dim = 65 but model 'stories260K' says 64"},
+    {2, 7, 0, ":1:9: error: ", "checkpoint header n_layers = 7"},
+    {6, 1, 0, ":1:25: error: ", "checkpoint header seq_len = 1"},
+    {5, -512, 0, ":1:21: error: ", "checkpoint has a separate classifier"},
+    {-1, 0, 20, ":1:1: error: ", "not a llama2.c checkpoint (size 20"},
+    {-1, 0, 31, ":1:1: error: ", "not a llama2.c checkpoint (size 31"},
+};
+
+START_TEST(test_checkpoint_bad)
+{
+    model_cfg cfg;
+    errbuf e;
+    ck_assert_int_eq(model_load("stories260K", &cfg, &e), MS_OK);
+    size_t len;
+    char *ck = th_slurp(th_data_path("models/stories260K/stories260K.bin"), &len);
+    ck_assert_uint_gt(len, 28);
+    if (ckpt_bad[_i].field >= 0)
+        memcpy(ck + 4 * ckpt_bad[_i].field, &ckpt_bad[_i].value, 4);
+    else
+        len = ckpt_bad[_i].cut;
+    const char *path = tpath("bad.bin");
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(ck, 1, len, f), len);
+    fclose(f);
+    free(ck);
+    llama *m = NULL;
+    ck_assert_int_eq(llama_load(&cfg, path, &m, &e), MS_ERR_FORMAT);
+    ck_assert_ptr_null(m);
+    bad_case c = {NULL, ckpt_bad[_i].where, ckpt_bad[_i].gist, NULL};
+    check_msg(path, &c, e.msg, _i);
+    remove(path);
 }
 END_TEST
 
@@ -775,6 +828,7 @@ Suite *inputs_suite(void)
     tcase_add_loop_test(t, test_numeric_out_of_range, 0, (int)n_sites);
     tcase_add_test(t, test_numeric_summary);
     tcase_add_loop_test(t, test_cli_numbers, 0, (int)(sizeof cli_bad / sizeof *cli_bad));
+    tcase_add_loop_test(t, test_checkpoint_bad, 0, TH_N(ckpt_bad));
     suite_add_tcase(s, t);
     t = tcase_create("docs");
     tcase_add_test(t, test_docs_synth_table);

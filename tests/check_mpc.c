@@ -872,17 +872,8 @@ static int fault_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
         if (it == 3 && me == 0 && (f->kind == 2 || f->kind == 3 || f->kind == 5 || f->kind == 7)) {
             uint8_t h[MPC_FRAME_HDR + 16];
             memset(h, 0x41, sizeof h);
-            if (f->kind != 2) { /* a well-formed header claiming 3 payload bytes / a cut payload */
-                uint32_t magic = MPC_FRAME_MAGIC, opi = 0, seq = 4;
-                uint16_t ver = f->kind == 7 ? 99 : MPC_FRAME_VERSION, ty = MPC_FR_DATA;
-                uint64_t len = f->kind == 3 ? 3 : 16 * n;
-                memcpy(h, &magic, 4);
-                memcpy(h + 4, &ver, 2);
-                memcpy(h + 6, &ty, 2);
-                memcpy(h + 8, &opi, 4);
-                memcpy(h + 12, &seq, 4);
-                memcpy(h + 16, &len, 8);
-            }
+            if (f->kind != 2) /* a well-formed header claiming 3 payload bytes / a cut payload */
+                mpcfix_frame(h, f->kind == 7 ? 99 : MPC_FRAME_VERSION, MPC_FR_DATA, 0, 4, f->kind == 3 ? 3 : 16 * n);
             if (mpc_net_send_raw(net, 1, h, sizeof h, err))
                 return MS_ERR_IO;
             if (f->kind == 5)

@@ -126,16 +126,8 @@ static int connect_to(int port)
 /* A hello as node `node` of a 3-node session on channel 0, of frame version ver. */
 static void put_hello(uint8_t h[MPC_FRAME_HDR], uint16_t ver, uint32_t node, uint32_t seq)
 {
-    uint32_t magic = MPC_FRAME_MAGIC;
-    uint16_t ty = MPC_FR_HELLO;
-    uint64_t len = 3;
     memset(h, 0, MPC_FRAME_HDR);
-    memcpy(h, &magic, 4);
-    memcpy(h + 4, &ver, 2);
-    memcpy(h + 6, &ty, 2);
-    memcpy(h + 8, &node, 4);
-    memcpy(h + 12, &seq, 4);
-    memcpy(h + 16, &len, 8);
+    mpcfix_frame(h, ver, MPC_FR_HELLO, node, seq, 3);
 }
 
 /* Before its real peers, P0 gets a connection that sends garbage, one that says nothing, one

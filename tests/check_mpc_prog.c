@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "protocols/program/eng_plain.h"
 #include "models/lower.h"
 #include "models/model.h"
@@ -18,13 +19,14 @@
 
 /* ---------------------------------------------------------------- bindings */
 
-enum { V_REAL, V_POS, V_INT, V_BIT, V_WORD, V_IDX };
+enum { V_REAL, V_POS, V_INT, V_BIT, V_WORD, V_IDX, V_BLOCKS };
 
 typedef struct tbind {
     const char *name;
     int kind;      /* V_* */
     double lo, hi; /* V_REAL/V_POS range; V_INT: 0..hi-1; V_IDX: per instance (rows) distinct
-                    * indices below hi, increasing */
+                    * indices below hi, increasing; V_BLOCKS: per instance b of (B, NB, 1) a
+                    * 0/1 indicator of blocks b % (NB − 1) and NB − 1 */
 } tbind;
 
 typedef struct prog_case {
@@ -84,6 +86,13 @@ static int bind_fn(void *ctx, const op_tensor *t, uint64_t *out, size_t n)
             s = s * 131 + (uint8_t)*p;
         if (b->kind == V_IDX) {
             fill_idx(t, out, (uint32_t)b->hi, s);
+            return 1;
+        }
+        if (b->kind == V_BLOCKS) {
+            size_t nb = n / t->batch;
+            memset(out, 0, n * sizeof *out);
+            for (size_t i = 0; nb > 1 && i < t->batch; i++)
+                out[i * nb + i % (nb - 1)] = out[i * nb + nb - 1] = 1;
             return 1;
         }
         for (size_t i = 0; i < n; i++) {
@@ -478,15 +487,40 @@ static void single_case(prog_case *c, const char *pname, const single *s)
     c->tol = s->tol;
 }
 
-START_TEST(test_single_ops)
+/* Every single-op case whose kind is one of kinds[0..nk) (kinds NULL: all) in pname, with the
+ * protocol parameters msb, normalize and topk of with (NULL: the defaults) and, with.bits > 0,
+ * that bit bound on the op. */
+typedef struct single_with {
+    const char *msb, *norm, *topk;
+    uint8_t bits;
+} single_with;
+
+static void run_singles(const char *pname, const int *kinds, size_t nk, single_with with)
 {
-    const char *pname = _i ? "aby3" : "semi2k";
+    size_t ran = 0;
     for (size_t q = 0; q < sizeof singles / sizeof *singles; q++) {
+        int in = kinds == NULL;
+        for (size_t i = 0; i < nk; i++)
+            in |= singles[q].kind == kinds[i];
+        if (!in)
+            continue;
         prog_case c;
         single_case(&c, pname, &singles[q]);
+        c.msb = with.msb;
+        c.norm = with.norm;
+        c.topk = with.topk;
+        if (with.bits)
+            c.prog.ops[c.prog.n_ops - 1].bits = with.bits;
         run_case(&c);
         op_program_free(&c.prog);
+        ran++;
     }
+    ck_assert_uint_gt(ran, 0);
+}
+
+START_TEST(test_single_ops)
+{
+    run_singles(_i ? "aby3" : "semi2k", NULL, 0, (single_with){0});
 }
 END_TEST
 
@@ -494,18 +528,8 @@ END_TEST
  * against the clear-text engine and counts against the cost engine, as above. */
 START_TEST(test_carry_msb_ops)
 {
-    const char *pname = _i ? "aby3" : "semi2k";
-    for (size_t q = 0; q < sizeof singles / sizeof *singles; q++) {
-        int k = singles[q].kind;
-        if (k != OP_LT && k != OP_MAX && k != OP_ARGMAX && k != OP_SOFTMAX && k != OP_TOPK &&
-            k != OP_SILU)
-            continue;
-        prog_case c;
-        single_case(&c, pname, &singles[q]);
-        c.msb = "carry";
-        run_case(&c);
-        op_program_free(&c.prog);
-    }
+    static const int kinds[] = {OP_LT, OP_MAX, OP_ARGMAX, OP_SOFTMAX, OP_TOPK, OP_SILU};
+    run_singles(_i ? "aby3" : "semi2k", kinds, TH_N(kinds), (single_with){.msb = "carry"});
 }
 END_TEST
 
@@ -515,23 +539,9 @@ END_TEST
 START_TEST(test_normalize_ops)
 {
     const char *pname = _i ? "aby3" : "semi2k";
-    for (size_t q = 0; q < sizeof singles / sizeof *singles; q++) {
-        int k = singles[q].kind;
-        if (k != OP_RECIPROCAL && k != OP_RSQRT && k != OP_SOFTMAX && k != OP_LAYERNORM &&
-            k != OP_RMSNORM && k != OP_SILU)
-            continue;
-        prog_case c;
-        single_case(&c, pname, &singles[q]);
-        c.norm = "thresholds";
-        run_case(&c);
-        op_program_free(&c.prog);
-        if (k != OP_RECIPROCAL && k != OP_RSQRT)
-            continue;
-        single_case(&c, pname, &singles[q]);
-        c.prog.ops[c.prog.n_ops - 1].bits = 21; /* x < 8 at f = 18 */
-        run_case(&c);
-        op_program_free(&c.prog);
-    }
+    static const int kinds[] = {OP_RECIPROCAL, OP_RSQRT, OP_SOFTMAX, OP_LAYERNORM, OP_RMSNORM, OP_SILU};
+    run_singles(pname, kinds, TH_N(kinds), (single_with){.norm = "thresholds"});
+    run_singles(pname, kinds, 2, (single_with){.bits = 21}); /* x < 8 at f = 18 */
 }
 END_TEST
 
@@ -593,40 +603,50 @@ START_TEST(test_topk_quickselect_ops)
     c.tol = 0;
     run_case(&c);
     op_program_free(&c.prog);
-    for (size_t q = 0; q < sizeof singles / sizeof *singles; q++) {
-        if (singles[q].kind != OP_TOPK)
-            continue;
-        single_case(&c, pname, &singles[q]);
-        c.topk = "quickselect";
-        run_case(&c);
-        op_program_free(&c.prog);
-    }
+    static const int topk[] = {OP_TOPK};
+    run_singles(pname, topk, 1, (single_with){.topk = "quickselect"});
 }
 END_TEST
 
 /* A lowered stories260K decode step and prefill (the lowering's tensor names, weights bound by name with
  * stand-in values): every op's measured bytes and rounds equal the cost engine's. */
-START_TEST(test_stories260k_step)
+/* A lowered stories260K decode step (5 cached rows), then a 4-token prefill, in pname, with
+ * ffn_active (NULL: the dense FFN); stand-in weights bound by name; every op's measured bytes
+ * and rounds against the cost engine's. */
+static void run_stories_steps(const char *pname, int sparse)
 {
     prog_case c;
     memset(&c, 0, sizeof c);
-    c.pname = _i ? "aby3" : "semi2k";
+    c.pname = pname;
     c.any_name = 1;
     c.counts_only = 1;
     model_cfg m;
     errbuf e = {{0}};
     ck_assert_msg(model_load("stories260K", &m, &e) == MS_OK, "%s", e.msg);
-    for (int phase = 0; phase < 2; phase++) { /* a decode step, then a 4-token prefill */
+    uint32_t act[16]; /* a quarter of every layer's FFN */
+    for (uint32_t l = 0; l < m.n_layers && l < 16; l++)
+        act[l] = m.ffn_dim / 4 + l;
+    if (sparse)
+        c.idx_hi = m.ffn_dim;
+    for (int phase = 0; phase < 2; phase++) {
         lower_opts lo;
         lower_opts_default(&lo);
         lo.phase = phase ? PHASE_PREFILL : PHASE_DECODE;
         lo.n_tokens = phase ? 4 : 1;
         lo.kv_len = phase ? 0 : 5;
+        lo.ffn_active = sparse ? act : NULL;
         op_program_init(&c.prog);
         ck_assert_msg(lower_step(&m, &lo, &c.prog, &e) == MS_OK, "%s", e.msg);
         run_case(&c);
         op_program_free(&c.prog);
     }
+}
+
+/* A lowered stories260K decode step and prefill (the lowering's tensor names, weights bound by name with
+ * stand-in values): every op's measured bytes and rounds equal the cost engine's. */
+START_TEST(test_stories260k_step)
+{
+    run_stories_steps(_i ? "aby3" : "semi2k", 0);
 }
 END_TEST
 
@@ -665,29 +685,87 @@ START_TEST(test_sparse_ffn_ops)
     run_case(&c);
     op_program_free(p);
     /* lowered stories260K steps, stand-in weights, a quarter of every layer's FFN */
+    run_stories_steps(pname, 1);
+}
+END_TEST
+
+/* Comet's public pattern (policy_comet.c A5/A6): a secret block indicator REVEALED to every
+ * node mid-program (semi2k's dealer gets it from P0: eng publish), turned into neuron indices
+ * (VIEW OPF_INDEX_BLOCKS) with a partial last block, so each row pads with zero neurons; then
+ * the weights' rows and columns at them (fixed operands) and the matmuls. Every op's bytes and
+ * rounds equal the prediction, every value the clear-text engine's, and the output equals
+ * x · W1[S]ᵀ · W2[:, S]ᵀ computed here in double from the bound values (S: each row's
+ * selected neurons, the pads contributing nothing). */
+START_TEST(test_revealed_blocks)
+{
+    prog_case c;
     memset(&c, 0, sizeof c);
-    c.pname = pname;
-    c.any_name = 1;
-    c.counts_only = 1;
-    model_cfg m;
-    errbuf e = {{0}};
-    ck_assert_msg(model_load("stories260K", &m, &e) == MS_OK, "%s", e.msg);
-    c.idx_hi = m.ffn_dim;
-    uint32_t act[16];
-    for (uint32_t l = 0; l < m.n_layers && l < 16; l++)
-        act[l] = m.ffn_dim / 4 + l;
-    for (int phase = 0; phase < 2; phase++) {
-        lower_opts lo;
-        lower_opts_default(&lo);
-        lo.phase = phase ? PHASE_PREFILL : PHASE_DECODE;
-        lo.n_tokens = phase ? 4 : 1;
-        lo.kv_len = phase ? 0 : 5;
-        lo.ffn_active = act;
-        op_program_init(&c.prog);
-        ck_assert_msg(lower_step(&m, &lo, &c.prog, &e) == MS_OK, "%s", e.msg);
-        run_case(&c);
-        op_program_free(&c.prog);
+    c.pname = _i ? "aby3" : "semi2k";
+    op_program *p = &c.prog;
+    op_program_init(p);
+    enum { T = 3, D = 8, F = 20, BS = 6, NB = 4, A = 2 * BS };
+    uint32_t x = op_tensor_add(p, "x", OPT_INPUT, DOM_ARITH, 1, T, D);
+    uint32_t ind = op_tensor_add(p, "ind", OPT_INPUT, DOM_ARITH, T, NB, 1);
+    uint32_t pat = op_tensor_add(p, "pat", OPT_PUBLIC, DOM_ARITH, T, NB, 1);
+    uint32_t ix = op_tensor_add(p, "ix", OPT_PUBLIC, DOM_ARITH, T, A, 1);
+    uint32_t w1 = op_tensor_add(p, "w1", OPT_WEIGHT, DOM_ARITH, 1, F, D);
+    uint32_t w2 = op_tensor_add(p, "w2", OPT_WEIGHT, DOM_ARITH, 1, D, F);
+    uint32_t a1 = op_tensor_add(p, "w1a", OPT_TEMP, DOM_ARITH, T, A, D);
+    uint32_t a2 = op_tensor_add(p, "w2a", OPT_TEMP, DOM_ARITH, T, D, A);
+    uint32_t h = op_tensor_add(p, "h", OPT_TEMP, DOM_ARITH, 1, T, A);
+    uint32_t y = op_tensor_add(p, "y", OPT_OUTPUT, DOM_ARITH, 1, T, D);
+    emit(p, OP_INPUT, 1, T, 0, D, OP_NONE, OP_NONE, OP_NONE, x, 0, 0, 0);
+    emit(p, OP_INPUT, T, NB, 0, 1, OP_NONE, OP_NONE, OP_NONE, ind, 0, 0, 0);
+    emit(p, OP_REVEAL, T, NB, 0, 1, ind, OP_NONE, OP_NONE, pat, 0, -1, 0);
+    emit(p, OP_VIEW, T, A, F, 1, pat, OP_NONE, OP_NONE, ix, OPF_INDEX_BLOCKS, BS, 0);
+    emit(p, OP_VIEW, T, A, 0, D, w1, ix, OP_NONE, a1, OPF_INDEX_ROWS | OPF_FIXED_B, 0, 0);
+    emit(p, OP_MATMUL, T, 1, D, A, x, a1, OP_NONE, h, OPF_FIXED_B | OPF_TRANS_B, 0, 0);
+    emit(p, OP_VIEW, T, D, 0, A, w2, ix, OP_NONE, a2, OPF_INDEX_COLS | OPF_FIXED_B, 0, 0);
+    emit(p, OP_MATMUL, T, 1, A, D, h, a2, OP_NONE, y, OPF_FIXED_B | OPF_TRANS_B, 0, 0);
+    c.binds[0] = (tbind){"x", V_REAL, -1, 1};
+    c.binds[1] = (tbind){"w1", V_REAL, -0.5, 0.5};
+    c.binds[2] = (tbind){"w2", V_REAL, -0.5, 0.5};
+    c.binds[3] = (tbind){"ind", V_BLOCKS, 0, 0};
+    c.tol = T_ULP;
+    proto_cfg cfg;
+    errbuf err = {{0}};
+    ck_assert_int_eq(proto_cfg_default(c.pname, &cfg, &err), MS_OK);
+    mpc_launch l = {.cfg = cfg, .deadline_ms = 30000};
+    mpc_local_run lr;
+    ck_assert_msg(mpc_run_local(&l, p, bind_fn, &c, 1, &lr, &err) == MS_OK, "%s: %s", c.pname, err.msg);
+    check_run(&c, &lr);
+    /* the bound values, and P0's opened output (the last op's) */
+    uint64_t bx[T * D], b1[F * D], b2[D * F], bi[T * NB];
+    bind_fn(&c, &p->tens[x], bx, T * D);
+    bind_fn(&c, &p->tens[w1], b1, F * D);
+    bind_fn(&c, &p->tens[w2], b2, D * F);
+    bind_fn(&c, &p->tens[ind], bi, T * NB);
+    const uint64_t *got = lr.vals[0];
+    for (size_t k = 0; k + 1 < p->n_ops; k++)
+        got += p->tens[p->ops[k].out].batch * p->tens[p->ops[k].out].rows * p->tens[p->ops[k].out].cols;
+    uint32_t pads = 0;
+    for (int t = 0; t < T; t++) {
+        double hh[F] = {0}, yy;
+        int sel[F] = {0}, ns = 0;
+        for (int k = 0; k < NB; k++)
+            for (int u = k * BS; bi[t * NB + k] && u < (k + 1) * BS && u < F; u++)
+                sel[u] = 1, ns++;
+        ck_assert_int_le(ns, A);
+        pads += (uint32_t)(A - ns);
+        for (int u = 0; u < F; u++)
+            for (int d = 0; sel[u] && d < D; d++)
+                hh[u] += fx_decode(bx[t * D + d], 18) * fx_decode(b1[u * D + d], 18);
+        for (int d = 0; d < D; d++) {
+            yy = 0;
+            for (int u = 0; u < F; u++)
+                yy += sel[u] ? hh[u] * fx_decode(b2[d * F + u], 18) : 0;
+            ck_assert_msg(fabs(fx_decode(got[t * D + d], 18) - yy) < 1e-3, "%s y[%d][%d] = %g, expected %g", c.pname,
+                          t, d, fx_decode(got[t * D + d], 18), yy);
+        }
     }
+    ck_assert_uint_eq(pads, T * (BS - (F - (NB - 1) * BS))); /* every row took the partial block */
+    mpc_local_run_free(&lr);
+    op_program_free(p);
 }
 END_TEST
 
@@ -793,6 +871,7 @@ Suite *mpc_prog_suite(void)
     tcase_add_loop_test(tc, test_bit_bound_ops, 0, 2);
     tcase_add_loop_test(tc, test_topk_quickselect_ops, 0, 2);
     tcase_add_loop_test(tc, test_sparse_ffn_ops, 0, 2);
+    tcase_add_loop_test(tc, test_revealed_blocks, 0, 2);
     tcase_add_loop_test(tc, test_stories260k_step, 0, 2);
     tcase_add_loop_test(tc, test_two_programs, 0, 2);
     suite_add_tcase(s, tc);

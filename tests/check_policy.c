@@ -626,6 +626,35 @@ START_TEST(test_half_outward)
 }
 END_TEST
 
+/* H2O's vector victim search against the definition's single pass (the smallest live score,
+ * the later position on ties) on lengths 0..70 with few distinct scores (many ties), dead
+ * entries and every tail length of the vectors. */
+START_TEST(test_h2o_victim)
+{
+    float sc[70];
+    uint8_t alive[70];
+    uint64_t x = 88172645463325252ull;
+    for (uint32_t trial = 0; trial < 2000; trial++) {
+        uint32_t end = trial % 71;
+        for (uint32_t j = 0; j < end; j++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            sc[j] = (float)(x % 5) * 0.25f;
+            alive[j] = trial % 7 != 0 && (x >> 8) % 4 != 0; /* every 7th: none lives */
+            if (trial % 11 == 0)
+                sc[j] = INFINITY;
+        }
+        uint32_t want = UINT32_MAX;
+        float best = INFINITY;
+        for (uint32_t j = 0; j < end; j++)
+            if (alive[j] && sc[j] <= best) {
+                best = sc[j];
+                want = j;
+            }
+        ck_assert_msg(policy_h2o_victim(sc, alive, end) == want, "trial %u end %u", trial, end);
+    }
+}
+END_TEST
+
 /* A policy's own default metric_stride where the scenario sets none. */
 START_TEST(test_metric_stride_default)
 {
@@ -650,6 +679,7 @@ Suite *policy_suite(void)
     tcase_add_test(tc, test_emit_shapes);
     tcase_add_test(tc, test_half_outward);
     tcase_add_test(tc, test_metric_stride_default);
+    tcase_add_test(tc, test_h2o_victim);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -219,6 +219,18 @@ typedef struct sums {
 static uint8_t op_bits; /* the next cost_op's bit bound (0: none) */
 
 /* Costs one op (out shaped (b, rows_out, cols_out)) and sums its log. */
+/* pname's protocol, its default configuration into cfg and an empty cost log for its parties
+ * into lg. */
+static const proto *proto_default(const char *pname, proto_cfg *cfg, cost_log *lg)
+{
+    const proto *pr = proto_find(pname);
+    ck_assert_ptr_nonnull(pr);
+    errbuf e = {{0}};
+    ck_assert_msg(proto_cfg_default(pname, cfg, &e) == MS_OK, "%s", e.msg);
+    cost_log_init(lg, pr->n_parties);
+    return pr;
+}
+
 static sums cost_op(const char *proto_name, int kind, uint32_t b, uint32_t m, uint32_t k,
                     uint32_t n, int32_t iarg, uint32_t flags, const proto_cfg *override)
 {
@@ -293,15 +305,12 @@ static int R_POW(int np, int dmax)
         g++;
     return R_B2A(np) + clog2((uint64_t)g + 1);
 }
-/* rsqrt's largest exponent D = u + T2 over X in [2^lo, 2^w) (kern.c k_rsqrt_bits) */
+/* rsqrt's largest exponent D = K + δ − lo over X in [2^lo, 2^w), K = w − 1 and δ making
+ * K + δ − f even (kern.c k_rsqrt_bits) */
 static int rsqrt_dmax(int f, int lo, int w)
 {
-    int umin = 1 << 20, umax = -(1 << 20);
-    for (int i = lo; i < w; i++) {
-        int u = (f - (i + 1 + ((i + 1 + f) & 1))) / 2 + 1;
-        umin = u < umin ? u : umin, umax = u > umax ? u : umax;
-    }
-    return umax + (umin < 0 ? -umin : 0);
+    int K = (w > f ? w : f) - 1;
+    return K + ((K - f) & 1) - lo;
 }
 
 START_TEST(test_composite_rounds)
@@ -321,11 +330,11 @@ START_TEST(test_composite_rounds)
     int f = cfg.frac_bits, W = 2 * f + 4; /* the default bound of 1/x and 1/sqrt(x) */
     /* 1/x: hibit, 2^(K−q) and X·2^(K−q), c, [e0; n0], then [n; e] per iteration */
     int RECIP = R_HIBIT(np, W) + R_POW(np, W - 1) + T + FM + ri * FM;
-    /* 1/sqrt(x): hibit, P1, P2 and X·P1, c, [c²; c·P2], poly, Newton steps, the last with
-     * the scale */
-    int RSQRT = R_HIBIT(np, W) + R_POW(np, rsqrt_dmax(f, 0, W)) + T + FM + T + si * (FM + FM);
-    int RSQRT_NORM = R_HIBIT(np, W) + R_POW(np, rsqrt_dmax(f, f - 17, W)) + T + FM + T +
-                     si * (FM + FM); /* eps = 1e-5: X >= 2^(f−17) */
+    /* 1/sqrt(x): hibit, 2^D inside X·2^D and the scale 2^(D/2), c, t², [t³, t⁴], the
+     * polynomial's sum, y·scale */
+    int RSQRT = R_HIBIT(np, W) + R_POW(np, rsqrt_dmax(f, 0, W)) + T + FM + 1 + T + FM;
+    int RSQRT_NORM = R_HIBIT(np, W) + R_POW(np, rsqrt_dmax(f, f - 17, W)) + T + FM + 1 + T +
+                     FM; /* eps = 1e-5: X >= 2^(f−17) */
     ck_assert_uint_eq(cost_op(nm, OP_LT, 1, 10, 0, 1, 0, 0, NULL).rounds, R_LT(np));
     ck_assert_uint_eq(cost_op(nm, OP_EQ, 1, 10, 0, 1, 0, 0, NULL).rounds, R_EQ(np));
     ck_assert_uint_eq(cost_op(nm, OP_A2B, 1, 10, 0, 1, 0, 0, NULL).rounds, (np == 3) + 7);
@@ -351,8 +360,8 @@ START_TEST(test_composite_rounds)
                           R_LT(np) + FM + FM + T + si * (FM + FM) + FM);
     }
     /* per element, all parties, online + offline: at most the best peer's 1,460 B (semi2k) and
-     * 886 B (aby3, with the peer's one-round Share Truncation I: trunc local; the default
-     * truncation pair's 43 B per truncation puts 1/x at 885 B and 1/sqrt(x) at 1,194 B,
+     * 886 B (aby3), with the peer's one-round Share Truncation I (trunc local) and with the
+     * default truncation pair (43-45 B per truncation: 1/x 885 B, 1/sqrt(x) 803 B,
      * PRIMITIVES.md) */
     {
         proto_cfg pc = cfg;
@@ -362,6 +371,7 @@ START_TEST(test_composite_rounds)
         ck_assert_uint_le(cost_op(nm, OP_RECIPROCAL, 1, 10, 0, 1, 0, 0, &pc).all, 10 * peer);
         ck_assert_uint_le(cost_op(nm, OP_RSQRT, 1, 10, 0, 1, 0, 0, &pc).all, 10 * peer);
         ck_assert_uint_le(cost_op(nm, OP_RECIPROCAL, 1, 10, 0, 1, 0, 0, NULL).all, 10 * peer);
+        ck_assert_uint_le(cost_op(nm, OP_RSQRT, 1, 10, 0, 1, 0, 0, NULL).all, 10 * peer);
     }
     /* gelu/silu: batched lt, powers in 3 fixed-point levels, 1 trunc, 1 selector mul */
     ck_assert_uint_eq(cost_op(nm, OP_GELU, 1, 10, 0, 1, 0, 0, NULL).rounds, R_LT(np) + 3 * FM + T + 1);
@@ -540,12 +550,10 @@ START_TEST(test_matmul_operand_sharing)
     op o = {.kind = OP_MATMUL, .layer = -1, .group = -1, .batch = 32, .m = 1, .k = 128,
             .n = 1000, .in = {q, kc, OP_NONE}, .out = s, .flags = OPF_TRANS_B | OPF_NO_TRUNC};
     op_emit(&p, &o);
-    const proto *pr = proto_find("semi2k");
     proto_cfg cfg;
-    errbuf e;
-    proto_cfg_default("semi2k", &cfg, &e);
     cost_log lg;
-    cost_log_init(&lg, 2);
+    const proto *pr = proto_default("semi2k", &cfg, &lg);
+    errbuf e;
     ck_assert_int_eq(proto_cost_program(pr, &cfg, &p, &lg, &e), 0);
     cost_totals t = {0};
     for (size_t i = 0; i < lg.n; i++)
@@ -574,12 +582,10 @@ START_TEST(test_bad_op_reported)
     o2.kind = OP_MUL; /* missing second operand */
     o2.in[0] = y;
     op_emit(&p, &o2);
-    const proto *pr = proto_find("aby3");
     proto_cfg cfg;
-    errbuf e;
-    proto_cfg_default("aby3", &cfg, &e);
     cost_log lg;
-    cost_log_init(&lg, 3);
+    const proto *pr = proto_default("aby3", &cfg, &lg);
+    errbuf e;
     ck_assert_int_eq(proto_cost_program(pr, &cfg, &p, &lg, &e), MS_ERR_INPUT);
     ck_assert_ptr_nonnull(strstr(e.msg, "op 0 (softmax)"));
     p.n_ops = 0;
@@ -657,12 +663,10 @@ START_TEST(test_cost_matches_plain)
     const char *nm = _i ? "aby3" : "semi2k";
     op_program p;
     build_mixed(&p);
-    const proto *pr = proto_find(nm);
     proto_cfg cfg;
-    errbuf e;
-    proto_cfg_default(nm, &cfg, &e);
     cost_log lg;
-    cost_log_init(&lg, pr->n_parties);
+    const proto *pr = proto_default(nm, &cfg, &lg);
+    errbuf e;
     ck_assert_msg(proto_cost_program(pr, &cfg, &p, &lg, &e) == 0, "%s", e.msg);
     uint64_t rounds[PRIM_N] = {0};
     for (size_t i = 0; i < lg.n; i++)

@@ -8,24 +8,16 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "harness.h"
 #include "results/rdb.h"
-#include "testdir.h"
+#include "sqlfix.h"
 
 TESTDIR("check_rdb")
 #define tmpdir (td.dir)
 static const char *tpath(const char *name) { return testdir_path(&td, name); }
 
 /* An integer from a query on an open database (or -1). */
-static long long q1(rdb *db, const char *sql)
-{
-    sqlite3_stmt *s;
-    long long v = -1;
-    if (sqlite3_prepare_v2(rdb_handle(db), sql, -1, &s, NULL) == SQLITE_OK &&
-        sqlite3_step(s) == SQLITE_ROW)
-        v = sqlite3_column_int64(s, 0);
-    sqlite3_finalize(s);
-    return v;
-}
+static long long q1(rdb *db, const char *sql) { return sqlfix_int(rdb_handle(db), sql); }
 
 /* A run with 2 metrics, 2 phases, 3 breakdown rows and 2 layer rows; fig scales the numbers. */
 typedef struct fake_run {
@@ -201,10 +193,7 @@ START_TEST(test_refuse_foreign_and_newer)
     raw_exec(tpath("new.db"), "PRAGMA user_version = 99");
     ck_assert_int_eq(rdb_open(tpath("new.db"), 1, &db, &e), MS_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(e.msg, "newer"));
-    FILE *f = fopen(tpath("text.db"), "w");
-    fputs("this is not a database, just some text that is long enough to have a header ....",
-          f);
-    fclose(f);
+    th_write(tpath("text.db"), "this is not a database, just some text that is long enough to have a header ....");
     ck_assert_int_ne(rdb_open(tpath("text.db"), 1, &db, &e), MS_OK);
 }
 END_TEST

@@ -382,49 +382,55 @@ START_TEST(test_run_deterministic)
 }
 END_TEST
 
+/* Runs c twice, *toggle 1 in the first run and 0 in the second: the same metrics, bit for bit
+ * (those named in loose, a NULL-terminated list: within 1e-5), and the same phase totals and
+ * categories. what names the case in messages. */
+static void assert_same_runs(const run_cfg *c, int *toggle, const char *what, const char *const *loose)
+{
+    run_result a, b;
+    errbuf e;
+    run_result_init(&a);
+    run_result_init(&b);
+    *toggle = 1;
+    int rc = run_execute(c, &a, &e);
+    *toggle = 0;
+    ck_assert_msg(rc == MS_OK, "%s: %s", what, e.msg);
+    ck_assert_msg(run_execute(c, &b, &e) == MS_OK, "%s: %s", what, e.msg);
+    ck_assert_uint_eq(a.n_metric, b.n_metric);
+    for (size_t i = 0; i < a.n_metric; i++) {
+        ck_assert_str_eq(a.metric[i].name, b.metric[i].name);
+        int is_loose = 0;
+        for (size_t k = 0; loose && loose[k]; k++)
+            is_loose |= !strcmp(a.metric[i].name, loose[k]);
+        if (is_loose)
+            ck_assert_msg(fabs(a.metric[i].value - b.metric[i].value) <= 1e-5, "%s %s: %.9g vs %.9g", what,
+                          a.metric[i].name, a.metric[i].value, b.metric[i].value);
+        else
+            ck_assert_msg(!memcmp(&a.metric[i].value, &b.metric[i].value, sizeof(double)), "%s %s: %.17g vs %.17g",
+                          what, a.metric[i].name, a.metric[i].value, b.metric[i].value);
+    }
+    for (int p = 0; p < PHASE_N; p++) {
+        ck_assert_mem_eq(&a.phase[p].total, &b.phase[p].total, sizeof a.phase[p].total);
+        ck_assert_mem_eq(a.phase[p].cat, b.phase[p].cat, sizeof a.phase[p].cat);
+    }
+    run_result_free(&a);
+    run_result_free(&b);
+}
+
 /* The synthetic attention kernel against its scalar reference: every cost metric and phase
  * total of a policy run is bit-identical, the accuracy metrics agree to float rounding. */
 START_TEST(test_synth_kernel_same_costs)
 {
     static const char *const pols[] = {"h2o", "snapkv", "quest", "mpcache", "tova"};
     static const char *const acc[] = {"attn_mass_recall", "topk_recall", "attn_out_rel_err",
-                                      "attn_out_wo_rel_err"};
+                                      "attn_out_wo_rel_err", NULL};
     for (size_t pi = 0; pi < sizeof pols / sizeof pols[0]; pi++) {
         run_cfg *c = tiny_cfg("aby3", "20ms/300Mbps", 160, 6);
         c->model.weights[0] = '\0';
         snprintf(c->trace.source, sizeof c->trace.source, "synth");
         snprintf(c->policy.name, sizeof c->policy.name, "%s", pols[pi]);
         c->seed = 3;
-        run_result a, b;
-        errbuf e;
-        run_result_init(&a);
-        run_result_init(&b);
-        trace_synth_reference_kernel = 1;
-        int rc = run_execute(c, &a, &e);
-        trace_synth_reference_kernel = 0;
-        ck_assert_msg(rc == MS_OK, "%s: %s", pols[pi], e.msg);
-        ck_assert_msg(run_execute(c, &b, &e) == MS_OK, "%s: %s", pols[pi], e.msg);
-        ck_assert_uint_eq(a.n_metric, b.n_metric);
-        for (size_t i = 0; i < a.n_metric; i++) {
-            ck_assert_str_eq(a.metric[i].name, b.metric[i].name);
-            int is_acc = 0;
-            for (size_t k = 0; k < sizeof acc / sizeof acc[0]; k++)
-                is_acc |= !strcmp(a.metric[i].name, acc[k]);
-            if (is_acc)
-                ck_assert_msg(fabs(a.metric[i].value - b.metric[i].value) <= 1e-5,
-                              "%s %s: %.9g vs %.9g", pols[pi], a.metric[i].name,
-                              a.metric[i].value, b.metric[i].value);
-            else
-                ck_assert_msg(!memcmp(&a.metric[i].value, &b.metric[i].value, sizeof(double)),
-                              "%s %s: %.17g vs %.17g", pols[pi], a.metric[i].name,
-                              a.metric[i].value, b.metric[i].value);
-        }
-        for (int p = 0; p < PHASE_N; p++) {
-            ck_assert_mem_eq(&a.phase[p].total, &b.phase[p].total, sizeof a.phase[p].total);
-            ck_assert_mem_eq(a.phase[p].cat, b.phase[p].cat, sizeof a.phase[p].cat);
-        }
-        run_result_free(&a);
-        run_result_free(&b);
+        assert_same_runs(c, &trace_synth_reference_kernel, pols[pi], acc);
         free(c);
     }
 }
@@ -528,24 +534,8 @@ START_TEST(test_quest_half_bounds_exact)
         c->policy.params[2] = kvp_param("page", bi == 2 ? "4" : "16");
         c->policy.n_params = 3;
         c->seed = 9;
-        run_result a, b;
-        errbuf e;
-        run_result_init(&a);
-        run_result_init(&b);
-        policy_quest_float_bounds = 1;
-        int rc = run_execute(c, &a, &e);
-        policy_quest_float_bounds = 0;
-        ck_assert_msg(rc == MS_OK, "%s", e.msg);
-        rc = run_execute(c, &b, &e);
+        assert_same_runs(c, &policy_quest_float_bounds, budgets[bi], NULL);
         policy_quest_slack = 1.0;
-        ck_assert_msg(rc == MS_OK, "%s", e.msg);
-        ck_assert_uint_eq(a.n_metric, b.n_metric);
-        for (size_t k = 0; k < a.n_metric; k++)
-            ck_assert_msg(!memcmp(&a.metric[k].value, &b.metric[k].value, sizeof(double)),
-                          "budget %s %s: %.17g float, %.17g half", budgets[bi],
-                          a.metric[k].name, a.metric[k].value, b.metric[k].value);
-        run_result_free(&a);
-        run_result_free(&b);
         free(c);
     }
 }
@@ -568,24 +558,7 @@ START_TEST(test_idle_steps_same)
         c->policy.n_params = 2;
         c->work.decode_stride = 4;
         c->seed = 4;
-        run_result a, b;
-        errbuf e;
-        run_result_init(&a);
-        run_result_init(&b);
-        replay_idle_off = 1;
-        int rc = run_execute(c, &a, &e);
-        replay_idle_off = 0;
-        ck_assert_msg(rc == MS_OK, "%s", e.msg);
-        ck_assert_msg(run_execute(c, &b, &e) == MS_OK, "%s", e.msg);
-        ck_assert_uint_eq(a.n_metric, b.n_metric);
-        for (size_t k = 0; k < a.n_metric; k++)
-            ck_assert_msg(!memcmp(&a.metric[k].value, &b.metric[k].value, sizeof(double)),
-                          "%s %s: %.17g every step, %.17g idle", pols[pi], a.metric[k].name,
-                          a.metric[k].value, b.metric[k].value);
-        for (int p = 0; p < PHASE_N; p++)
-            ck_assert_mem_eq(&a.phase[p].total, &b.phase[p].total, sizeof a.phase[p].total);
-        run_result_free(&a);
-        run_result_free(&b);
+        assert_same_runs(c, &replay_idle_off, pols[pi], NULL);
         free(c);
     }
 }

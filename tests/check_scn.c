@@ -458,36 +458,6 @@ START_TEST(test_defaults_and_overrides)
     assert_round_trip(&s);
     scn_free(&s);
 
-    /* 'tcp' for Ethernet/IPv4/TCP framing, its fields overridden, 'none' */
-    const char *wired = "model: stories260K\nprotocol: semi2k\n"
-                        "network: {latency_ms: 1, bandwidth_mbps: 20, wire: tcp}\n"
-                        "workload: {prompt_len: 8, decode_len: 0}\n";
-    ck_assert_msg(load(wired, &s, &e) == MS_OK, "%s", e.msg);
-    ck_assert_uint_eq(s.runs[0].net.wire.mtu, 1500);
-    ck_assert_uint_eq(s.runs[0].net.wire.l3l4_bytes, 52);
-    ck_assert_uint_eq(s.runs[0].net.wire.l2_bytes, 14);
-    ck_assert_uint_eq(s.runs[0].net.wire.ack_every, 2);
-    ck_assert_uint_eq(s.runs[0].net.wire.msg_bytes, 0);
-    assert_round_trip(&s);
-    scn_free(&s);
-    const char *jumbo = "model: stories260K\nprotocol: semi2k\n"
-                        "network: {preset: wan, wire: {mtu: 9000, msg_bytes: 32, ack_every: 0}}\n"
-                        "workload: {prompt_len: 8, decode_len: 0}\n";
-    ck_assert_msg(load(jumbo, &s, &e) == MS_OK, "%s", e.msg);
-    ck_assert_uint_eq(s.runs[0].net.wire.mtu, 9000);
-    ck_assert_uint_eq(s.runs[0].net.wire.l3l4_bytes, 52);
-    ck_assert_uint_eq(s.runs[0].net.wire.ack_every, 0);
-    ck_assert_uint_eq(s.runs[0].net.wire.msg_bytes, 32);
-    ck_assert_str_eq(s.runs[0].net_ref, "custom"); /* no longer the preset's network */
-    assert_round_trip(&s);
-    scn_free(&s);
-    const char *unwired = "model: stories260K\nprotocol: semi2k\n"
-                          "network: {preset: lan, wire: none}\nworkload: {prompt_len: 8, decode_len: 0}\n";
-    ck_assert_msg(load(unwired, &s, &e) == MS_OK, "%s", e.msg);
-    ck_assert_uint_eq(s.runs[0].net.wire.mtu, 0);
-    ck_assert_str_eq(s.runs[0].net_ref, "lan");
-    scn_free(&s);
-
     /* a named model, and a base with no change, keep their name as the reference */
     const char *named = "model: {base: llama-2-7b}\nprotocol: semi2k\nnetwork: {preset: wan}\n"
                         "workload: {prompt_len: 8, decode_len: 0}\n";
@@ -498,6 +468,45 @@ START_TEST(test_defaults_and_overrides)
     scn_free(&s);
 }
 END_TEST
+
+/* The network's wire framing: 'tcp' for Ethernet/IPv4/TCP, its fields overridden, 'none'; the
+ * network reference a framing leaves (NULL: not checked); round: the run's text loads again to
+ * the same run. */
+static const struct wire_case {
+    const char *network;
+    uint32_t mtu, l3l4, l2, ack_every, msg;
+    const char *ref;
+    int round;
+} wire_cases[] = {
+    {"{latency_ms: 1, bandwidth_mbps: 20, wire: tcp}", 1500, 52, 14, 2, 0, NULL, 1},
+    {"{preset: wan, wire: {mtu: 9000, msg_bytes: 32, ack_every: 0}}", 9000, 52, 14, 0, 32, "custom", 1},
+    {"{preset: lan, wire: none}", 0, 0, 0, 0, 0, "lan", 0},
+};
+
+START_TEST(test_wire_framing)
+{
+    const struct wire_case *w = &wire_cases[_i];
+    char text[512];
+    snprintf(text, sizeof text, "model: stories260K\nprotocol: semi2k\nnetwork: %s\n"
+             "workload: {prompt_len: 8, decode_len: 0}\n", w->network);
+    scenario s;
+    errbuf e;
+    ck_assert_msg(load(text, &s, &e) == MS_OK, "%s", e.msg);
+    const net_wire *nw = &s.runs[0].net.wire;
+    ck_assert_uint_eq(nw->mtu, w->mtu);
+    ck_assert_uint_eq(nw->l3l4_bytes, w->l3l4);
+    ck_assert_uint_eq(nw->l2_bytes, w->l2);
+    ck_assert_uint_eq(nw->ack_every, w->ack_every);
+    ck_assert_uint_eq(nw->msg_bytes, w->msg);
+    ck_assert_uint_eq(nw->tls_record, 0); /* TLS only where asked for (check_tls) */
+    if (w->ref)
+        ck_assert_str_eq(s.runs[0].net_ref, w->ref);
+    if (w->round)
+        assert_round_trip(&s);
+    scn_free(&s);
+}
+END_TEST
+
 
 START_TEST(test_trace_paths)
 {
@@ -915,6 +924,7 @@ Suite *scn_suite(void)
     tcase_add_test(t, test_zip);
     tcase_add_test(t, test_cases);
     tcase_add_test(t, test_defaults_and_overrides);
+    tcase_add_loop_test(t, test_wire_framing, 0, TH_N(wire_cases));
     tcase_add_test(t, test_trace_paths);
     tcase_add_test(t, test_trace_too_short);
     tcase_add_loop_test(t, test_model_file_vs_inline, 0,

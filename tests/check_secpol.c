@@ -82,13 +82,9 @@ START_TEST(test_h2o_on_shares)
     fixture_open(&f, 2 * N);
     errbuf e = {{0}};
     uint32_t V = f.m.vocab, LH = f.m.n_layers * f.m.n_kv_heads;
-    float *pol = malloc((size_t)N * V * sizeof *pol), *full = malloc((size_t)N * V * sizeof *full);
+    float *pol, *full;
     secpol_keep k;
-    ck_assert_msg(secinf_policy_replay(&f.m, f.L, "h2o", h2o_params, 2, f.ids, N, P, &k, pol, &e) == MS_OK, "%s",
-                  e.msg);
-    llama_reset(f.L);
-    for (uint32_t p = 0; p < N; p++)
-        llama_forward(f.L, f.ids[p], p, NULL, full + (size_t)p * V);
+    fixture_replay(&f, "h2o", h2o_params, 2, N, P, &k, &pol, &full);
     secinf_opts o;
     h2o_opts(&f, protos[_i], &o);
     o.audit = 1;
@@ -128,9 +124,7 @@ START_TEST(test_h2o_on_shares)
     }
     op_program_free(&p);
     secinf_result_free(&r);
-    secpol_keep_free(&k);
-    free(pol);
-    free(full);
+    fixture_replay_free(&k, pol, full);
     llama_free(f.L);
     secinf_spol_free(&o.spol);
 }
@@ -291,13 +285,9 @@ START_TEST(test_mpcache_on_shares)
     fixture_open(&f, 2 * N);
     errbuf e = {{0}};
     uint32_t V = f.m.vocab, LH = f.m.n_layers * f.m.n_kv_heads;
-    float *pol = malloc((size_t)N * V * sizeof *pol), *full = malloc((size_t)N * V * sizeof *full);
+    float *pol, *full;
     secpol_keep k;
-    ck_assert_msg(secinf_policy_replay(&f.m, f.L, "mpcache", mpc_params[_i], 4, f.ids, N, P, &k, pol, &e) == MS_OK,
-                  "%s", e.msg);
-    llama_reset(f.L);
-    for (uint32_t p = 0; p < N; p++)
-        llama_forward(f.L, f.ids[p], p, NULL, full + (size_t)p * V);
+    fixture_replay(&f, "mpcache", mpc_params[_i], 4, N, P, &k, &pol, &full);
     secinf_opts o;
     mpc_opts(&f, protos[_i], _i, &o);
     o.audit = 1;
@@ -351,9 +341,7 @@ START_TEST(test_mpcache_on_shares)
     secinf_spol_free(&o.spol);
     op_program_free(&p);
     secinf_result_free(&r);
-    secpol_keep_free(&k);
-    free(pol);
-    free(full);
+    fixture_replay_free(&k, pol, full);
     llama_free(f.L);
 }
 END_TEST

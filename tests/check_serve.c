@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "sqlfix.h"
 #include "sim/serve/kvshare.h"
 #include "sim/serve/leak.h"
 #include "sim/engine/machine.h"
@@ -84,6 +85,29 @@ static void run_ok(const serve_params *p, const workload *w, serve_result *r)
     ck_assert_msg(rc == 0, "%s", e.msg);
 }
 
+/* User 1 sends the first n1 tokens of base, base+1, …; gap later user 2 the first n2. */
+static void twice_wl(workload *w, uint32_t base, uint32_t n1, uint32_t n2, uint64_t gap)
+{
+    uint32_t a[256];
+    ck_assert_uint_le(n1, 256);
+    ck_assert_uint_le(n2, 256);
+    seq(a, 256, base);
+    wl_init(w);
+    add_seq(w, 0, 1, a, n1, NULL);
+    add_seq(w, gap, 2, a, n2, NULL);
+}
+
+/* twice_wl's two requests served under prefix sharing (16-token blocks, re-rotated) by the
+ * test coster. */
+static void prefix_twice(uint32_t base, uint32_t n1, uint32_t n2, serve_result *r)
+{
+    workload w;
+    twice_wl(&w, base, n1, n2, GAP);
+    serve_params p = params_for(KVS_PREFIX, 16, KVS_POS_REROTATE);
+    run_ok(&p, &w, r);
+    wl_free(&w);
+}
+
 /* ---- hit rates, hand computed --------------------------------------------------------- */
 
 /* A: 40 tokens; B: shares A's first 35 tokens (blocks 0,1 hit = 32); C: shares 20 (block 0
@@ -132,18 +156,10 @@ END_TEST
 /* The last token is always computed: a 32-token prompt seen twice reuses 1 block, not 2. */
 START_TEST(test_prefix_last_token)
 {
-    uint32_t a[32];
-    seq(a, 32, 100);
-    workload w;
-    wl_init(&w);
-    add_seq(&w, 0, 1, a, 32, NULL);
-    add_seq(&w, GAP, 2, a, 32, NULL);
-    serve_params p = params_for(KVS_PREFIX, 16, KVS_POS_REROTATE);
     serve_result r;
-    run_ok(&p, &w, &r);
+    prefix_twice(100, 32, 32, &r);
     ck_assert_uint_eq(r.req[1].hit, 16);
     serve_result_free(&r);
-    wl_free(&w);
 }
 END_TEST
 
@@ -445,15 +461,8 @@ END_TEST
 
 START_TEST(test_ttft_hit_faster)
 {
-    uint32_t a[200];
-    seq(a, 200, 1000);
-    workload w;
-    wl_init(&w);
-    add_seq(&w, 0, 1, a, 200, NULL);
-    add_seq(&w, GAP, 2, a, 200, NULL);
-    serve_params p = params_for(KVS_PREFIX, 16, KVS_POS_REROTATE);
     serve_result r;
-    run_ok(&p, &w, &r);
+    prefix_twice(1000, 200, 200, &r);
     uint64_t miss = r.req[0].first_ns - r.req[0].arrival_ns;
     uint64_t hit = r.req[1].first_ns - r.req[1].arrival_ns;
     ck_assert_uint_eq(r.req[1].hit, 192);
@@ -464,7 +473,6 @@ START_TEST(test_ttft_hit_faster)
     /* bytes saved = (100*200) - (100*8 + 8*192) */
     ck_assert_int_eq(r.bytes_saved, 20000 - (800 + 1536));
     serve_result_free(&r);
-    wl_free(&w);
 }
 END_TEST
 
@@ -726,12 +734,8 @@ END_TEST
  * b-1 more cached tokens (serve.h). One request of 37 tokens after a 16-token prefix hit. */
 START_TEST(test_bucket_bound)
 {
-    uint32_t a[40];
-    seq(a, 40, 100);
     workload w;
-    wl_init(&w);
-    add_seq(&w, 0, 1, a, 33, NULL);  /* caches 2 blocks */
-    add_seq(&w, GAP, 2, a, 37, NULL); /* hits 32, prefills 5 on 32 */
+    twice_wl(&w, 100, 33, 37, GAP); /* the first caches 2 blocks; the second hits 32, prefills 5 on 32 */
     serve_params p = params_for(KVS_PREFIX, 16, KVS_POS_REROTATE);
     serve_result r1, r16;
     run_ok(&p, &w, &r1);
@@ -783,12 +787,8 @@ START_TEST(test_real_coster)
     serve_stepcoster *sc;
     serve_coster c;
     ck_assert_int_eq(serve_stepcoster_open(&cfg, 4, &sc, &c, &e), 0);
-    uint32_t a[200];
-    seq(a, 200, 10);
     workload w;
-    wl_init(&w);
-    add_seq(&w, 0, 1, a, 200, NULL);
-    add_seq(&w, 100 * GAP, 2, a, 200, NULL);
+    twice_wl(&w, 10, 200, 200, 100 * GAP);
     serve_params p = params_for(KVS_PREFIX, 16, KVS_POS_REROTATE);
     serve_result r;
     ck_assert_msg(serve_run(&p, &w, &c, &r, &e) == 0, "%s", e.msg);
@@ -821,17 +821,9 @@ static const char *const TINY =
 
 static int64_t count(const char *db, const char *table)
 {
-    sqlite3 *h;
-    ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
     char q[128];
     snprintf(q, sizeof q, "SELECT count(*) FROM %s", table);
-    sqlite3_stmt *s;
-    ck_assert_int_eq(sqlite3_prepare_v2(h, q, -1, &s, NULL), SQLITE_OK);
-    ck_assert_int_eq(sqlite3_step(s), SQLITE_ROW);
-    int64_t n = sqlite3_column_int64(s, 0);
-    sqlite3_finalize(s);
-    sqlite3_close(h);
-    return n;
+    return sqlfix_file_int(db, q);
 }
 
 START_TEST(test_cli)

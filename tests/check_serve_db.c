@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "sqlfix.h"
 #include "results/rdb.h"
 #include "results/serve_db.h"
 
@@ -22,27 +23,14 @@ static rdb *open_new(const char *name)
     return db;
 }
 
-/* An integer from a query (-1 when it yields no row). */
-static long long q1(rdb *db, const char *sql)
-{
-    sqlite3_stmt *s;
-    ck_assert_msg(sqlite3_prepare_v2(rdb_handle(db), sql, -1, &s, NULL) == SQLITE_OK, "%s: %s",
-                  sql, sqlite3_errmsg(rdb_handle(db)));
-    long long v = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
-    sqlite3_finalize(s);
-    return v;
-}
+static long long q1(rdb *db, const char *sql) { return sqlfix_int(rdb_handle(db), sql); }
 
 /* Column c of the first row of sql as text ("NULL" for a NULL), into out. */
 static const char *qtext(rdb *db, const char *sql, int c, char *out, size_t cap)
 {
-    sqlite3_stmt *s;
-    ck_assert_msg(sqlite3_prepare_v2(rdb_handle(db), sql, -1, &s, NULL) == SQLITE_OK, "%s: %s",
-                  sql, sqlite3_errmsg(rdb_handle(db)));
-    ck_assert_int_eq(sqlite3_step(s), SQLITE_ROW);
-    const unsigned char *t = sqlite3_column_text(s, c);
-    snprintf(out, cap, "%s", sqlite3_column_type(s, c) == SQLITE_NULL ? "NULL" : (const char *)t);
-    sqlite3_finalize(s);
+    char *t = sqlfix_text(rdb_handle(db), sql, c);
+    snprintf(out, cap, "%s", t);
+    free(t);
     return out;
 }
 

@@ -137,6 +137,13 @@ START_TEST(test_presets)
     const char *const *pn = net_preset_names(&np);
     for (size_t i = 0; i < np; i++) /* every preset loads and says where it comes from */
         ck_assert(net_preset(pn[i], 3, &n, &e) == MS_OK && net_preset_source(pn[i]));
+    /* lan-1g is CryptPEFT's artifact LAN (netem rate 1gbit delay 0.5ms on lo: 0.5 ms one way);
+     * lan-5g's latency has no source and says so */
+    ck_assert(net_preset("lan-1g", 2, &n, &e) == MS_OK);
+    ck_assert_uint_eq(n.link[0][1].latency_ns, 500000);
+    ck_assert_double_eq(n.link[0][1].bandwidth_bps, 1e9);
+    ck_assert_ptr_nonnull(strstr(net_preset_source("lan-1g"), "CryptPEFT"));
+    ck_assert_ptr_nonnull(strstr(net_preset_source("lan-5g"), "ASSUMED"));
     ck_assert_int_eq(net_preset("wna", 2, &n, &e), MS_ERR_NOTFOUND);
     ck_assert_ptr_nonnull(strstr(e.msg, "did you mean 'wan'"));
     ck_assert_int_eq(net_parse("20ms/300Mbps", 2, &n, &e), MS_OK);

@@ -9,7 +9,7 @@
 
 #include "models/model.h"
 #include "sim/trace/trace.h"
-#include "testdir.h"
+#include "harness.h"
 
 TESTDIR("check_synth_calib")
 
@@ -17,13 +17,11 @@ TESTDIR("check_synth_calib")
  * the generator's logits depend on head_dim and the parameters, not on the layer count. */
 static void load_shape(model_cfg *cfg, const char *family)
 {
-    const char *path = testdir_path(&td, "m.yaml");
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fprintf(f, "format: mpcsim-model 1\nname: calib-%s\nfamily: %s\nlayers: 3\ndim: 512\n"
-               "heads: 4\nkv_heads: 4\nhead_dim: 128\nffn_dim: 1024\nvocab: 32000\n"
-               "max_context: 4096\n", family, family);
-    ck_assert_int_eq(fclose(f), 0);
+    char text[512];
+    snprintf(text, sizeof text, "format: mpcsim-model 1\nname: calib-%s\nfamily: %s\nlayers: 3\ndim: 512\n"
+             "heads: 4\nkv_heads: 4\nhead_dim: 128\nffn_dim: 1024\nvocab: 32000\nmax_context: 4096\n",
+             family, family);
+    const char *path = th_file(&td, "m.yaml", text);
     errbuf e = {{0}};
     ck_assert_msg(model_load(path, cfg, &e) == MS_OK, "%s", e.msg);
 }

@@ -255,21 +255,12 @@ END_TEST
 START_TEST(test_hello_versions)
 {
     uint8_t h[MPC_FRAME_HDR] = {0};
-    uint32_t magic = MPC_FRAME_MAGIC, node = 2, seq = MPC_HELLO_TLS;
-    uint16_t ver = 2, ty = MPC_FR_HELLO;
-    uint64_t len = 3;
-    memcpy(h, &magic, 4);
-    memcpy(h + 4, &ver, 2);
-    memcpy(h + 6, &ty, 2);
-    memcpy(h + 8, &node, 4);
-    memcpy(h + 12, &seq, 4);
-    memcpy(h + 16, &len, 8);
+    mpcfix_frame(h, 2, MPC_FR_HELLO, 2, MPC_HELLO_TLS, 3);
     int id, chan;
     errbuf e;
     ck_assert_int_eq(mpc_net_hello_parse(h, 3, 0, 1, &id, &chan, &e), MS_ERR_PROTO);
     ck_assert_msg(strstr(e.msg, "frame version 2, this build 3"), "%s", e.msg);
-    ver = MPC_FRAME_VERSION;
-    memcpy(h + 4, &ver, 2);
+    mpcfix_frame(h, MPC_FRAME_VERSION, MPC_FR_HELLO, 2, MPC_HELLO_TLS, 3);
     ck_assert_int_eq(mpc_net_hello_parse(h, 3, 0, 1, &id, &chan, &e), MS_OK);
     ck_assert_int_eq(id, 2);
     ck_assert_int_eq(chan, 0);

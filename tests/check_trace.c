@@ -113,27 +113,20 @@ END_TEST
 
 START_TEST(test_cli_record_info)
 {
-    char cmd[2048], out[8192];
+    char out[8192];
     const char *dir = td.dir;
-    snprintf(cmd, sizeof cmd, "%s trace record --model stories260K --text "
-             "%s/tests/data/tinystories_sample.txt --max-tokens 32 -o %s/tr", th_bin(), th_data(),
-             dir);
-    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
-    snprintf(cmd, sizeof cmd, "%s trace info %s/tr", th_bin(), dir);
-    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
-    ck_assert_ptr_nonnull(strstr(out, "format:     mpcsim-trace 1"));
+    th_cli_expect(out, sizeof out, 0, NULL,
+                  "trace record --model stories260K --text %s/tests/data/tinystories_sample.txt "
+                  "--max-tokens 32 -o %s/tr", th_data(), dir);
+    th_cli_expect(out, sizeof out, 0, "format:     mpcsim-trace 1", "trace info %s/tr", dir);
     ck_assert_ptr_nonnull(strstr(out, "model:      stories260K"));
     ck_assert_ptr_nonnull(strstr(out, "layers 5, heads 8, kv_heads 4, head_dim 8"));
     ck_assert_ptr_nonnull(strstr(out, "tokens:     32"));
     ck_assert_ptr_nonnull(strstr(out, "arrays:     q k v att ffn logits wo tokens"));
     ck_assert_ptr_nonnull(strstr(out, "first ids:  1 410 13 "));
     /* fit needs more tokens than 32 and says so */
-    snprintf(cmd, sizeof cmd, "%s trace fit %s/tr", th_bin(), dir);
-    ck_assert_int_eq(th_sh(cmd, out, sizeof out), 2);
-    ck_assert_ptr_nonnull(strstr(out, "too short"));
-    snprintf(cmd, sizeof cmd, "%s trace infoo %s/tr", th_bin(), dir);
-    ck_assert_int_eq(th_sh(cmd, out, sizeof out), 2);
-    ck_assert_ptr_nonnull(strstr(out, "did you mean 'info'"));
+    th_cli_expect(out, sizeof out, 2, "too short", "trace fit %s/tr", dir);
+    th_cli_expect(out, sizeof out, 2, "did you mean 'info'", "trace infoo %s/tr", dir);
 }
 END_TEST
 
@@ -223,9 +216,7 @@ START_TEST(test_bad_manifests)
                                         "'mpcsim-trace 2' is not supported"));
     ck_assert_ptr_nonnull(strstr(e.msg, "hint: regenerate"));
     /* the CLI reports it and exits 2 */
-    snprintf(cmd, sizeof cmd, "%s trace info %s", th_bin(), dir);
-    ck_assert_int_eq(th_sh(cmd, out, sizeof out), 2);
-    ck_assert_ptr_nonnull(strstr(out, "regenerate"));
+    th_cli_expect(out, sizeof out, 2, "regenerate", "trace info %s", dir);
     /* no format line at all */
     th_write(man, strstr(good, "model:"));
     ck_assert_int_eq(trace_open(dir, &t, &e), MS_ERR_FORMAT);
@@ -308,7 +299,7 @@ static void write_npy_raw(const char *path, const char *dict, size_t data_off, s
  * negative or out-of-range dims are refused. */
 START_TEST(test_npy_hostile)
 {
-    char path[700], cmd[1024], out[4096];
+    char path[700], out[4096];
     const char *dir = td.dir;
     snprintf(path, sizeof path, "%s/manifest.yaml", dir);
     th_write(path, "format: mpcsim-trace 1\nmodel: hostile\nn_layers: 1\nn_heads: 1\n"
@@ -326,9 +317,7 @@ START_TEST(test_npy_hostile)
     ck_assert_int_eq(trace_open(dir, &t, &e), MS_ERR_FORMAT);
     ck_assert_ptr_null(t);
     ck_assert_ptr_nonnull(strstr(e.msg, "q.npy: error: .npy shape's size overflows 64 bits"));
-    snprintf(cmd, sizeof cmd, "%s trace info %s", th_bin(), dir);
-    ck_assert_int_eq(th_sh(cmd, out, sizeof out), 2);
-    ck_assert_ptr_nonnull(strstr(out, "overflows 64 bits"));
+    th_cli_expect(out, sizeof out, 2, "overflows 64 bits", "trace info %s", dir);
     /* a size that fits 64 bits but not the file: truncated */
     snprintf(path, sizeof path, "%s/manifest.yaml", dir);
     th_write(path, "format: mpcsim-trace 1\nmodel: hostile\nn_layers: 1\nn_heads: 1\n"
@@ -556,14 +545,17 @@ START_TEST(test_synth_kernel_wide_vs_portable)
             uint32_t nw = (nb + 7) / 8, j0 = nj * 977;
             trace_synth_portable_kernel = 1;
             synth_kern_words(0x1234567890abcdefull ^ nb, j0, nj, nw, wp);
-            synth_kern_lookup(base, wp, nj, nw, nb, nib, tab, rp);
+            float mp = synth_kern_lookup(base, wp, nj, nw, nb, nib, tab, rp);
             trace_synth_portable_kernel = 0;
             synth_kern_words(0x1234567890abcdefull ^ nb, j0, nj, nw, wa);
-            synth_kern_lookup(base, wa, nj, nw, nb, nib, tab, ra);
+            float ma = synth_kern_lookup(base, wa, nj, nw, nb, nib, tab, ra), mx = rp[0];
+            for (uint32_t j = 1; j < nj; j++)
+                mx = rp[j] > mx ? rp[j] : mx;
             for (uint32_t k = 0; k < nw; k++)
                 ck_assert_msg(!memcmp(wa + k * SYNTH_BLOCK, wp + k * SYNTH_BLOCK,
                                       nj * sizeof *wa), "words nj %u nw %u", nj, nw);
             ck_assert_msg(!memcmp(ra, rp, nj * sizeof *ra), "lookup nj %u nb %u", nj, nb);
+            ck_assert_msg(ma == mx && mp == mx, "lookup max nj %u nb %u", nj, nb);
         }
     for (uint32_t n = 1; n <= N; n++) {
         for (uint32_t j = 0; j < n; j++)
@@ -819,9 +811,8 @@ START_TEST(test_cli_synth_roundtrip)
 {
     char cmd[2048], out[8192];
     const char *dir = td.dir;
-    snprintf(cmd, sizeof cmd, "%s trace synth --model stories260K --tokens 40 --seed 9 "
-             "--set sink=5 -o %s/syn", th_bin(), dir);
-    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
+    th_cli_expect(out, sizeof out, 0, NULL,
+                  "trace synth --model stories260K --tokens 40 --seed 9 --set sink=5 -o %s/syn", dir);
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/mpcsim_trace_io.py verify %s/syn",
              th_data(), dir);
     ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
@@ -849,28 +840,22 @@ START_TEST(test_cli_synth_roundtrip)
     trace_close(r);
     trace_close(g);
     /* --stats streams without writing */
-    snprintf(cmd, sizeof cmd, "%s trace synth --model llama-2-7b --tokens 64 --stats "
-             "--set window=4", th_bin());
-    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
-    ck_assert_ptr_nonnull(strstr(out, "sink_mass:"));
-    snprintf(cmd, sizeof cmd, "%s trace synth --model stories260K --tokens 10 --stats "
-             "--set hevy=2", th_bin());
-    ck_assert_int_eq(th_sh(cmd, out, sizeof out), 2);
-    ck_assert_ptr_nonnull(strstr(out, "did you mean 'heavy'"));
+    th_cli_expect(out, sizeof out, 0, "sink_mass:",
+                  "trace synth --model llama-2-7b --tokens 64 --stats --set window=4");
+    th_cli_expect(out, sizeof out, 2, "did you mean 'heavy'",
+                  "trace synth --model stories260K --tokens 10 --stats --set hevy=2");
 }
 END_TEST
 
 /* fit → params.yaml → synth --params: a fitted parameter file drives the generator */
 START_TEST(test_cli_fit_workflow)
 {
-    char cmd[2048], out[8192];
+    char out[8192];
     const char *dir = td.dir;
-    snprintf(cmd, sizeof cmd, "%s trace synth --model stories260K --tokens 160 --seed 3 "
-             "--set heavy_frac=0.1 --set window=4 -o %s/s", th_bin(), dir);
-    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
-    snprintf(cmd, sizeof cmd, "%s trace fit %s/s -o %s/p.yaml", th_bin(), dir, dir);
-    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
-    ck_assert_ptr_nonnull(strstr(out, "sink_mass:"));
+    th_cli_expect(out, sizeof out, 0, NULL,
+                  "trace synth --model stories260K --tokens 160 --seed 3 --set heavy_frac=0.1 --set "
+                  "window=4 -o %s/s", dir);
+    th_cli_expect(out, sizeof out, 0, "sink_mass:", "trace fit %s/s -o %s/p.yaml", dir, dir);
     ck_assert_ptr_nonnull(strstr(out, "heavy_frac:"));
     char path[600];
     snprintf(path, sizeof path, "%s/p.yaml", dir);
@@ -879,10 +864,8 @@ START_TEST(test_cli_fit_workflow)
     errbuf e;
     ck_assert_msg(trace_synth_read_yaml(&p, path, &e) == MS_OK, "%s", e.msg);
     ck_assert_double_eq_tol(p.ffn_sparsity, 0.5, 0.02);
-    snprintf(cmd, sizeof cmd, "%s trace synth --model llama-2-7b --tokens 64 --params %s "
-             "--stats", th_bin(), path);
-    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
-    ck_assert_ptr_nonnull(strstr(out, "# synthetic llama-2-7b, 64 tokens"));
+    th_cli_expect(out, sizeof out, 0, "# synthetic llama-2-7b, 64 tokens",
+                  "trace synth --model llama-2-7b --tokens 64 --params %s --stats", path);
 }
 END_TEST
 

@@ -35,10 +35,10 @@ static int have_torch(const char *test)
 
 static void record(const char *dir, int tokens)
 {
-    char cmd[2048], out[4096];
-    snprintf(cmd, sizeof cmd, "%s trace record --text %s/tests/data/tinystories_sample.txt "
-             "--max-tokens %d -o %s", th_bin(), th_data(), tokens, dir);
-    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
+    char out[4096];
+    th_cli_expect(out, sizeof out, 0, NULL,
+                  "trace record --text %s/tests/data/tinystories_sample.txt --max-tokens %d -o %s",
+                  th_data(), tokens, dir);
 }
 
 static void dump_llama2c(const char *checkpoint, const char *dir, int tokens)
@@ -122,10 +122,9 @@ START_TEST(llama2c_matches_record)
         ck_assert_msg(w[i] <= 1e-4, "%s differs by %g", trace_array_name((trace_array)i), w[i]);
     }
     /* the dumped trace passes --verify, including the model check */
-    char cmd[1200], out[8192];
-    snprintf(cmd, sizeof cmd, "%s trace info --verify %s", th_bin(), pt);
-    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
-    ck_assert_msg(strstr(out, "stories260K's forward pass at 64 positions"), "%s", out);
+    char out[8192];
+    th_cli_expect(out, sizeof out, 0, "stories260K's forward pass at 64 positions",
+                  "trace info --verify %s", pt);
     ck_assert_msg(strstr(out, "q/k order:  interleaved"), "%s", out);
 }
 END_TEST
@@ -192,8 +191,7 @@ START_TEST(hf_front_end_half_layout)
     ck_assert(same);
     for (int i = 0; i < TRACE_N_ARRAYS; i++)
         ck_assert_msg(w[i] <= 1e-4, "%s differs by %g", trace_array_name((trace_array)i), w[i]);
-    snprintf(cmd, sizeof cmd, "%s trace info --verify %s", th_bin(), hf);
-    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
+    th_cli_expect(out, sizeof out, 0, NULL, "trace info --verify %s", hf);
 }
 END_TEST
 
@@ -201,9 +199,8 @@ END_TEST
 
 static void run_scenario(const char *yaml_path, const char *db)
 {
-    char cmd[2048], out[8192];
-    snprintf(cmd, sizeof cmd, "%s run %s -o %s", th_bin(), yaml_path, db);
-    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
+    char out[8192];
+    th_cli_expect(out, sizeof out, 0, NULL, "run %s -o %s", yaml_path, db);
 }
 
 static void write_text(const char *path, const char *text)
@@ -315,13 +312,10 @@ START_TEST(half_layout_converted_and_wrong_layout_refused)
     compare(rec, half, w, &same);
     for (int i = 0; i < TRACE_N_ARRAYS; i++)
         ck_assert_msg(w[i] == 0, "%s differs by %g", trace_array_name((trace_array)i), w[i]);
-    snprintf(cmd, sizeof cmd, "%s trace info --verify %s", th_bin(), half);
-    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
-    ck_assert_msg(strstr(out, "q/k order:  half (converted"), "%s", out);
+    th_cli_expect(out, sizeof out, 0, "q/k order:  half (converted", "trace info --verify %s", half);
     /* stored in rotate-half order but said to be interleaved: attention cannot tell (q·k is
      * unchanged), the model can */
-    snprintf(cmd, sizeof cmd, "%s trace info --verify %s", th_bin(), wrong);
-    ck_assert_int_eq(th_sh(cmd, out, sizeof out), 2);
+    th_cli_expect(out, sizeof out, 2, NULL, "trace info --verify %s", wrong);
     ck_assert_msg(strstr(out, "error: q[layer 0][pos 0]") && strstr(out, "rope_layout"), "%s",
                   out);
     /* a run that combines it with the model's live metrics refuses too, and writes no row */

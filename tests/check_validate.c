@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "sqlfix.h"
 #include "protocols/program/eng_plain.h"
 #include "protocols/program/kern.h"
 #include "sim/secure/secinf.h"
@@ -128,17 +129,13 @@ START_TEST(test_streamingllm_in_mpc)
     errbuf e = {{0}};
     const uint32_t N = 40, P = 8, V = f.m.vocab;
     const char *params[] = {"sink=2", "recent=6"};
-    float *pol = malloc((size_t)N * V * sizeof *pol), *full = malloc((size_t)N * V * sizeof *full);
+    float *pol, *full;
     secpol_keep k;
-    ck_assert_msg(secinf_policy_replay(&f.m, f.L, "streamingllm", params, 2, f.ids, N, P, &k, pol, &e) == MS_OK,
-                  "%s", e.msg);
+    fixture_replay(&f, "streamingllm", params, 2, N, P, &k, &pol, &full);
     /* the masks are streamingllm's: sinks and the recent window */
     uint32_t pos = N - 1;
     for (uint32_t j = 0; j < pos; j++)
         ck_assert_int_eq(k.keep[((size_t)pos * f.m.n_layers * f.m.n_kv_heads) * k.max_len + j], j < 2 || j + 6 >= pos);
-    llama_reset(f.L);
-    for (uint32_t p = 0; p < N; p++)
-        llama_forward(f.L, f.ids[p], p, NULL, full + (size_t)p * V);
     secinf_opts o = {.model = &f.m, .weights = f.L, .tokens = f.ids, .n_tokens = N, .prefill = P, .keep = &k};
     fixture_cfg("aby3", &o.cfg);
     secinf_result r;
@@ -159,9 +156,7 @@ START_TEST(test_streamingllm_in_mpc)
     ck_assert_int_eq(seen, (int)f.m.n_layers);
     op_program_free(&p);
     secinf_result_free(&r);
-    secpol_keep_free(&k);
-    free(pol);
-    free(full);
+    fixture_replay_free(&k, pol, full);
     llama_free(f.L);
 }
 END_TEST
@@ -177,10 +172,9 @@ START_TEST(test_mpcache_padded_in_mpc)
     errbuf e = {{0}};
     const uint32_t N = 28, P = 16, V = f.m.vocab;
     const char *params[] = {"s1=8", "s2=4"};
-    float *pol = malloc((size_t)N * V * sizeof *pol);
+    float *pol;
     secpol_keep k;
-    ck_assert_msg(secinf_policy_replay(&f.m, f.L, "mpcache", params, 2, f.ids, N, P, &k, pol, &e) == MS_OK, "%s",
-                  e.msg);
+    fixture_replay(&f, "mpcache", params, 2, N, P, &k, &pol, NULL);
     secinf_opts o = {.model = &f.m, .weights = f.L, .tokens = f.ids, .n_tokens = N, .prefill = P, .keep = &k};
     fixture_cfg("semi2k", &o.cfg);
     int padded = 0;
@@ -203,8 +197,7 @@ START_TEST(test_mpcache_padded_in_mpc)
     for (uint32_t s = 0; s < r.n_steps; s++)
         fixture_step_costed(&o, &r, s, 0, NULL);
     secinf_result_free(&r);
-    secpol_keep_free(&k);
-    free(pol);
+    fixture_replay_free(&k, pol, NULL);
     llama_free(f.L);
 }
 END_TEST
@@ -219,16 +212,6 @@ static int run_cli(const char *const *args)
     return th_run(NULL, testdir_path(&td, "out.txt"), NULL, args);
 }
 
-static long long q1(sqlite3 *h, const char *sql)
-{
-    sqlite3_stmt *s;
-    ck_assert_msg(sqlite3_prepare_v2(h, sql, -1, &s, NULL) == SQLITE_OK, "%s: %s", sql, sqlite3_errmsg(h));
-    ck_assert_int_eq(sqlite3_step(s), SQLITE_ROW);
-    long long v = sqlite3_column_int64(s, 0);
-    sqlite3_finalize(s);
-    return v;
-}
-
 START_TEST(test_cli_rows_in_db)
 {
     const char *db = testdir_path(&td, "v.db");
@@ -239,19 +222,19 @@ START_TEST(test_cli_rows_in_db)
     ck_assert_msg(st == 0, "mpcsim validate exited %d (see %s)", st, out);
     sqlite3 *h;
     ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
-    ck_assert_int_eq(q1(h, "PRAGMA user_version"), RDB_SCHEMA_VERSION);
-    ck_assert_int_eq(q1(h, "SELECT count(*) FROM validation WHERE phase = '-'"), 20);
-    ck_assert_int_eq(q1(h, "SELECT count(*) FROM validation WHERE item = 'stories260K:prefill' AND n = 3"), 2);
-    ck_assert_int_eq(q1(h, "SELECT count(*) FROM validation WHERE item = 'stories260K:decode' AND kv_len = 3"), 2);
-    ck_assert_int_eq(q1(h, "SELECT count(*) FROM validation WHERE exact = 0"), 0);
-    ck_assert_int_eq(q1(h, "SELECT count(*) FROM validation WHERE pred_rounds != meas_rounds OR "
+    ck_assert_int_eq(sqlfix_int(h, "PRAGMA user_version"), RDB_SCHEMA_VERSION);
+    ck_assert_int_eq(sqlfix_int(h, "SELECT count(*) FROM validation WHERE phase = '-'"), 20);
+    ck_assert_int_eq(sqlfix_int(h, "SELECT count(*) FROM validation WHERE item = 'stories260K:prefill' AND n = 3"), 2);
+    ck_assert_int_eq(sqlfix_int(h, "SELECT count(*) FROM validation WHERE item = 'stories260K:decode' AND kv_len = 3"), 2);
+    ck_assert_int_eq(sqlfix_int(h, "SELECT count(*) FROM validation WHERE exact = 0"), 0);
+    ck_assert_int_eq(sqlfix_int(h, "SELECT count(*) FROM validation WHERE pred_rounds != meas_rounds OR "
                            "pred_bytes_p0 != meas_bytes_p0 OR pred_bytes_p1 != meas_bytes_p1 OR "
                            "pred_bytes_p2 != meas_bytes_p2 OR pred_offline != meas_offline"), 0);
-    ck_assert_int_eq(q1(h, "SELECT count(*) FROM validation WHERE phase != '-' AND (meas_bytes_p0 = 0 OR "
+    ck_assert_int_eq(sqlfix_int(h, "SELECT count(*) FROM validation WHERE phase != '-' AND (meas_bytes_p0 = 0 OR "
                            "meas_ns = 0 OR pred_ns = 0)"), 0);
-    ck_assert_int_eq(q1(h, "SELECT count(*) FROM validation WHERE protocol = 'aby3' AND phase != '-' AND "
+    ck_assert_int_eq(sqlfix_int(h, "SELECT count(*) FROM validation WHERE protocol = 'aby3' AND phase != '-' AND "
                            "meas_bytes_p2 > 0"), 2);
-    ck_assert_int_eq(q1(h, "SELECT count(DISTINCT session) FROM validation"), 1);
+    ck_assert_int_eq(sqlfix_int(h, "SELECT count(DISTINCT session) FROM validation"), 1);
     sqlite3_close(h);
 }
 END_TEST
@@ -301,7 +284,7 @@ START_TEST(test_cli_shaped)
     ck_assert_msg(st == 0, "mpcsim validate --shape exited %d (see %s)", st, out);
     sqlite3 *h;
     ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
-    ck_assert_int_eq(q1(h, "SELECT count(*) FROM validation WHERE shaping = 'tbf' AND exact = 1 AND "
+    ck_assert_int_eq(sqlfix_int(h, "SELECT count(*) FROM validation WHERE shaping = 'tbf' AND exact = 1 AND "
                            "bandwidth_bps = 1e9"), 2);
     sqlite3_close(h);
     FILE *p = popen("ip netns list", "r");

@@ -60,6 +60,20 @@ int th_cli_capture(const char *args, char *out, size_t cap)
     return th_sh(cmd, out, cap);
 }
 
+void th_cli_expect(char *out, size_t cap, int status, const char *want, const char *fmt, ...)
+{
+    char args[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    ck_assert_msg(n >= 0 && (size_t)n < sizeof args, "arguments too long: %s", args);
+    int st = th_cli_capture(args, out, cap);
+    ck_assert_msg(st == status, "mpcsim %s: exit %d, want %d: %s", args, st, status, out);
+    if (want)
+        ck_assert_msg(strstr(out, want) != NULL, "mpcsim %s: no '%s' in: %s", args, want, out);
+}
+
 pid_t th_spawn(const char *exe, const char *const *args, const char *cwd, const char *out,
                const char *err)
 {

@@ -22,6 +22,11 @@ const char *th_data(void);
 int th_cli(const char *args, const char *out_path);
 /* The same with stdout and stderr captured into out (cap bytes, NUL-terminated). */
 int th_cli_capture(const char *args, char *out, size_t cap);
+/* Runs `mpcsim ARGS`, ARGS formatted from fmt as printf does, its stdout and stderr captured
+ * into out (cap bytes); fails the calling test unless it exits with status and, want not NULL,
+ * the output contains want (the message shows the output). */
+void th_cli_expect(char *out, size_t cap, int status, const char *want, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 /* Starts exe with args (NULL-terminated, after the program name) in cwd (NULL: here), stdout
  * and stderr to the files out and err (NULL: err to out; both NULL: inherited). */
 pid_t th_spawn(const char *exe, const char *const *args, const char *cwd, const char *out,

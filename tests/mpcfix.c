@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "protocols/backend/mpc_net.h"
 
 proto_cfg mpcfix_cfg(const char *name)
 {
@@ -35,4 +36,15 @@ void mpcfix_assert_keys(const char *dir, int n)
         th_assert_mode(p, 0644);
         ck_assert_msg(strstr(th_text(p), "-----BEGIN CERTIFICATE-----") != NULL, "%s", p);
     }
+}
+
+void mpcfix_frame(uint8_t *h, uint16_t ver, uint16_t type, uint32_t op_id, uint32_t seq, uint64_t len)
+{
+    uint32_t magic = MPC_FRAME_MAGIC;
+    memcpy(h, &magic, 4);
+    memcpy(h + 4, &ver, 2);
+    memcpy(h + 6, &type, 2);
+    memcpy(h + 8, &op_id, 4);
+    memcpy(h + 12, &seq, 4);
+    memcpy(h + 16, &len, 8);
 }

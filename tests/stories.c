@@ -43,6 +43,31 @@ void fixture_assert_follows(const double *logits, const float *pol, const float 
                   moved.max_abs);
 }
 
+void fixture_replay(fixture *f, const char *policy, const char *const *params, int n_params,
+                    uint32_t n, uint32_t P, secpol_keep *k, float **pol, float **full)
+{
+    errbuf e = {{0}};
+    uint32_t V = f->m.vocab;
+    *pol = malloc((size_t)n * V * sizeof **pol);
+    ck_assert_ptr_nonnull(*pol);
+    ck_assert_msg(secinf_policy_replay(&f->m, f->L, policy, params, n_params, f->ids, n, P, k, *pol, &e) == MS_OK,
+                  "%s", e.msg);
+    if (!full)
+        return;
+    *full = malloc((size_t)n * V * sizeof **full);
+    ck_assert_ptr_nonnull(*full);
+    llama_reset(f->L);
+    for (uint32_t p = 0; p < n; p++)
+        ck_assert_int_eq(llama_forward(f->L, f->ids[p], p, NULL, *full + (size_t)p * V), MS_OK);
+}
+
+void fixture_replay_free(secpol_keep *k, float *pol, float *full)
+{
+    secpol_keep_free(k);
+    free(pol);
+    free(full);
+}
+
 void fixture_cfg(const char *pname, proto_cfg *c)
 {
     errbuf e = {{0}};

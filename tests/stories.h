@@ -7,6 +7,7 @@
 #include "models/model.h"
 #include "protocols/program/op.h"
 #include "sim/policy/policy.h"
+#include "sim/policy/secpol.h"
 #include "sim/secure/secinf.h"
 
 typedef struct fixture {
@@ -26,6 +27,13 @@ void fixture_open(fixture *f, int min_tokens);
  * cache's full, some logit moved by more than 3·tol. */
 void fixture_assert_follows(const double *logits, const float *pol, const float *full,
                             uint32_t P, uint32_t n, uint32_t V, double tol);
+
+/* policy's float replay (with its "key=value" params) over the fixture's first n tokens, P
+ * of them the prompt: its keep masks into k, its logits (n × vocab, malloc'd) into *pol; full
+ * (may be NULL): the full cache's logits, malloc'd. fixture_replay_free frees all three. */
+void fixture_replay(fixture *f, const char *policy, const char *const *params, int n_params,
+                    uint32_t n, uint32_t P, secpol_keep *k, float **pol, float **full);
+void fixture_replay_free(secpol_keep *k, float *pol, float *full);
 
 /* The named protocol's defaults with the sigmoid approximations (the tolerances the suites
  * state are for them). */

@@ -718,43 +718,15 @@ static int dial(mpc_net *n, int j, int chan, int *fd, mpc_tls_conn **tc, errbuf 
     return rc;
 }
 
-int mpc_net_open(const mpc_net_cfg *cfg, mpc_net **out, errbuf *e)
+/* Accepts on lfd the two channels of every node above self. */
+static int accept_peers(mpc_net *n, int lfd, errbuf *e)
 {
-    if (cfg->n_nodes < 2 || cfg->n_nodes > MPC_NODES_MAX || cfg->self < 0 || cfg->self >= cfg->n_nodes)
-        return err_set(e, MS_ERR_USAGE, "mpc net: node %d of %d is out of range", cfg->self, cfg->n_nodes);
-    if (!cfg->plaintext && !cfg->keys[0])
-        return err_set(e, MS_ERR_USAGE, "party channels run TLS: give the key folder (--keys DIR, made by `mpcsim party "
-                       "keys --out DIR`), or --insecure-plaintext for a loopback experiment");
-    mpc_net *n = calloc(1, sizeof *n);
-    if (!n)
-        return err_set(e, MS_ERR_NOMEM, "mpc net: out of memory");
-    n->cfg = *cfg;
-    for (int j = 0; j < MPC_NODES_MAX; j++)
-        n->fd[j] = n->bfd[j] = -1;
-    int lfd = cfg->listen_fd, rc = MS_OK;
-    if (!cfg->plaintext) {
-        rc = mpc_tls_load(cfg->keys, cfg->self, &n->tls, e);
-        for (int j = 0; !rc && j < cfg->n_nodes; j++)
-            if (j != cfg->self && !(n->stage[j] = malloc(MPC_TLS_RECORD)))
-                rc = err_set(e, MS_ERR_NOMEM, "mpc net: out of memory");
-    }
-    if (!rc && lfd < 0 && cfg->self < cfg->n_nodes - 1)
-        rc = mpc_net_listen(cfg->host[cfg->self], cfg->port[cfg->self], &lfd, NULL, e);
-    if (rc) {
-        if (lfd >= 0)
-            close(lfd);
-        mpc_net_free(n);
-        return rc;
-    }
-    for (int j = 0; j < cfg->self && !rc; j++) {
-        rc = dial(n, j, 0, &n->fd[j], &n->tc[j], e);
-        if (!rc)
-            rc = dial(n, j, 1, &n->bfd[j], &n->btc[j], e);
-    }
     /* Accept until every node above self has said a valid hello (and, under TLS, proved it is
      * that node). A connection that is not one (a port scan, a stray client, a silent or
      * malformed peer, a second claim to a node, a certificate of another node or session) is
      * dropped and logged, and the wait for the real peer goes on until the deadline. */
+    const mpc_net_cfg *cfg = &n->cfg;
+    int rc = MS_OK;
     uint64_t deadline = now_ns() + (uint64_t)cfg->connect_timeout_ms * 1000000ull;
     for (int k = 2 * (cfg->self + 1); k < 2 * cfg->n_nodes && !rc;) {
         uint64_t now = now_ns();
@@ -801,13 +773,13 @@ int mpc_net_open(const mpc_net_cfg *cfg, mpc_net **out, errbuf *e)
             n->tc[id] = tc;
         k++;
     }
-    if (lfd >= 0)
-        close(lfd);
-    if (rc) {
-        mpc_net_free(n);
-        return rc;
-    }
-    for (int j = 0; j < cfg->n_nodes; j++) {
+    return rc;
+}
+
+/* Tunes the sockets and counts the TLS handshakes' bytes (the first channel's also per peer). */
+static void count_handshakes(mpc_net *n)
+{
+    for (int j = 0; j < n->cfg.n_nodes; j++) {
         if (n->fd[j] >= 0)
             tune(n->fd[j]);
         mpc_tls_conn *cs[2] = {n->tc[j], n->btc[j]};
@@ -822,6 +794,50 @@ int mpc_net_open(const mpc_net_cfg *cfg, mpc_net **out, errbuf *e)
                     n->wire0_sent[j] = s_, n->wire0_recv[j] = r_;
             }
     }
+}
+
+int mpc_net_open(const mpc_net_cfg *cfg, mpc_net **out, errbuf *e)
+{
+    if (cfg->n_nodes < 2 || cfg->n_nodes > MPC_NODES_MAX || cfg->self < 0 || cfg->self >= cfg->n_nodes)
+        return err_set(e, MS_ERR_USAGE, "mpc net: node %d of %d is out of range", cfg->self, cfg->n_nodes);
+    if (!cfg->plaintext && !cfg->keys[0])
+        return err_set(e, MS_ERR_USAGE, "party channels run TLS: give the key folder (--keys DIR, made by `mpcsim party "
+                       "keys --out DIR`), or --insecure-plaintext for a loopback experiment");
+    mpc_net *n = calloc(1, sizeof *n);
+    if (!n)
+        return err_set(e, MS_ERR_NOMEM, "mpc net: out of memory");
+    n->cfg = *cfg;
+    for (int j = 0; j < MPC_NODES_MAX; j++)
+        n->fd[j] = n->bfd[j] = -1;
+    int lfd = cfg->listen_fd, rc = MS_OK;
+    if (!cfg->plaintext) {
+        rc = mpc_tls_load(cfg->keys, cfg->self, &n->tls, e);
+        for (int j = 0; !rc && j < cfg->n_nodes; j++)
+            if (j != cfg->self && !(n->stage[j] = malloc(MPC_TLS_RECORD)))
+                rc = err_set(e, MS_ERR_NOMEM, "mpc net: out of memory");
+    }
+    if (!rc && lfd < 0 && cfg->self < cfg->n_nodes - 1)
+        rc = mpc_net_listen(cfg->host[cfg->self], cfg->port[cfg->self], &lfd, NULL, e);
+    if (rc) {
+        if (lfd >= 0)
+            close(lfd);
+        mpc_net_free(n);
+        return rc;
+    }
+    for (int j = 0; j < cfg->self && !rc; j++) {
+        rc = dial(n, j, 0, &n->fd[j], &n->tc[j], e);
+        if (!rc)
+            rc = dial(n, j, 1, &n->bfd[j], &n->btc[j], e);
+    }
+    if (!rc)
+        rc = accept_peers(n, lfd, e);
+    if (lfd >= 0)
+        close(lfd);
+    if (rc) {
+        mpc_net_free(n);
+        return rc;
+    }
+    count_handshakes(n);
     uint64_t t0 = now_ns();
     for (int j = 0; j < cfg->n_nodes; j++) {
         n->seen[j] = t0;

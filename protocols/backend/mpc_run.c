@@ -58,17 +58,6 @@ static int view_index(const op_program *p, uint32_t t)
     return 0;
 }
 
-/* The owner of an INPUT op's tensor, as kern.c's INPUT kernel decides it. */
-static int input_owner(const eng *e, const op_program *p, const op *o)
-{
-    int role = p->tens[o->out].role;
-    if (role == OPT_INPUT)
-        return 0;
-    if (role == OPT_WEIGHT)
-        return 1;
-    return (o->iarg >= 0 && o->iarg < e->n_parties) ? o->iarg : 0;
-}
-
 static int engine_err(eng *e, int rc, errbuf *err, const char *what)
 {
     const char *m = mpc_engine_error(e);
@@ -130,7 +119,7 @@ int mpc_run_setup_from(eng *e, mpc_net *net, const op_program *p, mpc_tensor_fn 
         v->dom = T->dom;
         long pi = producer(p, t);
         if (pi >= 0) { /* kern's INPUT reads the owner's plaintext from vals[out].s[0] */
-            if (!dealer && p->ops[pi].kind == OP_INPUT && input_owner(e, p, &p->ops[pi]) == e->party &&
+            if (!dealer && p->ops[pi].kind == OP_INPUT && op_input_owner(p, &p->ops[pi], e->n_parties) == e->party &&
                 !(rc = fetch(e, fn, ctx, T, n, 1, &r->plain[t], err)))
                 v->s[0] = r->plain[t];
             continue;
@@ -573,7 +562,7 @@ static int local_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
             rc = err_set(err, MS_ERR_NOMEM, "mpc run: out of memory");
             break;
         }
-        if (o->kind == OP_REVEAL) {
+        if (o->kind == OP_REVEAL || p->tens[o->out].role == OPT_PUBLIC) { /* plaintext, not shares */
             if (r.vals[o->out].s[0])
                 memcpy(v, r.vals[o->out].s[0], n * sizeof *v);
         } else

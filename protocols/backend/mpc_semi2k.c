@@ -11,6 +11,7 @@
 
 #include "mpc_eng.h"
 #include "mpc_local.h"
+#include "protocols/base/grow.h"
 
 typedef struct fixed_ent {
     uint32_t id;    /* tensor id in the current program (UINT32_MAX: not bound) */
@@ -255,14 +256,8 @@ static fixed_ent *fixed_find(s2k *s, uint32_t id)
 /* Opens Y − B for a fixed operand once (setup round). */
 static int fixed_setup(s2k *s, uint32_t id, const char *name, const mpc_val *y, fixed_ent **out)
 {
-    if (s->n_fx == s->cap_fx) {
-        size_t cap = s->cap_fx ? 2 * s->cap_fx : 16;
-        fixed_ent *p = realloc(s->fx, cap * sizeof *p);
-        if (!p)
-            return mpc_fail(&s->c, MS_ERR_NOMEM, "semi2k: out of memory for the beaver cache");
-        s->fx = p;
-        s->cap_fx = cap;
-    }
+    if (ms_grow(&s->fx, &s->cap_fx, s->n_fx, sizeof *s->fx, 16))
+        return mpc_fail(&s->c, MS_ERR_NOMEM, "semi2k: out of memory for the beaver cache");
     size_t n = y->n;
     fixed_ent *f = &s->fx[s->n_fx];
     f->id = id;
@@ -515,81 +510,98 @@ static int from_dealer_bytes(s2k *s, void *buf, size_t len)
     return mpc_net_recv_offline(s->c.net, s->dealer_node, buf, len, &s->c.err);
 }
 
-/* Beaver AND on the bits of mask with packed messages (PRIMITIVES.md and_bits).
- * priv: x is P0's own word (P1's share 0), y P1's own; the triple is a at P0, b at P1,
- * c = a & b shared; P0 opens D = x ^ a, P1 opens E = y ^ b; z0 = D&E ^ a&E ^ c0,
- * z1 = D&b ^ c1. Otherwise the usual triple with both D and E opened by both. */
-static int s_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint64_t mask,
-                      int priv)
+/* The scratch of one and_bits: n words, B bytes of one packed word-set, msg of a message; the
+ * triple (a, b, c) and the message buffers. */
+typedef struct ab_ctx {
+    size_t n, B, msg;
+    uint64_t mask;
+    uint64_t *a, *b, *c;
+    uint8_t *snd, *rcv;
+} ab_ctx;
+
+/* The dealer's part: the triple from both seeds, c1 = c ^ c0 sent to P1 packed. */
+static int and_bits_dealer(s2k *s, mpc_val *z, const ab_ctx *k, int priv)
 {
-    s2k *s = S(e);
-    size_t n = x->n, pos = 0;
-    int pc = __builtin_popcountll(mask);
-    int rc = want(s, x, DOM_BOOL, "and_bits");
-    if (!rc && y->n != n)
-        rc = mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k and_bits: %zu & %zu elements", n, y->n);
-    size_t B = mpc_packed_bytes(n, pc), msg = priv ? B : mpc_packed_bytes(n, 2 * pc);
-    uint64_t *a = mpc_tmp(&s->c, 1, n), *b = mpc_tmp(&s->c, 2, n), *c = mpc_tmp(&s->c, 3, n);
-    uint8_t *snd = mpc_tmp_bytes(&s->c, 4, msg), *rcv = mpc_tmp_bytes(&s->c, 5, msg);
-    if (rc || !a || !b || !c || !snd || !rcv)
-        return rc ? rc : MS_ERR_NOMEM;
-    if (is_dealer(s)) { /* COST: and_bits offline: n·⌈pc/8⌉ dealer→P1 (c1, packed) */
-        if (priv) {
-            mpc_prg_u64(&s->dcorr[0], a, n);
-            mpc_prg_u64(&s->dcorr[1], b, n);
-            mpc_prg_u64(&s->dcorr[0], c, n);
-            for (size_t i = 0; i < n; i++)
-                c[i] ^= a[i] & b[i];
-        } else {
-            uint64_t *a1 = mpc_tmp(&s->c, 0, 2 * n), *b1;
-            if (!a1)
-                return MS_ERR_NOMEM;
-            b1 = a1 + n;
-            mpc_prg_u64(&s->dcorr[0], a, n);
-            mpc_prg_u64(&s->dcorr[0], b, n);
-            mpc_prg_u64(&s->dcorr[0], c, n);
-            mpc_prg_u64(&s->dcorr[1], a1, n);
-            mpc_prg_u64(&s->dcorr[1], b1, n);
-            for (size_t i = 0; i < n; i++)
-                c[i] ^= (a[i] ^ a1[i]) & (b[i] ^ b1[i]);
-        }
-        mpc_pack_bits(snd, &pos, c, n, mask);
-        if ((rc = mpc_ensure(&s->c, z, n, DOM_BOOL)))
-            return rc;
-        return mpc_net_send_offline(s->c.net, 1, snd, B, &s->c.err);
-    }
-    int p0 = s->c.party == 0;
+    size_t n = k->n, pos = 0;
+    uint64_t *a = k->a, *b = k->b, *c = k->c;
     if (priv) {
-        /* P0 draws a (then c0 after the round), P1 draws b */
-        mpc_prg_u64(&s->corr, p0 ? a : b, n);
+        mpc_prg_u64(&s->dcorr[0], a, n);
+        mpc_prg_u64(&s->dcorr[1], b, n);
+        mpc_prg_u64(&s->dcorr[0], c, n);
         for (size_t i = 0; i < n; i++)
-            c[i] = p0 ? x->s[0][i] ^ a[i] : y->s[0][i] ^ b[i]; /* D at P0, E at P1 */
-        mpc_pack_bits(snd, &pos, c, n, mask);
-        /* COST: and_bits priv: 1 round, n·⌈pc/8⌉ each way */
-        if ((rc = x2(s, snd, B, rcv, B)))
-            return rc;
-        uint64_t *o = mpc_tmp(&s->c, 0, n); /* the other party's opened word */
-        if (!o)
+            c[i] ^= a[i] & b[i];
+    } else {
+        uint64_t *a1 = mpc_tmp(&s->c, 0, 2 * n), *b1;
+        if (!a1)
             return MS_ERR_NOMEM;
-        pos = 0;
-        mpc_unpack_bits(o, n, mask, rcv, &pos);
-        if ((rc = mpc_ensure(&s->c, z, n, DOM_BOOL)))
-            return rc;
-        if (p0) {
-            mpc_prg_u64(&s->corr, b, n); /* c0 */
-            for (size_t i = 0; i < n; i++)
-                z->s[0][i] = ((c[i] & o[i]) ^ (a[i] & o[i]) ^ b[i]) & mask;
-        } else {
-            uint8_t *cb = mpc_tmp_bytes(&s->c, 4, B);
-            pos = 0;
-            if (!cb || (rc = from_dealer_bytes(s, cb, B)))
-                return cb ? rc : MS_ERR_NOMEM;
-            mpc_unpack_bits(a, n, mask, cb, &pos); /* c1 */
-            for (size_t i = 0; i < n; i++)
-                z->s[0][i] = ((o[i] & b[i]) ^ a[i]) & mask;
-        }
+        b1 = a1 + n;
+        mpc_prg_u64(&s->dcorr[0], a, n);
+        mpc_prg_u64(&s->dcorr[0], b, n);
+        mpc_prg_u64(&s->dcorr[0], c, n);
+        mpc_prg_u64(&s->dcorr[1], a1, n);
+        mpc_prg_u64(&s->dcorr[1], b1, n);
+        for (size_t i = 0; i < n; i++)
+            c[i] ^= (a[i] ^ a1[i]) & (b[i] ^ b1[i]);
+    }
+    mpc_pack_bits(k->snd, &pos, c, n, k->mask);
+    int rc = mpc_ensure(&s->c, z, n, DOM_BOOL);
+    if (rc)
+        return rc;
+    return mpc_net_send_offline(s->c.net, 1, k->snd, k->B, &s->c.err);
+}
+
+/* P1's share c1 of the triple's product, packed from the dealer, into w (scratch slot 4). */
+static int c1_from_dealer(s2k *s, uint64_t *w, const ab_ctx *k)
+{
+    uint8_t *cb = mpc_tmp_bytes(&s->c, 4, k->B);
+    size_t pos = 0;
+    int rc;
+    if (!cb || (rc = from_dealer_bytes(s, cb, k->B)))
+        return cb ? rc : MS_ERR_NOMEM;
+    mpc_unpack_bits(w, k->n, k->mask, cb, &pos);
+    return MS_OK;
+}
+
+/* priv: x is P0's own word, y P1's; P0 opens D = x ^ a, P1 opens E = y ^ b. */
+static int and_bits_priv(s2k *s, mpc_val *z, const mpc_val *x, const mpc_val *y, const ab_ctx *k)
+{
+    size_t n = k->n, pos = 0;
+    uint64_t *a = k->a, *b = k->b, *c = k->c, mask = k->mask;
+    int p0 = s->c.party == 0, rc;
+    /* P0 draws a (then c0 after the round), P1 draws b */
+    mpc_prg_u64(&s->corr, p0 ? a : b, n);
+    for (size_t i = 0; i < n; i++)
+        c[i] = p0 ? x->s[0][i] ^ a[i] : y->s[0][i] ^ b[i]; /* D at P0, E at P1 */
+    mpc_pack_bits(k->snd, &pos, c, n, mask);
+    /* COST: and_bits priv: 1 round, n·⌈pc/8⌉ each way */
+    if ((rc = x2(s, k->snd, k->B, k->rcv, k->B)))
+        return rc;
+    uint64_t *o = mpc_tmp(&s->c, 0, n); /* the other party's opened word */
+    if (!o)
+        return MS_ERR_NOMEM;
+    pos = 0;
+    mpc_unpack_bits(o, n, mask, k->rcv, &pos);
+    if ((rc = mpc_ensure(&s->c, z, n, DOM_BOOL)))
+        return rc;
+    if (p0) {
+        mpc_prg_u64(&s->corr, b, n); /* c0 */
+        for (size_t i = 0; i < n; i++)
+            z->s[0][i] = ((c[i] & o[i]) ^ (a[i] & o[i]) ^ b[i]) & mask;
         return MS_OK;
     }
+    if ((rc = c1_from_dealer(s, a, k)))
+        return rc;
+    for (size_t i = 0; i < n; i++)
+        z->s[0][i] = ((o[i] & b[i]) ^ a[i]) & mask;
+    return MS_OK;
+}
+
+/* Both shared: both parties open D = x ^ a and E = y ^ b, an element's bits together. */
+static int and_bits_open(s2k *s, mpc_val *z, const mpc_val *x, const mpc_val *y, const ab_ctx *k)
+{
+    size_t n = k->n, pos = 0;
+    uint64_t *a = k->a, *b = k->b, *c = k->c, mask = k->mask;
+    int p0 = s->c.party == 0, rc;
     uint64_t *D = mpc_tmp(&s->c, 0, 2 * n), *E;
     if (!D)
         return MS_ERR_NOMEM;
@@ -600,35 +612,54 @@ static int s_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, ui
         c[i] = (x->s[0][i] ^ a[i]) & mask; /* own share of D, then of E */
         E[i] = (y->s[0][i] ^ b[i]) & mask;
     }
-    mpc_pack2_bits(snd, &pos, c, E, n, mask);
+    mpc_pack2_bits(k->snd, &pos, c, E, n, mask);
     /* COST: and_bits: 1 round, n·⌈2·pc/8⌉ each way (an element's D and E bits together) */
-    if ((rc = x2(s, snd, msg, rcv, msg)))
+    if ((rc = x2(s, k->snd, k->msg, k->rcv, k->msg)))
         return rc;
     uint64_t *mine_e = mpc_tmp(&s->c, 4, n); /* snd is no longer needed */
     if (!mine_e)
         return MS_ERR_NOMEM;
     memcpy(mine_e, E, n * 8);
     size_t pr = 0;
-    mpc_unpack2_bits(D, E, n, mask, rcv, &pr);
+    mpc_unpack2_bits(D, E, n, mask, k->rcv, &pr);
     for (size_t i = 0; i < n; i++) {
         D[i] ^= c[i];
         E[i] ^= mine_e[i];
     }
     if ((rc = mpc_ensure(&s->c, z, n, DOM_BOOL)))
         return rc;
-    if (p0) {
+    if (p0)
         mpc_prg_u64(&s->corr, c, n);
-    } else {
-        uint8_t *cb = mpc_tmp_bytes(&s->c, 4, B);
-        pos = 0;
-        if (!cb || (rc = from_dealer_bytes(s, cb, B)))
-            return cb ? rc : MS_ERR_NOMEM;
-        mpc_unpack_bits(c, n, mask, cb, &pos);
-    }
+    else if ((rc = c1_from_dealer(s, c, k)))
+        return rc;
     uint64_t all = p0 ? ~0ull : 0;
     for (size_t i = 0; i < n; i++)
         z->s[0][i] = (c[i] ^ (D[i] & b[i]) ^ (E[i] & a[i]) ^ (D[i] & E[i] & all)) & mask;
     return MS_OK;
+}
+
+/* Beaver AND on the bits of mask with packed messages (PRIMITIVES.md and_bits).
+ * priv: x is P0's own word (P1's share 0), y P1's own; the triple is a at P0, b at P1,
+ * c = a & b shared; P0 opens D = x ^ a, P1 opens E = y ^ b; z0 = D&E ^ a&E ^ c0,
+ * z1 = D&b ^ c1. Otherwise the usual triple with both D and E opened by both. */
+static int s_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint64_t mask,
+                      int priv)
+{
+    s2k *s = S(e);
+    size_t n = x->n;
+    int pc = __builtin_popcountll(mask);
+    int rc = want(s, x, DOM_BOOL, "and_bits");
+    if (!rc && y->n != n)
+        rc = mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k and_bits: %zu & %zu elements", n, y->n);
+    ab_ctx k = {.n = n, .B = mpc_packed_bytes(n, pc), .mask = mask};
+    k.msg = priv ? k.B : mpc_packed_bytes(n, 2 * pc);
+    k.a = mpc_tmp(&s->c, 1, n), k.b = mpc_tmp(&s->c, 2, n), k.c = mpc_tmp(&s->c, 3, n);
+    k.snd = mpc_tmp_bytes(&s->c, 4, k.msg), k.rcv = mpc_tmp_bytes(&s->c, 5, k.msg);
+    if (rc || !k.a || !k.b || !k.c || !k.snd || !k.rcv)
+        return rc ? rc : MS_ERR_NOMEM;
+    if (is_dealer(s)) /* COST: and_bits offline: n·⌈pc/8⌉ dealer→P1 (c1, packed) */
+        return and_bits_dealer(s, z, &k, priv);
+    return priv ? and_bits_priv(s, z, x, y, &k) : and_bits_open(s, z, x, y, &k);
 }
 
 /* a = x0, b = x1 as boolean words (each the other party's share 0), masked to bits: local. */
@@ -789,6 +820,22 @@ static int s_sync_public(eng *e, uint64_t *v)
     return rc;
 }
 
+/* A value revealed to both parties, for the dealer (eng.h publish): P0 sends it outside the
+ * rounds; the dealer keeps it as plaintext in z->s[0], as a public tensor it is bound. */
+static int s_publish(eng *e, mpc_val *z)
+{
+    s2k *s = S(e);
+    size_t n = z->n;
+    if (is_dealer(s)) {
+        if (!z->s[0] && !(z->s[0] = calloc(n ? n : 1, 8)))
+            return mpc_fail(&s->c, MS_ERR_NOMEM, "semi2k: out of memory for a revealed value");
+        return n ? mpc_net_recv_offline(s->c.net, 0, z->s[0], n * 8, &s->c.err) : MS_OK;
+    }
+    if (s->c.party == 0 && n)
+        return mpc_net_send_offline(s->c.net, s->dealer_node, z->s[0], n * 8, &s->c.err);
+    return MS_OK;
+}
+
 /* A public re-layout of a fixed operand (eng.h fixed_view): the new tensor's cached mask and
  * opened F are the source's taken at idx — local on every node (the dealer's whole mask too).
  * Such an entry has no name: it is dropped when the program's ids are unbound. */
@@ -798,15 +845,9 @@ static int s_fixed_view(eng *e, uint32_t z_id, uint32_t y_id, const uint32_t *id
     fixed_ent *src = e->cfg.beaver_cache ? fixed_find(s, y_id) : NULL;
     if (!src || !idx)
         return MS_OK;
-    if (s->n_fx == s->cap_fx) {
-        size_t cap = s->cap_fx ? 2 * s->cap_fx : 16;
-        fixed_ent *q = realloc(s->fx, cap * sizeof *q);
-        if (!q)
-            return mpc_fail(&s->c, MS_ERR_NOMEM, "semi2k: out of memory for the beaver cache");
-        s->fx = q;
-        s->cap_fx = cap;
-        src = fixed_find(s, y_id);
-    }
+    if (ms_grow(&s->fx, &s->cap_fx, s->n_fx, sizeof *s->fx, 16))
+        return mpc_fail(&s->c, MS_ERR_NOMEM, "semi2k: out of memory for the beaver cache");
+    src = fixed_find(s, y_id); /* the array may have moved */
     fixed_ent *f = &s->fx[s->n_fx];
     memset(f, 0, sizeof *f);
     f->id = z_id;
@@ -819,6 +860,12 @@ static int s_fixed_view(eng *e, uint32_t z_id, uint32_t y_id, const uint32_t *id
         return mpc_fail(&s->c, MS_ERR_NOMEM, "semi2k: out of memory for the beaver cache");
     }
     for (size_t i = 0; i < n; i++) {
+        if (idx[i] == UINT32_MAX) { /* a pad: zero, and so its mask (kern.c k_view_index) */
+            f->B[i] = 0;
+            if (f->F)
+                f->F[i] = 0;
+            continue;
+        }
         if (idx[i] >= src->n) {
             free(f->B), free(f->F);
             return mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k fixed view: index %u beyond %zu", idx[i], src->n);
@@ -839,7 +886,7 @@ static const eng_vt semi2k_vt = {
     .trunc = s_trunc, .b2a = s_b2a, .and_bits = s_and_bits, .bool_pair = s_bool_pair,
     .b2a_bit = s_b2a_bit,
     .shuffle = s_shuffle, .sync_public = s_sync_public,
-    .fixed_view = s_fixed_view,
+    .fixed_view = s_fixed_view, .publish = s_publish,
 };
 
 /* ---------------------------------------------------------------- construction */

@@ -164,7 +164,7 @@ void cost_defaults_fm64(proto_cfg *c, const char *name)
     c->frac_bits = 18;        /* SPU fxp_fraction_bits for FM64 */
     c->exp_iters = 8;         /* SPU fxp_exp_iters (PUMA runs use 5) */
     c->recip_iters = 2;       /* SPU fxp_div_goldschmidt_iters */
-    c->rsqrt_iters = 2;       /* Newton steps after a quadratic start (kern.c) */
+    c->rsqrt_iters = 2;       /* normalize: thresholds' Newton steps (kern.c) */
     c->softmax_clip = -14.0;  /* PUMA hack_softmax / BumbleBee */
     strcpy(c->approx, "puma");
     strcpy(c->msb, "packed"); /* SPU msb_a2b packs its carry tree too */

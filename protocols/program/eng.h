@@ -115,8 +115,15 @@ typedef struct eng_vt {
     /* Optional (NULL: nothing to do): tensor z_id is elements idx[0..n) of the fixed operand
      * y_id (a public re-layout, VIEW with OPF_FIXED_B); z_id's cached opened mask is y_id's
      * restricted to them, so a matmul by z_id opens nothing more (semi2k beaver cache). No
-     * communication. idx is NULL in cost mode. */
+     * communication. idx is NULL in cost mode; idx[i] = UINT32_MAX is a zero element (its
+     * mask and opened value 0: a pad row of a public selection, kern.c k_view_index). */
     int (*fixed_view)(eng *e, uint32_t z_id, uint32_t y_id, const uint32_t *idx, size_t n);
+    /* Optional (NULL: nothing to do): z, just REVEALed to every compute party (plaintext in
+     * z->s[0]), made known to the nodes that hold no shares — semi2k's dealer receives it from
+     * P0 (8 bytes an element, party→dealer, outside the rounds) — because a later op's
+     * correlated randomness may depend on it: a fixed operand's rows at revealed indices (the
+     * dealer's C = A·B[idx] of the restricted mask). No-op in cost mode. */
+    int (*publish)(eng *e, mpc_val *z);
 } eng_vt;
 
 struct eng {

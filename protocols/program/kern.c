@@ -70,9 +70,10 @@
  *              c = x·2^-(q+1) in [0.5, 1), then Goldschmidt from w0 = 2.9142 - 2c (SPU
  *              f_reciprocal): |1 - c·w0| <= 0.0858, relative error <= 0.0858^(2^(it+1)) +
  *              fixed point; it = 2: tested at 2e-4·(1/x) + 2^(1-f) absolute.
- *   rsqrt      normalize: bitdec: x in [2^-f, 2^(w-f)) as reciprocal; c' = x·2^(f+2-e) in
- *              [1, 4), the quadratic start below, rsqrt_iters Newton steps; |y − x^-1/2| <=
- *              1e-4·x^-1/2 + 2^(1-f) over the range, relative <= 1e-4 on [2^-f, 8].
+ *   rsqrt      normalize: bitdec: x in [2^-f, 2^(w-f)) as reciprocal; c = x·2^(f−q) in
+ *              [1, 2), a degree-4 polynomial (7.40e-5), the scale 2^((f−q)/2) with its √2;
+ *              |y − x^-1/2| <= 7.9e-5·x^-1/2 + 2^-f over the range, relative <= 9.0e-5 on
+ *              [2^-f, 8) (k_rsqrt_bits).
  *              normalize: thresholds: x > 0 in [2^-f, 2^(2⌊f/2⌋+2)) (1e-3 … 1e4 well inside).
  *              Even powers: c = x·2^-q in [1, 4), quadratic start 1.3353 - 0.41060c +
  *              0.051197c² (relative error <= 2.41e-2), then cfg.rsqrt_iters Newton steps
@@ -1352,16 +1353,29 @@ static int k_hibit(eng *e, mpc_val *H, const mpc_val *x, int w)
     return MS_OK;
 }
 
-/* Public powers of two selected by the secret position q of H's bit (q in [lo, w)):
- * out[t] = 2^(mul[t]·D(q)) as ring integers, D(q) >= 0 given per position, mul[t]·D < 63.
- * D(q)'s base-4 digits are XORs of H's bits (H is one-hot), so every digit value's indicator
- * is local; one b2a_bit converts all of them, each group's factor is linear in its
- * indicators, and the factors' product is a batched multiplication tree (⌈log2 groups⌉
- * rounds; with XP given, X·out[0] as well, in the same rounds; need0 = 0: out[0] only inside
- * X·out[0]). Rounds: b2a_bit + ⌈log2(g+1)⌉. */
+/* Public factors selected by the secret position q of H's bit (q in [lo, w)): out[t] is the
+ * product over D(q)'s base-4 digits g of fac[t][g][digit_g(D(q))] (ring integers; fac[t][g][0]
+ * the factor of digit 0; pow2_fac gives the powers 2^(mul·v·4^g), so out[t] = 2^(mul·D(q))),
+ * D(q) >= 0 given per position, every product < 2^62. D(q)'s digits are XORs of H's bits (H is
+ * one-hot), so every digit value's indicator is local; one b2a_bit converts all of them, each
+ * group's factor is linear in its indicators, and the factors' product is a batched
+ * multiplication tree (⌈log2 groups⌉ rounds; with XP given, X·out[0] as well, in the same
+ * rounds; need0 = 0: out[0] only inside X·out[0]). Rounds: b2a_bit + ⌈log2(g+1)⌉. */
 #define POW_GROUPS 4
+typedef uint64_t pow_fac[POW_GROUPS][4];
+
+/* fac[g][v] = 2^(mul·v·4^g) (0 where that reaches 2^63: a digit value D never takes). */
+static void pow2_fac(pow_fac fac, int mul)
+{
+    for (int g = 0; g < POW_GROUPS; g++)
+        for (int v = 0; v < 4; v++) {
+            int sh = mul * (v << (2 * g));
+            fac[g][v] = sh < 63 ? 1ull << sh : 0;
+        }
+}
+
 static int k_pow2(eng *e, mpc_val *out, const mpc_val *H, const mpc_val *X, int lo, int w,
-                  const int *D, const int *mul, int nt, mpc_val *XP, int need0)
+                  const int *D, const pow_fac *fac, int nt, mpc_val *XP, int need0)
 {
     size_t n = H->n;
     int dmax = 0;
@@ -1405,17 +1419,17 @@ static int k_pow2(eng *e, mpc_val *out, const mpc_val *H, const mpc_val *X, int 
         TRY(VT->b2a_bit(e, &A, &cat));
         krel(e, &cat);
     }
-    /* factors F[t][g] = 2^0 + Σ_v [digit = v]·(2^(mul·v·4^g) − 1) */
+    /* factors F[t][g] = fac[t][g][0] + Σ_v [digit = v]·(fac[t][g][v] − fac[t][g][0]) */
     mpc_val F[3][POW_GROUPS];
     for (int tt = 0; tt < nt; tt++)
         for (int g = 0; g < ng; g++) {
-            TRY(k_const(e, &F[tt][g], X, n, 1));
+            TRY(k_const(e, &F[tt][g], X, n, fac[tt][g][0]));
             for (int v = 1; v < 4; v++) {
                 if (slot[g][v] < 0)
                     continue;
                 mpc_val a1;
                 TRY(k_slice(e, &a1, &A, (size_t)slot[g][v] * n, n));
-                TRY(k_mulc(e, &a1, &a1, (1ull << (mul[tt] * v << (2 * g))) - 1));
+                TRY(k_mulc(e, &a1, &a1, fac[tt][g][v] - fac[tt][g][0]));
                 TRY(VT->add(e, &F[tt][g], &F[tt][g], &a1));
                 krel(e, &a1);
             }
@@ -1436,13 +1450,19 @@ static int k_pow2(eng *e, mpc_val *out, const mpc_val *H, const mpc_val *X, int 
         len[nl++] = ng + 1;
     }
     for (int tt = !need0; tt < nt; tt++) {
-        int rot = XP && tt == 0 && ng >= 2 ? 1 : 0;
+        int rot = XP && tt == 0 && ng >= 2 ? 1 : 0, k = 0;
         for (int g = 0; g < ng; g++) {
-            int gg = (g + rot) % ng;
-            lst[nl][g] = F[tt][gg];
-            tag[nl][g] = 1 + tt * POW_GROUPS + gg;
+            int gg = (g + rot) % ng, one = 1;
+            for (int v = 0; v < 4; v++) /* a factor that is 1 whatever the digit: left out */
+                one &= fac[tt][gg][v] == 1 || (v && slot[gg][v] < 0);
+            if (one && tt > 0) {
+                krel(e, &F[tt][gg]);
+                continue;
+            }
+            lst[nl][k] = F[tt][gg];
+            tag[nl][k++] = 1 + tt * POW_GROUPS + gg;
         }
-        len[nl++] = ng;
+        len[nl++] = k;
     }
     if (!need0)
         for (int g = 0; g < ng; g++)
@@ -1532,13 +1552,15 @@ static int k_recip_bits(eng *e, mpc_val *z, const mpc_val *x, int lo, int w)
         lo = w - 1;
     int K = (w > f ? w : f) - 1, T = K + 1 - f;
     int s = T - f > 4 ? T - f : 4, sig = f + s - T;
-    int D[64], mul1 = 1;
+    int D[64];
+    pow_fac fac[1];
+    pow2_fac(fac[0], 1);
     for (int i = 0; i < 64; i++)
         D[i] = i < w ? K - i : 0;
     size_t n = x->n;
     mpc_val H, P, XP, c, w0, pa[2], pb[2], A, B, M, R, ee, nn;
     TRY(k_hibit(e, &H, x, w));
-    TRY(k_pow2(e, &P, &H, x, lo, w, D, &mul1, 1, &XP, 1));
+    TRY(k_pow2(e, &P, &H, x, lo, w, D, fac, 1, &XP, 1));
     krel(e, &H);
     if (T > 0)
         TRY(k_trunc(e, &c, &XP, T));
@@ -1590,108 +1612,112 @@ static int k_recip_bits(eng *e, mpc_val *z, const mpc_val *x, int lo, int w)
     return MS_OK;
 }
 
-/* 1/sqrt(x) for X = x·2^f in [2^lo, 2^w): H = the highest bit q, e = q + 1 or q + 2 with
- * f − e even, c' = X·2^(f+2−e) in [1, 4), 1/sqrt(x) = 2^u·y with u = (f − e)/2 + 1 and
- * y = 1/sqrt(c') in (0.5, 1]. P1 = 2^(2D), P2 = 2^D (D = u + T2 >= 0) share k_pow2's
- * indicators; c' = X·P1 / 2^(2·T2). y0 = the quadratic start of the compare variant (relative
- * error <= 2.41e-2 on [1, 4]), rsqrt_iters Newton steps y(3 − c'y²)/2; the last one carries
- * the scale: [c'P·y, y², P·y] in one multiplication (c'P = c'·P2·2^σ formed alongside c'²),
- * so no final product by the scale. Relative error: 1.5·(1.5·0.0241²)² = 1.1e-6 at 2 steps,
- * plus the truncations' units in the last place. */
+/* Minimax (Remez, weighted by sqrt(c)) polynomial for 1/sqrt(c) on [1, 2] in t = c − 1.5:
+ * max |p(c)·sqrt(c) − 1| = 7.40e-5 (the degree 2 errs by 3.2e-3, 5 by 1.2e-5). */
+static const double rsqrt_poly[5] = {0.8165051305895584, -0.27157262071238925,
+                                     0.13544568873015533, -0.08477698882179033,
+                                     0.050815978047211184};
+#define RSQRT_SG 4 /* the polynomial's sum keeps f + 4 fraction bits */
+#define RSQRT_S 19 /* fraction bits of the scale's √2 */
+
+/* 1/sqrt(x) for X = x·2^f in [2^lo, 2^w) (normalize: bitdec), after SPU f_rsqrt
+ * (libspu/kernel/hal/fxp_approx.cc: rsqrt_init_guess on u in [0.25, 0.5), rsqrt_comp's
+ * 2^(−e/2) with a sqrt(2) chosen by the exponent's parity) and MP-SPDZ InvertSqrt / SqrtComp
+ * (Compiler/mpc_math.py, after Lu et al. 2020): a factor-2 interval and the odd exponent's
+ * sqrt(2) in the scale, so no Newton step is needed. H = the highest bit q; D = K + δ − q
+ * (δ in {0, 1} makes T = K + δ − f even); c = X·2^D / 2^T in [1, 2) and
+ * 1/sqrt(x) = c^(−1/2)·2^(D/2)·2^(−T/2). One k_pow2 gives P = 2^D (only inside X·P) and the
+ * scale S = 2^(D/2)·2^s, whose digit-0 factor G0 is {1, √2, 2, 2√2}·2^s (rounded; the other
+ * digits' factors are powers of two). y = p(c − 1.5), p of degree 4 (rsqrt_poly): t² in one
+ * product, [t·t², t²·t²] in one more, the sum truncated to f + 4 bits, then y·S truncated by
+ * 4 + s + T/2. With a local truncation (trunc: local, wrong with probability |v|/2^64) every
+ * truncated value is kept below 2^43 instead: [t³, t⁴] truncated, the sum at 2f, and the scale
+ * applied as y·G0 (truncated by s), then times the rest of S. Error relative to 1/sqrt(x),
+ * before the output's last place: the polynomial's 7.40e-5, c's truncation 1.9e-6, the
+ * powers' 1.6e-6, the sum's 3.4e-7, √2's rounding 6.7e-7: 7.9e-5; the output's truncation
+ * adds one unit 2^−f, so relative <= 9.0e-5 on [2^−f, 8) (where 1/sqrt(x) > 0.354) and
+ * <= 7.9e-5·y + 2^−f everywhere (tests/check_kern.c). Magnitudes: X·P < 2^(K+δ+1),
+ * y·S < 2^61 (s is chosen so). rsqrt_iters is not used (it is normalize: thresholds' step
+ * count). */
 static int k_rsqrt_bits(eng *e, mpc_val *z, const mpc_val *x, int lo, int w)
 {
-    int f = e->cfg.frac_bits, it = e->cfg.rsqrt_iters, s = 4;
+    int f = e->cfg.frac_bits, lm = e->cfg.trunc_local;
     w = norm_bits(e, w);
     if (lo < 0)
         lo = 0;
     if (lo > w - 1)
         lo = w - 1;
-    int U[64], umin = 1 << 20;
-    for (int i = 0; i < 64; i++) {
-        int ee = i + 1 + ((i + 1 + f) & 1);
-        U[i] = (f - ee) / 2 + 1;
-        if (i >= lo && i < w && U[i] < umin)
-            umin = U[i];
-    }
-    int T2 = umin < 0 ? -umin : 0, sig = f + s - T2, D[64], mul[2] = {2, 1};
+    int K = (w > f ? w : f) - 1, dl = (K - f) & 1, T = K + dl - f, dmax = K + dl - lo;
+    int s = 61 - f - RSQRT_SG - (dmax + 1) / 2; /* y·S < 2^(f+4)·2^(dmax/2)·2^s <= 2^61 */
+    s = s < RSQRT_S ? s : RSQRT_S;
+    int D[64];
     for (int i = 0; i < 64; i++)
-        D[i] = i >= lo && i < w ? U[i] + T2 : 0;
+        D[i] = i >= lo && i < w ? K + dl - i : 0;
+    /* fac[1] = S (trunc local: S without G0, which is fac[2]) */
+    pow_fac fac[3];
+    pow2_fac(fac[0], 1);
+    for (int g = 0; g < POW_GROUPS; g++) /* 2^(D/2)·2^s: digit g contributes v·4^g / 2 */
+        for (int v = 0; v < 4; v++) {
+            int sh = g ? v << (2 * g - 1) : 0;
+            uint64_t g0 = (uint64_t)llround(ldexp(pow(2.0, v / 2.0), s));
+            fac[1][g][v] = !g ? (lm ? 1 : g0) : sh < 63 ? 1ull << sh : 0;
+            fac[2][g][v] = !g ? g0 : 1;
+        }
     size_t n = x->n;
-    mpc_val H, PP[2], XP, c, c2, y, t, pa[3], pb[3], A, B, M, R;
+    mpc_val H, PP[3], XP, c, t, t2, pa[2], pb[2], A, B, M, R, u, y;
     TRY(k_hibit(e, &H, x, w));
-    TRY(k_pow2(e, PP, &H, x, lo, w, D, mul, 2, &XP, 0)); /* P1 only inside X·P1 */
+    TRY(k_pow2(e, PP, &H, x, lo, w, D, fac, lm ? 3 : 2, &XP, 0)); /* 2^D only inside X·2^D */
     krel(e, &H);
-    if (T2 > 0)
-        TRY(k_trunc(e, &c, &XP, 2 * T2));
+    if (T > 0)
+        TRY(k_trunc(e, &c, &XP, T));
     else
         TRY(k_rep(e, &c, &XP, 1));
     krel(e, &XP);
-    mpc_val *P2 = &PP[1], cP = {0};
-    if (it > 0) {
-        TRY(k_mulc(e, P2, P2, 1ull << sig));
-        pa[0] = c, pa[1] = c, pb[0] = c, pb[1] = *P2;
-        TRY(k_concat(e, &A, pa, 2));
-        TRY(k_concat(e, &B, pb, 2));
-        TRY(k_imul(e, &M, &A, &B));
+    TRY(kal(e, &t, n, DOM_ARITH)); /* t = c − 1.5 in [−0.5, 0.5) */
+    TRY(k_addc(e, &t, &c, (uint64_t)-(int64_t)FX(1.5)));
+    krel(e, &c);
+    TRY(k_fsq(e, &t2, &t));
+    pa[0] = t, pa[1] = t2, pb[0] = t2, pb[1] = t2;
+    TRY(k_concat(e, &A, pa, 2));
+    TRY(k_concat(e, &B, pb, 2));
+    TRY(k_imul(e, &M, &A, &B)); /* [t³, t⁴] at 2f */
+    krel(e, &A), krel(e, &B);
+    if (lm) { /* at f, so the sum is at 2f */
         TRY(k_trunc(e, &R, &M, f));
-        krel(e, &A), krel(e, &B), krel(e, &M);
-        TRY(k_slice(e, &c2, &R, 0, n));
-        TRY(k_slice(e, &cP, &R, n, n));
-        krel(e, &R);
-    } else {
-        TRY(k_fsq(e, &c2, &c));
+        krel(e, &M);
+        M = R;
     }
-    /* y0 = 1.3352977 - 0.41059831c + 0.05119674c² (relative error <= 2.41e-2 on [1, 4]) */
-    TRY(kal(e, &t, n, DOM_ARITH));
-    TRY(k_mulc(e, &t, &c2, FX(0.05119674)));
-    TRY(k_mulc(e, &c2, &c, FX(-0.41059831)));
-    TRY(VT->add(e, &t, &t, &c2));
-    TRY(k_addc(e, &t, &t, FX(1.3352977) << f));
-    TRY(k_trunc(e, &y, &t, f));
-    krel(e, &t), krel(e, &c2);
-    if (it == 0) {
-        TRY(k_imul(e, &M, &y, P2));
-        TRY(k_trunc(e, z, &M, T2));
-        krel(e, &M), krel(e, &y), krel(e, &c), krel(e, P2);
-        return MS_OK;
+    /* the sum at 3f (2f): a0, a1·t and a2·t² with 2f-bit (f-bit) coefficients, a3·t³ and
+     * a4·t⁴ with f-bit ones */
+    int sf = lm ? 2 * f : 3 * f, cf = sf - f;
+    TRY(kal(e, &R, n, DOM_ARITH));
+    TRY(k_mulc(e, &R, &t, fx_encode(rsqrt_poly[1], cf)));
+    TRY(kal(e, &u, n, DOM_ARITH));
+    TRY(k_mulc(e, &u, &t2, fx_encode(rsqrt_poly[2], cf)));
+    TRY(VT->add(e, &R, &R, &u));
+    for (int i = 0; i < 2; i++) {
+        mpc_val m1;
+        TRY(k_slice(e, &m1, &M, (size_t)i * n, n));
+        TRY(k_mulc(e, &u, &m1, fx_encode(rsqrt_poly[3 + i], sf - (lm ? f : 2 * f))));
+        TRY(VT->add(e, &R, &R, &u));
+        krel(e, &m1);
     }
-    for (int i = 0; i < it - 1; i++) { /* y ← (3y − c·y·y²)/2 */
-        mpc_val cy, y2, u3;
-        pa[0] = c, pa[1] = y, pb[0] = y, pb[1] = y;
-        TRY(k_concat(e, &A, pa, 2));
-        TRY(k_concat(e, &B, pb, 2));
-        TRY(k_imul(e, &M, &A, &B));
-        TRY(k_trunc(e, &R, &M, f));
-        TRY(k_slice(e, &cy, &R, 0, n));
-        TRY(k_slice(e, &y2, &R, n, n));
-        TRY(k_imul(e, &t, &cy, &y2));
-        TRY(kal(e, &u3, n, DOM_ARITH));
-        TRY(k_mulc(e, &u3, &y, FX(3.0)));
-        TRY(VT->sub(e, &u3, &u3, &t));
-        krel(e, &y);
-        TRY(k_trunc(e, &y, &u3, f + 1));
-        krel(e, &A), krel(e, &B), krel(e, &M), krel(e, &R), krel(e, &cy), krel(e, &y2);
-        krel(e, &u3), krel(e, &t);
+    TRY(k_addc(e, &R, &R, fx_encode(rsqrt_poly[0], sf)));
+    krel(e, &M), krel(e, &u), krel(e, &t), krel(e, &t2);
+    TRY(k_trunc(e, &y, &R, sf - f - RSQRT_SG));
+    krel(e, &R);
+    if (lm) { /* y·G0 < 2^(f+4+1.5+s), then the power of two */
+        TRY(k_imul(e, &M, &y, &PP[2]));
+        krel(e, &y), krel(e, &PP[2]);
+        TRY(k_trunc(e, &y, &M, s));
+        krel(e, &M);
     }
-    /* last step with the scale: Y' = (3·Y − (c'P·y)·y²)/2, Y = P·y */
-    mpc_val cPy, y2, Y, u3;
-    pa[0] = cP, pa[1] = y, pa[2] = *P2, pb[0] = y, pb[1] = y, pb[2] = y;
-    TRY(k_concat(e, &A, pa, 3));
-    TRY(k_concat(e, &B, pb, 3));
-    TRY(k_imul(e, &M, &A, &B));
-    TRY(k_trunc(e, &R, &M, f));
-    TRY(k_slice(e, &cPy, &R, 0, n));
-    TRY(k_slice(e, &y2, &R, n, n));
-    TRY(k_slice(e, &Y, &R, 2 * n, n));
-    TRY(k_imul(e, &t, &cPy, &y2));
-    TRY(kal(e, &u3, n, DOM_ARITH));
-    TRY(k_mulc(e, &u3, &Y, FX(3.0)));
-    TRY(VT->sub(e, &u3, &u3, &t));
-    TRY(k_trunc(e, z, &u3, f + 1 + s));
-    krel(e, &A), krel(e, &B), krel(e, &M), krel(e, &R), krel(e, &cPy), krel(e, &y2);
-    krel(e, &Y), krel(e, &u3), krel(e, &t), krel(e, &y), krel(e, &c), krel(e, &cP), krel(e, P2);
+    TRY(k_imul(e, &M, &y, &PP[1]));
+    TRY(k_trunc(e, z, &M, RSQRT_SG + (lm ? 0 : s) + T / 2));
+    krel(e, &M), krel(e, &y), krel(e, &PP[1]);
     return MS_OK;
 }
+
 /* Degree-4 polynomial for 2^-r on [0, 1]: interpolation at the Chebyshev nodes (within 2e-6
  * of 2^-r), scaled by 2^(2^-f) for the ulp added to y before its truncation. */
 static const double exp2_poly[5] = {0.9999980397841521, -0.6930489339094897, 0.23943060364127447,
@@ -2606,16 +2632,6 @@ static int pub_operand(eng *e, const op *o, const mpc_val *vals, const mpc_val *
     return MS_OK;
 }
 
-static int owner_of(const eng *e, const op_program *p, const op *o)
-{
-    int role = p->tens[o->out].role;
-    if (role == OPT_INPUT)
-        return 0;
-    if (role == OPT_WEIGHT)
-        return 1;
-    return (o->iarg >= 0 && o->iarg < e->n_parties) ? o->iarg : 0;
-}
-
 static int k_exec_ew(eng *e, const op_program *p, const op *o, mpc_val *vals, mpc_val *z,
                      size_t idx, errbuf *err);
 static int k_view(eng *e, const op_program *p, const op *o, mpc_val *vals, mpc_val *z);
@@ -2727,7 +2743,7 @@ static int k_dispatch(eng *e, const op_program *p, const op *o, mpc_val *vals,
     case OP_INPUT: {
         const mpc_val *dst = &vals[o->out];
         TRY(kal(e, z, dst->n, DOM_ARITH));
-        return VT->input(e, z, owner_of(e, p, o), dst->s[0]);
+        return VT->input(e, z, op_input_owner(p, o, e->n_parties), dst->s[0]);
     }
     case OP_ADD:
     case OP_SUB:
@@ -2845,7 +2861,9 @@ static int k_dispatch(eng *e, const op_program *p, const op *o, mpc_val *vals,
                       o->farg > 0 ? o->farg : 10000.0);
     case OP_REVEAL: {
         TRY(kal(e, z, x->n, DOM_ARITH));
-        return VT->open(e, z->s[0], x, o->iarg);
+        TRY(VT->open(e, z->s[0], x, o->iarg));
+        /* to all: public at every node, semi2k's dealer included (eng publish) */
+        return o->iarg < 0 && VT->publish ? VT->publish(e, z) : MS_OK;
     }
     case OP_VIEW:
         return k_view(e, p, o, vals, z);
@@ -2888,7 +2906,10 @@ static int k_view_heads(eng *e, const op_program *p, const op *o, const mpc_val 
 }
 
 /* VIEW with OPF_INDEX_ROWS / OPF_INDEX_COLS (op.h): the rows or columns of in0 named by the
- * public index tensor in1, per instance of out; a fixed operand's mask follows (fixed_view). */
+ * public index tensor in1, per instance of out; a fixed operand's mask follows (fixed_view).
+ * An index 2^64 − 1 is a zero row (column): element 0 permuted there, then multiplied by a
+ * public 0 (local; only when a pad occurs, which the indices alone decide — the cost engine,
+ * without them, charges the permute only). */
 static int k_view_index(eng *e, const op_program *p, const op *o, mpc_val *vals, mpc_val *z)
 {
     const mpc_val *x = &vals[o->in[0]], *iv = &vals[o->in[1]];
@@ -2897,29 +2918,72 @@ static int k_view_index(eng *e, const op_program *p, const op *o, mpc_val *vals,
     size_t B = to->batch, R = to->rows, C = to->cols, nout = B * R * C, A = tx->rows;
     if ((rows ? R : C) != A || tx->batch != B || (rows ? C != ti->cols : R != ti->rows))
         return MS_ERR_INPUT;
-    uint32_t *idx = NULL;
+    uint32_t *idx = NULL, *src = NULL;
+    uint64_t *keep = NULL;
+    size_t pads = 0;
     TRY(pub32(iv, nout, &idx)); /* the indices are public: known wherever they are bound */
     for (size_t i = 0; idx && i < nout; i++) {
         size_t b = i / (R * C), r = (i / C) % R, c = i % C;
         uint64_t j = iv->s[0][b * A + (rows ? r : c)];
+        if (j == UINT64_MAX) {
+            idx[i] = UINT32_MAX, pads++;
+            continue;
+        }
         if (j >= (rows ? ti->rows : ti->cols)) {
             free(idx);
             return MS_ERR_INPUT;
         }
         idx[i] = (uint32_t)(rows ? j * ti->cols + c : r * ti->cols + j);
     }
-    int rc = kal(e, z, nout, x->dom);
+    if (pads) {
+        src = malloc(nout * sizeof *src), keep = malloc(nout * sizeof *keep);
+        for (size_t i = 0; src && keep && i < nout; i++)
+            src[i] = idx[i] == UINT32_MAX ? 0 : idx[i], keep[i] = idx[i] != UINT32_MAX;
+    }
+    int rc = pads && (!src || !keep) ? MS_ERR_NOMEM : kal(e, z, nout, x->dom);
     if (!rc)
-        rc = VT->permute(e, z, x, idx, nout);
+        rc = VT->permute(e, z, x, pads ? src : idx, nout);
+    if (!rc && pads)
+        rc = VT->mul_pub(e, z, z, keep, nout);
     if (!rc && (o->flags & OPF_FIXED_B) && VT->fixed_view)
         rc = VT->fixed_view(e, o->out, o->in[0], idx, nout);
-    free(idx);
+    free(idx), free(src), free(keep);
     return rc;
+}
+
+/* VIEW with OPF_INDEX_BLOCKS (op.h): from a public 0/1 block indicator (b, NB, 1), the indices
+ * of the selected blocks' units (iarg units a block, k in all) in increasing order, 2^64 − 1
+ * past them. Plaintext wherever the indicator is (every compute party after a REVEAL to all,
+ * semi2k's dealer by eng publish); a shape alone in cost mode. */
+static int k_view_blocks(eng *e, const op_program *p, const op *o, const mpc_val *x, mpc_val *z)
+{
+    const op_tensor *ti = &p->tens[o->in[0]], *to = &p->tens[o->out];
+    size_t B = ti->batch, NB = (size_t)ti->rows * ti->cols, A = (size_t)to->rows * to->cols;
+    size_t bs = o->iarg > 0 ? (size_t)o->iarg : 0, U = o->k;
+    if (!bs || to->batch != B || NB != (U + bs - 1) / bs)
+        return MS_ERR_INPUT;
+    TRY(kal(e, z, B * A, DOM_ARITH));
+    if (!has_data(x))
+        return MS_OK;
+    if (!z->s[0] && !(z->s[0] = calloc(B * A + 1, sizeof *z->s[0]))) /* semi2k's dealer */
+        return MS_ERR_NOMEM;
+    for (size_t b = 0; b < B; b++) {
+        uint64_t *out = z->s[0] + b * A;
+        size_t a = 0;
+        for (size_t k = 0; k < NB; k++)
+            for (size_t u = k * bs; x->s[0][b * NB + k] && u < (k + 1) * bs && u < U && a < A; u++)
+                out[a++] = u;
+        for (; a < A; a++)
+            out[a] = UINT64_MAX;
+    }
+    return MS_OK;
 }
 
 /* VIEW (op.h), local: a slice, an append into a larger tensor at row iarg, or a copy. */
 static int k_view(eng *e, const op_program *p, const op *o, mpc_val *vals, mpc_val *z)
 {
+    if (o->flags & OPF_INDEX_BLOCKS)
+        return k_view_blocks(e, p, o, &vals[o->in[0]], z);
     if ((o->flags & (OPF_INDEX_ROWS | OPF_INDEX_COLS)) && o->in[1] != OP_NONE)
         return k_view_index(e, p, o, vals, z);
     const mpc_val *x = &vals[o->in[0]];

@@ -128,6 +128,16 @@ uint32_t op_layer_find(const op_program *p, int layer, const char *name)
     return op_tensor_find(p, full);
 }
 
+int op_input_owner(const op_program *p, const op *o, int n_parties)
+{
+    int role = p->tens[o->out].role;
+    if (role == OPT_INPUT)
+        return 0;
+    if (role == OPT_WEIGHT)
+        return 1;
+    return (o->iarg >= 0 && o->iarg < n_parties) ? o->iarg : 0;
+}
+
 int op_layer_of(const char *full, const char **rest)
 {
     if (full[0] != 'L' || full[1] < '0' || full[1] > '9')

@@ -31,7 +31,13 @@
  *     (b, A, cols)) or columns (out (b, rows, A)) of in0 (one instance) those indices name —
  *     a public selection of a weight's neurons (Comet's sparse FFN); with OPF_FIXED_B as well,
  *     in0 is a fixed operand and out's opened mask is in0's restricted likewise (eng
- *     fixed_view); it never communicates.
+ *     fixed_view); it never communicates. An index equal to 2^64 − 1 names no row: that row
+ *     (column) of out is zero, its mask too (the pad of a partial block, below);
+ *   - VIEW with OPF_INDEX_BLOCKS: in0 is a public 0/1 indicator (b, NB, 1) over blocks of iarg
+ *     consecutive units of k units (the last block may be shorter), out (b, A, 1) the public
+ *     indices of the units of the selected blocks in increasing order, then 2^64 − 1 up to A
+ *     (cut at A): a sparse FFN's revealed block pattern as the neuron indices its index VIEWs
+ *     take (Comet's public pattern). Local, on the plaintext every node holds.
  *
  * Text form (op_write / op_read), one item per line, '#' comments:
  *   mpcsim-op-program 1
@@ -140,6 +146,7 @@ typedef enum op_dom { DOM_ARITH, DOM_BOOL } op_dom;
 #define OPF_MERGE_HEADS 0x20u /* VIEW: (seqs·heads, tokens, n) → (seqs·tokens, heads·n) */
 #define OPF_INDEX_ROWS 0x40u  /* VIEW: in0's rows at the public indices in1 */
 #define OPF_INDEX_COLS 0x80u  /* VIEW: in0's columns at the public indices in1 */
+#define OPF_INDEX_BLOCKS 0x100u /* VIEW: public block indicator in0 → unit indices (above) */
 
 typedef struct op_tensor {
     char name[48];
@@ -188,6 +195,9 @@ uint32_t op_tensor_find(const op_program *p, const char *name);
 void op_layer_name(char full[48], int layer, const char *name);
 /* op_tensor_find of op_layer_name(layer, name). */
 uint32_t op_layer_find(const op_program *p, int layer, const char *name);
+/* The party an INPUT op o's tensor comes from among n_parties: the client's input from P0,
+ * the weights from P1, any other from o->iarg (P0 when out of range). */
+int op_input_owner(const op_program *p, const op *o, int n_parties);
 /* The layer of a name "L<layer>.<rest>" and where its rest starts (rest may be NULL); -1 for a
  * name of no layer. */
 int op_layer_of(const char *full, const char **rest);

@@ -1,7 +1,10 @@
 /* cli.c — helpers shared by the subcommands. */
+#include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cmd.h"
 
@@ -17,4 +20,18 @@ void cli_error(const char *cmd, const char *fmt, ...)
     /* library messages may already begin with "error: " */
     const char *m = strncmp(msg, "error: ", 7) ? msg : msg + 7;
     fprintf(stderr, "mpcsim %s: error: %s\n", cmd, m);
+}
+
+int cli_mkdir_p(const char *path)
+{
+    char buf[PATH_MAX];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(buf, 0777) && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    return mkdir(buf, 0777) && errno != EEXIST ? -1 : 0;
 }

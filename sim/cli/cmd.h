@@ -27,5 +27,7 @@ const struct ys_schema *serve_scenario_schemas(size_t *n);
 const char *cli_prog(void);                /* "mpcsim" */
 /* Prints "mpcsim <cmd>: error: …" to stderr. */
 void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* mkdir -p: path and its missing parents (0777 before the umask); -1 (errno set) on failure. */
+int cli_mkdir_p(const char *path);
 
 #endif

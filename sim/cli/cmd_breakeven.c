@@ -198,20 +198,6 @@ static int same_setting(const run_cfg *a, const run_cfg *b)
            !memcmp(&a->proto, &b->proto, sizeof a->proto);
 }
 
-static int mkdir_p(const char *path)
-{
-    char buf[PATH_MAX];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(buf, 0777) && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    return mkdir(buf, 0777) && errno != EEXIST ? -1 : 0;
-}
-
 /* One line of the op table: ops whose output names agree once the layer number is dropped. */
 typedef struct be_opsum {
     char name[64];
@@ -364,7 +350,8 @@ static int be_plot(const be_args *a, const run_cfg *ref, const run_cfg *c, int i
     }
     char title[1024], s[256], pl[256];
     run_label_protocol(&ref->proto, pl, sizeof pl);
-    snprintf(title, sizeof title, "%s vs the full cache: %s %s, decode at KV %u", label,
+    /* two lines: a protocol and a policy with their options do not fit one panel's width */
+    snprintf(title, sizeof title, "%s vs the full cache\n%s %s, decode at KV %u", label,
              ref->model.name, pl, ref->work.prompt_len + ref->work.decode_len - 1);
     fprintf(f, "term_name = ");
     gnuplot_str(f, a->svg ? "svg" : "pngcairo");
@@ -503,7 +490,7 @@ int cmd_breakeven(int argc, char **argv)
         scn_free(&sc);
         return 2;
     }
-    if (mkdir_p(a.outdir)) {
+    if (cli_mkdir_p(a.outdir)) {
         cli_error("breakeven", "cannot create %s: %s", a.outdir, strerror(errno));
         scn_free(&sc);
         return 1;

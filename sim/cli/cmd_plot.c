@@ -30,6 +30,7 @@
 #define PLOT_MAX_SERIES 48
 #define PLOT_MAX_CATS 16
 #define PLOT_MAX_POINTS 4096
+#define PLOT_NAME 512 /* a series name: labels and variant; longer ones would merge */
 
 typedef struct plot_ctx {
     sqlite3 *h;
@@ -49,7 +50,7 @@ typedef struct plot_ctx {
     char title[256];        /* what every plot shares: machine profile, threads */
     const char *metric;     /* --metric */
     int lat;                /* 0: total and per token, 1: total, 2: decode per token */
-    char names[PLOT_MAX_SERIES][160]; /* every series, in colour order */
+    char names[PLOT_MAX_SERIES][PLOT_NAME]; /* every series, in colour order */
     int nseries;
     int made, failed;
 } plot_ctx;
@@ -83,18 +84,19 @@ static void plot_usage(FILE *f, const cli_cmd *c)
 
 /* ---- helpers --------------------------------------------------------------------------- */
 
-static int mkdir_p(const char *path)
+/* sql (from sqlite3_mprintf, NULL on OOM; freed here) prepared on the results database;
+ * NULL on failure, after the error message when report. */
+static sqlite3_stmt *plot_stmt(const plot_ctx *c, char *sql, int report)
 {
-    char buf[PATH_MAX];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(buf, 0777) && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    return mkdir(buf, 0777) && errno != EEXIST ? -1 : 0;
+    sqlite3_stmt *s = NULL;
+    if (!sql || sqlite3_prepare_v2(c->h, sql, -1, &s, NULL) != SQLITE_OK) {
+        if (report)
+            cli_error("plot", "%s", sqlite3_errmsg(c->h));
+        sqlite3_finalize(s);
+        s = NULL;
+    }
+    sqlite3_free(sql);
+    return s;
 }
 
 /* The first terminal of the list this gnuplot has; NULL if gnuplot is missing or has none. */
@@ -217,14 +219,21 @@ static const char *key_sql(const char *key, const char *x)
         return "r.policy_label";
     if (!strcmp(key, "machine")) /* the profile and the cores a party uses: 'default 16t' */
         return "(coalesce(r.machine, 'default') || ' ' || coalesce(r.threads, 1) || 't')";
+    /* the framing the label ends with (' tcp', ' tls*'), kept when the values are on x */
+#define NET_WIRE_SQL                                                                         \
+    "(CASE WHEN r.network GLOB '* tcp' OR r.network GLOB '* tls' THEN substr(r.network, -4) " \
+    "WHEN r.network GLOB '* tcp[*]' OR r.network GLOB '* tls[*]' THEN substr(r.network, -5) " \
+    "ELSE '' END)"
     if (!strcmp(key, "network")) {
         if (!strcmp(x, "latency_ms")) /* the bandwidth: '10Gbps', '100Mbps' */
             return "(CASE WHEN r.bandwidth_mbps >= 1000 THEN printf('%gGbps', "
-                   "r.bandwidth_mbps / 1000) ELSE printf('%gMbps', r.bandwidth_mbps) END)";
+                   "r.bandwidth_mbps / 1000) ELSE printf('%gMbps', r.bandwidth_mbps) END || "
+                   NET_WIRE_SQL ")";
         if (!strcmp(x, "bandwidth_mbps"))
-            return "printf('%gms', r.latency_ms)";
+            return "(printf('%gms', r.latency_ms) || " NET_WIRE_SQL ")";
         return "r.network";
     }
+#undef NET_WIRE_SQL
     return NULL;
 }
 
@@ -303,16 +312,20 @@ static int plot_axes(plot_ctx *c, const char *xopt, const char *by)
         snprintf(c->panel, sizeof c->panel, "'all runs'");
     /* runs the panels, the series and x still merge (another trace seed, batch, a model's
      * own dimensions, …): their differing config keys join the series */
-    char ident[2048];
-    snprintf(ident, sizeof ident, "%s || char(31) || %s || char(31) || r.%s", c->panel,
-             c->series[0] ? c->series : "''", c->xcol);
-    if (dbvar_build(c->h, ident, c->where, DBVAR_OK_ONLY, &c->var) || dbvar_sql(c->h, c->var)) {
+    char ident[2200], family[2048];
+    snprintf(family, sizeof family, "%s || char(31) || %s", c->panel,
+             c->series[0] ? c->series : "''");
+    snprintf(ident, sizeof ident, "%s || char(31) || r.%s", family, c->xcol);
+    if (dbvar_build(c->h, ident, family, c->where, DBVAR_OK_ONLY, &c->var) ||
+        dbvar_sql(c->h, c->var)) {
         cli_error("plot", "reading the runs' configurations: %s", sqlite3_errmsg(c->h));
         return 1;
     }
-    if (dbvar_keys(c->var)[0]) {
-        sl += (size_t)snprintf(c->series + sl, sizeof c->series - sl, "%srun_variant(r.id)",
-                               sl ? " || ' ' || " : "");
+    if (dbvar_keys(c->var)[0]) { /* only the runs that have one: the others keep their name */
+        sl += (size_t)snprintf(c->series + sl, sizeof c->series - sl, "%s",
+                               sl ? " || (CASE run_variant(r.id) WHEN '' THEN '' ELSE ' ' || "
+                                    "run_variant(r.id) END)"
+                                  : "coalesce(nullif(run_variant(r.id), ''), 'all runs')");
         kl += (size_t)snprintf(c->serieskeys + kl, sizeof c->serieskeys - kl, "%s%s",
                                kl ? ", " : "", dbvar_keys(c->var));
     }
@@ -371,14 +384,10 @@ static int get_panels(plot_ctx *c, const char *need, panels *p)
         "printf('%%g Mbit/s', r.bandwidth_mbps) END END) FROM runs r WHERE r.status = 'ok' %s "
         "AND (%s) GROUP BY p ORDER BY min(r.model), min(r.latency_ms), -max(r.bandwidth_mbps), p",
         c->panel, c->where, need);
-    sqlite3_stmt *s;
     p->n = 0;
-    if (!sql || sqlite3_prepare_v2(c->h, sql, -1, &s, NULL) != SQLITE_OK) {
-        cli_error("plot", "%s", sqlite3_errmsg(c->h));
-        sqlite3_free(sql);
+    sqlite3_stmt *s = plot_stmt(c, sql, 1);
+    if (!s)
         return -1;
-    }
-    sqlite3_free(sql);
     while (sqlite3_step(s) == SQLITE_ROW && p->n < PLOT_MAX_PANELS) {
         const char *name = (const char *)sqlite3_column_text(s, 0);
         const char *nets = (const char *)sqlite3_column_text(s, 1);
@@ -401,7 +410,7 @@ static int get_panels(plot_ctx *c, const char *need, panels *p)
 
 typedef struct point {
     int series; /* colour index */
-    char name[160];
+    char name[PLOT_NAME];
     double x, y;
 } point;
 
@@ -411,6 +420,15 @@ typedef struct cell {
     int nb, lt[PLOT_MAX_SERIES], ylog;
     double xmin, xmax;
 } cell;
+
+/* A point from a query's row: (series name, x, y). */
+static void point_row(const plot_ctx *c, sqlite3_stmt *s, point *p)
+{
+    snprintf(p->name, sizeof p->name, "%s", (const char *)sqlite3_column_text(s, 0));
+    p->series = series_colour(c, p->name);
+    p->x = sqlite3_column_double(s, 1);
+    p->y = sqlite3_column_double(s, 2);
+}
 
 /* Writes the series of one panel for the per-run value `ysql` (kind 's', 'B' or 0) into
  * c->tmp/<file>; fills the cell (blocks, colours, unit, x range). 0 with nb = 0 when the panel
@@ -423,13 +441,9 @@ static int write_cell(plot_ctx *c, const char *panel, const char *ysql, int kind
                                 "r.status = 'ok' %s AND (%s) = ?1 AND (%s) IS NOT NULL GROUP BY "
                                 "s, x ORDER BY s, x", c->series, c->xcol, ysql, c->where, c->panel,
                                 ysql);
-    sqlite3_stmt *s;
-    if (!sql || sqlite3_prepare_v2(c->h, sql, -1, &s, NULL) != SQLITE_OK) {
-        cli_error("plot", "%s", sqlite3_errmsg(c->h));
-        sqlite3_free(sql);
+    sqlite3_stmt *s = plot_stmt(c, sql, 1);
+    if (!s)
         return -1;
-    }
-    sqlite3_free(sql);
     sqlite3_bind_text(s, 1, panel, -1, SQLITE_STATIC);
     int n = 0;
     double max = 0, ymin = INFINITY;
@@ -438,10 +452,7 @@ static int write_cell(plot_ctx *c, const char *panel, const char *ysql, int kind
     out->xmax = -INFINITY;
     while (sqlite3_step(s) == SQLITE_ROW && n < PLOT_MAX_POINTS) {
         point *p = &pts[n++];
-        snprintf(p->name, sizeof p->name, "%s", (const char *)sqlite3_column_text(s, 0));
-        p->series = series_colour(c, p->name);
-        p->x = sqlite3_column_double(s, 1);
-        p->y = sqlite3_column_double(s, 2);
+        point_row(c, s, p);
         max = fmax(max, p->y);
         ymin = fmin(ymin, p->y);
         out->xmin = fmin(out->xmin, p->x);
@@ -662,7 +673,7 @@ static void plot_metric(plot_ctx *c)
 /* ---- breakdown: horizontal stacked bars, one per series, at each panel's largest x ------- */
 
 typedef struct bars {
-    char label[PLOT_MAX_SERIES][160];
+    char label[PLOT_MAX_SERIES][PLOT_NAME];
     char cat[PLOT_MAX_CATS][32];
     double v[PLOT_MAX_SERIES][PLOT_MAX_CATS];
     int nl, nc;
@@ -687,12 +698,9 @@ static int bars_fill(plot_ctx *c, const char *panel, const char *figure, double 
         "'ok' %s AND b.category <> 'total' AND (%s) = ?1 AND r.%s = ?2 GROUP BY r.id, "
         "b.category) GROUP BY s, category ORDER BY s, min(ord)",
         c->series, figure, c->where, c->panel, c->xcol);
-    sqlite3_stmt *s;
-    if (!sql || sqlite3_prepare_v2(c->h, sql, -1, &s, NULL) != SQLITE_OK) {
-        sqlite3_free(sql);
+    sqlite3_stmt *s = plot_stmt(c, sql, 0);
+    if (!s)
         return -1;
-    }
-    sqlite3_free(sql);
     sqlite3_bind_text(s, 1, panel, -1, SQLITE_STATIC);
     sqlite3_bind_double(s, 2, x);
     memset(b, 0, sizeof *b);
@@ -856,16 +864,13 @@ static int pareto_metric(plot_ctx *c, char *out, size_t n)
 {
     static const char *const pref[] = {"attn_mass_recall", "mass_recall", "top1_agreement",
                                        "topk_recall", "logit_kl", "attn_out_rel_err"};
-    sqlite3_stmt *s;
     char names[64][48];
     int nn = 0;
     char *sql = sqlite3_mprintf("SELECT DISTINCT m.name FROM metrics m JOIN runs r ON r.id = "
                                 "m.run_id WHERE r.status = 'ok' %s ORDER BY m.name", c->where);
-    if (!sql || sqlite3_prepare_v2(c->h, sql, -1, &s, NULL)) {
-        sqlite3_free(sql);
+    sqlite3_stmt *s = plot_stmt(c, sql, 0);
+    if (!s)
         return 0;
-    }
-    sqlite3_free(sql);
     while (sqlite3_step(s) == SQLITE_ROW && nn < 64)
         snprintf(names[nn++], 48, "%.47s", (const char *)sqlite3_column_text(s, 0));
     sqlite3_finalize(s);
@@ -890,13 +895,9 @@ static int pareto_cell(plot_ctx *c, const char *panel, const char *metric, int l
         "m.run_id = r.id AND m.name = ?2 WHERE r.status = 'ok' %s AND (%s) = ?1 AND (%s) IS NOT "
         "NULL GROUP BY s, r.%s ORDER BY s, cost",
         c->series, cost, c->where, c->panel, cost, c->xcol);
-    sqlite3_stmt *s;
-    if (!sql || sqlite3_prepare_v2(c->h, sql, -1, &s, NULL) != SQLITE_OK) {
-        cli_error("plot", "%s", sqlite3_errmsg(c->h));
-        sqlite3_free(sql);
+    sqlite3_stmt *s = plot_stmt(c, sql, 1);
+    if (!s)
         return -1;
-    }
-    sqlite3_free(sql);
     sqlite3_bind_text(s, 1, panel, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, metric, -1, SQLITE_STATIC);
     int n = 0;
@@ -904,10 +905,7 @@ static int pareto_cell(plot_ctx *c, const char *panel, const char *metric, int l
     memset(out, 0, sizeof *out);
     while (sqlite3_step(s) == SQLITE_ROW && n < PLOT_MAX_POINTS) {
         point *p = &pts[n++];
-        snprintf(p->name, sizeof p->name, "%s", (const char *)sqlite3_column_text(s, 0));
-        p->series = series_colour(c, p->name);
-        p->x = sqlite3_column_double(s, 1);
-        p->y = sqlite3_column_double(s, 2);
+        point_row(c, s, p);
         max = fmax(max, p->x);
     }
     sqlite3_finalize(s);
@@ -1103,14 +1101,14 @@ static int plot_prepare(plot_ctx *c, const plot_opts *o)
         int strip = n > 3 && !strcmp(o->db + n - 3, ".db");
         snprintf(c->outdir, sizeof c->outdir, "%.*s-plots", (int)(strip ? n - 3 : n), o->db);
     }
-    if (mkdir_p(c->outdir)) {
+    if (cli_mkdir_p(c->outdir)) {
         cli_error("plot", "cannot create %s: %s", c->outdir, strerror(errno));
         return 1;
     }
     if (o->data) {
         snprintf(c->tmp, sizeof c->tmp, "%s", o->data);
         c->keep = 1;
-        if (mkdir_p(c->tmp)) {
+        if (cli_mkdir_p(c->tmp)) {
             cli_error("plot", "cannot create %s: %s", c->tmp, strerror(errno));
             return 1;
         }

@@ -811,7 +811,7 @@ int cmd_report(int argc, char **argv)
         return ms_err_exit_code(rc);
     }
     R.h = rdb_handle(db);
-    if (!R.json && dbvar_build(R.h, RUN_IDENT, R.where, DBVAR_PER_GROUP, &R.var)) {
+    if (!R.json && dbvar_build(R.h, RUN_IDENT, NULL, R.where, 0, &R.var)) {
         cli_error("report", "%s: reading the runs' configurations: %s", R.path,
                   sqlite3_errmsg(R.h));
         free(R.where);

@@ -154,20 +154,23 @@ static int predict(const proto *pr, const proto_cfg *cfg, const vjob *j, const n
 static void usage(FILE *f, const cli_cmd *c)
 {
     fprintf(f,
-            "usage: mpcsim validate [--primitives] [--basic-ops] [--model NAME] [--protocol P] [--db FILE]\n"
-            "                       [--latency-ms X] [--bandwidth RATE] [--profile NAME] [--set K=V]...\n"
+            "usage: mpcsim validate [--primitives] [--basic-ops] [--model NAME]\n"
+            "                       [--protocol P] [--db FILE] [--latency-ms X]\n"
+            "                       [--bandwidth RATE] [--profile NAME] [--set K=V]...\n"
             "                       [--prompt N] [--decode N] [--text FILE] [--shape]\n"
-            "                       [--accuracy N [--policy NAME [--policy-param K=V]...]] [--generate N]\n\n"
-            "Runs the real MPC backend (parties forked on 127.0.0.1) and the simulator on the same\n"
-            "work and prints predicted vs measured rounds, bytes and time. Without a mode flag: the\n"
-            "primitives and stories260K's prefill and decode programs, in semi2k and aby3.\n"
-            "Exit status 1 if any bytes or rounds differ.\n\n"
+            "                       [--generate N]\n"
+            "                       [--accuracy N [--policy NAME [--policy-param K=V]...]]\n\n"
+            "Runs the real MPC backend (parties forked on 127.0.0.1) and the simulator on\n"
+            "the same work and prints predicted vs measured rounds, bytes and time. Without\n"
+            "a mode flag: the primitives and stories260K's prefill and decode programs, in\n"
+            "semi2k and aby3. Exit status 1 if any bytes or rounds differ.\n\n"
             "options:\n");
     cli_help(c, f);
     fprintf(f, "\n"
             "examples:\n"
             "  mpcsim validate --db val.db\n"
-            "  mpcsim validate --model stories260K --accuracy 256 --text tests/data/tinystories_sample.txt --set approx=sigmoid\n"
+            "  mpcsim validate --model stories260K --accuracy 256 \\\n"
+            "      --text tests/data/tinystories_sample.txt --set approx=sigmoid\n"
             "  mpcsim validate --model stories260K --generate 64 --latency-ms 0\n");
 }
 
@@ -329,38 +332,84 @@ static int parse_args(int argc, char **argv, val_args *v)
     return 0;
 }
 
+/* The modes given together: the default (the primitives and stories260K's programs) filled
+ * in; 0, or 2 after the message for a combination that does not go. */
+static int check_modes(val_args *v)
+{
+    vm_args *va = &v->va;
+    if (v->basic && (v->prims || va->model || va->accuracy || va->generate)) {
+        cli_error("validate", "--basic-ops runs alone (not with --primitives, --model, --accuracy, --generate)");
+        return 2;
+    }
+    if (!v->prims && !va->model && !v->basic) { /* the default: both */
+        v->prims = !va->accuracy && !va->generate;
+        va->model = "stories260K";
+    }
+    if ((va->accuracy || va->generate || va->policy) && (v->prims || !va->model)) {
+        cli_error("validate", "--accuracy, --generate and --policy go with --model (not --primitives)");
+        return 2;
+    }
+    if (va->shape && (v->prims || va->accuracy || va->generate)) {
+        cli_error("validate", "--shape applies to --model's programs and --basic-ops only");
+        return 2;
+    }
+    if (va->policy && !va->accuracy) {
+        cli_error("validate", "--policy is compared through --accuracy N");
+        return 2;
+    }
+    return 0;
+}
+
+/* The protocols to validate (--protocol, else both) with the --set parameters: their count,
+ * or -1 after the message. */
+static int protocol_cfgs(const val_args *v, proto_cfg cfgs[2], const char *names[2], errbuf *e)
+{
+    int n_cfgs = 0;
+    for (int q = 0; q < 2; q++) {
+        const char *pn = q ? "aby3" : "semi2k";
+        if (v->only && strcmp(v->only, pn))
+            continue;
+        if (proto_cfg_default(pn, &cfgs[n_cfgs], e)) {
+            cli_error("validate", "%s", e->msg);
+            return -1;
+        }
+        for (int i = 0; i < v->n_sets; i++)
+            if (proto_cfg_set_kv(&cfgs[n_cfgs], v->sets[i], e)) {
+                cli_error("validate", "%s", e->msg);
+                return -1;
+            }
+        names[n_cfgs++] = pn;
+    }
+    if (!n_cfgs) {
+        cli_error("validate", "unknown protocol '%s'\n---> HINT: semi2k or aby3", v->only);
+        return -1;
+    }
+    return n_cfgs;
+}
+
+/* This invocation's session name in the database: UTC time and the process id. */
+static void session_name(char *session, size_t cap)
+{
+    time_t now = time(NULL);
+    struct tm tmv;
+    gmtime_r(&now, &tmv);
+    strftime(session, cap, "%Y%m%dT%H%M%SZ", &tmv);
+    snprintf(session + strlen(session), cap - strlen(session), "-%ld", (long)getpid());
+}
+
 int cmd_validate(int argc, char **argv)
 {
     val_args v = {.bw = "10Gbps", .n = 4096, .lat_ms = 1.0, .va = {.prompt = 16, .decode = 2}};
     int rc = parse_args(argc, argv, &v);
     if (rc)
         return rc < 0 ? 0 : rc;
-    const char *only = v.only, *profile = v.profile, *bw = v.bw, *dbpath = v.dbpath;
-    const char *const *sets = v.sets;
-    int n_sets = v.n_sets, prims = v.prims, basic = v.basic;
+    if ((rc = check_modes(&v)))
+        return rc;
+    const char *profile = v.profile, *bw = v.bw, *dbpath = v.dbpath;
+    int prims = v.prims, basic = v.basic;
     unsigned long long n = v.n;
     double lat_ms = v.lat_ms;
     vm_args va = v.va;
-    if (basic && (prims || va.model || va.accuracy || va.generate)) {
-        cli_error("validate", "--basic-ops runs alone (not with --primitives, --model, --accuracy, --generate)");
-        return 2;
-    }
-    if (!prims && !va.model && !basic) { /* the default: both */
-        prims = !va.accuracy && !va.generate;
-        va.model = "stories260K";
-    }
-    if ((va.accuracy || va.generate || va.policy) && (prims || !va.model)) {
-        cli_error("validate", "--accuracy, --generate and --policy go with --model (not --primitives)");
-        return 2;
-    }
-    if (va.shape && (prims || va.accuracy || va.generate)) {
-        cli_error("validate", "--shape applies to --model's programs and --basic-ops only");
-        return 2;
-    }
-    if (va.policy && !va.accuracy) {
-        cli_error("validate", "--policy is compared through --accuracy N");
-        return 2;
-    }
     errbuf e = {{0}};
     if (va.plaintext)
         fprintf(stderr, "mpcsim validate: WARNING: --insecure-plaintext: the backend's loopback sessions run without "
@@ -376,32 +425,11 @@ int cmd_validate(int argc, char **argv)
     va.latency_ns = (uint64_t)llround(lat_ms * 1e6);
     proto_cfg cfgs[2];
     const char *names[2];
-    int n_cfgs = 0;
-    for (int q = 0; q < 2; q++) {
-        const char *pn = q ? "aby3" : "semi2k";
-        if (only && strcmp(only, pn))
-            continue;
-        if (proto_cfg_default(pn, &cfgs[n_cfgs], &e)) {
-            cli_error("validate", "%s", e.msg);
-            return 2;
-        }
-        for (int i = 0; i < n_sets; i++)
-            if (proto_cfg_set_kv(&cfgs[n_cfgs], sets[i], &e)) {
-                cli_error("validate", "%s", e.msg);
-                return 2;
-            }
-        names[n_cfgs++] = pn;
-    }
-    if (!n_cfgs) {
-        cli_error("validate", "unknown protocol '%s'\n---> HINT: semi2k or aby3", only);
+    int n_cfgs = protocol_cfgs(&v, cfgs, names, &e);
+    if (n_cfgs < 0)
         return 2;
-    }
     char session[64];
-    time_t now = time(NULL);
-    struct tm tmv;
-    gmtime_r(&now, &tmv);
-    strftime(session, sizeof session, "%Y%m%dT%H%M%SZ", &tmv);
-    snprintf(session + strlen(session), sizeof session - strlen(session), "-%ld", (long)getpid());
+    session_name(session, sizeof session);
     va.session = session;
     rdb *db = NULL;
     int orc = dbpath ? rdb_open(dbpath, 1, &db, &e) : MS_OK;

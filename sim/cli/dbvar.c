@@ -12,7 +12,7 @@ typedef struct leaf {
 
 typedef struct vrun {
     int64_t id;
-    char *ident;
+    char *family, *ident; /* runs of one family share the variant's keys (a plot's series) */
     leaf *lf;
     size_t n, cap;
     char *variant;
@@ -131,7 +131,8 @@ static int add_key(klist *v, const char *path)
 static int by_ident(const void *a, const void *b)
 {
     const vrun *x = a, *y = b;
-    int c = strcmp(x->ident, y->ident);
+    int c = strcmp(x->family, y->family);
+    c = c ? c : strcmp(x->ident, y->ident);
     return c ? c : (x->id > y->id) - (x->id < y->id);
 }
 
@@ -174,6 +175,19 @@ static void klist_free(klist *k)
     memset(k, 0, sizeof *k);
 }
 
+/* A key as a variant names it: its last part ("mac_per_s"), or the whole path when another
+ * key of the list ends the same. */
+static const char *short_key(const klist *v, size_t i)
+{
+    const char *dot = strrchr(v->key[i], '.'), *tail = dot ? dot + 1 : v->key[i];
+    for (size_t k = 0; k < v->nk; k++) {
+        const char *d = strrchr(v->key[k], '.');
+        if (k != i && !strcmp(d ? d + 1 : v->key[k], tail))
+            return v->key[i];
+    }
+    return tail;
+}
+
 static char *join_variant(const klist *v, const vrun *r)
 {
     size_t cap = 1;
@@ -187,17 +201,19 @@ static char *join_variant(const klist *v, const vrun *r)
     *o = '\0';
     for (size_t i = 0; i < v->nk; i++) {
         const char *x = value_at(r, v->key[i]);
-        o += sprintf(o, "%s%s=%s", i ? "," : "", v->key[i], x ? x : "-");
+        o += sprintf(o, "%s%s=%s", i ? "," : "", short_key(v, i), x ? x : "-");
     }
     return s;
 }
 
-int dbvar_build(sqlite3 *h, const char *ident, const char *where, int flags, dbvar **out)
+int dbvar_build(sqlite3 *h, const char *ident, const char *family, const char *where,
+                int flags, dbvar **out)
 {
-    int ok_only = flags & DBVAR_OK_ONLY, per_group = flags & DBVAR_PER_GROUP;
+    int ok_only = flags & DBVAR_OK_ONLY;
     *out = NULL;
     dbvar *v = calloc(1, sizeof *v);
-    char *sql = sqlite3_mprintf("SELECT r.id, %s, r.config_json FROM runs r WHERE %s %s", ident,
+    char *sql = sqlite3_mprintf("SELECT r.id, %s, r.config_json, %s FROM runs r WHERE %s %s",
+                                ident, family ? family : ident,
                                 ok_only ? "r.status = 'ok'" : "1", where ? where : "");
     sqlite3_stmt *s = NULL;
     int rc = v && sql && sqlite3_prepare_v2(h, sql, -1, &s, NULL) == SQLITE_OK ? 0 : -1;
@@ -218,31 +234,36 @@ int dbvar_build(sqlite3 *h, const char *ident, const char *where, int flags, dbv
         memset(r, 0, sizeof *r);
         r->id = sqlite3_column_int64(s, 0);
         const char *id_text = (const char *)sqlite3_column_text(s, 1),
-                   *js = (const char *)sqlite3_column_text(s, 2);
+                   *js = (const char *)sqlite3_column_text(s, 2),
+                   *fam = (const char *)sqlite3_column_text(s, 3);
         r->ident = dup(id_text ? id_text : "");
+        r->family = dup(fam ? fam : "");
         json_t *j = js ? json_loads(js, 0, NULL) : NULL;
         path[0] = '\0';
-        if (!r->ident || (j && flatten(j, path, 0, sizeof path, r)))
+        if (!r->ident || !r->family || (j && flatten(j, path, 0, sizeof path, r)))
             rc = -1;
         json_decref(j);
     }
     sqlite3_finalize(s);
-    if (!rc && v->n > 1) {
+    if (!rc && v->n > 1)
         qsort(v->r, v->n, sizeof *v->r, by_ident);
-        for (size_t r0 = 0, r1; !rc && r0 < v->n; r0 = r1) {
-            for (r1 = r0 + 1; r1 < v->n && !strcmp(v->r[r1].ident, v->r[r0].ident); r1++)
+    /* a family at a time: the keys that differ within any of its groups of look-alikes */
+    for (size_t f0 = 0, f1; !rc && f0 < v->n; f0 = f1) {
+        for (f1 = f0 + 1; f1 < v->n && !strcmp(v->r[f1].family, v->r[f0].family); f1++)
+            ;
+        klist fk = {0};
+        for (size_t r0 = f0, r1; !rc && r0 < f1; r0 = r1) {
+            for (r1 = r0 + 1; r1 < f1 && !strcmp(v->r[r1].ident, v->r[r0].ident); r1++)
                 ;
-            if (r1 - r0 < 2)
-                continue;
-            klist g = {0};
-            rc = group_keys(v, r0, r1, per_group ? &g : &v->all);
-            for (size_t i = 0; per_group && !rc && i < g.nk; i++)
-                rc = add_key(&v->all, g.key[i]);
-            for (size_t k = r0; per_group && !rc && k < r1; k++)
-                if (!(v->r[k].variant = join_variant(&g, &v->r[k])))
-                    rc = -1;
-            klist_free(&g);
+            if (r1 - r0 > 1)
+                rc = group_keys(v, r0, r1, &fk);
         }
+        for (size_t i = 0; !rc && i < fk.nk; i++)
+            rc = add_key(&v->all, fk.key[i]);
+        for (size_t k = f0; fk.nk && !rc && k < f1; k++)
+            if (!(v->r[k].variant = join_variant(&fk, &v->r[k])))
+                rc = -1;
+        klist_free(&fk);
     }
     size_t klen = 1;
     for (size_t i = 0; !rc && i < v->all.nk; i++)
@@ -253,9 +274,6 @@ int dbvar_build(sqlite3 *h, const char *ident, const char *where, int flags, dbv
     if (v && v->keytext && !v->all.nk)
         v->keytext[0] = '\0';
     rc = rc || !v->keytext ? -1 : 0;
-    for (size_t i = 0; !rc && !per_group && i < v->n; i++)
-        if (!(v->r[i].variant = join_variant(&v->all, &v->r[i])))
-            rc = -1;
     if (!rc)
         qsort(v->r, v->n, sizeof *v->r, by_id);
     if (rc) {
@@ -301,6 +319,7 @@ void dbvar_free(dbvar *v)
         }
         free(v->r[i].lf);
         free(v->r[i].ident);
+        free(v->r[i].family);
         free(v->r[i].variant);
     }
     free(v->r);

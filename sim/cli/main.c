@@ -21,7 +21,7 @@ static const command commands[] = {
     {"report", cmd_report, "print a results database as a table"},
     {"plot", cmd_plot, "plot a results database with gnuplot"},
     {"merge", cmd_merge, "fold shard databases into one"},
-    {"breakeven", cmd_breakeven, "map where a policy beats the full cache: bandwidth x latency x threads"},
+    {"breakeven", cmd_breakeven, "where a policy beats the full cache: bandwidth x latency x threads"},
     {"calibrate", cmd_calibrate, "measure this machine's compute rates into a profile"},
     {"trace", cmd_trace, "record, synthesize, fit or inspect attention traces"},
     {"validate", cmd_validate, "run the real MPC backend and compare with the simulator"},

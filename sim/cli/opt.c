@@ -194,6 +194,65 @@ int cli_parse_cmd(const cli_cmd *c, int argc, char **argv, const char **pos, int
     return 0;
 }
 
+/* Terminal columns of the n bytes at s (UTF-8: continuation bytes take none). */
+static int text_cols(const char *s, size_t n)
+{
+    int w = 0;
+    for (size_t i = 0; i < n; i++)
+        w += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return w;
+}
+
+/* An option's help text from column at, its lines continued at column col. Kept as written
+ * (each '\n' a new line) where every line fits HELP_COLS; otherwise filled again word by
+ * word to HELP_COLS, the text's own breaks taken as spaces. */
+#define HELP_COLS 80
+static void put_help_text(FILE *f, const char *h, int col, int at)
+{
+    int fits = 1, x = at;
+    for (const char *p = h;; p++) {
+        if (*p == '\n' || !*p) {
+            fits &= x <= HELP_COLS;
+            x = col;
+            if (!*p)
+                break;
+        } else {
+            x += ((unsigned char)*p & 0xC0) != 0x80;
+        }
+    }
+    if (fits) {
+        for (const char *p = h; *p; p++) {
+            fputc(*p, f);
+            if (*p == '\n')
+                fprintf(f, "%*s", col, "");
+        }
+        fputc('\n', f);
+        return;
+    }
+    x = at;
+    int first = 1;
+    for (const char *p = h; *p;) {
+        while (*p == ' ' || *p == '\n')
+            p++;
+        size_t n = strcspn(p, " \n");
+        if (!n)
+            break;
+        int w = text_cols(p, n);
+        if (!first && x + 1 + w > HELP_COLS) {
+            fprintf(f, "\n%*s", col, "");
+            x = col;
+        } else if (!first) {
+            fputc(' ', f);
+            x++;
+        }
+        fwrite(p, 1, n, f);
+        x += w;
+        first = 0;
+        p += n;
+    }
+    fputc('\n', f);
+}
+
 void cli_help(const cli_cmd *c, FILE *f)
 {
     int width = c->col - 6; /* "  -x, " */
@@ -207,11 +266,6 @@ void cli_help(const cli_cmd *c, FILE *f)
         else
             fprintf(f, "      %s", left);
         fprintf(f, "%*s", len < width ? width - len : 2, "");
-        for (const char *h = o->help; *h; h++) {
-            fputc(*h, f);
-            if (*h == '\n')
-                fprintf(f, "%*s", c->col, "");
-        }
-        fputc('\n', f);
+        put_help_text(f, o->help, c->col, 6 + (len < width ? width : len + 2));
     }
 }

@@ -16,7 +16,10 @@
  *            generator's "WAN_300mbit_20msec" tables (mpc-costs.md §1, §5).
  *   lan-5g   5 Gbit/s, 0.25 ms. Comet (S&P 2025): "bandwidth between the servers is 5Gbps"
  *            (second-hand summary of the paper, mpc-costs.md §3.2); the paper's latency is not
- *            public, 0.25 ms one way (0.5 ms RTT, one data-centre region) is assumed.
+ *            public, and no MPC-LLM paper's script or text with a 5 Gbit/s LAN and its latency
+ *            was found (the one 5 Gbit/s script read, CryptPEFT's bandwidth sweep, fixes 4 ms:
+ *            a WAN latency), so 0.25 ms one way (0.5 ms RTT, one data-centre region) is an
+ *            ASSUMPTION.
  *   lan-3g   3 Gbit/s, 0.15 ms. Cheetah's published network script (Alibaba-Gemini-Lab/
  *            OpenCheetah, scripts/throttle.sh @1b50e8b, `lan`): `tbf rate 3000mbit` and
  *            `netem delay 0.15msec` on the loopback ("about 0.3ms ping latency"): a message
@@ -25,9 +28,13 @@
  *            emp-toolkit/emp-readme scripts/throttle.sh, whose own `lan` is 2320 Mbit/s with no
  *            added delay and `wan` 200 Mbit/s, 10 ms (@1026729) — MPCache's README runs
  *            `bash throttle.sh lan` without shipping the script.
- *   lan-1g   1 Gbit/s, 0.25 ms. A 1 Gbit/s commodity port; no MPC-LLM paper's script or text
- *            with this setting was found (throttle.sh forks with `rate 1000mbit` use 0.15–1 ms
- *            per direction), so the latency is assumed (0.5 ms RTT).
+ *   lan-1g   1 Gbit/s, 0.5 ms. CryptPEFT (NDSS 2026; 2PC private transformer inference on
+ *            SHAFT's CrypTen), its artifact's AE/README.md (Saisai-Xia/CryptPEFT @958eb2d):
+ *            "LAN, 1 Gbps, 0.5 ms latency", set by `tc qdisc add dev lo root netem rate 1gbit
+ *            delay 0.5ms` — netem on the loopback delays each message once, so 0.5 ms one way
+ *            (1 ms RTT); its WAN is 400 Mbit/s, 4 ms. The only MPC transformer setting at
+ *            1 Gbit/s with a latency found; the M&M artifact (CPS4AI/OpenMM scripts/throttle.sh,
+ *            2PC CNNs) uses 1000mbit with 1 ms one way.
  * The regime each preset puts a 7B decode step in is computed, not assumed: `mpcsim list
  * networks` simulates regime.h's reference step on every preset.
  *
@@ -75,9 +82,9 @@ static const net_preset_def presets[] = {
     {"lan", 100000u, 10e9},      /* 0.1 ms, 10 Gbit/s: OpenDory's throttle.sh lan, MPC-Pipe */
     {"wan", 50000000u, 100e6},   /* 50 ms, 100 Mbit/s: SecretFlow overall_benchmark.md */
     {"wan-spu", 20000000u, 300e6}, /* 20 ms, 300 Mbit/s: SPU mpc/tools/README.md */
-    {"lan-5g", 250000u, 5e9},    /* 0.25 ms, 5 Gbit/s: Comet's servers (latency assumed) */
+    {"lan-5g", 250000u, 5e9},    /* 0.25 ms, 5 Gbit/s: Comet's servers (latency ASSUMED) */
     {"lan-3g", 150000u, 3e9},    /* 0.15 ms, 3 Gbit/s: Cheetah's throttle.sh lan */
-    {"lan-1g", 250000u, 1e9},    /* 0.25 ms, 1 Gbit/s: a commodity port (latency assumed) */
+    {"lan-1g", 500000u, 1e9},    /* 0.5 ms, 1 Gbit/s: CryptPEFT's artifact LAN */
 };
 #define N_PRESETS (sizeof presets / sizeof presets[0])
 
@@ -89,9 +96,9 @@ static const char *const preset_sources[N_PRESETS] = {
     "Ant's OpenDory throttle.sh lan: tbf 10000mbit, netem 0.1msec",
     "SecretFlow's benchmark (overall_benchmark.md): 100 Mbps, 50 ms",
     "SPU mpc/tools/README.md: tbf rate 300mbit, netem delay 20msec",
-    "Comet (S&P 2025): 5 Gbps; its latency unpublished, 0.25 ms assumed",
+    "Comet (S&P 2025): 5 Gbps; latency published nowhere: 0.25 ms ASSUMED",
     "Cheetah's throttle.sh lan (OpenCheetah): tbf 3000mbit, netem 0.15msec",
-    "1 Gbps commodity port; no paper's setting found, 0.25 ms assumed",
+    "CryptPEFT's artifact (AE/README.md) LAN: netem rate 1gbit delay 0.5ms",
 };
 
 const char *net_preset_source(const char *name)

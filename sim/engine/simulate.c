@@ -536,141 +536,193 @@ static void stats_flush(sim_ctx *c, sim_stats *acc, int cat, int layer)
     memset(acc, 0, sizeof *acc);
 }
 
+/* run_seq_p's running state, copied in from the context and back at the end: in locals,
+ * stores to the node arrays cannot be taken for stores to the context's own fields. */
+typedef struct seq_state {
+    double nspu[WK_N], nspb[P_MAX][P_MAX];
+    uint64_t lat[P_MAX][P_MAX], bns[P_MAX][P_MAX];
+    uint64_t cpu_free[P_MAX], link_free[P_MAX][P_MAX], last_t, n_msgs;
+    int64_t link_last[P_MAX][P_MAX];
+    size_t last_i;
+    uint32_t cur;   /* the op of the rounds being summed */
+    int cat, layer; /* … its category and layer (-1: none) */
+    sim_stats acc;  /* … their sums so far */
+} seq_state;
+
+#define SEQ_INLINE static inline __attribute__((always_inline))
+
+SEQ_INLINE void seq_load(const sim_ctx *c, seq_state *q)
+{
+    memset(&q->acc, 0, sizeof q->acc);
+    q->cur = UINT32_MAX;
+    q->cat = OPC_OTHER, q->layer = -1;
+    memcpy(q->nspu, c->nspu, sizeof q->nspu);
+    memcpy(q->nspb, c->ns_per_byte, sizeof q->nspb);
+    memcpy(q->lat, c->lat, sizeof q->lat);
+    memcpy(q->bns, c->burst_ns, sizeof q->bns);
+    q->last_t = c->last_t, q->n_msgs = c->n_msgs, q->last_i = c->last_i;
+    memcpy(q->cpu_free, c->cpu_free, sizeof q->cpu_free);
+    memcpy(q->link_free, c->link_free, sizeof q->link_free);
+    memcpy(q->link_last, c->link_last, sizeof q->link_last);
+}
+
+SEQ_INLINE void seq_store(sim_ctx *c, const seq_state *q)
+{
+    memcpy(c->cpu_free, q->cpu_free, sizeof q->cpu_free);
+    memcpy(c->link_free, q->link_free, sizeof q->link_free);
+    memcpy(c->link_last, q->link_last, sizeof q->link_last);
+    c->last_t = q->last_t;
+    c->last_i = q->last_i;
+    c->n_msgs = q->n_msgs;
+}
+
+/* Round r starts op cr->op: the previous op's sums flushed, its rounds' range closed. */
+SEQ_INLINE int seq_enter_op(sim_ctx *c, seq_state *q, const cost_round *cr, size_t r, errbuf *e)
+{
+    const size_t NO = c->prog->n_ops;
+    if (cr->op >= NO)
+        return err_set(e, MS_ERR_INTERNAL, "simulate: round %zu names op %u of %zu", r, cr->op,
+                       NO);
+    if (r > 0 && cr->op < q->cur)
+        return err_set(e, MS_ERR_INTERNAL, "simulate: cost log not in program order "
+                       "(round %zu: op %u after op %u)", r, cr->op, q->cur);
+    if (r > 0) {
+        stats_flush(c, &q->acc, q->cat, q->layer);
+        c->last[q->cur] = r - 1;
+    }
+    q->cur = cr->op;
+    c->first[q->cur] = r;
+    const op *o = &c->prog->ops[q->cur];
+    q->cat = o->cat < OPC_N ? o->cat : OPC_OTHER;
+    q->layer = (o->layer >= 0 && (size_t)o->layer < c->res->n_layers) ? o->layer : -1;
+    return MS_OK;
+}
+
+/* Every party's issue I and compute end S of round r: I = max(S, D) of round r−1. */
+SEQ_INLINE void seq_issue(sim_ctx *c, seq_state *q, const cost_round *cr, size_t r, const int P)
+{
+    uint64_t *const I = c->I, *const S = c->S, *const D = c->D;
+    int32_t *const predI = c->predI;
+    size_t base = r * P;
+    for (int p = 0; p < P; p++) {
+        size_t i = base + p;
+        uint64_t comp = compute_ns(q->nspu, c->mach, cr->work[p]);
+        uint64_t t = 0;
+        int32_t pred = PRED_NONE;
+        if (r > 0) {
+            t = q->cpu_free[p];
+            pred = (int32_t)(((r - 1) << 1) | 1);
+            uint64_t d = D[i - P];
+            if (d >= t) {
+                t = d;
+                pred = (int32_t)((r - 1) << 1);
+            }
+        }
+        I[i] = t;
+        predI[i] = pred;
+        S[i] = t + comp;
+        q->cpu_free[p] = t + comp;
+    }
+}
+
+/* Round r's messages onto their links (token buckets, FIFO): their finish times F. */
+SEQ_INLINE void seq_send(sim_ctx *c, seq_state *q, const cost_round *cr, size_t r, const int P)
+{
+    uint64_t *const S = c->S, *const F = c->F;
+    int32_t *const predF = c->predF;
+    size_t base = r * P;
+    for (int p = 0; p < P; p++) {
+        uint64_t now = S[base + p];
+        for (int d = 0; d < P; d++) {
+            uint64_t b = cr->bytes[p][d];
+            if (d == p || b == 0)
+                continue;
+            size_t m = (base + p) * P + d;
+            double ns = (double)link_bytes(&c->wire, cr, p, d) * q->nspb[p][d]; /* as ser_ns */
+            uint64_t full, fin = bucket_finish(
+                now, q->link_free[p][d], ns >= (double)NET_NS_MAX ? NET_NS_MAX : (uint64_t)(ns + 0.5),
+                q->bns[p][d], &full);
+            predF[m] = q->link_free[p][d] > now && fin > now ? (int32_t)q->link_last[p][d] : -1;
+            F[m] = fin;
+            q->link_free[p][d] = full;
+            q->link_last[p][d] = (int64_t)r;
+            q->n_msgs++;
+        }
+    }
+}
+
+/* Every party's done time D of round r (its compute, or its last message's arrival) and the
+ * round's sums. */
+SEQ_INLINE void seq_deliver(sim_ctx *c, seq_state *q, const cost_round *cr, size_t r, const int P)
+{
+    const uint64_t *const S = c->S, *const F = c->F;
+    uint64_t *const D = c->D;
+    int8_t *const predD = c->predD;
+    size_t base = r * P;
+    q->acc.rounds += cr->comm;
+    for (int u = 0; u < P; u++)
+        for (int p = 0; p < P; p++)
+            if (p != u)
+                q->acc.bytes_sent[u] += cr->bytes[u][p];
+    for (int p = 0; p < P; p++) {
+        size_t i = base + p;
+        uint64_t t = S[i];
+        int from = -1;
+        if (cr->comm)
+            for (int u = 0; u < P; u++) {
+                if (u == p || cr->bytes[u][p] == 0)
+                    continue;
+                uint64_t a = F[(base + u) * P + p] + q->lat[u][p];
+                if (a > t) {
+                    t = a;
+                    from = u;
+                }
+            }
+        D[i] = t;
+        predD[i] = (int8_t)from;
+        if (t > q->last_t) {
+            q->last_t = t;
+            q->last_i = i;
+        }
+        q->acc.offline_bytes[p] += cr->offline[p];
+    }
+}
+
 /* run_onepass with overlap off, fused into one loop: the same times, predecessors and sums
  * (the statistics are integer sums, added per op instead of per round), without the per-round
  * calls. I(p,r) = max(S(p,r−1), D(p,r−1)), the D on a tie, as issue_time. */
-static inline __attribute__((always_inline)) int run_seq_p(sim_ctx *c, errbuf *e, const int P)
+SEQ_INLINE int run_seq_p(sim_ctx *c, errbuf *e, const int P)
 {
-    const size_t R = c->R, NO = c->prog->n_ops;
+    const size_t R = c->R;
     const cost_round *lr = c->log->r;
-    uint32_t cur = UINT32_MAX;
-    int cat = OPC_OTHER, layer = -1;
-    sim_stats acc;
-    memset(&acc, 0, sizeof acc);
-    /* the node arrays and the running state in locals: stores to the arrays cannot then be
-     * taken for stores to the context's own fields */
-    uint64_t *const I = c->I, *const S = c->S, *const D = c->D, *const F = c->F;
-    int32_t *const predI = c->predI, *const predF = c->predF;
-    int8_t *const predD = c->predD;
     uint8_t *const rcat = c->rcat;
     int16_t *const rlayer = c->rlayer;
-    double nspu[WK_N], nspb[P_MAX][P_MAX];
-    uint64_t lat[P_MAX][P_MAX], bns[P_MAX][P_MAX];
-    memcpy(nspu, c->nspu, sizeof nspu);
-    const machine_profile *const mach = c->mach;
-    memcpy(nspb, c->ns_per_byte, sizeof nspb);
-    memcpy(lat, c->lat, sizeof lat);
-    memcpy(bns, c->burst_ns, sizeof bns);
-    uint64_t cpu_free[P_MAX], link_free[P_MAX][P_MAX], last_t = c->last_t, n_msgs = c->n_msgs;
-    int64_t link_last[P_MAX][P_MAX];
-    size_t last_i = c->last_i;
-    memcpy(cpu_free, c->cpu_free, sizeof cpu_free);
-    memcpy(link_free, c->link_free, sizeof link_free);
-    memcpy(link_last, c->link_last, sizeof link_last);
+    seq_state q;
+    seq_load(c, &q);
     for (size_t r = 0; r < R; r++) {
         const cost_round *cr = &lr[r];
-        if (cr->op != cur) {
-            if (cr->op >= NO)
-                return err_set(e, MS_ERR_INTERNAL, "simulate: round %zu names op %u of %zu", r,
-                               cr->op, NO);
-            if (r > 0 && cr->op < cur)
-                return err_set(e, MS_ERR_INTERNAL, "simulate: cost log not in program order "
-                               "(round %zu: op %u after op %u)", r, cr->op, cur);
-            if (r > 0) {
-                stats_flush(c, &acc, cat, layer);
-                c->last[cur] = r - 1;
-            }
-            cur = cr->op;
-            c->first[cur] = r;
-            const op *o = &c->prog->ops[cur];
-            cat = o->cat < OPC_N ? o->cat : OPC_OTHER;
-            layer = (o->layer >= 0 && (size_t)o->layer < c->res->n_layers) ? o->layer : -1;
+        if (cr->op != q.cur) {
+            int rc = seq_enter_op(c, &q, cr, r, e);
+            if (rc)
+                return rc;
         }
-        rcat[r] = (uint8_t)cat;
-        rlayer[r] = (int16_t)layer;
-        size_t base = r * P;
-        for (int p = 0; p < P; p++) {
-            size_t i = base + p;
-            uint64_t comp = compute_ns(nspu, mach, cr->work[p]);
-            uint64_t t = 0;
-            int32_t pred = PRED_NONE;
-            if (r > 0) {
-                t = cpu_free[p];
-                pred = (int32_t)(((r - 1) << 1) | 1);
-                uint64_t d = D[i - P];
-                if (d >= t) {
-                    t = d;
-                    pred = (int32_t)((r - 1) << 1);
-                }
-            }
-            I[i] = t;
-            predI[i] = pred;
-            S[i] = t + comp;
-            cpu_free[p] = t + comp;
-        }
-        if (cr->comm) {
-            for (int p = 0; p < P; p++) {
-                uint64_t now = S[base + p];
-                for (int d = 0; d < P; d++) {
-                    uint64_t b = cr->bytes[p][d];
-                    if (d == p || b == 0)
-                        continue;
-                    size_t m = (base + p) * P + d;
-                    double ns = (double)link_bytes(&c->wire, cr, p, d) * nspb[p][d]; /* as ser_ns */
-                    uint64_t full, fin = bucket_finish(
-                        now, link_free[p][d], ns >= (double)NET_NS_MAX ? NET_NS_MAX : (uint64_t)(ns + 0.5),
-                        bns[p][d], &full);
-                    predF[m] = link_free[p][d] > now && fin > now ? (int32_t)link_last[p][d] : -1;
-                    F[m] = fin;
-                    link_free[p][d] = full;
-                    link_last[p][d] = (int64_t)r;
-                    n_msgs++;
-                }
-            }
-        }
-        acc.rounds += cr->comm;
-        for (int q = 0; q < P; q++)
-            for (int p = 0; p < P; p++)
-                if (p != q)
-                    acc.bytes_sent[q] += cr->bytes[q][p];
-        for (int p = 0; p < P; p++) {
-            size_t i = base + p;
-            uint64_t t = S[i];
-            int from = -1;
-            if (cr->comm)
-                for (int q = 0; q < P; q++) {
-                    if (q == p || cr->bytes[q][p] == 0)
-                        continue;
-                    uint64_t a = F[(base + q) * P + p] + lat[q][p];
-                    if (a > t) {
-                        t = a;
-                        from = q;
-                    }
-                }
-            D[i] = t;
-            predD[i] = (int8_t)from;
-            if (t > last_t) {
-                last_t = t;
-                last_i = i;
-            }
-            acc.offline_bytes[p] += cr->offline[p];
-        }
-        if (last_t >= NET_NS_MAX) /* every term is below it: no sum has wrapped yet */
+        rcat[r] = (uint8_t)q.cat;
+        rlayer[r] = (int16_t)q.layer;
+        seq_issue(c, &q, cr, r, P);
+        if (cr->comm)
+            seq_send(c, &q, cr, r, P);
+        seq_deliver(c, &q, cr, r, P);
+        if (q.last_t >= NET_NS_MAX) /* every term is below it: no sum has wrapped yet */
             return time_range_error(e);
     }
     if (R > 0) {
-        stats_flush(c, &acc, cat, layer);
-        c->last[cur] = R - 1;
+        stats_flush(c, &q.acc, q.cat, q.layer);
+        c->last[q.cur] = R - 1;
     }
     for (int p = 0; p < P; p++)
         c->next[p] = R;
-    memcpy(c->cpu_free, cpu_free, sizeof cpu_free);
-    memcpy(c->link_free, link_free, sizeof link_free);
-    memcpy(c->link_last, link_last, sizeof link_last);
-    c->last_t = last_t;
-    c->last_i = last_i;
-    c->n_msgs = n_msgs;
-    c->events = (uint64_t)R * P + n_msgs;
+    seq_store(c, &q);
+    c->events = (uint64_t)R * P + q.n_msgs;
     return MS_OK;
 }
 

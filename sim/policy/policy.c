@@ -173,10 +173,16 @@ static int choice_index(const char *choices, const char *val)
     return -1;
 }
 
+/* Where a message about kv starts: "file:line:col: error: " for a scenario's parameter, or
+ * "--option key=value: " for one given on the command line (line 0; path is then the option,
+ * and the command's own "error:" comes before it). */
 static int where_prefix(char *buf, size_t cap, const char *path, const kv_param *kv)
 {
+    if (kv && kv->line <= 0)
+        return snprintf(buf, cap, "%s %s=%s: ", path ? path : "<command line>", kv->key, kv->val);
     if (kv)
-        return snprintf(buf, cap, "%s:%d:%d", path ? path : "<scenario>", kv->line, kv->col);
+        return snprintf(buf, cap, "%s:%d:%d: error: ", path ? path : "<scenario>", kv->line,
+                        kv->col);
     return snprintf(buf, cap, "%s", path ? path : "<scenario>");
 }
 
@@ -190,7 +196,7 @@ static int check_value(const policy_ops *p, const policy_param *pp, const char *
         int i = choice_index(pp->choices, val);
         if (i < 0)
             return err_set(e, MS_ERR_INPUT,
-                           "%s: error: bad value '%s' for policy %s parameter '%s'\n"
+                           "%sbad value '%s' for policy %s parameter '%s'\n"
                            "  hint: one of %s",
                            at, val, p->name, pp->key, pp->choices);
         if (idx)
@@ -200,17 +206,17 @@ static int check_value(const policy_ops *p, const policy_param *pp, const char *
     double d;
     if (parse_double(val, &d) != 0 || !isfinite(d))
         return err_set(e, MS_ERR_INPUT,
-                       "%s: error: policy %s parameter '%s' wants a number, got '%s'\n"
+                       "%spolicy %s parameter '%s' wants a number, got '%s'\n"
                        "  hint: default is %s (%s)",
                        at, p->name, pp->key, val, pp->def, pp->help);
     if (d < pp->lo || d > pp->hi)
         return err_set(e, MS_ERR_RANGE,
-                       "%s: error: policy %s parameter '%s' = %g is out of range [%g, %g]\n"
+                       "%spolicy %s parameter '%s' = %g is out of range [%g, %g]\n"
                        "  hint: %s",
                        at, p->name, pp->key, d, pp->lo, pp->hi, pp->help);
     if (pp->whole && d != floor(d))
         return err_set(e, MS_ERR_INPUT,
-                       "%s: error: policy %s parameter '%s' wants a whole number, got '%s'", at,
+                       "%spolicy %s parameter '%s' wants a whole number, got '%s'", at,
                        p->name, pp->key, val);
     if (out)
         *out = d;
@@ -234,11 +240,11 @@ int policy_check_params(const policy_ops *p, const kv_param *kv, size_t n, const
             where_prefix(at, sizeof at, path, &kv[i]);
             if (dym)
                 return err_set(e, MS_ERR_INPUT,
-                               "%s: error: unknown parameter '%s' for policy %s (did you mean "
+                               "%sunknown parameter '%s' for policy %s (did you mean "
                                "'%s'?)",
                                at, kv[i].key, p->name, dym);
             return err_set(e, MS_ERR_INPUT,
-                           "%s: error: unknown parameter '%s' for policy %s\n"
+                           "%sunknown parameter '%s' for policy %s\n"
                            "  hint: `mpcsim list policies` shows each policy's parameters",
                            at, kv[i].key, p->name);
         }
@@ -295,7 +301,7 @@ int policy_arg_u32(const policy_ops *p, const policy_args *a, const char *key, u
         char at[600];
         where_prefix(at, sizeof at, a ? a->path : NULL, kv);
         return err_set(e, MS_ERR_INPUT,
-                       "%s: error: policy %s parameter '%s' wants a whole number, got '%s'", at,
+                       "%spolicy %s parameter '%s' wants a whole number, got '%s'", at,
                        p->name, key, val);
     }
     *out = (uint32_t)d;
@@ -331,6 +337,37 @@ static int cmp_u32(const void *a, const void *b)
 {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
     return (x > y) - (x < y);
+}
+
+
+typedef float v4f __attribute__((vector_size(16)));
+typedef double v2d __attribute__((vector_size(16)));
+
+void policy_add_row(float *acc, const float *row, uint32_t n)
+{
+    uint32_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        v4f a, b;
+        memcpy(&a, acc + j, sizeof a);
+        memcpy(&b, row + j, sizeof b);
+        a += b;
+        memcpy(acc + j, &a, sizeof a);
+    }
+    for (; j < n; j++)
+        acc[j] += row[j];
+}
+
+void policy_add_row_d(double *acc, const float *row, uint32_t n)
+{
+    uint32_t j = 0;
+    for (; j + 2 <= n; j += 2) {
+        v2d a;
+        memcpy(&a, acc + j, sizeof a);
+        a += (v2d){row[j], row[j + 1]};
+        memcpy(acc + j, &a, sizeof a);
+    }
+    for (; j < n; j++)
+        acc[j] += row[j];
 }
 
 /* Quickselect (median of three, Hoare-style) so that w[0..k) hold the k first in `before`

@@ -205,6 +205,17 @@ int policy_arg_choice(const policy_ops *p, const policy_args *a, const char *key
 size_t policy_topk(const float *score, const uint32_t *cand, size_t n, size_t k, uint32_t *out,
                    uint32_t *work);
 
+/* acc[j] += row[j] for j < n, in float (score and vote accumulation), four lanes at a time:
+ * the same sum per entry as the scalar loop. */
+void policy_add_row(float *acc, const float *row, uint32_t n);
+/* acc[j] += row[j] for j < n, the float entries added in double (a column sum over rows
+ * taken row by row, each column's terms in row order). */
+void policy_add_row_d(double *acc, const float *row, uint32_t n);
+
+/* H2O's eviction victim among the live entries j < end (alive[j] != 0) by accumulated score
+ * sc: the smallest score, the latest position on ties; UINT32_MAX when none lives. */
+uint32_t policy_h2o_victim(const float *sc, const uint8_t *alive, uint32_t end);
+
 /* IEEE half precision (binary16) bits of x rounded toward +inf (up) or −inf (down), and
  * back to float (exact). Outward rounding keeps a max an upper bound and a min a lower bound:
  * policy_half_float(policy_half_up(x)) ≥ x and policy_half_float(policy_half_down(x)) ≤ x for

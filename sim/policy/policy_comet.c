@@ -406,15 +406,21 @@ int comet_emit_ops(op_program *p, const comet_shape *s, int phase, uint32_t laye
     if (!s->secret) {
         /* COST: pattern public: each token's block indicator revealed — the one-hot rows'
          * column sums (a transposing VIEW and a product with a public ones vector: local), one
-         * bit per block as A1's reveal, not the A·blocks one-hot; the lowering takes the
-         * weights' active rows and columns by those indices (local) */
+         * element per block as A1's reveal, not the A·blocks one-hot rows (whose order would
+         * say more than the set) — to every node (semi2k's dealer too, outside the rounds: its
+         * triples for the FFN's products by the weights' active rows depend on which rows, eng.h
+         * publish); then the indicator as the active neurons' indices "ffn.idx" (local), by which
+         * the lowering takes the weights' rows and columns (VIEWs of the fixed operands: local) */
         uint32_t oht = ct(&w, "comet.onehot_t", OPT_TEMP, T, NB, A);
         co(&w, OP_VIEW, T * A, NB, 0, 1, oh, OP_NONE, oht, OPF_MERGE_HEADS, 0);
         uint32_t ind = ct(&w, "comet.blocks", OPT_TEMP, T, NB, 1);
         co(&w, OP_MATMUL, T, NB, A, 1, oht, ct(&w, "comet.ones", OPT_PUBLIC, 1, A, 1), ind,
            OPF_PUBLIC_B | OPF_NO_TRUNC, 0);
-        uint32_t pat = ct(&w, "comet.pattern", OPT_TEMP, T, NB, 1);
+        uint32_t pat = ct(&w, "comet.pattern", OPT_PUBLIC, T, NB, 1);
         co(&w, OP_REVEAL, T, NB, 0, 1, ind, OP_NONE, pat, 0, -1);
+        uint64_t na = (uint64_t)A * b < s->ffn_dim ? (uint64_t)A * b : s->ffn_dim;
+        co(&w, OP_VIEW, T, (uint32_t)na, s->ffn_dim, 1, pat, OP_NONE,
+           ct(&w, "ffn.idx", OPT_PUBLIC, T, (uint32_t)na, 1), OPF_INDEX_BLOCKS, (int32_t)b);
     } else {
         /* COST: pattern secret: one GATHER of the active blocks' rows of the table [W1 rows |
          * W3 rows | W2 columns] (fixed), then local re-layouts into the lowering's gathered

@@ -17,8 +17,8 @@ typedef struct comet_sec {
     uint32_t *active;          /* [n_layers] the lowering's FFN neurons (A·block) */
 } comet_sec;
 
-/* Selects on shares with the top-k predictor (active_frac > 0), the secret pattern, and no
- * refill: every token's K/V are computed at its own step, so a token may not count as skipped
+/* Selects on shares with the top-k predictor (active_frac > 0), either pattern, and no refill:
+ * every token's K/V are computed at its own step, so a token may not count as skipped
  * (A/blocks ≥ skip_below). Anything else stays in plaintext (*cfg = NULL). */
 static int comet_sec_config(const policy_env *env, const policy_args *a, void **cfg, errbuf *e)
 {
@@ -34,7 +34,7 @@ static int comet_sec_config(const policy_env *env, const policy_args *a, void **
     if (rc)
         return rc;
     uint32_t NB = (env->ffn_dim + block - 1) / block, A = comet_topk_blocks(frac, NB);
-    if (!A || pat != 1 || (double)A < skip * NB)
+    if (!A || (double)A < skip * NB)
         return MS_OK;
     comet_sec *c = calloc(1, sizeof *c);
     if (c)
@@ -43,7 +43,7 @@ static int comet_sec_config(const policy_env *env, const policy_args *a, void **
         free(c);
         return err_set(e, MS_ERR_NOMEM, "policy comet: out of memory");
     }
-    c->sh = (comet_shape){env->dim, env->ffn_dim, block, NB, A, 1};
+    c->sh = (comet_shape){env->dim, env->ffn_dim, block, NB, A, pat == 1};
     c->n_layers = env->n_layers;
     uint64_t n = (uint64_t)A * block;
     for (uint32_t l = 0; l < env->n_layers; l++)
@@ -70,7 +70,7 @@ static void comet_sec_lower(const void *cfg, const secpol_run *r, const secpol_s
 {
     const comet_sec *c = cfg;
     lo->ffn_active = c->active;
-    lo->ffn_secret = 1;
+    lo->ffn_secret = c->sh.secret;
 }
 
 /* Each layer's ops, right after the FFN's norm (its output L<l>.xn2). */
@@ -283,7 +283,8 @@ static int comet_sec_audit_note(const void *cfg, const secpol_run *r, const secp
         if (differ)
             fprintf(out, "; %u differ, the replay's largest margin there %.4f (%s twice the score error)", differ,
                     worst, ties ? "within" : "NOT within");
-        fprintf(out, "; block scores off by at most %.4f where they agree\n", err);
+        fprintf(out, "; block scores off by at most %.4f where they agree; pattern %s\n", err,
+                s->secret ? "secret (nothing revealed)" : "public (each token's active blocks revealed)");
     }
     free(sel), free(rsel), free(rep.score), free(lg);
     llama_free(m);
@@ -291,8 +292,8 @@ static int comet_sec_audit_note(const void *cfg, const secpol_run *r, const secp
 }
 
 const secpol_ops policy_comet_secure = {
-    .which = " with these parameters (it needs active_frac > 0, >= skip_below, and pattern\n"
-             "#       secret; this run's FFN is dense)",
+    .which = " with these parameters (it needs active_frac > 0 and >= skip_below; this\n"
+             "#       run's FFN is dense)",
     .own_query = 0,
     .session_cache = 1,
     .config = comet_sec_config,

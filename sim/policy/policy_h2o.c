@@ -102,23 +102,51 @@ static int h2o_init(const policy_env *env, const policy_args *a, void **st, errb
 
 static unsigned h2o_needs(void *st, uint32_t pos) { return POLICY_NEED_ATT; }
 
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+/* The one branchy pass of the definition (policy.h) as two vector passes with the same
+ * answer: the live minimum (dead entries read as +inf), then the last live entry holding it. */
+uint32_t policy_h2o_victim(const float *sc, const uint8_t *alive, uint32_t end)
+{
+    uint32_t e4 = end / 4 * 4, j;
+    const v4f inf = {INFINITY, INFINITY, INFINITY, INFINITY};
+    v4f m = inf;
+    for (j = 0; j < e4; j += 4) {
+        v4f x;
+        memcpy(&x, sc + j, sizeof x);
+        v4i live = (v4i){alive[j], alive[j + 1], alive[j + 2], alive[j + 3]} != 0;
+        x = (v4f)(((v4i)x & live) | ((v4i)inf & ~live));
+        v4i lt = x < m;
+        m = (v4f)(((v4i)x & lt) | ((v4i)m & ~lt));
+    }
+    float best = INFINITY;
+    for (int i = 0; i < 4; i++)
+        best = m[i] < best ? m[i] : best;
+    for (; j < end; j++)
+        best = alive[j] && sc[j] < best ? sc[j] : best;
+    for (j = end; j > e4; j--)
+        if (alive[j - 1] && sc[j - 1] == best)
+            return j - 1;
+    const v4f b4 = {best, best, best, best};
+    for (j = e4; j > 0; j -= 4) {
+        v4f x;
+        memcpy(&x, sc + j - 4, sizeof x);
+        v4i hit = (x == b4) &
+                  ((v4i){alive[j - 4], alive[j - 3], alive[j - 2], alive[j - 1]} != 0);
+        if (hit[0] | hit[1] | hit[2] | hit[3])
+            return hit[3] ? j - 1 : hit[2] ? j - 2 : hit[1] ? j - 3 : j - 4;
+    }
+    return UINT32_MAX;
+}
+
 /* Evicts the non-recent entry with the smallest score until the cache fits. */
 static void h2o_evict(h2o_state *s, size_t base, uint32_t pos, uint32_t *count)
 {
     uint32_t budget = s->hh + s->recent;
     uint32_t first_recent = pos + 1 >= s->recent ? pos + 1 - s->recent : 0;
     while (*count > budget) {
-        uint32_t victim = UINT32_MAX;
-        float best = INFINITY;
-        for (uint32_t j = 0; j < first_recent; j++) {
-            if (!s->alive[base + j])
-                continue;
-            float v = s->score[base + j];
-            if (v <= best) { /* later position wins ties: it is evicted first */
-                best = v;
-                victim = j;
-            }
-        }
+        uint32_t victim = policy_h2o_victim(s->score + base, s->alive + base, first_recent);
         if (victim == UINT32_MAX)
             return;
         s->alive[base + victim] = 0;
@@ -134,11 +162,8 @@ static int h2o_observe(void *st, const policy_obs *o, errbuf *e)
     for (uint32_t g = 0; g < v->n_kv_heads; g++) {
         size_t lg = (size_t)o->layer * v->n_kv_heads + g, base = lg * v->max_len;
         float *sc = s->score + base;
-        for (uint32_t h = g * G; o->att && h < (g + 1) * G; h++) {
-            const float *row = o->att + (size_t)h * n;
-            for (uint32_t j = 0; j < n; j++)
-                sc[j] += row[j];
-        }
+        for (uint32_t h = g * G; o->att && h < (g + 1) * G; h++)
+            policy_add_row(sc, o->att + (size_t)h * n, n);
         s->alive[base + o->pos] = 1;
         s->count[lg]++;
         if (o->pos >= v->prompt_len)

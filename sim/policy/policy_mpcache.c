@@ -59,6 +59,7 @@ typedef struct mpcache_state {
     uint32_t s1, s2, window;
     int mode, share, skip2;
     uint8_t *pass;     /* [L][P] threshold votes, or NULL */
+    double *colsum;    /* P: threshold mode, one prompt row's head sums */
     float *vote;       /* [L][Hkv][P] topk votes, or NULL */
     mpcache_head *head;    /* [L][Hkv] */
     uint8_t *prev;     /* last selection of the layer below (sharing), Hkv × max_len */
@@ -81,6 +82,7 @@ static void mpcache_fini(void *st)
         }
     free(s->head);
     free(s->pass);
+    free(s->colsum);
     free(s->vote);
     free(s->prev);
     free(s->c1);
@@ -151,13 +153,15 @@ static int mpcache_init(const policy_env *env, const policy_args *a, void **st, 
     s->cand = malloc(G2max * sizeof *s->cand);
     s->stat_count = calloc((size_t)L * Hkv, sizeof *s->stat_count);
     s->ids = calloc((size_t)L + 1, sizeof *s->ids);
-    if (s->mode == ST_THRESHOLD)
+    if (s->mode == ST_THRESHOLD) {
         s->pass = calloc((size_t)L * P + 1, 1);
+        s->colsum = malloc(((size_t)P + 1) * sizeof *s->colsum);
+    }
     else if (s->mode == ST_TOPK)
         s->vote = calloc((size_t)L * Hkv * P + 1, sizeof *s->vote);
     if (!s->head || !s->prev || !s->c1 || !s->c2 || !s->qs || !s->kbuf || !s->work ||
         !s->sel1 || !s->sel2 || !s->cand || !s->stat_count || !s->ids ||
-        (s->mode == ST_THRESHOLD && !s->pass) || (s->mode == ST_TOPK && !s->vote)) {
+        (s->mode == ST_THRESHOLD && (!s->pass || !s->colsum)) || (s->mode == ST_TOPK && !s->vote)) {
         mpcache_fini(s);
         return err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory");
     }
@@ -253,21 +257,19 @@ static int mpcache_observe(void *st, const policy_obs *o, errbuf *e)
     if (!o->att)
         return MS_OK;
     if (s->mode == ST_THRESHOLD) {
+        /* the head sum of each column, taken row by row (each column's terms in head order) */
         uint8_t *pass = s->pass + (size_t)o->layer * P;
-        for (uint32_t j = 0; j < n; j++) {
-            double m = 0;
-            for (uint32_t h = 0; h < H; h++)
-                m += o->att[(size_t)h * n + j];
-            if (m / H >= s->thr)
+        memset(s->colsum, 0, n * sizeof *s->colsum);
+        for (uint32_t h = 0; h < H; h++)
+            policy_add_row_d(s->colsum, o->att + (size_t)h * n, n);
+        for (uint32_t j = 0; j < n; j++)
+            if (s->colsum[j] / H >= s->thr)
                 pass[j] = 1;
-        }
     } else {
         uint32_t G = H / Hkv;
-        for (uint32_t h = 0; h < H; h++) {
-            float *vt = s->vote + ((size_t)o->layer * Hkv + h / G) * P;
-            for (uint32_t j = 0; j < n; j++)
-                vt[j] += o->att[(size_t)h * n + j];
-        }
+        for (uint32_t h = 0; h < H; h++)
+            policy_add_row(s->vote + ((size_t)o->layer * Hkv + h / G) * P, o->att + (size_t)h * n,
+                           n);
     }
     return MS_OK;
 }

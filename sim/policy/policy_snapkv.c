@@ -54,10 +54,7 @@ void snap_core_observe(snap_core *c, const policy_obs *o)
     uint32_t P = c->env.prompt_len, H = c->env.n_heads, n = o->pos + 1;
     uint32_t nvote = P - c->window; /* keys outside the window */
     for (uint32_t h = 0; h < H; h++) {
-        float *v = c->vote + ((size_t)o->layer * H + h) * P;
-        const float *row = o->att + (size_t)h * n;
-        for (uint32_t j = 0; j < nvote; j++)
-            v[j] += row[j];
+        policy_add_row(c->vote + ((size_t)o->layer * H + h) * P, o->att + (size_t)h * n, nvote);
     }
 }
 

@@ -427,9 +427,18 @@ int mpcache_secure_compare(const secpol_run *o, const mpcache_sec *cfg, const se
  *     "w3.gathered" (T, A·block, dim) and "w2.gathered" (T, dim, A·block): the FFN's matmuls
  *     multiply by them (lower_opts.ffn_secret). Nothing is revealed.
  *   pattern public: each token's block indicator (the one-hot rows' column sums: local)
- *     REVEALED (the lowering's weight views by those indices; costed, not run in the secure
- *     session: the indices would exist only mid-program).
- * The attention is dense; K/V are every token's own (no refill on shares). */
+ *     REVEALED to every node ("L<l>.comet.pattern", (T, blocks, 1)) — semi2k's dealer gets it
+ *     from P0 outside the rounds (eng.h publish), since its triples for the products by the
+ *     weights' active rows are A·B[idx] of the restricted masks — then turned into the active
+ *     neurons' indices "L<l>.ffn.idx" (T, min(A·block, ffn_dim), 1; VIEW OPF_INDEX_BLOCKS,
+ *     2^64 − 1 past a partial last block's neurons: zero rows), by which the lowering takes
+ *     W1's and W3's rows and W2's columns (VIEWs of the fixed operands, their opened masks
+ *     restricted likewise: lower_opts.ffn_secret = 0). Every shape is public before the step
+ *     runs (A is); only the values of the indices arrive mid-program. Revealed: each token's
+ *     set of active blocks per layer (not the top-k's order).
+ * The attention is dense; K/V are every token's own (no refill on shares: with the top-k
+ * predictor A is the same for every token, so either no token is skipped — A ≥ skip_below ·
+ * blocks, the configurations on shares — or every one is, POLICIES.md comet A3/A4). */
 typedef struct comet_shape {
     uint32_t dim, ffn_dim, block, nblocks;
     uint32_t active;           /* A: active blocks per token */

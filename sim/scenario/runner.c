@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "models/lower.h"
+#include "protocols/base/grow.h"
 #include "sim/replay/replay.h"
 #include "sim/engine/stepcost.h"
 #include "sim/trace/trace.h"
@@ -37,14 +38,8 @@ void run_result_free(run_result *r)
 
 int run_metric_add(run_result *r, const char *name, double value, const char *unit)
 {
-    if (r->n_metric == r->cap_metric) {
-        size_t nc = r->cap_metric ? 2 * r->cap_metric : 32;
-        run_metric *nm = realloc(r->metric, nc * sizeof *nm);
-        if (!nm)
-            return MS_ERR_NOMEM;
-        r->metric = nm;
-        r->cap_metric = nc;
-    }
+    if (ms_grow(&r->metric, &r->cap_metric, r->n_metric, sizeof *r->metric, 32))
+        return MS_ERR_NOMEM;
     run_metric *m = &r->metric[r->n_metric++];
     memset(m, 0, sizeof *m);
     snprintf(m->name, sizeof m->name, "%s", name);
@@ -126,14 +121,8 @@ static step_key *memo_find(runner *R, uint32_t kv_len, uint64_t h)
 
 static int memo_add(runner *R, uint32_t kv_len, uint64_t h, sim_result *res)
 {
-    if (R->n_memo == R->cap_memo) {
-        size_t nc = R->cap_memo ? 2 * R->cap_memo : 16;
-        step_key *nm = realloc(R->memo, nc * sizeof *nm);
-        if (!nm)
-            return MS_ERR_NOMEM;
-        R->memo = nm;
-        R->cap_memo = nc;
-    }
+    if (ms_grow(&R->memo, &R->cap_memo, R->n_memo, sizeof *R->memo, 16))
+        return MS_ERR_NOMEM;
     step_key *k = &R->memo[R->n_memo];
     if (!(k->kept = malloc(R->n_kept * sizeof *k->kept + 1)))
         return MS_ERR_NOMEM;

@@ -110,12 +110,13 @@ static int prep_args(const policy_ops *pol, const char *const *params, size_t n,
         const char *eq = strchr(params[i], '=');
         if (!eq || eq == params[i] || (size_t)(eq - params[i]) >= sizeof kv[i].key ||
             strlen(eq + 1) >= sizeof kv[i].val)
-            return err_set(e, MS_ERR_INPUT, "policy parameter '%s': want key=value", params[i]);
+            return err_set(e, MS_ERR_INPUT, "--policy-param wants KEY=VALUE (a policy parameter), "
+                           "not '%s'", params[i]);
         memset(&kv[i], 0, sizeof kv[i]);
         memcpy(kv[i].key, params[i], (size_t)(eq - params[i]));
         snprintf(kv[i].val, sizeof kv[i].val, "%s", eq + 1);
     }
-    return policy_check_params(pol, kv, n, "(command line)", e);
+    return policy_check_params(pol, kv, n, "--policy-param", e);
 }
 
 int secinf_policy_replay(const model_cfg *m, llama *ref, const char *policy,
@@ -153,7 +154,7 @@ int secinf_policy_replay(const model_cfg *m, llama *ref, const char *policy,
     policy_env env = {.n_layers = m->n_layers, .n_heads = m->n_heads, .n_kv_heads = m->n_kv_heads,
                       .head_dim = m->head_dim, .dim = m->dim, .ffn_dim = m->ffn_dim,
                       .prompt_len = prompt, .max_len = n, .gather_k = prep_gather_k, .kv_ctx = &c};
-    policy_args a = {.kv = kv, .n = n_params, .path = "(command line)"};
+    policy_args a = {.kv = kv, .n = n_params, .path = "--policy-param"};
     if (!rc)
         rc = pol->init(&env, &a, &c.st, e);
     llama_hooks hf = {.ctx = &c, .on_layer = prep_full_layer};
@@ -196,7 +197,7 @@ int secinf_public_keep(const model_cfg *m, const char *policy, const char *const
     policy_env env = {.n_layers = m->n_layers, .n_heads = m->n_heads, .n_kv_heads = m->n_kv_heads,
                       .head_dim = m->head_dim, .dim = m->dim, .ffn_dim = m->ffn_dim, .prompt_len = prompt,
                       .max_len = n};
-    policy_args a = {.kv = kv, .n = n_params, .path = "(command line)"};
+    policy_args a = {.kv = kv, .n = n_params, .path = "--policy-param"};
     void *st = NULL;
     if ((rc = pol->init(&env, &a, &st, e)))
         return rc;
@@ -243,7 +244,7 @@ int secinf_spol_of(const model_cfg *m, const char *policy, const char *const *pa
     policy_env env = {.n_layers = m->n_layers, .n_heads = m->n_heads, .n_kv_heads = m->n_kv_heads,
                       .head_dim = m->head_dim, .dim = m->dim, .ffn_dim = m->ffn_dim, .prompt_len = prompt,
                       .max_len = n};
-    policy_args a = {.kv = kv, .n = n_params, .path = "(command line)"};
+    policy_args a = {.kv = kv, .n = n_params, .path = "--policy-param"};
     if (!rc)
         rc = pol->secure->config(&env, &a, &sp->cfg, e);
     if (!rc && sp->cfg)

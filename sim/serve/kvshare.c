@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "protocols/base/grow.h"
+
 #define NIL UINT32_MAX
 #define SPAN_MAX_CANDIDATES 16 /* anchor hits verified per prompt position */
 
@@ -123,14 +125,8 @@ static void lru_append(kvs *c, uint32_t i)
 
 static int hold_push(kvs_hold *h, uint32_t i)
 {
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? 2 * h->cap : 16;
-        uint32_t *q = realloc(h->unit, cap * sizeof *q);
-        if (!q)
-            return -1;
-        h->unit = q;
-        h->cap = cap;
-    }
+    if (ms_grow(&h->unit, &h->cap, h->n, sizeof *h->unit, 16))
+        return -1;
     h->unit[h->n++] = i;
     return 0;
 }
@@ -151,14 +147,8 @@ static uint32_t unit_alloc(kvs *c)
         c->free_u = c->u[i].next;
         return i;
     }
-    if (c->n_u == c->cap_u) {
-        size_t cap = c->cap_u ? 2 * c->cap_u : 256;
-        unit *q = realloc(c->u, cap * sizeof *q);
-        if (!q)
-            return NIL;
-        c->u = q;
-        c->cap_u = cap;
-    }
+    if (ms_grow(&c->u, &c->cap_u, c->n_u, sizeof *c->u, 256))
+        return NIL;
     return (uint32_t)c->n_u++;
 }
 
@@ -337,14 +327,8 @@ static int anchor_add(kvs *c, uint64_t key, uint32_t ui, uint32_t off)
     if (i != NIL) {
         c->free_a = c->a[i].next;
     } else {
-        if (c->n_a == c->cap_a) {
-            size_t cap = c->cap_a ? 2 * c->cap_a : 1024;
-            anchor *q = realloc(c->a, cap * sizeof *q);
-            if (!q)
-                return -1;
-            c->a = q;
-            c->cap_a = cap;
-        }
+        if (ms_grow(&c->a, &c->cap_a, c->n_a, sizeof *c->a, 1024))
+            return -1;
         i = (uint32_t)c->n_a++;
     }
     size_t b = bucket_of(c, key);

@@ -230,6 +230,7 @@ typedef struct synth_src {
     float *signs;       /* dc: one key's content signs (scratch, reference kernel) */
     float *nib;         /* G × ceil(dc/8) × 32: per byte, the nibble tables of bits 0–3, 4–7 */
     float *tab;         /* G × ceil(dc/8) × 256: per-byte partial content logits */
+    float *rowmax;      /* G: the largest logit of each row of a group so far */
     float *base;        /* T: one KV head's sink + heavy + locality logits */
     float *locr;        /* T: loc in float, reversed: locr[T − 1 − Δ] = loc[Δ] */
     uint64_t *words;    /* ceil(dc/64) × SYNTH_BLOCK: sign words of a block of keys */
@@ -432,17 +433,23 @@ static int synth_att_row(trace *t, uint32_t layer)
             base[j] += sink;
         float *row0 = t->att + (size_t)g * G * n;
         /* keys in blocks: their sign words first, then every head's lookups over the block */
+        for (uint32_t hh = 0; hh < G; hh++)
+            s->rowmax[hh] = -INFINITY;
         for (uint32_t j0 = 0; j0 < n; j0 += SYNTH_BLOCK) {
             uint32_t nj = n - j0 < SYNTH_BLOCK ? n - j0 : SYNTH_BLOCK;
             synth_kern_words(prefix, j0, nj, nw, s->words);
-            for (uint32_t hh = 0; hh < G; hh++)
-                synth_kern_lookup(base + j0, s->words, nj, nw, nb,
-                                  s->nib + (size_t)hh * nb * 32,
-                                  s->tab + (size_t)hh * nb * 256, row0 + (size_t)hh * n + j0);
+            for (uint32_t hh = 0; hh < G; hh++) {
+                float mx = synth_kern_lookup(base + j0, s->words, nj, nw, nb,
+                                             s->nib + (size_t)hh * nb * 32,
+                                             s->tab + (size_t)hh * nb * 256,
+                                             row0 + (size_t)hh * n + j0);
+                s->rowmax[hh] = mx > s->rowmax[hh] ? mx : s->rowmax[hh];
+            }
         }
+        /* the group's rows while they are still in cache, from the maxima of their lookups */
+        for (uint32_t hh = 0; hh < G; hh++)
+            synth_kern_softmax_max(row0 + (size_t)hh * n, n, s->rowmax[hh]);
     }
-    for (uint32_t h = 0; h < sh->n_heads; h++)
-        synth_kern_softmax(t->att + (size_t)h * n, n);
     return 1;
 }
 
@@ -654,6 +661,7 @@ static void synth_close(trace *t)
     free(s->signs);
     free(s->nib);
     free(s->tab);
+    free(s->rowmax);
     free(s->base);
     free(s->locr);
     free(s->words);
@@ -724,6 +732,7 @@ int trace_synth_attach(trace *t, const model_cfg *cfg, errbuf *e)
                     sizeof *s->tab);
     s->base = malloc(((size_t)t->s.n_tokens + 1) * sizeof *s->base);
     s->locr = malloc(((size_t)t->s.n_tokens + 1) * sizeof *s->locr);
+    s->rowmax = malloc((size_t)(t->s.n_heads / t->s.n_kv_heads) * sizeof *s->rowmax);
     s->nib = malloc(((size_t)(t->s.n_heads / t->s.n_kv_heads) * ((s->dc + 7) / 8) * 32 + 1) *
                     sizeof *s->nib);
     /* zeroed: the wide loops read a block's slots past its last key (and ignore them) */
@@ -732,7 +741,7 @@ int trace_synth_attach(trace *t, const model_cfg *cfg, errbuf *e)
     s->heavy = calloc(lg * ((t->s.n_tokens + 63) / 64), sizeof *s->heavy);
     s->heavy_done = calloc(lg, sizeof *s->heavy_done);
     void *cbuf = t->synth.generator == 1 ? (void *)s->content : (void *)s->node;
-    if (!cbuf || !s->rff || !s->loc || !s->signs || !s->nib || !s->tab || !s->base || !s->locr || !s->words ||
+    if (!cbuf || !s->rff || !s->loc || !s->signs || !s->rowmax || !s->nib || !s->tab || !s->base || !s->locr || !s->words ||
         !s->heavy || !s->heavy_done)
         return err_set(e, MS_ERR_NOMEM, "out of memory");
     for (uint32_t dd = 0; dd < t->s.n_tokens; dd++) {

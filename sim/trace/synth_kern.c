@@ -13,6 +13,7 @@
 
 #include "trace_impl.h"
 
+#include <math.h>
 #include <string.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -93,8 +94,8 @@ static void words_portable(uint64_t prefix, uint32_t j0, uint32_t nj, uint32_t n
     }
 }
 
-static void lookup_portable(const float *base, const uint64_t *wb, uint32_t nj, uint32_t nw,
-                            uint32_t nb, const float *tab, float *row)
+static float lookup_portable(const float *base, const uint64_t *wb, uint32_t nj, uint32_t nw,
+                             uint32_t nb, const float *tab, float *row)
 {
     memcpy(row, base, nj * sizeof *row);
     for (uint32_t k = 0; k < nw; k++) {
@@ -119,6 +120,10 @@ static void lookup_portable(const float *base, const uint64_t *wb, uint32_t nj, 
                 row[j] += acc;
             }
     }
+    float mx = row[0];
+    for (uint32_t j = 1; j < nj; j++)
+        mx = row[j] > mx ? row[j] : mx;
+    return mx;
 }
 
 /* The row's max, four lanes at a time. */
@@ -242,13 +247,14 @@ WIDE static inline __m512 byte_entry(__m512i x, uint32_t b, const float *t)
                          _mm512_permutexvar_ps(_mm512_srlv_epi32(x, sh), _mm512_loadu_ps(t)));
 }
 
-WIDE static void lookup_wide(const float *base, const uint64_t *wb, uint32_t nj, uint32_t nw,
-                             uint32_t nb, const float *nib, float *row)
+WIDE static float lookup_wide(const float *base, const uint64_t *wb, uint32_t nj, uint32_t nw,
+                              uint32_t nb, const float *nib, float *row)
 {
     /* the low and the high 32-bit halves of sixteen words, key order kept */
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
                                            28, 30);
     const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    __m512 vmax = _mm512_set1_ps(-INFINITY);
     for (uint32_t j = 0; j < nj; j += 16) {
         __mmask16 m = nj - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (nj - j)) - 1);
         __m512 v = _mm512_maskz_loadu_ps(m, base + j);
@@ -276,7 +282,9 @@ WIDE static void lookup_wide(const float *base, const uint64_t *wb, uint32_t nj,
             }
         }
         _mm512_mask_storeu_ps(row + j, m, v);
+        vmax = _mm512_mask_max_ps(vmax, m, vmax, v);
     }
+    return _mm512_reduce_max_ps(vmax);
 }
 
 WIDE static float max_wide(const float *row, uint32_t n)
@@ -341,33 +349,37 @@ void synth_kern_words(uint64_t prefix, uint32_t j0, uint32_t nj, uint32_t nw, ui
     words_portable(prefix, j0, nj, nw, wb);
 }
 
-void synth_kern_lookup(const float *base, const uint64_t *wb, uint32_t nj, uint32_t nw,
-                       uint32_t nb, const float *nib, const float *tab, float *row)
+float synth_kern_lookup(const float *base, const uint64_t *wb, uint32_t nj, uint32_t nw,
+                        uint32_t nb, const float *nib, const float *tab, float *row)
 {
 #ifdef SYNTH_X86
-    if (synth_kern_wide()) {
-        lookup_wide(base, wb, nj, nw, nb, nib, row);
-        return;
-    }
+    if (synth_kern_wide())
+        return lookup_wide(base, wb, nj, nw, nb, nib, row);
 #endif
-    lookup_portable(base, wb, nj, nw, nb, tab, row);
+    return lookup_portable(base, wb, nj, nw, nb, tab, row);
 }
 
 void synth_kern_softmax(float *row, uint32_t n)
 {
+#ifdef SYNTH_X86
+    if (synth_kern_wide()) {
+        synth_kern_softmax_max(row, n, max_wide(row, n));
+        return;
+    }
+#endif
+    synth_kern_softmax_max(row, n, max_portable(row, n));
+}
+
+void synth_kern_softmax_max(float *row, uint32_t n, float mx)
+{
     uint32_t n4 = n / 4 * 4, j;
     int wide = synth_kern_wide();
-    float mx;
 #ifdef SYNTH_X86
-    if (wide) {
-        mx = max_wide(row, n);
+    if (wide)
         exp_wide(row, n4, mx);
-    } else
+    else
 #endif
-    {
-        mx = max_portable(row, n);
         exp_portable(row, n4, mx);
-    }
     double sum = sum_blocks(row, n4);
     for (j = n4; j < n; j++)
         sum += (row[j] = trace_synth_exp_neg(row[j] - mx));

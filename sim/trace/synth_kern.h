@@ -35,12 +35,14 @@ void synth_kern_words(uint64_t prefix, uint32_t j0, uint32_t nj, uint32_t nw, ui
  * word's may be fewer than 8). nib holds per byte the two nibble tables (16 floats for bits
  * 0–3, then 16 for bits 4–7); a byte's table entry is hi[v >> 4] + lo[v & 15] in float. tab
  * (the byte tables built from them, 256 floats per byte) is read by the portable loop only and
- * may be NULL when synth_kern_wide(). */
-void synth_kern_lookup(const float *base, const uint64_t *wb, uint32_t nj, uint32_t nw,
+ * may be NULL when synth_kern_wide(). Returns the largest of the nj logits. */
+float synth_kern_lookup(const float *base, const uint64_t *wb, uint32_t nj, uint32_t nw,
                        uint32_t nb, const float *nib, const float *tab, float *row);
 
 /* Softmax of a row in place: max, e^(x − max) (trace_synth_exp_neg), a float sum per block
  * of 64 entries in four lanes added up in double, one reciprocal. */
 void synth_kern_softmax(float *row, uint32_t n);
+/* The same with the row's max already known (mx: the largest of row[0..n)). */
+void synth_kern_softmax_max(float *row, uint32_t n, float mx);
 
 #endif
