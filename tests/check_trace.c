@@ -495,8 +495,10 @@ END_TEST
 /* The AVX-512 loops give the portable loops' values bit for bit (where the CPU has AVX-512;
  * elsewhere both runs take the portable loops): whole rows for content widths of one byte
  * (d = 16), one word (128), a word and a partial byte (130) and three words (200) at positions
- * whose rows end in every lane of a vector and past a block of keys; then each loop alone over
- * lengths 1..300, with 1..3 words and partial last words, against its portable twin and the
+ * whose rows end in every lane of a vector and past a block of keys, with those positions' keys
+ * and values; then each loop alone over
+ * lengths 1..300, with 1..3 words and partial last words, against its portable twin (the keys'
+ * signs and the values too, of every length), and the
  * softmax against a double-precision one within float rounding (the exp's 2 ulps and the
  * float sums of up to 16 terms per lane). */
 START_TEST(test_synth_kernel_wide_vs_portable)
@@ -521,6 +523,16 @@ START_TEST(test_synth_kernel_wide_vs_portable)
                 ck_assert_msg(!memcmp(trace_att(t, l), ref, n * sizeof *ref),
                               "d %u pos %u layer %u", dims[di], pos, l);
             }
+            /* keys and values (every KV head) */
+            uint32_t kvn = trace_get_shape(t)->n_kv_heads * dims[di];
+            float *kv = calloc(4 * kvn, sizeof *kv);
+            trace_synth_portable_kernel = 1;
+            ck_assert_int_eq(trace_kv(t, 2, pos, kv, kv + kvn), MS_OK);
+            trace_synth_portable_kernel = 0;
+            ck_assert_int_eq(trace_kv(t, 2, pos, kv + 2 * kvn, kv + 3 * kvn), MS_OK);
+            ck_assert_msg(!memcmp(kv, kv + 2 * kvn, 2 * kvn * sizeof *kv), "kv d %u pos %u",
+                          dims[di], pos);
+            free(kv);
         }
         free(ref);
         trace_close(t);
@@ -544,11 +556,12 @@ START_TEST(test_synth_kernel_wide_vs_portable)
         for (uint32_t nb = 1; nb <= 24; nb += nb < 9 ? 1 : 7) {
             uint32_t nw = (nb + 7) / 8, j0 = nj * 977;
             trace_synth_portable_kernel = 1;
-            synth_kern_words(0x1234567890abcdefull ^ nb, j0, nj, nw, wp);
-            float mp = synth_kern_lookup(base, wp, nj, nw, nb, nib, tab, rp);
+            synth_kern_words(0x1234567890abcdefull ^ nb, j0, nj, nw, SYNTH_BLOCK, wp);
+            float mp = synth_kern_lookup(base, wp, SYNTH_BLOCK, nj, nw, nb, nib, tab, rp);
             trace_synth_portable_kernel = 0;
-            synth_kern_words(0x1234567890abcdefull ^ nb, j0, nj, nw, wa);
-            float ma = synth_kern_lookup(base, wa, nj, nw, nb, nib, tab, ra), mx = rp[0];
+            synth_kern_words(0x1234567890abcdefull ^ nb, j0, nj, nw, SYNTH_BLOCK, wa);
+            float ma = synth_kern_lookup(base, wa, SYNTH_BLOCK, nj, nw, nb, nib, tab, ra),
+                  mx = rp[0];
             for (uint32_t j = 1; j < nj; j++)
                 mx = rp[j] > mx ? rp[j] : mx;
             for (uint32_t k = 0; k < nw; k++)
@@ -557,6 +570,19 @@ START_TEST(test_synth_kernel_wide_vs_portable)
             ck_assert_msg(!memcmp(ra, rp, nj * sizeof *ra), "lookup nj %u nb %u", nj, nb);
             ck_assert_msg(ma == mx && mp == mx, "lookup max nj %u nb %u", nj, nb);
         }
+    for (uint32_t n = 1; n <= N; n++) { /* signs and values of n channels */
+        uint64_t st = 0x9e3779b97f4a7c15ull * n, w[5] = {st, st * st, ~st, st >> 7, st << 3};
+        trace_synth_portable_kernel = 1;
+        synth_kern_signs(w + 1, 2, n, 0.75f, xp);
+        trace_synth_portable_kernel = 0;
+        synth_kern_signs(w + 1, 2, n, 0.75f, xa);
+        ck_assert_msg(!memcmp(xa, xp, n * sizeof *xa), "signs n %u", n);
+        trace_synth_portable_kernel = 1;
+        synth_kern_values(st, n, 1.0f / 37837.0f, xp);
+        trace_synth_portable_kernel = 0;
+        synth_kern_values(st, n, 1.0f / 37837.0f, xa);
+        ck_assert_msg(!memcmp(xa, xp, n * sizeof *xa), "values n %u", n);
+    }
     for (uint32_t n = 1; n <= N; n++) {
         for (uint32_t j = 0; j < n; j++)
             xa[j] = xp[j] = (float)gsl_ran_gaussian(r, 8.0);
@@ -582,6 +608,54 @@ START_TEST(test_synth_kernel_wide_vs_portable)
     free(tab);
     free(xa);
     free(xp);
+}
+END_TEST
+
+/* The sign-word cache (trace_synth_words_cap) changes no value: rows and keys of a trace that
+ * keeps every key's words equal those of one that hashes them again per row, bit for bit, at
+ * positions that fill the cache forward, then below what it holds, then past it; under both
+ * kernels. */
+START_TEST(test_synth_words_cache)
+{
+    static const uint32_t dims[] = {16, 128, 200};
+    static const uint32_t poss[] = {40, 3, 17, 299, 120, 300};
+    trace_synth p;
+    trace_synth_defaults(&p);
+    p.heavy_frac = 0.2;
+    errbuf e;
+    size_t cap = trace_synth_words_cap;
+    for (int portable = 0; portable < 2; portable++)
+        for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
+            uint32_t d = dims[di];
+            trace_synth_portable_kernel = portable;
+            trace_synth_words_cap = 0;
+            trace *u = synth(d, 320, 5, &p);
+            trace_synth_words_cap = cap;
+            trace *c = synth(d, 320, 5, &p);
+            ck_assert_uint_eq(trace_synth_words_bytes(u), 0);
+            ck_assert_uint_gt(trace_synth_words_bytes(c), 0);
+            uint32_t kvn = trace_get_shape(c)->n_kv_heads * d;
+            float *ka = calloc(2 * kvn, sizeof *ka), *kb = calloc(2 * kvn, sizeof *kb);
+            for (size_t pi = 0; pi < sizeof poss / sizeof poss[0]; pi++) {
+                uint32_t pos = poss[pi], n = 4 * (pos + 1);
+                ck_assert_int_eq(trace_seek(u, pos, &e), MS_OK);
+                ck_assert_int_eq(trace_seek(c, pos, &e), MS_OK);
+                for (uint32_t l = 0; l < 4; l += 3)
+                    ck_assert_msg(!memcmp(trace_att(u, l), trace_att(c, l), n * sizeof(float)),
+                                  "rows d %u pos %u layer %u", d, pos, l);
+                /* keys below, at and past what the cache holds */
+                for (uint32_t j = 0; j < 320; j += 7) {
+                    ck_assert_int_eq(trace_kv(u, 3, j, ka, ka + kvn), MS_OK);
+                    ck_assert_int_eq(trace_kv(c, 3, j, kb, kb + kvn), MS_OK);
+                    ck_assert_msg(!memcmp(ka, kb, 2 * kvn * sizeof *ka), "kv d %u key %u", d, j);
+                }
+            }
+            free(ka);
+            free(kb);
+            trace_close(u);
+            trace_close(c);
+        }
+    trace_synth_portable_kernel = 0;
 }
 END_TEST
 
@@ -921,6 +995,7 @@ Suite *trace_suite(void)
     tcase_add_test(tc, test_synth_subset_attend);
     tcase_add_test(tc, test_synth_kernel_vs_reference);
     tcase_add_test(tc, test_synth_kernel_wide_vs_portable);
+    tcase_add_test(tc, test_synth_words_cache);
     tcase_add_test(tc, test_synth_random_access);
     tcase_add_test(tc, test_synth_knobs);
     tcase_add_test(tc, test_fit_recovers);

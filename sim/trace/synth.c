@@ -234,8 +234,14 @@ typedef struct synth_src {
     float *base;        /* T: one KV head's sink + heavy + locality logits */
     float *locr;        /* T: loc in float, reversed: locr[T − 1 − Δ] = loc[Δ] */
     uint64_t *words;    /* ceil(dc/64) × SYNTH_BLOCK: sign words of a block of keys */
+    uint64_t *wcache;   /* L × Hkv × ceil(dc/64) × ws: every key's sign words, filled on demand
+                         * like the heavy bitmap (NULL: over trace_synth_words_cap) */
+    uint32_t *wcache_done; /* L × Hkv: keys whose words wcache holds */
+    size_t ws;          /* wcache's stride per word: T rounded up to 16, plus 16 */
+    uint64_t *kvw;      /* ceil(dc/64): one key's sign words (synth_kv1) */
     uint64_t *heavy;    /* L × Hkv × ceil(T/64) bits: heavy status, filled on demand */
     uint32_t *heavy_done; /* L × Hkv: positions whose status is filled */
+    uint64_t *prefix;   /* 4 × L × Hkv: stream_prefix of ST_KEY..ST_COPY per (layer, KV head) */
     double amp;         /* a */
     double rho;         /* AR(1) coefficient of the content query */
     double sigma_k;     /* Rademacher key amplitude */
@@ -253,6 +259,14 @@ typedef struct synth_src {
     uint32_t wo_layer;  /* layer held by the single slot */
 } synth_src;
 
+/* stream_prefix(seed, what, layer, g) of the per-(layer, KV head) streams, what in
+ * ST_KEY..ST_COPY, from the table filled at open: a key's stream key is then one hash. */
+static uint64_t head_prefix(const trace *t, int what, uint32_t layer, uint32_t g)
+{
+    const synth_src *s = t->impl;
+    return s->prefix[((size_t)(what - ST_KEY) * t->s.n_layers + layer) * t->s.n_kv_heads + g];
+}
+
 /* Heavy status of a key: drawn at layer 0; at each later layer kept from the layer below
  * with probability layer_sim, else redrawn. Walking down from `layer` to the last redraw gives
  * the same value in expected 1/(1 − layer_sim) steps. */
@@ -263,11 +277,11 @@ static int heavy_draw(const trace *t, uint32_t layer, uint32_t g, uint32_t pos)
         return 0;
     uint32_t l = layer;
     for (; l > 0; l--) {
-        uint64_t sc = stream_key(t->seed, ST_COPY, l, g, pos);
+        uint64_t sc = mix64(head_prefix(t, ST_COPY, l, g) ^ pos);
         if (unit(&sc) >= p->layer_sim)
             break;
     }
-    uint64_t sh = stream_key(t->seed, ST_HEAVY, l, g, pos);
+    uint64_t sh = mix64(head_prefix(t, ST_HEAVY, l, g) ^ pos);
     return unit(&sh) < p->heavy_frac;
 }
 
@@ -286,6 +300,35 @@ static int is_heavy(const trace *t, uint32_t layer, uint32_t g, uint32_t pos)
     return (int)(bits[pos / 64] >> (pos % 64) & 1);
 }
 
+size_t trace_synth_words_cap = SYNTH_WORDS_CAP;
+
+/* The sign words of keys 0..n-1 of (layer, KV head g) in the cache, filled up to n (word k of
+ * key j at [k·ws + j]), or NULL when the trace keeps no cache. */
+static const uint64_t *key_words(trace *t, uint32_t layer, uint32_t g, uint32_t n)
+{
+    synth_src *s = t->impl;
+    if (!s->wcache)
+        return NULL;
+    size_t lg = (size_t)layer * t->s.n_kv_heads + g, nw = (s->dc + 63) / 64;
+    uint64_t *w = s->wcache + lg * nw * s->ws;
+    uint32_t done = s->wcache_done[lg];
+    if (done < n) {
+        synth_kern_words(head_prefix(t, ST_KEY, layer, g), done, n - done, (uint32_t)nw,
+                         s->ws, w + done);
+        s->wcache_done[lg] = n;
+    }
+    return w;
+}
+
+size_t trace_synth_words_bytes(const trace *t)
+{
+    const synth_src *s = t->synthetic ? t->impl : NULL;
+    if (!s || !s->wcache)
+        return 0;
+    return (size_t)t->s.n_layers * t->s.n_kv_heads * ((s->dc + 63) / 64) * s->ws *
+           sizeof *s->wcache;
+}
+
 /* Key and/or value of KV head g at (layer, pos). Values are Irwin–Hall(4) draws scaled to
  * unit variance (near-Gaussian, |v| ≤ √12): one 64-bit counter draw per value, so a policy
  * gathering thousands of values per step stays cheap. */
@@ -298,27 +341,23 @@ static void synth_kv1(trace *t, uint32_t layer, uint32_t g, uint32_t pos, float 
         k[0] = pos < t->synth.n_sinks ? (float)(t->synth.sink * rt) : 0.0f;
         k[1] = is_heavy(t, layer, g, pos) ? (float)(t->synth.heavy * rt) : 0.0f;
         memcpy(k + 2, s->rff + (size_t)pos * 2 * s->m, 2 * s->m * sizeof(float));
-        uint64_t st = stream_key(t->seed, ST_KEY, layer, g, pos);
-        float sk = (float)s->sigma_k, *kc = k + 2 + 2 * s->m;
-        for (uint32_t i0 = 0; i0 < s->dc; i0 += 64) {
-            st += 0x9E3779B97F4A7C15ull;
-            uint64_t bits = mix64(st);
-            uint32_t n = s->dc - i0 < 64 ? s->dc - i0 : 64;
-            for (uint32_t i = 0; i < n; i++)
-                kc[i0 + i] = sk * (float)((int)(bits >> i & 1) * 2 - 1);
+        size_t lg = (size_t)layer * t->s.n_kv_heads + g, nw = (s->dc + 63) / 64;
+        if (s->wcache && pos < s->wcache_done[lg]) {
+            synth_kern_signs(s->wcache + lg * nw * s->ws + pos, s->ws, s->dc, (float)s->sigma_k,
+                             k + 2 + 2 * s->m);
+        } else {
+            uint64_t st = mix64(head_prefix(t, ST_KEY, layer, g) ^ pos);
+            for (size_t w = 0; w < nw; w++) {
+                st += 0x9E3779B97F4A7C15ull;
+                s->kvw[w] = mix64(st);
+            }
+            synth_kern_signs(s->kvw, 1, s->dc, (float)s->sigma_k, k + 2 + 2 * s->m);
         }
     }
     if (v) {
         /* sum of 4 uniforms on [0, 65536): mean 131070, variance 4·(65536² − 1)/12 */
         const float scale = (float)(1.0 / sqrt(4.0 * (65536.0 * 65536.0 - 1) / 12.0));
-        uint64_t st = stream_key(t->seed, ST_VAL, layer, g, pos);
-        for (uint32_t i = 0; i < d; i++) {
-            st += 0x9E3779B97F4A7C15ull;
-            uint64_t b = mix64(st);
-            uint32_t sum = (uint32_t)(b & 0xffff) + (uint32_t)(b >> 16 & 0xffff) +
-                           (uint32_t)(b >> 32 & 0xffff) + (uint32_t)(b >> 48);
-            v[i] = ((float)sum - 131070.0f) * scale;
-        }
+        synth_kern_values(mix64(head_prefix(t, ST_VAL, layer, g) ^ pos), d, scale, v);
     }
 }
 
@@ -390,7 +429,7 @@ static int synth_att_row(trace *t, uint32_t layer)
     float sink = (float)t->synth.sink, heavy = (float)t->synth.heavy;
     uint32_t ns = t->synth.n_sinks;
     for (uint32_t g = 0; g < sh->n_kv_heads; g++) {
-        uint64_t prefix = stream_prefix(t->seed, ST_KEY, layer, g);
+        uint64_t prefix = head_prefix(t, ST_KEY, layer, g);
         is_heavy(t, layer, g, pos); /* fills the bitmap up to pos */
         const uint64_t *hb = s->heavy + ((size_t)layer * sh->n_kv_heads + g) * words;
         /* per query head of the group: byte tables of σ_k/√d · Σ c_i·(2·bit_i − 1), each
@@ -435,11 +474,15 @@ static int synth_att_row(trace *t, uint32_t layer)
         /* keys in blocks: their sign words first, then every head's lookups over the block */
         for (uint32_t hh = 0; hh < G; hh++)
             s->rowmax[hh] = -INFINITY;
+        const uint64_t *wc = key_words(t, layer, g, n);
         for (uint32_t j0 = 0; j0 < n; j0 += SYNTH_BLOCK) {
             uint32_t nj = n - j0 < SYNTH_BLOCK ? n - j0 : SYNTH_BLOCK;
-            synth_kern_words(prefix, j0, nj, nw, s->words);
+            const uint64_t *wb = wc ? wc + j0 : s->words;
+            size_t ws = wc ? s->ws : SYNTH_BLOCK;
+            if (!wc)
+                synth_kern_words(prefix, j0, nj, nw, SYNTH_BLOCK, s->words);
             for (uint32_t hh = 0; hh < G; hh++) {
-                float mx = synth_kern_lookup(base + j0, s->words, nj, nw, nb,
+                float mx = synth_kern_lookup(base + j0, wb, ws, nj, nw, nb,
                                              s->nib + (size_t)hh * nb * 32,
                                              s->tab + (size_t)hh * nb * 256,
                                              row0 + (size_t)hh * n + j0);
@@ -665,8 +708,12 @@ static void synth_close(trace *t)
     free(s->base);
     free(s->locr);
     free(s->words);
+    free(s->wcache);
+    free(s->wcache_done);
+    free(s->kvw);
     free(s->heavy);
     free(s->heavy_done);
+    free(s->prefix);
     free(s->content);
     if (s->wo) {
         size_t cols = (size_t)t->s.n_heads * t->s.head_dim, n = (size_t)t->s.dim * cols;
@@ -737,12 +784,31 @@ int trace_synth_attach(trace *t, const model_cfg *cfg, errbuf *e)
                     sizeof *s->nib);
     /* zeroed: the wide loops read a block's slots past its last key (and ignore them) */
     s->words = calloc(((size_t)(s->dc + 63) / 64 + 1) * SYNTH_BLOCK, sizeof *s->words);
-    size_t lg = (size_t)t->s.n_layers * t->s.n_kv_heads;
+    size_t lg = (size_t)t->s.n_layers * t->s.n_kv_heads, nw = (s->dc + 63) / 64;
+    s->ws = ((size_t)t->s.n_tokens + 15) / 16 * 16 + 16;
+    s->kvw = calloc(nw + 1, sizeof *s->kvw);
+    if (s->dc && (double)lg * nw * s->ws * sizeof(uint64_t) <= (double)trace_synth_words_cap) {
+        /* untouched pages cost nothing: memory grows with the keys whose rows are computed */
+        s->wcache = calloc(lg * nw * s->ws, sizeof *s->wcache);
+        s->wcache_done = calloc(lg, sizeof *s->wcache_done);
+        if (!s->wcache || !s->wcache_done) { /* no room: compute the words per row */
+            free(s->wcache);
+            free(s->wcache_done);
+            s->wcache = NULL;
+            s->wcache_done = NULL;
+        }
+    }
     s->heavy = calloc(lg * ((t->s.n_tokens + 63) / 64), sizeof *s->heavy);
     s->heavy_done = calloc(lg, sizeof *s->heavy_done);
+    if ((s->prefix = malloc(4 * lg * sizeof *s->prefix)))
+        for (int w = ST_KEY; w <= ST_COPY; w++)
+            for (uint32_t l = 0; l < t->s.n_layers; l++)
+                for (uint32_t g = 0; g < t->s.n_kv_heads; g++)
+                    s->prefix[((size_t)(w - ST_KEY) * t->s.n_layers + l) * t->s.n_kv_heads + g] =
+                        stream_prefix(t->seed, w, l, g);
     void *cbuf = t->synth.generator == 1 ? (void *)s->content : (void *)s->node;
-    if (!cbuf || !s->rff || !s->loc || !s->signs || !s->rowmax || !s->nib || !s->tab || !s->base || !s->locr || !s->words ||
-        !s->heavy || !s->heavy_done)
+    if (!cbuf || !s->rff || !s->loc || !s->signs || !s->rowmax || !s->nib || !s->tab || !s->base || !s->locr || !s->words || !s->kvw ||
+        !s->heavy || !s->heavy_done || !s->prefix)
         return err_set(e, MS_ERR_NOMEM, "out of memory");
     for (uint32_t dd = 0; dd < t->s.n_tokens; dd++) {
         double c = 0;

@@ -83,24 +83,25 @@ float trace_synth_exp_neg(float x)
 
 /* ---- portable loops ----------------------------------------------------------------------- */
 
-static void words_portable(uint64_t prefix, uint32_t j0, uint32_t nj, uint32_t nw, uint64_t *wb)
+static void words_portable(uint64_t prefix, uint32_t j0, uint32_t nj, uint32_t nw, size_t ws,
+                           uint64_t *wb)
 {
     for (uint32_t j = 0; j < nj; j++) {
         uint64_t st = synth_mix64(prefix ^ (j0 + j));
         for (uint32_t k = 0; k < nw; k++) {
             st += 0x9E3779B97F4A7C15ull;
-            wb[(size_t)k * SYNTH_BLOCK + j] = synth_mix64(st);
+            wb[(size_t)k * ws + j] = synth_mix64(st);
         }
     }
 }
 
-static float lookup_portable(const float *base, const uint64_t *wb, uint32_t nj, uint32_t nw,
-                             uint32_t nb, const float *tab, float *row)
+static float lookup_portable(const float *base, const uint64_t *wb, size_t ws, uint32_t nj,
+                             uint32_t nw, uint32_t nb, const float *tab, float *row)
 {
     memcpy(row, base, nj * sizeof *row);
     for (uint32_t k = 0; k < nw; k++) {
         const float *tk = tab + (size_t)8 * k * 256;
-        const uint64_t *wk = wb + (size_t)k * SYNTH_BLOCK;
+        const uint64_t *wk = wb + (size_t)k * ws;
         uint32_t bytes = nb - 8 * k < 8 ? nb - 8 * k : 8;
         if (bytes == 8)
             for (uint32_t j = 0; j < nj; j++) {
@@ -124,6 +125,27 @@ static float lookup_portable(const float *base, const uint64_t *wb, uint32_t nj,
     for (uint32_t j = 1; j < nj; j++)
         mx = row[j] > mx ? row[j] : mx;
     return mx;
+}
+
+static void signs_portable(const uint64_t *w, size_t ws, uint32_t dc, float sk, float *kc)
+{
+    for (uint32_t i0 = 0; i0 < dc; i0 += 64) {
+        uint64_t bits = w[(size_t)(i0 / 64) * ws];
+        uint32_t n = dc - i0 < 64 ? dc - i0 : 64;
+        for (uint32_t i = 0; i < n; i++)
+            kc[i0 + i] = sk * (float)((int)(bits >> i & 1) * 2 - 1);
+    }
+}
+
+static void values_portable(uint64_t st, uint32_t d, float scale, float *v)
+{
+    for (uint32_t i = 0; i < d; i++) {
+        st += 0x9E3779B97F4A7C15ull;
+        uint64_t b = synth_mix64(st);
+        uint32_t sum = (uint32_t)(b & 0xffff) + (uint32_t)(b >> 16 & 0xffff) +
+                       (uint32_t)(b >> 32 & 0xffff) + (uint32_t)(b >> 48);
+        v[i] = ((float)sum - 131070.0f) * scale;
+    }
 }
 
 /* The row's max, four lanes at a time. */
@@ -221,7 +243,8 @@ WIDE static inline __m512i mix64_8(__m512i z)
 }
 
 /* Eight keys per vector; the last vector may run past nj, into the block's own slots. */
-WIDE static void words_wide(uint64_t prefix, uint32_t j0, uint32_t nj, uint32_t nw, uint64_t *wb)
+WIDE static void words_wide(uint64_t prefix, uint32_t j0, uint32_t nj, uint32_t nw, size_t ws,
+                            uint64_t *wb)
 {
     const __m512i lane = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
     const __m512i golden = _mm512_set1_epi64((long long)0x9E3779B97F4A7C15ull);
@@ -231,8 +254,55 @@ WIDE static void words_wide(uint64_t prefix, uint32_t j0, uint32_t nj, uint32_t 
         __m512i st = mix64_8(_mm512_xor_si512(pre, pos));
         for (uint32_t k = 0; k < nw; k++) {
             st = _mm512_add_epi64(st, golden);
-            _mm512_storeu_si512((void *)(wb + (size_t)k * SYNTH_BLOCK + j), mix64_8(st));
+            _mm512_storeu_si512((void *)(wb + (size_t)k * ws + j), mix64_8(st));
         }
+    }
+}
+
+/* sk·(±1) is ±sk exactly: a blend of the two by the word's bits, sixteen signs at a time. */
+WIDE static void signs_wide(const uint64_t *w, size_t ws, uint32_t dc, float sk, float *kc)
+{
+    const __m512 pos = _mm512_set1_ps(sk), neg = _mm512_set1_ps(-sk);
+    for (uint32_t i0 = 0; i0 < dc; i0 += 64) {
+        uint64_t bits = w[(size_t)(i0 / 64) * ws];
+        for (uint32_t q = 0; q < 64 && i0 + q < dc; q += 16) {
+            uint32_t n = dc - i0 - q;
+            __mmask16 m = n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
+            _mm512_mask_storeu_ps(kc + i0 + q, m, _mm512_mask_blend_ps((__mmask16)(bits >> q), neg, pos));
+        }
+    }
+}
+
+/* Sixteen values at a time: two vectors of eight hashes, their 16-bit fields summed in 64-bit
+ * lanes (under 2^18, so the conversion to float is exact), then values_portable's two float
+ * operations. */
+WIDE static __m256 value_sums(__m512i b)
+{
+    const __m512i m16 = _mm512_set1_epi64(0xffff);
+    __m512i s = _mm512_add_epi64(_mm512_and_si512(b, m16),
+                                 _mm512_and_si512(_mm512_srli_epi64(b, 16), m16));
+    s = _mm512_add_epi64(s, _mm512_and_si512(_mm512_srli_epi64(b, 32), m16));
+    s = _mm512_add_epi64(s, _mm512_srli_epi64(b, 48));
+    return _mm512_cvtepi64_ps(s);
+}
+
+WIDE static void values_wide(uint64_t st, uint32_t d, float scale, float *v)
+{
+    const uint64_t g = 0x9E3779B97F4A7C15ull;
+    __m512i s = _mm512_setr_epi64((long long)(st + g), (long long)(st + 2 * g),
+                                  (long long)(st + 3 * g), (long long)(st + 4 * g),
+                                  (long long)(st + 5 * g), (long long)(st + 6 * g),
+                                  (long long)(st + 7 * g), (long long)(st + 8 * g));
+    const __m512i step = _mm512_set1_epi64((long long)(8 * g));
+    const __m512 mid = _mm512_set1_ps(131070.0f), sc = _mm512_set1_ps(scale);
+    for (uint32_t i = 0; i < d; i += 16) {
+        __m256 f0 = value_sums(mix64_8(s));
+        s = _mm512_add_epi64(s, step);
+        __m256 f1 = value_sums(mix64_8(s));
+        s = _mm512_add_epi64(s, step);
+        __m512 f = _mm512_insertf32x8(_mm512_castps256_ps512(f0), f1, 1);
+        __mmask16 m = d - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (d - i)) - 1);
+        _mm512_mask_storeu_ps(v + i, m, _mm512_mul_ps(_mm512_sub_ps(f, mid), sc));
     }
 }
 
@@ -247,8 +317,8 @@ WIDE static inline __m512 byte_entry(__m512i x, uint32_t b, const float *t)
                          _mm512_permutexvar_ps(_mm512_srlv_epi32(x, sh), _mm512_loadu_ps(t)));
 }
 
-WIDE static float lookup_wide(const float *base, const uint64_t *wb, uint32_t nj, uint32_t nw,
-                              uint32_t nb, const float *nib, float *row)
+WIDE static float lookup_wide(const float *base, const uint64_t *wb, size_t ws, uint32_t nj,
+                              uint32_t nw, uint32_t nb, const float *nib, float *row)
 {
     /* the low and the high 32-bit halves of sixteen words, key order kept */
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
@@ -259,7 +329,7 @@ WIDE static float lookup_wide(const float *base, const uint64_t *wb, uint32_t nj
         __mmask16 m = nj - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (nj - j)) - 1);
         __m512 v = _mm512_maskz_loadu_ps(m, base + j);
         for (uint32_t k = 0; k < nw; k++) {
-            const uint64_t *wk = wb + (size_t)k * SYNTH_BLOCK + j;
+            const uint64_t *wk = wb + (size_t)k * ws + j;
             const float *nk = nib + (size_t)8 * k * 32;
             __m512i w0 = _mm512_loadu_si512((const void *)wk);
             __m512i w1 = _mm512_loadu_si512((const void *)(wk + 8));
@@ -338,25 +408,48 @@ WIDE static void scale_wide(float *row, uint32_t n4, float inv)
 
 /* ---- dispatch ------------------------------------------------------------------------------ */
 
-void synth_kern_words(uint64_t prefix, uint32_t j0, uint32_t nj, uint32_t nw, uint64_t *wb)
+void synth_kern_words(uint64_t prefix, uint32_t j0, uint32_t nj, uint32_t nw, size_t ws,
+                      uint64_t *wb)
 {
 #ifdef SYNTH_X86
     if (synth_kern_wide()) {
-        words_wide(prefix, j0, nj, nw, wb);
+        words_wide(prefix, j0, nj, nw, ws, wb);
         return;
     }
 #endif
-    words_portable(prefix, j0, nj, nw, wb);
+    words_portable(prefix, j0, nj, nw, ws, wb);
 }
 
-float synth_kern_lookup(const float *base, const uint64_t *wb, uint32_t nj, uint32_t nw,
-                        uint32_t nb, const float *nib, const float *tab, float *row)
+void synth_kern_signs(const uint64_t *w, size_t ws, uint32_t dc, float sk, float *kc)
+{
+#ifdef SYNTH_X86
+    if (synth_kern_wide()) {
+        signs_wide(w, ws, dc, sk, kc);
+        return;
+    }
+#endif
+    signs_portable(w, ws, dc, sk, kc);
+}
+
+void synth_kern_values(uint64_t st, uint32_t d, float scale, float *v)
+{
+#ifdef SYNTH_X86
+    if (synth_kern_wide()) {
+        values_wide(st, d, scale, v);
+        return;
+    }
+#endif
+    values_portable(st, d, scale, v);
+}
+
+float synth_kern_lookup(const float *base, const uint64_t *wb, size_t ws, uint32_t nj,
+                        uint32_t nw, uint32_t nb, const float *nib, const float *tab, float *row)
 {
 #ifdef SYNTH_X86
     if (synth_kern_wide())
-        return lookup_wide(base, wb, nj, nw, nb, nib, row);
+        return lookup_wide(base, wb, ws, nj, nw, nb, nib, row);
 #endif
-    return lookup_portable(base, wb, nj, nw, nb, tab, row);
+    return lookup_portable(base, wb, ws, nj, nw, nb, tab, row);
 }
 
 void synth_kern_softmax(float *row, uint32_t n)

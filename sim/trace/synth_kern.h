@@ -6,6 +6,7 @@
 #ifndef MPCSIM_SYNTH_KERN_H
 #define MPCSIM_SYNTH_KERN_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* Keys whose sign words are hashed together before the lookups. */
@@ -26,18 +27,30 @@ extern int trace_synth_portable_kernel;
  * trace_synth_portable_kernel is 0). */
 int synth_kern_wide(void);
 
-/* Sign words of keys j0..j0+nj (nj <= SYNTH_BLOCK) of one KV head's key stream: word k of key
- * j, wb[k·SYNTH_BLOCK + j − j0], is mix64(mix64(prefix ^ j) + (k + 1)·golden), k < nw. */
-void synth_kern_words(uint64_t prefix, uint32_t j0, uint32_t nj, uint32_t nw, uint64_t *wb);
+/* Sign words of keys j0..j0+nj of one KV head's key stream: word k of key j,
+ * wb[k·ws + j − j0], is mix64(mix64(prefix ^ j) + (k + 1)·golden), k < nw. The wide loop also
+ * writes the words of the keys up to the next multiple of 8 past nj (each key's own words), so
+ * ws ≥ nj rounded up to 8. */
+void synth_kern_words(uint64_t prefix, uint32_t j0, uint32_t nj, uint32_t nw, size_t ws,
+                      uint64_t *wb);
 
-/* Logits of nj keys for one query head: row[j] = base[j] + Σ_k S_k(j), the words added one
- * by one, S_k the sum of the byte tables' entries of word k's bytes (nb bytes in all, the last
- * word's may be fewer than 8). nib holds per byte the two nibble tables (16 floats for bits
- * 0–3, then 16 for bits 4–7); a byte's table entry is hi[v >> 4] + lo[v & 15] in float. tab
+/* Logits of nj keys for one query head: row[j] = base[j] + Σ_k S_k(j), the words (wb[k·ws + j])
+ * added one by one, S_k the sum of the byte tables' entries of word k's bytes (nb bytes in all,
+ * the last word's may be fewer than 8). nib holds per byte the two nibble tables (16 floats for
+ * bits 0–3, then 16 for bits 4–7); a byte's table entry is hi[v >> 4] + lo[v & 15] in float. tab
  * (the byte tables built from them, 256 floats per byte) is read by the portable loop only and
- * may be NULL when synth_kern_wide(). Returns the largest of the nj logits. */
-float synth_kern_lookup(const float *base, const uint64_t *wb, uint32_t nj, uint32_t nw,
-                       uint32_t nb, const float *nib, const float *tab, float *row);
+ * may be NULL when synth_kern_wide(). The wide loop reads words up to the next multiple of 16
+ * past nj (and ignores them). Returns the largest of the nj logits. */
+float synth_kern_lookup(const float *base, const uint64_t *wb, size_t ws, uint32_t nj,
+                        uint32_t nw, uint32_t nb, const float *nib, const float *tab, float *row);
+
+/* One key's content signs: kc[i] = ±sk, + where bit i mod 64 of word i/64 (w[(i/64)·ws]) is
+ * set, i < dc. */
+void synth_kern_signs(const uint64_t *w, size_t ws, uint32_t dc, float sk, float *kc);
+
+/* One position's values of a KV head: v[i] = (Σ of the four 16-bit fields of
+ * mix64(st + (i + 1)·golden) − 131070) · scale in float, i < d (Irwin–Hall(4) draws). */
+void synth_kern_values(uint64_t st, uint32_t d, float scale, float *v);
 
 /* Softmax of a row in place: max, e^(x − max) (trace_synth_exp_neg), a float sum per block
  * of 64 entries in four lanes added up in double, one reciprocal. */
