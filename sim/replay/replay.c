@@ -39,6 +39,7 @@ struct replay {
     float *att;         /* H × max_len: attention renormalized over the kept entries */
     float *vbuf;
     uint32_t *idx;
+    uint32_t *kidx;     /* max_len: one KV head's kept positions (layer_rows) */
     metrics m;
 };
 
@@ -276,7 +277,8 @@ int replay_open_shared(const run_cfg *cfg, replay_share *shared, replay **out, e
         r->att = malloc((size_t)mc->n_heads * T * sizeof *r->att);
         r->vbuf = malloc(T * mc->head_dim * sizeof *r->vbuf);
         r->idx = malloc(T * sizeof *r->idx);
-        if (!r->keep || !r->kept || !r->sel || !r->att || !r->vbuf || !r->idx)
+        r->kidx = malloc(T * sizeof *r->kidx);
+        if (!r->keep || !r->kept || !r->sel || !r->att || !r->vbuf || !r->idx || !r->kidx)
             rc = err_set(e, MS_ERR_NOMEM, "replay: out of memory");
     }
     if (!rc)
@@ -307,6 +309,7 @@ void replay_close(replay *r)
     free(r->att);
     free(r->vbuf);
     free(r->idx);
+    free(r->kidx);
     free(r);
 }
 
@@ -449,6 +452,41 @@ static int gather_kept(replay *r, uint32_t l, uint32_t g, const uint8_t *keep, u
     return rc;
 }
 
+/* The kept positions of a row of n entries in order (keep[j] for j < n − 1, and n − 1 itself),
+ * into idx; returns their count. Eight mask bytes at a time: a policy's cache is mostly a
+ * small part of the row. */
+static uint32_t kept_list(const uint8_t *keep, uint32_t n, uint32_t *idx)
+{
+    uint32_t c = 0, j = 0;
+    for (; j + 8 < n; j += 8) {
+        uint64_t w;
+        memcpy(&w, keep + j, sizeof w);
+        for (uint32_t b = 0; w && b < 8; b++) {
+            idx[c] = j + b;
+            c += keep[j + b] != 0;
+        }
+    }
+    for (; j + 1 < n; j++) {
+        idx[c] = j;
+        c += keep[j] != 0;
+    }
+    idx[c++] = n - 1;
+    return c;
+}
+
+/* A row renormalized over its kept entries (kidx, c of them): a[j]/R there, 0 elsewhere, R the
+ * sum of the kept entries in position order in double — the entries left out would add +0 to
+ * it, so it is the sum over the whole row with the evicted ones zeroed. */
+static void renorm_row(const float *a, uint32_t n, const uint32_t *kidx, uint32_t c, float *out)
+{
+    double R = 0;
+    for (uint32_t i = 0; i < c; i++)
+        R += a[kidx[i]];
+    memset(out, 0, n * sizeof *out);
+    for (uint32_t i = 0; i < c; i++)
+        out[kidx[i]] = (float)(a[kidx[i]] / R);
+}
+
 /* Metrics of one layer against the full row (measure); the rows renormalized over the kept
  * entries into r->att (renorm: the policy observes them). What is a function of the full row
  * alone (its top-k, the full cache's output) comes from the share (replay_share). */
@@ -488,16 +526,11 @@ static int layer_rows(replay *r, uint32_t pos, uint32_t l, const float *full, in
         int evicted = 0;
         if (out_err && gather_kept(r, l, g, keep, n, &evicted))
             return err_set(e, MS_ERR_INPUT, "replay: trace has no values");
+        uint32_t c = renorm ? kept_list(keep, n, r->kidx) : 0;
         for (uint32_t h = g * G; h < (g + 1) * G; h++) {
             const float *a = full + (size_t)h * n;
-            if (renorm) {
-                float *out = r->att + (size_t)h * n;
-                double R = 0;
-                for (uint32_t j = 0; j < n; j++)
-                    R += j + 1 == n || keep[j] ? a[j] : 0.0f;
-                for (uint32_t j = 0; j < n; j++)
-                    out[j] = j + 1 == n || keep[j] ? (float)(a[j] / R) : 0.0f;
-            }
+            if (renorm)
+                renorm_row(a, n, r->kidx, c, r->att + (size_t)h * n);
             if (!measure)
                 continue;
             size_t got;
