@@ -541,7 +541,9 @@ START_TEST(test_synth_kernel_wide_vs_portable)
     enum { N = 300 };
     uint64_t *wa = calloc(3 * SYNTH_BLOCK, sizeof *wa), *wp = calloc(3 * SYNTH_BLOCK, sizeof *wp);
     float *nib = malloc(24 * 32 * sizeof *nib), *tab = malloc(24 * 256 * sizeof *tab);
-    float base[SYNTH_BLOCK], ra[SYNTH_BLOCK], rp[SYNTH_BLOCK];
+    enum { NL = 17 * SYNTH_BLOCK };
+    float *loc = malloc(NL * sizeof *loc), ra[SYNTH_BLOCK], rp[SYNTH_BLOCK];
+    uint64_t hb[NL / 64];
     float *xa = malloc(N * sizeof *xa), *xp = malloc(N * sizeof *xp);
     gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
     gsl_rng_set(r, 9);
@@ -550,17 +552,21 @@ START_TEST(test_synth_kernel_wide_vs_portable)
     for (uint32_t b = 0; b < 24; b++)
         for (uint32_t v = 0; v < 256; v++)
             tab[b * 256 + v] = nib[32 * b + 16 + (v >> 4)] + nib[32 * b + (v & 15)];
-    for (uint32_t j = 0; j < SYNTH_BLOCK; j++)
-        base[j] = (float)gsl_ran_gaussian(r, 2.0);
+    for (uint32_t j = 0; j < NL; j++)
+        loc[j] = (float)gsl_ran_gaussian(r, 2.0);
+    for (uint32_t w = 0; w < NL / 64; w++)
+        hb[w] = (uint64_t)gsl_rng_get(r) << 32 ^ gsl_rng_get(r);
     for (uint32_t nj = 1; nj <= SYNTH_BLOCK; nj += nj < 40 ? 1 : 23)
         for (uint32_t nb = 1; nb <= 24; nb += nb < 9 ? 1 : 7) {
-            uint32_t nw = (nb + 7) / 8, j0 = nj * 977;
+            /* keys from j0 (a multiple of 16), sinks up to inside the block or none */
+            uint32_t nw = (nb + 7) / 8, j0 = 16 * (nj % 17);
+            synth_base bs = {loc, hb, 1.5f, 4.0f, nj % 3 ? j0 + nj % 37 : 0};
             trace_synth_portable_kernel = 1;
             synth_kern_words(0x1234567890abcdefull ^ nb, j0, nj, nw, SYNTH_BLOCK, wp);
-            float mp = synth_kern_lookup(base, wp, SYNTH_BLOCK, nj, nw, nb, nib, tab, rp);
+            float mp = synth_kern_lookup(&bs, j0, wp, SYNTH_BLOCK, nj, nw, nb, nib, tab, rp);
             trace_synth_portable_kernel = 0;
             synth_kern_words(0x1234567890abcdefull ^ nb, j0, nj, nw, SYNTH_BLOCK, wa);
-            float ma = synth_kern_lookup(base, wa, SYNTH_BLOCK, nj, nw, nb, nib, tab, ra),
+            float ma = synth_kern_lookup(&bs, j0, wa, SYNTH_BLOCK, nj, nw, nb, nib, tab, ra),
                   mx = rp[0];
             for (uint32_t j = 1; j < nj; j++)
                 mx = rp[j] > mx ? rp[j] : mx;
@@ -606,6 +612,7 @@ START_TEST(test_synth_kernel_wide_vs_portable)
     free(wp);
     free(nib);
     free(tab);
+    free(loc);
     free(xa);
     free(xp);
 }

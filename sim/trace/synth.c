@@ -231,7 +231,6 @@ typedef struct synth_src {
     float *nib;         /* G × ceil(dc/8) × 32: per byte, the nibble tables of bits 0–3, 4–7 */
     float *tab;         /* G × ceil(dc/8) × 256: per-byte partial content logits */
     float *rowmax;      /* G: the largest logit of each row of a group so far */
-    float *base;        /* T: one KV head's sink + heavy + locality logits */
     float *locr;        /* T: loc in float, reversed: locr[T − 1 − Δ] = loc[Δ] */
     uint64_t *words;    /* ceil(dc/64) × SYNTH_BLOCK: sign words of a block of keys */
     uint64_t *wcache;   /* L × Hkv × ceil(dc/64) × ws: every key's sign words, filled on demand
@@ -413,9 +412,9 @@ static int synth_att_row_ref(trace *t, uint32_t layer)
  * logit = sink·[j < n_sinks] + heavy·[heavy] + loc[pos − j] + σ_k·(c_h · signs_j)/√d.
  * The content dot product never expands a key's sign bits: per query head, a table of 256
  * partial sums per byte of the 64-bit sign word gives σ_k·Σ c_i·(±1)/√d over those 8
- * channels, so a key costs one hash per 64 channels and one lookup per 8. The base terms are
- * a pass per KV head; the hashes, lookups and softmax are synth_kern.c's loops (AVX-512 where
- * the CPU has it, bit-identical to the portable ones). */
+ * channels, so a key costs one lookup per 8 (its sign words are hashed once per trace,
+ * key_words). The base terms are added in the lookups; the hashes, lookups and softmax are
+ * synth_kern.c's loops (AVX-512 where the CPU has it, bit-identical to the portable ones). */
 static int synth_att_row(trace *t, uint32_t layer)
 {
     synth_src *s = t->impl;
@@ -459,17 +458,8 @@ static int synth_att_row(trace *t, uint32_t layer)
                         tb[vh * 16 + vl] = hi[vh] + lo[vl];
             }
         }
-        /* the base row, the same for every head of the group */
-        float *base = s->base;
-        memcpy(base, s->locr + (t->s.n_tokens - 1 - pos), n * sizeof *base);
-        for (uint32_t w0 = 0; w0 < n; w0 += 64)
-            for (uint64_t x = hb[w0 / 64]; x; x &= x - 1) {
-                uint32_t j = w0 + (uint32_t)__builtin_ctzll(x);
-                if (j < n)
-                    base[j] += heavy;
-            }
-        for (uint32_t j = 0; j < ns && j < n; j++)
-            base[j] += sink;
+        /* the base terms, the same for every head of the group (added in the lookups) */
+        synth_base bs = {s->locr + (t->s.n_tokens - 1 - pos), hb, heavy, sink, ns};
         float *row0 = t->att + (size_t)g * G * n;
         /* keys in blocks: their sign words first, then every head's lookups over the block */
         for (uint32_t hh = 0; hh < G; hh++)
@@ -482,7 +472,7 @@ static int synth_att_row(trace *t, uint32_t layer)
             if (!wc)
                 synth_kern_words(prefix, j0, nj, nw, SYNTH_BLOCK, s->words);
             for (uint32_t hh = 0; hh < G; hh++) {
-                float mx = synth_kern_lookup(base + j0, wb, ws, nj, nw, nb,
+                float mx = synth_kern_lookup(&bs, j0, wb, ws, nj, nw, nb,
                                              s->nib + (size_t)hh * nb * 32,
                                              s->tab + (size_t)hh * nb * 256,
                                              row0 + (size_t)hh * n + j0);
@@ -705,7 +695,6 @@ static void synth_close(trace *t)
     free(s->nib);
     free(s->tab);
     free(s->rowmax);
-    free(s->base);
     free(s->locr);
     free(s->words);
     free(s->wcache);
@@ -777,7 +766,6 @@ int trace_synth_attach(trace *t, const model_cfg *cfg, errbuf *e)
     s->signs = calloc(s->dc ? s->dc : 1, sizeof *s->signs);
     s->tab = malloc(((size_t)(t->s.n_heads / t->s.n_kv_heads) * ((s->dc + 7) / 8) * 256 + 1) *
                     sizeof *s->tab);
-    s->base = malloc(((size_t)t->s.n_tokens + 1) * sizeof *s->base);
     s->locr = malloc(((size_t)t->s.n_tokens + 1) * sizeof *s->locr);
     s->rowmax = malloc((size_t)(t->s.n_heads / t->s.n_kv_heads) * sizeof *s->rowmax);
     s->nib = malloc(((size_t)(t->s.n_heads / t->s.n_kv_heads) * ((s->dc + 7) / 8) * 32 + 1) *
@@ -807,7 +795,7 @@ int trace_synth_attach(trace *t, const model_cfg *cfg, errbuf *e)
                     s->prefix[((size_t)(w - ST_KEY) * t->s.n_layers + l) * t->s.n_kv_heads + g] =
                         stream_prefix(t->seed, w, l, g);
     void *cbuf = t->synth.generator == 1 ? (void *)s->content : (void *)s->node;
-    if (!cbuf || !s->rff || !s->loc || !s->signs || !s->rowmax || !s->nib || !s->tab || !s->base || !s->locr || !s->words || !s->kvw ||
+    if (!cbuf || !s->rff || !s->loc || !s->signs || !s->rowmax || !s->nib || !s->tab || !s->locr || !s->words || !s->kvw ||
         !s->heavy || !s->heavy_done || !s->prefix)
         return err_set(e, MS_ERR_NOMEM, "out of memory");
     for (uint32_t dd = 0; dd < t->s.n_tokens; dd++) {

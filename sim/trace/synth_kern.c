@@ -95,10 +95,18 @@ static void words_portable(uint64_t prefix, uint32_t j0, uint32_t nj, uint32_t n
     }
 }
 
-static float lookup_portable(const float *base, const uint64_t *wb, size_t ws, uint32_t nj,
-                             uint32_t nw, uint32_t nb, const float *tab, float *row)
+static float lookup_portable(const synth_base *bs, uint32_t j0, const uint64_t *wb, size_t ws,
+                             uint32_t nj, uint32_t nw, uint32_t nb, const float *tab, float *row)
 {
-    memcpy(row, base, nj * sizeof *row);
+    for (uint32_t j = 0; j < nj; j++) {
+        uint32_t key = j0 + j;
+        float x = bs->loc[key];
+        if (bs->hb[key / 64] >> (key % 64) & 1)
+            x += bs->heavy;
+        if (key < bs->n_sinks)
+            x += bs->sink;
+        row[j] = x;
+    }
     for (uint32_t k = 0; k < nw; k++) {
         const float *tk = tab + (size_t)8 * k * 256;
         const uint64_t *wk = wb + (size_t)k * ws;
@@ -317,9 +325,10 @@ WIDE static inline __m512 byte_entry(__m512i x, uint32_t b, const float *t)
                          _mm512_permutexvar_ps(_mm512_srlv_epi32(x, sh), _mm512_loadu_ps(t)));
 }
 
-WIDE static float lookup_wide(const float *base, const uint64_t *wb, size_t ws, uint32_t nj,
-                              uint32_t nw, uint32_t nb, const float *nib, float *row)
+WIDE static float lookup_wide(const synth_base *bs, uint32_t j0, const uint64_t *wb, size_t ws,
+                              uint32_t nj, uint32_t nw, uint32_t nb, const float *nib, float *row)
 {
+    const __m512 heavy = _mm512_set1_ps(bs->heavy), sink = _mm512_set1_ps(bs->sink);
     /* the low and the high 32-bit halves of sixteen words, key order kept */
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
                                            28, 30);
@@ -327,7 +336,15 @@ WIDE static float lookup_wide(const float *base, const uint64_t *wb, size_t ws, 
     __m512 vmax = _mm512_set1_ps(-INFINITY);
     for (uint32_t j = 0; j < nj; j += 16) {
         __mmask16 m = nj - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (nj - j)) - 1);
-        __m512 v = _mm512_maskz_loadu_ps(m, base + j);
+        /* the base: sixteen bits of the heavy bitmap (j0 + j is a multiple of 16) */
+        uint32_t key = j0 + j;
+        __m512 v = _mm512_maskz_loadu_ps(m, bs->loc + key);
+        v = _mm512_mask_add_ps(v, (__mmask16)(bs->hb[key / 64] >> (key % 64)), v, heavy);
+        if (key < bs->n_sinks) {
+            uint32_t ns = bs->n_sinks - key;
+            v = _mm512_mask_add_ps(v, ns >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << ns) - 1),
+                                   v, sink);
+        }
         for (uint32_t k = 0; k < nw; k++) {
             const uint64_t *wk = wb + (size_t)k * ws + j;
             const float *nk = nib + (size_t)8 * k * 32;
@@ -442,14 +459,15 @@ void synth_kern_values(uint64_t st, uint32_t d, float scale, float *v)
     values_portable(st, d, scale, v);
 }
 
-float synth_kern_lookup(const float *base, const uint64_t *wb, size_t ws, uint32_t nj,
-                        uint32_t nw, uint32_t nb, const float *nib, const float *tab, float *row)
+float synth_kern_lookup(const synth_base *base, uint32_t j0, const uint64_t *wb, size_t ws,
+                        uint32_t nj, uint32_t nw, uint32_t nb, const float *nib, const float *tab,
+                        float *row)
 {
 #ifdef SYNTH_X86
     if (synth_kern_wide())
-        return lookup_wide(base, wb, ws, nj, nw, nb, nib, row);
+        return lookup_wide(base, j0, wb, ws, nj, nw, nb, nib, row);
 #endif
-    return lookup_portable(base, wb, ws, nj, nw, nb, tab, row);
+    return lookup_portable(base, j0, wb, ws, nj, nw, nb, tab, row);
 }
 
 void synth_kern_softmax(float *row, uint32_t n)

@@ -34,15 +34,26 @@ int synth_kern_wide(void);
 void synth_kern_words(uint64_t prefix, uint32_t j0, uint32_t nj, uint32_t nw, size_t ws,
                       uint64_t *wb);
 
-/* Logits of nj keys for one query head: row[j] = base[j] + Σ_k S_k(j), the words (wb[k·ws + j])
- * added one by one, S_k the sum of the byte tables' entries of word k's bytes (nb bytes in all,
- * the last word's may be fewer than 8). nib holds per byte the two nibble tables (16 floats for
- * bits 0–3, then 16 for bits 4–7); a byte's table entry is hi[v >> 4] + lo[v & 15] in float. tab
- * (the byte tables built from them, 256 floats per byte) is read by the portable loop only and
- * may be NULL when synth_kern_wide(). The wide loop reads words up to the next multiple of 16
- * past nj (and ignores them). Returns the largest of the nj logits. */
-float synth_kern_lookup(const float *base, const uint64_t *wb, size_t ws, uint32_t nj,
-                        uint32_t nw, uint32_t nb, const float *nib, const float *tab, float *row);
+/* The base logits of one KV head's row: key j's is loc[j], plus heavy when bit j of hb is set,
+ * plus sink when j < n_sinks, added in that order in float. */
+typedef struct synth_base {
+    const float *loc; /* the locality logit of each key (at the row's distance) */
+    const uint64_t *hb; /* heavy-hitter bitmap, bit j of word j/64 */
+    float heavy, sink;
+    uint32_t n_sinks;
+} synth_base;
+
+/* Logits of keys j0..j0+nj for one query head: row[j − j0] = base(j) + Σ_k S_k(j), the words
+ * (wb[k·ws + j − j0]) added one by one, S_k the sum of the byte tables' entries of word k's
+ * bytes (nb bytes in all, the last word's may be fewer than 8). nib holds per byte the two
+ * nibble tables (16 floats for bits 0–3, then 16 for bits 4–7); a byte's table entry is
+ * hi[v >> 4] + lo[v & 15] in float. tab (the byte tables built from them, 256 floats per byte)
+ * is read by the portable loop only and may be NULL when synth_kern_wide(). j0 is a multiple of
+ * 16; the wide loop reads words up to the next multiple of 16 past nj (and ignores them).
+ * Returns the largest of the nj logits. */
+float synth_kern_lookup(const synth_base *base, uint32_t j0, const uint64_t *wb, size_t ws,
+                        uint32_t nj, uint32_t nw, uint32_t nb, const float *nib, const float *tab,
+                        float *row);
 
 /* One key's content signs: kc[i] = ±sk, + where bit i mod 64 of word i/64 (w[(i/64)·ws]) is
  * set, i < dc. */
