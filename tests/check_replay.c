@@ -210,6 +210,44 @@ START_TEST(test_synthetic_and_stride)
 }
 END_TEST
 
+/* H2O's prompt observed in spans of positions layer by layer (policy_ops.layer_local) gives the
+ * replay of one position at a time: the same kept counts and the same metrics, bit for bit. */
+START_TEST(test_prompt_spans)
+{
+    double m[2][4];
+    uint32_t kept[2][20];
+    static const char *names[4] = {"attn_mass_recall", "topk_recall", "attn_out_rel_err",
+                                   "kept_frac"};
+    for (int off = 0; off < 2; off++) {
+        run_cfg *c = calloc(1, sizeof *c);
+        errbuf e;
+        ck_assert_msg(model_load("stories260K", &c->model, &e) == MS_OK, "%s", e.msg);
+        c->model.weights[0] = '\0';
+        snprintf(c->trace.source, sizeof c->trace.source, "synth");
+        snprintf(c->policy.name, sizeof c->policy.name, "h2o");
+        c->policy.params[0] = kvp("metric_stride", "2");
+        c->policy.params[1] = kvp("prompt_rows", "21"); /* spans of 8, 8 and 5 */
+        c->policy.n_params = 2;
+        c->work.prompt_len = 90;
+        c->work.decode_len = 6;
+        c->seed = 3;
+        replay_span_off = off;
+        run_result res;
+        drive(c, &res, kept[off], NULL);
+        replay_span_off = 0;
+        for (int i = 0; i < 4; i++) {
+            m[off][i] = metric(&res, names[i]);
+            ck_assert(!isnan(m[off][i]));
+        }
+        run_result_free(&res);
+        free(c);
+    }
+    ck_assert(!memcmp(kept[0], kept[1], sizeof kept[0]));
+    for (int i = 0; i < 4; i++)
+        ck_assert_msg(m[0][i] == m[1][i], "%s: %.17g vs %.17g", names[i], m[0][i], m[1][i]);
+}
+END_TEST
+
 /* The full cache on a synthetic trace never generates it: its metrics (by construction) equal
  * what the replay measures for a policy that happens to keep everything. */
 START_TEST(test_full_synthetic_by_construction)
@@ -360,6 +398,7 @@ Suite *replay_suite(void)
     tcase_add_test(tc, test_synthetic_and_stride);
     tcase_add_test(tc, test_full_synthetic_by_construction);
     tcase_add_test(tc, test_prompt_rows);
+    tcase_add_test(tc, test_prompt_spans);
     suite_add_tcase(s, tc);
     return s;
 }

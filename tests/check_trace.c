@@ -666,6 +666,50 @@ START_TEST(test_synth_words_cache)
 }
 END_TEST
 
+/* A span's rows (trace_span_att) are the rows of its positions one at a time, bit for bit, and
+ * its queries theirs: spans of 1..TRACE_SPAN_MAX positions crossing a block of keys, with and
+ * without the sign-word cache, under both kernels. */
+START_TEST(test_synth_span)
+{
+    trace_synth p;
+    trace_synth_defaults(&p);
+    p.n_sinks = 2;
+    p.heavy_frac = 0.2;
+    errbuf e;
+    size_t cap = trace_synth_words_cap;
+    for (int v = 0; v < 4; v++) {
+        trace_synth_portable_kernel = v & 1;
+        trace_synth_words_cap = v & 2 ? 0 : cap;
+        uint32_t d = v < 2 ? 128 : 200, T = 400;
+        trace *a = synth(d, T, 5, &p), *b = synth(d, T, 5, &p);
+        const trace_shape *sh = trace_get_shape(a);
+        ck_assert_uint_eq(trace_span_max(a), TRACE_SPAN_MAX);
+        for (uint32_t cnt = 1, p0 = 250; cnt <= TRACE_SPAN_MAX; p0 += 3 * cnt, cnt++) {
+            ck_assert_int_eq(trace_span_begin(a, p0, cnt, &e), MS_OK);
+            ck_assert_uint_eq(trace_pos(a), p0 + cnt - 1);
+            uint32_t G = sh->n_heads / sh->n_kv_heads;
+            for (uint32_t l = 0; l < sh->n_layers; l += 3)
+                for (uint32_t g = 0; g < sh->n_kv_heads; g++)
+                    for (uint32_t i = 0; i < cnt; i++) {
+                        size_t n = p0 + i + 1;
+                        const float *row = trace_span_att(a, l, g, i) + g * G * n;
+                        const float *q = trace_span_q(a, l, i);
+                        ck_assert_int_eq(trace_seek(b, p0 + i, &e), MS_OK);
+                        ck_assert_msg(!memcmp(row, trace_att(b, l) + g * G * n,
+                                              G * n * sizeof *row),
+                                      "v %d span %u+%u layer %u head %u", v, p0, i, l, g);
+                        ck_assert(!memcmp(q, trace_q(b, l), sh->n_heads * d * sizeof *q));
+                    }
+            ck_assert_ptr_null(trace_span_att(a, 0, 0, cnt));
+        }
+        trace_close(a);
+        trace_close(b);
+    }
+    trace_synth_portable_kernel = 0;
+    trace_synth_words_cap = cap;
+}
+END_TEST
+
 /* Generator 2 reaches any position directly (forward, backward, far jumps) with the values a
  * forward walk gives; generator 1 is the sequential mt19937 AR(1) stream of earlier builds,
  * value for value; both have the drift the parameters ask for. */
@@ -1003,6 +1047,7 @@ Suite *trace_suite(void)
     tcase_add_test(tc, test_synth_kernel_vs_reference);
     tcase_add_test(tc, test_synth_kernel_wide_vs_portable);
     tcase_add_test(tc, test_synth_words_cache);
+    tcase_add_test(tc, test_synth_span);
     tcase_add_test(tc, test_synth_random_access);
     tcase_add_test(tc, test_synth_knobs);
     tcase_add_test(tc, test_fit_recovers);

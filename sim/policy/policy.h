@@ -78,6 +78,9 @@ typedef struct policy_obs {
                           * NULL when the policy's needs() did not ask for it */
     const float *ffn;    /* ffn_dim gate pre-activations, or NULL */
     const float *wo;     /* dim × (n_heads·head_dim) output projection, or NULL */
+    uint32_t kv_lo, kv_hi; /* the KV heads observed, [kv_lo, kv_hi): kv_hi 0 is all of them
+                          * (a part only for a policy with layer_local; att is then valid for
+                          * those heads' query heads only) */
 } policy_obs;
 
 /* What observe() needs at a position (bit mask). */
@@ -161,6 +164,11 @@ struct policy_ops {
      * change none: a decode step nobody measures or costs (decode_stride, metric_stride) need
      * not run them — the replay still observes it (Quest's page bounds of the new key). */
     int stateless_select;
+    /* 1 when observe() at a prompt position reads and changes only the state of its layer and
+     * of the KV heads it covers (policy_obs.kv_lo/kv_hi): the replay may then observe a span
+     * of prompt positions layer by layer and KV head by KV head (each head's positions in
+     * order), their rows computed together (trace_span_att). */
+    int layer_local;
 };
 
 const policy_ops *policy_find(const char *name);

@@ -159,7 +159,8 @@ static int h2o_observe(void *st, const policy_obs *o, errbuf *e)
     h2o_state *s = st;
     const policy_env *v = &s->env;
     uint32_t G = v->n_heads / v->n_kv_heads, n = o->pos + 1;
-    for (uint32_t g = 0; g < v->n_kv_heads; g++) {
+    uint32_t g1 = o->kv_hi ? o->kv_hi : v->n_kv_heads;
+    for (uint32_t g = o->kv_lo; g < g1; g++) {
         size_t lg = (size_t)o->layer * v->n_kv_heads + g, base = lg * v->max_len;
         float *sc = s->score + base;
         for (uint32_t h = g * G; o->att && h < (g + 1) * G; h++)
@@ -504,6 +505,7 @@ const policy_ops policy_h2o = {
     .observe = h2o_observe,
     .prefill = h2o_prefill,
     .select = h2o_select,
+    .layer_local = 1,
     .emit_cost = h2o_emit,
     .secure = &policy_h2o_secure,
     .metric_stride = "16",

@@ -346,14 +346,19 @@ static unsigned needs_of(const replay *r, void *st, uint32_t layer, uint32_t pos
 
 static unsigned needs_at(replay *r, uint32_t pos) { return needs_of(r, r->st, UINT32_MAX, pos); }
 
-static int observe(replay *r, uint32_t pos, uint32_t layer, const float *att_used, errbuf *e)
+static int observe_at(replay *r, uint32_t pos, uint32_t layer, uint32_t g, const float *q_at,
+                      const float *att_used, errbuf *e)
 {
     if (!r->pol->observe)
         return MS_OK;
     unsigned need = needs_of(r, r->st, layer, pos);
     policy_obs o = {.layer = layer, .pos = pos};
+    if (g != UINT32_MAX) { /* one KV head (a span: policy_ops.layer_local) */
+        o.kv_lo = g;
+        o.kv_hi = g + 1;
+    }
     if (need & (POLICY_NEED_Q | POLICY_NEED_ATT))
-        o.q = trace_q(r->tr, layer);
+        o.q = q_at ? q_at : trace_q(r->tr, layer);
     if (need & POLICY_NEED_ATT)
         o.att = att_used ? att_used : trace_att(r->tr, layer);
     /* every run of a group observes the same keys and values: read once (replay_share) */
@@ -369,6 +374,11 @@ static int observe(replay *r, uint32_t pos, uint32_t layer, const float *att_use
     return r->pol->observe(r->st, &o, e);
 }
 
+static int observe(replay *r, uint32_t pos, uint32_t layer, const float *att_used, errbuf *e)
+{
+    return observe_at(r, pos, layer, UINT32_MAX, NULL, att_used, e);
+}
+
 /* Observes one prompt position (dense causal attention) at every layer. */
 static int prompt_pos(replay *r, uint32_t pos, errbuf *e)
 {
@@ -381,13 +391,46 @@ static int prompt_pos(replay *r, uint32_t pos, errbuf *e)
     return rc;
 }
 
+int replay_span_off;
+
+/* How many prompt positions from p0 (up to pos) to observe as one span: consecutive positions
+ * that read attention rows and nothing else, for a policy whose observations are layer-local;
+ * 1: observe p0 alone. */
+static uint32_t span_len(replay *r, uint32_t p0, uint32_t pos)
+{
+    if (replay_span_off || !r->pol->layer_local || r->pol->layer_needs)
+        return 1;
+    uint32_t max = trace_span_max(r->tr), c = 0;
+    while (c < max && p0 + c <= pos && p0 + c < r->P && needs_at(r, p0 + c) == POLICY_NEED_ATT)
+        c++;
+    return c ? c : 1;
+}
+
+/* Observes cnt prompt positions from p0 layer by layer and KV head by KV head
+ * (policy_ops.layer_local): the trace computes a head's rows at all of them in one pass over
+ * the keys (trace_span_att) and the policy reads them while they are in cache; each head's
+ * observations still come in position order. */
+static int prompt_span(replay *r, uint32_t p0, uint32_t cnt, errbuf *e)
+{
+    int rc = trace_span_begin(r->tr, p0, cnt, e);
+    for (uint32_t l = 0; !rc && l < r->env.n_layers; l++)
+        for (uint32_t g = 0; !rc && g < r->env.n_kv_heads; g++)
+            for (uint32_t i = 0; !rc && i < cnt; i++)
+                rc = observe_at(r, p0 + i, l, g, trace_span_q(r->tr, l, i),
+                                trace_span_att(r->tr, l, g, i), e);
+    return rc;
+}
+
 int replay_prompt_upto(replay *r, uint32_t pos, errbuf *e)
 {
     int rc = MS_OK;
     if (!r->tr || !r->pol->observe)
         return rc;
-    while (!rc && !r->prompt_done && r->prompt_next <= pos && r->prompt_next < r->P)
-        rc = prompt_pos(r, r->prompt_next++, e);
+    while (!rc && !r->prompt_done && r->prompt_next <= pos && r->prompt_next < r->P) {
+        uint32_t cnt = span_len(r, r->prompt_next, pos);
+        rc = cnt > 1 ? prompt_span(r, r->prompt_next, cnt, e) : prompt_pos(r, r->prompt_next, e);
+        r->prompt_next += cnt;
+    }
     return rc;
 }
 

@@ -47,6 +47,9 @@ int replay_step_idle(replay *r, uint32_t step, uint32_t kv_len, errbuf *e);
  * one-time steps, whose steps the runner must see). */
 int replay_idle_ok(const replay *r);
 /* Nonzero: replay_idle_ok is 0 (tests compare the runs with and without idle steps). */
+/* Nonzero: prompt positions are observed one at a time even where spans apply (tests compare
+ * the two). */
+extern int replay_span_off;
 extern int replay_idle_off;
 /* 1 when the newest step's ops hold one-time work (policy_ops.one_time): it stands for itself
  * only under decode_stride. */

@@ -228,9 +228,10 @@ typedef struct synth_src {
     float *rff;         /* T × 2m: a·(cos ω_i s, sin ω_i s), shared by queries and keys */
     double *loc;        /* T: locality logit a²Σ cos(ω_i Δ)/√d at distance Δ */
     float *signs;       /* dc: one key's content signs (scratch, reference kernel) */
-    float *nib;         /* G × ceil(dc/8) × 32: per byte, the nibble tables of bits 0–3, 4–7 */
-    float *tab;         /* G × ceil(dc/8) × 256: per-byte partial content logits */
-    float *rowmax;      /* G: the largest logit of each row of a group so far */
+    float *nib;         /* S × G × ceil(dc/8) × 32: per byte, the nibble tables of bits 0–3,
+                         * 4–7, per row of a group at the S = TRACE_SPAN_MAX positions of a span */
+    float *tab;         /* S × G × ceil(dc/8) × 256: per-byte partial content logits */
+    float *rowmax;      /* S × G: the largest logit of each row of a group so far */
     float *locr;        /* T: loc in float, reversed: locr[T − 1 − Δ] = loc[Δ] */
     uint64_t *words;    /* ceil(dc/64) × SYNTH_BLOCK: sign words of a block of keys */
     uint64_t *wcache;   /* L × Hkv × ceil(dc/64) × ws: every key's sign words, filled on demand
@@ -238,6 +239,7 @@ typedef struct synth_src {
     uint32_t *wcache_done; /* L × Hkv: keys whose words wcache holds */
     size_t ws;          /* wcache's stride per word: T rounded up to 16, plus 16 */
     uint64_t *kvw;      /* ceil(dc/64): one key's sign words (synth_kv1) */
+    float *span_cq;     /* TRACE_SPAN_MAX × L × H × dc: a span's content queries, or NULL */
     uint64_t *heavy;    /* L × Hkv × ceil(T/64) bits: heavy status, filled on demand */
     uint32_t *heavy_done; /* L × Hkv: positions whose status is filled */
     uint64_t *prefix;   /* 4 × L × Hkv: stream_prefix of ST_KEY..ST_COPY per (layer, KV head) */
@@ -415,75 +417,118 @@ static int synth_att_row_ref(trace *t, uint32_t layer)
  * channels, so a key costs one lookup per 8 (its sign words are hashed once per trace,
  * key_words). The base terms are added in the lookups; the hashes, lookups and softmax are
  * synth_kern.c's loops (AVX-512 where the CPU has it, bit-identical to the portable ones). */
-static int synth_att_row(trace *t, uint32_t layer)
+static void att_rows(trace *t, uint32_t layer, uint32_t g0, uint32_t g1, uint32_t pos0,
+                     uint32_t cnt, const float *const *cq, float *const *out)
 {
     synth_src *s = t->impl;
-    if (trace_synth_reference_kernel)
-        return synth_att_row_ref(t, layer);
     const trace_shape *sh = &t->s;
-    uint32_t pos = t->pos, n = pos + 1, G = sh->n_heads / sh->n_kv_heads;
+    uint32_t G = sh->n_heads / sh->n_kv_heads, last = pos0 + cnt - 1, nl = last + 1;
     uint32_t nw = (s->dc + 63) / 64, nb = (s->dc + 7) / 8;
     size_t words = (sh->n_tokens + 63) / 64;
     double rt = sqrt((double)sh->head_dim), sk = s->sigma_k / rt;
     float sink = (float)t->synth.sink, heavy = (float)t->synth.heavy;
     uint32_t ns = t->synth.n_sinks;
-    for (uint32_t g = 0; g < sh->n_kv_heads; g++) {
+    int wide = synth_kern_wide();
+    for (uint32_t g = g0; g < g1; g++) {
         uint64_t prefix = head_prefix(t, ST_KEY, layer, g);
-        is_heavy(t, layer, g, pos); /* fills the bitmap up to pos */
+        is_heavy(t, layer, g, last); /* fills the bitmap up to the last position */
         const uint64_t *hb = s->heavy + ((size_t)layer * sh->n_kv_heads + g) * words;
-        /* per query head of the group: byte tables of σ_k/√d · Σ c_i·(2·bit_i − 1), each
-         * the pairwise float sums of two nibble tables (in double, then rounded) */
-        int wide = synth_kern_wide();
-        for (uint32_t hh = 0; hh < G; hh++) {
-            const float *c = s->cq + ((size_t)layer * sh->n_heads + g * G + hh) * s->dc;
-            float *nib = s->nib + (size_t)hh * nb * 32;
+        /* per position and query head of the group: byte tables of σ_k/√d · Σ c_i·(2·bit_i − 1),
+         * each the pairwise float sums of two nibble tables (in double, then rounded) */
+        for (uint32_t r = 0; r < cnt * G; r++) {
+            const float *c = cq[r / G] + ((size_t)layer * sh->n_heads + g * G + r % G) * s->dc;
+            float *nib = s->nib + (size_t)r * nb * 32;
             for (uint32_t b = 0; b < nb; b++)
                 for (int half = 0; half < 2; half++) {
-                    float *out = nib + 32 * b + 16 * half;
+                    float *o = nib + 32 * b + 16 * half;
                     uint32_t i0 = b * 8 + 4 * (uint32_t)half;
                     for (uint32_t v = 0; v < 16; v++) {
                         double sum = 0;
                         for (uint32_t i = 0; i < 4 && i0 + i < s->dc; i++)
                             sum += v >> i & 1 ? c[i0 + i] : -(double)c[i0 + i];
-                        out[v] = (float)(sk * sum);
+                        o[v] = (float)(sk * sum);
                     }
                 }
+            s->rowmax[r] = -INFINITY;
             if (wide)
                 continue; /* the wide lookup permutes the nibble tables themselves */
             for (uint32_t b = 0; b < nb; b++) {
                 const float *lo = nib + 32 * b, *hi = lo + 16;
-                float *tb = s->tab + ((size_t)hh * nb + b) * 256;
+                float *tb = s->tab + ((size_t)r * nb + b) * 256;
                 for (uint32_t vh = 0; vh < 16; vh++)
                     for (uint32_t vl = 0; vl < 16; vl++)
                         tb[vh * 16 + vl] = hi[vh] + lo[vl];
             }
         }
-        /* the base terms, the same for every head of the group (added in the lookups) */
-        synth_base bs = {s->locr + (t->s.n_tokens - 1 - pos), hb, heavy, sink, ns};
-        float *row0 = t->att + (size_t)g * G * n;
-        /* keys in blocks: their sign words first, then every head's lookups over the block */
-        for (uint32_t hh = 0; hh < G; hh++)
-            s->rowmax[hh] = -INFINITY;
-        const uint64_t *wc = key_words(t, layer, g, n);
-        for (uint32_t j0 = 0; j0 < n; j0 += SYNTH_BLOCK) {
-            uint32_t nj = n - j0 < SYNTH_BLOCK ? n - j0 : SYNTH_BLOCK;
+        /* keys in blocks: their sign words first (from the cache, or hashed once for every
+         * position of the span), then every row's lookups over the block */
+        const uint64_t *wc = key_words(t, layer, g, nl);
+        for (uint32_t j0 = 0; j0 < nl; j0 += SYNTH_BLOCK) {
             const uint64_t *wb = wc ? wc + j0 : s->words;
             size_t ws = wc ? s->ws : SYNTH_BLOCK;
             if (!wc)
-                synth_kern_words(prefix, j0, nj, nw, SYNTH_BLOCK, s->words);
-            for (uint32_t hh = 0; hh < G; hh++) {
-                float mx = synth_kern_lookup(&bs, j0, wb, ws, nj, nw, nb,
-                                             s->nib + (size_t)hh * nb * 32,
-                                             s->tab + (size_t)hh * nb * 256,
-                                             row0 + (size_t)hh * n + j0);
-                s->rowmax[hh] = mx > s->rowmax[hh] ? mx : s->rowmax[hh];
+                synth_kern_words(prefix, j0, nl - j0 < SYNTH_BLOCK ? nl - j0 : SYNTH_BLOCK, nw,
+                                 SYNTH_BLOCK, s->words);
+            for (uint32_t i = 0; i < cnt; i++) {
+                uint32_t n = pos0 + i + 1;
+                if (j0 >= n)
+                    continue;
+                uint32_t nj = n - j0 < SYNTH_BLOCK ? n - j0 : SYNTH_BLOCK;
+                /* the base terms, the same for every head of the group (added in the lookups) */
+                synth_base bs = {s->locr + (t->s.n_tokens - 1 - (pos0 + i)), hb, heavy, sink, ns};
+                for (uint32_t hh = 0; hh < G; hh++) {
+                    uint32_t r = i * G + hh;
+                    float mx = synth_kern_lookup(&bs, j0, wb, ws, nj, nw, nb,
+                                                 s->nib + (size_t)r * nb * 32,
+                                                 s->tab + (size_t)r * nb * 256,
+                                                 out[i] + (size_t)(g * G + hh) * n + j0);
+                    s->rowmax[r] = mx > s->rowmax[r] ? mx : s->rowmax[r];
+                }
             }
         }
         /* the group's rows while they are still in cache, from the maxima of their lookups */
-        for (uint32_t hh = 0; hh < G; hh++)
-            synth_kern_softmax_max(row0 + (size_t)hh * n, n, s->rowmax[hh]);
+        for (uint32_t r = 0; r < cnt * G; r++) {
+            uint32_t n = pos0 + r / G + 1;
+            synth_kern_softmax_max(out[r / G] + (size_t)(g * G + r % G) * n, n, s->rowmax[r]);
+        }
     }
+}
+
+static int synth_att_row(trace *t, uint32_t layer)
+{
+    synth_src *s = t->impl;
+    if (trace_synth_reference_kernel)
+        return synth_att_row_ref(t, layer);
+    att_rows(t, layer, 0, t->s.n_kv_heads, t->pos, 1, &s->cq, &t->att);
     return 1;
+}
+
+/* A span's queries: the content query of its i-th position, kept as the position is sought. */
+static int synth_span_keep(trace *t, uint32_t i)
+{
+    synth_src *s = t->impl;
+    size_t n = (size_t)t->s.n_layers * t->s.n_heads * s->dc;
+    if (!s->span_cq && !(s->span_cq = malloc(TRACE_SPAN_MAX * n * sizeof *s->span_cq + 1)))
+        return MS_ERR_NOMEM;
+    memcpy(s->span_cq + i * n, s->cq, n * sizeof *s->span_cq);
+    return MS_OK;
+}
+
+/* The rows of KV head g's query heads at positions pos0..pos0+cnt-1 (kept by synth_span_keep)
+ * and layer, position i's at out + i·H·T (as trace_att's block): one pass over the keys for
+ * all of them. */
+static void synth_att_span(trace *t, uint32_t layer, uint32_t g, uint32_t pos0, uint32_t cnt,
+                           float *out)
+{
+    synth_src *s = t->impl;
+    size_t n = (size_t)t->s.n_layers * t->s.n_heads * s->dc;
+    const float *cq[TRACE_SPAN_MAX];
+    float *o[TRACE_SPAN_MAX];
+    for (uint32_t i = 0; i < cnt; i++) {
+        cq[i] = s->span_cq + i * n;
+        o[i] = out + (size_t)i * t->s.n_heads * t->s.n_tokens;
+    }
+    att_rows(t, layer, g, g + 1, pos0, cnt, cq, o);
 }
 
 /* ---- generator 1: the sequential query stream of earlier builds ------------------------ */
@@ -700,6 +745,7 @@ static void synth_close(trace *t)
     free(s->wcache);
     free(s->wcache_done);
     free(s->kvw);
+    free(s->span_cq);
     free(s->heavy);
     free(s->heavy_done);
     free(s->prefix);
@@ -715,9 +761,10 @@ static void synth_close(trace *t)
     free(s);
 }
 
-static const trace_source synth_source = {synth_seek, synth_kv,     synth_kv1,
-                                          synth_att_row, synth_ffn, synth_logits,
-                                          synth_wo,   synth_close};
+static const trace_source synth_source = {synth_seek,    synth_kv,     synth_kv1,
+                                          synth_att_row, synth_ffn,    synth_logits,
+                                          synth_wo,      synth_close,  synth_span_keep,
+                                          synth_att_span};
 
 /* Locality frequencies, amplitude and the AR(1) coefficient that gives the requested drift. */
 static void synth_layout(trace *t, synth_src *s)
@@ -764,12 +811,11 @@ int trace_synth_attach(trace *t, const model_cfg *cfg, errbuf *e)
     s->rff = malloc(((size_t)t->s.n_tokens * 2 * s->m + 1) * sizeof(float));
     s->loc = calloc(t->s.n_tokens, sizeof *s->loc);
     s->signs = calloc(s->dc ? s->dc : 1, sizeof *s->signs);
-    s->tab = malloc(((size_t)(t->s.n_heads / t->s.n_kv_heads) * ((s->dc + 7) / 8) * 256 + 1) *
-                    sizeof *s->tab);
+    size_t rows = (size_t)TRACE_SPAN_MAX * (t->s.n_heads / t->s.n_kv_heads);
+    s->tab = malloc((rows * ((s->dc + 7) / 8) * 256 + 1) * sizeof *s->tab);
     s->locr = malloc(((size_t)t->s.n_tokens + 1) * sizeof *s->locr);
-    s->rowmax = malloc((size_t)(t->s.n_heads / t->s.n_kv_heads) * sizeof *s->rowmax);
-    s->nib = malloc(((size_t)(t->s.n_heads / t->s.n_kv_heads) * ((s->dc + 7) / 8) * 32 + 1) *
-                    sizeof *s->nib);
+    s->rowmax = malloc(rows * sizeof *s->rowmax);
+    s->nib = malloc((rows * ((s->dc + 7) / 8) * 32 + 1) * sizeof *s->nib);
     /* zeroed: the wide loops read a block's slots past its last key (and ignore them) */
     s->words = calloc(((size_t)(s->dc + 63) / 64 + 1) * SYNTH_BLOCK, sizeof *s->words);
     size_t lg = (size_t)t->s.n_layers * t->s.n_kv_heads, nw = (s->dc + 63) / 64;

@@ -661,7 +661,7 @@ const float *trace_stored_att(trace *t, uint32_t layer, uint32_t pos, uint32_t h
 }
 
 static const trace_source dir_source = {dir_seek, dir_kv, dir_kv1, dir_att_row, dir_ffn,
-                                        dir_logits, dir_wo, dir_close};
+                                        dir_logits, dir_wo, dir_close, NULL, NULL};
 
 int trace_alloc_common(trace *t)
 {
@@ -716,6 +716,8 @@ void trace_close(trace *t)
     free(t->tokens);
     free(t->q);
     free(t->att);
+    free(t->span);
+    free(t->span_q);
     free(t->kbuf);
     free(t->vbuf);
     free(t->rows);
@@ -834,6 +836,62 @@ int trace_share_rows(trace *t)
     t->rows = NULL;
     t->row_pos = NULL;
     return MS_ERR_NOMEM;
+}
+
+/* ---- spans of positions --------------------------------------------------------------- */
+
+uint32_t trace_span_max(const trace *t)
+{
+    /* shared rows (trace_share_rows) are computed once per position for every reader already;
+     * the reference kernel computes one row at a time */
+    return t->src->att_span && !t->rows && !trace_synth_reference_kernel ? TRACE_SPAN_MAX : 0;
+}
+
+int trace_span_begin(trace *t, uint32_t pos0, uint32_t cnt, errbuf *e)
+{
+    const trace_shape *s = &t->s;
+    if (!cnt || cnt > trace_span_max(t))
+        return err_set(e, MS_ERR_INTERNAL, "trace: a span of %u positions (at most %u)", cnt,
+                       trace_span_max(t));
+    t->span_cnt = 0;
+    size_t nq = (size_t)s->n_layers * s->n_heads * s->head_dim;
+    if (!t->span &&
+        !(t->span = malloc((size_t)TRACE_SPAN_MAX * s->n_heads * s->n_tokens * sizeof *t->span)))
+        return err_set(e, MS_ERR_NOMEM, "trace: out of memory for a span of rows");
+    if (!t->span_q && !(t->span_q = malloc(TRACE_SPAN_MAX * nq * sizeof *t->span_q)))
+        return err_set(e, MS_ERR_NOMEM, "trace: out of memory for a span of rows");
+    for (uint32_t i = 0; i < cnt; i++) {
+        int rc = trace_seek(t, pos0 + i, e);
+        if (!rc && t->src->span_keep(t, i))
+            rc = err_set(e, MS_ERR_NOMEM, "trace: out of memory for a span of rows");
+        if (rc)
+            return rc;
+        memcpy(t->span_q + i * nq, t->q, nq * sizeof *t->span_q);
+    }
+    t->span_pos0 = pos0;
+    t->span_cnt = cnt;
+    t->span_layer = UINT32_MAX;
+    return MS_OK;
+}
+
+const float *trace_span_att(trace *t, uint32_t layer, uint32_t g, uint32_t i)
+{
+    if (i >= t->span_cnt || layer >= t->s.n_layers || g >= t->s.n_kv_heads)
+        return NULL;
+    if (t->span_layer != layer || t->span_g != g) {
+        t->src->att_span(t, layer, g, t->span_pos0, t->span_cnt, t->span);
+        t->span_layer = layer;
+        t->span_g = g;
+    }
+    return t->span + (size_t)i * t->s.n_heads * t->s.n_tokens;
+}
+
+const float *trace_span_q(trace *t, uint32_t layer, uint32_t i)
+{
+    if (i >= t->span_cnt || layer >= t->s.n_layers)
+        return NULL;
+    size_t hd = (size_t)t->s.n_heads * t->s.head_dim;
+    return t->span_q + ((size_t)i * t->s.n_layers + layer) * hd;
 }
 
 const float *trace_ffn(trace *t, uint32_t layer)

@@ -128,6 +128,20 @@ int trace_seek(trace *t, uint32_t pos, errbuf *e);
 uint32_t trace_pos(const trace *t);
 const float *trace_q(trace *t, uint32_t layer);      /* H × d */
 const float *trace_att(trace *t, uint32_t layer);    /* H × (pos+1), rows sum to 1 */
+/* Spans: the attention rows of up to TRACE_SPAN_MAX consecutive positions at once, one KV
+ * head at a time (a synthetic trace then reads each key once for all of them, and the rows are
+ * still in cache when they are read). trace_span_max() is the largest span the trace computes
+ * (0: none; read rows one position at a time). trace_span_begin seeks pos0..pos0+cnt-1 in turn
+ * (the last stays current, as after trace_seek) and keeps their queries; trace_span_att is
+ * then the row block (H × (pos0+i+1), as trace_att) of position pos0+i at layer in which the
+ * rows of KV head g's query heads are valid, every position's rows of (layer, g) computed at
+ * its first call. The values are trace_seek(pos0+i) + trace_att(layer)'s (trace_q's for
+ * trace_span_q), bit for bit. */
+#define TRACE_SPAN_MAX 8
+uint32_t trace_span_max(const trace *t);
+int trace_span_begin(trace *t, uint32_t pos0, uint32_t cnt, errbuf *e);
+const float *trace_span_att(trace *t, uint32_t layer, uint32_t g, uint32_t i);
+const float *trace_span_q(trace *t, uint32_t layer, uint32_t i); /* H × d of position pos0+i */
 const float *trace_ffn(trace *t, uint32_t layer);    /* F, or NULL if absent */
 const float *trace_logits(trace *t);                 /* V, or NULL if absent */
 /* For several readers of one trace (the runs of a sweep that replay the same trace, driven

@@ -20,6 +20,13 @@ typedef struct trace_source {
     const float *(*logits)(trace *t);
     const float *(*wo)(trace *t, uint32_t layer);
     void (*close)(trace *t);
+    /* Optional (NULL: no spans): keeps what the rows of the current position need as the i-th
+     * position of a span (trace_span_begin), and computes the rows of KV head g's query heads
+     * at a span's cnt positions from pos0 and layer, into position i's H × (pos0 + i + 1) row
+     * block at out + i·H·T (the other heads' rows untouched). */
+    int (*span_keep)(trace *t, uint32_t i);
+    void (*att_span)(trace *t, uint32_t layer, uint32_t g, uint32_t pos0, uint32_t cnt,
+                     float *out);
 } trace_source;
 
 struct trace {
@@ -41,6 +48,9 @@ struct trace {
     trace_synth synth;
     float *rows;            /* trace_share_rows: L × H × T, every layer's row at row_pos */
     uint32_t *row_pos;      /* L: position + 1 whose row rows holds, 0 none */
+    float *span;            /* TRACE_SPAN_MAX × H × T: a span's rows at span_layer, span_g */
+    float *span_q;          /* TRACE_SPAN_MAX × L × H × d: a span's queries */
+    uint32_t span_pos0, span_cnt, span_layer, span_g;
 };
 
 /* A stored attention row of T floats (the whole row, zeros above the diagonal included), or
