@@ -618,7 +618,7 @@ START_TEST(test_synth_kernel_wide_vs_portable)
 }
 END_TEST
 
-/* The sign-word cache (trace_synth_words_cap) changes no value: rows and keys of a trace that
+/* The sign-word cache (trace_keep_key_words, trace_synth_words_cap) changes no value: rows and keys of a trace that
  * keeps every key's words equal those of one that hashes them again per row, bit for bit, at
  * positions that fill the cache forward, then below what it holds, then past it; under both
  * kernels. */
@@ -637,8 +637,11 @@ START_TEST(test_synth_words_cache)
             trace_synth_portable_kernel = portable;
             trace_synth_words_cap = 0;
             trace *u = synth(d, 320, 5, &p);
+            trace_keep_key_words(u);
             trace_synth_words_cap = cap;
             trace *c = synth(d, 320, 5, &p);
+            ck_assert_uint_eq(trace_synth_words_bytes(c), 0); /* until asked for */
+            trace_keep_key_words(c);
             ck_assert_uint_eq(trace_synth_words_bytes(u), 0);
             ck_assert_uint_gt(trace_synth_words_bytes(c), 0);
             uint32_t kvn = trace_get_shape(c)->n_kv_heads * d;
@@ -666,6 +669,44 @@ START_TEST(test_synth_words_cache)
 }
 END_TEST
 
+/* A key's heavy status does not depend on the order the layers are read in (a layer's bitmap
+ * reuses the filled bitmap of the layer below): layers read upward, downward and from a
+ * position in the middle give the same heavy channel of every key. */
+START_TEST(test_synth_heavy_order)
+{
+    trace_synth p;
+    trace_synth_defaults(&p);
+    p.heavy_frac = 0.3;
+    p.layer_sim = 0.6;
+    const uint32_t T = 200, d = 16, L = 4, Hkv = 2;
+    float k[2 * 16], *got[3];
+    for (int v = 0; v < 3; v++) {
+        trace *t = synth(d, T, 17, &p);
+        got[v] = malloc((size_t)L * T * Hkv * sizeof **got);
+        if (v == 2) /* fill layers 3 and 1 halfway first */
+            for (uint32_t l = 3; l < 4; l -= 2)
+                ck_assert_int_eq(trace_kv(t, l, T / 2, k, NULL), MS_OK);
+        for (uint32_t i = 0; i < L; i++) {
+            uint32_t l = v == 1 ? L - 1 - i : i;
+            for (uint32_t j = 0; j < T; j++) {
+                ck_assert_int_eq(trace_kv(t, l, j, k, NULL), MS_OK);
+                for (uint32_t g = 0; g < Hkv; g++)
+                    got[v][((size_t)l * T + j) * Hkv + g] = k[g * d + 1];
+            }
+        }
+        trace_close(t);
+    }
+    size_t n = (size_t)L * T * Hkv, heavy = 0;
+    for (size_t i = 0; i < n; i++)
+        heavy += got[0][i] != 0;
+    ck_assert(heavy > n / 10 && heavy < n / 2);
+    ck_assert(!memcmp(got[0], got[1], n * sizeof **got));
+    ck_assert(!memcmp(got[0], got[2], n * sizeof **got));
+    for (int v = 0; v < 3; v++)
+        free(got[v]);
+}
+END_TEST
+
 /* A span's rows (trace_span_att) are the rows of its positions one at a time, bit for bit, and
  * its queries theirs: spans of 1..TRACE_SPAN_MAX positions crossing a block of keys, with and
  * without the sign-word cache, under both kernels. */
@@ -682,6 +723,7 @@ START_TEST(test_synth_span)
         trace_synth_words_cap = v & 2 ? 0 : cap;
         uint32_t d = v < 2 ? 128 : 200, T = 400;
         trace *a = synth(d, T, 5, &p), *b = synth(d, T, 5, &p);
+        trace_keep_key_words(a);
         const trace_shape *sh = trace_get_shape(a);
         ck_assert_uint_eq(trace_span_max(a), TRACE_SPAN_MAX);
         for (uint32_t cnt = 1, p0 = 250; cnt <= TRACE_SPAN_MAX; p0 += 3 * cnt, cnt++) {
@@ -1048,6 +1090,7 @@ Suite *trace_suite(void)
     tcase_add_test(tc, test_synth_kernel_wide_vs_portable);
     tcase_add_test(tc, test_synth_words_cache);
     tcase_add_test(tc, test_synth_span);
+    tcase_add_test(tc, test_synth_heavy_order);
     tcase_add_test(tc, test_synth_random_access);
     tcase_add_test(tc, test_synth_knobs);
     tcase_add_test(tc, test_fit_recovers);

@@ -252,6 +252,10 @@ int replay_open_shared(const run_cfg *cfg, replay_share *shared, replay **out, e
         else
             rc = share_open(cfg, 0, &r->sh, e);
         r->tr = r->sh ? r->sh->tr : NULL;
+        /* a layer-local policy (H2O) reads every row of the prompt's spans and of every step
+         * and keeps O(L·Hkv·T) state: it can afford the keys' words (trace_keep_key_words) */
+        if (r->tr && r->sh_own && p->layer_local)
+            trace_keep_key_words(r->tr);
         if (!rc && trace_get_shape(r->tr)->n_tokens < r->env.max_len)
             rc = err_set(e, MS_ERR_INPUT,
                          "trace has %u positions, the run needs prompt %u + decode %u\n"

@@ -270,17 +270,25 @@ static uint64_t head_prefix(const trace *t, int what, uint32_t layer, uint32_t g
 
 /* Heavy status of a key: drawn at layer 0; at each later layer kept from the layer below
  * with probability layer_sim, else redrawn. Walking down from `layer` to the last redraw gives
- * the same value in expected 1/(1 − layer_sim) steps. */
+ * the same value in expected 1/(1 − layer_sim) steps, or fewer where the bitmap of a layer
+ * below already holds it. */
 static int heavy_draw(const trace *t, uint32_t layer, uint32_t g, uint32_t pos)
 {
     const trace_synth *p = &t->synth;
     if (pos < p->n_sinks)
         return 0;
+    const synth_src *s = t->impl;
+    size_t words = (t->s.n_tokens + 63) / 64;
     uint32_t l = layer;
     for (; l > 0; l--) {
         uint64_t sc = mix64(head_prefix(t, ST_COPY, l, g) ^ pos);
         if (unit(&sc) >= p->layer_sim)
             break;
+        /* kept from layer l − 1: its bitmap holds the answer when filled that far (the
+         * replay reads the layers in order, so it mostly is) */
+        size_t lg = (size_t)(l - 1) * t->s.n_kv_heads + g;
+        if (s->heavy_done[lg] > pos)
+            return (int)(s->heavy[lg * words + pos / 64] >> (pos % 64) & 1);
     }
     uint64_t sh = mix64(head_prefix(t, ST_HEAVY, l, g) ^ pos);
     return unit(&sh) < p->heavy_frac;
@@ -319,6 +327,24 @@ static const uint64_t *key_words(trace *t, uint32_t layer, uint32_t g, uint32_t 
         s->wcache_done[lg] = n;
     }
     return w;
+}
+
+void trace_synth_keep_words(trace *t)
+{
+    synth_src *s = t->impl;
+    size_t lg = (size_t)t->s.n_layers * t->s.n_kv_heads, nw = (s->dc + 63) / 64;
+    if (s->wcache || !s->dc ||
+        (double)lg * nw * s->ws * sizeof(uint64_t) > (double)trace_synth_words_cap)
+        return;
+    /* untouched pages cost nothing: memory grows with the keys whose rows are computed */
+    s->wcache = calloc(lg * nw * s->ws, sizeof *s->wcache);
+    s->wcache_done = calloc(lg, sizeof *s->wcache_done);
+    if (!s->wcache || !s->wcache_done) { /* no room: each row hashes its keys */
+        free(s->wcache);
+        free(s->wcache_done);
+        s->wcache = NULL;
+        s->wcache_done = NULL;
+    }
 }
 
 size_t trace_synth_words_bytes(const trace *t)
@@ -821,17 +847,6 @@ int trace_synth_attach(trace *t, const model_cfg *cfg, errbuf *e)
     size_t lg = (size_t)t->s.n_layers * t->s.n_kv_heads, nw = (s->dc + 63) / 64;
     s->ws = ((size_t)t->s.n_tokens + 15) / 16 * 16 + 16;
     s->kvw = calloc(nw + 1, sizeof *s->kvw);
-    if (s->dc && (double)lg * nw * s->ws * sizeof(uint64_t) <= (double)trace_synth_words_cap) {
-        /* untouched pages cost nothing: memory grows with the keys whose rows are computed */
-        s->wcache = calloc(lg * nw * s->ws, sizeof *s->wcache);
-        s->wcache_done = calloc(lg, sizeof *s->wcache_done);
-        if (!s->wcache || !s->wcache_done) { /* no room: compute the words per row */
-            free(s->wcache);
-            free(s->wcache_done);
-            s->wcache = NULL;
-            s->wcache_done = NULL;
-        }
-    }
     s->heavy = calloc(lg * ((t->s.n_tokens + 63) / 64), sizeof *s->heavy);
     s->heavy_done = calloc(lg, sizeof *s->heavy_done);
     if ((s->prefix = malloc(4 * lg * sizeof *s->prefix)))

@@ -838,6 +838,12 @@ int trace_share_rows(trace *t)
     return MS_ERR_NOMEM;
 }
 
+void trace_keep_key_words(trace *t)
+{
+    if (t->synthetic && t->impl)
+        trace_synth_keep_words(t);
+}
+
 /* ---- spans of positions --------------------------------------------------------------- */
 
 uint32_t trace_span_max(const trace *t)

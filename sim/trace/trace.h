@@ -128,6 +128,9 @@ int trace_seek(trace *t, uint32_t pos, errbuf *e);
 uint32_t trace_pos(const trace *t);
 const float *trace_q(trace *t, uint32_t layer);      /* H × d */
 const float *trace_att(trace *t, uint32_t layer);    /* H × (pos+1), rows sum to 1 */
+/* A synthetic trace keeps what its rows hash per key (trace_impl.h: 250 MiB at a 7B shape and
+ * T = 32000) for a reader that computes rows at many positions and keeps little else. */
+void trace_keep_key_words(trace *t);
 /* Spans: the attention rows of up to TRACE_SPAN_MAX consecutive positions at once, one KV
  * head at a time (a synthetic trace then reads each key once for all of them, and the rows are
  * still in cache when they are read). trace_span_max() is the largest span the trace computes
