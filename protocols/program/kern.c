@@ -2179,6 +2179,14 @@ static int k_piecewise(eng *e, mpc_val *z, const mpc_val *x, const pw_poly *pp)
     return MS_OK;
 }
 
+/* SiLU: PUMA's piecewise polynomial, or x·σ(x) with approx: sigmoid. */
+static int k_silu(eng *e, mpc_val *z, const mpc_val *x)
+{
+    if (!strcmp(e->cfg.approx, "sigmoid"))
+        return k_silu_sigmoid(e, z, x);
+    return k_piecewise(e, z, x, &puma_silu);
+}
+
 /* ---- softmax, norms ---------------------------------------------------------------------- */
 
 /* PUMA softmax over R rows of n: max, x - max, exp masked below clip, one reciprocal per row
@@ -2551,6 +2559,156 @@ static void qs_partition(uint32_t *cur, uint8_t *g, uint32_t *lo, uint32_t *hi, 
     *act = *lo < *hi;
 }
 
+/* QuickSelect's public state: per row the element at each position (cur), the interval
+ * [lo, hi] and whether it is still active; g the partition flags; rank (cost mode) a seeded
+ * random order standing in for the revealed comparisons. */
+typedef struct qs_state {
+    uint32_t *cur, *lo, *hi;
+    uint8_t *act, *g;
+    uint64_t *rank;
+    size_t R, n, k;
+} qs_state;
+
+static void qs_free(qs_state *s)
+{
+    free(s->cur), free(s->lo), free(s->hi), free(s->act), free(s->g), free(s->rank);
+}
+
+static int qs_init(qs_state *s, size_t R, size_t n, size_t k, int data)
+{
+    size_t N = R * n;
+    *s = (qs_state){malloc(N * sizeof *s->cur), malloc(R * sizeof *s->lo),
+                    malloc(R * sizeof *s->hi), malloc(R), malloc(N),
+                    data ? NULL : malloc(N * sizeof *s->rank), R, n, k};
+    if (!s->cur || !s->lo || !s->hi || !s->act || !s->g || (!data && !s->rank)) {
+        qs_free(s);
+        return MS_ERR_NOMEM;
+    }
+    uint64_t seed = 0x71c5e1ec7ull ^ ((uint64_t)n << 32) ^ ((uint64_t)k << 8) ^ R, *rk = s->rank;
+    for (size_t r = 0; r < R; r++) {
+        s->lo[r] = 0, s->hi[r] = (uint32_t)(n - 1), s->act[r] = k < n && n > 1;
+        for (size_t i = 0; i < n; i++)
+            s->cur[r * n + i] = (uint32_t)i;
+        for (size_t i = 0; rk && i < n; i++)
+            rk[r * n + i] = i;
+        for (size_t i = n - 1; rk && i > 0; i--) {
+            size_t j = qs_mix(&seed) % (i + 1);
+            uint64_t t = rk[r * n + i];
+            rk[r * n + i] = rk[r * n + j], rk[r * n + j] = t;
+        }
+    }
+    return MS_OK;
+}
+
+/* The step's comparisons: each active row's pivot (ia) against the rest of its interval (ib). */
+static void qs_pairs(const qs_state *s, uint32_t *ia, uint32_t *ib)
+{
+    size_t n = s->n;
+    for (size_t r = 0, q = 0; r < s->R; r++)
+        for (uint32_t p = s->lo[r] + 1; s->act[r] && p <= s->hi[r]; p++, q++)
+            ia[q] = (uint32_t)(r * n + s->cur[r * n + s->lo[r]]),
+            ib[q] = (uint32_t)(r * n + s->cur[r * n + p]);
+}
+
+/* Every active row partitioned by its revealed flags (bits; cost mode: the rank order). */
+static void qs_partitions(qs_state *s, const uint64_t *bits)
+{
+    size_t n = s->n;
+    for (size_t r = 0, q = 0; r < s->R; r++) {
+        if (!s->act[r])
+            continue;
+        uint32_t len = s->hi[r] - s->lo[r], *cur = s->cur + r * n;
+        for (uint32_t j = 0; j < len; j++)
+            s->g[r * n + j] = bits ? (uint8_t)(bits[q + j] & 1)
+                                   : s->rank[r * n + cur[s->lo[r] + 1 + j]] >
+                                         s->rank[r * n + cur[s->lo[r]]];
+        q += len;
+        qs_partition(cur, s->g + r * n, &s->lo[r], &s->hi[r], &s->act[r], s->k);
+    }
+}
+
+/* [keys; positions] of every row shuffled by one secret permutation per row, the keys
+ * x·2^b + (2^b − 1 − j) (b = ⌈log2 n⌉, local). */
+static int k_qs_shuffled(eng *e, mpc_val *S, const mpc_val *x, size_t R, size_t n)
+{
+    size_t N = R * n;
+    unsigned b = 0;
+    while (((size_t)1 << b) < n)
+        b++;
+    mpc_val key, io, V, parts[2];
+    TRY(k_scaled(e, &key, x, (uint64_t)1 << b));
+    uint64_t *c;
+    TRY(pub64(x, N, &c));
+    if (c)
+        for (size_t i = 0; i < N; i++)
+            c[i] = ((uint64_t)1 << b) - 1 - i % n;
+    int rc = VT->add_pub(e, &key, &key, c, N);
+    free(c);
+    TRY(rc);
+    TRY(k_iota(e, &io, x, R, n));
+    parts[0] = key, parts[1] = io;
+    TRY(k_concat(e, &V, parts, 2));
+    krel(e, &key), krel(e, &io);
+    TRY(kal(e, S, 2 * N, DOM_ARITH));
+    TRY(VT->shuffle(e, S, &V, n, 2));
+    krel(e, &V);
+    return MS_OK;
+}
+
+/* One QuickSelect step of every active row: its pivot against the rest of its interval, all
+ * rows in one lt and one OPEN to all, then the public partitions. *C: the comparisons made
+ * known to every node (sync_public; 0: every row is done). */
+static int k_qs_step(eng *e, qs_state *s, const mpc_val *S, const mpc_val *x, int w, uint64_t *C)
+{
+    uint64_t own = 0;
+    for (size_t r = 0; r < s->R; r++)
+        own += s->act[r] ? s->hi[r] - s->lo[r] : 0;
+    *C = own;
+    TRY(VT->sync_public(e, C));
+    if (!*C)
+        return MS_OK;
+    int mine = *C == own; /* semi2k's dealer may follow counts its own order did not give */
+    uint32_t *ia = NULL, *ib = NULL;
+    uint64_t *bits = NULL;
+    mpc_val A, B, cb;
+    int rc = pub32(x, *C, &ia);
+    if (!rc)
+        rc = pub32(x, *C, &ib);
+    if (!rc)
+        rc = pub64(x, *C, &bits);
+    if (!rc && ia && mine)
+        qs_pairs(s, ia, ib);
+    if (!rc && !(rc = k_move(e, &A, S, ia, *C, DOM_ARITH)) &&
+        !(rc = k_move(e, &B, S, ib, *C, DOM_ARITH)) && !(rc = k_lt(e, &cb, &A, &B, w)) &&
+        !(rc = VT->open(e, bits, &cb, -1))) {
+        krel(e, &A), krel(e, &B), krel(e, &cb);
+        if (mine)
+            qs_partitions(s, bits);
+    }
+    free(ia), free(ib), free(bits);
+    return rc;
+}
+
+/* z = the one-hot rows (over n) of the positions payload at positions 0 … k−1 of each row. */
+static int k_qs_output(eng *e, mpc_val *z, const mpc_val *S, const qs_state *s,
+                       const mpc_val *x)
+{
+    size_t R = s->R, n = s->n, k = s->k;
+    uint32_t *ix;
+    mpc_val top;
+    TRY(pub32(x, R * k, &ix));
+    if (ix)
+        for (size_t r = 0; r < R; r++)
+            for (size_t q = 0; q < k; q++)
+                ix[r * k + q] = (uint32_t)(R * n + r * n + s->cur[r * n + q]);
+    int rc = k_move(e, &top, S, ix, R * k, DOM_ARITH);
+    free(ix);
+    TRY(rc);
+    rc = k_onehot(e, z, &top, n);
+    krel(e, &top);
+    return rc;
+}
+
 /* Top-k of R rows of n by a secret shuffle and QuickSelect with revealed comparisons (SPU
  * libspu/kernel/hal/permute.cc topk_1d → PrepareInput, QuickSelectTopk, TwoWayPartition),
  * the rows advancing together (MPCache infer/rank.cc runs the heads concurrently): output
@@ -2577,108 +2735,18 @@ static void qs_partition(uint32_t *cur, uint8_t *g, uint32_t *lo, uint32_t *hi, 
 static int k_topk_qs(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size_t k,
                      int w)
 {
-    int data = has_data(x);
-    size_t N = R * n;
-    unsigned b = 0;
-    while (((size_t)1 << b) < n)
-        b++;
-    mpc_val key, io, V, S, parts[2];
-    TRY(kal(e, &key, N, DOM_ARITH));
-    TRY(k_mulc(e, &key, x, (uint64_t)1 << b));
-    uint64_t *c;
-    TRY(pub64(x, N, &c));
-    if (c)
-        for (size_t i = 0; i < N; i++)
-            c[i] = ((uint64_t)1 << b) - 1 - i % n;
-    int rc = VT->add_pub(e, &key, &key, c, N);
-    free(c);
-    TRY(rc);
-    TRY(k_iota(e, &io, x, R, n));
-    parts[0] = key, parts[1] = io;
-    TRY(k_concat(e, &V, parts, 2));
-    krel(e, &key), krel(e, &io);
-    TRY(kal(e, &S, 2 * N, DOM_ARITH));
-    TRY(VT->shuffle(e, &S, &V, n, 2));
-    krel(e, &V);
-    /* public state: position → element of each row, intervals, and (cost mode) a random order */
-    uint32_t *cur = malloc(N * sizeof *cur), *lo = malloc(R * sizeof *lo), *hi = malloc(R * sizeof *hi);
-    uint8_t *act = malloc(R), *g = malloc(N);
-    uint64_t *rank = data ? NULL : malloc(N * sizeof *rank);
-    if (!cur || !lo || !hi || !act || !g || (!data && !rank)) {
-        free(cur), free(lo), free(hi), free(act), free(g), free(rank);
-        return MS_ERR_NOMEM;
-    }
-    uint64_t seed = 0x71c5e1ec7ull ^ ((uint64_t)n << 32) ^ ((uint64_t)k << 8) ^ R;
-    for (size_t r = 0; r < R; r++) {
-        lo[r] = 0, hi[r] = (uint32_t)(n - 1), act[r] = k < n && n > 1;
-        for (size_t i = 0; i < n; i++)
-            cur[r * n + i] = (uint32_t)i;
-        for (size_t i = 0; rank && i < n; i++)
-            rank[r * n + i] = i;
-        for (size_t i = n - 1; rank && i > 0; i--) {
-            size_t j = qs_mix(&seed) % (i + 1);
-            uint64_t t = rank[r * n + i];
-            rank[r * n + i] = rank[r * n + j], rank[r * n + j] = t;
-        }
-    }
-    uint32_t *ia = NULL, *ib = NULL;
-    uint64_t *bits = NULL;
-    for (rc = MS_OK; !rc;) {
-        uint64_t C = 0, own;
-        for (size_t r = 0; r < R; r++)
-            C += act[r] ? hi[r] - lo[r] : 0;
-        own = C;
-        if ((rc = VT->sync_public(e, &C)) || !C)
-            break;
-        int mine = C == own; /* semi2k's dealer may follow counts its own order did not give */
-        mpc_val A, B, cb;
-        free(ia), free(ib), free(bits);
-        ia = ib = NULL, bits = NULL;
-        if ((rc = pub32(x, C, &ia)) || (rc = pub32(x, C, &ib)) || (rc = pub64(x, C, &bits)))
-            break;
-        if (ia && mine)
-            for (size_t r = 0, q = 0; r < R; r++)
-                for (uint32_t p = lo[r] + 1; act[r] && p <= hi[r]; p++, q++)
-                    ia[q] = (uint32_t)(r * n + cur[r * n + lo[r]]),
-                    ib[q] = (uint32_t)(r * n + cur[r * n + p]);
-        if ((rc = kal(e, &A, C, DOM_ARITH)) || (rc = VT->permute(e, &A, &S, ia, C)) ||
-            (rc = kal(e, &B, C, DOM_ARITH)) || (rc = VT->permute(e, &B, &S, ib, C)) ||
-            (rc = k_lt(e, &cb, &A, &B, w)) || (rc = VT->open(e, bits, &cb, -1)))
-            break;
-        krel(e, &A), krel(e, &B), krel(e, &cb);
-        if (!mine)
-            continue;
-        for (size_t r = 0, q = 0; r < R; r++) {
-            if (!act[r])
-                continue;
-            uint32_t len = hi[r] - lo[r];
-            for (uint32_t j = 0; j < len; j++)
-                g[r * n + j] = bits ? (uint8_t)(bits[q + j] & 1)
-                                    : rank[r * n + cur[r * n + lo[r] + 1 + j]] >
-                                          rank[r * n + cur[r * n + lo[r]]];
-            q += len;
-            qs_partition(cur + r * n, g + r * n, &lo[r], &hi[r], &act[r], k);
-        }
-    }
-    free(ia), free(ib), free(bits), free(lo), free(hi), free(act), free(g), free(rank);
-    uint32_t *ix = NULL;
-    mpc_val top;
+    mpc_val S;
+    qs_state s;
+    uint64_t C = 1;
+    TRY(k_qs_shuffled(e, &S, x, R, n));
+    TRY(qs_init(&s, R, n, k, has_data(x)));
+    int rc = MS_OK;
+    while (!rc && C)
+        rc = k_qs_step(e, &s, &S, x, w, &C);
     if (!rc)
-        rc = pub32(x, R * k, &ix);
-    if (ix)
-        for (size_t r = 0; r < R; r++)
-            for (size_t q = 0; q < k; q++)
-                ix[r * k + q] = (uint32_t)(N + r * n + cur[r * n + q]);
-    free(cur);
-    if (!rc)
-        rc = kal(e, &top, R * k, DOM_ARITH);
-    if (!rc)
-        rc = VT->permute(e, &top, &S, ix, R * k);
-    free(ix);
+        rc = k_qs_output(e, z, &S, &s, x);
+    qs_free(&s);
     krel(e, &S);
-    TRY(rc);
-    rc = k_onehot(e, z, &top, n);
-    krel(e, &top);
     return rc;
 }
 
@@ -2902,13 +2970,14 @@ static int k_exec_ew(eng *e, const op_program *p, const op *o, mpc_val *vals, mp
     return rc;
 }
 
-static int k_dispatch(eng *e, const op_program *p, const op *o, mpc_val *vals,
-                      const mpc_val *x, const mpc_val *y, const mpc_val *w, mpc_val *z,
-                      size_t idx, errbuf *err)
+/* ---- op kernels: an op's operands and arguments to a kernel ------------------------------ */
+
+/* The checks every op passes before its kernel: the bit bound, the operands its kind needs,
+ * a row op's and a one-hot's operand size. */
+static int kop_check(const op *o, const mpc_val *x, const mpc_val *y, const mpc_val *w,
+                     size_t idx, errbuf *err)
 {
-    size_t R = (size_t)o->batch * o->m, n = o->n;
-    int f = e->cfg.frac_bits, notrunc = (o->flags & OPF_NO_TRUNC) != 0;
-    int wb = o->bits ? o->bits : 64; /* the compared operands' public bit bound (op.h) */
+    size_t R = (size_t)o->batch * o->m;
     if (o->bits > 64 || (o->bits == 1 && o->kind != OP_EQ && o->kind != OP_ONEHOT))
         return bad(err, o, idx, "bit bound out of range (lt, max, sort: 2 … 64; eq: 1 … 64)");
     int need1 = o->kind != OP_INPUT;
@@ -2917,140 +2986,157 @@ static int k_dispatch(eng *e, const op_program *p, const op *o, mpc_val *vals,
                 o->kind == OP_SELECT || o->kind == OP_GATHER;
     if ((need1 && !x) || (need2 && !y) || (o->kind == OP_SELECT && !w))
         return bad(err, o, idx, "missing operand");
-    if (op_kind_shape(o->kind) == OPS_ROW && x->n < R * n)
+    if (op_kind_shape(o->kind) == OPS_ROW && x->n < R * o->n)
         return bad(err, o, idx, "operand smaller than batch × m × n");
     if (o->kind == OP_ONEHOT && x->n < R)
         return bad(err, o, idx, "index operand smaller than batch × m");
-    switch ((op_kind)o->kind) {
-    case OP_INPUT: {
-        const mpc_val *dst = &vals[o->out];
-        TRY(kal(e, z, dst->n, DOM_ARITH));
-        return VT->input(e, z, op_input_owner(p, o, e->n_parties), dst->s[0]);
+    return MS_OK;
+}
+
+/* z = t truncated by f (trunc) or t itself; consumes t. */
+static int k_settle(eng *e, mpc_val *z, mpc_val *t, int trunc)
+{
+    if (!trunc) {
+        *z = *t;
+        return MS_OK;
     }
-    case OP_ADD:
-    case OP_SUB:
-        TRY(kal(e, z, x->n, x->dom));
-        return o->kind == OP_ADD ? VT->add(e, z, x, y) : VT->sub(e, z, x, y);
-    case OP_ADD_PUB:
-    case OP_MUL_PUB: {
-        uint64_t *buf, scalar;
-        const uint64_t *c;
-        size_t nc;
-        TRY(pub_operand(e, o, vals, x, o->kind == OP_MUL_PUB, &buf, &c, &nc, &scalar));
-        mpc_val t;
-        int rc = kal(e, &t, x->n, x->dom);
-        if (!rc)
-            rc = o->kind == OP_ADD_PUB ? VT->add_pub(e, &t, x, c, nc)
-                                       : VT->mul_pub(e, &t, x, c, nc);
-        free(buf);
-        TRY(rc);
-        if (o->kind == OP_ADD_PUB || notrunc || x->dom == DOM_BOOL) {
-            *z = t;
-            return MS_OK;
-        }
-        rc = k_trunc(e, z, &t, f);
-        krel(e, &t);
-        return rc;
-    }
-    case OP_MUL:
-        return notrunc ? k_imul(e, z, x, y) : k_fmul(e, z, x, y);
-    case OP_SQUARE:
-        if (notrunc) {
-            TRY(kal(e, z, x->n, DOM_ARITH));
-            return VT->square(e, z, x);
-        }
+    int rc = k_trunc(e, z, t, e->cfg.frac_bits);
+    krel(e, t);
+    return rc;
+}
+
+/* INPUT: the owner shares the plaintext bound to the op's output (vals[out].s[0]). */
+static int kop_input(eng *e, const op_program *p, const op *o, const mpc_val *vals, mpc_val *z)
+{
+    const mpc_val *dst = &vals[o->out];
+    TRY(kal(e, z, dst->n, DOM_ARITH));
+    return VT->input(e, z, op_input_owner(p, o, e->n_parties), dst->s[0]);
+}
+
+static int kop_addsub(eng *e, const op *o, const mpc_val *x, const mpc_val *y, mpc_val *z)
+{
+    TRY(kal(e, z, x->n, x->dom));
+    return o->kind == OP_ADD ? VT->add(e, z, x, y) : VT->sub(e, z, x, y);
+}
+
+/* ADD_PUB, MUL_PUB: x with the public operand (pub_operand); an arithmetic product is
+ * truncated unless OPF_NO_TRUNC. */
+static int kop_pub(eng *e, const op *o, const mpc_val *vals, const mpc_val *x, mpc_val *z)
+{
+    uint64_t *buf, scalar;
+    const uint64_t *c;
+    size_t nc;
+    int add = o->kind == OP_ADD_PUB;
+    TRY(pub_operand(e, o, vals, x, !add, &buf, &c, &nc, &scalar));
+    mpc_val t;
+    int rc = kal(e, &t, x->n, x->dom);
+    if (!rc)
+        rc = add ? VT->add_pub(e, &t, x, c, nc) : VT->mul_pub(e, &t, x, c, nc);
+    free(buf);
+    TRY(rc);
+    return k_settle(e, z, &t, !add && !(o->flags & OPF_NO_TRUNC) && x->dom != DOM_BOOL);
+}
+
+static int kop_square(eng *e, const op *o, const mpc_val *x, mpc_val *z)
+{
+    if (!(o->flags & OPF_NO_TRUNC))
         return k_fsq(e, z, x);
+    TRY(kal(e, z, x->n, DOM_ARITH));
+    return VT->square(e, z, x);
+}
+
+/* MATMUL, GATHER: local by a public B (k_matmul_pub), else the engine's matmul; a fixed-point
+ * product is truncated (GATHER's one-hot rows need none). */
+static int kop_matmul(eng *e, const op *o, const mpc_val *x, const mpc_val *y, mpc_val *z)
+{
+    mpc_val t;
+    if (o->flags & OPF_PUBLIC_B) {
+        TRY(k_matmul_pub(e, &t, x, y, o->batch, o->m, o->k, o->n,
+                         (o->flags & OPF_TRANS_B) != 0));
+    } else {
+        TRY(kal(e, &t, (size_t)o->batch * o->m * o->n, DOM_ARITH));
+        TRY(VT->matmul(e, &t, x, y, o->batch, o->m, o->k, o->n, o->flags, o->in[1]));
+    }
+    return k_settle(e, z, &t, o->kind != OP_GATHER && !(o->flags & OPF_NO_TRUNC));
+}
+
+static int kop_b2a(eng *e, const mpc_val *x, mpc_val *z)
+{
+    TRY(kal(e, z, x->n, DOM_ARITH));
+    return VT->b2a(e, z, x);
+}
+
+/* LAYERNORM (gain in1, bias in2), RMSNORM (gain in1); each public or secret. */
+static int kop_norm(eng *e, const op_program *p, const op *o, const mpc_val *x,
+                    const mpc_val *y, const mpc_val *w, mpc_val *z)
+{
+    int ln = o->kind == OP_LAYERNORM;
+    int gp = y && p->tens[o->in[1]].role == OPT_PUBLIC;
+    int bp = w && p->tens[o->in[2]].role == OPT_PUBLIC;
+    return k_norm(e, z, x, (size_t)o->batch * o->m, o->n, ln, o->farg > 0 ? o->farg : 1e-5, y,
+                  gp, ln ? w : NULL, bp);
+}
+
+static int kop_topk(eng *e, const op *o, const mpc_val *x, int wb, mpc_val *z, size_t idx,
+                    errbuf *err)
+{
+    size_t k = o->iarg > 0 ? (size_t)o->iarg : 1, n = o->n;
+    if (!strcmp(e->cfg.topk, "quickselect") && (!VT->shuffle || !VT->sync_public))
+        return bad(err, o, idx, "topk quickselect needs a secret shuffle, which this engine "
+                                "does not have (use topk=network)");
+    return k_topk(e, z, x, (size_t)o->batch * o->m, n, k < n ? k : n, wb);
+}
+
+static int kop_reveal(eng *e, const op *o, const mpc_val *x, mpc_val *z)
+{
+    TRY(kal(e, z, x->n, DOM_ARITH));
+    TRY(VT->open(e, z->s[0], x, o->iarg));
+    /* to all: public at every node, semi2k's dealer included (eng publish) */
+    return o->iarg < 0 && VT->publish ? VT->publish(e, z) : MS_OK;
+}
+
+static int k_dispatch(eng *e, const op_program *p, const op *o, mpc_val *vals,
+                      const mpc_val *x, const mpc_val *y, const mpc_val *w, mpc_val *z,
+                      size_t idx, errbuf *err)
+{
+    size_t R = (size_t)o->batch * o->m, n = o->n, m = o->m ? o->m : 1;
+    int f = e->cfg.frac_bits, notrunc = (o->flags & OPF_NO_TRUNC) != 0;
+    int wb = o->bits ? o->bits : 64; /* the compared operands' public bit bound (op.h) */
+    TRY(kop_check(o, x, y, w, idx, err));
+    switch ((op_kind)o->kind) {
+    case OP_INPUT: return kop_input(e, p, o, vals, z);
+    case OP_ADD:
+    case OP_SUB: return kop_addsub(e, o, x, y, z);
+    case OP_ADD_PUB:
+    case OP_MUL_PUB: return kop_pub(e, o, vals, x, z);
+    case OP_MUL: return notrunc ? k_imul(e, z, x, y) : k_fmul(e, z, x, y);
+    case OP_SQUARE: return kop_square(e, o, x, z);
     case OP_MATMUL:
-    case OP_GATHER: {
-        mpc_val t;
-        if (o->flags & OPF_PUBLIC_B) {
-            TRY(k_matmul_pub(e, &t, x, y, o->batch, o->m, o->k, o->n,
-                             (o->flags & OPF_TRANS_B) != 0));
-        } else {
-            TRY(kal(e, &t, (size_t)o->batch * o->m * o->n, DOM_ARITH));
-            TRY(VT->matmul(e, &t, x, y, o->batch, o->m, o->k, o->n, o->flags, o->in[1]));
-        }
-        if (o->kind == OP_GATHER || notrunc) {
-            *z = t;
-            return MS_OK;
-        }
-        int rc = k_trunc(e, z, &t, f);
-        krel(e, &t);
-        return rc;
-    }
-    case OP_TRUNC:
-        return k_trunc(e, z, x, o->iarg > 0 ? o->iarg : f);
-    case OP_LT:
-        return k_lt(e, z, x, y, wb);
-    case OP_EQ: {
-        mpc_val d;
-        TRY(kal(e, &d, x->n, DOM_ARITH));
-        TRY(VT->sub(e, &d, x, y));
-        TRY(k_eqz(e, z, &d, wb));
-        krel(e, &d);
-        return MS_OK;
-    }
-    case OP_SELECT:
-        return k_select(e, z, x, y, w);
-    case OP_A2B:
-        return k_a2b(e, z, x);
-    case OP_B2A:
-        TRY(kal(e, z, x->n, DOM_ARITH));
-        return VT->b2a(e, z, x);
-    case OP_MAX:
-        return k_rowmax(e, z, NULL, x, R, n, wb);
-    case OP_ARGMAX: {
-        mpc_val mx, ix;
-        TRY(k_rowmax(e, &mx, &ix, x, R, n, wb));
-        TRY(k_onehot(e, z, &ix, n));
-        krel(e, &mx), krel(e, &ix);
-        return MS_OK;
-    }
-    case OP_EXP:
-        return k_exp(e, z, x);
-    case OP_RECIPROCAL:
-        return k_recip(e, z, x, -f, o->bits);
-    case OP_RSQRT:
-        return k_rsqrt(e, z, x, -f, o->bits);
-    case OP_SOFTMAX:
-        return k_softmax(e, z, x, R, o->m ? o->m : 1, n, o->iarg);
-    case OP_GELU:
-        return k_piecewise(e, z, x, &puma_gelu);
-    case OP_SILU:
-        if (!strcmp(e->cfg.approx, "sigmoid"))
-            return k_silu_sigmoid(e, z, x);
-        return k_piecewise(e, z, x, &puma_silu);
+    case OP_GATHER: return kop_matmul(e, o, x, y, z);
+    case OP_TRUNC: return k_trunc(e, z, x, o->iarg > 0 ? o->iarg : f);
+    case OP_LT: return k_lt(e, z, x, y, wb);
+    case OP_EQ: return k_eq(e, z, x, y, wb);
+    case OP_SELECT: return k_select(e, z, x, y, w);
+    case OP_A2B: return k_a2b(e, z, x);
+    case OP_B2A: return kop_b2a(e, x, z);
+    case OP_MAX: return k_rowmax(e, z, NULL, x, R, n, wb);
+    case OP_ARGMAX: return k_argmax(e, z, x, R, n, wb);
+    case OP_EXP: return k_exp(e, z, x);
+    case OP_RECIPROCAL: return k_recip(e, z, x, -f, o->bits);
+    case OP_RSQRT: return k_rsqrt(e, z, x, -f, o->bits);
+    case OP_SOFTMAX: return k_softmax(e, z, x, R, m, n, o->iarg);
+    case OP_GELU: return k_piecewise(e, z, x, &puma_gelu);
+    case OP_SILU: return k_silu(e, z, x);
     case OP_LAYERNORM:
-    case OP_RMSNORM: {
-        int ln = o->kind == OP_LAYERNORM;
-        int gp = y && p->tens[o->in[1]].role == OPT_PUBLIC;
-        int bp = w && p->tens[o->in[2]].role == OPT_PUBLIC;
-        return k_norm(e, z, x, R, n, ln, o->farg > 0 ? o->farg : 1e-5, y, gp, ln ? w : NULL, bp);
-    }
-    case OP_TOPK: {
-        size_t k = o->iarg > 0 ? (size_t)o->iarg : 1;
-        if (!strcmp(e->cfg.topk, "quickselect") && (!VT->shuffle || !VT->sync_public))
-            return bad(err, o, idx, "topk quickselect needs a secret shuffle, which this engine "
-                                    "does not have (use topk=network)");
-        return k_topk(e, z, x, R, n, k < n ? k : n, wb);
-    }
-    case OP_SORT:
-        return k_sort(e, z, x, R, n, wb, o->iarg == 1);
-    case OP_ONEHOT:
-        return k_onehot_w(e, z, x, n, o->bits);
+    case OP_RMSNORM: return kop_norm(e, p, o, x, y, w, z);
+    case OP_TOPK: return kop_topk(e, o, x, wb, z, idx, err);
+    case OP_SORT: return k_sort(e, z, x, R, n, wb, o->iarg == 1);
+    case OP_ONEHOT: return k_onehot_w(e, z, x, n, o->bits);
     case OP_ROPE:
-        return k_rope(e, z, x, R, o->m ? o->m : 1, n, o->k ? o->k : n, o->iarg,
-                      o->farg > 0 ? o->farg : 10000.0);
-    case OP_REVEAL: {
-        TRY(kal(e, z, x->n, DOM_ARITH));
-        TRY(VT->open(e, z->s[0], x, o->iarg));
-        /* to all: public at every node, semi2k's dealer included (eng publish) */
-        return o->iarg < 0 && VT->publish ? VT->publish(e, z) : MS_OK;
-    }
-    case OP_VIEW:
-        return k_view(e, p, o, vals, z);
-    case OP_N_KINDS:
-        break;
+        return k_rope(e, z, x, R, m, n, o->k ? o->k : n, o->iarg, o->farg > 0 ? o->farg : 10000.0);
+    case OP_REVEAL: return kop_reveal(e, o, x, z);
+    case OP_VIEW: return k_view(e, p, o, vals, z);
+    case OP_N_KINDS: break;
     }
     return bad(err, o, idx, "unknown op kind");
 }
