@@ -132,6 +132,13 @@ static unsigned quest_needs(void *st, uint32_t pos)
     return POLICY_NEED_K | (pos >= s->env.prompt_len ? POLICY_NEED_Q : 0);
 }
 
+/* The dense first layers keep no bounds: nothing of theirs is read. */
+static unsigned quest_layer_needs(void *st, uint32_t layer, uint32_t pos)
+{
+    quest_state *s = st;
+    return layer < s->skip ? 0 : quest_needs(st, pos);
+}
+
 /* Index of (layer, g, page p) among the selecting layers' pages. */
 static size_t page_at(const quest_state *s, uint32_t layer, uint32_t g, uint32_t p)
 {
@@ -146,8 +153,11 @@ static float *bound(const quest_state *s, float *base, uint32_t layer, uint32_t 
     return base + page_at(s, layer, g, p) * s->env.head_dim;
 }
 
-/* The page's running max and min with key k (fresh: the page's first key), as selects
- * rather than branches (the same values: k > M ? k : M). */
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+/* The page's running max and min with key k (fresh: the page's first key), four channels at
+ * a time as selects (the same values as k > M ? k : M, NaN included). */
 static void bound_update(float *mx, float *mn, const float *k, uint32_t d, int fresh)
 {
     if (fresh) {
@@ -155,7 +165,19 @@ static void bound_update(float *mx, float *mn, const float *k, uint32_t d, int f
         memcpy(mn, k, d * sizeof *mn);
         return;
     }
-    for (uint32_t i = 0; i < d; i++) {
+    uint32_t i = 0;
+    for (; i + 4 <= d; i += 4) {
+        v4f a, M, m;
+        memcpy(&a, k + i, sizeof a);
+        memcpy(&M, mx + i, sizeof M);
+        memcpy(&m, mn + i, sizeof m);
+        v4i up = a > M, dn = a < m;
+        M = (v4f)(((v4i)a & up) | ((v4i)M & ~up));
+        m = (v4f)(((v4i)a & dn) | ((v4i)m & ~dn));
+        memcpy(mx + i, &M, sizeof M);
+        memcpy(mn + i, &m, sizeof m);
+    }
+    for (; i < d; i++) {
         mx[i] = k[i] > mx[i] ? k[i] : mx[i];
         mn[i] = k[i] < mn[i] ? k[i] : mn[i];
     }
@@ -267,7 +289,8 @@ static int select_half(quest_state *s, uint32_t layer, uint32_t g, uint32_t pos,
                 float M = hf[hx[i]], m = hf[hn[i]];
                 float a = qh[i] * M, b = qh[i] * m, aq = fabsf(qh[i]);
                 u += a > b ? a : b;
-                S += (double)aq * fmax(fabsf(M), fabsf(m));
+                float am = fabsf(M) > fabsf(m) ? fabsf(M) : fabsf(m); /* no NaN here */
+                S += (double)aq * am;
                 Q += aq;
             }
         }
@@ -379,6 +402,7 @@ const policy_ops policy_quest = {
     .init = quest_init,
     .fini = quest_fini,
     .needs = quest_needs,
+    .layer_needs = quest_layer_needs,
     .observe = quest_observe,
     .select = quest_select,
     .emit_cost = quest_emit,
