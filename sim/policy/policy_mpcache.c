@@ -51,9 +51,9 @@ enum { ST_THRESHOLD, ST_TOPK, ST_NONE };
  * what is kept of it: d floats per 16-cluster and per 32-cluster instead of a max and a min
  * per 16-cluster (a quarter less), the running bounds only for the pair being filled. Mixes
  * are stored MIX_W clusters to a block, channel-major ([block][d][MIX_W]), so that a select
- * scores MIX_W clusters at once, each lane summing its channels in order as mix_score does:
- * the same float score. */
-#define MIX_W 8
+ * scores MIX_W clusters at once (one AVX-512 register, or four SSE ones), each lane summing
+ * its channels in order as mix_score does: the same float score on either path. */
+#define MIX_W 16
 
 typedef struct mpcache_head {
     uint32_t *idx;     /* K' positions, in order */
@@ -251,6 +251,31 @@ static float *mix_at(float *m, uint32_t c, uint32_t d)
     return m + (size_t)c / MIX_W * MIX_W * d + c % MIX_W;
 }
 
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+/* mx = max(mx, k), mn = min(mn, k) four channels at a time, as selects (the same values as
+ * k > M ? k : M, NaN included). */
+static void bounds_update(float *mx, float *mn, const float *k, uint32_t d)
+{
+    uint32_t i = 0;
+    for (; i + 4 <= d; i += 4) {
+        v4f a, M, m;
+        memcpy(&a, k + i, sizeof a);
+        memcpy(&M, mx + i, sizeof M);
+        memcpy(&m, mn + i, sizeof m);
+        v4i up = a > M, dn = a < m;
+        M = (v4f)(((v4i)a & up) | ((v4i)M & ~up));
+        m = (v4f)(((v4i)a & dn) | ((v4i)m & ~dn));
+        memcpy(mx + i, &M, sizeof M);
+        memcpy(mn + i, &m, sizeof m);
+    }
+    for (; i < d; i++) {
+        mx[i] = k[i] > mx[i] ? k[i] : mx[i];
+        mn[i] = k[i] < mn[i] ? k[i] : mn[i];
+    }
+}
+
 /* Appends position pos with key k (d floats) to a head's K': the running bounds of its
  * 16-cluster, and the mixes of the clusters it closes (the prefill reserves the static set
  * and the decode steps exactly: no doubling slack). */
@@ -264,11 +289,8 @@ static int head_push(mpcache_head *h, uint32_t s2, uint32_t d, uint32_t pos, con
     if (h->n % s2 == 0) { /* the cluster's first key */
         memcpy(mx, k, d * sizeof *mx);
         memcpy(mn, k, d * sizeof *mn);
-    } else { /* selects rather than branches: the same values */
-        for (uint32_t i = 0; i < d; i++) {
-            mx[i] = k[i] > mx[i] ? k[i] : mx[i];
-            mn[i] = k[i] < mn[i] ? k[i] : mn[i];
-        }
+    } else {
+        bounds_update(mx, mn, k, d);
     }
     h->idx[h->n++] = pos;
     if (h->n % s2)
@@ -290,23 +312,79 @@ static int head_push(mpcache_head *h, uint32_t s2, uint32_t d, uint32_t pos, con
 }
 
 typedef float mix_v __attribute__((vector_size(4 * MIX_W)));
+#define MIX_NB 4 /* blocks scored together */
 
-/* out[c] = Σ_i qs[i]·mix[c][i] (channels in order) for the n clusters of blocks m. */
+/* out[c] = Σ_i qs[i]·mix[c][i] (channels in order) for the n clusters of blocks m. A product
+ * then a sum per lane (ISO C: gcc contracts nothing into an FMA), on every path. */
+#define MIX_SCORES_BODY                                                                         \
+    uint32_t nb = (n + MIX_W - 1) / MIX_W, b0 = 0;                                              \
+    /* MIX_NB blocks in flight: independent sums, each lane's still in channel order */         \
+    for (; b0 + MIX_NB <= nb; b0 += MIX_NB) {                                                   \
+        mix_v u[MIX_NB] = {{0}};                                                                \
+        const float *blk = m + (size_t)b0 * MIX_W * d;                                          \
+        for (uint32_t i = 0; i < d; i++) {                                                      \
+            mix_v q;                                                                            \
+            for (int l = 0; l < MIX_W; l++)                                                     \
+                q[l] = qs[i];                                                                   \
+            for (uint32_t j = 0; j < MIX_NB; j++) {                                             \
+                mix_v x;                                                                        \
+                memcpy(&x, blk + ((size_t)j * d + i) * MIX_W, sizeof x);                        \
+                u[j] += q * x;                                                                  \
+            }                                                                                   \
+        }                                                                                       \
+        for (uint32_t j = 0; j < MIX_NB; j++) {                                                 \
+            uint32_t c = (b0 + j) * MIX_W, k = n - c < MIX_W ? n - c : MIX_W;                   \
+            memcpy(out + c, &u[j], k * sizeof *out);                                            \
+        }                                                                                       \
+    }                                                                                           \
+    for (; b0 < nb; b0++) {                                                                     \
+        const float *blk = m + (size_t)b0 * MIX_W * d;                                          \
+        mix_v u = {0};                                                                          \
+        for (uint32_t i = 0; i < d; i++) {                                                      \
+            mix_v x, q;                                                                         \
+            memcpy(&x, blk + (size_t)i * MIX_W, sizeof x);                                      \
+            for (int l = 0; l < MIX_W; l++)                                                     \
+                q[l] = qs[i];                                                                   \
+            u += q * x;                                                                         \
+        }                                                                                       \
+        uint32_t c = b0 * MIX_W, k = n - c < MIX_W ? n - c : MIX_W;                             \
+        memcpy(out + c, &u, k * sizeof *out);                                                   \
+    }
+
+static void mix_scores_portable(const float *m, uint32_t n, const float *qs, uint32_t d,
+                                float *out)
+{
+    MIX_SCORES_BODY
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("avx512f"))) static void mix_scores_wide(const float *m, uint32_t n,
+                                                               const float *qs, uint32_t d,
+                                                               float *out)
+{
+    MIX_SCORES_BODY
+}
+
+static int mix_wide(void)
+{
+    static int have = -1;
+    if (have < 0) {
+        __builtin_cpu_init();
+        have = __builtin_cpu_supports("avx512f");
+    }
+    return have;
+}
+#endif
+
 static void mix_scores(const float *m, uint32_t n, const float *qs, uint32_t d, float *out)
 {
-    for (uint32_t b = 0; b * MIX_W < n; b++) {
-        const float *blk = m + (size_t)b * MIX_W * d;
-        mix_v u = {0};
-        for (uint32_t i = 0; i < d; i++) {
-            mix_v x, q;
-            memcpy(&x, blk + (size_t)i * MIX_W, sizeof x);
-            for (int l = 0; l < MIX_W; l++)
-                q[l] = qs[i];
-            u += q * x;
-        }
-        uint32_t k = n - b * MIX_W < MIX_W ? n - b * MIX_W : MIX_W;
-        memcpy(out + (size_t)b * MIX_W, &u, k * sizeof *out);
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (mix_wide()) {
+        mix_scores_wide(m, n, qs, d, out);
+        return;
     }
+#endif
+    mix_scores_portable(m, n, qs, d, out);
 }
 
 static int mpcache_observe(void *st, const policy_obs *o, errbuf *e)
