@@ -42,6 +42,15 @@ typedef struct prog_case {
     uint32_t idx_hi;  /* any_name: tensors named "….ffn.idx" get V_IDX indices below this */
 } prog_case;
 
+/* An empty case in pname (every other field zero); its program, initialised. */
+static op_program *case_open(prog_case *c, const char *pname)
+{
+    memset(c, 0, sizeof *c);
+    c->pname = pname;
+    op_program_init(&c->prog);
+    return &c->prog;
+}
+
 static uint64_t mix(uint64_t *s)
 {
     uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
@@ -207,11 +216,9 @@ static uint64_t *exact_ref(const op *o, const mpc_val *pv, size_t n)
     return r;
 }
 
-/* Checks a measured run of c->prog: per-op counts against the cost engine, values against the
- * clear-text engine (unless counts_only). */
-static void check_run(const prog_case *c, mpc_local_run *lr_in)
+/* The case's protocol configuration: pname's defaults with its msb, normalize and topk. */
+static proto_cfg case_cfg(const prog_case *c)
 {
-    mpc_local_run lr = *lr_in;
     proto_cfg cfg;
     errbuf err = {{0}};
     ck_assert_int_eq(proto_cfg_default(c->pname, &cfg, &err), MS_OK);
@@ -221,6 +228,16 @@ static void check_run(const prog_case *c, mpc_local_run *lr_in)
         ck_assert_int_eq(proto_cfg_set(&cfg, "normalize", c->norm, &err), MS_OK);
     if (c->topk)
         ck_assert_int_eq(proto_cfg_set(&cfg, "topk", c->topk, &err), MS_OK);
+    return cfg;
+}
+
+/* Checks a measured run of c->prog: per-op counts against the cost engine, values against the
+ * clear-text engine (unless counts_only). */
+static void check_run(const prog_case *c, mpc_local_run *lr_in)
+{
+    mpc_local_run lr = *lr_in;
+    proto_cfg cfg = case_cfg(c);
+    errbuf err = {{0}};
     const op_program *p = &c->prog;
     ck_assert(op_program_is_sane(p));
     /* prediction, with the public counts P0 synced (QuickSelect's partitions: cost_tape) */
@@ -316,15 +333,8 @@ static void check_run(const prog_case *c, mpc_local_run *lr_in)
 
 static void run_case(const prog_case *c)
 {
-    proto_cfg cfg;
+    proto_cfg cfg = case_cfg(c);
     errbuf err = {{0}};
-    ck_assert_int_eq(proto_cfg_default(c->pname, &cfg, &err), MS_OK);
-    if (c->msb)
-        ck_assert_int_eq(proto_cfg_set(&cfg, "msb", c->msb, &err), MS_OK);
-    if (c->norm)
-        ck_assert_int_eq(proto_cfg_set(&cfg, "normalize", c->norm, &err), MS_OK);
-    if (c->topk)
-        ck_assert_int_eq(proto_cfg_set(&cfg, "topk", c->topk, &err), MS_OK);
     mpc_launch l = {.cfg = cfg, .deadline_ms = 30000};
     mpc_local_run lr;
     ck_assert_msg(mpc_run_local(&l, &c->prog, bind_fn, (void *)c, !c->counts_only, &lr, &err) == MS_OK,
@@ -359,10 +369,7 @@ static void emit(op_program *p, int kind, uint32_t b, uint32_t m, uint32_t k, ui
 /* The composite: x (client input op) · W (fixed weight), rmsnorm, softmax, gelu, lt, reveal. */
 static void composite(prog_case *c, const char *pname)
 {
-    memset(c, 0, sizeof *c);
-    c->pname = pname;
-    op_program *p = &c->prog;
-    op_program_init(p);
+    op_program *p = case_open(c, pname);
     uint32_t x = op_tensor_add(p, "x", OPT_INPUT, DOM_ARITH, 1, 4, 16);
     uint32_t w = op_tensor_add(p, "W", OPT_WEIGHT, DOM_ARITH, 1, 16, 16);
     uint32_t g = op_tensor_add(p, "g", OPT_WEIGHT, DOM_ARITH, 1, 1, 16);
@@ -442,10 +449,7 @@ static const single singles[] = {
 
 static void single_case(prog_case *c, const char *pname, const single *s)
 {
-    memset(c, 0, sizeof *c);
-    c->pname = pname;
-    op_program *p = &c->prog;
-    op_program_init(p);
+    op_program *p = case_open(c, pname);
     static const char *names[3] = {"a", "b", "c"};
     uint32_t in[3] = {OP_NONE, OP_NONE, OP_NONE};
     int shape = op_kind_shape(s->kind);
@@ -580,11 +584,8 @@ START_TEST(test_topk_quickselect_ops)
 {
     const char *pname = _i ? "aby3" : "semi2k";
     prog_case c;
-    memset(&c, 0, sizeof c);
-    c.pname = pname;
+    op_program *p = case_open(&c, pname);
     c.topk = "quickselect";
-    op_program *p = &c.prog;
-    op_program_init(p);
     uint32_t x = op_tensor_add(p, "x", OPT_INPUT, DOM_ARITH, 2, 2, 24);
     uint32_t e = op_tensor_add(p, "e", OPT_INPUT, DOM_ARITH, 1, 1, 24);
     emit(p, OP_INPUT, 2, 2, 0, 24, OP_NONE, OP_NONE, OP_NONE, x, 0, 0, 0);
@@ -659,10 +660,7 @@ START_TEST(test_sparse_ffn_ops)
 {
     const char *pname = _i ? "aby3" : "semi2k";
     prog_case c;
-    memset(&c, 0, sizeof c);
-    c.pname = pname;
-    op_program *p = &c.prog;
-    op_program_init(p);
+    op_program *p = case_open(&c, pname);
     enum { T = 3, D = 16, F = 40, A = 9 };
     uint32_t x = op_tensor_add(p, "x", OPT_INPUT, DOM_ARITH, 1, T, D);
     uint32_t w1 = op_tensor_add(p, "w1", OPT_WEIGHT, DOM_ARITH, 1, F, D);
@@ -699,10 +697,7 @@ END_TEST
 START_TEST(test_revealed_blocks)
 {
     prog_case c;
-    memset(&c, 0, sizeof c);
-    c.pname = _i ? "aby3" : "semi2k";
-    op_program *p = &c.prog;
-    op_program_init(p);
+    op_program *p = case_open(&c, _i ? "aby3" : "semi2k");
     enum { T = 3, D = 8, F = 20, BS = 6, NB = 4, A = 2 * BS };
     uint32_t x = op_tensor_add(p, "x", OPT_INPUT, DOM_ARITH, 1, T, D);
     uint32_t ind = op_tensor_add(p, "ind", OPT_INPUT, DOM_ARITH, T, NB, 1);

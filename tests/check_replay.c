@@ -8,20 +8,13 @@
 
 #include "sim/replay/metrics.h"
 #include "sim/policy/policy.h"
+#include "stories.h"
 #include "harness.h"
 #include "sim/replay/replay.h"
 #include "sim/scenario/runner.h"
 
-static kv_param kvp(const char *k, const char *v)
-{
-    kv_param p;
-    memset(&p, 0, sizeof p);
-    snprintf(p.key, sizeof p.key, "%s", k);
-    snprintf(p.val, sizeof p.val, "%s", v);
-    p.line = 7;
-    p.col = 3;
-    return p;
-}
+/* A parameter as a scenario file gives it at 7:3. */
+static kv_param kvp(const char *k, const char *v) { return fixture_kvp(k, v, 7, 3); }
 
 /* stories260K over tests/data/tinystories_sample.txt: prompt P, decode N. */
 static run_cfg *stories_cfg(const char *policy, uint32_t P, uint32_t N)

@@ -31,6 +31,15 @@ static const char *tpath(const char *name) { return testdir_path(&td, name); }
 static char *q1s(const char *db, const char *sql) { return sqlfix_file_text(db, sql, 0); }
 static long long q1(const char *db, const char *sql) { return sqlfix_file_int(db, sql); }
 
+/* Writes yaml to the scenario file name, runs it into the database db (quietly, exit status
+ * 0) and returns the database's path. */
+static const char *run_into(const char *name, const char *yaml, const char *db)
+{
+    th_write(tpath(name), yaml);
+    ck_assert_int_eq(MPCSIM("run", name, "-o", db, "-q"), 0);
+    return tpath(db);
+}
+
 static void expect(const char *db, const char *sql, const char *want)
 {
     char *v = q1s(db, sql);
@@ -66,9 +75,7 @@ static const char labels_yaml[] =
 
 START_TEST(test_labels_and_columns)
 {
-    th_write(tpath("labels.yaml"), labels_yaml);
-    ck_assert_int_eq(MPCSIM("run", "labels.yaml", "-o", "l.db", "-q"), 0);
-    const char *db = tpath("l.db");
+    const char *db = run_into("labels.yaml", labels_yaml, "l.db");
     ck_assert_int_eq(q1(db, "PRAGMA user_version"), RDB_SCHEMA_VERSION);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs"), 10);
     /* three policy configurations told apart; the defaults (sink: 4) left out */
@@ -234,9 +241,7 @@ static void downgrade_to_v3(const char *path)
 
 START_TEST(test_protocol_labels)
 {
-    th_write(tpath("protos.yaml"), protos_yaml);
-    ck_assert_int_eq(MPCSIM("run", "protos.yaml", "-o", "pr.db", "-q"), 0);
-    const char *db = tpath("pr.db");
+    const char *db = run_into("protos.yaml", protos_yaml, "pr.db");
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE status = 'ok'"), 8);
     expect_proto_labels(db);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs_wide WHERE protocol_label = "
@@ -316,9 +321,7 @@ static const char hidden_yaml[] =
 
 START_TEST(test_hidden_differences)
 {
-    th_write(tpath("hidden.yaml"), hidden_yaml);
-    ck_assert_int_eq(MPCSIM("run", "hidden.yaml", "-o", "h.db", "-q"), 0);
-    const char *db = tpath("h.db");
+    const char *db = run_into("hidden.yaml", hidden_yaml, "h.db");
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE status = 'ok'"), 10);
     /* the model and the network say what was changed */
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE model = 'stories260K'"), 1);

@@ -17,6 +17,7 @@
 #include "sim/engine/stepcost.h"
 #include "sim/policy/policy.h"
 #include "sim/trace/trace_impl.h"
+#include "stories.h"
 
 /* ---- fixtures ---------------------------------------------------------------------------- */
 
@@ -175,12 +176,7 @@ END_TEST
 static run_cfg *mpc_cfg(uint32_t P, uint32_t n_dec)
 {
     run_cfg *c = tiny_cfg("semi2k", "wan", P, n_dec);
-    snprintf(c->model_ref, sizeof c->model_ref, "stories260K");
-    snprintf(c->scenario_path, sizeof c->scenario_path, "t.yaml");
-    snprintf(c->trace.source, sizeof c->trace.source, "record");
-    snprintf(c->trace.path, sizeof c->trace.path, "%s",
-             th_data_path("tests/data/tinystories_sample.txt"));
-    snprintf(c->policy.name, sizeof c->policy.name, "mpcache");
+    fixture_record_cfg(c, "mpcache");
     snprintf(c->policy.params[0].key, sizeof c->policy.params[0].key, "live");
     snprintf(c->policy.params[0].val, sizeof c->policy.params[0].val, "0");
     c->policy.n_params = 1;

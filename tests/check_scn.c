@@ -25,6 +25,15 @@ static int load(const char *text, scenario *s, errbuf *e)
     return scn_load("s.yaml", text, s, e);
 }
 
+/* text loads (as s.yaml) into s, with n_runs runs (< 0: any number). */
+static void load_ok(const char *text, scenario *s, int n_runs)
+{
+    errbuf e;
+    ck_assert_msg(load(text, s, &e) == MS_OK, "%s", e.msg);
+    if (n_runs >= 0)
+        ck_assert_uint_eq(s->n_runs, (unsigned)n_runs);
+}
+
 /* ---- bad input: one row per kind of mistake -------------------------------------------- */
 
 typedef struct bad_case {
@@ -300,9 +309,7 @@ START_TEST(test_zip)
                        "policies: [full, h2o, streamingllm]\nseed: 7\n"
                        "trace: {source: synth}\n";
     scenario s;
-    errbuf e;
-    ck_assert_msg(load(text, &s, &e) == MS_OK, "%s", e.msg);
-    ck_assert_uint_eq(s.n_runs, 3);
+    load_ok(text, &s, 3);
     static const char *const pr[] = {"semi2k", "aby3", "semi2k"}, *const net[] = {"lan", "wan",
                                                                                   "wan"},
                              *const pol[] = {"full", "h2o", "streamingllm"};
@@ -322,8 +329,7 @@ START_TEST(test_zip)
     /* one-element lists are fixed values, in zip as in grid */
     const char *one = "sweep: zip\nmodel: [stories260K]\nprotocol: semi2k\nnetwork: lan\n"
                       "workload: {prompt_len: [8, 16], decode_len: [1]}\n";
-    ck_assert_msg(load(one, &s, &e) == MS_OK, "%s", e.msg);
-    ck_assert_uint_eq(s.n_runs, 2);
+    load_ok(one, &s, 2);
     scn_free(&s);
 }
 END_TEST
@@ -338,9 +344,7 @@ START_TEST(test_cases)
                        "    protocol: aby3\n"
                        "    workload: {prompt_len: [16, 32], decode_len: 2}\n";
     scenario s;
-    errbuf e;
-    ck_assert_msg(load(text, &s, &e) == MS_OK, "%s", e.msg);
-    ck_assert_uint_eq(s.n_runs, 4);
+    load_ok(text, &s, 4);
     static const char *const mo[] = {"stories260K", "stories260K", "llama-2-7b", "llama-2-7b"},
                              *const pr[] = {"semi2k", "aby3", "aby3", "aby3"};
     static const uint32_t len[] = {8, 8, 16, 32};
@@ -370,11 +374,10 @@ START_TEST(test_defaults_and_overrides)
         "trace: {source: synth, params: {window: 64, sink: 4}}\n"
         "policies: [h2o]\n";
     scenario s;
-    errbuf e;
-    ck_assert_msg(load(text, &s, &e) == MS_OK, "%s", e.msg);
-    ck_assert_uint_eq(s.n_runs, 1);
+    load_ok(text, &s, 1);
     const run_cfg *c = &s.runs[0];
     model_cfg base;
+    errbuf e;
     ck_assert_int_eq(model_load("llama-2-7b", &base, &e), MS_OK);
     ck_assert_str_eq(c->model_ref, "inline");
     ck_assert_str_eq(c->model.name, "l7-8k");
@@ -490,8 +493,7 @@ START_TEST(test_wire_framing)
     snprintf(text, sizeof text, "model: stories260K\nprotocol: semi2k\nnetwork: %s\n"
              "workload: {prompt_len: 8, decode_len: 0}\n", w->network);
     scenario s;
-    errbuf e;
-    ck_assert_msg(load(text, &s, &e) == MS_OK, "%s", e.msg);
+    load_ok(text, &s, -1);
     const net_wire *nw = &s.runs[0].net.wire;
     ck_assert_uint_eq(nw->mtu, w->mtu);
     ck_assert_uint_eq(nw->l3l4_bytes, w->l3l4);
@@ -816,9 +818,7 @@ START_TEST(test_round_trip)
         "policies: [full, streamingllm, h2o]\n"
         "seed: 12345678901\noverlap: true\n";
     scenario s;
-    errbuf e;
-    ck_assert_msg(load(text, &s, &e) == MS_OK, "%s", e.msg);
-    ck_assert_uint_eq(s.n_runs, 3 * 2 * 3 * 3);
+    load_ok(text, &s, 3 * 2 * 3 * 3);
     ck_assert_str_eq(s.runs[0].machine.name, "box");
     ck_assert_double_eq(s.runs[0].machine.rate[WK_MAC], 3.5e9);
     ck_assert_int_eq(s.runs[0].machine.threads, 2);
@@ -834,9 +834,7 @@ START_TEST(test_topk_axis)
     const char *text = "model: stories260K\nprotocol: {name: aby3, topk: [network, quickselect]}\n"
                        "network: lan\nworkload: {prompt_len: 8, decode_len: 1}\npolicies: [full]\n";
     scenario s;
-    errbuf e;
-    ck_assert_msg(load(text, &s, &e) == MS_OK, "%s", e.msg);
-    ck_assert_uint_eq(s.n_runs, 2);
+    load_ok(text, &s, 2);
     ck_assert_str_eq(s.runs[0].proto.topk, "network");
     ck_assert_str_eq(s.runs[1].proto.topk, "quickselect");
     ck_assert_str_ne(s.runs[0].hash, s.runs[1].hash);

@@ -243,18 +243,51 @@ START_TEST(test_span_hits)
 }
 END_TEST
 
+/* ---- the cache alone ------------------------------------------------------------------ */
+
+/* A cache of kind (its min_span and capacity in tokens; 0: the default). */
+static kvs *cache_open(int kind, uint32_t min_span, uint32_t capacity)
+{
+    kvs_params kp;
+    kvs_params_default(&kp);
+    kp.kind = kind;
+    if (min_span)
+        kp.min_span = min_span;
+    if (capacity)
+        kp.capacity_tokens = capacity;
+    kvs *c;
+    errbuf e;
+    ck_assert_msg(kvs_open(&kp, &c, &e) == 0, "%s", e.msg);
+    return c;
+}
+
+/* One request's prompt through the cache: looked up, inserted, released; the cache stays
+ * sane. Its hit tokens. */
+static uint32_t put_prompt(kvs *c, const kvs_prompt *pr)
+{
+    errbuf e;
+    kvs_match m;
+    kvs_hold h = {0};
+    ck_assert_int_eq(kvs_lookup(c, pr, &m, &h, &e), 0);
+    ck_assert_int_eq(kvs_insert(c, pr, &m, &h, &e), 0);
+    kvs_release(c, &h);
+    kvs_hold_free(&h);
+    ck_assert(kvs_is_sane(c));
+    return m.hit_tokens;
+}
+
+static uint32_t put(kvs *c, const uint32_t *t, uint32_t n, uint32_t user)
+{
+    kvs_prompt pr = {t, NULL, n, 0, user};
+    return put_prompt(c, &pr);
+}
+
 /* Property: after caching random prompts with random masks, looking any of them up with
  * every token marked insensitive never reuses a position that was sensitive. */
 START_TEST(test_span_never_sensitive)
 {
-    kvs_params kp;
-    kvs_params_default(&kp);
-    kp.kind = KVS_SPAN;
-    kp.min_span = 4;
-    kp.capacity_tokens = 1u << 16;
-    kvs *c;
+    kvs *c = cache_open(KVS_SPAN, 4, 1u << 16);
     errbuf e;
-    ck_assert_int_eq(kvs_open(&kp, &c, &e), 0);
     enum { N = 60, L = 120 };
     static uint32_t tok[N][L];
     static uint8_t sens[N][L];
@@ -270,13 +303,7 @@ START_TEST(test_span_never_sensitive)
     uint64_t hits = 0;
     for (int i = 0; i < N; i++) {
         kvs_prompt pr = {tok[i], sens[i], L, 0, (uint32_t)i};
-        kvs_match m;
-        kvs_hold h = {0};
-        ck_assert_int_eq(kvs_lookup(c, &pr, &m, &h, &e), 0);
-        ck_assert_int_eq(kvs_insert(c, &pr, &m, &h, &e), 0);
-        kvs_release(c, &h);
-        kvs_hold_free(&h);
-        ck_assert(kvs_is_sane(c));
+        put_prompt(c, &pr);
     }
     /* every cached token must be insensitive where it came from: look each prompt up as an
      * attacker would (all insensitive) and check every reused token also appears insensitive
@@ -308,19 +335,11 @@ START_TEST(test_span_secret_never_hit)
     uint32_t a[64], b[64];
     workload w;
     build_span_wl(&w, a, b);
-    kvs_params kp;
-    kvs_params_default(&kp);
-    kp.kind = KVS_SPAN;
-    kp.min_span = 8;
-    kvs *c;
+    kvs *c = cache_open(KVS_SPAN, 8, 0);
     errbuf e;
-    ck_assert_int_eq(kvs_open(&kp, &c, &e), 0);
     kvs_prompt pa = {a, wl_sens(&w, 0), 53, 0, 11};
+    put_prompt(c, &pa);
     kvs_match m;
-    kvs_hold h = {0};
-    ck_assert_int_eq(kvs_lookup(c, &pa, &m, &h, &e), 0);
-    ck_assert_int_eq(kvs_insert(c, &pa, &m, &h, &e), 0);
-    kvs_release(c, &h);
     static const uint8_t zero[64];
     kvs_prompt probe = {a, zero, 53, 1, 99};
     ck_assert_int_eq(kvs_lookup(c, &probe, &m, NULL, &e), 0);
@@ -329,27 +348,12 @@ START_TEST(test_span_secret_never_hit)
         ck_assert_msg(end <= 20 || s >= 24, "piece [%u,%u) covers the secret [20,24)", s, end);
     }
     ck_assert_uint_eq(m.hit_tokens, 44);
-    kvs_hold_free(&h);
     kvs_close(c);
     wl_free(&w);
 }
 END_TEST
 
 /* ---- LRU eviction ---------------------------------------------------------------------- */
-
-static uint32_t put(kvs *c, const uint32_t *t, uint32_t n, uint32_t user)
-{
-    errbuf e;
-    kvs_prompt pr = {t, NULL, n, 0, user};
-    kvs_match m;
-    kvs_hold h = {0};
-    ck_assert_int_eq(kvs_lookup(c, &pr, &m, &h, &e), 0);
-    ck_assert_int_eq(kvs_insert(c, &pr, &m, &h, &e), 0);
-    kvs_release(c, &h);
-    kvs_hold_free(&h);
-    ck_assert(kvs_is_sane(c));
-    return m.hit_tokens;
-}
 
 static uint32_t peek(kvs *c, const uint32_t *t, uint32_t n)
 {
@@ -362,13 +366,8 @@ static uint32_t peek(kvs *c, const uint32_t *t, uint32_t n)
 
 START_TEST(test_lru_eviction)
 {
-    kvs_params kp;
-    kvs_params_default(&kp);
-    kp.kind = KVS_PREFIX;
-    kp.capacity_tokens = 48; /* 3 blocks */
-    kvs *c;
+    kvs *c = cache_open(KVS_PREFIX, 0, 48); /* 3 blocks */
     errbuf e;
-    ck_assert_int_eq(kvs_open(&kp, &c, &e), 0);
     uint32_t A[17], B[17], C[17], D[17];
     seq(A, 17, 100);
     seq(B, 17, 200);
@@ -388,8 +387,7 @@ START_TEST(test_lru_eviction)
     kvs_close(c);
 
     /* vLLM frees a request's blocks in reverse: its last block is evicted first */
-    kp.capacity_tokens = 32;
-    ck_assert_int_eq(kvs_open(&kp, &c, &e), 0);
+    c = cache_open(KVS_PREFIX, 0, 32);
     uint32_t E[33];
     seq(E, 33, 500);
     put(c, E, 33, 1); /* blocks e0 e1 */
@@ -398,8 +396,7 @@ START_TEST(test_lru_eviction)
     kvs_close(c);
 
     /* units held by a running request are never evicted: the new block is dropped */
-    kp.capacity_tokens = 16;
-    ck_assert_int_eq(kvs_open(&kp, &c, &e), 0);
+    c = cache_open(KVS_PREFIX, 0, 16);
     kvs_prompt pa = {A, NULL, 17, 0, 1}, pb = {B, NULL, 17, 0, 1};
     kvs_match ma, mb;
     kvs_hold ha = {0}, hb = {0};
@@ -422,29 +419,16 @@ END_TEST
 /* Span units are evicted LRU too, and their anchors go with them. */
 START_TEST(test_span_eviction)
 {
-    kvs_params kp;
-    kvs_params_default(&kp);
-    kp.kind = KVS_SPAN;
-    kp.min_span = 8;
-    kp.capacity_tokens = 45; /* two 21-token runs fit, a third evicts the oldest */
-    kvs *c;
+    kvs *c = cache_open(KVS_SPAN, 8, 45); /* two 21-token runs fit, a third evicts the oldest */
     errbuf e;
-    ck_assert_int_eq(kvs_open(&kp, &c, &e), 0);
     uint32_t A[21], B[21], C[21];
     uint8_t z[21] = {0};
     seq(A, 21, 100);
     seq(B, 21, 200);
     seq(C, 21, 300);
     kvs_prompt p[3] = {{A, z, 21, 0, 1}, {B, z, 21, 0, 2}, {C, z, 21, 0, 3}};
-    for (int i = 0; i < 3; i++) {
-        kvs_match m;
-        kvs_hold h = {0};
-        ck_assert_int_eq(kvs_lookup(c, &p[i], &m, &h, &e), 0);
-        ck_assert_int_eq(kvs_insert(c, &p[i], &m, &h, &e), 0);
-        kvs_release(c, &h);
-        kvs_hold_free(&h);
-        ck_assert(kvs_is_sane(c));
-    }
+    for (int i = 0; i < 3; i++)
+        put_prompt(c, &p[i]);
     kvs_match m;
     ck_assert_int_eq(kvs_lookup(c, &p[0], &m, NULL, &e), 0);
     ck_assert_uint_eq(m.hit_tokens, 0); /* A (21 tokens) was evicted for C */

@@ -87,6 +87,22 @@ static uint64_t run_lat(const net_cfg *n, const machine_profile *m, const op_pro
     return lat;
 }
 
+/* A Mersenne Twister seeded with seed (each test states its own, so its cases are fixed). */
+static gsl_rng *seeded(unsigned long seed)
+{
+    gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
+    ck_assert_ptr_nonnull(g);
+    gsl_rng_set(g, seed);
+    return g;
+}
+
+/* Frees a program and its cost log (random_case's or a test's own). */
+static void case_free(op_program *p, cost_log *l)
+{
+    free(l->r);
+    op_program_free(p);
+}
+
 /* A random program: n ops, 1–3 rounds each, random bytes on random links, random work;
  * dependencies random (each op reads a random earlier op or the input). */
 static void random_case(gsl_rng *g, int P, size_t n, int chain, op_program *p, cost_log *l)
@@ -192,8 +208,7 @@ START_TEST(test_arrival_formula)
     ck_assert_uint_eq(run_lat(&n, &m, &p, &l, 0), 1000000 + 10000 + 5000);
     r->work[1][WK_ELEM] = 2e6;
     ck_assert_uint_eq(run_lat(&n, &m, &p, &l, 0), 2000000);
-    free(l.r);
-    op_program_free(&p);
+    case_free(&p, &l);
 }
 END_TEST
 
@@ -221,8 +236,7 @@ START_TEST(test_serialization_back_to_back)
     l.r[1].bytes[1][0] = 125000;
     l.r[0].bytes[1][0] = 125000;
     ck_assert_uint_eq(run_lat(&n, &m, &p, &l, 0), 2 * (ser + lat));
-    free(l.r);
-    op_program_free(&p);
+    case_free(&p, &l);
 }
 END_TEST
 
@@ -250,8 +264,7 @@ static uint64_t bucket_arrival(const uint64_t *bytes, const double *work_ns, siz
     machine_profile m = fast_machine();
     uint64_t a = run_lat(&net, &m, &p, &l, 0);
     ck_assert_uint_eq(run_lat(&net, &m, &p, &l, 1), a); /* overlap: same (a chain) */
-    free(l.r);
-    op_program_free(&p);
+    case_free(&p, &l);
     return a;
 }
 
@@ -303,8 +316,7 @@ START_TEST(test_wire_framing)
     sim_opts o = {0};
     n.wire.mtu = 100; /* refused */
     ck_assert_int_eq(sim_run(&n, &m, &p, &l, &o, &res, &e), MS_ERR_INPUT);
-    free(l.r);
-    op_program_free(&p);
+    case_free(&p, &l);
 }
 END_TEST
 
@@ -345,8 +357,7 @@ END_TEST
 
 START_TEST(test_bytes_independent_of_network)
 {
-    gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(g, 1234);
+    gsl_rng *g = seeded(1234);
     op_program p;
     cost_log l;
     random_case(g, 3, 40, 0, &p, &l);
@@ -378,16 +389,14 @@ START_TEST(test_bytes_independent_of_network)
     ck_assert_uint_eq(a.total.bytes_sent[0], sent0);
     sim_result_free(&a);
     sim_result_free(&b);
-    free(l.r);
-    op_program_free(&p);
+    case_free(&p, &l);
     gsl_rng_free(g);
 }
 END_TEST
 
 START_TEST(test_monotone_in_latency_and_bandwidth)
 {
-    gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(g, 99);
+    gsl_rng *g = seeded(99);
     machine_profile m = fast_machine();
     for (int trial = 0; trial < 6; trial++) {
         op_program p;
@@ -411,8 +420,7 @@ START_TEST(test_monotone_in_latency_and_bandwidth)
                 prev = t;
             }
         }
-        free(l.r);
-        op_program_free(&p);
+        case_free(&p, &l);
     }
     gsl_rng_free(g);
 }
@@ -422,8 +430,7 @@ START_TEST(test_latency_bound_regime)
 {
     /* 100 ms one way, 1 Pbit/s, no compute, every round all-to-all: latency = rounds × 100 ms
      * plus serialization; stated tolerance 0.01% */
-    gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(g, 5);
+    gsl_rng *g = seeded(5);
     for (int P = 2; P <= 3; P++) {
         size_t n = 50;
         int dep[50];
@@ -448,8 +455,7 @@ START_TEST(test_latency_bound_regime)
         double want = (double)l.n * 1e8;
         ck_assert_double_eq_tol((double)t, want, want * 1e-4);
         ck_assert_uint_ge(t, (uint64_t)want);
-        free(l.r);
-        op_program_free(&p);
+        case_free(&p, &l);
     }
     gsl_rng_free(g);
 }
@@ -457,8 +463,7 @@ END_TEST
 
 START_TEST(test_overlap)
 {
-    gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(g, 2026);
+    gsl_rng *g = seeded(2026);
     machine_profile m = fast_machine();
     const char *nets[] = {"lan", "wan", "1ms/50Mbps"};
     for (int trial = 0; trial < 30; trial++) {
@@ -471,13 +476,11 @@ START_TEST(test_overlap)
         /* a dependency chain: overlap changes nothing */
         random_case(g, P, 25, 1, &p, &l);
         ck_assert_uint_eq(run_lat(&n, &m, &p, &l, 1), run_lat(&n, &m, &p, &l, 0));
-        free(l.r);
-        op_program_free(&p);
+        case_free(&p, &l);
         /* independent ops: never slower */
         random_case(g, P, 25, 0, &p, &l);
         ck_assert_uint_le(run_lat(&n, &m, &p, &l, 1), run_lat(&n, &m, &p, &l, 0));
-        free(l.r);
-        op_program_free(&p);
+        case_free(&p, &l);
     }
     /* two independent one-round exchanges overlap their flights */
     int dep[2] = {-1, -1};
@@ -494,8 +497,7 @@ START_TEST(test_overlap)
     net_uniform(&n, 2, 50000000, 1e12);
     ck_assert_uint_eq(run_lat(&n, &m, &p, &l, 0), 2 * (50000000 + 64 / 1000 + 0));
     ck_assert_uint_eq(run_lat(&n, &m, &p, &l, 1), 50000000);
-    free(l.r);
-    op_program_free(&p);
+    case_free(&p, &l);
     gsl_rng_free(g);
 }
 END_TEST
@@ -513,8 +515,7 @@ static void same_result(const sim_result *a, const sim_result *b)
 START_TEST(test_event_queue_equals_onepass)
 {
     /* the event-queue run and the one-pass run of the same model agree on every figure */
-    gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(g, 31337);
+    gsl_rng *g = seeded(31337);
     machine_profile m = fast_machine();
     const char *nets[] = {"lan", "wan", "2ms/20Mbps", "0ms/1Gbps",
                           "2ms/20Mbps/3100", "0ms/1Gbps/125000", "1ms/100Mbps/2000000"};
@@ -562,8 +563,7 @@ START_TEST(test_event_queue_equals_onepass)
             sim_result_free(&b);
             sim_result_free(&c);
         }
-        free(l.r);
-        op_program_free(&p);
+        case_free(&p, &l);
     }
     sim_ws_free(ws);
     gsl_rng_free(g);
@@ -611,8 +611,7 @@ START_TEST(test_critical_path_split)
     ck_assert_uint_eq(acc.n_layers, res.n_layers);
     sim_result_free(&acc);
     sim_result_free(&res);
-    free(l.r);
-    op_program_free(&p);
+    case_free(&p, &l);
 }
 END_TEST
 
@@ -636,8 +635,7 @@ static char *run_to_timeline(const net_cfg *n, const machine_profile *m, const o
 
 START_TEST(test_determinism_and_timeline)
 {
-    gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(g, 77);
+    gsl_rng *g = seeded(77);
     op_program p;
     cost_log l;
     random_case(g, 3, 20, 0, &p, &l);
@@ -678,8 +676,7 @@ START_TEST(test_determinism_and_timeline)
         sim_result_free(&a);
         sim_result_free(&b);
     }
-    free(l.r);
-    op_program_free(&p);
+    case_free(&p, &l);
     gsl_rng_free(g);
 }
 END_TEST
