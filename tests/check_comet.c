@@ -260,16 +260,11 @@ END_TEST
 Suite *comet_suite(void)
 {
     Suite *s = suite_create("comet");
-    TCase *tc = tcase_create("comet");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_comet_cli);
-    suite_add_tcase(s, tc);
-    TCase *model = tcase_create("model");
-    tcase_set_timeout(model, 120);
+    TCase *tc = th_case(s, "comet", 120);
+    TH_TESTS(tc, test_comet_cli);
+    TCase *model = th_case(s, "model", 120);
     STORIES_USE(model);
-    tcase_add_loop_test(model, test_comet_on_shares, 0, 4);
-    tcase_add_test(model, test_comet_costed_as_run);
-    tcase_add_test(model, test_float_sparse_ffn);
-    suite_add_tcase(s, model);
+    TH_LOOPS(model, 4, test_comet_on_shares);
+    TH_TESTS(model, test_comet_costed_as_run, test_float_sparse_ffn);
     return s;
 }

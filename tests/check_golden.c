@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "protocols/program/eng_plain.h"
 #include "protocols/program/kern.h"
 #include "models/llama.h"
@@ -195,9 +196,7 @@ END_TEST
 Suite *golden_suite(void)
 {
     Suite *s = suite_create("golden");
-    TCase *tc = tcase_create("stories260K");
-    tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, test_stories260k_fixed_point, 0, 2);
-    suite_add_tcase(s, tc);
+    TCase *tc = th_case(s, "stories260K", 120);
+    TH_LOOPS(tc, 2, test_stories260k_fixed_point);
     return s;
 }

@@ -810,29 +810,23 @@ END_TEST
 Suite *inputs_suite(void)
 {
     Suite *s = suite_create("inputs");
-    TCase *t = tcase_create("files");
+    TCase *t = th_case(s, "files", 0);
     TESTDIR_USE(t);
-    tcase_add_loop_test(t, test_scn_bad, 0, (int)(sizeof scn_bad / sizeof *scn_bad));
-    tcase_add_test(t, test_scn_nested_file);
-    tcase_add_loop_test(t, test_machine_bad, 0, (int)(sizeof machine_bad / sizeof *machine_bad));
-    tcase_add_test(t, test_machine_ok);
-    tcase_add_loop_test(t, test_synth_bad, 0, (int)(sizeof synth_bad / sizeof *synth_bad));
-    tcase_add_loop_test(t, test_serve_bad, 0, (int)(sizeof serve_bad / sizeof *serve_bad));
-    tcase_add_loop_test(t, test_manifest_bad, 0,
-                        (int)(sizeof manifest_bad / sizeof *manifest_bad));
-    suite_add_tcase(s, t);
+    TH_LOOPS(t, (int)(sizeof scn_bad / sizeof *scn_bad), test_scn_bad);
+    TH_TESTS(t, test_scn_nested_file);
+    TH_LOOPS(t, (int)(sizeof machine_bad / sizeof *machine_bad), test_machine_bad);
+    TH_TESTS(t, test_machine_ok);
+    TH_LOOPS(t, (int)(sizeof synth_bad / sizeof *synth_bad), test_synth_bad);
+    TH_LOOPS(t, (int)(sizeof serve_bad / sizeof *serve_bad), test_serve_bad);
+    TH_LOOPS(t, (int)(sizeof manifest_bad / sizeof *manifest_bad), test_manifest_bad);
     build_sites();
-    t = tcase_create("ranges");
+    t = th_case(s, "ranges", 120);
     TESTDIR_USE(t);
-    tcase_set_timeout(t, 120);
-    tcase_add_loop_test(t, test_numeric_out_of_range, 0, (int)n_sites);
-    tcase_add_test(t, test_numeric_summary);
-    tcase_add_loop_test(t, test_cli_numbers, 0, (int)(sizeof cli_bad / sizeof *cli_bad));
-    tcase_add_loop_test(t, test_checkpoint_bad, 0, TH_N(ckpt_bad));
-    suite_add_tcase(s, t);
-    t = tcase_create("docs");
-    tcase_add_test(t, test_docs_synth_table);
-    tcase_add_test(t, test_docs_key_tables);
-    suite_add_tcase(s, t);
+    TH_LOOPS(t, (int)n_sites, test_numeric_out_of_range);
+    TH_TESTS(t, test_numeric_summary);
+    TH_LOOPS(t, (int)(sizeof cli_bad / sizeof *cli_bad), test_cli_numbers);
+    TH_LOOPS(t, TH_N(ckpt_bad), test_checkpoint_bad);
+    t = th_case(s, "docs", 0);
+    TH_TESTS(t, test_docs_synth_table, test_docs_key_tables);
     return s;
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "protocols/program/eng_plain.h"
 #include "protocols/program/kern.h"
 #include "protocols/program/proto.h"
@@ -1046,29 +1047,16 @@ END_TEST
 Suite *kern_suite(void)
 {
     Suite *s = suite_create("kern");
-    TCase *t = tcase_create("numerics");
-    tcase_set_timeout(t, 60);
-    tcase_add_test(t, test_fx_roundtrip);
-    tcase_add_loop_test(t, test_lt_eq, 0, 4);
-    tcase_add_loop_test(t, test_bit_bound, 0, 4);
-    tcase_add_loop_test(t, test_onehot_width, 0, 2);
-    tcase_add_loop_test(t, test_onehot_signed_rank, 0, 2);
-    tcase_add_loop_test(t, test_a2b_b2a_select, 0, 2);
-    tcase_add_loop_test(t, test_exp, 0, 2);
-    tcase_add_loop_test(t, test_exp_pow2, 0, 2);
-    tcase_add_loop_test(t, test_reciprocal, 0, 4);
-    tcase_add_loop_test(t, test_rsqrt, 0, 4);
-    tcase_add_loop_test(t, test_recip_rsqrt_bitdec, 0, 8);
-    tcase_add_loop_test(t, test_gelu_silu, 0, 2);
-    tcase_add_loop_test(t, test_softmax, 0, 2);
-    tcase_add_loop_test(t, test_norms, 0, 2);
-    tcase_add_loop_test(t, test_max_argmax_topk, 0, 2);
-    tcase_add_loop_test(t, test_topk_quickselect, 0, 2);
-    tcase_add_test(t, test_topk_quickselect_cost);
-    tcase_add_loop_test(t, test_onehot_gather, 0, 2);
-    tcase_add_loop_test(t, test_rope_matmul, 0, 2);
-    tcase_add_loop_test(t, test_arith_ops, 0, 2);
-    tcase_add_loop_test(t, test_layout_conventions, 0, 2);
-    suite_add_tcase(s, t);
+    TCase *t = th_case(s, "numerics", 60);
+    TH_TESTS(t, test_fx_roundtrip);
+    TH_LOOPS(t, 4, test_lt_eq, test_bit_bound);
+    TH_LOOPS(t, 2, test_onehot_width, test_onehot_signed_rank, test_a2b_b2a_select, test_exp,
+                   test_exp_pow2);
+    TH_LOOPS(t, 4, test_reciprocal, test_rsqrt);
+    TH_LOOPS(t, 8, test_recip_rsqrt_bitdec);
+    TH_LOOPS(t, 2, test_gelu_silu, test_softmax, test_norms, test_max_argmax_topk,
+                   test_topk_quickselect);
+    TH_TESTS(t, test_topk_quickselect_cost);
+    TH_LOOPS(t, 2, test_onehot_gather, test_rope_matmul, test_arith_ops, test_layout_conventions);
     return s;
 }

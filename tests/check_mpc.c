@@ -1062,30 +1062,15 @@ END_TEST
 Suite *mpc_suite(void)
 {
     Suite *s = suite_create("mpc");
-    TCase *tp = tcase_create("primitives");
-    tcase_set_timeout(tp, 60);
-    tcase_add_loop_test(tp, test_elementwise, 0, 2);
-    tcase_add_loop_test(tp, test_input_open, 0, 2);
-    tcase_add_loop_test(tp, test_matmul, 0, 2);
-    tcase_add_loop_test(tp, test_trunc_edges, 0, 2);
-    tcase_add_test(tp, test_beaver_cache_setup);
-    tcase_add_test(tp, test_local_matmul_tiles);
-    tcase_add_test(tp, test_pack_bits);
-    tcase_add_test(tp, test_latency);
-    tcase_add_test(tp, test_sync_and_late_receiver);
-    suite_add_tcase(s, tp);
-    TCase *ts = tcase_create("security");
-    tcase_set_timeout(ts, 60);
-    tcase_add_loop_test(ts, test_p1_view_independent, 0, 2);
-    tcase_add_loop_test(ts, test_keys_fresh, 0, 2);
-    suite_add_tcase(s, ts);
-    TCase *tf = tcase_create("faults");
-    tcase_set_timeout(tf, 60);
-    tcase_add_loop_test(tf, test_fault, 0, TH_N(fault_cases));
-    tcase_add_loop_test(tf, test_fault_frozen, 0, 2);
-    tcase_add_test(tf, test_busy_not_frozen);
-    tcase_add_test(tf, test_port_in_use);
-    tcase_add_test(tf, test_peers_parse);
-    suite_add_tcase(s, tf);
+    TCase *tp = th_case(s, "primitives", 60);
+    TH_LOOPS(tp, 2, test_elementwise, test_input_open, test_matmul, test_trunc_edges);
+    TH_TESTS(tp, test_beaver_cache_setup, test_local_matmul_tiles, test_pack_bits, test_latency,
+                 test_sync_and_late_receiver);
+    TCase *ts = th_case(s, "security", 60);
+    TH_LOOPS(ts, 2, test_p1_view_independent, test_keys_fresh);
+    TCase *tf = th_case(s, "faults", 60);
+    TH_LOOPS(tf, TH_N(fault_cases), test_fault);
+    TH_LOOPS(tf, 2, test_fault_frozen);
+    TH_TESTS(tf, test_busy_not_frozen, test_port_in_use, test_peers_parse);
     return s;
 }

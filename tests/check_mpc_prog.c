@@ -651,6 +651,25 @@ START_TEST(test_stories260k_step)
 }
 END_TEST
 
+/* The FFN at public neuron indices ix (T rows of A of them): the weights' rows of w1 and columns
+ * of w2 taken by index (fixed operands), x (T × D) through both matmuls into y; x and the
+ * weights bound to reals (binds 0–2). */
+typedef struct ffn_tensors {
+    uint32_t x, w1, w2, ix, a1, a2, h, y;
+} ffn_tensors;
+
+static void indexed_ffn(prog_case *c, uint32_t T, uint32_t D, uint32_t A, ffn_tensors t)
+{
+    op_program *p = &c->prog;
+    emit(p, OP_VIEW, T, A, 0, D, t.w1, t.ix, OP_NONE, t.a1, OPF_INDEX_ROWS | OPF_FIXED_B, 0, 0);
+    emit(p, OP_MATMUL, T, 1, D, A, t.x, t.a1, OP_NONE, t.h, OPF_FIXED_B | OPF_TRANS_B, 0, 0);
+    emit(p, OP_VIEW, T, D, 0, A, t.w2, t.ix, OP_NONE, t.a2, OPF_INDEX_COLS | OPF_FIXED_B, 0, 0);
+    emit(p, OP_MATMUL, T, 1, A, D, t.h, t.a2, OP_NONE, t.y, OPF_FIXED_B | OPF_TRANS_B, 0, 0);
+    c->binds[0] = (tbind){"x", V_REAL, -1, 1};
+    c->binds[1] = (tbind){"w1", V_REAL, -0.5, 0.5};
+    c->binds[2] = (tbind){"w2", V_REAL, -0.5, 0.5};
+}
+
 /* Comet's sparse FFN on shares (lower_opts.ffn_active, public pattern): the weights' active
  * rows and columns taken by public index (VIEW, OPF_INDEX_*), the matmuls by them with the
  * fixed operands' masks restricted (semi2k: no opening in the step). A small FFN checked
@@ -671,13 +690,7 @@ START_TEST(test_sparse_ffn_ops)
     uint32_t h = op_tensor_add(p, "h", OPT_TEMP, DOM_ARITH, 1, T, A);
     uint32_t y = op_tensor_add(p, "y", OPT_OUTPUT, DOM_ARITH, 1, T, D);
     emit(p, OP_INPUT, 1, T, 0, D, OP_NONE, OP_NONE, OP_NONE, x, 0, 0, 0);
-    emit(p, OP_VIEW, T, A, 0, D, w1, ix, OP_NONE, a1, OPF_INDEX_ROWS | OPF_FIXED_B, 0, 0);
-    emit(p, OP_MATMUL, T, 1, D, A, x, a1, OP_NONE, h, OPF_FIXED_B | OPF_TRANS_B, 0, 0);
-    emit(p, OP_VIEW, T, D, 0, A, w2, ix, OP_NONE, a2, OPF_INDEX_COLS | OPF_FIXED_B, 0, 0);
-    emit(p, OP_MATMUL, T, 1, A, D, h, a2, OP_NONE, y, OPF_FIXED_B | OPF_TRANS_B, 0, 0);
-    c.binds[0] = (tbind){"x", V_REAL, -1, 1};
-    c.binds[1] = (tbind){"w1", V_REAL, -0.5, 0.5};
-    c.binds[2] = (tbind){"w2", V_REAL, -0.5, 0.5};
+    indexed_ffn(&c, T, D, A, (const ffn_tensors){x, w1, w2, ix, a1, a2, h, y});
     c.binds[3] = (tbind){"ix", V_IDX, 0, F};
     c.tol = T_ULP;
     run_case(&c);
@@ -713,19 +726,11 @@ START_TEST(test_revealed_blocks)
     emit(p, OP_INPUT, T, NB, 0, 1, OP_NONE, OP_NONE, OP_NONE, ind, 0, 0, 0);
     emit(p, OP_REVEAL, T, NB, 0, 1, ind, OP_NONE, OP_NONE, pat, 0, -1, 0);
     emit(p, OP_VIEW, T, A, F, 1, pat, OP_NONE, OP_NONE, ix, OPF_INDEX_BLOCKS, BS, 0);
-    emit(p, OP_VIEW, T, A, 0, D, w1, ix, OP_NONE, a1, OPF_INDEX_ROWS | OPF_FIXED_B, 0, 0);
-    emit(p, OP_MATMUL, T, 1, D, A, x, a1, OP_NONE, h, OPF_FIXED_B | OPF_TRANS_B, 0, 0);
-    emit(p, OP_VIEW, T, D, 0, A, w2, ix, OP_NONE, a2, OPF_INDEX_COLS | OPF_FIXED_B, 0, 0);
-    emit(p, OP_MATMUL, T, 1, A, D, h, a2, OP_NONE, y, OPF_FIXED_B | OPF_TRANS_B, 0, 0);
-    c.binds[0] = (tbind){"x", V_REAL, -1, 1};
-    c.binds[1] = (tbind){"w1", V_REAL, -0.5, 0.5};
-    c.binds[2] = (tbind){"w2", V_REAL, -0.5, 0.5};
+    indexed_ffn(&c, T, D, A, (const ffn_tensors){x, w1, w2, ix, a1, a2, h, y});
     c.binds[3] = (tbind){"ind", V_BLOCKS, 0, 0};
     c.tol = T_ULP;
-    proto_cfg cfg;
     errbuf err = {{0}};
-    ck_assert_int_eq(proto_cfg_default(c.pname, &cfg, &err), MS_OK);
-    mpc_launch l = {.cfg = cfg, .deadline_ms = 30000};
+    mpc_launch l = {.cfg = case_cfg(&c), .deadline_ms = 30000};
     mpc_local_run lr;
     ck_assert_msg(mpc_run_local(&l, p, bind_fn, &c, 1, &lr, &err) == MS_OK, "%s: %s", c.pname, err.msg);
     check_run(&c, &lr);
@@ -857,19 +862,10 @@ END_TEST
 Suite *mpc_prog_suite(void)
 {
     Suite *s = suite_create("mpc_prog");
-    TCase *tc = tcase_create("programs");
-    tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, test_composite, 0, 2);
-    tcase_add_loop_test(tc, test_single_ops, 0, 2);
-    tcase_add_loop_test(tc, test_carry_msb_ops, 0, 2);
-    tcase_add_loop_test(tc, test_normalize_ops, 0, 2);
-    tcase_add_loop_test(tc, test_bit_bound_ops, 0, 2);
-    tcase_add_loop_test(tc, test_topk_quickselect_ops, 0, 2);
-    tcase_add_loop_test(tc, test_sparse_ffn_ops, 0, 2);
-    tcase_add_loop_test(tc, test_revealed_blocks, 0, 2);
-    tcase_add_loop_test(tc, test_stories260k_step, 0, 2);
-    tcase_add_loop_test(tc, test_two_programs, 0, 2);
-    suite_add_tcase(s, tc);
+    TCase *tc = th_case(s, "programs", 120);
+    TH_LOOPS(tc, 2, test_composite, test_single_ops, test_carry_msb_ops, test_normalize_ops,
+                    test_bit_bound_ops, test_topk_quickselect_ops, test_sparse_ffn_ops,
+                    test_revealed_blocks, test_stories260k_step, test_two_programs);
     (void)cur;
     return s;
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "sim/policy/policy.h"
 #include "stories.h"
 #include "protocols/program/proto.h"
@@ -655,16 +656,9 @@ END_TEST
 Suite *policy_suite(void)
 {
     Suite *s = suite_create("policy");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, test_registry);
-    tcase_add_test(tc, test_params);
-    tcase_add_test(tc, test_topk);
-    tcase_add_loop_test(tc, test_policy_case, 0,
-                        (int)(sizeof policy_cases / sizeof policy_cases[0]));
-    tcase_add_test(tc, test_emit_shapes);
-    tcase_add_test(tc, test_half_outward);
-    tcase_add_test(tc, test_metric_stride_default);
-    tcase_add_test(tc, test_h2o_victim);
-    suite_add_tcase(s, tc);
+    TCase *tc = th_case(s, "core", 0);
+    TH_TESTS(tc, test_registry, test_params, test_topk);
+    TH_LOOPS(tc, (int)(sizeof policy_cases / sizeof policy_cases[0]), test_policy_case);
+    TH_TESTS(tc, test_emit_shapes, test_half_outward, test_metric_stride_default, test_h2o_victim);
     return s;
 }

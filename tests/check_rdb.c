@@ -271,20 +271,13 @@ END_TEST
 Suite *rdb_suite(void)
 {
     Suite *s = suite_create("rdb");
-    TCase *tc = tcase_create("core");
+    TCase *tc = th_case(s, "core", 0);
     TESTDIR_USE(tc);
-    tcase_add_test(tc, test_open_schema);
-    TCase *run = tcase_create("run");
+    TH_TESTS(tc, test_open_schema);
+    TCase *run = th_case(s, "run", 0);
     TESTDIR_USE(run);
     tcase_add_checked_fixture(run, adb_setup, adb_teardown);
-    tcase_add_test(run, test_run_put);
-    tcase_add_test(run, test_run_atomic);
-    tcase_add_test(run, test_failed_replaced);
-    suite_add_tcase(s, run);
-    tcase_add_test(tc, test_refuse_foreign_and_newer);
-    tcase_add_test(tc, test_merge);
-    tcase_add_test(tc, test_merge_refused);
-    tcase_add_test(tc, test_metric_names);
-    suite_add_tcase(s, tc);
+    TH_TESTS(run, test_run_put, test_run_atomic, test_failed_replaced);
+    TH_TESTS(tc, test_refuse_foreign_and_newer, test_merge, test_merge_refused, test_metric_names);
     return s;
 }

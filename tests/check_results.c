@@ -764,13 +764,13 @@ START_TEST(test_plots)
     ck_assert_str_eq(t, "full 100Mbps|full 10Gbps|snapkv(capacity=1024) 100Mbps|"
                         "snapkv(capacity=1024) 10Gbps|snapkv(capacity=4096) 100Mbps|"
                         "snapkv(capacity=4096) 10Gbps");
-    ck_assert_int_eq(MPCSIM("plot", "p.db", "--x", "prompt"), 2);
-    ck_assert_int_eq(MPCSIM("plot", "p.db", "--by", "modle"), 2);
-    ck_assert_int_eq(MPCSIM("plot", "p.db", "--format", "gif"), 2);
-    ck_assert_int_eq(MPCSIM("plot", "p.db", "--latency", "prefill"), 2);
-    ck_assert_int_eq(MPCSIM("plot", "p.db", "--metric", "no_such"), 2);
-    ck_assert_int_eq(MPCSIM("plot", "p.db", "--where", "model=gpt9"), 2);
-    ck_assert_int_eq(MPCSIM("plot", "missing.db"), 2);
+    static const th_argv usage[] = {
+        {"plot", "p.db", "--x", "prompt"},       {"plot", "p.db", "--by", "modle"},
+        {"plot", "p.db", "--format", "gif"},     {"plot", "p.db", "--latency", "prefill"},
+        {"plot", "p.db", "--metric", "no_such"}, {"plot", "p.db", "--where", "model=gpt9"},
+        {"plot", "missing.db"},
+    };
+    th_run_each(tmpdir, tpath("out.txt"), tpath("err.txt"), 2, usage, TH_N(usage));
 }
 END_TEST
 
@@ -1008,22 +1008,11 @@ END_TEST
 Suite *results_suite(void)
 {
     Suite *s = suite_create("results");
-    TCase *tc = tcase_create("results");
+    TCase *tc = th_case(s, "results", 120);
     TESTDIR_USE(tc);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_labels_and_columns);
-    tcase_add_test(tc, test_migrate_v2);
-    tcase_add_test(tc, test_protocol_labels);
-    tcase_add_test(tc, test_hidden_differences);
-    tcase_add_test(tc, test_report);
-    tcase_add_test(tc, test_report_json_and_serve);
-    tcase_add_test(tc, test_cost_json_odd_name);
-    tcase_add_test(tc, test_plots);
-    tcase_add_test(tc, test_plot_default_axis);
-    tcase_add_test(tc, test_run_many);
-    tcase_add_test(tc, test_progress_lines);
-    tcase_add_test(tc, test_sigterm_resume);
-    tcase_add_test(tc, test_man_and_completion);
-    suite_add_tcase(s, tc);
+    TH_TESTS(tc, test_labels_and_columns, test_migrate_v2, test_protocol_labels,
+                 test_hidden_differences, test_report, test_report_json_and_serve,
+                 test_cost_json_odd_name, test_plots, test_plot_default_axis, test_run_many,
+                 test_progress_lines, test_sigterm_resume, test_man_and_completion);
     return s;
 }

@@ -876,29 +876,14 @@ END_TEST
 Suite *runner_suite(void)
 {
     Suite *s = suite_create("runner");
-    TCase *tc = tcase_create("pipeline");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_result_metrics);
-    tcase_add_test(tc, test_run_sums_steps);
-    tcase_add_test(tc, test_stride_and_memo);
-    tcase_add_test(tc, test_stride_one_time_once);
-    tcase_add_test(tc, test_decode_step_metric);
-    tcase_add_test(tc, test_comet_sparse_ffn);
-    tcase_add_test(tc, test_run_deterministic);
-    tcase_add_test(tc, test_synth_kernel_same_costs);
-    tcase_add_test(tc, test_group_same_as_alone);
-    tcase_add_test(tc, test_quest_half_bounds_exact);
-    tcase_add_test(tc, test_idle_steps_same);
-    tcase_add_test(tc, test_run_errors);
-    tcase_add_test(tc, test_stepcost);
-    tcase_add_test(tc, test_attention_share_grows_with_context);
-    tcase_add_test(tc, test_latency_bound_end_to_end);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("cli");
-    tcase_set_timeout(tc, 60);
+    TCase *tc = th_case(s, "pipeline", 60);
+    TH_TESTS(tc, test_result_metrics, test_run_sums_steps, test_stride_and_memo,
+                 test_stride_one_time_once, test_decode_step_metric, test_comet_sparse_ffn,
+                 test_run_deterministic, test_synth_kernel_same_costs, test_group_same_as_alone,
+                 test_quest_half_bounds_exact, test_idle_steps_same, test_run_errors, test_stepcost,
+                 test_attention_share_grows_with_context, test_latency_bound_end_to_end);
+    tc = th_case(s, "cli", 60);
     TESTDIR_USE(tc);
-    tcase_add_test(tc, test_cli_cost);
-    tcase_add_test(tc, test_cli_calibrate);
-    suite_add_tcase(s, tc);
+    TH_TESTS(tc, test_cli_cost, test_cli_calibrate);
     return s;
 }

@@ -1,6 +1,7 @@
 /* check_scn.c — scenario files: every kind of bad input reported at its exact line:col, sweep
  * expansion (grid and zip), canonical YAML and hash, round trips, and `mpcsim list`. */
 #include <check.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -730,20 +731,28 @@ START_TEST(test_hash)
 }
 END_TEST
 
+/* Every field of a protocol configuration that a scenario sets, equal in a and b. */
 static void assert_proto_eq(const proto_cfg *a, const proto_cfg *b)
 {
-    ck_assert_str_eq(a->name, b->name);
-    ck_assert_int_eq(a->ring_bits, b->ring_bits);
-    ck_assert_int_eq(a->frac_bits, b->frac_bits);
-    ck_assert_int_eq(a->exp_iters, b->exp_iters);
-    ck_assert_int_eq(a->recip_iters, b->recip_iters);
-    ck_assert_int_eq(a->rsqrt_iters, b->rsqrt_iters);
-    ck_assert_double_eq(a->softmax_clip, b->softmax_clip);
-    ck_assert_int_eq(a->beaver_cache, b->beaver_cache);
-    ck_assert_int_eq(a->trunc_local, b->trunc_local);
-    ck_assert_str_eq(a->approx, b->approx);
-    ck_assert_str_eq(a->msb, b->msb);
-    ck_assert_str_eq(a->topk, b->topk);
+#define FIELD(f, kind) {#f, offsetof(proto_cfg, f), kind}
+    static const struct { const char *name; size_t off; char kind; } fields[] = {
+        FIELD(name, 's'),       FIELD(ring_bits, 'i'),   FIELD(frac_bits, 'i'),
+        FIELD(exp_iters, 'i'),  FIELD(recip_iters, 'i'), FIELD(rsqrt_iters, 'i'),
+        FIELD(softmax_clip, 'd'), FIELD(beaver_cache, 'i'), FIELD(trunc_local, 'i'),
+        FIELD(approx, 's'),     FIELD(msb, 's'),         FIELD(topk, 's'),
+    };
+#undef FIELD
+    for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
+        const char *x = (const char *)a + fields[i].off, *y = (const char *)b + fields[i].off;
+        if (fields[i].kind == 's')
+            ck_assert_msg(!strcmp(x, y), "%s: '%s' vs '%s'", fields[i].name, x, y);
+        else if (fields[i].kind == 'i')
+            ck_assert_msg(*(const int *)x == *(const int *)y, "%s: %d vs %d", fields[i].name,
+                          *(const int *)x, *(const int *)y);
+        else
+            ck_assert_msg(*(const double *)x == *(const double *)y, "%s: %g vs %g",
+                          fields[i].name, *(const double *)x, *(const double *)y);
+    }
 }
 
 static void assert_net_eq(const net_cfg *a, const net_cfg *b)
@@ -911,32 +920,17 @@ END_TEST
 Suite *scn_suite(void)
 {
     Suite *s = suite_create("scn");
-    TCase *t = tcase_create("errors");
-    tcase_add_loop_test(t, test_bad_input, 0, (int)N_BAD);
-    tcase_add_test(t, test_missing_file);
-    tcase_add_test(t, test_yamlx_tree);
-    suite_add_tcase(s, t);
-    t = tcase_create("sweep");
+    TCase *t = th_case(s, "errors", 0);
+    TH_LOOPS(t, (int)N_BAD, test_bad_input);
+    TH_TESTS(t, test_missing_file, test_yamlx_tree);
+    t = th_case(s, "sweep", 0);
     TESTDIR_USE(t);
-    tcase_add_test(t, test_grid);
-    tcase_add_test(t, test_zip);
-    tcase_add_test(t, test_cases);
-    tcase_add_test(t, test_defaults_and_overrides);
-    tcase_add_loop_test(t, test_wire_framing, 0, TH_N(wire_cases));
-    tcase_add_test(t, test_trace_paths);
-    tcase_add_test(t, test_trace_too_short);
-    tcase_add_loop_test(t, test_model_file_vs_inline, 0,
-                        (int)(sizeof model_bodies / sizeof *model_bodies));
-    tcase_add_loop_test(t, test_model_file_errors, 0,
-                        (int)(sizeof model_bad / sizeof *model_bad));
-    suite_add_tcase(s, t);
-    t = tcase_create("canonical");
-    tcase_add_test(t, test_hash);
-    tcase_add_test(t, test_round_trip);
-    tcase_add_test(t, test_topk_axis);
-    tcase_add_test(t, test_shipped_scenarios);
-    tcase_add_test(t, test_cli_list);
-    tcase_set_timeout(t, 30);
-    suite_add_tcase(s, t);
+    TH_TESTS(t, test_grid, test_zip, test_cases, test_defaults_and_overrides);
+    TH_LOOPS(t, TH_N(wire_cases), test_wire_framing);
+    TH_TESTS(t, test_trace_paths, test_trace_too_short);
+    TH_LOOPS(t, (int)(sizeof model_bodies / sizeof *model_bodies), test_model_file_vs_inline);
+    TH_LOOPS(t, (int)(sizeof model_bad / sizeof *model_bad), test_model_file_errors);
+    t = th_case(s, "canonical", 30);
+    TH_TESTS(t, test_hash, test_round_trip, test_topk_axis, test_shipped_scenarios, test_cli_list);
     return s;
 }

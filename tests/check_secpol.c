@@ -736,25 +736,17 @@ END_TEST
 Suite *secpol_suite(void)
 {
     Suite *s = suite_create("secpol");
-    TCase *tc = tcase_create("secpol");
-    tcase_set_timeout(tc, 120);
+    TCase *tc = th_case(s, "secpol", 120);
     TESTDIR_USE(tc);
-    tcase_add_test(tc, test_h2o_evict_rule);
-    tcase_add_test(tc, test_cli);
-    suite_add_tcase(s, tc);
-    TCase *model = tcase_create("model");
-    tcase_set_timeout(model, 120);
+    TH_TESTS(tc, test_h2o_evict_rule, test_cli);
+    TCase *model = th_case(s, "model", 120);
     TESTDIR_USE(model);
     STORIES_USE(model);
-    tcase_add_loop_test(model, test_h2o_on_shares, 0, 2);
-    tcase_add_test(model, test_h2o_costed_as_run);
-    tcase_add_test(model, test_h2o_reveals_nothing);
-    tcase_add_test(model, test_public_and_missing);
-    tcase_add_loop_test(model, test_mpcache_on_shares, 0, 3);
-    tcase_add_test(model, test_mpcache_costed_as_run);
-    tcase_add_loop_test(model, test_mpcache_replay_lowers_as_run, 0, 2);
-    tcase_add_test(model, test_mpcache_threshold_decode_costed_as_run);
-    tcase_add_test(model, test_mpcache_reveals_nothing);
-    suite_add_tcase(s, model);
+    TH_LOOPS(model, 2, test_h2o_on_shares);
+    TH_TESTS(model, test_h2o_costed_as_run, test_h2o_reveals_nothing, test_public_and_missing);
+    TH_LOOPS(model, 3, test_mpcache_on_shares);
+    TH_TESTS(model, test_mpcache_costed_as_run);
+    TH_LOOPS(model, 2, test_mpcache_replay_lowers_as_run);
+    TH_TESTS(model, test_mpcache_threshold_decode_costed_as_run, test_mpcache_reveals_nothing);
     return s;
 }

@@ -129,6 +129,15 @@ static void build_prefix_wl(workload *w, int same_user)
     add_seq(w, 3 * GAP, same_user ? 11 : 14, d, 40, NULL);
 }
 
+/* Request i of r reused hits[i] tokens (hits[i] < 0: not checked), for i < n. */
+static void expect_hits(const serve_result *r, int n, const int *hits)
+{
+    for (int i = 0; i < n; i++)
+        if (hits[i] >= 0)
+            ck_assert_msg(r->req[i].hit == (uint32_t)hits[i], "request %d: %u tokens reused, want %d",
+                          i, r->req[i].hit, hits[i]);
+}
+
 START_TEST(test_prefix_hits)
 {
     workload w;
@@ -136,10 +145,7 @@ START_TEST(test_prefix_hits)
     serve_params p = params_for(KVS_PREFIX, 16, KVS_POS_REROTATE);
     serve_result r;
     run_ok(&p, &w, &r);
-    ck_assert_uint_eq(r.req[0].hit, 0);
-    ck_assert_uint_eq(r.req[1].hit, 32);
-    ck_assert_uint_eq(r.req[2].hit, 16);
-    ck_assert_uint_eq(r.req[3].hit, 0);
+    expect_hits(&r, 4, (const int[]){0, 32, 16, 0});
     ck_assert_double_eq_tol(r.token_hit_rate, 48.0 / 160.0, 1e-12);
     ck_assert_double_eq_tol(r.request_hit_rate, 0.5, 1e-12);
     serve_result_free(&r);
@@ -176,8 +182,7 @@ START_TEST(test_salted_hits)
     wl_free(&w);
     build_prefix_wl(&w, 1); /* one user: the same hits as unsalted prefix sharing */
     run_ok(&p, &w, &r);
-    ck_assert_uint_eq(r.req[1].hit, 32);
-    ck_assert_uint_eq(r.req[2].hit, 16);
+    expect_hits(&r, 3, (const int[]){-1, 32, 16});
     ck_assert_double_eq_tol(r.token_hit_rate, 48.0 / 160.0, 1e-12);
     serve_result_free(&r);
     wl_free(&w);
@@ -215,29 +220,23 @@ START_TEST(test_span_hits)
     serve_params p = params_for(KVS_SPAN, 8, KVS_POS_REROTATE);
     serve_result r;
     run_ok(&p, &w, &r);
-    ck_assert_uint_eq(r.req[0].hit, 0);
-    ck_assert_uint_eq(r.req[1].hit, 44);
+    expect_hits(&r, 4, (const int[]){0, 44, 44, 44});
     ck_assert_uint_eq(r.req[1].shifted, 44);
-    ck_assert_uint_eq(r.req[2].hit, 44);
     ck_assert_uint_eq(r.req[2].shifted, 0);
-    ck_assert_uint_eq(r.req[3].hit, 44);
     ck_assert_double_eq_tol(r.token_hit_rate, 132.0 / 211.0, 1e-12);
     ck_assert_uint_eq(r.rerotate_tokens, 44);
     serve_result_free(&r);
     /* recompute: runs are reused only where they were computed; B's moved runs miss */
     p.share.position = KVS_POS_RECOMPUTE;
     run_ok(&p, &w, &r);
-    ck_assert_uint_eq(r.req[1].hit, 0);
-    ck_assert_uint_eq(r.req[2].hit, 44);
+    expect_hits(&r, 3, (const int[]){-1, 0, 44});
     ck_assert_uint_eq(r.rerotate_tokens, 0);
     serve_result_free(&r);
     /* prefix sharing on the same workload: B shares no prefix with A; C and D repeat A's
      * tokens, so they reuse floor(52/16) = 3 blocks = 48 tokens, the secret included */
     p.share.kind = KVS_PREFIX;
     run_ok(&p, &w, &r);
-    ck_assert_uint_eq(r.req[1].hit, 0);
-    ck_assert_uint_eq(r.req[2].hit, 48);
-    ck_assert_uint_eq(r.req[3].hit, 48);
+    expect_hits(&r, 4, (const int[]){-1, 0, 48, 48});
     serve_result_free(&r);
     wl_free(&w);
 }
@@ -853,30 +852,13 @@ END_TEST
 Suite *serve_suite(void)
 {
     Suite *s = suite_create("serve");
-    TCase *t = tcase_create("core");
-    tcase_set_timeout(t, 60);
+    TCase *t = th_case(s, "core", 60);
     TESTDIR_USE(t);
-    tcase_add_test(t, test_prefix_hits);
-    tcase_add_test(t, test_prefix_last_token);
-    tcase_add_test(t, test_salted_hits);
-    tcase_add_test(t, test_span_hits);
-    tcase_add_test(t, test_span_never_sensitive);
-    tcase_add_test(t, test_span_secret_never_hit);
-    tcase_add_test(t, test_lru_eviction);
-    tcase_add_test(t, test_span_eviction);
-    tcase_add_test(t, test_ttft_hit_faster);
-    tcase_add_test(t, test_schedule_by_hand);
-    tcase_add_test(t, test_leak_prefix_recovers);
-    tcase_add_test(t, test_leak_salted_nothing);
-    tcase_add_test(t, test_leak_span_nothing);
-    tcase_add_test(t, test_leak_bits);
-    tcase_add_test(t, test_determinism);
-    tcase_add_test(t, test_policy_ordering);
-    tcase_add_test(t, test_capacity_eviction);
-    tcase_add_test(t, test_workload_file);
-    tcase_add_test(t, test_bucket_bound);
-    tcase_add_test(t, test_real_coster);
-    tcase_add_test(t, test_cli);
-    suite_add_tcase(s, t);
+    TH_TESTS(t, test_prefix_hits, test_prefix_last_token, test_salted_hits, test_span_hits,
+                test_span_never_sensitive, test_span_secret_never_hit, test_lru_eviction,
+                test_span_eviction, test_ttft_hit_faster, test_schedule_by_hand,
+                test_leak_prefix_recovers, test_leak_salted_nothing, test_leak_span_nothing,
+                test_leak_bits, test_determinism, test_policy_ordering, test_capacity_eviction,
+                test_workload_file, test_bucket_bound, test_real_coster, test_cli);
     return s;
 }

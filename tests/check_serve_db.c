@@ -316,17 +316,12 @@ END_TEST
 Suite *serve_db_suite(void)
 {
     Suite *s = suite_create("serve_db");
-    TCase *rows = tcase_create("rows");
+    TCase *rows = th_case(s, "rows", 0);
     TESTDIR_USE(rows);
     tcase_add_checked_fixture(rows, tdb_setup, tdb_teardown);
-    tcase_add_test(rows, test_schema_as_documented);
-    tcase_add_test(rows, test_run_read_back);
-    tcase_add_test(rows, test_leak_read_back);
-    suite_add_tcase(s, rows);
-    TCase *tc = tcase_create("serve_db");
+    TH_TESTS(rows, test_schema_as_documented, test_run_read_back, test_leak_read_back);
+    TCase *tc = th_case(s, "serve_db", 0);
     TESTDIR_USE(tc);
-    tcase_add_test(tc, test_beside_migrated_runs);
-    tcase_add_test(tc, test_errors_leave_nothing);
-    suite_add_tcase(s, tc);
+    TH_TESTS(tc, test_beside_migrated_runs, test_errors_leave_nothing);
     return s;
 }

@@ -923,33 +923,17 @@ END_TEST
 Suite *sim_suite(void)
 {
     Suite *s = suite_create("sim");
-    TCase *tc = tcase_create("net");
-    tcase_add_test(tc, test_presets);
-    tcase_add_test(tc, test_arrival_formula);
-    tcase_add_test(tc, test_serialization_back_to_back);
-    tcase_add_test(tc, test_token_bucket_link);
-    tcase_add_test(tc, test_wire_framing);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("program");
+    TCase *tc = th_case(s, "net", 0);
+    TH_TESTS(tc, test_presets, test_arrival_formula, test_serialization_back_to_back,
+                 test_token_bucket_link, test_wire_framing);
+    tc = th_case(s, "program", 60);
     TESTDIR_USE(tc);
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_bytes_independent_of_network);
-    tcase_add_test(tc, test_monotone_in_latency_and_bandwidth);
-    tcase_add_test(tc, test_latency_bound_regime);
-    tcase_add_test(tc, test_overlap);
-    tcase_add_test(tc, test_event_queue_equals_onepass);
-    tcase_add_test(tc, test_critical_path_split);
-    tcase_add_test(tc, test_determinism_and_timeline);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("machine");
+    TH_TESTS(tc, test_bytes_independent_of_network, test_monotone_in_latency_and_bandwidth,
+                 test_latency_bound_regime, test_overlap, test_event_queue_equals_onepass,
+                 test_critical_path_split, test_determinism_and_timeline);
+    tc = th_case(s, "machine", 30);
     TESTDIR_USE(tc);
-    tcase_set_timeout(tc, 30);
-    tcase_add_test(tc, test_machine_profile_io);
-    tcase_add_test(tc, test_calibrate_quick);
-    tcase_add_test(tc, test_calibrate_threads);
-    tcase_add_test(tc, test_compute_model);
-    tcase_add_test(tc, test_shipped_profiles);
-    tcase_add_test(tc, test_regimes);
-    suite_add_tcase(s, tc);
+    TH_TESTS(tc, test_machine_profile_io, test_calibrate_quick, test_calibrate_threads,
+                 test_compute_model, test_shipped_profiles, test_regimes);
     return s;
 }

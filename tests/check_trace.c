@@ -114,19 +114,18 @@ END_TEST
 START_TEST(test_cli_record_info)
 {
     char out[8192];
-    const char *dir = td.dir;
     th_cli_expect(out, sizeof out, 0, NULL,
                   "trace record --model stories260K --text %s/tests/data/tinystories_sample.txt "
-                  "--max-tokens 32 -o %s/tr", th_data(), dir);
-    th_cli_expect(out, sizeof out, 0, "format:     mpcsim-trace 1", "trace info %s/tr", dir);
+                  "--max-tokens 32 -o %s/tr", th_data(), td.dir);
+    th_cli_expect(out, sizeof out, 0, "format:     mpcsim-trace 1", "trace info %s/tr", td.dir);
     ck_assert_ptr_nonnull(strstr(out, "model:      stories260K"));
     ck_assert_ptr_nonnull(strstr(out, "layers 5, heads 8, kv_heads 4, head_dim 8"));
     ck_assert_ptr_nonnull(strstr(out, "tokens:     32"));
     ck_assert_ptr_nonnull(strstr(out, "arrays:     q k v att ffn logits wo tokens"));
     ck_assert_ptr_nonnull(strstr(out, "first ids:  1 410 13 "));
     /* fit needs more tokens than 32 and says so */
-    th_cli_expect(out, sizeof out, 2, "too short", "trace fit %s/tr", dir);
-    th_cli_expect(out, sizeof out, 2, "did you mean 'info'", "trace infoo %s/tr", dir);
+    th_cli_expect(out, sizeof out, 2, "too short", "trace fit %s/tr", td.dir);
+    th_cli_expect(out, sizeof out, 2, "did you mean 'info'", "trace infoo %s/tr", td.dir);
 }
 END_TEST
 
@@ -851,14 +850,13 @@ END_TEST
 START_TEST(test_cli_fit_workflow)
 {
     char out[8192];
-    const char *dir = td.dir;
     th_cli_expect(out, sizeof out, 0, NULL,
                   "trace synth --model stories260K --tokens 160 --seed 3 --set heavy_frac=0.1 --set "
-                  "window=4 -o %s/s", dir);
-    th_cli_expect(out, sizeof out, 0, "sink_mass:", "trace fit %s/s -o %s/p.yaml", dir, dir);
+                  "window=4 -o %s/s", td.dir);
+    th_cli_expect(out, sizeof out, 0, "sink_mass:", "trace fit %s/s -o %s/p.yaml", td.dir, td.dir);
     ck_assert_ptr_nonnull(strstr(out, "heavy_frac:"));
     char path[600];
-    snprintf(path, sizeof path, "%s/p.yaml", dir);
+    snprintf(path, sizeof path, "%s/p.yaml", td.dir);
     trace_synth p;
     trace_synth_defaults(&p);
     errbuf e;
@@ -903,30 +901,15 @@ END_TEST
 Suite *trace_suite(void)
 {
     Suite *s = suite_create("trace");
-    TCase *tc = tcase_create("recorded");
-    tcase_set_timeout(tc, 60);
+    TCase *tc = th_case(s, "recorded", 60);
     TESTDIR_USE(tc);
-    tcase_add_test(tc, test_record_and_numpy);
-    tcase_add_test(tc, test_cli_record_info);
-    tcase_add_test(tc, test_numpy_fixture);
-    tcase_add_test(tc, test_bad_manifests);
-    tcase_add_test(tc, test_npy_header);
-    tcase_add_test(tc, test_npy_hostile);
-    tcase_add_test(tc, test_open_run);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("synthetic");
-    tcase_set_timeout(tc, 60);
+    TH_TESTS(tc, test_record_and_numpy, test_cli_record_info, test_numpy_fixture,
+                 test_bad_manifests, test_npy_header, test_npy_hostile, test_open_run);
+    tc = th_case(s, "synthetic", 60);
     TESTDIR_USE(tc);
-    tcase_add_test(tc, test_synth_deterministic);
-    tcase_add_test(tc, test_synth_subset_attend);
-    tcase_add_test(tc, test_synth_kernel_vs_reference);
-    tcase_add_test(tc, test_synth_kernel_wide_vs_portable);
-    tcase_add_test(tc, test_synth_random_access);
-    tcase_add_test(tc, test_synth_knobs);
-    tcase_add_test(tc, test_fit_recovers);
-    tcase_add_test(tc, test_synth_params);
-    tcase_add_test(tc, test_cli_synth_roundtrip);
-    tcase_add_test(tc, test_cli_fit_workflow);
-    suite_add_tcase(s, tc);
+    TH_TESTS(tc, test_synth_deterministic, test_synth_subset_attend, test_synth_kernel_vs_reference,
+                 test_synth_kernel_wide_vs_portable, test_synth_random_access, test_synth_knobs,
+                 test_fit_recovers, test_synth_params, test_cli_synth_roundtrip,
+                 test_cli_fit_workflow);
     return s;
 }

@@ -398,16 +398,10 @@ END_TEST
 Suite *trace_import_suite(void)
 {
     Suite *s = suite_create("trace_import");
-    TCase *tc = tcase_create("torch");
+    TCase *tc = th_case(s, "torch", 120);
     TESTDIR_USE(tc);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, llama2c_matches_record);
-    tcase_add_test(tc, llama2c_version1_checkpoint);
-    tcase_add_test(tc, hf_front_end_half_layout);
-    tcase_add_test(tc, llama2c_replays_like_record);
-    tcase_add_test(tc, half_layout_converted_and_wrong_layout_refused);
-    tcase_add_test(tc, manifest_layout_checked);
-    tcase_add_test(tc, verify_names_first_mismatch);
-    suite_add_tcase(s, tc);
+    TH_TESTS(tc, llama2c_matches_record, llama2c_version1_checkpoint, hf_front_end_half_layout,
+                 llama2c_replays_like_record, half_layout_converted_and_wrong_layout_refused,
+                 manifest_layout_checked, verify_names_first_mismatch);
     return s;
 }

@@ -342,22 +342,14 @@ END_TEST
 Suite *validate_suite(void)
 {
     Suite *s = suite_create("validate");
-    TCase *tc = tcase_create("validate");
-    tcase_set_timeout(tc, 300);
+    TCase *tc = th_case(s, "validate", 300);
     TESTDIR_USE(tc);
-    tcase_add_test(tc, test_cli_rows_in_db);
-    tcase_add_test(tc, test_cli_shaped);
-    tcase_add_test(tc, test_cli_basic_ops);
-    tcase_add_test(tc, test_silu_sigmoid_bound);
-    suite_add_tcase(s, tc);
-    TCase *model = tcase_create("model");
-    tcase_set_timeout(model, 300);
+    TH_TESTS(tc, test_cli_rows_in_db, test_cli_shaped, test_cli_basic_ops, test_silu_sigmoid_bound);
+    TCase *model = th_case(s, "model", 300);
     TESTDIR_USE(model);
     STORIES_USE(model);
-    tcase_add_loop_test(model, test_programs_exact, 0, 2);
-    tcase_add_test(model, test_accuracy_teacher_forced);
-    tcase_add_test(model, test_streamingllm_in_mpc);
-    tcase_add_test(model, test_mpcache_padded_in_mpc);
-    suite_add_tcase(s, model);
+    TH_LOOPS(model, 2, test_programs_exact);
+    TH_TESTS(model, test_accuracy_teacher_forced, test_streamingllm_in_mpc,
+                    test_mpcache_padded_in_mpc);
     return s;
 }

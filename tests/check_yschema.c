@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "protocols/base/yschema.h"
 
 typedef struct demo {
@@ -193,11 +194,8 @@ END_TEST
 Suite *yschema_suite(void)
 {
     Suite *s = suite_create("yschema");
-    TCase *t = tcase_create("schema");
-    tcase_add_loop_test(t, test_bad, 0, (int)N_BAD);
-    tcase_add_test(t, test_defaults_and_values);
-    tcase_add_test(t, test_extra_keys_and_text);
-    tcase_add_test(t, test_print);
-    suite_add_tcase(s, t);
+    TCase *t = th_case(s, "schema", 0);
+    TH_LOOPS(t, (int)N_BAD, test_bad);
+    TH_TESTS(t, test_defaults_and_values, test_extra_keys_and_text, test_print);
     return s;
 }
