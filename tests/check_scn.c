@@ -37,12 +37,7 @@ static void load_ok(const char *text, scenario *s, int n_runs)
 
 /* ---- bad input: one row per kind of mistake -------------------------------------------- */
 
-typedef struct bad_case {
-    const char *yaml;
-    const char *where; /* "s.yaml:L:C: error: " */
-    const char *gist;  /* a phrase the message must hold */
-    const char *gist2; /* another one, or NULL */
-} bad_case;
+typedef th_bad bad_case; /* where: "s.yaml:L:C: error: " */
 
 static const bad_case bad_cases[] = {
     /* unknown keys, with did-you-mean */
@@ -176,13 +171,9 @@ START_TEST(test_bad_input)
     const bad_case *b = &bad_cases[_i];
     scenario s;
     errbuf e = {{0}};
-    int rc = load(b->yaml, &s, &e);
+    int rc = load(b->text, &s, &e);
     ck_assert_msg(rc == MS_ERR_INPUT, "case %d: rc %d, message: %s", _i, rc, e.msg);
-    ck_assert_msg(!strncmp(e.msg, b->where, strlen(b->where)), "case %d: want '%s…', got: %s",
-                  _i, b->where, e.msg);
-    ck_assert_msg(strstr(e.msg, b->gist), "case %d: want '%s' in: %s", _i, b->gist, e.msg);
-    ck_assert_msg(!b->gist2 || strstr(e.msg, b->gist2), "case %d: want '%s' in: %s", _i,
-                  b->gist2, e.msg);
+    th_bad_msg("", b, e.msg, _i);
     ck_assert_msg(strstr(e.msg, "hint") || strstr(e.msg, "did you mean"),
                   "case %d: no hint in: %s", _i, e.msg);
     ck_assert_ptr_null(s.runs);
@@ -883,20 +874,21 @@ START_TEST(test_cli_list)
     const char *const *names = net_preset_names(&n);
     for (size_t i = 0; i < n; i++)
         ck_assert_msg(strstr(out, names[i]), "no '%s' in: %s", names[i], out);
-    ck_assert_int_eq(th_cli_capture("list policies", out, sizeof out), 0);
-    ck_assert_ptr_nonnull(strstr(out, "h2o"));
-    ck_assert_ptr_nonnull(strstr(out, "streamingllm"));
-    ck_assert_int_eq(th_cli_capture("list models", out, sizeof out), 0);
-    ck_assert_ptr_nonnull(strstr(out, "stories260K"));
-    ck_assert_int_eq(th_cli_capture("list protocols", out, sizeof out), 0);
-    ck_assert_ptr_nonnull(strstr(out, "semi2k"));
-    ck_assert_ptr_nonnull(strstr(out, "aby3"));
-    ck_assert_int_eq(th_cli_capture("list protocols --costs -n 16", out, sizeof out), 0);
-    ck_assert_ptr_nonnull(strstr(out, "semi2k"));
-    ck_assert_int_eq(th_cli_capture("list --help", out, sizeof out), 0);
-    ck_assert_ptr_nonnull(strstr(out, "usage: mpcsim list"));
-    ck_assert_int_eq(th_cli_capture("list modles", out, sizeof out), 2);
-    ck_assert_ptr_nonnull(strstr(out, "did you mean 'models'?"));
+    /* each command line, its exit status and what its output holds */
+    static const struct { const char *args; int status; const char *want[2]; } lists[] = {
+        {"list policies", 0, {"h2o", "streamingllm"}},
+        {"list models", 0, {"stories260K"}},
+        {"list protocols", 0, {"semi2k", "aby3"}},
+        {"list protocols --costs -n 16", 0, {"semi2k"}},
+        {"list --help", 0, {"usage: mpcsim list"}},
+        {"list modles", 2, {"did you mean 'models'?"}},
+    };
+    for (int i = 0; i < TH_N(lists); i++) {
+        ck_assert_int_eq(th_cli_capture(lists[i].args, out, sizeof out), lists[i].status);
+        for (int w = 0; w < 2 && lists[i].want[w]; w++)
+            ck_assert_msg(strstr(out, lists[i].want[w]), "%s: no '%s' in: %s", lists[i].args,
+                          lists[i].want[w], out);
+    }
     /* the key tables of the input files, printed from the readers' schemas, in 80 columns */
     ck_assert_int_eq(th_cli_capture("list keys", out, sizeof out), 0);
     static const char *const keys[] = {"keys of 'model'", "kv_heads", "keys of 'machine profile'",
@@ -911,9 +903,9 @@ START_TEST(test_cli_list)
     ck_assert_ptr_null(strstr(out, "kv_heads"));
     ck_assert_int_eq(th_cli_capture("list keys modl", out, sizeof out), 2);
     ck_assert_ptr_nonnull(strstr(out, "did you mean 'model'?"));
-    ck_assert_int_eq(th_cli_capture("list", out, sizeof out), 2);
-    ck_assert_int_eq(th_cli_capture("list models --costs", out, sizeof out), 2);
-    ck_assert_int_eq(th_cli_capture("list protocols --costs -n 0", out, sizeof out), 2);
+    static const char *const usage[] = {"list", "list models --costs", "list protocols --costs -n 0"};
+    for (int i = 0; i < TH_N(usage); i++)
+        ck_assert_msg(th_cli_capture(usage[i], out, sizeof out) == 2, "%s: %s", usage[i], out);
 }
 END_TEST
 

@@ -11,6 +11,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+void th_bad_msg(const char *path, const th_bad *c, const char *msg, int i)
+{
+    char want[700];
+    snprintf(want, sizeof want, "%s%s", path, c->where);
+    ck_assert_msg(!strncmp(msg, want, strlen(want)), "case %d: '%s' does not start with '%s'", i,
+                  msg, want);
+    ck_assert_msg(strstr(msg, c->gist), "case %d: '%s' lacks '%s'", i, msg, c->gist);
+    ck_assert_msg(!c->gist2 || strstr(msg, c->gist2), "case %d: '%s' lacks '%s'", i, msg,
+                  c->gist2);
+}
+
 TCase *th_case(Suite *s, const char *name, int timeout)
 {
     TCase *tc = tcase_create(name);

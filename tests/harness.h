@@ -22,6 +22,17 @@ TCase *th_case(Suite *s, const char *name, int timeout);
 /* tests[] up to a NULL; loops < 0: plain tests. */
 void th_add_tests(TCase *tc, int loops, const TTest *const *tests);
 
+/* A row of a bad-input case table: the input, where its message starts (after the file's path,
+ * e.g. ":3:1: error: "), a phrase the message must hold and another one (NULL: none). */
+typedef struct th_bad {
+    const char *text;
+    const char *where;
+    const char *gist, *gist2;
+} th_bad;
+/* msg, case i's message, starts with path + c->where and holds both gists; fails the calling
+ * test otherwise. */
+void th_bad_msg(const char *path, const th_bad *c, const char *msg, int i);
+
 /* $MPCSIM_BIN (make check sets it); fails the calling test when unset or not executable. */
 const char *th_bin(void);
 /* $MPCSIM_DATA (make check sets it); fails the calling test when unset. */
