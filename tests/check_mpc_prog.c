@@ -369,7 +369,10 @@ static void emit(op_program *p, int kind, uint32_t b, uint32_t m, uint32_t k, ui
 /* The composite: x (client input op) · W (fixed weight), rmsnorm, softmax, gelu, lt, reveal. */
 static void composite(prog_case *c, const char *pname)
 {
-    op_program *p = case_open(c, pname);
+    memset(c, 0, sizeof *c);
+    c->pname = pname;
+    op_program *p = &c->prog;
+    op_program_init(p);
     uint32_t x = op_tensor_add(p, "x", OPT_INPUT, DOM_ARITH, 1, 4, 16);
     uint32_t w = op_tensor_add(p, "W", OPT_WEIGHT, DOM_ARITH, 1, 16, 16);
     uint32_t g = op_tensor_add(p, "g", OPT_WEIGHT, DOM_ARITH, 1, 1, 16);
