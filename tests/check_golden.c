@@ -14,6 +14,7 @@
 #include "models/llama.h"
 #include "models/lower.h"
 #include "models/model.h"
+#include "stories.h"
 
 #define N_POS 24    /* positions compared */
 #define PREFILL 6   /* tokens in the prefill step */
@@ -93,11 +94,7 @@ static void keep_cache(session *s, const op_program *p, mpc_val *vals)
 static void step(session *s, const model_cfg *m, int phase, const int *toks, uint32_t n,
                  uint32_t kv_len, float *out)
 {
-    lower_opts o;
-    lower_opts_default(&o);
-    o.phase = phase;
-    o.n_tokens = n;
-    o.kv_len = kv_len;
+    lower_opts o = fixture_step_opts(phase, n, kv_len);
     op_program p;
     op_program_init(&p);
     errbuf err;

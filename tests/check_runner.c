@@ -54,11 +54,7 @@ static void direct_step(const run_cfg *c, int phase, uint32_t n_tok, uint32_t kv
 {
     step_env env = {&c->model, proto_find(c->proto_ref), &c->proto, &c->net, &c->machine,
                     {.overlap = c->overlap}};
-    lower_opts lo;
-    lower_opts_default(&lo);
-    lo.phase = phase;
-    lo.n_tokens = n_tok;
-    lo.kv_len = kv;
+    lower_opts lo = fixture_step_opts(phase, n_tok, kv);
     op_program p;
     cost_log l;
     op_program_init(&p);

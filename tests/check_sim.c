@@ -87,13 +87,22 @@ static uint64_t run_lat(const net_cfg *n, const machine_profile *m, const op_pro
     return lat;
 }
 
-/* A Mersenne Twister seeded with seed (each test states its own, so its cases are fixed). */
+/* A Mersenne Twister seeded with seed (each test states its own, so its cases are fixed); the
+ * test case's teardown frees it. */
+static gsl_rng *test_rng;
+static void rng_teardown(void)
+{
+    if (test_rng)
+        gsl_rng_free(test_rng);
+    test_rng = NULL;
+}
 static gsl_rng *seeded(unsigned long seed)
 {
-    gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
-    ck_assert_ptr_nonnull(g);
-    gsl_rng_set(g, seed);
-    return g;
+    rng_teardown(); /* a failed test's, when teardowns were skipped */
+    test_rng = gsl_rng_alloc(gsl_rng_mt19937);
+    ck_assert_ptr_nonnull(test_rng);
+    gsl_rng_set(test_rng, seed);
+    return test_rng;
 }
 
 /* Frees a program and its cost log (random_case's or a test's own). */
@@ -390,7 +399,6 @@ START_TEST(test_bytes_independent_of_network)
     sim_result_free(&a);
     sim_result_free(&b);
     case_free(&p, &l);
-    gsl_rng_free(g);
 }
 END_TEST
 
@@ -422,7 +430,6 @@ START_TEST(test_monotone_in_latency_and_bandwidth)
         }
         case_free(&p, &l);
     }
-    gsl_rng_free(g);
 }
 END_TEST
 
@@ -457,7 +464,6 @@ START_TEST(test_latency_bound_regime)
         ck_assert_uint_ge(t, (uint64_t)want);
         case_free(&p, &l);
     }
-    gsl_rng_free(g);
 }
 END_TEST
 
@@ -498,7 +504,6 @@ START_TEST(test_overlap)
     ck_assert_uint_eq(run_lat(&n, &m, &p, &l, 0), 2 * (50000000 + 64 / 1000 + 0));
     ck_assert_uint_eq(run_lat(&n, &m, &p, &l, 1), 50000000);
     case_free(&p, &l);
-    gsl_rng_free(g);
 }
 END_TEST
 
@@ -566,7 +571,6 @@ START_TEST(test_event_queue_equals_onepass)
         case_free(&p, &l);
     }
     sim_ws_free(ws);
-    gsl_rng_free(g);
 }
 END_TEST
 
@@ -677,7 +681,6 @@ START_TEST(test_determinism_and_timeline)
         sim_result_free(&b);
     }
     case_free(&p, &l);
-    gsl_rng_free(g);
 }
 END_TEST
 
@@ -928,6 +931,7 @@ Suite *sim_suite(void)
                  test_token_bucket_link, test_wire_framing);
     tc = th_case(s, "program", 60);
     TESTDIR_USE(tc);
+    tcase_add_checked_fixture(tc, NULL, rng_teardown);
     TH_TESTS(tc, test_bytes_independent_of_network, test_monotone_in_latency_and_bandwidth,
                  test_latency_bound_regime, test_overlap, test_event_queue_equals_onepass,
                  test_critical_path_split, test_determinism_and_timeline);

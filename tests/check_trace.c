@@ -457,16 +457,23 @@ START_TEST(test_synth_deterministic)
 }
 END_TEST
 
+/* The default generator with n_sinks sinks and heavy_frac of the keys heavy. */
+static trace_synth sinks_and_heavy(uint32_t n_sinks, double heavy_frac)
+{
+    trace_synth p;
+    trace_synth_defaults(&p);
+    p.n_sinks = n_sinks;
+    p.heavy_frac = heavy_frac;
+    return p;
+}
+
 /* The table kernel gives the reference kernel's rows up to float rounding, for content widths
  * of one byte (d = 16), one sign word (d = 128) and three words with a partial byte (d = 200),
  * and its exp stays within 2 float ulps of expf. */
 START_TEST(test_synth_kernel_vs_reference)
 {
     static const uint32_t dims[] = {16, 128, 200};
-    trace_synth p;
-    trace_synth_defaults(&p);
-    p.n_sinks = 3;
-    p.heavy_frac = 0.2;
+    trace_synth p = sinks_and_heavy(3, 0.2);
     errbuf e;
     for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
         uint32_t d = dims[di], T = 150;
@@ -510,10 +517,7 @@ START_TEST(test_synth_kernel_wide_vs_portable)
 {
     static const uint32_t dims[] = {16, 128, 130, 200};
     static const uint32_t poss[] = {0, 1, 14, 15, 16, 17, 63, 64, 255, 256, 257, 300};
-    trace_synth p;
-    trace_synth_defaults(&p);
-    p.n_sinks = 2;
-    p.heavy_frac = 0.3;
+    trace_synth p = sinks_and_heavy(2, 0.3);
     errbuf e;
     for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
         trace *t = synth(dims[di], 320, 5, &p);

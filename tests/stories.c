@@ -192,6 +192,16 @@ void fixture_record_cfg(run_cfg *c, const char *policy)
     snprintf(c->policy.name, sizeof c->policy.name, "%s", policy);
 }
 
+lower_opts fixture_step_opts(int phase, uint32_t n_tokens, uint32_t kv_len)
+{
+    lower_opts o;
+    lower_opts_default(&o);
+    o.phase = phase;
+    o.n_tokens = n_tokens;
+    o.kv_len = kv_len;
+    return o;
+}
+
 kv_param fixture_kvp(const char *key, const char *val, int line, int col)
 {
     kv_param p;

@@ -4,6 +4,7 @@
 #define MPCSIM_TESTS_STORIES_H
 
 #include "models/llama.h"
+#include "models/lower.h"
 #include "models/model.h"
 #include "protocols/program/op.h"
 #include "sim/policy/policy.h"
@@ -98,6 +99,9 @@ policy_env fixture_env(const fixture *f, uint32_t P, uint32_t N);
 /* c runs stories260K (as "t.yaml" names it) over the trace recorded from the test text, with
  * policy (its parameters left to the caller). */
 void fixture_record_cfg(run_cfg *c, const char *policy);
+
+/* The default lowering options of one step: phase, n_tokens new tokens, kv_len cached. */
+lower_opts fixture_step_opts(int phase, uint32_t n_tokens, uint32_t kv_len);
 
 /* The policy parameter key: val as a scenario file gives it at line:col. */
 kv_param fixture_kvp(const char *key, const char *val, int line, int col);
