@@ -769,9 +769,8 @@ static void build_plot_db(const char *path, int with_accuracy)
 {
     static const char *const nets[] = {"lan", "wan"}, *const pols[] = {"full", "h2o", "snapkv"};
     static const char *const cats[] = {"attention", "ffn", "softmax"};
-    rdb *db;
+    rdb *db = sqlfix_rdb_new(path);
     errbuf e;
-    ck_assert_int_eq(rdb_open(path, 1, &db, &e), MS_OK);
     int idx = 0;
     for (int n = 0; n < 2; n++)
         for (int p = 0; p < 3; p++)

@@ -592,9 +592,8 @@ static void build_plot_db(const char *path)
                              *const labels[] = {"full", "snapkv(capacity=1024)", "snapkv(capacity=4096)"},
                              *const cats[] = {"attention", "ffn", "softmax", "policy"};
     static const double lat_ms[] = {0.1, 50}, bw[] = {10000, 100};
-    rdb *db;
+    rdb *db = sqlfix_rdb_new(path);
     errbuf e;
-    ck_assert_int_eq(rdb_open(path, 1, &db, &e), MS_OK);
     int idx = 0;
     for (int mo = 0; mo < 2; mo++)
         for (int n = 0; n < 2; n++)

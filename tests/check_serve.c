@@ -691,23 +691,22 @@ START_TEST(test_workload_file)
     ck_assert(!memcmp(r.sens, w.sens, w.n_tok));
     wl_free(&r);
     wl_free(&w);
-    /* errors name file:line:col */
-    f = fopen(path, "w");
-    fprintf(f, "mpcsim-serve-workload 1\nreq 5 0 1 2 : 1 2 3\nreq 7 0 1 x : 4\n");
-    fclose(f);
-    wl_init(&r);
-    ck_assert_int_eq(wl_load(&r, path, &e), MS_ERR_FORMAT);
-    char want[300];
-    snprintf(want, sizeof want, "%s:3:11: error: expected decode_len", path);
-    ck_assert_msg(strstr(e.msg, want), "got: %s", e.msg);
-    wl_free(&r);
-    f = fopen(path, "w");
-    fprintf(f, "mpcsim-serve-workload 1\nreq 5 0 1 2 : 1 2 3\nreq 4 0 1 2 : 4\n");
-    fclose(f);
-    wl_init(&r);
-    ck_assert_int_eq(wl_load(&r, path, &e), MS_ERR_FORMAT);
-    ck_assert_msg(strstr(e.msg, ":3:5: error: arrival 4 is before"), "got: %s", e.msg);
-    wl_free(&r);
+    /* errors name file:line:col (the first with the file's path before them) */
+    static const struct { const char *text; int with_path; const char *want; } bad[] = {
+        {"mpcsim-serve-workload 1\nreq 5 0 1 2 : 1 2 3\nreq 7 0 1 x : 4\n", 1,
+         ":3:11: error: expected decode_len"},
+        {"mpcsim-serve-workload 1\nreq 5 0 1 2 : 1 2 3\nreq 4 0 1 2 : 4\n", 0,
+         ":3:5: error: arrival 4 is before"},
+    };
+    for (int i = 0; i < TH_N(bad); i++) {
+        th_write(path, bad[i].text);
+        wl_init(&r);
+        ck_assert_int_eq(wl_load(&r, path, &e), MS_ERR_FORMAT);
+        char want[300];
+        snprintf(want, sizeof want, "%s%s", bad[i].with_path ? path : "", bad[i].want);
+        ck_assert_msg(strstr(e.msg, want), "got: %s", e.msg);
+        wl_free(&r);
+    }
 }
 END_TEST
 
