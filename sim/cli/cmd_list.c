@@ -316,12 +316,9 @@ int cmd_list(int argc, char **argv)
         return rc == CLI_HELP_ASKED ? 0 : rc;
     if (n_pos == 2 && !strcmp(pos[0], "keys"))
         return list_keys(pos[1]);
-    if (n_pos != 1) {
-        cli_error("list", n_pos == 0 ? "what to list? models, protocols, policies or networks"
-                                     : "list one thing at a time");
-        list_usage(stderr, &cmd);
-        return 2;
-    }
+    if ((rc = cli_want_one(&cmd, n_pos, "what to list? models, protocols, policies or networks",
+                           "list one thing at a time", list_usage)))
+        return rc;
     char ring_buf[8];
     const char *ring = NULL;
     if (have_ring) {

@@ -119,13 +119,6 @@ static const char *find_terminal(const char *tmp, const char *const *terms, size
     return NULL;
 }
 
-static void gp_var(FILE *f, const char *name, const char *value)
-{
-    fprintf(f, "%s = ", name);
-    gnuplot_str(f, value);
-    fputc('\n', f);
-}
-
 /* fmt is an sqlite3_mprintf format (%q, %Q): no printf format attribute. */
 static int64_t query_int(plot_ctx *c, const char *fmt, ...)
 {
@@ -492,14 +485,14 @@ static FILE *vars_open(plot_ctx *c, const char *plot, const char *heading, char 
         return NULL;
     char out[PATH_MAX + 64];
     snprintf(out, sizeof out, "%s/%s.%s", c->outdir, plot, c->ext);
-    gp_var(f, "term_name", c->term);
-    gp_var(f, "outfile", out);
-    gp_var(f, "datadir", c->tmp);
-    gp_var(f, "scriptdir", c->scripts);
-    gp_var(f, "xlabel_text", c->xlabel);
-    gp_var(f, "subtitle", c->title);
-    gp_var(f, "heading", heading);
-    gp_var(f, "serieskeys", c->serieskeys);
+    gnuplot_var_line(f, "term_name", c->term);
+    gnuplot_var_line(f, "outfile", out);
+    gnuplot_var_line(f, "datadir", c->tmp);
+    gnuplot_var_line(f, "scriptdir", c->scripts);
+    gnuplot_var_line(f, "xlabel_text", c->xlabel);
+    gnuplot_var_line(f, "subtitle", c->title);
+    gnuplot_var_line(f, "heading", heading);
+    gnuplot_var_line(f, "serieskeys", c->serieskeys);
     fprintf(f, "nseries = %d\n", c->nseries);
     return f;
 }
@@ -521,11 +514,11 @@ static void vars_cells(FILE *v, const plot_ctx *c, const cell *cl, int n, int ro
     for (int i = 0; i < n; i++) {
         char name[32];
         snprintf(name, sizeof name, "file%d", i + 1);
-        gp_var(v, name, cl[i].file);
+        gnuplot_var_line(v, name, cl[i].file);
         snprintf(name, sizeof name, "title%d", i + 1);
-        gp_var(v, name, cl[i].title);
+        gnuplot_var_line(v, name, cl[i].title);
         snprintf(name, sizeof name, "ylabel%d", i + 1);
-        gp_var(v, name, cl[i].ylabel);
+        gnuplot_var_line(v, name, cl[i].ylabel);
         /* one x value: a range around it, or gnuplot draws an empty axis */
         double a = cl[i].xmin, b = cl[i].xmax;
         if (!cl[i].nb)
@@ -833,19 +826,19 @@ static void plot_breakdown(plot_ctx *c)
         snprintf(xs, sizeof xs, fmt, x);
         snprintf(title, sizeof title, "%s, %s", P.title[p], xs);
         snprintf(name, sizeof name, "ptitle%d", p + 1);
-        gp_var(v, name, title);
+        gnuplot_var_line(v, name, title);
         snprintf(name, sizeof name, "tunit%d", p + 1);
-        gp_var(v, name, ut.name);
+        gnuplot_var_line(v, name, ut.name);
         snprintf(name, sizeof name, "bunit%d", p + 1);
-        gp_var(v, name, ub.name);
+        gnuplot_var_line(v, name, ub.name);
         fprintf(v, "nbars%d = %d\nncats%d = %d\n", p + 1, t.nl, p + 1, t.nc);
         for (int l = 0; l < t.nl; l++) {
             snprintf(name, sizeof name, "bar%d_%d", p + 1, l);
-            gp_var(v, name, t.label[l]);
+            gnuplot_var_line(v, name, t.label[l]);
         }
         for (int k = 0; k < t.nc; k++) {
             snprintf(name, sizeof name, "cat%d_%d", p + 1, k);
-            gp_var(v, name, t.cat[k]);
+            gnuplot_var_line(v, name, t.cat[k]);
             int lt = 0; /* the category's colour: its place in the op category list */
             while (lt < OPC_N && strcmp(op_cat_name(lt), t.cat[k]))
                 lt++;
@@ -995,11 +988,11 @@ static void plot_pareto(plot_ctx *c)
     for (int i = 0; i < n; i++) { /* the x axis is the cost: its own label per cell */
         char name[32];
         snprintf(name, sizeof name, "xlabel%d", i + 1);
-        gp_var(v, name, cl[i].ylabel);
+        gnuplot_var_line(v, name, cl[i].ylabel);
         fprintf(v, "xlogci%d = %d\n", i + 1, cl[i].xmin > 0 && cl[i].xmax / cl[i].xmin >= 30);
     }
-    gp_var(v, "metric_name", metric);
-    gp_var(v, "better", lower ? "lower" : "higher");
+    gnuplot_var_line(v, "metric_name", metric);
+    gnuplot_var_line(v, "better", lower ? "lower" : "higher");
     plot_render(c, "pareto", "pareto", v, vpath);
 }
 
@@ -1067,19 +1060,11 @@ static int plot_parse(int argc, char **argv, plot_opts *o)
         {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
     };
     const cli_cmd cmd = {"plot", opts, sizeof opts / sizeof opts[0], 24, 2};
-    const char *pos[2];
-    int n_pos = 0, rc = cli_parse_cmd(&cmd, argc, argv, pos, &n_pos, plot_usage);
-    if (rc)
-        return rc == CLI_HELP_ASKED ? 1 : rc;
+    int rc = cli_parse_one(&cmd, argc, argv, &o->db, "no database given", "one database only",
+                           plot_usage);
     if (svg)
         o->format = 1;
-    if (n_pos != 1) {
-        cli_error("plot", n_pos == 0 ? "no database given" : "one database only");
-        plot_usage(stderr, &cmd);
-        return 2;
-    }
-    o->db = pos[0];
-    return 0;
+    return rc;
 }
 
 static int plot_prepare(plot_ctx *c, const plot_opts *o)
@@ -1147,16 +1132,9 @@ int cmd_plot(int argc, char **argv)
     if (st)
         return st == 1 ? 0 : 2;
     plot_ctx c = {0};
-    if ((st = dbq_where("plot", o.where, o.wl.n, &c.where)))
-        return st;
     rdb *db;
-    errbuf e;
-    int rc = rdb_open(o.db, 0, &db, &e);
-    if (rc) {
-        cli_error("plot", "%s", e.msg);
-        free(c.where);
-        return ms_err_exit_code(rc);
-    }
+    if ((st = dbq_open("plot", o.db, o.where, o.wl.n, &c.where, &db)))
+        return st;
     c.h = rdb_handle(db);
     if (query_int(&c, "SELECT count(*) FROM runs r WHERE r.status = 'ok' %s", c.where) < 1) {
         cli_error("plot", "%s holds no finished run to plot%s", o.db,

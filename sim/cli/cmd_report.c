@@ -782,11 +782,8 @@ static int report_parse(int argc, char **argv, rep *R, const char **list, cli_li
         cli_error("report", "--csv and --json exclude each other");
         return 2;
     }
-    if (n_pos != 1) {
-        cli_error("report", n_pos == 0 ? "no database given" : "one database only");
-        report_usage(stderr, &cmd);
-        return 2;
-    }
+    if ((rc = cli_want_one(&cmd, n_pos, "no database given", "one database only", report_usage)))
+        return rc;
     R->path = pos[0];
     R->width = dbq_columns(cols);
     return 0;
@@ -800,16 +797,9 @@ int cmd_report(int argc, char **argv)
     int st = report_parse(argc, argv, &R, &list, &wl);
     if (st)
         return st < 0 ? 0 : st;
-    if ((st = dbq_where("report", where, wl.n, &R.where)))
-        return st;
     rdb *db;
-    errbuf e;
-    int rc = rdb_open(R.path, 0, &db, &e);
-    if (rc) {
-        cli_error("report", "%s", e.msg);
-        free(R.where);
-        return ms_err_exit_code(rc);
-    }
+    if ((st = dbq_open("report", R.path, where, wl.n, &R.where, &db)))
+        return st;
     R.h = rdb_handle(db);
     if (!R.json && dbvar_build(R.h, RUN_IDENT, NULL, R.where, 0, &R.var)) {
         cli_error("report", "%s: reading the runs' configurations: %s", R.path,
