@@ -156,83 +156,118 @@ static void wrap(FILE *f, const char *s, int width)
     }
 }
 
-/* Prints rows [r0, r1). Columns among the first `shared` whose cells are all the same (with
- * more than one row) are printed once above the table; then the least important columns (the
- * rightmost first) are left out until the rest fits the width, and named below it. */
-static void tab_print(table *t, int width, size_t shared, size_t r0, size_t r1, FILE *f)
+/* Column c's width over rows [r0, r1): its widest cell, or its head. */
+static size_t tab_col_width(const table *t, size_t c, size_t r0, size_t r1)
 {
-    size_t w[REP_MAX_COLS];
-    char common[1024] = "";
+    size_t w = text_width(t->c[c].head);
+    for (size_t r = r0; r < r1; r++) {
+        size_t len = text_width(tab_get(t, r, c));
+        w = len > w ? len : w;
+    }
+    return w;
+}
+
+/* Whether column c has nothing to say over rows [r0, r1): no figure in this section, no
+ * variant, every run ok, or it is the section's heading (prio 99). */
+static int tab_col_blank(const table *t, size_t c, size_t r0, size_t r1)
+{
+    if (t->c[c].prio == 99)
+        return 1;
+    int blank = r1 > r0;
+    for (size_t r = r0; blank && r < r1; r++)
+        blank = !strcmp(tab_get(t, r, c), "-") || !tab_get(t, r, c)[0] ||
+                (!strcmp(t->c[c].head, "status") && !strcmp(tab_get(t, r, c), "ok"));
+    return blank;
+}
+
+/* Whether column c holds one value in every row of [r0, r1), more than one row. */
+static int tab_col_same(const table *t, size_t c, size_t r0, size_t r1)
+{
+    int same = r1 - r0 > 1;
+    for (size_t r = r0 + 1; same && r < r1; r++)
+        same = !strcmp(tab_get(t, r, c), tab_get(t, r0, c));
+    return same;
+}
+
+/* Which columns rows [r0, r1) show, and their widths w. Columns among the first `shared` that
+ * hold one value go into common ("model llama-2-7b, network lan") instead. */
+static void tab_layout(table *t, size_t shared, size_t r0, size_t r1, size_t *w, char *common,
+                       size_t n)
+{
     size_t cl = 0;
+    common[0] = '\0';
     for (size_t c = 0; c < t->cols; c++) {
         t->c[c].shown = 1;
-        w[c] = text_width(t->c[c].head);
-        int same = r1 - r0 > 1;
-        for (size_t r = r0; r < r1; r++) {
-            size_t len = text_width(tab_get(t, r, c));
-            w[c] = len > w[c] ? len : w[c];
-            if (r > r0 && strcmp(tab_get(t, r, c), tab_get(t, r0, c)))
-                same = 0;
-        }
-        /* nothing to say: no figure in this section, no variant, every run ok, the
-         * section's heading */
-        int blank = r1 > r0 && t->c[c].prio != 99;
-        for (size_t r = r0; blank && r < r1; r++)
-            blank = !strcmp(tab_get(t, r, c), "-") || !tab_get(t, r, c)[0] ||
-                    (!strcmp(t->c[c].head, "status") && !strcmp(tab_get(t, r, c), "ok"));
-        if (blank || t->c[c].prio == 99) {
+        w[c] = tab_col_width(t, c, r0, r1);
+        if (tab_col_blank(t, c, r0, r1)) {
             t->c[c].shown = 0;
             continue;
         }
-        if (same && c < shared) {
+        if (c < shared && tab_col_same(t, c, r0, r1)) {
             t->c[c].shown = 0;
-            cl += (size_t)snprintf(common + cl, cl < sizeof common ? sizeof common - cl : 0,
-                                   "%s%s %s", cl ? ", " : "", t->c[c].head, tab_get(t, r0, c));
+            cl += (size_t)snprintf(common + cl, cl < n ? n - cl : 0, "%s%s %s", cl ? ", " : "",
+                                   t->c[c].head, tab_get(t, r0, c));
         }
     }
-    char dropped[1024] = "";
-    size_t dl = 0;
-    for (;;) {
-        size_t total = 0, k = 0;
-        int worst = -1;
-        for (size_t c = 0; c < t->cols; c++)
-            if (t->c[c].shown) {
-                total += w[c] + (k++ ? 2 : 0);
-                if (worst < 0 || t->c[c].prio >= t->c[worst].prio)
-                    worst = (int)c;
-            }
-        if (total <= (size_t)width || k <= 1 || t->c[worst].prio <= 1)
-            break;
-        t->c[worst].shown = 0;
-        dl += (size_t)snprintf(dropped + dl, dl < sizeof dropped ? sizeof dropped - dl : 0,
-                               "%s%s", dl ? ", " : "", t->c[worst].head);
-    }
-    if (common[0]) {
-        char line[1100];
-        snprintf(line, sizeof line, "all runs: %s", common);
-        wrap(f, line, width);
-    }
+}
+
+/* The width the shown columns take, two spaces between two. */
+static size_t tab_shown_width(const table *t, const size_t *w)
+{
     size_t total = 0, k = 0;
     for (size_t c = 0; c < t->cols; c++)
         if (t->c[c].shown)
             total += w[c] + (k++ ? 2 : 0);
-    if (total > (size_t)width) { /* too narrow for a table: one wrapped paragraph per run */
-        for (size_t r = r0; r < r1; r++) {
-            char line[2048];
-            size_t n = 0;
-            for (size_t c = 0; c < t->cols && n < sizeof line; c++)
-                if (t->c[c].shown && tab_get(t, r, c)[0]) /* an empty variant says nothing */
-                    n += (size_t)snprintf(line + n, sizeof line - n, "%s%s %s", n ? ", " : "",
-                                          t->c[c].head, tab_get(t, r, c));
-            wrap(f, line, width);
-        }
-    }
-    for (long r = -1; total <= (size_t)width && r < (long)(r1 - r0); r++) {
-        int nk = 0;
-        size_t lastc = 0;
+    return total;
+}
+
+/* Leaves out the least important columns (the largest prio, the rightmost first) until the
+ * rest fits width, keeping at least one and every column of prio 1; names them in dropped. */
+static void tab_fit(table *t, const size_t *w, int width, char *dropped, size_t n)
+{
+    size_t dl = 0;
+    dropped[0] = '\0';
+    for (;;) {
+        size_t k = 0;
+        int worst = -1;
         for (size_t c = 0; c < t->cols; c++)
-            if (t->c[c].shown)
-                lastc = c;
+            if (t->c[c].shown) {
+                k++;
+                if (worst < 0 || t->c[c].prio >= t->c[worst].prio)
+                    worst = (int)c;
+            }
+        if (tab_shown_width(t, w) <= (size_t)width || k <= 1 || t->c[worst].prio <= 1)
+            return;
+        t->c[worst].shown = 0;
+        dl += (size_t)snprintf(dropped + dl, dl < n ? n - dl : 0, "%s%s", dl ? ", " : "",
+                               t->c[worst].head);
+    }
+}
+
+/* Rows [r0, r1) too wide for a table even so: a wrapped paragraph of "head value" per run. */
+static void tab_paragraphs(const table *t, size_t r0, size_t r1, int width, FILE *f)
+{
+    for (size_t r = r0; r < r1; r++) {
+        char line[2048];
+        size_t n = 0;
+        for (size_t c = 0; c < t->cols && n < sizeof line; c++)
+            if (t->c[c].shown && tab_get(t, r, c)[0]) /* an empty variant says nothing */
+                n += (size_t)snprintf(line + n, sizeof line - n, "%s%s %s", n ? ", " : "",
+                                      t->c[c].head, tab_get(t, r, c));
+        wrap(f, line, width);
+    }
+}
+
+/* The heads and rows [r0, r1) aligned to the widths w: numbers to the right, the last column
+ * without trailing spaces. */
+static void tab_rows(const table *t, const size_t *w, size_t r0, size_t r1, FILE *f)
+{
+    size_t lastc = 0;
+    for (size_t c = 0; c < t->cols; c++)
+        if (t->c[c].shown)
+            lastc = c;
+    for (long r = -1; r < (long)(r1 - r0); r++) {
+        int nk = 0;
         for (size_t c = 0; c < t->cols; c++) {
             if (!t->c[c].shown)
                 continue;
@@ -246,6 +281,26 @@ static void tab_print(table *t, int width, size_t shared, size_t r0, size_t r1, 
         }
         fputc('\n', f);
     }
+}
+
+/* Prints rows [r0, r1): the columns every row shares (among the first `shared`) once above the
+ * table, then the table with the least important columns left out until it fits the width
+ * (named below it). */
+static void tab_print(table *t, int width, size_t shared, size_t r0, size_t r1, FILE *f)
+{
+    size_t w[REP_MAX_COLS];
+    char common[1024], dropped[1024];
+    tab_layout(t, shared, r0, r1, w, common, sizeof common);
+    tab_fit(t, w, width, dropped, sizeof dropped);
+    if (common[0]) {
+        char line[1100];
+        snprintf(line, sizeof line, "all runs: %s", common);
+        wrap(f, line, width);
+    }
+    if (tab_shown_width(t, w) > (size_t)width)
+        tab_paragraphs(t, r0, r1, width, f);
+    else
+        tab_rows(t, w, r0, r1, f);
     if (dropped[0]) {
         char line[1200];
         snprintf(line, sizeof line, "(not shown for the width: %s; --columns N widens, --csv has "
@@ -562,10 +617,22 @@ static const char leak_sql[] =
 static void per_hour(char *out, size_t n, double rate) { snprintf(out, n, "%.4g/h", rate * 3600); }
 static void share(char *out, size_t n, double v) { snprintf(out, n, "%.3f", v); }
 
-static int serve_tables(rep *R, FILE *f)
+/* A serving table under its heading, as CSV or fitted to the width; nothing when empty. */
+static void serve_print(const rep *R, table *t, const char *heading, size_t shared, FILE *f)
 {
-    if (!has_table(R->h, "serve_runs"))
-        return 0;
+    if (!t->rows)
+        return;
+    fprintf(f, "\n%s\n", heading);
+    if (R->csv)
+        tab_csv(t, f);
+    else
+        tab_print(t, R->width, shared, 0, t->rows, f);
+}
+
+/* serve_runs: a row per serving run with its main metrics. 0, or -1 (SQLite error or out of
+ * memory). */
+static int serve_runs_table(rep *R, FILE *f)
+{
     sqlite3_stmt *s;
     if (sqlite3_prepare_v2(R->h, serve_sql, -1, &s, NULL) != SQLITE_OK)
         return -1;
@@ -590,20 +657,20 @@ static int serve_tables(rep *R, FILE *f)
         t.rows++;
     }
     sqlite3_finalize(s);
-    if (rc != SQLITE_DONE || t.oom) {
-        tab_free(&t);
-        return -1;
-    }
-    if (t.rows) {
-        fprintf(f, "\nserving runs (mpcsim serve)\n");
-        if (R->csv)
-            tab_csv(&t, f);
-        else
-            tab_print(&t, R->width, 7, 0, t.rows, f);
-    }
+    int ok = rc == SQLITE_DONE && !t.oom;
+    if (ok)
+        serve_print(R, &t, "serving runs (mpcsim serve)", 7, f);
     tab_free(&t);
+    return ok ? 0 : -1;
+}
+
+/* serve_leak, when present: the timing attacks on the sharing policies. 0, or -1 (SQLite
+ * error). */
+static int serve_leak_table(rep *R, FILE *f)
+{
     if (!has_table(R->h, "serve_leak"))
         return 0;
+    sqlite3_stmt *s;
     table l = {0};
     static const char *const lh[] = {"id", "scenario", "sharing", "channel", "scheduler",
                                      "trials", "success", "chance", "p-value", "bits"};
@@ -613,6 +680,7 @@ static int serve_tables(rep *R, FILE *f)
         tab_free(&l);
         return -1;
     }
+    int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         for (int c = 0; c < 6; c++)
             tab_add(&l, text(s, c));
@@ -621,15 +689,18 @@ static int serve_tables(rep *R, FILE *f)
         l.rows++;
     }
     sqlite3_finalize(s);
-    if (rc == SQLITE_DONE && !l.oom && l.rows) {
-        fprintf(f, "\ntiming attacks on the sharing policies\n");
-        if (R->csv)
-            tab_csv(&l, f);
-        else
-            tab_print(&l, R->width, 5, 0, l.rows, f);
-    }
+    if (rc == SQLITE_DONE && !l.oom)
+        serve_print(R, &l, "timing attacks on the sharing policies", 5, f);
     tab_free(&l);
     return rc == SQLITE_DONE ? 0 : -1;
+}
+
+/* The tables `mpcsim serve` writes, when the database has them. 0, or -1. */
+static int serve_tables(rep *R, FILE *f)
+{
+    if (!has_table(R->h, "serve_runs"))
+        return 0;
+    return serve_runs_table(R, f) ? -1 : serve_leak_table(R, f);
 }
 
 /* ---- JSON ------------------------------------------------------------------------------ */
