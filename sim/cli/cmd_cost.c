@@ -106,17 +106,10 @@ static int parse_args(int argc, char **argv, cost_args *a)
         {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
     };
     const cli_cmd cmd = {"cost", opts, sizeof opts / sizeof opts[0], 24, 0};
-    errbuf e;
-    int rc = cli_parse(&cmd, argc, argv, NULL, NULL, &e);
+    int rc = cli_parse_cmd(&cmd, argc, argv, NULL, NULL, usage);
     a->n_sets = sets.n;
-    if (rc == CLI_HELP_ASKED) {
-        usage(stdout, &cmd);
-        return -1;
-    }
-    if (rc) {
-        cli_error("cost", "%s", e.msg);
-        return 2;
-    }
+    if (rc)
+        return rc == CLI_HELP_ASKED ? -1 : rc;
     const char *missing = !a->model ? "--model" : !a->protocol ? "--protocol"
                         : !a->network ? "--network" : (!have_kv && a->phase == PHASE_DECODE)
                         ? "--kv" : NULL;
