@@ -19,7 +19,6 @@
 #include "gnuplot.h"
 #include "opt.h"
 #include "protocols/base/datadir.h"
-#include "sim/policy/policy.h"
 #include "sim/engine/simulate.h"
 #include "sim/scenario/runlabel.h"
 #include "sim/scenario/runner.h"

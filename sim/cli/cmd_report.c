@@ -458,6 +458,88 @@ static int metric_of(sqlite3_stmt *m, sqlite3_int64 id, const char *name, double
     return 1;
 }
 
+/* The runs table's columns: what tells runs apart (never left out), then the figures by
+ * importance, then the metrics asked for; CSV puts the machine and the variant last. */
+static void runs_columns(const rep *R, table *t, int variant)
+{
+    int csv = R->csv;
+    tab_col(t, "id", 4, 1);
+    tab_col(t, "model", 1, 0);
+    tab_col(t, csv ? "protocol" : "proto", 1, 0);
+    tab_col(t, "network", 1, 0);
+    if (!csv) /* the machine profile and its threads: the answer depends on them */
+        tab_col(t, "machine", 1, 0);
+    tab_col(t, "policy", 1, 0);
+    tab_col(t, "prompt", 1, 1);
+    tab_col(t, csv ? "decode" : "gen", 1, 1);
+    if (variant && !csv) /* what else tells these runs apart */
+        tab_col(t, "variant", 1, 0);
+    tab_col(t, "status", 1, 0);
+    tab_col(t, csv ? "latency_s" : "latency", 1, 1);
+    tab_col(t, csv ? "per_token_s" : "per token", 1, 1);
+    tab_col(t, csv ? "prefill_s" : "prefill", 6, 1);
+    tab_col(t, csv ? "online_bytes" : "online", 3, 1);
+    tab_col(t, csv ? "offline_bytes" : "offline", 5, 1);
+    tab_col(t, "rounds", 7, 1);
+    for (size_t c = 0; c < R->nm; c++)
+        tab_col(t, R->mcols[c], c == 0 ? 2 : 3 + (int)c, 1);
+    if (csv) { /* after the figures: the columns before them keep their places */
+        tab_col(t, "machine", 1, 0);
+        tab_col(t, "threads", 1, 1);
+        if (variant)
+            tab_col(t, "variant", 1, 0);
+    }
+}
+
+/* The machine cell: "default (16 threads)". */
+static void machine_cell(table *t, sqlite3_stmt *s)
+{
+    char mach[96];
+    const char *mn = text(s, R_MACH);
+    int th = sqlite3_column_type(s, R_THREADS) == SQLITE_NULL ? 1 : sqlite3_column_int(s, R_THREADS);
+    snprintf(mach, sizeof mach, "%s (%d thread%s)", mn[0] ? mn : "default", th, th == 1 ? "" : "s");
+    tab_add(t, mach);
+}
+
+/* One run's row (RUN_SELECT's row s; its metrics through m), in runs_columns' order. 1 when
+ * the run failed. */
+static int run_row(const rep *R, table *t, sqlite3_stmt *s, sqlite3_stmt *m, int variant)
+{
+    int csv = R->csv;
+    for (int c = R_ID; c <= R_DECODE; c++) {
+        tab_add(t, text(s, c));
+        if (c == R_NET && !csv)
+            machine_cell(t, s);
+    }
+    const char *vr = dbvar_of(R->var, sqlite3_column_int64(s, R_ID));
+    if (variant && !csv)
+        tab_add(t, vr);
+    int ok = !strcmp(text(s, R_STATUS), "ok");
+    tab_add(t, ok ? "ok" : csv ? "failed" : "FAILED");
+    cell_num(t, s, R_TOTAL, csv, dbq_seconds);
+    cell_num(t, s, R_TOKEN, csv, dbq_seconds);
+    cell_num(t, s, R_PREFILL, csv, dbq_seconds);
+    cell_num(t, s, R_ONLINE, csv, dbq_bytes);
+    cell_num(t, s, R_OFFLINE, csv, dbq_bytes);
+    cell_num(t, s, R_ROUNDS, csv, NULL);
+    for (size_t c = 0; c < R->nm; c++) {
+        char buf[64];
+        double v;
+        if (metric_of(m, sqlite3_column_int64(s, R_ID), R->mcols[c], &v))
+            snprintf(buf, sizeof buf, csv ? "%.17g" : "%.4g", v);
+        else
+            snprintf(buf, sizeof buf, "%s", csv ? "" : "-");
+        tab_add(t, buf);
+    }
+    if (csv) {
+        tab_add(t, text(s, R_MACH));
+        tab_add(t, text(s, R_THREADS));
+        if (variant)
+            tab_add(t, vr);
+    }
+    return !ok;
+}
+
 static int runs_table(rep *R, table *t, int *n_failed)
 {
     char *sql = sqlite3_mprintf(RUN_SELECT, R->where);
@@ -468,76 +550,13 @@ static int runs_table(rep *R, table *t, int *n_failed)
                  ? 0
                  : -1;
     sqlite3_free(sql);
-    int csv = R->csv, variant = dbvar_keys(R->var)[0] != '\0';
-    if (!rc) {
-        /* what tells runs apart is never left out; then the figures by importance */
-        tab_col(t, "id", 4, 1);
-        tab_col(t, "model", 1, 0);
-        tab_col(t, csv ? "protocol" : "proto", 1, 0);
-        tab_col(t, "network", 1, 0);
-        if (!csv) /* the machine profile and its threads: the answer depends on them */
-            tab_col(t, "machine", 1, 0);
-        tab_col(t, "policy", 1, 0);
-        tab_col(t, "prompt", 1, 1);
-        tab_col(t, csv ? "decode" : "gen", 1, 1);
-        if (variant && !csv) /* what else tells these runs apart */
-            tab_col(t, "variant", 1, 0);
-        tab_col(t, "status", 1, 0);
-        tab_col(t, csv ? "latency_s" : "latency", 1, 1);
-        tab_col(t, csv ? "per_token_s" : "per token", 1, 1);
-        tab_col(t, csv ? "prefill_s" : "prefill", 6, 1);
-        tab_col(t, csv ? "online_bytes" : "online", 3, 1);
-        tab_col(t, csv ? "offline_bytes" : "offline", 5, 1);
-        tab_col(t, "rounds", 7, 1);
-        for (size_t c = 0; c < R->nm; c++)
-            tab_col(t, R->mcols[c], c == 0 ? 2 : 3 + (int)c, 1);
-        if (csv) { /* after the figures: the columns before them keep their places */
-            tab_col(t, "machine", 1, 0);
-            tab_col(t, "threads", 1, 1);
-            if (variant)
-                tab_col(t, "variant", 1, 0);
-        }
-    }
+    int variant = dbvar_keys(R->var)[0] != '\0';
+    if (!rc)
+        runs_columns(R, t, variant);
     *n_failed = 0;
     while (!rc && (rc = sqlite3_step(s)) == SQLITE_ROW) {
         rc = 0;
-        for (int c = R_ID; c <= R_DECODE; c++) {
-            tab_add(t, text(s, c));
-            if (c == R_NET && !csv) {
-                char mach[96];
-                const char *mn = text(s, R_MACH);
-                int th = sqlite3_column_type(s, R_THREADS) == SQLITE_NULL ? 1 : sqlite3_column_int(s, R_THREADS);
-                snprintf(mach, sizeof mach, "%s (%d thread%s)", mn[0] ? mn : "default", th, th == 1 ? "" : "s");
-                tab_add(t, mach);
-            }
-        }
-        const char *vr = dbvar_of(R->var, sqlite3_column_int64(s, R_ID));
-        if (variant && !csv)
-            tab_add(t, vr);
-        int ok = !strcmp(text(s, R_STATUS), "ok");
-        *n_failed += !ok;
-        tab_add(t, ok ? "ok" : csv ? "failed" : "FAILED");
-        cell_num(t, s, R_TOTAL, csv, dbq_seconds);
-        cell_num(t, s, R_TOKEN, csv, dbq_seconds);
-        cell_num(t, s, R_PREFILL, csv, dbq_seconds);
-        cell_num(t, s, R_ONLINE, csv, dbq_bytes);
-        cell_num(t, s, R_OFFLINE, csv, dbq_bytes);
-        cell_num(t, s, R_ROUNDS, csv, NULL);
-        for (size_t c = 0; c < R->nm; c++) {
-            char buf[64];
-            double v;
-            if (metric_of(m, sqlite3_column_int64(s, R_ID), R->mcols[c], &v))
-                snprintf(buf, sizeof buf, csv ? "%.17g" : "%.4g", v);
-            else
-                snprintf(buf, sizeof buf, "%s", csv ? "" : "-");
-            tab_add(t, buf);
-        }
-        if (csv) {
-            tab_add(t, text(s, R_MACH));
-            tab_add(t, text(s, R_THREADS));
-            if (variant)
-                tab_add(t, vr);
-        }
+        *n_failed += run_row(R, t, s, m, variant);
         t->rows++;
     }
     if (rc == SQLITE_DONE)
