@@ -170,6 +170,23 @@ static int cmp_opsum(const void *a, const void *b)
     return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0;
 }
 
+/* An op's output name with its layer number dropped: the digits after an 'L' become one '#'
+ * ("L3.kcache" → "L#.kcache"), so the same op of every layer shares one line. */
+static void be_op_name(const char *src, char *nm, size_t n)
+{
+    size_t k = 0;
+    for (const char *c = src; *c && k + 1 < n; c++) {
+        int digit = *c >= '0' && *c <= '9';
+        if (digit && k && (nm[k - 1] == 'L' || nm[k - 1] == '#')) {
+            if (nm[k - 1] == 'L')
+                nm[k++] = '#';
+            continue;
+        }
+        nm[k++] = *c;
+    }
+    nm[k] = '\0';
+}
+
 /* Prints the step's n costliest op names by online bytes (all parties), with their rounds. */
 static void be_ops(const op_program *p, const cost_log *l, int n, const char *label)
 {
@@ -185,18 +202,7 @@ static void be_ops(const op_program *p, const cost_log *l, int n, const char *la
     for (size_t i = 0; i < p->n_ops; i++) {
         const op *o = &p->ops[i];
         char nm[64];
-        const char *src = o->out < p->n_tens ? p->tens[o->out].name : "?";
-        size_t k = 0; /* layer numbers (the digits after an 'L') become one '#' */
-        for (const char *c = src; *c && k + 1 < sizeof nm; c++) {
-            int digit = *c >= '0' && *c <= '9';
-            if (digit && k && (nm[k - 1] == 'L' || nm[k - 1] == '#')) {
-                if (nm[k - 1] == 'L')
-                    nm[k++] = '#';
-                continue;
-            }
-            nm[k++] = *c;
-        }
-        nm[k] = '\0';
+        be_op_name(o->out < p->n_tens ? p->tens[o->out].name : "?", nm, sizeof nm);
         size_t j = 0;
         while (j < ns && (strcmp(s[j].name, nm) || s[j].kind != o->kind))
             j++;
