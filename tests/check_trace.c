@@ -588,7 +588,9 @@ START_TEST(test_synth_kernel_wide_vs_portable)
             ck_assert_msg(ma == mx && mp == mx, "lookup max nj %u nb %u", nj, nb);
         }
     for (uint32_t n = 1; n <= N; n++) { /* signs and values of n channels */
-        uint64_t st = 0x9e3779b97f4a7c15ull * n, w[5] = {st, st * st, ~st, st >> 7, st << 3};
+        uint64_t st = 0x9e3779b97f4a7c15ull * n, w[12]; /* (N + 63) / 64 words, stride 2 */
+        for (uint32_t i = 0; i < 12; i++)
+            w[i] = st * (2 * i + 1) ^ st >> (i + 3);
         trace_synth_portable_kernel = 1;
         synth_kern_signs(w + 1, 2, n, 0.75f, xp);
         trace_synth_portable_kernel = 0;
