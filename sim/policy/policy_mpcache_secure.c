@@ -579,29 +579,14 @@ static void ms_audit_head(ms_audit *a, const double *vals, size_t nv, uint32_t l
     }
 }
 
-/* Long: it follows each layer's K' positions (the opened keep bits, then the generated ones)
- * and compares every (position, layer, KV head) where it happens. */
-int mpcache_secure_compare(const secpol_run *o, const mpcache_sec *cf, const secpol_opened *r,
-                           const secpol_keep *plain, mpcache_sec_audit *out, errbuf *e)
+/* Each layer's K' positions (pos: L × Nmax, in order): the prompt's static set (under a
+ * threshold its opened keep bits, a shared layer the layer below's; else every position),
+ * then every generated position. */
+static void ms_positions(const secpol_run *o, const mpcache_shape *sh, const secpol_opened *r, uint32_t *pos,
+                         uint32_t Nmax)
 {
-    memset(out, 0, sizeof *out);
-    out->min_margin = INFINITY;
-    out->first_differ = UINT32_MAX;
-    if (!cf || !r->vals)
-        return err_set(e, MS_ERR_INPUT, "selection audit: no MPCache run with the audit on");
-    const model_cfg *m = o->model;
-    const mpcache_shape *sh = &cf->mpc;
-    uint32_t L = m->n_layers, Hkv = m->n_kv_heads, Nmax = o->n_tokens + o->n_gen + 2;
-    uint8_t *cl = calloc((size_t)L * Hkv * Nmax, 1);
-    double *mg = calloc((size_t)L * Hkv, sizeof *mg);
-    uint32_t *pos = calloc((size_t)L * Nmax, sizeof *pos); /* each layer's K' positions, in order */
-    if (!cl || !mg || !pos) {
-        free(cl), free(mg), free(pos);
-        return err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
-    }
-    /* the static set: the opened keep bits of the prompt (threshold), else every position */
     size_t at0 = 0;
-    for (uint32_t l = 0; l < L; l++) {
+    for (uint32_t l = 0; l < o->model->n_layers; l++) {
         uint32_t *ps = pos + (size_t)l * Nmax, c = 0;
         int kind = mpcache_layer_kind(sh, l), thr = sh->static_mode == 0 && kind != MPCACHE_LAYER_DENSE;
         if (thr && kind == MPCACHE_LAYER_SHARED) {
@@ -615,7 +600,65 @@ int mpcache_secure_compare(const secpol_run *o, const mpcache_sec *cf, const sec
         for (uint32_t j = o->prefill; c < Nmax && j < o->n_tokens + o->n_gen; j++)
             ps[c++] = j;
     }
-    mscore msc;
+}
+
+/* Decode step s: every layer's and KV head's opened clusters cl (a shared layer copies the
+ * layer below's) and secure margin mg against the replay, then the step's top-k count. */
+static void ms_step(ms_audit *a, const mpcache_sec *cf, const secpol_opened *r, uint8_t *cl, double *mg, uint32_t s)
+{
+    const secpol_run *o = a->o;
+    const mpcache_shape *sh = a->sh;
+    mpcache_sec_audit *out = a->out;
+    uint32_t L = o->model->n_layers, Hkv = o->model->n_kv_heads, Nmax = a->Nmax, kv = secpol_step_of(o, s).kv;
+    size_t at = 0;
+    for (uint32_t l = 0; l < L; l++) {
+        int kind = mpcache_layer_kind(sh, l);
+        uint32_t n = sec_n(cf, o, l, kv);
+        size_t used = 0;
+        for (uint32_t g = 0; g < Hkv; g++) {
+            uint8_t *c = cl + ((size_t)l * Hkv + g) * Nmax;
+            if (kind == MPCACHE_LAYER_SHARED) {
+                memcpy(c, cl + ((size_t)(l - 1) * Hkv + g) * Nmax, Nmax);
+                mg[l * Hkv + g] = mg[(l - 1) * Hkv + g];
+            } else {
+                mg[l * Hkv + g] = mpcache_audit_set(sh, l, n, r->vals[s] + at, r->n_vals[s] - at, g, c, &used);
+            }
+            double v = mg[l * Hkv + g];
+            if (kind == MPCACHE_LAYER_SELECT && v < out->min_margin)
+                out->min_margin = v;
+            ms_audit_head(a, r->vals[s] + at, r->n_vals[s] - at, l, g, kv, c, v);
+        }
+        at += used;
+    }
+    for (uint32_t l = 0; l < L; l++) {
+        mpcache_plan pl;
+        mpcache_plan_layer(sh, l, sec_n(cf, o, l, kv), &pl);
+        if (mpcache_layer_kind(sh, l) == MPCACHE_LAYER_SELECT)
+            out->topks += Hkv * ((uint32_t)pl.lv1 + (uint32_t)pl.lv2);
+    }
+}
+
+/* Follows each layer's K' positions (the opened keep bits, then the generated ones) and
+ * compares every (position, layer, KV head) where it happens. */
+int mpcache_secure_compare(const secpol_run *o, const mpcache_sec *cf, const secpol_opened *r,
+                           const secpol_keep *plain, mpcache_sec_audit *out, errbuf *e)
+{
+    memset(out, 0, sizeof *out);
+    out->min_margin = INFINITY;
+    out->first_differ = UINT32_MAX;
+    if (!cf || !r->vals)
+        return err_set(e, MS_ERR_INPUT, "selection audit: no MPCache run with the audit on");
+    const model_cfg *m = o->model;
+    uint32_t L = m->n_layers, Hkv = m->n_kv_heads, Nmax = o->n_tokens + o->n_gen + 2;
+    uint8_t *cl = calloc((size_t)L * Hkv * Nmax, 1);
+    double *mg = calloc((size_t)L * Hkv, sizeof *mg);
+    uint32_t *pos = calloc((size_t)L * Nmax, sizeof *pos);
+    if (!cl || !mg || !pos) {
+        free(cl), free(mg), free(pos);
+        return err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
+    }
+    ms_positions(o, &cf->mpc, r, pos, Nmax);
+    mscore msc = {0}; /* its sc is freed on every path, also before it is filled */
     double *dm = calloc((size_t)r->n_steps * L * Hkv + 1, sizeof *dm); /* differing sets' replay margins */
     uint8_t *mine = malloc(Nmax + 1);
     int rc = o->n_gen ? err_set(e, MS_ERR_INPUT, "selection audit: teacher-forced runs only")
@@ -625,37 +668,10 @@ int mpcache_secure_compare(const secpol_run *o, const mpcache_sec *cf, const sec
         free(cl), free(mg), free(pos), free(dm), free(mine), free(msc.sc);
         return rc;
     }
-    ms_audit a = {.o = o, .sh = sh, .plain = plain, .msc = &msc, .pos = pos, .Nmax = Nmax,
+    ms_audit a = {.o = o, .sh = &cf->mpc, .plain = plain, .msc = &msc, .pos = pos, .Nmax = Nmax,
                   .mine = mine, .dm = dm, .out = out};
-    for (uint32_t s = 1; s < r->n_steps; s++) {
-        uint32_t kv = secpol_step_of(o, s).kv;
-        size_t at = 0;
-        for (uint32_t l = 0; l < L; l++) {
-            int kind = mpcache_layer_kind(sh, l);
-            uint32_t n = sec_n(cf, o, l, kv);
-            size_t used = 0;
-            for (uint32_t g = 0; g < Hkv; g++) {
-                uint8_t *c = cl + ((size_t)l * Hkv + g) * Nmax;
-                if (kind == MPCACHE_LAYER_SHARED) {
-                    memcpy(c, cl + ((size_t)(l - 1) * Hkv + g) * Nmax, Nmax);
-                    mg[l * Hkv + g] = mg[(l - 1) * Hkv + g];
-                } else {
-                    mg[l * Hkv + g] = mpcache_audit_set(sh, l, n, r->vals[s] + at, r->n_vals[s] - at, g, c, &used);
-                }
-                double v = mg[l * Hkv + g];
-                if (kind == MPCACHE_LAYER_SELECT && v < out->min_margin)
-                    out->min_margin = v;
-                ms_audit_head(&a, r->vals[s] + at, r->n_vals[s] - at, l, g, kv, c, v);
-            }
-            at += used;
-        }
-        for (uint32_t l = 0; l < L; l++) {
-            mpcache_plan pl;
-            mpcache_plan_layer(sh, l, sec_n(cf, o, l, kv), &pl);
-            if (mpcache_layer_kind(sh, l) == MPCACHE_LAYER_SELECT)
-                out->topks += Hkv * ((uint32_t)pl.lv1 + (uint32_t)pl.lv2);
-        }
-    }
+    for (uint32_t s = 1; s < r->n_steps; s++)
+        ms_step(&a, cf, r, cl, mg, s);
     for (uint32_t i = 0; i < out->differ; i++)
         out->near_ties += dm[i] <= 2 * out->score_err;
     free(cl), free(mg), free(pos), free(dm), free(mine), free(msc.sc);
