@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "sim/policy/policy.h"
+#include "stories.h"
 #include "protocols/program/proto.h"
 
 /* ---- a tiny driver over plain arrays (the replay's order, see policy.h) -------------------- */
@@ -129,16 +131,8 @@ static void expect_set(const char *what, const uint8_t *keep, uint32_t n, const 
                       keep[j], want[j]);
 }
 
-static kv_param kvp(const char *k, const char *v)
-{
-    kv_param p;
-    memset(&p, 0, sizeof p);
-    snprintf(p.key, sizeof p.key, "%s", k);
-    snprintf(p.val, sizeof p.val, "%s", v);
-    p.line = 3;
-    p.col = 5;
-    return p;
-}
+/* A parameter as a scenario file gives it at 3:5. */
+static kv_param kvp(const char *k, const char *v) { return fixture_kvp(k, v, 3, 5); }
 
 /* ---- registry, parameters, top-k --------------------------------------------------------- */
 
@@ -433,27 +427,19 @@ static const policy_case policy_cases[] = {
      * 1.5 0 2 3; ratio2 .34: k2 = floor(6·.34) = 2 → {3,2} ∪ {0} → tokens {0,1,4,5,6,7}.
      * 12 % 4 = 0: no partial cluster. Layer sharing: layer 3 reuses layer 2 even though its
      * keys differ. */
-    {"mpcache layer 0", &policy_mpcache, 4, 1, 1, 12, 14, fx_mpcache_keys,
-     "static=none s1=4 s2=2 alpha=0.5 ratio1=0.34 ratio2=0.34 layer_share=1", 12, 0,
-     KEEP(0, 1, 4, 5, 6, 7), NULL},
-    {"mpcache layer 1", &policy_mpcache, 4, 1, 1, 12, 14, fx_mpcache_keys,
-     "static=none s1=4 s2=2 alpha=0.5 ratio1=0.34 ratio2=0.34 layer_share=1", 12, 1,
-     KEEP(0, 1, 4, 5, 6, 7), NULL},
-    {"mpcache layer 2", &policy_mpcache, 4, 1, 1, 12, 14, fx_mpcache_keys,
-     "static=none s1=4 s2=2 alpha=0.5 ratio1=0.34 ratio2=0.34 layer_share=1", 12, 2,
-     KEEP(0, 1, 4, 5, 6, 7), NULL},
-    {"mpcache shared layer 3", &policy_mpcache, 4, 1, 1, 12, 14, fx_mpcache_keys,
-     "static=none s1=4 s2=2 alpha=0.5 ratio1=0.34 ratio2=0.34 layer_share=1", 12, 3,
-     KEEP(0, 1, 4, 5, 6, 7), NULL},
+#define MPCACHE_CASE(name, fx, share, layer, ...)                                              \
+    {name, &policy_mpcache, 4, 1, 1, 12, 14, fx, "static=none s1=4 s2=2 alpha=0.5 ratio1=0.34 "   \
+     "ratio2=0.34 layer_share=" share, 12, layer, KEEP(__VA_ARGS__), NULL}
+    MPCACHE_CASE("mpcache layer 0", fx_mpcache_keys, "1", 0, 0, 1, 4, 5, 6, 7),
+    MPCACHE_CASE("mpcache layer 1", fx_mpcache_keys, "1", 1, 0, 1, 4, 5, 6, 7),
+    MPCACHE_CASE("mpcache layer 2", fx_mpcache_keys, "1", 2, 0, 1, 4, 5, 6, 7),
+    MPCACHE_CASE("mpcache shared layer 3", fx_mpcache_keys, "1", 3, 0, 1, 4, 5, 6, 7),
     /* the same through the per-head key access (callers without get_k) */
-    {"mpcache gather_k", &policy_mpcache, 4, 1, 1, 12, 14, fx_mpcache_gather,
-     "static=none s1=4 s2=2 alpha=0.5 ratio1=0.34 ratio2=0.34 layer_share=1", 12, 2,
-     KEEP(0, 1, 4, 5, 6, 7), NULL},
+    MPCACHE_CASE("mpcache gather_k", fx_mpcache_gather, "1", 2, 0, 1, 4, 5, 6, 7),
     /* without sharing, layer 3 ranks its own keys: 16-clusters (9,9)(9,9)(0,0)...: sim1 =
      * 9, 0, 0 → top-1 = {0}; candidates c0, c1 (9, 9), k2 = 2 → {0,1} ∪ {0} → {0,1,2,3} */
-    {"mpcache unshared layer 3", &policy_mpcache, 4, 1, 1, 12, 14, fx_mpcache_gather,
-     "static=none s1=4 s2=2 alpha=0.5 ratio1=0.34 ratio2=0.34 layer_share=0", 12, 3,
-     KEEP(0, 1, 2, 3), NULL},
+    MPCACHE_CASE("mpcache unshared layer 3", fx_mpcache_gather, "0", 3, 0, 1, 2, 3),
+#undef MPCACHE_CASE
     /* P = 6, window_frac .34 → w = 2 (rows 4, 5), threshold .15 on the head mean: row 4 →
      * {0,3,4}; row 5 → {5}. Static set {0,3,4,5}; ratios 1 keep all of it at decode. */
     {"mpcache static", &policy_mpcache, 1, 2, 1, 6, 8, fx_mpcache_static,
@@ -567,6 +553,19 @@ END_TEST
  * Quest page bound from them still bounds every q·k of the page from above. */
 START_TEST(test_half_outward)
 {
+    /* every half's float (bit arithmetic) against its definition (−1)^s·2^(e−15)·(1 + m/2^10),
+     * subnormals m·2^−24 */
+    for (uint32_t h = 0; h < 65536; h++) {
+        uint32_t e = h >> 10 & 0x1fu, m = h & 0x3ffu;
+        float want = e == 0 ? ldexpf((float)m, -24) : ldexpf((float)(1024u + m), (int)e - 25);
+        want = h & 0x8000u ? -want : want;
+        float got = policy_half_float((uint16_t)h);
+        if (e == 31)
+            ck_assert(m ? isnan(got) : got == (h & 0x8000u ? -INFINITY : INFINITY));
+        else
+            ck_assert_msg(memcmp(&got, &want, sizeof got) == 0, "half %#x: %a, not %a", h,
+                          (double)got, (double)want);
+    }
     uint64_t st = 0x1234567;
     for (int i = 0; i < 200000; i++) {
         st = st * 6364136223846793005ull + 1442695040888963407ull;
@@ -667,19 +666,117 @@ START_TEST(test_metric_stride_default)
 }
 END_TEST
 
+/* ---- MPCache against its definition at a length with many clusters ------------------------ */
+
+enum { MX_D = 5, MX_P = 300, MX_T = 341 };
+static float mx_keys[MX_T][MX_D];
+
+static int mx_get_k(void *ctx, uint32_t l, uint32_t pos, float *k)
+{
+    memcpy(k, mx_keys[pos], sizeof mx_keys[pos]);
+    return 0;
+}
+
+/* Score of bounds (hi, lo) against q, as the definition writes it: Σ_i q_i·(α·hi_i + (1-α)·lo_i)
+ * in float, channels in order. */
+static float mx_score(const float *q, const float *hi, const float *lo, float a)
+{
+    float u = 0;
+    for (int i = 0; i < MX_D; i++)
+        u += q[i] * (a * hi[i] + (1.0f - a) * lo[i]);
+    return u;
+}
+
+/* Bounds of K' entries [b, e) (K' = positions 0 … n-1 under static none). */
+static void mx_bounds(uint32_t b, uint32_t e, float *hi, float *lo)
+{
+    for (int i = 0; i < MX_D; i++) {
+        hi[i] = lo[i] = mx_keys[b][i];
+        for (uint32_t t = b + 1; t < e; t++) {
+            hi[i] = mx_keys[t][i] > hi[i] ? mx_keys[t][i] : hi[i];
+            lo[i] = mx_keys[t][i] < lo[i] ? mx_keys[t][i] : lo[i];
+        }
+    }
+}
+
+/* Static none, s2 = 4, s1 = 8 over 300 prompt keys and 40 decode steps (partial clusters
+ * and pairs at most steps): every selection equals the two levels computed from plain
+ * bounds of the keys (policy header comment) — the stored mixes and the blocked scoring
+ * change nothing. */
+START_TEST(test_mpcache_many_clusters)
+{
+    uint64_t st = 77;
+    for (int t = 0; t < MX_T; t++)
+        for (int i = 0; i < MX_D; i++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            mx_keys[t][i] = (float)((int32_t)(st >> 32)) * 0x1p-31f * (i == 1 ? 3 : 1);
+        }
+    policy_env env = {1, 1, 1, MX_D, MX_D, 4, MX_P, MX_T, NULL, NULL, mx_get_k, 0};
+    kv_param kv[] = {kvp("static", "none"), kvp("s1", "8"), kvp("s2", "4"),
+                     kvp("alpha", "0.6"), kvp("ratio1", "0.5"), kvp("ratio2", "0.2")};
+    policy_args a = {kv, sizeof kv / sizeof kv[0], "t.yaml"};
+    errbuf e;
+    void *ps = NULL;
+    ck_assert_msg(policy_mpcache.init(&env, &a, &ps, &e) == MS_OK, "%s", e.msg);
+    for (uint32_t pos = 0; pos < MX_P; pos++) {
+        policy_obs o = {.layer = 0, .pos = pos, .k = mx_keys[pos]};
+        ck_assert(policy_mpcache.observe(ps, &o, &e) == MS_OK);
+    }
+    ck_assert(policy_mpcache.prefill(ps, &e) == MS_OK);
+    static uint8_t keep[MX_T], want[MX_T];
+    static float c1[MX_T], c2[MX_T];
+    static uint32_t sel[MX_T], cand[MX_T], work[MX_T];
+    for (uint32_t pos = MX_P; pos < MX_T; pos++) {
+        float q[MX_D], hi[MX_D], lo[MX_D];
+        for (int i = 0; i < MX_D; i++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            q[i] = (float)((int32_t)(st >> 32)) * 0x1p-31f;
+        }
+        ck_assert_msg(policy_mpcache.select(ps, 0, pos, q, keep, &e) == MS_OK, "%s", e.msg);
+        uint32_t n = pos, G1 = (n + 7) / 8, G2 = (n + 3) / 4;
+        for (uint32_t c = 0; c < G1; c++) {
+            mx_bounds(8 * c, 8 * c + 8 < n ? 8 * c + 8 : n, hi, lo);
+            c1[c] = mx_score(q, hi, lo, 0.6f);
+        }
+        for (uint32_t c = 0; c < G2; c++) {
+            mx_bounds(4 * c, 4 * c + 4 < n ? 4 * c + 4 : n, hi, lo);
+            c2[c] = mx_score(q, hi, lo, 0.6f);
+        }
+        size_t n1 = policy_topk(c1, NULL, G1, (size_t)floor(G1 * 0.5), sel, work);
+        uint8_t in1[MX_T] = {0};
+        for (size_t i = 0; i < n1; i++)
+            in1[sel[i]] = 1;
+        in1[0] = 1;
+        in1[G1 - 1] |= n % 8 != 0;
+        size_t nc = 0;
+        for (uint32_t c = 0; c < G2; c++)
+            if (in1[c / 2])
+                cand[nc++] = c;
+        size_t n2 = policy_topk(c2, cand, nc, (size_t)floor(G2 * 0.2), sel, work);
+        sel[n2++] = 0;
+        if (n % 8)
+            sel[n2++] = G2 - 1;
+        memset(want, 0, pos);
+        for (size_t i = 0; i < n2; i++)
+            for (uint32_t t = 4 * sel[i]; t < 4 * sel[i] + 4 && t < n; t++)
+                want[t] = 1;
+        for (uint32_t j = 0; j < pos; j++)
+            ck_assert_msg(keep[j] == want[j], "pos %u: entry %u kept %d, expected %d", pos, j,
+                          keep[j], want[j]);
+        policy_obs o = {.layer = 0, .pos = pos, .q = q, .k = mx_keys[pos]};
+        ck_assert(policy_mpcache.observe(ps, &o, &e) == MS_OK);
+    }
+    policy_mpcache.fini(ps);
+}
+END_TEST
+
 Suite *policy_suite(void)
 {
     Suite *s = suite_create("policy");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, test_registry);
-    tcase_add_test(tc, test_params);
-    tcase_add_test(tc, test_topk);
-    tcase_add_loop_test(tc, test_policy_case, 0,
-                        (int)(sizeof policy_cases / sizeof policy_cases[0]));
-    tcase_add_test(tc, test_emit_shapes);
-    tcase_add_test(tc, test_half_outward);
-    tcase_add_test(tc, test_metric_stride_default);
-    tcase_add_test(tc, test_h2o_victim);
-    suite_add_tcase(s, tc);
+    TCase *tc = th_case(s, "core", 0);
+    TH_TESTS(tc, test_registry, test_params, test_topk);
+    TH_LOOPS(tc, (int)(sizeof policy_cases / sizeof policy_cases[0]), test_policy_case);
+    TH_TESTS(tc, test_emit_shapes, test_half_outward, test_mpcache_many_clusters,
+                 test_metric_stride_default, test_h2o_victim);
     return s;
 }

@@ -533,12 +533,20 @@ static uint16_t half_trunc(float x)
     return sign;
 }
 
+/* Exact without libm: a normal half's exponent and mantissa moved into a float's fields; a
+ * subnormal's m·2^-24 is one exact float product (m < 2^10). */
 float policy_half_float(uint16_t h)
 {
     uint32_t e = h >> 10 & 0x1fu, m = h & 0x3ffu;
-    float v = e == 0    ? ldexpf((float)m, -24)
-              : e == 31 ? (m ? NAN : INFINITY)
-                        : ldexpf((float)(1024u + m), (int)e - 25);
+    float v;
+    if (e == 0) {
+        v = (float)m * 0x1p-24f;
+    } else if (e == 31) {
+        v = m ? NAN : INFINITY;
+    } else {
+        uint32_t b = (e + 112u) << 23 | m << 13; /* bias 15 → 127 */
+        memcpy(&v, &b, sizeof v);
+    }
     return h & 0x8000u ? -v : v;
 }
 

@@ -47,10 +47,20 @@ static const policy_param mpcache_params[] = {
 
 enum { ST_THRESHOLD, ST_TOPK, ST_NONE };
 
+/* A closed cluster is scored only through its mix α·max + (1-α)·min (mix_score), so that is
+ * what is kept of it: d floats per 16-cluster and per 32-cluster instead of a max and a min
+ * per 16-cluster (a quarter less), the running bounds only for the pair being filled. Mixes
+ * are stored MIX_W clusters to a block, channel-major ([block][d][MIX_W]), so that a select
+ * scores MIX_W clusters at once (one AVX-512 register, or four SSE ones), each lane summing
+ * its channels in order as mix_score does: the same float score on either path. */
+#define MIX_W 16
+
 typedef struct mpcache_head {
     uint32_t *idx;     /* K' positions, in order */
     uint32_t n, cap;   /* entries, capacity */
-    float *mx, *mn;    /* [cap/s2 + 1][d] 16-cluster bounds */
+    float *mix2;       /* blocks of the closed 16-clusters' mixes (room for cap/s2 + 1) */
+    float *mix1;       /* blocks of the closed 32-clusters' mixes (room for cap/s1 + 1) */
+    float *run;        /* [4][d]: max and min of the open 32-cluster's halves (mx0 mx1 mn0 mn1) */
 } mpcache_head;
 
 typedef struct mpcache_state {
@@ -77,8 +87,9 @@ static void mpcache_fini(void *st)
     if (s->head)
         for (size_t i = 0; i < (size_t)s->env.n_layers * s->env.n_kv_heads; i++) {
             free(s->head[i].idx);
-            free(s->head[i].mx);
-            free(s->head[i].mn);
+            free(s->head[i].mix2);
+            free(s->head[i].mix1);
+            free(s->head[i].run);
         }
     free(s->head);
     free(s->pass);
@@ -140,7 +151,8 @@ static int mpcache_init(const policy_env *env, const policy_args *a, void **st, 
     /* w = 0.2·T0, 0.1·T0 if T0 > LARGE_TOKEN_NUM = 24000 */
     double wf = P > 24000 ? s->wfrac / 2 : s->wfrac;
     s->window = (uint32_t)(wf * P);
-    size_t G2max = env->max_len / s->s2 + 4; /* + the forced clusters {0, last} */
+    size_t G2max = env->max_len / s->s2 + 4 + MIX_W; /* + the forced clusters {0, last}, and
+                                                      * a whole block of scores */
     s->head = calloc((size_t)L * Hkv, sizeof *s->head);
     s->prev = malloc((size_t)Hkv * env->max_len + 1);
     s->c1 = malloc(G2max * sizeof *s->c1);
@@ -196,7 +208,24 @@ static unsigned mpcache_layer_needs(void *st, uint32_t layer, uint32_t pos)
     return own_layer(st, layer) ? mpcache_needs(st, pos) : 0;
 }
 
-/* Room for cap entries of a head's K' and their 16-cluster bounds. */
+/* Floats of the mix blocks holding clusters 0 … n-1. */
+static size_t mix_len(size_t n, uint32_t d) { return (n + MIX_W - 1) / MIX_W * MIX_W * d; }
+
+/* Grows *p from the blocks of n0 clusters to those of n (the new ones zero). */
+static int mix_grow(float **p, size_t n0, size_t n, uint32_t d)
+{
+    size_t a = mix_len(n0, d), b = mix_len(n, d);
+    if (b <= a && *p)
+        return MS_OK;
+    float *q = realloc(*p, (b ? b : 1) * sizeof *q);
+    if (!q)
+        return MS_ERR_NOMEM;
+    memset(q + a, 0, (b - a) * sizeof *q);
+    *p = q;
+    return MS_OK;
+}
+
+/* Room for cap entries of a head's K' and their clusters' mixes. */
 static int head_reserve(mpcache_head *h, uint32_t s2, uint32_t d, uint32_t cap)
 {
     if (cap > h->cap) {
@@ -204,40 +233,158 @@ static int head_reserve(mpcache_head *h, uint32_t s2, uint32_t d, uint32_t cap)
         if (!idx)
             return MS_ERR_NOMEM;
         h->idx = idx;
-        size_t nb = ((size_t)cap / s2 + 1) * d;
-        float *mx = realloc(h->mx, nb * sizeof *mx);
-        if (!mx)
+        if (!h->run && !(h->run = malloc(4 * (size_t)d * sizeof *h->run)))
             return MS_ERR_NOMEM;
-        h->mx = mx;
-        float *mn = realloc(h->mn, nb * sizeof *mn);
-        if (!mn)
+        size_t c0 = h->cap ? (size_t)h->cap / s2 + 1 : 0;
+        size_t p0 = h->cap ? (size_t)h->cap / (2 * s2) + 1 : 0;
+        if (mix_grow(&h->mix2, c0, (size_t)cap / s2 + 1, d) ||
+            mix_grow(&h->mix1, p0, (size_t)cap / (2 * s2) + 1, d))
             return MS_ERR_NOMEM;
-        h->mn = mn;
         h->cap = cap;
     }
     return MS_OK;
 }
 
-/* Appends position pos with key k (d floats) to a head's K' and its 16-cluster bounds (the
- * prefill reserves the static set and the decode steps exactly: no doubling slack, which at
- * 7B shapes was up to 2 × 17 layers × 32 heads × 2 MiB of bounds). */
-static int head_push(mpcache_head *h, uint32_t s2, uint32_t d, uint32_t pos, const float *k)
+/* Where cluster c's channel 0 lies in blocks m (channel i: + i·MIX_W). */
+static float *mix_at(float *m, uint32_t c, uint32_t d)
+{
+    return m + (size_t)c / MIX_W * MIX_W * d + c % MIX_W;
+}
+
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+/* mx = max(mx, k), mn = min(mn, k) four channels at a time, as selects (the same values as
+ * k > M ? k : M, NaN included). */
+static void bounds_update(float *mx, float *mn, const float *k, uint32_t d)
+{
+    uint32_t i = 0;
+    for (; i + 4 <= d; i += 4) {
+        v4f a, M, m;
+        memcpy(&a, k + i, sizeof a);
+        memcpy(&M, mx + i, sizeof M);
+        memcpy(&m, mn + i, sizeof m);
+        v4i up = a > M, dn = a < m;
+        M = (v4f)(((v4i)a & up) | ((v4i)M & ~up));
+        m = (v4f)(((v4i)a & dn) | ((v4i)m & ~dn));
+        memcpy(mx + i, &M, sizeof M);
+        memcpy(mn + i, &m, sizeof m);
+    }
+    for (; i < d; i++) {
+        mx[i] = k[i] > mx[i] ? k[i] : mx[i];
+        mn[i] = k[i] < mn[i] ? k[i] : mn[i];
+    }
+}
+
+/* Appends position pos with key k (d floats) to a head's K': the running bounds of its
+ * 16-cluster, and the mixes of the clusters it closes (the prefill reserves the static set
+ * and the decode steps exactly: no doubling slack). */
+static int head_push(mpcache_head *h, uint32_t s2, uint32_t d, uint32_t pos, const float *k,
+                     float a)
 {
     if (h->n == h->cap && head_reserve(h, s2, d, h->cap ? 2 * h->cap : 64))
         return MS_ERR_NOMEM;
-    uint32_t c = h->n / s2;
-    float *mx = h->mx + (size_t)c * d, *mn = h->mn + (size_t)c * d;
+    uint32_t c = h->n / s2, half = c % 2;
+    float *mx = h->run + (size_t)half * d, *mn = h->run + (size_t)(2 + half) * d;
     if (h->n % s2 == 0) { /* the cluster's first key */
         memcpy(mx, k, d * sizeof *mx);
         memcpy(mn, k, d * sizeof *mn);
-    } else { /* selects rather than branches: the same values */
-        for (uint32_t i = 0; i < d; i++) {
-            mx[i] = k[i] > mx[i] ? k[i] : mx[i];
-            mn[i] = k[i] < mn[i] ? k[i] : mn[i];
-        }
+    } else {
+        bounds_update(mx, mn, k, d);
     }
     h->idx[h->n++] = pos;
+    if (h->n % s2)
+        return MS_OK;
+    /* a 16-cluster closed: its mix, in mix_score's float operations */
+    float b = 1.0f - a, *m2 = mix_at(h->mix2, c, d);
+    for (uint32_t i = 0; i < d; i++)
+        m2[(size_t)i * MIX_W] = a * mx[i] + b * mn[i];
+    if (!half)
+        return MS_OK;
+    /* and its pair: the bounds over both halves, as mix_score takes them */
+    const float *x0 = h->run, *x1 = x0 + d, *n0 = x1 + d, *n1 = n0 + d;
+    float *m1 = mix_at(h->mix1, c / 2, d);
+    for (uint32_t i = 0; i < d; i++) {
+        float hi = x1[i] > x0[i] ? x1[i] : x0[i], lo = n1[i] < n0[i] ? n1[i] : n0[i];
+        m1[(size_t)i * MIX_W] = a * hi + b * lo;
+    }
     return MS_OK;
+}
+
+typedef float mix_v __attribute__((vector_size(4 * MIX_W)));
+#define MIX_NB 4 /* blocks scored together */
+
+/* out[c] = Σ_i qs[i]·mix[c][i] (channels in order) for the n clusters of blocks m. A product
+ * then a sum per lane (ISO C: gcc contracts nothing into an FMA), on every path. */
+#define MIX_SCORES_BODY                                                                         \
+    uint32_t nb = (n + MIX_W - 1) / MIX_W, b0 = 0;                                              \
+    /* MIX_NB blocks in flight: independent sums, each lane's still in channel order */         \
+    for (; b0 + MIX_NB <= nb; b0 += MIX_NB) {                                                   \
+        mix_v u[MIX_NB] = {{0}};                                                                \
+        const float *blk = m + (size_t)b0 * MIX_W * d;                                          \
+        for (uint32_t i = 0; i < d; i++) {                                                      \
+            mix_v q;                                                                            \
+            for (int l = 0; l < MIX_W; l++)                                                     \
+                q[l] = qs[i];                                                                   \
+            for (uint32_t j = 0; j < MIX_NB; j++) {                                             \
+                mix_v x;                                                                        \
+                memcpy(&x, blk + ((size_t)j * d + i) * MIX_W, sizeof x);                        \
+                u[j] += q * x;                                                                  \
+            }                                                                                   \
+        }                                                                                       \
+        for (uint32_t j = 0; j < MIX_NB; j++) {                                                 \
+            uint32_t c = (b0 + j) * MIX_W, k = n - c < MIX_W ? n - c : MIX_W;                   \
+            memcpy(out + c, &u[j], k * sizeof *out);                                            \
+        }                                                                                       \
+    }                                                                                           \
+    for (; b0 < nb; b0++) {                                                                     \
+        const float *blk = m + (size_t)b0 * MIX_W * d;                                          \
+        mix_v u = {0};                                                                          \
+        for (uint32_t i = 0; i < d; i++) {                                                      \
+            mix_v x, q;                                                                         \
+            memcpy(&x, blk + (size_t)i * MIX_W, sizeof x);                                      \
+            for (int l = 0; l < MIX_W; l++)                                                     \
+                q[l] = qs[i];                                                                   \
+            u += q * x;                                                                         \
+        }                                                                                       \
+        uint32_t c = b0 * MIX_W, k = n - c < MIX_W ? n - c : MIX_W;                             \
+        memcpy(out + c, &u, k * sizeof *out);                                                   \
+    }
+
+static void mix_scores_portable(const float *m, uint32_t n, const float *qs, uint32_t d,
+                                float *out)
+{
+    MIX_SCORES_BODY
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("avx512f"))) static void mix_scores_wide(const float *m, uint32_t n,
+                                                               const float *qs, uint32_t d,
+                                                               float *out)
+{
+    MIX_SCORES_BODY
+}
+
+static int mix_wide(void)
+{
+    static int have = -1;
+    if (have < 0) {
+        __builtin_cpu_init();
+        have = __builtin_cpu_supports("avx512f");
+    }
+    return have;
+}
+#endif
+
+static void mix_scores(const float *m, uint32_t n, const float *qs, uint32_t d, float *out)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (mix_wide()) {
+        mix_scores_wide(m, n, qs, d, out);
+        return;
+    }
+#endif
+    mix_scores_portable(m, n, qs, d, out);
 }
 
 static int mpcache_observe(void *st, const policy_obs *o, errbuf *e)
@@ -250,7 +397,7 @@ static int mpcache_observe(void *st, const policy_obs *o, errbuf *e)
     if (o->pos >= P) {
         for (uint32_t g = 0; g < Hkv; g++)
             if (head_push(&s->head[(size_t)o->layer * Hkv + g], s->s2, v->head_dim, o->pos,
-                          o->k + (size_t)g * v->head_dim))
+                          o->k + (size_t)g * v->head_dim, (float)s->alpha))
                 return err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory");
         return MS_OK;
     }
@@ -352,7 +499,8 @@ static int mpcache_prefill(void *st, errbuf *e)
             }
             for (uint32_t g = 0; !rc && g < Hkv; g++)
                 if (in[(size_t)g * P + j] &&
-                    head_push(&s->head[(size_t)l * Hkv + g], s->s2, d, j, s->kbuf + (size_t)g * d))
+                    head_push(&s->head[(size_t)l * Hkv + g], s->s2, d, j, s->kbuf + (size_t)g * d,
+                              (float)s->alpha))
                     rc = err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory");
         }
     }
@@ -376,20 +524,26 @@ static float mix_score(const mpcache_state *s, const float *mx, const float *mn,
     return u;
 }
 
-/* Two-level selection for one KV head: marks the kept positions (< pos) in row. */
-static void dynamic_select(mpcache_state *s, const mpcache_head *h, uint32_t pos, uint8_t *row)
+/* Two-level selection for one KV head: marks the kept positions (< pos) in row. 1 when K'
+ * holds a position ≥ pos (observe(pos) before select(pos): not the replay's order, and the
+ * closed clusters' mixes are those of the whole K'). */
+static int dynamic_select(mpcache_state *s, const mpcache_head *h, uint32_t pos, uint8_t *row)
 {
     uint32_t d = s->env.head_dim, n = h->n, s2 = s->s2;
-    while (n > 0 && h->idx[n - 1] >= pos)
-        n--;
+    if (n > 0 && h->idx[n - 1] >= pos)
+        return 1;
     if (n == 0)
-        return;
+        return 0;
     uint32_t G1 = (n + s->s1 - 1) / s->s1, G2 = (n + s2 - 1) / s2;
     int partial = n % s->s1 != 0;
-    for (uint32_t c = 0; c < G1; c++) {
-        const float *mx = h->mx + (size_t)2 * c * d, *mn = h->mn + (size_t)2 * c * d;
+    /* closed clusters from their mixes; the open pair (at most one, the last) from its
+     * running bounds */
+    uint32_t done1 = h->n / s->s1 < G1 ? h->n / s->s1 : G1;
+    mix_scores(h->mix1, done1, s->qs, d, s->c1);
+    for (uint32_t c = done1; c < G1; c++) {
         int pair = 2 * c + 1 < G2;
-        s->c1[c] = mix_score(s, mx, mn, pair ? mx + d : NULL, pair ? mn + d : NULL);
+        const float *r = h->run;
+        s->c1[c] = mix_score(s, r, r + 2 * d, pair ? r + d : NULL, pair ? r + 3 * d : NULL);
     }
     uint32_t k1 = (uint32_t)floor(G1 * s->ratio1);
     uint32_t n1 = (uint32_t)policy_topk(s->c1, NULL, G1, k1, s->sel1, s->work);
@@ -408,10 +562,13 @@ static void dynamic_select(mpcache_state *s, const mpcache_head *h, uint32_t pos
             if (2 * c + 1 < G2)
                 s->sel1[nc++] = 2 * c + 1;
         }
-    for (uint32_t i = 0; i < nc; i++) {
-        uint32_t c = s->sel1[i];
-        s->c2[c] = mix_score(s, h->mx + (size_t)c * d, h->mn + (size_t)c * d, NULL, NULL);
-    }
+    /* every closed 16-cluster at once (most are candidates: a pair of them per level-1
+     * choice); the open ones from their running bounds */
+    uint32_t done2 = h->n / s2 < G2 ? h->n / s2 : G2;
+    mix_scores(h->mix2, done2, s->qs, d, s->c2);
+    for (uint32_t c = done2; c < G2; c++)
+        s->c2[c] = mix_score(s, h->run + (size_t)(c % 2) * d, h->run + (size_t)(2 + c % 2) * d,
+                             NULL, NULL);
     uint32_t k2 = (uint32_t)floor(G2 * s->ratio2);
     uint32_t n2 = (uint32_t)policy_topk(s->c2, s->sel1, nc, k2, s->sel2, s->work);
     s->sel2[n2++] = 0;
@@ -422,6 +579,7 @@ static void dynamic_select(mpcache_state *s, const mpcache_head *h, uint32_t pos
         for (uint32_t t = c * s2; t < end; t++)
             row[h->idx[t]] = 1;
     }
+    return 0;
 }
 
 static int mpcache_select(void *st, uint32_t layer, uint32_t pos, const float *q, uint8_t *keep,
@@ -447,7 +605,10 @@ static int mpcache_select(void *st, uint32_t layer, uint32_t pos, const float *q
                 acc += q[(size_t)hq * d + i];
             s->qs[i] = acc;
         }
-        dynamic_select(s, &s->head[(size_t)layer * Hkv + g], pos, keep + (size_t)g * pos);
+        if (dynamic_select(s, &s->head[(size_t)layer * Hkv + g], pos, keep + (size_t)g * pos))
+            return err_set(e, MS_ERR_INTERNAL,
+                           "policy mpcache: layer %u holds a key at or past position %u", layer,
+                           pos);
     }
     memcpy(s->prev, keep, sz);
     return MS_OK;
