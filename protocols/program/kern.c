@@ -178,6 +178,13 @@ static uint32_t kmap_at(const kmap *m, size_t i)
     }
 }
 
+/* z = x[idx[i]] for i < n, a fresh value of domain dom (local; idx NULL in cost mode). */
+static int k_move(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size_t n, int dom)
+{
+    int rc = kal(e, z, n, dom);
+    return rc ? rc : VT->permute(e, z, x, idx, n);
+}
+
 static int kperm(eng *e, mpc_val *z, const mpc_val *x, size_t n, kmap m)
 {
     uint32_t *idx;
@@ -185,9 +192,7 @@ static int kperm(eng *e, mpc_val *z, const mpc_val *x, size_t n, kmap m)
     if (idx)
         for (size_t i = 0; i < n; i++)
             idx[i] = kmap_at(&m, i);
-    int rc = kal(e, z, n, x->dom);
-    if (!rc)
-        rc = VT->permute(e, z, x, idx, n);
+    int rc = k_move(e, z, x, idx, n, x->dom);
     free(idx);
     return rc;
 }
@@ -267,6 +272,23 @@ static int k_mulc(eng *e, mpc_val *z, const mpc_val *x, uint64_t c)
     return VT->mul_pub(e, z, x, &c, 1);
 }
 
+/* z = c·x into a fresh arithmetic value (public ring integer c; local). */
+static int k_scaled(eng *e, mpc_val *z, const mpc_val *x, uint64_t c)
+{
+    TRY(kal(e, z, x->n, DOM_ARITH));
+    return k_mulc(e, z, x, c);
+}
+
+/* z += c·x (public ring integer c; local). */
+static int k_addmul(eng *e, mpc_val *z, const mpc_val *x, uint64_t c)
+{
+    mpc_val t;
+    TRY(k_scaled(e, &t, x, c));
+    int rc = VT->add(e, z, z, &t);
+    krel(e, &t);
+    return rc;
+}
+
 /* z = x + blk[i / N] (public per-block constants over J blocks of N). */
 static int k_addblk(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *blk, size_t J,
                     int mul)
@@ -325,6 +347,42 @@ static int k_fsq(eng *e, mpc_val *z, const mpc_val *x)
     return rc;
 }
 
+/* z = [a_0·b_0; a_1·b_1; …] (np pairs of equal lengths) in one multiplication, truncated by
+ * bits (0: the integer product). */
+static int k_mul_batch(eng *e, mpc_val *z, const mpc_val *a, const mpc_val *b, int np, int bits)
+{
+    mpc_val A, B, M;
+    TRY(k_concat(e, &A, a, np));
+    TRY(k_concat(e, &B, b, np));
+    TRY(k_imul(e, bits ? &M : z, &A, &B));
+    krel(e, &A), krel(e, &B);
+    if (!bits)
+        return MS_OK;
+    int rc = k_trunc(e, z, &M, bits);
+    krel(e, &M);
+    return rc;
+}
+
+/* out[i] = elements [i·n, (i+1)·n) of x, i < cnt (local). */
+static int k_unbatch(eng *e, mpc_val *out, const mpc_val *x, int cnt, size_t n)
+{
+    for (int i = 0; i < cnt; i++)
+        TRY(k_slice(e, &out[i], x, (size_t)i * n, n));
+    return MS_OK;
+}
+
+/* Raw (2f fraction bits) Σ a_i x^i from the powers pw[i] (fixed point, pw[1] = x); a zero
+ * coefficient or a missing power is left out. */
+static int k_poly_raw(eng *e, mpc_val *z, mpc_val *const pw[7], const double a[7])
+{
+    int f = e->cfg.frac_bits;
+    TRY(k_scaled(e, z, pw[1], FX(a[1])));
+    for (int i = 2; i < 7; i++)
+        if (a[i] != 0 && pw[i])
+            TRY(k_addmul(e, z, pw[i], FX(a[i])));
+    return k_addc(e, z, z, FX(a[0]) << f);
+}
+
 /* ---- row layout: tree sums, pair splits ------------------------------------------------- */
 
 /* Splits R rows of length L into A = columns [0,h), B = [h,2h), rest = column L-1 if odd. */
@@ -357,14 +415,22 @@ static int k_join(eng *e, mpc_val *z, mpc_val *S, mpc_val *rest, size_t R, size_
                 idx[r * (h + 1) + i] = (uint32_t)(r * h + i);
             idx[r * (h + 1) + h] = (uint32_t)(R * h + r);
         }
-    int rc = kal(e, z, R * (h + 1), cat.dom);
-    if (!rc)
-        rc = VT->permute(e, z, &cat, idx, R * (h + 1));
+    int rc = k_move(e, z, &cat, idx, R * (h + 1), cat.dom);
     free(idx);
     krel(e, &cat);
     krel(e, S);
     krel(e, rest);
     return rc;
+}
+
+/* cur = the rows of S joined with the odd column rest (k_join), cur's old value released. */
+static int k_rejoin(eng *e, mpc_val *cur, mpc_val *S, mpc_val *rest, size_t R, size_t h, int odd)
+{
+    mpc_val nxt;
+    TRY(k_join(e, &nxt, S, rest, R, h, odd));
+    krel(e, cur);
+    *cur = nxt;
+    return MS_OK;
 }
 
 /* z[r] = sum of row r (R rows of L), local tree of ⌈log2 L⌉ levels. */
@@ -373,14 +439,12 @@ static int k_rowsum(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t L)
     mpc_val cur;
     TRY(k_rep(e, &cur, x, 1));
     while (L > 1) {
-        mpc_val A, B, rest = {0}, nxt;
+        mpc_val A, B, rest = {0};
         size_t h = L / 2;
         TRY(k_split(e, &cur, R, L, &A, &B, &rest));
         TRY(VT->add(e, &A, &A, &B));
         krel(e, &B);
-        TRY(k_join(e, &nxt, &A, &rest, R, h, (int)(L & 1)));
-        krel(e, &cur);
-        cur = nxt;
+        TRY(k_rejoin(e, &cur, &A, &rest, R, h, (int)(L & 1)));
         L = h + (L & 1);
     }
     *z = cur;
@@ -397,9 +461,7 @@ static int k_blocksum(eng *e, mpc_val *z, const mpc_val *x, size_t J, size_t N)
             for (size_t j = 0; j < J; j++)
                 idx[i * J + j] = (uint32_t)(j * N + i);
     mpc_val t;
-    int rc = kal(e, &t, J * N, x->dom);
-    if (!rc)
-        rc = VT->permute(e, &t, x, idx, J * N);
+    int rc = k_move(e, &t, x, idx, J * N, x->dom);
     free(idx);
     if (!rc)
         rc = k_rowsum(e, z, &t, N, J);
@@ -861,6 +923,17 @@ static int k_eqz(eng *e, mpc_val *z, const mpc_val *d, int wb)
     return MS_OK;
 }
 
+/* z = [x == y] (0/1 integer), exact for |x − y| < 2^w (w = 64: any x, y). */
+static int k_eq(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, int w)
+{
+    mpc_val d;
+    TRY(kal(e, &d, x->n, DOM_ARITH));
+    TRY(VT->sub(e, &d, x, y));
+    TRY(k_eqz(e, z, &d, w));
+    krel(e, &d);
+    return MS_OK;
+}
+
 /* z = b + c·(a - b) with c a 0/1 integer share (1 multiplication, no truncation). */
 static int k_select(eng *e, mpc_val *z, const mpc_val *c, const mpc_val *a, const mpc_val *b)
 {
@@ -929,6 +1002,50 @@ static int k_onehot(eng *e, mpc_val *z, const mpc_val *idx, size_t n)
 
 /* ---- max / argmax: tree reduction ------------------------------------------------------ */
 
+/* The index half of a k_rowmax level: Di = Bi − Ai multiplied by the same c as the values'
+ * D in one call ([c; c]·[D; Di]), Ai += c·Di, the index rows rejoined; D becomes c·D. */
+static int k_max_index(eng *e, mpc_val *curi, mpc_val *D, const mpc_val *c, size_t R, size_t L)
+{
+    size_t n = D->n;
+    mpc_val Ai, Bi, resti = {0}, Di, DD, CC, T;
+    TRY(k_split(e, curi, R, L, &Ai, &Bi, &resti));
+    TRY(kal(e, &Di, n, DOM_ARITH));
+    TRY(VT->sub(e, &Di, &Bi, &Ai));
+    mpc_val pd[2] = {*D, Di}, pc[2] = {*c, *c};
+    TRY(k_concat(e, &DD, pd, 2));
+    TRY(k_concat(e, &CC, pc, 2));
+    TRY(k_imul(e, &T, &CC, &DD));
+    krel(e, D), krel(e, &Di), krel(e, &DD), krel(e, &CC);
+    TRY(k_slice(e, D, &T, 0, n));
+    TRY(k_slice(e, &Di, &T, n, n));
+    TRY(VT->add(e, &Ai, &Ai, &Di));
+    krel(e, &Bi), krel(e, &T), krel(e, &Di);
+    return k_rejoin(e, curi, &Ai, &resti, R, L / 2, (int)(L & 1));
+}
+
+/* One level of k_rowmax on R rows of L: c = [A < B] for the pairs (A, B) of the rows' halves,
+ * A += c·(B − A) (with curi, the indices alike in the same multiplication), rows rejoined. */
+static int k_max_level(eng *e, mpc_val *cur, mpc_val *curi, size_t R, size_t L, int w)
+{
+    size_t h = L / 2;
+    mpc_val A, B, rest = {0}, c, D;
+    TRY(k_split(e, cur, R, L, &A, &B, &rest));
+    TRY(k_lt(e, &c, &A, &B, w)); /* 1 where B wins */
+    TRY(kal(e, &D, A.n, DOM_ARITH));
+    TRY(VT->sub(e, &D, &B, &A));
+    if (curi) {
+        TRY(k_max_index(e, curi, &D, &c, R, L));
+    } else {
+        mpc_val T;
+        TRY(k_imul(e, &T, &c, &D));
+        krel(e, &D);
+        D = T;
+    }
+    TRY(VT->add(e, &A, &A, &D));
+    krel(e, &D), krel(e, &B), krel(e, &c);
+    return k_rejoin(e, cur, &A, &rest, R, h, (int)(L & 1));
+}
+
 /* Row max of R rows of L: ⌈log2 L⌉ levels, each one batched lt over all pairs and one
  * multiplication that selects the value (and, with idx, the index in the same call). */
 static int k_rowmax(eng *e, mpc_val *mx, mpc_val *ix, const mpc_val *x, size_t R, size_t L,
@@ -938,55 +1055,21 @@ static int k_rowmax(eng *e, mpc_val *mx, mpc_val *ix, const mpc_val *x, size_t R
     TRY(k_rep(e, &cur, x, 1));
     if (ix)
         TRY(k_iota(e, &curi, x, R, L));
-    while (L > 1) {
-        size_t h = L / 2;
-        int odd = (int)(L & 1);
-        mpc_val A, B, rest = {0}, Ai, Bi, resti = {0}, c, nxt;
-        TRY(k_split(e, &cur, R, L, &A, &B, &rest));
-        TRY(k_lt(e, &c, &A, &B, w)); /* 1 where B wins */
-        mpc_val D;
-        TRY(kal(e, &D, A.n, DOM_ARITH));
-        TRY(VT->sub(e, &D, &B, &A));
-        if (ix) {
-            TRY(k_split(e, &curi, R, L, &Ai, &Bi, &resti));
-            mpc_val Di, pd[2], pc[2], DD, CC, T;
-            TRY(kal(e, &Di, A.n, DOM_ARITH));
-            TRY(VT->sub(e, &Di, &Bi, &Ai));
-            pd[0] = D, pd[1] = Di, pc[0] = c, pc[1] = c;
-            TRY(k_concat(e, &DD, pd, 2));
-            TRY(k_concat(e, &CC, pc, 2));
-            TRY(k_imul(e, &T, &CC, &DD));
-            krel(e, &D);
-            krel(e, &Di);
-            TRY(k_slice(e, &D, &T, 0, A.n));
-            TRY(k_slice(e, &Di, &T, A.n, A.n));
-            TRY(VT->add(e, &Ai, &Ai, &Di));
-            krel(e, &Bi);
-            krel(e, &DD);
-            krel(e, &CC);
-            krel(e, &T);
-            krel(e, &Di);
-            TRY(k_join(e, &nxt, &Ai, &resti, R, h, odd));
-            krel(e, &curi);
-            curi = nxt;
-        } else {
-            mpc_val T;
-            TRY(k_imul(e, &T, &c, &D));
-            krel(e, &D);
-            D = T;
-        }
-        TRY(VT->add(e, &A, &A, &D));
-        krel(e, &D);
-        krel(e, &B);
-        krel(e, &c);
-        TRY(k_join(e, &nxt, &A, &rest, R, h, odd));
-        krel(e, &cur);
-        cur = nxt;
-        L = h + (size_t)odd;
-    }
+    for (; L > 1; L = L / 2 + (L & 1))
+        TRY(k_max_level(e, &cur, ix ? &curi : NULL, R, L, w));
     *mx = cur;
     if (ix)
         *ix = curi;
+    return MS_OK;
+}
+
+/* ARGMAX: the row max's index, one-hot over the row's n columns. */
+static int k_argmax(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, int w)
+{
+    mpc_val mx, ix;
+    TRY(k_rowmax(e, &mx, &ix, x, R, n, w));
+    TRY(k_onehot(e, z, &ix, n));
+    krel(e, &mx), krel(e, &ix);
     return MS_OK;
 }
 
@@ -1187,156 +1270,211 @@ static int k_spread(eng *e, mpc_val *z, const mpc_val *v, uint64_t src, int len,
  * idea as SPU highestOneBit (libspu/kernel/hal/fxp_base.cc, over a full A2B) and MP-SPDZ
  * Norm (Compiler/floatingpoint.py: BitDec, then PreOR), with the suffix run alongside the
  * carries instead of after them. */
+/* k_bitdec's working words: t = a ^ b, the carries' generate G and propagate P on [0, m),
+ * the suffix ANDs S (S_p for j = p + jlo); Lc, Ls the two networks' levels. */
+typedef struct bd_net {
+    mpc_val t, G, P, S;
+    int m, jlo, ms, Lc, Ls;
+} bd_net;
+
+/* The masks of level k (blocks of B = 2^k bits, h = B/2). Carries (Sklansky prefix on
+ * [0, m)): up = each block's upper half, toplo = its lower half's top bit, upp = up without
+ * the lowest block while a later level reads P (k < Lc). Suffix (on [0, ms)): low = each
+ * block's lower half, bot = its upper half's bottom bit. mask: the bits the level's and_bits
+ * computes. */
+typedef struct bd_level {
+    int h, doc, dos; /* doc, dos: the carries', the suffix's network has this level */
+    uint64_t up, toplo, upp, low, bot, mask;
+} bd_level;
+
+static bd_level bd_masks(const bd_net *st, int k)
+{
+    bd_level v = {1 << (k - 1), k <= st->Lc, k <= st->Ls, 0, 0, 0, 0, 0, 0};
+    int h = v.h, B = 1 << k, m = st->m;
+    for (int b0 = 0; b0 < 64; b0 += B) {
+        if (v.doc && b0 + h < m) {
+            v.toplo |= 1ull << (b0 + h - 1);
+            v.up |= bitrange(b0 + h, b0 + B < m ? b0 + B : m);
+            if (b0 > 0 && k < st->Lc)
+                v.upp |= bitrange(b0 + h, b0 + B < m ? b0 + B : m);
+        }
+        if (v.dos && b0 + h < st->ms) {
+            v.bot |= 1ull << (b0 + h);
+            v.low |= bitrange(b0, b0 + h);
+        }
+    }
+    v.mask = v.up | (v.upp >> h) | v.low;
+    return v;
+}
+
+/* Level 0: X = a + b (bool_pair), g = a & b on the bits either network reads, t = a ^ b;
+ * (G, P) = (g, t) on [0, m); e_j = ~(t_j ^ t_(j−1) ^ g_(j−1)) for j in [jlo, w), S starts as
+ * e_(p+jlo) on [0, ms) and ones above (the AND's identity). */
+static int k_bd_start(eng *e, bd_net *st, const mpc_val *x, int w)
+{
+    size_t n = x->n;
+    int m = st->m;
+    mpc_val a, b, g, E;
+    TRY(kal(e, &a, n, DOM_BOOL));
+    TRY(kal(e, &b, n, DOM_BOOL));
+    TRY(VT->bool_pair(e, &a, &b, x, w));
+    TRY(kal(e, &g, n, DOM_BOOL));
+    TRY(VT->and_bits(e, &g, &a, &b, lowbits(m) | bitrange(st->jlo - 1, w - 1), e->n_parties == 2));
+    TRY(kal(e, &st->t, n, DOM_BOOL));
+    TRY(VT->add(e, &st->t, &a, &b));
+    TRY(k_andc(e, &st->t, &st->t, lowbits(w)));
+    TRY(kal(e, &st->G, n, DOM_BOOL));
+    TRY(k_andc(e, &st->G, &g, lowbits(m)));
+    TRY(kal(e, &st->P, n, DOM_BOOL));
+    TRY(k_andc(e, &st->P, &st->t, lowbits(m)));
+    TRY(kal(e, &E, n, DOM_BOOL));
+    TRY(VT->shift(e, &E, &st->t, -1));
+    TRY(VT->add(e, &E, &E, &st->t));
+    TRY(kal(e, &st->S, n, DOM_BOOL));
+    TRY(VT->shift(e, &st->S, &g, -1));
+    TRY(VT->add(e, &E, &E, &st->S));
+    TRY(VT->shift(e, &st->S, &E, st->jlo));
+    TRY(k_andc(e, &st->S, &st->S, lowbits(st->ms > 0 ? st->ms : 0)));
+    uint64_t ones = ~0ull; /* complement on [0, ms), the AND's identity above */
+    TRY(VT->add_pub(e, &st->S, &st->S, &ones, 1));
+    krel(e, &a), krel(e, &b), krel(e, &g), krel(e, &E);
+    return MS_OK;
+}
+
+/* The carries' operands: X1 = P on UP | (P >> h) on UPP >> h; Y1 = the lower half's top G
+ * spread over UP | its top P spread over UPP, moved down by h. */
+static int k_bd_carry_ops(eng *e, mpc_val *X1, mpc_val *Y1, const bd_net *st, const bd_level *v)
+{
+    size_t n = st->P.n;
+    mpc_val u, w;
+    TRY(kal(e, X1, n, DOM_BOOL));
+    TRY(kal(e, &u, n, DOM_BOOL));
+    TRY(kal(e, &w, n, DOM_BOOL));
+    TRY(k_andc(e, X1, &st->P, v->up));
+    TRY(k_andc(e, &u, &st->P, v->upp));
+    TRY(VT->shift(e, &u, &u, v->h));
+    TRY(VT->add(e, X1, X1, &u));
+    TRY(kal(e, Y1, n, DOM_BOOL));
+    TRY(k_spread(e, Y1, &st->G, v->toplo, v->h, 1));
+    TRY(k_andc(e, Y1, Y1, v->up));
+    TRY(k_spread(e, &w, &st->P, v->toplo, v->h, 1));
+    TRY(k_andc(e, &w, &w, v->upp));
+    TRY(VT->shift(e, &w, &w, v->h));
+    TRY(VT->add(e, Y1, Y1, &w));
+    krel(e, &u), krel(e, &w);
+    return MS_OK;
+}
+
+/* The suffix's operands: X2 = S on LOW; Y2 = S at the upper half's bottom, spread down. */
+static int k_bd_suffix_ops(eng *e, mpc_val *X2, mpc_val *Y2, const bd_net *st, const bd_level *v)
+{
+    size_t n = st->S.n;
+    TRY(kal(e, X2, n, DOM_BOOL));
+    TRY(k_andc(e, X2, &st->S, v->low));
+    TRY(kal(e, Y2, n, DOM_BOOL));
+    TRY(k_spread(e, Y2, &st->S, v->bot, v->h, 0));
+    return k_andc(e, Y2, Y2, v->low);
+}
+
+/* The level's products (Tm: the carries' part first, then the suffix's) applied: G ^= P & G_top
+ * on UP, P = P & P_top on UPP; S = S & S_top on LOW. */
+static int k_bd_apply(eng *e, bd_net *st, const bd_level *v, const mpc_val *Tm)
+{
+    size_t n = st->G.n;
+    mpc_val u, T;
+    TRY(kal(e, &u, n, DOM_BOOL));
+    if (v->doc) {
+        TRY(k_slice(e, &T, Tm, 0, n));
+        TRY(k_andc(e, &u, &T, v->up)); /* G ^= P & G_top */
+        TRY(VT->add(e, &st->G, &st->G, &u));
+        TRY(k_andc(e, &u, &T, v->upp >> v->h)); /* P = P & P_top on UPP */
+        TRY(VT->shift(e, &u, &u, -v->h));
+        TRY(k_andc(e, &st->P, &st->P, ~v->upp));
+        TRY(VT->add(e, &st->P, &st->P, &u));
+        krel(e, &T);
+    }
+    if (v->dos) {
+        TRY(k_slice(e, &T, Tm, Tm->n - n, n));
+        TRY(k_andc(e, &u, &T, v->low));
+        TRY(k_andc(e, &st->S, &st->S, ~v->low));
+        TRY(VT->add(e, &st->S, &st->S, &u));
+        krel(e, &T);
+    }
+    krel(e, &u);
+    return MS_OK;
+}
+
+/* One level of both networks: their operands side by side (np = 1 or 2 parts of n words) in
+ * one and_bits, then applied. */
+static int k_bd_level(eng *e, bd_net *st, const bd_level *v)
+{
+    size_t n = st->G.n;
+    int np = v->doc + v->dos;
+    mpc_val X[2], Y[2], XX, YY, Tm;
+    if (v->doc)
+        TRY(k_bd_carry_ops(e, &X[0], &Y[0], st, v));
+    if (v->dos)
+        TRY(k_bd_suffix_ops(e, &X[np - 1], &Y[np - 1], st, v));
+    if (np == 2) {
+        TRY(k_concat(e, &XX, X, 2));
+        TRY(k_concat(e, &YY, Y, 2));
+    } else {
+        XX = X[0], YY = Y[0];
+    }
+    TRY(kal(e, &Tm, np * n, DOM_BOOL));
+    TRY(VT->and_bits(e, &Tm, &XX, &YY, v->mask, 0));
+    TRY(k_bd_apply(e, st, v, &Tm));
+    for (int i = 0; i < np; i++)
+        krel(e, &X[i]), krel(e, &Y[i]);
+    if (np == 2)
+        krel(e, &XX), krel(e, &YY);
+    krel(e, &Tm);
+    return MS_OK;
+}
+
+/* The outputs: s = t ^ (carries << 1) on [0, m] (sb = s), z_i = ~s_i & S_(i+1) on [zlo, zhi). */
+static int k_bd_finish(eng *e, mpc_val *sb, mpc_val *zb, const bd_net *st, int zlo, int zhi)
+{
+    size_t n = st->t.n;
+    int m = st->m;
+    mpc_val s, Y;
+    uint64_t zm = bitrange(zlo, zhi);
+    TRY(kal(e, &s, n, DOM_BOOL));
+    TRY(VT->shift(e, &s, &st->G, -1));
+    TRY(k_andc(e, &s, &s, bitrange(1, m + 1)));
+    TRY(VT->add(e, &s, &s, &st->t));
+    TRY(k_andc(e, &s, &s, lowbits(m + 1)));
+    if (sb)
+        TRY(k_rep(e, sb, &s, 1));
+    TRY(VT->add_pub(e, &s, &s, &zm, 1));
+    TRY(kal(e, &Y, n, DOM_BOOL));
+    TRY(VT->shift(e, &Y, &st->S, -zlo)); /* bit i = S_(i+1) = S'_(i+1−jlo) */
+    TRY(k_andc(e, &Y, &Y, zm));
+    TRY(kal(e, zb, n, DOM_BOOL));
+    TRY(VT->and_bits(e, zb, &s, &Y, zm, 0));
+    krel(e, &s), krel(e, &Y);
+    return MS_OK;
+}
+
 /* The general form: X in [0, 2^w); sum bits *sb of X at positions [0, cm] (carries up to
  * c_cm, cm <= w − 1) and *zb with z_i = [X < 2^i] for i in [zlo, zhi) (1 <= zlo < zhi <= w,
  * zhi − 1 <= cm), other bits 0. The suffix network covers j in [zlo + 1, w). */
 static int k_bitdec(eng *e, mpc_val *sb, mpc_val *zb, const mpc_val *x, int w, int cm, int zlo,
                     int zhi)
 {
-    size_t n = x->n;
-    int m = cm, jlo = zlo + 1, ms = w - jlo; /* carry positions [0, m); suffix p = j − jlo */
-    int Lc = 0, Ls = 0;
-    while ((1 << Lc) < m)
-        Lc++;
-    while (ms > 1 && (1 << Ls) < ms)
-        Ls++;
-    int L = Lc > Ls ? Lc : Ls;
-    mpc_val a, b, g, t, G, P, S, E;
-    TRY(kal(e, &a, n, DOM_BOOL));
-    TRY(kal(e, &b, n, DOM_BOOL));
-    TRY(VT->bool_pair(e, &a, &b, x, w));
-    TRY(kal(e, &g, n, DOM_BOOL));
-    TRY(VT->and_bits(e, &g, &a, &b, lowbits(m) | bitrange(jlo - 1, w - 1), e->n_parties == 2));
-    TRY(kal(e, &t, n, DOM_BOOL));
-    TRY(VT->add(e, &t, &a, &b));
-    TRY(k_andc(e, &t, &t, lowbits(w)));
-    TRY(kal(e, &G, n, DOM_BOOL));
-    TRY(k_andc(e, &G, &g, lowbits(m)));
-    TRY(kal(e, &P, n, DOM_BOOL));
-    TRY(k_andc(e, &P, &t, lowbits(m)));
-    /* e_j = ~(t_j ^ t_(j−1) ^ g_(j−1)) for j in [jlo, w); S starts as e_(p+jlo), ones above */
-    TRY(kal(e, &E, n, DOM_BOOL));
-    TRY(VT->shift(e, &E, &t, -1));
-    TRY(VT->add(e, &E, &E, &t));
-    TRY(kal(e, &S, n, DOM_BOOL));
-    TRY(VT->shift(e, &S, &g, -1));
-    TRY(VT->add(e, &E, &E, &S));
-    TRY(VT->shift(e, &S, &E, jlo));
-    TRY(k_andc(e, &S, &S, lowbits(ms > 0 ? ms : 0)));
-    {
-        uint64_t ones = ~0ull; /* complement on [0, ms), the AND's identity above */
-        TRY(VT->add_pub(e, &S, &S, &ones, 1));
+    /* carry positions [0, m); suffix positions p = j − jlo in [0, ms) */
+    bd_net st = {.m = cm, .jlo = zlo + 1, .ms = w - zlo - 1};
+    while ((1 << st.Lc) < st.m)
+        st.Lc++;
+    while (st.ms > 1 && (1 << st.Ls) < st.ms)
+        st.Ls++;
+    TRY(k_bd_start(e, &st, x, w));
+    for (int k = 1; k <= st.Lc || k <= st.Ls; k++) {
+        bd_level v = bd_masks(&st, k);
+        TRY(k_bd_level(e, &st, &v));
     }
-    mpc_val X1, Y1, X2, Y2, Tm;
-    for (int k = 1; k <= L; k++) {
-        int h = 1 << (k - 1), B = 1 << k;
-        int doc = k <= Lc, dos = k <= Ls;
-        uint64_t up = 0, toplo = 0, upp = 0, low = 0, bot = 0, mask = 0;
-        for (int b0 = 0; b0 < 64; b0 += B) {
-            if (doc && b0 + h < m) {
-                toplo |= 1ull << (b0 + h - 1);
-                up |= bitrange(b0 + h, b0 + B < m ? b0 + B : m);
-                if (b0 > 0 && k < Lc)
-                    upp |= bitrange(b0 + h, b0 + B < m ? b0 + B : m);
-            }
-            if (dos && b0 + h < ms) {
-                bot |= 1ull << (b0 + h);
-                low |= bitrange(b0, b0 + h);
-            }
-        }
-        mask = up | (upp >> h) | low;
-        mpc_val parts[2];
-        int np = 0;
-        if (doc) { /* X1 = P at UP | P >> h at UPP >> h; Y1 = G_top spread | P_top spread */
-            mpc_val u, v;
-            TRY(kal(e, &X1, n, DOM_BOOL));
-            TRY(kal(e, &u, n, DOM_BOOL));
-            TRY(kal(e, &v, n, DOM_BOOL));
-            TRY(k_andc(e, &X1, &P, up));
-            TRY(k_andc(e, &u, &P, upp));
-            TRY(VT->shift(e, &u, &u, h));
-            TRY(VT->add(e, &X1, &X1, &u));
-            TRY(kal(e, &Y1, n, DOM_BOOL));
-            TRY(k_spread(e, &Y1, &G, toplo, h, 1));
-            TRY(k_andc(e, &Y1, &Y1, up));
-            TRY(k_spread(e, &v, &P, toplo, h, 1));
-            TRY(k_andc(e, &v, &v, upp));
-            TRY(VT->shift(e, &v, &v, h));
-            TRY(VT->add(e, &Y1, &Y1, &v));
-            krel(e, &u), krel(e, &v);
-        }
-        if (dos) { /* X2 = S at LOW; Y2 = S at the upper half's bottom, spread down */
-            TRY(kal(e, &X2, n, DOM_BOOL));
-            TRY(k_andc(e, &X2, &S, low));
-            TRY(kal(e, &Y2, n, DOM_BOOL));
-            TRY(k_spread(e, &Y2, &S, bot, h, 0));
-            TRY(k_andc(e, &Y2, &Y2, low));
-        }
-        mpc_val XX, YY;
-        if (doc && dos) {
-            parts[0] = X1, parts[1] = X2;
-            TRY(k_concat(e, &XX, parts, 2));
-            parts[0] = Y1, parts[1] = Y2;
-            TRY(k_concat(e, &YY, parts, 2));
-            np = 2;
-        } else {
-            XX = doc ? X1 : X2;
-            YY = doc ? Y1 : Y2;
-            np = 1;
-        }
-        TRY(kal(e, &Tm, np * n, DOM_BOOL));
-        TRY(VT->and_bits(e, &Tm, &XX, &YY, mask, 0));
-        mpc_val Tc = {0}, Ts = {0}, u;
-        TRY(kal(e, &u, n, DOM_BOOL));
-        if (doc) {
-            if (np == 2)
-                TRY(k_slice(e, &Tc, &Tm, 0, n));
-            else
-                TRY(k_rep(e, &Tc, &Tm, 1));
-            TRY(k_andc(e, &u, &Tc, up)); /* G ^= P & G_top */
-            TRY(VT->add(e, &G, &G, &u));
-            TRY(k_andc(e, &u, &Tc, upp >> h)); /* P = P & P_top on UPP */
-            TRY(VT->shift(e, &u, &u, -h));
-            TRY(k_andc(e, &P, &P, ~upp));
-            TRY(VT->add(e, &P, &P, &u));
-            krel(e, &Tc);
-        }
-        if (dos) {
-            if (np == 2)
-                TRY(k_slice(e, &Ts, &Tm, n, n));
-            else
-                TRY(k_rep(e, &Ts, &Tm, 1));
-            TRY(k_andc(e, &u, &Ts, low));
-            TRY(k_andc(e, &S, &S, ~low));
-            TRY(VT->add(e, &S, &S, &u));
-            krel(e, &Ts);
-        }
-        krel(e, &u), krel(e, &Tm);
-        if (doc)
-            krel(e, &X1), krel(e, &Y1);
-        if (dos)
-            krel(e, &X2), krel(e, &Y2);
-        if (np == 2)
-            krel(e, &XX), krel(e, &YY);
-    }
-    /* s = t ^ (carries << 1); z_i = ~s_i & S_(i+1) on [zlo, zhi) */
-    mpc_val s, Y;
-    uint64_t zm = bitrange(zlo, zhi);
-    TRY(kal(e, &s, n, DOM_BOOL));
-    TRY(VT->shift(e, &s, &G, -1));
-    TRY(k_andc(e, &s, &s, bitrange(1, m + 1)));
-    TRY(VT->add(e, &s, &s, &t));
-    TRY(k_andc(e, &s, &s, lowbits(m + 1)));
-    if (sb)
-        TRY(k_rep(e, sb, &s, 1));
-    TRY(VT->add_pub(e, &s, &s, &zm, 1));
-    TRY(kal(e, &Y, n, DOM_BOOL));
-    TRY(VT->shift(e, &Y, &S, -zlo)); /* bit i = S_(i+1) = S'_(i+1−jlo) */
-    TRY(k_andc(e, &Y, &Y, zm));
-    TRY(kal(e, zb, n, DOM_BOOL));
-    TRY(VT->and_bits(e, zb, &s, &Y, zm, 0));
-    krel(e, &a), krel(e, &b), krel(e, &g), krel(e, &t), krel(e, &G), krel(e, &P);
-    krel(e, &S), krel(e, &E), krel(e, &s), krel(e, &Y);
+    TRY(k_bd_finish(e, sb, zb, &st, zlo, zhi));
+    krel(e, &st.t), krel(e, &st.G), krel(e, &st.P), krel(e, &st.S);
     return MS_OK;
 }
 
@@ -1374,165 +1512,285 @@ static void pow2_fac(pow_fac fac, int mul)
         }
 }
 
-static int k_pow2(eng *e, mpc_val *out, const mpc_val *H, const mpc_val *X, int lo, int w,
-                  const int *D, const pow_fac *fac, int nt, mpc_val *XP, int need0)
+/* The base-4 digits of D(q) for q in [lo, w): ng digits reach the largest D; msk[g][v] = the
+ * positions whose digit g is v (1 … 3), slot[g][v] its indicator's block (−1: no position). */
+typedef struct pow_digits {
+    int ng, ni;
+    uint64_t msk[POW_GROUPS][4];
+    int slot[POW_GROUPS][4];
+} pow_digits;
+
+static void pow2_digits(pow_digits *d, const int *D, int lo, int w)
 {
-    size_t n = H->n;
     int dmax = 0;
     for (int i = lo; i < w; i++)
         dmax = D[i] > dmax ? D[i] : dmax;
-    int ng = 0;
-    while (ng < POW_GROUPS && (dmax >> (2 * ng)))
-        ng++;
-    /* indicators [digit g of D(q) == v], v = 1..3 */
-    uint64_t msk[POW_GROUPS][4] = {{0}};
-    int slot[POW_GROUPS][4], ni = 0;
-    for (int g = 0; g < ng; g++)
+    memset(d, 0, sizeof *d);
+    while (d->ng < POW_GROUPS && (dmax >> (2 * d->ng)))
+        d->ng++;
+    for (int g = 0; g < d->ng; g++)
         for (int v = 1; v < 4; v++) {
             for (int i = lo; i < w; i++)
                 if (((D[i] >> (2 * g)) & 3) == v)
-                    msk[g][v] |= 1ull << i;
-            slot[g][v] = msk[g][v] ? ni++ : -1;
+                    d->msk[g][v] |= 1ull << i;
+            d->slot[g][v] = d->msk[g][v] ? d->ni++ : -1;
         }
-    mpc_val A = {0};
-    if (ni) {
-        mpc_val ind[POW_GROUPS * 3], cat;
-        for (int g = 0; g < ng; g++)
-            for (int v = 1; v < 4; v++) {
-                if (slot[g][v] < 0)
-                    continue;
-                mpc_val *p = &ind[slot[g][v]], sh;
-                TRY(kal(e, p, n, DOM_BOOL));
-                TRY(k_andc(e, p, H, msk[g][v]));
-                TRY(kal(e, &sh, n, DOM_BOOL));
-                for (int d = 32; d >= 1; d /= 2) { /* parity into bit 0 */
-                    TRY(VT->shift(e, &sh, p, d));
-                    TRY(VT->add(e, p, p, &sh));
-                }
-                krel(e, &sh);
-                TRY(k_andc(e, p, p, 1));
-            }
-        TRY(k_concat(e, &cat, ind, ni));
-        for (int i = 0; i < ni; i++)
-            krel(e, &ind[i]);
-        TRY(kal(e, &A, (size_t)ni * n, DOM_ARITH));
-        TRY(VT->b2a_bit(e, &A, &cat));
-        krel(e, &cat);
+}
+
+/* Bit 0 of p = the parity of x's bits on mask (local: shifts and xors). */
+static int k_parity(eng *e, mpc_val *p, const mpc_val *x, uint64_t mask)
+{
+    mpc_val sh;
+    TRY(kal(e, p, x->n, DOM_BOOL));
+    TRY(k_andc(e, p, x, mask));
+    TRY(kal(e, &sh, x->n, DOM_BOOL));
+    for (int d = 32; d >= 1; d /= 2) {
+        TRY(VT->shift(e, &sh, p, d));
+        TRY(VT->add(e, p, p, &sh));
     }
-    /* factors F[t][g] = fac[t][g][0] + Σ_v [digit = v]·(fac[t][g][v] − fac[t][g][0]) */
-    mpc_val F[3][POW_GROUPS];
+    krel(e, &sh);
+    return k_andc(e, p, p, 1);
+}
+
+/* A = the indicators [digit g of D(q) == v], one block of n per slot, arithmetic 0/1: each the
+ * parity of H's bits on msk[g][v] (H is one-hot), all converted by one b2a_bit. */
+static int k_pow2_ind(eng *e, mpc_val *A, const mpc_val *H, const pow_digits *d)
+{
+    mpc_val ind[POW_GROUPS * 3], cat;
+    memset(A, 0, sizeof *A);
+    if (!d->ni)
+        return MS_OK;
+    for (int g = 0; g < d->ng; g++)
+        for (int v = 1; v < 4; v++)
+            if (d->slot[g][v] >= 0)
+                TRY(k_parity(e, &ind[d->slot[g][v]], H, d->msk[g][v]));
+    TRY(k_concat(e, &cat, ind, d->ni));
+    for (int i = 0; i < d->ni; i++)
+        krel(e, &ind[i]);
+    TRY(kal(e, A, (size_t)d->ni * H->n, DOM_ARITH));
+    TRY(VT->b2a_bit(e, A, &cat));
+    krel(e, &cat);
+    return MS_OK;
+}
+
+/* F[t][g] = fac[t][g][0] + Σ_v [digit g = v]·(fac[t][g][v] − fac[t][g][0]) (local). */
+static int k_pow2_factors(eng *e, mpc_val F[][POW_GROUPS], const mpc_val *A, const mpc_val *X,
+                          size_t n, const pow_fac *fac, int nt, const pow_digits *d)
+{
     for (int tt = 0; tt < nt; tt++)
-        for (int g = 0; g < ng; g++) {
+        for (int g = 0; g < d->ng; g++) {
             TRY(k_const(e, &F[tt][g], X, n, fac[tt][g][0]));
             for (int v = 1; v < 4; v++) {
-                if (slot[g][v] < 0)
+                if (d->slot[g][v] < 0)
                     continue;
                 mpc_val a1;
-                TRY(k_slice(e, &a1, &A, (size_t)slot[g][v] * n, n));
+                TRY(k_slice(e, &a1, A, (size_t)d->slot[g][v] * n, n));
                 TRY(k_mulc(e, &a1, &a1, fac[tt][g][v] - fac[tt][g][0]));
                 TRY(VT->add(e, &F[tt][g], &F[tt][g], &a1));
                 krel(e, &a1);
             }
         }
-    krel(e, &A);
-    /* product tree: the lists [X, F[0][..]] and F[t][..], pairs batched per round; F[0]'s
-     * list is rotated so its first pair is the X list's second ((F1, F2) with 3 groups) and a
-     * pair the round already multiplies is not multiplied again (tags name the factors) */
-    mpc_val lst[4][POW_GROUPS + 1];
-    int len[4], tag[4][POW_GROUPS + 1], nl = 0, ntag = 1 + 3 * POW_GROUPS;
-    if (XP) {
-        TRY(k_rep(e, &lst[nl][0], X, 1));
-        tag[nl][0] = 0;
+    return MS_OK;
+}
+
+/* Lists of factors multiplied pairwise, a round at a time: list l holds len[l] values and
+ * tag[l][i] names value i (a factor, or a product of an earlier round), so that a pair two
+ * lists share is multiplied once. */
+typedef struct prod_lists {
+    mpc_val v[4][POW_GROUPS + 1];
+    int len[4], tag[4][POW_GROUPS + 1], nl, ntag;
+} prod_lists;
+
+/* The lists [X, F[0][..]] (with_x) and F[t][..] (t >= !need0): F[0]'s list is rotated so its
+ * first pair is the X list's second ((F1, F2) with 3 groups); a factor of t > 0 that is 1
+ * whatever the digit is left out. Consumes F. */
+static int k_pow2_lists(eng *e, prod_lists *pl, mpc_val F[][POW_GROUPS], const mpc_val *X,
+                        const pow_fac *fac, int nt, const pow_digits *d, int with_x, int need0)
+{
+    int ng = d->ng;
+    pl->nl = 0, pl->ntag = 1 + 3 * POW_GROUPS;
+    if (with_x) {
+        TRY(k_rep(e, &pl->v[0][0], X, 1));
+        pl->tag[0][0] = 0;
         for (int g = 0; g < ng; g++) {
-            TRY(k_rep(e, &lst[nl][g + 1], &F[0][g], 1));
-            tag[nl][g + 1] = 1 + g;
+            TRY(k_rep(e, &pl->v[0][g + 1], &F[0][g], 1));
+            pl->tag[0][g + 1] = 1 + g;
         }
-        len[nl++] = ng + 1;
+        pl->len[pl->nl++] = ng + 1;
     }
     for (int tt = !need0; tt < nt; tt++) {
-        int rot = XP && tt == 0 && ng >= 2 ? 1 : 0, k = 0;
+        int rot = with_x && tt == 0 && ng >= 2 ? 1 : 0, k = 0, l = pl->nl++;
         for (int g = 0; g < ng; g++) {
             int gg = (g + rot) % ng, one = 1;
-            for (int v = 0; v < 4; v++) /* a factor that is 1 whatever the digit: left out */
-                one &= fac[tt][gg][v] == 1 || (v && slot[gg][v] < 0);
+            for (int v = 0; v < 4; v++)
+                one &= fac[tt][gg][v] == 1 || (v && d->slot[gg][v] < 0);
             if (one && tt > 0) {
                 krel(e, &F[tt][gg]);
                 continue;
             }
-            lst[nl][k] = F[tt][gg];
-            tag[nl][k++] = 1 + tt * POW_GROUPS + gg;
+            pl->v[l][k] = F[tt][gg];
+            pl->tag[l][k++] = 1 + tt * POW_GROUPS + gg;
         }
-        len[nl++] = k;
+        pl->len[l] = k;
     }
     if (!need0)
         for (int g = 0; g < ng; g++)
             krel(e, &F[0][g]);
-    for (;;) {
-        mpc_val pa[4 * POW_GROUPS], pb[4 * POW_GROUPS];
-        int np = 0, pt[4 * POW_GROUPS][2], at[4][POW_GROUPS + 1];
-        for (int l = 0; l < nl; l++)
-            for (int i = 0; i + 1 < len[l]; i += 2) {
-                int q = 0;
-                while (q < np && !(pt[q][0] == tag[l][i] && pt[q][1] == tag[l][i + 1]))
-                    q++;
-                if (q == np) {
-                    pt[np][0] = tag[l][i], pt[np][1] = tag[l][i + 1];
-                    pa[np] = lst[l][i], pb[np++] = lst[l][i + 1];
-                }
-                at[l][i] = q;
+    return MS_OK;
+}
+
+/* One round of the product tree: every list's adjacent pairs (a pair of equal tags once) in
+ * one batched multiplication, each list shrinking to its products and an odd last value.
+ * *np: the pairs multiplied (0: every list is down to one value). */
+static int k_prod_round(eng *e, prod_lists *pl, size_t n, int *np_out)
+{
+    mpc_val pa[4 * POW_GROUPS], pb[4 * POW_GROUPS], P;
+    int np = 0, pt[4 * POW_GROUPS][2], at[4][POW_GROUPS + 1];
+    for (int l = 0; l < pl->nl; l++)
+        for (int i = 0; i + 1 < pl->len[l]; i += 2) {
+            int q = 0, t0 = pl->tag[l][i], t1 = pl->tag[l][i + 1];
+            while (q < np && !(pt[q][0] == t0 && pt[q][1] == t1))
+                q++;
+            if (q == np) {
+                pt[np][0] = t0, pt[np][1] = t1;
+                pa[np] = pl->v[l][i], pb[np++] = pl->v[l][i + 1];
             }
-        if (!np)
-            break;
-        mpc_val AA, BB, PP;
-        TRY(k_concat(e, &AA, pa, np));
-        TRY(k_concat(e, &BB, pb, np));
-        TRY(k_imul(e, &PP, &AA, &BB));
-        krel(e, &AA), krel(e, &BB);
-        for (int l = 0; l < nl; l++) {
-            int nn = 0;
-            for (int i = 0; i < len[l]; i += 2) {
-                mpc_val nv;
-                int nt_ = tag[l][i];
-                if (i + 1 < len[l]) {
-                    TRY(k_slice(e, &nv, &PP, (size_t)at[l][i] * n, n));
-                    krel(e, &lst[l][i]);
-                    krel(e, &lst[l][i + 1]);
-                    nt_ = ntag + at[l][i];
-                } else {
-                    nv = lst[l][i];
-                }
-                tag[l][nn] = nt_;
-                lst[l][nn++] = nv;
-            }
-            len[l] = nn;
+            at[l][i] = q;
         }
-        ntag += np;
-        krel(e, &PP);
+    if (!(*np_out = np))
+        return MS_OK;
+    TRY(k_mul_batch(e, &P, pa, pb, np, 0));
+    for (int l = 0; l < pl->nl; l++) {
+        int nn = 0;
+        for (int i = 0; i < pl->len[l]; i += 2, nn++) {
+            if (i + 1 < pl->len[l]) {
+                krel(e, &pl->v[l][i]);
+                krel(e, &pl->v[l][i + 1]);
+                TRY(k_slice(e, &pl->v[l][i], &P, (size_t)at[l][i] * n, n));
+                pl->tag[l][i] = pl->ntag + at[l][i];
+            }
+            pl->tag[l][nn] = pl->tag[l][i];
+            pl->v[l][nn] = pl->v[l][i];
+        }
+        pl->len[l] = nn;
     }
+    pl->ntag += np;
+    krel(e, &P);
+    return MS_OK;
+}
+
+static int k_pow2(eng *e, mpc_val *out, const mpc_val *H, const mpc_val *X, int lo, int w,
+                  const int *D, const pow_fac *fac, int nt, mpc_val *XP, int need0)
+{
+    size_t n = H->n;
+    pow_digits d;
+    prod_lists pl;
+    mpc_val A, F[3][POW_GROUPS];
+    pow2_digits(&d, D, lo, w);
+    TRY(k_pow2_ind(e, &A, H, &d));
+    TRY(k_pow2_factors(e, F, &A, X, n, fac, nt, &d));
+    krel(e, &A);
+    TRY(k_pow2_lists(e, &pl, F, X, fac, nt, &d, XP != NULL, need0));
+    for (int np = 1; np;)
+        TRY(k_prod_round(e, &pl, n, &np));
     int l = 0;
     if (XP)
-        *XP = lst[l++][0];
+        *XP = pl.v[l++][0];
     for (int tt = !need0; tt < nt; tt++, l++) {
-        if (len[l])
-            out[tt] = lst[l][0];
+        if (pl.len[l])
+            out[tt] = pl.v[l][0];
         else
             TRY(k_const(e, &out[tt], X, n, 1));
     }
     return MS_OK;
 }
 
-/* The bit bound of a reciprocal / rsqrt input: X < 2^w with w = bits (op.bits) or 2f + 4,
- * at most 2f + 4 (the largest that keeps every truncated product below 2^62). */
-static int norm_bits(const eng *e, int bits)
+/* The bit bound of a reciprocal / rsqrt input: X < 2^w with w = *w (op.bits) or 2f + 4, at
+ * most 2f + 4 (the largest that keeps every truncated product below 2^62); *lo, the input's
+ * lowest bit, clamped to [0, w). */
+static void norm_range(const eng *e, int *lo, int *w)
 {
     int f = e->cfg.frac_bits, cap = 2 * f + 4;
-    return bits >= 2 && bits < cap ? bits : cap;
+    *w = *w >= 2 && *w < cap ? *w : cap;
+    if (*lo < 0)
+        *lo = 0;
+    if (*lo > *w - 1)
+        *lo = *w - 1;
+}
+
+/* The normalisation both bitdec kernels share: H = the highest bit q of X (k_hibit), out =
+ * the factors k_pow2 selects by q, and c = X·2^D(q) / 2^T (2^D(q) the first factor, only
+ * inside that product). */
+static int k_normalize(eng *e, mpc_val *c, mpc_val *out, const mpc_val *x, int lo, int w,
+                       const int *D, const pow_fac *fac, int nt, int need0, int T)
+{
+    mpc_val H, XP;
+    TRY(k_hibit(e, &H, x, w));
+    TRY(k_pow2(e, out, &H, x, lo, w, D, fac, nt, &XP, need0));
+    krel(e, &H);
+    if (T > 0)
+        TRY(k_trunc(e, c, &XP, T));
+    else
+        TRY(k_rep(e, c, &XP, 1));
+    krel(e, &XP);
+    return MS_OK;
 }
 
 /* Goldschmidt's start for 1/c on [0.5, 1): w0 = a − (15/8)·c, the minimax a for that slope
  * (|1 − c·w0| <= 0.05938 at a = 2.81874); w0 kept with 3 more fraction bits, exactly. */
 #define GS_A 2.81874
 #define GS_E0 0.05938
+
+/* Goldschmidt's first step: w0 = a − 15c/8 (scale f + 3), then [c·w0; P·2^sig·w0] in one
+ * product: e0 = 1 − c·w0, and the numerator nn = w0·P·2^sig (P, c consumed). */
+static int k_gs_start(eng *e, mpc_val *ee, mpc_val *nn, mpc_val *c, mpc_val *P, int sig)
+{
+    int f = e->cfg.frac_bits;
+    size_t n = c->n;
+    mpc_val w0, R;
+    TRY(k_scaled(e, &w0, c, (uint64_t)-15));
+    TRY(k_addc(e, &w0, &w0, fx_encode(GS_A, f + 3)));
+    TRY(k_mulc(e, P, P, 1ull << sig));
+    mpc_val pa[2] = {*c, *P}, pb[2] = {w0, w0};
+    TRY(k_mul_batch(e, &R, pa, pb, 2, f + 3)); /* [c·w0; n0] */
+    krel(e, c), krel(e, &w0), krel(e, P);
+    TRY(k_slice(e, ee, &R, 0, n));
+    TRY(k_mulc(e, ee, ee, (uint64_t)-1));
+    TRY(k_addc(e, ee, ee, FX(1.0))); /* e0 = 1 − c·w0 */
+    TRY(k_slice(e, nn, &R, n, n));
+    krel(e, &R);
+    return MS_OK;
+}
+
+/* recip_iters steps [n, e] ← [n(1 + e), e²] in one product each (the last without e²), n
+ * kept with s more fraction bits than f until z = its last truncation (ee, nn consumed). */
+static int k_gs_steps(eng *e, mpc_val *z, mpc_val *ee, mpc_val *nn, int s)
+{
+    int f = e->cfg.frac_bits, it = e->cfg.recip_iters;
+    size_t n = nn->n;
+    int rc = MS_OK;
+    if (it == 0)
+        rc = k_trunc(e, z, nn, s);
+    for (int i = 0; i < it && !rc; i++) {
+        mpc_val one, M, R;
+        TRY(kal(e, &one, n, DOM_ARITH));
+        TRY(k_addc(e, &one, ee, FX(1.0)));
+        if (i == it - 1) {
+            TRY(k_imul(e, &M, nn, &one));
+            rc = k_trunc(e, z, &M, f + s);
+            krel(e, &M), krel(e, &one);
+            break;
+        }
+        mpc_val pa[2] = {*nn, *ee}, pb[2] = {one, *ee};
+        TRY(k_mul_batch(e, &R, pa, pb, 2, f));
+        krel(e, &one), krel(e, nn), krel(e, ee);
+        TRY(k_slice(e, nn, &R, 0, n));
+        TRY(k_slice(e, ee, &R, n, n));
+        krel(e, &R);
+    }
+    krel(e, nn), krel(e, ee);
+    return rc;
+}
 
 /* 1/x for X = x·2^f in [2^lo, 2^w) (lo >= 0): H = the highest bit q (k_hibit), P = 2^(K−q)
  * (K = max(w, f) − 1) and X·P from one b2a_bit and a 2-round product tree (k_pow2),
@@ -1544,12 +1802,8 @@ static int norm_bits(const eng *e, int bits)
  * place, tested in tests/check_kern.c. */
 static int k_recip_bits(eng *e, mpc_val *z, const mpc_val *x, int lo, int w)
 {
-    int f = e->cfg.frac_bits, it = e->cfg.recip_iters;
-    w = norm_bits(e, w);
-    if (lo < 0)
-        lo = 0;
-    if (lo > w - 1)
-        lo = w - 1;
+    int f = e->cfg.frac_bits;
+    norm_range(e, &lo, &w);
     int K = (w > f ? w : f) - 1, T = K + 1 - f;
     int s = T - f > 4 ? T - f : 4, sig = f + s - T;
     int D[64];
@@ -1557,59 +1811,10 @@ static int k_recip_bits(eng *e, mpc_val *z, const mpc_val *x, int lo, int w)
     pow2_fac(fac[0], 1);
     for (int i = 0; i < 64; i++)
         D[i] = i < w ? K - i : 0;
-    size_t n = x->n;
-    mpc_val H, P, XP, c, w0, pa[2], pb[2], A, B, M, R, ee, nn;
-    TRY(k_hibit(e, &H, x, w));
-    TRY(k_pow2(e, &P, &H, x, lo, w, D, fac, 1, &XP, 1));
-    krel(e, &H);
-    if (T > 0)
-        TRY(k_trunc(e, &c, &XP, T));
-    else
-        TRY(k_rep(e, &c, &XP, 1));
-    krel(e, &XP);
-    TRY(kal(e, &w0, n, DOM_ARITH)); /* w0 = a − 15c/8, scale f + 3 */
-    TRY(k_mulc(e, &w0, &c, (uint64_t)-15));
-    TRY(k_addc(e, &w0, &w0, fx_encode(GS_A, f + 3)));
-    TRY(k_mulc(e, &P, &P, 1ull << sig));
-    pa[0] = c, pa[1] = P, pb[0] = w0, pb[1] = w0;
-    TRY(k_concat(e, &A, pa, 2));
-    TRY(k_concat(e, &B, pb, 2));
-    TRY(k_imul(e, &M, &A, &B));
-    TRY(k_trunc(e, &R, &M, f + 3)); /* [c·w0; n0] */
-    krel(e, &A), krel(e, &B), krel(e, &M), krel(e, &c), krel(e, &w0), krel(e, &P);
-    TRY(k_slice(e, &ee, &R, 0, n));
-    TRY(k_mulc(e, &ee, &ee, (uint64_t)-1));
-    TRY(k_addc(e, &ee, &ee, FX(1.0))); /* e0 = 1 − c·w0 */
-    TRY(k_slice(e, &nn, &R, n, n));
-    krel(e, &R);
-    if (it == 0) {
-        krel(e, &ee);
-        TRY(k_trunc(e, z, &nn, s));
-        krel(e, &nn);
-        return MS_OK;
-    }
-    for (int i = 0; i < it; i++) {
-        mpc_val one;
-        TRY(kal(e, &one, n, DOM_ARITH));
-        TRY(k_addc(e, &one, &ee, FX(1.0)));
-        if (i == it - 1) {
-            TRY(k_imul(e, &M, &nn, &one));
-            TRY(k_trunc(e, z, &M, f + s));
-            krel(e, &M), krel(e, &one);
-            break;
-        }
-        pa[0] = nn, pa[1] = ee, pb[0] = one, pb[1] = ee;
-        TRY(k_concat(e, &A, pa, 2));
-        TRY(k_concat(e, &B, pb, 2));
-        TRY(k_imul(e, &M, &A, &B));
-        TRY(k_trunc(e, &R, &M, f));
-        krel(e, &A), krel(e, &B), krel(e, &M), krel(e, &one), krel(e, &nn), krel(e, &ee);
-        TRY(k_slice(e, &nn, &R, 0, n));
-        TRY(k_slice(e, &ee, &R, n, n));
-        krel(e, &R);
-    }
-    krel(e, &nn), krel(e, &ee);
-    return MS_OK;
+    mpc_val P, c, ee, nn;
+    TRY(k_normalize(e, &c, &P, x, lo, w, D, fac, 1, 1, T));
+    TRY(k_gs_start(e, &ee, &nn, &c, &P, sig));
+    return k_gs_steps(e, z, &ee, &nn, s);
 }
 
 /* Minimax (Remez, weighted by sqrt(c)) polynomial for 1/sqrt(c) on [1, 2] in t = c − 1.5:
@@ -1619,6 +1824,53 @@ static const double rsqrt_poly[5] = {0.8165051305895584, -0.27157262071238925,
                                      0.050815978047211184};
 #define RSQRT_SG 4 /* the polynomial's sum keeps f + 4 fraction bits */
 #define RSQRT_S 19 /* fraction bits of the scale's √2 */
+
+/* The factors of k_rsqrt_bits' k_pow2: fac[0] = 2^D, fac[1] = the scale S = 2^(D/2)·2^s
+ * (digit g > 0 contributes v·4^g / 2; digit 0 G0 = the rounded {1, √2, 2, 2√2}·2^s), and with
+ * trunc local S without G0, which is then fac[2]. */
+static void rsqrt_fac(pow_fac fac[3], int s, int lm)
+{
+    pow2_fac(fac[0], 1);
+    for (int g = 0; g < POW_GROUPS; g++)
+        for (int v = 0; v < 4; v++) {
+            int sh = g ? v << (2 * g - 1) : 0;
+            uint64_t g0 = (uint64_t)llround(ldexp(pow(2.0, v / 2.0), s));
+            fac[1][g][v] = !g ? (lm ? 1 : g0) : sh < 63 ? 1ull << sh : 0;
+            fac[2][g][v] = !g ? g0 : 1;
+        }
+}
+
+/* y = p(c − 1.5) with f + 4 fraction bits, p = rsqrt_poly, c in [1, 2): t² in one product,
+ * [t·t², t²·t²] in one more (trunc local: truncated to f), the sum at 3f (2f), one truncation.
+ * Consumes c. */
+static int k_rsqrt_poly(eng *e, mpc_val *y, mpc_val *c, int lm)
+{
+    int f = e->cfg.frac_bits;
+    size_t n = c->n;
+    mpc_val t, t2, M, R;
+    TRY(kal(e, &t, n, DOM_ARITH)); /* t = c − 1.5 in [−0.5, 0.5) */
+    TRY(k_addc(e, &t, c, (uint64_t)-(int64_t)FX(1.5)));
+    krel(e, c);
+    TRY(k_fsq(e, &t2, &t));
+    mpc_val pa[2] = {t, t2}, pb[2] = {t2, t2};
+    TRY(k_mul_batch(e, &M, pa, pb, 2, lm ? f : 0)); /* [t³, t⁴] at 2f (trunc local: f) */
+    /* the sum at 3f (2f): a0, a1·t and a2·t² with 2f-bit (f-bit) coefficients, a3·t³ and
+     * a4·t⁴ with f-bit ones */
+    int sf = lm ? 2 * f : 3 * f, cf = sf - f;
+    TRY(k_scaled(e, &R, &t, fx_encode(rsqrt_poly[1], cf)));
+    TRY(k_addmul(e, &R, &t2, fx_encode(rsqrt_poly[2], cf)));
+    for (int i = 0; i < 2; i++) {
+        mpc_val m1;
+        TRY(k_slice(e, &m1, &M, (size_t)i * n, n));
+        TRY(k_addmul(e, &R, &m1, fx_encode(rsqrt_poly[3 + i], sf - (lm ? f : 2 * f))));
+        krel(e, &m1);
+    }
+    TRY(k_addc(e, &R, &R, fx_encode(rsqrt_poly[0], sf)));
+    krel(e, &M), krel(e, &t), krel(e, &t2);
+    TRY(k_trunc(e, y, &R, sf - f - RSQRT_SG));
+    krel(e, &R);
+    return MS_OK;
+}
 
 /* 1/sqrt(x) for X = x·2^f in [2^lo, 2^w) (normalize: bitdec), after SPU f_rsqrt
  * (libspu/kernel/hal/fxp_approx.cc: rsqrt_init_guess on u in [0.25, 0.5), rsqrt_comp's
@@ -1642,70 +1894,18 @@ static const double rsqrt_poly[5] = {0.8165051305895584, -0.27157262071238925,
 static int k_rsqrt_bits(eng *e, mpc_val *z, const mpc_val *x, int lo, int w)
 {
     int f = e->cfg.frac_bits, lm = e->cfg.trunc_local;
-    w = norm_bits(e, w);
-    if (lo < 0)
-        lo = 0;
-    if (lo > w - 1)
-        lo = w - 1;
+    norm_range(e, &lo, &w);
     int K = (w > f ? w : f) - 1, dl = (K - f) & 1, T = K + dl - f, dmax = K + dl - lo;
     int s = 61 - f - RSQRT_SG - (dmax + 1) / 2; /* y·S < 2^(f+4)·2^(dmax/2)·2^s <= 2^61 */
     s = s < RSQRT_S ? s : RSQRT_S;
     int D[64];
     for (int i = 0; i < 64; i++)
         D[i] = i >= lo && i < w ? K + dl - i : 0;
-    /* fac[1] = S (trunc local: S without G0, which is fac[2]) */
     pow_fac fac[3];
-    pow2_fac(fac[0], 1);
-    for (int g = 0; g < POW_GROUPS; g++) /* 2^(D/2)·2^s: digit g contributes v·4^g / 2 */
-        for (int v = 0; v < 4; v++) {
-            int sh = g ? v << (2 * g - 1) : 0;
-            uint64_t g0 = (uint64_t)llround(ldexp(pow(2.0, v / 2.0), s));
-            fac[1][g][v] = !g ? (lm ? 1 : g0) : sh < 63 ? 1ull << sh : 0;
-            fac[2][g][v] = !g ? g0 : 1;
-        }
-    size_t n = x->n;
-    mpc_val H, PP[3], XP, c, t, t2, pa[2], pb[2], A, B, M, R, u, y;
-    TRY(k_hibit(e, &H, x, w));
-    TRY(k_pow2(e, PP, &H, x, lo, w, D, fac, lm ? 3 : 2, &XP, 0)); /* 2^D only inside X·2^D */
-    krel(e, &H);
-    if (T > 0)
-        TRY(k_trunc(e, &c, &XP, T));
-    else
-        TRY(k_rep(e, &c, &XP, 1));
-    krel(e, &XP);
-    TRY(kal(e, &t, n, DOM_ARITH)); /* t = c − 1.5 in [−0.5, 0.5) */
-    TRY(k_addc(e, &t, &c, (uint64_t)-(int64_t)FX(1.5)));
-    krel(e, &c);
-    TRY(k_fsq(e, &t2, &t));
-    pa[0] = t, pa[1] = t2, pb[0] = t2, pb[1] = t2;
-    TRY(k_concat(e, &A, pa, 2));
-    TRY(k_concat(e, &B, pb, 2));
-    TRY(k_imul(e, &M, &A, &B)); /* [t³, t⁴] at 2f */
-    krel(e, &A), krel(e, &B);
-    if (lm) { /* at f, so the sum is at 2f */
-        TRY(k_trunc(e, &R, &M, f));
-        krel(e, &M);
-        M = R;
-    }
-    /* the sum at 3f (2f): a0, a1·t and a2·t² with 2f-bit (f-bit) coefficients, a3·t³ and
-     * a4·t⁴ with f-bit ones */
-    int sf = lm ? 2 * f : 3 * f, cf = sf - f;
-    TRY(kal(e, &R, n, DOM_ARITH));
-    TRY(k_mulc(e, &R, &t, fx_encode(rsqrt_poly[1], cf)));
-    TRY(kal(e, &u, n, DOM_ARITH));
-    TRY(k_mulc(e, &u, &t2, fx_encode(rsqrt_poly[2], cf)));
-    TRY(VT->add(e, &R, &R, &u));
-    for (int i = 0; i < 2; i++) {
-        mpc_val m1;
-        TRY(k_slice(e, &m1, &M, (size_t)i * n, n));
-        TRY(k_mulc(e, &u, &m1, fx_encode(rsqrt_poly[3 + i], sf - (lm ? f : 2 * f))));
-        TRY(VT->add(e, &R, &R, &u));
-        krel(e, &m1);
-    }
-    TRY(k_addc(e, &R, &R, fx_encode(rsqrt_poly[0], sf)));
-    krel(e, &M), krel(e, &u), krel(e, &t), krel(e, &t2);
-    TRY(k_trunc(e, &y, &R, sf - f - RSQRT_SG));
-    krel(e, &R);
+    rsqrt_fac(fac, s, lm);
+    mpc_val PP[3], c, y, M;
+    TRY(k_normalize(e, &c, PP, x, lo, w, D, fac, lm ? 3 : 2, 0, T)); /* 2^D only inside X·2^D */
+    TRY(k_rsqrt_poly(e, &y, &c, lm));
     if (lm) { /* y·G0 < 2^(f+4+1.5+s), then the power of two */
         TRY(k_imul(e, &M, &y, &PP[2]));
         krel(e, &y), krel(e, &PP[2]);
@@ -1725,6 +1925,76 @@ static const double exp2_poly[5] = {0.9999980397841521, -0.6930489339094897, 0.2
 #define EXP_OFF 8  /* y + 8: x up to 8·ln 2 = 5.545 */
 #define EXP_YB 14  /* y + 8 < 2^14: x > −(2^14 − 8)·ln 2 = −11,350 */
 
+/* The integer part's bits of y' as arithmetic 0/1: Bj[0..3] = bits f … f+3, Bj[4] = z4 =
+ * [y' < 16], Bj[5] = z5 = [y' < 32], from one k_bitdec and one b2a_bit of all six. */
+static int k_exp_bits(eng *e, mpc_val Bj[6], const mpc_val *y)
+{
+    int f = e->cfg.frac_bits;
+    size_t n = y->n;
+    mpc_val sb, zb, ind[6], cat, A;
+    TRY(k_bitdec(e, &sb, &zb, y, f + EXP_YB, f + 5, f + 4, f + 6));
+    for (int j = 0; j < 6; j++) {
+        TRY(kal(e, &ind[j], n, DOM_BOOL));
+        TRY(VT->shift(e, &ind[j], j < 4 ? &sb : &zb, f + j));
+        TRY(k_andc(e, &ind[j], &ind[j], 1));
+    }
+    TRY(k_concat(e, &cat, ind, 6));
+    for (int j = 0; j < 6; j++)
+        krel(e, &ind[j]);
+    krel(e, &sb), krel(e, &zb);
+    TRY(kal(e, &A, 6 * n, DOM_ARITH));
+    TRY(VT->b2a_bit(e, &A, &cat));
+    krel(e, &cat);
+    TRY(k_unbatch(e, Bj, &A, 6, n));
+    krel(e, &A);
+    return MS_OK;
+}
+
+/* r = y' − 2^f·k' (garbage when z5 = 0, where P = 0) and the digit factors of 2^(31−k'):
+ * F_j = 2^(2^j) − (2^(2^j) − 1)·b_j (j < 4), F4 = z5 + (2^16 − 1)·z4 (local). */
+static int k_exp_split(eng *e, mpc_val *r, mpc_val F[5], const mpc_val *y, const mpc_val Bj[6])
+{
+    int f = e->cfg.frac_bits;
+    TRY(k_rep(e, r, y, 1));
+    for (int j = 0; j < 6; j++) {
+        int64_t c = j < 4 ? -((int64_t)1 << (f + j)) : j == 4 ? (int64_t)1 << (f + 4)
+                                                           : -((int64_t)1 << (f + 4));
+        TRY(k_addmul(e, r, &Bj[j], (uint64_t)c));
+    }
+    for (int j = 0; j < 4; j++) {
+        uint64_t pw = 1ull << (1 << j);
+        TRY(k_scaled(e, &F[j], &Bj[j], (uint64_t)-(int64_t)(pw - 1)));
+        TRY(k_addc(e, &F[j], &F[j], pw));
+    }
+    TRY(k_scaled(e, &F[4], &Bj[4], (1ull << 16) - 1));
+    return VT->add(e, &F[4], &F[4], &Bj[5]);
+}
+
+/* r², r34 = [r³, r⁴] (fixed point) and F0123 = F0·F1·F2·F3 in two batched multiplications:
+ * [r·r, F0·F1, F2·F3], then [r²·r, r²·r², F01·F23]. */
+static int k_exp_powers(eng *e, mpc_val *r2, mpc_val *r34, mpc_val *F0123, const mpc_val *r,
+                        const mpc_val F[5])
+{
+    int f = e->cfg.frac_bits;
+    size_t n = r->n;
+    mpc_val M, p1[3], R;
+    mpc_val pa[3] = {*r, F[0], F[2]}, pb[3] = {*r, F[1], F[3]};
+    TRY(k_mul_batch(e, &M, pa, pb, 3, 0));
+    TRY(k_unbatch(e, p1, &M, 3, n)); /* r·r, F01, F23 */
+    krel(e, &M);
+    TRY(k_trunc(e, r2, &p1[0], f));
+    krel(e, &p1[0]);
+    pa[0] = *r2, pa[1] = *r2, pa[2] = p1[1], pb[0] = *r, pb[1] = *r2, pb[2] = p1[2];
+    TRY(k_mul_batch(e, &M, pa, pb, 3, 0));
+    krel(e, &p1[1]), krel(e, &p1[2]);
+    TRY(k_slice(e, &R, &M, 0, 2 * n));
+    TRY(k_slice(e, F0123, &M, 2 * n, n));
+    krel(e, &M);
+    TRY(k_trunc(e, r34, &R, f));
+    krel(e, &R);
+    return MS_OK;
+}
+
 /* exp(x) = 2^-y, y = −x·log2(e) (exp: pow2, the default). y' = y + 8 (plus one unit in the
  * last place, so a truncation error cannot make it negative) in [0, 2^14); its bits by one
  * decomposition (k_bitdec): the integer part k' of y' from bits f … f+3 and the zero tests
@@ -1739,99 +2009,29 @@ static const double exp2_poly[5] = {0.9999980397841521, -0.6930489339094897, 0.2
  * with 2^-k' as a product of digit factors. Rounds: 1 + bitdec + b2a_bit + 8. */
 static int k_exp_pow2(eng *e, mpc_val *z, const mpc_val *x)
 {
-    int f = e->cfg.frac_bits, wy = f + EXP_YB;
+    int f = e->cfg.frac_bits;
     size_t n = x->n;
-    mpc_val yr, y, sb, zb, ind[6], cat, A, r, F[5], pa[3], pb[3], AA, BB, M, R, r2, r34, q, t;
-    TRY(kal(e, &yr, n, DOM_ARITH));
-    TRY(k_mulc(e, &yr, x, (uint64_t)-(int64_t)FX(1.4426950408889634)));
+    mpc_val yr, y, Bj[6], r, F[5], r2, r34, r3[2], F0123, t, q, q4, Pq;
+    TRY(k_scaled(e, &yr, x, (uint64_t)-(int64_t)FX(1.4426950408889634)));
     TRY(k_addc(e, &yr, &yr, (((uint64_t)EXP_OFF << f) + 1) << f));
     TRY(k_trunc(e, &y, &yr, f));
     krel(e, &yr);
-    TRY(k_bitdec(e, &sb, &zb, &y, wy, f + 5, f + 4, f + 6));
-    for (int j = 0; j < 6; j++) {
-        TRY(kal(e, &ind[j], n, DOM_BOOL));
-        TRY(VT->shift(e, &ind[j], j < 4 ? &sb : &zb, f + j));
-        TRY(k_andc(e, &ind[j], &ind[j], 1));
-    }
-    TRY(k_concat(e, &cat, ind, 6));
-    for (int j = 0; j < 6; j++)
-        krel(e, &ind[j]);
-    krel(e, &sb), krel(e, &zb);
-    TRY(kal(e, &A, 6 * n, DOM_ARITH));
-    TRY(VT->b2a_bit(e, &A, &cat));
-    krel(e, &cat);
-    mpc_val Bj[6];
-    for (int j = 0; j < 6; j++)
-        TRY(k_slice(e, &Bj[j], &A, (size_t)j * n, n));
-    krel(e, &A);
-    /* r = y' − 2^f·k' (k' as above; garbage when z5 = 0, where P = 0) */
-    TRY(k_rep(e, &r, &y, 1));
-    for (int j = 0; j < 6; j++) {
-        int64_t c = j < 4 ? -((int64_t)1 << (f + j)) : j == 4 ? (int64_t)1 << (f + 4)
-                                                           : -((int64_t)1 << (f + 4));
-        mpc_val u;
-        TRY(kal(e, &u, n, DOM_ARITH));
-        TRY(k_mulc(e, &u, &Bj[j], (uint64_t)c));
-        TRY(VT->add(e, &r, &r, &u));
-        krel(e, &u);
-    }
+    TRY(k_exp_bits(e, Bj, &y));
+    TRY(k_exp_split(e, &r, F, &y, Bj));
     krel(e, &y);
-    for (int j = 0; j < 4; j++) {
-        uint64_t pw = 1ull << (1 << j);
-        TRY(kal(e, &F[j], n, DOM_ARITH));
-        TRY(k_mulc(e, &F[j], &Bj[j], (uint64_t)-(int64_t)(pw - 1)));
-        TRY(k_addc(e, &F[j], &F[j], pw));
-    }
-    TRY(kal(e, &F[4], n, DOM_ARITH));
-    TRY(k_mulc(e, &F[4], &Bj[4], (1ull << 16) - 1));
-    TRY(VT->add(e, &F[4], &F[4], &Bj[5]));
     for (int j = 0; j < 6; j++)
         krel(e, &Bj[j]);
-    /* M1: [r·r, F0·F1, F2·F3] */
-    pa[0] = r, pa[1] = F[0], pa[2] = F[2], pb[0] = r, pb[1] = F[1], pb[2] = F[3];
-    TRY(k_concat(e, &AA, pa, 3));
-    TRY(k_concat(e, &BB, pb, 3));
-    TRY(k_imul(e, &M, &AA, &BB));
-    krel(e, &AA), krel(e, &BB);
-    mpc_val r2r, F01, F23;
-    TRY(k_slice(e, &r2r, &M, 0, n));
-    TRY(k_slice(e, &F01, &M, n, n));
-    TRY(k_slice(e, &F23, &M, 2 * n, n));
-    krel(e, &M);
-    TRY(k_trunc(e, &r2, &r2r, f));
-    krel(e, &r2r);
-    /* M2: [r²·r, r²·r², F01·F23] */
-    pa[0] = r2, pa[1] = r2, pa[2] = F01, pb[0] = r, pb[1] = r2, pb[2] = F23;
-    TRY(k_concat(e, &AA, pa, 3));
-    TRY(k_concat(e, &BB, pb, 3));
-    TRY(k_imul(e, &M, &AA, &BB));
-    krel(e, &AA), krel(e, &BB), krel(e, &F01), krel(e, &F23);
-    mpc_val F0123;
-    TRY(k_slice(e, &R, &M, 0, 2 * n));
-    TRY(k_slice(e, &F0123, &M, 2 * n, n));
-    krel(e, &M);
-    TRY(k_trunc(e, &r34, &R, f));
-    krel(e, &R);
-    /* q = Σ c_i r^i (raw 2f), one truncation */
-    double comp = exp2(ldexp(1.0, -f));
-    mpc_val *pw[5] = {NULL, &r, &r2, NULL, NULL}, r3, r4;
-    TRY(k_slice(e, &r3, &r34, 0, n));
-    TRY(k_slice(e, &r4, &r34, n, n));
-    pw[3] = &r3, pw[4] = &r4;
-    TRY(kal(e, &t, n, DOM_ARITH));
-    TRY(k_mulc(e, &t, &r, FX(exp2_poly[1] * comp)));
-    for (int i = 2; i < 5; i++) {
-        mpc_val u;
-        TRY(kal(e, &u, n, DOM_ARITH));
-        TRY(k_mulc(e, &u, pw[i], FX(exp2_poly[i] * comp)));
-        TRY(VT->add(e, &t, &t, &u));
-        krel(e, &u);
-    }
-    TRY(k_addc(e, &t, &t, FX(exp2_poly[0] * comp) << f));
+    TRY(k_exp_powers(e, &r2, &r34, &F0123, &r, F));
+    /* q = 2^-r by exp2_poly scaled by 2^(2^-f) (raw 2f), one truncation */
+    double comp = exp2(ldexp(1.0, -f)), a[7] = {0};
+    for (int i = 0; i < 5; i++)
+        a[i] = exp2_poly[i] * comp;
+    TRY(k_unbatch(e, r3, &r34, 2, n));
+    mpc_val *const pw[7] = {NULL, &r, &r2, &r3[0], &r3[1], NULL, NULL};
+    TRY(k_poly_raw(e, &t, pw, a));
     TRY(k_trunc(e, &q, &t, f));
-    krel(e, &t), krel(e, &r), krel(e, &r2), krel(e, &r3), krel(e, &r4), krel(e, &r34);
+    krel(e, &t), krel(e, &r), krel(e, &r2), krel(e, &r3[0]), krel(e, &r3[1]), krel(e, &r34);
     /* exp = q·F4·F0123 / 2^(31 − 8) */
-    mpc_val q4, Pq;
     TRY(k_imul(e, &q4, &q, &F[4]));
     TRY(k_imul(e, &Pq, &q4, &F0123));
     TRY(k_trunc(e, z, &Pq, 31 - EXP_OFF));
@@ -1925,24 +2125,6 @@ static int k_silu_sigmoid(eng *e, mpc_val *z, const mpc_val *x)
     return MS_OK;
 }
 
-/* Raw (2f fraction bits) Σ a_i x^i from the powers pw[i] (fixed point, pw[1] = x). */
-static int k_poly_raw(eng *e, mpc_val *z, mpc_val *const pw[7], const double a[7])
-{
-    int f = e->cfg.frac_bits;
-    TRY(kal(e, z, pw[1]->n, DOM_ARITH));
-    TRY(k_mulc(e, z, pw[1], FX(a[1])));
-    for (int i = 2; i < 7; i++) {
-        if (a[i] == 0 || !pw[i])
-            continue;
-        mpc_val t;
-        TRY(kal(e, &t, z->n, DOM_ARITH));
-        TRY(k_mulc(e, &t, pw[i], FX(a[i])));
-        TRY(VT->add(e, z, z, &t));
-        krel(e, &t);
-    }
-    return k_addc(e, z, z, FX(a[0]) << f);
-}
-
 /* Piecewise: 0 below thr0, lo on [thr0, thr1), mid on [thr1, thr2], x above thr2.
  * Rounds: one batched lt of 3n, powers x², [x³, x⁴], x⁶ (3 fixed-point multiplications),
  * one truncation of both polynomials, one batched selector multiplication of 3n. */
@@ -1995,6 +2177,14 @@ static int k_piecewise(eng *e, mpc_val *z, const mpc_val *x, const pw_poly *pp)
     krel(e, &F0r), krel(e, &F1r), krel(e, &F), krel(e, &s1), krel(e, &s2), krel(e, &s3);
     krel(e, &q[0]), krel(e, &q[1]), krel(e, &Sel), krel(e, &Val), krel(e, &P);
     return MS_OK;
+}
+
+/* SiLU: PUMA's piecewise polynomial, or x·σ(x) with approx: sigmoid. */
+static int k_silu(eng *e, mpc_val *z, const mpc_val *x)
+{
+    if (!strcmp(e->cfg.approx, "sigmoid"))
+        return k_silu_sigmoid(e, z, x);
+    return k_piecewise(e, z, x, &puma_silu);
 }
 
 /* ---- softmax, norms ---------------------------------------------------------------------- */
@@ -2369,6 +2559,156 @@ static void qs_partition(uint32_t *cur, uint8_t *g, uint32_t *lo, uint32_t *hi, 
     *act = *lo < *hi;
 }
 
+/* QuickSelect's public state: per row the element at each position (cur), the interval
+ * [lo, hi] and whether it is still active; g the partition flags; rank (cost mode) a seeded
+ * random order standing in for the revealed comparisons. */
+typedef struct qs_state {
+    uint32_t *cur, *lo, *hi;
+    uint8_t *act, *g;
+    uint64_t *rank;
+    size_t R, n, k;
+} qs_state;
+
+static void qs_free(qs_state *s)
+{
+    free(s->cur), free(s->lo), free(s->hi), free(s->act), free(s->g), free(s->rank);
+}
+
+static int qs_init(qs_state *s, size_t R, size_t n, size_t k, int data)
+{
+    size_t N = R * n;
+    *s = (qs_state){malloc(N * sizeof *s->cur), malloc(R * sizeof *s->lo),
+                    malloc(R * sizeof *s->hi), malloc(R), malloc(N),
+                    data ? NULL : malloc(N * sizeof *s->rank), R, n, k};
+    if (!s->cur || !s->lo || !s->hi || !s->act || !s->g || (!data && !s->rank)) {
+        qs_free(s);
+        return MS_ERR_NOMEM;
+    }
+    uint64_t seed = 0x71c5e1ec7ull ^ ((uint64_t)n << 32) ^ ((uint64_t)k << 8) ^ R, *rk = s->rank;
+    for (size_t r = 0; r < R; r++) {
+        s->lo[r] = 0, s->hi[r] = (uint32_t)(n - 1), s->act[r] = k < n && n > 1;
+        for (size_t i = 0; i < n; i++)
+            s->cur[r * n + i] = (uint32_t)i;
+        for (size_t i = 0; rk && i < n; i++)
+            rk[r * n + i] = i;
+        for (size_t i = n - 1; rk && i > 0; i--) {
+            size_t j = qs_mix(&seed) % (i + 1);
+            uint64_t t = rk[r * n + i];
+            rk[r * n + i] = rk[r * n + j], rk[r * n + j] = t;
+        }
+    }
+    return MS_OK;
+}
+
+/* The step's comparisons: each active row's pivot (ia) against the rest of its interval (ib). */
+static void qs_pairs(const qs_state *s, uint32_t *ia, uint32_t *ib)
+{
+    size_t n = s->n;
+    for (size_t r = 0, q = 0; r < s->R; r++)
+        for (uint32_t p = s->lo[r] + 1; s->act[r] && p <= s->hi[r]; p++, q++)
+            ia[q] = (uint32_t)(r * n + s->cur[r * n + s->lo[r]]),
+            ib[q] = (uint32_t)(r * n + s->cur[r * n + p]);
+}
+
+/* Every active row partitioned by its revealed flags (bits; cost mode: the rank order). */
+static void qs_partitions(qs_state *s, const uint64_t *bits)
+{
+    size_t n = s->n;
+    for (size_t r = 0, q = 0; r < s->R; r++) {
+        if (!s->act[r])
+            continue;
+        uint32_t len = s->hi[r] - s->lo[r], *cur = s->cur + r * n;
+        for (uint32_t j = 0; j < len; j++)
+            s->g[r * n + j] = bits ? (uint8_t)(bits[q + j] & 1)
+                                   : s->rank[r * n + cur[s->lo[r] + 1 + j]] >
+                                         s->rank[r * n + cur[s->lo[r]]];
+        q += len;
+        qs_partition(cur, s->g + r * n, &s->lo[r], &s->hi[r], &s->act[r], s->k);
+    }
+}
+
+/* [keys; positions] of every row shuffled by one secret permutation per row, the keys
+ * x·2^b + (2^b − 1 − j) (b = ⌈log2 n⌉, local). */
+static int k_qs_shuffled(eng *e, mpc_val *S, const mpc_val *x, size_t R, size_t n)
+{
+    size_t N = R * n;
+    unsigned b = 0;
+    while (((size_t)1 << b) < n)
+        b++;
+    mpc_val key, io, V, parts[2];
+    TRY(k_scaled(e, &key, x, (uint64_t)1 << b));
+    uint64_t *c;
+    TRY(pub64(x, N, &c));
+    if (c)
+        for (size_t i = 0; i < N; i++)
+            c[i] = ((uint64_t)1 << b) - 1 - i % n;
+    int rc = VT->add_pub(e, &key, &key, c, N);
+    free(c);
+    TRY(rc);
+    TRY(k_iota(e, &io, x, R, n));
+    parts[0] = key, parts[1] = io;
+    TRY(k_concat(e, &V, parts, 2));
+    krel(e, &key), krel(e, &io);
+    TRY(kal(e, S, 2 * N, DOM_ARITH));
+    TRY(VT->shuffle(e, S, &V, n, 2));
+    krel(e, &V);
+    return MS_OK;
+}
+
+/* One QuickSelect step of every active row: its pivot against the rest of its interval, all
+ * rows in one lt and one OPEN to all, then the public partitions. *C: the comparisons made
+ * known to every node (sync_public; 0: every row is done). */
+static int k_qs_step(eng *e, qs_state *s, const mpc_val *S, const mpc_val *x, int w, uint64_t *C)
+{
+    uint64_t own = 0;
+    for (size_t r = 0; r < s->R; r++)
+        own += s->act[r] ? s->hi[r] - s->lo[r] : 0;
+    *C = own;
+    TRY(VT->sync_public(e, C));
+    if (!*C)
+        return MS_OK;
+    int mine = *C == own; /* semi2k's dealer may follow counts its own order did not give */
+    uint32_t *ia = NULL, *ib = NULL;
+    uint64_t *bits = NULL;
+    mpc_val A, B, cb;
+    int rc = pub32(x, *C, &ia);
+    if (!rc)
+        rc = pub32(x, *C, &ib);
+    if (!rc)
+        rc = pub64(x, *C, &bits);
+    if (!rc && ia && mine)
+        qs_pairs(s, ia, ib);
+    if (!rc && !(rc = k_move(e, &A, S, ia, *C, DOM_ARITH)) &&
+        !(rc = k_move(e, &B, S, ib, *C, DOM_ARITH)) && !(rc = k_lt(e, &cb, &A, &B, w)) &&
+        !(rc = VT->open(e, bits, &cb, -1))) {
+        krel(e, &A), krel(e, &B), krel(e, &cb);
+        if (mine)
+            qs_partitions(s, bits);
+    }
+    free(ia), free(ib), free(bits);
+    return rc;
+}
+
+/* z = the one-hot rows (over n) of the positions payload at positions 0 … k−1 of each row. */
+static int k_qs_output(eng *e, mpc_val *z, const mpc_val *S, const qs_state *s,
+                       const mpc_val *x)
+{
+    size_t R = s->R, n = s->n, k = s->k;
+    uint32_t *ix;
+    mpc_val top;
+    TRY(pub32(x, R * k, &ix));
+    if (ix)
+        for (size_t r = 0; r < R; r++)
+            for (size_t q = 0; q < k; q++)
+                ix[r * k + q] = (uint32_t)(R * n + r * n + s->cur[r * n + q]);
+    int rc = k_move(e, &top, S, ix, R * k, DOM_ARITH);
+    free(ix);
+    TRY(rc);
+    rc = k_onehot(e, z, &top, n);
+    krel(e, &top);
+    return rc;
+}
+
 /* Top-k of R rows of n by a secret shuffle and QuickSelect with revealed comparisons (SPU
  * libspu/kernel/hal/permute.cc topk_1d → PrepareInput, QuickSelectTopk, TwoWayPartition),
  * the rows advancing together (MPCache infer/rank.cc runs the heads concurrently): output
@@ -2395,108 +2735,18 @@ static void qs_partition(uint32_t *cur, uint8_t *g, uint32_t *lo, uint32_t *hi, 
 static int k_topk_qs(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size_t k,
                      int w)
 {
-    int data = has_data(x);
-    size_t N = R * n;
-    unsigned b = 0;
-    while (((size_t)1 << b) < n)
-        b++;
-    mpc_val key, io, V, S, parts[2];
-    TRY(kal(e, &key, N, DOM_ARITH));
-    TRY(k_mulc(e, &key, x, (uint64_t)1 << b));
-    uint64_t *c;
-    TRY(pub64(x, N, &c));
-    if (c)
-        for (size_t i = 0; i < N; i++)
-            c[i] = ((uint64_t)1 << b) - 1 - i % n;
-    int rc = VT->add_pub(e, &key, &key, c, N);
-    free(c);
-    TRY(rc);
-    TRY(k_iota(e, &io, x, R, n));
-    parts[0] = key, parts[1] = io;
-    TRY(k_concat(e, &V, parts, 2));
-    krel(e, &key), krel(e, &io);
-    TRY(kal(e, &S, 2 * N, DOM_ARITH));
-    TRY(VT->shuffle(e, &S, &V, n, 2));
-    krel(e, &V);
-    /* public state: position → element of each row, intervals, and (cost mode) a random order */
-    uint32_t *cur = malloc(N * sizeof *cur), *lo = malloc(R * sizeof *lo), *hi = malloc(R * sizeof *hi);
-    uint8_t *act = malloc(R), *g = malloc(N);
-    uint64_t *rank = data ? NULL : malloc(N * sizeof *rank);
-    if (!cur || !lo || !hi || !act || !g || (!data && !rank)) {
-        free(cur), free(lo), free(hi), free(act), free(g), free(rank);
-        return MS_ERR_NOMEM;
-    }
-    uint64_t seed = 0x71c5e1ec7ull ^ ((uint64_t)n << 32) ^ ((uint64_t)k << 8) ^ R;
-    for (size_t r = 0; r < R; r++) {
-        lo[r] = 0, hi[r] = (uint32_t)(n - 1), act[r] = k < n && n > 1;
-        for (size_t i = 0; i < n; i++)
-            cur[r * n + i] = (uint32_t)i;
-        for (size_t i = 0; rank && i < n; i++)
-            rank[r * n + i] = i;
-        for (size_t i = n - 1; rank && i > 0; i--) {
-            size_t j = qs_mix(&seed) % (i + 1);
-            uint64_t t = rank[r * n + i];
-            rank[r * n + i] = rank[r * n + j], rank[r * n + j] = t;
-        }
-    }
-    uint32_t *ia = NULL, *ib = NULL;
-    uint64_t *bits = NULL;
-    for (rc = MS_OK; !rc;) {
-        uint64_t C = 0, own;
-        for (size_t r = 0; r < R; r++)
-            C += act[r] ? hi[r] - lo[r] : 0;
-        own = C;
-        if ((rc = VT->sync_public(e, &C)) || !C)
-            break;
-        int mine = C == own; /* semi2k's dealer may follow counts its own order did not give */
-        mpc_val A, B, cb;
-        free(ia), free(ib), free(bits);
-        ia = ib = NULL, bits = NULL;
-        if ((rc = pub32(x, C, &ia)) || (rc = pub32(x, C, &ib)) || (rc = pub64(x, C, &bits)))
-            break;
-        if (ia && mine)
-            for (size_t r = 0, q = 0; r < R; r++)
-                for (uint32_t p = lo[r] + 1; act[r] && p <= hi[r]; p++, q++)
-                    ia[q] = (uint32_t)(r * n + cur[r * n + lo[r]]),
-                    ib[q] = (uint32_t)(r * n + cur[r * n + p]);
-        if ((rc = kal(e, &A, C, DOM_ARITH)) || (rc = VT->permute(e, &A, &S, ia, C)) ||
-            (rc = kal(e, &B, C, DOM_ARITH)) || (rc = VT->permute(e, &B, &S, ib, C)) ||
-            (rc = k_lt(e, &cb, &A, &B, w)) || (rc = VT->open(e, bits, &cb, -1)))
-            break;
-        krel(e, &A), krel(e, &B), krel(e, &cb);
-        if (!mine)
-            continue;
-        for (size_t r = 0, q = 0; r < R; r++) {
-            if (!act[r])
-                continue;
-            uint32_t len = hi[r] - lo[r];
-            for (uint32_t j = 0; j < len; j++)
-                g[r * n + j] = bits ? (uint8_t)(bits[q + j] & 1)
-                                    : rank[r * n + cur[r * n + lo[r] + 1 + j]] >
-                                          rank[r * n + cur[r * n + lo[r]]];
-            q += len;
-            qs_partition(cur + r * n, g + r * n, &lo[r], &hi[r], &act[r], k);
-        }
-    }
-    free(ia), free(ib), free(bits), free(lo), free(hi), free(act), free(g), free(rank);
-    uint32_t *ix = NULL;
-    mpc_val top;
+    mpc_val S;
+    qs_state s;
+    uint64_t C = 1;
+    TRY(k_qs_shuffled(e, &S, x, R, n));
+    TRY(qs_init(&s, R, n, k, has_data(x)));
+    int rc = MS_OK;
+    while (!rc && C)
+        rc = k_qs_step(e, &s, &S, x, w, &C);
     if (!rc)
-        rc = pub32(x, R * k, &ix);
-    if (ix)
-        for (size_t r = 0; r < R; r++)
-            for (size_t q = 0; q < k; q++)
-                ix[r * k + q] = (uint32_t)(N + r * n + cur[r * n + q]);
-    free(cur);
-    if (!rc)
-        rc = kal(e, &top, R * k, DOM_ARITH);
-    if (!rc)
-        rc = VT->permute(e, &top, &S, ix, R * k);
-    free(ix);
+        rc = k_qs_output(e, z, &S, &s, x);
+    qs_free(&s);
     krel(e, &S);
-    TRY(rc);
-    rc = k_onehot(e, z, &top, n);
-    krel(e, &top);
     return rc;
 }
 
@@ -2720,13 +2970,14 @@ static int k_exec_ew(eng *e, const op_program *p, const op *o, mpc_val *vals, mp
     return rc;
 }
 
-static int k_dispatch(eng *e, const op_program *p, const op *o, mpc_val *vals,
-                      const mpc_val *x, const mpc_val *y, const mpc_val *w, mpc_val *z,
-                      size_t idx, errbuf *err)
+/* ---- op kernels: an op's operands and arguments to a kernel ------------------------------ */
+
+/* The checks every op passes before its kernel: the bit bound, the operands its kind needs,
+ * a row op's and a one-hot's operand size. */
+static int kop_check(const op *o, const mpc_val *x, const mpc_val *y, const mpc_val *w,
+                     size_t idx, errbuf *err)
 {
-    size_t R = (size_t)o->batch * o->m, n = o->n;
-    int f = e->cfg.frac_bits, notrunc = (o->flags & OPF_NO_TRUNC) != 0;
-    int wb = o->bits ? o->bits : 64; /* the compared operands' public bit bound (op.h) */
+    size_t R = (size_t)o->batch * o->m;
     if (o->bits > 64 || (o->bits == 1 && o->kind != OP_EQ && o->kind != OP_ONEHOT))
         return bad(err, o, idx, "bit bound out of range (lt, max, sort: 2 … 64; eq: 1 … 64)");
     int need1 = o->kind != OP_INPUT;
@@ -2735,140 +2986,157 @@ static int k_dispatch(eng *e, const op_program *p, const op *o, mpc_val *vals,
                 o->kind == OP_SELECT || o->kind == OP_GATHER;
     if ((need1 && !x) || (need2 && !y) || (o->kind == OP_SELECT && !w))
         return bad(err, o, idx, "missing operand");
-    if (op_kind_shape(o->kind) == OPS_ROW && x->n < R * n)
+    if (op_kind_shape(o->kind) == OPS_ROW && x->n < R * o->n)
         return bad(err, o, idx, "operand smaller than batch × m × n");
     if (o->kind == OP_ONEHOT && x->n < R)
         return bad(err, o, idx, "index operand smaller than batch × m");
-    switch ((op_kind)o->kind) {
-    case OP_INPUT: {
-        const mpc_val *dst = &vals[o->out];
-        TRY(kal(e, z, dst->n, DOM_ARITH));
-        return VT->input(e, z, op_input_owner(p, o, e->n_parties), dst->s[0]);
+    return MS_OK;
+}
+
+/* z = t truncated by f (trunc) or t itself; consumes t. */
+static int k_settle(eng *e, mpc_val *z, mpc_val *t, int trunc)
+{
+    if (!trunc) {
+        *z = *t;
+        return MS_OK;
     }
-    case OP_ADD:
-    case OP_SUB:
-        TRY(kal(e, z, x->n, x->dom));
-        return o->kind == OP_ADD ? VT->add(e, z, x, y) : VT->sub(e, z, x, y);
-    case OP_ADD_PUB:
-    case OP_MUL_PUB: {
-        uint64_t *buf, scalar;
-        const uint64_t *c;
-        size_t nc;
-        TRY(pub_operand(e, o, vals, x, o->kind == OP_MUL_PUB, &buf, &c, &nc, &scalar));
-        mpc_val t;
-        int rc = kal(e, &t, x->n, x->dom);
-        if (!rc)
-            rc = o->kind == OP_ADD_PUB ? VT->add_pub(e, &t, x, c, nc)
-                                       : VT->mul_pub(e, &t, x, c, nc);
-        free(buf);
-        TRY(rc);
-        if (o->kind == OP_ADD_PUB || notrunc || x->dom == DOM_BOOL) {
-            *z = t;
-            return MS_OK;
-        }
-        rc = k_trunc(e, z, &t, f);
-        krel(e, &t);
-        return rc;
-    }
-    case OP_MUL:
-        return notrunc ? k_imul(e, z, x, y) : k_fmul(e, z, x, y);
-    case OP_SQUARE:
-        if (notrunc) {
-            TRY(kal(e, z, x->n, DOM_ARITH));
-            return VT->square(e, z, x);
-        }
+    int rc = k_trunc(e, z, t, e->cfg.frac_bits);
+    krel(e, t);
+    return rc;
+}
+
+/* INPUT: the owner shares the plaintext bound to the op's output (vals[out].s[0]). */
+static int kop_input(eng *e, const op_program *p, const op *o, const mpc_val *vals, mpc_val *z)
+{
+    const mpc_val *dst = &vals[o->out];
+    TRY(kal(e, z, dst->n, DOM_ARITH));
+    return VT->input(e, z, op_input_owner(p, o, e->n_parties), dst->s[0]);
+}
+
+static int kop_addsub(eng *e, const op *o, const mpc_val *x, const mpc_val *y, mpc_val *z)
+{
+    TRY(kal(e, z, x->n, x->dom));
+    return o->kind == OP_ADD ? VT->add(e, z, x, y) : VT->sub(e, z, x, y);
+}
+
+/* ADD_PUB, MUL_PUB: x with the public operand (pub_operand); an arithmetic product is
+ * truncated unless OPF_NO_TRUNC. */
+static int kop_pub(eng *e, const op *o, const mpc_val *vals, const mpc_val *x, mpc_val *z)
+{
+    uint64_t *buf, scalar;
+    const uint64_t *c;
+    size_t nc;
+    int add = o->kind == OP_ADD_PUB;
+    TRY(pub_operand(e, o, vals, x, !add, &buf, &c, &nc, &scalar));
+    mpc_val t;
+    int rc = kal(e, &t, x->n, x->dom);
+    if (!rc)
+        rc = add ? VT->add_pub(e, &t, x, c, nc) : VT->mul_pub(e, &t, x, c, nc);
+    free(buf);
+    TRY(rc);
+    return k_settle(e, z, &t, !add && !(o->flags & OPF_NO_TRUNC) && x->dom != DOM_BOOL);
+}
+
+static int kop_square(eng *e, const op *o, const mpc_val *x, mpc_val *z)
+{
+    if (!(o->flags & OPF_NO_TRUNC))
         return k_fsq(e, z, x);
+    TRY(kal(e, z, x->n, DOM_ARITH));
+    return VT->square(e, z, x);
+}
+
+/* MATMUL, GATHER: local by a public B (k_matmul_pub), else the engine's matmul; a fixed-point
+ * product is truncated (GATHER's one-hot rows need none). */
+static int kop_matmul(eng *e, const op *o, const mpc_val *x, const mpc_val *y, mpc_val *z)
+{
+    mpc_val t;
+    if (o->flags & OPF_PUBLIC_B) {
+        TRY(k_matmul_pub(e, &t, x, y, o->batch, o->m, o->k, o->n,
+                         (o->flags & OPF_TRANS_B) != 0));
+    } else {
+        TRY(kal(e, &t, (size_t)o->batch * o->m * o->n, DOM_ARITH));
+        TRY(VT->matmul(e, &t, x, y, o->batch, o->m, o->k, o->n, o->flags, o->in[1]));
+    }
+    return k_settle(e, z, &t, o->kind != OP_GATHER && !(o->flags & OPF_NO_TRUNC));
+}
+
+static int kop_b2a(eng *e, const mpc_val *x, mpc_val *z)
+{
+    TRY(kal(e, z, x->n, DOM_ARITH));
+    return VT->b2a(e, z, x);
+}
+
+/* LAYERNORM (gain in1, bias in2), RMSNORM (gain in1); each public or secret. */
+static int kop_norm(eng *e, const op_program *p, const op *o, const mpc_val *x,
+                    const mpc_val *y, const mpc_val *w, mpc_val *z)
+{
+    int ln = o->kind == OP_LAYERNORM;
+    int gp = y && p->tens[o->in[1]].role == OPT_PUBLIC;
+    int bp = w && p->tens[o->in[2]].role == OPT_PUBLIC;
+    return k_norm(e, z, x, (size_t)o->batch * o->m, o->n, ln, o->farg > 0 ? o->farg : 1e-5, y,
+                  gp, ln ? w : NULL, bp);
+}
+
+static int kop_topk(eng *e, const op *o, const mpc_val *x, int wb, mpc_val *z, size_t idx,
+                    errbuf *err)
+{
+    size_t k = o->iarg > 0 ? (size_t)o->iarg : 1, n = o->n;
+    if (!strcmp(e->cfg.topk, "quickselect") && (!VT->shuffle || !VT->sync_public))
+        return bad(err, o, idx, "topk quickselect needs a secret shuffle, which this engine "
+                                "does not have (use topk=network)");
+    return k_topk(e, z, x, (size_t)o->batch * o->m, n, k < n ? k : n, wb);
+}
+
+static int kop_reveal(eng *e, const op *o, const mpc_val *x, mpc_val *z)
+{
+    TRY(kal(e, z, x->n, DOM_ARITH));
+    TRY(VT->open(e, z->s[0], x, o->iarg));
+    /* to all: public at every node, semi2k's dealer included (eng publish) */
+    return o->iarg < 0 && VT->publish ? VT->publish(e, z) : MS_OK;
+}
+
+static int k_dispatch(eng *e, const op_program *p, const op *o, mpc_val *vals,
+                      const mpc_val *x, const mpc_val *y, const mpc_val *w, mpc_val *z,
+                      size_t idx, errbuf *err)
+{
+    size_t R = (size_t)o->batch * o->m, n = o->n, m = o->m ? o->m : 1;
+    int f = e->cfg.frac_bits, notrunc = (o->flags & OPF_NO_TRUNC) != 0;
+    int wb = o->bits ? o->bits : 64; /* the compared operands' public bit bound (op.h) */
+    TRY(kop_check(o, x, y, w, idx, err));
+    switch ((op_kind)o->kind) {
+    case OP_INPUT: return kop_input(e, p, o, vals, z);
+    case OP_ADD:
+    case OP_SUB: return kop_addsub(e, o, x, y, z);
+    case OP_ADD_PUB:
+    case OP_MUL_PUB: return kop_pub(e, o, vals, x, z);
+    case OP_MUL: return notrunc ? k_imul(e, z, x, y) : k_fmul(e, z, x, y);
+    case OP_SQUARE: return kop_square(e, o, x, z);
     case OP_MATMUL:
-    case OP_GATHER: {
-        mpc_val t;
-        if (o->flags & OPF_PUBLIC_B) {
-            TRY(k_matmul_pub(e, &t, x, y, o->batch, o->m, o->k, o->n,
-                             (o->flags & OPF_TRANS_B) != 0));
-        } else {
-            TRY(kal(e, &t, (size_t)o->batch * o->m * o->n, DOM_ARITH));
-            TRY(VT->matmul(e, &t, x, y, o->batch, o->m, o->k, o->n, o->flags, o->in[1]));
-        }
-        if (o->kind == OP_GATHER || notrunc) {
-            *z = t;
-            return MS_OK;
-        }
-        int rc = k_trunc(e, z, &t, f);
-        krel(e, &t);
-        return rc;
-    }
-    case OP_TRUNC:
-        return k_trunc(e, z, x, o->iarg > 0 ? o->iarg : f);
-    case OP_LT:
-        return k_lt(e, z, x, y, wb);
-    case OP_EQ: {
-        mpc_val d;
-        TRY(kal(e, &d, x->n, DOM_ARITH));
-        TRY(VT->sub(e, &d, x, y));
-        TRY(k_eqz(e, z, &d, wb));
-        krel(e, &d);
-        return MS_OK;
-    }
-    case OP_SELECT:
-        return k_select(e, z, x, y, w);
-    case OP_A2B:
-        return k_a2b(e, z, x);
-    case OP_B2A:
-        TRY(kal(e, z, x->n, DOM_ARITH));
-        return VT->b2a(e, z, x);
-    case OP_MAX:
-        return k_rowmax(e, z, NULL, x, R, n, wb);
-    case OP_ARGMAX: {
-        mpc_val mx, ix;
-        TRY(k_rowmax(e, &mx, &ix, x, R, n, wb));
-        TRY(k_onehot(e, z, &ix, n));
-        krel(e, &mx), krel(e, &ix);
-        return MS_OK;
-    }
-    case OP_EXP:
-        return k_exp(e, z, x);
-    case OP_RECIPROCAL:
-        return k_recip(e, z, x, -f, o->bits);
-    case OP_RSQRT:
-        return k_rsqrt(e, z, x, -f, o->bits);
-    case OP_SOFTMAX:
-        return k_softmax(e, z, x, R, o->m ? o->m : 1, n, o->iarg);
-    case OP_GELU:
-        return k_piecewise(e, z, x, &puma_gelu);
-    case OP_SILU:
-        if (!strcmp(e->cfg.approx, "sigmoid"))
-            return k_silu_sigmoid(e, z, x);
-        return k_piecewise(e, z, x, &puma_silu);
+    case OP_GATHER: return kop_matmul(e, o, x, y, z);
+    case OP_TRUNC: return k_trunc(e, z, x, o->iarg > 0 ? o->iarg : f);
+    case OP_LT: return k_lt(e, z, x, y, wb);
+    case OP_EQ: return k_eq(e, z, x, y, wb);
+    case OP_SELECT: return k_select(e, z, x, y, w);
+    case OP_A2B: return k_a2b(e, z, x);
+    case OP_B2A: return kop_b2a(e, x, z);
+    case OP_MAX: return k_rowmax(e, z, NULL, x, R, n, wb);
+    case OP_ARGMAX: return k_argmax(e, z, x, R, n, wb);
+    case OP_EXP: return k_exp(e, z, x);
+    case OP_RECIPROCAL: return k_recip(e, z, x, -f, o->bits);
+    case OP_RSQRT: return k_rsqrt(e, z, x, -f, o->bits);
+    case OP_SOFTMAX: return k_softmax(e, z, x, R, m, n, o->iarg);
+    case OP_GELU: return k_piecewise(e, z, x, &puma_gelu);
+    case OP_SILU: return k_silu(e, z, x);
     case OP_LAYERNORM:
-    case OP_RMSNORM: {
-        int ln = o->kind == OP_LAYERNORM;
-        int gp = y && p->tens[o->in[1]].role == OPT_PUBLIC;
-        int bp = w && p->tens[o->in[2]].role == OPT_PUBLIC;
-        return k_norm(e, z, x, R, n, ln, o->farg > 0 ? o->farg : 1e-5, y, gp, ln ? w : NULL, bp);
-    }
-    case OP_TOPK: {
-        size_t k = o->iarg > 0 ? (size_t)o->iarg : 1;
-        if (!strcmp(e->cfg.topk, "quickselect") && (!VT->shuffle || !VT->sync_public))
-            return bad(err, o, idx, "topk quickselect needs a secret shuffle, which this engine "
-                                    "does not have (use topk=network)");
-        return k_topk(e, z, x, R, n, k < n ? k : n, wb);
-    }
-    case OP_SORT:
-        return k_sort(e, z, x, R, n, wb, o->iarg == 1);
-    case OP_ONEHOT:
-        return k_onehot_w(e, z, x, n, o->bits);
+    case OP_RMSNORM: return kop_norm(e, p, o, x, y, w, z);
+    case OP_TOPK: return kop_topk(e, o, x, wb, z, idx, err);
+    case OP_SORT: return k_sort(e, z, x, R, n, wb, o->iarg == 1);
+    case OP_ONEHOT: return k_onehot_w(e, z, x, n, o->bits);
     case OP_ROPE:
-        return k_rope(e, z, x, R, o->m ? o->m : 1, n, o->k ? o->k : n, o->iarg,
-                      o->farg > 0 ? o->farg : 10000.0);
-    case OP_REVEAL: {
-        TRY(kal(e, z, x->n, DOM_ARITH));
-        TRY(VT->open(e, z->s[0], x, o->iarg));
-        /* to all: public at every node, semi2k's dealer included (eng publish) */
-        return o->iarg < 0 && VT->publish ? VT->publish(e, z) : MS_OK;
-    }
-    case OP_VIEW:
-        return k_view(e, p, o, vals, z);
-    case OP_N_KINDS:
-        break;
+        return k_rope(e, z, x, R, m, n, o->k ? o->k : n, o->iarg, o->farg > 0 ? o->farg : 10000.0);
+    case OP_REVEAL: return kop_reveal(e, o, x, z);
+    case OP_VIEW: return k_view(e, p, o, vals, z);
+    case OP_N_KINDS: break;
     }
     return bad(err, o, idx, "unknown op kind");
 }
