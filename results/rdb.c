@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "protocols/base/yamlx.h"
+#include "rdb_bind.h"
 
 struct rdb {
     sqlite3 *h;
@@ -409,50 +410,31 @@ int rdb_scenario_put(rdb *db, const char *name, const char *path, const char *ya
 
 /* ---- one run, one transaction ---------------------------------------------------------- */
 
-static void bind_stats(sqlite3_stmt *s, int col, const rdb_stats *st)
+/* Binds v to the cached statement q and steps it: 0, or -1. */
+static int put_row(rdb *db, int q, const rdb_val *v, size_t n)
 {
-    sqlite3_bind_int64(s, col++, (sqlite3_int64)st->rounds);
-    for (int p = 0; p < RDB_PARTIES; p++)
-        sqlite3_bind_int64(s, col++, (sqlite3_int64)st->bytes[p]);
-    for (int p = 0; p < RDB_PARTIES; p++)
-        sqlite3_bind_int64(s, col++, (sqlite3_int64)st->offline[p]);
-    sqlite3_bind_int64(s, col++, (sqlite3_int64)st->compute_ns);
-    sqlite3_bind_int64(s, col, (sqlite3_int64)st->comm_ns);
+    return rdb_step_row(stmt(db, q), v, n);
 }
+
+/* The text, or another when it is NULL or empty. */
+static const char *or_else(const char *s, const char *other) { return s && s[0] ? s : other; }
 
 static int put_run_row(rdb *db, const rdb_run *r, int64_t *id, errbuf *e)
 {
-    sqlite3_stmt *s = stmt(db, Q_RUN_PUT);
-    const char *text[] = {r->scenario, NULL, r->config_hash, r->config_yaml, NULL, r->status,
-                          r->error, r->started, r->finished, NULL, r->tool_version, r->model,
-                          r->protocol, r->network, r->policy};
-    for (int i = 0; i < (int)(sizeof text / sizeof text[0]); i++)
-        if (text[i])
-            sqlite3_bind_text(s, i + 1, text[i], -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 2, (sqlite3_int64)r->grid_index);
-    sqlite3_bind_int64(s, 5, (sqlite3_int64)r->seed);
-    sqlite3_bind_double(s, 10, r->wall_s);
-    sqlite3_bind_int64(s, 16, r->prompt_len);
-    sqlite3_bind_int64(s, 17, r->decode_len);
-    sqlite3_bind_int64(s, 18, r->batch);
-    sqlite3_bind_text(s, 19, r->policy_label && r->policy_label[0] ? r->policy_label : r->policy,
-                      -1, SQLITE_STATIC);
-    if (r->latency_ms > 0 || r->bandwidth_mbps > 0) {
-        sqlite3_bind_double(s, 20, r->latency_ms);
-        sqlite3_bind_double(s, 21, r->bandwidth_mbps);
-    }
-    if (r->machine)
-        sqlite3_bind_text(s, 22, r->machine, -1, SQLITE_STATIC);
-    if (r->threads > 0)
-        sqlite3_bind_int(s, 23, r->threads);
     char *json = r->config_json ? NULL : rdb_yaml_to_json(r->config_yaml);
-    const char *js = r->config_json ? r->config_json : json;
-    if (js)
-        sqlite3_bind_text(s, 24, js, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 25,
-                      r->protocol_label && r->protocol_label[0] ? r->protocol_label : r->protocol,
-                      -1, SQLITE_STATIC);
-    int bad = step_done(db, s);
+    int links = r->latency_ms > 0 || r->bandwidth_mbps > 0;
+    const rdb_val v[] = { /* Q_RUN_PUT's columns, in order */
+        RV_TEXT(r->scenario), RV_INT(r->grid_index), RV_TEXT(r->config_hash),
+        RV_TEXT(r->config_yaml), RV_INT(r->seed), RV_TEXT(r->status), RV_TEXT(r->error),
+        RV_TEXT(r->started), RV_TEXT(r->finished), RV_REAL(r->wall_s), RV_TEXT(r->tool_version),
+        RV_TEXT(r->model), RV_TEXT(r->protocol), RV_TEXT(r->network), RV_TEXT(r->policy),
+        RV_INT(r->prompt_len), RV_INT(r->decode_len), RV_INT(r->batch),
+        RV_TEXT(or_else(r->policy_label, r->policy)),
+        links ? RV_REAL(r->latency_ms) : RV_NULL, links ? RV_REAL(r->bandwidth_mbps) : RV_NULL,
+        RV_TEXT(r->machine), r->threads > 0 ? RV_INT(r->threads) : RV_NULL,
+        RV_TEXT(r->config_json ? r->config_json : json),
+        RV_TEXT(or_else(r->protocol_label, r->protocol))};
+    int bad = put_row(db, Q_RUN_PUT, v, RV_N(v));
     free(json);
     if (bad)
         return DB_ERR(db, e, "storing a run");
@@ -460,44 +442,77 @@ static int put_run_row(rdb *db, const rdb_run *r, int64_t *id, errbuf *e)
     return MS_OK;
 }
 
+/* ---- a run's child rows: each kind's columns after run_id, from its i-th record ---------- */
+
+/* The stats columns (STATS_COLS) into v; how many. */
+static size_t stats_vals(const rdb_stats *st, rdb_val *v)
+{
+    size_t k = 0;
+    v[k++] = RV_INT(st->rounds);
+    for (int p = 0; p < RDB_PARTIES; p++)
+        v[k++] = RV_INT(st->bytes[p]);
+    for (int p = 0; p < RDB_PARTIES; p++)
+        v[k++] = RV_INT(st->offline[p]);
+    v[k++] = RV_INT(st->compute_ns);
+    v[k++] = RV_INT(st->comm_ns);
+    return k;
+}
+
+static size_t metric_vals(const rdb_run *r, size_t i, rdb_val *v)
+{
+    const rdb_metric *m = &r->metric[i];
+    v[0] = RV_TEXT(m->name);
+    v[1] = RV_REAL(m->value);
+    v[2] = RV_TEXT(m->unit ? m->unit : "");
+    return 3;
+}
+
+static size_t phase_vals(const rdb_run *r, size_t i, rdb_val *v)
+{
+    const rdb_phase *p = &r->phase[i];
+    v[0] = RV_TEXT(p->phase);
+    v[1] = RV_INT(p->latency_ns);
+    v[2] = RV_INT(p->events);
+    return 3;
+}
+
+static size_t breakdown_vals(const rdb_run *r, size_t i, rdb_val *v)
+{
+    const rdb_breakdown *b = &r->breakdown[i];
+    v[0] = RV_TEXT(b->phase);
+    v[1] = RV_TEXT(b->category);
+    return 2 + stats_vals(&b->s, v + 2);
+}
+
+static size_t layer_vals(const rdb_run *r, size_t i, rdb_val *v)
+{
+    const rdb_layer *l = &r->layer[i];
+    v[0] = RV_TEXT(l->phase);
+    v[1] = RV_INT(l->layer);
+    return 2 + stats_vals(&l->s, v + 2);
+}
+
+typedef struct child_kind {
+    int q;
+    size_t n; /* the run's records of this kind */
+    size_t (*vals)(const rdb_run *r, size_t i, rdb_val *v);
+    const char *what; /* "storing …" */
+} child_kind;
+
 static int put_children(rdb *db, const rdb_run *r, int64_t id, errbuf *e)
 {
-    for (size_t i = 0; i < r->n_metric; i++) {
-        sqlite3_stmt *s = stmt(db, Q_METRIC_PUT);
-        sqlite3_bind_int64(s, 1, id);
-        sqlite3_bind_text(s, 2, r->metric[i].name, -1, SQLITE_STATIC);
-        sqlite3_bind_double(s, 3, r->metric[i].value);
-        sqlite3_bind_text(s, 4, r->metric[i].unit ? r->metric[i].unit : "", -1, SQLITE_STATIC);
-        if (step_done(db, s))
-            return DB_ERR(db, e, "storing a metric");
-    }
-    for (size_t i = 0; i < r->n_phase; i++) {
-        sqlite3_stmt *s = stmt(db, Q_PHASE_PUT);
-        sqlite3_bind_int64(s, 1, id);
-        sqlite3_bind_text(s, 2, r->phase[i].phase, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(s, 3, (sqlite3_int64)r->phase[i].latency_ns);
-        sqlite3_bind_int64(s, 4, (sqlite3_int64)r->phase[i].events);
-        if (step_done(db, s))
-            return DB_ERR(db, e, "storing a phase");
-    }
-    for (size_t i = 0; i < r->n_breakdown; i++) {
-        sqlite3_stmt *s = stmt(db, Q_BD_PUT);
-        sqlite3_bind_int64(s, 1, id);
-        sqlite3_bind_text(s, 2, r->breakdown[i].phase, -1, SQLITE_STATIC);
-        sqlite3_bind_text(s, 3, r->breakdown[i].category, -1, SQLITE_STATIC);
-        bind_stats(s, 4, &r->breakdown[i].s);
-        if (step_done(db, s))
-            return DB_ERR(db, e, "storing a breakdown row");
-    }
-    for (size_t i = 0; i < r->n_layer; i++) {
-        sqlite3_stmt *s = stmt(db, Q_LAYER_PUT);
-        sqlite3_bind_int64(s, 1, id);
-        sqlite3_bind_text(s, 2, r->layer[i].phase, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(s, 3, r->layer[i].layer);
-        bind_stats(s, 4, &r->layer[i].s);
-        if (step_done(db, s))
-            return DB_ERR(db, e, "storing a layer breakdown row");
-    }
+    const child_kind kinds[] = {
+        {Q_METRIC_PUT, r->n_metric, metric_vals, "storing a metric"},
+        {Q_PHASE_PUT, r->n_phase, phase_vals, "storing a phase"},
+        {Q_BD_PUT, r->n_breakdown, breakdown_vals, "storing a breakdown row"},
+        {Q_LAYER_PUT, r->n_layer, layer_vals, "storing a layer breakdown row"}};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        for (size_t i = 0; i < kinds[k].n; i++) {
+            rdb_val v[16] = {RV_INT(id)};
+            size_t n = 1 + kinds[k].vals(r, i, v + 1);
+            if (put_row(db, kinds[k].q, v, n))
+                return DB_ERR(db, e, kinds[k].what);
+        }
     return MS_OK;
 }
 
@@ -779,37 +794,23 @@ int rdb_validation_put(rdb *db, const rdb_validation *v, errbuf *e)
         "pred_offline, meas_offline, pred_ns, meas_ns, exact) VALUES "
         "(?1,datetime('now'),?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,"
         "?20,?21,?22,?23)";
-    sqlite3_stmt *s;
-    if (sqlite3_prepare_v2(db->h, sql, -1, &s, NULL) != SQLITE_OK)
-        return DB_ERR(db, e, "preparing a validation row");
-    int exact = v->pred.rounds == v->meas.rounds;
+    int exact = v->pred.rounds == v->meas.rounds && v->pred_offline == v->meas_offline;
     for (int i = 0; i < RDB_PARTIES; i++)
         exact &= v->pred.bytes[i] == v->meas.bytes[i];
-    exact &= v->pred_offline == v->meas_offline;
-    sqlite3_bind_text(s, 1, v->session, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, v->tool_version, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 3, v->protocol, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 4, v->item, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 5, v->phase, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 6, v->n);
-    sqlite3_bind_int64(s, 7, v->kv_len);
-    sqlite3_bind_int64(s, 8, (sqlite3_int64)v->latency_ns);
-    sqlite3_bind_double(s, 9, v->bandwidth_bps);
-    sqlite3_bind_text(s, 10, v->shaping, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 11, (sqlite3_int64)v->pred.rounds);
-    sqlite3_bind_int64(s, 12, (sqlite3_int64)v->meas.rounds);
-    for (int i = 0; i < RDB_PARTIES; i++) {
-        sqlite3_bind_int64(s, 13 + 2 * i, (sqlite3_int64)v->pred.bytes[i]);
-        sqlite3_bind_int64(s, 14 + 2 * i, (sqlite3_int64)v->meas.bytes[i]);
-    }
-    sqlite3_bind_int64(s, 19, (sqlite3_int64)v->pred_offline);
-    sqlite3_bind_int64(s, 20, (sqlite3_int64)v->meas_offline);
-    sqlite3_bind_int64(s, 21, (sqlite3_int64)v->pred_ns);
-    sqlite3_bind_int64(s, 22, (sqlite3_int64)v->meas_ns);
-    sqlite3_bind_int(s, 23, exact);
-    int rc = sqlite3_step(s) == SQLITE_DONE ? MS_OK : DB_ERR(db, e, "storing a validation row");
-    sqlite3_finalize(s);
-    return rc;
+    const rdb_val row[] = {
+        RV_TEXT(v->session), RV_TEXT(v->tool_version), RV_TEXT(v->protocol), RV_TEXT(v->item),
+        RV_TEXT(v->phase), RV_INT(v->n), RV_INT(v->kv_len), RV_INT(v->latency_ns),
+        RV_REAL(v->bandwidth_bps), RV_TEXT(v->shaping), RV_INT(v->pred.rounds),
+        RV_INT(v->meas.rounds),
+        RV_INT(v->pred.bytes[0]), RV_INT(v->meas.bytes[0]), RV_INT(v->pred.bytes[1]),
+        RV_INT(v->meas.bytes[1]), RV_INT(v->pred.bytes[2]), RV_INT(v->meas.bytes[2]),
+        RV_INT(v->pred_offline), RV_INT(v->meas_offline), RV_INT(v->pred_ns), RV_INT(v->meas_ns),
+        RV_INT(exact)};
+    _Static_assert(RDB_PARTIES == 3, "the validation table has columns for three parties");
+    int rc = rdb_exec_row(db->h, sql, row, RV_N(row));
+    if (rc)
+        return DB_ERR(db, e, rc == -1 ? "preparing a validation row" : "storing a validation row");
+    return MS_OK;
 }
 
 /* ---- the resolved config as JSON ----------------------------------------------------------- */
@@ -873,33 +874,68 @@ char *rdb_yaml_to_json(const char *yaml)
     return out;
 }
 
+/* ---- stored runs updated one by one from their config_yaml -------------------------------- */
+
+typedef struct run_scratch {
+    rdb_labels l;
+    char *json; /* freed after the run's update */
+} run_scratch;
+
+/* The values of a stored run's update after its id, into v; how many, or 0 to leave the run
+ * as it is. */
+typedef size_t (*run_update)(const char *config_yaml, run_scratch *s, rdb_val *v);
+
+/* For every stored run, upd_sql with the run's id as ?1 and fill's values after it. */
+static int update_runs(rdb *db, const char *upd_sql, run_update fill, const char *what,
+                       errbuf *e)
+{
+    sqlite3_stmt *sel = NULL, *upd = NULL;
+    int rc = MS_OK;
+    if (prep(db->h, "SELECT id, config_yaml FROM runs", &sel) || prep(db->h, upd_sql, &upd))
+        rc = DB_ERR(db, e, what);
+    while (!rc && sqlite3_step(sel) == SQLITE_ROW) {
+        run_scratch s;
+        memset(&s, 0, sizeof s);
+        rdb_val v[8] = {RV_INT(sqlite3_column_int64(sel, 0))};
+        size_t n = fill((const char *)sqlite3_column_text(sel, 1), &s, v + 1);
+        if (n && rdb_step_row(upd, v, n + 1))
+            rc = DB_ERR(db, e, what);
+        free(s.json);
+    }
+    sqlite3_finalize(sel);
+    sqlite3_finalize(upd);
+    return rc;
+}
+
 /* ---- migration 2 → 3: the new columns of stored runs --------------------------------------- */
 
 static rdb_labeler labeler;
 
 void rdb_set_labeler(rdb_labeler fn) { labeler = fn; }
 
+static size_t json_vals(const char *yaml, run_scratch *s, rdb_val *v)
+{
+    s->json = rdb_yaml_to_json(yaml);
+    v[0] = RV_TEXT(s->json);
+    return 1;
+}
+
+static size_t label_vals(const char *yaml, run_scratch *s, rdb_val *v)
+{
+    const rdb_labels *l = &s->l;
+    if (labeler(yaml, &s->l))
+        return 0; /* a config this mpcsim cannot read again keeps the fallback */
+    const rdb_val row[] = {RV_TEXT(l->model), RV_TEXT(l->network), RV_TEXT(l->policy_label),
+                           RV_REAL(l->latency_ms), RV_REAL(l->bandwidth_mbps),
+                           RV_TEXT(l->machine), RV_INT(l->threads)};
+    memcpy(v, row, sizeof row);
+    return RV_N(row);
+}
+
 static int migrate_labels(rdb *db, errbuf *e)
 {
-    sqlite3_stmt *sel = NULL, *upd = NULL;
-    int rc = MS_OK;
-    if (prep(db->h, "SELECT id, config_yaml FROM runs", &sel) ||
-        prep(db->h, "UPDATE runs SET config_json = ?2 WHERE id = ?1", &upd))
-        rc = DB_ERR(db, e, "migrating the runs' configurations");
-    while (!rc && sqlite3_step(sel) == SQLITE_ROW) {
-        char *js = rdb_yaml_to_json((const char *)sqlite3_column_text(sel, 1));
-        sqlite3_reset(upd);
-        sqlite3_bind_int64(upd, 1, sqlite3_column_int64(sel, 0));
-        if (js)
-            sqlite3_bind_text(upd, 2, js, -1, SQLITE_TRANSIENT);
-        else
-            sqlite3_bind_null(upd, 2);
-        free(js);
-        if (sqlite3_step(upd) != SQLITE_DONE)
-            rc = DB_ERR(db, e, "migrating the runs' configurations");
-    }
-    sqlite3_finalize(upd);
-    upd = NULL;
+    int rc = update_runs(db, "UPDATE runs SET config_json = ?2 WHERE id = ?1", json_vals,
+                         "migrating the runs' configurations", e);
     /* what the JSON tells without knowing run configs: the first link, the machine */
     if (!rc && sqlite3_exec(db->h,
                             "UPDATE runs SET policy_label = policy, "
@@ -918,36 +954,24 @@ static int migrate_labels(rdb *db, errbuf *e)
                             "IS NOT NULL AND bandwidth_mbps >= 1",
                             NULL, NULL, NULL) != SQLITE_OK)
         rc = DB_ERR(db, e, "migrating the runs' labels");
-    if (!rc && labeler) {
-        sqlite3_reset(sel);
-        if (prep(db->h, "UPDATE runs SET model = ?2, network = ?3, policy_label = ?4, "
-                        "latency_ms = ?5, bandwidth_mbps = ?6, machine = ?7, threads = ?8 "
-                        "WHERE id = ?1", &upd))
-            rc = DB_ERR(db, e, "migrating the runs' labels");
-        while (!rc && sqlite3_step(sel) == SQLITE_ROW) {
-            rdb_labels l;
-            memset(&l, 0, sizeof l);
-            if (labeler((const char *)sqlite3_column_text(sel, 1), &l))
-                continue; /* a config this mpcsim cannot read again keeps the fallback */
-            sqlite3_reset(upd);
-            sqlite3_bind_int64(upd, 1, sqlite3_column_int64(sel, 0));
-            sqlite3_bind_text(upd, 2, l.model, -1, SQLITE_TRANSIENT);
-            sqlite3_bind_text(upd, 3, l.network, -1, SQLITE_TRANSIENT);
-            sqlite3_bind_text(upd, 4, l.policy_label, -1, SQLITE_TRANSIENT);
-            sqlite3_bind_double(upd, 5, l.latency_ms);
-            sqlite3_bind_double(upd, 6, l.bandwidth_mbps);
-            sqlite3_bind_text(upd, 7, l.machine, -1, SQLITE_TRANSIENT);
-            sqlite3_bind_int(upd, 8, l.threads);
-            if (sqlite3_step(upd) != SQLITE_DONE)
-                rc = DB_ERR(db, e, "migrating the runs' labels");
-        }
-    }
-    sqlite3_finalize(sel);
-    sqlite3_finalize(upd);
+    if (!rc && labeler)
+        rc = update_runs(db, "UPDATE runs SET model = ?2, network = ?3, policy_label = ?4, "
+                             "latency_ms = ?5, bandwidth_mbps = ?6, machine = ?7, threads = ?8 "
+                             "WHERE id = ?1", label_vals, "migrating the runs' labels", e);
     return rc;
 }
 
 /* ---- migration 3 → 4: the protocol labels of stored runs ------------------------------------ */
+
+static size_t protocol_label_vals(const char *yaml, run_scratch *s, rdb_val *v)
+{
+    if (labeler(yaml, &s->l) || !s->l.protocol_label[0])
+        return 0;
+    v[0] = RV_TEXT(s->l.protocol_label);
+    v[1] = RV_TEXT(s->l.model);
+    v[2] = RV_TEXT(s->l.network);
+    return 3;
+}
 
 static int migrate_protocol_labels(rdb *db, errbuf *e)
 {
@@ -956,26 +980,7 @@ static int migrate_protocol_labels(rdb *db, errbuf *e)
         return DB_ERR(db, e, "migrating the runs' protocol labels");
     if (!labeler)
         return MS_OK;
-    sqlite3_stmt *sel = NULL, *upd = NULL;
-    int rc = MS_OK;
-    if (prep(db->h, "SELECT id, config_yaml FROM runs", &sel) ||
-        prep(db->h, "UPDATE runs SET protocol_label = ?2, model = ?3, network = ?4 WHERE id = ?1",
-             &upd))
-        rc = DB_ERR(db, e, "migrating the runs' protocol labels");
-    while (!rc && sqlite3_step(sel) == SQLITE_ROW) {
-        rdb_labels l;
-        memset(&l, 0, sizeof l);
-        if (labeler((const char *)sqlite3_column_text(sel, 1), &l) || !l.protocol_label[0])
-            continue;
-        sqlite3_reset(upd);
-        sqlite3_bind_int64(upd, 1, sqlite3_column_int64(sel, 0));
-        sqlite3_bind_text(upd, 2, l.protocol_label, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_text(upd, 3, l.model, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_text(upd, 4, l.network, -1, SQLITE_TRANSIENT);
-        if (sqlite3_step(upd) != SQLITE_DONE)
-            rc = DB_ERR(db, e, "migrating the runs' protocol labels");
-    }
-    sqlite3_finalize(sel);
-    sqlite3_finalize(upd);
-    return rc;
+    return update_runs(db, "UPDATE runs SET protocol_label = ?2, model = ?3, network = ?4 "
+                           "WHERE id = ?1", protocol_label_vals,
+                       "migrating the runs' protocol labels", e);
 }

@@ -12,11 +12,8 @@
 #include "protocols/base/err.h"
 #include "rdb.h"
 
-typedef struct sdb_metric {
-    const char *name;
-    double value;
-    const char *unit;
-} sdb_metric;
+/* A serving run's metric: the same record as a sweep run's (name, value, unit). */
+typedef rdb_metric sdb_metric;
 
 typedef struct sdb_request {
     uint64_t arrival_ns, admit_ns, first_ns, finish_ns;

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "cmd.h"
+#include "protocols/base/err.h"
 
 const char *cli_prog(void) { return "mpcsim"; }
 
@@ -20,6 +21,12 @@ void cli_error(const char *cmd, const char *fmt, ...)
     /* library messages may already begin with "error: " */
     const char *m = strncmp(msg, "error: ", 7) ? msg : msg + 7;
     fprintf(stderr, "mpcsim %s: error: %s\n", cmd, m);
+}
+
+int cli_fail(const char *cmd, int rc, const char *msg)
+{
+    fprintf(stderr, "mpcsim %s: %s%s\n", cmd, strstr(msg, "error:") ? "" : "error: ", msg);
+    return ms_err_exit_code(rc);
 }
 
 int cli_mkdir_p(const char *path)

@@ -27,6 +27,10 @@ const struct ys_schema *serve_scenario_schemas(size_t *n);
 const char *cli_prog(void);                /* "mpcsim" */
 /* Prints "mpcsim <cmd>: error: …" to stderr. */
 void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A library error for cmd: "mpcsim <cmd>: error: msg" to stderr, or "mpcsim <cmd>: msg" when
+ * msg is located and carries its own ("file:line:col: error: …"); returns the exit status of
+ * the error code rc (ms_err_exit_code). */
+int cli_fail(const char *cmd, int rc, const char *msg);
 /* mkdir -p: path and its missing parents (0777 before the umask); -1 (errno set) on failure. */
 int cli_mkdir_p(const char *path);
 

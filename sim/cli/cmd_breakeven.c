@@ -19,7 +19,6 @@
 #include "gnuplot.h"
 #include "opt.h"
 #include "protocols/base/datadir.h"
-#include "sim/policy/policy.h"
 #include "sim/engine/simulate.h"
 #include "sim/scenario/runlabel.h"
 #include "sim/scenario/runner.h"
@@ -145,49 +144,9 @@ static int parse_args(int argc, char **argv, be_args *a)
         {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
     };
     const cli_cmd cmd = {"breakeven", opts, sizeof opts / sizeof opts[0], 24, 2};
-    const char *pos[2];
-    int n_pos = 0, rc = cli_parse_cmd(&cmd, argc, argv, pos, &n_pos, usage);
-    if (rc)
-        return rc == CLI_HELP_ASKED ? -1 : rc;
-    if (n_pos != 1) {
-        cli_error("breakeven", n_pos == 0 ? "which scenario?" : "one scenario at a time");
-        usage(stderr, &cmd);
-        return 2;
-    }
-    a->scenario = pos[0];
-    return 0;
-}
-
-/* Is key=val the default of the policy (or of the replay)? */
-static int is_default(const policy_ops *p, const char *key, const char *val)
-{
-    size_t n;
-    const policy_param *pp = p ? policy_params(p, &n) : NULL;
-    for (size_t i = 0; pp && i < n; i++)
-        if (!strcmp(pp[i].key, key)) {
-            double a, b;
-            if (!pp[i].def)
-                return 0;
-            if (!parse_double(pp[i].def, &a) && !parse_double(val, &b))
-                return a == b;
-            return !strcmp(pp[i].def, val);
-        }
-    pp = policy_replay_params(&n);
-    for (size_t i = 0; i < n; i++)
-        if (!strcmp(pp[i].key, key))
-            return 1; /* the replay's own parameters do not change what a step costs */
-    return 0;
-}
-
-/* "mpcache ratio2=0.1": the name and the parameters set away from their defaults */
-static void policy_label(const run_cfg *c, char *out, size_t n)
-{
-    const policy_ops *p = policy_find(c->policy.name);
-    size_t o = (size_t)snprintf(out, n, "%s", c->policy.name);
-    for (size_t i = 0; i < c->policy.n_params && o < n; i++)
-        if (!is_default(p, c->policy.params[i].key, c->policy.params[i].val))
-            o += (size_t)snprintf(out + o, n - o, " %s=%s", c->policy.params[i].key,
-                                  c->policy.params[i].val);
+    int rc = cli_parse_one(&cmd, argc, argv, &a->scenario, "which scenario?",
+                           "one scenario at a time", usage);
+    return rc == CLI_HELP_ASKED ? -1 : rc;
 }
 
 /* The parts of a run that must match the reference's: everything but the policy. */
@@ -211,6 +170,23 @@ static int cmp_opsum(const void *a, const void *b)
     return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0;
 }
 
+/* An op's output name with its layer number dropped: the digits after an 'L' become one '#'
+ * ("L3.kcache" → "L#.kcache"), so the same op of every layer shares one line. */
+static void be_op_name(const char *src, char *nm, size_t n)
+{
+    size_t k = 0;
+    for (const char *c = src; *c && k + 1 < n; c++) {
+        int digit = *c >= '0' && *c <= '9';
+        if (digit && k && (nm[k - 1] == 'L' || nm[k - 1] == '#')) {
+            if (nm[k - 1] == 'L')
+                nm[k++] = '#';
+            continue;
+        }
+        nm[k++] = *c;
+    }
+    nm[k] = '\0';
+}
+
 /* Prints the step's n costliest op names by online bytes (all parties), with their rounds. */
 static void be_ops(const op_program *p, const cost_log *l, int n, const char *label)
 {
@@ -226,18 +202,7 @@ static void be_ops(const op_program *p, const cost_log *l, int n, const char *la
     for (size_t i = 0; i < p->n_ops; i++) {
         const op *o = &p->ops[i];
         char nm[64];
-        const char *src = o->out < p->n_tens ? p->tens[o->out].name : "?";
-        size_t k = 0; /* layer numbers (the digits after an 'L') become one '#' */
-        for (const char *c = src; *c && k + 1 < sizeof nm; c++) {
-            int digit = *c >= '0' && *c <= '9';
-            if (digit && k && (nm[k - 1] == 'L' || nm[k - 1] == '#')) {
-                if (nm[k - 1] == 'L')
-                    nm[k++] = '#';
-                continue;
-            }
-            nm[k++] = *c;
-        }
-        nm[k] = '\0';
+        be_op_name(o->out < p->n_tens ? p->tens[o->out].name : "?", nm, sizeof nm);
         size_t j = 0;
         while (j < ns && (strcmp(s[j].name, nm) || s[j].kind != o->kind))
             j++;
@@ -299,16 +264,16 @@ static int be_latency(const run_cfg *c, be_step *s, int threads, uint64_t lat_ns
     return rc;
 }
 
-/* Writes the data file and, unless --no-plot, renders it. Returns 0, or 1 on a failure. */
-static int be_plot(const be_args *a, const run_cfg *ref, const run_cfg *c, int idx,
-                   const double *speedup, const char *label)
+/* Where point (thread index t, latency index l, bandwidth index b) is in a grid of results. */
+static size_t be_at(const be_args *a, int t, int l, int b)
 {
-    char base[PATH_MAX], dat[PATH_MAX + 8], vars[PATH_MAX + 8], img[PATH_MAX + 8],
-        log[PATH_MAX + 8];
-    char slug[64];
-    snprintf(slug, sizeof slug, "%s", c->policy.name);
-    snprintf(base, sizeof base, "%s/breakeven-%d-%s", a->outdir, idx, slug);
-    snprintf(dat, sizeof dat, "%s.dat", base);
+    return ((size_t)t * a->lat.n + l) * a->bw.n + b;
+}
+
+/* The data file: a block per thread count, a line per latency, a row per bandwidth. */
+static int be_write_data(const be_args *a, const char *dat, const double *speedup,
+                         const char *label)
+{
     FILE *f = fopen(dat, "w");
     if (!f) {
         cli_error("breakeven", "cannot write %s: %s", dat, strerror(errno));
@@ -325,7 +290,7 @@ static int be_plot(const be_args *a, const run_cfg *ref, const run_cfg *c, int i
             if (l)
                 fputc('\n', f);
             for (int b = 0; b < a->bw.n; b++) {
-                double s = speedup[((size_t)t * a->lat.n + l) * a->bw.n + b];
+                double s = speedup[be_at(a, t, l, b)];
                 fprintf(f, "%g %g %.6g %.6g\n", a->bw.v[b] / 1e6, a->lat.v[l] / 1e6, log2(s), s);
             }
         }
@@ -335,16 +300,35 @@ static int be_plot(const be_args *a, const run_cfg *ref, const run_cfg *c, int i
         return 1;
     }
     printf("%s\n", dat);
-    if (a->no_plot)
-        return 0;
+    return 0;
+}
+
+/* Thread count t's panel title: the machine, the cores, and whether the policy wins or loses
+ * on every point of it. */
+static void be_panel_title(const be_args *a, const run_cfg *ref, const double *speedup, int t,
+                           char *out, size_t n)
+{
+    size_t per = (size_t)a->lat.n * a->bw.n, lose = 0, win = 0;
+    for (size_t k = 0; k < per; k++) {
+        lose += speedup[t * per + k] < 1;
+        win += speedup[t * per + k] > 1;
+    }
+    snprintf(out, n, "machine %s, %g thread%s%s", ref->machine.name, a->th.v[t],
+             a->th.v[t] == 1 ? "" : "s",
+             lose == per ? ": slower everywhere" : win == per ? ": faster everywhere" : "");
+}
+
+/* The variable file scripts/breakeven.gp reads: terminal, files, titles, colour range. */
+static int be_write_vars(const be_args *a, const run_cfg *ref, const char *vars,
+                         const char *dat, const char *img, const double *speedup,
+                         const char *label)
+{
     double mx = 1;
     size_t np = (size_t)a->th.n * a->lat.n * a->bw.n;
     for (size_t i = 0; i < np; i++)
         mx = fmax(mx, fabs(log2(speedup[i])));
-    snprintf(vars, sizeof vars, "%s.vars.gp", base);
-    snprintf(img, sizeof img, "%s.%s", base, a->svg ? "svg" : "png");
-    snprintf(log, sizeof log, "%s.log", base);
-    if (!(f = fopen(vars, "w"))) {
+    FILE *f = fopen(vars, "w");
+    if (!f) {
         cli_error("breakeven", "cannot write %s: %s", vars, strerror(errno));
         return 1;
     }
@@ -353,41 +337,34 @@ static int be_plot(const be_args *a, const run_cfg *ref, const run_cfg *c, int i
     /* two lines: a protocol and a policy with their options do not fit one panel's width */
     snprintf(title, sizeof title, "%s vs the full cache\n%s %s, decode at KV %u", label,
              ref->model.name, pl, ref->work.prompt_len + ref->work.decode_len - 1);
-    fprintf(f, "term_name = ");
-    gnuplot_str(f, a->svg ? "svg" : "pngcairo");
-    fprintf(f, "\noutfile = ");
-    gnuplot_str(f, img);
-    fprintf(f, "\nscriptdir = ");
+    gnuplot_var_line(f, "term_name", a->svg ? "svg" : "pngcairo");
+    gnuplot_var_line(f, "outfile", img);
     snprintf(s, sizeof s, "%s/scripts", mpcsim_datadir());
-    gnuplot_str(f, s);
-    fprintf(f, "\ndatafile = ");
-    gnuplot_str(f, dat);
-    fprintf(f, "\ntitle_text = ");
-    gnuplot_str(f, title);
-    fprintf(f, "\nn_panels = %d\ncb_max = %g\narray panel_titles[%d]\n", a->th.n,
+    gnuplot_var_line(f, "scriptdir", s);
+    gnuplot_var_line(f, "datafile", dat);
+    gnuplot_var_line(f, "title_text", title);
+    fprintf(f, "n_panels = %d\ncb_max = %g\narray panel_titles[%d]\n", a->th.n,
             fmin(4, ceil(mx * 2) / 2), a->th.n);
     for (int t = 0; t < a->th.n; t++) {
-        size_t per = (size_t)a->lat.n * a->bw.n, lose = 0, win = 0;
-        for (size_t k = 0; k < per; k++) {
-            lose += speedup[t * per + k] < 1;
-            win += speedup[t * per + k] > 1;
-        }
-        snprintf(s, sizeof s, "machine %s, %g thread%s%s", ref->machine.name, a->th.v[t],
-                 a->th.v[t] == 1 ? "" : "s",
-                 lose == per ? ": slower everywhere" : win == per ? ": faster everywhere" : "");
-        fprintf(f, "panel_titles[%d] = ", t + 1);
-        gnuplot_str(f, s);
-        fputc('\n', f);
+        char name[32];
+        be_panel_title(a, ref, speedup, t, s, sizeof s);
+        snprintf(name, sizeof name, "panel_titles[%d]", t + 1);
+        gnuplot_var_line(f, name, s);
     }
     if (fclose(f)) {
         cli_error("breakeven", "cannot write %s", vars);
         return 1;
     }
+    return 0;
+}
+
+/* gnuplot on the variable file and scripts/breakeven.gp; its messages kept in log on failure. */
+static int be_render(const char *vars, const char *log, const char *img)
+{
     char script[PATH_MAX];
     snprintf(script, sizeof script, "%s/scripts/breakeven.gp", mpcsim_datadir());
     const char *files[] = {vars, script};
-    int rc = gnuplot_run(NULL, files, 2, log);
-    if (rc) {
+    if (gnuplot_run(NULL, files, 2, log)) {
         cli_error("breakeven", "gnuplot failed on %s (messages in %s)", script, log);
         return 1;
     }
@@ -395,6 +372,29 @@ static int be_plot(const be_args *a, const run_cfg *ref, const run_cfg *c, int i
     unlink(log);
     printf("%s\n", img);
     return 0;
+}
+
+/* Writes DIR/breakeven-IDX-POLICY.dat and, unless --no-plot, renders it. 0, or 1 on a
+ * failure (said). */
+static int be_plot(const be_args *a, const run_cfg *ref, const run_cfg *c, int idx,
+                   const double *speedup, const char *label)
+{
+    char base[PATH_MAX], dat[PATH_MAX + 8], vars[PATH_MAX + 8], img[PATH_MAX + 8],
+        log[PATH_MAX + 8];
+    char slug[64];
+    snprintf(slug, sizeof slug, "%s", c->policy.name);
+    snprintf(base, sizeof base, "%s/breakeven-%d-%s", a->outdir, idx, slug);
+    snprintf(dat, sizeof dat, "%s.dat", base);
+    if (be_write_data(a, dat, speedup, label))
+        return 1;
+    if (a->no_plot)
+        return 0;
+    snprintf(vars, sizeof vars, "%s.vars.gp", base);
+    snprintf(img, sizeof img, "%s.%s", base, a->svg ? "svg" : "png");
+    snprintf(log, sizeof log, "%s.log", base);
+    if (be_write_vars(a, ref, vars, dat, img, speedup, label))
+        return 1;
+    return be_render(vars, log, img);
 }
 
 /* The table: one line per latency, one column per bandwidth, for one thread count. */
@@ -473,6 +473,102 @@ static int be_grid(const be_args *a, const run_cfg *c, const char *what, const c
     return MS_OK;
 }
 
+/* The grids a comparison needs: the reference's and a policy's step latencies, the speed-ups,
+ * the simulator's workspace and the costed step. */
+typedef struct be_work {
+    size_t np; /* grid points */
+    uint64_t *t_ref, *t_pol;
+    double *speedup;
+    sim_ws *ws;
+    be_step st;
+} be_work;
+
+static int be_work_init(be_work *w, const be_args *a, int n_parties)
+{
+    w->np = (size_t)a->th.n * a->lat.n * a->bw.n;
+    w->t_ref = calloc(w->np, sizeof *w->t_ref);
+    w->t_pol = calloc(w->np, sizeof *w->t_pol);
+    w->speedup = calloc(w->np, sizeof *w->speedup);
+    w->ws = sim_ws_new();
+    op_program_init(&w->st.prog);
+    cost_log_init(&w->st.log, n_parties);
+    return w->t_ref && w->t_pol && w->speedup && w->ws ? 0 : -1;
+}
+
+static void be_work_free(be_work *w)
+{
+    op_program_free(&w->st.prog);
+    cost_log_free(&w->st.log);
+    sim_ws_free(w->ws);
+    free(w->t_ref);
+    free(w->t_pol);
+    free(w->speedup);
+}
+
+/* Policy run c against the reference's step latencies on the grid: the speed-up map printed,
+ * written and plotted (file index idx). MS_OK, with *status |= 1 when a file was not written;
+ * else the costing's error code (message in e). */
+static int be_compare(const be_args *a, const run_cfg *ref, const run_cfg *c, int idx,
+                      be_work *w, int *status, errbuf *e)
+{
+    char label[256];
+    run_label_policy_words(c, label, sizeof label);
+    int rc = be_grid(a, c, label, label, &w->st, w->ws, w->t_pol, e);
+    if (rc)
+        return rc;
+    size_t wins = 0;
+    for (size_t k = 0; k < w->np; k++) {
+        w->speedup[k] = w->t_pol[k] ? (double)w->t_ref[k] / (double)w->t_pol[k] : 1;
+        wins += w->speedup[k] > 1;
+    }
+    printf("\n%s vs full: faster on %zu of %zu points\n", label, wins, w->np);
+    for (int t = 0; t < a->th.n; t++)
+        be_table(a, w->speedup, t);
+    *status |= be_plot(a, ref, c, idx, w->speedup, label);
+    return MS_OK;
+}
+
+/* The reference costed on the grid and its setting printed, then every other run compared. */
+static int be_run(const be_args *a, const scenario *sc, const run_cfg *ref, be_work *w,
+                  int *status, errbuf *e)
+{
+    int rc = be_grid(a, ref, "the full cache's step", "full", &w->st, w->ws, w->t_ref, e);
+    if (rc)
+        return rc;
+    char pl[256];
+    run_label_protocol(&ref->proto, pl, sizeof pl);
+    printf("%s: %s %s, decode step at KV %u (the workload's last), machine %s\n", sc->name,
+           ref->model.name, pl, ref->work.prompt_len + ref->work.decode_len - 1,
+           ref->machine.name);
+    int idx = 0;
+    for (size_t i = 0; i < sc->n_runs && !rc; i++)
+        if (&sc->runs[i] != ref)
+            rc = be_compare(a, ref, &sc->runs[i], idx++, w, status, e);
+    return rc;
+}
+
+/* The loaded scenario's comparison: the exit status. */
+static int be_main(const be_args *a, const scenario *sc)
+{
+    const run_cfg *ref = be_reference(sc, a->scenario);
+    if (!ref)
+        return 2;
+    if (cli_mkdir_p(a->outdir)) {
+        cli_error("breakeven", "cannot create %s: %s", a->outdir, strerror(errno));
+        return 1;
+    }
+    be_work w;
+    errbuf e;
+    int rc, status = 0;
+    if (be_work_init(&w, a, ref->net.n_parties)) {
+        cli_error("breakeven", "out of memory");
+        status = 1;
+    } else if ((rc = be_run(a, sc, ref, &w, &status, &e)))
+        status = cli_fail("breakeven", rc, e.msg);
+    be_work_free(&w);
+    return status;
+}
+
 int cmd_breakeven(int argc, char **argv)
 {
     be_args a;
@@ -485,66 +581,7 @@ int cmd_breakeven(int argc, char **argv)
         fprintf(stderr, "%s\n", e.msg);
         return ms_err_exit_code(rc);
     }
-    const run_cfg *ref = be_reference(&sc, a.scenario);
-    if (!ref) {
-        scn_free(&sc);
-        return 2;
-    }
-    if (cli_mkdir_p(a.outdir)) {
-        cli_error("breakeven", "cannot create %s: %s", a.outdir, strerror(errno));
-        scn_free(&sc);
-        return 1;
-    }
-    int status = 0;
-    size_t np = (size_t)a.th.n * a.lat.n * a.bw.n;
-    uint64_t *t_ref = calloc(np, sizeof *t_ref), *t_pol = calloc(np, sizeof *t_pol);
-    double *speedup = calloc(np, sizeof *speedup);
-    sim_ws *ws = sim_ws_new();
-    be_step st;
-    op_program_init(&st.prog);
-    cost_log_init(&st.log, ref->net.n_parties);
-    if (!t_ref || !t_pol || !speedup || !ws) {
-        cli_error("breakeven", "out of memory");
-        status = 1;
-        goto done;
-    }
-    if ((rc = be_grid(&a, ref, "the full cache's step", "full", &st, ws, t_ref, &e)))
-        goto fail;
-    char pl[256];
-    run_label_protocol(&ref->proto, pl, sizeof pl);
-    printf("%s: %s %s, decode step at KV %u (the workload's last), machine %s\n", sc.name,
-           ref->model.name, pl, ref->work.prompt_len + ref->work.decode_len - 1,
-           ref->machine.name);
-    int idx = 0;
-    for (size_t i = 0; i < sc.n_runs; i++) {
-        const run_cfg *c = &sc.runs[i];
-        if (c == ref)
-            continue;
-        char label[256];
-        policy_label(c, label, sizeof label);
-        if ((rc = be_grid(&a, c, label, label, &st, ws, t_pol, &e)))
-            goto fail;
-        size_t wins = 0;
-        for (size_t k = 0; k < np; k++) {
-            speedup[k] = t_pol[k] ? (double)t_ref[k] / (double)t_pol[k] : 1;
-            wins += speedup[k] > 1;
-        }
-        printf("\n%s vs full: faster on %zu of %zu points\n", label, wins, np);
-        for (int t = 0; t < a.th.n; t++)
-            be_table(&a, speedup, t);
-        status |= be_plot(&a, ref, c, idx++, speedup, label);
-    }
-    goto done;
-fail:
-    fprintf(stderr, "mpcsim breakeven: %s%s\n", strstr(e.msg, "error:") ? "" : "error: ", e.msg);
-    status = ms_err_exit_code(rc);
-done:
-    op_program_free(&st.prog);
-    cost_log_free(&st.log);
-    sim_ws_free(ws);
-    free(t_ref);
-    free(t_pol);
-    free(speedup);
+    int status = be_main(&a, &sc);
     scn_free(&sc);
     return status;
 }

@@ -106,17 +106,10 @@ static int parse_args(int argc, char **argv, cost_args *a)
         {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
     };
     const cli_cmd cmd = {"cost", opts, sizeof opts / sizeof opts[0], 24, 0};
-    errbuf e;
-    int rc = cli_parse(&cmd, argc, argv, NULL, NULL, &e);
+    int rc = cli_parse_cmd(&cmd, argc, argv, NULL, NULL, usage);
     a->n_sets = sets.n;
-    if (rc == CLI_HELP_ASKED) {
-        usage(stdout, &cmd);
-        return -1;
-    }
-    if (rc) {
-        cli_error("cost", "%s", e.msg);
-        return 2;
-    }
+    if (rc)
+        return rc == CLI_HELP_ASKED ? -1 : rc;
     const char *missing = !a->model ? "--model" : !a->protocol ? "--protocol"
                         : !a->network ? "--network" : (!have_kv && a->phase == PHASE_DECODE)
                         ? "--kv" : NULL;
@@ -255,11 +248,120 @@ static int print_json(const cost_args *a, const step_env *env, const sim_result 
 
 /* ---- main ------------------------------------------------------------------------------ */
 
-static int fail(int rc, const errbuf *e)
+/* What the step is costed with, as the options name it. */
+typedef struct cost_inputs {
+    const proto *pr;
+    model_cfg model;
+    proto_cfg pcfg;
+    net_cfg net;
+    machine_profile mach;
+} cost_inputs;
+
+/* The protocol --protocol names; NULL after the error (with a did-you-mean). */
+static const proto *cost_protocol(const char *name)
 {
-    /* located messages ("file:line:col: error: …") carry their own "error:" */
-    fprintf(stderr, "mpcsim cost: %s%s\n", strstr(e->msg, "error:") ? "" : "error: ", e->msg);
-    return ms_err_exit_code(rc);
+    const proto *pr = proto_find(name);
+    if (pr)
+        return pr;
+    size_t n;
+    const proto *const *all = proto_all(&n);
+    const char *names[16];
+    for (size_t i = 0; i < n && i < 16; i++)
+        names[i] = all[i]->name;
+    const char *dym = did_you_mean(name, names, n < 16 ? n : 16);
+    cli_error("cost", "unknown protocol '%s'%s%s%s", name, dym ? " (did you mean '" : "",
+              dym ? dym : "", dym ? "'?)" : "");
+    return NULL;
+}
+
+/* The model, protocol, network and machine, with the options that change them. 0, or the
+ * exit status after the error. */
+static int cost_load(const cost_args *a, cost_inputs *in)
+{
+    errbuf e;
+    int rc;
+    if (!(in->pr = cost_protocol(a->protocol)))
+        return 2;
+    if ((rc = model_load(a->model, &in->model, &e)) ||
+        (rc = proto_cfg_default(in->pr->name, &in->pcfg, &e)) ||
+        (rc = net_parse(a->network, in->pr->n_parties, &in->net, &e)) ||
+        (rc = machine_load(a->profile, &in->mach, &e)))
+        return cli_fail("cost", rc, e.msg);
+    if (a->threads)
+        in->mach.threads = (int)a->threads;
+    for (int i = 0; i < a->n_sets; i++)
+        if (proto_cfg_set_kv(&in->pcfg, a->sets[i], &e)) {
+            cli_error("cost", "%s", e.msg);
+            return 2;
+        }
+    if (a->have_burst)
+        net_set_burst(&in->net, a->burst);
+    if (a->wire)
+        in->net.wire = NET_WIRE_TCP;
+    if (a->wire == 2) { /* TLS 1.3 records (RFC 8446 §5.2; sim/engine/net.c) */
+        in->net.wire.tls_record = NET_WIRE_TLS13_RECORD;
+        in->net.wire.tls_overhead = NET_WIRE_TLS13_OVERHEAD;
+    }
+    return 0;
+}
+
+/* The step to lower: the phase, its tokens, the cached entries, the batch. */
+static void cost_lower_opts(const cost_args *a, lower_opts *lo)
+{
+    lower_opts_default(lo);
+    lo->phase = a->phase;
+    lo->n_tokens = a->tokens;
+    /* decode at KV length T: the new token attends T keys, T - 1 of them cached */
+    lo->kv_len = (a->phase == PHASE_DECODE && a->kv > 0) ? a->kv - 1 : a->kv;
+    lo->n_seqs = a->batch;
+}
+
+/* --dump-program, then the figures as JSON or as tables. 0, or 1 (said). */
+static int cost_write(const cost_args *a, const step_env *env, const op_program *prog,
+                      const sim_result *res)
+{
+    int status = 0;
+    if (a->dump) {
+        FILE *f = fopen(a->dump, "w");
+        if (!f || op_write(prog, f) != MS_OK || fclose(f) != 0) {
+            cli_error("cost", "cannot write %s: %s", a->dump, strerror(errno));
+            status = 1;
+        }
+    }
+    if (a->json && print_json(a, env, res)) {
+        cli_error("cost", "cannot write the JSON output (a name that is not UTF-8?)");
+        status = 1;
+    } else if (!a->json)
+        print_text(a, env, res);
+    return status;
+}
+
+/* The step lowered, costed and simulated (its timeline into tl, closed here; NULL: none),
+ * then written. The exit status. */
+static int cost_step(const cost_args *a, const cost_inputs *in, FILE *tl, op_program *prog,
+                     cost_log *log)
+{
+    step_env env = {&in->model, in->pr, &in->pcfg, &in->net, &in->mach,
+                    {.overlap = a->overlap, .timeline = tl}};
+    lower_opts lo;
+    cost_lower_opts(a, &lo);
+    if (tl)
+        sim_timeline_begin(tl, in->pr->n_parties);
+    errbuf e;
+    sim_result res;
+    int rc = step_simulate(&env, &lo, prog, log, &res, &e), status = 0;
+    if (tl) {
+        sim_timeline_end(tl);
+        if (fclose(tl) != 0 && rc == MS_OK) {
+            cli_error("cost", "writing %s failed", a->timeline);
+            status = 1;
+        }
+    }
+    if (rc != MS_OK)
+        return cli_fail("cost", rc, e.msg);
+    status |= cost_write(a, &env, prog, &res);
+    sim_result_free(&res);
+    return status;
 }
 
 int cmd_cost(int argc, char **argv)
@@ -268,88 +370,19 @@ int cmd_cost(int argc, char **argv)
     int rc = parse_args(argc, argv, &a);
     if (rc)
         return rc < 0 ? 0 : rc;
-    errbuf e;
-    model_cfg model;
-    proto_cfg pcfg;
-    net_cfg net;
-    machine_profile mach;
-    const proto *pr = proto_find(a.protocol);
-    if (!pr) {
-        size_t n;
-        const proto *const *all = proto_all(&n);
-        const char *names[16];
-        for (size_t i = 0; i < n && i < 16; i++)
-            names[i] = all[i]->name;
-        const char *dym = did_you_mean(a.protocol, names, n < 16 ? n : 16);
-        cli_error("cost", "unknown protocol '%s'%s%s%s", a.protocol,
-                  dym ? " (did you mean '" : "", dym ? dym : "", dym ? "'?)" : "");
-        return 2;
-    }
-    if ((rc = model_load(a.model, &model, &e)) || (rc = proto_cfg_default(pr->name, &pcfg, &e)) ||
-        (rc = net_parse(a.network, pr->n_parties, &net, &e)) ||
-        (rc = machine_load(a.profile, &mach, &e)))
-        return fail(rc, &e);
-    if (a.threads)
-        mach.threads = (int)a.threads;
-    for (int i = 0; i < a.n_sets; i++)
-        if (proto_cfg_set_kv(&pcfg, a.sets[i], &e)) {
-            cli_error("cost", "%s", e.msg);
-            return 2;
-        }
-    if (a.have_burst)
-        net_set_burst(&net, a.burst);
-    if (a.wire)
-        net.wire = NET_WIRE_TCP;
-    if (a.wire == 2) { /* TLS 1.3 records (RFC 8446 §5.2; sim/engine/net.c) */
-        net.wire.tls_record = NET_WIRE_TLS13_RECORD;
-        net.wire.tls_overhead = NET_WIRE_TLS13_OVERHEAD;
-    }
-    lower_opts lo;
-    lower_opts_default(&lo);
-    lo.phase = a.phase;
-    lo.n_tokens = a.tokens;
-    /* decode at KV length T: the new token attends T keys, T - 1 of them cached */
-    lo.kv_len = (a.phase == PHASE_DECODE && a.kv > 0) ? a.kv - 1 : a.kv;
-    lo.n_seqs = a.batch;
+    cost_inputs in;
+    if ((rc = cost_load(&a, &in)))
+        return rc;
     FILE *tl = NULL;
     if (a.timeline && !(tl = fopen(a.timeline, "w"))) {
         cli_error("cost", "cannot write %s: %s", a.timeline, strerror(errno));
         return 1;
     }
-    step_env env = {&model, pr, &pcfg, &net, &mach, {.overlap = a.overlap, .timeline = tl}};
-    if (tl)
-        sim_timeline_begin(tl, pr->n_parties);
     op_program prog;
     cost_log log;
-    sim_result res;
     op_program_init(&prog);
-    cost_log_init(&log, pr->n_parties);
-    rc = step_simulate(&env, &lo, &prog, &log, &res, &e);
-    int status = 0;
-    if (tl) {
-        sim_timeline_end(tl);
-        if (fclose(tl) != 0 && rc == MS_OK) {
-            cli_error("cost", "writing %s failed", a.timeline);
-            status = 1;
-        }
-    }
-    if (rc != MS_OK) {
-        status = fail(rc, &e);
-    } else {
-        if (a.dump) {
-            FILE *f = fopen(a.dump, "w");
-            if (!f || op_write(&prog, f) != MS_OK || fclose(f) != 0) {
-                cli_error("cost", "cannot write %s: %s", a.dump, strerror(errno));
-                status = 1;
-            }
-        }
-        if (a.json && print_json(&a, &env, &res)) {
-            cli_error("cost", "cannot write the JSON output (a name that is not UTF-8?)");
-            status = 1;
-        } else if (!a.json)
-            print_text(&a, &env, &res);
-        sim_result_free(&res);
-    }
+    cost_log_init(&log, in.pr->n_parties);
+    int status = cost_step(&a, &in, tl, &prog, &log);
     op_program_free(&prog);
     cost_log_free(&log);
     return status;

@@ -1,6 +1,5 @@
 /* cmd_list.c — `mpcsim list models|protocols|policies|networks|machines|keys`: what a scenario
  * may name, and the keys each input file may hold. */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,34 +192,17 @@ static int list_networks(const char *profile)
     return 0;
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
+static int cmp_name(const void *a, const void *b) { return strcmp(a, b); }
 
 static int list_machines(void)
 {
-    char dir[1100];
-    snprintf(dir, sizeof dir, "%s/protocols/machines", mpcsim_datadir());
-    DIR *d = opendir(dir);
-    if (!d) {
-        cli_error("list", "cannot open %s", dir);
+    char names[64][64];
+    size_t n;
+    if (scn_machine_names(names, 64, &n)) {
+        cli_error("list", "cannot open %s/protocols/machines", mpcsim_datadir());
         return 1;
     }
-    char store[64][64];
-    const char *names[64];
-    size_t n = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) && n < 64) {
-        size_t l = strlen(de->d_name);
-        if (l > 5 && l < 64 + 5 && !strcmp(de->d_name + l - 5, ".yaml")) {
-            snprintf(store[n], 64, "%.*s", (int)(l - 5), de->d_name);
-            names[n] = store[n];
-            n++;
-        }
-    }
-    closedir(d);
-    qsort(names, n, sizeof *names, cmp_str);
+    qsort(names, n, sizeof names[0], cmp_name);
     printf("%-12s %7s %11s %11s %11s  %s\n", "machine", "threads", "MAC/s/core",
            "elem/s/core", "PRG B/s", "efficiency MAC/elem/PRG");
     for (size_t i = 0; i < n; i++) {
@@ -316,12 +298,9 @@ int cmd_list(int argc, char **argv)
         return rc == CLI_HELP_ASKED ? 0 : rc;
     if (n_pos == 2 && !strcmp(pos[0], "keys"))
         return list_keys(pos[1]);
-    if (n_pos != 1) {
-        cli_error("list", n_pos == 0 ? "what to list? models, protocols, policies or networks"
-                                     : "list one thing at a time");
-        list_usage(stderr, &cmd);
-        return 2;
-    }
+    if ((rc = cli_want_one(&cmd, n_pos, "what to list? models, protocols, policies or networks",
+                           "list one thing at a time", list_usage)))
+        return rc;
     char ring_buf[8];
     const char *ring = NULL;
     if (have_ring) {

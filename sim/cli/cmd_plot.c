@@ -119,13 +119,6 @@ static const char *find_terminal(const char *tmp, const char *const *terms, size
     return NULL;
 }
 
-static void gp_var(FILE *f, const char *name, const char *value)
-{
-    fprintf(f, "%s = ", name);
-    gnuplot_str(f, value);
-    fputc('\n', f);
-}
-
 /* fmt is an sqlite3_mprintf format (%q, %Q): no printf format attribute. */
 static int64_t query_int(plot_ctx *c, const char *fmt, ...)
 {
@@ -237,8 +230,9 @@ static const char *key_sql(const char *key, const char *x)
     return NULL;
 }
 
-/* Fills the panel and series expressions: panels from --by, series from what else varies. */
-static int plot_axes(plot_ctx *c, const char *xopt, const char *by)
+/* --x, or the axis that varies most (the prompt length on ties and when none varies).
+ * 0, or 2 after the error. */
+static int plot_pick_x(plot_ctx *c, const char *xopt)
 {
     if (xopt) {
         size_t i = 0;
@@ -252,7 +246,7 @@ static int plot_axes(plot_ctx *c, const char *xopt, const char *by)
             return 2;
         }
         c->xcol = x_axes[i];
-    } else { /* the axis that varies most; the prompt length on ties and when none varies */
+    } else {
         int64_t best = 1;
         c->xcol = "prompt_len";
         for (size_t i = 0; i < N_X_AXES; i++) {
@@ -266,52 +260,70 @@ static int plot_axes(plot_ctx *c, const char *xopt, const char *by)
         }
     }
     c->xlabel = x_label(c->xcol);
-    /* panels */
-    static const char *const keys[] = {"model", "network", "protocol", "policy", "machine"};
-    enum { NK = sizeof keys / sizeof keys[0] };
-    int in_panel[NK] = {0};
+    return 0;
+}
+
+/* What panels and series are made of, in key_sql's names. */
+static const char *const plot_keys[] = {"model", "network", "protocol", "policy", "machine"};
+enum { KEY_MODEL, KEY_NETWORK, KEY_PROTOCOL, KEY_POLICY, KEY_MACHINE, N_PLOT_KEYS };
+_Static_assert(sizeof plot_keys / sizeof plot_keys[0] == N_PLOT_KEYS, "a name per key");
+
+/* --by (default model,network) → in_panel[k] for each key. 0, or 2 after the error. */
+static int plot_by(const plot_ctx *c, const char *by, int *in_panel)
+{
     char buf[128];
     snprintf(buf, sizeof buf, "%s", by ? by : "model,network");
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         size_t k = 0;
-        while (k < NK && strcmp(keys[k], t))
+        while (k < N_PLOT_KEYS && strcmp(plot_keys[k], t))
             k++;
-        if (k == NK && strcmp(t, "none")) {
-            const char *dym = did_you_mean(t, keys, NK);
+        if (k == N_PLOT_KEYS && strcmp(t, "none")) {
+            const char *dym = did_you_mean(t, plot_keys, N_PLOT_KEYS);
             cli_error("plot", "--by takes model, network, protocol, policy, machine or none, not "
                       "'%s'%s%s%s", t, dym ? " (did you mean '" : "", dym ? dym : "",
                       dym ? "'?)" : "");
             return 2;
         }
-        if (k < NK)
+        if (k < N_PLOT_KEYS)
             in_panel[k] = 1;
     }
     if (!by && is_net_axis(c->xcol))
-        in_panel[1] = 0; /* the network varies along x */
+        in_panel[KEY_NETWORK] = 0; /* the network varies along x */
+    return 0;
+}
+
+/* The panel expression from the keys in panels; the series expression and the legend's keys
+ * from the policy configuration first, then what else varies outside the panels. */
+static void plot_exprs(plot_ctx *c, const int *in_panel)
+{
     size_t pl = 0, sl = 0, kl = 0;
     c->panel[0] = c->series[0] = c->serieskeys[0] = '\0';
-    for (int k = 0; k < NK; k++) {
-        const char *e = key_sql(keys[k], c->xcol);
+    for (int k = 0; k < N_PLOT_KEYS; k++) {
+        const char *e = key_sql(plot_keys[k], c->xcol);
         if (in_panel[k]) /* named even when it does not vary: the panel's title says what it is */
             pl += (size_t)snprintf(c->panel + pl, sizeof c->panel - pl, "%s%s", pl ? " || ' · ' || " : "", e);
     }
-    /* series: the policy configuration first, then what else varies outside the panels */
-    static const int order[] = {3, 2, 0, 1, 4};
-    for (int i = 0; i < NK; i++) {
+    static const int order[] = {KEY_POLICY, KEY_PROTOCOL, KEY_MODEL, KEY_NETWORK, KEY_MACHINE};
+    for (int i = 0; i < N_PLOT_KEYS; i++) {
         int k = order[i];
-        const char *e = key_sql(keys[k], c->xcol);
-        if (in_panel[k] || (k != 3 && n_distinct(c, e) < 2))
+        const char *e = key_sql(plot_keys[k], c->xcol);
+        if (in_panel[k] || (k != KEY_POLICY && n_distinct(c, e) < 2))
             continue;
         sl += (size_t)snprintf(c->series + sl, sizeof c->series - sl, "%s%s", sl ? " || ' ' || " : "", e);
         kl += (size_t)snprintf(c->serieskeys + kl, sizeof c->serieskeys - kl, "%s%s", kl ? ", " : "",
-                               k == 1 && is_net_axis(c->xcol)
+                               k == KEY_NETWORK && is_net_axis(c->xcol)
                                    ? (!strcmp(c->xcol, "latency_ms") ? "bandwidth" : "latency")
-                                   : keys[k]);
+                                   : plot_keys[k]);
     }
     if (!c->panel[0])
         snprintf(c->panel, sizeof c->panel, "'all runs'");
-    /* runs the panels, the series and x still merge (another trace seed, batch, a model's
-     * own dimensions, …): their differing config keys join the series */
+}
+
+/* Runs the panels, the series and x still merge (another trace seed, batch, a model's own
+ * dimensions, …): their differing config keys join the series (run_variant). 0, or 1 after
+ * the error. */
+static int plot_variants(plot_ctx *c)
+{
     char ident[2200], family[2048];
     snprintf(family, sizeof family, "%s || char(31) || %s", c->panel,
              c->series[0] ? c->series : "''");
@@ -321,41 +333,58 @@ static int plot_axes(plot_ctx *c, const char *xopt, const char *by)
         cli_error("plot", "reading the runs' configurations: %s", sqlite3_errmsg(c->h));
         return 1;
     }
+    size_t sl = strlen(c->series), kl = strlen(c->serieskeys);
     if (dbvar_keys(c->var)[0]) { /* only the runs that have one: the others keep their name */
-        sl += (size_t)snprintf(c->series + sl, sizeof c->series - sl, "%s",
-                               sl ? " || (CASE run_variant(r.id) WHEN '' THEN '' ELSE ' ' || "
-                                    "run_variant(r.id) END)"
-                                  : "coalesce(nullif(run_variant(r.id), ''), 'all runs')");
-        kl += (size_t)snprintf(c->serieskeys + kl, sizeof c->serieskeys - kl, "%s%s",
-                               kl ? ", " : "", dbvar_keys(c->var));
+        snprintf(c->series + sl, sizeof c->series - sl, "%s",
+                 sl ? " || (CASE run_variant(r.id) WHEN '' THEN '' ELSE ' ' || "
+                      "run_variant(r.id) END)"
+                    : "coalesce(nullif(run_variant(r.id), ''), 'all runs')");
+        snprintf(c->serieskeys + kl, sizeof c->serieskeys - kl, "%s%s", kl ? ", " : "",
+                 dbvar_keys(c->var));
     }
     if (!c->series[0])
         snprintf(c->series, sizeof c->series, "'all runs'");
-    /* what every run shares: the machine profile (and threads), shown in every title */
-    sqlite3_stmt *s;
-    char *sql = sqlite3_mprintf("SELECT group_concat(m, '; ') FROM (SELECT DISTINCT "
-                                "coalesce(r.machine, 'default') || ', ' || coalesce(r.threads, 1) "
-                                "|| ' thread' || CASE WHEN coalesce(r.threads, 1) = 1 THEN '' ELSE "
-                                "'s' END AS m FROM runs r WHERE r.status = 'ok' %s)", c->where);
+    return 0;
+}
+
+/* What every run shares, shown in every title: the machine profile and its threads. */
+static void plot_title(plot_ctx *c)
+{
+    sqlite3_stmt *s = plot_stmt(c, sqlite3_mprintf(
+        "SELECT group_concat(m, '; ') FROM (SELECT DISTINCT coalesce(r.machine, 'default') || "
+        "', ' || coalesce(r.threads, 1) || ' thread' || CASE WHEN coalesce(r.threads, 1) = 1 "
+        "THEN '' ELSE 's' END AS m FROM runs r WHERE r.status = 'ok' %s)", c->where), 0);
     c->title[0] = '\0';
-    if (sql && sqlite3_prepare_v2(c->h, sql, -1, &s, NULL) == SQLITE_OK) {
-        if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0))
-            snprintf(c->title, sizeof c->title, "machine %s",
-                     (const char *)sqlite3_column_text(s, 0));
-        sqlite3_finalize(s);
-    }
-    sqlite3_free(sql);
-    /* every series, one colour each */
-    sql = sqlite3_mprintf("SELECT DISTINCT %s AS s FROM runs r WHERE r.status = 'ok' %s ORDER BY s",
-                          c->series, c->where);
+    if (s && sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0))
+        snprintf(c->title, sizeof c->title, "machine %s", (const char *)sqlite3_column_text(s, 0));
+    sqlite3_finalize(s);
+}
+
+/* Every series, in the order of their colours. */
+static void plot_series_names(plot_ctx *c)
+{
+    sqlite3_stmt *s = plot_stmt(c, sqlite3_mprintf("SELECT DISTINCT %s AS s FROM runs r WHERE "
+                                                   "r.status = 'ok' %s ORDER BY s",
+                                                   c->series, c->where), 0);
     c->nseries = 0;
-    if (sql && sqlite3_prepare_v2(c->h, sql, -1, &s, NULL) == SQLITE_OK) {
-        while (sqlite3_step(s) == SQLITE_ROW && c->nseries < PLOT_MAX_SERIES)
-            snprintf(c->names[c->nseries++], sizeof c->names[0], "%s",
-                     (const char *)sqlite3_column_text(s, 0));
-        sqlite3_finalize(s);
-    }
-    sqlite3_free(sql);
+    while (s && sqlite3_step(s) == SQLITE_ROW && c->nseries < PLOT_MAX_SERIES)
+        snprintf(c->names[c->nseries++], sizeof c->names[0], "%s",
+                 (const char *)sqlite3_column_text(s, 0));
+    sqlite3_finalize(s);
+}
+
+/* The x axis, the panel and series expressions (panels from --by, series from what else
+ * varies), the shared title and the series' colours. 0, or the exit status after the error. */
+static int plot_axes(plot_ctx *c, const char *xopt, const char *by)
+{
+    int in_panel[N_PLOT_KEYS] = {0}, st;
+    if ((st = plot_pick_x(c, xopt)) || (st = plot_by(c, by, in_panel)))
+        return st;
+    plot_exprs(c, in_panel);
+    if ((st = plot_variants(c)))
+        return st;
+    plot_title(c);
+    plot_series_names(c);
     return 0;
 }
 
@@ -421,6 +450,19 @@ typedef struct cell {
     double xmin, xmax;
 } cell;
 
+/* Before point i of pts (sorted by series): when it starts a series, the series' block head
+ * (after a blank line pair), its name and the column names; its colour noted in the cell. */
+static void cell_block(FILE *f, cell *out, const point *pts, int i, const char *columns)
+{
+    if (i && !strcmp(pts[i].name, pts[i - 1].name))
+        return;
+    if (out->nb < PLOT_MAX_SERIES)
+        out->lt[out->nb] = pts[i].series;
+    fprintf(f, "%s", out->nb++ ? "\n\n" : "");
+    gnuplot_str(f, pts[i].name);
+    fprintf(f, " %s\n", columns);
+}
+
 /* A point from a query's row: (series name, x, y). */
 static void point_row(const plot_ctx *c, sqlite3_stmt *s, point *p)
 {
@@ -470,13 +512,7 @@ static int write_cell(plot_ctx *c, const char *panel, const char *ysql, int kind
         return -1;
     }
     for (int i = 0; i < n; i++) {
-        if (!i || strcmp(pts[i].name, pts[i - 1].name)) {
-            if (out->nb < PLOT_MAX_SERIES)
-                out->lt[out->nb] = pts[i].series;
-            fprintf(f, "%s", out->nb++ ? "\n\n" : "");
-            gnuplot_str(f, pts[i].name);
-            fprintf(f, " x y\n");
-        }
+        cell_block(f, out, pts, i, "x y");
         fprintf(f, "%.9g %.9g\n", pts[i].x, pts[i].y / u.div);
     }
     return fclose(f) ? -1 : 0;
@@ -492,14 +528,14 @@ static FILE *vars_open(plot_ctx *c, const char *plot, const char *heading, char 
         return NULL;
     char out[PATH_MAX + 64];
     snprintf(out, sizeof out, "%s/%s.%s", c->outdir, plot, c->ext);
-    gp_var(f, "term_name", c->term);
-    gp_var(f, "outfile", out);
-    gp_var(f, "datadir", c->tmp);
-    gp_var(f, "scriptdir", c->scripts);
-    gp_var(f, "xlabel_text", c->xlabel);
-    gp_var(f, "subtitle", c->title);
-    gp_var(f, "heading", heading);
-    gp_var(f, "serieskeys", c->serieskeys);
+    gnuplot_var_line(f, "term_name", c->term);
+    gnuplot_var_line(f, "outfile", out);
+    gnuplot_var_line(f, "datadir", c->tmp);
+    gnuplot_var_line(f, "scriptdir", c->scripts);
+    gnuplot_var_line(f, "xlabel_text", c->xlabel);
+    gnuplot_var_line(f, "subtitle", c->title);
+    gnuplot_var_line(f, "heading", heading);
+    gnuplot_var_line(f, "serieskeys", c->serieskeys);
     fprintf(f, "nseries = %d\n", c->nseries);
     return f;
 }
@@ -521,11 +557,11 @@ static void vars_cells(FILE *v, const plot_ctx *c, const cell *cl, int n, int ro
     for (int i = 0; i < n; i++) {
         char name[32];
         snprintf(name, sizeof name, "file%d", i + 1);
-        gp_var(v, name, cl[i].file);
+        gnuplot_var_line(v, name, cl[i].file);
         snprintf(name, sizeof name, "title%d", i + 1);
-        gp_var(v, name, cl[i].title);
+        gnuplot_var_line(v, name, cl[i].title);
         snprintf(name, sizeof name, "ylabel%d", i + 1);
-        gp_var(v, name, cl[i].ylabel);
+        gnuplot_var_line(v, name, cl[i].ylabel);
         /* one x value: a range around it, or gnuplot draws an empty axis */
         double a = cl[i].xmin, b = cl[i].xmax;
         if (!cl[i].nb)
@@ -780,78 +816,108 @@ static int bars_write(const bars *b, int kind, double base, const char *path, un
     return fclose(f);
 }
 
+/* The largest x among a panel's runs: where its breakdown is taken. */
+static double panel_max_x(plot_ctx *c, const char *panel)
+{
+    sqlite3_stmt *s = plot_stmt(c, sqlite3_mprintf("SELECT max(r.%s) FROM runs r WHERE "
+                                                   "r.status = 'ok' %s AND (%s) = ?1",
+                                                   c->xcol, c->where, c->panel), 0);
+    double x = 0;
+    if (!s)
+        return x;
+    sqlite3_bind_text(s, 1, panel, -1, SQLITE_STATIC);
+    if (sqlite3_step(s) == SQLITE_ROW)
+        x = sqlite3_column_double(s, 0);
+    sqlite3_finalize(s);
+    return x;
+}
+
+/* A breakdown panel's title: the panel's, and where on x it stands ("prompt 2048"). */
+static void breakdown_title(const plot_ctx *c, const char *panel_title, double x, char *out,
+                            size_t n)
+{
+    static const char *const at[][2] = {{"prompt_len", "prompt %g"}, {"decode_len", "%g generated"},
+                                        {"batch", "batch %g"}, {"latency_ms", "%g ms latency"},
+                                        {"bandwidth_mbps", "%g Mbit/s"}};
+    const char *fmt = "%g";
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++)
+        if (!strcmp(at[i][0], c->xcol))
+            fmt = at[i][1];
+    char xs[64];
+    snprintf(xs, sizeof xs, fmt, x);
+    snprintf(out, n, "%s, %s", panel_title, xs);
+}
+
+/* Panel p's variables: its title, the units, the bars' labels, the categories and their
+ * colours (a category's place in the op category list). */
+static void breakdown_vars(FILE *v, int p, const char *title, const bars *t, const unit *ut,
+                           const unit *ub)
+{
+    char name[48];
+    snprintf(name, sizeof name, "ptitle%d", p + 1);
+    gnuplot_var_line(v, name, title);
+    snprintf(name, sizeof name, "tunit%d", p + 1);
+    gnuplot_var_line(v, name, ut->name);
+    snprintf(name, sizeof name, "bunit%d", p + 1);
+    gnuplot_var_line(v, name, ub->name);
+    fprintf(v, "nbars%d = %d\nncats%d = %d\n", p + 1, t->nl, p + 1, t->nc);
+    for (int l = 0; l < t->nl; l++) {
+        snprintf(name, sizeof name, "bar%d_%d", p + 1, l);
+        gnuplot_var_line(v, name, t->label[l]);
+    }
+    for (int k = 0; k < t->nc; k++) {
+        snprintf(name, sizeof name, "cat%d_%d", p + 1, k);
+        gnuplot_var_line(v, name, t->cat[k]);
+        int lt = 0;
+        while (lt < OPC_N && strcmp(op_cat_name(lt), t->cat[k]))
+            lt++;
+        fprintf(v, "catlt%d_%d = %d\n", p + 1, k, lt + 1);
+    }
+}
+
+/* Panel p of P: the time and the bytes bars at its largest x, their data files and its
+ * variables in v. The bars' count, or -1. */
+static int breakdown_panel(plot_ctx *c, FILE *v, const panels *P, int p)
+{
+    static bars t, by;
+    double x = panel_max_x(c, P->name[p]);
+    if (bars_fill(c, P->name[p], "b.compute_ns + b.comm_ns", x, &t) ||
+        bars_fill(c, P->name[p], "b.bytes_p0 + b.bytes_p1 + b.bytes_p2", x, &by))
+        return -1;
+    bars_align(&t, &by);
+    unit ut, ub;
+    char path[PATH_MAX + 64], title[400];
+    snprintf(path, sizeof path, "%s/bd_time_%d.dat", c->tmp, p + 1);
+    int rc = bars_write(&t, 's', 1e-9, path, &ut);
+    snprintf(path, sizeof path, "%s/bd_bytes_%d.dat", c->tmp, p + 1);
+    rc |= bars_write(&by, 'B', 1, path, &ub);
+    if (rc)
+        return -1;
+    breakdown_title(c, P->title[p], x, title, sizeof title);
+    breakdown_vars(v, p, title, &t, &ut, &ub);
+    return t.nl;
+}
+
 static void plot_breakdown(plot_ctx *c)
 {
     panels P;
-    static bars t, by;
     if (get_panels(c, "1", &P))
         return (void)c->failed++;
     if (P.n == 0)
         return;
-    char vpath[PATH_MAX + 32], path[PATH_MAX + 64], name[48];
+    char vpath[PATH_MAX + 32];
     FILE *v = vars_open(c, "breakdown", "Per-category breakdown", vpath, sizeof vpath);
     if (!v)
         return (void)c->failed++;
     fprintf(v, "npanels = %d\n", P.n);
     int maxbars = 1;
     for (int p = 0; p < P.n; p++) {
-        sqlite3_stmt *s;
-        double x = 0;
-        char *sql = sqlite3_mprintf("SELECT max(r.%s) FROM runs r WHERE r.status = 'ok' %s AND "
-                                    "(%s) = ?1", c->xcol, c->where, c->panel);
-        if (sql && sqlite3_prepare_v2(c->h, sql, -1, &s, NULL) == SQLITE_OK) {
-            sqlite3_bind_text(s, 1, P.name[p], -1, SQLITE_STATIC);
-            if (sqlite3_step(s) == SQLITE_ROW)
-                x = sqlite3_column_double(s, 0);
-            sqlite3_finalize(s);
-        }
-        sqlite3_free(sql);
-        if (bars_fill(c, P.name[p], "b.compute_ns + b.comm_ns", x, &t) ||
-            bars_fill(c, P.name[p], "b.bytes_p0 + b.bytes_p1 + b.bytes_p2", x, &by)) {
+        int nb = breakdown_panel(c, v, &P, p);
+        if (nb < 0) {
             fclose(v);
             return (void)c->failed++;
         }
-        bars_align(&t, &by);
-        unit ut, ub;
-        snprintf(path, sizeof path, "%s/bd_time_%d.dat", c->tmp, p + 1);
-        int rc = bars_write(&t, 's', 1e-9, path, &ut);
-        snprintf(path, sizeof path, "%s/bd_bytes_%d.dat", c->tmp, p + 1);
-        rc |= bars_write(&by, 'B', 1, path, &ub);
-        if (rc) {
-            fclose(v);
-            return (void)c->failed++;
-        }
-        char title[400];
-        static const char *const at[][2] = {{"prompt_len", "prompt %g"}, {"decode_len", "%g generated"},
-                                            {"batch", "batch %g"}, {"latency_ms", "%g ms latency"},
-                                            {"bandwidth_mbps", "%g Mbit/s"}};
-        const char *fmt = "%g";
-        for (size_t i = 0; i < sizeof at / sizeof at[0]; i++)
-            if (!strcmp(at[i][0], c->xcol))
-                fmt = at[i][1];
-        char xs[64];
-        snprintf(xs, sizeof xs, fmt, x);
-        snprintf(title, sizeof title, "%s, %s", P.title[p], xs);
-        snprintf(name, sizeof name, "ptitle%d", p + 1);
-        gp_var(v, name, title);
-        snprintf(name, sizeof name, "tunit%d", p + 1);
-        gp_var(v, name, ut.name);
-        snprintf(name, sizeof name, "bunit%d", p + 1);
-        gp_var(v, name, ub.name);
-        fprintf(v, "nbars%d = %d\nncats%d = %d\n", p + 1, t.nl, p + 1, t.nc);
-        for (int l = 0; l < t.nl; l++) {
-            snprintf(name, sizeof name, "bar%d_%d", p + 1, l);
-            gp_var(v, name, t.label[l]);
-        }
-        for (int k = 0; k < t.nc; k++) {
-            snprintf(name, sizeof name, "cat%d_%d", p + 1, k);
-            gp_var(v, name, t.cat[k]);
-            int lt = 0; /* the category's colour: its place in the op category list */
-            while (lt < OPC_N && strcmp(op_cat_name(lt), t.cat[k]))
-                lt++;
-            fprintf(v, "catlt%d_%d = %d\n", p + 1, k, lt + 1);
-        }
-        maxbars = t.nl > maxbars ? t.nl : maxbars;
+        maxbars = nb > maxbars ? nb : maxbars;
     }
     fprintf(v, "maxbars = %d\n", maxbars);
     plot_render(c, "breakdown", "breakdown", v, vpath);
@@ -884,8 +950,33 @@ static int pareto_metric(plot_ctx *c, char *out, size_t n)
     return 0;
 }
 
-/* One panel: a block per series of (cost, accuracy) points, and the front (sorted by cost,
- * each point better than every cheaper one). */
+/* The front over the panel's n points (reordered): sorted by cost, each point better than
+ * every cheaper one, the cost divided by div, into path. */
+static int pareto_front(point *pts, int n, int lower, double div, const char *path)
+{
+    for (int i = 1; i < n; i++) /* insertion sort by cost, then accuracy best first */
+        for (int j = i; j > 0; j--) {
+            point *a = &pts[j - 1], *b = &pts[j];
+            int swap = b->x < a->x || (b->x == a->x && (lower ? b->y < a->y : b->y > a->y));
+            if (!swap)
+                break;
+            point t = *a;
+            *a = *b;
+            *b = t;
+        }
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    double best = 0;
+    for (int i = 0; i < n; i++)
+        if (!i || (lower ? pts[i].y < best : pts[i].y > best)) {
+            fprintf(f, "%.9g %.9g\n", pts[i].x / div, pts[i].y);
+            best = pts[i].y;
+        }
+    return fclose(f);
+}
+
+/* One panel: a block per series of (cost, accuracy) points, and the front. */
 static int pareto_cell(plot_ctx *c, const char *panel, const char *metric, int lower,
                        const char *cost, int kind, const char *file, const char *front, cell *out)
 {
@@ -921,41 +1012,16 @@ static int pareto_cell(plot_ctx *c, const char *panel, const char *metric, int l
     out->xmin = INFINITY;
     out->xmax = -INFINITY;
     for (int i = 0; i < n; i++) {
-        if (!i || strcmp(pts[i].name, pts[i - 1].name)) {
-            if (out->nb < PLOT_MAX_SERIES)
-                out->lt[out->nb] = pts[i].series;
-            fprintf(f, "%s", out->nb++ ? "\n\n" : "");
-            gnuplot_str(f, pts[i].name);
-            fprintf(f, " cost accuracy\n");
-        }
+        cell_block(f, out, pts, i, "cost accuracy");
         fprintf(f, "%.9g %.9g\n", pts[i].x / u.div, pts[i].y);
         out->xmin = fmin(out->xmin, pts[i].x / u.div);
         out->xmax = fmax(out->xmax, pts[i].x / u.div);
     }
     if (fclose(f))
         return -1;
-    /* the front over every point of the panel */
-    for (int i = 1; i < n; i++) /* insertion sort by cost, then accuracy best first */
-        for (int j = i; j > 0; j--) {
-            point *a = &pts[j - 1], *b = &pts[j];
-            int swap = b->x < a->x || (b->x == a->x && (lower ? b->y < a->y : b->y > a->y));
-            if (!swap)
-                break;
-            point t = *a;
-            *a = *b;
-            *b = t;
-        }
     char fpath[PATH_MAX + 64];
     snprintf(fpath, sizeof fpath, "%s/%s", c->tmp, front);
-    if (!(f = fopen(fpath, "w")))
-        return -1;
-    double best = 0;
-    for (int i = 0; i < n; i++)
-        if (!i || (lower ? pts[i].y < best : pts[i].y > best)) {
-            fprintf(f, "%.9g %.9g\n", pts[i].x / u.div, pts[i].y);
-            best = pts[i].y;
-        }
-    return fclose(f);
+    return pareto_front(pts, n, lower, u.div, fpath);
 }
 
 static void plot_pareto(plot_ctx *c)
@@ -995,11 +1061,11 @@ static void plot_pareto(plot_ctx *c)
     for (int i = 0; i < n; i++) { /* the x axis is the cost: its own label per cell */
         char name[32];
         snprintf(name, sizeof name, "xlabel%d", i + 1);
-        gp_var(v, name, cl[i].ylabel);
+        gnuplot_var_line(v, name, cl[i].ylabel);
         fprintf(v, "xlogci%d = %d\n", i + 1, cl[i].xmin > 0 && cl[i].xmax / cl[i].xmin >= 30);
     }
-    gp_var(v, "metric_name", metric);
-    gp_var(v, "better", lower ? "lower" : "higher");
+    gnuplot_var_line(v, "metric_name", metric);
+    gnuplot_var_line(v, "better", lower ? "lower" : "higher");
     plot_render(c, "pareto", "pareto", v, vpath);
 }
 
@@ -1067,19 +1133,11 @@ static int plot_parse(int argc, char **argv, plot_opts *o)
         {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
     };
     const cli_cmd cmd = {"plot", opts, sizeof opts / sizeof opts[0], 24, 2};
-    const char *pos[2];
-    int n_pos = 0, rc = cli_parse_cmd(&cmd, argc, argv, pos, &n_pos, plot_usage);
-    if (rc)
-        return rc == CLI_HELP_ASKED ? 1 : rc;
+    int rc = cli_parse_one(&cmd, argc, argv, &o->db, "no database given", "one database only",
+                           plot_usage);
     if (svg)
         o->format = 1;
-    if (n_pos != 1) {
-        cli_error("plot", n_pos == 0 ? "no database given" : "one database only");
-        plot_usage(stderr, &cmd);
-        return 2;
-    }
-    o->db = pos[0];
-    return 0;
+    return rc;
 }
 
 static int plot_prepare(plot_ctx *c, const plot_opts *o)
@@ -1147,16 +1205,9 @@ int cmd_plot(int argc, char **argv)
     if (st)
         return st == 1 ? 0 : 2;
     plot_ctx c = {0};
-    if ((st = dbq_where("plot", o.where, o.wl.n, &c.where)))
-        return st;
     rdb *db;
-    errbuf e;
-    int rc = rdb_open(o.db, 0, &db, &e);
-    if (rc) {
-        cli_error("plot", "%s", e.msg);
-        free(c.where);
-        return ms_err_exit_code(rc);
-    }
+    if ((st = dbq_open("plot", o.db, o.where, o.wl.n, &c.where, &db)))
+        return st;
     c.h = rdb_handle(db);
     if (query_int(&c, "SELECT count(*) FROM runs r WHERE r.status = 'ok' %s", c.where) < 1) {
         cli_error("plot", "%s holds no finished run to plot%s", o.db,

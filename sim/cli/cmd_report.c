@@ -156,83 +156,118 @@ static void wrap(FILE *f, const char *s, int width)
     }
 }
 
-/* Prints rows [r0, r1). Columns among the first `shared` whose cells are all the same (with
- * more than one row) are printed once above the table; then the least important columns (the
- * rightmost first) are left out until the rest fits the width, and named below it. */
-static void tab_print(table *t, int width, size_t shared, size_t r0, size_t r1, FILE *f)
+/* Column c's width over rows [r0, r1): its widest cell, or its head. */
+static size_t tab_col_width(const table *t, size_t c, size_t r0, size_t r1)
 {
-    size_t w[REP_MAX_COLS];
-    char common[1024] = "";
+    size_t w = text_width(t->c[c].head);
+    for (size_t r = r0; r < r1; r++) {
+        size_t len = text_width(tab_get(t, r, c));
+        w = len > w ? len : w;
+    }
+    return w;
+}
+
+/* Whether column c has nothing to say over rows [r0, r1): no figure in this section, no
+ * variant, every run ok, or it is the section's heading (prio 99). */
+static int tab_col_blank(const table *t, size_t c, size_t r0, size_t r1)
+{
+    if (t->c[c].prio == 99)
+        return 1;
+    int blank = r1 > r0;
+    for (size_t r = r0; blank && r < r1; r++)
+        blank = !strcmp(tab_get(t, r, c), "-") || !tab_get(t, r, c)[0] ||
+                (!strcmp(t->c[c].head, "status") && !strcmp(tab_get(t, r, c), "ok"));
+    return blank;
+}
+
+/* Whether column c holds one value in every row of [r0, r1), more than one row. */
+static int tab_col_same(const table *t, size_t c, size_t r0, size_t r1)
+{
+    int same = r1 - r0 > 1;
+    for (size_t r = r0 + 1; same && r < r1; r++)
+        same = !strcmp(tab_get(t, r, c), tab_get(t, r0, c));
+    return same;
+}
+
+/* Which columns rows [r0, r1) show, and their widths w. Columns among the first `shared` that
+ * hold one value go into common ("model llama-2-7b, network lan") instead. */
+static void tab_layout(table *t, size_t shared, size_t r0, size_t r1, size_t *w, char *common,
+                       size_t n)
+{
     size_t cl = 0;
+    common[0] = '\0';
     for (size_t c = 0; c < t->cols; c++) {
         t->c[c].shown = 1;
-        w[c] = text_width(t->c[c].head);
-        int same = r1 - r0 > 1;
-        for (size_t r = r0; r < r1; r++) {
-            size_t len = text_width(tab_get(t, r, c));
-            w[c] = len > w[c] ? len : w[c];
-            if (r > r0 && strcmp(tab_get(t, r, c), tab_get(t, r0, c)))
-                same = 0;
-        }
-        /* nothing to say: no figure in this section, no variant, every run ok, the
-         * section's heading */
-        int blank = r1 > r0 && t->c[c].prio != 99;
-        for (size_t r = r0; blank && r < r1; r++)
-            blank = !strcmp(tab_get(t, r, c), "-") || !tab_get(t, r, c)[0] ||
-                    (!strcmp(t->c[c].head, "status") && !strcmp(tab_get(t, r, c), "ok"));
-        if (blank || t->c[c].prio == 99) {
+        w[c] = tab_col_width(t, c, r0, r1);
+        if (tab_col_blank(t, c, r0, r1)) {
             t->c[c].shown = 0;
             continue;
         }
-        if (same && c < shared) {
+        if (c < shared && tab_col_same(t, c, r0, r1)) {
             t->c[c].shown = 0;
-            cl += (size_t)snprintf(common + cl, cl < sizeof common ? sizeof common - cl : 0,
-                                   "%s%s %s", cl ? ", " : "", t->c[c].head, tab_get(t, r0, c));
+            cl += (size_t)snprintf(common + cl, cl < n ? n - cl : 0, "%s%s %s", cl ? ", " : "",
+                                   t->c[c].head, tab_get(t, r0, c));
         }
     }
-    char dropped[1024] = "";
-    size_t dl = 0;
-    for (;;) {
-        size_t total = 0, k = 0;
-        int worst = -1;
-        for (size_t c = 0; c < t->cols; c++)
-            if (t->c[c].shown) {
-                total += w[c] + (k++ ? 2 : 0);
-                if (worst < 0 || t->c[c].prio >= t->c[worst].prio)
-                    worst = (int)c;
-            }
-        if (total <= (size_t)width || k <= 1 || t->c[worst].prio <= 1)
-            break;
-        t->c[worst].shown = 0;
-        dl += (size_t)snprintf(dropped + dl, dl < sizeof dropped ? sizeof dropped - dl : 0,
-                               "%s%s", dl ? ", " : "", t->c[worst].head);
-    }
-    if (common[0]) {
-        char line[1100];
-        snprintf(line, sizeof line, "all runs: %s", common);
-        wrap(f, line, width);
-    }
+}
+
+/* The width the shown columns take, two spaces between two. */
+static size_t tab_shown_width(const table *t, const size_t *w)
+{
     size_t total = 0, k = 0;
     for (size_t c = 0; c < t->cols; c++)
         if (t->c[c].shown)
             total += w[c] + (k++ ? 2 : 0);
-    if (total > (size_t)width) { /* too narrow for a table: one wrapped paragraph per run */
-        for (size_t r = r0; r < r1; r++) {
-            char line[2048];
-            size_t n = 0;
-            for (size_t c = 0; c < t->cols && n < sizeof line; c++)
-                if (t->c[c].shown && tab_get(t, r, c)[0]) /* an empty variant says nothing */
-                    n += (size_t)snprintf(line + n, sizeof line - n, "%s%s %s", n ? ", " : "",
-                                          t->c[c].head, tab_get(t, r, c));
-            wrap(f, line, width);
-        }
-    }
-    for (long r = -1; total <= (size_t)width && r < (long)(r1 - r0); r++) {
-        int nk = 0;
-        size_t lastc = 0;
+    return total;
+}
+
+/* Leaves out the least important columns (the largest prio, the rightmost first) until the
+ * rest fits width, keeping at least one and every column of prio 1; names them in dropped. */
+static void tab_fit(table *t, const size_t *w, int width, char *dropped, size_t n)
+{
+    size_t dl = 0;
+    dropped[0] = '\0';
+    for (;;) {
+        size_t k = 0;
+        int worst = -1;
         for (size_t c = 0; c < t->cols; c++)
-            if (t->c[c].shown)
-                lastc = c;
+            if (t->c[c].shown) {
+                k++;
+                if (worst < 0 || t->c[c].prio >= t->c[worst].prio)
+                    worst = (int)c;
+            }
+        if (tab_shown_width(t, w) <= (size_t)width || k <= 1 || t->c[worst].prio <= 1)
+            return;
+        t->c[worst].shown = 0;
+        dl += (size_t)snprintf(dropped + dl, dl < n ? n - dl : 0, "%s%s", dl ? ", " : "",
+                               t->c[worst].head);
+    }
+}
+
+/* Rows [r0, r1) too wide for a table even so: a wrapped paragraph of "head value" per run. */
+static void tab_paragraphs(const table *t, size_t r0, size_t r1, int width, FILE *f)
+{
+    for (size_t r = r0; r < r1; r++) {
+        char line[2048];
+        size_t n = 0;
+        for (size_t c = 0; c < t->cols && n < sizeof line; c++)
+            if (t->c[c].shown && tab_get(t, r, c)[0]) /* an empty variant says nothing */
+                n += (size_t)snprintf(line + n, sizeof line - n, "%s%s %s", n ? ", " : "",
+                                      t->c[c].head, tab_get(t, r, c));
+        wrap(f, line, width);
+    }
+}
+
+/* The heads and rows [r0, r1) aligned to the widths w: numbers to the right, the last column
+ * without trailing spaces. */
+static void tab_rows(const table *t, const size_t *w, size_t r0, size_t r1, FILE *f)
+{
+    size_t lastc = 0;
+    for (size_t c = 0; c < t->cols; c++)
+        if (t->c[c].shown)
+            lastc = c;
+    for (long r = -1; r < (long)(r1 - r0); r++) {
+        int nk = 0;
         for (size_t c = 0; c < t->cols; c++) {
             if (!t->c[c].shown)
                 continue;
@@ -246,6 +281,26 @@ static void tab_print(table *t, int width, size_t shared, size_t r0, size_t r1, 
         }
         fputc('\n', f);
     }
+}
+
+/* Prints rows [r0, r1): the columns every row shares (among the first `shared`) once above the
+ * table, then the table with the least important columns left out until it fits the width
+ * (named below it). */
+static void tab_print(table *t, int width, size_t shared, size_t r0, size_t r1, FILE *f)
+{
+    size_t w[REP_MAX_COLS];
+    char common[1024], dropped[1024];
+    tab_layout(t, shared, r0, r1, w, common, sizeof common);
+    tab_fit(t, w, width, dropped, sizeof dropped);
+    if (common[0]) {
+        char line[1100];
+        snprintf(line, sizeof line, "all runs: %s", common);
+        wrap(f, line, width);
+    }
+    if (tab_shown_width(t, w) > (size_t)width)
+        tab_paragraphs(t, r0, r1, width, f);
+    else
+        tab_rows(t, w, r0, r1, f);
     if (dropped[0]) {
         char line[1200];
         snprintf(line, sizeof line, "(not shown for the width: %s; --columns N widens, --csv has "
@@ -403,6 +458,88 @@ static int metric_of(sqlite3_stmt *m, sqlite3_int64 id, const char *name, double
     return 1;
 }
 
+/* The runs table's columns: what tells runs apart (never left out), then the figures by
+ * importance, then the metrics asked for; CSV puts the machine and the variant last. */
+static void runs_columns(const rep *R, table *t, int variant)
+{
+    int csv = R->csv;
+    tab_col(t, "id", 4, 1);
+    tab_col(t, "model", 1, 0);
+    tab_col(t, csv ? "protocol" : "proto", 1, 0);
+    tab_col(t, "network", 1, 0);
+    if (!csv) /* the machine profile and its threads: the answer depends on them */
+        tab_col(t, "machine", 1, 0);
+    tab_col(t, "policy", 1, 0);
+    tab_col(t, "prompt", 1, 1);
+    tab_col(t, csv ? "decode" : "gen", 1, 1);
+    if (variant && !csv) /* what else tells these runs apart */
+        tab_col(t, "variant", 1, 0);
+    tab_col(t, "status", 1, 0);
+    tab_col(t, csv ? "latency_s" : "latency", 1, 1);
+    tab_col(t, csv ? "per_token_s" : "per token", 1, 1);
+    tab_col(t, csv ? "prefill_s" : "prefill", 6, 1);
+    tab_col(t, csv ? "online_bytes" : "online", 3, 1);
+    tab_col(t, csv ? "offline_bytes" : "offline", 5, 1);
+    tab_col(t, "rounds", 7, 1);
+    for (size_t c = 0; c < R->nm; c++)
+        tab_col(t, R->mcols[c], c == 0 ? 2 : 3 + (int)c, 1);
+    if (csv) { /* after the figures: the columns before them keep their places */
+        tab_col(t, "machine", 1, 0);
+        tab_col(t, "threads", 1, 1);
+        if (variant)
+            tab_col(t, "variant", 1, 0);
+    }
+}
+
+/* The machine cell: "default (16 threads)". */
+static void machine_cell(table *t, sqlite3_stmt *s)
+{
+    char mach[96];
+    const char *mn = text(s, R_MACH);
+    int th = sqlite3_column_type(s, R_THREADS) == SQLITE_NULL ? 1 : sqlite3_column_int(s, R_THREADS);
+    snprintf(mach, sizeof mach, "%s (%d thread%s)", mn[0] ? mn : "default", th, th == 1 ? "" : "s");
+    tab_add(t, mach);
+}
+
+/* One run's row (RUN_SELECT's row s; its metrics through m), in runs_columns' order. 1 when
+ * the run failed. */
+static int run_row(const rep *R, table *t, sqlite3_stmt *s, sqlite3_stmt *m, int variant)
+{
+    int csv = R->csv;
+    for (int c = R_ID; c <= R_DECODE; c++) {
+        tab_add(t, text(s, c));
+        if (c == R_NET && !csv)
+            machine_cell(t, s);
+    }
+    const char *vr = dbvar_of(R->var, sqlite3_column_int64(s, R_ID));
+    if (variant && !csv)
+        tab_add(t, vr);
+    int ok = !strcmp(text(s, R_STATUS), "ok");
+    tab_add(t, ok ? "ok" : csv ? "failed" : "FAILED");
+    cell_num(t, s, R_TOTAL, csv, dbq_seconds);
+    cell_num(t, s, R_TOKEN, csv, dbq_seconds);
+    cell_num(t, s, R_PREFILL, csv, dbq_seconds);
+    cell_num(t, s, R_ONLINE, csv, dbq_bytes);
+    cell_num(t, s, R_OFFLINE, csv, dbq_bytes);
+    cell_num(t, s, R_ROUNDS, csv, NULL);
+    for (size_t c = 0; c < R->nm; c++) {
+        char buf[64];
+        double v;
+        if (metric_of(m, sqlite3_column_int64(s, R_ID), R->mcols[c], &v))
+            snprintf(buf, sizeof buf, csv ? "%.17g" : "%.4g", v);
+        else
+            snprintf(buf, sizeof buf, "%s", csv ? "" : "-");
+        tab_add(t, buf);
+    }
+    if (csv) {
+        tab_add(t, text(s, R_MACH));
+        tab_add(t, text(s, R_THREADS));
+        if (variant)
+            tab_add(t, vr);
+    }
+    return !ok;
+}
+
 static int runs_table(rep *R, table *t, int *n_failed)
 {
     char *sql = sqlite3_mprintf(RUN_SELECT, R->where);
@@ -413,76 +550,13 @@ static int runs_table(rep *R, table *t, int *n_failed)
                  ? 0
                  : -1;
     sqlite3_free(sql);
-    int csv = R->csv, variant = dbvar_keys(R->var)[0] != '\0';
-    if (!rc) {
-        /* what tells runs apart is never left out; then the figures by importance */
-        tab_col(t, "id", 4, 1);
-        tab_col(t, "model", 1, 0);
-        tab_col(t, csv ? "protocol" : "proto", 1, 0);
-        tab_col(t, "network", 1, 0);
-        if (!csv) /* the machine profile and its threads: the answer depends on them */
-            tab_col(t, "machine", 1, 0);
-        tab_col(t, "policy", 1, 0);
-        tab_col(t, "prompt", 1, 1);
-        tab_col(t, csv ? "decode" : "gen", 1, 1);
-        if (variant && !csv) /* what else tells these runs apart */
-            tab_col(t, "variant", 1, 0);
-        tab_col(t, "status", 1, 0);
-        tab_col(t, csv ? "latency_s" : "latency", 1, 1);
-        tab_col(t, csv ? "per_token_s" : "per token", 1, 1);
-        tab_col(t, csv ? "prefill_s" : "prefill", 6, 1);
-        tab_col(t, csv ? "online_bytes" : "online", 3, 1);
-        tab_col(t, csv ? "offline_bytes" : "offline", 5, 1);
-        tab_col(t, "rounds", 7, 1);
-        for (size_t c = 0; c < R->nm; c++)
-            tab_col(t, R->mcols[c], c == 0 ? 2 : 3 + (int)c, 1);
-        if (csv) { /* after the figures: the columns before them keep their places */
-            tab_col(t, "machine", 1, 0);
-            tab_col(t, "threads", 1, 1);
-            if (variant)
-                tab_col(t, "variant", 1, 0);
-        }
-    }
+    int variant = dbvar_keys(R->var)[0] != '\0';
+    if (!rc)
+        runs_columns(R, t, variant);
     *n_failed = 0;
     while (!rc && (rc = sqlite3_step(s)) == SQLITE_ROW) {
         rc = 0;
-        for (int c = R_ID; c <= R_DECODE; c++) {
-            tab_add(t, text(s, c));
-            if (c == R_NET && !csv) {
-                char mach[96];
-                const char *mn = text(s, R_MACH);
-                int th = sqlite3_column_type(s, R_THREADS) == SQLITE_NULL ? 1 : sqlite3_column_int(s, R_THREADS);
-                snprintf(mach, sizeof mach, "%s (%d thread%s)", mn[0] ? mn : "default", th, th == 1 ? "" : "s");
-                tab_add(t, mach);
-            }
-        }
-        const char *vr = dbvar_of(R->var, sqlite3_column_int64(s, R_ID));
-        if (variant && !csv)
-            tab_add(t, vr);
-        int ok = !strcmp(text(s, R_STATUS), "ok");
-        *n_failed += !ok;
-        tab_add(t, ok ? "ok" : csv ? "failed" : "FAILED");
-        cell_num(t, s, R_TOTAL, csv, dbq_seconds);
-        cell_num(t, s, R_TOKEN, csv, dbq_seconds);
-        cell_num(t, s, R_PREFILL, csv, dbq_seconds);
-        cell_num(t, s, R_ONLINE, csv, dbq_bytes);
-        cell_num(t, s, R_OFFLINE, csv, dbq_bytes);
-        cell_num(t, s, R_ROUNDS, csv, NULL);
-        for (size_t c = 0; c < R->nm; c++) {
-            char buf[64];
-            double v;
-            if (metric_of(m, sqlite3_column_int64(s, R_ID), R->mcols[c], &v))
-                snprintf(buf, sizeof buf, csv ? "%.17g" : "%.4g", v);
-            else
-                snprintf(buf, sizeof buf, "%s", csv ? "" : "-");
-            tab_add(t, buf);
-        }
-        if (csv) {
-            tab_add(t, text(s, R_MACH));
-            tab_add(t, text(s, R_THREADS));
-            if (variant)
-                tab_add(t, vr);
-        }
+        *n_failed += run_row(R, t, s, m, variant);
         t->rows++;
     }
     if (rc == SQLITE_DONE)
@@ -562,10 +636,22 @@ static const char leak_sql[] =
 static void per_hour(char *out, size_t n, double rate) { snprintf(out, n, "%.4g/h", rate * 3600); }
 static void share(char *out, size_t n, double v) { snprintf(out, n, "%.3f", v); }
 
-static int serve_tables(rep *R, FILE *f)
+/* A serving table under its heading, as CSV or fitted to the width; nothing when empty. */
+static void serve_print(const rep *R, table *t, const char *heading, size_t shared, FILE *f)
 {
-    if (!has_table(R->h, "serve_runs"))
-        return 0;
+    if (!t->rows)
+        return;
+    fprintf(f, "\n%s\n", heading);
+    if (R->csv)
+        tab_csv(t, f);
+    else
+        tab_print(t, R->width, shared, 0, t->rows, f);
+}
+
+/* serve_runs: a row per serving run with its main metrics. 0, or -1 (SQLite error or out of
+ * memory). */
+static int serve_runs_table(rep *R, FILE *f)
+{
     sqlite3_stmt *s;
     if (sqlite3_prepare_v2(R->h, serve_sql, -1, &s, NULL) != SQLITE_OK)
         return -1;
@@ -590,20 +676,20 @@ static int serve_tables(rep *R, FILE *f)
         t.rows++;
     }
     sqlite3_finalize(s);
-    if (rc != SQLITE_DONE || t.oom) {
-        tab_free(&t);
-        return -1;
-    }
-    if (t.rows) {
-        fprintf(f, "\nserving runs (mpcsim serve)\n");
-        if (R->csv)
-            tab_csv(&t, f);
-        else
-            tab_print(&t, R->width, 7, 0, t.rows, f);
-    }
+    int ok = rc == SQLITE_DONE && !t.oom;
+    if (ok)
+        serve_print(R, &t, "serving runs (mpcsim serve)", 7, f);
     tab_free(&t);
+    return ok ? 0 : -1;
+}
+
+/* serve_leak, when present: the timing attacks on the sharing policies. 0, or -1 (SQLite
+ * error). */
+static int serve_leak_table(rep *R, FILE *f)
+{
     if (!has_table(R->h, "serve_leak"))
         return 0;
+    sqlite3_stmt *s;
     table l = {0};
     static const char *const lh[] = {"id", "scenario", "sharing", "channel", "scheduler",
                                      "trials", "success", "chance", "p-value", "bits"};
@@ -613,6 +699,7 @@ static int serve_tables(rep *R, FILE *f)
         tab_free(&l);
         return -1;
     }
+    int rc;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         for (int c = 0; c < 6; c++)
             tab_add(&l, text(s, c));
@@ -621,15 +708,18 @@ static int serve_tables(rep *R, FILE *f)
         l.rows++;
     }
     sqlite3_finalize(s);
-    if (rc == SQLITE_DONE && !l.oom && l.rows) {
-        fprintf(f, "\ntiming attacks on the sharing policies\n");
-        if (R->csv)
-            tab_csv(&l, f);
-        else
-            tab_print(&l, R->width, 5, 0, l.rows, f);
-    }
+    if (rc == SQLITE_DONE && !l.oom)
+        serve_print(R, &l, "timing attacks on the sharing policies", 5, f);
     tab_free(&l);
     return rc == SQLITE_DONE ? 0 : -1;
+}
+
+/* The tables `mpcsim serve` writes, when the database has them. 0, or -1. */
+static int serve_tables(rep *R, FILE *f)
+{
+    if (!has_table(R->h, "serve_runs"))
+        return 0;
+    return serve_runs_table(R, f) ? -1 : serve_leak_table(R, f);
 }
 
 /* ---- JSON ------------------------------------------------------------------------------ */
@@ -782,11 +872,8 @@ static int report_parse(int argc, char **argv, rep *R, const char **list, cli_li
         cli_error("report", "--csv and --json exclude each other");
         return 2;
     }
-    if (n_pos != 1) {
-        cli_error("report", n_pos == 0 ? "no database given" : "one database only");
-        report_usage(stderr, &cmd);
-        return 2;
-    }
+    if ((rc = cli_want_one(&cmd, n_pos, "no database given", "one database only", report_usage)))
+        return rc;
     R->path = pos[0];
     R->width = dbq_columns(cols);
     return 0;
@@ -800,16 +887,9 @@ int cmd_report(int argc, char **argv)
     int st = report_parse(argc, argv, &R, &list, &wl);
     if (st)
         return st < 0 ? 0 : st;
-    if ((st = dbq_where("report", where, wl.n, &R.where)))
-        return st;
     rdb *db;
-    errbuf e;
-    int rc = rdb_open(R.path, 0, &db, &e);
-    if (rc) {
-        cli_error("report", "%s", e.msg);
-        free(R.where);
-        return ms_err_exit_code(rc);
-    }
+    if ((st = dbq_open("report", R.path, where, wl.n, &R.where, &db)))
+        return st;
     R.h = rdb_handle(db);
     if (!R.json && dbvar_build(R.h, RUN_IDENT, NULL, R.where, 0, &R.var)) {
         cli_error("report", "%s: reading the runs' configurations: %s", R.path,

@@ -317,19 +317,10 @@ static int parse_args(int argc, char **argv, val_args *v)
         {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
     };
     const cli_cmd cmd = {"validate", opts, sizeof opts / sizeof opts[0], 24, 0};
-    errbuf e;
-    int rc = cli_parse(&cmd, argc, argv, NULL, NULL, &e);
+    int rc = cli_parse_cmd(&cmd, argc, argv, NULL, NULL, usage);
     v->n_sets = sets.n;
     va->n_policy_params = (size_t)pparams.n;
-    if (rc == CLI_HELP_ASKED) {
-        usage(stdout, &cmd);
-        return -1;
-    }
-    if (rc) {
-        cli_error("validate", "%s", e.msg);
-        return 2;
-    }
-    return 0;
+    return rc == CLI_HELP_ASKED ? -1 : rc;
 }
 
 /* The modes given together: the default (the primitives and stories260K's programs) filled

@@ -88,6 +88,24 @@ int dbq_where(const char *cmd, const char *const *args, int n, char **out)
     return *out ? 0 : 1;
 }
 
+int dbq_open(const char *cmd, const char *path, const char *const *args, int n, char **where,
+             rdb **db)
+{
+    *where = NULL;
+    int st = dbq_where(cmd, args, n, where);
+    if (st)
+        return st;
+    errbuf e;
+    int rc = rdb_open(path, 0, db, &e);
+    if (rc) {
+        cli_error(cmd, "%s", e.msg);
+        free(*where);
+        *where = NULL;
+        return ms_err_exit_code(rc);
+    }
+    return 0;
+}
+
 void dbq_seconds(char *out, size_t n, double s)
 {
     if (s == 0)

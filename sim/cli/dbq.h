@@ -1,9 +1,11 @@
 /* dbq.h — what `report` and `plot` share about reading a results database: --where filters,
- * human units, the terminal's width. */
+ * human units (also `cost`'s), the terminal's width. */
 #ifndef MPCSIM_DBQ_H
 #define MPCSIM_DBQ_H
 
 #include <stddef.h>
+
+#include "results/rdb.h"
 
 #define DBQ_MAX_WHERE 16
 
@@ -13,6 +15,12 @@
  * status, seed) or a path into the resolved config (workload.decode_stride, policies[0].recent,
  * …, through config_json). Numbers compare as numbers. 0, or 2 after printing an error for cmd. */
 int dbq_where(const char *cmd, const char *const *args, int n, char **out);
+
+/* What `report` and `plot` start with: the --where filters as SQL (dbq_where, into *where) and
+ * the database at path opened for reading what it holds (not created; migrated when older).
+ * 0, or the exit status after the error printed for cmd (*where then freed and NULL). */
+int dbq_open(const char *cmd, const char *path, const char *const *args, int n, char **where,
+             rdb **db);
 
 /* "950 ms", "12.3 s", "4.2 min", "3.1 h", "2.4 d". */
 void dbq_seconds(char *out, size_t n, double s);

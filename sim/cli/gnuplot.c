@@ -71,6 +71,13 @@ void gnuplot_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
+void gnuplot_var_line(FILE *f, const char *name, const char *value)
+{
+    fprintf(f, "%s = ", name);
+    gnuplot_str(f, value);
+    fputc('\n', f);
+}
+
 int gnuplot_var(char *buf, size_t n, const char *name, const char *value)
 {
     /* name = "..."; appended whole or not at all, buf stays terminated */

@@ -13,6 +13,8 @@ int gnuplot_run(const char *expr, const char *const *files, int n, const char *e
  * backslashes and backquotes (which gnuplot would run as a shell command) escaped, a line
  * break as \n. */
 void gnuplot_str(FILE *f, const char *s);
+/* One line of a variable file: name = "value", quoted as by gnuplot_str. */
+void gnuplot_var_line(FILE *f, const char *name, const char *value);
 /* "name = \"value\"; " appended to buf (size n), quoted as by gnuplot_str: -e expressions.
  * Appends nothing and returns -1 when it does not fit. */
 int gnuplot_var(char *buf, size_t n, const char *name, const char *value);

@@ -1,6 +1,7 @@
 /* opt.c — table-driven option parsing and --help (opt.h). */
 #include "opt.h"
 
+#include <assert.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
@@ -192,6 +193,27 @@ int cli_parse_cmd(const cli_cmd *c, int argc, char **argv, const char **pos, int
         return 2;
     }
     return 0;
+}
+
+int cli_want_one(const cli_cmd *c, int n_pos, const char *none, const char *many,
+                 void (*usage)(FILE *f, const cli_cmd *c))
+{
+    if (n_pos == 1)
+        return 0;
+    cli_error(c->name, "%s", n_pos == 0 ? none : many);
+    usage(stderr, c);
+    return 2;
+}
+
+int cli_parse_one(const cli_cmd *c, int argc, char **argv, const char **arg, const char *none,
+                  const char *many, void (*usage)(FILE *f, const cli_cmd *c))
+{
+    const char *pos[2]; /* the one, and a second to tell apart from it */
+    assert(c->max_pos <= 2);
+    int n_pos = 0, rc = cli_parse_cmd(c, argc, argv, pos, &n_pos, usage);
+    if (!rc && !(rc = cli_want_one(c, n_pos, none, many, usage)))
+        *arg = pos[0];
+    return rc;
 }
 
 /* Terminal columns of the n bytes at s (UTF-8: continuation bytes take none). */

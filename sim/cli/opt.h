@@ -69,6 +69,14 @@ int cli_parse(const cli_cmd *c, int argc, char **argv, const char **pos, int *n_
  * as "mpcsim NAME: error: …" (returns 2, the usage exit status), else returns 0. */
 int cli_parse_cmd(const cli_cmd *c, int argc, char **argv, const char **pos, int *n_pos,
                   void (*usage)(FILE *f, const cli_cmd *c));
+/* For a command of one positional argument: 0 when n_pos is 1; else prints none (n_pos 0) or
+ * many as the command's error and its usage to stderr, and returns 2. */
+int cli_want_one(const cli_cmd *c, int n_pos, const char *none, const char *many,
+                 void (*usage)(FILE *f, const cli_cmd *c));
+/* cli_parse_cmd, then cli_want_one: *arg = the one positional argument (c->max_pos >= 2, so
+ * that a second one is told as such). 0, CLI_HELP_ASKED or 2. */
+int cli_parse_one(const cli_cmd *c, int argc, char **argv, const char **arg, const char *none,
+                  const char *many, void (*usage)(FILE *f, const cli_cmd *c));
 /* Prints one line per option (and its continuation lines), in the table's order. */
 void cli_help(const cli_cmd *c, FILE *f);
 

@@ -19,7 +19,10 @@ static int same_value(const char *a, const char *b)
     return !strcmp(a, b);
 }
 
-void run_label_policy(const run_cfg *c, char *out, size_t n)
+/* The policy's name, then open, the parameters set away from their defaults as key=value
+ * separated by sep, and close (nothing after the name when there are none). */
+static void policy_label(const run_cfg *c, char *out, size_t n, const char *open,
+                         const char *sep, const char *close)
 {
     const policy_ops *p = policy_find(c->policy.name);
     /* the schema the scenario was read with: 'name', the policy's own parameters, then the
@@ -39,11 +42,21 @@ void run_label_policy(const run_cfg *c, char *out, size_t n)
          * configuration it is */
         if (replay || (def && same_value(kv->val, def)))
             continue;
-        k += (size_t)snprintf(out + k, n - k, "%s%s=%s", any ? "," : "(", kv->key, kv->val);
+        k += (size_t)snprintf(out + k, n - k, "%s%s=%s", any ? sep : open, kv->key, kv->val);
         any = 1;
     }
     if (any && k < n)
-        snprintf(out + k, n - k, ")");
+        snprintf(out + k, n - k, "%s", close);
+}
+
+void run_label_policy(const run_cfg *c, char *out, size_t n)
+{
+    policy_label(c, out, n, "(", ",", ")");
+}
+
+void run_label_policy_words(const run_cfg *c, char *out, size_t n)
+{
+    policy_label(c, out, n, " ", " ", "");
 }
 
 /* A field's value as the scenario file writes it. */

@@ -64,6 +64,33 @@ static int unknown_name(scn_ctx *x, const yx_node *at, const char *what, const c
     return ys_unknown_name(&x->y, at, what, name, cands, n, hint);
 }
 
+/* hint = head, then each of the n names after a space ("protocols: semi2k aby3"). */
+static void hint_names(char *hint, size_t cap, const char *head, const char *const *names,
+                       size_t n)
+{
+    size_t o = (size_t)snprintf(hint, cap, "%s", head);
+    for (size_t i = 0; i < n && o < cap; i++)
+        o += (size_t)snprintf(hint + o, cap - o, " %s", names[i]);
+}
+
+/* Appends to hint (size cap) the text fmt, … and then the places the data directory was
+ * looked for in (mpcsim_datadir_searched): the end of a "not found" hint. */
+static void hint_searched(char *hint, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void hint_searched(char *hint, size_t cap, const char *fmt, ...)
+{
+    size_t o = strlen(hint);
+    va_list ap;
+    va_start(ap, fmt);
+    if (o < cap)
+        o += (size_t)vsnprintf(hint + o, cap - o, fmt, ap);
+    va_end(ap);
+    char where[1400];
+    mpcsim_datadir_searched(where, sizeof where);
+    if (o < cap)
+        snprintf(hint + o, cap - o, "%s", where);
+}
+
 /* ---- sweep expansion ----------------------------------------------------------------------
  * Every list is a set of alternatives. expand() turns a node into its variants: trees without
  * lists. A mapping combines its children's variants: grid = cartesian product (first key
@@ -303,12 +330,9 @@ static int resolve_path(scn_ctx *x, const yx_node *v, const char *key, char *out
             return MS_OK;
         }
     }
-    char hint[2400], where[1400];
-    mpcsim_datadir_searched(where, sizeof where);
-    snprintf(hint, sizeof hint,
-             "relative paths are looked up next to the scenario file (%s), then in the data "
-             "directory: %s",
-             x->dir, where);
+    char hint[2400] = "";
+    hint_searched(hint, sizeof hint, "relative paths are looked up next to the scenario file "
+                  "(%s), then in the data directory: ", x->dir);
     return fail(x, v, hint, "'%s': no such file or folder '%s'", key, p);
 }
 
@@ -353,12 +377,10 @@ static int load_named_model(scn_ctx *x, const yx_node *v, model_cfg *m, char *re
         const char *cands[256];
         for (size_t k = 0; k < n; k++)
             cands[k] = names[k];
-        char hint[1700], where[1400];
-        mpcsim_datadir_searched(where, sizeof where);
-        snprintf(hint, sizeof hint,
-                 "'mpcsim list models' shows the shipped models; a path to a model YAML or an "
-                 "inline mapping also works; models/%s.yaml was looked for in %s",
-                 v->str, where);
+        char hint[1700] = "";
+        hint_searched(hint, sizeof hint, "'mpcsim list models' shows the shipped models; a path "
+                      "to a model YAML or an inline mapping also works; models/%s.yaml was "
+                      "looked for in ", v->str);
         rc = unknown_name(x, v, "model", v->str, cands, n, hint);
         free(names);
         return rc;
@@ -422,13 +444,11 @@ static int read_proto_name(scn_ctx *x, const yx_node *v, run_cfg *c)
         const proto *const *all = proto_all(&n);
         const char *cands[16];
         char hint[256];
-        size_t o = (size_t)snprintf(hint, sizeof hint, "protocols:");
-        for (size_t i = 0; i < n && i < 16; i++) {
+        n = n < 16 ? n : 16;
+        for (size_t i = 0; i < n; i++)
             cands[i] = all[i]->name;
-            o += (size_t)snprintf(hint + o, o < sizeof hint ? sizeof hint - o : 0, " %s",
-                                  all[i]->name);
-        }
-        return unknown_name(x, v, "protocol", v->str, cands, n < 16 ? n : 16, hint);
+        hint_names(hint, sizeof hint, "protocols:", cands, n);
+        return unknown_name(x, v, "protocol", v->str, cands, n, hint);
     }
     errbuf pe;
     if (proto_cfg_default(v->str, &c->proto, &pe))
@@ -788,25 +808,22 @@ static const char *const mach_keys[] = {"base",        "name",         "mac_per_
                                         "mac_par_eff", "elem_par_eff", "prg_par_eff",
                                         "grain"};
 
-static int list_machines(const char *cands[], char store[][64], size_t max)
+int scn_machine_names(char names[][64], size_t max, size_t *n)
 {
     char dir[1100];
     snprintf(dir, sizeof dir, "%s/protocols/machines", mpcsim_datadir());
     DIR *d = opendir(dir);
-    size_t n = 0;
+    *n = 0;
     if (!d)
-        return 0;
+        return -1;
     struct dirent *de;
-    while ((de = readdir(d)) && n < max) {
+    while ((de = readdir(d)) && *n < max) {
         size_t l = strlen(de->d_name);
-        if (l > 5 && l < 64 + 5 && !strcmp(de->d_name + l - 5, ".yaml")) {
-            snprintf(store[n], 64, "%.*s", (int)(l - 5), de->d_name);
-            cands[n] = store[n];
-            n++;
-        }
+        if (l > 5 && l < 64 + 5 && !strcmp(de->d_name + l - 5, ".yaml"))
+            snprintf(names[(*n)++], 64, "%.*s", (int)(l - 5), de->d_name);
     }
     closedir(d);
-    return (int)n;
+    return 0;
 }
 
 static int load_machine(scn_ctx *x, const yx_node *v, machine_profile *m)
@@ -821,15 +838,13 @@ static int load_machine(scn_ctx *x, const yx_node *v, machine_profile *m)
     if (lrc == MS_ERR_NOTFOUND) { /* no such profile: say which, and what exists */
         const char *cands[32];
         char store[32][64];
-        size_t n = (size_t)list_machines(cands, store, 32);
+        size_t n;
+        scn_machine_names(store, 32, &n); /* none listed when the folder cannot be read */
+        for (size_t i = 0; i < n; i++)
+            cands[i] = store[i];
         char hint[2048];
-        size_t o = (size_t)snprintf(hint, sizeof hint, "profiles in protocols/machines/:");
-        for (size_t i = 0; i < n && o < sizeof hint; i++)
-            o += (size_t)snprintf(hint + o, sizeof hint - o, " %s", cands[i]);
-        char where[1400];
-        mpcsim_datadir_searched(where, sizeof where);
-        snprintf(hint + o, o < sizeof hint ? sizeof hint - o : 0,
-                 "; 'mpcsim calibrate -o FILE' writes one; looked in %s", where);
+        hint_names(hint, sizeof hint, "profiles in protocols/machines/:", cands, n);
+        hint_searched(hint, sizeof hint, "; 'mpcsim calibrate -o FILE' writes one; looked in ");
         return unknown_name(x, v, "machine profile", v->str, cands, n, hint);
     }
     return fail_wrap(x, v, NULL, "machine profile: ", me.msg); /* a broken profile file */
@@ -1012,13 +1027,11 @@ static int policy_by_name(scn_ctx *x, const yx_node *v, const policy_ops **out)
     const policy_ops *const *all = policy_all(&n);
     const char *cands[64];
     char hint[512];
-    size_t o = (size_t)snprintf(hint, sizeof hint, "policies:");
-    for (size_t i = 0; i < n && i < 64; i++) {
+    n = n < 64 ? n : 64;
+    for (size_t i = 0; i < n; i++)
         cands[i] = policy_name(all[i]);
-        if (o < sizeof hint)
-            o += (size_t)snprintf(hint + o, sizeof hint - o, " %s", cands[i]);
-    }
-    return unknown_name(x, v, "policy", v->str, cands, n < 64 ? n : 64, hint);
+    hint_names(hint, sizeof hint, "policies:", cands, n);
+    return unknown_name(x, v, "policy", v->str, cands, n, hint);
 }
 
 /* Appends declared parameters to the run, each as given or else its default (the replay's

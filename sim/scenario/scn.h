@@ -44,4 +44,8 @@ const struct ys_schema *scn_schema(void);
 const struct ys_schema *scn_network_schemas(size_t *n);
 const struct ys_schema *scn_trace_schema(void);
 
+/* The machine profiles a scenario may name: the files <datadir>/protocols/machines/NAME.yaml,
+ * as NAME in the folder's order, at most max. 0, or -1 when the folder cannot be read. */
+int scn_machine_names(char names[][64], size_t max, size_t *n);
+
 #endif
