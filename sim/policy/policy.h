@@ -223,6 +223,16 @@ uint32_t policy_h2o_victim(const float *sc, const uint8_t *alive, uint32_t end);
 uint16_t policy_half_up(float x);
 uint16_t policy_half_down(float x);
 float policy_half_float(uint16_t h);
+/* up[i] = policy_half_up(mx[i]) and dn[i] = policy_half_down(mn[i]) for i < n: F16C's
+ * directed-rounding conversions where the CPU has them, the same bits (pages holding a NaN
+ * go the scalar way, whose NaN payload F16C does not keep). */
+void policy_half_bounds(const float *mx, const float *mn, uint32_t n, uint16_t *up,
+                        uint16_t *dn);
+/* A running max and min with key k: mx[i] = k[i] > mx[i] ? k[i] : mx[i], mn[i] likewise, for
+ * i < d, in vector selects (AVX-512 where the CPU has it): the same values. */
+void policy_bounds_update(float *mx, float *mn, const float *k, uint32_t d);
+/* Nonzero: the portable paths of the two above (tests compare them). */
+extern int policy_portable_kernels;
 /* Nonzero: Quest keeps its page bounds in float even where keys can be re-read (the tests
  * compare the two selections). */
 extern int policy_quest_float_bounds;
