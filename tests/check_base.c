@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "harness.h"
 #include "protocols/backend/mpc_prg.h"
 #include "protocols/base/err.h"
 
@@ -130,12 +131,9 @@ END_TEST
 Suite *base_suite(void)
 {
     Suite *s = suite_create("base");
-    TCase *tc = tcase_create("base");
-    tcase_add_test(tc, test_err_codes);
-    tcase_add_loop_test(tc, test_parse_numbers, 0, sizeof nums / sizeof nums[0]);
-    tcase_add_test(tc, test_did_you_mean);
-    tcase_add_test(tc, test_prg_known_answer);
-    tcase_add_test(tc, test_prg_streams_and_chunks);
-    suite_add_tcase(s, tc);
+    TCase *tc = th_case(s, "base", 0);
+    TH_TESTS(tc, test_err_codes);
+    TH_LOOPS(tc, sizeof nums / sizeof nums[0], test_parse_numbers);
+    TH_TESTS(tc, test_did_you_mean, test_prg_known_answer, test_prg_streams_and_chunks);
     return s;
 }

@@ -136,11 +136,8 @@ END_TEST
 Suite *breakeven_suite(void)
 {
     Suite *s = suite_create("breakeven");
-    TCase *tc = tcase_create("map");
-    tcase_set_timeout(tc, 120);
+    TCase *tc = th_case(s, "map", 120);
     TESTDIR_USE(tc);
-    tcase_add_test(tc, test_steady_step_is_the_runners);
-    tcase_add_test(tc, test_cli_map);
-    suite_add_tcase(s, tc);
+    TH_TESTS(tc, test_steady_step_is_the_runners, test_cli_map);
     return s;
 }

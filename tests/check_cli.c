@@ -150,12 +150,12 @@ START_TEST(test_help_and_usage)
         ck_assert_int_eq(MPCSIM(cmds[i]), 2); /* missing operand */
     }
     write_sweep("s.yaml", "usage", 1, 0);
-    ck_assert_int_eq(MPCSIM("run", "s.yaml", "-j", "0"), 2);
-    ck_assert_int_eq(MPCSIM("run", "s.yaml", "-j", "two"), 2);
-    ck_assert_int_eq(MPCSIM("run", "s.yaml", "--shard", "3/2"), 2);
-    ck_assert_int_eq(MPCSIM("run", "s.yaml", "--shard", "0/2"), 2);
-    ck_assert_int_eq(MPCSIM("run", "s.yaml", "--shard", "1"), 2);
-    ck_assert_int_eq(MPCSIM("report", "missing.db"), 2);
+    static const th_argv usage[] = {
+        {"run", "s.yaml", "-j", "0"},         {"run", "s.yaml", "-j", "two"},
+        {"run", "s.yaml", "--shard", "3/2"},  {"run", "s.yaml", "--shard", "0/2"},
+        {"run", "s.yaml", "--shard", "1"},    {"report", "missing.db"},
+    };
+    th_run_each(tmpdir, tagged("out"), tagged("err"), 2, usage, TH_N(usage));
     ck_assert(!th_exists(tpath("missing.db")));
     ck_assert(!th_exists(tpath("results")));
 }
@@ -769,9 +769,8 @@ static void build_plot_db(const char *path, int with_accuracy)
 {
     static const char *const nets[] = {"lan", "wan"}, *const pols[] = {"full", "h2o", "snapkv"};
     static const char *const cats[] = {"attention", "ffn", "softmax"};
-    rdb *db;
+    rdb *db = sqlfix_rdb_new(path);
     errbuf e;
-    ck_assert_int_eq(rdb_open(path, 1, &db, &e), MS_OK);
     int idx = 0;
     for (int n = 0; n < 2; n++)
         for (int p = 0; p < 3; p++)
@@ -874,26 +873,14 @@ END_TEST
 Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
-    TCase *tc = tcase_create("commands");
+    TCase *tc = th_case(s, "commands", 60);
     TESTDIR_USE(tc);
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_help_and_usage);
-    tcase_add_loop_test(tc, test_bad_options, 0, sizeof bad_options / sizeof bad_options[0]);
-    tcase_add_test(tc, test_help_texts);
-    tcase_add_test(tc, test_man_and_completion_options);
-    tcase_add_test(tc, test_rooms_point_one_way);
-    tcase_add_test(tc, test_input_error_writes_nothing);
-    tcase_add_test(tc, test_out_of_range_inputs);
-    tcase_add_test(tc, test_dry_run_and_shards);
-    tcase_add_test(tc, test_db_path_and_resume_guard);
-    tcase_add_test(tc, test_kill_and_resume);
-    tcase_add_test(tc, test_groups_same_as_alone);
-    tcase_add_test(tc, test_worker_death);
-    tcase_add_test(tc, test_determinism_and_merge);
-    tcase_add_test(tc, test_shards_share_db);
-    tcase_add_test(tc, test_concurrent_resumes);
-    tcase_add_test(tc, test_report);
-    tcase_add_test(tc, test_plot_images);
-    suite_add_tcase(s, tc);
+    TH_TESTS(tc, test_help_and_usage);
+    TH_LOOPS(tc, sizeof bad_options / sizeof bad_options[0], test_bad_options);
+    TH_TESTS(tc, test_help_texts, test_man_and_completion_options, test_rooms_point_one_way,
+                 test_input_error_writes_nothing, test_out_of_range_inputs, test_dry_run_and_shards,
+                 test_db_path_and_resume_guard, test_kill_and_resume, test_groups_same_as_alone,
+                 test_worker_death, test_determinism_and_merge, test_shards_share_db,
+                 test_concurrent_resumes, test_report, test_plot_images);
     return s;
 }

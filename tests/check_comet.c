@@ -42,20 +42,20 @@ static void comet_opts(fixture *f, const char *pname, const char *const *params,
     ck_assert(o->spol.ops == &policy_comet_secure);
 }
 
+STORIES(N)
+
 START_TEST(test_comet_on_shares)
 {
     static const char *const protos[] = {"semi2k", "aby3"};
     const int public = _i >= 2;
     const char *const *params = public ? comet_public_params : comet_params;
-    fixture f;
-    fixture_open(&f, N);
     errbuf e = {{0}};
-    uint32_t V = f.m.vocab;
+    uint32_t V = sf.m.vocab;
     float *pol, *full;
     secpol_keep k;
-    fixture_replay(&f, "comet", params, 2, N, P, &k, &pol, &full);
+    fixture_replay(&sf, "comet", params, 2, N, P, &k, &pol, &full);
     secinf_opts o;
-    comet_opts(&f, protos[_i % 2], params, &o);
+    comet_opts(&sf, protos[_i % 2], params, &o);
     o.audit = 1;
     secinf_result r;
     ck_assert_msg(secinf_run(&o, &r, &e) == MS_OK, "%s", e.msg);
@@ -77,7 +77,7 @@ START_TEST(test_comet_on_shares)
                               "of %u (position, layer) equal to the replay's: %u", &A, &NB, &sets, &same) == 4, "%s", buf);
     ck_assert_uint_eq(A, 11);
     ck_assert_uint_eq(NB, 22);
-    ck_assert_uint_eq(sets, N * f.m.n_layers);
+    ck_assert_uint_eq(sets, N * sf.m.n_layers);
     ck_assert_msg(same * 10 >= sets * 9, "%s", buf);
     ck_assert_msg(same == sets || strstr(buf, "(within twice") != NULL, "%s", buf);
     ck_assert_msg(strstr(buf, public ? "pattern public" : "pattern secret") != NULL, "%s", buf);
@@ -96,9 +96,9 @@ START_TEST(test_comet_on_shares)
     op_program_init(&p);
     for (uint32_t st = 0; st < r.n_steps; st++) {
         fixture_step_costed(&o, &r, st, 0, &p);
-        ck_assert_uint_eq(fixture_count_ops(&p, OP_TOPK, OPC_POLICY), f.m.n_layers);
-        ck_assert_uint_eq(fixture_count_ops(&p, OP_GATHER, OPC_POLICY), public ? 0 : f.m.n_layers);
-        ck_assert_uint_eq(fixture_count_ops(&p, OP_REVEAL, -1), 1 + (public ? f.m.n_layers : 0));
+        ck_assert_uint_eq(fixture_count_ops(&p, OP_TOPK, OPC_POLICY), sf.m.n_layers);
+        ck_assert_uint_eq(fixture_count_ops(&p, OP_GATHER, OPC_POLICY), public ? 0 : sf.m.n_layers);
+        ck_assert_uint_eq(fixture_count_ops(&p, OP_REVEAL, -1), 1 + (public ? sf.m.n_layers : 0));
         uint32_t views = 0;
         for (size_t i = 0; i < p.n_ops; i++)
             if (p.ops[i].kind == OP_VIEW && (p.ops[i].flags & OPF_INDEX_BLOCKS)) {
@@ -108,7 +108,7 @@ START_TEST(test_comet_on_shares)
                 ck_assert_uint_eq(p.ops[i - 1].out, p.ops[i].in[0]);
                 ck_assert_int_eq(p.ops[i - 1].iarg, -1);
             }
-        ck_assert_uint_eq(views, public ? f.m.n_layers : 0);
+        ck_assert_uint_eq(views, public ? sf.m.n_layers : 0);
         /* the FFN runs on A·block = 88 of 172 neurons: SiLU over 88 per token */
         for (size_t i = 0; i < p.n_ops; i++)
             if (p.ops[i].kind == OP_SILU)
@@ -117,18 +117,15 @@ START_TEST(test_comet_on_shares)
     op_program_free(&p);
     secinf_result_free(&r);
     fixture_replay_free(&k, pol, full);
-    llama_free(f.L);
     secinf_spol_free(&o.spol);
 }
 END_TEST
 
 START_TEST(test_comet_costed_as_run)
 {
-    fixture f;
-    fixture_open(&f, N);
     errbuf e = {{0}};
     secinf_opts o;
-    policy_env env = fixture_env(&f, P, N);
+    policy_env env = fixture_env(&sf, P, N);
     policy_args pa = {.path = "(test)"};
     void *st;
     uint32_t kept[8] = {0};
@@ -137,7 +134,7 @@ START_TEST(test_comet_costed_as_run)
         if (pub)
             snprintf(kv[1].val, sizeof kv[1].val, "public");
         pa.kv = kv, pa.n = 2;
-        comet_opts(&f, "semi2k", pub ? comet_public_params : comet_params, &o);
+        comet_opts(&sf, "semi2k", pub ? comet_public_params : comet_params, &o);
         ck_assert_msg(policy_comet.init(&env, &pa, &st, &e) == MS_OK, "%s", e.msg);
         for (int si = 0; si < 2; si++) {
             op_program run, cost;
@@ -145,23 +142,18 @@ START_TEST(test_comet_costed_as_run)
             op_program_init(&cost);
             ck_assert_int_eq(secinf_step_program(&o, (uint32_t)si, &run, &e), MS_OK);
             int phase = si ? PHASE_DECODE : PHASE_PREFILL;
-            for (uint32_t l = 0; l < f.m.n_layers; l++) {
-                for (uint32_t g = 0; g < f.m.n_kv_heads; g++)
+            for (uint32_t l = 0; l < sf.m.n_layers; l++) {
+                for (uint32_t g = 0; g < sf.m.n_kv_heads; g++)
                     kept[g] = si ? P : 0;
                 ck_assert_msg(policy_comet.emit_cost(st, phase, l, P, si ? kept : NULL, &cost, &e) == MS_OK, "%s", e.msg);
                 int secret = 0;
                 ck_assert_uint_eq(policy_comet.ffn_active(st, l, &secret), 88);
                 ck_assert_int_eq(secret, !pub);
             }
-            for (int l = 0; l < (int)f.m.n_layers; l++) {
-                const op *a[64], *b[64];
-                size_t na = fixture_layer_ops(&run, l, phase, a, 64), nb = fixture_layer_ops(&cost, l, phase, b, 64);
-                ck_assert_uint_eq(na, nb);
-                /* secret: predictor, top-k, gather, flatten, 3 × (pick, place); public: predictor,
-                 * top-k, transpose, column sums, reveal, indices */
-                ck_assert_uint_eq(na, pub ? 6 : 10);
-                fixture_assert_same_ops(&run, a, &cost, b, na, SAME_ROLES);
-            }
+            /* secret: predictor, top-k, gather, flatten, 3 × (pick, place); public: predictor,
+             * top-k, transpose, column sums, reveal, indices */
+            for (int l = 0; l < (int)sf.m.n_layers; l++)
+                ck_assert_uint_eq(fixture_same_layer(&run, &cost, l, phase, SAME_ROLES), pub ? 6 : 10);
             op_program_free(&run);
             op_program_free(&cost);
         }
@@ -188,7 +180,6 @@ START_TEST(test_comet_costed_as_run)
     ck_assert_int_eq(secret, 0);
     op_program_free(&cost);
     policy_comet.fini(st);
-    llama_free(f.L);
 }
 END_TEST
 
@@ -205,32 +196,30 @@ static int keep_even(void *ctx, uint32_t layer, uint32_t pos, const float *pre, 
 
 START_TEST(test_float_sparse_ffn)
 {
-    fixture f;
-    fixture_open(&f, 4);
-    uint32_t V = f.m.vocab, F = f.m.ffn_dim, D = f.m.dim;
+    uint32_t V = sf.m.vocab, F = sf.m.ffn_dim, D = sf.m.dim;
     float *a = malloc(V * sizeof *a), *b = malloc(V * sizeof *b), *c = malloc(V * sizeof *c);
     llama_hooks h = {.ctx = &F, .ffn_mask = keep_even};
-    llama_reset(f.L);
+    llama_reset(sf.L);
     for (uint32_t p = 0; p < 4; p++)
-        ck_assert_int_eq(llama_forward(f.L, f.ids[p], p, &h, a), MS_OK);
-    llama_reset(f.L);
+        ck_assert_int_eq(llama_forward(sf.L, sf.ids[p], p, &h, a), MS_OK);
+    llama_reset(sf.L);
     for (uint32_t p = 0; p < 4; p++)
-        ck_assert_int_eq(llama_forward(f.L, f.ids[p], p, NULL, c), MS_OK);
+        ck_assert_int_eq(llama_forward(sf.L, sf.ids[p], p, NULL, c), MS_OK);
     /* zero W2's odd columns in every layer (the weights are the model's own buffers) */
-    for (uint32_t l = 0; l < f.m.n_layers; l++) {
+    for (uint32_t l = 0; l < sf.m.n_layers; l++) {
         char nm[32];
         uint32_t r, k;
         snprintf(nm, sizeof nm, "L%u.w2", l);
-        float *w2 = (float *)llama_weight(f.L, nm, &r, &k);
+        float *w2 = (float *)llama_weight(sf.L, nm, &r, &k);
         ck_assert_uint_eq(r, D);
         ck_assert_uint_eq(k, F);
         for (uint32_t d = 0; d < D; d++)
             for (uint32_t i = 1; i < F; i += 2)
                 w2[(size_t)d * F + i] = 0;
     }
-    llama_reset(f.L);
+    llama_reset(sf.L);
     for (uint32_t p = 0; p < 4; p++)
-        ck_assert_int_eq(llama_forward(f.L, f.ids[p], p, NULL, b), MS_OK);
+        ck_assert_int_eq(llama_forward(sf.L, sf.ids[p], p, NULL, b), MS_OK);
     double diff = 0, moved = 0;
     for (uint32_t i = 0; i < V; i++) {
         diff = fmax(diff, fabs(a[i] - b[i]));
@@ -239,49 +228,43 @@ START_TEST(test_float_sparse_ffn)
     ck_assert_msg(diff < 1e-4, "sparse FFN vs zeroed columns: %g", diff);
     ck_assert_msg(moved > 0.1, "the mask changed the logits by only %g", moved);
     free(a), free(b), free(c);
-    llama_free(f.L);
 }
 END_TEST
 
 START_TEST(test_comet_cli)
 {
+    /* the command's options after the text, and what its output must hold */
+    static const struct { const char *args, *want[3]; } cases[] = {
+        {"--set approx=sigmoid --protocol aby3 --policy comet --policy-param active_frac=0.5",
+         {"comet on shares: 11 of 22 blocks", "equal the prediction: yes", "top-1 agreement 3/3"}},
+        {"--protocol semi2k --policy comet --policy-param active_frac=0.5 --policy-param "
+         "pattern=public",
+         {"comet on shares: 11 of 22 blocks", "pattern public (each token's active blocks revealed)",
+          "equal the prediction: yes"}},
+        /* 11 of 22 blocks below skip_below 0.9: every token's next-layer K/V would be refilled */
+        {"--protocol semi2k --policy comet --policy-param active_frac=0.5 --policy-param "
+         "skip_below=0.9",
+         {"NOTE: comet has no selection on shares with these parameters"}},
+    };
     static char out[16384];
-    char args[1024];
-    snprintf(args, sizeof args, "validate --model stories260K --accuracy 14 --prompt 12 --text "
-             "%s/tests/data/tinystories_sample.txt --set approx=sigmoid --protocol aby3 --policy comet "
-             "--policy-param active_frac=0.5", th_data());
-    int st = th_cli_capture(args, out, sizeof out);
-    ck_assert_msg(st == 0, "exit %d: %s", st, out);
-    ck_assert_msg(strstr(out, "comet on shares: 11 of 22 blocks") != NULL, "%s", out);
-    ck_assert_msg(strstr(out, "equal the prediction: yes") != NULL, "%s", out);
-    ck_assert_msg(strstr(out, "top-1 agreement 3/3") != NULL, "%s", out);
-    snprintf(args, sizeof args, "validate --model stories260K --accuracy 14 --prompt 12 --text "
-             "%s/tests/data/tinystories_sample.txt --protocol semi2k --policy comet --policy-param "
-             "active_frac=0.5 --policy-param pattern=public", th_data());
-    st = th_cli_capture(args, out, sizeof out);
-    ck_assert_msg(st == 0, "exit %d: %s", st, out);
-    ck_assert_msg(strstr(out, "comet on shares: 11 of 22 blocks") != NULL, "%s", out);
-    ck_assert_msg(strstr(out, "pattern public (each token's active blocks revealed)") != NULL, "%s", out);
-    ck_assert_msg(strstr(out, "equal the prediction: yes") != NULL, "%s", out);
-    /* 11 of 22 blocks below skip_below 0.9: every token's next-layer K/V would be refilled */
-    snprintf(args, sizeof args, "validate --model stories260K --accuracy 14 --prompt 12 --text "
-             "%s/tests/data/tinystories_sample.txt --protocol semi2k --policy comet --policy-param "
-             "active_frac=0.5 --policy-param skip_below=0.9", th_data());
-    st = th_cli_capture(args, out, sizeof out);
-    ck_assert_msg(st == 0, "exit %d: %s", st, out);
-    ck_assert_msg(strstr(out, "NOTE: comet has no selection on shares with these parameters") != NULL, "%s", out);
+    for (int i = 0; i < TH_N(cases); i++) {
+        th_cli_expect(out, sizeof out, 0, NULL, "validate --model stories260K --accuracy 14 "
+                      "--prompt 12 --text %s/tests/data/tinystories_sample.txt %s", th_data(),
+                      cases[i].args);
+        for (int w = 0; w < 3 && cases[i].want[w]; w++)
+            ck_assert_msg(strstr(out, cases[i].want[w]) != NULL, "%s", out);
+    }
 }
 END_TEST
 
 Suite *comet_suite(void)
 {
     Suite *s = suite_create("comet");
-    TCase *tc = tcase_create("comet");
-    tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, test_comet_on_shares, 0, 4);
-    tcase_add_test(tc, test_comet_costed_as_run);
-    tcase_add_test(tc, test_float_sparse_ffn);
-    tcase_add_test(tc, test_comet_cli);
-    suite_add_tcase(s, tc);
+    TCase *tc = th_case(s, "comet", 120);
+    TH_TESTS(tc, test_comet_cli);
+    TCase *model = th_case(s, "model", 120);
+    STORIES_USE(model);
+    TH_LOOPS(model, 4, test_comet_on_shares);
+    TH_TESTS(model, test_comet_costed_as_run, test_float_sparse_ffn);
     return s;
 }

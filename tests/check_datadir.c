@@ -139,12 +139,9 @@ END_TEST
 Suite *datadir_suite(void)
 {
     Suite *s = suite_create("datadir");
-    TCase *t = tcase_create("datadir");
+    TCase *t = th_case(s, "datadir", 30);
     TESTDIR_USE(t);
-    tcase_add_test(t, test_build_tree_from_elsewhere);
-    tcase_add_test(t, test_installed_layout);
-    tcase_add_test(t, test_not_found_names_mpcsim_data);
-    tcase_set_timeout(t, 30);
-    suite_add_tcase(s, t);
+    TH_TESTS(t, test_build_tree_from_elsewhere, test_installed_layout,
+                test_not_found_names_mpcsim_data);
     return s;
 }

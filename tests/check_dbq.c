@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "harness.h"
 #include "sim/cli/dbq.h"
 
 /* Four runs: ids 1..4. */
@@ -154,10 +155,8 @@ END_TEST
 Suite *dbq_suite(void)
 {
     Suite *s = suite_create("dbq");
-    TCase *tc = tcase_create("dbq");
-    tcase_add_loop_test(tc, test_where, 0, (int)(sizeof where_cases / sizeof where_cases[0]));
-    tcase_add_test(tc, test_units);
-    tcase_add_test(tc, test_columns);
-    suite_add_tcase(s, tc);
+    TCase *tc = th_case(s, "dbq", 0);
+    TH_LOOPS(tc, (int)(sizeof where_cases / sizeof where_cases[0]), test_where);
+    TH_TESTS(tc, test_units, test_columns);
     return s;
 }

@@ -5,6 +5,7 @@
 
 #include <gsl/gsl_rng.h>
 
+#include "harness.h"
 #include "sim/engine/des.h"
 
 START_TEST(test_order_random)
@@ -104,10 +105,7 @@ END_TEST
 Suite *des_suite(void)
 {
     Suite *s = suite_create("des");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, test_order_random);
-    tcase_add_test(tc, test_fifo_ties_interleaved);
-    tcase_add_test(tc, test_monotone_with_rescheduling);
-    suite_add_tcase(s, tc);
+    TCase *tc = th_case(s, "core", 0);
+    TH_TESTS(tc, test_order_random, test_fifo_ties_interleaved, test_monotone_with_rescheduling);
     return s;
 }

@@ -47,9 +47,7 @@ END_TEST
 Suite *fuzz_suite(void)
 {
     Suite *s = suite_create("fuzz");
-    TCase *tc = tcase_create("replay");
-    tcase_set_timeout(tc, 60);
-    tcase_add_loop_test(tc, test_replay, 0, (int)fuzz_n_targets);
-    suite_add_tcase(s, tc);
+    TCase *tc = th_case(s, "replay", 60);
+    TH_LOOPS(tc, (int)fuzz_n_targets, test_replay);
     return s;
 }

@@ -98,12 +98,9 @@ END_TEST
 Suite *gnuplot_suite(void)
 {
     Suite *s = suite_create("gnuplot");
-    TCase *tc = tcase_create("gnuplot");
+    TCase *tc = th_case(s, "gnuplot", 0);
     TESTDIR_USE(tc);
-    tcase_add_loop_test(tc, test_var_round_trip, 0, (int)N_HOSTILE);
-    tcase_add_test(tc, test_str_in_script);
-    tcase_add_test(tc, test_var_too_long);
-    tcase_add_test(tc, test_exit_status);
-    suite_add_tcase(s, tc);
+    TH_LOOPS(tc, (int)N_HOSTILE, test_var_round_trip);
+    TH_TESTS(tc, test_str_in_script, test_var_too_long, test_exit_status);
     return s;
 }

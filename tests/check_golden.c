@@ -8,11 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "protocols/program/eng_plain.h"
 #include "protocols/program/kern.h"
 #include "models/llama.h"
 #include "models/lower.h"
 #include "models/model.h"
+#include "stories.h"
 
 #define N_POS 24    /* positions compared */
 #define PREFILL 6   /* tokens in the prefill step */
@@ -92,11 +94,7 @@ static void keep_cache(session *s, const op_program *p, mpc_val *vals)
 static void step(session *s, const model_cfg *m, int phase, const int *toks, uint32_t n,
                  uint32_t kv_len, float *out)
 {
-    lower_opts o;
-    lower_opts_default(&o);
-    o.phase = phase;
-    o.n_tokens = n;
-    o.kv_len = kv_len;
+    lower_opts o = fixture_step_opts(phase, n, kv_len);
     op_program p;
     op_program_init(&p);
     errbuf err;
@@ -195,9 +193,7 @@ END_TEST
 Suite *golden_suite(void)
 {
     Suite *s = suite_create("golden");
-    TCase *tc = tcase_create("stories260K");
-    tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, test_stories260k_fixed_point, 0, 2);
-    suite_add_tcase(s, tc);
+    TCase *tc = th_case(s, "stories260K", 120);
+    TH_LOOPS(tc, 2, test_stories260k_fixed_point);
     return s;
 }

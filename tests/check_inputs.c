@@ -25,23 +25,7 @@ TESTDIR("check_inputs")
 static const char *tpath(const char *name) { return testdir_path(&td, name); }
 
 
-typedef struct bad_case {
-    const char *text;
-    const char *where; /* ":L:C: error: " after the file's path */
-    const char *gist, *gist2;
-} bad_case;
-
-/* The message starts with path + where and holds both gists. */
-static void check_msg(const char *path, const bad_case *c, const char *msg, int i)
-{
-    char want[700];
-    snprintf(want, sizeof want, "%s%s", path, c->where);
-    ck_assert_msg(!strncmp(msg, want, strlen(want)), "case %d: '%s' does not start with '%s'", i,
-                  msg, want);
-    ck_assert_msg(strstr(msg, c->gist), "case %d: '%s' lacks '%s'", i, msg, c->gist);
-    ck_assert_msg(!c->gist2 || strstr(msg, c->gist2), "case %d: '%s' lacks '%s'", i, msg,
-                  c->gist2);
-}
+typedef th_bad bad_case;
 
 /* ---- scenario sections (root, protocol, network, trace, policy, sweep axes) -------------
  * Each read through its schema table: the message points at the key or value, names it and
@@ -112,7 +96,7 @@ START_TEST(test_scn_bad)
     errbuf e = {{0}};
     int rc = scn_load("s.yaml", scn_bad[_i].text, &s, &e);
     ck_assert_msg(rc == MS_ERR_INPUT, "case %d: rc %d: %s", _i, rc, e.msg);
-    check_msg("s.yaml", &scn_bad[_i], e.msg, _i);
+    th_bad_msg("s.yaml", &scn_bad[_i], e.msg, _i);
     ck_assert_msg(strstr(e.msg, "hint: ") || strstr(e.msg, "did you mean"), "case %d: no hint: %s",
                   _i, e.msg);
     ck_assert_ptr_null(s.runs);
@@ -169,7 +153,7 @@ START_TEST(test_machine_bad)
     machine_profile m;
     errbuf e = {{0}};
     ck_assert_int_eq(machine_load(path, &m, &e), MS_ERR_INPUT);
-    check_msg(path, &machine_bad[_i], e.msg, _i);
+    th_bad_msg(path, &machine_bad[_i], e.msg, _i);
 }
 END_TEST
 
@@ -217,7 +201,7 @@ START_TEST(test_synth_bad)
     before = p;
     errbuf e = {{0}};
     ck_assert_int_eq(trace_synth_read_yaml(&p, path, &e), MS_ERR_INPUT);
-    check_msg(path, &synth_bad[_i], e.msg, _i);
+    th_bad_msg(path, &synth_bad[_i], e.msg, _i);
     ck_assert_int_eq(memcmp(&p, &before, sizeof p), 0); /* nothing half-set */
 }
 END_TEST
@@ -268,7 +252,7 @@ START_TEST(test_serve_bad)
     fclose(f);
     (void)path;
     bad_case c = serve_bad[_i];
-    check_msg("s.yaml", &c, msg, _i);
+    th_bad_msg("s.yaml", &c, msg, _i);
     ck_assert_msg(access(tpath("out.db"), F_OK) != 0, "case %d: a database was written", _i);
 }
 END_TEST
@@ -328,7 +312,7 @@ START_TEST(test_manifest_bad)
     th_file(&td, "tr/manifest.yaml", edited);
     ck_assert_int_eq(trace_open(dir, &t, &e), MS_ERR_FORMAT);
     ck_assert_ptr_null(t);
-    check_msg(man, &c->want, e.msg, _i);
+    th_bad_msg(man, &c->want, e.msg, _i);
 }
 END_TEST
 
@@ -735,7 +719,7 @@ START_TEST(test_checkpoint_bad)
     ck_assert_int_eq(llama_load(&cfg, path, &m, &e), MS_ERR_FORMAT);
     ck_assert_ptr_null(m);
     bad_case c = {NULL, ckpt_bad[_i].where, ckpt_bad[_i].gist, NULL};
-    check_msg(path, &c, e.msg, _i);
+    th_bad_msg(path, &c, e.msg, _i);
     remove(path);
 }
 END_TEST
@@ -810,29 +794,23 @@ END_TEST
 Suite *inputs_suite(void)
 {
     Suite *s = suite_create("inputs");
-    TCase *t = tcase_create("files");
+    TCase *t = th_case(s, "files", 0);
     TESTDIR_USE(t);
-    tcase_add_loop_test(t, test_scn_bad, 0, (int)(sizeof scn_bad / sizeof *scn_bad));
-    tcase_add_test(t, test_scn_nested_file);
-    tcase_add_loop_test(t, test_machine_bad, 0, (int)(sizeof machine_bad / sizeof *machine_bad));
-    tcase_add_test(t, test_machine_ok);
-    tcase_add_loop_test(t, test_synth_bad, 0, (int)(sizeof synth_bad / sizeof *synth_bad));
-    tcase_add_loop_test(t, test_serve_bad, 0, (int)(sizeof serve_bad / sizeof *serve_bad));
-    tcase_add_loop_test(t, test_manifest_bad, 0,
-                        (int)(sizeof manifest_bad / sizeof *manifest_bad));
-    suite_add_tcase(s, t);
+    TH_LOOPS(t, (int)(sizeof scn_bad / sizeof *scn_bad), test_scn_bad);
+    TH_TESTS(t, test_scn_nested_file);
+    TH_LOOPS(t, (int)(sizeof machine_bad / sizeof *machine_bad), test_machine_bad);
+    TH_TESTS(t, test_machine_ok);
+    TH_LOOPS(t, (int)(sizeof synth_bad / sizeof *synth_bad), test_synth_bad);
+    TH_LOOPS(t, (int)(sizeof serve_bad / sizeof *serve_bad), test_serve_bad);
+    TH_LOOPS(t, (int)(sizeof manifest_bad / sizeof *manifest_bad), test_manifest_bad);
     build_sites();
-    t = tcase_create("ranges");
+    t = th_case(s, "ranges", 120);
     TESTDIR_USE(t);
-    tcase_set_timeout(t, 120);
-    tcase_add_loop_test(t, test_numeric_out_of_range, 0, (int)n_sites);
-    tcase_add_test(t, test_numeric_summary);
-    tcase_add_loop_test(t, test_cli_numbers, 0, (int)(sizeof cli_bad / sizeof *cli_bad));
-    tcase_add_loop_test(t, test_checkpoint_bad, 0, TH_N(ckpt_bad));
-    suite_add_tcase(s, t);
-    t = tcase_create("docs");
-    tcase_add_test(t, test_docs_synth_table);
-    tcase_add_test(t, test_docs_key_tables);
-    suite_add_tcase(s, t);
+    TH_LOOPS(t, (int)n_sites, test_numeric_out_of_range);
+    TH_TESTS(t, test_numeric_summary);
+    TH_LOOPS(t, (int)(sizeof cli_bad / sizeof *cli_bad), test_cli_numbers);
+    TH_LOOPS(t, TH_N(ckpt_bad), test_checkpoint_bad);
+    t = th_case(s, "docs", 0);
+    TH_TESTS(t, test_docs_synth_table, test_docs_key_tables);
     return s;
 }

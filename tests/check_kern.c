@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "protocols/program/eng_plain.h"
 #include "protocols/program/kern.h"
 #include "protocols/program/proto.h"
@@ -18,6 +19,13 @@ static double urand(double lo, double hi)
 {
     rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
     return lo + (hi - lo) * (double)(rng_state >> 11) / 9007199254740992.0;
+}
+
+/* x[0..n) uniform in [lo, hi). */
+static void urand_fill(double *x, size_t n, double lo, double hi)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = urand(lo, hi);
 }
 
 static int exp_iters_override; /* 0: the protocol default */
@@ -56,11 +64,11 @@ typedef struct harness {
     mpc_val *vals;
 } harness;
 
-static void h_init(harness *h, int np)
+static harness h_open(int np)
 {
-    h->e = mk(np);
-    op_program_init(&h->p);
-    h->vals = NULL;
+    harness h = {.e = mk(np)};
+    op_program_init(&h.p);
+    return h;
 }
 
 static uint32_t h_tensor(harness *h, const char *name, int role, int dom, uint32_t b, uint32_t r,
@@ -139,8 +147,7 @@ START_TEST(test_lt_eq)
 {
     int np = 2 + (_i & 1);
     msb_override = _i >= 2 ? "carry" : NULL;
-    harness h;
-    h_init(&h, np);
+    harness h = h_open(np);
     msb_override = NULL;
     enum { N = 400 };
     double a[N], b[N];
@@ -182,8 +189,7 @@ START_TEST(test_bit_bound)
     for (size_t wi = 0; wi < sizeof ws / sizeof *ws; wi++) {
         int w = ws[wi];
         msb_override = _i >= 2 ? "ks" : NULL;
-        harness h;
-        h_init(&h, np);
+        harness h = h_open(np);
         msb_override = NULL;
         enum { N = 300 };
         uint64_t half = 1ull << (w - 1);
@@ -247,8 +253,7 @@ START_TEST(test_onehot_width)
     static const uint32_t cs[] = {1, 2, 3, 7, 8, 9, 50, 64, 65, 1000};
     for (size_t ci = 0; ci < sizeof cs / sizeof *cs; ci++) {
         uint32_t C = cs[ci], M = 40;
-        harness h;
-        h_init(&h, np);
+        harness h = h_open(np);
         uint32_t ti = h_tensor(&h, "i", OPT_TEMP, DOM_ARITH, 1, M, 1, NULL, 0);
         for (uint32_t r = 0; r < M; r++)
             h.vals[ti].s[0][r] = r < 2 ? (r ? C - 1 : 0) : (uint64_t)(urand(0, 1) * C) % C;
@@ -266,8 +271,7 @@ START_TEST(test_onehot_width)
         h_free(&h);
     }
     /* sort (ascending and descending) and max of 12-bit integers with w = 13 */
-    harness h;
-    h_init(&h, np);
+    harness h = h_open(np);
     enum { R = 3, L = 37 };
     uint32_t tx = h_tensor(&h, "x", OPT_TEMP, DOM_ARITH, 1, R, L, NULL, 0);
     for (size_t i = 0; i < R * L; i++)
@@ -316,8 +320,7 @@ START_TEST(test_onehot_signed_rank)
     for (size_t si = 0; si < sizeof ss / sizeof *ss; si++) {
         uint32_t S = ss[si], M = 2 * S + 1;
         for (int narrow = 0; narrow < 2; narrow++) {
-            harness h;
-            h_init(&h, np);
+            harness h = h_open(np);
             uint32_t ti = h_tensor(&h, "i", OPT_TEMP, DOM_ARITH, 1, M, 1, NULL, 0);
             for (uint32_t r = 0; r < M; r++) /* every rank −S−1 … S−1 */
                 h.vals[ti].s[0][r] = (uint64_t)((int64_t)r - (int64_t)S - 1);
@@ -378,8 +381,7 @@ END_TEST
 START_TEST(test_a2b_b2a_select)
 {
     int np = 2 + _i;
-    harness h;
-    h_init(&h, np);
+    harness h = h_open(np);
     enum { N = 300 };
     double a[N], c[N], x[N], y[N];
     for (int i = 0; i < N; i++) {
@@ -420,8 +422,7 @@ static double rsqrt_ref(double x) { return 1 / sqrt(x); }
 static double ew_err(int np, int kind, fn1 ref, double lo, double hi, int logu, double rtol,
                      double atol)
 {
-    harness h;
-    h_init(&h, np);
+    harness h = h_open(np);
     enum { N = 2000 };
     double *x = malloc(N * sizeof *x), worst = 0;
     for (int i = 0; i < N; i++)
@@ -449,8 +450,7 @@ static double ew_err(int np, int kind, fn1 ref, double lo, double hi, int logu, 
 static double ew_err_pts(int np, int kind, fn1 ref, const double *x, int N, int w, double rtol,
                          double atol)
 {
-    harness h;
-    h_init(&h, np);
+    harness h = h_open(np);
     double worst = 0, wx = 0;
     uint32_t tx = h_tensor(&h, "x", OPT_TEMP, DOM_ARITH, 1, 1, (uint32_t)N, x, F);
     h_components(&h, tx, np);
@@ -584,12 +584,10 @@ END_TEST
 START_TEST(test_softmax)
 {
     int np = 2 + _i;
-    harness h;
-    h_init(&h, np);
+    harness h = h_open(np);
     enum { B = 2, M = 3, N = 37 };
     double x[B * M * N];
-    for (int i = 0; i < B * M * N; i++)
-        x[i] = urand(-12, 12);
+    urand_fill(x, B * M * N, -12, 12);
     for (int causal = -1; causal <= 20; causal += 21) {
         uint32_t tx = h_tensor(&h, "x", OPT_TEMP, DOM_ARITH, B, M, N, x, F);
         uint32_t ty = h_tensor(&h, "y", OPT_TEMP, DOM_ARITH, B, M, N, NULL, 0);
@@ -618,8 +616,7 @@ END_TEST
 START_TEST(test_norms)
 {
     int np = 2 + _i;
-    harness h;
-    h_init(&h, np);
+    harness h = h_open(np);
     enum { R = 4, N = 64 };
     double x[R * N], g[N], b[N];
     for (int i = 0; i < R * N; i++)
@@ -659,12 +656,10 @@ END_TEST
 START_TEST(test_max_argmax_topk)
 {
     int np = 2 + _i;
-    harness h;
-    h_init(&h, np);
+    harness h = h_open(np);
     enum { B = 2, M = 2, N = 23, K = 5 };
     double x[B * M * N];
-    for (int i = 0; i < B * M * N; i++)
-        x[i] = urand(-50, 50);
+    urand_fill(x, B * M * N, -50, 50);
     uint32_t tx = h_tensor(&h, "x", OPT_TEMP, DOM_ARITH, B, M, N, x, F);
     uint32_t tm = h_tensor(&h, "mx", OPT_TEMP, DOM_ARITH, B, M, 1, NULL, 0);
     uint32_t ta = h_tensor(&h, "am", OPT_TEMP, DOM_ARITH, B, M, N, NULL, 0);
@@ -711,8 +706,7 @@ START_TEST(test_topk_quickselect)
      * each position once; every top-k size from 1 to n, two and three parties */
     int np = 2 + _i;
     topk_override = "quickselect";
-    harness h;
-    h_init(&h, np);
+    harness h = h_open(np);
     enum { R = 3, N = 40 };
     double x[R * N];
     for (int i = 0; i < R * N; i++)
@@ -752,42 +746,49 @@ START_TEST(test_topk_quickselect)
 }
 END_TEST
 
-/* Rounds and bytes of one TOPK op (R rows of n, top k) on a protocol's cost engine. */
-static void topk_cost(const char *protocol, const char *topk, uint32_t R, uint32_t n, uint32_t k,
+/* The totals of program p (its last op emitted here as o) on a protocol's cost engine, topk
+ * (NULL: the default) its top-k variant; shuffles (may be NULL) counts its shuffle rounds. */
+static void prog_cost(const char *protocol, const char *topk, op_program *p, const op *o,
                       cost_totals *t, uint64_t *shuffles)
 {
     const proto *pr = proto_find(protocol);
     proto_cfg c;
     errbuf e;
     ck_assert_int_eq(proto_cfg_default(protocol, &c, &e), 0);
-    ck_assert_int_eq(proto_cfg_set(&c, "topk", topk, &e), 0);
+    if (topk)
+        ck_assert_int_eq(proto_cfg_set(&c, "topk", topk, &e), 0);
+    ck_assert_int_ge(op_emit(p, o), 0);
+    cost_log log;
+    cost_log_init(&log, pr->n_parties);
+    ck_assert_msg(proto_cost_program(pr, &c, p, &log, &e) == 0, "%s", e.msg);
+    memset(t, 0, sizeof *t);
+    if (shuffles)
+        *shuffles = 0;
+    for (size_t i = 0; i < log.n; i++) {
+        cost_totals_add_round(t, &log.r[i], pr->n_parties);
+        if (shuffles)
+            *shuffles += log.r[i].prim == PRIM_SHUFFLE;
+    }
+    cost_log_free(&log);
+}
+
+/* Rounds and bytes of one TOPK op (R rows of n, top k) on a protocol's cost engine. */
+static void topk_cost(const char *protocol, const char *topk, uint32_t R, uint32_t n, uint32_t k,
+                      cost_totals *t, uint64_t *shuffles)
+{
     op_program p;
     op_program_init(&p);
     uint32_t tx = op_tensor_add(&p, "x", OPT_TEMP, DOM_ARITH, 1, R, n);
     uint32_t tk = op_tensor_add(&p, "tk", OPT_TEMP, DOM_ARITH, 1, R * k, n);
     op o = mkop(OP_TOPK, 1, R, 0, n, tx, OP_NONE, OP_NONE, tk);
     o.iarg = (int32_t)k;
-    ck_assert_int_ge(op_emit(&p, &o), 0);
-    cost_log log;
-    cost_log_init(&log, pr->n_parties);
-    ck_assert_msg(proto_cost_program(pr, &c, &p, &log, &e) == 0, "%s", e.msg);
-    memset(t, 0, sizeof *t);
-    *shuffles = 0;
-    for (size_t i = 0; i < log.n; i++) {
-        cost_totals_add_round(t, &log.r[i], pr->n_parties);
-        *shuffles += log.r[i].prim == PRIM_SHUFFLE;
-    }
-    cost_log_free(&log);
+    prog_cost(protocol, topk, &p, &o, t, shuffles);
     op_program_free(&p);
 }
 
 /* The one-hot of m secret indices over n classes, alone. */
 static void onehot_cost(const char *protocol, uint32_t m, uint32_t n, cost_totals *t)
 {
-    const proto *pr = proto_find(protocol);
-    proto_cfg c;
-    errbuf e;
-    ck_assert_int_eq(proto_cfg_default(protocol, &c, &e), 0);
     op_program p;
     op_program_init(&p);
     uint32_t ti = op_tensor_add(&p, "i", OPT_TEMP, DOM_ARITH, 1, m, 1);
@@ -795,14 +796,7 @@ static void onehot_cost(const char *protocol, uint32_t m, uint32_t n, cost_total
     op o = mkop(OP_ONEHOT, 1, m, 0, n, ti, OP_NONE, OP_NONE, to);
     while ((1u << o.bits) < n) /* indices in [0, n): the bound top-k's own one-hot uses */
         o.bits++;
-    ck_assert_int_ge(op_emit(&p, &o), 0);
-    cost_log log;
-    cost_log_init(&log, pr->n_parties);
-    ck_assert_msg(proto_cost_program(pr, &c, &p, &log, &e) == 0, "%s", e.msg);
-    memset(t, 0, sizeof *t);
-    for (size_t i = 0; i < log.n; i++)
-        cost_totals_add_round(t, &log.r[i], pr->n_parties);
-    cost_log_free(&log);
+    prog_cost(protocol, NULL, &p, &o, t, NULL);
     op_program_free(&p);
 }
 
@@ -868,12 +862,10 @@ END_TEST
 START_TEST(test_onehot_gather)
 {
     int np = 2 + _i;
-    harness h;
-    h_init(&h, np);
+    harness h = h_open(np);
     enum { M = 6, V = 11, D = 4 };
     double idx[M] = {0, 10, 3, 3, 7, 1}, tab[V * D];
-    for (int i = 0; i < V * D; i++)
-        tab[i] = urand(-2, 2);
+    urand_fill(tab, V * D, -2, 2);
     uint32_t ti = h_tensor(&h, "idx", OPT_INPUT, DOM_ARITH, 1, M, 1, idx, 0);
     uint32_t to = h_tensor(&h, "oh", OPT_TEMP, DOM_ARITH, 1, M, V, NULL, 0);
     uint32_t tt = h_tensor(&h, "tab", OPT_WEIGHT, DOM_ARITH, 1, V, D, tab, F);
@@ -896,16 +888,12 @@ END_TEST
 START_TEST(test_rope_matmul)
 {
     int np = 2 + _i;
-    harness h;
-    h_init(&h, np);
+    harness h = h_open(np);
     enum { B = 2, M = 3, K = 8, N = 5 };
     double x[B * M * K], w[B * N * K], pw[K * N];
-    for (int i = 0; i < B * M * K; i++)
-        x[i] = urand(-2, 2);
-    for (int i = 0; i < B * N * K; i++)
-        w[i] = urand(-2, 2);
-    for (int i = 0; i < K * N; i++)
-        pw[i] = urand(-2, 2);
+    urand_fill(x, B * M * K, -2, 2);
+    urand_fill(w, B * N * K, -2, 2);
+    urand_fill(pw, K * N, -2, 2);
     uint32_t tx = h_tensor(&h, "x", OPT_TEMP, DOM_ARITH, B, M, K, x, F);
     uint32_t tw = h_tensor(&h, "w", OPT_CACHE, DOM_ARITH, B, N, K, w, F);
     uint32_t tp = h_tensor(&h, "pw", OPT_PUBLIC, DOM_ARITH, 1, K, N, pw, F);
@@ -954,8 +942,7 @@ END_TEST
 START_TEST(test_arith_ops)
 {
     int np = 2 + _i;
-    harness h;
-    h_init(&h, np);
+    harness h = h_open(np);
     enum { N = 50 };
     double a[N], b[N];
     for (int i = 0; i < N; i++)
@@ -988,16 +975,13 @@ END_TEST
 START_TEST(test_layout_conventions)
 {
     int np = 2 + _i;
-    harness h;
-    h_init(&h, np);
+    harness h = h_open(np);
     enum { S = 1, T = 2, HQ = 4, HKV = 2, D = 4, CAP = 6, KV = 3 };
     double x[T * HQ * D], bias[HQ * D], kc[HKV * CAP * D], q[HQ * D];
-    for (int i = 0; i < T * HQ * D; i++)
-        x[i] = urand(-2, 2);
+    urand_fill(x, T * HQ * D, -2, 2);
     for (int i = 0; i < HQ * D; i++)
         bias[i] = urand(-1, 1), q[i] = urand(-1, 1);
-    for (int i = 0; i < HKV * CAP * D; i++)
-        kc[i] = urand(-1, 1);
+    urand_fill(kc, HKV * CAP * D, -1, 1);
     uint32_t tx = h_tensor(&h, "x", OPT_TEMP, DOM_ARITH, 1, T, HQ * D, x, F);
     uint32_t tb = h_tensor(&h, "b", OPT_WEIGHT, DOM_ARITH, 1, 1, HQ * D, bias, F);
     uint32_t ty = h_tensor(&h, "y", OPT_TEMP, DOM_ARITH, 1, T, HQ * D, NULL, 0);
@@ -1063,29 +1047,16 @@ END_TEST
 Suite *kern_suite(void)
 {
     Suite *s = suite_create("kern");
-    TCase *t = tcase_create("numerics");
-    tcase_set_timeout(t, 60);
-    tcase_add_test(t, test_fx_roundtrip);
-    tcase_add_loop_test(t, test_lt_eq, 0, 4);
-    tcase_add_loop_test(t, test_bit_bound, 0, 4);
-    tcase_add_loop_test(t, test_onehot_width, 0, 2);
-    tcase_add_loop_test(t, test_onehot_signed_rank, 0, 2);
-    tcase_add_loop_test(t, test_a2b_b2a_select, 0, 2);
-    tcase_add_loop_test(t, test_exp, 0, 2);
-    tcase_add_loop_test(t, test_exp_pow2, 0, 2);
-    tcase_add_loop_test(t, test_reciprocal, 0, 4);
-    tcase_add_loop_test(t, test_rsqrt, 0, 4);
-    tcase_add_loop_test(t, test_recip_rsqrt_bitdec, 0, 8);
-    tcase_add_loop_test(t, test_gelu_silu, 0, 2);
-    tcase_add_loop_test(t, test_softmax, 0, 2);
-    tcase_add_loop_test(t, test_norms, 0, 2);
-    tcase_add_loop_test(t, test_max_argmax_topk, 0, 2);
-    tcase_add_loop_test(t, test_topk_quickselect, 0, 2);
-    tcase_add_test(t, test_topk_quickselect_cost);
-    tcase_add_loop_test(t, test_onehot_gather, 0, 2);
-    tcase_add_loop_test(t, test_rope_matmul, 0, 2);
-    tcase_add_loop_test(t, test_arith_ops, 0, 2);
-    tcase_add_loop_test(t, test_layout_conventions, 0, 2);
-    suite_add_tcase(s, t);
+    TCase *t = th_case(s, "numerics", 60);
+    TH_TESTS(t, test_fx_roundtrip);
+    TH_LOOPS(t, 4, test_lt_eq, test_bit_bound);
+    TH_LOOPS(t, 2, test_onehot_width, test_onehot_signed_rank, test_a2b_b2a_select, test_exp,
+                   test_exp_pow2);
+    TH_LOOPS(t, 4, test_reciprocal, test_rsqrt);
+    TH_LOOPS(t, 8, test_recip_rsqrt_bitdec);
+    TH_LOOPS(t, 2, test_gelu_silu, test_softmax, test_norms, test_max_argmax_topk,
+                   test_topk_quickselect);
+    TH_TESTS(t, test_topk_quickselect_cost);
+    TH_LOOPS(t, 2, test_onehot_gather, test_rope_matmul, test_arith_ops, test_layout_conventions);
     return s;
 }

@@ -316,15 +316,9 @@ END_TEST
 Suite *llama_suite(void)
 {
     Suite *s = suite_create("llama");
-    TCase *tc = tcase_create("reference");
-    tcase_set_timeout(tc, 60);
+    TCase *tc = th_case(s, "reference", 60);
     TESTDIR_USE(tc);
-    tcase_add_test(tc, test_logits_bos);
-    tcase_add_test(tc, test_greedy_256);
-    tcase_add_test(tc, test_tokenizer);
-    tcase_add_test(tc, test_hooks);
-    tcase_add_test(tc, test_bad_checkpoint);
-    tcase_add_test(tc, test_hostile_files);
-    suite_add_tcase(s, tc);
+    TH_TESTS(tc, test_logits_bos, test_greedy_256, test_tokenizer, test_hooks, test_bad_checkpoint,
+                 test_hostile_files);
     return s;
 }

@@ -107,16 +107,30 @@ static sums summarize(const op_program *p)
     return s;
 }
 
-START_TEST(test_decode_llama)
+/* The default lowering options at kv_len cached entries. */
+static lower_opts opts_at(uint32_t kv_len)
 {
-    model_cfg m = load("llama-2-7b");
     lower_opts o;
     lower_opts_default(&o);
-    o.kv_len = 1000;
+    o.kv_len = kv_len;
+    return o;
+}
+
+/* m's step lowered with o (which must succeed). */
+static op_program lower_ok(const model_cfg *m, const lower_opts *o)
+{
     op_program p;
     op_program_init(&p);
     errbuf e;
-    ck_assert_int_eq(lower_step(&m, &o, &p, &e), MS_OK);
+    ck_assert_msg(lower_step(m, o, &p, &e) == MS_OK, "%s", e.msg);
+    return p;
+}
+
+START_TEST(test_decode_llama)
+{
+    model_cfg m = load("llama-2-7b");
+    lower_opts o = opts_at(1000);
+    op_program p = lower_ok(&m, &o);
     ck_assert(op_program_is_sane(&p));
     sums s = summarize(&p);
     /* one token through every weight matrix once, plus the untied LM head */
@@ -144,10 +158,7 @@ START_TEST(test_prefill_gpt2)
     lower_opts_default(&o);
     o.phase = PHASE_PREFILL;
     o.n_tokens = 128;
-    op_program p;
-    op_program_init(&p);
-    errbuf e;
-    ck_assert_int_eq(lower_step(&m, &o, &p, &e), MS_OK);
+    op_program p = lower_ok(&m, &o);
     sums s = summarize(&p);
     ck_assert_uint_eq(s.n_gelu, m.n_layers);
     ck_assert_uint_eq(s.n_layernorm, 2 * m.n_layers + 1);
@@ -333,9 +344,7 @@ END_TEST
 START_TEST(test_context_overflow)
 {
     model_cfg m = load("stories260K");
-    lower_opts o;
-    lower_opts_default(&o);
-    o.kv_len = 512;
+    lower_opts o = opts_at(512);
     op_program p;
     op_program_init(&p);
     errbuf e;
@@ -348,17 +357,10 @@ END_TEST
 Suite *lower_suite(void)
 {
     Suite *s = suite_create("lower");
-    TCase *tc = tcase_create("models");
+    TCase *tc = th_case(s, "models", 0);
     TESTDIR_USE(tc);
-    tcase_add_test(tc, test_shipped_models);
-    tcase_add_test(tc, test_param_counts);
-    tcase_add_test(tc, test_bad_model_files);
-    tcase_add_test(tc, test_decode_llama);
-    tcase_add_test(tc, test_attended_cache);
-    tcase_add_test(tc, test_sparse_ffn);
-    tcase_add_test(tc, test_prefill_gpt2);
-    tcase_add_test(tc, test_kept_counts);
-    tcase_add_test(tc, test_context_overflow);
-    suite_add_tcase(s, tc);
+    TH_TESTS(tc, test_shipped_models, test_param_counts, test_bad_model_files, test_decode_llama,
+                 test_attended_cache, test_sparse_ffn, test_prefill_gpt2, test_kept_counts,
+                 test_context_overflow);
     return s;
 }

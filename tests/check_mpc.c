@@ -844,51 +844,66 @@ typedef struct fault {
                * TLS (an altered record) */
 } fault;
 
-static int fault_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
+/* A node that squares 256 shared values (X) iters times, calling hook before each round; a
+ * nonzero hook ends the run with its code (its message in err). */
+typedef int (*round_hook)(eng *e, mpc_net *net, const void *arg, int it, errbuf *err);
+static int squaring_node(eng *e, mpc_net *net, const void *arg, int iters, round_hook hook, errbuf *err)
 {
-    const fault *f = arg;
-    size_t n = 256;
     mpc_val x = {0}, z = {0};
-    int rc = e->vt->alloc(e, &x, n, DOM_ARITH);
+    int rc = e->vt->alloc(e, &x, 256, DOM_ARITH);
     if (!rc)
         rc = e->vt->input(e, &x, 0, X);
-    int me = mpc_engine_is_dealer(e) ? -1 : e->party;
-    for (int it = 0; it < 200 && !rc; it++) {
-        if (it == 3 && me == 1 && f->kind == 0)
-            raise(SIGKILL);
-        if (it == 3 && me == 1 && f->kind == 1)
-            shutdown(mpc_net_fd(net, 0), SHUT_RDWR);
-        if (it == 3 && me == 1 && f->kind == 4)
-            sleep(2);
-        if (it == 3 && me == -1 && f->kind == 6)
-            raise(SIGKILL); /* the dealer dies: P1 waits on its corrections */
-        if (it == 3 && me == 0 && f->kind == 8) {
-            static const uint8_t junk[64] = {23, 3, 3, 0, 40};
-            if (write(mpc_net_fd(net, 1), junk, sizeof junk) < 0)
-                return err_set(err, MS_ERR_IO, "write");
-            sleep(1);
-            return err_set(err, MS_ERR_PEER, "rogue sender done");
-        }
-        if (it == 3 && me == 0 && (f->kind == 2 || f->kind == 3 || f->kind == 5 || f->kind == 7)) {
-            uint8_t h[MPC_FRAME_HDR + 16];
-            memset(h, 0x41, sizeof h);
-            if (f->kind != 2) /* a well-formed header claiming 3 payload bytes / a cut payload */
-                mpcfix_frame(h, f->kind == 7 ? 99 : MPC_FRAME_VERSION, MPC_FR_DATA, 0, 4, f->kind == 3 ? 3 : 16 * n);
-            if (mpc_net_send_raw(net, 1, h, sizeof h, err))
-                return MS_ERR_IO;
-            if (f->kind == 5)
-                _exit(0); /* the frame is cut short and the sender is gone */
-            sleep(1); /* keep the link open until P1 has read the frame */
-            return err_set(err, MS_ERR_PEER, "rogue sender done");
-        }
-        rc = e->vt->mul(e, &z, &x, &x);
+    for (int it = 0; it < iters && !rc; it++) {
+        rc = hook(e, net, arg, it, err);
+        if (!rc)
+            rc = e->vt->mul(e, &z, &x, &x);
     }
     if (rc && !err->msg[0])
         err_set(err, rc, "%s", mpc_engine_error(e));
     e->vt->release(e, &x);
     e->vt->release(e, &z);
-    (void)out;
     return rc;
+}
+
+static int fault_hook(eng *e, mpc_net *net, const void *arg, int it, errbuf *err)
+{
+    const fault *f = arg;
+    size_t n = 256;
+    int me = mpc_engine_is_dealer(e) ? -1 : e->party;
+    if (it == 3 && me == 1 && f->kind == 0)
+        raise(SIGKILL);
+    if (it == 3 && me == 1 && f->kind == 1)
+        shutdown(mpc_net_fd(net, 0), SHUT_RDWR);
+    if (it == 3 && me == 1 && f->kind == 4)
+        sleep(2);
+    if (it == 3 && me == -1 && f->kind == 6)
+        raise(SIGKILL); /* the dealer dies: P1 waits on its corrections */
+    if (it == 3 && me == 0 && f->kind == 8) {
+        static const uint8_t junk[64] = {23, 3, 3, 0, 40};
+        if (write(mpc_net_fd(net, 1), junk, sizeof junk) < 0)
+            return err_set(err, MS_ERR_IO, "write");
+        sleep(1);
+        return err_set(err, MS_ERR_PEER, "rogue sender done");
+    }
+    if (it == 3 && me == 0 && (f->kind == 2 || f->kind == 3 || f->kind == 5 || f->kind == 7)) {
+        uint8_t h[MPC_FRAME_HDR + 16];
+        memset(h, 0x41, sizeof h);
+        if (f->kind != 2) /* a well-formed header claiming 3 payload bytes / a cut payload */
+            mpcfix_frame(h, f->kind == 7 ? 99 : MPC_FRAME_VERSION, MPC_FR_DATA, 0, 4, f->kind == 3 ? 3 : 16 * n);
+        if (mpc_net_send_raw(net, 1, h, sizeof h, err))
+            return MS_ERR_IO;
+        if (f->kind == 5)
+            _exit(0); /* the frame is cut short and the sender is gone */
+        sleep(1); /* keep the link open until P1 has read the frame */
+        return err_set(err, MS_ERR_PEER, "rogue sender done");
+    }
+    return 0;
+}
+
+static int fault_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
+{
+    (void)out;
+    return squaring_node(e, net, arg, 200, fault_hook, err);
 }
 
 static void run_fault(const char *pr, int kind, const char *want, int timeout_ms)
@@ -919,29 +934,22 @@ typedef struct freeze {
     int victim, pause;
 } freeze;
 
-static int freeze_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
+static int freeze_hook(eng *e, mpc_net *net, const void *arg, int it, errbuf *err)
 {
     const freeze *f = arg;
-    mpc_val x = {0}, z = {0};
-    int rc = e->vt->alloc(e, &x, 256, DOM_ARITH);
-    if (!rc)
-        rc = e->vt->input(e, &x, 0, X);
-    int me = mpc_net_self(net);
-    for (int it = 0; it < 60 && !rc; it++) {
-        if (it == 20 && me == f->victim) {
-            if (f->pause)
-                usleep(6500000); /* computing, as far as the peers can tell: still beating */
-            else
-                raise(SIGSTOP);
-        }
-        rc = e->vt->mul(e, &z, &x, &x);
+    if (it == 20 && mpc_net_self(net) == f->victim) {
+        if (f->pause)
+            usleep(6500000); /* computing, as far as the peers can tell: still beating */
+        else
+            raise(SIGSTOP);
     }
-    if (rc && !err->msg[0])
-        err_set(err, rc, "%s", mpc_engine_error(e));
-    e->vt->release(e, &x);
-    e->vt->release(e, &z);
+    return 0;
+}
+
+static int freeze_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
+{
     (void)out;
-    return rc;
+    return squaring_node(e, net, arg, 60, freeze_hook, err);
 }
 
 /* Each node in turn is frozen (SIGSTOP) mid-run while the no-progress timeout is a minute, as
@@ -1054,30 +1062,15 @@ END_TEST
 Suite *mpc_suite(void)
 {
     Suite *s = suite_create("mpc");
-    TCase *tp = tcase_create("primitives");
-    tcase_set_timeout(tp, 60);
-    tcase_add_loop_test(tp, test_elementwise, 0, 2);
-    tcase_add_loop_test(tp, test_input_open, 0, 2);
-    tcase_add_loop_test(tp, test_matmul, 0, 2);
-    tcase_add_loop_test(tp, test_trunc_edges, 0, 2);
-    tcase_add_test(tp, test_beaver_cache_setup);
-    tcase_add_test(tp, test_local_matmul_tiles);
-    tcase_add_test(tp, test_pack_bits);
-    tcase_add_test(tp, test_latency);
-    tcase_add_test(tp, test_sync_and_late_receiver);
-    suite_add_tcase(s, tp);
-    TCase *ts = tcase_create("security");
-    tcase_set_timeout(ts, 60);
-    tcase_add_loop_test(ts, test_p1_view_independent, 0, 2);
-    tcase_add_loop_test(ts, test_keys_fresh, 0, 2);
-    suite_add_tcase(s, ts);
-    TCase *tf = tcase_create("faults");
-    tcase_set_timeout(tf, 60);
-    tcase_add_loop_test(tf, test_fault, 0, TH_N(fault_cases));
-    tcase_add_loop_test(tf, test_fault_frozen, 0, 2);
-    tcase_add_test(tf, test_busy_not_frozen);
-    tcase_add_test(tf, test_port_in_use);
-    tcase_add_test(tf, test_peers_parse);
-    suite_add_tcase(s, tf);
+    TCase *tp = th_case(s, "primitives", 60);
+    TH_LOOPS(tp, 2, test_elementwise, test_input_open, test_matmul, test_trunc_edges);
+    TH_TESTS(tp, test_beaver_cache_setup, test_local_matmul_tiles, test_pack_bits, test_latency,
+                 test_sync_and_late_receiver);
+    TCase *ts = th_case(s, "security", 60);
+    TH_LOOPS(ts, 2, test_p1_view_independent, test_keys_fresh);
+    TCase *tf = th_case(s, "faults", 60);
+    TH_LOOPS(tf, TH_N(fault_cases), test_fault);
+    TH_LOOPS(tf, 2, test_fault_frozen);
+    TH_TESTS(tf, test_busy_not_frozen, test_port_in_use, test_peers_parse);
     return s;
 }

@@ -421,19 +421,11 @@ END_TEST
 Suite *mpc_cli_suite(void)
 {
     Suite *s = suite_create("mpc_cli");
-    TCase *tc = tcase_create("party");
-    tcase_set_timeout(tc, 60);
+    TCase *tc = th_case(s, "party", 60);
     TESTDIR_USE(tc);
-    tcase_add_loop_test(tc, test_demo_sessions, 0, 2);
-    tcase_add_loop_test(tc, test_repeat, 0, 2);
-    tcase_add_test(tc, test_no_secret_in_output);
-    tcase_add_test(tc, test_port_in_use);
-    tcase_add_test(tc, test_stray_connections);
-    tcase_add_test(tc, test_keys_command);
-    tcase_add_test(tc, test_plaintext_warns);
-    tcase_add_test(tc, test_wrong_key);
-    tcase_add_test(tc, test_bad_usage);
-    tcase_add_test(tc, test_validate_primitives);
-    suite_add_tcase(s, tc);
+    TH_LOOPS(tc, 2, test_demo_sessions, test_repeat);
+    TH_TESTS(tc, test_no_secret_in_output, test_port_in_use, test_stray_connections,
+                 test_keys_command, test_plaintext_warns, test_wrong_key, test_bad_usage,
+                 test_validate_primitives);
     return s;
 }

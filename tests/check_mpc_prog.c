@@ -42,6 +42,15 @@ typedef struct prog_case {
     uint32_t idx_hi;  /* any_name: tensors named "….ffn.idx" get V_IDX indices below this */
 } prog_case;
 
+/* An empty case in pname (every other field zero); its program, initialised. */
+static op_program *case_open(prog_case *c, const char *pname)
+{
+    memset(c, 0, sizeof *c);
+    c->pname = pname;
+    op_program_init(&c->prog);
+    return &c->prog;
+}
+
 static uint64_t mix(uint64_t *s)
 {
     uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
@@ -207,11 +216,9 @@ static uint64_t *exact_ref(const op *o, const mpc_val *pv, size_t n)
     return r;
 }
 
-/* Checks a measured run of c->prog: per-op counts against the cost engine, values against the
- * clear-text engine (unless counts_only). */
-static void check_run(const prog_case *c, mpc_local_run *lr_in)
+/* The case's protocol configuration: pname's defaults with its msb, normalize and topk. */
+static proto_cfg case_cfg(const prog_case *c)
 {
-    mpc_local_run lr = *lr_in;
     proto_cfg cfg;
     errbuf err = {{0}};
     ck_assert_int_eq(proto_cfg_default(c->pname, &cfg, &err), MS_OK);
@@ -221,6 +228,16 @@ static void check_run(const prog_case *c, mpc_local_run *lr_in)
         ck_assert_int_eq(proto_cfg_set(&cfg, "normalize", c->norm, &err), MS_OK);
     if (c->topk)
         ck_assert_int_eq(proto_cfg_set(&cfg, "topk", c->topk, &err), MS_OK);
+    return cfg;
+}
+
+/* Checks a measured run of c->prog: per-op counts against the cost engine, values against the
+ * clear-text engine (unless counts_only). */
+static void check_run(const prog_case *c, mpc_local_run *lr_in)
+{
+    mpc_local_run lr = *lr_in;
+    proto_cfg cfg = case_cfg(c);
+    errbuf err = {{0}};
     const op_program *p = &c->prog;
     ck_assert(op_program_is_sane(p));
     /* prediction, with the public counts P0 synced (QuickSelect's partitions: cost_tape) */
@@ -316,15 +333,8 @@ static void check_run(const prog_case *c, mpc_local_run *lr_in)
 
 static void run_case(const prog_case *c)
 {
-    proto_cfg cfg;
+    proto_cfg cfg = case_cfg(c);
     errbuf err = {{0}};
-    ck_assert_int_eq(proto_cfg_default(c->pname, &cfg, &err), MS_OK);
-    if (c->msb)
-        ck_assert_int_eq(proto_cfg_set(&cfg, "msb", c->msb, &err), MS_OK);
-    if (c->norm)
-        ck_assert_int_eq(proto_cfg_set(&cfg, "normalize", c->norm, &err), MS_OK);
-    if (c->topk)
-        ck_assert_int_eq(proto_cfg_set(&cfg, "topk", c->topk, &err), MS_OK);
     mpc_launch l = {.cfg = cfg, .deadline_ms = 30000};
     mpc_local_run lr;
     ck_assert_msg(mpc_run_local(&l, &c->prog, bind_fn, (void *)c, !c->counts_only, &lr, &err) == MS_OK,
@@ -442,10 +452,7 @@ static const single singles[] = {
 
 static void single_case(prog_case *c, const char *pname, const single *s)
 {
-    memset(c, 0, sizeof *c);
-    c->pname = pname;
-    op_program *p = &c->prog;
-    op_program_init(p);
+    op_program *p = case_open(c, pname);
     static const char *names[3] = {"a", "b", "c"};
     uint32_t in[3] = {OP_NONE, OP_NONE, OP_NONE};
     int shape = op_kind_shape(s->kind);
@@ -580,11 +587,8 @@ START_TEST(test_topk_quickselect_ops)
 {
     const char *pname = _i ? "aby3" : "semi2k";
     prog_case c;
-    memset(&c, 0, sizeof c);
-    c.pname = pname;
+    op_program *p = case_open(&c, pname);
     c.topk = "quickselect";
-    op_program *p = &c.prog;
-    op_program_init(p);
     uint32_t x = op_tensor_add(p, "x", OPT_INPUT, DOM_ARITH, 2, 2, 24);
     uint32_t e = op_tensor_add(p, "e", OPT_INPUT, DOM_ARITH, 1, 1, 24);
     emit(p, OP_INPUT, 2, 2, 0, 24, OP_NONE, OP_NONE, OP_NONE, x, 0, 0, 0);
@@ -650,6 +654,25 @@ START_TEST(test_stories260k_step)
 }
 END_TEST
 
+/* The FFN at public neuron indices ix (T rows of A of them): the weights' rows of w1 and columns
+ * of w2 taken by index (fixed operands), x (T × D) through both matmuls into y; x and the
+ * weights bound to reals (binds 0–2). */
+typedef struct ffn_tensors {
+    uint32_t x, w1, w2, ix, a1, a2, h, y;
+} ffn_tensors;
+
+static void indexed_ffn(prog_case *c, uint32_t T, uint32_t D, uint32_t A, ffn_tensors t)
+{
+    op_program *p = &c->prog;
+    emit(p, OP_VIEW, T, A, 0, D, t.w1, t.ix, OP_NONE, t.a1, OPF_INDEX_ROWS | OPF_FIXED_B, 0, 0);
+    emit(p, OP_MATMUL, T, 1, D, A, t.x, t.a1, OP_NONE, t.h, OPF_FIXED_B | OPF_TRANS_B, 0, 0);
+    emit(p, OP_VIEW, T, D, 0, A, t.w2, t.ix, OP_NONE, t.a2, OPF_INDEX_COLS | OPF_FIXED_B, 0, 0);
+    emit(p, OP_MATMUL, T, 1, A, D, t.h, t.a2, OP_NONE, t.y, OPF_FIXED_B | OPF_TRANS_B, 0, 0);
+    c->binds[0] = (tbind){"x", V_REAL, -1, 1};
+    c->binds[1] = (tbind){"w1", V_REAL, -0.5, 0.5};
+    c->binds[2] = (tbind){"w2", V_REAL, -0.5, 0.5};
+}
+
 /* Comet's sparse FFN on shares (lower_opts.ffn_active, public pattern): the weights' active
  * rows and columns taken by public index (VIEW, OPF_INDEX_*), the matmuls by them with the
  * fixed operands' masks restricted (semi2k: no opening in the step). A small FFN checked
@@ -659,10 +682,7 @@ START_TEST(test_sparse_ffn_ops)
 {
     const char *pname = _i ? "aby3" : "semi2k";
     prog_case c;
-    memset(&c, 0, sizeof c);
-    c.pname = pname;
-    op_program *p = &c.prog;
-    op_program_init(p);
+    op_program *p = case_open(&c, pname);
     enum { T = 3, D = 16, F = 40, A = 9 };
     uint32_t x = op_tensor_add(p, "x", OPT_INPUT, DOM_ARITH, 1, T, D);
     uint32_t w1 = op_tensor_add(p, "w1", OPT_WEIGHT, DOM_ARITH, 1, F, D);
@@ -673,13 +693,7 @@ START_TEST(test_sparse_ffn_ops)
     uint32_t h = op_tensor_add(p, "h", OPT_TEMP, DOM_ARITH, 1, T, A);
     uint32_t y = op_tensor_add(p, "y", OPT_OUTPUT, DOM_ARITH, 1, T, D);
     emit(p, OP_INPUT, 1, T, 0, D, OP_NONE, OP_NONE, OP_NONE, x, 0, 0, 0);
-    emit(p, OP_VIEW, T, A, 0, D, w1, ix, OP_NONE, a1, OPF_INDEX_ROWS | OPF_FIXED_B, 0, 0);
-    emit(p, OP_MATMUL, T, 1, D, A, x, a1, OP_NONE, h, OPF_FIXED_B | OPF_TRANS_B, 0, 0);
-    emit(p, OP_VIEW, T, D, 0, A, w2, ix, OP_NONE, a2, OPF_INDEX_COLS | OPF_FIXED_B, 0, 0);
-    emit(p, OP_MATMUL, T, 1, A, D, h, a2, OP_NONE, y, OPF_FIXED_B | OPF_TRANS_B, 0, 0);
-    c.binds[0] = (tbind){"x", V_REAL, -1, 1};
-    c.binds[1] = (tbind){"w1", V_REAL, -0.5, 0.5};
-    c.binds[2] = (tbind){"w2", V_REAL, -0.5, 0.5};
+    indexed_ffn(&c, T, D, A, (const ffn_tensors){x, w1, w2, ix, a1, a2, h, y});
     c.binds[3] = (tbind){"ix", V_IDX, 0, F};
     c.tol = T_ULP;
     run_case(&c);
@@ -699,10 +713,7 @@ END_TEST
 START_TEST(test_revealed_blocks)
 {
     prog_case c;
-    memset(&c, 0, sizeof c);
-    c.pname = _i ? "aby3" : "semi2k";
-    op_program *p = &c.prog;
-    op_program_init(p);
+    op_program *p = case_open(&c, _i ? "aby3" : "semi2k");
     enum { T = 3, D = 8, F = 20, BS = 6, NB = 4, A = 2 * BS };
     uint32_t x = op_tensor_add(p, "x", OPT_INPUT, DOM_ARITH, 1, T, D);
     uint32_t ind = op_tensor_add(p, "ind", OPT_INPUT, DOM_ARITH, T, NB, 1);
@@ -718,19 +729,11 @@ START_TEST(test_revealed_blocks)
     emit(p, OP_INPUT, T, NB, 0, 1, OP_NONE, OP_NONE, OP_NONE, ind, 0, 0, 0);
     emit(p, OP_REVEAL, T, NB, 0, 1, ind, OP_NONE, OP_NONE, pat, 0, -1, 0);
     emit(p, OP_VIEW, T, A, F, 1, pat, OP_NONE, OP_NONE, ix, OPF_INDEX_BLOCKS, BS, 0);
-    emit(p, OP_VIEW, T, A, 0, D, w1, ix, OP_NONE, a1, OPF_INDEX_ROWS | OPF_FIXED_B, 0, 0);
-    emit(p, OP_MATMUL, T, 1, D, A, x, a1, OP_NONE, h, OPF_FIXED_B | OPF_TRANS_B, 0, 0);
-    emit(p, OP_VIEW, T, D, 0, A, w2, ix, OP_NONE, a2, OPF_INDEX_COLS | OPF_FIXED_B, 0, 0);
-    emit(p, OP_MATMUL, T, 1, A, D, h, a2, OP_NONE, y, OPF_FIXED_B | OPF_TRANS_B, 0, 0);
-    c.binds[0] = (tbind){"x", V_REAL, -1, 1};
-    c.binds[1] = (tbind){"w1", V_REAL, -0.5, 0.5};
-    c.binds[2] = (tbind){"w2", V_REAL, -0.5, 0.5};
+    indexed_ffn(&c, T, D, A, (const ffn_tensors){x, w1, w2, ix, a1, a2, h, y});
     c.binds[3] = (tbind){"ind", V_BLOCKS, 0, 0};
     c.tol = T_ULP;
-    proto_cfg cfg;
     errbuf err = {{0}};
-    ck_assert_int_eq(proto_cfg_default(c.pname, &cfg, &err), MS_OK);
-    mpc_launch l = {.cfg = cfg, .deadline_ms = 30000};
+    mpc_launch l = {.cfg = case_cfg(&c), .deadline_ms = 30000};
     mpc_local_run lr;
     ck_assert_msg(mpc_run_local(&l, p, bind_fn, &c, 1, &lr, &err) == MS_OK, "%s: %s", c.pname, err.msg);
     check_run(&c, &lr);
@@ -862,19 +865,10 @@ END_TEST
 Suite *mpc_prog_suite(void)
 {
     Suite *s = suite_create("mpc_prog");
-    TCase *tc = tcase_create("programs");
-    tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, test_composite, 0, 2);
-    tcase_add_loop_test(tc, test_single_ops, 0, 2);
-    tcase_add_loop_test(tc, test_carry_msb_ops, 0, 2);
-    tcase_add_loop_test(tc, test_normalize_ops, 0, 2);
-    tcase_add_loop_test(tc, test_bit_bound_ops, 0, 2);
-    tcase_add_loop_test(tc, test_topk_quickselect_ops, 0, 2);
-    tcase_add_loop_test(tc, test_sparse_ffn_ops, 0, 2);
-    tcase_add_loop_test(tc, test_revealed_blocks, 0, 2);
-    tcase_add_loop_test(tc, test_stories260k_step, 0, 2);
-    tcase_add_loop_test(tc, test_two_programs, 0, 2);
-    suite_add_tcase(s, tc);
+    TCase *tc = th_case(s, "programs", 120);
+    TH_LOOPS(tc, 2, test_composite, test_single_ops, test_carry_msb_ops, test_normalize_ops,
+                    test_bit_bound_ops, test_topk_quickselect_ops, test_sparse_ffn_ops,
+                    test_revealed_blocks, test_stories260k_step, test_two_programs);
     (void)cur;
     return s;
 }

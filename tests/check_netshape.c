@@ -180,11 +180,7 @@ END_TEST
 Suite *netshape_suite(void)
 {
     Suite *s = suite_create("netshape");
-    TCase *tc = tcase_create("netshape");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_burst_against_tbf);
-    tcase_add_test(tc, test_refusals);
-    tcase_add_test(tc, test_links_up_and_down);
-    suite_add_tcase(s, tc);
+    TCase *tc = th_case(s, "netshape", 60);
+    TH_TESTS(tc, test_burst_against_tbf, test_refusals, test_links_up_and_down);
     return s;
 }

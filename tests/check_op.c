@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "protocols/program/op.h"
 
 static void build_small(op_program *p)
@@ -93,10 +94,7 @@ END_TEST
 Suite *op_suite(void)
 {
     Suite *s = suite_create("op");
-    TCase *tc = tcase_create("program");
-    tcase_add_test(tc, test_roundtrip);
-    tcase_add_test(tc, test_malformed);
-    tcase_add_test(tc, test_names);
-    suite_add_tcase(s, tc);
+    TCase *tc = th_case(s, "program", 0);
+    TH_TESTS(tc, test_roundtrip, test_malformed, test_names);
     return s;
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "sim/cli/opt.h"
 
 typedef struct vals {
@@ -168,11 +169,9 @@ END_TEST
 Suite *opt_suite(void)
 {
     Suite *s = suite_create("opt");
-    TCase *tc = tcase_create("opt");
-    tcase_add_test(tc, test_values);
-    tcase_add_test(tc, test_bundled_and_order);
-    tcase_add_loop_test(tc, test_errors, 0, sizeof bad / sizeof bad[0]);
-    tcase_add_test(tc, test_help);
-    suite_add_tcase(s, tc);
+    TCase *tc = th_case(s, "opt", 0);
+    TH_TESTS(tc, test_values, test_bundled_and_order);
+    TH_LOOPS(tc, sizeof bad / sizeof bad[0], test_errors);
+    TH_TESTS(tc, test_help);
     return s;
 }

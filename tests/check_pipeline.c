@@ -41,6 +41,24 @@ static void env_load(pl_env *v, const pl_case *c)
         v->model.max_ctx = c->kv_len + c->n_tokens + 1;
 }
 
+/* The environment of a case written in place. */
+static pl_env env_of(pl_case c)
+{
+    pl_env v;
+    env_load(&v, &c);
+    return v;
+}
+
+/* The memo (its rounds into a) and the plain coster (into b) cost p alike. */
+static void memo_agrees(pl_env *v, const op_program *p, cost_memo *memo, cost_log *a, cost_log *b)
+{
+    errbuf e;
+    ck_assert_msg(proto_cost_program_memo(v->pr, &v->pcfg, p, a, memo, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(proto_cost_program(v->pr, &v->pcfg, p, b, &e) == MS_OK, "%s", e.msg);
+    ck_assert_uint_eq(a->n, b->n);
+    ck_assert(!memcmp(a->r, b->r, a->n * sizeof *a->r));
+}
+
 /* kept[l·kv_heads + g]: a different count per KV head and per layer, some above kv_len. */
 static uint32_t *make_kept(const model_cfg *m, uint32_t kv_len)
 {
@@ -191,9 +209,7 @@ END_TEST
  * must not reuse rounds costed under the old one. */
 START_TEST(test_memo_follows_config)
 {
-    pl_case c = {"stories260K", "semi2k", "wan", PHASE_DECODE, 1, 20, 1, 0, 0};
-    pl_env v;
-    env_load(&v, &c);
+    pl_env v = env_of((pl_case){"stories260K", "semi2k", "wan", PHASE_DECODE, 1, 20, 1, 0, 0});
     lower_opts lo;
     lower_opts_default(&lo);
     lo.kv_len = 20;
@@ -207,15 +223,10 @@ START_TEST(test_memo_follows_config)
     cost_log_init(&b, 2);
     for (int local = 0; local < 2; local++) {
         v.pcfg.trunc_local = local;
-        ck_assert_int_eq(proto_cost_program_memo(v.pr, &v.pcfg, &p, &a, memo, &e), MS_OK);
-        ck_assert_int_eq(proto_cost_program(v.pr, &v.pcfg, &p, &b, &e), MS_OK);
-        ck_assert_uint_eq(a.n, b.n);
-        ck_assert(!memcmp(a.r, b.r, a.n * sizeof *a.r));
+        memo_agrees(&v, &p, memo, &a, &b);
     }
     /* a NULL memo is the plain coster */
-    ck_assert_int_eq(proto_cost_program_memo(v.pr, &v.pcfg, &p, &a, NULL, &e), MS_OK);
-    ck_assert_uint_eq(a.n, b.n);
-    ck_assert(!memcmp(a.r, b.r, a.n * sizeof *a.r));
+    memo_agrees(&v, &p, NULL, &a, &b);
     cost_memo_free(memo);
     cost_log_free(&a);
     cost_log_free(&b);
@@ -227,9 +238,7 @@ END_TEST
  * steps at growing kv_len add a few hundred new rounds each (the attention ops). */
 START_TEST(test_memo_empties_itself)
 {
-    pl_case c = {"llama-2-7b", "semi2k", "wan", PHASE_DECODE, 1, 4096, 1, 0, 0};
-    pl_env v;
-    env_load(&v, &c);
+    pl_env v = env_of((pl_case){"llama-2-7b", "semi2k", "wan", PHASE_DECODE, 1, 4096, 1, 0, 0});
     v.model.max_ctx = 8192;
     cost_memo *memo = cost_memo_new();
     op_program p;
@@ -245,10 +254,7 @@ START_TEST(test_memo_empties_itself)
         lo.kv_len = 4096 + s;
         op_program_clear(&p);
         ck_assert_int_eq(lower_step(&v.model, &lo, &p, &e), MS_OK);
-        ck_assert_int_eq(proto_cost_program_memo(v.pr, &v.pcfg, &p, &a, memo, &e), MS_OK);
-        ck_assert_int_eq(proto_cost_program(v.pr, &v.pcfg, &p, &b, &e), MS_OK);
-        ck_assert_uint_eq(a.n, b.n);
-        ck_assert_msg(!memcmp(a.r, b.r, a.n * sizeof *a.r), "step %u differs", s);
+        memo_agrees(&v, &p, memo, &a, &b);
         size_t now = cost_memo_rounds(memo);
         ck_assert_uint_le(now, (size_t)1 << 16);
         resets += now < held;
@@ -266,9 +272,7 @@ END_TEST
 /* A bad operand id is reported as without the memo, even when an equal-looking op was seen. */
 START_TEST(test_memo_reports_bad_ops)
 {
-    pl_case c = {"stories260K", "semi2k", "wan", PHASE_DECODE, 1, 20, 1, 0, 0};
-    pl_env v;
-    env_load(&v, &c);
+    pl_env v = env_of((pl_case){"stories260K", "semi2k", "wan", PHASE_DECODE, 1, 20, 1, 0, 0});
     op_program p;
     op_program_init(&p);
     uint32_t x = op_tensor_add(&p, "x", OPT_INPUT, DOM_ARITH, 1, 1, 8);
@@ -444,14 +448,9 @@ END_TEST
 Suite *pipeline_suite(void)
 {
     Suite *s = suite_create("pipeline");
-    TCase *tc = tcase_create("fast_equals_reference");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_memo_and_fast_schedule_match_reference);
-    tcase_add_test(tc, test_memo_follows_config);
-    tcase_add_test(tc, test_memo_reports_bad_ops);
-    tcase_add_test(tc, test_memo_empties_itself);
-    tcase_add_test(tc, test_lowering_weights_by_name);
-    tcase_add_test(tc, test_runs_match_reference);
-    suite_add_tcase(s, tc);
+    TCase *tc = th_case(s, "fast_equals_reference", 60);
+    TH_TESTS(tc, test_memo_and_fast_schedule_match_reference, test_memo_follows_config,
+                 test_memo_reports_bad_ops, test_memo_empties_itself, test_lowering_weights_by_name,
+                 test_runs_match_reference);
     return s;
 }

@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "harness.h"
 #include "sim/policy/policy.h"
+#include "stories.h"
 #include "protocols/program/proto.h"
 
 /* ---- a tiny driver over plain arrays (the replay's order, see policy.h) -------------------- */
@@ -129,16 +131,8 @@ static void expect_set(const char *what, const uint8_t *keep, uint32_t n, const 
                       keep[j], want[j]);
 }
 
-static kv_param kvp(const char *k, const char *v)
-{
-    kv_param p;
-    memset(&p, 0, sizeof p);
-    snprintf(p.key, sizeof p.key, "%s", k);
-    snprintf(p.val, sizeof p.val, "%s", v);
-    p.line = 3;
-    p.col = 5;
-    return p;
-}
+/* A parameter as a scenario file gives it at 3:5. */
+static kv_param kvp(const char *k, const char *v) { return fixture_kvp(k, v, 3, 5); }
 
 /* ---- registry, parameters, top-k --------------------------------------------------------- */
 
@@ -433,27 +427,19 @@ static const policy_case policy_cases[] = {
      * 1.5 0 2 3; ratio2 .34: k2 = floor(6·.34) = 2 → {3,2} ∪ {0} → tokens {0,1,4,5,6,7}.
      * 12 % 4 = 0: no partial cluster. Layer sharing: layer 3 reuses layer 2 even though its
      * keys differ. */
-    {"mpcache layer 0", &policy_mpcache, 4, 1, 1, 12, 14, fx_mpcache_keys,
-     "static=none s1=4 s2=2 alpha=0.5 ratio1=0.34 ratio2=0.34 layer_share=1", 12, 0,
-     KEEP(0, 1, 4, 5, 6, 7), NULL},
-    {"mpcache layer 1", &policy_mpcache, 4, 1, 1, 12, 14, fx_mpcache_keys,
-     "static=none s1=4 s2=2 alpha=0.5 ratio1=0.34 ratio2=0.34 layer_share=1", 12, 1,
-     KEEP(0, 1, 4, 5, 6, 7), NULL},
-    {"mpcache layer 2", &policy_mpcache, 4, 1, 1, 12, 14, fx_mpcache_keys,
-     "static=none s1=4 s2=2 alpha=0.5 ratio1=0.34 ratio2=0.34 layer_share=1", 12, 2,
-     KEEP(0, 1, 4, 5, 6, 7), NULL},
-    {"mpcache shared layer 3", &policy_mpcache, 4, 1, 1, 12, 14, fx_mpcache_keys,
-     "static=none s1=4 s2=2 alpha=0.5 ratio1=0.34 ratio2=0.34 layer_share=1", 12, 3,
-     KEEP(0, 1, 4, 5, 6, 7), NULL},
+#define MPCACHE_CASE(name, fx, share, layer, ...)                                              \
+    {name, &policy_mpcache, 4, 1, 1, 12, 14, fx, "static=none s1=4 s2=2 alpha=0.5 ratio1=0.34 "   \
+     "ratio2=0.34 layer_share=" share, 12, layer, KEEP(__VA_ARGS__), NULL}
+    MPCACHE_CASE("mpcache layer 0", fx_mpcache_keys, "1", 0, 0, 1, 4, 5, 6, 7),
+    MPCACHE_CASE("mpcache layer 1", fx_mpcache_keys, "1", 1, 0, 1, 4, 5, 6, 7),
+    MPCACHE_CASE("mpcache layer 2", fx_mpcache_keys, "1", 2, 0, 1, 4, 5, 6, 7),
+    MPCACHE_CASE("mpcache shared layer 3", fx_mpcache_keys, "1", 3, 0, 1, 4, 5, 6, 7),
     /* the same through the per-head key access (callers without get_k) */
-    {"mpcache gather_k", &policy_mpcache, 4, 1, 1, 12, 14, fx_mpcache_gather,
-     "static=none s1=4 s2=2 alpha=0.5 ratio1=0.34 ratio2=0.34 layer_share=1", 12, 2,
-     KEEP(0, 1, 4, 5, 6, 7), NULL},
+    MPCACHE_CASE("mpcache gather_k", fx_mpcache_gather, "1", 2, 0, 1, 4, 5, 6, 7),
     /* without sharing, layer 3 ranks its own keys: 16-clusters (9,9)(9,9)(0,0)...: sim1 =
      * 9, 0, 0 → top-1 = {0}; candidates c0, c1 (9, 9), k2 = 2 → {0,1} ∪ {0} → {0,1,2,3} */
-    {"mpcache unshared layer 3", &policy_mpcache, 4, 1, 1, 12, 14, fx_mpcache_gather,
-     "static=none s1=4 s2=2 alpha=0.5 ratio1=0.34 ratio2=0.34 layer_share=0", 12, 3,
-     KEEP(0, 1, 2, 3), NULL},
+    MPCACHE_CASE("mpcache unshared layer 3", fx_mpcache_gather, "0", 3, 0, 1, 2, 3),
+#undef MPCACHE_CASE
     /* P = 6, window_frac .34 → w = 2 (rows 4, 5), threshold .15 on the head mean: row 4 →
      * {0,3,4}; row 5 → {5}. Static set {0,3,4,5}; ratios 1 keep all of it at decode. */
     {"mpcache static", &policy_mpcache, 1, 2, 1, 6, 8, fx_mpcache_static,
@@ -787,17 +773,10 @@ END_TEST
 Suite *policy_suite(void)
 {
     Suite *s = suite_create("policy");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, test_registry);
-    tcase_add_test(tc, test_params);
-    tcase_add_test(tc, test_topk);
-    tcase_add_loop_test(tc, test_policy_case, 0,
-                        (int)(sizeof policy_cases / sizeof policy_cases[0]));
-    tcase_add_test(tc, test_emit_shapes);
-    tcase_add_test(tc, test_half_outward);
-    tcase_add_test(tc, test_mpcache_many_clusters);
-    tcase_add_test(tc, test_metric_stride_default);
-    tcase_add_test(tc, test_h2o_victim);
-    suite_add_tcase(s, tc);
+    TCase *tc = th_case(s, "core", 0);
+    TH_TESTS(tc, test_registry, test_params, test_topk);
+    TH_LOOPS(tc, (int)(sizeof policy_cases / sizeof policy_cases[0]), test_policy_case);
+    TH_TESTS(tc, test_emit_shapes, test_half_outward, test_mpcache_many_clusters,
+                 test_metric_stride_default, test_h2o_victim);
     return s;
 }

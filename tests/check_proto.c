@@ -830,21 +830,13 @@ END_TEST
 Suite *proto_suite(void)
 {
     Suite *s = suite_create("proto");
-    TCase *t = tcase_create("costs");
-    tcase_set_timeout(t, 60);
-    tcase_add_test(t, test_semi2k_primitives);
-    tcase_add_test(t, test_semi2k_matmul);
-    tcase_add_test(t, test_aby3_primitives);
-    tcase_add_loop_test(t, test_composite_rounds, 0, 2);
-    tcase_add_test(t, test_composite_bytes);
-    tcase_add_test(t, test_oem_counts);
-    tcase_add_test(t, test_matmul_operand_sharing);
-    tcase_add_test(t, test_bad_op_reported);
-    tcase_add_loop_test(t, test_cost_matches_plain, 0, 2);
-    tcase_add_test(t, test_cost_deterministic);
-    tcase_add_test(t, test_registry_cfg);
-    tcase_add_test(t, test_print_costs);
-    tcase_add_test(t, test_readme_tables_current);
-    suite_add_tcase(s, t);
+    TCase *t = th_case(s, "costs", 60);
+    TH_TESTS(t, test_semi2k_primitives, test_semi2k_matmul, test_aby3_primitives);
+    TH_LOOPS(t, 2, test_composite_rounds);
+    TH_TESTS(t, test_composite_bytes, test_oem_counts, test_matmul_operand_sharing,
+                test_bad_op_reported);
+    TH_LOOPS(t, 2, test_cost_matches_plain);
+    TH_TESTS(t, test_cost_deterministic, test_registry_cfg, test_print_costs,
+                test_readme_tables_current);
     return s;
 }

@@ -51,14 +51,12 @@ static void fake(fake_run *f, const char *scenario, int idx, const char *status)
                      .breakdown = f->bd, .n_breakdown = 3, .layer = f->ly, .n_layer = 2};
 }
 
-static rdb *open_new(const char *name)
-{
-    rdb *db;
-    errbuf e;
-    int rc = rdb_open(tpath(name), 1, &db, &e);
-    ck_assert_msg(rc == MS_OK, "%s", e.msg);
-    return db;
-}
+static rdb *open_new(const char *name) { return sqlfix_rdb_new(tpath(name)); }
+
+/* The tests of one run's rows each get a new a.db (adb), closed after the test. */
+static rdb *adb;
+static void adb_setup(void) { adb = open_new("a.db"); }
+static void adb_teardown(void) { rdb_close(adb); }
 
 START_TEST(test_open_schema)
 {
@@ -94,82 +92,69 @@ END_TEST
 
 START_TEST(test_run_put)
 {
-    rdb *db = open_new("a.db");
     errbuf e;
     fake_run f;
     int64_t id = 0, n = -1;
     int done = 1;
-    ck_assert_int_eq(rdb_scenario_put(db, "sc", "sc.yaml", "name: sc\n", &e), MS_OK);
-    ck_assert_int_eq(rdb_scenario_put(db, "sc", "sc2.yaml", "name: sc\n#2\n", &e), MS_OK);
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM scenarios WHERE path = 'sc2.yaml'"), 1);
+    ck_assert_int_eq(rdb_scenario_put(adb, "sc", "sc.yaml", "name: sc\n", &e), MS_OK);
+    ck_assert_int_eq(rdb_scenario_put(adb, "sc", "sc2.yaml", "name: sc\n#2\n", &e), MS_OK);
+    ck_assert_int_eq(q1(adb, "SELECT count(*) FROM scenarios WHERE path = 'sc2.yaml'"), 1);
     fake(&f, "sc", 1, "ok");
-    ck_assert_int_eq(rdb_run_done(db, f.hash, &done, &e), MS_OK);
+    ck_assert_int_eq(rdb_run_done(adb, f.hash, &done, &e), MS_OK);
     ck_assert_int_eq(done, 0);
-    ck_assert_int_eq(rdb_run_put(db, &f.r, &id, &e), MS_OK);
+    ck_assert_int_eq(rdb_run_put(adb, &f.r, &id, &e), MS_OK);
     ck_assert_int_gt(id, 0);
-    ck_assert_int_eq(rdb_run_done(db, f.hash, &done, &e), MS_OK);
+    ck_assert_int_eq(rdb_run_done(adb, f.hash, &done, &e), MS_OK);
     ck_assert_int_eq(done, 1);
-    ck_assert_int_eq(rdb_scenario_runs(db, "sc", &n, &e), MS_OK);
+    ck_assert_int_eq(rdb_scenario_runs(adb, "sc", &n, &e), MS_OK);
     ck_assert_int_eq(n, 1);
-    ck_assert_int_eq(rdb_scenario_runs(db, "other", &n, &e), MS_OK);
+    ck_assert_int_eq(rdb_scenario_runs(adb, "other", &n, &e), MS_OK);
     ck_assert_int_eq(n, 0);
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM metrics"), 2);
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM phases"), 2);
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM breakdown"), 3);
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM layer_breakdown"), 2);
-    ck_assert_int_eq(q1(db, "SELECT bytes_p2 FROM breakdown WHERE category = 'total' AND "
+    sqlfix_counts(rdb_handle(adb), "metrics=2 phases=2 breakdown=3 layer_breakdown=2");
+    ck_assert_int_eq(q1(adb, "SELECT bytes_p2 FROM breakdown WHERE category = 'total' AND "
                             "phase = 'prefill'"), 3);
-    ck_assert_int_eq(q1(db, "SELECT offline_p1 FROM breakdown WHERE phase = 'decode'"), 9);
-    ck_assert_int_eq(q1(db, "SELECT comm_ns FROM breakdown WHERE category = 'attention'"), 5);
-    ck_assert_int_eq(q1(db, "SELECT latency_ns FROM phases WHERE phase = 'decode'"), 2000);
+    ck_assert_int_eq(q1(adb, "SELECT offline_p1 FROM breakdown WHERE phase = 'decode'"), 9);
+    ck_assert_int_eq(q1(adb, "SELECT comm_ns FROM breakdown WHERE category = 'attention'"), 5);
+    ck_assert_int_eq(q1(adb, "SELECT latency_ns FROM phases WHERE phase = 'decode'"), 2000);
     /* the same hash again (another process stored it meanwhile): the stored run stands,
      * nothing is added and no error is raised */
-    ck_assert_int_eq(rdb_run_put(db, &f.r, &id, &e), MS_OK);
+    ck_assert_int_eq(rdb_run_put(adb, &f.r, &id, &e), MS_OK);
     ck_assert_int_eq(id, 0);
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs"), 1);
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM metrics"), 2);
-    rdb_close(db);
+    sqlfix_counts(rdb_handle(adb), "runs=1 metrics=2");
 }
 END_TEST
 
 /* A run whose rows cannot all be stored leaves no row at all. */
 START_TEST(test_run_atomic)
 {
-    rdb *db = open_new("a.db");
     errbuf e;
     fake_run f;
     fake(&f, "sc", 2, "ok");
     f.bd[2] = f.bd[0]; /* duplicate (run, phase, category): the 3rd breakdown insert fails */
-    ck_assert_int_eq(rdb_run_put(db, &f.r, NULL, &e), MS_ERR_DB);
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs"), 0);
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM metrics"), 0);
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM phases"), 0);
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM breakdown"), 0);
+    ck_assert_int_eq(rdb_run_put(adb, &f.r, NULL, &e), MS_ERR_DB);
+    sqlfix_counts(rdb_handle(adb), "runs=0 metrics=0 phases=0 breakdown=0");
     /* and the connection is usable afterwards */
     fake(&f, "sc", 2, "ok");
-    ck_assert_int_eq(rdb_run_put(db, &f.r, NULL, &e), MS_OK);
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM breakdown"), 3);
-    rdb_close(db);
+    ck_assert_int_eq(rdb_run_put(adb, &f.r, NULL, &e), MS_OK);
+    ck_assert_int_eq(q1(adb, "SELECT count(*) FROM breakdown"), 3);
 }
 END_TEST
 
 START_TEST(test_failed_replaced)
 {
-    rdb *db = open_new("a.db");
     errbuf e;
     fake_run f;
     int done = 1;
     fake(&f, "sc", 3, "failed");
     f.r.error = "boom";
     f.r.n_metric = f.r.n_phase = f.r.n_breakdown = f.r.n_layer = 0;
-    ck_assert_int_eq(rdb_run_put(db, &f.r, NULL, &e), MS_OK);
-    ck_assert_int_eq(rdb_run_done(db, f.hash, &done, &e), MS_OK);
+    ck_assert_int_eq(rdb_run_put(adb, &f.r, NULL, &e), MS_OK);
+    ck_assert_int_eq(rdb_run_done(adb, f.hash, &done, &e), MS_OK);
     ck_assert_int_eq(done, 0);
     fake(&f, "sc", 3, "ok");
-    ck_assert_int_eq(rdb_run_put(db, &f.r, NULL, &e), MS_OK);
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs"), 1);
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE status = 'ok' AND error IS NULL"), 1);
-    rdb_close(db);
+    ck_assert_int_eq(rdb_run_put(adb, &f.r, NULL, &e), MS_OK);
+    ck_assert_int_eq(q1(adb, "SELECT count(*) FROM runs"), 1);
+    ck_assert_int_eq(q1(adb, "SELECT count(*) FROM runs WHERE status = 'ok' AND error IS NULL"), 1);
 }
 END_TEST
 
@@ -222,13 +207,9 @@ START_TEST(test_merge)
     ck_assert_int_eq(rdb_merge(db, srcs, 2, &added, &skipped, &e), MS_OK);
     ck_assert_uint_eq(added, 9);
     ck_assert_uint_eq(skipped, 2);
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs"), 9);
     ck_assert_int_eq(q1(db, "SELECT count(DISTINCT config_hash) FROM runs"), 9);
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM metrics"), 18);
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM phases"), 18);
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM breakdown"), 27);
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM layer_breakdown"), 18);
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM scenarios"), 1);
+    sqlfix_counts(rdb_handle(db), "runs=9 metrics=18 phases=18 breakdown=27 layer_breakdown=18 "
+                                  "scenarios=1");
     /* child rows follow their run: run with grid_index 7 has decode rounds 7 */
     ck_assert_int_eq(q1(db, "SELECT b.rounds FROM breakdown b JOIN runs r ON r.id = b.run_id "
                             "WHERE r.grid_index = 7 AND b.phase = 'decode'"), 7);
@@ -270,8 +251,7 @@ START_TEST(test_merge_refused)
     ck_assert_ptr_nonnull(strstr(e.msg, "newer"));
     const char *half[] = {tpath("s1.db"), tpath("s3.db"), tpath("bad.db")};
     ck_assert_int_ne(rdb_merge(db, half, 3, &added, &skipped, &e), MS_OK);
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs"), 0);
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM metrics"), 0);
+    sqlfix_counts(rdb_handle(db), "runs=0 metrics=0");
     rdb_close(db);
 }
 END_TEST
@@ -291,16 +271,13 @@ END_TEST
 Suite *rdb_suite(void)
 {
     Suite *s = suite_create("rdb");
-    TCase *tc = tcase_create("core");
+    TCase *tc = th_case(s, "core", 0);
     TESTDIR_USE(tc);
-    tcase_add_test(tc, test_open_schema);
-    tcase_add_test(tc, test_run_put);
-    tcase_add_test(tc, test_run_atomic);
-    tcase_add_test(tc, test_failed_replaced);
-    tcase_add_test(tc, test_refuse_foreign_and_newer);
-    tcase_add_test(tc, test_merge);
-    tcase_add_test(tc, test_merge_refused);
-    tcase_add_test(tc, test_metric_names);
-    suite_add_tcase(s, tc);
+    TH_TESTS(tc, test_open_schema);
+    TCase *run = th_case(s, "run", 0);
+    TESTDIR_USE(run);
+    tcase_add_checked_fixture(run, adb_setup, adb_teardown);
+    TH_TESTS(run, test_run_put, test_run_atomic, test_failed_replaced);
+    TH_TESTS(tc, test_refuse_foreign_and_newer, test_merge, test_merge_refused, test_metric_names);
     return s;
 }

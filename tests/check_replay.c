@@ -8,20 +8,13 @@
 
 #include "sim/replay/metrics.h"
 #include "sim/policy/policy.h"
+#include "stories.h"
 #include "harness.h"
 #include "sim/replay/replay.h"
 #include "sim/scenario/runner.h"
 
-static kv_param kvp(const char *k, const char *v)
-{
-    kv_param p;
-    memset(&p, 0, sizeof p);
-    snprintf(p.key, sizeof p.key, "%s", k);
-    snprintf(p.val, sizeof p.val, "%s", v);
-    p.line = 7;
-    p.col = 3;
-    return p;
-}
+/* A parameter as a scenario file gives it at 7:3. */
+static kv_param kvp(const char *k, const char *v) { return fixture_kvp(k, v, 7, 3); }
 
 /* stories260K over tests/data/tinystories_sample.txt: prompt P, decode N. */
 static run_cfg *stories_cfg(const char *policy, uint32_t P, uint32_t N)
@@ -350,16 +343,9 @@ END_TEST
 Suite *replay_suite(void)
 {
     Suite *s = suite_create("replay");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_metric_definitions);
-    tcase_add_test(tc, test_output_error_parts);
-    tcase_add_test(tc, test_full_is_exact);
-    tcase_add_test(tc, test_streaming_degrades);
-    tcase_add_test(tc, test_policies_on_stories);
-    tcase_add_test(tc, test_synthetic_and_stride);
-    tcase_add_test(tc, test_full_synthetic_by_construction);
-    tcase_add_test(tc, test_prompt_rows);
-    suite_add_tcase(s, tc);
+    TCase *tc = th_case(s, "core", 60);
+    TH_TESTS(tc, test_metric_definitions, test_output_error_parts, test_full_is_exact,
+                 test_streaming_degrades, test_policies_on_stories, test_synthetic_and_stride,
+                 test_full_synthetic_by_construction, test_prompt_rows);
     return s;
 }

@@ -31,6 +31,15 @@ static const char *tpath(const char *name) { return testdir_path(&td, name); }
 static char *q1s(const char *db, const char *sql) { return sqlfix_file_text(db, sql, 0); }
 static long long q1(const char *db, const char *sql) { return sqlfix_file_int(db, sql); }
 
+/* Writes yaml to the scenario file name, runs it into the database db (quietly, exit status
+ * 0) and returns the database's path. */
+static const char *run_into(const char *name, const char *yaml, const char *db)
+{
+    th_write(tpath(name), yaml);
+    ck_assert_int_eq(MPCSIM("run", name, "-o", db, "-q"), 0);
+    return tpath(db);
+}
+
 static void expect(const char *db, const char *sql, const char *want)
 {
     char *v = q1s(db, sql);
@@ -66,9 +75,7 @@ static const char labels_yaml[] =
 
 START_TEST(test_labels_and_columns)
 {
-    th_write(tpath("labels.yaml"), labels_yaml);
-    ck_assert_int_eq(MPCSIM("run", "labels.yaml", "-o", "l.db", "-q"), 0);
-    const char *db = tpath("l.db");
+    const char *db = run_into("labels.yaml", labels_yaml, "l.db");
     ck_assert_int_eq(q1(db, "PRAGMA user_version"), RDB_SCHEMA_VERSION);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs"), 10);
     /* three policy configurations told apart; the defaults (sink: 4) left out */
@@ -234,9 +241,7 @@ static void downgrade_to_v3(const char *path)
 
 START_TEST(test_protocol_labels)
 {
-    th_write(tpath("protos.yaml"), protos_yaml);
-    ck_assert_int_eq(MPCSIM("run", "protos.yaml", "-o", "pr.db", "-q"), 0);
-    const char *db = tpath("pr.db");
+    const char *db = run_into("protos.yaml", protos_yaml, "pr.db");
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE status = 'ok'"), 8);
     expect_proto_labels(db);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs_wide WHERE protocol_label = "
@@ -316,9 +321,7 @@ static const char hidden_yaml[] =
 
 START_TEST(test_hidden_differences)
 {
-    th_write(tpath("hidden.yaml"), hidden_yaml);
-    ck_assert_int_eq(MPCSIM("run", "hidden.yaml", "-o", "h.db", "-q"), 0);
-    const char *db = tpath("h.db");
+    const char *db = run_into("hidden.yaml", hidden_yaml, "h.db");
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE status = 'ok'"), 10);
     /* the model and the network say what was changed */
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE model = 'stories260K'"), 1);
@@ -589,9 +592,8 @@ static void build_plot_db(const char *path)
                              *const labels[] = {"full", "snapkv(capacity=1024)", "snapkv(capacity=4096)"},
                              *const cats[] = {"attention", "ffn", "softmax", "policy"};
     static const double lat_ms[] = {0.1, 50}, bw[] = {10000, 100};
-    rdb *db;
+    rdb *db = sqlfix_rdb_new(path);
     errbuf e;
-    ck_assert_int_eq(rdb_open(path, 1, &db, &e), MS_OK);
     int idx = 0;
     for (int mo = 0; mo < 2; mo++)
         for (int n = 0; n < 2; n++)
@@ -761,13 +763,13 @@ START_TEST(test_plots)
     ck_assert_str_eq(t, "full 100Mbps|full 10Gbps|snapkv(capacity=1024) 100Mbps|"
                         "snapkv(capacity=1024) 10Gbps|snapkv(capacity=4096) 100Mbps|"
                         "snapkv(capacity=4096) 10Gbps");
-    ck_assert_int_eq(MPCSIM("plot", "p.db", "--x", "prompt"), 2);
-    ck_assert_int_eq(MPCSIM("plot", "p.db", "--by", "modle"), 2);
-    ck_assert_int_eq(MPCSIM("plot", "p.db", "--format", "gif"), 2);
-    ck_assert_int_eq(MPCSIM("plot", "p.db", "--latency", "prefill"), 2);
-    ck_assert_int_eq(MPCSIM("plot", "p.db", "--metric", "no_such"), 2);
-    ck_assert_int_eq(MPCSIM("plot", "p.db", "--where", "model=gpt9"), 2);
-    ck_assert_int_eq(MPCSIM("plot", "missing.db"), 2);
+    static const th_argv usage[] = {
+        {"plot", "p.db", "--x", "prompt"},       {"plot", "p.db", "--by", "modle"},
+        {"plot", "p.db", "--format", "gif"},     {"plot", "p.db", "--latency", "prefill"},
+        {"plot", "p.db", "--metric", "no_such"}, {"plot", "p.db", "--where", "model=gpt9"},
+        {"plot", "missing.db"},
+    };
+    th_run_each(tmpdir, tpath("out.txt"), tpath("err.txt"), 2, usage, TH_N(usage));
 }
 END_TEST
 
@@ -1005,22 +1007,11 @@ END_TEST
 Suite *results_suite(void)
 {
     Suite *s = suite_create("results");
-    TCase *tc = tcase_create("results");
+    TCase *tc = th_case(s, "results", 120);
     TESTDIR_USE(tc);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_labels_and_columns);
-    tcase_add_test(tc, test_migrate_v2);
-    tcase_add_test(tc, test_protocol_labels);
-    tcase_add_test(tc, test_hidden_differences);
-    tcase_add_test(tc, test_report);
-    tcase_add_test(tc, test_report_json_and_serve);
-    tcase_add_test(tc, test_cost_json_odd_name);
-    tcase_add_test(tc, test_plots);
-    tcase_add_test(tc, test_plot_default_axis);
-    tcase_add_test(tc, test_run_many);
-    tcase_add_test(tc, test_progress_lines);
-    tcase_add_test(tc, test_sigterm_resume);
-    tcase_add_test(tc, test_man_and_completion);
-    suite_add_tcase(s, tc);
+    TH_TESTS(tc, test_labels_and_columns, test_migrate_v2, test_protocol_labels,
+                 test_hidden_differences, test_report, test_report_json_and_serve,
+                 test_cost_json_odd_name, test_plots, test_plot_default_axis, test_run_many,
+                 test_progress_lines, test_sigterm_resume, test_man_and_completion);
     return s;
 }

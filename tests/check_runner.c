@@ -17,6 +17,7 @@
 #include "sim/engine/stepcost.h"
 #include "sim/policy/policy.h"
 #include "sim/trace/trace_impl.h"
+#include "stories.h"
 
 /* ---- fixtures ---------------------------------------------------------------------------- */
 
@@ -53,11 +54,7 @@ static void direct_step(const run_cfg *c, int phase, uint32_t n_tok, uint32_t kv
 {
     step_env env = {&c->model, proto_find(c->proto_ref), &c->proto, &c->net, &c->machine,
                     {.overlap = c->overlap}};
-    lower_opts lo;
-    lower_opts_default(&lo);
-    lo.phase = phase;
-    lo.n_tokens = n_tok;
-    lo.kv_len = kv;
+    lower_opts lo = fixture_step_opts(phase, n_tok, kv);
     op_program p;
     cost_log l;
     op_program_init(&p);
@@ -175,12 +172,7 @@ END_TEST
 static run_cfg *mpc_cfg(uint32_t P, uint32_t n_dec)
 {
     run_cfg *c = tiny_cfg("semi2k", "wan", P, n_dec);
-    snprintf(c->model_ref, sizeof c->model_ref, "stories260K");
-    snprintf(c->scenario_path, sizeof c->scenario_path, "t.yaml");
-    snprintf(c->trace.source, sizeof c->trace.source, "record");
-    snprintf(c->trace.path, sizeof c->trace.path, "%s",
-             th_data_path("tests/data/tinystories_sample.txt"));
-    snprintf(c->policy.name, sizeof c->policy.name, "mpcache");
+    fixture_record_cfg(c, "mpcache");
     snprintf(c->policy.params[0].key, sizeof c->policy.params[0].key, "live");
     snprintf(c->policy.params[0].val, sizeof c->policy.params[0].val, "0");
     c->policy.n_params = 1;
@@ -880,29 +872,14 @@ END_TEST
 Suite *runner_suite(void)
 {
     Suite *s = suite_create("runner");
-    TCase *tc = tcase_create("pipeline");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_result_metrics);
-    tcase_add_test(tc, test_run_sums_steps);
-    tcase_add_test(tc, test_stride_and_memo);
-    tcase_add_test(tc, test_stride_one_time_once);
-    tcase_add_test(tc, test_decode_step_metric);
-    tcase_add_test(tc, test_comet_sparse_ffn);
-    tcase_add_test(tc, test_run_deterministic);
-    tcase_add_test(tc, test_synth_kernel_same_costs);
-    tcase_add_test(tc, test_group_same_as_alone);
-    tcase_add_test(tc, test_quest_half_bounds_exact);
-    tcase_add_test(tc, test_idle_steps_same);
-    tcase_add_test(tc, test_run_errors);
-    tcase_add_test(tc, test_stepcost);
-    tcase_add_test(tc, test_attention_share_grows_with_context);
-    tcase_add_test(tc, test_latency_bound_end_to_end);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("cli");
-    tcase_set_timeout(tc, 60);
+    TCase *tc = th_case(s, "pipeline", 60);
+    TH_TESTS(tc, test_result_metrics, test_run_sums_steps, test_stride_and_memo,
+                 test_stride_one_time_once, test_decode_step_metric, test_comet_sparse_ffn,
+                 test_run_deterministic, test_synth_kernel_same_costs, test_group_same_as_alone,
+                 test_quest_half_bounds_exact, test_idle_steps_same, test_run_errors, test_stepcost,
+                 test_attention_share_grows_with_context, test_latency_bound_end_to_end);
+    tc = th_case(s, "cli", 60);
     TESTDIR_USE(tc);
-    tcase_add_test(tc, test_cli_cost);
-    tcase_add_test(tc, test_cli_calibrate);
-    suite_add_tcase(s, tc);
+    TH_TESTS(tc, test_cli_cost, test_cli_calibrate);
     return s;
 }

@@ -1,6 +1,7 @@
 /* check_scn.c — scenario files: every kind of bad input reported at its exact line:col, sweep
  * expansion (grid and zip), canonical YAML and hash, round trips, and `mpcsim list`. */
 #include <check.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,14 +26,18 @@ static int load(const char *text, scenario *s, errbuf *e)
     return scn_load("s.yaml", text, s, e);
 }
 
+/* text loads (as s.yaml) into s, with n_runs runs (< 0: any number). */
+static void load_ok(const char *text, scenario *s, int n_runs)
+{
+    errbuf e;
+    ck_assert_msg(load(text, s, &e) == MS_OK, "%s", e.msg);
+    if (n_runs >= 0)
+        ck_assert_uint_eq(s->n_runs, (unsigned)n_runs);
+}
+
 /* ---- bad input: one row per kind of mistake -------------------------------------------- */
 
-typedef struct bad_case {
-    const char *yaml;
-    const char *where; /* "s.yaml:L:C: error: " */
-    const char *gist;  /* a phrase the message must hold */
-    const char *gist2; /* another one, or NULL */
-} bad_case;
+typedef th_bad bad_case; /* where: "s.yaml:L:C: error: " */
 
 static const bad_case bad_cases[] = {
     /* unknown keys, with did-you-mean */
@@ -166,13 +171,9 @@ START_TEST(test_bad_input)
     const bad_case *b = &bad_cases[_i];
     scenario s;
     errbuf e = {{0}};
-    int rc = load(b->yaml, &s, &e);
+    int rc = load(b->text, &s, &e);
     ck_assert_msg(rc == MS_ERR_INPUT, "case %d: rc %d, message: %s", _i, rc, e.msg);
-    ck_assert_msg(!strncmp(e.msg, b->where, strlen(b->where)), "case %d: want '%s…', got: %s",
-                  _i, b->where, e.msg);
-    ck_assert_msg(strstr(e.msg, b->gist), "case %d: want '%s' in: %s", _i, b->gist, e.msg);
-    ck_assert_msg(!b->gist2 || strstr(e.msg, b->gist2), "case %d: want '%s' in: %s", _i,
-                  b->gist2, e.msg);
+    th_bad_msg("", b, e.msg, _i);
     ck_assert_msg(strstr(e.msg, "hint") || strstr(e.msg, "did you mean"),
                   "case %d: no hint in: %s", _i, e.msg);
     ck_assert_ptr_null(s.runs);
@@ -300,9 +301,7 @@ START_TEST(test_zip)
                        "policies: [full, h2o, streamingllm]\nseed: 7\n"
                        "trace: {source: synth}\n";
     scenario s;
-    errbuf e;
-    ck_assert_msg(load(text, &s, &e) == MS_OK, "%s", e.msg);
-    ck_assert_uint_eq(s.n_runs, 3);
+    load_ok(text, &s, 3);
     static const char *const pr[] = {"semi2k", "aby3", "semi2k"}, *const net[] = {"lan", "wan",
                                                                                   "wan"},
                              *const pol[] = {"full", "h2o", "streamingllm"};
@@ -322,8 +321,7 @@ START_TEST(test_zip)
     /* one-element lists are fixed values, in zip as in grid */
     const char *one = "sweep: zip\nmodel: [stories260K]\nprotocol: semi2k\nnetwork: lan\n"
                       "workload: {prompt_len: [8, 16], decode_len: [1]}\n";
-    ck_assert_msg(load(one, &s, &e) == MS_OK, "%s", e.msg);
-    ck_assert_uint_eq(s.n_runs, 2);
+    load_ok(one, &s, 2);
     scn_free(&s);
 }
 END_TEST
@@ -338,9 +336,7 @@ START_TEST(test_cases)
                        "    protocol: aby3\n"
                        "    workload: {prompt_len: [16, 32], decode_len: 2}\n";
     scenario s;
-    errbuf e;
-    ck_assert_msg(load(text, &s, &e) == MS_OK, "%s", e.msg);
-    ck_assert_uint_eq(s.n_runs, 4);
+    load_ok(text, &s, 4);
     static const char *const mo[] = {"stories260K", "stories260K", "llama-2-7b", "llama-2-7b"},
                              *const pr[] = {"semi2k", "aby3", "aby3", "aby3"};
     static const uint32_t len[] = {8, 8, 16, 32};
@@ -370,11 +366,10 @@ START_TEST(test_defaults_and_overrides)
         "trace: {source: synth, params: {window: 64, sink: 4}}\n"
         "policies: [h2o]\n";
     scenario s;
-    errbuf e;
-    ck_assert_msg(load(text, &s, &e) == MS_OK, "%s", e.msg);
-    ck_assert_uint_eq(s.n_runs, 1);
+    load_ok(text, &s, 1);
     const run_cfg *c = &s.runs[0];
     model_cfg base;
+    errbuf e;
     ck_assert_int_eq(model_load("llama-2-7b", &base, &e), MS_OK);
     ck_assert_str_eq(c->model_ref, "inline");
     ck_assert_str_eq(c->model.name, "l7-8k");
@@ -490,8 +485,7 @@ START_TEST(test_wire_framing)
     snprintf(text, sizeof text, "model: stories260K\nprotocol: semi2k\nnetwork: %s\n"
              "workload: {prompt_len: 8, decode_len: 0}\n", w->network);
     scenario s;
-    errbuf e;
-    ck_assert_msg(load(text, &s, &e) == MS_OK, "%s", e.msg);
+    load_ok(text, &s, -1);
     const net_wire *nw = &s.runs[0].net.wire;
     ck_assert_uint_eq(nw->mtu, w->mtu);
     ck_assert_uint_eq(nw->l3l4_bytes, w->l3l4);
@@ -728,20 +722,28 @@ START_TEST(test_hash)
 }
 END_TEST
 
+/* Every field of a protocol configuration that a scenario sets, equal in a and b. */
 static void assert_proto_eq(const proto_cfg *a, const proto_cfg *b)
 {
-    ck_assert_str_eq(a->name, b->name);
-    ck_assert_int_eq(a->ring_bits, b->ring_bits);
-    ck_assert_int_eq(a->frac_bits, b->frac_bits);
-    ck_assert_int_eq(a->exp_iters, b->exp_iters);
-    ck_assert_int_eq(a->recip_iters, b->recip_iters);
-    ck_assert_int_eq(a->rsqrt_iters, b->rsqrt_iters);
-    ck_assert_double_eq(a->softmax_clip, b->softmax_clip);
-    ck_assert_int_eq(a->beaver_cache, b->beaver_cache);
-    ck_assert_int_eq(a->trunc_local, b->trunc_local);
-    ck_assert_str_eq(a->approx, b->approx);
-    ck_assert_str_eq(a->msb, b->msb);
-    ck_assert_str_eq(a->topk, b->topk);
+#define FIELD(f, kind) {#f, offsetof(proto_cfg, f), kind}
+    static const struct { const char *name; size_t off; char kind; } fields[] = {
+        FIELD(name, 's'),       FIELD(ring_bits, 'i'),   FIELD(frac_bits, 'i'),
+        FIELD(exp_iters, 'i'),  FIELD(recip_iters, 'i'), FIELD(rsqrt_iters, 'i'),
+        FIELD(softmax_clip, 'd'), FIELD(beaver_cache, 'i'), FIELD(trunc_local, 'i'),
+        FIELD(approx, 's'),     FIELD(msb, 's'),         FIELD(topk, 's'),
+    };
+#undef FIELD
+    for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
+        const char *x = (const char *)a + fields[i].off, *y = (const char *)b + fields[i].off;
+        if (fields[i].kind == 's')
+            ck_assert_msg(!strcmp(x, y), "%s: '%s' vs '%s'", fields[i].name, x, y);
+        else if (fields[i].kind == 'i')
+            ck_assert_msg(*(const int *)x == *(const int *)y, "%s: %d vs %d", fields[i].name,
+                          *(const int *)x, *(const int *)y);
+        else
+            ck_assert_msg(*(const double *)x == *(const double *)y, "%s: %g vs %g",
+                          fields[i].name, *(const double *)x, *(const double *)y);
+    }
 }
 
 static void assert_net_eq(const net_cfg *a, const net_cfg *b)
@@ -816,9 +818,7 @@ START_TEST(test_round_trip)
         "policies: [full, streamingllm, h2o]\n"
         "seed: 12345678901\noverlap: true\n";
     scenario s;
-    errbuf e;
-    ck_assert_msg(load(text, &s, &e) == MS_OK, "%s", e.msg);
-    ck_assert_uint_eq(s.n_runs, 3 * 2 * 3 * 3);
+    load_ok(text, &s, 3 * 2 * 3 * 3);
     ck_assert_str_eq(s.runs[0].machine.name, "box");
     ck_assert_double_eq(s.runs[0].machine.rate[WK_MAC], 3.5e9);
     ck_assert_int_eq(s.runs[0].machine.threads, 2);
@@ -834,9 +834,7 @@ START_TEST(test_topk_axis)
     const char *text = "model: stories260K\nprotocol: {name: aby3, topk: [network, quickselect]}\n"
                        "network: lan\nworkload: {prompt_len: 8, decode_len: 1}\npolicies: [full]\n";
     scenario s;
-    errbuf e;
-    ck_assert_msg(load(text, &s, &e) == MS_OK, "%s", e.msg);
-    ck_assert_uint_eq(s.n_runs, 2);
+    load_ok(text, &s, 2);
     ck_assert_str_eq(s.runs[0].proto.topk, "network");
     ck_assert_str_eq(s.runs[1].proto.topk, "quickselect");
     ck_assert_str_ne(s.runs[0].hash, s.runs[1].hash);
@@ -876,20 +874,21 @@ START_TEST(test_cli_list)
     const char *const *names = net_preset_names(&n);
     for (size_t i = 0; i < n; i++)
         ck_assert_msg(strstr(out, names[i]), "no '%s' in: %s", names[i], out);
-    ck_assert_int_eq(th_cli_capture("list policies", out, sizeof out), 0);
-    ck_assert_ptr_nonnull(strstr(out, "h2o"));
-    ck_assert_ptr_nonnull(strstr(out, "streamingllm"));
-    ck_assert_int_eq(th_cli_capture("list models", out, sizeof out), 0);
-    ck_assert_ptr_nonnull(strstr(out, "stories260K"));
-    ck_assert_int_eq(th_cli_capture("list protocols", out, sizeof out), 0);
-    ck_assert_ptr_nonnull(strstr(out, "semi2k"));
-    ck_assert_ptr_nonnull(strstr(out, "aby3"));
-    ck_assert_int_eq(th_cli_capture("list protocols --costs -n 16", out, sizeof out), 0);
-    ck_assert_ptr_nonnull(strstr(out, "semi2k"));
-    ck_assert_int_eq(th_cli_capture("list --help", out, sizeof out), 0);
-    ck_assert_ptr_nonnull(strstr(out, "usage: mpcsim list"));
-    ck_assert_int_eq(th_cli_capture("list modles", out, sizeof out), 2);
-    ck_assert_ptr_nonnull(strstr(out, "did you mean 'models'?"));
+    /* each command line, its exit status and what its output holds */
+    static const struct { const char *args; int status; const char *want[2]; } lists[] = {
+        {"list policies", 0, {"h2o", "streamingllm"}},
+        {"list models", 0, {"stories260K"}},
+        {"list protocols", 0, {"semi2k", "aby3"}},
+        {"list protocols --costs -n 16", 0, {"semi2k"}},
+        {"list --help", 0, {"usage: mpcsim list"}},
+        {"list modles", 2, {"did you mean 'models'?"}},
+    };
+    for (int i = 0; i < TH_N(lists); i++) {
+        ck_assert_int_eq(th_cli_capture(lists[i].args, out, sizeof out), lists[i].status);
+        for (int w = 0; w < 2 && lists[i].want[w]; w++)
+            ck_assert_msg(strstr(out, lists[i].want[w]), "%s: no '%s' in: %s", lists[i].args,
+                          lists[i].want[w], out);
+    }
     /* the key tables of the input files, printed from the readers' schemas, in 80 columns */
     ck_assert_int_eq(th_cli_capture("list keys", out, sizeof out), 0);
     static const char *const keys[] = {"keys of 'model'", "kv_heads", "keys of 'machine profile'",
@@ -904,41 +903,26 @@ START_TEST(test_cli_list)
     ck_assert_ptr_null(strstr(out, "kv_heads"));
     ck_assert_int_eq(th_cli_capture("list keys modl", out, sizeof out), 2);
     ck_assert_ptr_nonnull(strstr(out, "did you mean 'model'?"));
-    ck_assert_int_eq(th_cli_capture("list", out, sizeof out), 2);
-    ck_assert_int_eq(th_cli_capture("list models --costs", out, sizeof out), 2);
-    ck_assert_int_eq(th_cli_capture("list protocols --costs -n 0", out, sizeof out), 2);
+    static const char *const usage[] = {"list", "list models --costs", "list protocols --costs -n 0"};
+    for (int i = 0; i < TH_N(usage); i++)
+        ck_assert_msg(th_cli_capture(usage[i], out, sizeof out) == 2, "%s: %s", usage[i], out);
 }
 END_TEST
 
 Suite *scn_suite(void)
 {
     Suite *s = suite_create("scn");
-    TCase *t = tcase_create("errors");
-    tcase_add_loop_test(t, test_bad_input, 0, (int)N_BAD);
-    tcase_add_test(t, test_missing_file);
-    tcase_add_test(t, test_yamlx_tree);
-    suite_add_tcase(s, t);
-    t = tcase_create("sweep");
+    TCase *t = th_case(s, "errors", 0);
+    TH_LOOPS(t, (int)N_BAD, test_bad_input);
+    TH_TESTS(t, test_missing_file, test_yamlx_tree);
+    t = th_case(s, "sweep", 0);
     TESTDIR_USE(t);
-    tcase_add_test(t, test_grid);
-    tcase_add_test(t, test_zip);
-    tcase_add_test(t, test_cases);
-    tcase_add_test(t, test_defaults_and_overrides);
-    tcase_add_loop_test(t, test_wire_framing, 0, TH_N(wire_cases));
-    tcase_add_test(t, test_trace_paths);
-    tcase_add_test(t, test_trace_too_short);
-    tcase_add_loop_test(t, test_model_file_vs_inline, 0,
-                        (int)(sizeof model_bodies / sizeof *model_bodies));
-    tcase_add_loop_test(t, test_model_file_errors, 0,
-                        (int)(sizeof model_bad / sizeof *model_bad));
-    suite_add_tcase(s, t);
-    t = tcase_create("canonical");
-    tcase_add_test(t, test_hash);
-    tcase_add_test(t, test_round_trip);
-    tcase_add_test(t, test_topk_axis);
-    tcase_add_test(t, test_shipped_scenarios);
-    tcase_add_test(t, test_cli_list);
-    tcase_set_timeout(t, 30);
-    suite_add_tcase(s, t);
+    TH_TESTS(t, test_grid, test_zip, test_cases, test_defaults_and_overrides);
+    TH_LOOPS(t, TH_N(wire_cases), test_wire_framing);
+    TH_TESTS(t, test_trace_paths, test_trace_too_short);
+    TH_LOOPS(t, (int)(sizeof model_bodies / sizeof *model_bodies), test_model_file_vs_inline);
+    TH_LOOPS(t, (int)(sizeof model_bad / sizeof *model_bad), test_model_file_errors);
+    t = th_case(s, "canonical", 30);
+    TH_TESTS(t, test_hash, test_round_trip, test_topk_axis, test_shipped_scenarios, test_cli_list);
     return s;
 }

@@ -75,18 +75,18 @@ static void h2o_opts(fixture *f, const char *pname, secinf_opts *o)
 /* Policy ops of a step's program by kind. */
 static uint32_t count_kind(const op_program *p, int kind) { return fixture_count_ops(p, kind, OPC_POLICY); }
 
+STORIES(2 * N)
+
 START_TEST(test_h2o_on_shares)
 {
     static const char *const protos[] = {"semi2k", "aby3"};
-    fixture f;
-    fixture_open(&f, 2 * N);
     errbuf e = {{0}};
-    uint32_t V = f.m.vocab, LH = f.m.n_layers * f.m.n_kv_heads;
+    uint32_t V = sf.m.vocab, LH = sf.m.n_layers * sf.m.n_kv_heads;
     float *pol, *full;
     secpol_keep k;
-    fixture_replay(&f, "h2o", h2o_params, 2, N, P, &k, &pol, &full);
+    fixture_replay(&sf, "h2o", h2o_params, 2, N, P, &k, &pol, &full);
     secinf_opts o;
-    h2o_opts(&f, protos[_i], &o);
+    h2o_opts(&sf, protos[_i], &o);
     o.audit = 1;
     secinf_result r;
     ck_assert_msg(secinf_run(&o, &r, &e) == MS_OK, "%s", e.msg);
@@ -125,20 +125,17 @@ START_TEST(test_h2o_on_shares)
     op_program_free(&p);
     secinf_result_free(&r);
     fixture_replay_free(&k, pol, full);
-    llama_free(f.L);
     secinf_spol_free(&o.spol);
 }
 END_TEST
 
 START_TEST(test_h2o_costed_as_run)
 {
-    fixture f;
-    fixture_open(&f, 2 * N);
     errbuf e = {{0}};
     secinf_opts o;
-    h2o_opts(&f, "semi2k", &o);
+    h2o_opts(&sf, "semi2k", &o);
     kv_param kv[2] = {{.key = "heavy", .val = "4"}, {.key = "recent", .val = "4"}};
-    policy_env env = fixture_env(&f, P, N);
+    policy_env env = fixture_env(&sf, P, N);
     policy_args pa = {.kv = kv, .n = 2, .path = "(test)"};
     void *st;
     ck_assert_msg(policy_h2o.init(&env, &pa, &st, &e) == MS_OK, "%s", e.msg);
@@ -149,26 +146,17 @@ START_TEST(test_h2o_costed_as_run)
         kept[i] = 8;
     for (int si = 0; si < 2; si++) {
         op_program run, cost;
-        op_program_init(&run);
-        op_program_init(&cost);
-        ck_assert_int_eq(secinf_step_program(&o, steps[si], &run, &e), MS_OK);
         int phase = si ? PHASE_DECODE : PHASE_PREFILL;
-        for (uint32_t l = 0; l < f.m.n_layers; l++)
-            ck_assert_msg(policy_h2o.emit_cost(st, phase, l, si ? P + steps[si] - 1 : P, si ? kept : NULL, &cost, &e) ==
-                              MS_OK, "%s", e.msg);
+        fixture_step_pair(&o, steps[si], &policy_h2o, st, phase, si ? P + steps[si] - 1 : P,
+                          si ? kept : NULL, sf.m.n_layers, &run, &cost);
         /* each layer's upkeep, then (layer −1) the selection of every layer at once */
-        for (int l = -1; l < (int)f.m.n_layers; l++) {
-            const op *a[128], *b[128];
-            size_t na = fixture_layer_ops(&run, l, phase, a, 128), nb = fixture_layer_ops(&cost, l, phase, b, 128);
-            ck_assert_uint_eq(na, nb);
-            ck_assert_uint_ge(na, l < 0 ? (si ? 20 : 13) : (si ? 16 : 15));
-            fixture_assert_same_ops(&run, a, &cost, b, na, SAME_NO_VIEWS);
-        }
+        for (int l = -1; l < (int)sf.m.n_layers; l++)
+            ck_assert_uint_ge(fixture_same_layer(&run, &cost, l, phase, SAME_NO_VIEWS),
+                              l < 0 ? (si ? 20 : 13) : (si ? 16 : 15));
         op_program_free(&run);
         op_program_free(&cost);
     }
     policy_h2o.fini(st);
-    llama_free(f.L);
     secinf_spol_free(&o.spol);
 }
 END_TEST
@@ -206,13 +194,11 @@ static void same_public_programs(const secinf_opts *o, const secinf_opts *o2, in
 
 START_TEST(test_h2o_reveals_nothing)
 {
-    fixture f;
-    fixture_open(&f, 2 * N);
     errbuf e = {{0}};
     secinf_opts o, o2;
-    h2o_opts(&f, "semi2k", &o);
+    h2o_opts(&sf, "semi2k", &o);
     o2 = o;
-    o2.tokens = f.ids + N; /* another text */
+    o2.tokens = sf.ids + N; /* another text */
     same_public_programs(&o, &o2, 1);
     /* the audit opens after the programs: every op's traffic is the same without it */
     o.n_tokens = P + 3;
@@ -234,41 +220,37 @@ START_TEST(test_h2o_reveals_nothing)
     }
     secinf_result_free(&ra);
     secinf_result_free(&rn);
-    llama_free(f.L);
     secinf_spol_free(&o.spol);
 }
 END_TEST
 
 START_TEST(test_public_and_missing)
 {
-    fixture f;
-    fixture_open(&f, 2 * N);
     errbuf e = {{0}};
     const char *params[] = {"sink=2", "recent=6"};
     secpol_keep pub, rep;
-    ck_assert_msg(secinf_public_keep(&f.m, "streamingllm", params, 2, N, P, &pub, &e) == MS_OK, "%s", e.msg);
-    ck_assert_msg(secinf_policy_replay(&f.m, f.L, "streamingllm", params, 2, f.ids, N, P, &rep, NULL, &e) == MS_OK,
+    ck_assert_msg(secinf_public_keep(&sf.m, "streamingllm", params, 2, N, P, &pub, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(secinf_policy_replay(&sf.m, sf.L, "streamingllm", params, 2, sf.ids, N, P, &rep, NULL, &e) == MS_OK,
                   "%s", e.msg);
-    size_t n = (size_t)N * f.m.n_layers * f.m.n_kv_heads * N;
-    ck_assert_int_eq(memcmp(pub.keep + (size_t)P * f.m.n_layers * f.m.n_kv_heads * N,
-                            rep.keep + (size_t)P * f.m.n_layers * f.m.n_kv_heads * N,
-                            n - (size_t)P * f.m.n_layers * f.m.n_kv_heads * N),
+    size_t n = (size_t)N * sf.m.n_layers * sf.m.n_kv_heads * N;
+    ck_assert_int_eq(memcmp(pub.keep + (size_t)P * sf.m.n_layers * sf.m.n_kv_heads * N,
+                            rep.keep + (size_t)P * sf.m.n_layers * sf.m.n_kv_heads * N,
+                            n - (size_t)P * sf.m.n_layers * sf.m.n_kv_heads * N),
                      0);
     secpol_keep_free(&pub);
     secpol_keep_free(&rep);
     /* a policy that observes the model has no public kept set */
-    ck_assert_int_ne(secinf_public_keep(&f.m, "h2o", NULL, 0, N, P, &pub, &e), MS_OK);
+    ck_assert_int_ne(secinf_public_keep(&sf.m, "h2o", NULL, 0, N, P, &pub, &e), MS_OK);
     secinf_spol sp;
     int is_pub;
-    ck_assert_int_eq(secinf_spol_of(&f.m, "streamingllm", params, 2, P, N, &sp, &is_pub, &e), MS_OK);
+    ck_assert_int_eq(secinf_spol_of(&sf.m, "streamingllm", params, 2, P, N, &sp, &is_pub, &e), MS_OK);
     ck_assert(!sp.ops && is_pub);
-    ck_assert_int_eq(secinf_spol_of(&f.m, "mpcache", NULL, 0, P, N, &sp, &is_pub, &e), MS_OK);
+    ck_assert_int_eq(secinf_spol_of(&sf.m, "mpcache", NULL, 0, P, N, &sp, &is_pub, &e), MS_OK);
     ck_assert(sp.ops == &policy_mpcache_secure && !is_pub && ((const mpcache_sec *)sp.cfg)->static_count);
     secinf_spol_free(&sp);
     const char *topk[] = {"static=topk"};
-    ck_assert_int_eq(secinf_spol_of(&f.m, "mpcache", topk, 1, P, N, &sp, &is_pub, &e), MS_OK);
+    ck_assert_int_eq(secinf_spol_of(&sf.m, "mpcache", topk, 1, P, N, &sp, &is_pub, &e), MS_OK);
     ck_assert(!sp.ops && !is_pub);
-    llama_free(f.L);
 }
 END_TEST
 
@@ -281,15 +263,13 @@ static void mpc_opts(fixture *f, const char *pname, int cfg, secinf_opts *o)
 START_TEST(test_mpcache_on_shares)
 {
     static const char *const protos[] = {"semi2k", "aby3", "semi2k"};
-    fixture f;
-    fixture_open(&f, 2 * N);
     errbuf e = {{0}};
-    uint32_t V = f.m.vocab, LH = f.m.n_layers * f.m.n_kv_heads;
+    uint32_t V = sf.m.vocab, LH = sf.m.n_layers * sf.m.n_kv_heads;
     float *pol, *full;
     secpol_keep k;
-    fixture_replay(&f, "mpcache", mpc_params[_i], 4, N, P, &k, &pol, &full);
+    fixture_replay(&sf, "mpcache", mpc_params[_i], 4, N, P, &k, &pol, &full);
     secinf_opts o;
-    mpc_opts(&f, protos[_i], _i, &o);
+    mpc_opts(&sf, protos[_i], _i, &o);
     o.audit = 1;
     secinf_result r;
     ck_assert_msg(secinf_run(&o, &r, &e) == MS_OK, "%s", e.msg);
@@ -331,32 +311,29 @@ START_TEST(test_mpcache_on_shares)
     ck_assert_uint_gt(_i == 1 ? muls : gathers, 0); /* the full shape's secret set, or the gather */
     if (_i == 2) { /* the threshold dropped prompt keys: the counts the parties learned */
         uint32_t kept = 0;
-        for (uint32_t l = 0; l < f.m.n_layers; l++) {
+        for (uint32_t l = 0; l < sf.m.n_layers; l++) {
             ck_assert_uint_le(((mpcache_sec *)o.spol.cfg)->static_count[l], P);
             kept += ((mpcache_sec *)o.spol.cfg)->static_count[l];
         }
-        ck_assert_uint_lt(kept, f.m.n_layers * P);
+        ck_assert_uint_lt(kept, sf.m.n_layers * P);
         ck_assert_uint_gt(kept, 0);
     }
     secinf_spol_free(&o.spol);
     op_program_free(&p);
     secinf_result_free(&r);
     fixture_replay_free(&k, pol, full);
-    llama_free(f.L);
 }
 END_TEST
 
 START_TEST(test_mpcache_costed_as_run)
 {
-    fixture f;
-    fixture_open(&f, 2 * N);
     errbuf e = {{0}};
     for (int cfg = 0; cfg < 2; cfg++) {
         secinf_opts o;
-        mpc_opts(&f, "semi2k", cfg, &o);
+        mpc_opts(&sf, "semi2k", cfg, &o);
         kv_param kv[4];
         fixture_kv(mpc_params[cfg], 4, kv);
-        policy_env env = fixture_env(&f, P, N);
+        policy_env env = fixture_env(&sf, P, N);
         policy_args pa = {.kv = kv, .n = 4, .path = "(test)"};
         void *st;
         ck_assert_msg(policy_mpcache.init(&env, &pa, &st, &e) == MS_OK, "%s", e.msg);
@@ -364,20 +341,13 @@ START_TEST(test_mpcache_costed_as_run)
         const uint32_t steps[5] = {0, 1, 3, 7, 15};
         for (int si = 0; si < 5; si++) {
             op_program run, cost;
-            op_program_init(&run);
-            op_program_init(&cost);
-            ck_assert_int_eq(secinf_step_program(&o, steps[si], &run, &e), MS_OK);
             int phase = si ? PHASE_DECODE : PHASE_PREFILL;
-            for (uint32_t l = 0; l < f.m.n_layers; l++)
-                ck_assert_msg(policy_mpcache.emit_cost(st, phase, l, si ? P + steps[si] - 1 : P, NULL, &cost, &e) ==
-                                  MS_OK, "%s", e.msg);
-            for (int l = 0; l < (int)f.m.n_layers; l++) {
-                const op *a[256], *b[256];
-                size_t na = fixture_layer_ops(&run, l, phase, a, 256), nb = fixture_layer_ops(&cost, l, phase, b, 256);
-                ck_assert_uint_eq(na, nb);
+            fixture_step_pair(&o, steps[si], &policy_mpcache, st, phase, si ? P + steps[si] - 1 : P,
+                              NULL, sf.m.n_layers, &run, &cost);
+            for (int l = 0; l < (int)sf.m.n_layers; l++) {
                 size_t least = si ? (l == 3 ? 4 : 10) : (l == 3 ? 0 : 5); /* layer 3 shares layer 2's */
-                ck_assert_uint_ge(na, least);
-                fixture_assert_same_ops(&run, a, &cost, b, na, SAME_NO_VIEWS | SAME_ROLES);
+                ck_assert_uint_ge(fixture_same_layer(&run, &cost, l, phase, SAME_NO_VIEWS | SAME_ROLES),
+                                  least);
             }
             op_program_free(&run);
             op_program_free(&cost);
@@ -387,33 +357,24 @@ START_TEST(test_mpcache_costed_as_run)
     }
     /* the threshold's prompt: the keep bits and the count revealed, as the session runs them */
     secinf_opts ot;
-    mpc_opts(&f, "semi2k", 2, &ot);
+    mpc_opts(&sf, "semi2k", 2, &ot);
     kv_param tk[4];
     fixture_kv(mpc_params[2], 4, tk);
-    policy_env env = fixture_env(&f, P, N);
+    policy_env env = fixture_env(&sf, P, N);
     policy_args pa = {.kv = tk, .n = 4, .path = "(test)"};
     void *st;
     ck_assert_msg(policy_mpcache.init(&env, &pa, &st, &e) == MS_OK, "%s", e.msg);
     op_program run, cost;
-    op_program_init(&run);
-    op_program_init(&cost);
-    ck_assert_int_eq(secinf_step_program(&ot, 0, &run, &e), MS_OK);
-    for (uint32_t l = 0; l < f.m.n_layers; l++)
-        ck_assert_int_eq(policy_mpcache.emit_cost(st, PHASE_PREFILL, l, P, NULL, &cost, &e), MS_OK);
+    fixture_step_pair(&ot, 0, &policy_mpcache, st, PHASE_PREFILL, P, NULL, sf.m.n_layers, &run,
+                      &cost);
     policy_mpcache.fini(st);
     size_t total = 0;
-    for (int l = 0; l < (int)f.m.n_layers; l++) {
-        const op *a[128], *b[128];
-        size_t na = fixture_layer_ops(&run, l, PHASE_PREFILL, a, 128), nb = fixture_layer_ops(&cost, l, PHASE_PREFILL, b, 128);
-        ck_assert_uint_eq(na, nb);
-        total += na;
-        fixture_assert_same_ops(&run, a, &cost, b, na, SAME_NO_VIEWS);
-    }
+    for (int l = 0; l < (int)sf.m.n_layers; l++)
+        total += fixture_same_layer(&run, &cost, l, PHASE_PREFILL, SAME_NO_VIEWS);
     ck_assert_uint_ge(total, 4 * 10);
     op_program_free(&run);
     op_program_free(&cost);
     secinf_spol_free(&ot.spol);
-    llama_free(f.L);
 }
 END_TEST
 
@@ -464,12 +425,7 @@ static run_cfg *mpc_run_cfg(int cfg)
     run_cfg *c = calloc(1, sizeof *c);
     errbuf e = {{0}};
     ck_assert_msg(model_load("stories260K", &c->model, &e) == MS_OK, "%s", e.msg);
-    snprintf(c->model_ref, sizeof c->model_ref, "stories260K");
-    snprintf(c->scenario_path, sizeof c->scenario_path, "t.yaml");
-    snprintf(c->trace.source, sizeof c->trace.source, "record");
-    snprintf(c->trace.path, sizeof c->trace.path, "%s",
-             th_data_path("tests/data/tinystories_sample.txt"));
-    snprintf(c->policy.name, sizeof c->policy.name, "mpcache");
+    fixture_record_cfg(c, "mpcache");
     fixture_kv(mpc_params[cfg], 4, c->policy.params);
     c->policy.n_params = 4;
     c->work.prompt_len = P;
@@ -495,11 +451,9 @@ START_TEST(test_mpcache_replay_lowers_as_run)
     /* `mpcsim run`'s cost path (the replay's policy ops and attended rows, the lowering) gives
      * the programs the session runs: the prompt and every decode step, the attention shaped by
      * the public bound the session attends (not the replay's kept counts) */
-    fixture f;
-    fixture_open(&f, 2 * N);
     errbuf e = {{0}};
     secinf_opts o;
-    mpc_opts(&f, "semi2k", _i, &o);
+    mpc_opts(&sf, "semi2k", _i, &o);
     run_cfg *c = mpc_run_cfg(_i);
     replay *r;
     ck_assert_msg(replay_open(c, &r, &e) == MS_OK, "%s", e.msg);
@@ -511,19 +465,19 @@ START_TEST(test_mpcache_replay_lowers_as_run)
     lower_opts_default(&lo);
     lo.phase = PHASE_PREFILL;
     lo.n_tokens = P;
-    ck_assert_msg(lower_step(&f.m, &lo, &cost, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(lower_step(&sf.m, &lo, &cost, &e) == MS_OK, "%s", e.msg);
     ck_assert_int_eq(secinf_step_program(&o, 0, &run, &e), MS_OK);
-    ck_assert_uint_gt(same_program(&run, &cost, PHASE_PREFILL, f.m.n_layers), 0);
+    ck_assert_uint_gt(same_program(&run, &cost, PHASE_PREFILL, sf.m.n_layers), 0);
     uint32_t kept[64], padded = 0;
     for (uint32_t st = 0; st < N - P; st++) {
         op_program_clear(&cost);
         ck_assert_msg(replay_step(r, st, P + st, kept, &cost, &e) == MS_OK, "%s", e.msg);
         ck_assert_int_eq(replay_step_once(r), 0);
-        lower_decode(&f.m, P + st, kept, &cost);
+        lower_decode(&sf.m, P + st, kept, &cost);
         ck_assert_int_eq(secinf_step_program(&o, st + 1, &run, &e), MS_OK);
-        ck_assert_uint_gt(same_program(&run, &cost, PHASE_DECODE, f.m.n_layers), 0);
-        for (uint32_t l = 0; l < f.m.n_layers; l++)
-            padded += kept[l * f.m.n_kv_heads] % 4 == 0 && kept[l * f.m.n_kv_heads] < P + st;
+        ck_assert_uint_gt(same_program(&run, &cost, PHASE_DECODE, sf.m.n_layers), 0);
+        for (uint32_t l = 0; l < sf.m.n_layers; l++)
+            padded += kept[l * sf.m.n_kv_heads] % 4 == 0 && kept[l * sf.m.n_kv_heads] < P + st;
     }
     ck_assert_uint_gt(padded, 0); /* steps attended a bound of whole 4-clusters */
     replay_close(r);
@@ -531,7 +485,6 @@ START_TEST(test_mpcache_replay_lowers_as_run)
     secinf_spol_free(&o.spol);
     op_program_free(&run);
     op_program_free(&cost);
-    llama_free(f.L);
 }
 END_TEST
 
@@ -582,28 +535,26 @@ START_TEST(test_mpcache_threshold_decode_costed_as_run)
      * policy driven by the float model give the session's programs once the session's revealed
      * counts are the ones the plaintext rule keeps */
     enum { STEPS = 4 };
-    fixture f;
-    fixture_open(&f, 2 * N);
     errbuf e = {{0}};
     secinf_opts o;
-    mpc_opts(&f, "semi2k", 2, &o);
-    const model_cfg *m = &f.m;
+    mpc_opts(&sf, "semi2k", 2, &o);
+    const model_cfg *m = &sf.m;
     uint32_t L = m->n_layers, Hkv = m->n_kv_heads, T = P + STEPS;
     kv_param kv[4];
     fixture_kv(mpc_params[2], 4, kv);
     mdrive c = {.m = m, .T = T, .P = P, .W = ((const mpcache_sec *)o.spol.cfg)->mpc.window, .thr = ((const mpcache_sec *)o.spol.cfg)->mpc.thr};
     c.k = calloc((size_t)L * T * Hkv * m->head_dim, sizeof *c.k);
     c.pass = calloc((size_t)L * P, sizeof *c.pass);
-    policy_env env = fixture_env(&f, P, N);
+    policy_env env = fixture_env(&sf, P, N);
     env.get_k = mdrive_get_k, env.kv_ctx = &c;
     policy_args pa = {.kv = kv, .n = 4, .path = "(test)"};
     ck_assert_msg(policy_mpcache.init(&env, &pa, &c.st, &e) == MS_OK, "%s", e.msg);
     ck_assert_uint_gt(c.W, 0);
-    llama_reset(f.L);
+    llama_reset(sf.L);
     llama_hooks hk = {.ctx = &c, .on_layer = mdrive_layer};
     float *logits = malloc((size_t)m->vocab * sizeof *logits);
     for (uint32_t pos = 0; pos < T; pos++) {
-        ck_assert_int_eq(llama_forward(f.L, f.ids[pos], pos, &hk, logits), MS_OK);
+        ck_assert_int_eq(llama_forward(sf.L, sf.ids[pos], pos, &hk, logits), MS_OK);
         if (pos + 1 == P)
             ck_assert_msg(policy_mpcache.prefill(c.st, &e) == MS_OK, "%s", e.msg);
     }
@@ -644,24 +595,21 @@ START_TEST(test_mpcache_threshold_decode_costed_as_run)
     secinf_spol_free(&o.spol);
     op_program_free(&run);
     op_program_free(&cost);
-    llama_free(f.L);
 }
 END_TEST
 
 START_TEST(test_mpcache_reveals_nothing)
 {
-    fixture f;
-    fixture_open(&f, 2 * N);
     errbuf e = {{0}};
     secinf_opts o, o2;
-    mpc_opts(&f, "semi2k", 0, &o);
+    mpc_opts(&sf, "semi2k", 0, &o);
     o2 = o;
-    o2.tokens = f.ids + N; /* another text */
+    o2.tokens = sf.ids + N; /* another text */
     same_public_programs(&o, &o2, 0);
     /* threshold: the prompt's program also reveals one count per selecting layer (layers 0, 1,
      * 2, 4: layer 3 shares layer 2's), nothing else */
     secinf_opts ot;
-    mpc_opts(&f, "semi2k", 2, &ot);
+    mpc_opts(&sf, "semi2k", 2, &ot);
     op_program p;
     op_program_init(&p);
     ck_assert_int_eq(secinf_step_program(&ot, 0, &p, &e), MS_OK);
@@ -679,7 +627,6 @@ START_TEST(test_mpcache_reveals_nothing)
     secinf_spol_free(&ot.spol);
     secinf_spol_free(&o.spol);
     op_program_free(&p);
-    llama_free(f.L);
 }
 END_TEST
 
@@ -789,20 +736,17 @@ END_TEST
 Suite *secpol_suite(void)
 {
     Suite *s = suite_create("secpol");
-    TCase *tc = tcase_create("secpol");
-    tcase_set_timeout(tc, 120);
+    TCase *tc = th_case(s, "secpol", 120);
     TESTDIR_USE(tc);
-    tcase_add_loop_test(tc, test_h2o_on_shares, 0, 2);
-    tcase_add_test(tc, test_h2o_costed_as_run);
-    tcase_add_test(tc, test_h2o_evict_rule);
-    tcase_add_test(tc, test_h2o_reveals_nothing);
-    tcase_add_test(tc, test_public_and_missing);
-    tcase_add_test(tc, test_cli);
-    tcase_add_loop_test(tc, test_mpcache_on_shares, 0, 3);
-    tcase_add_test(tc, test_mpcache_costed_as_run);
-    tcase_add_loop_test(tc, test_mpcache_replay_lowers_as_run, 0, 2);
-    tcase_add_test(tc, test_mpcache_threshold_decode_costed_as_run);
-    tcase_add_test(tc, test_mpcache_reveals_nothing);
-    suite_add_tcase(s, tc);
+    TH_TESTS(tc, test_h2o_evict_rule, test_cli);
+    TCase *model = th_case(s, "model", 120);
+    TESTDIR_USE(model);
+    STORIES_USE(model);
+    TH_LOOPS(model, 2, test_h2o_on_shares);
+    TH_TESTS(model, test_h2o_costed_as_run, test_h2o_reveals_nothing, test_public_and_missing);
+    TH_LOOPS(model, 3, test_mpcache_on_shares);
+    TH_TESTS(model, test_mpcache_costed_as_run);
+    TH_LOOPS(model, 2, test_mpcache_replay_lowers_as_run);
+    TH_TESTS(model, test_mpcache_threshold_decode_costed_as_run, test_mpcache_reveals_nothing);
     return s;
 }

@@ -129,6 +129,15 @@ static void build_prefix_wl(workload *w, int same_user)
     add_seq(w, 3 * GAP, same_user ? 11 : 14, d, 40, NULL);
 }
 
+/* Request i of r reused hits[i] tokens (hits[i] < 0: not checked), for i < n. */
+static void expect_hits(const serve_result *r, int n, const int *hits)
+{
+    for (int i = 0; i < n; i++)
+        if (hits[i] >= 0)
+            ck_assert_msg(r->req[i].hit == (uint32_t)hits[i], "request %d: %u tokens reused, want %d",
+                          i, r->req[i].hit, hits[i]);
+}
+
 START_TEST(test_prefix_hits)
 {
     workload w;
@@ -136,10 +145,7 @@ START_TEST(test_prefix_hits)
     serve_params p = params_for(KVS_PREFIX, 16, KVS_POS_REROTATE);
     serve_result r;
     run_ok(&p, &w, &r);
-    ck_assert_uint_eq(r.req[0].hit, 0);
-    ck_assert_uint_eq(r.req[1].hit, 32);
-    ck_assert_uint_eq(r.req[2].hit, 16);
-    ck_assert_uint_eq(r.req[3].hit, 0);
+    expect_hits(&r, 4, (const int[]){0, 32, 16, 0});
     ck_assert_double_eq_tol(r.token_hit_rate, 48.0 / 160.0, 1e-12);
     ck_assert_double_eq_tol(r.request_hit_rate, 0.5, 1e-12);
     serve_result_free(&r);
@@ -176,8 +182,7 @@ START_TEST(test_salted_hits)
     wl_free(&w);
     build_prefix_wl(&w, 1); /* one user: the same hits as unsalted prefix sharing */
     run_ok(&p, &w, &r);
-    ck_assert_uint_eq(r.req[1].hit, 32);
-    ck_assert_uint_eq(r.req[2].hit, 16);
+    expect_hits(&r, 3, (const int[]){-1, 32, 16});
     ck_assert_double_eq_tol(r.token_hit_rate, 48.0 / 160.0, 1e-12);
     serve_result_free(&r);
     wl_free(&w);
@@ -215,46 +220,73 @@ START_TEST(test_span_hits)
     serve_params p = params_for(KVS_SPAN, 8, KVS_POS_REROTATE);
     serve_result r;
     run_ok(&p, &w, &r);
-    ck_assert_uint_eq(r.req[0].hit, 0);
-    ck_assert_uint_eq(r.req[1].hit, 44);
+    expect_hits(&r, 4, (const int[]){0, 44, 44, 44});
     ck_assert_uint_eq(r.req[1].shifted, 44);
-    ck_assert_uint_eq(r.req[2].hit, 44);
     ck_assert_uint_eq(r.req[2].shifted, 0);
-    ck_assert_uint_eq(r.req[3].hit, 44);
     ck_assert_double_eq_tol(r.token_hit_rate, 132.0 / 211.0, 1e-12);
     ck_assert_uint_eq(r.rerotate_tokens, 44);
     serve_result_free(&r);
     /* recompute: runs are reused only where they were computed; B's moved runs miss */
     p.share.position = KVS_POS_RECOMPUTE;
     run_ok(&p, &w, &r);
-    ck_assert_uint_eq(r.req[1].hit, 0);
-    ck_assert_uint_eq(r.req[2].hit, 44);
+    expect_hits(&r, 3, (const int[]){-1, 0, 44});
     ck_assert_uint_eq(r.rerotate_tokens, 0);
     serve_result_free(&r);
     /* prefix sharing on the same workload: B shares no prefix with A; C and D repeat A's
      * tokens, so they reuse floor(52/16) = 3 blocks = 48 tokens, the secret included */
     p.share.kind = KVS_PREFIX;
     run_ok(&p, &w, &r);
-    ck_assert_uint_eq(r.req[1].hit, 0);
-    ck_assert_uint_eq(r.req[2].hit, 48);
-    ck_assert_uint_eq(r.req[3].hit, 48);
+    expect_hits(&r, 4, (const int[]){-1, 0, 48, 48});
     serve_result_free(&r);
     wl_free(&w);
 }
 END_TEST
 
+/* ---- the cache alone ------------------------------------------------------------------ */
+
+/* A cache of kind (its min_span and capacity in tokens; 0: the default). */
+static kvs *cache_open(int kind, uint32_t min_span, uint32_t capacity)
+{
+    kvs_params kp;
+    kvs_params_default(&kp);
+    kp.kind = kind;
+    if (min_span)
+        kp.min_span = min_span;
+    if (capacity)
+        kp.capacity_tokens = capacity;
+    kvs *c;
+    errbuf e;
+    ck_assert_msg(kvs_open(&kp, &c, &e) == 0, "%s", e.msg);
+    return c;
+}
+
+/* One request's prompt through the cache: looked up, inserted, released; the cache stays
+ * sane. Its hit tokens. */
+static uint32_t put_prompt(kvs *c, const kvs_prompt *pr)
+{
+    errbuf e;
+    kvs_match m;
+    kvs_hold h = {0};
+    ck_assert_int_eq(kvs_lookup(c, pr, &m, &h, &e), 0);
+    ck_assert_int_eq(kvs_insert(c, pr, &m, &h, &e), 0);
+    kvs_release(c, &h);
+    kvs_hold_free(&h);
+    ck_assert(kvs_is_sane(c));
+    return m.hit_tokens;
+}
+
+static uint32_t put(kvs *c, const uint32_t *t, uint32_t n, uint32_t user)
+{
+    kvs_prompt pr = {t, NULL, n, 0, user};
+    return put_prompt(c, &pr);
+}
+
 /* Property: after caching random prompts with random masks, looking any of them up with
  * every token marked insensitive never reuses a position that was sensitive. */
 START_TEST(test_span_never_sensitive)
 {
-    kvs_params kp;
-    kvs_params_default(&kp);
-    kp.kind = KVS_SPAN;
-    kp.min_span = 4;
-    kp.capacity_tokens = 1u << 16;
-    kvs *c;
+    kvs *c = cache_open(KVS_SPAN, 4, 1u << 16);
     errbuf e;
-    ck_assert_int_eq(kvs_open(&kp, &c, &e), 0);
     enum { N = 60, L = 120 };
     static uint32_t tok[N][L];
     static uint8_t sens[N][L];
@@ -270,13 +302,7 @@ START_TEST(test_span_never_sensitive)
     uint64_t hits = 0;
     for (int i = 0; i < N; i++) {
         kvs_prompt pr = {tok[i], sens[i], L, 0, (uint32_t)i};
-        kvs_match m;
-        kvs_hold h = {0};
-        ck_assert_int_eq(kvs_lookup(c, &pr, &m, &h, &e), 0);
-        ck_assert_int_eq(kvs_insert(c, &pr, &m, &h, &e), 0);
-        kvs_release(c, &h);
-        kvs_hold_free(&h);
-        ck_assert(kvs_is_sane(c));
+        put_prompt(c, &pr);
     }
     /* every cached token must be insensitive where it came from: look each prompt up as an
      * attacker would (all insensitive) and check every reused token also appears insensitive
@@ -308,19 +334,11 @@ START_TEST(test_span_secret_never_hit)
     uint32_t a[64], b[64];
     workload w;
     build_span_wl(&w, a, b);
-    kvs_params kp;
-    kvs_params_default(&kp);
-    kp.kind = KVS_SPAN;
-    kp.min_span = 8;
-    kvs *c;
+    kvs *c = cache_open(KVS_SPAN, 8, 0);
     errbuf e;
-    ck_assert_int_eq(kvs_open(&kp, &c, &e), 0);
     kvs_prompt pa = {a, wl_sens(&w, 0), 53, 0, 11};
+    put_prompt(c, &pa);
     kvs_match m;
-    kvs_hold h = {0};
-    ck_assert_int_eq(kvs_lookup(c, &pa, &m, &h, &e), 0);
-    ck_assert_int_eq(kvs_insert(c, &pa, &m, &h, &e), 0);
-    kvs_release(c, &h);
     static const uint8_t zero[64];
     kvs_prompt probe = {a, zero, 53, 1, 99};
     ck_assert_int_eq(kvs_lookup(c, &probe, &m, NULL, &e), 0);
@@ -329,27 +347,12 @@ START_TEST(test_span_secret_never_hit)
         ck_assert_msg(end <= 20 || s >= 24, "piece [%u,%u) covers the secret [20,24)", s, end);
     }
     ck_assert_uint_eq(m.hit_tokens, 44);
-    kvs_hold_free(&h);
     kvs_close(c);
     wl_free(&w);
 }
 END_TEST
 
 /* ---- LRU eviction ---------------------------------------------------------------------- */
-
-static uint32_t put(kvs *c, const uint32_t *t, uint32_t n, uint32_t user)
-{
-    errbuf e;
-    kvs_prompt pr = {t, NULL, n, 0, user};
-    kvs_match m;
-    kvs_hold h = {0};
-    ck_assert_int_eq(kvs_lookup(c, &pr, &m, &h, &e), 0);
-    ck_assert_int_eq(kvs_insert(c, &pr, &m, &h, &e), 0);
-    kvs_release(c, &h);
-    kvs_hold_free(&h);
-    ck_assert(kvs_is_sane(c));
-    return m.hit_tokens;
-}
 
 static uint32_t peek(kvs *c, const uint32_t *t, uint32_t n)
 {
@@ -362,13 +365,8 @@ static uint32_t peek(kvs *c, const uint32_t *t, uint32_t n)
 
 START_TEST(test_lru_eviction)
 {
-    kvs_params kp;
-    kvs_params_default(&kp);
-    kp.kind = KVS_PREFIX;
-    kp.capacity_tokens = 48; /* 3 blocks */
-    kvs *c;
+    kvs *c = cache_open(KVS_PREFIX, 0, 48); /* 3 blocks */
     errbuf e;
-    ck_assert_int_eq(kvs_open(&kp, &c, &e), 0);
     uint32_t A[17], B[17], C[17], D[17];
     seq(A, 17, 100);
     seq(B, 17, 200);
@@ -388,8 +386,7 @@ START_TEST(test_lru_eviction)
     kvs_close(c);
 
     /* vLLM frees a request's blocks in reverse: its last block is evicted first */
-    kp.capacity_tokens = 32;
-    ck_assert_int_eq(kvs_open(&kp, &c, &e), 0);
+    c = cache_open(KVS_PREFIX, 0, 32);
     uint32_t E[33];
     seq(E, 33, 500);
     put(c, E, 33, 1); /* blocks e0 e1 */
@@ -398,8 +395,7 @@ START_TEST(test_lru_eviction)
     kvs_close(c);
 
     /* units held by a running request are never evicted: the new block is dropped */
-    kp.capacity_tokens = 16;
-    ck_assert_int_eq(kvs_open(&kp, &c, &e), 0);
+    c = cache_open(KVS_PREFIX, 0, 16);
     kvs_prompt pa = {A, NULL, 17, 0, 1}, pb = {B, NULL, 17, 0, 1};
     kvs_match ma, mb;
     kvs_hold ha = {0}, hb = {0};
@@ -422,29 +418,16 @@ END_TEST
 /* Span units are evicted LRU too, and their anchors go with them. */
 START_TEST(test_span_eviction)
 {
-    kvs_params kp;
-    kvs_params_default(&kp);
-    kp.kind = KVS_SPAN;
-    kp.min_span = 8;
-    kp.capacity_tokens = 45; /* two 21-token runs fit, a third evicts the oldest */
-    kvs *c;
+    kvs *c = cache_open(KVS_SPAN, 8, 45); /* two 21-token runs fit, a third evicts the oldest */
     errbuf e;
-    ck_assert_int_eq(kvs_open(&kp, &c, &e), 0);
     uint32_t A[21], B[21], C[21];
     uint8_t z[21] = {0};
     seq(A, 21, 100);
     seq(B, 21, 200);
     seq(C, 21, 300);
     kvs_prompt p[3] = {{A, z, 21, 0, 1}, {B, z, 21, 0, 2}, {C, z, 21, 0, 3}};
-    for (int i = 0; i < 3; i++) {
-        kvs_match m;
-        kvs_hold h = {0};
-        ck_assert_int_eq(kvs_lookup(c, &p[i], &m, &h, &e), 0);
-        ck_assert_int_eq(kvs_insert(c, &p[i], &m, &h, &e), 0);
-        kvs_release(c, &h);
-        kvs_hold_free(&h);
-        ck_assert(kvs_is_sane(c));
-    }
+    for (int i = 0; i < 3; i++)
+        put_prompt(c, &p[i]);
     kvs_match m;
     ck_assert_int_eq(kvs_lookup(c, &p[0], &m, NULL, &e), 0);
     ck_assert_uint_eq(m.hit_tokens, 0); /* A (21 tokens) was evicted for C */
@@ -708,23 +691,22 @@ START_TEST(test_workload_file)
     ck_assert(!memcmp(r.sens, w.sens, w.n_tok));
     wl_free(&r);
     wl_free(&w);
-    /* errors name file:line:col */
-    f = fopen(path, "w");
-    fprintf(f, "mpcsim-serve-workload 1\nreq 5 0 1 2 : 1 2 3\nreq 7 0 1 x : 4\n");
-    fclose(f);
-    wl_init(&r);
-    ck_assert_int_eq(wl_load(&r, path, &e), MS_ERR_FORMAT);
-    char want[300];
-    snprintf(want, sizeof want, "%s:3:11: error: expected decode_len", path);
-    ck_assert_msg(strstr(e.msg, want), "got: %s", e.msg);
-    wl_free(&r);
-    f = fopen(path, "w");
-    fprintf(f, "mpcsim-serve-workload 1\nreq 5 0 1 2 : 1 2 3\nreq 4 0 1 2 : 4\n");
-    fclose(f);
-    wl_init(&r);
-    ck_assert_int_eq(wl_load(&r, path, &e), MS_ERR_FORMAT);
-    ck_assert_msg(strstr(e.msg, ":3:5: error: arrival 4 is before"), "got: %s", e.msg);
-    wl_free(&r);
+    /* errors name file:line:col (the first with the file's path before them) */
+    static const struct { const char *text; int with_path; const char *want; } bad[] = {
+        {"mpcsim-serve-workload 1\nreq 5 0 1 2 : 1 2 3\nreq 7 0 1 x : 4\n", 1,
+         ":3:11: error: expected decode_len"},
+        {"mpcsim-serve-workload 1\nreq 5 0 1 2 : 1 2 3\nreq 4 0 1 2 : 4\n", 0,
+         ":3:5: error: arrival 4 is before"},
+    };
+    for (int i = 0; i < TH_N(bad); i++) {
+        th_write(path, bad[i].text);
+        wl_init(&r);
+        ck_assert_int_eq(wl_load(&r, path, &e), MS_ERR_FORMAT);
+        char want[300];
+        snprintf(want, sizeof want, "%s%s", bad[i].with_path ? path : "", bad[i].want);
+        ck_assert_msg(strstr(e.msg, want), "got: %s", e.msg);
+        wl_free(&r);
+    }
 }
 END_TEST
 
@@ -869,30 +851,13 @@ END_TEST
 Suite *serve_suite(void)
 {
     Suite *s = suite_create("serve");
-    TCase *t = tcase_create("core");
-    tcase_set_timeout(t, 60);
+    TCase *t = th_case(s, "core", 60);
     TESTDIR_USE(t);
-    tcase_add_test(t, test_prefix_hits);
-    tcase_add_test(t, test_prefix_last_token);
-    tcase_add_test(t, test_salted_hits);
-    tcase_add_test(t, test_span_hits);
-    tcase_add_test(t, test_span_never_sensitive);
-    tcase_add_test(t, test_span_secret_never_hit);
-    tcase_add_test(t, test_lru_eviction);
-    tcase_add_test(t, test_span_eviction);
-    tcase_add_test(t, test_ttft_hit_faster);
-    tcase_add_test(t, test_schedule_by_hand);
-    tcase_add_test(t, test_leak_prefix_recovers);
-    tcase_add_test(t, test_leak_salted_nothing);
-    tcase_add_test(t, test_leak_span_nothing);
-    tcase_add_test(t, test_leak_bits);
-    tcase_add_test(t, test_determinism);
-    tcase_add_test(t, test_policy_ordering);
-    tcase_add_test(t, test_capacity_eviction);
-    tcase_add_test(t, test_workload_file);
-    tcase_add_test(t, test_bucket_bound);
-    tcase_add_test(t, test_real_coster);
-    tcase_add_test(t, test_cli);
-    suite_add_tcase(s, t);
+    TH_TESTS(t, test_prefix_hits, test_prefix_last_token, test_salted_hits, test_span_hits,
+                test_span_never_sensitive, test_span_secret_never_hit, test_lru_eviction,
+                test_span_eviction, test_ttft_hit_faster, test_schedule_by_hand,
+                test_leak_prefix_recovers, test_leak_salted_nothing, test_leak_span_nothing,
+                test_leak_bits, test_determinism, test_policy_ordering, test_capacity_eviction,
+                test_workload_file, test_bucket_bound, test_real_coster, test_cli);
     return s;
 }

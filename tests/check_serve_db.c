@@ -15,13 +15,17 @@
 
 TESTDIR("check_serve_db")
 
-static rdb *open_new(const char *name)
+static rdb *open_new(const char *name) { return sqlfix_rdb_new(testdir_path(&td, name)); }
+
+/* The tests of the serving tables' rows each get a new serve.db with the tables (tdb). */
+static rdb *tdb;
+static void tdb_setup(void)
 {
-    rdb *db;
     errbuf e;
-    ck_assert_msg(rdb_open(testdir_path(&td, name), 1, &db, &e) == MS_OK, "%s", e.msg);
-    return db;
+    tdb = open_new("serve.db");
+    ck_assert_msg(sdb_init(tdb, &e) == MS_OK, "%s", e.msg);
 }
+static void tdb_teardown(void) { rdb_close(tdb); }
 
 static long long q1(rdb *db, const char *sql) { return sqlfix_int(rdb_handle(db), sql); }
 
@@ -107,9 +111,7 @@ static int has(char cols[][32], int n, const char *name)
 
 START_TEST(test_schema_as_documented)
 {
-    rdb *db = open_new("s.db");
     errbuf e;
-    ck_assert_msg(sdb_init(db, &e) == MS_OK, "%s", e.msg);
     const char *doc = th_text(th_data_path("scenarios/SERVING.md"));
     static const char *const tables[] = {"serve_runs", "serve_metrics", "serve_requests",
                                          "serve_leak"};
@@ -121,7 +123,7 @@ START_TEST(test_schema_as_documented)
         int ng = 0;
         snprintf(sql, sizeof sql, "PRAGMA table_info(%s)", tables[t]);
         sqlite3_stmt *s;
-        ck_assert_int_eq(sqlite3_prepare_v2(rdb_handle(db), sql, -1, &s, NULL), SQLITE_OK);
+        ck_assert_int_eq(sqlite3_prepare_v2(rdb_handle(tdb), sql, -1, &s, NULL), SQLITE_OK);
         while (sqlite3_step(s) == SQLITE_ROW && ng < 32)
             snprintf(got[ng++], 32, "%s", (const char *)sqlite3_column_text(s, 1));
         sqlite3_finalize(s);
@@ -136,10 +138,9 @@ START_TEST(test_schema_as_documented)
                           "%s: column '%s' is not in SERVING.md", tables[t], got[i]);
     }
     /* creating them again is harmless */
-    ck_assert_msg(sdb_init(db, &e) == MS_OK, "%s", e.msg);
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM sqlite_master WHERE name LIKE 'serve_%' AND "
+    ck_assert_msg(sdb_init(tdb, &e) == MS_OK, "%s", e.msg);
+    ck_assert_int_eq(q1(tdb, "SELECT count(*) FROM sqlite_master WHERE name LIKE 'serve_%' AND "
                             "type = 'table'"), 4);
-    rdb_close(db);
 }
 END_TEST
 
@@ -147,17 +148,15 @@ END_TEST
 
 START_TEST(test_run_read_back)
 {
-    rdb *db = open_new("r.db");
     errbuf e;
-    ck_assert_msg(sdb_init(db, &e) == MS_OK, "%s", e.msg);
     sdb_run r = a_run();
     int64_t id1 = -1, id2 = -1;
-    ck_assert_msg(sdb_put_run(db, &r, &id1, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(sdb_put_run(tdb, &r, &id1, &e) == MS_OK, "%s", e.msg);
     r.policy = "prefix";
     r.model = NULL; /* a missing text is NULL, not "" */
     r.req = NULL;
     r.n_req = 5; /* ignored without requests */
-    ck_assert_msg(sdb_put_run(db, &r, &id2, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(sdb_put_run(tdb, &r, &id2, &e) == MS_OK, "%s", e.msg);
     ck_assert_int_gt(id1, 0);
     ck_assert_int_gt(id2, id1);
     char sql[256], t[256];
@@ -167,16 +166,16 @@ START_TEST(test_run_read_back)
     static const char *const want[] = {"rag", "span", "12.5", "42", "stories260K", "semi2k",
                                        "lan", "fcfs", "2", "4", "256", "name: rag\n"};
     for (int c = 0; c < 12; c++)
-        ck_assert_str_eq(qtext(db, sql, c, t, sizeof t), want[c]);
-    ck_assert_int_eq(strlen(qtext(db, sql, 12, t, sizeof t)), strlen("2026-01-01T00:00:00.000Z"));
+        ck_assert_str_eq(qtext(tdb, sql, c, t, sizeof t), want[c]);
+    ck_assert_int_eq(strlen(qtext(tdb, sql, 12, t, sizeof t)), strlen("2026-01-01T00:00:00.000Z"));
     snprintf(sql, sizeof sql, "SELECT model FROM serve_runs WHERE id = %lld", (long long)id2);
-    ck_assert_str_eq(qtext(db, sql, 0, t, sizeof t), "NULL");
+    ck_assert_str_eq(qtext(tdb, sql, 0, t, sizeof t), "NULL");
     /* the metrics, each with its unit */
     for (int i = 0; i < 3; i++) {
         snprintf(sql, sizeof sql, "SELECT value, unit FROM serve_metrics WHERE run_id = %lld AND "
                  "name = '%s'", (long long)id1, METRICS[i].name);
         sqlite3_stmt *s;
-        ck_assert_int_eq(sqlite3_prepare_v2(rdb_handle(db), sql, -1, &s, NULL), SQLITE_OK);
+        ck_assert_int_eq(sqlite3_prepare_v2(rdb_handle(tdb), sql, -1, &s, NULL), SQLITE_OK);
         ck_assert_int_eq(sqlite3_step(s), SQLITE_ROW);
         ck_assert_double_eq(sqlite3_column_double(s, 0), METRICS[i].value);
         ck_assert_str_eq((const char *)sqlite3_column_text(s, 1), METRICS[i].unit);
@@ -184,13 +183,13 @@ START_TEST(test_run_read_back)
     }
     snprintf(sql, sizeof sql, "SELECT count(*) FROM serve_metrics WHERE run_id = %lld",
              (long long)id2);
-    ck_assert_int_eq(q1(db, sql), 3);
+    ck_assert_int_eq(q1(tdb, sql), 3);
     /* the requests, numbered in order, 64-bit times intact */
     snprintf(sql, sizeof sql, "SELECT req, tenant, user, arrival_ns, admit_ns, first_ns, "
              "finish_ns, prompt, hit, shifted, decode FROM serve_requests WHERE run_id = %lld "
              "ORDER BY req", (long long)id1);
     sqlite3_stmt *s;
-    ck_assert_int_eq(sqlite3_prepare_v2(rdb_handle(db), sql, -1, &s, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_prepare_v2(rdb_handle(tdb), sql, -1, &s, NULL), SQLITE_OK);
     for (int i = 0; i < 2; i++) {
         const sdb_request *x = &REQS[i];
         ck_assert_int_eq(sqlite3_step(s), SQLITE_ROW);
@@ -211,27 +210,23 @@ START_TEST(test_run_read_back)
     sqlite3_finalize(s);
     snprintf(sql, sizeof sql, "SELECT count(*) FROM serve_requests WHERE run_id = %lld",
              (long long)id2);
-    ck_assert_int_eq(q1(db, sql), 0);
+    ck_assert_int_eq(q1(tdb, sql), 0);
     /* deleting a run deletes its rows (foreign keys are on) */
     snprintf(sql, sizeof sql, "DELETE FROM serve_runs WHERE id = %lld", (long long)id1);
-    ck_assert_int_eq(sqlite3_exec(rdb_handle(db), sql, NULL, NULL, NULL), SQLITE_OK);
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM serve_requests"), 0);
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM serve_metrics"), 3);
-    rdb_close(db);
+    ck_assert_int_eq(sqlite3_exec(rdb_handle(tdb), sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlfix_counts(rdb_handle(tdb), "serve_requests=0 serve_metrics=3");
 }
 END_TEST
 
 START_TEST(test_leak_read_back)
 {
-    rdb *db = open_new("l.db");
     errbuf e;
-    ck_assert_msg(sdb_init(db, &e) == MS_OK, "%s", e.msg);
     sdb_leak l = {.scenario = "rag", .policy = "prefix", .channel = "ttft", .scheduler = NULL,
                   .trials = 40, .correct = 31, .candidates = 8, .success_rate = 0.775,
                   .chance = 0.125, .p_value = 1e-20, .bits = 1.5, .ttft_gap_ms = -3.25};
-    ck_assert_msg(sdb_put_leak(db, &l, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(sdb_put_leak(tdb, &l, &e) == MS_OK, "%s", e.msg);
     l.policy = "salted";
-    ck_assert_msg(sdb_put_leak(db, &l, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(sdb_put_leak(tdb, &l, &e) == MS_OK, "%s", e.msg);
     const char *sql = "SELECT scenario, policy, channel, scheduler, trials, correct, candidates, "
                       "success_rate, chance, p_value, bits, ttft_gap_ms FROM serve_leak "
                       "ORDER BY id LIMIT 1";
@@ -239,9 +234,8 @@ START_TEST(test_leak_read_back)
                                        "0.775", "0.125", "1.0e-20", "1.5", "-3.25"};
     char t[64];
     for (int c = 0; c < 12; c++)
-        ck_assert_str_eq(qtext(db, sql, c, t, sizeof t), want[c]);
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM serve_leak WHERE policy = 'salted'"), 1);
-    rdb_close(db);
+        ck_assert_str_eq(qtext(tdb, sql, c, t, sizeof t), want[c]);
+    ck_assert_int_eq(q1(tdb, "SELECT count(*) FROM serve_leak WHERE policy = 'salted'"), 1);
 }
 END_TEST
 
@@ -271,8 +265,7 @@ START_TEST(test_beside_migrated_runs)
     ck_assert_msg(rdb_open(path, 0, &db, &e) == MS_OK, "%s", e.msg);
     ck_assert_msg(sdb_init(db, &e) == MS_OK, "%s", e.msg);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs"), runs);
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM serve_runs"), 1);
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM serve_requests"), 2);
+    sqlfix_counts(rdb_handle(db), "serve_runs=1 serve_requests=2");
     rdb_close(db);
 }
 END_TEST
@@ -306,9 +299,7 @@ START_TEST(test_errors_leave_nothing)
     ck_assert_int_eq(sdb_put_run(db, &r, &id, &e), MS_ERR_DB);
     ck_assert_msg(strstr(e.msg, "UNIQUE"), "%s", e.msg);
     ck_assert_int_eq(id, -7);
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM serve_runs"), 0);
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM serve_metrics"), 0);
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM serve_requests"), 0);
+    sqlfix_counts(rdb_handle(db), "serve_runs=0 serve_metrics=0 serve_requests=0");
     /* the connection is usable afterwards (the transaction was rolled back) */
     r = a_run();
     ck_assert_msg(sdb_put_run(db, &r, &id, &e) == MS_OK, "%s", e.msg);
@@ -325,13 +316,12 @@ END_TEST
 Suite *serve_db_suite(void)
 {
     Suite *s = suite_create("serve_db");
-    TCase *tc = tcase_create("serve_db");
+    TCase *rows = th_case(s, "rows", 0);
+    TESTDIR_USE(rows);
+    tcase_add_checked_fixture(rows, tdb_setup, tdb_teardown);
+    TH_TESTS(rows, test_schema_as_documented, test_run_read_back, test_leak_read_back);
+    TCase *tc = th_case(s, "serve_db", 0);
     TESTDIR_USE(tc);
-    tcase_add_test(tc, test_schema_as_documented);
-    tcase_add_test(tc, test_run_read_back);
-    tcase_add_test(tc, test_leak_read_back);
-    tcase_add_test(tc, test_beside_migrated_runs);
-    tcase_add_test(tc, test_errors_leave_nothing);
-    suite_add_tcase(s, tc);
+    TH_TESTS(tc, test_beside_migrated_runs, test_errors_leave_nothing);
     return s;
 }

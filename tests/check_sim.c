@@ -87,6 +87,31 @@ static uint64_t run_lat(const net_cfg *n, const machine_profile *m, const op_pro
     return lat;
 }
 
+/* A Mersenne Twister seeded with seed (each test states its own, so its cases are fixed); the
+ * test case's teardown frees it. */
+static gsl_rng *test_rng;
+static void rng_teardown(void)
+{
+    if (test_rng)
+        gsl_rng_free(test_rng);
+    test_rng = NULL;
+}
+static gsl_rng *seeded(unsigned long seed)
+{
+    rng_teardown(); /* a failed test's, when teardowns were skipped */
+    test_rng = gsl_rng_alloc(gsl_rng_mt19937);
+    ck_assert_ptr_nonnull(test_rng);
+    gsl_rng_set(test_rng, seed);
+    return test_rng;
+}
+
+/* Frees a program and its cost log (random_case's or a test's own). */
+static void case_free(op_program *p, cost_log *l)
+{
+    free(l->r);
+    op_program_free(p);
+}
+
 /* A random program: n ops, 1–3 rounds each, random bytes on random links, random work;
  * dependencies random (each op reads a random earlier op or the input). */
 static void random_case(gsl_rng *g, int P, size_t n, int chain, op_program *p, cost_log *l)
@@ -192,8 +217,7 @@ START_TEST(test_arrival_formula)
     ck_assert_uint_eq(run_lat(&n, &m, &p, &l, 0), 1000000 + 10000 + 5000);
     r->work[1][WK_ELEM] = 2e6;
     ck_assert_uint_eq(run_lat(&n, &m, &p, &l, 0), 2000000);
-    free(l.r);
-    op_program_free(&p);
+    case_free(&p, &l);
 }
 END_TEST
 
@@ -221,8 +245,7 @@ START_TEST(test_serialization_back_to_back)
     l.r[1].bytes[1][0] = 125000;
     l.r[0].bytes[1][0] = 125000;
     ck_assert_uint_eq(run_lat(&n, &m, &p, &l, 0), 2 * (ser + lat));
-    free(l.r);
-    op_program_free(&p);
+    case_free(&p, &l);
 }
 END_TEST
 
@@ -250,8 +273,7 @@ static uint64_t bucket_arrival(const uint64_t *bytes, const double *work_ns, siz
     machine_profile m = fast_machine();
     uint64_t a = run_lat(&net, &m, &p, &l, 0);
     ck_assert_uint_eq(run_lat(&net, &m, &p, &l, 1), a); /* overlap: same (a chain) */
-    free(l.r);
-    op_program_free(&p);
+    case_free(&p, &l);
     return a;
 }
 
@@ -303,8 +325,7 @@ START_TEST(test_wire_framing)
     sim_opts o = {0};
     n.wire.mtu = 100; /* refused */
     ck_assert_int_eq(sim_run(&n, &m, &p, &l, &o, &res, &e), MS_ERR_INPUT);
-    free(l.r);
-    op_program_free(&p);
+    case_free(&p, &l);
 }
 END_TEST
 
@@ -345,8 +366,7 @@ END_TEST
 
 START_TEST(test_bytes_independent_of_network)
 {
-    gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(g, 1234);
+    gsl_rng *g = seeded(1234);
     op_program p;
     cost_log l;
     random_case(g, 3, 40, 0, &p, &l);
@@ -378,16 +398,13 @@ START_TEST(test_bytes_independent_of_network)
     ck_assert_uint_eq(a.total.bytes_sent[0], sent0);
     sim_result_free(&a);
     sim_result_free(&b);
-    free(l.r);
-    op_program_free(&p);
-    gsl_rng_free(g);
+    case_free(&p, &l);
 }
 END_TEST
 
 START_TEST(test_monotone_in_latency_and_bandwidth)
 {
-    gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(g, 99);
+    gsl_rng *g = seeded(99);
     machine_profile m = fast_machine();
     for (int trial = 0; trial < 6; trial++) {
         op_program p;
@@ -411,10 +428,8 @@ START_TEST(test_monotone_in_latency_and_bandwidth)
                 prev = t;
             }
         }
-        free(l.r);
-        op_program_free(&p);
+        case_free(&p, &l);
     }
-    gsl_rng_free(g);
 }
 END_TEST
 
@@ -422,8 +437,7 @@ START_TEST(test_latency_bound_regime)
 {
     /* 100 ms one way, 1 Pbit/s, no compute, every round all-to-all: latency = rounds × 100 ms
      * plus serialization; stated tolerance 0.01% */
-    gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(g, 5);
+    gsl_rng *g = seeded(5);
     for (int P = 2; P <= 3; P++) {
         size_t n = 50;
         int dep[50];
@@ -448,17 +462,14 @@ START_TEST(test_latency_bound_regime)
         double want = (double)l.n * 1e8;
         ck_assert_double_eq_tol((double)t, want, want * 1e-4);
         ck_assert_uint_ge(t, (uint64_t)want);
-        free(l.r);
-        op_program_free(&p);
+        case_free(&p, &l);
     }
-    gsl_rng_free(g);
 }
 END_TEST
 
 START_TEST(test_overlap)
 {
-    gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(g, 2026);
+    gsl_rng *g = seeded(2026);
     machine_profile m = fast_machine();
     const char *nets[] = {"lan", "wan", "1ms/50Mbps"};
     for (int trial = 0; trial < 30; trial++) {
@@ -471,13 +482,11 @@ START_TEST(test_overlap)
         /* a dependency chain: overlap changes nothing */
         random_case(g, P, 25, 1, &p, &l);
         ck_assert_uint_eq(run_lat(&n, &m, &p, &l, 1), run_lat(&n, &m, &p, &l, 0));
-        free(l.r);
-        op_program_free(&p);
+        case_free(&p, &l);
         /* independent ops: never slower */
         random_case(g, P, 25, 0, &p, &l);
         ck_assert_uint_le(run_lat(&n, &m, &p, &l, 1), run_lat(&n, &m, &p, &l, 0));
-        free(l.r);
-        op_program_free(&p);
+        case_free(&p, &l);
     }
     /* two independent one-round exchanges overlap their flights */
     int dep[2] = {-1, -1};
@@ -494,9 +503,7 @@ START_TEST(test_overlap)
     net_uniform(&n, 2, 50000000, 1e12);
     ck_assert_uint_eq(run_lat(&n, &m, &p, &l, 0), 2 * (50000000 + 64 / 1000 + 0));
     ck_assert_uint_eq(run_lat(&n, &m, &p, &l, 1), 50000000);
-    free(l.r);
-    op_program_free(&p);
-    gsl_rng_free(g);
+    case_free(&p, &l);
 }
 END_TEST
 
@@ -513,8 +520,7 @@ static void same_result(const sim_result *a, const sim_result *b)
 START_TEST(test_event_queue_equals_onepass)
 {
     /* the event-queue run and the one-pass run of the same model agree on every figure */
-    gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(g, 31337);
+    gsl_rng *g = seeded(31337);
     machine_profile m = fast_machine();
     const char *nets[] = {"lan", "wan", "2ms/20Mbps", "0ms/1Gbps",
                           "2ms/20Mbps/3100", "0ms/1Gbps/125000", "1ms/100Mbps/2000000"};
@@ -562,11 +568,9 @@ START_TEST(test_event_queue_equals_onepass)
             sim_result_free(&b);
             sim_result_free(&c);
         }
-        free(l.r);
-        op_program_free(&p);
+        case_free(&p, &l);
     }
     sim_ws_free(ws);
-    gsl_rng_free(g);
 }
 END_TEST
 
@@ -611,8 +615,7 @@ START_TEST(test_critical_path_split)
     ck_assert_uint_eq(acc.n_layers, res.n_layers);
     sim_result_free(&acc);
     sim_result_free(&res);
-    free(l.r);
-    op_program_free(&p);
+    case_free(&p, &l);
 }
 END_TEST
 
@@ -636,8 +639,7 @@ static char *run_to_timeline(const net_cfg *n, const machine_profile *m, const o
 
 START_TEST(test_determinism_and_timeline)
 {
-    gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(g, 77);
+    gsl_rng *g = seeded(77);
     op_program p;
     cost_log l;
     random_case(g, 3, 20, 0, &p, &l);
@@ -678,9 +680,7 @@ START_TEST(test_determinism_and_timeline)
         sim_result_free(&a);
         sim_result_free(&b);
     }
-    free(l.r);
-    op_program_free(&p);
-    gsl_rng_free(g);
+    case_free(&p, &l);
 }
 END_TEST
 
@@ -926,33 +926,18 @@ END_TEST
 Suite *sim_suite(void)
 {
     Suite *s = suite_create("sim");
-    TCase *tc = tcase_create("net");
-    tcase_add_test(tc, test_presets);
-    tcase_add_test(tc, test_arrival_formula);
-    tcase_add_test(tc, test_serialization_back_to_back);
-    tcase_add_test(tc, test_token_bucket_link);
-    tcase_add_test(tc, test_wire_framing);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("program");
+    TCase *tc = th_case(s, "net", 0);
+    TH_TESTS(tc, test_presets, test_arrival_formula, test_serialization_back_to_back,
+                 test_token_bucket_link, test_wire_framing);
+    tc = th_case(s, "program", 60);
     TESTDIR_USE(tc);
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_bytes_independent_of_network);
-    tcase_add_test(tc, test_monotone_in_latency_and_bandwidth);
-    tcase_add_test(tc, test_latency_bound_regime);
-    tcase_add_test(tc, test_overlap);
-    tcase_add_test(tc, test_event_queue_equals_onepass);
-    tcase_add_test(tc, test_critical_path_split);
-    tcase_add_test(tc, test_determinism_and_timeline);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("machine");
+    tcase_add_checked_fixture(tc, NULL, rng_teardown);
+    TH_TESTS(tc, test_bytes_independent_of_network, test_monotone_in_latency_and_bandwidth,
+                 test_latency_bound_regime, test_overlap, test_event_queue_equals_onepass,
+                 test_critical_path_split, test_determinism_and_timeline);
+    tc = th_case(s, "machine", 30);
     TESTDIR_USE(tc);
-    tcase_set_timeout(tc, 30);
-    tcase_add_test(tc, test_machine_profile_io);
-    tcase_add_test(tc, test_calibrate_quick);
-    tcase_add_test(tc, test_calibrate_threads);
-    tcase_add_test(tc, test_compute_model);
-    tcase_add_test(tc, test_shipped_profiles);
-    tcase_add_test(tc, test_regimes);
-    suite_add_tcase(s, tc);
+    TH_TESTS(tc, test_machine_profile_io, test_calibrate_quick, test_calibrate_threads,
+                 test_compute_model, test_shipped_profiles, test_regimes);
     return s;
 }

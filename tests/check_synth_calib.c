@@ -26,6 +26,19 @@ static void load_shape(model_cfg *cfg, const char *family)
     ck_assert_msg(model_load(path, cfg, &e) == MS_OK, "%s", e.msg);
 }
 
+/* The statistics of n_tokens synthetic tokens of shape cfg drawn with p from seed. */
+static trace_stats synth_stats(const model_cfg *cfg, uint32_t n_tokens, uint64_t seed,
+                               const trace_synth *p)
+{
+    errbuf e = {{0}};
+    trace *t = NULL;
+    trace_stats st;
+    ck_assert_msg(trace_open_synth(cfg, n_tokens, seed, p, &t, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(trace_measure(t, p, &st, &e) == MS_OK, "%s", e.msg);
+    trace_close(t);
+    return st;
+}
+
 static trace_stats measure(const char *family, double sink)
 {
     model_cfg cfg;
@@ -34,12 +47,7 @@ static trace_stats measure(const char *family, double sink)
     trace_synth_defaults_for(&p, cfg.family);
     if (sink >= 0)
         p.sink = sink;
-    errbuf e = {{0}};
-    trace *t = NULL;
-    trace_stats st;
-    ck_assert_msg(trace_open_synth(&cfg, 2048, 1, &p, &t, &e) == MS_OK, "%s", e.msg);
-    ck_assert_msg(trace_measure(t, &p, &st, &e) == MS_OK, "%s", e.msg);
-    trace_close(t);
+    trace_stats st = synth_stats(&cfg, 2048, 1, &p);
     fprintf(stderr, "synth %s sink %.1f: sparsity %.4f (smallest layer %.4f), sink leads %.4f "
             "of rows, top-5%% mass %.4f, sink mass %.4f\n", family, p.sink, st.sparsity,
             st.sparsity_min_layer, st.sink_top, st.top5_mass, st.sink_mass);
@@ -81,12 +89,7 @@ START_TEST(concentration_estimators_on_a_known_row)
     p.noise = 0;
     p.heavy = 0;
     p.local = 0;
-    errbuf e = {{0}};
-    trace *t = NULL;
-    trace_stats st;
-    ck_assert_msg(trace_open_synth(&cfg, 256, 3, &p, &t, &e) == MS_OK, "%s", e.msg);
-    ck_assert_msg(trace_measure(t, &p, &st, &e) == MS_OK, "%s", e.msg);
-    trace_close(t);
+    trace_stats st = synth_stats(&cfg, 256, 3, &p);
     ck_assert_double_eq_tol(st.sink_top, 1.0, 1e-12);
     ck_assert_double_eq_tol(st.top5_mass, 1.0, 1e-6);
     ck_assert_msg(st.sparsity > 0.99, "%.6f", st.sparsity);
@@ -96,12 +99,9 @@ END_TEST
 Suite *synth_calib_suite(void)
 {
     Suite *s = suite_create("synth_calib");
-    TCase *tc = tcase_create("calibration");
+    TCase *tc = th_case(s, "calibration", 120);
     TESTDIR_USE(tc);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, family_defaults_reproduce_cited_statistics);
-    tcase_add_test(tc, generic_defaults_are_too_diffuse);
-    tcase_add_test(tc, concentration_estimators_on_a_known_row);
-    suite_add_tcase(s, tc);
+    TH_TESTS(tc, family_defaults_reproduce_cited_statistics, generic_defaults_are_too_diffuse,
+                 concentration_estimators_on_a_known_row);
     return s;
 }

@@ -392,15 +392,9 @@ END_TEST
 Suite *tls_suite(void)
 {
     Suite *s = suite_create("tls");
-    TCase *tc = tcase_create("tls");
-    tcase_set_timeout(tc, 60);
+    TCase *tc = th_case(s, "tls", 60);
     TESTDIR_USE(tc);
-    tcase_add_test(tc, test_tls_default_and_framing);
-    tcase_add_test(tc, test_key_folder);
-    tcase_add_test(tc, test_handshakes);
-    tcase_add_test(tc, test_hello_versions);
-    tcase_add_test(tc, test_waits_follow_timeout);
-    tcase_add_test(tc, test_wire_tls_model);
-    suite_add_tcase(s, tc);
+    TH_TESTS(tc, test_tls_default_and_framing, test_key_folder, test_handshakes,
+                 test_hello_versions, test_waits_follow_timeout, test_wire_tls_model);
     return s;
 }

@@ -114,19 +114,18 @@ END_TEST
 START_TEST(test_cli_record_info)
 {
     char out[8192];
-    const char *dir = td.dir;
     th_cli_expect(out, sizeof out, 0, NULL,
                   "trace record --model stories260K --text %s/tests/data/tinystories_sample.txt "
-                  "--max-tokens 32 -o %s/tr", th_data(), dir);
-    th_cli_expect(out, sizeof out, 0, "format:     mpcsim-trace 1", "trace info %s/tr", dir);
+                  "--max-tokens 32 -o %s/tr", th_data(), td.dir);
+    th_cli_expect(out, sizeof out, 0, "format:     mpcsim-trace 1", "trace info %s/tr", td.dir);
     ck_assert_ptr_nonnull(strstr(out, "model:      stories260K"));
     ck_assert_ptr_nonnull(strstr(out, "layers 5, heads 8, kv_heads 4, head_dim 8"));
     ck_assert_ptr_nonnull(strstr(out, "tokens:     32"));
     ck_assert_ptr_nonnull(strstr(out, "arrays:     q k v att ffn logits wo tokens"));
     ck_assert_ptr_nonnull(strstr(out, "first ids:  1 410 13 "));
     /* fit needs more tokens than 32 and says so */
-    th_cli_expect(out, sizeof out, 2, "too short", "trace fit %s/tr", dir);
-    th_cli_expect(out, sizeof out, 2, "did you mean 'info'", "trace infoo %s/tr", dir);
+    th_cli_expect(out, sizeof out, 2, "too short", "trace fit %s/tr", td.dir);
+    th_cli_expect(out, sizeof out, 2, "did you mean 'info'", "trace infoo %s/tr", td.dir);
 }
 END_TEST
 
@@ -195,6 +194,28 @@ END_TEST
 
 
 
+/* The trace in dir with its manifest good but from replaced by to (as long) is refused: no
+ * trace, a message holding want and want2 (NULL: none). */
+static void edited_refused(const char *dir, const char *good, const char *from, const char *to,
+                           const char *want, const char *want2)
+{
+    char *bad = strdup(good);
+    ck_assert_ptr_nonnull(bad);
+    char *at = strstr(bad, from);
+    ck_assert_msg(at && strlen(from) == strlen(to), "'%s' → '%s'", from, to);
+    memcpy(at, to, strlen(to));
+    char man[700];
+    snprintf(man, sizeof man, "%s/manifest.yaml", dir);
+    th_write(man, bad);
+    free(bad);
+    trace *t = NULL;
+    errbuf e;
+    ck_assert_int_eq(trace_open(dir, &t, &e), MS_ERR_FORMAT);
+    ck_assert_ptr_null(t);
+    ck_assert_msg(strstr(e.msg, want), "no '%s' in: %s", want, e.msg);
+    ck_assert_msg(!want2 || strstr(e.msg, want2), "no '%s' in: %s", want2, e.msg);
+}
+
 START_TEST(test_bad_manifests)
 {
     char cmd[2048], out[4096], man[700];
@@ -207,14 +228,8 @@ START_TEST(test_bad_manifests)
     trace *t = NULL;
     errbuf e;
     /* a newer format version */
-    char *bad = strdup(good);
-    memcpy(strstr(bad, "mpcsim-trace 1"), "mpcsim-trace 2", 14);
-    th_write(man, bad);
-    ck_assert_int_eq(trace_open(dir, &t, &e), MS_ERR_FORMAT);
-    ck_assert_ptr_null(t);
-    ck_assert_ptr_nonnull(strstr(e.msg, "manifest.yaml:2:9: error: trace format "
-                                        "'mpcsim-trace 2' is not supported"));
-    ck_assert_ptr_nonnull(strstr(e.msg, "hint: regenerate"));
+    edited_refused(dir, good, "mpcsim-trace 1", "mpcsim-trace 2", "manifest.yaml:2:9: error: "
+                   "trace format 'mpcsim-trace 2' is not supported", "hint: regenerate");
     /* the CLI reports it and exits 2 */
     th_cli_expect(out, sizeof out, 2, "regenerate", "trace info %s", dir);
     /* no format line at all */
@@ -222,18 +237,11 @@ START_TEST(test_bad_manifests)
     ck_assert_int_eq(trace_open(dir, &t, &e), MS_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(e.msg, "not an mpcsim trace manifest"));
     /* the manifest disagrees with the arrays */
-    strcpy(bad, good);
-    memcpy(strstr(bad, "n_tokens: 24"), "n_tokens: 25", 12);
-    th_write(man, bad);
-    ck_assert_int_eq(trace_open(dir, &t, &e), MS_ERR_FORMAT);
-    ck_assert_ptr_nonnull(strstr(e.msg, "q.npy: error: array has shape (2,24,4,8)"));
-    ck_assert_ptr_nonnull(strstr(e.msg, "regenerate"));
+    edited_refused(dir, good, "n_tokens: 24", "n_tokens: 25",
+                   "q.npy: error: array has shape (2,24,4,8)", "regenerate");
     /* a non-number */
-    strcpy(bad, good);
-    memcpy(strstr(bad, "n_heads: 4"), "n_heads: x", 10);
-    th_write(man, bad);
-    ck_assert_int_eq(trace_open(dir, &t, &e), MS_ERR_FORMAT);
-    ck_assert_ptr_nonnull(strstr(e.msg, "'n_heads' must be an integer, not 'x'"));
+    edited_refused(dir, good, "n_heads: 4", "n_heads: x", "'n_heads' must be an integer, not 'x'",
+                   NULL);
     /* a float64 array */
     th_write(man, good);
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"import numpy as n; "
@@ -243,7 +251,6 @@ START_TEST(test_bad_manifests)
     ck_assert_ptr_nonnull(strstr(e.msg, "v.npy: error: .npy dtype must be"));
     /* no directory */
     ck_assert_int_eq(trace_open("/nonexistent/trace", &t, &e), MS_ERR_NOTFOUND);
-    free(bad);
     free(good);
 }
 END_TEST
@@ -450,16 +457,23 @@ START_TEST(test_synth_deterministic)
 }
 END_TEST
 
+/* The default generator with n_sinks sinks and heavy_frac of the keys heavy. */
+static trace_synth sinks_and_heavy(uint32_t n_sinks, double heavy_frac)
+{
+    trace_synth p;
+    trace_synth_defaults(&p);
+    p.n_sinks = n_sinks;
+    p.heavy_frac = heavy_frac;
+    return p;
+}
+
 /* The table kernel gives the reference kernel's rows up to float rounding, for content widths
  * of one byte (d = 16), one sign word (d = 128) and three words with a partial byte (d = 200),
  * and its exp stays within 2 float ulps of expf. */
 START_TEST(test_synth_kernel_vs_reference)
 {
     static const uint32_t dims[] = {16, 128, 200};
-    trace_synth p;
-    trace_synth_defaults(&p);
-    p.n_sinks = 3;
-    p.heavy_frac = 0.2;
+    trace_synth p = sinks_and_heavy(3, 0.2);
     errbuf e;
     for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
         uint32_t d = dims[di], T = 150;
@@ -503,10 +517,7 @@ START_TEST(test_synth_kernel_wide_vs_portable)
 {
     static const uint32_t dims[] = {16, 128, 130, 200};
     static const uint32_t poss[] = {0, 1, 14, 15, 16, 17, 63, 64, 255, 256, 257, 300};
-    trace_synth p;
-    trace_synth_defaults(&p);
-    p.n_sinks = 2;
-    p.heavy_frac = 0.3;
+    trace_synth p = sinks_and_heavy(2, 0.3);
     errbuf e;
     for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
         trace *t = synth(dims[di], 320, 5, &p);
@@ -851,14 +862,13 @@ END_TEST
 START_TEST(test_cli_fit_workflow)
 {
     char out[8192];
-    const char *dir = td.dir;
     th_cli_expect(out, sizeof out, 0, NULL,
                   "trace synth --model stories260K --tokens 160 --seed 3 --set heavy_frac=0.1 --set "
-                  "window=4 -o %s/s", dir);
-    th_cli_expect(out, sizeof out, 0, "sink_mass:", "trace fit %s/s -o %s/p.yaml", dir, dir);
+                  "window=4 -o %s/s", td.dir);
+    th_cli_expect(out, sizeof out, 0, "sink_mass:", "trace fit %s/s -o %s/p.yaml", td.dir, td.dir);
     ck_assert_ptr_nonnull(strstr(out, "heavy_frac:"));
     char path[600];
-    snprintf(path, sizeof path, "%s/p.yaml", dir);
+    snprintf(path, sizeof path, "%s/p.yaml", td.dir);
     trace_synth p;
     trace_synth_defaults(&p);
     errbuf e;
@@ -903,30 +913,15 @@ END_TEST
 Suite *trace_suite(void)
 {
     Suite *s = suite_create("trace");
-    TCase *tc = tcase_create("recorded");
-    tcase_set_timeout(tc, 60);
+    TCase *tc = th_case(s, "recorded", 60);
     TESTDIR_USE(tc);
-    tcase_add_test(tc, test_record_and_numpy);
-    tcase_add_test(tc, test_cli_record_info);
-    tcase_add_test(tc, test_numpy_fixture);
-    tcase_add_test(tc, test_bad_manifests);
-    tcase_add_test(tc, test_npy_header);
-    tcase_add_test(tc, test_npy_hostile);
-    tcase_add_test(tc, test_open_run);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("synthetic");
-    tcase_set_timeout(tc, 60);
+    TH_TESTS(tc, test_record_and_numpy, test_cli_record_info, test_numpy_fixture,
+                 test_bad_manifests, test_npy_header, test_npy_hostile, test_open_run);
+    tc = th_case(s, "synthetic", 60);
     TESTDIR_USE(tc);
-    tcase_add_test(tc, test_synth_deterministic);
-    tcase_add_test(tc, test_synth_subset_attend);
-    tcase_add_test(tc, test_synth_kernel_vs_reference);
-    tcase_add_test(tc, test_synth_kernel_wide_vs_portable);
-    tcase_add_test(tc, test_synth_random_access);
-    tcase_add_test(tc, test_synth_knobs);
-    tcase_add_test(tc, test_fit_recovers);
-    tcase_add_test(tc, test_synth_params);
-    tcase_add_test(tc, test_cli_synth_roundtrip);
-    tcase_add_test(tc, test_cli_fit_workflow);
-    suite_add_tcase(s, tc);
+    TH_TESTS(tc, test_synth_deterministic, test_synth_subset_attend, test_synth_kernel_vs_reference,
+                 test_synth_kernel_wide_vs_portable, test_synth_random_access, test_synth_knobs,
+                 test_fit_recovers, test_synth_params, test_cli_synth_roundtrip,
+                 test_cli_fit_workflow);
     return s;
 }

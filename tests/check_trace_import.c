@@ -369,48 +369,39 @@ START_TEST(verify_names_first_mismatch)
     record(rec, 16);
     snprintf(cmd, sizeof cmd, "%s trace info --verify %s", th_bin(), rec);
     ck_assert_msg(th_sh(cmd, out, sizeof out) == 0 && strstr(out, "verify:     ok"), "%s", out);
-    /* keys of another rotary embedding: attention no longer matches q·k */
-    snprintf(cmd, sizeof cmd,
-             "/usr/bin/python3 -c \"import numpy as n\n"
-             "p = '%s/k.npy'; x = n.load(p); x[2, 5:] = n.roll(x[2, 5:], 1, -1)\n"
-             "n.save(p, x.astype('<f4'))\" && %s trace info --verify %s",
-             rec, th_bin(), rec);
-    ck_assert_int_eq(th_sh(cmd, out, sizeof out), 2);
-    ck_assert_msg(strstr(out, "error: att[layer 2][pos 5]") &&
-                      strstr(out, "do not belong together"), "%s", out);
-    /* a NaN */
-    record(rec, 16);
-    snprintf(cmd, sizeof cmd,
-             "/usr/bin/python3 -c \"import numpy as n\n"
-             "p = '%s/v.npy'; x = n.load(p); x[1, 3, 0, 2] = n.nan; n.save(p, x)\" && "
-             "%s trace info --verify %s", rec, th_bin(), rec);
-    ck_assert_int_eq(th_sh(cmd, out, sizeof out), 2);
-    ck_assert_msg(strstr(out, "error: v[layer 1][pos 3] element 2 is not finite"), "%s", out);
-    /* a token id outside the vocabulary */
-    record(rec, 16);
-    snprintf(cmd, sizeof cmd,
-             "/usr/bin/python3 -c \"import numpy as n\n"
-             "p = '%s/tokens.npy'; x = n.load(p); x[4] = 700; n.save(p, x)\" && "
-             "%s trace info --verify %s", rec, th_bin(), rec);
-    ck_assert_int_eq(th_sh(cmd, out, sizeof out), 2);
-    ck_assert_msg(strstr(out, "error: tokens[4] is 700, outside the vocabulary of 512"), "%s",
-                  out);
+    /* each edit of one array, on a fresh recording, and the error that names it */
+    static const struct { const char *npy, *edit, *want, *also; } cases[] = {
+        /* keys of another rotary embedding: attention no longer matches q·k */
+        {"k.npy", "x[2, 5:] = n.roll(x[2, 5:], 1, -1); x = x.astype('<f4')",
+         "error: att[layer 2][pos 5]", "do not belong together"},
+        /* a NaN */
+        {"v.npy", "x[1, 3, 0, 2] = n.nan", "error: v[layer 1][pos 3] element 2 is not finite",
+         NULL},
+        /* a token id outside the vocabulary */
+        {"tokens.npy", "x[4] = 700", "error: tokens[4] is 700, outside the vocabulary of 512",
+         NULL},
+    };
+    for (int i = 0; i < TH_N(cases); i++) {
+        if (i)
+            record(rec, 16);
+        snprintf(cmd, sizeof cmd,
+                 "/usr/bin/python3 -c \"import numpy as n\n"
+                 "p = '%s/%s'; x = n.load(p); %s; n.save(p, x)\" && %s trace info --verify %s",
+                 rec, cases[i].npy, cases[i].edit, th_bin(), rec);
+        ck_assert_int_eq(th_sh(cmd, out, sizeof out), 2);
+        ck_assert_msg(strstr(out, cases[i].want) && (!cases[i].also || strstr(out, cases[i].also)),
+                      "%s: %s", cases[i].npy, out);
+    }
 }
 END_TEST
 
 Suite *trace_import_suite(void)
 {
     Suite *s = suite_create("trace_import");
-    TCase *tc = tcase_create("torch");
+    TCase *tc = th_case(s, "torch", 120);
     TESTDIR_USE(tc);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, llama2c_matches_record);
-    tcase_add_test(tc, llama2c_version1_checkpoint);
-    tcase_add_test(tc, hf_front_end_half_layout);
-    tcase_add_test(tc, llama2c_replays_like_record);
-    tcase_add_test(tc, half_layout_converted_and_wrong_layout_refused);
-    tcase_add_test(tc, manifest_layout_checked);
-    tcase_add_test(tc, verify_names_first_mismatch);
-    suite_add_tcase(s, tc);
+    TH_TESTS(tc, llama2c_matches_record, llama2c_version1_checkpoint, hf_front_end_half_layout,
+                 llama2c_replays_like_record, half_layout_converted_and_wrong_layout_refused,
+                 manifest_layout_checked, verify_names_first_mismatch);
     return s;
 }

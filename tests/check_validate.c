@@ -38,12 +38,12 @@
 
 /* ---- exact bytes and rounds ------------------------------------------------------------- */
 
+STORIES(128)
+
 START_TEST(test_programs_exact)
 {
-    fixture f;
-    fixture_open(&f, 128);
     errbuf e = {{0}};
-    secinf_opts o = {.model = &f.m, .weights = f.L, .tokens = f.ids, .n_tokens = 5, .prefill = 4};
+    secinf_opts o = {.model = &sf.m, .weights = sf.L, .tokens = sf.ids, .n_tokens = 5, .prefill = 4};
     fixture_cfg(_i ? "aby3" : "semi2k", &o.cfg);
     secinf_result r;
     ck_assert_msg(secinf_run(&o, &r, &e) == MS_OK, "%s", e.msg);
@@ -69,15 +69,14 @@ START_TEST(test_programs_exact)
     }
     /* the prefill's logits (position 3) and the decode step's (position 4) are the model's */
     float ref[5][512];
-    llama_reset(f.L);
+    llama_reset(sf.L);
     for (int p = 0; p < 5; p++)
-        llama_forward(f.L, f.ids[p], (uint32_t)p, NULL, ref[p]);
+        llama_forward(sf.L, sf.ids[p], (uint32_t)p, NULL, ref[p]);
     llama_acc a;
-    llama_compare(r.logits, ref[3], 2, f.m.vocab, &a);
+    llama_compare(r.logits, ref[3], 2, sf.m.vocab, &a);
     ck_assert_uint_eq(a.top1_agree, 2);
     ck_assert_msg(a.max_abs < LOGIT_TOL, "logit error %.4f", a.max_abs);
     secinf_result_free(&r);
-    llama_free(f.L);
 }
 END_TEST
 
@@ -85,15 +84,13 @@ END_TEST
 
 START_TEST(test_accuracy_teacher_forced)
 {
-    fixture f;
-    fixture_open(&f, 128);
     errbuf e = {{0}};
-    const uint32_t N = 100, V = f.m.vocab;
+    const uint32_t N = 100, V = sf.m.vocab;
     float *ref = malloc((size_t)N * V * sizeof *ref);
-    llama_reset(f.L);
+    llama_reset(sf.L);
     for (uint32_t p = 0; p < N; p++)
-        ck_assert_int_eq(llama_forward(f.L, f.ids[p], p, NULL, ref + (size_t)p * V), MS_OK);
-    secinf_opts o = {.model = &f.m, .weights = f.L, .tokens = f.ids, .n_tokens = N, .prefill = 1};
+        ck_assert_int_eq(llama_forward(sf.L, sf.ids[p], p, NULL, ref + (size_t)p * V), MS_OK);
+    secinf_opts o = {.model = &sf.m, .weights = sf.L, .tokens = sf.ids, .n_tokens = N, .prefill = 1};
     fixture_cfg("semi2k", &o.cfg);
     secinf_result r;
     ck_assert_msg(secinf_run(&o, &r, &e) == MS_OK, "%s", e.msg);
@@ -112,11 +109,10 @@ START_TEST(test_accuracy_teacher_forced)
         for (uint32_t i = 1; i < V; i++)
             b = r.logits[(size_t)s * V + i] > r.logits[(size_t)s * V + b] ? i : b;
         ck_assert_int_eq(r.next[s], (int)b);
-        ck_assert_int_eq(r.tokens[s], f.ids[s]);
+        ck_assert_int_eq(r.tokens[s], sf.ids[s]);
     }
     secinf_result_free(&r);
     free(ref);
-    llama_free(f.L);
 }
 END_TEST
 
@@ -124,19 +120,17 @@ END_TEST
 
 START_TEST(test_streamingllm_in_mpc)
 {
-    fixture f;
-    fixture_open(&f, 128);
     errbuf e = {{0}};
-    const uint32_t N = 40, P = 8, V = f.m.vocab;
+    const uint32_t N = 40, P = 8, V = sf.m.vocab;
     const char *params[] = {"sink=2", "recent=6"};
     float *pol, *full;
     secpol_keep k;
-    fixture_replay(&f, "streamingllm", params, 2, N, P, &k, &pol, &full);
+    fixture_replay(&sf, "streamingllm", params, 2, N, P, &k, &pol, &full);
     /* the masks are streamingllm's: sinks and the recent window */
     uint32_t pos = N - 1;
     for (uint32_t j = 0; j < pos; j++)
-        ck_assert_int_eq(k.keep[((size_t)pos * f.m.n_layers * f.m.n_kv_heads) * k.max_len + j], j < 2 || j + 6 >= pos);
-    secinf_opts o = {.model = &f.m, .weights = f.L, .tokens = f.ids, .n_tokens = N, .prefill = P, .keep = &k};
+        ck_assert_int_eq(k.keep[((size_t)pos * sf.m.n_layers * sf.m.n_kv_heads) * k.max_len + j], j < 2 || j + 6 >= pos);
+    secinf_opts o = {.model = &sf.m, .weights = sf.L, .tokens = sf.ids, .n_tokens = N, .prefill = P, .keep = &k};
     fixture_cfg("aby3", &o.cfg);
     secinf_result r;
     ck_assert_msg(secinf_run(&o, &r, &e) == MS_OK, "%s", e.msg);
@@ -153,11 +147,10 @@ START_TEST(test_streamingllm_in_mpc)
             ck_assert_uint_eq(p.ops[i].n, 2 + 6 + 1);
             seen++;
         }
-    ck_assert_int_eq(seen, (int)f.m.n_layers);
+    ck_assert_int_eq(seen, (int)sf.m.n_layers);
     op_program_free(&p);
     secinf_result_free(&r);
     fixture_replay_free(&k, pol, full);
-    llama_free(f.L);
 }
 END_TEST
 
@@ -167,15 +160,13 @@ END_TEST
  * the prediction. */
 START_TEST(test_mpcache_padded_in_mpc)
 {
-    fixture f;
-    fixture_open(&f, 128);
     errbuf e = {{0}};
-    const uint32_t N = 28, P = 16, V = f.m.vocab;
+    const uint32_t N = 28, P = 16, V = sf.m.vocab;
     const char *params[] = {"s1=8", "s2=4"};
     float *pol;
     secpol_keep k;
-    fixture_replay(&f, "mpcache", params, 2, N, P, &k, &pol, NULL);
-    secinf_opts o = {.model = &f.m, .weights = f.L, .tokens = f.ids, .n_tokens = N, .prefill = P, .keep = &k};
+    fixture_replay(&sf, "mpcache", params, 2, N, P, &k, &pol, NULL);
+    secinf_opts o = {.model = &sf.m, .weights = sf.L, .tokens = sf.ids, .n_tokens = N, .prefill = P, .keep = &k};
     fixture_cfg("semi2k", &o.cfg);
     int padded = 0;
     op_program p;
@@ -198,7 +189,6 @@ START_TEST(test_mpcache_padded_in_mpc)
         fixture_step_costed(&o, &r, s, 0, NULL);
     secinf_result_free(&r);
     fixture_replay_free(&k, pol, NULL);
-    llama_free(f.L);
 }
 END_TEST
 
@@ -352,17 +342,14 @@ END_TEST
 Suite *validate_suite(void)
 {
     Suite *s = suite_create("validate");
-    TCase *tc = tcase_create("validate");
-    tcase_set_timeout(tc, 300);
+    TCase *tc = th_case(s, "validate", 300);
     TESTDIR_USE(tc);
-    tcase_add_loop_test(tc, test_programs_exact, 0, 2);
-    tcase_add_test(tc, test_accuracy_teacher_forced);
-    tcase_add_test(tc, test_streamingllm_in_mpc);
-    tcase_add_test(tc, test_mpcache_padded_in_mpc);
-    tcase_add_test(tc, test_cli_rows_in_db);
-    tcase_add_test(tc, test_cli_shaped);
-    tcase_add_test(tc, test_cli_basic_ops);
-    tcase_add_test(tc, test_silu_sigmoid_bound);
-    suite_add_tcase(s, tc);
+    TH_TESTS(tc, test_cli_rows_in_db, test_cli_shaped, test_cli_basic_ops, test_silu_sigmoid_bound);
+    TCase *model = th_case(s, "model", 300);
+    TESTDIR_USE(model);
+    STORIES_USE(model);
+    TH_LOOPS(model, 2, test_programs_exact);
+    TH_TESTS(model, test_accuracy_teacher_forced, test_streamingllm_in_mpc,
+                    test_mpcache_padded_in_mpc);
     return s;
 }

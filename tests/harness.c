@@ -11,6 +11,35 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+void th_bad_msg(const char *path, const th_bad *c, const char *msg, int i)
+{
+    char want[700];
+    snprintf(want, sizeof want, "%s%s", path, c->where);
+    ck_assert_msg(!strncmp(msg, want, strlen(want)), "case %d: '%s' does not start with '%s'", i,
+                  msg, want);
+    ck_assert_msg(strstr(msg, c->gist), "case %d: '%s' lacks '%s'", i, msg, c->gist);
+    ck_assert_msg(!c->gist2 || strstr(msg, c->gist2), "case %d: '%s' lacks '%s'", i, msg,
+                  c->gist2);
+}
+
+TCase *th_case(Suite *s, const char *name, int timeout)
+{
+    TCase *tc = tcase_create(name);
+    if (timeout)
+        tcase_set_timeout(tc, timeout);
+    suite_add_tcase(s, tc);
+    return tc;
+}
+
+void th_add_tests(TCase *tc, int loops, const TTest *const *tests)
+{
+    for (; *tests; tests++)
+        if (loops < 0)
+            tcase_add_test(tc, *tests);
+        else
+            tcase_add_loop_test(tc, *tests, 0, loops);
+}
+
 const char *th_bin(void)
 {
     const char *b = getenv("MPCSIM_BIN");
@@ -107,6 +136,19 @@ int th_wait(pid_t pid)
 int th_run(const char *cwd, const char *out, const char *err, const char *const *args)
 {
     return th_wait(th_spawn(th_bin(), args, cwd, out, err));
+}
+
+void th_run_each(const char *cwd, const char *out, const char *err, int status,
+                 const th_argv *lines, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_msg(lines[i][7] == NULL, "line %zu: more than 7 arguments", i);
+        int st = th_run(cwd, out, err, lines[i]);
+        char shown[256] = "";
+        for (int a = 0; lines[i][a]; a++)
+            snprintf(shown + strlen(shown), sizeof shown - strlen(shown), " %s", lines[i][a]);
+        ck_assert_msg(st == status, "mpcsim%s: exit %d, want %d", shown, st, status);
+    }
 }
 
 static pid_t spawn_va(const char *cwd, const char *out, const char *err, va_list ap)

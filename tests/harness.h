@@ -4,6 +4,7 @@
 #ifndef MPCSIM_HARNESS_H
 #define MPCSIM_HARNESS_H
 
+#include <check.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -11,6 +12,26 @@
 
 /* The number of rows of a case table (an array), as tcase_add_loop_test's end. */
 #define TH_N(table) ((int)(sizeof(table) / sizeof *(table)))
+
+/* A test case named name in s (added to it now), timeout seconds per test (0: Check's). */
+TCase *th_case(Suite *s, const char *name, int timeout);
+/* Adds the tests listed after tc to it, in order; TH_LOOPS: each a loop test over _i in
+ * [0, n). */
+#define TH_TESTS(tc, ...) th_add_tests((tc), -1, (const TTest *const[]){__VA_ARGS__, NULL})
+#define TH_LOOPS(tc, n, ...) th_add_tests((tc), (n), (const TTest *const[]){__VA_ARGS__, NULL})
+/* tests[] up to a NULL; loops < 0: plain tests. */
+void th_add_tests(TCase *tc, int loops, const TTest *const *tests);
+
+/* A row of a bad-input case table: the input, where its message starts (after the file's path,
+ * e.g. ":3:1: error: "), a phrase the message must hold and another one (NULL: none). */
+typedef struct th_bad {
+    const char *text;
+    const char *where;
+    const char *gist, *gist2;
+} th_bad;
+/* msg, case i's message, starts with path + c->where and holds both gists; fails the calling
+ * test otherwise. */
+void th_bad_msg(const char *path, const th_bad *c, const char *msg, int i);
 
 /* $MPCSIM_BIN (make check sets it); fails the calling test when unset or not executable. */
 const char *th_bin(void);
@@ -41,6 +62,12 @@ int th_runl(const char *cwd, const char *out, const char *err, ...);
 /* Runs `mpcsim ARGS…` (args NULL-terminated, after the program name) in cwd (NULL: here),
  * stdout to out and stderr to err (NULL: to out); th_wait's status. */
 int th_run(const char *cwd, const char *out, const char *err, const char *const *args);
+/* A command line as a case-table row: mpcsim's arguments, NULL after the last. */
+typedef const char *th_argv[8];
+/* Runs each of the n command lines in cwd (out and err as th_run); fails the calling test,
+ * naming the line, unless every one exits with status. */
+void th_run_each(const char *cwd, const char *out, const char *err, int status,
+                 const th_argv *lines, size_t n);
 /* Runs a shell command line; its exit status (-1: killed), stdout and stderr captured into out
  * (cap bytes, NUL-terminated; out NULL: discarded). */
 int th_sh(const char *cmd, char *out, size_t cap);

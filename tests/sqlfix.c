@@ -2,6 +2,7 @@
 #include "sqlfix.h"
 
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,4 +54,28 @@ char *sqlfix_file_text(const char *path, const char *sql, int col)
     char *v = sqlfix_text(h, sql, col);
     sqlite3_close(h);
     return v;
+}
+
+void sqlfix_counts(sqlite3 *h, const char *counts)
+{
+    for (const char *p = counts; *p;) {
+        char table[64];
+        long long want;
+        int used = 0;
+        ck_assert_msg(sscanf(p, " %63[^= ]=%lld %n", table, &want, &used) == 2 && used > 0,
+                      "bad counts '%s' at '%s'", counts, p);
+        char sql[128];
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM %s", table);
+        long long got = sqlfix_int(h, sql);
+        ck_assert_msg(got == want, "%s: %lld rows, want %lld", table, got, want);
+        p += used;
+    }
+}
+
+rdb *sqlfix_rdb_new(const char *path)
+{
+    rdb *db = NULL;
+    errbuf e;
+    ck_assert_msg(rdb_open(path, 1, &db, &e) == MS_OK, "%s", e.msg);
+    return db;
 }

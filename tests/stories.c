@@ -29,6 +29,12 @@ void fixture_open(fixture *f, int min_tokens)
     llama_tok_free(T);
 }
 
+void fixture_close(fixture *f)
+{
+    llama_free(f->L);
+    f->L = NULL;
+}
+
 void fixture_assert_follows(const double *logits, const float *pol, const float *full,
                             uint32_t P, uint32_t n, uint32_t V, double tol)
 {
@@ -120,6 +126,29 @@ size_t fixture_layer_ops(const op_program *p, int layer, int phase, const op **o
     return n;
 }
 
+size_t fixture_same_layer(const op_program *run, const op_program *cost, int layer, int phase,
+                          int flags)
+{
+    const op *a[256], *b[256];
+    size_t na = fixture_layer_ops(run, layer, phase, a, 256);
+    size_t nb = fixture_layer_ops(cost, layer, phase, b, 256);
+    ck_assert_msg(na == nb, "layer %d: %zu policy ops run, %zu costed", layer, na, nb);
+    fixture_assert_same_ops(run, a, cost, b, na, flags);
+    return na;
+}
+
+void fixture_step_pair(const secinf_opts *o, uint32_t step, const policy_ops *pol, void *st,
+                       int phase, uint32_t kv_len, const uint32_t *kept, uint32_t n_layers,
+                       op_program *run, op_program *cost)
+{
+    errbuf e = {{0}};
+    op_program_init(run);
+    op_program_init(cost);
+    ck_assert_msg(secinf_step_program(o, step, run, &e) == MS_OK, "%s", e.msg);
+    for (uint32_t l = 0; l < n_layers; l++)
+        ck_assert_msg(pol->emit_cost(st, phase, l, kv_len, kept, cost, &e) == MS_OK, "%s", e.msg);
+}
+
 void fixture_assert_same_ops(const op_program *run, const op *const *a, const op_program *cost,
                              const op *const *b, size_t n, int flags)
 {
@@ -151,6 +180,39 @@ policy_env fixture_env(const fixture *f, uint32_t P, uint32_t N)
     return (policy_env){.n_layers = f->m.n_layers, .n_heads = f->m.n_heads, .n_kv_heads = f->m.n_kv_heads,
                         .head_dim = f->m.head_dim, .dim = f->m.dim, .ffn_dim = f->m.ffn_dim, .prompt_len = P,
                         .max_len = N};
+}
+
+void fixture_record_cfg(run_cfg *c, const char *policy)
+{
+    snprintf(c->model_ref, sizeof c->model_ref, "stories260K");
+    snprintf(c->scenario_path, sizeof c->scenario_path, "t.yaml");
+    snprintf(c->trace.source, sizeof c->trace.source, "record");
+    snprintf(c->trace.path, sizeof c->trace.path, "%s",
+             th_data_path("tests/data/tinystories_sample.txt"));
+    snprintf(c->policy.name, sizeof c->policy.name, "%s", policy);
+}
+
+lower_opts fixture_step_opts(int phase, uint32_t n_tokens, uint32_t kv_len)
+{
+    lower_opts o;
+    lower_opts_default(&o);
+    o.phase = phase;
+    o.n_tokens = n_tokens;
+    o.kv_len = kv_len;
+    return o;
+}
+
+kv_param fixture_kvp(const char *key, const char *val, int line, int col)
+{
+    kv_param p;
+    memset(&p, 0, sizeof p);
+    ck_assert_uint_lt(strlen(key), sizeof p.key);
+    ck_assert_uint_lt(strlen(val), sizeof p.val);
+    snprintf(p.key, sizeof p.key, "%s", key);
+    snprintf(p.val, sizeof p.val, "%s", val);
+    p.line = line;
+    p.col = col;
+    return p;
 }
 
 void fixture_kv(const char *const *params, int n, kv_param *kv)

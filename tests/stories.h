@@ -4,11 +4,13 @@
 #define MPCSIM_TESTS_STORIES_H
 
 #include "models/llama.h"
+#include "models/lower.h"
 #include "models/model.h"
 #include "protocols/program/op.h"
 #include "sim/policy/policy.h"
 #include "sim/policy/secpol.h"
 #include "sim/secure/secinf.h"
+#include "sim/engine/runcfg.h"
 
 typedef struct fixture {
     model_cfg m;
@@ -20,6 +22,18 @@ typedef struct fixture {
 /* Loads the model and tokenizes tests/data/tinystories_sample.txt (under MPCSIM_DATA);
  * asserts at least min_tokens tokens. */
 void fixture_open(fixture *f, int min_tokens);
+
+/* Frees what fixture_open loaded. */
+void fixture_close(fixture *f);
+
+/* STORIES(min_tokens) at file scope defines sf, a fixture opened (at least min_tokens tokens)
+ * before each test of a case given STORIES_USE(tc) and closed after it (a test may change the
+ * model's weights: the next one loads them again). */
+#define STORIES(min_tokens)                                                                    \
+    static fixture sf;                                                                         \
+    static void sf_setup(void) { fixture_open(&sf, (min_tokens)); }                            \
+    static void sf_teardown(void) { fixture_close(&sf); }
+#define STORIES_USE(tc) tcase_add_checked_fixture(tc, sf_setup, sf_teardown)
 
 /* A secure run's logits (n steps of vocab V) follow the policy: against its float replay pol
  * (rows from position P - 1 on) the same top-1 at every step but at most one, a disagreement
@@ -68,8 +82,29 @@ enum {
 void fixture_assert_same_ops(const op_program *run, const op *const *a, const op_program *cost,
                              const op *const *b, size_t n, int flags);
 
+/* The policy ops of one layer and phase are the same in run and in cost (as many, and
+ * fixture_assert_same_ops with flags); their number. */
+size_t fixture_same_layer(const op_program *run, const op_program *cost, int layer, int phase,
+                          int flags);
+
+/* Step step of the session o as it runs, into run, and the policy ops pol (its state st) costs
+ * for it in each of n_layers layers (emit_cost's phase, kv_len and kept), into cost; both
+ * programs initialised here. */
+void fixture_step_pair(const secinf_opts *o, uint32_t step, const policy_ops *pol, void *st,
+                       int phase, uint32_t kv_len, const uint32_t *kept, uint32_t n_layers,
+                       op_program *run, op_program *cost);
+
 /* The environment a policy sees for this model with a P-token prompt and N tokens at most. */
 policy_env fixture_env(const fixture *f, uint32_t P, uint32_t N);
+/* c runs stories260K (as "t.yaml" names it) over the trace recorded from the test text, with
+ * policy (its parameters left to the caller). */
+void fixture_record_cfg(run_cfg *c, const char *policy);
+
+/* The default lowering options of one step: phase, n_tokens new tokens, kv_len cached. */
+lower_opts fixture_step_opts(int phase, uint32_t n_tokens, uint32_t kv_len);
+
+/* The policy parameter key: val as a scenario file gives it at line:col. */
+kv_param fixture_kvp(const char *key, const char *val, int line, int col);
 /* "key=value" params as the policy's parameters kv[0..n). */
 void fixture_kv(const char *const *params, int n, kv_param *kv);
 

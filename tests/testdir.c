@@ -6,32 +6,32 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-void testdir_suite_setup(testdir *t)
+/* A new folder <parent>/<name>_XXXXXX, its path into path. */
+static void make_temp(char *path, size_t cap, const char *parent, const char *name)
 {
-    snprintf(t->base, sizeof t->base, "/tmp/%s_XXXXXX", t->prefix);
-    ck_assert_ptr_nonnull(mkdtemp(t->base));
+    snprintf(path, cap, "%s/%s_XXXXXX", parent, name);
+    ck_assert_ptr_nonnull(mkdtemp(path));
 }
+
+/* Removes path and everything below it: rm's exit status. */
+static int remove_tree(const char *path)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+    return system(cmd);
+}
+
+void testdir_suite_setup(testdir *t) { make_temp(t->base, sizeof t->base, "/tmp", t->prefix); }
 
 void testdir_suite_teardown(testdir *t)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", t->base);
-    if (system(cmd) != 0)
+    if (remove_tree(t->base) != 0)
         fprintf(stderr, "%s: could not remove %s\n", t->prefix, t->base);
 }
 
-void testdir_setup(testdir *t)
-{
-    snprintf(t->dir, sizeof t->dir, "%s/t_XXXXXX", t->base);
-    ck_assert_ptr_nonnull(mkdtemp(t->dir));
-}
+void testdir_setup(testdir *t) { make_temp(t->dir, sizeof t->dir, t->base, "t"); }
 
-void testdir_teardown(testdir *t)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", t->dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
+void testdir_teardown(testdir *t) { ck_assert_int_eq(remove_tree(t->dir), 0); }
 
 const char *testdir_path(const testdir *t, const char *name)
 {
