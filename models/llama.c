@@ -633,6 +633,20 @@ const char *llama_tok_piece(const llama_tok *t, int prev, int id)
     return piece;
 }
 
+/* One body for both element types (llama.h). */
+#define LLAMA_ARGMAX(name, T)                                                                     \
+    uint32_t name(const T *x, uint32_t n)                                                         \
+    {                                                                                             \
+        uint32_t b = 0;                                                                           \
+        for (uint32_t i = 1; i < n; i++)                                                          \
+            if (x[i] > x[b])                                                                      \
+                b = i;                                                                            \
+        return b;                                                                                 \
+    }
+LLAMA_ARGMAX(llama_argmaxf, float)
+LLAMA_ARGMAX(llama_argmax, double)
+#undef LLAMA_ARGMAX
+
 void llama_compare(const double *mpc, const float *ref, uint32_t n, uint32_t vocab, llama_acc *a)
 {
     memset(a, 0, sizeof *a);

@@ -51,6 +51,11 @@ void llama_reset(llama *m);
  * of llama_forward (attend_mask: the layer asking). */
 const float *llama_query(const llama *m);
 
+/* Greedy decoding's choice: the index of the first largest of x[0..n) (0 when n is 0), for
+ * the float model's logits and for revealed (decoded fixed-point) ones. */
+uint32_t llama_argmaxf(const float *x, uint32_t n);
+uint32_t llama_argmax(const double *x, uint32_t n);
+
 /* Agreement of logits x (n positions × vocab, e.g. revealed by a secure run) with a reference's
  * (the float model's). */
 typedef struct llama_acc {

@@ -129,15 +129,6 @@ static void step(session *s, const model_cfg *m, int phase, const int *toks, uin
     op_program_free(&p);
 }
 
-static int argmax(const float *x, int n)
-{
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return best;
-}
-
 START_TEST(test_stories260k_fixed_point)
 {
     const char *proto_name = _i ? "aby3" : "semi2k";
@@ -175,7 +166,7 @@ START_TEST(test_stories260k_fixed_point)
             step(&s, &m, PHASE_DECODE, &toks[pos], 1, (uint32_t)pos, got);
         for (int i = 0; i < 512; i++)
             worst = fmax(worst, fabs(got[i] - ref[pos][i]));
-        agree += argmax(got, 512) == argmax(ref[pos], 512);
+        agree += llama_argmaxf(got, 512) == llama_argmaxf(ref[pos], 512);
         total++;
     }
     /* The error budget: PUMA's SiLU polynomial is off by up to 0.072 near |x| = 4 (kern.c),

@@ -33,15 +33,6 @@ static llama_tok *load_tok(const llama *m)
     return t;
 }
 
-static int argmax(const float *x, int n)
-{
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b])
-            b = i;
-    return b;
-}
-
 /* Reads whitespace-separated numbers from a reference file. */
 static size_t read_numbers(const char *rel, double *out, size_t max)
 {
@@ -67,7 +58,7 @@ START_TEST(test_logits_bos)
     for (int i = 0; i < 512; i++)
         worst = fmax(worst, fabs(logits[i] - ref[i]));
     ck_assert_msg(worst <= 1e-4, "max |logit - reference| = %g", worst);
-    ck_assert_int_eq(argmax(logits, 512), 403);
+    ck_assert_int_eq((int)llama_argmaxf(logits, 512), 403);
     llama_free(m);
 }
 END_TEST
@@ -83,7 +74,7 @@ START_TEST(test_greedy_256)
     for (uint32_t pos = 0; pos < 256; pos++) {
         ck_assert_int_eq((int)ref[pos], tok);
         ck_assert_int_eq(llama_forward(m, tok, pos, NULL, logits), MS_OK);
-        tok = argmax(logits, 512);
+        tok = (int)llama_argmaxf(logits, 512);
         ck_assert_msg(tok == (int)ref[pos + 1], "step %u: got %d, reference %d", pos, tok,
                       (int)ref[pos + 1]);
     }

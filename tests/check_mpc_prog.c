@@ -366,29 +366,15 @@ static void emit(op_program *p, int kind, uint32_t b, uint32_t m, uint32_t k, ui
     ck_assert_int_ge(op_emit(p, &o), 0);
 }
 
-/* The composite: x (client input op) · W (fixed weight), rmsnorm, softmax, gelu, lt, reveal. */
+/* The composite: the program `mpcsim party --demo` runs: x (client input op) · W (fixed
+ * weight), rmsnorm, softmax, gelu, lt, reveal. */
 static void composite(prog_case *c, const char *pname)
 {
     memset(c, 0, sizeof *c);
     c->pname = pname;
-    op_program *p = &c->prog;
-    op_program_init(p);
-    uint32_t x = op_tensor_add(p, "x", OPT_INPUT, DOM_ARITH, 1, 4, 16);
-    uint32_t w = op_tensor_add(p, "W", OPT_WEIGHT, DOM_ARITH, 1, 16, 16);
-    uint32_t g = op_tensor_add(p, "g", OPT_WEIGHT, DOM_ARITH, 1, 1, 16);
-    uint32_t h = op_tensor_add(p, "h", OPT_TEMP, DOM_ARITH, 1, 4, 16);
-    uint32_t r = op_tensor_add(p, "r", OPT_TEMP, DOM_ARITH, 1, 4, 16);
-    uint32_t s = op_tensor_add(p, "s", OPT_TEMP, DOM_ARITH, 1, 4, 16);
-    uint32_t u = op_tensor_add(p, "u", OPT_TEMP, DOM_ARITH, 1, 4, 16);
-    uint32_t lt = op_tensor_add(p, "lt", OPT_TEMP, DOM_ARITH, 1, 4, 16);
-    uint32_t o = op_tensor_add(p, "out", OPT_OUTPUT, DOM_ARITH, 1, 4, 16);
-    emit(p, OP_INPUT, 1, 4, 0, 16, OP_NONE, OP_NONE, OP_NONE, x, 0, 0, 0);
-    emit(p, OP_MATMUL, 1, 4, 16, 16, x, w, OP_NONE, h, OPF_FIXED_B, 0, 0);
-    emit(p, OP_RMSNORM, 1, 4, 0, 16, h, g, OP_NONE, r, 0, 0, 1e-5);
-    emit(p, OP_SOFTMAX, 1, 4, 0, 16, r, OP_NONE, OP_NONE, s, 0, -1, 0);
-    emit(p, OP_GELU, 1, 4, 0, 16, h, OP_NONE, OP_NONE, u, 0, 0, 0);
-    emit(p, OP_LT, 1, 4, 0, 16, h, r, OP_NONE, lt, 0, 0, 0);
-    emit(p, OP_REVEAL, 1, 4, 0, 16, s, OP_NONE, OP_NONE, o, 0, -1, 0);
+    op_program_init(&c->prog);
+    errbuf err;
+    ck_assert_msg(mpc_run_demo_program(&c->prog, &err) == MS_OK, "%s", err.msg);
     c->binds[0] = (tbind){"x", V_REAL, -1, 1};
     c->binds[1] = (tbind){"W", V_REAL, -0.5, 0.5};
     c->binds[2] = (tbind){"g", V_REAL, 0.5, 1.5};

@@ -666,6 +666,62 @@ START_TEST(test_metric_stride_default)
 }
 END_TEST
 
+/* The vector kernels (F16C half bounds, AVX-512 running bounds) give the scalar definitions'
+ * bits on random floats with infinities, NaNs, subnormals and halves' overflow, over lengths
+ * with vector tails. */
+START_TEST(test_bound_kernels)
+{
+    enum { N = 45 };
+    uint64_t st = 0xfeed;
+    for (int t = 0; t < 1500; t++) {
+        float a[N], b[N], k[N];
+        for (int i = 0; i < N; i++) {
+            float *x[3] = {&a[i], &b[i], &k[i]};
+            for (int j = 0; j < 3; j++) {
+                st = st * 6364136223846793005ull + 1442695040888963407ull;
+                uint32_t bits = (uint32_t)(st >> 32);
+                memcpy(x[j], &bits, sizeof bits);
+                int kind = (int)(st >> 8 & 15);
+                if (kind < 8)
+                    *x[j] = (float)((double)(int32_t)bits * 0x1p-28);
+                else if (kind == 8)
+                    *x[j] = (float)((double)(int32_t)bits * 0x1p-52);
+                else if (kind == 9 && t % 50 == 0)
+                    *x[j] = NAN;
+                else if (kind == 10)
+                    *x[j] = (float)((double)(int32_t)bits * 0x1p-14); /* beyond ±65504 */
+                else if (kind == 11)
+                    *x[j] = bits & 1 ? INFINITY : -INFINITY;
+                else if (!isfinite(*x[j]) && t % 50)
+                    *x[j] = 1;
+            }
+        }
+        uint32_t n = (uint32_t)(t % N) + 1;
+        uint16_t u0[N], d0[N], u1[N], d1[N];
+        float m0[N], n0[N], m1[N], n1[N];
+        memcpy(m0, a, sizeof a);
+        memcpy(n0, b, sizeof b);
+        memcpy(m1, a, sizeof a);
+        memcpy(n1, b, sizeof b);
+        policy_portable_kernels = 1;
+        policy_half_bounds(a, b, n, u0, d0);
+        policy_bounds_update(m0, n0, k, n);
+        policy_portable_kernels = 0;
+        policy_half_bounds(a, b, n, u1, d1);
+        policy_bounds_update(m1, n1, k, n);
+        for (uint32_t i = 0; i < n; i++) {
+            ck_assert_uint_eq(u0[i], policy_half_up(a[i]));
+            ck_assert_uint_eq(d0[i], policy_half_down(b[i]));
+            ck_assert_msg(u1[i] == u0[i] && d1[i] == d0[i], "%a %a: %#x %#x, not %#x %#x",
+                          (double)a[i], (double)b[i], u1[i], d1[i], u0[i], d0[i]);
+            float wm = k[i] > a[i] ? k[i] : a[i], wn = k[i] < b[i] ? k[i] : b[i];
+            ck_assert(memcmp(&m0[i], &wm, 4) == 0 && memcmp(&n0[i], &wn, 4) == 0);
+            ck_assert(memcmp(&m1[i], &wm, 4) == 0 && memcmp(&n1[i], &wn, 4) == 0);
+        }
+    }
+}
+END_TEST
+
 /* ---- MPCache against its definition at a length with many clusters ------------------------ */
 
 enum { MX_D = 5, MX_P = 300, MX_T = 341 };
@@ -777,6 +833,7 @@ Suite *policy_suite(void)
     TH_TESTS(tc, test_registry, test_params, test_topk);
     TH_LOOPS(tc, (int)(sizeof policy_cases / sizeof policy_cases[0]), test_policy_case);
     TH_TESTS(tc, test_emit_shapes, test_half_outward, test_mpcache_many_clusters,
+                 test_bound_kernels,
                  test_metric_stride_default, test_h2o_victim);
     return s;
 }

@@ -141,24 +141,38 @@ static int a_open(eng *e, uint64_t *out, const mpc_val *x, int to)
 
 /* ---------------------------------------------------------------- products */
 
-/* A product's local part goes into *al (slot 1), which starts as a fresh zero sharing. */
-static int prod_begin(a3 *s, const mpc_val *x, const mpc_val *y, int dom, const char *what,
-                      uint64_t **al)
+enum { PROD_MUL, PROD_SQUARE, PROD_AND };
+
+/* Adds party i's local part of the product to al: x_i y_i + x_i y_{i+1} + x_{i+1} y_i (mul),
+ * x_i² + 2 x_i x_{i+1} (square), or the same terms with ∧ and ^ (and_bb). */
+static void prod_local(uint64_t *al, const mpc_val *x, const mpc_val *y, int kind)
 {
     size_t n = x->n;
-    *al = mpc_tmp(&s->c, 1, n);
-    int rc = want(s, x, y, dom, what);
-    if (rc || !*al || (rc = zero_share(s, *al, n, dom)))
-        return rc ? rc : MS_ERR_NOMEM;
-    return MS_OK;
+    if (kind == PROD_MUL)
+        for (size_t k = 0; k < n; k++)
+            al[k] += x->s[0][k] * y->s[0][k] + x->s[0][k] * y->s[1][k] + x->s[1][k] * y->s[0][k];
+    else if (kind == PROD_SQUARE)
+        for (size_t k = 0; k < n; k++)
+            al[k] += x->s[0][k] * x->s[0][k] + 2 * x->s[0][k] * x->s[1][k];
+    else
+        for (size_t k = 0; k < n; k++)
+            al[k] ^= (x->s[0][k] & y->s[0][k]) ^ (x->s[0][k] & y->s[1][k]) ^ (x->s[1][k] & y->s[0][k]);
 }
 
-/* z's first component is the local part al; the reshare sends it on (z may alias the
- * operands: al was computed before z was touched). */
-static int prod_end(a3 *s, mpc_val *z, const uint64_t *al, size_t n, int dom)
+/* A product: its local part al (slot 1) starts as a fresh zero sharing and is computed before
+ * z is touched (z may alias x or y); z's first component is al, which the reshare sends on. */
+static int prod(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, int kind)
 {
-    int rc = mpc_ensure(&s->c, z, n, dom);
-    if (rc)
+    static const char *const what[] = {"mul", "square", "and_bb"};
+    a3 *s = A(e);
+    size_t n = x->n;
+    int dom = kind == PROD_AND ? DOM_BOOL : DOM_ARITH;
+    uint64_t *al = mpc_tmp(&s->c, 1, n);
+    int rc = want(s, x, y, dom, what[kind]);
+    if (rc || !al || (rc = zero_share(s, al, n, dom)))
+        return rc ? rc : MS_ERR_NOMEM;
+    prod_local(al, x, y, kind);
+    if ((rc = mpc_ensure(&s->c, z, n, dom)))
         return rc;
     memcpy(z->s[0], al, n * 8);
     return reshare(s, z);
@@ -166,41 +180,17 @@ static int prod_end(a3 *s, mpc_val *z, const uint64_t *al, size_t n, int dom)
 
 static int a_mul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
 {
-    a3 *s = A(e);
-    size_t n = x->n;
-    uint64_t *al;
-    int rc = prod_begin(s, x, y, DOM_ARITH, "mul", &al);
-    if (rc)
-        return rc;
-    for (size_t k = 0; k < n; k++) /* computed before z is touched: z may alias x or y */
-        al[k] += x->s[0][k] * y->s[0][k] + x->s[0][k] * y->s[1][k] + x->s[1][k] * y->s[0][k];
-    return prod_end(s, z, al, n, DOM_ARITH);
+    return prod(e, z, x, y, PROD_MUL);
 }
 
 static int a_square(eng *e, mpc_val *z, const mpc_val *x)
 {
-    a3 *s = A(e);
-    size_t n = x->n;
-    uint64_t *al;
-    int rc = prod_begin(s, x, NULL, DOM_ARITH, "square", &al);
-    if (rc)
-        return rc;
-    for (size_t k = 0; k < n; k++)
-        al[k] += x->s[0][k] * x->s[0][k] + 2 * x->s[0][k] * x->s[1][k];
-    return prod_end(s, z, al, n, DOM_ARITH);
+    return prod(e, z, x, NULL, PROD_SQUARE);
 }
 
 static int a_and(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
 {
-    a3 *s = A(e);
-    size_t n = x->n;
-    uint64_t *al;
-    int rc = prod_begin(s, x, y, DOM_BOOL, "and_bb", &al);
-    if (rc)
-        return rc;
-    for (size_t k = 0; k < n; k++)
-        al[k] ^= (x->s[0][k] & y->s[0][k]) ^ (x->s[0][k] & y->s[1][k]) ^ (x->s[1][k] & y->s[0][k]);
-    return prod_end(s, z, al, n, DOM_BOOL);
+    return prod(e, z, x, y, PROD_AND);
 }
 
 static int a_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint32_t batch,
@@ -580,6 +570,130 @@ static int a_bool_components(eng *e, mpc_val comps[3], int *nc, const mpc_val *x
  * π1 with mask b (K_1), P0's δ = π1(π0(x0+x1) − a) − b to P2; P1 and P2 apply π2 and reshare
  * 2-out-of-3: y0 = r0 (K_0), y1 = r1 (K_1), y2 = (β1 − r1) + (β2 − r0) exchanged by P1, P2.
  * Draws: K_0: π0, a, r0; K_1: π1, b, r1; K_2: π2. */
+
+/* One shuffle's vectors: n elements in parts of M, permuted in runs of seg; w and w2 the seeds
+ * of this party's two permutations (P0: π0, π1; P1: π2, π1; P2: π0, π2), m0 = a, t = b (kept
+ * until used), r0, r1 the reshare's masks, u and v the messages. */
+typedef struct shuf {
+    size_t n, M, seg, parts;
+    uint64_t *buf, *m0, *r0, *r1, *t, *u, *v, *w, *w2;
+    uint32_t *pi;
+} shuf;
+
+static int shuf_alloc(shuf *h, size_t n, size_t M, size_t seg, size_t parts)
+{
+    uint64_t *buf = malloc((6 * n + 2 * M + 1) * sizeof *buf);
+    uint32_t *pi = malloc((M + 1) * sizeof *pi);
+    if (!buf || !pi) {
+        free(buf), free(pi);
+        return MS_ERR_NOMEM;
+    }
+    *h = (shuf){n, M, seg, parts, buf, buf, buf + n, buf + 2 * n, buf + 3 * n, buf + 4 * n, buf + 5 * n,
+                buf + 6 * n, buf + 6 * n + M, pi};
+    return MS_OK;
+}
+
+/* dst = π(src), π the permutation drawn as seed w, applied to every part. */
+static void shuf_perm(shuf *h, uint64_t *dst, const uint64_t *src, const uint64_t *w)
+{
+    mpc_perm_from(h->pi, w, h->M, h->seg);
+    mpc_perm_apply(dst, src, h->pi, h->M, h->parts);
+}
+
+/* Every draw from the keys this party holds (K_i in k0, K_{i+1} in k1), in key order. */
+static void shuf_draw(a3 *s, shuf *h)
+{
+    int i = s->c.party;
+    mpc_prg *K0 = i == 0 ? &s->k0 : i == 2 ? &s->k1 : NULL;
+    mpc_prg *K1 = i == 0 ? &s->k1 : i == 1 ? &s->k0 : NULL;
+    mpc_prg *K2 = i == 1 ? &s->k1 : i == 2 ? &s->k0 : NULL;
+    if (K0) { /* π0, a, r0 */
+        mpc_prg_u64(K0, h->w, h->M);
+        mpc_prg_u64(K0, h->m0, h->n);
+        mpc_prg_u64(K0, h->r0, h->n);
+    }
+    if (K1) { /* π1, b, r1 */
+        mpc_prg_u64(K1, h->w2, h->M);
+        mpc_prg_u64(K1, h->t, h->n); /* b, kept in t until used */
+        mpc_prg_u64(K1, h->r1, h->n);
+    }
+    if (K2 && i == 1)
+        mpc_prg_u64(K2, h->w, h->M); /* P1: π2 (it holds no π0) */
+    if (K2 && i == 2)
+        mpc_prg_u64(K2, h->w2, h->M); /* P2: π2 beside its π0 */
+}
+
+/* P0: round 1 sends P2 δ = π1(π0(x0 + x1) − a) − b; round 2 it only waits. */
+static int shuf_p0(a3 *s, shuf *h, const mpc_val *x)
+{
+    size_t n = h->n;
+    uint64_t *u = h->u, *v = h->v;
+    for (size_t k = 0; k < n; k++)
+        u[k] = x->s[0][k] + x->s[1][k];
+    shuf_perm(h, v, u, h->w);
+    for (size_t k = 0; k < n; k++)
+        v[k] -= h->m0[k];
+    shuf_perm(h, u, v, h->w2);
+    for (size_t k = 0; k < n; k++)
+        u[k] -= h->t[k]; /* δ */
+    int rc = x3(s, 2, u, 8 * n, -1, NULL, 0);
+    return rc ? rc : x3(s, -1, NULL, 0, -1, NULL, 0);
+}
+
+/* P1: round 1 receives γ from P2; round 2 sends P2 β1 − r1 = π2(π1(γ) + b) − r1 and receives
+ * β2 − r0 into v. */
+static int shuf_p1(a3 *s, shuf *h)
+{
+    size_t n = h->n;
+    uint64_t *u = h->u, *v = h->v;
+    int rc = x3(s, -1, NULL, 0, 2, u, 8 * n); /* γ */
+    if (rc)
+        return rc;
+    shuf_perm(h, v, u, h->w2);
+    for (size_t k = 0; k < n; k++)
+        v[k] += h->t[k]; /* π1(γ) + b */
+    shuf_perm(h, u, v, h->w); /* β1 */
+    for (size_t k = 0; k < n; k++)
+        u[k] -= h->r1[k];
+    return x3(s, 2, u, 8 * n, 2, v, 8 * n);
+}
+
+/* P2: round 1 sends P1 γ = π0(x2) + a and receives δ; round 2 sends P1 β2 − r0 = π2(δ) − r0
+ * and receives β1 − r1 into v. */
+static int shuf_p2(a3 *s, shuf *h, const mpc_val *x)
+{
+    size_t n = h->n;
+    uint64_t *u = h->u, *v = h->v;
+    shuf_perm(h, u, x->s[0], h->w);
+    for (size_t k = 0; k < n; k++)
+        u[k] += h->m0[k]; /* γ */
+    int rc = x3(s, 1, u, 8 * n, 0, v, 8 * n); /* δ into v */
+    if (rc)
+        return rc;
+    shuf_perm(h, u, v, h->w2); /* β2 */
+    for (size_t k = 0; k < n; k++)
+        u[k] -= h->r0[k];
+    return x3(s, 1, u, 8 * n, 1, v, 8 * n);
+}
+
+/* Party i's two components of the result: y_i and y_{i+1} (y2 = u + v at P1 and P2). */
+static void shuf_result(const shuf *h, int i, mpc_val *z)
+{
+    size_t n = h->n;
+    if (i == 0) {
+        memcpy(z->s[0], h->r0, n * 8);
+        memcpy(z->s[1], h->r1, n * 8);
+    } else if (i == 1) {
+        memcpy(z->s[0], h->r1, n * 8);
+        for (size_t k = 0; k < n; k++)
+            z->s[1][k] = h->u[k] + h->v[k];
+    } else {
+        for (size_t k = 0; k < n; k++)
+            z->s[0][k] = h->u[k] + h->v[k];
+        memcpy(z->s[1], h->r0, n * 8);
+    }
+}
+
 static int a_shuffle(eng *e, mpc_val *z, const mpc_val *x, size_t seg, size_t parts)
 {
     a3 *s = A(e);
@@ -587,92 +701,16 @@ static int a_shuffle(eng *e, mpc_val *z, const mpc_val *x, size_t seg, size_t pa
     int i = s->c.party;
     if (!seg || !parts || M * parts != n || M % seg)
         return mpc_fail(&s->c, MS_ERR_INTERNAL, "aby3 shuffle: %zu elements in %zu parts of runs of %zu", n, parts, seg);
+    shuf h;
     int rc = want(s, x, NULL, DOM_ARITH, "shuffle");
-    uint64_t *buf = malloc((6 * n + 2 * M + 1) * sizeof *buf);
-    uint32_t *pi = malloc((M + 1) * sizeof *pi);
-    if (rc || !buf || !pi) {
-        free(buf), free(pi);
-        return rc ? rc : MS_ERR_NOMEM;
-    }
-    uint64_t *m0 = buf, *r0 = buf + n, *r1 = buf + 2 * n, *t = buf + 3 * n, *u = buf + 4 * n,
-             *v = buf + 5 * n, *w = buf + 6 * n, *w2 = buf + 6 * n + M;
-    /* the keys this party holds: K_i in k0, K_{i+1} in k1 */
-    mpc_prg *K0 = i == 0 ? &s->k0 : i == 2 ? &s->k1 : NULL;
-    mpc_prg *K1 = i == 0 ? &s->k1 : i == 1 ? &s->k0 : NULL;
-    mpc_prg *K2 = i == 1 ? &s->k1 : i == 2 ? &s->k0 : NULL;
-    if (K0) { /* π0, a, r0 */
-        mpc_prg_u64(K0, w, M);
-        mpc_prg_u64(K0, m0, n);
-        mpc_prg_u64(K0, r0, n);
-    }
-    if (K1) { /* π1, b, r1 */
-        mpc_prg_u64(K1, w2, M);
-        mpc_prg_u64(K1, t, n); /* b, kept in t until used */
-        mpc_prg_u64(K1, r1, n);
-    }
-    if (K2 && i == 1)
-        mpc_prg_u64(K2, w, M); /* P1: π2 (it holds no π0) */
-    if (K2 && i == 2)
-        mpc_prg_u64(K2, w2, M); /* P2: π2 beside its π0 */
+    if (rc || (rc = shuf_alloc(&h, n, M, seg, parts)))
+        return rc;
+    shuf_draw(s, &h);
     /* COST: round 1: P0 → P2 δ, P2 → P1 γ (8n each); round 2: P1 ↔ P2 (8n each way) */
-    if (i == 0) {
-        for (size_t k = 0; k < n; k++)
-            u[k] = x->s[0][k] + x->s[1][k];
-        mpc_perm_from(pi, w, M, seg);
-        mpc_perm_apply(v, u, pi, M, parts);
-        for (size_t k = 0; k < n; k++)
-            v[k] -= m0[k];
-        mpc_perm_from(pi, w2, M, seg);
-        mpc_perm_apply(u, v, pi, M, parts);
-        for (size_t k = 0; k < n; k++)
-            u[k] -= t[k]; /* δ = π1(π0(x0 + x1) − a) − b */
-        rc = x3(s, 2, u, 8 * n, -1, NULL, 0);
-        if (!rc)
-            rc = x3(s, -1, NULL, 0, -1, NULL, 0);
-    } else if (i == 1) {
-        rc = x3(s, -1, NULL, 0, 2, u, 8 * n); /* γ */
-        if (!rc) {
-            mpc_perm_from(pi, w2, M, seg);
-            mpc_perm_apply(v, u, pi, M, parts);
-            for (size_t k = 0; k < n; k++)
-                v[k] += t[k]; /* π1(γ) + b */
-            mpc_perm_from(pi, w, M, seg);
-            mpc_perm_apply(u, v, pi, M, parts); /* β1 */
-            for (size_t k = 0; k < n; k++)
-                u[k] -= r1[k];
-            rc = x3(s, 2, u, 8 * n, 2, v, 8 * n);
-        }
-    } else {
-        mpc_perm_from(pi, w, M, seg);
-        mpc_perm_apply(u, x->s[0], pi, M, parts);
-        for (size_t k = 0; k < n; k++)
-            u[k] += m0[k]; /* γ = π0(x2) + a */
-        rc = x3(s, 1, u, 8 * n, 0, v, 8 * n); /* δ into v */
-        if (!rc) {
-            mpc_perm_from(pi, w2, M, seg);
-            mpc_perm_apply(u, v, pi, M, parts); /* β2 */
-            for (size_t k = 0; k < n; k++)
-                u[k] -= r0[k];
-            rc = x3(s, 1, u, 8 * n, 1, v, 8 * n);
-        }
-    }
-    if (!rc)
-        rc = mpc_ensure(&s->c, z, n, DOM_ARITH);
-    if (!rc) {
-        if (i == 0) {
-            memcpy(z->s[0], r0, n * 8);
-            memcpy(z->s[1], r1, n * 8);
-        } else if (i == 1) {
-            memcpy(z->s[0], r1, n * 8);
-            for (size_t k = 0; k < n; k++)
-                z->s[1][k] = u[k] + v[k];
-        } else {
-            for (size_t k = 0; k < n; k++)
-                z->s[0][k] = u[k] + v[k];
-            memcpy(z->s[1], r0, n * 8);
-        }
-    }
-    free(buf), free(pi);
+    rc = i == 0 ? shuf_p0(s, &h, x) : i == 1 ? shuf_p1(s, &h) : shuf_p2(s, &h, x);
+    if (!rc && !(rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
+        shuf_result(&h, i, z);
+    free(h.buf), free(h.pi);
     return rc;
 }
 

@@ -436,96 +436,136 @@ static int do_recv(mpc_net *n, int j, link_io *l, errbuf *e)
     return MS_OK;
 }
 
+/* The links xfer waits on: what poll watches on each, and whose link it is. */
+typedef struct xfer_poll {
+    struct pollfd pf[MPC_NODES_MAX];
+    int who[MPC_NODES_MAX], np;
+} xfer_poll;
+
+/* One pass over the links: every send or receive that can proceed moves now (opportunistic
+ * I/O needs no poll), and each link still open goes into w. *pending: some frame is not done;
+ * *progressed: some bytes moved. Returns a link's error (> 0) or 0. */
+static int xfer_pass(mpc_net *n, link_io *io, xfer_poll *w, int *pending, int *progressed, errbuf *e)
+{
+    int N = n->cfg.n_nodes, self = n->cfg.self;
+    w->np = *pending = *progressed = 0;
+    for (int j = 0; j < N; j++) {
+        if (j == self || n->fd[j] < 0)
+            continue;
+        link_io *l = &io[j];
+        if (l->out) {
+            size_t before = l->ooff;
+            int rc = do_send(n, j, l, e);
+            if (rc > 0)
+                return rc;
+            *progressed |= l->ooff != before;
+        }
+        if (l->in) {
+            size_t before = l->ioff;
+            int rc = do_recv(n, j, l, e);
+            if (rc > 0)
+                return rc;
+            *progressed |= l->ioff != before;
+        }
+        short ev = POLLRDHUP;
+        if (l->out)
+            ev |= POLLOUT;
+        if (l->in || (l->out && l->wr_wants_rd))
+            ev |= POLLIN;
+        *pending += l->out || l->in;
+        if (n->closed_ok[j] && !l->in && !l->out)
+            continue;
+        w->pf[w->np] = (struct pollfd){.fd = n->fd[j], .events = ev};
+        w->who[w->np++] = j;
+    }
+    return 0;
+}
+
+/* The TLS connections' byte counts, past set-up, into the stats. */
+static void xfer_wire(mpc_net *n)
+{
+    for (int q = 0; q < n->cfg.n_nodes; q++)
+        if (n->tc[q]) {
+            uint64_t s_, r_;
+            mpc_tls_wire(n->tc[q], &s_, &r_);
+            n->st.wire_sent[q] = s_ - n->wire0_sent[q];
+            n->st.wire_recv[q] = r_ - n->wire0_recv[q];
+        }
+}
+
+/* No progress for timeout_ms: the error names the first peer still owing or owed a frame. */
+static int xfer_timeout(mpc_net *n, const link_io *io, int timeout_ms, errbuf *e)
+{
+    char a[16], b[16];
+    int N = n->cfg.n_nodes, j = 0;
+    while (j < N && !(io[j].in || io[j].out))
+        j++;
+    return err_set(e, MS_ERR_TIMEOUT, "%s: no progress from %s for %d ms during op %u (peer hung or too slow; raise --timeout-ms if it is computing)",
+                   node_name(&n->cfg, n->cfg.self, a), node_name(&n->cfg, j, b), timeout_ms, n->op);
+}
+
+/* A peer with a frame pending whose heartbeats stopped for the liveness period is frozen. */
+static int xfer_beats(mpc_net *n, const link_io *io, uint64_t now, errbuf *e)
+{
+    int live_ms = n->cfg.liveness_ms > 0 ? n->cfg.liveness_ms : MPC_LIVENESS_MS;
+    for (int j = 0; j < n->cfg.n_nodes; j++) {
+        if (j == n->cfg.self || !(io[j].in || io[j].out) || n->bfd[j] < 0 || n->beat_gone[j])
+            continue;
+        uint64_t seen = n->seen[j];
+        if (now > seen && now - seen > (uint64_t)live_ms * 1000000ull) {
+            char a[16], b[16];
+            return err_set(e, MS_ERR_PEER, "%s: no heartbeat from %s for %d ms during op %u: the peer is frozen (stopped, swapped out, or its host is down)",
+                           node_name(&n->cfg, n->cfg.self, a), node_name(&n->cfg, j, b), live_ms, n->op);
+        }
+    }
+    return MS_OK;
+}
+
+/* Polls w until the deadline (waking each heartbeat period); a link closed or broken while it
+ * still owes a frame is lost. */
+static int xfer_wait(mpc_net *n, const link_io *io, xfer_poll *w, uint64_t deadline, uint64_t now, errbuf *e)
+{
+    int wait_ms = (int)((deadline - now) / 1000000ull) + 1;
+    if (wait_ms > BEAT_MS)
+        wait_ms = BEAT_MS; /* wake to look at the heartbeats */
+    int pr = poll(w->pf, (nfds_t)w->np, wait_ms);
+    if (pr < 0 && errno != EINTR)
+        return err_set(e, MS_ERR_NET, "poll: %s", strerror(errno));
+    for (int q = 0; pr > 0 && q < w->np; q++) {
+        int j = w->who[q];
+        short rv = w->pf[q].revents;
+        if (!rv)
+            continue;
+        if ((rv & (POLLERR | POLLHUP | POLLRDHUP)) && !io[j].in) {
+            if (n->closed_ok[j] && !io[j].out)
+                continue;
+            return lost(n, j, (rv & POLLERR) ? "socket error" : "peer closed", e);
+        }
+    }
+    return MS_OK;
+}
+
 /* Moves every pending frame of io[] (sends and receives at once) or fails. */
 static int xfer(mpc_net *n, link_io *io, int timeout_ms, errbuf *e)
 {
-    int N = n->cfg.n_nodes, self = n->cfg.self;
     uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000ull;
     for (;;) {
-        struct pollfd pf[MPC_NODES_MAX];
-        int who[MPC_NODES_MAX], np = 0, pending = 0;
-        int progressed = 0;
-        for (int j = 0; j < N; j++) {
-            if (j == self || n->fd[j] < 0)
-                continue;
-            link_io *l = &io[j];
-            /* Opportunistic I/O first: a send or receive that can proceed needs no poll. */
-            if (l->out) {
-                size_t before = l->ooff;
-                int rc = do_send(n, j, l, e);
-                if (rc > 0)
-                    return rc;
-                progressed |= l->ooff != before;
-            }
-            if (l->in) {
-                size_t before = l->ioff;
-                int rc = do_recv(n, j, l, e);
-                if (rc > 0)
-                    return rc;
-                progressed |= l->ioff != before;
-            }
-            short ev = POLLRDHUP;
-            if (l->out)
-                ev |= POLLOUT;
-            if (l->in || (l->out && l->wr_wants_rd))
-                ev |= POLLIN;
-            pending += l->out || l->in;
-            if (n->closed_ok[j] && !l->in && !l->out)
-                continue;
-            pf[np].fd = n->fd[j];
-            pf[np].events = ev;
-            pf[np].revents = 0;
-            who[np++] = j;
-        }
+        xfer_poll w;
+        int pending, progressed;
+        int rc = xfer_pass(n, io, &w, &pending, &progressed, e);
+        if (rc)
+            return rc;
         if (!pending) {
-            for (int q = 0; q < N; q++) /* the TLS connections' byte counts, past set-up */
-                if (n->tc[q]) {
-                    uint64_t s_, r_;
-                    mpc_tls_wire(n->tc[q], &s_, &r_);
-                    n->st.wire_sent[q] = s_ - n->wire0_sent[q];
-                    n->st.wire_recv[q] = r_ - n->wire0_recv[q];
-                }
+            xfer_wire(n);
             return MS_OK;
         }
         uint64_t now = now_ns();
         if (progressed)
             deadline = now + (uint64_t)timeout_ms * 1000000ull;
-        if (now >= deadline) {
-            char a[16], b[16];
-            int j = 0;
-            while (j < N && !(io[j].in || io[j].out))
-                j++;
-            return err_set(e, MS_ERR_TIMEOUT, "%s: no progress from %s for %d ms during op %u (peer hung or too slow; raise --timeout-ms if it is computing)",
-                           node_name(&n->cfg, self, a), node_name(&n->cfg, j, b), timeout_ms, n->op);
-        }
-        int live_ms = n->cfg.liveness_ms > 0 ? n->cfg.liveness_ms : MPC_LIVENESS_MS;
-        for (int j = 0; j < N; j++) {
-            if (j == self || !(io[j].in || io[j].out) || n->bfd[j] < 0 || n->beat_gone[j])
-                continue;
-            uint64_t seen = n->seen[j];
-            if (now > seen && now - seen > (uint64_t)live_ms * 1000000ull) {
-                char a[16], b[16];
-                return err_set(e, MS_ERR_PEER, "%s: no heartbeat from %s for %d ms during op %u: the peer is frozen (stopped, swapped out, or its host is down)",
-                               node_name(&n->cfg, self, a), node_name(&n->cfg, j, b), live_ms, n->op);
-            }
-        }
-        int wait_ms = (int)((deadline - now) / 1000000ull) + 1;
-        if (wait_ms > BEAT_MS)
-            wait_ms = BEAT_MS; /* wake to look at the heartbeats */
-        int pr = poll(pf, (nfds_t)np, wait_ms);
-        if (pr < 0 && errno != EINTR)
-            return err_set(e, MS_ERR_NET, "poll: %s", strerror(errno));
-        for (int q = 0; pr > 0 && q < np; q++) {
-            int j = who[q];
-            short rv = pf[q].revents;
-            if (!rv)
-                continue;
-            if ((rv & (POLLERR | POLLHUP | POLLRDHUP)) && !io[j].in) {
-                if (n->closed_ok[j] && !io[j].out)
-                    continue;
-                return lost(n, j, (rv & POLLERR) ? "socket error" : "peer closed", e);
-            }
-        }
+        if (now >= deadline)
+            return xfer_timeout(n, io, timeout_ms, e);
+        if ((rc = xfer_beats(n, io, now, e)) || (rc = xfer_wait(n, io, &w, deadline, now, e)))
+            return rc;
     }
 }
 

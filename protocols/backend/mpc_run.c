@@ -98,6 +98,71 @@ int mpc_run_setup(eng *e, mpc_net *net, const op_program *p, mpc_tensor_fn fn, v
     return mpc_run_setup_from(e, net, p, fn, ctx, NULL, r, err);
 }
 
+/* Tensor t's value before the ops: an op's output carries its length (an INPUT op's owner also
+ * the plaintext it shares); a public tensor its plaintext; a weight, input or cache tensor the
+ * shares carried over from prev by name, else the owner's input primitive. */
+static int setup_tensor(eng *e, const op_program *p, mpc_tensor_fn fn, void *ctx, mpc_program_run *prev,
+                        mpc_program_run *r, uint32_t t, errbuf *err)
+{
+    const op_tensor *T = &p->tens[t];
+    size_t n = (size_t)T->batch * T->rows * T->cols;
+    mpc_val *v = &r->vals[t];
+    int dealer = mpc_engine_is_dealer(e), rc = MS_OK;
+    v->n = n; /* every value carries its length, as in cost mode */
+    v->dom = T->dom;
+    long pi = producer(p, t);
+    if (pi >= 0) { /* kern's INPUT reads the owner's plaintext from vals[out].s[0] */
+        if (!dealer && p->ops[pi].kind == OP_INPUT && op_input_owner(p, &p->ops[pi], e->n_parties) == e->party &&
+            !(rc = fetch(e, fn, ctx, T, n, 1, &r->plain[t], err)))
+            v->s[0] = r->plain[t];
+        return rc;
+    }
+    uint64_t *plain = NULL;
+    if (T->role == OPT_PUBLIC) { /* plaintext in s[0] on every party (kern.c) */
+        if (!dealer && !(rc = fetch(e, fn, ctx, T, n, 1, &plain, err)) &&
+            !(rc = e->vt->alloc(e, v, n, T->dom)))
+            memcpy(v->s[0], plain, n * sizeof *plain);
+        else if (dealer && view_index(p, t) && !(rc = fetch(e, fn, ctx, T, n, 1, &plain, err)))
+            v->s[0] = plain, plain = NULL; /* the dealer's own copy (released with the value) */
+        free(plain);
+        return rc;
+    }
+    mpc_val *old = carried(prev, T, n);
+    if (old) { /* shares from the previous program: no traffic */
+        *v = *old;
+        memset(old, 0, sizeof *old);
+        return MS_OK;
+    }
+    /* weights: the model owner P1; the client's input and KV cache: P0 (cache: zeros when
+     * it binds none). COST: setup, the owner's input primitive (PRIMITIVES.md §Setup). */
+    int owner = T->role == OPT_WEIGHT ? 1 : (T->role == OPT_INPUT || T->role == OPT_CACHE) ? 0 : -1;
+    if (owner < 0)
+        return MS_OK;
+    if (!dealer && e->party == owner && (rc = fetch(e, fn, ctx, T, n, T->role != OPT_CACHE, &plain, err)))
+        return rc;
+    if (!(rc = e->vt->alloc(e, v, n, T->dom)) && (rc = e->vt->input(e, v, owner, plain)))
+        rc = engine_err(e, rc, err, T->name);
+    free(plain);
+    return rc;
+}
+
+/* The beaver cache, after the previous program's is unbound: every fixed right operand's mask
+ * is opened once, in program order (found again by name when an earlier program opened it). */
+static int setup_fixed(eng *e, const op_program *p, mpc_program_run *r, errbuf *err)
+{
+    int rc = MS_OK;
+    for (size_t i = 0; i < p->n_ops && !rc; i++) {
+        const op *o = &p->ops[i];
+        uint32_t y = o->kind == OP_VIEW ? o->in[0] : o->in[1]; /* a VIEW: a fixed operand's rows */
+        if (!(o->flags & OPF_FIXED_B) || (o->flags & OPF_PUBLIC_B) || y == OP_NONE ||
+            producer(p, y) >= 0)
+            continue;
+        if ((rc = mpc_engine_setup_fixed(e, y, &r->vals[y], p->tens[y].name)))
+            rc = engine_err(e, rc, err, "beaver cache");
+    }
+    return rc;
+}
+
 int mpc_run_setup_from(eng *e, mpc_net *net, const op_program *p, mpc_tensor_fn fn, void *ctx,
                        mpc_program_run *prev, mpc_program_run *r, errbuf *err)
 {
@@ -110,59 +175,12 @@ int mpc_run_setup_from(eng *e, mpc_net *net, const op_program *p, mpc_tensor_fn 
         return err_set(err, MS_ERR_NOMEM, "mpc run: out of memory");
     mpc_net_stats a = *mpc_net_get_stats(net);
     uint64_t t0 = now_ns();
-    int dealer = mpc_engine_is_dealer(e), rc = MS_OK;
-    for (uint32_t t = 0; t < p->n_tens && !rc; t++) {
-        const op_tensor *T = &p->tens[t];
-        size_t n = (size_t)T->batch * T->rows * T->cols;
-        mpc_val *v = &r->vals[t];
-        v->n = n; /* every value carries its length, as in cost mode */
-        v->dom = T->dom;
-        long pi = producer(p, t);
-        if (pi >= 0) { /* kern's INPUT reads the owner's plaintext from vals[out].s[0] */
-            if (!dealer && p->ops[pi].kind == OP_INPUT && op_input_owner(p, &p->ops[pi], e->n_parties) == e->party &&
-                !(rc = fetch(e, fn, ctx, T, n, 1, &r->plain[t], err)))
-                v->s[0] = r->plain[t];
-            continue;
-        }
-        uint64_t *plain = NULL;
-        if (T->role == OPT_PUBLIC) { /* plaintext in s[0] on every party (kern.c) */
-            if (!dealer && !(rc = fetch(e, fn, ctx, T, n, 1, &plain, err)) &&
-                !(rc = e->vt->alloc(e, v, n, T->dom)))
-                memcpy(v->s[0], plain, n * sizeof *plain);
-            else if (dealer && view_index(p, t) && !(rc = fetch(e, fn, ctx, T, n, 1, &plain, err)))
-                v->s[0] = plain, plain = NULL; /* the dealer's own copy (released with the value) */
-            free(plain);
-            continue;
-        }
-        mpc_val *old = carried(prev, T, n);
-        if (old) { /* shares from the previous program: no traffic */
-            *v = *old;
-            memset(old, 0, sizeof *old);
-            continue;
-        }
-        /* weights: the model owner P1; the client's input and KV cache: P0 (cache: zeros when
-         * it binds none). COST: setup, the owner's input primitive (PRIMITIVES.md §Setup). */
-        int owner = T->role == OPT_WEIGHT ? 1 : (T->role == OPT_INPUT || T->role == OPT_CACHE) ? 0 : -1;
-        if (owner < 0)
-            continue;
-        if (!dealer && e->party == owner && (rc = fetch(e, fn, ctx, T, n, T->role != OPT_CACHE, &plain, err)))
-            break;
-        if (!(rc = e->vt->alloc(e, v, n, T->dom)) && (rc = e->vt->input(e, v, owner, plain)))
-            rc = engine_err(e, rc, err, T->name);
-        free(plain);
-    }
-    /* beaver cache: every fixed right operand's mask is opened once, in program order (found
-     * again by name when an earlier program opened it) */
+    int rc = MS_OK;
+    for (uint32_t t = 0; t < p->n_tens && !rc; t++)
+        rc = setup_tensor(e, p, fn, ctx, prev, r, t, err);
     mpc_engine_unbind_fixed(e);
-    for (size_t i = 0; i < p->n_ops && !rc; i++) {
-        const op *o = &p->ops[i];
-        uint32_t y = o->kind == OP_VIEW ? o->in[0] : o->in[1]; /* a VIEW: a fixed operand's rows */
-        if (!(o->flags & OPF_FIXED_B) || (o->flags & OPF_PUBLIC_B) || y == OP_NONE ||
-            producer(p, y) >= 0)
-            continue;
-        if ((rc = mpc_engine_setup_fixed(e, y, &r->vals[y], p->tens[y].name)))
-            rc = engine_err(e, rc, err, "beaver cache");
-    }
+    if (!rc)
+        rc = setup_fixed(e, p, r, err);
     mpc_net_stats b = *mpc_net_get_stats(net);
     mpc_stat_between(&a, &b, now_ns() - t0, &r->setup);
     /* setup rounds and bytes are counted apart from online ones */

@@ -738,6 +738,76 @@ static int s_bool_components(eng *e, mpc_val comps[3], int *nc, const mpc_val *x
  * seeds, C1 = π_o(A) − C0 sent to P1; the other party sends P_o its share of x − A, P_o
  * takes π_o(x − A) + C_o, the other C_u. Draws per round: P0's seed A0, [π_o if o = 0], C0;
  * P1's seed A1, [π_o if o = 1] — the dealer draws the same. */
+
+/* One shuffle's vectors: n elements in parts of M, permuted in runs of seg; A and C the
+ * dealer's pair, t and r the messages (the dealer keeps A1 in t), cur this party's running
+ * share, w the seed of round o's permutation. */
+typedef struct s_shuf {
+    size_t n, M, seg, parts;
+    uint64_t *A, *C, *t, *r, *cur, *w;
+    uint32_t *pi;
+} s_shuf;
+
+/* dst = π_o(src), π_o the permutation drawn as seed w, applied to every part. */
+static void s_shuf_perm(s_shuf *h, uint64_t *dst, const uint64_t *src)
+{
+    mpc_perm_from(h->pi, h->w, h->M, h->seg);
+    mpc_perm_apply(dst, src, h->pi, h->M, h->parts);
+}
+
+/* The dealer's round o: A = A0 + A1 and C0 drawn as the parties draw them, C1 = π_o(A) − C0
+ * to P1. COST: shuffle offline: 8n dealer→P1 per round */
+static int s_shuf_deal(s2k *s, s_shuf *h, int o)
+{
+    size_t n = h->n;
+    uint64_t *A = h->A, *A1 = h->t;
+    mpc_prg_u64(&s->dcorr[0], A, n);
+    if (o == 0)
+        mpc_prg_u64(&s->dcorr[0], h->w, h->M);
+    mpc_prg_u64(&s->dcorr[0], h->C, n);
+    mpc_prg_u64(&s->dcorr[1], A1, n);
+    if (o == 1)
+        mpc_prg_u64(&s->dcorr[1], h->w, h->M);
+    for (size_t i = 0; i < n; i++)
+        A[i] += A1[i];
+    s_shuf_perm(h, h->r, A);
+    for (size_t i = 0; i < n; i++)
+        h->r[i] -= h->C[i];
+    return to_p1(s, h->r, n);
+}
+
+/* A party's round o: the other party sends P_o its share minus A; P_o's share becomes
+ * π_o(x − A) + C_o, the other's C_u (P1's C from the dealer). */
+static int s_shuf_round(s2k *s, s_shuf *h, int o)
+{
+    size_t n = h->n;
+    uint64_t *t = h->t, *r = h->r, *cur = h->cur, *C = h->C;
+    int me = s->c.party, own = me == o;
+    mpc_prg_u64(&s->corr, h->A, n);
+    if (own)
+        mpc_prg_u64(&s->corr, h->w, h->M);
+    if (me == 0)
+        mpc_prg_u64(&s->corr, C, n);
+    for (size_t i = 0; i < n; i++)
+        t[i] = cur[i] - h->A[i];
+    /* COST: SPU semi2k SecureInvPerm: 1 round, 8n from the other party to P_o */
+    int rc = x2(s, own ? NULL : t, own ? 0 : 8 * n, own ? r : NULL, own ? 8 * n : 0);
+    if (!rc && me == 1)
+        rc = from_dealer(s, C, n);
+    if (rc)
+        return rc;
+    if (!own) {
+        memcpy(cur, C, n * 8);
+        return MS_OK;
+    }
+    for (size_t i = 0; i < n; i++)
+        t[i] += r[i];
+    s_shuf_perm(h, cur, t);
+    for (size_t i = 0; i < n; i++)
+        cur[i] += C[i];
+    return MS_OK;
+}
+
 static int s_shuffle(eng *e, mpc_val *z, const mpc_val *x, size_t seg, size_t parts)
 {
     s2k *s = S(e);
@@ -751,58 +821,15 @@ static int s_shuffle(eng *e, mpc_val *z, const mpc_val *x, size_t seg, size_t pa
         free(buf), free(pi);
         return rc ? rc : MS_ERR_NOMEM;
     }
-    uint64_t *A = buf, *C = buf + n, *t = buf + 2 * n, *r = buf + 3 * n, *cur = buf + 4 * n,
-             *w = buf + 5 * n;
+    s_shuf h = {n, M, seg, parts, buf, buf + n, buf + 2 * n, buf + 3 * n, buf + 4 * n, buf + 5 * n, pi};
     if (!is_dealer(s))
-        memcpy(cur, x->s[0], n * 8);
-    for (int o = 0; o < 2 && !rc; o++) {
-        if (is_dealer(s)) { /* COST: shuffle offline: 8n dealer→P1 per round */
-            uint64_t *A1 = t;
-            mpc_prg_u64(&s->dcorr[0], A, n);
-            if (o == 0)
-                mpc_prg_u64(&s->dcorr[0], w, M);
-            mpc_prg_u64(&s->dcorr[0], C, n);
-            mpc_prg_u64(&s->dcorr[1], A1, n);
-            if (o == 1)
-                mpc_prg_u64(&s->dcorr[1], w, M);
-            for (size_t i = 0; i < n; i++)
-                A[i] += A1[i];
-            mpc_perm_from(pi, w, M, seg);
-            mpc_perm_apply(r, A, pi, M, parts);
-            for (size_t i = 0; i < n; i++)
-                r[i] -= C[i];
-            rc = to_p1(s, r, n);
-            continue;
-        }
-        int me = s->c.party, own = me == o;
-        mpc_prg_u64(&s->corr, A, n);
-        if (own)
-            mpc_prg_u64(&s->corr, w, M);
-        if (me == 0)
-            mpc_prg_u64(&s->corr, C, n);
-        for (size_t i = 0; i < n; i++)
-            t[i] = cur[i] - A[i];
-        /* COST: SPU semi2k SecureInvPerm: 1 round, 8n from the other party to P_o */
-        rc = x2(s, own ? NULL : t, own ? 0 : 8 * n, own ? r : NULL, own ? 8 * n : 0);
-        if (!rc && me == 1)
-            rc = from_dealer(s, C, n);
-        if (rc)
-            break;
-        if (own) {
-            for (size_t i = 0; i < n; i++)
-                t[i] += r[i];
-            mpc_perm_from(pi, w, M, seg);
-            mpc_perm_apply(cur, t, pi, M, parts);
-            for (size_t i = 0; i < n; i++)
-                cur[i] += C[i];
-        } else {
-            memcpy(cur, C, n * 8);
-        }
-    }
+        memcpy(h.cur, x->s[0], n * 8);
+    for (int o = 0; o < 2 && !rc; o++)
+        rc = is_dealer(s) ? s_shuf_deal(s, &h, o) : s_shuf_round(s, &h, o);
     if (!rc)
         rc = mpc_ensure(&s->c, z, n, DOM_ARITH);
     if (!rc && !is_dealer(s))
-        memcpy(z->s[0], cur, n * 8);
+        memcpy(z->s[0], h.cur, n * 8);
     free(buf), free(pi);
     return rc;
 }

@@ -392,14 +392,15 @@ static int ssl_status(mpc_tls_conn *c, int ret, char *why, size_t wlen)
     }
 }
 
-int mpc_tls_handshake(mpc_tls *t, int fd, int server, int peer, const char *peer_name, uint64_t deadline_ns,
-                      mpc_tls_conn **out, errbuf *why)
+/* A connection on fd with its SSL object behind our socket BIO, in the accepting or the
+ * connecting state; NULL on OOM. */
+static mpc_tls_conn *conn_new(mpc_tls *t, int fd, int server)
 {
     mpc_tls_conn *c = calloc(1, sizeof *c);
     BIO *b = c ? BIO_new(t->meth) : NULL;
     if (!b) {
         free(c);
-        return err_set(why, MS_ERR_NOMEM, "tls: out of memory");
+        return NULL;
     }
     c->fd = fd;
     BIO_set_data(b, c);
@@ -408,70 +409,95 @@ int mpc_tls_handshake(mpc_tls *t, int fd, int server, int peer, const char *peer
     if (!c->ssl) {
         BIO_free(b);
         free(c);
-        return err_set(why, MS_ERR_NOMEM, "tls: out of memory");
+        return NULL;
     }
     SSL_set_bio(c->ssl, b, b);
     if (server)
         SSL_set_accept_state(c->ssl);
     else
         SSL_set_connect_state(c->ssl);
-    ERR_clear_error();
+    return c;
+}
+
+/* The TLS 1.3 handshake proper, waiting on the socket as it asks until the deadline. */
+static int run_handshake(mpc_tls_conn *c, const char *peer_name, uint64_t deadline_ns, errbuf *why)
+{
     char r[300];
-    int rc = MS_OK;
     for (;;) {
         int h = SSL_do_handshake(c->ssl);
         if (h == 1)
-            break;
+            return MS_OK;
         int s = ssl_status(c, h, r, sizeof r);
-        if ((s == MPC_TLS_WANT_READ || s == MPC_TLS_WANT_WRITE) && wait_io(fd, s == MPC_TLS_WANT_WRITE, deadline_ns))
+        int wants = s == MPC_TLS_WANT_READ || s == MPC_TLS_WANT_WRITE;
+        if (wants && wait_io(c->fd, s == MPC_TLS_WANT_WRITE, deadline_ns))
             continue;
-        if (s == MPC_TLS_WANT_READ || s == MPC_TLS_WANT_WRITE)
-            rc = err_set(why, MS_ERR_TIMEOUT, "%s did not complete the TLS handshake in time", peer_name);
-        else if (s == MPC_TLS_EOF)
-            rc = err_set(why, MS_ERR_PEER, "%s closed the connection during the TLS handshake (a peer run with "
-                         "--insecure-plaintext, or an mpcsim of another frame version? see its log)", peer_name);
-        else if (strstr(r, "alert"))
-            rc = err_set(why, MS_ERR_PEER, "%s refused this node's certificate (TLS %s): are all nodes' keys from the "
-                         "same `mpcsim party keys` folder?", peer_name, r);
-        else
-            rc = err_set(why, MS_ERR_PEER, "TLS handshake with %s failed: %s (keys from another `mpcsim party keys` "
-                         "folder?)", peer_name, r);
-        break;
+        if (wants)
+            return err_set(why, MS_ERR_TIMEOUT, "%s did not complete the TLS handshake in time", peer_name);
+        if (s == MPC_TLS_EOF)
+            return err_set(why, MS_ERR_PEER, "%s closed the connection during the TLS handshake (a peer run with "
+                           "--insecure-plaintext, or an mpcsim of another frame version? see its log)", peer_name);
+        if (strstr(r, "alert"))
+            return err_set(why, MS_ERR_PEER, "%s refused this node's certificate (TLS %s): are all nodes' keys from the "
+                           "same `mpcsim party keys` folder?", peer_name, r);
+        return err_set(why, MS_ERR_PEER, "TLS handshake with %s failed: %s (keys from another `mpcsim party keys` "
+                       "folder?)", peer_name, r);
     }
-    X509 *pc = rc ? NULL : SSL_get0_peer_certificate(c->ssl);
-    if (!rc && !cert_names(pc, peer)) {
-        int got = cert_node(pc);
-        if (got >= 0)
-            rc = err_set(why, MS_ERR_PEER, "the peer taken for %s presented node %d's certificate: refused "
-                         "(a node posing as another, or --peers/--id mixed up)", peer_name, got);
-        else
-            rc = err_set(why, MS_ERR_PEER, "the peer taken for %s presented a certificate that names no node: "
-                         "refused", peer_name);
-    }
-    /* the accepting side has checked the name: it confirms, and the connecting side waits for
-     * the confirmation (in TLS 1.3 a client's handshake ends before the server has verified
-     * the client's certificate; a rejection would otherwise show only at the first read) */
+}
+
+/* The CA vouched for the peer's certificate; it must also name the node we meant to reach. */
+static int check_peer_node(mpc_tls_conn *c, int peer, const char *peer_name, errbuf *why)
+{
+    X509 *pc = SSL_get0_peer_certificate(c->ssl);
+    if (cert_names(pc, peer))
+        return MS_OK;
+    int got = cert_node(pc);
+    if (got >= 0)
+        return err_set(why, MS_ERR_PEER, "the peer taken for %s presented node %d's certificate: refused "
+                       "(a node posing as another, or --peers/--id mixed up)", peer_name, got);
+    return err_set(why, MS_ERR_PEER, "the peer taken for %s presented a certificate that names no node: "
+                   "refused", peer_name);
+}
+
+/* The accepting side has checked the name: it confirms, and the connecting side waits for
+ * the confirmation (in TLS 1.3 a client's handshake ends before the server has verified
+ * the client's certificate; a rejection would otherwise show only at the first read). */
+static int confirm(mpc_tls_conn *c, int server, const char *peer_name, uint64_t deadline_ns, errbuf *why)
+{
     static const uint8_t yes = 0xa5;
-    while (!rc) {
+    char r[300];
+    for (;;) {
         size_t n = 0;
         uint8_t got = 0;
         int s = server ? mpc_tls_write(c, &yes, 1, &n, r, sizeof r) : mpc_tls_read(c, &got, 1, &n, r, sizeof r);
         if (s == 0 && (server || got == yes))
-            break;
+            return MS_OK;
+        int wants = s == MPC_TLS_WANT_READ || s == MPC_TLS_WANT_WRITE;
         if (s == 0)
-            rc = err_set(why, MS_ERR_PROTO, "%s sent no TLS confirmation", peer_name);
-        else if ((s == MPC_TLS_WANT_READ || s == MPC_TLS_WANT_WRITE) &&
-                 wait_io(fd, s == MPC_TLS_WANT_WRITE, deadline_ns))
+            return err_set(why, MS_ERR_PROTO, "%s sent no TLS confirmation", peer_name);
+        if (wants && wait_io(c->fd, s == MPC_TLS_WANT_WRITE, deadline_ns))
             continue;
-        else if (s == MPC_TLS_WANT_READ || s == MPC_TLS_WANT_WRITE)
-            rc = err_set(why, MS_ERR_TIMEOUT, "%s did not confirm the TLS handshake in time", peer_name);
-        else if (s == MPC_TLS_EOF)
-            rc = err_set(why, MS_ERR_PEER, "%s closed the connection after the TLS handshake: it did not accept this "
-                         "node's certificate (see its log)", peer_name);
-        else
-            rc = err_set(why, MS_ERR_PEER, "%s refused this node's certificate (TLS %s): are all nodes' keys from "
-                         "the same `mpcsim party keys` folder?", peer_name, r);
+        if (wants)
+            return err_set(why, MS_ERR_TIMEOUT, "%s did not confirm the TLS handshake in time", peer_name);
+        if (s == MPC_TLS_EOF)
+            return err_set(why, MS_ERR_PEER, "%s closed the connection after the TLS handshake: it did not accept this "
+                           "node's certificate (see its log)", peer_name);
+        return err_set(why, MS_ERR_PEER, "%s refused this node's certificate (TLS %s): are all nodes' keys from "
+                       "the same `mpcsim party keys` folder?", peer_name, r);
     }
+}
+
+int mpc_tls_handshake(mpc_tls *t, int fd, int server, int peer, const char *peer_name, uint64_t deadline_ns,
+                      mpc_tls_conn **out, errbuf *why)
+{
+    mpc_tls_conn *c = conn_new(t, fd, server);
+    if (!c)
+        return err_set(why, MS_ERR_NOMEM, "tls: out of memory");
+    ERR_clear_error();
+    int rc = run_handshake(c, peer_name, deadline_ns, why);
+    if (!rc)
+        rc = check_peer_node(c, peer, peer_name, why);
+    if (!rc)
+        rc = confirm(c, server, peer_name, deadline_ns, why);
     if (rc) {
         SSL_free(c->ssl);
         free(c);

@@ -173,7 +173,9 @@ void cost_defaults_fm64(proto_cfg *c, const char *name)
     strcpy(c->normalize, "bitdec"); /* SPU f_reciprocal / MP-SPDZ Norm: one bit decomposition */
 }
 
-int cost_engine_new(const proto *pr, const proto_cfg *cfg, cost_log *log, const eng_vt *vt,
+static void cost_fill_local(eng_vt *vt);
+
+int cost_engine_new(const proto *pr, const proto_cfg *cfg, cost_log *log, const eng_vt *comm,
                     int comps, eng **out)
 {
     eng *e = calloc(1, sizeof *e);
@@ -185,7 +187,9 @@ int cost_engine_new(const proto *pr, const proto_cfg *cfg, cost_log *log, const 
     }
     im->log = log;
     im->comps = comps;
-    e->vt = vt;
+    im->vt = *comm;
+    cost_fill_local(&im->vt);
+    e->vt = &im->vt;
     e->pr = pr;
     e->cfg = *cfg;
     e->n_parties = pr->n_parties;
@@ -224,7 +228,7 @@ int cost_local(eng *e, int prim, double elems)
     return MS_OK;
 }
 
-int cost_alloc(eng *e, mpc_val *v, size_t n, int dom)
+static int cost_alloc(eng *e, mpc_val *v, size_t n, int dom)
 {
     (void)e;
     v->n = n;
@@ -233,42 +237,42 @@ int cost_alloc(eng *e, mpc_val *v, size_t n, int dom)
     return MS_OK;
 }
 
-void cost_release(eng *e, mpc_val *v)
+static void cost_release(eng *e, mpc_val *v)
 {
     (void)e;
     v->n = 0;
 }
 
-int cost_add(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
+static int cost_add(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
 {
     z->n = x->n;
     z->dom = x->dom;
     return cost_local(e, PRIM_LOCAL, (double)x->n);
 }
 
-int cost_sub(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
+static int cost_sub(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
 {
     return cost_add(e, z, x, y);
 }
 
-int cost_add_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *c, size_t nc)
+static int cost_add_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *c, size_t nc)
 {
     z->n = x->n;
     z->dom = x->dom;
     return cost_local(e, PRIM_LOCAL, (double)x->n);
 }
 
-int cost_mul_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *c, size_t nc)
+static int cost_mul_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *c, size_t nc)
 {
     return cost_add_pub(e, z, x, c, nc);
 }
 
-int cost_shift(eng *e, mpc_val *z, const mpc_val *x, int s)
+static int cost_shift(eng *e, mpc_val *z, const mpc_val *x, int s)
 {
     return cost_add_pub(e, z, x, NULL, 0);
 }
 
-int cost_bool_components(eng *e, mpc_val comps[3], int *nc, const mpc_val *x)
+static int cost_bool_components(eng *e, mpc_val comps[3], int *nc, const mpc_val *x)
 {
     *nc = e->n_parties == 2 ? 2 : 3;
     for (int i = 0; i < *nc; i++) {
@@ -284,7 +288,7 @@ uint64_t cost_packed(uint64_t n, int bits)
     return n * (((uint64_t)bits + 7) / 8);
 }
 
-int cost_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size_t n)
+static int cost_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size_t n)
 {
     z->n = n;
     z->dom = x->dom;
@@ -293,7 +297,7 @@ int cost_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size
 
 /* COST: a public count the kernel computed: nothing moves in the rounds (semi2k's dealer gets
  * 8 bytes from P0 outside them, eng.h). */
-int cost_sync_public(eng *e, uint64_t *v)
+static int cost_sync_public(eng *e, uint64_t *v)
 {
     cost_impl *im = e->impl;
     const cost_tape *t = im->tape;
@@ -307,6 +311,21 @@ int cost_sync_public(eng *e, uint64_t *v)
     if (k >= I)
         im->tape_k = 0;
     return MS_OK;
+}
+
+/* The local rows of every cost engine's table. */
+static void cost_fill_local(eng_vt *vt)
+{
+    vt->alloc = cost_alloc;
+    vt->release = cost_release;
+    vt->add = cost_add;
+    vt->sub = cost_sub;
+    vt->add_pub = cost_add_pub;
+    vt->mul_pub = cost_mul_pub;
+    vt->shift = cost_shift;
+    vt->bool_components = cost_bool_components;
+    vt->permute = cost_permute;
+    vt->sync_public = cost_sync_public;
 }
 
 /* ---- op memo ----------------------------------------------------------------------------- */

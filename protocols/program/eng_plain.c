@@ -33,6 +33,17 @@ static int ncomp(const eng *e)
     return e->n_parties - 1;
 }
 
+/* z takes over b (its n clear elements) and c (their components), freeing its old arrays. */
+static void adopt(mpc_val *z, uint64_t *b, uint64_t *c, size_t n, int dom)
+{
+    free(z->s[0]);
+    free(z->s[1]);
+    z->s[0] = b;
+    z->s[1] = c;
+    z->n = n;
+    z->dom = (uint8_t)dom;
+}
+
 /* (Re)sizes z to n elements (both arrays). */
 static int ensure_n(const eng *e, mpc_val *z, size_t n, int dom)
 {
@@ -47,15 +58,17 @@ static int ensure_n(const eng *e, mpc_val *z, size_t n, int dom)
         free(c);
         return MS_ERR_NOMEM;
     }
-    free(z->s[0]);
-    free(z->s[1]);
-    z->s[0] = b;
-    z->s[1] = c;
-    z->n = n;
-    z->dom = (uint8_t)dom;
+    adopt(z, b, c, n, dom);
     return MS_OK;
 }
 #define ensure(z, n, dom) ensure_n(e, (z), (n), (dom))
+
+/* A primitive's start: counts the call of prim and (re)sizes its result z. */
+static int begin(eng *e, int prim, mpc_val *z, size_t n, int dom)
+{
+    count(e, prim);
+    return ensure(z, n, dom);
+}
 
 /* Fresh random components: the result of a communicating primitive. */
 static void fresh(eng *e, mpc_val *z)
@@ -115,8 +128,7 @@ static int p_sub(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
 
 static int p_add_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *c, size_t nc)
 {
-    count(e, PRIM_LOCAL);
-    int rc = ensure(z, x->n, x->dom);
+    int rc = begin(e, PRIM_LOCAL, z, x->n, x->dom);
     if (rc)
         return rc;
     for (size_t i = 0; i < x->n; i++) {
@@ -130,8 +142,7 @@ static int p_add_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *c, si
 
 static int p_mul_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *c, size_t nc)
 {
-    count(e, PRIM_LOCAL);
-    int rc = ensure(z, x->n, x->dom);
+    int rc = begin(e, PRIM_LOCAL, z, x->n, x->dom);
     if (rc)
         return rc;
     for (size_t i = 0; i < x->n; i++) {
@@ -147,8 +158,7 @@ static int p_mul_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *c, si
 
 static int p_shift(eng *e, mpc_val *z, const mpc_val *x, int s)
 {
-    count(e, PRIM_LOCAL);
-    int rc = ensure(z, x->n, DOM_BOOL);
+    int rc = begin(e, PRIM_LOCAL, z, x->n, DOM_BOOL);
     if (rc)
         return rc;
     for (size_t i = 0; i < x->n; i++) {
@@ -202,13 +212,7 @@ static int p_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, 
         for (int k = 0; k < nc; k++)
             c[(size_t)k * n + i] = x->s[1][(size_t)k * x->n + idx[i]];
     }
-    int dom = x->dom;
-    free(z->s[0]);
-    free(z->s[1]);
-    z->s[0] = b;
-    z->s[1] = c;
-    z->n = n;
-    z->dom = (uint8_t)dom;
+    adopt(z, b, c, n, x->dom); /* x may be z: its domain is read first */
     return MS_OK;
 }
 
@@ -302,8 +306,7 @@ static int p_and(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
 static int p_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
 {
     plain_impl *im = e->impl;
-    count(e, PRIM_TRUNC);
-    int rc = ensure(z, x->n, DOM_ARITH);
+    int rc = begin(e, PRIM_TRUNC, z, x->n, DOM_ARITH);
     if (rc)
         return rc;
     uint64_t mask = bits >= 64 ? ~0ull : (1ull << bits) - 1;
@@ -322,8 +325,7 @@ static int p_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
  * protocols differ in what they cost, counted as prim). */
 static int low_bit(eng *e, mpc_val *z, const mpc_val *x, int prim)
 {
-    count(e, prim);
-    int rc = ensure(z, x->n, DOM_ARITH);
+    int rc = begin(e, prim, z, x->n, DOM_ARITH);
     if (rc)
         return rc;
     for (size_t i = 0; i < x->n; i++)

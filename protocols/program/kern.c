@@ -764,8 +764,7 @@ static int k_eqz_packed(eng *e, mpc_val *z, const mpc_val *d, int w)
     size_t n = d->n;
     mpc_val nd, cn[3], u, t, sh;
     int nc = 0;
-    TRY(kal(e, &nd, n, DOM_ARITH));
-    TRY(k_mulc(e, &nd, d, (uint64_t)-1));
+    TRY(k_scaled(e, &nd, d, (uint64_t)-1));
     for (int i = 0; i < 3; i++)
         TRY(kal(e, &cn[i], n, DOM_BOOL));
     TRY(VT->bool_components(e, cn, &nc, &nd));
@@ -846,15 +845,23 @@ static int k_msb(eng *e, mpc_val *z, const mpc_val *d)
     return k_msb_w(e, z, d, 64);
 }
 
-/* z = [x < y] (0/1 integer), x − y in [−2^(w−1), 2^(w−1)) (w = 64: |x − y| < 2^63). */
-static int k_lt(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, int w)
+typedef int (*k_test)(eng *e, mpc_val *z, const mpc_val *d, int w);
+
+/* z = test(x − y) (local difference, then a test of it on w bits: k_msb_w, k_eqz). */
+static int k_test_diff(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, int w, k_test test)
 {
     mpc_val d;
     TRY(kal(e, &d, x->n, DOM_ARITH));
     TRY(VT->sub(e, &d, x, y));
-    TRY(k_msb_w(e, z, &d, w));
+    int rc = test(e, z, &d, w);
     krel(e, &d);
-    return MS_OK;
+    return rc;
+}
+
+/* z = [x < y] (0/1 integer), x − y in [−2^(w−1), 2^(w−1)) (w = 64: |x − y| < 2^63). */
+static int k_lt(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, int w)
+{
+    return k_test_diff(e, z, x, y, w, k_msb_w);
 }
 
 /* z = [d == 0] (0/1 integer). Components of d sum to 0 iff the first one(s) equal the
@@ -871,8 +878,7 @@ static int k_eqz(eng *e, mpc_val *z, const mpc_val *d, int wb)
     size_t n = d->n;
     mpc_val nd, cd[3], cn[3], w;
     int nc = 0;
-    TRY(kal(e, &nd, n, DOM_ARITH));
-    TRY(k_mulc(e, &nd, d, (uint64_t)-1));
+    TRY(k_scaled(e, &nd, d, (uint64_t)-1));
     for (int i = 0; i < 3; i++) {
         TRY(kal(e, &cd[i], n, DOM_BOOL));
         TRY(kal(e, &cn[i], n, DOM_BOOL));
@@ -926,12 +932,7 @@ static int k_eqz(eng *e, mpc_val *z, const mpc_val *d, int wb)
 /* z = [x == y] (0/1 integer), exact for |x − y| < 2^w (w = 64: any x, y). */
 static int k_eq(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, int w)
 {
-    mpc_val d;
-    TRY(kal(e, &d, x->n, DOM_ARITH));
-    TRY(VT->sub(e, &d, x, y));
-    TRY(k_eqz(e, z, &d, w));
-    krel(e, &d);
-    return MS_OK;
+    return k_test_diff(e, z, x, y, w, k_eqz);
 }
 
 /* z = b + c·(a - b) with c a 0/1 integer share (1 multiplication, no truncation). */
@@ -1136,12 +1137,10 @@ static int k_recip_cmp(eng *e, mpc_val *z, const mpc_val *x, int jlo)
     TRY(k_thresholds(e, &u, x, js, J));
     TRY(k_lincomb(e, &S, &u, coef, J, 1ull << (f - jhi - 1)));
     TRY(k_fmul(e, &c, x, &S));
-    TRY(kal(e, &w, c.n, DOM_ARITH)); /* w0 = 2.9142 - 2c */
-    TRY(k_mulc(e, &w, &c, (uint64_t)-2));
+    TRY(k_scaled(e, &w, &c, (uint64_t)-2)); /* w0 = 2.9142 - 2c */
     TRY(k_addc(e, &w, &w, FX(2.9142)));
     TRY(k_fmul(e, &ew, &c, &w)); /* e0 = 1 - c·w0 */
-    TRY(kal(e, &ee, c.n, DOM_ARITH));
-    TRY(k_mulc(e, &ee, &ew, (uint64_t)-1));
+    TRY(k_scaled(e, &ee, &ew, (uint64_t)-1));
     TRY(k_addc(e, &ee, &ee, FX(1.0)));
     r = w;
     for (int it = 0; it < e->cfg.recip_iters; it++) {
@@ -1151,15 +1150,11 @@ static int k_recip_cmp(eng *e, mpc_val *z, const mpc_val *x, int jlo)
         if (it == e->cfg.recip_iters - 1) { /* r ← r(1+e) */
             TRY(k_fmul(e, &nr, &r, &onee));
         } else { /* [r; e] ← [r(1+e); e²] in one multiplication */
-            mpc_val pa[2] = {r, ee}, pb[2] = {onee, ee}, A, B, T;
-            TRY(k_concat(e, &A, pa, 2));
-            TRY(k_concat(e, &B, pb, 2));
-            TRY(k_fmul(e, &T, &A, &B));
-            TRY(k_slice(e, &nr, &T, 0, c.n));
+            mpc_val pa[2] = {r, ee}, pb[2] = {onee, ee}, T;
+            TRY(k_mul_batch(e, &T, pa, pb, 2, e->cfg.frac_bits));
             krel(e, &ee);
+            TRY(k_slice(e, &nr, &T, 0, c.n));
             TRY(k_slice(e, &ee, &T, c.n, c.n));
-            krel(e, &A);
-            krel(e, &B);
             krel(e, &T);
         }
         krel(e, &onee);
@@ -1167,12 +1162,7 @@ static int k_recip_cmp(eng *e, mpc_val *z, const mpc_val *x, int jlo)
         r = nr;
     }
     TRY(k_fmul(e, z, &r, &S));
-    krel(e, &u);
-    krel(e, &S);
-    krel(e, &c);
-    krel(e, &ew);
-    krel(e, &ee);
-    krel(e, &r);
+    krel(e, &u), krel(e, &S), krel(e, &c), krel(e, &ew), krel(e, &ee), krel(e, &r);
     return MS_OK;
 }
 
@@ -1195,41 +1185,25 @@ static int k_rsqrt_cmp(eng *e, mpc_val *z, const mpc_val *x)
     TRY(k_fmul(e, &c, x, &S)); /* c in [1, 4) */
     TRY(k_fsq(e, &c2, &c));
     /* y0 = 1.3352977 - 0.41059831c + 0.05119674c² (relative error <= 2.41e-2 on [1, 4]) */
-    TRY(kal(e, &t, c.n, DOM_ARITH));
-    TRY(k_mulc(e, &t, &c2, FX(0.05119674)));
+    TRY(k_scaled(e, &t, &c2, FX(0.05119674)));
     TRY(k_mulc(e, &c2, &c, FX(-0.41059831)));
     TRY(VT->add(e, &t, &t, &c2));
     TRY(k_addc(e, &t, &t, FX(1.3352977) << f));
     TRY(k_trunc(e, &y, &t, f));
     krel(e, &t);
     for (int it = 0; it < e->cfg.rsqrt_iters; it++) { /* y ← (3y - c·y·y²)/2 */
-        mpc_val pa[2] = {c, y}, pb[2] = {y, y}, A, B, T, cy, y2, u3;
-        TRY(k_concat(e, &A, pa, 2));
-        TRY(k_concat(e, &B, pb, 2));
-        TRY(k_fmul(e, &T, &A, &B));
-        TRY(k_slice(e, &cy, &T, 0, c.n));
-        TRY(k_slice(e, &y2, &T, c.n, c.n));
-        TRY(k_imul(e, &t, &cy, &y2));
-        TRY(kal(e, &u3, c.n, DOM_ARITH));
-        TRY(k_mulc(e, &u3, &y, FX(3.0)));
+        mpc_val pa[2] = {c, y}, pb[2] = {y, y}, T, cy[2], u3;
+        TRY(k_mul_batch(e, &T, pa, pb, 2, f)); /* [c·y; y²] */
+        TRY(k_unbatch(e, cy, &T, 2, c.n));
+        TRY(k_imul(e, &t, &cy[0], &cy[1]));
+        TRY(k_scaled(e, &u3, &y, FX(3.0)));
         TRY(VT->sub(e, &u3, &u3, &t));
         krel(e, &y);
         TRY(k_trunc(e, &y, &u3, f + 1));
-        krel(e, &A);
-        krel(e, &B);
-        krel(e, &T);
-        krel(e, &cy);
-        krel(e, &y2);
-        krel(e, &u3);
-        krel(e, &t);
+        krel(e, &T), krel(e, &cy[0]), krel(e, &cy[1]), krel(e, &u3), krel(e, &t);
     }
     TRY(k_fmul(e, z, &y, &G));
-    krel(e, &u);
-    krel(e, &S);
-    krel(e, &G);
-    krel(e, &c);
-    krel(e, &c2);
-    krel(e, &y);
+    krel(e, &u), krel(e, &S), krel(e, &G), krel(e, &c), krel(e, &c2), krel(e, &y);
     return MS_OK;
 }
 
@@ -1257,19 +1231,6 @@ static int k_spread(eng *e, mpc_val *z, const mpc_val *v, uint64_t src, int len,
     return MS_OK;
 }
 
-/* Boolean word H with bit q set, q = ⌊log2 X⌋, for X in [1, 2^w) (2 <= w <= 64), other bits 0.
- * One bit decomposition, carry-free above the carries: X = a + b (mod 2^w) from bool_pair;
- * the bits of X from position i up are all zero iff t_i = c_i and t_j = o_(j−1) for every
- * j > i (t = a ^ b, o = a | b, c_i the carry into bit i: a sum is zero exactly when every
- * carry equals the propagate bit, the zero-detection of carry-free adders), so
- * z_i = [X < 2^i] = ~(t_i ^ c_i) & S_(i+1) with S_j = AND over j' >= j of
- * e_j' = ~(t_j' ^ o_(j'−1)). The carries (a Sklansky prefix of (g, p) pairs, g = a & b) and
- * the suffix ANDs S (a Sklansky suffix network) are independent, so each level of both is
- * one and_bits call of 2n words; then one and_bits for z. The thermometer T = ~z gives
- * H = T ^ (T >> 1). Rounds: [1 bool_pair (aby3)] + 1 + ⌈log2(w−1)⌉ + 1. The same prefix-OR
- * idea as SPU highestOneBit (libspu/kernel/hal/fxp_base.cc, over a full A2B) and MP-SPDZ
- * Norm (Compiler/floatingpoint.py: BitDec, then PreOR), with the suffix run alongside the
- * carries instead of after them. */
 /* k_bitdec's working words: t = a ^ b, the carries' generate G and propagate P on [0, m),
  * the suffix ANDs S (S_p for j = p + jlo); Lc, Ls the two networks' levels. */
 typedef struct bd_net {
@@ -1456,6 +1417,19 @@ static int k_bd_finish(eng *e, mpc_val *sb, mpc_val *zb, const bd_net *st, int z
     return MS_OK;
 }
 
+/* Boolean word H with bit q set, q = ⌊log2 X⌋, for X in [1, 2^w) (2 <= w <= 64), other bits 0.
+ * One bit decomposition, carry-free above the carries: X = a + b (mod 2^w) from bool_pair;
+ * the bits of X from position i up are all zero iff t_i = c_i and t_j = o_(j−1) for every
+ * j > i (t = a ^ b, o = a | b, c_i the carry into bit i: a sum is zero exactly when every
+ * carry equals the propagate bit, the zero-detection of carry-free adders), so
+ * z_i = [X < 2^i] = ~(t_i ^ c_i) & S_(i+1) with S_j = AND over j' >= j of
+ * e_j' = ~(t_j' ^ o_(j'−1)). The carries (a Sklansky prefix of (g, p) pairs, g = a & b) and
+ * the suffix ANDs S (a Sklansky suffix network) are independent, so each level of both is
+ * one and_bits call of 2n words; then one and_bits for z. The thermometer T = ~z gives
+ * H = T ^ (T >> 1). Rounds: [1 bool_pair (aby3)] + 1 + ⌈log2(w−1)⌉ + 1. The same prefix-OR
+ * idea as SPU highestOneBit (libspu/kernel/hal/fxp_base.cc, over a full A2B) and MP-SPDZ
+ * Norm (Compiler/floatingpoint.py: BitDec, then PreOR), with the suffix run alongside the
+ * carries instead of after them. */
 /* The general form: X in [0, 2^w); sum bits *sb of X at positions [0, cm] (carries up to
  * c_cm, cm <= w − 1) and *zb with z_i = [X < 2^i] for i in [zlo, zhi) (1 <= zlo < zhi <= w,
  * zhi − 1 <= cm), other bits 0. The suffix network covers j in [zlo + 1, w). */
@@ -1491,14 +1465,8 @@ static int k_hibit(eng *e, mpc_val *H, const mpc_val *x, int w)
     return MS_OK;
 }
 
-/* Public factors selected by the secret position q of H's bit (q in [lo, w)): out[t] is the
- * product over D(q)'s base-4 digits g of fac[t][g][digit_g(D(q))] (ring integers; fac[t][g][0]
- * the factor of digit 0; pow2_fac gives the powers 2^(mul·v·4^g), so out[t] = 2^(mul·D(q))),
- * D(q) >= 0 given per position, every product < 2^62. D(q)'s digits are XORs of H's bits (H is
- * one-hot), so every digit value's indicator is local; one b2a_bit converts all of them, each
- * group's factor is linear in its indicators, and the factors' product is a batched
- * multiplication tree (⌈log2 groups⌉ rounds; with XP given, X·out[0] as well, in the same
- * rounds; need0 = 0: out[0] only inside X·out[0]). Rounds: b2a_bit + ⌈log2(g+1)⌉. */
+/* k_pow2's factors: D(q) in base 4 with up to POW_GROUPS digits; pow_fac[g][v] the factor of
+ * digit g = v. */
 #define POW_GROUPS 4
 typedef uint64_t pow_fac[POW_GROUPS][4];
 
@@ -1679,6 +1647,14 @@ static int k_prod_round(eng *e, prod_lists *pl, size_t n, int *np_out)
     return MS_OK;
 }
 
+/* Public factors selected by the secret position q of H's bit (q in [lo, w)): out[t] is the
+ * product over D(q)'s base-4 digits g of fac[t][g][digit_g(D(q))] (ring integers; fac[t][g][0]
+ * the factor of digit 0; pow2_fac gives the powers 2^(mul·v·4^g), so out[t] = 2^(mul·D(q))),
+ * D(q) >= 0 given per position, every product < 2^62. D(q)'s digits are XORs of H's bits (H is
+ * one-hot), so every digit value's indicator is local; one b2a_bit converts all of them, each
+ * group's factor is linear in its indicators, and the factors' product is a batched
+ * multiplication tree (⌈log2 groups⌉ rounds; with XP given, X·out[0] as well, in the same
+ * rounds; need0 = 0: out[0] only inside X·out[0]). Rounds: b2a_bit + ⌈log2(g+1)⌉. */
 static int k_pow2(eng *e, mpc_val *out, const mpc_val *H, const mpc_val *X, int lo, int w,
                   const int *D, const pow_fac *fac, int nt, mpc_val *XP, int need0)
 {
@@ -2108,8 +2084,7 @@ static int k_silu_sigmoid(eng *e, mpc_val *z, const mpc_val *x)
     size_t n = x->n;
     mpc_val s, u, a, t, r, ur, sg;
     TRY(k_msb(e, &s, x));
-    TRY(kal(e, &u, n, DOM_ARITH));
-    TRY(k_mulc(e, &u, &s, (uint64_t)-2));
+    TRY(k_scaled(e, &u, &s, (uint64_t)-2));
     TRY(k_addc(e, &u, &u, 1));             /* 1 - 2s, a plain ±1 */
     TRY(k_imul(e, &a, &u, x));             /* |x| */
     TRY(k_mulc(e, &a, &a, (uint64_t)-1));  /* -|x| */
@@ -2131,7 +2106,7 @@ static int k_silu_sigmoid(eng *e, mpc_val *z, const mpc_val *x)
 static int k_piecewise(eng *e, mpc_val *z, const mpc_val *x, const pw_poly *pp)
 {
     size_t n = x->n;
-    mpc_val D, s, x2, x3, x4, x6, pa[2], pb[2], A, B, T;
+    mpc_val D, s, x2, x3, x4, x6, pa[2], pb[2], A, T;
     TRY(k_rep(e, &D, x, 3)); /* [x - thr0; x - thr1; thr2 - x] */
     uint64_t sg[3] = {1, 1, (uint64_t)-1};
     uint64_t off[3] = {(uint64_t) - (int64_t)FX(pp->thr[0]),
@@ -2141,13 +2116,11 @@ static int k_piecewise(eng *e, mpc_val *z, const mpc_val *x, const pw_poly *pp)
     TRY(k_msb(e, &s, &D));
     TRY(k_fsq(e, &x2, x));
     pa[0] = x2, pa[1] = x2, pb[0] = *x, pb[1] = x2;
-    TRY(k_concat(e, &A, pa, 2));
-    TRY(k_concat(e, &B, pb, 2));
-    TRY(k_fmul(e, &T, &A, &B));
+    TRY(k_mul_batch(e, &T, pa, pb, 2, e->cfg.frac_bits)); /* [x³; x⁴] */
     TRY(k_slice(e, &x3, &T, 0, n));
     TRY(k_slice(e, &x4, &T, n, n));
     TRY(k_fmul(e, &x6, &x3, &x3));
-    krel(e, &A), krel(e, &B), krel(e, &T);
+    krel(e, &T);
     mpc_val *pw[7] = {NULL, (mpc_val *)x, &x2, &x3, &x4, NULL, &x6};
     mpc_val F0r, F1r, F;
     TRY(k_poly_raw(e, &F0r, pw, pp->lo));
@@ -2217,8 +2190,7 @@ static int k_softmax(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t m, s
     int clip = !k_exp_pw2(e) || e->cfg.softmax_clip > -(f + 1) * 0.6931471805599453;
     b = (mpc_val){0};
     if (clip) {
-        TRY(kal(e, &cd, R * n, DOM_ARITH));
-        TRY(k_mulc(e, &cd, &d, (uint64_t)-1));
+        TRY(k_scaled(e, &cd, &d, (uint64_t)-1));
         TRY(k_addc(e, &cd, &cd, FX(e->cfg.softmax_clip)));
         TRY(k_msb(e, &b, &cd));
     }
@@ -2343,6 +2315,64 @@ size_t kern_oem_layer(size_t n, size_t p, size_t k, uint32_t *lo, uint32_t *hi)
     return cnt;
 }
 
+/* The public maps of one layer (NULL in cost mode): ia, ib the lower and upper key of each of
+ * the cnt comparators of every row in each of the nv vectors, map the layer's output over
+ * [V; A; B] (a position a comparator touches reads its A or B, the others V). */
+static int sort_maps(const mpc_val *V, size_t R, size_t n, int nv, size_t p, size_t k,
+                     size_t cnt, uint32_t **ia, uint32_t **ib, uint32_t **map)
+{
+    size_t N = R * n, P = R * cnt, NV = (size_t)nv;
+    *ia = *ib = *map = NULL;
+    if (!has_data(V))
+        return MS_OK;
+    uint32_t *lo = malloc(cnt * sizeof *lo), *hi = malloc(cnt * sizeof *hi);
+    uint32_t *a = malloc(NV * P * sizeof *a), *b = malloc(NV * P * sizeof *b);
+    uint32_t *mp = malloc(NV * N * sizeof *mp);
+    int rc = lo && hi && a && b && mp ? MS_OK : MS_ERR_NOMEM;
+    if (!rc) {
+        kern_oem_layer(n, p, k, lo, hi);
+        for (size_t i = 0; i < NV * N; i++)
+            mp[i] = (uint32_t)i;
+        for (size_t h = 0; h < NV; h++)
+            for (size_t r = 0; r < R; r++)
+                for (size_t q = 0; q < cnt; q++) {
+                    size_t at = h * P + r * cnt + q;
+                    a[at] = (uint32_t)(h * N + r * n + lo[q]);
+                    b[at] = (uint32_t)(h * N + r * n + hi[q]);
+                    mp[a[at]] = (uint32_t)(NV * N + at);
+                    mp[b[at]] = (uint32_t)(NV * N + NV * P + at);
+                }
+    }
+    free(lo), free(hi);
+    if (rc) {
+        free(a), free(b), free(mp);
+        return rc;
+    }
+    *ia = a, *ib = b, *map = mp;
+    return MS_OK;
+}
+
+/* Compare-exchange of A and B (nv vectors of P, the keys first): c = [A < B] (desc) or
+ * [B < A] on the keys, then A += c·(B − A), B −= c·(B − A) from one multiplication. */
+static int k_cmp_exchange(eng *e, mpc_val *A, mpc_val *B, size_t P, size_t nv, int w, int desc)
+{
+    mpc_val Av, Bv, c, C2, D, T;
+    TRY(k_slice(e, &Av, A, 0, P));
+    TRY(k_slice(e, &Bv, B, 0, P));
+    if (desc)
+        TRY(k_lt(e, &c, &Av, &Bv, w)); /* swap when A < B */
+    else
+        TRY(k_lt(e, &c, &Bv, &Av, w)); /* swap when B < A */
+    TRY(k_rep(e, &C2, &c, nv));
+    TRY(kal(e, &D, nv * P, DOM_ARITH));
+    TRY(VT->sub(e, &D, B, A));
+    TRY(k_imul(e, &T, &C2, &D));
+    TRY(VT->add(e, A, A, &T));
+    TRY(VT->sub(e, B, B, &T));
+    krel(e, &Av), krel(e, &Bv), krel(e, &c), krel(e, &C2), krel(e, &D), krel(e, &T);
+    return MS_OK;
+}
+
 /* One layer on V = nv vectors of N = R·n ([values] or [values; indices]): compare-exchange
  * cnt pairs per row, the larger value to the lower position when desc, else to the higher.
  * One lt of R·cnt, one multiplication of nv·R·cnt. */
@@ -2350,65 +2380,27 @@ static int k_sort_layer(eng *e, mpc_val *V, size_t R, size_t n, int nv, size_t p
                         size_t cnt, int w, int desc)
 {
     size_t N = R * n, P = R * cnt, NV = (size_t)nv;
-    uint32_t *lo = NULL, *hi = NULL, *ia = NULL, *ib = NULL, *map = NULL;
-    int rc = MS_OK;
-    if (has_data(V)) {
-        lo = malloc(cnt * sizeof *lo), hi = malloc(cnt * sizeof *hi);
-        ia = malloc(NV * P * sizeof *ia), ib = malloc(NV * P * sizeof *ib);
-        map = malloc((NV * N) * sizeof *map);
-        if (!lo || !hi || !ia || !ib || !map)
-            rc = MS_ERR_NOMEM;
-        if (!rc) {
-            kern_oem_layer(n, p, k, lo, hi);
-            for (size_t i = 0; i < NV * N; i++)
-                map[i] = (uint32_t)i;
-            for (size_t h = 0; h < NV; h++)
-                for (size_t r = 0; r < R; r++)
-                    for (size_t q = 0; q < cnt; q++) {
-                        size_t at = h * P + r * cnt + q;
-                        ia[at] = (uint32_t)(h * N + r * n + lo[q]);
-                        ib[at] = (uint32_t)(h * N + r * n + hi[q]);
-                        map[ia[at]] = (uint32_t)(NV * N + at);
-                        map[ib[at]] = (uint32_t)(NV * N + NV * P + at);
-                    }
-        }
+    uint32_t *ia, *ib, *map;
+    mpc_val A, B, cat, nw;
+    int rc = sort_maps(V, R, n, nv, p, k, cnt, &ia, &ib, &map);
+    if (!rc)
+        rc = k_move(e, &A, V, ia, NV * P, DOM_ARITH);
+    if (!rc)
+        rc = k_move(e, &B, V, ib, NV * P, DOM_ARITH);
+    free(ia), free(ib);
+    if (!rc)
+        rc = k_cmp_exchange(e, &A, &B, P, NV, w, desc);
+    if (!rc) {
+        mpc_val parts[3] = {*V, A, B};
+        rc = k_concat(e, &cat, parts, 3);
     }
-    mpc_val A, B, Av, Bv, c, C2, D, T, parts[3], cat, nw;
     if (!rc)
-        rc = kal(e, &A, NV * P, DOM_ARITH);
-    if (!rc)
-        rc = VT->permute(e, &A, V, ia, NV * P);
-    if (!rc)
-        rc = kal(e, &B, NV * P, DOM_ARITH);
-    if (!rc)
-        rc = VT->permute(e, &B, V, ib, NV * P);
-    free(lo), free(hi), free(ia), free(ib);
-    if (rc) {
-        free(map);
-        return rc;
-    }
-    TRY(k_slice(e, &Av, &A, 0, P));
-    TRY(k_slice(e, &Bv, &B, 0, P));
-    if (desc)
-        TRY(k_lt(e, &c, &Av, &Bv, w)); /* swap when A < B */
-    else
-        TRY(k_lt(e, &c, &Bv, &Av, w)); /* swap when B < A */
-    TRY(k_rep(e, &C2, &c, NV));
-    TRY(kal(e, &D, NV * P, DOM_ARITH));
-    TRY(VT->sub(e, &D, &B, &A));
-    TRY(k_imul(e, &T, &C2, &D));
-    TRY(VT->add(e, &A, &A, &T));
-    TRY(VT->sub(e, &B, &B, &T));
-    parts[0] = *V, parts[1] = A, parts[2] = B;
-    TRY(k_concat(e, &cat, parts, 3));
-    TRY(kal(e, &nw, NV * N, DOM_ARITH));
-    rc = VT->permute(e, &nw, &cat, map, NV * N);
+        rc = k_move(e, &nw, &cat, map, NV * N, DOM_ARITH);
     free(map);
     TRY(rc);
     krel(e, V);
     *V = nw;
-    krel(e, &A), krel(e, &B), krel(e, &Av), krel(e, &Bv), krel(e, &c), krel(e, &C2);
-    krel(e, &D), krel(e, &T), krel(e, &cat);
+    krel(e, &A), krel(e, &B), krel(e, &cat);
     return MS_OK;
 }
 
@@ -2463,8 +2455,7 @@ static int k_topk_tree(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n,
         mpc_val mx, ix, pen;
         TRY(k_rowmax(e, &mx, &ix, &cur, R, n, w));
         TRY(k_onehot(e, &oh[q], &ix, n));
-        TRY(kal(e, &pen, R * n, DOM_ARITH));
-        TRY(k_mulc(e, &pen, &oh[q], FX(1048576.0)));
+        TRY(k_scaled(e, &pen, &oh[q], FX(1048576.0)));
         TRY(VT->sub(e, &cur, &cur, &pen));
         krel(e, &mx), krel(e, &ix), krel(e, &pen);
     }
@@ -2476,9 +2467,7 @@ static int k_topk_tree(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n,
             for (size_t q = 0; q < k; q++)
                 for (size_t j = 0; j < n; j++)
                     idx[(r * k + q) * n + j] = (uint32_t)((q * R + r) * n + j);
-    int rc = kal(e, z, R * k * n, DOM_ARITH);
-    if (!rc)
-        rc = VT->permute(e, z, &cat, idx, R * k * n);
+    int rc = k_move(e, z, &cat, idx, R * k * n, DOM_ARITH);
     free(idx);
     for (size_t q = 0; q < k; q++)
         krel(e, &oh[q]);
@@ -2798,9 +2787,7 @@ static int k_rope(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t m, size
         }
     mpc_val xs, a;
     if (!rc)
-        rc = kal(e, &xs, N, DOM_ARITH);
-    if (!rc)
-        rc = VT->permute(e, &xs, x, sw, N);
+        rc = k_move(e, &xs, x, sw, N, DOM_ARITH);
     if (!rc)
         rc = kal(e, &a, N, DOM_ARITH);
     if (!rc)
@@ -2837,9 +2824,7 @@ static int k_matmul_pub(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, 
         }
     mpc_val xe, pr;
     if (!rc)
-        rc = kal(e, &xe, tot, DOM_ARITH);
-    if (!rc)
-        rc = VT->permute(e, &xe, x, ix, tot);
+        rc = k_move(e, &xe, x, ix, tot, DOM_ARITH);
     if (!rc)
         rc = VT->mul_pub(e, &xe, &xe, c, tot);
     free(ix), free(c);
@@ -3166,9 +3151,7 @@ static int k_view_heads(eng *e, const op_program *p, const op *o, const mpc_val 
                         else
                             idx[tok] = (uint32_t)hd;
                     }
-    int rc = kal(e, z, nout, x->dom);
-    if (!rc)
-        rc = VT->permute(e, z, x, idx, nout);
+    int rc = k_move(e, z, x, idx, nout, x->dom);
     free(idx);
     return rc;
 }
@@ -3208,9 +3191,8 @@ static int k_view_index(eng *e, const op_program *p, const op *o, mpc_val *vals,
         for (size_t i = 0; src && keep && i < nout; i++)
             src[i] = idx[i] == UINT32_MAX ? 0 : idx[i], keep[i] = idx[i] != UINT32_MAX;
     }
-    int rc = pads && (!src || !keep) ? MS_ERR_NOMEM : kal(e, z, nout, x->dom);
-    if (!rc)
-        rc = VT->permute(e, z, x, pads ? src : idx, nout);
+    int rc = pads && (!src || !keep) ? MS_ERR_NOMEM
+                                     : k_move(e, z, x, pads ? src : idx, nout, x->dom);
     if (!rc && pads)
         rc = VT->mul_pub(e, z, z, keep, nout);
     if (!rc && (o->flags & OPF_FIXED_B) && VT->fixed_view)
@@ -3247,39 +3229,34 @@ static int k_view_blocks(eng *e, const op_program *p, const op *o, const mpc_val
     return MS_OK;
 }
 
-/* VIEW (op.h), local: a slice, an append into a larger tensor at row iarg, or a copy. */
-static int k_view(eng *e, const op_program *p, const op *o, mpc_val *vals, mpc_val *z)
+/* VIEW as a public slice: rows r0… of each instance of in0 (out smaller), or a copy (same
+ * size); a source element past in0's value reads element i mod its length. */
+static int k_view_slice(eng *e, const op_tensor *ti, const op_tensor *to, const mpc_val *x,
+                        size_t r0, mpc_val *z)
 {
-    if (o->flags & OPF_INDEX_BLOCKS)
-        return k_view_blocks(e, p, o, &vals[o->in[0]], z);
-    if ((o->flags & (OPF_INDEX_ROWS | OPF_INDEX_COLS)) && o->in[1] != OP_NONE)
-        return k_view_index(e, p, o, vals, z);
-    const mpc_val *x = &vals[o->in[0]];
-    const op_tensor *ti = &p->tens[o->in[0]], *to = &p->tens[o->out];
     size_t nin = (size_t)ti->batch * ti->rows * ti->cols;
     size_t nout = (size_t)to->batch * to->rows * to->cols;
-    size_t r0 = o->iarg > 0 ? (size_t)o->iarg : 0;
-    if ((o->flags & (OPF_SPLIT_HEADS | OPF_MERGE_HEADS)) && nout == nin)
-        return k_view_heads(e, p, o, x, z);
-    if (nout <= nin || x->n < nin) { /* slice rows r0… of each instance, or a copy */
-        uint32_t *idx;
-        TRY(pub32(x, nout, &idx));
-        if (idx)
-            for (size_t i = 0; i < nout; i++) {
-                size_t b = i / ((size_t)to->rows * to->cols), r = (i / to->cols) % to->rows,
-                       c = i % to->cols;
-                size_t src = nout == nin ? i : (b * ti->rows + r0 + r) * ti->cols + c;
-                idx[i] = (uint32_t)(src < x->n ? src : i % (x->n ? x->n : 1));
-            }
-        int rc = kal(e, z, nout, x->dom);
-        if (!rc)
-            rc = VT->permute(e, z, x, idx, nout);
-        free(idx);
-        return rc;
-    }
-    /* append: [old out; in0] permuted so rows r0 … r0+m-1 of each instance come from in0 */
+    uint32_t *idx;
+    TRY(pub32(x, nout, &idx));
+    if (idx)
+        for (size_t i = 0; i < nout; i++) {
+            size_t b = i / ((size_t)to->rows * to->cols), r = (i / to->cols) % to->rows,
+                   c = i % to->cols;
+            size_t src = nout == nin ? i : (b * ti->rows + r0 + r) * ti->cols + c;
+            idx[i] = (uint32_t)(src < x->n ? src : i % (x->n ? x->n : 1));
+        }
+    int rc = k_move(e, z, x, idx, nout, x->dom);
+    free(idx);
+    return rc;
+}
+
+/* VIEW as an append: [old out; in0] permuted so that rows r0 … r0+m−1 of each instance of out
+ * come from in0 (whose rows may hold the instances side by side: (tokens, heads·n)). */
+static int k_view_append(eng *e, const op *o, const op_tensor *ti, const op_tensor *to,
+                         const mpc_val *x, const mpc_val *prev, size_t r0, mpc_val *z)
+{
+    size_t nout = (size_t)to->batch * to->rows * to->cols;
     mpc_val old, parts[2], cat;
-    const mpc_val *prev = &vals[o->out];
     if (has_data(prev) && prev->n == nout)
         TRY(k_rep(e, &old, prev, 1));
     else
@@ -3302,11 +3279,28 @@ static int k_view(eng *e, const op_program *p, const op *o, mpc_val *vals, mpc_v
                         idx[(b * to->rows + r0 + r) * to->cols + c] = (uint32_t)(nout + src);
                 }
     }
-    int rc = kal(e, z, nout, x->dom);
-    if (!rc)
-        rc = VT->permute(e, z, &cat, idx, nout);
+    int rc = k_move(e, z, &cat, idx, nout, x->dom);
     free(idx);
     krel(e, &old);
     krel(e, &cat);
     return rc;
+}
+
+/* VIEW (op.h), local: a slice, an append into a larger tensor at row iarg, or a copy. */
+static int k_view(eng *e, const op_program *p, const op *o, mpc_val *vals, mpc_val *z)
+{
+    if (o->flags & OPF_INDEX_BLOCKS)
+        return k_view_blocks(e, p, o, &vals[o->in[0]], z);
+    if ((o->flags & (OPF_INDEX_ROWS | OPF_INDEX_COLS)) && o->in[1] != OP_NONE)
+        return k_view_index(e, p, o, vals, z);
+    const mpc_val *x = &vals[o->in[0]];
+    const op_tensor *ti = &p->tens[o->in[0]], *to = &p->tens[o->out];
+    size_t nin = (size_t)ti->batch * ti->rows * ti->cols;
+    size_t nout = (size_t)to->batch * to->rows * to->cols;
+    size_t r0 = o->iarg > 0 ? (size_t)o->iarg : 0;
+    if ((o->flags & (OPF_SPLIT_HEADS | OPF_MERGE_HEADS)) && nout == nin)
+        return k_view_heads(e, p, o, x, z);
+    if (nout <= nin || x->n < nin)
+        return k_view_slice(e, ti, to, x, r0, z);
+    return k_view_append(e, o, ti, to, x, &vals[o->out], r0, z);
 }

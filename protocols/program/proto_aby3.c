@@ -221,7 +221,6 @@ static int a3_shuffle(eng *e, mpc_val *z, const mpc_val *x, size_t seg, size_t p
 }
 
 static const eng_vt aby3_cost_vt = {
-    COST_LOCAL_VT,
     .input = a3_input,
     .open = a3_open,
     .mul = a3_mul,

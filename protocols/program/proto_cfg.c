@@ -214,25 +214,19 @@ static int kernel_once(const proto *pr, const proto_cfg *cfg, cost_log *lg, int 
     return rc;
 }
 
-int proto_print_costs(FILE *f, const proto *pr, const proto_cfg *cfg, uint64_t n)
+/* A cost table's header: its first column's title, rounds, bytes sent and offline per party. */
+static void print_header(FILE *f, const char *what)
 {
-    cost_log lg;
-    cost_log_init(&lg, pr->n_parties);
-    eng *en = NULL;
-    int rc = pr->cost_engine(cfg, &lg, &en);
-    if (rc)
-        return rc;
-    int np = pr->n_parties;
-    fprintf(f, "%s (%d parties%s), ring %d, f = %d: costs for n = %llu elements\n", pr->name, np,
-            pr->has_dealer ? " + dealer" : "", cfg->ring_bits, cfg->frac_bits,
-            (unsigned long long)n);
-    fprintf(f, "bytes sent: online bytes each party sends; offline: dealer bytes each party "
-               "receives\n\n");
-    fprintf(f, "| %-24s | %6s | %12s | %12s | %12s | %12s | %12s | %12s |\n", "primitive",
-            "rounds", "sent P0", "sent P1", "sent P2", "offline P0", "offline P1", "offline P2");
+    fprintf(f, "| %-24s | %6s | %12s | %12s | %12s | %12s | %12s | %12s |\n", what, "rounds",
+            "sent P0", "sent P1", "sent P2", "offline P0", "offline P1", "offline P2");
     fprintf(f, "|%s|%s|%s|%s|%s|%s|%s|%s|\n", "--------------------------", "--------",
             "--------------", "--------------", "--------------", "--------------",
             "--------------", "--------------");
+}
+
+/* One row per communicating primitive (and variant) on n elements, costed by en into lg. */
+static int print_prims(FILE *f, eng *en, cost_log *lg, uint64_t n)
+{
     static const struct { int prim, variant; const char *label; } rows[] = {
         {PRIM_INPUT, 0, "input (owner P0)"},  {PRIM_OPEN, 0, "open (all)"},
         {PRIM_OPEN, 1, "open (to P0)"},       {PRIM_MUL, 0, "mul"},
@@ -242,13 +236,19 @@ int proto_print_costs(FILE *f, const proto *pr, const proto_cfg *cfg, uint64_t n
         {PRIM_ANDBITS, 0, "and_bits (63 bits)"}, {PRIM_ANDBITS, 1, "and_bits priv (63 bits)"},
         {PRIM_PAIR, 0, "bool_pair (64 bits)"}, {PRIM_B2ABIT, 0, "b2a_bit"},
     };
+    int rc = MS_OK;
     for (size_t i = 0; i < sizeof rows / sizeof *rows && !rc; i++) {
-        cost_log_clear(&lg);
+        cost_log_clear(lg);
         rc = prim_once(en, rows[i].prim, n, rows[i].variant);
-        tot t = sum_log(&lg);
-        print_row(f, rows[i].label, &t, np);
+        tot t = sum_log(lg);
+        print_row(f, rows[i].label, &t, en->n_parties);
     }
-    eng_free(en);
+    return rc;
+}
+
+/* One row per composite kernel on n elements, or on one row of n. */
+static int print_kernels(FILE *f, const proto *pr, const proto_cfg *cfg, cost_log *lg, uint64_t n)
+{
     static const struct { int kind; const char *label; int row, bits; } ks[] = {
         {OP_LT, "lt", 0, 0},          {OP_EQ, "eq", 0, 0},          {OP_SELECT, "select", 0, 0},
         {OP_A2B, "a2b", 0, 0},      {OP_EXP, "exp", 0, 0},        {OP_RECIPROCAL, "reciprocal", 0, 0},
@@ -259,13 +259,7 @@ int proto_print_costs(FILE *f, const proto *pr, const proto_cfg *cfg, uint64_t n
         {OP_ONEHOT, "onehot (1 index)", 1, 0}, {OP_ONEHOT, "onehot, log2 n bits", 1, -1},
         {OP_SORT, "sort (1 row)", 1, 0},
     };
-    fprintf(f, "\nkernels (kern.c) on n = %llu elements, or one row of n:\n\n",
-            (unsigned long long)n);
-    fprintf(f, "| %-24s | %6s | %12s | %12s | %12s | %12s | %12s | %12s |\n", "kernel", "rounds",
-            "sent P0", "sent P1", "sent P2", "offline P0", "offline P1", "offline P2");
-    fprintf(f, "|%s|%s|%s|%s|%s|%s|%s|%s|\n", "--------------------------", "--------",
-            "--------------", "--------------", "--------------", "--------------",
-            "--------------", "--------------");
+    int rc = MS_OK;
     for (size_t i = 0; i < sizeof ks / sizeof *ks && !rc; i++) {
         tot t;
         uint32_t m = ks[i].row ? 1 : (uint32_t)n, nn = ks[i].row ? (uint32_t)n : 1;
@@ -274,11 +268,35 @@ int proto_print_costs(FILE *f, const proto *pr, const proto_cfg *cfg, uint64_t n
         int bits = 0; /* -1: the index bound ⌈log2 n⌉ */
         while (ks[i].bits < 0 && bits < 64 && (1ull << bits) < n)
             bits++;
-        rc = kernel_once(pr, cfg, &lg, ks[i].kind, m, 1, nn, ks[i].kind == OP_TOPK ? 8 : -1,
+        rc = kernel_once(pr, cfg, lg, ks[i].kind, m, 1, nn, ks[i].kind == OP_TOPK ? 8 : -1,
                          ks[i].bits < 0 && !bits ? 1 : bits, &t);
         if (!rc)
-            print_row(f, ks[i].label, &t, np);
+            print_row(f, ks[i].label, &t, pr->n_parties);
     }
+    return rc;
+}
+
+int proto_print_costs(FILE *f, const proto *pr, const proto_cfg *cfg, uint64_t n)
+{
+    cost_log lg;
+    cost_log_init(&lg, pr->n_parties);
+    eng *en = NULL;
+    int rc = pr->cost_engine(cfg, &lg, &en);
+    if (rc)
+        return rc;
+    fprintf(f, "%s (%d parties%s), ring %d, f = %d: costs for n = %llu elements\n", pr->name, pr->n_parties,
+            pr->has_dealer ? " + dealer" : "", cfg->ring_bits, cfg->frac_bits,
+            (unsigned long long)n);
+    fprintf(f, "bytes sent: online bytes each party sends; offline: dealer bytes each party "
+               "receives\n\n");
+    print_header(f, "primitive");
+    rc = print_prims(f, en, &lg, n);
+    eng_free(en);
+    fprintf(f, "\nkernels (kern.c) on n = %llu elements, or one row of n:\n\n",
+            (unsigned long long)n);
+    print_header(f, "kernel");
+    if (!rc)
+        rc = print_kernels(f, pr, cfg, &lg, n);
     cost_log_free(&lg);
     return rc;
 }

@@ -202,7 +202,6 @@ static int s2_shuffle(eng *e, mpc_val *z, const mpc_val *x, size_t seg, size_t p
 }
 
 static const eng_vt semi2k_cost_vt = {
-    COST_LOCAL_VT,
     .input = s2_input,
     .open = s2_open,
     .mul = s2_mul,

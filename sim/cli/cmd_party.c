@@ -271,6 +271,40 @@ static int take_bind(const cli_opt *o, const char *arg, errbuf *e)
     return read_values(eq + 1, b, e);
 }
 
+/* The parsed options' protocol configuration (its --set values applied), and the checks
+ * between options. */
+static int party_check(party_args *a, const char *const *sets, int n_sets, errbuf *e)
+{
+    if (!a->protocol)
+        return err_set(e, MS_ERR_USAGE, "--protocol is required (semi2k or aby3)");
+    int rc = proto_cfg_default(a->protocol, &a->cfg, e);
+    if (rc)
+        return rc;
+    for (int i = 0; i < n_sets; i++)
+        if ((rc = proto_cfg_set_kv(&a->cfg, sets[i], e)))
+            return rc;
+    int semi = !strcmp(a->cfg.name, "semi2k");
+    if (a->dealer == (a->id >= 0))
+        return err_set(e, MS_ERR_USAGE, "give exactly one of --id and --dealer");
+    if (a->dealer && !semi)
+        return err_set(e, MS_ERR_USAGE, "--dealer: %s has no dealer", a->cfg.name);
+    if (semi && a->id > 1)
+        return err_set(e, MS_ERR_USAGE, "--id %d: semi2k has parties 0 and 1 (and --dealer)", a->id);
+    if (!a->peers)
+        return err_set(e, MS_ERR_USAGE, "--peers is required: host:port of every node (3 entries)");
+    if (a->warmup && !a->repeat)
+        return err_set(e, MS_ERR_USAGE, "--warmup %d needs --repeat N (the timed runs)", a->warmup);
+    if (!!a->program == a->demo)
+        return err_set(e, MS_ERR_USAGE, "give exactly one of --program FILE and --demo");
+    if (!!a->keys == a->plaintext)
+        return err_set(e, MS_ERR_USAGE, a->keys ? "--keys and --insecure-plaintext exclude each other"
+                                                : "give --keys DIR (a key folder made by `mpcsim party keys --out DIR`): "
+                                                  "channels run TLS; --insecure-plaintext turns that off");
+    if (a->keys && strlen(a->keys) >= sizeof((mpc_net_cfg *)0)->keys)
+        return err_set(e, MS_ERR_USAGE, "--keys: folder name too long");
+    return MS_OK;
+}
+
 static int parse_args(int argc, char **argv, party_args *a, errbuf *e)
 {
     const char *sets[32];
@@ -328,37 +362,7 @@ static int parse_args(int argc, char **argv, party_args *a, errbuf *e)
         usage(stdout, &cmd);
         return -1;
     }
-    if (rc)
-        return rc;
-    int n_sets = set_list.n;
-    if (!a->protocol)
-        return err_set(e, MS_ERR_USAGE, "--protocol is required (semi2k or aby3)");
-    rc = proto_cfg_default(a->protocol, &a->cfg, e);
-    if (rc)
-        return rc;
-    for (int i = 0; i < n_sets; i++)
-        if ((rc = proto_cfg_set_kv(&a->cfg, sets[i], e)))
-            return rc;
-    int semi = !strcmp(a->cfg.name, "semi2k");
-    if (a->dealer == (a->id >= 0))
-        return err_set(e, MS_ERR_USAGE, "give exactly one of --id and --dealer");
-    if (a->dealer && !semi)
-        return err_set(e, MS_ERR_USAGE, "--dealer: %s has no dealer", a->cfg.name);
-    if (semi && a->id > 1)
-        return err_set(e, MS_ERR_USAGE, "--id %d: semi2k has parties 0 and 1 (and --dealer)", a->id);
-    if (!a->peers)
-        return err_set(e, MS_ERR_USAGE, "--peers is required: host:port of every node (3 entries)");
-    if (a->warmup && !a->repeat)
-        return err_set(e, MS_ERR_USAGE, "--warmup %d needs --repeat N (the timed runs)", a->warmup);
-    if (!!a->program == a->demo)
-        return err_set(e, MS_ERR_USAGE, "give exactly one of --program FILE and --demo");
-    if (!!a->keys == a->plaintext)
-        return err_set(e, MS_ERR_USAGE, a->keys ? "--keys and --insecure-plaintext exclude each other"
-                                                : "give --keys DIR (a key folder made by `mpcsim party keys --out DIR`): "
-                                                  "channels run TLS; --insecure-plaintext turns that off");
-    if (a->keys && strlen(a->keys) >= sizeof((mpc_net_cfg *)0)->keys)
-        return err_set(e, MS_ERR_USAGE, "--keys: folder name too long");
-    return MS_OK;
+    return rc ? rc : party_check(a, sets, set_list.n, e);
 }
 
 /* `mpcsim party keys`: a session's key folder. */

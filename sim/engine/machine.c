@@ -282,11 +282,61 @@ static void *cal_worker(void *arg)
     return NULL;
 }
 
-/* Aggregate rate (units/s) of kernel `kind` on nth threads over about `budget` seconds. */
-static double cal_measure(int kind, int nth, double budget)
+/* The job's inputs: an AES-CTR stream per thread for the PRG kernel, else the words x, y, z
+ * (n each) of the others; 0 on failure. */
+static int cal_inputs(cal_job *j, size_t n)
 {
     static const unsigned char key[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
     static const unsigned char iv[16] = {0};
+    if (j->kind == WK_PRG) {
+        int ok = (j->in = calloc(2, CAL_PRG_N)) != NULL;
+        j->out = ok ? j->in + CAL_PRG_N : NULL;
+        for (int t = 0; ok && t < j->nth; t++) { /* one AES-CTR stream per thread */
+            unsigned char tiv[16];
+            memcpy(tiv, iv, sizeof tiv);
+            tiv[0] = (unsigned char)t;
+            ok = (j->ctx[t] = EVP_CIPHER_CTX_new()) &&
+                 EVP_EncryptInit_ex(j->ctx[t], EVP_aes_128_ctr(), NULL, key, tiv) == 1;
+        }
+        return ok;
+    }
+    if (!(j->x = malloc(3 * n * sizeof *j->x)))
+        return 0;
+    j->y = j->x + n;
+    j->z = j->y + n;
+    for (size_t i = 0; i < n; i++) {
+        j->x[i] = i * 0x9E3779B97F4A7C15ull;
+        j->y[i] = i ^ 0xD1B54A32D192ED03ull;
+        j->z[i] = ~i;
+    }
+    return 1;
+}
+
+/* Thread 0's part once every worker runs: slices in lockstep until budget seconds have
+ * passed, then the stop; the aggregate rate (units/s), 0 if a slice failed. */
+static double cal_timed(cal_job *j, size_t n, double budget)
+{
+    int ok = 1;
+    double t0 = now_s(), t;
+    do {
+        pthread_barrier_wait(&j->bar);
+        double u = cal_slice(j, 0);
+        ok &= u >= 0;
+        j->units[0] += u > 0 ? u : 0;
+        pthread_barrier_wait(&j->bar);
+    } while ((t = now_s() - t0) < budget);
+    j->stop = 1;
+    pthread_barrier_wait(&j->bar);
+    double units = 0;
+    for (int t2 = 0; t2 < j->nth; t2++)
+        units += j->units[t2];
+    calib_sink += j->kind == WK_PRG ? j->out[CAL_PRG_N / 2] : j->z[n / 2];
+    return ok ? units / t : 0;
+}
+
+/* Aggregate rate (units/s) of kernel `kind` on nth threads over about `budget` seconds. */
+static double cal_measure(int kind, int nth, double budget)
+{
     cal_job *j = calloc(1, sizeof *j);
     if (!j)
         return 0;
@@ -294,29 +344,10 @@ static double cal_measure(int kind, int nth, double budget)
     j->nth = nth;
     size_t n = kind == WK_MAC ? (size_t)CAL_MAT_N * CAL_MAT_N : CAL_ELEM_N;
     double rate = 0;
-    int ok = 1, started = 0;
+    int started = 0;
     pthread_t th[CAL_THREADS_MAX];
     void *args[CAL_THREADS_MAX][2];
-    if (kind == WK_PRG) {
-        ok = (j->in = calloc(2, CAL_PRG_N)) != NULL;
-        j->out = ok ? j->in + CAL_PRG_N : NULL;
-        for (int t = 0; ok && t < nth; t++) { /* one AES-CTR stream per thread */
-            unsigned char tiv[16];
-            memcpy(tiv, iv, sizeof tiv);
-            tiv[0] = (unsigned char)t;
-            ok = (j->ctx[t] = EVP_CIPHER_CTX_new()) &&
-                 EVP_EncryptInit_ex(j->ctx[t], EVP_aes_128_ctr(), NULL, key, tiv) == 1;
-        }
-    } else if ((ok = (j->x = malloc(3 * n * sizeof *j->x)) != NULL)) {
-        j->y = j->x + n;
-        j->z = j->y + n;
-        for (size_t i = 0; i < n; i++) {
-            j->x[i] = i * 0x9E3779B97F4A7C15ull;
-            j->y[i] = i ^ 0xD1B54A32D192ED03ull;
-            j->z[i] = ~i;
-        }
-    }
-    ok = ok && pthread_barrier_init(&j->bar, NULL, (unsigned)nth) == 0;
+    int ok = cal_inputs(j, n) && pthread_barrier_init(&j->bar, NULL, (unsigned)nth) == 0;
     int have_bar = ok;
     pthread_mutex_init(&j->mu, NULL);
     pthread_cond_init(&j->cv, NULL);
@@ -330,23 +361,8 @@ static double cal_measure(int kind, int nth, double budget)
     j->go = ok ? 1 : -1;
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
-    if (ok) {
-        double t0 = now_s(), t;
-        do {
-            pthread_barrier_wait(&j->bar);
-            double u = cal_slice(j, 0);
-            ok &= u >= 0;
-            j->units[0] += u > 0 ? u : 0;
-            pthread_barrier_wait(&j->bar);
-        } while ((t = now_s() - t0) < budget);
-        j->stop = 1;
-        pthread_barrier_wait(&j->bar);
-        double units = 0;
-        for (int t2 = 0; t2 < nth; t2++)
-            units += j->units[t2];
-        rate = ok ? units / t : 0;
-        calib_sink += kind == WK_PRG ? j->out[CAL_PRG_N / 2] : j->z[n / 2];
-    }
+    if (ok)
+        rate = cal_timed(j, n, budget);
     for (int t = 1; t <= started; t++)
         pthread_join(th[t], NULL);
     if (have_bar)

@@ -173,25 +173,33 @@ static int split_unit(const char *s, double *v, char *unit, size_t unit_sz)
     return 0;
 }
 
-int net_time_ns(const char *s, uint64_t *out)
+/* A unit suffix and its multiplier to the base unit. */
+typedef struct net_unit {
+    const char *u;
+    double m;
+} net_unit;
+
+/* *out = the number of s times the multiplier of its unit in units[0..n) (matched with case
+ * when match_case, else without); -1 for a bad number or an unknown unit. */
+static int unit_value(const char *s, const net_unit *units, size_t n, int match_case, double *out)
 {
     double v;
     char u[16];
     if (split_unit(s, &v, u, sizeof u) != 0)
         return -1;
-    double mult;
-    if (!strcmp(u, "ns"))
-        mult = 1;
-    else if (!strcmp(u, "us"))
-        mult = 1e3;
-    else if (!strcmp(u, "ms") || !u[0])
-        mult = 1e6;
-    else if (!strcmp(u, "s"))
-        mult = 1e9;
-    else
-        return -1;
-    double ns = v * mult;
-    if (ns > 1e18)
+    for (size_t i = 0; i < n; i++)
+        if (!(match_case ? strcmp(u, units[i].u) : strcasecmp(u, units[i].u))) {
+            *out = v * units[i].m;
+            return 0;
+        }
+    return -1;
+}
+
+int net_time_ns(const char *s, uint64_t *out)
+{
+    static const net_unit units[] = {{"ns", 1}, {"us", 1e3}, {"ms", 1e6}, {"", 1e6}, {"s", 1e9}};
+    double ns;
+    if (unit_value(s, units, sizeof units / sizeof units[0], 1, &ns) != 0 || ns > 1e18)
         return -1;
     *out = (uint64_t)llround(ns);
     return 0;
@@ -199,21 +207,11 @@ int net_time_ns(const char *s, uint64_t *out)
 
 int net_rate_bps(const char *s, double *out)
 {
-    double v;
-    char u[16];
-    if (split_unit(s, &v, u, sizeof u) != 0)
+    static const net_unit units[] = {{"bps", 1}, {"kbps", 1e3}, {"mbps", 1e6}, {"gbps", 1e9}, {"kbit", 1e3},
+                                     {"mbit", 1e6}, {"gbit", 1e9}, {"", 1e6}};
+    if (unit_value(s, units, sizeof units / sizeof units[0], 0, out) != 0)
         return -1;
-    static const struct {
-        const char *u;
-        double m;
-    } units[] = {{"bps", 1}, {"kbps", 1e3}, {"mbps", 1e6}, {"gbps", 1e9}, {"kbit", 1e3},
-                 {"mbit", 1e6}, {"gbit", 1e9}, {"", 1e6}};
-    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
-        if (!strcasecmp(u, units[i].u)) {
-            *out = v * units[i].m;
-            return *out >= NET_BW_MIN_BPS && *out <= NET_BW_MAX_BPS ? 0 : -1;
-        }
-    return -1;
+    return *out >= NET_BW_MIN_BPS && *out <= NET_BW_MAX_BPS ? 0 : -1;
 }
 
 int net_parse(const char *spec, int n_parties, net_cfg *out, errbuf *e)

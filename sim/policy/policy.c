@@ -561,3 +561,106 @@ uint16_t policy_half_down(float x)
     uint16_t h = half_trunc(x);
     return x < 0 && policy_half_float(h) > x ? (uint16_t)(h + 1) : h;
 }
+
+/* ---- vector kernels of the bound-keeping policies ----------------------------------------- */
+
+int policy_portable_kernels;
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define POLICY_X86 1
+#include <immintrin.h>
+
+static int cpu_has(int f16c)
+{
+    static int have[2] = {-1, -1};
+    if (have[f16c] < 0) {
+        __builtin_cpu_init();
+        have[f16c] = f16c ? __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx")
+                          : __builtin_cpu_supports("avx512f");
+    }
+    return !policy_portable_kernels && have[f16c];
+}
+
+__attribute__((target("avx,f16c"))) static int half_bounds_f16c(const float *mx, const float *mn,
+                                                                uint32_t n, uint16_t *up,
+                                                                uint16_t *dn)
+{
+    uint32_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 a = _mm256_loadu_ps(mx + i), b = _mm256_loadu_ps(mn + i);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_UNORD_Q)) ||
+            _mm256_movemask_ps(_mm256_cmp_ps(a, a, _CMP_UNORD_Q)) ||
+            _mm256_movemask_ps(_mm256_cmp_ps(b, b, _CMP_UNORD_Q)))
+            return 0;
+        _mm_storeu_si128((__m128i *)(up + i),
+                         _mm256_cvtps_ph(a, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC));
+        _mm_storeu_si128((__m128i *)(dn + i),
+                         _mm256_cvtps_ph(b, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC));
+    }
+    for (; i < n; i++) {
+        up[i] = policy_half_up(mx[i]);
+        dn[i] = policy_half_down(mn[i]);
+    }
+    return 1;
+}
+#endif
+
+void policy_half_bounds(const float *mx, const float *mn, uint32_t n, uint16_t *up,
+                        uint16_t *dn)
+{
+#ifdef POLICY_X86
+    if (cpu_has(1) && half_bounds_f16c(mx, mn, n, up, dn))
+        return;
+#endif
+    for (uint32_t i = 0; i < n; i++) {
+        up[i] = policy_half_up(mx[i]);
+        dn[i] = policy_half_down(mn[i]);
+    }
+}
+
+/* The selects on W lanes: the same value per entry as the scalar ternary (NaN included). */
+#define BOUNDS_BODY(V, VI, W)                                                                   \
+    uint32_t i = 0;                                                                             \
+    for (; i + (W) <= d; i += (W)) {                                                            \
+        V a, M, m;                                                                              \
+        memcpy(&a, k + i, sizeof a);                                                            \
+        memcpy(&M, mx + i, sizeof M);                                                           \
+        memcpy(&m, mn + i, sizeof m);                                                           \
+        VI upm = a > M, dnm = a < m;                                                            \
+        M = (V)(((VI)a & upm) | ((VI)M & ~upm));                                                \
+        m = (V)(((VI)a & dnm) | ((VI)m & ~dnm));                                                \
+        memcpy(mx + i, &M, sizeof M);                                                           \
+        memcpy(mn + i, &m, sizeof m);                                                           \
+    }                                                                                           \
+    for (; i < d; i++) {                                                                        \
+        mx[i] = k[i] > mx[i] ? k[i] : mx[i];                                                    \
+        mn[i] = k[i] < mn[i] ? k[i] : mn[i];                                                    \
+    }
+
+typedef int32_t v4i __attribute__((vector_size(16)));
+typedef float v16f __attribute__((vector_size(64)));
+typedef int32_t v16i __attribute__((vector_size(64)));
+
+static void bounds_portable(float *mx, float *mn, const float *k, uint32_t d)
+{
+    BOUNDS_BODY(v4f, v4i, 4)
+}
+
+#ifdef POLICY_X86
+__attribute__((target("avx512f"))) static void bounds_wide(float *mx, float *mn, const float *k,
+                                                           uint32_t d)
+{
+    BOUNDS_BODY(v16f, v16i, 16)
+}
+#endif
+
+void policy_bounds_update(float *mx, float *mn, const float *k, uint32_t d)
+{
+#ifdef POLICY_X86
+    if (cpu_has(0)) {
+        bounds_wide(mx, mn, k, d);
+        return;
+    }
+#endif
+    bounds_portable(mx, mn, k, d);
+}

@@ -223,6 +223,16 @@ uint32_t policy_h2o_victim(const float *sc, const uint8_t *alive, uint32_t end);
 uint16_t policy_half_up(float x);
 uint16_t policy_half_down(float x);
 float policy_half_float(uint16_t h);
+/* up[i] = policy_half_up(mx[i]) and dn[i] = policy_half_down(mn[i]) for i < n: F16C's
+ * directed-rounding conversions where the CPU has them, the same bits (pages holding a NaN
+ * go the scalar way, whose NaN payload F16C does not keep). */
+void policy_half_bounds(const float *mx, const float *mn, uint32_t n, uint16_t *up,
+                        uint16_t *dn);
+/* A running max and min with key k: mx[i] = k[i] > mx[i] ? k[i] : mx[i], mn[i] likewise, for
+ * i < d, in vector selects (AVX-512 where the CPU has it): the same values. */
+void policy_bounds_update(float *mx, float *mn, const float *k, uint32_t d);
+/* Nonzero: the portable paths of the two above (tests compare them). */
+extern int policy_portable_kernels;
 /* Nonzero: Quest keeps its page bounds in float even where keys can be re-read (the tests
  * compare the two selections). */
 extern int policy_quest_float_bounds;
@@ -259,6 +269,13 @@ typedef struct snap_core {
     float *tmp;       /* P scratch */
 } snap_core;
 
+/* The scorer's arguments and the kept entries, read from policy p's parameters window,
+ * kernel, pooling and capacity (the names SnapKV's policies share). */
+typedef struct snap_args {
+    uint32_t window, kernel, capacity;
+    int maxpool;
+} snap_args;
+int snap_args_read(const policy_ops *p, const policy_args *a, snap_args *out, errbuf *e);
 int snap_core_init(snap_core *c, const policy_env *env, uint32_t window, uint32_t kernel,
                    int maxpool, errbuf *e);
 void snap_core_free(snap_core *c);
@@ -271,6 +288,9 @@ void snap_core_score(snap_core *c, uint32_t layer, uint32_t g, float *out);
  * adds); maxpool needs (kernel-1) comparisons per position (a MAX over kernel), avgpool is local.
  * Returns the score tensor id. */
 uint32_t snap_core_emit(const snap_core *c, policy_emitter *pe, uint32_t batch);
+/* The keep rows (n_kv_heads × pos) of a layer at pos whose prompt entries the prefill kept
+ * in alive ([L][Hkv][P]): the kept prompt entries, then every later one. */
+void snap_keep_rows(const policy_env *v, const uint8_t *alive, uint32_t layer, uint32_t pos, uint8_t *keep);
 
 /* SnapKV's state and callbacks, reused by pyramidkv with per-layer budgets. */
 int snapkv_state_new(const policy_ops *p, const policy_env *env, const policy_args *a,
@@ -285,6 +305,16 @@ int snapkv_select(void *st, uint32_t layer, uint32_t pos, const float *q, uint8_
                   errbuf *e);
 int snapkv_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
                 op_program *prog, errbuf *e);
+/* The rows of a policy_ops run on SnapKV's state, after its name, summary, params and init. */
+#define SNAPKV_OPS                  \
+    .fini = snapkv_fini,            \
+    .needs = snapkv_needs,          \
+    .observe = snapkv_observe,      \
+    .prefill = snapkv_prefill,      \
+    .select = snapkv_select,        \
+    .emit_cost = snapkv_emit,       \
+    .metric_stride = "16",          \
+    .stateless_select = 1
 
 /* The registered policies (sim/policy/policy_<name>.c). */
 extern const policy_ops policy_full, policy_streamingllm, policy_h2o, policy_snapkv,

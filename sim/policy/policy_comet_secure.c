@@ -211,6 +211,78 @@ static int comet_rep_ffn(void *ctx, uint32_t layer, uint32_t pos, const float *p
     return 1;
 }
 
+/* The audit's tally over (position, layer) patterns, and its scratch. */
+typedef struct comet_tally {
+    uint32_t sets, same, differ;
+    double err;          /* largest block score error where the patterns agree */
+    double worst;        /* largest replay margin where they differ */
+    uint8_t *sel, *rsel; /* nblocks each: the secure and the replay's pattern */
+    uint32_t pick[4096], work[4096];
+} comet_tally;
+
+/* One (position, layer): the opened one-hots oh (active × nblocks) against the replay's top-A
+ * of its block scores rs; sc the secure scores. */
+static void comet_cmp(comet_tally *y, const comet_shape *s, const double *sc, const double *oh, const float *rs)
+{
+    uint32_t NB = s->nblocks, A = s->active;
+    memset(y->sel, 0, NB), memset(y->rsel, 0, NB);
+    for (uint32_t a = 0; a < A; a++)
+        for (uint32_t k = 0; k < NB; k++)
+            y->sel[k] |= oh[(size_t)a * NB + k] != 0;
+    size_t n = policy_topk(rs, NULL, NB, A, y->pick, y->work);
+    for (size_t j = 0; j < n; j++)
+        y->rsel[y->pick[j]] = 1;
+    y->sets++;
+    if (!memcmp(y->sel, y->rsel, NB)) {
+        y->same++;
+        for (uint32_t k = 0; k < NB; k++)
+            y->err = fmax(y->err, fabs(sc[k] - rs[k]));
+        return;
+    }
+    y->differ++;
+    /* the replay's margin: its A-th score minus the (A+1)-th */
+    float kth = INFINITY, next = -INFINITY;
+    for (uint32_t k = 0; k < NB; k++)
+        if (y->rsel[k])
+            kth = fminf(kth, rs[k]);
+        else
+            next = fmaxf(next, rs[k]);
+    y->worst = fmax(y->worst, kth - next);
+}
+
+/* Step st: every layer's opened scores and one-hots ([l][scores t × NB | one-hots t × A × NB])
+ * against the replay's block scores score ([pos][l][NB]). */
+static int comet_step(comet_tally *y, const comet_sec *c, const secpol_run *r, const secpol_opened *o,
+                      const float *score, uint32_t st, errbuf *e)
+{
+    const comet_shape *s = &c->sh;
+    uint32_t L = c->n_layers, NB = s->nblocks, A = s->active;
+    secpol_step ss = secpol_step_of(r, st);
+    size_t per = (size_t)ss.t * NB * (1 + A), need = per * L;
+    if (o->n_vals[st] < need)
+        return err_set(e, MS_ERR_INTERNAL, "comet audit: step %u opened %u of %zu values", st, o->n_vals[st], need);
+    for (uint32_t l = 0; l < L; l++) {
+        const double *sc = o->vals[st] + l * per, *oh = sc + (size_t)ss.t * NB;
+        for (uint32_t t = 0; t < ss.t; t++)
+            comet_cmp(y, s, sc + (size_t)t * NB, oh + (size_t)t * A * NB,
+                      score + ((size_t)(ss.kv + t) * L + l) * NB);
+    }
+    return MS_OK;
+}
+
+static void comet_note_print(FILE *out, const comet_shape *s, const comet_tally *y)
+{
+    int ties = y->differ && y->worst < 2 * y->err;
+    fprintf(out, "#       comet on shares: %u of %u blocks per token and layer (public); the patterns of %u "
+                 "(position, layer) equal to the replay's: %u",
+            s->active, s->nblocks, y->sets, y->same);
+    if (y->differ)
+        fprintf(out, "; %u differ, the replay's largest margin there %.4f (%s twice the score error)", y->differ,
+                y->worst, ties ? "within" : "NOT within");
+    fprintf(out, "; block scores off by at most %.4f where they agree; pattern %s\n", y->err,
+            s->secret ? "secret (nothing revealed)" : "public (each token's active blocks revealed)");
+}
+
 /* The secure patterns against the replay's: per (position, layer) the opened one-hots' blocks
  * against the float replay's top-A; the largest score error where they agree; a differing
  * pattern is a near tie when the replay's own A-th score minus the next is within twice it. */
@@ -219,8 +291,7 @@ static int comet_sec_audit_note(const void *cfg, const secpol_run *r, const secp
                                 errbuf *e)
 {
     const comet_sec *c = cfg;
-    const comet_shape *s = &c->sh;
-    uint32_t L = c->n_layers, NB = s->nblocks, A = s->active, N = r->n_tokens;
+    uint32_t L = c->n_layers, NB = c->sh.nblocks, N = r->n_tokens;
     llama *m = NULL;
     int rc = secpol_load_model(r->model, "comet audit", &m, e);
     comet_rep rep = {c, calloc((size_t)N * L * NB + 1, sizeof(float))};
@@ -230,63 +301,14 @@ static int comet_sec_audit_note(const void *cfg, const secpol_run *r, const secp
     llama_hooks h = {.ctx = &rep, .ffn_mask = comet_rep_ffn};
     for (uint32_t p = 0; !rc && p < N; p++)
         rc = llama_forward(m, r->tokens[p], p, &h, lg);
-    uint32_t sets = 0, same = 0, differ = 0, ties = 0;
-    double err = 0, worst = 0;
-    uint8_t *sel = calloc(NB + 1, 1), *rsel = calloc(NB + 1, 1);
-    uint32_t pick[4096], work[4096];
-    if (!rc && (!sel || !rsel || NB > 4096))
+    comet_tally y = {.sel = calloc(NB + 1, 1), .rsel = calloc(NB + 1, 1)};
+    if (!rc && (!y.sel || !y.rsel || NB > 4096))
         rc = err_set(e, MS_ERR_NOMEM, "comet audit: out of memory");
-    for (uint32_t st = 0; !rc && st < o->n_steps; st++) {
-        secpol_step ss = secpol_step_of(r, st);
-        size_t per = (size_t)ss.t * NB * (1 + A), need = per * L;
-        if (o->n_vals[st] < need) {
-            rc = err_set(e, MS_ERR_INTERNAL, "comet audit: step %u opened %u of %zu values", st,
-                         o->n_vals[st], need);
-            break;
-        }
-        for (uint32_t l = 0; l < L; l++) {
-            const double *sc = o->vals[st] + l * per, *oh = sc + (size_t)ss.t * NB;
-            for (uint32_t t = 0; t < ss.t; t++) {
-                uint32_t pos = ss.kv + t;
-                const float *rs = rep.score + ((size_t)pos * L + l) * NB;
-                memset(sel, 0, NB), memset(rsel, 0, NB);
-                for (uint32_t a = 0; a < A; a++)
-                    for (uint32_t k = 0; k < NB; k++)
-                        sel[k] |= oh[((size_t)t * A + a) * NB + k] != 0;
-                size_t n = policy_topk(rs, NULL, NB, A, pick, work);
-                for (size_t j = 0; j < n; j++)
-                    rsel[pick[j]] = 1;
-                sets++;
-                if (!memcmp(sel, rsel, NB)) {
-                    same++;
-                    for (uint32_t k = 0; k < NB; k++)
-                        err = fmax(err, fabs(sc[(size_t)t * NB + k] - rs[k]));
-                    continue;
-                }
-                differ++;
-                /* the replay's margin: its A-th score minus the (A+1)-th */
-                float kth = INFINITY, next = -INFINITY;
-                for (uint32_t k = 0; k < NB; k++)
-                    if (rsel[k])
-                        kth = fminf(kth, rs[k]);
-                    else
-                        next = fmaxf(next, rs[k]);
-                worst = fmax(worst, kth - next);
-            }
-        }
-    }
-    if (!rc) {
-        ties = differ && worst < 2 * err;
-        fprintf(out, "#       comet on shares: %u of %u blocks per token and layer (public); the patterns of %u "
-                     "(position, layer) equal to the replay's: %u",
-                A, NB, sets, same);
-        if (differ)
-            fprintf(out, "; %u differ, the replay's largest margin there %.4f (%s twice the score error)", differ,
-                    worst, ties ? "within" : "NOT within");
-        fprintf(out, "; block scores off by at most %.4f where they agree; pattern %s\n", err,
-                s->secret ? "secret (nothing revealed)" : "public (each token's active blocks revealed)");
-    }
-    free(sel), free(rsel), free(rep.score), free(lg);
+    for (uint32_t st = 0; !rc && st < o->n_steps; st++)
+        rc = comet_step(&y, c, r, o, rep.score, st, e);
+    if (!rc)
+        comet_note_print(out, &c->sh, &y);
+    free(y.sel), free(y.rsel), free(rep.score), free(lg);
     llama_free(m);
     return rc;
 }

@@ -54,13 +54,9 @@ static void ckv_fini(void *st)
 static int ckv_init(const policy_env *env, const policy_args *a, void **st, errbuf *e)
 {
     const policy_ops *p = &policy_criticalkv;
-    uint32_t w, k, cap;
-    int pool;
+    snap_args sa;
     double fsr, eps;
-    int rc = policy_arg_u32(p, a, "window", &w, e);
-    if (!rc) rc = policy_arg_u32(p, a, "kernel", &k, e);
-    if (!rc) rc = policy_arg_choice(p, a, "pooling", &pool, e);
-    if (!rc) rc = policy_arg_u32(p, a, "capacity", &cap, e);
+    int rc = snap_args_read(p, a, &sa, e);
     if (!rc) rc = policy_arg_double(p, a, "first_stage_ratio", &fsr, e);
     if (!rc) rc = policy_arg_double(p, a, "eps", &eps, e);
     if (rc)
@@ -68,12 +64,12 @@ static int ckv_init(const policy_env *env, const policy_args *a, void **st, errb
     ckv_state *s = calloc(1, sizeof *s);
     if (!s)
         return err_set(e, MS_ERR_NOMEM, "policy criticalkv: out of memory");
-    rc = snap_core_init(&s->core, env, w, k, pool == 0, e);
+    rc = snap_core_init(&s->core, env, sa.window, sa.kernel, sa.maxpool, e);
     if (rc) {
         free(s);
         return rc;
     }
-    s->capacity = cap;
+    s->capacity = sa.capacity;
     s->fsr = fsr;
     s->eps = eps;
     size_t P = env->prompt_len, n = (size_t)env->n_layers * env->n_kv_heads * P + 1;
@@ -162,13 +158,7 @@ static int ckv_select(void *st, uint32_t layer, uint32_t pos, const float *q, ui
                       errbuf *e)
 {
     ckv_state *s = st;
-    const policy_env *v = &s->core.env;
-    uint32_t P = v->prompt_len, np = pos < P ? pos : P;
-    for (uint32_t g = 0; g < v->n_kv_heads; g++) {
-        uint8_t *row = keep + (size_t)g * pos;
-        memcpy(row, s->alive + ((size_t)layer * v->n_kv_heads + g) * P, np);
-        memset(row + np, 1, pos - np);
-    }
+    snap_keep_rows(&s->core.env, s->alive, layer, pos, keep);
     return MS_OK;
 }
 

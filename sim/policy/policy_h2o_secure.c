@@ -367,103 +367,164 @@ static void sel_prefill(const uint8_t *pm1, const uint32_t *heavy, uint32_t hh, 
     }
 }
 
-/* Long: it walks steps × layers × KV heads once, following the secure rows' positions through
- * the public row maps and the opened one-hots, and compares each selection where it happens;
- * two passes, the first for the score error the second classifies near ties with. */
+/* The audit's walk over steps × layers × KV heads: the positions each layer's and KV head's
+ * rows hold, followed through the public row maps and the opened one-hots. */
+typedef struct h2o_walk {
+    const secpol_run *o;
+    const h2o_shape *cfg;
+    const secpol_opened *r;
+    const secpol_keep *plain;
+    h2o_sec_audit *out;
+    double tie_bound;
+    uint32_t L, Hkv, hh, Nmax, NT;
+    uint32_t R;        /* rows each table holds before the step */
+    uint32_t *slot;    /* (L, Hkv, Nmax): the position of each carried row */
+    uint32_t *nslot;   /* the step's program rows' positions */
+    uint32_t *cand, *heavy, *row;
+    uint8_t *src;      /* row maps of h2o_next */
+    float *ps;         /* the replay's scores (plain_scores) */
+} h2o_walk;
+
+/* One step of the walk: its shapes, and what it opened per KV head. */
+typedef struct h2o_wstep {
+    uint32_t s, t, pos, n;   /* step, new tokens, cached entries, program rows */
+    uint32_t first, nc, per; /* decode: the latest candidate's row; candidates; one-hot values */
+    uint32_t Rn;             /* rows carried out of the step */
+    int sel;                 /* the step selects */
+} h2o_wstep;
+
+static int walk_new(h2o_walk *w, const secpol_run *o, const h2o_shape *cfg, const secpol_opened *r,
+                    const secpol_keep *plain, double tie_bound, h2o_sec_audit *out, errbuf *e)
+{
+    const model_cfg *m = o->model;
+    uint32_t hh = cfg->heavy, Nmax = o->n_tokens + o->n_gen + 2;
+    *w = (h2o_walk){.o = o, .cfg = cfg, .r = r, .plain = plain, .out = out, .tie_bound = tie_bound,
+                    .L = m->n_layers, .Hkv = m->n_kv_heads, .hh = hh, .Nmax = Nmax, .NT = o->n_tokens};
+    w->slot = calloc((size_t)w->L * w->Hkv * Nmax, sizeof *w->slot);
+    w->nslot = calloc(Nmax, sizeof *w->nslot);
+    w->cand = calloc(Nmax, sizeof *w->cand);
+    w->row = calloc(Nmax + hh, sizeof *w->row);
+    w->heavy = calloc(hh + 1, sizeof *w->heavy);
+    w->src = calloc(Nmax + hh, 1);
+    if (!w->slot || !w->nslot || !w->cand || !w->row || !w->heavy || !w->src)
+        return err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
+    return MS_OK;
+}
+
+static void walk_free(h2o_walk *w)
+{
+    free(w->ps);
+    free(w->slot), free(w->nslot), free(w->cand), free(w->row), free(w->heavy), free(w->src);
+}
+
+/* A decode step's eviction: the opened one-hot's row v leaves, the other candidates stay. */
+static void walk_evict(h2o_walk *w, const h2o_wstep *st, uint32_t l, uint32_t g, const double *oh,
+                       const double *sc, int eq)
+{
+    uint32_t v = 0;
+    for (uint32_t i = 0; i < st->nc; i++)
+        v = oh[i] > 0.5 ? i : v;
+    const float *rep = w->ps + (((size_t)st->pos * w->L + l) * w->Hkv + g) * w->NT;
+    if (eq)
+        sel_err(w->out, w->cand, sc, st->nc, rep);
+    sel_evict(w->plain, st->pos, l, g, w->cand, sc, st->nc, v, w->tie_bound, eq, rep, w->out);
+    for (uint32_t i = 0, q = 0; i < st->nc; i++)
+        if (i != v)
+            w->heavy[q++] = w->cand[i];
+}
+
+/* The prompt's heavy set (row q of the opened TOPK one-hots picks heavy[q]) against the
+ * plaintext's prompt selection. */
+static void walk_prompt(h2o_walk *w, const h2o_wstep *st, uint32_t l, uint32_t g, const double *oh,
+                        const double *sc)
+{
+    for (uint32_t q = 0; q < w->hh; q++)
+        for (uint32_t i = 0; i < st->nc; i++)
+            if (oh[(size_t)q * st->nc + i] > 0.5)
+                w->heavy[q] = w->cand[i];
+    const uint8_t *pm1 = secpol_keep_mask(w->plain, st->pos + st->n, l, g);
+    const float *rep = w->ps + (((size_t)(st->n - 1) * w->L + l) * w->Hkv + g) * w->NT;
+    sel_err(w->out, w->cand, sc, st->nc, rep);
+    if (pm1)
+        sel_prefill(pm1, w->heavy, w->hh, w->cand, sc, st->nc, w->tie_bound, rep, w->out);
+}
+
+/* One layer's and KV head's table through a step: its kept set against the plaintext's, its
+ * selection where the step has one, then the positions its carried rows hold. */
+static void walk_head(h2o_walk *w, const h2o_wstep *st, uint32_t l, uint32_t g)
+{
+    uint32_t *sl = w->slot + ((size_t)l * w->Hkv + g) * w->Nmax;
+    const uint8_t *pm = secpol_keep_mask(w->plain, st->pos, l, g);
+    int eq = 1;
+    if (st->s && pm) {
+        eq = secpol_same_set(sl, w->R, pm, st->pos);
+        w->out->kept_sets++;
+        w->out->kept_same += (uint32_t)eq;
+    }
+    /* program rows: prefill j = position j; decode 0 = pos, q ≥ 1 = slot q-1 */
+    for (uint32_t i = 0; i < st->n; i++)
+        w->nslot[i] = st->s ? (i ? sl[i - 1] : st->pos) : i;
+    if (st->sel) {
+        /* the one-hots of every layer, then the candidates' scores: [g][l][…] */
+        const double *oh = w->r->vals[st->s] + ((size_t)g * w->L + l) * st->per;
+        const double *sc = w->r->vals[st->s] + (size_t)w->L * w->Hkv * st->per + ((size_t)g * w->L + l) * st->nc;
+        /* prefill: rows 0 … nc-1; decode: the latest first (policy_h2o.c h2o_stage) */
+        for (uint32_t i = 0; i < st->nc; i++)
+            w->cand[i] = st->s ? w->nslot[i ? i : st->first] : w->nslot[i];
+        if (st->s)
+            walk_evict(w, st, l, g, oh, sc, eq);
+        else
+            walk_prompt(w, st, l, g, oh, sc);
+    }
+    for (uint32_t q = 0; q < st->Rn; q++)
+        sl[q] = w->src[q] ? w->heavy[w->row[q]] : w->nslot[w->row[q]];
+}
+
+static int walk_step(h2o_walk *w, uint32_t s, errbuf *e)
+{
+    const h2o_shape *cfg = w->cfg;
+    secpol_step at = secpol_step_of(w->o, s);
+    uint32_t c = s ? h2o_carried(cfg, at.kv) : 0;
+    int phase = s ? PHASE_DECODE : PHASE_PREFILL;
+    h2o_wstep st = {.s = s, .t = at.t, .pos = at.kv, .n = c + at.t, .sel = h2o_selects(cfg, phase, c, at.t)};
+    st.first = cfg->recent ? w->hh + 1 : 0;
+    st.nc = s ? w->hh + 1 : st.n - cfg->recent;
+    st.per = s ? st.nc : w->hh * st.nc; /* one-hot values per KV head */
+    if (st.sel && w->r->n_vals[s] != (size_t)w->L * w->Hkv * (st.per + st.nc))
+        return err_set(e, MS_ERR_INTERNAL, "selection audit: step %u has %u values", s, w->r->n_vals[s]);
+    st.Rn = h2o_next(cfg, phase, c, at.t, w->src, w->row);
+    for (uint32_t l = 0; l < w->L; l++)
+        for (uint32_t g = 0; g < w->Hkv; g++)
+            walk_head(w, &st, l, g);
+    w->R = st.Rn;
+    return MS_OK;
+}
+
+/* Walks steps × layers × KV heads twice, comparing each selection where it happens: the first
+ * pass measures the score error over the candidates of equal kept sets, the second classifies
+ * near ties with it. */
 int h2o_secure_compare(const secpol_run *o, const h2o_shape *cfg, const secpol_opened *r,
                        const secpol_keep *plain, double tie_bound, h2o_sec_audit *out, errbuf *e)
 {
     memset(out, 0, sizeof *out);
     if (!cfg || !r->vals)
         return err_set(e, MS_ERR_INPUT, "selection audit: no H2O run with the audit on");
-
-    const model_cfg *m = o->model;
-    uint32_t L = m->n_layers, Hkv = m->n_kv_heads, hh = cfg->heavy, Nmax = o->n_tokens + o->n_gen + 2;
-    h2o_shape sh = *cfg;
-    /* the positions each layer's and KV head's rows hold, followed through the public row maps
-     * and the opened one-hots */
-    uint32_t *slot = calloc((size_t)L * Hkv * Nmax, sizeof *slot), *nslot = calloc(Nmax, sizeof *nslot);
-    uint32_t *cand = calloc(Nmax, sizeof *cand), *row = calloc(Nmax + hh, sizeof *row), *heavy = calloc(hh + 1, sizeof *heavy);
-    uint8_t *src = calloc(Nmax + hh, 1);
-    if (!slot || !nslot || !cand || !row || !heavy || !src) {
-        free(slot), free(nslot), free(cand), free(row), free(heavy), free(src);
-        return err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
-    }
-    float *ps = NULL;
-    int rc = o->n_gen ? err_set(e, MS_ERR_INPUT, "selection audit: teacher-forced runs only")
-                      : plain_scores(o, plain, &ps, e);
-    uint32_t R = 0, NT = o->n_tokens;
-    /* first pass: the score error over the candidates of equal kept sets; second: the rest */
-    for (int pass = 0; pass < 2 && !rc; pass++) {
-    for (uint32_t s = 0; !rc && s < r->n_steps; s++) {
-        secpol_step at = secpol_step_of(o, s);
-        uint32_t t = at.t, kv = at.kv;
-        uint32_t c = s ? h2o_carried(cfg, kv) : 0, n = c + t, pos = kv;
-        if (s == 0 && pass == 1) { /* the counters count once */
-            double err = out->score_err;
-            memset(out, 0, sizeof *out);
-            out->score_err = err;
-            tie_bound = tie_bound < 0 ? 2 * err : tie_bound;
-        }
-        int phase = s ? PHASE_DECODE : PHASE_PREFILL, sel = h2o_selects(&sh, phase, c, t);
-        uint32_t first = cfg->recent ? hh + 1 : 0, nc = s ? hh + 1 : n - cfg->recent;
-        uint32_t per = s ? nc : hh * nc; /* one-hot values per KV head */
-        if (sel && r->n_vals[s] != (size_t)L * Hkv * (per + nc)) {
-            rc = err_set(e, MS_ERR_INTERNAL, "selection audit: step %u has %u values", s, r->n_vals[s]);
-            break;
-        }
-        uint32_t Rn = h2o_next(&sh, phase, c, t, src, row);
-        for (uint32_t l = 0; l < L; l++)
-            for (uint32_t g = 0; g < Hkv; g++) {
-                uint32_t *sl = slot + ((size_t)l * Hkv + g) * Nmax;
-                const uint8_t *pm = secpol_keep_mask(plain, pos, l, g);
-                int eq = 1;
-                if (s && pm) {
-                    eq = secpol_same_set(sl, R, pm, pos);
-                    out->kept_sets++;
-                    out->kept_same += (uint32_t)eq;
-                }
-                /* program rows: prefill j = position j; decode 0 = pos, q ≥ 1 = slot q-1 */
-                for (uint32_t i = 0; i < n; i++)
-                    nslot[i] = s ? (i ? sl[i - 1] : pos) : i;
-                if (sel) {
-                    /* the one-hots of every layer, then the candidates' scores: [g][l][…] */
-                    const double *oh = r->vals[s] + ((size_t)g * L + l) * per;
-                    const double *sc = r->vals[s] + (size_t)L * Hkv * per + ((size_t)g * L + l) * nc;
-                    /* prefill: rows 0 … nc-1; decode: the latest first (policy_h2o.c h2o_stage) */
-                    for (uint32_t i = 0; i < nc; i++)
-                        cand[i] = s ? nslot[i ? i : first] : nslot[i];
-                    if (s) {
-                        uint32_t v = 0;
-                        for (uint32_t i = 0; i < nc; i++)
-                            v = oh[i] > 0.5 ? i : v;
-                        const float *rep = ps + (((size_t)pos * L + l) * Hkv + g) * NT;
-                        if (eq)
-                            sel_err(out, cand, sc, nc, rep);
-                        sel_evict(plain, pos, l, g, cand, sc, nc, v, tie_bound, eq, rep, out);
-                        for (uint32_t i = 0, q = 0; i < nc; i++)
-                            if (i != v)
-                                heavy[q++] = cand[i];
-                    } else {
-                        for (uint32_t q = 0; q < hh; q++)
-                            for (uint32_t i = 0; i < nc; i++)
-                                if (oh[(size_t)q * nc + i] > 0.5)
-                                    heavy[q] = cand[i];
-                        const uint8_t *pm1 = secpol_keep_mask(plain, pos + n, l, g);
-                        const float *rep = ps + (((size_t)(n - 1) * L + l) * Hkv + g) * NT;
-                        sel_err(out, cand, sc, nc, rep);
-                        if (pm1) /* the heavy set against the plaintext's prompt selection */
-                            sel_prefill(pm1, heavy, hh, cand, sc, nc, tie_bound, rep, out);
-                    }
-                }
-                for (uint32_t q = 0; q < Rn; q++)
-                    sl[q] = src[q] ? heavy[row[q]] : nslot[row[q]];
+    h2o_walk w;
+    int rc = walk_new(&w, o, cfg, r, plain, tie_bound, out, e);
+    if (!rc)
+        rc = o->n_gen ? err_set(e, MS_ERR_INPUT, "selection audit: teacher-forced runs only")
+                      : plain_scores(o, plain, &w.ps, e);
+    for (int pass = 0; pass < 2 && !rc; pass++)
+        for (uint32_t s = 0; !rc && s < r->n_steps; s++) {
+            if (s == 0 && pass == 1) { /* the counters count once */
+                double err = out->score_err;
+                memset(out, 0, sizeof *out);
+                out->score_err = err;
+                w.tie_bound = w.tie_bound < 0 ? 2 * err : w.tie_bound;
             }
-        R = Rn;
-    }
-    }
-    free(ps);
-    free(slot), free(nslot), free(cand), free(row), free(heavy), free(src);
+            rc = walk_step(&w, s, e);
+        }
+    walk_free(&w);
     return rc;
 }
 

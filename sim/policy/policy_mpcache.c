@@ -251,31 +251,6 @@ static float *mix_at(float *m, uint32_t c, uint32_t d)
     return m + (size_t)c / MIX_W * MIX_W * d + c % MIX_W;
 }
 
-typedef float v4f __attribute__((vector_size(16)));
-typedef int32_t v4i __attribute__((vector_size(16)));
-
-/* mx = max(mx, k), mn = min(mn, k) four channels at a time, as selects (the same values as
- * k > M ? k : M, NaN included). */
-static void bounds_update(float *mx, float *mn, const float *k, uint32_t d)
-{
-    uint32_t i = 0;
-    for (; i + 4 <= d; i += 4) {
-        v4f a, M, m;
-        memcpy(&a, k + i, sizeof a);
-        memcpy(&M, mx + i, sizeof M);
-        memcpy(&m, mn + i, sizeof m);
-        v4i up = a > M, dn = a < m;
-        M = (v4f)(((v4i)a & up) | ((v4i)M & ~up));
-        m = (v4f)(((v4i)a & dn) | ((v4i)m & ~dn));
-        memcpy(mx + i, &M, sizeof M);
-        memcpy(mn + i, &m, sizeof m);
-    }
-    for (; i < d; i++) {
-        mx[i] = k[i] > mx[i] ? k[i] : mx[i];
-        mn[i] = k[i] < mn[i] ? k[i] : mn[i];
-    }
-}
-
 /* Appends position pos with key k (d floats) to a head's K': the running bounds of its
  * 16-cluster, and the mixes of the clusters it closes (the prefill reserves the static set
  * and the decode steps exactly: no doubling slack). */
@@ -290,7 +265,7 @@ static int head_push(mpcache_head *h, uint32_t s2, uint32_t d, uint32_t pos, con
         memcpy(mx, k, d * sizeof *mx);
         memcpy(mn, k, d * sizeof *mn);
     } else {
-        bounds_update(mx, mn, k, d);
+        policy_bounds_update(mx, mn, k, d);
     }
     h->idx[h->n++] = pos;
     if (h->n % s2)

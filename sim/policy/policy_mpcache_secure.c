@@ -218,99 +218,136 @@ static int mpcache_sec_bind(void *state, eng *e, const op_program *p, mpc_progra
     return rc ? err_set(err, rc, "secure inference: binding MPCache's state") : MS_OK;
 }
 
+/* One step's update of every layer's state (mpcache_tables): the step, the shapes, and the
+ * public index map (which source, which element) secpol_pick gathers by. */
+typedef struct mc_update {
+    mpcache_node *c;
+    eng *e;
+    const op_program *p;
+    mpc_program_run *r;
+    uint32_t Hkv, d, F, s, t;
+    uint8_t *which;
+    uint32_t *idx;
+} mc_update;
+
+/* Layer l's table after the step: its n old rows (the compaction's kv_c where there is one),
+ * then each new entry's [k | v | 0] from the cache tensors (row 0 at a decode step). */
+static int mc_table(mc_update *u, uint32_t l, uint32_t n)
+{
+    const op_program *p = u->p;
+    uint32_t Hkv = u->Hkv, d = u->d, F = u->F, n1 = n + u->t, s2 = u->c->cf->mpc.s2;
+    uint32_t kc = op_layer_find(p, (int)l, "kcache"), vc = op_layer_find(p, (int)l, "vcache"),
+             kvc = op_layer_find(p, (int)l, "mpc.kv_c");
+    uint32_t T = p->tens[kc].rows, G2 = (n + s2 - 1) / s2, stride = kvc != OP_NONE ? G2 * s2 : n;
+    for (uint32_t g = 0; g < Hkv; g++)
+        for (uint32_t q = 0; q < n1; q++)
+            for (uint32_t f = 0; f < F; f++) {
+                size_t i = ((size_t)g * n1 + q) * F + f;
+                uint32_t row = u->s ? 0 : q; /* the new entry: row 0 of a decode step */
+                if (q < n)
+                    u->which[i] = 0, u->idx[i] = (uint32_t)(((size_t)g * stride + q) * F + f);
+                else if (f < 2 * d)
+                    u->which[i] = f < d ? 1 : 2, u->idx[i] = (uint32_t)(((size_t)g * T + row) * d + f % d);
+                else
+                    u->which[i] = 3, u->idx[i] = 0;
+            }
+    mpc_val *kf = u->c->kf, *vals = u->r->vals, z = {0};
+    const mpc_val *src[3] = {kvc != OP_NONE ? &vals[kvc] : &kf[l], &vals[kc], &vals[vc]};
+    int rc = secpol_pick(u->e, &z, (size_t)Hkv * n1 * F, src, 3, u->which, u->idx);
+    if (rc)
+        return rc;
+    u->e->vt->release(u->e, &kf[l]);
+    kf[l] = z;
+    return MS_OK;
+}
+
+/* After a threshold prompt: layer l's keep bits, kept for the first decode step's compaction. */
+static int mc_keep_bits(mc_update *u, uint32_t l)
+{
+    eng *e = u->e;
+    mpc_val *keep = &u->c->keep[l];
+    uint32_t kp = op_layer_find(u->p, (int)l, "mpc.keep");
+    if (kp == OP_NONE)
+        return MS_ERR_INTERNAL;
+    e->vt->release(e, keep);
+    int rc = e->vt->alloc(e, keep, u->r->vals[kp].n, DOM_ARITH);
+    return rc ? rc : e->vt->add(e, keep, keep, &u->r->vals[kp]);
+}
+
+/* The map of layer l's bounds of clusters of sz rows (G of them after the step, Gold before),
+ * from the old rows (0), the new ones (1) or the upkeep's MAX (2, lv levels). */
+static void mc_bound_map(mc_update *u, uint32_t n, uint32_t sz, uint32_t G, uint32_t lv, int w)
+{
+    uint32_t d2 = 2 * u->d, Gold = (n + sz - 1) / sz;
+    for (uint32_t g = 0; g < u->Hkv; g++)
+        for (uint32_t q = 0; q < G; q++)
+            for (uint32_t ch = 0; ch < d2; ch++) {
+                size_t i = ((size_t)g * G + q) * d2 + ch;
+                if (!u->s)
+                    u->which[i] = 1, u->idx[i] = (uint32_t)i;
+                else if (q != n / sz)
+                    u->which[i] = 0, u->idx[i] = (uint32_t)(((size_t)g * Gold + q) * d2 + ch);
+                else if (n % sz == 0)
+                    u->which[i] = 1, u->idx[i] = g * d2 + ch;
+                else
+                    u->which[i] = 2, u->idx[i] = (uint32_t)(((size_t)g * d2 + ch) * lv + (w ? lv - 1 : 0));
+            }
+}
+
+/* Layer l's bounds (b16, then b32): the prefill's or the compaction's new ones, or the old rows
+ * with the newest cluster's row from the upkeep's MAX (or [k | −k] when the entry starts one). */
+static int mc_bounds(mc_update *u, uint32_t l, uint32_t n)
+{
+    const op_program *p = u->p;
+    const mpcache_shape *sh = &u->c->cf->mpc;
+    uint32_t n1 = n + u->t, s = u->s;
+    int rc = MS_OK;
+    for (int w = 0; w < 2 && !rc; w++) {
+        uint32_t sz = w ? sh->s1 : sh->s2, G = (n1 + sz - 1) / sz;
+        mpc_val *b = w ? &u->c->b32[l] : &u->c->b16[l], nb = {0};
+        uint32_t kn = op_layer_find(p, (int)l, s ? "mpc.kn" : w ? "mpc.b32_new" : "mpc.b16_new");
+        uint32_t bnew = s ? op_layer_find(p, (int)l, w ? "mpc.b32_new" : "mpc.b16_new") : OP_NONE;
+        uint32_t up = op_layer_find(p, (int)l, "mpc.up");
+        uint32_t lv = (n % sh->s2 != 0) + (n % sh->s1 != 0);
+        mc_bound_map(u, n, sz, G, lv, w);
+        if (kn == OP_NONE || (s && lv && up == OP_NONE))
+            return MS_ERR_INTERNAL;
+        mpc_val *vals = u->r->vals;
+        const mpc_val *bs[3] = {bnew != OP_NONE ? &vals[bnew] : b, &vals[kn], up == OP_NONE ? b : &vals[up]};
+        rc = secpol_pick(u->e, &nb, (size_t)u->Hkv * G * 2 * u->d, bs, 3, u->which, u->idx);
+        if (!rc) {
+            u->e->vt->release(u->e, b);
+            *b = nb;
+        }
+    }
+    return rc;
+}
+
 /* After step s: each layer's table gains the new entry (the cache tensors' row 0 at a decode
  * step, the prompt's rows at the prefill), the bounds their upkeep (secpol.h); after a threshold
  * prompt the keep bits are kept, and the first decode step's compaction and bounds replace the
- * prompt's table. Long: two public index maps (table rows, bound rows) built inline, each a
- * case per source. */
+ * prompt's table. */
 static int mpcache_tables(mpcache_node *c, eng *e, const op_program *p, mpc_program_run *r,
                           const secpol_step *at, errbuf *err)
 {
     const secpol_run *o = &c->o;
     const mpcache_sec *cf = c->cf;
-    mpc_val *kf = c->kf;
     const model_cfg *m = o->model;
-    const mpcache_shape *sh = &cf->mpc;
-    uint32_t Hkv = m->n_kv_heads, d = m->head_dim, F = 2 * d + 1, L = m->n_layers, s = at->s, t = at->t, kv = at->kv;
-    uint32_t s2 = sh->s2, s1 = sh->s1;
-    size_t N = (size_t)Hkv * (kv + t + 1) * F;
-    uint8_t *which = malloc(N + 1);
-    uint32_t *idx = malloc((N + 1) * sizeof *idx);
-    int rc = which && idx ? MS_OK : MS_ERR_NOMEM;
-    for (uint32_t l = 0; !rc && l < L; l++) {
-        uint32_t n = s ? sec_n(cf, o, l, kv) : 0, n1 = n + t;
-        uint32_t kc = op_layer_find(p, (int)l, "kcache"), vc = op_layer_find(p, (int)l, "vcache"),
-                 kvc = op_layer_find(p, (int)l, "mpc.kv_c");
-        uint32_t T = p->tens[kc].rows, G2 = (n + s2 - 1) / s2, stride = kvc != OP_NONE ? G2 * s2 : n;
-        for (uint32_t g = 0; g < Hkv; g++)
-            for (uint32_t q = 0; q < n1; q++)
-                for (uint32_t f = 0; f < F; f++) {
-                    size_t i = ((size_t)g * n1 + q) * F + f;
-                    uint32_t row = s ? 0 : q; /* the new entry: row 0 of a decode step */
-                    if (q < n)
-                        which[i] = 0, idx[i] = (uint32_t)(((size_t)g * stride + q) * F + f);
-                    else if (f < 2 * d)
-                        which[i] = f < d ? 1 : 2, idx[i] = (uint32_t)(((size_t)g * T + row) * d + f % d);
-                    else
-                        which[i] = 3, idx[i] = 0;
-                }
-        const mpc_val *src[3] = {kvc != OP_NONE ? &r->vals[kvc] : &kf[l], &r->vals[kc], &r->vals[vc]};
-        mpc_val z = {0};
-        rc = secpol_pick(e, &z, (size_t)Hkv * n1 * F, src, 3, which, idx);
-        if (rc)
-            break;
-        e->vt->release(e, &kf[l]);
-        kf[l] = z;
-        if (mpcache_layer_kind(sh, l) != MPCACHE_LAYER_SELECT)
+    uint32_t Hkv = m->n_kv_heads, d = m->head_dim, F = 2 * d + 1;
+    size_t N = (size_t)Hkv * (at->kv + at->t + 1) * F;
+    mc_update u = {c, e, p, r, Hkv, d, F, at->s, at->t, malloc(N + 1), malloc((N + 1) * sizeof *u.idx)};
+    int rc = u.which && u.idx ? MS_OK : MS_ERR_NOMEM;
+    for (uint32_t l = 0; !rc && l < m->n_layers; l++) {
+        uint32_t n = at->s ? sec_n(cf, o, l, at->kv) : 0;
+        rc = mc_table(&u, l, n);
+        if (rc || mpcache_layer_kind(&cf->mpc, l) != MPCACHE_LAYER_SELECT)
             continue;
-        if (!s && sh->static_mode == 0) { /* threshold: the keep bits for the compaction */
-            uint32_t kp = op_layer_find(p, (int)l, "mpc.keep");
-            if (kp == OP_NONE) {
-                rc = MS_ERR_INTERNAL;
-                break;
-            }
-            e->vt->release(e, &c->keep[l]);
-            rc = e->vt->alloc(e, &c->keep[l], r->vals[kp].n, DOM_ARITH);
-            if (!rc)
-                rc = e->vt->add(e, &c->keep[l], &c->keep[l], &r->vals[kp]);
-            continue;
-        }
-        /* the bounds: the prefill's or the compaction's new ones, or the old rows with the
-         * newest cluster's row from the upkeep's MAX (or [k | −k] when the entry starts one) */
-        for (int w = 0; w < 2 && !rc; w++) {
-            uint32_t sz = w ? s1 : s2, G = (n1 + sz - 1) / sz, Gold = (n + sz - 1) / sz;
-            mpc_val *b = w ? &c->b32[l] : &c->b16[l], nb = {0};
-            uint32_t kn = op_layer_find(p, (int)l, s ? "mpc.kn" : w ? "mpc.b32_new" : "mpc.b16_new");
-            uint32_t bnew = s ? op_layer_find(p, (int)l, w ? "mpc.b32_new" : "mpc.b16_new") : OP_NONE;
-            uint32_t up = op_layer_find(p, (int)l, "mpc.up");
-            uint32_t lv = (n % s2 != 0) + (n % s1 != 0);
-            size_t M = (size_t)Hkv * G * 2 * d;
-            for (uint32_t g = 0; g < Hkv; g++)
-                for (uint32_t q = 0; q < G; q++)
-                    for (uint32_t ch = 0; ch < 2 * d; ch++) {
-                        size_t i = ((size_t)g * G + q) * 2 * d + ch;
-                        if (!s)
-                            which[i] = 1, idx[i] = (uint32_t)i;
-                        else if (q != n / sz)
-                            which[i] = 0, idx[i] = (uint32_t)(((size_t)g * Gold + q) * 2 * d + ch);
-                        else if (n % sz == 0)
-                            which[i] = 1, idx[i] = g * 2 * d + ch;
-                        else
-                            which[i] = 2, idx[i] = (uint32_t)(((size_t)g * 2 * d + ch) * lv + (w ? lv - 1 : 0));
-                    }
-            if (kn == OP_NONE || (s && lv && up == OP_NONE)) {
-                rc = MS_ERR_INTERNAL;
-                break;
-            }
-            const mpc_val *bs[3] = {bnew != OP_NONE ? &r->vals[bnew] : b, &r->vals[kn], up == OP_NONE ? b : &r->vals[up]};
-            rc = secpol_pick(e, &nb, M, bs, 3, which, idx);
-            if (!rc) {
-                e->vt->release(e, b);
-                *b = nb;
-            }
-        }
+        if (!at->s && cf->mpc.static_mode == 0) /* threshold: the keep bits for the compaction */
+            rc = mc_keep_bits(&u, l);
+        else
+            rc = mc_bounds(&u, l, n);
     }
-    free(which), free(idx);
+    free(u.which), free(u.idx);
     return rc ? err_set(err, rc, "secure inference: updating MPCache's state") : MS_OK;
 }
 
@@ -542,29 +579,14 @@ static void ms_audit_head(ms_audit *a, const double *vals, size_t nv, uint32_t l
     }
 }
 
-/* Long: it follows each layer's K' positions (the opened keep bits, then the generated ones)
- * and compares every (position, layer, KV head) where it happens. */
-int mpcache_secure_compare(const secpol_run *o, const mpcache_sec *cf, const secpol_opened *r,
-                           const secpol_keep *plain, mpcache_sec_audit *out, errbuf *e)
+/* Each layer's K' positions (pos: L × Nmax, in order): the prompt's static set (under a
+ * threshold its opened keep bits, a shared layer the layer below's; else every position),
+ * then every generated position. */
+static void ms_positions(const secpol_run *o, const mpcache_shape *sh, const secpol_opened *r, uint32_t *pos,
+                         uint32_t Nmax)
 {
-    memset(out, 0, sizeof *out);
-    out->min_margin = INFINITY;
-    out->first_differ = UINT32_MAX;
-    if (!cf || !r->vals)
-        return err_set(e, MS_ERR_INPUT, "selection audit: no MPCache run with the audit on");
-    const model_cfg *m = o->model;
-    const mpcache_shape *sh = &cf->mpc;
-    uint32_t L = m->n_layers, Hkv = m->n_kv_heads, Nmax = o->n_tokens + o->n_gen + 2;
-    uint8_t *cl = calloc((size_t)L * Hkv * Nmax, 1);
-    double *mg = calloc((size_t)L * Hkv, sizeof *mg);
-    uint32_t *pos = calloc((size_t)L * Nmax, sizeof *pos); /* each layer's K' positions, in order */
-    if (!cl || !mg || !pos) {
-        free(cl), free(mg), free(pos);
-        return err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
-    }
-    /* the static set: the opened keep bits of the prompt (threshold), else every position */
     size_t at0 = 0;
-    for (uint32_t l = 0; l < L; l++) {
+    for (uint32_t l = 0; l < o->model->n_layers; l++) {
         uint32_t *ps = pos + (size_t)l * Nmax, c = 0;
         int kind = mpcache_layer_kind(sh, l), thr = sh->static_mode == 0 && kind != MPCACHE_LAYER_DENSE;
         if (thr && kind == MPCACHE_LAYER_SHARED) {
@@ -578,7 +600,65 @@ int mpcache_secure_compare(const secpol_run *o, const mpcache_sec *cf, const sec
         for (uint32_t j = o->prefill; c < Nmax && j < o->n_tokens + o->n_gen; j++)
             ps[c++] = j;
     }
-    mscore msc;
+}
+
+/* Decode step s: every layer's and KV head's opened clusters cl (a shared layer copies the
+ * layer below's) and secure margin mg against the replay, then the step's top-k count. */
+static void ms_step(ms_audit *a, const mpcache_sec *cf, const secpol_opened *r, uint8_t *cl, double *mg, uint32_t s)
+{
+    const secpol_run *o = a->o;
+    const mpcache_shape *sh = a->sh;
+    mpcache_sec_audit *out = a->out;
+    uint32_t L = o->model->n_layers, Hkv = o->model->n_kv_heads, Nmax = a->Nmax, kv = secpol_step_of(o, s).kv;
+    size_t at = 0;
+    for (uint32_t l = 0; l < L; l++) {
+        int kind = mpcache_layer_kind(sh, l);
+        uint32_t n = sec_n(cf, o, l, kv);
+        size_t used = 0;
+        for (uint32_t g = 0; g < Hkv; g++) {
+            uint8_t *c = cl + ((size_t)l * Hkv + g) * Nmax;
+            if (kind == MPCACHE_LAYER_SHARED) {
+                memcpy(c, cl + ((size_t)(l - 1) * Hkv + g) * Nmax, Nmax);
+                mg[l * Hkv + g] = mg[(l - 1) * Hkv + g];
+            } else {
+                mg[l * Hkv + g] = mpcache_audit_set(sh, l, n, r->vals[s] + at, r->n_vals[s] - at, g, c, &used);
+            }
+            double v = mg[l * Hkv + g];
+            if (kind == MPCACHE_LAYER_SELECT && v < out->min_margin)
+                out->min_margin = v;
+            ms_audit_head(a, r->vals[s] + at, r->n_vals[s] - at, l, g, kv, c, v);
+        }
+        at += used;
+    }
+    for (uint32_t l = 0; l < L; l++) {
+        mpcache_plan pl;
+        mpcache_plan_layer(sh, l, sec_n(cf, o, l, kv), &pl);
+        if (mpcache_layer_kind(sh, l) == MPCACHE_LAYER_SELECT)
+            out->topks += Hkv * ((uint32_t)pl.lv1 + (uint32_t)pl.lv2);
+    }
+}
+
+/* Follows each layer's K' positions (the opened keep bits, then the generated ones) and
+ * compares every (position, layer, KV head) where it happens. */
+int mpcache_secure_compare(const secpol_run *o, const mpcache_sec *cf, const secpol_opened *r,
+                           const secpol_keep *plain, mpcache_sec_audit *out, errbuf *e)
+{
+    memset(out, 0, sizeof *out);
+    out->min_margin = INFINITY;
+    out->first_differ = UINT32_MAX;
+    if (!cf || !r->vals)
+        return err_set(e, MS_ERR_INPUT, "selection audit: no MPCache run with the audit on");
+    const model_cfg *m = o->model;
+    uint32_t L = m->n_layers, Hkv = m->n_kv_heads, Nmax = o->n_tokens + o->n_gen + 2;
+    uint8_t *cl = calloc((size_t)L * Hkv * Nmax, 1);
+    double *mg = calloc((size_t)L * Hkv, sizeof *mg);
+    uint32_t *pos = calloc((size_t)L * Nmax, sizeof *pos);
+    if (!cl || !mg || !pos) {
+        free(cl), free(mg), free(pos);
+        return err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
+    }
+    ms_positions(o, &cf->mpc, r, pos, Nmax);
+    mscore msc = {0}; /* its sc is freed on every path, also before it is filled */
     double *dm = calloc((size_t)r->n_steps * L * Hkv + 1, sizeof *dm); /* differing sets' replay margins */
     uint8_t *mine = malloc(Nmax + 1);
     int rc = o->n_gen ? err_set(e, MS_ERR_INPUT, "selection audit: teacher-forced runs only")
@@ -588,37 +668,10 @@ int mpcache_secure_compare(const secpol_run *o, const mpcache_sec *cf, const sec
         free(cl), free(mg), free(pos), free(dm), free(mine), free(msc.sc);
         return rc;
     }
-    ms_audit a = {.o = o, .sh = sh, .plain = plain, .msc = &msc, .pos = pos, .Nmax = Nmax,
+    ms_audit a = {.o = o, .sh = &cf->mpc, .plain = plain, .msc = &msc, .pos = pos, .Nmax = Nmax,
                   .mine = mine, .dm = dm, .out = out};
-    for (uint32_t s = 1; s < r->n_steps; s++) {
-        uint32_t kv = secpol_step_of(o, s).kv;
-        size_t at = 0;
-        for (uint32_t l = 0; l < L; l++) {
-            int kind = mpcache_layer_kind(sh, l);
-            uint32_t n = sec_n(cf, o, l, kv);
-            size_t used = 0;
-            for (uint32_t g = 0; g < Hkv; g++) {
-                uint8_t *c = cl + ((size_t)l * Hkv + g) * Nmax;
-                if (kind == MPCACHE_LAYER_SHARED) {
-                    memcpy(c, cl + ((size_t)(l - 1) * Hkv + g) * Nmax, Nmax);
-                    mg[l * Hkv + g] = mg[(l - 1) * Hkv + g];
-                } else {
-                    mg[l * Hkv + g] = mpcache_audit_set(sh, l, n, r->vals[s] + at, r->n_vals[s] - at, g, c, &used);
-                }
-                double v = mg[l * Hkv + g];
-                if (kind == MPCACHE_LAYER_SELECT && v < out->min_margin)
-                    out->min_margin = v;
-                ms_audit_head(&a, r->vals[s] + at, r->n_vals[s] - at, l, g, kv, c, v);
-            }
-            at += used;
-        }
-        for (uint32_t l = 0; l < L; l++) {
-            mpcache_plan pl;
-            mpcache_plan_layer(sh, l, sec_n(cf, o, l, kv), &pl);
-            if (mpcache_layer_kind(sh, l) == MPCACHE_LAYER_SELECT)
-                out->topks += Hkv * ((uint32_t)pl.lv1 + (uint32_t)pl.lv2);
-        }
-    }
+    for (uint32_t s = 1; s < r->n_steps; s++)
+        ms_step(&a, cf, r, cl, mg, s);
     for (uint32_t i = 0; i < out->differ; i++)
         out->near_ties += dm[i] <= 2 * out->score_err;
     free(cl), free(mg), free(pos), free(dm), free(mine), free(msc.sc);

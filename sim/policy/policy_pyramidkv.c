@@ -67,12 +67,5 @@ const policy_ops policy_pyramidkv = {
     .params = pyr_params,
     .n_params = sizeof pyr_params / sizeof pyr_params[0],
     .init = pyr_init,
-    .fini = snapkv_fini,
-    .needs = snapkv_needs,
-    .observe = snapkv_observe,
-    .prefill = snapkv_prefill,
-    .select = snapkv_select,
-    .emit_cost = snapkv_emit,
-    .metric_stride = "16",
-    .stateless_select = 1,
+    SNAPKV_OPS,
 };

@@ -139,7 +139,8 @@ static int quest_init(const policy_env *env, const policy_args *a, void **st, er
         s->inl = malloc(mp * sizeof *s->inl);
         s->idx = malloc((size_t)s->page * sizeof *s->idx);
         s->kbuf = malloc(((size_t)s->page + 2) * env->head_dim * sizeof *s->kbuf);
-        ok = ok && s->pool && s->used && s->cap && s->closed && s->last && s->cur && s->wide && s->lo && s->hi && s->cand && s->inl && s->idx &&
+        ok = ok && s->pool && s->used && s->cap && s->closed && s->last && s->cur && s->wide &&
+             s->lo && s->hi && s->cand && s->inl && s->idx &&
              s->kbuf;
     }
     if (!ok) {
@@ -177,11 +178,7 @@ static float *bound(const quest_state *s, float *base, uint32_t layer, uint32_t 
     return base + page_at(s, layer, g, p) * s->env.head_dim;
 }
 
-typedef float v4f __attribute__((vector_size(16)));
-typedef int32_t v4i __attribute__((vector_size(16)));
-
-/* The page's running max and min with key k (fresh: the page's first key), four channels at
- * a time as selects (the same values as k > M ? k : M, NaN included). */
+/* The page's running max and min with key k (fresh: the page's first key). */
 static void bound_update(float *mx, float *mn, const float *k, uint32_t d, int fresh)
 {
     if (fresh) {
@@ -189,22 +186,7 @@ static void bound_update(float *mx, float *mn, const float *k, uint32_t d, int f
         memcpy(mn, k, d * sizeof *mn);
         return;
     }
-    uint32_t i = 0;
-    for (; i + 4 <= d; i += 4) {
-        v4f a, M, m;
-        memcpy(&a, k + i, sizeof a);
-        memcpy(&M, mx + i, sizeof M);
-        memcpy(&m, mn + i, sizeof m);
-        v4i up = a > M, dn = a < m;
-        M = (v4f)(((v4i)a & up) | ((v4i)M & ~up));
-        m = (v4f)(((v4i)a & dn) | ((v4i)m & ~dn));
-        memcpy(mx + i, &M, sizeof M);
-        memcpy(mn + i, &m, sizeof m);
-    }
-    for (; i < d; i++) {
-        mx[i] = k[i] > mx[i] ? k[i] : mx[i];
-        mn[i] = k[i] < mn[i] ? k[i] : mn[i];
-    }
+    policy_bounds_update(mx, mn, k, d);
 }
 
 /* Bytes of one page's record: the changed-channel bitmap, then 2 halves per changed channel. */
@@ -229,8 +211,10 @@ static int page_close(quest_state *s, size_t i, const float *mx, const float *mn
     uint16_t *last = s->last + i * 2 * d;
     int first = s->closed[i] == 0, w = 0;
     memset(bits, 0, nb);
+    uint16_t *up = s->cur, *dn = up + d; /* scratch (select's decoding buffer) */
+    policy_half_bounds(mx, mn, d, up, dn);
     for (uint32_t c = 0; c < d; c++) {
-        uint16_t pair[2] = {policy_half_up(mx[c]), policy_half_down(mn[c])};
+        uint16_t pair[2] = {up[c], dn[c]};
         w |= (pair[0] & 0x7c00u) == 0x7c00u || (pair[1] & 0x7c00u) == 0x7c00u;
         if (first || pair[0] != last[2 * c] || pair[1] != last[2 * c + 1]) {
             bits[c / 8] |= (uint8_t)(1u << (c % 8));

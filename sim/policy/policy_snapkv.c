@@ -16,6 +16,20 @@
 
 /* ---- the scorer ------------------------------------------------------------------------- */
 
+int snap_args_read(const policy_ops *p, const policy_args *a, snap_args *out, errbuf *e)
+{
+    int pool = 0;
+    int rc = policy_arg_u32(p, a, "window", &out->window, e);
+    if (!rc)
+        rc = policy_arg_u32(p, a, "kernel", &out->kernel, e);
+    if (!rc)
+        rc = policy_arg_choice(p, a, "pooling", &pool, e);
+    if (!rc)
+        rc = policy_arg_u32(p, a, "capacity", &out->capacity, e);
+    out->maxpool = !rc && pool == 0;
+    return rc;
+}
+
 int snap_core_init(snap_core *c, const policy_env *env, uint32_t window, uint32_t kernel,
                    int maxpool, errbuf *e)
 {
@@ -111,6 +125,16 @@ uint32_t snap_core_emit(const snap_core *c, policy_emitter *pe, uint32_t batch)
     return vote;
 }
 
+void snap_keep_rows(const policy_env *v, const uint8_t *alive, uint32_t layer, uint32_t pos, uint8_t *keep)
+{
+    uint32_t P = v->prompt_len, np = pos < P ? pos : P;
+    for (uint32_t g = 0; g < v->n_kv_heads; g++) {
+        uint8_t *row = keep + (size_t)g * pos;
+        memcpy(row, alive + ((size_t)layer * v->n_kv_heads + g) * P, np);
+        memset(row + np, 1, pos - np);
+    }
+}
+
 /* ---- the policy ------------------------------------------------------------------------- */
 
 static const policy_param snap_params[] = {
@@ -148,21 +172,15 @@ void snapkv_fini(void *st)
 int snapkv_state_new(const policy_ops *p, const policy_env *env, const policy_args *a,
                    void **st, errbuf *e)
 {
-    uint32_t w, k, cap;
-    int pool;
-    int rc = policy_arg_u32(p, a, "window", &w, e);
-    if (!rc)
-        rc = policy_arg_u32(p, a, "kernel", &k, e);
-    if (!rc)
-        rc = policy_arg_choice(p, a, "pooling", &pool, e);
-    if (!rc)
-        rc = policy_arg_u32(p, a, "capacity", &cap, e);
+    snap_args sa;
+    int rc = snap_args_read(p, a, &sa, e);
     if (rc)
         return rc;
+    uint32_t cap = sa.capacity;
     snap_state *s = calloc(1, sizeof *s);
     if (!s)
         return err_set(e, MS_ERR_NOMEM, "policy %s: out of memory", p->name);
-    rc = snap_core_init(&s->core, env, w, k, pool == 0, e);
+    rc = snap_core_init(&s->core, env, sa.window, sa.kernel, sa.maxpool, e);
     if (rc) {
         free(s);
         return rc;
@@ -235,13 +253,7 @@ int snapkv_select(void *st, uint32_t layer, uint32_t pos, const float *q, uint8_
                        errbuf *e)
 {
     snap_state *s = st;
-    const policy_env *v = &s->core.env;
-    uint32_t P = v->prompt_len, np = pos < P ? pos : P;
-    for (uint32_t g = 0; g < v->n_kv_heads; g++) {
-        uint8_t *row = keep + (size_t)g * pos;
-        memcpy(row, s->alive + ((size_t)layer * v->n_kv_heads + g) * P, np);
-        memset(row + np, 1, pos - np);
-    }
+    snap_keep_rows(&s->core.env, s->alive, layer, pos, keep);
     return MS_OK;
 }
 
@@ -272,13 +284,6 @@ const policy_ops policy_snapkv = {
     .params = snap_params,
     .n_params = sizeof snap_params / sizeof snap_params[0],
     .init = snap_init,
-    .fini = snapkv_fini,
-    .needs = snapkv_needs,
-    .observe = snapkv_observe,
-    .prefill = snapkv_prefill,
-    .select = snapkv_select,
-    .emit_cost = snapkv_emit,
-    .metric_stride = "16",
-    .stateless_select = 1,
+    SNAPKV_OPS,
 };
 

@@ -154,6 +154,61 @@ static uint8_t *slurp(const char *path, size_t *len)
     return b;
 }
 
+/* Waits for every node (pid ≤ 0: its fork failed); after deadline_ms since t0 the nodes
+ * still running are killed. */
+static int wait_nodes(const pid_t *pid, int nodes, int deadline_ms, const struct timespec *t0, int *status,
+                      errbuf *e)
+{
+    int left = nodes, rc = MS_OK, done[MPC_NODES_MAX] = {0};
+    while (left) {
+        for (int i = 0; i < nodes; i++)
+            if (!done[i] && pid[i] > 0 && waitpid(pid[i], &status[i], WNOHANG) == pid[i])
+                done[i] = 1, left--;
+            else if (!done[i] && pid[i] <= 0)
+                done[i] = 1, left--, rc = err_set(e, MS_ERR_IO, "fork failed");
+        struct timespec t1;
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double ms = (t1.tv_sec - t0->tv_sec) * 1e3 + (t1.tv_nsec - t0->tv_nsec) * 1e-6;
+        if (left && ms > deadline_ms) {
+            for (int i = 0; i < nodes; i++)
+                if (!done[i]) {
+                    kill(pid[i], SIGKILL);
+                    waitpid(pid[i], &status[i], 0);
+                    done[i] = 1;
+                }
+            left = 0;
+            rc = err_set(e, MS_ERR_TIMEOUT, "shaped session: nodes killed after %d ms", deadline_ms);
+        }
+        if (left) {
+            struct timespec ts = {0, 2000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return rc;
+}
+
+/* Node i's result: how it ended (status), its report (file stp: rc, message, stats) and its
+ * output (file outp). */
+static void read_result(int i, int status, const char *stp, const char *outp, mpc_node_result *r)
+{
+    r->exited = WIFEXITED(status);
+    r->status = r->exited ? WEXITSTATUS(status) : 0;
+    r->sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    size_t n = 0;
+    uint8_t *sb = slurp(stp, &n);
+    if (sb && n >= sizeof(int) + sizeof r->err + sizeof r->st) {
+        memcpy(&r->rc, sb, sizeof(int));
+        memcpy(r->err, sb + sizeof(int), sizeof r->err);
+        r->err[sizeof r->err - 1] = 0;
+        memcpy(&r->st, sb + sizeof(int) + sizeof r->err, sizeof r->st);
+    } else {
+        r->rc = MS_ERR_PEER;
+        snprintf(r->err, sizeof r->err, "node %d ended without a report", i);
+    }
+    free(sb);
+    r->out = slurp(outp, &r->out_len);
+}
+
 int netshape_launch(const netshape *s, const mpc_launch *l, mpc_node_fn fn, void *arg,
                     mpc_node_result *res, int *n_nodes, errbuf *e)
 {
@@ -174,7 +229,7 @@ int netshape_launch(const netshape *s, const mpc_launch *l, mpc_node_fn fn, void
     fflush(stdout);
     fflush(stderr);
     pid_t pid[MPC_NODES_MAX];
-    struct timespec t0, t1;
+    struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int i = 0; i < nodes; i++) {
         snprintf(outp[i], sizeof outp[i], "%s/out%d", dir, i);
@@ -183,50 +238,10 @@ int netshape_launch(const netshape *s, const mpc_launch *l, mpc_node_fn fn, void
         if (pid[i] == 0)
             node_child(s, l, keys, i, n_parties, fn, arg, outp[i], stp[i]);
     }
-    /* the deadline: every node is killed after it */
-    int deadline_ms = l->deadline_ms ? l->deadline_ms : 60000, left = nodes, rc = MS_OK;
-    int done[MPC_NODES_MAX] = {0}, status[MPC_NODES_MAX] = {0};
-    while (left) {
-        for (int i = 0; i < nodes; i++)
-            if (!done[i] && pid[i] > 0 && waitpid(pid[i], &status[i], WNOHANG) == pid[i])
-                done[i] = 1, left--;
-            else if (!done[i] && pid[i] <= 0)
-                done[i] = 1, left--, rc = err_set(e, MS_ERR_IO, "fork failed");
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) * 1e-6;
-        if (left && ms > deadline_ms) {
-            for (int i = 0; i < nodes; i++)
-                if (!done[i]) {
-                    kill(pid[i], SIGKILL);
-                    waitpid(pid[i], &status[i], 0);
-                    done[i] = 1;
-                }
-            left = 0;
-            rc = err_set(e, MS_ERR_TIMEOUT, "shaped session: nodes killed after %d ms", deadline_ms);
-        }
-        if (left) {
-            struct timespec ts = {0, 2000000};
-            nanosleep(&ts, NULL);
-        }
-    }
+    int status[MPC_NODES_MAX] = {0};
+    int rc = wait_nodes(pid, nodes, l->deadline_ms ? l->deadline_ms : 60000, &t0, status, e);
     for (int i = 0; i < nodes; i++) {
-        mpc_node_result *r = &res[i];
-        r->exited = WIFEXITED(status[i]);
-        r->status = r->exited ? WEXITSTATUS(status[i]) : 0;
-        r->sig = WIFSIGNALED(status[i]) ? WTERMSIG(status[i]) : 0;
-        size_t n = 0;
-        uint8_t *sb = slurp(stp[i], &n);
-        if (sb && n >= sizeof(int) + sizeof r->err + sizeof r->st) {
-            memcpy(&r->rc, sb, sizeof(int));
-            memcpy(r->err, sb + sizeof(int), sizeof r->err);
-            r->err[sizeof r->err - 1] = 0;
-            memcpy(&r->st, sb + sizeof(int) + sizeof r->err, sizeof r->st);
-        } else {
-            r->rc = MS_ERR_PEER;
-            snprintf(r->err, sizeof r->err, "node %d ended without a report", i);
-        }
-        free(sb);
-        r->out = slurp(outp[i], &r->out_len);
+        read_result(i, status[i], stp[i], outp[i], &res[i]);
         unlink(outp[i]);
         unlink(stp[i]);
     }

@@ -326,15 +326,6 @@ static int spol_audit(eng *e, mpc_net *net, node_ctx *c, const op_program *p, mp
     return MS_OK;
 }
 
-static uint32_t argmax_u(const double *x, uint32_t n)
-{
-    uint32_t b = 0;
-    for (uint32_t i = 1; i < n; i++)
-        if (x[i] > x[b])
-            b = i;
-    return b;
-}
-
 /* One step on this node: program, setup (step 0: the weights shared by P1 and their beaver
  * masks opened; later steps take the shares and masks over from the previous step's run by
  * name, mpc_run_setup_from), cache binding, ops, logits, cache update. Writes the step's
@@ -431,7 +422,7 @@ int secinf_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
         if (rc)
             break;
         int is_p0 = !mpc_engine_is_dealer(e) && e->party == 0;
-        int next = is_p0 ? (int)argmax_u(logits, m->vocab) : 0;
+        int next = is_p0 ? (int)llama_argmax(logits, m->vocab) : 0;
         if (is_p0) {
             int cur = s ? tok : o->tokens[o->prefill - 1];
             fwrite(logits, sizeof *logits, m->vocab, out);
