@@ -274,7 +274,7 @@ int dbvar_build(sqlite3 *h, const char *ident, const char *family, const char *w
     if (v && v->keytext && !v->all.nk)
         v->keytext[0] = '\0';
     rc = rc || !v->keytext ? -1 : 0;
-    if (!rc)
+    if (!rc && v->n) /* no runs matched: v->r may be NULL, which qsort must not be given */
         qsort(v->r, v->n, sizeof *v->r, by_id);
     if (rc) {
         dbvar_free(v);
