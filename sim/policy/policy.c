@@ -568,15 +568,31 @@ int policy_portable_kernels;
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define POLICY_X86 1
+#include <cpuid.h>
 #include <immintrin.h>
+
+/* F16C and AVX from CPUID leaf 1 with the OS saving the YMM state (XCR0 bits 1–2): clang's
+ * __builtin_cpu_supports knows no "f16c". */
+static int cpu_f16c(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return 0;
+    const unsigned need = bit_F16C | bit_AVX | bit_OSXSAVE;
+    if ((c & need) != need)
+        return 0;
+    unsigned lo, hi;
+    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    (void)hi;
+    return (lo & 6) == 6;
+}
 
 static int cpu_has(int f16c)
 {
     static int have[2] = {-1, -1};
     if (have[f16c] < 0) {
         __builtin_cpu_init();
-        have[f16c] = f16c ? __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx")
-                          : __builtin_cpu_supports("avx512f");
+        have[f16c] = f16c ? cpu_f16c() : __builtin_cpu_supports("avx512f");
     }
     return !policy_portable_kernels && have[f16c];
 }
