@@ -203,41 +203,56 @@ START_TEST(test_synthetic_and_stride)
 }
 END_TEST
 
-/* H2O's prompt observed in spans of positions layer by layer (policy_ops.layer_local) gives the
- * replay of one position at a time: the same kept counts and the same metrics, bit for bit. */
+/* A layer-local policy's prompt (policy_ops.layer_local: H2O, SnapKV, PyramidKV, MPCache with
+ * either static eviction) observed in spans of positions layer by layer and KV head by KV head
+ * gives the replay of one position at a time: the same kept counts and the same metrics, bit
+ * for bit (stories260K's shape: two query heads per KV head). */
 START_TEST(test_prompt_spans)
 {
-    double m[2][4];
-    uint32_t kept[2][20];
+    static const char *const pols[][3] = {{"h2o", "prompt_rows", "21"}, /* spans of 8, 8, 5 */
+                                          {"snapkv", "window", "13"},
+                                          {"pyramidkv", "window", "13"},
+                                          {"mpcache", "static", "threshold"},
+                                          {"mpcache", "static", "topk"}};
     static const char *names[4] = {"attn_mass_recall", "topk_recall", "attn_out_rel_err",
                                    "kept_frac"};
-    for (int off = 0; off < 2; off++) {
-        run_cfg *c = calloc(1, sizeof *c);
-        errbuf e;
-        ck_assert_msg(model_load("stories260K", &c->model, &e) == MS_OK, "%s", e.msg);
-        c->model.weights[0] = '\0';
-        snprintf(c->trace.source, sizeof c->trace.source, "synth");
-        snprintf(c->policy.name, sizeof c->policy.name, "h2o");
-        c->policy.params[0] = kvp("metric_stride", "2");
-        c->policy.params[1] = kvp("prompt_rows", "21"); /* spans of 8, 8 and 5 */
-        c->policy.n_params = 2;
-        c->work.prompt_len = 90;
-        c->work.decode_len = 6;
-        c->seed = 3;
-        replay_span_off = off;
-        run_result res;
-        drive(c, &res, kept[off], NULL);
-        replay_span_off = 0;
-        for (int i = 0; i < 4; i++) {
-            m[off][i] = metric(&res, names[i]);
-            ck_assert(!isnan(m[off][i]));
+    for (size_t pi = 0; pi < sizeof pols / sizeof pols[0]; pi++) {
+        double m[2][4];
+        uint32_t kept[2][20];
+        for (int off = 0; off < 2; off++) {
+            ck_assert(policy_find(pols[pi][0])->layer_local);
+            run_cfg *c = calloc(1, sizeof *c);
+            errbuf e;
+            ck_assert_msg(model_load("stories260K", &c->model, &e) == MS_OK, "%s", e.msg);
+            c->model.weights[0] = '\0';
+            snprintf(c->trace.source, sizeof c->trace.source, "synth");
+            snprintf(c->policy.name, sizeof c->policy.name, "%s", pols[pi][0]);
+            c->policy.params[0] = kvp("metric_stride", "2");
+            c->policy.params[1] = kvp(pols[pi][1], pols[pi][2]);
+            c->policy.params[2] = kvp("prompt_rows", "21");
+            c->policy.params[3] = kvp("capacity", "40"); /* SnapKV, PyramidKV: evict */
+            int snap = strstr(pols[pi][0], "kv") != NULL;
+            c->policy.n_params = !strcmp(pols[pi][1], "prompt_rows") ? 2 : snap ? 4 : 3;
+            c->work.prompt_len = 90;
+            c->work.decode_len = 6;
+            c->seed = 3;
+            replay_span_off = off;
+            run_result res;
+            drive(c, &res, kept[off], NULL);
+            replay_span_off = 0;
+            for (int i = 0; i < 4; i++) {
+                m[off][i] = metric(&res, names[i]);
+                ck_assert(!isnan(m[off][i]));
+            }
+            run_result_free(&res);
+            free(c);
         }
-        run_result_free(&res);
-        free(c);
+        ck_assert_msg(!memcmp(kept[0], kept[1], sizeof kept[0]), "%s %s: kept counts",
+                      pols[pi][0], pols[pi][2]);
+        for (int i = 0; i < 4; i++)
+            ck_assert_msg(m[0][i] == m[1][i], "%s %s %s: %.17g vs %.17g", pols[pi][0],
+                          pols[pi][2], names[i], m[0][i], m[1][i]);
     }
-    ck_assert(!memcmp(kept[0], kept[1], sizeof kept[0]));
-    for (int i = 0; i < 4; i++)
-        ck_assert_msg(m[0][i] == m[1][i], "%s: %.17g vs %.17g", names[i], m[0][i], m[1][i]);
 }
 END_TEST
 

@@ -167,9 +167,13 @@ struct policy_ops {
     /* 1 when observe() at a prompt position reads and changes only the state of its layer and
      * of the KV heads it covers (policy_obs.kv_lo/kv_hi): the replay may then observe a span
      * of prompt positions layer by layer and KV head by KV head (each head's positions in
-     * order), their rows computed together (trace_span_att). */
+     * order), their rows computed together (trace_span_att), in spans of at most
+     * POLICY_SPAN_MAX consecutive positions. */
     int layer_local;
 };
+
+/* The most consecutive prompt positions a span interleaves (policy_ops.layer_local). */
+#define POLICY_SPAN_MAX 8
 
 const policy_ops *policy_find(const char *name);
 const policy_ops *const *policy_all(size_t *n);
@@ -322,7 +326,8 @@ int snapkv_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint
     .select = snapkv_select,        \
     .emit_cost = snapkv_emit,       \
     .metric_stride = "16",          \
-    .stateless_select = 1
+    .stateless_select = 1,          \
+    .layer_local = 1
 
 /* The registered policies (sim/policy/policy_<name>.c). */
 extern const policy_ops policy_full, policy_streamingllm, policy_h2o, policy_snapkv,

@@ -69,7 +69,9 @@ typedef struct mpcache_state {
     uint32_t s1, s2, window;
     int mode, share, skip2;
     uint8_t *pass;     /* [L][P] threshold votes, or NULL */
-    double *colsum;    /* P: threshold mode, one prompt row's head sums */
+    double *colsum;    /* POLICY_SPAN_MAX × (P + 1): threshold mode, the head sums of a prompt
+                        * row, at slot pos % POLICY_SPAN_MAX (a span observes its rows KV head
+                        * by KV head) */
     float *vote;       /* [L][Hkv][P] topk votes, or NULL */
     mpcache_head *head;    /* [L][Hkv] */
     uint8_t *prev;     /* last selection of the layer below (sharing), Hkv × max_len */
@@ -167,7 +169,7 @@ static int mpcache_init(const policy_env *env, const policy_args *a, void **st, 
     s->ids = calloc((size_t)L + 1, sizeof *s->ids);
     if (s->mode == ST_THRESHOLD) {
         s->pass = calloc((size_t)L * P + 1, 1);
-        s->colsum = malloc(((size_t)P + 1) * sizeof *s->colsum);
+        s->colsum = malloc(POLICY_SPAN_MAX * ((size_t)P + 1) * sizeof *s->colsum);
     }
     else if (s->mode == ST_TOPK)
         s->vote = calloc((size_t)L * Hkv * P + 1, sizeof *s->vote);
@@ -369,8 +371,9 @@ static int mpcache_observe(void *st, const policy_obs *o, errbuf *e)
     uint32_t P = v->prompt_len, H = v->n_heads, Hkv = v->n_kv_heads, n = o->pos + 1;
     if (!own_layer(s, o->layer))
         return MS_OK;
+    uint32_t g0 = o->kv_lo, g1 = o->kv_hi ? o->kv_hi : Hkv, G = H / Hkv;
     if (o->pos >= P) {
-        for (uint32_t g = 0; g < Hkv; g++)
+        for (uint32_t g = g0; g < g1; g++)
             if (head_push(&s->head[(size_t)o->layer * Hkv + g], s->s2, v->head_dim, o->pos,
                           o->k + (size_t)g * v->head_dim, (float)s->alpha))
                 return err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory");
@@ -379,17 +382,19 @@ static int mpcache_observe(void *st, const policy_obs *o, errbuf *e)
     if (!o->att)
         return MS_OK;
     if (s->mode == ST_THRESHOLD) {
-        /* the head sum of each column, taken row by row (each column's terms in head order) */
+        /* the head sum of each column, taken row by row (each column's terms in head order),
+         * tested once the last KV head's rows are in */
         uint8_t *pass = s->pass + (size_t)o->layer * P;
-        memset(s->colsum, 0, n * sizeof *s->colsum);
-        for (uint32_t h = 0; h < H; h++)
-            policy_add_row_d(s->colsum, o->att + (size_t)h * n, n);
-        for (uint32_t j = 0; j < n; j++)
-            if (s->colsum[j] / H >= s->thr)
+        double *cs = s->colsum + (size_t)(o->pos % POLICY_SPAN_MAX) * (P + 1);
+        if (g0 == 0)
+            memset(cs, 0, n * sizeof *cs);
+        for (uint32_t h = g0 * G; h < g1 * G; h++)
+            policy_add_row_d(cs, o->att + (size_t)h * n, n);
+        for (uint32_t j = 0; g1 == Hkv && j < n; j++)
+            if (cs[j] / H >= s->thr)
                 pass[j] = 1;
     } else {
-        uint32_t G = H / Hkv;
-        for (uint32_t h = 0; h < H; h++)
+        for (uint32_t h = g0 * G; h < g1 * G; h++)
             policy_add_row(s->vote + ((size_t)o->layer * Hkv + h / G) * P, o->att + (size_t)h * n,
                            n);
     }
@@ -1525,4 +1530,5 @@ const policy_ops policy_mpcache = {
     .one_time = mpcache_one_time,
     .secure = &policy_mpcache_secure,
     .metric_stride = "16",
+    .layer_local = 1,
 };

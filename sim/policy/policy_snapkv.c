@@ -66,10 +66,10 @@ void snap_core_observe(snap_core *c, const policy_obs *o)
     if (!snap_core_wants(c, o->pos) || !o->att)
         return;
     uint32_t P = c->env.prompt_len, H = c->env.n_heads, n = o->pos + 1;
+    uint32_t G = H / c->env.n_kv_heads, g1 = o->kv_hi ? o->kv_hi : c->env.n_kv_heads;
     uint32_t nvote = P - c->window; /* keys outside the window */
-    for (uint32_t h = 0; h < H; h++) {
+    for (uint32_t h = o->kv_lo * G; h < g1 * G; h++)
         policy_add_row(c->vote + ((size_t)o->layer * H + h) * P, o->att + (size_t)h * n, nvote);
-    }
 }
 
 /* 1-D pooling, stride 1, padding kernel/2: max pads with -inf, avg counts the pad as zeros

@@ -16,6 +16,8 @@
 #include "sim/policy/policy.h"
 #include "sim/trace/trace.h"
 
+_Static_assert(TRACE_SPAN_MAX <= POLICY_SPAN_MAX, "a trace span is longer than a policy takes");
+
 struct replay {
     const run_cfg *cfg;
     const policy_ops *pol;
@@ -252,10 +254,6 @@ int replay_open_shared(const run_cfg *cfg, replay_share *shared, replay **out, e
         else
             rc = share_open(cfg, 0, &r->sh, e);
         r->tr = r->sh ? r->sh->tr : NULL;
-        /* a layer-local policy (H2O) reads every row of the prompt's spans and of every step
-         * and keeps O(L·Hkv·T) state: it can afford the keys' words (trace_keep_key_words) */
-        if (r->tr && r->sh_own && p->layer_local)
-            trace_keep_key_words(r->tr);
         if (!rc && trace_get_shape(r->tr)->n_tokens < r->env.max_len)
             rc = err_set(e, MS_ERR_INPUT,
                          "trace has %u positions, the run needs prompt %u + decode %u\n"
@@ -287,6 +285,12 @@ int replay_open_shared(const run_cfg *cfg, replay_share *shared, replay **out, e
     }
     if (!rc)
         rc = p->init(&r->env, &r->args, &r->st, e);
+    /* a layer-local policy that reads the rows of every decode step as well as the prompt's
+     * spans (H2O) keeps O(L·Hkv·T) state: it can afford the keys' words (trace_keep_key_words);
+     * one that reads rows of the prompt only (SnapKV, MPCache) need not */
+    if (!rc && r->tr && r->sh_own && p->layer_local && p->needs &&
+        (p->needs(r->st, r->P) & POLICY_NEED_ATT))
+        trace_keep_key_words(r->tr);
     if (rc) {
         replay_close(r);
         return rc;
@@ -402,7 +406,7 @@ int replay_span_off;
  * 1: observe p0 alone. */
 static uint32_t span_len(replay *r, uint32_t p0, uint32_t pos)
 {
-    if (replay_span_off || !r->pol->layer_local || r->pol->layer_needs)
+    if (replay_span_off || !r->pol->layer_local)
         return 1;
     uint32_t max = trace_span_max(r->tr), c = 0;
     while (c < max && p0 + c <= pos && p0 + c < r->P && needs_at(r, p0 + c) == POLICY_NEED_ATT)
@@ -414,14 +418,24 @@ static uint32_t span_len(replay *r, uint32_t p0, uint32_t pos)
  * (policy_ops.layer_local): the trace computes a head's rows at all of them in one pass over
  * the keys (trace_span_att) and the policy reads them while they are in cache; each head's
  * observations still come in position order. */
+static int span_head(replay *r, uint32_t p0, uint32_t cnt, uint32_t l, uint32_t g, errbuf *e)
+{
+    int rc = MS_OK;
+    for (uint32_t i = 0; !rc && i < cnt; i++) {
+        /* rows only for the layers that read them (policy_ops.layer_needs) */
+        int att = needs_of(r, r->st, l, p0 + i) & POLICY_NEED_ATT;
+        rc = observe_at(r, p0 + i, l, g, trace_span_q(r->tr, l, i),
+                        att ? trace_span_att(r->tr, l, g, i) : NULL, e);
+    }
+    return rc;
+}
+
 static int prompt_span(replay *r, uint32_t p0, uint32_t cnt, errbuf *e)
 {
     int rc = trace_span_begin(r->tr, p0, cnt, e);
     for (uint32_t l = 0; !rc && l < r->env.n_layers; l++)
         for (uint32_t g = 0; !rc && g < r->env.n_kv_heads; g++)
-            for (uint32_t i = 0; !rc && i < cnt; i++)
-                rc = observe_at(r, p0 + i, l, g, trace_span_q(r->tr, l, i),
-                                trace_span_att(r->tr, l, g, i), e);
+            rc = span_head(r, p0, cnt, l, g, e);
     return rc;
 }
 
@@ -435,6 +449,64 @@ int replay_prompt_upto(replay *r, uint32_t pos, errbuf *e)
         rc = cnt > 1 ? prompt_span(r, r->prompt_next, cnt, e) : prompt_pos(r, r->prompt_next, e);
         r->prompt_next += cnt;
     }
+    return rc;
+}
+
+/* ---- a group's prompt ---------------------------------------------------------------------- */
+
+/* 1: r observes prompt position pos in a group's span (its rows, layer by layer and KV head by
+ * KV head); 0: position by position, reading no row and no query (so in any order with the
+ * span's); -1: neither. */
+static int span_role(replay *r, uint32_t pos)
+{
+    if (!r->tr || !r->pol->observe || r->prompt_done || pos < r->prompt_next || pos >= r->P)
+        return 0; /* observes nothing there */
+    unsigned need = needs_at(r, pos);
+    if (need == POLICY_NEED_ATT && r->pol->layer_local)
+        return 1;
+    return need & (POLICY_NEED_Q | POLICY_NEED_ATT | POLICY_NEED_FFN) ? -1 : 0;
+}
+
+uint32_t replay_group_span(replay *const *rs, size_t n, uint32_t p0)
+{
+    const trace *t = NULL;
+    int rows = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!rs[i])
+            continue;
+        int role = span_role(rs[i], p0);
+        if (role < 0 || p0 >= rs[i]->P || (t && rs[i]->tr != t))
+            return 1;
+        t = rs[i]->tr;
+        rows |= role == 1;
+    }
+    if (replay_span_off || !rows || !t)
+        return 1;
+    /* every replay in the same role at each position of the span */
+    uint32_t c = 1, max = trace_span_max(t);
+    for (; c < max; c++) {
+        int same = 1;
+        for (size_t i = 0; same && i < n; i++)
+            same = !rs[i] || (p0 + c < rs[i]->P && span_role(rs[i], p0 + c) == span_role(rs[i], p0));
+        if (!same)
+            break;
+    }
+    return c;
+}
+
+int replay_group_span_begin(replay_share *sh, uint32_t p0, uint32_t cnt, errbuf *e)
+{
+    return trace_span_begin(sh->tr, p0, cnt, e);
+}
+
+int replay_group_span_head(replay *r, uint32_t p0, uint32_t cnt, uint32_t l, uint32_t g,
+                           errbuf *e)
+{
+    if (span_role(r, p0) != 1)
+        return MS_OK;
+    int rc = span_head(r, p0, cnt, l, g, e);
+    if (!rc && l + 1 == r->env.n_layers && g + 1 == r->env.n_kv_heads)
+        r->prompt_next = p0 + cnt;
     return rc;
 }
 

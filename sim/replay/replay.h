@@ -31,6 +31,19 @@ int replay_open_shared(const run_cfg *cfg, replay_share *shared, replay **out, e
 /* Observes the prompt up to position pos (inclusive), as replay_prefill would before its
  * selection; lets several replays of one shared trace walk the prompt together. */
 int replay_prompt_upto(replay *r, uint32_t pos, errbuf *e);
+/* A group's span (replays rs[0..n) of one share, NULL entries finished): how many prompt
+ * positions from p0 its replays can observe together, the share's trace computing each KV
+ * head's rows at all of them in one pass (trace_span_att): every replay there either reads
+ * rows and is layer-local (policy_ops.layer_local) or reads neither rows nor queries, the same
+ * at every position of the span; 1: position by position (replay_prompt_upto). */
+uint32_t replay_group_span(replay *const *rs, size_t n, uint32_t p0);
+/* Begins the span on the share (once, before its replays' heads). */
+int replay_group_span_begin(replay_share *sh, uint32_t p0, uint32_t cnt, errbuf *e);
+/* Observes KV head g of layer l at the span's positions, for a replay that reads its rows
+ * (heads in order, layers in order); the other replays observe the span with
+ * replay_prompt_upto(r, p0 + cnt − 1). */
+int replay_group_span_head(replay *r, uint32_t p0, uint32_t cnt, uint32_t l, uint32_t g,
+                           errbuf *e);
 /* Prefill: appends policy ops for the prefill phase (e.g. SnapKV's scoring) to prog. */
 int replay_prefill(replay *r, op_program *prog, errbuf *e);
 /* Decode step `step` (0-based) with kv_len entries cached: fills kept[n_layers·n_kv_heads]

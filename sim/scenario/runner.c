@@ -427,10 +427,54 @@ static void slot_finish(run_slot *sl, run_group_done done, void *ctx, size_t i)
         done(ctx, i, sl->rc, &sl->e);
 }
 
+/* One prompt call of a live run of a group: KV head g of layer l at the span of cnt positions
+ * from pos (replay_group_span_head), or (l UINT32_MAX) the prompt up to pos + cnt − 1. */
+static void slot_prompt(run_slot *s, size_t i, uint32_t pos, uint32_t cnt, uint32_t l,
+                        uint32_t g, run_group_done done, void *ctx)
+{
+    if (!s->live)
+        return;
+    double t0 = wall_now();
+    s->rc = l == UINT32_MAX ? replay_prompt_upto(s->rp, pos + cnt - 1, &s->e)
+                            : replay_group_span_head(s->rp, pos, cnt, l, g, &s->e);
+    s->wall += wall_now() - t0;
+    if (s->rc != MS_OK)
+        slot_finish(s, done, ctx, i);
+}
+
+/* The group's prompt from position pos: a span of positions whose rows the share's trace
+ * computes together, a KV head at a time, every run that reads rows there reading them while
+ * they are in cache (replay_group_span), the others after them; or else one position. rs: n
+ * slots of room. Returns the positions done. */
+static uint32_t group_prompt(run_slot *sl, size_t n, replay **rs, replay_share *shared,
+                             uint32_t pos, run_group_done done, void *ctx)
+{
+    for (size_t i = 0; i < n; i++)
+        rs[i] = sl[i].live ? sl[i].rp : NULL;
+    uint32_t cnt = replay_group_span(rs, n, pos);
+    errbuf e;
+    int rc = cnt > 1 ? replay_group_span_begin(shared, pos, cnt, &e) : MS_OK;
+    for (size_t i = 0; rc && i < n; i++)
+        if (sl[i].live) {
+            sl[i].rc = rc;
+            sl[i].e = e;
+            slot_finish(&sl[i], done, ctx, i);
+        }
+    const model_cfg *m = &sl[0].cfg->model;
+    for (uint32_t l = 0; cnt > 1 && l < m->n_layers; l++)
+        for (uint32_t g = 0; g < m->n_kv_heads; g++)
+            for (size_t i = 0; i < n; i++)
+                slot_prompt(&sl[i], i, pos, cnt, l, g, done, ctx);
+    for (size_t i = 0; i < n; i++)
+        slot_prompt(&sl[i], i, pos, cnt, UINT32_MAX, 0, done, ctx);
+    return cnt;
+}
+
 void run_execute_group(const run_cfg *const *cfg, size_t n, run_result *res,
                        run_group_done done, void *ctx)
 {
     run_slot *sl = calloc(n ? n : 1, sizeof *sl);
+    replay **rs = calloc(n ? n : 1, sizeof *rs); /* group_prompt's */
     replay_share *shared = NULL;
     int shared_rc = MS_OK;
     errbuf shared_e = {0};
@@ -438,7 +482,9 @@ void run_execute_group(const run_cfg *const *cfg, size_t n, run_result *res,
     for (size_t i = 0; i < n; i++)
         if (replay_reads_trace(cfg[i]) && !readers++)
             first = i;
-    if (!sl) {
+    if (!sl || !rs) {
+        free(sl);
+        free(rs);
         errbuf e;
         err_set(&e, MS_ERR_NOMEM, "run: out of memory");
         for (size_t i = 0; i < n; i++)
@@ -470,18 +516,9 @@ void run_execute_group(const run_cfg *const *cfg, size_t n, run_result *res,
         if (s->rc != MS_OK)
             slot_finish(s, done, ctx, i);
     }
-    /* the prompt position by position, every run in turn: a row is computed once */
-    for (uint32_t pos = 0; shared && pos < P; pos++)
-        for (size_t i = 0; i < n; i++) {
-            run_slot *s = &sl[i];
-            if (!s->live)
-                continue;
-            double t0 = wall_now();
-            s->rc = replay_prompt_upto(s->rp, pos, &s->e);
-            s->wall += wall_now() - t0;
-            if (s->rc != MS_OK)
-                slot_finish(s, done, ctx, i);
-        }
+    /* the prompt, every run in turn: a row is computed once */
+    for (uint32_t pos = 0; shared && pos < P;)
+        pos += group_prompt(sl, n, rs, shared, pos, done, ctx);
     for (size_t i = 0; i < n; i++) {
         run_slot *s = &sl[i];
         if (!s->live || !(s->cfg->work.prefill_in_mpc && P > 0))
@@ -509,6 +546,7 @@ void run_execute_group(const run_cfg *const *cfg, size_t n, run_result *res,
             slot_finish(&sl[i], done, ctx, i);
         }
     replay_share_close(shared);
+    free(rs);
     free(sl);
 }
 

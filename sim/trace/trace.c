@@ -848,9 +848,8 @@ void trace_keep_key_words(trace *t)
 
 uint32_t trace_span_max(const trace *t)
 {
-    /* shared rows (trace_share_rows) are computed once per position for every reader already;
-     * the reference kernel computes one row at a time */
-    return t->src->att_span && !t->rows && !trace_synth_reference_kernel ? TRACE_SPAN_MAX : 0;
+    /* the reference kernel computes one row at a time */
+    return t->src->att_span && !trace_synth_reference_kernel ? TRACE_SPAN_MAX : 0;
 }
 
 int trace_span_begin(trace *t, uint32_t pos0, uint32_t cnt, errbuf *e)
