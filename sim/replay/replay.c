@@ -414,10 +414,7 @@ static uint32_t span_len(replay *r, uint32_t p0, uint32_t pos)
     return c ? c : 1;
 }
 
-/* Observes cnt prompt positions from p0 layer by layer and KV head by KV head
- * (policy_ops.layer_local): the trace computes a head's rows at all of them in one pass over
- * the keys (trace_span_att) and the policy reads them while they are in cache; each head's
- * observations still come in position order. */
+/* Observes KV head g of layer l at the cnt positions of the trace's span from p0, in order. */
 static int span_head(replay *r, uint32_t p0, uint32_t cnt, uint32_t l, uint32_t g, errbuf *e)
 {
     int rc = MS_OK;
@@ -430,6 +427,10 @@ static int span_head(replay *r, uint32_t p0, uint32_t cnt, uint32_t l, uint32_t 
     return rc;
 }
 
+/* Observes cnt prompt positions from p0 layer by layer and KV head by KV head
+ * (policy_ops.layer_local): the trace computes a head's rows at all of them in one pass over
+ * the keys (trace_span_att) and the policy reads them while they are in cache; each head's
+ * observations still come in position order. */
 static int prompt_span(replay *r, uint32_t p0, uint32_t cnt, errbuf *e)
 {
     int rc = trace_span_begin(r->tr, p0, cnt, e);
@@ -487,7 +488,8 @@ uint32_t replay_group_span(replay *const *rs, size_t n, uint32_t p0)
     for (; c < max; c++) {
         int same = 1;
         for (size_t i = 0; same && i < n; i++)
-            same = !rs[i] || (p0 + c < rs[i]->P && span_role(rs[i], p0 + c) == span_role(rs[i], p0));
+            same = !rs[i] ||
+                   (p0 + c < rs[i]->P && span_role(rs[i], p0 + c) == span_role(rs[i], p0));
         if (!same)
             break;
     }
