@@ -540,20 +540,29 @@ END_TEST
  * metrics, bit for bit, as replaying every step's selection. */
 START_TEST(test_idle_steps_same)
 {
-    static const char *const pols[] = {"quest", "snapkv", "streamingllm"};
+    static const char *const pols[] = {"quest", "snapkv", "streamingllm", "mpcache"};
     for (size_t pi = 0; pi < sizeof pols / sizeof pols[0]; pi++) {
         run_cfg *c = tiny_cfg("aby3", "20ms/300Mbps", 200, 11);
         c->model.weights[0] = '\0';
         snprintf(c->trace.source, sizeof c->trace.source, "synth");
         snprintf(c->policy.name, sizeof c->policy.name, "%s", pols[pi]);
-        static const char *const key[] = {"budget", "capacity", "recent"};
-        static const char *const val[] = {"32", "64", "48"};
+        static const char *const key[] = {"budget", "capacity", "recent", "ratio2"};
+        static const char *const val[] = {"32", "64", "48", "0.1"};
         c->policy.params[0] = kvp_param("metric_stride", "3");
         c->policy.params[1] = kvp_param(key[pi], val[pi]); /* fewer than the cached entries */
         c->policy.n_params = 2;
         c->work.decode_stride = 4;
         c->seed = 4;
         assert_same_runs(c, &replay_idle_off, pols[pi], NULL);
+        if (!strcmp(pols[pi], "mpcache")) {
+            /* its first step holds the compaction after the threshold prompt: never idle */
+            replay *r;
+            errbuf e;
+            ck_assert_msg(replay_open(c, &r, &e) == MS_OK, "%s", e.msg);
+            ck_assert(!replay_idle_ok(r, 0));
+            ck_assert(replay_idle_ok(r, 1));
+            replay_close(r);
+        }
         free(c);
     }
 }

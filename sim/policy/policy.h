@@ -141,7 +141,8 @@ struct policy_ops {
     /* Optional: 1 when the ops of the decode step at position pos hold one-time work that the
      * steps after it do not repeat (MPCache's compaction after its threshold prompt). The
      * runner costs such a step for itself only: under decode_stride it never stands for the
-     * steps after it (sim/scenario/runner.c). */
+     * steps after it (sim/scenario/runner.c). Asked before the step as well (replay_idle_ok):
+     * it reads what the prompt built, not what the step's own selection does. */
     int (*one_time)(void *state, uint32_t pos);
     /* Optional, for FFN sparsity (Comet): the FFN neurons each token of the step just emitted
      * (prefill: the prompt's mean; decode: the newest token) computes in layer `layer` — a public
@@ -161,8 +162,10 @@ struct policy_ops {
      * replay's own default (policy_replay_params). */
     const char *metric_stride;
     /* 1 when select() and emit_cost() only read the state observe() and prefill() built and
-     * change none: a decode step nobody measures or costs (decode_stride, metric_stride) need
-     * not run them — the replay still observes it (Quest's page bounds of the new key). */
+     * change none that another step reads (MPCache's copy of a layer's selection for the layer
+     * above is that step's own): a decode step nobody measures or costs (decode_stride,
+     * metric_stride) need not run them — the replay still observes it (Quest's page bounds of
+     * the new key, MPCache's clusters). */
     int stateless_select;
     /* 1 when observe() at a prompt position reads and changes only the state of its layer and
      * of the KV heads it covers (policy_obs.kv_lo/kv_hi): the replay may then observe a span

@@ -1530,5 +1530,6 @@ const policy_ops policy_mpcache = {
     .one_time = mpcache_one_time,
     .secure = &policy_mpcache_secure,
     .metric_stride = "16",
+    .stateless_select = 1, /* prev and ids: the layer below's, in the same step */
     .layer_local = 1,
 };

@@ -757,14 +757,15 @@ int replay_step_once(const replay *r) { return r->once; }
 
 int replay_idle_off;
 
-int replay_idle_ok(const replay *r)
+int replay_idle_ok(const replay *r, uint32_t step)
 {
-    return !replay_idle_off && r->pol->stateless_select && !r->pol->one_time;
+    return !replay_idle_off && r->pol->stateless_select &&
+           !(r->pol->one_time && r->pol->one_time(r->st, r->P + step));
 }
 
 int replay_step_idle(replay *r, uint32_t step, uint32_t kv_len, errbuf *e)
 {
-    if (!replay_idle_ok(r))
+    if (!replay_idle_ok(r, step))
         return replay_step(r, step, kv_len, r->kept, NULL, e);
     if (kv_len != r->P + step || step >= r->cfg->work.decode_len || step != r->next_step)
         return err_set(e, MS_ERR_INTERNAL, "replay: idle step %u at kv_len %u out of order",

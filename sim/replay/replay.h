@@ -56,14 +56,14 @@ int replay_step(replay *r, uint32_t step, uint32_t kv_len, uint32_t *kept, op_pr
  * read): a stateless selection (policy_ops.stateless_select) is then skipped where no metric
  * reads it, the policy's observation kept. The next replay_step's results are the same. */
 int replay_step_idle(replay *r, uint32_t step, uint32_t kv_len, errbuf *e);
-/* 1 when replay_step_idle can skip anything for this policy (a stateless selection and no
- * one-time steps, whose steps the runner must see). */
-int replay_idle_ok(const replay *r);
+/* 1 when replay_step_idle can skip anything at decode step `step` for this policy (a
+ * stateless selection, and no one-time work at the step, which the runner must see). */
+int replay_idle_ok(const replay *r, uint32_t step);
 /* Nonzero: replay_idle_ok is 0 (tests compare the runs with and without idle steps). */
+extern int replay_idle_off;
 /* Nonzero: prompt positions are observed one at a time even where spans apply (tests compare
  * the two). */
 extern int replay_span_off;
-extern int replay_idle_off;
 /* 1 when the newest step's ops hold one-time work (policy_ops.one_time): it stands for itself
  * only under decode_stride. */
 int replay_step_once(const replay *r);

@@ -247,7 +247,7 @@ static int decode_one(runner *R, replay *rp, run_result *res, decode_sum *ds, ui
     uint32_t stride = cfg->work.decode_stride ? cfg->work.decode_stride : 1;
     uint32_t kv_len = cfg->work.prompt_len + s;
     op_program_clear(&R->prog);
-    if (!(s % stride == 0 || *once) && replay_idle_ok(rp)) {
+    if (!(s % stride == 0 || *once) && replay_idle_ok(rp, s)) {
         /* a step that stands in its costed step's stride and holds no one-time work */
         int rc = replay_step_idle(rp, s, kv_len, e);
         if (rc == MS_OK && sim_result_accumulate(&res->phase[PHASE_DECODE], *cost) != MS_OK)
