@@ -401,15 +401,28 @@ static int prompt_pos(replay *r, uint32_t pos, errbuf *e)
 
 int replay_span_off;
 
+/* 1: r observes prompt position pos in a span (its rows, layer by layer and KV head by KV
+ * head); 0: position by position, reading no row and no query (so in any order with a group's
+ * span); -1: neither. */
+static int span_role(replay *r, uint32_t pos)
+{
+    if (!r->tr || !r->pol->observe || r->prompt_done || pos < r->prompt_next || pos >= r->P)
+        return 0; /* observes nothing there */
+    unsigned need = needs_at(r, pos);
+    if (need == POLICY_NEED_ATT && r->pol->layer_local)
+        return 1;
+    return need & (POLICY_NEED_Q | POLICY_NEED_ATT | POLICY_NEED_FFN) ? -1 : 0;
+}
+
 /* How many prompt positions from p0 (up to pos) to observe as one span: consecutive positions
  * that read attention rows and nothing else, for a policy whose observations are layer-local;
  * 1: observe p0 alone. */
 static uint32_t span_len(replay *r, uint32_t p0, uint32_t pos)
 {
-    if (replay_span_off || !r->pol->layer_local)
+    if (replay_span_off)
         return 1;
     uint32_t max = trace_span_max(r->tr), c = 0;
-    while (c < max && p0 + c <= pos && p0 + c < r->P && needs_at(r, p0 + c) == POLICY_NEED_ATT)
+    while (c < max && p0 + c <= pos && span_role(r, p0 + c) == 1)
         c++;
     return c ? c : 1;
 }
@@ -455,19 +468,6 @@ int replay_prompt_upto(replay *r, uint32_t pos, errbuf *e)
 
 /* ---- a group's prompt ---------------------------------------------------------------------- */
 
-/* 1: r observes prompt position pos in a group's span (its rows, layer by layer and KV head by
- * KV head); 0: position by position, reading no row and no query (so in any order with the
- * span's); -1: neither. */
-static int span_role(replay *r, uint32_t pos)
-{
-    if (!r->tr || !r->pol->observe || r->prompt_done || pos < r->prompt_next || pos >= r->P)
-        return 0; /* observes nothing there */
-    unsigned need = needs_at(r, pos);
-    if (need == POLICY_NEED_ATT && r->pol->layer_local)
-        return 1;
-    return need & (POLICY_NEED_Q | POLICY_NEED_ATT | POLICY_NEED_FFN) ? -1 : 0;
-}
-
 uint32_t replay_group_span(replay *const *rs, size_t n, uint32_t p0)
 {
     const trace *t = NULL;
@@ -476,20 +476,20 @@ uint32_t replay_group_span(replay *const *rs, size_t n, uint32_t p0)
         if (!rs[i])
             continue;
         int role = span_role(rs[i], p0);
-        if (role < 0 || p0 >= rs[i]->P || (t && rs[i]->tr != t))
+        if (role < 0 || (t && rs[i]->tr != t))
             return 1;
         t = rs[i]->tr;
         rows |= role == 1;
     }
     if (replay_span_off || !rows || !t)
         return 1;
-    /* every replay in the same role at each position of the span */
+    /* every replay in the same role at each position of the span (a replay that reads rows
+     * ends it at the prompt's end, where it observes nothing) */
     uint32_t c = 1, max = trace_span_max(t);
     for (; c < max; c++) {
         int same = 1;
         for (size_t i = 0; same && i < n; i++)
-            same = !rs[i] ||
-                   (p0 + c < rs[i]->P && span_role(rs[i], p0 + c) == span_role(rs[i], p0));
+            same = !rs[i] || span_role(rs[i], p0 + c) == span_role(rs[i], p0);
         if (!same)
             break;
     }
