@@ -12,7 +12,7 @@
 
 struct llama {
     model_cfg cfg;
-    float *data;            /* the whole checkpoint after the header */
+    float *data; /* the whole checkpoint after the header */
     size_t n_floats;
     model_param params[MODEL_MAX_PARAMS];
     const float *ptr[MODEL_MAX_PARAMS]; /* start of each tensor in data */
@@ -31,15 +31,15 @@ struct llama {
     const float *rms_final; /* (dim) */
     const float *wcls;      /* (vocab, dim) */
     /* run state */
-    float *x, *xb, *xb2;    /* dim */
-    float *q;               /* n_heads*head_dim */
-    float *att_out;         /* n_heads*head_dim */
-    float *att;             /* n_heads*max_ctx, stored with stride pos+1 for the view */
+    float *x, *xb, *xb2;       /* dim */
+    float *q;                  /* n_heads*head_dim */
+    float *att_out;            /* n_heads*head_dim */
+    float *att;                /* n_heads*max_ctx, stored with stride pos+1 for the view */
     float *hb, *hb2, *ffn_pre; /* ffn_dim */
     uint8_t *fmask;            /* ffn_dim: the sparse FFN's neurons (llama_hooks.ffn_mask) */
-    float *key_cache;       /* (layer, max_ctx, kv_dim) */
-    float *value_cache;     /* (layer, max_ctx, kv_dim) */
-    uint8_t *mask;          /* max_ctx */
+    float *key_cache;          /* (layer, max_ctx, kv_dim) */
+    float *value_cache;        /* (layer, max_ctx, kv_dim) */
+    uint8_t *mask;             /* max_ctx */
 };
 
 static int read_file(const char *path, char **buf, size_t *len, errbuf *e)
@@ -58,8 +58,7 @@ static int read_file(const char *path, char **buf, size_t *len, errbuf *e)
         free(*buf);
         *buf = NULL;
         fclose(f);
-        return err_set(e, n <= 0 ? MS_ERR_FORMAT : MS_ERR_IO, "%s: error: cannot read file",
-                       path);
+        return err_set(e, n <= 0 ? MS_ERR_FORMAT : MS_ERR_IO, "%s: error: cannot read file", path);
     }
     fclose(f);
     *len = (size_t)n;
@@ -70,10 +69,10 @@ static int read_file(const char *path, char **buf, size_t *len, errbuf *e)
  * 1-based byte offset as the column: the header field's, here. */
 static int check_header(const model_cfg *c, const int32_t h[7], const char *path, errbuf *e)
 {
-    const char *names[7] = {"dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads",
-                            "vocab_size", "seq_len"};
-    int64_t want[7] = {c->dim, c->ffn_dim, c->n_layers, c->n_heads, c->n_kv_heads, c->vocab,
-                       c->max_ctx};
+    const char *names[7] = {"dim",        "hidden_dim", "n_layers", "n_heads",
+                            "n_kv_heads", "vocab_size", "seq_len"};
+    int64_t want[7] = {c->dim,        c->ffn_dim, c->n_layers, c->n_heads,
+                       c->n_kv_heads, c->vocab,   c->max_ctx};
     for (int i = 0; i < 7; i++) {
         int64_t got = i == 5 ? llabs((long long)h[i]) : h[i];
         if (got != want[i])
@@ -81,8 +80,7 @@ static int check_header(const model_cfg *c, const int32_t h[7], const char *path
                            "%s:1:%d: error: checkpoint header %s = %lld but model '%s' says "
                            "%lld (hint: the model YAML and the checkpoint must describe the "
                            "same network)",
-                           path, 4 * i + 1, names[i], (long long)got, c->name,
-                           (long long)want[i]);
+                           path, 4 * i + 1, names[i], (long long)got, c->name, (long long)want[i]);
     }
     if ((h[5] > 0) != (c->tied_embeddings != 0))
         return err_set(e, MS_ERR_FORMAT,
@@ -186,8 +184,8 @@ int llama_load(const model_cfg *cfg, const char *checkpoint_path, llama **out, e
 {
     *out = NULL;
     if (cfg->family != FAM_LLAMA || cfg->dim != (uint64_t)cfg->n_heads * cfg->head_dim ||
-        (uint64_t)cfg->n_kv_heads * cfg->head_dim > UINT32_MAX ||
-        cfg->n_kv_heads == 0 || cfg->n_heads % cfg->n_kv_heads || cfg->head_dim % 2)
+        (uint64_t)cfg->n_kv_heads * cfg->head_dim > UINT32_MAX || cfg->n_kv_heads == 0 ||
+        cfg->n_heads % cfg->n_kv_heads || cfg->head_dim % 2)
         return err_set(e, MS_ERR_INPUT,
                        "model '%s' cannot run in the float reference (needs a llama family "
                        "model with dim = heads × head_dim and heads divisible by kv_heads)",
@@ -438,8 +436,13 @@ int llama_forward(llama *m, int token, uint32_t pos, const llama_hooks *h, float
             m->x[i] += m->xb2[i];
         ffn(m, l, pos, h);
         if (h && h->on_layer) {
-            llama_layer_view lv = {.layer = l, .pos = pos, .q = m->q, .k = k, .v = v,
-                                   .att = m->att, .att_out = m->att_out,
+            llama_layer_view lv = {.layer = l,
+                                   .pos = pos,
+                                   .q = m->q,
+                                   .k = k,
+                                   .v = v,
+                                   .att = m->att,
+                                   .att_out = m->att_out,
                                    .ffn_pre = m->ffn_pre};
             h->on_layer(h->ctx, &lv);
         }
@@ -492,7 +495,8 @@ int llama_tok_load(const char *path, uint32_t vocab, llama_tok **out, errbuf *e)
     /* llama2.c's byte fallback encodes byte b as piece b + 3 (after <unk>, <s>, </s>): a
      * vocabulary without the 256 byte pieces cannot encode arbitrary text */
     if (vocab < LLAMA_TOK_MIN_VOCAB)
-        return err_set(e, MS_ERR_FORMAT, "%s: error: a llama2.c tokenizer needs at least %d "
+        return err_set(e, MS_ERR_FORMAT,
+                       "%s: error: a llama2.c tokenizer needs at least %d "
                        "pieces (<unk>, <s>, </s> and 256 byte pieces), the model's vocab is %u",
                        path, LLAMA_TOK_MIN_VOCAB, vocab);
     char *buf = NULL;
@@ -513,7 +517,7 @@ int llama_tok_load(const char *path, uint32_t vocab, llama_tok **out, errbuf *e)
     if (len >= 4)
         memcpy(&max_len, buf, 4);
     rc = (t->pieces && t->scores && t->sorted && max_len > 0 && max_len < 1024) ? MS_OK
-                                                                                 : MS_ERR_FORMAT;
+                                                                                : MS_ERR_FORMAT;
     for (uint32_t i = 0; i < vocab && rc == MS_OK; i++) {
         int32_t n = -1;
         if (off + 8 <= len) {
@@ -536,8 +540,10 @@ int llama_tok_load(const char *path, uint32_t vocab, llama_tok **out, errbuf *e)
         rc = MS_ERR_NOMEM;
     if (rc != MS_OK) {
         llama_tok_free(t);
-        return err_set(e, rc, "%s: error: not a llama2.c tokenizer for %u pieces (hint: "
-                              "the tokenizer must match the model's vocab)", path, vocab);
+        return err_set(e, rc,
+                       "%s: error: not a llama2.c tokenizer for %u pieces (hint: "
+                       "the tokenizer must match the model's vocab)",
+                       path, vocab);
     }
     for (int i = 0; i < 256; i++) {
         t->byte_pieces[i * 2] = (unsigned char)i;
@@ -562,8 +568,7 @@ static int tok_merge(const llama_tok *t, int *ids, int n)
         float best = -1e10f;
         int best_id = -1, best_i = -1;
         for (int i = 0; i + 1 < n; i++) {
-            snprintf(t->buf, 2 * t->max_len + 3, "%s%s", t->pieces[ids[i]],
-                     t->pieces[ids[i + 1]]);
+            snprintf(t->buf, 2 * t->max_len + 3, "%s%s", t->pieces[ids[i]], t->pieces[ids[i + 1]]);
             int id = tok_lookup(t, t->buf);
             if (id != -1 && t->scores[id] > best) {
                 best = t->scores[id];
@@ -634,14 +639,14 @@ const char *llama_tok_piece(const llama_tok *t, int prev, int id)
 }
 
 /* One body for both element types (llama.h). */
-#define LLAMA_ARGMAX(name, T)                                                                     \
-    uint32_t name(const T *x, uint32_t n)                                                         \
-    {                                                                                             \
-        uint32_t b = 0;                                                                           \
-        for (uint32_t i = 1; i < n; i++)                                                          \
-            if (x[i] > x[b])                                                                      \
-                b = i;                                                                            \
-        return b;                                                                                 \
+#define LLAMA_ARGMAX(name, T)             \
+    uint32_t name(const T *x, uint32_t n) \
+    {                                     \
+        uint32_t b = 0;                   \
+        for (uint32_t i = 1; i < n; i++)  \
+            if (x[i] > x[b])              \
+                b = i;                    \
+        return b;                         \
     }
 LLAMA_ARGMAX(llama_argmaxf, float)
 LLAMA_ARGMAX(llama_argmax, double)
@@ -669,4 +674,3 @@ void llama_compare(const double *mpc, const float *ref, uint32_t n, uint32_t voc
     }
     a->mean_abs = n ? sum / ((double)n * vocab) : 0;
 }
-

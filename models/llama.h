@@ -11,7 +11,7 @@
 #include "protocols/base/err.h"
 #include "model.h"
 
-typedef struct llama llama;      /* weights + run state (KV cache), opaque */
+typedef struct llama llama; /* weights + run state (KV cache), opaque */
 typedef struct llama_tok llama_tok;
 
 int llama_load(const model_cfg *cfg, const char *checkpoint_path, llama **out, errbuf *e);
@@ -23,12 +23,12 @@ const float *llama_weight(const llama *m, const char *name, uint32_t *rows, uint
 /* What a forward step exposes to an observer (all pointers valid during the callback only). */
 typedef struct llama_layer_view {
     uint32_t layer, pos;
-    const float *q;      /* n_heads × head_dim, after RoPE */
-    const float *k;      /* n_kv_heads × head_dim, after RoPE (this position) */
-    const float *v;      /* n_kv_heads × head_dim */
-    const float *att;    /* n_heads × (pos+1): softmax probabilities (0 where masked) */
-    const float *att_out;/* n_heads × head_dim: attention output before W_o */
-    const float *ffn_pre;/* ffn_dim: gate pre-activation (w1·x) */
+    const float *q;       /* n_heads × head_dim, after RoPE */
+    const float *k;       /* n_kv_heads × head_dim, after RoPE (this position) */
+    const float *v;       /* n_kv_heads × head_dim */
+    const float *att;     /* n_heads × (pos+1): softmax probabilities (0 where masked) */
+    const float *att_out; /* n_heads × head_dim: attention output before W_o */
+    const float *ffn_pre; /* ffn_dim: gate pre-activation (w1·x) */
 } llama_layer_view;
 
 typedef struct llama_hooks {

@@ -40,7 +40,7 @@ typedef struct lw {
     const model_cfg *m;
     const lower_opts *o;
     int phase;
-    int layer;   /* current layer or -1 */
+    int layer;     /* current layer or -1 */
     uint32_t rows; /* sequences · new tokens */
     int oom;
     name_index ix;
@@ -123,9 +123,19 @@ static void emit(lw *w, int kind, int cat, int group, uint32_t b, uint32_t m, ui
                  uint32_t n, uint32_t in0, uint32_t in1, uint32_t in2, uint32_t out, uint32_t flags,
                  int32_t iarg, double farg)
 {
-    op o = {.kind = (uint16_t)kind, .phase = (uint8_t)w->phase, .cat = (uint8_t)cat,
-            .layer = (int16_t)w->layer, .group = (int16_t)group, .batch = b, .m = m, .k = k,
-            .n = n, .in = {in0, in1, in2}, .out = out, .flags = flags, .iarg = iarg,
+    op o = {.kind = (uint16_t)kind,
+            .phase = (uint8_t)w->phase,
+            .cat = (uint8_t)cat,
+            .layer = (int16_t)w->layer,
+            .group = (int16_t)group,
+            .batch = b,
+            .m = m,
+            .k = k,
+            .n = n,
+            .in = {in0, in1, in2},
+            .out = out,
+            .flags = flags,
+            .iarg = iarg,
             .farg = farg};
     if (op_emit(w->p, &o) < 0)
         w->oom = 1;
@@ -137,8 +147,8 @@ static uint32_t linear(lw *w, int cat, uint32_t x, const char *wname, uint32_t i
 {
     uint32_t W = weight(w, wname, out, in);
     uint32_t y = tens(w, yname, OPT_TEMP, 1, w->rows, out);
-    emit(w, OP_MATMUL, cat, -1, 1, w->rows, in, out, x, W, OP_NONE, y, OPF_FIXED_B | OPF_TRANS_B,
-         0, 0);
+    emit(w, OP_MATMUL, cat, -1, 1, w->rows, in, out, x, W, OP_NONE, y, OPF_FIXED_B | OPF_TRANS_B, 0,
+         0);
     return y;
 }
 
@@ -186,8 +196,8 @@ static uint32_t attended(const lw *w)
 }
 
 /* Scores, softmax and ·V for `heads` query heads attending to `tk` entries. */
-static void attend_block(lw *w, uint32_t heads, uint32_t tk, uint32_t q, uint32_t kc,
-                         uint32_t vc, uint32_t ctx)
+static void attend_block(lw *w, uint32_t heads, uint32_t tk, uint32_t q, uint32_t kc, uint32_t vc,
+                         uint32_t ctx)
 {
     const model_cfg *m = w->m;
     uint32_t S = w->o->n_seqs, t = w->o->n_tokens, d = m->head_dim;
@@ -227,8 +237,8 @@ static uint32_t attention(lw *w, uint32_t xb)
          1.0 / sqrt((double)d));
     /* heads to the batch dimension: (S·t, H·d) → (S·H, t, d), a free re-layout */
     uint32_t qh = tens(w, "q_heads", OPT_TEMP, S * H, t, d);
-    emit(w, OP_VIEW, OPC_ATTENTION, -1, S * H, t, 0, d, q, OP_NONE, OP_NONE, qh,
-         OPF_SPLIT_HEADS, 0, 0);
+    emit(w, OP_VIEW, OPC_ATTENTION, -1, S * H, t, 0, d, q, OP_NONE, OP_NONE, qh, OPF_SPLIT_HEADS, 0,
+         0);
     /* the KV cache: secret state across steps; appending this step's k, v is a free re-layout
      * (local work over the whole tensor: with attended_cache the tensor holds the attended rows
      * only, the policy's own store being apart, lower.h) */
@@ -236,16 +246,16 @@ static uint32_t attention(lw *w, uint32_t xb)
     uint32_t T = w->o->attended_cache ? ta : w->o->kv_len + t, at = T - t;
     uint32_t kc = tens(w, "kcache", OPT_CACHE, S * Hkv, T, d);
     uint32_t vc = tens(w, "vcache", OPT_CACHE, S * Hkv, T, d);
-    emit(w, OP_VIEW, OPC_ATTENTION, -1, S * Hkv, t, 0, d, k, OP_NONE, OP_NONE, kc,
-         OPF_SPLIT_HEADS, (int32_t)at, 0);
-    emit(w, OP_VIEW, OPC_ATTENTION, -1, S * Hkv, t, 0, d, v, OP_NONE, OP_NONE, vc,
-         OPF_SPLIT_HEADS, (int32_t)at, 0);
+    emit(w, OP_VIEW, OPC_ATTENTION, -1, S * Hkv, t, 0, d, k, OP_NONE, OP_NONE, kc, OPF_SPLIT_HEADS,
+         (int32_t)at, 0);
+    emit(w, OP_VIEW, OPC_ATTENTION, -1, S * Hkv, t, 0, d, v, OP_NONE, OP_NONE, vc, OPF_SPLIT_HEADS,
+         (int32_t)at, 0);
     uint32_t ctx = tens(w, "ctx", OPT_TEMP, S * H, t, d);
     attend_block(w, H, ta, qh, kc, vc, ctx);
     /* heads back to features: (S·H, t, d) → (S·t, H·d) */
     uint32_t cm = tens(w, "ctx_merged", OPT_TEMP, 1, w->rows, QD);
-    emit(w, OP_VIEW, OPC_ATTENTION, -1, S * H, t, 0, d, ctx, OP_NONE, OP_NONE, cm,
-         OPF_MERGE_HEADS, 0, 0);
+    emit(w, OP_VIEW, OPC_ATTENTION, -1, S * H, t, 0, d, ctx, OP_NONE, OP_NONE, cm, OPF_MERGE_HEADS,
+         0, 0);
     uint32_t ao = linear(w, OPC_ATTENTION, cm, "wo", QD, D, "attn_out");
     if (m->family == FAM_GPT2)
         add_bias(w, OPC_ATTENTION, ao, "bo", D);
@@ -279,9 +289,10 @@ static uint32_t linear_act(lw *w, int cat, uint32_t x, const char *wname, uint32
     if (!w->o->ffn_secret) {
         /* the weight's active rows (n = active: W is F × k) or columns (k = active: W is n × F)
          * at the public indices ix, a local VIEW of the fixed operand (op.h OPF_INDEX_*) */
-        uint32_t full = by_rows ? weight(w, wname, w->m->ffn_dim, k) : weight(w, wname, n, w->m->ffn_dim);
-        emit(w, OP_VIEW, cat, -1, w->rows, by_rows ? n : k, 0, by_rows ? k : n, full, ix, OP_NONE, W,
-             (by_rows ? OPF_INDEX_ROWS : OPF_INDEX_COLS) | OPF_FIXED_B, 0, 0);
+        uint32_t full =
+            by_rows ? weight(w, wname, w->m->ffn_dim, k) : weight(w, wname, n, w->m->ffn_dim);
+        emit(w, OP_VIEW, cat, -1, w->rows, by_rows ? n : k, 0, by_rows ? k : n, full, ix, OP_NONE,
+             W, (by_rows ? OPF_INDEX_ROWS : OPF_INDEX_COLS) | OPF_FIXED_B, 0, 0);
     }
     uint32_t y = tens(w, yname, OPT_TEMP, 1, w->rows, n);
     emit(w, OP_MATMUL, cat, -1, w->rows, 1, k, n, x, W, OP_NONE, y,
@@ -303,18 +314,21 @@ static uint32_t ffn(lw *w, uint32_t xb)
             op_layer_name(full, w->layer, "ffn.idx");
             ix = *ix_slot(w, full) - 1; /* the policy's (OP_NONE when none) */
             const op_tensor *t = ix != OP_NONE ? &w->p->tens[ix] : NULL;
-            if (!t || t->role != OPT_PUBLIC || t->batch != w->rows || (uint64_t)t->rows * t->cols != A)
+            if (!t || t->role != OPT_PUBLIC || t->batch != w->rows ||
+                (uint64_t)t->rows * t->cols != A)
                 ix = tens(w, "ffn.idx", OPT_PUBLIC, w->rows, A, 1);
         }
         if (m->act == ACT_SWIGLU) {
             uint32_t h1 = linear_act(w, OPC_FFN, xb, "w1", D, A, 1, ix, "h1");
             uint32_t h3 = linear_act(w, OPC_FFN, xb, "w3", D, A, 1, ix, "h3");
-            emit(w, OP_SILU, OPC_ACTIVATION, -1, 1, w->rows, 0, A, h1, OP_NONE, OP_NONE, h1, 0, 0, 0);
+            emit(w, OP_SILU, OPC_ACTIVATION, -1, 1, w->rows, 0, A, h1, OP_NONE, OP_NONE, h1, 0, 0,
+                 0);
             emit(w, OP_MUL, OPC_FFN, -1, 1, w->rows, 0, A, h1, h3, OP_NONE, h1, 0, 0, 0);
             return linear_act(w, OPC_FFN, h1, "w2", A, D, 0, ix, "ffn_out");
         }
         uint32_t h = linear_act(w, OPC_FFN, xb, "w_fc", D, A, 1, ix, "h");
-        uint32_t b = tens(w, w->o->ffn_secret ? "b_fc.gathered" : "b_fc.active", OPT_TEMP, w->rows, 1, A);
+        uint32_t b =
+            tens(w, w->o->ffn_secret ? "b_fc.gathered" : "b_fc.active", OPT_TEMP, w->rows, 1, A);
         if (!w->o->ffn_secret)
             emit(w, OP_VIEW, OPC_FFN, -1, w->rows, 1, 0, A, weight(w, "b_fc", 1, F), ix, OP_NONE, b,
                  OPF_INDEX_COLS, 0, 0);
@@ -349,11 +363,11 @@ static uint32_t embed(lw *w)
         /* the client's tokens as one-hot rows, secret-shared by the client (party 0), times
          * the embedding table: SPU's embedding (mpc-costs.md §3.4) */
         uint32_t oh = tens(w, "tokens_onehot", OPT_INPUT, 1, w->rows, m->vocab);
-        emit(w, OP_INPUT, OPC_EMBED, -1, 1, w->rows, 0, m->vocab, OP_NONE, OP_NONE, OP_NONE, oh,
-             0, 0, 0);
+        emit(w, OP_INPUT, OPC_EMBED, -1, 1, w->rows, 0, m->vocab, OP_NONE, OP_NONE, OP_NONE, oh, 0,
+             0, 0);
         uint32_t E = weight(w, table, m->vocab, D);
-        emit(w, OP_GATHER, OPC_EMBED, -1, 1, w->rows, m->vocab, D, oh, E, OP_NONE, x,
-             OPF_FIXED_B, 0, 0);
+        emit(w, OP_GATHER, OPC_EMBED, -1, 1, w->rows, m->vocab, D, oh, E, OP_NONE, x, OPF_FIXED_B,
+             0, 0);
     } else {
         emit(w, OP_INPUT, OPC_EMBED, -1, 1, w->rows, 0, D, OP_NONE, OP_NONE, OP_NONE, x, 0, 0, 0);
     }
@@ -407,10 +421,10 @@ int lower_step(const model_cfg *m, const lower_opts *o, op_program *prog, errbuf
         return err_set(e, MS_ERR_INPUT, "lowering: a decode step has exactly one new token");
     if ((uint64_t)o->kv_len + o->n_tokens > m->max_ctx)
         return err_set(e, MS_ERR_RANGE,
-                       "lowering: %u cached + %u new tokens exceed %s's context of %u",
-                       o->kv_len, o->n_tokens, m->name, m->max_ctx);
-    lw w = {.p = prog, .m = m, .o = o, .phase = o->phase, .layer = -1,
-            .rows = o->n_seqs * o->n_tokens};
+                       "lowering: %u cached + %u new tokens exceed %s's context of %u", o->kv_len,
+                       o->n_tokens, m->name, m->max_ctx);
+    lw w = {
+        .p = prog, .m = m, .o = o, .phase = o->phase, .layer = -1, .rows = o->n_seqs * o->n_tokens};
     if (!prog->model[0])
         snprintf(prog->model, sizeof prog->model, "%s", m->name);
     w.ix.cap = 1024;

@@ -14,10 +14,10 @@
 #include "protocols/program/op.h"
 
 typedef struct lower_opts {
-    int phase;              /* PHASE_PREFILL | PHASE_DECODE */
-    uint32_t n_tokens;      /* prefill: P; decode: 1 */
-    uint32_t kv_len;        /* entries already cached before this step (decode: T; prefill:
-                             * a reused prefix or earlier chunks, usually 0) */
+    int phase;         /* PHASE_PREFILL | PHASE_DECODE */
+    uint32_t n_tokens; /* prefill: P; decode: 1 */
+    uint32_t kv_len;   /* entries already cached before this step (decode: T; prefill:
+                        * a reused prefix or earlier chunks, usually 0) */
     /* kept[l * n_kv_heads + g]: KV entries layer l, KV head g attends to (NULL: all). The
      * current token's own entry is always attended in addition. */
     const uint32_t *kept;
@@ -36,10 +36,10 @@ typedef struct lower_opts {
      * public (the weights' rows and columns are taken by a public index, the fixed operands
      * and their opened masks restricted to them). */
     int ffn_secret;
-    uint32_t n_seqs;        /* sequences processed together (batch), default 1 */
-    int embed_onehot;       /* 1: one-hot × embedding table (default) */
-    int lm_head;            /* 1: compute logits (default) */
-    int reveal_logits;      /* 1: reveal logits to the client (party 0) at the end */
+    uint32_t n_seqs;   /* sequences processed together (batch), default 1 */
+    int embed_onehot;  /* 1: one-hot × embedding table (default) */
+    int lm_head;       /* 1: compute logits (default) */
+    int reveal_logits; /* 1: reveal logits to the client (party 0) at the end */
 } lower_opts;
 
 void lower_opts_default(lower_opts *o);

@@ -29,40 +29,37 @@ static const char *const pos_names[] = {"learned", "rope", NULL};
 #define M(member) YS_AT(model_cfg, member)
 static const ys_field model_fields[] = {
     {"format", YS_FIXED, YS_NONE, 0, 0, "mpcsim-model 1", "file format", NULL, 0, NULL, NULL},
-    {"name", YS_STR, M(name), 0, 0, NULL, "model name (required in a model file)", NULL, 0,
-     NULL, NULL},
+    {"name", YS_STR, M(name), 0, 0, NULL, "model name (required in a model file)", NULL, 0, NULL,
+     NULL},
     {"family", YS_ENUM, M(family), 0, 0, "llama", "architecture; sets the defaults below",
      fam_names, 0, NULL, NULL},
-    {"layers", YS_U32, M(n_layers), 1, 1e8, NULL, "transformer blocks", NULL, YS_REQ, NULL,
-     NULL},
+    {"layers", YS_U32, M(n_layers), 1, 1e8, NULL, "transformer blocks", NULL, YS_REQ, NULL, NULL},
     {"dim", YS_U32, M(dim), 1, 1e8, NULL, "hidden size", NULL, YS_REQ, NULL, NULL},
     {"heads", YS_U32, M(n_heads), 1, 1e8, NULL, "query heads", NULL, YS_REQ, NULL, NULL},
-    {"kv_heads", YS_U32, M(n_kv_heads), 1, 1e8, NULL, "KV heads (GQA); default: heads", NULL,
-     0, NULL, NULL},
-    {"head_dim", YS_U32, M(head_dim), 1, 1e8, NULL, "per head; default: dim / heads", NULL, 0,
+    {"kv_heads", YS_U32, M(n_kv_heads), 1, 1e8, NULL, "KV heads (GQA); default: heads", NULL, 0,
      NULL, NULL},
-    {"ffn_dim", YS_U32, M(ffn_dim), 1, 1e8, NULL, "FFN hidden size", NULL, YS_REQ, NULL, NULL},
-    {"activation", YS_ENUM, M(act), 0, 0, NULL, "default: swiglu (llama), gelu (gpt2)",
-     act_names, 0, NULL, NULL},
-    {"norm", YS_ENUM, M(norm), 0, 0, NULL, "default: rmsnorm (llama), layernorm (gpt2)",
-     norm_names, 0, NULL, NULL},
-    {"positional", YS_ENUM, M(pos), 0, 0, NULL, "default: rope (llama), learned (gpt2)",
-     pos_names, 0, NULL, NULL},
-    {"vocab", YS_U32, M(vocab), 1, 1e8, NULL, "vocabulary size", NULL, YS_REQ, NULL, NULL},
-    {"max_context", YS_U32, M(max_ctx), 1, 1e8, NULL, "longest sequence", NULL, YS_REQ, NULL,
+    {"head_dim", YS_U32, M(head_dim), 1, 1e8, NULL, "per head; default: dim / heads", NULL, 0, NULL,
      NULL},
+    {"ffn_dim", YS_U32, M(ffn_dim), 1, 1e8, NULL, "FFN hidden size", NULL, YS_REQ, NULL, NULL},
+    {"activation", YS_ENUM, M(act), 0, 0, NULL, "default: swiglu (llama), gelu (gpt2)", act_names,
+     0, NULL, NULL},
+    {"norm", YS_ENUM, M(norm), 0, 0, NULL, "default: rmsnorm (llama), layernorm (gpt2)", norm_names,
+     0, NULL, NULL},
+    {"positional", YS_ENUM, M(pos), 0, 0, NULL, "default: rope (llama), learned (gpt2)", pos_names,
+     0, NULL, NULL},
+    {"vocab", YS_U32, M(vocab), 1, 1e8, NULL, "vocabulary size", NULL, YS_REQ, NULL, NULL},
+    {"max_context", YS_U32, M(max_ctx), 1, 1e8, NULL, "longest sequence", NULL, YS_REQ, NULL, NULL},
     {"norm_eps", YS_DBL, M(norm_eps), 1e-30, 1, "1e-5", "normalization epsilon", NULL, 0, NULL,
      NULL},
-    {"rope_theta", YS_DBL, M(rope_theta), 1e-30, 1e30, "10000", "RoPE base", NULL, 0, NULL,
-     NULL},
-    {"rope_scale", YS_DBL, M(rope_scale), 1e-30, 1e30, "1", "linear RoPE position scaling",
-     NULL, 0, NULL, NULL},
+    {"rope_theta", YS_DBL, M(rope_theta), 1e-30, 1e30, "10000", "RoPE base", NULL, 0, NULL, NULL},
+    {"rope_scale", YS_DBL, M(rope_scale), 1e-30, 1e30, "1", "linear RoPE position scaling", NULL, 0,
+     NULL, NULL},
     {"tied_embeddings", YS_BOOL, M(tied_embeddings), 0, 0, NULL,
      "LM head = embeddings; default: true (gpt2), false (llama)", NULL, 0, NULL, NULL},
-    {"weights", YS_STR, M(weights), 0, 0, NULL, "llama2.c checkpoint, relative to models/",
-     NULL, 0, NULL, NULL},
-    {"tokenizer", YS_STR, M(tokenizer), 0, 0, NULL, "llama2.c tokenizer, relative to models/",
-     NULL, 0, NULL, NULL},
+    {"weights", YS_STR, M(weights), 0, 0, NULL, "llama2.c checkpoint, relative to models/", NULL, 0,
+     NULL, NULL},
+    {"tokenizer", YS_STR, M(tokenizer), 0, 0, NULL, "llama2.c tokenizer, relative to models/", NULL,
+     0, NULL, NULL},
 };
 #undef M
 static const ys_schema schema = YS_SCHEMA("model", model_fields, "models/README.md");
@@ -93,8 +90,8 @@ static void resolve_defaults(const yx_node *m, model_cfg *c)
         c->head_dim = c->dim / c->n_heads;
 }
 
-int model_read(const ys_ctx *x, const yx_node *m, const model_cfg *base,
-               const char *const *extra, size_t n_extra, model_cfg *c)
+int model_read(const ys_ctx *x, const yx_node *m, const model_cfg *base, const char *const *extra,
+               size_t n_extra, model_cfg *c)
 {
     if (!base) {
         model_cfg_init(c);
@@ -134,8 +131,8 @@ int model_check(const model_cfg *c, errbuf *e)
             return err_set(e, MS_ERR_INPUT, "model '%s': missing required key '%s'", n, req[i].key);
     if (c->n_heads % c->n_kv_heads)
         return err_set(e, MS_ERR_INPUT,
-                       "model '%s': heads (%u) must be a multiple of kv_heads (%u)", n,
-                       c->n_heads, c->n_kv_heads);
+                       "model '%s': heads (%u) must be a multiple of kv_heads (%u)", n, c->n_heads,
+                       c->n_kv_heads);
     if (c->pos == POS_ROPE && c->head_dim % 2)
         return err_set(e, MS_ERR_INPUT, "model '%s': RoPE needs an even head_dim (got %u)", n,
                        c->head_dim);
@@ -156,8 +153,8 @@ int model_check_sizes(const model_cfg *c, errbuf *e)
     if (__builtin_mul_overflow((uint64_t)c->n_heads, c->head_dim, &qd) || qd > UINT32_MAX ||
         __builtin_mul_overflow((uint64_t)c->n_kv_heads, c->head_dim, &kd) || kd > UINT32_MAX)
         return err_set(e, MS_ERR_INPUT,
-                       "model '%s': heads × head_dim (%u × %u) must stay below 2^32", n,
-                       c->n_heads, c->head_dim);
+                       "model '%s': heads × head_dim (%u × %u) must stay below 2^32", n, c->n_heads,
+                       c->head_dim);
     uint64_t wide = c->dim > qd ? c->dim : qd, total = 0, t;
     wide = wide > c->ffn_dim ? wide : c->ffn_dim;
     /* weights: (layers · (4 or more) · wide · wide) plus the embeddings, bounded generously
@@ -190,7 +187,8 @@ size_t model_params(const model_cfg *c, model_param out[MODEL_MAX_PARAMS])
     uint32_t L = c->n_layers, D = c->dim, F = c->ffn_dim;
     uint32_t QD = c->n_heads * c->head_dim, KD = c->n_kv_heads * c->head_dim;
     size_t n = 0;
-#define P(nm, l, r, cl) out[n++] = (model_param){nm, l, r, cl}
+#define P(nm, l, r, cl) \
+    out[n++] = (model_param) { nm, l, r, cl }
     if (c->family == FAM_LLAMA) {
         /* llama2.c checkpoint order (models/stories260K/README.md) */
         P("tok_emb", 0, c->vocab, D);
@@ -282,8 +280,7 @@ int model_load(const char *name_or_path, model_cfg *c, errbuf *e)
     rc = model_read(&x, root, NULL, NULL, 0, c);
     errbuf ce;
     if (!rc && model_check(c, &ce) != MS_OK)
-        rc = err_set(e, MS_ERR_INPUT, "%s:%d:%d: error: %s", path, root->line, root->col,
-                     ce.msg);
+        rc = err_set(e, MS_ERR_INPUT, "%s:%d:%d: error: %s", path, root->line, root->col, ce.msg);
     yx_free(root);
     return rc;
 }

@@ -18,18 +18,18 @@ typedef enum { POS_LEARNED, POS_ROPE } model_pos;
 
 typedef struct model_cfg {
     char name[64];
-    int family;          /* model_family */
+    int family; /* model_family */
     uint32_t n_layers;
-    uint32_t dim;        /* hidden size */
+    uint32_t dim; /* hidden size */
     uint32_t n_heads;
     uint32_t n_kv_heads; /* GQA: n_heads / n_kv_heads query heads share a KV head */
     uint32_t head_dim;
     uint32_t ffn_dim;
     uint32_t vocab;
     uint32_t max_ctx;
-    int act;             /* model_act */
-    int norm;            /* model_norm */
-    int pos;             /* model_pos */
+    int act;  /* model_act */
+    int norm; /* model_norm */
+    int pos;  /* model_pos */
     double norm_eps;
     double rope_theta;
     double rope_scale;   /* linear RoPE position scaling (condensing ratio); 1 = none */
@@ -64,8 +64,8 @@ const ys_schema *model_schema(void);
  * tied_embeddings for the keys not given, kv_heads = heads and head_dim = dim / heads when not
  * given. With a base, the base's values stay and the given keys replace them. Errors are
  * "file:line:col: error: …"; the result still wants model_check(). */
-int model_read(const ys_ctx *x, const yx_node *m, const model_cfg *base,
-               const char *const *extra, size_t n_extra, model_cfg *cfg);
+int model_read(const ys_ctx *x, const yx_node *m, const model_cfg *base, const char *const *extra,
+               size_t n_extra, model_cfg *cfg);
 /* Defaults for the optional keys (eps, theta, scale …); required keys zero. */
 void model_cfg_init(model_cfg *cfg);
 /* Validates a config (from a file or inline in a scenario). */
@@ -79,6 +79,5 @@ int model_check_sizes(const model_cfg *cfg, errbuf *e);
 int model_list(char names[][64], size_t max, size_t *n);
 /* Resolves cfg->weights / cfg->tokenizer (relative to the models/ folder) to a path. */
 int model_file_path(const char *rel, char *out, size_t cap);
-
 
 #endif

@@ -19,7 +19,7 @@ struct rdb {
 };
 
 /* Every database error names the database, what was being done and SQLite's own message. */
-#define DB_ERR(db, e, what)                                                                  \
+#define DB_ERR(db, e, what) \
     err_set(e, MS_ERR_DB, "%s: %s: %s", (db)->path, what, sqlite3_errmsg((db)->h))
 
 /* ---- schema: one migration per version, each in its own transaction -------------------- */
@@ -29,19 +29,20 @@ static int migrate_protocol_labels(rdb *db, errbuf *e);
 
 /* The common metrics as columns, one row per run. */
 #define WIDE_METRIC(name) ", max(CASE m.name WHEN '" name "' THEN m.value END) AS " name
-#define RUNS_WIDE_VIEW(protocol_label)                                                       \
-    "CREATE VIEW runs_wide AS SELECT r.id, r.scenario, r.grid_index, r.config_hash, "       \
-    "r.status, r.model, r.protocol, " protocol_label "r.network, r.latency_ms, "            \
-    "r.bandwidth_mbps, r.machine, "                                                          \
-    "r.threads, r.policy, r.policy_label, r.prompt_len, r.decode_len, r.batch, r.seed"      \
-    WIDE_METRIC("latency_prefill_s") WIDE_METRIC("latency_decode_s")                         \
-    WIDE_METRIC("latency_total_s") WIDE_METRIC("latency_per_token_s") WIDE_METRIC("ttft_s")  \
-    WIDE_METRIC("bytes_online") WIDE_METRIC("bytes_offline") WIDE_METRIC("rounds_prefill")   \
-    WIDE_METRIC("rounds_decode") WIDE_METRIC("compute_s") WIDE_METRIC("comm_s")              \
-    WIDE_METRIC("attn_mass_recall") WIDE_METRIC("topk_recall") WIDE_METRIC("kept_frac")      \
-    WIDE_METRIC("attn_out_rel_err") WIDE_METRIC("logit_kl") WIDE_METRIC("top1_agreement")    \
-    WIDE_METRIC("ppl_delta")                                                                 \
-    " FROM runs r LEFT JOIN metrics m ON m.run_id = r.id GROUP BY r.id;"
+#define RUNS_WIDE_VIEW(protocol_label)                                                             \
+    "CREATE VIEW runs_wide AS SELECT r.id, r.scenario, r.grid_index, r.config_hash, "              \
+    "r.status, r.model, r.protocol, " protocol_label "r.network, r.latency_ms, "                   \
+    "r.bandwidth_mbps, r.machine, "                                                                \
+    "r.threads, r.policy, r.policy_label, r.prompt_len, r.decode_len, r.batch, "                   \
+    "r.seed" WIDE_METRIC("latency_prefill_s") WIDE_METRIC("latency_decode_s")                      \
+        WIDE_METRIC("latency_total_s") WIDE_METRIC("latency_per_token_s") WIDE_METRIC("ttft_s")    \
+            WIDE_METRIC("bytes_online") WIDE_METRIC("bytes_offline") WIDE_METRIC("rounds_prefill") \
+                WIDE_METRIC("rounds_decode") WIDE_METRIC("compute_s") WIDE_METRIC("comm_s")        \
+                    WIDE_METRIC("attn_mass_recall") WIDE_METRIC("topk_recall")                     \
+                        WIDE_METRIC("kept_frac") WIDE_METRIC("attn_out_rel_err")                   \
+                            WIDE_METRIC("logit_kl") WIDE_METRIC("top1_agreement")                  \
+                                WIDE_METRIC("ppl_delta") " FROM runs r LEFT JOIN metrics m ON "    \
+                                                         "m.run_id = r.id GROUP BY r.id;"
 
 typedef struct migration {
     const char *sql;
@@ -50,87 +51,89 @@ typedef struct migration {
 
 static const migration migrations[] = {
     /* 0 → 1 */ {
-    "CREATE TABLE scenarios ("
-    "  name TEXT PRIMARY KEY,"
-    "  path TEXT NOT NULL,"
-    "  yaml TEXT NOT NULL);"
-    "CREATE TABLE runs ("
-    "  id INTEGER PRIMARY KEY,"
-    "  scenario TEXT NOT NULL,"
-    "  grid_index INTEGER NOT NULL,"
-    "  config_hash TEXT NOT NULL UNIQUE,"
-    "  config_yaml TEXT NOT NULL,"
-    "  seed INTEGER NOT NULL,"
-    "  status TEXT NOT NULL CHECK (status IN ('ok','failed')),"
-    "  error TEXT,"
-    "  started TEXT NOT NULL,"
-    "  finished TEXT NOT NULL,"
-    "  wall_s REAL NOT NULL,"
-    "  tool_version TEXT NOT NULL,"
-    "  model TEXT NOT NULL,"
-    "  protocol TEXT NOT NULL,"
-    "  network TEXT NOT NULL,"
-    "  policy TEXT NOT NULL,"
-    "  prompt_len INTEGER NOT NULL,"
-    "  decode_len INTEGER NOT NULL,"
-    "  batch INTEGER NOT NULL);"
-    "CREATE INDEX runs_scenario ON runs(scenario);"
-    "CREATE INDEX runs_query ON runs(model, protocol, network, policy);"
-    "CREATE TABLE metrics ("
-    "  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
-    "  name TEXT NOT NULL,"
-    "  value REAL NOT NULL,"
-    "  unit TEXT NOT NULL,"
-    "  PRIMARY KEY (run_id, name));"
-    "CREATE TABLE phases ("
-    "  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
-    "  phase TEXT NOT NULL,"
-    "  latency_ns INTEGER NOT NULL,"
-    "  events INTEGER NOT NULL,"
-    "  PRIMARY KEY (run_id, phase));"
-    "CREATE TABLE breakdown ("
-    "  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
-    "  phase TEXT NOT NULL,"
-    "  category TEXT NOT NULL,"
-    "  rounds INTEGER NOT NULL,"
-    "  bytes_p0 INTEGER NOT NULL, bytes_p1 INTEGER NOT NULL, bytes_p2 INTEGER NOT NULL,"
-    "  offline_p0 INTEGER NOT NULL, offline_p1 INTEGER NOT NULL, offline_p2 INTEGER NOT NULL,"
-    "  compute_ns INTEGER NOT NULL,"
-    "  comm_ns INTEGER NOT NULL,"
-    "  PRIMARY KEY (run_id, phase, category));"
-    "CREATE TABLE layer_breakdown ("
-    "  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
-    "  phase TEXT NOT NULL,"
-    "  layer INTEGER NOT NULL,"
-    "  rounds INTEGER NOT NULL,"
-    "  bytes_p0 INTEGER NOT NULL, bytes_p1 INTEGER NOT NULL, bytes_p2 INTEGER NOT NULL,"
-    "  offline_p0 INTEGER NOT NULL, offline_p1 INTEGER NOT NULL, offline_p2 INTEGER NOT NULL,"
-    "  compute_ns INTEGER NOT NULL,"
-    "  comm_ns INTEGER NOT NULL,"
-    "  PRIMARY KEY (run_id, phase, layer));", NULL},
+        "CREATE TABLE scenarios ("
+        "  name TEXT PRIMARY KEY,"
+        "  path TEXT NOT NULL,"
+        "  yaml TEXT NOT NULL);"
+        "CREATE TABLE runs ("
+        "  id INTEGER PRIMARY KEY,"
+        "  scenario TEXT NOT NULL,"
+        "  grid_index INTEGER NOT NULL,"
+        "  config_hash TEXT NOT NULL UNIQUE,"
+        "  config_yaml TEXT NOT NULL,"
+        "  seed INTEGER NOT NULL,"
+        "  status TEXT NOT NULL CHECK (status IN ('ok','failed')),"
+        "  error TEXT,"
+        "  started TEXT NOT NULL,"
+        "  finished TEXT NOT NULL,"
+        "  wall_s REAL NOT NULL,"
+        "  tool_version TEXT NOT NULL,"
+        "  model TEXT NOT NULL,"
+        "  protocol TEXT NOT NULL,"
+        "  network TEXT NOT NULL,"
+        "  policy TEXT NOT NULL,"
+        "  prompt_len INTEGER NOT NULL,"
+        "  decode_len INTEGER NOT NULL,"
+        "  batch INTEGER NOT NULL);"
+        "CREATE INDEX runs_scenario ON runs(scenario);"
+        "CREATE INDEX runs_query ON runs(model, protocol, network, policy);"
+        "CREATE TABLE metrics ("
+        "  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+        "  name TEXT NOT NULL,"
+        "  value REAL NOT NULL,"
+        "  unit TEXT NOT NULL,"
+        "  PRIMARY KEY (run_id, name));"
+        "CREATE TABLE phases ("
+        "  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+        "  phase TEXT NOT NULL,"
+        "  latency_ns INTEGER NOT NULL,"
+        "  events INTEGER NOT NULL,"
+        "  PRIMARY KEY (run_id, phase));"
+        "CREATE TABLE breakdown ("
+        "  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+        "  phase TEXT NOT NULL,"
+        "  category TEXT NOT NULL,"
+        "  rounds INTEGER NOT NULL,"
+        "  bytes_p0 INTEGER NOT NULL, bytes_p1 INTEGER NOT NULL, bytes_p2 INTEGER NOT NULL,"
+        "  offline_p0 INTEGER NOT NULL, offline_p1 INTEGER NOT NULL, offline_p2 INTEGER NOT NULL,"
+        "  compute_ns INTEGER NOT NULL,"
+        "  comm_ns INTEGER NOT NULL,"
+        "  PRIMARY KEY (run_id, phase, category));"
+        "CREATE TABLE layer_breakdown ("
+        "  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+        "  phase TEXT NOT NULL,"
+        "  layer INTEGER NOT NULL,"
+        "  rounds INTEGER NOT NULL,"
+        "  bytes_p0 INTEGER NOT NULL, bytes_p1 INTEGER NOT NULL, bytes_p2 INTEGER NOT NULL,"
+        "  offline_p0 INTEGER NOT NULL, offline_p1 INTEGER NOT NULL, offline_p2 INTEGER NOT NULL,"
+        "  compute_ns INTEGER NOT NULL,"
+        "  comm_ns INTEGER NOT NULL,"
+        "  PRIMARY KEY (run_id, phase, layer));",
+        NULL},
     /* 1 → 2: `mpcsim validate` — the simulator's prediction against the real backend's
      * measurement of the same op program (one row per program or primitive and protocol) */
     {"CREATE TABLE validation ("
-    "  id INTEGER PRIMARY KEY,"
-    "  session TEXT NOT NULL,"
-    "  created TEXT NOT NULL,"
-    "  tool_version TEXT NOT NULL,"
-    "  protocol TEXT NOT NULL,"
-    "  item TEXT NOT NULL,"
-    "  phase TEXT NOT NULL,"
-    "  n INTEGER NOT NULL,"
-    "  kv_len INTEGER NOT NULL,"
-    "  latency_ns INTEGER NOT NULL,"
-    "  bandwidth_bps REAL NOT NULL,"
-    "  shaping TEXT NOT NULL,"
-    "  pred_rounds INTEGER NOT NULL, meas_rounds INTEGER NOT NULL,"
-    "  pred_bytes_p0 INTEGER NOT NULL, meas_bytes_p0 INTEGER NOT NULL,"
-    "  pred_bytes_p1 INTEGER NOT NULL, meas_bytes_p1 INTEGER NOT NULL,"
-    "  pred_bytes_p2 INTEGER NOT NULL, meas_bytes_p2 INTEGER NOT NULL,"
-    "  pred_offline INTEGER NOT NULL, meas_offline INTEGER NOT NULL,"
-    "  pred_ns INTEGER NOT NULL, meas_ns INTEGER NOT NULL,"
-    "  exact INTEGER NOT NULL CHECK (exact IN (0, 1)));"
-    "CREATE INDEX validation_item ON validation(protocol, item);", NULL},
+     "  id INTEGER PRIMARY KEY,"
+     "  session TEXT NOT NULL,"
+     "  created TEXT NOT NULL,"
+     "  tool_version TEXT NOT NULL,"
+     "  protocol TEXT NOT NULL,"
+     "  item TEXT NOT NULL,"
+     "  phase TEXT NOT NULL,"
+     "  n INTEGER NOT NULL,"
+     "  kv_len INTEGER NOT NULL,"
+     "  latency_ns INTEGER NOT NULL,"
+     "  bandwidth_bps REAL NOT NULL,"
+     "  shaping TEXT NOT NULL,"
+     "  pred_rounds INTEGER NOT NULL, meas_rounds INTEGER NOT NULL,"
+     "  pred_bytes_p0 INTEGER NOT NULL, meas_bytes_p0 INTEGER NOT NULL,"
+     "  pred_bytes_p1 INTEGER NOT NULL, meas_bytes_p1 INTEGER NOT NULL,"
+     "  pred_bytes_p2 INTEGER NOT NULL, meas_bytes_p2 INTEGER NOT NULL,"
+     "  pred_offline INTEGER NOT NULL, meas_offline INTEGER NOT NULL,"
+     "  pred_ns INTEGER NOT NULL, meas_ns INTEGER NOT NULL,"
+     "  exact INTEGER NOT NULL CHECK (exact IN (0, 1)));"
+     "CREATE INDEX validation_item ON validation(protocol, item);",
+     NULL},
     /* 2 → 3: configurations told apart and queryable — the policy's label with the parameters
      * that differ from its defaults, the network's label, latency and bandwidth, the machine
      * profile and threads as columns; the resolved config as JSON; the runs_wide view. The
@@ -158,29 +161,30 @@ _Static_assert(N_MIGRATIONS == RDB_SCHEMA_VERSION, "one migration per schema ver
 
 /* ---- prepared statements, indexed by an enum ------------------------------------------- */
 
-#define STATS_COLS "rounds, bytes_p0, bytes_p1, bytes_p2, offline_p0, offline_p1, offline_p2, " \
-                   "compute_ns, comm_ns"
-#define STMTS(X)                                                                             \
-    X(BEGIN, "BEGIN IMMEDIATE")                                                              \
-    X(COMMIT, "COMMIT")                                                                      \
-    X(ROLLBACK, "ROLLBACK")                                                                  \
-    X(SCN_PUT, "INSERT INTO scenarios(name, path, yaml) VALUES (?1, ?2, ?3) "                \
-               "ON CONFLICT(name) DO UPDATE SET path = excluded.path, yaml = excluded.yaml")  \
-    X(SCN_RUNS, "SELECT count(*) FROM runs WHERE scenario = ?1")                             \
-    X(RUN_DONE, "SELECT count(*) FROM runs WHERE config_hash = ?1 AND status = 'ok'")        \
-    X(RUN_DEL_FAILED, "DELETE FROM runs WHERE config_hash = ?1 AND status = 'failed'")       \
+#define STATS_COLS                                                               \
+    "rounds, bytes_p0, bytes_p1, bytes_p2, offline_p0, offline_p1, offline_p2, " \
+    "compute_ns, comm_ns"
+#define STMTS(X)                                                                                 \
+    X(BEGIN, "BEGIN IMMEDIATE")                                                                  \
+    X(COMMIT, "COMMIT")                                                                          \
+    X(ROLLBACK, "ROLLBACK")                                                                      \
+    X(SCN_PUT, "INSERT INTO scenarios(name, path, yaml) VALUES (?1, ?2, ?3) "                    \
+               "ON CONFLICT(name) DO UPDATE SET path = excluded.path, yaml = excluded.yaml")     \
+    X(SCN_RUNS, "SELECT count(*) FROM runs WHERE scenario = ?1")                                 \
+    X(RUN_DONE, "SELECT count(*) FROM runs WHERE config_hash = ?1 AND status = 'ok'")            \
+    X(RUN_DEL_FAILED, "DELETE FROM runs WHERE config_hash = ?1 AND status = 'failed'")           \
     X(RUN_PUT, "INSERT INTO runs(scenario, grid_index, config_hash, config_yaml, seed, status, " \
-               "error, started, finished, wall_s, tool_version, model, protocol, network, "    \
-               "policy, prompt_len, decode_len, batch, policy_label, latency_ms, "           \
-               "bandwidth_mbps, machine, threads, config_json, protocol_label) VALUES "      \
-               "(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21," \
-               "?22,?23,?24,?25)")                                                           \
-    X(METRIC_PUT, "INSERT INTO metrics(run_id, name, value, unit) VALUES (?1, ?2, ?3, ?4)")   \
-    X(PHASE_PUT, "INSERT INTO phases(run_id, phase, latency_ns, events) VALUES (?1,?2,?3,?4)") \
-    X(BD_PUT, "INSERT INTO breakdown(run_id, phase, category, " STATS_COLS ") VALUES "       \
-              "(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)")                                    \
-    X(LAYER_PUT, "INSERT INTO layer_breakdown(run_id, phase, layer, " STATS_COLS ") VALUES " \
-                 "(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)")                                 \
+               "error, started, finished, wall_s, tool_version, model, protocol, network, "      \
+               "policy, prompt_len, decode_len, batch, policy_label, latency_ms, "               \
+               "bandwidth_mbps, machine, threads, config_json, protocol_label) VALUES "          \
+               "(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,"    \
+               "?22,?23,?24,?25)")                                                               \
+    X(METRIC_PUT, "INSERT INTO metrics(run_id, name, value, unit) VALUES (?1, ?2, ?3, ?4)")      \
+    X(PHASE_PUT, "INSERT INTO phases(run_id, phase, latency_ns, events) VALUES (?1,?2,?3,?4)")   \
+    X(BD_PUT, "INSERT INTO breakdown(run_id, phase, category, " STATS_COLS ") VALUES "           \
+              "(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)")                                        \
+    X(LAYER_PUT, "INSERT INTO layer_breakdown(run_id, phase, layer, " STATS_COLS ") VALUES "     \
+                 "(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)")                                     \
     X(COUNT_RUNS, "SELECT count(*) FROM runs")
 
 enum {
@@ -259,7 +263,8 @@ static int migrate(rdb *db, errbuf *e)
                 rc = err_set(e, MS_ERR_FORMAT,
                              "%s: results schema version %d is newer than this mpcsim's (%d)\n"
                              "---> HINT: use a newer mpcsim, or write to another database "
-                             "with -o", db->path, v, RDB_SCHEMA_VERSION);
+                             "with -o",
+                             db->path, v, RDB_SCHEMA_VERSION);
             else if (v == 0 && is_foreign(db))
                 rc = err_set(e, MS_ERR_FORMAT,
                              "%s: not an mpcsim results database (tables without a schema "
@@ -311,8 +316,8 @@ int rdb_open(const char *path, int create, rdb **out, errbuf *e)
             sqlite3_sleep(25);
     }
     if (jrc != SQLITE_OK ||
-        sqlite3_exec(db->h, "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;", NULL,
-                     NULL, NULL) != SQLITE_OK) {
+        sqlite3_exec(db->h, "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;", NULL, NULL,
+                     NULL) != SQLITE_OK) {
         rc = DB_ERR(db, e, "setting WAL mode");
         if (sqlite3_errcode(db->h) == SQLITE_NOTADB)
             rc = MS_ERR_FORMAT;
@@ -423,17 +428,32 @@ static int put_run_row(rdb *db, const rdb_run *r, int64_t *id, errbuf *e)
 {
     char *json = r->config_json ? NULL : rdb_yaml_to_json(r->config_yaml);
     int links = r->latency_ms > 0 || r->bandwidth_mbps > 0;
-    const rdb_val v[] = { /* Q_RUN_PUT's columns, in order */
-        RV_TEXT(r->scenario), RV_INT(r->grid_index), RV_TEXT(r->config_hash),
-        RV_TEXT(r->config_yaml), RV_INT(r->seed), RV_TEXT(r->status), RV_TEXT(r->error),
-        RV_TEXT(r->started), RV_TEXT(r->finished), RV_REAL(r->wall_s), RV_TEXT(r->tool_version),
-        RV_TEXT(r->model), RV_TEXT(r->protocol), RV_TEXT(r->network), RV_TEXT(r->policy),
-        RV_INT(r->prompt_len), RV_INT(r->decode_len), RV_INT(r->batch),
-        RV_TEXT(or_else(r->policy_label, r->policy)),
-        links ? RV_REAL(r->latency_ms) : RV_NULL, links ? RV_REAL(r->bandwidth_mbps) : RV_NULL,
-        RV_TEXT(r->machine), r->threads > 0 ? RV_INT(r->threads) : RV_NULL,
-        RV_TEXT(r->config_json ? r->config_json : json),
-        RV_TEXT(or_else(r->protocol_label, r->protocol))};
+    const rdb_val v[] = {/* Q_RUN_PUT's columns, in order */
+                         RV_TEXT(r->scenario),
+                         RV_INT(r->grid_index),
+                         RV_TEXT(r->config_hash),
+                         RV_TEXT(r->config_yaml),
+                         RV_INT(r->seed),
+                         RV_TEXT(r->status),
+                         RV_TEXT(r->error),
+                         RV_TEXT(r->started),
+                         RV_TEXT(r->finished),
+                         RV_REAL(r->wall_s),
+                         RV_TEXT(r->tool_version),
+                         RV_TEXT(r->model),
+                         RV_TEXT(r->protocol),
+                         RV_TEXT(r->network),
+                         RV_TEXT(r->policy),
+                         RV_INT(r->prompt_len),
+                         RV_INT(r->decode_len),
+                         RV_INT(r->batch),
+                         RV_TEXT(or_else(r->policy_label, r->policy)),
+                         links ? RV_REAL(r->latency_ms) : RV_NULL,
+                         links ? RV_REAL(r->bandwidth_mbps) : RV_NULL,
+                         RV_TEXT(r->machine),
+                         r->threads > 0 ? RV_INT(r->threads) : RV_NULL,
+                         RV_TEXT(r->config_json ? r->config_json : json),
+                         RV_TEXT(or_else(r->protocol_label, r->protocol))};
     int bad = put_row(db, Q_RUN_PUT, v, RV_N(v));
     free(json);
     if (bad)
@@ -609,8 +629,7 @@ static int merge_prepare(merge_ctx *m, errbuf *e)
                        m->src ? sqlite3_errmsg(m->src) : "out of memory");
     sqlite3_busy_timeout(m->src, 10000);
     if (prep(m->src, "SELECT * FROM runs ORDER BY id", &m->sel_run))
-        return err_set(e, MS_ERR_DB, "%s: %s", m->src_path,
-                       sqlite3_errmsg(m->src));
+        return err_set(e, MS_ERR_DB, "%s: %s", m->src_path, sqlite3_errmsg(m->src));
     if (prep_insert(db->h, "runs", sqlite3_column_count(m->sel_run), &m->ins_run) ||
         prep(db->h, "SELECT status FROM runs WHERE config_hash = ?1", &m->status) ||
         prep(db->h, "DELETE FROM runs WHERE config_hash = ?1", &m->del_failed))
@@ -618,8 +637,7 @@ static int merge_prepare(merge_ctx *m, errbuf *e)
     for (size_t t = 0; t < N_CHILD; t++) {
         snprintf(sql, sizeof sql, "SELECT * FROM %s WHERE run_id = ?1", child_tables[t]);
         if (prep(m->src, sql, &m->sel_child[t]))
-            return err_set(e, MS_ERR_DB, "%s: %s", m->src_path,
-                           sqlite3_errmsg(m->src));
+            return err_set(e, MS_ERR_DB, "%s: %s", m->src_path, sqlite3_errmsg(m->src));
         if (prep_insert(db->h, child_tables[t], sqlite3_column_count(m->sel_child[t]),
                         &m->ins_child[t]))
             return DB_ERR(db, e, "preparing the merge");
@@ -644,8 +662,7 @@ static int merge_children(merge_ctx *m, int64_t src_id, int64_t id, errbuf *e)
                 return DB_ERR(m->db, e, "merging a child row");
         }
         if (rc != SQLITE_DONE)
-            return err_set(e, MS_ERR_DB, "%s: %s", m->src_path,
-                           sqlite3_errmsg(m->src));
+            return err_set(e, MS_ERR_DB, "%s: %s", m->src_path, sqlite3_errmsg(m->src));
     }
     return MS_OK;
 }
@@ -699,13 +716,11 @@ static int merge_one(rdb *db, const char *path, size_t *added, size_t *skipped, 
         ++*added;
     }
     if (!rc && st != SQLITE_DONE)
-        rc = err_set(e, MS_ERR_DB, "%s: %s", path,
-                     sqlite3_errmsg(m.src));
+        rc = err_set(e, MS_ERR_DB, "%s: %s", path, sqlite3_errmsg(m.src));
     if (!rc) { /* the scenarios the runs came from */
         sqlite3_stmt *ss = NULL;
         if (prep(m.src, "SELECT name, path, yaml FROM scenarios", &ss))
-            rc = err_set(e, MS_ERR_DB, "%s: %s", path,
-                         sqlite3_errmsg(m.src));
+            rc = err_set(e, MS_ERR_DB, "%s: %s", path, sqlite3_errmsg(m.src));
         sqlite3_stmt *ins = NULL;
         if (!rc && prep(db->h, "INSERT OR IGNORE INTO scenarios VALUES (?1, ?2, ?3)", &ins))
             rc = DB_ERR(db, e, "merging scenarios");
@@ -730,13 +745,15 @@ int rdb_merge_check(const char *src, errbuf *e)
     if (rc)
         return rc;
     if (v == 0)
-        return err_set(e, MS_ERR_FORMAT, "%s: not an mpcsim results database (schema "
-                       "version 0)", src);
+        return err_set(e, MS_ERR_FORMAT,
+                       "%s: not an mpcsim results database (schema "
+                       "version 0)",
+                       src);
     if (v > RDB_SCHEMA_VERSION)
         return err_set(e, MS_ERR_FORMAT,
                        "%s: results schema version %d, newer than this mpcsim's (%d)\n"
-                       "---> HINT: merge with the newer mpcsim that wrote it", src, v,
-                       RDB_SCHEMA_VERSION);
+                       "---> HINT: merge with the newer mpcsim that wrote it",
+                       src, v, RDB_SCHEMA_VERSION);
     if (v < RDB_SCHEMA_VERSION)
         return err_set(e, MS_ERR_FORMAT,
                        "%s: results schema version %d, older than this mpcsim's (%d)\n"
@@ -745,8 +762,7 @@ int rdb_merge_check(const char *src, errbuf *e)
     return MS_OK;
 }
 
-int rdb_merge(rdb *db, const char *const *srcs, size_t n, size_t *added, size_t *skipped,
-              errbuf *e)
+int rdb_merge(rdb *db, const char *const *srcs, size_t n, size_t *added, size_t *skipped, errbuf *e)
 {
     *added = *skipped = 0;
     for (size_t i = 0; i < n; i++) {
@@ -769,8 +785,8 @@ int rdb_merge(rdb *db, const char *const *srcs, size_t n, size_t *added, size_t 
 
 int rdb_metric_is_accuracy(const char *name)
 {
-    static const char *const pat[] = {"recall", "err", "kl", "agree", "ppl", "perplex", "acc",
-                                      "top1"};
+    static const char *const pat[] = {"recall", "err",     "kl",  "agree",
+                                      "ppl",    "perplex", "acc", "top1"};
     for (size_t i = 0; i < sizeof pat / sizeof pat[0]; i++)
         if (strstr(name, pat[i]))
             return 1;
@@ -797,15 +813,29 @@ int rdb_validation_put(rdb *db, const rdb_validation *v, errbuf *e)
     int exact = v->pred.rounds == v->meas.rounds && v->pred_offline == v->meas_offline;
     for (int i = 0; i < RDB_PARTIES; i++)
         exact &= v->pred.bytes[i] == v->meas.bytes[i];
-    const rdb_val row[] = {
-        RV_TEXT(v->session), RV_TEXT(v->tool_version), RV_TEXT(v->protocol), RV_TEXT(v->item),
-        RV_TEXT(v->phase), RV_INT(v->n), RV_INT(v->kv_len), RV_INT(v->latency_ns),
-        RV_REAL(v->bandwidth_bps), RV_TEXT(v->shaping), RV_INT(v->pred.rounds),
-        RV_INT(v->meas.rounds),
-        RV_INT(v->pred.bytes[0]), RV_INT(v->meas.bytes[0]), RV_INT(v->pred.bytes[1]),
-        RV_INT(v->meas.bytes[1]), RV_INT(v->pred.bytes[2]), RV_INT(v->meas.bytes[2]),
-        RV_INT(v->pred_offline), RV_INT(v->meas_offline), RV_INT(v->pred_ns), RV_INT(v->meas_ns),
-        RV_INT(exact)};
+    const rdb_val row[] = {RV_TEXT(v->session),
+                           RV_TEXT(v->tool_version),
+                           RV_TEXT(v->protocol),
+                           RV_TEXT(v->item),
+                           RV_TEXT(v->phase),
+                           RV_INT(v->n),
+                           RV_INT(v->kv_len),
+                           RV_INT(v->latency_ns),
+                           RV_REAL(v->bandwidth_bps),
+                           RV_TEXT(v->shaping),
+                           RV_INT(v->pred.rounds),
+                           RV_INT(v->meas.rounds),
+                           RV_INT(v->pred.bytes[0]),
+                           RV_INT(v->meas.bytes[0]),
+                           RV_INT(v->pred.bytes[1]),
+                           RV_INT(v->meas.bytes[1]),
+                           RV_INT(v->pred.bytes[2]),
+                           RV_INT(v->meas.bytes[2]),
+                           RV_INT(v->pred_offline),
+                           RV_INT(v->meas_offline),
+                           RV_INT(v->pred_ns),
+                           RV_INT(v->meas_ns),
+                           RV_INT(exact)};
     _Static_assert(RDB_PARTIES == 3, "the validation table has columns for three parties");
     int rc = rdb_exec_row(db->h, sql, row, RV_N(row));
     if (rc)
@@ -856,8 +886,7 @@ static json_t *node_json(const yx_node *n)
                 return NULL;
             }
         return j;
-    default:
-        return scalar_json(n);
+    default: return scalar_json(n);
     }
 }
 
@@ -886,8 +915,7 @@ typedef struct run_scratch {
 typedef size_t (*run_update)(const char *config_yaml, run_scratch *s, rdb_val *v);
 
 /* For every stored run, upd_sql with the run's id as ?1 and fill's values after it. */
-static int update_runs(rdb *db, const char *upd_sql, run_update fill, const char *what,
-                       errbuf *e)
+static int update_runs(rdb *db, const char *upd_sql, run_update fill, const char *what, errbuf *e)
 {
     sqlite3_stmt *sel = NULL, *upd = NULL;
     int rc = MS_OK;
@@ -925,9 +953,10 @@ static size_t label_vals(const char *yaml, run_scratch *s, rdb_val *v)
     const rdb_labels *l = &s->l;
     if (labeler(yaml, &s->l))
         return 0; /* a config this mpcsim cannot read again keeps the fallback */
-    const rdb_val row[] = {RV_TEXT(l->model), RV_TEXT(l->network), RV_TEXT(l->policy_label),
-                           RV_REAL(l->latency_ms), RV_REAL(l->bandwidth_mbps),
-                           RV_TEXT(l->machine), RV_INT(l->threads)};
+    const rdb_val row[] = {RV_TEXT(l->model),          RV_TEXT(l->network),
+                           RV_TEXT(l->policy_label),   RV_REAL(l->latency_ms),
+                           RV_REAL(l->bandwidth_mbps), RV_TEXT(l->machine),
+                           RV_INT(l->threads)};
     memcpy(v, row, sizeof row);
     return RV_N(row);
 }
@@ -955,9 +984,11 @@ static int migrate_labels(rdb *db, errbuf *e)
                             NULL, NULL, NULL) != SQLITE_OK)
         rc = DB_ERR(db, e, "migrating the runs' labels");
     if (!rc && labeler)
-        rc = update_runs(db, "UPDATE runs SET model = ?2, network = ?3, policy_label = ?4, "
-                             "latency_ms = ?5, bandwidth_mbps = ?6, machine = ?7, threads = ?8 "
-                             "WHERE id = ?1", label_vals, "migrating the runs' labels", e);
+        rc = update_runs(db,
+                         "UPDATE runs SET model = ?2, network = ?3, policy_label = ?4, "
+                         "latency_ms = ?5, bandwidth_mbps = ?6, machine = ?7, threads = ?8 "
+                         "WHERE id = ?1",
+                         label_vals, "migrating the runs' labels", e);
     return rc;
 }
 
@@ -980,7 +1011,8 @@ static int migrate_protocol_labels(rdb *db, errbuf *e)
         return DB_ERR(db, e, "migrating the runs' protocol labels");
     if (!labeler)
         return MS_OK;
-    return update_runs(db, "UPDATE runs SET protocol_label = ?2, model = ?3, network = ?4 "
-                           "WHERE id = ?1", protocol_label_vals,
-                       "migrating the runs' protocol labels", e);
+    return update_runs(db,
+                       "UPDATE runs SET protocol_label = ?2, model = ?3, network = ?4 "
+                       "WHERE id = ?1",
+                       protocol_label_vals, "migrating the runs' protocol labels", e);
 }

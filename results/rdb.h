@@ -41,7 +41,7 @@ typedef struct rdb_metric {
     const char *unit;
 } rdb_metric;
 
-typedef struct rdb_breakdown {  /* category "total" holds the phase total */
+typedef struct rdb_breakdown { /* category "total" holds the phase total */
     const char *phase;
     const char *category;
     rdb_stats s;
@@ -63,25 +63,25 @@ typedef struct rdb_phase {
 typedef struct rdb_run {
     const char *scenario;
     uint64_t grid_index;
-    const char *config_hash;   /* 16 hex digits */
+    const char *config_hash; /* 16 hex digits */
     const char *config_yaml;
     uint64_t seed;
-    const char *status;        /* "ok" | "failed" */
-    const char *error;         /* failure message, or NULL */
-    const char *started;       /* ISO-8601 UTC */
+    const char *status;  /* "ok" | "failed" */
+    const char *error;   /* failure message, or NULL */
+    const char *started; /* ISO-8601 UTC */
     const char *finished;
     double wall_s;
     const char *tool_version;
     const char *model, *protocol, *network, *policy; /* network: its label (lan, 20ms/300Mbps) */
-    const char *policy_label;  /* policy(params that differ from the defaults), e.g.
-                                * snapkv(capacity=1024); NULL: the policy's name */
-    const char *protocol_label; /* protocol(options that differ from its defaults), e.g.
-                                 * aby3(topk=quickselect); NULL: the protocol's name */
+    const char *policy_label;          /* policy(params that differ from the defaults), e.g.
+                                        * snapkv(capacity=1024); NULL: the policy's name */
+    const char *protocol_label;        /* protocol(options that differ from its defaults), e.g.
+                                        * aby3(topk=quickselect); NULL: the protocol's name */
     double latency_ms, bandwidth_mbps; /* slowest party-to-party link's one-way latency and
                                         * smallest bandwidth (the values of a uniform network) */
-    const char *machine;       /* machine profile name */
+    const char *machine;               /* machine profile name */
     int threads;
-    const char *config_json;   /* NULL: derived from config_yaml (rdb_yaml_to_json) */
+    const char *config_json; /* NULL: derived from config_yaml (rdb_yaml_to_json) */
     uint32_t prompt_len, decode_len, batch;
     const rdb_metric *metric;
     size_t n_metric;
@@ -110,17 +110,17 @@ int rdb_count_runs(rdb *db, int64_t *n, errbuf *e);
 /* One `mpcsim validate` row: predicted (cost engine + simulator) against measured (backend)
  * figures of one op program or primitive. exact is derived: rounds, bytes and offline equal. */
 typedef struct rdb_validation {
-    const char *session;      /* one invocation, e.g. "20261129T141500-1234" */
+    const char *session; /* one invocation, e.g. "20261129T141500-1234" */
     const char *tool_version;
     const char *protocol;
-    const char *item;         /* "primitive:mul", "stories260K:prefill", … */
-    const char *phase;        /* "prefill" | "decode" | "-" */
-    int64_t n;                /* elements (primitive) or new tokens (program) */
-    int64_t kv_len;           /* cached entries before the step (programs) */
-    uint64_t latency_ns;      /* one-way latency injected and simulated */
-    double bandwidth_bps;     /* link bandwidth simulated (and shaped when shaping = "tbf") */
-    const char *shaping;      /* "none" | "tbf" */
-    rdb_stats pred, meas;     /* rounds and bytes (compute/comm unused) */
+    const char *item;     /* "primitive:mul", "stories260K:prefill", … */
+    const char *phase;    /* "prefill" | "decode" | "-" */
+    int64_t n;            /* elements (primitive) or new tokens (program) */
+    int64_t kv_len;       /* cached entries before the step (programs) */
+    uint64_t latency_ns;  /* one-way latency injected and simulated */
+    double bandwidth_bps; /* link bandwidth simulated (and shaped when shaping = "tbf") */
+    const char *shaping;  /* "none" | "tbf" */
+    rdb_stats pred, meas; /* rounds and bytes (compute/comm unused) */
     uint64_t pred_offline, meas_offline;
     uint64_t pred_ns, meas_ns;
 } rdb_validation;

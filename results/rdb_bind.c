@@ -7,18 +7,13 @@ int rdb_bind(sqlite3_stmt *s, const rdb_val *v, size_t n)
     for (size_t k = 0; k < n && rc == SQLITE_OK; k++) {
         int col = (int)k + 1;
         switch (v[k].kind) {
-        case RDB_INT:
-            rc = sqlite3_bind_int64(s, col, (sqlite3_int64)v[k].i);
-            break;
-        case RDB_REAL:
-            rc = sqlite3_bind_double(s, col, v[k].d);
-            break;
+        case RDB_INT: rc = sqlite3_bind_int64(s, col, (sqlite3_int64)v[k].i); break;
+        case RDB_REAL: rc = sqlite3_bind_double(s, col, v[k].d); break;
         case RDB_TEXT:
             rc = v[k].s ? sqlite3_bind_text(s, col, v[k].s, -1, SQLITE_TRANSIENT)
                         : sqlite3_bind_null(s, col);
             break;
-        default:
-            rc = sqlite3_bind_null(s, col);
+        default: rc = sqlite3_bind_null(s, col);
         }
     }
     return rc;

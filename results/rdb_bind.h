@@ -24,7 +24,7 @@ typedef struct rdb_val {
 #define RV_INT(x) ((rdb_val){.kind = RDB_INT, .i = (int64_t)(x)})
 #define RV_REAL(x) ((rdb_val){.kind = RDB_REAL, .d = (double)(x)})
 #define RV_TEXT(x) ((rdb_val){.kind = RDB_TEXT, .s = (x)}) /* NULL: SQL NULL */
-#define RV_N(v) (sizeof (v) / sizeof (v)[0])
+#define RV_N(v) (sizeof(v) / sizeof(v)[0])
 
 /* Binds v[0..n) to parameters 1..n (text copied, so it need not outlive the call):
  * SQLITE_OK or the first error. */

@@ -44,8 +44,8 @@ static int put_children(rdb *db, sqlite3 *h, const sdb_run *r, int64_t id, errbu
     sqlite3_stmt *m = NULL, *q = NULL;
     int rc = MS_OK;
     if (sqlite3_prepare_v2(h, "INSERT INTO serve_metrics VALUES (?,?,?,?)", -1, &m, NULL) ||
-        sqlite3_prepare_v2(h, "INSERT INTO serve_requests VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", -1,
-                           &q, NULL))
+        sqlite3_prepare_v2(h, "INSERT INTO serve_requests VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", -1, &q,
+                           NULL))
         rc = FAIL();
     for (size_t i = 0; !rc && i < r->n_metric; i++) {
         const sdb_metric *x = &r->metric[i];
@@ -55,10 +55,18 @@ static int put_children(rdb *db, sqlite3 *h, const sdb_run *r, int64_t id, errbu
     }
     for (size_t i = 0; !rc && r->req && i < r->n_req; i++) {
         const sdb_request *x = &r->req[i];
-        const rdb_val v[] = {RV_INT(id), RV_INT(i), RV_INT(x->tenant), RV_INT(x->user),
-                             RV_INT(x->arrival_ns), RV_INT(x->admit_ns), RV_INT(x->first_ns),
-                             RV_INT(x->finish_ns), RV_INT(x->prompt), RV_INT(x->hit),
-                             RV_INT(x->shifted), RV_INT(x->decode)};
+        const rdb_val v[] = {RV_INT(id),
+                             RV_INT(i),
+                             RV_INT(x->tenant),
+                             RV_INT(x->user),
+                             RV_INT(x->arrival_ns),
+                             RV_INT(x->admit_ns),
+                             RV_INT(x->first_ns),
+                             RV_INT(x->finish_ns),
+                             RV_INT(x->prompt),
+                             RV_INT(x->hit),
+                             RV_INT(x->shifted),
+                             RV_INT(x->decode)};
         if (rdb_step_row(q, v, RV_N(v)))
             rc = FAIL();
     }
@@ -72,14 +80,16 @@ int sdb_put_run(rdb *db, const sdb_run *r, int64_t *id, errbuf *e)
     sqlite3 *h = rdb_handle(db);
     if (sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
         return FAIL();
-    const rdb_val v[] = {RV_TEXT(r->scenario), RV_TEXT(r->policy), RV_REAL(r->rate),
-                         RV_INT(r->seed), RV_TEXT(r->model), RV_TEXT(r->protocol),
-                         RV_TEXT(r->network), RV_TEXT(r->scheduler), RV_INT(r->n_requests),
-                         RV_INT(r->batch), RV_INT(r->chunk), RV_TEXT(r->config)};
+    const rdb_val v[] = {RV_TEXT(r->scenario), RV_TEXT(r->policy),    RV_REAL(r->rate),
+                         RV_INT(r->seed),      RV_TEXT(r->model),     RV_TEXT(r->protocol),
+                         RV_TEXT(r->network),  RV_TEXT(r->scheduler), RV_INT(r->n_requests),
+                         RV_INT(r->batch),     RV_INT(r->chunk),      RV_TEXT(r->config)};
     int rc = MS_OK;
-    if (rdb_exec_row(h, "INSERT INTO serve_runs (scenario, policy, rate, seed, model, protocol, "
-                        "network, scheduler, n_requests, batch, chunk, config) "
-                        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", v, RV_N(v)))
+    if (rdb_exec_row(h,
+                     "INSERT INTO serve_runs (scenario, policy, rate, seed, model, protocol, "
+                     "network, scheduler, n_requests, batch, chunk, config) "
+                     "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                     v, RV_N(v)))
         rc = FAIL();
     int64_t rid = sqlite3_last_insert_rowid(h);
     if (!rc)
@@ -95,14 +105,16 @@ int sdb_put_run(rdb *db, const sdb_run *r, int64_t *id, errbuf *e)
 
 int sdb_put_leak(rdb *db, const sdb_leak *l, errbuf *e)
 {
-    const rdb_val v[] = {RV_TEXT(l->scenario), RV_TEXT(l->policy), RV_TEXT(l->channel),
-                         RV_TEXT(l->scheduler), RV_INT(l->trials), RV_INT(l->correct),
+    const rdb_val v[] = {RV_TEXT(l->scenario),  RV_TEXT(l->policy),       RV_TEXT(l->channel),
+                         RV_TEXT(l->scheduler), RV_INT(l->trials),        RV_INT(l->correct),
                          RV_INT(l->candidates), RV_REAL(l->success_rate), RV_REAL(l->chance),
-                         RV_REAL(l->p_value), RV_REAL(l->bits), RV_REAL(l->ttft_gap_ms)};
-    if (rdb_exec_row(rdb_handle(db), "INSERT INTO serve_leak (scenario, policy, channel, "
-                                     "scheduler, trials, correct, candidates, success_rate, "
-                                     "chance, p_value, bits, ttft_gap_ms) VALUES "
-                                     "(?,?,?,?,?,?,?,?,?,?,?,?)", v, RV_N(v)))
+                         RV_REAL(l->p_value),   RV_REAL(l->bits),         RV_REAL(l->ttft_gap_ms)};
+    if (rdb_exec_row(rdb_handle(db),
+                     "INSERT INTO serve_leak (scenario, policy, channel, "
+                     "scheduler, trials, correct, candidates, success_rate, "
+                     "chance, p_value, bits, ttft_gap_ms) VALUES "
+                     "(?,?,?,?,?,?,?,?,?,?,?,?)",
+                     v, RV_N(v)))
         return FAIL();
     return MS_OK;
 }

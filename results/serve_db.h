@@ -22,13 +22,13 @@ typedef struct sdb_request {
 
 typedef struct sdb_run {
     const char *scenario, *policy, *model, *protocol, *network, *scheduler;
-    double rate;              /* requests/s (0 for a replayed workload) */
+    double rate; /* requests/s (0 for a replayed workload) */
     uint64_t seed;
     uint32_t n_requests, batch, chunk;
-    const char *config;       /* the run's resolved settings as YAML */
+    const char *config; /* the run's resolved settings as YAML */
     const sdb_metric *metric;
     size_t n_metric;
-    const sdb_request *req;   /* may be NULL */
+    const sdb_request *req; /* may be NULL */
     size_t n_req;
 } sdb_run;
 

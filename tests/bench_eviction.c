@@ -71,10 +71,11 @@ static int write_run(const char *policy, unsigned P)
     FILE *f = fopen(path, "w");
     if (!f)
         return -1;
-    fprintf(f, "format: 1\nname: one\nmodel: longchat-7b-32k\nprotocol: aby3\nnetwork: wan\n"
-               "trace: {source: synth}\nseed: 7\n"
-               "workload: {prompt_len: %u, decode_len: 32, decode_stride: 16}\n"
-               "policies:\n  - %s\n",
+    fprintf(f,
+            "format: 1\nname: one\nmodel: longchat-7b-32k\nprotocol: aby3\nnetwork: wan\n"
+            "trace: {source: synth}\nseed: 7\n"
+            "workload: {prompt_len: %u, decode_len: 32, decode_stride: 16}\n"
+            "policies:\n  - %s\n",
             P, policy);
     return fclose(f);
 }
@@ -119,11 +120,13 @@ static void sweep(char *bin, const char *data)
         unsigned P;
         double c, w, peak;
         long p;
-        if (sscanf(line, "mpcsim run: group of %zu run%*[s] at prompt %u: %lf CPU s, %lf s wall, "
-                         "peak %lf MiB, process %ld",
+        if (sscanf(line,
+                   "mpcsim run: group of %zu run%*[s] at prompt %u: %lf CPU s, %lf s wall, "
+                   "peak %lf MiB, process %ld",
                    &n, &P, &c, &w, &peak, &p) != 6 &&
-            sscanf(line, "mpcsim run: group of %zu run at prompt %u: %lf CPU s, %lf s wall, "
-                         "peak %lf MiB, process %ld",
+            sscanf(line,
+                   "mpcsim run: group of %zu run at prompt %u: %lf CPU s, %lf s wall, "
+                   "peak %lf MiB, process %ld",
                    &n, &P, &c, &w, &peak, &p) != 6) {
             fputs(line, stdout); /* an error message */
             continue;

@@ -14,8 +14,18 @@ static uint32_t T(op_program *p, const char *nm, int role, uint32_t b, uint32_t 
 static void E(op_program *p, int kind, int cat, uint32_t b, uint32_t m, uint32_t k, uint32_t n,
               uint32_t i0, uint32_t i1, uint32_t i2, uint32_t out, uint32_t flags, int iarg)
 {
-    op o = {.kind = (uint16_t)kind, .cat = (uint8_t)cat, .layer = 0, .group = -1, .batch = b,
-            .m = m, .k = k, .n = n, .in = {i0, i1, i2}, .out = out, .flags = flags, .iarg = iarg};
+    op o = {.kind = (uint16_t)kind,
+            .cat = (uint8_t)cat,
+            .layer = 0,
+            .group = -1,
+            .batch = b,
+            .m = m,
+            .k = k,
+            .n = n,
+            .in = {i0, i1, i2},
+            .out = out,
+            .flags = flags,
+            .iarg = iarg};
     op_emit(p, &o);
 }
 

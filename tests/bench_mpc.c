@@ -135,9 +135,19 @@ static int build(job *j, const bop *b, size_t n)
     uint32_t zr = kind == OP_TOPK ? (uint32_t)iarg : m;
     uint32_t z = op_tensor_add(p, "z", OPT_TEMP, DOM_ARITH, bt, zr, nn);
     int two = kind == OP_MUL || kind == OP_MATMUL || kind == OP_LT || kind == OP_EQ;
-    op o = {.kind = (uint16_t)kind, .phase = PHASE_DECODE, .cat = OPC_OTHER, .layer = -1,
-            .group = -1, .batch = bt, .m = m, .k = k, .n = nn,
-            .in = {x, two ? y : OP_NONE, OP_NONE}, .out = z, .flags = b->flags, .iarg = iarg};
+    op o = {.kind = (uint16_t)kind,
+            .phase = PHASE_DECODE,
+            .cat = OPC_OTHER,
+            .layer = -1,
+            .group = -1,
+            .batch = bt,
+            .m = m,
+            .k = k,
+            .n = nn,
+            .in = {x, two ? y : OP_NONE, OP_NONE},
+            .out = z,
+            .flags = b->flags,
+            .iarg = iarg};
     op_emit(p, &o);
     j->pos = b->pos;
     return 0;
@@ -195,9 +205,9 @@ static void bench(const char *pname, const bop *b, size_t n, job *j, char **sets
     if (!(reps & 1))
         med = 0.5e-6 * (double)(ns[reps / 2 - 1] + ns[reps / 2]);
     size_t elems = b->kind == OP_MATMUL ? n * 768 : n;
-    printf("%-7s %-8s %8zu %10.3f %10.3f %6llu %14llu %12llu %10.1f\n", pname, b->name, n, mn,
-           med, (unsigned long long)rounds, (unsigned long long)online,
-           (unsigned long long)offline, (double)(online + offline) / (double)elems);
+    printf("%-7s %-8s %8zu %10.3f %10.3f %6llu %14llu %12llu %10.1f\n", pname, b->name, n, mn, med,
+           (unsigned long long)rounds, (unsigned long long)online, (unsigned long long)offline,
+           (double)(online + offline) / (double)elems);
     fflush(stdout);
 }
 

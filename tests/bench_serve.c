@@ -68,8 +68,8 @@ int main(void)
     }
     printf("workload: %zu requests, %zu prompt tokens, generated in %.3f s\n", w.n, w.n_tok,
            now_s() - t0);
-    printf("%-7s %8s %8s %10s %10s %10s %12s %8s\n", "policy", "wall s", "cpu s", "steps",
-           "events", "cost calls", "requests/s", "tok hit");
+    printf("%-7s %8s %8s %10s %10s %10s %12s %8s\n", "policy", "wall s", "cpu s", "steps", "events",
+           "cost calls", "requests/s", "tok hit");
     for (int k = 0; k < KVS_N; k++) {
         serve_params sp;
         serve_params_default(&sp);
@@ -86,8 +86,8 @@ int main(void)
             return 1;
         }
         double dt = now_s() - t0, cpu = (double)(clock() - c0) / CLOCKS_PER_SEC;
-        printf("%-7s %8.3f %8.3f %10llu %10llu %10llu %12.0f %8.3f\n", kvs_kind_name(k), dt,
-               cpu, (unsigned long long)r.steps, (unsigned long long)r.events,
+        printf("%-7s %8.3f %8.3f %10llu %10llu %10llu %12.0f %8.3f\n", kvs_kind_name(k), dt, cpu,
+               (unsigned long long)r.steps, (unsigned long long)r.events,
                (unsigned long long)r.cost_calls, (double)w.n / dt, r.token_hit_rate);
         serve_result_free(&r);
         serve_stepcoster_close(sc);

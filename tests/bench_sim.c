@@ -63,8 +63,14 @@ static void bench_simrun(int P, size_t n_rounds)
         char name[32];
         snprintf(name, sizeof name, "t%zu", i);
         uint32_t t = op_tensor_add(&p, name, OPT_TEMP, DOM_ARITH, 1, 1, 8);
-        op o = {.kind = OP_MUL, .cat = (uint8_t)(i % OPC_N), .layer = (int16_t)(i % 32),
-                .batch = 1, .m = 1, .n = 8, .in = {i ? t - 1 : x, x, OP_NONE}, .out = t};
+        op o = {.kind = OP_MUL,
+                .cat = (uint8_t)(i % OPC_N),
+                .layer = (int16_t)(i % 32),
+                .batch = 1,
+                .m = 1,
+                .n = 8,
+                .in = {i ? t - 1 : x, x, OP_NONE},
+                .out = t};
         op_emit(&p, &o);
     }
     cost_log l = {.n_parties = P, .n = n_rounds, .cap = n_rounds};
@@ -95,8 +101,8 @@ static void bench_simrun(int P, size_t n_rounds)
             exit(1);
         }
         printf("sim_run: %d parties, %zu rounds, overlap %d: %.3f s, %.1f M rounds/s, "
-               "%.1f M events/s\n", P, n_rounds, ov, t, (double)n_rounds / t * 1e-6,
-               (double)res.events / t * 1e-6);
+               "%.1f M events/s\n",
+               P, n_rounds, ov, t, (double)n_rounds / t * 1e-6, (double)res.events / t * 1e-6);
         sim_result_free(&res);
     }
     free(l.r);
@@ -174,12 +180,13 @@ static void bench_llama_steps(uint32_t ctx, uint32_t n_dec)
     printf("llama-2-7b semi2k wan, %u decode steps at %u context, every step costed: %.3f s CPU\n"
            "  lowering %.3f s (%.0f%%), protocol costing %.3f s (%.0f%%), simulation %.3f s "
            "(%.0f%%: %.1f ns per cost round, %.1f M events/s)\n"
-           "  %llu communication rounds in all (%zu ops, %zu cost rounds in the last step); simulated decode "
+           "  %llu communication rounds in all (%zu ops, %zu cost rounds in the last step); "
+           "simulated decode "
            "latency %.0f s\n"
            "  the same programs costed without the op memo: %.3f s (%.1fx the memo's time)\n",
            n_dec, ctx, tot, tl, 100 * tl / tot, tc, 100 * tc / tot, ts, 100 * ts / tot,
-           ts / (double)cost_rounds * 1e9, (double)events / ts * 1e-6,
-           (unsigned long long)rounds, p.n_ops, log.n, lat, tr, tr / tc);
+           ts / (double)cost_rounds * 1e9, (double)events / ts * 1e-6, (unsigned long long)rounds,
+           p.n_ops, log.n, lat, tr, tr / tc);
     sim_ws_free(so.ws);
     cost_memo_free(memo);
     cost_log_free(&ref);
@@ -206,7 +213,8 @@ static void bench_llama_run(uint32_t ctx, uint32_t n_dec, uint32_t stride)
         if (!strcmp(res.metric[i].name, "steps_simulated"))
             steps = res.metric[i].value;
     printf("run_execute, policy full, stride %u: %.3f s CPU (%.0f steps simulated; the rest is "
-           "the policy replay of all %u steps)\n", stride, cpu, steps, n_dec);
+           "the policy replay of all %u steps)\n",
+           stride, cpu, steps, n_dec);
     run_result_free(&res);
     free(cfg);
 }

@@ -86,8 +86,8 @@ int main(void)
            500 / t_sweep, rc);
 
     t0 = now_s();
-    char *resume[] = {bin, "run", "bench.yaml", "-o", "bench.db", "-j", "2", "--resume", "-q",
-                      NULL};
+    char *resume[] = {bin,  "run", "bench.yaml", "-o", "bench.db",
+                      "-j", "2",   "--resume",   "-q", NULL};
     rc = mpcsim(resume);
     printf("resume with nothing left: %.3f s, exit %d\n", now_s() - t0, rc);
 
@@ -100,8 +100,8 @@ int main(void)
     char *s2[] = {bin, "run", "bench.yaml", "-o", "s2.db", "--shard", "2/2", "-j", "2", "-q", NULL};
     t0 = now_s();
     int r1 = mpcsim(s1), r2 = mpcsim(s2);
-    printf("two shards of 250 runs, one after the other: %.2f s, exit %d %d\n", now_s() - t0,
-           r1, r2);
+    printf("two shards of 250 runs, one after the other: %.2f s, exit %d %d\n", now_s() - t0, r1,
+           r2);
     t0 = now_s();
     char *merge[] = {bin, "merge", "m.db", "s1.db", "s2.db", NULL};
     rc = mpcsim(merge);
@@ -111,13 +111,13 @@ int main(void)
     sqlite3 *h;
     sqlite3_stmt *st;
     if (sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
-        sqlite3_prepare_v2(h, "SELECT count(*), sum(wall_s) FROM runs WHERE status = 'ok'", -1,
-                           &st, NULL) == SQLITE_OK &&
+        sqlite3_prepare_v2(h, "SELECT count(*), sum(wall_s) FROM runs WHERE status = 'ok'", -1, &st,
+                           NULL) == SQLITE_OK &&
         sqlite3_step(st) == SQLITE_ROW) {
         double busy = sqlite3_column_double(st, 1);
         printf("runs ok: %d; time inside run_execute: %.2f s in all, %.1f ms per run; "
-               "workers busy %.0f%% of the sweep\n", sqlite3_column_int(st, 0), busy,
-               1e3 * busy / 500, 100 * busy / (2 * t_sweep));
+               "workers busy %.0f%% of the sweep\n",
+               sqlite3_column_int(st, 0), busy, 1e3 * busy / 500, 100 * busy / (2 * t_sweep));
         sqlite3_finalize(st);
     }
     sqlite3_close(h);

@@ -35,7 +35,8 @@ static void *run(void *arg)
     side *s = arg;
     mpc_tls_conn *c = NULL;
     errbuf why;
-    s->rc = mpc_tls_handshake(s->t, s->fd, s->server, s->server ? 2 : 0, "peer", now_ns() + 5000000000ull, &c, &why);
+    s->rc = mpc_tls_handshake(s->t, s->fd, s->server, s->server ? 2 : 0, "peer",
+                              now_ns() + 5000000000ull, &c, &why);
     if (s->rc)
         fprintf(stderr, "bench_tls: %s\n", why.msg);
     mpc_tls_wire(c, &s->sent, &s->recv);
@@ -95,10 +96,12 @@ int main(void)
     qsort(mk, RUNS, sizeof *mk, cmp_u64);
     qsort(hs, RUNS, sizeof *hs, cmp_u64);
     printf("TLS 1.3 handshake (mutual Ed25519 certificates + confirmation), socketpair, %d runs:\n"
-           "  median %.3f ms (min %.3f, max %.3f); %llu B from the dialling side, %llu B from the accepting side\n",
+           "  median %.3f ms (min %.3f, max %.3f); %llu B from the dialling side, %llu B from the "
+           "accepting side\n",
            RUNS, hs[RUNS / 2] * 1e-6, hs[0] * 1e-6, hs[RUNS - 1] * 1e-6, (unsigned long long)sent,
            (unsigned long long)recv);
-    printf("key folder for 3 nodes (mpcsim party keys), %d runs: median %.3f ms (min %.3f, max %.3f)\n", RUNS,
-           mk[RUNS / 2] * 1e-6, mk[0] * 1e-6, mk[RUNS - 1] * 1e-6);
+    printf("key folder for 3 nodes (mpcsim party keys), %d runs: median %.3f ms (min %.3f, max "
+           "%.3f)\n",
+           RUNS, mk[RUNS / 2] * 1e-6, mk[0] * 1e-6, mk[RUNS - 1] * 1e-6);
     return 0;
 }

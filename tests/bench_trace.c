@@ -81,8 +81,8 @@ static int bench_recorded(void)
     int reps = 200;
     for (int r = 0; r < reps; r++)
         for (uint32_t h = 0; h < s->n_heads; h++)
-            trace_attend(t, r % s->n_layers, h, trace_q(t, r % s->n_layers) + h * s->head_dim,
-                         idx, n, p, out);
+            trace_attend(t, r % s->n_layers, h, trace_q(t, r % s->n_layers) + h * s->head_dim, idx,
+                         n, p, out);
     printf("  trace_attend on %u kept keys: %.3g keys/s\n", n,
            (double)reps * s->n_heads * n / (now() - t0));
     trace_close(t);

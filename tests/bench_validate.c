@@ -49,7 +49,11 @@ static int setup(void)
 static void generation(const char *pn, uint32_t prompt, uint32_t n)
 {
     errbuf e = {{0}};
-    secinf_opts o = {.model = &M, .weights = L, .tokens = ids, .n_tokens = prompt, .prefill = prompt,
+    secinf_opts o = {.model = &M,
+                     .weights = L,
+                     .tokens = ids,
+                     .n_tokens = prompt,
+                     .prefill = prompt,
                      .n_gen = n - 1};
     proto_cfg_default(pn, &o.cfg, &e);
     proto_cfg_set(&o.cfg, "approx", "sigmoid", &e);
@@ -65,9 +69,10 @@ static void generation(const char *pn, uint32_t prompt, uint32_t n)
             ns = r.st[(size_t)s * r.n_nodes + i].ns > ns ? r.st[(size_t)s * r.n_nodes + i].ns : ns;
         *(s ? &dec : &pre) += ns;
     }
-    printf("generation %-6s prompt %3u, %3u tokens: prefill %6.3f s, decode %6.3f s (%5.1f ms/token), "
-           "whole session %6.2f s (incl. weight sharing)\n",
-           pn, prompt, n, pre * 1e-9, dec * 1e-9, dec * 1e-6 / (n - 1), r.seconds);
+    printf(
+        "generation %-6s prompt %3u, %3u tokens: prefill %6.3f s, decode %6.3f s (%5.1f ms/token), "
+        "whole session %6.2f s (incl. weight sharing)\n",
+        pn, prompt, n, pre * 1e-9, dec * 1e-9, dec * 1e-6 / (n - 1), r.seconds);
     secinf_result_free(&r);
 }
 
@@ -90,9 +95,11 @@ static void accuracy(const char *pn, const char *approx, uint32_t N)
     }
     llama_acc a;
     llama_compare(r.logits, ref, N, V, &a);
-    printf("accuracy   %-6s approx %-7s %u positions: top-1 %u/%u (%.2f %%), logit error max %.4f mean %.5f "
-           "(%.1f s); largest reference margin of a disagreement %.4f\n", pn, approx, N, a.top1_agree, N,
-           100.0 * a.top1_agree / N, a.max_abs, a.mean_abs, r.seconds, a.miss_gap);
+    printf("accuracy   %-6s approx %-7s %u positions: top-1 %u/%u (%.2f %%), logit error max %.4f "
+           "mean %.5f "
+           "(%.1f s); largest reference margin of a disagreement %.4f\n",
+           pn, approx, N, a.top1_agree, N, 100.0 * a.top1_agree / N, a.max_abs, a.mean_abs,
+           r.seconds, a.miss_gap);
     secinf_result_free(&r);
     free(ref);
 }
@@ -100,7 +107,11 @@ static void accuracy(const char *pn, const char *approx, uint32_t N)
 static void latency(const char *pn, double lat_ms, uint32_t prompt)
 {
     errbuf e = {{0}};
-    secinf_opts o = {.model = &M, .weights = L, .tokens = ids, .n_tokens = prompt + 1, .prefill = prompt,
+    secinf_opts o = {.model = &M,
+                     .weights = L,
+                     .tokens = ids,
+                     .n_tokens = prompt + 1,
+                     .prefill = prompt,
                      .latency_ns = (uint64_t)(lat_ms * 1e6)};
     proto_cfg_default(pn, &o.cfg, &e);
     uint64_t over = 0;
@@ -119,12 +130,15 @@ static void latency(const char *pn, double lat_ms, uint32_t prompt)
             fprintf(stderr, "bench_validate: %s\n", e.msg);
             break;
         }
-        printf("latency    %-6s %4.1f ms link %-20s rounds %4llu (%s), predicted %8.1f ms, measured %8.1f ms, "
-               "error %+6.1f %%\n", pn, lat_ms, row.item, (unsigned long long)row.meas.rounds,
-               row.ops_mismatched ? "MISMATCH" : "bytes+rounds exact", row.pred_ns * 1e-6, row.meas_ns * 1e-6,
-               valid_err_pct(row.pred_ns, row.meas_ns));
+        printf("latency    %-6s %4.1f ms link %-20s rounds %4llu (%s), predicted %8.1f ms, "
+               "measured %8.1f ms, "
+               "error %+6.1f %%\n",
+               pn, lat_ms, row.item, (unsigned long long)row.meas.rounds,
+               row.ops_mismatched ? "MISMATCH" : "bytes+rounds exact", row.pred_ns * 1e-6,
+               row.meas_ns * 1e-6, valid_err_pct(row.pred_ns, row.meas_ns));
     }
-    printf("latency    %-6s probe: %.1f us per round beyond the injected latency\n", pn, over * 1e-3);
+    printf("latency    %-6s probe: %.1f us per round beyond the injected latency\n", pn,
+           over * 1e-3);
     secinf_result_free(&r);
 }
 

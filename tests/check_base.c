@@ -19,7 +19,8 @@ START_TEST(test_err_codes)
     ck_assert_str_eq(ms_err_name(MS_ERR_INPUT), "ERR_INPUT");
     ck_assert_str_eq(ms_err_text(MS_ERR_RANGE), "value out of range");
     errbuf e;
-    ck_assert_int_eq(err_set(&e, MS_ERR_FORMAT, "%s:%d:%d: error: %s", "f.yaml", 3, 7, "bad"), MS_ERR_FORMAT);
+    ck_assert_int_eq(err_set(&e, MS_ERR_FORMAT, "%s:%d:%d: error: %s", "f.yaml", 3, 7, "bad"),
+                     MS_ERR_FORMAT);
     ck_assert_str_eq(e.msg, "f.yaml:3:7: error: bad");
     ck_assert_int_eq(err_set(NULL, MS_ERR_NOMEM, "no buffer"), MS_ERR_NOMEM); /* e may be NULL */
     char big[2 * sizeof e.msg];

@@ -62,15 +62,16 @@ START_TEST(test_steady_step_is_the_runners)
 }
 END_TEST
 
-
 START_TEST(test_cli_map)
 {
     const char *scn = th_file(&td, "be.yaml", SCN);
     char out[512], dir[512], args[2048];
     snprintf(out, sizeof out, "%s", testdir_path(&td, "out.txt"));
     snprintf(dir, sizeof dir, "%s", testdir_path(&td, "map"));
-    snprintf(args, sizeof args, "breakeven %s -o %s --no-plot --bandwidth 100Mbps,10Gbps "
-             "--latency 0.01ms,50ms --threads 1,4", scn, dir);
+    snprintf(args, sizeof args,
+             "breakeven %s -o %s --no-plot --bandwidth 100Mbps,10Gbps "
+             "--latency 0.01ms,50ms --threads 1,4",
+             scn, dir);
     ck_assert_int_eq(th_cli(args, out), 0);
     char dat[600];
     snprintf(dat, sizeof dat, "%s/breakeven-0-h2o.dat", dir);
@@ -95,8 +96,10 @@ START_TEST(test_cli_map)
     unlink(dat);
     /* the heatmap, where gnuplot is installed (scripts/install-deps.sh installs it) */
     if (system("gnuplot --version >/dev/null 2>&1") == 0) {
-        snprintf(args, sizeof args, "breakeven %s -o %s --bandwidth 100Mbps,1Gbps,10Gbps "
-                 "--latency 0.01ms,1ms,50ms --threads 1,4", scn, dir);
+        snprintf(args, sizeof args,
+                 "breakeven %s -o %s --bandwidth 100Mbps,1Gbps,10Gbps "
+                 "--latency 0.01ms,1ms,50ms --threads 1,4",
+                 scn, dir);
         ck_assert_int_eq(th_cli(args, out), 0);
         char png[600];
         snprintf(png, sizeof png, "%s/breakeven-0-h2o.png", dir);
@@ -112,15 +115,17 @@ START_TEST(test_cli_map)
     rmdir(dir);
 
     /* errors: no reference, two references, a run that differs in more than its policy */
-    const char *bad = th_file(&td, "bad.yaml", "format: 1\nname: b\nmodel: stories260K\n"
-                                             "protocol: semi2k\nnetwork: lan\n"
-                                             "workload: {prompt_len: 8, decode_len: 2}\n"
-                                             "policies: [{name: streamingllm}]\n");
+    const char *bad = th_file(&td, "bad.yaml",
+                              "format: 1\nname: b\nmodel: stories260K\n"
+                              "protocol: semi2k\nnetwork: lan\n"
+                              "workload: {prompt_len: 8, decode_len: 2}\n"
+                              "policies: [{name: streamingllm}]\n");
     snprintf(args, sizeof args, "breakeven %s -o %s --no-plot", bad, dir);
     ck_assert_int_eq(th_cli(args, out), 2);
-    bad = th_file(&td, "bad2.yaml", "format: 1\nname: b\nmodel: stories260K\nprotocol: semi2k\n"
-                                  "network: lan\nworkload: {prompt_len: [8, 16], decode_len: 2}\n"
-                                  "policies: [full, streamingllm]\n");
+    bad = th_file(&td, "bad2.yaml",
+                  "format: 1\nname: b\nmodel: stories260K\nprotocol: semi2k\n"
+                  "network: lan\nworkload: {prompt_len: [8, 16], decode_len: 2}\n"
+                  "policies: [full, streamingllm]\n");
     snprintf(args, sizeof args, "breakeven %s -o %s --no-plot", bad, dir);
     ck_assert_int_eq(th_cli(args, out), 2);
     snprintf(args, sizeof args, "breakeven %s --latency 5xs", scn);

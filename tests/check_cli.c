@@ -23,7 +23,6 @@ TESTDIR("check_cli")
 #define tmpdir (td.dir)
 static const char *tpath(const char *name) { return testdir_path(&td, name); }
 
-
 /* ---- running the CLI ------------------------------------------------------------------- */
 
 /* Names the output files of the next spawns: out<tag>.txt, err<tag>.txt. */
@@ -38,10 +37,8 @@ static const char *tagged(const char *base)
 }
 
 /* `mpcsim args…` in tmpdir, stdout/stderr to out<tag>.txt/err<tag>.txt. */
-#define MPCSIM(...) \
-    th_runl(tmpdir, tagged("out"), tagged("err"), __VA_ARGS__, (const char *)NULL)
-#define SPAWN(...) \
-    th_spawnl(tmpdir, tagged("out"), tagged("err"), __VA_ARGS__, (const char *)NULL)
+#define MPCSIM(...) th_runl(tmpdir, tagged("out"), tagged("err"), __VA_ARGS__, (const char *)NULL)
+#define SPAWN(...) th_spawnl(tmpdir, tagged("out"), tagged("err"), __VA_ARGS__, (const char *)NULL)
 
 /* ---- scenarios ------------------------------------------------------------------------- */
 
@@ -64,8 +61,7 @@ static void write_sweep(const char *file, const char *name, int n_prompts, int s
              "network: [lan, wan]\n"
              "policies: [full]\n"
              "workload: {prompt_len: [%s], decode_len: %s}\n",
-             name, slow ? "llama-2-7b" : "gpt2", list,
-             slow ? "256, decode_stride: 1" : "4");
+             name, slow ? "llama-2-7b" : "gpt2", list, slow ? "256, decode_stride: 1" : "4");
     th_write(tpath(file), buf);
 }
 
@@ -128,11 +124,12 @@ static long long incomplete_runs(const char *path)
 
 static long long orphan_rows(const char *path)
 {
-    return sqlfix_file_int(path, "SELECT (SELECT count(*) FROM metrics WHERE run_id NOT IN (SELECT id FROM "
-                    "runs)) + (SELECT count(*) FROM breakdown WHERE run_id NOT IN (SELECT id "
-                    "FROM runs)) + (SELECT count(*) FROM phases WHERE run_id NOT IN (SELECT id "
-                    "FROM runs)) + (SELECT count(*) FROM layer_breakdown WHERE run_id NOT IN "
-                    "(SELECT id FROM runs))");
+    return sqlfix_file_int(
+        path, "SELECT (SELECT count(*) FROM metrics WHERE run_id NOT IN (SELECT id FROM "
+              "runs)) + (SELECT count(*) FROM breakdown WHERE run_id NOT IN (SELECT id "
+              "FROM runs)) + (SELECT count(*) FROM phases WHERE run_id NOT IN (SELECT id "
+              "FROM runs)) + (SELECT count(*) FROM layer_breakdown WHERE run_id NOT IN "
+              "(SELECT id FROM runs))");
 }
 
 /* ---- tests ----------------------------------------------------------------------------- */
@@ -151,9 +148,9 @@ START_TEST(test_help_and_usage)
     }
     write_sweep("s.yaml", "usage", 1, 0);
     static const th_argv usage[] = {
-        {"run", "s.yaml", "-j", "0"},         {"run", "s.yaml", "-j", "two"},
-        {"run", "s.yaml", "--shard", "3/2"},  {"run", "s.yaml", "--shard", "0/2"},
-        {"run", "s.yaml", "--shard", "1"},    {"report", "missing.db"},
+        {"run", "s.yaml", "-j", "0"},        {"run", "s.yaml", "-j", "two"},
+        {"run", "s.yaml", "--shard", "3/2"}, {"run", "s.yaml", "--shard", "0/2"},
+        {"run", "s.yaml", "--shard", "1"},   {"report", "missing.db"},
     };
     th_run_each(tmpdir, tagged("out"), tagged("err"), 2, usage, TH_N(usage));
     ck_assert(!th_exists(tpath("missing.db")));
@@ -167,7 +164,8 @@ END_TEST
 static const struct {
     const char *args, *msg;
 } bad_options[] = {
-    {"run --outptu x.db s.yaml", "unknown option '--outptu' (did you mean '--output'? see mpcsim run --help)"},
+    {"run --outptu x.db s.yaml",
+     "unknown option '--outptu' (did you mean '--output'? see mpcsim run --help)"},
     {"run s.yaml -j", "option '-j' needs a value"},
     {"run s.yaml -j two", "--jobs wants a number of workers from 1 to 256, not 'two'"},
     {"run s.yaml --progress-every 0", "--progress-every wants seconds from 0.1 to 86400, not '0'"},
@@ -195,9 +193,12 @@ static const struct {
     {"serve -n", "option '-n' needs a value"},
     {"serve -n 3 --position sideways", "--position is rerotate or recompute, not 'sideways'"},
     {"cost --protcol semi2k", "unknown option '--protcol' (did you mean '--protocol'?"},
-    {"cost -m gpt2 -p semi2k -n lan --phase prefill --tokens x", "--tokens wants an integer in [1, 16777216], not 'x'"},
-    {"trace synth --tokenz 3", "unknown option '--tokenz' (did you mean '--tokens'? see mpcsim trace synth --help)"},
-    {"trace synth -m gpt2 --tokens 0 --stats", "--tokens wants an integer in [1, 16777216], not '0'"},
+    {"cost -m gpt2 -p semi2k -n lan --phase prefill --tokens x",
+     "--tokens wants an integer in [1, 16777216], not 'x'"},
+    {"trace synth --tokenz 3",
+     "unknown option '--tokenz' (did you mean '--tokens'? see mpcsim trace synth --help)"},
+    {"trace synth -m gpt2 --tokens 0 --stats",
+     "--tokens wants an integer in [1, 16777216], not '0'"},
     {"trace info --tol x d", "--tol wants a number in (0, 1], not 'x'"},
     {"trace fit --sinks", "option '--sinks' needs a value"},
     {"trace record -n 0", "--max-tokens wants an integer in [1, 16777216], not '0'"},
@@ -238,11 +239,10 @@ static int widest_line(const char *s, const char **where)
  * exits 0, names the command and reads in 80 columns. */
 START_TEST(test_help_texts)
 {
-    static const char *const cmds[] = {"",           "run",          "report",      "plot",
-                                       "merge",      "list",         "calibrate",   "breakeven",
-                                       "serve",      "cost",         "trace",       "trace record",
-                                       "trace synth", "trace fit",   "trace info",  "validate",
-                                       "party"};
+    static const char *const cmds[] = {
+        "",           "run",      "report", "plot",  "merge",        "list",        "calibrate",
+        "breakeven",  "serve",    "cost",   "trace", "trace record", "trace synth", "trace fit",
+        "trace info", "validate", "party"};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         char args[64], out[16384], want[64];
         snprintf(args, sizeof args, "%s --help", cmds[i]);
@@ -260,10 +260,10 @@ END_TEST
 /* The option names of mpcsim's and every command's --help, as " --name " words, for look-ups. */
 static char *all_options(void)
 {
-    static const char *const cmds[] = {"", "run", "report", "plot", "merge", "list", "calibrate",
-                                       "breakeven", "serve", "cost", "trace record",
-                                       "trace synth", "trace fit", "trace info", "validate",
-                                       "party"};
+    static const char *const cmds[] = {"",          "run",        "report",       "plot",
+                                       "merge",     "list",       "calibrate",    "breakeven",
+                                       "serve",     "cost",       "trace record", "trace synth",
+                                       "trace fit", "trace info", "validate",     "party"};
     size_t cap = 1 << 16, len = 1;
     char *names = calloc(cap, 1), out[16384];
     ck_assert_ptr_nonnull(names);
@@ -310,8 +310,9 @@ START_TEST(test_man_and_completion_options)
             const char *q = p + strlen(dash);
             char name[64] = " --";
             size_t n = 3;
-            while (n < sizeof name - 2 && (islower((unsigned char)*q) || isdigit((unsigned char)*q) ||
-                                           *q == '-' || (*q == '\\' && q[1] == '-'))) {
+            while (n < sizeof name - 2 &&
+                   (islower((unsigned char)*q) || isdigit((unsigned char)*q) || *q == '-' ||
+                    (*q == '\\' && q[1] == '-'))) {
                 if (*q == '\\')
                     q++;
                 name[n++] = *q++;
@@ -335,7 +336,7 @@ END_TEST
 START_TEST(test_input_error_writes_nothing)
 {
     th_write(tpath("bad.yaml"), "format: 1\nname: bad\nmodel: gpt2\nbandwith: 10\nnetwork: lan\n"
-                            "policies: [full]\nworkload: {prompt_len: 64, decode_len: 2}\n");
+                                "policies: [full]\nworkload: {prompt_len: 64, decode_len: 2}\n");
     ck_assert_int_eq(MPCSIM("run", "bad.yaml", "-o", "bad.db"), 2);
     char *err = th_slurp(tpath("err.txt"), NULL);
     ck_assert_msg(strstr(err, "bad.yaml:4:") && strstr(err, "error"), "stderr: %s", err);
@@ -354,29 +355,31 @@ END_TEST
 START_TEST(test_out_of_range_inputs)
 {
     th_write(tpath("bw.yaml"), "format: 1\nname: bw\nmodel: llama-2-7b\nprotocol: semi2k\n"
-                           "network: {name: slow, latency_ms: 1, bandwidth_bps: 1e-300}\n"
-                           "policies: [full]\nworkload: {prompt_len: 512, decode_len: 1}\n");
+                               "network: {name: slow, latency_ms: 1, bandwidth_bps: 1e-300}\n"
+                               "policies: [full]\nworkload: {prompt_len: 512, decode_len: 1}\n");
     ck_assert_int_eq(MPCSIM("run", "bw.yaml", "-o", "bw.db"), 2);
     char *err = th_slurp(tpath("err.txt"), NULL);
     ck_assert_msg(strstr(err, "bw.yaml:5:") && strstr(err, "'bandwidth_bps' = 1e-300 is out of "
-                                                           "range"), "stderr: %s", err);
+                                                           "range"),
+                  "stderr: %s", err);
     free(err);
     ck_assert(!th_exists(tpath("bw.db")));
-    ck_assert_int_eq(MPCSIM("cost", "-m", "gpt2", "-p", "semi2k", "-n", "1ms/1e-300bps",
-                            "-k", "64"), 2);
+    ck_assert_int_eq(
+        MPCSIM("cost", "-m", "gpt2", "-p", "semi2k", "-n", "1ms/1e-300bps", "-k", "64"), 2);
     err = th_slurp(tpath("err.txt"), NULL);
     ck_assert_msg(strstr(err, "bad bandwidth '1e-300bps'"), "stderr: %s", err);
     free(err);
     /* the slowest accepted link: a 7B prefill takes longer than 2^56 ns */
     th_write(tpath("bw.yaml"), "format: 1\nname: bw\nmodel: llama-2-7b\nprotocol: semi2k\n"
-                           "network: {name: slow, latency_ms: 1, bandwidth_bps: 1000}\n"
-                           "policies: [full]\nworkload: {prompt_len: 512, decode_len: 1}\n");
+                               "network: {name: slow, latency_ms: 1, bandwidth_bps: 1000}\n"
+                               "policies: [full]\nworkload: {prompt_len: 512, decode_len: 1}\n");
     ck_assert_int_eq(MPCSIM("run", "bw.yaml", "-o", "bw.db"), 1);
     err = th_slurp(tpath("err.txt"), NULL);
     ck_assert_msg(strstr(err, "runs past 2^56 ns"), "stderr: %s", err);
     free(err);
     ck_assert_int_eq(MPCSIM("report", "bw.db"), 0);
-    ck_assert_int_eq(sqlfix_file_int(tpath("bw.db"), "SELECT count(*) FROM runs WHERE status = 'failed'"), 1);
+    ck_assert_int_eq(
+        sqlfix_file_int(tpath("bw.db"), "SELECT count(*) FROM runs WHERE status = 'failed'"), 1);
 }
 END_TEST
 
@@ -422,16 +425,17 @@ START_TEST(test_dry_run_and_shards)
     unsetenv("OMPI_COMM_WORLD_RANK");
     unsetenv("OMPI_COMM_WORLD_SIZE");
     ck_assert_int_eq(sqlfix_file_int(tpath("part-2.db"), "SELECT count(*) FROM runs"), 4);
-    ck_assert_int_eq(sqlfix_file_int(tpath("part-2.db"), "SELECT count(*) FROM runs WHERE grid_index % 3 <> 1"),
-                     0);
+    ck_assert_int_eq(
+        sqlfix_file_int(tpath("part-2.db"), "SELECT count(*) FROM runs WHERE grid_index % 3 <> 1"),
+        0);
     free(two);
     free(autos);
     if (!getenv("PMI_RANK") && !getenv("SLURM_ARRAY_TASK_ID") && !getenv("SLURM_PROCID"))
         ck_assert_int_eq(MPCSIM("run", "s.yaml", "--dry-run", "--shard", "auto"), 2);
     /* grid points that resolve to the same config run once */
     th_write(tpath("dup.yaml"), "format: 1\nname: dup\nmodel: gpt2\nnetwork: lan\n"
-                            "protocol: [semi2k, semi2k]\npolicies: [full]\n"
-                            "workload: {prompt_len: [64, 96], decode_len: 2}\n");
+                                "protocol: [semi2k, semi2k]\npolicies: [full]\n"
+                                "workload: {prompt_len: [64, 96], decode_len: 2}\n");
     ck_assert_int_eq(MPCSIM("run", "dup.yaml", "--dry-run"), 0);
     char *out = th_slurp(tpath("out.txt"), NULL);
     ck_assert_msg(strstr(out, "\n2 runs\n"), "dry run: %s", out);
@@ -523,7 +527,8 @@ START_TEST(test_kill_and_resume)
     ck_assert_int_eq(incomplete_runs(db), 0);
     ck_assert_int_eq(orphan_rows(db), 0);
     ck_assert_int_eq(sqlfix_file_int(db, "SELECT count(*) FROM pragma_integrity_check WHERE "
-                            "integrity_check <> 'ok'"), 0);
+                                         "integrity_check <> 'ok'"),
+                     0);
 }
 END_TEST
 
@@ -542,7 +547,8 @@ START_TEST(test_groups_same_as_alone)
              "  - {name: quest, budget: 8, page: 4, metric_stride: 1}\n"
              "  - {name: snapkv, capacity: 12}\n");
     ck_assert_int_eq(MPCSIM("run", "g.yaml", "-o", "g.db", "-j", "2", "-q"), 0);
-    ck_assert_int_eq(sqlfix_file_int(tpath("g.db"), "SELECT count(*) FROM runs WHERE status = 'ok'"), 12);
+    ck_assert_int_eq(
+        sqlfix_file_int(tpath("g.db"), "SELECT count(*) FROM runs WHERE status = 'ok'"), 12);
     char arg[16];
     for (int k = 1; k <= 12; k++) {
         snprintf(arg, sizeof arg, "%d/12", k);
@@ -609,8 +615,9 @@ START_TEST(test_worker_death)
         snprintf(dbname, sizeof dbname, "w%d.db", attempt);
         status = sweep_with_worker_killed("w.yaml", dbname);
         if (status == 0)
-            ck_assert_int_eq(sqlfix_file_int(tpath(dbname), "SELECT count(*) FROM runs WHERE status = 'ok'"),
-                             12);
+            ck_assert_int_eq(
+                sqlfix_file_int(tpath(dbname), "SELECT count(*) FROM runs WHERE status = 'ok'"),
+                12);
     }
     ck_assert_int_eq(status, 1);
     const char *db = tpath(dbname);
@@ -618,10 +625,14 @@ START_TEST(test_worker_death)
     ck_assert_msg(strstr(err, "died during the run"), "stderr: %s", err);
     free(err);
     ck_assert_int_eq(sqlfix_file_int(db, "SELECT count(*) FROM runs"), 12);
-    ck_assert_int_eq(sqlfix_file_int(db, "SELECT count(*) FROM runs WHERE status = 'failed' AND error LIKE "
-                            "'%died during the run%'"), 1);
-    ck_assert_int_eq(sqlfix_file_int(db, "SELECT count(*) FROM metrics m JOIN runs r ON r.id = m.run_id "
-                            "WHERE r.status = 'failed'"), 0);
+    ck_assert_int_eq(
+        sqlfix_file_int(db, "SELECT count(*) FROM runs WHERE status = 'failed' AND error LIKE "
+                            "'%died during the run%'"),
+        1);
+    ck_assert_int_eq(
+        sqlfix_file_int(db, "SELECT count(*) FROM metrics m JOIN runs r ON r.id = m.run_id "
+                            "WHERE r.status = 'failed'"),
+        0);
     ck_assert_int_eq(MPCSIM("run", "w.yaml", "-o", dbname, "--resume", "-q"), 0);
     ck_assert_int_eq(sqlfix_file_int(db, "SELECT count(*) FROM runs"), 12);
     ck_assert_int_eq(sqlfix_file_int(db, "SELECT count(*) FROM runs WHERE status = 'ok'"), 12);
@@ -686,7 +697,8 @@ START_TEST(test_shards_share_db)
     ck_assert(WIFEXITED(sa) && WEXITSTATUS(sa) == 0);
     ck_assert(WIFEXITED(sb) && WEXITSTATUS(sb) == 0);
     ck_assert_int_eq(sqlfix_file_int(tpath("c.db"), "SELECT count(*) FROM runs"), 12);
-    ck_assert_int_eq(sqlfix_file_int(tpath("c.db"), "SELECT count(DISTINCT config_hash) FROM runs"), 12);
+    ck_assert_int_eq(sqlfix_file_int(tpath("c.db"), "SELECT count(DISTINCT config_hash) FROM runs"),
+                     12);
     ck_assert_int_eq(sqlfix_file_int(tpath("c.db"), "PRAGMA user_version"), RDB_SCHEMA_VERSION);
     ck_assert_int_eq(incomplete_runs(tpath("c.db")), 0);
 }
@@ -714,7 +726,8 @@ START_TEST(test_concurrent_resumes)
         free(ea);
         free(eb);
         ck_assert_int_eq(sqlfix_file_int(tpath(db), "SELECT count(*) FROM runs"), 12);
-        ck_assert_int_eq(sqlfix_file_int(tpath(db), "SELECT count(DISTINCT config_hash) FROM runs"), 12);
+        ck_assert_int_eq(sqlfix_file_int(tpath(db), "SELECT count(DISTINCT config_hash) FROM runs"),
+                         12);
         ck_assert_int_eq(incomplete_runs(tpath(db)), 0);
         ck_assert_int_eq(orphan_rows(tpath(db)), 0);
     }
@@ -754,7 +767,8 @@ START_TEST(test_report)
     double lat = (double)sqlfix_file_int(tpath("r.db"), sql) * 1e-9;
     ck_assert_double_gt(lat, 0);
     int col = 0;
-    for (char *p = row; *p && col < 8; p++) /* id,model,protocol,network,policy,prompt,decode,status */
+    for (char *p = row; *p && col < 8;
+         p++) /* id,model,protocol,network,policy,prompt,decode,status */
         if (*p == ',' && ++col == 8)
             ck_assert_double_eq_tol(strtod(p + 1, NULL), lat, 1e-9 * lat);
     ck_assert_int_eq(col, 8);
@@ -782,18 +796,39 @@ static void build_plot_db(const char *path, int with_accuracy)
                 rdb_metric m[2] = {{"mass_recall", p == 0 ? 1.0 : 0.7 + 0.1 * p, ""},
                                    {"steps", 8, ""}};
                 rdb_phase ph[2] = {{"prefill", lat / 4, 1}, {"decode", lat, 1}};
-                rdb_breakdown bd[4] = {{"decode", "total", {.rounds = 100, .bytes = {len * 1000000u, len * 900000u, 0}}}};
+                rdb_breakdown bd[4] = {
+                    {"decode",
+                     "total",
+                     {.rounds = 100, .bytes = {len * 1000000u, len * 900000u, 0}}}};
                 for (int c = 0; c < 3; c++)
-                    bd[c + 1] = (rdb_breakdown){"decode", cats[c],
-                                                {.rounds = 10, .bytes = {len * 100000u * (c + 1)},
-                                                 .compute_ns = lat / 10, .comm_ns = lat / (c + 2)}};
-                rdb_run r = {.scenario = "plots", .grid_index = (uint64_t)idx, .config_hash = hash,
-                             .config_yaml = "x\n", .seed = 1, .status = "ok", .started = "t",
-                             .finished = "t", .tool_version = "test", .model = "gpt2",
-                             .protocol = "semi2k", .network = nets[n], .policy = pols[p],
-                             .prompt_len = len, .decode_len = 8, .batch = 1, .metric = m,
-                             .n_metric = with_accuracy ? 2 : 1, .phase = ph, .n_phase = 2,
-                             .breakdown = bd, .n_breakdown = 4};
+                    bd[c + 1] = (rdb_breakdown){"decode",
+                                                cats[c],
+                                                {.rounds = 10,
+                                                 .bytes = {len * 100000u * (c + 1)},
+                                                 .compute_ns = lat / 10,
+                                                 .comm_ns = lat / (c + 2)}};
+                rdb_run r = {.scenario = "plots",
+                             .grid_index = (uint64_t)idx,
+                             .config_hash = hash,
+                             .config_yaml = "x\n",
+                             .seed = 1,
+                             .status = "ok",
+                             .started = "t",
+                             .finished = "t",
+                             .tool_version = "test",
+                             .model = "gpt2",
+                             .protocol = "semi2k",
+                             .network = nets[n],
+                             .policy = pols[p],
+                             .prompt_len = len,
+                             .decode_len = 8,
+                             .batch = 1,
+                             .metric = m,
+                             .n_metric = with_accuracy ? 2 : 1,
+                             .phase = ph,
+                             .n_phase = 2,
+                             .breakdown = bd,
+                             .n_breakdown = 4};
                 if (!with_accuracy)
                     r.metric = m + 1;
                 ck_assert_int_eq(rdb_run_put(db, &r, NULL, &e), MS_OK);
@@ -828,7 +863,8 @@ static void check_svg(const char *path)
     snprintf(cmd, sizeof cmd,
              "/usr/bin/python3 -c \"import sys, xml.etree.ElementTree as E; "
              "r = E.parse(sys.argv[1]).getroot(); sys.exit(0 if r.tag.split('}')[-1] == 'svg' "
-             "else 1)\" '%s'", path);
+             "else 1)\" '%s'",
+             path);
     ck_assert_msg(system(cmd) == 0, "%s is not an XML document with root <svg>", path);
 }
 
@@ -878,9 +914,9 @@ Suite *cli_suite(void)
     TH_TESTS(tc, test_help_and_usage);
     TH_LOOPS(tc, sizeof bad_options / sizeof bad_options[0], test_bad_options);
     TH_TESTS(tc, test_help_texts, test_man_and_completion_options, test_rooms_point_one_way,
-                 test_input_error_writes_nothing, test_out_of_range_inputs, test_dry_run_and_shards,
-                 test_db_path_and_resume_guard, test_kill_and_resume, test_groups_same_as_alone,
-                 test_worker_death, test_determinism_and_merge, test_shards_share_db,
-                 test_concurrent_resumes, test_report, test_plot_images);
+             test_input_error_writes_nothing, test_out_of_range_inputs, test_dry_run_and_shards,
+             test_db_path_and_resume_guard, test_kill_and_resume, test_groups_same_as_alone,
+             test_worker_death, test_determinism_and_merge, test_shards_share_db,
+             test_concurrent_resumes, test_report, test_plot_images);
     return s;
 }

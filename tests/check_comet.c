@@ -1,8 +1,8 @@
 /* check_comet.c — Comet's sparse FFN on secret shares (sim/policy/secpol.h "Comet on shares").
  *
  * - stories260K, a 12-token prompt and two decode steps, in semi2k and aby3, with the top-k
- *   predictor (active_frac 0.5: 11 of 22 blocks), the pattern secret or public: the secure logits match
- *   the plaintext replay of the policy (the float model with the same sparse FFN) within the
+ *   predictor (active_frac 0.5: 11 of 22 blocks), the pattern secret or public: the secure logits
+ * match the plaintext replay of the policy (the float model with the same sparse FFN) within the
  *   fixed-point tolerance, while the sparsity itself moves them by far more; the opened patterns
  *   equal the replay's but for near ties; every op of every step has the bytes and rounds the
  *   cost engine predicts; secret: each layer of each step gathers its weights once and nothing
@@ -63,18 +63,26 @@ START_TEST(test_comet_on_shares)
     llama_compare(r.logits, pol + (size_t)(P - 1) * V, r.n_steps, V, &a);
     ck_assert_uint_eq(a.top1_agree, r.n_steps);
     llama_compare(r.logits, full + (size_t)(P - 1) * V, r.n_steps, V, &moved);
-    ck_assert_msg(moved.max_abs > 3 * LOGIT_TOL, "the sparse FFN moved the logits by only %.4f", moved.max_abs);
+    ck_assert_msg(moved.max_abs > 3 * LOGIT_TOL, "the sparse FFN moved the logits by only %.4f",
+                  moved.max_abs);
     /* the opened patterns against the replay's */
     char *buf = NULL;
     size_t len = 0;
     FILE *mem = open_memstream(&buf, &len);
     secpol_run pub = secinf_public(&o);
     secpol_opened opened = secinf_opened(&r);
-    ck_assert_msg(o.spol.ops->audit_note(o.spol.cfg, &pub, &opened, &k, pol, "comet", mem, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(o.spol.ops->audit_note(o.spol.cfg, &pub, &opened, &k, pol, "comet", mem, &e) ==
+                      MS_OK,
+                  "%s", e.msg);
     fclose(mem);
     unsigned A, NB, sets, same;
-    ck_assert_msg(sscanf(buf, "#       comet on shares: %u of %u blocks per token and layer (public); the patterns "
-                              "of %u (position, layer) equal to the replay's: %u", &A, &NB, &sets, &same) == 4, "%s", buf);
+    ck_assert_msg(
+        sscanf(
+            buf,
+            "#       comet on shares: %u of %u blocks per token and layer (public); the patterns "
+            "of %u (position, layer) equal to the replay's: %u",
+            &A, &NB, &sets, &same) == 4,
+        "%s", buf);
     ck_assert_uint_eq(A, 11);
     ck_assert_uint_eq(NB, 22);
     ck_assert_uint_eq(sets, N * sf.m.n_layers);
@@ -86,8 +94,9 @@ START_TEST(test_comet_on_shares)
     if (same == sets)
         ck_assert_msg(a.max_abs < LOGIT_TOL, "logit error vs the replay %.4f", a.max_abs);
     else
-        ck_assert_msg(a.max_abs * 3 < moved.max_abs, "logit error vs the replay %.4f (the sparsity: %.4f)",
-                      a.max_abs, moved.max_abs);
+        ck_assert_msg(a.max_abs * 3 < moved.max_abs,
+                      "logit error vs the replay %.4f (the sparsity: %.4f)", a.max_abs,
+                      moved.max_abs);
     free(buf);
     /* every op's bytes and rounds; one top-k per layer; secret: one gather per layer and only
      * the logits revealed; public: each layer's pattern revealed once to every node, right
@@ -130,7 +139,8 @@ START_TEST(test_comet_costed_as_run)
     void *st;
     uint32_t kept[8] = {0};
     for (int pub = 0; pub < 2; pub++) {
-        kv_param kv[2] = {{.key = "active_frac", .val = "0.5"}, {.key = "pattern", .val = "secret"}};
+        kv_param kv[2] = {{.key = "active_frac", .val = "0.5"},
+                          {.key = "pattern", .val = "secret"}};
         if (pub)
             snprintf(kv[1].val, sizeof kv[1].val, "public");
         pa.kv = kv, pa.n = 2;
@@ -145,7 +155,9 @@ START_TEST(test_comet_costed_as_run)
             for (uint32_t l = 0; l < sf.m.n_layers; l++) {
                 for (uint32_t g = 0; g < sf.m.n_kv_heads; g++)
                     kept[g] = si ? P : 0;
-                ck_assert_msg(policy_comet.emit_cost(st, phase, l, P, si ? kept : NULL, &cost, &e) == MS_OK, "%s", e.msg);
+                ck_assert_msg(
+                    policy_comet.emit_cost(st, phase, l, P, si ? kept : NULL, &cost, &e) == MS_OK,
+                    "%s", e.msg);
                 int secret = 0;
                 ck_assert_uint_eq(policy_comet.ffn_active(st, l, &secret), 88);
                 ck_assert_int_eq(secret, !pub);
@@ -153,7 +165,8 @@ START_TEST(test_comet_costed_as_run)
             /* secret: predictor, top-k, gather, flatten, 3 × (pick, place); public: predictor,
              * top-k, transpose, column sums, reveal, indices */
             for (int l = 0; l < (int)sf.m.n_layers; l++)
-                ck_assert_uint_eq(fixture_same_layer(&run, &cost, l, phase, SAME_ROLES), pub ? 6 : 10);
+                ck_assert_uint_eq(fixture_same_layer(&run, &cost, l, phase, SAME_ROLES),
+                                  pub ? 6 : 10);
             op_program_free(&run);
             op_program_free(&cost);
         }
@@ -234,13 +247,15 @@ END_TEST
 START_TEST(test_comet_cli)
 {
     /* the command's options after the text, and what its output must hold */
-    static const struct { const char *args, *want[3]; } cases[] = {
+    static const struct {
+        const char *args, *want[3];
+    } cases[] = {
         {"--set approx=sigmoid --protocol aby3 --policy comet --policy-param active_frac=0.5",
          {"comet on shares: 11 of 22 blocks", "equal the prediction: yes", "top-1 agreement 3/3"}},
         {"--protocol semi2k --policy comet --policy-param active_frac=0.5 --policy-param "
          "pattern=public",
-         {"comet on shares: 11 of 22 blocks", "pattern public (each token's active blocks revealed)",
-          "equal the prediction: yes"}},
+         {"comet on shares: 11 of 22 blocks",
+          "pattern public (each token's active blocks revealed)", "equal the prediction: yes"}},
         /* 11 of 22 blocks below skip_below 0.9: every token's next-layer K/V would be refilled */
         {"--protocol semi2k --policy comet --policy-param active_frac=0.5 --policy-param "
          "skip_below=0.9",
@@ -248,9 +263,10 @@ START_TEST(test_comet_cli)
     };
     static char out[16384];
     for (int i = 0; i < TH_N(cases); i++) {
-        th_cli_expect(out, sizeof out, 0, NULL, "validate --model stories260K --accuracy 14 "
-                      "--prompt 12 --text %s/tests/data/tinystories_sample.txt %s", th_data(),
-                      cases[i].args);
+        th_cli_expect(out, sizeof out, 0, NULL,
+                      "validate --model stories260K --accuracy 14 "
+                      "--prompt 12 --text %s/tests/data/tinystories_sample.txt %s",
+                      th_data(), cases[i].args);
         for (int w = 0; w < 3 && cases[i].want[w]; w++)
             ck_assert_msg(strstr(out, cases[i].want[w]) != NULL, "%s", out);
     }

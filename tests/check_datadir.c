@@ -14,7 +14,6 @@
 TESTDIR("check_datadir")
 static const char *tpath(const char *name) { return testdir_path(&td, name); }
 
-
 /* Runs exe args… (NULL-terminated) in cwd with MPCSIM_DATA = data (NULL: unset); stdout and
  * stderr go to out.txt / err.txt of the test's folder. Returns the exit status. */
 static int run_in(const char *exe, const char *cwd, const char *data, const char *const *args)
@@ -42,8 +41,8 @@ static void copy_file(const char *from, const char *to, mode_t mode)
     ck_assert_int_eq(chmod(to, mode), 0);
 }
 
-#define SCENARIO                                                                               \
-    "model: llama-2-7b\nprotocol: semi2k\nnetwork: lan\nworkload: {prompt_len: 16, "           \
+#define SCENARIO                                                                     \
+    "model: llama-2-7b\nprotocol: semi2k\nnetwork: lan\nworkload: {prompt_len: 16, " \
     "decode_len: 2}\n"
 
 /* The build tree's binary, run from a folder that holds no data and without MPCSIM_DATA. */
@@ -64,9 +63,14 @@ END_TEST
 START_TEST(test_installed_layout)
 {
     const char *data = th_data();
-    const char *dirs[] = {"prefix", "prefix/bin", "prefix/share", "prefix/share/mpcsim",
-                          "prefix/share/mpcsim/models", "prefix/share/mpcsim/protocols",
-                          "prefix/share/mpcsim/protocols/machines", "work"};
+    const char *dirs[] = {"prefix",
+                          "prefix/bin",
+                          "prefix/share",
+                          "prefix/share/mpcsim",
+                          "prefix/share/mpcsim/models",
+                          "prefix/share/mpcsim/protocols",
+                          "prefix/share/mpcsim/protocols/machines",
+                          "work"};
     for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++)
         ck_assert_int_eq(mkdir(tpath(dirs[i]), 0755), 0);
     char from[1024];
@@ -94,20 +98,22 @@ START_TEST(test_installed_layout)
     snprintf(from, sizeof from, "%s/models/stories260K.yaml", data);
     copy_file(from, tpath("prefix/share/mpcsim/models/stories260K.yaml"), 0644);
     th_write(tpath("work/t.txt"), "Once upon a time there was a tiny model.\n");
-    const char *rec[] = {"trace", "record", "--model", "stories260K", "--text", "t.txt", "-o",
-                         "tr", NULL};
+    const char *rec[] = {"trace", "record", "--model", "stories260K", "--text",
+                         "t.txt", "-o",     "tr",      NULL};
     ck_assert_int_ne(run_in(exe, tpath("work"), NULL, rec), 0);
     err = th_text(tpath("err.txt"));
     ck_assert_msg(strstr(err, "weights or tokenizer not found") &&
-                      strstr(err, "MPCSIM_DATA (not set)"), "%s", err);
+                      strstr(err, "MPCSIM_DATA (not set)"),
+                  "%s", err);
     th_write(tpath("work/r.yaml"), "model: stories260K\nprotocol: semi2k\nnetwork: lan\n"
-                                     "workload: {prompt_len: 4, decode_len: 2}\n"
-                                     "trace: {source: record, text: t.txt}\n");
+                                   "workload: {prompt_len: 4, decode_len: 2}\n"
+                                   "trace: {source: record, text: t.txt}\n");
     const char *dry2[] = {"run", "r.yaml", "--dry-run", NULL};
     ck_assert_int_eq(run_in(exe, tpath("work"), NULL, dry2), 2);
     err = th_text(tpath("err.txt"));
     ck_assert_msg(strstr(err, "r.yaml:5:31: error:") && strstr(err, "tokenizer not found") &&
-                      strstr(err, "MPCSIM_DATA (not set)"), "%s", err);
+                      strstr(err, "MPCSIM_DATA (not set)"),
+                  "%s", err);
 }
 END_TEST
 
@@ -129,7 +135,8 @@ START_TEST(test_not_found_names_mpcsim_data)
     ck_assert_int_ne(run_in(th_bin(), td.dir, data, list), 0);
     err = th_text(tpath("err.txt"));
     ck_assert_msg(strstr(err, want), "%s", err);
-    const char *mach[] = {"cost", "--model", "gpt2", "--protocol", "semi2k", "--network", "lan", "--kv", "8", NULL};
+    const char *mach[] = {"cost",      "--model", "gpt2", "--protocol", "semi2k",
+                          "--network", "lan",     "--kv", "8",          NULL};
     ck_assert_int_ne(run_in(th_bin(), td.dir, data, mach), 0);
     err = th_text(tpath("err.txt"));
     ck_assert_msg(strstr(err, want), "%s", err);
@@ -142,6 +149,6 @@ Suite *datadir_suite(void)
     TCase *t = th_case(s, "datadir", 30);
     TESTDIR_USE(t);
     TH_TESTS(t, test_build_tree_from_elsewhere, test_installed_layout,
-                test_not_found_names_mpcsim_data);
+             test_not_found_names_mpcsim_data);
     return s;
 }

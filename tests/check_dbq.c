@@ -37,8 +37,7 @@ static sqlite3 *runs_db(void)
 }
 
 /* The ids --where args select, as "1,3" ("" for none); -1 when dbq_where refuses. */
-static const char *select_ids(sqlite3 *h, const char *const *args, int n, char *out,
-                              size_t cap)
+static const char *select_ids(sqlite3 *h, const char *const *args, int n, char *out, size_t cap)
 {
     char *where = NULL;
     int rc = dbq_where("report", args, n, &where);
@@ -71,19 +70,19 @@ static const struct {
     {{"network=wan", "protocol=semi2k"}, "3"},
     {{"policy_label=h2o(heavy=4)"}, "2"},
     {{"prompt_len=64"}, "1,3"},
-    {{"prompt_len=1000"}, "4"},      /* numbers compare as numbers: 1e3 */
+    {{"prompt_len=1000"}, "4"}, /* numbers compare as numbers: 1e3 */
     {{"prompt_len=64.0,1e3"}, "1,3,4"},
     {{"latency_ms=0.1"}, "1,4"},
-    {{"model=it's"}, "4"},           /* a quote stays a value */
-    {{"model=x' OR '1'='1"}, ""},    /* and cannot widen the query */
+    {{"model=it's"}, "4"},        /* a quote stays a value */
+    {{"model=x' OR '1'='1"}, ""}, /* and cannot widen the query */
     {{"status=failed"}, "3"},
     {{"workload.decode_stride=4"}, "2"},
     {{"policies[0].recent=8,16"}, "1,2"},
-    {{"overlap=1"}, "3"},            /* JSON true reads as 1 */
+    {{"overlap=1"}, "3"}, /* JSON true reads as 1 */
     {{"network="}, ""},
-    {{"network"}, "-1"},             /* not KEY=VALUE */
+    {{"network"}, "-1"}, /* not KEY=VALUE */
     {{"=wan"}, "-1"},
-    {{"netwrk=wan"}, "-1"},          /* neither a column nor a path */
+    {{"netwrk=wan"}, "-1"}, /* neither a column nor a path */
     {{"network=wan", "bogus=1"}, "-1"},
     {{"work load.x=1"}, "-1"},
 };

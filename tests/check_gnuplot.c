@@ -16,8 +16,20 @@ TESTDIR("check_gnuplot")
 /* Values a title or a path may hold. gnuplot runs `cmd` inside a double-quoted string as a
  * shell command and expands @name macros on command lines: both must come back as text. */
 static const char *const hostile[] = {
-    "plain", "say \"hi\"", "back\\slash", "C:\\dir\\", "it's $HOME ;rm", "tab\there",
-    "ends with a quote\"", "\\\"", "", "`echo PWNED`", "x `touch gp-ran` y", "@v", "''", "'",
+    "plain",
+    "say \"hi\"",
+    "back\\slash",
+    "C:\\dir\\",
+    "it's $HOME ;rm",
+    "tab\there",
+    "ends with a quote\"",
+    "\\\"",
+    "",
+    "`echo PWNED`",
+    "x `touch gp-ran` y",
+    "@v",
+    "''",
+    "'",
 };
 #define N_HOSTILE (sizeof hostile / sizeof hostile[0])
 

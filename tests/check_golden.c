@@ -16,8 +16,8 @@
 #include "models/model.h"
 #include "stories.h"
 
-#define N_POS 24    /* positions compared */
-#define PREFILL 6   /* tokens in the prefill step */
+#define N_POS 24  /* positions compared */
+#define PREFILL 6 /* tokens in the prefill step */
 #define MAX_CACHE 16
 
 typedef struct cache_entry {
@@ -143,8 +143,8 @@ START_TEST(test_stories260k_fixed_point)
     /* the model's own greedy text (the reference file's first ids) as the teacher */
     int toks[N_POS];
     FILE *f = NULL;
-    ck_assert_int_eq(model_file_path("stories260K/reference/greedy_bos_256.ids", path,
-                                     sizeof path), 0);
+    ck_assert_int_eq(model_file_path("stories260K/reference/greedy_bos_256.ids", path, sizeof path),
+                     0);
     ck_assert_ptr_nonnull(f = fopen(path, "r"));
     for (int i = 0; i < N_POS; i++)
         ck_assert_int_eq(fscanf(f, "%d", &toks[i]), 1);

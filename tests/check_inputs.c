@@ -24,70 +24,66 @@
 TESTDIR("check_inputs")
 static const char *tpath(const char *name) { return testdir_path(&td, name); }
 
-
 typedef th_bad bad_case;
 
 /* ---- scenario sections (root, protocol, network, trace, policy, sweep axes) -------------
  * Each read through its schema table: the message points at the key or value, names it and
  * hints; a sweep axis's values go through the same table as a fixed key's. */
 
-#define SC_HEAD "name: t\nmodel: stories260K\n"                              /* lines 1-2 */
-#define SC_PROTO "protocol: semi2k\n"                                         /* line 3 */
-#define SC_NET "network: lan\n"                                               /* line 4 */
-#define SC_WORK "workload: {prompt_len: 16, decode_len: 4}\n"                 /* line 5 */
+#define SC_HEAD "name: t\nmodel: stories260K\n"               /* lines 1-2 */
+#define SC_PROTO "protocol: semi2k\n"                         /* line 3 */
+#define SC_NET "network: lan\n"                               /* line 4 */
+#define SC_WORK "workload: {prompt_len: 16, decode_len: 4}\n" /* line 5 */
 #define SC_BASE SC_HEAD SC_PROTO SC_NET SC_WORK
 
 static const bad_case scn_bad[] = {
     {SC_BASE "sed: 3\n", ":6:1: error: ", "unknown key 'sed' in 'scenario'",
      "did you mean 'seed'?"},
     {SC_BASE "seed: [1, -1]\n", ":6:11: error: ", "'seed' = -1 is out of range", NULL},
-    {SC_BASE "overlap: [true, maybe]\n", ":6:17: error: ", "'overlap' must be true or false",
-     NULL},
+    {SC_BASE "overlap: [true, maybe]\n", ":6:17: error: ", "'overlap' must be true or false", NULL},
     {"format: 2\n" SC_BASE, ":1:9: error: ", "unsupported scenario format 2", NULL},
-    {SC_HEAD "protocol: {name: semi2k, exp_iters: 99}\n" SC_NET SC_WORK, ":3:37: error: ",
-     "'exp_iters' = 99 is out of range", "between 1 and 16"},
-    {SC_HEAD "protocol: {name: semi2k, frac_bits: [12, 30]}\n" SC_NET SC_WORK, ":3:42: error: ",
-     "'frac_bits' = 30 is out of range", "between 8 and 24"},
-    {SC_HEAD "protocol: {name: semi2k, msb: kss}\n" SC_NET SC_WORK, ":3:31: error: ",
-     "unknown 'msb' value 'kss' (did you mean 'ks'?)", NULL},
+    {SC_HEAD "protocol: {name: semi2k, exp_iters: 99}\n" SC_NET SC_WORK,
+     ":3:37: error: ", "'exp_iters' = 99 is out of range", "between 1 and 16"},
+    {SC_HEAD "protocol: {name: semi2k, frac_bits: [12, 30]}\n" SC_NET SC_WORK,
+     ":3:42: error: ", "'frac_bits' = 30 is out of range", "between 8 and 24"},
+    {SC_HEAD "protocol: {name: semi2k, msb: kss}\n" SC_NET SC_WORK,
+     ":3:31: error: ", "unknown 'msb' value 'kss' (did you mean 'ks'?)", NULL},
     {SC_HEAD "protocol: {name: semi2k, beaver_cache: sometimes}\n" SC_NET SC_WORK,
      ":3:40: error: ", "'beaver_cache' must be true or false", NULL},
-    {SC_HEAD "protocol: {name: semi2k, softmax_clip: nan}\n" SC_NET SC_WORK, ":3:40: error: ",
-     "'softmax_clip' must be a number, not 'nan'", NULL},
-    {SC_HEAD "protocol: {nme: semi2k}\n" SC_NET SC_WORK, ":3:12: error: ",
-     "unknown key 'nme' in 'protocol' (did you mean 'name'?)", NULL},
+    {SC_HEAD "protocol: {name: semi2k, softmax_clip: nan}\n" SC_NET SC_WORK,
+     ":3:40: error: ", "'softmax_clip' must be a number, not 'nan'", NULL},
+    {SC_HEAD "protocol: {nme: semi2k}\n" SC_NET SC_WORK,
+     ":3:12: error: ", "unknown key 'nme' in 'protocol' (did you mean 'name'?)", NULL},
     {SC_HEAD SC_PROTO "network: {latency_ms: 1, bandwidth_mbps: 1e300}\n" SC_WORK,
      ":4:42: error: ", "'bandwidth_mbps' = 1e300 is out of range", NULL},
     {SC_HEAD SC_PROTO "network: {latency_ms: [1, inf], bandwidth_mbps: 10}\n" SC_WORK,
      ":4:27: error: ", "'latency_ms' must be a number, not 'inf'", NULL},
-    {SC_HEAD SC_PROTO "network: {preset: lan, dealer: {latency_ms: 1, bandwidth_gbs: 1}}\n"
-     SC_WORK, ":4:48: error: ", "unknown key 'bandwidth_gbs' in 'dealer'",
-     "did you mean 'bandwidth_gbps'?"},
+    {SC_HEAD SC_PROTO "network: {preset: lan, dealer: {latency_ms: 1, bandwidth_gbs: 1}}\n" SC_WORK,
+     ":4:48: error: ", "unknown key 'bandwidth_gbs' in 'dealer'", "did you mean 'bandwidth_gbps'?"},
     {SC_HEAD SC_PROTO "network: {preset: lan, links: {0-1: {bandwidth_bps: 10}}}\n" SC_WORK,
      ":4:53: error: ", "'bandwidth_bps' = 10 is out of range", NULL},
-    {SC_HEAD SC_PROTO "network: {preset: lan, wire: {ack_every: 9223372036854775808}}\n"
-     SC_WORK, ":4:42: error: ", "'ack_every' = 9223372036854775808 is out of range", NULL},
+    {SC_HEAD SC_PROTO "network: {preset: lan, wire: {ack_every: 9223372036854775808}}\n" SC_WORK,
+     ":4:42: error: ", "'ack_every' = 9223372036854775808 is out of range", NULL},
     {SC_HEAD SC_PROTO "network: {preset: lan, burst_bytes: 18446744073709551616}\n" SC_WORK,
      ":4:37: error: ", "'burst_bytes' = 18446744073709551616 is out of range", NULL},
-    {SC_HEAD SC_PROTO "network: {preset: lan, nmae: x}\n" SC_WORK, ":4:24: error: ",
-     "unknown key 'nmae' in 'network' (did you mean 'name'?)", NULL},
-    {SC_BASE "trace: {source: synht}\n", ":6:17: error: ",
-     "unknown 'source' value 'synht' (did you mean 'synth'?)", NULL},
-    {SC_BASE "trace: {sorce: synth}\n", ":6:9: error: ",
-     "unknown key 'sorce' in 'trace' (did you mean 'source'?)", NULL},
+    {SC_HEAD SC_PROTO "network: {preset: lan, nmae: x}\n" SC_WORK,
+     ":4:24: error: ", "unknown key 'nmae' in 'network' (did you mean 'name'?)", NULL},
+    {SC_BASE "trace: {source: synht}\n",
+     ":6:17: error: ", "unknown 'source' value 'synht' (did you mean 'synth'?)", NULL},
+    {SC_BASE "trace: {sorce: synth}\n",
+     ":6:9: error: ", "unknown key 'sorce' in 'trace' (did you mean 'source'?)", NULL},
     {SC_BASE "trace: {source: synth}\npolicies: [{name: h2o, heavy_ratio: [0.1, 2]}]\n",
      ":7:43: error: ", "'heavy_ratio' = 2 is out of range", "between 0 and 1"},
     {SC_BASE "trace: {source: synth}\npolicies: {name: h2o, heavy_rato: 0.1}\n",
-     ":7:23: error: ", "unknown key 'heavy_rato' in 'policy h2o'",
-     "did you mean 'heavy_ratio'?"},
+     ":7:23: error: ", "unknown key 'heavy_rato' in 'policy h2o'", "did you mean 'heavy_ratio'?"},
     {SC_BASE "trace: {source: synth}\npolicies: {name: snapkv, pooling: minpool}\n",
      ":7:35: error: ", "unknown 'pooling' value 'minpool'", NULL},
     {SC_BASE "trace: {source: synth}\npolicies: {name: streamingllm, sink: 2.5}\n",
      ":7:38: error: ", "'sink' must be a whole number, not '2.5'", NULL},
-    {SC_BASE "policies: {name: full, metric_stride: -1}\n", ":6:39: error: ",
-     "'metric_stride' = -1 is out of range", NULL},
-    {SC_HEAD SC_PROTO SC_NET SC_WORK "cases:\n  - {seed: 1e300}\n", ":7:12: error: ",
-     "'seed' = 1e300 is out of range", NULL},
+    {SC_BASE "policies: {name: full, metric_stride: -1}\n",
+     ":6:39: error: ", "'metric_stride' = -1 is out of range", NULL},
+    {SC_HEAD SC_PROTO SC_NET SC_WORK "cases:\n  - {seed: 1e300}\n",
+     ":7:12: error: ", "'seed' = 1e300 is out of range", NULL},
 };
 
 START_TEST(test_scn_bad)
@@ -121,7 +117,7 @@ END_TEST
 
 /* ---- machine profiles ------------------------------------------------------------------ */
 
-#define M_HEAD "format: mpcsim-machine 1\nname: box\n"                     /* lines 1-2 */
+#define M_HEAD "format: mpcsim-machine 1\nname: box\n"                    /* lines 1-2 */
 #define M_RATES "mac_per_s: 1e9\nelem_per_s: 5e8\nprg_bytes_per_s: 2e9\n" /* lines 3-5 */
 
 static const bad_case machine_bad[] = {
@@ -134,14 +130,14 @@ static const bad_case machine_bad[] = {
     {"format: mpcsim-machine 9\n" M_RATES, ":1:9: error: ",
      "unsupported format 'mpcsim-machine 9' (this mpcsim reads 'mpcsim-machine 1')",
      "mpcsim calibrate -o FILE"},
-    {M_HEAD "mac_per_s: -1\nelem_per_s: 5e8\nprg_bytes_per_s: 2e9\n", ":3:12: error: ",
-     "'mac_per_s' = -1 is out of range", NULL},
-    {M_HEAD "mac_per_s: fast\nelem_per_s: 5e8\nprg_bytes_per_s: 2e9\n", ":3:12: error: ",
-     "'mac_per_s' must be a number, not 'fast'", NULL},
+    {M_HEAD "mac_per_s: -1\nelem_per_s: 5e8\nprg_bytes_per_s: 2e9\n",
+     ":3:12: error: ", "'mac_per_s' = -1 is out of range", NULL},
+    {M_HEAD "mac_per_s: fast\nelem_per_s: 5e8\nprg_bytes_per_s: 2e9\n",
+     ":3:12: error: ", "'mac_per_s' must be a number, not 'fast'", NULL},
     {M_HEAD M_RATES "threads: 0\n", ":6:10: error: ", "'threads' = 0 is out of range",
      "between 1 and 4096"},
-    {M_HEAD "mac_per_s: 1e9\nelem_per_s: 5e8\n", ":1:1: error: ",
-     "missing required key 'prg_bytes_per_s'", "mpcsim calibrate"},
+    {M_HEAD "mac_per_s: 1e9\nelem_per_s: 5e8\n",
+     ":1:1: error: ", "missing required key 'prg_bytes_per_s'", "mpcsim calibrate"},
     {M_HEAD M_RATES "name: other\n", ":6:1: error: ", "duplicate key 'name'", NULL},
     {"- 1\n- 2\n", ":1:1: error: ", "a machine profile is a mapping of keys, not a list", NULL},
     {M_HEAD M_RATES "threads: [1, 2]\n", ":6:10: error: ", "'threads' must be an integer", NULL},
@@ -159,8 +155,9 @@ END_TEST
 
 START_TEST(test_machine_ok)
 {
-    const char *path = th_file(&td, "m.yaml", M_HEAD M_RATES "cpu: \"x86 box\"\n"
-                                                           "measured: {when: today}\n");
+    const char *path = th_file(&td, "m.yaml",
+                               M_HEAD M_RATES "cpu: \"x86 box\"\n"
+                                              "measured: {when: today}\n");
     machine_profile m;
     errbuf e;
     ck_assert_msg(machine_load(path, &m, &e) == MS_OK, "%s", e.msg);
@@ -211,28 +208,28 @@ END_TEST
 #define SV_HEAD "name: t\nmodel: gpt2\nprotocol: semi2k\nnetwork: lan\n" /* lines 1-4 */
 
 static const bad_case serve_bad[] = {
-    {SV_HEAD "modle: gpt2\n", ":5:1: error: ",
-     "unknown key 'modle' in 'serving scenario' (did you mean 'model'?)", NULL},
-    {SV_HEAD "workload:\n  requests: 4\n  requests: 5\n", ":7:3: error: ",
-     "duplicate key 'requests'", NULL},
+    {SV_HEAD "modle: gpt2\n",
+     ":5:1: error: ", "unknown key 'modle' in 'serving scenario' (did you mean 'model'?)", NULL},
+    {SV_HEAD "workload:\n  requests: 4\n  requests: 5\n",
+     ":7:3: error: ", "duplicate key 'requests'", NULL},
     {SV_HEAD "workload:\n  requests: 0\n", ":6:13: error: ", "'requests' = 0 is out of range",
      NULL},
     {SV_HEAD "workload:\n  rate: []\n", ":6:9: error: ", "'rate' needs 1 to 32 values", NULL},
     {SV_HEAD "workload:\n  turn: [8, 4]\n", ":6:9: error: ", "'turn': max is below min", NULL},
-    {SV_HEAD "workload:\n  reqests: 4\n", ":6:3: error: ",
-     "unknown key 'reqests' in 'workload' (did you mean 'requests'?)", NULL},
+    {SV_HEAD "workload:\n  reqests: 4\n",
+     ":6:3: error: ", "unknown key 'reqests' in 'workload' (did you mean 'requests'?)", NULL},
     {SV_HEAD "workload: 5\n", ":5:11: error: ", "a workload is a mapping of keys, not a scalar",
      NULL},
-    {SV_HEAD "sharing:\n  policies: [none, prefx]\n", ":6:20: error: ",
-     "unknown sharing policy 'prefx' (did you mean 'prefix'?)", NULL},
-    {SV_HEAD "server:\n  scheduler: lmp\n", ":6:14: error: ",
-     "unknown scheduler 'lmp' (did you mean 'lpm'?)", NULL},
+    {SV_HEAD "sharing:\n  policies: [none, prefx]\n",
+     ":6:20: error: ", "unknown sharing policy 'prefx' (did you mean 'prefix'?)", NULL},
+    {SV_HEAD "server:\n  scheduler: lmp\n",
+     ":6:14: error: ", "unknown scheduler 'lmp' (did you mean 'lpm'?)", NULL},
     {SV_HEAD "attack:\n  enabled: maybe\n", ":6:12: error: ", "'enabled' must be true or false",
      NULL},
-    {SV_HEAD "attack:\n  background_load: 2\n", ":6:20: error: ",
-     "'background_load' = 2 is out of range", "between 0 and 0.95"},
-    {SV_HEAD "sharing:\n  position: rotate\n", ":6:13: error: ",
-     "unknown position treatment 'rotate' (did you mean 'rerotate'?)", NULL},
+    {SV_HEAD "attack:\n  background_load: 2\n",
+     ":6:20: error: ", "'background_load' = 2 is out of range", "between 0 and 0.95"},
+    {SV_HEAD "sharing:\n  position: rotate\n",
+     ":6:13: error: ", "unknown position treatment 'rotate' (did you mean 'rerotate'?)", NULL},
 };
 
 START_TEST(test_serve_bad)
@@ -240,8 +237,7 @@ START_TEST(test_serve_bad)
     const char *bin = th_bin();
     const char *path = th_file(&td, "s.yaml", serve_bad[_i].text);
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' serve s.yaml -o out.db -q 2> err.txt", td.dir,
-             bin);
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' serve s.yaml -o out.db -q 2> err.txt", td.dir, bin);
     int st = system(cmd);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2, "case %d: status %d", _i, st);
     FILE *f = fopen(tpath("err.txt"), "r");
@@ -267,20 +263,28 @@ typedef struct manifest_case {
 } manifest_case;
 
 static const manifest_case manifest_bad[] = {
-    {"n_tokens: 8", "n_tokens: 8\nn_token: 8",
-     {NULL, ":13:1: error: ", "unknown key 'n_token' in 'trace manifest' (did you mean "
-      "'n_tokens'?)", NULL}},
-    {"n_heads: 8", "n_heads: 8\nn_heads: 8", {NULL, ":7:1: error: ", "duplicate key 'n_heads'",
-                                               NULL}},
+    {"n_tokens: 8",
+     "n_tokens: 8\nn_token: 8",
+     {NULL, ":13:1: error: ",
+      "unknown key 'n_token' in 'trace manifest' (did you mean "
+      "'n_tokens'?)",
+      NULL}},
+    {"n_heads: 8",
+     "n_heads: 8\nn_heads: 8",
+     {NULL, ":7:1: error: ", "duplicate key 'n_heads'", NULL}},
     {"n_tokens: 8", "", {NULL, ":2:1: error: ", "missing required key 'n_tokens'", "regenerate"}},
     {"n_heads: 8", "n_heads: x", {NULL, ":6:10: error: ", "'n_heads' must be an integer", NULL}},
-    {"n_layers: 5", "n_layers: 0", {NULL, ":5:11: error: ", "'n_layers' = 0 is out of range",
-                                     NULL}},
-    {"n_kv_heads: 4", "n_kv_heads: 3",
+    {"n_layers: 5",
+     "n_layers: 0",
+     {NULL, ":5:11: error: ", "'n_layers' = 0 is out of range", NULL}},
+    {"n_kv_heads: 4",
+     "n_kv_heads: 3",
      {NULL, ":7:13: error: ", "n_heads (8) must be a multiple of n_kv_heads (3)", NULL}},
-    {"format: mpcsim-trace 1", "format: mpcsim-trace 9",
+    {"format: mpcsim-trace 1",
+     "format: mpcsim-trace 9",
      {NULL, ":2:9: error: ", "trace format 'mpcsim-trace 9' is not supported", "regenerate"}},
-    {"rope_layout: interleaved", "rope_layout: hlf",
+    {"rope_layout: interleaved",
+     "rope_layout: hlf",
      {NULL, ":14:14: error: ", "unknown 'rope_layout' value 'hlf' (did you mean 'half'?)", NULL}},
 };
 
@@ -348,18 +352,31 @@ static void field_range(const ys_field *f, double *lo, double *hi)
 {
     int unb = f->lo == 0 && f->hi == 0;
     switch (f->type) {
-    case YS_U32: *lo = unb ? 0 : f->lo; *hi = unb ? 4294967295.0 : f->hi; break;
-    case YS_U64: *lo = unb ? 0 : f->lo; *hi = unb ? 18446744073709551615.0 : f->hi; break;
-    case YS_INT: *lo = unb ? -2147483648.0 : f->lo; *hi = unb ? 2147483647.0 : f->hi; break;
-    default: *lo = f->lo; *hi = f->hi; break;
+    case YS_U32:
+        *lo = unb ? 0 : f->lo;
+        *hi = unb ? 4294967295.0 : f->hi;
+        break;
+    case YS_U64:
+        *lo = unb ? 0 : f->lo;
+        *hi = unb ? 18446744073709551615.0 : f->hi;
+        break;
+    case YS_INT:
+        *lo = unb ? -2147483648.0 : f->lo;
+        *hi = unb ? 2147483647.0 : f->hi;
+        break;
+    default:
+        *lo = f->lo;
+        *hi = f->hi;
+        break;
     }
 }
 
 /* Values outside the field's range: fills out[][32], returns the count. */
 static size_t bad_values(const ys_field *f, char out[][32], size_t max)
 {
-    static const char *const fixed[] = {"-1",  "1e300", "-1e300", "9223372036854775808",
-                                        "18446744073709551616", "nan", "inf", "-inf", "1e-300"};
+    static const char *const fixed[] = {
+        "-1",  "1e300", "-1e300", "9223372036854775808", "18446744073709551616", "nan",
+        "inf", "-inf",  "1e-300"};
     double lo, hi;
     field_range(f, &lo, &hi);
     int integer = f->type != YS_DBL || (f->flags & YS_WHOLE);
@@ -376,8 +393,7 @@ static size_t bad_values(const ys_field *f, char out[][32], size_t max)
     }
     for (size_t i = 0; i < n && k < max; i++) {
         double d;
-        int bad = parse_double(cand[i], &d) != 0 || d < lo || d > hi ||
-                  (integer && d != floor(d));
+        int bad = parse_double(cand[i], &d) != 0 || d < lo || d > hi || (integer && d != floor(d));
         /* %.0f of lo - 1 at a type's end rounds back into it: only values really outside */
         if (bad)
             snprintf(out[k++], 32, "%s", cand[i]);
@@ -387,8 +403,8 @@ static size_t bad_values(const ys_field *f, char out[][32], size_t max)
 
 /* The template with KEY: VAL at "@" (a line at that indentation setting KEY dropped); *line
  * and *col: where VAL starts. */
-static void fill_template(const char *tmpl, const char *key, const char *val, char *out,
-                          size_t cap, int *line, int *col)
+static void fill_template(const char *tmpl, const char *key, const char *val, char *out, size_t cap,
+                          int *line, int *col)
 {
     const char *at = strchr(tmpl, '@');
     ck_assert_ptr_nonnull(at);
@@ -417,7 +433,7 @@ static void fill_template(const char *tmpl, const char *key, const char *val, ch
 }
 
 static const char *const replay_keys[] = {"metric_stride", "err_kv_heads", "prompt_rows",
-                                          "recall_k", "live", NULL};
+                                          "recall_k",      "live",         NULL};
 
 #define K_SCN "name: t\nmodel: stories260K\nprotocol: semi2k\nnetwork: lan\n"
 #define K_WORK "workload: {prompt_len: 16, decode_len: 4}\n"
@@ -500,9 +516,8 @@ static int skipped(const key_site *st, const char *key)
 static char *manifest_template(const char *dir)
 {
     char cmd[2048], man[600];
-    snprintf(cmd, sizeof cmd,
-             "'%s' trace synth --model stories260K --tokens 8 -o '%s' >/dev/null", th_bin(),
-             dir);
+    snprintf(cmd, sizeof cmd, "'%s' trace synth --model stories260K --tokens 8 -o '%s' >/dev/null",
+             th_bin(), dir);
     ck_assert_int_eq(system(cmd), 0);
     snprintf(man, sizeof man, "%s/manifest.yaml", dir);
     char *text = th_slurp(man, NULL), *t = malloc(strlen(text) + 3);
@@ -543,8 +558,7 @@ static int load_site(const key_site *st, const char *path, const char *dir, errb
             trace_close(t);
         return rc;
     }
-    default:
-        return MS_ERR_INTERNAL;
+    default: return MS_ERR_INTERNAL;
     }
 }
 
@@ -555,8 +569,7 @@ static void cli_site(const key_site *st, const char *file, const char *want, con
     snprintf(out, sizeof out, "%s", tpath("out"));
     snprintf(errf, sizeof errf, "%s", tpath("err.txt"));
     if (st->load == L_SERVE)
-        snprintf(cmd, sizeof cmd, "'%s' serve '%s' -o '%s' -q 2> '%s'", th_bin(), file, out,
-                 errf);
+        snprintf(cmd, sizeof cmd, "'%s' serve '%s' -o '%s' -q 2> '%s'", th_bin(), file, out, errf);
     else if (st->load == L_SCN)
         snprintf(cmd, sizeof cmd, "'%s' run '%s' -o '%s' --quiet 2> '%s'", th_bin(), file, out,
                  errf);
@@ -567,10 +580,10 @@ static void cli_site(const key_site *st, const char *file, const char *want, con
                  th_bin(), file, out, errf);
     int status = system(cmd);
     const char *msg = th_text(errf);
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 2, "%s '%s': exit %d: %s",
-                  st->what, key, status, msg);
-    ck_assert_msg(strstr(msg, want) && strstr(msg, key), "%s '%s': want '%s' in: %s", st->what,
-                  key, want, msg);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 2, "%s '%s': exit %d: %s", st->what,
+                  key, status, msg);
+    ck_assert_msg(strstr(msg, want) && strstr(msg, key), "%s '%s': want '%s' in: %s", st->what, key,
+                  want, msg);
     ck_assert_msg(access(out, F_OK) != 0, "%s '%s': %s was written", st->what, key, out);
 }
 
@@ -614,8 +627,8 @@ START_TEST(test_numeric_out_of_range)
             ck_assert_msg(rc == (st->load == L_MANIFEST ? MS_ERR_FORMAT : MS_ERR_INPUT),
                           "%s '%s' = %s: rc %d: %s", st->what, f->key, bad[b], rc, e.msg);
             ck_assert_msg(!strncmp(e.msg, at, strlen(at)) && strstr(e.msg, key),
-                          "%s '%s' = %s: want '%s…%s' in: %s", st->what, f->key, bad[b], at,
-                          key, e.msg);
+                          "%s '%s' = %s: want '%s…%s' in: %s", st->what, f->key, bad[b], at, key,
+                          e.msg);
             if (b == 0 && (st->load == L_SCN || st->load == L_SYNTH))
                 cli_site(st, path, at, key);
         }
@@ -663,9 +676,11 @@ static const struct {
     {"run x.yaml -j 0", "--jobs wants"},
     /* a policy parameter given on the command line is reported naming the argument */
     {"validate --model stories260K --accuracy 20 --prompt 10 --policy h2o --policy-param "
-     "heavy=abc", "error: --policy-param heavy=abc: policy h2o parameter 'heavy' wants a number"},
+     "heavy=abc",
+     "error: --policy-param heavy=abc: policy h2o parameter 'heavy' wants a number"},
     {"validate --model stories260K --accuracy 20 --prompt 10 --policy h2o --policy-param "
-     "bogus=1", "error: --policy-param bogus=1: unknown parameter 'bogus' for policy h2o"},
+     "bogus=1",
+     "error: --policy-param bogus=1: unknown parameter 'bogus' for policy h2o"},
     {"validate --model stories260K --accuracy 20 --prompt 10 --policy h2o --policy-param heavy",
      "error: --policy-param wants KEY=VALUE (a policy parameter), not 'heavy'"},
 };
@@ -684,7 +699,7 @@ END_TEST
  * field's mistake points at the field, a file too short for the header at its start. */
 
 static const struct {
-    int field;   /* the int32 header field changed (-1: the file cut to `cut` bytes) */
+    int field; /* the int32 header field changed (-1: the file cut to `cut` bytes) */
     int32_t value;
     size_t cut;
     const char *where, *gist;

@@ -28,11 +28,11 @@ static void urand_fill(double *x, size_t n, double lo, double hi)
         x[i] = urand(lo, hi);
 }
 
-static int exp_iters_override; /* 0: the protocol default */
-static const char *msb_override; /* NULL: the protocol default */
-static const char *topk_override; /* NULL: the protocol default */
-static const char *norm_override; /* NULL: the protocol default */
-static const char *exp_override; /* NULL: the protocol default */
+static int exp_iters_override;     /* 0: the protocol default */
+static const char *msb_override;   /* NULL: the protocol default */
+static const char *topk_override;  /* NULL: the protocol default */
+static const char *norm_override;  /* NULL: the protocol default */
+static const char *exp_override;   /* NULL: the protocol default */
 static const char *trunc_override; /* NULL: the protocol default */
 
 static eng *mk(int np)
@@ -93,7 +93,8 @@ static void h_components(harness *h, uint32_t t, int np)
 {
     mpc_val *v = &h->vals[t];
     for (size_t i = 0; i < v->n * (size_t)(np - 1); i++)
-        v->s[1][i] = ((uint64_t)(urand(0, 1) * 4294967296.0) << 32) ^ (uint64_t)(urand(0, 1) * 4294967296.0);
+        v->s[1][i] =
+            ((uint64_t)(urand(0, 1) * 4294967296.0) << 32) ^ (uint64_t)(urand(0, 1) * 4294967296.0);
 }
 
 static void h_run(harness *h, op o)
@@ -118,11 +119,19 @@ static void h_free(harness *h)
     eng_free(h->e);
 }
 
-static op mkop(int kind, uint32_t b, uint32_t m, uint32_t k, uint32_t n, uint32_t in0,
-               uint32_t in1, uint32_t in2, uint32_t out)
+static op mkop(int kind, uint32_t b, uint32_t m, uint32_t k, uint32_t n, uint32_t in0, uint32_t in1,
+               uint32_t in2, uint32_t out)
 {
-    op o = {.kind = (uint16_t)kind, .layer = -1, .group = -1, .batch = b, .m = m, .k = k,
-            .n = n, .in = {in0, in1, in2}, .out = out, .iarg = -1};
+    op o = {.kind = (uint16_t)kind,
+            .layer = -1,
+            .group = -1,
+            .batch = b,
+            .m = m,
+            .k = k,
+            .n = n,
+            .in = {in0, in1, in2},
+            .out = out,
+            .iarg = -1};
     return o;
 }
 
@@ -203,16 +212,19 @@ START_TEST(test_bit_bound)
             /* d in [−2^(w−1), 2^(w−1)), its ends and 0 included; at w = 64 the lower end is
              * −2^63 + 1, since b − a = 2^63 wraps in the ring (no comparison of differences
              * is exact there) */
-            int64_t d = i == 0 ? 0 : i == 1 ? (int64_t)((w < 64 ? 0 : 1) - half)
-                      : i == 2 ? (int64_t)(half - 1)
-                      : i == 3 ? -1 : i == 4 ? 1
-                      : (int64_t)((uint64_t)(urand(0, 1) * (double)half * 2) - half);
+            int64_t d = i == 0   ? 0
+                        : i == 1 ? (int64_t)((w < 64 ? 0 : 1) - half)
+                        : i == 2 ? (int64_t)(half - 1)
+                        : i == 3 ? -1
+                        : i == 4 ? 1
+                                 : (int64_t)((uint64_t)(urand(0, 1) * (double)half * 2) - half);
             if (w < 64 && d >= (int64_t)half) /* at w = 64 every int64 is in range */
                 d = (int64_t)(half - 1);
             h.vals[ta].s[0][i] = base + (uint64_t)d;
             h.vals[tb].s[0][i] = base;
             /* for eq: |e| < 2^w, a third of them 0 */
-            int64_t ed = i % 3 == 0 ? 0 : (int64_t)((uint64_t)(urand(0, 1) * (double)half * 4) - 2 * half);
+            int64_t ed =
+                i % 3 == 0 ? 0 : (int64_t)((uint64_t)(urand(0, 1) * (double)half * 4) - 2 * half);
             if (w < 64 && (ed >= (int64_t)(2 * half) || ed <= -(int64_t)(2 * half)))
                 ed = 1;
             h.vals[tc].s[0][i] = base + (uint64_t)ed;
@@ -234,10 +246,13 @@ START_TEST(test_bit_bound)
         h_run(&h, o);
         for (int i = 0; i < N; i++) {
             int64_t d = (int64_t)(h.vals[ta].s[0][i] - h.vals[tb].s[0][i]);
-            ck_assert_msg(h.vals[lt].s[0][i] == (uint64_t)(d < 0), "w %d i %d: lt of d = %lld", w, i, (long long)d);
-            ck_assert_msg(h.vals[gt].s[0][i] == (uint64_t)(d > 0) || (w < 64 && d == -(int64_t)half),
+            ck_assert_msg(h.vals[lt].s[0][i] == (uint64_t)(d < 0), "w %d i %d: lt of d = %lld", w,
+                          i, (long long)d);
+            ck_assert_msg(h.vals[gt].s[0][i] == (uint64_t)(d > 0) ||
+                              (w < 64 && d == -(int64_t)half),
                           "w %d i %d: gt", w, i);
-            ck_assert_msg(h.vals[eq].s[0][i] == (uint64_t)(h.vals[tc].s[0][i] == h.vals[tb].s[0][i]),
+            ck_assert_msg(h.vals[eq].s[0][i] ==
+                              (uint64_t)(h.vals[tc].s[0][i] == h.vals[tb].s[0][i]),
                           "w %d i %d: eq", w, i);
         }
         h_free(&h);
@@ -335,7 +350,8 @@ START_TEST(test_onehot_signed_rank)
             uint32_t wrong = 0;
             for (uint32_t r = 0; r < M; r++)
                 for (uint32_t j = 0; j < S; j++)
-                    wrong += h.vals[to].s[0][r * S + j] != (uint64_t)((int64_t)r - (int64_t)S - 1 == (int64_t)j);
+                    wrong += h.vals[to].s[0][r * S + j] !=
+                             (uint64_t)((int64_t)r - (int64_t)S - 1 == (int64_t)j);
             if (narrow)
                 ck_assert_msg(wrong > 0, "S %u: %d bits should alias a negative rank", S, w);
             else
@@ -372,8 +388,9 @@ START_TEST(test_onehot_signed_rank)
         cost_log_free(&log);
         op_program_free(&prog);
     }
-    ck_assert_msg(bytes[1] * 10 >= bytes[0] * (np == 2 ? 29 : 15), "bytes %llu at 12 bits, %llu at 64",
-                  (unsigned long long)bytes[0], (unsigned long long)bytes[1]);
+    ck_assert_msg(bytes[1] * 10 >= bytes[0] * (np == 2 ? 29 : 15),
+                  "bytes %llu at 12 bits, %llu at 64", (unsigned long long)bytes[0],
+                  (unsigned long long)bytes[1]);
     ck_assert_uint_lt(rounds[0], rounds[1]);
 }
 END_TEST
@@ -494,8 +511,8 @@ START_TEST(test_exp_pow2)
     int np = 2 + _i;
     enum { N = 1200 };
     double *x = malloc(N * sizeof *x);
-    static const double edge[] = {0, -1e-6, 1e-6, -0.5, 5.545, 5.5, -12.5, -13.2, -16.6, -16.7,
-                                  -20, -100, -4096, -11000, -11350};
+    static const double edge[] = {0,     -1e-6, 1e-6, -0.5, 5.545, 5.5,    -12.5, -13.2,
+                                  -16.6, -16.7, -20,  -100, -4096, -11000, -11350};
     int n = 0;
     for (size_t i = 0; i < sizeof edge / sizeof *edge; i++)
         x[n++] = edge[i];
@@ -526,8 +543,8 @@ END_TEST
 START_TEST(test_reciprocal)
 {
     norm_override = _i >= 2 ? "thresholds" : NULL;
-    double err = ew_err(2 + (_i & 1), OP_RECIPROCAL, recip_ref, ldexp(1, -F), ldexp(1, F - 1) - 1, 1,
-                        2e-4, ldexp(2, -F));
+    double err = ew_err(2 + (_i & 1), OP_RECIPROCAL, recip_ref, ldexp(1, -F), ldexp(1, F - 1) - 1,
+                        1, 2e-4, ldexp(2, -F));
     norm_override = NULL;
     ck_assert_msg(err <= 1, "reciprocal on [2^-f, 2^(f-1)): error %g × the bound", err);
 }
@@ -698,7 +715,6 @@ START_TEST(test_max_argmax_topk)
 }
 END_TEST
 
-
 START_TEST(test_topk_quickselect)
 {
     /* topk: quickselect on the clear-text engine: the same set as the reference (ties by the
@@ -738,7 +754,8 @@ START_TEST(test_topk_quickselect)
                 ref[best] = 1;
             }
             for (int j = 0; j < N; j++)
-                ck_assert_msg(in[j] == ref[j], "K %d row %d position %d: %d vs %d", K, r, j, in[j], ref[j]);
+                ck_assert_msg(in[j] == ref[j], "K %d row %d position %d: %d vs %d", K, r, j, in[j],
+                              ref[j]);
         }
     }
     topk_override = NULL;
@@ -828,7 +845,8 @@ START_TEST(test_topk_quickselect_cost)
         cost_totals oh;
         onehot_cost(protos[i], 32 * 50, 512, &oh);
         ck_assert_uint_lt(oh.bytes_sent[0], qs.bytes_sent[0]);
-        ck_assert_uint_lt(3 * (qs.bytes_sent[0] - oh.bytes_sent[0]), nw.bytes_sent[0] - oh.bytes_sent[0]);
+        ck_assert_uint_lt(3 * (qs.bytes_sent[0] - oh.bytes_sent[0]),
+                          nw.bytes_sent[0] - oh.bytes_sent[0]);
         /* the same op costs the same every time (a fixed draw per shape: the memo holds) */
         cost_totals again;
         topk_cost(protos[i], "quickselect", 32, 512, 50, &again, &sh);
@@ -854,8 +872,8 @@ START_TEST(test_topk_quickselect_cost)
         expect += h - 1;
         draws++;
     }
-    ck_assert_msg(fabs(sum / draws - expect / draws) < 0.15 * expect / draws, "mean %g, expected %g",
-                  sum / draws, expect / draws);
+    ck_assert_msg(fabs(sum / draws - expect / draws) < 0.15 * expect / draws,
+                  "mean %g, expected %g", sum / draws, expect / draws);
 }
 END_TEST
 
@@ -960,8 +978,8 @@ START_TEST(test_arith_ops)
     uint32_t tv = h_tensor(&h, "rv", OPT_OUTPUT, DOM_ARITH, 1, 1, N, NULL, 0);
     h_run(&h, mkop(OP_REVEAL, 1, 1, 0, N, out[2], OP_NONE, OP_NONE, tv));
     for (int i = 0; i < N; i++) {
-        double want[6] = {a[i] + b[i], a[i] - b[i], a[i] * b[i], a[i] * a[i], a[i] - 1.75,
-                          a[i] * -1.75};
+        double want[6] = {a[i] + b[i], a[i] - b[i], a[i] * b[i],
+                          a[i] * a[i], a[i] - 1.75, a[i] * -1.75};
         for (int k = 0; k < 6; k++)
             ck_assert_double_le(fabs(h_out(&h, out[k], i, F) - want[k]), 1e-4);
         ck_assert_uint_eq(h.vals[tv].s[0][i], h.vals[out[2]].s[0][i]);
@@ -987,7 +1005,8 @@ START_TEST(test_layout_conventions)
     uint32_t ty = h_tensor(&h, "y", OPT_TEMP, DOM_ARITH, 1, T, HQ * D, NULL, 0);
     h_run(&h, mkop(OP_ADD, 1, T, 0, HQ * D, tx, tb, OP_NONE, ty));
     for (int i = 0; i < T * HQ * D; i++)
-        ck_assert_uint_eq(h.vals[ty].s[0][i], fx_encode(x[i], F) + fx_encode(bias[i % (HQ * D)], F));
+        ck_assert_uint_eq(h.vals[ty].s[0][i],
+                          fx_encode(x[i], F) + fx_encode(bias[i % (HQ * D)], F));
     /* RoPE over rows of HQ heads of D: pair i of each head uses theta^(-2i/D) */
     uint32_t tr = h_tensor(&h, "r", OPT_TEMP, DOM_ARITH, 1, T, HQ * D, NULL, 0);
     op ro = mkop(OP_ROPE, S, T, D, HQ * D, tx, OP_NONE, OP_NONE, tr);
@@ -998,10 +1017,12 @@ START_TEST(test_layout_conventions)
         for (int c = 0; c < HQ * D; c += 2) {
             double ang = (5 + t) * pow(500.0, -2.0 * ((c % D) / 2) / D);
             double a = x[t * HQ * D + c], b = x[t * HQ * D + c + 1];
-            ck_assert_double_le(fabs(h_out(&h, tr, (size_t)t * HQ * D + c, F) -
-                                     (a * cos(ang) - b * sin(ang))), 5e-5);
-            ck_assert_double_le(fabs(h_out(&h, tr, (size_t)t * HQ * D + c + 1, F) -
-                                     (a * sin(ang) + b * cos(ang))), 5e-5);
+            ck_assert_double_le(
+                fabs(h_out(&h, tr, (size_t)t * HQ * D + c, F) - (a * cos(ang) - b * sin(ang))),
+                5e-5);
+            ck_assert_double_le(
+                fabs(h_out(&h, tr, (size_t)t * HQ * D + c + 1, F) - (a * sin(ang) + b * cos(ang))),
+                5e-5);
         }
     /* append the (T, HKV·D) new keys at row KV of the (HKV, CAP, D) cache, then a q of HQ heads
      * attends to the first KV+T rows, query heads 2g, 2g+1 sharing KV head g */
@@ -1051,11 +1072,11 @@ Suite *kern_suite(void)
     TH_TESTS(t, test_fx_roundtrip);
     TH_LOOPS(t, 4, test_lt_eq, test_bit_bound);
     TH_LOOPS(t, 2, test_onehot_width, test_onehot_signed_rank, test_a2b_b2a_select, test_exp,
-                   test_exp_pow2);
+             test_exp_pow2);
     TH_LOOPS(t, 4, test_reciprocal, test_rsqrt);
     TH_LOOPS(t, 8, test_recip_rsqrt_bitdec);
     TH_LOOPS(t, 2, test_gelu_silu, test_softmax, test_norms, test_max_argmax_topk,
-                   test_topk_quickselect);
+             test_topk_quickselect);
     TH_TESTS(t, test_topk_quickselect_cost);
     TH_LOOPS(t, 2, test_onehot_gather, test_rope_matmul, test_arith_ops, test_layout_conventions);
     return s;

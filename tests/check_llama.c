@@ -114,8 +114,7 @@ START_TEST(test_tokenizer)
     double ref[300];
     size_t nr = read_numbers("greedy_bos_256.ids", ref, 300);
     char path[1024], want[2048], got[2048] = "";
-    snprintf(path, sizeof path, "%s/models/stories260K/reference/greedy_bos_256.txt",
-             th_data());
+    snprintf(path, sizeof path, "%s/models/stories260K/reference/greedy_bos_256.txt", th_data());
     FILE *f = fopen(path, "r");
     ck_assert_ptr_nonnull(f);
     size_t wl = fread(want, 1, sizeof want - 1, f);
@@ -149,8 +148,7 @@ static void on_layer(void *ctx, const llama_layer_view *v)
     }
 }
 
-static int attend_mask(void *ctx, uint32_t layer, uint32_t kv_head, uint32_t pos,
-                       uint8_t *mask)
+static int attend_mask(void *ctx, uint32_t layer, uint32_t kv_head, uint32_t pos, uint8_t *mask)
 {
     hook_ctx *c = ctx;
     if (!c->keep_only_self)
@@ -258,10 +256,11 @@ START_TEST(test_hostile_files)
     cfg.n_heads = cfg.n_kv_heads = 1u << 15;
     cfg.head_dim = 1u << 15;
     cfg.max_ctx = 1u << 30;
-    int32_t hdr[7 + 4] = {(int32_t)cfg.dim, (int32_t)cfg.ffn_dim, (int32_t)cfg.n_layers,
-                          (int32_t)cfg.n_heads, (int32_t)cfg.n_kv_heads,
-                          cfg.tied_embeddings ? (int32_t)cfg.vocab : -(int32_t)cfg.vocab,
-                          (int32_t)cfg.max_ctx};
+    int32_t hdr[7 + 4] = {
+        (int32_t)cfg.dim,        (int32_t)cfg.ffn_dim,
+        (int32_t)cfg.n_layers,   (int32_t)cfg.n_heads,
+        (int32_t)cfg.n_kv_heads, cfg.tied_embeddings ? (int32_t)cfg.vocab : -(int32_t)cfg.vocab,
+        (int32_t)cfg.max_ctx};
     snprintf(path, sizeof path, "%s/huge.bin", dir);
     write_bytes(path, hdr, sizeof hdr);
     llama *m = NULL;
@@ -310,6 +309,6 @@ Suite *llama_suite(void)
     TCase *tc = th_case(s, "reference", 60);
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_logits_bos, test_greedy_256, test_tokenizer, test_hooks, test_bad_checkpoint,
-                 test_hostile_files);
+             test_hostile_files);
     return s;
 }

@@ -23,8 +23,8 @@ static model_cfg load(const char *name)
 
 START_TEST(test_shipped_models)
 {
-    const char *names[] = {"gpt2", "llama-2-7b", "llama-2-13b", "llama-3.1-8b",
-                           "longchat-7b-32k", "stories260K"};
+    const char *names[] = {"gpt2",         "llama-2-7b",      "llama-2-13b",
+                           "llama-3.1-8b", "longchat-7b-32k", "stories260K"};
     for (size_t i = 0; i < 6; i++) {
         model_cfg m = load(names[i]);
         ck_assert_str_eq(m.name, names[i]);
@@ -51,25 +51,25 @@ START_TEST(test_param_counts)
 }
 END_TEST
 
-
 START_TEST(test_bad_model_files)
 {
     const char *path = testdir_path(&td, "m.yaml");
     errbuf e;
     model_cfg m;
     th_write(path, "name: x\nlayers: 2\ndim: 8\nheads: 2\nkv_heads: 2\nhead_dim: 4\n"
-                     "ffn_dim: 16\nvocab: 10\nmax_context: 8\nnorm: rmsnrom\n");
+                   "ffn_dim: 16\nvocab: 10\nmax_context: 8\nnorm: rmsnrom\n");
     ck_assert_int_eq(model_load(path, &m, &e), MS_ERR_INPUT);
     ck_assert_msg(strstr(e.msg, ":10:7: error:") && strstr(e.msg, "rmsnorm"), "%s", e.msg);
     th_write(path, "name: x\nlayer: 2\n");
     ck_assert_int_eq(model_load(path, &m, &e), MS_ERR_INPUT);
     ck_assert_msg(strstr(e.msg, ":2:1: error: unknown key 'layer'") &&
-                      strstr(e.msg, "did you mean 'layers'"), "%s", e.msg);
+                      strstr(e.msg, "did you mean 'layers'"),
+                  "%s", e.msg);
     th_write(path, "name: x\nlayers: 2\nlayers: 3\n");
     ck_assert_int_eq(model_load(path, &m, &e), MS_ERR_INPUT);
     ck_assert_msg(strstr(e.msg, ":3:1: error: duplicate key"), "%s", e.msg);
     th_write(path, "name: x\nlayers: 2\ndim: 8\nheads: 3\nkv_heads: 2\nhead_dim: 4\n"
-                     "ffn_dim: 16\nvocab: 10\nmax_context: 8\n");
+                   "ffn_dim: 16\nvocab: 10\nmax_context: 8\n");
     ck_assert_int_eq(model_load(path, &m, &e), MS_ERR_INPUT);
     ck_assert_msg(strstr(e.msg, "multiple of kv_heads"), "%s", e.msg);
     th_write(path, "name: [x\n");
@@ -219,7 +219,6 @@ START_TEST(test_kept_counts)
 }
 END_TEST
 
-
 /* Per-category totals of one lowered step on a protocol's cost engine. */
 static void cat_cost(const op_program *p, const char *proto_name, cost_totals *cat)
 {
@@ -326,7 +325,8 @@ START_TEST(test_sparse_ffn)
     cost_totals c[3][OPC_N];
     for (int v = 0; v < 3; v++)
         cat_cost(ps[v], "semi2k", c[v]);
-    ck_assert_uint_eq(c[1][OPC_ACTIVATION].bytes_sent[0] * F, c[0][OPC_ACTIVATION].bytes_sent[0] * A);
+    ck_assert_uint_eq(c[1][OPC_ACTIVATION].bytes_sent[0] * F,
+                      c[0][OPC_ACTIVATION].bytes_sent[0] * A);
     ck_assert_uint_eq(c[1][OPC_ACTIVATION].rounds, c[0][OPC_ACTIVATION].rounds);
     /* semi2k's beaver cache: a public pattern opens only the activations' masks (gate/up: D
      * each, down: A) plus the truncations and the product; a secret one opens the gathered
@@ -360,7 +360,7 @@ Suite *lower_suite(void)
     TCase *tc = th_case(s, "models", 0);
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_shipped_models, test_param_counts, test_bad_model_files, test_decode_llama,
-                 test_attended_cache, test_sparse_ffn, test_prefill_gpt2, test_kept_counts,
-                 test_context_overflow);
+             test_attended_cache, test_sparse_ffn, test_prefill_gpt2, test_kept_counts,
+             test_context_overflow);
     return s;
 }

@@ -42,14 +42,14 @@ static void fill(uint64_t *v, size_t n, uint64_t seed, int bound)
 }
 
 typedef struct pcase {
-    int prim;            /* PRIM_* */
-    size_t n;            /* elements (EW) */
-    int to;              /* open: party or -1 */
-    int owner;           /* input: owner */
+    int prim;  /* PRIM_* */
+    size_t n;  /* elements (EW) */
+    int to;    /* open: party or -1 */
+    int owner; /* input: owner */
     uint32_t b, m, k, nn, flags;
-    int bits;            /* trunc */
+    int bits; /* trunc */
     int trunc_local;
-    int tap;             /* P1 records a byte histogram of what it receives */
+    int tap; /* P1 records a byte histogram of what it receives */
 } pcase;
 
 static uint64_t hist[256];
@@ -98,7 +98,8 @@ static int prim_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
     if ((rc = e->vt->alloc(e, &x, nx, dom)) || (rc = e->vt->input(e, &x, 0, X)) ||
         (rc = e->vt->alloc(e, &y, ny, dom)) || (rc = e->vt->input(e, &y, 1, Y)))
         goto out;
-    if (c->prim == PRIM_MATMUL && (c->flags & OPF_FIXED_B) && (rc = mpc_engine_setup_fixed(e, 7, &y, NULL)))
+    if (c->prim == PRIM_MATMUL && (c->flags & OPF_FIXED_B) &&
+        (rc = mpc_engine_setup_fixed(e, 7, &y, NULL)))
         goto out;
     if (c->tap && e->party == 1 && !mpc_engine_is_dealer(e)) {
         memset(hist, 0, sizeof hist);
@@ -135,7 +136,9 @@ static int prim_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
     clock_gettime(CLOCK_MONOTONIC, &t1);
     mpc_net_stats b = *mpc_net_get_stats(net);
     mpc_op_stat st;
-    mpc_stat_between(&a, &b, (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000ll + (t1.tv_nsec - t0.tv_nsec)), &st);
+    mpc_stat_between(&a, &b,
+                     (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000ll + (t1.tv_nsec - t0.tv_nsec)),
+                     &st);
     if (!opened)
         rc = e->vt->open(e, res, &z, -1);
     if (rc)
@@ -173,7 +176,8 @@ static void run_prim(const char *pname, const pcase *c, pres *r)
     sizes(c, &nx, &ny, &nz);
     memset(r, 0, sizeof *r);
     for (int i = 0; i < nodes; i++) {
-        ck_assert_msg(nr[i].rc == MS_OK, "%s prim %s node %d: %s", pname, eng_prim_name(c->prim), i, nr[i].err);
+        ck_assert_msg(nr[i].rc == MS_OK, "%s prim %s node %d: %s", pname, eng_prim_name(c->prim), i,
+                      nr[i].err);
         ck_assert_uint_eq(nr[i].out_len, sizeof(mpc_op_stat) + 8 * nz + sizeof hist);
         memcpy(&r->st[i], nr[i].out, sizeof(mpc_op_stat));
         r->val[i] = malloc(8 * nz + 8);
@@ -214,11 +218,13 @@ static void expect_semi2k(const pcase *c, expect *x)
         else
             x->link[1 - c->to][c->to] = 8 * n;
         break;
-    case PRIM_MUL: case PRIM_AND:
+    case PRIM_MUL:
+    case PRIM_AND:
         x->link[0][1] = x->link[1][0] = 16 * n;
         x->offline_p1 = 8 * n;
         break;
-    case PRIM_SQUARE: case PRIM_B2A:
+    case PRIM_SQUARE:
+    case PRIM_B2A:
         x->link[0][1] = x->link[1][0] = 8 * n;
         x->offline_p1 = 8 * n;
         break;
@@ -259,7 +265,9 @@ static void expect_aby3(const pcase *c, expect *x)
         else
             x->link[(c->to + 1) % 3][c->to] = 8 * n;
         break;
-    case PRIM_MUL: case PRIM_SQUARE: case PRIM_AND:
+    case PRIM_MUL:
+    case PRIM_SQUARE:
+    case PRIM_AND:
         for (int i = 0; i < 3; i++)
             x->link[i][(i + 2) % 3] = 8 * n;
         break;
@@ -275,7 +283,8 @@ static void expect_aby3(const pcase *c, expect *x)
         /* the pair: P0 ↔ P1 open c, P2 → P1 the (r', msb(r)) shares, then P0, P1 → P2 */
         x->rounds = 2;
         x->link[0][1] = x->link[1][0] = 8 * n;
-        x->link[2][1] = 8 * n + n * (((uint64_t)c->bits + 1 + 7) / 8); /* r' and msb(r) mod 2^(f+1) */
+        x->link[2][1] =
+            8 * n + n * (((uint64_t)c->bits + 1 + 7) / 8); /* r' and msb(r) mod 2^(f+1) */
         x->link[0][2] = x->link[1][2] = 8 * n;
         break;
     case PRIM_B2A:
@@ -295,13 +304,17 @@ static void check_traffic(const char *pname, const pcase *c, const pres *r)
     else
         expect_aby3(c, &x);
     for (int i = 0; i < np; i++) {
-        ck_assert_msg(r->st[i].rounds == x.rounds, "%s %s n=%zu: P%d counted %llu rounds, %llu expected", pname,
-                      eng_prim_name(c->prim), c->n, i, (unsigned long long)r->st[i].rounds, (unsigned long long)x.rounds);
+        ck_assert_msg(r->st[i].rounds == x.rounds,
+                      "%s %s n=%zu: P%d counted %llu rounds, %llu expected", pname,
+                      eng_prim_name(c->prim), c->n, i, (unsigned long long)r->st[i].rounds,
+                      (unsigned long long)x.rounds);
         for (int j = 0; j < np; j++) {
             if (i == j)
                 continue;
-            ck_assert_msg(r->st[i].sent[j] == x.link[i][j], "%s %s n=%zu: P%d→P%d %llu bytes, %llu expected", pname,
-                          eng_prim_name(c->prim), c->n, i, j, (unsigned long long)r->st[i].sent[j], (unsigned long long)x.link[i][j]);
+            ck_assert_msg(r->st[i].sent[j] == x.link[i][j],
+                          "%s %s n=%zu: P%d→P%d %llu bytes, %llu expected", pname,
+                          eng_prim_name(c->prim), c->n, i, j, (unsigned long long)r->st[i].sent[j],
+                          (unsigned long long)x.link[i][j]);
             ck_assert_uint_eq(r->st[j].recv[i], x.link[i][j]);
         }
         ck_assert_uint_eq(r->st[i].offline_recv, i == 1 ? x.offline_p1 : 0);
@@ -339,7 +352,8 @@ static void check_values(const char *pname, const pcase *c, const pres *r)
                     uint64_t s = 0;
                     const uint64_t *Yb = Y + (size_t)(b / share) * c->k * c->nn;
                     for (uint32_t q = 0; q < c->k; q++)
-                        s += X[((size_t)b * c->m + i) * c->k + q] * (tb ? Yb[(size_t)j * c->k + q] : Yb[(size_t)q * c->nn + j]);
+                        s += X[((size_t)b * c->m + i) * c->k + q] *
+                             (tb ? Yb[(size_t)j * c->k + q] : Yb[(size_t)q * c->nn + j]);
                     ref[((size_t)b * c->m + i) * c->nn + j] = s;
                 }
     }
@@ -349,8 +363,9 @@ static void check_values(const char *pname, const pcase *c, const pres *r)
         for (size_t i = 0; i < nz; i++) {
             int64_t d = (int64_t)(r->val[p][i] - ref[i]);
             int64_t tol = c->prim == PRIM_TRUNC ? 1 : 0; /* probabilistic truncation: ±1 ulp */
-            ck_assert_msg(d >= -tol && d <= tol, "%s %s: P%d element %zu = %llx, plaintext %llx", pname,
-                          eng_prim_name(c->prim), p, i, (unsigned long long)r->val[p][i], (unsigned long long)ref[i]);
+            ck_assert_msg(d >= -tol && d <= tol, "%s %s: P%d element %zu = %llx, plaintext %llx",
+                          pname, eng_prim_name(c->prim), p, i, (unsigned long long)r->val[p][i],
+                          (unsigned long long)ref[i]);
         }
     }
     free(ref);
@@ -493,7 +508,12 @@ START_TEST(test_matmul)
         {.prim = PRIM_MATMUL, .b = 2, .m = 4, .k = 9, .nn = 3},
         {.prim = PRIM_MATMUL, .b = 3, .m = 5, .k = 6, .nn = 7, .flags = OPF_TRANS_B},
         {.prim = PRIM_MATMUL, .b = 1, .m = 17, .k = 33, .nn = 19, .flags = OPF_FIXED_B},
-        {.prim = PRIM_MATMUL, .b = 2, .m = 3, .k = 8, .nn = 5, .flags = OPF_FIXED_B | OPF_TRANS_B | 0x100},
+        {.prim = PRIM_MATMUL,
+         .b = 2,
+         .m = 3,
+         .k = 8,
+         .nn = 5,
+         .flags = OPF_FIXED_B | OPF_TRANS_B | 0x100},
         {.prim = PRIM_MATMUL, .b = 4, .m = 2, .k = 7, .nn = 3, .flags = 0x100},
         {.prim = PRIM_MATMUL, .b = 6, .m = 1, .k = 5, .nn = 4, .flags = 0x200 | OPF_TRANS_B},
         {.prim = PRIM_MATMUL, .b = 4, .m = 3, .k = 4, .nn = 5, .flags = 0x200 | OPF_FIXED_B},
@@ -510,7 +530,8 @@ END_TEST
 START_TEST(test_local_matmul_tiles)
 {
     size_t m = 7, k = 300, n = 530;
-    uint64_t *A = malloc(m * k * 8), *B = malloc(k * n * 8), *C = calloc(m * n, 8), *R = calloc(m * n, 8);
+    uint64_t *A = malloc(m * k * 8), *B = malloc(k * n * 8), *C = calloc(m * n, 8),
+             *R = calloc(m * n, 8);
     fill(A, m * k, 1, 64);
     fill(B, k * n, 2, 64);
     for (int tb = 0; tb < 2; tb++) {
@@ -533,7 +554,8 @@ END_TEST
 /* Packed messages against a bit-by-bit reference (each element's bits of the mask in order,
  * then the second word's, padded to a byte), for contiguous, sparse, dense, single-bit and
  * full masks, on the PEXT path (where the CPU has it) and the software one. */
-static size_t ref_pack(uint8_t *buf, const uint64_t *w1, const uint64_t *w2, size_t n, uint64_t mask)
+static size_t ref_pack(uint8_t *buf, const uint64_t *w1, const uint64_t *w2, size_t n,
+                       uint64_t mask)
 {
     size_t bit = 0;
     for (size_t i = 0; i < n; i++) {
@@ -552,9 +574,16 @@ static size_t ref_pack(uint8_t *buf, const uint64_t *w1, const uint64_t *w2, siz
 START_TEST(test_pack_bits)
 {
     uint64_t s = 5;
-    uint64_t masks[40] = {1, 1ull << 63, ~0ull, ~0ull >> 1, 0x5555555555555555ull,
-                          0xaaaaaaaaaaaaaaaaull, 0xff00ff00ff00ff00ull, 0x00000000fffffff0ull,
-                          0x8000000000000001ull, 0x7fffffff00000000ull};
+    uint64_t masks[40] = {1,
+                          1ull << 63,
+                          ~0ull,
+                          ~0ull >> 1,
+                          0x5555555555555555ull,
+                          0xaaaaaaaaaaaaaaaaull,
+                          0xff00ff00ff00ff00ull,
+                          0x00000000fffffff0ull,
+                          0x8000000000000001ull,
+                          0x7fffffff00000000ull};
     for (int i = 10; i < 40; i++) {
         uint64_t a = mix(&s), b = mix(&s);
         masks[i] = i % 3 == 0 ? a & b : i % 3 == 1 ? a | b : a; /* sparse, dense, half */
@@ -577,8 +606,10 @@ START_TEST(test_pack_bits)
                     else
                         mpc_pack_bits(got, &pos, w1, n, masks[m]);
                     ck_assert_uint_eq(pos, 8 * len);
-                    ck_assert_uint_eq(len, mpc_packed_bytes(n, (two ? 2 : 1) * __builtin_popcountll(masks[m])));
-                    ck_assert_msg(!memcmp(got, want, sizeof got), "sw %d mask %016llx pair %d n %zu", sw,
+                    ck_assert_uint_eq(
+                        len, mpc_packed_bytes(n, (two ? 2 : 1) * __builtin_popcountll(masks[m])));
+                    ck_assert_msg(!memcmp(got, want, sizeof got),
+                                  "sw %d mask %016llx pair %d n %zu", sw,
                                   (unsigned long long)masks[m], two, n);
                     pos = 0;
                     if (two)
@@ -634,8 +665,10 @@ START_TEST(test_latency)
     uint64_t longest = 0;
     for (int i = 0; i < 3; i++) {
         longest = r.st[i].ns > longest ? r.st[i].ns : longest;
-        ck_assert_msg(r.st[i].ns >= 38000000ull, "P%d: %.1f ms for 2 rounds at 40 ms", i, (double)r.st[i].ns * 1e-6);
-        ck_assert_msg(r.st[i].ns < 400000000ull, "P%d: %.1f ms for 2 rounds at 40 ms", i, (double)r.st[i].ns * 1e-6);
+        ck_assert_msg(r.st[i].ns >= 38000000ull, "P%d: %.1f ms for 2 rounds at 40 ms", i,
+                      (double)r.st[i].ns * 1e-6);
+        ck_assert_msg(r.st[i].ns < 400000000ull, "P%d: %.1f ms for 2 rounds at 40 ms", i,
+                      (double)r.st[i].ns * 1e-6);
     }
     ck_assert_msg(longest >= 80000000ull, "%.1f ms for 2 rounds at 40 ms", (double)longest * 1e-6);
     pres_free(&r);
@@ -703,7 +736,8 @@ START_TEST(test_sync_and_late_receiver)
     ck_assert_uint_eq(synced[0], 1); /* a setup round at the parties */
     ck_assert_uint_eq(synced[1], 1);
     ck_assert_uint_eq(synced[2], 0); /* the dealer returns at once */
-    ck_assert_msg(ns[1] < SYNC_LAT / 2, "P1, late to the round: waited %.1f ms", (double)ns[1] * 1e-6);
+    ck_assert_msg(ns[1] < SYNC_LAT / 2, "P1, late to the round: waited %.1f ms",
+                  (double)ns[1] * 1e-6);
     mpc_node_results_free(nr, nodes);
 }
 END_TEST
@@ -739,7 +773,8 @@ START_TEST(test_p1_view_independent)
     const char *pr = protos[_i];
     static const int prims[] = {PRIM_INPUT, PRIM_MUL, PRIM_TRUNC, PRIM_AND, PRIM_B2A, PRIM_MATMUL};
     for (size_t q = 0; q < sizeof prims / sizeof *prims; q++) {
-        pcase c = {.prim = prims[q], .n = 4096, .bits = 18, .tap = 1, .b = 1, .m = 64, .k = 64, .nn = 64};
+        pcase c = {
+            .prim = prims[q], .n = 4096, .bits = 18, .tap = 1, .b = 1, .m = 64, .k = 64, .nn = 64};
         uint64_t h[2][256];
         for (int s = 0; s < 2; s++) {
             size_t nx, ny, nz;
@@ -755,16 +790,19 @@ START_TEST(test_p1_view_independent)
             pres_free(&r);
         }
         double stat;
-        ck_assert_msg(same_distribution(h[0], h[1], &stat), "%s %s: P1's view depends on the secret (chi2 = %.1f)", pr,
+        ck_assert_msg(same_distribution(h[0], h[1], &stat),
+                      "%s %s: P1's view depends on the secret (chi2 = %.1f)", pr,
                       eng_prim_name(c.prim), stat);
-        if (c.prim == PRIM_MUL || c.prim == PRIM_INPUT) { /* masked values: all bytes equally likely */
+        if (c.prim == PRIM_MUL ||
+            c.prim == PRIM_INPUT) { /* masked values: all bytes equally likely */
             uint64_t u[256];
             uint64_t tot = 0;
             for (int i = 0; i < 256; i++)
                 tot += h[1][i];
             for (int i = 0; i < 256; i++)
                 u[i] = tot / 256;
-            ck_assert_msg(same_distribution(h[1], u, &stat), "%s mul: P1's view is not uniform (chi2 = %.1f)", pr, stat);
+            ck_assert_msg(same_distribution(h[1], u, &stat),
+                          "%s mul: P1's view is not uniform (chi2 = %.1f)", pr, stat);
         }
     }
 }
@@ -815,20 +853,24 @@ START_TEST(test_keys_fresh)
     for (int i = 0; i < nodes; i++) {
         ck_assert_uint_ge(nr[0][i].out_len, 32);
         ck_assert_uint_eq(nr[0][i].out_len, nr[1][i].out_len);
-        ck_assert_msg(memcmp(nr[0][i].out, nr[1][i].out, 32), "%s node %d: the same private "
-                      "stream in two sessions", pr, i);
+        ck_assert_msg(memcmp(nr[0][i].out, nr[1][i].out, 32),
+                      "%s node %d: the same private "
+                      "stream in two sessions",
+                      pr, i);
         for (int j = 0; j < i; j++)
             for (int s = 0; s < 2; s++)
-                ck_assert_msg(memcmp(nr[s][i].out, nr[s][j].out, 32), "%s nodes %d and %d "
-                              "draw the same private stream", pr, j, i);
+                ck_assert_msg(memcmp(nr[s][i].out, nr[s][j].out, 32),
+                              "%s nodes %d and %d "
+                              "draw the same private stream",
+                              pr, j, i);
         /* every share slot of x and x·x differs between the sessions in every element */
         const uint64_t *a = (const uint64_t *)(nr[0][i].out + 32),
                        *b = (const uint64_t *)(nr[1][i].out + 32);
         size_t n = (nr[0][i].out_len - 32) / 8, same = 0;
         for (size_t k = 0; k < n; k++)
             same += a[k] == b[k];
-        ck_assert_msg(same == 0, "%s node %d: %zu of %zu share words repeat across sessions", pr,
-                      i, same, n);
+        ck_assert_msg(same == 0, "%s node %d: %zu of %zu share words repeat across sessions", pr, i,
+                      same, n);
     }
     for (int s = 0; s < 2; s++)
         mpc_node_results_free(nr[s], nodes);
@@ -847,7 +889,8 @@ typedef struct fault {
 /* A node that squares 256 shared values (X) iters times, calling hook before each round; a
  * nonzero hook ends the run with its code (its message in err). */
 typedef int (*round_hook)(eng *e, mpc_net *net, const void *arg, int it, errbuf *err);
-static int squaring_node(eng *e, mpc_net *net, const void *arg, int iters, round_hook hook, errbuf *err)
+static int squaring_node(eng *e, mpc_net *net, const void *arg, int iters, round_hook hook,
+                         errbuf *err)
 {
     mpc_val x = {0}, z = {0};
     int rc = e->vt->alloc(e, &x, 256, DOM_ARITH);
@@ -889,12 +932,13 @@ static int fault_hook(eng *e, mpc_net *net, const void *arg, int it, errbuf *err
         uint8_t h[MPC_FRAME_HDR + 16];
         memset(h, 0x41, sizeof h);
         if (f->kind != 2) /* a well-formed header claiming 3 payload bytes / a cut payload */
-            mpcfix_frame(h, f->kind == 7 ? 99 : MPC_FRAME_VERSION, MPC_FR_DATA, 0, 4, f->kind == 3 ? 3 : 16 * n);
+            mpcfix_frame(h, f->kind == 7 ? 99 : MPC_FRAME_VERSION, MPC_FR_DATA, 0, 4,
+                         f->kind == 3 ? 3 : 16 * n);
         if (mpc_net_send_raw(net, 1, h, sizeof h, err))
             return MS_ERR_IO;
         if (f->kind == 5)
             _exit(0); /* the frame is cut short and the sender is gone */
-        sleep(1); /* keep the link open until P1 has read the frame */
+        sleep(1);     /* keep the link open until P1 has read the frame */
         return err_set(err, MS_ERR_PEER, "rogue sender done");
     }
     return 0;
@@ -918,14 +962,15 @@ static void run_fault(const char *pr, int kind, const char *want, int timeout_ms
     int found = 0;
     for (int i = 0; i < nodes; i++) {
         /* every node ends: with an error, promptly (well within 5 s of the fault) */
-        ck_assert_msg(nr[i].seconds < 7.5, "%s fault %d: node %d took %.1f s", pr, kind, i, nr[i].seconds);
+        ck_assert_msg(nr[i].seconds < 7.5, "%s fault %d: node %d took %.1f s", pr, kind, i,
+                      nr[i].seconds);
         if (nr[i].rc != MS_OK && strstr(nr[i].err, want))
             found = 1;
         if (nr[i].exited && nr[i].rc != MS_OK)
             ck_assert_msg(nr[i].err[0], "node %d failed without a message", i);
     }
-    ck_assert_msg(found, "%s fault %d: no node reported '%s' (P0: %s | P1: %s | node2: %s)", pr, kind, want, nr[0].err,
-                  nr[1].err, nr[2].err);
+    ck_assert_msg(found, "%s fault %d: no node reported '%s' (P0: %s | P1: %s | node2: %s)", pr,
+                  kind, want, nr[0].err, nr[1].err, nr[2].err);
     mpc_node_results_free(nr, nodes);
 }
 
@@ -969,8 +1014,10 @@ START_TEST(test_fault_frozen)
         int named = 0;
         for (int i = 0; i < nodes; i++) {
             if (i == v) {
-                ck_assert_msg(!nr[i].exited && nr[i].sig == SIGKILL, "%s: the frozen node %d was "
-                              "not killed by the deadline", pr, v);
+                ck_assert_msg(!nr[i].exited && nr[i].sig == SIGKILL,
+                              "%s: the frozen node %d was "
+                              "not killed by the deadline",
+                              pr, v);
                 continue;
             }
             ck_assert_msg(nr[i].rc != MS_OK, "%s: node %d ran on beside frozen node %d", pr, i, v);
@@ -978,7 +1025,8 @@ START_TEST(test_fault_frozen)
                           i, nr[i].seconds, v);
             named += strstr(nr[i].err, "no heartbeat from") != NULL;
             if (getenv("FROZEN_TIMES"))
-                fprintf(stderr, "%s frozen %d: node %d ended after %.2f s: %s\n", pr, v, i, nr[i].seconds, nr[i].err);
+                fprintf(stderr, "%s frozen %d: node %d ended after %.2f s: %s\n", pr, v, i,
+                        nr[i].seconds, nr[i].err);
         }
         ck_assert_msg(named > 0, "%s frozen %d: P0: %s | P1: %s | node2: %s", pr, v, nr[0].err,
                       nr[1].err, nr[2].err);
@@ -1065,7 +1113,7 @@ Suite *mpc_suite(void)
     TCase *tp = th_case(s, "primitives", 60);
     TH_LOOPS(tp, 2, test_elementwise, test_input_open, test_matmul, test_trunc_edges);
     TH_TESTS(tp, test_beaver_cache_setup, test_local_matmul_tiles, test_pack_bits, test_latency,
-                 test_sync_and_late_receiver);
+             test_sync_and_late_receiver);
     TCase *ts = th_case(s, "security", 60);
     TH_LOOPS(ts, 2, test_p1_view_independent, test_keys_fresh);
     TCase *tf = th_case(s, "faults", 60);

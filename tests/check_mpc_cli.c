@@ -142,8 +142,9 @@ START_TEST(test_stray_connections)
     snprintf(first, sizeof first, "%s", peers);
     int port0 = atoi(strrchr(strtok(first, ","), ':') + 1);
     const char *keys = make_keys("keys");
-    const char *a0[] = {"party", "-p", "semi2k", "--peers", peers, "--id", "0", "--demo", "--keys", keys,
-                        "--random-inputs", "3", "--timeout-ms", "1000", NULL};
+    const char *a0[] = {
+        "party",  "-p", "semi2k",          "--peers", peers,          "--id", "0", "--demo",
+        "--keys", keys, "--random-inputs", "3",       "--timeout-ms", "1000", NULL};
     pid_t p0 = spawn("node0.txt", a0);
     int junk = connect_to(port0), silent = connect_to(port0), old = connect_to(port0);
     ck_assert_int_eq(write(junk, "GET / HTTP/1.0\r\n\r\n0123456789abcdef", 34), 34);
@@ -166,10 +167,12 @@ START_TEST(test_stray_connections)
     ck_assert_msg(hr != MS_OK, "P0 accepted node 1's certificate for the dealer's slot");
     ck_assert_msg(strstr(e.msg, "P0 closed the connection after the TLS handshake"), "%s", e.msg);
     mpc_tls_free(t);
-    const char *a1[] = {"party", "-p", "semi2k", "--peers", peers, "--id", "1", "--demo", "--keys", keys,
-                        "--random-inputs", "3", "--timeout-ms", "1000", NULL};
-    const char *a2[] = {"party", "-p", "semi2k", "--peers", peers, "--dealer", "--demo", "--keys", keys,
-                        "--random-inputs", "3", "--timeout-ms", "1000", NULL};
+    const char *a1[] = {
+        "party",  "-p", "semi2k",          "--peers", peers,          "--id", "1", "--demo",
+        "--keys", keys, "--random-inputs", "3",       "--timeout-ms", "1000", NULL};
+    const char *a2[] = {"party",    "-p",           "semi2k", "--peers", peers,
+                        "--dealer", "--demo",       "--keys", keys,      "--random-inputs",
+                        "3",        "--timeout-ms", "1000",   NULL};
     pid_t p1 = spawn("node1.txt", a1), p2 = spawn("node2.txt", a2);
     int st[3] = {th_wait(p0), th_wait(p1), th_wait(p2)};
     close(junk);
@@ -177,15 +180,20 @@ START_TEST(test_stray_connections)
     close(old);
     close(imp);
     char *out = slurp("node0.txt");
-    ck_assert_msg(st[0] == 0 && st[1] == 0 && st[2] == 0, "exits %d %d %d: %s", st[0], st[1],
-                  st[2], out);
+    ck_assert_msg(st[0] == 0 && st[1] == 0 && st[2] == 0, "exits %d %d %d: %s", st[0], st[1], st[2],
+                  out);
     ck_assert_msg(strstr(out, "dropped a connection from 127.0.0.1: malformed hello"), "%s", out);
-    ck_assert_msg(strstr(out, "dropped a connection from 127.0.0.1: no hello within 1000 ms"),
-                  "%s", out);
-    ck_assert_msg(strstr(out, "dropped a connection from 127.0.0.1: peer speaks frame version 2, this build 3"),
-                  "%s", out);
-    ck_assert_msg(strstr(out, "dropped a connection from 127.0.0.1: the peer taken for dealer presented node 1's "
-                              "certificate: refused"), "%s", out);
+    ck_assert_msg(strstr(out, "dropped a connection from 127.0.0.1: no hello within 1000 ms"), "%s",
+                  out);
+    ck_assert_msg(
+        strstr(out,
+               "dropped a connection from 127.0.0.1: peer speaks frame version 2, this build 3"),
+        "%s", out);
+    ck_assert_msg(
+        strstr(out,
+               "dropped a connection from 127.0.0.1: the peer taken for dealer presented node 1's "
+               "certificate: refused"),
+        "%s", out);
     ck_assert_msg(strstr(out, "# TLS 1.3: 4 connections"), "%s", out);
     free(out);
 }
@@ -202,7 +210,8 @@ START_TEST(test_keys_command)
     ck_assert_ptr_nonnull(strstr(o, "already exists"));
     free(o);
     /* a party needs keys or the explicit opt-out */
-    const char *nokeys[] = {"party", "-p", "semi2k", "--id", "0", "--peers", "a:1,b:2,c:3", "--demo", NULL};
+    const char *nokeys[] = {"party",   "-p",          "semi2k", "--id", "0",
+                            "--peers", "a:1,b:2,c:3", "--demo", NULL};
     ck_assert_int_eq(th_wait(spawn("nokeys.txt", nokeys)), 2);
     o = slurp("nokeys.txt");
     ck_assert_ptr_nonnull(strstr(o, "give --keys DIR"));
@@ -213,9 +222,10 @@ END_TEST
 /* --insecure-plaintext on every node: the session runs, and every node warns on stderr. */
 START_TEST(test_plaintext_warns)
 {
-    const char *const extra[3][10] = {{"--demo", "--random-inputs", "5", "--insecure-plaintext", NULL},
-                                     {"--demo", "--random-inputs", "5", "--insecure-plaintext", NULL},
-                                     {"--demo", "--insecure-plaintext", NULL}};
+    const char *const extra[3][10] = {
+        {"--demo", "--random-inputs", "5", "--insecure-plaintext", NULL},
+        {"--demo", "--random-inputs", "5", "--insecure-plaintext", NULL},
+        {"--demo", "--insecure-plaintext", NULL}};
     run_session("semi2k", extra, 0);
     for (int i = 0; i < 3; i++) {
         char name[32];
@@ -235,12 +245,44 @@ START_TEST(test_wrong_key)
     const char *good = make_keys("good"), *other = make_keys("other");
     char peers[128];
     free_ports(peers, sizeof peers);
-    const char *a0[] = {"party", "-p", "semi2k", "--peers", peers, "--id", "0", "--demo", "--keys", good,
-                        "--random-inputs", "3", "--timeout-ms", "2000", "--connect-timeout-ms", "3000", NULL};
-    const char *a1[] = {"party", "-p", "semi2k", "--peers", peers, "--id", "1", "--demo", "--keys", good,
-                        "--random-inputs", "3", "--timeout-ms", "2000", "--connect-timeout-ms", "3000", NULL};
-    const char *a2[] = {"party", "-p", "semi2k", "--peers", peers, "--dealer", "--demo", "--keys", other,
-                        "--timeout-ms", "2000", "--connect-timeout-ms", "3000", NULL};
+    const char *a0[] = {"party",
+                        "-p",
+                        "semi2k",
+                        "--peers",
+                        peers,
+                        "--id",
+                        "0",
+                        "--demo",
+                        "--keys",
+                        good,
+                        "--random-inputs",
+                        "3",
+                        "--timeout-ms",
+                        "2000",
+                        "--connect-timeout-ms",
+                        "3000",
+                        NULL};
+    const char *a1[] = {"party",
+                        "-p",
+                        "semi2k",
+                        "--peers",
+                        peers,
+                        "--id",
+                        "1",
+                        "--demo",
+                        "--keys",
+                        good,
+                        "--random-inputs",
+                        "3",
+                        "--timeout-ms",
+                        "2000",
+                        "--connect-timeout-ms",
+                        "3000",
+                        NULL};
+    const char *a2[] = {
+        "party",  "-p",     "semi2k", "--peers",      peers,  "--dealer",
+        "--demo", "--keys", other,    "--timeout-ms", "2000", "--connect-timeout-ms",
+        "3000",   NULL};
     pid_t p0 = spawn("node0.txt", a0), p1 = spawn("node1.txt", a1);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -251,11 +293,14 @@ START_TEST(test_wrong_key)
     int s0 = th_wait(p0), s1 = th_wait(p1);
     char *o2 = slurp("node2.txt"), *o0 = slurp("node0.txt");
     ck_assert_msg(s2 == 3, "dealer exit %d: %s", s2, o2);
-    ck_assert_msg(strstr(o2, "dealer: TLS handshake with P0 at 127.0.0.1:") && strstr(o2, "certificate verify failed"),
+    ck_assert_msg(strstr(o2, "dealer: TLS handshake with P0 at 127.0.0.1:") &&
+                      strstr(o2, "certificate verify failed"),
                   "%s", o2);
     ck_assert_msg(secs < 2.0, "the dealer took %.2f s to fail", secs);
     ck_assert_msg(s0 == 3 && s1 == 3, "parties exited %d %d", s0, s1);
-    ck_assert_msg(strstr(o0, "dropped a connection from 127.0.0.1: dealer refused this node's certificate"), "%s", o0);
+    ck_assert_msg(
+        strstr(o0, "dropped a connection from 127.0.0.1: dealer refused this node's certificate"),
+        "%s", o0);
     free(o0);
     free(o2);
 }
@@ -265,8 +310,8 @@ START_TEST(test_demo_sessions)
 {
     const char *pr = _i ? "aby3" : "semi2k";
     const char *const extra[3][10] = {{"--demo", "--random-inputs", "5", NULL},
-                                     {"--demo", "--random-inputs", "5", "--print-outputs", NULL},
-                                     {"--demo", "--random-inputs", "5", NULL}};
+                                      {"--demo", "--random-inputs", "5", "--print-outputs", NULL},
+                                      {"--demo", "--random-inputs", "5", NULL}};
     run_session(pr, extra, 0);
     char *p1 = slurp("node1.txt");
     ck_assert_ptr_nonnull(strstr(p1, "output probs:"));
@@ -291,7 +336,8 @@ START_TEST(test_repeat)
         char name[32];
         snprintf(name, sizeof name, "node%d.txt", node);
         char *o = slurp(name);
-        ck_assert_msg(strstr(o, "# repeat: 3 timed runs of the program after 1 warm-up run\n"), "%s", o);
+        ck_assert_msg(strstr(o, "# repeat: 3 timed runs of the program after 1 warm-up run\n"),
+                      "%s", o);
         /* the total row of the last run without its time: rounds and bytes */
         const char *tot = strstr(o, "\ntotal ");
         ck_assert_msg(tot != NULL, "%s", o);
@@ -303,11 +349,13 @@ START_TEST(test_repeat)
             snprintf(lab, sizeof lab, "\nrun%d ", k);
             const char *row = strstr(o, lab);
             ck_assert_msg(row != NULL, "no %s in %s", lab + 1, o);
-            ck_assert_msg(!strncmp(row + 7, want + 6, strlen(want) - 6), "%.80s vs %s", row + 1, want);
+            ck_assert_msg(!strncmp(row + 7, want + 6, strlen(want) - 6), "%.80s vs %s", row + 1,
+                          want);
         }
         double mn, med;
         const char *t = strstr(o, "# time per run: min ");
-        ck_assert_msg(t && sscanf(t, "# time per run: min %lf ms, median %lf ms", &mn, &med) == 2, "%s", o);
+        ck_assert_msg(t && sscanf(t, "# time per run: min %lf ms, median %lf ms", &mn, &med) == 2,
+                      "%s", o);
         ck_assert(mn > 0 && mn <= med);
         free(o);
     }
@@ -327,8 +375,8 @@ START_TEST(test_no_secret_in_output)
     char bind[320];
     snprintf(bind, sizeof bind, "x=%s", path);
     const char *const extra[3][10] = {{"--demo", "--bind", bind, NULL},
-                                     {"--demo", "--random-inputs", "9", NULL},
-                                     {"--demo", NULL}};
+                                      {"--demo", "--random-inputs", "9", NULL},
+                                      {"--demo", NULL}};
     run_session("semi2k", extra, 0);
     uint64_t fx = fx_encode(1234.5678, 18);
     char dec[32], hex[32], HEX[32];
@@ -357,7 +405,9 @@ START_TEST(test_port_in_use)
     ck_assert_int_eq(mpc_net_listen("127.0.0.1", 0, &fd, &port, &e), MS_OK);
     char peers[128];
     snprintf(peers, sizeof peers, "127.0.0.1:%d,127.0.0.1:1,127.0.0.1:2", port);
-    const char *args[] = {"party", "-p", "aby3", "--id", "0", "--peers", peers, "--demo", "--insecure-plaintext", NULL};
+    const char *args[] = {
+        "party", "-p", "aby3", "--id", "0", "--peers", peers, "--demo", "--insecure-plaintext",
+        NULL};
     int st = th_wait(spawn("p.txt", args));
     char *out = slurp("p.txt");
     ck_assert_msg(st == 3, "exit %d: %s", st, out);
@@ -367,8 +417,11 @@ START_TEST(test_port_in_use)
     /* a peer that never starts: a clear error once the connect timeout passes */
     char peers2[128];
     free_ports(peers2, sizeof peers2);
-    const char *a2[] = {"party", "-p", "aby3", "--id", "2", "--peers", peers2, "--demo", "--connect-timeout-ms", "300",
-                        "--keys", make_keys("k"), NULL};
+    const char *a2[] = {"party", "-p",     "aby3",
+                        "--id",  "2",      "--peers",
+                        peers2,  "--demo", "--connect-timeout-ms",
+                        "300",   "--keys", make_keys("k"),
+                        NULL};
     st = th_wait(spawn("p2.txt", a2));
     out = slurp("p2.txt");
     ck_assert_msg(st == 3, "exit %d: %s", st, out);
@@ -384,20 +437,24 @@ START_TEST(test_bad_usage)
     char *o = slurp("u1.txt");
     ck_assert_ptr_nonnull(strstr(o, "--peers"));
     free(o);
-    const char *a2[] = {"party", "-p", "aby3", "--dealer", "--peers", "a:1,b:2,c:3", "--demo", NULL};
+    const char *a2[] = {"party",   "-p",          "aby3",   "--dealer",
+                        "--peers", "a:1,b:2,c:3", "--demo", NULL};
     ck_assert_int_eq(th_wait(spawn("u2.txt", a2)), 2);
     const char *a3[] = {"party", "-p", "semi2k", "--id", "0", "--peers", "a:1,b:2", "--demo", NULL};
     ck_assert_int_eq(th_wait(spawn("u3.txt", a3)), 2);
-    const char *a4[] = {"party", "-p", "semi2k", "--id", "0", "--peers", "a:1,b:2,c:3", "--demo", "--set", "frac_bitz=3", NULL};
+    const char *a4[] = {"party",       "-p",     "semi2k", "--id",        "0", "--peers",
+                        "a:1,b:2,c:3", "--demo", "--set",  "frac_bitz=3", NULL};
     ck_assert_int_eq(th_wait(spawn("u4.txt", a4)), 2);
     const char *a5[] = {"party", "--help", NULL};
     ck_assert_int_eq(th_wait(spawn("u5.txt", a5)), 0);
-    const char *a6[] = {"party", "-p", "semi2k", "--id", "0", "--peers", "a:1,b:2,c:3", "--demo", "--warmup", "2", NULL};
+    const char *a6[] = {"party",       "-p",     "semi2k",   "--id", "0", "--peers",
+                        "a:1,b:2,c:3", "--demo", "--warmup", "2",    NULL};
     ck_assert_int_eq(th_wait(spawn("u6.txt", a6)), 2);
     o = slurp("u6.txt");
     ck_assert_ptr_nonnull(strstr(o, "--warmup 2 needs --repeat N"));
     free(o);
-    const char *a7[] = {"party", "-p", "semi2k", "--id", "0", "--peers", "a:1,b:2,c:3", "--demo", "--repeat", "0", NULL};
+    const char *a7[] = {"party",       "-p",     "semi2k",   "--id", "0", "--peers",
+                        "a:1,b:2,c:3", "--demo", "--repeat", "0",    NULL};
     ck_assert_int_eq(th_wait(spawn("u7.txt", a7)), 2);
 }
 END_TEST
@@ -425,7 +482,7 @@ Suite *mpc_cli_suite(void)
     TESTDIR_USE(tc);
     TH_LOOPS(tc, 2, test_demo_sessions, test_repeat);
     TH_TESTS(tc, test_no_secret_in_output, test_port_in_use, test_stray_connections,
-                 test_keys_command, test_plaintext_warns, test_wrong_key, test_bad_usage,
-                 test_validate_primitives);
+             test_keys_command, test_plaintext_warns, test_wrong_key, test_bad_usage,
+             test_validate_primitives);
     return s;
 }

@@ -33,10 +33,10 @@ typedef struct prog_case {
     const char *pname;
     op_program prog;
     tbind binds[8];
-    double tol;    /* absolute tolerance on decoded outputs (relative above 1) */
-    int any_name;  /* unbound tensors get reals in [-0.1, 0.1) (counts-only runs) */
+    double tol;   /* absolute tolerance on decoded outputs (relative above 1) */
+    int any_name; /* unbound tensors get reals in [-0.1, 0.1) (counts-only runs) */
     int counts_only;
-    const char *msb; /* protocol parameter msb, or NULL for the default */
+    const char *msb;  /* protocol parameter msb, or NULL for the default */
     const char *norm; /* protocol parameter normalize, or NULL for the default */
     const char *topk; /* protocol parameter topk, or NULL for the default */
     uint32_t idx_hi;  /* any_name: tensors named "….ffn.idx" get V_IDX indices below this */
@@ -108,7 +108,8 @@ static int bind_fn(void *ctx, const op_tensor *t, uint64_t *out, size_t n)
             uint64_t r = mix(&s);
             double u = (double)(r >> 11) * 0x1p-53;
             switch (b->kind) {
-            case V_REAL: case V_POS: out[i] = fx_encode(b->lo + (b->hi - b->lo) * u, 18); break;
+            case V_REAL:
+            case V_POS: out[i] = fx_encode(b->lo + (b->hi - b->lo) * u, 18); break;
             case V_INT: out[i] = r % (uint64_t)b->hi; break;
             case V_BIT: out[i] = r & 1; break;
             default: out[i] = r; break;
@@ -175,11 +176,15 @@ static int plain_run(const prog_case *c, const proto_cfg *cfg, int np, mpc_val *
 static int int_valued(const op *o)
 {
     switch (o->kind) {
-    case OP_LT: case OP_EQ: case OP_A2B: case OP_B2A: case OP_ARGMAX: case OP_TOPK: case OP_ONEHOT:
-    case OP_SORT:
-        return 1;
-    default:
-        return (o->flags & OPF_NO_TRUNC) != 0;
+    case OP_LT:
+    case OP_EQ:
+    case OP_A2B:
+    case OP_B2A:
+    case OP_ARGMAX:
+    case OP_TOPK:
+    case OP_ONEHOT:
+    case OP_SORT: return 1;
+    default: return (o->flags & OPF_NO_TRUNC) != 0;
     }
 }
 
@@ -210,9 +215,9 @@ static uint64_t *exact_ref(const op *o, const mpc_val *pv, size_t n)
         return r;
     }
     for (size_t q = 0; q < n; q++)
-        r[q] = o->kind == OP_EQ ? a[q] == pv[o->in[1]].s[0][q]
-             : o->kind == OP_LT ? (int64_t)a[q] < (int64_t)pv[o->in[1]].s[0][q]
-                                : a[q / o->n] == q % o->n;
+        r[q] = o->kind == OP_EQ   ? a[q] == pv[o->in[1]].s[0][q]
+               : o->kind == OP_LT ? (int64_t)a[q] < (int64_t)pv[o->in[1]].s[0][q]
+                                  : a[q / o->n] == q % o->n;
     return r;
 }
 
@@ -247,8 +252,9 @@ static void check_run(const prog_case *c, mpc_local_run *lr_in)
     cost_tape tape = {tn, ts, p->n_ops};
     cost_log log;
     cost_log_init(&log, 3);
-    ck_assert_msg(proto_cost_program_tape(proto_find(c->pname), &cfg, p, &tape, &log, &err) == MS_OK, "%s",
-                  err.msg);
+    ck_assert_msg(proto_cost_program_tape(proto_find(c->pname), &cfg, p, &tape, &log, &err) ==
+                      MS_OK,
+                  "%s", err.msg);
     free(tn), free(ts);
     int np = proto_find(c->pname)->n_parties;
     mpc_val *pv = NULL;
@@ -269,15 +275,20 @@ static void check_run(const prog_case *c, mpc_local_run *lr_in)
                     off += log.r[q].offline[i];
                 }
             const char *kn = op_kind_name(o->kind);
-            if (c->topk && !strcmp(c->topk, "quickselect") && o->kind == OP_TOPK) /* partitions ran */
+            if (c->topk && !strcmp(c->topk, "quickselect") &&
+                o->kind == OP_TOPK) /* partitions ran */
                 ck_assert_uint_ge(st[k].pub_n, o->iarg < (int)o->n ? 2 : 1);
-            ck_assert_msg(st[k].rounds == rounds, "%s op %zu %s P%d: measured %llu rounds, predicted %llu", c->pname,
-                          k, kn, i, (unsigned long long)st[k].rounds, (unsigned long long)rounds);
+            ck_assert_msg(st[k].rounds == rounds,
+                          "%s op %zu %s P%d: measured %llu rounds, predicted %llu", c->pname, k, kn,
+                          i, (unsigned long long)st[k].rounds, (unsigned long long)rounds);
             for (int j = 0; j < np; j++)
-                ck_assert_msg(st[k].sent[j] == bytes[j], "%s op %zu %s P%d→P%d: measured %llu bytes, predicted %llu",
-                              c->pname, k, kn, i, j, (unsigned long long)st[k].sent[j], (unsigned long long)bytes[j]);
-            ck_assert_msg(st[k].offline_recv == off, "%s op %zu %s P%d: offline %llu, predicted %llu", c->pname, k,
-                          kn, i, (unsigned long long)st[k].offline_recv, (unsigned long long)off);
+                ck_assert_msg(st[k].sent[j] == bytes[j],
+                              "%s op %zu %s P%d→P%d: measured %llu bytes, predicted %llu", c->pname,
+                              k, kn, i, j, (unsigned long long)st[k].sent[j],
+                              (unsigned long long)bytes[j]);
+            ck_assert_msg(st[k].offline_recv == off,
+                          "%s op %zu %s P%d: offline %llu, predicted %llu", c->pname, k, kn, i,
+                          (unsigned long long)st[k].offline_recv, (unsigned long long)off);
             if (c->counts_only)
                 continue;
             /* values vs the clear-text engine */
@@ -296,8 +307,9 @@ static void check_run(const prog_case *c, mpc_local_run *lr_in)
                             a += val[(r * kk + t) * o->n + j];
                             b += ref[(r * kk + t) * o->n + j];
                         }
-                        ck_assert_msg(a == b, "%s op %zu topk row %zu position %zu: %llu vs %llu", c->pname, k, r,
-                                      j, (unsigned long long)a, (unsigned long long)b);
+                        ck_assert_msg(a == b, "%s op %zu topk row %zu position %zu: %llu vs %llu",
+                                      c->pname, k, r, j, (unsigned long long)a,
+                                      (unsigned long long)b);
                     }
                 free(own);
                 val += n;
@@ -309,8 +321,9 @@ static void check_run(const prog_case *c, mpc_local_run *lr_in)
                 if (o->kind == OP_REVEAL && o->iarg >= 0 && o->iarg != i)
                     break;
                 if (iv || p->tens[o->out].dom == DOM_BOOL) {
-                    ck_assert_msg(val[q] == ref[q], "%s op %zu %s P%d element %zu: %llx, plain %llx", c->pname, k, kn, i,
-                                  q, (unsigned long long)val[q], (unsigned long long)ref[q]);
+                    ck_assert_msg(val[q] == ref[q],
+                                  "%s op %zu %s P%d element %zu: %llx, plain %llx", c->pname, k, kn,
+                                  i, q, (unsigned long long)val[q], (unsigned long long)ref[q]);
                     continue;
                 }
                 double a = fx_decode(val[q], 18), b = fx_decode(ref[q], 18);
@@ -319,7 +332,8 @@ static void check_run(const prog_case *c, mpc_local_run *lr_in)
                     worst = d;
             }
             free(own);
-            ck_assert_msg(worst <= c->tol, "%s op %zu %s: error %.3g vs clear text above %.3g", c->pname, k, kn, worst, c->tol);
+            ck_assert_msg(worst <= c->tol, "%s op %zu %s: error %.3g vs clear text above %.3g",
+                          c->pname, k, kn, worst, c->tol);
             val += n;
         }
     }
@@ -337,7 +351,8 @@ static void run_case(const prog_case *c)
     errbuf err = {{0}};
     mpc_launch l = {.cfg = cfg, .deadline_ms = 30000};
     mpc_local_run lr;
-    ck_assert_msg(mpc_run_local(&l, &c->prog, bind_fn, (void *)c, !c->counts_only, &lr, &err) == MS_OK,
+    ck_assert_msg(mpc_run_local(&l, &c->prog, bind_fn, (void *)c, !c->counts_only, &lr, &err) ==
+                      MS_OK,
                   "%s: %s", c->pname, err.msg);
     check_run(c, &lr);
     mpc_local_run_free(&lr);
@@ -351,18 +366,29 @@ static void run_case(const prog_case *c)
  * and Goldschmidt iterations (reciprocal, rsqrt, norms) stay within 1e-4, softmax within 5e-4,
  * and exp, whose 8 squarings each double a relative error, within 3e-3 (relative above 1).
  * Measured worst cases: 3.8e-6, 7.6e-6, 1.9e-5, 1.7e-4, 1.25e-3. */
-#define T_ULP 3.1e-5  /* 8 ulp */
+#define T_ULP 3.1e-5 /* 8 ulp */
 #define T_ITER 1e-4
 #define T_SOFTMAX 5e-4
 #define T_EXP 3e-3
 
-
-static void emit(op_program *p, int kind, uint32_t b, uint32_t m, uint32_t k, uint32_t n, uint32_t in0,
-                 uint32_t in1, uint32_t in2, uint32_t out, uint32_t flags, int iarg, double farg)
+static void emit(op_program *p, int kind, uint32_t b, uint32_t m, uint32_t k, uint32_t n,
+                 uint32_t in0, uint32_t in1, uint32_t in2, uint32_t out, uint32_t flags, int iarg,
+                 double farg)
 {
-    op o = {.kind = (uint16_t)kind, .phase = PHASE_DECODE, .cat = OPC_OTHER, .layer = -1, .group = -1,
-            .batch = b, .m = m, .k = k, .n = n, .in = {in0, in1, in2}, .out = out, .flags = flags,
-            .iarg = iarg, .farg = farg};
+    op o = {.kind = (uint16_t)kind,
+            .phase = PHASE_DECODE,
+            .cat = OPC_OTHER,
+            .layer = -1,
+            .group = -1,
+            .batch = b,
+            .m = m,
+            .k = k,
+            .n = n,
+            .in = {in0, in1, in2},
+            .out = out,
+            .flags = flags,
+            .iarg = iarg,
+            .farg = farg};
     ck_assert_int_ge(op_emit(p, &o), 0);
 }
 
@@ -389,7 +415,6 @@ START_TEST(test_composite)
     op_program_free(&c.prog);
 }
 END_TEST
-
 
 /* One op of each kind on small shapes; in1/in2 bound as the kind needs. */
 typedef struct single {
@@ -511,10 +536,7 @@ static void run_singles(const char *pname, const int *kinds, size_t nk, single_w
     ck_assert_uint_gt(ran, 0);
 }
 
-START_TEST(test_single_ops)
-{
-    run_singles(_i ? "aby3" : "semi2k", NULL, 0, (single_with){0});
-}
+START_TEST(test_single_ops) { run_singles(_i ? "aby3" : "semi2k", NULL, 0, (single_with){0}); }
 END_TEST
 
 /* msb = carry (the carry-out tree) on the real backend: the ops built on comparisons, values
@@ -532,7 +554,8 @@ END_TEST
 START_TEST(test_normalize_ops)
 {
     const char *pname = _i ? "aby3" : "semi2k";
-    static const int kinds[] = {OP_RECIPROCAL, OP_RSQRT, OP_SOFTMAX, OP_LAYERNORM, OP_RMSNORM, OP_SILU};
+    static const int kinds[] = {OP_RECIPROCAL, OP_RSQRT,   OP_SOFTMAX,
+                                OP_LAYERNORM,  OP_RMSNORM, OP_SILU};
     run_singles(pname, kinds, TH_N(kinds), (single_with){.norm = "thresholds"});
     run_singles(pname, kinds, 2, (single_with){.bits = 21}); /* x < 8 at f = 18 */
 }
@@ -598,8 +621,8 @@ START_TEST(test_topk_quickselect_ops)
 }
 END_TEST
 
-/* A lowered stories260K decode step and prefill (the lowering's tensor names, weights bound by name with
- * stand-in values): every op's measured bytes and rounds equal the cost engine's. */
+/* A lowered stories260K decode step and prefill (the lowering's tensor names, weights bound by name
+ * with stand-in values): every op's measured bytes and rounds equal the cost engine's. */
 /* A lowered stories260K decode step (5 cached rows), then a 4-token prefill, in pname, with
  * ffn_active (NULL: the dense FFN); stand-in weights bound by name; every op's measured bytes
  * and rounds against the cost engine's. */
@@ -632,12 +655,9 @@ static void run_stories_steps(const char *pname, int sparse)
     }
 }
 
-/* A lowered stories260K decode step and prefill (the lowering's tensor names, weights bound by name with
- * stand-in values): every op's measured bytes and rounds equal the cost engine's. */
-START_TEST(test_stories260k_step)
-{
-    run_stories_steps(_i ? "aby3" : "semi2k", 0);
-}
+/* A lowered stories260K decode step and prefill (the lowering's tensor names, weights bound by name
+ * with stand-in values): every op's measured bytes and rounds equal the cost engine's. */
+START_TEST(test_stories260k_step) { run_stories_steps(_i ? "aby3" : "semi2k", 0); }
 END_TEST
 
 /* The FFN at public neuron indices ix (T rows of A of them): the weights' rows of w1 and columns
@@ -721,7 +741,8 @@ START_TEST(test_revealed_blocks)
     errbuf err = {{0}};
     mpc_launch l = {.cfg = case_cfg(&c), .deadline_ms = 30000};
     mpc_local_run lr;
-    ck_assert_msg(mpc_run_local(&l, p, bind_fn, &c, 1, &lr, &err) == MS_OK, "%s: %s", c.pname, err.msg);
+    ck_assert_msg(mpc_run_local(&l, p, bind_fn, &c, 1, &lr, &err) == MS_OK, "%s: %s", c.pname,
+                  err.msg);
     check_run(&c, &lr);
     /* the bound values, and P0's opened output (the last op's) */
     uint64_t bx[T * D], b1[F * D], b2[D * F], bi[T * NB];
@@ -731,7 +752,8 @@ START_TEST(test_revealed_blocks)
     bind_fn(&c, &p->tens[ind], bi, T * NB);
     const uint64_t *got = lr.vals[0];
     for (size_t k = 0; k + 1 < p->n_ops; k++)
-        got += p->tens[p->ops[k].out].batch * p->tens[p->ops[k].out].rows * p->tens[p->ops[k].out].cols;
+        got += p->tens[p->ops[k].out].batch * p->tens[p->ops[k].out].rows *
+               p->tens[p->ops[k].out].cols;
     uint32_t pads = 0;
     for (int t = 0; t < T; t++) {
         double hh[F] = {0}, yy;
@@ -748,8 +770,9 @@ START_TEST(test_revealed_blocks)
             yy = 0;
             for (int u = 0; u < F; u++)
                 yy += sel[u] ? hh[u] * fx_decode(b2[d * F + u], 18) : 0;
-            ck_assert_msg(fabs(fx_decode(got[t * D + d], 18) - yy) < 1e-3, "%s y[%d][%d] = %g, expected %g", c.pname,
-                          t, d, fx_decode(got[t * D + d], 18), yy);
+            ck_assert_msg(fabs(fx_decode(got[t * D + d], 18) - yy) < 1e-3,
+                          "%s y[%d][%d] = %g, expected %g", c.pname, t, d,
+                          fx_decode(got[t * D + d], 18), yy);
         }
     }
     ck_assert_uint_eq(pads, T * (BS - (F - (NB - 1) * BS))); /* every row took the partial block */
@@ -786,7 +809,8 @@ static int two_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
         size_t n = rb.vals[o->out].n;
         uint64_t *v = calloc(n + 1, 8);
         if (o->kind == OP_REVEAL)
-            memcpy(v, rb.vals[o->out].s[0] ? rb.vals[o->out].s[0] : v, rb.vals[o->out].s[0] ? n * 8 : 0);
+            memcpy(v, rb.vals[o->out].s[0] ? rb.vals[o->out].s[0] : v,
+                   rb.vals[o->out].s[0] ? n * 8 : 0);
         else
             rc = mpc_run_open(e, net, &rb, o->out, v, err);
         fwrite(v, 8, n, out);
@@ -810,7 +834,8 @@ START_TEST(test_two_programs)
     op_tensor_add(&b.prog, "unused", OPT_TEMP, DOM_ARITH, 1, 1, 1);
     for (size_t t = 0; t < a.prog.n_tens; t++) { /* same tensors, every id + 1 */
         const op_tensor *T = &a.prog.tens[t];
-        op_tensor_add(&b.prog, T->name, (op_role)T->role, (op_dom)T->dom, T->batch, T->rows, T->cols);
+        op_tensor_add(&b.prog, T->name, (op_role)T->role, (op_dom)T->dom, T->batch, T->rows,
+                      T->cols);
     }
     for (size_t i = 0; i < a.prog.n_ops; i++) {
         op o = a.prog.ops[i];
@@ -839,8 +864,9 @@ START_TEST(test_two_programs)
     }
     /* the second setup: only the client's x, nothing from the model owner */
     for (int d = 0; d < MPC_NODES_MAX; d++)
-        ck_assert_msg(lr.setup[1].sent[d] == 0, "%s: P1 sent %llu setup bytes to node %d in the second program",
-                      pname, (unsigned long long)lr.setup[1].sent[d], d);
+        ck_assert_msg(lr.setup[1].sent[d] == 0,
+                      "%s: P1 sent %llu setup bytes to node %d in the second program", pname,
+                      (unsigned long long)lr.setup[1].sent[d], d);
     check_run(&b, &lr);
     mpc_node_results_free(nr, nodes);
     op_program_free(&a.prog);
@@ -853,8 +879,8 @@ Suite *mpc_prog_suite(void)
     Suite *s = suite_create("mpc_prog");
     TCase *tc = th_case(s, "programs", 120);
     TH_LOOPS(tc, 2, test_composite, test_single_ops, test_carry_msb_ops, test_normalize_ops,
-                    test_bit_bound_ops, test_topk_quickselect_ops, test_sparse_ffn_ops,
-                    test_revealed_blocks, test_stories260k_step, test_two_programs);
+             test_bit_bound_ops, test_topk_quickselect_ops, test_sparse_ffn_ops,
+             test_revealed_blocks, test_stories260k_step, test_two_programs);
     (void)cur;
     return s;
 }

@@ -37,8 +37,10 @@ START_TEST(test_burst_against_tbf)
         ck_assert_msg(b >= 2 * 1550, "%.4g bit/s: bucket %llu below two frames", rate,
                       (unsigned long long)b);
         ck_assert_msg(b >= NETSHAPE_MTU + 14, "%.4g bit/s: one frame does not fit", rate);
-        ck_assert_msg((double)b >= floor(rate / 8 / 1000), "%.4g bit/s: bucket %llu below one "
-                      "tick (1 ms) of traffic", rate, (unsigned long long)b);
+        ck_assert_msg((double)b >= floor(rate / 8 / 1000),
+                      "%.4g bit/s: bucket %llu below one "
+                      "tick (1 ms) of traffic",
+                      rate, (unsigned long long)b);
         ck_assert_msg(b >= prev, "the bucket shrinks at %.4g bit/s", rate);
         /* above the two-frame floor it is exactly one millisecond, not more: a deeper bucket
          * lets a message pass as a burst instead of at the rate */
@@ -79,8 +81,7 @@ START_TEST(test_refusals)
         netshape t;
         errbuf te;
         int rc = netshape_up(&t, 3, 1e9, &te);
-        _exit(rc == MS_ERR_NET && strstr(te.msg, "needs root") && strstr(te.msg, "HINT") &&
-                      !t.up
+        _exit(rc == MS_ERR_NET && strstr(te.msg, "needs root") && strstr(te.msg, "HINT") && !t.up
                   ? 0
                   : 1);
     }
@@ -114,8 +115,7 @@ static int can_shape(const char *test)
         why = "cannot create a network namespace here";
     if (!why)
         return 1;
-    ck_assert_msg(!(under_ci() && geteuid() == 0), "%s: %s under CI as root: %s", test, why,
-                  out);
+    ck_assert_msg(!(under_ci() && geteuid() == 0), "%s: %s under CI as root: %s", test, why, out);
     fprintf(stderr, "%s: SKIPPED: shaped links %s %s\n", test, why, out);
     return 0;
 }
@@ -124,8 +124,7 @@ static int can_shape(const char *test)
 static const char *qdisc(const netshape *s, int a, int b, char *out, size_t cap)
 {
     char cmd[256];
-    snprintf(cmd, sizeof cmd, "ip netns exec %s tc qdisc show dev %sx%d%d", s->ns[a], s->tag, a,
-             b);
+    snprintf(cmd, sizeof cmd, "ip netns exec %s tc qdisc show dev %sx%d%d", s->ns[a], s->tag, a, b);
     ck_assert_msg(th_sh(cmd, out, cap) == 0, "%s: %s", cmd, out);
     return out;
 }
@@ -147,8 +146,7 @@ START_TEST(test_links_up_and_down)
     for (int a = 0; a < 3; a++) {
         snprintf(cmd, sizeof cmd, "ip -n %s -o addr show dev lo", s.ns[a]);
         ck_assert_int_eq(th_sh(cmd, out, sizeof out), 0);
-        ck_assert_msg(strstr(out, s.ip[a]), "%s has not its address %s: %s", s.ns[a], s.ip[a],
-                      out);
+        ck_assert_msg(strstr(out, s.ip[a]), "%s has not its address %s: %s", s.ns[a], s.ip[a], out);
         for (int b = 0; b < 3; b++) {
             if (a == b)
                 continue;
@@ -163,8 +161,8 @@ START_TEST(test_links_up_and_down)
             snprintf(cmd, sizeof cmd, "ip -n %s route get %s", s.ns[a], s.ip[b]);
             ck_assert_int_eq(th_sh(cmd, out, sizeof out), 0);
             snprintf(dev, sizeof dev, "dev %sx%d%d", s.tag, a, b);
-            ck_assert_msg(strstr(out, dev), "%s → %s not through its veth: %s", s.ns[a],
-                          s.ip[b], out);
+            ck_assert_msg(strstr(out, dev), "%s → %s not through its veth: %s", s.ns[a], s.ip[b],
+                          out);
             links++;
         }
     }

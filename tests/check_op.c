@@ -14,13 +14,33 @@ static void build_small(op_program *p)
     uint32_t x = op_tensor_add(p, "x", OPT_INPUT, DOM_ARITH, 1, 4, 8);
     uint32_t w = op_tensor_add(p, "L0.wq", OPT_WEIGHT, DOM_ARITH, 1, 8, 8);
     uint32_t y = op_tensor_add(p, "y", OPT_TEMP, DOM_ARITH, 1, 4, 8);
-    op o = {.kind = OP_MATMUL, .phase = PHASE_PREFILL, .cat = OPC_ATTENTION, .layer = 0,
-            .group = -1, .batch = 1, .m = 4, .k = 8, .n = 8, .in = {x, w, OP_NONE}, .out = y,
-            .flags = OPF_FIXED_B, .iarg = 0, .farg = 0.125};
+    op o = {.kind = OP_MATMUL,
+            .phase = PHASE_PREFILL,
+            .cat = OPC_ATTENTION,
+            .layer = 0,
+            .group = -1,
+            .batch = 1,
+            .m = 4,
+            .k = 8,
+            .n = 8,
+            .in = {x, w, OP_NONE},
+            .out = y,
+            .flags = OPF_FIXED_B,
+            .iarg = 0,
+            .farg = 0.125};
     ck_assert_int_ge(op_emit(p, &o), 0);
-    op s = {.kind = OP_SOFTMAX, .phase = PHASE_DECODE, .cat = OPC_SOFTMAX, .layer = 0,
-            .group = 2, .batch = 2, .m = 2, .n = 4, .in = {y, OP_NONE, OP_NONE}, .out = y,
-            .iarg = -1, .farg = -14.5};
+    op s = {.kind = OP_SOFTMAX,
+            .phase = PHASE_DECODE,
+            .cat = OPC_SOFTMAX,
+            .layer = 0,
+            .group = 2,
+            .batch = 2,
+            .m = 2,
+            .n = 4,
+            .in = {y, OP_NONE, OP_NONE},
+            .out = y,
+            .iarg = -1,
+            .farg = -14.5};
     ck_assert_int_ge(op_emit(p, &s), 0);
 }
 
@@ -72,10 +92,16 @@ START_TEST(test_malformed)
     ck_assert_ptr_nonnull(strstr(e.msg, "bad.ops:1: error"));
     ck_assert_int_eq(read_text("mpcsim-op-program 2\n", &e), MS_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(e.msg, "regenerate"));
-    ck_assert_int_eq(read_text("mpcsim-op-program 1\nop 0 frobnicate prefill ffn 0 0 b=1 m=1 k=1 n=1 in=-,-,- out=- flags=0 i=0 f=0\n", &e), MS_ERR_FORMAT);
+    ck_assert_int_eq(read_text("mpcsim-op-program 1\nop 0 frobnicate prefill ffn 0 0 b=1 m=1 k=1 "
+                               "n=1 in=-,-,- out=- flags=0 i=0 f=0\n",
+                               &e),
+                     MS_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(e.msg, "bad.ops:2: error"));
     /* operand refers to a tensor that does not exist */
-    ck_assert_int_eq(read_text("mpcsim-op-program 1\nop 0 add prefill ffn 0 0 b=1 m=1 k=1 n=1 in=5,-,- out=- flags=0 i=0 f=0\n", &e), MS_ERR_FORMAT);
+    ck_assert_int_eq(read_text("mpcsim-op-program 1\nop 0 add prefill ffn 0 0 b=1 m=1 k=1 n=1 "
+                               "in=5,-,- out=- flags=0 i=0 f=0\n",
+                               &e),
+                     MS_ERR_FORMAT);
 }
 END_TEST
 

@@ -30,19 +30,51 @@ static int take_upper(const cli_opt *o, const char *arg, errbuf *e)
 static vals V;
 static const cli_opt opts[] = {
     {.name = "flag", .short_name = 'f', .kind = CLI_FLAG, .dest = &V.flag, .help = "a flag"},
-    {.name = "name", .short_name = 'n', .kind = CLI_STR, .dest = &V.str, .arg = "S",
+    {.name = "name",
+     .short_name = 'n',
+     .kind = CLI_STR,
+     .dest = &V.str,
+     .arg = "S",
      .help = "a string\nits second line"},
-    {.name = "count", .short_name = 'c', .kind = CLI_U32, .dest = &V.u, .arg = "N", .help = "a count",
-     .lo = 1, .seen = &V.seen_u},
-    {.name = "level", .kind = CLI_INT, .dest = &V.ival, .arg = "L", .help = "a level", .hi = 2,
+    {.name = "count",
+     .short_name = 'c',
+     .kind = CLI_U32,
+     .dest = &V.u,
+     .arg = "N",
+     .help = "a count",
+     .lo = 1,
+     .seen = &V.seen_u},
+    {.name = "level",
+     .kind = CLI_INT,
+     .dest = &V.ival,
+     .arg = "L",
+     .help = "a level",
+     .hi = 2,
      .want = "0, 1 or 2"},
     {.name = "bytes", .kind = CLI_U64, .dest = &V.big, .arg = "B", .help = "bytes", .hi = 1e6},
     {.name = "ratio", .kind = CLI_F64, .dest = &V.x, .arg = "X", .help = "a ratio", .hi = 1},
-    {.name = "phase", .kind = CLI_CHOICE, .dest = &V.choice, .arg = "PH", .help = "prefill or decode",
+    {.name = "phase",
+     .kind = CLI_CHOICE,
+     .dest = &V.choice,
+     .arg = "PH",
+     .help = "prefill or decode",
      .choices = "prefill|decode|both"},
-    {.name = "set", .short_name = 's', .kind = CLI_LIST, .dest = &V.list, .arg = "K=V", .help = "repeatable"},
-    {.name = "upper", .kind = CLI_FN, .dest = &V, .arg = "U", .help = "a capital", .fn = take_upper},
-    {.name = "a-very-long-option-name", .kind = CLI_FLAG, .dest = &V.flag, .help = "past the column"},
+    {.name = "set",
+     .short_name = 's',
+     .kind = CLI_LIST,
+     .dest = &V.list,
+     .arg = "K=V",
+     .help = "repeatable"},
+    {.name = "upper",
+     .kind = CLI_FN,
+     .dest = &V,
+     .arg = "U",
+     .help = "a capital",
+     .fn = take_upper},
+    {.name = "a-very-long-option-name",
+     .kind = CLI_FLAG,
+     .dest = &V.flag,
+     .help = "past the column"},
     {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
 };
 static const cli_cmd cmd = {"demo", opts, sizeof opts / sizeof opts[0], 24, 1};
@@ -60,8 +92,10 @@ static int parse(int argc, const char *const *args, const char **pos, int *np, e
 
 START_TEST(test_values)
 {
-    const char *args[] = {"-f", "--name", "x y", "-c", "7", "--level=2", "--bytes", "1000000", "--ratio",
-                          "0.25", "--phase", "decode", "-s", "a=1", "--set", "b=2", "--upper", "Q", "file"};
+    const char *args[] = {"-f",        "--name",  "x y",     "-c",      "7",
+                          "--level=2", "--bytes", "1000000", "--ratio", "0.25",
+                          "--phase",   "decode",  "-s",      "a=1",     "--set",
+                          "b=2",       "--upper", "Q",       "file"};
     const char *pos[1];
     int np = -1;
     errbuf e = {0};
@@ -113,7 +147,9 @@ static const struct {
     {1, {"--zzzzz"}, "unknown option '--zzzzz' (see mpcsim demo --help)"},
     {1, {"-x"}, "unknown option '-x' (see mpcsim demo --help)"},
     {1, {"--nmae"}, "unknown option '--nmae' (did you mean '--name'? see mpcsim demo --help)"},
-    {1, {"--cuont=2"}, "unknown option '--cuont=2' (did you mean '--count'? see mpcsim demo --help)"},
+    {1,
+     {"--cuont=2"},
+     "unknown option '--cuont=2' (did you mean '--count'? see mpcsim demo --help)"},
     {2, {"one", "two"}, "unexpected argument 'two'"},
     {2, {"-c", "0"}, "--count wants an integer >= 1, not '0'"},
     {2, {"-c", "4294967296"}, "--count wants an integer >= 1, not '4294967296'"},
@@ -148,19 +184,18 @@ START_TEST(test_help)
     ck_assert_ptr_nonnull(f);
     cli_help(&cmd, f);
     fclose(f);
-    const char *want =
-        "  -f, --flag            a flag\n"
-        "  -n, --name S          a string\n"
-        "                        its second line\n"
-        "  -c, --count N         a count\n"
-        "      --level L         a level\n"
-        "      --bytes B         bytes\n"
-        "      --ratio X         a ratio\n"
-        "      --phase PH        prefill or decode\n"
-        "  -s, --set K=V         repeatable\n"
-        "      --upper U         a capital\n"
-        "      --a-very-long-option-name  past the column\n"
-        "  -h, --help            this help\n";
+    const char *want = "  -f, --flag            a flag\n"
+                       "  -n, --name S          a string\n"
+                       "                        its second line\n"
+                       "  -c, --count N         a count\n"
+                       "      --level L         a level\n"
+                       "      --bytes B         bytes\n"
+                       "      --ratio X         a ratio\n"
+                       "      --phase PH        prefill or decode\n"
+                       "  -s, --set K=V         repeatable\n"
+                       "      --upper U         a capital\n"
+                       "      --a-very-long-option-name  past the column\n"
+                       "  -h, --help            this help\n";
     ck_assert_str_eq(buf, want);
     free(buf);
 }

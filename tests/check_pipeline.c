@@ -17,7 +17,7 @@ typedef struct pl_case {
     const char *model, *protocol, *network;
     int phase;
     uint32_t n_tokens, kv_len, n_seqs;
-    int kept;    /* 0: all cached entries; 1: non-uniform kept counts per KV head */
+    int kept; /* 0: all cached entries; 1: non-uniform kept counts per KV head */
     int overlap;
 } pl_case;
 
@@ -114,8 +114,9 @@ static void fast_step(const pl_env *v, const lower_opts *lo, int overlap, cost_m
     size_t len;
     FILE *f = open_memstream(timeline, &len);
     sim_timeline_begin(f, v->pr->n_parties);
-    step_env env = {&v->model, v->pr, &v->pcfg, &v->net, &v->mach,
-                    {.overlap = overlap, .timeline = f, .t0_ns = 777, .ws = ws}};
+    step_env env = {&v->model, v->pr,
+                    &v->pcfg,  &v->net,
+                    &v->mach,  {.overlap = overlap, .timeline = f, .t0_ns = 777, .ws = ws}};
     errbuf e;
     ck_assert_msg(step_simulate_memo(&env, memo, lo, p, log, res, &e) == MS_OK, "%s", e.msg);
     sim_timeline_end(f);
@@ -177,7 +178,8 @@ static void check_case(const pl_case *c, cost_memo *memo, sim_ws *ws)
 static const pl_case cases[] = {
     {"stories260K", "semi2k", "wan", PHASE_PREFILL, 16, 0, 1, 0, 0},
     {"stories260K", "semi2k", "wan", PHASE_DECODE, 1, 16, 1, 0, 0},
-    {"stories260K", "semi2k", "1ms/20Mbps/3100", PHASE_DECODE, 1, 17, 1, 0, 0}, /* tbf-like bucket */
+    {"stories260K", "semi2k", "1ms/20Mbps/3100", PHASE_DECODE, 1, 17, 1, 0,
+     0},                                                            /* tbf-like bucket */
     {"stories260K", "semi2k", "wan", PHASE_DECODE, 1, 40, 1, 1, 0}, /* GQA, kept per KV head */
     {"stories260K", "semi2k", "50ms/100Mbps/12500", PHASE_DECODE, 1, 41, 1, 1, 1},
     {"stories260K", "semi2k", "lan", PHASE_DECODE, 1, 41, 2, 1, 0}, /* two sequences */
@@ -337,8 +339,7 @@ END_TEST
 /* ---- whole runs ------------------------------------------------------------------------- */
 
 /* One step of a run the straightforward way, added to acc. */
-static void reference_add(const run_cfg *c, const lower_opts *lo, op_program *prog,
-                          sim_result *acc)
+static void reference_add(const run_cfg *c, const lower_opts *lo, op_program *prog, sim_result *acc)
 {
     errbuf e;
     const proto *pr = proto_find(c->proto_ref);
@@ -356,8 +357,8 @@ static void reference_add(const run_cfg *c, const lower_opts *lo, op_program *pr
 
 /* run_execute (memo, fused schedule, step memo) against replaying the policy and costing
  * every step the straightforward way: the phases' figures are equal. */
-static void check_run(const char *policy, const char *param, const char *val,
-                      const char *protocol, int overlap)
+static void check_run(const char *policy, const char *param, const char *val, const char *protocol,
+                      int overlap)
 {
     run_cfg *c = calloc(1, sizeof *c);
     errbuf e;
@@ -450,7 +451,7 @@ Suite *pipeline_suite(void)
     Suite *s = suite_create("pipeline");
     TCase *tc = th_case(s, "fast_equals_reference", 60);
     TH_TESTS(tc, test_memo_and_fast_schedule_match_reference, test_memo_follows_config,
-                 test_memo_reports_bad_ops, test_memo_empties_itself, test_lowering_weights_by_name,
-                 test_runs_match_reference);
+             test_memo_reports_bad_ops, test_memo_empties_itself, test_lowering_weights_by_name,
+             test_runs_match_reference);
     return s;
 }

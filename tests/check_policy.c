@@ -34,8 +34,7 @@ static int hand_get_k(void *ctx, uint32_t l, uint32_t pos, float *k)
     return 0;
 }
 
-static int hand_gather(void *ctx, uint32_t l, uint32_t g, const uint32_t *idx, size_t n,
-                       float *k)
+static int hand_gather(void *ctx, uint32_t l, uint32_t g, const uint32_t *idx, size_t n, float *k)
 {
     hand *h = ctx;
     for (size_t i = 0; i < n; i++)
@@ -66,12 +65,17 @@ static void *open_policy(const policy_ops *p, hand *h, const kv_param *kv, size_
     return st;
 }
 
-static void obs(const policy_ops *p, void *st, hand *h, uint32_t pos, uint32_t l,
-                const float *att)
+static void obs(const policy_ops *p, void *st, hand *h, uint32_t pos, uint32_t l, const float *att)
 {
     errbuf e;
-    policy_obs o = {.layer = l, .pos = pos, .q = h->q[l][pos][0], .k = h->k[l][pos],
-                    .v = h->v[l][pos], .att = att, .ffn = h->ffn[l][pos], .wo = h->wo};
+    policy_obs o = {.layer = l,
+                    .pos = pos,
+                    .q = h->q[l][pos][0],
+                    .k = h->k[l][pos],
+                    .v = h->v[l][pos],
+                    .att = att,
+                    .ffn = h->ffn[l][pos],
+                    .wo = h->wo};
     unsigned need = p->needs ? p->needs(st, pos) : 0;
     if (!(need & POLICY_NEED_ATT))
         o.att = NULL;
@@ -99,8 +103,7 @@ static void run(const policy_ops *p, void *st, hand *h, uint32_t upto, uint32_t 
     static uint8_t kbuf[MAXT];
     for (uint32_t pos = v->prompt_len; pos <= upto; pos++)
         for (uint32_t l = 0; l < v->n_layers; l++) {
-            ck_assert_msg(p->select(st, l, pos, h->q[l][pos][0], kbuf, &e) == MS_OK, "%s",
-                          e.msg);
+            ck_assert_msg(p->select(st, l, pos, h->q[l][pos][0], kbuf, &e) == MS_OK, "%s", e.msg);
             if (pos == upto) {
                 if (l == layer)
                     memcpy(keep, kbuf, pos);
@@ -120,15 +123,14 @@ static void run(const policy_ops *p, void *st, hand *h, uint32_t upto, uint32_t 
 }
 
 /* Asserts keep[0..n) is exactly the listed set (what: the case, for the message). */
-static void expect_set(const char *what, const uint8_t *keep, uint32_t n, const int *set,
-                       size_t ns)
+static void expect_set(const char *what, const uint8_t *keep, uint32_t n, const int *set, size_t ns)
 {
     uint8_t want[MAXT] = {0};
     for (size_t i = 0; i < ns; i++)
         want[set[i]] = 1;
     for (uint32_t j = 0; j < n; j++)
-        ck_assert_msg(keep[j] == want[j], "%s: position %u: kept %d, expected %d", what, j,
-                      keep[j], want[j]);
+        ck_assert_msg(keep[j] == want[j], "%s: position %u: kept %d, expected %d", what, j, keep[j],
+                      want[j]);
 }
 
 /* A parameter as a scenario file gives it at 3:5. */
@@ -162,8 +164,7 @@ START_TEST(test_params)
     ck_assert_int_eq(policy_check_params(&policy_snapkv, &word, 1, "s.yaml", &e), MS_ERR_INPUT);
     ck_assert_ptr_nonnull(strstr(e.msg, "maxpool|avgpool"));
     kv_param range = kvp("alpha", "1.5");
-    ck_assert_int_eq(policy_check_params(&policy_mpcache, &range, 1, "s.yaml", &e),
-                     MS_ERR_RANGE);
+    ck_assert_int_eq(policy_check_params(&policy_mpcache, &range, 1, "s.yaml", &e), MS_ERR_RANGE);
     kv_param nan_ = kvp("sink", "four");
     ck_assert_int_eq(policy_check_params(&policy_streamingllm, &nan_, 1, "s.yaml", &e),
                      MS_ERR_INPUT);
@@ -382,12 +383,12 @@ static const policy_case policy_cases[] = {
     {"streamingllm", &policy_streamingllm, 1, 1, 2, 8, 12, NULL, "sink=2 recent=3", 10, 0,
      KEEP(0, 1, 7, 8, 9), NULL},
     /* heavy=2, recent=2, P=8: candidates [0,6), top-2 = {0,2} → cache {0,2,6,7} */
-    {"h2o prompt", &policy_h2o, 1, 1, 2, 8, 12, fx_h2o, "heavy=2 recent=2", 8, 0,
-     KEEP(0, 2, 6, 7), NULL},
+    {"h2o prompt", &policy_h2o, 1, 1, 2, 8, 12, fx_h2o, "heavy=2 recent=2", 8, 0, KEEP(0, 2, 6, 7),
+     NULL},
     /* decode pos 8 attends to 6: scores 0:3 2:3 6:1 7:0 8:0, 5 entries > 4 → evict the
      * smallest non-recent (j < 7) = 6. At pos 9: {0,2,7,8}. */
-    {"h2o decode", &policy_h2o, 1, 1, 2, 8, 12, fx_h2o, "heavy=2 recent=2", 9, 0,
-     KEEP(0, 2, 7, 8), NULL},
+    {"h2o decode", &policy_h2o, 1, 1, 2, 8, 12, fx_h2o, "heavy=2 recent=2", 9, 0, KEEP(0, 2, 7, 8),
+     NULL},
     /* cache_size 3, P = 5: head mean .2 .2 .1 .2 .3 → top-3 = {4} ∪ the two smallest indices
      * among the .2s {0,1} = {0,1,4} */
     {"tova prompt", &policy_tova, 1, 2, 2, 5, 8, fx_tova, "cache_size=3", 5, 0, KEEP(0, 1, 4),
@@ -407,8 +408,7 @@ static const policy_case policy_cases[] = {
      * are the window rows: 5:.5 11:.4 3:.3. Layer 2 keeps {3,5,11} ∪ {18,19}; layer 1 adds
      * the three smallest zero-vote indices {0,1,2}; layer 0 adds {0,1,2,4,6,7}. */
     {"pyramidkv layer 0", &policy_pyramidkv, 3, 1, 2, 20, 22, fx_pyramidkv,
-     "window=2 kernel=1 capacity=8 beta=2", 20, 0, KEEP(0, 1, 2, 3, 4, 5, 6, 7, 11, 18, 19),
-     NULL},
+     "window=2 kernel=1 capacity=8 beta=2", 20, 0, KEEP(0, 1, 2, 3, 4, 5, 6, 7, 11, 18, 19), NULL},
     {"pyramidkv layer 1", &policy_pyramidkv, 3, 1, 2, 20, 22, fx_pyramidkv,
      "window=2 kernel=1 capacity=8 beta=2", 20, 1, KEEP(0, 1, 2, 3, 5, 11, 18, 19), NULL},
     {"pyramidkv layer 2", &policy_pyramidkv, 3, 1, 2, 20, 22, fx_pyramidkv,
@@ -416,20 +416,24 @@ static const policy_case policy_cases[] = {
     /* page 2, budget 2 → max(min_pages 2, 1) = 2 pages. p0: M=(1,1) m=(0,0); p1: M=(2,2)
      * m=(-1,0); p2: M=(.5,-1) m=(0,-2). q = (-1,1): U0 = 0 + 1 = 1, U1 = 1 + 2 = 3,
      * U2 = 0 + -1 = -1 → pages {1,0} → tokens {0,1,2,3} */
-    {"quest", &policy_quest, 2, 1, 2, 6, 8, fx_quest,
-     "page=2 budget=2 min_pages=2 skip_layers=1", 6, 1, KEEP(0, 1, 2, 3), NULL},
+    {"quest", &policy_quest, 2, 1, 2, 6, 8, fx_quest, "page=2 budget=2 min_pages=2 skip_layers=1",
+     6, 1, KEEP(0, 1, 2, 3), NULL},
     /* the first layer stays dense */
     {"quest skipped layer", &policy_quest, 2, 1, 2, 6, 8, fx_quest,
      "page=2 budget=2 min_pages=2 skip_layers=1", 6, 0, KEEP(0, 1, 2, 3, 4, 5), NULL},
-    /* static none, d = 1, s2 = 2, s1 = 4, alpha .5, q = 1, n' = 12 keys → 16-cluster
-     * (max,min): (2,1) (0,0) (5,-1) (3,3) (-2,-2) (4,0); 32-clusters: (2,0) (5,-1) (4,-2) →
-     * sim1 = 1, 2, 1. ratio1 .34: k1 = floor(3·.34) = 1 → {1} ∪ {0}; candidates c0..c3, sim2 =
-     * 1.5 0 2 3; ratio2 .34: k2 = floor(6·.34) = 2 → {3,2} ∪ {0} → tokens {0,1,4,5,6,7}.
-     * 12 % 4 = 0: no partial cluster. Layer sharing: layer 3 reuses layer 2 even though its
-     * keys differ. */
-#define MPCACHE_CASE(name, fx, share, layer, ...)                                              \
-    {name, &policy_mpcache, 4, 1, 1, 12, 14, fx, "static=none s1=4 s2=2 alpha=0.5 ratio1=0.34 "   \
-     "ratio2=0.34 layer_share=" share, 12, layer, KEEP(__VA_ARGS__), NULL}
+/* static none, d = 1, s2 = 2, s1 = 4, alpha .5, q = 1, n' = 12 keys → 16-cluster
+ * (max,min): (2,1) (0,0) (5,-1) (3,3) (-2,-2) (4,0); 32-clusters: (2,0) (5,-1) (4,-2) →
+ * sim1 = 1, 2, 1. ratio1 .34: k1 = floor(3·.34) = 1 → {1} ∪ {0}; candidates c0..c3, sim2 =
+ * 1.5 0 2 3; ratio2 .34: k2 = floor(6·.34) = 2 → {3,2} ∪ {0} → tokens {0,1,4,5,6,7}.
+ * 12 % 4 = 0: no partial cluster. Layer sharing: layer 3 reuses layer 2 even though its
+ * keys differ. */
+#define MPCACHE_CASE(name, fx, share, layer, ...)          \
+    {                                                      \
+        name, &policy_mpcache, 4, 1, 1, 12, 14, fx,        \
+            "static=none s1=4 s2=2 alpha=0.5 ratio1=0.34 " \
+            "ratio2=0.34 layer_share=" share,              \
+            12, layer, KEEP(__VA_ARGS__), NULL             \
+    }
     MPCACHE_CASE("mpcache layer 0", fx_mpcache_keys, "1", 0, 0, 1, 4, 5, 6, 7),
     MPCACHE_CASE("mpcache layer 1", fx_mpcache_keys, "1", 1, 0, 1, 4, 5, 6, 7),
     MPCACHE_CASE("mpcache layer 2", fx_mpcache_keys, "1", 2, 0, 1, 4, 5, 6, 7),
@@ -449,12 +453,12 @@ static const policy_case policy_cases[] = {
      * 2 6 1 4 2 2. Window row 5 → base .4 .1 .2 .05 .05 and the window max+1 = 1.4. Stage 1 =
      * {5}. score = (base+1e-4)·proj: .8002 .6006 .2001 .2004 .1002 → keep {5,0,1}. (SnapKV's
      * top-2 would be {0,2}.) */
-    {"criticalkv", &policy_criticalkv, 1, 1, 1, 6, 8, fx_criticalkv,
-     "window=1 kernel=1 capacity=3", 7, 0, KEEP(0, 1, 5, 6), NULL},
+    {"criticalkv", &policy_criticalkv, 1, 1, 1, 6, 8, fx_criticalkv, "window=1 kernel=1 capacity=3",
+     7, 0, KEEP(0, 1, 5, 6), NULL},
     /* block 2, skip_below .5. Layer 0: pos 0 → blocks {on, off} = .5, not below → no skip;
      * pos 1 → 0 active → its layer-1 K/V are missing. Attention stays dense. */
-    {"comet", &policy_comet, 2, 1, 2, 2, 4, fx_comet, "block=2 skip_below=0.5", 2, 1,
-     KEEP(0, 1), after_comet},
+    {"comet", &policy_comet, 2, 1, 2, 2, 4, fx_comet, "block=2 skip_below=0.5", 2, 1, KEEP(0, 1),
+     after_comet},
 };
 
 START_TEST(test_policy_case)
@@ -528,8 +532,8 @@ START_TEST(test_emit_shapes)
             ck_assert_int_eq(proto_cfg_default(protos[pi], &pc, &e), MS_OK);
             const proto *pr = proto_find(protos[pi]);
             cost_log_init(&log, pr->n_parties);
-            ck_assert_msg(proto_cost_program(pr, &pc, &prog, &log, &e) == MS_OK, "%s: %s",
-                          p->name, e.msg);
+            ck_assert_msg(proto_cost_program(pr, &pc, &prog, &log, &e) == MS_OK, "%s: %s", p->name,
+                          e.msg);
             cost_log_free(&log);
         }
         for (size_t o = 0; o < prog.n_ops; o++)
@@ -538,7 +542,8 @@ START_TEST(test_emit_shapes)
             ck_assert_uint_eq(prog.n_ops, 0);
         else
             ck_assert_msg(prog.n_ops > 0, "%s emits nothing", p->name);
-        if (!strcmp(p->name, "mpcache")) /* layer 3 reuses layer 2's selection: no top-k, no bounds */
+        if (!strcmp(p->name,
+                    "mpcache")) /* layer 3 reuses layer 2's selection: no top-k, no bounds */
             for (size_t o = 0; o < prog.n_ops; o++)
                 ck_assert(prog.ops[o].layer != 3 ||
                           (prog.ops[o].kind != OP_TOPK && prog.ops[o].kind != OP_MAX));
@@ -768,8 +773,8 @@ START_TEST(test_mpcache_many_clusters)
             mx_keys[t][i] = (float)((int32_t)(st >> 32)) * 0x1p-31f * (i == 1 ? 3 : 1);
         }
     policy_env env = {1, 1, 1, MX_D, MX_D, 4, MX_P, MX_T, NULL, NULL, mx_get_k, 0};
-    kv_param kv[] = {kvp("static", "none"), kvp("s1", "8"), kvp("s2", "4"),
-                     kvp("alpha", "0.6"), kvp("ratio1", "0.5"), kvp("ratio2", "0.2")};
+    kv_param kv[] = {kvp("static", "none"), kvp("s1", "8"),       kvp("s2", "4"),
+                     kvp("alpha", "0.6"),   kvp("ratio1", "0.5"), kvp("ratio2", "0.2")};
     policy_args a = {kv, sizeof kv / sizeof kv[0], "t.yaml"};
     errbuf e;
     void *ps = NULL;
@@ -833,7 +838,6 @@ Suite *policy_suite(void)
     TH_TESTS(tc, test_registry, test_params, test_topk);
     TH_LOOPS(tc, (int)(sizeof policy_cases / sizeof policy_cases[0]), test_policy_case);
     TH_TESTS(tc, test_emit_shapes, test_half_outward, test_mpcache_many_clusters,
-                 test_bound_kernels,
-                 test_metric_stride_default, test_h2o_victim);
+             test_bound_kernels, test_metric_stride_default, test_h2o_victim);
     return s;
 }

@@ -47,11 +47,11 @@ static void expect_round(const cost_round *r, const pat *want, int np, int prim,
     for (int s = 0; s < 3; s++) {
         for (int d = 0; d < 3; d++) {
             uint64_t got = (s < np && d < np) ? r->bytes[s][d] : 0;
-            ck_assert_msg(got == want->b[s][d], "%s: bytes[%d][%d] = %llu, want %llu", what, s,
-                          d, (unsigned long long)got, (unsigned long long)want->b[s][d]);
+            ck_assert_msg(got == want->b[s][d], "%s: bytes[%d][%d] = %llu, want %llu", what, s, d,
+                          (unsigned long long)got, (unsigned long long)want->b[s][d]);
         }
-        ck_assert_msg(r->offline[s] == want->off[s], "%s: offline[%d] = %llu, want %llu", what,
-                      s, (unsigned long long)r->offline[s], (unsigned long long)want->off[s]);
+        ck_assert_msg(r->offline[s] == want->off[s], "%s: offline[%d] = %llu, want %llu", what, s,
+                      (unsigned long long)r->offline[s], (unsigned long long)want->off[s]);
     }
 }
 
@@ -133,7 +133,8 @@ START_TEST(test_semi2k_matmul)
                 mpc_val x = {b * m * k, DOM_ARITH, {0}}, y = {b * k * n, DOM_ARITH, {0}}, z;
                 cost_log_clear(&c.log);
                 ck_assert_int_eq(c.e->vt->matmul(c.e, &z, &x, &y, (uint32_t)b, (uint32_t)m,
-                                                 (uint32_t)k, (uint32_t)n, fl, 7), 0);
+                                                 (uint32_t)k, (uint32_t)n, fl, 7),
+                                 0);
                 ck_assert_uint_eq(c.log.n, 1);
                 /* PRIMITIVES.md: 8b(mk+kn) each way; with a cached fixed B only 8bmk;
                  * dealer sends C: 8bmn */
@@ -179,9 +180,9 @@ START_TEST(test_aby3_primitives)
         ck_assert_uint_eq(c.log.n, 8); /* trunc pair and b2a: 2 rounds each */
         pat ring = a3(8 * n), tr1 = {{{0}}, {0}}, tr2 = tr1, tl = tr1;
         tr1.b[0][1] = tr1.b[1][0] = 8 * n; /* pair: P0, P1 open c; P2 sends P1 its shares */
-        tr1.b[2][1] = 8 * n + 3 * n; /* r' and msb(r) mod 2^19, packed in 3 bytes */
+        tr1.b[2][1] = 8 * n + 3 * n;       /* r' and msb(r) mod 2^19, packed in 3 bytes */
         tr2.b[0][2] = tr2.b[1][2] = 8 * n; /* y0 and y2 to P2 */
-        tl.b[0][2] = 8 * n; /* Share Truncation I: P0 sends y0 to P2 */
+        tl.b[0][2] = 8 * n;                /* Share Truncation I: P0 sends y0 to P2 */
         expect_round(&c.log.r[0], &ring, 3, PRIM_OPEN, "open all");
         expect_round(&c.log.r[1], &ring, 3, PRIM_MUL, "mul");
         expect_round(&c.log.r[2], &ring, 3, PRIM_SQUARE, "square");
@@ -243,8 +244,18 @@ static sums cost_op(const char *proto_name, int kind, uint32_t b, uint32_t m, ui
     uint32_t t2 = op_tensor_add(&p, "g", OPT_WEIGHT, DOM_ARITH, 1, 1, n);
     uint32_t rows = kind == OP_TOPK ? m * (uint32_t)iarg : m;
     uint32_t to = op_tensor_add(&p, "o", OPT_TEMP, DOM_ARITH, b, rows, kind == OP_MAX ? 1 : n);
-    op o = {.kind = (uint16_t)kind, .layer = -1, .group = -1, .batch = b, .m = m, .k = k,
-            .n = n, .in = {t0, t1, t2}, .out = to, .flags = flags, .iarg = iarg, .farg = 0.5,
+    op o = {.kind = (uint16_t)kind,
+            .layer = -1,
+            .group = -1,
+            .batch = b,
+            .m = m,
+            .k = k,
+            .n = n,
+            .in = {t0, t1, t2},
+            .out = to,
+            .flags = flags,
+            .iarg = iarg,
+            .farg = 0.5,
             .bits = op_bits};
     if (kind == OP_SELECT)
         o.in[0] = t0, o.in[1] = t0, o.in[2] = t0;
@@ -374,8 +385,10 @@ START_TEST(test_composite_rounds)
         ck_assert_uint_le(cost_op(nm, OP_RSQRT, 1, 10, 0, 1, 0, 0, NULL).all, 10 * peer);
     }
     /* gelu/silu: batched lt, powers in 3 fixed-point levels, 1 trunc, 1 selector mul */
-    ck_assert_uint_eq(cost_op(nm, OP_GELU, 1, 10, 0, 1, 0, 0, NULL).rounds, R_LT(np) + 3 * FM + T + 1);
-    ck_assert_uint_eq(cost_op(nm, OP_SILU, 1, 10, 0, 1, 0, 0, NULL).rounds, R_LT(np) + 3 * FM + T + 1);
+    ck_assert_uint_eq(cost_op(nm, OP_GELU, 1, 10, 0, 1, 0, 0, NULL).rounds,
+                      R_LT(np) + 3 * FM + T + 1);
+    ck_assert_uint_eq(cost_op(nm, OP_SILU, 1, 10, 0, 1, 0, 0, NULL).rounds,
+                      R_LT(np) + 3 * FM + T + 1);
     for (uint32_t n = 2; n <= 1000; n = n * 3 + 1) {
         int lv = (int)ceil(log2((double)n));
         int MAX = lv * (R_LT(np) + 1);
@@ -440,8 +453,8 @@ START_TEST(test_composite_rounds)
     ck_assert_int_eq(lc.trunc_local, 1);
     int TL = np == 2 ? 0 : 1;
     ck_assert_uint_eq(cost_op(nm, OP_EXP, 1, 10, 0, 1, 0, 0, &lc).rounds,
-                      TL + (np == 3) + 1 + clog2((uint64_t)cfg.frac_bits + 5) + 1 + R_B2A(np) +
-                          4 + 4 * TL);
+                      TL + (np == 3) + 1 + clog2((uint64_t)cfg.frac_bits + 5) + 1 + R_B2A(np) + 4 +
+                          4 * TL);
     ck_assert_int_eq(proto_cfg_set(&lc, "exp", "taylor", &e), MS_OK);
     ck_assert_uint_eq(cost_op(nm, OP_EXP, 1, 10, 0, 1, 0, 0, &lc).rounds,
                       np == 2 ? t : (1 + t * 2));
@@ -547,8 +560,16 @@ START_TEST(test_matmul_operand_sharing)
     uint32_t q = op_tensor_add(&p, "q", OPT_TEMP, DOM_ARITH, 32, 1, 128);
     uint32_t kc = op_tensor_add(&p, "kc", OPT_CACHE, DOM_ARITH, 8, 4096, 128);
     uint32_t s = op_tensor_add(&p, "s", OPT_TEMP, DOM_ARITH, 32, 1, 1000);
-    op o = {.kind = OP_MATMUL, .layer = -1, .group = -1, .batch = 32, .m = 1, .k = 128,
-            .n = 1000, .in = {q, kc, OP_NONE}, .out = s, .flags = OPF_TRANS_B | OPF_NO_TRUNC};
+    op o = {.kind = OP_MATMUL,
+            .layer = -1,
+            .group = -1,
+            .batch = 32,
+            .m = 1,
+            .k = 128,
+            .n = 1000,
+            .in = {q, kc, OP_NONE},
+            .out = s,
+            .flags = OPF_TRANS_B | OPF_NO_TRUNC};
     op_emit(&p, &o);
     proto_cfg cfg;
     cost_log lg;
@@ -575,8 +596,15 @@ START_TEST(test_bad_op_reported)
     op_program_init(&p);
     uint32_t x = op_tensor_add(&p, "x", OPT_TEMP, DOM_ARITH, 1, 2, 8);
     uint32_t y = op_tensor_add(&p, "y", OPT_TEMP, DOM_ARITH, 1, 4, 8);
-    op o = {.kind = OP_SOFTMAX, .layer = -1, .group = -1, .batch = 1, .m = 4, .n = 8,
-            .in = {x, OP_NONE, OP_NONE}, .out = y, .iarg = -1};
+    op o = {.kind = OP_SOFTMAX,
+            .layer = -1,
+            .group = -1,
+            .batch = 1,
+            .m = 4,
+            .n = 8,
+            .in = {x, OP_NONE, OP_NONE},
+            .out = y,
+            .iarg = -1};
     op_emit(&p, &o);
     op o2 = o;
     o2.kind = OP_MUL; /* missing second operand */
@@ -630,25 +658,48 @@ static void build_mixed(op_program *p)
     uint32_t r = op_tensor_add(p, "r", OPT_TEMP, DOM_ARITH, 2, 3, 1);
     uint32_t k = op_tensor_add(p, "k", OPT_TEMP, DOM_ARITH, 2, 6, 16);
     uint32_t o = op_tensor_add(p, "o", OPT_OUTPUT, DOM_ARITH, 2, 3, 16);
-    static const struct { int kind; uint32_t m, k, n; int iarg; uint32_t fl; } ops[] = {
-        {OP_INPUT, 3, 0, 16, 0, 0},      {OP_INPUT, 3, 0, 16, 0, 0},
-        {OP_MATMUL, 3, 16, 16, 0, OPF_FIXED_B}, {OP_RMSNORM, 3, 0, 16, 0, 0},
-        {OP_LAYERNORM, 3, 0, 16, 0, 0},  {OP_SOFTMAX, 3, 0, 16, 1, 0},
-        {OP_GELU, 3, 0, 16, 0, 0},       {OP_SILU, 3, 0, 16, 0, 0},
-        {OP_EXP, 3, 0, 16, 0, 0},        {OP_MAX, 3, 0, 16, 0, 0},
-        {OP_ARGMAX, 3, 0, 16, 0, 0},     {OP_TOPK, 3, 0, 16, 2, 0},
-        {OP_ROPE, 3, 0, 16, 4, 0},       {OP_MUL, 3, 0, 16, 0, 0},
-        {OP_LT, 3, 0, 16, 0, 0},         {OP_EQ, 3, 0, 16, 0, 0},
+    static const struct {
+        int kind;
+        uint32_t m, k, n;
+        int iarg;
+        uint32_t fl;
+    } ops[] = {
+        {OP_INPUT, 3, 0, 16, 0, 0},
+        {OP_INPUT, 3, 0, 16, 0, 0},
+        {OP_MATMUL, 3, 16, 16, 0, OPF_FIXED_B},
+        {OP_RMSNORM, 3, 0, 16, 0, 0},
+        {OP_LAYERNORM, 3, 0, 16, 0, 0},
+        {OP_SOFTMAX, 3, 0, 16, 1, 0},
+        {OP_GELU, 3, 0, 16, 0, 0},
+        {OP_SILU, 3, 0, 16, 0, 0},
+        {OP_EXP, 3, 0, 16, 0, 0},
+        {OP_MAX, 3, 0, 16, 0, 0},
+        {OP_ARGMAX, 3, 0, 16, 0, 0},
+        {OP_TOPK, 3, 0, 16, 2, 0},
+        {OP_ROPE, 3, 0, 16, 4, 0},
+        {OP_MUL, 3, 0, 16, 0, 0},
+        {OP_LT, 3, 0, 16, 0, 0},
+        {OP_EQ, 3, 0, 16, 0, 0},
         {OP_REVEAL, 3, 0, 16, -1, 0},
     };
     for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
-        op q = {.kind = (uint16_t)ops[i].kind, .layer = 0, .group = -1, .batch = 2,
-                .m = ops[i].m, .k = ops[i].k, .n = ops[i].n, .in = {y, y, OP_NONE}, .out = y,
-                .flags = ops[i].fl, .iarg = ops[i].iarg, .farg = 1e-5};
+        op q = {.kind = (uint16_t)ops[i].kind,
+                .layer = 0,
+                .group = -1,
+                .batch = 2,
+                .m = ops[i].m,
+                .k = ops[i].k,
+                .n = ops[i].n,
+                .in = {y, y, OP_NONE},
+                .out = y,
+                .flags = ops[i].fl,
+                .iarg = ops[i].iarg,
+                .farg = 1e-5};
         switch (ops[i].kind) {
         case OP_INPUT: q.in[0] = q.in[1] = OP_NONE, q.out = i ? w : x; break;
         case OP_MATMUL: q.batch = 1, q.m = 6, q.in[0] = x, q.in[1] = w; break;
-        case OP_RMSNORM: case OP_LAYERNORM: q.in[1] = g, q.in[2] = ops[i].kind == OP_LAYERNORM ? g : OP_NONE; break;
+        case OP_RMSNORM:
+        case OP_LAYERNORM: q.in[1] = g, q.in[2] = ops[i].kind == OP_LAYERNORM ? g : OP_NONE; break;
         case OP_MAX: q.out = r; break;
         case OP_TOPK: q.out = k; break;
         case OP_REVEAL: q.out = o; break;
@@ -691,8 +742,11 @@ START_TEST(test_cost_matches_plain)
         if (q == PRIM_LOCAL)
             continue;
         /* aby3 b2a, b2a_bit and the truncation pair: 2 rounds */
-        uint64_t per = ((q == PRIM_B2A || q == PRIM_B2ABIT || (q == PRIM_TRUNC && !cfg.trunc_local)) &&
-                        pr->n_parties == 3) ? 2 : 1;
+        uint64_t per =
+            ((q == PRIM_B2A || q == PRIM_B2ABIT || (q == PRIM_TRUNC && !cfg.trunc_local)) &&
+             pr->n_parties == 3)
+                ? 2
+                : 1;
         ck_assert_msg(rounds[q] == calls[q] * per, "%s %s: %llu rounds, %llu calls", nm,
                       eng_prim_name(q), (unsigned long long)rounds[q],
                       (unsigned long long)calls[q]);
@@ -834,9 +888,9 @@ Suite *proto_suite(void)
     TH_TESTS(t, test_semi2k_primitives, test_semi2k_matmul, test_aby3_primitives);
     TH_LOOPS(t, 2, test_composite_rounds);
     TH_TESTS(t, test_composite_bytes, test_oem_counts, test_matmul_operand_sharing,
-                test_bad_op_reported);
+             test_bad_op_reported);
     TH_LOOPS(t, 2, test_cost_matches_plain);
     TH_TESTS(t, test_cost_deterministic, test_registry_cfg, test_print_costs,
-                test_readme_tables_current);
+             test_readme_tables_current);
     return s;
 }

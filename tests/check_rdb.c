@@ -42,13 +42,31 @@ static void fake(fake_run *f, const char *scenario, int idx, const char *status)
     f->bd[2] = (rdb_breakdown){"decode", "total", {.rounds = (uint64_t)idx, .offline = {9, 9, 0}}};
     f->ly[0] = (rdb_layer){"prefill", 0, {.rounds = 1}};
     f->ly[1] = (rdb_layer){"prefill", 1, {.rounds = 2}};
-    f->r = (rdb_run){.scenario = scenario, .grid_index = (uint64_t)idx, .config_hash = f->hash,
-                     .config_yaml = "model: gpt2\n", .seed = 1, .status = status,
-                     .started = "2026-01-01T00:00:00.000Z", .finished = "2026-01-01T00:00:01.000Z",
-                     .wall_s = 1, .tool_version = "test", .model = "gpt2", .protocol = "semi2k",
-                     .network = "lan", .policy = "h2o", .prompt_len = 128, .decode_len = 8,
-                     .batch = 1, .metric = f->m, .n_metric = 2, .phase = f->ph, .n_phase = 2,
-                     .breakdown = f->bd, .n_breakdown = 3, .layer = f->ly, .n_layer = 2};
+    f->r = (rdb_run){.scenario = scenario,
+                     .grid_index = (uint64_t)idx,
+                     .config_hash = f->hash,
+                     .config_yaml = "model: gpt2\n",
+                     .seed = 1,
+                     .status = status,
+                     .started = "2026-01-01T00:00:00.000Z",
+                     .finished = "2026-01-01T00:00:01.000Z",
+                     .wall_s = 1,
+                     .tool_version = "test",
+                     .model = "gpt2",
+                     .protocol = "semi2k",
+                     .network = "lan",
+                     .policy = "h2o",
+                     .prompt_len = 128,
+                     .decode_len = 8,
+                     .batch = 1,
+                     .metric = f->m,
+                     .n_metric = 2,
+                     .phase = f->ph,
+                     .n_phase = 2,
+                     .breakdown = f->bd,
+                     .n_breakdown = 3,
+                     .layer = f->ly,
+                     .n_layer = 2};
 }
 
 static rdb *open_new(const char *name) { return sqlfix_rdb_new(tpath(name)); }
@@ -67,8 +85,8 @@ START_TEST(test_open_schema)
     ck_assert_int_eq(sqlite3_step(s), SQLITE_ROW);
     ck_assert_str_eq((const char *)sqlite3_column_text(s, 0), "wal");
     sqlite3_finalize(s);
-    const char *tables[] = {"scenarios", "runs", "metrics", "phases", "breakdown",
-                            "layer_breakdown"};
+    const char *tables[] = {"scenarios", "runs",      "metrics",
+                            "phases",    "breakdown", "layer_breakdown"};
     for (size_t i = 0; i < 6; i++) {
         char sql[128];
         snprintf(sql, sizeof sql, "SELECT count(*) FROM sqlite_master WHERE name = '%s'",
@@ -112,7 +130,8 @@ START_TEST(test_run_put)
     ck_assert_int_eq(n, 0);
     sqlfix_counts(rdb_handle(adb), "metrics=2 phases=2 breakdown=3 layer_breakdown=2");
     ck_assert_int_eq(q1(adb, "SELECT bytes_p2 FROM breakdown WHERE category = 'total' AND "
-                            "phase = 'prefill'"), 3);
+                             "phase = 'prefill'"),
+                     3);
     ck_assert_int_eq(q1(adb, "SELECT offline_p1 FROM breakdown WHERE phase = 'decode'"), 9);
     ck_assert_int_eq(q1(adb, "SELECT comm_ns FROM breakdown WHERE category = 'attention'"), 5);
     ck_assert_int_eq(q1(adb, "SELECT latency_ns FROM phases WHERE phase = 'decode'"), 2000);
@@ -178,7 +197,8 @@ START_TEST(test_refuse_foreign_and_newer)
     raw_exec(tpath("new.db"), "PRAGMA user_version = 99");
     ck_assert_int_eq(rdb_open(tpath("new.db"), 1, &db, &e), MS_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(e.msg, "newer"));
-    th_write(tpath("text.db"), "this is not a database, just some text that is long enough to have a header ....");
+    th_write(tpath("text.db"),
+             "this is not a database, just some text that is long enough to have a header ....");
     ck_assert_int_ne(rdb_open(tpath("text.db"), 1, &db, &e), MS_OK);
 }
 END_TEST
@@ -212,9 +232,11 @@ START_TEST(test_merge)
                                   "scenarios=1");
     /* child rows follow their run: run with grid_index 7 has decode rounds 7 */
     ck_assert_int_eq(q1(db, "SELECT b.rounds FROM breakdown b JOIN runs r ON r.id = b.run_id "
-                            "WHERE r.grid_index = 7 AND b.phase = 'decode'"), 7);
+                            "WHERE r.grid_index = 7 AND b.phase = 'decode'"),
+                     7);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM metrics m LEFT JOIN runs r ON r.id = m.run_id "
-                            "WHERE r.id IS NULL"), 0);
+                            "WHERE r.id IS NULL"),
+                     0);
     /* again: nothing new */
     ck_assert_int_eq(rdb_merge(db, srcs, 2, &added, &skipped, &e), MS_OK);
     ck_assert_uint_eq(added, 0);
@@ -231,9 +253,11 @@ START_TEST(test_merge_refused)
     fill("s3.db", 10, 12);
     raw_exec(tpath("old.db"), "PRAGMA user_version = 0; CREATE TABLE x(a)");
     char bad_sql[256];
-    snprintf(bad_sql, sizeof bad_sql, "PRAGMA user_version = %d; CREATE TABLE runs(id INTEGER "
+    snprintf(bad_sql, sizeof bad_sql,
+             "PRAGMA user_version = %d; CREATE TABLE runs(id INTEGER "
              "PRIMARY KEY, config_hash TEXT, status TEXT, junk TEXT); INSERT INTO runs VALUES (1, "
-             "'ffff', 'ok', 'x')", RDB_SCHEMA_VERSION);
+             "'ffff', 'ok', 'x')",
+             RDB_SCHEMA_VERSION);
     raw_exec(tpath("bad.db"), bad_sql);
     rdb *db = open_new("out.db");
     errbuf e;

@@ -247,11 +247,11 @@ START_TEST(test_prompt_spans)
             run_result_free(&res);
             free(c);
         }
-        ck_assert_msg(!memcmp(kept[0], kept[1], sizeof kept[0]), "%s %s: kept counts",
-                      pols[pi][0], pols[pi][2]);
+        ck_assert_msg(!memcmp(kept[0], kept[1], sizeof kept[0]), "%s %s: kept counts", pols[pi][0],
+                      pols[pi][2]);
         for (int i = 0; i < 4; i++)
-            ck_assert_msg(m[0][i] == m[1][i], "%s %s %s: %.17g vs %.17g", pols[pi][0],
-                          pols[pi][2], names[i], m[0][i], m[1][i]);
+            ck_assert_msg(m[0][i] == m[1][i], "%s %s %s: %.17g vs %.17g", pols[pi][0], pols[pi][2],
+                          names[i], m[0][i], m[1][i]);
     }
 }
 END_TEST
@@ -398,7 +398,7 @@ Suite *replay_suite(void)
     Suite *s = suite_create("replay");
     TCase *tc = th_case(s, "core", 60);
     TH_TESTS(tc, test_metric_definitions, test_output_error_parts, test_full_is_exact,
-                 test_streaming_degrades, test_policies_on_stories, test_synthetic_and_stride,
-                 test_full_synthetic_by_construction, test_prompt_rows, test_prompt_spans);
+             test_streaming_degrades, test_policies_on_stories, test_synthetic_and_stride,
+             test_full_synthetic_by_construction, test_prompt_rows, test_prompt_spans);
     return s;
 }

@@ -81,22 +81,28 @@ START_TEST(test_labels_and_columns)
     /* three policy configurations told apart; the defaults (sink: 4) left out */
     ck_assert_int_eq(q1(db, "SELECT count(DISTINCT policy_label) FROM runs"), 3);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE policy_label = "
-                            "'streamingllm(recent=8)'"), 3);
+                            "'streamingllm(recent=8)'"),
+                     3);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE policy_label = "
-                            "'streamingllm(recent=16)'"), 3);
+                            "'streamingllm(recent=16)'"),
+                     3);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE policy_label = 'full'"), 4);
     /* networks by preset or by value, never 'custom'; the lopsided one by its own name */
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE network = 'custom'"), 0);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE network = '20ms/300Mbps' AND "
-                            "latency_ms = 20 AND bandwidth_mbps = 300"), 3);
+                            "latency_ms = 20 AND bandwidth_mbps = 300"),
+                     3);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE network = 'lan' AND "
-                            "latency_ms = 0.1 AND bandwidth_mbps = 10000"), 3);
+                            "latency_ms = 0.1 AND bandwidth_mbps = 10000"),
+                     3);
     /* every link the same: by value, whatever the name; links that differ: the name, and the
      * slowest link's latency and the smallest bandwidth as the columns */
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE network = '30ms/50Mbps' AND "
-                            "latency_ms = 30 AND bandwidth_mbps = 50"), 3);
+                            "latency_ms = 30 AND bandwidth_mbps = 50"),
+                     3);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE network = 'lopsided' AND "
-                            "latency_ms = 75 AND bandwidth_mbps = 200 AND protocol = 'aby3'"), 1);
+                            "latency_ms = 75 AND bandwidth_mbps = 200 AND protocol = 'aby3'"),
+                     1);
     /* the user's model name, quotes and backslash included */
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE model = 'tiny\"q\\b-mha'"), 10);
     /* the machine profile as resolved (its name as the config holds it) and its threads */
@@ -107,19 +113,23 @@ START_TEST(test_labels_and_columns)
     /* config_json: the resolved config, queryable */
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE json_valid(config_json)"), 10);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE "
-                            "json_extract(config_json, '$.policies[0].recent') = 16"), 3);
+                            "json_extract(config_json, '$.policies[0].recent') = 16"),
+                     3);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE "
                             "json_extract(config_json, '$.workload.prompt_len') = 32 AND "
                             "json_extract(config_json, '$.overlap') = 0 AND "
-                            "json_type(config_json, '$.overlap') = 'false'"), 10);
+                            "json_type(config_json, '$.overlap') = 'false'"),
+                     10);
     expect(db, "SELECT DISTINCT json_extract(config_json, '$.model.name') FROM runs", ODD_NAME);
     /* runs_wide: one row per run, the metrics as columns, equal to the metrics table */
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs_wide"), 10);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs_wide w JOIN metrics m ON m.run_id = w.id "
                             "AND m.name = 'latency_total_s' WHERE w.latency_total_s = m.value "
-                            "AND w.latency_total_s > 0"), 10);
+                            "AND w.latency_total_s > 0"),
+                     10);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs_wide w JOIN metrics m ON m.run_id = w.id "
-                            "AND m.name = 'bytes_online' WHERE w.bytes_online = m.value"), 10);
+                            "AND m.name = 'bytes_online' WHERE w.bytes_online = m.value"),
+                     10);
     /* the dry run speaks the same labels */
     ck_assert_int_eq(MPCSIM("run", "labels.yaml", "--dry-run"), 0);
     char *out = th_slurp(tpath("out.txt"), NULL);
@@ -151,22 +161,27 @@ START_TEST(test_migrate_v2)
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs"), 8);
     /* these runs predate the msb, exp and normalize keys: they ran the former defaults */
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE protocol_label = "
-                            "'semi2k(msb=ks,exp=taylor,normalize=thresholds)'"), 8);
+                            "'semi2k(msb=ks,exp=taylor,normalize=thresholds)'"),
+                     8);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM metrics"), metrics);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM layer_breakdown"), layers);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE model = 'tiny\"q\\b-mha'"), 8);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE policy_label = "
                             "'streamingllm(recent=8)' AND network = '20ms/300Mbps' AND "
-                            "latency_ms = 20 AND bandwidth_mbps = 300"), 1);
+                            "latency_ms = 20 AND bandwidth_mbps = 300"),
+                     1);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE policy_label = 'snapkv(capacity=16)'"
-                            " AND status = 'failed' AND error LIKE '%needs a trace%'"), 2);
+                            " AND status = 'failed' AND error LIKE '%needs a trace%'"),
+                     2);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE json_valid(config_json) AND "
-                            "machine = 'default' AND threads = 1"), 8);
+                            "machine = 'default' AND threads = 1"),
+                     8);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs_wide WHERE latency_total_s > 0"), 6);
     /* the migrated database merges into a new one */
     ck_assert_int_eq(MPCSIM("merge", "m.db", "v2.db"), 0);
     ck_assert_int_eq(q1(tpath("m.db"), "SELECT count(*) FROM runs WHERE policy_label = "
-                                       "'streamingllm(recent=16)'"), 2);
+                                       "'streamingllm(recent=16)'"),
+                     2);
 
     /* without a labeler (results/ alone): the JSON's values, the network by its values */
     v2_copy("bare.db");
@@ -179,7 +194,8 @@ START_TEST(test_migrate_v2)
     ck_assert_int_eq(q1(db, "PRAGMA user_version"), RDB_SCHEMA_VERSION);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE protocol_label = protocol"), 8);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE network = '20ms/300Mbps' AND "
-                            "latency_ms = 20 AND bandwidth_mbps = 300"), 4);
+                            "latency_ms = 20 AND bandwidth_mbps = 300"),
+                     4);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE policy_label = policy"), 8);
 }
 END_TEST
@@ -212,8 +228,8 @@ static void expect_proto_labels(const char *db)
 {
     ck_assert_int_eq(q1(db, "SELECT count(DISTINCT protocol_label) FROM runs"), 4);
     for (int i = 0; i < 4; i++) {
-        char *sql = sqlite3_mprintf("SELECT count(*) FROM runs WHERE protocol_label = %Q",
-                                    proto_labels[i]);
+        char *sql =
+            sqlite3_mprintf("SELECT count(*) FROM runs WHERE protocol_label = %Q", proto_labels[i]);
         ck_assert_msg(q1(db, sql) == 2, "%s", sql);
         sqlite3_free(sql);
     }
@@ -230,13 +246,15 @@ static void downgrade_to_v3(const char *path)
     memmove(at, at + strlen("r.protocol_label, "), strlen(at + strlen("r.protocol_label, ")) + 1);
     char *sql = sqlite3_mprintf("DROP VIEW runs_wide; DROP INDEX runs_protocol_label; "
                                 "ALTER TABLE runs DROP COLUMN protocol_label; %s; "
-                                "PRAGMA user_version = 3;", view);
+                                "PRAGMA user_version = 3;",
+                                view);
     ck_assert_msg(sqlite3_exec(h, sql, NULL, NULL, NULL) == SQLITE_OK, "%s", sqlite3_errmsg(h));
     sqlite3_free(sql);
     free(view);
     sqlite3_close(h);
     ck_assert_int_eq(q1(path, "SELECT count(*) FROM pragma_table_info('runs') WHERE name = "
-                              "'protocol_label'"), 0);
+                              "'protocol_label'"),
+                     0);
 }
 
 START_TEST(test_protocol_labels)
@@ -245,7 +263,8 @@ START_TEST(test_protocol_labels)
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE status = 'ok'"), 8);
     expect_proto_labels(db);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs_wide WHERE protocol_label = "
-                            "'aby3(topk=quickselect)'"), 2);
+                            "'aby3(topk=quickselect)'"),
+                     2);
     ck_assert_int_eq(MPCSIM("run", "protos.yaml", "--dry-run"), 0);
     char *out = th_slurp(tpath("out.txt"), NULL);
     ck_assert_ptr_nonnull(strstr(out, " tiny aby3(trunc=local,topk=quickselect) lan full "));
@@ -260,8 +279,8 @@ START_TEST(test_protocol_labels)
         ck_assert_msg(strstr(out, cell), "no '%s' in\n%s", cell, out);
     }
     free(out);
-    ck_assert_int_eq(MPCSIM("report", "pr.db", "--csv", "--where",
-                            "protocol_label=aby3(topk=quickselect)"), 0);
+    ck_assert_int_eq(
+        MPCSIM("report", "pr.db", "--csv", "--where", "protocol_label=aby3(topk=quickselect)"), 0);
     out = th_slurp(tpath("out.txt"), NULL);
     ck_assert_ptr_nonnull(strstr(out, ",aby3(topk=quickselect),"));
     ck_assert_ptr_null(strstr(out, ",aby3,"));
@@ -283,7 +302,8 @@ START_TEST(test_protocol_labels)
     expect_proto_labels(db);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM metrics"), metrics);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs_wide WHERE protocol_label = "
-                            "'semi2k(beaver_cache=false)'"), 2);
+                            "'semi2k(beaver_cache=false)'"),
+                     2);
     /* without a labeler: the bare names */
     ck_assert_int_eq(MPCSIM("merge", "v3b.db", "pr.db"), 0);
     downgrade_to_v3(tpath("v3b.db"));
@@ -293,7 +313,8 @@ START_TEST(test_protocol_labels)
     ck_assert_int_eq(rdb_open(tpath("v3b.db"), 0, &h, &e), MS_OK);
     rdb_close(h);
     ck_assert_int_eq(q1(tpath("v3b.db"), "SELECT count(*) FROM runs WHERE protocol_label = "
-                                         "protocol"), 8);
+                                         "protocol"),
+                     8);
 }
 END_TEST
 
@@ -327,7 +348,8 @@ START_TEST(test_hidden_differences)
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE model = 'stories260K'"), 1);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE model = 'stories260K(layers=2)'"), 1);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE network LIKE '% tcp' AND "
-                            "json_extract(config_json, '$.network.wire.mtu') = 1500"), 1);
+                            "json_extract(config_json, '$.network.wire.mtu') = 1500"),
+                     1);
     /* report: the config keys that still tell rows apart, in 80 columns */
     ck_assert_int_eq(MPCSIM("report", "h.db"), 0);
     char *out = th_slurp(tpath("out.txt"), NULL);
@@ -346,8 +368,8 @@ START_TEST(test_hidden_differences)
     free(out);
     /* plot: a line each; the threads as a series key when they vary */
     char t[512];
-    ck_assert_int_eq(MPCSIM("plot", "h.db", "-o", "hp", "--data", "hw", "--where",
-                            "network=wan"), 0);
+    ck_assert_int_eq(MPCSIM("plot", "h.db", "-o", "hp", "--data", "hw", "--where", "network=wan"),
+                     0);
     block_titles(tpath("hw/latency_1_1.dat"), t, sizeof t);
     ck_assert_str_eq(t, "full default 1t|full default 4t");
     ck_assert_int_eq(MPCSIM("plot", "h.db", "-o", "hp", "--data", "hs", "--where", "policy=h2o"),
@@ -358,13 +380,15 @@ START_TEST(test_hidden_differences)
     gp_value(tpath("hs/vars_latency.gp"), "serieskeys", v, sizeof v);
     ck_assert_str_eq(v, "policy, seed");
     ck_assert_int_eq(MPCSIM("plot", "h.db", "-o", "hp", "--data", "hm", "--by", "machine",
-                            "--where", "network=wan"), 0);
+                            "--where", "network=wan"),
+                     0);
     gp_value(tpath("hm/vars_latency.gp"), "title1", v, sizeof v);
     ck_assert_ptr_nonnull(strstr(v, "default 1t"));
     /* the network's values on x: the framing stays in the line's name; only the lines that
      * would merge name a key */
     ck_assert_int_eq(MPCSIM("plot", "h.db", "-o", "hp", "--data", "hx", "--x", "latency_ms",
-                            "--where", "model=tiny", "--where", "policy=full"), 0);
+                            "--where", "model=tiny", "--where", "policy=full"),
+                     0);
     block_titles(tpath("hx/latency_1_1.dat"), t, sizeof t);
     ck_assert_str_eq(t, "full 100Mbps default 1t|full 100Mbps default 4t|"
                         "full 10Gbps default 16t mac_per_s=1000000000|"
@@ -376,15 +400,20 @@ START_TEST(test_hidden_differences)
     downgrade_to_v3(tpath("h3.db"));
     sqlite3 *h;
     ck_assert_int_eq(sqlite3_open(tpath("h3.db"), &h), SQLITE_OK);
-    ck_assert_int_eq(sqlite3_exec(h, "UPDATE runs SET model = 'stories260K' WHERE model LIKE "
-                                     "'stories260K%'; UPDATE runs SET network = '0.1ms/10Gbps' "
-                                     "WHERE network LIKE '% tcp'", NULL, NULL, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(h,
+                                  "UPDATE runs SET model = 'stories260K' WHERE model LIKE "
+                                  "'stories260K%'; UPDATE runs SET network = '0.1ms/10Gbps' "
+                                  "WHERE network LIKE '% tcp'",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
     sqlite3_close(h);
     ck_assert_int_eq(MPCSIM("report", "h3.db"), 0);
     ck_assert_int_eq(q1(tpath("h3.db"), "SELECT count(*) FROM runs WHERE model = "
-                                        "'stories260K(layers=2)'"), 1);
+                                        "'stories260K(layers=2)'"),
+                     1);
     ck_assert_int_eq(q1(tpath("h3.db"), "SELECT count(*) FROM runs WHERE network = "
-                                        "'0.1ms/10Gbps tcp'"), 1);
+                                        "'0.1ms/10Gbps tcp'"),
+                     1);
 }
 END_TEST
 
@@ -437,7 +466,8 @@ START_TEST(test_report)
     free(out);
     /* --where narrows; a bad key is refused with a hint */
     ck_assert_int_eq(MPCSIM("report", "v2.db", "--csv", "--where", "network=lan", "--where",
-                            "policy_label=full,streamingllm(recent=8)"), 0);
+                            "policy_label=full,streamingllm(recent=8)"),
+                     0);
     out = th_slurp(tpath("out.txt"), NULL);
     int lines = 0;
     for (char *p = out; *p; p++)
@@ -479,14 +509,34 @@ START_TEST(test_report_json_and_serve)
     rdb_set_labeler(run_labels_from_yaml);
     ck_assert_int_eq(rdb_open(tpath("v2.db"), 0, &db, &e), MS_OK);
     ck_assert_int_eq(sdb_init(db, &e), MS_OK);
-    sdb_metric m[3] = {{"ttft_p50", 12.5, "s"}, {"ttft_p99", 4000, "s"}, {"token_hit_rate", 0.42, ""}};
-    sdb_run r = {.scenario = "rag", .policy = "prefix", .model = ODD_NAME, .protocol = "semi2k",
-                 .network = "wan", .scheduler = "fcfs", .rate = 0.01, .seed = 1, .n_requests = 20,
-                 .batch = 4, .chunk = 0, .config = "x: 1\n", .metric = m, .n_metric = 3};
+    sdb_metric m[3] = {
+        {"ttft_p50", 12.5, "s"}, {"ttft_p99", 4000, "s"}, {"token_hit_rate", 0.42, ""}};
+    sdb_run r = {.scenario = "rag",
+                 .policy = "prefix",
+                 .model = ODD_NAME,
+                 .protocol = "semi2k",
+                 .network = "wan",
+                 .scheduler = "fcfs",
+                 .rate = 0.01,
+                 .seed = 1,
+                 .n_requests = 20,
+                 .batch = 4,
+                 .chunk = 0,
+                 .config = "x: 1\n",
+                 .metric = m,
+                 .n_metric = 3};
     ck_assert_int_eq(sdb_put_run(db, &r, NULL, &e), MS_OK);
-    sdb_leak l = {.scenario = "rag", .policy = "prefix", .channel = "ttft", .scheduler = "fcfs",
-                  .trials = 100, .correct = 90, .candidates = 2, .success_rate = 0.9,
-                  .chance = 0.5, .p_value = 1e-9, .bits = 0.5};
+    sdb_leak l = {.scenario = "rag",
+                  .policy = "prefix",
+                  .channel = "ttft",
+                  .scheduler = "fcfs",
+                  .trials = 100,
+                  .correct = 90,
+                  .candidates = 2,
+                  .success_rate = 0.9,
+                  .chance = 0.5,
+                  .p_value = 1e-9,
+                  .bits = 0.5};
     ck_assert_int_eq(sdb_put_leak(db, &l, &e), MS_OK);
     rdb_close(db);
     ck_assert_int_eq(MPCSIM("report", "v2.db"), 0);
@@ -507,18 +557,19 @@ START_TEST(test_report_json_and_serve)
     size_t i;
     json_t *run;
     int failed = 0;
-    json_array_foreach(runs, i, run) {
+    json_array_foreach(runs, i, run)
+    {
         ck_assert_str_eq(json_string_value(json_object_get(run, "model")), ODD_NAME);
         json_t *cfg = json_object_get(json_object_get(run, "config"), "model");
         ck_assert_ptr_nonnull(cfg);
         ck_assert_str_eq(json_string_value(json_object_get(cfg, "name")), ODD_NAME);
         if (!strcmp(json_string_value(json_object_get(run, "status")), "failed")) {
             failed++;
-            ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(run, "error")),
-                                         "needs a trace"));
+            ck_assert_ptr_nonnull(
+                strstr(json_string_value(json_object_get(run, "error")), "needs a trace"));
         } else {
-            ck_assert(json_real_value(json_object_get(json_object_get(run, "metrics"),
-                                                      "latency_total_s")) > 0);
+            ck_assert(json_real_value(
+                          json_object_get(json_object_get(run, "metrics"), "latency_total_s")) > 0);
         }
     }
     ck_assert_int_eq(failed, 2);
@@ -536,11 +587,12 @@ END_TEST
 
 START_TEST(test_cost_json_odd_name)
 {
-    th_write(tpath("odd.yaml"), "format: mpcsim-model 1\n"
-                            "name: 'tiny\"q\\b-mha'\n"
-                            "family: llama\nlayers: 2\ndim: 64\nheads: 4\nkv_heads: 2\nhead_dim: 16\n"
-                            "ffn_dim: 128\nactivation: swiglu\nnorm: rmsnorm\npositional: rope\n"
-                            "vocab: 256\nmax_context: 512\n");
+    th_write(tpath("odd.yaml"),
+             "format: mpcsim-model 1\n"
+             "name: 'tiny\"q\\b-mha'\n"
+             "family: llama\nlayers: 2\ndim: 64\nheads: 4\nkv_heads: 2\nhead_dim: 16\n"
+             "ffn_dim: 128\nactivation: swiglu\nnorm: rmsnorm\npositional: rope\n"
+             "vocab: 256\nmax_context: 512\n");
     ck_assert_int_eq(MPCSIM("cost", "--model", "odd.yaml", "--protocol", "aby3", "--network",
                             "20ms/300Mbps", "--kv", "64", "--json", "--timeline", "tl.json"),
                      0);
@@ -564,7 +616,8 @@ START_TEST(test_cost_json_odd_name)
     json_t *ev = json_object_get(j, "traceEvents"), *x;
     ck_assert_uint_gt(json_array_size(ev), 100);
     size_t i, sends = 0;
-    json_array_foreach(ev, i, x) {
+    json_array_foreach(ev, i, x)
+    {
         const char *ph = json_string_value(json_object_get(x, "ph"));
         ck_assert_ptr_nonnull(ph);
         if (strcmp(ph, "X"))
@@ -589,7 +642,8 @@ static void build_plot_db(const char *path)
 {
     static const char *const models[] = {"llama-2-7b", "stories260K"},
                              *const nets[] = {"lan", "wan"},
-                             *const labels[] = {"full", "snapkv(capacity=1024)", "snapkv(capacity=4096)"},
+                             *const labels[] = {"full", "snapkv(capacity=1024)",
+                                                "snapkv(capacity=4096)"},
                              *const cats[] = {"attention", "ffn", "softmax", "policy"};
     static const double lat_ms[] = {0.1, 50}, bw[] = {10000, 100};
     rdb *db = sqlfix_rdb_new(path);
@@ -607,25 +661,45 @@ static void build_plot_db(const char *path)
                     rdb_metric m[2] = {{"attn_mass_recall", p == 0 ? 1.0 : 0.6 + 0.3 * keep, ""},
                                        {"latency_total_s", (double)(pre + dec) * 1e-9, "s"}};
                     rdb_phase ph[2] = {{"prefill", pre, 1}, {"decode", dec, 1}};
-                    rdb_breakdown bd[5] = {
-                        {"decode", "total",
-                         {.rounds = 100, .bytes = {len * 1000000ull, len * 900000ull, 0},
-                          .offline = {len * 10000ull, 0, 0}}}};
+                    rdb_breakdown bd[5] = {{"decode",
+                                            "total",
+                                            {.rounds = 100,
+                                             .bytes = {len * 1000000ull, len * 900000ull, 0},
+                                             .offline = {len * 10000ull, 0, 0}}}};
                     for (int c = 0; c < 4; c++)
-                        bd[c + 1] = (rdb_breakdown){
-                            "decode", cats[c],
-                            {.rounds = 10, .bytes = {len * 100000ull * (uint64_t)(c + 1)},
-                             .compute_ns = dec / 10, .comm_ns = dec / (uint64_t)(c + 2)}};
-                    rdb_run r = {.scenario = "plots", .grid_index = (uint64_t)idx,
-                                 .config_hash = hash, .config_yaml = "x: 1\n", .seed = 1,
-                                 .status = "ok", .started = "t", .finished = "t",
-                                 .tool_version = "test", .model = models[mo],
-                                 .protocol = "semi2k", .network = nets[n],
-                                 .policy = p ? "snapkv" : "full", .policy_label = labels[p],
-                                 .latency_ms = lat_ms[n], .bandwidth_mbps = bw[n],
-                                 .machine = "default", .threads = 1, .prompt_len = len,
-                                 .decode_len = 8, .batch = 1, .metric = m, .n_metric = 2,
-                                 .phase = ph, .n_phase = 2, .breakdown = bd, .n_breakdown = 5};
+                        bd[c + 1] = (rdb_breakdown){"decode",
+                                                    cats[c],
+                                                    {.rounds = 10,
+                                                     .bytes = {len * 100000ull * (uint64_t)(c + 1)},
+                                                     .compute_ns = dec / 10,
+                                                     .comm_ns = dec / (uint64_t)(c + 2)}};
+                    rdb_run r = {.scenario = "plots",
+                                 .grid_index = (uint64_t)idx,
+                                 .config_hash = hash,
+                                 .config_yaml = "x: 1\n",
+                                 .seed = 1,
+                                 .status = "ok",
+                                 .started = "t",
+                                 .finished = "t",
+                                 .tool_version = "test",
+                                 .model = models[mo],
+                                 .protocol = "semi2k",
+                                 .network = nets[n],
+                                 .policy = p ? "snapkv" : "full",
+                                 .policy_label = labels[p],
+                                 .latency_ms = lat_ms[n],
+                                 .bandwidth_mbps = bw[n],
+                                 .machine = "default",
+                                 .threads = 1,
+                                 .prompt_len = len,
+                                 .decode_len = 8,
+                                 .batch = 1,
+                                 .metric = m,
+                                 .n_metric = 2,
+                                 .phase = ph,
+                                 .n_phase = 2,
+                                 .breakdown = bd,
+                                 .n_breakdown = 5};
                     ck_assert_int_eq(rdb_run_put(db, &r, NULL, &e), MS_OK);
                 }
     rdb_close(db);
@@ -702,7 +776,8 @@ START_TEST(test_plots)
     for (int f = 0; f < 3; f++) {
         char dir[32], file[64];
         snprintf(dir, sizeof dir, "out-%s", formats[f]);
-        ck_assert_int_eq(MPCSIM("plot", "p.db", "-o", dir, "--format", formats[f], "--data", "d"), 0);
+        ck_assert_int_eq(MPCSIM("plot", "p.db", "-o", dir, "--format", formats[f], "--data", "d"),
+                         0);
         char *err = th_slurp(tpath("err.txt"), NULL);
         ck_assert_msg(err[0] == '\0', "plot wrote to stderr: %s", err);
         free(err);
@@ -720,7 +795,8 @@ START_TEST(test_plots)
         gp_value(tpath("d/vars_latency.gp"), name, v, sizeof v);
         ck_assert_msg(!strstr(v, "llama-2-7b") != !strstr(v, "stories260K"), "panel %s", v);
     }
-    expect_gp(tpath("d/vars_latency.gp"), "title1", "llama-2-7b · lan (0.1 ms, 10 Gbit/s) — whole run");
+    expect_gp(tpath("d/vars_latency.gp"), "title1",
+              "llama-2-7b · lan (0.1 ms, 10 Gbit/s) — whole run");
     /* one line per policy configuration, in every panel */
     block_titles(tpath("d/latency_1_1.dat"), t, sizeof t);
     ck_assert_str_eq(t, "full|snapkv(capacity=1024)|snapkv(capacity=4096)");
@@ -750,12 +826,13 @@ START_TEST(test_plots)
     /* --where, --by, --x, --latency, --metric */
     ck_assert_int_eq(MPCSIM("plot", "p.db", "-o", "w", "--data", "dw", "--where",
                             "model=stories260K", "--latency", "decode-per-token", "--metric",
-                            "latency_total_s"), 0);
+                            "latency_total_s"),
+                     0);
     expect_gp(tpath("dw/vars_latency.gp"), "ncells", "2");
     expect_gp(tpath("dw/vars_latency.gp"), "ylabel1", "decode, per token (s)");
     check_image(tpath("w/metric-latency_total_s.png"), "png");
-    ck_assert_int_eq(MPCSIM("plot", "p.db", "-o", "b", "--data", "db", "--by", "model",
-                            "--x", "latency_ms"), 0);
+    ck_assert_int_eq(
+        MPCSIM("plot", "p.db", "-o", "b", "--data", "db", "--by", "model", "--x", "latency_ms"), 0);
     expect_gp(tpath("db/vars_latency.gp"), "ncells", "4");
     expect_gp(tpath("db/vars_latency.gp"), "xlabel_text", "one-way link latency (ms)");
     /* the network is on x: lines by the other value (bandwidth) */
@@ -764,9 +841,12 @@ START_TEST(test_plots)
                         "snapkv(capacity=1024) 10Gbps|snapkv(capacity=4096) 100Mbps|"
                         "snapkv(capacity=4096) 10Gbps");
     static const th_argv usage[] = {
-        {"plot", "p.db", "--x", "prompt"},       {"plot", "p.db", "--by", "modle"},
-        {"plot", "p.db", "--format", "gif"},     {"plot", "p.db", "--latency", "prefill"},
-        {"plot", "p.db", "--metric", "no_such"}, {"plot", "p.db", "--where", "model=gpt9"},
+        {"plot", "p.db", "--x", "prompt"},
+        {"plot", "p.db", "--by", "modle"},
+        {"plot", "p.db", "--format", "gif"},
+        {"plot", "p.db", "--latency", "prefill"},
+        {"plot", "p.db", "--metric", "no_such"},
+        {"plot", "p.db", "--where", "model=gpt9"},
         {"plot", "missing.db"},
     };
     th_run_each(tmpdir, tpath("out.txt"), tpath("err.txt"), 2, usage, TH_N(usage));
@@ -790,20 +870,36 @@ START_TEST(test_plot_default_axis)
                                {"decode", (uint64_t)(lat[l] * 1e8 * (b + 1)), 1}};
             rdb_breakdown bd[2] = {{"decode", "total", {.rounds = 10, .bytes = {1000000, 0, 0}}},
                                    {"decode", "ffn", {.rounds = 10, .comm_ns = 5}}};
-            rdb_run r = {.scenario = "grid", .grid_index = (uint64_t)idx, .config_hash = hash,
-                         .config_yaml = "x: 1\n", .seed = 1, .status = "ok", .started = "t",
-                         .finished = "t", .tool_version = "test", .model = "llama-2-7b",
-                         .protocol = "aby3", .network = net, .policy = "full",
-                         .latency_ms = lat[l], .bandwidth_mbps = bw[b], .prompt_len = 1024,
-                         .decode_len = 8, .batch = 1, .phase = ph, .n_phase = 2,
-                         .breakdown = bd, .n_breakdown = 2};
+            rdb_run r = {.scenario = "grid",
+                         .grid_index = (uint64_t)idx,
+                         .config_hash = hash,
+                         .config_yaml = "x: 1\n",
+                         .seed = 1,
+                         .status = "ok",
+                         .started = "t",
+                         .finished = "t",
+                         .tool_version = "test",
+                         .model = "llama-2-7b",
+                         .protocol = "aby3",
+                         .network = net,
+                         .policy = "full",
+                         .latency_ms = lat[l],
+                         .bandwidth_mbps = bw[b],
+                         .prompt_len = 1024,
+                         .decode_len = 8,
+                         .batch = 1,
+                         .phase = ph,
+                         .n_phase = 2,
+                         .breakdown = bd,
+                         .n_breakdown = 2};
             ck_assert_int_eq(rdb_run_put(db, &r, NULL, &e), MS_OK);
         }
     rdb_close(db);
     ck_assert_int_eq(MPCSIM("plot", "g.db", "-o", "g", "--data", "dg"), 0);
     char t[256];
     expect_gp(tpath("dg/vars_latency.gp"), "xlabel_text", "one-way link latency (ms)");
-    expect_gp(tpath("dg/vars_latency.gp"), "ncells", "2"); /* one panel (the model), not one per network */
+    expect_gp(tpath("dg/vars_latency.gp"), "ncells",
+              "2"); /* one panel (the model), not one per network */
     block_titles(tpath("dg/latency_1_1.dat"), t, sizeof t);
     ck_assert_str_eq(t, "full 100Mbps|full 1Gbps");
     char *out = th_slurp(tpath("out.txt"), NULL);
@@ -867,8 +963,9 @@ START_TEST(test_run_many)
     free(err);
     ck_assert_int_ne(access(tpath("d.db"), F_OK), 0);
     /* one bad scenario among several: the error at its line, nothing written */
-    th_write(tpath("bad.yaml"), "format: 1\nname: bad\nmodel: gpt2\nprotocol: semi2k\n"
-                            "network: lan\npolicies: [ful]\nworkload: {prompt_len: 8, decode_len: 2}\n");
+    th_write(tpath("bad.yaml"),
+             "format: 1\nname: bad\nmodel: gpt2\nprotocol: semi2k\n"
+             "network: lan\npolicies: [ful]\nworkload: {prompt_len: 8, decode_len: 2}\n");
     ck_assert_int_eq(MPCSIM("run", "c.yaml", "bad.yaml", "-o", "bad.db", "-q"), 2);
     err = th_slurp(tpath("err.txt"), NULL);
     ck_assert_ptr_nonnull(strstr(err, "bad.yaml:6:"));
@@ -905,8 +1002,8 @@ END_TEST
 START_TEST(test_sigterm_resume)
 {
     write_slow("k.yaml", "k", "64, 96");
-    pid_t pid = th_spawnl(tmpdir, tpath("out.txt"), tpath("err.txt"), "run", "k.yaml", "-o",
-                          "k.db", (const char *)NULL);
+    pid_t pid = th_spawnl(tmpdir, tpath("out.txt"), tpath("err.txt"), "run", "k.yaml", "-o", "k.db",
+                          (const char *)NULL);
     /* wait for the first recorded run, then terminate the sweep */
     long long n = 0;
     for (int i = 0; i < 6000 && n < 1; i++) {
@@ -997,8 +1094,8 @@ START_TEST(test_man_and_completion)
         ck_assert_int_eq(system(cmd), 0);
         char *got = th_slurp(tpath("comp.txt"), NULL);
         got[strcspn(got, "\n")] = '\0';
-        ck_assert_msg(strstr(got, cases[i][2]) != NULL, "'%s': got '%s', want '%s'",
-                      cases[i][0], got, cases[i][2]);
+        ck_assert_msg(strstr(got, cases[i][2]) != NULL, "'%s': got '%s', want '%s'", cases[i][0],
+                      got, cases[i][2]);
         free(got);
     }
 }
@@ -1010,8 +1107,8 @@ Suite *results_suite(void)
     TCase *tc = th_case(s, "results", 120);
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_labels_and_columns, test_migrate_v2, test_protocol_labels,
-                 test_hidden_differences, test_report, test_report_json_and_serve,
-                 test_cost_json_odd_name, test_plots, test_plot_default_axis, test_run_many,
-                 test_progress_lines, test_sigterm_resume, test_man_and_completion);
+             test_hidden_differences, test_report, test_report_json_and_serve,
+             test_cost_json_odd_name, test_plots, test_plot_default_axis, test_run_many,
+             test_progress_lines, test_sigterm_resume, test_man_and_completion);
     return s;
 }

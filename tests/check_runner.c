@@ -52,8 +52,8 @@ static double metric(const run_result *r, const char *name)
 /* One step costed directly, for comparison with the runner. */
 static void direct_step(const run_cfg *c, int phase, uint32_t n_tok, uint32_t kv, sim_result *out)
 {
-    step_env env = {&c->model, proto_find(c->proto_ref), &c->proto, &c->net, &c->machine,
-                    {.overlap = c->overlap}};
+    step_env env = {&c->model,   proto_find(c->proto_ref), &c->proto, &c->net,
+                    &c->machine, {.overlap = c->overlap}};
     lower_opts lo = fixture_step_opts(phase, n_tok, kv);
     op_program p;
     cost_log l;
@@ -186,8 +186,8 @@ static run_cfg *mpc_cfg(uint32_t P, uint32_t n_dec)
 static void mpc_steps(const run_cfg *c, sim_result *out)
 {
     errbuf e;
-    step_env env = {&c->model, proto_find(c->proto_ref), &c->proto, &c->net, &c->machine,
-                    {.overlap = c->overlap}};
+    step_env env = {&c->model,   proto_find(c->proto_ref), &c->proto, &c->net,
+                    &c->machine, {.overlap = c->overlap}};
     replay *rp;
     ck_assert_msg(replay_open(c, &rp, &e) == MS_OK, "%s", e.msg);
     op_program p;
@@ -197,7 +197,8 @@ static void mpc_steps(const run_cfg *c, sim_result *out)
     uint32_t *kept = calloc((size_t)c->model.n_layers * c->model.n_kv_heads, sizeof *kept);
     for (uint32_t s = 0; s < c->work.decode_len; s++) {
         op_program_clear(&p);
-        ck_assert_msg(replay_step(rp, s, c->work.prompt_len + s, kept, &p, &e) == MS_OK, "%s", e.msg);
+        ck_assert_msg(replay_step(rp, s, c->work.prompt_len + s, kept, &p, &e) == MS_OK, "%s",
+                      e.msg);
         ck_assert_int_eq(replay_step_once(rp), s == 0); /* the compaction: the first step only */
         lower_opts lo;
         lower_opts_default(&lo);
@@ -267,7 +268,6 @@ START_TEST(test_stride_one_time_once)
 }
 END_TEST
 
-
 START_TEST(test_decode_step_metric)
 {
     /* the steady decode step as its own metric, the compaction apart: over 4 steps the last
@@ -280,7 +280,8 @@ START_TEST(test_decode_step_metric)
     run_result r;
     run_result_init(&r);
     ck_assert_msg(run_execute(c, &r, &e) == MS_OK, "%s", e.msg);
-    ck_assert_double_eq_tol(metric(&r, "latency_decode_step_s"), st[N - 1].latency_ns * 1e-9, 1e-15);
+    ck_assert_double_eq_tol(metric(&r, "latency_decode_step_s"), st[N - 1].latency_ns * 1e-9,
+                            1e-15);
     ck_assert_double_eq(metric(&r, "rounds_decode_step"), (double)st[N - 1].total.rounds);
     uint64_t b = st[N - 1].total.bytes_sent[0] + st[N - 1].total.bytes_sent[1];
     ck_assert_double_eq(metric(&r, "bytes_decode_step"), (double)b);
@@ -377,7 +378,8 @@ END_TEST
 /* Runs c twice, *toggle 1 in the first run and 0 in the second: the same metrics, bit for bit
  * (those named in loose, a NULL-terminated list: within 1e-5), and the same phase totals and
  * categories. what names the case in messages. */
-static void assert_same_runs(const run_cfg *c, int *toggle, const char *what, const char *const *loose)
+static void assert_same_runs(const run_cfg *c, int *toggle, const char *what,
+                             const char *const *loose)
 {
     run_result a, b;
     errbuf e;
@@ -395,11 +397,13 @@ static void assert_same_runs(const run_cfg *c, int *toggle, const char *what, co
         for (size_t k = 0; loose && loose[k]; k++)
             is_loose |= !strcmp(a.metric[i].name, loose[k]);
         if (is_loose)
-            ck_assert_msg(fabs(a.metric[i].value - b.metric[i].value) <= 1e-5, "%s %s: %.9g vs %.9g", what,
-                          a.metric[i].name, a.metric[i].value, b.metric[i].value);
+            ck_assert_msg(fabs(a.metric[i].value - b.metric[i].value) <= 1e-5,
+                          "%s %s: %.9g vs %.9g", what, a.metric[i].name, a.metric[i].value,
+                          b.metric[i].value);
         else
-            ck_assert_msg(!memcmp(&a.metric[i].value, &b.metric[i].value, sizeof(double)), "%s %s: %.17g vs %.17g",
-                          what, a.metric[i].name, a.metric[i].value, b.metric[i].value);
+            ck_assert_msg(!memcmp(&a.metric[i].value, &b.metric[i].value, sizeof(double)),
+                          "%s %s: %.17g vs %.17g", what, a.metric[i].name, a.metric[i].value,
+                          b.metric[i].value);
     }
     for (int p = 0; p < PHASE_N; p++) {
         ck_assert_mem_eq(&a.phase[p].total, &b.phase[p].total, sizeof a.phase[p].total);
@@ -455,8 +459,8 @@ static void group_done_log(void *ctx, size_t i, int rc, const errbuf *e)
 
 START_TEST(test_group_same_as_alone)
 {
-    static const char *const pols[] = {"full", "streamingllm", "h2o", "snapkv",
-                                       "quest", "mpcache", "tova", "pyramidkv"};
+    static const char *const pols[] = {"full",  "streamingllm", "h2o",  "snapkv",
+                                       "quest", "mpcache",      "tova", "pyramidkv"};
     enum { N = sizeof pols / sizeof pols[0] };
     for (int stride = 1; stride <= 2; stride++) {
         run_cfg *c[N];
@@ -602,7 +606,8 @@ START_TEST(test_stepcost)
     direct_step(c, PHASE_DECODE, 1, 40, &d);
     ck_assert_uint_eq(a.latency_ns, d.latency_ns);
     ck_assert_uint_eq(a.rounds, d.total.rounds);
-    ck_assert_uint_eq(a.bytes, d.total.bytes_sent[0] + d.total.bytes_sent[1] + d.total.bytes_sent[2]);
+    ck_assert_uint_eq(a.bytes,
+                      d.total.bytes_sent[0] + d.total.bytes_sent[1] + d.total.bytes_sent[2]);
     sim_result_free(&d);
     ck_assert_uint_gt(p.bytes, a.bytes);
     for (uint32_t kv = 0; kv < 200; kv += 7) /* grows the table */
@@ -637,10 +642,10 @@ START_TEST(test_attention_share_grows_with_context)
                 tb += r.total.bytes_sent[p];
             }
             double share_b = (double)ab / (double)tb;
-            ck_assert_msg(share_t > prev_t, "%s T=%u: time share %g after %g", protos[pi],
-                          ctx[i], share_t, prev_t);
-            ck_assert_msg(share_b > prev_b, "%s T=%u: byte share %g after %g", protos[pi],
-                          ctx[i], share_b, prev_b);
+            ck_assert_msg(share_t > prev_t, "%s T=%u: time share %g after %g", protos[pi], ctx[i],
+                          share_t, prev_t);
+            ck_assert_msg(share_b > prev_b, "%s T=%u: byte share %g after %g", protos[pi], ctx[i],
+                          share_b, prev_b);
             prev_t = share_t;
             prev_b = share_b;
             sim_result_free(&r);
@@ -731,29 +736,33 @@ START_TEST(test_cli_cost)
     t = th_slurp(out, NULL);
     ck_assert_ptr_nonnull(strstr(t, "--kv is required"));
     free(t);
-    ck_assert_int_eq(th_cli("cost --model stories260K --protocol semi3k --network lan --kv 4",
-                             out), 2);
+    ck_assert_int_eq(th_cli("cost --model stories260K --protocol semi3k --network lan --kv 4", out),
+                     2);
     t = th_slurp(out, NULL);
     ck_assert_ptr_nonnull(strstr(t, "did you mean"));
     free(t);
-    ck_assert_int_eq(th_cli("cost --model stories260K --protocol semi2k --network lna --kv 4",
-                             out), 2);
-    ck_assert_int_eq(th_cli("cost --model stories260K --protocol semi2k --network lan --kv -1",
-                             out), 2);
+    ck_assert_int_eq(th_cli("cost --model stories260K --protocol semi2k --network lna --kv 4", out),
+                     2);
+    ck_assert_int_eq(
+        th_cli("cost --model stories260K --protocol semi2k --network lan --kv -1", out), 2);
     ck_assert_int_eq(th_cli("cost --model stories260K --protocol semi2k --network lan --kv 4 "
-                             "--phase middle", out), 2);
+                            "--phase middle",
+                            out),
+                     2);
     ck_assert_int_eq(th_cli("cost --frobnicate", out), 2);
 
     /* a decode step: text, then JSON + timeline + program, twice for determinism */
-    ck_assert_int_eq(th_cli("cost --model stories260K --protocol aby3 --network wan --kv 100",
-                             out), 0);
+    ck_assert_int_eq(th_cli("cost --model stories260K --protocol aby3 --network wan --kv 100", out),
+                     0);
     t = th_slurp(out, NULL);
     ck_assert_ptr_nonnull(strstr(t, "latency"));
     ck_assert_ptr_nonnull(strstr(t, "softmax"));
     free(t);
     for (int i = 0; i < 2; i++) {
-        snprintf(args, sizeof args, "cost --model stories260K --protocol semi2k --network wan "
-                 "--kv 100 --json --timeline %s --dump-program %s", i ? tl2 : tl, prog);
+        snprintf(args, sizeof args,
+                 "cost --model stories260K --protocol semi2k --network wan "
+                 "--kv 100 --json --timeline %s --dump-program %s",
+                 i ? tl2 : tl, prog);
         ck_assert_int_eq(th_cli(args, out), 0);
     }
     size_t la, lb;
@@ -766,8 +775,10 @@ START_TEST(test_cli_cost)
     if (access("/usr/bin/python3", X_OK) == 0) {
         snprintf(args, sizeof args,
                  "/usr/bin/python3 -c 'import json; d=json.load(open(\"%s\")); "
-                 "assert d[\"rounds\"] > 0 and d[\"bytes_online\"] == sum(d[\"total\"][\"bytes_sent\"]); "
-                 "t=json.load(open(\"%s\")); assert len(t[\"traceEvents\"]) > 100'", out, tl);
+                 "assert d[\"rounds\"] > 0 and d[\"bytes_online\"] == "
+                 "sum(d[\"total\"][\"bytes_sent\"]); "
+                 "t=json.load(open(\"%s\")); assert len(t[\"traceEvents\"]) > 100'",
+                 out, tl);
         ck_assert_int_eq(system(args), 0);
     }
     op_program p;
@@ -783,8 +794,10 @@ START_TEST(test_cli_cost)
     double lat[3];
     const char *nets[3] = {"1ms/20Mbps", "1ms/20Mbps --burst 3100", "1ms/20Mbps/3100"};
     for (int i = 0; i < 3; i++) {
-        snprintf(args, sizeof args, "cost --model stories260K --protocol semi2k --network %s "
-                 "--kv 17 --json", nets[i]);
+        snprintf(args, sizeof args,
+                 "cost --model stories260K --protocol semi2k --network %s "
+                 "--kv 17 --json",
+                 nets[i]);
         ck_assert_int_eq(th_cli(args, out), 0);
         t = th_slurp(out, NULL);
         const char *l = strstr(t, "\"latency_s\":");
@@ -796,7 +809,9 @@ START_TEST(test_cli_cost)
     ck_assert(lat[1] < lat[0] && lat[1] > 0);
     ck_assert_double_eq(lat[1], lat[2]);
     ck_assert_int_eq(th_cli("cost --model stories260K --protocol semi2k --network lan --kv 4 "
-                             "--burst 100", out), 2);
+                            "--burst 100",
+                            out),
+                     2);
     t = th_slurp(out, NULL);
     ck_assert_ptr_nonnull(strstr(t, "--burst wants bytes"));
     free(t);
@@ -806,8 +821,10 @@ START_TEST(test_cli_cost)
      * more than the headers of full-sized ACK traffic could add */
     double wl[2];
     for (int i = 0; i < 2; i++) {
-        snprintf(args, sizeof args, "cost --model stories260K --protocol semi2k --network "
-                 "1ms/20Mbps/3100 --phase prefill --tokens 16 --json --wire %s", i ? "tcp" : "none");
+        snprintf(args, sizeof args,
+                 "cost --model stories260K --protocol semi2k --network "
+                 "1ms/20Mbps/3100 --phase prefill --tokens 16 --json --wire %s",
+                 i ? "tcp" : "none");
         ck_assert_int_eq(th_cli(args, out), 0);
         t = th_slurp(out, NULL);
         const char *l = strstr(t, "\"latency_s\":");
@@ -819,7 +836,9 @@ START_TEST(test_cli_cost)
     ck_assert_msg(wl[1] > wl[0] * (1 + 66.0 / 1448 * 0.9) && wl[1] < wl[0] * 1.15,
                   "prefill %.4f s framed against %.4f s", wl[1], wl[0]);
     ck_assert_int_eq(th_cli("cost --model stories260K --protocol semi2k --network lan --kv 4 "
-                             "--wire udp", out), 2);
+                            "--wire udp",
+                            out),
+                     2);
     t = th_slurp(out, NULL);
     ck_assert_ptr_nonnull(strstr(t, "--wire is tcp or none"));
     free(t);
@@ -828,9 +847,12 @@ START_TEST(test_cli_cost)
      * packed (the default) fewer still */
     unsigned long long rb[3][2];
     for (int i = 0; i < 3; i++) {
-        snprintf(args, sizeof args, "cost --model stories260K --protocol aby3 --network lan "
+        snprintf(args, sizeof args,
+                 "cost --model stories260K --protocol aby3 --network lan "
                  "--phase prefill --tokens 16 --json%s",
-                 i == 0 ? " --set msb=ks" : i == 1 ? " --set msb=carry" : "");
+                 i == 0   ? " --set msb=ks"
+                 : i == 1 ? " --set msb=carry"
+                          : "");
         ck_assert_int_eq(th_cli(args, out), 0);
         t = th_slurp(out, NULL);
         const char *r = strstr(t, "\"rounds\":"), *ob = strstr(t, "\"bytes_online\":");
@@ -843,19 +865,27 @@ START_TEST(test_cli_cost)
     ck_assert_uint_lt(rb[1][1], rb[0][1]);
     ck_assert_uint_lt(rb[2][1], rb[1][1]);
     ck_assert_int_eq(th_cli("cost --model stories260K --protocol semi2k --network lan --kv 4 "
-                             "--set msb", out), 2);
+                            "--set msb",
+                            out),
+                     2);
     t = th_slurp(out, NULL);
     ck_assert_ptr_nonnull(strstr(t, "mpcsim cost: error: --set wants KEY=VALUE"));
     ck_assert_ptr_null(strstr(t, "error: error"));
     free(t);
     ck_assert_int_eq(th_cli("cost --model stories260K --protocol semi2k --network lan --kv 4 "
-                             "--set msb=kss", out), 2);
+                            "--set msb=kss",
+                            out),
+                     2);
 
     /* prefill with --tokens; --tokens with decode is refused */
     ck_assert_int_eq(th_cli("cost --model stories260K --protocol semi2k --network lan "
-                             "--phase prefill --tokens 32", out), 0);
+                            "--phase prefill --tokens 32",
+                            out),
+                     0);
     ck_assert_int_eq(th_cli("cost --model stories260K --protocol semi2k --network lan "
-                             "--kv 3 --tokens 32", out), 2);
+                            "--kv 3 --tokens 32",
+                            out),
+                     2);
 }
 END_TEST
 
@@ -873,8 +903,10 @@ START_TEST(test_cli_calibrate)
     ck_assert_str_eq(m.name, "box");
     ck_assert(m.rate[WK_MAC] > 1e7 && m.rate[WK_ELEM] > 1e7 && m.rate[WK_PRG] > 1e7);
     /* the written profile drives `mpcsim cost --profile PATH` */
-    snprintf(args, sizeof args, "cost --model stories260K --protocol semi2k --network lan "
-             "--kv 8 --profile %s", prof);
+    snprintf(args, sizeof args,
+             "cost --model stories260K --protocol semi2k --network lan "
+             "--kv 8 --profile %s",
+             prof);
     ck_assert_int_eq(th_cli(args, out), 0);
     ck_assert_int_eq(th_cli("calibrate --seconds -1", out), 2);
     ck_assert_int_eq(th_cli("calibrate extra", out), 2);
@@ -886,10 +918,10 @@ Suite *runner_suite(void)
     Suite *s = suite_create("runner");
     TCase *tc = th_case(s, "pipeline", 60);
     TH_TESTS(tc, test_result_metrics, test_run_sums_steps, test_stride_and_memo,
-                 test_stride_one_time_once, test_decode_step_metric, test_comet_sparse_ffn,
-                 test_run_deterministic, test_synth_kernel_same_costs, test_group_same_as_alone,
-                 test_quest_half_bounds_exact, test_idle_steps_same, test_run_errors, test_stepcost,
-                 test_attention_share_grows_with_context, test_latency_bound_end_to_end);
+             test_stride_one_time_once, test_decode_step_metric, test_comet_sparse_ffn,
+             test_run_deterministic, test_synth_kernel_same_costs, test_group_same_as_alone,
+             test_quest_half_bounds_exact, test_idle_steps_same, test_run_errors, test_stepcost,
+             test_attention_share_grows_with_context, test_latency_bound_end_to_end);
     tc = th_case(s, "cli", 60);
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_cli_cost, test_cli_calibrate);

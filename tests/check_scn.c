@@ -16,15 +16,12 @@
 TESTDIR("check_scn")
 
 /* The scenario every error case starts from (line numbers below count from here). */
-#define BASE_MODEL "model: stories260K\n"             /* line 2 */
-#define BASE_PROTO "protocol: semi2k\n"               /* line 3 */
-#define BASE_NET "network: lan\n"                     /* line 4 */
+#define BASE_MODEL "model: stories260K\n"                          /* line 2 */
+#define BASE_PROTO "protocol: semi2k\n"                            /* line 3 */
+#define BASE_NET "network: lan\n"                                  /* line 4 */
 #define BASE_WORK "workload:\n  prompt_len: 16\n  decode_len: 4\n" /* lines 5-7 */
 
-static int load(const char *text, scenario *s, errbuf *e)
-{
-    return scn_load("s.yaml", text, s, e);
-}
+static int load(const char *text, scenario *s, errbuf *e) { return scn_load("s.yaml", text, s, e); }
 
 /* text loads (as s.yaml) into s, with n_runs runs (< 0: any number). */
 static void load_ok(const char *text, scenario *s, int n_runs)
@@ -41,15 +38,16 @@ typedef th_bad bad_case; /* where: "s.yaml:L:C: error: " */
 
 static const bad_case bad_cases[] = {
     /* unknown keys, with did-you-mean */
-    {"name: t\n" BASE_MODEL BASE_PROTO "netwrok: lan\n" BASE_WORK, "s.yaml:4:1: error: ",
-     "unknown key 'netwrok' in 'scenario'", "did you mean 'network'?"},
+    {"name: t\n" BASE_MODEL BASE_PROTO "netwrok: lan\n" BASE_WORK,
+     "s.yaml:4:1: error: ", "unknown key 'netwrok' in 'scenario'", "did you mean 'network'?"},
     {"name: t\n" BASE_MODEL BASE_PROTO BASE_NET "workload:\n  promt_len: 16\n  decode_len: 4\n",
      "s.yaml:6:3: error: ", "unknown key 'promt_len' in 'workload'", "did you mean 'prompt_len'?"},
     {"name: t\n" BASE_MODEL "protocol: {name: aby3, frac_bit: 16}\n" BASE_NET BASE_WORK,
      "s.yaml:3:24: error: ", "unknown key 'frac_bit' in 'protocol'", "did you mean 'frac_bits'?"},
     {"name: t\n" BASE_MODEL BASE_PROTO
      "network: {latency_ms: 1, bandwidth_mbps: 20, burst_byte: 3100}\n" BASE_WORK,
-     "s.yaml:4:46: error: ", "unknown key 'burst_byte' in 'network'", "did you mean 'burst_bytes'?"},
+     "s.yaml:4:46: error: ", "unknown key 'burst_byte' in 'network'",
+     "did you mean 'burst_bytes'?"},
     {"name: t\n" BASE_MODEL BASE_PROTO
      "network: {latency_ms: 1, bandwidth_mbps: 20, burst_bytes: 100}\n" BASE_WORK,
      "s.yaml:4:59: error: ", "'burst_bytes' = 100 is below one frame", "write 0 (no bucket)"},
@@ -66,8 +64,8 @@ static const bad_case bad_cases[] = {
      "network: {latency_ms: 1, bandwidth_mbps: 20, wire: {mss: 1448}}\n" BASE_WORK,
      "s.yaml:4:53: error: ", "unknown key 'mss' in 'wire'", "keys of 'wire': mtu"},
     /* wrong types */
-    {"name: t\n" BASE_MODEL BASE_PROTO BASE_NET "workload: 5\n", "s.yaml:5:11: error: ",
-     "'workload' must be a mapping, not a scalar", NULL},
+    {"name: t\n" BASE_MODEL BASE_PROTO BASE_NET "workload: 5\n",
+     "s.yaml:5:11: error: ", "'workload' must be a mapping, not a scalar", NULL},
     {"name: t\n" BASE_MODEL BASE_PROTO BASE_NET
      "workload:\n  prompt_len: {a: 1}\n  decode_len: 4\n",
      "s.yaml:6:15: error: ", "'prompt_len' must be an integer, not a mapping", NULL},
@@ -88,25 +86,25 @@ static const bad_case bad_cases[] = {
     {"name: t\n" BASE_MODEL BASE_PROTO "network: {latency_ms: -1, bandwidth_mbps: 10}\n" BASE_WORK,
      "s.yaml:4:23: error: ", "'latency_ms' = -1 is out of range", NULL},
     /* missing required keys */
-    {"name: t\n" BASE_MODEL BASE_PROTO BASE_NET, "s.yaml:1:1: error: ",
-     "missing required key 'workload'", NULL},
+    {"name: t\n" BASE_MODEL BASE_PROTO BASE_NET,
+     "s.yaml:1:1: error: ", "missing required key 'workload'", NULL},
     {"name: t\n" BASE_MODEL BASE_PROTO BASE_NET "workload:\n  prompt_len: 16\n",
      "s.yaml:6:3: error: ", "missing required key 'decode_len' in 'workload'", NULL},
-    {"name: t\nmodel: {layers: 2}\n" BASE_PROTO BASE_NET BASE_WORK, "s.yaml:2:8: error: ",
-     "missing required key 'dim' in 'model'", "hidden size"},
+    {"name: t\nmodel: {layers: 2}\n" BASE_PROTO BASE_NET BASE_WORK,
+     "s.yaml:2:8: error: ", "missing required key 'dim' in 'model'", "hidden size"},
     {"name: t\n" BASE_MODEL BASE_PROTO "network: {latency_ms: 1}\n" BASE_WORK,
      "s.yaml:4:10: error: ", "missing required key 'bandwidth_mbps' in 'network'", NULL},
     /* unknown names, with did-you-mean */
-    {"name: t\nmodel: stories260\n" BASE_PROTO BASE_NET BASE_WORK, "s.yaml:2:8: error: ",
-     "unknown model 'stories260'", "did you mean 'stories260K'?"},
-    {"name: t\n" BASE_MODEL "protocol: aby\n" BASE_NET BASE_WORK, "s.yaml:3:11: error: ",
-     "unknown protocol 'aby'", "did you mean 'aby3'?"},
-    {"name: t\n" BASE_MODEL BASE_PROTO "network: wna\n" BASE_WORK, "s.yaml:4:10: error: ",
-     "unknown network 'wna'", "did you mean 'wan'?"},
+    {"name: t\nmodel: stories260\n" BASE_PROTO BASE_NET BASE_WORK,
+     "s.yaml:2:8: error: ", "unknown model 'stories260'", "did you mean 'stories260K'?"},
+    {"name: t\n" BASE_MODEL "protocol: aby\n" BASE_NET BASE_WORK,
+     "s.yaml:3:11: error: ", "unknown protocol 'aby'", "did you mean 'aby3'?"},
+    {"name: t\n" BASE_MODEL BASE_PROTO "network: wna\n" BASE_WORK,
+     "s.yaml:4:10: error: ", "unknown network 'wna'", "did you mean 'wan'?"},
     {"name: t\n" BASE_MODEL BASE_PROTO BASE_NET BASE_WORK "policies: [full, streamingl]\n",
      "s.yaml:8:18: error: ", "unknown policy 'streamingl'", "did you mean 'streamingllm'?"},
-    {"name: t\n" BASE_MODEL BASE_PROTO BASE_NET BASE_WORK "sweep: zap\n", "s.yaml:8:8: error: ",
-     "unknown 'sweep' value 'zap'", "did you mean 'zip'?"},
+    {"name: t\n" BASE_MODEL BASE_PROTO BASE_NET BASE_WORK "sweep: zap\n",
+     "s.yaml:8:8: error: ", "unknown 'sweep' value 'zap'", "did you mean 'zip'?"},
     /* a policy parameter the policy does not know (reported by the policy module) */
     {"name: t\n" BASE_MODEL BASE_PROTO BASE_NET BASE_WORK
      "policies: [{name: h2o, bogus_key: 0.1}]\n",
@@ -124,9 +122,8 @@ static const bad_case bad_cases[] = {
      "workload:\n  prompt_len: [8, 16]\n  decode_len: 4\nsweep: zip\nseed: [1, 2, 3]\n",
      "s.yaml:9:7: error: ", "this list gives 3 values but the list at 6:15 gives 2", NULL},
     /* structure */
-    {"name: t\n" BASE_MODEL BASE_PROTO
-     "network:\n  latency_ms: 1\n  bandwidth_mbps: 1000\n  links: {0->5: {latency_ms: 3}}\n"
-     BASE_WORK,
+    {"name: t\n" BASE_MODEL BASE_PROTO "network:\n  latency_ms: 1\n  bandwidth_mbps: 1000\n  "
+     "links: {0->5: {latency_ms: 3}}\n" BASE_WORK,
      "s.yaml:7:11: error: ", "bad link name '0->5'", NULL},
     {"name: t\nmodel: llama-2-7b\n" BASE_PROTO BASE_NET BASE_WORK
      "trace: {source: record, text: s.yaml}\n",
@@ -135,8 +132,8 @@ static const bad_case bad_cases[] = {
      "trace: {source: npy, path: no/such/dir}\n",
      "s.yaml:8:28: error: ", "no such file or folder 'no/such/dir'", NULL},
     {"- a\n- b\n", "s.yaml:1:1: error: ", "must be a mapping of keys, not a list", NULL},
-    {"name: t\n" BASE_MODEL BASE_PROTO "network: 20ms/fast\n" BASE_WORK, "s.yaml:4:10: error: ",
-     "bad bandwidth 'fast'", NULL},
+    {"name: t\n" BASE_MODEL BASE_PROTO "network: 20ms/fast\n" BASE_WORK,
+     "s.yaml:4:10: error: ", "bad bandwidth 'fast'", NULL},
     {"name: t\n" BASE_MODEL BASE_PROTO BASE_NET BASE_WORK "machine: no-such-box\n",
      "s.yaml:8:10: error: ", "unknown machine profile 'no-such-box'", NULL},
     /* what the run will need, checked at load time */
@@ -174,8 +171,8 @@ START_TEST(test_bad_input)
     int rc = load(b->text, &s, &e);
     ck_assert_msg(rc == MS_ERR_INPUT, "case %d: rc %d, message: %s", _i, rc, e.msg);
     th_bad_msg("", b, e.msg, _i);
-    ck_assert_msg(strstr(e.msg, "hint") || strstr(e.msg, "did you mean"),
-                  "case %d: no hint in: %s", _i, e.msg);
+    ck_assert_msg(strstr(e.msg, "hint") || strstr(e.msg, "did you mean"), "case %d: no hint in: %s",
+                  _i, e.msg);
     ck_assert_ptr_null(s.runs);
 }
 END_TEST
@@ -302,8 +299,8 @@ START_TEST(test_zip)
                        "trace: {source: synth}\n";
     scenario s;
     load_ok(text, &s, 3);
-    static const char *const pr[] = {"semi2k", "aby3", "semi2k"}, *const net[] = {"lan", "wan",
-                                                                                  "wan"},
+    static const char *const pr[] = {"semi2k", "aby3", "semi2k"},
+                             *const net[] = {"lan", "wan", "wan"},
                              *const pol[] = {"full", "h2o", "streamingllm"};
     for (size_t i = 0; i < 3; i++) {
         ck_assert_str_eq(s.runs[i].proto.name, pr[i]);
@@ -356,15 +353,14 @@ static void assert_round_trip(const scenario *s);
 
 START_TEST(test_defaults_and_overrides)
 {
-    const char *text =
-        "model: {base: llama-2-7b, max_context: 8192, name: l7-8k}\n"
-        "protocol: {name: aby3, frac_bits: 16}\n"
-        "network:\n  latency_ms: 2\n  bandwidth_mbps: 1000\n"
-        "  links: {0-2: {latency_ms: 30}, 1->0: {bandwidth_gbps: 0.1}}\n"
-        "  dealer: {latency_us: 500, bandwidth_mbps: 100}\n"
-        "workload: {prompt_len: 6000, decode_len: 8}\n"
-        "trace: {source: synth, params: {window: 64, sink: 4}}\n"
-        "policies: [h2o]\n";
+    const char *text = "model: {base: llama-2-7b, max_context: 8192, name: l7-8k}\n"
+                       "protocol: {name: aby3, frac_bits: 16}\n"
+                       "network:\n  latency_ms: 2\n  bandwidth_mbps: 1000\n"
+                       "  links: {0-2: {latency_ms: 30}, 1->0: {bandwidth_gbps: 0.1}}\n"
+                       "  dealer: {latency_us: 500, bandwidth_mbps: 100}\n"
+                       "workload: {prompt_len: 6000, decode_len: 8}\n"
+                       "trace: {source: synth, params: {window: 64, sink: 4}}\n"
+                       "policies: [h2o]\n";
     scenario s;
     load_ok(text, &s, 1);
     const run_cfg *c = &s.runs[0];
@@ -474,7 +470,8 @@ static const struct wire_case {
     int round;
 } wire_cases[] = {
     {"{latency_ms: 1, bandwidth_mbps: 20, wire: tcp}", 1500, 52, 14, 2, 0, NULL, 1},
-    {"{preset: wan, wire: {mtu: 9000, msg_bytes: 32, ack_every: 0}}", 9000, 52, 14, 0, 32, "custom", 1},
+    {"{preset: wan, wire: {mtu: 9000, msg_bytes: 32, ack_every: 0}}", 9000, 52, 14, 0, 32, "custom",
+     1},
     {"{preset: lan, wire: none}", 0, 0, 0, 0, 0, "lan", 0},
 };
 
@@ -482,8 +479,10 @@ START_TEST(test_wire_framing)
 {
     const struct wire_case *w = &wire_cases[_i];
     char text[512];
-    snprintf(text, sizeof text, "model: stories260K\nprotocol: semi2k\nnetwork: %s\n"
-             "workload: {prompt_len: 8, decode_len: 0}\n", w->network);
+    snprintf(text, sizeof text,
+             "model: stories260K\nprotocol: semi2k\nnetwork: %s\n"
+             "workload: {prompt_len: 8, decode_len: 0}\n",
+             w->network);
     scenario s;
     load_ok(text, &s, -1);
     const net_wire *nw = &s.runs[0].net.wire;
@@ -500,7 +499,6 @@ START_TEST(test_wire_framing)
     scn_free(&s);
 }
 END_TEST
-
 
 START_TEST(test_trace_paths)
 {
@@ -522,7 +520,6 @@ START_TEST(test_trace_paths)
 }
 END_TEST
 
-
 /* A trace on disk shorter than prompt + decode, and a text that gives fewer tokens: refused at
  * load time at the path's line:col, and `mpcsim run` writes no database. */
 START_TEST(test_trace_too_short)
@@ -543,8 +540,8 @@ START_TEST(test_trace_too_short)
     } cases[] = {
         {"trace: {source: npy, path: tr}\n", "s.yaml:4:28: error: ",
          "trace 'tr' gives 12 positions, and the run needs prompt_len + decode_len = 16 + 4"},
-        {"trace: {source: record, text: story.txt}\n", "s.yaml:4:31: error: ",
-         "text 'story.txt' (model 'stories260K') gives"},
+        {"trace: {source: record, text: story.txt}\n",
+         "s.yaml:4:31: error: ", "text 'story.txt' (model 'stories260K') gives"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         snprintf(text, sizeof text,
@@ -554,8 +551,8 @@ START_TEST(test_trace_too_short)
         scenario s;
         errbuf e;
         ck_assert_int_eq(scn_load(scn_path, text, &s, &e), MS_ERR_INPUT);
-        ck_assert_msg(strstr(e.msg, cases[i].where) && strstr(e.msg, cases[i].gist),
-                      "case %zu: %s", i, e.msg);
+        ck_assert_msg(strstr(e.msg, cases[i].where) && strstr(e.msg, cases[i].gist), "case %zu: %s",
+                      i, e.msg);
         /* the same through the CLI: exit 2, no database */
         f = fopen(scn_path, "w");
         ck_assert_ptr_nonnull(f);
@@ -610,8 +607,9 @@ START_TEST(test_model_file_vs_inline)
         o += (size_t)snprintf(text + o, sizeof text - o, "  %.*s\n", (int)n, l);
         l += n + (l[n] == '\n');
     }
-    snprintf(text + o, sizeof text - o, "protocol: semi2k\nnetwork: lan\n"
-                                        "workload: {prompt_len: 8, decode_len: 4}\n");
+    snprintf(text + o, sizeof text - o,
+             "protocol: semi2k\nnetwork: lan\n"
+             "workload: {prompt_len: 8, decode_len: 4}\n");
     scenario s;
     ck_assert_msg(scn_load("s.yaml", text, &s, &e) == MS_OK, "%s", e.msg);
     const model_cfg *in = &s.runs[0].model;
@@ -645,10 +643,13 @@ static const struct {
     const char *body, *where, *gist;
 } model_bad[] = {
     {"name: t\nfamily: llama\nlayers: 2\ndim: 64\nheads: 8\nffn_dim: 8\nvocab: 8\n"
-     "max_contxt: 8\n", ":8:1: error: ", "unknown key 'max_contxt' in 'model' (did you mean "
+     "max_contxt: 8\n",
+     ":8:1: error: ",
+     "unknown key 'max_contxt' in 'model' (did you mean "
      "'max_context'?)"},
     {"name: t\nlayers: 2\nlayers: 3\n", ":3:1: error: ", "duplicate key 'layers'"},
-    {"name: t\nfamily: lama\n", ":2:9: error: ", "unknown 'family' value 'lama' (did you mean "
+    {"name: t\nfamily: lama\n", ":2:9: error: ",
+     "unknown 'family' value 'lama' (did you mean "
      "'llama'?)"},
     {"name: t\nlayers: 2\n", ":1:1: error: ", "missing required key 'dim' in 'model'"},
     {"format: mpcsim-model 2\nname: t\n", ":1:9: error: ", "unsupported format 'mpcsim-model 2'"},
@@ -725,12 +726,19 @@ END_TEST
 /* Every field of a protocol configuration that a scenario sets, equal in a and b. */
 static void assert_proto_eq(const proto_cfg *a, const proto_cfg *b)
 {
-#define FIELD(f, kind) {#f, offsetof(proto_cfg, f), kind}
-    static const struct { const char *name; size_t off; char kind; } fields[] = {
-        FIELD(name, 's'),       FIELD(ring_bits, 'i'),   FIELD(frac_bits, 'i'),
-        FIELD(exp_iters, 'i'),  FIELD(recip_iters, 'i'), FIELD(rsqrt_iters, 'i'),
+#define FIELD(f, kind)                   \
+    {                                    \
+#f, offsetof(proto_cfg, f), kind \
+    }
+    static const struct {
+        const char *name;
+        size_t off;
+        char kind;
+    } fields[] = {
+        FIELD(name, 's'),         FIELD(ring_bits, 'i'),    FIELD(frac_bits, 'i'),
+        FIELD(exp_iters, 'i'),    FIELD(recip_iters, 'i'),  FIELD(rsqrt_iters, 'i'),
         FIELD(softmax_clip, 'd'), FIELD(beaver_cache, 'i'), FIELD(trunc_local, 'i'),
-        FIELD(approx, 's'),     FIELD(msb, 's'),         FIELD(topk, 's'),
+        FIELD(approx, 's'),       FIELD(msb, 's'),          FIELD(topk, 's'),
     };
 #undef FIELD
     for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
@@ -741,8 +749,8 @@ static void assert_proto_eq(const proto_cfg *a, const proto_cfg *b)
             ck_assert_msg(*(const int *)x == *(const int *)y, "%s: %d vs %d", fields[i].name,
                           *(const int *)x, *(const int *)y);
         else
-            ck_assert_msg(*(const double *)x == *(const double *)y, "%s: %g vs %g",
-                          fields[i].name, *(const double *)x, *(const double *)y);
+            ck_assert_msg(*(const double *)x == *(const double *)y, "%s: %g vs %g", fields[i].name,
+                          *(const double *)x, *(const double *)y);
     }
 }
 
@@ -865,7 +873,6 @@ START_TEST(test_shipped_scenarios)
 }
 END_TEST
 
-
 START_TEST(test_cli_list)
 {
     static char out[65536];
@@ -875,7 +882,11 @@ START_TEST(test_cli_list)
     for (size_t i = 0; i < n; i++)
         ck_assert_msg(strstr(out, names[i]), "no '%s' in: %s", names[i], out);
     /* each command line, its exit status and what its output holds */
-    static const struct { const char *args; int status; const char *want[2]; } lists[] = {
+    static const struct {
+        const char *args;
+        int status;
+        const char *want[2];
+    } lists[] = {
         {"list policies", 0, {"h2o", "streamingllm"}},
         {"list models", 0, {"stories260K"}},
         {"list protocols", 0, {"semi2k", "aby3"}},
@@ -891,8 +902,8 @@ START_TEST(test_cli_list)
     }
     /* the key tables of the input files, printed from the readers' schemas, in 80 columns */
     ck_assert_int_eq(th_cli_capture("list keys", out, sizeof out), 0);
-    static const char *const keys[] = {"keys of 'model'", "kv_heads", "keys of 'machine profile'",
-                                       "mac_per_s", "heavy_frac", "keys of 'sharing'",
+    static const char *const keys[] = {"keys of 'model'", "kv_heads",   "keys of 'machine profile'",
+                                       "mac_per_s",       "heavy_frac", "keys of 'sharing'",
                                        "capacity_tokens"};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
         ck_assert_msg(strstr(out, keys[i]), "no '%s' in: %s", keys[i], out);
@@ -903,7 +914,8 @@ START_TEST(test_cli_list)
     ck_assert_ptr_null(strstr(out, "kv_heads"));
     ck_assert_int_eq(th_cli_capture("list keys modl", out, sizeof out), 2);
     ck_assert_ptr_nonnull(strstr(out, "did you mean 'model'?"));
-    static const char *const usage[] = {"list", "list models --costs", "list protocols --costs -n 0"};
+    static const char *const usage[] = {"list", "list models --costs",
+                                        "list protocols --costs -n 0"};
     for (int i = 0; i < TH_N(usage); i++)
         ck_assert_msg(th_cli_capture(usage[i], out, sizeof out) == 2, "%s: %s", usage[i], out);
 }

@@ -57,9 +57,10 @@ enum { N = 28, P = 12 };
 static const char *const h2o_params[] = {"heavy=4", "recent=4"};
 /* MPCache: [0] gather and forced shapes, [1] (ratio2 0.6) the full shape with a secret set, [2]
  * the static threshold eviction (a threshold that drops some prompt keys) */
-static const char *const mpc_params[3][4] = {{"static=none", "s1=8", "s2=4", "ratio2=0.3"},
-                                             {"static=none", "s1=8", "s2=4", "ratio2=0.6"},
-                                             {"static_threshold=0.03", "s1=8", "s2=4", "ratio2=0.3"}};
+static const char *const mpc_params[3][4] = {
+    {"static=none", "s1=8", "s2=4", "ratio2=0.3"},
+    {"static=none", "s1=8", "s2=4", "ratio2=0.6"},
+    {"static_threshold=0.03", "s1=8", "s2=4", "ratio2=0.3"}};
 /* A top-k margin (q/√d · bound units) the fixed-point error can swap: measured below 0.01 on
  * 128 positions (BENCHMARKS.md) */
 #define MPC_TIE 0.05
@@ -73,7 +74,10 @@ static void h2o_opts(fixture *f, const char *pname, secinf_opts *o)
 }
 
 /* Policy ops of a step's program by kind. */
-static uint32_t count_kind(const op_program *p, int kind) { return fixture_count_ops(p, kind, OPC_POLICY); }
+static uint32_t count_kind(const op_program *p, int kind)
+{
+    return fixture_count_ops(p, kind, OPC_POLICY);
+}
 
 STORIES(2 * N)
 
@@ -96,17 +100,21 @@ START_TEST(test_h2o_on_shares)
     h2o_sec_audit s;
     secpol_run pub = secinf_public(&o);
     secpol_opened opened = secinf_opened(&r);
-    ck_assert_msg(h2o_secure_compare(&pub, o.spol.cfg, &opened, &k, -1, &s, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(h2o_secure_compare(&pub, o.spol.cfg, &opened, &k, -1, &s, &e) == MS_OK, "%s",
+                  e.msg);
     ck_assert_uint_eq(s.prefill_sets, LH);
     ck_assert_uint_eq(s.evictions, (N - P - 1) * LH);
     ck_assert_uint_eq(s.kept_sets, (N - P) * LH);
     ck_assert_msg(s.separated_same == s.separated, "%u of %u well-separated selections differ",
                   s.separated - s.separated_same, s.separated);
-    ck_assert_msg(s.separated * 10 >= (s.prefill_sets + s.evictions) * 5, "only %u of %u selections separated",
-                  s.separated, s.prefill_sets + s.evictions);
-    ck_assert_msg(s.score_err > 0 && s.score_err < SCORE_TOL, "secure scores off by %.4f", s.score_err);
-    ck_assert_msg(s.evict_same * 100 >= s.evictions * 95, "evictions %u/%u", s.evict_same, s.evictions);
-    ck_assert_msg(s.prefill_same * 100 >= s.prefill_sets * 90, "prompt sets %u/%u", s.prefill_same, s.prefill_sets);
+    ck_assert_msg(s.separated * 10 >= (s.prefill_sets + s.evictions) * 5,
+                  "only %u of %u selections separated", s.separated, s.prefill_sets + s.evictions);
+    ck_assert_msg(s.score_err > 0 && s.score_err < SCORE_TOL, "secure scores off by %.4f",
+                  s.score_err);
+    ck_assert_msg(s.evict_same * 100 >= s.evictions * 95, "evictions %u/%u", s.evict_same,
+                  s.evictions);
+    ck_assert_msg(s.prefill_same * 100 >= s.prefill_sets * 90, "prompt sets %u/%u", s.prefill_same,
+                  s.prefill_sets);
     /* a differing choice from the same candidates is one the fixed-point error can swap */
     ck_assert_uint_eq(s.near_ties, s.differ_same_cand);
     /* every op's bytes and rounds, the selection's included */
@@ -213,7 +221,8 @@ START_TEST(test_h2o_reveals_nothing)
         ck_assert_uint_eq(ra.n_ops[s], rn.n_ops[s]);
         for (uint32_t i = 0; i < rn.n_parties; i++)
             for (uint32_t k = 0; k < rn.n_ops[s]; k++) {
-                const mpc_op_stat *x = &ra.st[(size_t)s * ra.n_nodes + i].ops[k], *y = &rn.st[(size_t)s * rn.n_nodes + i].ops[k];
+                const mpc_op_stat *x = &ra.st[(size_t)s * ra.n_nodes + i].ops[k],
+                                  *y = &rn.st[(size_t)s * rn.n_nodes + i].ops[k];
                 ck_assert_uint_eq(x->rounds, y->rounds);
                 ck_assert_int_eq(memcmp(x->sent, y->sent, sizeof x->sent), 0);
             }
@@ -229,8 +238,10 @@ START_TEST(test_public_and_missing)
     errbuf e = {{0}};
     const char *params[] = {"sink=2", "recent=6"};
     secpol_keep pub, rep;
-    ck_assert_msg(secinf_public_keep(&sf.m, "streamingllm", params, 2, N, P, &pub, &e) == MS_OK, "%s", e.msg);
-    ck_assert_msg(secinf_policy_replay(&sf.m, sf.L, "streamingllm", params, 2, sf.ids, N, P, &rep, NULL, &e) == MS_OK,
+    ck_assert_msg(secinf_public_keep(&sf.m, "streamingllm", params, 2, N, P, &pub, &e) == MS_OK,
+                  "%s", e.msg);
+    ck_assert_msg(secinf_policy_replay(&sf.m, sf.L, "streamingllm", params, 2, sf.ids, N, P, &rep,
+                                       NULL, &e) == MS_OK,
                   "%s", e.msg);
     size_t n = (size_t)N * sf.m.n_layers * sf.m.n_kv_heads * N;
     ck_assert_int_eq(memcmp(pub.keep + (size_t)P * sf.m.n_layers * sf.m.n_kv_heads * N,
@@ -243,10 +254,12 @@ START_TEST(test_public_and_missing)
     ck_assert_int_ne(secinf_public_keep(&sf.m, "h2o", NULL, 0, N, P, &pub, &e), MS_OK);
     secinf_spol sp;
     int is_pub;
-    ck_assert_int_eq(secinf_spol_of(&sf.m, "streamingllm", params, 2, P, N, &sp, &is_pub, &e), MS_OK);
+    ck_assert_int_eq(secinf_spol_of(&sf.m, "streamingllm", params, 2, P, N, &sp, &is_pub, &e),
+                     MS_OK);
     ck_assert(!sp.ops && is_pub);
     ck_assert_int_eq(secinf_spol_of(&sf.m, "mpcache", NULL, 0, P, N, &sp, &is_pub, &e), MS_OK);
-    ck_assert(sp.ops == &policy_mpcache_secure && !is_pub && ((const mpcache_sec *)sp.cfg)->static_count);
+    ck_assert(sp.ops == &policy_mpcache_secure && !is_pub &&
+              ((const mpcache_sec *)sp.cfg)->static_count);
     secinf_spol_free(&sp);
     const char *topk[] = {"static=topk"};
     ck_assert_int_eq(secinf_spol_of(&sf.m, "mpcache", topk, 1, P, N, &sp, &is_pub, &e), MS_OK);
@@ -277,16 +290,20 @@ START_TEST(test_mpcache_on_shares)
     mpcache_sec_audit ms;
     secpol_run pub = secinf_public(&o);
     secpol_opened opened = secinf_opened(&r);
-    ck_assert_msg(mpcache_secure_compare(&pub, o.spol.cfg, &opened, &k, &ms, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(mpcache_secure_compare(&pub, o.spol.cfg, &opened, &k, &ms, &e) == MS_OK, "%s",
+                  e.msg);
     ck_assert_uint_eq(ms.sets, (N - P) * LH);
     ck_assert_uint_ge(ms.topks, 20);
-    ck_assert_msg(ms.same == ms.sets || ms.max_diff_margin < MPC_TIE, "%u/%u sets equal; a differing one's margin %.4f",
-                  ms.same, ms.sets, ms.max_diff_margin);
+    ck_assert_msg(ms.same == ms.sets || ms.max_diff_margin < MPC_TIE,
+                  "%u/%u sets equal; a differing one's margin %.4f", ms.same, ms.sets,
+                  ms.max_diff_margin);
     /* a differing set is a near tie of the replay's own scores (its margin within twice the
      * secure scores' error, measured where the sets agree) */
     ck_assert_uint_eq(ms.differ, ms.sets - ms.same);
-    ck_assert_msg(ms.near_ties == ms.differ, "%u of %u differing sets are not near ties (replay margin %.4f, score error %.4f)",
-                  ms.differ - ms.near_ties, ms.differ, ms.rep_margin, ms.score_err);
+    ck_assert_msg(
+        ms.near_ties == ms.differ,
+        "%u of %u differing sets are not near ties (replay margin %.4f, score error %.4f)",
+        ms.differ - ms.near_ties, ms.differ, ms.rep_margin, ms.score_err);
     ck_assert_msg(ms.score_err > 0 && ms.score_err < 5, "secure scores off by %.4f", ms.score_err);
     ck_assert_msg(ms.same * 100 >= ms.sets * 95, "sets %u/%u", ms.same, ms.sets);
     /* logits: the replay's within the tolerance (when the sets agree), not the full cache's */
@@ -296,7 +313,8 @@ START_TEST(test_mpcache_on_shares)
     if (ms.same == ms.sets)
         ck_assert_msg(a.max_abs < LOGIT_TOL, "logit error vs the replay %.4f", a.max_abs);
     llama_compare(r.logits, full + (size_t)(P - 1) * V, r.n_steps, V, &moved);
-    ck_assert_msg(moved.max_abs > 3 * LOGIT_TOL, "the policy moved the logits by only %.4f", moved.max_abs);
+    ck_assert_msg(moved.max_abs > 3 * LOGIT_TOL, "the policy moved the logits by only %.4f",
+                  moved.max_abs);
     /* every op's bytes and rounds; the shapes the programs took */
     op_program p;
     op_program_init(&p);
@@ -345,9 +363,10 @@ START_TEST(test_mpcache_costed_as_run)
             fixture_step_pair(&o, steps[si], &policy_mpcache, st, phase, si ? P + steps[si] - 1 : P,
                               NULL, sf.m.n_layers, &run, &cost);
             for (int l = 0; l < (int)sf.m.n_layers; l++) {
-                size_t least = si ? (l == 3 ? 4 : 10) : (l == 3 ? 0 : 5); /* layer 3 shares layer 2's */
-                ck_assert_uint_ge(fixture_same_layer(&run, &cost, l, phase, SAME_NO_VIEWS | SAME_ROLES),
-                                  least);
+                size_t least =
+                    si ? (l == 3 ? 4 : 10) : (l == 3 ? 0 : 5); /* layer 3 shares layer 2's */
+                ck_assert_uint_ge(
+                    fixture_same_layer(&run, &cost, l, phase, SAME_NO_VIEWS | SAME_ROLES), least);
             }
             op_program_free(&run);
             op_program_free(&cost);
@@ -379,9 +398,9 @@ START_TEST(test_mpcache_costed_as_run)
 END_TEST
 
 /* A step's program as the session runs it against the one the simulator costs for it (the
- * policy's ops, then the lowering with the policy's attended rows, as sim/scenario/runner.c): the lowered
- * ops in order and each layer's policy ops in order, in kinds, shapes, flags and (policy ops)
- * arguments — the session splices its policy ops into the layers and appends the new cache
+ * policy's ops, then the lowering with the policy's attended rows, as sim/scenario/runner.c): the
+ * lowered ops in order and each layer's policy ops in order, in kinds, shapes, flags and (policy
+ * ops) arguments — the session splices its policy ops into the layers and appends the new cache
  * entry at row 0, so only a lowered op's row argument may differ. Returns the policy ops. */
 static size_t next_lowered(const op_program *p, size_t i)
 {
@@ -393,12 +412,16 @@ static size_t next_lowered(const op_program *p, size_t i)
 static size_t same_program(const op_program *run, const op_program *cost, int phase, uint32_t L)
 {
     size_t i = next_lowered(run, 0), j = next_lowered(cost, 0), lowered = 0;
-    for (; i < run->n_ops && j < cost->n_ops; i = next_lowered(run, i + 1), j = next_lowered(cost, j + 1)) {
+    for (; i < run->n_ops && j < cost->n_ops;
+         i = next_lowered(run, i + 1), j = next_lowered(cost, j + 1)) {
         const op *a = &run->ops[i], *b = &cost->ops[j];
-        ck_assert_msg(a->kind == b->kind && a->layer == b->layer && a->cat == b->cat && a->batch == b->batch &&
-                          a->m == b->m && a->k == b->k && a->n == b->n && a->flags == b->flags,
-                      "lowered op %zu (layer %d): kind %d (%u, %u, %u, %u) run, kind %d (%u, %u, %u, %u) costed",
-                      lowered, a->layer, a->kind, a->batch, a->m, a->k, a->n, b->kind, b->batch, b->m, b->k, b->n);
+        ck_assert_msg(a->kind == b->kind && a->layer == b->layer && a->cat == b->cat &&
+                          a->batch == b->batch && a->m == b->m && a->k == b->k && a->n == b->n &&
+                          a->flags == b->flags,
+                      "lowered op %zu (layer %d): kind %d (%u, %u, %u, %u) run, kind %d (%u, %u, "
+                      "%u, %u) costed",
+                      lowered, a->layer, a->kind, a->batch, a->m, a->k, a->n, b->kind, b->batch,
+                      b->m, b->k, b->n);
         lowered++;
     }
     ck_assert_uint_eq(i, run->n_ops);
@@ -407,12 +430,15 @@ static size_t same_program(const op_program *run, const op_program *cost, int ph
     size_t total = 0;
     for (int l = -1; l < (int)L; l++) {
         const op *a[256], *b[256];
-        size_t na = fixture_layer_ops(run, l, phase, a, 256), nb = fixture_layer_ops(cost, l, phase, b, 256);
+        size_t na = fixture_layer_ops(run, l, phase, a, 256),
+               nb = fixture_layer_ops(cost, l, phase, b, 256);
         ck_assert_uint_eq(na, nb);
         for (size_t k = 0; k < na; k++) {
             ck_assert_int_eq(a[k]->kind, b[k]->kind);
-            ck_assert(a[k]->batch == b[k]->batch && a[k]->m == b[k]->m && a[k]->k == b[k]->k && a[k]->n == b[k]->n);
-            ck_assert(a[k]->flags == b[k]->flags && a[k]->iarg == b[k]->iarg && a[k]->farg == b[k]->farg);
+            ck_assert(a[k]->batch == b[k]->batch && a[k]->m == b[k]->m && a[k]->k == b[k]->k &&
+                      a[k]->n == b[k]->n);
+            ck_assert(a[k]->flags == b[k]->flags && a[k]->iarg == b[k]->iarg &&
+                      a[k]->farg == b[k]->farg);
         }
         total += na;
     }
@@ -434,7 +460,8 @@ static run_cfg *mpc_run_cfg(int cfg)
     return c;
 }
 
-/* The lowering of a decode step at kv cached entries appended to prog (as sim/scenario/runner.c). */
+/* The lowering of a decode step at kv cached entries appended to prog (as sim/scenario/runner.c).
+ */
 static void lower_decode(const model_cfg *m, uint32_t kv, const uint32_t *kept, op_program *prog)
 {
     errbuf e = {{0}};
@@ -493,10 +520,10 @@ END_TEST
 typedef struct mdrive {
     const model_cfg *m;
     void *st;
-    float *k;        /* [L][T][Hkv·d] */
+    float *k; /* [L][T][Hkv·d] */
     uint32_t T, P, W;
     double thr;
-    uint32_t *pass;  /* [L][P] the test's own count of the threshold rule */
+    uint32_t *pass; /* [L][P] the test's own count of the threshold rule */
 } mdrive;
 
 static int mdrive_get_k(void *ctx, uint32_t layer, uint32_t pos, float *k)
@@ -514,8 +541,11 @@ static void mdrive_layer(void *ctx, const llama_layer_view *v)
     size_t KD = (size_t)c->m->n_kv_heads * c->m->head_dim;
     memcpy(c->k + ((size_t)v->layer * c->T + v->pos) * KD, v->k, KD * sizeof *c->k);
     unsigned need = policy_mpcache.needs(c->st, v->pos);
-    policy_obs o = {.layer = v->layer, .pos = v->pos, .q = need & POLICY_NEED_Q ? v->q : NULL,
-                    .k = need & POLICY_NEED_K ? v->k : NULL, .att = need & POLICY_NEED_ATT ? v->att : NULL};
+    policy_obs o = {.layer = v->layer,
+                    .pos = v->pos,
+                    .q = need & POLICY_NEED_Q ? v->q : NULL,
+                    .k = need & POLICY_NEED_K ? v->k : NULL,
+                    .att = need & POLICY_NEED_ATT ? v->att : NULL};
     errbuf e = {{0}};
     ck_assert_msg(policy_mpcache.observe(c->st, &o, &e) == MS_OK, "%s", e.msg);
     /* the rule (policies.md §1.8): key j stays if a window row's head-mean attention on it
@@ -542,7 +572,11 @@ START_TEST(test_mpcache_threshold_decode_costed_as_run)
     uint32_t L = m->n_layers, Hkv = m->n_kv_heads, T = P + STEPS;
     kv_param kv[4];
     fixture_kv(mpc_params[2], 4, kv);
-    mdrive c = {.m = m, .T = T, .P = P, .W = ((const mpcache_sec *)o.spol.cfg)->mpc.window, .thr = ((const mpcache_sec *)o.spol.cfg)->mpc.thr};
+    mdrive c = {.m = m,
+                .T = T,
+                .P = P,
+                .W = ((const mpcache_sec *)o.spol.cfg)->mpc.window,
+                .thr = ((const mpcache_sec *)o.spol.cfg)->mpc.thr};
     c.k = calloc((size_t)L * T * Hkv * m->head_dim, sizeof *c.k);
     c.pass = calloc((size_t)L * P, sizeof *c.pass);
     policy_env env = fixture_env(&sf, P, N);
@@ -561,7 +595,11 @@ START_TEST(test_mpcache_threshold_decode_costed_as_run)
     /* the counts the parties would learn: the rule's, a shared layer its source's */
     uint32_t dropped = 0;
     for (uint32_t l = 0; l < L; l++) {
-        uint32_t src = mpcache_layer_kind(&((const mpcache_sec *)o.spol.cfg)->mpc, l) == MPCACHE_LAYER_SHARED ? l - 1 : l, cnt = 0;
+        uint32_t src = mpcache_layer_kind(&((const mpcache_sec *)o.spol.cfg)->mpc, l) ==
+                               MPCACHE_LAYER_SHARED
+                           ? l - 1
+                           : l,
+                 cnt = 0;
         for (uint32_t j = 0; j < P; j++)
             cnt += c.pass[src * P + j];
         ((mpcache_sec *)o.spol.cfg)->static_count[l] = cnt;
@@ -578,7 +616,9 @@ START_TEST(test_mpcache_threshold_decode_costed_as_run)
         for (uint32_t l = 0; l < L; l++) {
             for (uint32_t g = 0; g < Hkv; g++)
                 sel[g] = kvl; /* not read by mpcache's emit_cost and attend */
-            ck_assert_msg(policy_mpcache.emit_cost(c.st, PHASE_DECODE, l, kvl, sel, &cost, &e) == MS_OK, "%s", e.msg);
+            ck_assert_msg(policy_mpcache.emit_cost(c.st, PHASE_DECODE, l, kvl, sel, &cost, &e) ==
+                              MS_OK,
+                          "%s", e.msg);
             policy_mpcache.attend(c.st, l, kvl, sel, kept + l * Hkv);
         }
         lower_decode(m, kvl, kept, &cost);
@@ -618,8 +658,10 @@ START_TEST(test_mpcache_reveals_nothing)
         if (p.ops[i].kind == OP_REVEAL) {
             const char *nm = p.tens[p.ops[i].in[0]].name;
             reveals++;
-            counts += strstr(nm, ".mpc.count_sh") != NULL && p.tens[p.ops[i].in[0]].batch * p.tens[p.ops[i].in[0]].rows *
-                                                              p.tens[p.ops[i].in[0]].cols == 1;
+            counts += strstr(nm, ".mpc.count_sh") != NULL && p.tens[p.ops[i].in[0]].batch *
+                                                                     p.tens[p.ops[i].in[0]].rows *
+                                                                     p.tens[p.ops[i].in[0]].cols ==
+                                                                 1;
             ck_assert_msg(!strcmp(nm, "logits") || strstr(nm, ".mpc.count_sh"), "%s revealed", nm);
         }
     ck_assert_uint_eq(reveals, 5);
@@ -646,23 +688,72 @@ static const char *run_cli(const char *const *args, int *status)
 START_TEST(test_cli)
 {
     int st;
-    const char *h2o[] = {"validate", "--model", "stories260K", "--accuracy", "20", "--prompt", "10", "--text",
-                         "tests/data/tinystories_sample.txt", "--set", "approx=sigmoid", "--protocol", "semi2k",
-                         "--policy", "h2o", "--policy-param", "heavy=3", "--policy-param", "recent=3", NULL};
+    const char *h2o[] = {"validate",
+                         "--model",
+                         "stories260K",
+                         "--accuracy",
+                         "20",
+                         "--prompt",
+                         "10",
+                         "--text",
+                         "tests/data/tinystories_sample.txt",
+                         "--set",
+                         "approx=sigmoid",
+                         "--protocol",
+                         "semi2k",
+                         "--policy",
+                         "h2o",
+                         "--policy-param",
+                         "heavy=3",
+                         "--policy-param",
+                         "recent=3",
+                         NULL};
     const char *out = run_cli(h2o, &st);
     ck_assert_msg(st == 0, "exit %d: %s", st, out);
     ck_assert_msg(strstr(out, "h2o selected on shares (heavy 3, recent 3)") != NULL, "%s", out);
     ck_assert_msg(strstr(out, "equal the prediction: yes") != NULL, "%s", out);
-    const char *mpc[] = {"validate", "--model", "stories260K", "--accuracy", "20", "--prompt", "16", "--text",
-                         "tests/data/tinystories_sample.txt", "--set", "approx=sigmoid", "--protocol", "semi2k",
-                         "--policy", "mpcache", "--policy-param", "s1=8", "--policy-param", "s2=4", NULL};
+    const char *mpc[] = {"validate",
+                         "--model",
+                         "stories260K",
+                         "--accuracy",
+                         "20",
+                         "--prompt",
+                         "16",
+                         "--text",
+                         "tests/data/tinystories_sample.txt",
+                         "--set",
+                         "approx=sigmoid",
+                         "--protocol",
+                         "semi2k",
+                         "--policy",
+                         "mpcache",
+                         "--policy-param",
+                         "s1=8",
+                         "--policy-param",
+                         "s2=4",
+                         NULL};
     out = run_cli(mpc, &st);
     ck_assert_msg(st == 0, "exit %d: %s", st, out);
     ck_assert_msg(strstr(out, "mpcache selected on shares (static threshold") != NULL, "%s", out);
     ck_assert_msg(strstr(out, "equal the prediction: yes") != NULL, "%s", out);
-    const char *mtk[] = {"validate", "--model", "stories260K", "--accuracy", "20", "--prompt", "16", "--text",
-                         "tests/data/tinystories_sample.txt", "--set", "approx=sigmoid", "--protocol", "semi2k",
-                         "--policy", "mpcache", "--policy-param", "static=topk", NULL};
+    const char *mtk[] = {"validate",
+                         "--model",
+                         "stories260K",
+                         "--accuracy",
+                         "20",
+                         "--prompt",
+                         "16",
+                         "--text",
+                         "tests/data/tinystories_sample.txt",
+                         "--set",
+                         "approx=sigmoid",
+                         "--protocol",
+                         "semi2k",
+                         "--policy",
+                         "mpcache",
+                         "--policy-param",
+                         "static=topk",
+                         NULL};
     out = run_cli(mtk, &st);
     ck_assert_msg(st == 0, "exit %d: %s", st, out);
     ck_assert_msg(strstr(out, "NOTE: mpcache has no selection on shares") != NULL, "%s", out);
@@ -684,7 +775,8 @@ static void evict_plain(const double score[4], double out[2])
     h2o_shape sh = {1, 1, 1, 2, 1};
     h2o_ids lay;
     h2o_sel sel;
-    ck_assert_int_eq(h2o_emit_ops(&p, &sh, PHASE_DECODE, 0, 3, 1, OP_NONE, OP_NONE, OP_NONE, &lay, &e), MS_OK);
+    ck_assert_int_eq(
+        h2o_emit_ops(&p, &sh, PHASE_DECODE, 0, 3, 1, OP_NONE, OP_NONE, OP_NONE, &lay, &e), MS_OK);
     ck_assert_int_eq(h2o_emit_select(&p, &sh, PHASE_DECODE, 1, 3, 1, &lay, &sel, &e), MS_OK);
     mpc_val *vals = calloc(p.n_tens, sizeof *vals);
     for (uint32_t t = 0; t < p.n_tens; t++) {

@@ -24,8 +24,8 @@ TESTDIR("check_serve")
 
 /* ---- a hand-checkable coster: cost grows with new tokens, cached tokens and batch ------- */
 
-static int t_step(void *ctx, int phase, uint32_t n, uint32_t kv, uint32_t batch,
-                  step_figures *o, errbuf *e)
+static int t_step(void *ctx, int phase, uint32_t n, uint32_t kv, uint32_t batch, step_figures *o,
+                  errbuf *e)
 {
     (void)ctx;
     (void)e;
@@ -134,8 +134,8 @@ static void expect_hits(const serve_result *r, int n, const int *hits)
 {
     for (int i = 0; i < n; i++)
         if (hits[i] >= 0)
-            ck_assert_msg(r->req[i].hit == (uint32_t)hits[i], "request %d: %u tokens reused, want %d",
-                          i, r->req[i].hit, hits[i]);
+            ck_assert_msg(r->req[i].hit == (uint32_t)hits[i],
+                          "request %d: %u tokens reused, want %d", i, r->req[i].hit, hits[i]);
 }
 
 START_TEST(test_prefix_hits)
@@ -319,8 +319,8 @@ START_TEST(test_span_never_sensitive)
                 for (int i2 = 0; i2 < N && !found; i2++)
                     for (int j2 = 0; j2 < L && !found; j2++)
                         found = tok[i2][j2] == tok[i][j] && !sens[i2][j2];
-                ck_assert_msg(found, "reused token %u at %d:%u was only ever sensitive",
-                              tok[i][j], i, j);
+                ck_assert_msg(found, "reused token %u at %d:%u was only ever sensitive", tok[i][j],
+                              i, j);
             }
     }
     ck_assert_uint_gt(hits, 0);
@@ -692,7 +692,11 @@ START_TEST(test_workload_file)
     wl_free(&r);
     wl_free(&w);
     /* errors name file:line:col (the first with the file's path before them) */
-    static const struct { const char *text; int with_path; const char *want; } bad[] = {
+    static const struct {
+        const char *text;
+        int with_path;
+        const char *want;
+    } bad[] = {
         {"mpcsim-serve-workload 1\nreq 5 0 1 2 : 1 2 3\nreq 7 0 1 x : 4\n", 1,
          ":3:11: error: expected decode_len"},
         {"mpcsim-serve-workload 1\nreq 5 0 1 2 : 1 2 3\nreq 4 0 1 2 : 4\n", 0,
@@ -717,7 +721,8 @@ END_TEST
 START_TEST(test_bucket_bound)
 {
     workload w;
-    twice_wl(&w, 100, 33, 37, GAP); /* the first caches 2 blocks; the second hits 32, prefills 5 on 32 */
+    twice_wl(&w, 100, 33, 37,
+             GAP); /* the first caches 2 blocks; the second hits 32, prefills 5 on 32 */
     serve_params p = params_for(KVS_PREFIX, 16, KVS_POS_REROTATE);
     serve_result r1, r16;
     run_ok(&p, &w, &r1);
@@ -745,7 +750,8 @@ static int real_cfg(const char *model, run_cfg *c, errbuf *e)
     const proto *pr = proto_find("semi2k");
     ck_assert_ptr_nonnull(pr);
     int rc;
-    if ((rc = model_load(model, &c->model, e)) || (rc = proto_cfg_default("semi2k", &c->proto, e)) ||
+    if ((rc = model_load(model, &c->model, e)) ||
+        (rc = proto_cfg_default("semi2k", &c->proto, e)) ||
         (rc = net_parse("lan", pr->n_parties, &c->net, e)) ||
         (rc = machine_load("default", &c->machine, e)))
         return rc;
@@ -839,8 +845,9 @@ START_TEST(test_cli)
     snprintf(path, sizeof path, "%s/bad.db", dir);
     ck_assert_int_ne(access(path, F_OK), 0);
     /* re-rotation needs RoPE: gpt2 has learned positions */
-    th_file(&td, "g.yaml", "model: gpt2\nworkload:\n  requests: 5\nsharing:\n  policies: span\n"
-                              "  position: rerotate\n");
+    th_file(&td, "g.yaml",
+            "model: gpt2\nworkload:\n  requests: 5\nsharing:\n  policies: span\n"
+            "  position: rerotate\n");
     rc = sh(dir, "g.yaml -o g.db", err, sizeof err);
     ck_assert_int_eq(rc, 2);
     ck_assert_msg(strstr(err, "g.yaml:6:13: error: position 'rerotate' needs a RoPE model"), "%s",
@@ -854,10 +861,10 @@ Suite *serve_suite(void)
     TCase *t = th_case(s, "core", 60);
     TESTDIR_USE(t);
     TH_TESTS(t, test_prefix_hits, test_prefix_last_token, test_salted_hits, test_span_hits,
-                test_span_never_sensitive, test_span_secret_never_hit, test_lru_eviction,
-                test_span_eviction, test_ttft_hit_faster, test_schedule_by_hand,
-                test_leak_prefix_recovers, test_leak_salted_nothing, test_leak_span_nothing,
-                test_leak_bits, test_determinism, test_policy_ordering, test_capacity_eviction,
-                test_workload_file, test_bucket_bound, test_real_coster, test_cli);
+             test_span_never_sensitive, test_span_secret_never_hit, test_lru_eviction,
+             test_span_eviction, test_ttft_hit_faster, test_schedule_by_hand,
+             test_leak_prefix_recovers, test_leak_salted_nothing, test_leak_span_nothing,
+             test_leak_bits, test_determinism, test_policy_ordering, test_capacity_eviction,
+             test_workload_file, test_bucket_bound, test_real_coster, test_cli);
     return s;
 }

@@ -40,19 +40,44 @@ static const char *qtext(rdb *db, const char *sql, int c, char *out, size_t cap)
 
 static const sdb_metric METRICS[3] = {
     {"ttft_p50", 0.25, "s"}, {"token_hit_rate", 0.5, ""}, {"throughput_tokens", 1234.5, "tok/s"}};
-static const sdb_request REQS[2] = {
-    {.arrival_ns = 1, .admit_ns = 2, .first_ns = 3, .finish_ns = 4, .tenant = 5, .user = 6,
-     .prompt = 7, .hit = 8, .shifted = 9, .decode = 10},
-    {.arrival_ns = 1ull << 40, .admit_ns = (1ull << 40) + 1, .first_ns = (1ull << 41),
-     .finish_ns = (1ull << 42), .tenant = 0, .user = 4000000000u, .prompt = 4096, .hit = 0,
-     .shifted = 0, .decode = 1}};
+static const sdb_request REQS[2] = {{.arrival_ns = 1,
+                                     .admit_ns = 2,
+                                     .first_ns = 3,
+                                     .finish_ns = 4,
+                                     .tenant = 5,
+                                     .user = 6,
+                                     .prompt = 7,
+                                     .hit = 8,
+                                     .shifted = 9,
+                                     .decode = 10},
+                                    {.arrival_ns = 1ull << 40,
+                                     .admit_ns = (1ull << 40) + 1,
+                                     .first_ns = (1ull << 41),
+                                     .finish_ns = (1ull << 42),
+                                     .tenant = 0,
+                                     .user = 4000000000u,
+                                     .prompt = 4096,
+                                     .hit = 0,
+                                     .shifted = 0,
+                                     .decode = 1}};
 
 static sdb_run a_run(void)
 {
-    return (sdb_run){.scenario = "rag", .policy = "span", .model = "stories260K",
-                     .protocol = "semi2k", .network = "lan", .scheduler = "fcfs", .rate = 12.5,
-                     .seed = 42, .n_requests = 2, .batch = 4, .chunk = 256,
-                     .config = "name: rag\n", .metric = METRICS, .n_metric = 3, .req = REQS,
+    return (sdb_run){.scenario = "rag",
+                     .policy = "span",
+                     .model = "stories260K",
+                     .protocol = "semi2k",
+                     .network = "lan",
+                     .scheduler = "fcfs",
+                     .rate = 12.5,
+                     .seed = 42,
+                     .n_requests = 2,
+                     .batch = 4,
+                     .chunk = 256,
+                     .config = "name: rag\n",
+                     .metric = METRICS,
+                     .n_metric = 3,
+                     .req = REQS,
                      .n_req = 2};
 }
 
@@ -130,8 +155,8 @@ START_TEST(test_schema_as_documented)
         /* every documented column is there; every column but the row id and the creation
          * time is documented */
         for (int i = 0; i < nw; i++)
-            ck_assert_msg(has(got, ng, want[i]), "%s: documented column '%s' missing",
-                          tables[t], want[i]);
+            ck_assert_msg(has(got, ng, want[i]), "%s: documented column '%s' missing", tables[t],
+                          want[i]);
         for (int i = 0; i < ng; i++)
             ck_assert_msg(has(want, nw, got[i]) || !strcmp(got[i], "id") ||
                               !strcmp(got[i], "created"),
@@ -140,7 +165,8 @@ START_TEST(test_schema_as_documented)
     /* creating them again is harmless */
     ck_assert_msg(sdb_init(tdb, &e) == MS_OK, "%s", e.msg);
     ck_assert_int_eq(q1(tdb, "SELECT count(*) FROM sqlite_master WHERE name LIKE 'serve_%' AND "
-                            "type = 'table'"), 4);
+                             "type = 'table'"),
+                     4);
 }
 END_TEST
 
@@ -160,11 +186,12 @@ START_TEST(test_run_read_back)
     ck_assert_int_gt(id1, 0);
     ck_assert_int_gt(id2, id1);
     char sql[256], t[256];
-    snprintf(sql, sizeof sql, "SELECT scenario, policy, rate, seed, model, protocol, network, "
+    snprintf(sql, sizeof sql,
+             "SELECT scenario, policy, rate, seed, model, protocol, network, "
              "scheduler, n_requests, batch, chunk, config, created FROM serve_runs WHERE id = %lld",
              (long long)id1);
     static const char *const want[] = {"rag", "span", "12.5", "42", "stories260K", "semi2k",
-                                       "lan", "fcfs", "2", "4", "256", "name: rag\n"};
+                                       "lan", "fcfs", "2",    "4",  "256",         "name: rag\n"};
     for (int c = 0; c < 12; c++)
         ck_assert_str_eq(qtext(tdb, sql, c, t, sizeof t), want[c]);
     ck_assert_int_eq(strlen(qtext(tdb, sql, 12, t, sizeof t)), strlen("2026-01-01T00:00:00.000Z"));
@@ -172,8 +199,10 @@ START_TEST(test_run_read_back)
     ck_assert_str_eq(qtext(tdb, sql, 0, t, sizeof t), "NULL");
     /* the metrics, each with its unit */
     for (int i = 0; i < 3; i++) {
-        snprintf(sql, sizeof sql, "SELECT value, unit FROM serve_metrics WHERE run_id = %lld AND "
-                 "name = '%s'", (long long)id1, METRICS[i].name);
+        snprintf(sql, sizeof sql,
+                 "SELECT value, unit FROM serve_metrics WHERE run_id = %lld AND "
+                 "name = '%s'",
+                 (long long)id1, METRICS[i].name);
         sqlite3_stmt *s;
         ck_assert_int_eq(sqlite3_prepare_v2(rdb_handle(tdb), sql, -1, &s, NULL), SQLITE_OK);
         ck_assert_int_eq(sqlite3_step(s), SQLITE_ROW);
@@ -185,9 +214,11 @@ START_TEST(test_run_read_back)
              (long long)id2);
     ck_assert_int_eq(q1(tdb, sql), 3);
     /* the requests, numbered in order, 64-bit times intact */
-    snprintf(sql, sizeof sql, "SELECT req, tenant, user, arrival_ns, admit_ns, first_ns, "
+    snprintf(sql, sizeof sql,
+             "SELECT req, tenant, user, arrival_ns, admit_ns, first_ns, "
              "finish_ns, prompt, hit, shifted, decode FROM serve_requests WHERE run_id = %lld "
-             "ORDER BY req", (long long)id1);
+             "ORDER BY req",
+             (long long)id1);
     sqlite3_stmt *s;
     ck_assert_int_eq(sqlite3_prepare_v2(rdb_handle(tdb), sql, -1, &s, NULL), SQLITE_OK);
     for (int i = 0; i < 2; i++) {
@@ -198,9 +229,16 @@ START_TEST(test_run_read_back)
             sqlite3_column_int64(s, 3), sqlite3_column_int64(s, 4), sqlite3_column_int64(s, 5),
             sqlite3_column_int64(s, 6), sqlite3_column_int64(s, 7), sqlite3_column_int64(s, 8),
             sqlite3_column_int64(s, 9), sqlite3_column_int64(s, 10)};
-        const int64_t exp[11] = {i, x->tenant, x->user, (int64_t)x->arrival_ns,
-                                 (int64_t)x->admit_ns, (int64_t)x->first_ns,
-                                 (int64_t)x->finish_ns, x->prompt, x->hit, x->shifted,
+        const int64_t exp[11] = {i,
+                                 x->tenant,
+                                 x->user,
+                                 (int64_t)x->arrival_ns,
+                                 (int64_t)x->admit_ns,
+                                 (int64_t)x->first_ns,
+                                 (int64_t)x->finish_ns,
+                                 x->prompt,
+                                 x->hit,
+                                 x->shifted,
                                  x->decode};
         for (int c = 0; c < 11; c++)
             ck_assert_msg(got[c] == exp[c], "request %d column %d: %lld, want %lld", i, c,
@@ -221,17 +259,26 @@ END_TEST
 START_TEST(test_leak_read_back)
 {
     errbuf e;
-    sdb_leak l = {.scenario = "rag", .policy = "prefix", .channel = "ttft", .scheduler = NULL,
-                  .trials = 40, .correct = 31, .candidates = 8, .success_rate = 0.775,
-                  .chance = 0.125, .p_value = 1e-20, .bits = 1.5, .ttft_gap_ms = -3.25};
+    sdb_leak l = {.scenario = "rag",
+                  .policy = "prefix",
+                  .channel = "ttft",
+                  .scheduler = NULL,
+                  .trials = 40,
+                  .correct = 31,
+                  .candidates = 8,
+                  .success_rate = 0.775,
+                  .chance = 0.125,
+                  .p_value = 1e-20,
+                  .bits = 1.5,
+                  .ttft_gap_ms = -3.25};
     ck_assert_msg(sdb_put_leak(tdb, &l, &e) == MS_OK, "%s", e.msg);
     l.policy = "salted";
     ck_assert_msg(sdb_put_leak(tdb, &l, &e) == MS_OK, "%s", e.msg);
     const char *sql = "SELECT scenario, policy, channel, scheduler, trials, correct, candidates, "
                       "success_rate, chance, p_value, bits, ttft_gap_ms FROM serve_leak "
                       "ORDER BY id LIMIT 1";
-    static const char *const want[] = {"rag", "prefix", "ttft", "NULL", "40", "31", "8",
-                                       "0.775", "0.125", "1.0e-20", "1.5", "-3.25"};
+    static const char *const want[] = {"rag", "prefix", "ttft",  "NULL",    "40",  "31",
+                                       "8",   "0.775",  "0.125", "1.0e-20", "1.5", "-3.25"};
     char t[64];
     for (int c = 0; c < 12; c++)
         ck_assert_str_eq(qtext(tdb, sql, c, t, sizeof t), want[c]);
@@ -288,8 +335,7 @@ START_TEST(test_errors_leave_nothing)
     int64_t id = -7;
     r.scenario = NULL;
     ck_assert_int_eq(sdb_put_run(db, &r, &id, &e), MS_ERR_DB);
-    ck_assert_msg(strstr(e.msg, "NOT NULL") && strstr(e.msg, "serve_runs.scenario"), "%s",
-                  e.msg);
+    ck_assert_msg(strstr(e.msg, "NOT NULL") && strstr(e.msg, "serve_runs.scenario"), "%s", e.msg);
     ck_assert_int_eq(id, -7);
     /* a metric named twice fails in the child rows: the run row goes with them */
     sdb_metric twice[2] = {{"ttft_p50", 1, "s"}, {"ttft_p50", 2, "s"}};

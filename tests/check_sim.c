@@ -44,10 +44,16 @@ static void build_prog(op_program *p, size_t n, const int *dep, int cat_of_op)
     }
     uint32_t x = op_tensor_add(p, "x", OPT_INPUT, DOM_ARITH, 1, 1, 8);
     for (size_t i = 0; i < n; i++) {
-        op o = {.kind = OP_MUL, .phase = PHASE_DECODE,
+        op o = {.kind = OP_MUL,
+                .phase = PHASE_DECODE,
                 .cat = (uint8_t)(cat_of_op >= 0 ? cat_of_op : (int)(i % OPC_N)),
-                .layer = (int16_t)(i % 3), .group = -1, .batch = 1, .m = 1, .n = 8,
-                .in = {dep[i] >= 0 ? (uint32_t)dep[i] : x, x, OP_NONE}, .out = (uint32_t)i};
+                .layer = (int16_t)(i % 3),
+                .group = -1,
+                .batch = 1,
+                .m = 1,
+                .n = 8,
+                .in = {dep[i] >= 0 ? (uint32_t)dep[i] : x, x, OP_NONE},
+                .out = (uint32_t)i};
         ck_assert_int_ge(op_emit(p, &o), 0);
     }
 }
@@ -120,8 +126,7 @@ static void random_case(gsl_rng *g, int P, size_t n, int chain, op_program *p, c
     ck_assert_ptr_nonnull(dep);
     for (size_t i = 0; i < n; i++)
         dep[i] = chain ? (int)i - 1
-                       : (i == 0 || gsl_rng_uniform(g) < 0.3 ? -1
-                                                            : (int)gsl_rng_uniform_int(g, i));
+                       : (i == 0 || gsl_rng_uniform(g) < 0.3 ? -1 : (int)gsl_rng_uniform_int(g, i));
     build_prog(p, n, dep, -1);
     free(dep);
     memset(l, 0, sizeof *l);
@@ -282,15 +287,16 @@ START_TEST(test_wire_framing)
     /* NET_WIRE_TCP: mss 1500 − 52 = 1448; every segment 14 + 52 = 66 bytes more; a pure ACK
      * (66 bytes) per 2 reverse segments interleaved (sim/engine/net.c gives the sources) */
     net_wire w = NET_WIRE_TCP, off = {0};
-    ck_assert_uint_eq(net_wire_bytes(&off, 14480, 14480), 14480);   /* mtu 0: payload only */
-    ck_assert_uint_eq(net_wire_bytes(&w, 0, 14480), 0);             /* no message, no bytes */
+    ck_assert_uint_eq(net_wire_bytes(&off, 14480, 14480), 14480); /* mtu 0: payload only */
+    ck_assert_uint_eq(net_wire_bytes(&w, 0, 14480), 0);           /* no message, no bytes */
     ck_assert_uint_eq(net_wire_bytes(&w, 1, 0), 1 + 66);
     ck_assert_uint_eq(net_wire_bytes(&w, 1448, 0), 1448 + 66);
     ck_assert_uint_eq(net_wire_bytes(&w, 1449, 0), 1449 + 2 * 66);
     ck_assert_uint_eq(net_wire_segments(&w, 14480), 10);
     ck_assert_uint_eq(net_wire_bytes(&w, 14480, 14480), 14480 + 10 * 66 + 5 * 66);
-    ck_assert_uint_eq(net_wire_bytes(&w, 14480, 2896), 14480 + 10 * 66 + 1 * 66); /* 2 reverse segs */
-    ck_assert_uint_eq(net_wire_bytes(&w, 2896, 14480), 2896 + 2 * 66 + 1 * 66);   /* min(2, 10) / 2 */
+    ck_assert_uint_eq(net_wire_bytes(&w, 14480, 2896),
+                      14480 + 10 * 66 + 1 * 66);                                /* 2 reverse segs */
+    ck_assert_uint_eq(net_wire_bytes(&w, 2896, 14480), 2896 + 2 * 66 + 1 * 66); /* min(2, 10) / 2 */
     w.msg_bytes = 32; /* the transport's header joins the stream: 14512 bytes, 11 segments */
     ck_assert_uint_eq(net_wire_bytes(&w, 14480, 14480), 14512 + 11 * 66 + 5 * 66);
     w.ack_every = 0;
@@ -522,8 +528,13 @@ START_TEST(test_event_queue_equals_onepass)
     /* the event-queue run and the one-pass run of the same model agree on every figure */
     gsl_rng *g = seeded(31337);
     machine_profile m = fast_machine();
-    const char *nets[] = {"lan", "wan", "2ms/20Mbps", "0ms/1Gbps",
-                          "2ms/20Mbps/3100", "0ms/1Gbps/125000", "1ms/100Mbps/2000000"};
+    const char *nets[] = {"lan",
+                          "wan",
+                          "2ms/20Mbps",
+                          "0ms/1Gbps",
+                          "2ms/20Mbps/3100",
+                          "0ms/1Gbps/125000",
+                          "1ms/100Mbps/2000000"};
     sim_ws *ws = sim_ws_new();
     for (int trial = 0; trial < 56; trial++) {
         int P = 2 + trial % 2;
@@ -672,7 +683,8 @@ START_TEST(test_determinism_and_timeline)
             char cmd[1024];
             snprintf(cmd, sizeof cmd,
                      "/usr/bin/python3 -c 'import json,sys; d=json.load(open(\"%s\")); "
-                     "sys.exit(0 if len(d[\"traceEvents\"]) > 10 else 1)'", path);
+                     "sys.exit(0 if len(d[\"traceEvents\"]) > 10 else 1)'",
+                     path);
             ck_assert_int_eq(system(cmd), 0);
         }
         free(ta);
@@ -858,7 +870,6 @@ START_TEST(test_shipped_profiles)
 }
 END_TEST
 
-
 /* ---- regimes ----------------------------------------------------------------------------- */
 
 /* One op of one round: each party does `work` MACs, then sends `bytes` to the other. */
@@ -928,16 +939,16 @@ Suite *sim_suite(void)
     Suite *s = suite_create("sim");
     TCase *tc = th_case(s, "net", 0);
     TH_TESTS(tc, test_presets, test_arrival_formula, test_serialization_back_to_back,
-                 test_token_bucket_link, test_wire_framing);
+             test_token_bucket_link, test_wire_framing);
     tc = th_case(s, "program", 60);
     TESTDIR_USE(tc);
     tcase_add_checked_fixture(tc, NULL, rng_teardown);
     TH_TESTS(tc, test_bytes_independent_of_network, test_monotone_in_latency_and_bandwidth,
-                 test_latency_bound_regime, test_overlap, test_event_queue_equals_onepass,
-                 test_critical_path_split, test_determinism_and_timeline);
+             test_latency_bound_regime, test_overlap, test_event_queue_equals_onepass,
+             test_critical_path_split, test_determinism_and_timeline);
     tc = th_case(s, "machine", 30);
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_machine_profile_io, test_calibrate_quick, test_calibrate_threads,
-                 test_compute_model, test_shipped_profiles, test_regimes);
+             test_compute_model, test_shipped_profiles, test_regimes);
     return s;
 }

@@ -18,9 +18,11 @@ TESTDIR("check_synth_calib")
 static void load_shape(model_cfg *cfg, const char *family)
 {
     char text[512];
-    snprintf(text, sizeof text, "format: mpcsim-model 1\nname: calib-%s\nfamily: %s\nlayers: 3\ndim: 512\n"
-             "heads: 4\nkv_heads: 4\nhead_dim: 128\nffn_dim: 1024\nvocab: 32000\nmax_context: 4096\n",
-             family, family);
+    snprintf(
+        text, sizeof text,
+        "format: mpcsim-model 1\nname: calib-%s\nfamily: %s\nlayers: 3\ndim: 512\n"
+        "heads: 4\nkv_heads: 4\nhead_dim: 128\nffn_dim: 1024\nvocab: 32000\nmax_context: 4096\n",
+        family, family);
     const char *path = th_file(&td, "m.yaml", text);
     errbuf e = {{0}};
     ck_assert_msg(model_load(path, cfg, &e) == MS_OK, "%s", e.msg);
@@ -48,9 +50,11 @@ static trace_stats measure(const char *family, double sink)
     if (sink >= 0)
         p.sink = sink;
     trace_stats st = synth_stats(&cfg, 2048, 1, &p);
-    fprintf(stderr, "synth %s sink %.1f: sparsity %.4f (smallest layer %.4f), sink leads %.4f "
-            "of rows, top-5%% mass %.4f, sink mass %.4f\n", family, p.sink, st.sparsity,
-            st.sparsity_min_layer, st.sink_top, st.top5_mass, st.sink_mass);
+    fprintf(stderr,
+            "synth %s sink %.1f: sparsity %.4f (smallest layer %.4f), sink leads %.4f "
+            "of rows, top-5%% mass %.4f, sink mass %.4f\n",
+            family, p.sink, st.sparsity, st.sparsity_min_layer, st.sink_top, st.top5_mass,
+            st.sink_mass);
     return st;
 }
 
@@ -61,8 +65,8 @@ START_TEST(family_defaults_reproduce_cited_statistics)
         trace_stats st = measure(families[i], -1);
         ck_assert_msg(st.sparsity_min_layer > 0.95, "%s: H2O's sparsity not reproduced (%.4f)",
                       families[i], st.sparsity_min_layer);
-        ck_assert_msg(st.sink_top >= 0.90, "%s: the sink leads only %.4f of the rows",
-                      families[i], st.sink_top);
+        ck_assert_msg(st.sink_top >= 0.90, "%s: the sink leads only %.4f of the rows", families[i],
+                      st.sink_top);
     }
 }
 END_TEST
@@ -102,6 +106,6 @@ Suite *synth_calib_suite(void)
     TCase *tc = th_case(s, "calibration", 120);
     TESTDIR_USE(tc);
     TH_TESTS(tc, family_defaults_reproduce_cited_statistics, generic_defaults_are_too_diffuse,
-                 concentration_estimators_on_a_known_row);
+             concentration_estimators_on_a_known_row);
     return s;
 }

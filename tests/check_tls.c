@@ -91,19 +91,23 @@ START_TEST(test_tls_default_and_framing)
     wire_out t[3], p[3];
     run_wire(0, t);
     run_wire(1, p);
-    net_wire tw = {.msg_bytes = MPC_FRAME_HDR, .tls_record = MPC_TLS_RECORD, .tls_overhead = MPC_TLS_OVERHEAD};
+    net_wire tw = {
+        .msg_bytes = MPC_FRAME_HDR, .tls_record = MPC_TLS_RECORD, .tls_overhead = MPC_TLS_OVERHEAD};
     net_wire pw = {.msg_bytes = MPC_FRAME_HDR};
     uint64_t want_t = 0, want_p = 0;
     for (size_t k = 0; k < N_SIZES; k++) {
         uint64_t m = sizes[k] + MPC_FRAME_HDR;
-        want_t += m + (m + MPC_TLS_RECORD - 1) / MPC_TLS_RECORD * MPC_TLS_OVERHEAD; /* RFC 8446 §5.2 */
+        want_t +=
+            m + (m + MPC_TLS_RECORD - 1) / MPC_TLS_RECORD * MPC_TLS_OVERHEAD; /* RFC 8446 §5.2 */
         want_p += m;
-        ck_assert_uint_eq(net_wire_stream_bytes(&tw, sizes[k]), m + (m + MPC_TLS_RECORD - 1) / MPC_TLS_RECORD * 22);
+        ck_assert_uint_eq(net_wire_stream_bytes(&tw, sizes[k]),
+                          m + (m + MPC_TLS_RECORD - 1) / MPC_TLS_RECORD * 22);
         ck_assert_uint_eq(net_wire_stream_bytes(&pw, sizes[k]), m);
     }
     ck_assert_uint_eq(net_wire_stream_bytes(&tw, 0), 0);
     for (int i = 0; i < 2; i++) {
-        ck_assert_msg(t[i].tls && !p[i].tls, "node %d: TLS %d by default, %d with plaintext", i, t[i].tls, p[i].tls);
+        ck_assert_msg(t[i].tls && !p[i].tls, "node %d: TLS %d by default, %d with plaintext", i,
+                      t[i].tls, p[i].tls);
         int j = !i;
         ck_assert_uint_eq(t[i].b.rounds - t[i].a.rounds, N_SIZES);
         ck_assert_uint_eq(t[i].b.rounds - t[i].a.rounds, p[i].b.rounds - p[i].a.rounds);
@@ -162,15 +166,16 @@ static void *hs_run(void *arg)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     uint64_t deadline = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + 3000000000ull;
-    s->rc = mpc_tls_handshake(s->t, s->fd, s->server, s->expect, s->server ? "the client" : "the server", deadline, &c,
-                              &s->why);
+    s->rc = mpc_tls_handshake(s->t, s->fd, s->server, s->expect,
+                              s->server ? "the client" : "the server", deadline, &c, &s->why);
     if (!s->rc) { /* a record each way: the channel works */
         uint8_t b = 0x42;
         size_t n = 0;
         char why[200];
         int r;
         do
-            r = s->server ? mpc_tls_read(c, &b, 1, &n, why, sizeof why) : mpc_tls_write(c, &b, 1, &n, why, sizeof why);
+            r = s->server ? mpc_tls_read(c, &b, 1, &n, why, sizeof why)
+                          : mpc_tls_write(c, &b, 1, &n, why, sizeof why);
         while (r == MPC_TLS_WANT_READ || r == MPC_TLS_WANT_WRITE);
         s->rc = r || b != 0x42 ? MS_ERR_PROTO : MS_OK;
     }
@@ -181,7 +186,8 @@ static void *hs_run(void *arg)
 
 /* Node `cn` (loaded from folder cdir) dials; node `sn` (from sdir) accepts; each expects the
  * other to be node ce / se. */
-static void handshake(const char *cdir, int cn, int ce, const char *sdir, int sn, int se, hs_side *c, hs_side *s)
+static void handshake(const char *cdir, int cn, int ce, const char *sdir, int sn, int se,
+                      hs_side *c, hs_side *s)
 {
     int sv[2];
     errbuf e;
@@ -216,8 +222,9 @@ START_TEST(test_handshakes)
     handshake(a, 2, 0, b, 0, 2, &c, &s);
     ck_assert_int_ne(c.rc, MS_OK);
     ck_assert_int_ne(s.rc, MS_OK);
-    ck_assert_msg(strstr(c.why.msg, "TLS handshake with the server failed: certificate verify failed"), "%s",
-                  c.why.msg);
+    ck_assert_msg(
+        strstr(c.why.msg, "TLS handshake with the server failed: certificate verify failed"), "%s",
+        c.why.msg);
     ck_assert_msg(strstr(s.why.msg, "the client refused this node's certificate"), "%s", s.why.msg);
     /* the dialling node trusts this session's CA but holds another session's key: refused by
      * the accepting one, and it learns so during the handshake */
@@ -238,15 +245,17 @@ START_TEST(test_handshakes)
     /* node 1 dials claiming to be node 2 (its hello said 2): the acceptor refuses it */
     handshake(a, 1, 0, a, 0, 2, &c, &s);
     ck_assert_int_ne(s.rc, MS_OK);
-    ck_assert_msg(strstr(s.why.msg, "the peer taken for the client presented node 1's certificate: refused"), "%s",
-                  s.why.msg);
+    ck_assert_msg(
+        strstr(s.why.msg, "the peer taken for the client presented node 1's certificate: refused"),
+        "%s", s.why.msg);
     ck_assert_int_ne(c.rc, MS_OK);
     ck_assert_msg(strstr(c.why.msg, "it did not accept this node's certificate"), "%s", c.why.msg);
     /* node 1 answers where node 0 was dialled */
     handshake(a, 2, 0, a, 1, 2, &c, &s);
     ck_assert_int_ne(c.rc, MS_OK);
-    ck_assert_msg(strstr(c.why.msg, "the peer taken for the server presented node 1's certificate: refused"), "%s",
-                  c.why.msg);
+    ck_assert_msg(
+        strstr(c.why.msg, "the peer taken for the server presented node 1's certificate: refused"),
+        "%s", c.why.msg);
 }
 END_TEST
 
@@ -265,7 +274,8 @@ START_TEST(test_hello_versions)
     ck_assert_int_eq(id, 2);
     ck_assert_int_eq(chan, 0);
     ck_assert_int_eq(mpc_net_hello_parse(h, 3, 0, 0, &id, &chan, &e), MS_ERR_PROTO);
-    ck_assert_msg(strstr(e.msg, "node 2 runs with TLS and this node with --insecure-plaintext"), "%s", e.msg);
+    ck_assert_msg(strstr(e.msg, "node 2 runs with TLS and this node with --insecure-plaintext"),
+                  "%s", e.msg);
 }
 END_TEST
 
@@ -311,12 +321,16 @@ START_TEST(test_waits_follow_timeout)
         double t0 = now_s();
         ck_assert_msg(mpc_launch_run(&l, stall_node, &s, nr, &nodes, &e) == MS_OK, "%s", e.msg);
         int waiter = kind == 0 ? 2 : 0;
-        ck_assert_msg(nr[waiter].rc == MS_ERR_TIMEOUT, "kind %d: node %d: %s", kind, waiter, nr[waiter].err);
-        ck_assert_msg(strstr(nr[waiter].err, "no progress from P1 for 1000 ms"), "%s", nr[waiter].err);
-        ck_assert_msg(nr[waiter].seconds < 3.5, "kind %d: node %d waited %.2f s", kind, waiter, nr[waiter].seconds);
+        ck_assert_msg(nr[waiter].rc == MS_ERR_TIMEOUT, "kind %d: node %d: %s", kind, waiter,
+                      nr[waiter].err);
+        ck_assert_msg(strstr(nr[waiter].err, "no progress from P1 for 1000 ms"), "%s",
+                      nr[waiter].err);
+        ck_assert_msg(nr[waiter].seconds < 3.5, "kind %d: node %d waited %.2f s", kind, waiter,
+                      nr[waiter].seconds);
         if (getenv("WAIT_TIMES"))
             fprintf(stderr, "%s: node %d ended %.2f s after the launch (%.2f s in all): %s\n",
-                    kind ? "goodbye" : "backpressure", waiter, nr[waiter].seconds, now_s() - t0, nr[waiter].err);
+                    kind ? "goodbye" : "backpressure", waiter, nr[waiter].seconds, now_s() - t0,
+                    nr[waiter].err);
         mpc_node_results_free(nr, nodes);
     }
 }
@@ -376,8 +390,10 @@ START_TEST(test_wire_tls_model)
     for (int i = 0; i < 2; i++) {
         char args[300];
         const char *out = testdir_path(&td, "cost.json");
-        snprintf(args, sizeof args, "cost --model stories260K --protocol semi2k --network 1ms/20Mbps/3100 "
-                 "--phase prefill --tokens 16 --json --wire %s", i ? "tls" : "tcp");
+        snprintf(args, sizeof args,
+                 "cost --model stories260K --protocol semi2k --network 1ms/20Mbps/3100 "
+                 "--phase prefill --tokens 16 --json --wire %s",
+                 i ? "tls" : "tcp");
         ck_assert_int_eq(th_cli(args, out), 0);
         char *t = th_slurp(out, NULL);
         const char *l = strstr(t, "\"latency_s\":");
@@ -385,7 +401,8 @@ START_TEST(test_wire_tls_model)
         lat[i] = strtod(l + 12, NULL);
         free(t);
     }
-    ck_assert_msg(lat[1] > lat[0] && lat[1] < lat[0] * 1.01, "tls %.6f s, tcp %.6f s", lat[1], lat[0]);
+    ck_assert_msg(lat[1] > lat[0] && lat[1] < lat[0] * 1.01, "tls %.6f s, tcp %.6f s", lat[1],
+                  lat[0]);
 }
 END_TEST
 
@@ -395,6 +412,6 @@ Suite *tls_suite(void)
     TCase *tc = th_case(s, "tls", 60);
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_tls_default_and_framing, test_key_folder, test_handshakes,
-                 test_hello_versions, test_waits_follow_timeout, test_wire_tls_model);
+             test_hello_versions, test_waits_follow_timeout, test_wire_tls_model);
     return s;
 }

@@ -30,8 +30,8 @@ static double att_vs_attend(trace *t, uint32_t layer)
     const float *att = trace_att(t, layer);
     double worst = 0;
     for (uint32_t h = 0; h < s->n_heads; h++) {
-        ck_assert_int_eq(trace_attend(t, layer, h, trace_q(t, layer) + h * s->head_dim, idx, n,
-                                      p, NULL), MS_OK);
+        ck_assert_int_eq(
+            trace_attend(t, layer, h, trace_q(t, layer) + h * s->head_dim, idx, n, p, NULL), MS_OK);
         for (uint32_t i = 0; i < n; i++)
             worst = fmax(worst, fabs(p[i] - att[h * n + i]));
     }
@@ -50,8 +50,10 @@ START_TEST(test_record_and_numpy)
     errbuf e;
     ck_assert_msg(trace_record("stories260K", text, 48, dir, &e) == MS_OK, "%s", e.msg);
     /* NumPy reads it back: shapes, rows sum to 1, softmax(q·k/√d) reproduces att */
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/mpcsim_trace_io.py verify %s "
-             "--tol 1e-5", th_data(), dir);
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 %s/scripts/mpcsim_trace_io.py verify %s "
+             "--tol 1e-5",
+             th_data(), dir);
     ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
     trace *t = NULL;
     ck_assert_msg(trace_open(dir, &t, &e) == MS_OK, "%s", e.msg);
@@ -116,7 +118,8 @@ START_TEST(test_cli_record_info)
     char out[8192];
     th_cli_expect(out, sizeof out, 0, NULL,
                   "trace record --model stories260K --text %s/tests/data/tinystories_sample.txt "
-                  "--max-tokens 32 -o %s/tr", th_data(), td.dir);
+                  "--max-tokens 32 -o %s/tr",
+                  th_data(), td.dir);
     th_cli_expect(out, sizeof out, 0, "format:     mpcsim-trace 1", "trace info %s/tr", td.dir);
     ck_assert_ptr_nonnull(strstr(out, "model:      stories260K"));
     ck_assert_ptr_nonnull(strstr(out, "layers 5, heads 8, kv_heads 4, head_dim 8"));
@@ -134,12 +137,16 @@ START_TEST(test_numpy_fixture)
 {
     char cmd[2048], out[4096];
     const char *dir = td.dir;
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/mpcsim_trace_io.py fixture %s/fx "
-             "--tokens 20 --seed 3", th_data(), dir);
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 %s/scripts/mpcsim_trace_io.py fixture %s/fx "
+             "--tokens 20 --seed 3",
+             th_data(), dir);
     ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
     /* one value checked against NumPy directly: q[1][5][2][3] */
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"import numpy as n; "
-             "print('%%.9g' %% n.load('%s/fx/q.npy')[1,5,2,3])\"", dir);
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as n; "
+             "print('%%.9g' %% n.load('%s/fx/q.npy')[1,5,2,3])\"",
+             dir);
     ck_assert_int_eq(th_sh(cmd, out, sizeof out), 0);
     double want = strtod(out, NULL);
     char fx[600];
@@ -156,8 +163,10 @@ START_TEST(test_numpy_fixture)
     ck_assert_int_eq(trace_seek(t, 5, &e), MS_OK);
     ck_assert_double_eq_tol(trace_q(t, 1)[2 * 8 + 3], want, 1e-6);
     /* the same trace without att.npy: rows are recomputed from q·k and agree */
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/mpcsim_trace_io.py fixture %s/na "
-             "--tokens 20 --seed 3 --no-att", th_data(), dir);
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 %s/scripts/mpcsim_trace_io.py fixture %s/na "
+             "--tokens 20 --seed 3 --no-att",
+             th_data(), dir);
     ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
     snprintf(fx, sizeof fx, "%s/na", dir);
     trace *na = NULL;
@@ -177,22 +186,22 @@ START_TEST(test_numpy_fixture)
     trace_close(t);
     /* scripts/dump_trace.py imports its writer from the shared module; its Hugging Face
      * front end, without transformers, stops with a clear message (exit 1) */
-    snprintf(cmd, sizeof cmd, "cd %s/scripts && /usr/bin/python3 -c \"import dump_trace, "
+    snprintf(cmd, sizeof cmd,
+             "cd %s/scripts && /usr/bin/python3 -c \"import dump_trace, "
              "mpcsim_trace_io; assert dump_trace.TraceWriter is mpcsim_trace_io.TraceWriter\"",
              th_data());
     ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/dump_trace.py hf --model m --text "
-             "%s/tests/data/tinystories_sample.txt -o %s/pt", th_data(), th_data(), dir);
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 %s/scripts/dump_trace.py hf --model m --text "
+             "%s/tests/data/tinystories_sample.txt -o %s/pt",
+             th_data(), th_data(), dir);
     int st = th_sh(cmd, out, sizeof out);
     if (th_sh("/usr/bin/python3 -c 'import transformers'", NULL, 0) != 0) {
         ck_assert_msg(st == 1, "%d: %s", st, out);
-        ck_assert_msg(strstr(out, "needs transformers") || strstr(out, "needs torch"), "%s",
-                      out);
+        ck_assert_msg(strstr(out, "needs transformers") || strstr(out, "needs torch"), "%s", out);
     }
 }
 END_TEST
-
-
 
 /* The trace in dir with its manifest good but from replaced by to (as long) is refused: no
  * trace, a message holding want and want2 (NULL: none). */
@@ -228,8 +237,10 @@ START_TEST(test_bad_manifests)
     trace *t = NULL;
     errbuf e;
     /* a newer format version */
-    edited_refused(dir, good, "mpcsim-trace 1", "mpcsim-trace 2", "manifest.yaml:2:9: error: "
-                   "trace format 'mpcsim-trace 2' is not supported", "hint: regenerate");
+    edited_refused(dir, good, "mpcsim-trace 1", "mpcsim-trace 2",
+                   "manifest.yaml:2:9: error: "
+                   "trace format 'mpcsim-trace 2' is not supported",
+                   "hint: regenerate");
     /* the CLI reports it and exits 2 */
     th_cli_expect(out, sizeof out, 2, "regenerate", "trace info %s", dir);
     /* no format line at all */
@@ -244,8 +255,10 @@ START_TEST(test_bad_manifests)
                    NULL);
     /* a float64 array */
     th_write(man, good);
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"import numpy as n; "
-             "n.save('%s/v.npy', n.load('%s/v.npy').astype(n.float64))\"", dir, dir);
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as n; "
+             "n.save('%s/v.npy', n.load('%s/v.npy').astype(n.float64))\"",
+             dir, dir);
     ck_assert_int_eq(th_sh(cmd, out, sizeof out), 0);
     ck_assert_int_eq(trace_open(dir, &t, &e), MS_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(e.msg, "v.npy: error: .npy dtype must be"));
@@ -289,7 +302,15 @@ static void write_npy_raw(const char *path, const char *dict, size_t data_off, s
     ck_assert_ptr_nonnull(f);
     size_t hlen = data_off - 10, n = strlen(dict);
     ck_assert_uint_ge(hlen, n + 1);
-    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hlen & 0xff),
+    unsigned char pre[10] = {0x93,
+                             'N',
+                             'U',
+                             'M',
+                             'P',
+                             'Y',
+                             1,
+                             0,
+                             (unsigned char)(hlen & 0xff),
                              (unsigned char)(hlen >> 8)};
     fwrite(pre, 1, 10, f);
     fputs(dict, f);
@@ -310,8 +331,8 @@ START_TEST(test_npy_hostile)
     const char *dir = td.dir;
     snprintf(path, sizeof path, "%s/manifest.yaml", dir);
     th_write(path, "format: mpcsim-trace 1\nmodel: hostile\nn_layers: 1\nn_heads: 1\n"
-                     "n_kv_heads: 1\nhead_dim: 2147483648\nn_tokens: 2147483648\n"
-                     "arrays: {q: {}, k: {}, v: {}}\n");
+                   "n_kv_heads: 1\nhead_dim: 2147483648\nn_tokens: 2147483648\n"
+                   "arrays: {q: {}, k: {}, v: {}}\n");
     const char *big = "{'descr': '<f4', 'fortran_order': False, "
                       "'shape': (1, 2147483648, 1, 2147483648), }";
     const char *names[] = {"q", "k", "v"};
@@ -328,8 +349,8 @@ START_TEST(test_npy_hostile)
     /* a size that fits 64 bits but not the file: truncated */
     snprintf(path, sizeof path, "%s/manifest.yaml", dir);
     th_write(path, "format: mpcsim-trace 1\nmodel: hostile\nn_layers: 1\nn_heads: 1\n"
-                     "n_kv_heads: 1\nhead_dim: 4\nn_tokens: 1073741824\n"
-                     "arrays: {q: {}, k: {}, v: {}}\n");
+                   "n_kv_heads: 1\nhead_dim: 4\nn_tokens: 1073741824\n"
+                   "arrays: {q: {}, k: {}, v: {}}\n");
     const char *mid = "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1073741824, 1, 4), }";
     for (int i = 0; i < 3; i++) {
         snprintf(path, sizeof path, "%s/%s.npy", dir, names[i]);
@@ -340,7 +361,7 @@ START_TEST(test_npy_hostile)
     /* a data offset of 134: the floats would sit misaligned in the map */
     snprintf(path, sizeof path, "%s/manifest.yaml", dir);
     th_write(path, "format: mpcsim-trace 1\nmodel: hostile\nn_layers: 1\nn_heads: 1\n"
-                     "n_kv_heads: 1\nhead_dim: 4\nn_tokens: 2\narrays: {q: {}, k: {}, v: {}}\n");
+                   "n_kv_heads: 1\nhead_dim: 4\nn_tokens: 2\narrays: {q: {}, k: {}, v: {}}\n");
     const char *ok = "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 1, 4), }";
     for (int i = 0; i < 3; i++) {
         snprintf(path, sizeof path, "%s/%s.npy", dir, names[i]);
@@ -354,12 +375,14 @@ START_TEST(test_npy_hostile)
     trace_close(t);
     t = NULL;
     /* a negative dim and one past 64 bits */
-    write_npy_raw(path, "{'descr': '<f4', 'fortran_order': False, 'shape': (1, -2, 1, 4), }",
-                  128, 32);
+    write_npy_raw(path, "{'descr': '<f4', 'fortran_order': False, 'shape': (1, -2, 1, 4), }", 128,
+                  32);
     ck_assert_int_eq(trace_open(dir, &t, &e), MS_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(e.msg, "bad .npy shape"));
-    write_npy_raw(path, "{'descr': '<f4', 'fortran_order': False, "
-                        "'shape': (1, 99999999999999999999999, 1, 4), }", 128, 32);
+    write_npy_raw(path,
+                  "{'descr': '<f4', 'fortran_order': False, "
+                  "'shape': (1, 99999999999999999999999, 1, 4), }",
+                  128, 32);
     ck_assert_int_eq(trace_open(dir, &t, &e), MS_ERR_FORMAT);
     ck_assert_ptr_nonnull(strstr(e.msg, "bad .npy shape"));
 }
@@ -399,11 +422,11 @@ static uint64_t digest(trace *t)
     uint64_t h = 1469598103934665603ull;
     float kv[2 * 64 * 4];
     errbuf e;
-#define MIX(ptr, n)                                                                          \
-    do {                                                                                     \
-        const unsigned char *b_ = (const unsigned char *)(ptr);                              \
-        for (size_t i_ = 0; i_ < (n); i_++)                                                  \
-            h = (h ^ b_[i_]) * 1099511628211ull;                                             \
+#define MIX(ptr, n)                                             \
+    do {                                                        \
+        const unsigned char *b_ = (const unsigned char *)(ptr); \
+        for (size_t i_ = 0; i_ < (n); i_++)                     \
+            h = (h ^ b_[i_]) * 1099511628211ull;                \
     } while (0)
     for (uint32_t p = 0; p < s->n_tokens; p++) {
         ck_assert_int_eq(trace_seek(t, p, &e), MS_OK);
@@ -488,8 +511,8 @@ START_TEST(test_synth_kernel_vs_reference)
                 const float *att = trace_att(t, l);
                 for (uint32_t i = 0; i < 4 * (pos + 1); i++)
                     ck_assert_msg(fabsf(att[i] - ref[i]) <= 1e-6f + 2e-5f * ref[i],
-                                  "d %u pos %u layer %u entry %u: %g vs %g", d, pos, l, i,
-                                  att[i], ref[i]);
+                                  "d %u pos %u layer %u entry %u: %g vs %g", d, pos, l, i, att[i],
+                                  ref[i]);
             }
         }
         free(ref);
@@ -582,12 +605,12 @@ START_TEST(test_synth_kernel_wide_vs_portable)
             for (uint32_t j = 1; j < nj; j++)
                 mx = rp[j] > mx ? rp[j] : mx;
             for (uint32_t k = 0; k < nw; k++)
-                ck_assert_msg(!memcmp(wa + k * SYNTH_BLOCK, wp + k * SYNTH_BLOCK,
-                                      nj * sizeof *wa), "words nj %u nw %u", nj, nw);
+                ck_assert_msg(!memcmp(wa + k * SYNTH_BLOCK, wp + k * SYNTH_BLOCK, nj * sizeof *wa),
+                              "words nj %u nw %u", nj, nw);
             ck_assert_msg(!memcmp(ra, rp, nj * sizeof *ra), "lookup nj %u nb %u", nj, nb);
             ck_assert_msg(ma == mx && mp == mx, "lookup max nj %u nb %u", nj, nb);
         }
-    for (uint32_t n = 1; n <= N; n++) { /* signs and values of n channels */
+    for (uint32_t n = 1; n <= N; n++) {                 /* signs and values of n channels */
         uint64_t st = 0x9e3779b97f4a7c15ull * n, w[12]; /* (N + 63) / 64 words, stride 2 */
         for (uint32_t i = 0; i < 12; i++)
             w[i] = st * (2 * i + 1) ^ st >> (i + 3);
@@ -631,10 +654,10 @@ START_TEST(test_synth_kernel_wide_vs_portable)
 }
 END_TEST
 
-/* The sign-word cache (trace_keep_key_words, trace_synth_words_cap) changes no value: rows and keys of a trace that
- * keeps every key's words equal those of one that hashes them again per row, bit for bit, at
- * positions that fill the cache forward, then below what it holds, then past it; under both
- * kernels. */
+/* The sign-word cache (trace_keep_key_words, trace_synth_words_cap) changes no value: rows and keys
+ * of a trace that keeps every key's words equal those of one that hashes them again per row, bit
+ * for bit, at positions that fill the cache forward, then below what it holds, then past it; under
+ * both kernels. */
 START_TEST(test_synth_words_cache)
 {
     static const uint32_t dims[] = {16, 128, 200};
@@ -750,9 +773,9 @@ START_TEST(test_synth_span)
                         const float *row = trace_span_att(a, l, g, i) + g * G * n;
                         const float *q = trace_span_q(a, l, i);
                         ck_assert_int_eq(trace_seek(b, p0 + i, &e), MS_OK);
-                        ck_assert_msg(!memcmp(row, trace_att(b, l) + g * G * n,
-                                              G * n * sizeof *row),
-                                      "v %d span %u+%u layer %u head %u", v, p0, i, l, g);
+                        ck_assert_msg(
+                            !memcmp(row, trace_att(b, l) + g * G * n, G * n * sizeof *row),
+                            "v %d span %u+%u layer %u head %u", v, p0, i, l, g);
                         ck_assert(!memcmp(q, trace_q(b, l), sh->n_heads * d * sizeof *q));
                     }
             ck_assert_ptr_null(trace_span_att(a, 0, 0, cnt));
@@ -787,7 +810,8 @@ START_TEST(test_synth_random_access)
         ck_assert_int_eq(trace_seek(u, jumps[i], &e), MS_OK);
         for (uint32_t l = 0; l < 4; l++)
             ck_assert_msg(!memcmp(trace_q(u, l), walk + ((size_t)jumps[i] * 4 + l) * 4 * d,
-                                  4 * d * sizeof *walk), "position %u", jumps[i]);
+                                  4 * d * sizeof *walk),
+                          "position %u", jumps[i]);
     }
     /* generator 1: c_0 = ε_0, c_t = ρ c_{t−1} + √(1−ρ²) ε_t over one mt19937 seeded by seed */
     trace_synth p1 = p;
@@ -807,8 +831,7 @@ START_TEST(test_synth_random_access)
         for (uint32_t l = 0; l < 4; l++)
             for (uint32_t h = 0; h < 4; h++)
                 for (uint32_t i = 0; i < dc; i++)
-                    (pos ? q1 : q0)[(l * 4 + h) * dc + i] =
-                        trace_q(o, l)[h * d + 2 + 2 * m + i];
+                    (pos ? q1 : q0)[(l * 4 + h) * dc + i] = trace_q(o, l)[h * d + 2 + 2 * m + i];
     }
     for (uint32_t i = 0; i < 16 * dc; i++)
         ck_assert_float_eq((float)q0[i], (float)c0[i]);
@@ -941,13 +964,29 @@ START_TEST(test_fit_recovers)
     trace_synth p;
     trace_synth_defaults(&p);
     check_recovery(&p, 64, 512);
-    p = (trace_synth){.sink = 6, .n_sinks = 4, .local = 1.5, .window = 8, .heavy = 4,
-                      .heavy_frac = 0.1, .layer_sim = 0.3, .drift = 0.4, .noise = 0.5,
-                      .ffn_sparsity = 0.8, .generator = 2};
+    p = (trace_synth){.sink = 6,
+                      .n_sinks = 4,
+                      .local = 1.5,
+                      .window = 8,
+                      .heavy = 4,
+                      .heavy_frac = 0.1,
+                      .layer_sim = 0.3,
+                      .drift = 0.4,
+                      .noise = 0.5,
+                      .ffn_sparsity = 0.8,
+                      .generator = 2};
     check_recovery(&p, 64, 512);
-    p = (trace_synth){.sink = 2, .n_sinks = 1, .local = 4, .window = 32, .heavy = 2.5,
-                      .heavy_frac = 0.03, .layer_sim = 0.9, .drift = 0.1, .noise = 1.5,
-                      .ffn_sparsity = 0.3, .generator = 2};
+    p = (trace_synth){.sink = 2,
+                      .n_sinks = 1,
+                      .local = 4,
+                      .window = 32,
+                      .heavy = 2.5,
+                      .heavy_frac = 0.03,
+                      .layer_sim = 0.9,
+                      .drift = 0.1,
+                      .noise = 1.5,
+                      .ffn_sparsity = 0.3,
+                      .generator = 2};
     check_recovery(&p, 128, 768);
 }
 END_TEST
@@ -992,7 +1031,8 @@ START_TEST(test_cli_synth_roundtrip)
     char cmd[2048], out[8192];
     const char *dir = td.dir;
     th_cli_expect(out, sizeof out, 0, NULL,
-                  "trace synth --model stories260K --tokens 40 --seed 9 --set sink=5 -o %s/syn", dir);
+                  "trace synth --model stories260K --tokens 40 --seed 9 --set sink=5 -o %s/syn",
+                  dir);
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/mpcsim_trace_io.py verify %s/syn",
              th_data(), dir);
     ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
@@ -1031,9 +1071,11 @@ END_TEST
 START_TEST(test_cli_fit_workflow)
 {
     char out[8192];
-    th_cli_expect(out, sizeof out, 0, NULL,
-                  "trace synth --model stories260K --tokens 160 --seed 3 --set heavy_frac=0.1 --set "
-                  "window=4 -o %s/s", td.dir);
+    th_cli_expect(
+        out, sizeof out, 0, NULL,
+        "trace synth --model stories260K --tokens 160 --seed 3 --set heavy_frac=0.1 --set "
+        "window=4 -o %s/s",
+        td.dir);
     th_cli_expect(out, sizeof out, 0, "sink_mass:", "trace fit %s/s -o %s/p.yaml", td.dir, td.dir);
     ck_assert_ptr_nonnull(strstr(out, "heavy_frac:"));
     char path[600];
@@ -1085,13 +1127,12 @@ Suite *trace_suite(void)
     TCase *tc = th_case(s, "recorded", 60);
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_record_and_numpy, test_cli_record_info, test_numpy_fixture,
-                 test_bad_manifests, test_npy_header, test_npy_hostile, test_open_run);
+             test_bad_manifests, test_npy_header, test_npy_hostile, test_open_run);
     tc = th_case(s, "synthetic", 60);
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_synth_deterministic, test_synth_subset_attend, test_synth_kernel_vs_reference,
-                 test_synth_kernel_wide_vs_portable, test_synth_words_cache, test_synth_span,
-                 test_synth_heavy_order, test_synth_random_access, test_synth_knobs,
-                 test_fit_recovers, test_synth_params, test_cli_synth_roundtrip,
-                 test_cli_fit_workflow);
+             test_synth_kernel_wide_vs_portable, test_synth_words_cache, test_synth_span,
+             test_synth_heavy_order, test_synth_random_access, test_synth_knobs, test_fit_recovers,
+             test_synth_params, test_cli_synth_roundtrip, test_cli_fit_workflow);
     return s;
 }

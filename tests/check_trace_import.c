@@ -27,9 +27,12 @@ static int have_torch(const char *test)
     const char *ci = getenv("CI");
     ck_assert_msg(!(ci && *ci && strcmp(ci, "false")),
                   "%s: python3-torch is missing under CI (scripts/install-deps.sh installs "
-                  "it): %s", test, out);
-    fprintf(stderr, "%s: SKIPPED: /usr/bin/python3 cannot import torch (%s); install "
-            "python3-torch (scripts/install-deps.sh) to test the PyTorch import\n", test, out);
+                  "it): %s",
+                  test, out);
+    fprintf(stderr,
+            "%s: SKIPPED: /usr/bin/python3 cannot import torch (%s); install "
+            "python3-torch (scripts/install-deps.sh) to test the PyTorch import\n",
+            test, out);
     return 0;
 }
 
@@ -44,10 +47,11 @@ static void record(const char *dir, int tokens)
 static void dump_llama2c(const char *checkpoint, const char *dir, int tokens)
 {
     char cmd[2048], out[8192];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/scripts/dump_trace.py llama2c --checkpoint "
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 %s/scripts/dump_trace.py llama2c --checkpoint "
              "%s --tokenizer %s/models/stories260K/tok512.bin --name stories260K --text "
-             "%s/tests/data/tinystories_sample.txt --max-tokens %d -o %s", th_data(), checkpoint,
-             th_data(), th_data(), tokens, dir);
+             "%s/tests/data/tinystories_sample.txt --max-tokens %d -o %s",
+             th_data(), checkpoint, th_data(), th_data(), tokens, dir);
     ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
 }
 
@@ -68,9 +72,9 @@ static void compare(const char *da, const char *db, double worst[TRACE_N_ARRAYS]
     *tok_equal = !memcmp(trace_tokens(a), trace_tokens(b), s->n_tokens * sizeof(int32_t));
     size_t kn = (size_t)s->n_kv_heads * s->head_dim, qn = (size_t)s->n_heads * s->head_dim;
     float *k[2] = {malloc(kn * 4), malloc(kn * 4)}, *v[2] = {malloc(kn * 4), malloc(kn * 4)};
-#define MAXD(arr, x, y, n)                                                                    \
-    for (size_t i_ = 0; i_ < (n); i_++)                                                       \
-        worst[arr] = fmax(worst[arr], fabs((double)(x)[i_] - (y)[i_]))
+#define MAXD(arr, x, y, n)              \
+    for (size_t i_ = 0; i_ < (n); i_++) \
+    worst[arr] = fmax(worst[arr], fabs((double)(x)[i_] - (y)[i_]))
     for (uint32_t p = 0; p < s->n_tokens; p++) {
         ck_assert_int_eq(trace_seek(a, p, &e), MS_OK);
         ck_assert_int_eq(trace_seek(b, p, &e), MS_OK);
@@ -84,8 +88,7 @@ static void compare(const char *da, const char *db, double worst[TRACE_N_ARRAYS]
             MAXD(TRACE_FFN, trace_ffn(a, l), trace_ffn(b, l), s->ffn_dim);
             if (p == 0) {
                 uint32_t r, c;
-                MAXD(TRACE_WO, trace_wo(a, l, &r, &c), trace_wo(b, l, NULL, NULL),
-                     (size_t)r * c);
+                MAXD(TRACE_WO, trace_wo(a, l, &r, &c), trace_wo(b, l, NULL, NULL), (size_t)r * c);
             }
         }
         MAXD(TRACE_LOGITS, trace_logits(a), trace_logits(b), s->vocab);
@@ -172,7 +175,8 @@ START_TEST(hf_front_end_half_layout)
     snprintf(rec, sizeof rec, "%s", testdir_path(&td, "rec"));
     snprintf(hf, sizeof hf, "%s", testdir_path(&td, "hf"));
     record(rec, 64);
-    snprintf(cmd, sizeof cmd, "PYTHONPATH=%s/tests/data/hf_standin /usr/bin/python3 "
+    snprintf(cmd, sizeof cmd,
+             "PYTHONPATH=%s/tests/data/hf_standin /usr/bin/python3 "
              "%s/scripts/dump_trace.py hf --model %s/models/stories260K/stories260K.bin --name "
              "stories260K --text %s/tests/data/tinystories_sample.txt --max-tokens 64 -o %s",
              th_data(), th_data(), th_data(), th_data(), hf);
@@ -180,8 +184,10 @@ START_TEST(hf_front_end_half_layout)
     snprintf(cmd, sizeof cmd, "grep -qx 'rope_layout: half' %s/manifest.yaml", hf);
     ck_assert_int_eq(th_sh(cmd, out, sizeof out), 0);
     /* stored in another order: the raw arrays differ */
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c \"import numpy as n\n"
-             "print(abs(n.load('%s/k.npy') - n.load('%s/k.npy')).max())\"", rec, hf);
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import numpy as n\n"
+             "print(abs(n.load('%s/k.npy') - n.load('%s/k.npy')).max())\"",
+             rec, hf);
     ck_assert_int_eq(th_sh(cmd, out, sizeof out), 0);
     ck_assert_msg(atof(out) > 1.0, "raw k arrays agree (%s): not a rotate-half trace", out);
     /* read back: equal to the recording */
@@ -241,7 +247,8 @@ static void same_metrics(const char *ta, const char *tb, double tol)
              "workload: {prompt_len: 32, decode_len: 31}\n"
              "trace: {source: npy, path: ['%s', '%s']}\n"
              "policies:\n  - full\n  - {name: h2o, heavy: 8, recent: 8}\n"
-             "  - {name: quest, page: 4, budget: 12, skip_layers: 1}\n", ta, tb);
+             "  - {name: quest, page: 4, budget: 12, skip_layers: 1}\n",
+             ta, tb);
     write_text(y, yaml);
     run_scenario(y, dbp);
     sqlite3 *db;
@@ -250,7 +257,8 @@ static void same_metrics(const char *ta, const char *tb, double tol)
     for (int p = 0; p < 3; p++) {
         char na[64][64], nb[64][64];
         double va[64], vb[64];
-        int n = metrics_of(db, ta, pols[p], na, va, 64), m = metrics_of(db, tb, pols[p], nb, vb, 64);
+        int n = metrics_of(db, ta, pols[p], na, va, 64),
+            m = metrics_of(db, tb, pols[p], nb, vb, 64);
         ck_assert_msg(n > 0 && n == m, "%s: %d vs %d metrics", pols[p], n, m);
         int accuracy = 0;
         for (int i = 0; i < n; i++) {
@@ -291,7 +299,8 @@ static void to_half(const char *dir, const char *manifest_says)
              "    n.save(p, n.concatenate([x[..., 0::2], x[..., 1::2]], -1).astype('<f4'))\n"
              "m = open('%s/manifest.yaml').read().replace('rope_layout: interleaved', "
              "'rope_layout: %s')\n"
-             "open('%s/manifest.yaml', 'w').write(m)\"", dir, dir, manifest_says, dir);
+             "open('%s/manifest.yaml', 'w').write(m)\"",
+             dir, dir, manifest_says, dir);
     ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s", out);
 }
 
@@ -312,19 +321,20 @@ START_TEST(half_layout_converted_and_wrong_layout_refused)
     compare(rec, half, w, &same);
     for (int i = 0; i < TRACE_N_ARRAYS; i++)
         ck_assert_msg(w[i] == 0, "%s differs by %g", trace_array_name((trace_array)i), w[i]);
-    th_cli_expect(out, sizeof out, 0, "q/k order:  half (converted", "trace info --verify %s", half);
+    th_cli_expect(out, sizeof out, 0, "q/k order:  half (converted", "trace info --verify %s",
+                  half);
     /* stored in rotate-half order but said to be interleaved: attention cannot tell (q·k is
      * unchanged), the model can */
     th_cli_expect(out, sizeof out, 2, NULL, "trace info --verify %s", wrong);
-    ck_assert_msg(strstr(out, "error: q[layer 0][pos 0]") && strstr(out, "rope_layout"), "%s",
-                  out);
+    ck_assert_msg(strstr(out, "error: q[layer 0][pos 0]") && strstr(out, "rope_layout"), "%s", out);
     /* a run that combines it with the model's live metrics refuses too, and writes no row */
     char yaml[2048];
     const char *y = testdir_path(&td, "w.yaml"), *db = testdir_path(&td, "w.db");
     snprintf(yaml, sizeof yaml,
              "format: 1\nname: wrong\nmodel: stories260K\nprotocol: semi2k\nnetwork: lan\n"
              "workload: {prompt_len: 32, decode_len: 31}\ntrace: {source: npy, path: '%s'}\n"
-             "policies: [{name: quest, page: 4, budget: 12}]\n", wrong);
+             "policies: [{name: quest, page: 4, budget: 12}]\n",
+             wrong);
     write_text(y, yaml);
     snprintf(cmd, sizeof cmd, "%s run %s -o %s", th_bin(), y, db);
     int st = th_sh(cmd, out, sizeof out);
@@ -341,20 +351,29 @@ START_TEST(manifest_layout_checked)
     snprintf(rec, sizeof rec, "%s", testdir_path(&td, "rec"));
     record(rec, 16);
     /* an unknown value is named with its position */
-    snprintf(cmd, sizeof cmd, "sed -i 's/rope_layout: interleaved/rope_layout: rotated/' "
-             "%s/manifest.yaml && %s trace info %s", rec, th_bin(), rec);
+    snprintf(cmd, sizeof cmd,
+             "sed -i 's/rope_layout: interleaved/rope_layout: rotated/' "
+             "%s/manifest.yaml && %s trace info %s",
+             rec, th_bin(), rec);
     ck_assert_int_eq(th_sh(cmd, out, sizeof out), 2);
-    ck_assert_msg(strstr(out, "manifest.yaml:") && strstr(out, ": error: unknown 'rope_layout' "
-                  "value 'rotated'") && strstr(out, "interleaved half"), "%s", out);
+    ck_assert_msg(strstr(out, "manifest.yaml:") &&
+                      strstr(out, ": error: unknown 'rope_layout' "
+                                  "value 'rotated'") &&
+                      strstr(out, "interleaved half"),
+                  "%s", out);
     /* a Hugging Face dump from before the key existed must say which order it holds */
-    snprintf(cmd, sizeof cmd, "sed -i -e '/rope_layout/d' -e 's/source: record/source: "
-             "pytorch/' %s/manifest.yaml && %s trace info %s", rec, th_bin(), rec);
+    snprintf(cmd, sizeof cmd,
+             "sed -i -e '/rope_layout/d' -e 's/source: record/source: "
+             "pytorch/' %s/manifest.yaml && %s trace info %s",
+             rec, th_bin(), rec);
     ck_assert_int_eq(th_sh(cmd, out, sizeof out), 2);
     ck_assert_msg(strstr(out, "lacks 'rope_layout'") && strstr(out, "rope_layout: half"), "%s",
                   out);
     /* mpcsim's own traces of that age were interleaved */
-    snprintf(cmd, sizeof cmd, "sed -i 's/source: pytorch/source: record/' %s/manifest.yaml && "
-             "%s trace info %s", rec, th_bin(), rec);
+    snprintf(cmd, sizeof cmd,
+             "sed -i 's/source: pytorch/source: record/' %s/manifest.yaml && "
+             "%s trace info %s",
+             rec, th_bin(), rec);
     ck_assert_msg(th_sh(cmd, out, sizeof out) == 0 && strstr(out, "q/k order:  interleaved"), "%s",
                   out);
 }
@@ -370,7 +389,9 @@ START_TEST(verify_names_first_mismatch)
     snprintf(cmd, sizeof cmd, "%s trace info --verify %s", th_bin(), rec);
     ck_assert_msg(th_sh(cmd, out, sizeof out) == 0 && strstr(out, "verify:     ok"), "%s", out);
     /* each edit of one array, on a fresh recording, and the error that names it */
-    static const struct { const char *npy, *edit, *want, *also; } cases[] = {
+    static const struct {
+        const char *npy, *edit, *want, *also;
+    } cases[] = {
         /* keys of another rotary embedding: attention no longer matches q·k */
         {"k.npy", "x[2, 5:] = n.roll(x[2, 5:], 1, -1); x = x.astype('<f4')",
          "error: att[layer 2][pos 5]", "do not belong together"},
@@ -401,7 +422,7 @@ Suite *trace_import_suite(void)
     TCase *tc = th_case(s, "torch", 120);
     TESTDIR_USE(tc);
     TH_TESTS(tc, llama2c_matches_record, llama2c_version1_checkpoint, hf_front_end_half_layout,
-                 llama2c_replays_like_record, half_layout_converted_and_wrong_layout_refused,
-                 manifest_layout_checked, verify_names_first_mismatch);
+             llama2c_replays_like_record, half_layout_converted_and_wrong_layout_refused,
+             manifest_layout_checked, verify_names_first_mismatch);
     return s;
 }

@@ -43,7 +43,8 @@ STORIES(128)
 START_TEST(test_programs_exact)
 {
     errbuf e = {{0}};
-    secinf_opts o = {.model = &sf.m, .weights = sf.L, .tokens = sf.ids, .n_tokens = 5, .prefill = 4};
+    secinf_opts o = {
+        .model = &sf.m, .weights = sf.L, .tokens = sf.ids, .n_tokens = 5, .prefill = 4};
     fixture_cfg(_i ? "aby3" : "semi2k", &o.cfg);
     secinf_result r;
     ck_assert_msg(secinf_run(&o, &r, &e) == MS_OK, "%s", e.msg);
@@ -55,8 +56,8 @@ START_TEST(test_programs_exact)
     for (uint32_t s = 0; s < r.n_steps; s++) {
         valid_row row;
         ck_assert_msg(valid_step(&o, &r, s, &net, &mach, &row, &e) == MS_OK, "%s", e.msg);
-        ck_assert_msg(row.ops_mismatched == 0, "%s %s: %u of %u ops differ: %s", o.cfg.name, row.item,
-                      row.ops_mismatched, row.ops, row.first_mismatch);
+        ck_assert_msg(row.ops_mismatched == 0, "%s %s: %u of %u ops differ: %s", o.cfg.name,
+                      row.item, row.ops_mismatched, row.ops, row.first_mismatch);
         ck_assert_uint_gt(row.meas.rounds, 100);
         ck_assert_uint_eq(row.pred.rounds, row.meas.rounds);
         for (int i = 0; i < RDB_PARTIES; i++)
@@ -90,7 +91,8 @@ START_TEST(test_accuracy_teacher_forced)
     llama_reset(sf.L);
     for (uint32_t p = 0; p < N; p++)
         ck_assert_int_eq(llama_forward(sf.L, sf.ids[p], p, NULL, ref + (size_t)p * V), MS_OK);
-    secinf_opts o = {.model = &sf.m, .weights = sf.L, .tokens = sf.ids, .n_tokens = N, .prefill = 1};
+    secinf_opts o = {
+        .model = &sf.m, .weights = sf.L, .tokens = sf.ids, .n_tokens = N, .prefill = 1};
     fixture_cfg("semi2k", &o.cfg);
     secinf_result r;
     ck_assert_msg(secinf_run(&o, &r, &e) == MS_OK, "%s", e.msg);
@@ -100,9 +102,10 @@ START_TEST(test_accuracy_teacher_forced)
     /* >= 99 %: one disagreement allowed, and only at a near tie of the reference (its top-2
      * margin within twice the logit tolerance; the text's closest is 0.012, at position 65) */
     ck_assert_msg(a.top1_agree * 100 >= 99 * N, "top-1 agreement %u/%u", a.top1_agree, N);
-    ck_assert_msg(a.miss_gap < 2 * LOGIT_TOL, "a disagreement where the reference's margin is %.4f", a.miss_gap);
-    ck_assert_msg(a.max_abs < LOGIT_TOL && a.mean_abs < 0.05, "logit error max %.4f mean %.5f", a.max_abs,
-                  a.mean_abs);
+    ck_assert_msg(a.miss_gap < 2 * LOGIT_TOL, "a disagreement where the reference's margin is %.4f",
+                  a.miss_gap);
+    ck_assert_msg(a.max_abs < LOGIT_TOL && a.mean_abs < 0.05, "logit error max %.4f mean %.5f",
+                  a.max_abs, a.mean_abs);
     /* the client's greedy choices are the argmax of its revealed logits */
     for (uint32_t s = 0; s < N; s++) {
         uint32_t b = 0;
@@ -129,8 +132,10 @@ START_TEST(test_streamingllm_in_mpc)
     /* the masks are streamingllm's: sinks and the recent window */
     uint32_t pos = N - 1;
     for (uint32_t j = 0; j < pos; j++)
-        ck_assert_int_eq(k.keep[((size_t)pos * sf.m.n_layers * sf.m.n_kv_heads) * k.max_len + j], j < 2 || j + 6 >= pos);
-    secinf_opts o = {.model = &sf.m, .weights = sf.L, .tokens = sf.ids, .n_tokens = N, .prefill = P, .keep = &k};
+        ck_assert_int_eq(k.keep[((size_t)pos * sf.m.n_layers * sf.m.n_kv_heads) * k.max_len + j],
+                         j < 2 || j + 6 >= pos);
+    secinf_opts o = {
+        .model = &sf.m, .weights = sf.L, .tokens = sf.ids, .n_tokens = N, .prefill = P, .keep = &k};
     fixture_cfg("aby3", &o.cfg);
     secinf_result r;
     ck_assert_msg(secinf_run(&o, &r, &e) == MS_OK, "%s", e.msg);
@@ -166,7 +171,8 @@ START_TEST(test_mpcache_padded_in_mpc)
     float *pol;
     secpol_keep k;
     fixture_replay(&sf, "mpcache", params, 2, N, P, &k, &pol, NULL);
-    secinf_opts o = {.model = &sf.m, .weights = sf.L, .tokens = sf.ids, .n_tokens = N, .prefill = P, .keep = &k};
+    secinf_opts o = {
+        .model = &sf.m, .weights = sf.L, .tokens = sf.ids, .n_tokens = N, .prefill = P, .keep = &k};
     fixture_cfg("semi2k", &o.cfg);
     int padded = 0;
     op_program p;
@@ -205,8 +211,8 @@ static int run_cli(const char *const *args)
 START_TEST(test_cli_rows_in_db)
 {
     const char *db = testdir_path(&td, "v.db");
-    const char *args[] = {"validate", "--prompt", "3", "--decode", "1", "-n", "16", "--latency-ms", "0",
-                          "--db", db, NULL};
+    const char *args[] = {"validate", "--prompt",     "3", "--decode", "1", "-n",
+                          "16",       "--latency-ms", "0", "--db",     db,  NULL};
     int st = run_cli(args);
     const char *out = testdir_path(&td, "out.txt");
     ck_assert_msg(st == 0, "mpcsim validate exited %d (see %s)", st, out);
@@ -214,16 +220,30 @@ START_TEST(test_cli_rows_in_db)
     ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
     ck_assert_int_eq(sqlfix_int(h, "PRAGMA user_version"), RDB_SCHEMA_VERSION);
     ck_assert_int_eq(sqlfix_int(h, "SELECT count(*) FROM validation WHERE phase = '-'"), 20);
-    ck_assert_int_eq(sqlfix_int(h, "SELECT count(*) FROM validation WHERE item = 'stories260K:prefill' AND n = 3"), 2);
-    ck_assert_int_eq(sqlfix_int(h, "SELECT count(*) FROM validation WHERE item = 'stories260K:decode' AND kv_len = 3"), 2);
+    ck_assert_int_eq(
+        sqlfix_int(h,
+                   "SELECT count(*) FROM validation WHERE item = 'stories260K:prefill' AND n = 3"),
+        2);
+    ck_assert_int_eq(
+        sqlfix_int(
+            h, "SELECT count(*) FROM validation WHERE item = 'stories260K:decode' AND kv_len = 3"),
+        2);
     ck_assert_int_eq(sqlfix_int(h, "SELECT count(*) FROM validation WHERE exact = 0"), 0);
-    ck_assert_int_eq(sqlfix_int(h, "SELECT count(*) FROM validation WHERE pred_rounds != meas_rounds OR "
-                           "pred_bytes_p0 != meas_bytes_p0 OR pred_bytes_p1 != meas_bytes_p1 OR "
-                           "pred_bytes_p2 != meas_bytes_p2 OR pred_offline != meas_offline"), 0);
-    ck_assert_int_eq(sqlfix_int(h, "SELECT count(*) FROM validation WHERE phase != '-' AND (meas_bytes_p0 = 0 OR "
-                           "meas_ns = 0 OR pred_ns = 0)"), 0);
-    ck_assert_int_eq(sqlfix_int(h, "SELECT count(*) FROM validation WHERE protocol = 'aby3' AND phase != '-' AND "
-                           "meas_bytes_p2 > 0"), 2);
+    ck_assert_int_eq(
+        sqlfix_int(h, "SELECT count(*) FROM validation WHERE pred_rounds != meas_rounds OR "
+                      "pred_bytes_p0 != meas_bytes_p0 OR pred_bytes_p1 != meas_bytes_p1 OR "
+                      "pred_bytes_p2 != meas_bytes_p2 OR pred_offline != meas_offline"),
+        0);
+    ck_assert_int_eq(
+        sqlfix_int(h,
+                   "SELECT count(*) FROM validation WHERE phase != '-' AND (meas_bytes_p0 = 0 OR "
+                   "meas_ns = 0 OR pred_ns = 0)"),
+        0);
+    ck_assert_int_eq(
+        sqlfix_int(h,
+                   "SELECT count(*) FROM validation WHERE protocol = 'aby3' AND phase != '-' AND "
+                   "meas_bytes_p2 > 0"),
+        2);
     ck_assert_int_eq(sqlfix_int(h, "SELECT count(DISTINCT session) FROM validation"), 1);
     sqlite3_close(h);
 }
@@ -234,7 +254,8 @@ END_TEST
 START_TEST(test_cli_basic_ops)
 {
     const char *out = testdir_path(&td, "out.txt");
-    const char *args[] = {"validate", "--basic-ops", "--n", "256", "--latency-ms", "0", "-p", "aby3", NULL};
+    const char *args[] = {"validate", "--basic-ops", "--n",  "256", "--latency-ms",
+                          "0",        "-p",          "aby3", NULL};
     int st = run_cli(args);
     ck_assert_msg(st == 0, "mpcsim validate --basic-ops exited %d (see %s)", st, out);
     FILE *f = fopen(out, "r");
@@ -253,8 +274,8 @@ START_TEST(test_cli_basic_ops)
     fclose(f);
     ck_assert_int_eq(rows, 6);
     for (int k = 0; k < 3; k++) {
-        ck_assert_msg(small[k] > 0 && big[k] == 4 * small[k], "%s: %llu bytes at 64, %llu at 256", ops[k], small[k],
-                      big[k]);
+        ck_assert_msg(small[k] > 0 && big[k] == 4 * small[k], "%s: %llu bytes at 64, %llu at 256",
+                      ops[k], small[k], big[k]);
     }
 }
 END_TEST
@@ -268,14 +289,18 @@ START_TEST(test_cli_shaped)
         return;
     }
     const char *db = testdir_path(&td, "s.db"), *out = testdir_path(&td, "out.txt");
-    const char *args[] = {"validate", "--model", "stories260K", "--shape", "--bandwidth", "1Gbps", "--latency-ms",
-                          "0", "--prompt", "2", "--decode", "1", "-p", "semi2k", "--db", db, NULL};
+    const char *args[] = {
+        "validate",     "--model", "stories260K", "--shape", "--bandwidth", "1Gbps",
+        "--latency-ms", "0",       "--prompt",    "2",       "--decode",    "1",
+        "-p",           "semi2k",  "--db",        db,        NULL};
     int st = run_cli(args);
     ck_assert_msg(st == 0, "mpcsim validate --shape exited %d (see %s)", st, out);
     sqlite3 *h;
     ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
-    ck_assert_int_eq(sqlfix_int(h, "SELECT count(*) FROM validation WHERE shaping = 'tbf' AND exact = 1 AND "
-                           "bandwidth_bps = 1e9"), 2);
+    ck_assert_int_eq(
+        sqlfix_int(h, "SELECT count(*) FROM validation WHERE shaping = 'tbf' AND exact = 1 AND "
+                      "bandwidth_bps = 1e9"),
+        2);
     sqlite3_close(h);
     FILE *p = popen("ip netns list", "r");
     char line[256];
@@ -300,8 +325,14 @@ static void silu_plain(const char *approx, const double *x, double *y, size_t n)
     op_program_init(&p);
     uint32_t a = op_tensor_add(&p, "a", OPT_INPUT, DOM_ARITH, 1, 1, (uint32_t)n);
     uint32_t z = op_tensor_add(&p, "z", OPT_TEMP, DOM_ARITH, 1, 1, (uint32_t)n);
-    op o = {.kind = OP_SILU, .layer = -1, .group = -1, .batch = 1, .m = 1, .n = (uint32_t)n,
-            .in = {a, OP_NONE, OP_NONE}, .out = z};
+    op o = {.kind = OP_SILU,
+            .layer = -1,
+            .group = -1,
+            .batch = 1,
+            .m = 1,
+            .n = (uint32_t)n,
+            .in = {a, OP_NONE, OP_NONE},
+            .out = z};
     ck_assert_int_ge(op_emit(&p, &o), 0);
     mpc_val vals[2] = {{0}};
     ck_assert_int_eq(E->vt->alloc(E, &vals[a], n, DOM_ARITH), MS_OK);
@@ -350,6 +381,6 @@ Suite *validate_suite(void)
     STORIES_USE(model);
     TH_LOOPS(model, 2, test_programs_exact);
     TH_TESTS(model, test_accuracy_teacher_forced, test_streamingllm_in_mpc,
-                    test_mpcache_padded_in_mpc);
+             test_mpcache_padded_in_mpc);
     return s;
 }

@@ -18,8 +18,7 @@ void th_bad_msg(const char *path, const th_bad *c, const char *msg, int i)
     ck_assert_msg(!strncmp(msg, want, strlen(want)), "case %d: '%s' does not start with '%s'", i,
                   msg, want);
     ck_assert_msg(strstr(msg, c->gist), "case %d: '%s' lacks '%s'", i, msg, c->gist);
-    ck_assert_msg(!c->gist2 || strstr(msg, c->gist2), "case %d: '%s' lacks '%s'", i, msg,
-                  c->gist2);
+    ck_assert_msg(!c->gist2 || strstr(msg, c->gist2), "case %d: '%s' lacks '%s'", i, msg, c->gist2);
 }
 
 TCase *th_case(Suite *s, const char *name, int timeout)
@@ -242,8 +241,8 @@ void th_assert_mode(const char *path, unsigned mode)
 {
     struct stat st;
     ck_assert_msg(stat(path, &st) == 0, "%s does not exist", path);
-    ck_assert_msg((st.st_mode & 0777) == mode, "%s has mode %03o, not %03o", path, (unsigned)(st.st_mode & 0777),
-                  mode);
+    ck_assert_msg((st.st_mode & 0777) == mode, "%s has mode %03o, not %03o", path,
+                  (unsigned)(st.st_mode & 0777), mode);
 }
 
 int th_exists(const char *path) { return access(path, F_OK) == 0; }

@@ -38,7 +38,8 @@ void mpcfix_assert_keys(const char *dir, int n)
     }
 }
 
-void mpcfix_frame(uint8_t *h, uint16_t ver, uint16_t type, uint32_t op_id, uint32_t seq, uint64_t len)
+void mpcfix_frame(uint8_t *h, uint16_t ver, uint16_t type, uint32_t op_id, uint32_t seq,
+                  uint64_t len)
 {
     uint32_t magic = MPC_FRAME_MAGIC;
     memcpy(h, &magic, 4);

@@ -19,6 +19,7 @@ void mpcfix_assert_keys(const char *dir, int n);
  * (protocols/backend/mpc_net.h) lays it out: magic, version ver, type, op_id (a hello: the node),
  * seq (a hello: its security mode), payload length len; independent of the backend's own
  * encoding, so that a test can send any version or length. */
-void mpcfix_frame(uint8_t *h, uint16_t ver, uint16_t type, uint32_t op_id, uint32_t seq, uint64_t len);
+void mpcfix_frame(uint8_t *h, uint16_t ver, uint16_t type, uint32_t op_id, uint32_t seq,
+                  uint64_t len);
 
 #endif

@@ -9,7 +9,8 @@
 static sqlite3_stmt *first_row(sqlite3 *h, const char *sql)
 {
     sqlite3_stmt *s;
-    ck_assert_msg(sqlite3_prepare_v2(h, sql, -1, &s, NULL) == SQLITE_OK, "%s: %s", sql, sqlite3_errmsg(h));
+    ck_assert_msg(sqlite3_prepare_v2(h, sql, -1, &s, NULL) == SQLITE_OK, "%s: %s", sql,
+                  sqlite3_errmsg(h));
     ck_assert_msg(sqlite3_step(s) == SQLITE_ROW, "no row: %s", sql);
     return s;
 }
@@ -26,7 +27,9 @@ char *sqlfix_text(sqlite3 *h, const char *sql, int col)
 {
     sqlite3_stmt *s = first_row(h, sql);
     const unsigned char *t = sqlite3_column_text(s, col);
-    char *v = strdup(sqlite3_column_type(s, col) == SQLITE_NULL ? "NULL" : t ? (const char *)t : "");
+    char *v = strdup(sqlite3_column_type(s, col) == SQLITE_NULL ? "NULL"
+                     : t                                        ? (const char *)t
+                                                                : "");
     sqlite3_finalize(s);
     ck_assert_ptr_nonnull(v);
     return v;
@@ -35,7 +38,8 @@ char *sqlfix_text(sqlite3 *h, const char *sql, int col)
 sqlite3 *sqlfix_open_ro(const char *path)
 {
     sqlite3 *h = NULL;
-    ck_assert_msg(sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK, "cannot open %s", path);
+    ck_assert_msg(sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK,
+                  "cannot open %s", path);
     sqlite3_busy_timeout(h, 5000);
     return h;
 }

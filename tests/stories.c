@@ -35,8 +35,8 @@ void fixture_close(fixture *f)
     f->L = NULL;
 }
 
-void fixture_assert_follows(const double *logits, const float *pol, const float *full,
-                            uint32_t P, uint32_t n, uint32_t V, double tol)
+void fixture_assert_follows(const double *logits, const float *pol, const float *full, uint32_t P,
+                            uint32_t n, uint32_t V, double tol)
 {
     llama_acc a, moved;
     llama_compare(logits, pol + (size_t)(P - 1) * V, n, V, &a);
@@ -56,7 +56,8 @@ void fixture_replay(fixture *f, const char *policy, const char *const *params, i
     uint32_t V = f->m.vocab;
     *pol = malloc((size_t)n * V * sizeof **pol);
     ck_assert_ptr_nonnull(*pol);
-    ck_assert_msg(secinf_policy_replay(&f->m, f->L, policy, params, n_params, f->ids, n, P, k, *pol, &e) == MS_OK,
+    ck_assert_msg(secinf_policy_replay(&f->m, f->L, policy, params, n_params, f->ids, n, P, k, *pol,
+                                       &e) == MS_OK,
                   "%s", e.msg);
     if (!full)
         return;
@@ -85,12 +86,15 @@ void fixture_opts(fixture *f, const char *pname, uint32_t n, uint32_t P, const c
                   const char *const *params, int n_params, secinf_opts *o)
 {
     errbuf e = {{0}};
-    *o = (secinf_opts){.model = &f->m, .weights = f->L, .tokens = f->ids, .n_tokens = n, .prefill = P};
+    *o = (secinf_opts){
+        .model = &f->m, .weights = f->L, .tokens = f->ids, .n_tokens = n, .prefill = P};
     fixture_cfg(pname, &o->cfg);
     if (!policy)
         return;
     int pub = 1;
-    ck_assert_msg(secinf_spol_of(&f->m, policy, params, n_params, P, n, &o->spol, &pub, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(secinf_spol_of(&f->m, policy, params, n_params, P, n, &o->spol, &pub, &e) ==
+                      MS_OK,
+                  "%s", e.msg);
     ck_assert_msg(pub == 0, "%s: no selection on shares", policy);
 }
 
@@ -121,7 +125,8 @@ size_t fixture_layer_ops(const op_program *p, int layer, int phase, const op **o
 {
     size_t n = 0;
     for (size_t i = 0; i < p->n_ops; i++)
-        if (p->ops[i].cat == OPC_POLICY && p->ops[i].layer == layer && p->ops[i].phase == phase && n < max)
+        if (p->ops[i].cat == OPC_POLICY && p->ops[i].layer == layer && p->ops[i].phase == phase &&
+            n < max)
             out[n++] = &p->ops[i];
     return n;
 }
@@ -166,7 +171,8 @@ void fixture_assert_same_ops(const op_program *run, const op *const *a, const op
             if (a[i]->in[j] == OP_NONE)
                 continue;
             const op_tensor *ta = &run->tens[a[i]->in[j]], *tb = &cost->tens[b[i]->in[j]];
-            ck_assert_uint_eq((uint64_t)ta->batch * ta->rows * ta->cols, (uint64_t)tb->batch * tb->rows * tb->cols);
+            ck_assert_uint_eq((uint64_t)ta->batch * ta->rows * ta->cols,
+                              (uint64_t)tb->batch * tb->rows * tb->cols);
             if (flags & SAME_ROLES) {
                 ck_assert_int_eq(ta->role == OPT_PUBLIC, tb->role == OPT_PUBLIC);
                 ck_assert_int_eq(ta->role == OPT_WEIGHT, tb->role == OPT_WEIGHT);
@@ -177,8 +183,13 @@ void fixture_assert_same_ops(const op_program *run, const op *const *a, const op
 
 policy_env fixture_env(const fixture *f, uint32_t P, uint32_t N)
 {
-    return (policy_env){.n_layers = f->m.n_layers, .n_heads = f->m.n_heads, .n_kv_heads = f->m.n_kv_heads,
-                        .head_dim = f->m.head_dim, .dim = f->m.dim, .ffn_dim = f->m.ffn_dim, .prompt_len = P,
+    return (policy_env){.n_layers = f->m.n_layers,
+                        .n_heads = f->m.n_heads,
+                        .n_kv_heads = f->m.n_kv_heads,
+                        .head_dim = f->m.head_dim,
+                        .dim = f->m.dim,
+                        .ffn_dim = f->m.ffn_dim,
+                        .prompt_len = P,
                         .max_len = N};
 }
 

@@ -29,9 +29,9 @@ void fixture_close(fixture *f);
 /* STORIES(min_tokens) at file scope defines sf, a fixture opened (at least min_tokens tokens)
  * before each test of a case given STORIES_USE(tc) and closed after it (a test may change the
  * model's weights: the next one loads them again). */
-#define STORIES(min_tokens)                                                                    \
-    static fixture sf;                                                                         \
-    static void sf_setup(void) { fixture_open(&sf, (min_tokens)); }                            \
+#define STORIES(min_tokens)                                         \
+    static fixture sf;                                              \
+    static void sf_setup(void) { fixture_open(&sf, (min_tokens)); } \
     static void sf_teardown(void) { fixture_close(&sf); }
 #define STORIES_USE(tc) tcase_add_checked_fixture(tc, sf_setup, sf_teardown)
 
@@ -39,8 +39,8 @@ void fixture_close(fixture *f);
  * (rows from position P - 1 on) the same top-1 at every step but at most one, a disagreement
  * only where the replay's margin is below 2·tol, no logit off by tol or more; against the full
  * cache's full, some logit moved by more than 3·tol. */
-void fixture_assert_follows(const double *logits, const float *pol, const float *full,
-                            uint32_t P, uint32_t n, uint32_t V, double tol);
+void fixture_assert_follows(const double *logits, const float *pol, const float *full, uint32_t P,
+                            uint32_t n, uint32_t V, double tol);
 
 /* policy's float replay (with its "key=value" params) over the fixture's first n tokens, P
  * of them the prompt: its keep masks into k, its logits (n × vocab, malloc'd) into *pol; full

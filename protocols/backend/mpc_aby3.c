@@ -135,7 +135,8 @@ static int a_open(eng *e, uint64_t *out, const mpc_val *x, int to)
     if (rc || !get)
         return rc;
     for (size_t k = 0; k < n; k++)
-        out[k] = x->dom == DOM_BOOL ? x->s[0][k] ^ x->s[1][k] ^ r[k] : x->s[0][k] + x->s[1][k] + r[k];
+        out[k] =
+            x->dom == DOM_BOOL ? x->s[0][k] ^ x->s[1][k] ^ r[k] : x->s[0][k] + x->s[1][k] + r[k];
     return MS_OK;
 }
 
@@ -156,7 +157,8 @@ static void prod_local(uint64_t *al, const mpc_val *x, const mpc_val *y, int kin
             al[k] += x->s[0][k] * x->s[0][k] + 2 * x->s[0][k] * x->s[1][k];
     else
         for (size_t k = 0; k < n; k++)
-            al[k] ^= (x->s[0][k] & y->s[0][k]) ^ (x->s[0][k] & y->s[1][k]) ^ (x->s[1][k] & y->s[0][k]);
+            al[k] ^=
+                (x->s[0][k] & y->s[0][k]) ^ (x->s[0][k] & y->s[1][k]) ^ (x->s[1][k] & y->s[0][k]);
 }
 
 /* A product: its local part al (slot 1) starts as a fresh zero sharing and is computed before
@@ -203,7 +205,8 @@ static int a_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint
     int tb = (flags & OPF_TRANS_B) != 0;
     (void)y_id;
     if (x->n < nx || !yb)
-        return mpc_fail(&s->c, MS_ERR_INTERNAL, "aby3 matmul: %u×(%u×%u)·(%u×%u) with operands of %zu and %zu elements",
+        return mpc_fail(&s->c, MS_ERR_INTERNAL,
+                        "aby3 matmul: %u×(%u×%u)·(%u×%u) with operands of %zu and %zu elements",
                         batch, m, k, k, n, x->n, y->n);
     size_t ny = y->n;
     uint64_t *Z = malloc(nz * 8 + 8), *Y01 = malloc(ny * 8 + 8);
@@ -420,7 +423,8 @@ static int a_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, ui
         return rc ? rc : MS_ERR_NOMEM;
     for (size_t k = 0; k < n; k++)
         al[k] = (al[k] ^ (x->s[0][k] & y->s[0][k]) ^ (x->s[0][k] & y->s[1][k]) ^
-                 (x->s[1][k] & y->s[0][k])) & mask;
+                 (x->s[1][k] & y->s[0][k])) &
+                mask;
     mpc_pack_bits(snd, &pos, al, n, mask);
     if ((rc = mpc_ensure(&s->c, z, n, DOM_BOOL)))
         return rc;
@@ -534,7 +538,7 @@ static int a_b2a_bit(eng *e, mpc_val *z, const mpc_val *x)
     if (!u)
         return MS_ERR_NOMEM;
     pos = 0;
-    mpc_unpack_bits(rho, n, 1, rcv, &pos); /* the other party's masked bit */
+    mpc_unpack_bits(rho, n, 1, rcv, &pos);                  /* the other party's masked bit */
     mpc_prg_u64(i == 0 ? &s->k1 : &s->k0, u, n);            /* K_1 */
     mpc_prg_u64(i == 0 ? &s->k1 : &s->k0, z->s[i == 0], n); /* t = y1 */
     for (size_t q = 0; q < n; q++) {
@@ -588,8 +592,20 @@ static int shuf_alloc(shuf *h, size_t n, size_t M, size_t seg, size_t parts)
         free(buf), free(pi);
         return MS_ERR_NOMEM;
     }
-    *h = (shuf){n, M, seg, parts, buf, buf, buf + n, buf + 2 * n, buf + 3 * n, buf + 4 * n, buf + 5 * n,
-                buf + 6 * n, buf + 6 * n + M, pi};
+    *h = (shuf){n,
+                M,
+                seg,
+                parts,
+                buf,
+                buf,
+                buf + n,
+                buf + 2 * n,
+                buf + 3 * n,
+                buf + 4 * n,
+                buf + 5 * n,
+                buf + 6 * n,
+                buf + 6 * n + M,
+                pi};
     return MS_OK;
 }
 
@@ -651,7 +667,7 @@ static int shuf_p1(a3 *s, shuf *h)
         return rc;
     shuf_perm(h, v, u, h->w2);
     for (size_t k = 0; k < n; k++)
-        v[k] += h->t[k]; /* π1(γ) + b */
+        v[k] += h->t[k];      /* π1(γ) + b */
     shuf_perm(h, u, v, h->w); /* β1 */
     for (size_t k = 0; k < n; k++)
         u[k] -= h->r1[k];
@@ -666,7 +682,7 @@ static int shuf_p2(a3 *s, shuf *h, const mpc_val *x)
     uint64_t *u = h->u, *v = h->v;
     shuf_perm(h, u, x->s[0], h->w);
     for (size_t k = 0; k < n; k++)
-        u[k] += h->m0[k]; /* γ */
+        u[k] += h->m0[k];                     /* γ */
     int rc = x3(s, 1, u, 8 * n, 0, v, 8 * n); /* δ into v */
     if (rc)
         return rc;
@@ -700,7 +716,8 @@ static int a_shuffle(eng *e, mpc_val *z, const mpc_val *x, size_t seg, size_t pa
     size_t n = x->n, M = parts ? n / parts : 0;
     int i = s->c.party;
     if (!seg || !parts || M * parts != n || M % seg)
-        return mpc_fail(&s->c, MS_ERR_INTERNAL, "aby3 shuffle: %zu elements in %zu parts of runs of %zu", n, parts, seg);
+        return mpc_fail(&s->c, MS_ERR_INTERNAL,
+                        "aby3 shuffle: %zu elements in %zu parts of runs of %zu", n, parts, seg);
     shuf h;
     int rc = want(s, x, NULL, DOM_ARITH, "shuffle");
     if (rc || (rc = shuf_alloc(&h, n, M, seg, parts)))
@@ -722,13 +739,28 @@ static int a_sync_public(eng *e, uint64_t *v)
 }
 
 static const eng_vt aby3_vt = {
-    .alloc = mpc_l_alloc, .release = mpc_l_release, .add = mpc_l_add, .sub = mpc_l_sub,
-    .add_pub = mpc_l_add_pub, .mul_pub = mpc_l_mul_pub, .shift = mpc_l_shift,
-    .bool_components = a_bool_components, .permute = mpc_l_permute, .input = a_input,
-    .open = a_open, .mul = a_mul, .square = a_square, .matmul = a_matmul, .and_bb = a_and,
-    .trunc = a_trunc, .b2a = a_b2a, .and_bits = a_and_bits, .bool_pair = a_bool_pair,
+    .alloc = mpc_l_alloc,
+    .release = mpc_l_release,
+    .add = mpc_l_add,
+    .sub = mpc_l_sub,
+    .add_pub = mpc_l_add_pub,
+    .mul_pub = mpc_l_mul_pub,
+    .shift = mpc_l_shift,
+    .bool_components = a_bool_components,
+    .permute = mpc_l_permute,
+    .input = a_input,
+    .open = a_open,
+    .mul = a_mul,
+    .square = a_square,
+    .matmul = a_matmul,
+    .and_bb = a_and,
+    .trunc = a_trunc,
+    .b2a = a_b2a,
+    .and_bits = a_and_bits,
+    .bool_pair = a_bool_pair,
     .b2a_bit = a_b2a_bit,
-    .shuffle = a_shuffle, .sync_public = a_sync_public,
+    .shuffle = a_shuffle,
+    .sync_public = a_sync_public,
 };
 
 /* ---------------------------------------------------------------- construction */

@@ -19,13 +19,15 @@ int mpc_engine_new(const proto_cfg *cfg, mpc_net *net, eng **out, errbuf *err)
         if (!strcmp(cfg->name, backends[i]->name))
             be = backends[i];
     if (!be)
-        return err_set(err, MS_ERR_INPUT, "mpc: no backend for protocol '%s' (semi2k, aby3)", cfg->name);
+        return err_set(err, MS_ERR_INPUT, "mpc: no backend for protocol '%s' (semi2k, aby3)",
+                       cfg->name);
     int nodes = mpc_net_nodes(net);
     if (nodes != 3)
         return err_set(err, MS_ERR_USAGE, "mpc %s: needs 3 nodes (%s), the mesh has %d", cfg->name,
                        be->nodes, nodes);
     if (cfg->ring_bits != 64)
-        return err_set(err, MS_ERR_INPUT, "mpc %s: the backend computes over Z_2^64, not %d bits", cfg->name, cfg->ring_bits);
+        return err_set(err, MS_ERR_INPUT, "mpc %s: the backend computes over Z_2^64, not %d bits",
+                       cfg->name, cfg->ring_bits);
     eng *e = calloc(1, sizeof *e);
     if (!e)
         return err_set(err, MS_ERR_NOMEM, "mpc: out of memory");

@@ -89,7 +89,8 @@ void mpc_l_release(eng *e, mpc_val *v)
 static int same_len(mpc_core *c, const mpc_val *x, const mpc_val *y, const char *what)
 {
     if (x->n != y->n)
-        return mpc_fail(c, MS_ERR_INTERNAL, "mpc %s: operands of %zu and %zu elements", what, x->n, y->n);
+        return mpc_fail(c, MS_ERR_INTERNAL, "mpc %s: operands of %zu and %zu elements", what, x->n,
+                        y->n);
     return MS_OK;
 }
 
@@ -150,7 +151,8 @@ int mpc_l_add_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *cst, siz
     mpc_core *c = core(e);
     DEALER_SHAPE(c, z, x->n, x->dom);
     if (nc != 1 && nc != x->n)
-        return mpc_fail(c, MS_ERR_INTERNAL, "mpc add_pub: %zu constants for %zu elements", nc, x->n);
+        return mpc_fail(c, MS_ERR_INTERNAL, "mpc add_pub: %zu constants for %zu elements", nc,
+                        x->n);
     int rc = copy_into(c, z, x);
     if (rc || c->pub_slot < 0 || c->ns == 0)
         return rc;
@@ -169,7 +171,8 @@ int mpc_l_mul_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *cst, siz
     mpc_core *c = core(e);
     DEALER_SHAPE(c, z, x->n, x->dom);
     if (nc != 1 && nc != x->n)
-        return mpc_fail(c, MS_ERR_INTERNAL, "mpc mul_pub: %zu constants for %zu elements", nc, x->n);
+        return mpc_fail(c, MS_ERR_INTERNAL, "mpc mul_pub: %zu constants for %zu elements", nc,
+                        x->n);
     int rc = copy_into(c, z, x);
     for (int t = 0; !rc && t < c->ns; t++) {
         uint64_t *zz = z->s[t];
@@ -214,7 +217,8 @@ int mpc_l_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, siz
     }
     for (size_t i = 0; i < n; i++)
         if (idx[i] >= x->n)
-            return mpc_fail(c, MS_ERR_INTERNAL, "mpc permute: index %u beyond %zu elements", idx[i], x->n);
+            return mpc_fail(c, MS_ERR_INTERNAL, "mpc permute: index %u beyond %zu elements", idx[i],
+                            x->n);
     mpc_val t = {0};
     int rc = mpc_l_alloc(e, &t, n, x->dom);
     for (int s = 0; !rc && s < c->ns; s++)
@@ -319,8 +323,8 @@ void mpc_mm_batch(uint64_t *Z, const uint64_t *X, const uint64_t *Y, uint32_t ba
 {
     uint32_t share = y_inst ? batch / y_inst : 1; /* instances per right operand (op.h) */
     for (uint32_t b = 0; b < batch; b++)
-        mpc_mm_acc(Z + (size_t)b * m * n, X + (size_t)b * m * k, Y + (size_t)(b / share) * k * n,
-                   m, k, n, trans_b);
+        mpc_mm_acc(Z + (size_t)b * m * n, X + (size_t)b * m * k, Y + (size_t)(b / share) * k * n, m,
+                   k, n, trans_b);
 }
 
 /* ---------------------------------------------------------------- packed bits */
@@ -424,38 +428,38 @@ static inline void get_le(const uint8_t *p, size_t B, uint64_t *lo, uint64_t *hi
 }
 
 /* The element loops, instantiated per gather/scatter method. A pair is v1 | v2 << pc. */
-#define PACK_LOOP(GATHER)                                                                   \
-    do {                                                                                    \
-        int pc_ = pl->pc;                                                                   \
-        for (size_t i = 0; i < n; i++, p += pl->bytes) {                                    \
-            uint64_t a_ = GATHER(w1[i]), lo_ = a_, hi_ = 0;                                 \
-            if (w2) {                                                                       \
-                uint64_t b_ = GATHER(w2[i]);                                                \
-                if (pc_ == 64)                                                              \
-                    hi_ = b_;                                                               \
-                else {                                                                      \
-                    lo_ |= b_ << pc_;                                                       \
-                    hi_ = 2 * pc_ > 64 ? b_ >> (64 - pc_) : 0;                              \
-                }                                                                           \
-            }                                                                               \
-            put_le(p, lo_, hi_, pl->bytes);                                                 \
-        }                                                                                   \
+#define PACK_LOOP(GATHER)                                      \
+    do {                                                       \
+        int pc_ = pl->pc;                                      \
+        for (size_t i = 0; i < n; i++, p += pl->bytes) {       \
+            uint64_t a_ = GATHER(w1[i]), lo_ = a_, hi_ = 0;    \
+            if (w2) {                                          \
+                uint64_t b_ = GATHER(w2[i]);                   \
+                if (pc_ == 64)                                 \
+                    hi_ = b_;                                  \
+                else {                                         \
+                    lo_ |= b_ << pc_;                          \
+                    hi_ = 2 * pc_ > 64 ? b_ >> (64 - pc_) : 0; \
+                }                                              \
+            }                                                  \
+            put_le(p, lo_, hi_, pl->bytes);                    \
+        }                                                      \
     } while (0)
 
-#define UNPACK_LOOP(SCATTER)                                                                \
-    do {                                                                                    \
-        int pc_ = pl->pc;                                                                   \
-        for (size_t i = 0; i < n; i++, p += pl->bytes) {                                    \
-            uint64_t lo_, hi_;                                                              \
-            get_le(p, pl->bytes, &lo_, &hi_);                                               \
-            w1[i] = SCATTER(lo_ & pl->low);                                                 \
-            if (w2) {                                                                       \
-                uint64_t b_ = pc_ == 64 ? hi_                                               \
-                                        : ((lo_ >> pc_) | (2 * pc_ > 64 ? hi_ << (64 - pc_) \
-                                                                        : 0)) & pl->low;    \
-                w2[i] = SCATTER(b_);                                                        \
-            }                                                                               \
-        }                                                                                   \
+#define UNPACK_LOOP(SCATTER)                                                                       \
+    do {                                                                                           \
+        int pc_ = pl->pc;                                                                          \
+        for (size_t i = 0; i < n; i++, p += pl->bytes) {                                           \
+            uint64_t lo_, hi_;                                                                     \
+            get_le(p, pl->bytes, &lo_, &hi_);                                                      \
+            w1[i] = SCATTER(lo_ & pl->low);                                                        \
+            if (w2) {                                                                              \
+                uint64_t b_ =                                                                      \
+                    pc_ == 64 ? hi_                                                                \
+                              : ((lo_ >> pc_) | (2 * pc_ > 64 ? hi_ << (64 - pc_) : 0)) & pl->low; \
+                w2[i] = SCATTER(b_);                                                               \
+            }                                                                                      \
+        }                                                                                          \
     } while (0)
 
 #define G_SHIFT(x) (((x) >> pl->sh) & pl->low)
@@ -463,15 +467,18 @@ static inline void get_le(const uint8_t *p, size_t B, uint64_t *lo, uint64_t *hi
 #define G_SW(x) sw_compress(pl, (x))
 #define S_SW(v) sw_expand(pl, (v))
 
-static void pack_shift(const pack_plan *pl, uint8_t *p, const uint64_t *w1, const uint64_t *w2, size_t n)
+static void pack_shift(const pack_plan *pl, uint8_t *p, const uint64_t *w1, const uint64_t *w2,
+                       size_t n)
 {
     PACK_LOOP(G_SHIFT);
 }
-static void unpack_shift(const pack_plan *pl, const uint8_t *p, uint64_t *w1, uint64_t *w2, size_t n)
+static void unpack_shift(const pack_plan *pl, const uint8_t *p, uint64_t *w1, uint64_t *w2,
+                         size_t n)
 {
     UNPACK_LOOP(S_SHIFT);
 }
-static void pack_sw(const pack_plan *pl, uint8_t *p, const uint64_t *w1, const uint64_t *w2, size_t n)
+static void pack_sw(const pack_plan *pl, uint8_t *p, const uint64_t *w1, const uint64_t *w2,
+                    size_t n)
 {
     PACK_LOOP(G_SW);
 }

@@ -10,18 +10,17 @@
 #include "mpc_net.h"
 #include "mpc_prg.h"
 
-
 /* The first member of every backend engine's impl. */
 typedef struct mpc_core {
     mpc_net *net;
     const struct mpc_backend *be; /* set by the registry after attach */
-    int party;     /* compute party index, or -1 for the dealer */
-    int ns;        /* share slots per value: semi2k 1, aby3 2; the dealer holds no data (0) */
-    int pub_slot;  /* the slot holding component 0 (where public constants are added), or -1 */
-    mpc_prg priv;  /* this node's private randomness */
+    int party;                    /* compute party index, or -1 for the dealer */
+    int ns;       /* share slots per value: semi2k 1, aby3 2; the dealer holds no data (0) */
+    int pub_slot; /* the slot holding component 0 (where public constants are added), or -1 */
+    mpc_prg priv; /* this node's private randomness */
     errbuf err;
     uint64_t pub_n, pub_sum; /* public control values synced (eng sync_public): count, sum */
-    uint64_t *tmp[6]; /* scratch vectors, grown on demand */
+    uint64_t *tmp[6];        /* scratch vectors, grown on demand */
     size_t tmp_n[6];
 } mpc_core;
 
@@ -47,8 +46,8 @@ int mpc_l_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, siz
 /* One backend engine, as the engine registry (mpc_eng.c) knows it: attach fills e->vt and
  * e->impl and exchanges the keys; detach frees e->impl; the beaver cache hooks are optional. */
 typedef struct mpc_backend {
-    const char *name;          /* the protocol (proto_cfg.name) */
-    const char *nodes;         /* who the three nodes are, for messages */
+    const char *name;  /* the protocol (proto_cfg.name) */
+    const char *nodes; /* who the three nodes are, for messages */
     int (*attach)(eng *e, mpc_net *net, errbuf *err);
     void (*detach)(eng *e);
     int (*setup_fixed)(eng *e, uint32_t y_id, const mpc_val *y, const char *name);

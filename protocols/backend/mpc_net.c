@@ -118,7 +118,8 @@ int mpc_net_parse_peers(mpc_net_cfg *c, const char *list, int n, errbuf *e)
         size_t len = end ? (size_t)(end - p) : strlen(p);
         char item[128];
         if (len == 0 || len >= sizeof item)
-            return err_set(e, MS_ERR_USAGE, "--peers: entry %d is empty or too long (want host:port)", i + 1);
+            return err_set(e, MS_ERR_USAGE,
+                           "--peers: entry %d is empty or too long (want host:port)", i + 1);
         memcpy(item, p, len);
         item[len] = 0;
         char *colon = strrchr(item, ':');
@@ -130,7 +131,10 @@ int mpc_net_parse_peers(mpc_net_cfg *c, const char *list, int n, errbuf *e)
         c->port[i] = (int)port;
         if (!end) {
             if (i + 1 != n)
-                return err_set(e, MS_ERR_USAGE, "--peers: %d entries given, %d needed (parties, then the dealer if any)", i + 1, n);
+                return err_set(
+                    e, MS_ERR_USAGE,
+                    "--peers: %d entries given, %d needed (parties, then the dealer if any)", i + 1,
+                    n);
             return MS_OK;
         }
         p = end + 1;
@@ -138,7 +142,8 @@ int mpc_net_parse_peers(mpc_net_cfg *c, const char *list, int n, errbuf *e)
     return err_set(e, MS_ERR_USAGE, "--peers: more than the %d entries needed", n);
 }
 
-static int resolve(const char *host, int port, struct sockaddr_storage *ss, socklen_t *len, errbuf *e)
+static int resolve(const char *host, int port, struct sockaddr_storage *ss, socklen_t *len,
+                   errbuf *e)
 {
     struct addrinfo hints = {0}, *res = NULL;
     hints.ai_family = AF_UNSPEC;
@@ -170,7 +175,10 @@ int mpc_net_listen(const char *host, int port, int *fd_out, int *actual_port, er
         int err = errno;
         close(fd);
         if (err == EADDRINUSE)
-            return err_set(e, MS_ERR_NET, "cannot listen on %s:%d: port already in use (another party or program holds it; pick a free port in --peers)", host, port);
+            return err_set(e, MS_ERR_NET,
+                           "cannot listen on %s:%d: port already in use (another party or program "
+                           "holds it; pick a free port in --peers)",
+                           host, port);
         return err_set(e, MS_ERR_NET, "cannot listen on %s:%d: %s", host, port, strerror(err));
     }
     if (listen(fd, 8) != 0) {
@@ -192,7 +200,8 @@ static void tune(int fd)
 {
     int one = 1, big = 4 << 20;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one); /* receive times: injected latency */
+    setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one,
+               sizeof one); /* receive times: injected latency */
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
@@ -201,32 +210,36 @@ static void tune(int fd)
 /* ---------------------------------------------------------------- the transfer loop */
 
 typedef struct link_io {
-    int out, in;              /* a frame to send / to receive on this link */
+    int out, in; /* a frame to send / to receive on this link */
     uint8_t ohdr[MPC_FRAME_HDR];
     const uint8_t *obuf;
-    size_t olen, ooff;        /* ooff counts header + payload */
+    size_t olen, ooff; /* ooff counts header + payload */
     uint8_t ihdr[MPC_FRAME_HDR];
     uint8_t *ibuf;
     size_t ilen, ioff;
     int itype;
-    uint64_t sent_ns;         /* the sender's send time (frame header) */
-    uint64_t rx_ns;           /* when the kernel received the bytes read last (0: unknown) */
+    uint64_t sent_ns; /* the sender's send time (frame header) */
+    uint64_t rx_ns;   /* when the kernel received the bytes read last (0: unknown) */
     uint64_t done_ns;
-    size_t stage_len;         /* TLS: bytes of the record in n->stage[j] being written (0: none) */
-    int wr_wants_rd;          /* TLS: the write waits for the socket to become readable */
+    size_t stage_len; /* TLS: bytes of the record in n->stage[j] being written (0: none) */
+    int wr_wants_rd;  /* TLS: the write waits for the socket to become readable */
 } link_io;
 
 static int lost(mpc_net *n, int j, const char *why, errbuf *e)
 {
     char a[16], b[16];
-    return err_set(e, MS_ERR_PEER, "%s: connection to %s lost during op %u (%s): the peer crashed, was killed or dropped the link",
+    return err_set(e, MS_ERR_PEER,
+                   "%s: connection to %s lost during op %u (%s): the peer crashed, was killed or "
+                   "dropped the link",
                    node_name(&n->cfg, n->cfg.self, a), node_name(&n->cfg, j, b), n->op, why);
 }
 
 static int tls_broken(mpc_net *n, int j, const char *why, errbuf *e)
 {
     char a[16], b[16];
-    return err_set(e, MS_ERR_PEER, "%s: TLS failure on the link to %s during op %u (%s): the stream was altered or the peer aborted",
+    return err_set(e, MS_ERR_PEER,
+                   "%s: TLS failure on the link to %s during op %u (%s): the stream was altered or "
+                   "the peer aborted",
                    node_name(&n->cfg, n->cfg.self, a), node_name(&n->cfg, j, b), n->op, why);
 }
 
@@ -255,14 +268,16 @@ int mpc_frame_check(const mpc_frame *f, int type, uint32_t seq, uint64_t len, er
     if (f->magic != MPC_FRAME_MAGIC)
         return err_set(e, MS_ERR_PROTO, "bad magic 0x%08x", f->magic);
     if (f->ver != MPC_FRAME_VERSION)
-        return err_set(e, MS_ERR_PROTO, "version %u, this build speaks %d", f->ver, MPC_FRAME_VERSION);
+        return err_set(e, MS_ERR_PROTO, "version %u, this build speaks %d", f->ver,
+                       MPC_FRAME_VERSION);
     if (f->type != type)
-        return err_set(e, MS_ERR_PROTO, "a %s frame, %s expected", type_name(f->type), type_name(type));
+        return err_set(e, MS_ERR_PROTO, "a %s frame, %s expected", type_name(f->type),
+                       type_name(type));
     if (f->seq != seq)
         return err_set(e, MS_ERR_PROTO, "frame %u, %u expected", f->seq, seq);
     if (f->len != len)
-        return err_set(e, MS_ERR_PROTO, "payload of %llu bytes, %llu expected", (unsigned long long)f->len,
-                       (unsigned long long)len);
+        return err_set(e, MS_ERR_PROTO, "payload of %llu bytes, %llu expected",
+                       (unsigned long long)f->len, (unsigned long long)len);
     return MS_OK;
 }
 
@@ -277,16 +292,28 @@ static int check_hdr(mpc_net *n, int j, link_io *l, errbuf *e)
     char a[16], b[16];
     const char *me = node_name(&n->cfg, n->cfg.self, a), *peer = node_name(&n->cfg, j, b);
     if (magic != MPC_FRAME_MAGIC)
-        return err_set(e, MS_ERR_PROTO, "%s: malformed frame from %s: bad magic 0x%08x (not an mpcsim party?)", me, peer, magic);
+        return err_set(e, MS_ERR_PROTO,
+                       "%s: malformed frame from %s: bad magic 0x%08x (not an mpcsim party?)", me,
+                       peer, magic);
     if (ver != MPC_FRAME_VERSION)
-        return err_set(e, MS_ERR_PROTO, "%s: frame from %s has version %u, this build speaks %d (run the same mpcsim on every host)", me, peer, ver, MPC_FRAME_VERSION);
+        return err_set(e, MS_ERR_PROTO,
+                       "%s: frame from %s has version %u, this build speaks %d (run the same "
+                       "mpcsim on every host)",
+                       me, peer, ver, MPC_FRAME_VERSION);
     if (ty != l->itype)
-        return err_set(e, MS_ERR_PROTO, "%s: expected %s from %s during op %u, got a %s frame (peers out of step: same program and protocol on every party?)",
+        return err_set(e, MS_ERR_PROTO,
+                       "%s: expected %s from %s during op %u, got a %s frame (peers out of step: "
+                       "same program and protocol on every party?)",
                        me, type_name(l->itype), peer, n->op, type_name(ty));
     if (seq != n->seq_in[j])
-        return err_set(e, MS_ERR_PROTO, "%s: frame %u from %s arrived when frame %u was expected (peers out of step)", me, seq, peer, n->seq_in[j]);
+        return err_set(
+            e, MS_ERR_PROTO,
+            "%s: frame %u from %s arrived when frame %u was expected (peers out of step)", me, seq,
+            peer, n->seq_in[j]);
     if (len != l->ilen)
-        return err_set(e, MS_ERR_PROTO, "%s: malformed frame from %s during op %u (peer op %u): payload of %llu bytes, %zu expected (peers running different programs?)",
+        return err_set(e, MS_ERR_PROTO,
+                       "%s: malformed frame from %s during op %u (peer op %u): payload of %llu "
+                       "bytes, %zu expected (peers running different programs?)",
                        me, peer, n->op, op, (unsigned long long)len, l->ilen);
     return MS_OK;
 }
@@ -399,13 +426,17 @@ static int do_recv(mpc_net *n, int j, link_io *l, errbuf *e)
             r = s == MPC_TLS_EOF ? 0 : (ssize_t)got;
         } else {
             struct iovec iov = {.iov_base = dst, .iov_len = want};
-            struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf};
+            struct msghdr mh = {.msg_iov = &iov,
+                                .msg_iovlen = 1,
+                                .msg_control = cm.buf,
+                                .msg_controllen = sizeof cm.buf};
             r = recvmsg(n->fd[j], &mh, 0);
             for (struct cmsghdr *c = r > 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c))
                 if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
                     struct timespec ts;
                     memcpy(&ts, CMSG_DATA(c), sizeof ts);
-                    l->rx_ns = rx_mono((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec); /* on our clock */
+                    l->rx_ns = rx_mono((uint64_t)ts.tv_sec * 1000000000ull +
+                                       (uint64_t)ts.tv_nsec); /* on our clock */
                 }
             if (r > 0)
                 n->st.wire_recv[j] += (uint64_t)r;
@@ -445,7 +476,8 @@ typedef struct xfer_poll {
 /* One pass over the links: every send or receive that can proceed moves now (opportunistic
  * I/O needs no poll), and each link still open goes into w. *pending: some frame is not done;
  * *progressed: some bytes moved. Returns a link's error (> 0) or 0. */
-static int xfer_pass(mpc_net *n, link_io *io, xfer_poll *w, int *pending, int *progressed, errbuf *e)
+static int xfer_pass(mpc_net *n, link_io *io, xfer_poll *w, int *pending, int *progressed,
+                     errbuf *e)
 {
     int N = n->cfg.n_nodes, self = n->cfg.self;
     w->np = *pending = *progressed = 0;
@@ -500,7 +532,9 @@ static int xfer_timeout(mpc_net *n, const link_io *io, int timeout_ms, errbuf *e
     int N = n->cfg.n_nodes, j = 0;
     while (j < N && !(io[j].in || io[j].out))
         j++;
-    return err_set(e, MS_ERR_TIMEOUT, "%s: no progress from %s for %d ms during op %u (peer hung or too slow; raise --timeout-ms if it is computing)",
+    return err_set(e, MS_ERR_TIMEOUT,
+                   "%s: no progress from %s for %d ms during op %u (peer hung or too slow; raise "
+                   "--timeout-ms if it is computing)",
                    node_name(&n->cfg, n->cfg.self, a), node_name(&n->cfg, j, b), timeout_ms, n->op);
 }
 
@@ -514,8 +548,11 @@ static int xfer_beats(mpc_net *n, const link_io *io, uint64_t now, errbuf *e)
         uint64_t seen = n->seen[j];
         if (now > seen && now - seen > (uint64_t)live_ms * 1000000ull) {
             char a[16], b[16];
-            return err_set(e, MS_ERR_PEER, "%s: no heartbeat from %s for %d ms during op %u: the peer is frozen (stopped, swapped out, or its host is down)",
-                           node_name(&n->cfg, n->cfg.self, a), node_name(&n->cfg, j, b), live_ms, n->op);
+            return err_set(e, MS_ERR_PEER,
+                           "%s: no heartbeat from %s for %d ms during op %u: the peer is frozen "
+                           "(stopped, swapped out, or its host is down)",
+                           node_name(&n->cfg, n->cfg.self, a), node_name(&n->cfg, j, b), live_ms,
+                           n->op);
         }
     }
     return MS_OK;
@@ -523,7 +560,8 @@ static int xfer_beats(mpc_net *n, const link_io *io, uint64_t now, errbuf *e)
 
 /* Polls w until the deadline (waking each heartbeat period); a link closed or broken while it
  * still owes a frame is lost. */
-static int xfer_wait(mpc_net *n, const link_io *io, xfer_poll *w, uint64_t deadline, uint64_t now, errbuf *e)
+static int xfer_wait(mpc_net *n, const link_io *io, xfer_poll *w, uint64_t deadline, uint64_t now,
+                     errbuf *e)
 {
     int wait_ms = (int)((deadline - now) / 1000000ull) + 1;
     if (wait_ms > BEAT_MS)
@@ -601,33 +639,42 @@ static int connect_peer(mpc_net *n, int j, int *out, errbuf *e)
         close(fd);
         if (now_ns() >= deadline) {
             char a[16], b[16];
-            return err_set(e, MS_ERR_NET, "%s: cannot connect to %s at %s:%d within %d ms: %s (is that party running?)",
-                           node_name(&n->cfg, n->cfg.self, a), node_name(&n->cfg, j, b), n->cfg.host[j],
-                           n->cfg.port[j], n->cfg.connect_timeout_ms, strerror(err));
+            return err_set(
+                e, MS_ERR_NET,
+                "%s: cannot connect to %s at %s:%d within %d ms: %s (is that party running?)",
+                node_name(&n->cfg, n->cfg.self, a), node_name(&n->cfg, j, b), n->cfg.host[j],
+                n->cfg.port[j], n->cfg.connect_timeout_ms, strerror(err));
         }
         sleep_until(now_ns() + 20000000ull);
     }
 }
 
-int mpc_net_hello_parse(const uint8_t h[MPC_FRAME_HDR], int n_nodes, int self, int tls, int *id, int *chan,
-                        errbuf *e)
+int mpc_net_hello_parse(const uint8_t h[MPC_FRAME_HDR], int n_nodes, int self, int tls, int *id,
+                        int *chan, errbuf *e)
 {
     mpc_frame f;
     mpc_frame_decode(h, &f);
     if (f.magic != MPC_FRAME_MAGIC || f.type != MPC_FR_HELLO)
-        return err_set(e, MS_ERR_PROTO, "malformed hello from a connecting peer (not an mpcsim party?)");
+        return err_set(e, MS_ERR_PROTO,
+                       "malformed hello from a connecting peer (not an mpcsim party?)");
     if (f.ver != MPC_FRAME_VERSION)
-        return err_set(e, MS_ERR_PROTO, "peer speaks frame version %u, this build %d (run the same mpcsim everywhere)", f.ver, MPC_FRAME_VERSION);
+        return err_set(
+            e, MS_ERR_PROTO,
+            "peer speaks frame version %u, this build %d (run the same mpcsim everywhere)", f.ver,
+            MPC_FRAME_VERSION);
     if (f.len != (uint64_t)n_nodes || f.op >= (uint32_t)n_nodes || (int)f.op <= self)
-        return err_set(e, MS_ERR_PROTO, "hello from node %u of a %llu-node session does not fit this %d-node session as node %d (check --peers, --id and --protocol on every party)",
+        return err_set(e, MS_ERR_PROTO,
+                       "hello from node %u of a %llu-node session does not fit this %d-node "
+                       "session as node %d (check --peers, --id and --protocol on every party)",
                        f.op, (unsigned long long)f.len, n_nodes, self);
     uint32_t ch = f.seq & ~MPC_HELLO_TLS;
     int peer_tls = (f.seq & MPC_HELLO_TLS) != 0;
     if (ch > 1)
         return err_set(e, MS_ERR_PROTO, "hello for channel %u (0 data, 1 heartbeat)", ch);
     if (peer_tls != tls)
-        return err_set(e, MS_ERR_PROTO, "node %u runs %s and this node %s (start every node alike)", f.op,
-                       peer_tls ? "with TLS" : "with --insecure-plaintext", tls ? "with TLS" : "with --insecure-plaintext");
+        return err_set(e, MS_ERR_PROTO, "node %u runs %s and this node %s (start every node alike)",
+                       f.op, peer_tls ? "with TLS" : "with --insecure-plaintext",
+                       tls ? "with TLS" : "with --insecure-plaintext");
     *id = (int)f.op;
     *chan = (int)ch;
     return MS_OK;
@@ -639,7 +686,8 @@ static int hello_send(mpc_net *n, int fd, int chan, errbuf *e)
     uint8_t h[MPC_FRAME_HDR];
     put_hdr(h, MPC_FR_HELLO, (uint32_t)n->cfg.self, (uint32_t)chan | (n->tls ? MPC_HELLO_TLS : 0),
             (uint64_t)n->cfg.n_nodes);
-    if (wait_fd(fd, POLLOUT, n->cfg.timeout_ms) <= 0 || send(fd, h, sizeof h, MSG_NOSIGNAL) != (ssize_t)sizeof h)
+    if (wait_fd(fd, POLLOUT, n->cfg.timeout_ms) <= 0 ||
+        send(fd, h, sizeof h, MSG_NOSIGNAL) != (ssize_t)sizeof h)
         return err_set(e, MS_ERR_NET, "sending hello: %s", strerror(errno));
     n->st.hdr_sent += MPC_FRAME_HDR;
     return MS_OK;
@@ -748,7 +796,8 @@ static int dial(mpc_net *n, int j, int chan, int *fd, mpc_tls_conn **tc, errbuf 
         rc = hello_send(n, *fd, chan, e);
     if (!rc && n->tls) {
         char a[16], b[16], who[200];
-        snprintf(who, sizeof who, "%s at %s:%d", node_name(&n->cfg, j, b), n->cfg.host[j], n->cfg.port[j]);
+        snprintf(who, sizeof who, "%s at %s:%d", node_name(&n->cfg, j, b), n->cfg.host[j],
+                 n->cfg.port[j]);
         errbuf why;
         uint64_t deadline = now_ns() + (uint64_t)n->cfg.connect_timeout_ms * 1000000ull;
         rc = mpc_tls_handshake(n->tls, *fd, 0, j, who, deadline, tc, &why);
@@ -773,7 +822,9 @@ static int accept_peers(mpc_net *n, int lfd, errbuf *e)
         int ms = now < deadline ? (int)((deadline - now + 999999) / 1000000) : 0;
         if (ms <= 0 || wait_fd(lfd, POLLIN, ms) <= 0) {
             char a[16];
-            rc = err_set(e, MS_ERR_TIMEOUT, "%s: not every peer connected within %d ms (are all parties started with the same --peers?)",
+            rc = err_set(e, MS_ERR_TIMEOUT,
+                         "%s: not every peer connected within %d ms (are all parties started with "
+                         "the same --peers?)",
                          node_name(cfg, cfg->self, a), cfg->connect_timeout_ms);
             break;
         }
@@ -796,8 +847,8 @@ static int accept_peers(mpc_net *n, int lfd, errbuf *e)
         char a[16], b[16], addr[INET6_ADDRSTRLEN + 8];
         if (!hr && n->tls) { /* within timeout_ms, as the hello: a silent peer holds no slot */
             uint64_t until = now_ns() + (uint64_t)cfg->timeout_ms * 1000000ull;
-            hr = mpc_tls_handshake(n->tls, fd, 1, id, node_name(cfg, id, b), until < deadline ? until : deadline, &tc,
-                                   &why);
+            hr = mpc_tls_handshake(n->tls, fd, 1, id, node_name(cfg, id, b),
+                                   until < deadline ? until : deadline, &tc, &why);
         }
         if (hr) {
             peer_addr(&from, addr, sizeof addr);
@@ -838,11 +889,15 @@ static void count_handshakes(mpc_net *n)
 
 int mpc_net_open(const mpc_net_cfg *cfg, mpc_net **out, errbuf *e)
 {
-    if (cfg->n_nodes < 2 || cfg->n_nodes > MPC_NODES_MAX || cfg->self < 0 || cfg->self >= cfg->n_nodes)
-        return err_set(e, MS_ERR_USAGE, "mpc net: node %d of %d is out of range", cfg->self, cfg->n_nodes);
+    if (cfg->n_nodes < 2 || cfg->n_nodes > MPC_NODES_MAX || cfg->self < 0 ||
+        cfg->self >= cfg->n_nodes)
+        return err_set(e, MS_ERR_USAGE, "mpc net: node %d of %d is out of range", cfg->self,
+                       cfg->n_nodes);
     if (!cfg->plaintext && !cfg->keys[0])
-        return err_set(e, MS_ERR_USAGE, "party channels run TLS: give the key folder (--keys DIR, made by `mpcsim party "
-                       "keys --out DIR`), or --insecure-plaintext for a loopback experiment");
+        return err_set(
+            e, MS_ERR_USAGE,
+            "party channels run TLS: give the key folder (--keys DIR, made by `mpcsim party "
+            "keys --out DIR`), or --insecure-plaintext for a loopback experiment");
     mpc_net *n = calloc(1, sizeof *n);
     if (!n)
         return err_set(e, MS_ERR_NOMEM, "mpc net: out of memory");
@@ -958,7 +1013,8 @@ int mpc_net_round(mpc_net *n, const void *const *send, const size_t *slen, void 
             uint64_t cap = io[j].done_ns + n->cfg.latency_ns;
             at = at > cap ? cap : at;
             if (io[j].rx_ns)
-                at = (io[j].rx_ns > io[j].sent_ns ? io[j].rx_ns : io[j].sent_ns) + n->cfg.latency_ns;
+                at =
+                    (io[j].rx_ns > io[j].sent_ns ? io[j].rx_ns : io[j].sent_ns) + n->cfg.latency_ns;
             at = at < io[j].done_ns ? io[j].done_ns : at;
             if (at > last)
                 last = at;
@@ -1034,8 +1090,8 @@ static int one_way(mpc_net *n, int peer, int type, const void *sbuf, void *rbuf,
 }
 
 /* A one-way message outside the online rounds, its payload added to *count. */
-static int one_way_counted(mpc_net *n, int peer, int type, const void *sbuf, void *rbuf,
-                           size_t len, uint64_t *count, errbuf *e)
+static int one_way_counted(mpc_net *n, int peer, int type, const void *sbuf, void *rbuf, size_t len,
+                           uint64_t *count, errbuf *e)
 {
     int rc = one_way(n, peer, type, sbuf, rbuf, len, n->cfg.timeout_ms, e);
     if (!rc)
@@ -1130,10 +1186,13 @@ int mpc_net_send_raw(mpc_net *n, int j, const void *buf, size_t len, errbuf *e)
         char why[300];
         int s;
         if (n->tc[j])
-            s = mpc_tls_write(n->tc[j], p, len < MPC_TLS_RECORD ? len : MPC_TLS_RECORD, &w, why, sizeof why);
+            s = mpc_tls_write(n->tc[j], p, len < MPC_TLS_RECORD ? len : MPC_TLS_RECORD, &w, why,
+                              sizeof why);
         else {
             ssize_t r = send(n->fd[j], p, len, MSG_NOSIGNAL);
-            s = r >= 0 ? 0 : (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? MPC_TLS_WANT_WRITE : MPC_TLS_FAIL;
+            s = r >= 0                                                        ? 0
+                : (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? MPC_TLS_WANT_WRITE
+                                                                              : MPC_TLS_FAIL;
             w = r > 0 ? (size_t)r : 0;
         }
         if (s == 0) {
@@ -1146,4 +1205,3 @@ int mpc_net_send_raw(mpc_net *n, int j, const void *buf, size_t len, errbuf *e)
     }
     return MS_OK;
 }
-

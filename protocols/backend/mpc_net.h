@@ -38,10 +38,10 @@
 
 #include "protocols/base/err.h"
 
-#define MPC_NODES_MAX 4 /* 3 compute parties + a dealer */
+#define MPC_NODES_MAX 4             /* 3 compute parties + a dealer */
 #define MPC_FRAME_MAGIC 0x4643504du /* "MPCF" little endian */
-#define MPC_FRAME_VERSION 3 /* 3: the hello says whether TLS follows */
-#define MPC_HELLO_TLS 0x100u /* hello seq flag: a TLS handshake follows the hello */
+#define MPC_FRAME_VERSION 3         /* 3: the hello says whether TLS follows */
+#define MPC_HELLO_TLS 0x100u        /* hello seq flag: a TLS handshake follows the hello */
 #define MPC_FRAME_HDR 32
 #define MPC_LIVENESS_MS 5000 /* heartbeat silence that makes a peer frozen */
 
@@ -66,26 +66,26 @@ int mpc_net_hello_parse(const uint8_t h[MPC_FRAME_HDR], int n_nodes, int self, i
                         int *chan, errbuf *e);
 
 typedef struct mpc_net_cfg {
-    int self;                            /* this node's id */
-    int n_nodes;                         /* parties + dealer */
-    int n_parties;                       /* compute parties; node n_parties is the dealer */
-    char host[MPC_NODES_MAX][128];       /* every node's address */
+    int self;                      /* this node's id */
+    int n_nodes;                   /* parties + dealer */
+    int n_parties;                 /* compute parties; node n_parties is the dealer */
+    char host[MPC_NODES_MAX][128]; /* every node's address */
     int port[MPC_NODES_MAX];
-    int listen_fd;                       /* already-listening socket for self, or -1 to bind */
-    int timeout_ms;                      /* no-progress timeout of every wait once connected:
-                                          * rounds, dealer backpressure, set-up messages, the
-                                          * goodbye, a hello, a TLS handshake (default 5000) */
-    int liveness_ms;                     /* a peer waited on whose heartbeat is silent this
-                                          * long is frozen (0 = MPC_LIVENESS_MS) */
-    int connect_timeout_ms;              /* how long to wait for every peer to start: connect
-                                          * retries, and the dialled peer's TLS handshake,
-                                          * which waits until it accepts (default 10000) */
-    int plaintext;                       /* 1: no TLS (--insecure-plaintext) */
-    char keys[512];                      /* the key folder (mpc_tls.h) unless plaintext */
-    uint64_t latency_ns;                 /* injected one-way latency per round message: a
-                                          * message arrives this long after the kernel received
-                                          * its last bytes (SO_TIMESTAMPNS), as on a link;
-                                          * without a receive time, after its send time */
+    int listen_fd;          /* already-listening socket for self, or -1 to bind */
+    int timeout_ms;         /* no-progress timeout of every wait once connected:
+                             * rounds, dealer backpressure, set-up messages, the
+                             * goodbye, a hello, a TLS handshake (default 5000) */
+    int liveness_ms;        /* a peer waited on whose heartbeat is silent this
+                             * long is frozen (0 = MPC_LIVENESS_MS) */
+    int connect_timeout_ms; /* how long to wait for every peer to start: connect
+                             * retries, and the dialled peer's TLS handshake,
+                             * which waits until it accepts (default 10000) */
+    int plaintext;          /* 1: no TLS (--insecure-plaintext) */
+    char keys[512];         /* the key folder (mpc_tls.h) unless plaintext */
+    uint64_t latency_ns;    /* injected one-way latency per round message: a
+                             * message arrives this long after the kernel received
+                             * its last bytes (SO_TIMESTAMPNS), as on a link;
+                             * without a receive time, after its send time */
 } mpc_net_cfg;
 
 /* Counters. sent[j]/recv[j]: online payload bytes this node sent to / received from node j in
@@ -100,7 +100,7 @@ typedef struct mpc_net_stats {
     uint64_t wire_sent[MPC_NODES_MAX], wire_recv[MPC_NODES_MAX];
     uint64_t tls_hs_sent, tls_hs_recv; /* TLS handshakes, every connection (0: plaintext) */
     int tls_conns;                     /* connections that ran a TLS handshake */
-    uint64_t rounds;             /* online rounds (PRIMITIVES.md) */
+    uint64_t rounds;                   /* online rounds (PRIMITIVES.md) */
     uint64_t setup_rounds;
     uint64_t msgs_sent;
 } mpc_net_stats;

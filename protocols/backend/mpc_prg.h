@@ -15,7 +15,7 @@
 #define MPC_KEY_BYTES 16
 
 typedef struct mpc_prg {
-    void *ctx; /* EVP_CIPHER_CTX */
+    void *ctx;      /* EVP_CIPHER_CTX */
     uint64_t drawn; /* bytes of keystream drawn so far */
 } mpc_prg;
 

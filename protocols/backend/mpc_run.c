@@ -77,7 +77,8 @@ static int fetch(eng *e, mpc_tensor_fn fn, void *ctx, const op_tensor *T, size_t
         return MS_OK;
     free(*out);
     *out = NULL;
-    return err_set(err, MS_ERR_NOTFOUND, "mpc run: no values bound for %s tensor '%s' (%u×%u×%u) at P%d",
+    return err_set(err, MS_ERR_NOTFOUND,
+                   "mpc run: no values bound for %s tensor '%s' (%u×%u×%u) at P%d",
                    op_role_name(T->role), T->name, T->batch, T->rows, T->cols, e->party);
 }
 
@@ -101,8 +102,8 @@ int mpc_run_setup(eng *e, mpc_net *net, const op_program *p, mpc_tensor_fn fn, v
 /* Tensor t's value before the ops: an op's output carries its length (an INPUT op's owner also
  * the plaintext it shares); a public tensor its plaintext; a weight, input or cache tensor the
  * shares carried over from prev by name, else the owner's input primitive. */
-static int setup_tensor(eng *e, const op_program *p, mpc_tensor_fn fn, void *ctx, mpc_program_run *prev,
-                        mpc_program_run *r, uint32_t t, errbuf *err)
+static int setup_tensor(eng *e, const op_program *p, mpc_tensor_fn fn, void *ctx,
+                        mpc_program_run *prev, mpc_program_run *r, uint32_t t, errbuf *err)
 {
     const op_tensor *T = &p->tens[t];
     size_t n = (size_t)T->batch * T->rows * T->cols;
@@ -112,7 +113,8 @@ static int setup_tensor(eng *e, const op_program *p, mpc_tensor_fn fn, void *ctx
     v->dom = T->dom;
     long pi = producer(p, t);
     if (pi >= 0) { /* kern's INPUT reads the owner's plaintext from vals[out].s[0] */
-        if (!dealer && p->ops[pi].kind == OP_INPUT && op_input_owner(p, &p->ops[pi], e->n_parties) == e->party &&
+        if (!dealer && p->ops[pi].kind == OP_INPUT &&
+            op_input_owner(p, &p->ops[pi], e->n_parties) == e->party &&
             !(rc = fetch(e, fn, ctx, T, n, 1, &r->plain[t], err)))
             v->s[0] = r->plain[t];
         return rc;
@@ -138,7 +140,8 @@ static int setup_tensor(eng *e, const op_program *p, mpc_tensor_fn fn, void *ctx
     int owner = T->role == OPT_WEIGHT ? 1 : (T->role == OPT_INPUT || T->role == OPT_CACHE) ? 0 : -1;
     if (owner < 0)
         return MS_OK;
-    if (!dealer && e->party == owner && (rc = fetch(e, fn, ctx, T, n, T->role != OPT_CACHE, &plain, err)))
+    if (!dealer && e->party == owner &&
+        (rc = fetch(e, fn, ctx, T, n, T->role != OPT_CACHE, &plain, err)))
         return rc;
     if (!(rc = e->vt->alloc(e, v, n, T->dom)) && (rc = e->vt->input(e, v, owner, plain)))
         rc = engine_err(e, rc, err, T->name);
@@ -204,7 +207,8 @@ int mpc_run_ops(eng *e, mpc_net *net, mpc_program_run *r, size_t from, size_t to
         if (err)
             err->msg[0] = 0;
         mpc_val *in = &r->vals[p->ops[i].out];
-        if (p->ops[i].kind == OP_INPUT && in->s[0] && !(r->plain && in->s[0] == r->plain[p->ops[i].out])) {
+        if (p->ops[i].kind == OP_INPUT && in->s[0] &&
+            !(r->plain && in->s[0] == r->plain[p->ops[i].out])) {
             /* the program runs again (party --repeat, bench_mpc): drop the last run's shares and
              * give the INPUT its plaintext back (kern reads it from s[0] at the owner) */
             size_t n = in->n;
@@ -257,9 +261,20 @@ void mpc_program_run_free(eng *e, mpc_program_run *r)
 static int demo_op(op_program *p, int kind, uint32_t m, uint32_t k, uint32_t n, uint32_t in0,
                    uint32_t in1, uint32_t out, uint32_t flags, int iarg, double farg)
 {
-    op o = {.kind = (uint16_t)kind, .phase = PHASE_DECODE, .cat = OPC_OTHER, .layer = -1,
-            .group = -1, .batch = 1, .m = m, .k = k, .n = n, .in = {in0, in1, OP_NONE},
-            .out = out, .flags = flags, .iarg = iarg, .farg = farg};
+    op o = {.kind = (uint16_t)kind,
+            .phase = PHASE_DECODE,
+            .cat = OPC_OTHER,
+            .layer = -1,
+            .group = -1,
+            .batch = 1,
+            .m = m,
+            .k = k,
+            .n = n,
+            .in = {in0, in1, OP_NONE},
+            .out = out,
+            .flags = flags,
+            .iarg = iarg,
+            .farg = farg};
     return op_emit(p, &o) < 0;
 }
 
@@ -348,7 +363,8 @@ int mpc_launch_keys(const mpc_launch *l, int nodes, char dir[256], errbuf *e)
     const char *tmp = getenv("TMPDIR");
     snprintf(dir, 256, "%s/mpcsim-keys-XXXXXX", tmp && *tmp && strlen(tmp) < 200 ? tmp : "/tmp");
     if (!mkdtemp(dir)) {
-        int rc = err_set(e, MS_ERR_IO, "%s: cannot make a folder for the session's keys: %s", dir, strerror(errno));
+        int rc = err_set(e, MS_ERR_IO, "%s: cannot make a folder for the session's keys: %s", dir,
+                         strerror(errno));
         dir[0] = 0;
         return rc;
     }
@@ -366,8 +382,8 @@ void mpc_launch_keys_drop(int nodes, const char *dir)
         mpc_tls_remove_keys(dir, nodes);
 }
 
-static void child(const mpc_launch *l, const char *keys, int self, int nodes, int n_parties, const int *port,
-                  int lfd, int wfd, mpc_node_fn fn, void *arg)
+static void child(const mpc_launch *l, const char *keys, int self, int nodes, int n_parties,
+                  const int *port, int lfd, int wfd, mpc_node_fn fn, void *arg)
 {
     mpc_net_cfg nc;
     mpc_net_cfg_init(&nc, self, nodes);
@@ -450,7 +466,8 @@ static int collect(const mpc_launch *l, int nodes, const pid_t *pid, int *rfd, u
 }
 
 /* Fills res from a node's exit status and report (or says it ended without one). */
-static void decode(int i, int status, const uint8_t *buf, size_t len, int killed, mpc_node_result *R)
+static void decode(int i, int status, const uint8_t *buf, size_t len, int killed,
+                   mpc_node_result *R)
 {
     R->exited = WIFEXITED(status);
     R->status = R->exited ? WEXITSTATUS(status) : 0;
@@ -580,7 +597,8 @@ static int local_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
             rc = err_set(err, MS_ERR_NOMEM, "mpc run: out of memory");
             break;
         }
-        if (o->kind == OP_REVEAL || p->tens[o->out].role == OPT_PUBLIC) { /* plaintext, not shares */
+        if (o->kind == OP_REVEAL ||
+            p->tens[o->out].role == OPT_PUBLIC) { /* plaintext, not shares */
             if (r.vals[o->out].s[0])
                 memcpy(v, r.vals[o->out].s[0], n * sizeof *v);
         } else

@@ -24,10 +24,10 @@ typedef struct mpc_op_stat {
     uint64_t offline_recv;        /* dealer→this node */
     uint64_t offline_sent;        /* this node (dealer)→parties */
     uint64_t rounds;
-    uint64_t wire_sent;           /* bytes this node wrote on its data links: frames, and under
-                                   * TLS their records' framing (mpc_net_stats.wire_sent) */
-    uint64_t ns;                  /* wall time */
-    uint64_t pub_n, pub_sum;      /* public control values synced (eng sync_public; cost_tape) */
+    uint64_t wire_sent;      /* bytes this node wrote on its data links: frames, and under
+                              * TLS their records' framing (mpc_net_stats.wire_sent) */
+    uint64_t ns;             /* wall time */
+    uint64_t pub_n, pub_sum; /* public control values synced (eng sync_public; cost_tape) */
 } mpc_op_stat;
 
 void mpc_stat_between(const mpc_net_stats *a, const mpc_net_stats *b, uint64_t ns, mpc_op_stat *o);
@@ -56,7 +56,8 @@ int mpc_run_setup_from(eng *e, mpc_net *net, const op_program *p, mpc_tensor_fn 
 /* Executes ops [from, to) through kern_exec, measuring each. */
 int mpc_run_ops(eng *e, mpc_net *net, mpc_program_run *r, size_t from, size_t to, errbuf *err);
 /* Opens tensor tid to every party (outside the program: not counted in any op). */
-int mpc_run_open(eng *e, mpc_net *net, mpc_program_run *r, uint32_t tid, uint64_t *out, errbuf *err);
+int mpc_run_open(eng *e, mpc_net *net, mpc_program_run *r, uint32_t tid, uint64_t *out,
+                 errbuf *err);
 void mpc_program_run_free(eng *e, mpc_program_run *r);
 
 /* A small program for demos and checks: x (client input op, 4×16) · W (fixed weight 16×16),
@@ -89,13 +90,13 @@ int mpc_launch_keys(const mpc_launch *l, int nodes, char dir[256], errbuf *e);
 void mpc_launch_keys_drop(int nodes, const char *dir);
 
 typedef struct mpc_node_result {
-    int rc;              /* the node's ms_err; MS_ERR_PEER if it died without reporting */
-    int exited;          /* 1: exited normally with status; 0: killed by signal sig */
+    int rc;     /* the node's ms_err; MS_ERR_PEER if it died without reporting */
+    int exited; /* 1: exited normally with status; 0: killed by signal sig */
     int status, sig;
-    double seconds;      /* until the node ended */
+    double seconds; /* until the node ended */
     char err[1024];
     mpc_net_stats st;
-    uint8_t *out;        /* what fn wrote to its FILE */
+    uint8_t *out; /* what fn wrote to its FILE */
     size_t out_len;
 } mpc_node_result;
 
@@ -113,10 +114,10 @@ void mpc_node_results_free(mpc_node_result *res, int n);
  * REVEAL results are the revealed plaintext at the parties that received them. */
 typedef struct mpc_local_run {
     int n_nodes, n_parties;
-    mpc_op_stat *ops[MPC_NODES_MAX];    /* [node][op] */
+    mpc_op_stat *ops[MPC_NODES_MAX]; /* [node][op] */
     mpc_op_stat setup[MPC_NODES_MAX];
-    uint64_t *vals[MPC_NODES_MAX];      /* [node]: op results in op order, each op_out_elems long
-                                         * (NULL unless open_results) */
+    uint64_t *vals[MPC_NODES_MAX]; /* [node]: op results in op order, each op_out_elems long
+                                    * (NULL unless open_results) */
 } mpc_local_run;
 
 int mpc_run_local(const mpc_launch *l, const op_program *p, mpc_tensor_fn fn, void *ctx,

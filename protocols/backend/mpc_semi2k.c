@@ -14,8 +14,8 @@
 #include "protocols/base/grow.h"
 
 typedef struct fixed_ent {
-    uint32_t id;    /* tensor id in the current program (UINT32_MAX: not bound) */
-    char name[48];  /* the tensor's name: the key across programs (empty: id only) */
+    uint32_t id;   /* tensor id in the current program (UINT32_MAX: not bound) */
+    char name[48]; /* the tensor's name: the key across programs (empty: id only) */
     size_t n;
     uint64_t *B; /* party: its share of the mask; dealer: the whole mask B0 + B1 */
     uint64_t *F; /* party: the opened Y − B */
@@ -84,7 +84,8 @@ static int want(s2k *s, const mpc_val *x, int dom, const char *what)
 {
     if (x->dom != dom)
         return mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k %s: operand is %s, %s expected", what,
-                        x->dom == DOM_BOOL ? "boolean" : "arithmetic", dom == DOM_BOOL ? "boolean" : "arithmetic");
+                        x->dom == DOM_BOOL ? "boolean" : "arithmetic",
+                        dom == DOM_BOOL ? "boolean" : "arithmetic");
     return MS_OK;
 }
 
@@ -353,7 +354,8 @@ static int mm_party(s2k *s, mpc_val *z, const mpc_val *x, const mpc_val *y, cons
                     const fixed_ent *f)
 {
     size_t nx = sh->nx, ny = sh->ny, msg = (nx + (f ? 0 : ny)) * 8;
-    uint64_t *A = malloc(nx * 8 + 8), *B = f ? f->B : malloc(ny * 8 + 8), *C = calloc(sh->nz + 1, 8);
+    uint64_t *A = malloc(nx * 8 + 8), *B = f ? f->B : malloc(ny * 8 + 8),
+             *C = calloc(sh->nz + 1, 8);
     uint64_t *snd = malloc(msg + 8), *rcv = malloc(msg + 8), *Bp = NULL;
     int rc = (!A || !B || !C || !snd || !rcv) ? oom(s) : MS_OK;
     if (rc)
@@ -404,11 +406,19 @@ static int s_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint
                     uint32_t m, uint32_t k, uint32_t n, uint32_t flags, uint32_t y_id)
 {
     s2k *s = S(e);
-    mm_shape sh = {batch, m, k, n, 0, (flags & OPF_TRANS_B) != 0, (size_t)batch * m * k, y->n,
+    mm_shape sh = {batch,
+                   m,
+                   k,
+                   n,
+                   0,
+                   (flags & OPF_TRANS_B) != 0,
+                   (size_t)batch * m * k,
+                   y->n,
                    (size_t)batch * m * n};
     sh.yb = mpc_mm_y_inst(y->n, batch, (size_t)k * n);
     if (x->n < sh.nx || !sh.yb)
-        return mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k matmul: %u×(%u×%u)·(%u×%u) with operands of %zu and %zu elements",
+        return mpc_fail(&s->c, MS_ERR_INTERNAL,
+                        "semi2k matmul: %u×(%u×%u)·(%u×%u) with operands of %zu and %zu elements",
                         batch, m, k, k, n, x->n, y->n);
     fixed_ent *f = NULL;
     int rc;
@@ -416,7 +426,8 @@ static int s_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint
         (rc = fixed_setup(s, y_id, NULL, y, &f)))
         return rc;
     if (f && f->n != sh.ny)
-        return mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k matmul: fixed operand %u changed size", y_id);
+        return mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k matmul: fixed operand %u changed size",
+                        y_id);
     return is_dealer(s) ? mm_dealer(s, z, &sh, f) : mm_party(s, z, x, y, &sh, f);
 }
 
@@ -813,7 +824,8 @@ static int s_shuffle(eng *e, mpc_val *z, const mpc_val *x, size_t seg, size_t pa
     s2k *s = S(e);
     size_t n = x->n, M = parts ? n / parts : 0;
     if (!seg || !parts || M * parts != n || M % seg)
-        return mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k shuffle: %zu elements in %zu parts of runs of %zu", n, parts, seg);
+        return mpc_fail(&s->c, MS_ERR_INTERNAL,
+                        "semi2k shuffle: %zu elements in %zu parts of runs of %zu", n, parts, seg);
     int rc = is_dealer(s) ? MS_OK : want(s, x, DOM_ARITH, "shuffle");
     uint64_t *buf = malloc((5 * n + M + 1) * sizeof *buf);
     uint32_t *pi = malloc((M + 1) * sizeof *pi);
@@ -821,7 +833,8 @@ static int s_shuffle(eng *e, mpc_val *z, const mpc_val *x, size_t seg, size_t pa
         free(buf), free(pi);
         return rc ? rc : MS_ERR_NOMEM;
     }
-    s_shuf h = {n, M, seg, parts, buf, buf + n, buf + 2 * n, buf + 3 * n, buf + 4 * n, buf + 5 * n, pi};
+    s_shuf h = {n,           M,           seg,         parts,       buf, buf + n,
+                buf + 2 * n, buf + 3 * n, buf + 4 * n, buf + 5 * n, pi};
     if (!is_dealer(s))
         memcpy(h.cur, x->s[0], n * 8);
     for (int o = 0; o < 2 && !rc; o++)
@@ -895,7 +908,8 @@ static int s_fixed_view(eng *e, uint32_t z_id, uint32_t y_id, const uint32_t *id
         }
         if (idx[i] >= src->n) {
             free(f->B), free(f->F);
-            return mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k fixed view: index %u beyond %zu", idx[i], src->n);
+            return mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k fixed view: index %u beyond %zu",
+                            idx[i], src->n);
         }
         f->B[i] = src->B[idx[i]];
         if (f->F)
@@ -906,14 +920,30 @@ static int s_fixed_view(eng *e, uint32_t z_id, uint32_t y_id, const uint32_t *id
 }
 
 static const eng_vt semi2k_vt = {
-    .alloc = mpc_l_alloc, .release = mpc_l_release, .add = mpc_l_add, .sub = mpc_l_sub,
-    .add_pub = mpc_l_add_pub, .mul_pub = mpc_l_mul_pub, .shift = mpc_l_shift,
-    .bool_components = s_bool_components, .permute = mpc_l_permute, .input = s_input,
-    .open = s_open, .mul = s_mul, .square = s_square, .matmul = s_matmul, .and_bb = s_and,
-    .trunc = s_trunc, .b2a = s_b2a, .and_bits = s_and_bits, .bool_pair = s_bool_pair,
+    .alloc = mpc_l_alloc,
+    .release = mpc_l_release,
+    .add = mpc_l_add,
+    .sub = mpc_l_sub,
+    .add_pub = mpc_l_add_pub,
+    .mul_pub = mpc_l_mul_pub,
+    .shift = mpc_l_shift,
+    .bool_components = s_bool_components,
+    .permute = mpc_l_permute,
+    .input = s_input,
+    .open = s_open,
+    .mul = s_mul,
+    .square = s_square,
+    .matmul = s_matmul,
+    .and_bb = s_and,
+    .trunc = s_trunc,
+    .b2a = s_b2a,
+    .and_bits = s_and_bits,
+    .bool_pair = s_bool_pair,
     .b2a_bit = s_b2a_bit,
-    .shuffle = s_shuffle, .sync_public = s_sync_public,
-    .fixed_view = s_fixed_view, .publish = s_publish,
+    .shuffle = s_shuffle,
+    .sync_public = s_sync_public,
+    .fixed_view = s_fixed_view,
+    .publish = s_publish,
 };
 
 /* ---------------------------------------------------------------- construction */

@@ -74,12 +74,13 @@ static X509 *make_cert(EVP_PKEY *k, const char *cn, X509 *ca, EVP_PKEY *ca_key)
 {
     X509 *x = X509_new();
     BIGNUM *serial = BN_new();
-    int bad = !x || !serial || !X509_set_version(x, 2) || !BN_rand(serial, 127, BN_RAND_TOP_ANY, BN_RAND_BOTTOM_ANY) ||
+    int bad = !x || !serial || !X509_set_version(x, 2) ||
+              !BN_rand(serial, 127, BN_RAND_TOP_ANY, BN_RAND_BOTTOM_ANY) ||
               !BN_to_ASN1_INTEGER(serial, X509_get_serialNumber(x)) ||
               !X509_gmtime_adj(X509_getm_notBefore(x), -3600) ||
               !X509_gmtime_adj(X509_getm_notAfter(x), (long)CERT_DAYS * 86400) ||
-              !X509_NAME_add_entry_by_txt(X509_get_subject_name(x), "CN", MBSTRING_ASC, (const unsigned char *)cn,
-                                          -1, -1, 0) ||
+              !X509_NAME_add_entry_by_txt(X509_get_subject_name(x), "CN", MBSTRING_ASC,
+                                          (const unsigned char *)cn, -1, -1, 0) ||
               !X509_set_issuer_name(x, ca ? X509_get_subject_name(ca) : X509_get_subject_name(x)) ||
               !X509_set_pubkey(x, k);
     X509 *issuer = ca ? ca : x;
@@ -132,7 +133,8 @@ static int write_pem(const char *path, EVP_PKEY *k, X509 *x)
 {
     BIO *m = BIO_new(k ? BIO_s_secmem() : BIO_s_mem());
     int rc = -1;
-    if (m && (k ? PEM_write_bio_PKCS8PrivateKey(m, k, NULL, NULL, 0, NULL, NULL) : PEM_write_bio_X509(m, x))) {
+    if (m && (k ? PEM_write_bio_PKCS8PrivateKey(m, k, NULL, NULL, 0, NULL, NULL)
+                : PEM_write_bio_X509(m, x))) {
         char *data;
         long n = BIO_get_mem_data(m, &data);
         rc = n > 0 ? write_file(path, k ? 0600 : 0644, data, (size_t)n) : -1;
@@ -183,7 +185,9 @@ int mpc_tls_make_keys(const char *dir, int n_nodes, errbuf *e)
         for (int k = 0; k < (i < 0 ? 1 : 2); k++) {
             key_path(p, sizeof p, dir, i, k ? "key" : "pem");
             if (access(p, F_OK) == 0)
-                return err_set(e, MS_ERR_IO, "%s already exists: keys are never overwritten (use a new folder)", p);
+                return err_set(e, MS_ERR_IO,
+                               "%s already exists: keys are never overwritten (use a new folder)",
+                               p);
         }
     }
     EVP_PKEY *ca_key = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
@@ -191,7 +195,8 @@ int mpc_tls_make_keys(const char *dir, int n_nodes, errbuf *e)
     int rc = MS_OK;
     key_path(p, sizeof p, dir, -1, NULL);
     if (!ca)
-        rc = err_set(e, MS_ERR_INTERNAL, "keys: cannot make the CA certificate (OpenSSL without Ed25519?)");
+        rc = err_set(e, MS_ERR_INTERNAL,
+                     "keys: cannot make the CA certificate (OpenSSL without Ed25519?)");
     else if (write_pem(p, NULL, ca))
         rc = err_set(e, MS_ERR_IO, "%s: cannot write: %s", p, strerror(errno));
     int done = 0; /* nodes whose files may exist, for the clean-up */
@@ -245,7 +250,8 @@ static int bio_read(BIO *b, char *buf, int len)
         struct cmsghdr align;
     } cm;
     struct iovec iov = {.iov_base = buf, .iov_len = (size_t)len};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf};
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.buf, .msg_controllen = sizeof cm.buf};
     ssize_t r = recvmsg(c->fd, &mh, 0);
     if (r < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
@@ -274,7 +280,8 @@ static int cert_names(X509 *x, int node)
 {
     char want[32], got[64];
     node_cn(node, want, sizeof want);
-    int n = x ? X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, got, sizeof got) : -1;
+    int n = x ? X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, got, sizeof got)
+              : -1;
     return n > 0 && !strcmp(got, want);
 }
 
@@ -282,7 +289,8 @@ static int cert_names(X509 *x, int node)
 static int cert_node(X509 *x)
 {
     char got[64];
-    int n = x ? X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, got, sizeof got) : -1;
+    int n = x ? X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, got, sizeof got)
+              : -1;
     int id = -1;
     char tail;
     if (n > 0 && sscanf(got, "mpcsim node %d%c", &id, &tail) == 1)
@@ -300,10 +308,13 @@ int mpc_tls_load(const char *dir, int self, mpc_tls **out, errbuf *e)
     key_path(key, sizeof key, dir, self, "key");
     struct stat st;
     if (stat(key, &st) != 0)
-        return err_set(e, MS_ERR_IO, "%s: cannot read node %d's key: %s (make a key folder with `mpcsim party keys --out DIR`)",
+        return err_set(e, MS_ERR_IO,
+                       "%s: cannot read node %d's key: %s (make a key folder with `mpcsim party "
+                       "keys --out DIR`)",
                        key, self, strerror(errno));
     if (st.st_mode & 077)
-        return err_set(e, MS_ERR_IO, "%s: the private key is readable by others (mode %04o): chmod 600 it", key,
+        return err_set(e, MS_ERR_IO,
+                       "%s: the private key is readable by others (mode %04o): chmod 600 it", key,
                        (unsigned)(st.st_mode & 07777));
     mpc_tls *t = calloc(1, sizeof *t);
     if (!t)
@@ -312,21 +323,27 @@ int mpc_tls_load(const char *dir, int self, mpc_tls **out, errbuf *e)
     t->ctx = SSL_CTX_new(TLS_method());
     t->meth = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "mpcsim socket");
     int rc = MS_OK;
-    if (!t->ctx || !t->meth || !BIO_meth_set_write(t->meth, bio_write) || !BIO_meth_set_read(t->meth, bio_read) ||
-        !BIO_meth_set_ctrl(t->meth, bio_ctrl) || !SSL_CTX_set_min_proto_version(t->ctx, TLS1_3_VERSION) ||
-        !SSL_CTX_set_max_proto_version(t->ctx, TLS1_3_VERSION) || !SSL_CTX_set_num_tickets(t->ctx, 0))
-        rc = err_set(e, MS_ERR_INTERNAL, "tls: cannot set up a TLS 1.3 context: %s", ossl_reason(r, sizeof r, "?"));
+    if (!t->ctx || !t->meth || !BIO_meth_set_write(t->meth, bio_write) ||
+        !BIO_meth_set_read(t->meth, bio_read) || !BIO_meth_set_ctrl(t->meth, bio_ctrl) ||
+        !SSL_CTX_set_min_proto_version(t->ctx, TLS1_3_VERSION) ||
+        !SSL_CTX_set_max_proto_version(t->ctx, TLS1_3_VERSION) ||
+        !SSL_CTX_set_num_tickets(t->ctx, 0))
+        rc = err_set(e, MS_ERR_INTERNAL, "tls: cannot set up a TLS 1.3 context: %s",
+                     ossl_reason(r, sizeof r, "?"));
     else if (SSL_CTX_use_certificate_file(t->ctx, crt, SSL_FILETYPE_PEM) != 1)
-        rc = err_set(e, MS_ERR_IO, "%s: cannot load node %d's certificate: %s", crt, self, ossl_reason(r, sizeof r, "?"));
+        rc = err_set(e, MS_ERR_IO, "%s: cannot load node %d's certificate: %s", crt, self,
+                     ossl_reason(r, sizeof r, "?"));
     else if (!cert_names(SSL_CTX_get0_certificate(t->ctx), self))
         rc = err_set(e, MS_ERR_INPUT, "%s is not node %d's certificate", crt, self);
     else if (SSL_CTX_use_PrivateKey_file(t->ctx, key, SSL_FILETYPE_PEM) != 1)
-        rc = err_set(e, MS_ERR_INPUT, "%s: cannot use node %d's key: %s (not the key of %s?)", key, self,
-                     ossl_reason(r, sizeof r, "?"), crt);
+        rc = err_set(e, MS_ERR_INPUT, "%s: cannot use node %d's key: %s (not the key of %s?)", key,
+                     self, ossl_reason(r, sizeof r, "?"), crt);
     else if (SSL_CTX_check_private_key(t->ctx) != 1)
-        rc = err_set(e, MS_ERR_INPUT, "%s does not belong to %s (%s)", key, crt, ossl_reason(r, sizeof r, "?"));
+        rc = err_set(e, MS_ERR_INPUT, "%s does not belong to %s (%s)", key, crt,
+                     ossl_reason(r, sizeof r, "?"));
     else if (SSL_CTX_load_verify_locations(t->ctx, ca, NULL) != 1)
-        rc = err_set(e, MS_ERR_IO, "%s: cannot load the session CA: %s", ca, ossl_reason(r, sizeof r, "?"));
+        rc = err_set(e, MS_ERR_IO, "%s: cannot load the session CA: %s", ca,
+                     ossl_reason(r, sizeof r, "?"));
     if (rc) {
         mpc_tls_free(t);
         ERR_clear_error();
@@ -432,15 +449,24 @@ static int run_handshake(mpc_tls_conn *c, const char *peer_name, uint64_t deadli
         if (wants && wait_io(c->fd, s == MPC_TLS_WANT_WRITE, deadline_ns))
             continue;
         if (wants)
-            return err_set(why, MS_ERR_TIMEOUT, "%s did not complete the TLS handshake in time", peer_name);
+            return err_set(why, MS_ERR_TIMEOUT, "%s did not complete the TLS handshake in time",
+                           peer_name);
         if (s == MPC_TLS_EOF)
-            return err_set(why, MS_ERR_PEER, "%s closed the connection during the TLS handshake (a peer run with "
-                           "--insecure-plaintext, or an mpcsim of another frame version? see its log)", peer_name);
+            return err_set(
+                why, MS_ERR_PEER,
+                "%s closed the connection during the TLS handshake (a peer run with "
+                "--insecure-plaintext, or an mpcsim of another frame version? see its log)",
+                peer_name);
         if (strstr(r, "alert"))
-            return err_set(why, MS_ERR_PEER, "%s refused this node's certificate (TLS %s): are all nodes' keys from the "
-                           "same `mpcsim party keys` folder?", peer_name, r);
-        return err_set(why, MS_ERR_PEER, "TLS handshake with %s failed: %s (keys from another `mpcsim party keys` "
-                       "folder?)", peer_name, r);
+            return err_set(
+                why, MS_ERR_PEER,
+                "%s refused this node's certificate (TLS %s): are all nodes' keys from the "
+                "same `mpcsim party keys` folder?",
+                peer_name, r);
+        return err_set(why, MS_ERR_PEER,
+                       "TLS handshake with %s failed: %s (keys from another `mpcsim party keys` "
+                       "folder?)",
+                       peer_name, r);
     }
 }
 
@@ -452,23 +478,29 @@ static int check_peer_node(mpc_tls_conn *c, int peer, const char *peer_name, err
         return MS_OK;
     int got = cert_node(pc);
     if (got >= 0)
-        return err_set(why, MS_ERR_PEER, "the peer taken for %s presented node %d's certificate: refused "
-                       "(a node posing as another, or --peers/--id mixed up)", peer_name, got);
-    return err_set(why, MS_ERR_PEER, "the peer taken for %s presented a certificate that names no node: "
-                   "refused", peer_name);
+        return err_set(why, MS_ERR_PEER,
+                       "the peer taken for %s presented node %d's certificate: refused "
+                       "(a node posing as another, or --peers/--id mixed up)",
+                       peer_name, got);
+    return err_set(why, MS_ERR_PEER,
+                   "the peer taken for %s presented a certificate that names no node: "
+                   "refused",
+                   peer_name);
 }
 
 /* The accepting side has checked the name: it confirms, and the connecting side waits for
  * the confirmation (in TLS 1.3 a client's handshake ends before the server has verified
  * the client's certificate; a rejection would otherwise show only at the first read). */
-static int confirm(mpc_tls_conn *c, int server, const char *peer_name, uint64_t deadline_ns, errbuf *why)
+static int confirm(mpc_tls_conn *c, int server, const char *peer_name, uint64_t deadline_ns,
+                   errbuf *why)
 {
     static const uint8_t yes = 0xa5;
     char r[300];
     for (;;) {
         size_t n = 0;
         uint8_t got = 0;
-        int s = server ? mpc_tls_write(c, &yes, 1, &n, r, sizeof r) : mpc_tls_read(c, &got, 1, &n, r, sizeof r);
+        int s = server ? mpc_tls_write(c, &yes, 1, &n, r, sizeof r)
+                       : mpc_tls_read(c, &got, 1, &n, r, sizeof r);
         if (s == 0 && (server || got == yes))
             return MS_OK;
         int wants = s == MPC_TLS_WANT_READ || s == MPC_TLS_WANT_WRITE;
@@ -477,17 +509,23 @@ static int confirm(mpc_tls_conn *c, int server, const char *peer_name, uint64_t 
         if (wants && wait_io(c->fd, s == MPC_TLS_WANT_WRITE, deadline_ns))
             continue;
         if (wants)
-            return err_set(why, MS_ERR_TIMEOUT, "%s did not confirm the TLS handshake in time", peer_name);
+            return err_set(why, MS_ERR_TIMEOUT, "%s did not confirm the TLS handshake in time",
+                           peer_name);
         if (s == MPC_TLS_EOF)
-            return err_set(why, MS_ERR_PEER, "%s closed the connection after the TLS handshake: it did not accept this "
-                           "node's certificate (see its log)", peer_name);
-        return err_set(why, MS_ERR_PEER, "%s refused this node's certificate (TLS %s): are all nodes' keys from "
-                       "the same `mpcsim party keys` folder?", peer_name, r);
+            return err_set(
+                why, MS_ERR_PEER,
+                "%s closed the connection after the TLS handshake: it did not accept this "
+                "node's certificate (see its log)",
+                peer_name);
+        return err_set(why, MS_ERR_PEER,
+                       "%s refused this node's certificate (TLS %s): are all nodes' keys from "
+                       "the same `mpcsim party keys` folder?",
+                       peer_name, r);
     }
 }
 
-int mpc_tls_handshake(mpc_tls *t, int fd, int server, int peer, const char *peer_name, uint64_t deadline_ns,
-                      mpc_tls_conn **out, errbuf *why)
+int mpc_tls_handshake(mpc_tls *t, int fd, int server, int peer, const char *peer_name,
+                      uint64_t deadline_ns, mpc_tls_conn **out, errbuf *why)
 {
     mpc_tls_conn *c = conn_new(t, fd, server);
     if (!c)

@@ -50,8 +50,8 @@ void mpc_tls_free(mpc_tls *t);
  * present a certificate of node `peer`; the accepting side then confirms with one byte, which
  * the connecting side awaits, so either side knows on return that the other accepted it. On
  * error, why says what the peer did, in a sentence naming it by peer_name. */
-int mpc_tls_handshake(mpc_tls *t, int fd, int server, int peer, const char *peer_name, uint64_t deadline_ns,
-                      mpc_tls_conn **out, errbuf *why);
+int mpc_tls_handshake(mpc_tls *t, int fd, int server, int peer, const char *peer_name,
+                      uint64_t deadline_ns, mpc_tls_conn **out, errbuf *why);
 
 /* Non-blocking record I/O. Return 0 with *n set when bytes moved; MPC_TLS_WANT_READ or
  * MPC_TLS_WANT_WRITE when the socket must become readable / writable first; MPC_TLS_EOF when

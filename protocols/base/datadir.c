@@ -74,8 +74,10 @@ void mpcsim_datadir_searched(char *buf, size_t cap)
         snprintf(cwd, sizeof cwd, ".");
     pthread_once(&exe_once, find_exe_dirs);
     if (env && *env) {
-        snprintf(buf, cap, "MPCSIM_DATA=%s (set MPCSIM_DATA to the mpcsim data folder, or unset "
-                 "it to search the current folder, the build tree and %s)", env, MPCSIM_DATADIR);
+        snprintf(buf, cap,
+                 "MPCSIM_DATA=%s (set MPCSIM_DATA to the mpcsim data folder, or unset "
+                 "it to search the current folder, the build tree and %s)",
+                 env, MPCSIM_DATADIR);
         return;
     }
     size_t o = (size_t)snprintf(buf, cap, "MPCSIM_DATA (not set), the current folder %s", cwd);

@@ -8,28 +8,28 @@
 #include <stdarg.h>
 #include <stddef.h>
 
-#define MPCSIM_ERRORS(X)                                   \
-    X(OK, 0, "ok")                                        \
-    X(ERR_NOMEM, 1, "out of memory")                      \
-    X(ERR_IO, 1, "I/O error")                             \
-    X(ERR_USAGE, 2, "bad command-line usage")             \
-    X(ERR_INPUT, 2, "bad input")                          \
-    X(ERR_FORMAT, 2, "bad file format")                   \
-    X(ERR_NOTFOUND, 2, "not found")                       \
-    X(ERR_RANGE, 2, "value out of range")                 \
-    X(ERR_DB, 1, "database error")                        \
-    X(ERR_NET, 3, "network error")                        \
-    X(ERR_PROTO, 3, "protocol error")                     \
-    X(ERR_TIMEOUT, 3, "timed out")                        \
-    X(ERR_PEER, 3, "peer failed")                         \
-    X(ERR_INTERRUPTED, 130, "interrupted")                \
+#define MPCSIM_ERRORS(X)                      \
+    X(OK, 0, "ok")                            \
+    X(ERR_NOMEM, 1, "out of memory")          \
+    X(ERR_IO, 1, "I/O error")                 \
+    X(ERR_USAGE, 2, "bad command-line usage") \
+    X(ERR_INPUT, 2, "bad input")              \
+    X(ERR_FORMAT, 2, "bad file format")       \
+    X(ERR_NOTFOUND, 2, "not found")           \
+    X(ERR_RANGE, 2, "value out of range")     \
+    X(ERR_DB, 1, "database error")            \
+    X(ERR_NET, 3, "network error")            \
+    X(ERR_PROTO, 3, "protocol error")         \
+    X(ERR_TIMEOUT, 3, "timed out")            \
+    X(ERR_PEER, 3, "peer failed")             \
+    X(ERR_INTERRUPTED, 130, "interrupted")    \
     X(ERR_INTERNAL, 1, "internal error")
 
 typedef enum {
 #define X(name, exit_code, text) MS_##name,
     MPCSIM_ERRORS(X)
 #undef X
-    MS_N_ERRORS
+        MS_N_ERRORS
 } ms_err;
 
 /* A message buffer a callee fills with the full sentence the user will read. */
@@ -37,9 +37,9 @@ typedef struct errbuf {
     char msg[1024];
 } errbuf;
 
-const char *ms_err_name(int code);   /* "ERR_INPUT" */
-const char *ms_err_text(int code);   /* "bad input" */
-int ms_err_exit_code(int code);      /* process exit status for this error class */
+const char *ms_err_name(int code); /* "ERR_INPUT" */
+const char *ms_err_text(int code); /* "bad input" */
+int ms_err_exit_code(int code);    /* process exit status for this error class */
 
 /* Sets e->msg (if e) from a printf format and returns code, so callers write
  * `return err_set(e, MS_ERR_INPUT, "%s:%d:%d: error: …", …);`. */

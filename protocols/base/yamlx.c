@@ -104,8 +104,7 @@ int yx_is_null(const yx_node *n)
     if (!n || n->kind != YX_SCALAR || n->quoted)
         return 0;
     const char *s = n->str;
-    return !*s || !strcmp(s, "~") || !strcmp(s, "null") || !strcmp(s, "Null") ||
-           !strcmp(s, "NULL");
+    return !*s || !strcmp(s, "~") || !strcmp(s, "null") || !strcmp(s, "Null") || !strcmp(s, "NULL");
 }
 
 const char *yx_kind_name(const yx_node *n)
@@ -144,12 +143,11 @@ static int bad(yx_builder *b, const yaml_mark_t *m, const char *fmt, const char 
 {
     char what[512];
     snprintf(what, sizeof what, fmt, arg);
-    return err_set(b->e, MS_ERR_INPUT, "%s:%zu:%zu: error: %s\n  hint: %s", b->path,
-                   m->line + 1, m->column + 1, what, hint);
+    return err_set(b->e, MS_ERR_INPUT, "%s:%zu:%zu: error: %s\n  hint: %s", b->path, m->line + 1,
+                   m->column + 1, what, hint);
 }
 
-static int remember_anchor(yx_builder *b, const yaml_char_t *name, yx_node *n,
-                           const yaml_mark_t *m)
+static int remember_anchor(yx_builder *b, const yaml_char_t *name, yx_node *n, const yaml_mark_t *m)
 {
     if (!name)
         return MS_OK;
@@ -259,19 +257,15 @@ static int on_event(yx_builder *b, const yaml_event_t *ev)
         }
         return attach(b, n, m);
     }
-    case YAML_SEQUENCE_START_EVENT:
-        return open_node(b, YX_SEQ, m, ev->data.sequence_start.anchor);
-    case YAML_MAPPING_START_EVENT:
-        return open_node(b, YX_MAP, m, ev->data.mapping_start.anchor);
+    case YAML_SEQUENCE_START_EVENT: return open_node(b, YX_SEQ, m, ev->data.sequence_start.anchor);
+    case YAML_MAPPING_START_EVENT: return open_node(b, YX_MAP, m, ev->data.mapping_start.anchor);
     case YAML_SEQUENCE_END_EVENT:
     case YAML_MAPPING_END_EVENT: {
         yx_node *n = b->stack[--b->depth];
         return attach(b, n, m);
     }
-    case YAML_ALIAS_EVENT:
-        return on_alias(b, ev);
-    default:
-        return MS_OK;
+    case YAML_ALIAS_EVENT: return on_alias(b, ev);
+    default: return MS_OK;
     }
 }
 
@@ -311,8 +305,7 @@ int yx_parse(const char *path, const char *text, size_t len, yx_node **root, err
                          "%s:%zu:%zu: error: %s%s\n"
                          "  hint: check the indentation, a missing ':' or ',', or an unclosed "
                          "quote or bracket",
-                         path, m->line + 1, m->column + 1, p.problem ? p.problem : "bad YAML",
-                         ctx);
+                         path, m->line + 1, m->column + 1, p.problem ? p.problem : "bad YAML", ctx);
             break;
         }
         rc = on_event(b, &ev);

@@ -22,13 +22,13 @@ typedef enum { YX_SCALAR, YX_SEQ, YX_MAP } yx_kind;
 
 typedef struct yx_node yx_node;
 struct yx_node {
-    int kind;          /* yx_kind */
-    int line, col;     /* 1-based position of the node's first character */
-    char *str;         /* YX_SCALAR: the value (never NULL) */
-    int quoted;        /* YX_SCALAR: written in quotes or as a block scalar (never null/bool) */
-    size_t n;          /* YX_SEQ: items; YX_MAP: pairs */
-    yx_node **item;    /* YX_SEQ: items; YX_MAP: values */
-    yx_node **key;     /* YX_MAP: keys (scalars), in document order */
+    int kind;       /* yx_kind */
+    int line, col;  /* 1-based position of the node's first character */
+    char *str;      /* YX_SCALAR: the value (never NULL) */
+    int quoted;     /* YX_SCALAR: written in quotes or as a block scalar (never null/bool) */
+    size_t n;       /* YX_SEQ: items; YX_MAP: pairs */
+    yx_node **item; /* YX_SEQ: items; YX_MAP: values */
+    yx_node **key;  /* YX_MAP: keys (scalars), in document order */
 };
 
 /* Parses one YAML document (text of len bytes; path is used in messages). An empty document

@@ -10,8 +10,7 @@
 
 /* ---- messages ---------------------------------------------------------------------------- */
 
-static int vfail(const ys_ctx *x, const yx_node *at, const char *hint, const char *fmt,
-                 va_list ap)
+static int vfail(const ys_ctx *x, const yx_node *at, const char *hint, const char *fmt, va_list ap)
 {
     char what[700];
     vsnprintf(what, sizeof what, fmt, ap);
@@ -52,8 +51,8 @@ int ys_unknown_name(const ys_ctx *x, const yx_node *at, const char *what, const 
     return ys_fail(x, at, hint, "unknown %s '%s'", what, name);
 }
 
-int ys_unknown_key(const ys_ctx *x, const yx_node *key, const char *where,
-                   const char *const *keys, size_t n)
+int ys_unknown_key(const ys_ctx *x, const yx_node *key, const char *where, const char *const *keys,
+                   size_t n)
 {
     const char *dm = did_you_mean(key->str, keys, n);
     char hint[512];
@@ -101,8 +100,8 @@ int ys_u64(const ys_ctx *x, const yx_node *v, const char *key, uint64_t lo, uint
     unsigned long long u;
     double d;
     char range[128];
-    snprintf(range, sizeof range, "'%s' must be between %llu and %llu", key,
-             (unsigned long long)lo, (unsigned long long)hi);
+    snprintf(range, sizeof range, "'%s' must be between %llu and %llu", key, (unsigned long long)lo,
+             (unsigned long long)hi);
     if (!parse_u64(v->str, &u)) {
         if (u < lo || u > hi)
             return out_of_range(x, v, key, range);
@@ -115,8 +114,8 @@ int ys_u64(const ys_ctx *x, const yx_node *v, const char *key, uint64_t lo, uint
     if (!parse_double(v->str, &d) &&
         (d < 0 || (d == floor(d) && (d < (double)lo || d > (double)hi))))
         return out_of_range(x, v, key, range);
-    return ys_fail(x, v, "write a whole number, e.g. 128", "'%s' must be an integer, not '%s'",
-                   key, v->str);
+    return ys_fail(x, v, "write a whole number, e.g. 128", "'%s' must be an integer, not '%s'", key,
+                   v->str);
 }
 
 int ys_u32(const ys_ctx *x, const yx_node *v, const char *key, uint32_t lo, uint32_t hi,
@@ -150,20 +149,19 @@ int ys_i64(const ys_ctx *x, const yx_node *v, const char *key, long long lo, lon
         return out_of_range(x, v, key, range);
     if (!parse_double(v->str, &d) && d == floor(d) && (d < (double)lo || d > (double)hi))
         return out_of_range(x, v, key, range); /* a whole number beyond 64 bits */
-    return ys_fail(x, v, "write a whole number, e.g. 128", "'%s' must be an integer, not '%s'",
-                   key, v->str);
+    return ys_fail(x, v, "write a whole number, e.g. 128", "'%s' must be an integer, not '%s'", key,
+                   v->str);
 }
 
-int ys_double(const ys_ctx *x, const yx_node *v, const char *key, double lo, double hi,
-              double *out)
+int ys_double(const ys_ctx *x, const yx_node *v, const char *key, double lo, double hi, double *out)
 {
     int rc = ys_need_scalar(x, v, key, "a number");
     if (rc)
         return rc;
     double d;
     if (parse_double(v->str, &d))
-        return ys_fail(x, v, "write a number, e.g. 0.5 or 1e-5",
-                       "'%s' must be a number, not '%s'", key, v->str);
+        return ys_fail(x, v, "write a number, e.g. 0.5 or 1e-5", "'%s' must be a number, not '%s'",
+                       key, v->str);
     if (d < lo || d > hi) {
         char range[128];
         snprintf(range, sizeof range, "'%s' must be between %g and %g", key, lo, hi);
@@ -213,8 +211,8 @@ int ys_str(const ys_ctx *x, const yx_node *v, const char *key, char *out, size_t
     return MS_OK;
 }
 
-int ys_enum(const ys_ctx *x, const yx_node *v, const char *key, const char *const *names,
-            size_t n, int *out)
+int ys_enum(const ys_ctx *x, const yx_node *v, const char *key, const char *const *names, size_t n,
+            int *out)
 {
     int rc = ys_need_scalar(x, v, key, "a name");
     if (rc)
@@ -251,8 +249,8 @@ const ys_field *ys_find(const ys_schema *s, const char *key)
     return NULL;
 }
 
-int ys_check_keys(const ys_ctx *x, const yx_node *m, const ys_schema *s,
-                  const char *const *extra, size_t n_extra)
+int ys_check_keys(const ys_ctx *x, const yx_node *m, const ys_schema *s, const char *const *extra,
+                  size_t n_extra)
 {
     for (size_t i = 0; i < m->n; i++) {
         const char *k = m->key[i]->str;
@@ -314,18 +312,14 @@ int ys_read_field(const ys_ctx *x, const yx_node *v, const ys_field *f, void *ob
         }
         break;
     }
-    case YS_BOOL:
-        rc = ys_bool(x, v, f->key, (int *)p);
-        break;
+    case YS_BOOL: rc = ys_bool(x, v, f->key, (int *)p); break;
     case YS_STR: {
         int k; /* a word from names[], when the field has them */
         if (!f->names || !(rc = ys_enum(x, v, f->key, f->names, n_names(f->names), &k)))
             rc = ys_str(x, v, f->key, p, f->size);
         break;
     }
-    case YS_ENUM:
-        rc = ys_enum(x, v, f->key, f->names, n_names(f->names), (int *)p);
-        break;
+    case YS_ENUM: rc = ys_enum(x, v, f->key, f->names, n_names(f->names), (int *)p); break;
     case YS_FIXED:
         if ((rc = ys_need_scalar(x, v, f->key, "a format line")))
             break;
@@ -336,8 +330,7 @@ int ys_read_field(const ys_ctx *x, const yx_node *v, const ys_field *f, void *ob
                            v->str, f->def);
         }
         break;
-    default: /* YS_INFO, YS_OTHER */
-        break;
+    default: /* YS_INFO, YS_OTHER */ break;
     }
     if (rc && f->hint && x->e && !strstr(x->e->msg, "\n  hint: ")) {
         size_t l = strlen(x->e->msg);
@@ -364,8 +357,8 @@ int ys_read(const ys_ctx *x, const yx_node *m, const ys_schema *s, const char *c
         if (!v && (f->flags & YS_REQ)) {
             char hint[320];
             if (f->type == YS_FIXED)
-                snprintf(hint, sizeof hint, "add '%s: %s'%s%s", f->key, f->def,
-                         f->hint ? "; " : "", f->hint ? f->hint : "");
+                snprintf(hint, sizeof hint, "add '%s: %s'%s%s", f->key, f->def, f->hint ? "; " : "",
+                         f->hint ? f->hint : "");
             else
                 snprintf(hint, sizeof hint, "add '%s: …' (%s)%s%s", f->key, f->doc ? f->doc : "",
                          f->hint ? "; " : "", f->hint ? f->hint : "");
@@ -401,20 +394,14 @@ int ys_field_equal(const ys_field *f, const void *a, const void *b)
 {
     const char *pa = (const char *)a + f->off, *pb = (const char *)b + f->off;
     switch (f->type) {
-    case YS_STR:
-        return !strcmp(pa, pb);
-    case YS_DBL:
-        return *(const double *)pa == *(const double *)pb;
-    case YS_U32:
-        return *(const uint32_t *)pa == *(const uint32_t *)pb;
-    case YS_U64:
-        return *(const uint64_t *)pa == *(const uint64_t *)pb;
+    case YS_STR: return !strcmp(pa, pb);
+    case YS_DBL: return *(const double *)pa == *(const double *)pb;
+    case YS_U32: return *(const uint32_t *)pa == *(const uint32_t *)pb;
+    case YS_U64: return *(const uint64_t *)pa == *(const uint64_t *)pb;
     case YS_INT:
     case YS_BOOL:
-    case YS_ENUM:
-        return *(const int *)pa == *(const int *)pb;
-    default:
-        return 1;
+    case YS_ENUM: return *(const int *)pa == *(const int *)pb;
+    default: return 1;
     }
 }
 
@@ -436,9 +423,7 @@ void ys_type_text(const ys_field *f, char *buf, size_t cap)
         if (!unbounded(f))
             snprintf(buf + o, cap - o, " %g..%g", f->lo, f->hi);
         break;
-    case YS_BOOL:
-        snprintf(buf, cap, "true|false");
-        break;
+    case YS_BOOL: snprintf(buf, cap, "true|false"); break;
     case YS_STR:
     case YS_ENUM: /* a string with names[] is one of those words */
         if (!f->names) {
@@ -449,15 +434,9 @@ void ys_type_text(const ys_field *f, char *buf, size_t cap)
         for (size_t i = 0; f->names[i] && o < cap; i++)
             o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? "|" : "", f->names[i]);
         break;
-    case YS_FIXED:
-        snprintf(buf, cap, "'%s'", f->def);
-        break;
-    case YS_INFO:
-        snprintf(buf, cap, "any (kept, not read)");
-        break;
-    default:
-        snprintf(buf, cap, "%s", f->type_doc ? f->type_doc : "see below");
-        break;
+    case YS_FIXED: snprintf(buf, cap, "'%s'", f->def); break;
+    case YS_INFO: snprintf(buf, cap, "any (kept, not read)"); break;
+    default: snprintf(buf, cap, "%s", f->type_doc ? f->type_doc : "see below"); break;
     }
 }
 

@@ -65,7 +65,10 @@ typedef struct ys_schema {
     const char *doc_ref; /* where the keys are explained, for hints */
 } ys_schema;
 
-#define YS_SCHEMA(name, table, ref) {name, table, sizeof table / sizeof *table, ref}
+#define YS_SCHEMA(name, table, ref)                    \
+    {                                                  \
+        name, table, sizeof table / sizeof *table, ref \
+    }
 
 /* Where messages point. code: the error class (0 = MS_ERR_INPUT; trace manifests use
  * MS_ERR_FORMAT). path NULL: messages carry no location (for text set outside a file). */
@@ -86,8 +89,8 @@ int ys_fail_wrap(const ys_ctx *x, const yx_node *at, const char *hint, const cha
 
 const ys_field *ys_find(const ys_schema *s, const char *key);
 /* Every key of m is a field of s or one of extra[]; else "unknown key … (did you mean …?)". */
-int ys_check_keys(const ys_ctx *x, const yx_node *m, const ys_schema *s,
-                  const char *const *extra, size_t n_extra);
+int ys_check_keys(const ys_ctx *x, const yx_node *m, const ys_schema *s, const char *const *extra,
+                  size_t n_extra);
 /* Sets every field that has a default (an internal error if a default does not parse). */
 int ys_defaults(const ys_schema *s, void *obj);
 /* One field's value node into obj. */
@@ -120,14 +123,14 @@ int ys_double(const ys_ctx *x, const yx_node *v, const char *key, double lo, dou
               double *out);
 int ys_bool(const ys_ctx *x, const yx_node *v, const char *key, int *out);
 int ys_str(const ys_ctx *x, const yx_node *v, const char *key, char *out, size_t cap);
-int ys_enum(const ys_ctx *x, const yx_node *v, const char *key, const char *const *names,
-            size_t n, int *out);
+int ys_enum(const ys_ctx *x, const yx_node *v, const char *key, const char *const *names, size_t n,
+            int *out);
 /* 1 / 0 for YAML's true / false words (unquoted), -1 otherwise. */
 int ys_bool_text(const char *s);
 
 /* "unknown key 'k' in 'where' (did you mean 'x'?)" with the keys in the hint. */
-int ys_unknown_key(const ys_ctx *x, const yx_node *key, const char *where,
-                   const char *const *keys, size_t n);
+int ys_unknown_key(const ys_ctx *x, const yx_node *key, const char *where, const char *const *keys,
+                   size_t n);
 /* "unknown <what> 'name' (did you mean 'x'?)". */
 int ys_unknown_name(const ys_ctx *x, const yx_node *at, const char *what, const char *name,
                     const char *const *cands, size_t n, const char *hint);

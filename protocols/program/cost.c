@@ -25,10 +25,7 @@ void cost_log_free(cost_log *c)
     memset(c, 0, sizeof *c);
 }
 
-void cost_log_clear(cost_log *c)
-{
-    c->n = 0;
-}
+void cost_log_clear(cost_log *c) { c->n = 0; }
 
 cost_round *cost_log_push(cost_log *c)
 {
@@ -105,9 +102,9 @@ int proto_cfg_default(const char *name, proto_cfg *cfg, errbuf *e)
         for (size_t i = 0; i < sizeof registry / sizeof *registry; i++)
             names[i] = registry[i]->name;
         const char *dym = did_you_mean(name ? name : "", names, sizeof names / sizeof *names);
-        return err_set(e, MS_ERR_NOTFOUND, "error: unknown protocol '%s'%s%s%s (known: semi2k, aby3)",
-                       name ? name : "", dym ? " (did you mean '" : "", dym ? dym : "",
-                       dym ? "'?)" : "");
+        return err_set(e, MS_ERR_NOTFOUND,
+                       "error: unknown protocol '%s'%s%s%s (known: semi2k, aby3)", name ? name : "",
+                       dym ? " (did you mean '" : "", dym ? dym : "", dym ? "'?)" : "");
     }
     memset(cfg, 0, sizeof *cfg);
     pr->defaults(cfg);
@@ -117,8 +114,8 @@ int proto_cfg_default(const char *name, proto_cfg *cfg, errbuf *e)
 
 /* ---- program coster ---------------------------------------------------------------------- */
 
-int proto_cost_program(const proto *pr, const proto_cfg *cfg, const op_program *prog,
-                       cost_log *log, errbuf *e)
+int proto_cost_program(const proto *pr, const proto_cfg *cfg, const op_program *prog, cost_log *log,
+                       errbuf *e)
 {
     return proto_cost_program_tape(pr, cfg, prog, NULL, log, e);
 }
@@ -159,17 +156,17 @@ int proto_cost_program_tape(const proto *pr, const proto_cfg *cfg, const op_prog
 void cost_defaults_fm64(proto_cfg *c, const char *name)
 {
     memset(c, 0, sizeof *c);
-    strcpy(c->name, name); /* "semi2k" | "aby3": fits name[32] */
-    c->ring_bits = 64;        /* SPU FM64 */
-    c->frac_bits = 18;        /* SPU fxp_fraction_bits for FM64 */
-    c->exp_iters = 8;         /* SPU fxp_exp_iters (PUMA runs use 5) */
-    c->recip_iters = 2;       /* SPU fxp_div_goldschmidt_iters */
-    c->rsqrt_iters = 2;       /* normalize: thresholds' Newton steps (kern.c) */
-    c->softmax_clip = -14.0;  /* PUMA hack_softmax / BumbleBee */
+    strcpy(c->name, name);   /* "semi2k" | "aby3": fits name[32] */
+    c->ring_bits = 64;       /* SPU FM64 */
+    c->frac_bits = 18;       /* SPU fxp_fraction_bits for FM64 */
+    c->exp_iters = 8;        /* SPU fxp_exp_iters (PUMA runs use 5) */
+    c->recip_iters = 2;      /* SPU fxp_div_goldschmidt_iters */
+    c->rsqrt_iters = 2;      /* normalize: thresholds' Newton steps (kern.c) */
+    c->softmax_clip = -14.0; /* PUMA hack_softmax / BumbleBee */
     strcpy(c->approx, "puma");
     strcpy(c->msb, "packed"); /* SPU msb_a2b packs its carry tree too */
     strcpy(c->topk, "network");
-    strcpy(c->exp, "pow2");          /* range reduction: 2^-k from the bits */
+    strcpy(c->exp, "pow2");         /* range reduction: 2^-k from the bits */
     strcpy(c->normalize, "bitdec"); /* SPU f_reciprocal / MP-SPDZ Norm: one bit decomposition */
 }
 
@@ -283,10 +280,7 @@ static int cost_bool_components(eng *e, mpc_val comps[3], int *nc, const mpc_val
     return cost_local(e, PRIM_LOCAL, (double)x->n * *nc);
 }
 
-uint64_t cost_packed(uint64_t n, int bits)
-{
-    return n * (((uint64_t)bits + 7) / 8);
-}
+uint64_t cost_packed(uint64_t n, int bits) { return n * (((uint64_t)bits + 7) / 8); }
 
 static int cost_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size_t n)
 {
@@ -350,9 +344,9 @@ typedef struct cm_key {
 
 typedef struct cm_entry {
     cm_key key;
-    uint64_t zn;      /* the result value's length and domain */
+    uint64_t zn; /* the result value's length and domain */
     uint8_t zdom;
-    size_t off, n;    /* its rounds: pool[off, off + n) */
+    size_t off, n; /* its rounds: pool[off, off + n) */
 } cm_entry;
 
 struct cost_memo {
@@ -360,8 +354,8 @@ struct cost_memo {
     proto_cfg cfg;
     cm_entry *ent;
     size_t n_ent, cap_ent;
-    uint32_t *slot;   /* open addressing over entry index + 1, 0 = empty */
-    size_t cap_slot;  /* a power of two, at most half full */
+    uint32_t *slot;  /* open addressing over entry index + 1, 0 = empty */
+    size_t cap_slot; /* a power of two, at most half full */
     cost_round *pool;
     size_t n_pool, cap_pool;
     mpc_val *vals;
@@ -474,8 +468,8 @@ static int grow_to(void **buf, size_t *cap, size_t need, size_t elem, size_t fir
 }
 
 /* Remembers the rounds log[from, log->n) of an op with key k and result z. */
-static int cm_add(cost_memo *m, const cm_key *k, uint64_t h, const mpc_val *z,
-                  const cost_log *log, size_t from)
+static int cm_add(cost_memo *m, const cm_key *k, uint64_t h, const mpc_val *z, const cost_log *log,
+                  size_t from)
 {
     size_t n = log->n - from;
     if (m->n_pool + n > CM_POOL_MAX) {

@@ -26,20 +26,20 @@ typedef struct mpc_val {
 } mpc_val;
 
 /* Primitives, for cost attribution (cost_round.prim) and the per-primitive cost table. */
-#define ENG_PRIMS(X)  \
-    X(INPUT, "input") \
-    X(OPEN, "open")   \
-    X(LOCAL, "local") \
-    X(MUL, "mul")     \
-    X(SQUARE, "square") \
-    X(MATMUL, "matmul") \
-    X(TRUNC, "trunc") \
-    X(AND, "and_bb")  \
-    X(B2A, "b2a")     \
-    X(RESHARE, "reshare") \
+#define ENG_PRIMS(X)       \
+    X(INPUT, "input")      \
+    X(OPEN, "open")        \
+    X(LOCAL, "local")      \
+    X(MUL, "mul")          \
+    X(SQUARE, "square")    \
+    X(MATMUL, "matmul")    \
+    X(TRUNC, "trunc")      \
+    X(AND, "and_bb")       \
+    X(B2A, "b2a")          \
+    X(RESHARE, "reshare")  \
     X(ANDBITS, "and_bits") \
-    X(PAIR, "bool_pair") \
-    X(B2ABIT, "b2a_bit") \
+    X(PAIR, "bool_pair")   \
+    X(B2ABIT, "b2a_bit")   \
     X(SHUFFLE, "shuffle")
 
 typedef enum eng_prim {

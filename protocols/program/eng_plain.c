@@ -18,20 +18,14 @@ static uint64_t splitmix(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-static void count(eng *e, int prim)
-{
-    ((plain_impl *)e->impl)->calls[prim]++;
-}
+static void count(eng *e, int prim) { ((plain_impl *)e->impl)->calls[prim]++; }
 
 /* Every value carries, besides its clear elements s[0], np-1 pseudo-random additive
  * components per element in s[1] (component i of element j at s[1][(i-1)·n + j]; the first
  * component is x minus their sum). Local linear primitives transform them as parties
  * transform shares, so bool_components sees share-linear components as on a real engine
  * (the components of mul_pub(x, -1) are the negated components of x). */
-static int ncomp(const eng *e)
-{
-    return e->n_parties - 1;
-}
+static int ncomp(const eng *e) { return e->n_parties - 1; }
 
 /* z takes over b (its n clear elements) and c (their components), freeing its old arrays. */
 static void adopt(mpc_val *z, uint64_t *b, uint64_t *c, size_t n, int dom)
@@ -365,10 +359,7 @@ static int p_bool_pair(eng *e, mpc_val *a, mpc_val *b, const mpc_val *x, int bit
     return MS_OK;
 }
 
-static int p_b2a_bit(eng *e, mpc_val *z, const mpc_val *x)
-{
-    return low_bit(e, z, x, PRIM_B2ABIT);
-}
+static int p_b2a_bit(eng *e, mpc_val *z, const mpc_val *x) { return low_bit(e, z, x, PRIM_B2ABIT); }
 
 /* A fresh random permutation of every run of seg elements, the same for that run in each part
  * (eng.h), then fresh components: what a shuffle's parties hold. */
@@ -440,8 +431,7 @@ static const eng_vt plain_vt = {
     .sync_public = p_sync_public,
 };
 
-int eng_plain_new(const proto_cfg *cfg, int n_parties, uint64_t seed, int exact_trunc,
-                  eng **out)
+int eng_plain_new(const proto_cfg *cfg, int n_parties, uint64_t seed, int exact_trunc, eng **out)
 {
     if (n_parties != 2 && n_parties != 3)
         return MS_ERR_RANGE;
@@ -463,7 +453,4 @@ int eng_plain_new(const proto_cfg *cfg, int n_parties, uint64_t seed, int exact_
     return MS_OK;
 }
 
-const uint64_t *eng_plain_calls(const eng *e)
-{
-    return ((const plain_impl *)e->impl)->calls;
-}
+const uint64_t *eng_plain_calls(const eng *e) { return ((const plain_impl *)e->impl)->calls; }

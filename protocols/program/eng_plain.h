@@ -15,8 +15,7 @@
 #include "eng.h"
 
 /* Creates a plain engine behaving as an n_parties protocol (2 or 3) with config cfg. */
-int eng_plain_new(const proto_cfg *cfg, int n_parties, uint64_t seed, int exact_trunc,
-                  eng **out);
+int eng_plain_new(const proto_cfg *cfg, int n_parties, uint64_t seed, int exact_trunc, eng **out);
 
 /* Number of calls of each primitive so far (communicating and local), for tests. */
 const uint64_t *eng_plain_calls(const eng *e);

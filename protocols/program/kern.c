@@ -96,11 +96,11 @@
 #include "kern.h"
 
 #define VT (e->vt)
-#define TRY(expr)                 \
-    do {                          \
-        int rc_ = (expr);         \
-        if (rc_)                  \
-            return rc_;           \
+#define TRY(expr)         \
+    do {                  \
+        int rc_ = (expr); \
+        if (rc_)          \
+            return rc_;   \
     } while (0)
 
 /* ---- fixed point ------------------------------------------------------------------------- */
@@ -115,17 +115,11 @@ uint64_t fx_encode(double x, int frac_bits)
     return (uint64_t)(int64_t)llround(v);
 }
 
-double fx_decode(uint64_t v, int frac_bits)
-{
-    return ldexp((double)(int64_t)v, -frac_bits);
-}
+double fx_decode(uint64_t v, int frac_bits) { return ldexp((double)(int64_t)v, -frac_bits); }
 
 /* ---- small helpers: storage, public buffers, layout --------------------------------------- */
 
-static int has_data(const mpc_val *v)
-{
-    return v->s[0] != NULL;
-}
+static int has_data(const mpc_val *v) { return v->s[0] != NULL; }
 
 static int kal(eng *e, mpc_val *v, size_t n, int dom)
 {
@@ -213,8 +207,7 @@ static int k_slice(eng *e, mpc_val *z, const mpc_val *x, size_t off, size_t len)
 }
 
 /* Per row r < R of length L: columns [off, off+len). */
-static int k_cols(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t L, size_t off,
-                  size_t len)
+static int k_cols(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t L, size_t off, size_t len)
 {
     return kperm(e, z, x, R * len, (kmap){MAP_ROWS, L, off, len, 0});
 }
@@ -290,8 +283,7 @@ static int k_addmul(eng *e, mpc_val *z, const mpc_val *x, uint64_t c)
 }
 
 /* z = x + blk[i / N] (public per-block constants over J blocks of N). */
-static int k_addblk(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *blk, size_t J,
-                    int mul)
+static int k_addblk(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *blk, size_t J, int mul)
 {
     uint64_t *c;
     TRY(pub64(x, x->n, &c));
@@ -614,11 +606,11 @@ static int k_place2(eng *e, mpc_val *z, const mpc_val *x, int l, uint64_t ml, co
 /* Bit 63 of z = the carry out of a + b (mod 2^64), other bits garbage: a carry-out tree of
  * (generate, propagate) pairs. SPU's msb_a2b likewise computes only the carry, in 7 rounds
  * and 56 B per comparison by packing the shrinking words (mpc-costs.md §2.3); here every
- * level keeps one 64-bit word per element (no packing across elements). Level 0: g = a & b, p = a ^ b. Level k = 1 … 6 combines blocks of
- * 2^(k-1) bits into blocks of 2^k: at the top bit t of each block G = G_hi ^ P_hi & G_lo, and
- * P = P_hi & P_lo kept one bit below the top, so both products of a level are one word:
- * [P_hi at t | P_hi at t-1] & [G_lo at t | P_lo at t-1], one and_bb. 7 rounds, as k_ks_add,
- * with one word per level where the prefix adder ANDs two. */
+ * level keeps one 64-bit word per element (no packing across elements). Level 0: g = a & b, p = a ^
+ * b. Level k = 1 … 6 combines blocks of 2^(k-1) bits into blocks of 2^k: at the top bit t of each
+ * block G = G_hi ^ P_hi & G_lo, and P = P_hi & P_lo kept one bit below the top, so both products of
+ * a level are one word: [P_hi at t | P_hi at t-1] & [G_lo at t | P_lo at t-1], one and_bb. 7
+ * rounds, as k_ks_add, with one word per level where the prefix adder ANDs two. */
 static int k_carry_out(eng *e, mpc_val *z, const mpc_val *a, const mpc_val *b)
 {
     size_t n = a->n;
@@ -639,7 +631,7 @@ static int k_carry_out(eng *e, mpc_val *z, const mpc_val *a, const mpc_val *b)
         if (k == 1) { /* P at every bit: P_hi (t) to t and t-1, P_lo (t-1) stays */
             TRY(k_place2(e, &L, &P, 0, top, &P, -1, slot));
             TRY(k_place2(e, &R, &G, 1, top, &P, 0, slot));
-        } else {      /* P one below each block's top since level 1 */
+        } else { /* P one below each block's top since level 1 */
             TRY(k_place2(e, &L, &P, 1, top, &P, 0, slot));
             TRY(k_place2(e, &R, &G, h, top, &P, h, slot));
         }
@@ -659,15 +651,9 @@ static int k_carry_out(eng *e, mpc_val *z, const mpc_val *a, const mpc_val *b)
 
 /* ---- bit-packed comparison circuits (msb: packed) --------------------------------------- */
 
-static int k_packed(const eng *e)
-{
-    return !strcmp(e->cfg.msb, "packed");
-}
+static int k_packed(const eng *e) { return !strcmp(e->cfg.msb, "packed"); }
 
-static uint64_t lowbits(int b)
-{
-    return b >= 64 ? ~0ull : (1ull << b) - 1;
-}
+static uint64_t lowbits(int b) { return b >= 64 ? ~0ull : (1ull << b) - 1; }
 
 /* Bit W−1 of *G = the carry out of a + b over their low m bits (other bits of G: 0 or garbage
  * below W−1), W = 2^L >= m the window, L = ⌈log2 m⌉ levels. The m bits are moved to the top of
@@ -678,8 +664,7 @@ static uint64_t lowbits(int b)
  * bits, the P product at t−1 when real bits lie below the block (k < L); the lowest block's P
  * and every all-padding block are never computed. The AND count for m = 63 is 63 + 119. The
  * same tree as SPU's msb_a2b carry (mpc-costs.md §2.3), which packs its words likewise. */
-static int k_carry_packed(eng *e, mpc_val *G, const mpc_val *a, const mpc_val *b, int m,
-                          int priv)
+static int k_carry_packed(eng *e, mpc_val *G, const mpc_val *a, const mpc_val *b, int m, int priv)
 {
     size_t n = a->n;
     int L = 0;
@@ -707,7 +692,7 @@ static int k_carry_packed(eng *e, mpc_val *G, const mpc_val *a, const mpc_val *b
             int lo = t - (1 << k) + 1;
             top |= 1ull << t;
             if (lo + h > pad)
-                want |= 1ull << t;      /* G_hi ^ P_hi & G_lo */
+                want |= 1ull << t; /* G_hi ^ P_hi & G_lo */
             if (lo > pad && k < L)
                 want |= 1ull << (t - 1); /* P_hi & P_lo */
         }
@@ -840,10 +825,7 @@ static int k_msb_w(eng *e, mpc_val *z, const mpc_val *d, int w)
     return MS_OK;
 }
 
-static int k_msb(eng *e, mpc_val *z, const mpc_val *d)
-{
-    return k_msb_w(e, z, d, 64);
-}
+static int k_msb(eng *e, mpc_val *z, const mpc_val *d) { return k_msb_w(e, z, d, 64); }
 
 typedef int (*k_test)(eng *e, mpc_val *z, const mpc_val *d, int w);
 
@@ -1049,8 +1031,7 @@ static int k_max_level(eng *e, mpc_val *cur, mpc_val *curi, size_t R, size_t L, 
 
 /* Row max of R rows of L: ⌈log2 L⌉ levels, each one batched lt over all pairs and one
  * multiplication that selects the value (and, with idx, the index in the same call). */
-static int k_rowmax(eng *e, mpc_val *mx, mpc_val *ix, const mpc_val *x, size_t R, size_t L,
-                    int w)
+static int k_rowmax(eng *e, mpc_val *mx, mpc_val *ix, const mpc_val *x, size_t R, size_t L, int w)
 {
     mpc_val cur, curi = {0};
     TRY(k_rep(e, &cur, x, 1));
@@ -1210,10 +1191,7 @@ static int k_rsqrt_cmp(eng *e, mpc_val *z, const mpc_val *x)
 /* ---- normalisation by one bit decomposition (normalize: bitdec) ------------------------ */
 
 /* Positions [lo, hi) of a word. */
-static uint64_t bitrange(int lo, int hi)
-{
-    return lowbits(hi) & ~lowbits(lo < 0 ? 0 : lo);
-}
+static uint64_t bitrange(int lo, int hi) { return lowbits(hi) & ~lowbits(lo < 0 ? 0 : lo); }
 
 /* z = each bit of v (at the positions of src) copied to the len positions above it (up) or
  * below it, len a power of two; local (shifts and xors of disjoint copies). */
@@ -1795,9 +1773,8 @@ static int k_recip_bits(eng *e, mpc_val *z, const mpc_val *x, int lo, int w)
 
 /* Minimax (Remez, weighted by sqrt(c)) polynomial for 1/sqrt(c) on [1, 2] in t = c − 1.5:
  * max |p(c)·sqrt(c) − 1| = 7.40e-5 (the degree 2 errs by 3.2e-3, 5 by 1.2e-5). */
-static const double rsqrt_poly[5] = {0.8165051305895584, -0.27157262071238925,
-                                     0.13544568873015533, -0.08477698882179033,
-                                     0.050815978047211184};
+static const double rsqrt_poly[5] = {0.8165051305895584, -0.27157262071238925, 0.13544568873015533,
+                                     -0.08477698882179033, 0.050815978047211184};
 #define RSQRT_SG 4 /* the polynomial's sum keeps f + 4 fraction bits */
 #define RSQRT_S 19 /* fraction bits of the scale's √2 */
 
@@ -1825,7 +1802,7 @@ static int k_rsqrt_poly(eng *e, mpc_val *y, mpc_val *c, int lm)
     size_t n = c->n;
     mpc_val t, t2, M, R;
     TRY(kal(e, &t, n, DOM_ARITH)); /* t = c − 1.5 in [−0.5, 0.5) */
-    TRY(k_addc(e, &t, c, (uint64_t)-(int64_t)FX(1.5)));
+    TRY(k_addc(e, &t, c, (uint64_t) - (int64_t)FX(1.5)));
     krel(e, c);
     TRY(k_fsq(e, &t2, &t));
     mpc_val pa[2] = {t, t2}, pb[2] = {t2, t2};
@@ -1898,8 +1875,8 @@ static int k_rsqrt_bits(eng *e, mpc_val *z, const mpc_val *x, int lo, int w)
  * of 2^-r), scaled by 2^(2^-f) for the ulp added to y before its truncation. */
 static const double exp2_poly[5] = {0.9999980397841521, -0.6930489339094897, 0.23943060364127447,
                                     -0.053213117788767576, 0.006835154726679732};
-#define EXP_OFF 8  /* y + 8: x up to 8·ln 2 = 5.545 */
-#define EXP_YB 14  /* y + 8 < 2^14: x > −(2^14 − 8)·ln 2 = −11,350 */
+#define EXP_OFF 8 /* y + 8: x up to 8·ln 2 = 5.545 */
+#define EXP_YB 14 /* y + 8 < 2^14: x > −(2^14 − 8)·ln 2 = −11,350 */
 
 /* The integer part's bits of y' as arithmetic 0/1: Bj[0..3] = bits f … f+3, Bj[4] = z4 =
  * [y' < 16], Bj[5] = z5 = [y' < 32], from one k_bitdec and one b2a_bit of all six. */
@@ -1933,13 +1910,14 @@ static int k_exp_split(eng *e, mpc_val *r, mpc_val F[5], const mpc_val *y, const
     int f = e->cfg.frac_bits;
     TRY(k_rep(e, r, y, 1));
     for (int j = 0; j < 6; j++) {
-        int64_t c = j < 4 ? -((int64_t)1 << (f + j)) : j == 4 ? (int64_t)1 << (f + 4)
-                                                           : -((int64_t)1 << (f + 4));
+        int64_t c = j < 4    ? -((int64_t)1 << (f + j))
+                    : j == 4 ? (int64_t)1 << (f + 4)
+                             : -((int64_t)1 << (f + 4));
         TRY(k_addmul(e, r, &Bj[j], (uint64_t)c));
     }
     for (int j = 0; j < 4; j++) {
         uint64_t pw = 1ull << (1 << j);
-        TRY(k_scaled(e, &F[j], &Bj[j], (uint64_t)-(int64_t)(pw - 1)));
+        TRY(k_scaled(e, &F[j], &Bj[j], (uint64_t) - (int64_t)(pw - 1)));
         TRY(k_addc(e, &F[j], &F[j], pw));
     }
     TRY(k_scaled(e, &F[4], &Bj[4], (1ull << 16) - 1));
@@ -1980,15 +1958,15 @@ static int k_exp_powers(eng *e, mpc_val *r2, mpc_val *r34, mpc_val *F0123, const
  * F4 = z5 + (2^16 − 1)·z4), so P = 2^(31−k') and 0 when y' >= 32 (x < −16.6: below the fixed
  * point's last place); exp(x) = P·2^-r / 2^(31−8). Range: x in (−11,350, 5.545]; error
  * |got − e^x| <= 2e-5·e^x + 2^(1−f): the polynomial's 4e-6 relative, y's last place 2.6e-6,
- * the truncations of r², r³, r⁴ and of the sum 1e-5 (tests/check_kern.c). The range reduction of SPU's
- * exp_pade / MP-SPDZ exp2_fx (an integer part from the bits, a polynomial on the fraction),
+ * the truncations of r², r³, r⁴ and of the sum 1e-5 (tests/check_kern.c). The range reduction of
+ * SPU's exp_pade / MP-SPDZ exp2_fx (an integer part from the bits, a polynomial on the fraction),
  * with 2^-k' as a product of digit factors. Rounds: 1 + bitdec + b2a_bit + 8. */
 static int k_exp_pow2(eng *e, mpc_val *z, const mpc_val *x)
 {
     int f = e->cfg.frac_bits;
     size_t n = x->n;
     mpc_val yr, y, Bj[6], r, F[5], r2, r34, r3[2], F0123, t, q, q4, Pq;
-    TRY(k_scaled(e, &yr, x, (uint64_t)-(int64_t)FX(1.4426950408889634)));
+    TRY(k_scaled(e, &yr, x, (uint64_t) - (int64_t)FX(1.4426950408889634)));
     TRY(k_addc(e, &yr, &yr, (((uint64_t)EXP_OFF << f) + 1) << f));
     TRY(k_trunc(e, &y, &yr, f));
     krel(e, &yr);
@@ -2017,21 +1995,14 @@ static int k_exp_pow2(eng *e, mpc_val *z, const mpc_val *x)
     return MS_OK;
 }
 
-static int k_exp_pw2(const eng *e)
-{
-    return strcmp(e->cfg.exp, "taylor") != 0;
-}
-
+static int k_exp_pw2(const eng *e) { return strcmp(e->cfg.exp, "taylor") != 0; }
 
 static int k_exp(eng *e, mpc_val *z, const mpc_val *x)
 {
     return k_exp_pw2(e) ? k_exp_pow2(e, z, x) : k_exp_taylor(e, z, x);
 }
 
-static int k_cmp_norm(const eng *e)
-{
-    return !strcmp(e->cfg.normalize, "thresholds");
-}
+static int k_cmp_norm(const eng *e) { return !strcmp(e->cfg.normalize, "thresholds"); }
 
 /* 1/x for x in [2^jlo, 2^(w−f)) (w: X's bit bound, 0 = the default, norm_bits). */
 static int k_recip(eng *e, mpc_val *z, const mpc_val *x, int jlo, int w)
@@ -2052,9 +2023,9 @@ static int k_rsqrt(eng *e, mpc_val *z, const mpc_val *x, int jlo, int w)
 /* ---- activations: PUMA piecewise polynomials -------------------------------------------- */
 
 typedef struct pw_poly {
-    double thr[3];  /* s1 = [x < thr0], s2 = [x < thr1], s3 = [x > thr2] */
-    double lo[7];   /* polynomial on [thr0, thr1), coefficients of x^0..x^6 */
-    double mid[7];  /* polynomial on [thr1, thr2] */
+    double thr[3]; /* s1 = [x < thr0], s2 = [x < thr1], s3 = [x > thr2] */
+    double lo[7];  /* polynomial on [thr0, thr1), coefficients of x^0..x^6 */
+    double mid[7]; /* polynomial on [thr1, thr2] */
 } pw_poly;
 
 /* PUMA hack_gelu (puma_benchmarks bench_gpt2; MP-SPDZ ml.Gelu), mpc-costs.md §2.4. */
@@ -2069,8 +2040,7 @@ static const pw_poly puma_gelu = {
 static const pw_poly puma_silu = {
     {-8.0, -4.0, 4.0},
     {-0.3067541139982155, -0.0819767021525476, -0.0055465625580307},
-    {0.0085064025895951, 0.5, 0.2281430841728270, 0, -0.011113046708173, 0,
-     0.0002743776353465},
+    {0.0085064025895951, 0.5, 0.2281430841728270, 0, -0.011113046708173, 0, 0.0002743776353465},
 };
 
 /* SiLU as x·σ(x) (cfg.approx = "sigmoid"): s = [x < 0], a = |x| = (1 - 2s)·x, σ(|x|) =
@@ -2085,15 +2055,15 @@ static int k_silu_sigmoid(eng *e, mpc_val *z, const mpc_val *x)
     mpc_val s, u, a, t, r, ur, sg;
     TRY(k_msb(e, &s, x));
     TRY(k_scaled(e, &u, &s, (uint64_t)-2));
-    TRY(k_addc(e, &u, &u, 1));             /* 1 - 2s, a plain ±1 */
-    TRY(k_imul(e, &a, &u, x));             /* |x| */
-    TRY(k_mulc(e, &a, &a, (uint64_t)-1));  /* -|x| */
+    TRY(k_addc(e, &u, &u, 1));            /* 1 - 2s, a plain ±1 */
+    TRY(k_imul(e, &a, &u, x));            /* |x| */
+    TRY(k_mulc(e, &a, &a, (uint64_t)-1)); /* -|x| */
     TRY(k_exp(e, &t, &a));
     TRY(k_addc(e, &t, &t, FX(1.0)));
     TRY(k_recip(e, &r, &t, -1, e->cfg.frac_bits + 2)); /* 1 + exp(-|x|) in [1, 2] */
     TRY(k_imul(e, &ur, &u, &r));
     TRY(kal(e, &sg, n, DOM_ARITH));
-    TRY(k_mulc(e, &s, &s, FX(1.0)));       /* s as fixed point */
+    TRY(k_mulc(e, &s, &s, FX(1.0))); /* s as fixed point */
     TRY(VT->add(e, &sg, &s, &ur));
     TRY(k_fmul(e, z, x, &sg));
     krel(e, &s), krel(e, &u), krel(e, &a), krel(e, &t), krel(e, &r), krel(e, &ur), krel(e, &sg);
@@ -2109,8 +2079,8 @@ static int k_piecewise(eng *e, mpc_val *z, const mpc_val *x, const pw_poly *pp)
     mpc_val D, s, x2, x3, x4, x6, pa[2], pb[2], A, T;
     TRY(k_rep(e, &D, x, 3)); /* [x - thr0; x - thr1; thr2 - x] */
     uint64_t sg[3] = {1, 1, (uint64_t)-1};
-    uint64_t off[3] = {(uint64_t) - (int64_t)FX(pp->thr[0]),
-                       (uint64_t) - (int64_t)FX(pp->thr[1]), FX(pp->thr[2])};
+    uint64_t off[3] = {(uint64_t) - (int64_t)FX(pp->thr[0]), (uint64_t) - (int64_t)FX(pp->thr[1]),
+                       FX(pp->thr[2])};
     TRY(k_addblk(e, &D, &D, sg, 3, 1));
     TRY(k_addblk(e, &D, &D, off, 3, 0));
     TRY(k_msb(e, &s, &D));
@@ -2210,8 +2180,8 @@ static int k_softmax(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t m, s
 }
 
 /* y = v · g with g a row vector (1×n) broadcast over R rows; g public or secret. */
-static int k_gain(eng *e, mpc_val *z, const mpc_val *v, const mpc_val *g, int g_public,
-                  size_t R, size_t n)
+static int k_gain(eng *e, mpc_val *z, const mpc_val *v, const mpc_val *g, int g_public, size_t R,
+                  size_t n)
 {
     if (g_public) {
         uint64_t *c;
@@ -2237,8 +2207,8 @@ static int k_gain(eng *e, mpc_val *z, const mpc_val *v, const mpc_val *g, int g_
 
 /* LayerNorm (bias != NULL or centre) / RMSNorm over R rows of n:
  * [mean, x - mean,] square, mean, + eps, rsqrt, multiply, gain[, bias]. */
-static int k_norm(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, int centre,
-                  double eps, const mpc_val *g, int g_pub, const mpc_val *bias, int b_pub)
+static int k_norm(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, int centre, double eps,
+                  const mpc_val *g, int g_pub, const mpc_val *bias, int b_pub)
 {
     mpc_val d, sq, ss, var, rs, rb, y, t;
     if (centre) {
@@ -2318,8 +2288,8 @@ size_t kern_oem_layer(size_t n, size_t p, size_t k, uint32_t *lo, uint32_t *hi)
 /* The public maps of one layer (NULL in cost mode): ia, ib the lower and upper key of each of
  * the cnt comparators of every row in each of the nv vectors, map the layer's output over
  * [V; A; B] (a position a comparator touches reads its A or B, the others V). */
-static int sort_maps(const mpc_val *V, size_t R, size_t n, int nv, size_t p, size_t k,
-                     size_t cnt, uint32_t **ia, uint32_t **ib, uint32_t **map)
+static int sort_maps(const mpc_val *V, size_t R, size_t n, int nv, size_t p, size_t k, size_t cnt,
+                     uint32_t **ia, uint32_t **ib, uint32_t **map)
 {
     size_t N = R * n, P = R * cnt, NV = (size_t)nv;
     *ia = *ib = *map = NULL;
@@ -2427,8 +2397,7 @@ static int k_sort(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, int 
 
 /* Top-k by sorting each row descending with its index travelling (odd–even merge network,
  * ⌈log2 n⌉(⌈log2 n⌉+1)/2 layers), then one-hot rows of the first k indices. */
-static int k_topk_sort(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size_t k,
-                       int w)
+static int k_topk_sort(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size_t k, int w)
 {
     mpc_val io, V, parts[2], ix, top;
     TRY(k_iota(e, &io, x, R, n));
@@ -2444,8 +2413,7 @@ static int k_topk_sort(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n,
 
 /* Top-k by k extractions: argmax (tree + onehot), then the winner is pushed 2^20 below
  * everything (a local multiplication of the public one-hot weight), k times. */
-static int k_topk_tree(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size_t k,
-                       int w)
+static int k_topk_tree(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size_t k, int w)
 {
     mpc_val cur, oh[64], cat;
     if (k > 64)
@@ -2566,9 +2534,15 @@ static void qs_free(qs_state *s)
 static int qs_init(qs_state *s, size_t R, size_t n, size_t k, int data)
 {
     size_t N = R * n;
-    *s = (qs_state){malloc(N * sizeof *s->cur), malloc(R * sizeof *s->lo),
-                    malloc(R * sizeof *s->hi), malloc(R), malloc(N),
-                    data ? NULL : malloc(N * sizeof *s->rank), R, n, k};
+    *s = (qs_state){malloc(N * sizeof *s->cur),
+                    malloc(R * sizeof *s->lo),
+                    malloc(R * sizeof *s->hi),
+                    malloc(R),
+                    malloc(N),
+                    data ? NULL : malloc(N * sizeof *s->rank),
+                    R,
+                    n,
+                    k};
     if (!s->cur || !s->lo || !s->hi || !s->act || !s->g || (!data && !s->rank)) {
         qs_free(s);
         return MS_ERR_NOMEM;
@@ -2608,9 +2582,9 @@ static void qs_partitions(qs_state *s, const uint64_t *bits)
             continue;
         uint32_t len = s->hi[r] - s->lo[r], *cur = s->cur + r * n;
         for (uint32_t j = 0; j < len; j++)
-            s->g[r * n + j] = bits ? (uint8_t)(bits[q + j] & 1)
-                                   : s->rank[r * n + cur[s->lo[r] + 1 + j]] >
-                                         s->rank[r * n + cur[s->lo[r]]];
+            s->g[r * n + j] =
+                bits ? (uint8_t)(bits[q + j] & 1)
+                     : s->rank[r * n + cur[s->lo[r] + 1 + j]] > s->rank[r * n + cur[s->lo[r]]];
         q += len;
         qs_partition(cur, s->g + r * n, &s->lo[r], &s->hi[r], &s->act[r], s->k);
     }
@@ -2679,8 +2653,7 @@ static int k_qs_step(eng *e, qs_state *s, const mpc_val *S, const mpc_val *x, in
 }
 
 /* z = the one-hot rows (over n) of the positions payload at positions 0 … k−1 of each row. */
-static int k_qs_output(eng *e, mpc_val *z, const mpc_val *S, const qs_state *s,
-                       const mpc_val *x)
+static int k_qs_output(eng *e, mpc_val *z, const mpc_val *S, const qs_state *s, const mpc_val *x)
 {
     size_t R = s->R, n = s->n, k = s->k;
     uint32_t *ix;
@@ -2721,8 +2694,7 @@ static int k_qs_output(eng *e, mpc_val *z, const mpc_val *S, const qs_state *s,
  * cost engine from a seeded random order of the same shape (the security argument's
  * simulator), so a step's cost is one fixed draw; the count of each step is made known to
  * semi2k's dealer (sync_public), which follows the sizes without the outcomes. */
-static int k_topk_qs(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size_t k,
-                     int w)
+static int k_topk_qs(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size_t k, int w)
 {
     mpc_val S;
     qs_state s;
@@ -2765,8 +2737,8 @@ static int k_topk(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size
 /* Rotates pairs (2i, 2i+1) of each head (hd columns) of each row of n columns (R rows, row r
  * at position pos0 + r mod m) by pos·theta^(-2i/hd), as llama2.c's run.c:
  * out = x·C + swap(x)·S' with public C = cos, S' = (-sin, +sin), then one truncation. */
-static int k_rope(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t m, size_t n,
-                  size_t hd, long pos0, double theta)
+static int k_rope(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t m, size_t n, size_t hd,
+                  long pos0, double theta)
 {
     size_t N = R * n;
     uint32_t *sw;
@@ -2895,20 +2867,20 @@ static const mpc_val *operand(const op *o, const mpc_val *vals, int i)
     return o->in[i] == OP_NONE ? NULL : &vals[o->in[i]];
 }
 
-static int k_dispatch(eng *e, const op_program *p, const op *o, mpc_val *vals,
-                      const mpc_val *x, const mpc_val *y, const mpc_val *w, mpc_val *z,
-                      size_t idx, errbuf *err);
+static int k_dispatch(eng *e, const op_program *p, const op *o, mpc_val *vals, const mpc_val *x,
+                      const mpc_val *y, const mpc_val *w, mpc_val *z, size_t idx, errbuf *err);
 
 /* The right operand of a matmul as the engine sees it: yb instances of k·n elements, yb the
  * operand's own batch when it divides the op's (shared across instances, op.h: GQA), each
  * instance the leading k·n elements of the tensor's instance (a KV cache longer than the
  * attended length). */
-static int k_mm_operand(eng *e, const op_program *p, const op *o, const mpc_val *y,
-                        mpc_val *view, int *owned, errbuf *err, size_t idx)
+static int k_mm_operand(eng *e, const op_program *p, const op *o, const mpc_val *y, mpc_val *view,
+                        int *owned, errbuf *err, size_t idx)
 {
     const op_tensor *t = &p->tens[o->in[1]];
     size_t kn = (size_t)o->k * o->n, stride = (size_t)t->rows * t->cols;
-    size_t yb = (t->batch && t->batch <= o->batch && o->batch % t->batch == 0) ? t->batch : o->batch;
+    size_t yb =
+        (t->batch && t->batch <= o->batch && o->batch % t->batch == 0) ? t->batch : o->batch;
     *owned = 0;
     if (y->n == yb * kn || (o->flags & OPF_PUBLIC_B)) {
         *view = *y;
@@ -2959,8 +2931,8 @@ static int k_exec_ew(eng *e, const op_program *p, const op *o, mpc_val *vals, mp
 
 /* The checks every op passes before its kernel: the bit bound, the operands its kind needs,
  * a row op's and a one-hot's operand size. */
-static int kop_check(const op *o, const mpc_val *x, const mpc_val *y, const mpc_val *w,
-                     size_t idx, errbuf *err)
+static int kop_check(const op *o, const mpc_val *x, const mpc_val *y, const mpc_val *w, size_t idx,
+                     errbuf *err)
 {
     size_t R = (size_t)o->batch * o->m;
     if (o->bits > 64 || (o->bits == 1 && o->kind != OP_EQ && o->kind != OP_ONEHOT))
@@ -3036,8 +3008,7 @@ static int kop_matmul(eng *e, const op *o, const mpc_val *x, const mpc_val *y, m
 {
     mpc_val t;
     if (o->flags & OPF_PUBLIC_B) {
-        TRY(k_matmul_pub(e, &t, x, y, o->batch, o->m, o->k, o->n,
-                         (o->flags & OPF_TRANS_B) != 0));
+        TRY(k_matmul_pub(e, &t, x, y, o->batch, o->m, o->k, o->n, (o->flags & OPF_TRANS_B) != 0));
     } else {
         TRY(kal(e, &t, (size_t)o->batch * o->m * o->n, DOM_ARITH));
         TRY(VT->matmul(e, &t, x, y, o->batch, o->m, o->k, o->n, o->flags, o->in[1]));
@@ -3052,14 +3023,14 @@ static int kop_b2a(eng *e, const mpc_val *x, mpc_val *z)
 }
 
 /* LAYERNORM (gain in1, bias in2), RMSNORM (gain in1); each public or secret. */
-static int kop_norm(eng *e, const op_program *p, const op *o, const mpc_val *x,
-                    const mpc_val *y, const mpc_val *w, mpc_val *z)
+static int kop_norm(eng *e, const op_program *p, const op *o, const mpc_val *x, const mpc_val *y,
+                    const mpc_val *w, mpc_val *z)
 {
     int ln = o->kind == OP_LAYERNORM;
     int gp = y && p->tens[o->in[1]].role == OPT_PUBLIC;
     int bp = w && p->tens[o->in[2]].role == OPT_PUBLIC;
-    return k_norm(e, z, x, (size_t)o->batch * o->m, o->n, ln, o->farg > 0 ? o->farg : 1e-5, y,
-                  gp, ln ? w : NULL, bp);
+    return k_norm(e, z, x, (size_t)o->batch * o->m, o->n, ln, o->farg > 0 ? o->farg : 1e-5, y, gp,
+                  ln ? w : NULL, bp);
 }
 
 static int kop_topk(eng *e, const op *o, const mpc_val *x, int wb, mpc_val *z, size_t idx,
@@ -3067,8 +3038,9 @@ static int kop_topk(eng *e, const op *o, const mpc_val *x, int wb, mpc_val *z, s
 {
     size_t k = o->iarg > 0 ? (size_t)o->iarg : 1, n = o->n;
     if (!strcmp(e->cfg.topk, "quickselect") && (!VT->shuffle || !VT->sync_public))
-        return bad(err, o, idx, "topk quickselect needs a secret shuffle, which this engine "
-                                "does not have (use topk=network)");
+        return bad(err, o, idx,
+                   "topk quickselect needs a secret shuffle, which this engine "
+                   "does not have (use topk=network)");
     return k_topk(e, z, x, (size_t)o->batch * o->m, n, k < n ? k : n, wb);
 }
 
@@ -3080,9 +3052,8 @@ static int kop_reveal(eng *e, const op *o, const mpc_val *x, mpc_val *z)
     return o->iarg < 0 && VT->publish ? VT->publish(e, z) : MS_OK;
 }
 
-static int k_dispatch(eng *e, const op_program *p, const op *o, mpc_val *vals,
-                      const mpc_val *x, const mpc_val *y, const mpc_val *w, mpc_val *z,
-                      size_t idx, errbuf *err)
+static int k_dispatch(eng *e, const op_program *p, const op *o, mpc_val *vals, const mpc_val *x,
+                      const mpc_val *y, const mpc_val *w, mpc_val *z, size_t idx, errbuf *err)
 {
     size_t R = (size_t)o->batch * o->m, n = o->n, m = o->m ? o->m : 1;
     int f = e->cfg.frac_bits, notrunc = (o->flags & OPF_NO_TRUNC) != 0;
@@ -3191,8 +3162,8 @@ static int k_view_index(eng *e, const op_program *p, const op *o, mpc_val *vals,
         for (size_t i = 0; src && keep && i < nout; i++)
             src[i] = idx[i] == UINT32_MAX ? 0 : idx[i], keep[i] = idx[i] != UINT32_MAX;
     }
-    int rc = pads && (!src || !keep) ? MS_ERR_NOMEM
-                                     : k_move(e, z, x, pads ? src : idx, nout, x->dom);
+    int rc =
+        pads && (!src || !keep) ? MS_ERR_NOMEM : k_move(e, z, x, pads ? src : idx, nout, x->dom);
     if (!rc && pads)
         rc = VT->mul_pub(e, z, z, keep, nout);
     if (!rc && (o->flags & OPF_FIXED_B) && VT->fixed_view)

@@ -76,8 +76,8 @@ static int grow(void **buf, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
-uint32_t op_tensor_add(op_program *p, const char *name, op_role role, op_dom dom,
-                       uint32_t batch, uint32_t rows, uint32_t cols)
+uint32_t op_tensor_add(op_program *p, const char *name, op_role role, op_dom dom, uint32_t batch,
+                       uint32_t rows, uint32_t cols)
 {
     if (grow((void **)&p->tens, &p->cap_tens, p->n_tens + 1, sizeof *p->tens))
         return OP_NONE;
@@ -161,10 +161,7 @@ long op_emit(op_program *p, const op *o)
     return (long)p->n_ops++;
 }
 
-uint64_t op_out_elems(const op *o)
-{
-    return (uint64_t)o->batch * o->m * o->n;
-}
+uint64_t op_out_elems(const op *o) { return (uint64_t)o->batch * o->m * o->n; }
 
 uint64_t op_macs(const op *o)
 {
@@ -212,7 +209,8 @@ int op_write(const op_program *p, FILE *f)
         fprintf(f, "tensor %zu %s %s %s %u %u %u\n", i, t->name, op_role_name(t->role),
                 t->dom == DOM_BOOL ? "bool" : "arith", t->batch, t->rows, t->cols);
     }
-    fprintf(f, "# op <idx> <kind> <phase> <cat> <layer> <group> b= m= k= n= in= out= flags= i= f=\n");
+    fprintf(f,
+            "# op <idx> <kind> <phase> <cat> <layer> <group> b= m= k= n= in= out= flags= i= f=\n");
     for (size_t i = 0; i < p->n_ops; i++) {
         const op *o = &p->ops[i];
         fprintf(f, "op %zu %s %s %s %d %d b=%u m=%u k=%u n=%u in=", i, op_kind_name(o->kind),
@@ -378,10 +376,11 @@ int op_read(op_program *p, FILE *f, const char *path, errbuf *e)
                                "  hint: write one with 'mpcsim cost --dump-program FILE'",
                                path, lineno);
             if (strcmp(w[1], "1") != 0)
-                return err_set(e, MS_ERR_FORMAT,
-                               "%s:%d: error: op program format version %s, this mpcsim reads 1\n"
-                               "  hint: regenerate it with this version's 'mpcsim cost --dump-program'",
-                               path, lineno, w[1]);
+                return err_set(
+                    e, MS_ERR_FORMAT,
+                    "%s:%d: error: op program format version %s, this mpcsim reads 1\n"
+                    "  hint: regenerate it with this version's 'mpcsim cost --dump-program'",
+                    path, lineno, w[1]);
             seen_header = 1;
         } else if (!strcmp(w[0], "model") && nw == 2) {
             snprintf(p->model, sizeof p->model, "%s", strcmp(w[1], "-") ? w[1] : "");
@@ -399,6 +398,7 @@ int op_read(op_program *p, FILE *f, const char *path, errbuf *e)
     if (!seen_header)
         return err_set(e, MS_ERR_FORMAT, "%s: error: empty op program", path);
     if (!op_program_is_sane(p))
-        return err_set(e, MS_ERR_FORMAT, "%s: error: op program refers to missing tensors or has empty shapes", path);
+        return err_set(e, MS_ERR_FORMAT,
+                       "%s: error: op program refers to missing tensors or has empty shapes", path);
     return MS_OK;
 }

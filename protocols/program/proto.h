@@ -27,33 +27,33 @@
 /* Fixed-point and approximation parameters: protocol config, defaults documented against the
  * frameworks they mimic (mpc-costs.md §1.1 SPU defaults, §2.4 approximations). */
 typedef struct proto_cfg {
-    char name[32];            /* "semi2k" | "aby3" */
-    int ring_bits;            /* ℓ, 64 */
-    int frac_bits;            /* f, SPU FM64 default 18 */
-    int exp_iters;            /* Taylor (1+x/2^n)^(2^n): SPU fxp_exp_iters 8; PUMA 5 */
-    int recip_iters;          /* Newton/Goldschmidt iterations for 1/x */
-    int rsqrt_iters;          /* Newton iterations for 1/sqrt(x) */
-    double softmax_clip;      /* PUMA: exp masked to 0 below -14 */
-    int beaver_cache;         /* 1: a fixed operand's opened mask is reused (SPU BeaverCache) */
-    int trunc_local;          /* truncation (key trunc = local | pair, PRIMITIVES.md): 0 = pair,
-                               * a dealt r with r >> f and msb(r) (semi2k: TruncPr from the
-                               * dealer; aby3: P2 deals to P0, P1), exact for |x| < 2^(l-2);
-                               * 1 = local truncation of the shares (semi2k: SecureML, 0
-                               * rounds; aby3: Share Truncation I, 1 round), wrong by about
-                               * 2^(l-f) with probability |x|/2^l */
-    char approx[32];          /* "puma" (piecewise GeLU/SiLU) — selects activation approximations */
-    char msb[16];             /* comparisons' msb: "ks" (full Kogge–Stone A2B, then bit 63) or
-                               * "carry" (carry-out tree of one word per level, SPU's carry_out) */
-    char topk[16];            /* top-k of secret rows: "network" (oblivious: k extractions or an
-                               * odd–even merge sort, no leakage) or "quickselect" (SPU topk_1d:
-                               * a secret shuffle, then QuickSelect whose pivot comparisons are
-                               * revealed — kern.c k_topk_qs, PRIMITIVES.md) */
-    char exp[16];             /* exp: "pow2" (2^-y by range reduction, kern.c k_exp_pow2) or
-                               * "taylor" ((1 + x/2^t)^(2^t), t = exp_iters) */
-    char normalize[16];       /* reciprocal / rsqrt normalisation: "bitdec" (one bit
-                               * decomposition, the highest bit's power of two; kern.c
-                               * k_hibit) or "thresholds" (a batched comparison against every
-                               * power of two) */
+    char name[32];       /* "semi2k" | "aby3" */
+    int ring_bits;       /* ℓ, 64 */
+    int frac_bits;       /* f, SPU FM64 default 18 */
+    int exp_iters;       /* Taylor (1+x/2^n)^(2^n): SPU fxp_exp_iters 8; PUMA 5 */
+    int recip_iters;     /* Newton/Goldschmidt iterations for 1/x */
+    int rsqrt_iters;     /* Newton iterations for 1/sqrt(x) */
+    double softmax_clip; /* PUMA: exp masked to 0 below -14 */
+    int beaver_cache;    /* 1: a fixed operand's opened mask is reused (SPU BeaverCache) */
+    int trunc_local;     /* truncation (key trunc = local | pair, PRIMITIVES.md): 0 = pair,
+                          * a dealt r with r >> f and msb(r) (semi2k: TruncPr from the
+                          * dealer; aby3: P2 deals to P0, P1), exact for |x| < 2^(l-2);
+                          * 1 = local truncation of the shares (semi2k: SecureML, 0
+                          * rounds; aby3: Share Truncation I, 1 round), wrong by about
+                          * 2^(l-f) with probability |x|/2^l */
+    char approx[32];     /* "puma" (piecewise GeLU/SiLU) — selects activation approximations */
+    char msb[16];        /* comparisons' msb: "ks" (full Kogge–Stone A2B, then bit 63) or
+                          * "carry" (carry-out tree of one word per level, SPU's carry_out) */
+    char topk[16];       /* top-k of secret rows: "network" (oblivious: k extractions or an
+                          * odd–even merge sort, no leakage) or "quickselect" (SPU topk_1d:
+                          * a secret shuffle, then QuickSelect whose pivot comparisons are
+                          * revealed — kern.c k_topk_qs, PRIMITIVES.md) */
+    char exp[16];        /* exp: "pow2" (2^-y by range reduction, kern.c k_exp_pow2) or
+                          * "taylor" ((1 + x/2^t)^(2^t), t = exp_iters) */
+    char normalize[16];  /* reciprocal / rsqrt normalisation: "bitdec" (one bit
+                          * decomposition, the highest bit's power of two; kern.c
+                          * k_hibit) or "thresholds" (a batched comparison against every
+                          * power of two) */
 } proto_cfg;
 
 /* Kinds of local work, converted to time by the machine profile (sim/engine/machine.h). */
@@ -61,9 +61,9 @@ enum { WK_MAC, WK_ELEM, WK_PRG, WK_N };
 
 /* One communication round (or a local-only step when comm == 0). */
 typedef struct cost_round {
-    uint32_t op;      /* op index in the program */
-    uint16_t prim;    /* eng_prim that produced it */
-    uint8_t comm;     /* 1: a counted communication round */
+    uint32_t op;   /* op index in the program */
+    uint16_t prim; /* eng_prim that produced it */
+    uint8_t comm;  /* 1: a counted communication round */
     uint8_t pad;
     uint64_t bytes[MPC_PARTIES_MAX][MPC_PARTIES_MAX]; /* online payload bytes src→dst */
     uint64_t offline[MPC_PARTIES_MAX];                /* dealer→party preprocessing bytes */
@@ -84,8 +84,8 @@ cost_round *cost_log_push(cost_log *c); /* zeroed round, NULL on OOM */
 /* Per-op-category totals of a cost log (for breakdowns, reports and tests). */
 typedef struct cost_totals {
     uint64_t rounds;
-    uint64_t bytes_sent[MPC_PARTIES_MAX];     /* online, per sending party */
-    uint64_t offline_bytes[MPC_PARTIES_MAX];  /* per receiving party */
+    uint64_t bytes_sent[MPC_PARTIES_MAX];    /* online, per sending party */
+    uint64_t offline_bytes[MPC_PARTIES_MAX]; /* per receiving party */
     double work[MPC_PARTIES_MAX][WK_N];
 } cost_totals;
 void cost_totals_add_round(cost_totals *t, const cost_round *r, int n_parties);
@@ -126,8 +126,8 @@ const struct ys_schema *proto_cfg_schema(void);
 int proto_print_costs(FILE *f, const proto *pr, const proto_cfg *cfg, uint64_t n);
 
 /* Costs a whole op program: appends its rounds to log (cleared first). */
-int proto_cost_program(const proto *pr, const proto_cfg *cfg, const op_program *prog,
-                       cost_log *log, errbuf *e);
+int proto_cost_program(const proto *pr, const proto_cfg *cfg, const op_program *prog, cost_log *log,
+                       errbuf *e);
 
 /* The public control values (eng sync_public) each op's kernels synced when the backend ran
  * it — QuickSelect's comparison count per partition, then 0 — as their count n[op] and sum

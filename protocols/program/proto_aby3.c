@@ -7,10 +7,10 @@
 static void aby3_defaults(proto_cfg *c)
 {
     cost_defaults_fm64(c, "aby3");
-    c->beaver_cache = 0;      /* no Beaver triples in replicated sharing */
-    c->trunc_local = 0;       /* trunc: pair — exact for |x| < 2^62, as SPU's default (its
-                               * trunc_allow_msb_error is off: aby3 TruncAPr); 1 = ABY3 Share
-                               * Truncation I, 1 round, fails with probability |x|/2^64 */
+    c->beaver_cache = 0; /* no Beaver triples in replicated sharing */
+    c->trunc_local = 0;  /* trunc: pair — exact for |x| < 2^62, as SPU's default (its
+                          * trunc_allow_msb_error is off: aby3 TruncAPr); 1 = ABY3 Share
+                          * Truncation I, 1 round, fails with probability |x|/2^64 */
 }
 
 /* One element per secret element on each link i → i−1 (P_i sends to P_{i−1}). */

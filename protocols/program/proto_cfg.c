@@ -23,13 +23,13 @@ static const char *const trunc_names[] = {"pair", "local", NULL}; /* trunc_local
 
 #define C(member) YS_AT(proto_cfg, member)
 static const ys_field cfg_fields[] = {
-    {"name", YS_OTHER, YS_NONE, 0, 0, NULL, "the protocol ('mpcsim list protocols')", NULL,
-     YS_REQ, NULL, "semi2k|aby3"},
+    {"name", YS_OTHER, YS_NONE, 0, 0, NULL, "the protocol ('mpcsim list protocols')", NULL, YS_REQ,
+     NULL, "semi2k|aby3"},
     {"ring_bits", YS_INT, C(ring_bits), 64, 64, NULL, "ring width; only 64", NULL, 0, NULL, NULL},
     {"frac_bits", YS_INT, C(frac_bits), 8, 24, NULL, "fixed-point fraction bits (SPU FM64: 18)",
      NULL, 0, NULL, NULL},
-    {"exp_iters", YS_INT, C(exp_iters), 1, 16, NULL, "Taylor exp iterations (SPU 8, PUMA 5)",
-     NULL, 0, NULL, NULL},
+    {"exp_iters", YS_INT, C(exp_iters), 1, 16, NULL, "Taylor exp iterations (SPU 8, PUMA 5)", NULL,
+     0, NULL, NULL},
     {"recip_iters", YS_INT, C(recip_iters), 0, 8, NULL, "Goldschmidt iterations for 1/x (SPU 2)",
      NULL, 0, NULL, NULL},
     {"rsqrt_iters", YS_INT, C(rsqrt_iters), 0, 8, NULL,
@@ -46,8 +46,7 @@ static const ys_field cfg_fields[] = {
      "|x|/2^64)",
      trunc_names, 0, NULL, NULL},
     {"approx", YS_STR, C(approx), 0, 0, NULL,
-     "activation approximations: puma, or sigmoid (SiLU as x·σ(x))", approx_names, 0, NULL,
-     NULL},
+     "activation approximations: puma, or sigmoid (SiLU as x·σ(x))", approx_names, 0, NULL, NULL},
     {"msb", YS_STR, C(msb), 0, 0, NULL,
      "comparisons: packed (bit-packed carry tree, daBit b2a), ks (full A2B adder) or carry "
      "(carry-out tree of words)",
@@ -108,7 +107,10 @@ int proto_cfg_set(proto_cfg *cfg, const char *key, const char *value, errbuf *e)
             nv++;
         for (size_t j = 0; j < nv; j++)
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s'%s'",
-                     j == 0 ? "" : j == nv - 1 ? " or " : ", ", f->names[j]);
+                     j == 0        ? ""
+                     : j == nv - 1 ? " or "
+                                   : ", ",
+                     f->names[j]);
         return err_set(e, rc, "error: protocol parameter '%s' must be %s, got '%s'", key, list,
                        value);
     }
@@ -123,7 +125,8 @@ int proto_cfg_set_kv(proto_cfg *cfg, const char *kv, errbuf *e)
     const char *eq = strchr(kv, '=');
     char key[64];
     if (!eq || eq == kv || (size_t)(eq - kv) >= sizeof key)
-        return err_set(e, MS_ERR_USAGE, "error: --set wants KEY=VALUE (a protocol parameter), not '%s'", kv);
+        return err_set(e, MS_ERR_USAGE,
+                       "error: --set wants KEY=VALUE (a protocol parameter), not '%s'", kv);
     memcpy(key, kv, (size_t)(eq - kv));
     key[eq - kv] = 0;
     return proto_cfg_set(cfg, key, eq + 1, e);
@@ -189,20 +192,32 @@ static int prim_once(eng *en, int prim, uint64_t n, int variant)
 }
 
 /* Costs a one-op program of the given kind on shape (1, m, k, n). */
-static int kernel_once(const proto *pr, const proto_cfg *cfg, cost_log *lg, int kind,
-                       uint32_t m, uint32_t k, uint32_t n, int32_t iarg, int bits, tot *out)
+static int kernel_once(const proto *pr, const proto_cfg *cfg, cost_log *lg, int kind, uint32_t m,
+                       uint32_t k, uint32_t n, int32_t iarg, int bits, tot *out)
 {
     op_program p;
     op_program_init(&p);
     int rc = MS_ERR_NOMEM;
     uint32_t a = op_tensor_add(&p, "a", OPT_TEMP, DOM_ARITH, 1, m,
-                               kind == OP_ONEHOT ? 1 : op_kind_shape(kind) == OPS_MM ? k : n);
-    uint32_t b = op_tensor_add(&p, "b", OPT_WEIGHT, DOM_ARITH, 1, op_kind_shape(kind) == OPS_MM ? k : m, n);
+                               kind == OP_ONEHOT               ? 1
+                               : op_kind_shape(kind) == OPS_MM ? k
+                                                               : n);
+    uint32_t b =
+        op_tensor_add(&p, "b", OPT_WEIGHT, DOM_ARITH, 1, op_kind_shape(kind) == OPS_MM ? k : m, n);
     uint32_t c = op_tensor_add(&p, "c", OPT_WEIGHT, DOM_ARITH, 1, 1, n);
-    uint32_t oo = op_tensor_add(&p, "o", OPT_TEMP, DOM_ARITH, 1, kind == OP_TOPK ? m * (uint32_t)iarg : m,
-                                kind == OP_MAX ? 1 : n);
-    op o = {.kind = (uint16_t)kind, .layer = -1, .group = -1, .batch = 1, .m = m, .k = k, .n = n,
-            .in = {a, b, c}, .out = oo, .iarg = iarg, .bits = (uint8_t)bits};
+    uint32_t oo = op_tensor_add(&p, "o", OPT_TEMP, DOM_ARITH, 1,
+                                kind == OP_TOPK ? m * (uint32_t)iarg : m, kind == OP_MAX ? 1 : n);
+    op o = {.kind = (uint16_t)kind,
+            .layer = -1,
+            .group = -1,
+            .batch = 1,
+            .m = m,
+            .k = k,
+            .n = n,
+            .in = {a, b, c},
+            .out = oo,
+            .iarg = iarg,
+            .bits = (uint8_t)bits};
     if (kind == OP_SELECT)
         o.in[0] = a, o.in[1] = a, o.in[2] = a;
     errbuf e;
@@ -227,14 +242,24 @@ static void print_header(FILE *f, const char *what)
 /* One row per communicating primitive (and variant) on n elements, costed by en into lg. */
 static int print_prims(FILE *f, eng *en, cost_log *lg, uint64_t n)
 {
-    static const struct { int prim, variant; const char *label; } rows[] = {
-        {PRIM_INPUT, 0, "input (owner P0)"},  {PRIM_OPEN, 0, "open (all)"},
-        {PRIM_OPEN, 1, "open (to P0)"},       {PRIM_MUL, 0, "mul"},
-        {PRIM_SQUARE, 0, "square"},           {PRIM_MATMUL, 0, "matmul 1xn.nxn"},
-        {PRIM_MATMUL, 1, "matmul 1xn.nxn fixed B"}, {PRIM_TRUNC, 0, "trunc"},
-        {PRIM_AND, 0, "and_bb"},              {PRIM_B2A, 0, "b2a"},
-        {PRIM_ANDBITS, 0, "and_bits (63 bits)"}, {PRIM_ANDBITS, 1, "and_bits priv (63 bits)"},
-        {PRIM_PAIR, 0, "bool_pair (64 bits)"}, {PRIM_B2ABIT, 0, "b2a_bit"},
+    static const struct {
+        int prim, variant;
+        const char *label;
+    } rows[] = {
+        {PRIM_INPUT, 0, "input (owner P0)"},
+        {PRIM_OPEN, 0, "open (all)"},
+        {PRIM_OPEN, 1, "open (to P0)"},
+        {PRIM_MUL, 0, "mul"},
+        {PRIM_SQUARE, 0, "square"},
+        {PRIM_MATMUL, 0, "matmul 1xn.nxn"},
+        {PRIM_MATMUL, 1, "matmul 1xn.nxn fixed B"},
+        {PRIM_TRUNC, 0, "trunc"},
+        {PRIM_AND, 0, "and_bb"},
+        {PRIM_B2A, 0, "b2a"},
+        {PRIM_ANDBITS, 0, "and_bits (63 bits)"},
+        {PRIM_ANDBITS, 1, "and_bits priv (63 bits)"},
+        {PRIM_PAIR, 0, "bool_pair (64 bits)"},
+        {PRIM_B2ABIT, 0, "b2a_bit"},
     };
     int rc = MS_OK;
     for (size_t i = 0; i < sizeof rows / sizeof *rows && !rc; i++) {
@@ -249,14 +274,28 @@ static int print_prims(FILE *f, eng *en, cost_log *lg, uint64_t n)
 /* One row per composite kernel on n elements, or on one row of n. */
 static int print_kernels(FILE *f, const proto *pr, const proto_cfg *cfg, cost_log *lg, uint64_t n)
 {
-    static const struct { int kind; const char *label; int row, bits; } ks[] = {
-        {OP_LT, "lt", 0, 0},          {OP_EQ, "eq", 0, 0},          {OP_SELECT, "select", 0, 0},
-        {OP_A2B, "a2b", 0, 0},      {OP_EXP, "exp", 0, 0},        {OP_RECIPROCAL, "reciprocal", 0, 0},
-        {OP_RSQRT, "rsqrt", 0, 0},    {OP_GELU, "gelu", 0, 0},      {OP_SILU, "silu", 0, 0},
-        {OP_MAX, "max (1 row)", 1, 0}, {OP_ARGMAX, "argmax (1 row)", 1, 0},
-        {OP_SOFTMAX, "softmax (1 row)", 1, 0}, {OP_LAYERNORM, "layernorm (1 row)", 1, 0},
-        {OP_RMSNORM, "rmsnorm (1 row)", 1, 0}, {OP_TOPK, "topk k=8 (1 row)", 1, 0},
-        {OP_ONEHOT, "onehot (1 index)", 1, 0}, {OP_ONEHOT, "onehot, log2 n bits", 1, -1},
+    static const struct {
+        int kind;
+        const char *label;
+        int row, bits;
+    } ks[] = {
+        {OP_LT, "lt", 0, 0},
+        {OP_EQ, "eq", 0, 0},
+        {OP_SELECT, "select", 0, 0},
+        {OP_A2B, "a2b", 0, 0},
+        {OP_EXP, "exp", 0, 0},
+        {OP_RECIPROCAL, "reciprocal", 0, 0},
+        {OP_RSQRT, "rsqrt", 0, 0},
+        {OP_GELU, "gelu", 0, 0},
+        {OP_SILU, "silu", 0, 0},
+        {OP_MAX, "max (1 row)", 1, 0},
+        {OP_ARGMAX, "argmax (1 row)", 1, 0},
+        {OP_SOFTMAX, "softmax (1 row)", 1, 0},
+        {OP_LAYERNORM, "layernorm (1 row)", 1, 0},
+        {OP_RMSNORM, "rmsnorm (1 row)", 1, 0},
+        {OP_TOPK, "topk k=8 (1 row)", 1, 0},
+        {OP_ONEHOT, "onehot (1 index)", 1, 0},
+        {OP_ONEHOT, "onehot, log2 n bits", 1, -1},
         {OP_SORT, "sort (1 row)", 1, 0},
     };
     int rc = MS_OK;
@@ -284,8 +323,8 @@ int proto_print_costs(FILE *f, const proto *pr, const proto_cfg *cfg, uint64_t n
     int rc = pr->cost_engine(cfg, &lg, &en);
     if (rc)
         return rc;
-    fprintf(f, "%s (%d parties%s), ring %d, f = %d: costs for n = %llu elements\n", pr->name, pr->n_parties,
-            pr->has_dealer ? " + dealer" : "", cfg->ring_bits, cfg->frac_bits,
+    fprintf(f, "%s (%d parties%s), ring %d, f = %d: costs for n = %llu elements\n", pr->name,
+            pr->n_parties, pr->has_dealer ? " + dealer" : "", cfg->ring_bits, cfg->frac_bits,
             (unsigned long long)n);
     fprintf(f, "bytes sent: online bytes each party sends; offline: dealer bytes each party "
                "receives\n\n");

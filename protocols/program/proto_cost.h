@@ -31,10 +31,10 @@ int cost_local(eng *e, int prim, double elems);
 
 /* Declares `r`, the next round of primitive prim, in a primitive returning int; returns
  * MS_ERR_NOMEM from it when the log cannot grow. */
-#define COST_PUSH(prim)                             \
-    cost_round *r = cost_push(e, (prim), 1);        \
-    if (!r)                                         \
-        return MS_ERR_NOMEM
+#define COST_PUSH(prim)                      \
+    cost_round *r = cost_push(e, (prim), 1); \
+    if (!r)                                  \
+    return MS_ERR_NOMEM
 
 /* The settings both protocols share (SPU's FM64 fixed point, PUMA's approximations); the
  * protocol sets its own name and its sharing-specific fields after this. */

@@ -8,8 +8,8 @@
 static void semi2k_defaults(proto_cfg *c)
 {
     cost_defaults_fm64(c, "semi2k");
-    c->beaver_cache = 1;      /* SPU semi2k BeaverCacheKernel */
-    c->trunc_local = 0;       /* SPU 2PC default is a 1-round probabilistic truncation */
+    c->beaver_cache = 1; /* SPU semi2k BeaverCacheKernel */
+    c->trunc_local = 0;  /* SPU 2PC default is a 1-round probabilistic truncation */
 }
 
 static void both(cost_round *r, uint64_t b)
@@ -89,7 +89,7 @@ static int s2_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uin
         both(r, 8 * b * mk); /* COST: SPU semi2k BeaverCacheKernel: only X - A is opened */
     else
         both(r, 8 * (b * mk + y->n)); /* COST: SPU semi2k mmul_aa: K(N-1)(m+n)k bits */
-    r->offline[1] = 8 * b * mn;     /* COST: dealer correction C1 = AB - C0 */
+    r->offline[1] = 8 * b * mn;       /* COST: dealer correction C1 = AB - C0 */
     double macs = (double)b * m * k * n;
     r->work[0][WK_MAC] += 3.0 * macs; /* E·B, A·F, E·F (PRIMITIVES.md local work) */
     r->work[1][WK_MAC] += 2.0 * macs;

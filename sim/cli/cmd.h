@@ -24,7 +24,7 @@ int cmd_serve(int argc, char **argv);     /* sim/cli/cmd_serve.c */
 const struct ys_schema *serve_scenario_schemas(size_t *n);
 
 /* Shared CLI helpers (sim/cli/cli.c). */
-const char *cli_prog(void);                /* "mpcsim" */
+const char *cli_prog(void); /* "mpcsim" */
 /* Prints "mpcsim <cmd>: error: …" to stderr. */
 void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A library error for cmd: "mpcsim <cmd>: error: msg" to stderr, or "mpcsim <cmd>: msg" when

@@ -39,32 +39,31 @@ typedef struct be_args {
 
 static void usage(FILE *f, const cli_cmd *c)
 {
-    fprintf(f,
-            "usage: mpcsim breakeven SCENARIO.yaml [-o DIR] [--bandwidth LIST]\n"
-            "                        [--latency LIST] [--threads LIST] [--svg] [--no-plot]\n"
-            "                        [--ops N]\n\n"
-            "Where a policy pays off. The scenario's runs are one with policy 'full' (the\n"
-            "reference) and the policies to compare, everything else equal (of the scenario's\n"
-            "network only the wire framing is kept). For each policy the last\n"
-            "decode step of the workload (the steady step: a one-time compaction before it is\n"
-            "not in it) is costed once, then simulated on every point of the grid of threads\n"
-            "(the scenario's machine with that many cores) × one-way latency × bandwidth\n"
-            "(every link the same), and compared with the full cache's step on the same\n"
-            "point.\n\n"
-            "Prints the speed-up (full step latency / policy step latency) per point, writes\n"
-            "DIR/breakeven-N-POLICY.dat and, with gnuplot, DIR/breakeven-N-POLICY.png: a\n"
-            "heatmap per thread count, red where the policy is slower, blue where it wins,\n"
-            "and the break-even contour (speed-up 1).\n\n"
-            "options:\n");
+    fprintf(f, "usage: mpcsim breakeven SCENARIO.yaml [-o DIR] [--bandwidth LIST]\n"
+               "                        [--latency LIST] [--threads LIST] [--svg] [--no-plot]\n"
+               "                        [--ops N]\n\n"
+               "Where a policy pays off. The scenario's runs are one with policy 'full' (the\n"
+               "reference) and the policies to compare, everything else equal (of the scenario's\n"
+               "network only the wire framing is kept). For each policy the last\n"
+               "decode step of the workload (the steady step: a one-time compaction before it is\n"
+               "not in it) is costed once, then simulated on every point of the grid of threads\n"
+               "(the scenario's machine with that many cores) × one-way latency × bandwidth\n"
+               "(every link the same), and compared with the full cache's step on the same\n"
+               "point.\n\n"
+               "Prints the speed-up (full step latency / policy step latency) per point, writes\n"
+               "DIR/breakeven-N-POLICY.dat and, with gnuplot, DIR/breakeven-N-POLICY.png: a\n"
+               "heatmap per thread count, red where the policy is slower, blue where it wins,\n"
+               "and the break-even contour (speed-up 1).\n\n"
+               "options:\n");
     cli_help(c, f);
     fprintf(f, "\n"
-            "example:\n"
-            "  mpcsim breakeven scenarios/breakeven-7b.yaml -o results/breakeven\n");
+               "example:\n"
+               "  mpcsim breakeven scenarios/breakeven-7b.yaml -o results/breakeven\n");
 }
 
 /* "a,b,c" → axis values through parse. */
-static int parse_list(const char *opt, const char *s, be_axis *a, int (*parse)(const char *, double *),
-                      errbuf *e)
+static int parse_list(const char *opt, const char *s, be_axis *a,
+                      int (*parse)(const char *, double *), errbuf *e)
 {
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", s);
@@ -122,25 +121,52 @@ static int parse_args(int argc, char **argv, be_args *a)
     memset(a, 0, sizeof *a);
     a->outdir = "results/breakeven";
     errbuf e;
-    parse_list("--bandwidth", "100Mbps,200Mbps,500Mbps,1Gbps,2Gbps,5Gbps,10Gbps,20Gbps", &a->bw, p_rate, &e);
-    parse_list("--latency", "0.05ms,0.1ms,0.2ms,0.5ms,1ms,2ms,5ms,10ms,20ms,50ms", &a->lat, p_lat, &e);
+    parse_list("--bandwidth", "100Mbps,200Mbps,500Mbps,1Gbps,2Gbps,5Gbps,10Gbps,20Gbps", &a->bw,
+               p_rate, &e);
+    parse_list("--latency", "0.05ms,0.1ms,0.2ms,0.5ms,1ms,2ms,5ms,10ms,20ms,50ms", &a->lat, p_lat,
+               &e);
     parse_list("--threads", "1,16,64", &a->th, p_threads, &e);
     const cli_opt opts[] = {
-        {.name = "output", .short_name = 'o', .kind = CLI_STR, .dest = &a->outdir, .arg = "DIR",
+        {.name = "output",
+         .short_name = 'o',
+         .kind = CLI_STR,
+         .dest = &a->outdir,
+         .arg = "DIR",
          .help = "where the files go (default: results/breakeven)"},
-        {.name = "bandwidth", .kind = CLI_FN, .dest = &a->bw, .arg = "LIST", .fn = take_bw,
+        {.name = "bandwidth",
+         .kind = CLI_FN,
+         .dest = &a->bw,
+         .arg = "LIST",
+         .fn = take_bw,
          .help = "comma-separated rates, e.g. 100Mbps,1Gbps (default:\n"
                  "100Mbps 200Mbps 500Mbps 1Gbps 2Gbps 5Gbps 10Gbps 20Gbps)"},
-        {.name = "latency", .kind = CLI_FN, .dest = &a->lat, .arg = "LIST", .fn = take_lat,
+        {.name = "latency",
+         .kind = CLI_FN,
+         .dest = &a->lat,
+         .arg = "LIST",
+         .fn = take_lat,
          .help = "comma-separated one-way latencies, e.g. 0.1ms,20ms\n"
                  "(default: 0.05 0.1 0.2 0.5 1 2 5 10 20 50 ms)"},
-        {.name = "threads", .kind = CLI_FN, .dest = &a->th, .arg = "LIST", .fn = take_threads,
+        {.name = "threads",
+         .kind = CLI_FN,
+         .dest = &a->th,
+         .arg = "LIST",
+         .fn = take_threads,
          .help = "cores per party, e.g. 1,16,64 (default: 1,16,64)"},
         {.name = "svg", .kind = CLI_FLAG, .dest = &a->svg, .help = "SVG instead of PNG"},
-        {.name = "no-plot", .kind = CLI_FLAG, .dest = &a->no_plot, .help = "tables and data files only"},
-        {.name = "ops", .kind = CLI_INT, .dest = &a->ops, .arg = "N", .lo = 1, .hi = 4096,
-         .want = "a count 1..4096", .help = "also print each step's N costliest ops by online bytes\n"
-                                            "(ops of the same name in every layer summed)"},
+        {.name = "no-plot",
+         .kind = CLI_FLAG,
+         .dest = &a->no_plot,
+         .help = "tables and data files only"},
+        {.name = "ops",
+         .kind = CLI_INT,
+         .dest = &a->ops,
+         .arg = "N",
+         .lo = 1,
+         .hi = 4096,
+         .want = "a count 1..4096",
+         .help = "also print each step's N costliest ops by online bytes\n"
+                 "(ops of the same name in every layer summed)"},
         {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
     };
     const cli_cmd cmd = {"breakeven", opts, sizeof opts / sizeof opts[0], 24, 2};
@@ -229,8 +255,8 @@ static void be_ops(const op_program *p, const cost_log *l, int n, const char *la
     }
     qsort(s, ns, sizeof *s, cmp_opsum);
     printf("\n%s: the step's costliest ops (%.4g MB online in all)\n", label, total / 1e6);
-    printf("  %-28s %-10s %-10s %8s %11s %6s\n", "op (output)", "kind", "category", "rounds",
-           "MB", "share");
+    printf("  %-28s %-10s %-10s %8s %11s %6s\n", "op (output)", "kind", "category", "rounds", "MB",
+           "share");
     for (size_t j = 0; j < ns && j < (size_t)n; j++)
         printf("  %-28.28s %-10.10s %-10.10s %8llu %11.4g %5.1f%%\n", s[j].name,
                op_kind_name(s[j].kind), op_cat_name(s[j].cat), (unsigned long long)s[j].rounds,
@@ -315,13 +341,14 @@ static void be_panel_title(const be_args *a, const run_cfg *ref, const double *s
     }
     snprintf(out, n, "machine %s, %g thread%s%s", ref->machine.name, a->th.v[t],
              a->th.v[t] == 1 ? "" : "s",
-             lose == per ? ": slower everywhere" : win == per ? ": faster everywhere" : "");
+             lose == per  ? ": slower everywhere"
+             : win == per ? ": faster everywhere"
+                          : "");
 }
 
 /* The variable file scripts/breakeven.gp reads: terminal, files, titles, colour range. */
-static int be_write_vars(const be_args *a, const run_cfg *ref, const char *vars,
-                         const char *dat, const char *img, const double *speedup,
-                         const char *label)
+static int be_write_vars(const be_args *a, const run_cfg *ref, const char *vars, const char *dat,
+                         const char *img, const double *speedup, const char *label)
 {
     double mx = 1;
     size_t np = (size_t)a->th.n * a->lat.n * a->bw.n;
@@ -429,22 +456,28 @@ static const run_cfg *be_reference(const scenario *sc, const char *path)
     for (size_t i = 0; i < sc->n_runs; i++)
         if (!strcmp(sc->runs[i].policy.name, "full")) {
             if (ref) {
-                cli_error("breakeven", "%s: more than one run has policy 'full'\n---> HINT: one "
+                cli_error("breakeven",
+                          "%s: more than one run has policy 'full'\n---> HINT: one "
                           "reference and the policies to compare; sweep other keys in separate "
-                          "files", path);
+                          "files",
+                          path);
                 return NULL;
             }
             ref = &sc->runs[i];
         }
     if (!ref || sc->n_runs < 2) {
-        cli_error("breakeven", "%s: the runs need policy 'full' (the reference) and at least one "
-                  "other policy", path);
+        cli_error("breakeven",
+                  "%s: the runs need policy 'full' (the reference) and at least one "
+                  "other policy",
+                  path);
         return NULL;
     }
     for (size_t i = 0; i < sc->n_runs; i++)
         if (!same_setting(&sc->runs[i], ref)) {
-            cli_error("breakeven", "%s: run %zu (%s) differs from the full-cache run in more "
-                      "than its policy", path, i, sc->runs[i].policy.name);
+            cli_error("breakeven",
+                      "%s: run %zu (%s) differs from the full-cache run in more "
+                      "than its policy",
+                      path, i, sc->runs[i].policy.name);
             return NULL;
         }
     return ref;
@@ -508,8 +541,8 @@ static void be_work_free(be_work *w)
 /* Policy run c against the reference's step latencies on the grid: the speed-up map printed,
  * written and plotted (file index idx). MS_OK, with *status |= 1 when a file was not written;
  * else the costing's error code (message in e). */
-static int be_compare(const be_args *a, const run_cfg *ref, const run_cfg *c, int idx,
-                      be_work *w, int *status, errbuf *e)
+static int be_compare(const be_args *a, const run_cfg *ref, const run_cfg *c, int idx, be_work *w,
+                      int *status, errbuf *e)
 {
     char label[256];
     run_label_policy_words(c, label, sizeof label);
@@ -529,8 +562,8 @@ static int be_compare(const be_args *a, const run_cfg *ref, const run_cfg *c, in
 }
 
 /* The reference costed on the grid and its setting printed, then every other run compared. */
-static int be_run(const be_args *a, const scenario *sc, const run_cfg *ref, be_work *w,
-                  int *status, errbuf *e)
+static int be_run(const be_args *a, const scenario *sc, const run_cfg *ref, be_work *w, int *status,
+                  errbuf *e)
 {
     int rc = be_grid(a, ref, "the full cache's step", "full", &w->st, w->ws, w->t_ref, e);
     if (rc)
@@ -538,8 +571,7 @@ static int be_run(const be_args *a, const scenario *sc, const run_cfg *ref, be_w
     char pl[256];
     run_label_protocol(&ref->proto, pl, sizeof pl);
     printf("%s: %s %s, decode step at KV %u (the workload's last), machine %s\n", sc->name,
-           ref->model.name, pl, ref->work.prompt_len + ref->work.decode_len - 1,
-           ref->machine.name);
+           ref->model.name, pl, ref->work.prompt_len + ref->work.decode_len - 1, ref->machine.name);
     int idx = 0;
     for (size_t i = 0; i < sc->n_runs && !rc; i++)
         if (&sc->runs[i] != ref)

@@ -10,18 +10,17 @@
 
 static void usage(FILE *f, const cli_cmd *c)
 {
-    fprintf(f,
-            "usage: mpcsim calibrate [-o FILE] [--seconds S] [--threads N] [--name NAME]\n\n"
-            "Measures one core's rates for the local work of MPC protocols — 64-bit ring\n"
-            "matmul multiply-accumulates, element-wise ring operations, AES-128-CTR PRG bytes\n"
-            "(OpenSSL EVP) — and writes a machine profile YAML (stdout without -o). With\n"
-            "--threads N it runs the same kernels again split over N threads (matmul rows,\n"
-            "element ranges, PRG streams; the threads join after every repetition, as a\n"
-            "parallel loop does) and records each kind's parallel efficiency: the aggregate\n"
-            "rate over N times one core's. The compute model scales a round's work by it\n"
-            "(sim/engine/SIMULATION.md, \"Compute\"). Scenarios and `mpcsim cost --profile`\n"
-            "name profiles in protocols/machines/.\n\n"
-            "options:\n");
+    fprintf(f, "usage: mpcsim calibrate [-o FILE] [--seconds S] [--threads N] [--name NAME]\n\n"
+               "Measures one core's rates for the local work of MPC protocols — 64-bit ring\n"
+               "matmul multiply-accumulates, element-wise ring operations, AES-128-CTR PRG bytes\n"
+               "(OpenSSL EVP) — and writes a machine profile YAML (stdout without -o). With\n"
+               "--threads N it runs the same kernels again split over N threads (matmul rows,\n"
+               "element ranges, PRG streams; the threads join after every repetition, as a\n"
+               "parallel loop does) and records each kind's parallel efficiency: the aggregate\n"
+               "rate over N times one core's. The compute model scales a round's work by it\n"
+               "(sim/engine/SIMULATION.md, \"Compute\"). Scenarios and `mpcsim cost --profile`\n"
+               "name profiles in protocols/machines/.\n\n"
+               "options:\n");
     cli_help(c, f);
 }
 
@@ -53,13 +52,34 @@ int cmd_calibrate(int argc, char **argv)
     double secs = 3;
     int threads = 1;
     const cli_opt opts[] = {
-        {.name = "output", .short_name = 'o', .kind = CLI_STR, .dest = &out, .arg = "FILE",
+        {.name = "output",
+         .short_name = 'o',
+         .kind = CLI_STR,
+         .dest = &out,
+         .arg = "FILE",
          .help = "write the profile to FILE"},
-        {.name = "seconds", .short_name = 's', .kind = CLI_F64, .dest = &secs, .arg = "S", .lo = DBL_MIN,
-         .hi = 3600, .want = "a number in (0, 3600]", .help = "time budget for all measurements (default 3)"},
-        {.name = "threads", .short_name = 't', .kind = CLI_INT, .dest = &threads, .arg = "N", .lo = 1,
-         .hi = 256, .help = "cores a party uses: measure on N threads\n(1..256, default 1)"},
-        {.name = "name", .short_name = 'n', .kind = CLI_STR, .dest = &name, .arg = "NAME",
+        {.name = "seconds",
+         .short_name = 's',
+         .kind = CLI_F64,
+         .dest = &secs,
+         .arg = "S",
+         .lo = DBL_MIN,
+         .hi = 3600,
+         .want = "a number in (0, 3600]",
+         .help = "time budget for all measurements (default 3)"},
+        {.name = "threads",
+         .short_name = 't',
+         .kind = CLI_INT,
+         .dest = &threads,
+         .arg = "N",
+         .lo = 1,
+         .hi = 256,
+         .help = "cores a party uses: measure on N threads\n(1..256, default 1)"},
+        {.name = "name",
+         .short_name = 'n',
+         .kind = CLI_STR,
+         .dest = &name,
+         .arg = "NAME",
          .help = "profile name (default: calibrated)"},
         {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
     };
@@ -87,8 +107,8 @@ int cmd_calibrate(int argc, char **argv)
     time_t now = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
     if (f) {
-        fprintf(f, "cpu: \"%s\"\nmeasured: \"%s, mpcsim calibrate --seconds %g --threads %d",
-                cpu, date, secs, threads);
+        fprintf(f, "cpu: \"%s\"\nmeasured: \"%s, mpcsim calibrate --seconds %g --threads %d", cpu,
+                date, secs, threads);
         if (threads > 1)
             fprintf(f, "; on %d threads MAC %.4g/s, elem %.4g/s, PRG %.4g B/s", threads,
                     rate_n[WK_MAC], rate_n[WK_ELEM], rate_n[WK_PRG]);
@@ -97,9 +117,10 @@ int cmd_calibrate(int argc, char **argv)
             fclose(f);
     }
     if (out)
-        fprintf(stderr, "mpcsim calibrate: wrote %s (one core: MAC %.3g/s, elem %.3g/s, PRG "
-                "%.3g B/s; on %d threads: efficiency %.2f, %.2f, %.2f)\n", out, m.rate[WK_MAC],
-                m.rate[WK_ELEM], m.rate[WK_PRG], m.threads, m.par_eff[WK_MAC],
+        fprintf(stderr,
+                "mpcsim calibrate: wrote %s (one core: MAC %.3g/s, elem %.3g/s, PRG "
+                "%.3g B/s; on %d threads: efficiency %.2f, %.2f, %.2f)\n",
+                out, m.rate[WK_MAC], m.rate[WK_ELEM], m.rate[WK_PRG], m.threads, m.par_eff[WK_MAC],
                 m.par_eff[WK_ELEM], m.par_eff[WK_PRG]);
     return 0;
 }

@@ -15,18 +15,20 @@ typedef struct cost_args {
     uint32_t kv, tokens, batch, threads; /* threads 0: the profile's */
     unsigned long long burst;
     int overlap, json, have_burst, wire; /* wire: 0 none, 1 tcp, 2 tls */
-    const char *sets[32]; /* --set KEY=VALUE, protocol parameters */
+    const char *sets[32];                /* --set KEY=VALUE, protocol parameters */
     int n_sets;
 } cost_args;
 
 static int take_burst(const cli_opt *o, const char *arg, errbuf *e)
 {
     cost_args *a = o->dest;
-    if (parse_u64(arg, &a->burst) || (a->burst && a->burst < NET_BURST_MIN) || a->burst > NET_BURST_MAX)
-        return err_set(e, MS_ERR_USAGE, "--burst wants bytes: 0 (no token bucket) or %u..%llu, not '%s'\n"
+    if (parse_u64(arg, &a->burst) || (a->burst && a->burst < NET_BURST_MIN) ||
+        a->burst > NET_BURST_MAX)
+        return err_set(e, MS_ERR_USAGE,
+                       "--burst wants bytes: 0 (no token bucket) or %u..%llu, not '%s'\n"
                        "---> HINT: a bucket must hold one 1500-byte frame; validate --shape "
-                       "gives tbf max(3100, 1 ms of traffic)", NET_BURST_MIN, (unsigned long long)NET_BURST_MAX,
-                       arg);
+                       "gives tbf max(3100, 1 ms of traffic)",
+                       NET_BURST_MIN, (unsigned long long)NET_BURST_MAX, arg);
     a->have_burst = 1;
     return MS_OK;
 }
@@ -34,25 +36,26 @@ static int take_burst(const cli_opt *o, const char *arg, errbuf *e)
 static int take_wire(const cli_opt *o, const char *arg, errbuf *e)
 {
     if (strcmp(arg, "tcp") != 0 && strcmp(arg, "tls") != 0 && strcmp(arg, "none") != 0)
-        return err_set(e, MS_ERR_USAGE, "--wire is tcp or none, or tls (TCP carrying TLS 1.3 records), not '%s'\n"
-                       "---> HINT: scenarios set the framing field by field (scenarios/README.md)", arg);
+        return err_set(e, MS_ERR_USAGE,
+                       "--wire is tcp or none, or tls (TCP carrying TLS 1.3 records), not '%s'\n"
+                       "---> HINT: scenarios set the framing field by field (scenarios/README.md)",
+                       arg);
     ((cost_args *)o->dest)->wire = !strcmp(arg, "tcp") ? 1 : !strcmp(arg, "tls") ? 2 : 0;
     return MS_OK;
 }
 
 static void usage(FILE *f, const cli_cmd *c)
 {
-    fprintf(f,
-            "usage: mpcsim cost --model M --protocol P --network N --kv T\n"
-            "                   [--phase prefill|decode] [--tokens P] [--batch B] [--overlap]\n"
-            "                   [--burst BYTES] [--wire tcp|tls|none] [--dump-program FILE]\n"
-            "                   [--timeline FILE] [--profile NAME] [--threads N] [--json]\n"
-            "                   [--set K=V]...\n\n"
-            "Costs one prefill or decode step of model M under MPC protocol P on network N:\n"
-            "rounds, online bytes per party, offline (dealer) bytes, simulated latency, and a\n"
-            "per-category breakdown with the critical path split into compute and\n"
-            "communication. The full KV cache is attended (policies: `mpcsim run`).\n\n"
-            "options:\n");
+    fprintf(f, "usage: mpcsim cost --model M --protocol P --network N --kv T\n"
+               "                   [--phase prefill|decode] [--tokens P] [--batch B] [--overlap]\n"
+               "                   [--burst BYTES] [--wire tcp|tls|none] [--dump-program FILE]\n"
+               "                   [--timeline FILE] [--profile NAME] [--threads N] [--json]\n"
+               "                   [--set K=V]...\n\n"
+               "Costs one prefill or decode step of model M under MPC protocol P on network N:\n"
+               "rounds, online bytes per party, offline (dealer) bytes, simulated latency, and a\n"
+               "per-category breakdown with the critical path split into compute and\n"
+               "communication. The full KV cache is attended (policies: `mpcsim run`).\n\n"
+               "options:\n");
     cli_help(c, f);
     fprintf(f, "\nexample:\n"
                "  mpcsim cost --model llama-2-7b --protocol semi2k --network wan --kv 4096\n");
@@ -67,42 +70,116 @@ static int parse_args(int argc, char **argv, cost_args *a)
     a->profile = "default";
     int have_kv = 0, have_tokens = 0;
     cli_list sets = {a->sets, 0, 32};
-    const cli_opt opts[] = { /* in --help's order */
-        {.name = "model", .short_name = 'm', .kind = CLI_STR, .dest = &a->model, .arg = "M",
+    const cli_opt opts[] = {
+        /* in --help's order */
+        {.name = "model",
+         .short_name = 'm',
+         .kind = CLI_STR,
+         .dest = &a->model,
+         .arg = "M",
          .help = "model name (models/M.yaml) or YAML path"},
-        {.name = "protocol", .short_name = 'p', .kind = CLI_STR, .dest = &a->protocol, .arg = "P",
+        {.name = "protocol",
+         .short_name = 'p',
+         .kind = CLI_STR,
+         .dest = &a->protocol,
+         .arg = "P",
          .help = "semi2k | aby3"},
-        {.name = "network", .short_name = 'n', .kind = CLI_STR, .dest = &a->network, .arg = "N",
-         .help = "lan | wan | wan-spu, or LATENCY/BANDWIDTH[/BURST]\n(20ms/300Mbps, 1ms/20Mbps/3100)"},
-        {.name = "burst", .kind = CLI_FN, .dest = a, .arg = "BYTES", .fn = take_burst,
-         .help = "every link a token bucket of BYTES (as Linux tbf's\nburst; >= 1500, 0: none, the default); "
+        {.name = "network",
+         .short_name = 'n',
+         .kind = CLI_STR,
+         .dest = &a->network,
+         .arg = "N",
+         .help =
+             "lan | wan | wan-spu, or LATENCY/BANDWIDTH[/BURST]\n(20ms/300Mbps, 1ms/20Mbps/3100)"},
+        {.name = "burst",
+         .kind = CLI_FN,
+         .dest = a,
+         .arg = "BYTES",
+         .fn = take_burst,
+         .help = "every link a token bucket of BYTES (as Linux tbf's\nburst; >= 1500, 0: none, the "
+                 "default); "
                  "see\nsim/engine/SIMULATION.md"},
-        {.name = "set", .kind = CLI_LIST, .dest = &sets, .arg = "K=V",
+        {.name = "set",
+         .kind = CLI_LIST,
+         .dest = &sets,
+         .arg = "K=V",
          .help = "protocol parameter (frac_bits, approx, msb, …;\nrepeatable)"},
-        {.name = "wire", .kind = CLI_FN, .dest = a, .arg = "W", .fn = take_wire,
-         .help = "tcp: links carry Ethernet/IPv4/TCP frames and ACKs (as\ntbf counts them); none: payload only "
+        {.name = "wire",
+         .kind = CLI_FN,
+         .dest = a,
+         .arg = "W",
+         .fn = take_wire,
+         .help = "tcp: links carry Ethernet/IPv4/TCP frames and ACKs (as\ntbf counts them); none: "
+                 "payload only "
                  "(default);\nSIMULATION.md"},
-        {.name = "kv", .short_name = 'k', .kind = CLI_U32, .dest = &a->kv, .arg = "T", .hi = 1e8,
-         .want = "an integer in [0, 100000000]", .seen = &have_kv,
-         .help = "decode: the step attends T keys (T-1 cached + this\ntoken); prefill: entries cached before the "
+        {.name = "kv",
+         .short_name = 'k',
+         .kind = CLI_U32,
+         .dest = &a->kv,
+         .arg = "T",
+         .hi = 1e8,
+         .want = "an integer in [0, 100000000]",
+         .seen = &have_kv,
+         .help = "decode: the step attends T keys (T-1 cached + this\ntoken); prefill: entries "
+                 "cached before the "
                  "prompt\n(default 0)"},
-        {.name = "phase", .kind = CLI_CHOICE, .dest = &a->phase, .arg = "PH", .choices = "prefill|decode",
+        {.name = "phase",
+         .kind = CLI_CHOICE,
+         .dest = &a->phase,
+         .arg = "PH",
+         .choices = "prefill|decode",
          .help = "decode (default) or prefill"},
-        {.name = "tokens", .short_name = 't', .kind = CLI_U32, .dest = &a->tokens, .arg = "P", .lo = 1,
-         .hi = 1u << 24, .want = "an integer in [1, 16777216]", .seen = &have_tokens, .help = "prefill: prompt tokens in this step (default 128)"},
-        {.name = "batch", .short_name = 'b', .kind = CLI_U32, .dest = &a->batch, .arg = "B", .lo = 1,
-         .hi = 65536, .want = "an integer in [1, 65536]", .help = "sequences processed together (default 1)"},
-        {.name = "overlap", .kind = CLI_FLAG, .dest = &a->overlap,
+        {.name = "tokens",
+         .short_name = 't',
+         .kind = CLI_U32,
+         .dest = &a->tokens,
+         .arg = "P",
+         .lo = 1,
+         .hi = 1u << 24,
+         .want = "an integer in [1, 16777216]",
+         .seen = &have_tokens,
+         .help = "prefill: prompt tokens in this step (default 128)"},
+        {.name = "batch",
+         .short_name = 'b',
+         .kind = CLI_U32,
+         .dest = &a->batch,
+         .arg = "B",
+         .lo = 1,
+         .hi = 65536,
+         .want = "an integer in [1, 65536]",
+         .help = "sequences processed together (default 1)"},
+        {.name = "overlap",
+         .kind = CLI_FLAG,
+         .dest = &a->overlap,
          .help = "let rounds of independent ops overlap (default: in\norder)"},
-        {.name = "dump-program", .kind = CLI_STR, .dest = &a->dump, .arg = "F",
+        {.name = "dump-program",
+         .kind = CLI_STR,
+         .dest = &a->dump,
+         .arg = "F",
          .help = "write the step's op program (text form) to F"},
-        {.name = "timeline", .kind = CLI_STR, .dest = &a->timeline, .arg = "F",
+        {.name = "timeline",
+         .kind = CLI_STR,
+         .dest = &a->timeline,
+         .arg = "F",
          .help = "write a Chrome trace (chrome://tracing, ui.perfetto.dev)"},
-        {.name = "profile", .kind = CLI_STR, .dest = &a->profile, .arg = "NAME",
-         .help = "machine profile (protocols/machines/NAME.yaml or a path;\ndefault: default, 16 cores; `mpcsim list machines`)"},
-        {.name = "threads", .kind = CLI_U32, .dest = &a->threads, .arg = "N", .lo = 1, .hi = 4096, .want = "1..4096",
+        {.name = "profile",
+         .kind = CLI_STR,
+         .dest = &a->profile,
+         .arg = "NAME",
+         .help = "machine profile (protocols/machines/NAME.yaml or a path;\ndefault: default, 16 "
+                 "cores; `mpcsim list machines`)"},
+        {.name = "threads",
+         .kind = CLI_U32,
+         .dest = &a->threads,
+         .arg = "N",
+         .lo = 1,
+         .hi = 4096,
+         .want = "1..4096",
          .help = "cores a party uses (default: the profile's)"},
-        {.name = "json", .kind = CLI_FLAG, .dest = &a->json, .help = "print one JSON object instead of tables"},
+        {.name = "json",
+         .kind = CLI_FLAG,
+         .dest = &a->json,
+         .help = "print one JSON object instead of tables"},
         {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
     };
     const cli_cmd cmd = {"cost", opts, sizeof opts / sizeof opts[0], 24, 0};
@@ -110,9 +187,11 @@ static int parse_args(int argc, char **argv, cost_args *a)
     a->n_sets = sets.n;
     if (rc)
         return rc == CLI_HELP_ASKED ? -1 : rc;
-    const char *missing = !a->model ? "--model" : !a->protocol ? "--protocol"
-                        : !a->network ? "--network" : (!have_kv && a->phase == PHASE_DECODE)
-                        ? "--kv" : NULL;
+    const char *missing = !a->model                                ? "--model"
+                          : !a->protocol                           ? "--protocol"
+                          : !a->network                            ? "--network"
+                          : (!have_kv && a->phase == PHASE_DECODE) ? "--kv"
+                                                                   : NULL;
     if (missing) {
         cli_error("cost", "%s is required (see mpcsim cost --help)", missing);
         return 2;
@@ -187,8 +266,9 @@ static void print_text(const cost_args *a, const step_env *env, const sim_result
         if (!s->rounds && !bytes && !s->compute_ns && !s->comm_ns)
             continue;
         human_bytes(b, sizeof b, (double)bytes);
-        double share = r->latency_ns ? 100.0 * (double)(s->compute_ns + s->comm_ns) /
-                                           (double)r->latency_ns : 0;
+        double share = r->latency_ns
+                           ? 100.0 * (double)(s->compute_ns + s->comm_ns) / (double)r->latency_ns
+                           : 0;
         printf("%-11s %9llu %14s %12.6g %12.6g %6.1f%%\n", op_cat_name(k),
                (unsigned long long)s->rounds, b, (double)s->compute_ns * 1e-9,
                (double)s->comm_ns * 1e-9, share);
@@ -221,7 +301,8 @@ static int print_json(const cost_args *a, const step_env *env, const sim_result 
     json_object_set_new(o, "protocol", json_string(env->pr->name));
     json_object_set_new(o, "parties", json_integer(P));
     json_object_set_new(o, "network", json_string(env->net->name));
-    json_object_set_new(o, "burst_bytes", json_integer((json_int_t)env->net->link[0][1].burst_bytes));
+    json_object_set_new(o, "burst_bytes",
+                        json_integer((json_int_t)env->net->link[0][1].burst_bytes));
     json_object_set_new(o, "wire_mtu", json_integer(env->net->wire.mtu));
     json_object_set_new(o, "profile", json_string(env->mach->name));
     json_object_set_new(o, "threads", json_integer(env->mach->threads));
@@ -341,8 +422,8 @@ static int cost_write(const cost_args *a, const step_env *env, const op_program 
 static int cost_step(const cost_args *a, const cost_inputs *in, FILE *tl, op_program *prog,
                      cost_log *log)
 {
-    step_env env = {&in->model, in->pr, &in->pcfg, &in->net, &in->mach,
-                    {.overlap = a->overlap, .timeline = tl}};
+    step_env env = {&in->model, in->pr,    &in->pcfg,
+                    &in->net,   &in->mach, {.overlap = a->overlap, .timeline = tl}};
     lower_opts lo;
     cost_lower_opts(a, &lo);
     if (tl)

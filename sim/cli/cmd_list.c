@@ -18,23 +18,22 @@
 
 static void list_usage(FILE *f, const cli_cmd *c)
 {
-    fprintf(f,
-            "usage: mpcsim list models|protocols|policies|networks|machines [options]\n"
-            "       mpcsim list keys [scenario|protocol|network|trace|policy|workload|\n"
-            "                         model|machine|synth|manifest|serve]\n\n"
-            "Lists what a scenario file may name (scenarios/README.md).\n\n"
-            "  models      shipped model descriptions (models/*.yaml) and their shapes\n"
-            "  protocols   MPC protocols, parties, and (with --costs) primitive costs\n"
-            "  policies    KV-cache policies with their parameters and defaults\n"
-            "  networks    network presets: latency and bandwidth per link, where the figures\n"
-            "              come from, and the regime each puts a 7B decode step in (computed:\n"
-            "              the step is simulated on the preset; sim/engine/regime.h)\n"
-            "  machines    machine profiles (protocols/machines/): cores and one core's rates\n"
-            "  keys        the keys of an input file, from the tables its reader uses: a\n"
-            "              scenario's workload, model files (and inline models), machine\n"
-            "              profiles, synthetic-trace parameters, trace\n"
-            "              manifests, serving scenarios (all of them without a name)\n\n"
-            "options:\n");
+    fprintf(f, "usage: mpcsim list models|protocols|policies|networks|machines [options]\n"
+               "       mpcsim list keys [scenario|protocol|network|trace|policy|workload|\n"
+               "                         model|machine|synth|manifest|serve]\n\n"
+               "Lists what a scenario file may name (scenarios/README.md).\n\n"
+               "  models      shipped model descriptions (models/*.yaml) and their shapes\n"
+               "  protocols   MPC protocols, parties, and (with --costs) primitive costs\n"
+               "  policies    KV-cache policies with their parameters and defaults\n"
+               "  networks    network presets: latency and bandwidth per link, where the figures\n"
+               "              come from, and the regime each puts a 7B decode step in (computed:\n"
+               "              the step is simulated on the preset; sim/engine/regime.h)\n"
+               "  machines    machine profiles (protocols/machines/): cores and one core's rates\n"
+               "  keys        the keys of an input file, from the tables its reader uses: a\n"
+               "              scenario's workload, model files (and inline models), machine\n"
+               "              profiles, synthetic-trace parameters, trace\n"
+               "              manifests, serving scenarios (all of them without a name)\n\n"
+               "options:\n");
     cli_help(c, f);
 }
 
@@ -76,9 +75,8 @@ static int list_models(void)
             continue;
         }
         printf("%-20s %-6s %6u %6u %6u %8u %7u %7u %11u %8s\n", names[i],
-               m.family == FAM_GPT2 ? "gpt2" : "llama", m.n_layers, m.dim, m.n_heads,
-               m.n_kv_heads, m.ffn_dim, m.vocab, m.max_ctx,
-               fmt_count(pc, sizeof pc, model_param_count(&m)));
+               m.family == FAM_GPT2 ? "gpt2" : "llama", m.n_layers, m.dim, m.n_heads, m.n_kv_heads,
+               m.ffn_dim, m.vocab, m.max_ctx, fmt_count(pc, sizeof pc, model_param_count(&m)));
     }
     return bad;
 }
@@ -92,7 +90,8 @@ static int list_protocols(int costs, const char *ring_bits, uint64_t elems)
         for (size_t i = 0; i < n; i++)
             printf("%-10s %7d %6s  %s\n", all[i]->name, all[i]->n_parties,
                    all[i]->has_dealer ? "yes" : "no", all[i]->summary ? all[i]->summary : "");
-        /* what an option reveals beyond shapes and public counts (protocols/program/PRIMITIVES.md) */
+        /* what an option reveals beyond shapes and public counts (protocols/program/PRIMITIVES.md)
+         */
         printf("\nleakage by option (--set KEY=VALUE, scenario protocol keys):\n"
                "  topk=network      nothing: an oblivious sorting network or extractions\n"
                "  topk=quickselect  every pivot comparison of QuickSelect, revealed after a\n"
@@ -147,8 +146,8 @@ static int list_policies(void)
     if (nr)
         printf("every policy also takes (the replay's own):\n");
     for (size_t k = 0; k < nr; k++)
-        printf("    %-18s %-10s %g..%-17g %s\n", rp[k].key, rp[k].def ? rp[k].def : "",
-               rp[k].lo, rp[k].hi, rp[k].help ? rp[k].help : "");
+        printf("    %-18s %-10s %g..%-17g %s\n", rp[k].key, rp[k].def ? rp[k].def : "", rp[k].lo,
+               rp[k].hi, rp[k].help ? rp[k].help : "");
     return 0;
 }
 
@@ -203,8 +202,8 @@ static int list_machines(void)
         return 1;
     }
     qsort(names, n, sizeof names[0], cmp_name);
-    printf("%-12s %7s %11s %11s %11s  %s\n", "machine", "threads", "MAC/s/core",
-           "elem/s/core", "PRG B/s", "efficiency MAC/elem/PRG");
+    printf("%-12s %7s %11s %11s %11s  %s\n", "machine", "threads", "MAC/s/core", "elem/s/core",
+           "PRG B/s", "efficiency MAC/elem/PRG");
     for (size_t i = 0; i < n; i++) {
         machine_profile m;
         errbuf e;
@@ -267,8 +266,7 @@ static int list_keys(const char *file)
     cli_error("list",
               "no keys for '%s'%s%s%s: scenario, protocol, network, trace, policy, workload, "
               "model, machine, synth, manifest or serve",
-              file,
-              dm ? " (did you mean '" : "", dm ? dm : "", dm ? "'?)" : "");
+              file, dm ? " (did you mean '" : "", dm ? dm : "", dm ? "'?)" : "");
     return 2;
 }
 
@@ -280,14 +278,33 @@ int cmd_list(int argc, char **argv)
     const char *profile = NULL;
     unsigned long long elems = 1;
     const cli_opt opts[] = {
-        {.name = "costs", .kind = CLI_FLAG, .dest = &costs, .help = "protocols: print each primitive's rounds and bytes"},
-        {.name = "ring-bits", .kind = CLI_INT, .dest = &ring_bits, .arg = "N", .lo = 2, .hi = 128,
-         .want = "a bit count 2..128, e.g. 64", .seen = &have_ring,
+        {.name = "costs",
+         .kind = CLI_FLAG,
+         .dest = &costs,
+         .help = "protocols: print each primitive's rounds and bytes"},
+        {.name = "ring-bits",
+         .kind = CLI_INT,
+         .dest = &ring_bits,
+         .arg = "N",
+         .lo = 2,
+         .hi = 128,
+         .want = "a bit count 2..128, e.g. 64",
+         .seen = &have_ring,
          .help = "protocols --costs: ring size in bits\n(default: the protocol's)"},
-        {.name = "elems", .short_name = 'n', .kind = CLI_U64, .dest = &elems, .arg = "N", .lo = 1,
-         .hi = 1u << 24, .want = "an element count in [1, 16777216]", .seen = &n_given,
+        {.name = "elems",
+         .short_name = 'n',
+         .kind = CLI_U64,
+         .dest = &elems,
+         .arg = "N",
+         .lo = 1,
+         .hi = 1u << 24,
+         .want = "an element count in [1, 16777216]",
+         .seen = &n_given,
          .help = "protocols --costs: elements per primitive (default 1)"},
-        {.name = "profile", .kind = CLI_STR, .dest = &profile, .arg = "NAME",
+        {.name = "profile",
+         .kind = CLI_STR,
+         .dest = &profile,
+         .arg = "NAME",
          .help = "networks: the machine the regimes are computed on\n(default: default)"},
         {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
     };
@@ -307,8 +324,8 @@ int cmd_list(int argc, char **argv)
         snprintf(ring_buf, sizeof ring_buf, "%d", ring_bits);
         ring = ring_buf;
     }
-    static const char *const what[] = {"models", "protocols", "policies", "networks",
-                                       "machines", "keys"};
+    static const char *const what[] = {"models",   "protocols", "policies",
+                                       "networks", "machines",  "keys"};
     const char *w = pos[0];
     if ((costs || ring || n_given) && strcmp(w, "protocols")) {
         cli_error("list", "--costs, --ring-bits and -n apply to 'list protocols'");
@@ -338,7 +355,9 @@ int cmd_list(int argc, char **argv)
     if (dm)
         cli_error("list", "cannot list '%s' (did you mean '%s'?)", w, dm);
     else
-        cli_error("list", "cannot list '%s': models, protocols, policies, networks, machines or "
-                  "keys", w);
+        cli_error("list",
+                  "cannot list '%s': models, protocols, policies, networks, machines or "
+                  "keys",
+                  w);
     return 2;
 }

@@ -41,23 +41,28 @@ static int merge(const char *out, const char *const *in, size_t n_in, int quiet)
 
 static void merge_usage(FILE *f, const cli_cmd *c)
 {
-    fprintf(f,
-            "usage: mpcsim merge OUT.db IN.db...\n\n"
-            "Folds the runs of each IN.db (e.g. the shards of `mpcsim run --shard K/N`) into\n"
-            "OUT.db, created if missing. A run whose config hash OUT.db already holds is\n"
-            "skipped (an ok run replaces a failed one). Everything is one transaction: on any\n"
-            "error OUT.db is left as it was. Every input must have this mpcsim's schema\n"
-            "version.\n\n"
-            "options:\n");
+    fprintf(f, "usage: mpcsim merge OUT.db IN.db...\n\n"
+               "Folds the runs of each IN.db (e.g. the shards of `mpcsim run --shard K/N`) into\n"
+               "OUT.db, created if missing. A run whose config hash OUT.db already holds is\n"
+               "skipped (an ok run replaces a failed one). Everything is one transaction: on any\n"
+               "error OUT.db is left as it was. Every input must have this mpcsim's schema\n"
+               "version.\n\n"
+               "options:\n");
     cli_help(c, f);
-    fprintf(f, "\nexit status: 0 ok, 1 database error, 2 bad usage, missing input or schema\nmismatch\n");
+    fprintf(
+        f,
+        "\nexit status: 0 ok, 1 database error, 2 bad usage, missing input or schema\nmismatch\n");
 }
 
 int cmd_merge(int argc, char **argv)
 {
     int quiet = 0;
     const cli_opt opts[] = {
-        {.name = "quiet", .short_name = 'q', .kind = CLI_FLAG, .dest = &quiet, .help = "no summary line"},
+        {.name = "quiet",
+         .short_name = 'q',
+         .kind = CLI_FLAG,
+         .dest = &quiet,
+         .help = "no summary line"},
         {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
     };
     const cli_cmd cmd = {"merge", opts, sizeof opts / sizeof opts[0], 16, argc};

@@ -41,28 +41,27 @@ typedef struct party_args {
 
 static void usage(FILE *f, const cli_cmd *c)
 {
-    fprintf(f,
-            "usage: mpcsim party -p semi2k|aby3 (--id I | --dealer) --peers H:P,H:P,H:P\n"
-            "         (--keys DIR | --insecure-plaintext) (--program FILE | --demo)\n"
-            "         [--bind NAME=FILE]... [--random-inputs SEED] [--set KEY=VALUE]...\n"
-            "         [--timeout-ms N] [--latency-ms X] [--print-outputs]\n"
-            "         [--repeat N [--warmup W]]\n"
-            "       mpcsim party keys --out DIR [--nodes N]\n\n"
-            "Runs one node of the real MPC backend: the op program on secret shares over\n"
-            "TCP, with every byte and round counted by the transport, printed per op. The\n"
-            "channels run TLS 1.3, each node authenticated by its certificate from the key\n"
-            "folder `mpcsim party keys` makes (ca.pem, node<i>.pem, node<i>.key of mode\n"
-            "0600; node i is party i, the semi2k dealer node 2). Give each host ca.pem and\n"
-            "its own node's two files.\n\n"
-            "options:\n");
+    fprintf(f, "usage: mpcsim party -p semi2k|aby3 (--id I | --dealer) --peers H:P,H:P,H:P\n"
+               "         (--keys DIR | --insecure-plaintext) (--program FILE | --demo)\n"
+               "         [--bind NAME=FILE]... [--random-inputs SEED] [--set KEY=VALUE]...\n"
+               "         [--timeout-ms N] [--latency-ms X] [--print-outputs]\n"
+               "         [--repeat N [--warmup W]]\n"
+               "       mpcsim party keys --out DIR [--nodes N]\n\n"
+               "Runs one node of the real MPC backend: the op program on secret shares over\n"
+               "TCP, with every byte and round counted by the transport, printed per op. The\n"
+               "channels run TLS 1.3, each node authenticated by its certificate from the key\n"
+               "folder `mpcsim party keys` makes (ca.pem, node<i>.pem, node<i>.key of mode\n"
+               "0600; node i is party i, the semi2k dealer node 2). Give each host ca.pem and\n"
+               "its own node's two files.\n\n"
+               "options:\n");
     cli_help(c, f);
     fprintf(f, "\n"
-            "example (three terminals or hosts):\n"
-            "  mpcsim party keys --out k\n"
-            "  mpcsim party -p semi2k --id 0  --peers a:7000,b:7000,c:7000 --keys k --demo\n"
-            "  mpcsim party -p semi2k --id 1  --peers a:7000,b:7000,c:7000 --keys k --demo\n"
-            "  mpcsim party -p semi2k --dealer --peers a:7000,b:7000,c:7000 --keys k --demo\n"
-            "  (with --random-inputs 1 on P0 and P1)\n");
+               "example (three terminals or hosts):\n"
+               "  mpcsim party keys --out k\n"
+               "  mpcsim party -p semi2k --id 0  --peers a:7000,b:7000,c:7000 --keys k --demo\n"
+               "  mpcsim party -p semi2k --id 1  --peers a:7000,b:7000,c:7000 --keys k --demo\n"
+               "  mpcsim party -p semi2k --dealer --peers a:7000,b:7000,c:7000 --keys k --demo\n"
+               "  (with --random-inputs 1 on P0 and P1)\n");
 }
 
 /* ---------------------------------------------------------------- bindings */
@@ -85,7 +84,8 @@ static int read_values(const char *path, bind_file *b, errbuf *e)
         double d;
         if (parse_double(tok, &d) || !isfinite(d)) {
             fclose(f);
-            return err_set(e, MS_ERR_INPUT, "%s:%d:1: error: '%s' is not a real number", path, line, tok);
+            return err_set(e, MS_ERR_INPUT, "%s:%d:1: error: '%s' is not a real number", path, line,
+                           tok);
         }
         if (b->n == cap) {
             double *nv = realloc(b->v, 2 * cap * sizeof *nv);
@@ -117,8 +117,10 @@ static int bind_fn(void *ctx, const op_tensor *t, uint64_t *out, size_t n)
         if (strcmp(b->name, t->name))
             continue;
         if (b->n != n) {
-            fprintf(stderr, "mpcsim party: error: --bind %s gives %zu values, the tensor has %zu (%u×%u×%u)\n",
-                    b->name, b->n, n, t->batch, t->rows, t->cols);
+            fprintf(
+                stderr,
+                "mpcsim party: error: --bind %s gives %zu values, the tensor has %zu (%u×%u×%u)\n",
+                b->name, b->n, n, t->batch, t->rows, t->cols);
             return 0;
         }
         for (size_t q = 0; q < n; q++)
@@ -144,12 +146,14 @@ typedef struct party_job {
     const op_program *p;
 } party_job;
 
-static void print_stat_row(FILE *f, const char *label, const char *kind, const mpc_op_stat *s, int nodes)
+static void print_stat_row(FILE *f, const char *label, const char *kind, const mpc_op_stat *s,
+                           int nodes)
 {
     fprintf(f, "%-6s %-11s %6llu", label, kind, (unsigned long long)s->rounds);
     for (int j = 0; j < nodes; j++)
         fprintf(f, " %12llu", (unsigned long long)s->sent[j]);
-    fprintf(f, " %12llu %10.3f\n", (unsigned long long)(s->offline_recv + s->offline_sent), (double)s->ns * 1e-6);
+    fprintf(f, " %12llu %10.3f\n", (unsigned long long)(s->offline_recv + s->offline_sent),
+            (double)s->ns * 1e-6);
 }
 
 /* One run's totals over every op. */
@@ -184,7 +188,8 @@ static void print_repeats(FILE *out, mpc_op_stat *runs, int n, int warmup, int n
         print_stat_row(out, lab, "", &runs[k], nodes);
     }
     qsort(runs, (size_t)n, sizeof *runs, cmp_ns);
-    double med = n & 1 ? (double)runs[n / 2].ns : 0.5 * (double)(runs[n / 2 - 1].ns + runs[n / 2].ns);
+    double med =
+        n & 1 ? (double)runs[n / 2].ns : 0.5 * (double)(runs[n / 2 - 1].ns + runs[n / 2].ns);
     fprintf(out, "# time per run: min %.3f ms, median %.3f ms (%d runs)\n",
             (double)runs[0].ns * 1e-6, med * 1e-6, n);
 }
@@ -239,11 +244,17 @@ static int party_work(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
     for (int q = 0; q < nodes; q++)
         ws += st->wire_sent[q], wr += st->wire_recv[q];
     if (mpc_net_is_tls(net))
-        fprintf(out, "# TLS 1.3: %d connections, handshakes %llu B sent, %llu B received; data links after them: "
-                "%llu B sent, %llu B received on the wire\n", st->tls_conns, (unsigned long long)st->tls_hs_sent,
-                (unsigned long long)st->tls_hs_recv, (unsigned long long)ws, (unsigned long long)wr);
+        fprintf(out,
+                "# TLS 1.3: %d connections, handshakes %llu B sent, %llu B received; data links "
+                "after them: "
+                "%llu B sent, %llu B received on the wire\n",
+                st->tls_conns, (unsigned long long)st->tls_hs_sent,
+                (unsigned long long)st->tls_hs_recv, (unsigned long long)ws,
+                (unsigned long long)wr);
     else
-        fprintf(out, "# plaintext channels (--insecure-plaintext): %llu B sent, %llu B received on the wire\n",
+        fprintf(out,
+                "# plaintext channels (--insecure-plaintext): %llu B sent, %llu B received on the "
+                "wire\n",
                 (unsigned long long)ws, (unsigned long long)wr);
     for (size_t i = 0; j->a->print_outputs && i < p->n_ops; i++) {
         const op *o = &p->ops[i];
@@ -289,7 +300,8 @@ static int party_check(party_args *a, const char *const *sets, int n_sets, errbu
     if (a->dealer && !semi)
         return err_set(e, MS_ERR_USAGE, "--dealer: %s has no dealer", a->cfg.name);
     if (semi && a->id > 1)
-        return err_set(e, MS_ERR_USAGE, "--id %d: semi2k has parties 0 and 1 (and --dealer)", a->id);
+        return err_set(e, MS_ERR_USAGE, "--id %d: semi2k has parties 0 and 1 (and --dealer)",
+                       a->id);
     if (!a->peers)
         return err_set(e, MS_ERR_USAGE, "--peers is required: host:port of every node (3 entries)");
     if (a->warmup && !a->repeat)
@@ -297,9 +309,11 @@ static int party_check(party_args *a, const char *const *sets, int n_sets, errbu
     if (!!a->program == a->demo)
         return err_set(e, MS_ERR_USAGE, "give exactly one of --program FILE and --demo");
     if (!!a->keys == a->plaintext)
-        return err_set(e, MS_ERR_USAGE, a->keys ? "--keys and --insecure-plaintext exclude each other"
-                                                : "give --keys DIR (a key folder made by `mpcsim party keys --out DIR`): "
-                                                  "channels run TLS; --insecure-plaintext turns that off");
+        return err_set(
+            e, MS_ERR_USAGE,
+            a->keys ? "--keys and --insecure-plaintext exclude each other"
+                    : "give --keys DIR (a key folder made by `mpcsim party keys --out DIR`): "
+                      "channels run TLS; --insecure-plaintext turns that off");
     if (a->keys && strlen(a->keys) >= sizeof((mpc_net_cfg *)0)->keys)
         return err_set(e, MS_ERR_USAGE, "--keys: folder name too long");
     return MS_OK;
@@ -311,49 +325,115 @@ static int parse_args(int argc, char **argv, party_args *a, errbuf *e)
     cli_list set_list = {sets, 0, 32};
     a->id = -1;
     a->timeout_ms = 5000;
-    const cli_opt opts[] = { /* in --help's order */
-        {.name = "protocol", .short_name = 'p', .kind = CLI_STR, .dest = &a->protocol, .arg = "P",
+    const cli_opt opts[] = {
+        /* in --help's order */
+        {.name = "protocol",
+         .short_name = 'p',
+         .kind = CLI_STR,
+         .dest = &a->protocol,
+         .arg = "P",
          .help = "semi2k (P0, P1 and a dealer) or aby3 (P0, P1, P2)"},
-        {.name = "id", .short_name = 'i', .kind = CLI_INT, .dest = &a->id, .arg = "I", .hi = 2, .want = "0, 1 or 2",
+        {.name = "id",
+         .short_name = 'i',
+         .kind = CLI_INT,
+         .dest = &a->id,
+         .arg = "I",
+         .hi = 2,
+         .want = "0, 1 or 2",
          .help = "this party's index"},
-        {.name = "dealer", .kind = CLI_FLAG, .dest = &a->dealer,
+        {.name = "dealer",
+         .kind = CLI_FLAG,
+         .dest = &a->dealer,
          .help = "this node is the semi2k dealer (the third --peers entry)"},
-        {.name = "peers", .kind = CLI_STR, .dest = &a->peers, .arg = "LIST",
+        {.name = "peers",
+         .kind = CLI_STR,
+         .dest = &a->peers,
+         .arg = "LIST",
          .help = "host:port of every node: parties in order, then the dealer"},
-        {.name = "keys", .kind = CLI_STR, .dest = &a->keys, .arg = "DIR",
+        {.name = "keys",
+         .kind = CLI_STR,
+         .dest = &a->keys,
+         .arg = "DIR",
          .help = "the session's key folder (`mpcsim party keys`): TLS 1.3\n"
                  "channels, every peer authenticated as the node it claims"},
-        {.name = "insecure-plaintext", .kind = CLI_FLAG, .dest = &a->plaintext,
+        {.name = "insecure-plaintext",
+         .kind = CLI_FLAG,
+         .dest = &a->plaintext,
          .help = "no TLS: channels unauthenticated and\n"
                  "unencrypted (loopback experiments only; warns)"},
-        {.name = "program", .kind = CLI_STR, .dest = &a->program, .arg = "FILE",
+        {.name = "program",
+         .kind = CLI_STR,
+         .dest = &a->program,
+         .arg = "FILE",
          .help = "op program (text form; `mpcsim cost --dump-program` writes one)"},
-        {.name = "demo", .kind = CLI_FLAG, .dest = &a->demo,
+        {.name = "demo",
+         .kind = CLI_FLAG,
+         .dest = &a->demo,
          .help = "a built-in program: x·W, rmsnorm, softmax, gelu, lt, reveal"},
-        {.name = "bind", .kind = CLI_FN, .dest = a, .arg = "NAME=FILE", .fn = take_bind,
+        {.name = "bind",
+         .kind = CLI_FN,
+         .dest = a,
+         .arg = "NAME=FILE",
+         .fn = take_bind,
          .help = "values of tensor NAME (whitespace-separated reals) — weights at\n"
                  "P1, the client's inputs at P0, public tensors at every party"},
-        {.name = "random-inputs", .kind = CLI_U64, .dest = &a->seed, .arg = "S", .want = "an integer seed",
+        {.name = "random-inputs",
+         .kind = CLI_U64,
+         .dest = &a->seed,
+         .arg = "S",
+         .want = "an integer seed",
          .seen = &a->have_seed,
          .help = "fill every tensor this node must provide and no --bind gives\n"
                  "with reals in [-1, 1) drawn from seed S (demos, benchmarks)"},
-        {.name = "set", .kind = CLI_LIST, .dest = &set_list, .arg = "KEY=VALUE",
+        {.name = "set",
+         .kind = CLI_LIST,
+         .dest = &set_list,
+         .arg = "KEY=VALUE",
          .help = "protocol parameter (frac_bits, trunc_local, beaver_cache, …)"},
-        {.name = "timeout-ms", .kind = CLI_INT, .dest = &a->timeout_ms, .arg = "N", .lo = 1, .hi = 3600000,
-         .want = "1..3600000", .help = "a peer silent for N ms is an error (default 5000)"},
-        {.name = "connect-timeout-ms", .kind = CLI_INT, .dest = &a->connect_ms, .arg = "N", .lo = 1,
-         .hi = 3600000, .want = "1..3600000", .help = "how long to wait for every peer to start (default 10000)"},
-        {.name = "latency-ms", .kind = CLI_F64, .dest = &a->latency_ms, .arg = "X", .hi = 60000,
-         .want = "0..60000", .help = "inject X ms one-way latency per round message"},
-        {.name = "print-outputs", .kind = CLI_FLAG, .dest = &a->print_outputs,
+        {.name = "timeout-ms",
+         .kind = CLI_INT,
+         .dest = &a->timeout_ms,
+         .arg = "N",
+         .lo = 1,
+         .hi = 3600000,
+         .want = "1..3600000",
+         .help = "a peer silent for N ms is an error (default 5000)"},
+        {.name = "connect-timeout-ms",
+         .kind = CLI_INT,
+         .dest = &a->connect_ms,
+         .arg = "N",
+         .lo = 1,
+         .hi = 3600000,
+         .want = "1..3600000",
+         .help = "how long to wait for every peer to start (default 10000)"},
+        {.name = "latency-ms",
+         .kind = CLI_F64,
+         .dest = &a->latency_ms,
+         .arg = "X",
+         .hi = 60000,
+         .want = "0..60000",
+         .help = "inject X ms one-way latency per round message"},
+        {.name = "print-outputs",
+         .kind = CLI_FLAG,
+         .dest = &a->print_outputs,
          .help = "print the values revealed to this party"},
-        {.name = "repeat", .kind = CLI_INT, .dest = &a->repeat, .arg = "N", .lo = 1, .hi = 10000,
+        {.name = "repeat",
+         .kind = CLI_INT,
+         .dest = &a->repeat,
+         .arg = "N",
+         .lo = 1,
+         .hi = 10000,
          .want = "1..10000",
          .help = "run the program N times on the same shares (every node the same N)\n"
                  "and print each run's rounds, bytes and time, then the min and\n"
                  "median time per run; the per-op table is the last run's"},
-        {.name = "warmup", .kind = CLI_INT, .dest = &a->warmup, .arg = "W", .hi = 10000,
-         .want = "0..10000", .help = "untimed runs before the --repeat ones (default 0)"},
+        {.name = "warmup",
+         .kind = CLI_INT,
+         .dest = &a->warmup,
+         .arg = "W",
+         .hi = 10000,
+         .want = "0..10000",
+         .help = "untimed runs before the --repeat ones (default 0)"},
         {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
     };
     const cli_cmd cmd = {"party", opts, sizeof opts / sizeof opts[0], 24, 0};
@@ -371,23 +451,34 @@ static int cmd_party_keys(int argc, char **argv)
     const char *out = NULL;
     int nodes = 3;
     const cli_opt opts[] = {
-        {.name = "out", .short_name = 'o', .kind = CLI_STR, .dest = &out, .arg = "DIR",
+        {.name = "out",
+         .short_name = 'o',
+         .kind = CLI_STR,
+         .dest = &out,
+         .arg = "DIR",
          .help = "the folder to write (made with mode 0700; existing key files are\n"
                  "never overwritten)"},
-        {.name = "nodes", .kind = CLI_INT, .dest = &nodes, .arg = "N", .lo = 2, .hi = MPC_NODES_MAX,
-         .want = "2..4", .help = "nodes of the session (default 3: semi2k's P0, P1, dealer or aby3's\n"
-                                  "P0, P1, P2)"},
+        {.name = "nodes",
+         .kind = CLI_INT,
+         .dest = &nodes,
+         .arg = "N",
+         .lo = 2,
+         .hi = MPC_NODES_MAX,
+         .want = "2..4",
+         .help = "nodes of the session (default 3: semi2k's P0, P1, dealer or aby3's\n"
+                 "P0, P1, P2)"},
         {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
     };
     const cli_cmd cmd = {"party keys", opts, sizeof opts / sizeof opts[0], 16, 0};
     errbuf e = {{0}};
     int rc = cli_parse(&cmd, argc, argv, NULL, NULL, &e);
     if (rc == CLI_HELP_ASKED) {
-        printf("usage: mpcsim party keys --out DIR [--nodes N]\n\n"
-               "Makes a session's TLS key folder: ca.pem (the session CA's certificate; its key is\n"
-               "never written, so no node can be added later), and per node i node<i>.pem (its\n"
-               "certificate, naming node i) and node<i>.key (its Ed25519 key, mode 0600).\n\n"
-               "options:\n");
+        printf(
+            "usage: mpcsim party keys --out DIR [--nodes N]\n\n"
+            "Makes a session's TLS key folder: ca.pem (the session CA's certificate; its key is\n"
+            "never written, so no node can be added later), and per node i node<i>.pem (its\n"
+            "certificate, naming node i) and node<i>.key (its Ed25519 key, mode 0600).\n\n"
+            "options:\n");
         cli_help(&cmd, stdout);
         return 0;
     }
@@ -399,8 +490,10 @@ static int cmd_party_keys(int argc, char **argv)
         cli_error("party keys", "%s", e.msg);
         return ms_err_exit_code(rc);
     }
-    printf("wrote %s/ca.pem and node0..node%d .pem/.key (keys mode 0600): give each node's host ca.pem and its own "
-           "two files\n", out, nodes - 1);
+    printf("wrote %s/ca.pem and node0..node%d .pem/.key (keys mode 0600): give each node's host "
+           "ca.pem and its own "
+           "two files\n",
+           out, nodes - 1);
     return 0;
 }
 
@@ -441,8 +534,10 @@ int cmd_party(int argc, char **argv)
         if (a.keys)
             snprintf(nc.keys, sizeof nc.keys, "%s", a.keys);
         if (!rc && a.plaintext)
-            fprintf(stderr, "mpcsim party: WARNING: --insecure-plaintext: this node's channels are neither "
-                    "authenticated nor encrypted; anyone on the network can read the shares and seeds or pose "
+            fprintf(stderr,
+                    "mpcsim party: WARNING: --insecure-plaintext: this node's channels are neither "
+                    "authenticated nor encrypted; anyone on the network can read the shares and "
+                    "seeds or pose "
                     "as a party. Use it for loopback experiments only.\n");
         if (!rc)
             rc = mpc_net_parse_peers(&nc, a.peers, 3, &e);

@@ -34,22 +34,22 @@
 
 typedef struct plot_ctx {
     sqlite3 *h;
-    char tmp[PATH_MAX];     /* folder of the .dat and variable files */
-    int keep;               /* --data DIR: tmp is the user's and kept */
+    char tmp[PATH_MAX]; /* folder of the .dat and variable files */
+    int keep;           /* --data DIR: tmp is the user's and kept */
     char outdir[PATH_MAX];
     char scripts[PATH_MAX]; /* folder of the .gp scripts */
     const char *term;       /* pngcairo | png | svg | pdfcairo */
     const char *ext;
-    char *where;            /* " AND …" from --where */
-    const char *xcol;       /* runs column of the x axis */
+    char *where;      /* " AND …" from --where */
+    const char *xcol; /* runs column of the x axis */
     const char *xlabel;
-    char panel[768];        /* SQL expression naming a run's panel */
-    char series[768];       /* SQL expression naming a run's series */
-    char serieskeys[256];   /* what the series expression is made of, for the legend title */
-    dbvar *var;             /* config keys that tell apart runs the series would merge */
-    char title[256];        /* what every plot shares: machine profile, threads */
-    const char *metric;     /* --metric */
-    int lat;                /* 0: total and per token, 1: total, 2: decode per token */
+    char panel[768];      /* SQL expression naming a run's panel */
+    char series[768];     /* SQL expression naming a run's series */
+    char serieskeys[256]; /* what the series expression is made of, for the legend title */
+    dbvar *var;           /* config keys that tell apart runs the series would merge */
+    char title[256];      /* what every plot shares: machine profile, threads */
+    const char *metric;   /* --metric */
+    int lat;              /* 0: total and per token, 1: total, 2: decode per token */
     char names[PLOT_MAX_SERIES][PLOT_NAME]; /* every series, in colour order */
     int nseries;
     int made, failed;
@@ -57,29 +57,28 @@ typedef struct plot_ctx {
 
 static void plot_usage(FILE *f, const cli_cmd *c)
 {
-    fprintf(f,
-            "usage: mpcsim plot DB [-o DIR] [--format png|svg|pdf] [--x AXIS] [--by KEYS]\n"
-            "                      [--metric NAME] [--latency total|decode-per-token]\n"
-            "                      [--where KEY=VALUE]... [--data DIR]\n\n"
-            "Plots the finished runs of a results database with gnuplot:\n"
-            "  latency    online latency of the whole run and of decode per generated token\n"
-            "  comm       online and offline (preprocessing) bytes\n"
-            "  breakdown  per-category time and bytes of each configuration, stacked, at the\n"
-            "             largest x of each panel\n"
-            "  pareto     accuracy against decode latency per token and against online\n"
-            "             bytes, one marker per policy configuration, with the Pareto front\n"
-            "             (when the runs have accuracy metrics)\n"
-            "  metric-M   --metric M against the x axis\n"
-            "A panel per model and network; a line per policy configuration (its label holds\n"
-            "the parameters that differ from the defaults), with the protocol, model or\n"
-            "network added when they vary and are not panels; other differences are averaged.\n"
-            "Axes show s/min/h/d and B/kB/MB/GB/TB as the values need. Scripts: scripts/*.gp\n"
-            "under the data directory ($MPCSIM_DATA overrides).\n\n"
-            "options:\n");
+    fprintf(f, "usage: mpcsim plot DB [-o DIR] [--format png|svg|pdf] [--x AXIS] [--by KEYS]\n"
+               "                      [--metric NAME] [--latency total|decode-per-token]\n"
+               "                      [--where KEY=VALUE]... [--data DIR]\n\n"
+               "Plots the finished runs of a results database with gnuplot:\n"
+               "  latency    online latency of the whole run and of decode per generated token\n"
+               "  comm       online and offline (preprocessing) bytes\n"
+               "  breakdown  per-category time and bytes of each configuration, stacked, at the\n"
+               "             largest x of each panel\n"
+               "  pareto     accuracy against decode latency per token and against online\n"
+               "             bytes, one marker per policy configuration, with the Pareto front\n"
+               "             (when the runs have accuracy metrics)\n"
+               "  metric-M   --metric M against the x axis\n"
+               "A panel per model and network; a line per policy configuration (its label holds\n"
+               "the parameters that differ from the defaults), with the protocol, model or\n"
+               "network added when they vary and are not panels; other differences are averaged.\n"
+               "Axes show s/min/h/d and B/kB/MB/GB/TB as the values need. Scripts: scripts/*.gp\n"
+               "under the data directory ($MPCSIM_DATA overrides).\n\n"
+               "options:\n");
     cli_help(c, f);
     fprintf(f, "\n"
-            "exit status: 0 ok; 1 gnuplot or database failure; 2 bad usage, no such database,\n"
-            "or nothing to plot\n");
+               "exit status: 0 ok; 1 gnuplot or database failure; 2 bad usage, no such database,\n"
+               "or nothing to plot\n");
 }
 
 /* ---- helpers --------------------------------------------------------------------------- */
@@ -212,16 +211,16 @@ static const char *key_sql(const char *key, const char *x)
         return "r.policy_label";
     if (!strcmp(key, "machine")) /* the profile and the cores a party uses: 'default 16t' */
         return "(coalesce(r.machine, 'default') || ' ' || coalesce(r.threads, 1) || 't')";
-    /* the framing the label ends with (' tcp', ' tls*'), kept when the values are on x */
-#define NET_WIRE_SQL                                                                         \
+        /* the framing the label ends with (' tcp', ' tls*'), kept when the values are on x */
+#define NET_WIRE_SQL                                                                          \
     "(CASE WHEN r.network GLOB '* tcp' OR r.network GLOB '* tls' THEN substr(r.network, -4) " \
     "WHEN r.network GLOB '* tcp[*]' OR r.network GLOB '* tls[*]' THEN substr(r.network, -5) " \
     "ELSE '' END)"
     if (!strcmp(key, "network")) {
         if (!strcmp(x, "latency_ms")) /* the bandwidth: '10Gbps', '100Mbps' */
             return "(CASE WHEN r.bandwidth_mbps >= 1000 THEN printf('%gGbps', "
-                   "r.bandwidth_mbps / 1000) ELSE printf('%gMbps', r.bandwidth_mbps) END || "
-                   NET_WIRE_SQL ")";
+                   "r.bandwidth_mbps / 1000) ELSE printf('%gMbps', r.bandwidth_mbps) END "
+                   "|| " NET_WIRE_SQL ")";
         if (!strcmp(x, "bandwidth_mbps"))
             return "(printf('%gms', r.latency_ms) || " NET_WIRE_SQL ")";
         return "r.network";
@@ -240,9 +239,10 @@ static int plot_pick_x(plot_ctx *c, const char *xopt)
             i++;
         if (i == N_X_AXES) {
             const char *dym = did_you_mean(xopt, x_axes, N_X_AXES);
-            cli_error("plot", "--x wants prompt_len, decode_len, batch, latency_ms or "
-                      "bandwidth_mbps, not '%s'%s%s%s", xopt, dym ? " (did you mean '" : "",
-                      dym ? dym : "", dym ? "'?)" : "");
+            cli_error("plot",
+                      "--x wants prompt_len, decode_len, batch, latency_ms or "
+                      "bandwidth_mbps, not '%s'%s%s%s",
+                      xopt, dym ? " (did you mean '" : "", dym ? dym : "", dym ? "'?)" : "");
             return 2;
         }
         c->xcol = x_axes[i];
@@ -279,9 +279,10 @@ static int plot_by(const plot_ctx *c, const char *by, int *in_panel)
             k++;
         if (k == N_PLOT_KEYS && strcmp(t, "none")) {
             const char *dym = did_you_mean(t, plot_keys, N_PLOT_KEYS);
-            cli_error("plot", "--by takes model, network, protocol, policy, machine or none, not "
-                      "'%s'%s%s%s", t, dym ? " (did you mean '" : "", dym ? dym : "",
-                      dym ? "'?)" : "");
+            cli_error("plot",
+                      "--by takes model, network, protocol, policy, machine or none, not "
+                      "'%s'%s%s%s",
+                      t, dym ? " (did you mean '" : "", dym ? dym : "", dym ? "'?)" : "");
             return 2;
         }
         if (k < N_PLOT_KEYS)
@@ -301,7 +302,8 @@ static void plot_exprs(plot_ctx *c, const int *in_panel)
     for (int k = 0; k < N_PLOT_KEYS; k++) {
         const char *e = key_sql(plot_keys[k], c->xcol);
         if (in_panel[k]) /* named even when it does not vary: the panel's title says what it is */
-            pl += (size_t)snprintf(c->panel + pl, sizeof c->panel - pl, "%s%s", pl ? " || ' · ' || " : "", e);
+            pl += (size_t)snprintf(c->panel + pl, sizeof c->panel - pl, "%s%s",
+                                   pl ? " || ' · ' || " : "", e);
     }
     static const int order[] = {KEY_POLICY, KEY_PROTOCOL, KEY_MODEL, KEY_NETWORK, KEY_MACHINE};
     for (int i = 0; i < N_PLOT_KEYS; i++) {
@@ -309,11 +311,13 @@ static void plot_exprs(plot_ctx *c, const int *in_panel)
         const char *e = key_sql(plot_keys[k], c->xcol);
         if (in_panel[k] || (k != KEY_POLICY && n_distinct(c, e) < 2))
             continue;
-        sl += (size_t)snprintf(c->series + sl, sizeof c->series - sl, "%s%s", sl ? " || ' ' || " : "", e);
-        kl += (size_t)snprintf(c->serieskeys + kl, sizeof c->serieskeys - kl, "%s%s", kl ? ", " : "",
-                               k == KEY_NETWORK && is_net_axis(c->xcol)
-                                   ? (!strcmp(c->xcol, "latency_ms") ? "bandwidth" : "latency")
-                                   : plot_keys[k]);
+        sl += (size_t)snprintf(c->series + sl, sizeof c->series - sl, "%s%s",
+                               sl ? " || ' ' || " : "", e);
+        kl +=
+            (size_t)snprintf(c->serieskeys + kl, sizeof c->serieskeys - kl, "%s%s", kl ? ", " : "",
+                             k == KEY_NETWORK && is_net_axis(c->xcol)
+                                 ? (!strcmp(c->xcol, "latency_ms") ? "bandwidth" : "latency")
+                                 : plot_keys[k]);
     }
     if (!c->panel[0])
         snprintf(c->panel, sizeof c->panel, "'all runs'");
@@ -350,10 +354,14 @@ static int plot_variants(plot_ctx *c)
 /* What every run shares, shown in every title: the machine profile and its threads. */
 static void plot_title(plot_ctx *c)
 {
-    sqlite3_stmt *s = plot_stmt(c, sqlite3_mprintf(
-        "SELECT group_concat(m, '; ') FROM (SELECT DISTINCT coalesce(r.machine, 'default') || "
-        "', ' || coalesce(r.threads, 1) || ' thread' || CASE WHEN coalesce(r.threads, 1) = 1 "
-        "THEN '' ELSE 's' END AS m FROM runs r WHERE r.status = 'ok' %s)", c->where), 0);
+    sqlite3_stmt *s = plot_stmt(
+        c,
+        sqlite3_mprintf(
+            "SELECT group_concat(m, '; ') FROM (SELECT DISTINCT coalesce(r.machine, 'default') || "
+            "', ' || coalesce(r.threads, 1) || ' thread' || CASE WHEN coalesce(r.threads, 1) = 1 "
+            "THEN '' ELSE 's' END AS m FROM runs r WHERE r.status = 'ok' %s)",
+            c->where),
+        0);
     c->title[0] = '\0';
     if (s && sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0))
         snprintf(c->title, sizeof c->title, "machine %s", (const char *)sqlite3_column_text(s, 0));
@@ -363,9 +371,11 @@ static void plot_title(plot_ctx *c)
 /* Every series, in the order of their colours. */
 static void plot_series_names(plot_ctx *c)
 {
-    sqlite3_stmt *s = plot_stmt(c, sqlite3_mprintf("SELECT DISTINCT %s AS s FROM runs r WHERE "
-                                                   "r.status = 'ok' %s ORDER BY s",
-                                                   c->series, c->where), 0);
+    sqlite3_stmt *s = plot_stmt(c,
+                                sqlite3_mprintf("SELECT DISTINCT %s AS s FROM runs r WHERE "
+                                                "r.status = 'ok' %s ORDER BY s",
+                                                c->series, c->where),
+                                0);
     c->nseries = 0;
     while (s && sqlite3_step(s) == SQLITE_ROW && c->nseries < PLOT_MAX_SERIES)
         snprintf(c->names[c->nseries++], sizeof c->names[0], "%s",
@@ -430,8 +440,10 @@ static int get_panels(plot_ctx *c, const char *need, panels *p)
     sqlite3_finalize(s);
     if (query_int(c, "SELECT count(DISTINCT %s) FROM runs r WHERE r.status = 'ok' %s AND (%s)",
                   c->panel, c->where, need) > PLOT_MAX_PANELS)
-        fprintf(stderr, "mpcsim plot: warning: more than %d panels; the first %d are drawn "
-                "(narrow with --where, or --by fewer keys)\n", PLOT_MAX_PANELS, PLOT_MAX_PANELS);
+        fprintf(stderr,
+                "mpcsim plot: warning: more than %d panels; the first %d are drawn "
+                "(narrow with --where, or --by fewer keys)\n",
+                PLOT_MAX_PANELS, PLOT_MAX_PANELS);
     return 0;
 }
 
@@ -475,14 +487,14 @@ static void point_row(const plot_ctx *c, sqlite3_stmt *s, point *p)
 /* Writes the series of one panel for the per-run value `ysql` (kind 's', 'B' or 0) into
  * c->tmp/<file>; fills the cell (blocks, colours, unit, x range). 0 with nb = 0 when the panel
  * has no such value. */
-static int write_cell(plot_ctx *c, const char *panel, const char *ysql, int kind,
-                      const char *what, const char *file, cell *out)
+static int write_cell(plot_ctx *c, const char *panel, const char *ysql, int kind, const char *what,
+                      const char *file, cell *out)
 {
     static point pts[PLOT_MAX_POINTS];
     char *sql = sqlite3_mprintf("SELECT %s AS s, r.%s AS x, avg(%s) AS y FROM runs r WHERE "
                                 "r.status = 'ok' %s AND (%s) = ?1 AND (%s) IS NOT NULL GROUP BY "
-                                "s, x ORDER BY s, x", c->series, c->xcol, ysql, c->where, c->panel,
-                                ysql);
+                                "s, x ORDER BY s, x",
+                                c->series, c->xcol, ysql, c->where, c->panel, ysql);
     sqlite3_stmt *s = plot_stmt(c, sql, 1);
     if (!s)
         return -1;
@@ -519,8 +531,7 @@ static int write_cell(plot_ctx *c, const char *panel, const char *ysql, int kind
 }
 
 /* Opens a plot's variable file with the variables every script reads. */
-static FILE *vars_open(plot_ctx *c, const char *plot, const char *heading, char *path,
-                       size_t n)
+static FILE *vars_open(plot_ctx *c, const char *plot, const char *heading, char *path, size_t n)
 {
     snprintf(path, n, "%s/vars_%s.gp", c->tmp, plot);
     FILE *f = fopen(path, "w");
@@ -577,8 +588,8 @@ static void vars_cells(FILE *v, const plot_ctx *c, const cell *cl, int n, int ro
             a -= pad;
             b += pad;
         }
-        fprintf(v, "nb%d = %d\nylog%d = %d\nxmin%d = %.9g\nxmax%d = %.9g\n", i + 1, cl[i].nb,
-                i + 1, cl[i].ylog, i + 1, a, i + 1, b);
+        fprintf(v, "nb%d = %d\nylog%d = %d\nxmin%d = %.9g\nxmax%d = %.9g\n", i + 1, cl[i].nb, i + 1,
+                cl[i].ylog, i + 1, a, i + 1, b);
         for (int b2 = 0; b2 < cl[i].nb && b2 < PLOT_MAX_SERIES; b2++)
             fprintf(v, "lt%d_%d = %d\n", i + 1, b2, cl[i].lt[b2]);
     }
@@ -619,20 +630,19 @@ static void plot_render(plot_ctx *c, const char *plot, const char *script_name, 
 /* ---- the per-run values ---------------------------------------------------------------- */
 
 #define Y_TOTAL "((SELECT sum(latency_ns) FROM phases p WHERE p.run_id = r.id) / 1e9)"
-#define Y_TOKEN                                                                               \
+#define Y_TOKEN                                                                                \
     "((SELECT latency_ns FROM phases p WHERE p.run_id = r.id AND p.phase = 'decode') / 1e9 / " \
     "nullif(r.decode_len, 0))"
 #define Y_ONLINE                                                                              \
     "(SELECT sum(bytes_p0 + bytes_p1 + bytes_p2) FROM breakdown b WHERE b.run_id = r.id AND " \
     "b.category = 'total')"
-#define Y_OFFLINE                                                                             \
-    "(SELECT nullif(sum(offline_p0 + offline_p1 + offline_p2), 0) FROM breakdown b WHERE "    \
+#define Y_OFFLINE                                                                          \
+    "(SELECT nullif(sum(offline_p0 + offline_p1 + offline_p2), 0) FROM breakdown b WHERE " \
     "b.run_id = r.id AND b.category = 'total')"
 
 /* Rows of line panels, one column per value: e.g. total latency | per token. */
-static void plot_lines(plot_ctx *c, const char *plot, const char *heading,
-                       const char *const *ysql, const int *kind, const char *const *what, int nv,
-                       const char *need)
+static void plot_lines(plot_ctx *c, const char *plot, const char *heading, const char *const *ysql,
+                       const int *kind, const char *const *what, int nv, const char *need)
 {
     panels P;
     static cell cl[PLOT_MAX_PANELS * 2];
@@ -697,7 +707,8 @@ static void plot_metric(plot_ctx *c)
     char unit_name[32] = "", ysql[256], plot[96];
     metric_unit(c, c->metric, unit_name, sizeof unit_name);
     char *q = sqlite3_mprintf("(SELECT value FROM metrics m WHERE m.run_id = r.id AND m.name = "
-                              "%Q)", c->metric);
+                              "%Q)",
+                              c->metric);
     snprintf(ysql, sizeof ysql, "%s", q ? q : "NULL");
     sqlite3_free(q);
     const char *ys[1] = {ysql}, *what[1] = {c->metric};
@@ -819,9 +830,11 @@ static int bars_write(const bars *b, int kind, double base, const char *path, un
 /* The largest x among a panel's runs: where its breakdown is taken. */
 static double panel_max_x(plot_ctx *c, const char *panel)
 {
-    sqlite3_stmt *s = plot_stmt(c, sqlite3_mprintf("SELECT max(r.%s) FROM runs r WHERE "
-                                                   "r.status = 'ok' %s AND (%s) = ?1",
-                                                   c->xcol, c->where, c->panel), 0);
+    sqlite3_stmt *s = plot_stmt(c,
+                                sqlite3_mprintf("SELECT max(r.%s) FROM runs r WHERE "
+                                                "r.status = 'ok' %s AND (%s) = ?1",
+                                                c->xcol, c->where, c->panel),
+                                0);
     double x = 0;
     if (!s)
         return x;
@@ -836,8 +849,10 @@ static double panel_max_x(plot_ctx *c, const char *panel)
 static void breakdown_title(const plot_ctx *c, const char *panel_title, double x, char *out,
                             size_t n)
 {
-    static const char *const at[][2] = {{"prompt_len", "prompt %g"}, {"decode_len", "%g generated"},
-                                        {"batch", "batch %g"}, {"latency_ms", "%g ms latency"},
+    static const char *const at[][2] = {{"prompt_len", "prompt %g"},
+                                        {"decode_len", "%g generated"},
+                                        {"batch", "batch %g"},
+                                        {"latency_ms", "%g ms latency"},
                                         {"bandwidth_mbps", "%g Mbit/s"}};
     const char *fmt = "%g";
     for (size_t i = 0; i < sizeof at / sizeof at[0]; i++)
@@ -929,11 +944,12 @@ static void plot_breakdown(plot_ctx *c)
 static int pareto_metric(plot_ctx *c, char *out, size_t n)
 {
     static const char *const pref[] = {"attn_mass_recall", "mass_recall", "top1_agreement",
-                                       "topk_recall", "logit_kl", "attn_out_rel_err"};
+                                       "topk_recall",      "logit_kl",    "attn_out_rel_err"};
     char names[64][48];
     int nn = 0;
     char *sql = sqlite3_mprintf("SELECT DISTINCT m.name FROM metrics m JOIN runs r ON r.id = "
-                                "m.run_id WHERE r.status = 'ok' %s ORDER BY m.name", c->where);
+                                "m.run_id WHERE r.status = 'ok' %s ORDER BY m.name",
+                                c->where);
     sqlite3_stmt *s = plot_stmt(c, sql, 0);
     if (!s)
         return 0;
@@ -1032,8 +1048,10 @@ static void plot_pareto(plot_ctx *c)
         return;
     }
     char need[256];
-    snprintf(need, sizeof need, "EXISTS (SELECT 1 FROM metrics m WHERE m.run_id = r.id AND "
-             "m.name = '%s')", metric);
+    snprintf(need, sizeof need,
+             "EXISTS (SELECT 1 FROM metrics m WHERE m.run_id = r.id AND "
+             "m.name = '%s')",
+             metric);
     panels P;
     static cell cl[PLOT_MAX_PANELS * 2];
     if (get_panels(c, need, &P))
@@ -1045,8 +1063,10 @@ static void plot_pareto(plot_ctx *c)
             snprintf(file, sizeof file, "pareto_%d_%d.dat", p + 1, k + 1);
             snprintf(front, sizeof front, "front_%d_%d.dat", p + 1, k + 1);
             if (pareto_cell(c, P.name[p], metric, lower,
-                            k ? Y_ONLINE : c->lat == 1 ? Y_TOTAL : Y_TOKEN, k ? 'B' : 's', file,
-                            front, &cl[n]))
+                            k             ? Y_ONLINE
+                            : c->lat == 1 ? Y_TOTAL
+                                          : Y_TOKEN,
+                            k ? 'B' : 's', file, front, &cl[n]))
                 return (void)c->failed++;
             snprintf(cl[n].title, sizeof cl[n].title, "%s", P.title[p]);
         }
@@ -1105,30 +1125,57 @@ static int plot_parse(int argc, char **argv, plot_opts *o)
     o->wl = (cli_list){o->where, 0, DBQ_MAX_WHERE};
     int svg = 0;
     const cli_opt opts[] = {
-        {.name = "output", .short_name = 'o', .kind = CLI_STR, .dest = &o->out, .arg = "DIR",
+        {.name = "output",
+         .short_name = 'o',
+         .kind = CLI_STR,
+         .dest = &o->out,
+         .arg = "DIR",
          .help = "output folder (default: DB without .db, plus -plots)"},
-        {.name = "format", .kind = CLI_CHOICE, .dest = &o->format, .arg = "F", .choices = "png|svg|pdf",
+        {.name = "format",
+         .kind = CLI_CHOICE,
+         .dest = &o->format,
+         .arg = "F",
+         .choices = "png|svg|pdf",
          .help = "png (default), svg or pdf; --svg is --format svg"},
         {.name = "svg", .kind = CLI_FLAG, .dest = &svg, .help = "--format svg"},
-        {.name = "x", .kind = CLI_STR, .dest = &o->x, .arg = "AXIS",
+        {.name = "x",
+         .kind = CLI_STR,
+         .dest = &o->x,
+         .arg = "AXIS",
          .help = "prompt_len, decode_len, batch, latency_ms or\n"
                  "bandwidth_mbps (default: the one with the most distinct\n"
                  "values)"},
-        {.name = "by", .kind = CLI_STR, .dest = &o->by, .arg = "KEYS",
+        {.name = "by",
+         .kind = CLI_STR,
+         .dest = &o->by,
+         .arg = "KEYS",
          .help = "panels: comma-separated model, network, protocol,\n"
                  "policy, machine, or none (default: model,network;\n"
                  "network is the x axis' when x is latency_ms or\n"
                  "bandwidth_mbps)"},
-        {.name = "metric", .kind = CLI_STR, .dest = &o->metric, .arg = "NAME",
+        {.name = "metric",
+         .kind = CLI_STR,
+         .dest = &o->metric,
+         .arg = "NAME",
          .help = "also plot this metric (a name of the metrics table)"},
-        {.name = "latency", .kind = CLI_CHOICE, .dest = &o->latency, .arg = "L", .choices = "total|decode-per-token",
+        {.name = "latency",
+         .kind = CLI_CHOICE,
+         .dest = &o->latency,
+         .arg = "L",
+         .choices = "total|decode-per-token",
          .help = "total or decode-per-token: the latency plot's only row\n"
                  "and the Pareto plot's latency (default: both rows;\n"
                  "Pareto per token)"},
-        {.name = "where", .kind = CLI_LIST, .dest = &o->wl, .arg = "K=V",
+        {.name = "where",
+         .kind = CLI_LIST,
+         .dest = &o->wl,
+         .arg = "K=V",
          .help = "only runs whose column or config value K is V (as in\n"
                  "`mpcsim report --help`); repeat to narrow further"},
-        {.name = "data", .kind = CLI_STR, .dest = &o->data, .arg = "DIR",
+        {.name = "data",
+         .kind = CLI_STR,
+         .dest = &o->data,
+         .arg = "DIR",
          .help = "keep the data and variable files in DIR (to re-plot)"},
         {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
     };
@@ -1189,8 +1236,10 @@ static int plot_prepare(plot_ctx *c, const plot_opts *o)
         c->term = find_terminal(c->tmp, png, 2);
     c->ext = formats[o->format];
     if (!c->term) {
-        cli_error("plot", "gnuplot with a %s terminal is needed\n---> HINT: apt-get install "
-                  "gnuplot-nox (scripts/install-deps.sh)", c->ext);
+        cli_error("plot",
+                  "gnuplot with a %s terminal is needed\n---> HINT: apt-get install "
+                  "gnuplot-nox (scripts/install-deps.sh)",
+                  c->ext);
         return 1;
     }
     c->lat = o->latency + 1; /* 0 both, 1 total, 2 decode per token */
@@ -1217,8 +1266,10 @@ int cmd_plot(int argc, char **argv)
         return 2;
     }
     if (o.metric && query_int(&c, "SELECT count(*) FROM metrics WHERE name = %Q", o.metric) < 1) {
-        cli_error("plot", "no metric '%s' in %s (mpcsim report %s --csv lists the runs' "
-                  "metrics)", o.metric, o.db, o.db);
+        cli_error("plot",
+                  "no metric '%s' in %s (mpcsim report %s --csv lists the runs' "
+                  "metrics)",
+                  o.metric, o.db, o.db);
         rdb_close(db);
         free(c.where);
         return 2;

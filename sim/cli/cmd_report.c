@@ -18,22 +18,21 @@
 
 static void report_usage(FILE *f, const cli_cmd *c)
 {
-    fprintf(f,
-            "usage: mpcsim report DB [--failed] [--json | --csv] [--columns N]\n"
-            "                        [--metrics a,b,...] [--where KEY=VALUE]...\n\n"
-            "Prints one row per run: model, protocol and policy (each with the options that\n"
-            "differ from its defaults), network, prompt and decode lengths, latency (whole\n"
-            "run, decode per token, prefill) in s/min/h/d, online and offline bytes in\n"
-            "kB/MB/GB/TB, rounds, and the accuracy metrics present; a table per model.\n"
-            "Columns every run shares are printed once above the table; columns that do not\n"
-            "fit the width are left out (named below the table). Runs these labels show\n"
-            "alike get a variant column: the config keys that tell them apart (seed=2).\n"
-            "The serving tables of `mpcsim serve` follow, when present.\n\n"
-            "options:\n");
+    fprintf(f, "usage: mpcsim report DB [--failed] [--json | --csv] [--columns N]\n"
+               "                        [--metrics a,b,...] [--where KEY=VALUE]...\n\n"
+               "Prints one row per run: model, protocol and policy (each with the options that\n"
+               "differ from its defaults), network, prompt and decode lengths, latency (whole\n"
+               "run, decode per token, prefill) in s/min/h/d, online and offline bytes in\n"
+               "kB/MB/GB/TB, rounds, and the accuracy metrics present; a table per model.\n"
+               "Columns every run shares are printed once above the table; columns that do not\n"
+               "fit the width are left out (named below the table). Runs these labels show\n"
+               "alike get a variant column: the config keys that tell them apart (seed=2).\n"
+               "The serving tables of `mpcsim serve` follow, when present.\n\n"
+               "options:\n");
     cli_help(c, f);
     fprintf(f, "\n"
-            "exit status: 0 ok; 1 the database cannot be read (damaged, locked); 2 bad usage,\n"
-            "no such database, not an mpcsim database or a newer schema, unknown metric\n");
+               "exit status: 0 ok; 1 the database cannot be read (damaged, locked); 2 bad usage,\n"
+               "no such database, not an mpcsim database or a newer schema, unknown metric\n");
 }
 
 /* ---- a table of text cells, printed aligned and fitted to a width, or as CSV ----------- */
@@ -303,8 +302,10 @@ static void tab_print(table *t, int width, size_t shared, size_t r0, size_t r1, 
         tab_rows(t, w, r0, r1, f);
     if (dropped[0]) {
         char line[1200];
-        snprintf(line, sizeof line, "(not shown for the width: %s; --columns N widens, --csv has "
-                 "every column)", dropped);
+        snprintf(line, sizeof line,
+                 "(not shown for the width: %s; --columns N widens, --csv has "
+                 "every column)",
+                 dropped);
         wrap(f, line, width);
     }
 }
@@ -352,8 +353,8 @@ static int pick_metrics(sqlite3 *h, const char *list, char cols[][48], size_t *n
     if (metric_names(h, have, 256, &nh))
         return 1;
     if (!list) { /* the most telling first: they stay when the width is short */
-        static const char *const first[] = {"attn_mass_recall", "top1_agreement", "logit_kl",
-                                            "ppl_delta", "attn_out_rel_err", "topk_recall"};
+        static const char *const first[] = {"attn_mass_recall", "top1_agreement",   "logit_kl",
+                                            "ppl_delta",        "attn_out_rel_err", "topk_recall"};
         char used[256] = {0};
         for (size_t p = 0; p < sizeof first / sizeof *first; p++)
             for (size_t i = 0; i < nh; i++)
@@ -371,7 +372,8 @@ static int pick_metrics(sqlite3 *h, const char *list, char cols[][48], size_t *n
         cand[i] = have[i];
     char buf[2048];
     snprintf(buf, sizeof buf, "%s", list);
-    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
         size_t i = 0;
         while (i < nh && strcmp(have[i], tok))
             i++;
@@ -390,27 +392,53 @@ static int pick_metrics(sqlite3 *h, const char *list, char cols[][48], size_t *n
 /* ---- the runs -------------------------------------------------------------------------- */
 
 /* Column 0..: the run's identity, then the cost figures (NULL for a failed run). */
-#define RUN_SELECT                                                                           \
-    "SELECT r.id, r.model, r.protocol_label, r.network, r.policy_label, r.prompt_len, "      \
-    "r.decode_len, r.status, "                                                               \
-    "(SELECT sum(latency_ns) FROM phases p WHERE p.run_id = r.id) / 1e9, "                   \
-    "(SELECT latency_ns FROM phases p WHERE p.run_id = r.id AND p.phase = 'decode') / 1e9 "  \
-    "  / nullif(r.decode_len, 0), "                                                          \
-    "(SELECT latency_ns FROM phases p WHERE p.run_id = r.id AND p.phase = 'prefill') / 1e9, " \
-    "(SELECT sum(bytes_p0 + bytes_p1 + bytes_p2) FROM breakdown b WHERE b.run_id = r.id "    \
-    "  AND b.category = 'total'), "                                                          \
-    "(SELECT sum(offline_p0 + offline_p1 + offline_p2) FROM breakdown b WHERE b.run_id = "   \
-    "  r.id AND b.category = 'total'), "                                                     \
-    "(SELECT sum(rounds) FROM breakdown b WHERE b.run_id = r.id AND b.category = 'total'), " \
-    "r.error, r.scenario, r.grid_index, r.config_hash, r.latency_ms, r.bandwidth_mbps, "     \
-    "r.machine, r.threads, r.policy, r.batch, r.seed, r.config_json, r.wall_s "              \
-    "FROM runs r WHERE 1 %s "                                                                \
-    "ORDER BY r.model, r.protocol, r.protocol_label, r.latency_ms, -r.bandwidth_mbps, r.network, "            \
+#define RUN_SELECT                                                                                 \
+    "SELECT r.id, r.model, r.protocol_label, r.network, r.policy_label, r.prompt_len, "            \
+    "r.decode_len, r.status, "                                                                     \
+    "(SELECT sum(latency_ns) FROM phases p WHERE p.run_id = r.id) / 1e9, "                         \
+    "(SELECT latency_ns FROM phases p WHERE p.run_id = r.id AND p.phase = 'decode') / 1e9 "        \
+    "  / nullif(r.decode_len, 0), "                                                                \
+    "(SELECT latency_ns FROM phases p WHERE p.run_id = r.id AND p.phase = 'prefill') / 1e9, "      \
+    "(SELECT sum(bytes_p0 + bytes_p1 + bytes_p2) FROM breakdown b WHERE b.run_id = r.id "          \
+    "  AND b.category = 'total'), "                                                                \
+    "(SELECT sum(offline_p0 + offline_p1 + offline_p2) FROM breakdown b WHERE b.run_id = "         \
+    "  r.id AND b.category = 'total'), "                                                           \
+    "(SELECT sum(rounds) FROM breakdown b WHERE b.run_id = r.id AND b.category = 'total'), "       \
+    "r.error, r.scenario, r.grid_index, r.config_hash, r.latency_ms, r.bandwidth_mbps, "           \
+    "r.machine, r.threads, r.policy, r.batch, r.seed, r.config_json, r.wall_s "                    \
+    "FROM runs r WHERE 1 %s "                                                                      \
+    "ORDER BY r.model, r.protocol, r.protocol_label, r.latency_ms, -r.bandwidth_mbps, r.network, " \
     "r.policy_label, r.prompt_len, r.decode_len, r.id"
 
-enum { R_ID, R_MODEL, R_PROTO, R_NET, R_LABEL, R_PROMPT, R_DECODE, R_STATUS, R_TOTAL, R_TOKEN,
-       R_PREFILL, R_ONLINE, R_OFFLINE, R_ROUNDS, R_ERROR, R_SCN, R_GRID, R_HASH, R_LAT, R_BW,
-       R_MACH, R_THREADS, R_POLICY, R_BATCH, R_SEED, R_JSON, R_WALL };
+enum {
+    R_ID,
+    R_MODEL,
+    R_PROTO,
+    R_NET,
+    R_LABEL,
+    R_PROMPT,
+    R_DECODE,
+    R_STATUS,
+    R_TOTAL,
+    R_TOKEN,
+    R_PREFILL,
+    R_ONLINE,
+    R_OFFLINE,
+    R_ROUNDS,
+    R_ERROR,
+    R_SCN,
+    R_GRID,
+    R_HASH,
+    R_LAT,
+    R_BW,
+    R_MACH,
+    R_THREADS,
+    R_POLICY,
+    R_BATCH,
+    R_SEED,
+    R_JSON,
+    R_WALL
+};
 
 typedef struct rep {
     sqlite3 *h;
@@ -423,9 +451,9 @@ typedef struct rep {
 } rep;
 
 /* What a row shows of a run: two runs with the same value look alike (dbvar.h). */
-#define RUN_IDENT                                                                            \
-    "r.model || char(31) || r.protocol_label || char(31) || r.network || char(31) || "      \
-    "coalesce(r.machine, 'default') || char(31) || coalesce(r.threads, 1) || char(31) || "  \
+#define RUN_IDENT                                                                          \
+    "r.model || char(31) || r.protocol_label || char(31) || r.network || char(31) || "     \
+    "coalesce(r.machine, 'default') || char(31) || coalesce(r.threads, 1) || char(31) || " \
     "r.policy_label || char(31) || r.prompt_len || char(31) || r.decode_len"
 
 static const char *text(sqlite3_stmt *s, int c)
@@ -496,7 +524,8 @@ static void machine_cell(table *t, sqlite3_stmt *s)
 {
     char mach[96];
     const char *mn = text(s, R_MACH);
-    int th = sqlite3_column_type(s, R_THREADS) == SQLITE_NULL ? 1 : sqlite3_column_int(s, R_THREADS);
+    int th =
+        sqlite3_column_type(s, R_THREADS) == SQLITE_NULL ? 1 : sqlite3_column_int(s, R_THREADS);
     snprintf(mach, sizeof mach, "%s (%d thread%s)", mn[0] ? mn : "default", th, th == 1 ? "" : "s");
     tab_add(t, mach);
 }
@@ -545,8 +574,10 @@ static int runs_table(rep *R, table *t, int *n_failed)
     char *sql = sqlite3_mprintf(RUN_SELECT, R->where);
     sqlite3_stmt *s = NULL, *m = NULL;
     int rc = sql && sqlite3_prepare_v2(R->h, sql, -1, &s, NULL) == SQLITE_OK &&
-                     sqlite3_prepare_v2(R->h, "SELECT value FROM metrics WHERE run_id = ?1 AND "
-                                        "name = ?2", -1, &m, NULL) == SQLITE_OK
+                     sqlite3_prepare_v2(R->h,
+                                        "SELECT value FROM metrics WHERE run_id = ?1 AND "
+                                        "name = ?2",
+                                        -1, &m, NULL) == SQLITE_OK
                  ? 0
                  : -1;
     sqlite3_free(sql);
@@ -583,9 +614,9 @@ static int failed_list(rep *R, FILE *f)
         char head[1024];
         const char *vr = dbvar_of(R->var, sqlite3_column_int64(s, R_ID));
         snprintf(head, sizeof head, "run %s (grid point %s of %s, %s): %s %s %s %s P=%s D=%s%s%s",
-                 text(s, R_ID), text(s, R_GRID), text(s, R_SCN), text(s, R_HASH),
-                 text(s, R_MODEL), text(s, R_PROTO), text(s, R_NET), text(s, R_LABEL),
-                 text(s, R_PROMPT), text(s, R_DECODE), vr[0] ? " " : "", vr);
+                 text(s, R_ID), text(s, R_GRID), text(s, R_SCN), text(s, R_HASH), text(s, R_MODEL),
+                 text(s, R_PROTO), text(s, R_NET), text(s, R_LABEL), text(s, R_PROMPT),
+                 text(s, R_DECODE), vr[0] ? " " : "", vr);
         fputs(n++ ? "\n" : "", f);
         wrap(f, head, R->width);
         /* the message, wrapped at the width with a two-space indent */
@@ -600,8 +631,10 @@ static int failed_list(rep *R, FILE *f)
         fprintf(f, "no failed runs\n");
     else {
         char line[160];
-        snprintf(line, sizeof line, "\n%d failed run%s (`mpcsim run SCENARIO --resume` tries "
-                 "them again)", n, n == 1 ? "" : "s");
+        snprintf(line, sizeof line,
+                 "\n%d failed run%s (`mpcsim run SCENARIO --resume` tries "
+                 "them again)",
+                 n, n == 1 ? "" : "s");
         wrap(f, line, R->width);
     }
     return 0;
@@ -613,8 +646,10 @@ static int has_table(sqlite3 *h, const char *name)
 {
     sqlite3_stmt *s;
     int yes = 0;
-    if (sqlite3_prepare_v2(h, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
-                           "name = ?1", -1, &s, NULL) == SQLITE_OK) {
+    if (sqlite3_prepare_v2(h,
+                           "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+                           "name = ?1",
+                           -1, &s, NULL) == SQLITE_OK) {
         sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
         yes = sqlite3_step(s) == SQLITE_ROW && sqlite3_column_int(s, 0) > 0;
     }
@@ -627,8 +662,8 @@ static int has_table(sqlite3 *h, const char *name)
 static const char serve_sql[] =
     "SELECT r.id, r.scenario, r.policy, r.model, r.protocol, r.network, r.scheduler, r.rate, "
     "r.n_requests" SERVE_METRIC("ttft_p50") SERVE_METRIC("ttft_p99") SERVE_METRIC("tpot_mean")
-    SERVE_METRIC("token_hit_rate") SERVE_METRIC("online_bytes") SERVE_METRIC("throughput_tokens")
-    " FROM serve_runs r ORDER BY r.scenario, r.policy, r.rate, r.id";
+        SERVE_METRIC("token_hit_rate") SERVE_METRIC("online_bytes") SERVE_METRIC(
+            "throughput_tokens") " FROM serve_runs r ORDER BY r.scenario, r.policy, r.rate, r.id";
 static const char leak_sql[] =
     "SELECT id, scenario, policy, channel, scheduler, trials, success_rate, chance, p_value, "
     "bits FROM serve_leak ORDER BY scenario, policy, id";
@@ -656,9 +691,9 @@ static int serve_runs_table(rep *R, FILE *f)
     if (sqlite3_prepare_v2(R->h, serve_sql, -1, &s, NULL) != SQLITE_OK)
         return -1;
     table t = {0};
-    static const char *const head[] = {"id", "scenario", "sharing", "model", "protocol",
-                                       "network", "scheduler", "load", "requests", "ttft p50",
-                                       "ttft p99", "tpot", "token hits", "online", "tok/s"};
+    static const char *const head[] = {
+        "id",       "scenario", "sharing",  "model", "protocol",   "network", "scheduler", "load",
+        "requests", "ttft p50", "ttft p99", "tpot",  "token hits", "online",  "tok/s"};
     static const int prio[] = {1, 2, 1, 3, 3, 3, 4, 1, 4, 1, 2, 2, 1, 3, 4};
     for (size_t c = 0; c < sizeof head / sizeof *head; c++)
         tab_col(&t, head[c], prio[c], c == 0 || c >= 7);
@@ -691,8 +726,8 @@ static int serve_leak_table(rep *R, FILE *f)
         return 0;
     sqlite3_stmt *s;
     table l = {0};
-    static const char *const lh[] = {"id", "scenario", "sharing", "channel", "scheduler",
-                                     "trials", "success", "chance", "p-value", "bits"};
+    static const char *const lh[] = {"id",     "scenario", "sharing", "channel", "scheduler",
+                                     "trials", "success",  "chance",  "p-value", "bits"};
     for (size_t c = 0; c < sizeof lh / sizeof *lh; c++)
         tab_col(&l, lh[c], c < 4 || c == 6 ? 1 : 3, c == 0 || c >= 5);
     if (sqlite3_prepare_v2(R->h, leak_sql, -1, &s, NULL) != SQLITE_OK) {
@@ -818,7 +853,8 @@ static int report_json(rep *R, FILE *f)
         "(SELECT sum(offline_p0 + offline_p1 + offline_p2) FROM breakdown b WHERE b.run_id = "
         "r.id AND b.category = 'total') AS offline_bytes, "
         "(SELECT sum(rounds) FROM breakdown b WHERE b.run_id = r.id AND b.category = 'total') "
-        "AS rounds FROM runs r WHERE 1 %s ORDER BY r.id", R->where);
+        "AS rounds FROM runs r WHERE 1 %s ORDER BY r.id",
+        R->where);
     json_t *root = json_object();
     int rc = !sql || !root;
     if (!rc)
@@ -847,16 +883,36 @@ static int report_parse(int argc, char **argv, rep *R, const char **list, cli_li
 {
     int cols = 0;
     const cli_opt opts[] = {
-        {.name = "failed", .kind = CLI_FLAG, .dest = &R->failed, .help = "the failed runs and their error messages"},
-        {.name = "json", .kind = CLI_FLAG, .dest = &R->json, .help = "everything as one JSON object (raw numbers: s, B)"},
-        {.name = "csv", .kind = CLI_FLAG, .dest = &R->csv, .help = "comma-separated values, every column, raw numbers"},
-        {.name = "columns", .kind = CLI_INT, .dest = &cols, .arg = "N", .lo = 20, .hi = 10000,
+        {.name = "failed",
+         .kind = CLI_FLAG,
+         .dest = &R->failed,
+         .help = "the failed runs and their error messages"},
+        {.name = "json",
+         .kind = CLI_FLAG,
+         .dest = &R->json,
+         .help = "everything as one JSON object (raw numbers: s, B)"},
+        {.name = "csv",
+         .kind = CLI_FLAG,
+         .dest = &R->csv,
+         .help = "comma-separated values, every column, raw numbers"},
+        {.name = "columns",
+         .kind = CLI_INT,
+         .dest = &cols,
+         .arg = "N",
+         .lo = 20,
+         .hi = 10000,
          .want = "a width from 20 to 10000",
          .help = "output width (default: the terminal's; 80 when stdout is\nnot a terminal)"},
-        {.name = "metrics", .kind = CLI_STR, .dest = list, .arg = "LIST",
+        {.name = "metrics",
+         .kind = CLI_STR,
+         .dest = list,
+         .arg = "LIST",
          .help = "metric columns to show instead of the accuracy metrics\n"
                  "(comma-separated names from the metrics table)"},
-        {.name = "where", .kind = CLI_LIST, .dest = where, .arg = "K=V",
+        {.name = "where",
+         .kind = CLI_LIST,
+         .dest = where,
+         .arg = "K=V",
          .help = "only runs whose column or config value K is V (V1,V2: any\n"
                  "of them); K: model, protocol, network, policy,\n"
                  "policy_label, prompt_len, decode_len, … or a config path\n"

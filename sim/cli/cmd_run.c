@@ -28,7 +28,7 @@ typedef struct run_opts {
     const char *scenario[RUN_MAX_SCENARIOS]; /* files, after folders are expanded */
     char *owned[RUN_MAX_SCENARIOS];          /* the expanded paths this owns */
     size_t n_scenarios;
-    const char **args;                       /* the files and folders as given (owned) */
+    const char **args; /* the files and folders as given (owned) */
     int n_args;
     const char *db;
     int jobs;
@@ -41,32 +41,31 @@ typedef struct run_opts {
 
 static void run_usage(FILE *f, const cli_cmd *c)
 {
-    fprintf(f,
-            "usage: mpcsim run SCENARIO.yaml|DIR... [-o DB] [-j N] [--resume] [--shard K/N]\n"
-            "                  [--dry-run] [-v] [--quiet]\n\n"
-            "Expands the scenarios' sweeps and records every run in one SQLite database (one\n"
-            "transaction per run: a killed sweep keeps every finished run, no partial one).\n"
-            "A folder stands for its *.yaml files, in name order. Every scenario is checked\n"
-            "before anything runs.\n\n"
-            "options:\n");
+    fprintf(f, "usage: mpcsim run SCENARIO.yaml|DIR... [-o DB] [-j N] [--resume] [--shard K/N]\n"
+               "                  [--dry-run] [-v] [--quiet]\n\n"
+               "Expands the scenarios' sweeps and records every run in one SQLite database (one\n"
+               "transaction per run: a killed sweep keeps every finished run, no partial one).\n"
+               "A folder stands for its *.yaml files, in name order. Every scenario is checked\n"
+               "before anything runs.\n\n"
+               "options:\n");
     cli_help(c, f);
     fprintf(f, "\n"
-            "Progress goes to stderr: on a terminal a bar with the runs in flight, their\n"
-            "elapsed time and an ETA weighted by each run's expected cost; otherwise (a\n"
-            "batch log) one such line every 10 s. SIGINT or SIGTERM ends the sweep with a\n"
-            "line saying how many runs are kept and how to --resume.\n\n"
-            "exit status: 0 every run ok, 1 a run or the database failed, 2 bad usage or\n"
-            "input, 130 / 143 interrupted by SIGINT / SIGTERM\n");
+               "Progress goes to stderr: on a terminal a bar with the runs in flight, their\n"
+               "elapsed time and an ETA weighted by each run's expected cost; otherwise (a\n"
+               "batch log) one such line every 10 s. SIGINT or SIGTERM ends the sweep with a\n"
+               "line saying how many runs are kept and how to --resume.\n\n"
+               "exit status: 0 every run ok, 1 a run or the database failed, 2 bad usage or\n"
+               "input, 130 / 143 interrupted by SIGINT / SIGTERM\n");
 }
 
 /* --shard auto: the rank and size a launcher gives each process (0-based rank). */
 static int shard_from_env(char *out, size_t n)
 {
     static const char *const vars[][2] = {
-        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}, /* Open MPI mpirun */
-        {"PMI_RANK", "PMI_SIZE"},                         /* MPICH / Intel MPI */
+        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},  /* Open MPI mpirun */
+        {"PMI_RANK", "PMI_SIZE"},                          /* MPICH / Intel MPI */
         {"SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT"}, /* sbatch --array=0-(N-1) */
-        {"SLURM_PROCID", "SLURM_NTASKS"},                 /* srun -n N */
+        {"SLURM_PROCID", "SLURM_NTASKS"},                  /* srun -n N */
     };
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const char *r = getenv(vars[i][0]), *z = getenv(vars[i][1]);
@@ -85,8 +84,10 @@ static int take_shard(const cli_opt *opt, const char *arg, errbuf *e)
     char buf[64];
     if (!strcmp(arg, "auto")) {
         if (shard_from_env(buf, sizeof buf))
-            return err_set(e, MS_ERR_USAGE, "--shard auto: no launcher rank in the environment (looked "
-                           "for OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_ARRAY_TASK_ID, SLURM_PROCID)");
+            return err_set(
+                e, MS_ERR_USAGE,
+                "--shard auto: no launcher rank in the environment (looked "
+                "for OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_ARRAY_TASK_ID, SLURM_PROCID)");
     } else {
         snprintf(buf, sizeof buf, "%s", arg);
     }
@@ -95,7 +96,8 @@ static int take_shard(const cli_opt *opt, const char *arg, errbuf *e)
     if (slash)
         *slash = '\0';
     if (!slash || parse_u64(buf, &k) || parse_u64(slash + 1, &n) || n == 0 || k < 1 || k > n)
-        return err_set(e, MS_ERR_USAGE, "--shard wants K/N with 1 <= K <= N (e.g. 2/8) or auto, not '%s'", arg);
+        return err_set(e, MS_ERR_USAGE,
+                       "--shard wants K/N with 1 <= K <= N (e.g. 2/8) or auto, not '%s'", arg);
     o->shard_k = (unsigned long)k;
     o->shard_n = (unsigned long)n;
     return MS_OK;
@@ -176,17 +178,33 @@ static int run_parse(int argc, char **argv, run_opts *o)
     char jobs_want[48];
     snprintf(jobs_want, sizeof jobs_want, "a number of workers from 1 to %d", RUN_MAX_JOBS);
     const cli_opt opts[] = {
-        {.name = "output", .short_name = 'o', .kind = CLI_STR, .dest = &o->db, .arg = "DB",
+        {.name = "output",
+         .short_name = 'o',
+         .kind = CLI_STR,
+         .dest = &o->db,
+         .arg = "DB",
          .help = "database (default: the scenario's output:, else\n"
                  "results/<scenario-name>.db; several scenarios that name\n"
                  "different databases need -o)"},
-        {.name = "jobs", .short_name = 'j', .kind = CLI_INT, .dest = &o->jobs, .arg = "N", .lo = 1,
-         .hi = RUN_MAX_JOBS, .want = jobs_want,
+        {.name = "jobs",
+         .short_name = 'j',
+         .kind = CLI_INT,
+         .dest = &o->jobs,
+         .arg = "N",
+         .lo = 1,
+         .hi = RUN_MAX_JOBS,
+         .want = jobs_want,
          .help = "N worker processes (default 1); the parent alone writes"},
-        {.name = "resume", .kind = CLI_FLAG, .dest = &o->resume,
+        {.name = "resume",
+         .kind = CLI_FLAG,
+         .dest = &o->resume,
          .help = "run only what the database lacks (runs are keyed by the hash\n"
                  "of their resolved config); failed runs are tried again"},
-        {.name = "shard", .kind = CLI_FN, .dest = o, .arg = "K/N", .fn = take_shard,
+        {.name = "shard",
+         .kind = CLI_FN,
+         .dest = o,
+         .arg = "K/N",
+         .fn = take_shard,
          .help = "only runs whose index % N == K-1 (1 <= K <= N): for Slurm\n"
                  "arrays, GNU parallel or mpirun; give each shard its own -o\n"
                  "and fold them with `mpcsim merge`. --shard auto: K/N from\n"
@@ -194,13 +212,26 @@ static int run_parse(int argc, char **argv, run_opts *o)
                  "PMI_RANK/SIZE, SLURM_ARRAY_TASK_ID/COUNT,\n"
                  "SLURM_PROCID/NTASKS (-o may then contain {shard},\n"
                  "replaced by K)"},
-        {.name = "dry-run", .kind = CLI_FLAG, .dest = &o->dry_run,
+        {.name = "dry-run",
+         .kind = CLI_FLAG,
+         .dest = &o->dry_run,
          .help = "print the expanded runs (hash and summary) and write nothing"},
-        {.name = "verbose", .short_name = 'v', .kind = CLI_FLAG, .dest = &o->verbose,
+        {.name = "verbose",
+         .short_name = 'v',
+         .kind = CLI_FLAG,
+         .dest = &o->verbose,
          .help = "with --dry-run: print each run's resolved YAML"},
-        {.name = "quiet", .short_name = 'q', .kind = CLI_FLAG, .dest = &o->quiet,
+        {.name = "quiet",
+         .short_name = 'q',
+         .kind = CLI_FLAG,
+         .dest = &o->quiet,
          .help = "no progress and no summary"},
-        {.name = "progress-every", .kind = CLI_F64, .dest = &o->progress_s, .arg = "S", .lo = 0.1, .hi = 86400,
+        {.name = "progress-every",
+         .kind = CLI_F64,
+         .dest = &o->progress_s,
+         .arg = "S",
+         .lo = 0.1,
+         .hi = 86400,
          .want = "seconds from 0.1 to 86400",
          .help = "seconds between progress lines when stderr is not a\nterminal (default 10)"},
         {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
@@ -354,19 +385,38 @@ static int store_result(rdb *db, const run_cfg *c, const pool_result *j, int *st
     }
     rdb_labels l;
     run_labels(c, &l);
-    rdb_run row = {
-        .policy_label = l.policy_label, .protocol_label = l.protocol_label, .latency_ms = l.latency_ms,
-        .bandwidth_mbps = l.bandwidth_mbps, .machine = l.machine, .threads = l.threads,
-        .scenario = c->scenario, .grid_index = c->index, .config_hash = c->hash,
-        .config_yaml = c->yaml, .seed = c->seed, .status = j->rc ? "failed" : "ok",
-        .error = j->rc ? j->err.msg : NULL, .started = j->started, .finished = j->finished,
-        .wall_s = res->wall_s, .tool_version = MPCSIM_VERSION,
-        .model = l.model, .protocol = c->proto_ref[0] ? c->proto_ref : c->proto.name,
-        .network = l.network, .policy = c->policy.name,
-        .prompt_len = c->work.prompt_len, .decode_len = c->work.decode_len,
-        .batch = c->work.batch, .metric = w.m, .n_metric = res->n_metric, .phase = w.ph,
-        .n_phase = j->rc ? 0 : PHASE_N, .breakdown = w.bd, .n_breakdown = j->rc ? 0 : nb,
-        .layer = w.ly, .n_layer = j->rc ? 0 : nl};
+    rdb_run row = {.policy_label = l.policy_label,
+                   .protocol_label = l.protocol_label,
+                   .latency_ms = l.latency_ms,
+                   .bandwidth_mbps = l.bandwidth_mbps,
+                   .machine = l.machine,
+                   .threads = l.threads,
+                   .scenario = c->scenario,
+                   .grid_index = c->index,
+                   .config_hash = c->hash,
+                   .config_yaml = c->yaml,
+                   .seed = c->seed,
+                   .status = j->rc ? "failed" : "ok",
+                   .error = j->rc ? j->err.msg : NULL,
+                   .started = j->started,
+                   .finished = j->finished,
+                   .wall_s = res->wall_s,
+                   .tool_version = MPCSIM_VERSION,
+                   .model = l.model,
+                   .protocol = c->proto_ref[0] ? c->proto_ref : c->proto.name,
+                   .network = l.network,
+                   .policy = c->policy.name,
+                   .prompt_len = c->work.prompt_len,
+                   .decode_len = c->work.decode_len,
+                   .batch = c->work.batch,
+                   .metric = w.m,
+                   .n_metric = res->n_metric,
+                   .phase = w.ph,
+                   .n_phase = j->rc ? 0 : PHASE_N,
+                   .breakdown = w.bd,
+                   .n_breakdown = j->rc ? 0 : nb,
+                   .layer = w.ly,
+                   .n_layer = j->rc ? 0 : nl};
     if (j->rc)
         row.n_metric = 0;
     int64_t id = 0;
@@ -385,9 +435,9 @@ typedef struct sweep {
     size_t n;
     rdb *db;
     progress *pg;
-    int tty;            /* stderr is a terminal (a bar is drawn) */
-    size_t raced;       /* runs another process stored while we ran them */
-    int db_rc;          /* first database error */
+    int tty;      /* stderr is a terminal (a bar is drawn) */
+    size_t raced; /* runs another process stored while we ran them */
+    int db_rc;    /* first database error */
     errbuf db_err;
 } sweep;
 
@@ -473,8 +523,8 @@ static int open_db(const char *path, rdb **db)
 
 /* Refuses to mix a fresh sweep into a database that already holds this scenario, drops done
  * runs from the selection under --resume, records the scenario. Returns an exit status. */
-static int db_select(const run_opts *o, rdb *db, const char *path, const scenario *s,
-                     size_t *sel, size_t *n)
+static int db_select(const run_opts *o, rdb *db, const char *path, const scenario *s, size_t *sel,
+                     size_t *n)
 {
     errbuf e;
     int64_t have = 0;
@@ -482,9 +532,11 @@ static int db_select(const run_opts *o, rdb *db, const char *path, const scenari
     if (rc)
         goto fail;
     if (have > 0 && !o->resume) {
-        cli_error("run", "%s already holds %lld run%s of scenario '%s'\n"
+        cli_error("run",
+                  "%s already holds %lld run%s of scenario '%s'\n"
                   "---> HINT: add --resume to run only what is missing, or write elsewhere "
-                  "with -o", path, (long long)have, have == 1 ? "" : "s", s->name);
+                  "with -o",
+                  path, (long long)have, have == 1 ? "" : "s", s->name);
         return 2;
     }
     size_t k = 0;
@@ -601,8 +653,10 @@ static int batch_load(const run_opts *o, batch *b)
         }
         for (size_t j = 0; j < i; j++)
             if (!strcmp(b->s[j].name, b->s[i].name)) {
-                cli_error("run", "%s and %s are both scenario '%s'\n---> HINT: give each "
-                          "scenario its own name: key", b->s[j].path, b->s[i].path, b->s[i].name);
+                cli_error("run",
+                          "%s and %s are both scenario '%s'\n---> HINT: give each "
+                          "scenario its own name: key",
+                          b->s[j].path, b->s[i].path, b->s[i].name);
                 return 2;
             }
     }
@@ -697,8 +751,10 @@ int cmd_run(int argc, char **argv)
     for (size_t i = 0; !st && !o.dry_run && i < b.count; i++) { /* one database for all */
         db_path_for(&o, &b.s[i], i ? other : path, sizeof path);
         if (i && strcmp(other, path)) {
-            cli_error("run", "%s writes to %s, %s to %s\n---> HINT: give the database for "
-                      "all of them with -o", b.s[0].path, path, b.s[i].path, other);
+            cli_error("run",
+                      "%s writes to %s, %s to %s\n---> HINT: give the database for "
+                      "all of them with -o",
+                      b.s[0].path, path, b.s[i].path, other);
             st = 2;
         }
     }

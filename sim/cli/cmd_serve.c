@@ -44,10 +44,10 @@ typedef struct serve_scn {
     serve_params sp;
     int attack;
     leak_params lp;
-    int channel[2];           /* attack channels to run, in order */
+    int channel[2]; /* attack channels to run, in order */
     size_t n_channel;
-    double bg_load;           /* attack: background load as a share of capacity */
-    int pos_line, pos_col;    /* where sharing.position was set (for the RoPE check) */
+    double bg_load;        /* attack: background load as a share of capacity */
+    int pos_line, pos_col; /* where sharing.position was set (for the RoPE check) */
 } serve_scn;
 
 static void scn_defaults(serve_scn *s)
@@ -83,69 +83,68 @@ static void scn_defaults(serve_scn *s)
 #define TOKMAX (1u << 22)
 #define S(member) YS_AT(serve_scn, member)
 static const ys_field workload_fields[] = {
-    {"requests", YS_U32, S(wl.n_requests), 1, 1e7, NULL, "requests to generate", NULL, 0,
-     NULL, NULL},
-    {"rate", YS_OTHER, YS_NONE, 0, 0, NULL, "arrivals per second (a list: one point each)", NULL,
-     0, NULL, "number or list"},
+    {"requests", YS_U32, S(wl.n_requests), 1, 1e7, NULL, "requests to generate", NULL, 0, NULL,
+     NULL},
+    {"rate", YS_OTHER, YS_NONE, 0, 0, NULL, "arrivals per second (a list: one point each)", NULL, 0,
+     NULL, "number or list"},
     {"tenants", YS_U32, S(wl.n_tenants), 1, 1u << 24, NULL, "tenants (system prompts)", NULL, 0,
      NULL, NULL},
     {"users_per_tenant", YS_U32, S(wl.users_per_tenant), 1, 1u << 24, NULL, "users per tenant",
      NULL, 0, NULL, NULL},
-    {"system_prompt", YS_U32, S(wl.sys_len), 0, TOKMAX, NULL, "tokens of a system prompt", NULL,
+    {"system_prompt", YS_U32, S(wl.sys_len), 0, TOKMAX, NULL, "tokens of a system prompt", NULL, 0,
+     NULL, NULL},
+    {"user_context", YS_U32, S(wl.user_ctx_len), 0, TOKMAX, NULL, "private context per user", NULL,
      0, NULL, NULL},
-    {"user_context", YS_U32, S(wl.user_ctx_len), 0, TOKMAX, NULL, "private context per user",
-     NULL, 0, NULL, NULL},
     {"documents", YS_U32, S(wl.n_docs), 0, 1u << 24, NULL, "shared document pool", NULL, 0, NULL,
      NULL},
-    {"document_len", YS_U32, S(wl.doc_len), 1, TOKMAX, NULL, "tokens per document", NULL, 0,
-     NULL, NULL},
-    {"docs_per_request", YS_U32, S(wl.docs_per_req), 0, 4096, NULL, "documents per request",
-     NULL, 0, NULL, NULL},
-    {"doc_zipf", YS_DBL, S(wl.doc_zipf), 0, 10, NULL, "document popularity exponent", NULL, 0,
-     NULL, NULL},
+    {"document_len", YS_U32, S(wl.doc_len), 1, TOKMAX, NULL, "tokens per document", NULL, 0, NULL,
+     NULL},
+    {"docs_per_request", YS_U32, S(wl.docs_per_req), 0, 4096, NULL, "documents per request", NULL,
+     0, NULL, NULL},
+    {"doc_zipf", YS_DBL, S(wl.doc_zipf), 0, 10, NULL, "document popularity exponent", NULL, 0, NULL,
+     NULL},
     {"turn", YS_OTHER, YS_NONE, 0, 0, NULL, "private user turn length", NULL, 0, NULL,
      "N or [min, max]"},
     {"decode", YS_OTHER, YS_NONE, 0, 0, NULL, "output length", NULL, 0, NULL, "N or [min, max]"},
-    {"pii_fraction", YS_DBL, S(wl.pii_fraction), 0, 1, NULL, "sensitive share of turn tokens",
-     NULL, 0, NULL, NULL},
-    {"pii_run", YS_U32, S(wl.pii_run), 1, TOKMAX, NULL, "sensitive tokens per run", NULL, 0,
-     NULL, NULL},
+    {"pii_fraction", YS_DBL, S(wl.pii_fraction), 0, 1, NULL, "sensitive share of turn tokens", NULL,
+     0, NULL, NULL},
+    {"pii_run", YS_U32, S(wl.pii_run), 1, TOKMAX, NULL, "sensitive tokens per run", NULL, 0, NULL,
+     NULL},
     {"vocab", YS_U32, S(wl.vocab), 64, 1e8, NULL, "token ids drawn from", NULL, 0, NULL, NULL},
     {"replay", YS_STR, S(replay), 0, 0, NULL, "a recorded workload file instead", NULL, 0, NULL,
      NULL},
 };
 static const ys_field server_fields[] = {
-    {"batch", YS_U32, S(sp.batch_limit), 1, 4096, NULL, "running requests", NULL, 0, NULL,
-     NULL},
+    {"batch", YS_U32, S(sp.batch_limit), 1, 4096, NULL, "running requests", NULL, 0, NULL, NULL},
     {"chunk", YS_U32, S(sp.chunk), 0, TOKMAX, NULL, "chunked prefill tokens; 0 = off", NULL, 0,
      NULL, NULL},
     {"scheduler", YS_OTHER, YS_NONE, 0, 0, NULL, "admission order", NULL, 0, NULL, "fcfs|lpm"},
-    {"cost_bucket", YS_U32, S(sp.cost_bucket), 1, TOKMAX, NULL, "lengths costed together",
-     NULL, 0, NULL, NULL},
+    {"cost_bucket", YS_U32, S(sp.cost_bucket), 1, TOKMAX, NULL, "lengths costed together", NULL, 0,
+     NULL, NULL},
 };
 static const ys_field sharing_fields[] = {
     {"policies", YS_OTHER, YS_NONE, 0, 0, NULL, "sharing policies compared", NULL, 0, NULL,
      "none|prefix|salted|span, or a list"},
-    {"block", YS_U32, S(sp.share.block), 1, TOKMAX, NULL, "prefix/salted block size", NULL, 0,
-     NULL, NULL},
+    {"block", YS_U32, S(sp.share.block), 1, TOKMAX, NULL, "prefix/salted block size", NULL, 0, NULL,
+     NULL},
     {"capacity_tokens", YS_U64, S(sp.share.capacity_tokens), 1, 1e15, NULL, "shared pool size",
      NULL, 0, NULL, NULL},
-    {"min_span", YS_U32, S(sp.share.min_span), 1, TOKMAX, NULL, "span: shortest reusable run",
-     NULL, 0, NULL, NULL},
+    {"min_span", YS_U32, S(sp.share.min_span), 1, TOKMAX, NULL, "span: shortest reusable run", NULL,
+     0, NULL, NULL},
     {"position", YS_OTHER, YS_NONE, 0, 0, NULL, "span: moved keys' positions", NULL, 0, NULL,
      "rerotate|recompute"},
 };
 static const ys_field attack_fields[] = {
     {"enabled", YS_BOOL, S(attack), 0, 0, NULL, "run the timing attack", NULL, 0, NULL, NULL},
     {"trials", YS_U32, S(lp.trials), 1, 1e6, NULL, "attack trials", NULL, 0, NULL, NULL},
-    {"candidates", YS_U32, S(lp.candidates), 2, 65536, NULL, "values the secret is one of",
-     NULL, 0, NULL, NULL},
+    {"candidates", YS_U32, S(lp.candidates), 2, 65536, NULL, "values the secret is one of", NULL, 0,
+     NULL, NULL},
     {"channel", YS_OTHER, YS_NONE, 0, 0, NULL, "side channels", NULL, 0, NULL,
      "ttft|order, or a list"},
-    {"template_len", YS_U32, S(lp.template_len), 1, TOKMAX, NULL, "public tokens before it",
-     NULL, 0, NULL, NULL},
-    {"background_load", YS_DBL, S(bg_load), 0, 0.95, NULL, "others' load, share of capacity",
-     NULL, 0, NULL, NULL},
+    {"template_len", YS_U32, S(lp.template_len), 1, TOKMAX, NULL, "public tokens before it", NULL,
+     0, NULL, NULL},
+    {"background_load", YS_DBL, S(bg_load), 0, 0.95, NULL, "others' load, share of capacity", NULL,
+     0, NULL, NULL},
 };
 static const ys_field root_fields[] = {
     {"name", YS_STR, S(name), 0, 0, NULL, "scenario name (default: the file's)", NULL, 0, NULL,
@@ -256,8 +255,9 @@ static int read_server(const ys_ctx *x, const yx_node *m, serve_scn *s)
 
 static int pos_from_name(const char *n)
 {
-    return !strcmp(n, "rerotate") ? KVS_POS_REROTATE : !strcmp(n, "recompute") ? KVS_POS_RECOMPUTE
-                                                                                 : -1;
+    return !strcmp(n, "rerotate")    ? KVS_POS_REROTATE
+           : !strcmp(n, "recompute") ? KVS_POS_RECOMPUTE
+                                     : -1;
 }
 
 static int read_sharing(const ys_ctx *x, const yx_node *m, serve_scn *s)
@@ -267,8 +267,8 @@ static int read_sharing(const ys_ctx *x, const yx_node *m, serve_scn *s)
     size_t nn, one;
     const char *const *names = kvs_kind_names(&nn);
     if (!rc && (v = yx_map_get(m, "policies")))
-        rc = read_names(x, v, "policies", KVS_N, kvs_kind_from_name, names, nn,
-                        "sharing policy", s->policy, &s->n_policy);
+        rc = read_names(x, v, "policies", KVS_N, kvs_kind_from_name, names, nn, "sharing policy",
+                        s->policy, &s->n_policy);
     static const char *const pos[] = {"rerotate", "recompute"};
     if (!rc && (v = yx_map_get(m, "position"))) {
         rc = read_names(x, v, "position", 1, pos_from_name, pos, 2, "position treatment",
@@ -285,8 +285,8 @@ static int read_attack(const ys_ctx *x, const yx_node *m, serve_scn *s)
     const yx_node *v = yx_map_get(m, "channel");
     static const char *const names[] = {"ttft", "order"};
     if (!rc && v)
-        rc = read_names(x, v, "channel", 2, leak_channel_from_name, names, 2, "channel",
-                        s->channel, &s->n_channel);
+        rc = read_names(x, v, "channel", 2, leak_channel_from_name, names, 2, "channel", s->channel,
+                        &s->n_channel);
     return rc;
 }
 
@@ -333,16 +333,15 @@ typedef struct serve_args {
 
 static void usage(FILE *f, const cli_cmd *c)
 {
-    fprintf(f,
-            "usage: mpcsim serve SCENARIO.yaml [-o DB] [--plot DIR] [options]\n"
-            "       mpcsim serve --workload FILE [--model M --protocol P --network N]\n"
-            "                    [options]\n\n"
-            "Simulates MPC parties serving many users' requests, with cross-user KV sharing\n"
-            "policies (none, prefix, salted, span), and reports TTFT p50/p90/p99, time per\n"
-            "output token, throughput, token and request hit rates, MPC bytes and rounds\n"
-            "saved and cache memory; a timing attacker measures what each policy leaks.\n"
-            "Scenario schema and replay format: scenarios/SERVING.md.\n\n"
-            "options:\n");
+    fprintf(f, "usage: mpcsim serve SCENARIO.yaml [-o DB] [--plot DIR] [options]\n"
+               "       mpcsim serve --workload FILE [--model M --protocol P --network N]\n"
+               "                    [options]\n\n"
+               "Simulates MPC parties serving many users' requests, with cross-user KV sharing\n"
+               "policies (none, prefix, salted, span), and reports TTFT p50/p90/p99, time per\n"
+               "output token, throughput, token and request hit rates, MPC bytes and rounds\n"
+               "saved and cache memory; a timing attacker measures what each policy leaks.\n"
+               "Scenario schema and replay format: scenarios/SERVING.md.\n\n"
+               "options:\n");
     cli_help(c, f);
     fprintf(f, "\nexample:\n"
                "  mpcsim serve scenarios/serve-agent.yaml --plot results/serve-agent-plots\n");
@@ -368,39 +367,117 @@ static int parse_args(int argc, char **argv, serve_args *a)
     memset(a, 0, sizeof *a);
     a->scheduler = a->policy = a->position = -1;
     const cli_opt opts[] = {
-        {.name = "output", .short_name = 'o', .kind = CLI_STR, .dest = &a->output, .arg = "DB",
+        {.name = "output",
+         .short_name = 'o',
+         .kind = CLI_STR,
+         .dest = &a->output,
+         .arg = "DB",
          .help = "results database (default: the scenario's output:,\nelse results/<name>.db)"},
-        {.name = "plot", .kind = CLI_STR, .dest = &a->plot, .arg = "DIR",
+        {.name = "plot",
+         .kind = CLI_STR,
+         .dest = &a->plot,
+         .arg = "DIR",
          .help = "write TTFT CDF and load plots (gnuplot) into DIR"},
-        {.name = "workload", .kind = CLI_STR, .dest = &a->workload, .arg = "FILE",
+        {.name = "workload",
+         .kind = CLI_STR,
+         .dest = &a->workload,
+         .arg = "FILE",
          .help = "replay a workload file instead of generating one"},
-        {.name = "dump-workload", .kind = CLI_STR, .dest = &a->dump, .arg = "F",
+        {.name = "dump-workload",
+         .kind = CLI_STR,
+         .dest = &a->dump,
+         .arg = "F",
          .help = "write the (first) generated workload to F and continue"},
-        {.name = "policy", .kind = CLI_FN, .dest = &a->policy, .arg = "NAME", .fn = take_policy,
+        {.name = "policy",
+         .kind = CLI_FN,
+         .dest = &a->policy,
+         .arg = "NAME",
+         .fn = take_policy,
          .help = "only this sharing policy"},
-        {.name = "requests", .short_name = 'n', .kind = CLI_U32, .dest = &a->requests, .arg = "N", .lo = 1,
-         .hi = 1e7, .want = "an integer in [1, 10000000]", .seen = &a->have_requests, .help = "override workload.requests"},
-        {.name = "rate", .short_name = 'r', .kind = CLI_F64, .dest = &a->rate, .arg = "R", .lo = 1e-12,
-         .hi = 1e9, .want = "a rate in [1e-12, 1e9] requests per second", .seen = &a->have_rate,
+        {.name = "requests",
+         .short_name = 'n',
+         .kind = CLI_U32,
+         .dest = &a->requests,
+         .arg = "N",
+         .lo = 1,
+         .hi = 1e7,
+         .want = "an integer in [1, 10000000]",
+         .seen = &a->have_requests,
+         .help = "override workload.requests"},
+        {.name = "rate",
+         .short_name = 'r',
+         .kind = CLI_F64,
+         .dest = &a->rate,
+         .arg = "R",
+         .lo = 1e-12,
+         .hi = 1e9,
+         .want = "a rate in [1e-12, 1e9] requests per second",
+         .seen = &a->have_rate,
          .help = "override workload.rate (requests per second)"},
-        {.name = "seed", .short_name = 's', .kind = CLI_U64, .dest = &a->seed, .arg = "S",
-         .want = "an integer in [0, 18446744073709551615]", .seen = &a->have_seed, .help = "override seed"},
-        {.name = "model", .short_name = 'm', .kind = CLI_STR, .dest = &a->model, .arg = "M",
+        {.name = "seed",
+         .short_name = 's',
+         .kind = CLI_U64,
+         .dest = &a->seed,
+         .arg = "S",
+         .want = "an integer in [0, 18446744073709551615]",
+         .seen = &a->have_seed,
+         .help = "override seed"},
+        {.name = "model",
+         .short_name = 'm',
+         .kind = CLI_STR,
+         .dest = &a->model,
+         .arg = "M",
          .help = "model (default llama-2-7b)"},
-        {.name = "protocol", .short_name = 'p', .kind = CLI_STR, .dest = &a->protocol, .arg = "P",
+        {.name = "protocol",
+         .short_name = 'p',
+         .kind = CLI_STR,
+         .dest = &a->protocol,
+         .arg = "P",
          .help = "semi2k | aby3 (default semi2k)"},
-        {.name = "network", .kind = CLI_STR, .dest = &a->network, .arg = "N",
+        {.name = "network",
+         .kind = CLI_STR,
+         .dest = &a->network,
+         .arg = "N",
          .help = "lan | wan | LATENCY/BANDWIDTH (default lan)"},
-        {.name = "batch", .short_name = 'b', .kind = CLI_U32, .dest = &a->batch, .arg = "B", .lo = 1, .hi = 4096,
-         .want = "an integer in [1, 4096]", .seen = &a->have_batch, .help = "running requests (default 8)"},
-        {.name = "chunk", .kind = CLI_U32, .dest = &a->chunk, .arg = "T", .hi = TOKMAX, .want = "an integer in [0, 4194304]",
-         .seen = &a->have_chunk, .help = "chunked prefill, tokens per iteration (default off)"},
-        {.name = "scheduler", .kind = CLI_FN, .dest = &a->scheduler, .arg = "S", .fn = take_scheduler,
+        {.name = "batch",
+         .short_name = 'b',
+         .kind = CLI_U32,
+         .dest = &a->batch,
+         .arg = "B",
+         .lo = 1,
+         .hi = 4096,
+         .want = "an integer in [1, 4096]",
+         .seen = &a->have_batch,
+         .help = "running requests (default 8)"},
+        {.name = "chunk",
+         .kind = CLI_U32,
+         .dest = &a->chunk,
+         .arg = "T",
+         .hi = TOKMAX,
+         .want = "an integer in [0, 4194304]",
+         .seen = &a->have_chunk,
+         .help = "chunked prefill, tokens per iteration (default off)"},
+        {.name = "scheduler",
+         .kind = CLI_FN,
+         .dest = &a->scheduler,
+         .arg = "S",
+         .fn = take_scheduler,
          .help = "fcfs | lpm"},
-        {.name = "position", .kind = CLI_CHOICE, .dest = &a->position, .arg = "P", .choices = "rerotate|recompute",
+        {.name = "position",
+         .kind = CLI_CHOICE,
+         .dest = &a->position,
+         .arg = "P",
+         .choices = "rerotate|recompute",
          .help = "span sharing: rerotate | recompute"},
-        {.name = "no-attack", .kind = CLI_FLAG, .dest = &a->no_attack, .help = "skip the timing attacker"},
-        {.name = "quiet", .short_name = 'q', .kind = CLI_FLAG, .dest = &a->quiet, .help = "print only errors"},
+        {.name = "no-attack",
+         .kind = CLI_FLAG,
+         .dest = &a->no_attack,
+         .help = "skip the timing attacker"},
+        {.name = "quiet",
+         .short_name = 'q',
+         .kind = CLI_FLAG,
+         .dest = &a->quiet,
+         .help = "print only errors"},
         {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
     };
     const cli_cmd cmd = {"serve", opts, sizeof opts / sizeof opts[0], 25, 1};
@@ -468,7 +545,8 @@ static int build_cfg(const serve_scn *s, run_cfg *c, errbuf *e)
         return err_set(e, MS_ERR_NOTFOUND, "unknown protocol '%s'\n  hint: semi2k or aby3",
                        s->protocol);
     int rc;
-    if ((rc = model_load(s->model, &c->model, e)) || (rc = proto_cfg_default(pr->name, &c->proto, e)) ||
+    if ((rc = model_load(s->model, &c->model, e)) ||
+        (rc = proto_cfg_default(pr->name, &c->proto, e)) ||
         (rc = net_parse(s->network, pr->n_parties, &c->net, e)) ||
         (rc = machine_load(s->machine, &c->machine, e)))
         return rc;
@@ -477,12 +555,15 @@ static int build_cfg(const serve_scn *s, run_cfg *c, errbuf *e)
         uses_rerotate |= s->policy[i] == KVS_SPAN && s->sp.share.position == KVS_POS_REROTATE;
     if (uses_rerotate && c->model.pos != POS_ROPE) {
         if (s->pos_line)
-            return err_set(e, MS_ERR_INPUT, "%s:%d:%d: error: position 'rerotate' needs a RoPE "
-                           "model; %s has learned positions\n  hint: use 'recompute'", s->path,
-                           s->pos_line, s->pos_col, c->model.name);
-        return err_set(e, MS_ERR_INPUT, "span sharing re-rotates moved spans, which needs a RoPE "
+            return err_set(e, MS_ERR_INPUT,
+                           "%s:%d:%d: error: position 'rerotate' needs a RoPE "
+                           "model; %s has learned positions\n  hint: use 'recompute'",
+                           s->path, s->pos_line, s->pos_col, c->model.name);
+        return err_set(e, MS_ERR_INPUT,
+                       "span sharing re-rotates moved spans, which needs a RoPE "
                        "model; %s has learned positions\n  hint: set sharing.position: "
-                       "recompute", c->model.name);
+                       "recompute",
+                       c->model.name);
     }
     return MS_OK;
 }
@@ -497,10 +578,9 @@ typedef struct point {
 
 static void print_header(const serve_scn *s, const run_cfg *c, size_t n_req)
 {
-    printf("%s: %s, %s on %s, %zu requests, batch %u, chunk %u, %s, cache %llu tokens\n",
-           s->name, c->model.name, c->proto.name, s->network, n_req, s->sp.batch_limit,
-           s->sp.chunk, serve_sched_name(s->sp.scheduler),
-           (unsigned long long)s->sp.share.capacity_tokens);
+    printf("%s: %s, %s on %s, %zu requests, batch %u, chunk %u, %s, cache %llu tokens\n", s->name,
+           c->model.name, c->proto.name, s->network, n_req, s->sp.batch_limit, s->sp.chunk,
+           serve_sched_name(s->sp.scheduler), (unsigned long long)s->sp.share.capacity_tokens);
     printf("%-7s %9s %10s %10s %10s %9s %9s %7s %7s %10s %9s %9s\n", "policy", "rate/s",
            "TTFT p50 s", "p90 s", "p99 s", "TPOT s", "tok/s", "tokhit", "reqhit", "saved GB",
            "saved rnd", "cache GB");
@@ -556,7 +636,7 @@ static int store_point(rdb *db, const serve_scn *s, const run_cfg *c, const poin
     for (size_t i = 0; i < p->r.n; i++) {
         const serve_req_out *q = &p->r.req[i];
         rq[i] = (sdb_request){q->arrival_ns, q->admit_ns, q->first_ns, q->finish_ns, q->tenant,
-                              q->user, q->prompt, q->hit, q->shifted, q->decode};
+                              q->user,       q->prompt,   q->hit,      q->shifted,   q->decode};
     }
     char cfg[1024];
     snprintf(cfg, sizeof cfg,
@@ -564,15 +644,28 @@ static int store_point(rdb *db, const serve_scn *s, const run_cfg *c, const poin
              "workload: {requests: %zu, rate: %.17g, replay: '%s'}\n"
              "server: {batch: %u, chunk: %u, scheduler: %s, cost_bucket: %u}\n"
              "sharing: {policy: %s, block: %u, capacity_tokens: %llu, min_span: %u, "
-             "position: %s}\n", s->name, c->model.name, c->proto.name, s->network,
-             (unsigned long long)s->seed, p->r.n, p->rate, s->replay, s->sp.batch_limit,
-             s->sp.chunk, serve_sched_name(s->sp.scheduler), s->sp.cost_bucket,
-             kvs_kind_name(p->policy), s->sp.share.block,
+             "position: %s}\n",
+             s->name, c->model.name, c->proto.name, s->network, (unsigned long long)s->seed, p->r.n,
+             p->rate, s->replay, s->sp.batch_limit, s->sp.chunk, serve_sched_name(s->sp.scheduler),
+             s->sp.cost_bucket, kvs_kind_name(p->policy), s->sp.share.block,
              (unsigned long long)s->sp.share.capacity_tokens, s->sp.share.min_span,
              s->sp.share.position == KVS_POS_REROTATE ? "rerotate" : "recompute");
-    sdb_run run = {s->name, kvs_kind_name(p->policy), c->model.name, c->proto.name, s->network,
-                   serve_sched_name(s->sp.scheduler), p->rate, s->seed, (uint32_t)p->r.n,
-                   s->sp.batch_limit, s->sp.chunk, cfg, m, nm, rq, p->r.n};
+    sdb_run run = {s->name,
+                   kvs_kind_name(p->policy),
+                   c->model.name,
+                   c->proto.name,
+                   s->network,
+                   serve_sched_name(s->sp.scheduler),
+                   p->rate,
+                   s->seed,
+                   (uint32_t)p->r.n,
+                   s->sp.batch_limit,
+                   s->sp.chunk,
+                   cfg,
+                   m,
+                   nm,
+                   rq,
+                   p->r.n};
     int rc = sdb_put_run(db, &run, NULL, e);
     free(rq);
     return rc;
@@ -586,8 +679,7 @@ static int cmp_u64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static int write_plot_data(const char *dir, const point *pt, size_t n_pt, size_t n_rate,
-                           errbuf *e)
+static int write_plot_data(const char *dir, const point *pt, size_t n_pt, size_t n_rate, errbuf *e)
 {
     char path[1024];
     snprintf(path, sizeof path, "%s/ttft_cdf.dat", dir);
@@ -622,8 +714,7 @@ static int write_plot_data(const char *dir, const point *pt, size_t n_pt, size_t
         if (i % n_rate == 0)
             fprintf(f, "# policy %s\n", kvs_kind_name(pt[i].policy));
         fprintf(f, "%.9g %.6f %.6f %.9g %.9g %.9g\n", pt[i].rate, r->token_hit_rate,
-                r->request_hit_rate, r->ttft_ms[0] / 1e3, r->ttft_ms[2] / 1e3,
-                r->throughput_tok_s);
+                r->request_hit_rate, r->ttft_ms[0] / 1e3, r->ttft_ms[2] / 1e3, r->throughput_tok_s);
         if (i % n_rate == n_rate - 1)
             fprintf(f, "\n\n");
     }
@@ -634,26 +725,32 @@ static int write_plot_data(const char *dir, const point *pt, size_t n_pt, size_t
 static int run_gnuplot(const char *dir, const char *script, const char *titles, errbuf *e)
 {
     char expr[4096] = "", path[4096];
-    if (gnuplot_var(expr, sizeof expr, "dir", dir) || gnuplot_var(expr, sizeof expr, "titles", titles))
-        return err_set(e, MS_ERR_USAGE, "%s: error: the plot folder's path or the series titles are "
-                       "too long for gnuplot's command line", dir);
+    if (gnuplot_var(expr, sizeof expr, "dir", dir) ||
+        gnuplot_var(expr, sizeof expr, "titles", titles))
+        return err_set(e, MS_ERR_USAGE,
+                       "%s: error: the plot folder's path or the series titles are "
+                       "too long for gnuplot's command line",
+                       dir);
     snprintf(path, sizeof path, "%s/scripts/%s", mpcsim_datadir(), script);
     if (access(path, R_OK)) {
         char where[1400];
         mpcsim_datadir_searched(where, sizeof where);
-        return err_set(e, MS_ERR_NOTFOUND, "%s: error: no such gnuplot script\n  hint: the data "
-                       "folder was looked for in %s", path, where);
+        return err_set(e, MS_ERR_NOTFOUND,
+                       "%s: error: no such gnuplot script\n  hint: the data "
+                       "folder was looked for in %s",
+                       path, where);
     }
     const char *files[] = {path};
     int st = gnuplot_run(expr, files, 1, NULL);
     if (st)
-        return err_set(e, MS_ERR_IO, "gnuplot failed on %s/scripts/%s (exit %d)\n  hint: is "
-                       "gnuplot installed? (scripts/install-deps.sh)", mpcsim_datadir(), script, st);
+        return err_set(e, MS_ERR_IO,
+                       "gnuplot failed on %s/scripts/%s (exit %d)\n  hint: is "
+                       "gnuplot installed? (scripts/install-deps.sh)",
+                       mpcsim_datadir(), script, st);
     return MS_OK;
 }
 
-static int make_plots(const char *dir, const serve_scn *s, const point *pt, size_t n_pt,
-                      errbuf *e)
+static int make_plots(const char *dir, const serve_scn *s, const point *pt, size_t n_pt, errbuf *e)
 {
     if (mkdir(dir, 0777) && errno != EEXIST)
         return err_set(e, MS_ERR_IO, "%s: cannot create: %s", dir, strerror(errno));
@@ -698,8 +795,8 @@ static int attack_timing(const serve_scn *s, const serve_coster *c, leak_params 
     return MS_OK;
 }
 
-static int run_attack(const serve_scn *s, const serve_coster *c, rdb *db, int channel,
-                      int quiet, errbuf *e)
+static int run_attack(const serve_scn *s, const serve_coster *c, rdb *db, int channel, int quiet,
+                      errbuf *e)
 {
     leak_params lp = s->lp;
     lp.channel = channel;
@@ -708,9 +805,9 @@ static int run_attack(const serve_scn *s, const serve_coster *c, rdb *db, int ch
         return rc;
     if (!quiet)
         printf("\ntiming attack (%s channel, %u candidates, %u trials, %u background requests "
-               "per trial):\n%-7s %9s %8s %8s %9s %8s %12s\n", leak_channel_name(lp.channel),
-               lp.candidates, lp.trials, lp.background, "policy", "scheduler", "success",
-               "chance", "p-value", "bits", "TTFT gap s");
+               "per trial):\n%-7s %9s %8s %8s %9s %8s %12s\n",
+               leak_channel_name(lp.channel), lp.candidates, lp.trials, lp.background, "policy",
+               "scheduler", "success", "chance", "p-value", "bits", "TTFT gap s");
     for (size_t i = 0; i < s->n_policy && !rc; i++) {
         serve_params sp = s->sp;
         sp.share.kind = s->policy[i];
@@ -723,9 +820,18 @@ static int run_attack(const serve_scn *s, const serve_coster *c, rdb *db, int ch
             printf("%-7s %9s %8.3f %8.3f %9.2g %8.3f %12.4g\n", kvs_kind_name(sp.share.kind),
                    serve_sched_name(sp.scheduler), r.success_rate, r.chance, r.p_value, r.bits,
                    r.ttft_gap_ms / 1e3);
-        sdb_leak l = {s->name, kvs_kind_name(sp.share.kind), leak_channel_name(lp.channel),
-                      serve_sched_name(sp.scheduler), r.trials, r.correct, lp.candidates,
-                      r.success_rate, r.chance, r.p_value, r.bits, r.ttft_gap_ms};
+        sdb_leak l = {s->name,
+                      kvs_kind_name(sp.share.kind),
+                      leak_channel_name(lp.channel),
+                      serve_sched_name(sp.scheduler),
+                      r.trials,
+                      r.correct,
+                      lp.candidates,
+                      r.success_rate,
+                      r.chance,
+                      r.p_value,
+                      r.bits,
+                      r.ttft_gap_ms};
         rc = sdb_put_leak(db, &l, e);
     }
     return rc;
@@ -744,8 +850,8 @@ static int load_or_generate(const serve_scn *s, double rate, workload *w, errbuf
     return wl_generate(&p, w, e);
 }
 
-static int run_points(const serve_scn *s, const run_cfg *cfg, const serve_coster *coster,
-                      rdb *db, const serve_args *a, point *pt, size_t *n_pt, errbuf *e)
+static int run_points(const serve_scn *s, const run_cfg *cfg, const serve_coster *coster, rdb *db,
+                      const serve_args *a, point *pt, size_t *n_pt, errbuf *e)
 {
     size_t n_rate = s->replay[0] ? 1 : s->n_rate;
     int rc = MS_OK;

@@ -37,55 +37,132 @@ static int take_synth_param(const cli_opt *o, const char *arg, errbuf *e)
     return MS_OK;
 }
 
-#define HELP_OPT {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"}
+#define HELP_OPT                                                                 \
+    {                                                                            \
+        .name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help" \
+    }
 
 static const cli_opt record_opts[] = {
-    {.name = "model", .short_name = 'm', .kind = CLI_STR, .dest = &A.model, .arg = "NAME",
+    {.name = "model",
+     .short_name = 'm',
+     .kind = CLI_STR,
+     .dest = &A.model,
+     .arg = "NAME",
      .help = "a model with weights (default stories260K)"},
-    {.name = "text", .short_name = 't', .kind = CLI_STR, .dest = &A.text, .arg = "FILE", .help = "the text to run"},
-    {.name = "max-tokens", .short_name = 'n', .kind = CLI_U32, .dest = &A.max_tokens, .arg = "N", .lo = 1,
-     .hi = 1u << 24, .want = "an integer in [1, 16777216]", .help = "at most N tokens of the text (default 256)"},
-    {.name = "output", .short_name = 'o', .kind = CLI_STR, .dest = &A.out, .arg = "DIR",
+    {.name = "text",
+     .short_name = 't',
+     .kind = CLI_STR,
+     .dest = &A.text,
+     .arg = "FILE",
+     .help = "the text to run"},
+    {.name = "max-tokens",
+     .short_name = 'n',
+     .kind = CLI_U32,
+     .dest = &A.max_tokens,
+     .arg = "N",
+     .lo = 1,
+     .hi = 1u << 24,
+     .want = "an integer in [1, 16777216]",
+     .help = "at most N tokens of the text (default 256)"},
+    {.name = "output",
+     .short_name = 'o',
+     .kind = CLI_STR,
+     .dest = &A.out,
+     .arg = "DIR",
      .help = "the trace directory to write"},
     HELP_OPT,
 };
 
 static const cli_opt synth_opts[] = {
-    {.name = "model", .short_name = 'm', .kind = CLI_STR, .dest = &A.model, .arg = "NAME",
+    {.name = "model",
+     .short_name = 'm',
+     .kind = CLI_STR,
+     .dest = &A.model,
+     .arg = "NAME",
      .help = "the model whose shape the trace has"},
-    {.name = "tokens", .short_name = 'T', .kind = CLI_U32, .dest = &A.tokens, .arg = "T", .lo = 1,
-     .hi = 1u << 24, .want = "an integer in [1, 16777216]", .help = "trace length in tokens"},
-    {.name = "seed", .short_name = 's', .kind = CLI_U64, .dest = &A.seed, .arg = "S",
-     .want = "an unsigned integer", .help = "generator seed (default 1)"},
-    {.name = "params", .short_name = 'p', .kind = CLI_FN, .arg = "FILE", .fn = take_synth_param,
+    {.name = "tokens",
+     .short_name = 'T',
+     .kind = CLI_U32,
+     .dest = &A.tokens,
+     .arg = "T",
+     .lo = 1,
+     .hi = 1u << 24,
+     .want = "an integer in [1, 16777216]",
+     .help = "trace length in tokens"},
+    {.name = "seed",
+     .short_name = 's',
+     .kind = CLI_U64,
+     .dest = &A.seed,
+     .arg = "S",
+     .want = "an unsigned integer",
+     .help = "generator seed (default 1)"},
+    {.name = "params",
+     .short_name = 'p',
+     .kind = CLI_FN,
+     .arg = "FILE",
+     .fn = take_synth_param,
      .help = "synthetic parameters from a YAML file (`mpcsim trace\nfit` writes one)"},
-    {.name = "set", .short_name = 'S', .kind = CLI_FN, .arg = "KEY=VALUE", .fn = take_synth_param,
+    {.name = "set",
+     .short_name = 'S',
+     .kind = CLI_FN,
+     .arg = "KEY=VALUE",
+     .fn = take_synth_param,
      .help = "one synthetic parameter (repeatable; with --params, in\nthe order given)"},
-    {.name = "stats", .short_name = 'x', .kind = CLI_FLAG, .dest = &A.stats,
+    {.name = "stats",
+     .short_name = 'x',
+     .kind = CLI_FLAG,
+     .dest = &A.stats,
      .help = "print summary statistics without writing"},
-    {.name = "output", .short_name = 'o', .kind = CLI_STR, .dest = &A.out, .arg = "DIR",
+    {.name = "output",
+     .short_name = 'o',
+     .kind = CLI_STR,
+     .dest = &A.out,
+     .arg = "DIR",
      .help = "the trace directory to write"},
     HELP_OPT,
 };
 
 static const cli_opt fit_opts[] = {
-    {.name = "sinks", .short_name = 'k', .kind = CLI_U32, .dest = &A.sinks, .arg = "N",
-     .hi = 1024, .want = "an integer in [0, 1024]", .seen = &A.have_sinks,
+    {.name = "sinks",
+     .short_name = 'k',
+     .kind = CLI_U32,
+     .dest = &A.sinks,
+     .arg = "N",
+     .hi = 1024,
+     .want = "an integer in [0, 1024]",
+     .seen = &A.have_sinks,
      .help = "the sink keys the fit assumes (default: the synthetic\ndefault)"},
-    {.name = "output", .short_name = 'o', .kind = CLI_STR, .dest = &A.out, .arg = "FILE",
+    {.name = "output",
+     .short_name = 'o',
+     .kind = CLI_STR,
+     .dest = &A.out,
+     .arg = "FILE",
      .help = "also write the parameters to FILE"},
     HELP_OPT,
 };
 
 static const cli_opt info_opts[] = {
-    {.name = "verify", .short_name = 'v', .kind = CLI_FLAG, .dest = &A.verify,
+    {.name = "verify",
+     .short_name = 'v',
+     .kind = CLI_FLAG,
+     .dest = &A.verify,
      .help = "check the values, the attention rows and the model's\nforward pass (see above)"},
-    {.name = "tol", .short_name = 't', .kind = CLI_F64, .dest = &A.tol, .arg = "X", .lo = DBL_MIN, .hi = 1,
-     .want = "a number in (0, 1]", .help = "--verify's relative tolerance (default 1e-4)"},
+    {.name = "tol",
+     .short_name = 't',
+     .kind = CLI_F64,
+     .dest = &A.tol,
+     .arg = "X",
+     .lo = DBL_MIN,
+     .hi = 1,
+     .want = "a number in (0, 1]",
+     .help = "--verify's relative tolerance (default 1e-4)"},
     HELP_OPT,
 };
 
-#define CMD_OF(name, opts, max_pos) {name, opts, sizeof opts / sizeof opts[0], 24, max_pos}
+#define CMD_OF(name, opts, max_pos)                           \
+    {                                                         \
+        name, opts, sizeof opts / sizeof opts[0], 24, max_pos \
+    }
 static const cli_cmd record_cmd = CMD_OF("trace record", record_opts, 0);
 static const cli_cmd synth_cmd = CMD_OF("trace synth", synth_opts, 0);
 static const cli_cmd fit_cmd = CMD_OF("trace fit", fit_opts, 1);
@@ -94,28 +171,27 @@ static const cli_cmd *const sub_cmds[] = {&record_cmd, &synth_cmd, &fit_cmd, &in
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: mpcsim trace record --model NAME --text FILE [--max-tokens N] -o DIR\n"
-            "       mpcsim trace synth --model NAME --tokens T [--seed S] [--params FILE]\n"
-            "                          [--set KEY=VALUE]... (-o DIR | --stats)\n"
-            "       mpcsim trace fit DIR [--sinks N] [-o params.yaml]\n"
-            "       mpcsim trace info DIR [--verify [--tol X]]\n"
-            "       mpcsim trace SUBCOMMAND --help\n\n"
-            "record  runs the float reference of a model with weights (stories260K) over a\n"
-            "        text and writes q, k, v, att, ffn, logits, wo and tokens (.npy +\n"
-            "        manifest)\n"
-            "synth   generates a synthetic trace for any model shape; --stats prints summary\n"
-            "        statistics without writing (the generator streams)\n"
-            "fit     estimates synthetic parameters from a trace (prints YAML; -o writes it)\n"
-            "info    prints a trace's manifest summary; --verify also checks every value is\n"
-            "        finite, every stored attention row is softmax(q·k/√d) of the trace's\n"
-            "        own q and k, and (when the model's weights are here) that q, k, v, ffn\n"
-            "        and logits equal the model's forward pass on the trace's tokens; the\n"
-            "        first mismatch is named and the exit status is 2 (--tol, default 1e-4)\n\n"
-            "synthetic parameters (--set KEY=VALUE):\n"
-            "  sink n_sinks local window heavy heavy_frac layer_sim drift noise ffn_sparsity\n"
-            "  generator\n"
-            "  (sim/trace/TRACE_FORMAT.md explains each)\n");
+    fprintf(f, "usage: mpcsim trace record --model NAME --text FILE [--max-tokens N] -o DIR\n"
+               "       mpcsim trace synth --model NAME --tokens T [--seed S] [--params FILE]\n"
+               "                          [--set KEY=VALUE]... (-o DIR | --stats)\n"
+               "       mpcsim trace fit DIR [--sinks N] [-o params.yaml]\n"
+               "       mpcsim trace info DIR [--verify [--tol X]]\n"
+               "       mpcsim trace SUBCOMMAND --help\n\n"
+               "record  runs the float reference of a model with weights (stories260K) over a\n"
+               "        text and writes q, k, v, att, ffn, logits, wo and tokens (.npy +\n"
+               "        manifest)\n"
+               "synth   generates a synthetic trace for any model shape; --stats prints summary\n"
+               "        statistics without writing (the generator streams)\n"
+               "fit     estimates synthetic parameters from a trace (prints YAML; -o writes it)\n"
+               "info    prints a trace's manifest summary; --verify also checks every value is\n"
+               "        finite, every stored attention row is softmax(q·k/√d) of the trace's\n"
+               "        own q and k, and (when the model's weights are here) that q, k, v, ffn\n"
+               "        and logits equal the model's forward pass on the trace's tokens; the\n"
+               "        first mismatch is named and the exit status is 2 (--tol, default 1e-4)\n\n"
+               "synthetic parameters (--set KEY=VALUE):\n"
+               "  sink n_sinks local window heavy heavy_frac layer_sim drift noise ffn_sparsity\n"
+               "  generator\n"
+               "  (sim/trace/TRACE_FORMAT.md explains each)\n");
     for (size_t i = 0; i < sizeof sub_cmds / sizeof *sub_cmds; i++) {
         fprintf(f, "\n%s options:\n", sub_cmds[i]->name + 6);
         cli_help(sub_cmds[i], f);
@@ -212,7 +288,8 @@ static void print_stats(const trace_stats *st)
     if (!isnan(st->ffn_neg))
         printf("ffn_neg:       %.4f\n", st->ffn_neg);
     printf("sparsity:      %.4f   (H2O: entries < 1%% of the row's largest; smallest layer "
-           "%.4f)\n", st->sparsity, st->sparsity_min_layer);
+           "%.4f)\n",
+           st->sparsity, st->sparsity_min_layer);
     printf("top5_mass:     %.4f   (mass on the top 5%% of entries)\n", st->top5_mass);
     printf("sink_top:      %.4f   (rows led by a sink key)\n", st->sink_top);
 }
@@ -226,19 +303,20 @@ static int write_trace(trace *t, const char *dir, errbuf *e)
         if (trace_has(t, (trace_array)a))
             arrays |= 1u << a;
     trace_writer *w = NULL;
-    int rc = trace_writer_open(dir, s, trace_model_name(t), trace_is_synthetic(t) ? "synth"
-                               : "copy", arrays, &w, e);
+    int rc = trace_writer_open(dir, s, trace_model_name(t),
+                               trace_is_synthetic(t) ? "synth" : "copy", arrays, &w, e);
     if (rc != MS_OK)
         return rc;
     const trace_synth *sp = trace_synth_params(t);
     if (sp) {
         char seed[32], params[512];
         snprintf(seed, sizeof seed, "%llu", (unsigned long long)trace_seed(t));
-        snprintf(params, sizeof params, "{sink: %.9g, n_sinks: %u, local: %.9g, window: %.9g, "
+        snprintf(params, sizeof params,
+                 "{sink: %.9g, n_sinks: %u, local: %.9g, window: %.9g, "
                  "heavy: %.9g, heavy_frac: %.9g, layer_sim: %.9g, drift: %.9g, noise: %.9g, "
-                 "ffn_sparsity: %.9g, generator: %u}", sp->sink, sp->n_sinks, sp->local,
-                 sp->window, sp->heavy, sp->heavy_frac, sp->layer_sim, sp->drift, sp->noise,
-                 sp->ffn_sparsity, sp->generator);
+                 "ffn_sparsity: %.9g, generator: %u}",
+                 sp->sink, sp->n_sinks, sp->local, sp->window, sp->heavy, sp->heavy_frac,
+                 sp->layer_sim, sp->drift, sp->noise, sp->ffn_sparsity, sp->generator);
         trace_writer_meta(w, "seed", seed);
         trace_writer_meta(w, "synth", params);
     }
@@ -258,8 +336,7 @@ static int write_trace(trace *t, const char *dir, errbuf *e)
             break;
         for (uint32_t l = 0; rc == MS_OK && l < s->n_layers; l++) {
             trace_kv(t, l, p, k, v);
-            rc = trace_writer_row(w, l, p, trace_q(t, l), k, v, trace_att(t, l),
-                                  trace_ffn(t, l));
+            rc = trace_writer_row(w, l, p, trace_q(t, l), k, v, trace_att(t, l), trace_ffn(t, l));
         }
         if (rc == MS_OK && trace_logits(t))
             rc = trace_writer_logits(w, p, trace_logits(t));
@@ -390,8 +467,8 @@ static int cmd_info(int argc, char **argv)
     printf("q/k order:  %s%s\n", trace_rope_layout(t),
            strcmp(trace_rope_layout(t), "half") ? "" : " (converted to interleaved on read)");
     printf("shape:      layers %u, heads %u, kv_heads %u, head_dim %u, dim %u, ffn_dim %u, "
-           "vocab %u\n", s->n_layers, s->n_heads, s->n_kv_heads, s->head_dim, s->dim,
-           s->ffn_dim, s->vocab);
+           "vocab %u\n",
+           s->n_layers, s->n_heads, s->n_kv_heads, s->head_dim, s->dim, s->ffn_dim, s->vocab);
     printf("tokens:     %u\n", s->n_tokens);
     printf("arrays:    ");
     for (int a = 0; a < TRACE_N_ARRAYS; a++)
@@ -422,7 +499,8 @@ static int cmd_info(int argc, char **argv)
             printf("  att:      not stored (rows are computed from q and k)\n");
         if (ck.model_pos)
             printf("  model:    q, k, v, ffn, logits = %s's forward pass at %u positions, "
-                   "max rel. diff %.2g\n", trace_model_name(t), ck.model_pos, ck.model_err);
+                   "max rel. diff %.2g\n",
+                   trace_model_name(t), ck.model_pos, ck.model_err);
         else
             printf("  model:    not compared (%s)\n", ck.model_note);
     }

@@ -32,10 +32,16 @@ typedef struct vprim {
 } vprim;
 
 static const vprim vprims[] = {
-    {"input(P0)", PRIM_INPUT, 0, 0},  {"open(all)", PRIM_OPEN, -1, 0}, {"open(P1)", PRIM_OPEN, 1, 0},
-    {"mul", PRIM_MUL, 0, 0},          {"square", PRIM_SQUARE, 0, 0},   {"matmul", PRIM_MATMUL, 0, 0},
-    {"matmul(cached B)", PRIM_MATMUL, 0, OPF_FIXED_B},                  {"trunc", PRIM_TRUNC, 0, 0},
-    {"and_bb", PRIM_AND, 0, 0},       {"b2a", PRIM_B2A, 0, 0},
+    {"input(P0)", PRIM_INPUT, 0, 0},
+    {"open(all)", PRIM_OPEN, -1, 0},
+    {"open(P1)", PRIM_OPEN, 1, 0},
+    {"mul", PRIM_MUL, 0, 0},
+    {"square", PRIM_SQUARE, 0, 0},
+    {"matmul", PRIM_MATMUL, 0, 0},
+    {"matmul(cached B)", PRIM_MATMUL, 0, OPF_FIXED_B},
+    {"trunc", PRIM_TRUNC, 0, 0},
+    {"and_bb", PRIM_AND, 0, 0},
+    {"b2a", PRIM_B2A, 0, 0},
 };
 #define N_VPRIMS (sizeof vprims / sizeof vprims[0])
 
@@ -101,7 +107,9 @@ static int vnode(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (!rc) {
         mpc_op_stat st;
-        mpc_stat_between(&a, mpc_net_get_stats(net), (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000ll + (t1.tv_nsec - t0.tv_nsec)), &st);
+        mpc_stat_between(
+            &a, mpc_net_get_stats(net),
+            (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000ll + (t1.tv_nsec - t0.tv_nsec)), &st);
         fwrite(&st, sizeof st, 1, out);
     } else
         err_set(err, rc, "%s", mpc_engine_error(e));
@@ -125,7 +133,8 @@ static int predict(const proto *pr, const proto_cfg *cfg, const vjob *j, const n
         return err_set(err, rc, "cannot create the %s cost engine", pr->name);
     }
     int dom = j->v->prim == PRIM_AND || j->v->prim == PRIM_B2A ? DOM_BOOL : DOM_ARITH;
-    mpc_val x = {.n = elems(j, 0), .dom = (uint8_t)dom}, y = {.n = elems(j, 1), .dom = (uint8_t)dom}, z = {0};
+    mpc_val x = {.n = elems(j, 0), .dom = (uint8_t)dom},
+            y = {.n = elems(j, 1), .dom = (uint8_t)dom}, z = {0};
     rc = call_prim(e, j, &x, &y, &z, NULL);
     eng_free(e);
     memset(tot, 0, sizeof *tot);
@@ -137,7 +146,14 @@ static int predict(const proto *pr, const proto_cfg *cfg, const vjob *j, const n
     op_program p;
     op_program_init(&p);
     uint32_t t = op_tensor_add(&p, "x", OPT_TEMP, DOM_ARITH, 1, 1, j->n);
-    op o = {.kind = OP_MUL, .layer = -1, .group = -1, .batch = 1, .m = 1, .n = j->n, .in = {t, t, OP_NONE}, .out = t};
+    op o = {.kind = OP_MUL,
+            .layer = -1,
+            .group = -1,
+            .batch = 1,
+            .m = 1,
+            .n = j->n,
+            .in = {t, t, OP_NONE},
+            .out = t};
     op_emit(&p, &o);
     sim_opts so = {0};
     sim_result sr;
@@ -153,31 +169,30 @@ static int predict(const proto *pr, const proto_cfg *cfg, const vjob *j, const n
 
 static void usage(FILE *f, const cli_cmd *c)
 {
-    fprintf(f,
-            "usage: mpcsim validate [--primitives] [--basic-ops] [--model NAME]\n"
-            "                       [--protocol P] [--db FILE] [--latency-ms X]\n"
-            "                       [--bandwidth RATE] [--profile NAME] [--set K=V]...\n"
-            "                       [--prompt N] [--decode N] [--text FILE] [--shape]\n"
-            "                       [--generate N]\n"
-            "                       [--accuracy N [--policy NAME [--policy-param K=V]...]]\n\n"
-            "Runs the real MPC backend (parties forked on 127.0.0.1) and the simulator on\n"
-            "the same work and prints predicted vs measured rounds, bytes and time. Without\n"
-            "a mode flag: the primitives and stories260K's prefill and decode programs, in\n"
-            "semi2k and aby3. Exit status 1 if any bytes or rounds differ.\n\n"
-            "options:\n");
+    fprintf(f, "usage: mpcsim validate [--primitives] [--basic-ops] [--model NAME]\n"
+               "                       [--protocol P] [--db FILE] [--latency-ms X]\n"
+               "                       [--bandwidth RATE] [--profile NAME] [--set K=V]...\n"
+               "                       [--prompt N] [--decode N] [--text FILE] [--shape]\n"
+               "                       [--generate N]\n"
+               "                       [--accuracy N [--policy NAME [--policy-param K=V]...]]\n\n"
+               "Runs the real MPC backend (parties forked on 127.0.0.1) and the simulator on\n"
+               "the same work and prints predicted vs measured rounds, bytes and time. Without\n"
+               "a mode flag: the primitives and stories260K's prefill and decode programs, in\n"
+               "semi2k and aby3. Exit status 1 if any bytes or rounds differ.\n\n"
+               "options:\n");
     cli_help(c, f);
     fprintf(f, "\n"
-            "examples:\n"
-            "  mpcsim validate --db val.db\n"
-            "  mpcsim validate --model stories260K --accuracy 256 \\\n"
-            "      --text tests/data/tinystories_sample.txt --set approx=sigmoid\n"
-            "  mpcsim validate --model stories260K --generate 64 --latency-ms 0\n");
+               "examples:\n"
+               "  mpcsim validate --db val.db\n"
+               "  mpcsim validate --model stories260K --accuracy 256 \\\n"
+               "      --text tests/data/tinystories_sample.txt --set approx=sigmoid\n"
+               "  mpcsim validate --model stories260K --generate 64 --latency-ms 0\n");
 }
 
 /* The primitives of one protocol on net; rows printed (and stored). */
-static int validate_prims(const char *pn, const proto_cfg *cfg, unsigned long long n, double lat_ms, double bps,
-                          const char *bw, const machine_profile *mach, int plaintext, rdb *db, const char *session,
-                          int *bad, errbuf *e)
+static int validate_prims(const char *pn, const proto_cfg *cfg, unsigned long long n, double lat_ms,
+                          double bps, const char *bw, const machine_profile *mach, int plaintext,
+                          rdb *db, const char *session, int *bad, errbuf *e)
 {
     const proto *pr = proto_find(pn);
     net_cfg net;
@@ -193,7 +208,9 @@ static int validate_prims(const char *pn, const proto_cfg *cfg, unsigned long lo
         cost_totals tot;
         uint64_t pns = 0;
         int rc = predict(pr, cfg, &j, &net, mach, &tot, &pns, e);
-        mpc_launch l = {.cfg = *cfg, .latency_ns = (uint64_t)llround(lat_ms * 1e6), .deadline_ms = 120000,
+        mpc_launch l = {.cfg = *cfg,
+                        .latency_ns = (uint64_t)llround(lat_ms * 1e6),
+                        .deadline_ms = 120000,
                         .plaintext = plaintext};
         mpc_node_result nr[MPC_NODES_MAX];
         int nodes = 0;
@@ -210,14 +227,21 @@ static int validate_prims(const char *pn, const proto_cfg *cfg, unsigned long lo
             mpc_node_results_free(nr, nodes);
             return rc;
         }
-        rdb_validation v = {.session = session, .tool_version = MPCSIM_VERSION, .protocol = pn, .phase = "-",
-                            .n = (int64_t)elems(&j, 0), .latency_ns = (uint64_t)llround(lat_ms * 1e6),
-                            .bandwidth_bps = bps, .shaping = "none", .pred_ns = pns};
+        rdb_validation v = {.session = session,
+                            .tool_version = MPCSIM_VERSION,
+                            .protocol = pn,
+                            .phase = "-",
+                            .n = (int64_t)elems(&j, 0),
+                            .latency_ns = (uint64_t)llround(lat_ms * 1e6),
+                            .bandwidth_bps = bps,
+                            .shaping = "none",
+                            .pred_ns = pns};
         char item[64];
         snprintf(item, sizeof item, "primitive:%s", vprims[k].label);
         v.item = item;
         v.pred.rounds = tot.rounds;
-        for (int i = 0; i < pr->n_parties; i++) { /* every party checked; time until the last is done */
+        for (int i = 0; i < pr->n_parties;
+             i++) { /* every party checked; time until the last is done */
             mpc_op_stat t;
             memcpy(&t, nr[i].out, sizeof t);
             v.meas_ns = t.ns > v.meas_ns ? t.ns : v.meas_ns;
@@ -234,12 +258,14 @@ static int validate_prims(const char *pn, const proto_cfg *cfg, unsigned long lo
         for (int i = 0; i < pr->n_parties; i++)
             ok &= v.pred.bytes[i] == v.meas.bytes[i];
         *bad |= !ok;
-        printf("%-7s %-17s %8llu | %4llu/%-4llu%s | %11llu/%-11llu | %11llu/%-11llu | %9llu/%-9llu | %8.3f/%-8.3f %s\n", pn,
-               vprims[k].label, (unsigned long long)elems(&j, 0), (unsigned long long)v.pred.rounds,
-               (unsigned long long)v.meas.rounds, "  ", (unsigned long long)v.pred.bytes[0],
-               (unsigned long long)v.meas.bytes[0], (unsigned long long)v.pred.bytes[1], (unsigned long long)v.meas.bytes[1],
-               (unsigned long long)v.pred_offline, (unsigned long long)v.meas_offline, (double)pns * 1e-6,
-               (double)v.meas_ns * 1e-6, ok ? "ok" : "MISMATCH");
+        printf("%-7s %-17s %8llu | %4llu/%-4llu%s | %11llu/%-11llu | %11llu/%-11llu | %9llu/%-9llu "
+               "| %8.3f/%-8.3f %s\n",
+               pn, vprims[k].label, (unsigned long long)elems(&j, 0),
+               (unsigned long long)v.pred.rounds, (unsigned long long)v.meas.rounds, "  ",
+               (unsigned long long)v.pred.bytes[0], (unsigned long long)v.meas.bytes[0],
+               (unsigned long long)v.pred.bytes[1], (unsigned long long)v.meas.bytes[1],
+               (unsigned long long)v.pred_offline, (unsigned long long)v.meas_offline,
+               (double)pns * 1e-6, (double)v.meas_ns * 1e-6, ok ? "ok" : "MISMATCH");
         mpc_node_results_free(nr, nodes);
         if (db && (rc = rdb_validation_put(db, &v, e)))
             return rc;
@@ -262,58 +288,130 @@ static int parse_args(int argc, char **argv, val_args *v)
 {
     vm_args *va = &v->va;
     cli_list sets = {v->sets, 0, 32}, pparams = {va->policy_params, 0, 16};
-    const cli_opt opts[] = { /* in --help's order */
-        {.name = "primitives", .kind = CLI_FLAG, .dest = &v->prims, .help = "validate every communicating primitive"},
-        {.name = "basic-ops", .kind = CLI_FLAG, .dest = &v->basic,
+    const cli_opt opts[] = {
+        /* in --help's order */
+        {.name = "primitives",
+         .kind = CLI_FLAG,
+         .dest = &v->prims,
+         .help = "validate every communicating primitive"},
+        {.name = "basic-ops",
+         .kind = CLI_FLAG,
+         .dest = &v->basic,
          .help = "SecretFlow's basic-op task: x from P0, y from P1, z = x+y, x*y or x<y,\n"
                  "z revealed; at --n/4 and --n elements, measured and predicted, with the\n"
                  "per-element time (e.g. --shape --bandwidth 100Mbps --latency-ms 50)"},
-        {.name = "model", .kind = CLI_STR, .dest = &va->model, .arg = "NAME",
+        {.name = "model",
+         .kind = CLI_STR,
+         .dest = &va->model,
+         .arg = "NAME",
          .help = "validate a real model's programs: a secure session (weights shared by\n"
                  "P1, one-hot tokens by P0, logits revealed to P0, secret KV cache),\n"
                  "a prefill of --prompt tokens then --decode steps, every op compared"},
-        {.name = "protocol", .short_name = 'p', .kind = CLI_STR, .dest = &v->only, .arg = "P",
+        {.name = "protocol",
+         .short_name = 'p',
+         .kind = CLI_STR,
+         .dest = &v->only,
+         .arg = "P",
          .help = "semi2k or aby3 (default: both)"},
-        {.name = "n", .short_name = 'n', .kind = CLI_U64, .dest = &v->n, .arg = "N", .lo = 1, .hi = 1u << 24,
-         .want = "1..16777216", .help = "primitives: elements per call (matmul: N×N·N×N with N = sqrt) (default 4096)"},
-        {.name = "db", .kind = CLI_STR, .dest = &v->dbpath, .arg = "FILE",
+        {.name = "n",
+         .short_name = 'n',
+         .kind = CLI_U64,
+         .dest = &v->n,
+         .arg = "N",
+         .lo = 1,
+         .hi = 1u << 24,
+         .want = "1..16777216",
+         .help = "primitives: elements per call (matmul: N×N·N×N with N = sqrt) (default 4096)"},
+        {.name = "db",
+         .kind = CLI_STR,
+         .dest = &v->dbpath,
+         .arg = "FILE",
          .help = "store the rows in the results database's validation table"},
-        {.name = "latency-ms", .kind = CLI_F64, .dest = &v->lat_ms, .arg = "X", .hi = 10000, .want = "0..10000",
+        {.name = "latency-ms",
+         .kind = CLI_F64,
+         .dest = &v->lat_ms,
+         .arg = "X",
+         .hi = 10000,
+         .want = "0..10000",
          .help = "one-way latency injected by the backend and simulated (default 1)"},
-        {.name = "bandwidth", .kind = CLI_STR, .dest = &v->bw, .arg = "RATE",
+        {.name = "bandwidth",
+         .kind = CLI_STR,
+         .dest = &v->bw,
+         .arg = "RATE",
          .help = "simulated link bandwidth (default 10Gbps, about loopback); with --shape\n"
                  "also the tbf rate of every node's egress"},
-        {.name = "shape", .kind = CLI_FLAG, .dest = &va->shape,
+        {.name = "shape",
+         .kind = CLI_FLAG,
+         .dest = &va->shape,
          .help = "programs and --basic-ops: every node in its own network namespace, a veth\n"
                  "pair (MTU 1500) between every two nodes with tbf at --bandwidth on each\n"
                  "end; simulated as token buckets carrying TCP frames (needs root and\n"
                  "iproute2; says why and exits 3 where not available)"},
-        {.name = "insecure-plaintext", .kind = CLI_FLAG, .dest = &va->plaintext,
+        {.name = "insecure-plaintext",
+         .kind = CLI_FLAG,
+         .dest = &va->plaintext,
          .help = "the backend's loopback sessions without TLS (for comparison; warns)"},
-        {.name = "profile", .kind = CLI_STR, .dest = &v->profile, .arg = "NAME",
+        {.name = "profile",
+         .kind = CLI_STR,
+         .dest = &v->profile,
+         .arg = "NAME",
          .help = "machine profile for simulated compute (default: default)"},
-        {.name = "set", .kind = CLI_LIST, .dest = &sets, .arg = "K=V",
+        {.name = "set",
+         .kind = CLI_LIST,
+         .dest = &sets,
+         .arg = "K=V",
          .help = "protocol parameter (frac_bits, approx, beaver_cache, …)"},
-        {.name = "prompt", .kind = CLI_U32, .dest = &va->prompt, .arg = "N", .lo = 1, .hi = 100000,
-         .want = "1..100000", .help = "prefill tokens (default 16)"},
-        {.name = "decode", .kind = CLI_U32, .dest = &va->decode, .arg = "N", .hi = 100000, .want = "0..100000",
+        {.name = "prompt",
+         .kind = CLI_U32,
+         .dest = &va->prompt,
+         .arg = "N",
+         .lo = 1,
+         .hi = 100000,
+         .want = "1..100000",
+         .help = "prefill tokens (default 16)"},
+        {.name = "decode",
+         .kind = CLI_U32,
+         .dest = &va->decode,
+         .arg = "N",
+         .hi = 100000,
+         .want = "0..100000",
          .help = "decode steps after the prefill (default 2)"},
-        {.name = "text", .kind = CLI_STR, .dest = &va->text, .arg = "FILE",
+        {.name = "text",
+         .kind = CLI_STR,
+         .dest = &va->text,
+         .arg = "FILE",
          .help = "the tokens: this text (default: a built-in sentence of 80 tokens)"},
-        {.name = "accuracy", .kind = CLI_U32, .dest = &va->accuracy, .arg = "N", .lo = 1, .hi = 100000,
+        {.name = "accuracy",
+         .kind = CLI_U32,
+         .dest = &va->accuracy,
+         .arg = "N",
+         .lo = 1,
+         .hi = 100000,
          .want = "1..100000",
          .help = "teacher-forced secure logits at N positions against the float reference:\n"
                  "top-1 agreement and logit error"},
-        {.name = "policy", .kind = CLI_STR, .dest = &va->policy, .arg = "NAME",
+        {.name = "policy",
+         .kind = CLI_STR,
+         .dest = &va->policy,
+         .arg = "NAME",
          .help = "with --accuracy: a policy applied inside MPC (prompt = --prompt), compared\n"
                  "with its plaintext replay: h2o and mpcache select on secret shares, comet\n"
                  "(active_frac > 0) runs its sparse FFN on shares (the agreement printed);\n"
                  "streamingllm's kept set is public; other policies apply the replay's kept\n"
                  "entries, and say so"},
-        {.name = "policy-param", .kind = CLI_LIST, .dest = &pparams, .arg = "K=V",
+        {.name = "policy-param",
+         .kind = CLI_LIST,
+         .dest = &pparams,
+         .arg = "K=V",
          .help = "a policy parameter (repeatable)"},
-        {.name = "generate", .kind = CLI_U32, .dest = &va->generate, .arg = "N", .lo = 1, .hi = 100000,
-         .want = "1..100000", .help = "greedy generation of N tokens after --prompt: time and tokens"},
+        {.name = "generate",
+         .kind = CLI_U32,
+         .dest = &va->generate,
+         .arg = "N",
+         .lo = 1,
+         .hi = 100000,
+         .want = "1..100000",
+         .help = "greedy generation of N tokens after --prompt: time and tokens"},
         {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
     };
     const cli_cmd cmd = {"validate", opts, sizeof opts / sizeof opts[0], 24, 0};
@@ -329,7 +427,9 @@ static int check_modes(val_args *v)
 {
     vm_args *va = &v->va;
     if (v->basic && (v->prims || va->model || va->accuracy || va->generate)) {
-        cli_error("validate", "--basic-ops runs alone (not with --primitives, --model, --accuracy, --generate)");
+        cli_error(
+            "validate",
+            "--basic-ops runs alone (not with --primitives, --model, --accuracy, --generate)");
         return 2;
     }
     if (!v->prims && !va->model && !v->basic) { /* the default: both */
@@ -337,7 +437,8 @@ static int check_modes(val_args *v)
         va->model = "stories260K";
     }
     if ((va->accuracy || va->generate || va->policy) && (v->prims || !va->model)) {
-        cli_error("validate", "--accuracy, --generate and --policy go with --model (not --primitives)");
+        cli_error("validate",
+                  "--accuracy, --generate and --policy go with --model (not --primitives)");
         return 2;
     }
     if (va->shape && (v->prims || va->accuracy || va->generate)) {
@@ -403,8 +504,10 @@ int cmd_validate(int argc, char **argv)
     vm_args va = v.va;
     errbuf e = {{0}};
     if (va.plaintext)
-        fprintf(stderr, "mpcsim validate: WARNING: --insecure-plaintext: the backend's loopback sessions run without "
-                "TLS (unauthenticated, unencrypted channels); figures are not those of a secure deployment.\n");
+        fprintf(stderr, "mpcsim validate: WARNING: --insecure-plaintext: the backend's loopback "
+                        "sessions run without "
+                        "TLS (unauthenticated, unencrypted channels); figures are not those of a "
+                        "secure deployment.\n");
     if (net_rate_bps(bw, &va.bandwidth_bps)) {
         cli_error("validate", "--bandwidth: '%s' is not a rate (e.g. 10Gbps)", bw);
         return 2;
@@ -431,14 +534,17 @@ int cmd_validate(int argc, char **argv)
     int bad = 0;
     rc = MS_OK;
     if (prims) {
-        printf("%-7s %-17s %8s | %-11s | %-25s | %-25s | %-19s | %s\n", "proto", "primitive", "n", "rounds p/m",
-               "online bytes P0 p/m", "online bytes P1 p/m", "offline p/m", "time ms p/m");
+        printf("%-7s %-17s %8s | %-11s | %-25s | %-25s | %-19s | %s\n", "proto", "primitive", "n",
+               "rounds p/m", "online bytes P0 p/m", "online bytes P1 p/m", "offline p/m",
+               "time ms p/m");
         for (int q = 0; !rc && q < n_cfgs; q++)
-            rc = validate_prims(names[q], &cfgs[q], n, lat_ms, va.bandwidth_bps, bw, &va.mach, va.plaintext, db, session,
-                                &bad, &e);
+            rc = validate_prims(names[q], &cfgs[q], n, lat_ms, va.bandwidth_bps, bw, &va.mach,
+                                va.plaintext, db, session, &bad, &e);
         if (!rc)
-            printf("# p = predicted (cost engine + simulator on %.3g ms / %s links), m = measured (backend on loopback,\n"
-                   "# latency injected by its transport; time until the last party is done). Bytes: payload sent by that\n"
+            printf("# p = predicted (cost engine + simulator on %.3g ms / %s links), m = measured "
+                   "(backend on loopback,\n"
+                   "# latency injected by its transport; time until the last party is done). "
+                   "Bytes: payload sent by that\n"
                    "# party; offline: dealer->parties.\n",
                    lat_ms, bw);
     }

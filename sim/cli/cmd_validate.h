@@ -11,18 +11,18 @@
 #include "results/rdb.h"
 
 typedef struct vm_args {
-    const char *model;        /* "stories260K" */
-    const char *text;         /* tokens from this file (NULL: a built-in sentence) */
-    uint32_t prompt, decode;  /* programs: a prefill of `prompt` tokens, then `decode` steps */
-    uint32_t accuracy;        /* > 0: teacher-forced accuracy over this many positions */
-    uint32_t generate;        /* > 0: greedy generation of this many tokens */
-    const char *policy;       /* accuracy under a policy applied inside MPC */
+    const char *model;       /* "stories260K" */
+    const char *text;        /* tokens from this file (NULL: a built-in sentence) */
+    uint32_t prompt, decode; /* programs: a prefill of `prompt` tokens, then `decode` steps */
+    uint32_t accuracy;       /* > 0: teacher-forced accuracy over this many positions */
+    uint32_t generate;       /* > 0: greedy generation of this many tokens */
+    const char *policy;      /* accuracy under a policy applied inside MPC */
     const char *policy_params[16];
     size_t n_policy_params;
     uint64_t latency_ns;
     double bandwidth_bps;
-    int shape;                /* 1: bandwidth shaped with tbf between network namespaces */
-    int plaintext;            /* 1: --insecure-plaintext, no TLS on the backend's channels */
+    int shape;     /* 1: bandwidth shaped with tbf between network namespaces */
+    int plaintext; /* 1: --insecure-plaintext, no TLS on the backend's channels */
     machine_profile mach;
     const char *session;
 } vm_args;

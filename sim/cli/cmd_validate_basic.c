@@ -44,16 +44,37 @@ static int bo_program(bo_job *j, int kind, uint64_t n)
     uint32_t y = op_tensor_add(&j->p, "y", OPT_WEIGHT, DOM_ARITH, 1, 1, (uint32_t)n);
     uint32_t z = op_tensor_add(&j->p, "z", OPT_TEMP, DOM_ARITH, 1, 1, (uint32_t)n);
     uint32_t r = op_tensor_add(&j->p, "r", OPT_OUTPUT, DOM_ARITH, 1, 1, (uint32_t)n);
-    op in_x = {.kind = OP_INPUT, .layer = -1, .group = -1, .batch = 1, .m = 1, .n = (uint32_t)n,
-               .in = {OP_NONE, OP_NONE, OP_NONE}, .out = x, .iarg = 0};
+    op in_x = {.kind = OP_INPUT,
+               .layer = -1,
+               .group = -1,
+               .batch = 1,
+               .m = 1,
+               .n = (uint32_t)n,
+               .in = {OP_NONE, OP_NONE, OP_NONE},
+               .out = x,
+               .iarg = 0};
     op in_y = in_x;
     in_y.out = y, in_y.iarg = 1;
-    op f = {.kind = kind, .layer = -1, .group = -1, .batch = 1, .m = 1, .n = (uint32_t)n, .in = {x, y, OP_NONE},
+    op f = {.kind = kind,
+            .layer = -1,
+            .group = -1,
+            .batch = 1,
+            .m = 1,
+            .n = (uint32_t)n,
+            .in = {x, y, OP_NONE},
             .out = z};
-    op rv = {.kind = OP_REVEAL, .layer = -1, .group = -1, .batch = 1, .m = 1, .n = (uint32_t)n,
-             .in = {z, OP_NONE, OP_NONE}, .out = r, .iarg = -1};
-    return x == OP_NONE || y == OP_NONE || z == OP_NONE || r == OP_NONE || op_emit(&j->p, &in_x) < 0 ||
-           op_emit(&j->p, &in_y) < 0 || op_emit(&j->p, &f) < 0 || op_emit(&j->p, &rv) < 0;
+    op rv = {.kind = OP_REVEAL,
+             .layer = -1,
+             .group = -1,
+             .batch = 1,
+             .m = 1,
+             .n = (uint32_t)n,
+             .in = {z, OP_NONE, OP_NONE},
+             .out = r,
+             .iarg = -1};
+    return x == OP_NONE || y == OP_NONE || z == OP_NONE || r == OP_NONE ||
+           op_emit(&j->p, &in_x) < 0 || op_emit(&j->p, &in_y) < 0 || op_emit(&j->p, &f) < 0 ||
+           op_emit(&j->p, &rv) < 0;
 }
 
 /* A node: setup (nothing bound but the inputs' plaintext), the start barrier, the ops. */
@@ -78,8 +99,8 @@ static int bo_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
 }
 
 /* Measured (slowest party) and predicted time of one task. */
-static int bo_task(const proto_cfg *cfg, const vm_args *a, const netshape *ns, uint64_t base, int kind,
-                   uint64_t n, uint64_t *meas, uint64_t *pred, uint64_t *bytes, errbuf *e)
+static int bo_task(const proto_cfg *cfg, const vm_args *a, const netshape *ns, uint64_t base,
+                   int kind, uint64_t n, uint64_t *meas, uint64_t *pred, uint64_t *bytes, errbuf *e)
 {
     const proto *pr = proto_find(cfg->name);
     bo_job j;
@@ -87,16 +108,21 @@ static int bo_task(const proto_cfg *cfg, const vm_args *a, const netshape *ns, u
         op_program_free(&j.p);
         return err_set(e, MS_ERR_NOMEM, "basic ops: out of memory");
     }
-    mpc_launch l = {.cfg = *cfg, .latency_ns = a->latency_ns, .timeout_ms = 120000, .deadline_ms = 1200000,
+    mpc_launch l = {.cfg = *cfg,
+                    .latency_ns = a->latency_ns,
+                    .timeout_ms = 120000,
+                    .deadline_ms = 1200000,
                     .plaintext = a->plaintext};
     mpc_node_result nr[MPC_NODES_MAX];
     int nodes = 0;
-    int rc = ns ? netshape_launch(ns, &l, bo_node, &j, nr, &nodes, e) : mpc_launch_run(&l, bo_node, &j, nr, &nodes, e);
+    int rc = ns ? netshape_launch(ns, &l, bo_node, &j, nr, &nodes, e)
+                : mpc_launch_run(&l, bo_node, &j, nr, &nodes, e);
     *meas = 0;
     for (int i = 0; !rc && i < pr->n_parties; i++) {
         uint64_t t = 0;
         if (nr[i].rc)
-            rc = err_set(e, nr[i].rc, "basic ops: %s %s node %d: %s", cfg->name, op_kind_name(kind), i, nr[i].err);
+            rc = err_set(e, nr[i].rc, "basic ops: %s %s node %d: %s", cfg->name, op_kind_name(kind),
+                         i, nr[i].err);
         else if (nr[i].out_len >= sizeof t)
             memcpy(&t, nr[i].out, sizeof t);
         *meas = t > *meas ? t : *meas;
@@ -137,8 +163,8 @@ static int bo_task(const proto_cfg *cfg, const vm_args *a, const netshape *ns, u
 int validate_basic(const vm_args *a, const proto_cfg *cfgs, int n_cfgs, uint64_t n, errbuf *e)
 {
     uint64_t sizes[2] = {n / 4 ? n / 4 : 1, n};
-    printf("%-7s %-4s %9s | %12s | %10s %10s %7s | %s\n", "proto", "op", "n", "online bytes", "pred ms", "meas ms",
-           "error", "per element (marginal over the two sizes)");
+    printf("%-7s %-4s %9s | %12s | %10s %10s %7s | %s\n", "proto", "op", "n", "online bytes",
+           "pred ms", "meas ms", "error", "per element (marginal over the two sizes)");
     int rc = MS_OK;
     for (int q = 0; !rc && q < n_cfgs; q++) {
         netshape ns = {0};
@@ -146,22 +172,26 @@ int validate_basic(const vm_args *a, const proto_cfg *cfgs, int n_cfgs, uint64_t
             rc = netshape_up(&ns, 3, a->bandwidth_bps, e);
         uint64_t base = 0;
         if (!rc)
-            rc = valid_round_ns(&cfgs[q], a->latency_ns, a->shape ? &ns : NULL, a->plaintext, &base, e);
+            rc = valid_round_ns(&cfgs[q], a->latency_ns, a->shape ? &ns : NULL, a->plaintext, &base,
+                                e);
         for (size_t k = 0; !rc && k < sizeof bo_kinds / sizeof *bo_kinds; k++) {
             uint64_t meas[2], pred[2], bytes[2];
             for (int s = 0; !rc && s < 2; s++) {
-                rc = bo_task(&cfgs[q], a, a->shape ? &ns : NULL, base, bo_kinds[k], sizes[s], &meas[s], &pred[s],
-                             &bytes[s], e);
+                rc = bo_task(&cfgs[q], a, a->shape ? &ns : NULL, base, bo_kinds[k], sizes[s],
+                             &meas[s], &pred[s], &bytes[s], e);
                 if (rc)
                     break;
-                printf("%-7s %-4s %9llu | %12llu | %10.1f %10.1f %+6.1f%%", cfgs[q].name, op_kind_name(bo_kinds[k]),
-                       (unsigned long long)sizes[s], (unsigned long long)bytes[s], (double)pred[s] * 1e-6,
-                       (double)meas[s] * 1e-6, valid_err_pct(pred[s], meas[s]));
+                printf("%-7s %-4s %9llu | %12llu | %10.1f %10.1f %+6.1f%%", cfgs[q].name,
+                       op_kind_name(bo_kinds[k]), (unsigned long long)sizes[s],
+                       (unsigned long long)bytes[s], (double)pred[s] * 1e-6, (double)meas[s] * 1e-6,
+                       valid_err_pct(pred[s], meas[s]));
                 if (s == 1)
-                    printf(" | measured %.3f us, predicted %.3f us; x1e8: %.1f s measured", 
-                           ((double)meas[1] - (double)meas[0]) * 1e-3 / (double)(sizes[1] - sizes[0]),
-                           ((double)pred[1] - (double)pred[0]) * 1e-3 / (double)(sizes[1] - sizes[0]),
-                           ((double)meas[1] - (double)meas[0]) * 1e-9 / (double)(sizes[1] - sizes[0]) * 1e8);
+                    printf(
+                        " | measured %.3f us, predicted %.3f us; x1e8: %.1f s measured",
+                        ((double)meas[1] - (double)meas[0]) * 1e-3 / (double)(sizes[1] - sizes[0]),
+                        ((double)pred[1] - (double)pred[0]) * 1e-3 / (double)(sizes[1] - sizes[0]),
+                        ((double)meas[1] - (double)meas[0]) * 1e-9 / (double)(sizes[1] - sizes[0]) *
+                            1e8);
                 printf("\n");
             }
         }

@@ -38,10 +38,13 @@ static int vm_open(vm_ctx *c, const vm_args *a, errbuf *e)
     char wp[1024], tp[1024];
     if (!rc && (!c->m.weights[0] || model_file_path(c->m.weights, wp, sizeof wp) ||
                 !c->m.tokenizer[0] || model_file_path(c->m.tokenizer, tp, sizeof tp)))
-        rc = err_set(e, MS_ERR_INPUT, "model %s has no weights or tokenizer to run\n"
-                     "---> HINT: the real backend runs stories260K", c->m.name);
+        rc = err_set(e, MS_ERR_INPUT,
+                     "model %s has no weights or tokenizer to run\n"
+                     "---> HINT: the real backend runs stories260K",
+                     c->m.name);
     if (!rc && c->m.family != FAM_LLAMA)
-        rc = err_set(e, MS_ERR_INPUT, "model %s: the secure session runs llama-family checkpoints", c->m.name);
+        rc = err_set(e, MS_ERR_INPUT, "model %s: the secure session runs llama-family checkpoints",
+                     c->m.name);
     if (!rc)
         rc = llama_load(&c->m, wp, &c->L, e);
     if (!rc)
@@ -80,19 +83,25 @@ static int need_tokens(const vm_ctx *c, uint32_t n, errbuf *e)
 {
     if ((uint32_t)c->n_ids >= n)
         return MS_OK;
-    return err_set(e, MS_ERR_INPUT, "the text has %d tokens, %u needed\n---> HINT: give a longer "
-                   "text with --text FILE (e.g. tests/data/tinystories_sample.txt)", c->n_ids, n);
+    return err_set(e, MS_ERR_INPUT,
+                   "the text has %d tokens, %u needed\n---> HINT: give a longer "
+                   "text with --text FILE (e.g. tests/data/tinystories_sample.txt)",
+                   c->n_ids, n);
 }
 
 static void print_row(const char *pn, const valid_row *r, int np)
 {
-    printf("%-7s %-20s %5u %5u | %5llu/%-5llu | %9llu/%-9llu | %9llu/%-9llu", pn, r->item, r->n_tokens, r->kv_len,
-           (unsigned long long)r->pred.rounds, (unsigned long long)r->meas.rounds, (unsigned long long)r->pred.bytes[0],
-           (unsigned long long)r->meas.bytes[0], (unsigned long long)r->pred.bytes[1], (unsigned long long)r->meas.bytes[1]);
+    printf("%-7s %-20s %5u %5u | %5llu/%-5llu | %9llu/%-9llu | %9llu/%-9llu", pn, r->item,
+           r->n_tokens, r->kv_len, (unsigned long long)r->pred.rounds,
+           (unsigned long long)r->meas.rounds, (unsigned long long)r->pred.bytes[0],
+           (unsigned long long)r->meas.bytes[0], (unsigned long long)r->pred.bytes[1],
+           (unsigned long long)r->meas.bytes[1]);
     if (np == 3)
-        printf(" | %9llu/%-9llu", (unsigned long long)r->pred.bytes[2], (unsigned long long)r->meas.bytes[2]);
+        printf(" | %9llu/%-9llu", (unsigned long long)r->pred.bytes[2],
+               (unsigned long long)r->meas.bytes[2]);
     else
-        printf(" | %9llu/%-9llu", (unsigned long long)r->pred_offline, (unsigned long long)r->meas_offline);
+        printf(" | %9llu/%-9llu", (unsigned long long)r->pred_offline,
+               (unsigned long long)r->meas_offline);
     printf(" | %8.1f/%-8.1f %+6.1f%% %s\n", (double)r->pred_ns * 1e-6, (double)r->meas_ns * 1e-6,
            valid_err_pct(r->pred_ns, r->meas_ns), r->ops_mismatched ? "MISMATCH" : "ok");
 }
@@ -109,9 +118,11 @@ static void vm_stream_wire(net_wire *w, int plaintext)
 /* The row's bytes on the wire: payload + frame headers (+ TLS records' framing), by party. */
 static void print_wire(const valid_row *r, int np, int plaintext)
 {
-    printf("#       on the wire (payload + frame headers%s), pred/meas:", plaintext ? "" : " + TLS records");
+    printf("#       on the wire (payload + frame headers%s), pred/meas:",
+           plaintext ? "" : " + TLS records");
     for (int i = 0; i < np && i < RDB_PARTIES; i++)
-        printf(" P%d %llu/%llu", i, (unsigned long long)r->pred_wire[i], (unsigned long long)r->meas_wire[i]);
+        printf(" P%d %llu/%llu", i, (unsigned long long)r->pred_wire[i],
+               (unsigned long long)r->meas_wire[i]);
     printf(" %s\n", r->wire_mismatched ? "MISMATCH" : "ok");
 }
 
@@ -128,15 +139,23 @@ static int vm_programs(vm_ctx *c, const proto_cfg *cfg, rdb *db, int *bad, errbu
     uint64_t base = 0;
     if (!rc)
         rc = valid_round_ns(cfg, a->latency_ns, a->shape ? &ns : NULL, a->plaintext, &base, e);
-    secinf_opts o = {.model = &c->m, .weights = c->L, .cfg = *cfg, .tokens = c->ids,
-                     .n_tokens = a->prompt + a->decode, .prefill = a->prompt,
-                     .latency_ns = a->latency_ns, .plaintext = a->plaintext};
+    secinf_opts o = {.model = &c->m,
+                     .weights = c->L,
+                     .cfg = *cfg,
+                     .tokens = c->ids,
+                     .n_tokens = a->prompt + a->decode,
+                     .prefill = a->prompt,
+                     .latency_ns = a->latency_ns,
+                     .plaintext = a->plaintext};
     secinf_result r = {0};
     if (!rc && !a->shape)
         rc = secinf_run(&o, &r, e);
     else if (!rc) {
-        mpc_launch l = {.cfg = *cfg, .latency_ns = a->latency_ns, .timeout_ms = 60000,
-                        .deadline_ms = 600000, .plaintext = a->plaintext};
+        mpc_launch l = {.cfg = *cfg,
+                        .latency_ns = a->latency_ns,
+                        .timeout_ms = 60000,
+                        .deadline_ms = 600000,
+                        .plaintext = a->plaintext};
         mpc_node_result nr[MPC_NODES_MAX];
         int nodes = 0;
         struct timespec t0, t1;
@@ -172,13 +191,16 @@ static int vm_programs(vm_ctx *c, const proto_cfg *cfg, rdb *db, int *bad, errbu
             break;
         if (row.wire_mismatched) {
             *bad = 1;
-            fprintf(stderr, "mpcsim validate: %s %s step %u: the bytes on the wire of %u of %u ops differ from the "
-                    "framing model\n", cfg->name, row.item, s, row.wire_mismatched, row.ops);
+            fprintf(stderr,
+                    "mpcsim validate: %s %s step %u: the bytes on the wire of %u of %u ops differ "
+                    "from the "
+                    "framing model\n",
+                    cfg->name, row.item, s, row.wire_mismatched, row.ops);
         }
         if (row.ops_mismatched) {
             *bad = 1;
-            fprintf(stderr, "mpcsim validate: %s %s step %u: %u of %u ops differ; first: %s\n", cfg->name, row.item, s,
-                    row.ops_mismatched, row.ops, row.first_mismatch);
+            fprintf(stderr, "mpcsim validate: %s %s step %u: %u of %u ops differ; first: %s\n",
+                    cfg->name, row.item, s, row.ops_mismatched, row.ops, row.first_mismatch);
         }
         if (s != 0 && s + 1 != r.n_steps)
             continue;
@@ -190,30 +212,37 @@ static int vm_programs(vm_ctx *c, const proto_cfg *cfg, rdb *db, int *bad, errbu
     }
     char shaped[200] = "";
     if (a->shape)
-        snprintf(shaped, sizeof shaped, "; links shaped with tbf, simulated as token buckets of %llu bytes "
-                 "carrying TCP frames (mtu %u)%s", (unsigned long long)net.link[0][1].burst_bytes, net.wire.mtu,
+        snprintf(shaped, sizeof shaped,
+                 "; links shaped with tbf, simulated as token buckets of %llu bytes "
+                 "carrying TCP frames (mtu %u)%s",
+                 (unsigned long long)net.link[0][1].burst_bytes, net.wire.mtu,
                  a->plaintext ? "" : " of TLS 1.3 records");
-    printf("# %s: round overhead %.1f us (probe; added to the simulated link latency)%s; session %.2f s\n", cfg->name,
-           (double)base * 1e-3, shaped, r.seconds);
+    printf("# %s: round overhead %.1f us (probe; added to the simulated link latency)%s; session "
+           "%.2f s\n",
+           cfg->name, (double)base * 1e-3, shaped, r.seconds);
     secinf_result_free(&r);
     return rc;
 }
 
 /* How the policy ran inside MPC, and for a selection on shares its agreement with the
  * plaintext replay (the one-hots opened after each step: validation only). */
-static void vm_policy_note(const vm_args *a, const secinf_opts *o, const secinf_result *r, const secpol_keep *plain,
-                           secinf_spol sp, int is_pub, const float *ref, errbuf *e)
+static void vm_policy_note(const vm_args *a, const secinf_opts *o, const secinf_result *r,
+                           const secpol_keep *plain, secinf_spol sp, int is_pub, const float *ref,
+                           errbuf *e)
 {
     if (is_pub) {
-        printf("#       %s's kept set is a public function of positions: the secure run re-lays the secret cache out\n"
-               "#       locally (no selection to compute on shares)\n", a->policy);
+        printf("#       %s's kept set is a public function of positions: the secure run re-lays "
+               "the secret cache out\n"
+               "#       locally (no selection to compute on shares)\n",
+               a->policy);
         return;
     }
     if (!sp.ops) {
         const policy_ops *pol = policy_find(a->policy);
-        printf("#       NOTE: %s has no selection on shares%s: the secure run applies the kept sets of its plaintext\n"
-               "#       replay (keep masks), which a deployment could not compute\n", a->policy,
-               pol && pol->secure ? pol->secure->which : "");
+        printf("#       NOTE: %s has no selection on shares%s: the secure run applies the kept "
+               "sets of its plaintext\n"
+               "#       replay (keep masks), which a deployment could not compute\n",
+               a->policy, pol && pol->secure ? pol->secure->which : "");
         return;
     }
     secpol_run pub = secinf_public(o);
@@ -245,28 +274,41 @@ static int vm_accuracy(vm_ctx *c, const proto_cfg *cfg, int *bad, errbuf *e)
     for (uint32_t p = 0; !rc && p < N; p++)
         rc = llama_forward(c->L, c->ids[p], p, NULL, full + (size_t)p * V);
     if (!rc && a->policy)
-        rc = secinf_policy_replay(&c->m, c->L, a->policy, a->policy_params, a->n_policy_params, c->ids, N, P, &k, ref, e);
+        rc = secinf_policy_replay(&c->m, c->L, a->policy, a->policy_params, a->n_policy_params,
+                                  c->ids, N, P, &k, ref, e);
     else if (!rc)
         memcpy(ref, full, (size_t)N * V * sizeof *ref);
     if (!rc && a->policy)
-        rc = secinf_spol_of(&c->m, a->policy, a->policy_params, a->n_policy_params, P, N, &sp, &is_pub, e);
+        rc = secinf_spol_of(&c->m, a->policy, a->policy_params, a->n_policy_params, P, N, &sp,
+                            &is_pub, e);
     if (!rc && a->policy && is_pub)
-        rc = secinf_public_keep(&c->m, a->policy, a->policy_params, a->n_policy_params, N, P, &pk, e);
-    secinf_opts o = {.model = &c->m, .weights = c->L, .cfg = *cfg, .tokens = c->ids, .n_tokens = N,
-                     .prefill = P, .keep = !a->policy || sp.ops ? NULL : is_pub ? &pk : &k, .spol = sp,
-                     .audit = sp.ops != NULL, .plaintext = a->plaintext};
+        rc = secinf_public_keep(&c->m, a->policy, a->policy_params, a->n_policy_params, N, P, &pk,
+                                e);
+    secinf_opts o = {.model = &c->m,
+                     .weights = c->L,
+                     .cfg = *cfg,
+                     .tokens = c->ids,
+                     .n_tokens = N,
+                     .prefill = P,
+                     .keep = !a->policy || sp.ops ? NULL
+                             : is_pub             ? &pk
+                                                  : &k,
+                     .spol = sp,
+                     .audit = sp.ops != NULL,
+                     .plaintext = a->plaintext};
     secinf_result r = {0};
     if (!rc)
         rc = secinf_run(&o, &r, e);
     if (!rc) {
         llama_acc acc, pol;
         llama_compare(r.logits, ref + (size_t)(P - 1) * V, r.n_steps, V, &acc);
-        printf("%-7s %s%s%s: %u positions teacher-forced: top-1 agreement %u/%u (%.2f%%), logit error max %.4f "
+        printf("%-7s %s%s%s: %u positions teacher-forced: top-1 agreement %u/%u (%.2f%%), logit "
+               "error max %.4f "
                "mean %.5f (%s, approx %s, frac_bits %d); %.1f s\n",
-               cfg->name, c->m.name, a->policy ? " under " : "", a->policy ? a->policy : "", acc.n, acc.top1_agree,
-               acc.n, 100.0 * acc.top1_agree / acc.n, acc.max_abs, acc.mean_abs,
-               a->policy ? "vs the plaintext replay of the policy" : "vs the float reference", cfg->approx, cfg->frac_bits,
-               r.seconds);
+               cfg->name, c->m.name, a->policy ? " under " : "", a->policy ? a->policy : "", acc.n,
+               acc.top1_agree, acc.n, 100.0 * acc.top1_agree / acc.n, acc.max_abs, acc.mean_abs,
+               a->policy ? "vs the plaintext replay of the policy" : "vs the float reference",
+               cfg->approx, cfg->frac_bits, r.seconds);
         /* every step's bytes and rounds against the cost engine on the same program */
         net_cfg net;
         net_uniform(&net, (int)r.n_parties, 0, a->bandwidth_bps);
@@ -277,11 +319,13 @@ static int vm_accuracy(vm_ctx *c, const proto_cfg *cfg, int *bad, errbuf *e)
             bad_steps += !rc && row.ops_mismatched;
         }
         *bad |= bad_steps != 0;
-        printf("#       bytes and rounds of every op of the %u steps equal the prediction: %s\n", r.n_steps,
-               bad_steps ? "NO" : "yes");
+        printf("#       bytes and rounds of every op of the %u steps equal the prediction: %s\n",
+               r.n_steps, bad_steps ? "NO" : "yes");
         if (acc.top1_agree < acc.n)
-            printf("#       disagreements are %s: the reference's margin there is at most %.4f (logit error bound %.4f)\n",
-                   acc.miss_gap < 2 * acc.max_abs ? "near ties" : "NOT near ties", acc.miss_gap, acc.max_abs);
+            printf("#       disagreements are %s: the reference's margin there is at most %.4f "
+                   "(logit error bound %.4f)\n",
+                   acc.miss_gap < 2 * acc.max_abs ? "near ties" : "NOT near ties", acc.miss_gap,
+                   acc.max_abs);
         if (a->policy)
             vm_policy_note(a, &o, &r, &k, sp, is_pub, ref + (size_t)(P - 1) * V, e);
         if (a->policy) { /* how far the policy moved the model: the match is not trivial */
@@ -290,8 +334,10 @@ static int vm_accuracy(vm_ctx *c, const proto_cfg *cfg, int *bad, errbuf *e)
                 pd[i] = ref[(size_t)(P - 1) * V + i];
             if (pd) {
                 llama_compare(pd, full + (size_t)(P - 1) * V, r.n_steps, V, &pol);
-                printf("#       the policy's own effect (plaintext, vs the full cache): top-1 %u/%u, logit "
-                       "difference max %.4f mean %.5f\n", pol.top1_agree, pol.n, pol.max_abs, pol.mean_abs);
+                printf("#       the policy's own effect (plaintext, vs the full cache): top-1 "
+                       "%u/%u, logit "
+                       "difference max %.4f mean %.5f\n",
+                       pol.top1_agree, pol.n, pol.max_abs, pol.mean_abs);
             }
             free(pd);
         }
@@ -314,8 +360,14 @@ static int vm_generate(vm_ctx *c, const proto_cfg *cfg, errbuf *e)
     int rc = need_tokens(c, P, e);
     if (rc)
         return rc;
-    secinf_opts o = {.model = &c->m, .weights = c->L, .cfg = *cfg, .tokens = c->ids, .n_tokens = P,
-                     .prefill = P, .n_gen = N - 1, .latency_ns = a->latency_ns};
+    secinf_opts o = {.model = &c->m,
+                     .weights = c->L,
+                     .cfg = *cfg,
+                     .tokens = c->ids,
+                     .n_tokens = P,
+                     .prefill = P,
+                     .n_gen = N - 1,
+                     .latency_ns = a->latency_ns};
     secinf_result r;
     if ((rc = secinf_run(&o, &r, e)))
         return rc;
@@ -341,10 +393,11 @@ static int vm_generate(vm_ctx *c, const proto_cfg *cfg, errbuf *e)
             ns = r.st[(size_t)s * r.n_nodes + i].ns > ns ? r.st[(size_t)s * r.n_nodes + i].ns : ns;
         *(s ? &dec : &pre) += ns;
     }
-    printf("%-7s %s: prompt %u tokens, %u generated: prefill %.3f s, decode %.3f s (%.1f ms/token), session %.2f s; "
+    printf("%-7s %s: prompt %u tokens, %u generated: prefill %.3f s, decode %.3f s (%.1f "
+           "ms/token), session %.2f s; "
            "greedy tokens equal to the float model's: %d/%u\n",
-           cfg->name, c->m.name, P, N, (double)pre * 1e-9, (double)dec * 1e-9, (double)dec * 1e-6 / (N > 1 ? N - 1 : 1),
-           r.seconds, same, N);
+           cfg->name, c->m.name, P, N, (double)pre * 1e-9, (double)dec * 1e-9,
+           (double)dec * 1e-6 / (N > 1 ? N - 1 : 1), r.seconds, same, N);
     printf("#       text:");
     for (uint32_t s = 0; s < r.n_steps; s++)
         printf("%s", llama_tok_piece(c->tok, s ? r.next[s - 1] : c->ids[P - 1], r.next[s]));
@@ -353,13 +406,15 @@ static int vm_generate(vm_ctx *c, const proto_cfg *cfg, errbuf *e)
     return rc;
 }
 
-int validate_model(const vm_args *a, const proto_cfg *cfgs, int n_cfgs, rdb *db, int *bad, errbuf *e)
+int validate_model(const vm_args *a, const proto_cfg *cfgs, int n_cfgs, rdb *db, int *bad,
+                   errbuf *e)
 {
     vm_ctx c;
     int rc = vm_open(&c, a, e);
     if (!rc && !a->accuracy && !a->generate) {
-        printf("%-7s %-20s %5s %5s | %-11s | %-19s | %-19s | %-19s | %s\n", "proto", "program", "new", "kv", "rounds p/m",
-               "bytes P0 p/m", "bytes P1 p/m", "P2 (aby3) / offline", "time ms p/m, error");
+        printf("%-7s %-20s %5s %5s | %-11s | %-19s | %-19s | %-19s | %s\n", "proto", "program",
+               "new", "kv", "rounds p/m", "bytes P0 p/m", "bytes P1 p/m", "P2 (aby3) / offline",
+               "time ms p/m, error");
     }
     for (int i = 0; !rc && i < n_cfgs; i++) {
         if (a->accuracy)
@@ -371,9 +426,11 @@ int validate_model(const vm_args *a, const proto_cfg *cfgs, int n_cfgs, rdb *db,
     }
     if (!rc && !a->accuracy && !a->generate)
         printf("# p = predicted (cost engine + simulator), m = measured (backend, %s, %.3g ms\n"
-               "# one-way latency injected by the transport). Bytes: online payload sent by the party. Time: the\n"
+               "# one-way latency injected by the transport). Bytes: online payload sent by the "
+               "party. Time: the\n"
                "# step's ops, until the last party is done.\n",
-               a->shape ? "one network namespace per node, egress shaped with tbf" : "parties forked on 127.0.0.1",
+               a->shape ? "one network namespace per node, egress shaped with tbf"
+                        : "parties forked on 127.0.0.1",
                (double)a->latency_ns * 1e-6);
     vm_close(&c);
     return rc;

@@ -12,9 +12,9 @@
 #include "protocols/base/err.h"
 
 static const char *const run_columns[] = {
-    "model",   "protocol",    "protocol_label", "network", "policy", "policy_label", "prompt_len",
-    "decode_len", "batch",    "latency_ms", "bandwidth_mbps", "machine", "threads",
-    "scenario", "status",     "seed",      "grid_index", "config_hash"};
+    "model",      "protocol",   "protocol_label", "network",    "policy",         "policy_label",
+    "prompt_len", "decode_len", "batch",          "latency_ms", "bandwidth_mbps", "machine",
+    "threads",    "scenario",   "status",         "seed",       "grid_index",     "config_hash"};
 #define N_RUN_COLUMNS (sizeof run_columns / sizeof run_columns[0])
 
 static int is_column(const char *k)
@@ -42,8 +42,10 @@ int dbq_where(const char *cmd, const char *const *args, int n, char **out)
         char key[128];
         const char *eq = strchr(args[i], '=');
         if (!eq || eq == args[i] || (size_t)(eq - args[i]) >= sizeof key) {
-            cli_error(cmd, "--where wants KEY=VALUE (e.g. network=wan, policy_label=full), not "
-                      "'%s'", args[i]);
+            cli_error(cmd,
+                      "--where wants KEY=VALUE (e.g. network=wan, policy_label=full), not "
+                      "'%s'",
+                      args[i]);
             sqlite3_free(sql);
             return 2;
         }
@@ -65,15 +67,16 @@ int dbq_where(const char *cmd, const char *const *args, int n, char **out)
         for (char *v = vals ? strtok_r(vals, ",", &save) : NULL; v && list;
              v = strtok_r(NULL, ",", &save)) {
             double d;
-            char *nl = parse_double(v, &d) ? sqlite3_mprintf("%s%s%Q", list, list[0] ? "," : "", v)
-                                           : sqlite3_mprintf("%s%s%.17g", list, list[0] ? "," : "", d);
+            char *nl = parse_double(v, &d)
+                           ? sqlite3_mprintf("%s%s%Q", list, list[0] ? "," : "", v)
+                           : sqlite3_mprintf("%s%s%.17g", list, list[0] ? "," : "", d);
             sqlite3_free(list);
             list = nl;
         }
         free(vals);
-        char *ns = list && lhs ? sqlite3_mprintf("%s AND %s IN (%s)", sql, lhs,
-                                                 list[0] ? list : "NULL")
-                               : NULL;
+        char *ns = list && lhs
+                       ? sqlite3_mprintf("%s AND %s IN (%s)", sql, lhs, list[0] ? list : "NULL")
+                       : NULL;
         sqlite3_free(list);
         sqlite3_free(lhs);
         sqlite3_free(sql);

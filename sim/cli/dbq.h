@@ -11,9 +11,10 @@
 
 /* --where KEY=VALUE[,VALUE…] as SQL over `runs r`: " AND (…)" per filter, or "" (malloc'd
  * into *out). KEY is a runs column (model, protocol, protocol_label, network, policy,
- * policy_label, prompt_len, decode_len, batch, latency_ms, bandwidth_mbps, machine, threads, scenario,
- * status, seed) or a path into the resolved config (workload.decode_stride, policies[0].recent,
- * …, through config_json). Numbers compare as numbers. 0, or 2 after printing an error for cmd. */
+ * policy_label, prompt_len, decode_len, batch, latency_ms, bandwidth_mbps, machine, threads,
+ * scenario, status, seed) or a path into the resolved config (workload.decode_stride,
+ * policies[0].recent, …, through config_json). Numbers compare as numbers. 0, or 2 after printing
+ * an error for cmd. */
 int dbq_where(const char *cmd, const char *const *args, int n, char **out);
 
 /* What `report` and `plot` start with: the --where filters as SQL (dbq_where, into *where) and

@@ -24,9 +24,9 @@ typedef struct klist {
 } klist;
 
 struct dbvar {
-    vrun *r;    /* by ident while building, then by id */
+    vrun *r; /* by ident while building, then by id */
     size_t n;
-    klist all;  /* the config paths whose values tell runs apart */
+    klist all; /* the config paths whose values tell runs apart */
     char *keytext;
 };
 
@@ -66,7 +66,8 @@ static int flatten(const json_t *j, char *path, size_t len, size_t cap, vrun *r)
     if (json_is_object(j)) {
         const char *k;
         json_t *x;
-        json_object_foreach((json_t *)j, k, x) {
+        json_object_foreach((json_t *)j, k, x)
+        {
             size_t n = (size_t)snprintf(path + len, cap - len, "%s%s", len ? "." : "", k);
             if (len + n >= cap || flatten(x, path, len + n, cap, r))
                 return -1;
@@ -77,7 +78,8 @@ static int flatten(const json_t *j, char *path, size_t len, size_t cap, vrun *r)
     if (json_is_array(j)) {
         size_t i;
         json_t *x;
-        json_array_foreach(j, i, x) {
+        json_array_foreach(j, i, x)
+        {
             size_t n = (size_t)snprintf(path + len, cap - len, "[%zu]", i);
             if (len + n >= cap || flatten(x, path, len + n, cap, r))
                 return -1;
@@ -206,15 +208,15 @@ static char *join_variant(const klist *v, const vrun *r)
     return s;
 }
 
-int dbvar_build(sqlite3 *h, const char *ident, const char *family, const char *where,
-                int flags, dbvar **out)
+int dbvar_build(sqlite3 *h, const char *ident, const char *family, const char *where, int flags,
+                dbvar **out)
 {
     int ok_only = flags & DBVAR_OK_ONLY;
     *out = NULL;
     dbvar *v = calloc(1, sizeof *v);
-    char *sql = sqlite3_mprintf("SELECT r.id, %s, r.config_json, %s FROM runs r WHERE %s %s",
-                                ident, family ? family : ident,
-                                ok_only ? "r.status = 'ok'" : "1", where ? where : "");
+    char *sql = sqlite3_mprintf("SELECT r.id, %s, r.config_json, %s FROM runs r WHERE %s %s", ident,
+                                family ? family : ident, ok_only ? "r.status = 'ok'" : "1",
+                                where ? where : "");
     sqlite3_stmt *s = NULL;
     int rc = v && sql && sqlite3_prepare_v2(h, sql, -1, &s, NULL) == SQLITE_OK ? 0 : -1;
     sqlite3_free(sql);

@@ -23,11 +23,12 @@ typedef struct dbvar dbvar;
  * one name along x), or NULL: each group of look-alikes alone (a report's rows). where:
  * " AND …" (dbq_where) or "". A key is named by its last part ("mac_per_s=1e9") unless
  * another of the family's keys ends the same. 0, or -1 (SQLite error or out of memory). */
-int dbvar_build(sqlite3 *h, const char *ident, const char *family, const char *where,
-                int flags, dbvar **out);
+int dbvar_build(sqlite3 *h, const char *ident, const char *family, const char *where, int flags,
+                dbvar **out);
 /* The run's variant, "" when none (or the run was not among those built). */
 const char *dbvar_of(const dbvar *v, int64_t id);
-/* Every key that makes a variant (whole paths), ", "-joined ("trace.seed, workload.batch"); "" if none. */
+/* Every key that makes a variant (whole paths), ", "-joined ("trace.seed, workload.batch"); "" if
+ * none. */
 const char *dbvar_keys(const dbvar *v);
 /* Registers the SQL function run_variant(id) on h, answering dbvar_of(v, id) (v must
  * outlive the statements that call it). 0, or -1. */

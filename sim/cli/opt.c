@@ -49,7 +49,8 @@ static int bad_number(const cli_opt *o, const char *arg, errbuf *e)
     if (o->hi > 0 && o->kind != CLI_U32 && o->kind != CLI_INT)
         return err_set(e, MS_ERR_USAGE, "--%s wants %g..%g, not '%s'", o->name, o->lo, o->hi, arg);
     if (o->hi > 0)
-        return err_set(e, MS_ERR_USAGE, "--%s wants an integer in %g..%g, not '%s'", o->name, o->lo, o->hi, arg);
+        return err_set(e, MS_ERR_USAGE, "--%s wants an integer in %g..%g, not '%s'", o->name, o->lo,
+                       o->hi, arg);
     return err_set(e, MS_ERR_USAGE, "--%s wants an integer >= %g, not '%s'", o->name, o->lo, arg);
 }
 
@@ -119,8 +120,9 @@ static int unknown_option(const cli_cmd *c, const char *given, errbuf *e)
         dym = did_you_mean(name, names, n);
     }
     if (dym)
-        return err_set(e, MS_ERR_USAGE, "unknown option '%s' (did you mean '--%s'? see mpcsim %s --help)",
-                       given, dym, c->name);
+        return err_set(e, MS_ERR_USAGE,
+                       "unknown option '%s' (did you mean '--%s'? see mpcsim %s --help)", given,
+                       dym, c->name);
     return err_set(e, MS_ERR_USAGE, "unknown option '%s' (see mpcsim %s --help)", given, c->name);
 }
 
@@ -137,7 +139,8 @@ int cli_parse(const cli_cmd *c, int argc, char **argv, const char **pos, int *n_
     for (size_t i = 0; i < c->n_opts; i++) {
         const cli_opt *o = &c->opts[i];
         int has_arg = o->kind != CLI_FLAG && o->kind != CLI_HELP;
-        lo[i] = (struct option){o->name, has_arg ? required_argument : no_argument, NULL, 256 + (int)i};
+        lo[i] =
+            (struct option){o->name, has_arg ? required_argument : no_argument, NULL, 256 + (int)i};
         if (o->short_name) {
             so[k++] = o->short_name;
             if (has_arg)

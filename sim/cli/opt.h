@@ -31,8 +31,8 @@ typedef enum cli_kind {
 
 typedef struct cli_opt cli_opt;
 struct cli_opt {
-    const char *name;    /* long name, without "--" */
-    char short_name;     /* 0: none */
+    const char *name; /* long name, without "--" */
+    char short_name;  /* 0: none */
     cli_kind kind;
     void *dest;
     const char *arg;     /* the argument's name in --help ("M"); NULL for a flag */
@@ -52,11 +52,11 @@ typedef struct cli_list {
 
 /* A command's table. */
 typedef struct cli_cmd {
-    const char *name;    /* "cost": for messages */
+    const char *name; /* "cost": for messages */
     const cli_opt *opts;
     size_t n_opts;
-    int col;             /* --help: the column the help text starts at */
-    int max_pos;         /* positional arguments accepted */
+    int col;     /* --help: the column the help text starts at */
+    int max_pos; /* positional arguments accepted */
 } cli_cmd;
 
 #define CLI_HELP_ASKED 1

@@ -22,10 +22,10 @@ struct progress {
     double period, t0;
     size_t total, done, failed;
     double *w, wtotal, wdone;
-    double *start;           /* [total] monotonic start time of a run in flight, 0 if not */
-    char (*name)[NAME_LEN];  /* [total] */
+    double *start;          /* [total] monotonic start time of a run in flight, 0 if not */
+    char (*name)[NAME_LEN]; /* [total] */
     char hint[1024];
-    int drawn;               /* a bar is on the terminal's last line */
+    int drawn; /* a bar is on the terminal's last line */
     struct sigaction old_int, old_term;
 };
 
@@ -244,8 +244,8 @@ static void on_signal(int sig)
     raise(sig);
 }
 
-progress *progress_start(size_t total, const double *weights, int tty, int quiet,
-                         double period_s, const char *resume_hint)
+progress *progress_start(size_t total, const double *weights, int tty, int quiet, double period_s,
+                         const char *resume_hint)
 {
     progress *p = calloc(1, sizeof *p);
     if (!p)

@@ -21,8 +21,8 @@ typedef struct progress progress;
 /* total runs; weights[i] of run i (copied); tty: redraw a bar (else a line every period_s);
  * quiet: nothing printed but the interrupt line. resume_hint: the command that resumes, for
  * the interrupt line. Starts the printing thread and installs the SIGINT/SIGTERM handlers. */
-progress *progress_start(size_t total, const double *weights, int tty, int quiet,
-                         double period_s, const char *resume_hint);
+progress *progress_start(size_t total, const double *weights, int tty, int quiet, double period_s,
+                         const char *resume_hint);
 /* Run i (0-based) started / finished (recorded in the database); name: a short label. */
 void progress_begin(progress *p, size_t i, const char *name);
 void progress_end(progress *p, size_t i, int failed);

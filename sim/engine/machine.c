@@ -93,31 +93,25 @@ double machine_seconds(const machine_profile *m, const double *work)
 static const ys_field fields[] = {
     {"format", YS_FIXED, YS_NONE, 0, 0, MACHINE_FORMAT, "file format", NULL, YS_REQ,
      "regenerate the file with `mpcsim calibrate -o FILE`", NULL},
-    {"name", YS_STR, YS_AT(machine_profile, name), 0, 0, NULL, "profile name", NULL, 0, NULL,
-     NULL},
-    {"threads", YS_INT, YS_AT(machine_profile, threads), 1, 4096, "1", "cores a party uses",
-     NULL, 0, NULL, NULL},
-    {"mac_per_s", YS_DBL, R(WK_MAC), 1, 1e18, NULL, "64-bit ring MACs per second (matmul)",
-     NULL, YS_REQ, "run `mpcsim calibrate` to measure it", NULL},
+    {"name", YS_STR, YS_AT(machine_profile, name), 0, 0, NULL, "profile name", NULL, 0, NULL, NULL},
+    {"threads", YS_INT, YS_AT(machine_profile, threads), 1, 4096, "1", "cores a party uses", NULL,
+     0, NULL, NULL},
+    {"mac_per_s", YS_DBL, R(WK_MAC), 1, 1e18, NULL, "64-bit ring MACs per second (matmul)", NULL,
+     YS_REQ, "run `mpcsim calibrate` to measure it", NULL},
     {"elem_per_s", YS_DBL, R(WK_ELEM), 1, 1e18, NULL, "element-wise ring ops per second", NULL,
      YS_REQ, "run `mpcsim calibrate` to measure it", NULL},
     {"prg_bytes_per_s", YS_DBL, R(WK_PRG), 1, 1e18, NULL, "AES-CTR PRG bytes per second", NULL,
      YS_REQ, "run `mpcsim calibrate` to measure it", NULL},
-    {"mac_par_eff", YS_DBL, E(WK_MAC), 1e-3, 2, "1",
-     "MACs' parallel efficiency on `threads` cores", NULL, 0,
-     "`mpcsim calibrate --threads N` measures it", NULL},
-    {"elem_par_eff", YS_DBL, E(WK_ELEM), 1e-3, 2, "1",
-     "element-wise ops' parallel efficiency", NULL, 0,
-     "`mpcsim calibrate --threads N` measures it", NULL},
-    {"prg_par_eff", YS_DBL, E(WK_PRG), 1e-3, 2, "1",
-     "PRG output's parallel efficiency", NULL, 0,
+    {"mac_par_eff", YS_DBL, E(WK_MAC), 1e-3, 2, "1", "MACs' parallel efficiency on `threads` cores",
+     NULL, 0, "`mpcsim calibrate --threads N` measures it", NULL},
+    {"elem_par_eff", YS_DBL, E(WK_ELEM), 1e-3, 2, "1", "element-wise ops' parallel efficiency",
+     NULL, 0, "`mpcsim calibrate --threads N` measures it", NULL},
+    {"prg_par_eff", YS_DBL, E(WK_PRG), 1e-3, 2, "1", "PRG output's parallel efficiency", NULL, 0,
      "`mpcsim calibrate --threads N` measures it", NULL},
     {"grain", YS_DBL, YS_AT(machine_profile, grain), 1, 1e12, "50000",
-     "smallest chunk of work per thread", NULL, 0, NULL,
-     NULL},
+     "smallest chunk of work per thread", NULL, 0, NULL, NULL},
     {"cpu", YS_INFO, YS_NONE, 0, 0, NULL, "the CPU it was measured on", NULL, 0, NULL, NULL},
-    {"measured", YS_INFO, YS_NONE, 0, 0, NULL, "when and how it was measured", NULL, 0, NULL,
-     NULL},
+    {"measured", YS_INFO, YS_NONE, 0, 0, NULL, "when and how it was measured", NULL, 0, NULL, NULL},
     {"derivation", YS_INFO, YS_NONE, 0, 0, NULL, "where a modelled profile's figures come from",
      NULL, 0, NULL, NULL},
 };
@@ -144,10 +138,12 @@ int machine_load(const char *name_or_path, machine_profile *m, errbuf *e)
     if (!f) {
         char where[1400];
         mpcsim_datadir_searched(where, sizeof where);
-        return err_set(e, MS_ERR_NOTFOUND, "%s: error: cannot open machine profile: %s\n"
+        return err_set(e, MS_ERR_NOTFOUND,
+                       "%s: error: cannot open machine profile: %s\n"
                        "  hint: name a profile in protocols/machines/ or a YAML path; "
                        "`mpcsim calibrate -o FILE` writes one; the data folder was looked for "
-                       "in %s", path, strerror(errno), where);
+                       "in %s",
+                       path, strerror(errno), where);
     }
     fclose(f);
     machine_profile tmp;
@@ -172,17 +168,17 @@ int machine_write(const machine_profile *m, const char *path, errbuf *e)
     if (!f)
         return err_set(e, MS_ERR_IO, "%s: error: cannot write machine profile: %s", path,
                        strerror(errno));
-    fprintf(f, "format: %s\nname: %s\nthreads: %d\n"
-               "mac_per_s: %.4g        # 64-bit ring multiply-accumulates per second (matmul)\n"
-               "elem_per_s: %.4g       # element-wise 64-bit ring operations per second\n"
-               "prg_bytes_per_s: %.4g  # AES-128-CTR PRG output bytes per second\n"
-               "mac_par_eff: %.3f        # aggregate rate on `threads` cores / (threads x one core)\n"
-               "elem_par_eff: %.3f\n"
-               "prg_par_eff: %.3f\n"
-               "grain: %.6g            # smallest chunk of work per thread (units)\n",
-            MACHINE_FORMAT, m->name, m->threads, m->rate[WK_MAC], m->rate[WK_ELEM],
-            m->rate[WK_PRG], m->par_eff[WK_MAC], m->par_eff[WK_ELEM], m->par_eff[WK_PRG],
-            m->grain);
+    fprintf(f,
+            "format: %s\nname: %s\nthreads: %d\n"
+            "mac_per_s: %.4g        # 64-bit ring multiply-accumulates per second (matmul)\n"
+            "elem_per_s: %.4g       # element-wise 64-bit ring operations per second\n"
+            "prg_bytes_per_s: %.4g  # AES-128-CTR PRG output bytes per second\n"
+            "mac_par_eff: %.3f        # aggregate rate on `threads` cores / (threads x one core)\n"
+            "elem_par_eff: %.3f\n"
+            "prg_par_eff: %.3f\n"
+            "grain: %.6g            # smallest chunk of work per thread (units)\n",
+            MACHINE_FORMAT, m->name, m->threads, m->rate[WK_MAC], m->rate[WK_ELEM], m->rate[WK_PRG],
+            m->par_eff[WK_MAC], m->par_eff[WK_ELEM], m->par_eff[WK_PRG], m->grain);
     int bad = ferror(f);
     if (path && fclose(f) != 0)
         bad = 1;
@@ -208,18 +204,18 @@ static double now_s(void)
 
 static volatile uint64_t calib_sink; /* keeps the measured loops from being optimized out */
 
-#define CAL_MAT_N 192          /* (n×n)·(n×n) ring matmul: 7.1 M MACs per repetition */
-#define CAL_ELEM_N (1u << 20)  /* z = x·y − z over 2^20 elements: 24 MiB of operands */
-#define CAL_PRG_N (1u << 20)   /* 1 MiB of AES-128-CTR output */
+#define CAL_MAT_N 192         /* (n×n)·(n×n) ring matmul: 7.1 M MACs per repetition */
+#define CAL_ELEM_N (1u << 20) /* z = x·y − z over 2^20 elements: 24 MiB of operands */
+#define CAL_PRG_N (1u << 20)  /* 1 MiB of AES-128-CTR output */
 #define CAL_THREADS_MAX 256
 
 typedef struct cal_job {
     int kind, nth;
-    uint64_t *x, *y, *z;            /* matmul and element-wise operands */
-    unsigned char *in, *out;        /* PRG */
+    uint64_t *x, *y, *z;     /* matmul and element-wise operands */
+    unsigned char *in, *out; /* PRG */
     EVP_CIPHER_CTX *ctx[CAL_THREADS_MAX];
     pthread_barrier_t bar;
-    pthread_mutex_t mu;             /* the start gate: go 0 wait, 1 run, -1 abort */
+    pthread_mutex_t mu; /* the start gate: go 0 wait, 1 run, -1 abort */
     pthread_cond_t cv;
     int go;
     volatile int stop;

@@ -1,6 +1,7 @@
 /* net.c — network presets and custom links.
  *
- * Presets (one-way latency per directed link, bandwidth per direction; see sim/engine/SIMULATION.md):
+ * Presets (one-way latency per directed link, bandwidth per direction; see
+ * sim/engine/SIMULATION.md):
  *
  *   lan      10 Gbit/s, 0.1 ms. Ant Group's (SecretFlow's) published LAN script, AntCPLab/
  *            OpenDory throttle.sh @6d277df, `lan`: `tbf rate 10000mbit`, `netem delay 0.1msec`;
@@ -79,17 +80,17 @@ typedef struct net_preset_def {
 } net_preset_def;
 
 static const net_preset_def presets[] = {
-    {"lan", 100000u, 10e9},      /* 0.1 ms, 10 Gbit/s: OpenDory's throttle.sh lan, MPC-Pipe */
-    {"wan", 50000000u, 100e6},   /* 50 ms, 100 Mbit/s: SecretFlow overall_benchmark.md */
+    {"lan", 100000u, 10e9},        /* 0.1 ms, 10 Gbit/s: OpenDory's throttle.sh lan, MPC-Pipe */
+    {"wan", 50000000u, 100e6},     /* 50 ms, 100 Mbit/s: SecretFlow overall_benchmark.md */
     {"wan-spu", 20000000u, 300e6}, /* 20 ms, 300 Mbit/s: SPU mpc/tools/README.md */
-    {"lan-5g", 250000u, 5e9},    /* 0.25 ms, 5 Gbit/s: Comet's servers (latency ASSUMED) */
-    {"lan-3g", 150000u, 3e9},    /* 0.15 ms, 3 Gbit/s: Cheetah's throttle.sh lan */
-    {"lan-1g", 500000u, 1e9},    /* 0.5 ms, 1 Gbit/s: CryptPEFT's artifact LAN */
+    {"lan-5g", 250000u, 5e9},      /* 0.25 ms, 5 Gbit/s: Comet's servers (latency ASSUMED) */
+    {"lan-3g", 150000u, 3e9},      /* 0.15 ms, 3 Gbit/s: Cheetah's throttle.sh lan */
+    {"lan-1g", 500000u, 1e9},      /* 0.5 ms, 1 Gbit/s: CryptPEFT's artifact LAN */
 };
 #define N_PRESETS (sizeof presets / sizeof presets[0])
 
 static const char *const preset_names[N_PRESETS] = {"lan",    "wan",    "wan-spu",
-                                                     "lan-5g", "lan-3g", "lan-1g"};
+                                                    "lan-5g", "lan-3g", "lan-1g"};
 
 /* Where each preset's figures come from, for `mpcsim list networks` (order of presets[]). */
 static const char *const preset_sources[N_PRESETS] = {
@@ -123,7 +124,8 @@ void net_uniform(net_cfg *n, int n_parties, uint64_t latency_ns, double bandwidt
     for (int s = 0; s < n_parties; s++)
         for (int d = 0; d < n_parties; d++)
             if (s != d)
-                n->link[s][d] = (net_link){.latency_ns = latency_ns, .bandwidth_bps = bandwidth_bps};
+                n->link[s][d] =
+                    (net_link){.latency_ns = latency_ns, .bandwidth_bps = bandwidth_bps};
     n->dealer = (net_link){.latency_ns = latency_ns, .bandwidth_bps = bandwidth_bps};
 }
 
@@ -158,8 +160,8 @@ static int split_unit(const char *s, double *v, char *unit, size_t unit_sz)
     while (s[i] && (isdigit((unsigned char)s[i]) || s[i] == '.' || s[i] == 'e' || s[i] == 'E' ||
                     s[i] == '+' || s[i] == '-')) {
         /* 'e' followed by a letter other than a digit/sign starts no exponent: stop there */
-        if ((s[i] == 'e' || s[i] == 'E') && !(isdigit((unsigned char)s[i + 1]) ||
-                                              s[i + 1] == '+' || s[i + 1] == '-'))
+        if ((s[i] == 'e' || s[i] == 'E') &&
+            !(isdigit((unsigned char)s[i + 1]) || s[i + 1] == '+' || s[i + 1] == '-'))
             break;
         if (i + 1 >= sizeof num)
             return -1;
@@ -207,8 +209,8 @@ int net_time_ns(const char *s, uint64_t *out)
 
 int net_rate_bps(const char *s, double *out)
 {
-    static const net_unit units[] = {{"bps", 1}, {"kbps", 1e3}, {"mbps", 1e6}, {"gbps", 1e9}, {"kbit", 1e3},
-                                     {"mbit", 1e6}, {"gbit", 1e9}, {"", 1e6}};
+    static const net_unit units[] = {{"bps", 1},    {"kbps", 1e3}, {"mbps", 1e6}, {"gbps", 1e9},
+                                     {"kbit", 1e3}, {"mbit", 1e6}, {"gbit", 1e9}, {"", 1e6}};
     if (unit_value(s, units, sizeof units / sizeof units[0], 0, out) != 0)
         return -1;
     return *out >= NET_BW_MIN_BPS && *out <= NET_BW_MAX_BPS ? 0 : -1;
@@ -224,8 +226,10 @@ int net_parse(const char *spec, int n_parties, net_cfg *out, errbuf *e)
     const char *slash2 = strchr(slash + 1, '/');
     size_t bl = slash2 ? (size_t)(slash2 - slash - 1) : strlen(slash + 1);
     if (ll == 0 || ll >= sizeof lat || bl >= sizeof bw)
-        return err_set(e, MS_ERR_INPUT, "network '%s': expected LATENCY/BANDWIDTH[/BURST], e.g. "
-                                        "'20ms/300Mbps' or '1ms/20Mbps/3100'", spec);
+        return err_set(e, MS_ERR_INPUT,
+                       "network '%s': expected LATENCY/BANDWIDTH[/BURST], e.g. "
+                       "'20ms/300Mbps' or '1ms/20Mbps/3100'",
+                       spec);
     memcpy(lat, spec, ll);
     lat[ll] = '\0';
     memcpy(bw, slash + 1, bl);
@@ -243,7 +247,8 @@ int net_parse(const char *spec, int n_parties, net_cfg *out, errbuf *e)
     if (net_rate_bps(bw, &bps) != 0)
         return err_set(e, MS_ERR_INPUT,
                        "network '%s': bad bandwidth '%s' (1 kbps to 1 Pbps, with units kbps, "
-                       "Mbps, Gbps)", spec, bw);
+                       "Mbps, Gbps)",
+                       spec, bw);
     if (n_parties < 1 || n_parties > MPC_PARTIES_MAX)
         return err_set(e, MS_ERR_RANGE, "network: %d parties (1..%d supported)", n_parties,
                        MPC_PARTIES_MAX);
@@ -259,17 +264,22 @@ int net_wire_check(const net_wire *w, errbuf *e)
     if (!w->mtu)
         return MS_OK;
     if (w->mtu < NET_WIRE_MTU_MIN || w->mtu > NET_WIRE_MTU_MAX)
-        return err_set(e, MS_ERR_INPUT, "wire: mtu %u outside %u … %u bytes", w->mtu, NET_WIRE_MTU_MIN,
-                       NET_WIRE_MTU_MAX);
-    if (w->l3l4_bytes > NET_WIRE_HDR_MAX || w->l2_bytes > NET_WIRE_HDR_MAX || w->msg_bytes > NET_WIRE_HDR_MAX)
-        return err_set(e, MS_ERR_INPUT, "wire: a header of more than %u bytes (l2 %u, l3l4 %u, msg %u)",
+        return err_set(e, MS_ERR_INPUT, "wire: mtu %u outside %u … %u bytes", w->mtu,
+                       NET_WIRE_MTU_MIN, NET_WIRE_MTU_MAX);
+    if (w->l3l4_bytes > NET_WIRE_HDR_MAX || w->l2_bytes > NET_WIRE_HDR_MAX ||
+        w->msg_bytes > NET_WIRE_HDR_MAX)
+        return err_set(e, MS_ERR_INPUT,
+                       "wire: a header of more than %u bytes (l2 %u, l3l4 %u, msg %u)",
                        NET_WIRE_HDR_MAX, w->l2_bytes, w->l3l4_bytes, w->msg_bytes);
     if (w->l3l4_bytes >= w->mtu)
-        return err_set(e, MS_ERR_INPUT, "wire: l3l4_bytes %u leave no payload in an mtu of %u", w->l3l4_bytes,
-                       w->mtu);
-    if (w->tls_record > 65536 || w->tls_overhead > NET_WIRE_HDR_MAX || (!w->tls_record && w->tls_overhead))
-        return err_set(e, MS_ERR_INPUT, "wire: TLS records of %u bytes with %u bytes of framing (at most 65536 and %u)",
-                       w->tls_record, w->tls_overhead, NET_WIRE_HDR_MAX);
+        return err_set(e, MS_ERR_INPUT, "wire: l3l4_bytes %u leave no payload in an mtu of %u",
+                       w->l3l4_bytes, w->mtu);
+    if (w->tls_record > 65536 || w->tls_overhead > NET_WIRE_HDR_MAX ||
+        (!w->tls_record && w->tls_overhead))
+        return err_set(
+            e, MS_ERR_INPUT,
+            "wire: TLS records of %u bytes with %u bytes of framing (at most 65536 and %u)",
+            w->tls_record, w->tls_overhead, NET_WIRE_HDR_MAX);
     return MS_OK;
 }
 
@@ -278,7 +288,8 @@ uint64_t net_wire_stream_bytes(const net_wire *w, uint64_t payload)
     if (!payload)
         return 0;
     uint64_t m = payload + w->msg_bytes;
-    if (w->tls_record) /* COST: RFC 8446 §5.2, tls_overhead per record of at most tls_record bytes */
+    if (w->tls_record) /* COST: RFC 8446 §5.2, tls_overhead per record of at most tls_record bytes
+                        */
         m += (m + w->tls_record - 1) / w->tls_record * w->tls_overhead;
     return m;
 }

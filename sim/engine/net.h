@@ -11,13 +11,13 @@
 #include "protocols/program/proto.h"
 
 typedef struct net_link {
-    uint64_t latency_ns;   /* one-way propagation delay */
-    double bandwidth_bps;  /* bits per second */
-    uint64_t burst_bytes;  /* token bucket depth (Linux tbf "burst"); 0: serializing link */
+    uint64_t latency_ns;  /* one-way propagation delay */
+    double bandwidth_bps; /* bits per second */
+    uint64_t burst_bytes; /* token bucket depth (Linux tbf "burst"); 0: serializing link */
 } net_link;
 
-/* What a link carries besides the payload (sim/engine/SIMULATION.md, "Wire framing"). A message of b
- * payload bytes (plus msg_bytes of the transport's own header) is, with TLS (tls_record > 0),
+/* What a link carries besides the payload (sim/engine/SIMULATION.md, "Wire framing"). A message of
+ * b payload bytes (plus msg_bytes of the transport's own header) is, with TLS (tls_record > 0),
  * written as ceil((b + msg_bytes) / tls_record) records of tls_overhead bytes more each; the
  * resulting stream is cut into TCP segments of at most mss = mtu − l3l4_bytes bytes, each
  * sent as a frame of l2_bytes + l3l4_bytes more; the receiver answers every ack_every segments
@@ -29,7 +29,7 @@ typedef struct net_wire {
     uint32_t l2_bytes;   /* link-layer bytes per frame that the rate counts */
     uint32_t ack_every;  /* data segments per pure ACK; 0: ACKs not counted */
     uint32_t msg_bytes;  /* the transport's header per message */
-    uint32_t tls_record;   /* TLS: plaintext bytes per record at most (RFC 8446: 16384); 0: no TLS */
+    uint32_t tls_record; /* TLS: plaintext bytes per record at most (RFC 8446: 16384); 0: no TLS */
     uint32_t tls_overhead; /* TLS: bytes each record adds (TLS 1.3 AEAD: 5 + 1 + 16 = 22) */
 } net_wire;
 

@@ -16,8 +16,8 @@ const char *regime_name(int bound)
     return bound >= 0 && bound < REGIME_N ? n[bound] : "?";
 }
 
-int regime_of(const step_env *env, const op_program *prog, const cost_log *log,
-              step_regime *out, errbuf *e)
+int regime_of(const step_env *env, const op_program *prog, const cost_log *log, step_regime *out,
+              errbuf *e)
 {
     sim_result a, b;
     int rc = sim_run(env->net, env->mach, prog, log, &env->sim, &a, e);

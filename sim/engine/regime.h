@@ -11,9 +11,9 @@
 enum { REGIME_COMPUTE, REGIME_BANDWIDTH, REGIME_ROUNDS, REGIME_N };
 
 typedef struct step_regime {
-    double total_s;   /* the step's latency */
+    double total_s;         /* the step's latency */
     double share[REGIME_N]; /* compute, serialization, latency: fractions of total_s, sum 1 */
-    int bound;        /* the largest share */
+    int bound;              /* the largest share */
 } step_regime;
 
 /* "compute-bound", "bandwidth-bound", "round-bound" */
@@ -21,8 +21,8 @@ const char *regime_name(int bound);
 
 /* The regime of a costed program (prog, log as step_simulate left them) on env's network and
  * machine. */
-int regime_of(const step_env *env, const op_program *prog, const cost_log *log,
-              step_regime *out, errbuf *e);
+int regime_of(const step_env *env, const op_program *prog, const cost_log *log, step_regime *out,
+              errbuf *e);
 
 /* The reference step `mpcsim list networks` and the docs classify: one llama-2-7b decode step
  * at a 4096-token KV cache, the protocol's defaults, the given network and machine. */

@@ -19,11 +19,11 @@
 #define RUN_MAX_PARAMS 24
 
 typedef struct run_cfg {
-    char scenario[64];          /* scenario name */
+    char scenario[64]; /* scenario name */
     char scenario_path[512];
-    size_t index;               /* grid point number within the scenario */
+    size_t index; /* grid point number within the scenario */
 
-    char model_ref[64];         /* name or "inline" */
+    char model_ref[64]; /* name or "inline" */
     model_cfg model;
     char proto_ref[32];
     proto_cfg proto;
@@ -40,23 +40,23 @@ typedef struct run_cfg {
     } work;
 
     struct {
-        char source[16];        /* none | record | synth | npy */
-        char path[512];         /* npy trace dir, or text file for record */
-        size_t n_params;        /* synth parameters (sinks, window, heavy, …) */
+        char source[16]; /* none | record | synth | npy */
+        char path[512];  /* npy trace dir, or text file for record */
+        size_t n_params; /* synth parameters (sinks, window, heavy, …) */
         kv_param params[RUN_MAX_PARAMS];
     } trace;
 
     struct {
-        char name[32];          /* registered policy name */
+        char name[32]; /* registered policy name */
         size_t n_params;
         kv_param params[RUN_MAX_PARAMS];
     } policy;
 
     uint64_t seed;
-    int overlap;                /* sim option */
+    int overlap; /* sim option */
 
-    char *yaml;                 /* resolved config as canonical YAML (owned) */
-    char hash[17];              /* 16 hex digits of a 64-bit hash of yaml */
+    char *yaml;    /* resolved config as canonical YAML (owned) */
+    char hash[17]; /* 16 hex digits of a 64-bit hash of yaml */
 } run_cfg;
 
 void run_cfg_free(run_cfg *c);

@@ -40,8 +40,8 @@
 #define P_MAX MPC_PARTIES_MAX
 
 enum { EV_SEND = 0, EV_ARRIVE = 1 };
-#define EV(kind, p, q, r) ((uint64_t)(kind) | ((uint64_t)(p) << 2) | ((uint64_t)(q) << 4) | \
-                           ((uint64_t)(r) << 6))
+#define EV(kind, p, q, r) \
+    ((uint64_t)(kind) | ((uint64_t)(p) << 2) | ((uint64_t)(q) << 4) | ((uint64_t)(r) << 6))
 
 /* Predecessor codes of an issue node. */
 #define PRED_NONE (-1)
@@ -55,25 +55,25 @@ typedef struct sim_ctx {
     des *q;
 
     /* per op */
-    size_t *first, *last;         /* round range [first, last]; first == SIZE_MAX: no rounds */
-    uint32_t (*dep)[4];           /* ops this op reads from (OP_NONE: unused) */
-    uint32_t *writer;             /* [tensor] last op writing it, while building dep */
-    char *own;                    /* the arrays' block when no workspace was given */
-    uint64_t *odone;              /* [op*P + p] time op is done at p (UNSET) */
-    int64_t *odone_r;             /* round whose D bounds it, -1: none */
+    size_t *first, *last; /* round range [first, last]; first == SIZE_MAX: no rounds */
+    uint32_t (*dep)[4];   /* ops this op reads from (OP_NONE: unused) */
+    uint32_t *writer;     /* [tensor] last op writing it, while building dep */
+    char *own;            /* the arrays' block when no workspace was given */
+    uint64_t *odone;      /* [op*P + p] time op is done at p (UNSET) */
+    int64_t *odone_r;     /* round whose D bounds it, -1: none */
 
     /* per round and party: [r*P + p] */
     uint64_t *comp, *I, *S, *D;
-    int32_t *predI;               /* (round << 1) | is_S, or PRED_NONE */
-    int8_t *predD;                /* -1: own S; else sender q of the binding arrival */
-    uint8_t *rcat;                /* [r] category of the round's op */
-    int16_t *rlayer;              /* [r] layer of the round's op, -1 none */
-    uint8_t *wait;                /* event queue only: messages still to arrive */
-    uint8_t *sent;                /* event queue only: round sent */
+    int32_t *predI;  /* (round << 1) | is_S, or PRED_NONE */
+    int8_t *predD;   /* -1: own S; else sender q of the binding arrival */
+    uint8_t *rcat;   /* [r] category of the round's op */
+    int16_t *rlayer; /* [r] layer of the round's op, -1 none */
+    uint8_t *wait;   /* event queue only: messages still to arrive */
+    uint8_t *sent;   /* event queue only: round sent */
 
     /* per round and link: [(r*P + q)*P + p] */
-    uint64_t *F;                  /* last bit on the wire; arrival = F + the link's latency */
-    int32_t *predF;               /* previous round on the link, -1: own send */
+    uint64_t *F;    /* last bit on the wire; arrival = F + the link's latency */
+    int32_t *predF; /* previous round on the link, -1: own send */
 
     /* per party / link state */
     size_t next[P_MAX];
@@ -87,8 +87,8 @@ typedef struct sim_ctx {
     sim_result *res;                  /* stats are added as rounds are run */
     uint64_t last_t;                  /* latest D so far, and its index r*P + p */
     size_t last_i;
-    uint64_t lat[P_MAX][P_MAX];       /* link latencies */
-    net_wire wire;                    /* framing (net.h); wire.mtu 0: payload only */
+    uint64_t lat[P_MAX][P_MAX]; /* link latencies */
+    net_wire wire;              /* framing (net.h); wire.mtu 0: payload only */
     uint64_t n_msgs, events;
 } sim_ctx;
 
@@ -141,11 +141,11 @@ void sim_ws_free(sim_ws *w)
 static size_t layout(sim_ctx *c, char *base, size_t NO, size_t NT, size_t R, int P)
 {
     size_t off = 0, RP = R * P + 1, RPP = R * P * P + 1;
-#define CARVE(field, count)                                                                  \
-    do {                                                                                     \
-        if (base)                                                                            \
-            c->field = (void *)(base + off);                                                 \
-        off += ((count) * sizeof *c->field + 15) & ~(size_t)15;                              \
+#define CARVE(field, count)                                     \
+    do {                                                        \
+        if (base)                                               \
+            c->field = (void *)(base + off);                    \
+        off += ((count) * sizeof *c->field + 15) & ~(size_t)15; \
     } while (0)
     CARVE(first, NO + 1);
     CARVE(last, NO + 1);
@@ -184,8 +184,7 @@ static void ns_per_unit(const machine_profile *m, double out[WK_N])
 
 /* A round's local work in ns: one core's time of each kind, divided by its speed-up on the
  * profile's cores (machine_speedup; mach NULL: one core). */
-static uint64_t compute_ns(const double nspu[WK_N], const machine_profile *mach,
-                           const double *work)
+static uint64_t compute_ns(const double nspu[WK_N], const machine_profile *mach, const double *work)
 {
     double s = 0;
     if (mach)
@@ -228,8 +227,8 @@ static void build_deps(sim_ctx *c)
 static int check_inputs(const net_cfg *net, const machine_profile *mach, int P, errbuf *e)
 {
     if (P < 1 || P > P_MAX || net->n_parties != P)
-        return err_set(e, MS_ERR_INPUT, "simulate: the cost log has %d parties, the network %d",
-                       P, net->n_parties);
+        return err_set(e, MS_ERR_INPUT, "simulate: the cost log has %d parties, the network %d", P,
+                       net->n_parties);
     for (int k = 0; k < WK_N; k++)
         if (!(mach->rate[k] > 0) || !isfinite(mach->rate[k]))
             return err_set(e, MS_ERR_INPUT, "simulate: machine profile '%s' has a rate <= 0",
@@ -238,9 +237,10 @@ static int check_inputs(const net_cfg *net, const machine_profile *mach, int P, 
         for (int d = 0; d < P; d++)
             if (s != d && !(net->link[s][d].bandwidth_bps >= NET_BW_MIN_BPS &&
                             net->link[s][d].bandwidth_bps <= NET_BW_MAX_BPS))
-                return err_set(e, MS_ERR_INPUT, "simulate: link %d->%d has a bandwidth of %g "
-                               "bps, outside %g..%g", s, d, net->link[s][d].bandwidth_bps,
-                               NET_BW_MIN_BPS, NET_BW_MAX_BPS);
+                return err_set(e, MS_ERR_INPUT,
+                               "simulate: link %d->%d has a bandwidth of %g "
+                               "bps, outside %g..%g",
+                               s, d, net->link[s][d].bandwidth_bps, NET_BW_MIN_BPS, NET_BW_MAX_BPS);
     return net_wire_check(&net->wire, e);
 }
 
@@ -286,11 +286,12 @@ static int prep_round(sim_ctx *c, size_t r, errbuf *e)
     const cost_round *cr = &c->log->r[r];
     size_t NO = c->prog->n_ops;
     if (cr->op >= NO)
-        return err_set(e, MS_ERR_INTERNAL, "simulate: round %zu names op %u of %zu", r, cr->op,
-                       NO);
+        return err_set(e, MS_ERR_INTERNAL, "simulate: round %zu names op %u of %zu", r, cr->op, NO);
     if (r > 0 && cr->op < c->log->r[r - 1].op)
-        return err_set(e, MS_ERR_INTERNAL, "simulate: cost log not in program order "
-                       "(round %zu: op %u after op %u)", r, cr->op, c->log->r[r - 1].op);
+        return err_set(e, MS_ERR_INTERNAL,
+                       "simulate: cost log not in program order "
+                       "(round %zu: op %u after op %u)",
+                       r, cr->op, c->log->r[r - 1].op);
     if (c->first[cr->op] == SIZE_MAX)
         c->first[cr->op] = r;
     c->last[cr->op] = r;
@@ -308,8 +309,7 @@ static int prep_round(sim_ctx *c, size_t r, errbuf *e)
 }
 
 static int ctx_init(sim_ctx *c, const net_cfg *net, const machine_profile *mach,
-                    const op_program *prog, const cost_log *log, int overlap, sim_ws *ws,
-                    errbuf *e)
+                    const op_program *prog, const cost_log *log, int overlap, sim_ws *ws, errbuf *e)
 {
     memset(c, 0, sizeof *c);
     c->net = net;
@@ -439,8 +439,9 @@ static void send_msgs(sim_ctx *c, int p, size_t r, uint64_t now)
             continue;
         size_t m = (r * P + p) * P + d;
         uint64_t full;
-        c->F[m] = bucket_finish(now, c->link_free[p][d], ser_ns(c, p, d, link_bytes(&c->wire, cr, p, d)),
-                                c->burst_ns[p][d], &full);
+        c->F[m] =
+            bucket_finish(now, c->link_free[p][d], ser_ns(c, p, d, link_bytes(&c->wire, cr, p, d)),
+                          c->burst_ns[p][d], &full);
         /* waiting on the link (or its tokens) binds to the previous message on it; a message
          * the bucket passes at once binds to its own send */
         c->predF[m] = c->link_free[p][d] > now && c->F[m] > now ? (int32_t)c->link_last[p][d] : -1;
@@ -487,7 +488,8 @@ static void round_stats(sim_ctx *c, size_t r);
  * out of range, not wrapped: every single compute and transfer time saturates at it. */
 static int time_range_error(errbuf *e)
 {
-    return err_set(e, MS_ERR_RANGE, "simulate: the program runs past 2^56 ns (2.3 years) of "
+    return err_set(e, MS_ERR_RANGE,
+                   "simulate: the program runs past 2^56 ns (2.3 years) of "
                    "simulated time (hint: check the network's bandwidth and the machine's "
                    "rates)");
 }
@@ -503,8 +505,10 @@ static int run_onepass(sim_ctx *c, errbuf *e)
             int32_t pred;
             uint64_t t = issue_time(c, p, r, &pred);
             if (t == UNSET)
-                return err_set(e, MS_ERR_INTERNAL, "simulate: round %zu of party %d not ready "
-                               "in program order", r, p);
+                return err_set(e, MS_ERR_INTERNAL,
+                               "simulate: round %zu of party %d not ready "
+                               "in program order",
+                               r, p);
             issue(c, p, r, t, pred);
         }
         for (int p = 0; p < P; p++)
@@ -581,11 +585,12 @@ SEQ_INLINE int seq_enter_op(sim_ctx *c, seq_state *q, const cost_round *cr, size
 {
     const size_t NO = c->prog->n_ops;
     if (cr->op >= NO)
-        return err_set(e, MS_ERR_INTERNAL, "simulate: round %zu names op %u of %zu", r, cr->op,
-                       NO);
+        return err_set(e, MS_ERR_INTERNAL, "simulate: round %zu names op %u of %zu", r, cr->op, NO);
     if (r > 0 && cr->op < q->cur)
-        return err_set(e, MS_ERR_INTERNAL, "simulate: cost log not in program order "
-                       "(round %zu: op %u after op %u)", r, cr->op, q->cur);
+        return err_set(e, MS_ERR_INTERNAL,
+                       "simulate: cost log not in program order "
+                       "(round %zu: op %u after op %u)",
+                       r, cr->op, q->cur);
     if (r > 0) {
         stats_flush(c, &q->acc, q->cat, q->layer);
         c->last[q->cur] = r - 1;
@@ -639,9 +644,10 @@ SEQ_INLINE void seq_send(sim_ctx *c, seq_state *q, const cost_round *cr, size_t 
                 continue;
             size_t m = (base + p) * P + d;
             double ns = (double)link_bytes(&c->wire, cr, p, d) * q->nspb[p][d]; /* as ser_ns */
-            uint64_t full, fin = bucket_finish(
-                now, q->link_free[p][d], ns >= (double)NET_NS_MAX ? NET_NS_MAX : (uint64_t)(ns + 0.5),
-                q->bns[p][d], &full);
+            uint64_t full,
+                fin = bucket_finish(now, q->link_free[p][d],
+                                    ns >= (double)NET_NS_MAX ? NET_NS_MAX : (uint64_t)(ns + 0.5),
+                                    q->bns[p][d], &full);
             predF[m] = q->link_free[p][d] > now && fin > now ? (int32_t)q->link_last[p][d] : -1;
             F[m] = fin;
             q->link_free[p][d] = full;
@@ -767,7 +773,8 @@ static int on_send(sim_ctx *c, int p, size_t r, uint64_t now)
     if (cr->comm)
         for (int d = 0; d < P; d++) {
             size_t m = (r * P + p) * P + d;
-            if (d != p && cr->bytes[p][d] > 0 && des_schedule(c->q, ARRIVAL(c, m, p, d), EV(EV_ARRIVE, d, p, r)))
+            if (d != p && cr->bytes[p][d] > 0 &&
+                des_schedule(c->q, ARRIVAL(c, m, p, d), EV(EV_ARRIVE, d, p, r)))
                 return -1;
         }
     size_t i = r * P + p;
@@ -817,8 +824,8 @@ static int run_events(sim_ctx *c, errbuf *e)
     assert(des_is_sane(c->q));
     for (int p = 0; p < c->P; p++)
         if (c->next[p] != c->R)
-            return err_set(e, MS_ERR_INTERNAL, "simulate: party %d stalled at round %zu of %zu",
-                           p, c->next[p], c->R);
+            return err_set(e, MS_ERR_INTERNAL, "simulate: party %d stalled at round %zu of %zu", p,
+                           c->next[p], c->R);
     c->events = des_processed(c->q);
     for (size_t r = 0; r < c->R; r++)
         round_stats(c, r);
@@ -935,8 +942,8 @@ static void write_timeline(sim_ctx *c, FILE *f, uint64_t t0)
             tl_emit(f,
                     json_pack("{s:s, s:i, s:i, s:s, s:s, s:f, s:f, s:{s:I, s:i, s:I}}", "ph", "X",
                               "pid", p, "tid", 0, "name", op_kind_name(o->kind), "cat",
-                              op_cat_name(o->cat), "ts", us(t0 + b), "dur", us(d - b), "args",
-                              "op", (json_int_t)j, "layer", o->layer, "rounds",
+                              op_cat_name(o->cat), "ts", us(t0 + b), "dur", us(d - b), "args", "op",
+                              (json_int_t)j, "layer", o->layer, "rounds",
                               (json_int_t)(c->last[j] - c->first[j] + 1)),
                     t0 + d);
         }
@@ -962,7 +969,8 @@ static void write_timeline(sim_ctx *c, FILE *f, uint64_t t0)
                 if (p == q || cr->bytes[q][p] == 0)
                     continue;
                 size_t m = (r * P + q) * P + p;
-                uint64_t ser = ser_ns(c, q, p, link_bytes(&c->wire, cr, q, p)), since = c->F[m] - c->S[r * P + q];
+                uint64_t ser = ser_ns(c, q, p, link_bytes(&c->wire, cr, q, p)),
+                         since = c->F[m] - c->S[r * P + q];
                 if (ser > since) /* a bucket passed part of it at once */
                     ser = since;
                 char name[48], id[96];
@@ -976,14 +984,13 @@ static void write_timeline(sim_ctx *c, FILE *f, uint64_t t0)
                                   p),
                         start + ser);
                 tl_emit(f,
-                        json_pack("{s:s, s:i, s:i, s:s, s:s, s:s, s:f}", "ph", "s", "pid", q,
-                                  "tid", 2 + p, "name", "msg", "cat", "net", "id", id, "ts",
-                                  us(start)),
+                        json_pack("{s:s, s:i, s:i, s:s, s:s, s:s, s:f}", "ph", "s", "pid", q, "tid",
+                                  2 + p, "name", "msg", "cat", "net", "id", id, "ts", us(start)),
                         start);
                 tl_emit(f,
-                        json_pack("{s:s, s:s, s:i, s:i, s:s, s:s, s:s, s:f}", "ph", "f", "bp",
-                                  "e", "pid", p, "tid", 0, "name", "msg", "cat", "net", "id", id,
-                                  "ts", us(arrive)),
+                        json_pack("{s:s, s:s, s:i, s:i, s:s, s:s, s:s, s:f}", "ph", "f", "bp", "e",
+                                  "pid", p, "tid", 0, "name", "msg", "cat", "net", "id", id, "ts",
+                                  us(arrive)),
                         arrive);
             }
     }
@@ -993,8 +1000,8 @@ static void tl_meta(FILE *f, int first, int pid, int tid, const char *what, cons
 {
     json_t *ev = tid < 0 ? json_pack("{s:s, s:i, s:s, s:{s:s}}", "ph", "M", "pid", pid, "name",
                                      what, "args", "name", name)
-                         : json_pack("{s:s, s:i, s:i, s:s, s:{s:s}}", "ph", "M", "pid", pid,
-                                     "tid", tid, "name", what, "args", "name", name);
+                         : json_pack("{s:s, s:i, s:i, s:s, s:{s:s}}", "ph", "M", "pid", pid, "tid",
+                                     tid, "name", what, "args", "name", name);
     if (!first)
         fputs(",\n", f);
     json_dumpf(ev, f, JSON_COMPACT | JSON_PRESERVE_ORDER);

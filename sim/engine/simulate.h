@@ -24,12 +24,12 @@ sim_ws *sim_ws_new(void);
 void sim_ws_free(sim_ws *w);
 
 typedef struct sim_opts {
-    int overlap;          /* 1: independent ops may overlap (default 0, as SPU) */
-    FILE *timeline;       /* if set, Chrome trace JSON events of this simulation are written */
-    uint64_t t0_ns;       /* start time offset (for timelines of consecutive steps) */
-    int event_queue;      /* 1: run on the event queue (des.h) instead of the one-pass
-                           * evaluation in program order; the results are identical */
-    sim_ws *ws;           /* scratch to reuse across calls, or NULL */
+    int overlap;     /* 1: independent ops may overlap (default 0, as SPU) */
+    FILE *timeline;  /* if set, Chrome trace JSON events of this simulation are written */
+    uint64_t t0_ns;  /* start time offset (for timelines of consecutive steps) */
+    int event_queue; /* 1: run on the event queue (des.h) instead of the one-pass
+                      * evaluation in program order; the results are identical */
+    sim_ws *ws;      /* scratch to reuse across calls, or NULL */
 } sim_opts;
 
 /* Aggregates for one op category (or one layer). */
@@ -42,12 +42,12 @@ typedef struct sim_stats {
 } sim_stats;
 
 typedef struct sim_result {
-    uint64_t latency_ns;          /* online wall time from first round to last arrival */
+    uint64_t latency_ns; /* online wall time from first round to last arrival */
     sim_stats total;
     sim_stats cat[OPC_N];
-    sim_stats *layer;             /* [n_layers], allocated by sim_run, freed by sim_result_free */
+    sim_stats *layer; /* [n_layers], allocated by sim_run, freed by sim_result_free */
     size_t n_layers;
-    uint64_t events;              /* events: one send per party and round, one per message */
+    uint64_t events; /* events: one send per party and round, one per message */
 } sim_result;
 
 int sim_run(const net_cfg *net, const machine_profile *mach, const op_program *prog,

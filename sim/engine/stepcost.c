@@ -13,8 +13,8 @@ int step_simulate(const step_env *env, const lower_opts *lo, op_program *prog, c
     return step_simulate_memo(env, NULL, lo, prog, log, out, e);
 }
 
-int step_simulate_memo(const step_env *env, cost_memo *memo, const lower_opts *lo,
-                       op_program *prog, cost_log *log, sim_result *out, errbuf *e)
+int step_simulate_memo(const step_env *env, cost_memo *memo, const lower_opts *lo, op_program *prog,
+                       cost_log *log, sim_result *out, errbuf *e)
 {
     int rc = lower_step(env->model, lo, prog, e);
     if (rc != MS_OK)
@@ -76,7 +76,8 @@ int stepcost_open(const run_cfg *cfg, stepcost **out, errbuf *e)
         machine_default(&s->mach);
     s->pr = pr;
     s->batch = cfg->work.batch ? cfg->work.batch : 1;
-    s->env = (step_env){&s->model, pr, &s->pcfg, &s->net, &s->mach, {.overlap = cfg->overlap, .ws = s->ws}};
+    s->env = (step_env){&s->model, pr,       &s->pcfg,
+                        &s->net,   &s->mach, {.overlap = cfg->overlap, .ws = s->ws}};
     op_program_init(&s->prog);
     cost_log_init(&s->log, pr->n_parties);
     *out = s;

@@ -13,10 +13,10 @@
 typedef struct stepcost stepcost;
 
 typedef struct step_figures {
-    uint64_t latency_ns;     /* online latency of the step */
+    uint64_t latency_ns; /* online latency of the step */
     uint64_t rounds;
-    uint64_t bytes;          /* online bytes, all parties */
-    uint64_t offline_bytes;  /* dealer traffic */
+    uint64_t bytes;         /* online bytes, all parties */
+    uint64_t offline_bytes; /* dealer traffic */
 } step_figures;
 
 int stepcost_open(const run_cfg *cfg, stepcost **out, errbuf *e);
@@ -44,7 +44,7 @@ int step_simulate(const step_env *env, const lower_opts *lo, op_program *prog, c
                   sim_result *out, errbuf *e);
 /* step_simulate costing through memo (op costs remembered across steps, proto.h; NULL: none):
  * the same result, faster when the steps share ops. */
-int step_simulate_memo(const step_env *env, cost_memo *memo, const lower_opts *lo,
-                       op_program *prog, cost_log *log, sim_result *out, errbuf *e);
+int step_simulate_memo(const step_env *env, cost_memo *memo, const lower_opts *lo, op_program *prog,
+                       cost_log *log, sim_result *out, errbuf *e);
 
 #endif

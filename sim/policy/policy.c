@@ -11,9 +11,8 @@
 /* ---- registry ------------------------------------------------------------------------- */
 
 static const policy_ops *const registry[] = {
-    &policy_full,     &policy_streamingllm, &policy_h2o,   &policy_snapkv,
-    &policy_pyramidkv, &policy_quest,       &policy_tova,  &policy_mpcache,
-    &policy_criticalkv, &policy_comet,
+    &policy_full,  &policy_streamingllm, &policy_h2o,     &policy_snapkv,     &policy_pyramidkv,
+    &policy_quest, &policy_tova,         &policy_mpcache, &policy_criticalkv, &policy_comet,
 };
 #define N_REGISTRY (sizeof registry / sizeof registry[0])
 
@@ -107,8 +106,14 @@ static pthread_once_t schemas_once = PTHREAD_ONCE_INIT;
 static void param_field(size_t r, size_t i, const policy_param *pp)
 {
     ys_field *f = &schemas.field[r][i];
-    *f = (ys_field){.key = pp->key, .type = YS_DBL, .off = 0, .size = POLICY_VALUE_MAX,
-                    .lo = pp->lo, .hi = pp->hi, .def = pp->def, .doc = pp->help,
+    *f = (ys_field){.key = pp->key,
+                    .type = YS_DBL,
+                    .off = 0,
+                    .size = POLICY_VALUE_MAX,
+                    .lo = pp->lo,
+                    .hi = pp->hi,
+                    .def = pp->def,
+                    .doc = pp->help,
                     .flags = pp->whole ? YS_WHOLE : 0};
     if (!pp->choices)
         return;
@@ -133,8 +138,11 @@ static void build_schemas(void)
     for (size_t r = 0; r < N_REGISTRY; r++) {
         const policy_ops *p = registry[r];
         size_t n = 0;
-        schemas.field[r][n++] = (ys_field){.key = "name", .type = YS_OTHER, .doc = p->summary,
-                                           .flags = YS_REQ, .type_doc = "policy name"};
+        schemas.field[r][n++] = (ys_field){.key = "name",
+                                           .type = YS_OTHER,
+                                           .doc = p->summary,
+                                           .flags = YS_REQ,
+                                           .type_doc = "policy name"};
         for (size_t i = 0; i < p->n_params && n < SCHEMA_MAX_FIELDS; i++, n++)
             param_field(r, n, &p->params[i]);
         for (size_t i = 0; i < nr && n < SCHEMA_MAX_FIELDS; i++, n++) {
@@ -142,8 +150,8 @@ static void build_schemas(void)
             schemas.field[r][n].def = policy_replay_default(p, &replay_params[i]);
         }
         snprintf(schemas.name[r], sizeof schemas.name[r], "policy %s", p->name);
-        schemas.schema[r] = (ys_schema){schemas.name[r], schemas.field[r], n,
-                                        "sim/policy/POLICIES.md"};
+        schemas.schema[r] =
+            (ys_schema){schemas.name[r], schemas.field[r], n, "sim/policy/POLICIES.md"};
     }
 }
 
@@ -215,9 +223,8 @@ static int check_value(const policy_ops *p, const policy_param *pp, const char *
                        "  hint: %s",
                        at, p->name, pp->key, d, pp->lo, pp->hi, pp->help);
     if (pp->whole && d != floor(d))
-        return err_set(e, MS_ERR_INPUT,
-                       "%spolicy %s parameter '%s' wants a whole number, got '%s'", at,
-                       p->name, pp->key, val);
+        return err_set(e, MS_ERR_INPUT, "%spolicy %s parameter '%s' wants a whole number, got '%s'",
+                       at, p->name, pp->key, val);
     if (out)
         *out = d;
     return MS_OK;
@@ -281,8 +288,7 @@ int policy_arg_double(const policy_ops *p, const policy_args *a, const char *key
 {
     const policy_param *pp = find_param(p, key);
     if (!pp || pp->choices)
-        return err_set(e, MS_ERR_INTERNAL, "policy %s has no numeric parameter '%s'", p->name,
-                       key);
+        return err_set(e, MS_ERR_INTERNAL, "policy %s has no numeric parameter '%s'", p->name, key);
     const kv_param *kv;
     const char *val = policy_arg(p, a, key, &kv);
     return check_value(p, pp, val, kv, a ? a->path : NULL, out, NULL, e);
@@ -300,9 +306,8 @@ int policy_arg_u32(const policy_ops *p, const policy_args *a, const char *key, u
         const char *val = policy_arg(p, a, key, &kv);
         char at[600];
         where_prefix(at, sizeof at, a ? a->path : NULL, kv);
-        return err_set(e, MS_ERR_INPUT,
-                       "%spolicy %s parameter '%s' wants a whole number, got '%s'", at,
-                       p->name, key, val);
+        return err_set(e, MS_ERR_INPUT, "%spolicy %s parameter '%s' wants a whole number, got '%s'",
+                       at, p->name, key, val);
     }
     *out = (uint32_t)d;
     return MS_OK;
@@ -338,7 +343,6 @@ static int cmp_u32(const void *a, const void *b)
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
     return (x > y) - (x < y);
 }
-
 
 typedef float v4f __attribute__((vector_size(16)));
 typedef double v2d __attribute__((vector_size(16)));
@@ -437,8 +441,7 @@ static uint64_t tensor_len(const op_program *p, uint32_t id)
 static uint32_t operand(policy_emitter *pe, uint32_t id, uint32_t b, uint32_t r, uint32_t c,
                         const char *tag, int slot)
 {
-    if (id != OP_NONE && id < pe->prog->n_tens &&
-        tensor_len(pe->prog, id) == (uint64_t)b * r * c)
+    if (id != OP_NONE && id < pe->prog->n_tens && tensor_len(pe->prog, id) == (uint64_t)b * r * c)
         return id;
     char name[48];
     snprintf(name, sizeof name, "pol.%s.L%d.in%d", tag, pe->layer, slot);
@@ -481,10 +484,20 @@ uint32_t policy_emit(policy_emitter *pe, int kind, uint32_t batch, uint32_t m, u
     else if (kind == OP_MAX)
         cols = 1;
     uint32_t out = op_tensor_add(pe->prog, name, OPT_TEMP, DOM_ARITH, batch, rows, cols);
-    op o = {.kind = (uint16_t)kind, .phase = (uint8_t)pe->phase, .cat = OPC_POLICY,
-            .layer = (int16_t)pe->layer, .group = -1, .batch = batch, .m = m, .k = k, .n = n,
-            .in = {in[0], in[1], in[2]}, .out = out, .flags = flags & ~OPF_PUBLIC_B,
-            .iarg = iarg, .farg = farg};
+    op o = {.kind = (uint16_t)kind,
+            .phase = (uint8_t)pe->phase,
+            .cat = OPC_POLICY,
+            .layer = (int16_t)pe->layer,
+            .group = -1,
+            .batch = batch,
+            .m = m,
+            .k = k,
+            .n = n,
+            .in = {in[0], in[1], in[2]},
+            .out = out,
+            .flags = flags & ~OPF_PUBLIC_B,
+            .iarg = iarg,
+            .farg = farg};
     if (op_kind_shape(kind) == OPS_MM)
         o.flags = flags;
     if (out == OP_NONE || in[0] == OP_NONE || op_emit(pe->prog, &o) < 0) {
@@ -621,8 +634,7 @@ __attribute__((target("avx,f16c"))) static int half_bounds_f16c(const float *mx,
 }
 #endif
 
-void policy_half_bounds(const float *mx, const float *mn, uint32_t n, uint16_t *up,
-                        uint16_t *dn)
+void policy_half_bounds(const float *mx, const float *mn, uint32_t n, uint16_t *up, uint16_t *dn)
 {
 #ifdef POLICY_X86
     if (cpu_has(1) && half_bounds_f16c(mx, mn, n, up, dn))
@@ -635,22 +647,22 @@ void policy_half_bounds(const float *mx, const float *mn, uint32_t n, uint16_t *
 }
 
 /* The selects on W lanes: the same value per entry as the scalar ternary (NaN included). */
-#define BOUNDS_BODY(V, VI, W)                                                                   \
-    uint32_t i = 0;                                                                             \
-    for (; i + (W) <= d; i += (W)) {                                                            \
-        V a, M, m;                                                                              \
-        memcpy(&a, k + i, sizeof a);                                                            \
-        memcpy(&M, mx + i, sizeof M);                                                           \
-        memcpy(&m, mn + i, sizeof m);                                                           \
-        VI upm = a > M, dnm = a < m;                                                            \
-        M = (V)(((VI)a & upm) | ((VI)M & ~upm));                                                \
-        m = (V)(((VI)a & dnm) | ((VI)m & ~dnm));                                                \
-        memcpy(mx + i, &M, sizeof M);                                                           \
-        memcpy(mn + i, &m, sizeof m);                                                           \
-    }                                                                                           \
-    for (; i < d; i++) {                                                                        \
-        mx[i] = k[i] > mx[i] ? k[i] : mx[i];                                                    \
-        mn[i] = k[i] < mn[i] ? k[i] : mn[i];                                                    \
+#define BOUNDS_BODY(V, VI, W)                    \
+    uint32_t i = 0;                              \
+    for (; i + (W) <= d; i += (W)) {             \
+        V a, M, m;                               \
+        memcpy(&a, k + i, sizeof a);             \
+        memcpy(&M, mx + i, sizeof M);            \
+        memcpy(&m, mn + i, sizeof m);            \
+        VI upm = a > M, dnm = a < m;             \
+        M = (V)(((VI)a & upm) | ((VI)M & ~upm)); \
+        m = (V)(((VI)a & dnm) | ((VI)m & ~dnm)); \
+        memcpy(mx + i, &M, sizeof M);            \
+        memcpy(mn + i, &m, sizeof m);            \
+    }                                            \
+    for (; i < d; i++) {                         \
+        mx[i] = k[i] > mx[i] ? k[i] : mx[i];     \
+        mn[i] = k[i] < mn[i] ? k[i] : mn[i];     \
     }
 
 typedef int32_t v4i __attribute__((vector_size(16)));

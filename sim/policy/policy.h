@@ -1,7 +1,7 @@
 /* policy.h — KV-cache eviction and sparsity policies as registered ops tables.
  *
- * Adding a policy = one file sim/policy/policy_<name>.c defining a `const policy_ops` and one row in
- * the registry (sim/policy/policy.c). Exact algorithms and defaults:
+ * Adding a policy = one file sim/policy/policy_<name>.c defining a `const policy_ops` and one row
+ * in the registry (sim/policy/policy.c). Exact algorithms and defaults:
  * ../shared/reference/policies.md; what each one assumes and costs: sim/policy/POLICIES.md.
  *
  * How the replay drives a policy (sim/replay/replay.c), per position pos and layer l in order:
@@ -36,7 +36,7 @@ typedef struct secpol_ops secpol_ops; /* selection on secret shares: sim/policy/
 /* Parameter names a policy accepts, with defaults, for validation and docs. */
 typedef struct policy_param {
     const char *key;
-    const char *def;     /* default value as text */
+    const char *def; /* default value as text */
     const char *help;
     const char *choices; /* "a|b|c" for a word parameter; NULL for a number */
     double lo, hi;       /* accepted range of a number */
@@ -46,8 +46,8 @@ typedef struct policy_param {
 /* Shapes and lengths of the run a policy instance serves. */
 typedef struct policy_env {
     uint32_t n_layers, n_heads, n_kv_heads, head_dim, dim, ffn_dim;
-    uint32_t prompt_len;   /* P */
-    uint32_t max_len;      /* P + decode steps */
+    uint32_t prompt_len; /* P */
+    uint32_t max_len;    /* P + decode steps */
     /* Keys of cached positions idx[0..n) of one KV head (n × head_dim), for policies that
      * index the prompt after choosing it (MPCache's clusters over the static set). */
     int (*gather_k)(void *ctx, uint32_t layer, uint32_t kv_head, const uint32_t *idx, size_t n,
@@ -72,24 +72,24 @@ typedef struct policy_args {
 /* One (position, layer) as the model computed it. Pointers are valid during the call only. */
 typedef struct policy_obs {
     uint32_t layer, pos;
-    const float *q;      /* n_heads × head_dim */
-    const float *k, *v;  /* n_kv_heads × head_dim of this position (NULL unless asked for) */
-    const float *att;    /* n_heads × (pos+1) probabilities used (0 on dropped entries), or
-                          * NULL when the policy's needs() did not ask for it */
-    const float *ffn;    /* ffn_dim gate pre-activations, or NULL */
-    const float *wo;     /* dim × (n_heads·head_dim) output projection, or NULL */
+    const float *q;        /* n_heads × head_dim */
+    const float *k, *v;    /* n_kv_heads × head_dim of this position (NULL unless asked for) */
+    const float *att;      /* n_heads × (pos+1) probabilities used (0 on dropped entries), or
+                            * NULL when the policy's needs() did not ask for it */
+    const float *ffn;      /* ffn_dim gate pre-activations, or NULL */
+    const float *wo;       /* dim × (n_heads·head_dim) output projection, or NULL */
     uint32_t kv_lo, kv_hi; /* the KV heads observed, [kv_lo, kv_hi): kv_hi 0 is all of them
-                          * (a part only for a policy with layer_local; att is then valid for
-                          * those heads' query heads only) */
+                            * (a part only for a policy with layer_local; att is then valid for
+                            * those heads' query heads only) */
 } policy_obs;
 
 /* What observe() needs at a position (bit mask). */
 #define POLICY_NEED_ATT 0x1u /* attention row */
-#define POLICY_NEED_K   0x2u /* this position's keys */
-#define POLICY_NEED_V   0x20u /* this position's values */
+#define POLICY_NEED_K 0x2u   /* this position's keys */
+#define POLICY_NEED_V 0x20u  /* this position's values */
 #define POLICY_NEED_FFN 0x4u /* FFN pre-activations */
-#define POLICY_NEED_WO  0x8u /* W_o of the layer */
-#define POLICY_NEED_Q   0x10u /* the query (also: select() is query-aware) */
+#define POLICY_NEED_WO 0x8u  /* W_o of the layer */
+#define POLICY_NEED_Q 0x10u  /* the query (also: select() is query-aware) */
 
 struct policy_ops {
     const char *name;
@@ -121,8 +121,8 @@ struct policy_ops {
     /* Appends the policy's own MPC ops for layer `layer` of a step: phase PHASE_PREFILL with
      * kv_len = P (kept = per-KV-head counts after the prefill selection), or PHASE_DECODE with
      * kv_len = cached entries and kept[g] the counts select() chose. */
-    int (*emit_cost)(void *state, int phase, uint32_t layer, uint32_t kv_len,
-                     const uint32_t *kept, op_program *prog, errbuf *e);
+    int (*emit_cost)(void *state, int phase, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
+                     op_program *prog, errbuf *e);
     /* Optional: policy-specific metrics at the end of a run; fills out[0..max), returns the
      * count (may be NULL). */
     size_t (*metrics)(void *state, run_metric *out, size_t max);
@@ -241,8 +241,7 @@ float policy_half_float(uint16_t h);
 /* up[i] = policy_half_up(mx[i]) and dn[i] = policy_half_down(mn[i]) for i < n: F16C's
  * directed-rounding conversions where the CPU has them, the same bits (pages holding a NaN
  * go the scalar way, whose NaN payload F16C does not keep). */
-void policy_half_bounds(const float *mx, const float *mn, uint32_t n, uint16_t *up,
-                        uint16_t *dn);
+void policy_half_bounds(const float *mx, const float *mn, uint32_t n, uint16_t *up, uint16_t *dn);
 /* A running max and min with key k: mx[i] = k[i] > mx[i] ? k[i] : mx[i], mn[i] likewise, for
  * i < d, in vector selects (AVX-512 where the CPU has it): the same values. */
 void policy_bounds_update(float *mx, float *mn, const float *k, uint32_t d);
@@ -279,9 +278,9 @@ uint32_t policy_state_tensor(op_program *prog, const char *name, uint32_t batch,
 typedef struct snap_core {
     policy_env env;
     uint32_t window, kernel;
-    int maxpool;      /* 1 maxpool, 0 avgpool (count_include_pad) */
-    float *vote;      /* [L][H][P]: summed window attention per query head */
-    float *tmp;       /* P scratch */
+    int maxpool; /* 1 maxpool, 0 avgpool (count_include_pad) */
+    float *vote; /* [L][H][P]: summed window attention per query head */
+    float *tmp;  /* P scratch */
 } snap_core;
 
 /* The scorer's arguments and the kept entries, read from policy p's parameters window,
@@ -305,32 +304,26 @@ void snap_core_score(snap_core *c, uint32_t layer, uint32_t g, float *out);
 uint32_t snap_core_emit(const snap_core *c, policy_emitter *pe, uint32_t batch);
 /* The keep rows (n_kv_heads × pos) of a layer at pos whose prompt entries the prefill kept
  * in alive ([L][Hkv][P]): the kept prompt entries, then every later one. */
-void snap_keep_rows(const policy_env *v, const uint8_t *alive, uint32_t layer, uint32_t pos, uint8_t *keep);
+void snap_keep_rows(const policy_env *v, const uint8_t *alive, uint32_t layer, uint32_t pos,
+                    uint8_t *keep);
 
 /* SnapKV's state and callbacks, reused by pyramidkv with per-layer budgets. */
-int snapkv_state_new(const policy_ops *p, const policy_env *env, const policy_args *a,
-                     void **st, errbuf *e);
+int snapkv_state_new(const policy_ops *p, const policy_env *env, const policy_args *a, void **st,
+                     errbuf *e);
 /* Kept non-window prompt entries of a layer (UINT32_MAX: no compression). */
 void snapkv_set_budget(void *st, uint32_t layer, uint32_t budget);
 void snapkv_fini(void *st);
 unsigned snapkv_needs(void *st, uint32_t pos);
 int snapkv_observe(void *st, const policy_obs *o, errbuf *e);
 int snapkv_prefill(void *st, errbuf *e);
-int snapkv_select(void *st, uint32_t layer, uint32_t pos, const float *q, uint8_t *keep,
-                  errbuf *e);
+int snapkv_select(void *st, uint32_t layer, uint32_t pos, const float *q, uint8_t *keep, errbuf *e);
 int snapkv_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
                 op_program *prog, errbuf *e);
 /* The rows of a policy_ops run on SnapKV's state, after its name, summary, params and init. */
-#define SNAPKV_OPS                  \
-    .fini = snapkv_fini,            \
-    .needs = snapkv_needs,          \
-    .observe = snapkv_observe,      \
-    .prefill = snapkv_prefill,      \
-    .select = snapkv_select,        \
-    .emit_cost = snapkv_emit,       \
-    .metric_stride = "16",          \
-    .stateless_select = 1,          \
-    .layer_local = 1
+#define SNAPKV_OPS                                                                \
+    .fini = snapkv_fini, .needs = snapkv_needs, .observe = snapkv_observe,        \
+    .prefill = snapkv_prefill, .select = snapkv_select, .emit_cost = snapkv_emit, \
+    .metric_stride = "16", .stateless_select = 1, .layer_local = 1
 
 /* The registered policies (sim/policy/policy_<name>.c). */
 extern const policy_ops policy_full, policy_streamingllm, policy_h2o, policy_snapkv,

@@ -43,22 +43,24 @@ static const policy_param comet_params[] = {
     {"block", "8", "FFN neurons per block (ASSUMED; not public)", NULL, 1, 1e6, 1},
     {"act_threshold", "0", "neuron active iff gate pre-activation > this (ASSUMED)", NULL, -1e6,
      1e6, 0},
-    {"rank", "1000", "predictor rank (Deja Vu --D 1000, used as the cost template)", NULL, 1,
-     1e6, 1},
+    {"rank", "1000", "predictor rank (Deja Vu --D 1000, used as the cost template)", NULL, 1, 1e6,
+     1},
     {"skip_below", "0.5",
-     "active-block fraction under which the token's next-layer K/V are skipped (ASSUMED)", NULL,
-     0, 1, 0},
-    {"merge", "1", "1: merge a step's misses of a layer into one refill (ASSUMED rule)", NULL, 0,
+     "active-block fraction under which the token's next-layer K/V are skipped (ASSUMED)", NULL, 0,
      1, 0},
+    {"merge", "1", "1: merge a step's misses of a layer into one refill (ASSUMED rule)", NULL, 0, 1,
+     0},
     {"prefetch", "1", "1: refill the prompt's misses at the end of the prefill (ASSUMED rule)",
      NULL, 0, 1, 0},
     {"pattern", "secret",
      "which neuron blocks are active: public (revealed, weights sliced locally) or secret "
-     "(count revealed, weights gathered by one-hot)", "public|secret", 0, 0, 0},
+     "(count revealed, weights gathered by one-hot)",
+     "public|secret", 0, 0, 0},
     {"active_frac", "0",
      "0: a block is active iff a neuron's gate pre-activation > act_threshold (oracle); > 0: "
      "the ceil(frac*blocks) blocks of highest mean gate pre-activation (linear predictor, "
-     "top-k; ASSUMED)", NULL, 0, 1, 0},
+     "top-k; ASSUMED)",
+     NULL, 0, 1, 0},
 };
 
 typedef struct comet_state {
@@ -66,14 +68,14 @@ typedef struct comet_state {
     uint32_t block, nblocks, rank;
     double thr, skip_below;
     int merge, prefetch, secret;
-    uint32_t topk;        /* A6: active blocks per token (0: the oracle rule) */
-    float *score;         /* [nblocks] block scores (A6) */
+    uint32_t topk; /* A6: active blocks per token (0: the oracle rule) */
+    float *score;  /* [nblocks] block scores (A6) */
     uint32_t *pick, *work;
-    uint32_t *emitted;    /* [L] active blocks per token of the step last emitted */
-    uint8_t *miss;        /* [L][max_len] 1 missing, 2 refilled */
-    uint32_t *active;     /* [L] active blocks of the newest token */
+    uint32_t *emitted;       /* [L] active blocks per token of the step last emitted */
+    uint8_t *miss;           /* [L][max_len] 1 missing, 2 refilled */
+    uint32_t *active;        /* [L] active blocks of the newest token */
     uint64_t *prompt_active; /* [L] Σ active blocks over the prompt */
-    uint32_t *pending;    /* [L] misses refilled at the current step */
+    uint32_t *pending;       /* [L] misses refilled at the current step */
     uint64_t blocks_seen, blocks_active, refills, refill_ops;
 } comet_state;
 
@@ -102,16 +104,23 @@ static int comet_init(const policy_env *env, const policy_args *a, void **st, er
     s->env = *env;
     double merge, prefetch;
     int rc = policy_arg_u32(p, a, "block", &s->block, e);
-    if (!rc) rc = policy_arg_double(p, a, "act_threshold", &s->thr, e);
-    if (!rc) rc = policy_arg_u32(p, a, "rank", &s->rank, e);
-    if (!rc) rc = policy_arg_double(p, a, "skip_below", &s->skip_below, e);
-    if (!rc) rc = policy_arg_double(p, a, "merge", &merge, e);
-    if (!rc) rc = policy_arg_double(p, a, "prefetch", &prefetch, e);
+    if (!rc)
+        rc = policy_arg_double(p, a, "act_threshold", &s->thr, e);
+    if (!rc)
+        rc = policy_arg_u32(p, a, "rank", &s->rank, e);
+    if (!rc)
+        rc = policy_arg_double(p, a, "skip_below", &s->skip_below, e);
+    if (!rc)
+        rc = policy_arg_double(p, a, "merge", &merge, e);
+    if (!rc)
+        rc = policy_arg_double(p, a, "prefetch", &prefetch, e);
     int pat = 1;
-    if (!rc) rc = policy_arg_choice(p, a, "pattern", &pat, e);
+    if (!rc)
+        rc = policy_arg_choice(p, a, "pattern", &pat, e);
     s->secret = pat == 1;
     double frac = 0;
-    if (!rc) rc = policy_arg_double(p, a, "active_frac", &frac, e);
+    if (!rc)
+        rc = policy_arg_double(p, a, "active_frac", &frac, e);
     if (rc) {
         free(s);
         return rc;
@@ -278,12 +287,12 @@ static int comet_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, cons
                        : s->active[layer];
     /* COST: Deja Vu-shaped predictor per token: (1×dim)·(dim×rank) and (1×rank)·(rank×blocks)
      * with fixed weights, a threshold comparison per block (ASSUMED A1; policies.md §1.11) */
-    uint32_t h = policy_emit(&pe, OP_MATMUL, 1, T, v->dim, s->rank, OP_NONE, OP_NONE,
-                             OPF_FIXED_B, 0, 0, "comet.pred1");
-    uint32_t lg = policy_emit(&pe, OP_MATMUL, 1, T, s->rank, s->nblocks, h, OP_NONE, OPF_FIXED_B,
-                              0, 0, "comet.pred2");
-    uint32_t on = policy_emit(&pe, OP_LT, 1, T, 0, s->nblocks, lg, OP_NONE, OPF_PUBLIC_B, 0,
-                              s->thr, "comet.active");
+    uint32_t h = policy_emit(&pe, OP_MATMUL, 1, T, v->dim, s->rank, OP_NONE, OP_NONE, OPF_FIXED_B,
+                             0, 0, "comet.pred1");
+    uint32_t lg = policy_emit(&pe, OP_MATMUL, 1, T, s->rank, s->nblocks, h, OP_NONE, OPF_FIXED_B, 0,
+                              0, "comet.pred2");
+    uint32_t on = policy_emit(&pe, OP_LT, 1, T, 0, s->nblocks, lg, OP_NONE, OPF_PUBLIC_B, 0, s->thr,
+                              "comet.active");
     s->emitted[layer] = act;
     if (!s->secret) {
         /* COST: pattern public (A5): every block's bit revealed; the lowering then takes the
@@ -368,7 +377,8 @@ static uint32_t ct(comet_em *w, const char *nm, op_role role, uint32_t b, uint32
     op_layer_name(full, (int)w->layer, nm);
     uint32_t id = op_tensor_find(w->p, full);
     if (id == OP_NONE || w->p->tens[id].role != role ||
-        (uint64_t)w->p->tens[id].batch * w->p->tens[id].rows * w->p->tens[id].cols != (uint64_t)b * r * c)
+        (uint64_t)w->p->tens[id].batch * w->p->tens[id].rows * w->p->tens[id].cols !=
+            (uint64_t)b * r * c)
         id = op_tensor_add(w->p, full, role, DOM_ARITH, b, r, c);
     w->failed |= id == OP_NONE;
     return id;
@@ -377,9 +387,19 @@ static uint32_t ct(comet_em *w, const char *nm, op_role role, uint32_t b, uint32
 static void co(comet_em *w, int kind, uint32_t b, uint32_t m, uint32_t k, uint32_t n, uint32_t in0,
                uint32_t in1, uint32_t out, uint32_t flags, int32_t iarg)
 {
-    op o = {.kind = (uint16_t)kind, .phase = (uint8_t)w->phase, .cat = OPC_POLICY,
-            .layer = (int16_t)w->layer, .group = -1, .batch = b, .m = m, .k = k, .n = n,
-            .in = {in0, in1, OP_NONE}, .out = out, .flags = flags, .iarg = iarg};
+    op o = {.kind = (uint16_t)kind,
+            .phase = (uint8_t)w->phase,
+            .cat = OPC_POLICY,
+            .layer = (int16_t)w->layer,
+            .group = -1,
+            .batch = b,
+            .m = m,
+            .k = k,
+            .n = n,
+            .in = {in0, in1, OP_NONE},
+            .out = out,
+            .flags = flags,
+            .iarg = iarg};
     if (w->failed || out == OP_NONE || in0 == OP_NONE || op_emit(w->p, &o) < 0)
         w->failed = 1;
 }
@@ -439,7 +459,8 @@ int comet_emit_ops(op_program *p, const comet_shape *s, int phase, uint32_t laye
             uint32_t pick = ct(&w, nm, OPT_TEMP, T, A * b * D, 1);
             co(&w, OP_VIEW, T, A * b * D, 0, 1, flat, ix, pick, OPF_INDEX_ROWS, 0);
             snprintf(nm, sizeof nm, "%s.gathered", comet_wname[k]);
-            uint32_t gw = k < 2 ? ct(&w, nm, OPT_TEMP, T, A * b, D) : ct(&w, nm, OPT_TEMP, T, D, A * b);
+            uint32_t gw =
+                k < 2 ? ct(&w, nm, OPT_TEMP, T, A * b, D) : ct(&w, nm, OPT_TEMP, T, D, A * b);
             co(&w, OP_VIEW, T, A * b * D, 0, 1, pick, OP_NONE, gw, 0, 0);
         }
     }
@@ -467,13 +488,15 @@ int comet_public(const comet_shape *s, uint32_t T, const op_tensor *t, uint64_t 
         return 0;
     for (uint32_t t0 = 0; t0 < T; t0++)
         for (uint32_t r = 0; r < R; r++) {
-            /* the gathered weight's element r of token t0 (w1, w3: (A·b, D) row-major; w2: (D, A·b)) */
+            /* the gathered weight's element r of token t0 (w1, w3: (A·b, D) row-major; w2: (D,
+             * A·b)) */
             uint32_t a, i, d;
             if (k < 2)
                 a = r / (b * D), i = (r / D) % b, d = r % D;
             else
                 d = r / (A * b), a = (r % (A * b)) / b, i = r % b;
-            out[(size_t)t0 * R + r] = ((uint64_t)t0 * A + a) * C + (uint64_t)k * b * D + (uint64_t)i * D + d;
+            out[(size_t)t0 * R + r] =
+                ((uint64_t)t0 * A + a) * C + (uint64_t)k * b * D + (uint64_t)i * D + d;
         }
     return 1;
 }

@@ -14,7 +14,7 @@
 typedef struct comet_sec {
     comet_shape sh;
     uint32_t n_layers;
-    uint32_t *active;          /* [n_layers] the lowering's FFN neurons (A·block) */
+    uint32_t *active; /* [n_layers] the lowering's FFN neurons (A·block) */
 } comet_sec;
 
 /* Selects on shares with the top-k predictor (active_frac > 0), either pattern, and no refill:
@@ -27,9 +27,12 @@ static int comet_sec_config(const policy_env *env, const policy_args *a, void **
     double frac, skip;
     int pat = 1;
     int rc = policy_arg_u32(p, a, "block", &block, e);
-    if (!rc) rc = policy_arg_double(p, a, "active_frac", &frac, e);
-    if (!rc) rc = policy_arg_double(p, a, "skip_below", &skip, e);
-    if (!rc) rc = policy_arg_choice(p, a, "pattern", &pat, e);
+    if (!rc)
+        rc = policy_arg_double(p, a, "active_frac", &frac, e);
+    if (!rc)
+        rc = policy_arg_double(p, a, "skip_below", &skip, e);
+    if (!rc)
+        rc = policy_arg_choice(p, a, "pattern", &pat, e);
     *cfg = NULL;
     if (rc)
         return rc;
@@ -66,7 +69,8 @@ static uint32_t comet_sec_rows(const void *cfg, const secpol_run *r, uint32_t la
     return kv;
 }
 
-static void comet_sec_lower(const void *cfg, const secpol_run *r, const secpol_step *st, lower_opts *lo)
+static void comet_sec_lower(const void *cfg, const secpol_run *r, const secpol_step *st,
+                            lower_opts *lo)
 {
     const comet_sec *c = cfg;
     lo->ffn_active = c->active;
@@ -74,8 +78,8 @@ static void comet_sec_lower(const void *cfg, const secpol_run *r, const secpol_s
 }
 
 /* Each layer's ops, right after the FFN's norm (its output L<l>.xn2). */
-static int comet_sec_emit(const void *cfg, const secpol_run *r, const secpol_step *st, op_program *p,
-                          errbuf *e)
+static int comet_sec_emit(const void *cfg, const secpol_run *r, const secpol_step *st,
+                          op_program *p, errbuf *e)
 {
     const comet_sec *c = cfg;
     int phase = st->s ? PHASE_DECODE : PHASE_PREFILL;
@@ -103,8 +107,8 @@ static int comet_sec_public(const void *cfg, const secpol_run *r, const secpol_s
 /* The model owner's derived weights: "L<l>.comet.pred" (blocks × dim), row k the mean of W1's rows
  * of block k; "L<l>.comet.wtab" (blocks × 3·block·dim), row k = [W1's rows of block k | W3's rows
  * | W2's columns as rows], neurons past ffn_dim zero. */
-static int comet_sec_weight(const void *cfg, const llama *w, int frac, const op_tensor *t, uint64_t *out,
-                            size_t n)
+static int comet_sec_weight(const void *cfg, const llama *w, int frac, const op_tensor *t,
+                            uint64_t *out, size_t n)
 {
     const comet_sec *c = cfg;
     const char *rest;
@@ -112,7 +116,8 @@ static int comet_sec_weight(const void *cfg, const llama *w, int frac, const op_
     int pred = l >= 0 && !strcmp(rest, "comet.pred"), tab = l >= 0 && !strcmp(rest, "comet.wtab");
     if (!pred && !tab)
         return 0;
-    uint32_t D = c->sh.dim, F = c->sh.ffn_dim, b = c->sh.block, NB = c->sh.nblocks, r1, k1, r3, k3, r2, k2;
+    uint32_t D = c->sh.dim, F = c->sh.ffn_dim, b = c->sh.block, NB = c->sh.nblocks, r1, k1, r3, k3,
+             r2, k2;
     char nm[48];
     snprintf(nm, sizeof nm, "L%d.w1", l);
     const float *w1 = llama_weight(w, nm, &r1, &k1);
@@ -170,8 +175,8 @@ static int comet_sec_update(void *state, eng *e, mpc_net *net, const op_program 
 }
 
 /* Opened after each step (validation only): every layer's block scores, then its one-hot rows. */
-static int comet_sec_audit_tensor(const void *cfg, const secpol_run *r, const secpol_step *st, size_t i,
-                                  char name[48], int *is_score)
+static int comet_sec_audit_tensor(const void *cfg, const secpol_run *r, const secpol_step *st,
+                                  size_t i, char name[48], int *is_score)
 {
     const comet_sec *c = cfg;
     if (i >= 2 * (size_t)c->n_layers)
@@ -222,7 +227,8 @@ typedef struct comet_tally {
 
 /* One (position, layer): the opened one-hots oh (active × nblocks) against the replay's top-A
  * of its block scores rs; sc the secure scores. */
-static void comet_cmp(comet_tally *y, const comet_shape *s, const double *sc, const double *oh, const float *rs)
+static void comet_cmp(comet_tally *y, const comet_shape *s, const double *sc, const double *oh,
+                      const float *rs)
 {
     uint32_t NB = s->nblocks, A = s->active;
     memset(y->sel, 0, NB), memset(y->rsel, 0, NB);
@@ -252,15 +258,16 @@ static void comet_cmp(comet_tally *y, const comet_shape *s, const double *sc, co
 
 /* Step st: every layer's opened scores and one-hots ([l][scores t × NB | one-hots t × A × NB])
  * against the replay's block scores score ([pos][l][NB]). */
-static int comet_step(comet_tally *y, const comet_sec *c, const secpol_run *r, const secpol_opened *o,
-                      const float *score, uint32_t st, errbuf *e)
+static int comet_step(comet_tally *y, const comet_sec *c, const secpol_run *r,
+                      const secpol_opened *o, const float *score, uint32_t st, errbuf *e)
 {
     const comet_shape *s = &c->sh;
     uint32_t L = c->n_layers, NB = s->nblocks, A = s->active;
     secpol_step ss = secpol_step_of(r, st);
     size_t per = (size_t)ss.t * NB * (1 + A), need = per * L;
     if (o->n_vals[st] < need)
-        return err_set(e, MS_ERR_INTERNAL, "comet audit: step %u opened %u of %zu values", st, o->n_vals[st], need);
+        return err_set(e, MS_ERR_INTERNAL, "comet audit: step %u opened %u of %zu values", st,
+                       o->n_vals[st], need);
     for (uint32_t l = 0; l < L; l++) {
         const double *sc = o->vals[st] + l * per, *oh = sc + (size_t)ss.t * NB;
         for (uint32_t t = 0; t < ss.t; t++)
@@ -273,22 +280,26 @@ static int comet_step(comet_tally *y, const comet_sec *c, const secpol_run *r, c
 static void comet_note_print(FILE *out, const comet_shape *s, const comet_tally *y)
 {
     int ties = y->differ && y->worst < 2 * y->err;
-    fprintf(out, "#       comet on shares: %u of %u blocks per token and layer (public); the patterns of %u "
-                 "(position, layer) equal to the replay's: %u",
-            s->active, s->nblocks, y->sets, y->same);
+    fprintf(
+        out,
+        "#       comet on shares: %u of %u blocks per token and layer (public); the patterns of %u "
+        "(position, layer) equal to the replay's: %u",
+        s->active, s->nblocks, y->sets, y->same);
     if (y->differ)
-        fprintf(out, "; %u differ, the replay's largest margin there %.4f (%s twice the score error)", y->differ,
-                y->worst, ties ? "within" : "NOT within");
+        fprintf(out,
+                "; %u differ, the replay's largest margin there %.4f (%s twice the score error)",
+                y->differ, y->worst, ties ? "within" : "NOT within");
     fprintf(out, "; block scores off by at most %.4f where they agree; pattern %s\n", y->err,
-            s->secret ? "secret (nothing revealed)" : "public (each token's active blocks revealed)");
+            s->secret ? "secret (nothing revealed)"
+                      : "public (each token's active blocks revealed)");
 }
 
 /* The secure patterns against the replay's: per (position, layer) the opened one-hots' blocks
  * against the float replay's top-A; the largest score error where they agree; a differing
  * pattern is a near tie when the replay's own A-th score minus the next is within twice it. */
 static int comet_sec_audit_note(const void *cfg, const secpol_run *r, const secpol_opened *o,
-                                const secpol_keep *plain, const float *ref, const char *policy, FILE *out,
-                                errbuf *e)
+                                const secpol_keep *plain, const float *ref, const char *policy,
+                                FILE *out, errbuf *e)
 {
     const comet_sec *c = cfg;
     uint32_t L = c->n_layers, NB = c->sh.nblocks, N = r->n_tokens;

@@ -21,8 +21,7 @@ static const policy_param ckv_params[] = {
     {"kernel", "7", "SnapKV pooling kernel", NULL, 1, 1e6, 1},
     {"pooling", "maxpool", "pooling of the votes", "maxpool|avgpool", 0, 0, 0},
     {"capacity", "1024", "kept prompt entries per KV head incl. the window", NULL, 1, 1e9, 1},
-    {"first_stage_ratio", "0.5", "budget share chosen on attention alone (stage 1)", NULL, 0, 1,
-     0},
+    {"first_stage_ratio", "0.5", "budget share chosen on attention alone (stage 1)", NULL, 0, 1, 0},
     {"eps", "1e-4", "added to the base score before weighting by the value norm", NULL, 0, 1e3, 0},
 };
 
@@ -30,8 +29,8 @@ typedef struct ckv_state {
     snap_core core;
     uint32_t capacity;
     double fsr, eps;
-    float *proj;       /* [L][Hkv][P] mean ‖W_o^h V_j‖₁ */
-    uint8_t *alive;    /* [L][Hkv][P] */
+    float *proj;    /* [L][Hkv][P] mean ‖W_o^h V_j‖₁ */
+    uint8_t *alive; /* [L][Hkv][P] */
     float *base, *score;
     uint32_t *work, *sel;
 } ckv_state;
@@ -57,8 +56,10 @@ static int ckv_init(const policy_env *env, const policy_args *a, void **st, errb
     snap_args sa;
     double fsr, eps;
     int rc = snap_args_read(p, a, &sa, e);
-    if (!rc) rc = policy_arg_double(p, a, "first_stage_ratio", &fsr, e);
-    if (!rc) rc = policy_arg_double(p, a, "eps", &eps, e);
+    if (!rc)
+        rc = policy_arg_double(p, a, "first_stage_ratio", &fsr, e);
+    if (!rc)
+        rc = policy_arg_double(p, a, "eps", &eps, e);
     if (rc)
         return rc;
     ckv_state *s = calloc(1, sizeof *s);
@@ -175,8 +176,8 @@ static int ckv_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const 
     uint32_t base = snap_core_emit(&s->core, &pe, Hkv);
     /* COST: V_j·W_o^h for every prompt token and head: a T×d by d×D matmul per head with the
      * server's fixed W_o (§1.9 "as expensive as one o_proj over the whole prompt") */
-    uint32_t y = policy_emit(&pe, OP_MATMUL, H, P, d, D, OP_NONE, OP_NONE, OPF_FIXED_B, 0, 0,
-                             "ckv.vwo");
+    uint32_t y =
+        policy_emit(&pe, OP_MATMUL, H, P, d, D, OP_NONE, OP_NONE, OPF_FIXED_B, 0, 0, "ckv.vwo");
     /* COST: |y| = y·(1 - 2[y < 0]): T·D sign tests and products per head, local sums (§1.12) */
     uint32_t sg = policy_emit(&pe, OP_LT, H, P, 0, D, y, OP_NONE, OPF_PUBLIC_B, 0, 0, "ckv.sign");
     uint32_t ab = policy_emit(&pe, OP_MUL, H, P, 0, D, y, sg, 0, 0, 0, "ckv.abs");
@@ -185,8 +186,8 @@ static int ckv_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const 
     if (k1 > 0)
         policy_emit(&pe, OP_TOPK, Hkv, 1, 0, P, base, OP_NONE, 0, (int32_t)k1, 0, "ckv.topk1");
     /* COST: stage 2 topk(T, B) and the gather of the kept K|V rows */
-    uint32_t oh = policy_emit(&pe, OP_TOPK, Hkv, 1, 0, P, sc, OP_NONE, 0, (int32_t)s->capacity,
-                              0, "ckv.topk2");
+    uint32_t oh = policy_emit(&pe, OP_TOPK, Hkv, 1, 0, P, sc, OP_NONE, 0, (int32_t)s->capacity, 0,
+                              "ckv.topk2");
     policy_emit(&pe, OP_GATHER, Hkv, s->capacity, P, 2 * d, oh, OP_NONE, OPF_NO_TRUNC, 0, 0,
                 "ckv.gather");
     return policy_emit_done(&pe, "criticalkv", e);

@@ -19,24 +19,22 @@
 #include "secpol.h"
 
 static const policy_param h2o_params[] = {
-    {"heavy_ratio", "0.1", "heavy-hitter budget as a fraction of the prompt (--heavy_ratio)",
-     NULL, 0, 1, 0},
+    {"heavy_ratio", "0.1", "heavy-hitter budget as a fraction of the prompt (--heavy_ratio)", NULL,
+     0, 1, 0},
     {"recent_ratio", "0.1", "recent-window budget as a fraction of the prompt (--recent_ratio)",
      NULL, 0, 1, 0},
-    {"heavy", "0", "heavy-hitter budget in tokens (hh_size); 0: use heavy_ratio", NULL, 0, 1e9,
-     1},
-    {"recent", "0", "recent budget in tokens (recent_size); 0: use recent_ratio", NULL, 0, 1e9,
-     1},
+    {"heavy", "0", "heavy-hitter budget in tokens (hh_size); 0: use heavy_ratio", NULL, 0, 1e9, 1},
+    {"recent", "0", "recent budget in tokens (recent_size); 0: use recent_ratio", NULL, 0, 1e9, 1},
 };
 
 typedef struct h2o_state {
     policy_env env;
     uint32_t hh, recent;
-    float *score;     /* [L][Hkv][max_len] accumulated attention */
-    uint8_t *alive;   /* [L][Hkv][max_len] entry is in the cache */
-    uint32_t *count;  /* [L][Hkv] entries in the cache */
+    float *score;    /* [L][Hkv][max_len] accumulated attention */
+    uint8_t *alive;  /* [L][Hkv][max_len] entry is in the cache */
+    uint32_t *count; /* [L][Hkv] entries in the cache */
     uint32_t *work, *sel;
-    h2o_ids *lay;     /* [phase][L] the current step's per-layer tensors (emit_cost) */
+    h2o_ids *lay; /* [phase][L] the current step's per-layer tensors (emit_cost) */
 } h2o_state;
 
 static void h2o_fini(void *st)
@@ -132,8 +130,7 @@ uint32_t policy_h2o_victim(const float *sc, const uint8_t *alive, uint32_t end)
     for (j = e4; j > 0; j -= 4) {
         v4f x;
         memcpy(&x, sc + j - 4, sizeof x);
-        v4i hit = (x == b4) &
-                  ((v4i){alive[j - 4], alive[j - 3], alive[j - 2], alive[j - 1]} != 0);
+        v4i hit = (x == b4) & ((v4i){alive[j - 4], alive[j - 3], alive[j - 2], alive[j - 1]} != 0);
         if (hit[0] | hit[1] | hit[2] | hit[3])
             return hit[3] ? j - 1 : hit[2] ? j - 2 : hit[1] ? j - 3 : j - 4;
     }
@@ -198,8 +195,8 @@ static int h2o_select(void *st, uint32_t layer, uint32_t pos, const float *q, ui
     h2o_state *s = st;
     const policy_env *v = &s->env;
     for (uint32_t g = 0; g < v->n_kv_heads; g++)
-        memcpy(keep + (size_t)g * pos,
-               s->alive + ((size_t)layer * v->n_kv_heads + g) * v->max_len, pos);
+        memcpy(keep + (size_t)g * pos, s->alive + ((size_t)layer * v->n_kv_heads + g) * v->max_len,
+               pos);
     return MS_OK;
 }
 
@@ -227,9 +224,20 @@ static void h2o_op(h2o_em *w, int kind, uint32_t b, uint32_t m, uint32_t k, uint
                    uint32_t in0, uint32_t in1, uint32_t in2, uint32_t out, uint32_t flags,
                    int32_t iarg, double farg)
 {
-    op o = {.kind = (uint16_t)kind, .phase = (uint8_t)w->phase, .cat = OPC_POLICY,
-            .layer = w->layer == UINT32_MAX ? -1 : (int16_t)w->layer, .group = -1, .batch = b, .m = m, .k = k, .n = n,
-            .in = {in0, in1, in2}, .out = out, .flags = flags, .iarg = iarg, .farg = farg};
+    op o = {.kind = (uint16_t)kind,
+            .phase = (uint8_t)w->phase,
+            .cat = OPC_POLICY,
+            .layer = w->layer == UINT32_MAX ? -1 : (int16_t)w->layer,
+            .group = -1,
+            .batch = b,
+            .m = m,
+            .k = k,
+            .n = n,
+            .in = {in0, in1, in2},
+            .out = out,
+            .flags = flags,
+            .iarg = iarg,
+            .farg = farg};
     if (w->failed || out == OP_NONE || op_emit(w->p, &o) < 0)
         w->failed = 1;
 }
@@ -259,8 +267,8 @@ static uint32_t h2o_accumulate(h2o_em *w, const h2o_shape *s, uint32_t t, uint32
      * H2O "T·w adds"): a product with a public ones vector, local (kern.c k_matmul_pub) */
     uint32_t ones = h2o_tensor(w, "ones", OPT_PUBLIC, 1, G * t, 1);
     uint32_t cs = h2o_tensor(w, "colsum", OPT_TEMP, Hkv, n, 1);
-    h2o_op(w, OP_MATMUL, 1, Hkv * n, G * t, 1, pg, ones, OP_NONE, cs,
-           OPF_PUBLIC_B | OPF_NO_TRUNC, 0, 0);
+    h2o_op(w, OP_MATMUL, 1, Hkv * n, G * t, 1, pg, ones, OP_NONE, cs, OPF_PUBLIC_B | OPF_NO_TRUNC,
+           0, 0);
     /* the carried scores (row 0 of a decode step: the new entry's 0), bound by the session */
     uint32_t score = h2o_tensor(w, "score", OPT_CACHE, Hkv, n, 1);
     uint32_t acc = h2o_tensor(w, "acc", OPT_TEMP, Hkv, n, 1);
@@ -299,7 +307,8 @@ static uint32_t h2o_rows_first(h2o_em *w, uint32_t src, uint32_t Hkv, uint32_t f
     char a[32], b[32];
     snprintf(a, sizeof a, "%s_first", nm);
     snprintf(b, sizeof b, "%s_rest", nm);
-    uint32_t one = h2o_tensor(w, a, OPT_TEMP, Hkv, 1, cols), more = h2o_tensor(w, b, OPT_TEMP, Hkv, rest, cols);
+    uint32_t one = h2o_tensor(w, a, OPT_TEMP, Hkv, 1, cols),
+             more = h2o_tensor(w, b, OPT_TEMP, Hkv, rest, cols);
     uint32_t out = h2o_tensor(w, nm, OPT_TEMP, Hkv, rest + 1, cols);
     h2o_op(w, OP_VIEW, Hkv, 1, 0, cols, src, OP_NONE, OP_NONE, one, 0, (int32_t)first, 0);
     h2o_op(w, OP_VIEW, Hkv, rest, 0, cols, src, OP_NONE, OP_NONE, more, 0, 1, 0);
@@ -356,7 +365,8 @@ int h2o_emit_ops(op_program *p, const h2o_shape *s, int phase, uint32_t layer, u
     ids->table = h2o_table(&w, s, n, kc, vc, ids->score);
     if (h2o_selects(s, phase, c, t))
         h2o_stage(&w, s, phase, n, ids);
-    return w.failed ? err_set(e, MS_ERR_NOMEM, "policy h2o: out of memory emitting its ops") : MS_OK;
+    return w.failed ? err_set(e, MS_ERR_NOMEM, "policy h2o: out of memory emitting its ops")
+                    : MS_OK;
 }
 
 /* Stacks the layers' (Hkv, rows, cols) tensors src[l] as rows l·rows … of (Hkv, L·rows, cols). */
@@ -388,8 +398,8 @@ static void h2o_prefill_sel(h2o_em *w, const h2o_shape *s, uint32_t L, uint32_t 
     out->onehot = h2o_tensor(w, "topk", OPT_TEMP, Hkv, L * hh, nc);
     h2o_op(w, OP_TOPK, Hkv, L, 0, nc, out->cand, OP_NONE, OP_NONE, out->onehot, 0, (int32_t)hh, 0);
     out->heavy = h2o_tensor(w, "heavy", OPT_TEMP, Hkv, L * hh, F);
-    h2o_op(w, OP_GATHER, Hkv * L, hh, nc, F, out->onehot, tab, OP_NONE, out->heavy, OPF_NO_TRUNC,
-           0, 0);
+    h2o_op(w, OP_GATHER, Hkv * L, hh, nc, F, out->onehot, tab, OP_NONE, out->heavy, OPF_NO_TRUNC, 0,
+           0);
 }
 
 /* The first `keep` entries of the prefix sums of B vectors of n (x: B·n values): ⌈log2 n⌉
@@ -433,8 +443,8 @@ static void h2o_decode_sel(h2o_em *w, const h2o_shape *s, uint32_t L, const h2o_
     uint32_t pre = h2o_prefix(w, out->onehot, Hkv * L, hh + 1, hh);
     uint32_t bc = h2o_tensor(w, "bcast", OPT_PUBLIC, 1, 1, F);
     uint32_t mask = h2o_tensor(w, "mask", OPT_TEMP, Hkv, L * hh, F);
-    h2o_op(w, OP_MATMUL, 1, Hkv * L * hh, 1, F, pre, bc, OP_NONE, mask,
-           OPF_PUBLIC_B | OPF_NO_TRUNC, 0, 0);
+    h2o_op(w, OP_MATMUL, 1, Hkv * L * hh, 1, F, pre, bc, OP_NONE, mask, OPF_PUBLIC_B | OPF_NO_TRUNC,
+           0, 0);
     uint32_t cur = h2o_stack(w, lay, L, offsetof(h2o_ids, cur), "cur", Hkv, hh, F);
     uint32_t nxt = h2o_stack(w, lay, L, offsetof(h2o_ids, next), "next", Hkv, hh, F);
     /* COST: the oblivious compaction, one select (a multiplication) per element of the HH
@@ -456,7 +466,8 @@ int h2o_emit_select(op_program *p, const h2o_shape *s, int phase, uint32_t n_lay
         h2o_prefill_sel(&w, s, n_layers, c + t, lay, out);
     else
         h2o_decode_sel(&w, s, n_layers, lay, out);
-    return w.failed ? err_set(e, MS_ERR_NOMEM, "policy h2o: out of memory emitting its ops") : MS_OK;
+    return w.failed ? err_set(e, MS_ERR_NOMEM, "policy h2o: out of memory emitting its ops")
+                    : MS_OK;
 }
 
 int h2o_public(const op_tensor *t, uint64_t *out, size_t n)

@@ -77,8 +77,8 @@ static void h2o_sec_node_free(void *state, eng *e)
 
 /* Opened after each step: every layer's one-hots (TOPK at the prompt, the eviction's ARGMAX at
  * a decode step), then the candidates' scores (secpol.h h2o_sel). */
-static int h2o_sec_audit_tensor(const void *cfg, const secpol_run *o, const secpol_step *st, size_t i,
-                                char name[48], int *is_score)
+static int h2o_sec_audit_tensor(const void *cfg, const secpol_run *o, const secpol_step *st,
+                                size_t i, char name[48], int *is_score)
 {
     if (i > 1)
         return 0;
@@ -89,7 +89,8 @@ static int h2o_sec_audit_tensor(const void *cfg, const secpol_run *o, const secp
 
 /* The policy's selection on shares after the lowered step (secpol.h): each layer's upkeep on
  * its attention's softmax output and caches, then the selection of every layer at once. */
-static int h2o_sec_emit(const void *cfg, const secpol_run *o, const secpol_step *st, op_program *p, errbuf *e)
+static int h2o_sec_emit(const void *cfg, const secpol_run *o, const secpol_step *st, op_program *p,
+                        errbuf *e)
 {
     const model_cfg *m = o->model;
     const h2o_shape *sh = cfg;
@@ -117,7 +118,7 @@ static int h2o_sec_emit(const void *cfg, const secpol_run *o, const secpol_step 
  * the step's table (src[q] = 0) or of its selected heavy rows (src[q] = 1); returns the count.
  * A public function of the public shapes: the same on every node and in the audit. */
 static uint32_t h2o_next(const h2o_shape *sh, int phase, uint32_t c, uint32_t t, uint8_t *src,
-                          uint32_t *row)
+                         uint32_t *row)
 {
     uint32_t n = c + t, hh = sh->heavy, rec = sh->recent, R = 0;
     uint64_t budget = (uint64_t)hh + rec;
@@ -164,10 +165,11 @@ static int h2o_sec_bind(void *state, eng *e, const op_program *p, mpc_program_ru
         for (int w = 0; w < 3 && !rc; w++) {
             uint32_t id = op_layer_find(p, (int)l, nm[w]);
             if (id == OP_NONE)
-                return err_set(err, MS_ERR_INTERNAL, "secure inference: no tensor L%u.%s", l, nm[w]);
+                return err_set(err, MS_ERR_INTERNAL, "secure inference: no tensor L%u.%s", l,
+                               nm[w]);
             e->vt->release(e, &r->vals[id]);
             rc = secpol_rows_in(e, &st[l], m->n_kv_heads, R, F, (uint32_t)w * d, w < 2 ? d : 1,
-                         p->tens[id].rows, 1, &r->vals[id]);
+                                p->tens[id].rows, 1, &r->vals[id]);
         }
     return rc;
 }
@@ -205,7 +207,8 @@ static int h2o_sec_update(void *state, eng *e, mpc_net *net, const op_program *p
                         size_t i = ((size_t)g * R + q) * F + f;
                         sel[i] = src[q] == w;
                         /* the table (Hkv, n, F); the heavy rows [g][l][q] of every layer */
-                        size_t at = w ? ((size_t)g * L + l) * sh.heavy + row[q] : (size_t)g * n + row[q];
+                        size_t at =
+                            w ? ((size_t)g * L + l) * sh.heavy + row[q] : (size_t)g * n + row[q];
                         idx[i] = sel[i] ? (uint32_t)(at * F + f) : 0;
                     }
             rc = secpol_relayout(e, &part[w], &r->vals[id[w]], idx, sel, N);
@@ -253,7 +256,8 @@ static void ps_layer(void *ctx, const llama_layer_view *v)
         for (uint32_t h = g * c->G; h < (g + 1) * c->G; h++)
             for (uint32_t j = 0; j <= v->pos; j++)
                 run[j] += v->att[(size_t)h * (v->pos + 1) + j];
-        memcpy(c->sc + (((size_t)v->pos * c->L + v->layer) * c->Hkv + g) * c->n, run, c->n * sizeof *run);
+        memcpy(c->sc + (((size_t)v->pos * c->L + v->layer) * c->Hkv + g) * c->n, run,
+               c->n * sizeof *run);
     }
 }
 
@@ -261,7 +265,8 @@ static int plain_scores(const secpol_run *o, const secpol_keep *k, float **out, 
 {
     const model_cfg *m = o->model;
     uint32_t n = o->n_tokens;
-    pscore c = {.k = k, .L = m->n_layers, .Hkv = m->n_kv_heads, .G = m->n_heads / m->n_kv_heads, .n = n};
+    pscore c = {
+        .k = k, .L = m->n_layers, .Hkv = m->n_kv_heads, .G = m->n_heads / m->n_kv_heads, .n = n};
     c.run = calloc((size_t)c.L * c.Hkv * n, sizeof *c.run);
     c.sc = calloc((size_t)n * c.L * c.Hkv * n, sizeof *c.sc);
     llama *pm = NULL;
@@ -289,11 +294,12 @@ static void sel_differ(h2o_sec_audit *out, double margin)
 
 /* One decode eviction of (l, g) at position pos against the plaintext's: cand[i] positions,
  * sc their secure scores, v the secure victim's index; rep the replay's scores by position. */
-static void sel_evict(const secpol_keep *plain, uint32_t pos, uint32_t l, uint32_t g, const uint32_t *cand,
-                      const double *sc, uint32_t nc, uint32_t v, double tie, int sets_equal, const float *rep,
-                      h2o_sec_audit *out)
+static void sel_evict(const secpol_keep *plain, uint32_t pos, uint32_t l, uint32_t g,
+                      const uint32_t *cand, const double *sc, uint32_t nc, uint32_t v, double tie,
+                      int sets_equal, const float *rep, h2o_sec_audit *out)
 {
-    const uint8_t *now = secpol_keep_mask(plain, pos, l, g), *next = secpol_keep_mask(plain, pos + 1, l, g);
+    const uint8_t *now = secpol_keep_mask(plain, pos, l, g),
+                  *next = secpol_keep_mask(plain, pos + 1, l, g);
     if (!now || !next)
         return;
     uint32_t pv = UINT32_MAX;
@@ -321,7 +327,8 @@ static void sel_evict(const secpol_keep *plain, uint32_t pos, uint32_t l, uint32
 }
 
 /* The secure scores of the candidates against the replay's (sets equal: the same entries). */
-static void sel_err(h2o_sec_audit *out, const uint32_t *cand, const double *sc, uint32_t nc, const float *rep)
+static void sel_err(h2o_sec_audit *out, const uint32_t *cand, const double *sc, uint32_t nc,
+                    const float *rep)
 {
     for (uint32_t i = 0; i < nc; i++) {
         double d = fabs(sc[i] - (double)rep[cand[i]]);
@@ -331,9 +338,9 @@ static void sel_err(h2o_sec_audit *out, const uint32_t *cand, const double *sc, 
 
 /* The prompt's heavy set heavy[0..hh) chosen from the candidates cand[0..nc) (secure scores
  * sc) against the plaintext's prompt selection pm1 (rep: the replay's scores by position). */
-static void sel_prefill(const uint8_t *pm1, const uint32_t *heavy, uint32_t hh, const uint32_t *cand,
-                        const double *sc, uint32_t nc, double tie_bound, const float *rep,
-                        h2o_sec_audit *out)
+static void sel_prefill(const uint8_t *pm1, const uint32_t *heavy, uint32_t hh,
+                        const uint32_t *cand, const double *sc, uint32_t nc, double tie_bound,
+                        const float *rep, h2o_sec_audit *out)
 {
     int same = 1;
     for (uint32_t q = 0; q < hh; q++)
@@ -377,12 +384,12 @@ typedef struct h2o_walk {
     h2o_sec_audit *out;
     double tie_bound;
     uint32_t L, Hkv, hh, Nmax, NT;
-    uint32_t R;        /* rows each table holds before the step */
-    uint32_t *slot;    /* (L, Hkv, Nmax): the position of each carried row */
-    uint32_t *nslot;   /* the step's program rows' positions */
+    uint32_t R;      /* rows each table holds before the step */
+    uint32_t *slot;  /* (L, Hkv, Nmax): the position of each carried row */
+    uint32_t *nslot; /* the step's program rows' positions */
     uint32_t *cand, *heavy, *row;
-    uint8_t *src;      /* row maps of h2o_next */
-    float *ps;         /* the replay's scores (plain_scores) */
+    uint8_t *src; /* row maps of h2o_next */
+    float *ps;    /* the replay's scores (plain_scores) */
 } h2o_walk;
 
 /* One step of the walk: its shapes, and what it opened per KV head. */
@@ -398,8 +405,17 @@ static int walk_new(h2o_walk *w, const secpol_run *o, const h2o_shape *cfg, cons
 {
     const model_cfg *m = o->model;
     uint32_t hh = cfg->heavy, Nmax = o->n_tokens + o->n_gen + 2;
-    *w = (h2o_walk){.o = o, .cfg = cfg, .r = r, .plain = plain, .out = out, .tie_bound = tie_bound,
-                    .L = m->n_layers, .Hkv = m->n_kv_heads, .hh = hh, .Nmax = Nmax, .NT = o->n_tokens};
+    *w = (h2o_walk){.o = o,
+                    .cfg = cfg,
+                    .r = r,
+                    .plain = plain,
+                    .out = out,
+                    .tie_bound = tie_bound,
+                    .L = m->n_layers,
+                    .Hkv = m->n_kv_heads,
+                    .hh = hh,
+                    .Nmax = Nmax,
+                    .NT = o->n_tokens};
     w->slot = calloc((size_t)w->L * w->Hkv * Nmax, sizeof *w->slot);
     w->nslot = calloc(Nmax, sizeof *w->nslot);
     w->cand = calloc(Nmax, sizeof *w->cand);
@@ -467,7 +483,8 @@ static void walk_head(h2o_walk *w, const h2o_wstep *st, uint32_t l, uint32_t g)
     if (st->sel) {
         /* the one-hots of every layer, then the candidates' scores: [g][l][…] */
         const double *oh = w->r->vals[st->s] + ((size_t)g * w->L + l) * st->per;
-        const double *sc = w->r->vals[st->s] + (size_t)w->L * w->Hkv * st->per + ((size_t)g * w->L + l) * st->nc;
+        const double *sc =
+            w->r->vals[st->s] + (size_t)w->L * w->Hkv * st->per + ((size_t)g * w->L + l) * st->nc;
         /* prefill: rows 0 … nc-1; decode: the latest first (policy_h2o.c h2o_stage) */
         for (uint32_t i = 0; i < st->nc; i++)
             w->cand[i] = st->s ? w->nslot[i ? i : st->first] : w->nslot[i];
@@ -486,12 +503,14 @@ static int walk_step(h2o_walk *w, uint32_t s, errbuf *e)
     secpol_step at = secpol_step_of(w->o, s);
     uint32_t c = s ? h2o_carried(cfg, at.kv) : 0;
     int phase = s ? PHASE_DECODE : PHASE_PREFILL;
-    h2o_wstep st = {.s = s, .t = at.t, .pos = at.kv, .n = c + at.t, .sel = h2o_selects(cfg, phase, c, at.t)};
+    h2o_wstep st = {
+        .s = s, .t = at.t, .pos = at.kv, .n = c + at.t, .sel = h2o_selects(cfg, phase, c, at.t)};
     st.first = cfg->recent ? w->hh + 1 : 0;
     st.nc = s ? w->hh + 1 : st.n - cfg->recent;
     st.per = s ? st.nc : w->hh * st.nc; /* one-hot values per KV head */
     if (st.sel && w->r->n_vals[s] != (size_t)w->L * w->Hkv * (st.per + st.nc))
-        return err_set(e, MS_ERR_INTERNAL, "selection audit: step %u has %u values", s, w->r->n_vals[s]);
+        return err_set(e, MS_ERR_INTERNAL, "selection audit: step %u has %u values", s,
+                       w->r->n_vals[s]);
     st.Rn = h2o_next(cfg, phase, c, at.t, w->src, w->row);
     for (uint32_t l = 0; l < w->L; l++)
         for (uint32_t g = 0; g < w->Hkv; g++)
@@ -537,15 +556,23 @@ static int h2o_sec_note(const void *cfg, const secpol_run *o, const secpol_opene
     int rc = h2o_secure_compare(o, sh, opened, plain, -1, &sel, e);
     if (rc)
         return rc;
-    fprintf(out, "#       %s selected on shares (heavy %u, recent %u); against the replay: prompt heavy sets %u/%u, "
-            "evictions %u/%u, kept sets %u/%u\n", policy, sh->heavy, sh->recent, sel.prefill_same, sel.prefill_sets,
-            sel.evict_same, sel.evictions, sel.kept_same, sel.kept_sets);
-    fprintf(out, "#       secure scores within %.4f of the replay's; selections whose secure margin exceeds twice that: "
-            "%u/%u equal to the replay's\n", sel.score_err, sel.separated_same, sel.separated);
+    fprintf(out,
+            "#       %s selected on shares (heavy %u, recent %u); against the replay: prompt heavy "
+            "sets %u/%u, "
+            "evictions %u/%u, kept sets %u/%u\n",
+            policy, sh->heavy, sh->recent, sel.prefill_same, sel.prefill_sets, sel.evict_same,
+            sel.evictions, sel.kept_same, sel.kept_sets);
+    fprintf(out,
+            "#       secure scores within %.4f of the replay's; selections whose secure margin "
+            "exceeds twice that: "
+            "%u/%u equal to the replay's\n",
+            sel.score_err, sel.separated_same, sel.separated);
     if (sel.differ_same_cand || sel.diverged)
-        fprintf(out, "#       differing selections: %u from the same candidates, %u of them near ties (the replay's margin "
-                "<= 2 x %.4f; largest %.4f); %u evictions after the kept sets differed\n", sel.differ_same_cand,
-                sel.near_ties, sel.score_err, sel.max_margin, sel.diverged);
+        fprintf(out,
+                "#       differing selections: %u from the same candidates, %u of them near ties "
+                "(the replay's margin "
+                "<= 2 x %.4f; largest %.4f); %u evictions after the kept sets differed\n",
+                sel.differ_same_cand, sel.near_ties, sel.score_err, sel.max_margin, sel.diverged);
     return MS_OK;
 }
 

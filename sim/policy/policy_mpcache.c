@@ -36,8 +36,8 @@ static const policy_param mpcache_params[] = {
     {"s2", "16", "level-2 cluster size", NULL, 1, 1e6, 1},
     {"static", "threshold", "static eviction at the prompt", "threshold|topk|none", 0, 0, 0},
     {"static_threshold", "1e-4",
-     "keep j if a window query's head-mean attention on j reaches this (triviaqa: 1e-4)", NULL,
-     0, 1, 0},
+     "keep j if a window query's head-mean attention on j reaches this (triviaqa: 1e-4)", NULL, 0,
+     1, 0},
     {"static_ratio", "0.5", "static topk: kept fraction of the prompt per KV head", NULL, 0, 1, 0},
     {"window_frac", "0.2", "static window as a fraction of the prompt (0.1 above 24000 tokens)",
      NULL, 0, 1, 0},
@@ -56,11 +56,11 @@ enum { ST_THRESHOLD, ST_TOPK, ST_NONE };
 #define MIX_W 16
 
 typedef struct mpcache_head {
-    uint32_t *idx;     /* K' positions, in order */
-    uint32_t n, cap;   /* entries, capacity */
-    float *mix2;       /* blocks of the closed 16-clusters' mixes (room for cap/s2 + 1) */
-    float *mix1;       /* blocks of the closed 32-clusters' mixes (room for cap/s1 + 1) */
-    float *run;        /* [4][d]: max and min of the open 32-cluster's halves (mx0 mx1 mn0 mn1) */
+    uint32_t *idx;   /* K' positions, in order */
+    uint32_t n, cap; /* entries, capacity */
+    float *mix2;     /* blocks of the closed 16-clusters' mixes (room for cap/s2 + 1) */
+    float *mix1;     /* blocks of the closed 32-clusters' mixes (room for cap/s1 + 1) */
+    float *run;      /* [4][d]: max and min of the open 32-cluster's halves (mx0 mx1 mn0 mn1) */
 } mpcache_head;
 
 typedef struct mpcache_state {
@@ -68,17 +68,17 @@ typedef struct mpcache_state {
     double alpha, ratio1, ratio2, thr, sratio, wfrac;
     uint32_t s1, s2, window;
     int mode, share, skip2;
-    uint8_t *pass;     /* [L][P] threshold votes, or NULL */
-    double *colsum;    /* POLICY_SPAN_MAX × (P + 1): threshold mode, the head sums of a prompt
-                        * row, at slot pos % POLICY_SPAN_MAX (a span observes its rows KV head
-                        * by KV head) */
-    float *vote;       /* [L][Hkv][P] topk votes, or NULL */
-    mpcache_head *head;    /* [L][Hkv] */
-    uint8_t *prev;     /* last selection of the layer below (sharing), Hkv × max_len */
+    uint8_t *pass;      /* [L][P] threshold votes, or NULL */
+    double *colsum;     /* POLICY_SPAN_MAX × (P + 1): threshold mode, the head sums of a prompt
+                         * row, at slot pos % POLICY_SPAN_MAX (a span observes its rows KV head
+                         * by KV head) */
+    float *vote;        /* [L][Hkv][P] topk votes, or NULL */
+    mpcache_head *head; /* [L][Hkv] */
+    uint8_t *prev;      /* last selection of the layer below (sharing), Hkv × max_len */
     float *c1, *c2, *qs, *kbuf;
     uint32_t *work, *sel1, *sel2, *cand;
     uint32_t *stat_count; /* [L][Hkv] static kept count, for costs */
-    mpcache_ids *ids;      /* [L] the current decode step's ops per layer (emit_cost) */
+    mpcache_ids *ids;     /* [L] the current decode step's ops per layer (emit_cost) */
 } mpcache_state;
 
 static void mpcache_fini(void *st)
@@ -116,16 +116,26 @@ static int mpcache_args(mpcache_state *s, const policy_args *a, errbuf *e)
     const policy_ops *p = &policy_mpcache;
     double share, skip2;
     int rc = policy_arg_double(p, a, "alpha", &s->alpha, e);
-    if (!rc) rc = policy_arg_double(p, a, "ratio1", &s->ratio1, e);
-    if (!rc) rc = policy_arg_double(p, a, "ratio2", &s->ratio2, e);
-    if (!rc) rc = policy_arg_u32(p, a, "s1", &s->s1, e);
-    if (!rc) rc = policy_arg_u32(p, a, "s2", &s->s2, e);
-    if (!rc) rc = policy_arg_choice(p, a, "static", &s->mode, e);
-    if (!rc) rc = policy_arg_double(p, a, "static_threshold", &s->thr, e);
-    if (!rc) rc = policy_arg_double(p, a, "static_ratio", &s->sratio, e);
-    if (!rc) rc = policy_arg_double(p, a, "window_frac", &s->wfrac, e);
-    if (!rc) rc = policy_arg_double(p, a, "layer_share", &share, e);
-    if (!rc) rc = policy_arg_double(p, a, "skip_first2", &skip2, e);
+    if (!rc)
+        rc = policy_arg_double(p, a, "ratio1", &s->ratio1, e);
+    if (!rc)
+        rc = policy_arg_double(p, a, "ratio2", &s->ratio2, e);
+    if (!rc)
+        rc = policy_arg_u32(p, a, "s1", &s->s1, e);
+    if (!rc)
+        rc = policy_arg_u32(p, a, "s2", &s->s2, e);
+    if (!rc)
+        rc = policy_arg_choice(p, a, "static", &s->mode, e);
+    if (!rc)
+        rc = policy_arg_double(p, a, "static_threshold", &s->thr, e);
+    if (!rc)
+        rc = policy_arg_double(p, a, "static_ratio", &s->sratio, e);
+    if (!rc)
+        rc = policy_arg_double(p, a, "window_frac", &s->wfrac, e);
+    if (!rc)
+        rc = policy_arg_double(p, a, "layer_share", &share, e);
+    if (!rc)
+        rc = policy_arg_double(p, a, "skip_first2", &skip2, e);
     if (rc)
         return rc;
     if (s->s1 != 2 * s->s2)
@@ -170,11 +180,10 @@ static int mpcache_init(const policy_env *env, const policy_args *a, void **st, 
     if (s->mode == ST_THRESHOLD) {
         s->pass = calloc((size_t)L * P + 1, 1);
         s->colsum = malloc(POLICY_SPAN_MAX * ((size_t)P + 1) * sizeof *s->colsum);
-    }
-    else if (s->mode == ST_TOPK)
+    } else if (s->mode == ST_TOPK)
         s->vote = calloc((size_t)L * Hkv * P + 1, sizeof *s->vote);
-    if (!s->head || !s->prev || !s->c1 || !s->c2 || !s->qs || !s->kbuf || !s->work ||
-        !s->sel1 || !s->sel2 || !s->cand || !s->stat_count || !s->ids ||
+    if (!s->head || !s->prev || !s->c1 || !s->c2 || !s->qs || !s->kbuf || !s->work || !s->sel1 ||
+        !s->sel2 || !s->cand || !s->stat_count || !s->ids ||
         (s->mode == ST_THRESHOLD && (!s->pass || !s->colsum)) || (s->mode == ST_TOPK && !s->vote)) {
         mpcache_fini(s);
         return err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory");
@@ -293,43 +302,42 @@ typedef float mix_v __attribute__((vector_size(4 * MIX_W)));
 
 /* out[c] = Σ_i qs[i]·mix[c][i] (channels in order) for the n clusters of blocks m. A product
  * then a sum per lane (ISO C: gcc contracts nothing into an FMA), on every path. */
-#define MIX_SCORES_BODY                                                                         \
-    uint32_t nb = (n + MIX_W - 1) / MIX_W, b0 = 0;                                              \
-    /* MIX_NB blocks in flight: independent sums, each lane's still in channel order */         \
-    for (; b0 + MIX_NB <= nb; b0 += MIX_NB) {                                                   \
-        mix_v u[MIX_NB] = {{0}};                                                                \
-        const float *blk = m + (size_t)b0 * MIX_W * d;                                          \
-        for (uint32_t i = 0; i < d; i++) {                                                      \
-            mix_v q;                                                                            \
-            for (int l = 0; l < MIX_W; l++)                                                     \
-                q[l] = qs[i];                                                                   \
-            for (uint32_t j = 0; j < MIX_NB; j++) {                                             \
-                mix_v x;                                                                        \
-                memcpy(&x, blk + ((size_t)j * d + i) * MIX_W, sizeof x);                        \
-                u[j] += q * x;                                                                  \
-            }                                                                                   \
-        }                                                                                       \
-        for (uint32_t j = 0; j < MIX_NB; j++) {                                                 \
-            uint32_t c = (b0 + j) * MIX_W, k = n - c < MIX_W ? n - c : MIX_W;                   \
-            memcpy(out + c, &u[j], k * sizeof *out);                                            \
-        }                                                                                       \
-    }                                                                                           \
-    for (; b0 < nb; b0++) {                                                                     \
-        const float *blk = m + (size_t)b0 * MIX_W * d;                                          \
-        mix_v u = {0};                                                                          \
-        for (uint32_t i = 0; i < d; i++) {                                                      \
-            mix_v x, q;                                                                         \
-            memcpy(&x, blk + (size_t)i * MIX_W, sizeof x);                                      \
-            for (int l = 0; l < MIX_W; l++)                                                     \
-                q[l] = qs[i];                                                                   \
-            u += q * x;                                                                         \
-        }                                                                                       \
-        uint32_t c = b0 * MIX_W, k = n - c < MIX_W ? n - c : MIX_W;                             \
-        memcpy(out + c, &u, k * sizeof *out);                                                   \
+#define MIX_SCORES_BODY                                                                 \
+    uint32_t nb = (n + MIX_W - 1) / MIX_W, b0 = 0;                                      \
+    /* MIX_NB blocks in flight: independent sums, each lane's still in channel order */ \
+    for (; b0 + MIX_NB <= nb; b0 += MIX_NB) {                                           \
+        mix_v u[MIX_NB] = {{0}};                                                        \
+        const float *blk = m + (size_t)b0 * MIX_W * d;                                  \
+        for (uint32_t i = 0; i < d; i++) {                                              \
+            mix_v q;                                                                    \
+            for (int l = 0; l < MIX_W; l++)                                             \
+                q[l] = qs[i];                                                           \
+            for (uint32_t j = 0; j < MIX_NB; j++) {                                     \
+                mix_v x;                                                                \
+                memcpy(&x, blk + ((size_t)j * d + i) * MIX_W, sizeof x);                \
+                u[j] += q * x;                                                          \
+            }                                                                           \
+        }                                                                               \
+        for (uint32_t j = 0; j < MIX_NB; j++) {                                         \
+            uint32_t c = (b0 + j) * MIX_W, k = n - c < MIX_W ? n - c : MIX_W;           \
+            memcpy(out + c, &u[j], k * sizeof *out);                                    \
+        }                                                                               \
+    }                                                                                   \
+    for (; b0 < nb; b0++) {                                                             \
+        const float *blk = m + (size_t)b0 * MIX_W * d;                                  \
+        mix_v u = {0};                                                                  \
+        for (uint32_t i = 0; i < d; i++) {                                              \
+            mix_v x, q;                                                                 \
+            memcpy(&x, blk + (size_t)i * MIX_W, sizeof x);                              \
+            for (int l = 0; l < MIX_W; l++)                                             \
+                q[l] = qs[i];                                                           \
+            u += q * x;                                                                 \
+        }                                                                               \
+        uint32_t c = b0 * MIX_W, k = n - c < MIX_W ? n - c : MIX_W;                     \
+        memcpy(out + c, &u, k * sizeof *out);                                           \
     }
 
-static void mix_scores_portable(const float *m, uint32_t n, const float *qs, uint32_t d,
-                                float *out)
+static void mix_scores_portable(const float *m, uint32_t n, const float *qs, uint32_t d, float *out)
 {
     MIX_SCORES_BODY
 }
@@ -478,9 +486,8 @@ static int mpcache_prefill(void *st, errbuf *e)
                 break;
             }
             for (uint32_t g = 0; !rc && g < Hkv; g++)
-                if (in[(size_t)g * P + j] &&
-                    head_push(&s->head[(size_t)l * Hkv + g], s->s2, d, j, s->kbuf + (size_t)g * d,
-                              (float)s->alpha))
+                if (in[(size_t)g * P + j] && head_push(&s->head[(size_t)l * Hkv + g], s->s2, d, j,
+                                                       s->kbuf + (size_t)g * d, (float)s->alpha))
                     rc = err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory");
         }
     }
@@ -563,7 +570,7 @@ static int dynamic_select(mpcache_state *s, const mpcache_head *h, uint32_t pos,
 }
 
 static int mpcache_select(void *st, uint32_t layer, uint32_t pos, const float *q, uint8_t *keep,
-                      errbuf *e)
+                          errbuf *e)
 {
     mpcache_state *s = st;
     const policy_env *v = &s->env;
@@ -601,14 +608,12 @@ static int mpcache_cost_static(mpcache_state *s, policy_emitter *pe, uint32_t la
     uint32_t Hkv = v->n_kv_heads, d = v->head_dim, w = s->window ? s->window : 1;
     uint32_t S = 0;
     for (uint32_t g = 0; g < Hkv; g++)
-        S = s->stat_count[(size_t)layer * Hkv + g] > S ? s->stat_count[(size_t)layer * Hkv + g]
-                                                       : S;
+        S = s->stat_count[(size_t)layer * Hkv + g] > S ? s->stat_count[(size_t)layer * Hkv + g] : S;
     if (S > 0) {
         /* COST: window vote sums (local), topk(T, ratio·T) per KV head, gather (§1.8) */
-        uint32_t vt = policy_emit(pe, OP_ADD, Hkv, w, 0, P, OP_NONE, OP_NONE, 0, 0, 0,
-                                  "mpc.vote");
-        uint32_t oh = policy_emit(pe, OP_TOPK, Hkv, 1, 0, P, vt, OP_NONE, 0, (int32_t)S, 0,
-                                  "mpc.topk0");
+        uint32_t vt = policy_emit(pe, OP_ADD, Hkv, w, 0, P, OP_NONE, OP_NONE, 0, 0, 0, "mpc.vote");
+        uint32_t oh =
+            policy_emit(pe, OP_TOPK, Hkv, 1, 0, P, vt, OP_NONE, 0, (int32_t)S, 0, "mpc.topk0");
         policy_emit(pe, OP_GATHER, Hkv, S, P, 2 * d, oh, OP_NONE, OPF_NO_TRUNC, 0, 0,
                     "mpc.compact");
     }
@@ -630,8 +635,9 @@ int mpcache_shape_read(const policy_env *env, const policy_args *a, mpcache_shap
     int rc = mpcache_args(&s, a, e);
     if (rc)
         return rc;
-    *sh = (mpcache_shape){env->n_heads, env->n_kv_heads, env->head_dim, s.s1, s.s2, s.alpha,
-                      s.ratio1, s.ratio2, s.share, s.skip2, s.mode, s.thr, 0};
+    *sh = (mpcache_shape){
+        env->n_heads, env->n_kv_heads, env->head_dim, s.s1,   s.s2,  s.alpha, s.ratio1,
+        s.ratio2,     s.share,         s.skip2,       s.mode, s.thr, 0};
     double wf = env->prompt_len > 24000 ? s.wfrac / 2 : s.wfrac;
     sh->window = (uint32_t)(wf * env->prompt_len);
     return MS_OK;
@@ -751,9 +757,20 @@ static uint32_t mo(mpcache_em *w, int kind, uint32_t b, uint32_t m, uint32_t k, 
                    uint32_t in0, uint32_t in1, uint32_t in2, uint32_t out, uint32_t flags,
                    int32_t iarg, double farg)
 {
-    op o = {.kind = (uint16_t)kind, .phase = (uint8_t)w->phase, .cat = OPC_POLICY,
-            .layer = (int16_t)w->layer, .group = -1, .batch = b, .m = m, .k = k, .n = n,
-            .in = {in0, in1, in2}, .out = out, .flags = flags, .iarg = iarg, .farg = farg};
+    op o = {.kind = (uint16_t)kind,
+            .phase = (uint8_t)w->phase,
+            .cat = OPC_POLICY,
+            .layer = (int16_t)w->layer,
+            .group = -1,
+            .batch = b,
+            .m = m,
+            .k = k,
+            .n = n,
+            .in = {in0, in1, in2},
+            .out = out,
+            .flags = flags,
+            .iarg = iarg,
+            .farg = farg};
     if (w->failed || out == OP_NONE || op_emit(w->p, &o) < 0)
         w->failed = 1;
     return out;
@@ -782,7 +799,8 @@ static void mput(mpcache_em *w, uint32_t x, uint32_t out, uint32_t B, uint32_t r
 }
 
 /* Column sums of a (B, k, n) one-hot: (B, n, 1) (a transposition and a public ones product). */
-static uint32_t mcolsum(mpcache_em *w, uint32_t oh, uint32_t B, uint32_t k, uint32_t n, const char *nm)
+static uint32_t mcolsum(mpcache_em *w, uint32_t oh, uint32_t B, uint32_t k, uint32_t n,
+                        const char *nm)
 {
     char a[32], b[32];
     snprintf(a, sizeof a, "%s_t", nm);
@@ -790,8 +808,8 @@ static uint32_t mcolsum(mpcache_em *w, uint32_t oh, uint32_t B, uint32_t k, uint
     uint32_t t = mtr(w, oh, B, k, n, a);
     uint32_t ones = mt(w, b, OPT_PUBLIC, 1, k, 1);
     uint32_t out = mt(w, nm, OPT_TEMP, B, n, 1);
-    return mo(w, OP_MATMUL, 1, B * n, k, 1, t, ones, OP_NONE, out, OPF_PUBLIC_B | OPF_NO_TRUNC,
-              0, 0);
+    return mo(w, OP_MATMUL, 1, B * n, k, 1, t, ones, OP_NONE, out, OPF_PUBLIC_B | OPF_NO_TRUNC, 0,
+              0);
 }
 
 static uint32_t mph(mpcache_em *w, const char *nm, op_role role, uint32_t b, uint32_t r, uint32_t c)
@@ -800,7 +818,8 @@ static uint32_t mph(mpcache_em *w, const char *nm, op_role role, uint32_t b, uin
 }
 
 /* The bounds of the P keys kc (Hkv, P, d): b16 (Hkv, G2, 2d), b32 (Hkv, G1, 2d). */
-static void mpcache_bounds(mpcache_em *w, const mpcache_shape *s, uint32_t P, uint32_t kc, mpcache_ids *ids)
+static void mpcache_bounds(mpcache_em *w, const mpcache_shape *s, uint32_t P, uint32_t kc,
+                           mpcache_ids *ids)
 {
     uint32_t Hkv = s->n_kv_heads, d = s->head_dim, s2 = s->s2;
     uint32_t G2 = (P + s2 - 1) / s2, G1 = (P + s->s1 - 1) / s->s1, Np = G2 * s2;
@@ -808,7 +827,8 @@ static void mpcache_bounds(mpcache_em *w, const mpcache_shape *s, uint32_t P, ui
     uint32_t pm = mt(w, "pm", OPT_PUBLIC, 1, d, 2 * d);
     uint32_t kn = mt(w, "kn_all", OPT_TEMP, Hkv, Np, 2 * d);
     uint32_t rows = Np > P ? mt(w, "kn_rows", OPT_TEMP, Hkv, P, 2 * d) : kn;
-    mo(w, OP_MATMUL, 1, Hkv * P, d, 2 * d, kc, pm, OP_NONE, rows, OPF_PUBLIC_B | OPF_NO_TRUNC, 0, 0);
+    mo(w, OP_MATMUL, 1, Hkv * P, d, 2 * d, kc, pm, OP_NONE, rows, OPF_PUBLIC_B | OPF_NO_TRUNC, 0,
+       0);
     if (Np > P) { /* the pad keys at −BIG: they never win a max */
         mput(w, rows, kn, Hkv, 0, P, 2 * d);
         uint32_t pad = mt(w, "padk", OPT_PUBLIC, 1, Np, 2 * d);
@@ -842,7 +862,8 @@ int mpcache_emit_prefill(op_program *p, const mpcache_shape *s, uint32_t layer, 
     if (kc == OP_NONE)
         kc = mph(&w, "in_k", OPT_CACHE, s->n_kv_heads, P, s->head_dim);
     mpcache_bounds(&w, s, P, kc, ids);
-    return w.failed ? err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory emitting its ops") : MS_OK;
+    return w.failed ? err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory emitting its ops")
+                    : MS_OK;
 }
 
 /* A secret constant (1, 1, 1) of x's first element times 0 plus a public value (local): the
@@ -894,13 +915,15 @@ int mpcache_emit_static(op_program *p, const mpcache_shape *s, uint32_t layer, u
     uint32_t c = mt(&w, "count_sh", OPT_TEMP, 1, 1, 1);
     mo(&w, OP_MATMUL, 1, 1, P, 1, ids->keep, mt(&w, "ones_p", OPT_PUBLIC, 1, P, 1), OP_NONE, c,
        OPF_PUBLIC_B | OPF_NO_TRUNC, 0, 0);
-    mo(&w, OP_REVEAL, 1, 1, 0, 1, c, OP_NONE, OP_NONE, mt(&w, "count", OPT_TEMP, 1, 1, 1), 0, -1, 0);
-    return w.failed ? err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory emitting its ops") : MS_OK;
+    mo(&w, OP_REVEAL, 1, 1, 0, 1, c, OP_NONE, OP_NONE, mt(&w, "count", OPT_TEMP, 1, 1, 1), 0, -1,
+       0);
+    return w.failed ? err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory emitting its ops")
+                    : MS_OK;
 }
 
 /* The order-preserving compaction of the P0 prompt rows to the S kept ones: (Hkv, S, 2d+1). */
 static uint32_t mpcache_compact(mpcache_em *w, const mpcache_shape *s, uint32_t S, uint32_t P0,
-                            const mpcache_ids *src, mpcache_ids *ids)
+                                const mpcache_ids *src, mpcache_ids *ids)
 {
     uint32_t Hkv = s->n_kv_heads, F = 2 * s->head_dim + 1;
     uint32_t full = mt(w, "full", OPT_CACHE, Hkv, P0, F);
@@ -922,7 +945,8 @@ static uint32_t mpcache_compact(mpcache_em *w, const mpcache_shape *s, uint32_t 
         mo(w, OP_MUL_PUB, 1, P0, 0, 1, keep, mt(w, "sval", OPT_PUBLIC, 1, 1, 1), OP_NONE, sk,
            OPF_NO_TRUNC, 0, 0);
         mo(w, OP_ADD, 1, P0, 0, 1, sk, cur, OP_NONE, sk, 0, 0, 0);
-        mo(w, OP_ADD_PUB, 1, P0, 0, 1, sk, mt(w, "soff", OPT_PUBLIC, 1, 1, 1), OP_NONE, sk, 0, 0, 0);
+        mo(w, OP_ADD_PUB, 1, P0, 0, 1, sk, mt(w, "soff", OPT_PUBLIC, 1, 1, 1), OP_NONE, sk, 0, 0,
+           0);
         /* COST: one-hot of each row's rank over the S slots (P0·S equality tests) on the
          * public bound of the ranks' differences (MPCache's ΠGather compares ⌈log2 C⌉ bits,
          * not the ring's 64): rank − slot lies in [−2S, S) — a dropped row's rank is negative,
@@ -947,8 +971,8 @@ static uint32_t mpcache_compact(mpcache_em *w, const mpcache_shape *s, uint32_t 
 
 /* Level 1: the secret indicator u (Hkv, G1, 1) of the chosen 32-clusters and its expansion to
  * the 16-clusters (Hkv, 1, G2). */
-static uint32_t mpcache_level1(mpcache_em *w, const mpcache_shape *s, const mpcache_plan *pl, uint32_t qx,
-                           uint32_t b32, mpcache_ids *ids)
+static uint32_t mpcache_level1(mpcache_em *w, const mpcache_shape *s, const mpcache_plan *pl,
+                               uint32_t qx, uint32_t b32, mpcache_ids *ids)
 {
     uint32_t Hkv = s->n_kv_heads, d = s->head_dim;
     /* COST: level 1, one dot product per 32-cluster (the linearized bound), top-k(G1, k1)
@@ -966,19 +990,20 @@ static uint32_t mpcache_level1(mpcache_em *w, const mpcache_shape *s, const mpca
     mo(w, OP_ADD_PUB, Hkv, pl->G1, 0, 1, u, force, OP_NONE, u, 0, 0, 0);
     uint32_t ex = mt(w, "expand", OPT_PUBLIC, 1, pl->G1, pl->G2);
     uint32_t ue = mt(w, "u_exp", OPT_TEMP, Hkv, 1, pl->G2);
-    return mo(w, OP_MATMUL, 1, Hkv, pl->G1, pl->G2, u, ex, OP_NONE, ue,
-              OPF_PUBLIC_B | OPF_NO_TRUNC, 0, 0);
+    return mo(w, OP_MATMUL, 1, Hkv, pl->G1, pl->G2, u, ex, OP_NONE, ue, OPF_PUBLIC_B | OPF_NO_TRUNC,
+              0, 0);
 }
 
 /* The mask column added to the table (Hkv, G2, 16·(2d+1)): MPCACHE_PAD_OFF · ind · [token < n],
  * ind (Hkv, 1, G2) a secret 0/1 indicator over the 16-clusters (local). */
-static uint32_t mpcache_mcol(mpcache_em *w, const mpcache_shape *s, const mpcache_plan *pl, uint32_t ind)
+static uint32_t mpcache_mcol(mpcache_em *w, const mpcache_shape *s, const mpcache_plan *pl,
+                             uint32_t ind)
 {
     uint32_t Hkv = s->n_kv_heads, F = 2 * s->head_dim + 1, C = s->s2 * F;
     uint32_t pat = mt(w, "tokpat", OPT_PUBLIC, 1, 1, C);
     uint32_t bc = mt(w, "ind_tok", OPT_TEMP, Hkv, pl->G2, C);
-    mo(w, OP_MATMUL, 1, Hkv * pl->G2, 1, C, ind, pat, OP_NONE, bc, OPF_PUBLIC_B | OPF_NO_TRUNC,
-       0, 0);
+    mo(w, OP_MATMUL, 1, Hkv * pl->G2, 1, C, ind, pat, OP_NONE, bc, OPF_PUBLIC_B | OPF_NO_TRUNC, 0,
+       0);
     uint32_t val = mt(w, "tokval", OPT_PUBLIC, 1, pl->G2, C);
     uint32_t mc = mt(w, "mcol", OPT_TEMP, Hkv, pl->G2, C);
     return mo(w, OP_MUL_PUB, Hkv, pl->G2, 0, C, bc, val, OP_NONE, mc, OPF_NO_TRUNC, 0, 0);
@@ -987,8 +1012,9 @@ static uint32_t mpcache_mcol(mpcache_em *w, const mpcache_shape *s, const mpcach
 /* Level 2 and the one-hot slots or the chosen set; fills ids->onehot (gather) and returns the
  * table to read rows from (the state plus the mask column). Long: the three shapes (gather,
  * forced, full) share the level-2 scores and differ only in the few ops that follow. */
-static uint32_t mpcache_level2(mpcache_em *w, const mpcache_shape *s, const mpcache_plan *pl, uint32_t qx,
-                           uint32_t b16, uint32_t ue, uint32_t kv, mpcache_ids *ids)
+static uint32_t mpcache_level2(mpcache_em *w, const mpcache_shape *s, const mpcache_plan *pl,
+                               uint32_t qx, uint32_t b16, uint32_t ue, uint32_t kv,
+                               mpcache_ids *ids)
 {
     uint32_t Hkv = s->n_kv_heads, d = s->head_dim, F = 2 * d + 1, C = s->s2 * F, G2 = pl->G2;
     uint32_t v = OP_NONE;
@@ -1000,7 +1026,8 @@ static uint32_t mpcache_level2(mpcache_em *w, const mpcache_shape *s, const mpca
         uint32_t sc = ids->sc2;
         if (ue != OP_NONE) {
             uint32_t pen = mt(w, "pen", OPT_TEMP, Hkv, 1, G2);
-            mo(w, OP_MUL_PUB, Hkv, 1, 0, G2, ue, OP_NONE, OP_NONE, pen, OPF_NO_TRUNC, 0, MPCACHE_BIG);
+            mo(w, OP_MUL_PUB, Hkv, 1, 0, G2, ue, OP_NONE, OP_NONE, pen, OPF_NO_TRUNC, 0,
+               MPCACHE_BIG);
             sc = mt(w, "sc2m", OPT_TEMP, Hkv, 1, G2);
             mo(w, OP_ADD, Hkv, 1, 0, G2, ids->sc2, pen, OP_NONE, sc, 0, 0, 0);
             mo(w, OP_ADD_PUB, Hkv, 1, 0, G2, sc, OP_NONE, OP_NONE, sc, 0, 0, -MPCACHE_BIG);
@@ -1023,8 +1050,8 @@ static uint32_t mpcache_level2(mpcache_em *w, const mpcache_shape *s, const mpca
         /* COST: the forced clusters' one-hot rows, e_f·(1 − column sum f) (local) */
         uint32_t fs = mt(w, "fsel", OPT_PUBLIC, 1, G2, pl->nf2 * G2);
         uint32_t fr = mt(w, "frows", OPT_TEMP, Hkv, pl->nf2, G2);
-        mo(w, OP_MATMUL, 1, Hkv, G2, pl->nf2 * G2, v, fs, OP_NONE, fr,
-           OPF_PUBLIC_B | OPF_NO_TRUNC, 0, 0);
+        mo(w, OP_MATMUL, 1, Hkv, G2, pl->nf2 * G2, v, fs, OP_NONE, fr, OPF_PUBLIC_B | OPF_NO_TRUNC,
+           0, 0);
         uint32_t fe = mt(w, "frow", OPT_PUBLIC, 1, pl->nf2, G2);
         mo(w, OP_ADD_PUB, Hkv, pl->nf2, 0, G2, fr, fe, OP_NONE, fr, 0, 0, 0);
         ids->onehot = mt(w, "onehot", OPT_TEMP, Hkv, pl->slots, G2);
@@ -1041,8 +1068,8 @@ static uint32_t mpcache_level2(mpcache_em *w, const mpcache_shape *s, const mpca
                    wv, OPF_NO_TRUNC, 0, 0);
             mo(w, OP_MUL_PUB, Hkv, 1, 0, G2, wv, mt(w, "keep2", OPT_PUBLIC, 1, 1, G2), OP_NONE, wv,
                OPF_NO_TRUNC, 0, 0);
-            mo(w, OP_ADD_PUB, Hkv, 1, 0, G2, wv, mt(w, "force2", OPT_PUBLIC, 1, 1, G2), OP_NONE,
-               wv, 0, 0, 0);
+            mo(w, OP_ADD_PUB, Hkv, 1, 0, G2, wv, mt(w, "force2", OPT_PUBLIC, 1, 1, G2), OP_NONE, wv,
+               0, 0, 0);
             ind = wv;
         } else {
             ind = ue; /* k2 = G2: every candidate */
@@ -1062,16 +1089,16 @@ static uint32_t mpcache_level2(mpcache_em *w, const mpcache_shape *s, const mpca
 }
 
 /* The attended rows (Hkv, R, 2d+1) of the table (Hkv, G2, 16·(2d+1)). */
-static uint32_t mpcache_rows(mpcache_em *w, const mpcache_shape *s, const mpcache_plan *pl, uint32_t tab,
-                         uint32_t onehot)
+static uint32_t mpcache_rows(mpcache_em *w, const mpcache_shape *s, const mpcache_plan *pl,
+                             uint32_t tab, uint32_t onehot)
 {
     uint32_t Hkv = s->n_kv_heads, F = 2 * s->head_dim + 1, C = s->s2 * F, G2 = pl->G2;
     uint32_t R = pl->rows;
     uint32_t out = mt(w, "rows", OPT_TEMP, Hkv, R, F);
     if (pl->path == MPCACHE_PATH_GATHER) {
         /* COST: the chosen 16-clusters' rows, one-hot × table (MPCache's token gather) */
-        return mo(w, OP_GATHER, Hkv, pl->slots, G2, C, onehot, tab, OP_NONE, out, OPF_NO_TRUNC,
-                  0, 0);
+        return mo(w, OP_GATHER, Hkv, pl->slots, G2, C, onehot, tab, OP_NONE, out, OPF_NO_TRUNC, 0,
+                  0);
     }
     if (pl->path == MPCACHE_PATH_FORCED) {
         for (uint32_t i = 0; i < pl->slots; i++) {
@@ -1101,7 +1128,8 @@ static uint32_t mcols(mpcache_em *w, uint32_t xt, uint32_t B, uint32_t R, uint32
 }
 
 /* The mask (H, 1, R+1) of the scores from the rows' mask column (Hkv, 1, R): 0 for the new
- * entry, column − MPCACHE_PAD_OFF for the others, repeated over the KV head's query heads (local). */
+ * entry, column − MPCACHE_PAD_OFF for the others, repeated over the KV head's query heads (local).
+ */
 static uint32_t mpcache_mask(mpcache_em *w, const mpcache_shape *s, uint32_t R, uint32_t mrow)
 {
     uint32_t Hkv = s->n_kv_heads, G = s->n_heads / Hkv;
@@ -1109,8 +1137,8 @@ static uint32_t mpcache_mask(mpcache_em *w, const mpcache_shape *s, uint32_t R, 
     mo(w, OP_VIEW, Hkv, R, 0, 1, mrow, OP_NONE, OP_NONE, col, 0, 0, 0);
     uint32_t full = mt(w, "mask_kv", OPT_TEMP, Hkv, R + 1, 1);
     mput(w, col, full, Hkv, 1, R, 1);
-    mo(w, OP_ADD_PUB, Hkv, R + 1, 0, 1, full, mt(w, "moff", OPT_PUBLIC, 1, R + 1, 1), OP_NONE,
-       full, 0, 0, 0);
+    mo(w, OP_ADD_PUB, Hkv, R + 1, 0, 1, full, mt(w, "moff", OPT_PUBLIC, 1, R + 1, 1), OP_NONE, full,
+       0, 0, 0);
     uint32_t rep = mt(w, "mask_rep", OPT_TEMP, Hkv, R + 1, G);
     mo(w, OP_MATMUL, 1, Hkv * (R + 1), 1, G, full, mt(w, "ones_g", OPT_PUBLIC, 1, 1, G), OP_NONE,
        rep, OPF_PUBLIC_B | OPF_NO_TRUNC, 0, 0);
@@ -1119,8 +1147,8 @@ static uint32_t mpcache_mask(mpcache_em *w, const mpcache_shape *s, uint32_t R, 
 
 /* The upkeep of the bounds with the new key: a MAX over pairs of the newest clusters' rows and
  * [k | −k] (none when both start a new cluster). */
-static void mpcache_upkeep(mpcache_em *w, const mpcache_shape *s, const mpcache_plan *pl, uint32_t k,
-                       uint32_t b16, uint32_t b32, mpcache_ids *ids)
+static void mpcache_upkeep(mpcache_em *w, const mpcache_shape *s, const mpcache_plan *pl,
+                           uint32_t k, uint32_t b16, uint32_t b32, mpcache_ids *ids)
 {
     uint32_t Hkv = s->n_kv_heads, d = s->head_dim, n = pl->n;
     uint32_t pm = mt(w, "pm", OPT_PUBLIC, 1, d, 2 * d);
@@ -1145,9 +1173,9 @@ static void mpcache_upkeep(mpcache_em *w, const mpcache_shape *s, const mpcache_
 
 /* Long: the state (carried, or the compaction after a threshold prompt), the selection, the
  * rows into the cache tensors and the upkeep, in the order the session runs them. */
-static int mpcache_decode(op_program *p, const mpcache_shape *s, uint32_t layer, uint32_t n, uint32_t P0,
-                      uint32_t q, uint32_t k, uint32_t kc, uint32_t vc, const mpcache_ids *src,
-                      mpcache_ids *ids, errbuf *e)
+static int mpcache_decode(op_program *p, const mpcache_shape *s, uint32_t layer, uint32_t n,
+                          uint32_t P0, uint32_t q, uint32_t k, uint32_t kc, uint32_t vc,
+                          const mpcache_ids *src, mpcache_ids *ids, errbuf *e)
 {
     mpcache_em w = {.p = p, .phase = PHASE_DECODE, .layer = layer};
     uint32_t H = s->n_heads, Hkv = s->n_kv_heads, d = s->head_dim, G = H / Hkv, F = 2 * d + 1;
@@ -1156,7 +1184,8 @@ static int mpcache_decode(op_program *p, const mpcache_shape *s, uint32_t layer,
     mpcache_plan_layer(s, layer, n, &pl);
     int kind = mpcache_layer_kind(s, layer);
     if (kind == MPCACHE_LAYER_SHARED && !src)
-        return err_set(e, MS_ERR_INTERNAL, "policy mpcache: layer %u shares a missing layer", layer);
+        return err_set(e, MS_ERR_INTERNAL, "policy mpcache: layer %u shares a missing layer",
+                       layer);
     if (q == OP_NONE)
         q = mph(&w, "in_q", OPT_CACHE, H, 1, d);
     if (k == OP_NONE)
@@ -1168,12 +1197,14 @@ static int mpcache_decode(op_program *p, const mpcache_shape *s, uint32_t layer,
     if (n == 0) { /* nothing cached to select from (a threshold that kept no prompt key) */
         if (kind == MPCACHE_LAYER_SELECT)
             mpcache_upkeep(&w, s, &pl, k, OP_NONE, OP_NONE, ids);
-        return w.failed ? err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory emitting its ops") : MS_OK;
+        return w.failed ? err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory emitting its ops")
+                        : MS_OK;
     }
     /* the carried state, bound by the session; after a threshold prompt, its compaction */
     uint32_t kv, b16 = OP_NONE, b32 = OP_NONE, ue = OP_NONE;
     if (P0 && kind != MPCACHE_LAYER_DENSE) {
-        uint32_t comp = mpcache_compact(&w, s, n, P0, kind == MPCACHE_LAYER_SHARED ? src : NULL, ids);
+        uint32_t comp =
+            mpcache_compact(&w, s, n, P0, kind == MPCACHE_LAYER_SHARED ? src : NULL, ids);
         uint32_t rows = mt(&w, "kv_c", OPT_TEMP, Hkv, pl.Npad, F); /* zero rows up to Npad */
         mput(&w, comp, rows, Hkv, 0, n, F);
         kv = mt(&w, "kv_cl", OPT_TEMP, Hkv, pl.G2, s->s2 * F); /* the same as cluster rows */
@@ -1219,7 +1250,8 @@ static int mpcache_decode(op_program *p, const mpcache_shape *s, uint32_t layer,
         ids->mask = mpcache_mask(&w, s, R, mrows(&w, rt, Hkv, 2 * d, 1, R, "m_row"));
     if (kind == MPCACHE_LAYER_SELECT)
         mpcache_upkeep(&w, s, &pl, k, b16, b32, ids);
-    return w.failed ? err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory emitting its ops") : MS_OK;
+    return w.failed ? err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory emitting its ops")
+                    : MS_OK;
 }
 
 int mpcache_emit_decode(op_program *p, const mpcache_shape *s, uint32_t layer, uint32_t n,
@@ -1252,10 +1284,11 @@ int mpcache_emit_mask(op_program *p, const mpcache_shape *s, uint32_t layer, uin
             return err_set(e, MS_ERR_INTERNAL, "policy mpcache: layer %u has no mask", layer);
         mo(&w, OP_ADD, H, 1, 0, R + 1, scores, own->mask, OP_NONE, scores, 0, 0, 0);
     } else {
-        mo(&w, OP_ADD_PUB, H, 1, 0, R + 1, scores, mt(&w, "pmask", OPT_PUBLIC, 1, 1, R + 1), OP_NONE,
-           scores, 0, 0, 0);
+        mo(&w, OP_ADD_PUB, H, 1, 0, R + 1, scores, mt(&w, "pmask", OPT_PUBLIC, 1, 1, R + 1),
+           OP_NONE, scores, 0, 0, 0);
     }
-    return w.failed ? err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory emitting its ops") : MS_OK;
+    return w.failed ? err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory emitting its ops")
+                    : MS_OK;
 }
 
 /* One public constant by name; v(i) the value of element i (row r, column c of cols). Long: one
@@ -1271,7 +1304,8 @@ int mpcache_public(const mpcache_shape *s, uint32_t n, int frac, const op_tensor
     mpcache_plan pl;
     mpcache_plan_layer(s, (uint32_t)l, n, &pl);
     uint32_t d = s->head_dim, F = 2 * d + 1, cols = t->cols ? t->cols : 1;
-    uint64_t one = 1, fbig = fx_encode(-MPCACHE_BIG, frac), fpad = fx_encode(-MPCACHE_PAD_OFF, frac);
+    uint64_t one = 1, fbig = fx_encode(-MPCACHE_BIG, frac),
+             fpad = fx_encode(-MPCACHE_PAD_OFF, frac);
     uint64_t foff = fx_encode(MPCACHE_PAD_OFF, frac);
     memset(out, 0, cnt * sizeof *out);
     for (size_t i = 0; i < cnt; i++) {
@@ -1294,7 +1328,7 @@ int mpcache_public(const mpcache_shape *s, uint32_t n, int frac, const op_tensor
         else if (!strcmp(nm, "sval")) /* the revealed count S = n at the first decode step */
             v = n;
         else if (!strcmp(nm, "soff"))
-            v = (uint64_t)-(int64_t)(n + 1);
+            v = (uint64_t) - (int64_t)(n + 1);
         else if (!strcmp(nm, "keep1") || !strcmp(nm, "force1")) {
             int f = r == pl.f1[0] || (pl.nf1 > 1 && r == pl.f1[1]);
             v = (uint64_t)(nm[0] == 'k' ? !f : f);
@@ -1423,8 +1457,9 @@ void mpcache_audit_scores(const mpcache_shape *s, uint32_t layer, uint32_t n, co
 static mpcache_shape mpcache_shape_of(const mpcache_state *s)
 {
     const policy_env *v = &s->env;
-    return (mpcache_shape){v->n_heads, v->n_kv_heads, v->head_dim, s->s1, s->s2, s->alpha, s->ratio1,
-                       s->ratio2, s->share, s->skip2, s->mode, s->thr, s->window};
+    return (mpcache_shape){v->n_heads, v->n_kv_heads, v->head_dim, s->s1,    s->s2,
+                           s->alpha,   s->ratio1,     s->ratio2,   s->share, s->skip2,
+                           s->mode,    s->thr,        s->window};
 }
 
 /* The entries of K' a layer holds before a decode step at kv_len cached entries: the largest
@@ -1449,7 +1484,7 @@ static uint32_t mpcache_entries(const mpcache_state *s, uint32_t layer, uint32_t
 /* The ops the secure session runs (secpol.h), with placeholder operands; the static eviction
  * of `threshold` / `topk` is costed as before (it is not run on shares). */
 static int mpcache_cost(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
-                    op_program *prog, errbuf *e)
+                        op_program *prog, errbuf *e)
 {
     mpcache_state *s = st;
     const policy_env *v = &s->env;
@@ -1469,7 +1504,8 @@ static int mpcache_cost(void *st, int phase, uint32_t layer, uint32_t kv_len, co
         }
         for (uint32_t g = 0; g < v->n_kv_heads; g++)
             S = s->stat_count[(size_t)layer * v->n_kv_heads + g] > S
-                    ? s->stat_count[(size_t)layer * v->n_kv_heads + g] : S;
+                    ? s->stat_count[(size_t)layer * v->n_kv_heads + g]
+                    : S;
         if (s->mode == ST_NONE || S == 0)
             S = kv_len;
         return mpcache_emit_prefill(prog, &sh, layer, S, OP_NONE, &ids, e);
@@ -1479,7 +1515,8 @@ static int mpcache_cost(void *st, int phase, uint32_t layer, uint32_t kv_len, co
     const mpcache_ids *src = kind == MPCACHE_LAYER_SHARED ? &s->ids[layer - 1] : NULL;
     /* after a threshold prompt the first step begins with the compaction to the revealed count */
     uint32_t P0 = s->mode == ST_THRESHOLD && kind != MPCACHE_LAYER_DENSE && kv_len == v->prompt_len
-                      ? v->prompt_len : 0;
+                      ? v->prompt_len
+                      : 0;
     int rc = mpcache_emit_decode_first(prog, &sh, layer, n, P0, OP_NONE, OP_NONE, OP_NONE, OP_NONE,
                                        src, &s->ids[layer], e);
     if (!rc)
@@ -1490,7 +1527,7 @@ static int mpcache_cost(void *st, int phase, uint32_t layer, uint32_t kv_len, co
 /* The secure step attends the plan's public bound of rows (secpol.h), not the selection's
  * count: the same function the secure session lowers its steps with. */
 static void mpcache_attend(void *st, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
-                       uint32_t *rows)
+                           uint32_t *rows)
 {
     mpcache_state *s = st;
     mpcache_shape sh = mpcache_shape_of(s);

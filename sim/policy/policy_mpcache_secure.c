@@ -17,7 +17,8 @@
 static uint32_t sec_n(const mpcache_sec *cf, const secpol_run *o, uint32_t l, uint32_t kv)
 {
     const mpcache_shape *sh = &cf->mpc;
-    if (sh->static_mode != 0 || mpcache_layer_kind(sh, l) == MPCACHE_LAYER_DENSE || !cf->static_count)
+    if (sh->static_mode != 0 || mpcache_layer_kind(sh, l) == MPCACHE_LAYER_DENSE ||
+        !cf->static_count)
         return kv;
     return cf->static_count[l] + (kv - o->prefill);
 }
@@ -44,7 +45,8 @@ static int mpcache_sec_config(const policy_env *env, const policy_args *a, void 
         return err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory");
     cf->mpc = sh;
     cf->n_layers = env->n_layers;
-    if (sh.static_mode == 0 && !(cf->static_count = calloc(env->n_layers + 1, sizeof *cf->static_count))) {
+    if (sh.static_mode == 0 &&
+        !(cf->static_count = calloc(env->n_layers + 1, sizeof *cf->static_count))) {
         free(cf);
         return err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory");
     }
@@ -73,14 +75,15 @@ static int mpcache_sec_public(const void *cfg, const secpol_run *o, const secpol
     int l = op_layer_of(t->name, &rest);
     if (t->role != OPT_PUBLIC || l < 0 || strncmp(rest, "mpc.", 4))
         return 0;
-    return mpcache_public(&cf->mpc, st->s ? sec_n(cf, o, (uint32_t)l, st->kv) : st->t, frac, t, out, n);
+    return mpcache_public(&cf->mpc, st->s ? sec_n(cf, o, (uint32_t)l, st->kv) : st->t, frac, t, out,
+                          n);
 }
 
 /* One node's state, per layer: the token table of K', the cluster bounds, and after a threshold
  * prompt its keep bits (for the first decode step's compaction). */
 typedef struct mpcache_node {
     secpol_run o;
-    mpcache_sec *cf;   /* the node's own copy: its revealed counts are filled here */
+    mpcache_sec *cf; /* the node's own copy: its revealed counts are filled here */
     mpc_val *kf, *b16, *b32, *keep;
 } mpcache_node;
 
@@ -121,8 +124,8 @@ static void mpcache_sec_node_free(void *state, eng *e)
 
 /* Opened after each step: per layer the top-k one-hots and scores of both levels and the
  * threshold's keep bits, those the program holds. */
-static int mpcache_sec_audit_tensor(const void *cfg, const secpol_run *o, const secpol_step *st, size_t i,
-                                    char name[48], int *is_score)
+static int mpcache_sec_audit_tensor(const void *cfg, const secpol_run *o, const secpol_step *st,
+                                    size_t i, char name[48], int *is_score)
 {
     static const char *const mn[5] = {"mpc.topk1", "mpc.sc1", "mpc.topk2", "mpc.sc2", "mpc.keep"};
     if (i >= 5 * (size_t)o->model->n_layers)
@@ -135,8 +138,8 @@ static int mpcache_sec_audit_tensor(const void *cfg, const secpol_run *o, const 
 /* The prompt's program ends with the bounds of every selecting layer; a decode step's selection
  * runs between each layer's query and its attention (spliced before the scores' matmul), its
  * mask right before the softmax (secpol.h). */
-static int mpcache_sec_emit(const void *cfg, const secpol_run *o, const secpol_step *st, op_program *p,
-                            errbuf *e)
+static int mpcache_sec_emit(const void *cfg, const secpol_run *o, const secpol_step *st,
+                            op_program *p, errbuf *e)
 {
     const mpcache_sec *cf = cfg;
     const model_cfg *m = o->model;
@@ -163,9 +166,11 @@ static int mpcache_sec_emit(const void *cfg, const secpol_run *o, const secpol_s
         size_t n0 = p->n_ops;
         uint32_t n = sec_n(cf, o, l, st->kv);
         uint32_t P0 = sh->static_mode == 0 && st->kv == o->prefill &&
-                      mpcache_layer_kind(sh, l) != MPCACHE_LAYER_DENSE ? o->prefill : 0;
-        rc = mpcache_emit_decode_first(p, sh, l, n, P0, id[2], id[3], id[0], id[1], l ? &ids[l - 1] : NULL,
-                                       &ids[l], e);
+                              mpcache_layer_kind(sh, l) != MPCACHE_LAYER_DENSE
+                          ? o->prefill
+                          : 0;
+        rc = mpcache_emit_decode_first(p, sh, l, n, P0, id[2], id[3], id[0], id[1],
+                                       l ? &ids[l - 1] : NULL, &ids[l], e);
         if (!rc)
             rc = secpol_ops_move(p, secpol_find_op(p, OP_MATMUL, id[4]), n0, e);
         n0 = p->n_ops;
@@ -207,12 +212,15 @@ static int mpcache_sec_bind(void *state, eng *e, const op_program *p, mpc_progra
             if (w == 0)
                 rc = secpol_rows_in(e, &kf[l], Hkv, nl, F, 0, F, pl.Npad, 0, &r->vals[id]);
             else if (w == 3) /* the prompt's table before the compaction */
-                rc = secpol_rows_in(e, &kf[l], Hkv, o->prefill, F, 0, F, o->prefill, 0, &r->vals[id]);
+                rc = secpol_rows_in(e, &kf[l], Hkv, o->prefill, F, 0, F, o->prefill, 0,
+                                    &r->vals[id]);
             else if (w == 4)
-                rc = secpol_rows_in(e, &c->keep[l], 1, o->prefill, 1, 0, 1, o->prefill, 0, &r->vals[id]);
+                rc = secpol_rows_in(e, &c->keep[l], 1, o->prefill, 1, 0, 1, o->prefill, 0,
+                                    &r->vals[id]);
             else
-                rc = secpol_rows_in(e, w == 1 ? &c->b16[l] : &c->b32[l], Hkv, w == 1 ? pl.G2 : pl.G1, 2 * d, 0,
-                             2 * d, w == 1 ? pl.G2 : pl.G1, 0, &r->vals[id]);
+                rc =
+                    secpol_rows_in(e, w == 1 ? &c->b16[l] : &c->b32[l], Hkv, w == 1 ? pl.G2 : pl.G1,
+                                   2 * d, 0, 2 * d, w == 1 ? pl.G2 : pl.G1, 0, &r->vals[id]);
         }
     }
     return rc ? err_set(err, rc, "secure inference: binding MPCache's state") : MS_OK;
@@ -247,7 +255,8 @@ static int mc_table(mc_update *u, uint32_t l, uint32_t n)
                 if (q < n)
                     u->which[i] = 0, u->idx[i] = (uint32_t)(((size_t)g * stride + q) * F + f);
                 else if (f < 2 * d)
-                    u->which[i] = f < d ? 1 : 2, u->idx[i] = (uint32_t)(((size_t)g * T + row) * d + f % d);
+                    u->which[i] = f < d ? 1 : 2,
+                    u->idx[i] = (uint32_t)(((size_t)g * T + row) * d + f % d);
                 else
                     u->which[i] = 3, u->idx[i] = 0;
             }
@@ -290,7 +299,8 @@ static void mc_bound_map(mc_update *u, uint32_t n, uint32_t sz, uint32_t G, uint
                 else if (n % sz == 0)
                     u->which[i] = 1, u->idx[i] = g * d2 + ch;
                 else
-                    u->which[i] = 2, u->idx[i] = (uint32_t)(((size_t)g * d2 + ch) * lv + (w ? lv - 1 : 0));
+                    u->which[i] = 2,
+                    u->idx[i] = (uint32_t)(((size_t)g * d2 + ch) * lv + (w ? lv - 1 : 0));
             }
 }
 
@@ -313,7 +323,8 @@ static int mc_bounds(mc_update *u, uint32_t l, uint32_t n)
         if (kn == OP_NONE || (s && lv && up == OP_NONE))
             return MS_ERR_INTERNAL;
         mpc_val *vals = u->r->vals;
-        const mpc_val *bs[3] = {bnew != OP_NONE ? &vals[bnew] : b, &vals[kn], up == OP_NONE ? b : &vals[up]};
+        const mpc_val *bs[3] = {bnew != OP_NONE ? &vals[bnew] : b, &vals[kn],
+                                up == OP_NONE ? b : &vals[up]};
         rc = secpol_pick(u->e, &nb, (size_t)u->Hkv * G * 2 * u->d, bs, 3, u->which, u->idx);
         if (!rc) {
             u->e->vt->release(u->e, b);
@@ -335,7 +346,8 @@ static int mpcache_tables(mpcache_node *c, eng *e, const op_program *p, mpc_prog
     const model_cfg *m = o->model;
     uint32_t Hkv = m->n_kv_heads, d = m->head_dim, F = 2 * d + 1;
     size_t N = (size_t)Hkv * (at->kv + at->t + 1) * F;
-    mc_update u = {c, e, p, r, Hkv, d, F, at->s, at->t, malloc(N + 1), malloc((N + 1) * sizeof *u.idx)};
+    mc_update u = {
+        c, e, p, r, Hkv, d, F, at->s, at->t, malloc(N + 1), malloc((N + 1) * sizeof *u.idx)};
     int rc = u.which && u.idx ? MS_OK : MS_ERR_NOMEM;
     for (uint32_t l = 0; !rc && l < m->n_layers; l++) {
         uint32_t n = at->s ? sec_n(cf, o, l, at->kv) : 0;
@@ -355,8 +367,8 @@ static int mpcache_tables(mpcache_node *c, eng *e, const op_program *p, mpc_prog
  * takes layer 2k's, a dense one keeps the prompt); P0 tells the dealer, which opens nothing (the
  * counts are public, and the dealer needs them for the next programs' shapes: outside every
  * op's counters). Each node writes its own copy of the configuration's static_count. */
-static int mpcache_counts(mpcache_node *c, eng *e, mpc_net *net, const op_program *p, mpc_program_run *r,
-                          errbuf *err)
+static int mpcache_counts(mpcache_node *c, eng *e, mpc_net *net, const op_program *p,
+                          mpc_program_run *r, errbuf *err)
 {
     const secpol_run *o = &c->o;
     const model_cfg *m = o->model;
@@ -366,11 +378,15 @@ static int mpcache_counts(mpcache_node *c, eng *e, mpc_net *net, const op_progra
         int kind = mpcache_layer_kind(&c->cf->mpc, l);
         uint32_t id = op_layer_find(p, (int)l, "mpc.count");
         if (kind == MPCACHE_LAYER_SELECT && (id == OP_NONE || !r->vals[id].s[0]))
-            return err_set(err, MS_ERR_INTERNAL, "secure inference: no revealed count of layer %u", l);
-        cnt[l] = kind == MPCACHE_LAYER_SELECT ? (uint32_t)r->vals[id].s[0][0] : kind == MPCACHE_LAYER_SHARED ? cnt[l - 1]
-                                                                                                  : o->prefill;
+            return err_set(err, MS_ERR_INTERNAL, "secure inference: no revealed count of layer %u",
+                           l);
+        cnt[l] = kind == MPCACHE_LAYER_SELECT   ? (uint32_t)r->vals[id].s[0][0]
+                 : kind == MPCACHE_LAYER_SHARED ? cnt[l - 1]
+                                                : o->prefill;
         if (cnt[l] > o->prefill)
-            return err_set(err, MS_ERR_PEER, "secure inference: revealed count %u of %d prompt rows", cnt[l], o->prefill);
+            return err_set(err, MS_ERR_PEER,
+                           "secure inference: revealed count %u of %d prompt rows", cnt[l],
+                           o->prefill);
     }
     if (nodes > e->n_parties && (dealer || e->party == 0)) {
         int rc = dealer ? mpc_net_recv_setup(net, 0, cnt, L * sizeof *cnt, err)
@@ -381,11 +397,10 @@ static int mpcache_counts(mpcache_node *c, eng *e, mpc_net *net, const op_progra
     return MS_OK;
 }
 
-
 /* After step s: each layer's table and bounds (mpcache_tables), and after a threshold prompt
  * the counts it revealed. */
-static int mpcache_sec_update(void *state, eng *e, mpc_net *net, const op_program *p, mpc_program_run *r,
-                              const secpol_step *at, errbuf *err)
+static int mpcache_sec_update(void *state, eng *e, mpc_net *net, const op_program *p,
+                              mpc_program_run *r, const secpol_step *at, errbuf *err)
 {
     mpcache_node *c = state;
     int rc = mpcache_tables(c, e, p, r, at, err);
@@ -406,7 +421,7 @@ typedef struct mscore {
     llama *pm;
     const uint32_t *pos;
     uint32_t Nmax, n, Gmax, cur_l, cur_pos;
-    float *keys;          /* [L][n][Hkv·d] */
+    float *keys; /* [L][n][Hkv·d] */
     double *sc;
 } mscore;
 
@@ -422,14 +437,16 @@ static void ms_scores(mscore *c, uint32_t l, uint32_t pos)
 {
     const model_cfg *m = c->o->model;
     const mpcache_shape *sh = &c->cf->mpc;
-    uint32_t Hkv = m->n_kv_heads, d = m->head_dim, G = m->n_heads / Hkv, n = sec_n(c->cf, c->o, l, pos);
+    uint32_t Hkv = m->n_kv_heads, d = m->head_dim, G = m->n_heads / Hkv,
+             n = sec_n(c->cf, c->o, l, pos);
     const float *q = llama_query(c->pm);
     const uint32_t *ps = c->pos + (size_t)l * c->Nmax;
     size_t KD = (size_t)Hkv * d;
     for (uint32_t g = 0; g < Hkv; g++)
         for (int lvl = 0; lvl < 2; lvl++) {
             uint32_t sz = lvl ? sh->s2 : sh->s1, Gc = (n + sz - 1) / sz;
-            double *out = c->sc + ((((size_t)pos * m->n_layers + l) * Hkv + g) * 2 + (size_t)lvl) * c->Gmax;
+            double *out =
+                c->sc + ((((size_t)pos * m->n_layers + l) * Hkv + g) * 2 + (size_t)lvl) * c->Gmax;
             for (uint32_t cl = 0; cl < Gc && cl < c->Gmax; cl++) {
                 double u = 0;
                 for (uint32_t ch = 0; ch < d; ch++) {
@@ -459,12 +476,18 @@ static int ms_mask(void *ctx, uint32_t l, uint32_t g, uint32_t pos, uint8_t *mas
     return secpol_keep_attend(c->k, l, g, pos, mask);
 }
 
-static int mpcache_plain_scores(const secpol_run *o, const mpcache_sec *cf, const secpol_keep *k, const uint32_t *pos, uint32_t Nmax,
-                            mscore *c, errbuf *e)
+static int mpcache_plain_scores(const secpol_run *o, const mpcache_sec *cf, const secpol_keep *k,
+                                const uint32_t *pos, uint32_t Nmax, mscore *c, errbuf *e)
 {
     const model_cfg *m = o->model;
     uint32_t n = o->n_tokens;
-    *c = (mscore){.o = o, .cf = cf, .k = k, .pos = pos, .Nmax = Nmax, .n = n, .Gmax = n / cf->mpc.s2 + 2,
+    *c = (mscore){.o = o,
+                  .cf = cf,
+                  .k = k,
+                  .pos = pos,
+                  .Nmax = Nmax,
+                  .n = n,
+                  .Gmax = n / cf->mpc.s2 + 2,
                   .cur_l = UINT32_MAX};
     c->keys = calloc((size_t)m->n_layers * n * m->n_kv_heads * m->head_dim + 1, sizeof *c->keys);
     c->sc = calloc((size_t)n * m->n_layers * m->n_kv_heads * 2 * c->Gmax + 1, sizeof *c->sc);
@@ -479,12 +502,15 @@ static int mpcache_plain_scores(const secpol_run *o, const mpcache_sec *cf, cons
 
 /* The replay's smallest top-k margin at (pos, l, g): level 1 on its scores, level 2 among the
  * 16-clusters of its level-1 set. */
-static double mpcache_rep_margin(const secpol_run *o, const mscore *c, uint32_t pos, uint32_t l, uint32_t g)
+static double mpcache_rep_margin(const secpol_run *o, const mscore *c, uint32_t pos, uint32_t l,
+                                 uint32_t g)
 {
     const model_cfg *m = o->model;
     mpcache_plan pl;
     mpcache_plan_layer(&c->cf->mpc, l, sec_n(c->cf, o, l, pos), &pl);
-    const double *s1 = c->sc + ((((size_t)pos * m->n_layers + l) * m->n_kv_heads + g) * 2) * c->Gmax, *s2 = s1 + c->Gmax;
+    const double *s1 =
+                     c->sc + ((((size_t)pos * m->n_layers + l) * m->n_kv_heads + g) * 2) * c->Gmax,
+                 *s2 = s1 + c->Gmax;
     double mg = INFINITY;
     uint8_t u[64] = {0}, ok[128] = {0};
     if (pl.G1 > 64 || pl.G2 > 128)
@@ -522,7 +548,7 @@ typedef struct ms_audit {
     const mscore *msc;
     const uint32_t *pos; /* (L, Nmax) */
     uint32_t Nmax;
-    uint8_t *mine;       /* Nmax */
+    uint8_t *mine; /* Nmax */
     double *dm;
     mpcache_sec_audit *out;
 } ms_audit;
@@ -582,13 +608,14 @@ static void ms_audit_head(ms_audit *a, const double *vals, size_t nv, uint32_t l
 /* Each layer's K' positions (pos: L × Nmax, in order): the prompt's static set (under a
  * threshold its opened keep bits, a shared layer the layer below's; else every position),
  * then every generated position. */
-static void ms_positions(const secpol_run *o, const mpcache_shape *sh, const secpol_opened *r, uint32_t *pos,
-                         uint32_t Nmax)
+static void ms_positions(const secpol_run *o, const mpcache_shape *sh, const secpol_opened *r,
+                         uint32_t *pos, uint32_t Nmax)
 {
     size_t at0 = 0;
     for (uint32_t l = 0; l < o->model->n_layers; l++) {
         uint32_t *ps = pos + (size_t)l * Nmax, c = 0;
-        int kind = mpcache_layer_kind(sh, l), thr = sh->static_mode == 0 && kind != MPCACHE_LAYER_DENSE;
+        int kind = mpcache_layer_kind(sh, l),
+            thr = sh->static_mode == 0 && kind != MPCACHE_LAYER_DENSE;
         if (thr && kind == MPCACHE_LAYER_SHARED) {
             memcpy(ps, ps - Nmax, Nmax * sizeof *ps);
             continue;
@@ -604,12 +631,14 @@ static void ms_positions(const secpol_run *o, const mpcache_shape *sh, const sec
 
 /* Decode step s: every layer's and KV head's opened clusters cl (a shared layer copies the
  * layer below's) and secure margin mg against the replay, then the step's top-k count. */
-static void ms_step(ms_audit *a, const mpcache_sec *cf, const secpol_opened *r, uint8_t *cl, double *mg, uint32_t s)
+static void ms_step(ms_audit *a, const mpcache_sec *cf, const secpol_opened *r, uint8_t *cl,
+                    double *mg, uint32_t s)
 {
     const secpol_run *o = a->o;
     const mpcache_shape *sh = a->sh;
     mpcache_sec_audit *out = a->out;
-    uint32_t L = o->model->n_layers, Hkv = o->model->n_kv_heads, Nmax = a->Nmax, kv = secpol_step_of(o, s).kv;
+    uint32_t L = o->model->n_layers, Hkv = o->model->n_kv_heads, Nmax = a->Nmax,
+             kv = secpol_step_of(o, s).kv;
     size_t at = 0;
     for (uint32_t l = 0; l < L; l++) {
         int kind = mpcache_layer_kind(sh, l);
@@ -621,7 +650,8 @@ static void ms_step(ms_audit *a, const mpcache_sec *cf, const secpol_opened *r, 
                 memcpy(c, cl + ((size_t)(l - 1) * Hkv + g) * Nmax, Nmax);
                 mg[l * Hkv + g] = mg[(l - 1) * Hkv + g];
             } else {
-                mg[l * Hkv + g] = mpcache_audit_set(sh, l, n, r->vals[s] + at, r->n_vals[s] - at, g, c, &used);
+                mg[l * Hkv + g] =
+                    mpcache_audit_set(sh, l, n, r->vals[s] + at, r->n_vals[s] - at, g, c, &used);
             }
             double v = mg[l * Hkv + g];
             if (kind == MPCACHE_LAYER_SELECT && v < out->min_margin)
@@ -659,17 +689,25 @@ int mpcache_secure_compare(const secpol_run *o, const mpcache_sec *cf, const sec
     }
     ms_positions(o, &cf->mpc, r, pos, Nmax);
     mscore msc = {0}; /* its sc is freed on every path, also before it is filled */
-    double *dm = calloc((size_t)r->n_steps * L * Hkv + 1, sizeof *dm); /* differing sets' replay margins */
+    double *dm =
+        calloc((size_t)r->n_steps * L * Hkv + 1, sizeof *dm); /* differing sets' replay margins */
     uint8_t *mine = malloc(Nmax + 1);
-    int rc = o->n_gen ? err_set(e, MS_ERR_INPUT, "selection audit: teacher-forced runs only")
-                      : !dm || !mine ? err_set(e, MS_ERR_NOMEM, "selection audit: out of memory")
-                                     : mpcache_plain_scores(o, cf, plain, pos, Nmax, &msc, e);
+    int rc = o->n_gen       ? err_set(e, MS_ERR_INPUT, "selection audit: teacher-forced runs only")
+             : !dm || !mine ? err_set(e, MS_ERR_NOMEM, "selection audit: out of memory")
+                            : mpcache_plain_scores(o, cf, plain, pos, Nmax, &msc, e);
     if (rc) {
         free(cl), free(mg), free(pos), free(dm), free(mine), free(msc.sc);
         return rc;
     }
-    ms_audit a = {.o = o, .sh = &cf->mpc, .plain = plain, .msc = &msc, .pos = pos, .Nmax = Nmax,
-                  .mine = mine, .dm = dm, .out = out};
+    ms_audit a = {.o = o,
+                  .sh = &cf->mpc,
+                  .plain = plain,
+                  .msc = &msc,
+                  .pos = pos,
+                  .Nmax = Nmax,
+                  .mine = mine,
+                  .dm = dm,
+                  .out = out};
     for (uint32_t s = 1; s < r->n_steps; s++)
         ms_step(&a, cf, r, cl, mg, s);
     for (uint32_t i = 0; i < out->differ; i++)
@@ -679,40 +717,53 @@ int mpcache_secure_compare(const secpol_run *o, const mpcache_sec *cf, const sec
 }
 
 static int mpcache_sec_note(const void *cfg, const secpol_run *o, const secpol_opened *r,
-                            const secpol_keep *plain, const float *ref, const char *policy, FILE *out,
-                            errbuf *e)
+                            const secpol_keep *plain, const float *ref, const char *policy,
+                            FILE *out, errbuf *e)
 {
     const mpcache_sec *cf = cfg;
     mpcache_sec_audit ms;
     int rc = mpcache_secure_compare(o, cf, r, plain, &ms, e);
     if (rc)
         return rc;
-    fprintf(out, "#       %s selected on shares (static %s, two-level clusters, %u secret top-k); attended sets equal to\n"
-            "#       the replay's: %u/%u (decode position x layer x KV head)\n", policy,
-            cf->mpc.static_mode ? "none" : "threshold: the kept counts revealed", ms.topks, ms.same, ms.sets);
+    fprintf(out,
+            "#       %s selected on shares (static %s, two-level clusters, %u secret top-k); "
+            "attended sets equal to\n"
+            "#       the replay's: %u/%u (decode position x layer x KV head)\n",
+            policy, cf->mpc.static_mode ? "none" : "threshold: the kept counts revealed", ms.topks,
+            ms.same, ms.sets);
     if (cf->static_count) {
         fprintf(out, "#       revealed static counts per layer (of %u prompt rows):", o->prefill);
         for (uint32_t l = 0; l < o->model->n_layers; l++)
             fprintf(out, " %u", cf->static_count[l]);
         fprintf(out, "\n");
     }
-    fprintf(out, "#       secure top-k scores within %.5f of the replay's (where the sets agree)", ms.score_err);
+    fprintf(out, "#       secure top-k scores within %.5f of the replay's (where the sets agree)",
+            ms.score_err);
     if (ms.differ)
-        fprintf(out, "; differing sets: %u, %u of them near ties of the replay itself (its own top-k margin <= 2 x %.5f;\n"
-                "#       largest %.5f)", ms.differ, ms.near_ties, ms.score_err, ms.rep_margin);
+        fprintf(out,
+                "; differing sets: %u, %u of them near ties of the replay itself (its own top-k "
+                "margin <= 2 x %.5f;\n"
+                "#       largest %.5f)",
+                ms.differ, ms.near_ties, ms.score_err, ms.rep_margin);
     fprintf(out, "\n");
-    fprintf(out, "#       smallest secure top-k margin %.5f%s", ms.min_margin, ms.same < ms.sets ? "" : "\n");
+    fprintf(out, "#       smallest secure top-k margin %.5f%s", ms.min_margin,
+            ms.same < ms.sets ? "" : "\n");
     if (ms.same < ms.sets) {
-        fprintf(out, "; differing sets' top-ks have margins <= %.5f (near ties of the q.bound scores:\n"
-                "#       fixed-point queries and bounds swap them)\n", ms.max_diff_margin);
+        fprintf(out,
+                "; differing sets' top-ks have margins <= %.5f (near ties of the q.bound scores:\n"
+                "#       fixed-point queries and bounds swap them)\n",
+                ms.max_diff_margin);
         /* the logits before the first differing set: the fixed-point error alone */
-        uint32_t upto = ms.first_differ - o->prefill + 1; /* steps: the prefill, then one per position */
+        uint32_t upto =
+            ms.first_differ - o->prefill + 1; /* steps: the prefill, then one per position */
         llama_acc before;
         llama_compare(r->logits, ref, upto < r->n_steps ? upto : r->n_steps, r->vocab, &before);
-        fprintf(out, "#       first differing set at position %u, layer %u (its secure top-k margin %.5f); the logits\n"
+        fprintf(out,
+                "#       first differing set at position %u, layer %u (its secure top-k margin "
+                "%.5f); the logits\n"
                 "#       before it: top-1 %u/%u, error max %.4f mean %.5f\n",
-                ms.first_differ, ms.first_layer, ms.first_margin, before.top1_agree, before.n, before.max_abs,
-                before.mean_abs);
+                ms.first_differ, ms.first_layer, ms.first_margin, before.top1_agree, before.n,
+                before.max_abs, before.mean_abs);
     }
     return MS_OK;
 }

@@ -18,8 +18,7 @@ static const policy_param pyr_params[] = {
      1e9, 1},
     {"kernel", "7", "pooling kernel (kernel_sizes)", NULL, 1, 1e6, 0},
     {"pooling", "maxpool", "pooling of the votes", "maxpool|avgpool", 0, 0, 0},
-    {"capacity", "1024", "average kept prompt entries per layer incl. the window", NULL, 1, 1e9,
-     1},
+    {"capacity", "1024", "average kept prompt entries per layer incl. the window", NULL, 1, 1e9, 1},
     {"beta", "20", "pyramid steepness: the top layer keeps (C-w)/beta", NULL, 1, 1e6, 1},
 };
 

@@ -71,8 +71,8 @@ static void quest_fini(void *st)
         return;
     free(s->mx);
     free(s->mn);
-    size_t lg = (size_t)(s->env.n_layers > s->skip ? s->env.n_layers - s->skip : 0) *
-                s->env.n_kv_heads;
+    size_t lg =
+        (size_t)(s->env.n_layers > s->skip ? s->env.n_layers - s->skip : 0) * s->env.n_kv_heads;
     for (size_t i = 0; s->pool && i < lg; i++)
         free(s->pool[i]);
     free(s->pool);
@@ -140,8 +140,7 @@ static int quest_init(const policy_env *env, const policy_args *a, void **st, er
         s->idx = malloc((size_t)s->page * sizeof *s->idx);
         s->kbuf = malloc(((size_t)s->page + 2) * env->head_dim * sizeof *s->kbuf);
         ok = ok && s->pool && s->used && s->cap && s->closed && s->last && s->cur && s->wide &&
-             s->lo && s->hi && s->cand && s->inl && s->idx &&
-             s->kbuf;
+             s->lo && s->hi && s->cand && s->inl && s->idx && s->kbuf;
     }
     if (!ok) {
         quest_fini(s);
@@ -290,8 +289,7 @@ static float page_score(const float *q, const float *mx, const float *mn, uint32
 
 /* The float score of a complete page from its keys (re-read): its bounds are the max and min
  * of the same keys observe() saw, so the score is bit-identical to the float code's. */
-static int rescore(quest_state *s, uint32_t layer, uint32_t g, uint32_t p, const float *q,
-                   float *u)
+static int rescore(quest_state *s, uint32_t layer, uint32_t g, uint32_t p, const float *q, float *u)
 {
     const policy_env *v = &s->env;
     uint32_t d = v->head_dim, G = v->n_heads / v->n_kv_heads;
@@ -317,8 +315,8 @@ static float kth(quest_state *s, const float *x, uint32_t n, uint32_t k)
 }
 
 /* Half mode: the float selection's kept pages of KV head g into s->sel, their count. */
-static int select_half(quest_state *s, uint32_t layer, uint32_t g, uint32_t pos,
-                       const float *q, uint32_t np, uint32_t kp, size_t *nsel)
+static int select_half(quest_state *s, uint32_t layer, uint32_t g, uint32_t pos, const float *q,
+                       uint32_t np, uint32_t kp, size_t *nsel)
 {
     const policy_env *v = &s->env;
     uint32_t d = v->head_dim, G = v->n_heads / v->n_kv_heads, closed = pos / s->page;
@@ -436,19 +434,18 @@ static int quest_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, cons
     }
     uint32_t np = (kv_len + s->page - 1) / s->page, kp = pages_kept(s);
     /* COST: bound upkeep for the new key: max(M, k) and max(-m, -k): 2d comparisons (§1.12) */
-    uint32_t bnd = policy_emit(&pe, OP_MAX, Hkv, 2 * d, 0, 2, OP_NONE, OP_NONE, 0, 0, 0,
-                               "quest.upkeep");
+    uint32_t bnd =
+        policy_emit(&pe, OP_MAX, Hkv, 2 * d, 0, 2, OP_NONE, OP_NONE, 0, 0, 0, "quest.upkeep");
     if (kp >= np)
         return policy_emit_done(&pe, "quest", e);
     /* COST: per page 2d products q_i·m_i, q_i·M_i (secret × secret), d max of the pairs, local
      * sum; topk over the pages; gather of the kept pages' K|V rows (§1.12 Quest) */
-    uint32_t prod = policy_emit(&pe, OP_MUL, H, np, 0, 2 * d, bnd, OP_NONE, 0, 0, 0,
-                                "quest.prod");
+    uint32_t prod = policy_emit(&pe, OP_MUL, H, np, 0, 2 * d, bnd, OP_NONE, 0, 0, 0, "quest.prod");
     uint32_t mx = policy_emit(&pe, OP_MAX, H, np * d, 0, 2, prod, OP_NONE, 0, 0, 0, "quest.max");
     if (H != Hkv)
         mx = policy_emit(&pe, OP_ADD, Hkv, 1, 0, np, mx, OP_NONE, 0, 0, 0, "quest.group");
-    uint32_t oh = policy_emit(&pe, OP_TOPK, Hkv, 1, 0, np, mx, OP_NONE, 0, (int32_t)kp, 0,
-                              "quest.topk");
+    uint32_t oh =
+        policy_emit(&pe, OP_TOPK, Hkv, 1, 0, np, mx, OP_NONE, 0, (int32_t)kp, 0, "quest.topk");
     policy_emit(&pe, OP_GATHER, Hkv, kp, np, 2 * d * s->page, oh, OP_NONE, OPF_NO_TRUNC, 0, 0,
                 "quest.gather");
     return policy_emit_done(&pe, "quest", e);

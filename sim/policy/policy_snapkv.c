@@ -113,8 +113,8 @@ uint32_t snap_core_emit(const snap_core *c, policy_emitter *pe, uint32_t batch)
     uint32_t n = c->env.prompt_len - c->window;
     /* COST: window votes Σ_i P[i][j] over rows the prefill attention computed: w·T local adds
      * per head (policies.md §1.3; no extra products: the rows are the model's own) */
-    uint32_t vote = policy_emit(pe, OP_ADD, c->env.n_heads, c->window, 0, n, OP_NONE, OP_NONE,
-                                0, 0, 0, "snap.vote");
+    uint32_t vote = policy_emit(pe, OP_ADD, c->env.n_heads, c->window, 0, n, OP_NONE, OP_NONE, 0, 0,
+                                0, "snap.vote");
     if (c->maxpool && c->kernel > 1)
         /* COST: maxpool = max over `kernel` neighbours per position: (k-1)·T comparisons per
          * head (§1.12 SnapKV "pooling (k-1)·T cmp (max)") */
@@ -125,7 +125,8 @@ uint32_t snap_core_emit(const snap_core *c, policy_emitter *pe, uint32_t batch)
     return vote;
 }
 
-void snap_keep_rows(const policy_env *v, const uint8_t *alive, uint32_t layer, uint32_t pos, uint8_t *keep)
+void snap_keep_rows(const policy_env *v, const uint8_t *alive, uint32_t layer, uint32_t pos,
+                    uint8_t *keep)
 {
     uint32_t P = v->prompt_len, np = pos < P ? pos : P;
     for (uint32_t g = 0; g < v->n_kv_heads; g++) {
@@ -149,8 +150,8 @@ static const policy_param snap_params[] = {
 typedef struct snap_state {
     snap_core core;
     uint32_t capacity;
-    uint32_t *budget;   /* [L] kept non-window prompt entries (pyramidkv varies it) */
-    uint8_t *alive;     /* [L][Hkv][P] */
+    uint32_t *budget; /* [L] kept non-window prompt entries (pyramidkv varies it) */
+    uint8_t *alive;   /* [L][Hkv][P] */
     float *score;
     uint32_t *work, *sel;
 } snap_state;
@@ -169,8 +170,8 @@ void snapkv_fini(void *st)
     free(s);
 }
 
-int snapkv_state_new(const policy_ops *p, const policy_env *env, const policy_args *a,
-                   void **st, errbuf *e)
+int snapkv_state_new(const policy_ops *p, const policy_env *env, const policy_args *a, void **st,
+                     errbuf *e)
 {
     snap_args sa;
     int rc = snap_args_read(p, a, &sa, e);
@@ -198,8 +199,7 @@ int snapkv_state_new(const policy_ops *p, const policy_env *env, const policy_ar
     }
     memset(s->alive, 1, (size_t)env->n_layers * env->n_kv_heads * P + 1);
     /* SnapKV compresses only if q_len >= max_capacity_prompt */
-    uint32_t b = env->prompt_len >= cap && cap > s->core.window ? cap - s->core.window
-                                                                : UINT32_MAX;
+    uint32_t b = env->prompt_len >= cap && cap > s->core.window ? cap - s->core.window : UINT32_MAX;
     for (uint32_t l = 0; l < env->n_layers; l++)
         s->budget[l] = b;
     *st = s;
@@ -249,8 +249,7 @@ int snapkv_prefill(void *st, errbuf *e)
     return MS_OK;
 }
 
-int snapkv_select(void *st, uint32_t layer, uint32_t pos, const float *q, uint8_t *keep,
-                       errbuf *e)
+int snapkv_select(void *st, uint32_t layer, uint32_t pos, const float *q, uint8_t *keep, errbuf *e)
 {
     snap_state *s = st;
     snap_keep_rows(&s->core.env, s->alive, layer, pos, keep);
@@ -258,7 +257,7 @@ int snapkv_select(void *st, uint32_t layer, uint32_t pos, const float *q, uint8_
 }
 
 int snapkv_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
-                     op_program *prog, errbuf *e)
+                op_program *prog, errbuf *e)
 {
     snap_state *s = st;
     const policy_env *v = &s->core.env;
@@ -269,10 +268,10 @@ int snapkv_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint
     uint32_t sc = snap_core_emit(&s->core, &pe, v->n_kv_heads);
     if (b > 0) {
         /* COST: one topk(T-w, B-w) per KV head and a gather of the kept K|V rows (§1.12) */
-        uint32_t oh = policy_emit(&pe, OP_TOPK, v->n_kv_heads, 1, 0, n, sc, OP_NONE, 0,
-                                  (int32_t)b, 0, "snap.topk");
-        policy_emit(&pe, OP_GATHER, v->n_kv_heads, b, n, 2 * v->head_dim, oh, OP_NONE,
-                    OPF_NO_TRUNC, 0, 0, "snap.gather");
+        uint32_t oh = policy_emit(&pe, OP_TOPK, v->n_kv_heads, 1, 0, n, sc, OP_NONE, 0, (int32_t)b,
+                                  0, "snap.topk");
+        policy_emit(&pe, OP_GATHER, v->n_kv_heads, b, n, 2 * v->head_dim, oh, OP_NONE, OPF_NO_TRUNC,
+                    0, 0, "snap.gather");
     }
     return policy_emit_done(&pe, "snapkv", e);
 }
@@ -286,4 +285,3 @@ const policy_ops policy_snapkv = {
     .init = snap_init,
     SNAPKV_OPS,
 };
-

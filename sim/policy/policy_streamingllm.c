@@ -9,8 +9,8 @@
 
 static const policy_param sl_params[] = {
     {"sink", "4", "attention-sink tokens kept at the start (start_size)", NULL, 0, 1e9, 1},
-    {"recent", "512", "most recent tokens kept (recent_size; class default 512, CLI 2000)", NULL,
-     0, 1e9, 1},
+    {"recent", "512", "most recent tokens kept (recent_size; class default 512, CLI 2000)", NULL, 0,
+     1e9, 1},
 };
 
 typedef struct sl_state {

@@ -21,9 +21,9 @@ static const policy_param tova_params[] = {
 typedef struct tova_state {
     policy_env env;
     uint32_t cap;
-    uint8_t *alive;   /* [L][max_len] */
-    uint32_t *count;  /* [L] */
-    float *s;         /* max_len scratch: head-mean attention */
+    uint8_t *alive;  /* [L][max_len] */
+    uint32_t *count; /* [L] */
+    float *s;        /* max_len scratch: head-mean attention */
     uint32_t *work, *sel;
 } tova_state;
 
@@ -139,10 +139,10 @@ static int tova_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const
             return MS_OK;
         /* COST: head mean of the last prompt row (local adds), topk(T, B) and a gather of the
          * B kept rows of every KV head (policies.md §1.12 TOVA "topk(T, B) at prompt end") */
-        uint32_t m = policy_emit(&pe, OP_ADD, 1, v->n_heads, 0, kv_len, OP_NONE, OP_NONE, 0, 0,
-                                 0, "tova.mean");
-        uint32_t oh = policy_emit(&pe, OP_TOPK, 1, 1, 0, kv_len, m, OP_NONE, 0, (int32_t)s->cap,
-                                  0, "tova.topk");
+        uint32_t m = policy_emit(&pe, OP_ADD, 1, v->n_heads, 0, kv_len, OP_NONE, OP_NONE, 0, 0, 0,
+                                 "tova.mean");
+        uint32_t oh = policy_emit(&pe, OP_TOPK, 1, 1, 0, kv_len, m, OP_NONE, 0, (int32_t)s->cap, 0,
+                                  "tova.topk");
         policy_emit(&pe, OP_GATHER, Hkv, s->cap, kv_len, 2 * d, oh, OP_NONE, OPF_NO_TRUNC, 0, 0,
                     "tova.gather");
         return policy_emit_done(&pe, "tova", e);
@@ -153,8 +153,8 @@ static int tova_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const
     /* COST: head mean (H·n local adds), arg-min over the n entries (n-1 comparisons,
      * ⌈log2 n⌉ rounds), oblivious compaction of the remaining rows of every KV head
      * (§1.5: "In MPC the steady-state step is an arg-min over T") */
-    uint32_t m = policy_emit(&pe, OP_ADD, 1, v->n_heads, 0, n, OP_NONE, OP_NONE, 0, 0, 0,
-                             "tova.mean");
+    uint32_t m =
+        policy_emit(&pe, OP_ADD, 1, v->n_heads, 0, n, OP_NONE, OP_NONE, 0, 0, 0, "tova.mean");
     uint32_t oh = policy_emit(&pe, OP_ARGMAX, 1, 1, 0, n, m, OP_NONE, 0, 0, 0, "tova.argmin");
     (void)oh; /* the row mask is its prefix sum, broadcast over the row: local */
     policy_emit(&pe, OP_SELECT, Hkv, n - 1, 0, 2 * d, OP_NONE, OP_NONE, 0, 0, 0, "tova.compact");

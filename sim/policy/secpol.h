@@ -1,8 +1,8 @@
 /* secpol.h — KV-cache eviction policies whose selection runs on secret shares.
  *
- * The secure session (sim/secure/secinf.c) computes a policy's selection inside the step's op program,
- * with the same ops the simulator costs: one emitter per policy builds them, with the step's
- * real operands for the secure session and with placeholder operands of the same shapes for
+ * The secure session (sim/secure/secinf.c) computes a policy's selection inside the step's op
+ * program, with the same ops the simulator costs: one emitter per policy builds them, with the
+ * step's real operands for the secure session and with placeholder operands of the same shapes for
  * the cost path (the policy's emit_cost). Kept counts are public (they set the program's
  * shapes), which entries are kept stays secret (MPCache's security model,
  * ../shared/reference/policies.md §1.8).
@@ -10,25 +10,21 @@
  * H2O on shares. Per layer and KV head the secret state is a table of R rows [K | V | score]
  * (2·head_dim + 1 columns): rows [0, R − recent) the heavy hitters (which positions they hold is
  * secret), the last `recent` rows the newest positions in order (public). A step's program
- * holds the new entry at row 0 of the cache and the carried rows at 1 … c (policy_h2o_secure.c), and per
- * layer, after the lowered attention (the selection proper batched over the layers, after the
- * last one):
- *   score accumulation: the step's softmax probabilities summed over the KV head's query
- *     heads and (prefill) over the query rows, added to the carried scores (two transposing
- *     VIEWs and a matmul with a public ones vector: local);
- *   the table [K | V | score] of the attended rows (VIEWs: local);
- *   prefill, P > heavy + recent: TOPK(heavy) of the scores of rows [0, P − recent), then a
- *     GATHER (one-hot rows · table) of the heavy rows;
- *   decode, c = heavy + recent: the candidates are row heavy + 1 (the entry leaving the recent
- *     window, the latest: slot 0, which wins exact ties, as the plaintext rule evicts the later
- *     position) and rows 1 … heavy (the heavy rows); ARGMAX of their negated scores (one-hot
- *     of the minimum), its prefix sum (log-step shifted adds: local) broadcast over the row (a product with a
- *     public ones row: local) as a mask, and a SELECT per element: row i of the compacted
- *     heavy part is candidate i+1 where the mask is 1 (at or after the evicted one), else
- *     candidate i. Without a recent window (recent = 0) the candidates are row 0 (the new
- *     entry) and the heavy rows, as the plaintext policy's.
- * The next state is then a public re-layout: [selected heavy rows; the recent rows; the new
- * row]. */
+ * holds the new entry at row 0 of the cache and the carried rows at 1 … c (policy_h2o_secure.c),
+ * and per layer, after the lowered attention (the selection proper batched over the layers, after
+ * the last one): score accumulation: the step's softmax probabilities summed over the KV head's
+ * query heads and (prefill) over the query rows, added to the carried scores (two transposing VIEWs
+ * and a matmul with a public ones vector: local); the table [K | V | score] of the attended rows
+ * (VIEWs: local); prefill, P > heavy + recent: TOPK(heavy) of the scores of rows [0, P − recent),
+ * then a GATHER (one-hot rows · table) of the heavy rows; decode, c = heavy + recent: the
+ * candidates are row heavy + 1 (the entry leaving the recent window, the latest: slot 0, which wins
+ * exact ties, as the plaintext rule evicts the later position) and rows 1 … heavy (the heavy rows);
+ * ARGMAX of their negated scores (one-hot of the minimum), its prefix sum (log-step shifted adds:
+ * local) broadcast over the row (a product with a public ones row: local) as a mask, and a SELECT
+ * per element: row i of the compacted heavy part is candidate i+1 where the mask is 1 (at or after
+ * the evicted one), else candidate i. Without a recent window (recent = 0) the candidates are row 0
+ * (the new entry) and the heavy rows, as the plaintext policy's. The next state is then a public
+ * re-layout: [selected heavy rows; the recent rows; the new row]. */
 #ifndef MPCSIM_SECPOL_H
 #define MPCSIM_SECPOL_H
 
@@ -57,7 +53,7 @@
 /* What the secure session tells a selection: public facts only. */
 typedef struct secpol_run {
     const model_cfg *model;
-    const int *tokens;             /* the prompt, then the teacher-forced tokens */
+    const int *tokens; /* the prompt, then the teacher-forced tokens */
     uint32_t n_tokens, prefill, n_gen;
 } secpol_run;
 
@@ -82,9 +78,9 @@ const uint8_t *secpol_keep_mask(const secpol_keep *k, uint32_t pos, uint32_t l, 
 /* What the audit opened to P0 after each step (validation only), and the session's logits. */
 typedef struct secpol_opened {
     uint32_t n_steps, vocab;
-    double *const *vals;           /* per step: the audit tensors' values in their order */
+    double *const *vals; /* per step: the audit tensors' values in their order */
     const uint32_t *n_vals;
-    const double *logits;          /* n_steps × vocab, P0's */
+    const double *logits; /* n_steps × vocab, P0's */
 } secpol_opened;
 
 struct secpol_ops {
@@ -184,21 +180,21 @@ typedef struct h2o_shape {
 
 /* Tensors of one layer's H2O ops (OP_NONE where the phase has none). */
 typedef struct h2o_ids {
-    uint32_t score;   /* (Hkv, n, 1) accumulated scores of the n attended rows ("L<l>.h2o.acc";
-                       * the carried ones are the OPT_CACHE input "L<l>.h2o.score") */
-    uint32_t table;   /* (Hkv, n, 2d+1) [K | V | score] of the attended rows */
-    uint32_t cand;    /* (Hkv, ncand, 1) the candidates' scores */
-    uint32_t cur;     /* prefill: (Hkv, P-recent, 2d+1) the candidates' rows; decode: (Hkv,
-                       * heavy, 2d+1) candidates 0 … heavy-1 */
-    uint32_t next;    /* decode: candidates 1 … heavy */
+    uint32_t score; /* (Hkv, n, 1) accumulated scores of the n attended rows ("L<l>.h2o.acc";
+                     * the carried ones are the OPT_CACHE input "L<l>.h2o.score") */
+    uint32_t table; /* (Hkv, n, 2d+1) [K | V | score] of the attended rows */
+    uint32_t cand;  /* (Hkv, ncand, 1) the candidates' scores */
+    uint32_t cur;   /* prefill: (Hkv, P-recent, 2d+1) the candidates' rows; decode: (Hkv,
+                     * heavy, 2d+1) candidates 0 … heavy-1 */
+    uint32_t next;  /* decode: candidates 1 … heavy */
 } h2o_ids;
 
 /* Tensors of the selection of every layer at once ("h2o.<name>"), rows of layer l after those
  * of layers < l: memory order [KV head][layer][…]. */
 typedef struct h2o_sel {
-    uint32_t cand;    /* (Hkv, L·ncand, 1) the candidates' scores */
-    uint32_t onehot;  /* prefill: (Hkv, L·heavy, P-recent) TOPK rows; decode: (Hkv, L, heavy+1) */
-    uint32_t heavy;   /* (Hkv, L·heavy, 2d+1) the selected heavy rows */
+    uint32_t cand;   /* (Hkv, L·ncand, 1) the candidates' scores */
+    uint32_t onehot; /* prefill: (Hkv, L·heavy, P-recent) TOPK rows; decode: (Hkv, L, heavy+1) */
+    uint32_t heavy;  /* (Hkv, L·heavy, 2d+1) the selected heavy rows */
 } h2o_sel;
 
 /* Whether a step selects: prefill of t = P tokens, or a decode step over c carried rows. */
@@ -223,23 +219,21 @@ int h2o_public(const op_tensor *t, uint64_t *out, size_t n);
 
 /* MPCache on shares (static `none`: K' is the whole cache in position order; `threshold`: below;
  * the static `topk` is not on shares — its kept sets come from the plaintext replay). Per layer
- * the secret state is the token table "L<l>.mpc.kv" (Hkv, Npad, 2d+1) = [K | V | 0] of the n entries of K' in
- * position order, zero rows up to Npad = 16·G2, and the bounds "L<l>.mpc.b16" (Hkv, G2, 2d) and
- * "L<l>.mpc.b32" (Hkv, G1, 2d), row c = [max over the cluster's keys | max of their negation]
- * per channel (G2 = ⌈n/16⌉, G1 = ⌈n/32⌉). The prompt's program ends with the bounds of the P
- * prompt keys (one MAX over each 16-cluster, the pad keys pushed to −BIG by a public add, then
- * one MAX over each pair). A decode step at n entries, per selecting layer, between the lowered
- * layer's query and its attention (policy_mpcache_secure.c splices the ops there):
- *   qx = [α·qs | −(1−α)·qs], qs the KV head's summed (1/√d-scaled) queries (a transposing VIEW
- *     and a public product: local), so q·(α r_max + (1−α) r_min) = qx·[r_max | −r_min];
- *   level 1, when 0 < k1 < G1: scores qx·b32ᵀ, TOPK(k1); its column sums (local) give the
- *     secret indicator u over the 32-clusters, u = 1 on the forced ones (public: {0}, {G1−1 if
- *     n % 32 ≠ 0}); else u is public (the forced ones for k1 = 0, all for k1 ≥ G1);
- *   level 2, when 0 < k2 < G2 (k2 = min(floor(G2·ratio2), G2)): scores qx·b16ᵀ over every
- *     16-cluster, pushed down by BIG where the 32-cluster is not in u (u·BIG − BIG: local), TOPK;
- *     a pick of a pushed-down cluster (only when k2 exceeds the candidates, as the plaintext caps)
- *     is masked below;
- *   the attended rows, three shapes (public functions of n):
+ * the secret state is the token table "L<l>.mpc.kv" (Hkv, Npad, 2d+1) = [K | V | 0] of the n
+ * entries of K' in position order, zero rows up to Npad = 16·G2, and the bounds "L<l>.mpc.b16"
+ * (Hkv, G2, 2d) and "L<l>.mpc.b32" (Hkv, G1, 2d), row c = [max over the cluster's keys | max of
+ * their negation] per channel (G2 = ⌈n/16⌉, G1 = ⌈n/32⌉). The prompt's program ends with the bounds
+ * of the P prompt keys (one MAX over each 16-cluster, the pad keys pushed to −BIG by a public add,
+ * then one MAX over each pair). A decode step at n entries, per selecting layer, between the
+ * lowered layer's query and its attention (policy_mpcache_secure.c splices the ops there): qx =
+ * [α·qs | −(1−α)·qs], qs the KV head's summed (1/√d-scaled) queries (a transposing VIEW and a
+ * public product: local), so q·(α r_max + (1−α) r_min) = qx·[r_max | −r_min]; level 1, when 0 < k1
+ * < G1: scores qx·b32ᵀ, TOPK(k1); its column sums (local) give the secret indicator u over the
+ * 32-clusters, u = 1 on the forced ones (public: {0}, {G1−1 if n % 32 ≠ 0}); else u is public (the
+ * forced ones for k1 = 0, all for k1 ≥ G1); level 2, when 0 < k2 < G2 (k2 = min(floor(G2·ratio2),
+ * G2)): scores qx·b16ᵀ over every 16-cluster, pushed down by BIG where the 32-cluster is not in u
+ * (u·BIG − BIG: local), TOPK; a pick of a pushed-down cluster (only when k2 exceeds the candidates,
+ * as the plaintext caps) is masked below; the attended rows, three shapes (public functions of n):
  *     gather — slots = k2 + |forced2| < G2: the one-hot rows are the TOPK rows and each forced
  *       16-cluster's e_f·(1 − its column sum) (0 when the top-k already has it: no double
  *       attention); GATHER of the slots' cluster rows of the table to which a secret column
@@ -269,12 +263,12 @@ int h2o_public(const op_tensor *t, uint64_t *out, size_t n);
 
 typedef struct mpcache_shape {
     uint32_t n_heads, n_kv_heads, head_dim;
-    uint32_t s1, s2;           /* 32, 16 (s1 = 2·s2) */
+    uint32_t s1, s2; /* 32, 16 (s1 = 2·s2) */
     double alpha, ratio1, ratio2;
     int share, skip2;
-    int static_mode;           /* 0 threshold, 1 topk, 2 none (policy_mpcache.c) */
-    double thr;                /* static threshold */
-    uint32_t window;           /* static window rows (of the prompt) */
+    int static_mode; /* 0 threshold, 1 topk, 2 none (policy_mpcache.c) */
+    double thr;      /* static threshold */
+    uint32_t window; /* static window rows (of the prompt) */
 } mpcache_shape;
 
 /* MPCache's parameters for a run. */
@@ -287,10 +281,10 @@ int mpcache_layer_kind(const mpcache_shape *s, uint32_t layer);
 enum { MPCACHE_PATH_GATHER, MPCACHE_PATH_FORCED, MPCACHE_PATH_FULL };
 typedef struct mpcache_plan {
     uint32_t n, G1, G2, Npad, k1, k2, nf1, nf2, f1[2], f2[2];
-    int lv1, lv2;              /* level 1 / level 2 top-k on shares */
+    int lv1, lv2; /* level 1 / level 2 top-k on shares */
     int path;
-    uint32_t slots, rows;      /* one-hot slots (gather, forced), attended rows R */
-    int mask;                  /* 0 none, 1 public, 2 secret */
+    uint32_t slots, rows; /* one-hot slots (gather, forced), attended rows R */
+    int mask;             /* 0 none, 1 public, 2 secret */
 } mpcache_plan;
 void mpcache_plan_layer(const mpcache_shape *s, uint32_t layer, uint32_t n, mpcache_plan *pl);
 /* The rows a decode step at n entries of K' attends in a layer besides the new entry: the
@@ -356,16 +350,15 @@ double mpcache_topk_margin(const double *sc, const uint8_t *ok, uint32_t n, uint
 int mpcache_public(const mpcache_shape *s, uint32_t n, int frac, const op_tensor *t, uint64_t *out,
                    size_t cnt);
 
-
 /* ---- the two selections on shares: their configurations and audits ---------------------------
  *
  * H2O's configuration is its h2o_shape (policy_h2o_secure.c); MPCache's is below
  * (policy_mpcache_secure.c). */
 typedef struct mpcache_sec {
-    mpcache_shape mpc;         /* static none or threshold */
+    mpcache_shape mpc; /* static none or threshold */
     uint32_t n_layers;
-    uint32_t *static_count;    /* threshold: [n_layers] the kept counts the prompt's program
-                                * revealed (secpol_ops.revealed); NULL for `none` */
+    uint32_t *static_count; /* threshold: [n_layers] the kept counts the prompt's program
+                             * revealed (secpol_ops.revealed); NULL for `none` */
 } mpcache_sec;
 
 /* The secure selection against the plaintext replay's keep masks (an audited run, teacher
@@ -397,13 +390,13 @@ int h2o_secure_compare(const secpol_run *o, const h2o_shape *cfg, const secpol_o
  * opened one-hots, against the replay's keep mask; each top-k's secure margin (its k-th score
  * minus the next, scores in the session's units: q/√d · bound). */
 typedef struct mpcache_sec_audit {
-    uint32_t sets, same;        /* kept sets compared, equal */
-    uint32_t topks;             /* top-k selections run on shares */
-    double min_margin;          /* smallest secure margin of a top-k */
-    double max_diff_margin;     /* largest smallest-margin of a differing set's top-ks */
-    uint32_t first_differ;      /* the first decode position with a differing set (UINT32_MAX:
-                                 * none) */
-    uint32_t first_layer;       /* … its layer, and its top-ks' smallest secure margin */
+    uint32_t sets, same;    /* kept sets compared, equal */
+    uint32_t topks;         /* top-k selections run on shares */
+    double min_margin;      /* smallest secure margin of a top-k */
+    double max_diff_margin; /* largest smallest-margin of a differing set's top-ks */
+    uint32_t first_differ;  /* the first decode position with a differing set (UINT32_MAX:
+                             * none) */
+    uint32_t first_layer;   /* … its layer, and its top-ks' smallest secure margin */
     double first_margin;
     double score_err;           /* largest |secure − replay| top-k score where the sets agree (the
                                  * replay's scores recomputed on the float model under its keep
@@ -441,7 +434,7 @@ int mpcache_secure_compare(const secpol_run *o, const mpcache_sec *cfg, const se
  * blocks, the configurations on shares — or every one is, POLICIES.md comet A3/A4). */
 typedef struct comet_shape {
     uint32_t dim, ffn_dim, block, nblocks;
-    uint32_t active;           /* A: active blocks per token */
+    uint32_t active; /* A: active blocks per token */
     int secret;
 } comet_shape;
 /* ⌈frac · nblocks⌉ in [1, nblocks], or 0 for frac 0 (the oracle rule). */

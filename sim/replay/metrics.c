@@ -121,9 +121,8 @@ static double wo_l1(const float *w, size_t stride, uint32_t dim, const double *x
     return y;
 }
 
-void metrics_output_ref(const float *att, uint32_t n, const float *V, uint32_t d,
-                        const float *wo_h, size_t stride, uint32_t dim, double *full, double *nf,
-                        double *yf)
+void metrics_output_ref(const float *att, uint32_t n, const float *V, uint32_t d, const float *wo_h,
+                        size_t stride, uint32_t dim, double *full, double *nf, double *yf)
 {
     *nf = *yf = 0;
     if (d > METRICS_MAX_D)
@@ -138,8 +137,8 @@ void metrics_output_ref(const float *att, uint32_t n, const float *V, uint32_t d
 }
 
 void metrics_output_kept(metrics *m, const float *att, const uint8_t *keep, uint32_t n, double R,
-                         const float *Vs, int evicted, uint32_t d, const float *wo_h,
-                         size_t stride, uint32_t dim, const double *full, double nf, double yf)
+                         const float *Vs, int evicted, uint32_t d, const float *wo_h, size_t stride,
+                         uint32_t dim, const double *full, double nf, double yf)
 {
     double diff[METRICS_MAX_D];
     if (d > METRICS_MAX_D || R <= 0)
@@ -240,14 +239,12 @@ int metrics_report(const metrics *m, const metric_sink *out)
         double n = (double)m->n_rows;
         rc |= out->add(out->ctx, "attn_mass_recall", m->mass / n, "ratio");
         rc |= out->add(out->ctx, "topk_recall", m->topk / n, "ratio");
-        rc |= out->add(out->ctx, "kept_frac", m->kept_of > 0 ? m->kept / m->kept_of : 1.0,
-                             "ratio");
+        rc |= out->add(out->ctx, "kept_frac", m->kept_of > 0 ? m->kept / m->kept_of : 1.0, "ratio");
     }
     if (m->n_err)
         rc |= out->add(out->ctx, "attn_out_rel_err", m->err / (double)m->n_err, "ratio");
     if (m->n_err_wo)
-        rc |= out->add(out->ctx, "attn_out_wo_rel_err", m->err_wo / (double)m->n_err_wo,
-                             "ratio");
+        rc |= out->add(out->ctx, "attn_out_wo_rel_err", m->err_wo / (double)m->n_err_wo, "ratio");
     if (m->n_tok) {
         double n = (double)m->n_tok;
         double pf = exp(m->nll_full / n), pp = exp(m->nll_pol / n);

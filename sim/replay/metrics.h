@@ -21,10 +21,10 @@ typedef struct metrics {
     uint32_t recall_k;
     double mass, topk, err, err_wo;
     uint64_t n_rows, n_err, n_err_wo;
-    double kept, kept_of;        /* Σ kept entries, Σ cached entries (kept fraction) */
+    double kept, kept_of; /* Σ kept entries, Σ cached entries (kept fraction) */
     double kl, top1, nll_full, nll_pol;
     uint64_t n_tok;
-    uint32_t *work, *sel;        /* top-k scratch */
+    uint32_t *work, *sel; /* top-k scratch */
     size_t cap;
 } metrics;
 
@@ -50,12 +50,11 @@ void metrics_output(metrics *m, const float *att, const uint8_t *keep, uint32_t 
  * *yf (0 without wo_h). Then one policy's side from a subset of the values: Vs holds, in
  * order, the values of the kept positions (evicted = 0; n-1 among them) or of the evicted ones
  * (evicted = 1), and o* - ô = o* - (1/R) Σ_{j∈S} A*_j V_j with Σ_{j∈S} = o* - Σ_{j∉S}. */
-void metrics_output_ref(const float *att, uint32_t n, const float *V, uint32_t d,
-                        const float *wo_h, size_t stride, uint32_t dim, double *full, double *nf,
-                        double *yf);
+void metrics_output_ref(const float *att, uint32_t n, const float *V, uint32_t d, const float *wo_h,
+                        size_t stride, uint32_t dim, double *full, double *nf, double *yf);
 void metrics_output_kept(metrics *m, const float *att, const uint8_t *keep, uint32_t n, double R,
-                         const float *Vs, int evicted, uint32_t d, const float *wo_h,
-                         size_t stride, uint32_t dim, const double *full, double nf, double yf);
+                         const float *Vs, int evicted, uint32_t d, const float *wo_h, size_t stride,
+                         uint32_t dim, const double *full, double nf, double yf);
 /* One row of a policy that keeps every entry (the full cache), without reading it: mass and
  * top-k recall 1, n-1 of n-1 kept, and (out_err, with_wo) output errors 0 — what metrics_row
  * and metrics_output give such a row up to float rounding. */

@@ -24,31 +24,30 @@ struct replay {
     void *st;
     policy_env env;
     policy_args args;
-    trace *tr;          /* sh->tr */
+    trace *tr; /* sh->tr */
     replay_share *sh;
-    int sh_own;         /* sh is this replay's own (not replay_open_shared's) */
+    int sh_own; /* sh is this replay's own (not replay_open_shared's) */
     uint32_t P, next_step, stride, err_heads, prompt_rows;
     uint32_t prompt_next; /* the next prompt position to observe */
     int prompt_done, live;
-    int once;           /* the newest step holds one-time work (policy_ops.one_time) */
-    int exact;          /* the full cache on a synthetic trace: its metrics hold by construction,
-                         * so the trace is never generated */
-    uint8_t *keep;      /* Hkv × max_len */
-    uint32_t *kept;     /* L × Hkv of the newest step: the rows the lowering attends */
-    uint32_t *ffn;      /* L: FFN neurons of the newest step (policy_ops.ffn_active), or NULL */
+    int once;       /* the newest step holds one-time work (policy_ops.one_time) */
+    int exact;      /* the full cache on a synthetic trace: its metrics hold by construction,
+                     * so the trace is never generated */
+    uint8_t *keep;  /* Hkv × max_len */
+    uint32_t *kept; /* L × Hkv of the newest step: the rows the lowering attends */
+    uint32_t *ffn;  /* L: FFN neurons of the newest step (policy_ops.ffn_active), or NULL */
     int ffn_secret;
-    uint32_t *sel;      /* Hkv: one layer's selection counts */
-    float *att;         /* H × max_len: attention renormalized over the kept entries */
+    uint32_t *sel; /* Hkv: one layer's selection counts */
+    float *att;    /* H × max_len: attention renormalized over the kept entries */
     float *vbuf;
     uint32_t *idx;
-    uint32_t *kidx;     /* max_len: one KV head's kept positions (layer_rows) */
+    uint32_t *kidx; /* max_len: one KV head's kept positions (layer_rows) */
     metrics m;
 };
 
 /* ---- opening --------------------------------------------------------------------------- */
 
-static int gather_k(void *ctx, uint32_t layer, uint32_t g, const uint32_t *idx, size_t n,
-                    float *k)
+static int gather_k(void *ctx, uint32_t layer, uint32_t g, const uint32_t *idx, size_t n, float *k)
 {
     return trace_gather(ctx, layer, g, idx, n, k, NULL);
 }
@@ -65,14 +64,14 @@ static int get_k(void *ctx, uint32_t layer, uint32_t pos, float *k)
 struct replay_share {
     trace *tr;
     uint32_t L, H, d;
-    uint32_t *top_at;   /* L × H: position + 1 whose top-k `top` holds, 0 none */
-    uint32_t *top_k;    /* L × H: the recall_k it was computed for */
-    uint32_t *top_n;    /* L × H: positions found */
-    uint32_t *top;      /* L × H × SHARE_TOPK */
-    uint32_t *out_at;   /* L × H: position + 1 whose full-cache output `out` holds, 0 none */
-    double *out;        /* L × H × (d + 2): o*, ‖o*‖², ‖W_o^h o*‖₁ (metrics_output_ref) */
+    uint32_t *top_at; /* L × H: position + 1 whose top-k `top` holds, 0 none */
+    uint32_t *top_k;  /* L × H: the recall_k it was computed for */
+    uint32_t *top_n;  /* L × H: positions found */
+    uint32_t *top;    /* L × H × SHARE_TOPK */
+    uint32_t *out_at; /* L × H: position + 1 whose full-cache output `out` holds, 0 none */
+    double *out; /* L × H × (d + 2): o*, ‖o*‖², ‖W_o^h o*‖₁ (metrics_output_ref) */
     uint32_t *k_at, *v_at; /* L: position + 1 whose keys / values kbuf / vbuf hold, 0 none */
-    float *kbuf, *vbuf; /* L × Hkv × d: every layer's keys and values at one position */
+    float *kbuf, *vbuf;    /* L × Hkv × d: every layer's keys and values at one position */
     uint32_t Hkv;
 };
 
@@ -205,8 +204,9 @@ static int read_params(replay *r, errbuf *e)
     if (rc)
         return rc;
     r->live = live != 0;
-    return metrics_init(&r->m, k, r->env.max_len) ? err_set(e, MS_ERR_NOMEM, "replay: out of memory")
-                                                   : MS_OK;
+    return metrics_init(&r->m, k, r->env.max_len)
+               ? err_set(e, MS_ERR_NOMEM, "replay: out of memory")
+               : MS_OK;
 }
 
 int replay_reads_trace(const run_cfg *cfg)
@@ -230,8 +230,8 @@ int replay_open_shared(const run_cfg *cfg, replay_share *shared, replay **out, e
         return err_set(e, MS_ERR_NOTFOUND,
                        "%s: error: unknown policy '%s'\n  hint: `mpcsim list policies`",
                        cfg->scenario_path[0] ? cfg->scenario_path : "<run>", name);
-    int rc = policy_check_params(p, cfg->policy.params, cfg->policy.n_params,
-                                 cfg->scenario_path, e);
+    int rc =
+        policy_check_params(p, cfg->policy.params, cfg->policy.n_params, cfg->scenario_path, e);
     if (rc)
         return rc;
     replay *r = calloc(1, sizeof *r);
@@ -242,9 +242,9 @@ int replay_open_shared(const run_cfg *cfg, replay_share *shared, replay **out, e
     r->P = cfg->work.prompt_len;
     r->args = (policy_args){cfg->policy.params, cfg->policy.n_params, cfg->scenario_path};
     const model_cfg *mc = &cfg->model;
-    r->env = (policy_env){mc->n_layers, mc->n_heads, mc->n_kv_heads, mc->head_dim, mc->dim,
-                          mc->ffn_dim, r->P, r->P + cfg->work.decode_len, NULL, NULL, NULL,
-                          0};
+    r->env = (policy_env){mc->n_layers, mc->n_heads, mc->n_kv_heads, mc->head_dim,
+                          mc->dim,      mc->ffn_dim, r->P,           r->P + cfg->work.decode_len,
+                          NULL,         NULL,        NULL,           0};
     int has_trace = cfg->trace.source[0] && strcmp(cfg->trace.source, "none") != 0;
     r->exact = !strcmp(p->name, "full") && !strcmp(cfg->trace.source, "synth");
     if (has_trace && !r->exact) {
@@ -501,8 +501,7 @@ int replay_group_span_begin(replay_share *sh, uint32_t p0, uint32_t cnt, errbuf 
     return trace_span_begin(sh->tr, p0, cnt, e);
 }
 
-int replay_group_span_head(replay *r, uint32_t p0, uint32_t cnt, uint32_t l, uint32_t g,
-                           errbuf *e)
+int replay_group_span_head(replay *r, uint32_t p0, uint32_t cnt, uint32_t l, uint32_t g, errbuf *e)
 {
     if (span_role(r, p0) != 1)
         return MS_OK;
@@ -622,8 +621,9 @@ static int layer_rows(replay *r, uint32_t pos, uint32_t l, const float *full, in
     for (uint32_t g = 0; g < v->n_kv_heads; g++) {
         const uint8_t *keep = r->keep + (size_t)g * pos;
         /* output error on err_heads KV heads per layer, rotating with the step */
-        uint32_t slot = (g + v->n_kv_heads - (uint32_t)(((uint64_t)step / (r->stride ? r->stride : 1) * r->err_heads) %
-                                                        v->n_kv_heads)) %
+        uint32_t slot = (g + v->n_kv_heads -
+                         (uint32_t)(((uint64_t)step / (r->stride ? r->stride : 1) * r->err_heads) %
+                                    v->n_kv_heads)) %
                         v->n_kv_heads;
         int out_err = measure && slot < r->err_heads && d <= METRICS_MAX_D;
         double *ref[64];
@@ -640,8 +640,7 @@ static int layer_rows(replay *r, uint32_t pos, uint32_t l, const float *full, in
             for (uint32_t h = g * G; h < (g + 1) * G; h++) {
                 double *o = ref[h - g * G];
                 metrics_output_ref(full + (size_t)h * n, n, r->vbuf, d,
-                                   wo ? wo + (size_t)h * d : NULL, cols, rows, o, o + d,
-                                   o + d + 1);
+                                   wo ? wo + (size_t)h * d : NULL, cols, rows, o, o + d, o + d + 1);
             }
         }
         int evicted = 0;
@@ -660,8 +659,7 @@ static int layer_rows(replay *r, uint32_t pos, uint32_t l, const float *full, in
             if (out_err) {
                 const double *o = ref[h - g * G];
                 metrics_output_kept(&r->m, a, keep, n, R, r->vbuf, evicted, d,
-                                    wo ? wo + (size_t)h * d : NULL, cols, rows, o, o[d],
-                                    o[d + 1]);
+                                    wo ? wo + (size_t)h * d : NULL, cols, rows, o, o[d], o[d + 1]);
             }
         }
     }
@@ -674,8 +672,8 @@ static void exact_rows(replay *r, uint32_t pos, uint32_t step)
 {
     const policy_env *v = &r->env;
     uint32_t G = v->n_heads / v->n_kv_heads;
-    uint32_t rot = (uint32_t)(((uint64_t)step / (r->stride ? r->stride : 1) * r->err_heads) %
-                              v->n_kv_heads);
+    uint32_t rot =
+        (uint32_t)(((uint64_t)step / (r->stride ? r->stride : 1) * r->err_heads) % v->n_kv_heads);
     for (uint32_t g = 0; g < v->n_kv_heads; g++) {
         uint32_t slot = (g + v->n_kv_heads - rot) % v->n_kv_heads;
         int out_err = slot < r->err_heads && v->head_dim <= METRICS_MAX_D; /* as layer_rows */
@@ -768,8 +766,8 @@ int replay_step_idle(replay *r, uint32_t step, uint32_t kv_len, errbuf *e)
     if (!replay_idle_ok(r, step))
         return replay_step(r, step, kv_len, r->kept, NULL, e);
     if (kv_len != r->P + step || step >= r->cfg->work.decode_len || step != r->next_step)
-        return err_set(e, MS_ERR_INTERNAL, "replay: idle step %u at kv_len %u out of order",
-                       step, kv_len);
+        return err_set(e, MS_ERR_INTERNAL, "replay: idle step %u at kv_len %u out of order", step,
+                       kv_len);
     int rc = ensure_prompt(r, e);
     return rc ? rc : decode_pos(r, r->next_step++, NULL, 1, e);
 }
@@ -779,8 +777,8 @@ int replay_step(replay *r, uint32_t step, uint32_t kv_len, uint32_t *kept, op_pr
 {
     if (kv_len != r->P + step || step >= r->cfg->work.decode_len || step < r->next_step)
         return err_set(e, MS_ERR_INTERNAL,
-                       "replay: step %u at kv_len %u out of order (prompt %u, next step %u)",
-                       step, kv_len, r->P, r->next_step);
+                       "replay: step %u at kv_len %u out of order (prompt %u, next step %u)", step,
+                       kv_len, r->P, r->next_step);
     int rc = ensure_prompt(r, e);
     while (!rc && r->next_step < step) /* skipped steps still move the policy's state */
         rc = decode_pos(r, r->next_step++, NULL, 0, e);
@@ -795,8 +793,8 @@ int replay_step(replay *r, uint32_t step, uint32_t kv_len, uint32_t *kept, op_pr
 
 typedef struct live_ctx {
     replay *r;
-    void *st;           /* a second instance of the policy, driven by the live model */
-    uint8_t *keep;      /* Hkv × max_len for the current (pos, layer) */
+    void *st;      /* a second instance of the policy, driven by the live model */
+    uint8_t *keep; /* Hkv × max_len for the current (pos, layer) */
     uint32_t keep_layer, keep_pos;
     int prefilled, err;
     errbuf *e;
@@ -866,8 +864,8 @@ static void agree_layer(void *ctx, const llama_layer_view *lv)
 {
     agree_ctx *a = ctx;
     if (a->rc == MS_OK)
-        a->rc = trace_agrees_with_model(a->r->tr, a->r->cfg->model.name, lv->layer, lv->pos,
-                                        lv->q, lv->k, LIVE_AGREE_TOL, a->e);
+        a->rc = trace_agrees_with_model(a->r->tr, a->r->cfg->model.name, lv->layer, lv->pos, lv->q,
+                                        lv->k, LIVE_AGREE_TOL, a->e);
 }
 
 static int live_run(replay *r, errbuf *e)
@@ -882,7 +880,8 @@ static int live_run(replay *r, errbuf *e)
     if (!rc)
         rc = llama_load(mc, wpath, &pol, e);
     live_ctx c = {.r = r, .keep_layer = UINT32_MAX, .e = e};
-    float *lf = malloc((size_t)mc->vocab * sizeof *lf), *lp = malloc((size_t)mc->vocab * sizeof *lp);
+    float *lf = malloc((size_t)mc->vocab * sizeof *lf),
+          *lp = malloc((size_t)mc->vocab * sizeof *lp);
     c.keep = malloc((size_t)mc->n_kv_heads * (r->env.max_len + 1));
     if (!rc && (!lf || !lp || !c.keep))
         rc = err_set(e, MS_ERR_NOMEM, "replay: out of memory");

@@ -42,8 +42,7 @@ int replay_group_span_begin(replay_share *sh, uint32_t p0, uint32_t cnt, errbuf 
 /* Observes KV head g of layer l at the span's positions, for a replay that reads its rows
  * (heads in order, layers in order); the other replays observe the span with
  * replay_prompt_upto(r, p0 + cnt − 1). */
-int replay_group_span_head(replay *r, uint32_t p0, uint32_t cnt, uint32_t l, uint32_t g,
-                           errbuf *e);
+int replay_group_span_head(replay *r, uint32_t p0, uint32_t cnt, uint32_t l, uint32_t g, errbuf *e);
 /* Prefill: appends policy ops for the prefill phase (e.g. SnapKV's scoring) to prog. */
 int replay_prefill(replay *r, op_program *prog, errbuf *e);
 /* Decode step `step` (0-based) with kv_len entries cached: fills kept[n_layers·n_kv_heads]

@@ -23,7 +23,7 @@ typedef void (*run_group_done)(void *ctx, size_t i, int rc, const errbuf *e);
 
 /* Executes cfg[0..n) (run_same_trace of one another) together into res[i] (initialized by the
  * caller); calls done for each. */
-void run_execute_group(const run_cfg *const *cfg, size_t n, run_result *res,
-                       run_group_done done, void *ctx);
+void run_execute_group(const run_cfg *const *cfg, size_t n, run_result *res, run_group_done done,
+                       void *ctx);
 
 #endif

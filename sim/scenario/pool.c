@@ -38,9 +38,9 @@ double pool_now_s(void)
 /* A group of the selection: runs that read the same trace (run_same_trace), executed
  * together (run_execute_group). */
 typedef struct pgroup {
-    size_t *pos;     /* selection positions, in selection order */
+    size_t *pos; /* selection positions, in selection order */
     size_t n;
-    double weight;   /* for handing out the largest first */
+    double weight; /* for handing out the largest first */
 } pgroup;
 
 /* What a group's runs report through, as each finishes. */
@@ -101,8 +101,8 @@ static void group_times(const pool *pl, const pgroup *gr, const struct rusage *r
             (long)getpid());
 }
 
-static void group_execute(const pool *pl, const pgroup *gr,
-                          void (*emit)(void *ctx, pool_result *j), void *ctx)
+static void group_execute(const pool *pl, const pgroup *gr, void (*emit)(void *ctx, pool_result *j),
+                          void *ctx)
 {
     struct rusage r0;
     double t0 = pool_now_s();
@@ -445,7 +445,10 @@ static int worker_spawn(const pool *pl, const pgroup *g, size_t ng, worker *ws, 
     }
     close(tp[0]);
     close(rp[1]);
-    ws[k] = (worker){.pid = pid, .task_fd = tp[1], .res_fd = rp[0], .task = -1,
+    ws[k] = (worker){.pid = pid,
+                     .task_fd = tp[1],
+                     .res_fd = rp[0],
+                     .task = -1,
                      .got = calloc(pl->n ? pl->n : 1, 1)};
     return 0;
 }
@@ -518,8 +521,7 @@ static int worker_collect(const pool *pl, const pgroup *g, worker *w)
             run_result_init(&f.res);
             iso_now(f.started);
             iso_now(f.finished);
-            err_set(&f.err, MS_ERR_INTERNAL, "worker process %d died during the run",
-                    (int)w->pid);
+            err_set(&f.err, MS_ERR_INTERNAL, "worker process %d died during the run", (int)w->pid);
             pool_done(pl, &f);
         }
     }

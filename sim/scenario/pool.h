@@ -14,7 +14,7 @@
 
 /* One executed run. */
 typedef struct pool_result {
-    size_t pos;                 /* the run's position in the caller's selection */
+    size_t pos; /* the run's position in the caller's selection */
     int rc;
     errbuf err;
     char started[32], finished[32]; /* UTC, ISO 8601 with milliseconds */

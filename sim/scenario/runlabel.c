@@ -21,8 +21,8 @@ static int same_value(const char *a, const char *b)
 
 /* The policy's name, then open, the parameters set away from their defaults as key=value
  * separated by sep, and close (nothing after the name when there are none). */
-static void policy_label(const run_cfg *c, char *out, size_t n, const char *open,
-                         const char *sep, const char *close)
+static void policy_label(const run_cfg *c, char *out, size_t n, const char *open, const char *sep,
+                         const char *close)
 {
     const policy_ops *p = policy_find(c->policy.name);
     /* the schema the scenario was read with: 'name', the policy's own parameters, then the
@@ -178,7 +178,8 @@ void run_label_network(const run_cfg *c, char *out, size_t n, double *lat_ms, do
                  memcmp(&bare, &tcp, sizeof tcp) ||
                          (w->tls_record && (w->tls_record != NET_WIRE_TLS13_RECORD ||
                                             w->tls_overhead != NET_WIRE_TLS13_OVERHEAD))
-                     ? "*" : "");
+                     ? "*"
+                     : "");
 }
 
 void run_label_model(const run_cfg *c, char *out, size_t n)
@@ -256,8 +257,10 @@ static int labels_from_tree(const yx_node *root, rdb_labels *l)
     /* the protocol: its defaults, the stored keys over them (one it no longer knows is left
      * out), then what the absent keys meant */
     const yx_node *pm = yx_map_get(root, "protocol");
-    const char *pn = !pm ? NULL : pm->kind == YX_MAP ? scalar(pm, "name")
-                   : pm->kind == YX_SCALAR ? pm->str : NULL;
+    const char *pn = !pm                     ? NULL
+                     : pm->kind == YX_MAP    ? scalar(pm, "name")
+                     : pm->kind == YX_SCALAR ? pm->str
+                                             : NULL;
     proto_cfg pc;
     errbuf pe;
     if (!pn || proto_cfg_default(pn, &pc, &pe))
@@ -287,7 +290,8 @@ static int labels_from_tree(const yx_node *root, rdb_labels *l)
         fmt_bandwidth(b, sizeof b, l->bandwidth_mbps);
         snprintf(l->network, sizeof l->network, "%s/%s%s", a, b, links ? "+" : "");
     }
-    const char *mname = mach ? scalar(mach, "name") : NULL, *th = mach ? scalar(mach, "threads") : NULL;
+    const char *mname = mach ? scalar(mach, "name") : NULL,
+               *th = mach ? scalar(mach, "threads") : NULL;
     double t = 1;
     snprintf(l->machine, sizeof l->machine, "%s", mname ? mname : "default");
     l->threads = th && !parse_double(th, &t) ? (int)t : 1;

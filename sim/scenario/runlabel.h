@@ -11,7 +11,8 @@
 
 /* "h2o(heavy_ratio=0.1,recent_ratio=0.1)"; the bare name when every parameter is a default. */
 void run_label_policy(const run_cfg *c, char *out, size_t n);
-/* The same parameters as words, for a heading or a title: "h2o heavy_ratio=0.1 recent_ratio=0.1". */
+/* The same parameters as words, for a heading or a title: "h2o heavy_ratio=0.1 recent_ratio=0.1".
+ */
 void run_label_policy_words(const run_cfg *c, char *out, size_t n);
 /* The protocol with the options that differ from its defaults, in the schema's order
  * (proto_cfg_schema): "aby3(trunc=local,topk=quickselect)"; the bare name when every option

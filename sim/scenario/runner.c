@@ -99,8 +99,9 @@ static uint64_t step_hash(const runner *R, uint32_t kv_len)
     h = fnv(h, R->kept, R->n_kept * sizeof *R->kept);
     for (size_t i = 0; i < R->prog.n_ops; i++) {
         const op *o = &R->prog.ops[i];
-        uint32_t f[12] = {o->kind, o->phase, o->cat, (uint32_t)o->layer, (uint32_t)o->group,
-                          o->batch, o->m, o->k, o->n, o->flags, (uint32_t)o->iarg, o->out};
+        uint32_t f[12] = {
+            o->kind, o->phase, o->cat, (uint32_t)o->layer, (uint32_t)o->group, o->batch,
+            o->m,    o->k,     o->n,   o->flags,           (uint32_t)o->iarg,  o->out};
         h = fnv(h, f, sizeof f);
         h = fnv(h, o->in, sizeof o->in);
         h = fnv(h, &o->farg, sizeof o->farg);
@@ -232,9 +233,9 @@ static int cost_decode_step(runner *R, uint32_t kv_len, const sim_result **cost,
  * that step too; the two differ by the one-time work and one cached entry). */
 typedef struct decode_sum {
     uint64_t first_ns;
-    int steady;          /* a steady step was costed */
+    int steady; /* a steady step was costed */
     uint64_t step_ns, step_rounds, step_bytes;
-    uint64_t once_ns;    /* the pending one-time step's latency, 0 if none */
+    uint64_t once_ns; /* the pending one-time step's latency, 0 if none */
     uint64_t one_time_ns;
 } decode_sum;
 
@@ -325,8 +326,8 @@ static int add_metrics(runner *R, run_result *res, const decode_sum *ds)
     rc |= run_metric_add(res, "rounds_decode", (double)dc->total.rounds, "rounds");
     rc |= run_metric_add(res, "compute_s",
                          (double)(pf->total.compute_ns + dc->total.compute_ns) * 1e-9, "s");
-    rc |= run_metric_add(res, "comm_s", (double)(pf->total.comm_ns + dc->total.comm_ns) * 1e-9,
-                         "s");
+    rc |=
+        run_metric_add(res, "comm_s", (double)(pf->total.comm_ns + dc->total.comm_ns) * 1e-9, "s");
     rc |= run_metric_add(res, "steps_simulated", (double)R->simulated, "steps");
     /* the steady decode step and the one-time work apart (decode_sum) */
     rc |= run_metric_add(res, "latency_decode_step_s", (double)ds->step_ns * 1e-9, "s");
@@ -361,8 +362,8 @@ static int runner_init(runner *R, const run_cfg *cfg, errbuf *e)
         machine_default(&R->mach);
     R->ws = sim_ws_new();
     R->cmemo = cost_memo_new();
-    R->env = (step_env){&cfg->model, pr, &cfg->proto, &cfg->net, &R->mach,
-                        {.overlap = cfg->overlap, .ws = R->ws}};
+    R->env = (step_env){&cfg->model, pr,       &cfg->proto,
+                        &cfg->net,   &R->mach, {.overlap = cfg->overlap, .ws = R->ws}};
     R->n_kept = (size_t)cfg->model.n_layers * (cfg->model.n_kv_heads + 1) + 1;
     op_program_init(&R->prog);
     cost_log_init(&R->log, pr->n_parties);
@@ -386,10 +387,9 @@ static int same_params(const kv_param *a, size_t na, const kv_param *b, size_t n
 int run_same_trace(const run_cfg *a, const run_cfg *b)
 {
     const model_cfg *x = &a->model, *y = &b->model;
-    return !strcmp(x->name, y->name) && x->n_layers == y->n_layers &&
-           x->n_heads == y->n_heads && x->n_kv_heads == y->n_kv_heads &&
-           x->head_dim == y->head_dim && x->dim == y->dim && x->ffn_dim == y->ffn_dim &&
-           x->vocab == y->vocab && !strcmp(x->weights, y->weights) &&
+    return !strcmp(x->name, y->name) && x->n_layers == y->n_layers && x->n_heads == y->n_heads &&
+           x->n_kv_heads == y->n_kv_heads && x->head_dim == y->head_dim && x->dim == y->dim &&
+           x->ffn_dim == y->ffn_dim && x->vocab == y->vocab && !strcmp(x->weights, y->weights) &&
            !strcmp(a->trace.source, b->trace.source) && !strcmp(a->trace.path, b->trace.path) &&
            same_params(a->trace.params, a->trace.n_params, b->trace.params, b->trace.n_params) &&
            a->seed == b->seed && a->work.prompt_len == b->work.prompt_len &&
@@ -429,8 +429,8 @@ static void slot_finish(run_slot *sl, run_group_done done, void *ctx, size_t i)
 
 /* One prompt call of a live run of a group: KV head g of layer l at the span of cnt positions
  * from pos (replay_group_span_head), or (l UINT32_MAX) the prompt up to pos + cnt − 1. */
-static void slot_prompt(run_slot *s, size_t i, uint32_t pos, uint32_t cnt, uint32_t l,
-                        uint32_t g, run_group_done done, void *ctx)
+static void slot_prompt(run_slot *s, size_t i, uint32_t pos, uint32_t cnt, uint32_t l, uint32_t g,
+                        run_group_done done, void *ctx)
 {
     if (!s->live)
         return;
@@ -470,8 +470,8 @@ static uint32_t group_prompt(run_slot *sl, size_t n, replay **rs, replay_share *
     return cnt;
 }
 
-void run_execute_group(const run_cfg *const *cfg, size_t n, run_result *res,
-                       run_group_done done, void *ctx)
+void run_execute_group(const run_cfg *const *cfg, size_t n, run_result *res, run_group_done done,
+                       void *ctx)
 {
     run_slot *sl = calloc(n ? n : 1, sizeof *sl);
     replay **rs = calloc(n ? n : 1, sizeof *rs); /* group_prompt's */

@@ -12,8 +12,8 @@
 typedef struct run_result {
     run_metric *metric;
     size_t n_metric, cap_metric;
-    sim_result phase[PHASE_N];  /* per-phase breakdown (category and layer) */
-    double wall_s;              /* time the run took on this machine */
+    sim_result phase[PHASE_N]; /* per-phase breakdown (category and layer) */
+    double wall_s;             /* time the run took on this machine */
 } run_result;
 
 void run_result_init(run_result *r);

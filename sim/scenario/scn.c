@@ -26,12 +26,12 @@
 /* ---- messages ---------------------------------------------------------------------------- */
 
 typedef struct scn_ctx {
-    ys_ctx y;           /* messages and value readers (protocols/base/yschema.h) */
-    const char *path;   /* scenario file, for messages */
-    char dir[512];      /* its folder, for relative paths */
-    int zip;            /* sweep: zip */
+    ys_ctx y;         /* messages and value readers (protocols/base/yschema.h) */
+    const char *path; /* scenario file, for messages */
+    char dir[512];    /* its folder, for relative paths */
+    int zip;          /* sweep: zip */
     errbuf *e;
-    yx_node **made;     /* nodes built by the expansion (shallow: children are borrowed) */
+    yx_node **made; /* nodes built by the expansion (shallow: children are borrowed) */
     size_t n_made, cap_made;
 } scn_ctx;
 
@@ -65,8 +65,7 @@ static int unknown_name(scn_ctx *x, const yx_node *at, const char *what, const c
 }
 
 /* hint = head, then each of the n names after a space ("protocols: semi2k aby3"). */
-static void hint_names(char *hint, size_t cap, const char *head, const char *const *names,
-                       size_t n)
+static void hint_names(char *hint, size_t cap, const char *head, const char *const *names, size_t n)
 {
     size_t o = (size_t)snprintf(hint, cap, "%s", head);
     for (size_t i = 0; i < n && o < cap; i++)
@@ -151,8 +150,7 @@ static int expand_seq(scn_ctx *x, const yx_node *n, xset *out)
                     "empty list: a sweep over no values has no runs");
     for (size_t i = 0; i < n->n; i++) {
         if (n->item[i]->kind == YX_SEQ)
-            return fail(x, n->item[i], "write the values in one flat list",
-                        "a list inside a list");
+            return fail(x, n->item[i], "write the values in one flat list", "a list inside a list");
         xset sub = {0};
         int rc = expand(x, n->item[i], &sub);
         for (size_t j = 0; !rc && j < sub.n; j++)
@@ -324,20 +322,21 @@ static int resolve_path(scn_ctx *x, const yx_node *v, const char *key, char *out
             c += 2;
         if (stat(c, &st) == 0) {
             if (strlen(c) >= cap)
-                return fail(x, v, "move the file to a shorter path",
-                            "path for '%s' is too long", key);
+                return fail(x, v, "move the file to a shorter path", "path for '%s' is too long",
+                            key);
             snprintf(out, cap, "%s", c);
             return MS_OK;
         }
     }
     char hint[2400] = "";
-    hint_searched(hint, sizeof hint, "relative paths are looked up next to the scenario file "
-                  "(%s), then in the data directory: ", x->dir);
+    hint_searched(hint, sizeof hint,
+                  "relative paths are looked up next to the scenario file "
+                  "(%s), then in the data directory: ",
+                  x->dir);
     return fail(x, v, hint, "'%s': no such file or folder '%s'", key, p);
 }
 
 /* ---- model ------------------------------------------------------------------------------- */
-
 
 /* The model's keys (models/model.c's schema, canonical order) are equal in a and b. */
 static int models_equal(const model_cfg *a, const model_cfg *b)
@@ -366,7 +365,7 @@ static int load_named_model(scn_ctx *x, const yx_node *v, model_cfg *m, char *re
     if (rc)
         return rc;
     int is_path = strchr(v->str, '/') || strstr(v->str, ".yaml") || strstr(v->str, ".yml");
-    char (*names)[64];
+    char(*names)[64];
     size_t n;
     if ((rc = model_names(&names, &n)))
         return rc;
@@ -378,9 +377,11 @@ static int load_named_model(scn_ctx *x, const yx_node *v, model_cfg *m, char *re
         for (size_t k = 0; k < n; k++)
             cands[k] = names[k];
         char hint[1700] = "";
-        hint_searched(hint, sizeof hint, "'mpcsim list models' shows the shipped models; a path "
+        hint_searched(hint, sizeof hint,
+                      "'mpcsim list models' shows the shipped models; a path "
                       "to a model YAML or an inline mapping also works; models/%s.yaml was "
-                      "looked for in ", v->str);
+                      "looked for in ",
+                      v->str);
         rc = unknown_name(x, v, "model", v->str, cands, n, hint);
         free(names);
         return rc;
@@ -488,44 +489,74 @@ static int read_protocol(scn_ctx *x, const yx_node *v, run_cfg *c)
 /* A link's keys: latency and bandwidth in one of three units each (ranges in that unit: up to
  * 10^15 ns = 11.6 days of latency; bandwidth as net.h bounds it), and the token bucket. The
  * unit variants store nothing themselves (read_unit converts); 'burst_bytes' stores. */
-#define LINK_FIELDS                                                                            \
-    {"latency_ms", YS_DBL, YS_NONE, 0, 1e9, NULL, "one-way latency, milliseconds", NULL, 0,     \
-     NULL, NULL},                                                                              \
-    {"latency_us", YS_DBL, YS_NONE, 0, 1e12, NULL, "the same in microseconds", NULL, 0, NULL,  \
-     NULL},                                                                                    \
-    {"latency_ns", YS_DBL, YS_NONE, 0, 1e15, NULL, "the same in nanoseconds", NULL, 0, NULL,   \
-     NULL},                                                                                    \
-    {"bandwidth_mbps", YS_DBL, YS_NONE, NET_BW_MIN_BPS / 1e6, NET_BW_MAX_BPS / 1e6, NULL,       \
-     "bandwidth, megabits per second", NULL, 0, NULL, NULL},                                   \
-    {"bandwidth_gbps", YS_DBL, YS_NONE, NET_BW_MIN_BPS / 1e9, NET_BW_MAX_BPS / 1e9, NULL,       \
-     "the same in gigabits per second", NULL, 0, NULL, NULL},                                  \
-    {"bandwidth_bps", YS_DBL, YS_NONE, NET_BW_MIN_BPS, NET_BW_MAX_BPS, NULL,                   \
-     "the same in bits per second", NULL, 0, NULL, NULL},                                      \
-    {"burst_bytes", YS_U64, YS_AT(net_link, burst_bytes), 0, (double)NET_BURST_MAX, "0",        \
-     "token bucket depth: 0 (none) or at least one 1500-byte frame (validate --shape's tbf)",  \
-     NULL, 0, NULL, NULL}
+#define LINK_FIELDS                                                                             \
+    {"latency_ms", YS_DBL, YS_NONE, 0,   1e9, NULL, "one-way latency, milliseconds",            \
+     NULL,         0,      NULL,    NULL},                                                      \
+        {"latency_us", YS_DBL, YS_NONE, 0,   1e12, NULL, "the same in microseconds",            \
+         NULL,         0,      NULL,    NULL},                                                  \
+        {"latency_ns", YS_DBL, YS_NONE, 0,   1e15, NULL, "the same in nanoseconds",             \
+         NULL,         0,      NULL,    NULL},                                                  \
+        {"bandwidth_mbps",                                                                      \
+         YS_DBL,                                                                                \
+         YS_NONE,                                                                               \
+         NET_BW_MIN_BPS / 1e6,                                                                  \
+         NET_BW_MAX_BPS / 1e6,                                                                  \
+         NULL,                                                                                  \
+         "bandwidth, megabits per second",                                                      \
+         NULL,                                                                                  \
+         0,                                                                                     \
+         NULL,                                                                                  \
+         NULL},                                                                                 \
+        {"bandwidth_gbps",                                                                      \
+         YS_DBL,                                                                                \
+         YS_NONE,                                                                               \
+         NET_BW_MIN_BPS / 1e9,                                                                  \
+         NET_BW_MAX_BPS / 1e9,                                                                  \
+         NULL,                                                                                  \
+         "the same in gigabits per second",                                                     \
+         NULL,                                                                                  \
+         0,                                                                                     \
+         NULL,                                                                                  \
+         NULL},                                                                                 \
+        {"bandwidth_bps",                                                                       \
+         YS_DBL,                                                                                \
+         YS_NONE,                                                                               \
+         NET_BW_MIN_BPS,                                                                        \
+         NET_BW_MAX_BPS,                                                                        \
+         NULL,                                                                                  \
+         "the same in bits per second",                                                         \
+         NULL,                                                                                  \
+         0,                                                                                     \
+         NULL,                                                                                  \
+         NULL},                                                                                 \
+    {                                                                                           \
+        "burst_bytes", YS_U64, YS_AT(net_link, burst_bytes), 0, (double)NET_BURST_MAX, "0",     \
+            "token bucket depth: 0 (none) or at least one 1500-byte frame (validate --shape's " \
+            "tbf)",                                                                             \
+            NULL, 0, NULL, NULL                                                                 \
+    }
 
 static const ys_field link_fields[] = {LINK_FIELDS};
 static const ys_schema link_schema = YS_SCHEMA("link", link_fields, "scenarios/README.md");
 
 static const ys_field network_fields[] = {
-    {"preset", YS_OTHER, YS_NONE, 0, 0, NULL, "start from a preset ('mpcsim list networks')",
-     NULL, 0, NULL, "preset name"},
+    {"preset", YS_OTHER, YS_NONE, 0, 0, NULL, "start from a preset ('mpcsim list networks')", NULL,
+     0, NULL, "preset name"},
     {"name", YS_STR, YS_AT(net_cfg, name), 0, 0, NULL,
      "the network's name in labels (default: the preset's, or custom)", NULL, 0, NULL, NULL},
     LINK_FIELDS,
     {"links", YS_OTHER, YS_NONE, 0, 0, NULL,
-     "per-link values: {A->B: {…}} one direction, {A-B: {…}} both (keys of 'link')", NULL, 0,
+     "per-link values: {A->B: {…}} one direction, {A-B: {…}} both (keys of 'link')", NULL, 0, NULL,
+     "mapping"},
+    {"dealer", YS_OTHER, YS_NONE, 0, 0, NULL, "the dealer's offline link (keys of 'link')", NULL, 0,
      NULL, "mapping"},
-    {"dealer", YS_OTHER, YS_NONE, 0, 0, NULL, "the dealer's offline link (keys of 'link')", NULL,
-     0, NULL, "mapping"},
     {"wire", YS_OTHER, YS_NONE, 0, 0, NULL,
-     "framing: tcp, tls (tcp carrying TLS 1.3 records), none, or a mapping of 'wire' keys over tcp's",
+     "framing: tcp, tls (tcp carrying TLS 1.3 records), none, or a mapping of 'wire' keys over "
+     "tcp's",
      NULL, 0, NULL, "tcp|tls|none|mapping"},
 };
 #undef LINK_FIELDS
-static const ys_schema network_schema =
-    YS_SCHEMA("network", network_fields, "scenarios/README.md");
+static const ys_schema network_schema = YS_SCHEMA("network", network_fields, "scenarios/README.md");
 
 #define WF(member) YS_AT(net_wire, member)
 static const ys_field wire_fields[] = {
@@ -601,8 +632,9 @@ static int read_burst(scn_ctx *x, const yx_node *v, uint64_t *out)
     if (rc)
         return rc;
     if (l.burst_bytes && l.burst_bytes < NET_BURST_MIN)
-        return fail(x, v, "a token bucket must hold one 1500-byte frame: write 0 (no bucket) or "
-                          "at least 1500, e.g. 3100 as validate --shape gives tbf",
+        return fail(x, v,
+                    "a token bucket must hold one 1500-byte frame: write 0 (no bucket) or "
+                    "at least 1500, e.g. 3100 as validate --shape gives tbf",
                     "'burst_bytes' = %s is below one frame", v->str);
     *out = l.burst_bytes;
     return MS_OK;
@@ -645,8 +677,9 @@ static int read_link(scn_ctx *x, const yx_node *v, const char *where, net_link *
 static int read_wire(scn_ctx *x, const yx_node *v, net_wire *w)
 {
     static const char *const names[] = {"tcp", "tls", "none"};
-    const char *ex = "write 'wire: tcp' (Ethernet/IPv4/TCP framing), 'wire: tls' (TCP carrying TLS 1.3 "
-                     "records), 'wire: none', or e.g. 'wire: {mtu: 9000, msg_bytes: 32}'";
+    const char *ex =
+        "write 'wire: tcp' (Ethernet/IPv4/TCP framing), 'wire: tls' (TCP carrying TLS 1.3 "
+        "records), 'wire: none', or e.g. 'wire: {mtu: 9000, msg_bytes: 32}'";
     *w = NET_WIRE_TCP;
     if (v->kind == YX_SCALAR) {
         if (!strcmp(v->str, "none"))
@@ -677,8 +710,8 @@ static int read_links(scn_ctx *x, const yx_node *v, net_cfg *n)
         int a, b, len = 0;
         char arrow[3] = "";
         if (sscanf(k, "%d%2[->]%d%n", &a, arrow, &b, &len) != 3 || k[len] ||
-            (strcmp(arrow, "->") && strcmp(arrow, "-")) || a < 0 || b < 0 ||
-            a >= n->n_parties || b >= n->n_parties || a == b) {
+            (strcmp(arrow, "->") && strcmp(arrow, "-")) || a < 0 || b < 0 || a >= n->n_parties ||
+            b >= n->n_parties || a == b) {
             char hint[160];
             snprintf(hint, sizeof hint,
                      "links are named 'A->B' (one direction) or 'A-B' (both), with parties "
@@ -699,7 +732,8 @@ static int links_equal(const net_cfg *a, const net_cfg *b)
     if (strcmp(a->name, b->name) || a->n_parties != b->n_parties ||
         a->dealer.latency_ns != b->dealer.latency_ns ||
         a->dealer.bandwidth_bps != b->dealer.bandwidth_bps ||
-        a->dealer.burst_bytes != b->dealer.burst_bytes || memcmp(&a->wire, &b->wire, sizeof a->wire))
+        a->dealer.burst_bytes != b->dealer.burst_bytes ||
+        memcmp(&a->wire, &b->wire, sizeof a->wire))
         return 0;
     for (int i = 0; i < a->n_parties; i++)
         for (int j = 0; j < a->n_parties; j++)
@@ -761,14 +795,13 @@ static int read_network(scn_ctx *x, const yx_node *v, run_cfg *c)
         return rc;
     if ((rc = read_link_values(x, v, &all)))
         return rc;
-    int gl = yx_map_get(v, "latency_ms") || yx_map_get(v, "latency_us") ||
-             yx_map_get(v, "latency_ns");
+    int gl =
+        yx_map_get(v, "latency_ms") || yx_map_get(v, "latency_us") || yx_map_get(v, "latency_ns");
     int gb = yx_map_get(v, "bandwidth_mbps") || yx_map_get(v, "bandwidth_gbps") ||
              yx_map_get(v, "bandwidth_bps");
     if (!preset && (!gl || !gb))
         return fail(x, v, "give both, or start from a preset with 'preset: lan'",
-                    "missing required key '%s' in 'network'",
-                    gl ? "bandwidth_mbps" : "latency_ms");
+                    "missing required key '%s' in 'network'", gl ? "bandwidth_mbps" : "latency_ms");
     net_cfg *n = &c->net;
     if (preset)
         *n = base;
@@ -803,10 +836,9 @@ static int read_network(scn_ctx *x, const yx_node *v, run_cfg *c)
 
 /* ---- machine ----------------------------------------------------------------------------- */
 
-static const char *const mach_keys[] = {"base",        "name",         "mac_per_s",
-                                        "elem_per_s",  "prg_bytes_per_s", "threads",
-                                        "mac_par_eff", "elem_par_eff", "prg_par_eff",
-                                        "grain"};
+static const char *const mach_keys[] = {
+    "base",    "name",        "mac_per_s",    "elem_per_s",  "prg_bytes_per_s",
+    "threads", "mac_par_eff", "elem_par_eff", "prg_par_eff", "grain"};
 
 int scn_machine_names(char names[][64], size_t max, size_t *n)
 {
@@ -925,8 +957,8 @@ static const ys_field trace_fields[] = {
      "where attention and keys come from: none, record (the model reads a text), synth "
      "(generated), npy (an exported trace)",
      trace_sources, 0, NULL, NULL},
-    {"text", YS_OTHER, YS_NONE, 0, 0, NULL, "record: the text file the model reads", NULL, 0,
-     NULL, "path"},
+    {"text", YS_OTHER, YS_NONE, 0, 0, NULL, "record: the text file the model reads", NULL, 0, NULL,
+     "path"},
     {"path", YS_OTHER, YS_NONE, 0, 0, NULL, "npy: the trace's folder", NULL, 0, NULL, "path"},
     {"params", YS_OTHER, YS_NONE, 0, 0, NULL,
      "synth: generator parameters ('mpcsim list keys synth')", NULL, 0, NULL, "mapping"},
@@ -988,13 +1020,15 @@ static int read_trace(scn_ctx *x, const yx_node *v, run_cfg *c)
                     "'%s' does not apply to trace source '%s'", stray == text ? "text" : "path",
                     trace_sources[s]);
     if ((s == TS_RECORD || s == TS_NPY) && !file)
-        return fail(x, v, s == TS_RECORD ? "add 'text: FILE' (the text the model reads)"
-                                         : "add 'path: DIR' (a trace exported as .npy files)",
+        return fail(x, v,
+                    s == TS_RECORD ? "add 'text: FILE' (the text the model reads)"
+                                   : "add 'path: DIR' (a trace exported as .npy files)",
                     "missing required key '%s' in 'trace' (source %s)",
                     s == TS_RECORD ? "text" : "path", trace_sources[s]);
     if (s == TS_RECORD && !c->model.weights[0])
-        return fail(x, src, "record needs a model with weights (stories260K); use source: synth "
-                            "for the others",
+        return fail(x, src,
+                    "record needs a model with weights (stories260K); use source: synth "
+                    "for the others",
                     "trace source 'record' needs model weights, and model '%s' has none",
                     c->model.name);
     if (file && ((rc = need_scalar(x, file, s == TS_RECORD ? "text" : "path", "a path")) ||
@@ -1006,8 +1040,7 @@ static int read_trace(scn_ctx *x, const yx_node *v, run_cfg *c)
             return fail(x, params, "'params' goes with source: synth",
                         "'params' does not apply to trace source '%s'", trace_sources[s]);
         if ((rc = need_map(x, params, "params", "write e.g. params: {sinks: 4, window: 64}")) ||
-            (rc = read_free_params(x, params, "trace.params", c->trace.params,
-                                   &c->trace.n_params)))
+            (rc = read_free_params(x, params, "trace.params", c->trace.params, &c->trace.n_params)))
             return rc;
         qsort(c->trace.params, c->trace.n_params, sizeof *c->trace.params, kv_cmp);
     }
@@ -1150,8 +1183,8 @@ static int check_trace_length(scn_ctx *x, const yx_node *at, const run_cfg *c, u
     if (have >= need)
         return MS_OK;
     return fail(x, at, "shorten the workload, or give a longer trace",
-                "%s gives %u positions, and the run needs prompt_len + decode_len = %u + %u",
-                what, have, c->work.prompt_len, c->work.decode_len);
+                "%s gives %u positions, and the run needs prompt_len + decode_len = %u + %u", what,
+                have, c->work.prompt_len, c->work.decode_len);
 }
 
 static int check_run_needs(scn_ctx *x, const yx_node *r, const run_cfg *c)
@@ -1174,8 +1207,8 @@ static int check_run_needs(scn_ctx *x, const yx_node *r, const run_cfg *c)
             return err_set(x->e, MS_ERR_INPUT, "%s", te.msg);
         if (c->model.head_dim < 2)
             return fail(x, yx_map_get(tv, "source"), "use a model with head_dim >= 2",
-                        "a synthetic trace needs head_dim >= 2 (model '%s' has %u)",
-                        c->model.name, c->model.head_dim);
+                        "a synthetic trace needs head_dim >= 2 (model '%s' has %u)", c->model.name,
+                        c->model.head_dim);
         return MS_OK; /* generated as long as the run needs */
     }
     const yx_node *at = yx_map_get(tv, !strcmp(src, "npy") ? "path" : "text");
@@ -1217,38 +1250,38 @@ static const char *const sweep_modes[] = {"grid", "zip", NULL};
 
 #define META(member) YS_AT(scn_meta, member)
 static const ys_field root_fields[] = {
-    {"format", YS_U32, META(format), 1, 1000, "1", "scenario format; this mpcsim reads 1", NULL,
-     0, NULL, NULL},
-    {"name", YS_STR, META(name), 0, 0, NULL, "scenario name (default: the file's)", NULL, 0,
+    {"format", YS_U32, META(format), 1, 1000, "1", "scenario format; this mpcsim reads 1", NULL, 0,
      NULL, NULL},
-    {"description", YS_STR, META(description), 0, 0, NULL, "for people; not read", NULL, 0,
-     NULL, NULL},
+    {"name", YS_STR, META(name), 0, 0, NULL, "scenario name (default: the file's)", NULL, 0, NULL,
+     NULL},
+    {"description", YS_STR, META(description), 0, 0, NULL, "for people; not read", NULL, 0, NULL,
+     NULL},
     {"model", YS_OTHER, YS_NONE, 0, 0, NULL,
-     "a shipped model, a model file, or a mapping ('mpcsim list keys model')", NULL, YS_REQ,
-     NULL, "name|path|mapping"},
+     "a shipped model, a model file, or a mapping ('mpcsim list keys model')", NULL, YS_REQ, NULL,
+     "name|path|mapping"},
     {"protocol", YS_OTHER, YS_NONE, 0, 0, NULL,
      "semi2k or aby3, or a mapping ('mpcsim list keys protocol')", NULL, YS_REQ, NULL,
      "name|mapping"},
     {"network", YS_OTHER, YS_NONE, 0, 0, NULL,
-     "a preset, LATENCY/BANDWIDTH (20ms/300Mbps), or a mapping ('mpcsim list keys network')",
-     NULL, YS_REQ, NULL, "name|text|mapping"},
+     "a preset, LATENCY/BANDWIDTH (20ms/300Mbps), or a mapping ('mpcsim list keys network')", NULL,
+     YS_REQ, NULL, "name|text|mapping"},
     {"machine", YS_OTHER, YS_NONE, 0, 0, NULL,
      "a machine profile, or a mapping with 'base' ('mpcsim list keys machine'); default: "
      "default",
      NULL, 0, NULL, "name|mapping"},
     {"workload", YS_OTHER, YS_NONE, 0, 0, NULL, "prompt and decode ('mpcsim list keys workload')",
      NULL, YS_REQ, NULL, "mapping"},
-    {"trace", YS_OTHER, YS_NONE, 0, 0, NULL, "attention source ('mpcsim list keys trace')", NULL,
-     0, NULL, "mapping"},
+    {"trace", YS_OTHER, YS_NONE, 0, 0, NULL, "attention source ('mpcsim list keys trace')", NULL, 0,
+     NULL, "mapping"},
     {"policies", YS_OTHER, YS_NONE, 0, 0, NULL,
      "policy names or {name: …, PARAM: …} ('mpcsim list keys policy'); default: full", NULL, 0,
      NULL, "name|mapping|list"},
-    {"seed", YS_U64, YS_AT(run_cfg, seed), 0, 0, "1",
-     "seed of the synthetic trace and sampling", NULL, 0, NULL, NULL},
+    {"seed", YS_U64, YS_AT(run_cfg, seed), 0, 0, "1", "seed of the synthetic trace and sampling",
+     NULL, 0, NULL, NULL},
     {"sweep", YS_ENUM, META(sweep), 0, 0, "grid",
      "lists combine as a cartesian product (grid) or in step (zip)", sweep_modes, 0, NULL, NULL},
-    {"output", YS_STR, META(output), 0, 0, NULL, "results database (default: -o or results/)",
-     NULL, 0, NULL, NULL},
+    {"output", YS_STR, META(output), 0, 0, NULL, "results database (default: -o or results/)", NULL,
+     0, NULL, NULL},
     {"overlap", YS_BOOL, YS_AT(run_cfg, overlap), 0, 0, "false",
      "overlap a step's communication with its compute", NULL, 0, NULL, NULL},
     {"cases", YS_OTHER, YS_NONE, 0, 0, NULL,
@@ -1263,11 +1296,10 @@ const ys_schema *scn_schema(void) { return &root_schema; }
 static int read_run(scn_ctx *x, const yx_node *r, run_cfg *c)
 {
     static const char *const required[] = {"model", "protocol", "network", "workload"};
-    static const char *const hints[] = {
-        "add e.g. 'model: llama-2-7b' ('mpcsim list models')",
-        "add e.g. 'protocol: semi2k' ('mpcsim list protocols')",
-        "add e.g. 'network: lan' ('mpcsim list networks')",
-        "add e.g. 'workload: {prompt_len: 128, decode_len: 32}'"};
+    static const char *const hints[] = {"add e.g. 'model: llama-2-7b' ('mpcsim list models')",
+                                        "add e.g. 'protocol: semi2k' ('mpcsim list protocols')",
+                                        "add e.g. 'network: lan' ('mpcsim list networks')",
+                                        "add e.g. 'workload: {prompt_len: 128, decode_len: 32}'"};
     for (size_t i = 0; i < 4; i++)
         if (!yx_map_get(r, required[i]))
             return fail(x, r, hints[i], "missing required key '%s'", required[i]);
@@ -1279,8 +1311,7 @@ static int read_run(scn_ctx *x, const yx_node *r, run_cfg *c)
         (rc = read_machine(x, yx_map_get(r, "machine"), c)) ||
         (rc = read_workload(x, yx_map_get(r, "workload"), c)) ||
         (rc = read_trace(x, yx_map_get(r, "trace"), c)) ||
-        (rc = read_policy(x, yx_map_get(r, "policies"), c)) ||
-        (rc = check_run_needs(x, r, c)))
+        (rc = read_policy(x, yx_map_get(r, "policies"), c)) || (rc = check_run_needs(x, r, c)))
         return rc;
     c->seed = 1;
     if ((f = yx_map_get(r, "seed")) &&
@@ -1296,10 +1327,10 @@ static int read_run(scn_ctx *x, const yx_node *r, run_cfg *c)
 
 static int plain_ok(const char *s)
 {
-    if (!*s || yx_is_null(&(yx_node){.kind = YX_SCALAR, .str = (char *)s}) ||
-        bool_text(s) >= 0 || !strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                     "0123456789_./",
-                                     s[0]))
+    if (!*s || yx_is_null(&(yx_node){.kind = YX_SCALAR, .str = (char *)s}) || bool_text(s) >= 0 ||
+        !strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                "0123456789_./",
+                s[0]))
         return 0;
     return strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./+-") ==
            strlen(s);
@@ -1392,13 +1423,19 @@ static void put_network(FILE *f, const run_cfg *c)
     if (b->burst_bytes)
         fprintf(f, "  burst_bytes: %llu\n", (unsigned long long)b->burst_bytes);
     put_link(f, "  ", "dealer", &n->dealer, b->burst_bytes);
-    if (n->wire.mtu && n->wire.tls_record) /* TLS keys only when set: plain framings keep their text */
-        fprintf(f, "  wire: {mtu: %u, l2_bytes: %u, l3l4_bytes: %u, ack_every: %u, msg_bytes: %u, tls_record: %u, "
-                "tls_overhead: %u}\n", n->wire.mtu, n->wire.l2_bytes, n->wire.l3l4_bytes, n->wire.ack_every,
+    if (n->wire.mtu &&
+        n->wire.tls_record) /* TLS keys only when set: plain framings keep their text */
+        fprintf(f,
+                "  wire: {mtu: %u, l2_bytes: %u, l3l4_bytes: %u, ack_every: %u, msg_bytes: %u, "
+                "tls_record: %u, "
+                "tls_overhead: %u}\n",
+                n->wire.mtu, n->wire.l2_bytes, n->wire.l3l4_bytes, n->wire.ack_every,
                 n->wire.msg_bytes, n->wire.tls_record, n->wire.tls_overhead);
     else if (n->wire.mtu)
-        fprintf(f, "  wire: {mtu: %u, l2_bytes: %u, l3l4_bytes: %u, ack_every: %u, msg_bytes: %u}\n",
-                n->wire.mtu, n->wire.l2_bytes, n->wire.l3l4_bytes, n->wire.ack_every, n->wire.msg_bytes);
+        fprintf(f,
+                "  wire: {mtu: %u, l2_bytes: %u, l3l4_bytes: %u, ack_every: %u, msg_bytes: %u}\n",
+                n->wire.mtu, n->wire.l2_bytes, n->wire.l3l4_bytes, n->wire.ack_every,
+                n->wire.msg_bytes);
     int any = 0;
     for (int i = 0; i < n->n_parties; i++)
         for (int j = 0; j < n->n_parties; j++) {
@@ -1433,8 +1470,9 @@ static void put_protocol(FILE *f, const proto_cfg *p)
 {
     fputs("protocol:\n  name: ", f);
     put_str(f, p->name);
-    fprintf(f, "\n  ring_bits: %d\n  frac_bits: %d\n  exp_iters: %d\n  recip_iters: %d\n"
-               "  rsqrt_iters: %d\n  softmax_clip: ",
+    fprintf(f,
+            "\n  ring_bits: %d\n  frac_bits: %d\n  exp_iters: %d\n  recip_iters: %d\n"
+            "  rsqrt_iters: %d\n  softmax_clip: ",
             p->ring_bits, p->frac_bits, p->exp_iters, p->recip_iters, p->rsqrt_iters);
     put_dbl(f, p->softmax_clip);
     fprintf(f, "\n  beaver_cache: %s\n  trunc_local: %s\n  approx: ",
@@ -1505,8 +1543,9 @@ static void put_run(FILE *f, const run_cfg *c)
     fputs("\n  grain: ", f);
     put_dbl(f, c->machine.grain);
     fputc('\n', f);
-    fprintf(f, "workload:\n  prompt_len: %u\n  decode_len: %u\n  batch: %u\n"
-               "  prefill_in_mpc: %s\n  decode_stride: %u\n",
+    fprintf(f,
+            "workload:\n  prompt_len: %u\n  decode_len: %u\n  batch: %u\n"
+            "  prefill_in_mpc: %s\n  decode_stride: %u\n",
             c->work.prompt_len, c->work.decode_len, c->work.batch,
             c->work.prefill_in_mpc ? "true" : "false", c->work.decode_stride);
     fprintf(f, "trace:\n  source: %s\n", c->trace.source);
@@ -1562,8 +1601,9 @@ static char *read_text(const char *path, errbuf *e)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        err_set(e, MS_ERR_IO, "%s: error: cannot open scenario file\n"
-                              "  hint: check the path ('mpcsim run scenarios/quickstart.yaml')",
+        err_set(e, MS_ERR_IO,
+                "%s: error: cannot open scenario file\n"
+                "  hint: check the path ('mpcsim run scenarios/quickstart.yaml')",
                 path);
         return NULL;
     }

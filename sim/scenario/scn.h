@@ -14,8 +14,8 @@
 typedef struct scenario {
     char name[64];
     char path[512];
-    char *yaml;          /* the scenario file's text */
-    char db[512];        /* output database named in the file ("output:"), may be empty */
+    char *yaml;   /* the scenario file's text */
+    char db[512]; /* output database named in the file ("output:"), may be empty */
     run_cfg *runs;
     size_t n_runs;
 } scenario;

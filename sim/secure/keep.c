@@ -17,13 +17,13 @@ typedef struct prep {
     const policy_ops *pol;
     void *st;
     secpol_keep *k;
-    const llama *pm;     /* the model the policy runs on (for W_o) */
+    const llama *pm; /* the model the policy runs on (for W_o) */
     uint32_t prompt, cur_layer, cur_pos;
     int prefilled, err;
-    uint8_t *keep;       /* Hkv × max_len of the current (pos, layer) */
-    float *q;            /* L × H·d: the full-cache model's queries at the current position */
-    float *kbuf;         /* L × max_len × Hkv·d: keys the policy model cached */
-    int own_q;           /* the policy model's own queries (what a secure session computes) */
+    uint8_t *keep; /* Hkv × max_len of the current (pos, layer) */
+    float *q;      /* L × H·d: the full-cache model's queries at the current position */
+    float *kbuf;   /* L × max_len × Hkv·d: keys the policy model cached */
+    int own_q;     /* the policy model's own queries (what a secure session computes) */
     errbuf *e;
 } prep;
 
@@ -84,7 +84,8 @@ static void prep_layer(void *ctx, const llama_layer_view *v)
     snprintf(nm, sizeof nm, "L%u.wo", v->layer);
     /* only what the policy asked for (policy.h: arrays not asked for are NULL) */
     unsigned need = c->pol->needs ? c->pol->needs(c->st, v->pos) : ~0u;
-    policy_obs o = {.layer = v->layer, .pos = v->pos,
+    policy_obs o = {.layer = v->layer,
+                    .pos = v->pos,
                     .q = need & POLICY_NEED_Q ? v->q : NULL,
                     .k = need & POLICY_NEED_K ? v->k : NULL,
                     .v = need & POLICY_NEED_V ? v->v : NULL,
@@ -104,14 +105,17 @@ static int prep_ffn(void *ctx, uint32_t layer, uint32_t pos, const float *ffn_pr
 }
 
 /* "key=value" strings as a policy's scenario parameters, checked as a scenario's are. */
-static int prep_args(const policy_ops *pol, const char *const *params, size_t n, kv_param *kv, errbuf *e)
+static int prep_args(const policy_ops *pol, const char *const *params, size_t n, kv_param *kv,
+                     errbuf *e)
 {
     for (size_t i = 0; i < n; i++) {
         const char *eq = strchr(params[i], '=');
         if (!eq || eq == params[i] || (size_t)(eq - params[i]) >= sizeof kv[i].key ||
             strlen(eq + 1) >= sizeof kv[i].val)
-            return err_set(e, MS_ERR_INPUT, "--policy-param wants KEY=VALUE (a policy parameter), "
-                           "not '%s'", params[i]);
+            return err_set(e, MS_ERR_INPUT,
+                           "--policy-param wants KEY=VALUE (a policy parameter), "
+                           "not '%s'",
+                           params[i]);
         memset(&kv[i], 0, sizeof kv[i]);
         memcpy(kv[i].key, params[i], (size_t)(eq - params[i]));
         snprintf(kv[i].val, sizeof kv[i].val, "%s", eq + 1);
@@ -120,8 +124,8 @@ static int prep_args(const policy_ops *pol, const char *const *params, size_t n,
 }
 
 int secinf_policy_replay(const model_cfg *m, llama *ref, const char *policy,
-                         const char *const *params, size_t n_params, const int *tokens,
-                         uint32_t n, uint32_t prompt, secpol_keep *k, float *logits, errbuf *e)
+                         const char *const *params, size_t n_params, const int *tokens, uint32_t n,
+                         uint32_t prompt, secpol_keep *k, float *logits, errbuf *e)
 {
     memset(k, 0, sizeof *k);
     const policy_ops *pol = policy_find(policy);
@@ -137,12 +141,19 @@ int secinf_policy_replay(const model_cfg *m, llama *ref, const char *policy,
     llama *pm = NULL;
     if ((rc = secpol_load_model(m, "policy replay", &pm, e)))
         return rc;
-    *k = (secpol_keep){.from = prompt, .max_len = n, .n_layers = m->n_layers, .n_kv_heads = m->n_kv_heads};
+    *k = (secpol_keep){
+        .from = prompt, .max_len = n, .n_layers = m->n_layers, .n_kv_heads = m->n_kv_heads};
     size_t KD = (size_t)m->n_kv_heads * m->head_dim;
     /* a policy whose selection on shares asks for it selects with the query of the model it runs
      * in (as that selection does); the others see the full-cache model's, as the simulator's
      * replay */
-    prep c = {.m = m, .pol = pol, .k = k, .pm = pm, .prompt = prompt, .cur_layer = UINT32_MAX, .e = e,
+    prep c = {.m = m,
+              .pol = pol,
+              .k = k,
+              .pm = pm,
+              .prompt = prompt,
+              .cur_layer = UINT32_MAX,
+              .e = e,
               .own_q = pol->secure && pol->secure->own_query};
     k->keep = calloc((size_t)n * m->n_layers * m->n_kv_heads * n + 1, 1);
     c.keep = calloc((size_t)m->n_kv_heads * (n + 1), 1);
@@ -151,19 +162,28 @@ int secinf_policy_replay(const model_cfg *m, llama *ref, const char *policy,
     float *lf = malloc((size_t)m->vocab * sizeof *lf);
     if (!k->keep || !c.keep || !c.q || !c.kbuf || !lf)
         rc = err_set(e, MS_ERR_NOMEM, "policy replay: out of memory");
-    policy_env env = {.n_layers = m->n_layers, .n_heads = m->n_heads, .n_kv_heads = m->n_kv_heads,
-                      .head_dim = m->head_dim, .dim = m->dim, .ffn_dim = m->ffn_dim,
-                      .prompt_len = prompt, .max_len = n, .gather_k = prep_gather_k, .kv_ctx = &c};
+    policy_env env = {.n_layers = m->n_layers,
+                      .n_heads = m->n_heads,
+                      .n_kv_heads = m->n_kv_heads,
+                      .head_dim = m->head_dim,
+                      .dim = m->dim,
+                      .ffn_dim = m->ffn_dim,
+                      .prompt_len = prompt,
+                      .max_len = n,
+                      .gather_k = prep_gather_k,
+                      .kv_ctx = &c};
     policy_args a = {.kv = kv, .n = n_params, .path = "--policy-param"};
     if (!rc)
         rc = pol->init(&env, &a, &c.st, e);
     llama_hooks hf = {.ctx = &c, .on_layer = prep_full_layer};
-    llama_hooks hp = {.ctx = &c, .on_layer = prep_layer, .attend_mask = prep_mask, .ffn_mask = prep_ffn};
+    llama_hooks hp = {
+        .ctx = &c, .on_layer = prep_layer, .attend_mask = prep_mask, .ffn_mask = prep_ffn};
     llama_reset(ref);
     for (uint32_t pos = 0; !rc && pos < n; pos++) {
         rc = llama_forward(ref, tokens[pos], pos, &hf, lf);
         if (!rc)
-            rc = llama_forward(pm, tokens[pos], pos, &hp, logits ? logits + (size_t)pos * m->vocab : lf);
+            rc = llama_forward(pm, tokens[pos], pos, &hp,
+                               logits ? logits + (size_t)pos * m->vocab : lf);
         if (!rc && c.err)
             rc = e->msg[0] ? MS_ERR_INPUT : err_set(e, MS_ERR_INPUT, "policy %s failed", policy);
     }
@@ -176,7 +196,8 @@ int secinf_policy_replay(const model_cfg *m, llama *ref, const char *policy,
     return rc;
 }
 
-/* ---- policies inside MPC: which way, public keep masks ----------------------------------------- */
+/* ---- policies inside MPC: which way, public keep masks -----------------------------------------
+ */
 
 int secinf_public_keep(const model_cfg *m, const char *policy, const char *const *params,
                        size_t n_params, uint32_t n, uint32_t prompt, secpol_keep *k, errbuf *e)
@@ -186,22 +207,29 @@ int secinf_public_keep(const model_cfg *m, const char *policy, const char *const
     if (!pol)
         return err_set(e, MS_ERR_INPUT, "unknown policy '%s'", policy);
     if (pol->observe)
-        return err_set(e, MS_ERR_INPUT, "policy %s observes the model: its kept set is not public", policy);
+        return err_set(e, MS_ERR_INPUT, "policy %s observes the model: its kept set is not public",
+                       policy);
     if (!prompt || prompt > n || n_params > RUN_MAX_PARAMS)
-        return err_set(e, MS_ERR_INPUT, "policy %s: prompt %u of %u tokens, %zu parameters", policy, prompt, n,
-                       n_params);
+        return err_set(e, MS_ERR_INPUT, "policy %s: prompt %u of %u tokens, %zu parameters", policy,
+                       prompt, n, n_params);
     kv_param kv[RUN_MAX_PARAMS];
     int rc = prep_args(pol, params, n_params, kv, e);
     if (rc)
         return rc;
-    policy_env env = {.n_layers = m->n_layers, .n_heads = m->n_heads, .n_kv_heads = m->n_kv_heads,
-                      .head_dim = m->head_dim, .dim = m->dim, .ffn_dim = m->ffn_dim, .prompt_len = prompt,
+    policy_env env = {.n_layers = m->n_layers,
+                      .n_heads = m->n_heads,
+                      .n_kv_heads = m->n_kv_heads,
+                      .head_dim = m->head_dim,
+                      .dim = m->dim,
+                      .ffn_dim = m->ffn_dim,
+                      .prompt_len = prompt,
                       .max_len = n};
     policy_args a = {.kv = kv, .n = n_params, .path = "--policy-param"};
     void *st = NULL;
     if ((rc = pol->init(&env, &a, &st, e)))
         return rc;
-    *k = (secpol_keep){.from = prompt, .max_len = n, .n_layers = m->n_layers, .n_kv_heads = m->n_kv_heads};
+    *k = (secpol_keep){
+        .from = prompt, .max_len = n, .n_layers = m->n_layers, .n_kv_heads = m->n_kv_heads};
     k->keep = calloc((size_t)n * m->n_layers * m->n_kv_heads * n + 1, 1);
     uint8_t *row = calloc((size_t)m->n_kv_heads * (n + 1), 1);
     if (!k->keep || !row)
@@ -213,7 +241,8 @@ int secinf_public_keep(const model_cfg *m, const char *policy, const char *const
         for (uint32_t l = 0; !rc && l < m->n_layers; l++) {
             rc = pol->select(st, l, pos, NULL, row, e);
             for (uint32_t g = 0; !rc && g < m->n_kv_heads; g++)
-                memcpy(k->keep + (((size_t)pos * m->n_layers + l) * m->n_kv_heads + g) * n, row + (size_t)g * pos, pos);
+                memcpy(k->keep + (((size_t)pos * m->n_layers + l) * m->n_kv_heads + g) * n,
+                       row + (size_t)g * pos, pos);
         }
     pol->fini(st);
     free(row);
@@ -241,8 +270,13 @@ int secinf_spol_of(const model_cfg *m, const char *policy, const char *const *pa
         return err_set(e, MS_ERR_INPUT, "policy %s: %zu parameters", policy, n_params);
     kv_param kv[RUN_MAX_PARAMS];
     int rc = prep_args(pol, params, n_params, kv, e);
-    policy_env env = {.n_layers = m->n_layers, .n_heads = m->n_heads, .n_kv_heads = m->n_kv_heads,
-                      .head_dim = m->head_dim, .dim = m->dim, .ffn_dim = m->ffn_dim, .prompt_len = prompt,
+    policy_env env = {.n_layers = m->n_layers,
+                      .n_heads = m->n_heads,
+                      .n_kv_heads = m->n_kv_heads,
+                      .head_dim = m->head_dim,
+                      .dim = m->dim,
+                      .ffn_dim = m->ffn_dim,
+                      .prompt_len = prompt,
                       .max_len = n};
     policy_args a = {.kv = kv, .n = n_params, .path = "--policy-param"};
     if (!rc)

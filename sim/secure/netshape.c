@@ -40,12 +40,14 @@ int netshape_up(netshape *s, int n_nodes, double rate_bps, errbuf *e)
 {
     memset(s, 0, sizeof *s);
     if (geteuid() != 0)
-        return err_set(e, MS_ERR_NET, "bandwidth shaping needs root (network namespaces, tc)\n"
+        return err_set(e, MS_ERR_NET,
+                       "bandwidth shaping needs root (network namespaces, tc)\n"
                        "---> HINT: run as root, or leave out --shape (loopback, latency injected)");
     if (sh("command -v ip") || sh("command -v tc"))
         return err_set(e, MS_ERR_NET, "bandwidth shaping needs iproute2's ip and tc");
     if (rate_bps < 1e5 || rate_bps > 1e11)
-        return err_set(e, MS_ERR_RANGE, "tbf rate %.3g bit/s outside 100 kbit/s … 100 Gbit/s", rate_bps);
+        return err_set(e, MS_ERR_RANGE, "tbf rate %.3g bit/s outside 100 kbit/s … 100 Gbit/s",
+                       rate_bps);
     s->n_nodes = n_nodes;
     s->rate_bps = rate_bps;
     snprintf(s->tag, sizeof s->tag, "mv%u", (unsigned)getpid() % 100000u);
@@ -57,7 +59,8 @@ int netshape_up(netshape *s, int n_nodes, double rate_bps, errbuf *e)
         if (sh("ip netns add %s", s->ns[i]) || sh("ip -n %s link set lo up", s->ns[i]) ||
             sh("ip -n %s addr add %s/32 dev lo", s->ns[i], s->ip[i])) {
             netshape_down(s);
-            return err_set(e, MS_ERR_NET, "cannot create network namespace %s (ip netns add failed)", s->ns[i]);
+            return err_set(e, MS_ERR_NET,
+                           "cannot create network namespace %s (ip netns add failed)", s->ns[i]);
         }
     }
     /* tbf: a bucket of 1 ms of traffic (at least two full frames), so a message is serialized
@@ -65,19 +68,24 @@ int netshape_up(netshape *s, int n_nodes, double rate_bps, errbuf *e)
     unsigned long burst = (unsigned long)net_tbf_burst_bytes(rate_bps);
     for (int i = 0; i < n_nodes; i++)
         for (int j = i + 1; j < n_nodes; j++) {
-            int bad = sh("ip link add %sx%d%d netns %s mtu %u type veth peer name %sx%d%d netns %s mtu %u", s->tag, i,
-                         j, s->ns[i], NETSHAPE_MTU, s->tag, j, i, s->ns[j], NETSHAPE_MTU);
+            int bad = sh(
+                "ip link add %sx%d%d netns %s mtu %u type veth peer name %sx%d%d netns %s mtu %u",
+                s->tag, i, j, s->ns[i], NETSHAPE_MTU, s->tag, j, i, s->ns[j], NETSHAPE_MTU);
             for (int d = 0; d < 2 && !bad; d++) {
                 int a = d ? j : i, b = d ? i : j;
                 bad = sh("ip -n %s link set %sx%d%d up", s->ns[a], s->tag, a, b) ||
-                      sh("ip -n %s route add %s/32 dev %sx%d%d src %s", s->ns[a], s->ip[b], s->tag, a, b, s->ip[a]) ||
-                      sh("ip netns exec %s tc qdisc add dev %sx%d%d root tbf rate %.0fbit burst %lu latency 1000ms",
+                      sh("ip -n %s route add %s/32 dev %sx%d%d src %s", s->ns[a], s->ip[b], s->tag,
+                         a, b, s->ip[a]) ||
+                      sh("ip netns exec %s tc qdisc add dev %sx%d%d root tbf rate %.0fbit burst "
+                         "%lu latency 1000ms",
                          s->ns[a], s->tag, a, b, rate_bps, burst);
             }
             if (bad) {
                 netshape_down(s);
-                return err_set(e, MS_ERR_NET, "cannot set up the veth pair or tbf qdisc between nodes %d and %d "
-                               "(kernel without veth or sch_tbf?)", i, j);
+                return err_set(e, MS_ERR_NET,
+                               "cannot set up the veth pair or tbf qdisc between nodes %d and %d "
+                               "(kernel without veth or sch_tbf?)",
+                               i, j);
             }
         }
     return MS_OK;
@@ -93,8 +101,8 @@ void netshape_down(netshape *s)
     s->up = 0;
 }
 
-static void node_child(const netshape *s, const mpc_launch *l, const char *keys, int i, int n_parties,
-                       mpc_node_fn fn, void *arg, const char *outp, const char *stp)
+static void node_child(const netshape *s, const mpc_launch *l, const char *keys, int i,
+                       int n_parties, mpc_node_fn fn, void *arg, const char *outp, const char *stp)
 {
     errbuf err = {{0}};
     mpc_net_stats st;
@@ -104,13 +112,19 @@ static void node_child(const netshape *s, const mpc_launch *l, const char *keys,
     snprintf(path, sizeof path, "/var/run/netns/%s", s->ns[i]);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0 || setns(fd, CLONE_NEWNET) != 0)
-        rc = err_set(&err, MS_ERR_NET, "node %d: cannot enter namespace %s: %s", i, s->ns[i], strerror(errno));
+        rc = err_set(&err, MS_ERR_NET, "node %d: cannot enter namespace %s: %s", i, s->ns[i],
+                     strerror(errno));
     FILE *out = fopen(outp, "wb");
     if (!rc && !out)
         rc = err_set(&err, MS_ERR_IO, "node %d: cannot write %s", i, outp);
-    mpc_net_cfg nc = {.self = i, .n_nodes = s->n_nodes, .n_parties = n_parties, .listen_fd = -1,
-                      .timeout_ms = l->timeout_ms ? l->timeout_ms : 5000, .connect_timeout_ms = 10000,
-                      .latency_ns = l->latency_ns, .plaintext = l->plaintext};
+    mpc_net_cfg nc = {.self = i,
+                      .n_nodes = s->n_nodes,
+                      .n_parties = n_parties,
+                      .listen_fd = -1,
+                      .timeout_ms = l->timeout_ms ? l->timeout_ms : 5000,
+                      .connect_timeout_ms = 10000,
+                      .latency_ns = l->latency_ns,
+                      .plaintext = l->plaintext};
     snprintf(nc.keys, sizeof nc.keys, "%s", keys);
     for (int j = 0; j < s->n_nodes; j++) {
         snprintf(nc.host[j], sizeof nc.host[j], "%s", s->ip[j]);
@@ -156,8 +170,8 @@ static uint8_t *slurp(const char *path, size_t *len)
 
 /* Waits for every node (pid ≤ 0: its fork failed); after deadline_ms since t0 the nodes
  * still running are killed. */
-static int wait_nodes(const pid_t *pid, int nodes, int deadline_ms, const struct timespec *t0, int *status,
-                      errbuf *e)
+static int wait_nodes(const pid_t *pid, int nodes, int deadline_ms, const struct timespec *t0,
+                      int *status, errbuf *e)
 {
     int left = nodes, rc = MS_OK, done[MPC_NODES_MAX] = {0};
     while (left) {
@@ -177,7 +191,8 @@ static int wait_nodes(const pid_t *pid, int nodes, int deadline_ms, const struct
                     done[i] = 1;
                 }
             left = 0;
-            rc = err_set(e, MS_ERR_TIMEOUT, "shaped session: nodes killed after %d ms", deadline_ms);
+            rc =
+                err_set(e, MS_ERR_TIMEOUT, "shaped session: nodes killed after %d ms", deadline_ms);
         }
         if (left) {
             struct timespec ts = {0, 2000000};
@@ -214,7 +229,8 @@ int netshape_launch(const netshape *s, const mpc_launch *l, mpc_node_fn fn, void
 {
     int semi = !strcmp(l->cfg.name, "semi2k"), n_parties = semi ? 2 : 3, nodes = 3;
     if (!s->up || s->n_nodes != nodes)
-        return err_set(e, MS_ERR_INTERNAL, "netshape: %d namespaces for %d nodes", s->n_nodes, nodes);
+        return err_set(e, MS_ERR_INTERNAL, "netshape: %d namespaces for %d nodes", s->n_nodes,
+                       nodes);
     *n_nodes = nodes;
     memset(res, 0, sizeof *res * (size_t)nodes);
     char dir[] = "/tmp/mpcsim-shape-XXXXXX", outp[MPC_NODES_MAX][64], stp[MPC_NODES_MAX][64];

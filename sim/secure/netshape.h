@@ -13,8 +13,8 @@
 
 typedef struct netshape {
     int n_nodes;
-    char tag[16];                /* prefix of every namespace and interface name */
-    char ns[MPC_NODES_MAX][32];  /* node namespaces */
+    char tag[16];               /* prefix of every namespace and interface name */
+    char ns[MPC_NODES_MAX][32]; /* node namespaces */
     char ip[MPC_NODES_MAX][32];
     double rate_bps;
     int up;

@@ -20,21 +20,24 @@ static uint64_t now_ns(void)
 
 /* ---- the step list --------------------------------------------------------------------------- */
 
-uint32_t secinf_n_steps(const secinf_opts *o)
-{
-    return 1 + (o->n_tokens - o->prefill) + o->n_gen;
-}
+uint32_t secinf_n_steps(const secinf_opts *o) { return 1 + (o->n_tokens - o->prefill) + o->n_gen; }
 
 secpol_run secinf_public(const secinf_opts *o)
 {
-    return (secpol_run){.model = o->model, .tokens = o->tokens, .n_tokens = o->n_tokens,
-                        .prefill = o->prefill, .n_gen = o->n_gen};
+    return (secpol_run){.model = o->model,
+                        .tokens = o->tokens,
+                        .n_tokens = o->n_tokens,
+                        .prefill = o->prefill,
+                        .n_gen = o->n_gen};
 }
 
 secpol_opened secinf_opened(const secinf_result *r)
 {
-    return (secpol_opened){.n_steps = r->n_steps, .vocab = r->vocab, .vals = r->audit,
-                           .n_vals = r->n_audit, .logits = r->logits};
+    return (secpol_opened){.n_steps = r->n_steps,
+                           .vocab = r->vocab,
+                           .vals = r->audit,
+                           .n_vals = r->n_audit,
+                           .logits = r->logits};
 }
 
 /* Step s: new tokens and cached entries before it (the step list: secpol.h). */
@@ -112,9 +115,16 @@ static int pad_mask(op_program *p, const model_cfg *m, uint32_t l, const uint32_
         char nm[48];
         snprintf(nm, sizeof nm, "L%u.pad_mask", l);
         uint32_t t = op_tensor_add(p, nm, OPT_PUBLIC, DOM_ARITH, q->batch, q->m, q->n);
-        op add = {.kind = OP_ADD_PUB, .phase = q->phase, .cat = OPC_SOFTMAX, .layer = q->layer,
-                  .group = -1, .batch = q->batch, .m = q->m, .n = q->n,
-                  .in = {q->in[0], t, OP_NONE}, .out = q->in[0]};
+        op add = {.kind = OP_ADD_PUB,
+                  .phase = q->phase,
+                  .cat = OPC_SOFTMAX,
+                  .layer = q->layer,
+                  .group = -1,
+                  .batch = q->batch,
+                  .m = q->m,
+                  .n = q->n,
+                  .in = {q->in[0], t, OP_NONE},
+                  .out = q->in[0]};
         if (t == OP_NONE || op_emit(p, &add) < 0)
             return err_set(e, MS_ERR_NOMEM, "secure inference: out of memory");
         memmove(&p->ops[i + 1], &p->ops[i], (p->n_ops - 1 - i) * sizeof *p->ops);
@@ -168,12 +178,12 @@ int secinf_step_program(const secinf_opts *o, uint32_t s, op_program *p, errbuf 
 typedef struct node_ctx {
     const secinf_opts *o;
     int frac;
-    uint32_t s, t;       /* current step, its token count */
-    const int *toks;     /* tokens of the current step */
-    double *aud;         /* the step's audit values (P0, opts.audit) */
+    uint32_t s, t;   /* current step, its token count */
+    const int *toks; /* tokens of the current step */
+    double *aud;     /* the step's audit values (P0, opts.audit) */
     uint32_t n_aud, cap_aud;
-    secpol_run pub;      /* what the policy on shares sees */
-    void *pol;           /* its node state (secpol_ops.node_new) */
+    secpol_run pub; /* what the policy on shares sees */
+    void *pol;      /* its node state (secpol_ops.node_new) */
 } node_ctx;
 
 /* Binding: the model owner's weights by name (fixed point), the client's one-hot rows. */
@@ -205,7 +215,8 @@ static int bind(void *ctx, const op_tensor *t, uint64_t *out, size_t n)
         uint32_t t_, kv, G = m->n_heads / m->n_kv_heads, n_cols = t->cols;
         step_shape(c->o, c->s, &t_, &kv);
         for (size_t i = 0; i < n; i++) {
-            uint32_t h = (uint32_t)(i / ((size_t)t->rows * n_cols)) % m->n_heads, j = (uint32_t)(i % n_cols);
+            uint32_t h = (uint32_t)(i / ((size_t)t->rows * n_cols)) % m->n_heads,
+                     j = (uint32_t)(i % n_cols);
             uint32_t cnt = kept_of(c->o->keep, kv, (uint32_t)l, h / G, NULL);
             out[i] = j > cnt ? fx_encode(PAD_MASK, c->frac) : 0; /* row 0 new, rows 1 … cnt kept */
         }
@@ -299,7 +310,8 @@ static int spol_audit(eng *e, mpc_net *net, node_ctx *c, const op_program *p, mp
     secpol_step st = secpol_step_of(&c->pub, c->s);
     char nm[48];
     int is_score;
-    for (size_t w = 0; o->spol.ops->audit_tensor(o->spol.cfg, &c->pub, &st, w, nm, &is_score); w++) {
+    for (size_t w = 0; o->spol.ops->audit_tensor(o->spol.cfg, &c->pub, &st, w, nm, &is_score);
+         w++) {
         uint32_t id = op_tensor_find(p, nm);
         if (id == OP_NONE)
             continue;
@@ -331,8 +343,8 @@ static int spol_audit(eng *e, mpc_net *net, node_ctx *c, const op_program *p, mp
  * name, mpc_run_setup_from), cache binding, ops, logits, cache update. Writes the step's
  * record: n_ops, setup stat, op stats, wall ns. */
 static int node_step(eng *e, mpc_net *net, node_ctx *c, op_program *p, mpc_program_run *prev,
-                     mpc_program_run *r, mpc_val *kf, mpc_val *vf, double *logits, int *tok, FILE *out,
-                     errbuf *err)
+                     mpc_program_run *r, mpc_val *kf, mpc_val *vf, double *logits, int *tok,
+                     FILE *out, errbuf *err)
 {
     const secinf_opts *o = c->o;
     const model_cfg *m = o->model;
@@ -361,9 +373,11 @@ static int node_step(eng *e, mpc_net *net, node_ctx *c, op_program *p, mpc_progr
         for (int w = 0; w < 2 && !rc; w++) {
             uint32_t id = op_layer_find(p, (int)l, w ? "vcache" : "kcache");
             if (id == OP_NONE)
-                return err_set(err, MS_ERR_INTERNAL, "secure inference: no tensor L%u.%ccache", l, w ? 'v' : 'k');
+                return err_set(err, MS_ERR_INTERNAL, "secure inference: no tensor L%u.%ccache", l,
+                               w ? 'v' : 'k');
             e->vt->release(e, &r->vals[id]);
-            rc = cache_in(e, o, w ? &vf[l] : &kf[l], kv, l, p->tens[id].rows, policy_layout(o, s), &r->vals[id]);
+            rc = cache_in(e, o, w ? &vf[l] : &kf[l], kv, l, p->tens[id].rows, policy_layout(o, s),
+                          &r->vals[id]);
         }
     if (!rc)
         rc = mpc_run_ops(e, net, r, 0, p->n_ops, err);
@@ -371,7 +385,8 @@ static int node_step(eng *e, mpc_net *net, node_ctx *c, op_program *p, mpc_progr
         rc = sp->update(c->pol, e, net, p, r, &st, err);
     for (uint32_t l = 0; !rc && !own_cache && l < m->n_layers; l++)
         for (int w = 0; w < 2 && !rc; w++) {
-            uint32_t id = op_layer_find(p, (int)l, w ? "vcache" : "kcache"), cnt = policy_layout(o, s) ? 0 : kv; /* the new row */
+            uint32_t id = op_layer_find(p, (int)l, w ? "vcache" : "kcache"),
+                     cnt = policy_layout(o, s) ? 0 : kv; /* the new row */
             rc = cache_out(e, o, w ? &vf[l] : &kf[l], &r->vals[id], kv, t, cnt, p->tens[id].rows);
         }
     uint64_t ns = now_ns() - t0;
@@ -405,11 +420,14 @@ int secinf_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
     memset(run, 0, sizeof run);
     mpc_val *kf = calloc(m->n_layers, sizeof *kf), *vf = calloc(m->n_layers, sizeof *vf);
     double *logits = calloc(m->vocab, sizeof *logits);
-    int rc = kf && vf && logits ? MS_OK : err_set(err, MS_ERR_NOMEM, "secure inference: out of memory");
+    int rc =
+        kf && vf && logits ? MS_OK : err_set(err, MS_ERR_NOMEM, "secure inference: out of memory");
     if (!rc && o->spol.ops)
         rc = o->spol.ops->node_new(o->spol.cfg, &c.pub, &c.pol, err);
     size_t n_rev = 0;
-    const uint32_t *rev = !rc && o->spol.ops && o->spol.ops->revealed ? o->spol.ops->revealed(o->spol.cfg, &n_rev) : NULL;
+    const uint32_t *rev = !rc && o->spol.ops && o->spol.ops->revealed
+                              ? o->spol.ops->revealed(o->spol.cfg, &n_rev)
+                              : NULL;
     int tok = 0;
     for (uint32_t s = 0; !rc && s < S; s++) {
         c.s = s;
@@ -418,7 +436,8 @@ int secinf_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
         step_shape(o, s, &t, &kv);
         if (s && kv < o->n_tokens)
             tok = o->tokens[kv];
-        rc = node_step(e, net, &c, &p[s & 1], &run[(s + 1) & 1], &run[s & 1], kf, vf, logits, &tok, out, err);
+        rc = node_step(e, net, &c, &p[s & 1], &run[(s + 1) & 1], &run[s & 1], kf, vf, logits, &tok,
+                       out, err);
         if (rc)
             break;
         int is_p0 = !mpc_engine_is_dealer(e) && e->party == 0;
@@ -461,11 +480,13 @@ static int parse_node(secinf_result *r, const mpc_node_result *nr, uint32_t node
         secinf_node_step *st = &r->st[(size_t)s * r->n_nodes + node];
         uint32_t n;
         if (b + sizeof n > end)
-            return err_set(e, MS_ERR_PEER, "secure inference: node %u reported %u of %u steps", node, s, r->n_steps);
+            return err_set(e, MS_ERR_PEER, "secure inference: node %u reported %u of %u steps",
+                           node, s, r->n_steps);
         memcpy(&n, b, sizeof n), b += sizeof n;
         size_t need = sizeof st->setup + (size_t)n * sizeof *st->ops + sizeof st->ns;
         if (b + need > end)
-            return err_set(e, MS_ERR_PEER, "secure inference: node %u's record of step %u is short", node, s);
+            return err_set(e, MS_ERR_PEER, "secure inference: node %u's record of step %u is short",
+                           node, s);
         r->n_ops[s] = n;
         memcpy(&st->setup, b, sizeof st->setup), b += sizeof st->setup;
         if (!(st->ops = malloc((size_t)n * sizeof *st->ops + 1)))
@@ -506,22 +527,26 @@ int secinf_prepare(const secinf_opts *o, secinf_result *r, errbuf *e)
 {
     memset(r, 0, sizeof *r);
     if (!o->n_tokens || !o->prefill || o->prefill > o->n_tokens)
-        return err_set(e, MS_ERR_INPUT, "secure inference: prefill %u of %u tokens", o->prefill, o->n_tokens);
+        return err_set(e, MS_ERR_INPUT, "secure inference: prefill %u of %u tokens", o->prefill,
+                       o->n_tokens);
     if (o->n_tokens + o->n_gen > o->model->max_ctx)
         return err_set(e, MS_ERR_RANGE, "secure inference: %u tokens exceed the context of %u",
                        o->n_tokens + o->n_gen, o->model->max_ctx);
     const proto *pr = proto_find(o->cfg.name);
     if (!pr)
         return err_set(e, MS_ERR_INPUT, "secure inference: unknown protocol '%s'", o->cfg.name);
-    if (o->keep && (o->keep->n_layers != o->model->n_layers || o->keep->n_kv_heads != o->model->n_kv_heads ||
-                    o->keep->max_len < o->n_tokens + o->n_gen))
-        return err_set(e, MS_ERR_INPUT, "secure inference: keep masks for %u layers × %u KV heads × %u positions",
+    if (o->keep &&
+        (o->keep->n_layers != o->model->n_layers || o->keep->n_kv_heads != o->model->n_kv_heads ||
+         o->keep->max_len < o->n_tokens + o->n_gen))
+        return err_set(e, MS_ERR_INPUT,
+                       "secure inference: keep masks for %u layers × %u KV heads × %u positions",
                        o->keep->n_layers, o->keep->n_kv_heads, o->keep->max_len);
     if (o->spol.ops && (o->keep || !o->spol.cfg))
-        return err_set(e, MS_ERR_INPUT, "secure inference: a policy on shares %s", o->keep ? "with keep masks" : "without its configuration");
+        return err_set(e, MS_ERR_INPUT, "secure inference: a policy on shares %s",
+                       o->keep ? "with keep masks" : "without its configuration");
     if (o->spol.ops && o->model->n_heads % o->model->n_kv_heads)
-        return err_set(e, MS_ERR_INPUT, "secure inference: %u heads over %u KV heads", o->model->n_heads,
-                       o->model->n_kv_heads);
+        return err_set(e, MS_ERR_INPUT, "secure inference: %u heads over %u KV heads",
+                       o->model->n_heads, o->model->n_kv_heads);
     r->n_steps = secinf_n_steps(o);
     r->n_parties = (uint32_t)pr->n_parties;
     if (o->spol.ops && o->spol.ops->revealed) /* the caller's: the predictor reads them */
@@ -565,7 +590,9 @@ int secinf_run(const secinf_opts *o, secinf_result *r, errbuf *e)
     int rc = secinf_prepare(o, r, e);
     if (rc)
         return rc;
-    mpc_launch l = {.cfg = o->cfg, .latency_ns = o->latency_ns, .timeout_ms = 60000,
+    mpc_launch l = {.cfg = o->cfg,
+                    .latency_ns = o->latency_ns,
+                    .timeout_ms = 60000,
                     .deadline_ms = o->deadline_ms ? o->deadline_ms : 60000 + 2000 * (int)r->n_steps,
                     .plaintext = o->plaintext};
     mpc_node_result nr[MPC_NODES_MAX];

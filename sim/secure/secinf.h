@@ -2,8 +2,8 @@
  *
  * The client (P0) secret-shares its tokens as one-hot rows, the model owner (P1) shares every
  * weight once at setup (semi2k also opens each weight's beaver mask once), every step is the
- * lowering's op program (models/lower.c) executed on secret shares (protocols/backend/mpc_run.c), the
- * logits are revealed to the client only, and the KV cache stays secret state between steps.
+ * lowering's op program (models/lower.c) executed on secret shares (protocols/backend/mpc_run.c),
+ * the logits are revealed to the client only, and the KV cache stays secret state between steps.
  * The client picks greedy tokens from its revealed logits and inputs them; the other parties
  * learn only shapes.
  *
@@ -36,52 +36,52 @@
 
 /* A policy whose selection runs on shares: its slot (sim/policy/secpol.h) and configuration. */
 typedef struct secinf_spol {
-    const secpol_ops *ops;   /* NULL: none */
-    void *cfg;               /* the slot's configuration (secinf_spol_of); its revealed values
-                              * (secpol_ops.revealed) are filled by each node (its own copy)
-                              * and by secinf_collect for the caller */
+    const secpol_ops *ops; /* NULL: none */
+    void *cfg;             /* the slot's configuration (secinf_spol_of); its revealed values
+                            * (secpol_ops.revealed) are filled by each node (its own copy)
+                            * and by secinf_collect for the caller */
 } secinf_spol;
 void secinf_spol_free(secinf_spol *sp);
 
 typedef struct secinf_opts {
     const model_cfg *model;
-    const llama *weights;   /* the model owner's weights (read at P1 only) */
-    proto_cfg cfg;          /* protocol and fixed-point parameters */
-    const int *tokens;      /* prompt, then teacher-forced tokens */
+    const llama *weights; /* the model owner's weights (read at P1 only) */
+    proto_cfg cfg;        /* protocol and fixed-point parameters */
+    const int *tokens;    /* prompt, then teacher-forced tokens */
     uint32_t n_tokens;
-    uint32_t prefill;       /* tokens in the first (prefill) program, 1 ≤ prefill ≤ n_tokens */
-    uint32_t n_gen;         /* greedy tokens generated after the given ones */
-    const secpol_keep *keep;/* NULL: full cache (or spol) */
-    secinf_spol spol;       /* ops NULL: none (zero-initialized) */
-    int audit;              /* validation instrumentation, not part of the protocol: after each
-                             * step's program (outside every op's counters and the step's time),
-                             * the selection one-hots and candidate scores are opened and P0
-                             * reports them (secinf_result.audit) */
-    uint64_t latency_ns;    /* one-way latency the transport injects */
-    int deadline_ms;        /* 0: scaled from the step count */
-    int plaintext;          /* 1: no TLS on the loopback session's channels */
+    uint32_t prefill;        /* tokens in the first (prefill) program, 1 ≤ prefill ≤ n_tokens */
+    uint32_t n_gen;          /* greedy tokens generated after the given ones */
+    const secpol_keep *keep; /* NULL: full cache (or spol) */
+    secinf_spol spol;        /* ops NULL: none (zero-initialized) */
+    int audit;               /* validation instrumentation, not part of the protocol: after each
+                              * step's program (outside every op's counters and the step's time),
+                              * the selection one-hots and candidate scores are opened and P0
+                              * reports them (secinf_result.audit) */
+    uint64_t latency_ns;     /* one-way latency the transport injects */
+    int deadline_ms;         /* 0: scaled from the step count */
+    int plaintext;           /* 1: no TLS on the loopback session's channels */
 } secinf_opts;
 
 /* What one node measured during one step. */
 typedef struct secinf_node_step {
-    mpc_op_stat setup;      /* step 0: weight and input sharing, beaver masks */
-    mpc_op_stat *ops;       /* one per op of the step's program */
-    uint64_t ns;            /* wall time of the step's ops */
+    mpc_op_stat setup; /* step 0: weight and input sharing, beaver masks */
+    mpc_op_stat *ops;  /* one per op of the step's program */
+    uint64_t ns;       /* wall time of the step's ops */
 } secinf_node_step;
 
 typedef struct secinf_result {
     uint32_t n_steps, n_nodes, n_parties, vocab;
-    double *logits;         /* n_steps × vocab, revealed to P0 (last position of each step) */
-    int *tokens;            /* n_steps: the token input at each step (prefill: its last) */
-    int *next;              /* n_steps: P0's greedy choice from the step's logits */
-    uint32_t *n_ops;        /* per step */
-    secinf_node_step *st;   /* [step · n_nodes + node] */
-    double **audit;         /* per step, with opts.audit: per selecting layer, the one-hot
-                             * values then the candidates' scores (shapes: secpol.h) */
-    uint32_t *n_audit;      /* per step: values in audit[step] */
-    uint32_t *revealed;     /* the selection's revealed values (in opts.spol.cfg), filled from P0 */
+    double *logits;       /* n_steps × vocab, revealed to P0 (last position of each step) */
+    int *tokens;          /* n_steps: the token input at each step (prefill: its last) */
+    int *next;            /* n_steps: P0's greedy choice from the step's logits */
+    uint32_t *n_ops;      /* per step */
+    secinf_node_step *st; /* [step · n_nodes + node] */
+    double **audit;       /* per step, with opts.audit: per selecting layer, the one-hot
+                           * values then the candidates' scores (shapes: secpol.h) */
+    uint32_t *n_audit;    /* per step: values in audit[step] */
+    uint32_t *revealed;   /* the selection's revealed values (in opts.spol.cfg), filled from P0 */
     size_t n_revealed;
-    double seconds;         /* whole session (fork to last node done) */
+    double seconds; /* whole session (fork to last node done) */
 } secinf_result;
 
 /* The op program of step s (deterministic: every node and the predictor lower the same). */
@@ -106,8 +106,8 @@ void secinf_result_free(secinf_result *r);
  * and the float logits under the policy (logits: n × vocab, may be NULL). params: "key=value"
  * strings (n_params). */
 int secinf_policy_replay(const model_cfg *m, llama *ref, const char *policy,
-                         const char *const *params, size_t n_params, const int *tokens,
-                         uint32_t n, uint32_t prompt, secpol_keep *k, float *logits, errbuf *e);
+                         const char *const *params, size_t n_params, const int *tokens, uint32_t n,
+                         uint32_t prompt, secpol_keep *k, float *logits, errbuf *e);
 
 /* Keep masks of a policy whose kept set is a public function of positions (no observe():
  * StreamingLLM, full): its select() at every decode position, nothing observed. */

@@ -48,11 +48,12 @@ static void compare_ops(const op_program *p, const cost_log *log, const secinf_r
             if (m->rounds != per[k].rounds || sent != per[k].bytes_sent[i] ||
                 m->offline_recv != per[k].offline_bytes[i]) {
                 if (!bad && !row->ops_mismatched)
-                    snprintf(row->first_mismatch, sizeof row->first_mismatch,
-                             "op %zu (%s) P%u: measured %llu rounds, %llu bytes, predicted %llu, %llu",
-                             k, op_kind_name(p->ops[k].kind), i, (unsigned long long)m->rounds,
-                             (unsigned long long)sent, (unsigned long long)per[k].rounds,
-                             (unsigned long long)per[k].bytes_sent[i]);
+                    snprintf(
+                        row->first_mismatch, sizeof row->first_mismatch,
+                        "op %zu (%s) P%u: measured %llu rounds, %llu bytes, predicted %llu, %llu",
+                        k, op_kind_name(p->ops[k].kind), i, (unsigned long long)m->rounds,
+                        (unsigned long long)sent, (unsigned long long)per[k].rounds,
+                        (unsigned long long)per[k].bytes_sent[i]);
                 bad = 1;
             }
         }
@@ -129,12 +130,21 @@ int valid_step(const secinf_opts *o, const secinf_result *r, uint32_t s, const n
 int valid_store(rdb *db, const char *session, const char *protocol, const valid_row *row,
                 uint64_t latency_ns, double bandwidth_bps, const char *shaping, errbuf *e)
 {
-    rdb_validation v = {.session = session, .tool_version = MPCSIM_VERSION, .protocol = protocol,
-                        .item = row->item, .phase = op_phase_name(row->phase),
-                        .n = row->n_tokens, .kv_len = row->kv_len, .latency_ns = latency_ns,
-                        .bandwidth_bps = bandwidth_bps, .shaping = shaping, .pred = row->pred,
-                        .meas = row->meas, .pred_offline = row->pred_offline,
-                        .meas_offline = row->meas_offline, .pred_ns = row->pred_ns,
+    rdb_validation v = {.session = session,
+                        .tool_version = MPCSIM_VERSION,
+                        .protocol = protocol,
+                        .item = row->item,
+                        .phase = op_phase_name(row->phase),
+                        .n = row->n_tokens,
+                        .kv_len = row->kv_len,
+                        .latency_ns = latency_ns,
+                        .bandwidth_bps = bandwidth_bps,
+                        .shaping = shaping,
+                        .pred = row->pred,
+                        .meas = row->meas,
+                        .pred_offline = row->pred_offline,
+                        .meas_offline = row->meas_offline,
+                        .pred_ns = row->pred_ns,
                         .meas_ns = row->meas_ns};
     return rdb_validation_put(db, &v, e);
 }
@@ -171,7 +181,9 @@ static int ping_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
 int valid_round_ns(const proto_cfg *cfg, uint64_t latency_ns, const netshape *shape, int plaintext,
                    uint64_t *ns, errbuf *e)
 {
-    mpc_launch l = {.cfg = *cfg, .latency_ns = latency_ns, .deadline_ms = 30000 + (int)(latency_ns / 2000),
+    mpc_launch l = {.cfg = *cfg,
+                    .latency_ns = latency_ns,
+                    .deadline_ms = 30000 + (int)(latency_ns / 2000),
                     .plaintext = plaintext};
     mpc_node_result nr[MPC_NODES_MAX];
     int nodes = 0;
@@ -182,7 +194,8 @@ int valid_round_ns(const proto_cfg *cfg, uint64_t latency_ns, const netshape *sh
         uint64_t t;
         if (nr[i].rc)
             rc = err_set(e, nr[i].rc, "round-time probe: node %d: %s", i, nr[i].err);
-        else if (nr[i].out_len >= sizeof t && (memcpy(&t, nr[i].out, sizeof t), t / PING_ROUNDS > *ns))
+        else if (nr[i].out_len >= sizeof t &&
+                 (memcpy(&t, nr[i].out, sizeof t), t / PING_ROUNDS > *ns))
             *ns = t / PING_ROUNDS;
     }
     if (nodes)

@@ -13,12 +13,12 @@
 #include "secinf.h"
 
 typedef struct valid_row {
-    char item[80];            /* "stories260K:prefill" … */
-    int phase;                /* PHASE_PREFILL | PHASE_DECODE */
+    char item[80]; /* "stories260K:prefill" … */
+    int phase;     /* PHASE_PREFILL | PHASE_DECODE */
     uint32_t n_tokens, kv_len;
-    rdb_stats pred, meas;     /* rounds (P0's) and online bytes sent by each party */
+    rdb_stats pred, meas; /* rounds (P0's) and online bytes sent by each party */
     uint64_t pred_offline, meas_offline;
-    uint64_t pred_ns, meas_ns;/* simulated latency; wall time until the last party is done */
+    uint64_t pred_ns, meas_ns;    /* simulated latency; wall time until the last party is done */
     uint32_t ops, ops_mismatched; /* ops whose per-party rounds/bytes/offline differ */
     /* what each party wrote into its TCP streams in the ops' rounds: payload, frame headers and
      * TLS records' framing (net_wire_stream_bytes of every message; the measured figure is the

@@ -16,8 +16,8 @@ typedef struct unit {
     uint32_t prev, next; /* LRU list (ref == 0) or free list (next only) */
     uint32_t hnext;      /* block table chain */
     uint32_t n_tok;
-    uint32_t pos0;       /* span: position of its first token where it was computed */
-    uint32_t *tok;       /* span: its tokens */
+    uint32_t pos0; /* span: position of its first token where it was computed */
+    uint32_t *tok; /* span: its tokens */
     uint8_t live;
 } unit;
 
@@ -30,10 +30,10 @@ struct kvs {
     kvs_params p;
     unit *u;
     size_t n_u, cap_u;
-    uint32_t free_u;          /* free unit slots (via next) */
+    uint32_t free_u; /* free unit slots (via next) */
     uint32_t lru_head, lru_tail;
-    uint32_t *bucket;         /* block table or anchor index */
-    size_t n_bucket;          /* power of two */
+    uint32_t *bucket; /* block table or anchor index */
+    size_t n_bucket;  /* power of two */
     anchor *a;
     size_t n_a, cap_a;
     uint32_t free_a;
@@ -60,8 +60,11 @@ const char *const *kvs_kind_names(size_t *n)
 
 void kvs_params_default(kvs_params *p)
 {
-    *p = (kvs_params){.kind = KVS_PREFIX, .block = 16, .capacity_tokens = 1u << 20,
-                      .min_span = 16, .position = KVS_POS_REROTATE};
+    *p = (kvs_params){.kind = KVS_PREFIX,
+                      .block = 16,
+                      .capacity_tokens = 1u << 20,
+                      .min_span = 16,
+                      .position = KVS_POS_REROTATE};
 }
 
 /* ---- hashing ---------------------------------------------------------------------------- */
@@ -363,8 +366,8 @@ static void anchors_remove(kvs *c, uint32_t ui)
 }
 
 /* Longest verified match of p->tok[i..end) starting at an anchor hit for key h. */
-static uint32_t span_best(const kvs *c, const kvs_prompt *p, uint32_t i, uint32_t end,
-                          uint64_t h, uint32_t *best_unit, uint32_t *best_off)
+static uint32_t span_best(const kvs *c, const kvs_prompt *p, uint32_t i, uint32_t end, uint64_t h,
+                          uint32_t *best_unit, uint32_t *best_off)
 {
     uint32_t k = c->p.min_span, best = 0, seen = 0;
     for (uint32_t ai = c->bucket[bucket_of(c, h)]; ai != NIL && seen < SPAN_MAX_CANDIDATES;
@@ -453,8 +456,14 @@ static int span_add_unit(kvs *c, const kvs_prompt *p, uint32_t a, uint32_t len, 
         return MS_ERR_NOMEM;
     }
     memcpy(t, p->tok + a, len * sizeof *t);
-    c->u[i] = (unit){.ref = 0, .prev = NIL, .next = NIL, .hnext = NIL, .n_tok = len, .pos0 = a,
-                     .tok = t, .live = 1};
+    c->u[i] = (unit){.ref = 0,
+                     .prev = NIL,
+                     .next = NIL,
+                     .hnext = NIL,
+                     .n_tok = len,
+                     .pos0 = a,
+                     .tok = t,
+                     .live = 1};
     uint32_t k = c->p.min_span;
     uint64_t h = roll_init(t, k), top = 1;
     for (uint32_t q = 1; q < k; q++)

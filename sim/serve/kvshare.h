@@ -46,7 +46,7 @@ typedef struct kvs_params {
 /* A prompt as the cache sees it. */
 typedef struct kvs_prompt {
     const uint32_t *tok;
-    const uint8_t *sens;      /* 1 = sensitive; may be NULL for prefix/salted */
+    const uint8_t *sens; /* 1 = sensitive; may be NULL for prefix/salted */
     uint32_t n;
     uint32_t tenant, user;
 } kvs_prompt;
@@ -59,9 +59,9 @@ typedef struct kvs_hold {
 
 /* What a lookup found. */
 typedef struct kvs_match {
-    uint32_t hit_tokens;      /* prompt tokens whose KV is reused */
-    uint32_t shifted_tokens;  /* of which reused at another position (span + rerotate) */
-    uint32_t n_pieces;        /* reused runs (1 for a prefix hit) */
+    uint32_t hit_tokens;     /* prompt tokens whose KV is reused */
+    uint32_t shifted_tokens; /* of which reused at another position (span + rerotate) */
+    uint32_t n_pieces;       /* reused runs (1 for a prefix hit) */
     /* per reused run: [start, start+len) in the prompt; a lookup reuses at most
      * KVS_MAX_PIECES runs (a prefix hit is one run) */
     uint32_t piece_start[32], piece_len[32];
@@ -69,7 +69,7 @@ typedef struct kvs_match {
 #define KVS_MAX_PIECES 32
 
 typedef struct kvs_stats {
-    uint64_t used_tokens, peak_tokens;  /* tokens held in the pool */
+    uint64_t used_tokens, peak_tokens;                        /* tokens held in the pool */
     uint64_t inserted_tokens, evicted_tokens, dropped_tokens; /* dropped: pool full of held */
     uint64_t lookups;
 } kvs_stats;
@@ -77,7 +77,7 @@ typedef struct kvs_stats {
 typedef struct kvs kvs;
 
 const char *kvs_kind_name(int kind);
-int kvs_kind_from_name(const char *s);  /* -1 if unknown */
+int kvs_kind_from_name(const char *s); /* -1 if unknown */
 const char *const *kvs_kind_names(size_t *n);
 void kvs_params_default(kvs_params *p);
 

@@ -15,9 +15,15 @@ enum { TENANT_VICTIM = 0, TENANT_ATTACKER = 1, TENANT_BACKGROUND = 2 };
 
 void leak_params_default(leak_params *p)
 {
-    *p = (leak_params){.seed = 7, .trials = 32, .candidates = 16, .template_len = 31,
-                       .channel = LEAK_TTFT, .background = 0, .background_rate = 0.5,
-                       .probe_start_ns = 20000000000ull, .probe_gap_ns = 20000000000ull,
+    *p = (leak_params){.seed = 7,
+                       .trials = 32,
+                       .candidates = 16,
+                       .template_len = 31,
+                       .channel = LEAK_TTFT,
+                       .background = 0,
+                       .background_rate = 0.5,
+                       .probe_start_ns = 20000000000ull,
+                       .probe_gap_ns = 20000000000ull,
                        .vocab = 32000};
 }
 
@@ -165,13 +171,14 @@ static int build_trial(const leak_params *lp, gsl_rng *r, uint32_t secret, trial
     return rc;
 }
 
-int leak_trial(const leak_params *lp, const serve_params *sp, const serve_coster *c,
-               uint32_t trial, uint32_t secret, double *obs, uint32_t *guess, errbuf *e)
+int leak_trial(const leak_params *lp, const serve_params *sp, const serve_coster *c, uint32_t trial,
+               uint32_t secret, double *obs, uint32_t *guess, errbuf *e)
 {
     uint32_t V = lp->candidates, T = lp->template_len;
     if (V < 2 || T == 0 || secret >= V || lp->vocab < 4 * V || lp->probe_gap_ns == 0 ||
         lp->probe_start_ns < 2 || (lp->background && !(lp->background_rate > 0)))
-        return err_set(e, MS_ERR_RANGE, "leak: need candidates >= 2, template_len >= 1, "
+        return err_set(e, MS_ERR_RANGE,
+                       "leak: need candidates >= 2, template_len >= 1, "
                        "vocab >= 4*candidates, probe_gap > 0, background_rate > 0");
     trial_ws ws = {0};
     ws.cap = (size_t)3 * T + 1024;
@@ -198,8 +205,8 @@ int leak_trial(const leak_params *lp, const serve_params *sp, const serve_coster
         if (w.req[q].tenant != TENANT_ATTACKER || w.req[q].decode_len != 1)
             continue;
         const serve_req_out *o = &res.req[q];
-        obs[ws.perm[j++]] = lp->channel == LEAK_ORDER ? (double)o->order
-                                                      : (double)(o->first_ns - o->arrival_ns);
+        obs[ws.perm[j++]] =
+            lp->channel == LEAK_ORDER ? (double)o->order : (double)(o->first_ns - o->arrival_ns);
     }
     double best = obs[0];
     uint32_t n_best = 0;
@@ -225,8 +232,8 @@ out:
     return rc;
 }
 
-int leak_run(const leak_params *lp, const serve_params *sp, const serve_coster *c,
-             leak_result *out, errbuf *e)
+int leak_run(const leak_params *lp, const serve_params *sp, const serve_coster *c, leak_result *out,
+             errbuf *e)
 {
     memset(out, 0, sizeof *out);
     if (lp->trials == 0 || lp->candidates < 2)
@@ -257,8 +264,8 @@ int leak_run(const leak_params *lp, const serve_params *sp, const serve_coster *
     out->chance = 1.0 / lp->candidates;
     out->success_rate = (double)out->correct / lp->trials;
     out->bits = leak_bits(out->success_rate, lp->candidates);
-    out->p_value = out->correct ? gsl_cdf_binomial_Q(out->correct - 1, out->chance, lp->trials)
-                                : 1.0;
+    out->p_value =
+        out->correct ? gsl_cdf_binomial_Q(out->correct - 1, out->chance, lp->trials) : 1.0;
     out->ttft_gap_ms = lp->channel == LEAK_TTFT ? gap / lp->trials / 1e6 : 0;
     free(obs);
     gsl_rng_free(r);

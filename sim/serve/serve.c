@@ -13,7 +13,7 @@
 /* ---- events: the project's engine (des.h), payload = kind | request << 1 -------------- */
 
 enum { EV_ARRIVE, EV_STEP_DONE };
-#define EV_KIND(d) ((uint32_t)((d) & 1))
+#define EV_KIND(d) ((uint32_t)((d)&1))
 #define EV_ARG(d) ((uint32_t)((d) >> 1))
 
 /* ---- parameters ------------------------------------------------------------------------- */
@@ -41,10 +41,10 @@ int serve_sched_from_name(const char *s)
 /* ---- server state ----------------------------------------------------------------------- */
 
 typedef struct sreq {
-    uint32_t prefill_left;  /* uncached prompt tokens still to prefill */
-    uint32_t kv;            /* tokens with KV (reused + computed + generated) */
-    uint32_t decode_left;   /* output tokens still to produce after the first */
-    uint32_t chunk_now;     /* tokens this request prefills in the current iteration */
+    uint32_t prefill_left; /* uncached prompt tokens still to prefill */
+    uint32_t kv;           /* tokens with KV (reused + computed + generated) */
+    uint32_t decode_left;  /* output tokens still to produce after the first */
+    uint32_t chunk_now;    /* tokens this request prefills in the current iteration */
     uint8_t decoding_now, rotated, running;
     kvs_match m;
     kvs_hold hold;
@@ -56,9 +56,9 @@ typedef struct srv {
     const serve_coster *c;
     kvs *cache;
     sreq *r;
-    uint32_t *wait;         /* waiting requests, arrival order */
+    uint32_t *wait; /* waiting requests, arrival order */
     size_t wait_head, wait_n;
-    uint32_t *run;          /* running requests, admission order */
+    uint32_t *run; /* running requests, admission order */
     size_t n_run;
     des *q;
     int busy;
@@ -69,8 +69,11 @@ typedef struct srv {
 static kvs_prompt prompt_of(const srv *s, uint32_t i)
 {
     const wl_request *q = &s->w->req[i];
-    return (kvs_prompt){.tok = wl_tok(s->w, i), .sens = wl_sens(s->w, i), .n = q->n_tokens,
-                        .tenant = q->tenant, .user = q->user};
+    return (kvs_prompt){.tok = wl_tok(s->w, i),
+                        .sens = wl_sens(s->w, i),
+                        .n = q->n_tokens,
+                        .tenant = q->tenant,
+                        .user = q->user};
 }
 
 static uint32_t bucket_up(uint32_t x, uint32_t b) { return x == 0 ? 0 : (x + b - 1) / b * b; }
@@ -104,8 +107,7 @@ static int account_savings(srv *s, uint32_t i, errbuf *e)
     if (!rc)
         rc = cost_step(s, PHASE_PREFILL, P - hit, hit, 1, &part, e);
     if (!rc && r->m.shifted_tokens)
-        rc = s->c->rerotate(s->c->ctx, bucket_up(r->m.shifted_tokens, s->p->cost_bucket), &rot,
-                            e);
+        rc = s->c->rerotate(s->c->ctx, bucket_up(r->m.shifted_tokens, s->p->cost_bucket), &rot, e);
     if (rc)
         return rc;
     fig_add(&part, &rot);
@@ -370,8 +372,8 @@ static int run_events(srv *s, errbuf *e)
     return rc;
 }
 
-int serve_run(const serve_params *p, const workload *w, const serve_coster *c,
-              serve_result *res, errbuf *e)
+int serve_run(const serve_params *p, const workload *w, const serve_coster *c, serve_result *res,
+              errbuf *e)
 {
     memset(res, 0, sizeof *res);
     int rc = check_params(p, w, e);
@@ -395,8 +397,10 @@ int serve_run(const serve_params *p, const workload *w, const serve_coster *c,
         goto out;
     for (size_t i = 0; i < w->n; i++) {
         const wl_request *q = &w->req[i];
-        res->req[i] = (serve_req_out){.arrival_ns = q->arrival_ns, .tenant = q->tenant,
-                                      .user = q->user, .prompt = q->n_tokens,
+        res->req[i] = (serve_req_out){.arrival_ns = q->arrival_ns,
+                                      .tenant = q->tenant,
+                                      .user = q->user,
+                                      .prompt = q->n_tokens,
                                       .decode = q->decode_len};
     }
     if (!(rc = run_events(&s, e)))
@@ -425,19 +429,19 @@ void serve_result_free(serve_result *r)
 
 #define ROT_MEMO 1024
 typedef struct rot_memo {
-    uint32_t n;               /* tokens; 0 = empty */
+    uint32_t n; /* tokens; 0 = empty */
     step_figures fig;
 } rot_memo;
 
 struct serve_stepcoster {
-    rot_memo rot[ROT_MEMO];   /* direct-mapped memo of re-rotation costs */
-    run_cfg cfg;              /* shallow copy; work.batch varies per handle */
-    stepcost **by_batch;      /* [max_batch + 1], opened on first use */
+    rot_memo rot[ROT_MEMO]; /* direct-mapped memo of re-rotation costs */
+    run_cfg cfg;            /* shallow copy; work.batch varies per handle */
+    stepcost **by_batch;    /* [max_batch + 1], opened on first use */
     uint32_t max_batch;
 };
 
-static int sc_step(void *ctx, int phase, uint32_t n, uint32_t kv, uint32_t batch,
-                   step_figures *out, errbuf *e)
+static int sc_step(void *ctx, int phase, uint32_t n, uint32_t kv, uint32_t batch, step_figures *out,
+                   errbuf *e)
 {
     serve_stepcoster *s = ctx;
     if (batch == 0 || batch > s->max_batch)
@@ -519,9 +523,19 @@ int serve_rerotate_cost(const run_cfg *cfg, uint32_t n_tokens, step_figures *out
     cost_log_init(&log, pr->n_parties);
     int rc = MS_OK;
     uint32_t k = op_tensor_add(&prog, "kreuse", OPT_CACHE, DOM_ARITH, 1, (uint32_t)rows, kd);
-    op o = {.kind = OP_ROPE, .phase = PHASE_PREFILL, .cat = OPC_ATTENTION, .layer = -1,
-            .group = -1, .batch = 1, .m = (uint32_t)rows, .k = m->head_dim, .n = kd,
-            .in = {k, OP_NONE, OP_NONE}, .out = k, .iarg = 0, .farg = m->rope_theta};
+    op o = {.kind = OP_ROPE,
+            .phase = PHASE_PREFILL,
+            .cat = OPC_ATTENTION,
+            .layer = -1,
+            .group = -1,
+            .batch = 1,
+            .m = (uint32_t)rows,
+            .k = m->head_dim,
+            .n = kd,
+            .in = {k, OP_NONE, OP_NONE},
+            .out = k,
+            .iarg = 0,
+            .farg = m->rope_theta};
     if (k == OP_NONE || op_emit(&prog, &o) < 0)
         rc = err_set(e, MS_ERR_NOMEM, "serve: out of memory for the re-rotation program");
     if (!rc)

@@ -58,10 +58,10 @@ uint64_t serve_kv_bytes_per_token(const run_cfg *cfg);
 typedef enum { SRV_FCFS, SRV_LPM } serve_sched;
 
 typedef struct serve_params {
-    uint32_t batch_limit;     /* running requests (8) */
-    uint32_t chunk;           /* chunked prefill: tokens per iteration; 0 = off */
-    int scheduler;            /* serve_sched */
-    uint32_t cost_bucket;     /* >= 1; 16 */
+    uint32_t batch_limit; /* running requests (8) */
+    uint32_t chunk;       /* chunked prefill: tokens per iteration; 0 = off */
+    int scheduler;        /* serve_sched */
+    uint32_t cost_bucket; /* >= 1; 16 */
     kvs_params share;
     uint64_t kv_bytes_per_token; /* per party, for the cache memory figure */
 } serve_params;
@@ -75,28 +75,28 @@ typedef struct serve_req_out {
     uint64_t arrival_ns, admit_ns, first_ns, finish_ns;
     uint32_t tenant, user;
     uint32_t prompt, hit, shifted, decode;
-    uint32_t order;           /* rank of its first token among all requests (0 = first) */
+    uint32_t order; /* rank of its first token among all requests (0 = first) */
 } serve_req_out;
 
 typedef struct serve_result {
-    serve_req_out *req;       /* (n) in workload order */
+    serve_req_out *req; /* (n) in workload order */
     size_t n;
-    double ttft_ms[4];        /* p50, p90, p99 (nearest rank), mean */
-    double tpot_ms[2];        /* mean, p50 over requests with decode_len > 1 */
+    double ttft_ms[4]; /* p50, p90, p99 (nearest rank), mean */
+    double tpot_ms[2]; /* mean, p50 over requests with decode_len > 1 */
     double throughput_tok_s, throughput_req_s;
-    uint64_t makespan_ns;     /* first arrival to last finish */
-    double token_hit_rate;    /* reused prompt tokens / prompt tokens */
-    double request_hit_rate;  /* requests that reused any token / requests */
+    uint64_t makespan_ns;                  /* first arrival to last finish */
+    double token_hit_rate;                 /* reused prompt tokens / prompt tokens */
+    double request_hit_rate;               /* requests that reused any token / requests */
     uint64_t bytes, rounds, offline_bytes; /* every step, online bytes summed over parties */
     int64_t bytes_saved, rounds_saved;     /* prefill without sharing − prefill with it */
     uint64_t rerotate_bytes, rerotate_rounds, rerotate_tokens;
     uint64_t cache_peak_tokens, evicted_tokens;
-    double cache_peak_bytes;  /* per party */
+    double cache_peak_bytes; /* per party */
     uint64_t steps, cost_calls, events;
 } serve_result;
 
-int serve_run(const serve_params *p, const workload *w, const serve_coster *c,
-              serve_result *res, errbuf *e);
+int serve_run(const serve_params *p, const workload *w, const serve_coster *c, serve_result *res,
+              errbuf *e);
 void serve_result_free(serve_result *r);
 
 #endif

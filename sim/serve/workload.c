@@ -12,8 +12,9 @@
 
 #define WL_MAX_PROMPT (1u << 22) /* cap on one prompt's length (growable buffers have a cap) */
 #define WL_MAX_USERS (1u << 24)  /* tenants × users_per_tenant: user ids are 32-bit */
-#define WL_MAX_SHARED (1ull << 28) /* tokens of every system prompt, context and document
-                                    * drawn up front (1 GiB of ids) */
+#define WL_MAX_SHARED                                                   \
+    (1ull << 28) /* tokens of every system prompt, context and document \
+                  * drawn up front (1 GiB of ids) */
 
 /* ---- storage ---------------------------------------------------------------------------- */
 
@@ -46,8 +47,10 @@ int wl_add(workload *w, uint64_t arrival_ns, uint32_t tenant, uint32_t user, uin
            const uint32_t *tok, const uint8_t *sens, uint32_t n, errbuf *e)
 {
     if (n == 0 || n > WL_MAX_PROMPT || decode_len == 0)
-        return err_set(e, MS_ERR_RANGE, "request with %u prompt tokens and %u output tokens "
-                       "(need 1..%u and >= 1)", n, decode_len, WL_MAX_PROMPT);
+        return err_set(e, MS_ERR_RANGE,
+                       "request with %u prompt tokens and %u output tokens "
+                       "(need 1..%u and >= 1)",
+                       n, decode_len, WL_MAX_PROMPT);
     size_t c_tok = w->cap_tok, c_sens = w->cap_tok; /* tok and sens grow in step */
     if (grow((void **)&w->req, &w->cap, w->n + 1, sizeof *w->req) ||
         grow((void **)&w->tok, &c_tok, w->n_tok + n, sizeof *w->tok) ||
@@ -55,8 +58,12 @@ int wl_add(workload *w, uint64_t arrival_ns, uint32_t tenant, uint32_t user, uin
         return err_set(e, MS_ERR_NOMEM, "out of memory for the workload");
     w->cap_tok = c_tok;
     wl_request *r = &w->req[w->n++];
-    *r = (wl_request){.arrival_ns = arrival_ns, .tenant = tenant, .user = user,
-                      .decode_len = decode_len, .n_tokens = n, .off = w->n_tok};
+    *r = (wl_request){.arrival_ns = arrival_ns,
+                      .tenant = tenant,
+                      .user = user,
+                      .decode_len = decode_len,
+                      .n_tokens = n,
+                      .off = w->n_tok};
     memcpy(w->tok + w->n_tok, tok, n * sizeof *tok);
     if (sens)
         memcpy(w->sens + w->n_tok, sens, n);
@@ -70,11 +77,24 @@ int wl_add(workload *w, uint64_t arrival_ns, uint32_t tenant, uint32_t user, uin
 
 void wl_params_default(wl_params *p)
 {
-    *p = (wl_params){.seed = 1, .n_requests = 1000, .rate = 1.0, .n_tenants = 2,
-                     .users_per_tenant = 8, .sys_len = 512, .user_ctx_len = 0, .n_docs = 0,
-                     .doc_len = 256, .docs_per_req = 0, .doc_zipf = 1.0, .turn_min = 16,
-                     .turn_max = 64, .decode_min = 16, .decode_max = 64, .pii_fraction = 1.0,
-                     .pii_run = 4, .vocab = 32000};
+    *p = (wl_params){.seed = 1,
+                     .n_requests = 1000,
+                     .rate = 1.0,
+                     .n_tenants = 2,
+                     .users_per_tenant = 8,
+                     .sys_len = 512,
+                     .user_ctx_len = 0,
+                     .n_docs = 0,
+                     .doc_len = 256,
+                     .docs_per_req = 0,
+                     .doc_zipf = 1.0,
+                     .turn_min = 16,
+                     .turn_max = 64,
+                     .decode_min = 16,
+                     .decode_max = 64,
+                     .pii_fraction = 1.0,
+                     .pii_run = 4,
+                     .vocab = 32000};
 }
 
 int wl_params_check(const wl_params *p, errbuf *e)
@@ -96,8 +116,8 @@ int wl_params_check(const wl_params *p, errbuf *e)
     if (p->vocab < 2 || p->doc_zipf < 0)
         return err_set(e, MS_ERR_RANGE, "workload: need vocab >= 2 and doc_zipf >= 0");
     /* a product of two 32-bit fields fits 64 bits */
-    uint64_t max = (uint64_t)p->sys_len + p->user_ctx_len +
-                   (uint64_t)p->docs_per_req * p->doc_len + p->turn_max;
+    uint64_t max = (uint64_t)p->sys_len + p->user_ctx_len + (uint64_t)p->docs_per_req * p->doc_len +
+                   p->turn_max;
     if (max > WL_MAX_PROMPT)
         return err_set(e, MS_ERR_RANGE, "workload: prompts up to %llu tokens exceed the cap %u",
                        (unsigned long long)max, WL_MAX_PROMPT);
@@ -109,9 +129,9 @@ int wl_params_check(const wl_params *p, errbuf *e)
     /* n_tenants <= users <= 2^24, so the first two products stay below 2^56 and the third
      * (below 2^64) is capped before the sum */
     uint64_t docs = (uint64_t)p->n_docs * p->doc_len;
-    uint64_t shared = docs > WL_MAX_SHARED ? docs
-                                           : (uint64_t)p->n_tenants * p->sys_len +
-                                                 users * p->user_ctx_len + docs;
+    uint64_t shared = docs > WL_MAX_SHARED
+                          ? docs
+                          : (uint64_t)p->n_tenants * p->sys_len + users * p->user_ctx_len + docs;
     if (shared > WL_MAX_SHARED)
         return err_set(e, MS_ERR_RANGE,
                        "workload: system prompts, user contexts and documents hold %llu tokens, "
@@ -164,8 +184,8 @@ int wl_generate(const wl_params *p, workload *w, errbuf *e)
     uint32_t n_users = p->n_tenants * p->users_per_tenant; /* at most WL_MAX_USERS */
     size_t seg_n = (size_t)p->n_tenants * p->sys_len + (size_t)n_users * p->user_ctx_len +
                    (size_t)p->n_docs * p->doc_len;
-    size_t max_prompt = (size_t)p->sys_len + p->user_ctx_len +
-                        (size_t)p->docs_per_req * p->doc_len + p->turn_max;
+    size_t max_prompt =
+        (size_t)p->sys_len + p->user_ctx_len + (size_t)p->docs_per_req * p->doc_len + p->turn_max;
     uint32_t *seg = malloc((seg_n + 1) * sizeof *seg);
     uint32_t *tok = malloc(max_prompt * sizeof *tok);
     uint8_t *sens = malloc(max_prompt);
@@ -197,8 +217,8 @@ int wl_generate(const wl_params *p, workload *w, errbuf *e)
         const uint32_t *seg_of[3] = {sys + (size_t)tenant * p->sys_len,
                                      ctx + (size_t)user * p->user_ctx_len, doc};
         size_t n = assemble(p, r, docs, seg_of, tok, sens);
-        uint32_t dec = p->decode_min +
-                       (uint32_t)gsl_rng_uniform_int(r, p->decode_max - p->decode_min + 1);
+        uint32_t dec =
+            p->decode_min + (uint32_t)gsl_rng_uniform_int(r, p->decode_max - p->decode_min + 1);
         rc = wl_add(w, (uint64_t)llround(t_s * 1e9), tenant, user, dec, tok, sens, (uint32_t)n, e);
     }
 out:
@@ -256,16 +276,18 @@ static int read_req(workload *w, char *line, char *p, const char *path, int ln, 
     for (int k = 0; k < 4; k++) {
         int got = next_word(&p, &s);
         if (!got || parse_u64(s, &v[k]) || (k && v[k] > UINT32_MAX))
-            return err_set(e, MS_ERR_FORMAT, "%s:%d:%d: error: expected %s (an unsigned integer)\n"
+            return err_set(e, MS_ERR_FORMAT,
+                           "%s:%d:%d: error: expected %s (an unsigned integer)\n"
                            "  hint: req <arrival_ns> <tenant> <user> <decode_len> : <tokens…>",
                            path, ln, (int)((got ? s : p) - line) + 1, what[k]);
         if (k == 0)
             arrival = s;
     }
     if (v[0] < *last)
-        return err_set(e, MS_ERR_FORMAT, "%s:%d:%d: error: arrival %llu is before the previous "
-                       "request's %llu\n  hint: sort requests by arrival time", path, ln,
-                       (int)(arrival - line) + 1, v[0], (unsigned long long)*last);
+        return err_set(e, MS_ERR_FORMAT,
+                       "%s:%d:%d: error: arrival %llu is before the previous "
+                       "request's %llu\n  hint: sort requests by arrival time",
+                       path, ln, (int)(arrival - line) + 1, v[0], (unsigned long long)*last);
     char *colon = p;
     if (!next_word(&p, &colon) || strcmp(colon, ":"))
         return err_set(e, MS_ERR_FORMAT, "%s:%d:%d: error: expected ':' before the tokens", path,
@@ -275,9 +297,10 @@ static int read_req(workload *w, char *line, char *p, const char *path, int ln, 
         uint8_t sen = *s == '!';
         unsigned long long t;
         if (parse_u64(s + sen, &t) || t > UINT32_MAX)
-            return err_set(e, MS_ERR_FORMAT, "%s:%d:%d: error: bad token '%s'\n  hint: a token "
-                           "is an id, or !id when it is sensitive", path, ln,
-                           (int)(s - line) + 1, s);
+            return err_set(e, MS_ERR_FORMAT,
+                           "%s:%d:%d: error: bad token '%s'\n  hint: a token "
+                           "is an id, or !id when it is sensitive",
+                           path, ln, (int)(s - line) + 1, s);
         if (rd_push(b, (uint32_t)t, sen))
             return err_set(e, MS_ERR_NOMEM, "out of memory reading %s", path);
     }
@@ -310,22 +333,28 @@ int wl_read(workload *w, FILE *f, const char *path, errbuf *e)
             unsigned long long v = 0;
             if (strcmp(word, WL_FORMAT) || !next_word(&p, &ver) || parse_u64(ver, &v) ||
                 v != WL_FORMAT_VERSION)
-                rc = err_set(e, MS_ERR_FORMAT, "%s:%d:1: error: not a workload file (expected "
+                rc = err_set(e, MS_ERR_FORMAT,
+                             "%s:%d:1: error: not a workload file (expected "
                              "'%s %d')\n  ---> HINT: write one with `mpcsim serve … "
-                             "--dump-workload FILE`", path, ln, WL_FORMAT, WL_FORMAT_VERSION);
+                             "--dump-workload FILE`",
+                             path, ln, WL_FORMAT, WL_FORMAT_VERSION);
             header = 1;
         } else if (!strcmp(word, "req")) {
             rc = read_req(w, line, p, path, ln, &b, &last, e);
         } else {
-            rc = err_set(e, MS_ERR_FORMAT, "%s:%d:%d: error: unknown record '%s' (expected "
-                         "'req')", path, ln, (int)(word - line) + 1, word);
+            rc = err_set(e, MS_ERR_FORMAT,
+                         "%s:%d:%d: error: unknown record '%s' (expected "
+                         "'req')",
+                         path, ln, (int)(word - line) + 1, word);
         }
     }
     if (!rc && ferror(f))
         rc = err_set(e, MS_ERR_IO, "%s: read error: %s", path, strerror(errno));
     if (!rc && w->n == 0)
-        rc = err_set(e, MS_ERR_FORMAT, "%s:%d:1: error: no requests\n  hint: add lines "
-                     "'req <arrival_ns> <tenant> <user> <decode_len> : <tokens…>'", path, ln + 1);
+        rc = err_set(e, MS_ERR_FORMAT,
+                     "%s:%d:1: error: no requests\n  hint: add lines "
+                     "'req <arrival_ns> <tenant> <user> <decode_len> : <tokens…>'",
+                     path, ln + 1);
     free(line);
     free(b.tok);
     free(b.sens);
@@ -345,8 +374,10 @@ int wl_load(workload *w, const char *path, errbuf *e)
 
 int wl_write(const workload *w, FILE *f)
 {
-    fprintf(f, "%s %d\n# req <arrival_ns> <tenant> <user> <decode_len> : <tokens> (!id = "
-               "sensitive)\n", WL_FORMAT, WL_FORMAT_VERSION);
+    fprintf(f,
+            "%s %d\n# req <arrival_ns> <tenant> <user> <decode_len> : <tokens> (!id = "
+            "sensitive)\n",
+            WL_FORMAT, WL_FORMAT_VERSION);
     for (size_t i = 0; i < w->n; i++) {
         const wl_request *r = &w->req[i];
         fprintf(f, "req %llu %u %u %u :", (unsigned long long)r->arrival_ns, r->tenant, r->user,

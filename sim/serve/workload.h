@@ -29,17 +29,17 @@
 
 typedef struct wl_request {
     uint64_t arrival_ns;
-    uint32_t tenant, user;  /* user ids are global (unique across tenants) */
-    uint32_t decode_len;    /* output tokens, >= 1 (the first comes out of the prefill) */
-    uint32_t n_tokens;      /* prompt length */
-    size_t off;             /* into workload.tok / workload.sens */
+    uint32_t tenant, user; /* user ids are global (unique across tenants) */
+    uint32_t decode_len;   /* output tokens, >= 1 (the first comes out of the prefill) */
+    uint32_t n_tokens;     /* prompt length */
+    size_t off;            /* into workload.tok / workload.sens */
 } wl_request;
 
 typedef struct workload {
     wl_request *req;
     size_t n, cap;
-    uint32_t *tok;          /* (total prompt tokens) */
-    uint8_t *sens;          /* (total prompt tokens), 1 = sensitive */
+    uint32_t *tok; /* (total prompt tokens) */
+    uint8_t *sens; /* (total prompt tokens), 1 = sensitive */
     size_t n_tok, cap_tok;
 } workload;
 
@@ -47,18 +47,18 @@ typedef struct workload {
 typedef struct wl_params {
     uint64_t seed;
     uint32_t n_requests;
-    double rate;              /* mean arrivals per second (Poisson process) */
+    double rate; /* mean arrivals per second (Poisson process) */
     uint32_t n_tenants;
     uint32_t users_per_tenant;
     uint32_t sys_len;         /* tokens of each tenant's system prompt */
     uint32_t user_ctx_len;    /* per-user persistent private context (profile, history) */
     uint32_t n_docs, doc_len; /* shared document pool */
     uint32_t docs_per_req;
-    double doc_zipf;          /* document popularity exponent s (weight 1/k^s); 0 = uniform */
-    uint32_t turn_min, turn_max;     /* private user turn length, uniform */
+    double doc_zipf;             /* document popularity exponent s (weight 1/k^s); 0 = uniform */
+    uint32_t turn_min, turn_max; /* private user turn length, uniform */
     uint32_t decode_min, decode_max; /* output length, uniform */
-    double pii_fraction;      /* share of user-turn tokens that are sensitive (1 = all) */
-    uint32_t pii_run;         /* sensitive tokens come in runs of this length */
+    double pii_fraction;             /* share of user-turn tokens that are sensitive (1 = all) */
+    uint32_t pii_run;                /* sensitive tokens come in runs of this length */
     uint32_t vocab;
 } wl_params;
 
@@ -71,7 +71,10 @@ void wl_free(workload *w);
 int wl_add(workload *w, uint64_t arrival_ns, uint32_t tenant, uint32_t user, uint32_t decode_len,
            const uint32_t *tok, const uint8_t *sens, uint32_t n, errbuf *e);
 static inline const uint32_t *wl_tok(const workload *w, size_t i) { return w->tok + w->req[i].off; }
-static inline const uint8_t *wl_sens(const workload *w, size_t i) { return w->sens + w->req[i].off; }
+static inline const uint8_t *wl_sens(const workload *w, size_t i)
+{
+    return w->sens + w->req[i].off;
+}
 
 int wl_generate(const wl_params *p, workload *w, errbuf *e);
 /* Replay files: path is used in "path:line:col: error: …" messages. */

@@ -42,7 +42,8 @@ static int open_record(const run_cfg *cfg, uint32_t T, trace **out, errbuf *e)
     snprintf(dir, sizeof dir, "%s/mpcsim-trace-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(dir))
         return err_set(e, MS_ERR_IO, "%s: error: cannot create (%s)", dir, strerror(errno));
-    const char *model = cfg->model_ref[0] && strcmp(cfg->model_ref, "inline") ? cfg->model_ref : cfg->model.name;
+    const char *model =
+        cfg->model_ref[0] && strcmp(cfg->model_ref, "inline") ? cfg->model_ref : cfg->model.name;
     int rc = trace_record(model, cfg->trace.path, T, dir, e);
     if (rc == MS_OK)
         rc = trace_open(dir, out, e);
@@ -63,5 +64,6 @@ int trace_open_run(const run_cfg *cfg, trace **out, errbuf *e)
     for (size_t i = 0; i < sizeof sources / sizeof sources[0]; i++)
         if (!strcmp(src, sources[i].name))
             return sources[i].open(cfg, T, out, e);
-    return err_set(e, MS_ERR_NOTFOUND, "run has no trace (trace source '%s')", src[0] ? src : "none");
+    return err_set(e, MS_ERR_NOTFOUND, "run has no trace (trace source '%s')",
+                   src[0] ? src : "none");
 }

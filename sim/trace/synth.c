@@ -30,12 +30,12 @@
 #define P(f) YS_AT(trace_synth, f)
 static const ys_field synth_fields[] = {
     {"sink", YS_DBL, P(sink), 0, 50, "4", "logit bonus of the sink keys", NULL, 0, NULL, NULL},
-    {"n_sinks", YS_U32, P(n_sinks), 0, 1024, "1", "number of sink keys at the start", NULL, 0,
-     NULL, NULL},
-    {"local", YS_DBL, P(local), 0, 50, "3", "logit bonus of the local kernel at distance 0",
-     NULL, 0, NULL, NULL},
-    {"window", YS_DBL, P(window), 0.5, 1e6, "16", "width W of the local kernel, in positions",
-     NULL, 0, NULL, NULL},
+    {"n_sinks", YS_U32, P(n_sinks), 0, 1024, "1", "number of sink keys at the start", NULL, 0, NULL,
+     NULL},
+    {"local", YS_DBL, P(local), 0, 50, "3", "logit bonus of the local kernel at distance 0", NULL,
+     0, NULL, NULL},
+    {"window", YS_DBL, P(window), 0.5, 1e6, "16", "width W of the local kernel, in positions", NULL,
+     0, NULL, NULL},
     {"heavy", YS_DBL, P(heavy), 0, 50, "3", "logit bonus of heavy-hitter keys", NULL, 0, NULL,
      NULL},
     {"heavy_frac", YS_DBL, P(heavy_frac), 0, 1, "0.05", "fraction of keys that are heavy hitters",
@@ -43,13 +43,12 @@ static const ys_field synth_fields[] = {
     {"layer_sim", YS_DBL, P(layer_sim), 0, 1, "0.7",
      "probability a heavy status is kept from layer l-1", NULL, 0, NULL, NULL},
     {"drift", YS_DBL, P(drift), 0, 1, "0.2", "1 - E[cos(q_t, q_t+1)]", NULL, 0, NULL, NULL},
-    {"noise", YS_DBL, P(noise), 0, 20, "1", "std of the content logit noise", NULL, 0, NULL,
-     NULL},
+    {"noise", YS_DBL, P(noise), 0, 20, "1", "std of the content logit noise", NULL, 0, NULL, NULL},
     {"ffn_sparsity", YS_DBL, P(ffn_sparsity), 0, 1, "0.5", "fraction of FFN pre-activations <= 0",
      NULL, 0, NULL, NULL},
     {"generator", YS_U32, P(generator), 1, 2, "2",
-     "query stream: 2 counter-based (random access), 1 sequential mt19937 (earlier builds)",
-     NULL, 0, NULL, NULL},
+     "query stream: 2 counter-based (random access), 1 sequential mt19937 (earlier builds)", NULL,
+     0, NULL, NULL},
 };
 #undef P
 static const ys_schema synth_schema =
@@ -110,15 +109,14 @@ int trace_synth_set(trace_synth *p, const char *key, const char *val, errbuf *e)
                    dym ? " (did you mean '" : "", dym ? dym : "", dym ? "'?)" : "");
 }
 
-int trace_synth_from_kv(trace_synth *p, const kv_param *kv, size_t n, const char *path,
-                        errbuf *e)
+int trace_synth_from_kv(trace_synth *p, const kv_param *kv, size_t n, const char *path, errbuf *e)
 {
     for (size_t i = 0; i < n; i++) {
         errbuf ke;
         int rc = trace_synth_set(p, kv[i].key, kv[i].val, &ke);
         if (rc != MS_OK)
-            return err_set(e, rc, "%s:%d:%d: error: %s", path ? path : "<scenario>",
-                           kv[i].line, kv[i].col, ke.msg);
+            return err_set(e, rc, "%s:%d:%d: error: %s", path ? path : "<scenario>", kv[i].line,
+                           kv[i].col, ke.msg);
     }
     return trace_synth_check(p, e);
 }
@@ -130,8 +128,10 @@ int trace_synth_check(const trace_synth *p, errbuf *e)
         const char *at = (const char *)p + k->off;
         double v = k->type == YS_U32 ? *(const uint32_t *)at : *(const double *)at;
         if (!(v >= k->lo && v <= k->hi))
-            return err_set(e, MS_ERR_RANGE, "synthetic trace parameter %s = %g is outside "
-                           "%g..%g", k->key, v, k->lo, k->hi);
+            return err_set(e, MS_ERR_RANGE,
+                           "synthetic trace parameter %s = %g is outside "
+                           "%g..%g",
+                           k->key, v, k->lo, k->hi);
     }
     return MS_OK;
 }
@@ -220,44 +220,44 @@ int trace_synth_reference_kernel;
 #define BRIDGE_LEVELS 32
 
 typedef struct synth_src {
-    gsl_rng *rng;       /* query stream */
-    gsl_rng *wo_rng;    /* W_o, reseeded per layer */
-    uint32_t m;         /* locality frequency pairs */
-    uint32_t dc;        /* content channels d - 2 - 2m */
-    double *omega;      /* m */
-    float *rff;         /* T × 2m: a·(cos ω_i s, sin ω_i s), shared by queries and keys */
-    double *loc;        /* T: locality logit a²Σ cos(ω_i Δ)/√d at distance Δ */
-    float *signs;       /* dc: one key's content signs (scratch, reference kernel) */
-    float *nib;         /* S × G × ceil(dc/8) × 32: per byte, the nibble tables of bits 0–3,
-                         * 4–7, per row of a group at the S = TRACE_SPAN_MAX positions of a span */
-    float *tab;         /* S × G × ceil(dc/8) × 256: per-byte partial content logits */
-    float *rowmax;      /* S × G: the largest logit of each row of a group so far */
-    float *locr;        /* T: loc in float, reversed: locr[T − 1 − Δ] = loc[Δ] */
-    uint64_t *words;    /* ceil(dc/64) × SYNTH_BLOCK: sign words of a block of keys */
-    uint64_t *wcache;   /* L × Hkv × ceil(dc/64) × ws: every key's sign words, filled on demand
-                         * like the heavy bitmap (NULL: over trace_synth_words_cap) */
+    gsl_rng *rng;     /* query stream */
+    gsl_rng *wo_rng;  /* W_o, reseeded per layer */
+    uint32_t m;       /* locality frequency pairs */
+    uint32_t dc;      /* content channels d - 2 - 2m */
+    double *omega;    /* m */
+    float *rff;       /* T × 2m: a·(cos ω_i s, sin ω_i s), shared by queries and keys */
+    double *loc;      /* T: locality logit a²Σ cos(ω_i Δ)/√d at distance Δ */
+    float *signs;     /* dc: one key's content signs (scratch, reference kernel) */
+    float *nib;       /* S × G × ceil(dc/8) × 32: per byte, the nibble tables of bits 0–3,
+                       * 4–7, per row of a group at the S = TRACE_SPAN_MAX positions of a span */
+    float *tab;       /* S × G × ceil(dc/8) × 256: per-byte partial content logits */
+    float *rowmax;    /* S × G: the largest logit of each row of a group so far */
+    float *locr;      /* T: loc in float, reversed: locr[T − 1 − Δ] = loc[Δ] */
+    uint64_t *words;  /* ceil(dc/64) × SYNTH_BLOCK: sign words of a block of keys */
+    uint64_t *wcache; /* L × Hkv × ceil(dc/64) × ws: every key's sign words, filled on demand
+                       * like the heavy bitmap (NULL: over trace_synth_words_cap) */
     uint32_t *wcache_done; /* L × Hkv: keys whose words wcache holds */
-    size_t ws;          /* wcache's stride per word: T rounded up to 16, plus 16 */
-    uint64_t *kvw;      /* ceil(dc/64): one key's sign words (synth_kv1) */
-    float *span_cq;     /* TRACE_SPAN_MAX × L × H × dc: a span's content queries, or NULL */
-    uint64_t *heavy;    /* L × Hkv × ceil(T/64) bits: heavy status, filled on demand */
-    uint32_t *heavy_done; /* L × Hkv: positions whose status is filled */
-    uint64_t *prefix;   /* 4 × L × Hkv: stream_prefix of ST_KEY..ST_COPY per (layer, KV head) */
-    double amp;         /* a */
-    double rho;         /* AR(1) coefficient of the content query */
-    double sigma_k;     /* Rademacher key amplitude */
-    float *content;     /* L × H × dc: current content query (generator 1) */
-    gsl_rng *node_rng;  /* generator 2: splitmix64 behind GSL's ziggurat, seeded per node */
-    float *node;        /* generator 2: BRIDGE_LEVELS + 2 node values, L × H × dc each */
+    size_t ws;             /* wcache's stride per word: T rounded up to 16, plus 16 */
+    uint64_t *kvw;         /* ceil(dc/64): one key's sign words (synth_kv1) */
+    float *span_cq;        /* TRACE_SPAN_MAX × L × H × dc: a span's content queries, or NULL */
+    uint64_t *heavy;       /* L × Hkv × ceil(T/64) bits: heavy status, filled on demand */
+    uint32_t *heavy_done;  /* L × Hkv: positions whose status is filled */
+    uint64_t *prefix;  /* 4 × L × Hkv: stream_prefix of ST_KEY..ST_COPY per (layer, KV head) */
+    double amp;        /* a */
+    double rho;        /* AR(1) coefficient of the content query */
+    double sigma_k;    /* Rademacher key amplitude */
+    float *content;    /* L × H × dc: current content query (generator 1) */
+    gsl_rng *node_rng; /* generator 2: splitmix64 behind GSL's ziggurat, seeded per node */
+    float *node;       /* generator 2: BRIDGE_LEVELS + 2 node values, L × H × dc each */
     const float *lo[BRIDGE_LEVELS + 1], *hi[BRIDGE_LEVELS + 1]; /* bracket values per level */
     uint64_t lo_pos[BRIDGE_LEVELS + 1], hi_pos[BRIDGE_LEVELS + 1];
-    uint32_t depth;     /* levels of the bracket path that are valid */
-    const float *cq;    /* content query of the current position (either generator) */
-    uint32_t cur;       /* position of content (valid if started) */
+    uint32_t depth;  /* levels of the bracket path that are valid */
+    const float *cq; /* content query of the current position (either generator) */
+    uint32_t cur;    /* position of content (valid if started) */
     int started;
-    float *ffn;         /* F */
-    float **wo;         /* per layer (or one slot): dim × H·d */
-    uint32_t wo_layer;  /* layer held by the single slot */
+    float *ffn;        /* F */
+    float **wo;        /* per layer (or one slot): dim × H·d */
+    uint32_t wo_layer; /* layer held by the single slot */
 } synth_src;
 
 /* stream_prefix(seed, what, layer, g) of the per-(layer, KV head) streams, what in
@@ -322,8 +322,8 @@ static const uint64_t *key_words(trace *t, uint32_t layer, uint32_t g, uint32_t 
     uint64_t *w = s->wcache + lg * nw * s->ws;
     uint32_t done = s->wcache_done[lg];
     if (done < n) {
-        synth_kern_words(head_prefix(t, ST_KEY, layer, g), done, n - done, (uint32_t)nw,
-                         s->ws, w + done);
+        synth_kern_words(head_prefix(t, ST_KEY, layer, g), done, n - done, (uint32_t)nw, s->ws,
+                         w + done);
         s->wcache_done[lg] = n;
     }
     return w;
@@ -504,10 +504,9 @@ static void att_rows(trace *t, uint32_t layer, uint32_t g0, uint32_t g1, uint32_
                 synth_base bs = {s->locr + (t->s.n_tokens - 1 - (pos0 + i)), hb, heavy, sink, ns};
                 for (uint32_t hh = 0; hh < G; hh++) {
                     uint32_t r = i * G + hh;
-                    float mx = synth_kern_lookup(&bs, j0, wb, ws, nj, nw, nb,
-                                                 s->nib + (size_t)r * nb * 32,
-                                                 s->tab + (size_t)r * nb * 256,
-                                                 out[i] + (size_t)(g * G + hh) * n + j0);
+                    float mx = synth_kern_lookup(
+                        &bs, j0, wb, ws, nj, nw, nb, s->nib + (size_t)r * nb * 32,
+                        s->tab + (size_t)r * nb * 256, out[i] + (size_t)(g * G + hh) * n + j0);
                     s->rowmax[r] = mx > s->rowmax[r] ? mx : s->rowmax[r];
                 }
             }
@@ -604,8 +603,8 @@ static unsigned long sm_get(void *st)
     return (unsigned long)(mix64(*x) >> 32);
 }
 static double sm_get_double(void *st) { return (double)sm_get(st) * 0x1.0p-32; }
-static const gsl_rng_type splitmix_type = {"mpcsim-splitmix64", 0xffffffffUL, 0,
-                                           sizeof(uint64_t), sm_set, sm_get, sm_get_double};
+static const gsl_rng_type splitmix_type = {
+    "mpcsim-splitmix64", 0xffffffffUL, 0, sizeof(uint64_t), sm_set, sm_get, sm_get_double};
 
 /* ρ^k and 1 − ρ^{2k} without cancellation. */
 static void rho_pow(double rho, double k, double *rk, double *one_minus_r2k)
@@ -787,10 +786,9 @@ static void synth_close(trace *t)
     free(s);
 }
 
-static const trace_source synth_source = {synth_seek,    synth_kv,     synth_kv1,
-                                          synth_att_row, synth_ffn,    synth_logits,
-                                          synth_wo,      synth_close,  synth_span_keep,
-                                          synth_att_span};
+static const trace_source synth_source = {synth_seek,      synth_kv,      synth_kv1, synth_att_row,
+                                          synth_ffn,       synth_logits,  synth_wo,  synth_close,
+                                          synth_span_keep, synth_att_span};
 
 /* Locality frequencies, amplitude and the AR(1) coefficient that gives the requested drift. */
 static void synth_layout(trace *t, synth_src *s)
@@ -856,8 +854,8 @@ int trace_synth_attach(trace *t, const model_cfg *cfg, errbuf *e)
                     s->prefix[((size_t)(w - ST_KEY) * t->s.n_layers + l) * t->s.n_kv_heads + g] =
                         stream_prefix(t->seed, w, l, g);
     void *cbuf = t->synth.generator == 1 ? (void *)s->content : (void *)s->node;
-    if (!cbuf || !s->rff || !s->loc || !s->signs || !s->rowmax || !s->nib || !s->tab || !s->locr || !s->words || !s->kvw ||
-        !s->heavy || !s->heavy_done || !s->prefix)
+    if (!cbuf || !s->rff || !s->loc || !s->signs || !s->rowmax || !s->nib || !s->tab || !s->locr ||
+        !s->words || !s->kvw || !s->heavy || !s->heavy_done || !s->prefix)
         return err_set(e, MS_ERR_NOMEM, "out of memory");
     for (uint32_t dd = 0; dd < t->s.n_tokens; dd++) {
         double c = 0;
@@ -874,8 +872,8 @@ int trace_synth_attach(trace *t, const model_cfg *cfg, errbuf *e)
     return MS_OK;
 }
 
-int trace_open_synth(const model_cfg *cfg, uint32_t n_tokens, uint64_t seed,
-                     const trace_synth *p, trace **out, errbuf *e)
+int trace_open_synth(const model_cfg *cfg, uint32_t n_tokens, uint64_t seed, const trace_synth *p,
+                     trace **out, errbuf *e)
 {
     *out = NULL;
     int rc = trace_synth_check(p, e);
@@ -883,13 +881,16 @@ int trace_open_synth(const model_cfg *cfg, uint32_t n_tokens, uint64_t seed,
         return rc;
     if (!n_tokens || !cfg->n_layers || !cfg->n_heads || !cfg->n_kv_heads ||
         cfg->n_heads % cfg->n_kv_heads || cfg->head_dim < 2)
-        return err_set(e, MS_ERR_INPUT, "model '%s': a synthetic trace needs tokens > 0, "
-                       "heads divisible by kv_heads and head_dim >= 2", cfg->name);
+        return err_set(e, MS_ERR_INPUT,
+                       "model '%s': a synthetic trace needs tokens > 0, "
+                       "heads divisible by kv_heads and head_dim >= 2",
+                       cfg->name);
     trace *t = calloc(1, sizeof *t);
     if (!t)
         return err_set(e, MS_ERR_NOMEM, "out of memory");
-    t->s = (trace_shape){cfg->n_layers, cfg->n_heads, cfg->n_kv_heads, cfg->head_dim,
-                         cfg->dim,      cfg->ffn_dim,  0,               n_tokens};
+    t->s = (trace_shape){
+        cfg->n_layers, cfg->n_heads, cfg->n_kv_heads, cfg->head_dim, cfg->dim, cfg->ffn_dim, 0,
+        n_tokens};
     snprintf(t->model, sizeof t->model, "%s", cfg->name);
     t->synthetic = 1;
     t->seed = seed;
@@ -901,8 +902,7 @@ int trace_open_synth(const model_cfg *cfg, uint32_t n_tokens, uint64_t seed,
         t->arrays |= 1u << TRACE_WO;
     rc = trace_alloc_common(t);
     if (rc != MS_OK)
-        rc = err_set(e, MS_ERR_NOMEM, "out of memory for a %u-token synthetic trace",
-                     n_tokens);
+        rc = err_set(e, MS_ERR_NOMEM, "out of memory for a %u-token synthetic trace", n_tokens);
     else
         rc = trace_synth_attach(t, cfg, e);
     if (rc != MS_OK) {

@@ -276,7 +276,8 @@ WIDE static void signs_wide(const uint64_t *w, size_t ws, uint32_t dc, float sk,
         for (uint32_t q = 0; q < 64 && i0 + q < dc; q += 16) {
             uint32_t n = dc - i0 - q;
             __mmask16 m = n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
-            _mm512_mask_storeu_ps(kc + i0 + q, m, _mm512_mask_blend_ps((__mmask16)(bits >> q), neg, pos));
+            _mm512_mask_storeu_ps(kc + i0 + q, m,
+                                  _mm512_mask_blend_ps((__mmask16)(bits >> q), neg, pos));
         }
     }
 }
@@ -287,8 +288,8 @@ WIDE static void signs_wide(const uint64_t *w, size_t ws, uint32_t dc, float sk,
 WIDE static __m256 value_sums(__m512i b)
 {
     const __m512i m16 = _mm512_set1_epi64(0xffff);
-    __m512i s = _mm512_add_epi64(_mm512_and_si512(b, m16),
-                                 _mm512_and_si512(_mm512_srli_epi64(b, 16), m16));
+    __m512i s =
+        _mm512_add_epi64(_mm512_and_si512(b, m16), _mm512_and_si512(_mm512_srli_epi64(b, 16), m16));
     s = _mm512_add_epi64(s, _mm512_and_si512(_mm512_srli_epi64(b, 32), m16));
     s = _mm512_add_epi64(s, _mm512_srli_epi64(b, 48));
     return _mm512_cvtepi64_ps(s);
@@ -297,10 +298,10 @@ WIDE static __m256 value_sums(__m512i b)
 WIDE static void values_wide(uint64_t st, uint32_t d, float scale, float *v)
 {
     const uint64_t g = 0x9E3779B97F4A7C15ull;
-    __m512i s = _mm512_setr_epi64((long long)(st + g), (long long)(st + 2 * g),
-                                  (long long)(st + 3 * g), (long long)(st + 4 * g),
-                                  (long long)(st + 5 * g), (long long)(st + 6 * g),
-                                  (long long)(st + 7 * g), (long long)(st + 8 * g));
+    __m512i s =
+        _mm512_setr_epi64((long long)(st + g), (long long)(st + 2 * g), (long long)(st + 3 * g),
+                          (long long)(st + 4 * g), (long long)(st + 5 * g), (long long)(st + 6 * g),
+                          (long long)(st + 7 * g), (long long)(st + 8 * g));
     const __m512i step = _mm512_set1_epi64((long long)(8 * g));
     const __m512 mid = _mm512_set1_ps(131070.0f), sc = _mm512_set1_ps(scale);
     for (uint32_t i = 0; i < d; i += 16) {
@@ -330,8 +331,8 @@ WIDE static float lookup_wide(const synth_base *bs, uint32_t j0, const uint64_t 
 {
     const __m512 heavy = _mm512_set1_ps(bs->heavy), sink = _mm512_set1_ps(bs->sink);
     /* the low and the high 32-bit halves of sixteen words, key order kept */
-    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
-                                           28, 30);
+    const __m512i even =
+        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
     __m512 vmax = _mm512_set1_ps(-INFINITY);
     for (uint32_t j = 0; j < nj; j += 16) {
@@ -342,8 +343,8 @@ WIDE static float lookup_wide(const synth_base *bs, uint32_t j0, const uint64_t 
         v = _mm512_mask_add_ps(v, (__mmask16)(bs->hb[key / 64] >> (key % 64)), v, heavy);
         if (key < bs->n_sinks) {
             uint32_t ns = bs->n_sinks - key;
-            v = _mm512_mask_add_ps(v, ns >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << ns) - 1),
-                                   v, sink);
+            v = _mm512_mask_add_ps(v, ns >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << ns) - 1), v,
+                                   sink);
         }
         for (uint32_t k = 0; k < nw; k++) {
             const uint64_t *wk = wb + (size_t)k * ws + j;

@@ -37,7 +37,7 @@ void synth_kern_words(uint64_t prefix, uint32_t j0, uint32_t nj, uint32_t nw, si
 /* The base logits of one KV head's row: key j's is loc[j], plus heavy when bit j of hb is set,
  * plus sink when j < n_sinks, added in that order in float. */
 typedef struct synth_base {
-    const float *loc; /* the locality logit of each key (at the row's distance) */
+    const float *loc;   /* the locality logit of each key (at the row's distance) */
     const uint64_t *hb; /* heavy-hitter bitmap, bit j of word j/64 */
     float heavy, sink;
     uint32_t n_sinks;

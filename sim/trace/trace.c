@@ -15,22 +15,17 @@
 
 #include "models/llama.h"
 
-#define REGEN_HINT                                                                           \
-    "hint: regenerate the trace with 'mpcsim trace record' or scripts/dump_trace.py"
+#define REGEN_HINT "hint: regenerate the trace with 'mpcsim trace record' or scripts/dump_trace.py"
 
-static const char *const array_names[TRACE_N_ARRAYS] = {"q",      "k",  "v",      "att",
-                                                        "ffn",    "logits", "wo", "tokens"};
+static const char *const array_names[TRACE_N_ARRAYS] = {"q",   "k",      "v",  "att",
+                                                        "ffn", "logits", "wo", "tokens"};
 
-const char *trace_array_name(trace_array a)
-{
-    return a < TRACE_N_ARRAYS ? array_names[a] : "?";
-}
+const char *trace_array_name(trace_array a) { return a < TRACE_N_ARRAYS ? array_names[a] : "?"; }
 
 /* Expected shape of an array for a trace shape; returns ndim. */
 static uint32_t array_shape(const trace_shape *s, trace_array a, uint64_t sh[4])
 {
-    uint64_t L = s->n_layers, T = s->n_tokens, H = s->n_heads, Hk = s->n_kv_heads,
-             d = s->head_dim;
+    uint64_t L = s->n_layers, T = s->n_tokens, H = s->n_heads, Hk = s->n_kv_heads, d = s->head_dim;
     switch (a) {
     case TRACE_Q: sh[0] = L, sh[1] = T, sh[2] = H, sh[3] = d; return 4;
     case TRACE_K:
@@ -70,14 +65,22 @@ int trace_npy_write_header(FILE *f, const trace_npy *h)
     int n = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (",
                      h->dtype == 'i' ? "<i4" : "<f4");
     for (uint32_t i = 0; i < h->ndim; i++)
-        n += snprintf(dict + n, sizeof dict - (size_t)n, "%llu%s",
-                      (unsigned long long)h->shape[i], h->ndim == 1 || i + 1 < h->ndim ? ", " : "");
+        n += snprintf(dict + n, sizeof dict - (size_t)n, "%llu%s", (unsigned long long)h->shape[i],
+                      h->ndim == 1 || i + 1 < h->ndim ? ", " : "");
     n += snprintf(dict + n, sizeof dict - (size_t)n, "), }");
     /* pad with spaces and a final newline so that the data starts at a multiple of 64 */
     size_t total = 10 + (size_t)n + 1;
     size_t pad = (64 - total % 64) % 64;
     uint16_t hlen = (uint16_t)(n + pad + 1);
-    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hlen & 0xff),
+    unsigned char pre[10] = {0x93,
+                             'N',
+                             'U',
+                             'M',
+                             'P',
+                             'Y',
+                             1,
+                             0,
+                             (unsigned char)(hlen & 0xff),
                              (unsigned char)(hlen >> 8)};
     if (fwrite(pre, 1, 10, f) != 10 || fwrite(dict, 1, (size_t)n, f) != (size_t)n)
         return MS_ERR_IO;
@@ -138,10 +141,13 @@ int trace_npy_read_header(FILE *f, const char *path, trace_npy *h, errbuf *e)
     else
         rc = err_set(e, MS_ERR_FORMAT,
                      "%s: error: .npy dtype must be little-endian float32 '<f4' or int32 "
-                     "'<i4'; " REGEN_HINT, path);
+                     "'<i4'; " REGEN_HINT,
+                     path);
     if (rc == MS_OK && (!fo || strncmp(fo, "False", 5)))
-        rc = err_set(e, MS_ERR_FORMAT, "%s: error: .npy array must be C order "
-                     "(fortran_order False); " REGEN_HINT, path);
+        rc = err_set(e, MS_ERR_FORMAT,
+                     "%s: error: .npy array must be C order "
+                     "(fortran_order False); " REGEN_HINT,
+                     path);
     if (rc == MS_OK && (!sh || *sh != '('))
         rc = err_set(e, MS_ERR_FORMAT, "%s: error: .npy header has no shape", path);
     for (const char *p = sh ? sh + 1 : NULL; rc == MS_OK && p && *p != ')';) {
@@ -153,8 +159,10 @@ int trace_npy_read_header(FILE *f, const char *path, trace_npy *h, errbuf *e)
         errno = 0;
         unsigned long long v = *p >= '0' && *p <= '9' ? strtoull(p, &end, 10) : 0;
         if (*p < '0' || *p > '9' || errno == ERANGE || h->ndim == 4) {
-            rc = err_set(e, MS_ERR_FORMAT, "%s: error: bad .npy shape (at most 4 dims of "
-                         "non-negative 64-bit sizes)", path);
+            rc = err_set(e, MS_ERR_FORMAT,
+                         "%s: error: bad .npy shape (at most 4 dims of "
+                         "non-negative 64-bit sizes)",
+                         path);
             break;
         }
         h->shape[h->ndim++] = v;
@@ -168,9 +176,10 @@ int trace_npy_read_header(FILE *f, const char *path, trace_npy *h, errbuf *e)
     /* NumPy pads the header so that the data starts at a multiple of 64 (16 before 1.14):
      * any other offset is not NumPy's, and would give misaligned float loads from the map */
     if (rc == MS_OK && h->data_offset % 16)
-        rc = err_set(e, MS_ERR_FORMAT, "%s: error: .npy data offset %llu is not a multiple of "
-                     "16 as NumPy writes it; " REGEN_HINT, path,
-                     (unsigned long long)h->data_offset);
+        rc = err_set(e, MS_ERR_FORMAT,
+                     "%s: error: .npy data offset %llu is not a multiple of "
+                     "16 as NumPy writes it; " REGEN_HINT,
+                     path, (unsigned long long)h->data_offset);
     return rc;
 }
 
@@ -184,7 +193,7 @@ struct trace_writer {
     int fd[TRACE_N_ARRAYS];
     uint64_t data_off[TRACE_N_ARRAYS];
     int32_t *tokens;
-    char meta[2048];  /* extra manifest lines */
+    char meta[2048]; /* extra manifest lines */
     int failed;
 };
 
@@ -261,8 +270,8 @@ int trace_writer_tokens(trace_writer *w, const int32_t *ids, uint32_t n)
     return w->failed ? MS_ERR_IO : MS_OK;
 }
 
-int trace_writer_row(trace_writer *w, uint32_t layer, uint32_t pos, const float *q,
-                     const float *k, const float *v, const float *att, const float *ffn)
+int trace_writer_row(trace_writer *w, uint32_t layer, uint32_t pos, const float *q, const float *k,
+                     const float *v, const float *att, const float *ffn)
 {
     const trace_shape *s = &w->s;
     if (layer >= s->n_layers || pos >= s->n_tokens)
@@ -312,8 +321,8 @@ static void write_manifest(const trace_writer *w, FILE *f)
     fprintf(f, "# mpcsim trace manifest (sim/trace/TRACE_FORMAT.md)\n");
     fprintf(f, "format: %s %d\n", TRACE_FORMAT_NAME, TRACE_FORMAT_VERSION);
     fprintf(f, "model: %s\nsource: %s\n", w->model, w->source);
-    fprintf(f, "n_layers: %u\nn_heads: %u\nn_kv_heads: %u\nhead_dim: %u\ndim: %u\n",
-            s->n_layers, s->n_heads, s->n_kv_heads, s->head_dim, s->dim);
+    fprintf(f, "n_layers: %u\nn_heads: %u\nn_kv_heads: %u\nhead_dim: %u\ndim: %u\n", s->n_layers,
+            s->n_heads, s->n_kv_heads, s->head_dim, s->dim);
     fprintf(f, "ffn_dim: %u\nvocab: %u\nn_tokens: %u\n", s->ffn_dim, s->vocab, s->n_tokens);
     /* mpcsim's writers hold q and k in llama2.c's interleaved channel order (TRACE_FORMAT.md
      * §RoPE channel layout); a trace read in another order is converted before it is copied */
@@ -337,8 +346,8 @@ static void write_manifest(const trace_writer *w, FILE *f)
 
 int trace_writer_close(trace_writer *w, errbuf *e)
 {
-    int rc = w->failed ? err_set(e, MS_ERR_IO, "%s: error: writing the trace failed", w->dir)
-                       : MS_OK;
+    int rc =
+        w->failed ? err_set(e, MS_ERR_IO, "%s: error: writing the trace failed", w->dir) : MS_OK;
     for (int a = 0; a < TRACE_N_ARRAYS; a++)
         if (w->fd[a] >= 0 && close(w->fd[a]) != 0 && rc == MS_OK)
             rc = err_set(e, MS_ERR_IO, "%s/%s.npy: error: %s", w->dir, array_names[a],
@@ -378,12 +387,11 @@ static const ys_field manifest_fields[] = {
     {"model", YS_OTHER, YS_NONE, 0, 0, NULL, "the model the trace is of", NULL, 0, NULL, "text"},
     {"source", YS_OTHER, YS_NONE, 0, 0, NULL, "record | synth | pytorch | numpy-fixture | copy",
      NULL, 0, NULL, "text"},
-    {"n_layers", YS_U32, SH(n_layers), 1, TRACE_DIM_MAX, NULL, "layers", NULL, YS_REQ, REGEN,
-     NULL},
+    {"n_layers", YS_U32, SH(n_layers), 1, TRACE_DIM_MAX, NULL, "layers", NULL, YS_REQ, REGEN, NULL},
     {"n_heads", YS_U32, SH(n_heads), 1, TRACE_DIM_MAX, NULL, "query heads", NULL, YS_REQ, REGEN,
      NULL},
-    {"n_kv_heads", YS_U32, SH(n_kv_heads), 1, TRACE_DIM_MAX, NULL, "KV heads", NULL, YS_REQ,
-     REGEN, NULL},
+    {"n_kv_heads", YS_U32, SH(n_kv_heads), 1, TRACE_DIM_MAX, NULL, "KV heads", NULL, YS_REQ, REGEN,
+     NULL},
     {"head_dim", YS_U32, SH(head_dim), 1, TRACE_DIM_MAX, NULL, "per head", NULL, YS_REQ, REGEN,
      NULL},
     {"dim", YS_U32, SH(dim), 0, TRACE_DIM_MAX, "0", "rows of W_o (0 if unknown)", NULL, 0, REGEN,
@@ -392,17 +400,16 @@ static const ys_field manifest_fields[] = {
     {"vocab", YS_U32, SH(vocab), 0, TRACE_DIM_MAX, "0", "0 if no logits", NULL, 0, REGEN, NULL},
     {"n_tokens", YS_U32, SH(n_tokens), 1, TRACE_DIM_MAX, NULL, "positions T", NULL, YS_REQ, REGEN,
      NULL},
-    {"rope", YS_INFO, YS_NONE, 0, 0, NULL, "applied: q and k are stored after RoPE", NULL, 0,
-     NULL, NULL},
-    {"rope_layout", YS_ENUM, YS_AT(trace, rope_half), 0, 0, "interleaved",
-     "channel pairs of RoPE: 2i,2i+1 (interleaved) or i,i+d/2 (half)", rope_layouts, 0, NULL,
+    {"rope", YS_INFO, YS_NONE, 0, 0, NULL, "applied: q and k are stored after RoPE", NULL, 0, NULL,
      NULL},
+    {"rope_layout", YS_ENUM, YS_AT(trace, rope_half), 0, 0, "interleaved",
+     "channel pairs of RoPE: 2i,2i+1 (interleaved) or i,i+d/2 (half)", rope_layouts, 0, NULL, NULL},
     {"att_layout", YS_INFO, YS_NONE, 0, 0, NULL, "full: [L][T][H][T]", NULL, 0, NULL, NULL},
     {"tokens", YS_INFO, YS_NONE, 0, 0, NULL, "token ids (also tokens.npy)", NULL, 0, NULL, NULL},
-    {"seed", YS_INFO, YS_NONE, 0, 0, NULL, "synthetic traces: the generator's seed", NULL, 0,
+    {"seed", YS_INFO, YS_NONE, 0, 0, NULL, "synthetic traces: the generator's seed", NULL, 0, NULL,
+     NULL},
+    {"synth", YS_INFO, YS_NONE, 0, 0, NULL, "synthetic traces: the generator's parameters", NULL, 0,
      NULL, NULL},
-    {"synth", YS_INFO, YS_NONE, 0, 0, NULL, "synthetic traces: the generator's parameters", NULL,
-     0, NULL, NULL},
     {"arrays", YS_OTHER, YS_NONE, 0, 0, NULL, "the .npy arrays present (q, k, v required)", NULL,
      YS_REQ, REGEN, "mapping"},
 };
@@ -440,8 +447,10 @@ static int check_rope_layout(const ys_ctx *x, const yx_node *root, const trace *
                        "checkpoints, or re-dump with scripts/dump_trace.py",
                        x->path);
     if (t->rope_half && (t->s.head_dim % 2 || t->s.head_dim > TRACE_MAX_HEAD_DIM))
-        return ys_fail(x, n, NULL, "rope_layout half needs an even head_dim of at most %u "
-                       "(head_dim %u)", TRACE_MAX_HEAD_DIM, t->s.head_dim);
+        return ys_fail(x, n, NULL,
+                       "rope_layout half needs an even head_dim of at most %u "
+                       "(head_dim %u)",
+                       TRACE_MAX_HEAD_DIM, t->s.head_dim);
     return MS_OK;
 }
 
@@ -457,8 +466,10 @@ static int read_manifest(trace *t, const char *dir, errbuf *e)
     snprintf(path, sizeof path, "%s/manifest.yaml", dir);
     FILE *f = fopen(path, "rb");
     if (!f)
-        return err_set(e, MS_ERR_NOTFOUND, "%s: error: cannot open (%s); is '%s' a trace "
-                       "directory? " REGEN_HINT, path, strerror(errno), dir);
+        return err_set(e, MS_ERR_NOTFOUND,
+                       "%s: error: cannot open (%s); is '%s' a trace "
+                       "directory? " REGEN_HINT,
+                       path, strerror(errno), dir);
     fclose(f);
     yx_node *root;
     int rc = yx_parse_file(path, &root, e);
@@ -505,8 +516,10 @@ static int map_array(trace *t, dir_src *d, const char *dir, trace_array a, errbu
     snprintf(path, sizeof path, "%s/%s.npy", dir, array_names[a]);
     FILE *f = fopen(path, "rb");
     if (!f)
-        return err_set(e, MS_ERR_NOTFOUND, "%s: error: listed in the manifest but cannot be "
-                       "opened (%s); " REGEN_HINT, path, strerror(errno));
+        return err_set(e, MS_ERR_NOTFOUND,
+                       "%s: error: listed in the manifest but cannot be "
+                       "opened (%s); " REGEN_HINT,
+                       path, strerror(errno));
     trace_npy h;
     int rc = trace_npy_read_header(f, path, &h, e);
     uint64_t want[4];
@@ -522,19 +535,21 @@ static int map_array(trace *t, dir_src *d, const char *dir, trace_array a, errbu
         for (uint32_t i = 0; i < h.ndim; i++)
             snprintf(gs + strlen(gs), sizeof gs - strlen(gs), "%s%llu", i ? "," : "",
                      (unsigned long long)h.shape[i]);
-        rc = err_set(e, MS_ERR_FORMAT, "%s: error: array has shape (%s) dtype %s but the "
-                     "manifest implies (%s) dtype %s; " REGEN_HINT, path, gs,
-                     h.dtype == 'i' ? "int32" : "float32", ws,
+        rc = err_set(e, MS_ERR_FORMAT,
+                     "%s: error: array has shape (%s) dtype %s but the "
+                     "manifest implies (%s) dtype %s; " REGEN_HINT,
+                     path, gs, h.dtype == 'i' ? "int32" : "float32", ws,
                      a == TRACE_TOKENS ? "int32" : "float32");
     }
     struct stat st;
     uint64_t bytes = 0;
-    if (rc == MS_OK && (fstat(fileno(f), &st) != 0 || st.st_size < 0 ||
-                        trace_npy_bytes(&h, &bytes) ||
-                        (uint64_t)st.st_size < h.data_offset ||
-                        (uint64_t)st.st_size - h.data_offset < bytes))
-        rc = err_set(e, MS_ERR_FORMAT, "%s: error: file is truncated (%llu bytes of data "
-                     "expected); " REGEN_HINT, path, (unsigned long long)bytes);
+    if (rc == MS_OK &&
+        (fstat(fileno(f), &st) != 0 || st.st_size < 0 || trace_npy_bytes(&h, &bytes) ||
+         (uint64_t)st.st_size < h.data_offset || (uint64_t)st.st_size - h.data_offset < bytes))
+        rc = err_set(e, MS_ERR_FORMAT,
+                     "%s: error: file is truncated (%llu bytes of data "
+                     "expected); " REGEN_HINT,
+                     path, (unsigned long long)bytes);
     if (rc == MS_OK) {
         d->len[a] = (size_t)st.st_size;
         d->map[a] = mmap(NULL, d->len[a], PROT_READ, MAP_SHARED, fileno(f), 0);
@@ -656,12 +671,12 @@ const float *trace_stored_att(trace *t, uint32_t layer, uint32_t pos, uint32_t h
     if (!d->data[TRACE_ATT])
         return NULL;
     const trace_shape *s = &t->s;
-    return d->data[TRACE_ATT] + (((size_t)layer * s->n_tokens + pos) * s->n_heads + h) *
-                                    s->n_tokens;
+    return d->data[TRACE_ATT] +
+           (((size_t)layer * s->n_tokens + pos) * s->n_heads + h) * s->n_tokens;
 }
 
-static const trace_source dir_source = {dir_seek, dir_kv, dir_kv1, dir_att_row, dir_ffn,
-                                        dir_logits, dir_wo, dir_close, NULL, NULL};
+static const trace_source dir_source = {dir_seek,   dir_kv, dir_kv1,   dir_att_row, dir_ffn,
+                                        dir_logits, dir_wo, dir_close, NULL,        NULL};
 
 int trace_alloc_common(trace *t)
 {
@@ -690,8 +705,8 @@ int trace_open(const char *dir, trace **out, errbuf *e)
         if (t->arrays & 1u << a)
             rc = map_array(t, d, dir, (trace_array)a, e);
     if (rc == MS_OK && (t->arrays & 1u << TRACE_WO) && !t->s.dim)
-        rc = err_set(e, MS_ERR_FORMAT, "%s/manifest.yaml: error: wo listed but dim is 0; "
-                     REGEN_HINT, dir);
+        rc = err_set(e, MS_ERR_FORMAT,
+                     "%s/manifest.yaml: error: wo listed but dim is 0; " REGEN_HINT, dir);
     if (rc == MS_OK && trace_alloc_common(t) != MS_OK)
         rc = err_set(e, MS_ERR_NOMEM, "out of memory opening %s", dir);
     if (rc == MS_OK && d->data[TRACE_TOKENS]) {
@@ -744,8 +759,8 @@ uint32_t trace_pos(const trace *t) { return t->pos; }
 int trace_seek(trace *t, uint32_t pos, errbuf *e)
 {
     if (pos >= t->s.n_tokens)
-        return err_set(e, MS_ERR_RANGE, "trace position %u out of range (the trace has %u)",
-                       pos, t->s.n_tokens);
+        return err_set(e, MS_ERR_RANGE, "trace position %u out of range (the trace has %u)", pos,
+                       t->s.n_tokens);
     if (t->have_pos && pos == t->pos) /* a trace is a fixed function of the position */
         return MS_OK;
     int rc = t->src->seek(t, pos, e);
@@ -1027,8 +1042,8 @@ static int read_text(const char *path, char **out, errbuf *e)
 /* Encodes the shortest prefix of text that yields cap tokens plus a margin of 8 (BPE merges
  * are local, so the first cap ids equal those of the whole text; merging is quadratic in the
  * length, hence the prefix). Keeps at most cap ids. */
-static int tokenize_prefix(const llama_tok *tok, char *text, uint32_t cap, int **ids,
-                           int *n_ids, errbuf *e)
+static int tokenize_prefix(const llama_tok *tok, char *text, uint32_t cap, int **ids, int *n_ids,
+                           errbuf *e)
 {
     size_t tl = strlen(text);
     for (size_t need = (size_t)cap * 4 + 64;; need *= 2) {
@@ -1058,15 +1073,18 @@ static int record_setup(const char *model, const char *text_path, uint32_t max_t
     if (rc != MS_OK)
         return rc;
     if (!cfg->weights[0] || !cfg->tokenizer[0])
-        return err_set(e, MS_ERR_INPUT, "model '%s' has no weights/tokenizer to record from "
-                       "(use 'mpcsim trace synth' for shapes without weights)", cfg->name);
+        return err_set(e, MS_ERR_INPUT,
+                       "model '%s' has no weights/tokenizer to record from "
+                       "(use 'mpcsim trace synth' for shapes without weights)",
+                       cfg->name);
     if (model_file_path(cfg->weights, wpath, sizeof wpath) ||
         model_file_path(cfg->tokenizer, tpath, sizeof tpath))
         return err_set(e, MS_ERR_INPUT, "model '%s': weight path too long", cfg->name);
     if (access(wpath, R_OK) || access(tpath, R_OK)) {
         char where[1400];
         mpcsim_datadir_searched(where, sizeof where);
-        return err_set(e, MS_ERR_NOTFOUND, "%s: error: model '%s''s weights or tokenizer not "
+        return err_set(e, MS_ERR_NOTFOUND,
+                       "%s: error: model '%s''s weights or tokenizer not "
                        "found\n  hint: the data folder was looked for in %s",
                        access(wpath, R_OK) ? wpath : tpath, cfg->name, where);
     }
@@ -1103,8 +1121,10 @@ int trace_count_tokens(const model_cfg *cfg, const char *text_path, uint32_t max
     if (access(tpath, R_OK)) {
         char where[1400];
         mpcsim_datadir_searched(where, sizeof where);
-        return err_set(e, MS_ERR_NOTFOUND, "%s: error: model '%s''s tokenizer not found\n"
-                       "  hint: the data folder was looked for in %s", tpath, cfg->name, where);
+        return err_set(e, MS_ERR_NOTFOUND,
+                       "%s: error: model '%s''s tokenizer not found\n"
+                       "  hint: the data folder was looked for in %s",
+                       tpath, cfg->name, where);
     }
     char *text = NULL;
     llama_tok *tok = NULL;
@@ -1123,8 +1143,8 @@ int trace_count_tokens(const model_cfg *cfg, const char *text_path, uint32_t max
     return rc;
 }
 
-int trace_record(const char *model, const char *text_path, uint32_t max_tokens,
-                 const char *out_dir, errbuf *e)
+int trace_record(const char *model, const char *text_path, uint32_t max_tokens, const char *out_dir,
+                 errbuf *e)
 {
     model_cfg cfg;
     llama *m = NULL;
@@ -1132,8 +1152,8 @@ int trace_record(const char *model, const char *text_path, uint32_t max_tokens,
     int rc = record_setup(model, text_path, max_tokens, &cfg, &m, &ids, &n, e);
     if (rc != MS_OK)
         return rc;
-    trace_shape s = {cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.dim,
-                     cfg.ffn_dim,  cfg.vocab,   (uint32_t)n};
+    trace_shape s = {cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim,
+                     cfg.dim,      cfg.ffn_dim, cfg.vocab,      (uint32_t)n};
     unsigned all = (1u << TRACE_N_ARRAYS) - 1;
     trace_writer *w = NULL;
     float *logits = malloc(cfg.vocab * sizeof(float));
@@ -1172,4 +1192,3 @@ int trace_record(const char *model, const char *text_path, uint32_t max_tokens,
     llama_free(m);
     return rc;
 }
-

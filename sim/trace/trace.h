@@ -61,7 +61,7 @@ typedef struct trace_shape {
 /* ---- synthetic generator parameters (construction: sim/trace/TRACE_FORMAT.md §Synthetic) -------
  * All attention knobs are in logit units (added to q·k/√d), so softmax(q·k/√d) shows them. */
 typedef struct trace_synth {
-    double sink;         /* logit bonus of the first n_sinks keys */
+    double sink; /* logit bonus of the first n_sinks keys */
     uint32_t n_sinks;
     double local;        /* logit bonus at distance 0 of the local kernel exp(-Δ²/(2W²)) */
     double window;       /* W, in positions */
@@ -82,8 +82,7 @@ void trace_synth_defaults_for(trace_synth *p, int family);
  * "layer_sim", "drift", "noise", "ffn_sparsity"); unknown keys get a did-you-mean hint. */
 int trace_synth_set(trace_synth *p, const char *key, const char *val, errbuf *e);
 /* Applies scenario parameters; errors carry path:line:col. */
-int trace_synth_from_kv(trace_synth *p, const kv_param *kv, size_t n, const char *path,
-                        errbuf *e);
+int trace_synth_from_kv(trace_synth *p, const kv_param *kv, size_t n, const char *path, errbuf *e);
 int trace_synth_check(const trace_synth *p, errbuf *e);
 /* YAML "key: value" lines (what `trace fit -o` writes and `trace synth --params` reads). */
 int trace_synth_write_yaml(const trace_synth *p, FILE *f);
@@ -99,8 +98,8 @@ const struct ys_schema *trace_manifest_schema(void);
  * arrays whose shape disagrees with the manifest, give ERR_FORMAT with a regenerate hint. */
 int trace_open(const char *dir, trace **out, errbuf *e);
 /* A synthetic trace of n_tokens positions for the shape of cfg. */
-int trace_open_synth(const model_cfg *cfg, uint32_t n_tokens, uint64_t seed,
-                     const trace_synth *p, trace **out, errbuf *e);
+int trace_open_synth(const model_cfg *cfg, uint32_t n_tokens, uint64_t seed, const trace_synth *p,
+                     trace **out, errbuf *e);
 /* From a run config: source "npy" opens trace.path; "synth" generates prompt_len +
  * decode_len positions with cfg->seed and trace.params; "record" runs the model (cfg->model
  * must have weights) over the text file trace.path for prompt_len + decode_len tokens into
@@ -111,13 +110,13 @@ void trace_close(trace *t);
 const trace_shape *trace_get_shape(const trace *t);
 int trace_has(const trace *t, trace_array a);
 int trace_is_synthetic(const trace *t);
-uint64_t trace_seed(const trace *t);                 /* 0 for recorded traces */
+uint64_t trace_seed(const trace *t);                   /* 0 for recorded traces */
 const trace_synth *trace_synth_params(const trace *t); /* NULL for recorded traces */
 const char *trace_model_name(const trace *t);
-const int32_t *trace_tokens(const trace *t);         /* T ids, or NULL (synthetic) */
+const int32_t *trace_tokens(const trace *t); /* T ids, or NULL (synthetic) */
 /* The q/k channel order as stored ("interleaved" or "half"); reads always return interleaved. */
 const char *trace_rope_layout(const trace *t);
-const char *trace_source_name(const trace *t);       /* the manifest's source, or "synth" */
+const char *trace_source_name(const trace *t); /* the manifest's source, or "synth" */
 
 /* ---- streaming access (current position) ---------------------------------------------
  * trace_seek makes pos current. Moving forward by one is the cheap path; a synthetic trace
@@ -126,8 +125,8 @@ const char *trace_source_name(const trace *t);       /* the manifest's source, o
  * next trace_seek (trace_att: until the next trace_att or trace_seek). */
 int trace_seek(trace *t, uint32_t pos, errbuf *e);
 uint32_t trace_pos(const trace *t);
-const float *trace_q(trace *t, uint32_t layer);      /* H × d */
-const float *trace_att(trace *t, uint32_t layer);    /* H × (pos+1), rows sum to 1 */
+const float *trace_q(trace *t, uint32_t layer);   /* H × d */
+const float *trace_att(trace *t, uint32_t layer); /* H × (pos+1), rows sum to 1 */
 /* A synthetic trace keeps what its rows hash per key (trace_impl.h: 250 MiB at a 7B shape and
  * T = 32000) for a reader that computes rows at many positions and keeps little else. */
 void trace_keep_key_words(trace *t);
@@ -145,8 +144,8 @@ uint32_t trace_span_max(const trace *t);
 int trace_span_begin(trace *t, uint32_t pos0, uint32_t cnt, errbuf *e);
 const float *trace_span_att(trace *t, uint32_t layer, uint32_t g, uint32_t i);
 const float *trace_span_q(trace *t, uint32_t layer, uint32_t i); /* H × d of position pos0+i */
-const float *trace_ffn(trace *t, uint32_t layer);    /* F, or NULL if absent */
-const float *trace_logits(trace *t);                 /* V, or NULL if absent */
+const float *trace_ffn(trace *t, uint32_t layer);                /* F, or NULL if absent */
+const float *trace_logits(trace *t);                             /* V, or NULL if absent */
 /* For several readers of one trace (the runs of a sweep that replay the same trace, driven
  * position by position together): every layer's attention row at the current position is
  * kept (L × H × T floats) and computed once, whoever asks for it first; trace_att's pointer
@@ -203,8 +202,8 @@ int trace_count_tokens(const model_cfg *cfg, const char *text_path, uint32_t max
                        uint32_t *n, errbuf *e);
 /* Records model (name or YAML path, must have weights + tokenizer) over the text in
  * text_path, at most max_tokens tokens (BOS included), into directory out_dir. */
-int trace_record(const char *model, const char *text_path, uint32_t max_tokens,
-                 const char *out_dir, errbuf *e);
+int trace_record(const char *model, const char *text_path, uint32_t max_tokens, const char *out_dir,
+                 errbuf *e);
 
 /* Writes a trace directory position by position (files are sized up front, rows land at
  * their offsets, so memory stays O(row)). `arrays` is a bit mask of (1u << trace_array). */
@@ -214,8 +213,8 @@ int trace_writer_open(const char *dir, const trace_shape *s, const char *model_n
 int trace_writer_tokens(trace_writer *w, const int32_t *ids, uint32_t n);
 /* One (layer, pos): q H×d, k/v Hkv×d, att H×(pos+1) (zero-filled above), ffn F; any NULL is
  * skipped. */
-int trace_writer_row(trace_writer *w, uint32_t layer, uint32_t pos, const float *q,
-                     const float *k, const float *v, const float *att, const float *ffn);
+int trace_writer_row(trace_writer *w, uint32_t layer, uint32_t pos, const float *q, const float *k,
+                     const float *v, const float *att, const float *ffn);
 int trace_writer_logits(trace_writer *w, uint32_t pos, const float *logits);
 int trace_writer_wo(trace_writer *w, uint32_t layer, const float *wo);
 /* An extra top-level manifest line "key: value" (e.g. the seed and parameters of a synthetic
@@ -226,10 +225,10 @@ int trace_writer_close(trace_writer *w, errbuf *e);
 
 /* ---- .npy (NPY format 1.0, little-endian float32 '<f4' or int32 '<i4', C order) --------- */
 typedef struct trace_npy {
-    char dtype;          /* 'f' (float32) or 'i' (int32) */
+    char dtype; /* 'f' (float32) or 'i' (int32) */
     uint32_t ndim;
     uint64_t shape[4];
-    uint64_t data_offset;/* bytes from the start of the file to the data */
+    uint64_t data_offset; /* bytes from the start of the file to the data */
 } trace_npy;
 
 int trace_npy_read_header(FILE *f, const char *path, trace_npy *h, errbuf *e);
@@ -242,24 +241,23 @@ int trace_npy_bytes(const trace_npy *h, uint64_t *bytes);
 
 /* Summary statistics of a trace, estimated on rows far enough from the start. */
 typedef struct trace_stats {
-    double sink_mass;     /* mean attention on the first n_sinks keys */
-    double local_mass;    /* mean attention within distance < window (excluding sinks) */
-    double heavy_mass;    /* mean attention on detected heavy hitters outside the window */
-    double layer_overlap; /* heavy sets: |H_l ∩ H_l-1| / |H_l|, mean over layers, KV heads */
-    double q_cos;         /* mean cos(q_t, q_t+1) */
-    double ffn_neg;       /* fraction of FFN pre-activations ≤ 0 (NAN if absent) */
-    double sparsity;      /* H2O §3.1: share of a row's entries below 1 % of its largest */
+    double sink_mass;          /* mean attention on the first n_sinks keys */
+    double local_mass;         /* mean attention within distance < window (excluding sinks) */
+    double heavy_mass;         /* mean attention on detected heavy hitters outside the window */
+    double layer_overlap;      /* heavy sets: |H_l ∩ H_l-1| / |H_l|, mean over layers, KV heads */
+    double q_cos;              /* mean cos(q_t, q_t+1) */
+    double ffn_neg;            /* fraction of FFN pre-activations ≤ 0 (NAN if absent) */
+    double sparsity;           /* H2O §3.1: share of a row's entries below 1 % of its largest */
     double sparsity_min_layer; /* the same, the smallest of the per-layer means */
-    double top5_mass;     /* attention mass on the top 5 % of a row's entries */
-    double sink_top;      /* share of rows whose largest entry is a sink key */
-    uint64_t rows;        /* attention rows used */
+    double top5_mass;          /* attention mass on the top 5 % of a row's entries */
+    double sink_top;           /* share of rows whose largest entry is a sink key */
+    uint64_t rows;             /* attention rows used */
 } trace_stats;
 
 /* Estimates the synthetic parameters that reproduce t's structure (construction-aware,
  * within-row log-ratio estimators; see TRACE_FORMAT.md §Fitting) and its summary stats.
  * n_sinks is taken from `p_in` if non-NULL, else 1. */
-int trace_fit(trace *t, const trace_synth *p_in, trace_synth *out, trace_stats *st,
-              errbuf *e);
+int trace_fit(trace *t, const trace_synth *p_in, trace_synth *out, trace_stats *st, errbuf *e);
 /* Summary statistics only, measured the same way for any trace and any parameter set. */
 int trace_measure(trace *t, const trace_synth *p, trace_stats *st, errbuf *e);
 

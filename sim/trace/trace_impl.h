@@ -25,31 +25,30 @@ typedef struct trace_source {
      * at a span's cnt positions from pos0 and layer, into position i's H × (pos0 + i + 1) row
      * block at out + i·H·T (the other heads' rows untouched). */
     int (*span_keep)(trace *t, uint32_t i);
-    void (*att_span)(trace *t, uint32_t layer, uint32_t g, uint32_t pos0, uint32_t cnt,
-                     float *out);
+    void (*att_span)(trace *t, uint32_t layer, uint32_t g, uint32_t pos0, uint32_t cnt, float *out);
 } trace_source;
 
 struct trace {
     trace_shape s;
     char model[64];
-    unsigned arrays;        /* bit mask of (1u << trace_array) */
+    unsigned arrays; /* bit mask of (1u << trace_array) */
     uint32_t pos;
     int have_pos;
-    int32_t *tokens;        /* T, or NULL */
-    float *q;               /* L × H × d at the current position */
-    float *att;             /* H × T (rows stored with stride pos+1) */
-    float *kbuf, *vbuf;     /* Hkv × d scratch */
+    int32_t *tokens;    /* T, or NULL */
+    float *q;           /* L × H × d at the current position */
+    float *att;         /* H × T (rows stored with stride pos+1) */
+    float *kbuf, *vbuf; /* Hkv × d scratch */
     const trace_source *src;
     void *impl;
     int synthetic;
-    int rope_half;          /* stored q/k are in rotate-half order: converted on every read */
-    char source[32];        /* the manifest's source: record, synth, pytorch, … */
+    int rope_half;   /* stored q/k are in rotate-half order: converted on every read */
+    char source[32]; /* the manifest's source: record, synth, pytorch, … */
     uint64_t seed;
     trace_synth synth;
-    float *rows;            /* trace_share_rows: L × H × T, every layer's row at row_pos */
-    uint32_t *row_pos;      /* L: position + 1 whose row rows holds, 0 none */
-    float *span;            /* TRACE_SPAN_MAX × H × T: a span's rows at span_layer, span_g */
-    float *span_q;          /* TRACE_SPAN_MAX × L × H × d: a span's queries */
+    float *rows;       /* trace_share_rows: L × H × T, every layer's row at row_pos */
+    uint32_t *row_pos; /* L: position + 1 whose row rows holds, 0 none */
+    float *span;       /* TRACE_SPAN_MAX × H × T: a span's rows at span_layer, span_g */
+    float *span_q;     /* TRACE_SPAN_MAX × L × H × d: a span's queries */
     uint32_t span_pos0, span_cnt, span_layer, span_g;
 };
 

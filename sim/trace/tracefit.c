@@ -17,23 +17,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FIT_MAX_ROWS 192  /* sampled query positions per layer */
-#define FIT_MIN_FAR 16    /* far keys a row needs */
-#define FIT_MIN_COL 8     /* rows a column mean needs */
+#define FIT_MAX_ROWS 192 /* sampled query positions per layer */
+#define FIT_MIN_FAR 16   /* far keys a row needs */
+#define FIT_MIN_COL 8    /* rows a column mean needs */
 #define FIT_MIN_TOKENS 64
 
 typedef struct fit_acc {
     uint32_t n_sinks, dmax, t0, stride;
     double sink_lr, sink_mass, noise_mad;
-    double *prof, *mprof;     /* dmax: log-ratio and mass profiles */
-    double *colsum;           /* L × Hkv × T */
+    double *prof, *mprof; /* dmax: log-ratio and mass profiles */
+    double *colsum;       /* L × Hkv × T */
     uint32_t *colcnt;
     uint64_t rows;
     double qcos;
     uint64_t qpairs;
     double ffn_neg, ffn_n;
-    double sparse, top5, sink_top;  /* H2O's sparsity, top-5 % mass, rows led by a sink */
-    double *layer_sparse;           /* per layer: Σ sparsity over its rows */
+    double sparse, top5, sink_top; /* H2O's sparsity, top-5 % mass, rows led by a sink */
+    double *layer_sparse;          /* per layer: Σ sparsity over its rows */
     uint64_t *layer_rows;
     float *prevq, *tmp, *sel;
 } fit_acc;
@@ -183,8 +183,7 @@ static void fit_position(trace *t, fit_acc *a)
 }
 
 /* Otsu split of the pooled column means; marks heavy columns in flag. */
-static void fit_heavy(const trace *t, const fit_acc *a, double *heavy, double *frac,
-                      uint8_t *flag)
+static void fit_heavy(const trace *t, const fit_acc *a, double *heavy, double *frac, uint8_t *flag)
 {
     size_t n = (size_t)t->s.n_layers * t->s.n_kv_heads * t->s.n_tokens, m = 0;
     float *v = malloc((n ? n : 1) * sizeof *v);
@@ -274,8 +273,10 @@ static int fit_scan(trace *t, fit_acc *a, uint32_t n_sinks, errbuf *e)
     a->dmax = T / 4 < 64 ? T / 4 : 64;
     a->t0 = n_sinks + a->dmax + FIT_MIN_FAR;
     if (T < FIT_MIN_TOKENS || a->t0 + FIT_MIN_FAR >= T)
-        return err_set(e, MS_ERR_INPUT, "trace too short to fit: %u tokens (need at least %u "
-                       "beyond %u sinks)", T, FIT_MIN_TOKENS, n_sinks);
+        return err_set(e, MS_ERR_INPUT,
+                       "trace too short to fit: %u tokens (need at least %u "
+                       "beyond %u sinks)",
+                       T, FIT_MIN_TOKENS, n_sinks);
     a->stride = (T - a->t0 + FIT_MAX_ROWS - 1) / FIT_MAX_ROWS;
     size_t nc = (size_t)s->n_layers * s->n_kv_heads * T;
     a->prof = calloc(a->dmax, sizeof *a->prof);
@@ -364,16 +365,15 @@ static int fit_stats(trace *t, const fit_acc *a, const trace_synth *p, const uin
     return rc;
 }
 
-static int fit_run(trace *t, const trace_synth *p_in, trace_synth *out, trace_stats *st,
-                   errbuf *e)
+static int fit_run(trace *t, const trace_synth *p_in, trace_synth *out, trace_stats *st, errbuf *e)
 {
     fit_acc a;
     trace_synth p;
     trace_synth_defaults(&p);
     p.n_sinks = p_in ? p_in->n_sinks : 1;
     int rc = fit_scan(t, &a, p.n_sinks, e);
-    uint8_t *flag = rc == MS_OK ? malloc((size_t)t->s.n_layers * t->s.n_kv_heads *
-                                         t->s.n_tokens) : NULL;
+    uint8_t *flag =
+        rc == MS_OK ? malloc((size_t)t->s.n_layers * t->s.n_kv_heads * t->s.n_tokens) : NULL;
     if (rc == MS_OK && !flag)
         rc = err_set(e, MS_ERR_NOMEM, "out of memory");
     if (rc == MS_OK) {
@@ -388,8 +388,7 @@ static int fit_run(trace *t, const trace_synth *p_in, trace_synth *out, trace_st
     return rc;
 }
 
-int trace_fit(trace *t, const trace_synth *p_in, trace_synth *out, trace_stats *st,
-              errbuf *e)
+int trace_fit(trace *t, const trace_synth *p_in, trace_synth *out, trace_stats *st, errbuf *e)
 {
     return fit_run(t, p_in, out, st, e);
 }

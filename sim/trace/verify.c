@@ -71,14 +71,14 @@ int trace_agrees_with_model(trace *t, const char *model_name, uint32_t layer, ui
                    "error: the trace's %ss do not agree with model '%s' at layer %u, position "
                    "%u, channel %zu (relative difference %.3g > %.3g): its q/k come from another "
                    "model, tokenizer or channel order\n  hint: %s; `mpcsim trace info --verify "
-                   "DIR` shows the first mismatch", what, model_name, layer, pos, worst, eq, tol,
-                   layout_hint(t));
+                   "DIR` shows the first mismatch",
+                   what, model_name, layer, pos, worst, eq, tol, layout_hint(t));
 }
 
 /* ---- internal consistency ------------------------------------------------------------- */
 
-static int check_att_row(trace *t, uint32_t l, uint32_t pos, uint32_t h, double tol,
-                         trace_check *c, errbuf *e)
+static int check_att_row(trace *t, uint32_t l, uint32_t pos, uint32_t h, double tol, trace_check *c,
+                         errbuf *e)
 {
     const trace_shape *s = &t->s;
     const float *row = trace_stored_att(t, l, pos, h);
@@ -110,17 +110,21 @@ static int check_att_row(trace *t, uint32_t l, uint32_t pos, uint32_t h, double 
                          "error: att[layer %u][pos %u][head %u][key %u] is %.6g but "
                          "softmax(q·k/√d) of the trace's own q and k gives %.6g (|diff| %.3g > "
                          "%.3g): q, k and att do not belong together (another rotary "
-                         "embedding, layer or run?)", l, pos, h, j, row[j], ref, err, tol);
+                         "embedding, layer or run?)",
+                         l, pos, h, j, row[j], ref, err, tol);
     }
     free(lg);
     if (rc == MS_OK && fabs(stored - 1.0) > tol * (pos + 1))
-        rc = err_set(e, MS_ERR_FORMAT, "error: att[layer %u][pos %u][head %u] sums to %.6g, "
-                     "not 1", l, pos, h, stored);
+        rc = err_set(e, MS_ERR_FORMAT,
+                     "error: att[layer %u][pos %u][head %u] sums to %.6g, "
+                     "not 1",
+                     l, pos, h, stored);
     for (uint32_t j = pos + 1; rc == MS_OK && j < T; j++)
         if (row[j] != 0.0f)
-            rc = err_set(e, MS_ERR_FORMAT, "error: att[layer %u][pos %u][head %u][key %u] is "
-                         "%.6g above the diagonal (must be 0: causal, full layout)", l, pos, h,
-                         j, row[j]);
+            rc = err_set(e, MS_ERR_FORMAT,
+                         "error: att[layer %u][pos %u][head %u][key %u] is "
+                         "%.6g above the diagonal (must be 0: causal, full layout)",
+                         l, pos, h, j, row[j]);
     c->att_rows++;
     return rc;
 }
@@ -128,8 +132,8 @@ static int check_att_row(trace *t, uint32_t l, uint32_t pos, uint32_t h, double 
 static int nonfinite(trace *t, const char *arr, uint32_t l, uint32_t pos, size_t i, errbuf *e)
 {
     (void)t;
-    return err_set(e, MS_ERR_FORMAT, "error: %s[layer %u][pos %u] element %zu is not finite",
-                   arr, l, pos, i);
+    return err_set(e, MS_ERR_FORMAT, "error: %s[layer %u][pos %u] element %zu is not finite", arr,
+                   l, pos, i);
 }
 
 static int check_position(trace *t, uint32_t pos, double tol, trace_check *c, errbuf *e)
@@ -159,8 +163,7 @@ static int check_position(trace *t, uint32_t pos, double tol, trace_check *c, er
     }
     const float *lg = rc == MS_OK ? trace_logits(t) : NULL;
     if (lg && !finite_all(lg, s->vocab, &bad))
-        rc = err_set(e, MS_ERR_FORMAT, "error: logits[pos %u] element %zu is not finite", pos,
-                     bad);
+        rc = err_set(e, MS_ERR_FORMAT, "error: logits[pos %u] element %zu is not finite", pos, bad);
     c->values += lg ? s->vocab : 0;
     free(k);
     free(v);
@@ -201,13 +204,14 @@ static void cmp_layer(void *ctx, const llama_layer_view *lv)
         double err = rel_err(arr[i].mine, arr[i].model, arr[i].n, &at);
         c->err = err > c->err ? err : c->err;
         if (err > c->tol)
-            c->rc = err_set(c->e, MS_ERR_FORMAT,
-                            "error: %s[layer %u][pos %u] element %zu is %.6g but model '%s' "
-                            "computes %.6g on the trace's tokens (relative difference %.3g > "
-                            "%.3g)\n  hint: %s", arr[i].name, lv->layer, lv->pos, at,
-                            arr[i].mine[at], c->model, arr[i].model[at], err, c->tol,
-                            i < 2 ? layout_hint(t)
-                                  : "the trace comes from other weights or tokens");
+            c->rc =
+                err_set(c->e, MS_ERR_FORMAT,
+                        "error: %s[layer %u][pos %u] element %zu is %.6g but model '%s' "
+                        "computes %.6g on the trace's tokens (relative difference %.3g > "
+                        "%.3g)\n  hint: %s",
+                        arr[i].name, lv->layer, lv->pos, at, arr[i].mine[at], c->model,
+                        arr[i].model[at], err, c->tol,
+                        i < 2 ? layout_hint(t) : "the trace comes from other weights or tokens");
     }
 }
 
@@ -230,26 +234,31 @@ static int check_model(trace *t, double tol, trace_check *c, errbuf *e)
     if (cfg.n_layers != s->n_layers || cfg.n_heads != s->n_heads ||
         cfg.n_kv_heads != s->n_kv_heads || cfg.head_dim != s->head_dim ||
         (s->vocab && cfg.vocab != s->vocab))
-        return err_set(e, MS_ERR_FORMAT, "error: the trace's shape does not match model '%s' "
+        return err_set(e, MS_ERR_FORMAT,
+                       "error: the trace's shape does not match model '%s' "
                        "it names (layers %u/%u, heads %u/%u, kv_heads %u/%u, head_dim %u/%u)",
-                       t->model, s->n_layers, cfg.n_layers, s->n_heads, cfg.n_heads,
-                       s->n_kv_heads, cfg.n_kv_heads, s->head_dim, cfg.head_dim);
+                       t->model, s->n_layers, cfg.n_layers, s->n_heads, cfg.n_heads, s->n_kv_heads,
+                       cfg.n_kv_heads, s->head_dim, cfg.head_dim);
     if (s->n_tokens > cfg.max_ctx)
-        return err_set(e, MS_ERR_FORMAT, "error: the trace has %u positions, more than model "
-                       "'%s' runs (%u)", s->n_tokens, t->model, cfg.max_ctx);
+        return err_set(e, MS_ERR_FORMAT,
+                       "error: the trace has %u positions, more than model "
+                       "'%s' runs (%u)",
+                       s->n_tokens, t->model, cfg.max_ctx);
     llama *m = NULL;
     int rc = llama_load(&cfg, wpath, &m, e);
     size_t kn = (size_t)s->n_kv_heads * s->head_dim;
-    model_cmp mc = {t, tol, 0, malloc(kn * sizeof(float)), malloc(kn * sizeof(float)), MS_OK,
-                    e, t->model};
+    model_cmp mc = {t,     tol, 0,       malloc(kn * sizeof(float)), malloc(kn * sizeof(float)),
+                    MS_OK, e,   t->model};
     float *lg = malloc((size_t)cfg.vocab * sizeof *lg);
     if (rc == MS_OK && (!mc.k || !mc.v || !lg))
         rc = err_set(e, MS_ERR_NOMEM, "out of memory");
     llama_hooks hk = {.ctx = &mc, .on_layer = cmp_layer};
     for (uint32_t p = 0; rc == MS_OK && p < s->n_tokens; p++) {
         if (t->tokens[p] < 0 || (uint32_t)t->tokens[p] >= cfg.vocab)
-            rc = err_set(e, MS_ERR_FORMAT, "error: token %u is id %d, outside model '%s''s "
-                         "vocabulary of %u", p, t->tokens[p], t->model, cfg.vocab);
+            rc = err_set(e, MS_ERR_FORMAT,
+                         "error: token %u is id %d, outside model '%s''s "
+                         "vocabulary of %u",
+                         p, t->tokens[p], t->model, cfg.vocab);
         if (rc == MS_OK)
             rc = trace_seek(t, p, e);
         if (rc == MS_OK)
@@ -261,9 +270,10 @@ static int check_model(trace *t, double tol, trace_check *c, errbuf *e)
         double err = tl ? rel_err(tl, lg, cfg.vocab, &at) : 0;
         mc.err = err > mc.err ? err : mc.err;
         if (tl && err > tol)
-            rc = err_set(e, MS_ERR_FORMAT, "error: logits[pos %u] element %zu is %.6g but "
-                         "model '%s' computes %.6g (relative difference %.3g > %.3g)", p, at,
-                         tl[at], t->model, lg[at], err, tol);
+            rc = err_set(e, MS_ERR_FORMAT,
+                         "error: logits[pos %u] element %zu is %.6g but "
+                         "model '%s' computes %.6g (relative difference %.3g > %.3g)",
+                         p, at, tl[at], t->model, lg[at], err, tol);
         c->model_pos = rc == MS_OK ? p + 1 : c->model_pos;
     }
     c->model_err = mc.err;
@@ -281,15 +291,16 @@ int trace_verify(trace *t, const char *dir, double tol, trace_check *out, errbuf
     int rc = MS_OK;
     for (uint32_t p = 0; t->tokens && s->vocab && p < s->n_tokens && rc == MS_OK; p++)
         if (t->tokens[p] < 0 || (uint32_t)t->tokens[p] >= s->vocab)
-            rc = err_set(e, MS_ERR_FORMAT, "error: tokens[%u] is %d, outside the vocabulary "
-                         "of %u", p, t->tokens[p], s->vocab);
+            rc = err_set(e, MS_ERR_FORMAT,
+                         "error: tokens[%u] is %d, outside the vocabulary "
+                         "of %u",
+                         p, t->tokens[p], s->vocab);
     for (uint32_t l = 0; rc == MS_OK && l < s->n_layers; l++) {
         uint32_t rows, cols;
         size_t bad;
         const float *w = trace_wo(t, l, &rows, &cols);
         if (w && !finite_all(w, (size_t)rows * cols, &bad))
-            rc = err_set(e, MS_ERR_FORMAT, "error: wo[layer %u] element %zu is not finite", l,
-                         bad);
+            rc = err_set(e, MS_ERR_FORMAT, "error: wo[layer %u] element %zu is not finite", l, bad);
     }
     for (uint32_t p = 0; rc == MS_OK && p < s->n_tokens; p++)
         rc = check_position(t, p, tol, out, e);

@@ -300,9 +300,8 @@ int fuzz_frames(const uint8_t *data, size_t n)
 }
 
 const fuzz_target fuzz_targets[] = {
-    {"scenario", fuzz_scenario},     {"model", fuzz_model},         {"trace", fuzz_trace},
-    {"npy", fuzz_npy},               {"checkpoint", fuzz_checkpoint},
-    {"tokenizer", fuzz_tokenizer},   {"workload", fuzz_workload},   {"frames", fuzz_frames},
-    {"program", fuzz_program},
+    {"scenario", fuzz_scenario}, {"model", fuzz_model},           {"trace", fuzz_trace},
+    {"npy", fuzz_npy},           {"checkpoint", fuzz_checkpoint}, {"tokenizer", fuzz_tokenizer},
+    {"workload", fuzz_workload}, {"frames", fuzz_frames},         {"program", fuzz_program},
 };
 const size_t fuzz_n_targets = sizeof fuzz_targets / sizeof fuzz_targets[0];
