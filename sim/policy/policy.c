@@ -445,17 +445,17 @@ static uint32_t operand(policy_emitter *pe, uint32_t id, uint32_t b, uint32_t r,
         return id;
     char name[48];
     snprintf(name, sizeof name, "pol.%s.L%d.in%d", tag, pe->layer, slot);
-    uint32_t t = op_tensor_find(pe->prog, name);
+    uint32_t t = opb_find_as(pe, name);
     if (t != OP_NONE && tensor_len(pe->prog, t) == (uint64_t)b * r * c)
         return t;
-    return op_tensor_add(pe->prog, name, OPT_CACHE, DOM_ARITH, b, r, c);
+    return opb_tensor_as(pe, name, OPT_CACHE, b, r, c);
 }
 
 uint32_t policy_emit(policy_emitter *pe, int kind, uint32_t batch, uint32_t m, uint32_t k,
                      uint32_t n, uint32_t in0, uint32_t in1, uint32_t flags, int32_t iarg,
                      double farg, const char *tag)
 {
-    if (pe->failed)
+    if (opb_failed(pe))
         return OP_NONE;
     uint32_t in[3] = {OP_NONE, OP_NONE, OP_NONE};
     if (op_kind_shape(kind) == OPS_MM) {
@@ -483,33 +483,15 @@ uint32_t policy_emit(policy_emitter *pe, int kind, uint32_t batch, uint32_t m, u
         rows = m * (uint32_t)iarg; /* k one-hot rows of length n per input row */
     else if (kind == OP_MAX)
         cols = 1;
-    uint32_t out = op_tensor_add(pe->prog, name, OPT_TEMP, DOM_ARITH, batch, rows, cols);
-    op o = {.kind = (uint16_t)kind,
-            .phase = (uint8_t)pe->phase,
-            .cat = OPC_POLICY,
-            .layer = (int16_t)pe->layer,
-            .group = -1,
-            .batch = batch,
-            .m = m,
-            .k = k,
-            .n = n,
-            .in = {in[0], in[1], in[2]},
-            .out = out,
-            .flags = flags & ~OPF_PUBLIC_B,
-            .iarg = iarg,
-            .farg = farg};
-    if (op_kind_shape(kind) == OPS_MM)
-        o.flags = flags;
-    if (out == OP_NONE || in[0] == OP_NONE || op_emit(pe->prog, &o) < 0) {
-        pe->failed = 1;
-        return OP_NONE;
-    }
-    return out;
+    uint32_t out = opb_tensor_as(pe, name, OPT_TEMP, batch, rows, cols);
+    uint32_t fl = op_kind_shape(kind) == OPS_MM ? flags : flags & ~OPF_PUBLIC_B;
+    return opb_op_cat(pe, OPC_POLICY, kind, batch, m, k, n, in[0], in[1], in[2], out, fl, iarg,
+                      farg);
 }
 
 int policy_emit_done(const policy_emitter *pe, const char *policy, errbuf *e)
 {
-    if (pe->failed)
+    if (opb_failed(pe))
         return err_set(e, MS_ERR_NOMEM, "policy %s: out of memory emitting its ops", policy);
     return MS_OK;
 }

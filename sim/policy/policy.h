@@ -27,6 +27,7 @@
 #include "protocols/base/yschema.h"
 #include "models/model.h"
 #include "protocols/program/op.h"
+#include "protocols/program/opb.h"
 #include "protocols/base/kvparam.h"
 #include "protocols/base/metric.h"
 
@@ -254,13 +255,10 @@ extern int policy_quest_float_bounds;
  * re-scored from their keys (tests; 1 in runs). */
 extern double policy_quest_slack;
 
-/* Emits a policy's ops (category OPC_POLICY) for one phase and layer; the first allocation
- * failure sticks in `failed`. */
-typedef struct policy_emitter {
-    op_program *prog;
-    int phase, layer;
-    int failed;
-} policy_emitter;
+/* Emits a policy's ops (category OPC_POLICY) for one phase and layer: an op builder
+ * (protocols/program/opb.h) made by opb_init(&pe, prog, phase, layer, OPC_POLICY, NULL); the
+ * first failure sticks. */
+typedef opb policy_emitter;
 
 /* Appends one op whose result is a fresh temporary "pol.<tag>.L<layer>"; in0/in1 are tensor
  * ids or OP_NONE. Returns the result id (OP_NONE after a failure). */

@@ -272,7 +272,8 @@ static int comet_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, cons
 {
     comet_state *s = st;
     const policy_env *v = &s->env;
-    policy_emitter pe = {prog, phase, (int)layer, 0};
+    policy_emitter pe;
+    opb_init(&pe, prog, phase, (int)layer, OPC_POLICY, NULL);
     uint32_t T = phase == PHASE_PREFILL ? kv_len : 1;
     if (s->topk) { /* A6: the ops the secure session runs (secpol.h "Comet on shares") */
         comet_shape sh = {v->dim, v->ffn_dim, s->block, s->nblocks, s->topk, s->secret};
@@ -363,66 +364,26 @@ const policy_ops policy_comet = {
 /* ---- the top-k predictor's ops (secpol.h "Comet on shares"), the cost path's and the secure
  * session's ------------------------------------------------------------------------------------ */
 
-typedef struct comet_em {
-    op_program *p;
-    int phase;
-    uint32_t layer;
-    int failed;
-} comet_em;
-
-/* Layer tensor "L<l>.<nm>": found by name (the lowering's, a weight), else added. */
-static uint32_t ct(comet_em *w, const char *nm, op_role role, uint32_t b, uint32_t r, uint32_t c)
-{
-    char full[48];
-    op_layer_name(full, (int)w->layer, nm);
-    uint32_t id = op_tensor_find(w->p, full);
-    if (id == OP_NONE || w->p->tens[id].role != role ||
-        (uint64_t)w->p->tens[id].batch * w->p->tens[id].rows * w->p->tens[id].cols !=
-            (uint64_t)b * r * c)
-        id = op_tensor_add(w->p, full, role, DOM_ARITH, b, r, c);
-    w->failed |= id == OP_NONE;
-    return id;
-}
-
-static void co(comet_em *w, int kind, uint32_t b, uint32_t m, uint32_t k, uint32_t n, uint32_t in0,
-               uint32_t in1, uint32_t out, uint32_t flags, int32_t iarg)
-{
-    op o = {.kind = (uint16_t)kind,
-            .phase = (uint8_t)w->phase,
-            .cat = OPC_POLICY,
-            .layer = (int16_t)w->layer,
-            .group = -1,
-            .batch = b,
-            .m = m,
-            .k = k,
-            .n = n,
-            .in = {in0, in1, OP_NONE},
-            .out = out,
-            .flags = flags,
-            .iarg = iarg};
-    if (w->failed || out == OP_NONE || in0 == OP_NONE || op_emit(w->p, &o) < 0)
-        w->failed = 1;
-}
-
 static const char *const comet_wname[3] = {"w1", "w3", "w2"};
 
 int comet_emit_ops(op_program *p, const comet_shape *s, int phase, uint32_t layer, uint32_t T,
                    uint32_t x, errbuf *e)
 {
-    comet_em w = {p, phase, layer, 0};
+    opb w;
+    opb_init(&w, p, phase, (int)layer, OPC_POLICY, NULL);
     uint32_t D = s->dim, NB = s->nblocks, A = s->active, b = s->block;
     if (x == OP_NONE)
-        x = ct(&w, "comet.x", OPT_CACHE, 1, T, D);
+        x = opb_matching(&w, "comet.x", OPT_CACHE, 1, T, D);
     /* COST: the predictor, (T×dim)·(dim×blocks) with the model owner's fixed matrix of W1's
      * block means (A6) */
-    uint32_t pred = ct(&w, "comet.pred", OPT_WEIGHT, 1, NB, D);
-    uint32_t sc = ct(&w, "comet.score", OPT_TEMP, 1, T, NB);
-    co(&w, OP_MATMUL, 1, T, D, NB, x, pred, sc, OPF_FIXED_B | OPF_TRANS_B, 0);
+    uint32_t pred = opb_matching(&w, "comet.pred", OPT_WEIGHT, 1, NB, D);
+    uint32_t sc = opb_matching(&w, "comet.score", OPT_TEMP, 1, T, NB);
+    opb_op(&w, OP_MATMUL, 1, T, D, NB, x, pred, OP_NONE, sc, OPF_FIXED_B | OPF_TRANS_B, 0, 0);
     if (A >= NB) /* every block: the dense FFN */
         return w.failed ? err_set(e, MS_ERR_NOMEM, "policy comet: out of memory") : MS_OK;
     /* COST: each token's top-A blocks, one-hot rows (T, A, blocks) */
-    uint32_t oh = ct(&w, "comet.onehot", OPT_TEMP, T, A, NB);
-    co(&w, OP_TOPK, T, 1, 0, NB, sc, OP_NONE, oh, 0, (int32_t)A);
+    uint32_t oh = opb_matching(&w, "comet.onehot", OPT_TEMP, T, A, NB);
+    opb_op(&w, OP_TOPK, T, 1, 0, NB, sc, OP_NONE, OP_NONE, oh, 0, (int32_t)A, 0);
     if (!s->secret) {
         /* COST: pattern public: each token's block indicator revealed — the one-hot rows'
          * column sums (a transposing VIEW and a product with a public ones vector: local), one
@@ -431,37 +392,38 @@ int comet_emit_ops(op_program *p, const comet_shape *s, int phase, uint32_t laye
          * triples for the FFN's products by the weights' active rows depend on which rows, eng.h
          * publish); then the indicator as the active neurons' indices "ffn.idx" (local), by which
          * the lowering takes the weights' rows and columns (VIEWs of the fixed operands: local) */
-        uint32_t oht = ct(&w, "comet.onehot_t", OPT_TEMP, T, NB, A);
-        co(&w, OP_VIEW, T * A, NB, 0, 1, oh, OP_NONE, oht, OPF_MERGE_HEADS, 0);
-        uint32_t ind = ct(&w, "comet.blocks", OPT_TEMP, T, NB, 1);
-        co(&w, OP_MATMUL, T, NB, A, 1, oht, ct(&w, "comet.ones", OPT_PUBLIC, 1, A, 1), ind,
-           OPF_PUBLIC_B | OPF_NO_TRUNC, 0);
-        uint32_t pat = ct(&w, "comet.pattern", OPT_PUBLIC, T, NB, 1);
-        co(&w, OP_REVEAL, T, NB, 0, 1, ind, OP_NONE, pat, 0, -1);
+        uint32_t oht = opb_matching(&w, "comet.onehot_t", OPT_TEMP, T, NB, A);
+        opb_op(&w, OP_VIEW, T * A, NB, 0, 1, oh, OP_NONE, OP_NONE, oht, OPF_MERGE_HEADS, 0, 0);
+        uint32_t ind = opb_matching(&w, "comet.blocks", OPT_TEMP, T, NB, 1);
+        opb_op(&w, OP_MATMUL, T, NB, A, 1, oht, opb_matching(&w, "comet.ones", OPT_PUBLIC, 1, A, 1),
+               OP_NONE, ind, OPF_PUBLIC_B | OPF_NO_TRUNC, 0, 0);
+        uint32_t pat = opb_matching(&w, "comet.pattern", OPT_PUBLIC, T, NB, 1);
+        opb_op(&w, OP_REVEAL, T, NB, 0, 1, ind, OP_NONE, OP_NONE, pat, 0, -1, 0);
         uint64_t na = (uint64_t)A * b < s->ffn_dim ? (uint64_t)A * b : s->ffn_dim;
-        co(&w, OP_VIEW, T, (uint32_t)na, s->ffn_dim, 1, pat, OP_NONE,
-           ct(&w, "ffn.idx", OPT_PUBLIC, T, (uint32_t)na, 1), OPF_INDEX_BLOCKS, (int32_t)b);
+        opb_op(&w, OP_VIEW, T, (uint32_t)na, s->ffn_dim, 1, pat, OP_NONE, OP_NONE,
+               opb_matching(&w, "ffn.idx", OPT_PUBLIC, T, (uint32_t)na, 1), OPF_INDEX_BLOCKS,
+               (int32_t)b, 0);
     } else {
         /* COST: pattern secret: one GATHER of the active blocks' rows of the table [W1 rows |
          * W3 rows | W2 columns] (fixed), then local re-layouts into the lowering's gathered
          * weights (views by public indices) */
         uint32_t C = 3 * b * D, N = T * A * C;
-        uint32_t tab = ct(&w, "comet.wtab", OPT_WEIGHT, 1, NB, C);
-        uint32_t g = ct(&w, "comet.wg", OPT_TEMP, T, A, C);
-        co(&w, OP_GATHER, T, A, NB, C, oh, tab, g, OPF_FIXED_B | OPF_NO_TRUNC, 0);
-        uint32_t flat = ct(&w, "comet.wflat", OPT_TEMP, 1, N, 1);
-        co(&w, OP_VIEW, 1, N, 0, 1, g, OP_NONE, flat, 0, 0);
+        uint32_t tab = opb_matching(&w, "comet.wtab", OPT_WEIGHT, 1, NB, C);
+        uint32_t g = opb_matching(&w, "comet.wg", OPT_TEMP, T, A, C);
+        opb_op(&w, OP_GATHER, T, A, NB, C, oh, tab, OP_NONE, g, OPF_FIXED_B | OPF_NO_TRUNC, 0, 0);
+        uint32_t flat = opb_matching(&w, "comet.wflat", OPT_TEMP, 1, N, 1);
+        opb_op(&w, OP_VIEW, 1, N, 0, 1, g, OP_NONE, OP_NONE, flat, 0, 0, 0);
         for (int k = 0; k < 3; k++) {
             char nm[48];
             snprintf(nm, sizeof nm, "comet.i%s", comet_wname[k]);
-            uint32_t ix = ct(&w, nm, OPT_PUBLIC, T, A * b * D, 1);
+            uint32_t ix = opb_matching(&w, nm, OPT_PUBLIC, T, A * b * D, 1);
             snprintf(nm, sizeof nm, "comet.%s", comet_wname[k]);
-            uint32_t pick = ct(&w, nm, OPT_TEMP, T, A * b * D, 1);
-            co(&w, OP_VIEW, T, A * b * D, 0, 1, flat, ix, pick, OPF_INDEX_ROWS, 0);
+            uint32_t pick = opb_matching(&w, nm, OPT_TEMP, T, A * b * D, 1);
+            opb_op(&w, OP_VIEW, T, A * b * D, 0, 1, flat, ix, OP_NONE, pick, OPF_INDEX_ROWS, 0, 0);
             snprintf(nm, sizeof nm, "%s.gathered", comet_wname[k]);
-            uint32_t gw =
-                k < 2 ? ct(&w, nm, OPT_TEMP, T, A * b, D) : ct(&w, nm, OPT_TEMP, T, D, A * b);
-            co(&w, OP_VIEW, T, A * b * D, 0, 1, pick, OP_NONE, gw, 0, 0);
+            uint32_t gw = k < 2 ? opb_matching(&w, nm, OPT_TEMP, T, A * b, D)
+                                : opb_matching(&w, nm, OPT_TEMP, T, D, A * b);
+            opb_op(&w, OP_VIEW, T, A * b * D, 0, 1, pick, OP_NONE, OP_NONE, gw, 0, 0, 0);
         }
     }
     return w.failed ? err_set(e, MS_ERR_NOMEM, "policy comet: out of memory") : MS_OK;

@@ -172,7 +172,8 @@ static int ckv_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const 
         return MS_OK;
     uint32_t P = kv_len, H = v->n_heads, Hkv = v->n_kv_heads, d = v->head_dim, D = v->dim;
     uint32_t k1 = (uint32_t)(s->capacity * s->fsr);
-    policy_emitter pe = {prog, phase, (int)layer, 0};
+    policy_emitter pe;
+    opb_init(&pe, prog, phase, (int)layer, OPC_POLICY, NULL);
     uint32_t base = snap_core_emit(&s->core, &pe, Hkv);
     /* COST: V_j·W_o^h for every prompt token and head: a T×d by d×D matmul per head with the
      * server's fixed W_o (§1.9 "as expensive as one o_proj over the whole prompt") */

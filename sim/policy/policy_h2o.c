@@ -202,46 +202,6 @@ static int h2o_select(void *st, uint32_t layer, uint32_t pos, const float *q, ui
 
 /* ---- the selection ops (secpol.h), shared by the cost path and the secure session ---------- */
 
-typedef struct h2o_em {
-    op_program *p;
-    int phase, failed;
-    uint32_t layer;
-} h2o_em;
-
-static uint32_t h2o_tensor(h2o_em *w, const char *nm, op_role role, uint32_t b, uint32_t r,
-                           uint32_t c)
-{
-    char full[48], tail[48];
-    snprintf(tail, sizeof tail, "h2o.%s", nm);
-    /* UINT32_MAX: the selection of every layer at once */
-    op_layer_name(full, w->layer == UINT32_MAX ? -1 : (int)w->layer, tail);
-    uint32_t id = op_tensor_add(w->p, full, role, DOM_ARITH, b, r, c);
-    w->failed |= id == OP_NONE;
-    return id;
-}
-
-static void h2o_op(h2o_em *w, int kind, uint32_t b, uint32_t m, uint32_t k, uint32_t n,
-                   uint32_t in0, uint32_t in1, uint32_t in2, uint32_t out, uint32_t flags,
-                   int32_t iarg, double farg)
-{
-    op o = {.kind = (uint16_t)kind,
-            .phase = (uint8_t)w->phase,
-            .cat = OPC_POLICY,
-            .layer = w->layer == UINT32_MAX ? -1 : (int16_t)w->layer,
-            .group = -1,
-            .batch = b,
-            .m = m,
-            .k = k,
-            .n = n,
-            .in = {in0, in1, in2},
-            .out = out,
-            .flags = flags,
-            .iarg = iarg,
-            .farg = farg};
-    if (w->failed || out == OP_NONE || op_emit(w->p, &o) < 0)
-        w->failed = 1;
-}
-
 int h2o_selects(const h2o_shape *s, int phase, uint32_t c, uint32_t t)
 {
     if (s->heavy == 0)
@@ -253,67 +213,66 @@ int h2o_selects(const h2o_shape *s, int phase, uint32_t c, uint32_t t)
 
 /* Score accumulation: probs (H, t, n) → Σ over the KV head's G query heads and the t query
  * rows, added to score (Hkv, n, 1). */
-static uint32_t h2o_accumulate(h2o_em *w, const h2o_shape *s, uint32_t t, uint32_t n,
-                               uint32_t probs)
+static uint32_t h2o_accumulate(opb *w, const h2o_shape *s, uint32_t t, uint32_t n, uint32_t probs)
 {
     uint32_t H = s->n_heads, Hkv = s->n_kv_heads, G = H / Hkv;
     /* (H, t, n) → (H, n, t): a transposition of each head (VIEW, local) */
-    uint32_t pt = h2o_tensor(w, "probs_t", OPT_TEMP, 1, H * n, t);
-    h2o_op(w, OP_VIEW, H * t, n, 0, 1, probs, OP_NONE, OP_NONE, pt, OPF_MERGE_HEADS, 0, 0);
+    uint32_t pt = opb_tensor(w, "probs_t", OPT_TEMP, 1, H * n, t);
+    opb_op(w, OP_VIEW, H * t, n, 0, 1, probs, OP_NONE, OP_NONE, pt, OPF_MERGE_HEADS, 0, 0);
     /* (Hkv·G, n, t) → (Hkv, n, G·t): a KV head's query heads side by side (VIEW, local) */
-    uint32_t pg = h2o_tensor(w, "probs_g", OPT_TEMP, 1, Hkv * n, G * t);
-    h2o_op(w, OP_VIEW, H, n, 0, t, pt, OP_NONE, OP_NONE, pg, OPF_MERGE_HEADS, 0, 0);
+    uint32_t pg = opb_tensor(w, "probs_g", OPT_TEMP, 1, Hkv * n, G * t);
+    opb_op(w, OP_VIEW, H, n, 0, t, pt, OP_NONE, OP_NONE, pg, OPF_MERGE_HEADS, 0, 0);
     /* COST: the column sums H2O accumulates, G·t adds per cached entry (policies.md §1.12
      * H2O "T·w adds"): a product with a public ones vector, local (kern.c k_matmul_pub) */
-    uint32_t ones = h2o_tensor(w, "ones", OPT_PUBLIC, 1, G * t, 1);
-    uint32_t cs = h2o_tensor(w, "colsum", OPT_TEMP, Hkv, n, 1);
-    h2o_op(w, OP_MATMUL, 1, Hkv * n, G * t, 1, pg, ones, OP_NONE, cs, OPF_PUBLIC_B | OPF_NO_TRUNC,
+    uint32_t ones = opb_tensor(w, "ones", OPT_PUBLIC, 1, G * t, 1);
+    uint32_t cs = opb_tensor(w, "colsum", OPT_TEMP, Hkv, n, 1);
+    opb_op(w, OP_MATMUL, 1, Hkv * n, G * t, 1, pg, ones, OP_NONE, cs, OPF_PUBLIC_B | OPF_NO_TRUNC,
            0, 0);
     /* the carried scores (row 0 of a decode step: the new entry's 0), bound by the session */
-    uint32_t score = h2o_tensor(w, "score", OPT_CACHE, Hkv, n, 1);
-    uint32_t acc = h2o_tensor(w, "acc", OPT_TEMP, Hkv, n, 1);
-    h2o_op(w, OP_ADD, Hkv, n, 0, 1, score, cs, OP_NONE, acc, 0, 0, 0);
+    uint32_t score = opb_tensor(w, "score", OPT_CACHE, Hkv, n, 1);
+    uint32_t acc = opb_tensor(w, "acc", OPT_TEMP, Hkv, n, 1);
+    opb_op(w, OP_ADD, Hkv, n, 0, 1, score, cs, OP_NONE, acc, 0, 0, 0);
     return acc;
 }
 
 /* The table (Hkv, n, 2d+1) = [K | V | score] of the n attended rows: slices and transpositions
  * (VIEW, local). */
-static uint32_t h2o_table(h2o_em *w, const h2o_shape *s, uint32_t n, uint32_t kc, uint32_t vc,
+static uint32_t h2o_table(opb *w, const h2o_shape *s, uint32_t n, uint32_t kc, uint32_t vc,
                           uint32_t score)
 {
     uint32_t Hkv = s->n_kv_heads, d = s->head_dim, F = 2 * d + 1;
-    uint32_t stack = h2o_tensor(w, "stack", OPT_TEMP, Hkv, F, n);
+    uint32_t stack = opb_tensor(w, "stack", OPT_TEMP, Hkv, F, n);
     const uint32_t src[2] = {kc, vc};
     const char *nm[2][2] = {{"k_rows", "k_t"}, {"v_rows", "v_t"}};
     for (int i = 0; i < 2; i++) {
-        uint32_t rows = h2o_tensor(w, nm[i][0], OPT_TEMP, Hkv, n, d);
-        h2o_op(w, OP_VIEW, Hkv, n, 0, d, src[i], OP_NONE, OP_NONE, rows, 0, 0, 0);
-        uint32_t tr = h2o_tensor(w, nm[i][1], OPT_TEMP, Hkv, d, n);
-        h2o_op(w, OP_VIEW, Hkv * n, d, 0, 1, rows, OP_NONE, OP_NONE, tr, OPF_MERGE_HEADS, 0, 0);
-        h2o_op(w, OP_VIEW, Hkv, d, 0, n, tr, OP_NONE, OP_NONE, stack, 0, (int32_t)(i * d), 0);
+        uint32_t rows = opb_tensor(w, nm[i][0], OPT_TEMP, Hkv, n, d);
+        opb_op(w, OP_VIEW, Hkv, n, 0, d, src[i], OP_NONE, OP_NONE, rows, 0, 0, 0);
+        uint32_t tr = opb_tensor(w, nm[i][1], OPT_TEMP, Hkv, d, n);
+        opb_op(w, OP_VIEW, Hkv * n, d, 0, 1, rows, OP_NONE, OP_NONE, tr, OPF_MERGE_HEADS, 0, 0);
+        opb_op(w, OP_VIEW, Hkv, d, 0, n, tr, OP_NONE, OP_NONE, stack, 0, (int32_t)(i * d), 0);
     }
-    uint32_t srow = h2o_tensor(w, "score_row", OPT_TEMP, Hkv, 1, n);
-    h2o_op(w, OP_VIEW, Hkv, 1, 0, n, score, OP_NONE, OP_NONE, srow, 0, 0, 0);
-    h2o_op(w, OP_VIEW, Hkv, 1, 0, n, srow, OP_NONE, OP_NONE, stack, 0, (int32_t)(2 * d), 0);
-    uint32_t table = h2o_tensor(w, "table", OPT_TEMP, Hkv, n, F);
-    h2o_op(w, OP_VIEW, Hkv * F, n, 0, 1, stack, OP_NONE, OP_NONE, table, OPF_MERGE_HEADS, 0, 0);
+    uint32_t srow = opb_tensor(w, "score_row", OPT_TEMP, Hkv, 1, n);
+    opb_op(w, OP_VIEW, Hkv, 1, 0, n, score, OP_NONE, OP_NONE, srow, 0, 0, 0);
+    opb_op(w, OP_VIEW, Hkv, 1, 0, n, srow, OP_NONE, OP_NONE, stack, 0, (int32_t)(2 * d), 0);
+    uint32_t table = opb_tensor(w, "table", OPT_TEMP, Hkv, n, F);
+    opb_op(w, OP_VIEW, Hkv * F, n, 0, 1, stack, OP_NONE, OP_NONE, table, OPF_MERGE_HEADS, 0, 0);
     return table;
 }
 
 /* Rows [first] then [1, 1+rest) of src (Hkv, ≥, cols) as a (Hkv, 1+rest, cols) tensor (VIEWs). */
-static uint32_t h2o_rows_first(h2o_em *w, uint32_t src, uint32_t Hkv, uint32_t first, uint32_t rest,
+static uint32_t h2o_rows_first(opb *w, uint32_t src, uint32_t Hkv, uint32_t first, uint32_t rest,
                                uint32_t cols, const char *nm)
 {
     char a[32], b[32];
     snprintf(a, sizeof a, "%s_first", nm);
     snprintf(b, sizeof b, "%s_rest", nm);
-    uint32_t one = h2o_tensor(w, a, OPT_TEMP, Hkv, 1, cols),
-             more = h2o_tensor(w, b, OPT_TEMP, Hkv, rest, cols);
-    uint32_t out = h2o_tensor(w, nm, OPT_TEMP, Hkv, rest + 1, cols);
-    h2o_op(w, OP_VIEW, Hkv, 1, 0, cols, src, OP_NONE, OP_NONE, one, 0, (int32_t)first, 0);
-    h2o_op(w, OP_VIEW, Hkv, rest, 0, cols, src, OP_NONE, OP_NONE, more, 0, 1, 0);
-    h2o_op(w, OP_VIEW, Hkv, 1, 0, cols, one, OP_NONE, OP_NONE, out, 0, 0, 0);
-    h2o_op(w, OP_VIEW, Hkv, rest, 0, cols, more, OP_NONE, OP_NONE, out, 0, 1, 0);
+    uint32_t one = opb_tensor(w, a, OPT_TEMP, Hkv, 1, cols),
+             more = opb_tensor(w, b, OPT_TEMP, Hkv, rest, cols);
+    uint32_t out = opb_tensor(w, nm, OPT_TEMP, Hkv, rest + 1, cols);
+    opb_op(w, OP_VIEW, Hkv, 1, 0, cols, src, OP_NONE, OP_NONE, one, 0, (int32_t)first, 0);
+    opb_op(w, OP_VIEW, Hkv, rest, 0, cols, src, OP_NONE, OP_NONE, more, 0, 1, 0);
+    opb_op(w, OP_VIEW, Hkv, 1, 0, cols, one, OP_NONE, OP_NONE, out, 0, 0, 0);
+    opb_op(w, OP_VIEW, Hkv, rest, 0, cols, more, OP_NONE, OP_NONE, out, 0, 1, 0);
     return out;
 }
 
@@ -323,30 +282,31 @@ static uint32_t h2o_rows_first(h2o_em *w, uint32_t src, uint32_t Hkv, uint32_t f
  * table's first P − R rows; decode: the candidates before and after each compacted slot). All
  * VIEWs: local. The latest candidate at slot 0 wins the arg-min's exact ties (kern.c k_rowmax:
  * the lower slot), as the plaintext rule evicts the later position. */
-static void h2o_stage(h2o_em *w, const h2o_shape *s, int phase, uint32_t n, h2o_ids *ids)
+static void h2o_stage(opb *w, const h2o_shape *s, int phase, uint32_t n, h2o_ids *ids)
 {
     uint32_t Hkv = s->n_kv_heads, F = 2 * s->head_dim + 1, hh = s->heavy;
     if (phase == PHASE_PREFILL) {
         uint32_t nc = n - s->recent;
-        ids->cand = h2o_tensor(w, "cand", OPT_TEMP, Hkv, nc, 1);
-        h2o_op(w, OP_VIEW, Hkv, nc, 0, 1, ids->score, OP_NONE, OP_NONE, ids->cand, 0, 0, 0);
-        ids->cur = h2o_tensor(w, "cand_rows", OPT_TEMP, Hkv, nc, F);
-        h2o_op(w, OP_VIEW, Hkv, nc, 0, F, ids->table, OP_NONE, OP_NONE, ids->cur, 0, 0, 0);
+        ids->cand = opb_tensor(w, "cand", OPT_TEMP, Hkv, nc, 1);
+        opb_op(w, OP_VIEW, Hkv, nc, 0, 1, ids->score, OP_NONE, OP_NONE, ids->cand, 0, 0, 0);
+        ids->cur = opb_tensor(w, "cand_rows", OPT_TEMP, Hkv, nc, F);
+        opb_op(w, OP_VIEW, Hkv, nc, 0, F, ids->table, OP_NONE, OP_NONE, ids->cur, 0, 0, 0);
         return;
     }
     uint32_t first = s->recent ? hh + 1 : 0;
     ids->cand = h2o_rows_first(w, ids->score, Hkv, first, hh, 1, "cand");
     uint32_t rows = h2o_rows_first(w, ids->table, Hkv, first, hh, F, "cand_rows");
-    ids->cur = h2o_tensor(w, "cur", OPT_TEMP, Hkv, hh, F);
-    ids->next = h2o_tensor(w, "next", OPT_TEMP, Hkv, hh, F);
-    h2o_op(w, OP_VIEW, Hkv, hh, 0, F, rows, OP_NONE, OP_NONE, ids->cur, 0, 0, 0);
-    h2o_op(w, OP_VIEW, Hkv, hh, 0, F, rows, OP_NONE, OP_NONE, ids->next, 0, 1, 0);
+    ids->cur = opb_tensor(w, "cur", OPT_TEMP, Hkv, hh, F);
+    ids->next = opb_tensor(w, "next", OPT_TEMP, Hkv, hh, F);
+    opb_op(w, OP_VIEW, Hkv, hh, 0, F, rows, OP_NONE, OP_NONE, ids->cur, 0, 0, 0);
+    opb_op(w, OP_VIEW, Hkv, hh, 0, F, rows, OP_NONE, OP_NONE, ids->next, 0, 1, 0);
 }
 
 int h2o_emit_ops(op_program *p, const h2o_shape *s, int phase, uint32_t layer, uint32_t c,
                  uint32_t t, uint32_t probs, uint32_t kc, uint32_t vc, h2o_ids *ids, errbuf *e)
 {
-    h2o_em w = {.p = p, .phase = phase, .layer = layer};
+    opb w;
+    opb_init(&w, p, phase, (int)layer, OPC_POLICY, "h2o.");
     h2o_ids tmp;
     ids = ids ? ids : &tmp;
     *ids = (h2o_ids){OP_NONE, OP_NONE, OP_NONE, OP_NONE, OP_NONE};
@@ -356,11 +316,11 @@ int h2o_emit_ops(op_program *p, const h2o_shape *s, int phase, uint32_t layer, u
                        Hkv, t);
     /* placeholders of the operands' shapes (the cost path, before the step is lowered) */
     if (probs == OP_NONE)
-        probs = h2o_tensor(&w, "in_probs", OPT_CACHE, H, t, n);
+        probs = opb_tensor(&w, "in_probs", OPT_CACHE, H, t, n);
     if (kc == OP_NONE)
-        kc = h2o_tensor(&w, "in_k", OPT_CACHE, Hkv, n, d);
+        kc = opb_tensor(&w, "in_k", OPT_CACHE, Hkv, n, d);
     if (vc == OP_NONE)
-        vc = h2o_tensor(&w, "in_v", OPT_CACHE, Hkv, n, d);
+        vc = opb_tensor(&w, "in_v", OPT_CACHE, Hkv, n, d);
     ids->score = h2o_accumulate(&w, s, t, n, probs);
     ids->table = h2o_table(&w, s, n, kc, vc, ids->score);
     if (h2o_selects(s, phase, c, t))
@@ -370,93 +330,93 @@ int h2o_emit_ops(op_program *p, const h2o_shape *s, int phase, uint32_t layer, u
 }
 
 /* Stacks the layers' (Hkv, rows, cols) tensors src[l] as rows l·rows … of (Hkv, L·rows, cols). */
-static uint32_t h2o_stack(h2o_em *w, const h2o_ids *lay, uint32_t L, size_t field, const char *nm,
+static uint32_t h2o_stack(opb *w, const h2o_ids *lay, uint32_t L, size_t field, const char *nm,
                           uint32_t Hkv, uint32_t rows, uint32_t cols)
 {
-    uint32_t all = h2o_tensor(w, nm, OPT_TEMP, Hkv, L * rows, cols);
+    uint32_t all = opb_tensor(w, nm, OPT_TEMP, Hkv, L * rows, cols);
     for (uint32_t l = 0; l < L; l++) {
         uint32_t src;
         memcpy(&src, (const char *)&lay[l] + field, sizeof src);
-        h2o_op(w, OP_VIEW, Hkv, rows, 0, cols, src, OP_NONE, OP_NONE, all, 0, (int32_t)(l * rows),
+        opb_op(w, OP_VIEW, Hkv, rows, 0, cols, src, OP_NONE, OP_NONE, all, 0, (int32_t)(l * rows),
                0);
     }
     return all;
 }
 
 /* Prefill: top-heavy of every layer's candidate scores at once, gathered. */
-static void h2o_prefill_sel(h2o_em *w, const h2o_shape *s, uint32_t L, uint32_t P,
-                            const h2o_ids *lay, h2o_sel *out)
+static void h2o_prefill_sel(opb *w, const h2o_shape *s, uint32_t L, uint32_t P, const h2o_ids *lay,
+                            h2o_sel *out)
 {
     uint32_t Hkv = s->n_kv_heads, F = 2 * s->head_dim + 1, nc = P - s->recent, hh = s->heavy;
     out->cand = h2o_stack(w, lay, L, offsetof(h2o_ids, cand), "cand", Hkv, nc, 1);
     uint32_t rows = h2o_stack(w, lay, L, offsetof(h2o_ids, cur), "cand_rows", Hkv, nc, F);
     /* the same values as (Hkv·L) instances of nc rows: the gather's batch */
-    uint32_t tab = h2o_tensor(w, "gather_table", OPT_TEMP, Hkv * L, nc, F);
-    h2o_op(w, OP_VIEW, Hkv * L, nc, 0, F, rows, OP_NONE, OP_NONE, tab, 0, 0, 0);
+    uint32_t tab = opb_tensor(w, "gather_table", OPT_TEMP, Hkv * L, nc, F);
+    opb_op(w, OP_VIEW, Hkv * L, nc, 0, F, rows, OP_NONE, OP_NONE, tab, 0, 0, 0);
     /* COST: topk(P−R, HH) per layer and KV head, then gather(HH, P−R, 2d+1) of K|V|score
      * (policies.md §1.12 H2O: top-k + one-hot gather); every layer in the same rounds */
-    out->onehot = h2o_tensor(w, "topk", OPT_TEMP, Hkv, L * hh, nc);
-    h2o_op(w, OP_TOPK, Hkv, L, 0, nc, out->cand, OP_NONE, OP_NONE, out->onehot, 0, (int32_t)hh, 0);
-    out->heavy = h2o_tensor(w, "heavy", OPT_TEMP, Hkv, L * hh, F);
-    h2o_op(w, OP_GATHER, Hkv * L, hh, nc, F, out->onehot, tab, OP_NONE, out->heavy, OPF_NO_TRUNC, 0,
+    out->onehot = opb_tensor(w, "topk", OPT_TEMP, Hkv, L * hh, nc);
+    opb_op(w, OP_TOPK, Hkv, L, 0, nc, out->cand, OP_NONE, OP_NONE, out->onehot, 0, (int32_t)hh, 0);
+    out->heavy = opb_tensor(w, "heavy", OPT_TEMP, Hkv, L * hh, F);
+    opb_op(w, OP_GATHER, Hkv * L, hh, nc, F, out->onehot, tab, OP_NONE, out->heavy, OPF_NO_TRUNC, 0,
            0);
 }
 
 /* The first `keep` entries of the prefix sums of B vectors of n (x: B·n values): ⌈log2 n⌉
  * Hillis–Steele levels, each a shift (a slice appended at row s of a zero tensor: VIEWs) and an
  * ADD, all local: O(B·n·log n) element operations instead of a triangular product's O(B·n²). */
-static uint32_t h2o_prefix(h2o_em *w, uint32_t x, uint32_t B, uint32_t n, uint32_t keep)
+static uint32_t h2o_prefix(opb *w, uint32_t x, uint32_t B, uint32_t n, uint32_t keep)
 {
-    uint32_t cur = h2o_tensor(w, "prefix0", OPT_TEMP, B, n, 1);
-    h2o_op(w, OP_VIEW, B, n, 0, 1, x, OP_NONE, OP_NONE, cur, 0, 0, 0);
+    uint32_t cur = opb_tensor(w, "prefix0", OPT_TEMP, B, n, 1);
+    opb_op(w, OP_VIEW, B, n, 0, 1, x, OP_NONE, OP_NONE, cur, 0, 0, 0);
     for (uint32_t sh = 1; sh < n; sh *= 2) {
-        uint32_t sl = h2o_tensor(w, "prefix_head", OPT_TEMP, B, n - sh, 1);
-        h2o_op(w, OP_VIEW, B, n - sh, 0, 1, cur, OP_NONE, OP_NONE, sl, 0, 0, 0);
-        uint32_t shifted = h2o_tensor(w, "prefix_shift", OPT_TEMP, B, n, 1);
-        h2o_op(w, OP_VIEW, B, n - sh, 0, 1, sl, OP_NONE, OP_NONE, shifted, 0, (int32_t)sh, 0);
-        uint32_t nxt = h2o_tensor(w, "prefix", OPT_TEMP, B, n, 1);
-        h2o_op(w, OP_ADD, B, n, 0, 1, cur, shifted, OP_NONE, nxt, 0, 0, 0);
+        uint32_t sl = opb_tensor(w, "prefix_head", OPT_TEMP, B, n - sh, 1);
+        opb_op(w, OP_VIEW, B, n - sh, 0, 1, cur, OP_NONE, OP_NONE, sl, 0, 0, 0);
+        uint32_t shifted = opb_tensor(w, "prefix_shift", OPT_TEMP, B, n, 1);
+        opb_op(w, OP_VIEW, B, n - sh, 0, 1, sl, OP_NONE, OP_NONE, shifted, 0, (int32_t)sh, 0);
+        uint32_t nxt = opb_tensor(w, "prefix", OPT_TEMP, B, n, 1);
+        opb_op(w, OP_ADD, B, n, 0, 1, cur, shifted, OP_NONE, nxt, 0, 0, 0);
         cur = nxt;
     }
-    uint32_t out = h2o_tensor(w, "prefix_kept", OPT_TEMP, B, keep, 1);
-    h2o_op(w, OP_VIEW, B, keep, 0, 1, cur, OP_NONE, OP_NONE, out, 0, 0, 0);
+    uint32_t out = opb_tensor(w, "prefix_kept", OPT_TEMP, B, keep, 1);
+    opb_op(w, OP_VIEW, B, keep, 0, 1, cur, OP_NONE, OP_NONE, out, 0, 0, 0);
     return out;
 }
 
 /* Decode: every layer's minimum of its HH+1 candidates evicted, the candidates compacted to HH
  * rows. */
-static void h2o_decode_sel(h2o_em *w, const h2o_shape *s, uint32_t L, const h2o_ids *lay,
-                           h2o_sel *out)
+static void h2o_decode_sel(opb *w, const h2o_shape *s, uint32_t L, const h2o_ids *lay, h2o_sel *out)
 {
     uint32_t Hkv = s->n_kv_heads, F = 2 * s->head_dim + 1, hh = s->heavy;
     out->cand = h2o_stack(w, lay, L, offsetof(h2o_ids, cand), "cand", Hkv, hh + 1, 1);
-    uint32_t neg = h2o_tensor(w, "neg", OPT_TEMP, Hkv, L * (hh + 1), 1);
+    uint32_t neg = opb_tensor(w, "neg", OPT_TEMP, Hkv, L * (hh + 1), 1);
     /* the minimum as the maximum of −score: a public factor, no truncation (local) */
-    h2o_op(w, OP_MUL_PUB, Hkv, L * (hh + 1), 0, 1, out->cand, OP_NONE, OP_NONE, neg, OPF_NO_TRUNC,
+    opb_op(w, OP_MUL_PUB, Hkv, L * (hh + 1), 0, 1, out->cand, OP_NONE, OP_NONE, neg, OPF_NO_TRUNC,
            0, -1.0);
     /* COST: arg-min over the HH+1 candidates of every layer and KV head, a one-hot from a tree
      * of comparisons (policies.md §1.12 H2O: the step's eviction is a top-k of one) */
-    out->onehot = h2o_tensor(w, "argmin", OPT_TEMP, Hkv, L, hh + 1);
-    h2o_op(w, OP_ARGMAX, Hkv, L, 0, hh + 1, neg, OP_NONE, OP_NONE, out->onehot, 0, 0, 0);
+    out->onehot = opb_tensor(w, "argmin", OPT_TEMP, Hkv, L, hh + 1);
+    opb_op(w, OP_ARGMAX, Hkv, L, 0, hh + 1, neg, OP_NONE, OP_NONE, out->onehot, 0, 0, 0);
     /* the prefix sum of the one-hot (1 at and after the evicted candidate), then broadcast over
      * the row's 2d+1 columns (local) */
     uint32_t pre = h2o_prefix(w, out->onehot, Hkv * L, hh + 1, hh);
-    uint32_t bc = h2o_tensor(w, "bcast", OPT_PUBLIC, 1, 1, F);
-    uint32_t mask = h2o_tensor(w, "mask", OPT_TEMP, Hkv, L * hh, F);
-    h2o_op(w, OP_MATMUL, 1, Hkv * L * hh, 1, F, pre, bc, OP_NONE, mask, OPF_PUBLIC_B | OPF_NO_TRUNC,
+    uint32_t bc = opb_tensor(w, "bcast", OPT_PUBLIC, 1, 1, F);
+    uint32_t mask = opb_tensor(w, "mask", OPT_TEMP, Hkv, L * hh, F);
+    opb_op(w, OP_MATMUL, 1, Hkv * L * hh, 1, F, pre, bc, OP_NONE, mask, OPF_PUBLIC_B | OPF_NO_TRUNC,
            0, 0);
     uint32_t cur = h2o_stack(w, lay, L, offsetof(h2o_ids, cur), "cur", Hkv, hh, F);
     uint32_t nxt = h2o_stack(w, lay, L, offsetof(h2o_ids, next), "next", Hkv, hh, F);
     /* COST: the oblivious compaction, one select (a multiplication) per element of the HH
      * compacted rows (policies.md §1.12 H2O gather) */
-    out->heavy = h2o_tensor(w, "heavy", OPT_TEMP, Hkv, L * hh, F);
-    h2o_op(w, OP_SELECT, Hkv, L * hh, 0, F, mask, nxt, cur, out->heavy, 0, 0, 0);
+    out->heavy = opb_tensor(w, "heavy", OPT_TEMP, Hkv, L * hh, F);
+    opb_op(w, OP_SELECT, Hkv, L * hh, 0, F, mask, nxt, cur, out->heavy, 0, 0, 0);
 }
 
 int h2o_emit_select(op_program *p, const h2o_shape *s, int phase, uint32_t n_layers, uint32_t c,
                     uint32_t t, const h2o_ids *lay, h2o_sel *out, errbuf *e)
 {
-    h2o_em w = {.p = p, .phase = phase, .layer = UINT32_MAX};
+    opb w; /* the selection of every layer at once: no layer */
+    opb_init(&w, p, phase, -1, OPC_POLICY, "h2o.");
     h2o_sel tmp;
     out = out ? out : &tmp;
     *out = (h2o_sel){OP_NONE, OP_NONE, OP_NONE};

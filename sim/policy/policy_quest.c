@@ -423,7 +423,8 @@ static int quest_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, cons
     if (layer < s->skip)
         return MS_OK;
     uint32_t d = v->head_dim, H = v->n_heads, Hkv = v->n_kv_heads;
-    policy_emitter pe = {prog, phase, (int)layer, 0};
+    policy_emitter pe;
+    opb_init(&pe, prog, phase, (int)layer, OPC_POLICY, NULL);
     if (phase == PHASE_PREFILL) {
         /* COST: page bounds of the prompt: max and min over each page, (S-1) comparisons per
          * channel each (policies.md §1.12 Quest "bound upkeep 2d cmp per new token") */

@@ -264,7 +264,8 @@ int snapkv_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint
     uint32_t n = v->prompt_len - s->core.window, b = s->budget[layer];
     if (phase != PHASE_PREFILL || b >= n)
         return MS_OK;
-    policy_emitter pe = {prog, phase, (int)layer, 0};
+    policy_emitter pe;
+    opb_init(&pe, prog, phase, (int)layer, OPC_POLICY, NULL);
     uint32_t sc = snap_core_emit(&s->core, &pe, v->n_kv_heads);
     if (b > 0) {
         /* COST: one topk(T-w, B-w) per KV head and a gather of the kept K|V rows (§1.12) */

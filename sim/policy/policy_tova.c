@@ -132,7 +132,8 @@ static int tova_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const
 {
     tova_state *s = st;
     const policy_env *v = &s->env;
-    policy_emitter pe = {prog, phase, (int)layer, 0};
+    policy_emitter pe;
+    opb_init(&pe, prog, phase, (int)layer, OPC_POLICY, NULL);
     uint32_t d = v->head_dim, Hkv = v->n_kv_heads;
     if (phase == PHASE_PREFILL) {
         if (kv_len <= s->cap)
