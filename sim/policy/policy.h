@@ -93,8 +93,10 @@ typedef struct policy_obs {
 #define POLICY_NEED_Q 0x10u  /* the query (also: select() is query-aware) */
 
 struct policy_ops {
+    /* ---- core: the policy itself: its name and parameters, its state, the plaintext
+     * selection and the cost of the secure one. observe, prefill and emit_cost may be NULL for
+     * a policy with nothing to do there (positional policies: no observation, no ops) ---- */
     const char *name;
-    int version;
     const char *summary;
     const policy_param *params;
     size_t n_params;
@@ -104,10 +106,6 @@ struct policy_ops {
     /* Which inputs observe() wants at position pos (observe is called for every position and
      * layer; arrays not asked for are NULL). */
     unsigned (*needs)(void *state, uint32_t pos);
-    /* Optional, narrower: what observe() wants at (layer, pos), a subset of needs(pos) (which
-     * stays the union over layers). A layer that reuses another layer's selection can ask for
-     * nothing, and its rows are then never generated. */
-    unsigned (*layer_needs)(void *state, uint32_t layer, uint32_t pos);
     int (*observe)(void *state, const policy_obs *o, errbuf *e);
     /* End of the prompt: one-shot selections (SnapKV, static eviction, H2O's first drop). */
     int (*prefill)(void *state, errbuf *e);
@@ -115,15 +113,20 @@ struct policy_ops {
      * position j < pos. q is the token's query (n_heads × head_dim). */
     int (*select)(void *state, uint32_t layer, uint32_t pos, const float *q, uint8_t *keep,
                   errbuf *e);
-    /* Optional, for positional policies (the same count for every KV head, no state): how
-     * many cached positions layer keeps at pos. When nothing is measured or observed the
-     * replay uses it instead of building and counting select()'s mask. */
-    uint32_t (*count)(void *state, uint32_t layer, uint32_t pos);
     /* Appends the policy's own MPC ops for layer `layer` of a step: phase PHASE_PREFILL with
      * kv_len = P (kept = per-KV-head counts after the prefill selection), or PHASE_DECODE with
      * kv_len = cached entries and kept[g] the counts select() chose. */
     int (*emit_cost)(void *state, int phase, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
                      op_program *prog, errbuf *e);
+    /* ---- hooks: optional callbacks (NULL: the replay's default, stated at each) ---- */
+    /* Optional, narrower: what observe() wants at (layer, pos), a subset of needs(pos) (which
+     * stays the union over layers). A layer that reuses another layer's selection can ask for
+     * nothing, and its rows are then never generated. */
+    unsigned (*layer_needs)(void *state, uint32_t layer, uint32_t pos);
+    /* Optional, for positional policies (the same count for every KV head, no state): how
+     * many cached positions layer keeps at pos. When nothing is measured or observed the
+     * replay uses it instead of building and counting select()'s mask. */
+    uint32_t (*count)(void *state, uint32_t layer, uint32_t pos);
     /* Optional: policy-specific metrics at the end of a run; fills out[0..max), returns the
      * count (may be NULL). */
     size_t (*metrics)(void *state, run_metric *out, size_t max);
@@ -158,6 +161,8 @@ struct policy_ops {
      * (sim/policy/secpol.h; the policy's own policy_<name>_secure.c). Absent: a secure run
      * applies the policy's kept sets from its plaintext replay, or its public ones. */
     const secpol_ops *secure;
+    /* ---- hints: data the replay and the runner read to skip or split work (0 / NULL:
+     * none) ---- */
     /* The policy's default for the replay's `metric_stride` (decode steps between accuracy
      * measurements) when the scenario sets none, as text like a parameter default; NULL: the
      * replay's own default (policy_replay_params). */

@@ -343,7 +343,6 @@ static size_t comet_metrics(void *st, run_metric *out, size_t max)
 
 const policy_ops policy_comet = {
     .name = "comet",
-    .version = 1,
     .summary = "predicted FFN block sparsity with KV refill of skipped tokens (details assumed)",
     .params = comet_params,
     .n_params = sizeof comet_params / sizeof comet_params[0],

@@ -196,7 +196,6 @@ static int ckv_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const 
 
 const policy_ops policy_criticalkv = {
     .name = "criticalkv",
-    .version = 1,
     .summary = "two-stage prompt selection: SnapKV score, then score × ‖V·W_o‖₁",
     .params = ckv_params,
     .n_params = sizeof ckv_params / sizeof ckv_params[0],

@@ -36,7 +36,6 @@ static uint32_t full_count(void *st, uint32_t layer, uint32_t pos) { return pos;
 
 const policy_ops policy_full = {
     .name = "full",
-    .version = 1,
     .summary = "full KV cache (no eviction): the accuracy baseline",
     .params = NULL,
     .n_params = 0,

@@ -466,7 +466,6 @@ static int h2o_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const 
 
 const policy_ops policy_h2o = {
     .name = "h2o",
-    .version = 1,
     .summary = "heavy hitters (accumulated attention) + recent window, evicting every step",
     .params = h2o_params,
     .n_params = sizeof h2o_params / sizeof h2o_params[0],

@@ -1478,7 +1478,6 @@ static int mpcache_one_time(void *st, uint32_t pos)
 
 const policy_ops policy_mpcache = {
     .name = "mpcache",
-    .version = 1,
     .summary = "static look-once eviction + two-level clustered dynamic selection with the "
                "linearized bound; adjacent layers share indices",
     .params = mpcache_params,

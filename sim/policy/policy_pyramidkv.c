@@ -61,7 +61,6 @@ static int pyr_init(const policy_env *env, const policy_args *a, void **st, errb
 
 const policy_ops policy_pyramidkv = {
     .name = "pyramidkv",
-    .version = 1,
     .summary = "SnapKV scoring with a pyramid of per-layer budgets (more in lower layers)",
     .params = pyr_params,
     .n_params = sizeof pyr_params / sizeof pyr_params[0],

@@ -454,7 +454,6 @@ static int quest_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, cons
 
 const policy_ops policy_quest = {
     .name = "quest",
-    .version = 1,
     .summary = "query-aware top pages by the min/max key bound (dense first layers)",
     .params = quest_params,
     .n_params = sizeof quest_params / sizeof quest_params[0],

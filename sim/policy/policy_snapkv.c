@@ -279,7 +279,6 @@ int snapkv_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint
 
 const policy_ops policy_snapkv = {
     .name = "snapkv",
-    .version = 1,
     .summary = "one-shot prompt compression by observation-window votes with pooling",
     .params = snap_params,
     .n_params = sizeof snap_params / sizeof snap_params[0],

@@ -63,7 +63,6 @@ static uint32_t sl_count(void *st, uint32_t layer, uint32_t pos)
 
 const policy_ops policy_streamingllm = {
     .name = "streamingllm",
-    .version = 1,
     .summary = "attention sinks + recent window (public positions, no selection cost)",
     .params = sl_params,
     .n_params = sizeof sl_params / sizeof sl_params[0],

@@ -164,7 +164,6 @@ static int tova_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const
 
 const policy_ops policy_tova = {
     .name = "tova",
-    .version = 1,
     .summary = "per-layer top cache_size by head-averaged attention of the newest query",
     .params = tova_params,
     .n_params = sizeof tova_params / sizeof tova_params[0],

@@ -59,9 +59,10 @@ metric_sink run_result_sink(run_result *r) { return (metric_sink){sink_add, r}; 
 
 typedef struct step_key {
     uint32_t kv_len;
-    uint64_t hash;  /* of kept[] and the policy's ops */
+    uint64_t hash;  /* of kept[], the FFN pattern flag and the policy's ops */
     uint32_t *kept; /* owned copy, compared on a hash match */
     size_t n_kept;
+    int ffn_secret;
     sim_result res;
 } step_key;
 
@@ -71,10 +72,11 @@ typedef struct runner {
     machine_profile mach;
     op_program prog;
     cost_log log;
-    uint32_t *kept; /* L·Hkv kept rows, then L FFN widths and the FFN pattern flag (a step's
-                     * shape: hashed and compared by the memo) */
+    uint32_t *kept; /* L·Hkv kept rows, then L FFN widths (a step's shape: hashed and compared
+                     * by the memo with ffn_secret) */
     size_t n_kept;
     int attended_cache, has_ffn;
+    int ffn_secret; /* the FFN pattern is secret (lower_opts.ffn_secret) */
     step_key *memo;
     size_t n_memo, cap_memo;
     uint64_t simulated; /* steps actually simulated */
@@ -97,6 +99,7 @@ static uint64_t step_hash(const runner *R, uint32_t kv_len)
 {
     uint64_t h = fnv(0xcbf29ce484222325ull, &kv_len, sizeof kv_len);
     h = fnv(h, R->kept, R->n_kept * sizeof *R->kept);
+    h = fnv(h, &R->ffn_secret, sizeof R->ffn_secret);
     for (size_t i = 0; i < R->prog.n_ops; i++) {
         const op *o = &R->prog.ops[i];
         uint32_t f[12] = {
@@ -113,7 +116,7 @@ static step_key *memo_find(runner *R, uint32_t kv_len, uint64_t h)
 {
     for (size_t i = 0; i < R->n_memo; i++) {
         step_key *k = &R->memo[i];
-        if (k->hash == h && k->kv_len == kv_len &&
+        if (k->hash == h && k->kv_len == kv_len && k->ffn_secret == R->ffn_secret &&
             !memcmp(k->kept, R->kept, R->n_kept * sizeof *R->kept))
             return k;
     }
@@ -129,6 +132,7 @@ static int memo_add(runner *R, uint32_t kv_len, uint64_t h, sim_result *res)
         return MS_ERR_NOMEM;
     memcpy(k->kept, R->kept, R->n_kept * sizeof *R->kept);
     k->n_kept = R->n_kept;
+    k->ffn_secret = R->ffn_secret;
     k->kv_len = kv_len;
     k->hash = h;
     k->res = *res; /* takes ownership of res->layer */
@@ -152,7 +156,8 @@ static void runner_free(runner *R)
 
 /* ---- phases ------------------------------------------------------------------------------- */
 
-/* The FFN widths of the step just replayed into the tail of R->kept (lower_opts.ffn_active). */
+/* The FFN widths of the step just replayed into the tail of R->kept (lower_opts.ffn_active),
+ * whether its pattern is secret into R->ffn_secret (lower_opts.ffn_secret). */
 static void take_ffn(runner *R, const replay *rp)
 {
     const model_cfg *m = &R->cfg->model;
@@ -162,7 +167,7 @@ static void take_ffn(runner *R, const replay *rp)
     R->has_ffn = a != NULL;
     for (uint32_t l = 0; l < m->n_layers; l++)
         R->kept[o + l] = a ? a[l] : m->ffn_dim;
-    R->kept[o + m->n_layers] = (uint32_t)secret;
+    R->ffn_secret = secret != 0;
 }
 
 static void base_opts(const runner *R, lower_opts *lo)
@@ -174,7 +179,7 @@ static void base_opts(const runner *R, lower_opts *lo)
     lo->attended_cache = R->attended_cache;
     if (R->has_ffn) {
         lo->ffn_active = R->kept + o;
-        lo->ffn_secret = R->kept[o + m->n_layers] != 0;
+        lo->ffn_secret = R->ffn_secret;
     }
 }
 
@@ -364,7 +369,7 @@ static int runner_init(runner *R, const run_cfg *cfg, errbuf *e)
     R->cmemo = cost_memo_new();
     R->env = (step_env){&cfg->model, pr,       &cfg->proto,
                         &cfg->net,   &R->mach, {.overlap = cfg->overlap, .ws = R->ws}};
-    R->n_kept = (size_t)cfg->model.n_layers * (cfg->model.n_kv_heads + 1) + 1;
+    R->n_kept = (size_t)cfg->model.n_layers * (cfg->model.n_kv_heads + 1);
     op_program_init(&R->prog);
     cost_log_init(&R->log, pr->n_parties);
     if (!R->ws || !R->cmemo || !(R->kept = calloc(R->n_kept + 1, sizeof *R->kept)))
