@@ -1,4 +1,4 @@
-/* check_comet.c — Comet's sparse FFN on secret shares (sim/policy/secpol.h "Comet on shares").
+/* check_comet.c — Comet's sparse FFN on secret shares (sim/policy/comet_ops.h "Comet on shares").
  *
  * - stories260K, a 12-token prompt and two decode steps, in semi2k and aby3, with the top-k
  *   predictor (active_frac 0.5: 11 of 22 blocks), the pattern secret or public: the secure logits
@@ -24,6 +24,7 @@
 #include "harness.h"
 #include "models/lower.h"
 #include "sim/policy/policy.h"
+#include "sim/policy/comet_ops.h"
 #include "sim/policy/secpol.h"
 #include "sim/secure/secinf.h"
 #include "sim/secure/valid.h"

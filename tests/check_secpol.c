@@ -43,6 +43,8 @@
 #include "sim/policy/policy.h"
 #include "sim/replay/replay.h"
 #include "sim/secure/secinf.h"
+#include "sim/policy/h2o_ops.h"
+#include "sim/policy/mpcache_ops.h"
 #include "sim/policy/secpol.h"
 #include "stories.h"
 #include "sim/secure/valid.h"

@@ -1,7 +1,7 @@
 /* policy_comet_secure.c — Comet's sparse FFN on secret shares (the policy's secpol_ops slot): the
  * top-k predictor's ops in each step's program (policy_comet.c's emitter), the model owner's
  * predictor matrix and weight table derived from the checkpoint, and the audit against the
- * plaintext replay (secpol.h "Comet on shares"). */
+ * plaintext replay (comet_ops.h "Comet on shares"). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +9,7 @@
 
 #include "protocols/program/kern.h"
 #include "policy.h"
+#include "comet_ops.h"
 #include "secpol.h"
 
 typedef struct comet_sec {

@@ -1,6 +1,6 @@
 /* policy_h2o_secure.c — H2O's selection on secret shares (the policy's secpol_ops slot): its ops
  * in each step's program (policy_h2o.c's emitters), the table each node carries between steps,
- * and the audit against the plaintext replay (secpol.h "H2O on shares"). */
+ * and the audit against the plaintext replay (h2o_ops.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +8,7 @@
 
 #include "protocols/program/kern.h"
 #include "policy.h"
+#include "h2o_ops.h"
 #include "secpol.h"
 
 /* The rows carried into a decode step at kv cached entries (public: the prompt keeps

@@ -1,7 +1,8 @@
 /* policy_mpcache_secure.c — MPCache's selection on secret shares (the policy's secpol_ops slot):
  * its ops in each step's program (policy_mpcache.c's emitters, spliced into the lowered layers),
  * the token tables and cluster bounds each node carries between steps, the counts a threshold
- * prompt reveals, and the audit against the plaintext replay (secpol.h "MPCache on shares"). */
+ * prompt reveals, and the audit against the plaintext replay (mpcache_ops.h "MPCache on shares").
+ */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include "protocols/backend/mpc_eng.h"
 #include "protocols/program/kern.h"
 #include "policy.h"
+#include "mpcache_ops.h"
 #include "secpol.h"
 
 /* The entries of K' of layer l before a decode step at kv cached entries: the whole cache, or

@@ -1,0 +1,115 @@
+/* h2o_ops.h — H2O's selection as ops (h2o_ops.c) and its audit against the replay
+ * (policy_h2o_secure.c).
+ *
+ * The policy's own interface to its selection on shares, shared by its cost path (the policy's
+ * emit_cost) and its secure session (the secpol_ops slot, secpol.h). Nothing outside the policy's
+ * files and its tests includes it.
+ *
+ * H2O on shares. Per layer and KV head the secret state is a table of R rows [K | V | score]
+ * (2·head_dim + 1 columns): rows [0, R − recent) the heavy hitters (which positions they hold is
+ * secret), the last `recent` rows the newest positions in order (public). A step's program
+ * holds the new entry at row 0 of the cache and the carried rows at 1 … c (policy_h2o_secure.c),
+ * and per layer, after the lowered attention (the selection proper batched over the layers, after
+ * the last one): score accumulation: the step's softmax probabilities summed over the KV head's
+ * query heads and (prefill) over the query rows, added to the carried scores (two transposing VIEWs
+ * and a matmul with a public ones vector: local); the table [K | V | score] of the attended rows
+ * (VIEWs: local); prefill, P > heavy + recent: TOPK(heavy) of the scores of rows [0, P − recent),
+ * then a GATHER (one-hot rows · table) of the heavy rows; decode, c = heavy + recent: the
+ * candidates are row heavy + 1 (the entry leaving the recent window, the latest: slot 0, which wins
+ * exact ties, as the plaintext rule evicts the later position) and rows 1 … heavy (the heavy rows);
+ * ARGMAX of their negated scores (one-hot of the minimum), its prefix sum (log-step shifted adds:
+ * local) broadcast over the row (a product with a public ones row: local) as a mask, and a SELECT
+ * per element: row i of the compacted heavy part is candidate i+1 where the mask is 1 (at or after
+ * the evicted one), else candidate i. Without a recent window (recent = 0) the candidates are row 0
+ * (the new entry) and the heavy rows, as the plaintext policy's. The next state is then a public
+ * re-layout: [selected heavy rows; the recent rows; the new row]. */
+#ifndef MPCSIM_H2O_OPS_H
+#define MPCSIM_H2O_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "protocols/base/err.h"
+#include "protocols/program/op.h"
+#include "policy.h"
+#include "secpol.h"
+
+/* H2O's budgets for a run (heavy_ratio/recent_ratio of the prompt, or absolute sizes), as
+ * the policy computes them. */
+int h2o_budgets(const policy_env *env, const policy_args *a, uint32_t *heavy, uint32_t *recent,
+                errbuf *e);
+
+typedef struct h2o_shape {
+    uint32_t n_heads, n_kv_heads, head_dim;
+    uint32_t heavy, recent;
+} h2o_shape;
+
+/* Tensors of one layer's H2O ops (OP_NONE where the phase has none). */
+typedef struct h2o_ids {
+    uint32_t score; /* (Hkv, n, 1) accumulated scores of the n attended rows ("L<l>.h2o.acc";
+                     * the carried ones are the OPT_CACHE input "L<l>.h2o.score") */
+    uint32_t table; /* (Hkv, n, 2d+1) [K | V | score] of the attended rows */
+    uint32_t cand;  /* (Hkv, ncand, 1) the candidates' scores */
+    uint32_t cur;   /* prefill: (Hkv, P-recent, 2d+1) the candidates' rows; decode: (Hkv,
+                     * heavy, 2d+1) candidates 0 … heavy-1 */
+    uint32_t next;  /* decode: candidates 1 … heavy */
+} h2o_ids;
+
+/* Tensors of the selection of every layer at once ("h2o.<name>"), rows of layer l after those
+ * of layers < l: memory order [KV head][layer][…]. */
+typedef struct h2o_sel {
+    uint32_t cand;   /* (Hkv, L·ncand, 1) the candidates' scores */
+    uint32_t onehot; /* prefill: (Hkv, L·heavy, P-recent) TOPK rows; decode: (Hkv, L, heavy+1) */
+    uint32_t heavy;  /* (Hkv, L·heavy, 2d+1) the selected heavy rows */
+} h2o_sel;
+
+/* Whether a step selects: prefill of t = P tokens, or a decode step over c carried rows. */
+int h2o_selects(const h2o_shape *s, int phase, uint32_t c, uint32_t t);
+
+/* Appends layer `layer`'s H2O ops (category policy) for a step attending c carried rows and t
+ * new ones (prefill: c = 0, t = P; decode: t = 1, rows: new at 0, carried at 1 … c): the score
+ * upkeep, the table and the layer's candidates (all local). probs (H, t, c+t) is the step's
+ * softmax output, kc/vc (Hkv, ≥ c+t, d) the step's caches; OP_NONE for each gives a
+ * placeholder of that shape (the cost path). ids may be NULL. */
+int h2o_emit_ops(op_program *p, const h2o_shape *s, int phase, uint32_t layer, uint32_t c,
+                 uint32_t t, uint32_t probs, uint32_t kc, uint32_t vc, h2o_ids *ids, errbuf *e);
+/* Appends the selection of every layer at once (layer −1; the layers are independent, so one
+ * TOPK/ARGMAX, GATHER/SELECT runs them all in the same rounds), from the layers' ids (lay[l]);
+ * nothing when the step does not select. out may be NULL. */
+int h2o_emit_select(op_program *p, const h2o_shape *s, int phase, uint32_t n_layers, uint32_t c,
+                    uint32_t t, const h2o_ids *lay, h2o_sel *out, errbuf *e);
+
+/* Public constants of the H2O ops, by tensor name ("L<l>.h2o.ones", "h2o.bcast"): fills
+ * out[0..n) with raw ring integers; 0 if the name is not one of them. */
+int h2o_public(const op_tensor *t, uint64_t *out, size_t n);
+
+/* ---- the selection on shares: its configuration is its h2o_shape; its audit
+ * (policy_h2o_secure.c) ---- */
+
+/* The secure selection against the plaintext replay's keep masks (an audited run, teacher
+ * forced); the replay's scores are recomputed on the float model under those masks. */
+typedef struct h2o_sec_audit {
+    uint32_t prefill_sets, prefill_same; /* (layer, KV head) heavy sets chosen at the prompt */
+    uint32_t kept_sets, kept_same;       /* (decode position, layer, KV head) kept sets */
+    uint32_t evictions, evict_same;      /* decode evictions with a later position to show them */
+    uint32_t separated, separated_same;  /* selections (prompt sets, evictions from the same
+                                          * candidates) whose secure scores separate the chosen
+                                          * from the rest by more than tie_bound, and of them
+                                          * those equal to the replay's */
+    double score_err;                    /* largest |secure − replay| score of a candidate
+                                          * (kept sets equal so far: the same entries) */
+    uint32_t differ_same_cand;           /* differing selections from the same candidates */
+    uint32_t near_ties;                  /* … of them within 2·score_err on the replay's own
+                                          * scores (fixed-point error can swap them) */
+    uint32_t diverged;                   /* differing evictions after the kept sets differed */
+    double max_margin;                   /* largest replay margin of a differing selection from
+                                          * the same candidates */
+} h2o_sec_audit;
+/* tie_bound < 0: twice the measured score error (a secure margin above it implies the replay's
+ * order). */
+int h2o_secure_compare(const secpol_run *o, const h2o_shape *cfg, const secpol_opened *r,
+                       const secpol_keep *plain, double tie_bound, h2o_sec_audit *out, errbuf *e);
+
+extern const secpol_ops policy_h2o_secure;
+
+#endif
