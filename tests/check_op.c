@@ -6,6 +6,7 @@
 
 #include "harness.h"
 #include "protocols/program/op.h"
+#include "protocols/program/opb.h"
 
 static void build_small(op_program *p)
 {
@@ -117,10 +118,76 @@ START_TEST(test_names)
 }
 END_TEST
 
+/* The op builder: names per layer and prefix, lookups with and without the index, the views'
+ * and column sums' shapes, and a failure that sticks. */
+START_TEST(test_builder)
+{
+    op_program p;
+    op_program_init(&p);
+    for (int indexed = 0; indexed < 2; indexed++) {
+        op_program_clear(&p);
+        opb b;
+        opb_init(&b, &p, PHASE_DECODE, 3, OPC_POLICY, "x.");
+        if (indexed)
+            opb_index(&b);
+        uint32_t t = opb_tensor(&b, "a", OPT_TEMP, 2, 4, 5);
+        ck_assert_str_eq(p.tens[t].name, "L3.x.a");
+        ck_assert_uint_eq(opb_find(&b, "a"), t);
+        ck_assert_uint_eq(opb_find_as(&b, "L3.x.a"), t);
+        ck_assert_uint_eq(opb_find(&b, "b"), OP_NONE);
+        /* shared: the first of the name whatever its shape; matching: same role and size */
+        ck_assert_uint_eq(opb_shared(&b, "a", OPT_CACHE, 1, 1, 1), t);
+        ck_assert_uint_eq(opb_matching(&b, "a", OPT_TEMP, 1, 8, 5), t);
+        uint32_t u = opb_matching(&b, "a", OPT_CACHE, 2, 4, 5);
+        ck_assert_uint_ne(u, t);
+        ck_assert_uint_eq(opb_find(&b, "a"), t); /* lookups find the first */
+        /* transpose (B, R, C) → (B, C, R) and column sums (B, n, 1) */
+        uint32_t tr = opb_transpose(&b, t, 2, 4, 5, "t");
+        ck_assert_uint_eq(p.tens[tr].rows, 5);
+        ck_assert_uint_eq(p.tens[tr].cols, 4);
+        const op *o = &p.ops[p.n_ops - 1];
+        ck_assert_int_eq(o->kind, OP_VIEW);
+        ck_assert_int_eq(o->layer, 3);
+        ck_assert_int_eq(o->cat, OPC_POLICY);
+        ck_assert_uint_eq(o->flags, OPF_MERGE_HEADS);
+        uint32_t cs = opb_colsum(&b, t, 2, 4, 5, "cs");
+        ck_assert_uint_eq(p.tens[cs].batch, 2);
+        ck_assert_uint_eq(p.tens[cs].rows, 5);
+        ck_assert_uint_eq(p.tens[cs].cols, 1);
+        ck_assert_uint_eq(opb_find(&b, "cs_ones"), p.ops[p.n_ops - 1].in[1]);
+        ck_assert_int_eq(p.ops[p.n_ops - 1].kind, OP_MATMUL);
+        ck_assert_uint_eq(p.ops[p.n_ops - 1].flags, OPF_PUBLIC_B | OPF_NO_TRUNC);
+        uint32_t r = opb_rows(&b, t, 2, 1, 2, 5, "r");
+        ck_assert_uint_eq(p.tens[r].rows, 2);
+        ck_assert_int_eq(p.ops[p.n_ops - 1].iarg, 1);
+        ck_assert_uint_eq(opb_op_cat(&b, OPC_FFN, OP_ADD, 2, 4, 0, 5, t, t, OP_NONE, t, 0, 0, 0),
+                          t);
+        ck_assert_int_eq(p.ops[p.n_ops - 1].cat, OPC_FFN);
+        ck_assert(op_program_is_sane(&p));
+        ck_assert(!opb_failed(&b));
+        /* an op without a result fails, and the failure sticks: nothing more is added */
+        size_t n_ops = p.n_ops, n_tens = p.n_tens;
+        ck_assert_uint_eq(opb_op(&b, OP_ADD, 1, 1, 0, 1, t, t, OP_NONE, OP_NONE, 0, 0, 0), OP_NONE);
+        ck_assert(opb_failed(&b));
+        ck_assert_uint_eq(opb_tensor(&b, "c", OPT_TEMP, 1, 1, 1), OP_NONE);
+        ck_assert_uint_eq(opb_op(&b, OP_ADD, 1, 1, 0, 5, t, t, OP_NONE, t, 0, 0, 0), OP_NONE);
+        ck_assert_uint_eq(opb_find(&b, "a"), OP_NONE);
+        ck_assert_uint_eq(p.n_ops, n_ops);
+        ck_assert_uint_eq(p.n_tens, n_tens);
+        opb_release(&b);
+    }
+    /* no layer, no prefix */
+    opb b;
+    opb_init(&b, &p, PHASE_PREFILL, -1, OPC_OTHER, NULL);
+    ck_assert_str_eq(p.tens[opb_tensor(&b, "z", OPT_PUBLIC, 1, 1, 1)].name, "z");
+    op_program_free(&p);
+}
+END_TEST
+
 Suite *op_suite(void)
 {
     Suite *s = suite_create("op");
     TCase *tc = th_case(s, "program", 0);
-    TH_TESTS(tc, test_roundtrip, test_malformed, test_names);
+    TH_TESTS(tc, test_roundtrip, test_malformed, test_names, test_builder);
     return s;
 }

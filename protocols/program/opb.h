@@ -15,9 +15,9 @@
  * layer -1; opb_tensor_as and opb_find_as take a complete name instead. Names are cut to 47
  * characters as op_layer_name cuts them.
  *
- * Failure. Every function that allocates may fail (out of memory, or an operand that is
- * OP_NONE where a tensor is needed): the builder then sets `failed`, returns OP_NONE for a
- * tensor, appends nothing more, and every later call is a no-op returning OP_NONE. A caller
+ * Failure. Every function that adds a tensor or an op may fail (out of memory, or an op whose
+ * result is OP_NONE because the tensor before it failed): the builder then sets `failed`, adds
+ * nothing more, and every later call adds nothing and returns OP_NONE. A caller
  * emits its whole sequence and checks opb_failed once at the end; the program then holds a
  * prefix of the sequence and is to be discarded. Builders never print.
  *
