@@ -317,7 +317,7 @@ static int R_POW(int np, int dmax)
     return R_B2A(np) + clog2((uint64_t)g + 1);
 }
 /* rsqrt's largest exponent D = K + δ − lo over X in [2^lo, 2^w), K = w − 1 and δ making
- * K + δ − f even (kern.c k_rsqrt_bits) */
+ * K + δ − f even (kern_math.c k_rsqrt_bits) */
 static int rsqrt_dmax(int f, int lo, int w)
 {
     int K = (w > f ? w : f) - 1;

@@ -47,11 +47,11 @@ typedef struct proto_cfg {
     char topk[16];       /* top-k of secret rows: "network" (oblivious: k extractions or an
                           * odd–even merge sort, no leakage) or "quickselect" (SPU topk_1d:
                           * a secret shuffle, then QuickSelect whose pivot comparisons are
-                          * revealed — kern.c k_topk_qs, PRIMITIVES.md) */
-    char exp[16];        /* exp: "pow2" (2^-y by range reduction, kern.c k_exp_pow2) or
+                          * revealed — kern_sort.c k_topk_qs, PRIMITIVES.md) */
+    char exp[16];        /* exp: "pow2" (2^-y by range reduction, kern_math.c k_exp_pow2) or
                           * "taylor" ((1 + x/2^t)^(2^t), t = exp_iters) */
     char normalize[16];  /* reciprocal / rsqrt normalisation: "bitdec" (one bit
-                          * decomposition, the highest bit's power of two; kern.c
+                          * decomposition, the highest bit's power of two; kern_cmp.c
                           * k_hibit) or "thresholds" (a batched comparison against every
                           * power of two) */
 } proto_cfg;
@@ -140,7 +140,7 @@ typedef struct cost_tape {
  * n[op] − 1 partitions sharing sum[op] comparisons, then the end. Every primitive's bytes and
  * rounds are linear in its element count and a partition's primitives are one LT and one OPEN
  * of its comparisons, so the op's totals equal those of the backend's own sequence exactly;
- * without a tape the cost engine plays its seeded draw (kern.c k_topk_qs). */
+ * without a tape the cost engine plays its seeded draw (kern_sort.c k_topk_qs). */
 int proto_cost_program_tape(const proto *pr, const proto_cfg *cfg, const op_program *prog,
                             const cost_tape *tape, cost_log *log, errbuf *e);
 
