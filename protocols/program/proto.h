@@ -93,12 +93,19 @@ void cost_totals_add_round(cost_totals *t, const cost_round *r, int n_parties);
 typedef struct proto proto;
 struct eng;
 
-/* A protocol: a name, party count, defaults, and a cost engine factory. */
+/* A protocol: a name, its properties, defaults, and a cost engine factory. Code outside the
+ * protocol modules reads these fields, never the name. */
 struct proto {
     const char *name;
     int version;
-    int n_parties;
-    int has_dealer;
+    int n_parties;          /* compute parties (party ids 0 .. n_parties-1) */
+    int has_dealer;         /* 1: a dealer node deals correlated randomness (offline channel) */
+    int nodes;              /* processes of a run: the compute parties and the dealer, if any */
+    int shares_per_party;   /* ring elements a party holds per secret value (1 additive, 2
+                             * replicated) */
+    int legacy_trunc_local; /* 1: runs stored before the truncation pair (trunc: pair)
+                             * truncated locally whatever trunc_local said (scn.c reads
+                             * older databases' configurations by it) */
     const char *summary;
     void (*defaults)(proto_cfg *cfg);
     /* Creates an engine that records costs (no data) into log. */
