@@ -204,6 +204,13 @@ START_TEST(test_aby3_primitives)
             ck_assert_int_eq(e->vt->matmul(e, &z, &xm, &ym, 3, 5, 7, (uint32_t)nn, fl, 0), 0);
             pat mm = a3(8 * b3 * m * nn); /* 8bmn on each link, no cache effect */
             expect_round(&c.log.r[0], &mm, 3, PRIM_MATMUL, "matmul");
+            /* Z_i = X_i·(Y_i + Y_{i+1}) + X_{i+1}·Y_i: 2bmkn multiply-adds and the bkn
+             * additions Y_i + Y_{i+1} per party (mpc_aby3.c a_matmul; SPU aby3 MatMulAA) */
+            for (int p = 0; p < 3; p++) {
+                ck_assert_double_eq(c.log.r[0].work[p][WK_MAC], 2.0 * b3 * m * k * nn);
+                ck_assert_double_eq(c.log.r[0].work[p][WK_ELEM],
+                                    2.0 * b3 * m * nn + (double)(b3 * k * nn));
+            }
         }
     }
     fx_close(&c);
