@@ -41,9 +41,11 @@ void mpc_stat_between(const mpc_net_stats *a, const mpc_net_stats *b, uint64_t n
 /* The op that produces tensor t, or -1. */
 static long producer(const op_program *p, uint32_t t)
 {
-    for (size_t i = 0; i < p->n_ops; i++)
-        if (p->ops[i].out == t)
-            return (long)i;
+    for (size_t i = 0; i < p->n_ops; i++) {
+        const op *o = &p->ops[i];
+        if (o->out == t) /* an op reading its own output (a REVEAL in place) needs t's value */
+            return o->in[0] == t || o->in[1] == t || o->in[2] == t ? -1 : (long)i;
+    }
     return -1;
 }
 
