@@ -574,7 +574,7 @@ START_TEST(test_recip_rsqrt_bitdec)
     int n = edge_points(x, N, -F, hi);
     double err = ew_err_pts(np, OP_RECIPROCAL, recip_ref, x, n, w, 1e-4, ldexp(2, -F));
     ck_assert_msg(err <= 1, "reciprocal on [2^-f, 2^%d): error %g × the bound", hi, err);
-    /* rsqrt: the bounds kern.c k_rsqrt_bits states (below the 1e-4 target) */
+    /* rsqrt: the bounds kern_math.c k_rsqrt_bits states (below the 1e-4 target) */
     err = ew_err_pts(np, OP_RSQRT, rsqrt_ref, x, n, w, 7.9e-5, ldexp(1, -F));
     ck_assert_msg(err <= 1, "rsqrt on [2^-f, 2^%d): error %g × the bound", hi, err);
     n = edge_points(x, N, -F, 3);

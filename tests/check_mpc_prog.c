@@ -874,13 +874,42 @@ START_TEST(test_two_programs)
 }
 END_TEST
 
+/* A REVEAL whose output is its own input-role tensor (x revealed in place, to all and to one
+ * party): the tensor still gets its shares at setup, and the opened values equal the bound
+ * input. */
+START_TEST(test_reveal_in_place)
+{
+    prog_case c;
+    op_program *p = case_open(&c, _i ? "aby3" : "semi2k");
+    enum { T = 4, D = 8 };
+    uint32_t x = op_tensor_add(p, "x", OPT_INPUT, DOM_ARITH, 1, T, D);
+    uint32_t y = op_tensor_add(p, "y", OPT_INPUT, DOM_ARITH, 1, T, D);
+    emit(p, OP_REVEAL, 1, T, 0, D, x, OP_NONE, OP_NONE, x, 0, -1, 0);
+    emit(p, OP_REVEAL, 1, T, 0, D, y, OP_NONE, OP_NONE, y, 0, 0, 0);
+    c.binds[0] = (tbind){"x", V_REAL, -1, 1};
+    c.binds[1] = (tbind){"y", V_REAL, -1, 1};
+    errbuf err = {{0}};
+    mpc_launch l = {.cfg = case_cfg(&c), .deadline_ms = 30000};
+    mpc_local_run lr;
+    ck_assert_msg(mpc_run_local(&l, p, bind_fn, &c, 1, &lr, &err) == MS_OK, "%s: %s", c.pname,
+                  err.msg);
+    uint64_t bx[T * D], by[T * D];
+    bind_fn(&c, &p->tens[x], bx, T * D);
+    bind_fn(&c, &p->tens[y], by, T * D);
+    const uint64_t *got = lr.vals[0]; /* P0: the two reveals' plaintexts */
+    ck_assert_mem_eq(got, bx, sizeof bx);
+    ck_assert_mem_eq(got + T * D, by, sizeof by);
+    mpc_local_run_free(&lr);
+}
+END_TEST
+
 Suite *mpc_prog_suite(void)
 {
     Suite *s = suite_create("mpc_prog");
     TCase *tc = th_case(s, "programs", 120);
     TH_LOOPS(tc, 2, test_composite, test_single_ops, test_carry_msb_ops, test_normalize_ops,
              test_bit_bound_ops, test_topk_quickselect_ops, test_sparse_ffn_ops,
-             test_revealed_blocks, test_stories260k_step, test_two_programs);
+             test_revealed_blocks, test_reveal_in_place, test_stories260k_step, test_two_programs);
     (void)cur;
     return s;
 }

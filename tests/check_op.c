@@ -75,6 +75,50 @@ START_TEST(test_roundtrip)
 }
 END_TEST
 
+/* Every token op_write writes is read back: an op with a bit bound (op_write's 17th token,
+ * w=) keeps it. */
+START_TEST(test_roundtrip_bits)
+{
+    op_program p, q;
+    op_program_init(&p);
+    uint32_t a = op_tensor_add(&p, "a", OPT_INPUT, DOM_ARITH, 1, 2, 8);
+    uint32_t b = op_tensor_add(&p, "b", OPT_INPUT, DOM_ARITH, 1, 2, 8);
+    uint32_t c = op_tensor_add(&p, "c", OPT_TEMP, DOM_ARITH, 1, 2, 8);
+    op o = {.kind = OP_LT,
+            .phase = PHASE_DECODE,
+            .cat = OPC_SOFTMAX,
+            .group = -1,
+            .batch = 1,
+            .m = 2,
+            .n = 8,
+            .in = {a, b, OP_NONE},
+            .out = c,
+            .flags = OPF_NO_TRUNC,
+            .iarg = 3,
+            .farg = 0.5,
+            .bits = 20};
+    ck_assert_int_ge(op_emit(&p, &o), 0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ck_assert_int_eq(op_write(&p, f), MS_OK);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(buf, " w=20\n"));
+    op_program_init(&q);
+    f = fmemopen(buf, len, "r");
+    errbuf e;
+    int rc = op_read(&q, f, "mem", &e);
+    fclose(f);
+    ck_assert_msg(rc == MS_OK, "%s", e.msg);
+    ck_assert_uint_eq(q.n_ops, 1);
+    ck_assert_uint_eq(q.ops[0].bits, 20);
+    ck_assert_mem_eq(q.ops, p.ops, sizeof *p.ops);
+    free(buf);
+    op_program_free(&p);
+    op_program_free(&q);
+}
+END_TEST
+
 static int read_text(const char *text, errbuf *e)
 {
     op_program q;
@@ -103,6 +147,13 @@ START_TEST(test_malformed)
                                "in=5,-,- out=- flags=0 i=0 f=0\n",
                                &e),
                      MS_ERR_FORMAT);
+    /* a token past the last field is an error, not dropped */
+    ck_assert_int_eq(read_text("mpcsim-op-program 1\ntensor 0 x input arith 1 1 1\nop 0 lt "
+                               "prefill ffn 0 0 b=1 m=1 k=1 n=1 in=0,0,- out=0 flags=0 i=0 f=0 "
+                               "w=8 w=9 w=10 w=11 w=12 w=13 w=14 w=15 w=16\n",
+                               &e),
+                     MS_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "bad.ops:3: error"));
 }
 END_TEST
 
@@ -188,6 +239,6 @@ Suite *op_suite(void)
 {
     Suite *s = suite_create("op");
     TCase *tc = th_case(s, "program", 0);
-    TH_TESTS(tc, test_roundtrip, test_malformed, test_names, test_builder);
+    TH_TESTS(tc, test_roundtrip, test_roundtrip_bits, test_malformed, test_names, test_builder);
     return s;
 }

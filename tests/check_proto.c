@@ -204,6 +204,13 @@ START_TEST(test_aby3_primitives)
             ck_assert_int_eq(e->vt->matmul(e, &z, &xm, &ym, 3, 5, 7, (uint32_t)nn, fl, 0), 0);
             pat mm = a3(8 * b3 * m * nn); /* 8bmn on each link, no cache effect */
             expect_round(&c.log.r[0], &mm, 3, PRIM_MATMUL, "matmul");
+            /* Z_i = X_i·(Y_i + Y_{i+1}) + X_{i+1}·Y_i: 2bmkn multiply-adds and the bkn
+             * additions Y_i + Y_{i+1} per party (mpc_aby3.c a_matmul; SPU aby3 MatMulAA) */
+            for (int p = 0; p < 3; p++) {
+                ck_assert_double_eq(c.log.r[0].work[p][WK_MAC], 2.0 * b3 * m * k * nn);
+                ck_assert_double_eq(c.log.r[0].work[p][WK_ELEM],
+                                    2.0 * b3 * m * nn + (double)(b3 * k * nn));
+            }
         }
     }
     fx_close(&c);
@@ -317,7 +324,7 @@ static int R_POW(int np, int dmax)
     return R_B2A(np) + clog2((uint64_t)g + 1);
 }
 /* rsqrt's largest exponent D = K + δ − lo over X in [2^lo, 2^w), K = w − 1 and δ making
- * K + δ − f even (kern.c k_rsqrt_bits) */
+ * K + δ − f even (kern_math.c k_rsqrt_bits) */
 static int rsqrt_dmax(int f, int lo, int w)
 {
     int K = (w > f ? w : f) - 1;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "mpc_local.h"
+#include "protocols/program/kern.h"
 
 static const mpc_backend *const backends[] = {&mpc_backend_semi2k, &mpc_backend_aby3};
 
@@ -32,6 +33,10 @@ int mpc_engine_new(const proto_cfg *cfg, mpc_net *net, eng **out, errbuf *err)
     if (!e)
         return err_set(err, MS_ERR_NOMEM, "mpc: out of memory");
     e->cfg = *cfg;
+    if (kern_configure(cfg, &e->kv)) {
+        free(e);
+        return err_set(err, MS_ERR_INPUT, "mpc %s: unknown kernel variant", cfg->name);
+    }
     e->pr = proto_find(cfg->name);
     int rc = be->attach(e, net, err);
     if (e->impl)

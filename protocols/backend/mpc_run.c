@@ -41,9 +41,11 @@ void mpc_stat_between(const mpc_net_stats *a, const mpc_net_stats *b, uint64_t n
 /* The op that produces tensor t, or -1. */
 static long producer(const op_program *p, uint32_t t)
 {
-    for (size_t i = 0; i < p->n_ops; i++)
-        if (p->ops[i].out == t)
-            return (long)i;
+    for (size_t i = 0; i < p->n_ops; i++) {
+        const op *o = &p->ops[i];
+        if (o->out == t) /* an op reading its own output (a REVEAL in place) needs t's value */
+            return o->in[0] == t || o->in[1] == t || o->in[2] == t ? -1 : (long)i;
+    }
     return -1;
 }
 
@@ -494,8 +496,8 @@ static void decode(int i, int status, const uint8_t *buf, size_t len, int killed
 int mpc_launch_run(const mpc_launch *l, mpc_node_fn fn, void *arg, mpc_node_result *res,
                    int *n_nodes, errbuf *err)
 {
-    int semi = !strcmp(l->cfg.name, "semi2k");
-    int nodes = 3, n_parties = semi ? 2 : 3;
+    const proto *pr = proto_find(l->cfg.name);
+    int nodes = pr ? pr->nodes : 3, n_parties = pr ? pr->n_parties : 3;
     int lfd[MPC_NODES_MAX], port[MPC_NODES_MAX], rfd[MPC_NODES_MAX];
     pid_t pid[MPC_NODES_MAX];
     *n_nodes = nodes;
@@ -622,7 +624,8 @@ int mpc_run_local(const mpc_launch *l, const op_program *p, mpc_tensor_fn fn, vo
     if (rc)
         return rc;
     out->n_nodes = nodes;
-    out->n_parties = strcmp(l->cfg.name, "semi2k") ? 3 : 2;
+    const proto *pr = proto_find(l->cfg.name);
+    out->n_parties = pr ? pr->n_parties : 3;
     for (int i = 0; i < nodes && !rc; i++) {
         if (nr[i].rc) {
             rc = err_set(err, nr[i].rc, "node %d: %s", i, nr[i].err);

@@ -189,6 +189,11 @@ int cost_engine_new(const proto *pr, const proto_cfg *cfg, cost_log *log, const 
     e->vt = &im->vt;
     e->pr = pr;
     e->cfg = *cfg;
+    if (kern_configure(cfg, &e->kv)) {
+        free(e);
+        free(im);
+        return MS_ERR_INPUT;
+    }
     e->n_parties = pr->n_parties;
     e->impl = im;
     log->n_parties = pr->n_parties;

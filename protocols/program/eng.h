@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kern_var.h"
 #include "proto.h"
 
 typedef struct mpc_val {
@@ -130,6 +131,7 @@ struct eng {
     const eng_vt *vt;
     const proto *pr;
     proto_cfg cfg;
+    kern_conf kv; /* cfg's kernel variants, resolved by kern_configure */
     int n_parties;
     int party;       /* this party's index (backend); 0 in cost mode */
     uint32_t cur_op; /* op index being executed, for cost attribution */

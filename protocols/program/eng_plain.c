@@ -1,5 +1,6 @@
 /* eng_plain.c — clear-text fixed-point engine (see eng_plain.h). */
 #include "eng_plain.h"
+#include "kern.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -447,6 +448,11 @@ int eng_plain_new(const proto_cfg *cfg, int n_parties, uint64_t seed, int exact_
     e->vt = &plain_vt;
     e->pr = NULL;
     e->cfg = *cfg;
+    if (kern_configure(cfg, &e->kv)) {
+        free(e);
+        free(im);
+        return MS_ERR_INPUT;
+    }
     e->n_parties = n_parties;
     e->impl = im;
     *out = e;

@@ -12,6 +12,14 @@
  * mode values carry only their length. */
 int kern_exec(eng *e, const op_program *p, size_t idx, mpc_val *vals, errbuf *err);
 
+/* Resolves cfg's kernel variant names (msb, topk, exp, normalize, approx; trunc from
+ * trunc_local) into kv, once, when an engine is configured. An empty name is the variant the
+ * kernels fall back to (msb: ks; the others: their first). MS_ERR_INPUT for an unknown name. */
+int kern_configure(const proto_cfg *cfg, kern_conf *kv);
+/* The name of variant v of a family's table ("msb", "topk", "exp", "normalize", "approx",
+ * "trunc"), or NULL. */
+const char *kern_variant_name(const char *family, int v);
+
 /* Comparators of layer (p, k) of Batcher's odd–even merge sort on n keys (the top-k network,
  * layers p = 1, 2, 4, … < n and k = p, p/2, …, 1); fills lo/hi (may be NULL) and returns the
  * count. */

@@ -254,11 +254,15 @@ static int parse_u32(const char *s, uint32_t *out)
 }
 
 /* Splits a line in place into at most max whitespace-separated words. */
+/* The line's words in w[0..max); -1 if it has more (nothing is dropped silently). */
 static int split(char *line, char **w, int max)
 {
     int n = 0;
-    for (char *s = strtok(line, " \t\r\n"); s && n < max; s = strtok(NULL, " \t\r\n"))
+    for (char *s = strtok(line, " \t\r\n"); s; s = strtok(NULL, " \t\r\n")) {
+        if (n == max)
+            return -1;
         w[n++] = s;
+    }
     return n;
 }
 
@@ -355,9 +359,13 @@ static int read_op(op_program *p, char **w, int nw)
     return op_emit(p, &o) < 0 ? -1 : 0;
 }
 
+/* An op line has 17 words (op, idx, kind, phase, cat, layer, group, b= m= k= n= in= out=
+ * flags= i= f= and w=); room for a few more keys. */
+#define OP_LINE_WORDS 24
+
 int op_read(op_program *p, FILE *f, const char *path, errbuf *e)
 {
-    char line[1024], *w[16];
+    char line[1024], *w[OP_LINE_WORDS];
     int lineno = 0, seen_header = 0;
     op_program_clear(p);
     while (fgets(line, sizeof line, f)) {
@@ -365,7 +373,10 @@ int op_read(op_program *p, FILE *f, const char *path, errbuf *e)
         char *hash = strchr(line, '#');
         if (hash)
             *hash = '\0';
-        int nw = split(line, w, 16);
+        int nw = split(line, w, OP_LINE_WORDS);
+        if (nw < 0)
+            return err_set(e, MS_ERR_FORMAT, "%s:%d: error: more than %d fields on a line", path,
+                           lineno, OP_LINE_WORDS);
         if (nw == 0)
             continue;
         int bad = 0;

@@ -47,11 +47,11 @@ typedef struct proto_cfg {
     char topk[16];       /* top-k of secret rows: "network" (oblivious: k extractions or an
                           * odd–even merge sort, no leakage) or "quickselect" (SPU topk_1d:
                           * a secret shuffle, then QuickSelect whose pivot comparisons are
-                          * revealed — kern.c k_topk_qs, PRIMITIVES.md) */
-    char exp[16];        /* exp: "pow2" (2^-y by range reduction, kern.c k_exp_pow2) or
+                          * revealed — kern_sort.c k_topk_qs, PRIMITIVES.md) */
+    char exp[16];        /* exp: "pow2" (2^-y by range reduction, kern_math.c k_exp_pow2) or
                           * "taylor" ((1 + x/2^t)^(2^t), t = exp_iters) */
     char normalize[16];  /* reciprocal / rsqrt normalisation: "bitdec" (one bit
-                          * decomposition, the highest bit's power of two; kern.c
+                          * decomposition, the highest bit's power of two; kern_cmp.c
                           * k_hibit) or "thresholds" (a batched comparison against every
                           * power of two) */
 } proto_cfg;
@@ -93,12 +93,19 @@ void cost_totals_add_round(cost_totals *t, const cost_round *r, int n_parties);
 typedef struct proto proto;
 struct eng;
 
-/* A protocol: a name, party count, defaults, and a cost engine factory. */
+/* A protocol: a name, its properties, defaults, and a cost engine factory. Code outside the
+ * protocol modules reads these fields, never the name. */
 struct proto {
     const char *name;
     int version;
-    int n_parties;
-    int has_dealer;
+    int n_parties;          /* compute parties (party ids 0 .. n_parties-1) */
+    int has_dealer;         /* 1: a dealer node deals correlated randomness (offline channel) */
+    int nodes;              /* processes of a run: the compute parties and the dealer, if any */
+    int shares_per_party;   /* ring elements a party holds per secret value (1 additive, 2
+                             * replicated) */
+    int legacy_trunc_local; /* 1: runs stored before the truncation pair (trunc: pair)
+                             * truncated locally whatever trunc_local said (scn.c reads
+                             * older databases' configurations by it) */
     const char *summary;
     void (*defaults)(proto_cfg *cfg);
     /* Creates an engine that records costs (no data) into log. */
@@ -140,7 +147,7 @@ typedef struct cost_tape {
  * n[op] − 1 partitions sharing sum[op] comparisons, then the end. Every primitive's bytes and
  * rounds are linear in its element count and a partition's primitives are one LT and one OPEN
  * of its comparisons, so the op's totals equal those of the backend's own sequence exactly;
- * without a tape the cost engine plays its seeded draw (kern.c k_topk_qs). */
+ * without a tape the cost engine plays its seeded draw (kern_sort.c k_topk_qs). */
 int proto_cost_program_tape(const proto *pr, const proto_cfg *cfg, const op_program *prog,
                             const cost_tape *tape, cost_log *log, errbuf *e);
 

@@ -85,10 +85,13 @@ static int a3_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uin
     uint64_t mn = (uint64_t)batch * m * n;
     COST_PUSH(PRIM_MATMUL);
     ring_links(r, 8 * mn); /* COST: SPU aby3 mmul_aa: K*m*n bits, reshare the product */
+    /* Z_i = X_i·(Y_i + Y_{i+1}) + X_{i+1}·Y_i: two share matmuls and the additions
+     * Y_i + Y_{i+1} (backend mpc_aby3.c a_matmul; SPU aby3 MatMulAA, libspu/mpc/aby3/
+     * arithmetic.cc, computes the same sum) */
     double macs = (double)batch * m * k * n;
     for (int p = 0; p < 3; p++)
-        r->work[p][WK_MAC] += 3.0 * macs; /* x_i y_i + x_i y_{i+1} + x_{i+1} y_i */
-    work3(r, 2.0 * mn, 16.0 * mn);
+        r->work[p][WK_MAC] += 2.0 * macs;
+    work3(r, 2.0 * mn + (double)y->n, 16.0 * mn);
     z->n = mn;
     z->dom = DOM_ARITH;
     return MS_OK;
@@ -245,6 +248,9 @@ const proto proto_aby3 = {
     .version = 1,
     .n_parties = 3,
     .has_dealer = 0,
+    .nodes = 3,
+    .shares_per_party = 2,
+    .legacy_trunc_local = 1,
     .summary = "3PC replicated sharing over Z_2^64, honest majority (ABY3, SPU ABY3)",
     .defaults = aby3_defaults,
     .cost_engine = aby3_cost_engine,

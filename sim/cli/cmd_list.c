@@ -166,7 +166,8 @@ static int list_networks(const char *profile)
            "at a %u-token KV cache on machine '%s' (%d threads): the shares of its\n"
            "critical path spent computing, serializing bytes and waiting out latency.\n\n",
            REGIME_REF_MODEL, REGIME_REF_KV, mach.name, mach.threads);
-    static const char *const protos[] = {"semi2k", "aby3"};
+    size_t n_protos;
+    const proto *const *protos = proto_all(&n_protos);
     for (size_t i = 0; i < n; i++) {
         net_cfg c;
         if (net_preset(names[i], 2, &c, &e)) {
@@ -177,14 +178,14 @@ static int list_networks(const char *profile)
         printf("%-8s %g ms, %g %s\n         %s\n", names[i], c.link[0][1].latency_ns / 1e6,
                bw >= 1e9 ? bw / 1e9 : bw / 1e6, bw >= 1e9 ? "Gbit/s" : "Mbit/s",
                net_preset_source(names[i]));
-        for (size_t p = 0; p < 2; p++) {
+        for (size_t p = 0; p < n_protos; p++) {
             step_regime r;
-            if (regime_reference(protos[p], &c, &mach, &r, &e)) {
+            if (regime_reference(protos[p]->name, &c, &mach, &r, &e)) {
                 cli_error("list", "%s", e.msg);
                 return 1;
             }
             printf("         %-6s %8.1f s %-15s compute %2.0f%% bytes %2.0f%% latency %2.0f%%\n",
-                   protos[p], r.total_s, regime_name(r.bound), 100 * r.share[REGIME_COMPUTE],
+                   protos[p]->name, r.total_s, regime_name(r.bound), 100 * r.share[REGIME_COMPUTE],
                    100 * r.share[REGIME_BANDWIDTH], 100 * r.share[REGIME_ROUNDS]);
         }
     }

@@ -294,14 +294,14 @@ static int party_check(party_args *a, const char *const *sets, int n_sets, errbu
     for (int i = 0; i < n_sets; i++)
         if ((rc = proto_cfg_set_kv(&a->cfg, sets[i], e)))
             return rc;
-    int semi = !strcmp(a->cfg.name, "semi2k");
+    const proto *pr = proto_find(a->cfg.name);
     if (a->dealer == (a->id >= 0))
         return err_set(e, MS_ERR_USAGE, "give exactly one of --id and --dealer");
-    if (a->dealer && !semi)
+    if (a->dealer && !pr->has_dealer)
         return err_set(e, MS_ERR_USAGE, "--dealer: %s has no dealer", a->cfg.name);
-    if (semi && a->id > 1)
-        return err_set(e, MS_ERR_USAGE, "--id %d: semi2k has parties 0 and 1 (and --dealer)",
-                       a->id);
+    if (pr->has_dealer && a->id >= pr->n_parties)
+        return err_set(e, MS_ERR_USAGE, "--id %d: %s has parties 0 and %d (and --dealer)", a->id,
+                       a->cfg.name, pr->n_parties - 1);
     if (!a->peers)
         return err_set(e, MS_ERR_USAGE, "--peers is required: host:port of every node (3 entries)");
     if (a->warmup && !a->repeat)
@@ -525,7 +525,7 @@ int cmd_party(int argc, char **argv)
         }
         mpc_net_cfg nc;
         mpc_net_cfg_init(&nc, a.dealer ? 2 : a.id, 3);
-        nc.n_parties = !strcmp(a.cfg.name, "semi2k") ? 2 : 3;
+        nc.n_parties = proto_find(a.cfg.name)->n_parties;
         nc.timeout_ms = a.timeout_ms;
         if (a.connect_ms)
             nc.connect_timeout_ms = a.connect_ms;

@@ -457,8 +457,10 @@ static int check_modes(val_args *v)
 static int protocol_cfgs(const val_args *v, proto_cfg cfgs[2], const char *names[2], errbuf *e)
 {
     int n_cfgs = 0;
-    for (int q = 0; q < 2; q++) {
-        const char *pn = q ? "aby3" : "semi2k";
+    size_t np;
+    const proto *const *all = proto_all(&np);
+    for (size_t q = 0; q < np && n_cfgs < 2; q++) {
+        const char *pn = all[q]->name;
         if (v->only && strcmp(v->only, pn))
             continue;
         if (proto_cfg_default(pn, &cfgs[n_cfgs], e)) {

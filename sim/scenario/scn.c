@@ -1489,7 +1489,8 @@ static void put_protocol(FILE *f, const proto_cfg *p)
     }
     /* aby3 with trunc_local off ran Share Truncation I before the truncation pair existed:
      * naming the pair keeps those runs' hashes from matching runs that use it */
-    if (!strcmp(p->name, "aby3") && !p->trunc_local)
+    const proto *pr = proto_find(p->name);
+    if (pr && pr->legacy_trunc_local && !p->trunc_local)
         fputs("  trunc: pair\n", f);
 }
 
@@ -1502,7 +1503,8 @@ void scn_stored_protocol(const yx_node *root, proto_cfg *p)
         if (!yx_map_get(m, absent_keys[i].key))
             snprintf((char *)p + absent_keys[i].off, absent_keys[i].size, "%s", absent_keys[i].was);
     /* before the pair, aby3 truncated by Share Truncation I whatever trunc_local said */
-    if (!strcmp(p->name, "aby3") && !yx_map_get(m, "trunc"))
+    const proto *pr = proto_find(p->name);
+    if (pr && pr->legacy_trunc_local && !yx_map_get(m, "trunc"))
         p->trunc_local = 1;
 }
 

@@ -227,7 +227,8 @@ static void read_result(int i, int status, const char *stp, const char *outp, mp
 int netshape_launch(const netshape *s, const mpc_launch *l, mpc_node_fn fn, void *arg,
                     mpc_node_result *res, int *n_nodes, errbuf *e)
 {
-    int semi = !strcmp(l->cfg.name, "semi2k"), n_parties = semi ? 2 : 3, nodes = 3;
+    const proto *pr = proto_find(l->cfg.name);
+    int n_parties = pr ? pr->n_parties : 3, nodes = pr ? pr->nodes : 3;
     if (!s->up || s->n_nodes != nodes)
         return err_set(e, MS_ERR_INTERNAL, "netshape: %d namespaces for %d nodes", s->n_nodes,
                        nodes);

@@ -562,7 +562,8 @@ int serve_rerotate_cost(const run_cfg *cfg, uint32_t n_tokens, step_figures *out
 uint64_t serve_kv_bytes_per_token(const run_cfg *cfg)
 {
     const model_cfg *m = &cfg->model;
-    uint64_t shares = !strcmp(cfg->proto.name, "aby3") ? 2 : 1; /* replicated: 2 per party */
+    const proto *pr = proto_find(cfg->proto.name);
+    uint64_t shares = pr ? (uint64_t)pr->shares_per_party : 1; /* replicated: 2 per party */
     uint64_t ring = cfg->proto.ring_bits > 0 ? (uint64_t)cfg->proto.ring_bits / 8 : 8;
     return 2ull * m->n_layers * m->n_kv_heads * m->head_dim * ring * shares;
 }
