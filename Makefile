@@ -54,7 +54,8 @@ LDFLAGS := $(LDFLAGS_VAR) $(EXTRA_LDFLAGS)
 # Every .c under the source folders (one level of rooms deep) belongs to the library except
 # sim/cli/main.c (the CLI entry).
 SRC_DIRS := protocols/base protocols/program protocols/backend models results \
-            sim/engine sim/trace sim/policy sim/replay sim/scenario sim/serve sim/secure sim/cli
+            sim/engine sim/trace sim/policy sim/replay sim/scenario sim/serve sim/secure sim/figure \
+            sim/cli
 LIB_SRC  := $(filter-out sim/cli/main.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/check_*.c)

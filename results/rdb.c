@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "protocols/base/metric_def.h"
 #include "protocols/base/yamlx.h"
 #include "rdb_bind.h"
 
@@ -538,7 +539,9 @@ static int put_children(rdb *db, const rdb_run *r, int64_t id, errbuf *e)
 
 int rdb_run_put(rdb *db, const rdb_run *r, int64_t *id_out, errbuf *e)
 {
-    int rc = exec_q(db, Q_BEGIN, e);
+    int rc = rdb_metrics_check(r->metric, r->n_metric, e);
+    if (!rc)
+        rc = exec_q(db, Q_BEGIN, e);
     if (rc)
         return rc;
     int64_t id = 0;
@@ -785,18 +788,32 @@ int rdb_merge(rdb *db, const char *const *srcs, size_t n, size_t *added, size_t 
 
 int rdb_metric_is_accuracy(const char *name)
 {
-    static const char *const pat[] = {"recall", "err",     "kl",  "agree",
-                                      "ppl",    "perplex", "acc", "top1"};
-    for (size_t i = 0; i < sizeof pat / sizeof pat[0]; i++)
-        if (strstr(name, pat[i]))
-            return 1;
-    return 0;
+    const metric_def *d = metric_def_find(name);
+    return d && d->kind == MK_ACCURACY;
 }
 
 int rdb_metric_lower_is_better(const char *name)
 {
-    return strstr(name, "err") || strstr(name, "kl") || strstr(name, "ppl") ||
-           strstr(name, "perplex");
+    const metric_def *d = metric_def_find(name);
+    return d && d->dir == MD_LOWER;
+}
+
+int rdb_metrics_check(const rdb_metric *m, size_t n, errbuf *e)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *unit = m[i].unit ? m[i].unit : "";
+        const metric_def *d = metric_def_find(m[i].name);
+        if (!d)
+            return err_set(e, MS_ERR_INTERNAL,
+                           "metric '%s' is not in the metric registry\n  hint: add it to "
+                           "protocols/base/metric_def.c",
+                           m[i].name);
+        if (strcmp(unit, d->unit))
+            return err_set(e, MS_ERR_INTERNAL,
+                           "metric '%s' carries unit '%s'; the metric registry says '%s'",
+                           m[i].name, unit, d->unit);
+    }
+    return MS_OK;
 }
 
 /* ---- validation rows ----------------------------------------------------------------------- */

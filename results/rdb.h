@@ -154,9 +154,13 @@ void rdb_set_labeler(rdb_labeler fn);
  * every quoted scalar) → strings. NULL if the text does not parse or on out of memory. */
 char *rdb_yaml_to_json(const char *yaml);
 
-/* Metric naming: accuracy metrics (recall, relative error, KL, agreement, perplexity) are what
- * reports and the Pareto plot show; for errors, KL and perplexity changes lower is better. */
+/* A stored metric's meaning, from the metric registry (protocols/base/metric_def.h): accuracy
+ * metrics are what reports and the Pareto plot show; lower_is_better follows the registered
+ * direction. An unregistered name (a database from an older version) is neither. */
 int rdb_metric_is_accuracy(const char *name);
 int rdb_metric_lower_is_better(const char *name);
+/* MS_OK when every metric is registered with the unit it carries; otherwise an error naming
+ * the first that is not. rdb_run_put and sdb_put_run check before writing anything. */
+int rdb_metrics_check(const rdb_metric *m, size_t n, errbuf *e);
 
 #endif

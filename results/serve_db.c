@@ -78,13 +78,15 @@ static int put_children(rdb *db, sqlite3 *h, const sdb_run *r, int64_t id, errbu
 int sdb_put_run(rdb *db, const sdb_run *r, int64_t *id, errbuf *e)
 {
     sqlite3 *h = rdb_handle(db);
+    int rc = rdb_metrics_check(r->metric, r->n_metric, e);
+    if (rc)
+        return rc;
     if (sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
         return FAIL();
     const rdb_val v[] = {RV_TEXT(r->scenario), RV_TEXT(r->policy),    RV_REAL(r->rate),
                          RV_INT(r->seed),      RV_TEXT(r->model),     RV_TEXT(r->protocol),
                          RV_TEXT(r->network),  RV_TEXT(r->scheduler), RV_INT(r->n_requests),
                          RV_INT(r->batch),     RV_INT(r->chunk),      RV_TEXT(r->config)};
-    int rc = MS_OK;
     if (rdb_exec_row(h,
                      "INSERT INTO serve_runs (scenario, policy, rate, seed, model, protocol, "
                      "network, scheduler, n_requests, batch, chunk, config) "

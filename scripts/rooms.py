@@ -14,7 +14,7 @@ import re
 import sys
 
 # The pipeline order, top to bottom (README.md, "Layout"): a room may include only rooms after it.
-ROOMS = ["sim/cli", "sim/scenario", "sim/serve", "sim/secure", "sim/replay", "sim/policy",
+ROOMS = ["sim/cli", "sim/figure", "sim/scenario", "sim/serve", "sim/secure", "sim/replay", "sim/policy",
          "sim/trace", "sim/engine", "models", "protocols/backend", "protocols/program",
          "results", "protocols/base"]
 INCLUDE = re.compile(r'\s*#\s*include\s+"([^"]+)"')

@@ -793,8 +793,8 @@ static void build_plot_db(const char *path, int with_accuracy)
                 snprintf(hash, sizeof hash, "%016x", 0x1000 + idx);
                 double keep = p == 0 ? 1.0 : 0.3 + 0.2 * p;
                 uint64_t lat = (uint64_t)(len * keep * (n ? 40e6 : 2e6));
-                rdb_metric m[2] = {{"mass_recall", p == 0 ? 1.0 : 0.7 + 0.1 * p, ""},
-                                   {"steps", 8, ""}};
+                rdb_metric m[2] = {{"attn_mass_recall", p == 0 ? 1.0 : 0.7 + 0.1 * p, "ratio"},
+                                   {"steps_simulated", 8, "steps"}};
                 rdb_phase ph[2] = {{"prefill", lat / 4, 1}, {"decode", lat, 1}};
                 rdb_breakdown bd[4] = {
                     {"decode",

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "protocols/base/metric_def.h"
 #include "results/rdb.h"
 #include "sqlfix.h"
 
@@ -33,8 +34,8 @@ static void fake(fake_run *f, const char *scenario, int idx, const char *status)
 {
     memset(f, 0, sizeof *f);
     snprintf(f->hash, sizeof f->hash, "%016x", 0xabc00 + idx);
-    f->m[0] = (rdb_metric){"mass_recall", 0.5 + idx / 100.0, ""};
-    f->m[1] = (rdb_metric){"latency_s", 1.0 + idx, "s"};
+    f->m[0] = (rdb_metric){"attn_mass_recall", 0.5 + idx / 100.0, "ratio"};
+    f->m[1] = (rdb_metric){"latency_total_s", 1.0 + idx, "s"};
     f->ph[0] = (rdb_phase){"prefill", 1000u * (unsigned)idx, 10};
     f->ph[1] = (rdb_phase){"decode", 2000u * (unsigned)idx, 20};
     f->bd[0] = (rdb_breakdown){"prefill", "total", {.rounds = 7, .bytes = {1, 2, 3}}};
@@ -282,13 +283,63 @@ END_TEST
 
 START_TEST(test_metric_names)
 {
-    ck_assert(rdb_metric_is_accuracy("mass_recall"));
+    ck_assert(rdb_metric_is_accuracy("attn_mass_recall"));
     ck_assert(rdb_metric_is_accuracy("logit_kl"));
     ck_assert(rdb_metric_is_accuracy("attn_out_rel_err"));
-    ck_assert(!rdb_metric_is_accuracy("latency_s"));
+    ck_assert(!rdb_metric_is_accuracy("latency_total_s"));
+    ck_assert(!rdb_metric_is_accuracy("kept_frac"));
+    ck_assert(!rdb_metric_is_accuracy("mass_recall")); /* not registered: no guess */
     ck_assert(rdb_metric_lower_is_better("logit_kl"));
     ck_assert(rdb_metric_lower_is_better("attn_out_rel_err"));
-    ck_assert(!rdb_metric_lower_is_better("top1_agree"));
+    ck_assert(rdb_metric_lower_is_better("bytes_decode_step"));
+    ck_assert(!rdb_metric_lower_is_better("top1_agreement"));
+    ck_assert(!rdb_metric_lower_is_better("kl_unknown"));
+}
+END_TEST
+
+/* Every registered metric has a unit vocabulary word, a meaning and a unique name; the party
+ * metrics match only name + digits. */
+START_TEST(test_metric_registry)
+{
+    static const char *const units[] = {"s",     "B",       "ratio", "nats",  "ppl",   "rounds",
+                                        "steps", "entries", "ops",   "tok/s", "req/s", ""};
+    size_t n;
+    const metric_def *d = metric_defs(&n);
+    ck_assert_uint_gt(n, 40);
+    for (size_t i = 0; i < n; i++) {
+        int known = 0;
+        for (size_t u = 0; u < sizeof units / sizeof units[0]; u++)
+            known |= !strcmp(d[i].unit, units[u]);
+        ck_assert_msg(known, "%s: unit '%s'", d[i].name, d[i].unit);
+        ck_assert_msg(d[i].meaning && strlen(d[i].meaning) > 10, "%s: no meaning", d[i].name);
+        for (size_t j = 0; j < i; j++)
+            ck_assert_str_ne(d[i].name, d[j].name);
+        if (!d[i].per_party)
+            ck_assert_ptr_eq(metric_def_find(d[i].name), &d[i]);
+    }
+    ck_assert_ptr_nonnull(metric_def_find("bytes_online_p2"));
+    ck_assert_ptr_eq(metric_def_find("bytes_online_p"), NULL);
+    ck_assert_ptr_eq(metric_def_find("bytes_online_px"), NULL);
+    ck_assert_str_eq(metric_def_find("bytes_online_p0")->unit, "B");
+}
+END_TEST
+
+/* The database refuses a metric the registry lacks, or one carrying another unit, and writes
+ * nothing. */
+START_TEST(test_run_unregistered_metric)
+{
+    fake_run f;
+    fake(&f, "s", 1, "ok");
+    f.m[1] = (rdb_metric){"latency_made_up_s", 1.0, "s"};
+    errbuf e;
+    int64_t id = -1;
+    ck_assert_int_ne(rdb_run_put(adb, &f.r, &id, &e), MS_OK);
+    ck_assert_ptr_nonnull(strstr(e.msg, "latency_made_up_s"));
+    fake(&f, "s", 1, "ok");
+    f.m[1] = (rdb_metric){"latency_total_s", 1.0, "ms"};
+    ck_assert_int_ne(rdb_run_put(adb, &f.r, &id, &e), MS_OK);
+    ck_assert_ptr_nonnull(strstr(e.msg, "unit 'ms'"));
+    sqlfix_counts(rdb_handle(adb), "runs=0 metrics=0");
 }
 END_TEST
 
@@ -301,7 +352,9 @@ Suite *rdb_suite(void)
     TCase *run = th_case(s, "run", 0);
     TESTDIR_USE(run);
     tcase_add_checked_fixture(run, adb_setup, adb_teardown);
-    TH_TESTS(run, test_run_put, test_run_atomic, test_failed_replaced);
-    TH_TESTS(tc, test_refuse_foreign_and_newer, test_merge, test_merge_refused, test_metric_names);
+    TH_TESTS(run, test_run_put, test_run_atomic, test_failed_replaced,
+             test_run_unregistered_metric);
+    TH_TESTS(tc, test_refuse_foreign_and_newer, test_merge, test_merge_refused, test_metric_names,
+             test_metric_registry);
     return s;
 }

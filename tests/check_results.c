@@ -658,8 +658,9 @@ static void build_plot_db(const char *path)
                     double keep = p == 0 ? 1.0 : p == 1 ? 0.4 : 0.7;
                     double sec = (mo ? 2.0 : 3600.0) * (n ? 20 : 1) * len / 512.0;
                     uint64_t dec = (uint64_t)(sec * keep * 1e9), pre = (uint64_t)(sec * 1e9);
-                    rdb_metric m[2] = {{"attn_mass_recall", p == 0 ? 1.0 : 0.6 + 0.3 * keep, ""},
-                                       {"latency_total_s", (double)(pre + dec) * 1e-9, "s"}};
+                    rdb_metric m[2] = {
+                        {"attn_mass_recall", p == 0 ? 1.0 : 0.6 + 0.3 * keep, "ratio"},
+                        {"latency_total_s", (double)(pre + dec) * 1e-9, "s"}};
                     rdb_phase ph[2] = {{"prefill", pre, 1}, {"decode", dec, 1}};
                     rdb_breakdown bd[5] = {{"decode",
                                             "total",

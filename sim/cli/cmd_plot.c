@@ -5,7 +5,8 @@
  * What is drawn where: a panel per model and network (--by), a line (or marker) per policy
  * configuration — policy_label, plus the protocol, model or network when those vary and are
  * not panels — against the axis that varies (--x). Every series keeps one colour in every
- * panel and plot. */
+ * panel and plot. The figure's data model (cells, units, axis ranges, bar cells) is
+ * sim/figure/figure.h; the gnuplot driver is gnuplot.c. */
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -25,12 +26,18 @@
 #include "models/model.h"
 #include "protocols/program/op.h"
 #include "results/rdb.h"
+#include "sim/figure/figure.h"
 
 #define PLOT_MAX_PANELS 16
-#define PLOT_MAX_SERIES 48
-#define PLOT_MAX_CATS 16
+#define PLOT_MAX_SERIES FIG_MAX_SERIES
+#define PLOT_MAX_CATS FIG_MAX_CATS
 #define PLOT_MAX_POINTS 4096
-#define PLOT_NAME 512 /* a series name: labels and variant; longer ones would merge */
+#define PLOT_NAME FIG_NAME
+
+typedef fig_unit unit;
+typedef fig_point point;
+typedef fig_cell cell;
+typedef fig_bars bars;
 
 typedef struct plot_ctx {
     sqlite3 *h;
@@ -141,39 +148,6 @@ static int64_t n_distinct(plot_ctx *c, const char *expr)
 {
     return query_int(c, "SELECT count(DISTINCT %s) FROM runs r WHERE r.status = 'ok' %s", expr,
                      c->where);
-}
-
-/* ---- units ----------------------------------------------------------------------------- */
-
-typedef struct unit {
-    double div;
-    const char *name;
-} unit;
-
-/* The unit in which the largest value reads best. kind: 's' seconds, 'B' bytes, else none. */
-static unit pick_unit(int kind, double max)
-{
-    if (kind == 's') {
-        if (max < 1e-3)
-            return (unit){1e-6, "us"};
-        if (max < 1)
-            return (unit){1e-3, "ms"};
-        if (max < 120)
-            return (unit){1, "s"};
-        if (max < 7200)
-            return (unit){60, "min"};
-        if (max < 172800)
-            return (unit){3600, "h"};
-        return (unit){86400, "d"};
-    }
-    if (kind == 'B') {
-        static const unit u[] = {{1, "B"}, {1e3, "kB"}, {1e6, "MB"}, {1e9, "GB"}, {1e12, "TB"}};
-        int k = 0;
-        while (k < 4 && max >= u[k + 1].div)
-            k++;
-        return u[k];
-    }
-    return (unit){1, ""};
 }
 
 /* ---- what the panels, the lines and the x axis are ------------------------------------- */
@@ -449,19 +423,6 @@ static int get_panels(plot_ctx *c, const char *need, panels *p)
 
 /* ---- one panel of lines: (series, x, y) → blocks in the axis' unit ---------------------- */
 
-typedef struct point {
-    int series; /* colour index */
-    char name[PLOT_NAME];
-    double x, y;
-} point;
-
-typedef struct cell {
-    char file[PATH_MAX + 256];
-    char title[300], ylabel[64];
-    int nb, lt[PLOT_MAX_SERIES], ylog;
-    double xmin, xmax;
-} cell;
-
 /* Before point i of pts (sorted by series): when it starts a series, the series' block head
  * (after a blank line pair), its name and the column names; its colour noted in the cell. */
 static void cell_block(FILE *f, cell *out, const point *pts, int i, const char *columns)
@@ -513,7 +474,7 @@ static int write_cell(plot_ctx *c, const char *panel, const char *ysql, int kind
         out->xmax = fmax(out->xmax, p->x);
     }
     sqlite3_finalize(s);
-    unit u = pick_unit(kind, max);
+    unit u = fig_unit_pick(kind, max);
     snprintf(out->file, sizeof out->file, "%s/%s", c->tmp, file);
     snprintf(out->ylabel, sizeof out->ylabel, "%s%s%s%s", what, u.name[0] ? " (" : "", u.name,
              u.name[0] ? ")" : "");
@@ -555,15 +516,7 @@ static FILE *vars_open(plot_ctx *c, const char *plot, const char *heading, char 
 static void vars_cells(FILE *v, const plot_ctx *c, const cell *cl, int n, int rows, int cols)
 {
     fprintf(v, "nrows = %d\nncols = %d\nncells = %d\n", rows, cols, n);
-    int xlog = 0;
-    double lo = INFINITY, hi = -INFINITY;
-    for (int i = 0; i < n; i++)
-        if (cl[i].nb) {
-            lo = fmin(lo, cl[i].xmin);
-            hi = fmax(hi, cl[i].xmax);
-        }
-    if (lo > 0 && hi / lo >= 4)
-        xlog = is_net_axis(c->xcol) ? 10 : 2;
+    int xlog = fig_xlog(cl, n, is_net_axis(c->xcol));
     fprintf(v, "xlog = %d\n", xlog);
     for (int i = 0; i < n; i++) {
         char name[32];
@@ -573,21 +526,8 @@ static void vars_cells(FILE *v, const plot_ctx *c, const cell *cl, int n, int ro
         gnuplot_var_line(v, name, cl[i].title);
         snprintf(name, sizeof name, "ylabel%d", i + 1);
         gnuplot_var_line(v, name, cl[i].ylabel);
-        /* one x value: a range around it, or gnuplot draws an empty axis */
-        double a = cl[i].xmin, b = cl[i].xmax;
-        if (!cl[i].nb)
-            a = b = 1;
-        if (a == b) {
-            a = xlog ? a / 2 : a - (a ? fabs(a) / 2 : 1);
-            b = xlog ? b * 2 : b + (b ? fabs(b) / 2 : 1);
-        } else if (xlog) {
-            a /= 1.25;
-            b *= 1.25;
-        } else {
-            double pad = (b - a) * 0.05;
-            a -= pad;
-            b += pad;
-        }
+        double a, b;
+        fig_cell_xrange(&cl[i], xlog, &a, &b);
         fprintf(v, "nb%d = %d\nylog%d = %d\nxmin%d = %.9g\nxmax%d = %.9g\n", i + 1, cl[i].nb, i + 1,
                 cl[i].ylog, i + 1, a, i + 1, b);
         for (int b2 = 0; b2 < cl[i].nb && b2 < PLOT_MAX_SERIES; b2++)
@@ -719,24 +659,6 @@ static void plot_metric(plot_ctx *c)
 
 /* ---- breakdown: horizontal stacked bars, one per series, at each panel's largest x ------- */
 
-typedef struct bars {
-    char label[PLOT_MAX_SERIES][PLOT_NAME];
-    char cat[PLOT_MAX_CATS][32];
-    double v[PLOT_MAX_SERIES][PLOT_MAX_CATS];
-    int nl, nc;
-} bars;
-
-static int name_index(char *names, size_t stride, int *n, int max, const char *s)
-{
-    for (int i = 0; i < *n; i++)
-        if (!strcmp(names + (size_t)i * stride, s))
-            return i;
-    if (*n == max)
-        return -1;
-    snprintf(names + (size_t)*n * stride, stride, "%s", s);
-    return (*n)++;
-}
-
 static int bars_fill(plot_ctx *c, const char *panel, const char *figure, double x, bars *b)
 {
     char *sql = sqlite3_mprintf(
@@ -752,48 +674,15 @@ static int bars_fill(plot_ctx *c, const char *panel, const char *figure, double 
     sqlite3_bind_double(s, 2, x);
     memset(b, 0, sizeof *b);
     while (sqlite3_step(s) == SQLITE_ROW) {
-        int l = name_index(&b->label[0][0], sizeof b->label[0], &b->nl, PLOT_MAX_SERIES,
-                           (const char *)sqlite3_column_text(s, 0));
-        int k = name_index(&b->cat[0][0], sizeof b->cat[0], &b->nc, PLOT_MAX_CATS,
-                           (const char *)sqlite3_column_text(s, 1));
+        int l = fig_name_index(&b->label[0][0], sizeof b->label[0], &b->nl, PLOT_MAX_SERIES,
+                               (const char *)sqlite3_column_text(s, 0));
+        int k = fig_name_index(&b->cat[0][0], sizeof b->cat[0], &b->nc, PLOT_MAX_CATS,
+                               (const char *)sqlite3_column_text(s, 1));
         if (l >= 0 && k >= 0)
             b->v[l][k] = sqlite3_column_double(s, 2);
     }
     sqlite3_finalize(s);
     return 0;
-}
-
-/* Categories ordered as in the first figure; those zero everywhere in both are dropped, so
- * both panels share categories and colours. */
-static void bars_align(bars *a, bars *b)
-{
-    bars t = *b;
-    for (int l = 0; l < b->nl; l++)
-        for (int k = 0; k < a->nc; k++) {
-            b->v[l][k] = 0;
-            for (int j = 0; j < t.nc; j++)
-                if (!strcmp(t.cat[j], a->cat[k]))
-                    b->v[l][k] = t.v[l][j];
-        }
-    b->nc = a->nc;
-    memcpy(b->cat, a->cat, sizeof a->cat);
-    int kept = 0;
-    for (int k = 0; k < a->nc; k++) {
-        double sum = 0;
-        for (int l = 0; l < a->nl; l++)
-            sum += a->v[l][k];
-        for (int l = 0; l < b->nl; l++)
-            sum += b->v[l][k];
-        if (sum == 0)
-            continue;
-        for (bars *x = a; x; x = x == a ? b : NULL) {
-            for (int l = 0; l < x->nl; l++)
-                x->v[l][kept] = x->v[l][k];
-            memcpy(x->cat[kept], x->cat[k], sizeof x->cat[k]);
-        }
-        kept++;
-    }
-    a->nc = b->nc = kept;
 }
 
 /* One block per category: bar index, start, end (stacked), in the unit of the largest bar;
@@ -808,7 +697,7 @@ static int bars_write(const bars *b, int kind, double base, const char *path, un
             sum += b->v[l][k];
         max = fmax(max, sum * base);
     }
-    *u = pick_unit(kind, max);
+    *u = fig_unit_pick(kind, max);
     double div = u->div / base;
     FILE *f = fopen(path, "w");
     if (!f)
@@ -899,7 +788,7 @@ static int breakdown_panel(plot_ctx *c, FILE *v, const panels *P, int p)
     if (bars_fill(c, P->name[p], "b.compute_ns + b.comm_ns", x, &t) ||
         bars_fill(c, P->name[p], "b.bytes_p0 + b.bytes_p1 + b.bytes_p2", x, &by))
         return -1;
-    bars_align(&t, &by);
+    fig_bars_align(&t, &by);
     unit ut, ub;
     char path[PATH_MAX + 64], title[400];
     snprintf(path, sizeof path, "%s/bd_time_%d.dat", c->tmp, p + 1);
@@ -1016,7 +905,7 @@ static int pareto_cell(plot_ctx *c, const char *panel, const char *metric, int l
         max = fmax(max, p->x);
     }
     sqlite3_finalize(s);
-    unit u = pick_unit(kind, max);
+    unit u = fig_unit_pick(kind, max);
     snprintf(out->file, sizeof out->file, "%s/%s", c->tmp, file);
     snprintf(out->ylabel, sizeof out->ylabel, "%s (%s)",
              kind == 's' ? (c->lat == 1 ? "latency, whole run" : "decode latency per token")

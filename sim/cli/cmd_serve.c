@@ -24,6 +24,7 @@
 #include "sim/serve/serve.h"
 #include "results/serve_db.h"
 #include "sim/serve/workload.h"
+#include "protocols/base/metric_def.h"
 #include "protocols/base/yamlx.h"
 #include "protocols/base/yschema.h"
 
@@ -596,32 +597,37 @@ static void print_point(const point *p)
            r->cache_peak_bytes / 1e9);
 }
 
+/* A serving run's metrics, each with its registered unit (protocols/base/metric_def.h). */
 static size_t metrics_of(const serve_result *r, sdb_metric *m)
 {
     size_t n = 0;
-#define M(nm, v, u) m[n++] = (sdb_metric){nm, (double)(v), u}
-    M("ttft_p50", r->ttft_ms[0] / 1e3, "s");
-    M("ttft_p90", r->ttft_ms[1] / 1e3, "s");
-    M("ttft_p99", r->ttft_ms[2] / 1e3, "s");
-    M("ttft_mean", r->ttft_ms[3] / 1e3, "s");
-    M("tpot_mean", r->tpot_ms[0] / 1e3, "s");
-    M("tpot_p50", r->tpot_ms[1] / 1e3, "s");
-    M("throughput_tokens", r->throughput_tok_s, "tok/s");
-    M("throughput_requests", r->throughput_req_s, "req/s");
-    M("makespan", (double)r->makespan_ns / 1e9, "s");
-    M("token_hit_rate", r->token_hit_rate, "");
-    M("request_hit_rate", r->request_hit_rate, "");
-    M("online_bytes", r->bytes, "B");
-    M("rounds", r->rounds, "");
-    M("offline_bytes", r->offline_bytes, "B");
-    M("bytes_saved", r->bytes_saved, "B");
-    M("rounds_saved", r->rounds_saved, "");
-    M("rerotate_tokens", r->rerotate_tokens, "");
-    M("rerotate_bytes", r->rerotate_bytes, "B");
-    M("cache_peak_tokens", r->cache_peak_tokens, "");
-    M("cache_peak_bytes_per_party", r->cache_peak_bytes, "B");
-    M("evicted_tokens", r->evicted_tokens, "");
-    M("steps", r->steps, "");
+#define M(nm, v)                                                   \
+    do {                                                           \
+        const metric_def *d = metric_def_find(nm);                 \
+        m[n++] = (sdb_metric){nm, (double)(v), d ? d->unit : "?"}; \
+    } while (0)
+    M("ttft_p50", r->ttft_ms[0] / 1e3);
+    M("ttft_p90", r->ttft_ms[1] / 1e3);
+    M("ttft_p99", r->ttft_ms[2] / 1e3);
+    M("ttft_mean", r->ttft_ms[3] / 1e3);
+    M("tpot_mean", r->tpot_ms[0] / 1e3);
+    M("tpot_p50", r->tpot_ms[1] / 1e3);
+    M("throughput_tokens", r->throughput_tok_s);
+    M("throughput_requests", r->throughput_req_s);
+    M("makespan", (double)r->makespan_ns / 1e9);
+    M("token_hit_rate", r->token_hit_rate);
+    M("request_hit_rate", r->request_hit_rate);
+    M("online_bytes", r->bytes);
+    M("rounds", r->rounds);
+    M("offline_bytes", r->offline_bytes);
+    M("bytes_saved", r->bytes_saved);
+    M("rounds_saved", r->rounds_saved);
+    M("rerotate_tokens", r->rerotate_tokens);
+    M("rerotate_bytes", r->rerotate_bytes);
+    M("cache_peak_tokens", r->cache_peak_tokens);
+    M("cache_peak_bytes_per_party", r->cache_peak_bytes);
+    M("evicted_tokens", r->evicted_tokens);
+    M("steps", r->steps);
 #undef M
     return n;
 }
