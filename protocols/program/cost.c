@@ -140,7 +140,6 @@ int proto_cost_program(const proto *pr, const proto_cfg *cfg, const op_program *
 int proto_cost_program_tape(const proto *pr, const proto_cfg *cfg, const op_program *prog,
                             const cost_tape *tape, cost_log *log, errbuf *e)
 {
-    MPCSIM_ASSERT(op_program_is_sane(prog));
     cost_log_clear(log);
     log->n_parties = pr->n_parties;
     eng *en = NULL;
