@@ -31,9 +31,10 @@ ifeq ($(WERROR),1)
 CFLAGS_COMMON += -Werror
 endif
 ifeq ($(VARIANT),debug)
-CFLAGS_VAR := -O0 -g3
+CFLAGS_VAR := -O0 -g3 -DMPCSIM_CHECKED
 else ifeq ($(VARIANT),san)
-CFLAGS_VAR := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+CFLAGS_VAR := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
+              -DMPCSIM_CHECKED
 LDFLAGS_VAR := -fsanitize=address,undefined
 else ifeq ($(VARIANT),release)
 CFLAGS_VAR := -O2 -g -march=x86-64-v2

@@ -15,6 +15,7 @@
 #include "protocols/base/yschema.h"
 #include "sim/engine/machine.h"
 #include "sim/scenario/scn.h"
+#include "sim/serve/servescn.h"
 #include "sim/trace/trace.h"
 #include "sim/cli/cmd.h"
 #include "sim/policy/policy.h"

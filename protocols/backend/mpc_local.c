@@ -2,6 +2,7 @@
 #include "mpc_local.h"
 
 #include "mpc_eng.h"
+#include "protocols/base/simd.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -513,12 +514,7 @@ void mpc_pack_force_software(int on) { force_sw = on; }
 static int use_bmi2(void)
 {
 #ifdef HAVE_BMI2_PATH
-    static int v = -1;
-    if (v < 0) {
-        __builtin_cpu_init();
-        v = __builtin_cpu_supports("bmi2") != 0;
-    }
-    return v && !force_sw;
+    return ms_cpu_has(MS_CPU_BMI2) && !force_sw;
 #else
     return 0;
 #endif

@@ -10,6 +10,7 @@
 #include "kern.h"
 #include "proto.h"
 #include "proto_cost.h"
+#include "protocols/base/invariant.h"
 
 /* ---- cost log ---------------------------------------------------------------------------- */
 
@@ -26,6 +27,22 @@ void cost_log_free(cost_log *c)
 }
 
 void cost_log_clear(cost_log *c) { c->n = 0; }
+
+int cost_log_is_sane(const cost_log *c, size_t n_ops)
+{
+    if (c->n > c->cap || c->n_parties < 1 || c->n_parties > MPC_PARTIES_MAX)
+        return 0;
+    for (size_t i = 0; i < c->n; i++) {
+        const cost_round *r = &c->r[i];
+        if (r->op >= n_ops || (i && r->op < c->r[i - 1].op) || r->comm > 1)
+            return 0;
+        for (int s = 0; s < MPC_PARTIES_MAX; s++)
+            for (int d = 0; d < MPC_PARTIES_MAX; d++)
+                if ((s >= c->n_parties || d >= c->n_parties) && r->bytes[s][d])
+                    return 0;
+    }
+    return 1;
+}
 
 cost_round *cost_log_push(cost_log *c)
 {
@@ -148,6 +165,7 @@ int proto_cost_program_tape(const proto *pr, const proto_cfg *cfg, const op_prog
     }
     free(vals);
     eng_free(en);
+    MPCSIM_ASSERT(rc || cost_log_is_sane(log, prog->n_ops));
     return rc;
 }
 

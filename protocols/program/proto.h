@@ -80,6 +80,9 @@ void cost_log_init(cost_log *c, int n_parties);
 void cost_log_free(cost_log *c);
 void cost_log_clear(cost_log *c);
 cost_round *cost_log_push(cost_log *c); /* zeroed round, NULL on OOM */
+/* 1 when c is a costed program of n_ops ops: n ≤ cap, a party count the rounds fit in, every
+ * round an op of the program in program order, no bytes to or from a party beyond n_parties. */
+int cost_log_is_sane(const cost_log *c, size_t n_ops);
 
 /* Per-op-category totals of a cost log (for breakdowns, reports and tests). */
 typedef struct cost_totals {

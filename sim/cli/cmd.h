@@ -6,8 +6,6 @@
 
 #include <stddef.h>
 
-struct ys_schema;
-
 int cmd_run(int argc, char **argv);       /* sim/cli/cmd_run.c */
 int cmd_list(int argc, char **argv);      /* sim/cli/cmd_list.c */
 int cmd_report(int argc, char **argv);    /* sim/cli/cmd_report.c */
@@ -20,8 +18,6 @@ int cmd_trace(int argc, char **argv);     /* sim/cli/cmd_trace.c */
 int cmd_party(int argc, char **argv);     /* sim/cli/cmd_party.c */
 int cmd_validate(int argc, char **argv);  /* sim/cli/cmd_validate.c */
 int cmd_serve(int argc, char **argv);     /* sim/cli/cmd_serve.c */
-/* The serving scenario's schema tables, one per section (for `mpcsim list keys serve`). */
-const struct ys_schema *serve_scenario_schemas(size_t *n);
 
 /* Shared CLI helpers (sim/cli/cli.c). */
 const char *cli_prog(void); /* "mpcsim" */

@@ -11,6 +11,7 @@
 #include "sim/engine/machine.h"
 #include "sim/engine/net.h"
 #include "sim/scenario/scn.h"
+#include "sim/serve/servescn.h"
 #include "sim/engine/regime.h"
 #include "sim/trace/trace.h"
 #include "sim/policy/policy.h"

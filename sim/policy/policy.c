@@ -1,6 +1,7 @@
 /* policy.c — the policy registry, parameter validation and the helpers policies share
  * (argument parsing, deterministic top-k, op emission). */
 #include "policy.h"
+#include "protocols/base/simd.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -344,9 +345,6 @@ static int cmp_u32(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-typedef float v4f __attribute__((vector_size(16)));
-typedef double v2d __attribute__((vector_size(16)));
-
 void policy_add_row(float *acc, const float *row, uint32_t n)
 {
     uint32_t j = 0;
@@ -563,33 +561,11 @@ int policy_portable_kernels;
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define POLICY_X86 1
-#include <cpuid.h>
 #include <immintrin.h>
-
-/* F16C and AVX from CPUID leaf 1 with the OS saving the YMM state (XCR0 bits 1–2): clang's
- * __builtin_cpu_supports knows no "f16c". */
-static int cpu_f16c(void)
-{
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d))
-        return 0;
-    const unsigned need = bit_F16C | bit_AVX | bit_OSXSAVE;
-    if ((c & need) != need)
-        return 0;
-    unsigned lo, hi;
-    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    (void)hi;
-    return (lo & 6) == 6;
-}
 
 static int cpu_has(int f16c)
 {
-    static int have[2] = {-1, -1};
-    if (have[f16c] < 0) {
-        __builtin_cpu_init();
-        have[f16c] = f16c ? cpu_f16c() : __builtin_cpu_supports("avx512f");
-    }
-    return !policy_portable_kernels && have[f16c];
+    return !policy_portable_kernels && ms_cpu_has(f16c ? MS_CPU_F16C : MS_CPU_AVX512F);
 }
 
 __attribute__((target("avx,f16c"))) static int half_bounds_f16c(const float *mx, const float *mn,
@@ -647,7 +623,6 @@ void policy_half_bounds(const float *mx, const float *mn, uint32_t n, uint16_t *
         mn[i] = k[i] < mn[i] ? k[i] : mn[i];     \
     }
 
-typedef int32_t v4i __attribute__((vector_size(16)));
 typedef float v16f __attribute__((vector_size(64)));
 typedef int32_t v16i __attribute__((vector_size(64)));
 

@@ -17,6 +17,7 @@
 
 #include "policy.h"
 #include "h2o_ops.h"
+#include "protocols/base/simd.h"
 #include "secpol.h"
 
 static const policy_param h2o_params[] = {
@@ -100,9 +101,6 @@ static int h2o_init(const policy_env *env, const policy_args *a, void **st, errb
 }
 
 static unsigned h2o_needs(void *st, uint32_t pos) { return POLICY_NEED_ATT; }
-
-typedef float v4f __attribute__((vector_size(16)));
-typedef int32_t v4i __attribute__((vector_size(16)));
 
 /* The one branchy pass of the definition (policy.h) as two vector passes with the same
  * answer: the live minimum (dead entries read as +inf), then the last live entry holding it. */

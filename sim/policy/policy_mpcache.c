@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "protocols/base/simd.h"
 #include "protocols/program/kern.h"
 #include "protocols/program/opb.h"
 #include "policy.h"
@@ -352,15 +353,7 @@ __attribute__((target("avx512f"))) static void mix_scores_wide(const float *m, u
     MIX_SCORES_BODY
 }
 
-static int mix_wide(void)
-{
-    static int have = -1;
-    if (have < 0) {
-        __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx512f");
-    }
-    return have;
-}
+static int mix_wide(void) { return ms_cpu_has(MS_CPU_AVX512F); }
 #endif
 
 static void mix_scores(const float *m, uint32_t n, const float *qs, uint32_t d, float *out)

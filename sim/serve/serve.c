@@ -2,6 +2,7 @@
  * that puts stepcost behind it. */
 #include "serve.h"
 
+#include "protocols/base/invariant.h"
 #include "sim/engine/des.h"
 #include "sim/engine/simulate.h"
 
@@ -366,6 +367,7 @@ static int run_events(srv *s, errbuf *e)
                 rc = iterate(s, ev.time, e);
         } else {
             rc = step_done(s, ev.time, e);
+            MPCSIM_ASSERT(rc || kvs_is_sane(s->cache));
         }
     }
     assert(rc || kvs_is_sane(s->cache));

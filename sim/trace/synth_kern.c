@@ -11,6 +11,7 @@
  * the exp's polynomial the same on both. */
 #include "synth_kern.h"
 
+#include "protocols/base/simd.h"
 #include "trace_impl.h"
 
 #include <math.h>
@@ -23,21 +24,7 @@
 
 int trace_synth_portable_kernel;
 
-static int cpu_wide(void)
-{
-#ifdef SYNTH_X86
-    static int have = -1;
-    if (have < 0) {
-        __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
-    }
-    return have;
-#else
-    return 0;
-#endif
-}
-
-int synth_kern_wide(void) { return !trace_synth_portable_kernel && cpu_wide(); }
+int synth_kern_wide(void) { return !trace_synth_portable_kernel && ms_cpu_has(MS_CPU_AVX512DQ); }
 
 /* ---- e^x ---------------------------------------------------------------------------------
  * e^x for x ≤ 0, four lanes at a time (GCC/Clang vector extensions: SSE2 on x86-64,
@@ -45,9 +32,6 @@ int synth_kern_wide(void) { return !trace_synth_portable_kernel && cpu_wide(); }
  * Cody–Waite split of ln2), e^r by its degree-7 Taylor polynomial (truncation r⁸/8! < 5.2e-9,
  * under 0.1 float ulp), 2^n put into the exponent bits: within 2 float ulps of expf
  * (tests/check_trace.c). Below ln FLT_MIN = −87.33654, where expf is subnormal, it gives 0. */
-typedef float v4f __attribute__((vector_size(16)));
-typedef int32_t v4i __attribute__((vector_size(16)));
-
 static inline v4f v4f_set(float x) { return (v4f){x, x, x, x}; }
 
 #define EXP_LO (-87.33654f)
