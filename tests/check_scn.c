@@ -134,6 +134,17 @@ static const bad_case bad_cases[] = {
     {"- a\n- b\n", "s.yaml:1:1: error: ", "must be a mapping of keys, not a list", NULL},
     {"name: t\n" BASE_MODEL BASE_PROTO "network: 20ms/fast\n" BASE_WORK,
      "s.yaml:4:10: error: ", "bad bandwidth 'fast'", NULL},
+    /* bandwidth units: bytes and bare numbers refused with a hint */
+    {"name: t\n" BASE_MODEL BASE_PROTO "network: 50ms/1GBps\n" BASE_WORK,
+     "s.yaml:4:10: error: ", "bad bandwidth '1GBps'", "a byte unit"},
+    {"name: t\n" BASE_MODEL BASE_PROTO "network: 50ms/1MBps\n" BASE_WORK,
+     "s.yaml:4:10: error: ", "bad bandwidth '1MBps'", "write bits, e.g. 8Gbit/s"},
+    {"name: t\n" BASE_MODEL BASE_PROTO "network: 50ms/1gbps\n" BASE_WORK,
+     "s.yaml:4:10: error: ", "bad bandwidth '1gbps'", "a byte unit"},
+    {"name: t\n" BASE_MODEL BASE_PROTO "network: 50ms/1000\n" BASE_WORK,
+     "s.yaml:4:10: error: ", "bad bandwidth '1000'", "needs a unit"},
+    {"name: t\n" BASE_MODEL BASE_PROTO "network: 50ms/1Gbit/s/100\n" BASE_WORK,
+     "s.yaml:4:10: error: ", "bad burst '100'", NULL},
     {"name: t\n" BASE_MODEL BASE_PROTO BASE_NET BASE_WORK "machine: no-such-box\n",
      "s.yaml:8:10: error: ", "unknown machine profile 'no-such-box'", NULL},
     /* what the run will need, checked at load time */

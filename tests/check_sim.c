@@ -191,6 +191,30 @@ START_TEST(test_presets)
     ck_assert_double_eq(n.link[2][1].bandwidth_bps, 20e6);
     ck_assert_int_eq(net_parse("1ms/20Mbps/100", 2, &n, &e), MS_ERR_INPUT); /* < one frame */
     ck_assert_int_eq(net_parse("1ms/20Mbps/x", 2, &n, &e), MS_ERR_INPUT);
+    /* bit units with "/s", tc(8)'s bit units; byte units and bare numbers refused */
+    static const struct {
+        const char *s;
+        double bps;
+    } rates[] = {{"1Gbit/s", 1e9}, {"300Mbit/s", 300e6}, {"64kbit/s", 64e3}, {"2gbit", 2e9},
+                 {"5Mbit", 5e6},   {"10Gbps", 10e9},     {"1GBps", 0},       {"1MBps", 0},
+                 {"1gbps", 0},     {"1mbps", 0},         {"8Bps", 0},        {"1000", 0},
+                 {"1GB/s", 0}};
+    for (size_t i = 0; i < sizeof rates / sizeof rates[0]; i++) {
+        double bps = 0;
+        int ok = !net_rate_bps(rates[i].s, &bps);
+        ck_assert_msg(ok == (rates[i].bps > 0), "%s: %s", rates[i].s, ok ? "taken" : "refused");
+        ck_assert_msg(!ok || bps == rates[i].bps, "%s: %g", rates[i].s, bps);
+        ck_assert_msg((!*net_rate_why(rates[i].s)) == ok, "%s: '%s'", rates[i].s,
+                      net_rate_why(rates[i].s));
+    }
+    ck_assert_int_eq(net_parse("50ms/1Gbit/s/3100", 2, &n, &e), MS_OK);
+    ck_assert_double_eq(n.link[0][1].bandwidth_bps, 1e9);
+    ck_assert_uint_eq(n.link[0][1].burst_bytes, 3100);
+    char r[32];
+    net_rate_str(1e10, r, sizeof r);
+    ck_assert_str_eq(r, "10 Gbit/s");
+    net_rate_str(300e6, r, sizeof r);
+    ck_assert_str_eq(r, "300 Mbit/s");
     /* the tbf burst of `validate --shape`: 1 ms of traffic, at least 3100 bytes */
     ck_assert_uint_eq(net_tbf_burst_bytes(20e6), 3100);
     ck_assert_uint_eq(net_tbf_burst_bytes(100e6), 12500);

@@ -24,8 +24,10 @@ void th_bad_msg(const char *path, const th_bad *c, const char *msg, int i)
 TCase *th_case(Suite *s, const char *name, int timeout)
 {
     TCase *tc = tcase_create(name);
-    if (timeout)
-        tcase_set_timeout(tc, timeout);
+    /* Check's own default (4 s) is too short for a test that takes a second alone once the
+     * machine is busy: every case gets at least TH_TIMEOUT_FLOOR, scaled as any other timeout
+     * by CK_TIMEOUT_MULTIPLIER. */
+    tcase_set_timeout(tc, timeout > TH_TIMEOUT_FLOOR ? timeout : TH_TIMEOUT_FLOOR);
     suite_add_tcase(s, tc);
     return tc;
 }

@@ -13,7 +13,11 @@
 /* The number of rows of a case table (an array), as tcase_add_loop_test's end. */
 #define TH_N(table) ((int)(sizeof(table) / sizeof *(table)))
 
-/* A test case named name in s (added to it now), timeout seconds per test (0: Check's). */
+/* The least timeout of a test, in seconds: ten times the slowest test of a case that gives
+ * no timeout of its own takes alone on 2 cores (make check's per-test figures). */
+#define TH_TIMEOUT_FLOOR 60
+/* A test case named name in s (added to it now), timeout seconds per test (at least
+ * TH_TIMEOUT_FLOOR; 0: the floor), each multiplied by $CK_TIMEOUT_MULTIPLIER. */
 TCase *th_case(Suite *s, const char *name, int timeout);
 /* Adds the tests listed after tc to it, in order; TH_LOOPS: each a loop test over _i in
  * [0, n). */

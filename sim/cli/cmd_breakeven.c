@@ -61,6 +61,8 @@ static void usage(FILE *f, const cli_cmd *c)
                "  mpcsim breakeven scenarios/breakeven-7b.yaml -o results/breakeven\n");
 }
 
+static int p_rate(const char *s, double *v) { return net_rate_bps(s, v); }
+
 /* "a,b,c" → axis values through parse. */
 static int parse_list(const char *opt, const char *s, be_axis *a,
                       int (*parse)(const char *, double *), errbuf *e)
@@ -72,15 +74,14 @@ static int parse_list(const char *opt, const char *s, be_axis *a,
         if (a->n == BE_AXIS_MAX)
             return err_set(e, MS_ERR_USAGE, "%s: at most %d values", opt, BE_AXIS_MAX);
         if (parse(t, &a->v[a->n]))
-            return err_set(e, MS_ERR_USAGE, "%s: bad value '%s'", opt, t);
+            return err_set(e, MS_ERR_USAGE, "%s: bad value '%s'%s%s", opt, t,
+                           parse == p_rate ? ": " : "", parse == p_rate ? net_rate_why(t) : "");
         a->n++;
     }
     if (!a->n)
         return err_set(e, MS_ERR_USAGE, "%s: an empty list", opt);
     return MS_OK;
 }
-
-static int p_rate(const char *s, double *v) { return net_rate_bps(s, v); }
 
 static int p_lat(const char *s, double *v)
 {

@@ -237,9 +237,10 @@ static void print_text(const cost_args *a, const step_env *env, const sim_result
     if (env->net->wire.mtu)
         snprintf(burst + strlen(burst), sizeof burst - strlen(burst), ", TCP frames (MTU %u)",
                  env->net->wire.mtu);
-    printf("model %s  protocol %s (%d parties)  network %s (%.3g ms, %.4g Mbit/s%s)\n",
-           env->model->name, env->pr->name, P, env->net->name, (double)l->latency_ns * 1e-6,
-           l->bandwidth_bps * 1e-6, burst);
+    char rate[32];
+    net_rate_str(l->bandwidth_bps, rate, sizeof rate);
+    printf("model %s  protocol %s (%d parties)  network %s (%.3g ms, %s%s)\n", env->model->name,
+           env->pr->name, P, env->net->name, (double)l->latency_ns * 1e-6, rate, burst);
     printf("machine %s (%d thread%s)  ", env->mach->name, env->mach->threads,
            env->mach->threads == 1 ? "" : "s");
     printf("phase %s  tokens %u  kv %u  batch %u  overlap %s\n\n", op_phase_name(a->phase),

@@ -511,7 +511,7 @@ int cmd_validate(int argc, char **argv)
                         "TLS (unauthenticated, unencrypted channels); figures are not those of a "
                         "secure deployment.\n");
     if (net_rate_bps(bw, &va.bandwidth_bps)) {
-        cli_error("validate", "--bandwidth: '%s' is not a rate (e.g. 10Gbps)", bw);
+        cli_error("validate", "--bandwidth: '%s': %s", bw, net_rate_why(bw));
         return 2;
     }
     if (profile ? machine_load(profile, &va.mach, &e) : (machine_default(&va.mach), 0)) {

@@ -207,13 +207,50 @@ int net_time_ns(const char *s, uint64_t *out)
     return 0;
 }
 
+/* Bit rates only, matched with case: SI prefixes with "bit/s", tc(8)'s "kbit"/"mbit"/"gbit",
+ * and the common "kbps"/"Mbps"/"Gbps" (b: bits). tc(8) reads "bps", "kbps", "mbps" and "gbps"
+ * as bytes per second, so a unit with a capital B ("MBps", "GB/s") or tc's all-lowercase
+ * "mbps"/"gbps" is refused (net_rate_why says why), as is a bare number. */
+static const net_unit rate_units[] = {
+    {"bit/s", 1},     {"kbit/s", 1e3}, {"Kbit/s", 1e3}, {"Mbit/s", 1e6}, {"Gbit/s", 1e9},
+    {"Tbit/s", 1e12}, {"bps", 1},      {"kbps", 1e3},   {"Kbps", 1e3},   {"Mbps", 1e6},
+    {"Gbps", 1e9},    {"Tbps", 1e12},  {"kbit", 1e3},   {"Kbit", 1e3},   {"mbit", 1e6},
+    {"Mbit", 1e6},    {"gbit", 1e9},   {"Gbit", 1e9}};
+
 int net_rate_bps(const char *s, double *out)
 {
-    static const net_unit units[] = {{"bps", 1},    {"kbps", 1e3}, {"mbps", 1e6}, {"gbps", 1e9},
-                                     {"kbit", 1e3}, {"mbit", 1e6}, {"gbit", 1e9}, {"", 1e6}};
-    if (unit_value(s, units, sizeof units / sizeof units[0], 0, out) != 0)
+    if (unit_value(s, rate_units, sizeof rate_units / sizeof rate_units[0], 1, out) != 0)
         return -1;
     return *out >= NET_BW_MIN_BPS && *out <= NET_BW_MAX_BPS ? 0 : -1;
+}
+
+const char *net_rate_why(const char *s)
+{
+    double v;
+    char u[16];
+    if (split_unit(s, &v, u, sizeof u) != 0)
+        return "not a number with a unit, e.g. 300Mbit/s or 10Gbit/s";
+    if (!u[0])
+        return "a bandwidth needs a unit: e.g. 300Mbit/s, 10Gbit/s";
+    if (strchr(u, 'B') || !strcmp(u, "mbps") || !strcmp(u, "gbps"))
+        return "a byte unit (tc(8) reads MBps and mbps as bytes/s); write bits, e.g. 8Gbit/s "
+               "for 1GBps";
+    double bps;
+    if (!net_rate_bps(s, &bps))
+        return "";
+    if (unit_value(s, rate_units, sizeof rate_units / sizeof rate_units[0], 1, &bps) == 0)
+        return "outside 1 kbit/s .. 1 Pbit/s";
+    return "unknown unit (bit/s, kbit/s, Mbit/s, Gbit/s, or kbps, Mbps, Gbps)";
+}
+
+void net_rate_str(double bps, char *out, size_t n)
+{
+    if (bps >= 1e9)
+        snprintf(out, n, "%.4g Gbit/s", bps * 1e-9);
+    else if (bps >= 1e6)
+        snprintf(out, n, "%.4g Mbit/s", bps * 1e-6);
+    else
+        snprintf(out, n, "%.4g kbit/s", bps * 1e-3);
 }
 
 int net_parse(const char *spec, int n_parties, net_cfg *out, errbuf *e)
@@ -224,6 +261,8 @@ int net_parse(const char *spec, int n_parties, net_cfg *out, errbuf *e)
     char lat[64], bw[64];
     size_t ll = (size_t)(slash - spec);
     const char *slash2 = strchr(slash + 1, '/');
+    if (slash2 && slash2[1] == 's' && (!slash2[2] || slash2[2] == '/')) /* "1Gbit/s" */
+        slash2 = strchr(slash2 + 1, '/');
     size_t bl = slash2 ? (size_t)(slash2 - slash - 1) : strlen(slash + 1);
     if (ll == 0 || ll >= sizeof lat || bl >= sizeof bw)
         return err_set(e, MS_ERR_INPUT,
@@ -245,10 +284,8 @@ int net_parse(const char *spec, int n_parties, net_cfg *out, errbuf *e)
         return err_set(e, MS_ERR_INPUT, "network '%s': bad latency '%s' (units ns, us, ms, s)",
                        spec, lat);
     if (net_rate_bps(bw, &bps) != 0)
-        return err_set(e, MS_ERR_INPUT,
-                       "network '%s': bad bandwidth '%s' (1 kbps to 1 Pbps, with units kbps, "
-                       "Mbps, Gbps)",
-                       spec, bw);
+        return err_set(e, MS_ERR_INPUT, "network '%s': bad bandwidth '%s': %s", spec, bw,
+                       net_rate_why(bw));
     if (n_parties < 1 || n_parties > MPC_PARTIES_MAX)
         return err_set(e, MS_ERR_RANGE, "network: %d parties (1..%d supported)", n_parties,
                        MPC_PARTIES_MAX);

@@ -60,12 +60,18 @@ const char *net_preset_source(const char *name);
 /* Sets every link to the same values. */
 void net_uniform(net_cfg *n, int n_parties, uint64_t latency_ns, double bandwidth_bps);
 
-/* A preset name, or a custom uniform network "LATENCY/BANDWIDTH" ("20ms/300Mbps"; latency
- * units ns|us|ms|s, default ms; bandwidth bps|kbps|Mbps|Gbps, default Mbps). */
+/* A preset name, or a custom uniform network "LATENCY/BANDWIDTH" ("20ms/300Mbps",
+ * "50ms/1Gbit/s"; latency units ns|us|ms|s, default ms; bandwidth as net_rate_bps, a unit
+ * required). */
 int net_parse(const char *spec, int n_parties, net_cfg *out, errbuf *e);
 /* "50ms" → ns, "300Mbps" → bit/s; 0 on success, -1 if malformed. */
 int net_time_ns(const char *s, uint64_t *out);
 int net_rate_bps(const char *s, double *out);
+/* Why net_rate_bps refuses s (a bare number, a byte unit, an unknown unit, out of range): a
+ * phrase for a message; "" when it accepts s. */
+const char *net_rate_why(const char *s);
+/* A rate in the report's units: "10 Gbit/s", "300 Mbit/s", "64 kbit/s". */
+void net_rate_str(double bps, char *out, size_t n);
 /* Serialization time of a message on a link: round(bytes·8·1e9 / bandwidth) ns. */
 uint64_t net_transfer_ns(const net_link *l, uint64_t bytes);
 /* Wire framing: 0 when w is consistent (mtu 0, or NET_WIRE_MTU_MIN … MAX with l3l4_bytes below
