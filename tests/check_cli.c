@@ -758,8 +758,10 @@ START_TEST(test_data_safety)
     set_pragma(tpath("foreign.db"), "CREATE TABLE t(x); INSERT INTO t VALUES (1);");
     th_copy(tpath("s2.db"), tpath("neg.db"));
     set_pragma(tpath("neg.db"), "PRAGMA user_version = -1");
-    static const char *const bad_inputs[] = {"junk.db", "foreign.db", "neg.db"};
-    for (size_t i = 0; i < 3; i++) {
+    /* our version number, but not our tables: passes the check, fails inside the merge */
+    set_pragma(tpath("fake4.db"), "CREATE TABLE t(x); PRAGMA user_version = 4;");
+    static const char *const bad_inputs[] = {"junk.db", "foreign.db", "neg.db", "fake4.db"};
+    for (size_t i = 0; i < 4; i++) {
         ck_assert_int_ne(MPCSIM("merge", "m.db", "s2.db", bad_inputs[i]), 0);
         ck_assert_int_ne(MPCSIM("merge", "new.db", "s2.db", bad_inputs[i]), 0);
         ck_assert(!th_exists(tpath("new.db")));
