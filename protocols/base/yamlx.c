@@ -122,7 +122,7 @@ const char *yx_kind_name(const yx_node *n)
 
 #define YX_MAX_DEPTH 64
 #define YX_MAX_ANCHORS 256
-#define YX_MAX_NODES 1000000    /* nodes in one tree, aliases' copies counted */
+#define YX_MAX_NODES 100000     /* nodes in one tree, aliases' copies counted */
 #define YX_MAX_FILE (64u << 20) /* bytes read from one file */
 
 typedef struct yx_builder {
@@ -213,7 +213,7 @@ static int attach(yx_builder *b, yx_node *n, const yaml_mark_t *m)
 static int count_nodes(yx_builder *b, size_t k, const yaml_mark_t *m)
 {
     if (k > YX_MAX_NODES - b->n_nodes)
-        return bad(b, m, "the document grows past %s nodes (aliases count as copies)", "1000000",
+        return bad(b, m, "the document grows past %s nodes (aliases count as copies)", "100000",
                    "expand fewer aliases (*name); a file this large is not an mpcsim input");
     b->n_nodes += k;
     return MS_OK;
