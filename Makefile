@@ -111,7 +111,8 @@ bench: $(BENCH_SRC:tests/%.c=$(BUILD)/%) $(BUILD)/mpcsim
 
 # libFuzzer targets (tests/fuzz/): clang with ASan and UBSan, each run FUZZ_SECONDS on a copy of
 # its seed corpus; a crash fails (scripts/fuzz.sh).
-FUZZ_TARGETS := scenario model trace npy checkpoint tokenizer workload frames program
+FUZZ_TARGETS := scenario model trace npy checkpoint tokenizer workload frames program yaml \
+                resultsdb
 FUZZ_SECONDS ?= 60
 FUZZ_CC      ?= clang
 FUZZ_BUILD   := build/fuzz

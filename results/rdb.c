@@ -260,7 +260,12 @@ static int migrate(rdb *db, errbuf *e)
         if (sqlite3_exec(db->h, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
             return DB_ERR(db, e, "starting a migration");
         if ((rc = get_version(db, &v, e)) == MS_OK) {
-            if (v > RDB_SCHEMA_VERSION)
+            if (v < 0)
+                rc = err_set(e, MS_ERR_FORMAT,
+                             "%s: results schema version %d is not one mpcsim writes (0 to %d)\n"
+                             "---> HINT: the file is damaged or not an mpcsim results database",
+                             db->path, v, RDB_SCHEMA_VERSION);
+            else if (v > RDB_SCHEMA_VERSION)
                 rc = err_set(e, MS_ERR_FORMAT,
                              "%s: results schema version %d is newer than this mpcsim's (%d)\n"
                              "---> HINT: use a newer mpcsim, or write to another database "
@@ -290,6 +295,130 @@ static int migrate(rdb *db, errbuf *e)
         if (v >= RDB_SCHEMA_VERSION)
             return MS_OK;
     }
+}
+
+/* Opens a database file for reading only, never creating it: PRAGMA query_only refuses every
+ * change, so a foreign or empty file is left as it is. The file is opened for writing where it
+ * can be, only so that SQLite, as the last connection of a WAL database, folds the log back and
+ * removes its -wal and -shm files at close (a connection without write access leaves them
+ * behind). A WAL database in a folder this process cannot write (a read-only mount) cannot get
+ * its -shm file: it is then read as immutable, which is what such a folder guarantees. */
+static int open_ro(const char *path, sqlite3 **h, errbuf *e)
+{
+    for (int immutable = 0; immutable < 2; immutable++) {
+        char uri[3200] = "file:";
+        size_t k = strlen(uri);
+        for (const unsigned char *c = (const unsigned char *)path; *c && k + 4 < 3000; c++)
+            k += (size_t)(*c == '%' || *c == '?' || *c == '#'
+                              ? snprintf(uri + k, sizeof uri - k, "%%%02X", *c)
+                              : snprintf(uri + k, sizeof uri - k, "%c", *c));
+        if (immutable)
+            snprintf(uri + k, sizeof uri - k, "?mode=ro&immutable=1");
+        *h = NULL;
+        int rc = sqlite3_open_v2(
+            uri, h, (immutable ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) | SQLITE_OPEN_URI,
+            NULL);
+        if (rc == SQLITE_OK) {
+            sqlite3_busy_timeout(*h, 10000);
+            sqlite3_extended_result_codes(*h, 1);
+            rc = sqlite3_exec(*h, "PRAGMA query_only = ON; SELECT count(*) FROM sqlite_master",
+                              NULL, NULL, NULL);
+            if (rc == SQLITE_OK)
+                return MS_OK;
+            if (!immutable && ((rc & 0xff) == SQLITE_CANTOPEN || (rc & 0xff) == SQLITE_READONLY)) {
+                sqlite3_close(*h);
+                continue;
+            }
+        }
+        int code = !*h                              ? MS_ERR_NOMEM
+                   : (rc & 0xff) == SQLITE_NOTADB   ? MS_ERR_FORMAT
+                   : (rc & 0xff) == SQLITE_CANTOPEN ? MS_ERR_NOTFOUND
+                                                    : MS_ERR_DB;
+        err_set(e, code, "%s: cannot open: %s", path,
+                code == MS_ERR_FORMAT ? "not an SQLite database"
+                : *h                  ? sqlite3_errmsg(*h)
+                                      : "out of memory");
+        sqlite3_close(*h);
+        *h = NULL;
+        return code;
+    }
+    return err_set(e, MS_ERR_DB, "%s: cannot open", path);
+}
+
+static int prepare_all(rdb *db, errbuf *e)
+{
+    for (int q = 0; q < Q_N; q++)
+        if (sqlite3_prepare_v3(db->h, stmt_sql[q], -1, SQLITE_PREPARE_PERSISTENT, &db->st[q],
+                               NULL) != SQLITE_OK)
+            return DB_ERR(db, e, stmt_sql[q]);
+    return MS_OK;
+}
+
+int rdb_open_ro(const char *path, rdb **out, errbuf *e)
+{
+    *out = NULL;
+    rdb *db = calloc(1, sizeof *db);
+    if (!db)
+        return err_set(e, MS_ERR_NOMEM, "out of memory opening %s", path);
+    snprintf(db->path, sizeof db->path, "%s", path);
+    int v = 0, rc = open_ro(path, &db->h, e);
+    if (!rc)
+        rc = get_version(db, &v, e);
+    if (!rc && v == 0)
+        rc = err_set(e, MS_ERR_FORMAT,
+                     "%s: not an mpcsim results database (%s)\n"
+                     "---> HINT: name a database that `mpcsim run` wrote",
+                     path, is_foreign(db) ? "tables without a schema version" : "empty");
+    else if (!rc && (v < 0 || v > RDB_SCHEMA_VERSION))
+        rc = err_set(e, MS_ERR_FORMAT,
+                     "%s: results schema version %d is not one this mpcsim reads (1 to %d)\n"
+                     "---> HINT: %s",
+                     path, v, RDB_SCHEMA_VERSION,
+                     v > 0 ? "use a newer mpcsim" : "the file is damaged");
+    if (!rc && v < RDB_SCHEMA_VERSION) { /* an older schema: migrate a copy in memory */
+        sqlite3 *mem = NULL;
+        sqlite3_backup *bk = NULL;
+        if (sqlite3_open_v2(":memory:", &mem, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
+            !(bk = sqlite3_backup_init(mem, "main", db->h, "main")) ||
+            sqlite3_backup_step(bk, -1) != SQLITE_DONE)
+            rc = DB_ERR(db, e, "reading an older schema into memory");
+        sqlite3_backup_finish(bk);
+        sqlite3_close(db->h);
+        db->h = mem;
+        if (!rc)
+            rc = migrate(db, e);
+    }
+    if (!rc && sqlite3_exec(db->h, "PRAGMA foreign_keys = ON; PRAGMA query_only = ON;", NULL, NULL,
+                            NULL) != SQLITE_OK)
+        rc = DB_ERR(db, e, "opening read-only");
+    if (!rc)
+        rc = prepare_all(db, e);
+    if (rc) {
+        rdb_close(db);
+        return rc;
+    }
+    *out = db;
+    return MS_OK;
+}
+
+int rdb_copy(const char *src, const char *dst, errbuf *e)
+{
+    sqlite3 *from = NULL, *to = NULL;
+    int rc = open_ro(src, &from, e);
+    if (rc)
+        return rc;
+    sqlite3_backup *bk = NULL;
+    if (sqlite3_open_v2(dst, &to, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK ||
+        !(bk = sqlite3_backup_init(to, "main", from, "main")) ||
+        sqlite3_backup_step(bk, -1) != SQLITE_DONE)
+        rc = err_set(e, MS_ERR_DB, "copying %s to %s: %s", src, dst,
+                     to ? sqlite3_errmsg(to) : "out of memory");
+    if (sqlite3_backup_finish(bk) != SQLITE_OK && !rc)
+        rc = err_set(e, MS_ERR_DB, "copying %s to %s: %s", src, dst, sqlite3_errmsg(to));
+    if (sqlite3_close(to) != SQLITE_OK && !rc)
+        rc = err_set(e, MS_ERR_DB, "%s: cannot close", dst);
+    sqlite3_close(from);
+    return rc;
 }
 
 int rdb_open(const char *path, int create, rdb **out, errbuf *e)
@@ -324,14 +453,8 @@ int rdb_open(const char *path, int create, rdb **out, errbuf *e)
             rc = MS_ERR_FORMAT;
         goto fail;
     }
-    if ((rc = migrate(db, e)))
+    if ((rc = migrate(db, e)) || (rc = prepare_all(db, e)))
         goto fail;
-    for (int q = 0; q < Q_N; q++)
-        if (sqlite3_prepare_v3(db->h, stmt_sql[q], -1, SQLITE_PREPARE_PERSISTENT, &db->st[q],
-                               NULL) != SQLITE_OK) {
-            rc = DB_ERR(db, e, stmt_sql[q]);
-            goto fail;
-        }
     *out = db;
     return MS_OK;
 fail:
@@ -356,12 +479,9 @@ void *rdb_handle(rdb *db) { return db->h; }
 int rdb_file_version(const char *path, int *version, errbuf *e)
 {
     sqlite3 *h = NULL;
-    if (sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-        int rc = err_set(e, MS_ERR_NOTFOUND, "%s: cannot open: %s", path,
-                         h ? sqlite3_errmsg(h) : "out of memory");
-        sqlite3_close(h);
-        return rc;
-    }
+    int orc = open_ro(path, &h, e);
+    if (orc)
+        return orc;
     rdb tmp = {.h = h};
     snprintf(tmp.path, sizeof tmp.path, "%s", path);
     int rc = get_version(&tmp, version, e);
@@ -627,10 +747,9 @@ static int merge_prepare(merge_ctx *m, errbuf *e)
 {
     rdb *db = m->db;
     char sql[256];
-    if (sqlite3_open_v2(m->src_path, &m->src, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
-        return err_set(e, MS_ERR_DB, "%s: %s", m->src_path,
-                       m->src ? sqlite3_errmsg(m->src) : "out of memory");
-    sqlite3_busy_timeout(m->src, 10000);
+    int orc = open_ro(m->src_path, &m->src, e);
+    if (orc)
+        return orc;
     if (prep(m->src, "SELECT * FROM runs ORDER BY id", &m->sel_run))
         return err_set(e, MS_ERR_DB, "%s: %s", m->src_path, sqlite3_errmsg(m->src));
     if (prep_insert(db->h, "runs", sqlite3_column_count(m->sel_run), &m->ins_run) ||
@@ -752,6 +871,11 @@ int rdb_merge_check(const char *src, errbuf *e)
                        "%s: not an mpcsim results database (schema "
                        "version 0)",
                        src);
+    if (v < 0)
+        return err_set(e, MS_ERR_FORMAT,
+                       "%s: results schema version %d is not one mpcsim writes\n"
+                       "---> HINT: the file is damaged or not an mpcsim results database",
+                       src, v);
     if (v > RDB_SCHEMA_VERSION)
         return err_set(e, MS_ERR_FORMAT,
                        "%s: results schema version %d, newer than this mpcsim's (%d)\n"
@@ -760,7 +884,7 @@ int rdb_merge_check(const char *src, errbuf *e)
     if (v < RDB_SCHEMA_VERSION)
         return err_set(e, MS_ERR_FORMAT,
                        "%s: results schema version %d, older than this mpcsim's (%d)\n"
-                       "---> HINT: `mpcsim report %s` once migrates it, then merge again",
+                       "---> HINT: an output is migrated first: `mpcsim merge %s OTHER.db...`",
                        src, v, RDB_SCHEMA_VERSION, src);
     return MS_OK;
 }

@@ -20,6 +20,12 @@ typedef struct rdb rdb;
 /* Opens (create = 1: creates if missing) and migrates to RDB_SCHEMA_VERSION. A database newer
  * than this build, or not an mpcsim database, is MS_ERR_FORMAT. */
 int rdb_open(const char *path, int create, rdb **out, errbuf *e);
+/* Opens an existing database read-only for a reader: nothing is written to the file (an older
+ * schema is migrated in a copy in memory), it works on a read-only mount, and an empty file,
+ * a foreign database or a schema version outside 1..RDB_SCHEMA_VERSION is MS_ERR_FORMAT. */
+int rdb_open_ro(const char *path, rdb **out, errbuf *e);
+/* Copies database src (read-only) into a new database file dst. */
+int rdb_copy(const char *src, const char *dst, errbuf *e);
 int rdb_close(rdb *db);
 const char *rdb_path(const rdb *db);
 void *rdb_handle(rdb *db); /* the sqlite3 * */

@@ -28,6 +28,10 @@ START_TEST(test_err_codes)
     big[sizeof big - 1] = '\0';
     err_set(&e, MS_ERR_INPUT, "%s", big); /* cut, still terminated */
     ck_assert_uint_eq(strlen(e.msg), sizeof e.msg - 1);
+    /* a message may wrap the one already in the buffer */
+    err_set(&e, MS_ERR_INPUT, "inner %d", 7);
+    err_set(&e, MS_ERR_PEER, "node %d: %s (after %s)", 2, e.msg, e.msg);
+    ck_assert_str_eq(e.msg, "node 2: inner 7 (after inner 7)");
 }
 END_TEST
 

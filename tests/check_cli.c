@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -684,6 +686,170 @@ START_TEST(test_determinism_and_merge)
 }
 END_TEST
 
+/* Runs `mpcsim args...` in a child whose view of folder dir is a read-only mount (a mount
+ * namespace of its own; needs root), or, without root, in a folder whose write bit is off.
+ * The exit status, or -1 when neither is possible here. */
+static int run_on_readonly(const char *dir, const char *const *args)
+{
+    if (geteuid() != 0) {
+        ck_assert_int_eq(chmod(dir, 0555), 0);
+        int st = th_run(dir, tagged("out"), tagged("err"), args);
+        ck_assert_int_eq(chmod(dir, 0755), 0);
+        return st;
+    }
+    int pfd[2];
+    ck_assert_int_eq(pipe(pfd), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(pfd[0]);
+        char ok = unshare(CLONE_NEWNS) == 0 &&
+                  mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 &&
+                  mount(dir, dir, NULL, MS_BIND, NULL) == 0 &&
+                  mount(NULL, dir, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL) == 0 &&
+                  access(dir, W_OK) != 0;
+        if (write(pfd[1], &ok, 1) != 1 || !ok)
+            _exit(0);
+        _exit(th_run(dir, tagged("out"), tagged("err"), args));
+    }
+    close(pfd[1]);
+    char ok = 0;
+    if (read(pfd[0], &ok, 1) != 1)
+        ok = 0;
+    close(pfd[0]);
+    int ws;
+    ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
+    return ok && WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+}
+
+static void set_pragma(const char *path, const char *sql)
+{
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open(path, &h), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_close(h), SQLITE_OK);
+}
+
+/* Files of a folder other than the databases a test made (temporary merge outputs, WAL). */
+static int stray_files(const char *dir)
+{
+    char cmd[600], out[4096];
+    snprintf(cmd, sizeof cmd, "ls -A %s | grep -e merge -e -wal -e -shm -e -journal", dir);
+    th_sh(cmd, out, sizeof out);
+    if (*out)
+        fprintf(stderr, "stray files in %s:\n%s", dir, out);
+    return th_count(out, "\n");
+}
+
+/* merge fails loudly and leaves its output as it was; readers never write; every schema
+ * version outside the known range is an error, not a crash; --json has no non-finite number. */
+START_TEST(test_data_safety)
+{
+    write_sweep("d.yaml", "safe", 1, 0); /* 4 runs */
+    ck_assert_int_eq(MPCSIM("run", "d.yaml", "-o", "s1.db", "-q", "--shard", "1/2"), 0);
+    ck_assert_int_eq(MPCSIM("run", "d.yaml", "-o", "s2.db", "-q", "--shard", "2/2"), 0);
+    ck_assert_int_eq(MPCSIM("merge", "m.db", "s1.db"), 0);
+    char *before = th_slurp(tpath("m.db"), NULL);
+    size_t before_len = 0;
+    free(th_slurp(tpath("m.db"), &before_len));
+    /* a malformed shard, a foreign database, a negative schema version: non-zero, the output
+     * byte-identical, no output created, no temporary file left */
+    th_write(tpath("junk.db"), "this is not a database, but long enough to look like a header\n");
+    set_pragma(tpath("foreign.db"), "CREATE TABLE t(x); INSERT INTO t VALUES (1);");
+    th_copy(tpath("s2.db"), tpath("neg.db"));
+    set_pragma(tpath("neg.db"), "PRAGMA user_version = -1");
+    /* our version number, but not our tables: passes the check, fails inside the merge */
+    set_pragma(tpath("fake4.db"), "CREATE TABLE t(x); PRAGMA user_version = 4;");
+    static const char *const bad_inputs[] = {"junk.db", "foreign.db", "neg.db", "fake4.db"};
+    for (size_t i = 0; i < 4; i++) {
+        ck_assert_int_ne(MPCSIM("merge", "m.db", "s2.db", bad_inputs[i]), 0);
+        ck_assert_int_ne(MPCSIM("merge", "new.db", "s2.db", bad_inputs[i]), 0);
+        ck_assert(!th_exists(tpath("new.db")));
+        size_t len = 0;
+        char *now = th_slurp(tpath("m.db"), &len);
+        ck_assert_msg(len == before_len && !memcmp(now, before, len), "m.db changed (%s)",
+                      bad_inputs[i]);
+        free(now);
+    }
+    /* an output that is not ours */
+    ck_assert_int_ne(MPCSIM("merge", "foreign.db", "s2.db"), 0);
+    ck_assert_int_eq(sqlfix_file_int(tpath("foreign.db"), "SELECT count(*) FROM t"), 1);
+    ck_assert_int_eq(stray_files(tmpdir), 0);
+    free(before);
+    /* the good merge still works, and keeps the output's mode */
+    ck_assert_int_eq(chmod(tpath("m.db"), 0640), 0);
+    ck_assert_int_eq(MPCSIM("merge", "m.db", "s2.db"), 0);
+    ck_assert_int_eq(stray_files(tmpdir), 0);
+    th_assert_mode(tpath("m.db"), 0640);
+    ck_assert_int_eq(sqlfix_file_int(tpath("m.db"), "SELECT count(*) FROM runs"), 4);
+
+    /* readers: a schema version below 0 or above ours is a clear error, never a crash */
+    static const char *const readers[][4] = {
+        {"report", "DB", NULL}, {"plot", "DB", "-o", "p.png"}, {"report", "--json", "DB", NULL}};
+    static const char *const versions[] = {"-1", "-2147483648", "5", "99"};
+    for (size_t v = 0; v < 4; v++) {
+        char sql[64];
+        th_copy(tpath("s2.db"), tpath("v.db"));
+        snprintf(sql, sizeof sql, "PRAGMA user_version = %s", versions[v]);
+        set_pragma(tpath("v.db"), sql);
+        for (size_t r = 0; r < 3; r++) {
+            const char *args[8] = {NULL};
+            for (int a = 0; a < 4 && readers[r][a]; a++)
+                args[a] = strcmp(readers[r][a], "DB") ? readers[r][a] : "v.db";
+            ck_assert_int_eq(MPCSIM(args[0], args[1], args[2], args[3]), 2);
+            char *err = th_slurp(tagged("err"), NULL);
+            ck_assert_msg(strstr(err, "v.db: results schema version") ||
+                              strstr(err, "v.db: results schema"),
+                          "%s %s: %s", args[0], versions[v], err);
+            free(err);
+        }
+        ck_assert_int_eq(MPCSIM("run", "d.yaml", "-o", "v.db", "--resume", "-q"), 2);
+    }
+    /* readers write nothing into an empty or foreign file */
+    th_write(tpath("empty.db"), "");
+    ck_assert_int_eq(MPCSIM("report", "empty.db"), 2);
+    ck_assert_int_eq(MPCSIM("plot", "empty.db", "-o", "e.png"), 2);
+    size_t len = 1;
+    free(th_slurp(tpath("empty.db"), &len));
+    ck_assert_uint_eq(len, 0);
+    ck_assert_int_eq(MPCSIM("report", "foreign.db"), 2);
+    ck_assert_int_eq(sqlfix_file_int(tpath("foreign.db"), "SELECT count(*) FROM sqlite_master"), 1);
+    ck_assert_int_eq(sqlfix_file_int(tpath("foreign.db"), "PRAGMA user_version"), 0);
+    /* an older schema is read as it is (migrated in memory), the file unchanged */
+    th_copy(th_data_path("tests/data/results-v2.db"), tpath("v2.db"));
+    ck_assert_int_eq(MPCSIM("report", "v2.db"), 0);
+    ck_assert_int_eq(sqlfix_file_int(tpath("v2.db"), "PRAGMA user_version"), 2);
+
+    /* a read-only mount (or folder) */
+    char ro[300];
+    snprintf(ro, sizeof ro, "%s/ro", tmpdir);
+    ck_assert_int_eq(mkdir(ro, 0755), 0);
+    char dst[320];
+    snprintf(dst, sizeof dst, "%s/m.db", ro);
+    th_copy(tpath("m.db"), dst);
+    const char *rep[] = {"report", "m.db", NULL};
+    int st = run_on_readonly(ro, rep);
+    if (st < 0)
+        fprintf(stderr, "test_data_safety: SKIPPED: no read-only mount possible here\n");
+    else {
+        char *out = th_slurp(tagged("out"), NULL), *err = th_slurp(tagged("err"), NULL);
+        ck_assert_msg(st == 0 && strstr(out, "4 runs"), "report on a read-only mount: %d %s %s", st,
+                      out, err);
+        free(out);
+        free(err);
+    }
+    ck_assert_int_eq(stray_files(ro), 0);
+
+    /* --json: an infinite metric is null, with a note */
+    set_pragma(tpath("m.db"), "UPDATE metrics SET value = 9e999 WHERE name = 'latency_total_s'");
+    ck_assert_int_eq(MPCSIM("report", "--json", "m.db"), 0);
+    char *out = th_slurp(tagged("out"), NULL);
+    ck_assert_int_eq(th_count(out, "\"latency_total_s\": null"), 4);
+    ck_assert_int_eq(th_count(out, ": latency_total_s is inf, written as null"), 4);
+    free(out);
+}
+END_TEST
+
 /* Two shards started at once with --resume on one new database: it is created and migrated
  * once, and holds every run once. */
 START_TEST(test_shards_share_db)
@@ -916,7 +1082,7 @@ Suite *cli_suite(void)
     TH_TESTS(tc, test_help_texts, test_man_and_completion_options, test_rooms_point_one_way,
              test_input_error_writes_nothing, test_out_of_range_inputs, test_dry_run_and_shards,
              test_db_path_and_resume_guard, test_kill_and_resume, test_groups_same_as_alone,
-             test_worker_death, test_determinism_and_merge, test_shards_share_db,
+             test_worker_death, test_determinism_and_merge, test_data_safety, test_shards_share_db,
              test_concurrent_resumes, test_report, test_plot_images);
     return s;
 }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gsl/gsl_randist.h>
@@ -129,6 +130,64 @@ START_TEST(test_cli_record_info)
     /* fit needs more tokens than 32 and says so */
     th_cli_expect(out, sizeof out, 2, "too short", "trace fit %s/tr", td.dir);
     th_cli_expect(out, sizeof out, 2, "did you mean 'info'", "trace infoo %s/tr", td.dir);
+}
+END_TEST
+
+/* A trace folder is read and written without following a link planted in it, and a FIFO or
+ * device in place of a file is refused, never waited on. */
+START_TEST(test_planted_links_and_fifo)
+{
+    char out[8192], path[600], victim[600];
+    const char *dir = td.dir;
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    th_write(victim, "keep me\n");
+    /* record into a folder where q.npy is a link to another file */
+    snprintf(path, sizeof path, "%s/tr", dir);
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    snprintf(path, sizeof path, "%s/tr/q.npy", dir);
+    ck_assert_int_eq(symlink(victim, path), 0);
+    th_cli_expect(out, sizeof out, 1, "a symbolic link, which is not followed",
+                  "trace record --model stories260K --text %s/tests/data/tinystories_sample.txt "
+                  "--max-tokens 8 -o %s/tr",
+                  th_data(), dir);
+    ck_assert_str_eq(th_text(victim), "keep me\n");
+    /* the output folder itself a link */
+    char link[600];
+    snprintf(link, sizeof link, "%s/trlink", dir);
+    snprintf(path, sizeof path, "%s/elsewhere", dir);
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    ck_assert_int_eq(symlink(path, link), 0);
+    th_cli_expect(out, sizeof out, 1, "not a directory",
+                  "trace record --model stories260K --text %s/tests/data/tinystories_sample.txt "
+                  "--max-tokens 8 -o %s",
+                  th_data(), link);
+    snprintf(path, sizeof path, "%s/elsewhere/manifest.yaml", dir);
+    ck_assert(!th_exists(path));
+    /* a good trace, then its manifest a link, a FIFO, a device */
+    th_cli_expect(out, sizeof out, 0, NULL,
+                  "trace record --model stories260K --text %s/tests/data/tinystories_sample.txt "
+                  "--max-tokens 8 -o %s/good",
+                  th_data(), dir);
+    snprintf(path, sizeof path, "%s/good/manifest.yaml", dir);
+    char moved[600];
+    snprintf(moved, sizeof moved, "%s/manifest.copy", dir);
+    ck_assert_int_eq(rename(path, moved), 0);
+    ck_assert_int_eq(symlink(moved, path), 0);
+    th_cli_expect(out, sizeof out, 2, "a symbolic link, which is not followed",
+                  "trace info %s/good", dir);
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "timeout 20 '%s' trace info %s/good", th_bin(), dir);
+    int st = th_sh(cmd, out, sizeof out);
+    ck_assert_msg(st == 2 && strstr(out, "manifest.yaml: error: cannot open (not a regular file)"),
+                  "trace info on a FIFO: exit %d: %s", st, out);
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(symlink("/dev/zero", path), 0);
+    th_cli_expect(out, sizeof out, 2, NULL, "trace info %s/good", dir);
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(rename(moved, path), 0);
+    th_cli_expect(out, sizeof out, 0, "tokens:     8", "trace info %s/good", dir);
 }
 END_TEST
 
@@ -1127,7 +1186,8 @@ Suite *trace_suite(void)
     TCase *tc = th_case(s, "recorded", 60);
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_record_and_numpy, test_cli_record_info, test_numpy_fixture,
-             test_bad_manifests, test_npy_header, test_npy_hostile, test_open_run);
+             test_bad_manifests, test_npy_header, test_npy_hostile, test_open_run,
+             test_planted_links_and_fifo);
     tc = th_case(s, "synthetic", 60);
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_synth_deterministic, test_synth_subset_attend, test_synth_kernel_vs_reference,

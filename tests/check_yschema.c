@@ -181,11 +181,40 @@ START_TEST(test_print)
 }
 END_TEST
 
+/* Aliases are copies: a small document that expands past the node bound is refused at the
+ * alias that crosses it, and so is a file longer than the read bound (an endless device). */
+START_TEST(test_alias_bomb_and_size)
+{
+    char bomb[2048] = "a: &a [x, x, x, x, x, x, x, x, x, x]\n";
+    for (char c = 'b'; c <= 'i'; c++) /* nine levels of ten: 10^9 scalars if expanded */
+        snprintf(bomb + strlen(bomb), sizeof bomb - strlen(bomb),
+                 "%c: &%c [*%c, *%c, *%c, *%c, *%c, *%c, *%c, *%c, *%c, *%c]\n", c, c, c - 1, c - 1,
+                 c - 1, c - 1, c - 1, c - 1, c - 1, c - 1, c - 1, c - 1);
+    ck_assert_uint_lt(strlen(bomb), 700);
+    yx_node *root = NULL;
+    errbuf e;
+    ck_assert_int_eq(yx_parse("b.yaml", bomb, strlen(bomb), &root, &e), MS_ERR_INPUT);
+    ck_assert_ptr_null(root);
+    ck_assert_msg(strstr(e.msg, "b.yaml:5:") && strstr(e.msg, "grows past 100000 nodes"), "%s",
+                  e.msg);
+    /* the same shape, four levels deep, is ordinary YAML */
+    char *cut = strstr(bomb, "\ne:");
+    cut[1] = '\0';
+    ck_assert_int_eq(yx_parse("b.yaml", bomb, strlen(bomb), &root, &e), MS_OK);
+    ck_assert_uint_eq(yx_map_get(root, "d")->n, 10);
+    yx_free(root);
+    /* a file without end */
+    ck_assert_int_eq(yx_parse_file("/dev/zero", &root, &e), MS_ERR_INPUT);
+    ck_assert_msg(strstr(e.msg, "/dev/zero: error: larger than 64 MiB"), "%s", e.msg);
+}
+END_TEST
+
 Suite *yschema_suite(void)
 {
     Suite *s = suite_create("yschema");
     TCase *t = th_case(s, "schema", 0);
     TH_LOOPS(t, (int)N_BAD, test_bad);
-    TH_TESTS(t, test_defaults_and_values, test_extra_keys_and_text, test_print);
+    TH_TESTS(t, test_defaults_and_values, test_extra_keys_and_text, test_print,
+             test_alias_bomb_and_size);
     return s;
 }

@@ -34,8 +34,11 @@ int ms_err_exit_code(int code)
 
 int err_vset(errbuf *e, int code, const char *fmt, va_list ap)
 {
-    if (e)
-        vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    if (e) { /* format aside first: an argument may be e->msg itself */
+        char tmp[sizeof e->msg];
+        vsnprintf(tmp, sizeof tmp, fmt, ap);
+        memcpy(e->msg, tmp, sizeof tmp);
+    }
     return code;
 }
 

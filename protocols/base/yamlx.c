@@ -122,6 +122,8 @@ const char *yx_kind_name(const yx_node *n)
 
 #define YX_MAX_DEPTH 64
 #define YX_MAX_ANCHORS 256
+#define YX_MAX_NODES 100000     /* nodes in one tree, aliases' copies counted */
+#define YX_MAX_FILE (64u << 20) /* bytes read from one file */
 
 typedef struct yx_builder {
     const char *path;
@@ -135,8 +137,17 @@ typedef struct yx_builder {
         yx_node *node;
     } anchor[YX_MAX_ANCHORS];
     int n_anchor;
+    size_t n_nodes; /* nodes made so far, copies included */
     errbuf *e;
 } yx_builder;
+
+static size_t tree_size(const yx_node *n, size_t stop)
+{
+    size_t k = 1;
+    for (size_t i = 0; i < n->n && k <= stop; i++)
+        k += (n->key ? tree_size(n->key[i], stop) : 0) + tree_size(n->item[i], stop);
+    return k;
+}
 
 static int bad(yx_builder *b, const yaml_mark_t *m, const char *fmt, const char *arg,
                const char *hint)
@@ -199,14 +210,26 @@ static int attach(yx_builder *b, yx_node *n, const yaml_mark_t *m)
     return rc;
 }
 
+static int count_nodes(yx_builder *b, size_t k, const yaml_mark_t *m)
+{
+    if (k > YX_MAX_NODES - b->n_nodes)
+        return bad(b, m, "the document grows past %s nodes (aliases count as copies)", "100000",
+                   "expand fewer aliases (*name); a file this large is not an mpcsim input");
+    b->n_nodes += k;
+    return MS_OK;
+}
+
 static int open_node(yx_builder *b, int kind, const yaml_mark_t *m, const yaml_char_t *anchor)
 {
+    int rc = count_nodes(b, 1, m);
+    if (rc)
+        return rc;
     if (b->depth == YX_MAX_DEPTH)
         return bad(b, m, "nesting deeper than %s levels", "64", "flatten the file");
     yx_node *n = yx_new(kind, (int)m->line + 1, (int)m->column + 1);
     if (!n)
         return MS_ERR_NOMEM;
-    int rc = remember_anchor(b, anchor, n, m);
+    rc = remember_anchor(b, anchor, n, m);
     if (rc) {
         yx_free(n);
         return rc;
@@ -227,6 +250,9 @@ static int on_alias(yx_builder *b, const yaml_event_t *ev)
             if (b->stack[d] == b->anchor[i].node)
                 return bad(b, m, "alias '*%s' refers to a node that contains it", name,
                            "an alias cannot point into its own anchor");
+        int rc = count_nodes(b, tree_size(b->anchor[i].node, YX_MAX_NODES), m);
+        if (rc)
+            return rc;
         yx_node *c = yx_clone(b->anchor[i].node);
         if (!c)
             return MS_ERR_NOMEM;
@@ -245,6 +271,8 @@ static int on_event(yx_builder *b, const yaml_event_t *ev)
                        "put one scenario per file");
         return MS_OK;
     case YAML_SCALAR_EVENT: {
+        if (count_nodes(b, 1, m))
+            return MS_ERR_INPUT;
         yx_node *n = yx_new_scalar((const char *)ev->data.scalar.value,
                                    ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE,
                                    (int)m->line + 1, (int)m->column + 1);
@@ -330,6 +358,11 @@ int yx_parse_file(const char *path, yx_node **root, errbuf *e)
     FILE *f = fopen(path, "rb");
     if (!f)
         return err_set(e, MS_ERR_IO, "%s: error: cannot open file", path);
+    return yx_parse_fp(path, f, root, e);
+}
+
+int yx_parse_fp(const char *path, FILE *f, yx_node **root, errbuf *e)
+{
     char *buf = NULL;
     size_t len = 0, cap = 0;
     for (;;) {
@@ -347,6 +380,14 @@ int yx_parse_file(const char *path, yx_node **root, errbuf *e)
         len += got;
         if (got == 0)
             break;
+        if (len > YX_MAX_FILE) {
+            free(buf);
+            fclose(f);
+            return err_set(e, MS_ERR_INPUT,
+                           "%s: error: larger than %u MiB; not an mpcsim input file\n"
+                           "  hint: check that the path names a YAML file",
+                           path, YX_MAX_FILE >> 20);
+        }
     }
     int io = ferror(f);
     fclose(f);

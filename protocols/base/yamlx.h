@@ -15,6 +15,7 @@
 #define MPCSIM_YAMLX_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "err.h"
 
@@ -36,6 +37,9 @@ struct yx_node {
 int yx_parse(const char *path, const char *text, size_t len, yx_node **root, errbuf *e);
 /* Reads a file and parses it; MS_ERR_IO if it cannot be read. */
 int yx_parse_file(const char *path, yx_node **root, errbuf *e);
+/* The same from an open stream, which it closes. A file is read up to 64 MiB; a larger one
+ * (or an endless one like /dev/zero) is MS_ERR_INPUT. */
+int yx_parse_fp(const char *path, FILE *f, yx_node **root, errbuf *e);
 void yx_free(yx_node *n);
 
 /* Mapping lookup: the value for key, or NULL (also when m is not a mapping). */

@@ -1,8 +1,11 @@
 /* cmd_merge.c — `mpcsim merge`: fold shard databases into one, without duplicates (runs are
  * keyed by config hash), in one transaction. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cmd.h"
 #include "opt.h"
@@ -22,20 +25,57 @@ static int merge(const char *out, const char *const *in, size_t n_in, int quiet)
             cli_error("merge", "%s", e.msg);
             return ms_err_exit_code(rc);
         }
-    rdb *db;
-    if ((rc = rdb_open(out, 1, &db, &e))) {
-        cli_error("merge", "%s", e.msg);
-        return ms_err_exit_code(rc);
+    /* The merge goes into a temporary copy of OUT in OUT's folder, renamed over OUT only when
+     * it succeeded: a failure (or a kill) never leaves OUT half-written. */
+    size_t ol = strlen(out);
+    char *tmp = malloc(ol + 16);
+    if (!tmp) {
+        cli_error("merge", "out of memory");
+        return 1;
     }
-    size_t added = 0, skipped = 0;
-    rc = rdb_merge(db, in, n_in, &added, &skipped, &e);
-    if (rc)
+    snprintf(tmp, ol + 16, "%s.mergeXXXXXX", out);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        cli_error("merge", "%s: cannot create a temporary file beside it: %s", out,
+                  strerror(errno));
+        free(tmp);
+        return 1;
+    }
+    struct stat st;
+    int exists = stat(out, &st) == 0;
+    mode_t um = umask(0);
+    umask(um);
+    fchmod(fd, exists ? st.st_mode & 07777 : 0666 & ~um); /* the mode OUT has or would get */
+    close(fd);
+    rc = MS_OK;
+    if (exists && (rc = rdb_copy(out, tmp, &e)))
         cli_error("merge", "%s", e.msg);
-    else if (!quiet)
+    rdb *db = NULL;
+    if (!rc && (rc = rdb_open(tmp, 1, &db, &e)))
+        cli_error("merge", "%s", e.msg);
+    size_t added = 0, skipped = 0;
+    if (!rc && (rc = rdb_merge(db, in, n_in, &added, &skipped, &e)))
+        cli_error("merge", "%s", e.msg);
+    if (rdb_close(db) && !rc) {
+        cli_error("merge", "%s: closing the merged database failed", out);
+        rc = MS_ERR_DB;
+    }
+    if (!rc && rename(tmp, out) != 0) {
+        cli_error("merge", "%s: cannot replace it: %s", out, strerror(errno));
+        rc = MS_ERR_IO;
+    }
+    if (rc) {
+        unlink(tmp);
+        static const char *const side_files[] = {"-wal", "-shm", "-journal"};
+        for (size_t i = 0; i < sizeof side_files / sizeof side_files[0]; i++) {
+            char side[4096];
+            snprintf(side, sizeof side, "%s%s", tmp, side_files[i]);
+            unlink(side);
+        }
+    } else if (!quiet)
         printf("%s: %zu run%s added, %zu already there, from %zu database%s\n", out, added,
                added == 1 ? "" : "s", skipped, n_in, n_in == 1 ? "" : "s");
-    if (rdb_close(db) && !rc)
-        rc = MS_ERR_DB;
+    free(tmp);
     return rc ? ms_err_exit_code(rc) : 0;
 }
 
@@ -44,9 +84,10 @@ static void merge_usage(FILE *f, const cli_cmd *c)
     fprintf(f, "usage: mpcsim merge OUT.db IN.db...\n\n"
                "Folds the runs of each IN.db (e.g. the shards of `mpcsim run --shard K/N`) into\n"
                "OUT.db, created if missing. A run whose config hash OUT.db already holds is\n"
-               "skipped (an ok run replaces a failed one). Everything is one transaction: on any\n"
-               "error OUT.db is left as it was. Every input must have this mpcsim's schema\n"
-               "version.\n\n"
+               "skipped (an ok run replaces a failed one). The merge is written to a temporary\n"
+               "file beside OUT.db and renamed over it on success: on any error OUT.db is left\n"
+               "as it was and the exit status is non-zero. Every input must have this\n"
+               "mpcsim's schema version.\n\n"
                "options:\n");
     cli_help(c, f);
     fprintf(
@@ -68,6 +109,10 @@ int cmd_merge(int argc, char **argv)
     const cli_cmd cmd = {"merge", opts, sizeof opts / sizeof opts[0], 16, argc};
     const char **pos = calloc((size_t)argc + 1, sizeof *pos);
     int n_pos = 0, rc = pos ? cli_parse_cmd(&cmd, argc, argv, pos, &n_pos, merge_usage) : 1;
+    if (rc == CLI_HELP_ASKED) {
+        free(pos);
+        return 0;
+    }
     if (rc == 0 && n_pos < 2) {
         cli_error("merge", "want an output database and at least one input");
         merge_usage(stderr, &cmd);
@@ -76,5 +121,5 @@ int cmd_merge(int argc, char **argv)
     if (rc == 0)
         rc = merge(pos[0], pos + 1, (size_t)n_pos - 1, quiet);
     free(pos);
-    return rc == CLI_HELP_ASKED ? 0 : rc;
+    return rc;
 }

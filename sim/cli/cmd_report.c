@@ -3,6 +3,7 @@
  * it measured, why failed runs failed, and the serving tables when `mpcsim serve` wrote any. */
 #include <jansson.h>
 #include <sqlite3.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -447,7 +448,8 @@ typedef struct rep {
     size_t nm;
     char *where;
     int csv, json, failed, width;
-    dbvar *var; /* config keys that tell apart runs whose shown labels are the same */
+    dbvar *var;    /* config keys that tell apart runs whose shown labels are the same */
+    json_t *notes; /* --json: what was written differently (non-finite numbers as null) */
 } rep;
 
 /* What a row shows of a run: two runs with the same value look alike (dbvar.h). */
@@ -759,31 +761,47 @@ static int serve_tables(rep *R, FILE *f)
 
 /* ---- JSON ------------------------------------------------------------------------------ */
 
-/* A column as JSON: NULL → null, numbers → numbers, text → string (NULL if not UTF-8). */
-static json_t *col_json(sqlite3_stmt *s, int c)
+/* A column as JSON: NULL → null, numbers → numbers, text → string (NULL if not UTF-8). JSON
+ * has no infinity or NaN: such a value is null, and a note says which value it was. */
+static json_t *col_json(rep *R, sqlite3_stmt *s, int c, const char *key, sqlite3_int64 id,
+                        const char *name)
 {
     switch (sqlite3_column_type(s, c)) {
     case SQLITE_NULL: return json_null();
     case SQLITE_INTEGER: return json_integer(sqlite3_column_int64(s, c));
-    case SQLITE_FLOAT: return json_real(sqlite3_column_double(s, c));
+    case SQLITE_FLOAT: {
+        double v = sqlite3_column_double(s, c);
+        if (isfinite(v))
+            return json_real(v);
+        char note[256];
+        snprintf(note, sizeof note, "%s id %lld: %s is %s, written as null", key, (long long)id,
+                 name,
+                 isnan(v) ? "nan"
+                 : v > 0  ? "inf"
+                          : "-inf");
+        if (json_array_append_new(R->notes, json_string(note)))
+            return NULL;
+        return json_null();
+    }
     default: return json_string(text(s, c));
     }
 }
 
 /* Every row of a query as an object keyed by the column names; a column named "metrics"
  * … none: child rows are added by the caller. */
-static int set_cols(json_t *o, sqlite3_stmt *s, int from, int to)
+static int set_cols(rep *R, const char *key, json_t *o, sqlite3_stmt *s, int from, int to)
 {
     for (int c = from; c < to; c++) {
-        json_t *v = col_json(s, c);
+        json_t *v = col_json(R, s, c, key, sqlite3_column_int64(s, 0), sqlite3_column_name(s, c));
         if (!v || json_object_set_new(o, sqlite3_column_name(s, c), v))
             return -1;
     }
     return 0;
 }
 
-static json_t *metrics_json(sqlite3 *h, const char *mtable, sqlite3_int64 id)
+static json_t *metrics_json(rep *R, const char *key, const char *mtable, sqlite3_int64 id)
 {
+    sqlite3 *h = R->h;
     char sql[128];
     snprintf(sql, sizeof sql, "SELECT name, value FROM %s WHERE run_id = ?1 ORDER BY name", mtable);
     sqlite3_stmt *s;
@@ -792,7 +810,7 @@ static json_t *metrics_json(sqlite3 *h, const char *mtable, sqlite3_int64 id)
     sqlite3_bind_int64(s, 1, id);
     json_t *o = json_object();
     while (o && sqlite3_step(s) == SQLITE_ROW)
-        if (json_object_set_new(o, text(s, 0), col_json(s, 1))) {
+        if (json_object_set_new(o, text(s, 0), col_json(R, s, 1, key, id, text(s, 0)))) {
             json_decref(o);
             o = NULL;
         }
@@ -814,16 +832,17 @@ static int rows_json(rep *R, json_t *root, const char *key, const char *sql, con
         for (int c = 0; c < nc; c++)
             if (!strcmp(sqlite3_column_name(s, c), "config_json"))
                 jc = c;
-        rc = !o || set_cols(o, s, 0, jc >= 0 ? jc : nc);
+        rc = !o || set_cols(R, key, o, s, 0, jc >= 0 ? jc : nc);
         if (!rc && jc >= 0) { /* the resolved config, as an object */
             json_error_t je;
             json_t *cfg = sqlite3_column_type(s, jc) == SQLITE_NULL
                               ? json_null()
                               : json_loads(text(s, jc), 0, &je);
-            rc = !cfg || json_object_set_new(o, "config", cfg) || set_cols(o, s, jc + 1, nc);
+            rc =
+                !cfg || json_object_set_new(o, "config", cfg) || set_cols(R, key, o, s, jc + 1, nc);
         }
         if (!rc && mtable) {
-            json_t *m = metrics_json(R->h, mtable, sqlite3_column_int64(s, 0));
+            json_t *m = metrics_json(R, key, mtable, sqlite3_column_int64(s, 0));
             rc = !m || json_object_set_new(o, "metrics", m);
         }
         if (!rc)
@@ -856,7 +875,8 @@ static int report_json(rep *R, FILE *f)
         "AS rounds FROM runs r WHERE 1 %s ORDER BY r.id",
         R->where);
     json_t *root = json_object();
-    int rc = !sql || !root;
+    R->notes = json_array();
+    int rc = !sql || !root || !R->notes;
     if (!rc)
         rc = json_object_set_new(root, "database", json_string(R->path)) ||
              json_object_set_new(root, "schema_version", json_integer(RDB_SCHEMA_VERSION));
@@ -868,6 +888,10 @@ static int report_json(rep *R, FILE *f)
                        "serve_metrics");
     if (!rc && has_table(R->h, "serve_leak"))
         rc = rows_json(R, root, "serve_leak", "SELECT * FROM serve_leak ORDER BY id", NULL);
+    if (!rc && json_array_size(R->notes))
+        rc = json_object_set(root, "notes", R->notes);
+    json_decref(R->notes);
+    R->notes = NULL;
     if (!rc)
         rc = json_dumpf(root, f, JSON_INDENT(1) | JSON_PRESERVE_ORDER) != 0;
     if (!rc)

@@ -99,7 +99,7 @@ int dbq_open(const char *cmd, const char *path, const char *const *args, int n, 
     if (st)
         return st;
     errbuf e;
-    int rc = rdb_open(path, 0, db, &e);
+    int rc = rdb_open_ro(path, db, &e);
     if (rc) {
         cli_error(cmd, "%s", e.msg);
         free(*where);

@@ -197,21 +197,60 @@ struct trace_writer {
     int failed;
 };
 
+/* ---- files of a trace folder: never through a link, never a FIFO or device ------------- */
+
+/* Opens a file of a trace folder for reading: a symlink, FIFO or device is refused (opening
+ * does not block on a FIFO). NULL with errno set (ELOOP for a link, EINVAL for not a file). */
+static FILE *open_member(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+        close(fd);
+        errno = EINVAL;
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f)
+        close(fd);
+    return f;
+}
+
+static const char *member_why(int err)
+{
+    return err == EINVAL  ? "not a regular file"
+           : err == ELOOP ? "a symbolic link, which is not followed"
+                          : strerror(err);
+}
+
+/* Creates (or truncates) a file of a trace folder without following a link planted there. */
+static int create_member(const char *path, int flags)
+{
+    return open(path, flags | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
+}
+
 static int open_array(trace_writer *w, trace_array a, errbuf *e)
 {
     char path[640];
     trace_npy h = {.dtype = a == TRACE_TOKENS ? 'i' : 'f'};
     h.ndim = array_shape(&w->s, a, h.shape);
     snprintf(path, sizeof path, "%s/%s.npy", w->dir, array_names[a]);
-    FILE *f = fopen(path, "wb");
+    w->fd[a] = create_member(path, O_RDWR);
+    int dfd = w->fd[a] >= 0 ? dup(w->fd[a]) : -1;
+    FILE *f = dfd >= 0 ? fdopen(dfd, "wb") : NULL;
+    if (!f && dfd >= 0)
+        close(dfd);
     if (!f || trace_npy_write_header(f, &h) != MS_OK) {
         if (f)
             fclose(f);
-        return err_set(e, MS_ERR_IO, "%s: error: cannot write (%s)", path, strerror(errno));
+        return err_set(e, MS_ERR_IO, "%s: error: cannot write (%s)", path, member_why(errno));
     }
     long off = ftell(f);
-    fclose(f);
-    w->fd[a] = open(path, O_RDWR);
+    if (fclose(f) != 0 || off < 0)
+        return err_set(e, MS_ERR_IO, "%s: error: cannot write (%s)", path, strerror(errno));
     w->data_off[a] = (uint64_t)off;
     if (w->fd[a] < 0 || ftruncate(w->fd[a], off + (off_t)(trace_npy_count(&h) * 4)) != 0)
         return err_set(e, MS_ERR_IO, "%s: error: cannot size file (%s)", path, strerror(errno));
@@ -225,6 +264,11 @@ int trace_writer_open(const char *dir, const trace_shape *s, const char *model_n
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return err_set(e, MS_ERR_IO, "%s: error: cannot create directory (%s)", dir,
                        strerror(errno));
+    struct stat st;
+    if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return err_set(e, MS_ERR_IO,
+                       "%s: error: not a directory (a symbolic link or a file is not followed)",
+                       dir);
     trace_writer *w = calloc(1, sizeof *w);
     if (!w)
         return err_set(e, MS_ERR_NOMEM, "out of memory");
@@ -355,7 +399,10 @@ int trace_writer_close(trace_writer *w, errbuf *e)
     if (rc == MS_OK) {
         char path[640];
         snprintf(path, sizeof path, "%s/manifest.yaml", w->dir);
-        FILE *f = fopen(path, "w");
+        int fd = create_member(path, O_WRONLY);
+        FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+        if (!f && fd >= 0)
+            close(fd);
         if (f)
             write_manifest(w, f);
         if (!f || fclose(f) != 0)
@@ -464,15 +511,14 @@ static int read_manifest(trace *t, const char *dir, errbuf *e)
 {
     char path[640];
     snprintf(path, sizeof path, "%s/manifest.yaml", dir);
-    FILE *f = fopen(path, "rb");
+    FILE *f = open_member(path);
     if (!f)
         return err_set(e, MS_ERR_NOTFOUND,
                        "%s: error: cannot open (%s); is '%s' a trace "
                        "directory? " REGEN_HINT,
-                       path, strerror(errno), dir);
-    fclose(f);
+                       path, member_why(errno), dir);
     yx_node *root;
-    int rc = yx_parse_file(path, &root, e);
+    int rc = yx_parse_fp(path, f, &root, e);
     if (rc)
         return rc == MS_ERR_INPUT ? MS_ERR_FORMAT : rc;
     ys_ctx x = {path, e, MS_ERR_FORMAT};
@@ -514,12 +560,12 @@ static int map_array(trace *t, dir_src *d, const char *dir, trace_array a, errbu
 {
     char path[640];
     snprintf(path, sizeof path, "%s/%s.npy", dir, array_names[a]);
-    FILE *f = fopen(path, "rb");
+    FILE *f = open_member(path);
     if (!f)
         return err_set(e, MS_ERR_NOTFOUND,
                        "%s: error: listed in the manifest but cannot be "
                        "opened (%s); " REGEN_HINT,
-                       path, strerror(errno));
+                       path, member_why(errno));
     trace_npy h;
     int rc = trace_npy_read_header(f, path, &h, e);
     uint64_t want[4];

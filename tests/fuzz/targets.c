@@ -9,6 +9,9 @@
 #include <unistd.h>
 
 #include "models/llama.h"
+#include "protocols/base/yamlx.h"
+#include "results/rdb.h"
+#include "sim/scenario/runlabel.h"
 #include "models/model.h"
 #include "protocols/backend/mpc_net.h"
 #include "protocols/program/op.h"
@@ -299,9 +302,70 @@ int fuzz_frames(const uint8_t *data, size_t n)
     return 0;
 }
 
+/* Every node of a tree, visited once (lookups on mappings), to touch what the builder made. */
+static size_t yaml_walk(const yx_node *n)
+{
+    size_t k = 1;
+    (void)yx_kind_name(n);
+    if (n->kind == YX_MAP && n->n)
+        (void)yx_map_get(n, n->key[0]->str);
+    for (size_t i = 0; i < n->n; i++)
+        k += (n->key ? yaml_walk(n->key[i]) : 0) + yaml_walk(n->item[i]);
+    return k;
+}
+
+int fuzz_yaml(const uint8_t *data, size_t n)
+{
+    yx_node *root = NULL;
+    errbuf e;
+    if (yx_parse("fuzz.yaml", (const char *)data, n, &root, &e) == MS_OK) {
+        if (yaml_walk(root) > 100000)
+            abort(); /* the node bound of yamlx.c did not hold */
+        yx_free(root);
+    }
+    return 0;
+}
+
+/* A results database as every reader opens it (version, read-only open and a count, the merge
+ * check), then as a writer does, which migrates it and re-reads each stored config. */
+int fuzz_resultsdb(const uint8_t *data, size_t n)
+{
+    scratch s;
+    if (scratch_open(&s))
+        return 0;
+    const char *p = scratch_file(&s, "r.db", data, n);
+    if (p) {
+        errbuf e;
+        int v;
+        int64_t runs;
+        rdb *db = NULL;
+        rdb_set_labeler(run_labels_from_yaml);
+        (void)rdb_file_version(p, &v, &e);
+        if (rdb_open_ro(p, &db, &e) == MS_OK) {
+            (void)rdb_count_runs(db, &runs, &e);
+            rdb_close(db);
+        }
+        (void)rdb_merge_check(p, &e);
+        if (rdb_open(p, 0, &db, &e) == MS_OK) {
+            (void)rdb_count_runs(db, &runs, &e);
+            rdb_close(db);
+        }
+        char side[400];
+        snprintf(side, sizeof side, "%s-wal", p);
+        unlink(side);
+        snprintf(side, sizeof side, "%s-shm", p);
+        unlink(side);
+        snprintf(side, sizeof side, "%s-journal", p);
+        unlink(side);
+    }
+    scratch_close(&s);
+    return 0;
+}
+
 const fuzz_target fuzz_targets[] = {
     {"scenario", fuzz_scenario}, {"model", fuzz_model},           {"trace", fuzz_trace},
     {"npy", fuzz_npy},           {"checkpoint", fuzz_checkpoint}, {"tokenizer", fuzz_tokenizer},
     {"workload", fuzz_workload}, {"frames", fuzz_frames},         {"program", fuzz_program},
+    {"yaml", fuzz_yaml},         {"resultsdb", fuzz_resultsdb},
 };
 const size_t fuzz_n_targets = sizeof fuzz_targets / sizeof fuzz_targets[0];
