@@ -314,9 +314,10 @@ static int write_trace(trace *t, const char *dir, errbuf *e)
         snprintf(params, sizeof params,
                  "{sink: %.9g, n_sinks: %u, local: %.9g, window: %.9g, "
                  "heavy: %.9g, heavy_frac: %.9g, layer_sim: %.9g, drift: %.9g, noise: %.9g, "
-                 "ffn_sparsity: %.9g, generator: %u}",
+                 "ffn_sparsity: %.9g, generator: %u, group_sim: %.9g}",
                  sp->sink, sp->n_sinks, sp->local, sp->window, sp->heavy, sp->heavy_frac,
-                 sp->layer_sim, sp->drift, sp->noise, sp->ffn_sparsity, sp->generator);
+                 sp->layer_sim, sp->drift, sp->noise, sp->ffn_sparsity, sp->generator,
+                 sp->group_sim);
         trace_writer_meta(w, "seed", seed);
         trace_writer_meta(w, "synth", params);
     }
