@@ -1561,12 +1561,17 @@ static void put_run(FILE *f, const run_cfg *c)
         for (size_t i = 0; i < c->trace.n_params; i++)
             given |= !strcmp(c->trace.params[i].key, "group_sim");
         fputs(c->trace.n_params || (gqa && !given) ? "  params:\n" : "  params: {}\n", f);
-        put_params(f, "    ", c->trace.params, c->trace.n_params);
+        /* in key order, as a scenario that names it reads back */
+        size_t at = 0;
+        while (at < c->trace.n_params && strcmp(c->trace.params[at].key, "group_sim") < 0)
+            at++;
+        put_params(f, "    ", c->trace.params, at);
         if (gqa && !given) {
             trace_synth sp;
             trace_synth_defaults_for(&sp, c->model.family);
             fprintf(f, "    group_sim: %.9g\n", sp.group_sim);
         }
+        put_params(f, "    ", c->trace.params + at, c->trace.n_params - at);
     }
     fputs("policies:\n  - name: ", f);
     put_str(f, c->policy.name);
