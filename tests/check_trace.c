@@ -875,6 +875,7 @@ START_TEST(test_synth_random_access)
     /* generator 1: c_0 = ε_0, c_t = ρ c_{t−1} + √(1−ρ²) ε_t over one mt19937 seeded by seed */
     trace_synth p1 = p;
     p1.generator = 1;
+    p1.group_sim = 0; /* the streams as drawn, before the GQA mix */
     trace *o = synth(d, T, 13, &p1);
     uint32_t m = (d - 2) / 4, dc = d - 2 - 2 * m;
     gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
@@ -1050,6 +1051,76 @@ START_TEST(test_fit_recovers)
 }
 END_TEST
 
+/* Grouped-query attention: the content queries of two query heads of one KV head correlate by
+ * group_sim (pooled over positions, layers, groups and channels: within 0.05), `trace fit`
+ * reads it back from the attention rows alone within 0.2 (its bias is upward: heavy hitters
+ * widen the noise it divides by; TRACE_FORMAT.md §Grouped-query attention), and an MHA shape
+ * is the same trace whatever group_sim says. */
+static double group_corr(trace *t)
+{
+    const trace_shape *s = trace_get_shape(t);
+    uint32_t G = s->n_heads / s->n_kv_heads, d = s->head_dim, m = (d - 2) / 4, c0 = 2 + 2 * m;
+    double xy = 0, xx = 0, yy = 0;
+    errbuf e;
+    for (uint32_t p = 0; p < s->n_tokens; p++) {
+        ck_assert_int_eq(trace_seek(t, p, &e), MS_OK);
+        for (uint32_t l = 0; l < s->n_layers; l++) {
+            const float *q = trace_q(t, l);
+            for (uint32_t h = 0; h + 1 < s->n_heads; h++)
+                for (uint32_t i = c0; h % G != G - 1 && i < d; i++) {
+                    double a = q[(size_t)h * d + i], b = q[(size_t)(h + 1) * d + i];
+                    xy += a * b;
+                    xx += a * a;
+                    yy += b * b;
+                }
+        }
+    }
+    return xy / sqrt(xx * yy);
+}
+
+START_TEST(test_synth_gqa)
+{
+    static const double sims[] = {0, 0.3, 0.7};
+    errbuf e;
+    for (size_t i = 0; i < sizeof sims / sizeof sims[0]; i++) {
+        trace_synth p, f;
+        trace_synth_defaults(&p);
+        p.group_sim = sims[i];
+        trace *t = synth(64, 512, 5, &p);
+        ck_assert_double_eq_tol(group_corr(t), sims[i], 0.05);
+        trace_stats st;
+        ck_assert_msg(trace_fit(t, &p, &f, &st, &e) == MS_OK, "%s", e.msg);
+        ck_assert_double_eq_tol(f.group_sim, sims[i], 0.2);
+        trace_close(t);
+    }
+    /* MHA: group_sim changes nothing, and fit keeps the default it cannot measure */
+    model_cfg c = toy_cfg(16);
+    c.n_kv_heads = c.n_heads;
+    trace_synth p0, p1, f;
+    trace_synth_defaults(&p0);
+    p0.group_sim = 0;
+    p1 = p0;
+    p1.group_sim = 0.9;
+    trace *a, *b;
+    ck_assert_int_eq(trace_open_synth(&c, 96, 3, &p0, &a, &e), MS_OK);
+    ck_assert_int_eq(trace_open_synth(&c, 96, 3, &p1, &b, &e), MS_OK);
+    ck_assert_uint_eq(digest(a), digest(b));
+    trace_synth_defaults(&p0);
+    ck_assert_msg(trace_fit(b, &p1, &f, NULL, &e) == MS_OK, "%s", e.msg);
+    ck_assert_double_eq(f.group_sim, p0.group_sim);
+    trace_close(a);
+    trace_close(b);
+    /* GQA: it is a knob */
+    c = toy_cfg(16);
+    ck_assert_int_eq(trace_open_synth(&c, 96, 3, &p1, &a, &e), MS_OK);
+    p1.group_sim = 0;
+    ck_assert_int_eq(trace_open_synth(&c, 96, 3, &p1, &b, &e), MS_OK);
+    ck_assert_uint_ne(digest(a), digest(b));
+    trace_close(a);
+    trace_close(b);
+}
+END_TEST
+
 START_TEST(test_synth_params)
 {
     trace_synth p;
@@ -1193,6 +1264,6 @@ Suite *trace_suite(void)
     TH_TESTS(tc, test_synth_deterministic, test_synth_subset_attend, test_synth_kernel_vs_reference,
              test_synth_kernel_wide_vs_portable, test_synth_words_cache, test_synth_span,
              test_synth_heavy_order, test_synth_random_access, test_synth_knobs, test_fit_recovers,
-             test_synth_params, test_cli_synth_roundtrip, test_cli_fit_workflow);
+             test_synth_gqa, test_synth_params, test_cli_synth_roundtrip, test_cli_fit_workflow);
     return s;
 }

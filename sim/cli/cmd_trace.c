@@ -190,7 +190,7 @@ static void usage(FILE *f)
                "        first mismatch is named and the exit status is 2 (--tol, default 1e-4)\n\n"
                "synthetic parameters (--set KEY=VALUE):\n"
                "  sink n_sinks local window heavy heavy_frac layer_sim drift noise ffn_sparsity\n"
-               "  generator\n"
+               "  generator group_sim (GQA: how alike the query heads of a KV head attend)\n"
                "  (sim/trace/TRACE_FORMAT.md explains each)\n");
     for (size_t i = 0; i < sizeof sub_cmds / sizeof *sub_cmds; i++) {
         fprintf(f, "\n%s options:\n", sub_cmds[i]->name + 6);
@@ -210,7 +210,7 @@ static void sub_usage(FILE *f, const cli_cmd *c)
         "Generates a synthetic trace for any model shape; --stats prints summary\n"
         "statistics without writing (the generator streams). Parameters (--set): sink\n"
         "n_sinks local window heavy heavy_frac layer_sim drift noise ffn_sparsity\n"
-        "generator (sim/trace/TRACE_FORMAT.md explains each).\n",
+        "generator group_sim (sim/trace/TRACE_FORMAT.md explains each).\n",
         "fit DIR [--sinks N] [-o params.yaml]\n\n"
         "Estimates synthetic parameters from a trace (prints YAML; -o writes it).\n",
         "info DIR [--verify [--tol X]]\n\n"
@@ -314,9 +314,10 @@ static int write_trace(trace *t, const char *dir, errbuf *e)
         snprintf(params, sizeof params,
                  "{sink: %.9g, n_sinks: %u, local: %.9g, window: %.9g, "
                  "heavy: %.9g, heavy_frac: %.9g, layer_sim: %.9g, drift: %.9g, noise: %.9g, "
-                 "ffn_sparsity: %.9g, generator: %u}",
+                 "ffn_sparsity: %.9g, generator: %u, group_sim: %.9g}",
                  sp->sink, sp->n_sinks, sp->local, sp->window, sp->heavy, sp->heavy_frac,
-                 sp->layer_sim, sp->drift, sp->noise, sp->ffn_sparsity, sp->generator);
+                 sp->layer_sim, sp->drift, sp->noise, sp->ffn_sparsity, sp->generator,
+                 sp->group_sim);
         trace_writer_meta(w, "seed", seed);
         trace_writer_meta(w, "synth", params);
     }

@@ -1557,8 +1557,23 @@ static void put_run(FILE *f, const run_cfg *c)
         fputc('\n', f);
     }
     if (!strcmp(c->trace.source, "synth")) {
-        fputs(c->trace.n_params ? "  params:\n" : "  params: {}\n", f);
-        put_params(f, "    ", c->trace.params, c->trace.n_params);
+        /* a GQA shape's trace depends on group_sim (added after these runs were first keyed):
+         * its value is part of the run, so results of older builds are not taken for these */
+        int gqa = c->model.n_kv_heads && c->model.n_kv_heads < c->model.n_heads, given = 0;
+        for (size_t i = 0; i < c->trace.n_params; i++)
+            given |= !strcmp(c->trace.params[i].key, "group_sim");
+        fputs(c->trace.n_params || (gqa && !given) ? "  params:\n" : "  params: {}\n", f);
+        /* in key order, as a scenario that names it reads back */
+        size_t at = 0;
+        while (at < c->trace.n_params && strcmp(c->trace.params[at].key, "group_sim") < 0)
+            at++;
+        put_params(f, "    ", c->trace.params, at);
+        if (gqa && !given) {
+            trace_synth sp;
+            trace_synth_defaults_for(&sp, c->model.family);
+            fprintf(f, "    group_sim: %.9g\n", sp.group_sim);
+        }
+        put_params(f, "    ", c->trace.params + at, c->trace.n_params - at);
     }
     fputs("policies:\n  - name: ", f);
     put_str(f, c->policy.name);

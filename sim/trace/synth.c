@@ -27,6 +27,9 @@
 
 /* ---- parameters ----------------------------------------------------------------------- */
 
+/* group_sim: see TRACE_FORMAT.md §Grouped-query attention for its calibration. */
+#define GROUP_SIM_DEFAULT "0.3"
+
 #define P(f) YS_AT(trace_synth, f)
 static const ys_field synth_fields[] = {
     {"sink", YS_DBL, P(sink), 0, 50, "4", "logit bonus of the sink keys", NULL, 0, NULL, NULL},
@@ -49,6 +52,9 @@ static const ys_field synth_fields[] = {
     {"generator", YS_U32, P(generator), 1, 2, "2",
      "query stream: 2 counter-based (random access), 1 sequential mt19937 (earlier builds)", NULL,
      0, NULL, NULL},
+    {"group_sim", YS_DBL, P(group_sim), 0, 1, GROUP_SIM_DEFAULT,
+     "GQA: correlation of the content queries of two query heads sharing a KV head", NULL, 0, NULL,
+     NULL},
 };
 #undef P
 static const ys_schema synth_schema =
@@ -251,9 +257,11 @@ typedef struct synth_src {
     float *node;       /* generator 2: BRIDGE_LEVELS + 2 node values, L × H × dc each */
     const float *lo[BRIDGE_LEVELS + 1], *hi[BRIDGE_LEVELS + 1]; /* bracket values per level */
     uint64_t lo_pos[BRIDGE_LEVELS + 1], hi_pos[BRIDGE_LEVELS + 1];
-    uint32_t depth;  /* levels of the bracket path that are valid */
-    const float *cq; /* content query of the current position (either generator) */
-    uint32_t cur;    /* position of content (valid if started) */
+    uint32_t depth; /* levels of the bracket path that are valid */
+    float *gq;      /* L × H × dc: the content queries mixed within KV groups (GQA), or NULL */
+    double g_own, g_sum; /* the mix: own·c_h + sum·Σ_{h' in the group} c_h' (group_mix) */
+    const float *cq;     /* content query of the current position (either generator) */
+    uint32_t cur;        /* position of content (valid if started) */
     int started;
     float *ffn;        /* F */
     float **wo;        /* per layer (or one slot): dim × H·d */
@@ -681,6 +689,42 @@ static void bridge_seek(trace *t, synth_src *s, uint32_t pos)
     s->depth = k + 1;
 }
 
+/* ---- grouped-query attention ----------------------------------------------------------
+ * The streams above give every query head an independent content query c_h (unit variance
+ * per channel). With G query heads per KV head, head h of group g reads instead
+ *   c'_h = own·c_h + sum·Σ_{h' in g} c_h',
+ * with own = √(1 − r) and sum the root ≥ 0 of G·sum² + 2·own·sum − r = 0, so that every c'_h
+ * keeps unit variance and two heads of a group correlate by exactly r = group_sim (channel by
+ * channel, at every position). A fixed linear map of independent AR(1) streams of the same
+ * coefficient is again such a stream, so the drift is unchanged. The keys, sinks, heavy hitters
+ * and locality are already shared by a group; their content logits σ_k·(c'_h · signs_j)/√d
+ * then correlate by r across the keys of a row. */
+static void group_mix_init(trace *t, synth_src *s)
+{
+    double r = t->synth.group_sim, G = (double)(t->s.n_heads / t->s.n_kv_heads);
+    s->g_own = sqrt(1 - r);
+    s->g_sum = (-s->g_own + sqrt(s->g_own * s->g_own + G * r)) / G;
+}
+
+static void group_mix(trace *t, synth_src *s)
+{
+    uint32_t G = t->s.n_heads / t->s.n_kv_heads, dc = s->dc;
+    for (uint32_t l = 0; l < t->s.n_layers; l++)
+        for (uint32_t g = 0; g < t->s.n_kv_heads; g++) {
+            size_t h0 = ((size_t)l * t->s.n_heads + (size_t)g * G) * dc;
+            for (uint32_t i = 0; i < dc; i++) {
+                double sum = 0;
+                for (uint32_t h = 0; h < G; h++)
+                    sum += s->cq[h0 + (size_t)h * dc + i];
+                for (uint32_t h = 0; h < G; h++) {
+                    size_t at = h0 + (size_t)h * dc + i;
+                    s->gq[at] = (float)(s->g_own * s->cq[at] + s->g_sum * sum);
+                }
+            }
+        }
+    s->cq = s->gq;
+}
+
 static int synth_seek(trace *t, uint32_t pos, errbuf *e)
 {
     synth_src *s = t->impl;
@@ -688,6 +732,8 @@ static int synth_seek(trace *t, uint32_t pos, errbuf *e)
         stream_seek(t, s, pos);
     else
         bridge_seek(t, s, pos);
+    if (s->gq)
+        group_mix(t, s);
     uint32_t d = t->s.head_dim;
     for (uint32_t l = 0; l < t->s.n_layers; l++)
         for (uint32_t h = 0; h < t->s.n_heads; h++) {
@@ -775,6 +821,7 @@ static void synth_close(trace *t)
     free(s->heavy_done);
     free(s->prefix);
     free(s->content);
+    free(s->gq);
     if (s->wo) {
         size_t cols = (size_t)t->s.n_heads * t->s.head_dim, n = (size_t)t->s.dim * cols;
         int all = (uint64_t)n * t->s.n_layers * sizeof(float) <= SYNTH_WO_CACHE;
@@ -854,6 +901,13 @@ int trace_synth_attach(trace *t, const model_cfg *cfg, errbuf *e)
                     s->prefix[((size_t)(w - ST_KEY) * t->s.n_layers + l) * t->s.n_kv_heads + g] =
                         stream_prefix(t->seed, w, l, g);
     void *cbuf = t->synth.generator == 1 ? (void *)s->content : (void *)s->node;
+    /* an MHA shape (or group_sim 0) reads the streams as they are: its traces do not change */
+    int mix = t->s.n_heads > t->s.n_kv_heads && t->synth.group_sim > 0 && s->dc;
+    if (mix) {
+        group_mix_init(t, s);
+        if (!(s->gq = malloc(nc * sizeof *s->gq)))
+            return err_set(e, MS_ERR_NOMEM, "out of memory");
+    }
     if (!cbuf || !s->rff || !s->loc || !s->signs || !s->rowmax || !s->nib || !s->tab || !s->locr ||
         !s->words || !s->kvw || !s->heavy || !s->heavy_done || !s->prefix)
         return err_set(e, MS_ERR_NOMEM, "out of memory");

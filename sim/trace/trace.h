@@ -72,6 +72,8 @@ typedef struct trace_synth {
     double noise;        /* std of the content logit noise */
     double ffn_sparsity; /* fraction of FFN pre-activations ≤ 0 */
     uint32_t generator;  /* 2: counter-based query stream (random access); 1: sequential (old) */
+    double group_sim;    /* GQA: correlation of the content queries of two query heads that share
+                          * a KV head (no effect when n_kv_heads == n_heads) */
 } trace_synth;
 
 void trace_synth_defaults(trace_synth *p);
@@ -79,7 +81,8 @@ void trace_synth_defaults(trace_synth *p);
  * what a synthetic trace of that family's shapes uses unless a parameter is given. */
 void trace_synth_defaults_for(trace_synth *p, int family);
 /* Sets one parameter by name ("sink", "n_sinks", "local", "window", "heavy", "heavy_frac",
- * "layer_sim", "drift", "noise", "ffn_sparsity"); unknown keys get a did-you-mean hint. */
+ * "layer_sim", "drift", "noise", "ffn_sparsity", "generator", "group_sim"); unknown keys get a
+ * did-you-mean hint. */
 int trace_synth_set(trace_synth *p, const char *key, const char *val, errbuf *e);
 /* Applies scenario parameters; errors carry path:line:col. */
 int trace_synth_from_kv(trace_synth *p, const kv_param *kv, size_t n, const char *path, errbuf *e);

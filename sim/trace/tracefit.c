@@ -10,7 +10,12 @@
  *       (Otsu): heavy = difference of class means, heavy_frac = upper-class share
  *   layer_sim from the overlap o = P(heavy in l | heavy in l−1) = ls + (1−ls)·frac
  *   noise  = 1.4826 · median |log p_s − b| over far keys (MAD)
- *   drift  = 1 − mean cos(q_t, q_t+1); ffn_sparsity = share of pre-activations ≤ 0. */
+ *   drift  = 1 − mean cos(q_t, q_t+1); ffn_sparsity = share of pre-activations ≤ 0
+ *   group_sim (GQA) = 1 − σ_D² / (2·noise²), σ_D = 1.4826 · median |D − median D| with
+ *       D_s = log p_h,s − log p_h+1,s over far keys of two query heads h, h+1 of one KV head:
+ *       everything the two rows share (sinks, locality, heavy hitters, the partition
+ *       function up to a constant) cancels in D, leaving the difference of their content logits,
+ *       of variance 2·noise²·(1 − r). */
 #include "trace_impl.h"
 
 #include <math.h>
@@ -31,11 +36,13 @@ typedef struct fit_acc {
     uint64_t rows;
     double qcos;
     uint64_t qpairs;
+    double gmad; /* Σ MAD of D over adjacent head pairs of a group (GQA) */
+    uint64_t gpairs;
     double ffn_neg, ffn_n;
     double sparse, top5, sink_top; /* H2O's sparsity, top-5 % mass, rows led by a sink */
     double *layer_sparse;          /* per layer: Σ sparsity over its rows */
     uint64_t *layer_rows;
-    float *prevq, *tmp, *sel;
+    float *prevq, *tmp, *sel, *dif;
 } fit_acc;
 
 static int cmp_float(const void *a, const void *b)
@@ -146,6 +153,25 @@ static void fit_row(const trace *t, fit_acc *a, uint32_t layer, uint32_t h, cons
     a->rows++;
 }
 
+/* The log-ratio differences of adjacent query heads of one KV head (GQA), over far keys. */
+static void fit_group(const trace *t, fit_acc *a, const float *att)
+{
+    uint32_t pos = t->pos, n = pos + 1, G = t->s.n_heads / t->s.n_kv_heads;
+    uint32_t far_end = n - a->dmax, n_far = far_end - a->n_sinks;
+    for (uint32_t h = 0; G > 1 && h < t->s.n_heads; h++) {
+        if (h % G == G - 1)
+            continue;
+        const float *p = att + (size_t)h * n, *q = p + n;
+        for (uint32_t s = a->n_sinks; s < far_end; s++)
+            a->dif[s - a->n_sinks] = logf(fmaxf(p[s], 1e-30f)) - logf(fmaxf(q[s], 1e-30f));
+        float m = median(a->dif, n_far);
+        for (uint32_t i = 0; i < n_far; i++)
+            a->dif[i] = fabsf(a->dif[i] - m);
+        a->gmad += median(a->dif, n_far);
+        a->gpairs++;
+    }
+}
+
 static void fit_position(trace *t, fit_acc *a)
 {
     const trace_shape *s = &t->s;
@@ -179,6 +205,7 @@ static void fit_position(trace *t, fit_acc *a)
         const float *att = trace_att(t, l);
         for (uint32_t h = 0; h < s->n_heads; h++)
             fit_row(t, a, l, h, att + (size_t)h * (t->pos + 1));
+        fit_group(t, a, att);
     }
 }
 
@@ -260,6 +287,7 @@ static void fit_free(fit_acc *a)
     free(a->prevq);
     free(a->tmp);
     free(a->sel);
+    free(a->dif);
     free(a->layer_sparse);
     free(a->layer_rows);
 }
@@ -286,10 +314,11 @@ static int fit_scan(trace *t, fit_acc *a, uint32_t n_sinks, errbuf *e)
     a->prevq = calloc((size_t)s->n_layers * s->n_heads * s->head_dim, sizeof(float));
     a->tmp = calloc(T, sizeof(float));
     a->sel = calloc(T, sizeof(float));
+    a->dif = calloc(T, sizeof(float));
     a->layer_sparse = calloc(s->n_layers, sizeof *a->layer_sparse);
     a->layer_rows = calloc(s->n_layers, sizeof *a->layer_rows);
     if (!a->prof || !a->mprof || !a->colsum || !a->colcnt || !a->prevq || !a->tmp || !a->sel ||
-        !a->layer_sparse || !a->layer_rows)
+        !a->dif || !a->layer_sparse || !a->layer_rows)
         return err_set(e, MS_ERR_NOMEM, "out of memory fitting a %u-token trace", T);
     for (uint32_t p = 0; p < T; p++) {
         int rc = trace_seek(t, p, e);
@@ -322,6 +351,11 @@ static double fit_params(const trace *t, fit_acc *a, uint8_t *flag, trace_synth 
     p->noise = 1.4826 * a->noise_mad / n;
     p->drift = a->qpairs ? fmin(1, fmax(0, 1 - a->qcos / a->qpairs)) : 0;
     p->ffn_sparsity = a->ffn_n > 0 ? a->ffn_neg / a->ffn_n : 0.5;
+    /* an MHA trace says nothing about group_sim: it keeps its default */
+    if (a->gpairs && p->noise > 0) {
+        double sd = 1.4826 * a->gmad / a->gpairs;
+        p->group_sim = fmin(1, fmax(0, 1 - sd * sd / (2 * p->noise * p->noise)));
+    }
     return o;
 }
 
