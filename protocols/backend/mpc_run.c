@@ -9,7 +9,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -417,37 +416,14 @@ static void child(const mpc_launch *l, const char *keys, int self, int nodes, in
     _exit(0);
 }
 
-/* Whether a closed report pipe holds a complete report of success. */
-static int report_ok(const uint8_t *buf, size_t len)
-{
-    wire w;
-    if (len < sizeof w)
-        return 0;
-    memcpy(&w, buf, sizeof w);
-    return w.rc == MS_OK;
-}
-
-/* Reads every node's report until all pipes close. A node that ends without a report or with a
- * failure ends the session: every node still running is killed (SIGKILL) at once, since the
- * session cannot succeed without it (a frozen node never ends; its peers notice the silence and
- * fail, which ends it here). Past the deadline every node still running is killed too and given
- * 2 s more. */
+/* Reads every node's report until all pipes close; past the deadline every node still running
+ * is killed (SIGKILL) and given 2 s more. */
 static int collect(const mpc_launch *l, int nodes, const pid_t *pid, int *rfd, uint64_t t0,
-                   uint8_t **buf, size_t *len, mpc_node_result *res, int *killed, int *cause,
-                   int *stopped, errbuf *err)
+                   uint8_t **buf, size_t *len, mpc_node_result *res, int *killed, errbuf *err)
 {
     size_t cap[MPC_NODES_MAX] = {0};
-    int open_n = nodes, deadline = l->deadline_ms ? l->deadline_ms : 60000, failed = 0;
-    *cause = -1;
+    int open_n = nodes, deadline = l->deadline_ms ? l->deadline_ms : 60000;
     while (open_n > 0) {
-        if (failed == 1) {
-            for (int i = 0; i < nodes; i++)
-                if (rfd[i] >= 0) {
-                    kill(pid[i], SIGKILL);
-                    stopped[i] = 1;
-                }
-            failed = 2;
-        }
         struct pollfd pf[MPC_NODES_MAX];
         int who[MPC_NODES_MAX], np = 0;
         for (int i = 0; i < nodes; i++)
@@ -485,10 +461,6 @@ static int collect(const mpc_launch *l, int nodes, const pid_t *pid, int *rfd, u
                 rfd[i] = -1;
                 open_n--;
                 res[i].seconds = (double)(now_ns() - t0) * 1e-9;
-                if (!failed && !report_ok(buf[i], len[i])) {
-                    failed = 1;
-                    *cause = i;
-                }
             }
         }
     }
@@ -496,16 +468,12 @@ static int collect(const mpc_launch *l, int nodes, const pid_t *pid, int *rfd, u
 }
 
 /* Fills res from a node's exit status and report (or says it ended without one). */
-static void decode(int i, int status, const uint8_t *buf, size_t len, int killed, int stopped,
+static void decode(int i, int status, const uint8_t *buf, size_t len, int killed,
                    mpc_node_result *R)
 {
     R->exited = WIFEXITED(status);
     R->status = R->exited ? WEXITSTATUS(status) : 0;
     R->sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-    if (len < sizeof(wire) && stopped) {
-        R->rc = MS_ERR_PEER; /* the message names the cause, filled in once it is decoded */
-        return;
-    }
     if (len < sizeof(wire)) {
         R->rc = MS_ERR_PEER;
         snprintf(R->err, sizeof R->err, "node %d ended without a report (%s %d)%s", i,
@@ -557,13 +525,8 @@ int mpc_launch_run(const mpc_launch *l, mpc_node_fn fn, void *arg, mpc_node_resu
             mpc_launch_keys_drop(nodes, keys);
             return err_set(err, MS_ERR_IO, "pipe: %s", strerror(errno));
         }
-        pid_t parent = getpid();
         pid[i] = fork();
         if (pid[i] == 0) {
-            /* the node dies with its launcher; a launcher gone before prctl took hold is seen
-             * by getppid() */
-            if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
-                _exit(1);
             close(pfd[0]);
             for (int j = 0; j < i; j++)
                 close(rfd[j]);
@@ -583,8 +546,8 @@ int mpc_launch_run(const mpc_launch *l, mpc_node_fn fn, void *arg, mpc_node_resu
         close(lfd[i]);
     uint8_t *buf[MPC_NODES_MAX] = {0};
     size_t len[MPC_NODES_MAX] = {0};
-    int killed = 0, cause = -1, stopped[MPC_NODES_MAX] = {0};
-    int rc = collect(l, nodes, pid, rfd, t0, buf, len, res, &killed, &cause, stopped, err);
+    int killed = 0;
+    int rc = collect(l, nodes, pid, rfd, t0, buf, len, res, &killed, err);
     for (int i = 0; i < nodes; i++) {
         int status = 0;
         if (rc && rfd[i] >= 0) {
@@ -592,14 +555,9 @@ int mpc_launch_run(const mpc_launch *l, mpc_node_fn fn, void *arg, mpc_node_resu
             close(rfd[i]);
         }
         waitpid(pid[i], &status, 0);
-        decode(i, status, buf[i], len[i], killed, stopped[i], &res[i]);
+        decode(i, status, buf[i], len[i], killed, &res[i]);
         free(buf[i]);
     }
-    for (int i = 0; cause >= 0 && i < nodes; i++) /* name the root cause wherever one looks */
-        if (stopped[i] && len[i] < sizeof(wire))
-            snprintf(res[i].err, sizeof res[i].err,
-                     "stopped by the launcher after node %d failed: %.900s", cause,
-                     res[cause].err[0] ? res[cause].err : "it ended without a message");
     mpc_launch_keys_drop(nodes, keys);
     return rc;
 }
