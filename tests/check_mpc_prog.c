@@ -900,6 +900,7 @@ START_TEST(test_reveal_in_place)
     ck_assert_mem_eq(got, bx, sizeof bx);
     ck_assert_mem_eq(got + T * D, by, sizeof by);
     mpc_local_run_free(&lr);
+    op_program_free(p);
 }
 END_TEST
 
