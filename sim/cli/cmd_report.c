@@ -589,12 +589,14 @@ static int pick_metrics(sqlite3 *h, const char *list, int all, char cols[][48], 
     "FROM runs r WHERE 1 %s ORDER BY %s"
 
 /* The rows' orders (--order), each by model first (a table per model). family: the full
- * cache first, then each policy family by its budget (the kept fraction it measured) within
- * one protocol, network and workload; scenario: as the scenarios list them. */
-#define ORDER_FAMILY                                                                        \
-    "r.model, r.protocol, r.protocol_label, r.latency_ms, -r.bandwidth_mbps, r.network, "   \
-    "r.prompt_len, r.decode_len, r.policy <> 'full', r.policy, (SELECT value FROM metrics " \
-    "m WHERE m.run_id = r.id AND m.name = 'kept_frac'), r.policy_label, r.id"
+ * cache first, then each policy family by its budget (the kept fraction its label measured,
+ * averaged over the model's runs with that label, so a label's rows stay together), then the
+ * workload, within one protocol and network; scenario: as the scenarios list them. */
+#define ORDER_FAMILY                                                                           \
+    "r.model, r.protocol, r.protocol_label, r.latency_ms, -r.bandwidth_mbps, r.network, "      \
+    "r.policy <> 'full', r.policy, (SELECT avg(m.value) FROM metrics m JOIN runs r2 ON r2.id " \
+    "= m.run_id WHERE r2.model = r.model AND r2.policy_label = r.policy_label AND m.name = "   \
+    "'kept_frac'), r.policy_label, r.prompt_len, r.decode_len, r.id"
 #define ORDER_SCENARIO "r.model, r.scenario, r.grid_index, r.id"
 
 enum {
