@@ -1209,6 +1209,56 @@ START_TEST(test_plot_images)
 }
 END_TEST
 
+/* The faceted figures of an eviction study, from a real sweep: one command each, fixed panel
+ * sizes (a column per metric in the cost figure), a policy parameter as x, and clear errors. */
+START_TEST(test_plot_figures)
+{
+    th_write(tpath("pol.yaml"), policies_yaml);
+    ck_assert_int_eq(MPCSIM("run", "pol.yaml", "-o", "fig.db", "-q"), 0);
+    ck_assert_int_eq(MPCSIM("plot", "fig.db", "--figure", "study", "-o", "figs", "--data", "figd"),
+                     0);
+    char *err = th_slurp(tpath("err.txt"), NULL);
+    ck_assert_msg(err[0] == '\0', "plot wrote to stderr: %s", err);
+    free(err);
+    static const char *const figs[] = {"accuracy-budget", "cost-budget", "pareto-step"};
+    static const int widths[] = {440, 880, 440}; /* a column of fixed-size panels, or more */
+    for (int i = 0; i < 3; i++) {
+        char f[96];
+        snprintf(f, sizeof f, "figs/%s.png", figs[i]);
+        check_png(tpath(f));
+        snprintf(f, sizeof f, "figd/%s.gp", figs[i]);
+        char *gp = th_slurp(tpath(f), NULL);
+        const char *size = strstr(gp, "size ");
+        int w = 0;
+        ck_assert(size && sscanf(size, "size %d,", &w) == 1);
+        if (i == 1) /* two metrics: two columns of panels */
+            ck_assert_int_eq(w, widths[i]);
+        else /* one column, the canvas widened for the heading */
+            ck_assert_int_ge(w, widths[i]);
+        /* five configurations in the legend, full first */
+        ck_assert_int_eq(th_count(gp, "NaN with linespoints"), 5);
+        ck_assert_ptr_nonnull(strstr(gp, "title \"full\""));
+        free(gp);
+    }
+    char *gp = th_slurp(tpath("figd/pareto-step.gp"), NULL);
+    ck_assert_ptr_nonnull(strstr(gp, "with steps")); /* the front */
+    free(gp);
+    ck_assert_int_eq(
+        MPCSIM("plot", "fig.db", "--y", "attn_mass_recall", "--x", "heavy_ratio", "-o", "figs"), 0);
+    check_png(tpath("figs/attn_mass_recall-vs-heavy_ratio.png"));
+    ck_assert_int_eq(MPCSIM("plot", "fig.db", "--y", "attn_mass_recall", "--x", "no_such"), 2);
+    err = th_slurp(tpath("err.txt"), NULL);
+    ck_assert_ptr_nonnull(strstr(err, "'no_such' is no axis here"));
+    free(err);
+    ck_assert_int_eq(MPCSIM("plot", "fig.db", "--figure", "budgte"), 2);
+    err = th_slurp(tpath("err.txt"), NULL);
+    ck_assert_ptr_nonnull(strstr(err, "did you mean 'budget'"));
+    free(err);
+    ck_assert_int_eq(MPCSIM("plot", "fig.db", "--figure", "budget", "--y", "kept_frac"), 2);
+    ck_assert_int_eq(MPCSIM("plot", "fig.db", "--figure", "budget", "--row", "modle"), 2);
+}
+END_TEST
+
 Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
@@ -1220,6 +1270,7 @@ Suite *cli_suite(void)
              test_input_error_writes_nothing, test_out_of_range_inputs, test_dry_run_and_shards,
              test_db_path_and_resume_guard, test_kill_and_resume, test_groups_same_as_alone,
              test_worker_death, test_determinism_and_merge, test_data_safety, test_shards_share_db,
-             test_concurrent_resumes, test_report, test_report_policies, test_plot_images);
+             test_concurrent_resumes, test_report, test_report_policies, test_plot_images,
+             test_plot_figures);
     return s;
 }
