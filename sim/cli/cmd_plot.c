@@ -58,6 +58,7 @@ typedef struct plot_ctx {
     char title[256];      /* what every plot shares: machine profile, threads */
     const char *metric;   /* --metric */
     int lat;              /* 0: total and per token, 1: total, 2: decode per token */
+    int bd_run;           /* the breakdown of whole runs (else of one decode step) */
     char names[PLOT_MAX_SERIES][PLOT_NAME]; /* every series, in colour order */
     int nseries;
     int made, failed;
@@ -73,8 +74,9 @@ static void plot_usage(FILE *f, const cli_cmd *c)
                "Plots the finished runs of a results database with gnuplot:\n"
                "  latency    online latency of the whole run and of decode per generated token\n"
                "  comm       online and offline (preprocessing) bytes\n"
-               "  breakdown  per-category time and bytes of each configuration, stacked, at the\n"
-               "             largest x of each panel\n"
+               "  breakdown  per-category time and bytes of one decode step (the mean over the\n"
+               "             decode; --breakdown run: the whole run) of each configuration,\n"
+               "             stacked, at the largest x of each panel\n"
                "  pareto     accuracy against decode latency per token and against online\n"
                "             bytes, one marker per policy configuration, with the Pareto front\n"
                "             (when the runs have accuracy metrics)\n"
@@ -672,11 +674,12 @@ static void plot_metric(plot_ctx *c)
 static int bars_fill(plot_ctx *c, const char *panel, const char *figure, double x, bars *b)
 {
     char *sql = sqlite3_mprintf(
-        "SELECT s, category, avg(v) FROM (SELECT %s AS s, b.category AS category, sum(%s) AS v, "
-        "min(b.rowid) AS ord FROM runs r JOIN breakdown b ON b.run_id = r.id WHERE r.status = "
-        "'ok' %s AND b.category <> 'total' AND (%s) = ?1 AND r.%s = ?2 GROUP BY r.id, "
+        "SELECT s, category, avg(v) FROM (SELECT %s AS s, b.category AS category, sum(%s) %s AS "
+        "v, min(b.rowid) AS ord FROM runs r JOIN breakdown b ON b.run_id = r.id WHERE r.status = "
+        "'ok' %s AND b.category <> 'total' AND (%s) = ?1 AND r.%s = ?2 %s GROUP BY r.id, "
         "b.category) GROUP BY s, category ORDER BY s, min(ord)",
-        c->series, figure, c->where, c->panel, c->xcol);
+        c->series, figure, c->bd_run ? "" : "/ max(r.decode_len, 1)", c->where, c->panel, c->xcol,
+        c->bd_run ? "" : "AND b.phase = 'decode' AND r.decode_len > 0");
     sqlite3_stmt *s = plot_stmt(c, sql, 0);
     if (!s)
         return -1;
@@ -820,7 +823,11 @@ static void plot_breakdown(plot_ctx *c)
     if (P.n == 0)
         return;
     char vpath[PATH_MAX + 32];
-    FILE *v = vars_open(c, "breakdown", "Per-category breakdown", vpath, sizeof vpath);
+    FILE *v =
+        vars_open(c, "breakdown",
+                  c->bd_run ? "Per-category breakdown of the whole run"
+                            : "Per-category breakdown of one decode step (mean over the decode)",
+                  vpath, sizeof vpath);
     if (!v)
         return (void)c->failed++;
     fprintf(v, "npanels = %d\n", P.n);
@@ -1013,6 +1020,7 @@ typedef struct plot_opts {
     const char *figure, *y, *row, *col; /* the faceted figures (plot_rel.h) */
     int format;                         /* index into formats */
     int latency;                        /* -1: both rows; 0 total; 1 decode per token */
+    int breakdown;                      /* 0 one decode step, 1 the whole run */
     const char *where[DBQ_MAX_WHERE];
     cli_list wl;
 } plot_opts;
@@ -1095,6 +1103,13 @@ static int plot_parse(int argc, char **argv, plot_opts *o)
          .help = "total or decode-per-token: the latency plot's only row\n"
                  "and the Pareto plot's latency (default: both rows;\n"
                  "Pareto per token)"},
+        {.name = "breakdown",
+         .kind = CLI_CHOICE,
+         .dest = &o->breakdown,
+         .arg = "B",
+         .choices = "step|run",
+         .help = "the breakdown plot of one decode step (default; the mean\n"
+                 "over the decode) or of the whole run"},
         {.name = "where",
          .kind = CLI_LIST,
          .dest = &o->wl,
@@ -1172,6 +1187,7 @@ static int plot_prepare(plot_ctx *c, const plot_opts *o)
         return 1;
     }
     c->lat = o->latency + 1; /* 0 both, 1 total, 2 decode per token */
+    c->bd_run = o->breakdown == 1;
     c->metric = o->metric;
     return 0;
 }
