@@ -1256,6 +1256,25 @@ START_TEST(test_plot_figures)
     free(err);
     ck_assert_int_eq(MPCSIM("plot", "fig.db", "--figure", "budget", "--y", "kept_frac"), 2);
     ck_assert_int_eq(MPCSIM("plot", "fig.db", "--figure", "budget", "--row", "modle"), 2);
+    /* the breakdown plot is of one decode step: its bars end at the decode's bytes per step */
+    ck_assert_int_eq(
+        MPCSIM("plot", "fig.db", "-o", "std", "--data", "stdd", "--where", "policy_label=full"), 0);
+    char *vars = th_slurp(tpath("stdd/vars_breakdown.gp"), NULL);
+    ck_assert_ptr_nonnull(strstr(vars, "bunit1 = \"kB\""));
+    free(vars);
+    char *dat = th_slurp(tpath("stdd/bd_bytes_1.dat"), NULL);
+    const char *last = dat + strlen(dat);
+    while (last > dat && (last[-1] == '\n' || last[-1] == ' '))
+        last--;
+    while (last > dat && last[-1] != ' ')
+        last--;
+    long long want = sqlfix_file_int(tpath("fig.db"),
+                                     "SELECT sum(bytes_p0 + bytes_p1 + bytes_p2) / r.decode_len "
+                                     "FROM breakdown b JOIN runs r ON r.id = b.run_id WHERE "
+                                     "r.policy_label = 'full' AND b.phase = 'decode' AND "
+                                     "b.category <> 'total'");
+    ck_assert_double_eq_tol(strtod(last, NULL) * 1e3, (double)want, 1.0);
+    free(dat);
 }
 END_TEST
 
