@@ -1278,6 +1278,83 @@ START_TEST(test_plot_figures)
 }
 END_TEST
 
+/* An executable named name on $PATH, into out; 0 when there is none. */
+static int on_path(const char *name, char *out, size_t n)
+{
+    const char *path = getenv("PATH");
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path ? path : "/usr/bin:/bin");
+    for (char *save = NULL, *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        snprintf(out, n, "%s/%s", d, name);
+        if (access(out, X_OK) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* A sweep split by a real MPI launcher: `mpirun -n 2 mpcsim run --shard auto` writes two
+ * shards, `merge` folds them, and the result equals a one-process run row for row (runs,
+ * metrics, phases, breakdown). CI installs Open MPI (scripts/install-deps.sh); elsewhere the
+ * test says it did not run when mpirun is missing. */
+START_TEST(test_mpirun_shards)
+{
+    char mpirun[4200];
+    if (!on_path("mpirun", mpirun, sizeof mpirun)) {
+        ck_assert_msg(!getenv("CI"), "mpirun is missing in CI (scripts/install-deps.sh installs "
+                                     "openmpi-bin)");
+        fprintf(stderr, "test_mpirun_shards: no mpirun on PATH: not run\n");
+        return;
+    }
+    th_write(tpath("mpi.yaml"), "format: 1\nname: mpi\nmodel: gpt2\nnetwork: [lan, wan]\n"
+                                "protocol: [semi2k, aby3]\npolicies: [full, {name: streamingllm, "
+                                "recent: 32}]\nworkload: {prompt_len: [64, 96], decode_len: 2}\n");
+    const char *args[] = {"-n",     "2",   "--oversubscribe", "--allow-run-as-root",
+                          th_bin(), "run", "mpi.yaml",        "--shard",
+                          "auto",   "-o",  "part-{shard}.db", "-q",
+                          NULL};
+    if (geteuid() != 0) /* Open MPI refuses root unless told; the flag is only for root */
+        memmove(&args[3], &args[4], 9 * sizeof *args);
+    ck_assert_int_eq(th_wait(th_spawn(mpirun, args, tmpdir, tpath("mpi-out.txt"), NULL)), 0);
+    ck_assert_int_eq(MPCSIM("merge", "all.db", "part-1.db", "part-2.db"), 0);
+    ck_assert_int_eq(sqlfix_file_int(tpath("part-1.db"), "SELECT count(*) FROM runs"), 8);
+    ck_assert_int_eq(sqlfix_file_int(tpath("part-2.db"), "SELECT count(*) FROM runs"), 8);
+    ck_assert_int_eq(MPCSIM("run", "mpi.yaml", "-o", "one.db", "-q"), 0);
+    char one[4200], sql[8192];
+    snprintf(one, sizeof one, "%s", tpath("one.db"));
+    static const char *const tables[] = {
+        "SELECT r.config_hash, r.status, r.policy_label, r.protocol_label, r.network FROM "
+        "%sruns r",
+        "SELECT r.config_hash, m.name, m.value FROM %smetrics m JOIN %sruns r ON r.id = m.run_id",
+        "SELECT r.config_hash, p.phase, p.latency_ns FROM %sphases p JOIN %sruns r ON r.id = "
+        "p.run_id",
+        "SELECT r.config_hash, b.phase, b.category, b.rounds, b.bytes_p0, b.bytes_p1, b.bytes_p2 "
+        "FROM %sbreakdown b JOIN %sruns r ON r.id = b.run_id"};
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open_v2(tpath("all.db"), &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    char *att = sqlite3_mprintf("ATTACH %Q AS o", one);
+    ck_assert_int_eq(sqlite3_exec(h, att, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_free(att);
+    for (size_t t = 0; t < sizeof tables / sizeof *tables; t++) {
+        char a[1024], b[1024];
+        snprintf(a, sizeof a, tables[t], "main.", "main.");
+        snprintf(b, sizeof b, tables[t], "o.", "o.");
+        snprintf(sql, sizeof sql,
+                 "SELECT (SELECT count(*) FROM (%s EXCEPT %s)) + (SELECT count(*) FROM (%s "
+                 "EXCEPT %s)), (SELECT count(*) FROM (%s))",
+                 a, b, b, a, a);
+        sqlite3_stmt *st;
+        ck_assert_msg(sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
+                      sqlite3_errmsg(h));
+        ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+        ck_assert_msg(sqlite3_column_int(st, 0) == 0, "%d rows differ: %s",
+                      sqlite3_column_int(st, 0), a);
+        ck_assert_int_gt(sqlite3_column_int(st, 1), 0);
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(h);
+}
+END_TEST
+
 Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
@@ -1290,6 +1367,6 @@ Suite *cli_suite(void)
              test_db_path_and_resume_guard, test_kill_and_resume, test_groups_same_as_alone,
              test_worker_death, test_determinism_and_merge, test_data_safety, test_shards_share_db,
              test_concurrent_resumes, test_report, test_report_policies, test_plot_images,
-             test_plot_figures);
+             test_plot_figures, test_mpirun_shards);
     return s;
 }
