@@ -265,6 +265,10 @@ int plot_rel(const plot_rel_args *a)
     /* facets: asked for, or what varies (a figure's own default) */
     int used[N_FACET_KEYS] = {0};
     used[3] = 1; /* the policy is the colour */
+    /* what varies along x is no facet */
+    used[4] = !strcmp(xname, "prompt_len");
+    used[5] = !strcmp(xname, "decode_len");
+    used[2] = !strcmp(xname, "latency_ms") || !strcmp(xname, "bandwidth_mbps");
     char rowkeys[128], colkeys[128], rowsql[1024], colsql[1024], rest[256];
     if (a->row)
         snprintf(rowkeys, sizeof rowkeys, "%s", a->row);
@@ -285,6 +289,8 @@ int plot_rel(const plot_rel_args *a)
         int u2[N_FACET_KEYS] = {1, 1, 1, 1, 0, 1, 1};
         if (!accuracy_only)
             u2[1] = u2[2] = 0, u2[4] = 1;
+        for (size_t k = 0; k < N_FACET_KEYS; k++)
+            u2[k] |= used[k];
         varying(h, a->where, have, u2, colkeys, sizeof colkeys, 0);
         if (!colkeys[0])
             snprintf(colkeys, sizeof colkeys, "none");
@@ -361,7 +367,9 @@ int plot_rel(const plot_rel_args *a)
         P.pareto_dir = d && d->dir == MD_LOWER ? -1 : 1;
     }
     snprintf(P.title, sizeof P.title, "%s against %s",
-             ny > 1 ? "decode-step cost" : nice_label(Y[0].name),
+             is_cost  ? "decode-step cost"
+             : ny > 1 ? "the metrics"
+                      : nice_label(Y[0].name),
              !strcmp(xname, "kept_frac") ? "KV budget" : nice_label(xname));
     if (is_pareto)
         snprintf(P.title, sizeof P.title, "%s against %s; Pareto front dashed (%s is better)",

@@ -243,8 +243,14 @@ int rp_write(const relplot *p, FILE *f, const char *term, const char *outfile,
             int any = 0, hue_has[RP_MAX_HUES], style_has[RP_MAX_STYLES];
             for (int h = 0; h < p->nhue; h++)
                 any += (hue_has[h] = block(f, p, 'h', r, c, h, xu.u.div, yu.u.div) > 0);
-            for (int s = 0; s < p->nstyle; s++)
-                style_has[s] = block(f, p, 's', r, c, s, xu.u.div, yu.u.div) > 0;
+            /* a line joins a family's configurations (each one point: x is their budget), or,
+             * when a configuration has several points (x is a prompt length, say), each
+             * configuration's own points */
+            int per_style[RP_MAX_HUES] = {0};
+            for (int s = 0; s < p->nstyle; s++) {
+                style_has[s] = block(f, p, 's', r, c, s, xu.u.div, yu.u.div);
+                per_style[p->style_hue[s]] |= style_has[s] > 1;
+            }
             int front = p->pareto && any && front_block(f, p, r, c, xu.u.div, yu.u.div);
             if (r == 0 && c == 0) { /* the heading, once, above the grid */
                 fputs("set label 901 ", f);
@@ -281,16 +287,23 @@ int rp_write(const relplot *p, FILE *f, const char *term, const char *outfile,
                 fputs("plot ", f);
                 int k = 0;
                 for (int h = 0; h < p->nhue; h++)
-                    if (hue_has[h])
+                    if (hue_has[h] && !per_style[h])
                         fprintf(
                             f, "%s$h%d_%d_%d using 1:2 with lines lc rgb '%s' dt %d lw 1.6 notitle",
                             k++ ? ", \\\n     " : "", r, c, h, hue_colour(h), hue_dash(h));
                 for (int s = 0; s < p->nstyle; s++)
+                    if (style_has[s] > 1 && per_style[p->style_hue[s]])
+                        fprintf(
+                            f, "%s$s%d_%d_%d using 1:2 with lines lc rgb '%s' dt %d lw 1.6 notitle",
+                            k++ ? ", \\\n     " : "", r, c, s, hue_colour(p->style_hue[s]),
+                            hue_dash(p->style_hue[s]));
+                for (int s = 0; s < p->nstyle; s++)
                     if (style_has[s])
                         fprintf(f,
-                                ", \\\n     $s%d_%d_%d using 1:2 with points lc rgb '%s' pt %d "
+                                "%s$s%d_%d_%d using 1:2 with points lc rgb '%s' pt %d "
                                 "ps 1.3 notitle",
-                                r, c, s, hue_colour(p->style_hue[s]), style_marker(p, s));
+                                k++ ? ", \\\n     " : "", r, c, s, hue_colour(p->style_hue[s]),
+                                style_marker(p, s));
                 if (front)
                     fprintf(f,
                             ", \\\n     $f%d_%d using 1:2 with steps lc rgb '#222222' dt 2 "
