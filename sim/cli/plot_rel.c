@@ -366,10 +366,14 @@ int plot_rel(const plot_rel_args *a)
         P.pareto = 1;
         P.pareto_dir = d && d->dir == MD_LOWER ? -1 : 1;
     }
-    snprintf(P.title, sizeof P.title, "%s against %s",
-             is_cost  ? "decode-step cost"
-             : ny > 1 ? "the metrics"
-                      : nice_label(Y[0].name),
+    char what[200] = "";
+    for (int k = 0, l = 0; k < ny && l < (int)sizeof what; k++)
+        l += snprintf(what + l, sizeof what - (size_t)l, "%s%s",
+                      k == 0        ? ""
+                      : k == ny - 1 ? " and "
+                                    : ", ",
+                      nice_label(Y[k].name));
+    snprintf(P.title, sizeof P.title, "%s against %s", is_cost ? "decode-step cost" : what,
              !strcmp(xname, "kept_frac") ? "KV budget" : nice_label(xname));
     if (is_pareto)
         snprintf(P.title, sizeof P.title, "%s against %s; Pareto front dashed (%s is better)",
