@@ -137,31 +137,8 @@ static size_t text_width(const char *s)
     return n;
 }
 
-/* Prints text wrapped at width, continuation lines indented by two spaces. */
-static void wrap(FILE *f, const char *s, int width)
-{
-    size_t lim = width > 24 ? (size_t)width : 24, first = 1;
-    while (*s) {
-        size_t room = first ? lim : lim - 2, len = strcspn(s, "\n");
-        if (len > room) { /* at the last space that fits; in one long word (a label such
-                           * as aby3(trunc=local,topk=quickselect)), after its last comma */
-            size_t cut = room;
-            while (cut > 0 && s[cut] != ' ')
-                cut--;
-            if (!cut) {
-                cut = room;
-                while (cut > 0 && s[cut - 1] != ',')
-                    cut--;
-            }
-            len = cut ? cut : room;
-        }
-        fprintf(f, "%s%.*s\n", first ? "" : "  ", (int)len, s);
-        s += len;
-        while (*s == ' ' || *s == '\n')
-            s++;
-        first = 0;
-    }
-}
+/* Prints text wrapped at width (dbq_wrap). */
+static void wrap(FILE *f, const char *s, int width) { dbq_wrap(f, s, width); }
 
 /* Column c's width over rows [r0, r1): its widest cell, or its head. */
 static size_t tab_col_width(const table *t, size_t c, size_t r0, size_t r1)
