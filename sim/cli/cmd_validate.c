@@ -339,8 +339,9 @@ static int parse_args(int argc, char **argv, val_args *v)
         {.name = "wide",
          .kind = CLI_FLAG,
          .dest = &v->wide,
-         .help = "the primitives' table with every party's bytes, predicted\n"
-                 "and measured (default: 80 columns, their sums)"},
+         .help = "the primitives' and the programs' tables with every\n"
+                 "party's bytes, predicted and measured (default: 80\n"
+                 "columns, their sums)"},
         {.name = "basic-ops",
          .kind = CLI_FLAG,
          .dest = &v->basic,
@@ -551,6 +552,7 @@ int cmd_validate(int argc, char **argv)
     unsigned long long n = v.n;
     double lat_ms = v.lat_ms;
     vm_args va = v.va;
+    va.wide = v.wide;
     errbuf e = {{0}};
     if (va.plaintext)
         fprintf(stderr, "mpcsim validate: WARNING: --insecure-plaintext: the backend's loopback "
@@ -626,6 +628,6 @@ int cmd_validate(int argc, char **argv)
         return ms_err_exit_code(rc);
     }
     if (dbpath)
-        printf("# rows stored in %s (table validation, session %s)\n", dbpath, session);
+        printf("# rows stored in %s\n#   (table validation, session %s)\n", dbpath, session);
     return bad ? 1 : 0;
 }
