@@ -140,7 +140,10 @@ demo:
 	@$(MAKE) --no-print-directory all
 	MPCSIM_DATA=$(CURDIR) $(BUILD)/mpcsim run scenarios/quickstart.yaml -o results/quickstart.db --resume
 	MPCSIM_DATA=$(CURDIR) $(BUILD)/mpcsim plot results/quickstart.db -o results/quickstart-plots
+	MPCSIM_DATA=$(CURDIR) $(BUILD)/mpcsim run scenarios/eviction-study.yaml -o results/eviction-study.db --resume
+	MPCSIM_DATA=$(CURDIR) $(BUILD)/mpcsim plot results/eviction-study.db --figure study -o results/eviction-study-plots
 	@echo "database: results/quickstart.db   plots: results/quickstart-plots/"
+	@echo "eviction study: results/eviction-study.db   figures: results/eviction-study-plots/"
 
 install: $(BUILD)/mpcsim
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(DATADIR)

@@ -297,6 +297,66 @@ static int migrate(rdb *db, errbuf *e)
     }
 }
 
+/* runs_wide as this mpcsim's metric registry has it: the identity columns of RUNS_WIDE_VIEW,
+ * then a column per registered metric of a run (cost, accuracy, policy; not the per-party
+ * bytes nor the serving metrics, which have tables of their own). sqlite3_free it. */
+static char *wide_view_sql(void)
+{
+    size_t n;
+    const metric_def *d = metric_defs(&n);
+    char *sql =
+        sqlite3_mprintf("%s", "CREATE VIEW runs_wide AS SELECT r.id, r.scenario, "
+                              "r.grid_index, r.config_hash, r.status, r.model, "
+                              "r.protocol, r.protocol_label, r.network, r.latency_ms, "
+                              "r.bandwidth_mbps, r.machine, r.threads, r.policy, "
+                              "r.policy_label, r.prompt_len, r.decode_len, r.batch, r.seed");
+    for (size_t i = 0; sql && i < n; i++) {
+        if (d[i].per_party || d[i].kind == MK_SERVING)
+            continue;
+        char *more = sqlite3_mprintf("%s, max(CASE m.name WHEN %Q THEN m.value END) AS \"%w\"", sql,
+                                     d[i].name, d[i].name);
+        sqlite3_free(sql);
+        sql = more;
+    }
+    char *all = sql ? sqlite3_mprintf("%s FROM runs r LEFT JOIN metrics m ON m.run_id = r.id "
+                                      "GROUP BY r.id",
+                                      sql)
+                    : NULL;
+    sqlite3_free(sql);
+    return all;
+}
+
+/* A writer brings runs_wide up to the registry (a metric added since the database was
+ * written gets its column), in one transaction; nothing when it is already so. */
+static int wide_view_sync(rdb *db, errbuf *e)
+{
+    char *want = wide_view_sql();
+    if (!want)
+        return err_set(e, MS_ERR_NOMEM, "%s: out of memory", db->path);
+    sqlite3_stmt *s = NULL;
+    int rc = MS_OK, same = 0;
+    if (sqlite3_exec(db->h, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+        rc = DB_ERR(db, e, "starting to update runs_wide");
+    else if (sqlite3_prepare_v2(db->h,
+                                "SELECT sql FROM sqlite_master WHERE type = 'view' AND "
+                                "name = 'runs_wide'",
+                                -1, &s, NULL) != SQLITE_OK)
+        rc = DB_ERR(db, e, "reading runs_wide");
+    else {
+        same = sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0) &&
+               !strcmp((const char *)sqlite3_column_text(s, 0), want);
+        sqlite3_finalize(s);
+        if (!same &&
+            (sqlite3_exec(db->h, "DROP VIEW IF EXISTS runs_wide", NULL, NULL, NULL) != SQLITE_OK ||
+             sqlite3_exec(db->h, want, NULL, NULL, NULL) != SQLITE_OK))
+            rc = DB_ERR(db, e, "updating runs_wide");
+    }
+    sqlite3_free(want);
+    if (sqlite3_exec(db->h, rc ? "ROLLBACK" : "COMMIT", NULL, NULL, NULL) != SQLITE_OK && !rc)
+        rc = DB_ERR(db, e, "updating runs_wide");
+    return rc;
+}
+
 /* Opens a database file for reading only, never creating it: PRAGMA query_only refuses every
  * change, so a foreign or empty file is left as it is. The file is opened for writing where it
  * can be, only so that SQLite, as the last connection of a WAL database, folds the log back and
@@ -453,7 +513,7 @@ int rdb_open(const char *path, int create, rdb **out, errbuf *e)
             rc = MS_ERR_FORMAT;
         goto fail;
     }
-    if ((rc = migrate(db, e)) || (rc = prepare_all(db, e)))
+    if ((rc = migrate(db, e)) || (rc = wide_view_sync(db, e)) || (rc = prepare_all(db, e)))
         goto fail;
     *out = db;
     return MS_OK;

@@ -7,7 +7,8 @@
 set -eu
 
 PKGS="build-essential pkg-config libgsl-dev libsqlite3-dev libyaml-dev check gnuplot-nox \
-libssl-dev libjansson-dev python3 python3-numpy python3-torch iproute2 file clang libclang-rt-14-dev"
+libssl-dev libjansson-dev python3 python3-numpy python3-torch iproute2 file clang libclang-rt-14-dev \
+openmpi-bin"
 
 if [ "${1:-}" = "--list" ]; then
     echo "$PKGS"

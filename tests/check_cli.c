@@ -900,6 +900,28 @@ START_TEST(test_concurrent_resumes)
 }
 END_TEST
 
+/* The cell under head in the CSV row `row` of the CSV text csv (a pointer into row; the heads
+ * have no quotes). */
+static const char *csv_cell(const char *csv, const char *row, const char *head)
+{
+    int want = -1, col = 0;
+    for (const char *p = csv, *e; want < 0 && *p && *p != '\n'; p = *e == ',' ? e + 1 : e, col++) {
+        e = p + strcspn(p, ",\n");
+        if ((size_t)(e - p) == strlen(head) && !strncmp(p, head, (size_t)(e - p)))
+            want = col;
+    }
+    ck_assert_msg(want >= 0, "no column %s", head);
+    for (col = 0; col < want; col++) {
+        if (*row == '"') /* a quoted cell: to its closing quote ("" is a quote) */
+            for (row++; *row && !(row[0] == '"' && row[1] != '"'); row += 1 + (*row == '"'))
+                ;
+        row += strcspn(row, ",\n");
+        ck_assert_int_eq(*row, ',');
+        row++;
+    }
+    return row;
+}
+
 START_TEST(test_report)
 {
     write_sweep("r.yaml", "rep", 2, 0); /* 8 runs */
@@ -925,21 +947,136 @@ START_TEST(test_report)
     ck_assert_int_eq(MPCSIM("report", "r.db", "--csv"), 0);
     out = th_slurp(tpath("out.txt"), NULL);
     ck_assert_int_eq(th_count(out, "\n"), 9);
-    ck_assert(!strncmp(out, "id,model,protocol,network,policy", 32));
+    ck_assert(!strncmp(out, "id,model,protocol,network,policy,policy_label", 45));
     /* latency in CSV equals the phases' sum in the database, for the first row's run */
     char *row = strchr(out, '\n') + 1, sql[160];
     snprintf(sql, sizeof sql, "SELECT sum(latency_ns) FROM phases WHERE run_id = %lld",
              strtoll(row, NULL, 10));
     double lat = (double)sqlfix_file_int(tpath("r.db"), sql) * 1e-9;
     ck_assert_double_gt(lat, 0);
-    int col = 0;
-    for (char *p = row; *p && col < 8;
-         p++) /* id,model,protocol,network,policy,prompt,decode,status */
-        if (*p == ',' && ++col == 8)
-            ck_assert_double_eq_tol(strtod(p + 1, NULL), lat, 1e-9 * lat);
-    ck_assert_int_eq(col, 8);
+    ck_assert_double_eq_tol(strtod(csv_cell(out, row, "latency_s"), NULL), lat, 1e-9 * lat);
     free(out);
     ck_assert_int_eq(MPCSIM("report", "r.db", "--metrics", "no_such_metric"), 2);
+}
+END_TEST
+
+/* report on a sweep of policies: rows by family then budget (or the scenario's order), the
+ * metrics asked for never left out at 80 columns, CSV with every metric and the family apart
+ * from the label, Markdown and LaTeX tables, and runs_wide with every run metric. */
+static const char policies_yaml[] =
+    "format: 1\nname: pol\nseed: 1\nprotocol: semi2k\nnetwork: lan\n"
+    "model: {name: tiny, family: llama, layers: 2, dim: 64, heads: 4, ffn_dim: 128, vocab: 256, "
+    "max_context: 512}\n"
+    "workload: {prompt_len: 64, decode_len: 4}\ntrace: {source: synth}\n"
+    "policies:\n"
+    "  - {name: h2o, heavy_ratio: 0.2, recent_ratio: 0.2}\n"
+    "  - {name: streamingllm, sink: 4, recent: 16}\n"
+    "  - full\n"
+    "  - {name: h2o, heavy_ratio: 0.05, recent_ratio: 0.05}\n"
+    "  - {name: streamingllm, sink: 4, recent: 4}\n";
+
+START_TEST(test_report_policies)
+{
+    th_write(tpath("pol.yaml"), policies_yaml);
+    ck_assert_int_eq(MPCSIM("run", "pol.yaml", "-o", "pol.db", "-q"), 0);
+    char db[4096];
+    snprintf(db, sizeof db, "%s", tpath("pol.db"));
+    /* CSV: every metric the database holds is a column; family and label apart */
+    ck_assert_int_eq(MPCSIM("report", "pol.db", "--csv"), 0);
+    char *out = th_slurp(tpath("out.txt"), NULL);
+    char *head = strndup(out, strcspn(out, "\n"));
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *st;
+    ck_assert_int_eq(sqlite3_prepare_v2(h, "SELECT DISTINCT name FROM metrics", -1, &st, NULL),
+                     SQLITE_OK);
+    int names = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        char col[64];
+        snprintf(col, sizeof col, ",%s,", (const char *)sqlite3_column_text(st, 0));
+        ck_assert_msg(strstr(head, col), "CSV lacks %s: %s", col, head);
+        names++;
+    }
+    sqlite3_finalize(st);
+    ck_assert_int_gt(names, 20);
+    free(out);
+    free(head);
+    /* rows: full first, then each family by its kept fraction (ascending) */
+    ck_assert_int_eq(MPCSIM("report", "pol.db", "--csv"), 0);
+    out = th_slurp(tpath("out.txt"), NULL);
+    const char *want[] = {"full", "h2o", "h2o", "streamingllm", "streamingllm"};
+    double prev = -1;
+    const char *row = out + strcspn(out, "\n") + 1;
+    for (int i = 0; i < 5; i++, row += strcspn(row, "\n") + 1) {
+        const char *fam = csv_cell(out, row, "policy");
+        ck_assert_msg(!strncmp(fam, want[i], strlen(want[i])) && fam[strlen(want[i])] == ',',
+                      "row %d: %.40s", i, fam);
+        double kept = strtod(csv_cell(out, row, "kept_frac"), NULL);
+        if (i == 2 || i == 4)
+            ck_assert_double_ge(kept, prev);
+        prev = kept;
+        ck_assert_ptr_nonnull(csv_cell(out, row, "policy_label"));
+        ck_assert_double_eq(strtod(csv_cell(out, row, "latency_ms"), NULL), 0.1);
+        ck_assert_double_gt(strtod(csv_cell(out, row, "bandwidth_mbps"), NULL), 0);
+    }
+    free(out);
+    /* --order scenario: as the scenario lists them */
+    ck_assert_int_eq(MPCSIM("report", "pol.db", "--csv", "--order", "scenario"), 0);
+    out = th_slurp(tpath("out.txt"), NULL);
+    row = out + strcspn(out, "\n") + 1;
+    for (long i = 0; i < 5; i++, row += strcspn(row, "\n") + 1)
+        ck_assert_int_eq(strtol(csv_cell(out, row, "grid_index"), NULL, 10), i);
+    free(out);
+    /* 80 columns: the metrics asked for are all there, each run's value in its row */
+    static const char *const asked[] = {"attn_mass_recall", "attn_out_wo_rel_err", "kept_frac",
+                                        "topk_recall", "attn_out_rel_err"};
+    ck_assert_int_eq(MPCSIM("report", "pol.db", "--columns", "80", "--metrics",
+                            "attn_mass_recall,attn_out_wo_rel_err,kept_frac,topk_recall,"
+                            "attn_out_rel_err"),
+                     0);
+    out = th_slurp(tpath("out.txt"), NULL);
+    for (const char *l = out; *l; l += strcspn(l, "\n") + (l[strcspn(l, "\n")] != 0))
+        ck_assert_msg(strcspn(l, "\n") <= 80, "over 80 columns:\n%s", out);
+    const char *dropped = strstr(out, "not shown for the width");
+    for (size_t a = 0; a < sizeof asked / sizeof *asked; a++) {
+        ck_assert_msg(!dropped || !strstr(dropped, asked[a]), "%s dropped:\n%s", asked[a], out);
+        char sql[160];
+        snprintf(sql, sizeof sql, "SELECT printf('%%.4g', value) FROM metrics WHERE name = '%s'",
+                 asked[a]);
+        ck_assert_int_eq(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK);
+        while (sqlite3_step(st) == SQLITE_ROW)
+            ck_assert_msg(strstr(out, (const char *)sqlite3_column_text(st, 0)),
+                          "no %s value %s in\n%s", asked[a], sqlite3_column_text(st, 0), out);
+        sqlite3_finalize(st);
+    }
+    free(out);
+    /* a paper's table */
+    ck_assert_int_eq(MPCSIM("report", "pol.db", "--format", "markdown", "--metrics", "kept_frac"),
+                     0);
+    out = th_slurp(tpath("out.txt"), NULL);
+    ck_assert_ptr_nonnull(strstr(out, "| id | policy |"));
+    ck_assert_ptr_nonnull(strstr(out, "| kept_frac |\n| ---: | --- |"));
+    ck_assert_int_eq(th_count(out, "\n| "), 7); /* the head, its rule and five runs */
+    free(out);
+    ck_assert_int_eq(MPCSIM("report", "pol.db", "--format", "latex", "--metrics", "kept_frac"), 0);
+    out = th_slurp(tpath("out.txt"), NULL);
+    ck_assert_ptr_nonnull(strstr(out, "\\toprule\n"));
+    ck_assert_ptr_nonnull(strstr(out, "kept\\_frac \\\\\n\\midrule\n"));
+    ck_assert_ptr_nonnull(strstr(out, "\\bottomrule\n\\end{tabular}\n"));
+    ck_assert_ptr_nonnull(strstr(out, "h2o(heavy\\_ratio=0.05,recent\\_ratio=0.05)"));
+    free(out);
+    ck_assert_int_eq(MPCSIM("report", "pol.db", "--format", "latex", "--csv"), 2);
+    /* runs_wide: every run metric of the registry, the decode step's included */
+    ck_assert_int_eq(
+        sqlfix_file_int(db, "SELECT count(*) FROM runs_wide w JOIN metrics m ON m.run_id = w.id "
+                            "AND m.name = 'bytes_decode_step' AND m.value = w.bytes_decode_step"),
+        5);
+    ck_assert_int_eq(
+        sqlfix_file_int(db, "SELECT count(*) FROM runs_wide w JOIN metrics m ON m.run_id = w.id "
+                            "AND m.name = 'latency_decode_step_s' AND "
+                            "m.value = w.latency_decode_step_s"),
+        5);
+    sqlite3_close(h);
 }
 END_TEST
 
@@ -1072,6 +1209,161 @@ START_TEST(test_plot_images)
 }
 END_TEST
 
+/* The faceted figures of an eviction study, from a real sweep: one command each, fixed panel
+ * sizes (a column per metric in the cost figure), a policy parameter as x, and clear errors. */
+START_TEST(test_plot_figures)
+{
+    th_write(tpath("pol.yaml"), policies_yaml);
+    ck_assert_int_eq(MPCSIM("run", "pol.yaml", "-o", "fig.db", "-q"), 0);
+    ck_assert_int_eq(MPCSIM("plot", "fig.db", "--figure", "study", "-o", "figs", "--data", "figd"),
+                     0);
+    char *err = th_slurp(tpath("err.txt"), NULL);
+    ck_assert_msg(err[0] == '\0', "plot wrote to stderr: %s", err);
+    free(err);
+    static const char *const figs[] = {"accuracy-budget", "cost-budget", "pareto-step"};
+    static const int widths[] = {440, 880, 440}; /* a column of fixed-size panels, or more */
+    for (int i = 0; i < 3; i++) {
+        char f[96];
+        snprintf(f, sizeof f, "figs/%s.png", figs[i]);
+        check_png(tpath(f));
+        snprintf(f, sizeof f, "figd/%s.gp", figs[i]);
+        char *gp = th_slurp(tpath(f), NULL);
+        const char *size = strstr(gp, "size ");
+        int w = 0;
+        ck_assert(size && sscanf(size, "size %d,", &w) == 1);
+        if (i == 1) /* two metrics: two columns of panels */
+            ck_assert_int_eq(w, widths[i]);
+        else /* one column, the canvas widened for the heading */
+            ck_assert_int_ge(w, widths[i]);
+        /* five configurations in the legend, full first */
+        ck_assert_int_eq(th_count(gp, "NaN with linespoints"), 5);
+        ck_assert_ptr_nonnull(strstr(gp, "title \"full\""));
+        free(gp);
+    }
+    char *gp = th_slurp(tpath("figd/pareto-step.gp"), NULL);
+    ck_assert_ptr_nonnull(strstr(gp, "with steps")); /* the front */
+    free(gp);
+    ck_assert_int_eq(
+        MPCSIM("plot", "fig.db", "--y", "attn_mass_recall", "--x", "heavy_ratio", "-o", "figs"), 0);
+    check_png(tpath("figs/attn_mass_recall-vs-heavy_ratio.png"));
+    ck_assert_int_eq(MPCSIM("plot", "fig.db", "--y", "attn_mass_recall", "--x", "no_such"), 2);
+    err = th_slurp(tpath("err.txt"), NULL);
+    ck_assert_ptr_nonnull(strstr(err, "'no_such' is no axis here"));
+    free(err);
+    ck_assert_int_eq(MPCSIM("plot", "fig.db", "--figure", "budgte"), 2);
+    err = th_slurp(tpath("err.txt"), NULL);
+    ck_assert_ptr_nonnull(strstr(err, "did you mean 'budget'"));
+    free(err);
+    ck_assert_int_eq(MPCSIM("plot", "fig.db", "--figure", "budget", "--y", "kept_frac"), 2);
+    ck_assert_int_eq(MPCSIM("plot", "fig.db", "--figure", "budget", "--row", "modle"), 2);
+    /* the breakdown plot is of one decode step: its bars end at the decode's bytes per step */
+    ck_assert_int_eq(
+        MPCSIM("plot", "fig.db", "-o", "std", "--data", "stdd", "--where", "policy_label=full"), 0);
+    char *vars = th_slurp(tpath("stdd/vars_breakdown.gp"), NULL);
+    ck_assert_ptr_nonnull(strstr(vars, "bunit1 = \"kB\""));
+    free(vars);
+    char *dat = th_slurp(tpath("stdd/bd_bytes_1.dat"), NULL);
+    const char *last = dat + strlen(dat);
+    while (last > dat && (last[-1] == '\n' || last[-1] == ' '))
+        last--;
+    while (last > dat && last[-1] != ' ')
+        last--;
+    long long want = sqlfix_file_int(tpath("fig.db"),
+                                     "SELECT sum(bytes_p0 + bytes_p1 + bytes_p2) / r.decode_len "
+                                     "FROM breakdown b JOIN runs r ON r.id = b.run_id WHERE "
+                                     "r.policy_label = 'full' AND b.phase = 'decode' AND "
+                                     "b.category <> 'total'");
+    ck_assert_double_eq_tol(strtod(last, NULL) * 1e3, (double)want, 1.0);
+    free(dat);
+}
+END_TEST
+
+/* An executable named name on $PATH, into out; 0 when there is none. */
+static int on_path(const char *name, char *out, size_t n)
+{
+    const char *path = getenv("PATH");
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path ? path : "/usr/bin:/bin");
+    for (char *save = NULL, *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        snprintf(out, n, "%s/%s", d, name);
+        if (access(out, X_OK) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* A sweep split by a real MPI launcher: `mpirun -n 2 mpcsim run --shard auto` writes two
+ * shards, `merge` folds them, and the result equals a one-process run row for row (runs,
+ * metrics, phases, breakdown). CI installs Open MPI (scripts/install-deps.sh); elsewhere the
+ * test says it did not run when mpirun is missing. */
+START_TEST(test_mpirun_shards)
+{
+    char mpirun[4200];
+    if (!on_path("mpirun", mpirun, sizeof mpirun)) {
+        ck_assert_msg(!getenv("CI"), "mpirun is missing in CI (scripts/install-deps.sh installs "
+                                     "openmpi-bin)");
+        fprintf(stderr, "test_mpirun_shards: no mpirun on PATH: not run\n");
+        return;
+    }
+    th_write(tpath("mpi.yaml"), "format: 1\nname: mpi\nmodel: gpt2\nnetwork: [lan, wan]\n"
+                                "protocol: [semi2k, aby3]\npolicies: [full, {name: streamingllm, "
+                                "recent: 32}]\nworkload: {prompt_len: [64, 96], decode_len: 2}\n");
+    const char *args[] = {"-n",     "2",   "--oversubscribe", "--allow-run-as-root",
+                          th_bin(), "run", "mpi.yaml",        "--shard",
+                          "auto",   "-o",  "part-{shard}.db", "-q",
+                          NULL};
+    if (geteuid() != 0) /* Open MPI refuses root unless told; the flag is only for root */
+        memmove(&args[3], &args[4], 9 * sizeof *args);
+    const char *tmp0 = getenv("TMPDIR"); /* Open MPI's session folder: in the test's own */
+    char *saved = tmp0 ? strdup(tmp0) : NULL;
+    setenv("TMPDIR", tmpdir, 1);
+    pid_t pid = th_spawn(mpirun, args, tmpdir, tpath("mpi-out.txt"), NULL);
+    if (saved)
+        setenv("TMPDIR", saved, 1);
+    else
+        unsetenv("TMPDIR");
+    free(saved);
+    ck_assert_int_eq(th_wait(pid), 0);
+    ck_assert_int_eq(MPCSIM("merge", "all.db", "part-1.db", "part-2.db"), 0);
+    ck_assert_int_eq(sqlfix_file_int(tpath("part-1.db"), "SELECT count(*) FROM runs"), 8);
+    ck_assert_int_eq(sqlfix_file_int(tpath("part-2.db"), "SELECT count(*) FROM runs"), 8);
+    ck_assert_int_eq(MPCSIM("run", "mpi.yaml", "-o", "one.db", "-q"), 0);
+    char one[4200], sql[8192];
+    snprintf(one, sizeof one, "%s", tpath("one.db"));
+    static const char *const tables[] = {
+        "SELECT r.config_hash, r.status, r.policy_label, r.protocol_label, r.network FROM "
+        "%sruns r",
+        "SELECT r.config_hash, m.name, m.value FROM %smetrics m JOIN %sruns r ON r.id = m.run_id",
+        "SELECT r.config_hash, p.phase, p.latency_ns FROM %sphases p JOIN %sruns r ON r.id = "
+        "p.run_id",
+        "SELECT r.config_hash, b.phase, b.category, b.rounds, b.bytes_p0, b.bytes_p1, b.bytes_p2 "
+        "FROM %sbreakdown b JOIN %sruns r ON r.id = b.run_id"};
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open_v2(tpath("all.db"), &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    char *att = sqlite3_mprintf("ATTACH %Q AS o", one);
+    ck_assert_int_eq(sqlite3_exec(h, att, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_free(att);
+    for (size_t t = 0; t < sizeof tables / sizeof *tables; t++) {
+        char a[1024], b[1024];
+        snprintf(a, sizeof a, tables[t], "main.", "main.");
+        snprintf(b, sizeof b, tables[t], "o.", "o.");
+        snprintf(sql, sizeof sql,
+                 "SELECT (SELECT count(*) FROM (%s EXCEPT %s)) + (SELECT count(*) FROM (%s "
+                 "EXCEPT %s)), (SELECT count(*) FROM (%s))",
+                 a, b, b, a, a);
+        sqlite3_stmt *st;
+        ck_assert_msg(sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
+                      sqlite3_errmsg(h));
+        ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+        ck_assert_msg(sqlite3_column_int(st, 0) == 0, "%d rows differ: %s",
+                      sqlite3_column_int(st, 0), a);
+        ck_assert_int_gt(sqlite3_column_int(st, 1), 0);
+        sqlite3_finalize(st);
+    }
+    sqlite3_close(h);
+}
+END_TEST
+
 Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
@@ -1083,6 +1375,7 @@ Suite *cli_suite(void)
              test_input_error_writes_nothing, test_out_of_range_inputs, test_dry_run_and_shards,
              test_db_path_and_resume_guard, test_kill_and_resume, test_groups_same_as_alone,
              test_worker_death, test_determinism_and_merge, test_data_safety, test_shards_share_db,
-             test_concurrent_resumes, test_report, test_plot_images);
+             test_concurrent_resumes, test_report, test_report_policies, test_plot_images,
+             test_plot_figures, test_mpirun_shards);
     return s;
 }

@@ -1,12 +1,18 @@
 /* check_figure.c — the figure model (sim/figure): axis units picked from the largest value,
  * the shared log x axis and each cell's padded range, and stacked-bar cells aligned on the
- * first cell's categories with all-zero categories dropped. */
+ * first cell's categories with all-zero categories dropped; the faceted figure (relplot.h): its
+ * Pareto front against a brute-force one, and the script it writes (a colour per family, a
+ * marker per configuration within it, log and zero-based axes, fixed panel sizes, a panel
+ * without points said so). */
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
 #include "sim/figure/figure.h"
+#include "sim/figure/relplot.h"
 
 START_TEST(test_unit_pick)
 {
@@ -84,10 +90,136 @@ START_TEST(test_bars_align)
 }
 END_TEST
 
+/* The front by brute force: the points no other point beats (x no larger, y no worse, one of
+ * them strictly). */
+static int beaten(const double *x, const double *y, int n, int dir, int i)
+{
+    for (int j = 0; j < n; j++)
+        if (j != i && x[j] <= x[i] && dir * y[j] >= dir * y[i] &&
+            (x[j] < x[i] || dir * y[j] > dir * y[i]))
+            return 1;
+    return 0;
+}
+
+START_TEST(test_pareto_front)
+{
+    double x[64], y[64];
+    int front[64];
+    unsigned seed = 7;
+    for (int dir = -1; dir <= 1; dir += 2)
+        for (int trial = 0; trial < 50; trial++) {
+            int n = 1 + trial % 40;
+            for (int i = 0; i < n; i++) { /* coarse values: ties happen */
+                seed = seed * 1103515245u + 12345u;
+                x[i] = (double)(seed >> 16 & 15);
+                seed = seed * 1103515245u + 12345u;
+                y[i] = (double)(seed >> 16 & 15);
+            }
+            int k = rp_front(x, y, n, dir, front), want = 0;
+            for (int i = 0; i < n; i++)
+                want += !beaten(x, y, n, dir, i);
+            /* duplicates of a front point count once in rp_front */
+            for (int i = 0; i < n; i++)
+                for (int j = 0; j < i; j++)
+                    if (x[i] == x[j] && y[i] == y[j] && !beaten(x, y, n, dir, i)) {
+                        want--;
+                        break;
+                    }
+            ck_assert_int_eq(k, want);
+            for (int i = 0; i < k; i++) {
+                ck_assert(!beaten(x, y, n, dir, front[i]));
+                if (i)
+                    ck_assert_double_gt(x[front[i]], x[front[i - 1]]);
+            }
+        }
+}
+END_TEST
+
+static void gp_str(FILE *f, const char *s) { fprintf(f, "\"%s\"", s); }
+
+/* The legend line of entry `title` in script: its colour and marker. */
+static void legend_entry(const char *script, const char *title, char *colour, int *pt)
+{
+    char want[96];
+    snprintf(want, sizeof want, "title \"%s\"", title);
+    const char *t = strstr(script, want);
+    ck_assert_msg(t != NULL, "no legend entry %s", title);
+    const char *l = t;
+    while (l > script && l[-1] != '\n')
+        l--;
+    const char *c = strstr(l, "lc rgb '");
+    ck_assert(c && c < t);
+    snprintf(colour, 8, "%.7s", c + 8);
+    const char *p = strstr(l, " pt ");
+    ck_assert(p && p < t);
+    *pt = atoi(p + 4);
+}
+
+START_TEST(test_relplot_script)
+{
+    static relplot P;
+    memset(&P, 0, sizeof P);
+    snprintf(P.x.label, sizeof P.x.label, "kept fraction");
+    P.x.log = -1;
+    P.y[0] = (rp_axis){.label = "bytes", .kind = 'B', .log = -1, .zero = 1};
+    static const char *const fam[] = {"full", "h2o", "snapkv"};
+    int c0 = rp_index(&P, 'c', "lan", 0), c1 = rp_index(&P, 'c', "wan", 0);
+    rp_index(&P, 'c', "empty", 0); /* a panel nothing lands in */
+    for (int f = 0; f < 3; f++) {
+        int h = rp_index(&P, 'h', fam[f], 0);
+        for (int b = 0; b < (f ? 3 : 1); b++) {
+            char name[32];
+            snprintf(name, sizeof name, "%s%d", fam[f], b);
+            int s = rp_index(&P, 's', name, h);
+            double kept = f ? 0.1 * (b + 1) : 1;
+            ck_assert_int_eq(rp_add(&P, 0, c0, h, s, kept, 2e6 * kept), 0); /* 0.2 .. 2 MB */
+            ck_assert_int_eq(rp_add(&P, 0, c1, h, s, kept, 2e9 * kept * kept * kept),
+                             0); /* wide span */
+        }
+    }
+    ck_assert_int_eq(rp_index(&P, 's', "h2o0", 1), 1); /* found again, not added */
+    ck_assert_int_eq(P.nstyle, 7);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ck_assert_int_eq(rp_write(&P, f, "pngcairo", "out.png", gp_str), 0);
+    fclose(f);
+    /* three panels of fixed size side by side, seven legend entries in one row or more */
+    int W, H;
+    const char *t = strstr(buf, "size ");
+    ck_assert(t && sscanf(t, "size %d,%d", &W, &H) == 2);
+    ck_assert_int_eq(W, 3 * 440);
+    /* a colour per family, a marker per configuration within one */
+    char col[7][8];
+    int pt[7];
+    for (int s = 0; s < 7; s++)
+        legend_entry(buf, P.style_name[s], col[s], &pt[s]);
+    for (int s = 0; s < 7; s++)
+        for (int u = 0; u < s; u++) {
+            int same_family = P.style_hue[s] == P.style_hue[u];
+            ck_assert_int_eq(!strcmp(col[s], col[u]), same_family);
+            if (same_family)
+                ck_assert_int_ne(pt[s], pt[u]);
+        }
+    /* lan spans a decade: linear from 0 in MB; wan spans four: log, in GB */
+    const char *lan = strstr(buf, "# panel 1, 1"), *wan = strstr(buf, "# panel 1, 2"),
+               *empty = strstr(buf, "# panel 1, 3");
+    ck_assert(lan && wan && empty && lan < wan && wan < empty);
+    const char *ylan = strstr(lan, "set ylabel"), *ywan = strstr(wan, "set ylabel");
+    ck_assert(!strncmp(ylan, "set ylabel \"bytes (MB)\"", 23));
+    ck_assert(!strncmp(ywan, "set ylabel \"bytes (GB), log\"", 28));
+    ck_assert(strstr(lan, "set yrange [0:*]") < wan);
+    ck_assert(strstr(wan, "set logscale y 10") < empty);
+    ck_assert_ptr_nonnull(strstr(empty, "no runs here"));
+    free(buf);
+}
+END_TEST
+
 Suite *figure_suite(void)
 {
     Suite *s = suite_create("figure");
     TCase *tc = th_case(s, "core", 0);
-    TH_TESTS(tc, test_unit_pick, test_x_axis, test_bars_align);
+    TH_TESTS(tc, test_unit_pick, test_x_axis, test_bars_align, test_pareto_front,
+             test_relplot_script);
     return s;
 }

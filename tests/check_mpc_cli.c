@@ -467,8 +467,24 @@ START_TEST(test_validate_primitives)
     char *out = slurp("v.txt");
     ck_assert_msg(st == 0, "exit %d: %s", st, out);
     ck_assert_ptr_null(strstr(out, "MISMATCH"));
+    ck_assert_ptr_nonnull(strstr(out, "aby3   b2a"));
+    ck_assert_ptr_nonnull(strstr(out, "semi2k matmul(cached B)"));
+    /* 80 columns (× and ÷ are one column each), saying what the check judges */
+    for (const char *l = out; *l; l += strcspn(l, "\n") + (l[strcspn(l, "\n")] != '\0')) {
+        size_t w = 0;
+        for (const char *c = l; *c && *c != '\n'; c++)
+            w += ((unsigned char)*c & 0xc0) != 0x80;
+        ck_assert_msg(w <= 80, "over 80 columns: %.*s", (int)strcspn(l, "\n"), l);
+    }
+    ck_assert_ptr_nonnull(strstr(out, "check: bytes and rounds, exactly"));
+    free(out);
+    /* --wide: every party's bytes, predicted/measured */
+    const char *wide[] = {"validate", "--primitives", "--n",  "100",    "--latency-ms",
+                          "0",        "-p",           "aby3", "--wide", NULL};
+    ck_assert_int_eq(th_wait(spawn("vw.txt", wide)), 0);
+    out = slurp("vw.txt");
+    ck_assert_ptr_nonnull(strstr(out, "online bytes P1 p/m"));
     ck_assert_ptr_nonnull(strstr(out, "aby3    b2a"));
-    ck_assert_ptr_nonnull(strstr(out, "semi2k  matmul(cached B)"));
     free(out);
     const char *bad[] = {"validate", "--primitives", "--protocol", "nope", NULL};
     ck_assert_int_eq(th_wait(spawn("v2.txt", bad)), 2);

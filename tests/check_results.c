@@ -996,15 +996,23 @@ END_TEST
 
 START_TEST(test_progress_lines)
 {
-    /* stderr is a file here: one line every period, with the runs in flight */
+    /* stderr is a file here: one line every period, the runs in flight counted */
     write_slow("s.yaml", "s", "64");
     ck_assert_int_eq(MPCSIM("run", "s.yaml", "-o", "s.db", "-j", "2", "--progress-every", "0.2"),
                      0);
     char *err = th_slurp(tpath("err.txt"), NULL);
     ck_assert_msg(strstr(err, "progress: ") != NULL, "no progress line in: %s", err);
     ck_assert_ptr_nonnull(strstr(err, "/4 runs, elapsed "));
-    ck_assert_ptr_nonnull(strstr(err, "; in flight: #"));
+    ck_assert_ptr_nonnull(strstr(err, " in flight, the oldest #"));
     ck_assert_ptr_nonnull(strstr(err, "llama-2-7b"));
+    /* one short line per tick, naming the protocol and the network of a run in flight */
+    for (const char *l = err; *l; l += strcspn(l, "\n") + (l[strcspn(l, "\n")] != '\0'))
+        if (!strncmp(l, "progress: ", 10))
+            ck_assert_msg(strcspn(l, "\n") <= 200, "a long progress line: %.*s",
+                          (int)strcspn(l, "\n"), l);
+    const char *fl = strstr(err, " in flight, the oldest #");
+    ck_assert(fl && (strstr(fl, " lan ") || strstr(fl, " wan ")) &&
+              (strstr(fl, " semi2k ") || strstr(fl, " aby3 ")));
     ck_assert_ptr_null(strstr(err, "\033[")); /* no terminal codes in a log */
     /* before a run has finished there is no rate: no made-up ETA */
     const char *first = strstr(err, "progress: 0/4");

@@ -772,6 +772,22 @@ START_TEST(test_cli_cost)
     ck_assert_ptr_nonnull(strstr(t, "latency"));
     ck_assert_ptr_nonnull(strstr(t, "softmax"));
     free(t);
+    /* 80 columns and report's units, on a long framed link name too */
+    static const char *const step_args[] = {
+        "cost --model llama-2-7b --protocol aby3 --network wan --kv 4096",
+        "cost --model llama-2-7b --protocol semi2k --network 1ms/20Mbit/s/3100 --wire tcp "
+        "--kv 1024 --phase prefill --tokens 64"};
+    for (size_t i = 0; i < 2; i++) {
+        ck_assert_int_eq(th_cli(step_args[i], out), 0);
+        t = th_slurp(out, NULL);
+        for (const char *l = t; *l; l += strcspn(l, "\n") + (l[strcspn(l, "\n")] != '\0'))
+            ck_assert_msg(strcspn(l, "\n") <= 80, "over 80 columns: %.*s", (int)strcspn(l, "\n"),
+                          l);
+        ck_assert_ptr_null(strstr(t, "e+")); /* no raw exponents */
+        ck_assert_ptr_nonnull(strstr(t, i ? " GB (P0 " : " min (critical path: compute "));
+        ck_assert_ptr_nonnull(strstr(t, i ? "from the dealer" : "(no dealer)"));
+        free(t);
+    }
     for (int i = 0; i < 2; i++) {
         snprintf(args, sizeof args,
                  "cost --model stories260K --protocol semi2k --network wan "

@@ -868,9 +868,9 @@ END_TEST
 
 START_TEST(test_shipped_scenarios)
 {
-    static const char *const files[] = {"scenarios/quickstart.yaml", "scenarios/wan-vs-lan.yaml",
-                                        "scenarios/eviction-7b-32k.yaml",
-                                        "scenarios/gqa-llama3.yaml"};
+    static const char *const files[] = {
+        "scenarios/quickstart.yaml", "scenarios/wan-vs-lan.yaml", "scenarios/eviction-7b-32k.yaml",
+        "scenarios/gqa-llama3.yaml", "scenarios/eviction-study.yaml"};
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         const char *path = th_data_path(files[i]);
         scenario s;

@@ -216,6 +216,19 @@ START_TEST(test_cli_rows_in_db)
     int st = run_cli(args);
     const char *out = testdir_path(&td, "out.txt");
     ck_assert_msg(st == 0, "mpcsim validate exited %d (see %s)", st, out);
+    /* 80 columns by default (× and ÷ one column each), every table saying what it checks */
+    char *text = th_slurp(out, NULL);
+    for (const char *l = text; *l; l += strcspn(l, "\n") + (l[strcspn(l, "\n")] != '\0')) {
+        size_t w = 0;
+        for (const char *c = l; *c && *c != '\n'; c++)
+            w += ((unsigned char)*c & 0xc0) != 0x80;
+        ck_assert_msg(w <= 80 || !strncmp(l, "# rows stored in ", 17), /* a long path */
+                      "over 80 columns: %.*s", (int)strcspn(l, "\n"), l);
+    }
+    ck_assert_int_eq(th_count(text, "check: bytes and rounds, exactly"), 1);
+    ck_assert_int_eq(th_count(text, "check: the bytes and rounds of every op"), 1);
+    ck_assert_int_eq(th_count(text, " wire "), 4); /* prefill and decode, both protocols */
+    free(text);
     sqlite3 *h;
     ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
     ck_assert_int_eq(sqlfix_int(h, "PRAGMA user_version"), RDB_SCHEMA_VERSION);

@@ -35,6 +35,8 @@ _mpcsim() {
         --phase) COMPREPLY=($(compgen -W "prefill decode" -- "${cur}")); return 0 ;;
         --wire) COMPREPLY=($(compgen -W "tcp none" -- "${cur}")); return 0 ;;
         --scheduler) COMPREPLY=($(compgen -W "fcfs lpm" -- "${cur}")); return 0 ;;
+        --format) COMPREPLY=($(compgen -W "text csv json markdown latex" -- "${cur}")); return 0 ;;
+        --order) COMPREPLY=($(compgen -W "family scenario" -- "${cur}")); return 0 ;;
         --position) COMPREPLY=($(compgen -W "rerotate recompute" -- "${cur}")); return 0 ;;
         -o|--output|--data|--db|--text|--timeline|--dump-program|--workload|--plot)
             COMPREPLY=($(compgen -f -- "${cur}")); compopt -o filenames 2>/dev/null; return 0 ;;

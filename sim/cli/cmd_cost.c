@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "dbq.h"
 #include "opt.h"
 #include "models/lower.h"
 #include "sim/engine/stepcost.h"
@@ -207,17 +208,6 @@ static int parse_args(int argc, char **argv, cost_args *a)
 
 /* ---- output --------------------------------------------------------------------------- */
 
-static void human_bytes(char *out, size_t sz, double b)
-{
-    const char *u[] = {"B", "kB", "MB", "GB", "TB", "PB"};
-    int i = 0;
-    while (b >= 1000 && i < 5) {
-        b /= 1000;
-        i++;
-    }
-    snprintf(out, sz, i ? "%.3g %s" : "%.0f %s", b, u[i]);
-}
-
 static uint64_t sum_p(const uint64_t *v, int n)
 {
     uint64_t s = 0;
@@ -226,53 +216,61 @@ static uint64_t sum_p(const uint64_t *v, int n)
     return s;
 }
 
+/* Prints the step in 80 columns, in report's units (s/min/h/d, kB/MB/GB/TB; --json has the raw
+ * figures). */
 static void print_text(const cost_args *a, const step_env *env, const sim_result *r)
 {
     int P = env->pr->n_parties;
-    char b[32];
+    char b[32], c2[32], c3[32];
     const net_link *l = &env->net->link[0][1];
-    char burst[48] = "";
+    char extra[64] = "";
     if (l->burst_bytes)
-        snprintf(burst, sizeof burst, ", bucket %llu B", (unsigned long long)l->burst_bytes);
+        snprintf(extra, sizeof extra, ", bucket %llu B", (unsigned long long)l->burst_bytes);
     if (env->net->wire.mtu)
-        snprintf(burst + strlen(burst), sizeof burst - strlen(burst), ", TCP frames (MTU %u)",
+        snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ", TCP frames (MTU %u)",
                  env->net->wire.mtu);
-    char rate[32];
+    char rate[32], line[512];
     net_rate_str(l->bandwidth_bps, rate, sizeof rate);
-    printf("model %s  protocol %s (%d parties)  network %s (%.3g ms, %s%s)\n", env->model->name,
-           env->pr->name, P, env->net->name, (double)l->latency_ns * 1e-6, rate, burst);
-    printf("machine %s (%d thread%s)  ", env->mach->name, env->mach->threads,
-           env->mach->threads == 1 ? "" : "s");
-    printf("phase %s  tokens %u  kv %u  batch %u  overlap %s\n\n", op_phase_name(a->phase),
-           a->tokens, a->kv, a->batch, a->overlap ? "on" : "off");
-    printf("latency         %.6g s  (critical path: compute %.6g s, communication %.6g s)\n",
-           (double)r->latency_ns * 1e-9, (double)r->total.compute_ns * 1e-9,
-           (double)r->total.comm_ns * 1e-9);
-    printf("rounds          %llu\n", (unsigned long long)r->total.rounds);
-    printf("online bytes   ");
-    for (int p = 0; p < P; p++) {
-        human_bytes(b, sizeof b, (double)r->total.bytes_sent[p]);
-        printf(" P%d %s  ", p, b);
+    snprintf(line, sizeof line, "model %s, %s (%d parties), network %s (%.3g ms, %s%s)",
+             env->model->name, env->pr->name, P, env->net->name, (double)l->latency_ns * 1e-6, rate,
+             extra);
+    dbq_wrap(stdout, line, 80);
+    snprintf(line, sizeof line,
+             "machine %s (%d thread%s); %s, %u token%s, kv %u, batch %u, overlap %s",
+             env->mach->name, env->mach->threads, env->mach->threads == 1 ? "" : "s",
+             op_phase_name(a->phase), a->tokens, a->tokens == 1 ? "" : "s", a->kv, a->batch,
+             a->overlap ? "on" : "off");
+    dbq_wrap(stdout, line, 80);
+    dbq_seconds(b, sizeof b, (double)r->latency_ns * 1e-9);
+    dbq_seconds(c2, sizeof c2, (double)r->total.compute_ns * 1e-9);
+    dbq_seconds(c3, sizeof c3, (double)r->total.comm_ns * 1e-9);
+    printf("\nlatency        %s (critical path: compute %s, communication %s)\n", b, c2, c3);
+    printf("rounds         %llu\n", (unsigned long long)r->total.rounds);
+    dbq_bytes(b, sizeof b, (double)sum_p(r->total.bytes_sent, P));
+    int k = snprintf(line, sizeof line, "online bytes   %s (", b);
+    for (int p = 0; p < P && k < (int)sizeof line; p++) {
+        dbq_bytes(b, sizeof b, (double)r->total.bytes_sent[p]);
+        k += snprintf(line + k, sizeof line - (size_t)k, "%sP%d %s", p ? ", " : "", p, b);
     }
-    human_bytes(b, sizeof b, (double)sum_p(r->total.bytes_sent, P));
-    printf(" total %s (%llu B)\n", b, (unsigned long long)sum_p(r->total.bytes_sent, P));
-    human_bytes(b, sizeof b, (double)sum_p(r->total.offline_bytes, P));
-    printf("offline bytes   %s (%llu B, dealer)\n\n", b,
-           (unsigned long long)sum_p(r->total.offline_bytes, P));
-    printf("%-11s %9s %14s %12s %12s %7s\n", "category", "rounds", "online bytes", "compute s",
-           "comm s", "share");
-    for (int k = 0; k < OPC_N; k++) {
-        const sim_stats *s = &r->cat[k];
+    printf("%s)\n", line);
+    dbq_bytes(b, sizeof b, (double)sum_p(r->total.offline_bytes, P));
+    printf("offline bytes  %s%s\n\n", b,
+           env->pr->has_dealer ? " (preprocessing, from the dealer)" : " (no dealer)");
+    printf("%-11s %8s %13s %10s %10s %7s\n", "category", "rounds", "online bytes", "compute",
+           "comm", "share");
+    for (int c = 0; c < OPC_N; c++) {
+        const sim_stats *s = &r->cat[c];
         uint64_t bytes = sum_p(s->bytes_sent, P);
         if (!s->rounds && !bytes && !s->compute_ns && !s->comm_ns)
             continue;
-        human_bytes(b, sizeof b, (double)bytes);
+        dbq_bytes(b, sizeof b, (double)bytes);
+        dbq_seconds(c2, sizeof c2, (double)s->compute_ns * 1e-9);
+        dbq_seconds(c3, sizeof c3, (double)s->comm_ns * 1e-9);
         double share = r->latency_ns
                            ? 100.0 * (double)(s->compute_ns + s->comm_ns) / (double)r->latency_ns
                            : 0;
-        printf("%-11s %9llu %14s %12.6g %12.6g %6.1f%%\n", op_cat_name(k),
-               (unsigned long long)s->rounds, b, (double)s->compute_ns * 1e-9,
-               (double)s->comm_ns * 1e-9, share);
+        printf("%-11s %8llu %13s %10s %10s %6.1f%%\n", op_cat_name(c),
+               (unsigned long long)s->rounds, b, c2, c3, share);
     }
 }
 

@@ -23,6 +23,7 @@
 #include "dbvar.h"
 #include "gnuplot.h"
 #include "opt.h"
+#include "plot_rel.h"
 #include "models/model.h"
 #include "protocols/program/op.h"
 #include "results/rdb.h"
@@ -57,6 +58,7 @@ typedef struct plot_ctx {
     char title[256];      /* what every plot shares: machine profile, threads */
     const char *metric;   /* --metric */
     int lat;              /* 0: total and per token, 1: total, 2: decode per token */
+    int bd_run;           /* the breakdown of whole runs (else of one decode step) */
     char names[PLOT_MAX_SERIES][PLOT_NAME]; /* every series, in colour order */
     int nseries;
     int made, failed;
@@ -66,16 +68,26 @@ static void plot_usage(FILE *f, const cli_cmd *c)
 {
     fprintf(f, "usage: mpcsim plot DB [-o DIR] [--format png|svg|pdf] [--x AXIS] [--by KEYS]\n"
                "                      [--metric NAME] [--latency total|decode-per-token]\n"
-               "                      [--where KEY=VALUE]... [--data DIR]\n\n"
+               "                      [--where KEY=VALUE]... [--data DIR]\n"
+               "       mpcsim plot DB --figure budget|cost|pareto|study | --y METRICS\n"
+               "                      [--x AXIS] [--row KEYS] [--col KEYS] [--metric NAME] ...\n\n"
                "Plots the finished runs of a results database with gnuplot:\n"
                "  latency    online latency of the whole run and of decode per generated token\n"
                "  comm       online and offline (preprocessing) bytes\n"
-               "  breakdown  per-category time and bytes of each configuration, stacked, at the\n"
-               "             largest x of each panel\n"
+               "  breakdown  per-category time and bytes of one decode step (the mean over the\n"
+               "             decode; --breakdown run: the whole run) of each configuration,\n"
+               "             stacked, at the largest x of each panel\n"
                "  pareto     accuracy against decode latency per token and against online\n"
                "             bytes, one marker per policy configuration, with the Pareto front\n"
                "             (when the runs have accuracy metrics)\n"
                "  metric-M   --metric M against the x axis\n"
+               "With --figure or --y, only a faceted figure: panels in rows and columns\n"
+               "(--row, --col), a colour per policy family with a line through its points, a\n"
+               "marker per configuration (its budget), one legend under the panels:\n"
+               "  accuracy-budget  --figure budget: accuracy against the kept fraction\n"
+               "  cost-budget      --figure cost: decode-step latency and bytes against it\n"
+               "  pareto-step      --figure pareto: accuracy against decode-step bytes\n"
+               "  Y-vs-X           --y Y [--x X]: any metrics against any metric or parameter\n"
                "A panel per model and network; a line per policy configuration (its label holds\n"
                "the parameters that differ from the defaults), with the protocol, model or\n"
                "network added when they vary and are not panels; other differences are averaged.\n"
@@ -662,11 +674,12 @@ static void plot_metric(plot_ctx *c)
 static int bars_fill(plot_ctx *c, const char *panel, const char *figure, double x, bars *b)
 {
     char *sql = sqlite3_mprintf(
-        "SELECT s, category, avg(v) FROM (SELECT %s AS s, b.category AS category, sum(%s) AS v, "
-        "min(b.rowid) AS ord FROM runs r JOIN breakdown b ON b.run_id = r.id WHERE r.status = "
-        "'ok' %s AND b.category <> 'total' AND (%s) = ?1 AND r.%s = ?2 GROUP BY r.id, "
+        "SELECT s, category, avg(v) FROM (SELECT %s AS s, b.category AS category, sum(%s) %s AS "
+        "v, min(b.rowid) AS ord FROM runs r JOIN breakdown b ON b.run_id = r.id WHERE r.status = "
+        "'ok' %s AND b.category <> 'total' AND (%s) = ?1 AND r.%s = ?2 %s GROUP BY r.id, "
         "b.category) GROUP BY s, category ORDER BY s, min(ord)",
-        c->series, figure, c->where, c->panel, c->xcol);
+        c->series, figure, c->bd_run ? "" : "/ max(r.decode_len, 1)", c->where, c->panel, c->xcol,
+        c->bd_run ? "" : "AND b.phase = 'decode' AND r.decode_len > 0");
     sqlite3_stmt *s = plot_stmt(c, sql, 0);
     if (!s)
         return -1;
@@ -810,7 +823,11 @@ static void plot_breakdown(plot_ctx *c)
     if (P.n == 0)
         return;
     char vpath[PATH_MAX + 32];
-    FILE *v = vars_open(c, "breakdown", "Per-category breakdown", vpath, sizeof vpath);
+    FILE *v =
+        vars_open(c, "breakdown",
+                  c->bd_run ? "Per-category breakdown of the whole run"
+                            : "Per-category breakdown of one decode step (mean over the decode)",
+                  vpath, sizeof vpath);
     if (!v)
         return (void)c->failed++;
     fprintf(v, "npanels = %d\n", P.n);
@@ -1000,8 +1017,10 @@ static const char *const formats[] = {"png", "svg", "pdf"}; /* --format's choice
 
 typedef struct plot_opts {
     const char *db, *out, *x, *by, *metric, *data;
-    int format;  /* index into formats */
-    int latency; /* -1: both rows; 0 total; 1 decode per token */
+    const char *figure, *y, *row, *col; /* the faceted figures (plot_rel.h) */
+    int format;                         /* index into formats */
+    int latency;                        /* -1: both rows; 0 total; 1 decode per token */
+    int breakdown;                      /* 0 one decode step, 1 the whole run */
     const char *where[DBQ_MAX_WHERE];
     cli_list wl;
 } plot_opts;
@@ -1033,7 +1052,36 @@ static int plot_parse(int argc, char **argv, plot_opts *o)
          .arg = "AXIS",
          .help = "prompt_len, decode_len, batch, latency_ms or\n"
                  "bandwidth_mbps (default: the one with the most distinct\n"
-                 "values)"},
+                 "values); with --figure or --y also any metric (kept_frac:\n"
+                 "the budget) or numeric policy parameter"},
+        {.name = "figure",
+         .kind = CLI_STR,
+         .dest = &o->figure,
+         .arg = "F",
+         .help = "only this figure of an eviction study, faceted: budget\n"
+                 "(accuracy against the kept fraction), cost (decode-step\n"
+                 "latency and bytes against it), pareto (accuracy against\n"
+                 "decode-step bytes, front marked), or study (all three)"},
+        {.name = "y",
+         .kind = CLI_STR,
+         .dest = &o->y,
+         .arg = "METRICS",
+         .help = "a faceted figure of these metrics (comma-separated;\n"
+                 "several become the columns) against --x"},
+        {.name = "row",
+         .kind = CLI_STR,
+         .dest = &o->row,
+         .arg = "KEYS",
+         .help = "faceted figures: a row of panels per value of these keys\n"
+                 "(model, protocol, network, policy, prompt_len,\n"
+                 "decode_len, machine; comma-joined, or none; default:\n"
+                 "what varies and is not a column)"},
+        {.name = "col",
+         .kind = CLI_STR,
+         .dest = &o->col,
+         .arg = "KEYS",
+         .help = "faceted figures: a column of panels per value (default:\n"
+                 "the protocol and the network, when they vary)"},
         {.name = "by",
          .kind = CLI_STR,
          .dest = &o->by,
@@ -1055,6 +1103,13 @@ static int plot_parse(int argc, char **argv, plot_opts *o)
          .help = "total or decode-per-token: the latency plot's only row\n"
                  "and the Pareto plot's latency (default: both rows;\n"
                  "Pareto per token)"},
+        {.name = "breakdown",
+         .kind = CLI_CHOICE,
+         .dest = &o->breakdown,
+         .arg = "B",
+         .choices = "step|run",
+         .help = "the breakdown plot of one decode step (default; the mean\n"
+                 "over the decode) or of the whole run"},
         {.name = "where",
          .kind = CLI_LIST,
          .dest = &o->wl,
@@ -1132,8 +1187,58 @@ static int plot_prepare(plot_ctx *c, const plot_opts *o)
         return 1;
     }
     c->lat = o->latency + 1; /* 0 both, 1 total, 2 decode per token */
+    c->bd_run = o->breakdown == 1;
     c->metric = o->metric;
     return 0;
+}
+
+/* --figure / --y: the faceted figures (plot_rel.c). */
+static int plot_faceted(plot_ctx *c, const plot_opts *o)
+{
+    static const char *const figs[] = {"budget", "cost", "pareto", "study"};
+    int f = -1;
+    for (int i = 0; o->figure && i < 4; i++)
+        if (!strcmp(o->figure, figs[i]))
+            f = i;
+    if (o->figure && f < 0) {
+        const char *dym = did_you_mean(o->figure, figs, 4);
+        cli_error("plot", "--figure is budget, cost, pareto or study, not '%s'%s%s%s", o->figure,
+                  dym ? " (did you mean '" : "", dym ? dym : "", dym ? "'?)" : "");
+        return 2;
+    }
+    if (o->figure && o->y) {
+        cli_error("plot", "--figure and --y exclude each other (--y draws your own figure)");
+        return 2;
+    }
+    if (o->by) {
+        cli_error("plot", "--by is for the standard plots; faceted figures take --row and --col");
+        return 2;
+    }
+    plot_title(c);
+    int st = plot_prepare(c, o);
+    if (st)
+        return st;
+    plot_rel_args a = {.h = c->h,
+                       .where = c->where,
+                       .y = o->y,
+                       .x = o->x,
+                       .row = o->row,
+                       .col = o->col,
+                       .metric = o->metric,
+                       .subtitle = c->title,
+                       .tmp = c->tmp,
+                       .outdir = c->outdir,
+                       .term = c->term,
+                       .ext = c->ext};
+    if (f != 3) {
+        a.figure = f >= 0 ? figs[f] : NULL;
+        return plot_rel(&a);
+    }
+    for (int i = 0; i < 3 && !st; i++) {
+        a.figure = figs[i];
+        st = plot_rel(&a);
+    }
+    return st;
 }
 
 int cmd_plot(int argc, char **argv)
@@ -1163,6 +1268,10 @@ int cmd_plot(int argc, char **argv)
         free(c.where);
         return 2;
     }
+    if (o.figure || o.y) { /* the faceted figures only */
+        st = plot_faceted(&c, &o);
+        goto done;
+    }
     st = plot_axes(&c, o.x, o.by);
     if (!st)
         st = plot_prepare(&c, &o);
@@ -1175,6 +1284,7 @@ int cmd_plot(int argc, char **argv)
             plot_metric(&c);
         st = c.failed ? 1 : 0;
     }
+done:
     if (!c.keep && c.tmp[0] && strstr(c.tmp, "mpcsim-plot-"))
         rm_tmp(c.tmp);
     free(c.where);

@@ -12,21 +12,26 @@
 #include "dbq.h"
 #include "dbvar.h"
 #include "opt.h"
+#include "protocols/base/metric_def.h"
 #include "results/rdb.h"
 
-#define REP_MAX_METRICS 32
-#define REP_MAX_COLS 64
+#define REP_MAX_METRICS 96
+#define REP_MAX_COLS 128
 
 static void report_usage(FILE *f, const cli_cmd *c)
 {
-    fprintf(f, "usage: mpcsim report DB [--failed] [--json | --csv] [--columns N]\n"
-               "                        [--metrics a,b,...] [--where KEY=VALUE]...\n\n"
+    fprintf(f, "usage: mpcsim report DB [--failed] [--format text|csv|json|markdown|latex]\n"
+               "                        [--columns N] [--metrics a,b,...] [--order KEY]\n"
+               "                        [--where KEY=VALUE]...\n\n"
                "Prints one row per run: model, protocol and policy (each with the options that\n"
                "differ from its defaults), network, prompt and decode lengths, latency (whole\n"
                "run, decode per token, prefill) in s/min/h/d, online and offline bytes in\n"
                "kB/MB/GB/TB, rounds, and the accuracy metrics present; a table per model.\n"
                "Columns every run shares are printed once above the table; columns that do not\n"
-               "fit the width are left out (named below the table). Runs these labels show\n"
+               "fit the width are left out (named below the table), except the metrics asked\n"
+               "for with --metrics: for them the label columns wrap first. Rows go by policy\n"
+               "family, then budget (kept_frac), or as the scenario lists them (--order\n"
+               "scenario). CSV has every metric of the database. Runs these labels show\n"
                "alike get a variant column: the config keys that tell them apart (seed=2).\n"
                "The serving tables of `mpcsim serve` follow, when present.\n\n"
                "options:\n");
@@ -35,6 +40,8 @@ static void report_usage(FILE *f, const cli_cmd *c)
                "exit status: 0 ok; 1 the database cannot be read (damaged, locked); 2 bad usage,\n"
                "no such database, not an mpcsim database or a newer schema, unknown metric\n");
 }
+
+typedef enum rep_format { RF_TEXT, RF_CSV, RF_JSON, RF_MARKDOWN, RF_LATEX } rep_format;
 
 /* ---- a table of text cells, printed aligned and fitted to a width, or as CSV ----------- */
 
@@ -130,31 +137,8 @@ static size_t text_width(const char *s)
     return n;
 }
 
-/* Prints text wrapped at width, continuation lines indented by two spaces. */
-static void wrap(FILE *f, const char *s, int width)
-{
-    size_t lim = width > 24 ? (size_t)width : 24, first = 1;
-    while (*s) {
-        size_t room = first ? lim : lim - 2, len = strcspn(s, "\n");
-        if (len > room) { /* at the last space that fits; in one long word (a label such
-                           * as aby3(trunc=local,topk=quickselect)), after its last comma */
-            size_t cut = room;
-            while (cut > 0 && s[cut] != ' ')
-                cut--;
-            if (!cut) {
-                cut = room;
-                while (cut > 0 && s[cut - 1] != ',')
-                    cut--;
-            }
-            len = cut ? cut : room;
-        }
-        fprintf(f, "%s%.*s\n", first ? "" : "  ", (int)len, s);
-        s += len;
-        while (*s == ' ' || *s == '\n')
-            s++;
-        first = 0;
-    }
-}
+/* Prints text wrapped at width (dbq_wrap). */
+static void wrap(FILE *f, const char *s, int width) { dbq_wrap(f, s, width); }
 
 /* Column c's width over rows [r0, r1): its widest cell, or its head. */
 static size_t tab_col_width(const table *t, size_t c, size_t r0, size_t r1)
@@ -258,29 +242,113 @@ static void tab_paragraphs(const table *t, size_t r0, size_t r1, int width, FILE
     }
 }
 
+/* The bytes of s's first line piece in a column lim wide: all of s when it fits, else the
+ * longest prefix of at most lim characters that ends after a comma or a space or before a '('
+ * (else after an underscore) (a label such as h2o(heavy_ratio=0.05,recent_ratio=0.05) wraps at its
+ * options, a head such as attn_mass_recall at its words), else lim characters. */
+static size_t piece_len(const char *s, size_t lim)
+{
+    size_t b = 0, chars = 0, brk = 0, weak = 0;
+    while (s[b] && chars < lim) {
+        b++;
+        while (((unsigned char)s[b] & 0xc0) == 0x80)
+            b++;
+        chars++;
+        if (s[b - 1] == ',' || s[b - 1] == ' ' || s[b] == '(')
+            brk = b;
+        else if (s[b - 1] == '_')
+            weak = b;
+    }
+    return !s[b] ? b : brk ? brk : weak ? weak : b;
+}
+
 /* The heads and rows [r0, r1) aligned to the widths w: numbers to the right, the last column
- * without trailing spaces. */
+ * without trailing spaces. A cell wider than its column (narrowed by tab_narrow) goes on over
+ * as many lines as it needs. */
 static void tab_rows(const table *t, const size_t *w, size_t r0, size_t r1, FILE *f)
 {
     size_t lastc = 0;
     for (size_t c = 0; c < t->cols; c++)
         if (t->c[c].shown)
             lastc = c;
+    const char *rest[REP_MAX_COLS];
     for (long r = -1; r < (long)(r1 - r0); r++) {
-        int nk = 0;
-        for (size_t c = 0; c < t->cols; c++) {
-            if (!t->c[c].shown)
-                continue;
-            const char *s = r < 0 ? t->c[c].head : tab_get(t, r0 + (size_t)r, c);
-            int pad = (int)(w[c] - text_width(s));
-            fprintf(f, "%s", nk++ ? "  " : "");
-            if (t->c[c].right)
-                fprintf(f, "%*s%s", pad, "", s);
-            else
-                fprintf(f, "%s%*s", s, c == lastc ? 0 : pad, "");
+        for (size_t c = 0; c < t->cols; c++)
+            rest[c] = r < 0 ? t->c[c].head : tab_get(t, r0 + (size_t)r, c);
+        for (int more = 1; more;) {
+            char line[4096];
+            size_t n = 0;
+            int nk = 0;
+            more = 0;
+            for (size_t c = 0; c < t->cols; c++) {
+                if (!t->c[c].shown)
+                    continue;
+                size_t len = piece_len(rest[c], w[c]);
+                char piece[1024];
+                snprintf(piece, sizeof piece, "%.*s", (int)len, rest[c]);
+                rest[c] += len;
+                while (*rest[c] == ' ')
+                    rest[c]++;
+                more |= *rest[c] != '\0';
+                int pad = (int)(w[c] - text_width(piece));
+                if (n < sizeof line)
+                    n += (size_t)snprintf(line + n, sizeof line - n, "%s", nk++ ? "  " : "");
+                if (n < sizeof line)
+                    n += (size_t)(t->c[c].right
+                                      ? snprintf(line + n, sizeof line - n, "%*s%s", pad, "", piece)
+                                      : snprintf(line + n, sizeof line - n, "%s%*s", piece,
+                                                 c == lastc ? 0 : pad, ""));
+            }
+            n = n < sizeof line ? n : sizeof line - 1;
+            while (n > 0 && line[n - 1] == ' ') /* a wrapped cell's lines end early */
+                n--;
+            fprintf(f, "%.*s\n", (int)n, line);
         }
-        fputc('\n', f);
     }
+}
+
+/* Narrows the widest columns one character at a time until the shown columns fit width: the
+ * number columns first, down to their widest number and their head's longest word (the head
+ * wraps at its underscores), then the label columns (left-aligned) down to 12 characters or
+ * their longest word (up to 24: a word is not cut below that); tab_rows then wraps their
+ * cells. 1 when they fit. */
+static int tab_narrow(const table *t, size_t *w, int width, size_t r0, size_t r1)
+{
+    size_t floor[REP_MAX_COLS];
+    for (size_t c = 0; c < t->cols; c++) {
+        floor[c] = 12;
+        if (t->c[c].right) /* the longest word of the head */
+            for (const char *h = t->c[c].head, *e; *h; h = *e ? e + 1 : e) {
+                e = h + strcspn(h, "_ ");
+                floor[c] = h == t->c[c].head || (size_t)(e - h) + 1 > floor[c]
+                               ? (size_t)(e - h) + (*e != '\0')
+                               : floor[c];
+            }
+        for (size_t r = r0; r < r1; r++) {
+            const char *v = tab_get(t, r, c);
+            size_t len = t->c[c].right ? text_width(v) : 0;
+            while (!t->c[c].right && *v) { /* the longest piece tab_rows would not cut */
+                size_t p = piece_len(v, 24);
+                len = p > len ? p : len;
+                v += p;
+                while (*v == ' ')
+                    v++;
+            }
+            floor[c] = len > floor[c] ? len : floor[c];
+        }
+    }
+    while (tab_shown_width(t, w) > (size_t)width) {
+        int widest = -1;
+        for (int right = 1; right >= 0 && widest < 0; right--)
+            for (size_t c = 0; c < t->cols; c++)
+                if (t->c[c].shown && t->c[c].right == right && w[c] > floor[c] &&
+                    (widest < 0 || w[c] > w[widest]))
+                    widest = (int)c;
+        if (widest < 0)
+            return 0;
+        w[widest]--;
+    }
+    return 1;
 }
 
 /* Prints rows [r0, r1): the columns every row shares (among the first `shared`) once above the
@@ -297,7 +365,7 @@ static void tab_print(table *t, int width, size_t shared, size_t r0, size_t r1, 
         snprintf(line, sizeof line, "all runs: %s", common);
         wrap(f, line, width);
     }
-    if (tab_shown_width(t, w) > (size_t)width)
+    if (!tab_narrow(t, w, width, r0, r1))
         tab_paragraphs(t, r0, r1, width, f);
     else
         tab_rows(t, w, r0, r1, f);
@@ -331,6 +399,88 @@ static void tab_print_by_model(table *t, int width, size_t shared, FILE *f)
     }
 }
 
+/* ---- the same tables for a paper: Markdown, or LaTeX with booktabs ---------------------- */
+
+static void md_text(FILE *f, const char *s)
+{
+    for (; *s; s++)
+        fprintf(f, *s == '|' ? "\\|" : "%c", *s);
+}
+
+static void tex_text(FILE *f, const char *s)
+{
+    for (; *s; s++)
+        if (strchr("&%$#_{}", *s))
+            fprintf(f, "\\%c", *s);
+        else if (*s == '\\')
+            fputs("\\textbackslash{}", f);
+        else if (*s == '~')
+            fputs("\\textasciitilde{}", f);
+        else if (*s == '^')
+            fputs("\\textasciicircum{}", f);
+        else
+            fputc(*s, f);
+}
+
+/* Rows [r0, r1) as one Markdown or LaTeX (booktabs) table, every column that has something
+ * to say (no width limit: a page sets it); the columns every row shares (among the first
+ * `shared`) are a line above it: a sentence in Markdown, a comment in LaTeX. */
+static void tab_paper(table *t, rep_format fmt, size_t shared, size_t r0, size_t r1, FILE *f)
+{
+    size_t w[REP_MAX_COLS];
+    char common[1024];
+    int md = fmt == RF_MARKDOWN;
+    void (*cell)(FILE *, const char *) = md ? md_text : tex_text;
+    tab_layout(t, shared, r0, r1, w, common, sizeof common);
+    if (common[0])
+        fprintf(f, md ? "All runs: %s.\n\n" : "%% all runs: %s\n", common);
+    if (!md) {
+        fputs("\\begin{tabular}{", f);
+        for (size_t c = 0; c < t->cols; c++)
+            if (t->c[c].shown)
+                fputc(t->c[c].right ? 'r' : 'l', f);
+        fputs("}\n\\toprule\n", f);
+    }
+    for (long r = -1; r < (long)(r1 - r0); r++) {
+        int nk = 0;
+        for (size_t c = 0; c < t->cols; c++) {
+            if (!t->c[c].shown)
+                continue;
+            fputs(md ? (nk++ ? " | " : "| ") : nk++ ? " & " : "", f);
+            cell(f, r < 0 ? t->c[c].head : tab_get(t, r0 + (size_t)r, c));
+        }
+        fputs(md ? " |\n" : " \\\\\n", f);
+        if (r < 0 && md) {
+            for (size_t c = 0; c < t->cols; c++)
+                if (t->c[c].shown)
+                    fputs(t->c[c].right ? "| ---: " : "| --- ", f);
+            fputs("|\n", f);
+        } else if (r < 0)
+            fputs("\\midrule\n", f);
+    }
+    if (!md)
+        fputs("\\bottomrule\n\\end{tabular}\n", f);
+}
+
+/* tab_paper for each model (rows are ordered by model), under a heading when there are
+ * several. */
+static void tab_paper_by_model(table *t, rep_format fmt, size_t shared, FILE *f)
+{
+    size_t r0 = 0;
+    int sections = t->rows > 0 && strcmp(tab_get(t, 0, 1), tab_get(t, t->rows - 1, 1));
+    while (r0 < t->rows) {
+        size_t r1 = r0 + 1;
+        while (r1 < t->rows && !strcmp(tab_get(t, r1, 1), tab_get(t, r0, 1)))
+            r1++;
+        if (sections)
+            fprintf(f, fmt == RF_MARKDOWN ? "%s### model %s\n\n" : "%s%% model %s\n",
+                    r0 ? "\n" : "", tab_get(t, r0, 1));
+        t->c[1].prio = sections ? 99 : 1;
+        tab_paper(t, fmt, shared, r0, r1, f);
+        r0 = r1;
+    }
+}
+
 /* ---- which metric columns -------------------------------------------------------------- */
 
 static int metric_names(sqlite3 *h, char names[][48], size_t max, size_t *n)
@@ -345,8 +495,9 @@ static int metric_names(sqlite3 *h, char names[][48], size_t max, size_t *n)
     return 0;
 }
 
-/* Fills cols from --metrics (checked against the stored names) or the accuracy metrics. */
-static int pick_metrics(sqlite3 *h, const char *list, char cols[][48], size_t *nc)
+/* Fills cols from --metrics (checked against the stored names), or the accuracy metrics
+ * (every metric stored when all is set), the most telling first. */
+static int pick_metrics(sqlite3 *h, const char *list, int all, char cols[][48], size_t *nc)
 {
     char have[256][48];
     size_t nh;
@@ -364,7 +515,12 @@ static int pick_metrics(sqlite3 *h, const char *list, char cols[][48], size_t *n
                     used[i] = 1;
                 }
         for (size_t i = 0; i < nh && *nc < REP_MAX_METRICS; i++)
-            if (!used[i] && rdb_metric_is_accuracy(have[i]))
+            if (!used[i] && rdb_metric_is_accuracy(have[i])) {
+                snprintf(cols[(*nc)++], 48, "%.47s", have[i]);
+                used[i] = 1;
+            }
+        for (size_t i = 0; all && i < nh && *nc < REP_MAX_METRICS; i++)
+            if (!used[i])
                 snprintf(cols[(*nc)++], 48, "%.47s", have[i]);
         return 0;
     }
@@ -393,23 +549,32 @@ static int pick_metrics(sqlite3 *h, const char *list, char cols[][48], size_t *n
 /* ---- the runs -------------------------------------------------------------------------- */
 
 /* Column 0..: the run's identity, then the cost figures (NULL for a failed run). */
-#define RUN_SELECT                                                                                 \
-    "SELECT r.id, r.model, r.protocol_label, r.network, r.policy_label, r.prompt_len, "            \
-    "r.decode_len, r.status, "                                                                     \
-    "(SELECT sum(latency_ns) FROM phases p WHERE p.run_id = r.id) / 1e9, "                         \
-    "(SELECT latency_ns FROM phases p WHERE p.run_id = r.id AND p.phase = 'decode') / 1e9 "        \
-    "  / nullif(r.decode_len, 0), "                                                                \
-    "(SELECT latency_ns FROM phases p WHERE p.run_id = r.id AND p.phase = 'prefill') / 1e9, "      \
-    "(SELECT sum(bytes_p0 + bytes_p1 + bytes_p2) FROM breakdown b WHERE b.run_id = r.id "          \
-    "  AND b.category = 'total'), "                                                                \
-    "(SELECT sum(offline_p0 + offline_p1 + offline_p2) FROM breakdown b WHERE b.run_id = "         \
-    "  r.id AND b.category = 'total'), "                                                           \
-    "(SELECT sum(rounds) FROM breakdown b WHERE b.run_id = r.id AND b.category = 'total'), "       \
-    "r.error, r.scenario, r.grid_index, r.config_hash, r.latency_ms, r.bandwidth_mbps, "           \
-    "r.machine, r.threads, r.policy, r.batch, r.seed, r.config_json, r.wall_s "                    \
-    "FROM runs r WHERE 1 %s "                                                                      \
-    "ORDER BY r.model, r.protocol, r.protocol_label, r.latency_ms, -r.bandwidth_mbps, r.network, " \
-    "r.policy_label, r.prompt_len, r.decode_len, r.id"
+#define RUN_SELECT                                                                            \
+    "SELECT r.id, r.model, r.protocol_label, r.network, r.policy_label, r.prompt_len, "       \
+    "r.decode_len, r.status, "                                                                \
+    "(SELECT sum(latency_ns) FROM phases p WHERE p.run_id = r.id) / 1e9, "                    \
+    "(SELECT latency_ns FROM phases p WHERE p.run_id = r.id AND p.phase = 'decode') / 1e9 "   \
+    "  / nullif(r.decode_len, 0), "                                                           \
+    "(SELECT latency_ns FROM phases p WHERE p.run_id = r.id AND p.phase = 'prefill') / 1e9, " \
+    "(SELECT sum(bytes_p0 + bytes_p1 + bytes_p2) FROM breakdown b WHERE b.run_id = r.id "     \
+    "  AND b.category = 'total'), "                                                           \
+    "(SELECT sum(offline_p0 + offline_p1 + offline_p2) FROM breakdown b WHERE b.run_id = "    \
+    "  r.id AND b.category = 'total'), "                                                      \
+    "(SELECT sum(rounds) FROM breakdown b WHERE b.run_id = r.id AND b.category = 'total'), "  \
+    "r.error, r.scenario, r.grid_index, r.config_hash, r.latency_ms, r.bandwidth_mbps, "      \
+    "r.machine, r.threads, r.policy, r.batch, r.seed, r.config_json, r.wall_s "               \
+    "FROM runs r WHERE 1 %s ORDER BY %s"
+
+/* The rows' orders (--order), each by model first (a table per model). family: the full
+ * cache first, then each policy family by its budget (the kept fraction its label measured,
+ * averaged over the model's runs with that label, so a label's rows stay together), then the
+ * workload, within one protocol and network; scenario: as the scenarios list them. */
+#define ORDER_FAMILY                                                                           \
+    "r.model, r.protocol, r.protocol_label, r.latency_ms, -r.bandwidth_mbps, r.network, "      \
+    "r.policy <> 'full', r.policy, (SELECT avg(m.value) FROM metrics m JOIN runs r2 ON r2.id " \
+    "= m.run_id WHERE r2.model = r.model AND r2.policy_label = r.policy_label AND m.name = "   \
+    "'kept_frac'), r.policy_label, r.prompt_len, r.decode_len, r.id"
+#define ORDER_SCENARIO "r.model, r.scenario, r.grid_index, r.id"
 
 enum {
     R_ID,
@@ -446,7 +611,10 @@ typedef struct rep {
     const char *path;
     char mcols[REP_MAX_METRICS][48];
     size_t nm;
+    int asked; /* the metrics came from --metrics: never left out */
     char *where;
+    const char *order; /* ORDER_FAMILY or ORDER_SCENARIO */
+    rep_format fmt;
     int csv, json, failed, width;
     dbvar *var;    /* config keys that tell apart runs whose shown labels are the same */
     json_t *notes; /* --json: what was written differently (non-finite numbers as null) */
@@ -500,22 +668,29 @@ static void runs_columns(const rep *R, table *t, int variant)
     if (!csv) /* the machine profile and its threads: the answer depends on them */
         tab_col(t, "machine", 1, 0);
     tab_col(t, "policy", 1, 0);
+    if (csv) /* the family apart from the label, which has the options */
+        tab_col(t, "policy_label", 1, 0);
     tab_col(t, "prompt", 1, 1);
     tab_col(t, csv ? "decode" : "gen", 1, 1);
     if (variant && !csv) /* what else tells these runs apart */
         tab_col(t, "variant", 1, 0);
     tab_col(t, "status", 1, 0);
-    tab_col(t, csv ? "latency_s" : "latency", 1, 1);
-    tab_col(t, csv ? "per_token_s" : "per token", 1, 1);
+    /* the figures give way to the metrics asked for */
+    tab_col(t, csv ? "latency_s" : "latency", R->asked ? 2 : 1, 1);
+    tab_col(t, csv ? "per_token_s" : "per token", R->asked ? 2 : 1, 1);
     tab_col(t, csv ? "prefill_s" : "prefill", 6, 1);
     tab_col(t, csv ? "online_bytes" : "online", 3, 1);
     tab_col(t, csv ? "offline_bytes" : "offline", 5, 1);
     tab_col(t, "rounds", 7, 1);
     for (size_t c = 0; c < R->nm; c++)
-        tab_col(t, R->mcols[c], c == 0 ? 2 : 3 + (int)c, 1);
+        tab_col(t, R->mcols[c], R->asked ? 1 : c == 0 ? 2 : 3 + (int)c, 1);
     if (csv) { /* after the figures: the columns before them keep their places */
         tab_col(t, "machine", 1, 0);
         tab_col(t, "threads", 1, 1);
+        tab_col(t, "latency_ms", 1, 1);
+        tab_col(t, "bandwidth_mbps", 1, 1);
+        tab_col(t, "scenario", 1, 0);
+        tab_col(t, "grid_index", 1, 1);
         if (variant)
             tab_col(t, "variant", 1, 0);
     }
@@ -538,9 +713,11 @@ static int run_row(const rep *R, table *t, sqlite3_stmt *s, sqlite3_stmt *m, int
 {
     int csv = R->csv;
     for (int c = R_ID; c <= R_DECODE; c++) {
-        tab_add(t, text(s, c));
+        tab_add(t, text(s, c == R_LABEL && csv ? R_POLICY : c));
         if (c == R_NET && !csv)
             machine_cell(t, s);
+        if (c == R_LABEL && csv)
+            tab_add(t, text(s, R_LABEL));
     }
     const char *vr = dbvar_of(R->var, sqlite3_column_int64(s, R_ID));
     if (variant && !csv)
@@ -556,15 +733,24 @@ static int run_row(const rep *R, table *t, sqlite3_stmt *s, sqlite3_stmt *m, int
     for (size_t c = 0; c < R->nm; c++) {
         char buf[64];
         double v;
-        if (metric_of(m, sqlite3_column_int64(s, R_ID), R->mcols[c], &v))
-            snprintf(buf, sizeof buf, csv ? "%.17g" : "%.4g", v);
-        else
+        const metric_def *md = metric_def_find(R->mcols[c]);
+        if (!metric_of(m, sqlite3_column_int64(s, R_ID), R->mcols[c], &v))
             snprintf(buf, sizeof buf, "%s", csv ? "" : "-");
+        else if (!csv && md && !strcmp(md->unit, "s")) /* the registry's unit, in human units */
+            dbq_seconds(buf, sizeof buf, v);
+        else if (!csv && md && !strcmp(md->unit, "B"))
+            dbq_bytes(buf, sizeof buf, v);
+        else
+            snprintf(buf, sizeof buf, csv ? "%.17g" : "%.4g", v);
         tab_add(t, buf);
     }
     if (csv) {
         tab_add(t, text(s, R_MACH));
         tab_add(t, text(s, R_THREADS));
+        tab_add(t, text(s, R_LAT));
+        tab_add(t, text(s, R_BW));
+        tab_add(t, text(s, R_SCN));
+        tab_add(t, text(s, R_GRID));
         if (variant)
             tab_add(t, vr);
     }
@@ -573,7 +759,7 @@ static int run_row(const rep *R, table *t, sqlite3_stmt *s, sqlite3_stmt *m, int
 
 static int runs_table(rep *R, table *t, int *n_failed)
 {
-    char *sql = sqlite3_mprintf(RUN_SELECT, R->where);
+    char *sql = sqlite3_mprintf(RUN_SELECT, R->where, R->order);
     sqlite3_stmt *s = NULL, *m = NULL;
     int rc = sql && sqlite3_prepare_v2(R->h, sql, -1, &s, NULL) == SQLITE_OK &&
                      sqlite3_prepare_v2(R->h,
@@ -602,7 +788,7 @@ static int runs_table(rep *R, table *t, int *n_failed)
 /* Failed runs and why: the error text wrapped under each run. */
 static int failed_list(rep *R, FILE *f)
 {
-    char *sql = sqlite3_mprintf(RUN_SELECT, R->where);
+    char *sql = sqlite3_mprintf(RUN_SELECT, R->where, R->order);
     sqlite3_stmt *s = NULL;
     if (!sql || sqlite3_prepare_v2(R->h, sql, -1, &s, NULL) != SQLITE_OK) {
         sqlite3_free(sql);
@@ -678,6 +864,11 @@ static void serve_print(const rep *R, table *t, const char *heading, size_t shar
 {
     if (!t->rows)
         return;
+    if (R->fmt == RF_MARKDOWN || R->fmt == RF_LATEX) {
+        fprintf(f, R->fmt == RF_MARKDOWN ? "\n**%s**\n\n" : "\n%% %s\n", heading);
+        tab_paper(t, R->fmt, shared, 0, t->rows, f);
+        return;
+    }
     fprintf(f, "\n%s\n", heading);
     if (R->csv)
         tab_csv(t, f);
@@ -905,7 +1096,7 @@ static int report_json(rep *R, FILE *f)
 /* 0 ok, -1 --help printed, 2 usage error (printed). */
 static int report_parse(int argc, char **argv, rep *R, const char **list, cli_list *where)
 {
-    int cols = 0;
+    int cols = 0, fmt = -1, order = 0;
     const cli_opt opts[] = {
         {.name = "failed",
          .kind = CLI_FLAG,
@@ -918,7 +1109,19 @@ static int report_parse(int argc, char **argv, rep *R, const char **list, cli_li
         {.name = "csv",
          .kind = CLI_FLAG,
          .dest = &R->csv,
-         .help = "comma-separated values, every column, raw numbers"},
+         .help = "comma-separated values, every column and metric, raw\nnumbers (as --format csv)"},
+        {.name = "format",
+         .kind = CLI_CHOICE,
+         .dest = &fmt,
+         .arg = "F",
+         .choices = "text|csv|json|markdown|latex",
+         .help = "text (default), csv, json, or a table for a paper:\nmarkdown, latex (booktabs)"},
+        {.name = "order",
+         .kind = CLI_CHOICE,
+         .dest = &order,
+         .arg = "KEY",
+         .choices = "family|scenario",
+         .help = "rows by policy family then budget (default), or as the\nscenario lists them"},
         {.name = "columns",
          .kind = CLI_INT,
          .dest = &cols,
@@ -948,10 +1151,14 @@ static int report_parse(int argc, char **argv, rep *R, const char **list, cli_li
     int n_pos = 0, rc = cli_parse_cmd(&cmd, argc, argv, pos, &n_pos, report_usage);
     if (rc)
         return rc == CLI_HELP_ASKED ? -1 : rc;
-    if (R->csv + R->json > 1) {
-        cli_error("report", "--csv and --json exclude each other");
+    if (R->csv + R->json + (fmt >= 0) > 1) {
+        cli_error("report", "--csv, --json and --format exclude each other");
         return 2;
     }
+    R->fmt = fmt >= 0 ? (rep_format)fmt : R->csv ? RF_CSV : R->json ? RF_JSON : RF_TEXT;
+    R->csv = R->fmt == RF_CSV;
+    R->json = R->fmt == RF_JSON;
+    R->order = order ? ORDER_SCENARIO : ORDER_FAMILY;
     if ((rc = cli_want_one(&cmd, n_pos, "no database given", "one database only", report_usage)))
         return rc;
     R->path = pos[0];
@@ -986,11 +1193,14 @@ int cmd_report(int argc, char **argv)
     } else if (R.failed) {
         if (failed_list(&R, stdout))
             st = 1;
-    } else if (!(st = pick_metrics(R.h, list, R.mcols, &R.nm))) {
+    } else if (!(st = pick_metrics(R.h, list, R.csv, R.mcols, &R.nm))) {
+        R.asked = list != NULL;
         if (runs_table(&R, &t, &n_failed))
             st = 1;
         else if (R.csv)
             tab_csv(&t, stdout);
+        else if (R.fmt == RF_MARKDOWN || R.fmt == RF_LATEX)
+            tab_paper_by_model(&t, R.fmt, dbvar_keys(R.var)[0] ? 10 : 9, stdout);
         else {
             if (t.rows)
                 tab_print_by_model(&t, R.width, dbvar_keys(R.var)[0] ? 10 : 9, stdout);

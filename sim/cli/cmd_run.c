@@ -340,13 +340,14 @@ typedef struct sweep {
     errbuf db_err;
 } sweep;
 
-/* "#12 llama-2-7b wan h2o": what the progress shows of a run in flight. */
+/* "#12 llama-2-7b semi2k wan h2o": what the progress shows of a run in flight. */
 static void run_name(const run_cfg *c, char *out, size_t n)
 {
     rdb_labels l;
     run_labels(c, &l);
     /* truncated to what the progress line shows anyway */
-    snprintf(out, n, "#%zu %.40s %.30s %.60s", c->index, l.model, l.network, l.policy_label);
+    snprintf(out, n, "#%zu %.30s %.24s %.24s %.60s", c->index, l.model, l.protocol_label, l.network,
+             l.policy_label);
 }
 
 static void sweep_begin(sweep *sw, size_t i)

@@ -23,6 +23,7 @@ typedef struct vm_args {
     double bandwidth_bps;
     int shape;     /* 1: bandwidth shaped with tbf between network namespaces */
     int plaintext; /* 1: --insecure-plaintext, no TLS on the backend's channels */
+    int wide;      /* 1: --wide, every party's bytes (else 80 columns) */
     machine_profile mach;
     const char *session;
 } vm_args;

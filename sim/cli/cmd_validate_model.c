@@ -3,6 +3,7 @@
  * simulated; `--accuracy N` (teacher-forced secure logits against the float reference, or
  * against the plaintext replay of `--policy`), `--generate N` (greedy generation timing). */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +88,70 @@ static int need_tokens(const vm_ctx *c, uint32_t n, errbuf *e)
                    "the text has %d tokens, %u needed\n---> HINT: give a longer "
                    "text with --text FILE (e.g. tests/data/tinystories_sample.txt)",
                    c->n_ids, n);
+}
+
+/* "1034", "903", "12.5", "0.41": a time in ms in at most five characters where it can. */
+static void fmt_ms(char *out, size_t n, double ms)
+{
+    snprintf(out, n, ms >= 100 ? "%.0f" : ms >= 1 ? "%.3g" : "%.2f", ms);
+}
+
+/* A comment of the tables: "# " and the text formatted from fmt, wrapped at 80 columns. */
+static void comment_wrap(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void comment_wrap(const char *fmt, ...)
+{
+    char text[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    for (const char *s = text; *s;) {
+        size_t len = strlen(s);
+        if (len > 78) { /* at the last space that fits */
+            len = 78;
+            while (len > 0 && s[len] != ' ')
+                len--;
+            if (!len)
+                len = 78;
+        }
+        printf("# %.*s\n", (int)len, s);
+        s += len;
+        while (*s == ' ')
+            s++;
+    }
+}
+
+/* p when p equals m, else p/m. */
+static void pm(char *out, size_t n, unsigned long long p, unsigned long long m)
+{
+    snprintf(out, n, p == m ? "%llu" : "%llu/%llu", p, m);
+}
+
+/* 80 columns: every party's bytes compared (the check), their sums shown; the bytes on the
+ * wire under the row. */
+static void print_row_short(const char *pn, const valid_row *r, int np, int plaintext)
+{
+    unsigned long long pb = 0, mb = 0, pw = 0, mw = 0;
+    for (int i = 0; i < np && i < RDB_PARTIES; i++)
+        pb += r->pred.bytes[i], mb += r->meas.bytes[i], pw += r->pred_wire[i],
+            mw += r->meas_wire[i];
+    const char *step = strchr(r->item, ':') ? strchr(r->item, ':') + 1 : r->item;
+    char what[40], rounds[24], online[32], offline[32], tp[16], tm[16], t[40], wire[40];
+    snprintf(what, sizeof what, "%.10s %u%s%.0u", step, r->n_tokens, r->kv_len ? "@" : "",
+             r->kv_len);
+    pm(rounds, sizeof rounds, (unsigned long long)r->pred.rounds,
+       (unsigned long long)r->meas.rounds);
+    pm(online, sizeof online, pb, mb);
+    pm(offline, sizeof offline, (unsigned long long)r->pred_offline,
+       (unsigned long long)r->meas_offline);
+    fmt_ms(tp, sizeof tp, (double)r->pred_ns * 1e-6);
+    fmt_ms(tm, sizeof tm, (double)r->meas_ns * 1e-6);
+    snprintf(t, sizeof t, "%s/%s", tp, tm);
+    printf("%-6s %-14s %6s %10s %10s %11s %+6.1f%% %s\n", pn, what, rounds, online, offline, t,
+           valid_err_pct(r->pred_ns, r->meas_ns), r->ops_mismatched ? "MISMATCH" : "ok");
+    pm(wire, sizeof wire, pw, mw);
+    printf("%-21s %6s %10s %s (payload, frames%s)\n", "", "wire", wire,
+           r->wire_mismatched ? "MISMATCH" : "ok", plaintext ? "" : ", TLS records");
 }
 
 static void print_row(const char *pn, const valid_row *r, int np)
@@ -204,8 +269,12 @@ static int vm_programs(vm_ctx *c, const proto_cfg *cfg, rdb *db, int *bad, errbu
         }
         if (s != 0 && s + 1 != r.n_steps)
             continue;
-        print_row(cfg->name, &row, pr->n_parties);
-        print_wire(&row, pr->n_parties, a->plaintext);
+        if (!a->wide)
+            print_row_short(cfg->name, &row, pr->n_parties, a->plaintext);
+        else {
+            print_row(cfg->name, &row, pr->n_parties);
+            print_wire(&row, pr->n_parties, a->plaintext);
+        }
         if (db)
             rc = valid_store(db, a->session, cfg->name, &row, a->latency_ns, a->bandwidth_bps,
                              a->shape ? "tbf" : "none", e);
@@ -217,9 +286,9 @@ static int vm_programs(vm_ctx *c, const proto_cfg *cfg, rdb *db, int *bad, errbu
                  "carrying TCP frames (mtu %u)%s",
                  (unsigned long long)net.link[0][1].burst_bytes, net.wire.mtu,
                  a->plaintext ? "" : " of TLS 1.3 records");
-    printf("# %s: round overhead %.1f us (probe; added to the simulated link latency)%s; session "
-           "%.2f s\n",
-           cfg->name, (double)base * 1e-3, shaped, r.seconds);
+    comment_wrap("%s: session %.2f s; round overhead %.0f us (probe, added to the links' "
+                 "latency)%s",
+                 cfg->name, r.seconds, (double)base * 1e-3, shaped);
     secinf_result_free(&r);
     return rc;
 }
@@ -411,7 +480,10 @@ int validate_model(const vm_args *a, const proto_cfg *cfgs, int n_cfgs, rdb *db,
 {
     vm_ctx c;
     int rc = vm_open(&c, a, e);
-    if (!rc && !a->accuracy && !a->generate) {
+    if (!rc && !a->accuracy && !a->generate && !a->wide)
+        printf("%-6s %-14s %6s %10s %10s %11s %7s %s\n", "proto", a->model, "rounds", "online",
+               "offline", "time ms p/m", "error", "check");
+    else if (!rc && !a->accuracy && !a->generate) {
         printf("%-7s %-20s %5s %5s | %-11s | %-19s | %-19s | %-19s | %s\n", "proto", "program",
                "new", "kv", "rounds p/m", "bytes P0 p/m", "bytes P1 p/m", "P2 (aby3) / offline",
                "time ms p/m, error");
@@ -424,7 +496,20 @@ int validate_model(const vm_args *a, const proto_cfg *cfgs, int n_cfgs, rdb *db,
         else
             rc = vm_programs(&c, &cfgs[i], db, bad, e);
     }
-    if (!rc && !a->accuracy && !a->generate)
+    if (!rc && !a->accuracy && !a->generate && !a->wide)
+        comment_wrap("%s: the prefill of N tokens, and the last decode step (N@KV: N new "
+                     "tokens over KV cached). Predicted (cost engine + simulator) against "
+                     "measured (backend, %s, %.3g ms one-way latency injected by the transport): "
+                     "one figure when they agree, p/m when not. online: bytes every party sends "
+                     "(each compared), summed; offline: bytes from the dealer (aby3: none). "
+                     "check: the bytes and rounds of every op of every step, exactly (a "
+                     "difference fails the command); error: the time's, a note. --wide: each "
+                     "party's bytes.",
+                     a->model,
+                     a->shape ? "a network namespace per node, shaped with tbf"
+                              : "parties forked on 127.0.0.1",
+                     (double)a->latency_ns * 1e-6);
+    else if (!rc && !a->accuracy && !a->generate)
         printf("# p = predicted (cost engine + simulator), m = measured (backend, %s, %.3g ms\n"
                "# one-way latency injected by the transport). Bytes: online payload sent by the "
                "party. Time: the\n"

@@ -153,3 +153,29 @@ int dbq_columns(int given)
         return ws.ws_col;
     return 80;
 }
+
+/* Prints text wrapped at width, continuation lines indented by two spaces. */
+void dbq_wrap(FILE *f, const char *s, int width)
+{
+    size_t lim = width > 24 ? (size_t)width : 24, first = 1;
+    while (*s) {
+        size_t room = first ? lim : lim - 2, len = strcspn(s, "\n");
+        if (len > room) { /* at the last space that fits; in one long word (a label such
+                           * as aby3(trunc=local,topk=quickselect)), after its last comma */
+            size_t cut = room;
+            while (cut > 0 && s[cut] != ' ')
+                cut--;
+            if (!cut) {
+                cut = room;
+                while (cut > 0 && s[cut - 1] != ',')
+                    cut--;
+            }
+            len = cut ? cut : room;
+        }
+        fprintf(f, "%s%.*s\n", first ? "" : "  ", (int)len, s);
+        s += len;
+        while (*s == ' ' || *s == '\n')
+            s++;
+        first = 0;
+    }
+}

@@ -4,6 +4,7 @@
 #define MPCSIM_DBQ_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "results/rdb.h"
 
@@ -27,6 +28,10 @@ int dbq_open(const char *cmd, const char *path, const char *const *args, int n, 
 void dbq_seconds(char *out, size_t n, double s);
 /* "512 B", "3.4 kB", "1.2 GB", "4.5 TB" (powers of 1000). */
 void dbq_bytes(char *out, size_t n, double b);
+/* Prints text wrapped at width (at least 24): at the last space that fits, or in one long word
+ * (a label such as aby3(trunc=local,topk=quickselect)) after its last comma; continuation
+ * lines indented by two spaces. */
+void dbq_wrap(FILE *f, const char *s, int width);
 /* The output width: given (> 0), else the terminal's when stdout is one ($COLUMNS, then the
  * tty), else 80. */
 int dbq_columns(int given);

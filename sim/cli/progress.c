@@ -128,8 +128,19 @@ static void draw(progress *p)
             k = width - 1;
         fprintf(stderr, "\r%.*s\033[K", k, line);
         p->drawn = 1;
-    } else {
-        fprintf(stderr, "progress: %s%s%s\n", st, fl[0] ? "; in flight: " : "", fl);
+    } else { /* a log: one short line, the runs in flight counted, the oldest named */
+        size_t n = 0, old = 0;
+        for (size_t i = 0; i < p->total; i++)
+            if (p->start[i] > 0 && (!n++ || p->start[i] < p->start[old]))
+                old = i;
+        char el[32] = "";
+        if (n)
+            fmt_dur(el, sizeof el, t - p->start[old]);
+        if (n)
+            fprintf(stderr, "progress: %s; %zu in flight, the oldest %s for %s\n", st, n,
+                    p->name[old], el);
+        else
+            fprintf(stderr, "progress: %s\n", st);
     }
     fflush(stderr);
 }
