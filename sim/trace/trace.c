@@ -721,8 +721,9 @@ const float *trace_stored_att(trace *t, uint32_t layer, uint32_t pos, uint32_t h
            (((size_t)layer * s->n_tokens + pos) * s->n_heads + h) * s->n_tokens;
 }
 
-static const trace_source dir_source = {dir_seek,   dir_kv, dir_kv1,   dir_att_row, dir_ffn,
-                                        dir_logits, dir_wo, dir_close, NULL,        NULL};
+static const trace_source dir_source = {dir_seek, dir_kv,     dir_kv1, dir_att_row,
+                                        dir_ffn,  dir_logits, dir_wo,  dir_close,
+                                        NULL,     NULL,       NULL,    NULL};
 
 int trace_alloc_common(trace *t)
 {
@@ -901,16 +902,17 @@ int trace_share_rows(trace *t)
 
 void trace_keep_key_words(trace *t)
 {
-    if (t->synthetic && t->impl)
-        trace_synth_keep_words(t);
+    if (t->impl && t->src->keep_words)
+        t->src->keep_words(t);
 }
 
 /* ---- spans of positions --------------------------------------------------------------- */
 
 uint32_t trace_span_max(const trace *t)
 {
-    /* the reference kernel computes one row at a time */
-    return t->src->att_span && !trace_synth_reference_kernel ? TRACE_SPAN_MAX : 0;
+    if (!t->src->att_span)
+        return 0;
+    return t->src->span_max ? t->src->span_max(t) : TRACE_SPAN_MAX;
 }
 
 int trace_span_begin(trace *t, uint32_t pos0, uint32_t cnt, errbuf *e)
