@@ -68,4 +68,15 @@ void trace_softmax_rows(float *att, uint32_t rows, uint32_t n);
 /* Allocates the common buffers for t->s; 0 on success. */
 int trace_alloc_common(trace *t);
 
+/* ---- trace directories (tracefmt.c), for the reader (tracedir.c) */
+#define REGEN_HINT "hint: regenerate the trace with 'mpcsim trace record' or scripts/dump_trace.py"
+extern const char *const array_names[TRACE_N_ARRAYS];
+/* Expected shape of an array for a trace shape; returns ndim. */
+uint32_t array_shape(const trace_shape *s, trace_array a, uint64_t sh[4]);
+/* Opens a file of a trace folder for reading: a symlink, FIFO or device is refused (opening
+ * does not block on a FIFO). NULL with errno set (ELOOP for a link, EINVAL for not a file). */
+FILE *open_member(const char *path);
+/* Why open_member failed, for messages. */
+const char *member_why(int err);
+
 #endif
