@@ -263,25 +263,78 @@ int policy_check_params(const policy_ops *p, const kv_param *kv, size_t n, const
     return MS_OK;
 }
 
+/* ---- loaded arguments ------------------------------------------------------------------ */
+
+/* The text of key among kv[0..n) (the last one written wins), else the default of pp. */
+static const char *arg_text(const policy_ops *p, const kv_param *kv, size_t n,
+                            const policy_param *pp, const char *key, const kv_param **where)
+{
+    if (where)
+        *where = NULL;
+    for (size_t i = n; i-- > 0;)
+        if (strcmp(kv[i].key, key) == 0) {
+            if (where)
+                *where = &kv[i];
+            return kv[i].val;
+        }
+    size_t nr = sizeof replay_params / sizeof replay_params[0];
+    if (pp && pp >= replay_params && pp < replay_params + nr)
+        return policy_replay_default(p, pp);
+    return pp ? pp->def : NULL;
+}
+
+int policy_args_load(const policy_ops *p, const kv_param *kv, size_t n, const char *path,
+                     policy_args *a, errbuf *e)
+{
+    memset(a, 0, sizeof *a);
+    a->kv = kv;
+    a->n = n;
+    a->path = path;
+    int rc = policy_check_params(p, kv, n, path, e);
+    if (rc)
+        return rc;
+    size_t nr = sizeof replay_params / sizeof replay_params[0];
+    if (p->n_params + nr > POLICY_MAX_VALUES)
+        return MS_OK; /* not loaded: the accessors parse the text */
+    for (size_t i = 0; i < p->n_params + nr; i++) {
+        const policy_param *pp = i < p->n_params ? &p->params[i] : &replay_params[i - p->n_params];
+        policy_value *v = &a->val[i];
+        v->param = pp;
+        v->text = arg_text(p, kv, n, pp, pp->key, &v->given);
+        errbuf ve;
+        /* a value that does not parse (only a default can: a given one was checked above) is
+         * reported by the accessor that reads it, as before loading */
+        v->ok = v->text &&
+                check_value(p, pp, v->text, v->given, path, &v->num, &v->choice, &ve) == MS_OK;
+    }
+    a->n_val = p->n_params + nr;
+    a->loaded = p;
+    return MS_OK;
+}
+
+/* The loaded value of key, or NULL when a was not loaded for p. */
+static const policy_value *loaded_value(const policy_ops *p, const policy_args *a, const char *key)
+{
+    if (!a || a->loaded != p)
+        return NULL;
+    for (size_t i = 0; i < a->n_val; i++)
+        if (strcmp(a->val[i].param->key, key) == 0)
+            return &a->val[i];
+    return NULL;
+}
+
 /* ---- argument helpers ----------------------------------------------------------------- */
 
 const char *policy_arg(const policy_ops *p, const policy_args *a, const char *key,
                        const kv_param **where)
 {
-    if (where)
-        *where = NULL;
-    if (a)
-        for (size_t i = a->n; i-- > 0;)
-            if (strcmp(a->kv[i].key, key) == 0) {
-                if (where)
-                    *where = &a->kv[i];
-                return a->kv[i].val;
-            }
-    const policy_param *pp = find_param(p, key);
-    size_t nr = sizeof replay_params / sizeof replay_params[0];
-    if (pp && pp >= replay_params && pp < replay_params + nr)
-        return policy_replay_default(p, pp);
-    return pp ? pp->def : NULL;
+    const policy_value *v = loaded_value(p, a, key);
+    if (v) {
+        if (where)
+            *where = v->given;
+        return v->text;
+    }
+    return arg_text(p, a ? a->kv : NULL, a ? a->n : 0, find_param(p, key), key, where);
 }
 
 int policy_arg_double(const policy_ops *p, const policy_args *a, const char *key, double *out,
@@ -290,6 +343,11 @@ int policy_arg_double(const policy_ops *p, const policy_args *a, const char *key
     const policy_param *pp = find_param(p, key);
     if (!pp || pp->choices)
         return err_set(e, MS_ERR_INTERNAL, "policy %s has no numeric parameter '%s'", p->name, key);
+    const policy_value *v = loaded_value(p, a, key);
+    if (v && v->ok) {
+        *out = v->num;
+        return MS_OK;
+    }
     const kv_param *kv;
     const char *val = policy_arg(p, a, key, &kv);
     return check_value(p, pp, val, kv, a ? a->path : NULL, out, NULL, e);
@@ -320,6 +378,11 @@ int policy_arg_choice(const policy_ops *p, const policy_args *a, const char *key
     const policy_param *pp = find_param(p, key);
     if (!pp || !pp->choices)
         return err_set(e, MS_ERR_INTERNAL, "policy %s has no word parameter '%s'", p->name, key);
+    const policy_value *v = loaded_value(p, a, key);
+    if (v && v->ok) {
+        *out = v->choice;
+        return MS_OK;
+    }
     const kv_param *kv;
     const char *val = policy_arg(p, a, key, &kv);
     return check_value(p, pp, val, kv, a ? a->path : NULL, NULL, out, e);

@@ -104,9 +104,10 @@ static int prep_ffn(void *ctx, uint32_t layer, uint32_t pos, const float *ffn_pr
     return !c->err && c->pol->ffn_pattern ? c->pol->ffn_pattern(c->st, layer, ffn_pre, active) : 0;
 }
 
-/* "key=value" strings as a policy's scenario parameters, checked as a scenario's are. */
+/* "key=value" strings as a policy's scenario parameters, checked as a scenario's are and loaded
+ * into *a (which points into kv). */
 static int prep_args(const policy_ops *pol, const char *const *params, size_t n, kv_param *kv,
-                     errbuf *e)
+                     policy_args *a, errbuf *e)
 {
     for (size_t i = 0; i < n; i++) {
         const char *eq = strchr(params[i], '=');
@@ -120,7 +121,7 @@ static int prep_args(const policy_ops *pol, const char *const *params, size_t n,
         memcpy(kv[i].key, params[i], (size_t)(eq - params[i]));
         snprintf(kv[i].val, sizeof kv[i].val, "%s", eq + 1);
     }
-    return policy_check_params(pol, kv, n, "--policy-param", e);
+    return policy_args_load(pol, kv, n, "--policy-param", a, e);
 }
 
 int secinf_policy_replay(const model_cfg *m, llama *ref, const char *policy,
@@ -135,7 +136,8 @@ int secinf_policy_replay(const model_cfg *m, llama *ref, const char *policy,
         return err_set(e, MS_ERR_INPUT, "policy replay: prompt %u of %u tokens, %zu parameters",
                        prompt, n, n_params);
     kv_param kv[RUN_MAX_PARAMS];
-    int rc = prep_args(pol, params, n_params, kv, e);
+    policy_args a;
+    int rc = prep_args(pol, params, n_params, kv, &a, e);
     if (rc)
         return rc;
     llama *pm = NULL;
@@ -172,7 +174,6 @@ int secinf_policy_replay(const model_cfg *m, llama *ref, const char *policy,
                       .max_len = n,
                       .gather_k = prep_gather_k,
                       .kv_ctx = &c};
-    policy_args a = {.kv = kv, .n = n_params, .path = "--policy-param"};
     if (!rc)
         rc = pol->init(&env, &a, &c.st, e);
     llama_hooks hf = {.ctx = &c, .on_layer = prep_full_layer};
@@ -213,7 +214,8 @@ int secinf_public_keep(const model_cfg *m, const char *policy, const char *const
         return err_set(e, MS_ERR_INPUT, "policy %s: prompt %u of %u tokens, %zu parameters", policy,
                        prompt, n, n_params);
     kv_param kv[RUN_MAX_PARAMS];
-    int rc = prep_args(pol, params, n_params, kv, e);
+    policy_args a;
+    int rc = prep_args(pol, params, n_params, kv, &a, e);
     if (rc)
         return rc;
     policy_env env = {.n_layers = m->n_layers,
@@ -224,7 +226,6 @@ int secinf_public_keep(const model_cfg *m, const char *policy, const char *const
                       .ffn_dim = m->ffn_dim,
                       .prompt_len = prompt,
                       .max_len = n};
-    policy_args a = {.kv = kv, .n = n_params, .path = "--policy-param"};
     void *st = NULL;
     if ((rc = pol->init(&env, &a, &st, e)))
         return rc;
@@ -269,7 +270,8 @@ int secinf_spol_of(const model_cfg *m, const char *policy, const char *const *pa
     if (n_params > RUN_MAX_PARAMS)
         return err_set(e, MS_ERR_INPUT, "policy %s: %zu parameters", policy, n_params);
     kv_param kv[RUN_MAX_PARAMS];
-    int rc = prep_args(pol, params, n_params, kv, e);
+    policy_args a;
+    int rc = prep_args(pol, params, n_params, kv, &a, e);
     policy_env env = {.n_layers = m->n_layers,
                       .n_heads = m->n_heads,
                       .n_kv_heads = m->n_kv_heads,
@@ -278,7 +280,6 @@ int secinf_spol_of(const model_cfg *m, const char *policy, const char *const *pa
                       .ffn_dim = m->ffn_dim,
                       .prompt_len = prompt,
                       .max_len = n};
-    policy_args a = {.kv = kv, .n = n_params, .path = "--policy-param"};
     if (!rc)
         rc = pol->secure->config(&env, &a, &sp->cfg, e);
     if (!rc && sp->cfg)
