@@ -626,11 +626,6 @@ int policy_portable_kernels;
 #define POLICY_X86 1
 #include <immintrin.h>
 
-static int cpu_has(int f16c)
-{
-    return !policy_portable_kernels && ms_cpu_has(f16c ? MS_CPU_F16C : MS_CPU_AVX512F);
-}
-
 __attribute__((target("avx,f16c"))) static int half_bounds_f16c(const float *mx, const float *mn,
                                                                 uint32_t n, uint16_t *up,
                                                                 uint16_t *dn)
@@ -658,7 +653,7 @@ __attribute__((target("avx,f16c"))) static int half_bounds_f16c(const float *mx,
 void policy_half_bounds(const float *mx, const float *mn, uint32_t n, uint16_t *up, uint16_t *dn)
 {
 #ifdef POLICY_X86
-    if (cpu_has(1) && half_bounds_f16c(mx, mn, n, up, dn))
+    if (!policy_portable_kernels && ms_cpu_has(MS_CPU_F16C) && half_bounds_f16c(mx, mn, n, up, dn))
         return;
 #endif
     for (uint32_t i = 0; i < n; i++) {
@@ -686,9 +681,6 @@ void policy_half_bounds(const float *mx, const float *mn, uint32_t n, uint16_t *
         mn[i] = k[i] < mn[i] ? k[i] : mn[i];     \
     }
 
-typedef float v16f __attribute__((vector_size(64)));
-typedef int32_t v16i __attribute__((vector_size(64)));
-
 static void bounds_portable(float *mx, float *mn, const float *k, uint32_t d)
 {
     BOUNDS_BODY(v4f, v4i, 4)
@@ -705,7 +697,7 @@ __attribute__((target("avx512f"))) static void bounds_wide(float *mx, float *mn,
 void policy_bounds_update(float *mx, float *mn, const float *k, uint32_t d)
 {
 #ifdef POLICY_X86
-    if (cpu_has(0)) {
+    if (!policy_portable_kernels && ms_cpu_has(MS_CPU_AVX512F)) {
         bounds_wide(mx, mn, k, d);
         return;
     }
