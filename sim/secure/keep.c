@@ -104,6 +104,19 @@ static int prep_ffn(void *ctx, uint32_t layer, uint32_t pos, const float *ffn_pr
     return !c->err && c->pol->ffn_pattern ? c->pol->ffn_pattern(c->st, layer, ffn_pre, active) : 0;
 }
 
+/* The policy environment of model m over n positions after a prompt of prompt. */
+static policy_env prep_env(const model_cfg *m, uint32_t prompt, uint32_t n)
+{
+    return (policy_env){.n_layers = m->n_layers,
+                        .n_heads = m->n_heads,
+                        .n_kv_heads = m->n_kv_heads,
+                        .head_dim = m->head_dim,
+                        .dim = m->dim,
+                        .ffn_dim = m->ffn_dim,
+                        .prompt_len = prompt,
+                        .max_len = n};
+}
+
 /* "key=value" strings as a policy's scenario parameters, checked as a scenario's are and loaded
  * into *a (which points into kv). */
 static int prep_args(const policy_ops *pol, const char *const *params, size_t n, kv_param *kv,
@@ -164,16 +177,9 @@ int secinf_policy_replay(const model_cfg *m, llama *ref, const char *policy,
     float *lf = malloc((size_t)m->vocab * sizeof *lf);
     if (!k->keep || !c.keep || !c.q || !c.kbuf || !lf)
         rc = err_set(e, MS_ERR_NOMEM, "policy replay: out of memory");
-    policy_env env = {.n_layers = m->n_layers,
-                      .n_heads = m->n_heads,
-                      .n_kv_heads = m->n_kv_heads,
-                      .head_dim = m->head_dim,
-                      .dim = m->dim,
-                      .ffn_dim = m->ffn_dim,
-                      .prompt_len = prompt,
-                      .max_len = n,
-                      .gather_k = prep_gather_k,
-                      .kv_ctx = &c};
+    policy_env env = prep_env(m, prompt, n);
+    env.gather_k = prep_gather_k;
+    env.kv_ctx = &c;
     if (!rc)
         rc = pol->init(&env, &a, &c.st, e);
     llama_hooks hf = {.ctx = &c, .on_layer = prep_full_layer};
@@ -218,14 +224,7 @@ int secinf_public_keep(const model_cfg *m, const char *policy, const char *const
     int rc = prep_args(pol, params, n_params, kv, &a, e);
     if (rc)
         return rc;
-    policy_env env = {.n_layers = m->n_layers,
-                      .n_heads = m->n_heads,
-                      .n_kv_heads = m->n_kv_heads,
-                      .head_dim = m->head_dim,
-                      .dim = m->dim,
-                      .ffn_dim = m->ffn_dim,
-                      .prompt_len = prompt,
-                      .max_len = n};
+    policy_env env = prep_env(m, prompt, n);
     void *st = NULL;
     if ((rc = pol->init(&env, &a, &st, e)))
         return rc;
@@ -272,14 +271,7 @@ int secinf_spol_of(const model_cfg *m, const char *policy, const char *const *pa
     kv_param kv[RUN_MAX_PARAMS];
     policy_args a;
     int rc = prep_args(pol, params, n_params, kv, &a, e);
-    policy_env env = {.n_layers = m->n_layers,
-                      .n_heads = m->n_heads,
-                      .n_kv_heads = m->n_kv_heads,
-                      .head_dim = m->head_dim,
-                      .dim = m->dim,
-                      .ffn_dim = m->ffn_dim,
-                      .prompt_len = prompt,
-                      .max_len = n};
+    policy_env env = prep_env(m, prompt, n);
     if (!rc)
         rc = pol->secure->config(&env, &a, &sp->cfg, e);
     if (!rc && sp->cfg)
