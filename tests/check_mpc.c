@@ -146,6 +146,16 @@ static int prim_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
     fwrite(&st, sizeof st, 1, out);
     fwrite(res, 8, nz, out);
     fwrite(hist, sizeof hist, 1, out);
+    /* this node's shares of the result (the operand for an open): party, domain, both slots */
+    const mpc_val *v = opened ? &x : &z;
+    int64_t who[2] = {mpc_engine_is_dealer(e) ? -1 : e->party, v->dom};
+    fwrite(who, sizeof who, 1, out);
+    for (int t = 0; t < 2; t++)
+        if (v->s[t])
+            fwrite(v->s[t], 8, nz, out);
+        else
+            for (size_t k = 0; k < nz; k++)
+                fwrite(&(uint64_t){0}, 8, 1, out);
 out:
     if (rc)
         err_set(err, rc, "%s", mpc_engine_error(e));
@@ -159,9 +169,39 @@ out:
 typedef struct pres {
     mpc_op_stat st[MPC_NODES_MAX];
     uint64_t *val[MPC_NODES_MAX];
+    int64_t party[MPC_NODES_MAX], dom;
+    uint64_t *sh[MPC_NODES_MAX][2]; /* each node's share slots of the result */
     uint64_t hist[256];
     mpc_net_stats net[MPC_NODES_MAX];
 } pres;
+
+/* The result's shares reconstruct what was opened: the compute parties' first slots sum
+ * (arithmetic) or XOR (boolean) to the value, and in aby3's replicated sharing party i's second
+ * slot is party i+1's first (the copy two parties hold of one share agrees). */
+static void check_shares(const char *pname, const pcase *c, const pres *r, int nodes, size_t nz)
+{
+    int at[3] = {-1, -1, -1}, np = 0, aby3 = !strcmp(pname, "aby3");
+    for (int i = 0; i < nodes; i++)
+        if (r->party[i] >= 0 && r->party[i] < 3) {
+            at[r->party[i]] = i;
+            np++;
+        }
+    ck_assert_int_eq(np, aby3 ? 3 : 2);
+    int open_all = c->prim != PRIM_OPEN || c->to < 0;
+    for (size_t k = 0; k < nz; k++) {
+        uint64_t v = 0;
+        for (int p = 0; p < np; p++)
+            v = r->dom == DOM_BOOL ? v ^ r->sh[at[p]][0][k] : v + r->sh[at[p]][0][k];
+        if (open_all)
+            ck_assert_msg(v == r->val[at[0]][k], "%s %s: entry %zu: shares give %llx, opened %llx",
+                          pname, eng_prim_name(c->prim), k, (unsigned long long)v,
+                          (unsigned long long)r->val[at[0]][k]);
+        for (int p = 0; aby3 && p < 3; p++)
+            ck_assert_msg(r->sh[at[p]][1][k] == r->sh[at[(p + 1) % 3]][0][k],
+                          "aby3 %s: entry %zu: P%d's copy of x%d differs from P%d's",
+                          eng_prim_name(c->prim), k, p, (p + 1) % 3, (p + 1) % 3);
+    }
+}
 
 static uint64_t latency_ns; /* injected by the transport in test_latency */
 
@@ -178,21 +218,34 @@ static void run_prim(const char *pname, const pcase *c, pres *r)
     for (int i = 0; i < nodes; i++) {
         ck_assert_msg(nr[i].rc == MS_OK, "%s prim %s node %d: %s", pname, eng_prim_name(c->prim), i,
                       nr[i].err);
-        ck_assert_uint_eq(nr[i].out_len, sizeof(mpc_op_stat) + 8 * nz + sizeof hist);
+        size_t at = sizeof(mpc_op_stat) + 8 * nz + sizeof hist;
+        ck_assert_uint_eq(nr[i].out_len, at + 16 + 16 * nz);
         memcpy(&r->st[i], nr[i].out, sizeof(mpc_op_stat));
         r->val[i] = malloc(8 * nz + 8);
         memcpy(r->val[i], nr[i].out + sizeof(mpc_op_stat), 8 * nz);
         if (i == 1)
             memcpy(r->hist, nr[i].out + sizeof(mpc_op_stat) + 8 * nz, sizeof hist);
+        int64_t who[2];
+        memcpy(who, nr[i].out + at, sizeof who);
+        r->party[i] = who[0];
+        r->dom = who[1];
+        for (int t = 0; t < 2; t++) {
+            r->sh[i][t] = malloc(8 * nz + 8);
+            memcpy(r->sh[i][t], nr[i].out + at + 16 + 8 * nz * (size_t)t, 8 * nz);
+        }
         r->net[i] = nr[i].st;
     }
     mpc_node_results_free(nr, nodes);
+    check_shares(pname, c, r, nodes, nz);
 }
 
 static void pres_free(pres *r)
 {
-    for (int i = 0; i < MPC_NODES_MAX; i++)
+    for (int i = 0; i < MPC_NODES_MAX; i++) {
         free(r->val[i]);
+        free(r->sh[i][0]);
+        free(r->sh[i][1]);
+    }
 }
 
 /* ---------------------------------------------------------------- expected traffic */

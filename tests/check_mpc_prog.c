@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "protocols/program/opb.h"
 #include "protocols/program/eng_plain.h"
 #include "models/lower.h"
 #include "models/model.h"
@@ -375,21 +376,10 @@ static void emit(op_program *p, int kind, uint32_t b, uint32_t m, uint32_t k, ui
                  uint32_t in0, uint32_t in1, uint32_t in2, uint32_t out, uint32_t flags, int iarg,
                  double farg)
 {
-    op o = {.kind = (uint16_t)kind,
-            .phase = PHASE_DECODE,
-            .cat = OPC_OTHER,
-            .layer = -1,
-            .group = -1,
-            .batch = b,
-            .m = m,
-            .k = k,
-            .n = n,
-            .in = {in0, in1, in2},
-            .out = out,
-            .flags = flags,
-            .iarg = iarg,
-            .farg = farg};
-    ck_assert_int_ge(op_emit(p, &o), 0);
+    opb w; /* a decode op of no layer, through the one builder */
+    opb_init(&w, p, PHASE_DECODE, -1, OPC_OTHER, NULL);
+    ck_assert_uint_ne(opb_op(&w, kind, b, m, k, n, in0, in1, in2, out, flags, iarg, farg), OP_NONE);
+    opb_release(&w);
 }
 
 /* The composite: the program `mpcsim party --demo` runs: x (client input op) · W (fixed

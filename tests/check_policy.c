@@ -57,10 +57,10 @@ static void one_hot_row(hand *h, uint32_t l, uint32_t pos, uint32_t head, uint32
 
 static void *open_policy(const policy_ops *p, hand *h, const kv_param *kv, size_t n)
 {
-    policy_args a = {kv, n, "t.yaml"};
+    policy_args a;
     errbuf e;
     void *st = NULL;
-    ck_assert_msg(policy_check_params(p, kv, n, "t.yaml", &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(policy_args_load(p, kv, n, "t.yaml", &a, &e) == MS_OK, "%s", e.msg);
     ck_assert_msg(p->init(&h->env, &a, &st, &e) == MS_OK, "%s", e.msg);
     return st;
 }
@@ -170,6 +170,65 @@ START_TEST(test_params)
                      MS_ERR_INPUT);
     kv_param ok[2] = {kvp("metric_stride", "4"), kvp("budget", "64")};
     ck_assert_int_eq(policy_check_params(&policy_quest, ok, 2, "s.yaml", &e), MS_OK);
+}
+END_TEST
+
+/* Loaded arguments (policy_args_load) read as the text does: for every policy and parameter,
+ * defaults and a given value, the loaded accessors give what parsing the text at each call
+ * gives; a bad value fails the load with policy_check_params's message. */
+START_TEST(test_args_loaded)
+{
+    size_t n_pol, nr;
+    const policy_ops *const *all = policy_all(&n_pol);
+    const policy_param *rp = policy_replay_params(&nr);
+    errbuf e, e2;
+    for (size_t pi = 0; pi < n_pol; pi++) {
+        const policy_ops *p = all[pi];
+        size_t np;
+        const policy_param *pp = policy_params(p, &np);
+        for (size_t i = 0; i < np + nr; i++) {
+            const policy_param *q = i < np ? &pp[i] : &rp[i - np];
+            /* given: the default's text, or for a number its upper bound when finite */
+            kv_param kv = kvp(q->key, q->def ? q->def : "");
+            if (!q->choices && q->hi < 1e9)
+                snprintf(kv.val, sizeof kv.val, "%.17g", q->hi);
+            for (int given = 0; given < 2; given++) {
+                policy_args l, t = {.kv = &kv, .n = (size_t)given, .path = "t.yaml"};
+                ck_assert_msg(policy_args_load(p, &kv, (size_t)given, "t.yaml", &l, &e) == MS_OK,
+                              "%s: %s", p->name, e.msg);
+                ck_assert_ptr_eq(l.loaded, p);
+                const kv_param *w1, *w2;
+                ck_assert_str_eq(policy_arg(p, &l, q->key, &w1), policy_arg(p, &t, q->key, &w2));
+                ck_assert_ptr_eq(w1, w2);
+                if (q->choices) {
+                    int a = -1, b = -2;
+                    ck_assert_int_eq(policy_arg_choice(p, &l, q->key, &a, &e),
+                                     policy_arg_choice(p, &t, q->key, &b, &e2));
+                    ck_assert_int_eq(a, b);
+                    continue;
+                }
+                double a = -1, b = -2;
+                int ra = policy_arg_double(p, &l, q->key, &a, &e);
+                ck_assert_int_eq(ra, policy_arg_double(p, &t, q->key, &b, &e2));
+                if (ra)
+                    ck_assert_str_eq(e.msg, e2.msg);
+                else
+                    ck_assert_msg(a == b, "%s %s: %g vs %g", p->name, q->key, a, b);
+                if (q->whole) {
+                    uint32_t u = 1, v = 2;
+                    ck_assert_int_eq(policy_arg_u32(p, &l, q->key, &u, &e),
+                                     policy_arg_u32(p, &t, q->key, &v, &e2));
+                    ck_assert_uint_eq(u, v);
+                }
+            }
+        }
+    }
+    kv_param range = kvp("alpha", "1.5");
+    policy_args l;
+    ck_assert_int_eq(policy_args_load(&policy_mpcache, &range, 1, "s.yaml", &l, &e), MS_ERR_RANGE);
+    ck_assert_int_eq(policy_check_params(&policy_mpcache, &range, 1, "s.yaml", &e2), MS_ERR_RANGE);
+    ck_assert_str_eq(e.msg, e2.msg);
+    ck_assert_ptr_null(l.loaded);
 }
 END_TEST
 
@@ -666,7 +725,7 @@ START_TEST(test_metric_stride_default)
     ck_assert_str_eq(policy_arg(policy_find("h2o"), NULL, "metric_stride", NULL), "16");
     ck_assert_str_eq(policy_arg(policy_find("full"), NULL, "metric_stride", NULL), "1");
     kv_param kv = {.key = "metric_stride", .val = "3"};
-    policy_args a = {&kv, 1, "t.yaml"};
+    policy_args a = {.kv = &kv, .n = 1, .path = "t.yaml"};
     ck_assert_str_eq(policy_arg(policy_find("h2o"), &a, "metric_stride", NULL), "3");
 }
 END_TEST
@@ -775,7 +834,7 @@ START_TEST(test_mpcache_many_clusters)
     policy_env env = {1, 1, 1, MX_D, MX_D, 4, MX_P, MX_T, NULL, NULL, mx_get_k, 0};
     kv_param kv[] = {kvp("static", "none"), kvp("s1", "8"),       kvp("s2", "4"),
                      kvp("alpha", "0.6"),   kvp("ratio1", "0.5"), kvp("ratio2", "0.2")};
-    policy_args a = {kv, sizeof kv / sizeof kv[0], "t.yaml"};
+    policy_args a = {.kv = kv, .n = sizeof kv / sizeof kv[0], .path = "t.yaml"};
     errbuf e;
     void *ps = NULL;
     ck_assert_msg(policy_mpcache.init(&env, &a, &ps, &e) == MS_OK, "%s", e.msg);
@@ -835,7 +894,7 @@ Suite *policy_suite(void)
 {
     Suite *s = suite_create("policy");
     TCase *tc = th_case(s, "core", 0);
-    TH_TESTS(tc, test_registry, test_params, test_topk);
+    TH_TESTS(tc, test_registry, test_params, test_args_loaded, test_topk);
     TH_LOOPS(tc, (int)(sizeof policy_cases / sizeof policy_cases[0]), test_policy_case);
     TH_TESTS(tc, test_emit_shapes, test_half_outward, test_mpcache_many_clusters,
              test_bound_kernels, test_metric_stride_default, test_h2o_victim);

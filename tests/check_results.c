@@ -600,6 +600,36 @@ END_TEST
 
 /* ---- JSON through a JSON library --------------------------------------------------------- */
 
+/* A finished run of scenario for the plot tests: grid index idx, 8 decode steps of batch 1,
+ * two phases, nb breakdown rows; the caller sets the policy and what else it varies. */
+static rdb_run fixture_run(const char *scenario, int idx, const char *hash, const char *model,
+                           const char *protocol, const char *network, double latency_ms,
+                           double bandwidth_mbps, uint32_t prompt_len, rdb_phase *ph,
+                           rdb_breakdown *bd, size_t nb)
+{
+    return (rdb_run){.scenario = scenario,
+                     .grid_index = (uint64_t)idx,
+                     .config_hash = hash,
+                     .config_yaml = "x: 1\n",
+                     .seed = 1,
+                     .status = "ok",
+                     .started = "t",
+                     .finished = "t",
+                     .tool_version = "test",
+                     .model = model,
+                     .protocol = protocol,
+                     .network = network,
+                     .latency_ms = latency_ms,
+                     .bandwidth_mbps = bandwidth_mbps,
+                     .prompt_len = prompt_len,
+                     .decode_len = 8,
+                     .batch = 1,
+                     .phase = ph,
+                     .n_phase = 2,
+                     .breakdown = bd,
+                     .n_breakdown = nb};
+}
+
 START_TEST(test_cost_json_odd_name)
 {
     th_write(tpath("odd.yaml"),
@@ -689,33 +719,14 @@ static void build_plot_db(const char *path)
                                                      .bytes = {len * 100000ull * (uint64_t)(c + 1)},
                                                      .compute_ns = dec / 10,
                                                      .comm_ns = dec / (uint64_t)(c + 2)}};
-                    rdb_run r = {.scenario = "plots",
-                                 .grid_index = (uint64_t)idx,
-                                 .config_hash = hash,
-                                 .config_yaml = "x: 1\n",
-                                 .seed = 1,
-                                 .status = "ok",
-                                 .started = "t",
-                                 .finished = "t",
-                                 .tool_version = "test",
-                                 .model = models[mo],
-                                 .protocol = "semi2k",
-                                 .network = nets[n],
-                                 .policy = p ? "snapkv" : "full",
-                                 .policy_label = labels[p],
-                                 .latency_ms = lat_ms[n],
-                                 .bandwidth_mbps = bw[n],
-                                 .machine = "default",
-                                 .threads = 1,
-                                 .prompt_len = len,
-                                 .decode_len = 8,
-                                 .batch = 1,
-                                 .metric = m,
-                                 .n_metric = 2,
-                                 .phase = ph,
-                                 .n_phase = 2,
-                                 .breakdown = bd,
-                                 .n_breakdown = 5};
+                    rdb_run r = fixture_run("plots", idx, hash, models[mo], "semi2k", nets[n],
+                                            lat_ms[n], bw[n], len, ph, bd, 5);
+                    r.policy = p ? "snapkv" : "full";
+                    r.policy_label = labels[p];
+                    r.machine = "default";
+                    r.threads = 1;
+                    r.metric = m;
+                    r.n_metric = 2;
                     ck_assert_int_eq(rdb_run_put(db, &r, NULL, &e), MS_OK);
                 }
     rdb_close(db);
@@ -886,28 +897,9 @@ START_TEST(test_plot_default_axis)
                                {"decode", (uint64_t)(lat[l] * 1e8 * (b + 1)), 1}};
             rdb_breakdown bd[2] = {{"decode", "total", {.rounds = 10, .bytes = {1000000, 0, 0}}},
                                    {"decode", "ffn", {.rounds = 10, .comm_ns = 5}}};
-            rdb_run r = {.scenario = "grid",
-                         .grid_index = (uint64_t)idx,
-                         .config_hash = hash,
-                         .config_yaml = "x: 1\n",
-                         .seed = 1,
-                         .status = "ok",
-                         .started = "t",
-                         .finished = "t",
-                         .tool_version = "test",
-                         .model = "llama-2-7b",
-                         .protocol = "aby3",
-                         .network = net,
-                         .policy = "full",
-                         .latency_ms = lat[l],
-                         .bandwidth_mbps = bw[b],
-                         .prompt_len = 1024,
-                         .decode_len = 8,
-                         .batch = 1,
-                         .phase = ph,
-                         .n_phase = 2,
-                         .breakdown = bd,
-                         .n_breakdown = 2};
+            rdb_run r = fixture_run("grid", idx, hash, "llama-2-7b", "aby3", net, lat[l], bw[b],
+                                    1024, ph, bd, 2);
+            r.policy = "full";
             ck_assert_int_eq(rdb_run_put(db, &r, NULL, &e), MS_OK);
         }
     rdb_close(db);

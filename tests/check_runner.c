@@ -17,7 +17,7 @@
 #include "sim/scenario/runner.h"
 #include "sim/engine/stepcost.h"
 #include "sim/policy/policy.h"
-#include "sim/trace/trace_impl.h"
+#include "sim/trace/synth_impl.h"
 #include "stories.h"
 
 /* ---- fixtures ---------------------------------------------------------------------------- */

@@ -687,76 +687,50 @@ static const char *run_cli(const char *const *args, int *status)
     return th_text(out);
 }
 
+/* `mpcsim validate --accuracy 20` of stories260K on semi2k (approx sigmoid) with a prompt of
+ * prompt tokens under policy with its --policy-param values params (NULL-terminated). */
+static const char *run_validate(const char *prompt, const char *policy, const char *const *params,
+                                int *status)
+{
+    const char *args[32] = {"validate",
+                            "--model",
+                            "stories260K",
+                            "--accuracy",
+                            "20",
+                            "--prompt",
+                            prompt,
+                            "--text",
+                            "tests/data/tinystories_sample.txt",
+                            "--set",
+                            "approx=sigmoid",
+                            "--protocol",
+                            "semi2k",
+                            "--policy",
+                            policy};
+    size_t n = 15;
+    for (size_t i = 0; params[i] && n + 3 < sizeof args / sizeof *args; i++) {
+        args[n++] = "--policy-param";
+        args[n++] = params[i];
+    }
+    args[n] = NULL;
+    return run_cli(args, status);
+}
+
 START_TEST(test_cli)
 {
     int st;
-    const char *h2o[] = {"validate",
-                         "--model",
-                         "stories260K",
-                         "--accuracy",
-                         "20",
-                         "--prompt",
-                         "10",
-                         "--text",
-                         "tests/data/tinystories_sample.txt",
-                         "--set",
-                         "approx=sigmoid",
-                         "--protocol",
-                         "semi2k",
-                         "--policy",
-                         "h2o",
-                         "--policy-param",
-                         "heavy=3",
-                         "--policy-param",
-                         "recent=3",
-                         NULL};
-    const char *out = run_cli(h2o, &st);
+    const char *h2o[] = {"heavy=3", "recent=3", NULL};
+    const char *out = run_validate("10", "h2o", h2o, &st);
     ck_assert_msg(st == 0, "exit %d: %s", st, out);
     ck_assert_msg(strstr(out, "h2o selected on shares (heavy 3, recent 3)") != NULL, "%s", out);
     ck_assert_msg(strstr(out, "equal the prediction: yes") != NULL, "%s", out);
-    const char *mpc[] = {"validate",
-                         "--model",
-                         "stories260K",
-                         "--accuracy",
-                         "20",
-                         "--prompt",
-                         "16",
-                         "--text",
-                         "tests/data/tinystories_sample.txt",
-                         "--set",
-                         "approx=sigmoid",
-                         "--protocol",
-                         "semi2k",
-                         "--policy",
-                         "mpcache",
-                         "--policy-param",
-                         "s1=8",
-                         "--policy-param",
-                         "s2=4",
-                         NULL};
-    out = run_cli(mpc, &st);
+    const char *mpc[] = {"s1=8", "s2=4", NULL};
+    out = run_validate("16", "mpcache", mpc, &st);
     ck_assert_msg(st == 0, "exit %d: %s", st, out);
     ck_assert_msg(strstr(out, "mpcache selected on shares (static threshold") != NULL, "%s", out);
     ck_assert_msg(strstr(out, "equal the prediction: yes") != NULL, "%s", out);
-    const char *mtk[] = {"validate",
-                         "--model",
-                         "stories260K",
-                         "--accuracy",
-                         "20",
-                         "--prompt",
-                         "16",
-                         "--text",
-                         "tests/data/tinystories_sample.txt",
-                         "--set",
-                         "approx=sigmoid",
-                         "--protocol",
-                         "semi2k",
-                         "--policy",
-                         "mpcache",
-                         "--policy-param",
-                         "static=topk",
-                         NULL};
-    out = run_cli(mtk, &st);
+    const char *mtk[] = {"static=topk", NULL};
+    out = run_validate("16", "mpcache", mtk, &st);
     ck_assert_msg(st == 0, "exit %d: %s", st, out);
     ck_assert_msg(strstr(out, "NOTE: mpcache has no selection on shares") != NULL, "%s", out);
 }

@@ -14,7 +14,7 @@
 #include "harness.h"
 #include "models/llama.h"
 #include "sim/trace/trace.h"
-#include "sim/trace/trace_impl.h"
+#include "sim/trace/synth_impl.h"
 #include "sim/trace/synth_kern.h"
 
 TESTDIR("check_trace")

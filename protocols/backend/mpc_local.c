@@ -2,6 +2,7 @@
 #include "mpc_local.h"
 
 #include "mpc_eng.h"
+#include "protocols/base/invariant.h"
 #include "protocols/base/simd.h"
 
 #include <stdarg.h>
@@ -51,11 +52,23 @@ void mpc_core_free(mpc_core *c)
 
 static mpc_core *core(eng *e) { return (mpc_core *)e->impl; }
 
+int mpc_val_is_sane(const mpc_core *c, const mpc_val *v)
+{
+    if (v->dom != DOM_ARITH && v->dom != DOM_BOOL)
+        return 0;
+    for (int t = 0; t < 2; t++)
+        if ((t < c->ns) != (v->s[t] != NULL)) /* a slot per share, none beyond */
+            return 0;
+    return 1;
+}
+
 int mpc_ensure(mpc_core *c, mpc_val *z, size_t n, int dom)
 {
     z->dom = (uint8_t)dom;
-    if (z->n == n && (c->ns == 0 || z->s[0]))
+    if (z->n == n && (c->ns == 0 || z->s[0])) {
+        MPCSIM_ASSERT(mpc_val_is_sane(c, z));
         return MS_OK;
+    }
     for (int t = 0; t < 2; t++) {
         free(z->s[t]);
         z->s[t] = NULL;
@@ -66,6 +79,7 @@ int mpc_ensure(mpc_core *c, mpc_val *z, size_t n, int dom)
         if (!z->s[t])
             return mpc_fail(c, MS_ERR_NOMEM, "mpc: out of memory for a value of %zu elements", n);
     }
+    MPCSIM_ASSERT(mpc_val_is_sane(c, z));
     return MS_OK;
 }
 

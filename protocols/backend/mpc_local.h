@@ -30,6 +30,11 @@ uint64_t *mpc_tmp(mpc_core *c, int slot, size_t n); /* NULL (and err set) on OOM
 uint8_t *mpc_tmp_bytes(mpc_core *c, int slot, size_t len);
 void mpc_core_free(mpc_core *c);
 
+/* 1 when v has the shape of this node's share of a value: a known domain, a share slot for each
+ * of the node's ns shares (semi2k 1, aby3 2, the dealer none) and none beyond. Asserted by
+ * mpc_ensure under MPCSIM_CHECKED; that the shares of the nodes reconstruct the value (and that
+ * aby3's replicated copies agree) is checked across nodes by the loopback tests. */
+int mpc_val_is_sane(const mpc_core *c, const mpc_val *v);
 /* (Re)allocates z for n elements in dom, keeping its storage if it already fits. */
 int mpc_ensure(mpc_core *c, mpc_val *z, size_t n, int dom);
 

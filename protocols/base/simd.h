@@ -1,5 +1,6 @@
-/* simd.h — the four-lane vector types (GCC/Clang vector extensions: SSE2 on x86-64, NEON
- * elsewhere) and the one CPU-feature detector that picks a kernel's wide path at run time. */
+/* simd.h — the vector types (GCC/Clang vector extensions: four lanes are SSE2 on x86-64, NEON
+ * elsewhere; the 16-lane ones are for kernels compiled for AVX-512) and the one CPU-feature
+ * detector that picks a kernel's wide path at run time. */
 #ifndef MPCSIM_SIMD_H
 #define MPCSIM_SIMD_H
 
@@ -8,6 +9,9 @@
 typedef float v4f __attribute__((vector_size(16)));
 typedef int32_t v4i __attribute__((vector_size(16)));
 typedef double v2d __attribute__((vector_size(16)));
+typedef double v4d __attribute__((vector_size(32))); /* two SSE2 registers on x86-64 */
+typedef float v16f __attribute__((vector_size(64)));
+typedef int32_t v16i __attribute__((vector_size(64)));
 
 enum ms_cpu_feature {
     MS_CPU_AVX512F,  /* AVX-512 Foundation */

@@ -72,25 +72,6 @@ uint32_t mpcache_attend_rows(const mpcache_shape *s, uint32_t layer, uint32_t n)
     return pl.rows;
 }
 
-/* u over the 32-clusters when public (level 1 not on shares): all, or the forced ones. */
-static int plan_u(const mpcache_plan *pl, uint32_t c)
-{
-    if (pl->k1 >= pl->G1)
-        return 1;
-    for (uint32_t i = 0; i < pl->nf1; i++)
-        if (pl->f1[i] == c)
-            return 1;
-    return 0;
-}
-
-static int plan_f2(const mpcache_plan *pl, uint32_t c)
-{
-    for (uint32_t i = 0; i < pl->nf2; i++)
-        if (pl->f2[i] == c)
-            return 1;
-    return 0;
-}
-
 /* The public chosen set of the full path (no secret choice): w over the 16-clusters. */
 static int plan_w(const mpcache_plan *pl, uint32_t c)
 {
@@ -665,90 +646,4 @@ int mpcache_public(const mpcache_shape *s, uint32_t n, int frac, const op_tensor
         out[i] = v;
     }
     return 1;
-}
-
-double mpcache_topk_margin(const double *sc, const uint8_t *ok, uint32_t n, uint32_t k)
-{
-    double best[2] = {INFINITY, INFINITY};
-    uint8_t *used = calloc(n + 1, 1);
-    uint32_t got = 0;
-    for (uint32_t r = 0; used && r <= k; r++) {
-        uint32_t at = UINT32_MAX;
-        for (uint32_t i = 0; i < n; i++)
-            if ((!ok || ok[i]) && !used[i] && (at == UINT32_MAX || sc[i] > sc[at]))
-                at = i;
-        if (at == UINT32_MAX)
-            break;
-        used[at] = 1;
-        if (r + 1 >= k)
-            best[got++] = sc[at];
-    }
-    free(used);
-    return got == 2 ? best[0] - best[1] : INFINITY;
-}
-
-double mpcache_audit_set(const mpcache_shape *s, uint32_t layer, uint32_t n, const double *vals,
-                         size_t nvals, uint32_t g, uint8_t *cl, size_t *used)
-{
-    mpcache_plan pl;
-    mpcache_plan_layer(s, layer, n, &pl);
-    uint32_t Hkv = s->n_kv_heads, G1 = pl.G1, G2 = pl.G2;
-    size_t at = 0;
-    double mg = INFINITY;
-    uint8_t *u = calloc(G1 + 1, 1), *ok = calloc(G2 + 1, 1);
-    *used = 0;
-    if (!u || !ok) {
-        free(u), free(ok);
-        return NAN;
-    }
-    for (uint32_t c = 0; c < G1; c++)
-        u[c] = (uint8_t)plan_u(&pl, c);
-    if (pl.lv1 && at + (size_t)Hkv * (pl.k1 + 1) * G1 <= nvals) {
-        const double *t1 = vals + at, *sc1 = vals + at + (size_t)Hkv * pl.k1 * G1;
-        at += (size_t)Hkv * (pl.k1 + 1) * G1;
-        for (uint32_t c = 0; c < G1; c++) {
-            u[c] = (uint8_t)(pl.f1[0] == c || (pl.nf1 > 1 && pl.f1[1] == c));
-            for (uint32_t q = 0; q < pl.k1; q++)
-                u[c] |= t1[((size_t)g * pl.k1 + q) * G1 + c] > 0.5;
-        }
-        double m = mpcache_topk_margin(sc1 + (size_t)g * G1, NULL, G1, pl.k1);
-        mg = m < mg ? m : mg;
-    }
-    memset(cl, 0, G2);
-    for (uint32_t c = 0; c < G2; c++)
-        ok[c] = u[c / 2];
-    if (pl.lv2 && at + (size_t)Hkv * (pl.k2 + 1) * G2 <= nvals) {
-        const double *t2 = vals + at, *sc2 = vals + at + (size_t)Hkv * pl.k2 * G2;
-        at += (size_t)Hkv * (pl.k2 + 1) * G2;
-        for (uint32_t q = 0; q < pl.k2; q++)
-            for (uint32_t c = 0; c < G2; c++)
-                cl[c] |= t2[((size_t)g * pl.k2 + q) * G2 + c] > 0.5 && ok[c];
-        double m = mpcache_topk_margin(sc2 + (size_t)g * G2, ok, G2, pl.k2);
-        mg = m < mg ? m : mg;
-    } else if (pl.k2 == G2 && mpcache_layer_kind(s, layer) != MPCACHE_LAYER_DENSE) {
-        memcpy(cl, ok, G2);
-    }
-    for (uint32_t c = 0; c < G2; c++)
-        cl[c] |= (uint8_t)plan_f2(&pl, c);
-    if (mpcache_layer_kind(s, layer) == MPCACHE_LAYER_DENSE)
-        memset(cl, 1, G2);
-    free(u), free(ok);
-    *used = at;
-    return mg;
-}
-
-void mpcache_audit_scores(const mpcache_shape *s, uint32_t layer, uint32_t n, const double *vals,
-                          size_t nvals, uint32_t g, const double **sc1, const double **sc2)
-{
-    mpcache_plan pl;
-    mpcache_plan_layer(s, layer, n, &pl);
-    uint32_t Hkv = s->n_kv_heads;
-    size_t at = 0;
-    *sc1 = *sc2 = NULL;
-    if (pl.lv1 && at + (size_t)Hkv * (pl.k1 + 1) * pl.G1 <= nvals) {
-        *sc1 = vals + at + (size_t)Hkv * pl.k1 * pl.G1 + (size_t)g * pl.G1;
-        at += (size_t)Hkv * (pl.k1 + 1) * pl.G1;
-    }
-    if (pl.lv2 && at + (size_t)Hkv * (pl.k2 + 1) * pl.G2 <= nvals)
-        *sc2 = vals + at + (size_t)Hkv * pl.k2 * pl.G2 + (size_t)g * pl.G2;
 }

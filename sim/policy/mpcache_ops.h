@@ -85,6 +85,24 @@ typedef struct mpcache_plan {
     int mask;             /* 0 none, 1 public, 2 secret */
 } mpcache_plan;
 void mpcache_plan_layer(const mpcache_shape *s, uint32_t layer, uint32_t n, mpcache_plan *pl);
+/* u over the 32-clusters when public (level 1 not on shares): all, or the forced ones. */
+static inline int plan_u(const mpcache_plan *pl, uint32_t c)
+{
+    if (pl->k1 >= pl->G1)
+        return 1;
+    for (uint32_t i = 0; i < pl->nf1; i++)
+        if (pl->f1[i] == c)
+            return 1;
+    return 0;
+}
+
+static inline int plan_f2(const mpcache_plan *pl, uint32_t c)
+{
+    for (uint32_t i = 0; i < pl->nf2; i++)
+        if (pl->f2[i] == c)
+            return 1;
+    return 0;
+}
 /* The rows a decode step at n entries of K' attends in a layer besides the new entry: the
  * plan's R, a public bound (16 · slots for the gather and forced shapes, n for the full shape
  * and dense layers) that the selection's true count never exceeds. The secure session lowers
@@ -130,19 +148,6 @@ int mpcache_emit_decode_first(op_program *p, const mpcache_shape *s, uint32_t la
  * nothing when the plan has no mask. */
 int mpcache_emit_mask(op_program *p, const mpcache_shape *s, uint32_t layer, uint32_t n,
                       uint32_t scores, const mpcache_ids *own, errbuf *e);
-/* The audit: from one selecting layer's opened values at n entries (for each of t1, sc1, t2,
- * sc2 the program holds, all KV heads, in that order; *used: their count), KV head g's chosen
- * 16-clusters (cl[0..G2) = 0/1); returns the smallest top-k margin (INFINITY: none). */
-double mpcache_audit_set(const mpcache_shape *s, uint32_t layer, uint32_t n, const double *vals,
-                         size_t nvals, uint32_t g, uint8_t *cl, size_t *used);
-/* The same layer's opened scores of KV head g: level 1 (G1) and level 2 (G2), NULL when that
- * level did not run on shares. */
-void mpcache_audit_scores(const mpcache_shape *s, uint32_t layer, uint32_t n, const double *vals,
-                          size_t nvals, uint32_t g, const double **sc1, const double **sc2);
-/* The k-th largest of the entries with ok[i] (ok NULL: all) minus the next; INFINITY when k
- * takes them all. */
-double mpcache_topk_margin(const double *sc, const uint8_t *ok, uint32_t n, uint32_t k);
-
 /* Public constants of the MPCache ops ("L<l>.mpc.<name>") at n entries (prefill: n = P), with
  * f fraction bits: fills out[0..cnt); 0 if the name is not one of them. */
 int mpcache_public(const mpcache_shape *s, uint32_t n, int frac, const op_tensor *t, uint64_t *out,

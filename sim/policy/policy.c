@@ -263,25 +263,78 @@ int policy_check_params(const policy_ops *p, const kv_param *kv, size_t n, const
     return MS_OK;
 }
 
+/* ---- loaded arguments ------------------------------------------------------------------ */
+
+/* The text of key among kv[0..n) (the last one written wins), else the default of pp. */
+static const char *arg_text(const policy_ops *p, const kv_param *kv, size_t n,
+                            const policy_param *pp, const char *key, const kv_param **where)
+{
+    if (where)
+        *where = NULL;
+    for (size_t i = n; i-- > 0;)
+        if (strcmp(kv[i].key, key) == 0) {
+            if (where)
+                *where = &kv[i];
+            return kv[i].val;
+        }
+    size_t nr = sizeof replay_params / sizeof replay_params[0];
+    if (pp && pp >= replay_params && pp < replay_params + nr)
+        return policy_replay_default(p, pp);
+    return pp ? pp->def : NULL;
+}
+
+int policy_args_load(const policy_ops *p, const kv_param *kv, size_t n, const char *path,
+                     policy_args *a, errbuf *e)
+{
+    memset(a, 0, sizeof *a);
+    a->kv = kv;
+    a->n = n;
+    a->path = path;
+    int rc = policy_check_params(p, kv, n, path, e);
+    if (rc)
+        return rc;
+    size_t nr = sizeof replay_params / sizeof replay_params[0];
+    if (p->n_params + nr > POLICY_MAX_VALUES)
+        return MS_OK; /* not loaded: the accessors parse the text */
+    for (size_t i = 0; i < p->n_params + nr; i++) {
+        const policy_param *pp = i < p->n_params ? &p->params[i] : &replay_params[i - p->n_params];
+        policy_value *v = &a->val[i];
+        v->param = pp;
+        v->text = arg_text(p, kv, n, pp, pp->key, &v->given);
+        errbuf ve;
+        /* a value that does not parse (only a default can: a given one was checked above) is
+         * reported by the accessor that reads it, as before loading */
+        v->ok = v->text &&
+                check_value(p, pp, v->text, v->given, path, &v->num, &v->choice, &ve) == MS_OK;
+    }
+    a->n_val = p->n_params + nr;
+    a->loaded = p;
+    return MS_OK;
+}
+
+/* The loaded value of key, or NULL when a was not loaded for p. */
+static const policy_value *loaded_value(const policy_ops *p, const policy_args *a, const char *key)
+{
+    if (!a || a->loaded != p)
+        return NULL;
+    for (size_t i = 0; i < a->n_val; i++)
+        if (strcmp(a->val[i].param->key, key) == 0)
+            return &a->val[i];
+    return NULL;
+}
+
 /* ---- argument helpers ----------------------------------------------------------------- */
 
 const char *policy_arg(const policy_ops *p, const policy_args *a, const char *key,
                        const kv_param **where)
 {
-    if (where)
-        *where = NULL;
-    if (a)
-        for (size_t i = a->n; i-- > 0;)
-            if (strcmp(a->kv[i].key, key) == 0) {
-                if (where)
-                    *where = &a->kv[i];
-                return a->kv[i].val;
-            }
-    const policy_param *pp = find_param(p, key);
-    size_t nr = sizeof replay_params / sizeof replay_params[0];
-    if (pp && pp >= replay_params && pp < replay_params + nr)
-        return policy_replay_default(p, pp);
-    return pp ? pp->def : NULL;
+    const policy_value *v = loaded_value(p, a, key);
+    if (v) {
+        if (where)
+            *where = v->given;
+        return v->text;
+    }
+    return arg_text(p, a ? a->kv : NULL, a ? a->n : 0, find_param(p, key), key, where);
 }
 
 int policy_arg_double(const policy_ops *p, const policy_args *a, const char *key, double *out,
@@ -290,6 +343,11 @@ int policy_arg_double(const policy_ops *p, const policy_args *a, const char *key
     const policy_param *pp = find_param(p, key);
     if (!pp || pp->choices)
         return err_set(e, MS_ERR_INTERNAL, "policy %s has no numeric parameter '%s'", p->name, key);
+    const policy_value *v = loaded_value(p, a, key);
+    if (v && v->ok) {
+        *out = v->num;
+        return MS_OK;
+    }
     const kv_param *kv;
     const char *val = policy_arg(p, a, key, &kv);
     return check_value(p, pp, val, kv, a ? a->path : NULL, out, NULL, e);
@@ -320,6 +378,11 @@ int policy_arg_choice(const policy_ops *p, const policy_args *a, const char *key
     const policy_param *pp = find_param(p, key);
     if (!pp || !pp->choices)
         return err_set(e, MS_ERR_INTERNAL, "policy %s has no word parameter '%s'", p->name, key);
+    const policy_value *v = loaded_value(p, a, key);
+    if (v && v->ok) {
+        *out = v->choice;
+        return MS_OK;
+    }
     const kv_param *kv;
     const char *val = policy_arg(p, a, key, &kv);
     return check_value(p, pp, val, kv, a ? a->path : NULL, NULL, out, e);
@@ -563,11 +626,6 @@ int policy_portable_kernels;
 #define POLICY_X86 1
 #include <immintrin.h>
 
-static int cpu_has(int f16c)
-{
-    return !policy_portable_kernels && ms_cpu_has(f16c ? MS_CPU_F16C : MS_CPU_AVX512F);
-}
-
 __attribute__((target("avx,f16c"))) static int half_bounds_f16c(const float *mx, const float *mn,
                                                                 uint32_t n, uint16_t *up,
                                                                 uint16_t *dn)
@@ -595,7 +653,7 @@ __attribute__((target("avx,f16c"))) static int half_bounds_f16c(const float *mx,
 void policy_half_bounds(const float *mx, const float *mn, uint32_t n, uint16_t *up, uint16_t *dn)
 {
 #ifdef POLICY_X86
-    if (cpu_has(1) && half_bounds_f16c(mx, mn, n, up, dn))
+    if (!policy_portable_kernels && ms_cpu_has(MS_CPU_F16C) && half_bounds_f16c(mx, mn, n, up, dn))
         return;
 #endif
     for (uint32_t i = 0; i < n; i++) {
@@ -623,9 +681,6 @@ void policy_half_bounds(const float *mx, const float *mn, uint32_t n, uint16_t *
         mn[i] = k[i] < mn[i] ? k[i] : mn[i];     \
     }
 
-typedef float v16f __attribute__((vector_size(64)));
-typedef int32_t v16i __attribute__((vector_size(64)));
-
 static void bounds_portable(float *mx, float *mn, const float *k, uint32_t d)
 {
     BOUNDS_BODY(v4f, v4i, 4)
@@ -642,7 +697,7 @@ __attribute__((target("avx512f"))) static void bounds_wide(float *mx, float *mn,
 void policy_bounds_update(float *mx, float *mn, const float *k, uint32_t d)
 {
 #ifdef POLICY_X86
-    if (cpu_has(0)) {
+    if (!policy_portable_kernels && ms_cpu_has(MS_CPU_AVX512F)) {
         bounds_wide(mx, mn, k, d);
         return;
     }

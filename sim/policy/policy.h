@@ -63,11 +63,29 @@ typedef struct policy_env {
     int rereads_k;
 } policy_env;
 
-/* A scenario's policy parameters as the policy reads them (path for messages). */
+/* One parameter of a policy as loaded (policy_args_load): its text parsed and checked once. */
+typedef struct policy_value {
+    const policy_param *param;
+    const kv_param *given; /* where the scenario wrote it; NULL: the default */
+    const char *text;      /* the value as text (given, else the default); NULL: none */
+    double num;            /* a number parameter's value */
+    int choice;            /* a word parameter's index among its choices */
+    int ok;                /* 1: parsed and in range; 0: the accessors report the error */
+} policy_value;
+
+#define POLICY_MAX_VALUES 64
+
+/* A scenario's policy parameters as the policy reads them (path for messages). kv, n and path
+ * may be filled by hand: the accessors then parse the text at every call. policy_args_load
+ * fills them and the rest: every parameter of the policy (its own, then the replay's), given or
+ * default, parsed and checked once; the accessors read those values. */
 typedef struct policy_args {
     const kv_param *kv;
     size_t n;
     const char *path;
+    const policy_ops *loaded; /* the policy val was loaded for; NULL: not loaded */
+    size_t n_val;
+    policy_value val[POLICY_MAX_VALUES];
 } policy_args;
 
 /* One (position, layer) as the model computed it. Pointers are valid during the call only. */
@@ -194,6 +212,11 @@ const policy_param *policy_params(const policy_ops *p, size_t *n);
  * own keys (policy_replay_params) are accepted for every policy. */
 int policy_check_params(const policy_ops *p, const kv_param *kv, size_t n, const char *path,
                         errbuf *e);
+/* Checks a scenario's parameters for p as policy_check_params does and loads them into *a
+ * (kv must outlive a): every parameter parsed once, what policy_arg_double, policy_arg_u32,
+ * policy_arg_choice and policy_arg then read. */
+int policy_args_load(const policy_ops *p, const kv_param *kv, size_t n, const char *path,
+                     policy_args *a, errbuf *e);
 /* Keys every policy accepts because the replay reads them (metric_stride, recall_k, live). */
 const policy_param *policy_replay_params(size_t *n);
 /* The default of a replay key for policy p: the policy's own (policy_ops.metric_stride) or the

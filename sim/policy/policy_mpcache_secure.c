@@ -413,6 +413,109 @@ static int mpcache_sec_update(void *state, eng *e, mpc_net *net, const op_progra
 
 /* ---- MPCache's selection audit -------------------------------------------------------------- */
 
+/* The audit: from one selecting layer's opened values at n entries (for each of t1, sc1, t2,
+ * sc2 the program holds, all KV heads, in that order; *used: their count), KV head g's chosen
+ * 16-clusters (cl[0..G2) = 0/1); returns the smallest top-k margin (INFINITY: none). */
+static double mpcache_audit_set(const mpcache_shape *s, uint32_t layer, uint32_t n,
+                                const double *vals, size_t nvals, uint32_t g, uint8_t *cl,
+                                size_t *used);
+/* The same layer's opened scores of KV head g: level 1 (G1) and level 2 (G2), NULL when that
+ * level did not run on shares. */
+static void mpcache_audit_scores(const mpcache_shape *s, uint32_t layer, uint32_t n,
+                                 const double *vals, size_t nvals, uint32_t g, const double **sc1,
+                                 const double **sc2);
+/* The k-th largest of the entries with ok[i] (ok NULL: all) minus the next; INFINITY when k
+ * takes them all. */
+static double mpcache_topk_margin(const double *sc, const uint8_t *ok, uint32_t n, uint32_t k);
+
+static double mpcache_topk_margin(const double *sc, const uint8_t *ok, uint32_t n, uint32_t k)
+{
+    double best[2] = {INFINITY, INFINITY};
+    uint8_t *used = calloc(n + 1, 1);
+    uint32_t got = 0;
+    for (uint32_t r = 0; used && r <= k; r++) {
+        uint32_t at = UINT32_MAX;
+        for (uint32_t i = 0; i < n; i++)
+            if ((!ok || ok[i]) && !used[i] && (at == UINT32_MAX || sc[i] > sc[at]))
+                at = i;
+        if (at == UINT32_MAX)
+            break;
+        used[at] = 1;
+        if (r + 1 >= k)
+            best[got++] = sc[at];
+    }
+    free(used);
+    return got == 2 ? best[0] - best[1] : INFINITY;
+}
+
+static double mpcache_audit_set(const mpcache_shape *s, uint32_t layer, uint32_t n,
+                                const double *vals, size_t nvals, uint32_t g, uint8_t *cl,
+                                size_t *used)
+{
+    mpcache_plan pl;
+    mpcache_plan_layer(s, layer, n, &pl);
+    uint32_t Hkv = s->n_kv_heads, G1 = pl.G1, G2 = pl.G2;
+    size_t at = 0;
+    double mg = INFINITY;
+    uint8_t *u = calloc(G1 + 1, 1), *ok = calloc(G2 + 1, 1);
+    *used = 0;
+    if (!u || !ok) {
+        free(u), free(ok);
+        return NAN;
+    }
+    for (uint32_t c = 0; c < G1; c++)
+        u[c] = (uint8_t)plan_u(&pl, c);
+    if (pl.lv1 && at + (size_t)Hkv * (pl.k1 + 1) * G1 <= nvals) {
+        const double *t1 = vals + at, *sc1 = vals + at + (size_t)Hkv * pl.k1 * G1;
+        at += (size_t)Hkv * (pl.k1 + 1) * G1;
+        for (uint32_t c = 0; c < G1; c++) {
+            u[c] = (uint8_t)(pl.f1[0] == c || (pl.nf1 > 1 && pl.f1[1] == c));
+            for (uint32_t q = 0; q < pl.k1; q++)
+                u[c] |= t1[((size_t)g * pl.k1 + q) * G1 + c] > 0.5;
+        }
+        double m = mpcache_topk_margin(sc1 + (size_t)g * G1, NULL, G1, pl.k1);
+        mg = m < mg ? m : mg;
+    }
+    memset(cl, 0, G2);
+    for (uint32_t c = 0; c < G2; c++)
+        ok[c] = u[c / 2];
+    if (pl.lv2 && at + (size_t)Hkv * (pl.k2 + 1) * G2 <= nvals) {
+        const double *t2 = vals + at, *sc2 = vals + at + (size_t)Hkv * pl.k2 * G2;
+        at += (size_t)Hkv * (pl.k2 + 1) * G2;
+        for (uint32_t q = 0; q < pl.k2; q++)
+            for (uint32_t c = 0; c < G2; c++)
+                cl[c] |= t2[((size_t)g * pl.k2 + q) * G2 + c] > 0.5 && ok[c];
+        double m = mpcache_topk_margin(sc2 + (size_t)g * G2, ok, G2, pl.k2);
+        mg = m < mg ? m : mg;
+    } else if (pl.k2 == G2 && mpcache_layer_kind(s, layer) != MPCACHE_LAYER_DENSE) {
+        memcpy(cl, ok, G2);
+    }
+    for (uint32_t c = 0; c < G2; c++)
+        cl[c] |= (uint8_t)plan_f2(&pl, c);
+    if (mpcache_layer_kind(s, layer) == MPCACHE_LAYER_DENSE)
+        memset(cl, 1, G2);
+    free(u), free(ok);
+    *used = at;
+    return mg;
+}
+
+static void mpcache_audit_scores(const mpcache_shape *s, uint32_t layer, uint32_t n,
+                                 const double *vals, size_t nvals, uint32_t g, const double **sc1,
+                                 const double **sc2)
+{
+    mpcache_plan pl;
+    mpcache_plan_layer(s, layer, n, &pl);
+    uint32_t Hkv = s->n_kv_heads;
+    size_t at = 0;
+    *sc1 = *sc2 = NULL;
+    if (pl.lv1 && at + (size_t)Hkv * (pl.k1 + 1) * pl.G1 <= nvals) {
+        *sc1 = vals + at + (size_t)Hkv * pl.k1 * pl.G1 + (size_t)g * pl.G1;
+        at += (size_t)Hkv * (pl.k1 + 1) * pl.G1;
+    }
+    if (pl.lv2 && at + (size_t)Hkv * (pl.k2 + 1) * pl.G2 <= nvals)
+        *sc2 = vals + at + (size_t)Hkv * pl.k2 * pl.G2 + (size_t)g * pl.G2;
+}
+
 /* MPCache's plaintext scores as its replay computes them: the float model under the replay's
  * keep masks; at each decode position and selecting layer the policy model's own query against
  * the bounds of K' (the positions pos[l]), in the session's units (q/√d). sc[pos][l][g][lvl][c]. */

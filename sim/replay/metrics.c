@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "sim/policy/policy.h"
+#include "protocols/base/simd.h"
 
 int metrics_init(metrics *m, uint32_t recall_k, size_t max_len)
 {
@@ -74,10 +75,8 @@ void metrics_exact(metrics *m, uint32_t n, int out_err, int with_wo)
     m->n_err_wo += out_err && with_wo;
 }
 
-/* Four doubles (GCC/Clang vector extensions: two SSE2 registers on x86-64), so the loops
- * below run elementwise in vectors: the same products and sums per entry, in the same order,
- * as the scalar definition. */
-typedef double v4d __attribute__((vector_size(32)));
+/* The loops below run elementwise in four-double vectors (v4d, simd.h): the same products and
+ * sums per entry, in the same order, as the scalar definition. */
 
 /* x[0..d) += a · v[0..d), elementwise. */
 static void axpy(double *x, double a, const float *v, uint32_t d)

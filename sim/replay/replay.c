@@ -230,8 +230,9 @@ int replay_open_shared(const run_cfg *cfg, replay_share *shared, replay **out, e
         return err_set(e, MS_ERR_NOTFOUND,
                        "%s: error: unknown policy '%s'\n  hint: `mpcsim list policies`",
                        cfg->scenario_path[0] ? cfg->scenario_path : "<run>", name);
+    policy_args args; /* parsed and checked once: what the replay and the policy read */
     int rc =
-        policy_check_params(p, cfg->policy.params, cfg->policy.n_params, cfg->scenario_path, e);
+        policy_args_load(p, cfg->policy.params, cfg->policy.n_params, cfg->scenario_path, &args, e);
     if (rc)
         return rc;
     replay *r = calloc(1, sizeof *r);
@@ -240,7 +241,7 @@ int replay_open_shared(const run_cfg *cfg, replay_share *shared, replay **out, e
     r->cfg = cfg;
     r->pol = p;
     r->P = cfg->work.prompt_len;
-    r->args = (policy_args){cfg->policy.params, cfg->policy.n_params, cfg->scenario_path};
+    r->args = args;
     const model_cfg *mc = &cfg->model;
     r->env = (policy_env){mc->n_layers, mc->n_heads, mc->n_kv_heads, mc->head_dim,
                           mc->dim,      mc->ffn_dim, r->P,           r->P + cfg->work.decode_len,

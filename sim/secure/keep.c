@@ -104,9 +104,23 @@ static int prep_ffn(void *ctx, uint32_t layer, uint32_t pos, const float *ffn_pr
     return !c->err && c->pol->ffn_pattern ? c->pol->ffn_pattern(c->st, layer, ffn_pre, active) : 0;
 }
 
-/* "key=value" strings as a policy's scenario parameters, checked as a scenario's are. */
+/* The policy environment of model m over n positions after a prompt of prompt. */
+static policy_env prep_env(const model_cfg *m, uint32_t prompt, uint32_t n)
+{
+    return (policy_env){.n_layers = m->n_layers,
+                        .n_heads = m->n_heads,
+                        .n_kv_heads = m->n_kv_heads,
+                        .head_dim = m->head_dim,
+                        .dim = m->dim,
+                        .ffn_dim = m->ffn_dim,
+                        .prompt_len = prompt,
+                        .max_len = n};
+}
+
+/* "key=value" strings as a policy's scenario parameters, checked as a scenario's are and loaded
+ * into *a (which points into kv). */
 static int prep_args(const policy_ops *pol, const char *const *params, size_t n, kv_param *kv,
-                     errbuf *e)
+                     policy_args *a, errbuf *e)
 {
     for (size_t i = 0; i < n; i++) {
         const char *eq = strchr(params[i], '=');
@@ -120,7 +134,7 @@ static int prep_args(const policy_ops *pol, const char *const *params, size_t n,
         memcpy(kv[i].key, params[i], (size_t)(eq - params[i]));
         snprintf(kv[i].val, sizeof kv[i].val, "%s", eq + 1);
     }
-    return policy_check_params(pol, kv, n, "--policy-param", e);
+    return policy_args_load(pol, kv, n, "--policy-param", a, e);
 }
 
 int secinf_policy_replay(const model_cfg *m, llama *ref, const char *policy,
@@ -135,7 +149,8 @@ int secinf_policy_replay(const model_cfg *m, llama *ref, const char *policy,
         return err_set(e, MS_ERR_INPUT, "policy replay: prompt %u of %u tokens, %zu parameters",
                        prompt, n, n_params);
     kv_param kv[RUN_MAX_PARAMS];
-    int rc = prep_args(pol, params, n_params, kv, e);
+    policy_args a;
+    int rc = prep_args(pol, params, n_params, kv, &a, e);
     if (rc)
         return rc;
     llama *pm = NULL;
@@ -162,17 +177,9 @@ int secinf_policy_replay(const model_cfg *m, llama *ref, const char *policy,
     float *lf = malloc((size_t)m->vocab * sizeof *lf);
     if (!k->keep || !c.keep || !c.q || !c.kbuf || !lf)
         rc = err_set(e, MS_ERR_NOMEM, "policy replay: out of memory");
-    policy_env env = {.n_layers = m->n_layers,
-                      .n_heads = m->n_heads,
-                      .n_kv_heads = m->n_kv_heads,
-                      .head_dim = m->head_dim,
-                      .dim = m->dim,
-                      .ffn_dim = m->ffn_dim,
-                      .prompt_len = prompt,
-                      .max_len = n,
-                      .gather_k = prep_gather_k,
-                      .kv_ctx = &c};
-    policy_args a = {.kv = kv, .n = n_params, .path = "--policy-param"};
+    policy_env env = prep_env(m, prompt, n);
+    env.gather_k = prep_gather_k;
+    env.kv_ctx = &c;
     if (!rc)
         rc = pol->init(&env, &a, &c.st, e);
     llama_hooks hf = {.ctx = &c, .on_layer = prep_full_layer};
@@ -213,18 +220,11 @@ int secinf_public_keep(const model_cfg *m, const char *policy, const char *const
         return err_set(e, MS_ERR_INPUT, "policy %s: prompt %u of %u tokens, %zu parameters", policy,
                        prompt, n, n_params);
     kv_param kv[RUN_MAX_PARAMS];
-    int rc = prep_args(pol, params, n_params, kv, e);
+    policy_args a;
+    int rc = prep_args(pol, params, n_params, kv, &a, e);
     if (rc)
         return rc;
-    policy_env env = {.n_layers = m->n_layers,
-                      .n_heads = m->n_heads,
-                      .n_kv_heads = m->n_kv_heads,
-                      .head_dim = m->head_dim,
-                      .dim = m->dim,
-                      .ffn_dim = m->ffn_dim,
-                      .prompt_len = prompt,
-                      .max_len = n};
-    policy_args a = {.kv = kv, .n = n_params, .path = "--policy-param"};
+    policy_env env = prep_env(m, prompt, n);
     void *st = NULL;
     if ((rc = pol->init(&env, &a, &st, e)))
         return rc;
@@ -269,16 +269,9 @@ int secinf_spol_of(const model_cfg *m, const char *policy, const char *const *pa
     if (n_params > RUN_MAX_PARAMS)
         return err_set(e, MS_ERR_INPUT, "policy %s: %zu parameters", policy, n_params);
     kv_param kv[RUN_MAX_PARAMS];
-    int rc = prep_args(pol, params, n_params, kv, e);
-    policy_env env = {.n_layers = m->n_layers,
-                      .n_heads = m->n_heads,
-                      .n_kv_heads = m->n_kv_heads,
-                      .head_dim = m->head_dim,
-                      .dim = m->dim,
-                      .ffn_dim = m->ffn_dim,
-                      .prompt_len = prompt,
-                      .max_len = n};
-    policy_args a = {.kv = kv, .n = n_params, .path = "--policy-param"};
+    policy_args a;
+    int rc = prep_args(pol, params, n_params, kv, &a, e);
+    policy_env env = prep_env(m, prompt, n);
     if (!rc)
         rc = pol->secure->config(&env, &a, &sp->cfg, e);
     if (!rc && sp->cfg)

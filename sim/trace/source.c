@@ -1,6 +1,7 @@
 /* source.c — the trace a run config names (trace.h trace_open_run): a table of the sources by
- * their scenario name, each opening through its own module (a directory: trace.c; the synthetic
- * generator: synth.c; a recording of the model: trace.c's recorder into a private directory). */
+ * their scenario name, each opening through its own module (a directory: tracedir.c; the
+ * synthetic generator: synth.c; a recording of the model: tracerec.c's recorder into a private
+ * directory). */
 #include "trace.h"
 
 #include <errno.h>

@@ -13,7 +13,7 @@
  * position); keys, values, heavy-hitter membership and FFN rows come from counter-based
  * splitmix64 streams keyed by (seed, what, layer, head, position), so any key can be
  * regenerated at any time and nothing O(T²) — or even O(T) per layer — is stored. */
-#include "trace_impl.h"
+#include "synth_impl.h"
 #include "synth_kern.h"
 
 #include <math.h>
@@ -833,9 +833,17 @@ static void synth_close(trace *t)
     free(s);
 }
 
-static const trace_source synth_source = {synth_seek,      synth_kv,      synth_kv1, synth_att_row,
-                                          synth_ffn,       synth_logits,  synth_wo,  synth_close,
-                                          synth_span_keep, synth_att_span};
+/* the reference kernel computes one row at a time */
+static uint32_t synth_span_max(const trace *t)
+{
+    (void)t;
+    return trace_synth_reference_kernel ? 0 : TRACE_SPAN_MAX;
+}
+
+static const trace_source synth_source = {synth_seek,     synth_kv,       synth_kv1,
+                                          synth_att_row,  synth_ffn,      synth_logits,
+                                          synth_wo,       synth_close,    synth_span_keep,
+                                          synth_att_span, synth_span_max, trace_synth_keep_words};
 
 /* Locality frequencies, amplitude and the AR(1) coefficient that gives the requested drift. */
 static void synth_layout(trace *t, synth_src *s)

@@ -12,7 +12,7 @@
 #include "synth_kern.h"
 
 #include "protocols/base/simd.h"
-#include "trace_impl.h"
+#include "synth_impl.h"
 
 #include <math.h>
 #include <string.h>

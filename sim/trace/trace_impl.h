@@ -1,5 +1,7 @@
-/* trace_impl.h — inside the trace handle: shared by trace.c (directories, common access) and
- * synth.c (the synthetic source). Not for other modules: they use trace.h. */
+/* trace_impl.h — inside the trace handle: the source table and the handle's common buffers,
+ * used by trace.c (directories, common access) and by every source (synth.c). A source
+ * depends on the handle, never the other way round: what trace.c asks of a source goes through
+ * the table. Not for other modules: they use trace.h. */
 #ifndef MPCSIM_TRACE_IMPL_H
 #define MPCSIM_TRACE_IMPL_H
 
@@ -26,6 +28,11 @@ typedef struct trace_source {
      * block at out + i·H·T (the other heads' rows untouched). */
     int (*span_keep)(trace *t, uint32_t i);
     void (*att_span)(trace *t, uint32_t layer, uint32_t g, uint32_t pos0, uint32_t cnt, float *out);
+    /* Optional (NULL: TRACE_SPAN_MAX when att_span is set): the longest span the source computes
+     * now (0: one row at a time). */
+    uint32_t (*span_max)(const trace *t);
+    /* Optional (NULL: nothing to keep): trace_keep_key_words for this source. */
+    void (*keep_words)(trace *t);
 } trace_source;
 
 struct trace {
@@ -60,21 +67,16 @@ const float *trace_stored_att(trace *t, uint32_t layer, uint32_t pos, uint32_t h
 void trace_softmax_rows(float *att, uint32_t rows, uint32_t n);
 /* Allocates the common buffers for t->s; 0 on success. */
 int trace_alloc_common(trace *t);
-/* Nonzero: synthetic attention rows come from the reference kernel (the scalar code the
- * table kernel replaced), for the tests that compare the two. */
-extern int trace_synth_reference_kernel;
-/* After trace_keep_key_words, the synthetic source keeps every key's content sign words (8
- * bytes per key, KV head, layer and 64 content channels: 250 MiB for a 7B shape at T = 32000)
- * when they fit in trace_synth_words_cap bytes (SYNTH_WORDS_CAP by default; 0: never, each row
- * hashes its keys again). The rows are the same either way. */
-#define SYNTH_WORDS_CAP (320ull << 20)
-extern size_t trace_synth_words_cap;
-void trace_synth_keep_words(trace *t);
-/* Bytes of the sign-word cache of t (0: none). */
-size_t trace_synth_words_bytes(const trace *t);
-/* e^x for x <= 0 as the synthetic softmax computes it (within 2 float ulps of expf). */
-float trace_synth_exp_neg(float x);
-/* Opens the synthetic source into t (synth.c). */
-int trace_synth_attach(trace *t, const model_cfg *cfg, errbuf *e);
+
+/* ---- trace directories (tracefmt.c), for the reader (tracedir.c) */
+#define REGEN_HINT "hint: regenerate the trace with 'mpcsim trace record' or scripts/dump_trace.py"
+extern const char *const array_names[TRACE_N_ARRAYS];
+/* Expected shape of an array for a trace shape; returns ndim. */
+uint32_t array_shape(const trace_shape *s, trace_array a, uint64_t sh[4]);
+/* Opens a file of a trace folder for reading: a symlink, FIFO or device is refused (opening
+ * does not block on a FIFO). NULL with errno set (ELOOP for a link, EINVAL for not a file). */
+FILE *open_member(const char *path);
+/* Why open_member failed, for messages. */
+const char *member_why(int err);
 
 #endif
