@@ -125,16 +125,15 @@ START_TEST(test_policies_on_stories)
     size_t n;
     const policy_ops *const *all = policy_all(&n);
     for (size_t i = 0; i < n; i++) {
+        /* the one budget every policy takes (none for a dense one), a window that fits */
         run_cfg *c = stories_cfg(all[i]->name, 64, 12);
-        const char *keys[] = {"capacity", "cache_size", "budget", "window", "recent", "heavy"};
-        const char *vals[] = {"24", "24", "16", "8", "16", "8"};
-        for (size_t k = 0; k < 6; k++) {
-            size_t np;
-            const policy_param *pp = policy_params(all[i], &np);
-            for (size_t t = 0; t < np; t++)
-                if (!strcmp(pp[t].key, keys[k]))
-                    c->policy.params[c->policy.n_params++] = kvp(keys[k], vals[k]);
-        }
+        if (all[i]->budget_keys)
+            c->policy.params[c->policy.n_params++] = kvp("kv_budget", "0.3");
+        size_t np;
+        const policy_param *pp = policy_params(all[i], &np);
+        for (size_t t = 0; t < np; t++)
+            if (!strcmp(pp[t].key, "window"))
+                c->policy.params[c->policy.n_params++] = kvp("window", "8");
         run_result res;
         size_t nops;
         uint32_t kept[20];
