@@ -142,7 +142,11 @@ static int list_policies(void)
             printf("    %-18s %-10s %-20s %s\n", "metric_stride", all[i]->metric_stride, "",
                    "(the replay's key, this policy's default)");
     }
-    size_t nr;
+    size_t nc, nr;
+    const policy_param *cp = policy_common_params(&nc);
+    for (size_t k = 0; k < nc; k++)
+        printf("%s    %-18s %-10s %g..%-17g %s\n", k ? "" : "every policy takes:\n", cp[k].key,
+               cp[k].def ? cp[k].def : "-", cp[k].lo, cp[k].hi, cp[k].help ? cp[k].help : "");
     const policy_param *rp = policy_replay_params(&nr);
     if (nr)
         printf("every policy also takes (the replay's own):\n");

@@ -381,6 +381,13 @@ int policy_check(const policy_ops *p, const kv_param *kv, size_t n, const char *
     int rc = policy_kv_budget(p, &a, &f, e);
     if (rc)
         return rc;
+    if (f > 0 && !p->budget_keys && p->check != policy_check_dense) {
+        char at[600];
+        return err_set(e, MS_ERR_INPUT,
+                       "%spolicy %s does not map kv_budget to a budget of its own\n"
+                       "  hint: set its own budget parameters (`mpcsim list policies`)",
+                       policy_at(&a, "kv_budget", at, sizeof at), p->name);
+    }
     for (size_t i = 0; f > 0 && p->budget_keys && i < n; i++) {
         const policy_param *pp = find_param(p, kv[i].key);
         if (!pp || !key_in(p->budget_keys, kv[i].key) ||
