@@ -129,6 +129,14 @@ static int list_policies(void)
         size_t np;
         const policy_param *pp = policy_params(all[i], &np);
         printf("%-14s %s\n", policy_name(all[i]), policy_summary(all[i]));
+        /* how far its MPC cost is known to compute its selection (POLICIES.md "Cost checked
+         * or declared") */
+        printf("    cost: %s\n",
+               all[i]->secure ? "checked on shares (`validate --policy` compares its selections "
+                                "with select(); which parameters: POLICIES.md)"
+               : !all[i]->observe && !all[i]->emit_cost
+                   ? "none (public positions)"
+                   : "declared (its emit_cost ops are stated, not run against select())");
         for (size_t k = 0; k < np; k++) {
             char range[96];
             if (pp[k].choices)
