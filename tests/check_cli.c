@@ -387,6 +387,22 @@ START_TEST(test_policy_rules_at_load)
     ck_assert_msg(strstr(err, "--policy-param s1=20: policy mpcache needs s1 = 2·s2"), "stderr: %s",
                   err);
     free(err);
+    /* kv_budget beside the policy's own budget, and beside an explicit static threshold */
+    ck_assert_int_eq(MPCSIM("validate", "--model", "stories260K", "--accuracy", "20", "--policy",
+                            "h2o", "--policy-param", "kv_budget=0.1", "--policy-param", "heavy=3"),
+                     2);
+    err = th_slurp(tpath("err.txt"), NULL);
+    ck_assert_msg(strstr(err, "--policy-param heavy=3: policy h2o: 'heavy' and 'kv_budget' both"),
+                  "stderr: %s", err);
+    free(err);
+    ck_assert_int_eq(MPCSIM("validate", "--model", "stories260K", "--accuracy", "20", "--policy",
+                            "mpcache", "--policy-param", "static=threshold", "--policy-param",
+                            "kv_budget=0.2"),
+                     2);
+    err = th_slurp(tpath("err.txt"), NULL);
+    ck_assert_msg(strstr(err, "'static: threshold' keeps a data-dependent share"), "stderr: %s",
+                  err);
+    free(err);
 }
 END_TEST
 

@@ -134,8 +134,9 @@ static int mpcache_check(const policy_args *a, errbuf *e)
                        policy_at(a, w1 ? "s1" : "s2", at, sizeof at), s1, s2);
     const kv_param *st;
     const char *mode = policy_arg(p, a, "static", &st);
-    if (st && st->line > 0 && mode && !strcmp(mode, "threshold") &&
-        policy_arg(p, a, "kv_budget", NULL))
+    /* given: at a scenario's line, or on the command line (whose list holds only those) */
+    int given = st && (st->line > 0 || (a->path && !strcmp(a->path, "--policy-param")));
+    if (given && mode && !strcmp(mode, "threshold") && policy_arg(p, a, "kv_budget", NULL))
         return err_set(e, MS_ERR_INPUT,
                        "%spolicy mpcache: 'static: threshold' keeps a data-dependent share of the "
                        "prompt, which kv_budget cannot set\n"
