@@ -119,6 +119,23 @@ START_TEST(test_streaming_degrades)
 }
 END_TEST
 
+/* The default metric_stride (16, the same for every policy) measures decode steps 0, 16 and 32
+ * of 40: sink 2 + recent 8 of 48, 64 and 80 cached entries. */
+START_TEST(test_default_measured_steps)
+{
+    run_cfg *c = stories_cfg("streamingllm", 48, 40);
+    c->policy.params[0] = kvp("sink", "2");
+    c->policy.params[1] = kvp("recent", "8");
+    c->policy.params[2] = kvp("live", "0");
+    c->policy.n_params = 3;
+    run_result res;
+    drive(c, &res, NULL, NULL);
+    ck_assert_double_eq_tol(metric(&res, "kept_frac"), 30.0 / (48 + 64 + 80), 1e-12);
+    run_result_free(&res);
+    free(c);
+}
+END_TEST
+
 START_TEST(test_policies_on_stories)
 {
     /* every policy runs on the real model; budgets below the context make them evict */
@@ -446,6 +463,6 @@ Suite *replay_suite(void)
     TH_TESTS(tc, test_metric_definitions, test_output_error_parts, test_full_is_exact,
              test_streaming_degrades, test_policies_on_stories, test_synthetic_and_stride,
              test_full_synthetic_by_construction, test_prompt_rows, test_prompt_spans,
-             test_kv_budget);
+             test_kv_budget, test_default_measured_steps);
     return s;
 }
