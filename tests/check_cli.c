@@ -1134,11 +1134,11 @@ Suite *cli_suite(void)
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_help_and_usage);
     TH_LOOPS(tc, sizeof bad_options / sizeof bad_options[0], test_bad_options);
+    TH_TESTS(tc, test_policy_rules_at_load);
     TH_TESTS(tc, test_help_texts, test_man_and_completion_options, test_rooms_point_one_way,
-             test_input_error_writes_nothing, test_policy_rules_at_load, test_out_of_range_inputs,
-             test_dry_run_and_shards, test_db_path_and_resume_guard, test_kill_and_resume,
-             test_groups_same_as_alone, test_worker_death, test_determinism_and_merge,
-             test_data_safety, test_shards_share_db, test_concurrent_resumes, test_report,
-             test_plot_images);
+             test_input_error_writes_nothing, test_out_of_range_inputs, test_dry_run_and_shards,
+             test_db_path_and_resume_guard, test_kill_and_resume, test_groups_same_as_alone,
+             test_worker_death, test_determinism_and_merge, test_data_safety, test_shards_share_db,
+             test_concurrent_resumes, test_report, test_plot_images);
     return s;
 }
