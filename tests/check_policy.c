@@ -57,7 +57,7 @@ static void one_hot_row(hand *h, uint32_t l, uint32_t pos, uint32_t head, uint32
 
 static void *open_policy(const policy_ops *p, hand *h, const kv_param *kv, size_t n)
 {
-    policy_args a = {kv, n, "t.yaml", 0, 0};
+    policy_args a = {kv, n, "t.yaml"};
     errbuf e;
     void *st = NULL;
     ck_assert_msg(policy_check_params(p, kv, n, "t.yaml", &e) == MS_OK, "%s", e.msg);
@@ -672,7 +672,7 @@ START_TEST(test_metric_stride_default)
                       "%s measures on other steps", all[i]->name);
     ck_assert_str_eq(rp[0].def, "16");
     kv_param kv = {.key = "metric_stride", .val = "3"};
-    policy_args a = {&kv, 1, "t.yaml", 0, 0};
+    policy_args a = {&kv, 1, "t.yaml"};
     ck_assert_str_eq(policy_arg(policy_find("h2o"), &a, "metric_stride", NULL), "3");
 }
 END_TEST
@@ -781,7 +781,7 @@ START_TEST(test_mpcache_many_clusters)
     policy_env env = {1, 1, 1, MX_D, MX_D, 4, MX_P, MX_T, NULL, NULL, mx_get_k, 0};
     kv_param kv[] = {kvp("static", "none"), kvp("s1", "8"),       kvp("s2", "4"),
                      kvp("alpha", "0.6"),   kvp("ratio1", "0.5"), kvp("ratio2", "0.2")};
-    policy_args a = {kv, sizeof kv / sizeof kv[0], "t.yaml", 0, 0};
+    policy_args a = {kv, sizeof kv / sizeof kv[0], "t.yaml"};
     errbuf e;
     void *ps = NULL;
     ck_assert_msg(policy_mpcache.init(&env, &a, &ps, &e) == MS_OK, "%s", e.msg);

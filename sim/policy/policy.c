@@ -284,7 +284,7 @@ int policy_check_params(const policy_ops *p, const kv_param *kv, size_t n, const
         if (rc)
             return rc;
     }
-    return MS_OK;
+    return policy_check(p, kv, n, path, e);
 }
 
 /* ---- rules between parameters -------------------------------------------------------- */
@@ -324,10 +324,8 @@ const char *policy_at(const policy_args *a, const char *key, char *buf, size_t c
 {
     const kv_param *kv = key ? given(a, key) : NULL;
     const char *path = a && a->path ? a->path : NULL;
-    if (kv && (kv->line > 0 || !a || !a->line))
+    if (kv)
         where_prefix(buf, cap, path, kv);
-    else if (a && a->line > 0)
-        snprintf(buf, cap, "%s:%d:%d: error: ", path ? path : "<scenario>", a->line, a->col);
     else
         snprintf(buf, cap, "%s: error: ", path ? path : "<scenario>");
     return buf;
@@ -373,10 +371,9 @@ int policy_check_dense(const policy_args *a, errbuf *e)
                    policy_at(a, "kv_budget", at, sizeof at), kv->val);
 }
 
-int policy_check(const policy_ops *p, const kv_param *kv, size_t n, const char *path, int line,
-                 int col, errbuf *e)
+int policy_check(const policy_ops *p, const kv_param *kv, size_t n, const char *path, errbuf *e)
 {
-    policy_args a = {kv, n, path, line, col};
+    policy_args a = {.kv = kv, .n = n, .path = path};
     double f;
     int rc = policy_kv_budget(p, &a, &f, e);
     if (rc)

@@ -68,7 +68,6 @@ typedef struct policy_args {
     const kv_param *kv;
     size_t n;
     const char *path;
-    int line, col; /* the policy's entry in the scenario, for messages (0: none) */
 } policy_args;
 
 /* One (position, layer) as the model computed it. Pointers are valid during the call only. */
@@ -201,29 +200,11 @@ const char *policy_name(const policy_ops *p);
 const char *policy_summary(const policy_ops *p);
 const policy_param *policy_params(const policy_ops *p, size_t *n);
 /* Validates a scenario's parameters for a policy: unknown keys (with did-you-mean, reported at
- * the key's file:line:col), bad values. path is the scenario file for messages. The replay's
- * own keys (policy_replay_params) are accepted for every policy. */
+ * the key's file:line:col), bad values, then the rules between them (policy_check). path is
+ * the scenario file for messages. The replay's own keys (policy_replay_params) are accepted for
+ * every policy. */
 int policy_check_params(const policy_ops *p, const kv_param *kv, size_t n, const char *path,
                         errbuf *e);
-/* Runs a policy entry's rules between parameters: kv_budget's (F > 0; not beside one of the
- * policy's budget_keys set away from its default), then the policy's check hook. kv[0..n) are
- * the parameters given (or all, defaults filled in); path, line, col: the file and the policy's
- * entry in it (line 0: none; path "--policy-param" for the command line's). */
-int policy_check(const policy_ops *p, const kv_param *kv, size_t n, const char *path, int line,
-                 int col, errbuf *e);
-/* The prefix of a message about parameter key of the entry: "file:line:col: error: " at the
- * key when the entry gives it, else at the entry, "--policy-param key=value: " for the command
- * line's. Returns buf. */
-const char *policy_at(const policy_args *a, const char *key, char *buf, size_t cap);
-/* The entry's kv_budget F (0 < F ≤ 1) in *f, or 0 when it sets none. */
-int policy_kv_budget(const policy_ops *p, const policy_args *a, double *f, errbuf *e);
-/* round(F·n) entries, at least 1: a kv_budget F of n cached entries (policy_kv_budget). */
-uint32_t policy_budget_entries(double f, uint32_t n);
-/* The check hook of a policy whose attention stays dense (full, comet): kv_budget 1 only. */
-int policy_check_dense(const policy_args *a, errbuf *e);
-/* Keys every policy accepts (kv_budget): a policy's parameters as far as a scenario, a label
- * and `list keys policy` are concerned, read by each policy itself (policy_kv_budget). */
-const policy_param *policy_common_params(size_t *n);
 /* Keys every policy accepts because the replay reads them (metric_stride, recall_k, live). */
 const policy_param *policy_replay_params(size_t *n);
 /* The default of a replay key for policy p: the policy's own (policy_ops.metric_stride) or the
@@ -234,6 +215,25 @@ const char *policy_replay_default(const policy_ops *p, const policy_param *rp);
  * into a scratch buffer of POLICY_VALUE_MAX bytes at offset 0. NULL for an unregistered p. */
 #define POLICY_VALUE_MAX 256
 const ys_schema *policy_schema(const policy_ops *p);
+
+/* Runs a policy entry's rules between parameters: kv_budget's (F > 0; not beside one of the
+ * policy's budget_keys set away from its default), then the policy's check hook (also the end
+ * of policy_check_params). kv[0..n) are the parameters given (or all, defaults filled in);
+ * path: the file, or "--policy-param" for the command line's. */
+int policy_check(const policy_ops *p, const kv_param *kv, size_t n, const char *path, errbuf *e);
+/* The prefix of a message about parameter key of the entry: "file:line:col: error: " at the
+ * key as given, "--policy-param key=value: " for the command line's, else "file: error: ".
+ * Returns buf. */
+const char *policy_at(const policy_args *a, const char *key, char *buf, size_t cap);
+/* The entry's kv_budget F (0 < F ≤ 1) in *f, or 0 when it sets none. */
+int policy_kv_budget(const policy_ops *p, const policy_args *a, double *f, errbuf *e);
+/* round(F·n) entries, at least 1: a kv_budget F of n cached entries (policy_kv_budget). */
+uint32_t policy_budget_entries(double f, uint32_t n);
+/* The check hook of a policy whose attention stays dense (full, comet): kv_budget 1 only. */
+int policy_check_dense(const policy_args *a, errbuf *e);
+/* Keys every policy accepts (kv_budget): a policy's parameters as far as a scenario, a label
+ * and `list keys policy` are concerned, read by each policy itself (policy_kv_budget). */
+const policy_param *policy_common_params(size_t *n);
 
 /* ---- helpers for policy implementations ------------------------------------------------ */
 

@@ -232,8 +232,6 @@ int replay_open_shared(const run_cfg *cfg, replay_share *shared, replay **out, e
                        cfg->scenario_path[0] ? cfg->scenario_path : "<run>", name);
     int rc =
         policy_check_params(p, cfg->policy.params, cfg->policy.n_params, cfg->scenario_path, e);
-    if (!rc)
-        rc = policy_check(p, cfg->policy.params, cfg->policy.n_params, cfg->scenario_path, 0, 0, e);
     if (rc)
         return rc;
     replay *r = calloc(1, sizeof *r);
@@ -242,7 +240,7 @@ int replay_open_shared(const run_cfg *cfg, replay_share *shared, replay **out, e
     r->cfg = cfg;
     r->pol = p;
     r->P = cfg->work.prompt_len;
-    r->args = (policy_args){cfg->policy.params, cfg->policy.n_params, cfg->scenario_path, 0, 0};
+    r->args = (policy_args){cfg->policy.params, cfg->policy.n_params, cfg->scenario_path};
     const model_cfg *mc = &cfg->model;
     r->env = (policy_env){mc->n_layers, mc->n_heads, mc->n_kv_heads, mc->head_dim,
                           mc->dim,      mc->ffn_dim, r->P,           r->P + cfg->work.decode_len,

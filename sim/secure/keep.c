@@ -120,8 +120,7 @@ static int prep_args(const policy_ops *pol, const char *const *params, size_t n,
         memcpy(kv[i].key, params[i], (size_t)(eq - params[i]));
         snprintf(kv[i].val, sizeof kv[i].val, "%s", eq + 1);
     }
-    int rc = policy_check_params(pol, kv, n, "--policy-param", e);
-    return rc ? rc : policy_check(pol, kv, n, "--policy-param", 0, 0, e);
+    return policy_check_params(pol, kv, n, "--policy-param", e);
 }
 
 int secinf_policy_replay(const model_cfg *m, llama *ref, const char *policy,
