@@ -287,120 +287,6 @@ int policy_check_params(const policy_ops *p, const kv_param *kv, size_t n, const
     return policy_check(p, kv, n, path, e);
 }
 
-/* ---- rules between parameters -------------------------------------------------------- */
-
-/* Two parameter values are equal when both are the same number, or the same text. */
-static int same_value(const char *a, const char *b)
-{
-    double x, y;
-    if (!parse_double(a, &x) && !parse_double(b, &y))
-        return x == y;
-    return !strcmp(a, b);
-}
-
-/* key is one of the '|'-separated words of list. */
-static int key_in(const char *list, const char *key)
-{
-    size_t len = strlen(key);
-    for (const char *c = list; c && *c;) {
-        const char *bar = strchr(c, '|');
-        size_t n = bar ? (size_t)(bar - c) : strlen(c);
-        if (n == len && !strncmp(c, key, n))
-            return 1;
-        c = bar ? bar + 1 : NULL;
-    }
-    return 0;
-}
-
-static const kv_param *given(const policy_args *a, const char *key)
-{
-    for (size_t i = a ? a->n : 0; i-- > 0;)
-        if (!strcmp(a->kv[i].key, key))
-            return &a->kv[i];
-    return NULL;
-}
-
-const char *policy_at(const policy_args *a, const char *key, char *buf, size_t cap)
-{
-    const kv_param *kv = key ? given(a, key) : NULL;
-    const char *path = a && a->path ? a->path : NULL;
-    if (kv)
-        where_prefix(buf, cap, path, kv);
-    else
-        snprintf(buf, cap, "%s: error: ", path ? path : "<scenario>");
-    return buf;
-}
-
-int policy_kv_budget(const policy_ops *p, const policy_args *a, double *f, errbuf *e)
-{
-    *f = 0;
-    const kv_param *kv = given(a, "kv_budget");
-    if (!kv || !kv->val[0])
-        return MS_OK;
-    double d;
-    int rc = check_value(p, &common_params[0], kv->val, kv, a->path, &d, NULL, e);
-    if (rc)
-        return rc;
-    if (d <= 0) {
-        char at[600];
-        return err_set(e, MS_ERR_INPUT,
-                       "%spolicy %s parameter 'kv_budget' = %s must be above 0\n"
-                       "  hint: the fraction of cached entries a decode step attends, 0 < F <= 1",
-                       policy_at(a, "kv_budget", at, sizeof at), p->name, kv->val);
-    }
-    *f = d;
-    return MS_OK;
-}
-
-uint32_t policy_budget_entries(double f, uint32_t n)
-{
-    double k = floor(f * n + 0.5);
-    return k < 1 ? 1 : k > n ? n : (uint32_t)k;
-}
-
-int policy_check_dense(const policy_args *a, errbuf *e)
-{
-    const kv_param *kv = given(a, "kv_budget");
-    double f;
-    if (!kv || parse_double(kv->val, &f) || f == 1)
-        return MS_OK;
-    char at[600];
-    return err_set(e, MS_ERR_INPUT,
-                   "%sthis policy attends every cached entry: kv_budget %s cannot apply\n"
-                   "  hint: kv_budget: 1, or leave it out",
-                   policy_at(a, "kv_budget", at, sizeof at), kv->val);
-}
-
-int policy_check(const policy_ops *p, const kv_param *kv, size_t n, const char *path, errbuf *e)
-{
-    policy_args a = {.kv = kv, .n = n, .path = path};
-    double f;
-    int rc = policy_kv_budget(p, &a, &f, e);
-    if (rc)
-        return rc;
-    if (f > 0 && !p->budget_keys && p->check != policy_check_dense) {
-        char at[600];
-        return err_set(e, MS_ERR_INPUT,
-                       "%spolicy %s does not map kv_budget to a budget of its own\n"
-                       "  hint: set its own budget parameters (`mpcsim list policies`)",
-                       policy_at(&a, "kv_budget", at, sizeof at), p->name);
-    }
-    for (size_t i = 0; f > 0 && p->budget_keys && i < n; i++) {
-        const policy_param *pp = find_param(p, kv[i].key);
-        if (!pp || !key_in(p->budget_keys, kv[i].key) ||
-            (pp->def && same_value(kv[i].val, pp->def)))
-            continue;
-        char at[600];
-        where_prefix(at, sizeof at, path, &kv[i]);
-        return err_set(e, MS_ERR_INPUT,
-                       "%spolicy %s: '%s' and 'kv_budget' both set the budget\n"
-                       "  hint: give one of them; kv_budget sets %s (sim/policy/POLICIES.md "
-                       "\"kv_budget\")",
-                       at, p->name, kv[i].key, p->budget_keys);
-    }
-    return p->check ? p->check(&a, e) : MS_OK;
-}
-
 /* ---- argument helpers ----------------------------------------------------------------- */
 
 const char *policy_arg(const policy_ops *p, const policy_args *a, const char *key,
@@ -786,4 +672,118 @@ void policy_bounds_update(float *mx, float *mn, const float *k, uint32_t d)
     }
 #endif
     bounds_portable(mx, mn, k, d);
+}
+
+/* ---- rules between parameters -------------------------------------------------------- */
+
+/* Two parameter values are equal when both are the same number, or the same text. */
+static int same_value(const char *a, const char *b)
+{
+    double x, y;
+    if (!parse_double(a, &x) && !parse_double(b, &y))
+        return x == y;
+    return !strcmp(a, b);
+}
+
+/* key is one of the '|'-separated words of list. */
+static int key_in(const char *list, const char *key)
+{
+    size_t len = strlen(key);
+    for (const char *c = list; c && *c;) {
+        const char *bar = strchr(c, '|');
+        size_t n = bar ? (size_t)(bar - c) : strlen(c);
+        if (n == len && !strncmp(c, key, n))
+            return 1;
+        c = bar ? bar + 1 : NULL;
+    }
+    return 0;
+}
+
+static const kv_param *given(const policy_args *a, const char *key)
+{
+    for (size_t i = a ? a->n : 0; i-- > 0;)
+        if (!strcmp(a->kv[i].key, key))
+            return &a->kv[i];
+    return NULL;
+}
+
+const char *policy_at(const policy_args *a, const char *key, char *buf, size_t cap)
+{
+    const kv_param *kv = key ? given(a, key) : NULL;
+    const char *path = a && a->path ? a->path : NULL;
+    if (kv)
+        where_prefix(buf, cap, path, kv);
+    else
+        snprintf(buf, cap, "%s: error: ", path ? path : "<scenario>");
+    return buf;
+}
+
+int policy_kv_budget(const policy_ops *p, const policy_args *a, double *f, errbuf *e)
+{
+    *f = 0;
+    const kv_param *kv = given(a, "kv_budget");
+    if (!kv || !kv->val[0])
+        return MS_OK;
+    double d;
+    int rc = check_value(p, &common_params[0], kv->val, kv, a->path, &d, NULL, e);
+    if (rc)
+        return rc;
+    if (d <= 0) {
+        char at[600];
+        return err_set(e, MS_ERR_INPUT,
+                       "%spolicy %s parameter 'kv_budget' = %s must be above 0\n"
+                       "  hint: the fraction of cached entries a decode step attends, 0 < F <= 1",
+                       policy_at(a, "kv_budget", at, sizeof at), p->name, kv->val);
+    }
+    *f = d;
+    return MS_OK;
+}
+
+uint32_t policy_budget_entries(double f, uint32_t n)
+{
+    double k = floor(f * n + 0.5);
+    return k < 1 ? 1 : k > n ? n : (uint32_t)k;
+}
+
+int policy_check_dense(const policy_args *a, errbuf *e)
+{
+    const kv_param *kv = given(a, "kv_budget");
+    double f;
+    if (!kv || parse_double(kv->val, &f) || f == 1)
+        return MS_OK;
+    char at[600];
+    return err_set(e, MS_ERR_INPUT,
+                   "%sthis policy attends every cached entry: kv_budget %s cannot apply\n"
+                   "  hint: kv_budget: 1, or leave it out",
+                   policy_at(a, "kv_budget", at, sizeof at), kv->val);
+}
+
+int policy_check(const policy_ops *p, const kv_param *kv, size_t n, const char *path, errbuf *e)
+{
+    policy_args a = {.kv = kv, .n = n, .path = path};
+    double f;
+    int rc = policy_kv_budget(p, &a, &f, e);
+    if (rc)
+        return rc;
+    if (f > 0 && !p->budget_keys && p->check != policy_check_dense) {
+        char at[600];
+        return err_set(e, MS_ERR_INPUT,
+                       "%spolicy %s does not map kv_budget to a budget of its own\n"
+                       "  hint: set its own budget parameters (`mpcsim list policies`)",
+                       policy_at(&a, "kv_budget", at, sizeof at), p->name);
+    }
+    for (size_t i = 0; f > 0 && p->budget_keys && i < n; i++) {
+        const policy_param *pp = find_param(p, kv[i].key);
+        if (!pp || !key_in(p->budget_keys, kv[i].key) ||
+            (pp->def && same_value(kv[i].val, pp->def)))
+            continue;
+        char at[600];
+        where_prefix(at, sizeof at, path, &kv[i]);
+        return err_set(e, MS_ERR_INPUT,
+                       "%spolicy %s: '%s' and 'kv_budget' both set the budget\n"
+                       "  hint: give one of them; kv_budget sets %s (sim/policy/POLICIES.md "
+                       "\"kv_budget\")",
+                       at, p->name, kv[i].key, p->budget_keys);
+    }
+    return p->check ? p->check(&a, e) : MS_OK;
 }
