@@ -351,6 +351,61 @@ START_TEST(test_input_error_writes_nothing)
 }
 END_TEST
 
+/* A policy's rules between parameters (policy_check) are checked when the scenario is loaded:
+ * MPCache's s1 = 2·s2 broken in a sweep's second policy exits 2 at its file:line:col, for a
+ * run, a --dry-run and `validate --policy`, and leaves a results database as it was. */
+START_TEST(test_policy_rules_at_load)
+{
+    th_write(tpath("ok.yaml"), "format: 1\nname: ok\nmodel: gpt2\nprotocol: semi2k\n"
+                               "network: lan\npolicies: [full]\n"
+                               "workload: {prompt_len: 16, decode_len: 1}\n");
+    ck_assert_int_eq(MPCSIM("run", "ok.yaml", "-o", "r.db", "-q"), 0);
+    char *before = dump(tpath("r.db"));
+    th_write(tpath("s1.yaml"), "format: 1\nname: s1\nmodel: gpt2\nprotocol: semi2k\n"
+                               "network: lan\ntrace: {source: synth}\n"
+                               "workload: {prompt_len: 16, decode_len: 1}\npolicies:\n"
+                               "  - full\n  - {name: mpcache, s1: 20, s2: 16}\n");
+    const char *want = "s1.yaml:10:21: error: policy mpcache needs s1 = 2·s2";
+    for (int dry = 0; dry < 2; dry++) {
+        ck_assert_int_eq(dry ? MPCSIM("run", "s1.yaml", "--dry-run")
+                             : MPCSIM("run", "s1.yaml", "-o", "r.db", "-q"),
+                         2);
+        char *err = th_slurp(tpath("err.txt"), NULL);
+        ck_assert_msg(strstr(err, want), "stderr: %s", err);
+        free(err);
+    }
+    char *after = dump(tpath("r.db"));
+    ck_assert_msg(!strcmp(before, after), "the database changed");
+    free(before);
+    free(after);
+    ck_assert_int_eq(MPCSIM("run", "s1.yaml", "-o", "new.db"), 2);
+    ck_assert(!th_exists(tpath("new.db")));
+    ck_assert_int_eq(MPCSIM("validate", "--model", "stories260K", "--accuracy", "20", "--policy",
+                            "mpcache", "--policy-param", "s1=20", "--policy-param", "s2=16"),
+                     2);
+    char *err = th_slurp(tpath("err.txt"), NULL);
+    ck_assert_msg(strstr(err, "--policy-param s1=20: policy mpcache needs s1 = 2·s2"), "stderr: %s",
+                  err);
+    free(err);
+    /* kv_budget beside the policy's own budget, and beside an explicit static threshold */
+    ck_assert_int_eq(MPCSIM("validate", "--model", "stories260K", "--accuracy", "20", "--policy",
+                            "h2o", "--policy-param", "kv_budget=0.1", "--policy-param", "heavy=3"),
+                     2);
+    err = th_slurp(tpath("err.txt"), NULL);
+    ck_assert_msg(strstr(err, "--policy-param heavy=3: policy h2o: 'heavy' and 'kv_budget' both"),
+                  "stderr: %s", err);
+    free(err);
+    ck_assert_int_eq(MPCSIM("validate", "--model", "stories260K", "--accuracy", "20", "--policy",
+                            "mpcache", "--policy-param", "static=threshold", "--policy-param",
+                            "kv_budget=0.2"),
+                     2);
+    err = th_slurp(tpath("err.txt"), NULL);
+    ck_assert_msg(strstr(err, "'static: threshold' keeps a data-dependent share"), "stderr: %s",
+                  err);
+    free(err);
+}
+END_TEST
+
 /* Out-of-range numbers get a clear error, not an overflow later: a bandwidth of 1e-300 is
  * refused at its line, and a network too slow for 64-bit simulated time fails the run with
  * a range error that `report` lists as a failed run. */
@@ -1371,6 +1426,7 @@ Suite *cli_suite(void)
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_help_and_usage);
     TH_LOOPS(tc, sizeof bad_options / sizeof bad_options[0], test_bad_options);
+    TH_TESTS(tc, test_policy_rules_at_load);
     TH_TESTS(tc, test_help_texts, test_man_and_completion_options, test_rooms_point_one_way,
              test_input_error_writes_nothing, test_out_of_range_inputs, test_dry_run_and_shards,
              test_db_path_and_resume_guard, test_kill_and_resume, test_groups_same_as_alone,

@@ -83,6 +83,17 @@ static const bad_case scn_bad[] = {
      ":7:38: error: ", "'sink' must be a whole number, not '2.5'", NULL},
     {SC_BASE "policies: {name: full, metric_stride: -1}\n",
      ":6:39: error: ", "'metric_stride' = -1 is out of range", NULL},
+    /* rules between a policy's parameters (policy_check: kv_budget's, the check hooks) */
+    {SC_BASE "trace: {source: synth}\npolicies: {name: mpcache, s1: 20, s2: 16}\n",
+     ":7:27: error: ", "policy mpcache needs s1 = 2·s2 (got s1 = 20, s2 = 16)", NULL},
+    {SC_BASE "trace: {source: synth}\npolicies: {name: h2o, kv_budget: 0.1, heavy: 8}\n",
+     ":7:39: error: ", "policy h2o: 'heavy' and 'kv_budget' both set the budget", NULL},
+    {SC_BASE "trace: {source: synth}\npolicies: {name: quest, kv_budget: [0.1, 0]}\n",
+     ":7:25: error: ", "'kv_budget' = 0 must be above 0", NULL},
+    {SC_BASE "policies: {name: full, kv_budget: 0.5}\n",
+     ":6:24: error: ", "kv_budget 0.5 cannot apply", NULL},
+    {SC_BASE "trace: {source: synth}\npolicies: {name: mpcache, static: threshold, kv_budget: 1}\n",
+     ":7:27: error: ", "'static: threshold' keeps a data-dependent share", NULL},
     {SC_HEAD SC_PROTO SC_NET SC_WORK "cases:\n  - {seed: 1e300}\n",
      ":7:12: error: ", "'seed' = 1e300 is out of range", NULL},
 };

@@ -119,22 +119,38 @@ START_TEST(test_streaming_degrades)
 }
 END_TEST
 
+/* The default metric_stride (16, the same for every policy) measures decode steps 0, 16 and 32
+ * of 40: sink 2 + recent 8 of 48, 64 and 80 cached entries. */
+START_TEST(test_default_measured_steps)
+{
+    run_cfg *c = stories_cfg("streamingllm", 48, 40);
+    c->policy.params[0] = kvp("sink", "2");
+    c->policy.params[1] = kvp("recent", "8");
+    c->policy.params[2] = kvp("live", "0");
+    c->policy.n_params = 3;
+    run_result res;
+    drive(c, &res, NULL, NULL);
+    ck_assert_double_eq_tol(metric(&res, "kept_frac"), 30.0 / (48 + 64 + 80), 1e-12);
+    run_result_free(&res);
+    free(c);
+}
+END_TEST
+
 START_TEST(test_policies_on_stories)
 {
     /* every policy runs on the real model; budgets below the context make them evict */
     size_t n;
     const policy_ops *const *all = policy_all(&n);
     for (size_t i = 0; i < n; i++) {
+        /* the one budget every policy takes (none for a dense one), a window that fits */
         run_cfg *c = stories_cfg(all[i]->name, 64, 12);
-        const char *keys[] = {"capacity", "cache_size", "budget", "window", "recent", "heavy"};
-        const char *vals[] = {"24", "24", "16", "8", "16", "8"};
-        for (size_t k = 0; k < 6; k++) {
-            size_t np;
-            const policy_param *pp = policy_params(all[i], &np);
-            for (size_t t = 0; t < np; t++)
-                if (!strcmp(pp[t].key, keys[k]))
-                    c->policy.params[c->policy.n_params++] = kvp(keys[k], vals[k]);
-        }
+        if (all[i]->budget_keys)
+            c->policy.params[c->policy.n_params++] = kvp("kv_budget", "0.3");
+        size_t np;
+        const policy_param *pp = policy_params(all[i], &np);
+        for (size_t t = 0; t < np; t++)
+            if (!strcmp(pp[t].key, "window"))
+                c->policy.params[c->policy.n_params++] = kvp("window", "8");
         run_result res;
         size_t nops;
         uint32_t kept[20];
@@ -393,12 +409,60 @@ START_TEST(test_output_error_parts)
 }
 END_TEST
 
+/* kv_budget F: the kept fraction each shipped policy reaches on stories260K over real text
+ * (P = 256), for F = 5, 10, 20 %. At the first decode step (T = P) it is F within the policy's
+ * granularity, in entries of the P-entry cache: rounding to whole entries (0.5); pyramidkv's
+ * integer per-layer steps (up to 4 entries measured here); Quest's whole pages (page / 2 = 8);
+ * MPCache's 16-clusters, the forced first and last among them (2 · 16). Over D decode steps a
+ * policy fixed at the prompt drifts by at most (D − 1) / P (H2O and TOVA keep their size as
+ * the cache grows, the SnapKV family keeps every generated entry), and Quest may pick the page
+ * being filled (one page less). full and comet attend every entry: F = 1 only. */
+START_TEST(test_kv_budget)
+{
+    static const struct {
+        const char *name;
+        double grain;
+    } shipped[] = {{"streamingllm", 0.5}, {"h2o", 0.5},       {"tova", 0.5},  {"snapkv", 0.5},
+                   {"criticalkv", 0.5},   {"pyramidkv", 4.0}, {"quest", 8.0}, {"mpcache", 32.0},
+                   {"full", 0},           {"comet", 0}};
+    const uint32_t P = 256, D = 8;
+    const double fs[3] = {0.05, 0.1, 0.2};
+    for (size_t i = 0; i < sizeof shipped / sizeof shipped[0]; i++) {
+        int dense = shipped[i].grain == 0;
+        for (int fi = 0; fi < (dense ? 1 : 3); fi++)
+            for (int all_steps = 0; all_steps < 2; all_steps++) {
+                double f = dense ? 1.0 : fs[fi];
+                char fv[16], sv[16];
+                snprintf(fv, sizeof fv, "%g", f);
+                snprintf(sv, sizeof sv, "%u", all_steps ? 1 : D);
+                run_cfg *c = stories_cfg(shipped[i].name, P, D);
+                c->policy.params[c->policy.n_params++] = kvp("kv_budget", fv);
+                c->policy.params[c->policy.n_params++] = kvp("metric_stride", sv);
+                c->policy.params[c->policy.n_params++] = kvp("live", "0");
+                if (!strcmp(shipped[i].name, "snapkv") || !strcmp(shipped[i].name, "criticalkv"))
+                    c->policy.params[c->policy.n_params++] = kvp("window", "8");
+                run_result res;
+                drive(c, &res, NULL, NULL);
+                double kf = metric(&res, "kept_frac");
+                double tol = shipped[i].grain / P + 1e-9;
+                if (all_steps)
+                    tol += (double)(D - 1) / P + (!strcmp(shipped[i].name, "quest") ? 16.0 / P : 0);
+                ck_assert_msg(fabs(kf - f) <= tol, "%s at kv_budget %g (%s): kept_frac %.4f",
+                              shipped[i].name, f, all_steps ? "every step" : "first step", kf);
+                run_result_free(&res);
+                free(c);
+            }
+    }
+}
+END_TEST
+
 Suite *replay_suite(void)
 {
     Suite *s = suite_create("replay");
     TCase *tc = th_case(s, "core", 60);
     TH_TESTS(tc, test_metric_definitions, test_output_error_parts, test_full_is_exact,
              test_streaming_degrades, test_policies_on_stories, test_synthetic_and_stride,
-             test_full_synthetic_by_construction, test_prompt_rows, test_prompt_spans);
+             test_full_synthetic_by_construction, test_prompt_rows, test_prompt_spans,
+             test_kv_budget, test_default_measured_steps);
     return s;
 }

@@ -932,6 +932,29 @@ START_TEST(test_cli_list)
 }
 END_TEST
 
+/* The policies of a sweep are measured on the same decode steps: every run's metric_stride is
+ * the one default unless its entry sets another. */
+START_TEST(test_same_metric_steps)
+{
+    scenario s;
+    load_ok("model: stories260K\nprotocol: semi2k\nnetwork: lan\ntrace: {source: synth}\n"
+            "workload: {prompt_len: 32, decode_len: 40}\n"
+            "policies: [full, streamingllm, h2o, quest, mpcache, {name: tova, metric_stride: 4}]\n",
+            &s, 6);
+    for (size_t r = 0; r < s.n_runs; r++) {
+        const run_cfg *c = &s.runs[r];
+        const char *v = NULL;
+        for (size_t i = 0; i < c->policy.n_params; i++)
+            if (!strcmp(c->policy.params[i].key, "metric_stride"))
+                v = c->policy.params[i].val;
+        ck_assert_ptr_nonnull(v);
+        ck_assert_msg(!strcmp(v, strcmp(c->policy.name, "tova") ? "16" : "4"), "%s: %s",
+                      c->policy.name, v);
+    }
+    scn_free(&s);
+}
+END_TEST
+
 Suite *scn_suite(void)
 {
     Suite *s = suite_create("scn");
@@ -940,7 +963,8 @@ Suite *scn_suite(void)
     TH_TESTS(t, test_missing_file, test_yamlx_tree);
     t = th_case(s, "sweep", 0);
     TESTDIR_USE(t);
-    TH_TESTS(t, test_grid, test_zip, test_cases, test_defaults_and_overrides);
+    TH_TESTS(t, test_grid, test_zip, test_cases, test_defaults_and_overrides,
+             test_same_metric_steps);
     TH_LOOPS(t, TH_N(wire_cases), test_wire_framing);
     TH_TESTS(t, test_trace_paths, test_trace_too_short);
     TH_LOOPS(t, (int)(sizeof model_bodies / sizeof *model_bodies), test_model_file_vs_inline);

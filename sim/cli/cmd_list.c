@@ -129,6 +129,14 @@ static int list_policies(void)
         size_t np;
         const policy_param *pp = policy_params(all[i], &np);
         printf("%-14s %s\n", policy_name(all[i]), policy_summary(all[i]));
+        /* how far its MPC cost is known to compute its selection (POLICIES.md "Cost checked
+         * or declared") */
+        printf("    cost: %s\n",
+               all[i]->secure ? "checked on shares (`validate --policy` compares its selections "
+                                "with select(); which parameters: POLICIES.md)"
+               : !all[i]->observe && !all[i]->emit_cost
+                   ? "none (public positions)"
+                   : "declared (its emit_cost ops are stated, not run against select())");
         for (size_t k = 0; k < np; k++) {
             char range[96];
             if (pp[k].choices)
@@ -142,7 +150,11 @@ static int list_policies(void)
             printf("    %-18s %-10s %-20s %s\n", "metric_stride", all[i]->metric_stride, "",
                    "(the replay's key, this policy's default)");
     }
-    size_t nr;
+    size_t nc, nr;
+    const policy_param *cp = policy_common_params(&nc);
+    for (size_t k = 0; k < nc; k++)
+        printf("%s    %-18s %-10s %g..%-17g %s\n", k ? "" : "every policy takes:\n", cp[k].key,
+               cp[k].def ? cp[k].def : "-", cp[k].lo, cp[k].hi, cp[k].help ? cp[k].help : "");
     const policy_param *rp = policy_replay_params(&nr);
     if (nr)
         printf("every policy also takes (the replay's own):\n");

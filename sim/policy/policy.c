@@ -17,11 +17,22 @@ static const policy_ops *const registry[] = {
 };
 #define N_REGISTRY (sizeof registry / sizeof registry[0])
 
+/* Keys every policy reads itself (policy_kv_budget). No default: absent, the policy's own
+ * budget parameters apply. */
+static const policy_param common_params[] = {
+    {"kv_budget", NULL,
+     "fraction F of the cached entries a decode step attends (0 < F <= 1, sinks and windows "
+     "included), mapped to the policy's own budget (sim/policy/POLICIES.md \"kv_budget\")",
+     NULL, 0, 1, 0},
+};
+#define N_COMMON (sizeof common_params / sizeof common_params[0])
+
 /* Keys the replay reads for every policy (sim/replay/replay.c). */
 static const policy_param replay_params[] = {
-    {"metric_stride", "1",
-     "attention metrics every k-th decode step (1: every step, 0: none, for cost-only sweeps); "
-     "the default is the policy's own (16 for a policy that reads the trace, 1 for full)",
+    {"metric_stride", "16",
+     "attention metrics every k-th decode step, counted from the first (1: every step, 0: "
+     "none, for cost-only sweeps); one default for every policy, so that the policies of a "
+     "sweep are measured on the same decode steps",
      NULL, 0, 1e9, 1},
     {"err_kv_heads", "4",
      "KV heads per layer whose output error is measured at a measured step (rotating); the "
@@ -61,6 +72,12 @@ const policy_param *policy_params(const policy_ops *p, size_t *n)
     return p->params;
 }
 
+const policy_param *policy_common_params(size_t *n)
+{
+    *n = N_COMMON;
+    return common_params;
+}
+
 const policy_param *policy_replay_params(size_t *n)
 {
     *n = sizeof replay_params / sizeof replay_params[0];
@@ -79,6 +96,9 @@ static const policy_param *find_param(const policy_ops *p, const char *key)
     for (size_t i = 0; i < p->n_params; i++)
         if (strcmp(p->params[i].key, key) == 0)
             return &p->params[i];
+    for (size_t i = 0; i < N_COMMON; i++)
+        if (strcmp(common_params[i].key, key) == 0)
+            return &common_params[i];
     for (size_t i = 0; i < sizeof replay_params / sizeof replay_params[0]; i++)
         if (strcmp(replay_params[i].key, key) == 0)
             return &replay_params[i];
@@ -86,11 +106,11 @@ static const policy_param *find_param(const policy_ops *p, const char *key)
 }
 
 /* ---- schema tables -----------------------------------------------------------------------
- * Each policy's parameter table (its policy_param rows, then the replay's) as a field schema
- * (protocols/base/yschema.h), built once: what a scenario's policy entry is read with, what
- * `mpcsim list keys policy` prints, and where run labels find the defaults. Numbers are
- * YS_DBL over [lo, hi]; words are YS_STR limited to their choices. Every field stores at
- * offset 0 of a scratch value: the scenario keeps the text (kv_param), the policy parses it. */
+ * Each policy's parameter table (its policy_param rows, the common ones, then the replay's) as a
+ * field schema (protocols/base/yschema.h), built once: what a scenario's policy entry is read with,
+ * what `mpcsim list keys policy` prints, and where run labels find the defaults. Numbers are YS_DBL
+ * over [lo, hi]; words are YS_STR limited to their choices. Every field stores at offset 0 of a
+ * scratch value: the scenario keeps the text (kv_param), the policy parses it. */
 
 #define SCHEMA_MAX_FIELDS 64
 #define SCHEMA_MAX_CHOICES 8
@@ -146,6 +166,8 @@ static void build_schemas(void)
                                            .type_doc = "policy name"};
         for (size_t i = 0; i < p->n_params && n < SCHEMA_MAX_FIELDS; i++, n++)
             param_field(r, n, &p->params[i]);
+        for (size_t i = 0; i < N_COMMON && n < SCHEMA_MAX_FIELDS; i++, n++)
+            param_field(r, n, &common_params[i]);
         for (size_t i = 0; i < nr && n < SCHEMA_MAX_FIELDS; i++, n++) {
             param_field(r, n, &replay_params[i]);
             schemas.field[r][n].def = policy_replay_default(p, &replay_params[i]);
@@ -239,8 +261,10 @@ int policy_check_params(const policy_ops *p, const kv_param *kv, size_t n, const
         if (!pp) {
             const char *cands[64];
             size_t nc = 0;
-            for (size_t j = 0; j < p->n_params && nc < 60; j++)
+            for (size_t j = 0; j < p->n_params && nc < 56; j++)
                 cands[nc++] = p->params[j].key;
+            for (size_t j = 0; j < N_COMMON; j++)
+                cands[nc++] = common_params[j].key;
             for (size_t j = 0; j < sizeof replay_params / sizeof replay_params[0]; j++)
                 cands[nc++] = replay_params[j].key;
             const char *dym = did_you_mean(kv[i].key, cands, nc);
@@ -260,7 +284,7 @@ int policy_check_params(const policy_ops *p, const kv_param *kv, size_t n, const
         if (rc)
             return rc;
     }
-    return MS_OK;
+    return policy_check(p, kv, n, path, e);
 }
 
 /* ---- loaded arguments ------------------------------------------------------------------ */
@@ -703,4 +727,118 @@ void policy_bounds_update(float *mx, float *mn, const float *k, uint32_t d)
     }
 #endif
     bounds_portable(mx, mn, k, d);
+}
+
+/* ---- rules between parameters -------------------------------------------------------- */
+
+/* Two parameter values are equal when both are the same number, or the same text. */
+static int same_value(const char *a, const char *b)
+{
+    double x, y;
+    if (!parse_double(a, &x) && !parse_double(b, &y))
+        return x == y;
+    return !strcmp(a, b);
+}
+
+/* key is one of the '|'-separated words of list. */
+static int key_in(const char *list, const char *key)
+{
+    size_t len = strlen(key);
+    for (const char *c = list; c && *c;) {
+        const char *bar = strchr(c, '|');
+        size_t n = bar ? (size_t)(bar - c) : strlen(c);
+        if (n == len && !strncmp(c, key, n))
+            return 1;
+        c = bar ? bar + 1 : NULL;
+    }
+    return 0;
+}
+
+static const kv_param *given(const policy_args *a, const char *key)
+{
+    for (size_t i = a ? a->n : 0; i-- > 0;)
+        if (!strcmp(a->kv[i].key, key))
+            return &a->kv[i];
+    return NULL;
+}
+
+const char *policy_at(const policy_args *a, const char *key, char *buf, size_t cap)
+{
+    const kv_param *kv = key ? given(a, key) : NULL;
+    const char *path = a && a->path ? a->path : NULL;
+    if (kv)
+        where_prefix(buf, cap, path, kv);
+    else
+        snprintf(buf, cap, "%s: error: ", path ? path : "<scenario>");
+    return buf;
+}
+
+int policy_kv_budget(const policy_ops *p, const policy_args *a, double *f, errbuf *e)
+{
+    *f = 0;
+    const kv_param *kv = given(a, "kv_budget");
+    if (!kv || !kv->val[0])
+        return MS_OK;
+    double d;
+    int rc = check_value(p, &common_params[0], kv->val, kv, a->path, &d, NULL, e);
+    if (rc)
+        return rc;
+    if (d <= 0) {
+        char at[600];
+        return err_set(e, MS_ERR_INPUT,
+                       "%spolicy %s parameter 'kv_budget' = %s must be above 0\n"
+                       "  hint: the fraction of cached entries a decode step attends, 0 < F <= 1",
+                       policy_at(a, "kv_budget", at, sizeof at), p->name, kv->val);
+    }
+    *f = d;
+    return MS_OK;
+}
+
+uint32_t policy_budget_entries(double f, uint32_t n)
+{
+    double k = floor(f * n + 0.5);
+    return k < 1 ? 1 : k > n ? n : (uint32_t)k;
+}
+
+int policy_check_dense(const policy_args *a, errbuf *e)
+{
+    const kv_param *kv = given(a, "kv_budget");
+    double f;
+    if (!kv || parse_double(kv->val, &f) || f == 1)
+        return MS_OK;
+    char at[600];
+    return err_set(e, MS_ERR_INPUT,
+                   "%sthis policy attends every cached entry: kv_budget %s cannot apply\n"
+                   "  hint: kv_budget: 1, or leave it out",
+                   policy_at(a, "kv_budget", at, sizeof at), kv->val);
+}
+
+int policy_check(const policy_ops *p, const kv_param *kv, size_t n, const char *path, errbuf *e)
+{
+    policy_args a = {.kv = kv, .n = n, .path = path};
+    double f;
+    int rc = policy_kv_budget(p, &a, &f, e);
+    if (rc)
+        return rc;
+    if (f > 0 && !p->budget_keys && p->check != policy_check_dense) {
+        char at[600];
+        return err_set(e, MS_ERR_INPUT,
+                       "%spolicy %s does not map kv_budget to a budget of its own\n"
+                       "  hint: set its own budget parameters (`mpcsim list policies`)",
+                       policy_at(&a, "kv_budget", at, sizeof at), p->name);
+    }
+    for (size_t i = 0; f > 0 && p->budget_keys && i < n; i++) {
+        const policy_param *pp = find_param(p, kv[i].key);
+        if (!pp || !key_in(p->budget_keys, kv[i].key) ||
+            (pp->def && same_value(kv[i].val, pp->def)))
+            continue;
+        char at[600];
+        where_prefix(at, sizeof at, path, &kv[i]);
+        return err_set(e, MS_ERR_INPUT,
+                       "%spolicy %s: '%s' and 'kv_budget' both set the budget\n"
+                       "  hint: give one of them; kv_budget sets %s (sim/policy/POLICIES.md "
+                       "\"kv_budget\")",
+                       at, p->name, kv[i].key, p->budget_keys);
+    }
+    return p->check ? p->check(&a, e) : MS_OK;
 }

@@ -137,6 +137,11 @@ struct policy_ops {
     int (*emit_cost)(void *state, int phase, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
                      op_program *prog, errbuf *e);
     /* ---- hooks: optional callbacks (NULL: the replay's default, stated at each) ---- */
+    /* Optional: the rules between parameters (each value alone is already in its range), run
+     * when a scenario is loaded, for `--policy-param` and before init (policy_check): an
+     * error "file:line:col: error: ..." at the parameter that breaks the rule (policy_at).
+     * a->kv holds the parameters as given, or all of them with their defaults filled in. */
+    int (*check)(const policy_args *a, errbuf *e);
     /* Optional, narrower: what observe() wants at (layer, pos), a subset of needs(pos) (which
      * stays the union over layers). A layer that reuses another layer's selection can ask for
      * nothing, and its rows are then never generated. */
@@ -181,10 +186,15 @@ struct policy_ops {
     const secpol_ops *secure;
     /* ---- hints: data the replay and the runner read to skip or split work (0 / NULL:
      * none) ---- */
-    /* The policy's default for the replay's `metric_stride` (decode steps between accuracy
+    /* The policy's own default for the replay's `metric_stride` (decode steps between accuracy
      * measurements) when the scenario sets none, as text like a parameter default; NULL: the
-     * replay's own default (policy_replay_params). */
+     * replay's, one value for every policy (policy_replay_params), so that the policies of a
+     * sweep are measured on the same decode steps. No shipped policy sets it. */
     const char *metric_stride;
+    /* The policy's own budget parameters, '|'-separated ("heavy_ratio|recent_ratio|heavy|
+     * recent"), which `kv_budget` replaces: setting one away from its default beside kv_budget
+     * is an error (policy_check). NULL: none (the policy reads kv_budget itself, or only 1). */
+    const char *budget_keys;
     /* 1 when select() and emit_cost() only read the state observe() and prefill() built and
      * change none that another step reads (MPCache's copy of a layer's selection for the layer
      * above is that step's own): a decode step nobody measures or costs (decode_stride,
@@ -208,8 +218,9 @@ const char *policy_name(const policy_ops *p);
 const char *policy_summary(const policy_ops *p);
 const policy_param *policy_params(const policy_ops *p, size_t *n);
 /* Validates a scenario's parameters for a policy: unknown keys (with did-you-mean, reported at
- * the key's file:line:col), bad values. path is the scenario file for messages. The replay's
- * own keys (policy_replay_params) are accepted for every policy. */
+ * the key's file:line:col), bad values, then the rules between them (policy_check). path is
+ * the scenario file for messages. The replay's own keys (policy_replay_params) are accepted for
+ * every policy. */
 int policy_check_params(const policy_ops *p, const kv_param *kv, size_t n, const char *path,
                         errbuf *e);
 /* Checks a scenario's parameters for p as policy_check_params does and loads them into *a
@@ -227,6 +238,25 @@ const char *policy_replay_default(const policy_ops *p, const policy_param *rp);
  * into a scratch buffer of POLICY_VALUE_MAX bytes at offset 0. NULL for an unregistered p. */
 #define POLICY_VALUE_MAX 256
 const ys_schema *policy_schema(const policy_ops *p);
+
+/* Runs a policy entry's rules between parameters: kv_budget's (F > 0; not beside one of the
+ * policy's budget_keys set away from its default), then the policy's check hook (also the end
+ * of policy_check_params). kv[0..n) are the parameters given (or all, defaults filled in);
+ * path: the file, or "--policy-param" for the command line's. */
+int policy_check(const policy_ops *p, const kv_param *kv, size_t n, const char *path, errbuf *e);
+/* The prefix of a message about parameter key of the entry: "file:line:col: error: " at the
+ * key as given, "--policy-param key=value: " for the command line's, else "file: error: ".
+ * Returns buf. */
+const char *policy_at(const policy_args *a, const char *key, char *buf, size_t cap);
+/* The entry's kv_budget F (0 < F ≤ 1) in *f, or 0 when it sets none. */
+int policy_kv_budget(const policy_ops *p, const policy_args *a, double *f, errbuf *e);
+/* round(F·n) entries, at least 1: a kv_budget F of n cached entries (policy_kv_budget). */
+uint32_t policy_budget_entries(double f, uint32_t n);
+/* The check hook of a policy whose attention stays dense (full, comet): kv_budget 1 only. */
+int policy_check_dense(const policy_args *a, errbuf *e);
+/* Keys every policy accepts (kv_budget): a policy's parameters as far as a scenario, a label
+ * and `list keys policy` are concerned, read by each policy itself (policy_kv_budget). */
+const policy_param *policy_common_params(size_t *n);
 
 /* ---- helpers for policy implementations ------------------------------------------------ */
 
@@ -315,7 +345,9 @@ typedef struct snap_args {
     uint32_t window, kernel, capacity;
     int maxpool;
 } snap_args;
-int snap_args_read(const policy_ops *p, const policy_args *a, snap_args *out, errbuf *e);
+/* kv_budget F sets the capacity to round(F·prompt_len) (an error below the window). */
+int snap_args_read(const policy_ops *p, const policy_args *a, uint32_t prompt_len, snap_args *out,
+                   errbuf *e);
 int snap_core_init(snap_core *c, const policy_env *env, uint32_t window, uint32_t kernel,
                    int maxpool, errbuf *e);
 void snap_core_free(snap_core *c);
@@ -349,7 +381,7 @@ int snapkv_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint
 #define SNAPKV_OPS                                                                \
     .fini = snapkv_fini, .needs = snapkv_needs, .observe = snapkv_observe,        \
     .prefill = snapkv_prefill, .select = snapkv_select, .emit_cost = snapkv_emit, \
-    .metric_stride = "16", .stateless_select = 1, .layer_local = 1
+    .stateless_select = 1, .layer_local = 1, .budget_keys = "capacity"
 
 /* The registered policies (sim/policy/policy_<name>.c). */
 extern const policy_ops policy_full, policy_streamingllm, policy_h2o, policy_snapkv,

@@ -358,5 +358,5 @@ const policy_ops policy_comet = {
     .ffn_active = comet_ffn_active,
     .ffn_pattern = comet_ffn_pattern,
     .secure = &policy_comet_secure,
-    .metric_stride = "16",
+    .check = policy_check_dense,
 };

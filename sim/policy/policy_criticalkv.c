@@ -55,7 +55,7 @@ static int ckv_init(const policy_env *env, const policy_args *a, void **st, errb
     const policy_ops *p = &policy_criticalkv;
     snap_args sa;
     double fsr, eps;
-    int rc = snap_args_read(p, a, &sa, e);
+    int rc = snap_args_read(p, a, env->prompt_len, &sa, e);
     if (!rc)
         rc = policy_arg_double(p, a, "first_stage_ratio", &fsr, e);
     if (!rc)
@@ -206,5 +206,5 @@ const policy_ops policy_criticalkv = {
     .prefill = ckv_prefill,
     .select = ckv_select,
     .emit_cost = ckv_emit,
-    .metric_stride = "16",
+    .budget_keys = "capacity",
 };

@@ -44,5 +44,5 @@ const policy_ops policy_full = {
     .needs = full_needs,
     .select = full_select,
     .count = full_count,
-    .metric_stride = "1", /* its metrics are 1 and 0 by construction */
+    .check = policy_check_dense,
 };

@@ -65,8 +65,17 @@ int h2o_budgets(const policy_env *env, const policy_args *a, uint32_t *heavy, ui
         rc = policy_arg_u32(&policy_h2o, a, "heavy", &hh, e);
     if (!rc)
         rc = policy_arg_u32(&policy_h2o, a, "recent", &rc_, e);
+    double f = 0;
+    if (!rc)
+        rc = policy_kv_budget(&policy_h2o, a, &f, e);
     if (rc)
         return rc;
+    if (f > 0) { /* kv_budget: round(F·P) entries, split evenly as the paper's 10 % + 10 % */
+        uint32_t n = policy_budget_entries(f, env->prompt_len);
+        *heavy = n / 2;
+        *recent = n - n / 2;
+        return MS_OK;
+    }
     /* heavy_budget = int(heavy_ratio * T0) (modify_llama.py) */
     *heavy = hh ? hh : (uint32_t)(hr * env->prompt_len);
     *recent = rc_ ? rc_ : (uint32_t)(rr * env->prompt_len);
@@ -234,5 +243,5 @@ const policy_ops policy_h2o = {
     .layer_local = 1,
     .emit_cost = h2o_emit,
     .secure = &policy_h2o_secure,
-    .metric_stride = "16",
+    .budget_keys = "heavy_ratio|recent_ratio|heavy|recent",
 };

@@ -114,6 +114,37 @@ static void mpcache_fini(void *st)
     free(s);
 }
 
+/* Rules between parameters: s1 = 2·s2; under kv_budget no explicit static threshold. */
+static int mpcache_check(const policy_args *a, errbuf *e)
+{
+    const policy_ops *p = &policy_mpcache;
+    uint32_t s1, s2;
+    char at[600];
+    int rc = policy_arg_u32(p, a, "s1", &s1, e);
+    if (!rc)
+        rc = policy_arg_u32(p, a, "s2", &s2, e);
+    if (rc)
+        return rc;
+    const kv_param *w1;
+    policy_arg(p, a, "s1", &w1);
+    if (s1 != 2 * s2)
+        return err_set(e, MS_ERR_INPUT,
+                       "%spolicy mpcache needs s1 = 2·s2 (got s1 = %u, s2 = %u)\n"
+                       "  hint: each level-1 cluster splits into two level-2 clusters",
+                       policy_at(a, w1 ? "s1" : "s2", at, sizeof at), s1, s2);
+    const kv_param *st;
+    const char *mode = policy_arg(p, a, "static", &st);
+    /* given: at a scenario's line, or on the command line (whose list holds only those) */
+    int given = st && (st->line > 0 || (a->path && !strcmp(a->path, "--policy-param")));
+    if (given && mode && !strcmp(mode, "threshold") && policy_arg(p, a, "kv_budget", NULL))
+        return err_set(e, MS_ERR_INPUT,
+                       "%spolicy mpcache: 'static: threshold' keeps a data-dependent share of the "
+                       "prompt, which kv_budget cannot set\n"
+                       "  hint: static: topk or static: none (kv_budget's default)",
+                       policy_at(a, "static", at, sizeof at));
+    return MS_OK;
+}
+
 static int mpcache_args(mpcache_state *s, const policy_args *a, errbuf *e)
 {
     const policy_ops *p = &policy_mpcache;
@@ -139,15 +170,27 @@ static int mpcache_args(mpcache_state *s, const policy_args *a, errbuf *e)
         rc = policy_arg_double(p, a, "layer_share", &share, e);
     if (!rc)
         rc = policy_arg_double(p, a, "skip_first2", &skip2, e);
+    double f = 0;
+    if (!rc)
+        rc = policy_kv_budget(p, a, &f, e);
+    if (!rc)
+        rc = mpcache_check(a, e);
     if (rc)
         return rc;
-    if (s->s1 != 2 * s->s2)
-        return err_set(e, MS_ERR_INPUT,
-                       "%s: error: policy mpcache needs s1 = 2·s2 (got s1 = %u, s2 = %u)\n"
-                       "  hint: each level-1 cluster splits into two level-2 clusters",
-                       a && a->path ? a->path : "<scenario>", s->s1, s->s2);
     s->share = share != 0;
     s->skip2 = skip2 != 0;
+    if (f > 0) {
+        /* kv_budget F: the static step keeps s of the prompt (topk: static_ratio; threshold, a
+         * data-dependent share, gives way to none: s = 1), the dynamic step F/s of those, so
+         * that F of the cache is attended; level 1 keeps at least what level 2 needs */
+        if (s->mode == ST_THRESHOLD)
+            s->mode = ST_NONE;
+        double keep = s->mode == ST_TOPK ? s->sratio : 1.0;
+        if (keep < f)
+            keep = s->sratio = f;
+        s->ratio2 = f / keep;
+        s->ratio1 = s->ratio2 > 0.5 ? s->ratio2 : 0.5;
+    }
     return MS_OK;
 }
 
@@ -744,7 +787,8 @@ const policy_ops policy_mpcache = {
     .attend = mpcache_attend,
     .one_time = mpcache_one_time,
     .secure = &policy_mpcache_secure,
-    .metric_stride = "16",
     .stateless_select = 1, /* prev and ids: the layer below's, in the same step */
     .layer_local = 1,
+    .check = mpcache_check,
+    .budget_keys = "ratio1|ratio2|static_ratio|static_threshold",
 };

@@ -48,10 +48,14 @@ static int pyr_init(const policy_env *env, const policy_args *a, void **st, errb
         rc = policy_arg_u32(&policy_pyramidkv, a, "window", &w, e);
     if (!rc)
         rc = policy_arg_u32(&policy_pyramidkv, a, "capacity", &cap, e);
+    snap_args sa;
+    if (!rc) /* kv_budget's capacity (its mean over the layers) */
+        rc = snap_args_read(&policy_pyramidkv, a, env->prompt_len, &sa, e);
     if (!rc)
         rc = snapkv_state_new(&policy_pyramidkv, env, a, st, e);
     if (rc)
         return rc;
+    cap = sa.capacity;
     if (w > env->prompt_len)
         w = env->prompt_len;
     for (uint32_t l = 0; l < env->n_layers; l++)

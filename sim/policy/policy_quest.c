@@ -40,6 +40,7 @@ static const policy_param quest_params[] = {
 typedef struct quest_state {
     policy_env env;
     uint32_t page, budget, min_pages, skip;
+    double frac; /* kv_budget F, or 0: round(F·T / page) pages of T cached entries, every layer */
     uint32_t max_pages;
     int half;           /* bounds in half precision (rereads_k) */
     float *mx, *mn;     /* float: [L][Hkv][max_pages][d]; half: the open page, [L][Hkv][d] */
@@ -107,10 +108,14 @@ static int quest_init(const policy_env *env, const policy_args *a, void **st, er
         rc = policy_arg_u32(&policy_quest, a, "min_pages", &s->min_pages, e);
     if (!rc)
         rc = policy_arg_u32(&policy_quest, a, "skip_layers", &s->skip, e);
+    if (!rc)
+        rc = policy_kv_budget(&policy_quest, a, &s->frac, e);
     if (rc) {
         free(s);
         return rc;
     }
+    if (s->frac > 0) /* F counts every layer: dense first layers would exceed it alone */
+        s->skip = 0;
     s->max_pages = (env->max_len + s->page - 1) / s->page;
     s->half = env->rereads_k && env->gather_k && !policy_quest_float_bounds;
     for (uint32_t h = 0; s->half && !half_table_done && h < 65536; h++)
@@ -265,8 +270,14 @@ static int quest_observe(void *st, const policy_obs *o, errbuf *e)
     return MS_OK;
 }
 
-static uint32_t pages_kept(const quest_state *s)
+/* Pages kept of a cache of n entries: max(min_pages, budget // page), or under kv_budget F
+ * the page count nearest F·n / page, at least 1. */
+static uint32_t pages_kept(const quest_state *s, uint32_t n)
 {
+    if (s->frac > 0) {
+        double k = floor(s->frac * n / s->page + 0.5);
+        return k < 1 ? 1 : k > 4294967295.0 ? UINT32_MAX : (uint32_t)k;
+    }
     uint32_t k = s->budget / s->page;
     return k > s->min_pages ? k : s->min_pages;
 }
@@ -389,7 +400,7 @@ static int quest_select(void *st, uint32_t layer, uint32_t pos, const float *q, 
     quest_state *s = st;
     const policy_env *v = &s->env;
     uint32_t d = v->head_dim, G = v->n_heads / v->n_kv_heads;
-    uint32_t np = (pos + s->page - 1) / s->page, kp = pages_kept(s);
+    uint32_t np = (pos + s->page - 1) / s->page, kp = pages_kept(s, pos);
     if (layer < s->skip || kp >= np) {
         memset(keep, 1, (size_t)v->n_kv_heads * pos);
         return MS_OK;
@@ -433,7 +444,7 @@ static int quest_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, cons
                     "quest.bounds");
         return policy_emit_done(&pe, "quest", e);
     }
-    uint32_t np = (kv_len + s->page - 1) / s->page, kp = pages_kept(s);
+    uint32_t np = (kv_len + s->page - 1) / s->page, kp = pages_kept(s, kv_len);
     /* COST: bound upkeep for the new key: max(M, k) and max(-m, -k): 2d comparisons (§1.12) */
     uint32_t bnd =
         policy_emit(&pe, OP_MAX, Hkv, 2 * d, 0, 2, OP_NONE, OP_NONE, 0, 0, 0, "quest.upkeep");
@@ -464,6 +475,6 @@ const policy_ops policy_quest = {
     .observe = quest_observe,
     .select = quest_select,
     .emit_cost = quest_emit,
-    .metric_stride = "16",
     .stateless_select = 1,
+    .budget_keys = "budget|min_pages|skip_layers",
 };

@@ -16,9 +16,11 @@
 
 /* ---- the scorer ------------------------------------------------------------------------- */
 
-int snap_args_read(const policy_ops *p, const policy_args *a, snap_args *out, errbuf *e)
+int snap_args_read(const policy_ops *p, const policy_args *a, uint32_t prompt_len, snap_args *out,
+                   errbuf *e)
 {
     int pool = 0;
+    double f = 0;
     int rc = policy_arg_u32(p, a, "window", &out->window, e);
     if (!rc)
         rc = policy_arg_u32(p, a, "kernel", &out->kernel, e);
@@ -26,8 +28,24 @@ int snap_args_read(const policy_ops *p, const policy_args *a, snap_args *out, er
         rc = policy_arg_choice(p, a, "pooling", &pool, e);
     if (!rc)
         rc = policy_arg_u32(p, a, "capacity", &out->capacity, e);
+    if (!rc)
+        rc = policy_kv_budget(p, a, &f, e);
     out->maxpool = !rc && pool == 0;
-    return rc;
+    if (rc || f <= 0)
+        return rc;
+    /* kv_budget: the capacity is round(F·P) of the P prompt entries, the window included */
+    out->capacity = policy_budget_entries(f, prompt_len);
+    uint32_t w = out->window < prompt_len ? out->window : prompt_len;
+    if (out->capacity < w) {
+        char at[600];
+        return err_set(e, MS_ERR_INPUT,
+                       "%spolicy %s: kv_budget %g of a %u-entry prompt keeps %u entries, fewer "
+                       "than the observation window %u it keeps\n"
+                       "  hint: a smaller 'window', or a larger kv_budget",
+                       policy_at(a, "kv_budget", at, sizeof at), p->name, f, prompt_len,
+                       out->capacity, w);
+    }
+    return MS_OK;
 }
 
 int snap_core_init(snap_core *c, const policy_env *env, uint32_t window, uint32_t kernel,
@@ -174,7 +192,7 @@ int snapkv_state_new(const policy_ops *p, const policy_env *env, const policy_ar
                      errbuf *e)
 {
     snap_args sa;
-    int rc = snap_args_read(p, a, &sa, e);
+    int rc = snap_args_read(p, a, env->prompt_len, &sa, e);
     if (rc)
         return rc;
     uint32_t cap = sa.capacity;

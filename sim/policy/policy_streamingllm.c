@@ -15,6 +15,7 @@ static const policy_param sl_params[] = {
 
 typedef struct sl_state {
     uint32_t n_kv, sink, recent;
+    double frac; /* kv_budget F, or 0: sink + recent = round(F·T) of the T cached entries */
 } sl_state;
 
 static int sl_init(const policy_env *env, const policy_args *a, void **st, errbuf *e)
@@ -26,6 +27,8 @@ static int sl_init(const policy_env *env, const policy_args *a, void **st, errbu
     int rc = policy_arg_u32(&policy_streamingllm, a, "sink", &s->sink, e);
     if (!rc)
         rc = policy_arg_u32(&policy_streamingllm, a, "recent", &s->recent, e);
+    if (!rc)
+        rc = policy_kv_budget(&policy_streamingllm, a, &s->frac, e);
     if (rc) {
         free(s);
         return rc;
@@ -38,17 +41,32 @@ static void sl_fini(void *st) { free(st); }
 
 static unsigned sl_needs(void *st, uint32_t pos) { return 0; }
 
+/* The sink and recent counts at pos cached entries: the parameters, or under kv_budget F the
+ * round(F·pos) entries, sinks first. */
+static void sl_split(const sl_state *s, uint32_t pos, uint32_t *sink, uint32_t *recent)
+{
+    *sink = s->sink;
+    *recent = s->recent;
+    if (s->frac > 0) {
+        uint32_t n = policy_budget_entries(s->frac, pos);
+        *sink = n < s->sink ? n : s->sink;
+        *recent = n - *sink;
+    }
+}
+
 static int sl_select(void *st, uint32_t layer, uint32_t pos, const float *q, uint8_t *keep,
                      errbuf *e)
 {
     const sl_state *s = st;
     uint8_t *row = keep;
-    if ((uint64_t)pos <= (uint64_t)s->sink + s->recent) {
+    uint32_t sink, recent;
+    sl_split(s, pos, &sink, &recent);
+    if ((uint64_t)pos <= (uint64_t)sink + recent) {
         memset(row, 1, pos);
     } else {
         memset(row, 0, pos);
-        memset(row, 1, s->sink);
-        memset(row + pos - s->recent, 1, s->recent);
+        memset(row, 1, sink);
+        memset(row + pos - recent, 1, recent);
     }
     for (uint32_t g = 1; g < s->n_kv; g++)
         memcpy(keep + (size_t)g * pos, row, pos);
@@ -57,8 +75,9 @@ static int sl_select(void *st, uint32_t layer, uint32_t pos, const float *q, uin
 
 static uint32_t sl_count(void *st, uint32_t layer, uint32_t pos)
 {
-    const sl_state *s = st;
-    return (uint64_t)pos <= (uint64_t)s->sink + s->recent ? pos : s->sink + s->recent;
+    uint32_t sink, recent;
+    sl_split(st, pos, &sink, &recent);
+    return (uint64_t)pos <= (uint64_t)sink + recent ? pos : sink + recent;
 }
 
 const policy_ops policy_streamingllm = {
@@ -71,6 +90,6 @@ const policy_ops policy_streamingllm = {
     .needs = sl_needs,
     .select = sl_select,
     .count = sl_count,
-    .metric_stride = "16",
     .stateless_select = 1,
+    .budget_keys = "recent",
 };

@@ -44,8 +44,13 @@ static int tova_init(const policy_env *env, const policy_args *a, void **st, err
 {
     uint32_t cap;
     int rc = policy_arg_u32(&policy_tova, a, "cache_size", &cap, e);
+    double f = 0;
+    if (!rc)
+        rc = policy_kv_budget(&policy_tova, a, &f, e);
     if (rc)
         return rc;
+    if (f > 0) /* kv_budget: round(F·P) entries per layer */
+        cap = policy_budget_entries(f, env->prompt_len);
     tova_state *s = calloc(1, sizeof *s);
     if (!s)
         return err_set(e, MS_ERR_NOMEM, "policy tova: out of memory");
@@ -173,5 +178,5 @@ const policy_ops policy_tova = {
     .observe = tova_observe,
     .select = tova_select,
     .emit_cost = tova_emit,
-    .metric_stride = "16",
+    .budget_keys = "cache_size",
 };

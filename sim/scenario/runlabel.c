@@ -28,15 +28,25 @@ static void policy_label(const run_cfg *c, char *out, size_t n, const char *open
     /* the schema the scenario was read with: 'name', the policy's own parameters, then the
      * replay's */
     const ys_schema *ps = p ? policy_schema(p) : NULL;
-    size_t np = 0;
+    size_t np = 0, nc;
     if (p)
         policy_params(p, &np);
+    policy_common_params(&nc);
     size_t k = (size_t)snprintf(out, n, "%s", c->policy.name);
     int any = 0;
+    /* kv_budget F as "@F%" after the name: "h2o@10%" */
+    for (size_t i = 0; i < c->policy.n_params && k < n; i++) {
+        double f;
+        if (!strcmp(c->policy.params[i].key, "kv_budget") &&
+            !parse_double(c->policy.params[i].val, &f))
+            k += (size_t)snprintf(out + k, n - k, "@%g%%", f * 100);
+    }
     for (size_t i = 0; i < c->policy.n_params && k < n; i++) {
         const kv_param *kv = &c->policy.params[i];
         const ys_field *f = ps ? ys_find(ps, kv->key) : NULL;
-        int replay = f && (size_t)(f - ps->field) > np;
+        int replay = f && (size_t)(f - ps->field) > np + nc;
+        if (!strcmp(kv->key, "kv_budget"))
+            continue;
         const char *def = f && !replay ? (f->def ? f->def : "") : NULL;
         /* the replay's own keys (metric_stride, …) say how a run is measured, not which policy
          * configuration it is */

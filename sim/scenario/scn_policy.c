@@ -231,6 +231,9 @@ int read_policy(scn_ctx *x, const yx_node *v, run_cfg *c)
     } else if ((rc = policy_by_name(x, v, &p))) {
         return rc;
     }
+    /* the rules between its parameters (kv_budget's, the policy's check hook) */
+    if ((rc = policy_check(p, given, n_given, x->path, x->e)))
+        return rc;
     snprintf(c->policy.name, sizeof c->policy.name, "%s", policy_name(p));
     return fill_policy_params(x, p, given, n_given, c);
 }
