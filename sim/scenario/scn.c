@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "sim/policy/policy.h"
+#include "sim/policy/plugin.h"
 #include "sim/trace/trace.h"
 #include "protocols/base/yamlx.h"
 #include "protocols/base/yschema.h"
@@ -1067,6 +1068,21 @@ static int policy_by_name(scn_ctx *x, const yx_node *v, const policy_ops **out)
     return unknown_name(x, v, "policy", v->str, cands, n, hint);
 }
 
+/* {plugin: PATH.so}: the shared object at PATH (relative to the scenario file), loaded once per
+ * process (sim/policy/plugin.h); the run names the policy the plug-in declares. */
+static int policy_by_plugin(scn_ctx *x, const yx_node *v, const policy_ops **out)
+{
+    char path[1024];
+    errbuf le;
+    int rc = need_scalar(x, v, "plugin", "a shared object, e.g. plugins/keynorm.so");
+    if (!rc)
+        rc = resolve_path(x, v, "plugin", path, sizeof path);
+    if (!rc && policy_plugin_load(path, out, &le))
+        rc = fail(x, v, "build it with `make plugins` (POLICIES.md, \"Writing a policy\")", "%s",
+                  le.msg);
+    return rc;
+}
+
 /* Appends declared parameters to the run, each as given or else its default (the replay's
  * keys, pol non-NULL: that policy's default for them, policy_replay_default). */
 static int fill_declared(scn_ctx *x, const policy_param *pp, size_t n, const kv_param *given,
@@ -1127,20 +1143,24 @@ static int read_policy(scn_ctx *x, const yx_node *v, run_cfg *c)
         v = &full;
     }
     if (v->kind == YX_MAP) {
-        const yx_node *name = yx_map_get(v, "name");
-        if (!name)
+        const yx_node *name = yx_map_get(v, "name"), *plugin = yx_map_get(v, "plugin");
+        static const char *const plugin_key[] = {"plugin"};
+        if (name && plugin)
+            return fail(x, plugin, "name the policy by one of them",
+                        "a policy entry has 'name' or 'plugin', not both");
+        if (!name && !plugin)
             return fail(x, v, "write e.g. - {name: h2o, heavy_ratio: 0.1}",
                         "missing required key 'name' in policy entry");
-        if ((rc = policy_by_name(x, name, &p)))
+        if ((rc = plugin ? policy_by_plugin(x, plugin, &p) : policy_by_name(x, name, &p)))
             return rc;
         /* keys and values through the policy's schema; the text is kept (kv_param) */
         const ys_schema *ps = policy_schema(p);
-        if ((rc = ys_check_keys(&x->y, v, ps, NULL, 0)))
+        if ((rc = ys_check_keys(&x->y, v, ps, plugin_key, plugin ? 1 : 0)))
             return rc;
         for (size_t i = 0; i < v->n; i++) {
             const ys_field *f = ys_find(ps, v->key[i]->str);
             char scratch[POLICY_VALUE_MAX] __attribute__((aligned(8)));
-            if (f->type != YS_OTHER && (rc = ys_read_field(&x->y, v->item[i], f, scratch)))
+            if (f && f->type != YS_OTHER && (rc = ys_read_field(&x->y, v->item[i], f, scratch)))
                 return rc;
         }
         yx_node rest = {.kind = YX_MAP, .line = v->line, .col = v->col};
@@ -1148,7 +1168,7 @@ static int read_policy(scn_ctx *x, const yx_node *v, run_cfg *c)
         rest.key = keys;
         rest.item = items;
         for (size_t i = 0; i < v->n; i++) {
-            if (!strcmp(v->key[i]->str, "name"))
+            if (!strcmp(v->key[i]->str, "name") || !strcmp(v->key[i]->str, "plugin"))
                 continue;
             if (rest.n == RUN_MAX_PARAMS)
                 return fail(x, v->key[i], "use fewer parameters",
