@@ -458,9 +458,9 @@ int policy_plugin_load(const char *path, const policy_ops **out, errbuf *e)
     }
     for (size_t i = 0; i < n_plugs; i++)
         if (!strcmp(plugs[i]->name, mp->name)) {
-            dlclose(dl);
             rc = err_set(e, MS_ERR_INPUT, "%s: policy name '%s' is taken by plug-in %s", path,
                          mp->name, plugs[i]->path);
+            dlclose(dl); /* after the message: mp lives in the plug-in */
             goto done;
         }
     plug *pl = plug_new(path, real, dl, mp, n_plugs);

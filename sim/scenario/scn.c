@@ -1078,8 +1078,11 @@ static int policy_by_plugin(scn_ctx *x, const yx_node *v, const policy_ops **out
     if (!rc)
         rc = resolve_path(x, v, "plugin", path, sizeof path);
     if (!rc && policy_plugin_load(path, out, &le))
-        rc = fail(x, v, "build it with `make plugins` (POLICIES.md, \"Writing a policy\")", "%s",
-                  le.msg);
+        rc = fail(x, v,
+                  strstr(le.msg, "hint: ") ? NULL
+                                           : "build it with `make plugins` (POLICIES.md, "
+                                             "\"Writing a policy\")",
+                  "%s", le.msg);
     return rc;
 }
 
