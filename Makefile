@@ -69,7 +69,7 @@ TEST_UTIL := $(filter-out tests/runner.c tests/check_% tests/bench_%,$(wildcard 
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o) $(TEST_UTIL:%.c=$(BUILD)/%.o) $(BUILD)/tests/runner.o
 BENCH_SRC := $(wildcard tests/bench_*.c)
 
-.PHONY: all check bench demo clean install deps fuzz plugins
+.PHONY: all check bench demo clean install install-headers deps fuzz plugins
 .SECONDARY:
 all: $(BUILD)/mpcsim
 
@@ -160,7 +160,15 @@ demo:
 	MPCSIM_DATA=$(CURDIR) $(BUILD)/mpcsim plot results/quickstart.db -o results/quickstart-plots
 	@echo "database: results/quickstart.db   plots: results/quickstart-plots/"
 
-install: $(BUILD)/mpcsim
+# The plug-in header and its pkg-config file (also alone: a plug-in's build needs no binary).
+install-headers:
+	install -d $(DESTDIR)$(INCLUDEDIR)/mpcsim $(DESTDIR)$(PKGCONFIGDIR)
+	install -m 644 include/mpcsim/policy_plugin.h $(DESTDIR)$(INCLUDEDIR)/mpcsim/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' \
+	    include/mpcsim-plugin.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/mpcsim-plugin.pc
+	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/mpcsim-plugin.pc
+
+install: $(BUILD)/mpcsim install-headers
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(DATADIR)
 	install -m 755 $(BUILD)/mpcsim $(DESTDIR)$(PREFIX)/bin/mpcsim
 	cp -r models protocols scenarios scripts $(DESTDIR)$(DATADIR)/
@@ -169,11 +177,6 @@ install: $(BUILD)/mpcsim
 	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(BASHCOMPDIR)
 	install -m 644 sim/cli/mpcsim.1 $(DESTDIR)$(MANDIR)/man1/mpcsim.1
 	install -m 644 scripts/completion/mpcsim.bash $(DESTDIR)$(BASHCOMPDIR)/mpcsim
-	install -d $(DESTDIR)$(INCLUDEDIR)/mpcsim $(DESTDIR)$(PKGCONFIGDIR)
-	install -m 644 include/mpcsim/policy_plugin.h $(DESTDIR)$(INCLUDEDIR)/mpcsim/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' \
-	    include/mpcsim-plugin.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/mpcsim-plugin.pc
-	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/mpcsim-plugin.pc
 
 clean:
 	rm -rf build

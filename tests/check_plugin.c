@@ -333,11 +333,62 @@ START_TEST(test_no_entry)
 }
 END_TEST
 
+/* The command line: `list policies --plugin`, `validate --policy PATH.so`, and a plug-in of
+ * another ABI refused there. */
+START_TEST(test_cli)
+{
+    char *so = strdup(build_plugin(th_data_path("scenarios/plugins/keynorm.c"), "keynorm.so"));
+    char out[16384];
+    th_cli_expect(out, sizeof out, 0, "(plug-in ", "list policies --plugin '%s'", so);
+    ck_assert_msg(strstr(out, "\nkeynorm ") && strstr(out, so), "%s", out);
+    th_cli_expect(out, sizeof out, 0, "bytes and rounds of every op of the 5 steps equal",
+                  "validate --model stories260K --accuracy 12 --prompt 8 --protocol semi2k "
+                  "--policy '%s' --policy-param keep=4 --text '%s'",
+                  so, th_data_path("tests/data/tinystories_sample.txt"));
+    ck_assert_msg(strstr(out, "under keynorm"), "%s", out);
+    char *bad = strdup(build_text("abicli", abi_source(MPCSIM_PLUGIN_ABI_MAJOR + 1, 0, "abicli")));
+    th_cli_expect(out, sizeof out, 2, "built against policy ABI",
+                  "validate --model stories260K --accuracy 12 --prompt 8 --policy '%s'", bad);
+    th_cli_expect(out, sizeof out, 2, "built against policy ABI", "list policies --plugin '%s'",
+                  bad);
+    free(so);
+    free(bad);
+}
+END_TEST
+
+/* `make install-headers` (part of `make install`) with DESTDIR: the header and
+ * mpcsim-plugin.pc, whose Cflags build the example plug-in outside the tree. */
+START_TEST(test_install)
+{
+    char *root = strdup(tpath("root"));
+    char cmd[4096], out[4096];
+    snprintf(cmd, sizeof cmd, "make -s -C '%s' install-headers PREFIX=/opt/x DESTDIR='%s'",
+             th_data(), root);
+    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s\n%s", cmd, out);
+    snprintf(cmd, sizeof cmd, "%s/opt/x/include/mpcsim/policy_plugin.h", root);
+    ck_assert(th_exists(cmd));
+    char *so = strdup(tpath("kn_installed.so"));
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && ${CC:-cc} -std=c11 -shared $(PKG_CONFIG_PATH='%s/opt/x/lib/pkgconfig' "
+             "PKG_CONFIG_SYSROOT_DIR='%s' pkg-config --cflags mpcsim-plugin) "
+             "'%s/scenarios/plugins/keynorm.c' -o '%s'",
+             root, root, root, th_data(), so);
+    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s\n%s", cmd, out);
+    errbuf e;
+    const policy_ops *p;
+    ck_assert_msg(policy_plugin_load(so, &p, &e) == MS_OK, "%s", e.msg);
+    ck_assert_str_eq(p->name, "keynorm");
+    free(root);
+    free(so);
+}
+END_TEST
+
 Suite *plugin_suite(void)
 {
     Suite *s = suite_create("plugin");
     TCase *tc = th_case(s, "core", 0);
     TESTDIR_USE(tc);
-    TH_TESTS(tc, test_keynorm_kept, test_keynorm_scenario, test_abi_mismatch, test_no_entry);
+    TH_TESTS(tc, test_keynorm_kept, test_keynorm_scenario, test_abi_mismatch, test_no_entry,
+             test_cli, test_install);
     return s;
 }
