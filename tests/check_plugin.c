@@ -102,7 +102,8 @@ START_TEST(test_keynorm_kept)
     const trace_shape *sh = trace_get_shape(t);
     const uint32_t P = 24, T = 48, L = sh->n_layers, Hkv = sh->n_kv_heads, d = sh->head_dim;
     ck_assert_uint_ge(sh->n_tokens, T);
-    policy_env env = {L, sh->n_heads, Hkv, d, sh->dim, sh->ffn_dim, P, T, NULL, NULL, NULL, 1};
+    policy_env env = {L, sh->n_heads, Hkv,  d,    sh->dim, sh->ffn_dim, P,
+                      T, NULL,        NULL, NULL, 1,       NULL};
     kv_param kv[2] = {fixture_kvp("sink", "4", 3, 5), fixture_kvp("keep", "12", 3, 14)};
     policy_args a = {kv, 2, "t.yaml"};
     ck_assert_msg(policy_check_params(p, kv, 2, "t.yaml", &e) == MS_OK, "%s", e.msg);

@@ -129,9 +129,15 @@ static int list_policies(const char *plugin)
         cli_error("list", "--plugin: %s", e.msg);
         return 2;
     }
-    size_t n, n_plug;
-    const policy_ops *const *builtin = policy_all(&n);
+    size_t n_reg, n_plug;
+    const policy_ops *const *reg = policy_all(&n_reg);
     const policy_ops *const *plugs = policy_plugin_all(&n_plug);
+    /* the registry, then replay_masks (it runs only on its file), then the plug-ins */
+    const policy_ops *builtin[64];
+    size_t n = 0;
+    for (size_t i = 0; i < n_reg && n < 63; i++)
+        builtin[n++] = reg[i];
+    builtin[n++] = &policy_replay_masks;
     printf("%-14s %s\n    %-18s %-10s %-20s %s\n", "policy", "summary", "parameter", "default",
            "accepted", "meaning");
     for (size_t i = 0; i < n + n_plug; i++) {

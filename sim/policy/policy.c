@@ -17,6 +17,10 @@ static const policy_ops *const registry[] = {
     &policy_quest, &policy_tova,         &policy_mpcache, &policy_criticalkv, &policy_comet,
 };
 #define N_REGISTRY (sizeof registry / sizeof registry[0])
+/* Found by name and listed, but left out of policy_all: policies that run only on a file their
+ * scenario points at (policy.h). */
+static const policy_ops *const unlisted[] = {&policy_replay_masks};
+#define N_UNLISTED (sizeof unlisted / sizeof unlisted[0])
 
 /* Keys the replay reads for every policy (sim/replay/replay.c). */
 static const policy_param replay_params[] = {
@@ -44,6 +48,9 @@ const policy_ops *policy_find(const char *name)
     for (size_t i = 0; i < N_REGISTRY; i++)
         if (strcmp(registry[i]->name, name) == 0)
             return registry[i];
+    for (size_t i = 0; i < N_UNLISTED; i++)
+        if (strcmp(unlisted[i]->name, name) == 0)
+            return unlisted[i];
     return policy_plugin_find(name);
 }
 
@@ -95,7 +102,7 @@ static const policy_param *find_param(const policy_ops *p, const char *key)
 
 #define SCHEMA_MAX_FIELDS 64
 #define SCHEMA_MAX_CHOICES 8
-#define N_SCHEMAS (N_REGISTRY + POLICY_PLUGIN_MAX) /* the built-ins, then loaded plug-ins */
+#define N_SCHEMAS (N_REGISTRY + N_UNLISTED + POLICY_PLUGIN_MAX) /* built-ins, then plug-ins */
 
 static struct {
     ys_field field[N_SCHEMAS][SCHEMA_MAX_FIELDS];
@@ -160,6 +167,8 @@ static void build_schemas(void)
 {
     for (size_t r = 0; r < N_REGISTRY; r++)
         build_schema(r, registry[r]);
+    for (size_t r = 0; r < N_UNLISTED; r++)
+        build_schema(N_REGISTRY + r, unlisted[r]);
 }
 
 const ys_schema *policy_schema(const policy_ops *p)
@@ -168,16 +177,19 @@ const ys_schema *policy_schema(const policy_ops *p)
     for (size_t r = 0; r < N_REGISTRY; r++)
         if (registry[r] == p)
             return &schemas.schema[r];
+    for (size_t r = 0; r < N_UNLISTED; r++)
+        if (unlisted[r] == p)
+            return &schemas.schema[N_REGISTRY + r];
     int s = policy_plugin_slot(p);
     if (s < 0)
         return NULL;
     pthread_mutex_lock(&schemas_mu);
     if (!schemas.built[s]) {
-        build_schema(N_REGISTRY + (size_t)s, p);
+        build_schema(N_REGISTRY + N_UNLISTED + (size_t)s, p);
         schemas.built[s] = 1;
     }
     pthread_mutex_unlock(&schemas_mu);
-    return &schemas.schema[N_REGISTRY + (size_t)s];
+    return &schemas.schema[N_REGISTRY + N_UNLISTED + (size_t)s];
 }
 
 /* ---- value checks --------------------------------------------------------------------- */

@@ -17,6 +17,7 @@
 
 #include "sim/policy/policy.h"
 #include "sim/policy/plugin.h"
+#include "sim/policy/masks.h"
 #include "sim/trace/trace.h"
 #include "protocols/base/yamlx.h"
 #include "protocols/base/yschema.h"
@@ -1210,9 +1211,30 @@ static int check_trace_length(scn_ctx *x, const yx_node *at, const run_cfg *c, u
                 have, c->work.prompt_len, c->work.decode_len);
 }
 
+/* replay_masks: no parameter of another policy than its cost_as, and keep.npy beside the npy
+ * trace, of the model's shape and long enough (sim/policy/masks.h). */
+static int check_masks(scn_ctx *x, const yx_node *r, const run_cfg *c)
+{
+    errbuf me;
+    uint64_t T, off;
+    char path[1100];
+    if (masks_check_params(c->policy.params, c->policy.n_params, x->path, &me))
+        return err_set(x->e, MS_ERR_INPUT, "%s", me.msg);
+    if (masks_open(strcmp(c->trace.source, "npy") ? NULL : c->trace.path, c->model.n_layers,
+                   c->model.n_kv_heads, c->work.prompt_len + c->work.decode_len, NULL, &T, &off,
+                   path, sizeof path, &me))
+        return fail_wrap(x, policy_node(r), NULL, "", me.msg);
+    return MS_OK;
+}
+
 static int check_run_needs(scn_ctx *x, const yx_node *r, const run_cfg *c)
 {
     const policy_ops *p = policy_find(c->policy.name);
+    if (p == &policy_replay_masks) {
+        int rc = check_masks(x, r, c);
+        if (rc)
+            return rc;
+    }
     const yx_node *tv = yx_map_get(r, "trace");
     const char *src = c->trace.source;
     errbuf te;
