@@ -209,11 +209,80 @@ START_TEST(test_masks_params)
 }
 END_TEST
 
+/* scripts/dump_trace.py --keep-masks: a NumPy implementation of StreamingLLM's rule dumped
+ * beside a llama2.c trace of stories260K replays to StreamingLLM's metrics; keep.npy holds the
+ * rule. Needs /usr/bin/python3 with torch and numpy (as check_trace_import; skipped without,
+ * failed under CI). */
+START_TEST(test_masks_from_pytorch)
+{
+    char out[8192], cmd[4096];
+    if (th_sh("/usr/bin/python3 -c 'import torch, numpy'", out, sizeof out)) {
+        const char *ci = getenv("CI");
+        ck_assert_msg(!(ci && *ci && strcmp(ci, "false")), "python3-torch missing under CI: %s",
+                      out);
+        fprintf(stderr, "test_masks_from_pytorch: SKIPPED: /usr/bin/python3 cannot import torch\n");
+        return;
+    }
+    char *py =
+        strdup(th_file(&td, "sl.py",
+                       "import numpy as np\n"
+                       "def keep_masks(layer, q, k, v, att):\n"
+                       "    T, Hk = k.shape[0], k.shape[1]\n"
+                       "    t = np.arange(T)[:, None]\n"
+                       "    j = np.arange(T)[None, :]\n"
+                       "    m = (j < t) & ((j < 4) | (j + 8 >= t))\n"
+                       "    return np.repeat(m[:, None, :], Hk, axis=1).astype(np.int32)\n"));
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 %s/scripts/dump_trace.py llama2c --checkpoint "
+             "%s/models/stories260K/stories260K.bin --tokenizer %s/models/stories260K/tok512.bin "
+             "--name stories260K --text %s/tests/data/tinystories_sample.txt --max-tokens 64 "
+             "--keep-masks %s -o %s",
+             th_data(), th_data(), th_data(), th_data(), py, tpath("tr"));
+    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s\n%s", cmd, out);
+    /* the file holds the rule */
+    char path[600];
+    snprintf(path, sizeof path, "%s/keep.npy", tpath("tr"));
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    trace_npy h;
+    errbuf e;
+    ck_assert_msg(trace_npy_read_header(f, path, &h, &e) == MS_OK, "%s", e.msg);
+    ck_assert(h.dtype == 'i' && h.ndim == 4 && h.shape[0] == ML && h.shape[1] == MT &&
+              h.shape[2] == MH && h.shape[3] == MT);
+    ck_assert_int_eq(fseek(f, (long)h.data_offset, SEEK_SET), 0);
+    int32_t row[MT];
+    for (uint32_t l = 0; l < ML; l++)
+        for (uint32_t t = 0; t < MT; t++)
+            for (uint32_t g = 0; g < MH; g++) {
+                ck_assert_uint_eq(fread(row, sizeof row, 1, f), 1);
+                for (uint32_t j = 0; j < MT; j++)
+                    ck_assert_int_eq(row[j], sl_rule(t, j));
+            }
+    fclose(f);
+    char *scn = scenario("p.yaml", "{source: npy, path: tr}",
+                         "      - {name: streamingllm, sink: 4, recent: 8, metric_stride: 1}\n"
+                         "      - {name: replay_masks, metric_stride: 1}\n");
+    char *db = strdup(tpath("p.db"));
+    ck_assert_int_eq(th_runl(NULL, tpath("run.txt"), NULL, "run", scn, "-o", db, (char *)NULL), 0);
+    sqlite3 *hd;
+    ck_assert_int_eq(sqlite3_open_v2(db, &hd, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    ck_assert_int_eq((int)q1(hd, "SELECT COUNT(*) FROM metrics a JOIN metrics b ON a.name = "
+                                 "b.name WHERE a.run_id = 1 AND b.run_id = 2 AND a.value = "
+                                 "b.value AND a.name IN ('attn_mass_recall', 'kept_frac', "
+                                 "'logit_kl', 'topk_recall')"),
+                     4);
+    sqlite3_close(hd);
+    free(py);
+    free(scn);
+    free(db);
+}
+END_TEST
+
 Suite *masks_suite(void)
 {
     Suite *s = suite_create("masks");
     TCase *tc = th_case(s, "core", 0);
     TESTDIR_USE(tc);
-    TH_TESTS(tc, test_masks_replay, test_masks_errors, test_masks_params);
+    TH_TESTS(tc, test_masks_replay, test_masks_errors, test_masks_params, test_masks_from_pytorch);
     return s;
 }
