@@ -117,7 +117,7 @@ build/plugins/%.so: scenarios/plugins/%.c include/mpcsim/policy_plugin.h
 	$(Q)$(CC) $(PLUGIN_CFLAGS) -shared -o $@ $< -lm
 
 # Tests run from the source tree; MPCSIM_BIN lets them drive the CLI as a user would.
-check: $(BUILD)/check_all $(BUILD)/mpcsim
+check: $(BUILD)/check_all $(BUILD)/mpcsim plugins
 	MPCSIM_BIN=$(CURDIR)/$(BUILD)/mpcsim MPCSIM_DATA=$(CURDIR) $(BUILD)/check_all
 
 $(BUILD)/bench_%: $(BUILD)/tests/bench_%.o $(LIB_OBJ)

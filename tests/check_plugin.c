@@ -21,6 +21,10 @@
 
 TESTDIR("check_plugin")
 
+/* The build command of POLICIES.md "Writing a policy" (test_install runs it as written). */
+#define DOC_CC \
+    "cc -std=c11 -fPIC -shared $(pkg-config --cflags mpcsim-plugin) keynorm.c -o keynorm.so"
+
 static const char *tpath(const char *name) { return testdir_path(&td, name); }
 
 /* Compiles src into <test dir>/<so> as POLICIES.md's steps do (the public header alone). */
@@ -368,13 +372,18 @@ START_TEST(test_install)
     ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s\n%s", cmd, out);
     snprintf(cmd, sizeof cmd, "%s/opt/x/include/mpcsim/policy_plugin.h", root);
     ck_assert(th_exists(cmd));
-    char *so = strdup(tpath("kn_installed.so"));
+    /* the command POLICIES.md gives, verbatim, in a folder with the plug-in's source */
+    const char *doc = th_text(th_data_path("sim/policy/POLICIES.md"));
+    ck_assert_msg(strstr(doc, DOC_CC), "POLICIES.md no longer says: %s", DOC_CC);
+    snprintf(cmd, sizeof cmd, "%s/keynorm.c", root);
+    th_copy(th_data_path("scenarios/plugins/keynorm.c"), cmd);
     snprintf(cmd, sizeof cmd,
-             "cd '%s' && ${CC:-cc} -std=c11 -shared $(PKG_CONFIG_PATH='%s/opt/x/lib/pkgconfig' "
-             "PKG_CONFIG_SYSROOT_DIR='%s' pkg-config --cflags mpcsim-plugin) "
-             "'%s/scenarios/plugins/keynorm.c' -o '%s'",
-             root, root, root, th_data(), so);
+             "cd '%s' && export PKG_CONFIG_PATH='%s/opt/x/lib/pkgconfig' "
+             "PKG_CONFIG_SYSROOT_DIR='%s' && %s",
+             root, root, root, DOC_CC);
     ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s\n%s", cmd, out);
+    snprintf(cmd, sizeof cmd, "%s/keynorm.so", root);
+    char *so = strdup(cmd);
     errbuf e;
     const policy_ops *p;
     ck_assert_msg(policy_plugin_load(so, &p, &e) == MS_OK, "%s", e.msg);
@@ -384,12 +393,41 @@ START_TEST(test_install)
 }
 END_TEST
 
+/* The shipped scenarios/plugin-keynorm.yaml on build/plugins/keynorm.so (`make check` builds
+ * it through `make plugins`): every run recorded, the plug-in's with a nonzero policy cost. */
+START_TEST(test_shipped_scenario)
+{
+    const char *so = th_data_path("build/plugins/keynorm.so");
+    ck_assert_msg(th_exists(so), "%s is missing: run `make plugins` (make check does)", so);
+    char *db = strdup(tpath("ship.db"));
+    ck_assert_int_eq(th_runl(NULL, tpath("ship.txt"), NULL, "run",
+                             th_data_path("scenarios/plugin-keynorm.yaml"), "-o", db, (char *)NULL),
+                     0);
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *q;
+    ck_assert_int_eq(sqlite3_prepare_v2(h,
+                                        "SELECT (SELECT COUNT(*) FROM runs WHERE status = 'ok'), "
+                                        "(SELECT SUM(b.bytes_p0) FROM breakdown b JOIN runs r ON "
+                                        "r.id = b.run_id WHERE r.policy = 'keynorm' AND "
+                                        "b.category = 'policy')",
+                                        -1, &q, NULL),
+                     SQLITE_OK);
+    ck_assert_int_eq(sqlite3_step(q), SQLITE_ROW);
+    ck_assert_int_eq(sqlite3_column_int(q, 0), 3);
+    ck_assert_int_gt(sqlite3_column_int64(q, 1), 0);
+    sqlite3_finalize(q);
+    sqlite3_close(h);
+    free(db);
+}
+END_TEST
+
 Suite *plugin_suite(void)
 {
     Suite *s = suite_create("plugin");
     TCase *tc = th_case(s, "core", 0);
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_keynorm_kept, test_keynorm_scenario, test_abi_mismatch, test_no_entry,
-             test_cli, test_install);
+             test_cli, test_install, test_shipped_scenario);
     return s;
 }
