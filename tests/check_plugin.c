@@ -367,7 +367,8 @@ START_TEST(test_install)
 {
     char *root = strdup(tpath("root"));
     char cmd[4096], out[4096];
-    snprintf(cmd, sizeof cmd, "make -s -C '%s' install-headers PREFIX=/opt/x DESTDIR='%s'",
+    snprintf(cmd, sizeof cmd,
+             "MAKEFLAGS= MAKELEVEL= make -s -C '%s' install-headers PREFIX=/opt/x DESTDIR='%s'",
              th_data(), root);
     ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s\n%s", cmd, out);
     snprintf(cmd, sizeof cmd, "%s/opt/x/include/mpcsim/policy_plugin.h", root);
