@@ -3,7 +3,9 @@
 #   make check     run every Check suite (tests/check_*.c)
 #   make bench     print benchmark figures
 #   make demo      install deps if needed, run scenarios/quickstart.yaml, write db + plots
-#   make install PREFIX=/usr/local   (binary, data, man page mpcsim.1, bash completion)
+#   make install PREFIX=/usr/local   (binary, data, man page mpcsim.1, bash completion, the
+#                  plug-in header include/mpcsim/policy_plugin.h and mpcsim-plugin.pc; DESTDIR)
+#   make plugins   build every scenarios/plugins/*.c into build/plugins/*.so
 
 VARIANT ?= release
 # V=1 prints every command
@@ -23,6 +25,8 @@ VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 DATADIR ?= $(PREFIX)/share/mpcsim
 MANDIR ?= $(PREFIX)/share/man
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(PREFIX)/lib/pkgconfig
 
 CFLAGS_COMMON := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter \
                  -I. -MMD -MP \
@@ -49,7 +53,7 @@ CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 
 CFLAGS  := $(CFLAGS_COMMON) $(CFLAGS_VAR) $(PKG_CFLAGS) $(EXTRA_CFLAGS)
-LDLIBS  := $(PKG_LIBS) -lpthread -lm
+LDLIBS  := $(PKG_LIBS) -lpthread -lm -ldl
 LDFLAGS := $(LDFLAGS_VAR) $(EXTRA_LDFLAGS)
 
 # Every .c under the source folders (one level of rooms deep) belongs to the library except
@@ -65,7 +69,7 @@ TEST_UTIL := $(filter-out tests/runner.c tests/check_% tests/bench_%,$(wildcard 
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o) $(TEST_UTIL:%.c=$(BUILD)/%.o) $(BUILD)/tests/runner.o
 BENCH_SRC := $(wildcard tests/bench_*.c)
 
-.PHONY: all check bench demo clean install deps fuzz
+.PHONY: all check bench demo clean install install-headers deps fuzz plugins
 .SECONDARY:
 all: $(BUILD)/mpcsim
 
@@ -98,8 +102,22 @@ $(BUILD)/check_all: $(TEST_OBJ) $(LIB_OBJ)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(CHECK_LIBS) $(LDLIBS)
 
+# Policy plug-ins: each scenarios/plugins/NAME.c, compiled with the public header alone (no
+# -I. : a plug-in that reaches into the tree's private headers does not build).
+PLUGIN_SRC := $(wildcard scenarios/plugins/*.c)
+PLUGIN_CFLAGS := -std=c11 -O2 -g -Wall -Wextra -Wno-unused-parameter -fPIC -Iinclude
+ifeq ($(WERROR),1)
+PLUGIN_CFLAGS += -Werror
+endif
+plugins: $(PLUGIN_SRC:scenarios/plugins/%.c=build/plugins/%.so)
+
+build/plugins/%.so: scenarios/plugins/%.c include/mpcsim/policy_plugin.h
+	@mkdir -p $(dir $@)
+	@echo "  PLUGIN  $@"
+	$(Q)$(CC) $(PLUGIN_CFLAGS) -shared -o $@ $< -lm
+
 # Tests run from the source tree; MPCSIM_BIN lets them drive the CLI as a user would.
-check: $(BUILD)/check_all $(BUILD)/mpcsim
+check: $(BUILD)/check_all $(BUILD)/mpcsim plugins
 	MPCSIM_BIN=$(CURDIR)/$(BUILD)/mpcsim MPCSIM_DATA=$(CURDIR) $(BUILD)/check_all
 
 $(BUILD)/bench_%: $(BUILD)/tests/bench_%.o $(LIB_OBJ)
@@ -145,7 +163,15 @@ demo:
 	@echo "database: results/quickstart.db   plots: results/quickstart-plots/"
 	@echo "eviction study: results/eviction-study.db   figures: results/eviction-study-plots/"
 
-install: $(BUILD)/mpcsim
+# The plug-in header and its pkg-config file (also alone: a plug-in's build needs no binary).
+install-headers:
+	install -d $(DESTDIR)$(INCLUDEDIR)/mpcsim $(DESTDIR)$(PKGCONFIGDIR)
+	install -m 644 include/mpcsim/policy_plugin.h $(DESTDIR)$(INCLUDEDIR)/mpcsim/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' \
+	    include/mpcsim-plugin.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/mpcsim-plugin.pc
+	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/mpcsim-plugin.pc
+
+install: $(BUILD)/mpcsim install-headers
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(DATADIR)
 	install -m 755 $(BUILD)/mpcsim $(DESTDIR)$(PREFIX)/bin/mpcsim
 	cp -r models protocols scenarios scripts $(DESTDIR)$(DATADIR)/

@@ -30,6 +30,13 @@ logits "btv". rope_layout says how the model pairs channels in its rotary embedd
 converts on read; naming the wrong one is caught by `trace info --verify` when the model's
 weights are at hand, and by any run that combines the trace with the model's live metrics.
 
+Keep masks of your own policy implementation (--keep-masks FILE.py, or keep= from Python):
+FILE.py defines keep_masks(layer, q, k, v, att) -> a 0/1 array [T][Hkv][T], row t the cached
+positions j < t that layer's KV heads keep at position t (entries j >= t are ignored). q is
+[T][H][d], k and v [T][Hkv][d], att [T][H][T] or None (--no-att), all NumPy float32 arrays as
+the trace stores them. They are written to keep.npy beside the trace, which mpcsim's policy
+replay_masks replays (sim/trace/TRACE_FORMAT.md "Keep masks").
+
 Large traces: att is L·T·H·T floats (4 GiB for a 7B model at 1K tokens): pass --no-att and
 mpcsim computes attention rows from q and k. Arrays are written through numpy memmaps.
 """
@@ -81,13 +88,59 @@ def _as_rows(x, layout, T, heads, d):
     raise ValueError("unknown q/k/v layout %r (bthd, bhtd or btf)" % layout)
 
 
+def load_keep_masks(path, name="keep_masks"):
+    """The function `name` of the Python file at path (--keep-masks)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("mpcsim_keep_masks", path)
+    if spec is None or spec.loader is None:
+        raise ValueError("%s: not a Python file" % path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    fn = getattr(mod, name, None)
+    if not callable(fn):
+        raise ValueError("%s defines no function %s(layer, q, k, v, att)" % (path, name))
+    return fn
+
+
+class KeepWriter:
+    """keep.npy beside the trace: int32 [L][T][Hkv][T], 0/1 (TRACE_FORMAT.md "Keep masks")."""
+
+    def __init__(self, out, L, T, Hk, fn):
+        import numpy as np
+        self.np, self.fn, self.T, self.Hk = np, fn, T, Hk
+        self.path = os.path.join(out, "keep.npy")
+        self.arr = np.lib.format.open_memmap(self.path, mode="w+", dtype="<i4",
+                                             shape=(L, T, Hk, T))
+        self.below = np.tril(np.ones((T, T), dtype=bool), -1)[:, None, :]  # j < t
+
+    def layer(self, l, q, k, v, att):
+        np = self.np
+        m = np.asarray(self.fn(l, q, k, v, att))
+        if m.shape != (self.T, self.Hk, self.T):
+            raise ValueError("keep_masks(layer %d) returned shape %s, expected [T][Hkv][T] = %s"
+                             % (l, m.shape, (self.T, self.Hk, self.T)))
+        m = np.where(self.below, m, 0)
+        bad = np.argwhere((m != 0) & (m != 1))
+        if len(bad):
+            t, g, j = bad[0]
+            raise ValueError("keep_masks(layer %d)[%d][%d][%d] = %r; a keep mask holds 0 or 1"
+                             % (l, t, g, j, m[t, g, j]))
+        self.arr[l] = m.astype("<i4")
+
+    def close(self):
+        self.arr.flush()
+        del self.arr
+
+
 def dump_module(model, ids, taps, shape, out, model_name, rope_layout, wo=None,
-                source="pytorch", forward=None):
+                source="pytorch", forward=None, keep=None):
     """Runs model once over ids (a list of token ids) and writes a trace into out.
 
     shape: n_layers, n_heads, n_kv_heads, head_dim, dim, ffn_dim, vocab (0: no logits).
     wo(l): layer l's output projection (dim × heads·head_dim, y = W_o·o), or None.
     forward(model, ids_tensor) runs the model (default: model(ids_tensor)).
+    keep(layer, q, k, v, att): the keep masks of a policy implementation, written to keep.npy
+    (see the module's docstring), or None.
     Returns the number of positions written."""
     torch = _torch()
     if rope_layout not in ROPE_LAYOUTS:
@@ -100,7 +153,7 @@ def dump_module(model, ids, taps, shape, out, model_name, rope_layout, wo=None,
         want = [a for a in want if a != "logits"]
     captured, handles = {}, []
 
-    def keep(key, idx):
+    def grab(key, idx):
         def hook(_mod, _inp, output):
             o = output[idx] if idx is not None else output
             captured[key] = o.detach().float()
@@ -112,7 +165,7 @@ def dump_module(model, ids, taps, shape, out, model_name, rope_layout, wo=None,
         name, idx = _split(spec)
         for l in (range(L) if "{l}" in name else [None]):
             mod = model.get_submodule(name.format(l=l) if l is not None else name)
-            handles.append(mod.register_forward_hook(keep((arr, l), idx)))
+            handles.append(mod.register_forward_hook(grab((arr, l), idx)))
     x = torch.tensor([ids], dtype=torch.long)
     try:
         with torch.no_grad():
@@ -121,6 +174,7 @@ def dump_module(model, ids, taps, shape, out, model_name, rope_layout, wo=None,
         for h in handles:
             h.remove()
     w = TraceWriter(out, model_name, shape, want, source=source, rope_layout=rope_layout)
+    kw = KeepWriter(out, L, T, Hk, keep) if keep else None
     w.tokens(ids)
     lay = taps.layout
     for l in range(L):
@@ -139,12 +193,16 @@ def dump_module(model, ids, taps, shape, out, model_name, rope_layout, wo=None,
         for t in range(T):
             w.row(l, t, q=q[t], k=k[t], v=v[t], ffn=ffn[t] if ffn is not None else None,
                   att=att[:, t, : t + 1] if att is not None else None)
+        if kw:
+            kw.layer(l, q, k, v, att.transpose(1, 0, 2) if att is not None else None)
     lg = captured.pop(("logits", None), None)
     if lg is not None:
         lg = lg[0].reshape(T, -1).numpy()
         for t in range(T):
             w.logits(t, lg[t])
     w.close()
+    if kw:
+        kw.close()
     return T
 
 
@@ -363,7 +421,7 @@ LLAMA2C_TAPS = Taps(q="layers.{l}.attention.rope:0", k="layers.{l}.attention.rop
 
 
 def dump_llama2c(checkpoint, tokenizer, text, max_tokens, out, model_name="stories260K",
-                 want_att=True, want_logits=True, rope_theta=10000.0):
+                 want_att=True, want_logits=True, rope_theta=10000.0, keep=None):
     cfg, t = read_llama2c(checkpoint)
     tok = Llama2cTokenizer(tokenizer, cfg["vocab"])
     ids = tok.encode_prefix(text, min(max_tokens, cfg["seq_len"]))
@@ -375,13 +433,13 @@ def dump_llama2c(checkpoint, tokenizer, text, max_tokens, out, model_name="stori
                  n_kv_heads=cfg["n_kv_heads"], head_dim=cfg["head_dim"], dim=cfg["dim"],
                  ffn_dim=cfg["hidden"], vocab=cfg["vocab"] if want_logits else 0)
     return dump_module(model, ids, taps, shape, out, model_name, "interleaved",
-                       wo=lambda l: model.layers[l].attention.wo.weight)
+                       wo=lambda l: model.layers[l].attention.wo.weight, keep=keep)
 
 
 # ---- Hugging Face --------------------------------------------------------------------------
 
 def dump_hf(model_name, text, max_tokens, out, want_att=True, want_logits=True,
-            dtype="float32", name=None):
+            dtype="float32", name=None, keep=None):
     """Models with the Llama module layout (LlamaForCausalLM, MistralForCausalLM, Qwen2…).
     q and k are the q_proj/k_proj outputs rotated with the model's own rotary embedding, in
     its rotate_half channel order (rope_layout: half)."""
@@ -464,7 +522,7 @@ def dump_hf(model_name, text, max_tokens, out, want_att=True, want_logits=True,
                  dim=cfg.hidden_size, ffn_dim=cfg.intermediate_size,
                  vocab=cfg.vocab_size if want_logits else 0)
     return dump_module(model, ids, taps, shape, out, name or model_name, "half",
-                       wo=lambda l: layers[l].self_attn.o_proj.weight, forward=run)
+                       wo=lambda l: layers[l].self_attn.o_proj.weight, forward=run, keep=keep)
 
 
 # ---- command line --------------------------------------------------------------------------
@@ -489,20 +547,25 @@ def main(argv):
         p.add_argument("-o", "--output", required=True, help="trace directory to write")
         p.add_argument("--no-att", action="store_true", help="skip att (mpcsim recomputes it)")
         p.add_argument("--no-logits", action="store_true")
+        p.add_argument("--keep-masks", metavar="FILE.py", default=None,
+                       help="also write keep.npy: the keep masks of the policy that FILE.py's "
+                       "keep_masks(layer, q, k, v, att) computes (replayed by mpcsim's policy "
+                       "replay_masks)")
     a = ap.parse_args(argv)
     if a.max_tokens < 1:
         ap.error("--max-tokens must be at least 1")
     with open(a.text, encoding="utf-8") as f:
         text = f.read()
     try:
+        keep = load_keep_masks(a.keep_masks) if a.keep_masks else None
         if a.front == "llama2c":
             name = a.name or os.path.splitext(os.path.basename(a.checkpoint))[0]
             n = dump_llama2c(a.checkpoint, a.tokenizer, text, a.max_tokens, a.output, name,
-                             not a.no_att, not a.no_logits, a.rope_theta)
+                             not a.no_att, not a.no_logits, a.rope_theta, keep)
             src = a.checkpoint
         else:
             n = dump_hf(a.model, text, a.max_tokens, a.output, not a.no_att, not a.no_logits,
-                        a.dtype, a.name)
+                        a.dtype, a.name, keep)
             src = a.model
     except (OSError, ValueError) as ex:
         print("error: %s" % ex, file=sys.stderr)

@@ -45,7 +45,7 @@ static int hand_gather(void *ctx, uint32_t l, uint32_t g, const uint32_t *idx, s
 static void hand_init(hand *h, uint32_t L, uint32_t H, uint32_t d, uint32_t P, uint32_t T)
 {
     memset(h, 0, sizeof *h);
-    h->env = (policy_env){L, H, 1, d, 1, 4, P, T, NULL, h, hand_get_k, 0};
+    h->env = (policy_env){L, H, 1, d, 1, 4, P, T, NULL, h, hand_get_k, 0, NULL};
     h->wo[0] = 2;
 }
 
@@ -837,7 +837,7 @@ START_TEST(test_mpcache_many_clusters)
             st = st * 6364136223846793005ull + 1442695040888963407ull;
             mx_keys[t][i] = (float)((int32_t)(st >> 32)) * 0x1p-31f * (i == 1 ? 3 : 1);
         }
-    policy_env env = {1, 1, 1, MX_D, MX_D, 4, MX_P, MX_T, NULL, NULL, mx_get_k, 0};
+    policy_env env = {1, 1, 1, MX_D, MX_D, 4, MX_P, MX_T, NULL, NULL, mx_get_k, 0, NULL};
     kv_param kv[] = {kvp("static", "none"), kvp("s1", "8"),       kvp("s2", "4"),
                      kvp("alpha", "0.6"),   kvp("ratio1", "0.5"), kvp("ratio2", "0.2")};
     policy_args a = {.kv = kv, .n = sizeof kv / sizeof kv[0], .path = "t.yaml"};

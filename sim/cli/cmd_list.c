@@ -15,6 +15,7 @@
 #include "sim/engine/regime.h"
 #include "sim/trace/trace.h"
 #include "sim/policy/policy.h"
+#include "sim/policy/plugin.h"
 #include "protocols/program/proto.h"
 
 static void list_usage(FILE *f, const cli_cmd *c)
@@ -119,22 +120,39 @@ static int list_protocols(int costs, const char *ring_bits, uint64_t elems)
     return 0;
 }
 
-static int list_policies(void)
+/* The built-in policies, then the plug-ins loaded (--plugin), each with its file. */
+static int list_policies(const char *plugin)
 {
-    size_t n;
-    const policy_ops *const *all = policy_all(&n);
+    const policy_ops *plug = NULL;
+    errbuf e;
+    if (plugin && policy_plugin_load(plugin, &plug, &e)) {
+        cli_error("list", "--plugin: %s", e.msg);
+        return 2;
+    }
+    size_t n_reg, n_plug;
+    const policy_ops *const *reg = policy_all(&n_reg);
+    const policy_ops *const *plugs = policy_plugin_all(&n_plug);
+    /* the registry, then replay_masks (it runs only on its file), then the plug-ins */
+    const policy_ops *builtin[64];
+    size_t n = 0;
+    for (size_t i = 0; i < n_reg && n < 63; i++)
+        builtin[n++] = reg[i];
+    builtin[n++] = &policy_replay_masks;
     printf("%-14s %s\n    %-18s %-10s %-20s %s\n", "policy", "summary", "parameter", "default",
            "accepted", "meaning");
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n + n_plug; i++) {
+        const policy_ops *p = i < n ? builtin[i] : plugs[i - n];
         size_t np;
-        const policy_param *pp = policy_params(all[i], &np);
-        printf("%-14s %s\n", policy_name(all[i]), policy_summary(all[i]));
+        const policy_param *pp = policy_params(p, &np);
+        printf("%-14s %s\n", policy_name(p), policy_summary(p));
+        if (i >= n)
+            printf("    (plug-in %s)\n", policy_plugin_path(p));
         /* how far its MPC cost is known to compute its selection (POLICIES.md "Cost checked
          * or declared") */
         printf("    cost: %s\n",
-               all[i]->secure ? "checked on shares (`validate --policy` compares its selections "
-                                "with select(); which parameters: POLICIES.md)"
-               : !all[i]->observe && !all[i]->emit_cost
+               p->secure ? "checked on shares (`validate --policy` compares its selections "
+                           "with select(); which parameters: POLICIES.md)"
+               : !p->observe && !p->emit_cost
                    ? "none (public positions)"
                    : "declared (its emit_cost ops are stated, not run against select())");
         for (size_t k = 0; k < np; k++) {
@@ -146,8 +164,8 @@ static int list_policies(void)
             printf("    %-18s %-10s %-20s %s\n", pp[k].key, pp[k].def ? pp[k].def : "", range,
                    pp[k].help ? pp[k].help : "");
         }
-        if (all[i]->metric_stride)
-            printf("    %-18s %-10s %-20s %s\n", "metric_stride", all[i]->metric_stride, "",
+        if (p->metric_stride)
+            printf("    %-18s %-10s %-20s %s\n", "metric_stride", p->metric_stride, "",
                    "(the replay's key, this policy's default)");
     }
     size_t nc, nr;
@@ -289,7 +307,7 @@ static int list_keys(const char *file)
 int cmd_list(int argc, char **argv)
 {
     int costs = 0, ring_bits = 0, n_given = 0, have_ring = 0;
-    const char *profile = NULL;
+    const char *profile = NULL, *plugin = NULL;
     unsigned long long elems = 1;
     const cli_opt opts[] = {
         {.name = "costs",
@@ -320,6 +338,11 @@ int cmd_list(int argc, char **argv)
          .dest = &profile,
          .arg = "NAME",
          .help = "networks: the machine the regimes are computed on\n(default: default)"},
+        {.name = "plugin",
+         .kind = CLI_STR,
+         .dest = &plugin,
+         .arg = "PATH.so",
+         .help = "policies: also a policy plug-in (POLICIES.md)"},
         {.name = "help", .short_name = 'h', .kind = CLI_HELP, .help = "this help"},
     };
     const cli_cmd cmd = {"list", opts, sizeof opts / sizeof opts[0], 22, 2};
@@ -345,6 +368,10 @@ int cmd_list(int argc, char **argv)
         cli_error("list", "--costs, --ring-bits and -n apply to 'list protocols'");
         return 2;
     }
+    if (plugin && strcmp(w, "policies")) {
+        cli_error("list", "--plugin applies to 'list policies'");
+        return 2;
+    }
     if (profile && strcmp(w, "networks")) {
         cli_error("list", "--profile applies to 'list networks'");
         return 2;
@@ -358,7 +385,7 @@ int cmd_list(int argc, char **argv)
     if (!strcmp(w, "protocols"))
         return list_protocols(costs, ring, elems);
     if (!strcmp(w, "policies"))
-        return list_policies();
+        return list_policies(plugin);
     if (!strcmp(w, "networks"))
         return list_networks(profile ? profile : "default");
     if (!strcmp(w, "machines"))

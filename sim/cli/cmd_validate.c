@@ -17,6 +17,7 @@
 #include "opt.h"
 #include "cmd_validate.h"
 #include "sim/secure/valid.h"
+#include "sim/policy/plugin.h"
 #include <unistd.h>
 #include "sim/engine/machine.h"
 #include "protocols/backend/mpc_run.h"
@@ -174,7 +175,8 @@ static void usage(FILE *f, const cli_cmd *c)
                "                       [--bandwidth RATE] [--profile NAME] [--set K=V]...\n"
                "                       [--prompt N] [--decode N] [--text FILE] [--shape]\n"
                "                       [--generate N]\n"
-               "                       [--accuracy N [--policy NAME [--policy-param K=V]...]]\n\n"
+               "                       [--accuracy N [--policy NAME|PATH.so\n"
+               "                       [--policy-param K=V]...]]\n\n"
                "Runs the real MPC backend (parties forked on 127.0.0.1) and the simulator on\n"
                "the same work and prints predicted vs measured rounds, bytes and time. Without\n"
                "a mode flag: the primitives and stories260K's prefill and decode programs, in\n"
@@ -441,12 +443,12 @@ static int parse_args(int argc, char **argv, val_args *v)
         {.name = "policy",
          .kind = CLI_STR,
          .dest = &va->policy,
-         .arg = "NAME",
+         .arg = "NAME|PATH.so",
          .help = "with --accuracy: a policy applied inside MPC (prompt = --prompt), compared\n"
                  "with its plaintext replay: h2o and mpcache select on secret shares, comet\n"
                  "(active_frac > 0) runs its sparse FFN on shares (the agreement printed);\n"
                  "streamingllm's kept set is public; other policies apply the replay's kept\n"
-                 "entries, and say so"},
+                 "entries, and say so; PATH.so: a policy plug-in (POLICIES.md)"},
         {.name = "policy-param",
          .kind = CLI_LIST,
          .dest = &pparams,
@@ -547,6 +549,15 @@ int cmd_validate(int argc, char **argv)
         return rc < 0 ? 0 : rc;
     if ((rc = check_modes(&v)))
         return rc;
+    if (policy_plugin_is_path(v.va.policy)) { /* --policy PATH.so: the plug-in's policy */
+        const policy_ops *pp;
+        errbuf pe;
+        if (policy_plugin_load(v.va.policy, &pp, &pe)) {
+            cli_error("validate", "--policy: %s", pe.msg);
+            return 2;
+        }
+        v.va.policy = pp->name;
+    }
     const char *profile = v.profile, *bw = v.bw, *dbpath = v.dbpath;
     int prims = v.prims, basic = v.basic;
     unsigned long long n = v.n;

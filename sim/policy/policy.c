@@ -1,6 +1,7 @@
 /* policy.c — the policy registry, parameter validation and the helpers policies share
  * (argument parsing, deterministic top-k, op emission). */
 #include "policy.h"
+#include "plugin.h"
 #include "protocols/base/simd.h"
 
 #include <math.h>
@@ -16,6 +17,10 @@ static const policy_ops *const registry[] = {
     &policy_quest, &policy_tova,         &policy_mpcache, &policy_criticalkv, &policy_comet,
 };
 #define N_REGISTRY (sizeof registry / sizeof registry[0])
+/* Found by name and listed, but left out of policy_all: policies that run only on a file their
+ * scenario points at (policy.h). */
+static const policy_ops *const unlisted[] = {&policy_replay_masks};
+#define N_UNLISTED (sizeof unlisted / sizeof unlisted[0])
 
 /* Keys every policy reads itself (policy_kv_budget). No default: absent, the policy's own
  * budget parameters apply. */
@@ -54,7 +59,10 @@ const policy_ops *policy_find(const char *name)
     for (size_t i = 0; i < N_REGISTRY; i++)
         if (strcmp(registry[i]->name, name) == 0)
             return registry[i];
-    return NULL;
+    for (size_t i = 0; i < N_UNLISTED; i++)
+        if (strcmp(unlisted[i]->name, name) == 0)
+            return unlisted[i];
+    return policy_plugin_find(name);
 }
 
 const policy_ops *const *policy_all(size_t *n)
@@ -114,15 +122,18 @@ static const policy_param *find_param(const policy_ops *p, const char *key)
 
 #define SCHEMA_MAX_FIELDS 64
 #define SCHEMA_MAX_CHOICES 8
+#define N_SCHEMAS (N_REGISTRY + N_UNLISTED + POLICY_PLUGIN_MAX) /* built-ins, then plug-ins */
 
 static struct {
-    ys_field field[N_REGISTRY][SCHEMA_MAX_FIELDS];
-    ys_schema schema[N_REGISTRY];
-    char name[N_REGISTRY][48];
-    char choice_text[N_REGISTRY][SCHEMA_MAX_FIELDS][128];
-    const char *choice[N_REGISTRY][SCHEMA_MAX_FIELDS][SCHEMA_MAX_CHOICES + 1];
+    ys_field field[N_SCHEMAS][SCHEMA_MAX_FIELDS];
+    ys_schema schema[N_SCHEMAS];
+    char name[N_SCHEMAS][48];
+    char choice_text[N_SCHEMAS][SCHEMA_MAX_FIELDS][128];
+    const char *choice[N_SCHEMAS][SCHEMA_MAX_FIELDS][SCHEMA_MAX_CHOICES + 1];
+    int built[POLICY_PLUGIN_MAX]; /* a plug-in's schema, built on first use */
 } schemas;
 static pthread_once_t schemas_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t schemas_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static void param_field(size_t r, size_t i, const policy_param *pp)
 {
@@ -153,29 +164,33 @@ static void param_field(size_t r, size_t i, const policy_param *pp)
     f->names = schemas.choice[r][i];
 }
 
-static void build_schemas(void)
+static void build_schema(size_t r, const policy_ops *p)
 {
     const size_t nr = sizeof replay_params / sizeof replay_params[0];
-    for (size_t r = 0; r < N_REGISTRY; r++) {
-        const policy_ops *p = registry[r];
-        size_t n = 0;
-        schemas.field[r][n++] = (ys_field){.key = "name",
-                                           .type = YS_OTHER,
-                                           .doc = p->summary,
-                                           .flags = YS_REQ,
-                                           .type_doc = "policy name"};
-        for (size_t i = 0; i < p->n_params && n < SCHEMA_MAX_FIELDS; i++, n++)
-            param_field(r, n, &p->params[i]);
-        for (size_t i = 0; i < N_COMMON && n < SCHEMA_MAX_FIELDS; i++, n++)
-            param_field(r, n, &common_params[i]);
-        for (size_t i = 0; i < nr && n < SCHEMA_MAX_FIELDS; i++, n++) {
-            param_field(r, n, &replay_params[i]);
-            schemas.field[r][n].def = policy_replay_default(p, &replay_params[i]);
-        }
-        snprintf(schemas.name[r], sizeof schemas.name[r], "policy %s", p->name);
-        schemas.schema[r] =
-            (ys_schema){schemas.name[r], schemas.field[r], n, "sim/policy/POLICIES.md"};
+    size_t n = 0;
+    schemas.field[r][n++] = (ys_field){.key = "name",
+                                       .type = YS_OTHER,
+                                       .doc = p->summary,
+                                       .flags = YS_REQ,
+                                       .type_doc = "policy name"};
+    for (size_t i = 0; i < p->n_params && n < SCHEMA_MAX_FIELDS; i++, n++)
+        param_field(r, n, &p->params[i]);
+    for (size_t i = 0; i < N_COMMON && n < SCHEMA_MAX_FIELDS; i++, n++)
+        param_field(r, n, &common_params[i]);
+    for (size_t i = 0; i < nr && n < SCHEMA_MAX_FIELDS; i++, n++) {
+        param_field(r, n, &replay_params[i]);
+        schemas.field[r][n].def = policy_replay_default(p, &replay_params[i]);
     }
+    snprintf(schemas.name[r], sizeof schemas.name[r], "policy %s", p->name);
+    schemas.schema[r] = (ys_schema){schemas.name[r], schemas.field[r], n, "sim/policy/POLICIES.md"};
+}
+
+static void build_schemas(void)
+{
+    for (size_t r = 0; r < N_REGISTRY; r++)
+        build_schema(r, registry[r]);
+    for (size_t r = 0; r < N_UNLISTED; r++)
+        build_schema(N_REGISTRY + r, unlisted[r]);
 }
 
 const ys_schema *policy_schema(const policy_ops *p)
@@ -184,7 +199,19 @@ const ys_schema *policy_schema(const policy_ops *p)
     for (size_t r = 0; r < N_REGISTRY; r++)
         if (registry[r] == p)
             return &schemas.schema[r];
-    return NULL;
+    for (size_t r = 0; r < N_UNLISTED; r++)
+        if (unlisted[r] == p)
+            return &schemas.schema[N_REGISTRY + r];
+    int s = policy_plugin_slot(p);
+    if (s < 0)
+        return NULL;
+    pthread_mutex_lock(&schemas_mu);
+    if (!schemas.built[s]) {
+        build_schema(N_REGISTRY + N_UNLISTED + (size_t)s, p);
+        schemas.built[s] = 1;
+    }
+    pthread_mutex_unlock(&schemas_mu);
+    return &schemas.schema[N_REGISTRY + N_UNLISTED + (size_t)s];
 }
 
 /* ---- value checks --------------------------------------------------------------------- */

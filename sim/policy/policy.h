@@ -61,6 +61,9 @@ typedef struct policy_env {
      * policy may then keep a compact summary of them and re-read keys where it must be exact
      * (Quest's half-precision page bounds). 0 for a model's own run (the live metrics). */
     int rereads_k;
+    /* The folder of an npy trace the run reads (what sits beside it: replay_masks' keep.npy),
+     * or NULL. */
+    const char *trace_dir;
 } policy_env;
 
 /* One parameter of a policy as loaded (policy_args_load): its text parsed and checked once. */
@@ -382,6 +385,10 @@ int snapkv_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint
     .fini = snapkv_fini, .needs = snapkv_needs, .observe = snapkv_observe,        \
     .prefill = snapkv_prefill, .select = snapkv_select, .emit_cost = snapkv_emit, \
     .stateless_select = 1, .layer_local = 1, .budget_keys = "capacity"
+
+/* A policy policy_find knows that policy_all leaves out: it runs only on a file its scenario
+ * points at (sim/policy/policy_replay_masks.c). */
+extern const policy_ops policy_replay_masks;
 
 /* The registered policies (sim/policy/policy_<name>.c). */
 extern const policy_ops policy_full, policy_streamingllm, policy_h2o, policy_snapkv,

@@ -245,7 +245,8 @@ int replay_open_shared(const run_cfg *cfg, replay_share *shared, replay **out, e
     const model_cfg *mc = &cfg->model;
     r->env = (policy_env){mc->n_layers, mc->n_heads, mc->n_kv_heads, mc->head_dim,
                           mc->dim,      mc->ffn_dim, r->P,           r->P + cfg->work.decode_len,
-                          NULL,         NULL,        NULL,           0};
+                          NULL,         NULL,        NULL,           0,
+                          NULL};
     int has_trace = cfg->trace.source[0] && strcmp(cfg->trace.source, "none") != 0;
     r->exact = !strcmp(p->name, "full") && !strcmp(cfg->trace.source, "synth");
     if (has_trace && !r->exact) {
@@ -264,6 +265,8 @@ int replay_open_shared(const run_cfg *cfg, replay_share *shared, replay **out, e
         r->env.get_k = get_k;
         r->env.kv_ctx = r->tr;
         r->env.rereads_k = 1; /* observe() gets these very keys (trace_kv) */
+        if (!strcmp(cfg->trace.source, "npy"))
+            r->env.trace_dir = cfg->trace.path;
     } else if (p->observe) {
         rc = err_set(e, MS_ERR_INPUT,
                      "%s: error: policy '%s' reads attention/keys and needs a trace\n"

@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 
 #include "sim/policy/policy.h"
+#include "sim/policy/plugin.h"
+#include "sim/policy/masks.h"
 #include "sim/trace/trace.h"
 #include "protocols/base/yamlx.h"
 #include "protocols/base/yschema.h"
@@ -137,6 +139,24 @@ static int policy_by_name(scn_ctx *x, const yx_node *v, const policy_ops **out)
     return unknown_name(x, v, "policy", v->str, cands, n, hint);
 }
 
+/* {plugin: PATH.so}: the shared object at PATH (relative to the scenario file), loaded once per
+ * process (sim/policy/plugin.h); the run names the policy the plug-in declares. */
+static int policy_by_plugin(scn_ctx *x, const yx_node *v, const policy_ops **out)
+{
+    char path[1024];
+    errbuf le;
+    int rc = need_scalar(x, v, "plugin", "a shared object, e.g. plugins/keynorm.so");
+    if (!rc)
+        rc = resolve_path(x, v, "plugin", path, sizeof path);
+    if (!rc && policy_plugin_load(path, out, &le))
+        rc = fail(x, v,
+                  strstr(le.msg, "hint: ") ? NULL
+                                           : "build it with `make plugins` (POLICIES.md, "
+                                             "\"Writing a policy\")",
+                  "%s", le.msg);
+    return rc;
+}
+
 /* Appends declared parameters to the run, each as given or else its default (the replay's
  * keys, pol non-NULL: that policy's default for them, policy_replay_default). */
 static int fill_declared(scn_ctx *x, const policy_param *pp, size_t n, const kv_param *given,
@@ -197,20 +217,24 @@ int read_policy(scn_ctx *x, const yx_node *v, run_cfg *c)
         v = &full;
     }
     if (v->kind == YX_MAP) {
-        const yx_node *name = yx_map_get(v, "name");
-        if (!name)
+        const yx_node *name = yx_map_get(v, "name"), *plugin = yx_map_get(v, "plugin");
+        static const char *const plugin_key[] = {"plugin"};
+        if (name && plugin)
+            return fail(x, plugin, "name the policy by one of them",
+                        "a policy entry has 'name' or 'plugin', not both");
+        if (!name && !plugin)
             return fail(x, v, "write e.g. - {name: h2o, heavy_ratio: 0.1}",
                         "missing required key 'name' in policy entry");
-        if ((rc = policy_by_name(x, name, &p)))
+        if ((rc = plugin ? policy_by_plugin(x, plugin, &p) : policy_by_name(x, name, &p)))
             return rc;
         /* keys and values through the policy's schema; the text is kept (kv_param) */
         const ys_schema *ps = policy_schema(p);
-        if ((rc = ys_check_keys(&x->y, v, ps, NULL, 0)))
+        if ((rc = ys_check_keys(&x->y, v, ps, plugin_key, plugin ? 1 : 0)))
             return rc;
         for (size_t i = 0; i < v->n; i++) {
             const ys_field *f = ys_find(ps, v->key[i]->str);
             char scratch[POLICY_VALUE_MAX] __attribute__((aligned(8)));
-            if (f->type != YS_OTHER && (rc = ys_read_field(&x->y, v->item[i], f, scratch)))
+            if (f && f->type != YS_OTHER && (rc = ys_read_field(&x->y, v->item[i], f, scratch)))
                 return rc;
         }
         yx_node rest = {.kind = YX_MAP, .line = v->line, .col = v->col};
@@ -218,7 +242,7 @@ int read_policy(scn_ctx *x, const yx_node *v, run_cfg *c)
         rest.key = keys;
         rest.item = items;
         for (size_t i = 0; i < v->n; i++) {
-            if (!strcmp(v->key[i]->str, "name"))
+            if (!strcmp(v->key[i]->str, "name") || !strcmp(v->key[i]->str, "plugin"))
                 continue;
             if (rest.n == RUN_MAX_PARAMS)
                 return fail(x, v->key[i], "use fewer parameters",
@@ -260,9 +284,30 @@ static int check_trace_length(scn_ctx *x, const yx_node *at, const run_cfg *c, u
                 have, c->work.prompt_len, c->work.decode_len);
 }
 
+/* replay_masks: no parameter of another policy than its cost_as, and keep.npy beside the npy
+ * trace, of the model's shape and long enough (sim/policy/masks.h). */
+static int check_masks(scn_ctx *x, const yx_node *r, const run_cfg *c)
+{
+    errbuf me;
+    uint64_t T, off;
+    char path[1100];
+    if (masks_check_params(c->policy.params, c->policy.n_params, x->path, &me))
+        return err_set(x->e, MS_ERR_INPUT, "%s", me.msg);
+    if (masks_open(strcmp(c->trace.source, "npy") ? NULL : c->trace.path, c->model.n_layers,
+                   c->model.n_kv_heads, c->work.prompt_len + c->work.decode_len, NULL, &T, &off,
+                   path, sizeof path, &me))
+        return fail_wrap(x, policy_node(r), NULL, "", me.msg);
+    return MS_OK;
+}
+
 int check_run_needs(scn_ctx *x, const yx_node *r, const run_cfg *c)
 {
     const policy_ops *p = policy_find(c->policy.name);
+    if (p == &policy_replay_masks) {
+        int rc = check_masks(x, r, c);
+        if (rc)
+            return rc;
+    }
     const yx_node *tv = yx_map_get(r, "trace");
     const char *src = c->trace.source;
     errbuf te;
