@@ -439,7 +439,7 @@ static int s_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
     size_t n = x->n;
     if (bits <= 0 || bits >= 62)
         return mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k trunc: %d bits out of range", bits);
-    if (e->cfg.trunc_local) { /* COST: SecureML local truncation: 0 rounds, 0 bytes */
+    if (e->kv.trunc == KV_TRUNC_LOCAL) { /* COST: SecureML local truncation: 0 rounds, 0 bytes */
         int rc = mpc_ensure(&s->c, z, n, DOM_ARITH);
         if (rc || is_dealer(s))
             return rc;

@@ -134,11 +134,18 @@ typedef struct kv_trunc_row {
     const char *name;
     const char *source; /* the kernel is each protocol's eng_vt.trunc */
 } kv_trunc_row;
+/* A framework cost profile: each family's variant, or -1 for what the family's key names. */
+typedef struct kv_compat_row {
+    const char *name;
+    int msb, topk, exp, normalize, approx, trunc;
+    const char *source;
+} kv_compat_row;
 extern const kv_msb_row kv_msb_tab[KV_MSB_N];          /* kern_cmp.c */
 extern const kv_topk_row kv_topk_tab[KV_TOPK_N];       /* kern_sort.c */
 extern const kv_exp_row kv_exp_tab[KV_EXP_N];          /* kern_math.c */
 extern const kv_norm_row kv_norm_tab[KV_NORM_N];       /* kern_math.c */
 extern const kv_approx_row kv_approx_tab[KV_APPROX_N]; /* kern_math.c */
 extern const kv_trunc_row kv_trunc_tab[KV_TRUNC_N];    /* kern.c */
+extern const kv_compat_row kv_compat_tab[KV_COMPAT_N]; /* kern_compat.c */
 
 #endif

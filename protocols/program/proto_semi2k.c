@@ -117,7 +117,7 @@ static int s2_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
     uint64_t n = x->n;
     z->n = n;
     z->dom = DOM_ARITH;
-    if (e->cfg.trunc_local) /* COST: SecureML local truncation: 0 rounds, 0 bytes */
+    if (e->kv.trunc == KV_TRUNC_LOCAL) /* COST: SecureML local truncation: 0 rounds, 0 bytes */
         return cost_local(e, PRIM_TRUNC, (double)n);
     COST_PUSH(PRIM_TRUNC);
     both(r, 8 * n);         /* COST: eprint 2020/338 §5.1 TruncPr: open c = x + 2^(l-2) + r */

@@ -239,8 +239,12 @@ static void print_text(const cost_args *a, const step_env *env, const sim_result
                  env->net->wire.mtu);
     char rate[32];
     net_rate_str(l->bandwidth_bps, rate, sizeof rate);
-    printf("model %s  protocol %s (%d parties)  network %s (%.3g ms, %s%s)\n", env->model->name,
-           env->pr->name, P, env->net->name, (double)l->latency_ns * 1e-6, rate, burst);
+    /* a framework profile joins the protocol's name, as in the runs' protocol_label */
+    const char *cp = env->pcfg->compat;
+    int prof = cp[0] && strcmp(cp, "native");
+    printf("model %s  protocol %s%s%s (%d parties)  network %s (%.3g ms, %s%s)\n", env->model->name,
+           env->pr->name, prof ? "/" : "", prof ? cp : "", P, env->net->name,
+           (double)l->latency_ns * 1e-6, rate, burst);
     printf("machine %s (%d thread%s)  ", env->mach->name, env->mach->threads,
            env->mach->threads == 1 ? "" : "s");
     printf("phase %s  tokens %u  kv %u  batch %u  overlap %s\n\n", op_phase_name(a->phase),
@@ -300,6 +304,8 @@ static int print_json(const cost_args *a, const step_env *env, const sim_result 
     json_t *o = json_object(), *cats = json_object();
     json_object_set_new(o, "model", json_string(env->model->name));
     json_object_set_new(o, "protocol", json_string(env->pr->name));
+    if (env->pcfg->compat[0] && strcmp(env->pcfg->compat, "native"))
+        json_object_set_new(o, "compat", json_string(env->pcfg->compat));
     json_object_set_new(o, "parties", json_integer(P));
     json_object_set_new(o, "network", json_string(env->net->name));
     json_object_set_new(o, "burst_bytes",
