@@ -98,7 +98,8 @@ static int prim_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
     e->cfg.trunc_local = c->trunc_local;
     e->kv.trunc = c->trunc_local ? KV_TRUNC_LOCAL : c->trunc_spu ? KV_TRUNC_SPU : KV_TRUNC_PAIR;
     if ((rc = e->vt->alloc(e, &x, nx, dom)) || (rc = e->vt->input(e, &x, 0, X)) ||
-        (rc = e->vt->alloc(e, &y, ny, dom)) || (rc = e->vt->input(e, &y, 1, Y)))
+        (rc = e->vt->alloc(e, &y, ny, c->prim == PRIM_MULA1B ? DOM_BOOL : dom)) ||
+        (rc = e->vt->input(e, &y, 1, Y)))
         goto out;
     if (c->prim == PRIM_MATMUL && (c->flags & OPF_FIXED_B) &&
         (rc = mpc_engine_setup_fixed(e, 7, &y, NULL)))
@@ -130,6 +131,7 @@ static int prim_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
     case PRIM_TRUNC: rc = e->vt->trunc(e, &z, &x, c->bits); break;
     case PRIM_AND: rc = e->vt->and_bb(e, &z, &x, &y); break;
     case PRIM_B2A: rc = e->vt->b2a(e, &z, &x); break;
+    case PRIM_MULA1B: rc = e->vt->mul_a1b(e, &z, &x, &y); break;
     default: rc = MS_ERR_INTERNAL;
     }
     tap_on = 0;
@@ -222,6 +224,7 @@ static void expect_semi2k(const pcase *c, expect *x)
         break;
     case PRIM_MUL:
     case PRIM_AND:
+    case PRIM_MULA1B: /* SPU semi2k MulA1B: one Beaver open of two values */
         x->link[0][1] = x->link[1][0] = 16 * n;
         x->offline_p1 = 8 * n;
         break;
@@ -295,6 +298,13 @@ static void expect_aby3(const pcase *c, expect *x)
             8 * n + n * (((uint64_t)c->bits + 1 + 7) / 8); /* r' and msb(r) mod 2^(f+1) */
         x->link[0][2] = x->link[1][2] = 8 * n;
         break;
+    case PRIM_MULA1B: /* SPU aby3 MulA1B: two three-party OTs (PRIMITIVES.md, 64 B in all) */
+        x->rounds = 2;
+        x->link[0][2] = x->link[2][1] = 16 * n; /* the senders' two words */
+        x->link[1][2] = x->link[0][1] = 8 * n;  /* the helpers' word */
+        x->link[2][1] += 8 * n;                 /* round 2: the receivers forward m */
+        x->link[1][0] = 8 * n;
+        break;
     case PRIM_B2A:
         x->rounds = 2;
         for (int i = 0; i < 3; i++)
@@ -348,6 +358,7 @@ static void check_values(const char *pname, const pcase *c, const pres *r)
         case PRIM_TRUNC: ref[i] = (uint64_t)((int64_t)X[i] >> c->bits); break;
         case PRIM_AND: ref[i] = X[i] & Y[i]; break;
         case PRIM_B2A: ref[i] = X[i] & 1; break;
+        case PRIM_MULA1B: ref[i] = X[i] * (Y[i] & 1); break;
         default: break;
         }
     }
@@ -401,7 +412,7 @@ START_TEST(test_elementwise)
 {
     const char *pr = protos[_i];
     static const size_t ns[] = {1, 7, 1000};
-    static const int prims[] = {PRIM_MUL, PRIM_SQUARE, PRIM_AND, PRIM_B2A, PRIM_TRUNC};
+    static const int prims[] = {PRIM_MUL, PRIM_SQUARE, PRIM_AND, PRIM_B2A, PRIM_TRUNC, PRIM_MULA1B};
     for (size_t a = 0; a < 3; a++)
         for (size_t q = 0; q < sizeof prims / sizeof *prims; q++) {
             pcase c = {.prim = prims[q], .n = ns[a], .bits = 18};

@@ -444,6 +444,110 @@ static int a_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
     return e->kv.trunc == KV_TRUNC_SPU ? trunc_spu(s, z, x, bits) : trunc_pair(s, z, x, bits);
 }
 
+/* z = a · bit 0 of b, as SPU's aby3 MulA1B sends it (compat: spu;
+ * secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87 libspu/mpc/aby3/arithmetic.cc
+ * 451-570): a = (a0 + a1) + a2 and b = b0 ⊕ b1 ⊕ b2, so a·b = (a0 + a1)·b + a2·b, each term by a
+ * three-party OT whose sender knows the term and two of b's shares. OT1: sender P0 (α = a0 + a1,
+ * s = b0 ⊕ b1), receiver P2 and helper P1 (both hold the choice c = b2); OT2: sender P2 (α = a2,
+ * s = b2 ⊕ b0), receiver P1 and helper P0 (c = b1). The sender's messages are
+ * m_j = (j ⊕ s)·α − ρ − σ + w_j (j = 0, 1), w_0, w_1 shared with the helper, who sends the
+ * receiver w_c, so the receiver learns m = b·α − ρ − σ and nothing of m_(1−c); round 2 it
+ * forwards m to the helper. ρ and σ are the sender's masks shared with the receiver and with
+ * the helper, so the three components are ρ (sender and receiver), σ (sender and helper) and
+ * m (receiver and helper). Keys: OT1's ρ, OT2's w and σ from K_0 (P0, P2); OT1's w and σ from
+ * K_1 (P0, P1); OT2's ρ from K_2 (P1, P2). COST: round 1 P0→P2 16n, P1→P2 8n, P2→P1 16n,
+ * P0→P1 8n; round 2 P2→P1 8n, P1→P0 8n (64n). */
+static int a_mul_a1b(eng *e, mpc_val *z, const mpc_val *a, const mpc_val *b)
+{
+    a3 *s = A(e);
+    size_t n = a->n;
+    int i = s->c.party, rc;
+    if (a->dom != DOM_ARITH || b->dom != DOM_BOOL || b->n != n)
+        return mpc_fail(&s->c, MS_ERR_INTERNAL, "aby3 mul_a1b: bad operands");
+    uint64_t *k0 = mpc_tmp(&s->c, 0, 4 * n), *k1 = mpc_tmp(&s->c, 1, 3 * n);
+    uint64_t *k2 = mpc_tmp(&s->c, 2, n), *snd = mpc_tmp(&s->c, 3, 2 * n);
+    uint64_t *rcv = mpc_tmp(&s->c, 4, 3 * n), *m = mpc_tmp(&s->c, 5, n);
+    if (!k0 || !k1 || !k2 || !snd || !rcv || !m)
+        return MS_ERR_NOMEM;
+    const void *sb[3] = {0};
+    void *rb[3] = {0};
+    size_t sl[3] = {0}, rl[3] = {0};
+    /* K_0: ρ1, w2_0, w2_1, σ2; K_1: w1_0, w1_1, σ1; K_2: ρ2 */
+    if (i == 0) {
+        mpc_prg_u64(&s->k0, k0, 4 * n);
+        mpc_prg_u64(&s->k1, k1, 3 * n);
+        for (size_t q = 0; q < n; q++) {
+            uint64_t al = a->s[0][q] + a->s[1][q], sv = (b->s[0][q] ^ b->s[1][q]) & 1;
+            uint64_t base = -k0[q] - k1[2 * n + q];
+            snd[q] = sv * al + base + k1[q];               /* j = 0 */
+            snd[n + q] = (1 - sv) * al + base + k1[n + q]; /* j = 1 */
+            m[q] = k0[((b->s[1][q] & 1) + 1) * n + q];     /* OT2's w_c, c = b1 */
+        }
+        sb[2] = snd, sl[2] = 16 * n;
+        sb[1] = m, sl[1] = 8 * n;
+        if ((rc = x3m(s, sb, sl, rb, rl)))
+            return rc;
+        memset(sb, 0, sizeof sb), memset(sl, 0, sizeof sl);
+        rb[1] = rcv, rl[1] = 8 * n;
+        if ((rc = x3m(s, sb, sl, rb, rl)) || (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
+            return rc;
+        for (size_t q = 0; q < n; q++) {
+            z->s[0][q] = k0[q] + k0[3 * n + q];
+            z->s[1][q] = k1[2 * n + q] + rcv[q];
+        }
+        return MS_OK;
+    }
+    if (i == 1) {
+        mpc_prg_u64(&s->k0, k1, 3 * n);
+        mpc_prg_u64(&s->k1, k2, n);
+        for (size_t q = 0; q < n; q++)
+            m[q] = k1[(b->s[1][q] & 1) * n + q]; /* OT1's w_c, c = b2 */
+        sb[2] = m, sl[2] = 8 * n;
+        rb[2] = rcv, rl[2] = 16 * n;
+        rb[0] = rcv + 2 * n, rl[0] = 8 * n;
+        if ((rc = x3m(s, sb, sl, rb, rl)))
+            return rc;
+        for (size_t q = 0; q < n; q++) /* OT2's m, c = b1 */
+            snd[q] = rcv[(b->s[0][q] & 1) * n + q] - rcv[2 * n + q];
+        memset(sb, 0, sizeof sb), memset(sl, 0, sizeof sl);
+        memset(rb, 0, sizeof rb), memset(rl, 0, sizeof rl);
+        sb[0] = snd, sl[0] = 8 * n;
+        rb[2] = m, rl[2] = 8 * n;
+        if ((rc = x3m(s, sb, sl, rb, rl)) || (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
+            return rc;
+        for (size_t q = 0; q < n; q++) {
+            z->s[0][q] = k1[2 * n + q] + snd[q];
+            z->s[1][q] = m[q] + k2[q];
+        }
+        return MS_OK;
+    }
+    mpc_prg_u64(&s->k0, k2, n);
+    mpc_prg_u64(&s->k1, k0, 4 * n);
+    for (size_t q = 0; q < n; q++) {
+        uint64_t al = a->s[0][q], sv = (b->s[0][q] ^ b->s[1][q]) & 1;
+        uint64_t base = -k2[q] - k0[3 * n + q];
+        snd[q] = sv * al + base + k0[n + q];
+        snd[n + q] = (1 - sv) * al + base + k0[2 * n + q];
+    }
+    sb[1] = snd, sl[1] = 16 * n;
+    rb[0] = rcv, rl[0] = 16 * n;
+    rb[1] = rcv + 2 * n, rl[1] = 8 * n;
+    if ((rc = x3m(s, sb, sl, rb, rl)))
+        return rc;
+    for (size_t q = 0; q < n; q++) /* OT1's m, c = b2 */
+        m[q] = rcv[(b->s[0][q] & 1) * n + q] - rcv[2 * n + q];
+    memset(sb, 0, sizeof sb), memset(sl, 0, sizeof sl);
+    memset(rb, 0, sizeof rb), memset(rl, 0, sizeof rl);
+    sb[1] = m, sl[1] = 8 * n;
+    if ((rc = x3m(s, sb, sl, rb, rl)) || (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
+        return rc;
+    for (size_t q = 0; q < n; q++) {
+        z->s[0][q] = m[q] + k2[q];
+        z->s[1][q] = k0[q] + k0[3 * n + q];
+    }
+    return MS_OK;
+}
+
 /* The arithmetic replicated sharing of bit 0 of boolean component j (only P_j, P_{j−1} hold it). */
 static void bit_component(a3 *s, mpc_val *b, const mpc_val *x, int j)
 {
@@ -834,6 +938,7 @@ static const eng_vt aby3_vt = {
     .and_bb = a_and,
     .trunc = a_trunc,
     .b2a = a_b2a,
+    .mul_a1b = a_mul_a1b,
     .and_bits = a_and_bits,
     .bool_pair = a_bool_pair,
     .b2a_bit = a_b2a_bit,

@@ -153,6 +153,29 @@ static int a3_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
     return MS_OK;
 }
 
+/* COST: SPU aby3 MulA1B (secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87
+ * libspu/mpc/aby3/arithmetic.cc 451-570): two three-party OTs side by side, senders P0
+ * (receiver P2, helper P1) and P2 (receiver P1, helper P0). Round 1: each sender sends its
+ * receiver two masked words (16n), each helper the receiver one (8n); round 2: each receiver
+ * forwards one word to its helper (8n). 64n in all: P0 and P2 send 24n, P1 16n. */
+static int a3_mul_a1b(eng *e, mpc_val *z, const mpc_val *a, const mpc_val *b)
+{
+    uint64_t n = a->n;
+    (void)b;
+    {
+        COST_PUSH(PRIM_MULA1B);
+        r->bytes[0][2] = r->bytes[2][1] = 16 * n;
+        r->bytes[1][2] = r->bytes[0][1] = 8 * n;
+        work3(r, 6.0 * n, 48.0 * n);
+    }
+    COST_PUSH(PRIM_MULA1B);
+    r->bytes[2][1] = r->bytes[1][0] = 8 * n;
+    work3(r, 3.0 * n, 0);
+    z->n = n;
+    z->dom = DOM_ARITH;
+    return MS_OK;
+}
+
 static int a3_b2a(eng *e, mpc_val *z, const mpc_val *x)
 {
     uint64_t n = x->n;
@@ -249,6 +272,7 @@ static const eng_vt aby3_cost_vt = {
     .and_bb = a3_and,
     .trunc = a3_trunc,
     .b2a = a3_b2a,
+    .mul_a1b = a3_mul_a1b,
     .and_bits = a3_and_bits,
     .bool_pair = a3_bool_pair,
     .b2a_bit = a3_b2a_bit,
