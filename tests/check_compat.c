@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "protocols/program/eng_plain.h"
 #include "protocols/program/kern.h"
 #include "protocols/program/proto.h"
 
@@ -22,8 +23,9 @@ static int kind_of(const char *name)
     static const struct {
         const char *name;
         int kind;
-    } k[] = {{"trunc", OP_TRUNC},           {"exp", OP_EXP},  {"lt", OP_LT}, {"select", OP_SELECT},
-             {"reciprocal", OP_RECIPROCAL}, {"gelu", OP_GELU}};
+    } k[] = {
+        {"trunc", OP_TRUNC},           {"exp", OP_EXP},   {"lt", OP_LT},   {"select", OP_SELECT},
+        {"reciprocal", OP_RECIPROCAL}, {"gelu", OP_GELU}, {"max2", OP_MAX}};
     for (size_t i = 0; i < sizeof k / sizeof *k; i++)
         if (!strcmp(k[i].name, name))
             return k[i].kind;
@@ -36,15 +38,16 @@ static counted cost_ew(const char *pname, const char *profile, int kind)
 {
     op_program p;
     op_program_init(&p);
-    uint32_t x = op_tensor_add(&p, "x", OPT_TEMP, DOM_ARITH, 1, 1, N_ELEM);
-    uint32_t o = op_tensor_add(&p, "o", OPT_TEMP, DOM_ARITH, 1, 1, N_ELEM);
+    int mx = kind == OP_MAX; /* max2: N_ELEM rows of two, one compare-and-select each */
+    uint32_t x = op_tensor_add(&p, "x", OPT_TEMP, DOM_ARITH, 1, mx ? N_ELEM : 1, mx ? 2 : N_ELEM);
+    uint32_t o = op_tensor_add(&p, "o", OPT_TEMP, DOM_ARITH, 1, mx ? N_ELEM : 1, mx ? 1 : N_ELEM);
     op q = {.kind = (uint16_t)kind,
             .layer = -1,
             .group = -1,
             .batch = 1,
-            .m = 1,
+            .m = mx ? N_ELEM : 1,
             .k = 1,
-            .n = N_ELEM,
+            .n = mx ? 2 : N_ELEM,
             .in = {x, kind == OP_LT || kind == OP_SELECT ? x : OP_NONE,
                    kind == OP_SELECT ? x : OP_NONE},
             .out = o};
@@ -127,10 +130,88 @@ START_TEST(test_native_default)
 }
 END_TEST
 
+/* SPU's msb (msb: spu) is exact: lt against the truth on both sides of 0, at the ends of the
+ * range and at random, and max of two (compare, then mul_a1b on the boolean bit), on the
+ * clear-text engine that behaves as each protocol (random share components: real carries). */
+START_TEST(test_spu_msb_exact)
+{
+    enum { N = 4096 };
+    for (int np = 2; np <= 3; np++) {
+        proto_cfg cfg;
+        errbuf e;
+        ck_assert_int_eq(proto_cfg_default(np == 2 ? "semi2k" : "aby3", &cfg, &e), 0);
+        ck_assert_int_eq(proto_cfg_set(&cfg, "compat", "spu", &e), 0);
+        op_program p;
+        op_program_init(&p);
+        uint32_t tx = op_tensor_add(&p, "x", OPT_TEMP, DOM_ARITH, 1, 1, N);
+        uint32_t ty = op_tensor_add(&p, "y", OPT_TEMP, DOM_ARITH, 1, 1, N);
+        uint32_t tl = op_tensor_add(&p, "l", OPT_TEMP, DOM_ARITH, 1, 1, N);
+        uint32_t tp = op_tensor_add(&p, "p", OPT_TEMP, DOM_ARITH, 1, N / 2, 2);
+        uint32_t tm = op_tensor_add(&p, "m", OPT_TEMP, DOM_ARITH, 1, N / 2, 1);
+        op lt = {.kind = OP_LT,
+                 .layer = -1,
+                 .group = -1,
+                 .batch = 1,
+                 .m = 1,
+                 .k = 1,
+                 .n = N,
+                 .in = {tx, ty, OP_NONE},
+                 .out = tl};
+        op mx = {.kind = OP_MAX,
+                 .layer = -1,
+                 .group = -1,
+                 .batch = 1,
+                 .m = N / 2,
+                 .k = 1,
+                 .n = 2,
+                 .in = {tp, OP_NONE, OP_NONE},
+                 .out = tm};
+        ck_assert_int_ge(op_emit(&p, &lt), 0);
+        ck_assert_int_ge(op_emit(&p, &mx), 0);
+        eng *pe;
+        ck_assert_int_eq(eng_plain_new(&cfg, np, 7, 0, &pe), 0);
+        ck_assert_int_eq(pe->kv.msb, KV_MSB_SPU);
+        mpc_val v[5] = {{0}};
+        for (int t = 0; t < 5; t++)
+            ck_assert_int_eq(pe->vt->alloc(pe, &v[t], t == 4 ? N / 2 : N, DOM_ARITH), 0);
+        uint64_t s = 12345;
+        for (size_t i = 0; i < N; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            uint64_t r = s ^ (s >> 29), a, b;
+            switch (i % 4) {
+            case 0: a = r >> 2, b = (r << 7) >> 2; break; /* both in [0, 2^62) */
+            case 1: a = (uint64_t) - (int64_t)(r >> 3), b = r >> 3; break;
+            case 2: a = r >> 40, b = (r >> 40) + (i & 8 ? 1 : 0); break; /* equal or one apart */
+            default:
+                a = (uint64_t)(1ll << 62) - 1 - (r & 3), b = (uint64_t) - (1ll << 62) + (r & 3);
+            }
+            v[0].s[0][i] = a, v[1].s[0][i] = b;
+        }
+        for (size_t i = 0; i < N; i++) /* pairs (x[i], y[i - 1]) and (x[i + 1], ...) */
+            v[3].s[0][i] = i & 1 ? v[1].s[0][i - 1] : v[0].s[0][i];
+        for (size_t i = 0; i < p.n_ops; i++)
+            ck_assert_msg(kern_exec(pe, &p, i, v, &e) == 0, "%s", e.msg);
+        for (size_t i = 0; i < N; i++) {
+            int64_t a = (int64_t)v[0].s[0][i], b = (int64_t)v[1].s[0][i];
+            ck_assert_msg(v[2].s[0][i] == (uint64_t)(a < b), "np %d: [%lld < %lld] = %llu", np,
+                          (long long)a, (long long)b, (unsigned long long)v[2].s[0][i]);
+        }
+        for (size_t i = 0; i < N / 2; i++) {
+            int64_t a = (int64_t)v[3].s[0][2 * i], b = (int64_t)v[3].s[0][2 * i + 1];
+            ck_assert_uint_eq(v[4].s[0][i], (uint64_t)(a > b ? a : b));
+        }
+        for (int t = 0; t < 5; t++)
+            pe->vt->release(pe, &v[t]);
+        eng_free(pe);
+        op_program_free(&p);
+    }
+}
+END_TEST
+
 Suite *compat_suite(void)
 {
     Suite *s = suite_create("compat");
     TCase *tc = th_case(s, "profiles", 60);
-    TH_TESTS(tc, test_profile_counts, test_native_default);
+    TH_TESTS(tc, test_profile_counts, test_native_default, test_spu_msb_exact);
     return s;
 }

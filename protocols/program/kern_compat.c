@@ -14,9 +14,9 @@ const kv_compat_row kv_compat_tab[KV_COMPAT_N] = {
      * libspu/mpc/semi2k/protocol.cc 72-76), exp is exp_taylor with fxp_exp_iters 8
      * (libspu/core/config.cc 62-63, 77-78), the reciprocal Goldschmidt from a normalisation
      * by comparisons against powers of two (libspu/kernel/hal/fxp_approx.cc f_reciprocal),
-     * top-k a shuffle and QuickSelect (topk_1d). msb: SPU's Kogge-Stone carry
-     * (libspu/mpc/ab_api.cc 450-482); the carry-out tree of words is the nearest variant. */
-    [KV_COMPAT_SPU] = {"spu", KV_MSB_CARRY, KV_TOPK_QUICKSELECT, KV_EXP_TAYLOR, KV_NORM_THRESHOLDS,
+     * top-k a shuffle and QuickSelect (topk_1d), msb SPU's Kogge-Stone carry with narrowed
+     * levels (libspu/mpc/ab_api.cc 450-482), its boolean bit selecting by mul_a1b. */
+    [KV_COMPAT_SPU] = {"spu", KV_MSB_SPU, KV_TOPK_QUICKSELECT, KV_EXP_TAYLOR, KV_NORM_THRESHOLDS,
                        KV_APPROX_PUMA, KV_TRUNC_SPU,
                        "SecretFlow SPU 0.9.3b0 (libspu, commit a1411c5)"},
 };

@@ -78,6 +78,9 @@ int k_lt(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, int w);
 int k_eqz(eng *e, mpc_val *z, const mpc_val *d, int wb);
 int k_eq(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, int w);
 int k_select(eng *e, mpc_val *z, const mpc_val *c, const mpc_val *a, const mpc_val *b);
+int k_lt_bool(const eng *e); /* 1: the msb variant keeps comparisons boolean (msb: spu) */
+int k_lt_b(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, int w);
+int k_select_bit(eng *e, mpc_val *z, const mpc_val *c, const mpc_val *a, const mpc_val *b);
 int k_iota(eng *e, mpc_val *z, const mpc_val *like, size_t R, size_t n);
 int idx_bits(size_t n);
 int k_onehot_w(eng *e, mpc_val *z, const mpc_val *idx, size_t n, int w);
@@ -106,6 +109,8 @@ typedef struct kv_msb_row {
     const char *name;
     int (*fn)(eng *e, mpc_val *z, const mpc_val *d, int w); /* z = msb(d), d's bound w */
     const char *source;
+    /* optional: msb(d) as a boolean bit (bit 0), kept boolean for k_select_bit */
+    int (*bfn)(eng *e, mpc_val *z, const mpc_val *d, int w);
 } kv_msb_row;
 typedef struct kv_topk_row {
     const char *name;
