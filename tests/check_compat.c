@@ -3,6 +3,7 @@
  * (tests/data/compat-counts.tsv, from PRIMITIVES.md), the option's parsing, and that native
  * is the configuration without the key. */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,10 +209,81 @@ START_TEST(test_spu_msb_exact)
 }
 END_TEST
 
+/* The profile's approximations against float on the clear-text engine that rounds as the
+ * protocols do: exp (SPU's Taylor, t = 8) on [-14, 0] within 2e-3 absolute (kern.c: the
+ * limit's own error and fixed-point rounding), reciprocal on [2^-4, 2^10] within
+ * 1e-4/x + 2^(1-f) (normalize: bitdec, kern.c). The largest errors seen are in *worst. */
+static void spu_errors(int np, double worst[2])
+{
+    enum { N = 2048 };
+    proto_cfg cfg;
+    errbuf e;
+    ck_assert_int_eq(proto_cfg_default(np == 2 ? "semi2k" : "aby3", &cfg, &e), 0);
+    ck_assert_int_eq(proto_cfg_set(&cfg, "compat", "spu", &e), 0);
+    op_program p;
+    op_program_init(&p);
+    uint32_t t[4];
+    for (int i = 0; i < 4; i++)
+        t[i] = op_tensor_add(&p,
+                             i == 0   ? "x"
+                             : i == 1 ? "ex"
+                             : i == 2 ? "y"
+                                      : "ry",
+                             OPT_TEMP, DOM_ARITH, 1, 1, N);
+    op ex = {.kind = OP_EXP,
+             .layer = -1,
+             .group = -1,
+             .batch = 1,
+             .m = 1,
+             .k = 1,
+             .n = N,
+             .in = {t[0], OP_NONE, OP_NONE},
+             .out = t[1]};
+    op rc = ex;
+    rc.kind = OP_RECIPROCAL, rc.in[0] = t[2], rc.out = t[3];
+    ck_assert_int_ge(op_emit(&p, &ex), 0);
+    ck_assert_int_ge(op_emit(&p, &rc), 0);
+    eng *pe;
+    ck_assert_int_eq(eng_plain_new(&cfg, np, 11, 0, &pe), 0);
+    mpc_val v[4] = {{0}};
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(pe->vt->alloc(pe, &v[i], N, DOM_ARITH), 0);
+    for (size_t i = 0; i < N; i++) {
+        v[0].s[0][i] = fx_encode(-14.0 * (double)i / (N - 1), cfg.frac_bits);
+        v[2].s[0][i] = fx_encode(pow(2.0, -4.0 + 14.0 * (double)i / (N - 1)), cfg.frac_bits);
+    }
+    for (size_t i = 0; i < p.n_ops; i++)
+        ck_assert_msg(kern_exec(pe, &p, i, v, &e) == 0, "%s", e.msg);
+    worst[0] = worst[1] = 0;
+    double ulp = ldexp(1.0, 1 - cfg.frac_bits);
+    for (size_t i = 0; i < N; i++) {
+        double x = fx_decode(v[0].s[0][i], cfg.frac_bits),
+               y = fx_decode(v[2].s[0][i], cfg.frac_bits);
+        double de = fabs(fx_decode(v[1].s[0][i], cfg.frac_bits) - exp(x));
+        double dr = fabs(fx_decode(v[3].s[0][i], cfg.frac_bits) - 1.0 / y);
+        ck_assert_msg(de <= 2e-3, "np %d: exp(%g) off by %g", np, x, de);
+        ck_assert_msg(dr <= 1e-4 / y + ulp, "np %d: 1/%g off by %g", np, y, dr);
+        worst[0] = fmax(worst[0], de);
+        worst[1] = fmax(worst[1], dr * y);
+    }
+    for (int i = 0; i < 4; i++)
+        pe->vt->release(pe, &v[i]);
+    eng_free(pe);
+    op_program_free(&p);
+}
+
+START_TEST(test_spu_accuracy)
+{
+    double w[2];
+    spu_errors(2 + _i, w);
+}
+END_TEST
+
 Suite *compat_suite(void)
 {
     Suite *s = suite_create("compat");
     TCase *tc = th_case(s, "profiles", 60);
     TH_TESTS(tc, test_profile_counts, test_native_default, test_spu_msb_exact);
+    TH_LOOPS(tc, 2, test_spu_accuracy);
     return s;
 }
