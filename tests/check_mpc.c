@@ -49,7 +49,8 @@ typedef struct pcase {
     uint32_t b, m, k, nn, flags;
     int bits; /* trunc */
     int trunc_local;
-    int tap; /* P1 records a byte histogram of what it receives */
+    int trunc_spu; /* SPU's TruncAPr message pattern (compat: spu) */
+    int tap;       /* P1 records a byte histogram of what it receives */
 } pcase;
 
 static uint64_t hist[256];
@@ -95,8 +96,10 @@ static int prim_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
     mpc_val x = {0}, y = {0}, z = {0};
     uint64_t *res = calloc(nz + 1, 8);
     e->cfg.trunc_local = c->trunc_local;
+    e->kv.trunc = c->trunc_local ? KV_TRUNC_LOCAL : c->trunc_spu ? KV_TRUNC_SPU : KV_TRUNC_PAIR;
     if ((rc = e->vt->alloc(e, &x, nx, dom)) || (rc = e->vt->input(e, &x, 0, X)) ||
-        (rc = e->vt->alloc(e, &y, ny, dom)) || (rc = e->vt->input(e, &y, 1, Y)))
+        (rc = e->vt->alloc(e, &y, ny, c->prim == PRIM_MULA1B ? DOM_BOOL : dom)) ||
+        (rc = e->vt->input(e, &y, 1, Y)))
         goto out;
     if (c->prim == PRIM_MATMUL && (c->flags & OPF_FIXED_B) &&
         (rc = mpc_engine_setup_fixed(e, 7, &y, NULL)))
@@ -128,6 +131,7 @@ static int prim_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
     case PRIM_TRUNC: rc = e->vt->trunc(e, &z, &x, c->bits); break;
     case PRIM_AND: rc = e->vt->and_bb(e, &z, &x, &y); break;
     case PRIM_B2A: rc = e->vt->b2a(e, &z, &x); break;
+    case PRIM_MULA1B: rc = e->vt->mul_a1b(e, &z, &x, &y); break;
     default: rc = MS_ERR_INTERNAL;
     }
     tap_on = 0;
@@ -273,6 +277,7 @@ static void expect_semi2k(const pcase *c, expect *x)
         break;
     case PRIM_MUL:
     case PRIM_AND:
+    case PRIM_MULA1B: /* SPU semi2k MulA1B: one Beaver open of two values */
         x->link[0][1] = x->link[1][0] = 16 * n;
         x->offline_p1 = 8 * n;
         break;
@@ -333,12 +338,25 @@ static void expect_aby3(const pcase *c, expect *x)
             x->link[0][2] = 8 * n;
             break;
         }
-        /* the pair: P0 ↔ P1 open c, P2 → P1 the (r', msb(r)) shares, then P0, P1 → P2 */
         x->rounds = 2;
+        if (c->trunc_spu) { /* SPU TruncAPr: P0 ↔ P1 open c, P2 → P0 and P1 two words each,
+                             * then P0 ↔ P1 one word (PRIMITIVES.md, 64 B in all) */
+            x->link[0][1] = x->link[1][0] = 16 * n;
+            x->link[2][0] = x->link[2][1] = 16 * n;
+            break;
+        }
+        /* the pair: P0 ↔ P1 open c, P2 → P1 the (r', msb(r)) shares, then P0, P1 → P2 */
         x->link[0][1] = x->link[1][0] = 8 * n;
         x->link[2][1] =
             8 * n + n * (((uint64_t)c->bits + 1 + 7) / 8); /* r' and msb(r) mod 2^(f+1) */
         x->link[0][2] = x->link[1][2] = 8 * n;
+        break;
+    case PRIM_MULA1B: /* SPU aby3 MulA1B: two three-party OTs (PRIMITIVES.md, 64 B in all) */
+        x->rounds = 2;
+        x->link[0][2] = x->link[2][1] = 16 * n; /* the senders' two words */
+        x->link[1][2] = x->link[0][1] = 8 * n;  /* the helpers' word */
+        x->link[2][1] += 8 * n;                 /* round 2: the receivers forward m */
+        x->link[1][0] = 8 * n;
         break;
     case PRIM_B2A:
         x->rounds = 2;
@@ -393,6 +411,7 @@ static void check_values(const char *pname, const pcase *c, const pres *r)
         case PRIM_TRUNC: ref[i] = (uint64_t)((int64_t)X[i] >> c->bits); break;
         case PRIM_AND: ref[i] = X[i] & Y[i]; break;
         case PRIM_B2A: ref[i] = X[i] & 1; break;
+        case PRIM_MULA1B: ref[i] = X[i] * (Y[i] & 1); break;
         default: break;
         }
     }
@@ -446,7 +465,7 @@ START_TEST(test_elementwise)
 {
     const char *pr = protos[_i];
     static const size_t ns[] = {1, 7, 1000};
-    static const int prims[] = {PRIM_MUL, PRIM_SQUARE, PRIM_AND, PRIM_B2A, PRIM_TRUNC};
+    static const int prims[] = {PRIM_MUL, PRIM_SQUARE, PRIM_AND, PRIM_B2A, PRIM_TRUNC, PRIM_MULA1B};
     for (size_t a = 0; a < 3; a++)
         for (size_t q = 0; q < sizeof prims / sizeof *prims; q++) {
             pcase c = {.prim = prims[q], .n = ns[a], .bits = 18};
@@ -498,6 +517,22 @@ START_TEST(test_trunc_edges)
     ck_assert_msg(up2 > 173 && up2 < 339, "%s pair: %zu of 1024 rounded up", pr, up2);
     ck_assert_msg(up3 > 173 && up3 < 339, "%s pair: %zu of 1024 rounded up", pr, up3);
     check_traffic(pr, &c, &r);
+    pres_free(&r);
+    /* compat: spu's truncation (aby3: SPU's TruncAPr pattern; semi2k: the pair) on the same
+     * inputs: within one unit, rounding up about 1 in 4 where x mod 2^f = 2^f/4 */
+    pcase cs = c;
+    cs.trunc_spu = 1;
+    run_prim(pr, &cs, &r);
+    up2 = up3 = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t d = trunc_err(r.val[0][i], X[i], f);
+        ck_assert_msg(d == 0 || d == 1, "%s spu: x = %llx is off by %lld", pr,
+                      (unsigned long long)X[i], (long long)d);
+        up2 += i % 4 == 2 && d, up3 += i % 4 == 3 && d;
+    }
+    ck_assert_msg(up2 > 173 && up2 < 339, "%s spu: %zu of 1024 rounded up", pr, up2);
+    ck_assert_msg(up3 > 173 && up3 < 339, "%s spu: %zu of 1024 rounded up", pr, up3);
+    check_traffic(pr, &cs, &r);
     pres_free(&r);
     /* past the range, x = 2^62 + d fails (by 2^(64−f)) with probability d/2^63: 1/4 at
      * d = 2^61, 1024 of 4096 expected (σ 27.7) */

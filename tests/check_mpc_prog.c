@@ -538,6 +538,16 @@ START_TEST(test_carry_msb_ops)
 }
 END_TEST
 
+/* msb = spu (SPU's narrowed Kogge-Stone; max selects with the comparison's boolean bit by
+ * mul_a1b) on the real backend: values against the clear-text engine, counts against the cost
+ * engine. */
+START_TEST(test_spu_msb_ops)
+{
+    static const int kinds[] = {OP_LT, OP_MAX, OP_ARGMAX, OP_SOFTMAX, OP_SILU};
+    run_singles(_i ? "aby3" : "semi2k", kinds, TH_N(kinds), (single_with){.msb = "spu"});
+}
+END_TEST
+
 /* normalize = thresholds (the earlier normalisation) on the real backend, and the default
  * bit decomposition with an op's bit bound (reciprocal and rsqrt of x < 2^(w−f)): values against
  * the clear-text engine, counts against the cost engine. */
@@ -898,8 +908,8 @@ Suite *mpc_prog_suite(void)
 {
     Suite *s = suite_create("mpc_prog");
     TCase *tc = th_case(s, "programs", 120);
-    TH_LOOPS(tc, 2, test_composite, test_single_ops, test_carry_msb_ops, test_normalize_ops,
-             test_bit_bound_ops, test_topk_quickselect_ops, test_sparse_ffn_ops,
+    TH_LOOPS(tc, 2, test_composite, test_single_ops, test_carry_msb_ops, test_spu_msb_ops,
+             test_normalize_ops, test_bit_bound_ops, test_topk_quickselect_ops, test_sparse_ffn_ops,
              test_revealed_blocks, test_reveal_in_place, test_stories260k_step, test_two_programs);
     (void)cur;
     return s;

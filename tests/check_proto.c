@@ -111,6 +111,7 @@ START_TEST(test_semi2k_primitives)
     }
     /* local truncation: no round at all */
     c.e->cfg.trunc_local = 1;
+    c.e->kv.trunc = KV_TRUNC_LOCAL;
     cost_log_clear(&c.log);
     mpc_val x = {100, DOM_ARITH, {0}}, z = x;
     ck_assert_int_eq(e->vt->trunc(e, &z, &x, 18), 0);
@@ -193,10 +194,24 @@ START_TEST(test_aby3_primitives)
         expect_round(&c.log.r[7], &ring, 3, PRIM_B2A, "b2a round 2");
         cost_log_clear(&c.log);
         e->cfg.trunc_local = 1;
+        e->kv.trunc = KV_TRUNC_LOCAL;
         ck_assert_int_eq(e->vt->trunc(e, &z, &x, 18), 0);
         ck_assert_uint_eq(c.log.n, 1);
         expect_round(&c.log.r[0], &tl, 3, PRIM_TRUNC, "trunc local");
         e->cfg.trunc_local = 0;
+        /* compat: spu, SPU's TruncAPr: P0 ↔ P1 open, P2 → P0 and P1 two words; P0 ↔ P1 */
+        cost_log_clear(&c.log);
+        e->kv.trunc = KV_TRUNC_SPU;
+        ck_assert_int_eq(e->vt->trunc(e, &z, &x, 18), 0);
+        ck_assert_uint_eq(c.log.n, 2);
+        pat sp1, sp2;
+        memset(&sp1, 0, sizeof sp1), memset(&sp2, 0, sizeof sp2);
+        sp1.b[0][1] = sp1.b[1][0] = 8 * n;
+        sp1.b[2][0] = sp1.b[2][1] = 16 * n;
+        sp2.b[0][1] = sp2.b[1][0] = 8 * n;
+        expect_round(&c.log.r[0], &sp1, 3, PRIM_TRUNC, "trunc spu round 1");
+        expect_round(&c.log.r[1], &sp2, 3, PRIM_TRUNC, "trunc spu round 2");
+        e->kv.trunc = KV_TRUNC_PAIR;
         uint64_t b3 = 3, m = 5, k = 7, nn = n;
         mpc_val xm = {b3 * m * k, DOM_ARITH, {0}}, ym = {b3 * k * nn, DOM_ARITH, {0}};
         for (uint32_t fl = 0; fl <= OPF_FIXED_B; fl += OPF_FIXED_B) {

@@ -356,6 +356,82 @@ static int trunc_pair(a3 *s, mpc_val *z, const mpc_val *x, int bits)
     return x3m(s, sb, sl, rb, rl);
 }
 
+/* SPU's TruncAPr (compat: spu; secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87
+ * libspu/mpc/aby3/arithmetic.cc 758-940), with its rotating roles fixed at P0, P1 and helper P2.
+ * The mask r = ra + rb, ra from K_0 (P0, P2), rb from K_2 (P1, P2), so only P2 knows r. Round
+ * 1: P0 and P1 open c = x + 2^62 + r to each other (P0's part x0 + x1 + 2^62 + ra, P1's
+ * x2 + rb) while P2 splits msb(r) and r' = (r mod 2^63) >> f into fresh additive pairs and
+ * sends one full word of each to P0 and the other to P1. Then, as in trunc_pair, P0's and
+ * P1's 2-of-2 shares of y = (c mod 2^63) >> f − r' + 2^(63−f)·(msb(c) ⊕ msb(r)) − 2^(62−f)
+ * (⌊x/2^f⌋ or one more). Round 2 makes them replicated: P0 draws y0 from K_0 (with P2), P1
+ * draws y2 from K_2 (with P2), they exchange their shares minus those, and y1 is the sum.
+ * COST: round 1 8n P0↔P1 and 16n P2→P0, P2→P1; round 2 8n P0↔P1 (64n in all). */
+static int trunc_spu(a3 *s, mpc_val *z, const mpc_val *x, int bits)
+{
+    size_t n = x->n;
+    int i = s->c.party, rc;
+    uint64_t *r = mpc_tmp(&s->c, 0, n), *cr = mpc_tmp(&s->c, 1, 4 * n);
+    uint64_t *snd = mpc_tmp(&s->c, 2, n), *rcv = mpc_tmp(&s->c, 3, n), *u = mpc_tmp(&s->c, 4, n);
+    if (!r || !cr || !snd || !rcv || !u)
+        return MS_ERR_NOMEM;
+    const uint64_t top = 1ull << 63;
+    const void *sb[3] = {0};
+    void *rb[3] = {0};
+    size_t sl[3] = {0}, rl[3] = {0};
+    if (i == 2) {
+        mpc_prg_u64(&s->k1, snd, n); /* K_0: ra */
+        mpc_prg_u64(&s->k0, r, n);   /* K_2: rb */
+        mpc_prg_u64(&s->c.priv, cr, 2 * n);
+        uint64_t *c1 = cr + 2 * n; /* P0's (m0, p0) in cr[0..2n), P1's (m1, p1) here */
+        for (size_t q = 0; q < n; q++) {
+            uint64_t rr = snd[q] + r[q];
+            c1[q] = (rr >> 63) - cr[q];
+            c1[n + q] = ((rr & ~top) >> bits) - cr[n + q];
+        }
+        sb[0] = cr, sl[0] = 16 * n;
+        sb[1] = c1, sl[1] = 16 * n;
+        if ((rc = x3m(s, sb, sl, rb, rl)) || (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
+            return rc;
+        mpc_prg_u64(&s->k0, z->s[0], n); /* K_2: y2 */
+        mpc_prg_u64(&s->k1, z->s[1], n); /* K_0: y0 */
+        memset(sb, 0, sizeof sb), memset(sl, 0, sizeof sl);
+        return x3m(s, sb, sl, rb, rl); /* round 2 is between P0 and P1 */
+    }
+    int p0 = i == 0, o = 1 - i;
+    if (p0) {
+        mpc_prg_u64(&s->k0, r, n); /* K_0: ra */
+        for (size_t q = 0; q < n; q++)
+            snd[q] = x->s[0][q] + x->s[1][q] + r[q] + (1ull << 62);
+    } else {
+        mpc_prg_u64(&s->k1, r, n); /* K_2: rb */
+        for (size_t q = 0; q < n; q++)
+            snd[q] = x->s[1][q] + r[q];
+    }
+    sb[o] = snd, sl[o] = 8 * n;
+    rb[o] = rcv, rl[o] = 8 * n;
+    rb[2] = cr, rl[2] = 16 * n;
+    if ((rc = x3m(s, sb, sl, rb, rl)) || (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
+        return rc;
+    uint64_t off = 1ull << (62 - bits), hi = 1ull << (63 - bits);
+    for (size_t q = 0; q < n; q++) {
+        uint64_t c = snd[q] + rcv[q], cm = c >> 63;
+        uint64_t w = (p0 ? cm : 0) + (1 - 2 * cm) * cr[q];
+        u[q] = (p0 ? ((c & ~top) >> bits) - off : 0) - cr[n + q] + w * hi;
+    }
+    /* P0 keeps y0 (K_0) in s[0]; P1 keeps y2 (K_2) in s[1]; the exchanged words give y1 */
+    uint64_t *mine = p0 ? z->s[0] : z->s[1], *y1 = p0 ? z->s[1] : z->s[0];
+    mpc_prg_u64(p0 ? &s->k0 : &s->k1, mine, n);
+    for (size_t q = 0; q < n; q++)
+        snd[q] = u[q] - mine[q];
+    memset(rb, 0, sizeof rb), memset(rl, 0, sizeof rl);
+    rb[o] = rcv, rl[o] = 8 * n;
+    if ((rc = x3m(s, sb, sl, rb, rl)))
+        return rc;
+    for (size_t q = 0; q < n; q++)
+        y1[q] = snd[q] + rcv[q];
+    return MS_OK;
+}
+
 static int a_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
 {
     a3 *s = A(e);
@@ -363,7 +439,113 @@ static int a_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
         return mpc_fail(&s->c, MS_ERR_INTERNAL, "aby3 trunc: %d bits out of range", bits);
     if (x->dom != DOM_ARITH)
         return mpc_fail(&s->c, MS_ERR_INTERNAL, "aby3 trunc: operand has the wrong domain");
-    return e->cfg.trunc_local ? trunc_local(s, z, x, bits) : trunc_pair(s, z, x, bits);
+    if (e->kv.trunc == KV_TRUNC_LOCAL)
+        return trunc_local(s, z, x, bits);
+    return e->kv.trunc == KV_TRUNC_SPU ? trunc_spu(s, z, x, bits) : trunc_pair(s, z, x, bits);
+}
+
+/* z = a · bit 0 of b, as SPU's aby3 MulA1B sends it (compat: spu;
+ * secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87 libspu/mpc/aby3/arithmetic.cc
+ * 451-570): a = (a0 + a1) + a2 and b = b0 ⊕ b1 ⊕ b2, so a·b = (a0 + a1)·b + a2·b, each term by a
+ * three-party OT whose sender knows the term and two of b's shares. OT1: sender P0 (α = a0 + a1,
+ * s = b0 ⊕ b1), receiver P2 and helper P1 (both hold the choice c = b2); OT2: sender P2 (α = a2,
+ * s = b2 ⊕ b0), receiver P1 and helper P0 (c = b1). The sender's messages are
+ * m_j = (j ⊕ s)·α − ρ − σ + w_j (j = 0, 1), w_0, w_1 shared with the helper, who sends the
+ * receiver w_c, so the receiver learns m = b·α − ρ − σ and nothing of m_(1−c); round 2 it
+ * forwards m to the helper. ρ and σ are the sender's masks shared with the receiver and with
+ * the helper, so the three components are ρ (sender and receiver), σ (sender and helper) and
+ * m (receiver and helper). Keys: OT1's ρ, OT2's w and σ from K_0 (P0, P2); OT1's w and σ from
+ * K_1 (P0, P1); OT2's ρ from K_2 (P1, P2). COST: round 1 P0→P2 16n, P1→P2 8n, P2→P1 16n,
+ * P0→P1 8n; round 2 P2→P1 8n, P1→P0 8n (64n). */
+static int a_mul_a1b(eng *e, mpc_val *z, const mpc_val *a, const mpc_val *b)
+{
+    a3 *s = A(e);
+    size_t n = a->n;
+    int i = s->c.party, rc;
+    if (a->dom != DOM_ARITH || b->dom != DOM_BOOL || b->n != n)
+        return mpc_fail(&s->c, MS_ERR_INTERNAL, "aby3 mul_a1b: bad operands");
+    uint64_t *k0 = mpc_tmp(&s->c, 0, 4 * n), *k1 = mpc_tmp(&s->c, 1, 3 * n);
+    uint64_t *k2 = mpc_tmp(&s->c, 2, n), *snd = mpc_tmp(&s->c, 3, 2 * n);
+    uint64_t *rcv = mpc_tmp(&s->c, 4, 3 * n), *m = mpc_tmp(&s->c, 5, n);
+    if (!k0 || !k1 || !k2 || !snd || !rcv || !m)
+        return MS_ERR_NOMEM;
+    const void *sb[3] = {0};
+    void *rb[3] = {0};
+    size_t sl[3] = {0}, rl[3] = {0};
+    /* K_0: ρ1, w2_0, w2_1, σ2; K_1: w1_0, w1_1, σ1; K_2: ρ2 */
+    if (i == 0) {
+        mpc_prg_u64(&s->k0, k0, 4 * n);
+        mpc_prg_u64(&s->k1, k1, 3 * n);
+        for (size_t q = 0; q < n; q++) {
+            uint64_t al = a->s[0][q] + a->s[1][q], sv = (b->s[0][q] ^ b->s[1][q]) & 1;
+            uint64_t base = -k0[q] - k1[2 * n + q];
+            snd[q] = sv * al + base + k1[q];               /* j = 0 */
+            snd[n + q] = (1 - sv) * al + base + k1[n + q]; /* j = 1 */
+            m[q] = k0[((b->s[1][q] & 1) + 1) * n + q];     /* OT2's w_c, c = b1 */
+        }
+        sb[2] = snd, sl[2] = 16 * n;
+        sb[1] = m, sl[1] = 8 * n;
+        if ((rc = x3m(s, sb, sl, rb, rl)))
+            return rc;
+        memset(sb, 0, sizeof sb), memset(sl, 0, sizeof sl);
+        rb[1] = rcv, rl[1] = 8 * n;
+        if ((rc = x3m(s, sb, sl, rb, rl)) || (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
+            return rc;
+        for (size_t q = 0; q < n; q++) {
+            z->s[0][q] = k0[q] + k0[3 * n + q];
+            z->s[1][q] = k1[2 * n + q] + rcv[q];
+        }
+        return MS_OK;
+    }
+    if (i == 1) {
+        mpc_prg_u64(&s->k0, k1, 3 * n);
+        mpc_prg_u64(&s->k1, k2, n);
+        for (size_t q = 0; q < n; q++)
+            m[q] = k1[(b->s[1][q] & 1) * n + q]; /* OT1's w_c, c = b2 */
+        sb[2] = m, sl[2] = 8 * n;
+        rb[2] = rcv, rl[2] = 16 * n;
+        rb[0] = rcv + 2 * n, rl[0] = 8 * n;
+        if ((rc = x3m(s, sb, sl, rb, rl)))
+            return rc;
+        for (size_t q = 0; q < n; q++) /* OT2's m, c = b1 */
+            snd[q] = rcv[(b->s[0][q] & 1) * n + q] - rcv[2 * n + q];
+        memset(sb, 0, sizeof sb), memset(sl, 0, sizeof sl);
+        memset(rb, 0, sizeof rb), memset(rl, 0, sizeof rl);
+        sb[0] = snd, sl[0] = 8 * n;
+        rb[2] = m, rl[2] = 8 * n;
+        if ((rc = x3m(s, sb, sl, rb, rl)) || (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
+            return rc;
+        for (size_t q = 0; q < n; q++) {
+            z->s[0][q] = k1[2 * n + q] + snd[q];
+            z->s[1][q] = m[q] + k2[q];
+        }
+        return MS_OK;
+    }
+    mpc_prg_u64(&s->k0, k2, n);
+    mpc_prg_u64(&s->k1, k0, 4 * n);
+    for (size_t q = 0; q < n; q++) {
+        uint64_t al = a->s[0][q], sv = (b->s[0][q] ^ b->s[1][q]) & 1;
+        uint64_t base = -k2[q] - k0[3 * n + q];
+        snd[q] = sv * al + base + k0[n + q];
+        snd[n + q] = (1 - sv) * al + base + k0[2 * n + q];
+    }
+    sb[1] = snd, sl[1] = 16 * n;
+    rb[0] = rcv, rl[0] = 16 * n;
+    rb[1] = rcv + 2 * n, rl[1] = 8 * n;
+    if ((rc = x3m(s, sb, sl, rb, rl)))
+        return rc;
+    for (size_t q = 0; q < n; q++) /* OT1's m, c = b2 */
+        m[q] = rcv[(b->s[0][q] & 1) * n + q] - rcv[2 * n + q];
+    memset(sb, 0, sizeof sb), memset(sl, 0, sizeof sl);
+    memset(rb, 0, sizeof rb), memset(rl, 0, sizeof rl);
+    sb[1] = m, sl[1] = 8 * n;
+    if ((rc = x3m(s, sb, sl, rb, rl)) || (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
+        return rc;
+    for (size_t q = 0; q < n; q++) {
+        z->s[0][q] = m[q] + k2[q];
+        z->s[1][q] = k0[q] + k0[3 * n + q];
+    }
+    return MS_OK;
 }
 
 /* The arithmetic replicated sharing of bit 0 of boolean component j (only P_j, P_{j−1} hold it). */
@@ -756,6 +938,7 @@ static const eng_vt aby3_vt = {
     .and_bb = a_and,
     .trunc = a_trunc,
     .b2a = a_b2a,
+    .mul_a1b = a_mul_a1b,
     .and_bits = a_and_bits,
     .bool_pair = a_bool_pair,
     .b2a_bit = a_b2a_bit,

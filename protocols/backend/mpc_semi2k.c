@@ -207,6 +207,43 @@ static int s_mul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
     return beaver(e, z, x, y, DOM_ARITH);
 }
 
+/* z = a · bit 0 of b (SPU semi2k MulA1B, secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87
+ * libspu/mpc/semi2k/arithmetic.cc 331-371). With b = b0 ⊕ b1 and party i's y_i = b_i & 1, one
+ * Beaver product of X = Σ (1 − 2y_i)·a_i and Y = Σ y_i leaves the cross terms
+ * (1 − 2y_0)·a_0·y_1 + (1 − 2y_1)·a_1·y_0 once each party removes its own
+ * (1 − 2y_i)·a_i·y_i and adds a_i·y_i: in all a·(y_0 + y_1 − 2y_0·y_1) = a·b. COST: as mul. */
+static int s_mul_a1b(eng *e, mpc_val *z, const mpc_val *a, const mpc_val *b)
+{
+    s2k *s = S(e);
+    size_t n = a->n;
+    mpc_val X = {0}, Y = {0};
+    int rc = e->vt->alloc(e, &X, n, DOM_ARITH);
+    if (!rc)
+        rc = e->vt->alloc(e, &Y, n, DOM_ARITH);
+    uint64_t *fix = rc ? NULL : malloc(n * 8 + 8);
+    if (!rc && !fix)
+        rc = MS_ERR_NOMEM;
+    if (!rc && !is_dealer(s)) {
+        if (b->n != n || a->dom != DOM_ARITH || b->dom != DOM_BOOL)
+            rc = mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k mul_a1b: bad operands");
+        for (size_t i = 0; !rc && i < n; i++) {
+            uint64_t y = b->s[0][i] & 1, x = a->s[0][i];
+            Y.s[0][i] = y;
+            X.s[0][i] = (1 - 2 * y) * x;
+            fix[i] = 2 * x * y; /* a_i·y_i − (1 − 2y_i)·a_i·y_i */
+        }
+    }
+    if (!rc)
+        rc = beaver(e, z, &X, &Y, DOM_ARITH);
+    if (!rc && !is_dealer(s))
+        for (size_t i = 0; i < n; i++)
+            z->s[0][i] += fix[i];
+    free(fix);
+    e->vt->release(e, &X);
+    e->vt->release(e, &Y);
+    return rc;
+}
+
 static int s_square(eng *e, mpc_val *z, const mpc_val *x)
 {
     s2k *s = S(e);
@@ -439,7 +476,7 @@ static int s_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
     size_t n = x->n;
     if (bits <= 0 || bits >= 62)
         return mpc_fail(&s->c, MS_ERR_INTERNAL, "semi2k trunc: %d bits out of range", bits);
-    if (e->cfg.trunc_local) { /* COST: SecureML local truncation: 0 rounds, 0 bytes */
+    if (e->kv.trunc == KV_TRUNC_LOCAL) { /* COST: SecureML local truncation: 0 rounds, 0 bytes */
         int rc = mpc_ensure(&s->c, z, n, DOM_ARITH);
         if (rc || is_dealer(s))
             return rc;
@@ -937,6 +974,7 @@ static const eng_vt semi2k_vt = {
     .and_bb = s_and,
     .trunc = s_trunc,
     .b2a = s_b2a,
+    .mul_a1b = s_mul_a1b,
     .and_bits = s_and_bits,
     .bool_pair = s_bool_pair,
     .b2a_bit = s_b2a_bit,

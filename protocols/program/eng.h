@@ -41,7 +41,8 @@ typedef struct mpc_val {
     X(ANDBITS, "and_bits") \
     X(PAIR, "bool_pair")   \
     X(B2ABIT, "b2a_bit")   \
-    X(SHUFFLE, "shuffle")
+    X(SHUFFLE, "shuffle")  \
+    X(MULA1B, "mul_a1b")
 
 typedef enum eng_prim {
 #define X(e, s) PRIM_##e,
@@ -86,6 +87,9 @@ typedef struct eng_vt {
     int (*and_bb)(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y);
     int (*trunc)(eng *e, mpc_val *z, const mpc_val *x, int bits);
     int (*b2a)(eng *e, mpc_val *z, const mpc_val *x); /* bit 0 of x → arithmetic 0/1 */
+    /* z = a · bit 0 of the boolean b, arithmetic (SPU mul_a1b, compat: spu selects; semi2k:
+     * one Beaver product of ((1 − 2b_i)·a_i, b_i); aby3: two three-party OTs, PRIMITIVES.md) */
+    int (*mul_a1b)(eng *e, mpc_val *z, const mpc_val *a, const mpc_val *b);
 
     /* Bit-packed boolean circuits (msb: packed; PRIMITIVES.md). Messages carry only the bits
      * that matter, each element padded to a whole byte (n·⌈bits/8⌉ bytes). */

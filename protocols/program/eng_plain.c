@@ -331,6 +331,23 @@ static int low_bit(eng *e, mpc_val *z, const mpc_val *x, int prim)
 
 static int p_b2a(eng *e, mpc_val *z, const mpc_val *x) { return low_bit(e, z, x, PRIM_B2A); }
 
+static int p_mul_a1b(eng *e, mpc_val *z, const mpc_val *a, const mpc_val *b)
+{
+    size_t n = a->n;
+    uint64_t *t = malloc(n * 8 + 8);
+    if (!t)
+        return MS_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++)
+        t[i] = a->s[0][i] * (b->s[0][i] & 1);
+    int rc = begin(e, PRIM_MULA1B, z, n, DOM_ARITH);
+    if (!rc) {
+        memcpy(z->s[0], t, n * 8);
+        fresh(e, z);
+    }
+    free(t);
+    return rc;
+}
+
 static int p_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint64_t mask,
                       int priv)
 {
@@ -425,6 +442,7 @@ static const eng_vt plain_vt = {
     .and_bb = p_and,
     .trunc = p_trunc,
     .b2a = p_b2a,
+    .mul_a1b = p_mul_a1b,
     .and_bits = p_and_bits,
     .bool_pair = p_bool_pair,
     .b2a_bit = p_b2a_bit,

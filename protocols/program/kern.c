@@ -102,6 +102,8 @@
 const kv_trunc_row kv_trunc_tab[KV_TRUNC_N] = {
     [KV_TRUNC_PAIR] = {"pair", "a dealt pair r, r >> f and msb(r): exact for |x| < 2^62"},
     [KV_TRUNC_LOCAL] = {"local", "the shares truncated locally: wrong with probability |x|/2^64"},
+    [KV_TRUNC_SPU] = {"spu", "SPU's TruncAPr message pattern (aby3: full words from P2 to both; "
+                             "semi2k: the pair)"},
 };
 
 /* Row v's name in a table of rows of size `stride` whose first member is the name. */
@@ -138,6 +140,20 @@ int kern_configure(const proto_cfg *cfg, kern_conf *kv)
     KV_FIND(kv_norm_tab, KV_NORM_N, cfg->normalize, KV_NORM_BITDEC, t.normalize);
     KV_FIND(kv_approx_tab, KV_APPROX_N, cfg->approx, KV_APPROX_PUMA, t.approx);
     t.trunc = cfg->trunc_local ? KV_TRUNC_LOCAL : KV_TRUNC_PAIR;
+    KV_FIND(kv_compat_tab, KV_COMPAT_N, cfg->compat, KV_COMPAT_NATIVE, t.compat);
+    const kv_compat_row *pf = &kv_compat_tab[t.compat]; /* the profile's choices win */
+    if (pf->msb >= 0)
+        t.msb = (kv_msb)pf->msb;
+    if (pf->topk >= 0)
+        t.topk = (kv_topk)pf->topk;
+    if (pf->exp >= 0)
+        t.exp = (kv_exp)pf->exp;
+    if (pf->normalize >= 0)
+        t.normalize = (kv_norm)pf->normalize;
+    if (pf->approx >= 0)
+        t.approx = (kv_approx)pf->approx;
+    if (pf->trunc >= 0)
+        t.trunc = (kv_trunc)pf->trunc;
     *kv = t;
     return MS_OK;
 }
@@ -158,6 +174,8 @@ const char *kern_variant_name(const char *family, int v)
         return v < KV_APPROX_N ? KV_NAME(kv_approx_tab, v) : NULL;
     if (!strcmp(family, "trunc"))
         return v < KV_TRUNC_N ? KV_NAME(kv_trunc_tab, v) : NULL;
+    if (!strcmp(family, "compat"))
+        return v < KV_COMPAT_N ? KV_NAME(kv_compat_tab, v) : NULL;
     return NULL;
 }
 

@@ -14,10 +14,12 @@ int kern_exec(eng *e, const op_program *p, size_t idx, mpc_val *vals, errbuf *er
 
 /* Resolves cfg's kernel variant names (msb, topk, exp, normalize, approx; trunc from
  * trunc_local) into kv, once, when an engine is configured. An empty name is the variant the
- * kernels fall back to (msb: ks; the others: their first). MS_ERR_INPUT for an unknown name. */
+ * kernels fall back to (msb: ks; the others: their first). A framework profile (cfg->compat
+ * other than native; kern_compat.c) then sets every family it names, whatever the family keys
+ * say. MS_ERR_INPUT for an unknown name. */
 int kern_configure(const proto_cfg *cfg, kern_conf *kv);
 /* The name of variant v of a family's table ("msb", "topk", "exp", "normalize", "approx",
- * "trunc"), or NULL. */
+ * "trunc", "compat"), or NULL. */
 const char *kern_variant_name(const char *family, int v);
 
 /* Comparators of layer (p, k) of Batcher's odd–even merge sort on n keys (the top-k network,

@@ -378,6 +378,90 @@ static int k_msb_carry(eng *e, mpc_val *z, const mpc_val *d, int w)
     return k_msb_b2a(e, z, &b);
 }
 
+/* msb: spu — SPU's msb (compat: spu; secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87
+ * libspu/mpc/ab_api.cc 450-482, the carry of a 63-bit addition as a Kogge-Stone tree with each
+ * level's halves stored in the narrowest type). The two boolean words a + c = d (aby3: one
+ * and_bb, as SPU's one rotate; semi2k: local), shifted up by one so that the carry out of the
+ * 64-bit sum a1 + c1 is the carry into d's bit 63. Generate g = a1 & c1 on 63 bits (one
+ * and_bits), propagate p = a1 ^ c1; level k (1..6) joins the blocks of 2^(k-1) bits in pairs,
+ * each block's (g, p) kept at its top bit: the low block's word shifted up by 2^(k-1), then one
+ * and_bits of 2n words on the 64 / 2^k top bits (the two ANDs of the level, p_hi & g_lo and
+ * p_hi & p_lo, side by side: SPU's two ANDs on halves of 32, 16, 8, 4, 2, 1 bits, a byte at
+ * least each). Per element aby3 24 + 24 + 3·2·(4+2+1+1+1+1) = 108 B in 8 rounds, semi2k
+ * 2·16 + 2·4·(4+2+1+1+1+1) = 112 B in 7 (PRIMITIVES.md). z: the msb at bit 63 (boolean). */
+static int k_msb_spu_word(eng *e, mpc_val *z, const mpc_val *d)
+{
+    size_t n = d->n;
+    mpc_val a, c, a1, c1, G, P, S[2], X, Y, T, Gl, Pl;
+    TRY(k_two_words(e, &a, &c, d));
+    TRY(kal(e, &a1, n, DOM_BOOL));
+    TRY(VT->shift(e, &a1, &a, -1));
+    TRY(kal(e, &c1, n, DOM_BOOL));
+    TRY(VT->shift(e, &c1, &c, -1));
+    TRY(kal(e, &G, n, DOM_BOOL));
+    TRY(VT->and_bits(e, &G, &a1, &c1, ~1ull, 0));
+    TRY(kal(e, &P, n, DOM_BOOL));
+    TRY(VT->add(e, &P, &a1, &c1));
+    for (int k = 1; k <= 6; k++) {
+        int s = 1 << (k - 1);
+        uint64_t top = 0;
+        for (int t = (1 << k) - 1; t < 64; t += 1 << k)
+            top |= 1ull << t;
+        TRY(kal(e, &Gl, n, DOM_BOOL));
+        TRY(VT->shift(e, &Gl, &G, -s));
+        TRY(kal(e, &Pl, n, DOM_BOOL));
+        TRY(VT->shift(e, &Pl, &P, -s));
+        S[0] = P, S[1] = P;
+        TRY(k_concat(e, &X, S, 2));
+        S[0] = Gl, S[1] = Pl;
+        TRY(k_concat(e, &Y, S, 2));
+        /* a half narrower than a byte still travels as one (SPU's 8-bit storage): the AND
+         * runs on 8 bits, the tops and the lowest others, whose results are dropped */
+        uint64_t wide = top;
+        for (int b = 0; __builtin_popcountll(wide) < 8; b++)
+            wide |= 1ull << b;
+        TRY(kal(e, &T, 2 * n, DOM_BOOL));
+        TRY(VT->and_bits(e, &T, &X, &Y, wide, 0));
+        krel(e, &X), krel(e, &Y), krel(e, &Gl), krel(e, &Pl);
+        TRY(k_slice(e, &X, &T, 0, n)); /* p_hi & g_lo */
+        TRY(k_slice(e, &Y, &T, n, n)); /* p_hi & p_lo */
+        TRY(kal(e, &Gl, n, DOM_BOOL));
+        TRY(k_andc(e, &Gl, &X, top));
+        TRY(kal(e, &Pl, n, DOM_BOOL));
+        TRY(k_andc(e, &Pl, &Y, top));
+        krel(e, &X), krel(e, &Y);
+        TRY(k_andc(e, &G, &G, top));
+        TRY(VT->add(e, &G, &G, &Gl)); /* g_hi and p_hi & g_lo never both 1 */
+        krel(e, &P), krel(e, &T), krel(e, &Gl);
+        P = Pl;
+    }
+    TRY(kal(e, z, n, DOM_BOOL));
+    TRY(VT->add(e, z, &a, &c));
+    TRY(VT->add(e, z, z, &G));
+    krel(e, &a), krel(e, &c), krel(e, &a1), krel(e, &c1), krel(e, &G), krel(e, &P);
+    return MS_OK;
+}
+
+static int k_msb_spu(eng *e, mpc_val *z, const mpc_val *d, int w)
+{
+    (void)w;
+    mpc_val b;
+    TRY(k_msb_spu_word(e, &b, d));
+    return k_msb_b2a(e, z, &b);
+}
+
+/* The comparison's boolean bit, as SPU keeps it for a select (k_select_bit): msb at bit 0. */
+static int k_msb_spu_bool(eng *e, mpc_val *z, const mpc_val *d, int w)
+{
+    (void)w;
+    mpc_val b;
+    TRY(k_msb_spu_word(e, &b, d));
+    TRY(kal(e, z, d->n, DOM_BOOL));
+    TRY(VT->shift(e, z, &b, 63));
+    krel(e, &b);
+    return MS_OK;
+}
+
 /* msb: packed — the bit-packed carry tree on the bound's w bits */
 static int k_msb_pk(eng *e, mpc_val *z, const mpc_val *d, int w)
 {
@@ -390,6 +474,8 @@ const kv_msb_row kv_msb_tab[KV_MSB_N] = {
     [KV_MSB_KS] = {"ks", k_msb_ks, "full Kogge–Stone A2B adder, then bit 63"},
     [KV_MSB_CARRY] = {"carry", k_msb_carry,
                       "carry-out tree of one word per level (SPU's carry_out)"},
+    [KV_MSB_SPU] = {"spu", k_msb_spu, "SPU's msb: Kogge-Stone with narrowed levels (compat: spu)",
+                    k_msb_spu_bool},
 };
 
 static int k_msb_w(eng *e, mpc_val *z, const mpc_val *d, int w)
@@ -398,6 +484,34 @@ static int k_msb_w(eng *e, mpc_val *z, const mpc_val *d, int w)
 }
 
 int k_msb(eng *e, mpc_val *z, const mpc_val *d) { return k_msb_w(e, z, d, 64); }
+
+int k_lt_bool(const eng *e) { return kv_msb_tab[e->kv.msb].bfn != NULL; }
+
+/* z = [x < y] as a boolean bit (bit 0), for variants that keep it (k_lt_bool). */
+int k_lt_b(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, int w)
+{
+    mpc_val d;
+    TRY(kal(e, &d, x->n, DOM_ARITH));
+    TRY(VT->sub(e, &d, x, y));
+    int rc = kv_msb_tab[e->kv.msb].bfn(e, z, &d, w);
+    krel(e, &d);
+    return rc;
+}
+
+/* z = c ? a : b with c a boolean bit: b + mul_a1b(a − b, c) (SPU's _mux on a boolean
+ * predicate, libspu/kernel/hal/ring.cc 465-470 with libspu/mpc/api.cc 433-450). */
+int k_select_bit(eng *e, mpc_val *z, const mpc_val *c, const mpc_val *a, const mpc_val *b)
+{
+    mpc_val d, t;
+    TRY(kal(e, &d, a->n, DOM_ARITH));
+    TRY(VT->sub(e, &d, a, b));
+    TRY(kal(e, &t, a->n, DOM_ARITH));
+    TRY(VT->mul_a1b(e, &t, &d, c));
+    TRY(kal(e, z, a->n, DOM_ARITH));
+    TRY(VT->add(e, z, b, &t));
+    krel(e, &d), krel(e, &t);
+    return MS_OK;
+}
 
 typedef int (*k_test)(eng *e, mpc_val *z, const mpc_val *d, int w);
 

@@ -78,6 +78,9 @@ int k_lt(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, int w);
 int k_eqz(eng *e, mpc_val *z, const mpc_val *d, int wb);
 int k_eq(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, int w);
 int k_select(eng *e, mpc_val *z, const mpc_val *c, const mpc_val *a, const mpc_val *b);
+int k_lt_bool(const eng *e); /* 1: the msb variant keeps comparisons boolean (msb: spu) */
+int k_lt_b(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, int w);
+int k_select_bit(eng *e, mpc_val *z, const mpc_val *c, const mpc_val *a, const mpc_val *b);
 int k_iota(eng *e, mpc_val *z, const mpc_val *like, size_t R, size_t n);
 int idx_bits(size_t n);
 int k_onehot_w(eng *e, mpc_val *z, const mpc_val *idx, size_t n, int w);
@@ -106,6 +109,8 @@ typedef struct kv_msb_row {
     const char *name;
     int (*fn)(eng *e, mpc_val *z, const mpc_val *d, int w); /* z = msb(d), d's bound w */
     const char *source;
+    /* optional: msb(d) as a boolean bit (bit 0), kept boolean for k_select_bit */
+    int (*bfn)(eng *e, mpc_val *z, const mpc_val *d, int w);
 } kv_msb_row;
 typedef struct kv_topk_row {
     const char *name;
@@ -134,11 +139,18 @@ typedef struct kv_trunc_row {
     const char *name;
     const char *source; /* the kernel is each protocol's eng_vt.trunc */
 } kv_trunc_row;
+/* A framework cost profile: each family's variant, or -1 for what the family's key names. */
+typedef struct kv_compat_row {
+    const char *name;
+    int msb, topk, exp, normalize, approx, trunc;
+    const char *source;
+} kv_compat_row;
 extern const kv_msb_row kv_msb_tab[KV_MSB_N];          /* kern_cmp.c */
 extern const kv_topk_row kv_topk_tab[KV_TOPK_N];       /* kern_sort.c */
 extern const kv_exp_row kv_exp_tab[KV_EXP_N];          /* kern_math.c */
 extern const kv_norm_row kv_norm_tab[KV_NORM_N];       /* kern_math.c */
 extern const kv_approx_row kv_approx_tab[KV_APPROX_N]; /* kern_math.c */
 extern const kv_trunc_row kv_trunc_tab[KV_TRUNC_N];    /* kern.c */
+extern const kv_compat_row kv_compat_tab[KV_COMPAT_N]; /* kern_compat.c */
 
 #endif

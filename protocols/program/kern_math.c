@@ -542,7 +542,7 @@ static int k_rsqrt_poly(eng *e, mpc_val *y, mpc_val *c, int lm)
  * count). */
 static int k_rsqrt_bits(eng *e, mpc_val *z, const mpc_val *x, int lo, int w)
 {
-    int f = e->cfg.frac_bits, lm = e->cfg.trunc_local;
+    int f = e->cfg.frac_bits, lm = e->kv.trunc == KV_TRUNC_LOCAL;
     norm_range(e, &lo, &w);
     int K = (w > f ? w : f) - 1, dl = (K - f) & 1, T = K + dl - f, dmax = K + dl - lo;
     int s = 61 - f - RSQRT_SG - (dmax + 1) / 2; /* y·S < 2^(f+4)·2^(dmax/2)·2^s <= 2^61 */

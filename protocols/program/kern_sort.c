@@ -36,6 +36,13 @@ static int k_max_level(eng *e, mpc_val *cur, mpc_val *curi, size_t R, size_t L, 
     size_t h = L / 2;
     mpc_val A, B, rest = {0}, c, D;
     TRY(k_split(e, cur, R, L, &A, &B, &rest));
+    if (!curi && k_lt_bool(e)) { /* SPU: the comparison's bit selects by mul_a1b */
+        mpc_val M;
+        TRY(k_lt_b(e, &c, &A, &B, w));
+        TRY(k_select_bit(e, &M, &c, &B, &A));
+        krel(e, &A), krel(e, &B), krel(e, &c);
+        return k_rejoin(e, cur, &M, &rest, R, h, (int)(L & 1));
+    }
     TRY(k_lt(e, &c, &A, &B, w)); /* 1 where B wins */
     TRY(kal(e, &D, A.n, DOM_ARITH));
     TRY(VT->sub(e, &D, &B, &A));

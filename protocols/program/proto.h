@@ -54,6 +54,9 @@ typedef struct proto_cfg {
                           * decomposition, the highest bit's power of two; kern_cmp.c
                           * k_hibit) or "thresholds" (a batched comparison against every
                           * power of two) */
+    char compat[16];     /* framework cost profile: "native" (mpcsim's constructions, the keys
+                          * above) or "spu" (every family as SecretFlow SPU 0.9.x runs it;
+                          * kern_compat.c, PRIMITIVES.md "Framework profiles") */
 } proto_cfg;
 
 /* Kinds of local work, converted to time by the machine profile (sim/engine/machine.h). */

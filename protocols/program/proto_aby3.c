@@ -113,10 +113,27 @@ static int a3_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
     uint64_t n = x->n;
     z->n = n;
     z->dom = DOM_ARITH;
-    if (e->cfg.trunc_local) {
+    if (e->kv.trunc == KV_TRUNC_LOCAL) {
         COST_PUSH(PRIM_TRUNC);
         r->bytes[0][2] = 8 * n; /* COST: ABY3 §5.1.1 Share Truncation I: P0 sends y0 to P2 */
         work3(r, 3.0 * n, 8.0 * n);
+        return MS_OK;
+    }
+    if (e->kv.trunc == KV_TRUNC_SPU) {
+        /* COST: SPU aby3 TruncAPr (secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87
+         * libspu/mpc/aby3/arithmetic.cc 758-940, PRIMITIVES.md): round 1 P0 and P1 open
+         * c = x + 2^62 + r to each other (8n each way) while P2 sends each of them two full
+         * words (its share of msb(r) and of r's middle bits, 16n each); round 2 P0 and P1
+         * exchange one masked word (8n each way): 64n in all */
+        {
+            COST_PUSH(PRIM_TRUNC);
+            r->bytes[0][1] = r->bytes[1][0] = 8 * n;
+            r->bytes[2][0] = r->bytes[2][1] = 16 * n;
+            work3(r, 5.0 * n, 24.0 * n);
+        }
+        COST_PUSH(PRIM_TRUNC);
+        r->bytes[0][1] = r->bytes[1][0] = 8 * n;
+        work3(r, 2.0 * n, 16.0 * n);
         return MS_OK;
     }
     /* COST: trunc pair (PRIMITIVES.md; SPU aby3 TruncAPr, eprint 2020/338 §5.1): round 1 P0
@@ -133,6 +150,29 @@ static int a3_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
     COST_PUSH(PRIM_TRUNC);
     r->bytes[0][2] = r->bytes[1][2] = 8 * n;
     work3(r, 2.0 * n, 16.0 * n);
+    return MS_OK;
+}
+
+/* COST: SPU aby3 MulA1B (secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87
+ * libspu/mpc/aby3/arithmetic.cc 451-570): two three-party OTs side by side, senders P0
+ * (receiver P2, helper P1) and P2 (receiver P1, helper P0). Round 1: each sender sends its
+ * receiver two masked words (16n), each helper the receiver one (8n); round 2: each receiver
+ * forwards one word to its helper (8n). 64n in all: P0 and P2 send 24n, P1 16n. */
+static int a3_mul_a1b(eng *e, mpc_val *z, const mpc_val *a, const mpc_val *b)
+{
+    uint64_t n = a->n;
+    (void)b;
+    {
+        COST_PUSH(PRIM_MULA1B);
+        r->bytes[0][2] = r->bytes[2][1] = 16 * n;
+        r->bytes[1][2] = r->bytes[0][1] = 8 * n;
+        work3(r, 6.0 * n, 48.0 * n);
+    }
+    COST_PUSH(PRIM_MULA1B);
+    r->bytes[2][1] = r->bytes[1][0] = 8 * n;
+    work3(r, 3.0 * n, 0);
+    z->n = n;
+    z->dom = DOM_ARITH;
     return MS_OK;
 }
 
@@ -232,6 +272,7 @@ static const eng_vt aby3_cost_vt = {
     .and_bb = a3_and,
     .trunc = a3_trunc,
     .b2a = a3_b2a,
+    .mul_a1b = a3_mul_a1b,
     .and_bits = a3_and_bits,
     .bool_pair = a3_bool_pair,
     .b2a_bit = a3_b2a_bit,

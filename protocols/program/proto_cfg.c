@@ -15,11 +15,12 @@
  * protocol's own (its defaults() hook), so the table gives none. */
 
 static const char *const approx_names[] = {"puma", "sigmoid", NULL};
-static const char *const msb_names[] = {"packed", "ks", "carry", NULL};
+static const char *const msb_names[] = {"packed", "ks", "carry", "spu", NULL};
 static const char *const topk_names[] = {"network", "quickselect", NULL};
 static const char *const normalize_names[] = {"bitdec", "thresholds", NULL};
 static const char *const exp_names[] = {"pow2", "taylor", NULL};
-static const char *const trunc_names[] = {"pair", "local", NULL}; /* trunc_local = the index */
+static const char *const trunc_names[] = {"pair", "local", NULL};  /* trunc_local = the index */
+static const char *const compat_names[] = {"native", "spu", NULL}; /* kern_compat.c's rows */
 
 #define C(member) YS_AT(proto_cfg, member)
 static const ys_field cfg_fields[] = {
@@ -48,8 +49,9 @@ static const ys_field cfg_fields[] = {
     {"approx", YS_STR, C(approx), 0, 0, NULL,
      "activation approximations: puma, or sigmoid (SiLU as x·σ(x))", approx_names, 0, NULL, NULL},
     {"msb", YS_STR, C(msb), 0, 0, NULL,
-     "comparisons: packed (bit-packed carry tree, daBit b2a), ks (full A2B adder) or carry "
-     "(carry-out tree of words)",
+     "comparisons: packed (bit-packed carry tree, daBit b2a), ks (full A2B adder), carry "
+     "(carry-out tree of words) or spu (SPU's narrowed Kogge-Stone, its bit selecting by "
+     "mul_a1b)",
      msb_names, 0, NULL, NULL},
     {"topk", YS_STR, C(topk), 0, 0, NULL,
      "top-k: network (oblivious) or quickselect (shuffle, revealed pivot comparisons: SPU)",
@@ -62,6 +64,10 @@ static const ys_field cfg_fields[] = {
      "reciprocal/rsqrt normalisation: bitdec (one bit decomposition) or thresholds (a "
      "comparison per power of two)",
      normalize_names, 0, NULL, NULL},
+    {"compat", YS_STR, C(compat), 0, 0, NULL,
+     "framework cost profile: native (the keys above) or spu (every kernel family as SecretFlow "
+     "SPU 0.9.x runs it, whatever msb, topk, exp, normalize, approx and trunc say)",
+     compat_names, 0, NULL, NULL},
 };
 #undef C
 #define N_KEYS (sizeof cfg_fields / sizeof *cfg_fields)
@@ -323,8 +329,10 @@ int proto_print_costs(FILE *f, const proto *pr, const proto_cfg *cfg, uint64_t n
     int rc = pr->cost_engine(cfg, &lg, &en);
     if (rc)
         return rc;
-    fprintf(f, "%s (%d parties%s), ring %d, f = %d: costs for n = %llu elements\n", pr->name,
-            pr->n_parties, pr->has_dealer ? " + dealer" : "", cfg->ring_bits, cfg->frac_bits,
+    int prof = cfg->compat[0] && strcmp(cfg->compat, "native");
+    fprintf(f, "%s%s%s (%d parties%s), ring %d, f = %d: costs for n = %llu elements\n", pr->name,
+            prof ? "/" : "", prof ? cfg->compat : "", pr->n_parties,
+            pr->has_dealer ? " + dealer" : "", cfg->ring_bits, cfg->frac_bits,
             (unsigned long long)n);
     fprintf(f, "bytes sent: online bytes each party sends; offline: dealer bytes each party "
                "receives\n\n");

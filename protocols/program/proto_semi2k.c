@@ -65,6 +65,22 @@ static int s2_mul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
     return MS_OK;
 }
 
+/* COST: SPU semi2k MulA1B (secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87
+ * libspu/mpc/semi2k/arithmetic.cc 331-371): b_i → (1 − 2b_i)·a_i locally, then one MulOpen of
+ * the pair: 1 round, 16n each way, one triple (the dealer's c correction to P1) */
+static int s2_mul_a1b(eng *e, mpc_val *z, const mpc_val *a, const mpc_val *b)
+{
+    uint64_t n = a->n;
+    (void)b;
+    COST_PUSH(PRIM_MULA1B);
+    both(r, 16 * n);
+    r->offline[1] = 8 * n;
+    work2(r, 9.0 * n, 8.0 * n, 24.0 * n, 16.0 * n);
+    z->n = n;
+    z->dom = DOM_ARITH;
+    return MS_OK;
+}
+
 static int s2_square(eng *e, mpc_val *z, const mpc_val *x)
 {
     uint64_t n = x->n;
@@ -117,7 +133,7 @@ static int s2_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
     uint64_t n = x->n;
     z->n = n;
     z->dom = DOM_ARITH;
-    if (e->cfg.trunc_local) /* COST: SecureML local truncation: 0 rounds, 0 bytes */
+    if (e->kv.trunc == KV_TRUNC_LOCAL) /* COST: SecureML local truncation: 0 rounds, 0 bytes */
         return cost_local(e, PRIM_TRUNC, (double)n);
     COST_PUSH(PRIM_TRUNC);
     both(r, 8 * n);         /* COST: eprint 2020/338 §5.1 TruncPr: open c = x + 2^(l-2) + r */
@@ -205,6 +221,7 @@ static const eng_vt semi2k_cost_vt = {
     .input = s2_input,
     .open = s2_open,
     .mul = s2_mul,
+    .mul_a1b = s2_mul_a1b,
     .square = s2_square,
     .matmul = s2_matmul,
     .and_bb = s2_and,

@@ -231,9 +231,12 @@ static void print_text(const cost_args *a, const step_env *env, const sim_result
                  env->net->wire.mtu);
     char rate[32], line[512];
     net_rate_str(l->bandwidth_bps, rate, sizeof rate);
-    snprintf(line, sizeof line, "model %s, %s (%d parties), network %s (%.3g ms, %s%s)",
-             env->model->name, env->pr->name, P, env->net->name, (double)l->latency_ns * 1e-6, rate,
-             extra);
+    /* a framework profile joins the protocol's name, as in the runs' protocol_label */
+    const char *cp = env->pcfg->compat;
+    int prof = cp[0] && strcmp(cp, "native");
+    snprintf(line, sizeof line, "model %s, %s%s%s (%d parties), network %s (%.3g ms, %s%s)",
+             env->model->name, env->pr->name, prof ? "/" : "", prof ? cp : "", P, env->net->name,
+             (double)l->latency_ns * 1e-6, rate, extra);
     dbq_wrap(stdout, line, 80);
     snprintf(line, sizeof line,
              "machine %s (%d thread%s); %s, %u token%s, kv %u, batch %u, overlap %s",
@@ -298,6 +301,8 @@ static int print_json(const cost_args *a, const step_env *env, const sim_result 
     json_t *o = json_object(), *cats = json_object();
     json_object_set_new(o, "model", json_string(env->model->name));
     json_object_set_new(o, "protocol", json_string(env->pr->name));
+    if (env->pcfg->compat[0] && strcmp(env->pcfg->compat, "native"))
+        json_object_set_new(o, "compat", json_string(env->pcfg->compat));
     json_object_set_new(o, "parties", json_integer(P));
     json_object_set_new(o, "network", json_string(env->net->name));
     json_object_set_new(o, "burst_bytes",

@@ -83,7 +83,7 @@ static int list_models(void)
     return bad;
 }
 
-static int list_protocols(int costs, const char *ring_bits, uint64_t elems)
+static int list_protocols(int costs, const char *ring_bits, const char *compat, uint64_t elems)
 {
     size_t n;
     const proto *const *all = proto_all(&n);
@@ -108,7 +108,8 @@ static int list_protocols(int costs, const char *ring_bits, uint64_t elems)
         proto_cfg cfg;
         errbuf e;
         if (proto_cfg_default(all[i]->name, &cfg, &e) ||
-            (ring_bits && proto_cfg_set(&cfg, "ring_bits", ring_bits, &e))) {
+            (ring_bits && proto_cfg_set(&cfg, "ring_bits", ring_bits, &e)) ||
+            (compat && proto_cfg_set(&cfg, "compat", compat, &e))) {
             cli_error("list", "%s: %s", all[i]->name, e.msg);
             return 2;
         }
@@ -307,7 +308,7 @@ static int list_keys(const char *file)
 int cmd_list(int argc, char **argv)
 {
     int costs = 0, ring_bits = 0, n_given = 0, have_ring = 0;
-    const char *profile = NULL, *plugin = NULL;
+    const char *profile = NULL, *plugin = NULL, *compat = NULL;
     unsigned long long elems = 1;
     const cli_opt opts[] = {
         {.name = "costs",
@@ -333,6 +334,11 @@ int cmd_list(int argc, char **argv)
          .want = "an element count in [1, 16777216]",
          .seen = &n_given,
          .help = "protocols --costs: elements per primitive (default 1)"},
+        {.name = "compat",
+         .kind = CLI_STR,
+         .dest = &compat,
+         .arg = "NAME",
+         .help = "protocols --costs: a framework cost profile,\nnative or spu (default: native)"},
         {.name = "profile",
          .kind = CLI_STR,
          .dest = &profile,
@@ -364,8 +370,8 @@ int cmd_list(int argc, char **argv)
     static const char *const what[] = {"models",   "protocols", "policies",
                                        "networks", "machines",  "keys"};
     const char *w = pos[0];
-    if ((costs || ring || n_given) && strcmp(w, "protocols")) {
-        cli_error("list", "--costs, --ring-bits and -n apply to 'list protocols'");
+    if ((costs || ring || n_given || compat) && strcmp(w, "protocols")) {
+        cli_error("list", "--costs, --ring-bits, --compat and -n apply to 'list protocols'");
         return 2;
     }
     if (plugin && strcmp(w, "policies")) {
@@ -376,14 +382,14 @@ int cmd_list(int argc, char **argv)
         cli_error("list", "--profile applies to 'list networks'");
         return 2;
     }
-    if ((ring || n_given) && !costs) {
-        cli_error("list", "--ring-bits and -n go with --costs");
+    if ((ring || n_given || compat) && !costs) {
+        cli_error("list", "--ring-bits, --compat and -n go with --costs");
         return 2;
     }
     if (!strcmp(w, "models"))
         return list_models();
     if (!strcmp(w, "protocols"))
-        return list_protocols(costs, ring, elems);
+        return list_protocols(costs, ring, compat, elems);
     if (!strcmp(w, "policies"))
         return list_policies(plugin);
     if (!strcmp(w, "networks"))

@@ -43,6 +43,7 @@ static const vprim vprims[] = {
     {"trunc", PRIM_TRUNC, 0, 0},
     {"and_bb", PRIM_AND, 0, 0},
     {"b2a", PRIM_B2A, 0, 0},
+    {"mul_a1b", PRIM_MULA1B, 0, 0},
 };
 #define N_VPRIMS (sizeof vprims / sizeof vprims[0])
 
@@ -75,6 +76,11 @@ static int call_prim(eng *e, const vjob *j, mpc_val *x, mpc_val *y, mpc_val *z, 
     case PRIM_TRUNC: return e->vt->trunc(e, z, x, e->cfg.frac_bits);
     case PRIM_AND: return e->vt->and_bb(e, z, x, y);
     case PRIM_B2A: return e->vt->b2a(e, z, x);
+    case PRIM_MULA1B: { /* y's shares read as a boolean sharing: its bit 0 is the choice */
+        mpc_val yb = *y;
+        yb.dom = DOM_BOOL;
+        return e->vt->mul_a1b(e, z, x, &yb);
+    }
     default: return MS_ERR_INTERNAL;
     }
 }

@@ -106,14 +106,17 @@ void run_label_protocol(const proto_cfg *p, char *out, size_t n)
 {
     proto_cfg def;
     errbuf e;
-    size_t k = (size_t)snprintf(out, n, "%s", p->name);
+    /* a framework profile joins the name ("aby3/spu"); its keys are not listed again */
+    int prof = p->compat[0] && strcmp(p->compat, "native");
+    size_t k = (size_t)snprintf(out, n, "%s%s%s", p->name, prof ? "/" : "", prof ? p->compat : "");
     if (proto_cfg_default(p->name, &def, &e))
         return;
     const ys_schema *s = proto_cfg_schema();
     int any = 0;
     for (size_t i = 0; i < s->n && k < n; i++) {
         const ys_field *f = &s->field[i];
-        if (f->type == YS_OTHER || aliased(s, i) || ys_field_equal(f, p, &def))
+        if (f->type == YS_OTHER || aliased(s, i) || ys_field_equal(f, p, &def) ||
+            !strcmp(f->key, "compat"))
             continue;
         char v[64];
         field_text(f, p, v, sizeof v);

@@ -156,6 +156,7 @@ static const struct {
     {"topk", YS_AT(proto_cfg, topk), "network"},
     {"exp", YS_AT(proto_cfg, exp), "taylor"},
     {"normalize", YS_AT(proto_cfg, normalize), "thresholds"},
+    {"compat", YS_AT(proto_cfg, compat), "native"},
 };
 #define N_ABSENT_KEYS (sizeof absent_keys / sizeof absent_keys[0])
 

@@ -1,0 +1,289 @@
+/* check_compat.c — framework cost profiles (protocol key compat): each profile's per-element
+ * bytes and rounds against the counts derived from the framework's source
+ * (tests/data/compat-counts.tsv, from PRIMITIVES.md), the option's parsing, and that native
+ * is the configuration without the key. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "protocols/program/eng_plain.h"
+#include "protocols/program/kern.h"
+#include "protocols/program/proto.h"
+
+enum { N_ELEM = 64 };
+
+typedef struct counted {
+    uint64_t bytes, rounds;
+} counted;
+
+static int kind_of(const char *name)
+{
+    static const struct {
+        const char *name;
+        int kind;
+    } k[] = {
+        {"trunc", OP_TRUNC},           {"exp", OP_EXP},   {"lt", OP_LT},   {"select", OP_SELECT},
+        {"reciprocal", OP_RECIPROCAL}, {"gelu", OP_GELU}, {"max2", OP_MAX}};
+    for (size_t i = 0; i < sizeof k / sizeof *k; i++)
+        if (!strcmp(k[i].name, name))
+            return k[i].kind;
+    return -1;
+}
+
+/* One element-wise op of `kind` on N_ELEM elements under protocol pname with compat profile:
+ * online bytes summed over every party, and rounds. */
+static counted cost_ew(const char *pname, const char *profile, int kind)
+{
+    op_program p;
+    op_program_init(&p);
+    int mx = kind == OP_MAX; /* max2: N_ELEM rows of two, one compare-and-select each */
+    uint32_t x = op_tensor_add(&p, "x", OPT_TEMP, DOM_ARITH, 1, mx ? N_ELEM : 1, mx ? 2 : N_ELEM);
+    uint32_t o = op_tensor_add(&p, "o", OPT_TEMP, DOM_ARITH, 1, mx ? N_ELEM : 1, mx ? 1 : N_ELEM);
+    op q = {.kind = (uint16_t)kind,
+            .layer = -1,
+            .group = -1,
+            .batch = 1,
+            .m = mx ? N_ELEM : 1,
+            .k = 1,
+            .n = mx ? 2 : N_ELEM,
+            .in = {x, kind == OP_LT || kind == OP_SELECT ? x : OP_NONE,
+                   kind == OP_SELECT ? x : OP_NONE},
+            .out = o};
+    ck_assert_int_ge(op_emit(&p, &q), 0);
+    const proto *pr = proto_find(pname);
+    ck_assert_ptr_nonnull(pr);
+    proto_cfg cfg;
+    errbuf e;
+    ck_assert_int_eq(proto_cfg_default(pname, &cfg, &e), 0);
+    ck_assert_msg(proto_cfg_set(&cfg, "compat", profile, &e) == 0, "%s", e.msg);
+    cost_log lg;
+    cost_log_init(&lg, pr->n_parties);
+    ck_assert_msg(proto_cost_program(pr, &cfg, &p, &lg, &e) == 0, "%s", e.msg);
+    cost_totals t = {0};
+    for (size_t i = 0; i < lg.n; i++)
+        cost_totals_add_round(&t, &lg.r[i], lg.n_parties);
+    counted c = {0, t.rounds};
+    for (int s = 0; s < pr->n_parties; s++)
+        c.bytes += t.bytes_sent[s];
+    cost_log_free(&lg);
+    op_program_free(&p);
+    return c;
+}
+
+START_TEST(test_profile_counts)
+{
+    FILE *f = fopen(th_data_path("tests/data/compat-counts.tsv"), "r");
+    ck_assert_ptr_nonnull(f);
+    char line[512];
+    int rows = 0;
+    while (fgets(line, sizeof line, f)) {
+        char prof[16], pname[16], opn[16];
+        unsigned long long bytes, rounds;
+        if (line[0] == '#' ||
+            sscanf(line, "%15s %15s %15s %llu %llu", prof, pname, opn, &bytes, &rounds) != 5)
+            continue;
+        int kind = kind_of(opn);
+        ck_assert_msg(kind >= 0, "compat-counts.tsv: unknown op '%s'", opn);
+        counted c = cost_ew(pname, prof, kind);
+        ck_assert_msg(c.bytes == bytes * N_ELEM && c.rounds == rounds,
+                      "%s %s %s: %llu B/element in %llu rounds, derived %llu B in %llu", prof,
+                      pname, opn, (unsigned long long)(c.bytes / N_ELEM),
+                      (unsigned long long)c.rounds, bytes, rounds);
+        rows++;
+    }
+    fclose(f);
+    ck_assert_int_ge(rows, 4);
+}
+END_TEST
+
+/* compat: native is the configuration without the key (today's constructions: aby3's
+ * truncation pair is 43 B at f = 18, PRIMITIVES.md); an unknown profile is refused with the
+ * names; spu resolves to its variants whatever the family keys say. */
+START_TEST(test_native_default)
+{
+    for (int p = 0; p < 2; p++) {
+        const char *pname = p ? "aby3" : "semi2k";
+        proto_cfg d, n;
+        errbuf e;
+        ck_assert_int_eq(proto_cfg_default(pname, &d, &e), 0);
+        n = d;
+        ck_assert_int_eq(proto_cfg_set(&n, "compat", "native", &e), 0);
+        ck_assert_int_eq(memcmp(&d, &n, sizeof d), 0);
+        ck_assert_int_ne(proto_cfg_set(&n, "compat", "spdz", &e), 0);
+        ck_assert_ptr_nonnull(strstr(e.msg, "'native' or 'spu'"));
+        kern_conf kv;
+        ck_assert_int_eq(kern_configure(&d, &kv), 0);
+        ck_assert_int_eq(kv.compat, KV_COMPAT_NATIVE);
+        ck_assert_int_eq(kv.trunc, KV_TRUNC_PAIR);
+        ck_assert_int_eq(proto_cfg_set(&n, "exp", "pow2", &e), 0);
+        ck_assert_int_eq(proto_cfg_set(&n, "compat", "spu", &e), 0);
+        ck_assert_int_eq(kern_configure(&n, &kv), 0);
+        ck_assert_int_eq(kv.compat, KV_COMPAT_SPU);
+        ck_assert_int_eq(kv.trunc, KV_TRUNC_SPU);
+        ck_assert_int_eq(kv.exp, KV_EXP_TAYLOR);
+    }
+    counted t = cost_ew("aby3", "native", OP_TRUNC);
+    ck_assert_uint_eq(t.bytes, 43 * N_ELEM);
+    ck_assert_uint_eq(t.rounds, 2);
+}
+END_TEST
+
+/* SPU's msb (msb: spu) is exact: lt against the truth on both sides of 0, at the ends of the
+ * range and at random, and max of two (compare, then mul_a1b on the boolean bit), on the
+ * clear-text engine that behaves as each protocol (random share components: real carries). */
+START_TEST(test_spu_msb_exact)
+{
+    enum { N = 4096 };
+    for (int np = 2; np <= 3; np++) {
+        proto_cfg cfg;
+        errbuf e;
+        ck_assert_int_eq(proto_cfg_default(np == 2 ? "semi2k" : "aby3", &cfg, &e), 0);
+        ck_assert_int_eq(proto_cfg_set(&cfg, "compat", "spu", &e), 0);
+        op_program p;
+        op_program_init(&p);
+        uint32_t tx = op_tensor_add(&p, "x", OPT_TEMP, DOM_ARITH, 1, 1, N);
+        uint32_t ty = op_tensor_add(&p, "y", OPT_TEMP, DOM_ARITH, 1, 1, N);
+        uint32_t tl = op_tensor_add(&p, "l", OPT_TEMP, DOM_ARITH, 1, 1, N);
+        uint32_t tp = op_tensor_add(&p, "p", OPT_TEMP, DOM_ARITH, 1, N / 2, 2);
+        uint32_t tm = op_tensor_add(&p, "m", OPT_TEMP, DOM_ARITH, 1, N / 2, 1);
+        op lt = {.kind = OP_LT,
+                 .layer = -1,
+                 .group = -1,
+                 .batch = 1,
+                 .m = 1,
+                 .k = 1,
+                 .n = N,
+                 .in = {tx, ty, OP_NONE},
+                 .out = tl};
+        op mx = {.kind = OP_MAX,
+                 .layer = -1,
+                 .group = -1,
+                 .batch = 1,
+                 .m = N / 2,
+                 .k = 1,
+                 .n = 2,
+                 .in = {tp, OP_NONE, OP_NONE},
+                 .out = tm};
+        ck_assert_int_ge(op_emit(&p, &lt), 0);
+        ck_assert_int_ge(op_emit(&p, &mx), 0);
+        eng *pe;
+        ck_assert_int_eq(eng_plain_new(&cfg, np, 7, 0, &pe), 0);
+        ck_assert_int_eq(pe->kv.msb, KV_MSB_SPU);
+        mpc_val v[5] = {{0}};
+        for (int t = 0; t < 5; t++)
+            ck_assert_int_eq(pe->vt->alloc(pe, &v[t], t == 4 ? N / 2 : N, DOM_ARITH), 0);
+        uint64_t s = 12345;
+        for (size_t i = 0; i < N; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            uint64_t r = s ^ (s >> 29), a, b;
+            switch (i % 4) {
+            case 0: a = r >> 2, b = (r << 7) >> 2; break; /* both in [0, 2^62) */
+            case 1: a = (uint64_t) - (int64_t)(r >> 3), b = r >> 3; break;
+            case 2: a = r >> 40, b = (r >> 40) + (i & 8 ? 1 : 0); break; /* equal or one apart */
+            default:
+                a = (uint64_t)(1ll << 62) - 1 - (r & 3), b = (uint64_t) - (1ll << 62) + (r & 3);
+            }
+            v[0].s[0][i] = a, v[1].s[0][i] = b;
+        }
+        for (size_t i = 0; i < N; i++) /* pairs (x[i], y[i - 1]) and (x[i + 1], ...) */
+            v[3].s[0][i] = i & 1 ? v[1].s[0][i - 1] : v[0].s[0][i];
+        for (size_t i = 0; i < p.n_ops; i++)
+            ck_assert_msg(kern_exec(pe, &p, i, v, &e) == 0, "%s", e.msg);
+        for (size_t i = 0; i < N; i++) {
+            int64_t a = (int64_t)v[0].s[0][i], b = (int64_t)v[1].s[0][i];
+            ck_assert_msg(v[2].s[0][i] == (uint64_t)(a < b), "np %d: [%lld < %lld] = %llu", np,
+                          (long long)a, (long long)b, (unsigned long long)v[2].s[0][i]);
+        }
+        for (size_t i = 0; i < N / 2; i++) {
+            int64_t a = (int64_t)v[3].s[0][2 * i], b = (int64_t)v[3].s[0][2 * i + 1];
+            ck_assert_uint_eq(v[4].s[0][i], (uint64_t)(a > b ? a : b));
+        }
+        for (int t = 0; t < 5; t++)
+            pe->vt->release(pe, &v[t]);
+        eng_free(pe);
+        op_program_free(&p);
+    }
+}
+END_TEST
+
+/* The profile's approximations against float on the clear-text engine that rounds as the
+ * protocols do: exp (SPU's Taylor, t = 8) on [-14, 0] within 2e-3 absolute (kern.c: the
+ * limit's own error and fixed-point rounding), reciprocal on [2^-4, 2^10] within
+ * 1e-4/x + 2^(1-f) (normalize: bitdec, kern.c). The largest errors seen are in *worst. */
+static void spu_errors(int np, double worst[2])
+{
+    enum { N = 2048 };
+    proto_cfg cfg;
+    errbuf e;
+    ck_assert_int_eq(proto_cfg_default(np == 2 ? "semi2k" : "aby3", &cfg, &e), 0);
+    ck_assert_int_eq(proto_cfg_set(&cfg, "compat", "spu", &e), 0);
+    op_program p;
+    op_program_init(&p);
+    uint32_t t[4];
+    for (int i = 0; i < 4; i++)
+        t[i] = op_tensor_add(&p,
+                             i == 0   ? "x"
+                             : i == 1 ? "ex"
+                             : i == 2 ? "y"
+                                      : "ry",
+                             OPT_TEMP, DOM_ARITH, 1, 1, N);
+    op ex = {.kind = OP_EXP,
+             .layer = -1,
+             .group = -1,
+             .batch = 1,
+             .m = 1,
+             .k = 1,
+             .n = N,
+             .in = {t[0], OP_NONE, OP_NONE},
+             .out = t[1]};
+    op rc = ex;
+    rc.kind = OP_RECIPROCAL, rc.in[0] = t[2], rc.out = t[3];
+    ck_assert_int_ge(op_emit(&p, &ex), 0);
+    ck_assert_int_ge(op_emit(&p, &rc), 0);
+    eng *pe;
+    ck_assert_int_eq(eng_plain_new(&cfg, np, 11, 0, &pe), 0);
+    mpc_val v[4] = {{0}};
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(pe->vt->alloc(pe, &v[i], N, DOM_ARITH), 0);
+    for (size_t i = 0; i < N; i++) {
+        v[0].s[0][i] = fx_encode(-14.0 * (double)i / (N - 1), cfg.frac_bits);
+        v[2].s[0][i] = fx_encode(pow(2.0, -4.0 + 14.0 * (double)i / (N - 1)), cfg.frac_bits);
+    }
+    for (size_t i = 0; i < p.n_ops; i++)
+        ck_assert_msg(kern_exec(pe, &p, i, v, &e) == 0, "%s", e.msg);
+    worst[0] = worst[1] = 0;
+    double ulp = ldexp(1.0, 1 - cfg.frac_bits);
+    for (size_t i = 0; i < N; i++) {
+        double x = fx_decode(v[0].s[0][i], cfg.frac_bits),
+               y = fx_decode(v[2].s[0][i], cfg.frac_bits);
+        double de = fabs(fx_decode(v[1].s[0][i], cfg.frac_bits) - exp(x));
+        double dr = fabs(fx_decode(v[3].s[0][i], cfg.frac_bits) - 1.0 / y);
+        ck_assert_msg(de <= 2e-3, "np %d: exp(%g) off by %g", np, x, de);
+        ck_assert_msg(dr <= 1e-4 / y + ulp, "np %d: 1/%g off by %g", np, y, dr);
+        worst[0] = fmax(worst[0], de);
+        worst[1] = fmax(worst[1], dr * y);
+    }
+    for (int i = 0; i < 4; i++)
+        pe->vt->release(pe, &v[i]);
+    eng_free(pe);
+    op_program_free(&p);
+}
+
+START_TEST(test_spu_accuracy)
+{
+    double w[2];
+    spu_errors(2 + _i, w);
+}
+END_TEST
+
+Suite *compat_suite(void)
+{
+    Suite *s = suite_create("compat");
+    TCase *tc = th_case(s, "profiles", 60);
+    TH_TESTS(tc, test_profile_counts, test_native_default, test_spu_msb_exact);
+    TH_LOOPS(tc, 2, test_spu_accuracy);
+    return s;
+}
