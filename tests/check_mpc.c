@@ -3,12 +3,15 @@
  * formulas (computed here independently), what P1 receives independent of the secrets, and
  * faults (killed peer, dropped link, malformed frames, port in use, silent peer) end cleanly. */
 #include <check.h>
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -16,6 +19,7 @@
 #include "protocols/backend/mpc_run.h"
 #include "harness.h"
 #include "mpcfix.h"
+#include "testdir.h"
 
 /* ---------------------------------------------------------------- fixtures */
 
@@ -1008,9 +1012,9 @@ static int freeze_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
 }
 
 /* Each node in turn is frozen (SIGSTOP) mid-run while the no-progress timeout is a minute, as
- * validate sets it: the heartbeats find it within MPC_LIVENESS_MS, a peer ends with an error
- * naming it, and the launcher ends the session at once, naming the frozen node as the cause
- * (the deadline, 7 s, is not waited for). */
+ * validate sets it: the heartbeats (or the launcher, seeing it stopped) find it within
+ * MPC_LIVENESS_MS, and the launcher ends the session at once, naming the frozen node as the
+ * cause (the deadline, 7 s, is not waited for). */
 START_TEST(test_fault_frozen)
 {
     const char *pr = protos[_i];
@@ -1027,8 +1031,9 @@ START_TEST(test_fault_frozen)
                       c >= 0 ? nr[c].err : "");
         ck_assert_msg(!nr[v].exited && nr[v].sig == SIGKILL, "%s: frozen node %d not killed", pr,
                       v);
-        ck_assert_msg(strstr(nr[v].err, "frozen") && strstr(nr[v].err, "no heartbeat from"),
-                      "%s frozen %d: %s", pr, v, nr[v].err);
+        /* a peer's heartbeat account, or the launcher's own look when it came first */
+        ck_assert_msg(strstr(nr[v].err, "frozen: the node was stopped"), "%s frozen %d: %s", pr, v,
+                      nr[v].err);
         for (int i = 0; i < nodes; i++) {
             ck_assert_msg(nr[i].rc != MS_OK, "%s: node %d ran on beside frozen node %d", pr, i, v);
             ck_assert_msg(nr[i].seconds < 6.5, "%s: node %d ended after %.2f s, node %d frozen", pr,
@@ -1089,6 +1094,107 @@ START_TEST(test_fault)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- tests: the user's command */
+
+TESTDIR("check_mpc")
+
+static double mono_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Starts `mpcsim validate --basic-ops` (200 ms of latency: a minute of rounds) in protocol pr
+ * with $TMPDIR the test's folder "tmp", output to "out"; waits until its n nodes run (their pids
+ * in pid, from /proc: the launcher's children) and 0.5 s more, so the fault lands mid-session. */
+static pid_t start_validate(const char *pr, int n, pid_t *pid)
+{
+    char tmp[300];
+    snprintf(tmp, sizeof tmp, "%s", testdir_path(&td, "tmp"));
+    ck_assert_int_eq(mkdir(tmp, 0700), 0);
+    setenv("TMPDIR", tmp, 1);
+    const char *args[] = {"validate", "--basic-ops", "--n", "256", "--latency-ms",
+                          "200",      "-p",          pr,    NULL};
+    pid_t l = th_spawn(th_bin(), args, NULL, testdir_path(&td, "out"), NULL);
+    unsetenv("TMPDIR");
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)l, (int)l);
+    int got = 0;
+    for (double t0 = mono_s(); got < n && mono_s() - t0 < 20;) {
+        usleep(20000);
+        FILE *f = fopen(path, "r");
+        got = 0;
+        long v;
+        while (f && got < n && fscanf(f, "%ld", &v) == 1)
+            pid[got++] = (pid_t)v;
+        if (f)
+            fclose(f);
+    }
+    ck_assert_msg(got == n, "the launcher did not start %d nodes (%d)", n, got);
+    usleep(500000);
+    return l;
+}
+
+/* The command ended: its folder "tmp" holds no key folder and none of its nodes runs. */
+static void assert_nothing_left(const pid_t *pid, int n)
+{
+    DIR *d = opendir(testdir_path(&td, "tmp"));
+    ck_assert_ptr_nonnull(d);
+    int left = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        left += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    ck_assert_msg(left == 0, "%d files left in $TMPDIR", left);
+    usleep(100000); /* an orphan killed by PR_SET_PDEATHSIG is reaped by init */
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(kill(pid[i], 0) != 0 && errno == ESRCH, "node %d (pid %d) still runs", i,
+                      (int)pid[i]);
+}
+
+/* A node killed (SIGKILL) or frozen (SIGSTOP) mid-session: the user's command ends within 6 s
+ * of the fault, non-zero, naming that node and how it ended, with nothing left behind. */
+static const struct user_fault {
+    const char *proto;
+    int nodes, victim, sig;
+    const char *want;
+} user_faults[] = {
+    {"aby3", 3, 1, SIGKILL, "node 1: ended without a report: killed by signal 9"},
+    {"semi2k", 3, 2, SIGSTOP, "node 2: frozen"},
+};
+
+START_TEST(test_user_fault)
+{
+    const struct user_fault *c = &user_faults[_i];
+    pid_t pid[MPC_NODES_MAX];
+    pid_t l = start_validate(c->proto, c->nodes, pid);
+    double t0 = mono_s();
+    ck_assert_int_eq(kill(pid[c->victim], c->sig), 0);
+    int st = th_wait(l);
+    double took = mono_s() - t0;
+    const char *out = th_text(testdir_path(&td, "out"));
+    ck_assert_msg(took < 6.0, "%s: ended %.2f s after the fault", c->proto, took);
+    ck_assert_msg(st != 0 && st < 128, "%s: exit status %d: %s", c->proto, st, out);
+    ck_assert_msg(strstr(out, c->want), "%s: no '%s' in: %s", c->proto, c->want, out);
+    assert_nothing_left(pid, c->nodes);
+}
+END_TEST
+
+/* SIGINT or SIGTERM to the launcher: it ends by that signal at once, its nodes and keys gone. */
+START_TEST(test_user_signal)
+{
+    int sig = _i ? SIGTERM : SIGINT;
+    pid_t pid[MPC_NODES_MAX];
+    pid_t l = start_validate("aby3", 3, pid);
+    double t0 = mono_s();
+    ck_assert_int_eq(kill(l, sig), 0);
+    int st = th_wait(l);
+    ck_assert_msg(mono_s() - t0 < 2.0, "ended %.2f s after the signal", mono_s() - t0);
+    ck_assert_int_eq(st, 128 + sig);
+    assert_nothing_left(pid, 3);
+}
+END_TEST
+
 START_TEST(test_port_in_use)
 {
     int fd, port, fd2;
@@ -1129,5 +1235,9 @@ Suite *mpc_suite(void)
     TH_LOOPS(tf, TH_N(fault_cases), test_fault);
     TH_LOOPS(tf, 2, test_fault_frozen);
     TH_TESTS(tf, test_busy_not_frozen, test_port_in_use, test_peers_parse);
+    TCase *tu = th_case(s, "user_command", 60);
+    TESTDIR_USE(tu);
+    TH_LOOPS(tu, TH_N(user_faults), test_user_fault);
+    TH_LOOPS(tu, 2, test_user_signal);
     return s;
 }

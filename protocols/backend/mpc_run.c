@@ -456,6 +456,22 @@ int mpc_launch_stopped(pid_t pid)
            si.si_pid == pid && si.si_code == CLD_STOPPED;
 }
 
+int mpc_launch_frozen(int nodes, const pid_t *pid, const int *running, uint64_t *since)
+{
+    uint64_t now = now_ns();
+    for (int i = 0; i < nodes; i++) {
+        if (!running[i] || !mpc_launch_stopped(pid[i])) {
+            since[i] = 0;
+            continue;
+        }
+        if (!since[i])
+            since[i] = now;
+        else if (now - since[i] >= (uint64_t)MPC_LIVENESS_MS * 1000000ull)
+            return i;
+    }
+    return -1;
+}
+
 /* ---------------------------------------------------------------- how a session ended */
 
 /* How much node i's ending explains the session's failure: 0 frozen, 1 it ended on its own
@@ -597,16 +613,23 @@ static void end_nodes(int nodes, const pid_t *pid, const int *rfd, mpc_ending *x
 /* Reads every node's report until all pipes close. A node that ends without a report or with a
  * failure ends the session: every node still running is killed (SIGKILL) at once, since the
  * session cannot succeed without it (a frozen node never ends; its peers notice the silence
- * within MPC_LIVENESS_MS and fail, which ends it here). A signal the guard caught ends it the
- * same way. Past the deadline every node still running is killed too and given 2 s more. */
+ * within MPC_LIVENESS_MS and fail, which ends it here, and a node stopped that long ends it
+ * even when no peer waits on it). A signal the guard caught ends it the same way. Past the deadline
+ * every node still running is killed too and given 2 s more. */
 static int collect(const mpc_launch *l, int nodes, const pid_t *pid, int *rfd, uint64_t t0,
                    uint8_t **buf, size_t *len, mpc_node_result *res, mpc_ending *x, errbuf *err)
 {
     size_t cap[MPC_NODES_MAX] = {0};
+    uint64_t since[MPC_NODES_MAX] = {0};
     int open_n = nodes, deadline = l->deadline_ms ? l->deadline_ms : 60000, ending = 0;
     while (open_n > 0) {
         if (!ending && (x->sig = mpc_launch_caught()) != 0)
             ending = 1;
+        int running[MPC_NODES_MAX];
+        for (int i = 0; i < nodes; i++)
+            running[i] = rfd[i] >= 0;
+        if (!ending && mpc_launch_frozen(nodes, pid, running, since) >= 0)
+            ending = 1; /* stopped, and no peer waits on it to notice */
         if (ending == 1) {
             end_nodes(nodes, pid, rfd, x);
             ending = 2;

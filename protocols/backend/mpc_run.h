@@ -114,6 +114,11 @@ void mpc_launch_unguard(void);
 int mpc_launch_node_init(pid_t launcher);
 /* 1 when child pid is stopped (SIGSTOP, SIGTSTP): frozen, as its peers see it. */
 int mpc_launch_stopped(pid_t pid);
+/* Called at least every 200 ms while the nodes run: the first node (running[i] set) found
+ * stopped for MPC_LIVENESS_MS, or -1; since[] (zeroed at first) keeps when each was seen
+ * stopped first. Ends a session whose frozen node no peer is waiting on (the dealer between
+ * its batches, a party before its next round). */
+int mpc_launch_frozen(int nodes, const pid_t *pid, const int *running, uint64_t *since);
 
 typedef struct mpc_node_result {
     int rc;     /* the node's ms_err; MS_ERR_PEER if it died without reporting */
@@ -151,7 +156,8 @@ int mpc_launch_failed(const mpc_node_result *res, int nodes);
  * the fork (channels under TLS with keys made for the session unless l->plaintext, handed over
  * in memory: mpc_launch_tls), runs fn in each, and collects their results. The first node that
  * fails or ends without a report ends the session: the others are killed at once (a frozen
- * node is found by its peers' heartbeats, MPC_LIVENESS_MS). Nodes die with the launcher
+ * node is found by its peers' heartbeats or seen stopped by the launcher, within
+ * MPC_LIVENESS_MS either way). Nodes die with the launcher
  * (PR_SET_PDEATHSIG). Returns MS_OK when the launch itself worked (look at
  * mpc_launch_failed(res) and res[i].rc); MS_ERR_INTERRUPTED after a signal (mpc_launch_guard),
  * which is then raised again unless an outer guard holds it. */

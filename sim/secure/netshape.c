@@ -202,6 +202,7 @@ static int wait_nodes(const pid_t *pid, int nodes, int deadline_ms, const struct
                       int *status, double *secs, mpc_ending *x, errbuf *e)
 {
     int left = nodes, rc = MS_OK, done[MPC_NODES_MAX] = {0}, ending = 0;
+    uint64_t since[MPC_NODES_MAX] = {0};
     while (left) {
         struct timespec t1;
         clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -213,6 +214,11 @@ static int wait_nodes(const pid_t *pid, int nodes, int deadline_ms, const struct
             } else if (!done[i] && pid[i] <= 0)
                 done[i] = 1, left--, ending = 1, rc = err_set(e, MS_ERR_IO, "fork failed");
         if ((x->sig = mpc_launch_caught()) != 0)
+            ending = 1;
+        int running[MPC_NODES_MAX];
+        for (int i = 0; i < nodes; i++)
+            running[i] = !done[i] && pid[i] > 0;
+        if (mpc_launch_frozen(nodes, pid, running, since) >= 0)
             ending = 1;
         if (left && ms > deadline_ms) {
             ending = 1;
