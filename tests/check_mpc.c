@@ -1108,14 +1108,22 @@ static double mono_s(void)
 /* Starts `mpcsim validate --basic-ops` (200 ms of latency: a minute of rounds) in protocol pr
  * with $TMPDIR the test's folder "tmp", output to "out"; waits until its n nodes run (their pids
  * in pid, from /proc: the launcher's children) and 0.5 s more, so the fault lands mid-session. */
-static pid_t start_validate(const char *pr, int n, pid_t *pid)
+static pid_t start_validate(const char *pr, int n, pid_t *pid, int shape)
 {
     char tmp[300];
     snprintf(tmp, sizeof tmp, "%s", testdir_path(&td, "tmp"));
     ck_assert_int_eq(mkdir(tmp, 0700), 0);
     setenv("TMPDIR", tmp, 1);
-    const char *args[] = {"validate", "--basic-ops", "--n", "256", "--latency-ms",
-                          "200",      "-p",          pr,    NULL};
+    const char *args[] = {"validate",
+                          "--basic-ops",
+                          "--n",
+                          "256",
+                          "--latency-ms",
+                          "200",
+                          "-p",
+                          pr,
+                          shape ? "--shape" : NULL,
+                          NULL};
     pid_t l = th_spawn(th_bin(), args, NULL, testdir_path(&td, "out"), NULL);
     unsetenv("TMPDIR");
     char path[64];
@@ -1167,7 +1175,7 @@ START_TEST(test_user_fault)
 {
     const struct user_fault *c = &user_faults[_i];
     pid_t pid[MPC_NODES_MAX];
-    pid_t l = start_validate(c->proto, c->nodes, pid);
+    pid_t l = start_validate(c->proto, c->nodes, pid, 0);
     double t0 = mono_s();
     ck_assert_int_eq(kill(pid[c->victim], c->sig), 0);
     int st = th_wait(l);
@@ -1185,12 +1193,52 @@ START_TEST(test_user_signal)
 {
     int sig = _i ? SIGTERM : SIGINT;
     pid_t pid[MPC_NODES_MAX];
-    pid_t l = start_validate("aby3", 3, pid);
+    pid_t l = start_validate("aby3", 3, pid, 0);
     double t0 = mono_s();
     ck_assert_int_eq(kill(l, sig), 0);
     int st = th_wait(l);
     ck_assert_msg(mono_s() - t0 < 2.0, "ended %.2f s after the signal", mono_s() - t0);
     ck_assert_int_eq(st, 128 + sig);
+    assert_nothing_left(pid, 3);
+}
+END_TEST
+
+/* The network namespaces of the --shape launcher pid: how many exist. */
+static int shape_namespaces(pid_t l)
+{
+    char cmd[128], out[4096];
+    snprintf(cmd, sizeof cmd, "ip netns list | grep -c '^mv%un'", (unsigned)l % 100000u);
+    th_sh(cmd, out, sizeof out);
+    return atoi(out);
+}
+
+/* With --shape (root, iproute2, network namespaces; skipped otherwise, saying why): a node
+ * killed ends the command within 6 s naming it, and SIGTERM to the launcher ends it at once;
+ * either way no namespace, key or session folder, nor node, is left. */
+START_TEST(test_user_shape)
+{
+    char out[256];
+    if (geteuid() != 0 ||
+        th_sh("ip netns add mpcsim-probe && ip netns del mpcsim-probe", out, sizeof out) != 0) {
+        fprintf(stderr, "check_mpc: --shape not tested: %s\n",
+                geteuid() ? "not root" : "cannot make a network namespace here");
+        return;
+    }
+    pid_t pid[MPC_NODES_MAX];
+    pid_t l = start_validate("aby3", 3, pid, 1);
+    ck_assert_msg(shape_namespaces(l) == 3, "no namespaces for the shaped session");
+    double t0 = mono_s();
+    ck_assert_int_eq(kill(_i ? l : pid[1], _i ? SIGTERM : SIGKILL), 0);
+    int st = th_wait(l);
+    double took = mono_s() - t0;
+    const char *txt = th_text(testdir_path(&td, "out"));
+    ck_assert_msg(took < 6.0, "ended %.2f s after the fault", took);
+    if (_i)
+        ck_assert_int_eq(st, 128 + SIGTERM);
+    else
+        ck_assert_msg(st != 0 && st < 128 && strstr(txt, "node 1: ended without a report"),
+                      "exit %d: %s", st, txt);
+    ck_assert_int_eq(shape_namespaces(l), 0);
     assert_nothing_left(pid, 3);
 }
 END_TEST
@@ -1239,5 +1287,6 @@ Suite *mpc_suite(void)
     TESTDIR_USE(tu);
     TH_LOOPS(tu, TH_N(user_faults), test_user_fault);
     TH_LOOPS(tu, 2, test_user_signal);
+    TH_LOOPS(tu, 2, test_user_shape);
     return s;
 }
