@@ -36,6 +36,58 @@ static int sh(const char *fmt, ...)
  * with a host route to the peer's address through it, so each directed link i→j is its own
  * interface (the veth end in i's namespace) with its own tbf: bandwidth per directed link, as
  * the network model has it. */
+/* The cleaner: a grandchild of the launcher, deaf to the terminal's signals, that waits for
+ * the launcher's end of the life pipe to close (netshape_down, or the launcher's death in any
+ * way) and then deletes every namespace of the session; it ends, closing done_w, after. */
+static void start_cleaner(netshape *s)
+{
+    int life[2], done[2];
+    s->life_fd = s->done_fd = -1;
+    if (pipe2(life, O_CLOEXEC) != 0)
+        return;
+    if (pipe2(done, O_CLOEXEC) != 0) {
+        close(life[0]);
+        close(life[1]);
+        return;
+    }
+    fflush(NULL);
+    pid_t mid = fork();
+    if (mid == 0) {
+        if (fork() == 0) {
+            signal(SIGINT, SIG_IGN);
+            signal(SIGTERM, SIG_IGN);
+            signal(SIGHUP, SIG_IGN);
+            setsid();                            /* out of the terminal's process group */
+            int nul = open("/dev/null", O_RDWR); /* holds no pipe of the caller open */
+            for (int fd = 0; nul >= 0 && fd < 3; fd++)
+                dup2(nul, fd);
+            close(life[1]);
+            close(done[0]);
+            char c;
+            while (read(life[0], &c, 1) < 0 && errno == EINTR)
+                ;
+            char f[300];
+            for (int i = 0; i < s->n_nodes; i++) {
+                sh("ip netns del %s", s->ns[i]);
+                for (int k = 0; s->dir[0] && k < 2; k++) {
+                    snprintf(f, sizeof f, "%s/%s%d", s->dir, k ? "st" : "out", i);
+                    unlink(f);
+                }
+            }
+            if (s->dir[0])
+                rmdir(s->dir);
+            _exit(0);
+        }
+        _exit(0);
+    }
+    close(life[0]);
+    close(done[1]);
+    if (mid > 0)
+        waitpid(mid, NULL, 0);
+    s->life_fd = life[1];
+    s->done_fd = done[0];
+}
+
 int netshape_up(netshape *s, int n_nodes, double rate_bps, errbuf *e)
 {
     memset(s, 0, sizeof *s);
@@ -55,9 +107,22 @@ int netshape_up(netshape *s, int n_nodes, double rate_bps, errbuf *e)
     /* until netshape_down, SIGINT, SIGTERM and SIGHUP end the launches and come back there,
      * after the namespaces are gone */
     mpc_launch_guard();
+    for (int i = 0; i < n_nodes; i++)
+        snprintf(s->ns[i], sizeof s->ns[i], "%sn%d", s->tag, i);
+    const char *tmp = getenv("TMPDIR");
+    snprintf(s->dir, sizeof s->dir, "%s/mpcsim-shape-XXXXXX",
+             tmp && *tmp && strlen(tmp) < 200 ? tmp : "/tmp");
+    if (!mkdtemp(s->dir)) {
+        int rc = err_set(e, MS_ERR_IO, "%s: cannot make the session's folder: %s", s->dir,
+                         strerror(errno));
+        s->dir[0] = 0;
+        s->life_fd = -1;
+        netshape_down(s);
+        return rc;
+    }
+    start_cleaner(s);
     int net = (int)(getpid() % 200);
     for (int i = 0; i < n_nodes; i++) {
-        snprintf(s->ns[i], sizeof s->ns[i], "%sn%d", s->tag, i);
         snprintf(s->ip[i], sizeof s->ip[i], "10.213.%d.%d", net, i + 1);
         if (sh("ip netns add %s", s->ns[i]) || sh("ip -n %s link set lo up", s->ns[i]) ||
             sh("ip -n %s addr add %s/32 dev lo", s->ns[i], s->ip[i])) {
@@ -102,6 +167,16 @@ void netshape_down(netshape *s)
         if (s->ns[i][0])
             sh("ip netns del %s", s->ns[i]);
     s->up = 0;
+    if (s->dir[0])
+        rmdir(s->dir);
+    if (s->life_fd >= 0) { /* the cleaner finds nothing left, and ends */
+        close(s->life_fd);
+        char c;
+        while (read(s->done_fd, &c, 1) < 0 && errno == EINTR)
+            ;
+        close(s->done_fd);
+        s->life_fd = s->done_fd = -1;
+    }
     mpc_launch_unguard(); /* a signal caught meanwhile ends the command now */
 }
 
@@ -288,19 +363,12 @@ int netshape_launch(const netshape *s, const mpc_launch *l, mpc_node_fn fn, void
     memset(res, 0, sizeof *res * (size_t)nodes);
     if (mpc_launch_caught())
         return err_set(e, MS_ERR_INTERRUPTED, "interrupted by %s", strsignal(mpc_launch_caught()));
-    const char *tmp = getenv("TMPDIR");
-    char dir[256], outp[MPC_NODES_MAX][300], stp[MPC_NODES_MAX][300];
-    snprintf(dir, sizeof dir, "%s/mpcsim-shape-XXXXXX",
-             tmp && *tmp && strlen(tmp) < 200 ? tmp : "/tmp");
-    if (!mkdtemp(dir))
-        return err_set(e, MS_ERR_IO, "%s: cannot make the session's folder: %s", dir,
-                       strerror(errno));
+    const char *dir = s->dir;
+    char outp[MPC_NODES_MAX][300], stp[MPC_NODES_MAX][300];
     struct mpc_tls *tls[MPC_NODES_MAX];
     int krc = mpc_launch_tls(l, nodes, tls, e);
-    if (krc) {
-        rmdir(dir);
+    if (krc)
         return krc;
-    }
     fflush(stdout);
     fflush(stderr);
     pid_t pid[MPC_NODES_MAX];
@@ -333,7 +401,6 @@ int netshape_launch(const netshape *s, const mpc_launch *l, mpc_node_fn fn, void
         unlink(outp[i]);
         unlink(stp[i]);
     }
-    rmdir(dir);
     mpc_launch_blame(res, &x);
     return rc;
 }
