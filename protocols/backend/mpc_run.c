@@ -515,12 +515,14 @@ void mpc_launch_blame(mpc_node_result *res, const mpc_ending *x)
         else if (x->sig)
             snprintf(R->err, sizeof R->err, "stopped by the launcher, which received %s",
                      strsignal(x->sig));
-        else if (x->stopped[i] && c >= 0 && c != i)
+        else if (x->stopped[i] && c >= 0 && c != i && best < 4)
             snprintf(R->err, sizeof R->err, "stopped by the launcher after node %d failed", c);
+        else if (x->stopped[i] && x->deadline)
+            snprintf(R->err, sizeof R->err,
+                     "ended without a report: killed by the launcher at its deadline");
         else if (R->sig)
-            snprintf(R->err, sizeof R->err, "ended without a report: killed by signal %d (%s)%s",
-                     R->sig, strsignal(R->sig),
-                     x->deadline ? ", by the launcher at its deadline" : "");
+            snprintf(R->err, sizeof R->err, "ended without a report: killed by signal %d (%s)",
+                     R->sig, strsignal(R->sig));
         else
             snprintf(R->err, sizeof R->err, "ended without a report (exit status %d)", R->status);
     }
