@@ -893,7 +893,7 @@ int mpc_net_open(const mpc_net_cfg *cfg, mpc_net **out, errbuf *e)
         cfg->self >= cfg->n_nodes)
         return err_set(e, MS_ERR_USAGE, "mpc net: node %d of %d is out of range", cfg->self,
                        cfg->n_nodes);
-    if (!cfg->plaintext && !cfg->keys[0])
+    if (!cfg->plaintext && !cfg->keys[0] && !cfg->tls)
         return err_set(
             e, MS_ERR_USAGE,
             "party channels run TLS: give the key folder (--keys DIR, made by `mpcsim party "
@@ -906,7 +906,7 @@ int mpc_net_open(const mpc_net_cfg *cfg, mpc_net **out, errbuf *e)
         n->fd[j] = n->bfd[j] = -1;
     int lfd = cfg->listen_fd, rc = MS_OK;
     if (!cfg->plaintext) {
-        rc = mpc_tls_load(cfg->keys, cfg->self, &n->tls, e);
+        rc = cfg->tls ? (n->tls = cfg->tls, MS_OK) : mpc_tls_load(cfg->keys, cfg->self, &n->tls, e);
         for (int j = 0; !rc && j < cfg->n_nodes; j++)
             if (j != cfg->self && !(n->stage[j] = malloc(MPC_TLS_RECORD)))
                 rc = err_set(e, MS_ERR_NOMEM, "mpc net: out of memory");

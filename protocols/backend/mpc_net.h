@@ -82,6 +82,8 @@ typedef struct mpc_net_cfg {
                              * which waits until it accepts (default 10000) */
     int plaintext;          /* 1: no TLS (--insecure-plaintext) */
     char keys[512];         /* the key folder (mpc_tls.h) unless plaintext */
+    struct mpc_tls *tls;    /* or its keys already loaded (a launcher's forked node: no
+                             * folder on disk), taken over by mpc_net_open */
     uint64_t latency_ns;    /* injected one-way latency per round message: a
                              * message arrives this long after the kernel received
                              * its last bytes (SO_TIMESTAMPNS), as on a link;

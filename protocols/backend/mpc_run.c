@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -309,6 +310,12 @@ int mpc_run_demo_program(op_program *p, errbuf *err)
 int mpc_node_main(const proto_cfg *cfg, const mpc_net_cfg *ncfg, mpc_node_fn fn, void *arg,
                   FILE *out, mpc_net_stats *st, errbuf *err)
 {
+    return mpc_node_main_at(cfg, ncfg, fn, arg, out, st, NULL, NULL, err);
+}
+
+int mpc_node_main_at(const proto_cfg *cfg, const mpc_net_cfg *ncfg, mpc_node_fn fn, void *arg,
+                     FILE *out, mpc_net_stats *st, mpc_fail_fn failed, void *fctx, errbuf *err)
+{
     mpc_net *net = NULL;
     eng *e = NULL;
     /* Values of up to 32 MiB come from the heap and stay mapped between ops: no page faults
@@ -316,8 +323,11 @@ int mpc_node_main(const proto_cfg *cfg, const mpc_net_cfg *ncfg, mpc_node_fn fn,
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
     mallopt(M_TRIM_THRESHOLD, 256 << 20);
     int rc = mpc_net_open(ncfg, &net, err);
-    if (rc)
+    if (rc) {
+        if (failed)
+            failed(fctx, rc, err, NULL);
         return rc;
+    }
     rc = mpc_engine_new(cfg, net, &e, err);
     if (!rc && fn) {
         rc = fn(e, net, arg, out, err);
@@ -326,6 +336,8 @@ int mpc_node_main(const proto_cfg *cfg, const mpc_net_cfg *ncfg, mpc_node_fn fn,
     }
     if (!rc)
         rc = mpc_net_finish(net, err);
+    if (rc && failed) /* before the links close, which the peers then see */
+        failed(fctx, rc, err, mpc_net_get_stats(net));
     if (st)
         *st = *mpc_net_get_stats(net);
     mpc_engine_free(e);
@@ -337,6 +349,7 @@ int mpc_node_main(const proto_cfg *cfg, const mpc_net_cfg *ncfg, mpc_node_fn fn,
 
 typedef struct wire {
     int rc;
+    uint64_t fail_ns; /* when the node knew it failed (CLOCK_MONOTONIC) */
     char err[1024];
     mpc_net_stats st;
     uint64_t out_len;
@@ -384,7 +397,169 @@ void mpc_launch_keys_drop(int nodes, const char *dir)
         mpc_tls_remove_keys(dir, nodes);
 }
 
-static void child(const mpc_launch *l, const char *keys, int self, int nodes, int n_parties,
+/* ---------------------------------------------------------------- launchers' signals */
+
+static const int guard_sig[3] = {SIGINT, SIGTERM, SIGHUP};
+static struct sigaction guard_old[3];
+static int guard_depth;
+static volatile sig_atomic_t guard_caught;
+
+static void guard_on(int sig)
+{
+    if (!guard_caught)
+        guard_caught = sig;
+}
+
+void mpc_launch_guard(void)
+{
+    if (guard_depth++)
+        return;
+    guard_caught = 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = guard_on; /* no SA_RESTART: a wait returns early and looks */
+    sigemptyset(&sa.sa_mask);
+    for (int k = 0; k < 3; k++) {
+        sigaction(guard_sig[k], &sa, &guard_old[k]);
+        if (guard_old[k].sa_handler == SIG_IGN) /* ignored (nohup, a background job): stays so */
+            sigaction(guard_sig[k], &guard_old[k], NULL);
+    }
+}
+
+int mpc_launch_caught(void) { return guard_caught; }
+
+void mpc_launch_unguard(void)
+{
+    if (guard_depth <= 0 || --guard_depth)
+        return;
+    for (int k = 0; k < 3; k++)
+        sigaction(guard_sig[k], &guard_old[k], NULL);
+    int sig = guard_caught;
+    guard_caught = 0;
+    if (sig)
+        raise(sig);
+}
+
+int mpc_launch_node_init(pid_t launcher)
+{
+    for (int k = 0; guard_depth && k < 3; k++)
+        sigaction(guard_sig[k], &guard_old[k], NULL);
+    /* a launcher gone before prctl took hold is seen by getppid() */
+    return prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != launcher;
+}
+
+int mpc_launch_stopped(pid_t pid)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    return pid > 0 && waitid(P_PID, (id_t)pid, &si, WSTOPPED | WNOHANG | WNOWAIT) == 0 &&
+           si.si_pid == pid && si.si_code == CLD_STOPPED;
+}
+
+int mpc_launch_frozen(int nodes, const pid_t *pid, const int *running, uint64_t *since)
+{
+    uint64_t now = now_ns();
+    for (int i = 0; i < nodes; i++) {
+        if (!running[i] || !mpc_launch_stopped(pid[i])) {
+            since[i] = 0;
+            continue;
+        }
+        if (!since[i])
+            since[i] = now;
+        else if (now - since[i] >= (uint64_t)MPC_LIVENESS_MS * 1000000ull)
+            return i;
+    }
+    return -1;
+}
+
+/* ---------------------------------------------------------------- how a session ended */
+
+/* How much node i's ending explains the session's failure: 0 frozen, 1 it ended on its own
+ * without a report (killed, crashed, exited), 2 it reported a failure of its own, 3 it
+ * reported a failure it saw in a peer (a lost link, silence, no progress), 4 the launcher
+ * stopped it, 5 it succeeded. */
+static int blame_rank(const mpc_ending *x, const mpc_node_result *r, int i)
+{
+    if (x->frozen[i])
+        return 0;
+    if (!x->reported[i])
+        return x->stopped[i] || x->deadline ? 4 : 1;
+    if (r->rc == MS_OK)
+        return 5;
+    return r->rc == MS_ERR_PEER || r->rc == MS_ERR_NET || r->rc == MS_ERR_TIMEOUT ? 3 : 2;
+}
+
+/* When node r knew the session failed: its own account, else when it ended. */
+static double failed_at(const mpc_node_result *r) { return r->failed > 0 ? r->failed : r->seconds; }
+
+void mpc_launch_blame(mpc_node_result *res, const mpc_ending *x)
+{
+    int c = -1, best = 5, seen = -1; /* seen: the first node that reported a peer's failure */
+    for (int i = 0; i < x->nodes; i++) {
+        int k = blame_rank(x, &res[i], i);
+        if (k < best || (k == best && k < 5 && failed_at(&res[i]) < failed_at(&res[c])))
+            best = k, c = i;
+        if (k == 3 && (seen < 0 || failed_at(&res[i]) < failed_at(&res[seen])))
+            seen = i;
+    }
+    for (int i = 0; i < x->nodes; i++) {
+        mpc_node_result *R = &res[i];
+        if (x->reported[i])
+            continue;
+        R->rc = MS_ERR_PEER;
+        if (x->frozen[i])
+            snprintf(
+                R->err, sizeof R->err,
+                "frozen: the node was stopped (a signal such as SIGSTOP) and fell silent%s%.900s",
+                seen >= 0 ? "; " : "", seen >= 0 ? res[seen].err : "");
+        else if (x->sig)
+            snprintf(R->err, sizeof R->err, "stopped by the launcher, which received %s",
+                     strsignal(x->sig));
+        else if (x->stopped[i] && c >= 0 && c != i && best < 4)
+            snprintf(R->err, sizeof R->err, "stopped by the launcher after node %d failed", c);
+        else if (x->stopped[i] && x->deadline)
+            snprintf(R->err, sizeof R->err,
+                     "ended without a report: killed by the launcher at its deadline");
+        else if (R->sig)
+            snprintf(R->err, sizeof R->err, "ended without a report: killed by signal %d (%s)",
+                     R->sig, strsignal(R->sig));
+        else
+            snprintf(R->err, sizeof R->err, "ended without a report (exit status %d)", R->status);
+    }
+    if (c >= 0 && best < 5 && !x->sig)
+        res[c].cause = 1;
+}
+
+int mpc_launch_failed(const mpc_node_result *res, int nodes)
+{
+    for (int i = 0; i < nodes; i++)
+        if (res[i].cause && res[i].rc)
+            return i;
+    for (int i = 0; i < nodes; i++)
+        if (res[i].rc)
+            return i;
+    return -1;
+}
+
+/* ---------------------------------------------------------------- loopback launcher */
+
+/* A failed node reports at once, before its links close (its peers then fail too, later) and
+ * ends: the launcher names it, not a peer that saw it go. */
+static void report_failure(void *ctx, int rc, const errbuf *err, const mpc_net_stats *st)
+{
+    wire w;
+    memset(&w, 0, sizeof w);
+    w.rc = rc;
+    w.fail_ns = now_ns();
+    if (err)
+        memcpy(w.err, err->msg, sizeof w.err);
+    if (st)
+        w.st = *st;
+    write_all(*(const int *)ctx, &w, sizeof w);
+    _exit(0);
+}
+
+static void child(const mpc_launch *l, struct mpc_tls *tls, int self, int nodes, int n_parties,
                   const int *port, int lfd, int wfd, mpc_node_fn fn, void *arg)
 {
     mpc_net_cfg nc;
@@ -396,7 +571,7 @@ static void child(const mpc_launch *l, const char *keys, int self, int nodes, in
     }
     nc.listen_fd = lfd;
     nc.plaintext = l->plaintext;
-    snprintf(nc.keys, sizeof nc.keys, "%s", keys);
+    nc.tls = tls;
     if (l->timeout_ms)
         nc.timeout_ms = l->timeout_ms;
     nc.latency_ns = l->latency_ns;
@@ -406,7 +581,7 @@ static void child(const mpc_launch *l, const char *keys, int self, int nodes, in
     wire w;
     memset(&w, 0, sizeof w);
     errbuf e = {{0}};
-    w.rc = mpc_node_main(&l->cfg, &nc, fn, arg, out, &w.st, &e);
+    w.rc = mpc_node_main_at(&l->cfg, &nc, fn, arg, out, &w.st, report_failure, &wfd, &e);
     fclose(out);
     memcpy(w.err, e.msg, sizeof w.err);
     w.out_len = len;
@@ -416,14 +591,51 @@ static void child(const mpc_launch *l, const char *keys, int self, int nodes, in
     _exit(0);
 }
 
-/* Reads every node's report until all pipes close; past the deadline every node still running
- * is killed (SIGKILL) and given 2 s more. */
+/* Whether a closed report pipe holds a complete report of success. */
+static int report_ok(const uint8_t *buf, size_t len)
+{
+    wire w;
+    if (len < sizeof w)
+        return 0;
+    memcpy(&w, buf, sizeof w);
+    return w.rc == MS_OK;
+}
+
+/* Kills every node still running (rfd open), noting which were stopped (frozen). */
+static void end_nodes(int nodes, const pid_t *pid, const int *rfd, mpc_ending *x)
+{
+    for (int i = 0; i < nodes; i++)
+        if (rfd[i] >= 0) {
+            x->frozen[i] = mpc_launch_stopped(pid[i]);
+            kill(pid[i], SIGKILL);
+            x->stopped[i] = 1;
+        }
+}
+
+/* Reads every node's report until all pipes close. A node that ends without a report or with a
+ * failure ends the session: every node still running is killed (SIGKILL) at once, since the
+ * session cannot succeed without it (a frozen node never ends; its peers notice the silence
+ * within MPC_LIVENESS_MS and fail, which ends it here, and a node stopped that long ends it
+ * even when no peer waits on it). A signal the guard caught ends it the same way. Past the deadline
+ * every node still running is killed too and given 2 s more. */
 static int collect(const mpc_launch *l, int nodes, const pid_t *pid, int *rfd, uint64_t t0,
-                   uint8_t **buf, size_t *len, mpc_node_result *res, int *killed, errbuf *err)
+                   uint8_t **buf, size_t *len, mpc_node_result *res, mpc_ending *x, errbuf *err)
 {
     size_t cap[MPC_NODES_MAX] = {0};
-    int open_n = nodes, deadline = l->deadline_ms ? l->deadline_ms : 60000;
+    uint64_t since[MPC_NODES_MAX] = {0};
+    int open_n = nodes, deadline = l->deadline_ms ? l->deadline_ms : 60000, ending = 0;
     while (open_n > 0) {
+        if (!ending && (x->sig = mpc_launch_caught()) != 0)
+            ending = 1;
+        int running[MPC_NODES_MAX];
+        for (int i = 0; i < nodes; i++)
+            running[i] = rfd[i] >= 0;
+        if (!ending && mpc_launch_frozen(nodes, pid, running, since) >= 0)
+            ending = 1; /* stopped, and no peer waits on it to notice */
+        if (ending == 1) {
+            end_nodes(nodes, pid, rfd, x);
+            ending = 2;
+        }
         struct pollfd pf[MPC_NODES_MAX];
         int who[MPC_NODES_MAX], np = 0;
         for (int i = 0; i < nodes; i++)
@@ -433,14 +645,14 @@ static int collect(const mpc_launch *l, int nodes, const pid_t *pid, int *rfd, u
             }
         int left = deadline - (int)((now_ns() - t0) / 1000000ull);
         if (left <= 0) {
-            for (int i = 0; i < nodes; i++)
-                if (rfd[i] >= 0)
-                    kill(pid[i], SIGKILL);
-            *killed = 1;
+            if (!x->deadline)
+                end_nodes(nodes, pid, rfd, x);
+            x->deadline = 1;
             left = 2000;
             deadline += 2000;
         }
-        int pr = poll(pf, (nfds_t)np, left);
+        /* at most 200 ms at a time: a signal caught just before the poll is seen */
+        int pr = poll(pf, (nfds_t)np, left < 200 ? left : 200);
         for (int q = 0; pr > 0 && q < np; q++) {
             int i = who[q];
             if (!pf[q].revents)
@@ -461,29 +673,30 @@ static int collect(const mpc_launch *l, int nodes, const pid_t *pid, int *rfd, u
                 rfd[i] = -1;
                 open_n--;
                 res[i].seconds = (double)(now_ns() - t0) * 1e-9;
+                x->reported[i] = len[i] >= sizeof(wire);
+                if (!ending && !report_ok(buf[i], len[i]))
+                    ending = 1;
             }
         }
     }
     return MS_OK;
 }
 
-/* Fills res from a node's exit status and report (or says it ended without one). */
-static void decode(int i, int status, const uint8_t *buf, size_t len, int killed,
-                   mpc_node_result *R)
+/* Fills res from a node's exit status and report (the message of one without a report is
+ * mpc_launch_blame's). */
+static void decode(int status, const uint8_t *buf, size_t len, uint64_t t0, mpc_node_result *R)
 {
     R->exited = WIFEXITED(status);
     R->status = R->exited ? WEXITSTATUS(status) : 0;
     R->sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     if (len < sizeof(wire)) {
         R->rc = MS_ERR_PEER;
-        snprintf(R->err, sizeof R->err, "node %d ended without a report (%s %d)%s", i,
-                 R->sig ? "signal" : "status", R->sig ? R->sig : R->status,
-                 killed ? " — the launcher killed it at its deadline" : "");
         return;
     }
     wire w;
     memcpy(&w, buf, sizeof w);
     R->rc = w.rc;
+    R->failed = w.rc && w.fail_ns > t0 ? (double)(w.fail_ns - t0) * 1e-9 : 0;
     memcpy(R->err, w.err, sizeof R->err);
     R->err[sizeof R->err - 1] = 0;
     R->st = w.st;
@@ -493,61 +706,96 @@ static void decode(int i, int status, const uint8_t *buf, size_t len, int killed
         memcpy(R->out, buf + sizeof w, R->out_len);
 }
 
-int mpc_launch_run(const mpc_launch *l, mpc_node_fn fn, void *arg, mpc_node_result *res,
-                   int *n_nodes, errbuf *err)
+/* Every node's keys, loaded from a fresh key folder that is removed at once: the forked nodes
+ * inherit them in memory, and nothing secret stays on disk while the session runs. */
+int mpc_launch_tls(const mpc_launch *l, int nodes, struct mpc_tls **tls, errbuf *e)
 {
-    const proto *pr = proto_find(l->cfg.name);
-    int nodes = pr ? pr->nodes : 3, n_parties = pr ? pr->n_parties : 3;
+    char keys[256];
+    memset(tls, 0, sizeof *tls * (size_t)nodes);
+    int rc = mpc_launch_keys(l, nodes, keys, e);
+    for (int i = 0; !rc && keys[0] && i < nodes; i++)
+        rc = mpc_tls_load(keys, i, &tls[i], e);
+    mpc_launch_keys_drop(nodes, keys);
+    if (rc)
+        mpc_launch_tls_free(nodes, tls);
+    return rc;
+}
+
+void mpc_launch_tls_free(int nodes, struct mpc_tls **tls)
+{
+    for (int i = 0; i < nodes; i++) {
+        mpc_tls_free(tls[i]);
+        tls[i] = NULL;
+    }
+}
+
+static int launch(const mpc_launch *l, mpc_node_fn fn, void *arg, mpc_node_result *res, int nodes,
+                  int n_parties, errbuf *err)
+{
     int lfd[MPC_NODES_MAX], port[MPC_NODES_MAX], rfd[MPC_NODES_MAX];
     pid_t pid[MPC_NODES_MAX];
-    *n_nodes = nodes;
-    memset(res, 0, sizeof *res * (size_t)nodes);
-    char keys[256];
-    int krc = mpc_launch_keys(l, nodes, keys, err);
-    if (krc)
-        return krc;
+    struct mpc_tls *tls[MPC_NODES_MAX];
+    int rc = mpc_launch_tls(l, nodes, tls, err);
+    if (rc)
+        return rc;
     /* ports bound to 0 before the fork: no collisions, and every node already listens */
     for (int i = 0; i < nodes; i++) {
-        int rc = mpc_net_listen("127.0.0.1", 0, &lfd[i], &port[i], err);
+        rc = mpc_net_listen("127.0.0.1", 0, &lfd[i], &port[i], err);
         if (rc) {
             while (i--)
                 close(lfd[i]);
-            mpc_launch_keys_drop(nodes, keys);
+            mpc_launch_tls_free(nodes, tls);
             return rc;
         }
     }
     fflush(stdout);
     fflush(stderr);
     uint64_t t0 = now_ns();
-    for (int i = 0; i < nodes; i++) {
+    int started = 0;
+    for (int i = 0; i < nodes && !rc; i++) {
         int pfd[2];
         if (pipe2(pfd, O_CLOEXEC) != 0) {
-            mpc_launch_keys_drop(nodes, keys);
-            return err_set(err, MS_ERR_IO, "pipe: %s", strerror(errno));
+            rc = err_set(err, MS_ERR_IO, "pipe: %s", strerror(errno));
+            break;
         }
+        pid_t parent = getpid();
         pid[i] = fork();
         if (pid[i] == 0) {
+            if (mpc_launch_node_init(parent)) /* the node dies with its launcher */
+                _exit(1);
             close(pfd[0]);
             for (int j = 0; j < i; j++)
                 close(rfd[j]);
             for (int j = 0; j < nodes; j++)
                 if (j != i)
                     close(lfd[j]);
-            child(l, keys, i, nodes, n_parties, port, lfd[i], pfd[1], fn, arg);
+            child(l, tls[i], i, nodes, n_parties, port, lfd[i], pfd[1], fn, arg);
         }
         close(pfd[1]);
         rfd[i] = pfd[0];
         if (pid[i] < 0) {
-            mpc_launch_keys_drop(nodes, keys);
-            return err_set(err, MS_ERR_IO, "fork: %s", strerror(errno));
-        }
+            close(rfd[i]);
+            rc = err_set(err, MS_ERR_IO, "fork: %s", strerror(errno));
+        } else
+            started++;
     }
+    mpc_launch_tls_free(nodes, tls);
     for (int i = 0; i < nodes; i++)
         close(lfd[i]);
+    if (rc) { /* the session cannot run without every node */
+        for (int i = 0; i < started; i++) {
+            kill(pid[i], SIGKILL);
+            close(rfd[i]);
+            waitpid(pid[i], NULL, 0);
+        }
+        return rc;
+    }
     uint8_t *buf[MPC_NODES_MAX] = {0};
     size_t len[MPC_NODES_MAX] = {0};
-    int killed = 0;
-    int rc = collect(l, nodes, pid, rfd, t0, buf, len, res, &killed, err);
+    mpc_ending x;
+    memset(&x, 0, sizeof x);
+    x.nodes = nodes;
+    rc = collect(l, nodes, pid, rfd, t0, buf, len, res, &x, err);
     for (int i = 0; i < nodes; i++) {
         int status = 0;
         if (rc && rfd[i] >= 0) {
@@ -555,10 +803,30 @@ int mpc_launch_run(const mpc_launch *l, mpc_node_fn fn, void *arg, mpc_node_resu
             close(rfd[i]);
         }
         waitpid(pid[i], &status, 0);
-        decode(i, status, buf[i], len[i], killed, &res[i]);
+        decode(status, buf[i], len[i], t0, &res[i]);
         free(buf[i]);
     }
-    mpc_launch_keys_drop(nodes, keys);
+    mpc_launch_blame(res, &x);
+    if (!rc && x.sig)
+        rc = err_set(err, MS_ERR_INTERRUPTED, "interrupted by %s: the session's nodes were stopped",
+                     strsignal(x.sig));
+    return rc;
+}
+
+int mpc_launch_run(const mpc_launch *l, mpc_node_fn fn, void *arg, mpc_node_result *res,
+                   int *n_nodes, errbuf *err)
+{
+    const proto *pr = proto_find(l->cfg.name);
+    int nodes = pr ? pr->nodes : 3, n_parties = pr ? pr->n_parties : 3;
+    *n_nodes = nodes;
+    memset(res, 0, sizeof *res * (size_t)nodes);
+    mpc_launch_guard();
+    int rc = mpc_launch_caught() ? err_set(err, MS_ERR_INTERRUPTED, "interrupted by %s",
+                                           strsignal(mpc_launch_caught()))
+                                 : launch(l, fn, arg, res, nodes, n_parties, err);
+    if (rc && mpc_launch_caught() && rc != MS_ERR_INTERRUPTED)
+        rc = err_set(err, MS_ERR_INTERRUPTED, "interrupted by %s", strsignal(mpc_launch_caught()));
+    mpc_launch_unguard(); /* a signal caught ends the command here, everything cleaned up */
     return rc;
 }
 
@@ -626,11 +894,10 @@ int mpc_run_local(const mpc_launch *l, const op_program *p, mpc_tensor_fn fn, vo
     out->n_nodes = nodes;
     const proto *pr = proto_find(l->cfg.name);
     out->n_parties = pr ? pr->n_parties : 3;
+    int f = mpc_launch_failed(nr, nodes);
+    if (f >= 0)
+        rc = err_set(err, nr[f].rc, "node %d: %s", f, nr[f].err);
     for (int i = 0; i < nodes && !rc; i++) {
-        if (nr[i].rc) {
-            rc = err_set(err, nr[i].rc, "node %d: %s", i, nr[i].err);
-            break;
-        }
         const uint8_t *b = nr[i].out, *end = nr[i].out + nr[i].out_len;
         size_t need = sizeof(mpc_op_stat) * (1 + p->n_ops);
         out->ops[i] = calloc(p->n_ops + 1, sizeof(mpc_op_stat));

@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "protocols/program/eng.h"
 #include "mpc_eng.h"
@@ -72,6 +73,12 @@ typedef int (*mpc_node_fn)(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *e
 /* Connects, creates the engine, runs fn, says goodbye; *st receives the final counters. */
 int mpc_node_main(const proto_cfg *cfg, const mpc_net_cfg *ncfg, mpc_node_fn fn, void *arg,
                   FILE *out, mpc_net_stats *st, errbuf *err);
+/* The same, calling failed(fctx, rc, err, counters or NULL) as soon as the node has failed,
+ * before its links close: a launcher's node reports (and may end) there, so a peer that sees
+ * the links close and fails in turn is not taken for the cause. */
+typedef void (*mpc_fail_fn)(void *fctx, int rc, const errbuf *err, const mpc_net_stats *st);
+int mpc_node_main_at(const proto_cfg *cfg, const mpc_net_cfg *ncfg, mpc_node_fn fn, void *arg,
+                     FILE *out, mpc_net_stats *st, mpc_fail_fn failed, void *fctx, errbuf *err);
 
 /* ---------------------------------------------------------------- local launcher */
 
@@ -88,22 +95,72 @@ typedef struct mpc_launch {
  * when l->plaintext. */
 int mpc_launch_keys(const mpc_launch *l, int nodes, char dir[256], errbuf *e);
 void mpc_launch_keys_drop(int nodes, const char *dir);
+/* The launchers' TLS keys in memory: a key folder made as above, every node's keys loaded
+ * from it (tls[i]: node i's, NULL when l->plaintext) and the folder removed before this
+ * returns. A node forked after it hands tls[i] to mpc_net_cfg.tls: no key file exists while the
+ * session runs. mpc_launch_tls_free frees what the launcher holds after the fork. */
+int mpc_launch_tls(const mpc_launch *l, int nodes, struct mpc_tls **tls, errbuf *e);
+void mpc_launch_tls_free(int nodes, struct mpc_tls **tls);
+
+/* Launchers' signals. Between mpc_launch_guard and mpc_launch_unguard (they nest), SIGINT,
+ * SIGTERM and SIGHUP (unless ignored) only note the signal (mpc_launch_caught); a launcher's
+ * wait looks every 200 ms, kills its nodes and cleans up, and the outermost unguard raises the
+ * signal again under its former disposition, so the command still ends as the signal meant. */
+void mpc_launch_guard(void);
+int mpc_launch_caught(void);
+void mpc_launch_unguard(void);
+/* First thing in a forked node: the signals' former dispositions back, and death with the
+ * launcher (PR_SET_PDEATHSIG, SIGKILL). Nonzero if the launcher is already gone. */
+int mpc_launch_node_init(pid_t launcher);
+/* 1 when child pid is stopped (SIGSTOP, SIGTSTP): frozen, as its peers see it. */
+int mpc_launch_stopped(pid_t pid);
+/* Called at least every 200 ms while the nodes run: the first node (running[i] set) found
+ * stopped for MPC_LIVENESS_MS, or -1; since[] (zeroed at first) keeps when each was seen
+ * stopped first. Ends a session whose frozen node no peer is waiting on (the dealer between
+ * its batches, a party before its next round). */
+int mpc_launch_frozen(int nodes, const pid_t *pid, const int *running, uint64_t *since);
 
 typedef struct mpc_node_result {
     int rc;     /* the node's ms_err; MS_ERR_PEER if it died without reporting */
     int exited; /* 1: exited normally with status; 0: killed by signal sig */
     int status, sig;
     double seconds; /* until the node ended */
+    double failed;  /* until it knew it failed, by its report (0: unknown) */
     char err[1024];
     mpc_net_stats st;
     uint8_t *out; /* what fn wrote to its FILE */
     size_t out_len;
+    int cause; /* 1: the node the session failed from (mpc_launch_blame) */
 } mpc_node_result;
 
+/* How a launcher's session ended, node by node. */
+typedef struct mpc_ending {
+    int nodes;
+    int reported[MPC_NODES_MAX]; /* its complete report was read */
+    int stopped[MPC_NODES_MAX];  /* the launcher killed it after another node failed */
+    int frozen[MPC_NODES_MAX];   /* it was stopped (SIGSTOP) when the launcher killed it */
+    int deadline;                /* the launcher's deadline passed */
+    int sig;                     /* the signal that interrupted the launcher, or 0 */
+} mpc_ending;
+
+/* Names the node a failed session failed from (res[c].cause = 1): a frozen node before one
+ * that ended on its own without a report (killed, crashed), before one that reported a failure
+ * of its own, before one that reported what it saw of a peer (a lost link, a silent heartbeat,
+ * no progress); the earliest among equals. A node without a report gets a message saying how
+ * it ended (a frozen one the first peer's account of the silence). */
+void mpc_launch_blame(mpc_node_result *res, const mpc_ending *x);
+/* The node to report a failed session by: the cause, else the first that failed; -1: none. */
+int mpc_launch_failed(const mpc_node_result *res, int nodes);
+
 /* Forks every node of the session (parties + dealer) on 127.0.0.1 with ports bound to 0 before
- * the fork (channels under TLS with keys made for the session unless l->plaintext), runs fn in
- * each, and collects their results. Returns MS_OK when the launch itself
- * worked (look at res[i].rc for each node). */
+ * the fork (channels under TLS with keys made for the session unless l->plaintext, handed over
+ * in memory: mpc_launch_tls), runs fn in each, and collects their results. The first node that
+ * fails or ends without a report ends the session: the others are killed at once (a frozen
+ * node is found by its peers' heartbeats or seen stopped by the launcher, within
+ * MPC_LIVENESS_MS either way). Nodes die with the launcher
+ * (PR_SET_PDEATHSIG). Returns MS_OK when the launch itself worked (look at
+ * mpc_launch_failed(res) and res[i].rc); MS_ERR_INTERRUPTED after a signal (mpc_launch_guard),
+ * which is then raised again unless an outer guard holds it. */
 int mpc_launch_run(const mpc_launch *l, mpc_node_fn fn, void *arg, mpc_node_result *res,
                    int *n_nodes, errbuf *err);
 void mpc_node_results_free(mpc_node_result *res, int n);

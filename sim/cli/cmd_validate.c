@@ -245,11 +245,9 @@ static int validate_prims(const char *pn, const proto_cfg *cfg, unsigned long lo
         int nodes = 0;
         if (!rc)
             rc = mpc_launch_run(&l, vnode, &j, nr, &nodes, e);
-        for (int i = 0; !rc && i < nodes; i++)
-            if (nr[i].rc) {
-                rc = nr[i].rc;
-                err_set(e, rc, "node %d: %s", i, nr[i].err);
-            }
+        int f = rc ? -1 : mpc_launch_failed(nr, nodes);
+        if (f >= 0)
+            rc = err_set(e, nr[f].rc, "node %d: %s", f, nr[f].err);
         free(j.plain);
         if (rc) {
             err_set(e, rc, "%s %s: %s", pn, vprims[k].label, e->msg);

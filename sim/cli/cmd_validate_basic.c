@@ -118,12 +118,13 @@ static int bo_task(const proto_cfg *cfg, const vm_args *a, const netshape *ns, u
     int rc = ns ? netshape_launch(ns, &l, bo_node, &j, nr, &nodes, e)
                 : mpc_launch_run(&l, bo_node, &j, nr, &nodes, e);
     *meas = 0;
+    int f = rc ? -1 : mpc_launch_failed(nr, nodes);
+    if (f >= 0)
+        rc = err_set(e, nr[f].rc, "basic ops: %s %s node %d: %s", cfg->name, op_kind_name(kind), f,
+                     nr[f].err);
     for (int i = 0; !rc && i < pr->n_parties; i++) {
         uint64_t t = 0;
-        if (nr[i].rc)
-            rc = err_set(e, nr[i].rc, "basic ops: %s %s node %d: %s", cfg->name, op_kind_name(kind),
-                         i, nr[i].err);
-        else if (nr[i].out_len >= sizeof t)
+        if (nr[i].out_len >= sizeof t)
             memcpy(&t, nr[i].out, sizeof t);
         *meas = t > *meas ? t : *meas;
     }

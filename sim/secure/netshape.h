@@ -18,9 +18,14 @@ typedef struct netshape {
     char ip[MPC_NODES_MAX][32];
     double rate_bps;
     int up;
+    int life_fd, done_fd; /* the cleaner's pipes (netshape_up) */
+    char dir[256];        /* the nodes' reports: $TMPDIR/mpcsim-shape-XXXXXX */
 } netshape;
 
-/* Creates the namespaces, links and qdiscs. MS_ERR_NET with the reason when not possible. */
+/* Creates the namespaces, links and qdiscs. MS_ERR_NET with the reason when not possible.
+ * A detached cleaner process removes the namespaces and the session's folder when the
+ * launcher ends in any way, a SIGKILL included; netshape_down removes them itself and waits
+ * for the cleaner. */
 int netshape_up(netshape *s, int n_nodes, double rate_bps, errbuf *e);
 void netshape_down(netshape *s);
 

@@ -569,14 +569,11 @@ int secinf_prepare(const secinf_opts *o, secinf_result *r, errbuf *e)
 
 int secinf_collect(secinf_result *r, const mpc_node_result *nr, int nodes, errbuf *e)
 {
-    int rc = MS_OK;
-    /* the root cause first: a node's own failure before the others' lost connections */
-    for (int pass = 0; pass < 2 && !rc; pass++)
-        for (int i = 0; !rc && i < nodes; i++)
-            if (nr[i].rc && (pass || (nr[i].rc != MS_ERR_PEER && nr[i].rc != MS_ERR_NET)))
-                rc = err_set(e, nr[i].rc, "secure inference: node %d%s: %s", i,
-                             i == nodes - 1 && r->n_parties < (uint32_t)nodes ? " (dealer)" : "",
-                             nr[i].err[0] ? nr[i].err : "ended without a message");
+    int rc = MS_OK, f = mpc_launch_failed(nr, nodes); /* the root cause (mpc_launch_blame) */
+    if (f >= 0)
+        rc = err_set(e, nr[f].rc, "secure inference: node %d%s: %s", f,
+                     f == nodes - 1 && r->n_parties < (uint32_t)nodes ? " (dealer)" : "",
+                     nr[f].err[0] ? nr[f].err : "ended without a message");
     r->n_nodes = (uint32_t)nodes;
     if (!rc && !(r->st = calloc((size_t)r->n_steps * r->n_nodes, sizeof *r->st)))
         rc = err_set(e, MS_ERR_NOMEM, "secure inference: out of memory");

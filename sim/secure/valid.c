@@ -190,12 +190,12 @@ int valid_round_ns(const proto_cfg *cfg, uint64_t latency_ns, const netshape *sh
     int rc = shape ? netshape_launch(shape, &l, ping_node, NULL, nr, &nodes, e)
                    : mpc_launch_run(&l, ping_node, NULL, nr, &nodes, e);
     *ns = 0;
+    int f = rc ? -1 : mpc_launch_failed(nr, nodes);
+    if (f >= 0)
+        rc = err_set(e, nr[f].rc, "round-time probe: node %d: %s", f, nr[f].err);
     for (int i = 0; !rc && i < nodes; i++) {
         uint64_t t;
-        if (nr[i].rc)
-            rc = err_set(e, nr[i].rc, "round-time probe: node %d: %s", i, nr[i].err);
-        else if (nr[i].out_len >= sizeof t &&
-                 (memcpy(&t, nr[i].out, sizeof t), t / PING_ROUNDS > *ns))
+        if (nr[i].out_len >= sizeof t && (memcpy(&t, nr[i].out, sizeof t), t / PING_ROUNDS > *ns))
             *ns = t / PING_ROUNDS;
     }
     if (nodes)
