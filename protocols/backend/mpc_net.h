@@ -27,7 +27,10 @@
  * mpc_net_send_offline / mpc_net_recv_offline and is counted as offline bytes.
  *
  * Failure: a peer that dies or drops its connection is seen at once (EOF/RST on any link, polled
- * in every wait); a silent peer times out after timeout_ms without progress; a frame whose
+ * in every wait); a heartbeat connection that closes while the data link stays open is an error
+ * after a second; a silent peer times out after timeout_ms without progress, where a peer whose
+ * heartbeat shows it moving bytes with another node (its link there is slow) is not silent;
+ * a frame whose
  * header, type, sequence or length is not the expected one is rejected. All of these return an
  * error with the full sentence in the errbuf; nothing here exits or hangs. */
 #ifndef MPCSIM_MPC_NET_H
@@ -148,6 +151,9 @@ typedef void (*mpc_net_tap)(void *ctx, int from, int type, const void *buf, size
 void mpc_net_set_tap(mpc_net *n, mpc_net_tap tap, void *ctx);
 /* The socket to node j (tests use it to drop a connection or write under TLS); -1 if none. */
 int mpc_net_fd(const mpc_net *n, int j);
+/* The heartbeat connection's socket to node j (tests close it under a running session); -1 if
+ * none. */
+int mpc_net_beat_fd(const mpc_net *n, int j);
 /* Tests: writes len bytes as they are into the data channel to node j (inside TLS when on). */
 int mpc_net_send_raw(mpc_net *n, int j, const void *buf, size_t len, errbuf *e);
 int mpc_net_is_tls(const mpc_net *n);
