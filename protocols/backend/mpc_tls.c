@@ -302,11 +302,17 @@ static int cert_node(X509 *x)
  * owned by this user (or root) and writable by nobody else, else another local user could swap
  * the CA or a certificate and be accepted as a node. A file that is missing is left to the
  * loader's own message. */
+#define MPC_TLS_PEM_MAX (1 << 20) /* a key folder's PEM files are under 1 kB each */
+
 static int check_owner_mode(const char *path, const char *what, errbuf *e)
 {
     struct stat st;
     if (stat(path, &st) != 0)
         return MS_OK;
+    if (strcmp(what, "key folder") && (!S_ISREG(st.st_mode) || st.st_size > MPC_TLS_PEM_MAX))
+        return err_set(e, MS_ERR_IO, "%s: the %s is %s", path, what,
+                       S_ISREG(st.st_mode) ? "larger than 1 MiB (not a PEM file of a key folder)"
+                                           : "not a regular file");
     if (st.st_uid != geteuid() && st.st_uid != 0)
         return err_set(e, MS_ERR_IO,
                        "%s: the %s belongs to user %u, not to this user (%u): another user could "
