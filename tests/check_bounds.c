@@ -83,8 +83,9 @@ START_TEST(test_text_files)
 }
 END_TEST
 
-/* A key folder whose ca.pem is /dev/zero (a link to it) or a 2 MiB file. Before: OpenSSL's
- * PEM reader scanned /dev/zero for a header that never comes. */
+/* A key folder whose ca.pem is /dev/zero (a link to it) or a 2 MiB file: refused before
+ * OpenSSL reads it. Before: handed to OpenSSL, which failed on it ("no certificate or crl
+ * found"), the cause unsaid. */
 START_TEST(test_pem_files)
 {
     const char *k = testdir_path(&td, "k");

@@ -4,7 +4,9 @@
  * Nodes are numbered 0..n_nodes-1: the compute parties first, then the dealer (if any). Node i
  * connects to every node j < i and accepts every node j > i; each connection starts with a
  * plaintext HELLO frame naming the node, its frame version and whether TLS follows (so a peer of
- * another version or security mode gets a clear error, not a handshake failure).
+ * another version or security mode gets a clear error, not a handshake failure); the accepting
+ * side answers with the TLS handshake, or without TLS with one acknowledgement byte, and a
+ * dialler whose hello was dropped (the connection closed instead) dials again.
  *
  * Security: by default every connection (data and heartbeat) then runs TLS 1.3 with mutual
  * authentication by per-node certificates (mpc_tls.h): the connecting side accepts only the
@@ -43,8 +45,10 @@
 
 #define MPC_NODES_MAX 4             /* 3 compute parties + a dealer */
 #define MPC_FRAME_MAGIC 0x4643504du /* "MPCF" little endian */
-#define MPC_FRAME_VERSION 3         /* 3: the hello says whether TLS follows */
-#define MPC_HELLO_TLS 0x100u        /* hello seq flag: a TLS handshake follows the hello */
+#define MPC_FRAME_VERSION                                                                      \
+    4                        /* 3: the hello says whether TLS follows; 4: a plaintext hello is \
+                              * acknowledged */
+#define MPC_HELLO_TLS 0x100u /* hello seq flag: a TLS handshake follows the hello */
 #define MPC_FRAME_HDR 32
 #define MPC_LIVENESS_MS 5000 /* heartbeat silence that makes a peer frozen */
 
