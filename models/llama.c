@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- weights and run state ------------------------------------------------------------ */
 
@@ -42,11 +43,24 @@ struct llama {
     uint8_t *mask;             /* max_ctx */
 };
 
-static int read_file(const char *path, char **buf, size_t *len, errbuf *e)
+/* A file read whole, at most max bytes, and a regular file (a device such as /dev/zero, a FIFO
+ * or a sparse file past max is refused before anything is allocated). */
+static int read_file(const char *path, uint64_t max, char **buf, size_t *len, errbuf *e)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
         return err_set(e, MS_ERR_NOTFOUND, "%s: error: cannot open file", path);
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > max) {
+        int reg = S_ISREG(st.st_mode);
+        fclose(f);
+        if (!reg)
+            return err_set(e, MS_ERR_FORMAT, "%s: error: not a regular file", path);
+        return err_set(e, MS_ERR_FORMAT,
+                       "%s: error: file of %llu bytes, larger than the %llu bytes this reader "
+                       "takes",
+                       path, (unsigned long long)st.st_size, (unsigned long long)max);
+    }
     if (fseek(f, 0, SEEK_END) != 0) {
         fclose(f);
         return err_set(e, MS_ERR_IO, "%s: error: cannot seek", path);
@@ -192,7 +206,7 @@ int llama_load(const model_cfg *cfg, const char *checkpoint_path, llama **out, e
                        cfg->name);
     char *buf = NULL;
     size_t len = 0;
-    int rc = read_file(checkpoint_path, &buf, &len, e);
+    int rc = read_file(checkpoint_path, LLAMA_CKPT_MAX, &buf, &len, e);
     if (rc != MS_OK)
         return rc;
     if (len < 28 || (len - 28) % 4) {
@@ -501,7 +515,7 @@ int llama_tok_load(const char *path, uint32_t vocab, llama_tok **out, errbuf *e)
                        path, LLAMA_TOK_MIN_VOCAB, vocab);
     char *buf = NULL;
     size_t len = 0, off = 4;
-    int rc = read_file(path, &buf, &len, e);
+    int rc = read_file(path, LLAMA_TOK_FILE_MAX, &buf, &len, e);
     if (rc != MS_OK)
         return rc;
     llama_tok *t = calloc(1, sizeof *t);

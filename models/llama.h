@@ -68,6 +68,11 @@ void llama_compare(const double *x, const float *ref, uint32_t n, uint32_t vocab
 
 /* <unk>, <s>, </s> and the 256 byte-fallback pieces <0x00>..<0xFF> (ids 3..258). */
 #define LLAMA_TOK_MIN_VOCAB 259
+/* Largest files the readers take (the whole file is held in memory, a checkpoint twice while
+ * it loads): 8 GiB of checkpoint (a 2B-parameter model in float32), 64 MiB of tokenizer
+ * (llama2.c's 32000-piece one is 424 kB). */
+#define LLAMA_CKPT_MAX (8ull << 30)
+#define LLAMA_TOK_FILE_MAX (64ull << 20)
 int llama_tok_load(const char *path, uint32_t vocab, llama_tok **out, errbuf *e);
 void llama_tok_free(llama_tok *t);
 /* Encodes text as run.c does (BOS first, dummy-prefix space); returns the count. */

@@ -905,6 +905,53 @@ START_TEST(test_data_safety)
 }
 END_TEST
 
+/* A temporary merge output (OUT.mergeXXXXXX or its side files) in dir. */
+static int merge_temp_in(const char *dir)
+{
+    char cmd[600], out[4096];
+    snprintf(cmd, sizeof cmd, "ls -A %s | grep -e '\\.merge'", dir);
+    th_sh(cmd, out, sizeof out);
+    return *out != 0;
+}
+
+/* merge ended by SIGINT or SIGTERM while it works (held at copying OUT, which this test keeps
+ * locked): it dies of the signal, removes its temporary file, and OUT keeps its bytes. */
+START_TEST(test_merge_signalled)
+{
+    write_sweep("g.yaml", "sig", 1, 0); /* 4 runs */
+    ck_assert_int_eq(MPCSIM("run", "g.yaml", "-o", "g1.db", "-q", "--shard", "1/2"), 0);
+    ck_assert_int_eq(MPCSIM("run", "g.yaml", "-o", "g2.db", "-q", "--shard", "2/2"), 0);
+    ck_assert_int_eq(MPCSIM("merge", "gm.db", "g1.db"), 0);
+    set_pragma(tpath("gm.db"), "PRAGMA journal_mode = DELETE");
+    size_t before_len = 0;
+    char *before = th_slurp(tpath("gm.db"), &before_len);
+    static const int sigs[] = {SIGINT, SIGTERM};
+    for (int i = 0; i < 2; i++) {
+        sqlite3 *h;
+        ck_assert_int_eq(sqlite3_open(tpath("gm.db"), &h), SQLITE_OK);
+        ck_assert_int_eq(sqlite3_exec(h, "BEGIN EXCLUSIVE", NULL, NULL, NULL), SQLITE_OK);
+        pid_t pid = SPAWN("merge", "gm.db", "g2.db", "g1.db", "g2.db");
+        for (int k = 0; k < 2000 && !merge_temp_in(tmpdir); k++)
+            usleep(5000);
+        ck_assert_msg(merge_temp_in(tmpdir), "merge made no temporary file");
+        usleep(100000); /* into the copy of gm.db, which waits for the lock */
+        ck_assert_int_eq(kill(pid, sigs[i]), 0);
+        ck_assert_int_eq(th_wait(pid), 128 + sigs[i]);
+        ck_assert_int_eq(sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+        ck_assert_int_eq(sqlite3_close(h), SQLITE_OK);
+        ck_assert_msg(!merge_temp_in(tmpdir), "signal %d left the temporary file", sigs[i]);
+        size_t len = 0;
+        char *now = th_slurp(tpath("gm.db"), &len);
+        ck_assert_msg(len == before_len && !memcmp(now, before, len), "gm.db changed");
+        free(now);
+    }
+    free(before);
+    ck_assert_int_eq(MPCSIM("merge", "gm.db", "g2.db"), 0); /* and a merge left alone ends */
+    ck_assert_int_eq(sqlfix_file_int(tpath("gm.db"), "SELECT count(*) FROM runs"), 4);
+    ck_assert(!merge_temp_in(tmpdir));
+}
+END_TEST
+
 /* Two shards started at once with --resume on one new database: it is created and migrated
  * once, and holds every run once. */
 START_TEST(test_shards_share_db)
@@ -1430,8 +1477,8 @@ Suite *cli_suite(void)
     TH_TESTS(tc, test_help_texts, test_man_and_completion_options, test_rooms_point_one_way,
              test_input_error_writes_nothing, test_out_of_range_inputs, test_dry_run_and_shards,
              test_db_path_and_resume_guard, test_kill_and_resume, test_groups_same_as_alone,
-             test_worker_death, test_determinism_and_merge, test_data_safety, test_shards_share_db,
-             test_concurrent_resumes, test_report, test_report_policies, test_plot_images,
-             test_plot_figures, test_mpirun_shards);
+             test_worker_death, test_determinism_and_merge, test_data_safety, test_merge_signalled,
+             test_shards_share_db, test_concurrent_resumes, test_report, test_report_policies,
+             test_plot_images, test_plot_figures, test_mpirun_shards);
     return s;
 }

@@ -4,7 +4,9 @@
  * Nodes are numbered 0..n_nodes-1: the compute parties first, then the dealer (if any). Node i
  * connects to every node j < i and accepts every node j > i; each connection starts with a
  * plaintext HELLO frame naming the node, its frame version and whether TLS follows (so a peer of
- * another version or security mode gets a clear error, not a handshake failure).
+ * another version or security mode gets a clear error, not a handshake failure); the accepting
+ * side answers with the TLS handshake, or without TLS with one acknowledgement byte, and a
+ * dialler whose hello was dropped (the connection closed instead) dials again.
  *
  * Security: by default every connection (data and heartbeat) then runs TLS 1.3 with mutual
  * authentication by per-node certificates (mpc_tls.h): the connecting side accepts only the
@@ -27,7 +29,10 @@
  * mpc_net_send_offline / mpc_net_recv_offline and is counted as offline bytes.
  *
  * Failure: a peer that dies or drops its connection is seen at once (EOF/RST on any link, polled
- * in every wait); a silent peer times out after timeout_ms without progress; a frame whose
+ * in every wait); a heartbeat connection that closes while the data link stays open is an error
+ * after a second; a silent peer times out after timeout_ms without progress, where a peer whose
+ * heartbeat shows it moving bytes with another node (its link there is slow) is not silent;
+ * a frame whose
  * header, type, sequence or length is not the expected one is rejected. All of these return an
  * error with the full sentence in the errbuf; nothing here exits or hangs. */
 #ifndef MPCSIM_MPC_NET_H
@@ -40,8 +45,10 @@
 
 #define MPC_NODES_MAX 4             /* 3 compute parties + a dealer */
 #define MPC_FRAME_MAGIC 0x4643504du /* "MPCF" little endian */
-#define MPC_FRAME_VERSION 3         /* 3: the hello says whether TLS follows */
-#define MPC_HELLO_TLS 0x100u        /* hello seq flag: a TLS handshake follows the hello */
+#define MPC_FRAME_VERSION                                                                      \
+    4                        /* 3: the hello says whether TLS follows; 4: a plaintext hello is \
+                              * acknowledged */
+#define MPC_HELLO_TLS 0x100u /* hello seq flag: a TLS handshake follows the hello */
 #define MPC_FRAME_HDR 32
 #define MPC_LIVENESS_MS 5000 /* heartbeat silence that makes a peer frozen */
 
@@ -150,6 +157,9 @@ typedef void (*mpc_net_tap)(void *ctx, int from, int type, const void *buf, size
 void mpc_net_set_tap(mpc_net *n, mpc_net_tap tap, void *ctx);
 /* The socket to node j (tests use it to drop a connection or write under TLS); -1 if none. */
 int mpc_net_fd(const mpc_net *n, int j);
+/* The heartbeat connection's socket to node j (tests close it under a running session); -1 if
+ * none. */
+int mpc_net_beat_fd(const mpc_net *n, int j);
 /* Tests: writes len bytes as they are into the data channel to node j (inside TLS when on). */
 int mpc_net_send_raw(mpc_net *n, int j, const void *buf, size_t len, errbuf *e);
 int mpc_net_is_tls(const mpc_net *n);

@@ -298,6 +298,36 @@ static int cert_node(X509 *x)
     return -1;
 }
 
+/* ssh StrictModes-like: the key folder and the files it trusts (CA, certificate, key) must be
+ * owned by this user (or root) and writable by nobody else, else another local user could swap
+ * the CA or a certificate and be accepted as a node. A file that is missing is left to the
+ * loader's own message. */
+#define MPC_TLS_PEM_MAX (1 << 20) /* a key folder's PEM files are under 1 kB each */
+
+static int check_owner_mode(const char *path, const char *what, errbuf *e)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return MS_OK;
+    if (strcmp(what, "key folder") && (!S_ISREG(st.st_mode) || st.st_size > MPC_TLS_PEM_MAX))
+        return err_set(e, MS_ERR_IO, "%s: the %s is %s", path, what,
+                       S_ISREG(st.st_mode) ? "larger than 1 MiB (not a PEM file of a key folder)"
+                                           : "not a regular file");
+    if (st.st_uid != geteuid() && st.st_uid != 0)
+        return err_set(e, MS_ERR_IO,
+                       "%s: the %s belongs to user %u, not to this user (%u): another user could "
+                       "have replaced it; use a key folder of your own (`mpcsim party keys --out "
+                       "DIR`)",
+                       path, what, (unsigned)st.st_uid, (unsigned)geteuid());
+    if (st.st_mode & 022)
+        return err_set(e, MS_ERR_IO,
+                       "%s: the %s is writable by %s (mode %04o): another user could replace "
+                       "it; chmod go-w %s",
+                       path, what, (st.st_mode & 002) ? "others" : "its group",
+                       (unsigned)(st.st_mode & 07777), path);
+    return MS_OK;
+}
+
 int mpc_tls_load(const char *dir, int self, mpc_tls **out, errbuf *e)
 {
     char ca[4200], crt[4200], key[4200], r[160];
@@ -306,6 +336,13 @@ int mpc_tls_load(const char *dir, int self, mpc_tls **out, errbuf *e)
     key_path(ca, sizeof ca, dir, -1, NULL);
     key_path(crt, sizeof crt, dir, self, "pem");
     key_path(key, sizeof key, dir, self, "key");
+    int mc = check_owner_mode(dir, "key folder", e);
+    if (!mc)
+        mc = check_owner_mode(ca, "session CA", e);
+    if (!mc)
+        mc = check_owner_mode(crt, "certificate", e);
+    if (mc)
+        return mc;
     struct stat st;
     if (stat(key, &st) != 0)
         return err_set(e, MS_ERR_IO,
@@ -316,6 +353,8 @@ int mpc_tls_load(const char *dir, int self, mpc_tls **out, errbuf *e)
         return err_set(e, MS_ERR_IO,
                        "%s: the private key is readable by others (mode %04o): chmod 600 it", key,
                        (unsigned)(st.st_mode & 07777));
+    if ((mc = check_owner_mode(key, "private key", e)))
+        return mc;
     mpc_tls *t = calloc(1, sizeof *t);
     if (!t)
         return err_set(e, MS_ERR_NOMEM, "tls: out of memory");
@@ -451,9 +490,9 @@ static int run_handshake(mpc_tls_conn *c, const char *peer_name, uint64_t deadli
         if (wants)
             return err_set(why, MS_ERR_TIMEOUT, "%s did not complete the TLS handshake in time",
                            peer_name);
-        if (s == MPC_TLS_EOF)
+        if (s == MPC_TLS_EOF) /* MS_ERR_NET: a dialler tries again (mpc_net.c, dial) */
             return err_set(
-                why, MS_ERR_PEER,
+                why, MS_ERR_NET,
                 "%s closed the connection during the TLS handshake (a peer run with "
                 "--insecure-plaintext, or an mpcsim of another frame version? see its log)",
                 peer_name);

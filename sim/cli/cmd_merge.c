@@ -1,6 +1,7 @@
 /* cmd_merge.c — `mpcsim merge`: fold shard databases into one, without duplicates (runs are
  * keyed by config hash), in one transaction. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,42 @@
 #include "cmd.h"
 #include "opt.h"
 #include "results/rdb.h"
+
+/* The temporary file and its SQLite side files, removed by the handler of a signal that ends
+ * the merge (SIGINT, SIGTERM, SIGHUP) before the default action: only unlink, which is
+ * async-signal-safe, on paths made before the handler was installed. */
+static char merge_tmp[4][4096];
+static const char *const merge_side[] = {"", "-wal", "-shm", "-journal"};
+static const int merge_signals[] = {SIGINT, SIGTERM, SIGHUP};
+
+static void merge_on_signal(int sig)
+{
+    for (int i = 0; i < 4; i++)
+        if (merge_tmp[i][0])
+            unlink(merge_tmp[i]);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+/* with_tmp: tmp's paths set and the handlers installed; else the default actions back. */
+static void merge_guard(const char *tmp, struct sigaction old[3])
+{
+    if (tmp) {
+        for (int i = 0; i < 4; i++)
+            snprintf(merge_tmp[i], sizeof merge_tmp[i], "%s%s", tmp, merge_side[i]);
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = merge_on_signal;
+        sigfillset(&sa.sa_mask);
+        for (int i = 0; i < 3; i++)
+            sigaction(merge_signals[i], &sa, &old[i]);
+    } else {
+        for (int i = 0; i < 3; i++)
+            sigaction(merge_signals[i], &old[i], NULL);
+        for (int i = 0; i < 4; i++)
+            merge_tmp[i][0] = 0;
+    }
+}
 
 static int merge(const char *out, const char *const *in, size_t n_in, int quiet)
 {
@@ -34,7 +71,18 @@ static int merge(const char *out, const char *const *in, size_t n_in, int quiet)
         return 1;
     }
     snprintf(tmp, ol + 16, "%s.mergeXXXXXX", out);
-    int fd = mkstemp(tmp);
+    /* signals blocked while the file is made and the handlers go in, so none ends the merge
+     * between the two and leaves the file */
+    sigset_t block, prev;
+    sigemptyset(&block);
+    for (int i = 0; i < 3; i++)
+        sigaddset(&block, merge_signals[i]);
+    sigprocmask(SIG_BLOCK, &block, &prev);
+    struct sigaction old[3];
+    int fd = ol + 16 <= sizeof merge_tmp[0] - 16 ? mkstemp(tmp) : (errno = ENAMETOOLONG, -1);
+    if (fd >= 0)
+        merge_guard(tmp, old);
+    sigprocmask(SIG_SETMASK, &prev, NULL);
     if (fd < 0) {
         cli_error("merge", "%s: cannot create a temporary file beside it: %s", out,
                   strerror(errno));
@@ -64,15 +112,13 @@ static int merge(const char *out, const char *const *in, size_t n_in, int quiet)
         cli_error("merge", "%s: cannot replace it: %s", out, strerror(errno));
         rc = MS_ERR_IO;
     }
-    if (rc) {
-        unlink(tmp);
-        static const char *const side_files[] = {"-wal", "-shm", "-journal"};
-        for (size_t i = 0; i < sizeof side_files / sizeof side_files[0]; i++) {
-            char side[4096];
-            snprintf(side, sizeof side, "%s%s", tmp, side_files[i]);
-            unlink(side);
-        }
-    } else if (!quiet)
+    sigprocmask(SIG_BLOCK, &block, NULL);
+    if (rc)
+        for (int i = 0; i < 4; i++)
+            unlink(merge_tmp[i]);
+    merge_guard(NULL, old);
+    sigprocmask(SIG_SETMASK, &prev, NULL);
+    if (!rc && !quiet)
         printf("%s: %zu run%s added, %zu already there, from %zu database%s\n", out, added,
                added == 1 ? "" : "s", skipped, n_in, n_in == 1 ? "" : "s");
     free(tmp);

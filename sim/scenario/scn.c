@@ -251,6 +251,8 @@ static int read_run(scn_ctx *x, const yx_node *r, run_cfg *c)
 
 /* ---- scn_load ---------------------------------------------------------------------------- */
 
+#define SCN_FILE_MAX (64u << 20) /* as yamlx.h bounds a YAML file */
+
 static char *read_text(const char *path, errbuf *e)
 {
     FILE *f = fopen(path, "rb");
@@ -266,8 +268,19 @@ static char *read_text(const char *path, errbuf *e)
     FILE *m = open_memstream(&buf, &len);
     char chunk[8192];
     size_t got;
-    while (m && (got = fread(chunk, 1, sizeof chunk, f)) > 0)
+    size_t total = 0;
+    while (m && total <= SCN_FILE_MAX && (got = fread(chunk, 1, sizeof chunk, f)) > 0) {
         fwrite(chunk, 1, got, m);
+        total += got;
+    }
+    if (total > SCN_FILE_MAX) { /* /dev/zero, or a file past the YAML layer's own bound */
+        fclose(f);
+        fclose(m);
+        free(buf);
+        err_set(e, MS_ERR_INPUT, "%s: error: scenario file larger than %u MiB", path,
+                (unsigned)(SCN_FILE_MAX >> 20));
+        return NULL;
+    }
     int bad = ferror(f) || !m;
     fclose(f);
     if (m)

@@ -28,6 +28,8 @@ static void rec_layer(void *ctx, const llama_layer_view *v)
         r->rc = trace_writer_row(r->w, v->layer, v->pos, v->q, v->k, v->v, v->att, v->ffn_pre);
 }
 
+#define TRACE_TEXT_MAX (64u << 20) /* a text to record a trace of: far more than any context */
+
 static int read_text(const char *path, char **out, errbuf *e)
 {
     FILE *f = fopen(path, "rb");
@@ -40,9 +42,15 @@ static int read_text(const char *path, char **out, errbuf *e)
     while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
         n += got;
         if (n + 1 == cap) {
-            char *nb = cap < (64u << 20) ? realloc(buf, cap * 2) : NULL;
+            if (cap >= TRACE_TEXT_MAX) { /* /dev/zero, or a file past the bound */
+                free(buf);
+                fclose(f);
+                return err_set(e, MS_ERR_INPUT, "%s: error: text larger than %u MiB", path,
+                               (unsigned)(TRACE_TEXT_MAX >> 20));
+            }
+            char *nb = realloc(buf, cap * 2);
             if (!nb)
-                break; /* enough text for any trace this tool records */
+                free(buf);
             buf = nb;
             cap *= 2;
         }
