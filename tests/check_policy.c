@@ -195,8 +195,14 @@ START_TEST(test_args_loaded)
                 snprintf(kv.val, sizeof kv.val, "%.17g", q->hi);
             for (int given = 0; given < 2; given++) {
                 policy_args l, t = {.kv = &kv, .n = (size_t)given, .path = "t.yaml"};
-                ck_assert_msg(policy_args_load(p, &kv, (size_t)given, "t.yaml", &l, &e) == MS_OK,
-                              "%s: %s", p->name, e.msg);
+                if (policy_args_load(p, &kv, (size_t)given, "t.yaml", &l, &e) != MS_OK) {
+                    /* a rule between parameters (the check hook: MPCache's s1 = 2·s2) refuses
+                     * the bound alone: the load says what policy_check_params says */
+                    ck_assert_int_ne(policy_check_params(p, &kv, (size_t)given, "t.yaml", &e2),
+                                     MS_OK);
+                    ck_assert_str_eq(e.msg, e2.msg);
+                    continue;
+                }
                 ck_assert_ptr_eq(l.loaded, p);
                 const kv_param *w1, *w2;
                 ck_assert_str_eq(policy_arg(p, &l, q->key, &w1), policy_arg(p, &t, q->key, &w2));
