@@ -379,26 +379,6 @@ static void tab_print(table *t, int width, size_t shared, size_t r0, size_t r1, 
     }
 }
 
-/* One table per model (rows are ordered by model; column 1 is the model). */
-static void tab_print_by_model(table *t, int width, size_t shared, FILE *f)
-{
-    size_t r0 = 0;
-    int sections = t->rows > 0 && strcmp(tab_get(t, 0, 1), tab_get(t, t->rows - 1, 1));
-    while (r0 < t->rows) {
-        size_t r1 = r0 + 1;
-        while (r1 < t->rows && !strcmp(tab_get(t, r1, 1), tab_get(t, r0, 1)))
-            r1++;
-        if (sections)
-            fprintf(f, "%s== model %s (%zu run%s)\n", r0 ? "\n" : "", tab_get(t, r0, 1), r1 - r0,
-                    r1 - r0 == 1 ? "" : "s");
-        t->c[1].prio = sections ? 99 : 1; /* the heading names it */
-        tab_print(t, width, shared, r0, r1, f);
-        if (sections) /* a one-run section must not show the model twice */
-            t->c[1].shown = 0;
-        r0 = r1;
-    }
-}
-
 /* ---- the same tables for a paper: Markdown, or LaTeX with booktabs ---------------------- */
 
 static void md_text(FILE *f, const char *s)
@@ -462,9 +442,9 @@ static void tab_paper(table *t, rep_format fmt, size_t shared, size_t r0, size_t
         fputs("\\bottomrule\n\\end{tabular}\n", f);
 }
 
-/* tab_paper for each model (rows are ordered by model), under a heading when there are
- * several. */
-static void tab_paper_by_model(table *t, rep_format fmt, size_t shared, FILE *f)
+/* One table per model (rows are ordered by model; column 1 is the model), fitted to width
+ * (text) or for a paper (Markdown, LaTeX), under a heading when there are several. */
+static void tab_by_model(table *t, rep_format fmt, int width, size_t shared, FILE *f)
 {
     size_t r0 = 0;
     int sections = t->rows > 0 && strcmp(tab_get(t, 0, 1), tab_get(t, t->rows - 1, 1));
@@ -472,11 +452,19 @@ static void tab_paper_by_model(table *t, rep_format fmt, size_t shared, FILE *f)
         size_t r1 = r0 + 1;
         while (r1 < t->rows && !strcmp(tab_get(t, r1, 1), tab_get(t, r0, 1)))
             r1++;
-        if (sections)
+        if (sections && fmt == RF_TEXT)
+            fprintf(f, "%s== model %s (%zu run%s)\n", r0 ? "\n" : "", tab_get(t, r0, 1), r1 - r0,
+                    r1 - r0 == 1 ? "" : "s");
+        else if (sections)
             fprintf(f, fmt == RF_MARKDOWN ? "%s### model %s\n\n" : "%s%% model %s\n",
                     r0 ? "\n" : "", tab_get(t, r0, 1));
-        t->c[1].prio = sections ? 99 : 1;
-        tab_paper(t, fmt, shared, r0, r1, f);
+        t->c[1].prio = sections ? 99 : 1; /* the heading names it */
+        if (fmt == RF_TEXT)
+            tab_print(t, width, shared, r0, r1, f);
+        else
+            tab_paper(t, fmt, shared, r0, r1, f);
+        if (sections) /* a one-run section must not show the model twice */
+            t->c[1].shown = 0;
         r0 = r1;
     }
 }
@@ -1200,10 +1188,10 @@ int cmd_report(int argc, char **argv)
         else if (R.csv)
             tab_csv(&t, stdout);
         else if (R.fmt == RF_MARKDOWN || R.fmt == RF_LATEX)
-            tab_paper_by_model(&t, R.fmt, dbvar_keys(R.var)[0] ? 10 : 9, stdout);
+            tab_by_model(&t, R.fmt, R.width, dbvar_keys(R.var)[0] ? 10 : 9, stdout);
         else {
             if (t.rows)
-                tab_print_by_model(&t, R.width, dbvar_keys(R.var)[0] ? 10 : 9, stdout);
+                tab_by_model(&t, RF_TEXT, R.width, dbvar_keys(R.var)[0] ? 10 : 9, stdout);
             char line[1200];
             int k = snprintf(line, sizeof line, "%zu run%s", t.rows, t.rows == 1 ? "" : "s");
             if (n_failed)
