@@ -3,7 +3,6 @@
 #include "rdb.h"
 
 #include <jansson.h>
-#include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,21 +11,9 @@
 #include "protocols/base/metric_def.h"
 #include "protocols/base/yamlx.h"
 #include "rdb_bind.h"
-
-struct rdb {
-    sqlite3 *h;
-    char path[1024];
-    sqlite3_stmt *st[32];
-};
-
-/* Every database error names the database, what was being done and SQLite's own message. */
-#define DB_ERR(db, e, what) \
-    err_set(e, MS_ERR_DB, "%s: %s: %s", (db)->path, what, sqlite3_errmsg((db)->h))
+#include "rdb_int.h"
 
 /* ---- schema: one migration per version, each in its own transaction -------------------- */
-
-static int migrate_labels(rdb *db, errbuf *e);
-static int migrate_protocol_labels(rdb *db, errbuf *e);
 
 /* The common metrics as columns, one row per run. */
 #define WIDE_METRIC(name) ", max(CASE m.name WHEN '" name "' THEN m.value END) AS " name
@@ -146,7 +133,7 @@ static const migration migrations[] = {
      "ALTER TABLE runs ADD COLUMN threads INTEGER;"
      "ALTER TABLE runs ADD COLUMN config_json TEXT;"
      "CREATE INDEX runs_label ON runs(policy_label);" RUNS_WIDE_VIEW(""),
-     migrate_labels},
+     rdb_migrate_labels},
     /* 3 → 4: the protocol's label with the options that differ from its defaults
      * (aby3(topk=quickselect)), so runs that differ in a protocol option are told apart like
      * policy configurations; filled from the stored configs (migrate_protocol_labels), which
@@ -155,7 +142,7 @@ static const migration migrations[] = {
     {"ALTER TABLE runs ADD COLUMN protocol_label TEXT NOT NULL DEFAULT '';"
      "CREATE INDEX runs_protocol_label ON runs(protocol_label);"
      "DROP VIEW runs_wide;" RUNS_WIDE_VIEW("r.protocol_label, "),
-     migrate_protocol_labels},
+     rdb_migrate_protocol_labels},
 };
 #define N_MIGRATIONS (sizeof migrations / sizeof migrations[0])
 _Static_assert(N_MIGRATIONS == RDB_SCHEMA_VERSION, "one migration per schema version");
@@ -774,7 +761,7 @@ typedef struct merge_ctx {
     sqlite3_stmt *sel_child[N_CHILD], *ins_child[N_CHILD];
 } merge_ctx;
 
-static int prep(sqlite3 *h, const char *sql, sqlite3_stmt **s)
+int rdb_prep(sqlite3 *h, const char *sql, sqlite3_stmt **s)
 {
     return sqlite3_prepare_v2(h, sql, -1, s, NULL) == SQLITE_OK ? 0 : -1;
 }
@@ -787,7 +774,7 @@ static int prep_insert(sqlite3 *h, const char *table, int ncol, sqlite3_stmt **s
     for (int i = 0; i < ncol; i++)
         k += snprintf(sql + k, sizeof sql - (size_t)k, "%s?%d", i ? "," : "", i + 1);
     snprintf(sql + k, sizeof sql - (size_t)k, ")");
-    return prep(h, sql, s);
+    return rdb_prep(h, sql, s);
 }
 
 static void merge_ctx_free(merge_ctx *m)
@@ -810,15 +797,15 @@ static int merge_prepare(merge_ctx *m, errbuf *e)
     int orc = open_ro(m->src_path, &m->src, e);
     if (orc)
         return orc;
-    if (prep(m->src, "SELECT * FROM runs ORDER BY id", &m->sel_run))
+    if (rdb_prep(m->src, "SELECT * FROM runs ORDER BY id", &m->sel_run))
         return err_set(e, MS_ERR_DB, "%s: %s", m->src_path, sqlite3_errmsg(m->src));
     if (prep_insert(db->h, "runs", sqlite3_column_count(m->sel_run), &m->ins_run) ||
-        prep(db->h, "SELECT status FROM runs WHERE config_hash = ?1", &m->status) ||
-        prep(db->h, "DELETE FROM runs WHERE config_hash = ?1", &m->del_failed))
+        rdb_prep(db->h, "SELECT status FROM runs WHERE config_hash = ?1", &m->status) ||
+        rdb_prep(db->h, "DELETE FROM runs WHERE config_hash = ?1", &m->del_failed))
         return DB_ERR(db, e, "preparing the merge");
     for (size_t t = 0; t < N_CHILD; t++) {
         snprintf(sql, sizeof sql, "SELECT * FROM %s WHERE run_id = ?1", child_tables[t]);
-        if (prep(m->src, sql, &m->sel_child[t]))
+        if (rdb_prep(m->src, sql, &m->sel_child[t]))
             return err_set(e, MS_ERR_DB, "%s: %s", m->src_path, sqlite3_errmsg(m->src));
         if (prep_insert(db->h, child_tables[t], sqlite3_column_count(m->sel_child[t]),
                         &m->ins_child[t]))
@@ -901,10 +888,10 @@ static int merge_one(rdb *db, const char *path, size_t *added, size_t *skipped, 
         rc = err_set(e, MS_ERR_DB, "%s: %s", path, sqlite3_errmsg(m.src));
     if (!rc) { /* the scenarios the runs came from */
         sqlite3_stmt *ss = NULL;
-        if (prep(m.src, "SELECT name, path, yaml FROM scenarios", &ss))
+        if (rdb_prep(m.src, "SELECT name, path, yaml FROM scenarios", &ss))
             rc = err_set(e, MS_ERR_DB, "%s: %s", path, sqlite3_errmsg(m.src));
         sqlite3_stmt *ins = NULL;
-        if (!rc && prep(db->h, "INSERT OR IGNORE INTO scenarios VALUES (?1, ?2, ?3)", &ins))
+        if (!rc && rdb_prep(db->h, "INSERT OR IGNORE INTO scenarios VALUES (?1, ?2, ?3)", &ins))
             rc = DB_ERR(db, e, "merging scenarios");
         while (!rc && sqlite3_step(ss) == SQLITE_ROW) {
             sqlite3_reset(ins);
@@ -1042,178 +1029,4 @@ int rdb_validation_put(rdb *db, const rdb_validation *v, errbuf *e)
     if (rc)
         return DB_ERR(db, e, rc == -1 ? "preparing a validation row" : "storing a validation row");
     return MS_OK;
-}
-
-/* ---- the resolved config as JSON ----------------------------------------------------------- */
-
-static json_t *scalar_json(const yx_node *n)
-{
-    const char *s = n->str;
-    if (n->quoted)
-        return json_string(s);
-    if (yx_is_null(n))
-        return json_null();
-    if (!strcmp(s, "true") || !strcmp(s, "false"))
-        return json_boolean(s[0] == 't');
-    char *end;
-    long long i;
-    double d;
-    if (!parse_i64(s, &i) && strspn(s, "+-0123456789") == strlen(s))
-        return json_integer(i);
-    d = strtod(s, &end);
-    /* a number as YAML writes one (not "inf", "nan" or hex, which JSON has not) */
-    if (*s && !*end && isfinite(d) && strspn(s, "+-0123456789.eE") == strlen(s))
-        return json_real(d);
-    return json_string(s);
-}
-
-static json_t *node_json(const yx_node *n)
-{
-    json_t *j;
-    switch (n->kind) {
-    case YX_SEQ:
-        j = json_array();
-        for (size_t i = 0; j && i < n->n; i++)
-            if (json_array_append_new(j, node_json(n->item[i]))) {
-                json_decref(j);
-                return NULL;
-            }
-        return j;
-    case YX_MAP:
-        j = json_object();
-        for (size_t i = 0; j && i < n->n; i++)
-            if (json_object_set_new(j, n->key[i]->str, node_json(n->item[i]))) {
-                json_decref(j);
-                return NULL;
-            }
-        return j;
-    default: return scalar_json(n);
-    }
-}
-
-char *rdb_yaml_to_json(const char *yaml)
-{
-    yx_node *root = NULL;
-    errbuf e;
-    if (!yaml || yx_parse("config", yaml, strlen(yaml), &root, &e))
-        return NULL;
-    json_t *j = node_json(root);
-    yx_free(root);
-    char *out = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-    json_decref(j);
-    return out;
-}
-
-/* ---- stored runs updated one by one from their config_yaml -------------------------------- */
-
-typedef struct run_scratch {
-    rdb_labels l;
-    char *json; /* freed after the run's update */
-} run_scratch;
-
-/* The values of a stored run's update after its id, into v; how many, or 0 to leave the run
- * as it is. */
-typedef size_t (*run_update)(const char *config_yaml, run_scratch *s, rdb_val *v);
-
-/* For every stored run, upd_sql with the run's id as ?1 and fill's values after it. */
-static int update_runs(rdb *db, const char *upd_sql, run_update fill, const char *what, errbuf *e)
-{
-    sqlite3_stmt *sel = NULL, *upd = NULL;
-    int rc = MS_OK;
-    if (prep(db->h, "SELECT id, config_yaml FROM runs", &sel) || prep(db->h, upd_sql, &upd))
-        rc = DB_ERR(db, e, what);
-    while (!rc && sqlite3_step(sel) == SQLITE_ROW) {
-        run_scratch s;
-        memset(&s, 0, sizeof s);
-        rdb_val v[8] = {RV_INT(sqlite3_column_int64(sel, 0))};
-        size_t n = fill((const char *)sqlite3_column_text(sel, 1), &s, v + 1);
-        if (n && rdb_step_row(upd, v, n + 1))
-            rc = DB_ERR(db, e, what);
-        free(s.json);
-    }
-    sqlite3_finalize(sel);
-    sqlite3_finalize(upd);
-    return rc;
-}
-
-/* ---- migration 2 → 3: the new columns of stored runs --------------------------------------- */
-
-static rdb_labeler labeler;
-
-void rdb_set_labeler(rdb_labeler fn) { labeler = fn; }
-
-static size_t json_vals(const char *yaml, run_scratch *s, rdb_val *v)
-{
-    s->json = rdb_yaml_to_json(yaml);
-    v[0] = RV_TEXT(s->json);
-    return 1;
-}
-
-static size_t label_vals(const char *yaml, run_scratch *s, rdb_val *v)
-{
-    const rdb_labels *l = &s->l;
-    if (labeler(yaml, &s->l))
-        return 0; /* a config this mpcsim cannot read again keeps the fallback */
-    const rdb_val row[] = {RV_TEXT(l->model),          RV_TEXT(l->network),
-                           RV_TEXT(l->policy_label),   RV_REAL(l->latency_ms),
-                           RV_REAL(l->bandwidth_mbps), RV_TEXT(l->machine),
-                           RV_INT(l->threads)};
-    memcpy(v, row, sizeof row);
-    return RV_N(row);
-}
-
-static int migrate_labels(rdb *db, errbuf *e)
-{
-    int rc = update_runs(db, "UPDATE runs SET config_json = ?2 WHERE id = ?1", json_vals,
-                         "migrating the runs' configurations", e);
-    /* what the JSON tells without knowing run configs: the first link, the machine */
-    if (!rc && sqlite3_exec(db->h,
-                            "UPDATE runs SET policy_label = policy, "
-                            "latency_ms = json_extract(config_json, '$.network.latency_ns') / 1e6, "
-                            "bandwidth_mbps = json_extract(config_json, "
-                            "'$.network.bandwidth_bps') / 1e6, "
-                            "machine = json_extract(config_json, '$.machine.name'), "
-                            "threads = json_extract(config_json, '$.machine.threads') "
-                            "WHERE config_json IS NOT NULL AND json_valid(config_json);"
-                            /* a custom network by its values, as run_label_network writes a
-                             * uniform one */
-                            "UPDATE runs SET network = printf('%gms/%g%s', latency_ms, "
-                            "CASE WHEN bandwidth_mbps >= 1000 THEN bandwidth_mbps / 1000 "
-                            "ELSE bandwidth_mbps END, CASE WHEN bandwidth_mbps >= 1000 THEN "
-                            "'Gbps' ELSE 'Mbps' END) WHERE network = 'custom' AND latency_ms "
-                            "IS NOT NULL AND bandwidth_mbps >= 1",
-                            NULL, NULL, NULL) != SQLITE_OK)
-        rc = DB_ERR(db, e, "migrating the runs' labels");
-    if (!rc && labeler)
-        rc = update_runs(db,
-                         "UPDATE runs SET model = ?2, network = ?3, policy_label = ?4, "
-                         "latency_ms = ?5, bandwidth_mbps = ?6, machine = ?7, threads = ?8 "
-                         "WHERE id = ?1",
-                         label_vals, "migrating the runs' labels", e);
-    return rc;
-}
-
-/* ---- migration 3 → 4: the protocol labels of stored runs ------------------------------------ */
-
-static size_t protocol_label_vals(const char *yaml, run_scratch *s, rdb_val *v)
-{
-    if (labeler(yaml, &s->l) || !s->l.protocol_label[0])
-        return 0;
-    v[0] = RV_TEXT(s->l.protocol_label);
-    v[1] = RV_TEXT(s->l.model);
-    v[2] = RV_TEXT(s->l.network);
-    return 3;
-}
-
-static int migrate_protocol_labels(rdb *db, errbuf *e)
-{
-    /* without a labeler (or for a config it cannot read again): the bare name */
-    if (sqlite3_exec(db->h, "UPDATE runs SET protocol_label = protocol", NULL, NULL, NULL))
-        return DB_ERR(db, e, "migrating the runs' protocol labels");
-    if (!labeler)
-        return MS_OK;
-    return update_runs(db,
-                       "UPDATE runs SET protocol_label = ?2, model = ?3, network = ?4 "
-                       "WHERE id = ?1",
-                       protocol_label_vals, "migrating the runs' protocol labels", e);
 }
