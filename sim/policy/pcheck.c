@@ -328,8 +328,23 @@ static int run_prog(chk *c, op_program *prog, const pcheck_io *io, int phase, ui
         }
     }
     for (size_t i = 0; !rc && !stop && i < prog->n_ops; i++) {
-        rc = kern_exec(E, prog, i, vals, e);
+        e->msg[0] = '\0';
+        int x = kern_exec(E, prog, i, vals, e);
         c->r->n_ops++;
+        if (x == MS_ERR_NOMEM)
+            rc = x;
+        else if (x) { /* an op its own program cannot run: the program, not the check, is wrong */
+            const op *o = &prog->ops[i];
+            c->r->ran = 0;
+            stop = 1;
+            snprintf(
+                c->r->msg, sizeof c->r->msg,
+                "layer %u: its op %zu (%s, result %s) does not run on the plain engine%s%.300s",
+                layer, i, op_kind_name(o->kind),
+                o->out < prog->n_tens ? prog->tens[o->out].name : "none",
+                e->msg[0] ? ": " : " (its shapes disagree)", e->msg);
+            e->msg[0] = '\0';
+        }
     }
     for (uint32_t t = 0; !rc && !stop && t < prog->n_tens; t++)
         if (prog->tens[t].role == OPT_CACHE)
