@@ -6,7 +6,6 @@
 
 #include "cmd.h"
 #include "opt.h"
-#include "protocols/base/datadir.h"
 #include "sim/policy/pcheck.h"
 #include "sim/policy/plugin.h"
 #include "sim/scenario/scn.h"
@@ -57,23 +56,6 @@ static void policy_top_usage(FILE *f)
     fprintf(f, "usage: mpcsim policy check NAME|FILE.yaml|PLUGIN.so [options]\n\n"
                "  check   run a policy's emitted selection ops on the plain engine over a trace\n"
                "          and compare them with its select() (mpcsim policy check --help)\n");
-}
-
-/* The default trace: stories260K recorded over the TinyStories sample, in memory. */
-static int open_default_trace(uint32_t T, trace **t, char *what, size_t cap, errbuf *e)
-{
-    run_cfg *cfg = calloc(1, sizeof *cfg);
-    if (!cfg)
-        return err_set(e, MS_ERR_NOMEM, "out of memory");
-    snprintf(cfg->model_ref, sizeof cfg->model_ref, "stories260K");
-    snprintf(cfg->trace.source, sizeof cfg->trace.source, "record");
-    snprintf(cfg->trace.path, sizeof cfg->trace.path, "%s/tests/data/tinystories_sample.txt",
-             mpcsim_datadir());
-    cfg->work.prompt_len = T;
-    snprintf(what, cap, "stories260K recorded over tests/data/tinystories_sample.txt");
-    int rc = trace_open_run(cfg, t, e);
-    free(cfg);
-    return rc;
 }
 
 /* Checks one policy with its loaded parameters; prints its verdict. 0 match, 1 not. */
@@ -185,7 +167,7 @@ static int check_file(const char *path, const pol_args *pa)
         rc = trace_open(pa->trace_dir, &t, &e);
         snprintf(what, sizeof what, "trace %s", pa->trace_dir);
     } else if (!strcmp(r0->trace.source, "none") || !r0->trace.source[0]) {
-        rc = open_default_trace(P + D, &t, what, sizeof what, &e);
+        rc = pcheck_default_trace(P + D, &t, what, sizeof what, &e);
     } else {
         run_cfg *c = calloc(1, sizeof *c);
         rc = c ? MS_OK : MS_ERR_NOMEM;
@@ -269,7 +251,7 @@ static int check_named(const char *arg, const pol_args *pa)
         rc = trace_open(pa->trace_dir, &t, &e);
         snprintf(what, sizeof what, "trace %s", pa->trace_dir);
     } else
-        rc = open_default_trace(P + D, &t, what, sizeof what, &e);
+        rc = pcheck_default_trace(P + D, &t, what, sizeof what, &e);
     if (rc) {
         cli_fail("policy", rc, e.msg);
         return 2;

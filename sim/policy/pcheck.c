@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "protocols/base/datadir.h"
 #include "protocols/program/eng_plain.h"
 #include "protocols/program/kern.h"
 #include "protocols/program/proto.h"
@@ -578,5 +579,44 @@ int pcheck_run(const policy_ops *p, const policy_args *a, trace *t, uint32_t P, 
     }
     if (!r->ran)
         r->match = 0;
+    return rc;
+}
+
+pcheck_cost pcheck_cost_of(const policy_ops *p)
+{
+    if (!p)
+        return PCOST_DECLARED;
+    if (p->secure)
+        return PCOST_SHARES;
+    return !p->observe && !p->emit_cost ? PCOST_PUBLIC : PCOST_DECLARED;
+}
+
+int pcheck_default_trace(uint32_t T, trace **t, char *what, size_t cap, errbuf *e)
+{
+    run_cfg *cfg = calloc(1, sizeof *cfg);
+    if (!cfg)
+        return err_set(e, MS_ERR_NOMEM, "out of memory");
+    snprintf(cfg->model_ref, sizeof cfg->model_ref, "stories260K");
+    snprintf(cfg->trace.source, sizeof cfg->trace.source, "record");
+    snprintf(cfg->trace.path, sizeof cfg->trace.path, "%s/tests/data/tinystories_sample.txt",
+             mpcsim_datadir());
+    cfg->work.prompt_len = T;
+    snprintf(what, cap, "stories260K recorded over tests/data/tinystories_sample.txt");
+    int rc = trace_open_run(cfg, t, e);
+    free(cfg);
+    return rc;
+}
+
+int pcheck_default(const policy_ops *p, pcheck_result *r, errbuf *e)
+{
+    policy_args a;
+    int rc = policy_args_load(p, NULL, 0, "--param", &a, e);
+    trace *t = NULL;
+    char what[200];
+    if (!rc)
+        rc = pcheck_default_trace(64, &t, what, sizeof what, e);
+    if (!rc)
+        rc = pcheck_run(p, &a, t, 32, 64, r, e);
+    trace_close(t);
     return rc;
 }

@@ -56,4 +56,18 @@ typedef struct pcheck_result {
 int pcheck_run(const policy_ops *p, const policy_args *a, struct trace *t, uint32_t P, uint32_t T,
                pcheck_result *r, errbuf *e);
 
+/* The default trace of a check: stories260K recorded over the data folder's
+ * tests/data/tinystories_sample.txt, T tokens, in memory; what: its description. */
+int pcheck_default_trace(uint32_t T, struct trace **t, char *what, size_t cap, errbuf *e);
+/* pcheck_run of p at its default parameters on the default trace, prompt 32, decode 32. */
+int pcheck_default(const policy_ops *p, pcheck_result *r, errbuf *e);
+
+/* How far a policy's MPC cost is known to compute its selection, without running a check:
+ * PCOST_PUBLIC, a kept set that is a public function of positions (no observation, no ops);
+ * PCOST_SHARES, a selection on secret shares that `validate --policy` compares with select()
+ * (policy_ops.secure); PCOST_DECLARED, every other (its emit_cost's ops are stated; only
+ * pcheck_run can check them), and a policy not known here (NULL: a plug-in not loaded). */
+typedef enum pcheck_cost { PCOST_PUBLIC, PCOST_SHARES, PCOST_DECLARED } pcheck_cost;
+pcheck_cost pcheck_cost_of(const policy_ops *p);
+
 #endif
