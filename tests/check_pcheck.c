@@ -110,10 +110,10 @@ START_TEST(test_keynorm_passes)
 
     char out[8192];
     th_cli_expect(out, sizeof out, 0, "keynorm (plug-in ", "policy check '%s' --param keep=12", so);
-    ck_assert_msg(strstr(out, ": match\n") && strstr(out, "640 keep masks"), "%s", out);
+    ck_assert_msg(strstr(out, "keynorm.so): match\n  640 keep masks"), "%s", out);
     th_cli_expect(out, sizeof out, 0, ": match\n", "policy check '%s' --trace '%s' --prompt 40", so,
                   dir);
-    ck_assert_msg(strstr(out, "prompt 40, decode positions 40..63"), "%s", out);
+    ck_assert_msg(strstr(out, "40..63\n"), "%s", out);
     th_cli_expect(out, sizeof out, 1, "keynorm {keep=28} (plug-in ", "policy check '%s'",
                   th_data_path("scenarios/plugin-keynorm.yaml"));
     ck_assert_msg(strstr(out, "full: nothing to check") && strstr(out, "h2o {heavy=16, "

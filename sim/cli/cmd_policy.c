@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "dbq.h"
 #include "opt.h"
 #include "sim/policy/pcheck.h"
 #include "sim/policy/plugin.h"
@@ -23,28 +24,29 @@ typedef struct pol_args {
 
 static void policy_usage(FILE *f, const cli_cmd *c)
 {
-    fprintf(f,
-            "usage: mpcsim policy check NAME|FILE.yaml|PLUGIN.so [--param K=V]... [--trace DIR]\n"
-            "                           [--prompt P] [--decode N]\n\n"
-            "Checks that a policy's MPC cost computes its selection. The policy is driven over\n"
-            "a trace as a run drives it; every op program its emit_cost builds (the ops a run\n"
-            "costs) is executed on the plain fixed-point engine with its operands bound to the\n"
-            "trace's keys, values and queries and its state carried from step to step, and the\n"
-            "cached entries those ops gather at each decode step (with the ones outside its\n"
-            "candidates, attended as public) are compared with select()'s keep mask for every\n"
-            "layer, KV head and step. NAME is a policy (`mpcsim list policies`) with --param\n"
-            "values, FILE a scenario whose policy entries are each checked (on its first\n"
-            "run's trace, prompt and decode lengths), PLUGIN a plug-in's shared object.\n\n"
-            "A policy can be checked when its emit_cost takes its operands from mpcsim and\n"
-            "names its selection (plug-in ABI 1.1: api->input, api->selection; POLICIES.md\n"
-            "\"Checking a policy's cost\"); otherwise its cost stays declared and the check says\n"
-            "what it could not run. A policy whose kept set is a public function of positions\n"
-            "(no observation, no ops) has nothing to check.\n\n"
-            "Prints, per policy, \"match\", \"MISMATCH\" with the first differing entry\n"
-            "located, or \"cost declared\" with the reason. Exit status: 0 every policy\n"
-            "matched (or has nothing to check), 1 a mismatch or a cost that could not be\n"
-            "checked, 2 bad input.\n\n"
-            "options:\n");
+    fprintf(f, "usage: mpcsim policy check NAME|FILE.yaml|PLUGIN.so [--param K=V]...\n"
+               "                           [--trace DIR] [--prompt P] [--decode N]\n\n"
+               "Checks that a policy's MPC cost computes its selection. The policy is driven\n"
+               "over a trace as a run drives it; every op program its emit_cost builds (the\n"
+               "ops a run costs) is executed on the plain fixed-point engine with its operands\n"
+               "bound to the trace's keys, values and queries and its state carried from step\n"
+               "to step; the cached entries those ops gather at each decode step (with the\n"
+               "ones outside its candidates, attended as public) are compared with select()'s\n"
+               "keep mask for every layer, KV head and step. NAME is a policy (`mpcsim list\n"
+               "policies`) with --param values, FILE a scenario whose policy entries are each\n"
+               "checked (on its first run's trace, prompt and decode lengths), PLUGIN a\n"
+               "plug-in's shared object.\n\n"
+               "A policy can be checked when its emit_cost takes its operands from mpcsim and\n"
+               "names its selection (plug-in ABI 1.1: api->input, api->selection;\n"
+               "sim/policy/POLICIES.md \"Cost checked or declared\"); otherwise its cost stays\n"
+               "declared and the check says what it could not compare. A policy whose kept set\n"
+               "is a public function of positions (no observation, no ops) has nothing to\n"
+               "check.\n\n"
+               "Prints, per policy, \"match\", \"MISMATCH\" with the first differing entry\n"
+               "located, or \"cost declared\" with the reason. Exit status: 0 every policy\n"
+               "matched (or has nothing to check), 1 a mismatch or a cost that could not be\n"
+               "checked, 2 bad input.\n\n"
+               "options:\n");
     cli_help(c, f);
     fprintf(f, "\nexamples:\n"
                "  mpcsim policy check build/plugins/keynorm.so --param keep=12\n"
@@ -88,17 +90,22 @@ static int check_one(const policy_ops *p, const policy_args *a, const char *labe
         printf("%s: MISMATCH: %s\n", name, r.msg);
         return 1;
     }
-    printf("%s: match\n  %zu keep masks (layer x KV head x decode step) equal select()'s, %zu of "
-           "them chosen by its ops; %zu ops run on the plain engine; %s, prompt %u, decode "
-           "positions %u..%u\n",
-           name, r.n_checked, r.n_chosen, r.n_ops, trace_what, P, P, T - 1);
-    if (r.n_ties)
-        printf("  %zu of them differ only by ties: candidates whose scores on the plain engine lie "
-               "within the tolerance the policy states (largest gap %.3g)\n",
-               r.n_ties, r.tie_gap);
-    if (!r.n_chosen)
-        printf("  note: its ops chose nothing at these lengths (every entry kept or public): "
-               "lengthen --decode or lower its budget to check its selection\n");
+    char line[1600];
+    printf("%s: match\n", name);
+    int k = snprintf(line, sizeof line,
+                     "  %zu keep masks (layer x KV head x decode step) equal select()'s, %zu of "
+                     "them chosen by its ops",
+                     r.n_checked, r.n_chosen);
+    if (r.n_ties && k > 0 && (size_t)k < sizeof line)
+        k += snprintf(line + k, sizeof line - (size_t)k,
+                      " (%zu up to ties: scores on the plain engine within the tolerance the "
+                      "policy states, largest gap %.3g)",
+                      r.n_ties, r.tie_gap);
+    if (k > 0 && (size_t)k < sizeof line)
+        snprintf(line + k, sizeof line - (size_t)k,
+                 "; %zu ops run on the plain engine; %s, prompt %u, decode positions %u..%u",
+                 r.n_ops, trace_what, P, P, T - 1);
+    dbq_wrap(stdout, line, 80);
     return 0;
 }
 
@@ -284,7 +291,7 @@ int cmd_policy(int argc, char **argv)
          .kind = CLI_LIST,
          .dest = &params,
          .arg = "K=V",
-         .help = "a parameter of the policy NAME or PLUGIN.so (repeatable)"},
+         .help = "a parameter of NAME or PLUGIN.so (repeatable)"},
         {.name = "trace",
          .kind = CLI_STR,
          .dest = &pa.trace_dir,
