@@ -193,11 +193,58 @@ START_TEST(test_cli_verdicts)
 }
 END_TEST
 
+/* The marks: `list policies` says "cost declared" for a declared built-in and for a plug-in
+ * whose check fails, "checked" for one whose check passes; `report` names the declared
+ * policies of its runs. */
+START_TEST(test_marks)
+{
+    char out[1 << 16];
+    char *so = strdup(th_data_path("build/plugins/keynorm.so"));
+    th_cli_expect(out, sizeof out, 0, "(plug-in ", "list policies --plugin '%s'", so);
+    const char *kn = strstr(out, "\nkeynorm ");
+    ck_assert_msg(kn && strstr(kn, "    cost: checked (`mpcsim policy check`: its ops, run on the "
+                                   "plain engine,"),
+                  "%s", out);
+    const char *sk = strstr(out, "\nsnapkv ");
+    ck_assert_msg(sk && !strncmp(strchr(sk + 1, '\n'), "\n    cost declared (", 20), "%s", out);
+    const char *h2o = strstr(out, "\nh2o ");
+    ck_assert_msg(h2o && !strncmp(strchr(h2o + 1, '\n'), "\n    cost: checked on shares", 28), "%s",
+                  out);
+    char *broken =
+        strdup(variant("kn_marked", "    api->selection(b,", "    if (0) api->selection(b,"));
+    th_cli_expect(out, sizeof out, 0, "(plug-in ", "list policies --plugin '%s'", broken);
+    kn = strstr(out, "\nkn_marked ");
+    ck_assert_msg(kn && strstr(kn, "    cost declared (its emit_cost ops are not checked against "
+                                   "select(): layer 0, decode position "),
+                  "%s", out);
+
+    char yaml[1024];
+    snprintf(yaml, sizeof yaml,
+             "format: 1\nname: marks\nprotocol: semi2k\nnetwork: lan\ncases:\n"
+             "  - model: stories260K\n"
+             "    workload: {prompt_len: 16, decode_len: 2}\n"
+             "    trace: {source: record, text: %s}\n"
+             "    policies: [full, {name: h2o, heavy: 4, recent: 4}, {name: snapkv, capacity: 8, "
+             "window: 4}, {plugin: %s, keep: 6}]\n",
+             th_data_path("tests/data/tinystories_sample.txt"), so);
+    char *scn = strdup(th_file(&td, "marks.yaml", yaml));
+    char *db = strdup(tpath("marks.db"));
+    ck_assert_int_eq(th_runl(NULL, tpath("run.txt"), NULL, "run", scn, "-o", db, (char *)NULL), 0);
+    th_cli_expect(out, sizeof out, 0, "4 runs\n", "report '%s'", db);
+    ck_assert_msg(strstr(out, "4 runs\ncost declared: keynorm, snapkv (the MPC cost of their "),
+                  "%s", out);
+    free(so);
+    free(broken);
+    free(scn);
+    free(db);
+}
+END_TEST
+
 Suite *pcheck_suite(void)
 {
     Suite *s = suite_create("pcheck");
     TCase *tc = th_case(s, "core", 0);
     TESTDIR_USE(tc);
-    TH_TESTS(tc, test_keynorm_passes, test_broken_caught, test_cli_verdicts);
+    TH_TESTS(tc, test_keynorm_passes, test_broken_caught, test_cli_verdicts, test_marks);
     return s;
 }
