@@ -144,6 +144,17 @@ START_TEST(test_broken_caught)
     ck_assert_msg(strstr(r.msg, "layer 0, KV head ") &&
                       strstr(r.msg, "decode position 24: entry ") && strstr(r.msg, " is kept by "),
                   "%s", r.msg);
+    /* the ops keep the smallest norms (a top-k of the negated row), select() the largest */
+    char *smallest = strdup(variant(
+        "kn_smallest", "api->op(b, MPCSIM_OP_TOPK, H, 1, 0, c, row,",
+        "api->op(b, MPCSIM_OP_TOPK, H, 1, 0, c, api->op(b, MPCSIM_OP_MUL_PUB, H, 1, 0, c, row, "
+        "MPCSIM_NONE, MPCSIM_NONE, api->tensor(b, \"neg\", MPCSIM_ROLE_TEMP, H, 1, c), 0, 0, "
+        "-1.0),"));
+    run_check(smallest, "12", dir, 24, 64, &r);
+    ck_assert(r.ran && !r.match);
+    ck_assert_msg(strstr(r.msg, "decode position 24: entry ") && strstr(r.msg, "not a tie"), "%s",
+                  r.msg);
+    free(smallest);
     /* a top-k whose count disagrees with its result's shape: the program itself cannot run */
     char *fewer = strdup(variant("kn_fewer", "(int32_t)s->keep,\n", "(int32_t)s->keep - 1,\n"));
     run_check(fewer, "12", dir, 24, 64, &r);

@@ -228,39 +228,39 @@ static int sel_mask(chk *c, const pcheck_io *io, const mpc_val *sel, const op_te
 }
 
 /* The ops' kept set c->got of KV head g against select()'s want: equal, or different only by
- * ties (the ops' scores of the entries only one side kept within the stated tolerance). 0, or
- * 1 with r->msg. */
+ * ties: as many entries kept by one side only as by the other, all candidates, and the ops'
+ * scores of all of them within the stated tolerance of each other. 0, or 1 with r->msg. */
 static int compare(chk *c, const pcheck_io *io, const mpc_val *score, const uint8_t *want,
                    uint32_t layer, uint32_t kv_len, uint32_t g)
 {
     uint32_t first = UINT32_MAX, n_want = 0, n_got = 0;
-    double lo_want = 0, hi_got = 0; /* the ops' lowest score among theirs-not-kept, highest among
-                                     * kept-by-them-only */
+    double lo = 0, hi = 0; /* the ops' scores of the entries one side only kept */
     int scored = score && io->sel_score != OP_NONE && io->sel_r1 > io->sel_r0 &&
                  score->n == (size_t)c->env.n_kv_heads * (io->sel_r1 - io->sel_r0);
     for (uint32_t j = 0; j < kv_len; j++) {
         if (!want[j] == !c->got[j])
             continue;
-        if (first == UINT32_MAX)
-            first = j;
         int cand = j >= io->sel_r0 && j < io->sel_r1;
         if (!scored || !cand) {
+            first = j;
             n_want = UINT32_MAX; /* not a tie: no score, or a public entry */
             break;
         }
         double v =
             fx_decode(score->s[0][(size_t)g * (io->sel_r1 - io->sel_r0) + j - io->sel_r0], c->frac);
-        if (want[j])
-            lo_want = n_want++ ? (v < lo_want ? v : lo_want) : v;
-        else
-            hi_got = n_got++ ? (v > hi_got ? v : hi_got) : v;
+        lo = first == UINT32_MAX || v < lo ? v : lo;
+        hi = first == UINT32_MAX || v > hi ? v : hi;
+        if (first == UINT32_MAX)
+            first = j;
+        n_want += want[j] != 0;
+        n_got += want[j] == 0;
     }
     if (first == UINT32_MAX)
         return 0;
-    if (n_want != UINT32_MAX && n_want == n_got && hi_got - lo_want <= io->sel_tol) {
+    if (n_want != UINT32_MAX && n_want == n_got && hi - lo <= io->sel_tol) {
         c->r->n_ties++;
-        if (hi_got - lo_want > c->r->tie_gap)
-            c->r->tie_gap = hi_got - lo_want;
+        if (hi - lo > c->r->tie_gap)
+            c->r->tie_gap = hi - lo;
         return 0;
     }
     c->r->match = 0;
