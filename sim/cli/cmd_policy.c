@@ -192,19 +192,18 @@ static int check_file(const char *path, const pol_args *pa)
     if (rc) {
         cli_fail("policy", rc, e.msg);
         bad = 2;
+    } else if (P + D > trace_get_shape(t)->n_tokens) { /* a text shorter than the run */
+        uint32_t n = trace_get_shape(t)->n_tokens;
+        D = n > P ? n - P : 0;
+    }
+    char(*done)[600] = calloc(s->n_runs + 1, sizeof *done); /* the entries checked */
+    size_t n_done = 0;
+    if (!done && !bad) {
+        cli_error("policy", "out of memory");
+        bad = 1;
     }
     for (size_t i = 0; !bad && !fatal && i < s->n_runs; i++) {
         const run_cfg *c = &s->runs[i];
-        int seen = 0;
-        for (size_t j = 0; j < i && !seen; j++) {
-            const run_cfg *o = &s->runs[j];
-            seen = !strcmp(o->policy.name, c->policy.name) &&
-                   o->policy.n_params == c->policy.n_params &&
-                   !memcmp(o->policy.params, c->policy.params,
-                           c->policy.n_params * sizeof c->policy.params[0]);
-        }
-        if (seen)
-            continue;
         const policy_ops *p = policy_find(c->policy.name);
         policy_args a;
         if (!p || (rc = policy_args_load(p, c->policy.params, c->policy.n_params, path, &a, &e))) {
@@ -223,8 +222,15 @@ static int check_file(const char *path, const pol_args *pa)
         }
         if (shown && at < sizeof label)
             snprintf(label + at, sizeof label - at, "}");
+        int seen = 0;
+        for (size_t j = 0; j < n_done && !seen; j++)
+            seen = !strcmp(done[j], label);
+        if (seen)
+            continue;
+        snprintf(done[n_done++], sizeof done[0], "%s", label);
         bad |= check_one(p, &a, label, t, what, P, P + D, &fatal);
     }
+    free(done);
     trace_close(t);
     scn_free(s);
     free(s);

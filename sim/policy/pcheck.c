@@ -494,8 +494,9 @@ int pcheck_run(const policy_ops *p, const policy_args *a, trace *t, uint32_t P, 
     const trace_shape *sh = trace_get_shape(t);
     if (P < 1 || T <= P || T > sh->n_tokens)
         return err_set(e, MS_ERR_INPUT,
-                       "policy check: prompt %u and length %u do not fit the trace's %u tokens", P,
-                       T, sh->n_tokens);
+                       "policy check: a prompt of %u and %u decode steps do not fit the trace's "
+                       "%u tokens\n  hint: a shorter --prompt, or fewer --decode steps",
+                       P, T > P ? T - P : 0, sh->n_tokens);
     chk c = {.p = p, .t = t, .r = r};
     c.env = (policy_env){sh->n_layers,
                          sh->n_heads,
