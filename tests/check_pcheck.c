@@ -116,8 +116,8 @@ START_TEST(test_keynorm_passes)
     ck_assert_msg(strstr(out, "40..63\n"), "%s", out);
     th_cli_expect(out, sizeof out, 1, "keynorm {keep=28} (plug-in ", "policy check '%s'",
                   th_data_path("scenarios/plugin-keynorm.yaml"));
-    ck_assert_msg(strstr(out, "full: nothing to check") && strstr(out, "h2o {heavy=16, "
-                                                                       "recent=16}: cost declared"),
+    ck_assert_msg(strstr(out, "full: nothing to check") &&
+                      strstr(out, "h2o {heavy=16, recent=16}: not checked here"),
                   "%s", out);
     free(so);
 }
@@ -192,8 +192,13 @@ START_TEST(test_cli_verdicts)
     char out[8192];
     th_cli_expect(out, sizeof out, 0, "streamingllm: nothing to check",
                   "policy check streamingllm --trace '%s'", dir);
-    th_cli_expect(out, sizeof out, 1,
-                  "h2o: cost declared (not checked: ", "policy check h2o --trace '%s'", dir);
+    th_cli_expect(out, sizeof out, 1, "h2o: not checked here (layer 0, decode position ",
+                  "policy check h2o --trace '%s'", dir);
+    ck_assert_msg(strstr(out, "checked by `mpcsim validate --model stories260K --accuracy N "
+                              "--policy h2o`"),
+                  "%s", out);
+    th_cli_expect(out, sizeof out, 1, "quest: cost declared (not checked: ",
+                  "policy check quest --trace '%s' --param budget=16", dir);
     th_cli_expect(out, sizeof out, 2, "no policy 'nosuch'", "policy check nosuch");
     th_cli_expect(out, sizeof out, 2, "--param heavy=x: policy h2o parameter 'heavy'",
                   "policy check h2o --param heavy=x");
