@@ -43,9 +43,10 @@ static void policy_usage(FILE *f, const cli_cmd *c)
                "is a public function of positions (no observation, no ops) has nothing to\n"
                "check.\n\n"
                "Prints, per policy, \"match\", \"MISMATCH\" with the first differing entry\n"
-               "located, or \"cost declared\" with the reason. Exit status: 0 every policy\n"
-               "matched (or has nothing to check), 1 a mismatch or a cost that could not be\n"
-               "checked, 2 bad input.\n\n"
+               "located, \"cost declared\" with the reason, or \"not checked here\" for a\n"
+               "policy whose selection `validate --policy` checks on shares. Exit status: 0\n"
+               "every policy matched (or has nothing to check), 1 a mismatch or a cost not\n"
+               "checked here, 2 bad input.\n\n"
                "options:\n");
     cli_help(c, f);
     fprintf(f, "\nexamples:\n"
