@@ -423,12 +423,160 @@ START_TEST(test_shipped_scenario)
 }
 END_TEST
 
+/* ---- ABI 1.1 ----------------------------------------------------------------------------- */
+
+/* keynorm's kept count per KV head at the first decode step of a 32-token prompt under the
+ * given parameters (each "key=value" at line i + 3, column 5 of t.yaml), or -1 with the error
+ * in e. */
+static int keynorm_kept(const policy_ops *p, const char *const *kvs, size_t n, errbuf *e)
+{
+    kv_param kv[8];
+    for (size_t i = 0; i < n; i++) {
+        char key[48];
+        const char *eq = strchr(kvs[i], '=');
+        snprintf(key, sizeof key, "%.*s", (int)(eq - kvs[i]), kvs[i]);
+        kv[i] = fixture_kvp(key, eq + 1, (int)i + 3, 5);
+    }
+    policy_args a;
+    if (policy_args_load(p, kv, n, "t.yaml", &a, e))
+        return -1;
+    const uint32_t L = 2, Hkv = 2, d = 4, P = 32, T = 40;
+    policy_env env = {L, 2, Hkv, d, 8, 16, P, T, NULL, NULL, NULL, 1, NULL};
+    void *st = NULL;
+    if (p->init(&env, &a, &st, e))
+        return -1;
+    float k[8];
+    for (uint32_t pos = 0; pos < P; pos++)
+        for (uint32_t l = 0; l < L; l++) {
+            for (int i = 0; i < 8; i++)
+                k[i] = (float)((pos * 7 + (uint32_t)i * 3) % 11);
+            policy_obs o = {.layer = l, .pos = pos, .k = k};
+            ck_assert_int_eq(p->observe(st, &o, e), MS_OK);
+        }
+    uint8_t keep[2 * 40];
+    ck_assert_int_eq(p->select(st, 0, P, NULL, keep, e), MS_OK);
+    int kept = 0;
+    for (uint32_t j = 0; j < P; j++)
+        kept += keep[j];
+    p->fini(st);
+    return kept;
+}
+
+/* kv_budget mapped by the plug-in (keynorm: round(F·P) entries, the sinks among them), its own
+ * budget parameter beside it refused, its check hook's rule at file:line:col. */
+START_TEST(test_abi11_budget_check)
+{
+    const char *so = build_plugin(th_data_path("scenarios/plugins/keynorm.c"), "keynorm.so");
+    errbuf e;
+    const policy_ops *p = NULL;
+    ck_assert_msg(policy_plugin_load(so, &p, &e) == MS_OK, "%s", e.msg);
+    ck_assert_int_eq(keynorm_kept(p, (const char *const[]){"keep=12"}, 1, &e), 16);
+    ck_assert_int_eq(keynorm_kept(p, (const char *const[]){"kv_budget=0.25"}, 1, &e), 8);
+    ck_assert_int_eq(keynorm_kept(p, (const char *const[]){"kv_budget=0.5", "sink=2"}, 2, &e), 16);
+    ck_assert_int_eq(keynorm_kept(p, (const char *const[]){"kv_budget=0.25", "keep=12"}, 2, &e),
+                     -1);
+    ck_assert_msg(strstr(e.msg, "t.yaml:4:5: error: ") && strstr(e.msg, "both set the budget"),
+                  "%s", e.msg);
+    /* kv_budget that leaves nothing beside the sinks: init's error at kv_budget */
+    ck_assert_int_eq(keynorm_kept(p, (const char *const[]){"kv_budget=0.1", "sink=4"}, 2, &e), -1);
+    ck_assert_msg(strstr(e.msg, "t.yaml:3:5: error: kv_budget 0.1 keeps 3"), "%s", e.msg);
+    /* the check hook: sink above keep */
+    ck_assert_int_eq(keynorm_kept(p, (const char *const[]){"keep=6", "sink=8"}, 2, &e), -1);
+    ck_assert_msg(strstr(e.msg, "t.yaml:4:5: error: keynorm: sink 8 is above keep 6"), "%s", e.msg);
+    /* the same through a scenario: exit 2, nothing written */
+    build_plugin(th_data_path("scenarios/plugins/keynorm.c"), "keynorm.so");
+    char *scn = strdup(th_file(&td, "rule.yaml",
+                               "format: 1\nname: s\nprotocol: semi2k\nnetwork: lan\ncases:\n"
+                               "  - model: stories260K\n"
+                               "    workload: {prompt_len: 8, decode_len: 4}\n"
+                               "    policies: [{plugin: keynorm.so, keep: 2, sink: 3}]\n"));
+    char *db = strdup(tpath("rule.db"));
+    ck_assert_int_eq(th_runl(NULL, tpath("rule.txt"), NULL, "run", scn, "-o", db, (char *)NULL), 2);
+    const char *msg = th_text(tpath("rule.txt"));
+    ck_assert_msg(strstr(msg, "rule.yaml:8:46: error: keynorm: sink 3 is above keep 2"), "%s", msg);
+    ck_assert(!th_exists(db));
+    free(scn);
+    free(db);
+}
+END_TEST
+
+/* The common rule (budget_count: round(F·P) into one parameter), and a 1.0 plug-in: it loads,
+ * and refuses kv_budget as a policy that maps none. */
+static const char *const counted =
+    "#include <mpcsim/policy_plugin.h>\n"
+    "#include <stdlib.h>\n"
+    "#include <string.h>\n"
+    "static const mpcsim_api *api;\n"
+    "static const mpcsim_param ps[] = {{\"n\", \"3\", \"kept\", 1, 1e9, 1}};\n"
+    "static int in(const mpcsim_env *v, const mpcsim_args *a, void **s, mpcsim_err *e)\n"
+    "{ uint32_t *n = malloc(sizeof *n); *s = n; return api->arg_u32(a, \"n\", n, e); }\n"
+    "static void fi(void *s) { free(s); }\n"
+    "static int sel(void *s, uint32_t l, uint32_t p, const float *q, uint8_t *k, mpcsim_err *e)\n"
+    "{ uint32_t n = *(uint32_t *)s; memset(k, 0, p); memset(k, 1, n < p ? n : p); return 0; }\n"
+    "static const mpcsim_policy pol = {.abi_major = 1, .abi_minor = MINOR, .name = NAME,\n"
+    "    .params = ps, .n_params = 1, .init = in, .fini = fi, .select = sel COUNT};\n"
+    "const mpcsim_policy *mpcsim_policy_plugin(const mpcsim_api *a) { api = a; return &pol; }\n";
+
+static int counted_kept(const policy_ops *p, const char *val, errbuf *e)
+{
+    kv_param kv[1] = {fixture_kvp(val ? "kv_budget" : "n", val ? val : "3", 3, 5)};
+    policy_args a;
+    if (policy_args_load(p, kv, 1, "t.yaml", &a, e))
+        return -1;
+    policy_env env = {1, 1, 1, 4, 4, 8, 20, 24, NULL, NULL, NULL, 1, NULL};
+    void *st = NULL;
+    if (p->init(&env, &a, &st, e))
+        return -1;
+    uint8_t keep[20];
+    ck_assert_int_eq(p->select(st, 0, 20, NULL, keep, e), MS_OK);
+    int n = 0;
+    for (int j = 0; j < 20; j++)
+        n += keep[j];
+    p->fini(st);
+    return n;
+}
+
+START_TEST(test_abi11_common_rule)
+{
+    char src[4096];
+    errbuf e;
+    const policy_ops *p = NULL;
+    snprintf(src, sizeof src,
+             "#define MINOR 1\n#define NAME \"counted\"\n#define COUNT "
+             ", .budget_count = \"n\"\n%s",
+             counted);
+    ck_assert_msg(policy_plugin_load(build_text("counted", src), &p, &e) == MS_OK, "%s", e.msg);
+    ck_assert_int_eq(counted_kept(p, NULL, &e), 3);
+    ck_assert_int_eq(counted_kept(p, "0.25", &e), 5); /* round(0.25 · 20) */
+    ck_assert_int_eq(counted_kept(p, "0.5", &e), 10);
+    /* a 1.0 plug-in: loads, and kv_budget is refused at its place */
+    snprintf(src, sizeof src, "#define MINOR 0\n#define NAME \"counted_old\"\n#define COUNT\n%s",
+             counted);
+    ck_assert_msg(policy_plugin_load(build_text("counted_old", src), &p, &e) == MS_OK, "%s", e.msg);
+    ck_assert_int_eq(counted_kept(p, NULL, &e), 3);
+    ck_assert_int_eq(counted_kept(p, "0.25", &e), -1);
+    ck_assert_msg(strstr(e.msg, "t.yaml:3:5: error: ") &&
+                      strstr(e.msg, "does not map kv_budget to a budget of its own"),
+                  "%s", e.msg);
+    /* budget_count naming no whole parameter: refused at load */
+    snprintf(src, sizeof src,
+             "#define MINOR 1\n#define NAME \"counted_bad\"\n#define COUNT "
+             ", .budget_count = \"m\"\n%s",
+             counted);
+    const char *bad = build_text("counted_bad", src);
+    ck_assert_int_eq(policy_plugin_load(bad, &p, &e), MS_ERR_INPUT);
+    ck_assert_msg(strstr(e.msg, "budget_count 'm' is not one of its whole-number parameters"), "%s",
+                  e.msg);
+}
+END_TEST
+
 Suite *plugin_suite(void)
 {
     Suite *s = suite_create("plugin");
     TCase *tc = th_case(s, "core", 0);
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_keynorm_kept, test_keynorm_scenario, test_abi_mismatch, test_no_entry,
-             test_cli, test_install, test_shipped_scenario);
+             test_cli, test_install, test_shipped_scenario, test_abi11_budget_check,
+             test_abi11_common_rule);
     return s;
 }

@@ -27,6 +27,17 @@
  * emit_cost (the ops and their operand conventions: protocols/program/op.h in the source
  * tree). A policy that emits nothing claims its selection is free (public positions).
  *
+ * ABI 1.1 adds (a 1.0 plug-in still loads; mpcsim reads none of these from it):
+ *   - kv_budget: the plug-in reads it (api->kv_budget; its own budget parameters named in
+ *     budget_keys, an error beside it), or names in budget_count one whole parameter that
+ *     mpcsim sets to round(F · prompt_len) when the scenario gives kv_budget F;
+ *   - check: its rules between parameters, run when the scenario is loaded, errors at the
+ *     parameter's file:line:col (api->at);
+ *   - inputs and selection: emit_cost takes its operands from mpcsim (api->input: the cached
+ *     keys and values, the new keys, the query) and names the rows its selection gathers
+ *     (api->selection), so `mpcsim policy check` can run those very ops on the plain engine
+ *     over a trace and compare what they gather with select()'s keep mask.
+ *
  * Callbacks return 0 on success, or the code api->fail returned after it recorded a message.
  * A plug-in's callbacks may run in several threads at once, each on its own state. */
 #ifndef MPCSIM_POLICY_PLUGIN_H
@@ -40,7 +51,7 @@ extern "C" {
 #endif
 
 #define MPCSIM_PLUGIN_ABI_MAJOR 1
-#define MPCSIM_PLUGIN_ABI_MINOR 0
+#define MPCSIM_PLUGIN_ABI_MINOR 1
 /* The symbol mpcsim looks up in the shared object. */
 #define MPCSIM_PLUGIN_ENTRY "mpcsim_policy_plugin"
 
@@ -103,6 +114,15 @@ enum mpcsim_role {
     MPCSIM_ROLE_CACHE,  /* secret state carried across steps */
     MPCSIM_ROLE_PUBLIC, /* a public constant */
     MPCSIM_ROLE_OUTPUT  /* a revealed result */
+};
+
+/* Operands mpcsim provides to emit_cost (api->input, ABI 1.1), per layer. Shapes: */
+enum mpcsim_input {
+    MPCSIM_IN_KV,       /* (n_kv_heads, kv_len, 2·head_dim): the cached [K | V] rows 0..kv_len */
+    MPCSIM_IN_KEYS_NEW, /* (n_kv_heads, n, head_dim): the keys of the phase's new positions (the
+                         * prefill: the prompt's P; a decode step: its own, row kv_len) */
+    MPCSIM_IN_QUERY,    /* (n_heads, 1, head_dim): the decode step's query */
+    MPCSIM_IN_N
 };
 
 /* Phases of emit_cost. */
@@ -196,6 +216,28 @@ typedef struct mpcsim_api {
                        const char *nm);
     /* Nonzero after a failure. */
     int (*failed)(const mpcsim_opb *b);
+
+    /* ---- ABI 1.1 (read them only when abi_minor ≥ 1) ---- */
+    /* The scenario's kv_budget F (0 < F ≤ 1) in *f, or 0 when it gives none. */
+    int (*kv_budget)(const mpcsim_args *a, double *f, mpcsim_err *e);
+    /* round(F · n), at least 1 and at most n. */
+    uint32_t (*budget_entries)(double f, uint32_t n);
+    /* The prefix of a message about parameter key: "file:line:col: error: " where the
+     * scenario wrote it, else "file: error: ". Returns buf. */
+    const char *(*at)(const mpcsim_args *a, const char *key, char *buf, size_t cap);
+    /* The operand what (enum mpcsim_input) of this emit_cost call: a tensor of the shape stated
+     * there (rows: kv_len or the new positions). */
+    uint32_t (*input)(mpcsim_opb *b, int what, uint32_t rows);
+    /* Names the decode step's selection: rows (n_kv_heads, m, C) that ops of this call
+     * computed as a gather of MPCSIM_IN_KV rows (or a slice of it) of the candidates [r0, r1);
+     * the cached entries outside [r0, r1) are attended as public (sinks, a recent window). A
+     * decode step that names none keeps every entry. score: the candidates' ranked scores
+     * (n_kv_heads × (r1 − r0) values in candidate order), or MPCSIM_NONE; tol: the error bound
+     * of a score on the fixed-point engine against select()'s (mpcsim's default fixed point:
+     * 18 fractional bits), so that two candidates whose scores differ by at most tol are a tie
+     * either side may break its own way. */
+    void (*selection)(mpcsim_opb *b, uint32_t rows, uint32_t m, uint32_t r0, uint32_t r1,
+                      uint32_t score, double tol);
 } mpcsim_api;
 
 /* The policy a plug-in provides. Members the plug-in does not need are NULL / 0. */
@@ -225,6 +267,20 @@ typedef struct mpcsim_policy {
     const char *metric_stride;
     /* 1 when select() and emit_cost() change no state another step reads. */
     int stateless_select;
+
+    /* ---- ABI 1.1 (set abi_minor ≥ 1: MPCSIM_POLICY_HEAD does) ---- */
+    /* The plug-in's own budget parameters, '|'-separated, that kv_budget replaces (an error
+     * when one is set away from its default beside it); the plug-in maps kv_budget itself
+     * (api->kv_budget). NULL: none. */
+    const char *budget_keys;
+    /* Or the common rule: the whole parameter that kv_budget F sets to round(F · prompt_len)
+     * (what api->arg_u32 then reads); it joins budget_keys. NULL: none. A plug-in with neither
+     * refuses kv_budget. */
+    const char *budget_count;
+    /* Optional: the rules between parameters (each value alone already in its range), run when
+     * the scenario is loaded and before init: an error message starting with api->at(a, key)
+     * for the parameter that breaks the rule, returned through api->fail. */
+    int (*check)(const mpcsim_args *a, mpcsim_err *e);
 } mpcsim_policy;
 
 #define MPCSIM_POLICY_HEAD \

@@ -383,7 +383,11 @@ static int kop_matmul(eng *e, const op *o, const mpc_val *x, const mpc_val *y, m
         TRY(k_matmul_pub(e, &t, x, y, o->batch, o->m, o->k, o->n, (o->flags & OPF_TRANS_B) != 0));
     } else {
         TRY(kal(e, &t, (size_t)o->batch * o->m * o->n, DOM_ARITH));
-        TRY(VT->matmul(e, &t, x, y, o->batch, o->m, o->k, o->n, o->flags, o->in[1]));
+        int rc = VT->matmul(e, &t, x, y, o->batch, o->m, o->k, o->n, o->flags, o->in[1]);
+        if (rc) { /* operands of the wrong size: nothing kept */
+            krel(e, &t);
+            return rc;
+        }
     }
     return k_settle(e, z, &t, o->kind != OP_GATHER && !(o->flags & OPF_NO_TRUNC));
 }

@@ -6,11 +6,17 @@
  * Build: make plugins (or cc -std=c11 -fPIC -shared $(pkg-config --cflags mpcsim-plugin)
  * keynorm.c -o keynorm.so), then name it in a scenario: {plugin: plugins/keynorm.so, keep: 32}.
  *
+ * kv_budget F (ABI 1.1): keep = round(F · prompt_len) − sink, the sinks counted in the budget
+ * (`keep` itself beside kv_budget is an error). Its rule between parameters (the check hook):
+ * sink ≤ keep, the sinks the smaller part of what is kept.
+ *
  * MPC cost (emit_cost): which keys are kept is secret, so the norms are computed on shares: each
  * key's squared norm once (a SQUARE of its d elements, summed by a product with a public ones
  * vector: local), kept with the cache; each decode step ranks the pos − sink candidates (TOPK,
  * keep one-hot rows) and gathers the kept rows of [K | V] (GATHER of the one-hot rows). The
- * kept count sink + keep is public. */
+ * kept count sink + keep is public. The keys and the cache are mpcsim's operands (api->input)
+ * and the gathered rows are named as the selection (api->selection), so `mpcsim policy check`
+ * runs these ops on the plain engine and compares what they gather with kn_select's mask. */
 #include <mpcsim/policy_plugin.h>
 
 #include <stdlib.h>
@@ -48,8 +54,20 @@ static int kn_init(const mpcsim_env *env, const mpcsim_args *a, void **st, mpcsi
     if (!s)
         return api->fail(e, "keynorm: out of memory");
     s->env = *env;
+    double f = 0;
     int rc = api->arg_u32(a, "sink", &s->sink, e);
     if (!rc)
+        rc = api->kv_budget(a, &f, e);
+    if (!rc && f > 0) { /* the budget counts the sinks */
+        uint32_t n = api->budget_entries(f, env->prompt_len);
+        char at[600];
+        if (n <= s->sink)
+            rc = api->fail(e,
+                           "%skv_budget %g keeps %u of the %u prompt entries, no more than the %u "
+                           "sinks",
+                           api->at(a, "kv_budget", at, sizeof at), f, n, env->prompt_len, s->sink);
+        s->keep = n - s->sink;
+    } else if (!rc)
         rc = api->arg_u32(a, "keep", &s->keep, e);
     if (rc) {
         free(s);
@@ -65,6 +83,25 @@ static int kn_init(const mpcsim_env *env, const mpcsim_args *a, void **st, mpcsi
     }
     *st = s;
     return 0;
+}
+
+/* The rule between parameters: the sinks are the smaller part of the kept entries. */
+static int kn_check(const mpcsim_args *a, mpcsim_err *e)
+{
+    uint32_t sink, keep;
+    double f;
+    int rc = api->arg_u32(a, "sink", &sink, e);
+    if (!rc)
+        rc = api->arg_u32(a, "keep", &keep, e);
+    if (!rc)
+        rc = api->kv_budget(a, &f, e);
+    if (rc || f > 0 || sink <= keep)
+        return rc;
+    char at[600];
+    return api->fail(e,
+                     "%skeynorm: sink %u is above keep %u\n  hint: keep at least as many keys "
+                     "by norm as sinks",
+                     api->at(a, "sink", at, sizeof at), sink, keep);
 }
 
 static unsigned kn_needs(void *st, uint32_t pos) { return MPCSIM_NEED_K; }
@@ -112,13 +149,27 @@ static void emit_norms(kn *s, mpcsim_opb *b, uint32_t n, uint32_t r0)
 {
     uint32_t H = s->env.n_kv_heads, d = s->env.head_dim;
     uint32_t st = api->shared(b, "norm", MPCSIM_ROLE_CACHE, H, s->env.max_len, 1);
-    uint32_t k = api->tensor(b, "k_new", MPCSIM_ROLE_TEMP, H, n, d);
+    uint32_t k = api->input(b, MPCSIM_IN_KEYS_NEW, n);
     uint32_t sq = api->tensor(b, "k_sq", MPCSIM_ROLE_TEMP, H, n, d);
     api->op(b, MPCSIM_OP_SQUARE, H, n, 0, d, k, MPCSIM_NONE, MPCSIM_NONE, sq, 0, 0, 0);
     uint32_t ones = api->shared(b, "ones", MPCSIM_ROLE_PUBLIC, 1, d, 1);
     uint32_t nn = api->tensor(b, "k_norm", MPCSIM_ROLE_TEMP, H, n, 1);
     api->matmul_pub(b, sq, ones, H * n, d, 1, nn);
     api->put(b, nn, st, H, r0, n, 1);
+}
+
+/* How far two candidates' squared norms on the fixed-point engine may be apart and still be a
+ * tie to kn_select's float ones. Keys rounded to u = 2^-18 (mpcsim's default fixed point), each
+ * square truncated (±u), summed exactly: |ŝ − s| ≤ √d·‖k‖·u + 2d·u; kn_select's float norm adds
+ * a relative 2^-24. Twice the largest (√(d·M) ≤ (d + M)/2), for the two candidates of a
+ * swap. */
+static double tie_tol(const kn *s, uint32_t layer, uint32_t kv_len)
+{
+    double M = 0, u = 0x1p-18, d = s->env.head_dim;
+    for (uint32_t g = 0; g < s->env.n_kv_heads; g++)
+        for (uint32_t j = s->sink; j < kv_len; j++)
+            M = norms((kn *)s, layer, g)[j] > M ? norms((kn *)s, layer, g)[j] : M;
+    return 2 * (((d + M) / 2 + 2 * d) * u + M * 0x1p-24);
 }
 
 static int kn_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
@@ -140,11 +191,13 @@ static int kn_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
     uint32_t oh = api->tensor(b, "topk", MPCSIM_ROLE_TEMP, H, s->keep, c);
     api->op(b, MPCSIM_OP_TOPK, H, 1, 0, c, row, MPCSIM_NONE, MPCSIM_NONE, oh, 0, (int32_t)s->keep,
             0);
-    uint32_t kv = api->shared(b, "kv", MPCSIM_ROLE_CACHE, H, s->env.max_len, 2 * d);
+    uint32_t kv = api->input(b, MPCSIM_IN_KV, kv_len);
     uint32_t tab = api->rows(b, kv, H, s->sink, c, 2 * d, "kv_cand");
     uint32_t out = api->tensor(b, "kv_kept", MPCSIM_ROLE_TEMP, H, s->keep, 2 * d);
     api->op(b, MPCSIM_OP_GATHER, H, s->keep, c, 2 * d, oh, tab, MPCSIM_NONE, out,
             MPCSIM_OPF_NO_TRUNC, 0, 0);
+    /* the sinks stay public; ties: see tie_tol */
+    api->selection(b, out, s->keep, s->sink, kv_len, row, tie_tol(s, layer, kv_len));
     return 0;
 }
 
@@ -162,6 +215,8 @@ static const mpcsim_policy keynorm = {
     .emit_cost = kn_emit,
     .metric_stride = "16",
     .stateless_select = 1,
+    .budget_keys = "keep",
+    .check = kn_check,
 };
 
 const mpcsim_policy *mpcsim_policy_plugin(const mpcsim_api *a)

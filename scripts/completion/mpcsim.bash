@@ -49,10 +49,15 @@ _mpcsim() {
         COMPREPLY=($(compgen -W "record synth fit info" -- "${cur}"))
         return 0
     fi
+    if [ "${cmd}" = policy ] && [ "${COMP_CWORD}" -eq 2 ] && [[ "${cur}" != -* ]]; then
+        COMPREPLY=($(compgen -W "check" -- "${cur}"))
+        return 0
+    fi
     if [[ "${cur}" == -* ]]; then
         local opts
         local sub=""
         [ "${cmd}" = trace ] && [ "${COMP_CWORD}" -gt 2 ] && sub="${COMP_WORDS[2]}"
+        [ "${cmd}" = policy ] && [ "${COMP_CWORD}" -gt 2 ] && sub="${COMP_WORDS[2]}"
         opts=$("${bin}" "${cmd}" ${sub} --help 2>/dev/null | grep -oE -- '--[a-z][a-z0-9-]*' | sort -u)
         COMPREPLY=($(compgen -W "${opts}" -- "${cur}"))
         return 0

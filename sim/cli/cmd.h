@@ -18,6 +18,7 @@ int cmd_trace(int argc, char **argv);     /* sim/cli/cmd_trace.c */
 int cmd_party(int argc, char **argv);     /* sim/cli/cmd_party.c */
 int cmd_validate(int argc, char **argv);  /* sim/cli/cmd_validate.c */
 int cmd_serve(int argc, char **argv);     /* sim/cli/cmd_serve.c */
+int cmd_policy(int argc, char **argv);    /* sim/cli/cmd_policy.c */
 
 /* Shared CLI helpers (sim/cli/cli.c). */
 const char *cli_prog(void); /* "mpcsim" */

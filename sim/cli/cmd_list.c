@@ -15,6 +15,7 @@
 #include "sim/engine/regime.h"
 #include "sim/trace/trace.h"
 #include "sim/policy/policy.h"
+#include "sim/policy/pcheck.h"
 #include "sim/policy/plugin.h"
 #include "protocols/program/proto.h"
 
@@ -149,13 +150,25 @@ static int list_policies(const char *plugin)
         if (i >= n)
             printf("    (plug-in %s)\n", policy_plugin_path(p));
         /* how far its MPC cost is known to compute its selection (POLICIES.md "Cost checked
-         * or declared") */
-        printf("    cost: %s\n",
-               p->secure ? "checked on shares (`validate --policy` compares its selections "
-                           "with select(); which parameters: POLICIES.md)"
-               : !p->observe && !p->emit_cost
-                   ? "none (public positions)"
-                   : "declared (its emit_cost ops are stated, not run against select())");
+         * or declared"); a plug-in's is checked here (sim/policy/pcheck.h) */
+        pcheck_cost pc = pcheck_cost_of(p);
+        pcheck_result cr = {0};
+        errbuf ce = {{0}};
+        if (i >= n && pc == PCOST_DECLARED && pcheck_default(p, &cr, &ce))
+            snprintf(cr.msg, sizeof cr.msg, "%.500s", ce.msg);
+        if (pc == PCOST_SHARES)
+            printf("    cost: checked on shares (`validate --policy` compares its selections "
+                   "with select(); which parameters: POLICIES.md)\n");
+        else if (pc == PCOST_PUBLIC)
+            printf("    cost: none (public positions)\n");
+        else if (cr.ran && cr.match)
+            printf("    cost: checked (`mpcsim policy check`: its ops, run on the plain engine,\n"
+                   "          gather what select() keeps: %zu masks at its defaults)\n",
+                   cr.n_checked);
+        else
+            printf("    cost declared (its emit_cost ops are not checked against select(): "
+                   "%s)\n",
+                   i >= n ? cr.msg : "`mpcsim policy check` says why");
         for (size_t k = 0; k < np; k++) {
             char range[96];
             if (pp[k].choices)

@@ -14,6 +14,7 @@
 #include "opt.h"
 #include "protocols/base/metric_def.h"
 #include "results/rdb.h"
+#include "sim/policy/pcheck.h"
 #include "table.h"
 
 #define REP_MAX_METRICS 96
@@ -753,6 +754,37 @@ static int report_parse(int argc, char **argv, rep *R, const char **list, cli_li
     return 0;
 }
 
+/* The policies of the runs shown whose MPC cost is declared, not checked against their
+ * selection (sim/policy/pcheck.h; a plug-in's file is not loaded here: declared). */
+static void declared_note(const rep *R, FILE *f)
+{
+    char *sql =
+        sqlite3_mprintf("SELECT DISTINCT r.policy FROM runs r WHERE 1 %s ORDER BY 1", R->where);
+    sqlite3_stmt *s = NULL;
+    if (!sql || sqlite3_prepare_v2(R->h, sql, -1, &s, NULL) != SQLITE_OK) {
+        sqlite3_free(sql);
+        return;
+    }
+    sqlite3_free(sql);
+    char line[1200] = "";
+    size_t k = 0, n = 0;
+    while (sqlite3_step(s) == SQLITE_ROW && k < sizeof line - 64) {
+        const char *nm = (const char *)sqlite3_column_text(s, 0);
+        if (!nm || pcheck_cost_of(policy_find(nm)) != PCOST_DECLARED)
+            continue;
+        k += (size_t)snprintf(line + k, sizeof line - k, "%s%s", n++ ? ", " : "", nm);
+    }
+    sqlite3_finalize(s);
+    if (!n)
+        return;
+    char msg[1400];
+    snprintf(msg, sizeof msg,
+             "cost declared: %s (the MPC cost of %s selection is what its ops state, not checked "
+             "against it: mpcsim policy check)",
+             line, n == 1 ? "its" : "their");
+    dbq_wrap(f, msg, R->width);
+}
+
 int cmd_report(int argc, char **argv)
 {
     rep R = {0};
@@ -797,6 +829,7 @@ int cmd_report(int argc, char **argv)
                 snprintf(line + k, sizeof line - (size_t)k,
                          ", %d failed (why: mpcsim report %s --failed)", n_failed, R.path);
             dbq_wrap(stdout, line, R.width);
+            declared_note(&R, stdout);
         }
         if (!st && serve_tables(&R, stdout))
             st = 1;

@@ -28,6 +28,7 @@ static const command commands[] = {
     {"validate", cmd_validate, "run the real MPC backend and compare with the simulator"},
     {"party", cmd_party, "run one party (or the dealer) of the real MPC backend"},
     {"serve", cmd_serve, "simulate multi-user serving with cross-user KV sharing"},
+    {"policy", cmd_policy, "check that a policy's MPC cost computes its selection"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

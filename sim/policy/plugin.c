@@ -8,6 +8,7 @@
  * gets an adapter policy_ops whose callbacks convert the handles and call the plug-in's. */
 #include "plugin.h"
 #include "include/mpcsim/policy_plugin.h"
+#include "pcheck.h"
 
 #include <dlfcn.h>
 #include <limits.h>
@@ -49,6 +50,11 @@ _Static_assert(MPCSIM_NEED_ATT == POLICY_NEED_ATT && MPCSIM_NEED_K == POLICY_NEE
                    MPCSIM_NEED_V == POLICY_NEED_V && MPCSIM_NEED_FFN == POLICY_NEED_FFN &&
                    MPCSIM_NEED_WO == POLICY_NEED_WO && MPCSIM_NEED_Q == POLICY_NEED_Q,
                "observation needs of policy_plugin.h and policy.h differ");
+_Static_assert((int)(MPCSIM_IN_KV) == (int)PCHECK_IN_KV &&
+                   (int)(MPCSIM_IN_KEYS_NEW) == (int)PCHECK_IN_KEYS_NEW &&
+                   (int)(MPCSIM_IN_QUERY) == (int)PCHECK_IN_QUERY &&
+                   (int)(MPCSIM_IN_N) == (int)PCHECK_IN_N,
+               "operands of policy_plugin.h and pcheck.h differ");
 _Static_assert(sizeof(mpcsim_metric) == sizeof(run_metric) &&
                    offsetof(mpcsim_metric, value) == offsetof(run_metric, value) &&
                    offsetof(mpcsim_metric, unit) == offsetof(run_metric, unit),
@@ -61,9 +67,11 @@ struct mpcsim_err {
 struct mpcsim_args {
     const policy_ops *p;
     const policy_args *a;
+    uint32_t prompt_len; /* for the common rule of kv_budget (0: unknown, at check) */
 };
 struct mpcsim_opb {
     opb b;
+    uint32_t n_heads, n_kv_heads, head_dim, kv_len;
 };
 
 #define PARAMS_MAX 48 /* a plug-in's own parameters (the schema adds the replay's) */
@@ -77,11 +85,13 @@ typedef struct plug {
     char name[32];
     char prefix[40]; /* "<name>." for tensor names */
     policy_param params[PARAMS_MAX];
+    char budget[256]; /* budget_keys and budget_count, '|'-separated (ABI 1.1) */
 } plug;
 
 typedef struct pstate {
     const plug *pl;
     void *st;
+    mpcsim_env env;
 } pstate;
 
 static plug *plugs[POLICY_PLUGIN_MAX];
@@ -105,9 +115,49 @@ static int api_arg_double(const mpcsim_args *a, const char *key, double *out, mp
     return policy_arg_double(a->p, a->a, key, out, &e->e);
 }
 
+static const plug *plug_of(const policy_ops *p); /* below */
+
 static int api_arg_u32(const mpcsim_args *a, const char *key, uint32_t *out, mpcsim_err *e)
 {
+    const plug *pl = plug_of(a->p);
+    const char *cnt = pl && pl->mp->abi_minor >= 1 ? pl->mp->budget_count : NULL;
+    if (cnt && a->prompt_len && !strcmp(key, cnt)) { /* the common rule of kv_budget */
+        double f;
+        int rc = policy_kv_budget(a->p, a->a, &f, &e->e);
+        if (rc)
+            return rc;
+        if (f > 0) {
+            *out = policy_budget_entries(f, a->prompt_len);
+            return MS_OK;
+        }
+    }
     return policy_arg_u32(a->p, a->a, key, out, &e->e);
+}
+
+static int api_kv_budget(const mpcsim_args *a, double *f, mpcsim_err *e)
+{
+    return policy_kv_budget(a->p, a->a, f, &e->e);
+}
+
+static const char *api_at(const mpcsim_args *a, const char *key, char *buf, size_t cap)
+{
+    return policy_at(a->a, key, buf, cap);
+}
+
+static uint32_t api_input(mpcsim_opb *b, int what, uint32_t rows)
+{
+    uint32_t B = b->n_kv_heads, cols = b->head_dim;
+    if (what == MPCSIM_IN_KV)
+        cols = 2 * b->head_dim;
+    else if (what == MPCSIM_IN_QUERY)
+        B = b->n_heads, rows = 1;
+    return pcheck_input(&b->b, what, B, rows, cols);
+}
+
+static void api_selection(mpcsim_opb *b, uint32_t rows, uint32_t m, uint32_t r0, uint32_t r1,
+                          uint32_t score, double tol)
+{
+    pcheck_selection(&b->b, rows, m, r0, r1, score, tol);
 }
 
 static size_t api_topk(const float *score, size_t n, size_t k, uint32_t *out, uint32_t *work)
@@ -194,6 +244,11 @@ static const mpcsim_api api = {
     .matmul_pub = api_matmul_pub,
     .colsum = api_colsum,
     .failed = api_failed,
+    .kv_budget = api_kv_budget,
+    .budget_entries = policy_budget_entries,
+    .at = api_at,
+    .input = api_input,
+    .selection = api_selection,
 };
 
 /* ---- the adapter ------------------------------------------------------------------------- */
@@ -216,7 +271,8 @@ static int plug_init_at(size_t slot, const policy_env *env, const policy_args *a
     s->pl = pl;
     mpcsim_env me = {env->n_layers, env->n_heads, env->n_kv_heads, env->head_dim,
                      env->dim,      env->ffn_dim, env->prompt_len, env->max_len};
-    struct mpcsim_args ma = {&pl->ops, a};
+    s->env = me;
+    struct mpcsim_args ma = {&pl->ops, a, env->prompt_len};
     e->msg[0] = '\0';
     int rc = pl->mp->init(&me, &ma, &s->st, (mpcsim_err *)e);
     if (rc) {
@@ -254,6 +310,39 @@ static int (*const plug_inits[POLICY_PLUGIN_MAX])(const policy_env *, const poli
     plug_init_0,  plug_init_1,  plug_init_2,  plug_init_3,  plug_init_4,  plug_init_5,
     plug_init_6,  plug_init_7,  plug_init_8,  plug_init_9,  plug_init_10, plug_init_11,
     plug_init_12, plug_init_13, plug_init_14, plug_init_15,
+};
+
+/* The plug-in's check hook (ABI 1.1), one entry per slot as init. */
+static int plug_check_at(size_t slot, const policy_args *a, errbuf *e)
+{
+    const plug *pl = plugs[slot];
+    struct mpcsim_args ma = {&pl->ops, a, 0};
+    e->msg[0] = '\0';
+    return plug_rc(pl, pl->mp->check(&ma, (mpcsim_err *)e), "check", e);
+}
+
+#define PLUG_CHECK(i) \
+    static int plug_check_##i(const policy_args *a, errbuf *e) { return plug_check_at(i, a, e); }
+PLUG_CHECK(0)
+PLUG_CHECK(1)
+PLUG_CHECK(2)
+PLUG_CHECK(3)
+PLUG_CHECK(4)
+PLUG_CHECK(5)
+PLUG_CHECK(6)
+PLUG_CHECK(7)
+PLUG_CHECK(8)
+PLUG_CHECK(9)
+PLUG_CHECK(10)
+PLUG_CHECK(11)
+PLUG_CHECK(12)
+PLUG_CHECK(13)
+PLUG_CHECK(14)
+PLUG_CHECK(15)
+static int (*const plug_checks[POLICY_PLUGIN_MAX])(const policy_args *, errbuf *) = {
+    plug_check_0,  plug_check_1,  plug_check_2,  plug_check_3,  plug_check_4,  plug_check_5,
+    plug_check_6,  plug_check_7,  plug_check_8,  plug_check_9,  plug_check_10, plug_check_11,
+    plug_check_12, plug_check_13, plug_check_14, plug_check_15,
 };
 
 static void plug_fini(void *st)
@@ -300,7 +389,10 @@ static int plug_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const
                      op_program *prog, errbuf *e)
 {
     pstate *s = st;
-    struct mpcsim_opb b;
+    struct mpcsim_opb b = {.n_heads = s->env.n_heads,
+                           .n_kv_heads = s->env.n_kv_heads,
+                           .head_dim = s->env.head_dim,
+                           .kv_len = kv_len};
     opb_init(&b.b, prog, phase, (int)layer, OPC_POLICY, s->pl->prefix);
     e->msg[0] = '\0';
     int rc = s->pl->mp->emit_cost(s->st, phase, layer, kv_len, kept, &b, (mpcsim_err *)e);
@@ -362,6 +454,14 @@ static int check_policy(const char *path, const mpcsim_policy *mp, errbuf *e)
     if (mp->n_params > PARAMS_MAX || (mp->n_params && !mp->params))
         return err_set(e, MS_ERR_INPUT, "%s: policy %s declares %zu parameters (at most %d)", path,
                        nm, mp->n_params, PARAMS_MAX);
+    int count_ok = mp->abi_minor < 1 || !mp->budget_count;
+    for (size_t i = 0; !count_ok && i < mp->n_params; i++)
+        count_ok = !strcmp(mp->params[i].key, mp->budget_count) && mp->params[i].whole;
+    if (!count_ok)
+        return err_set(e, MS_ERR_INPUT,
+                       "%s: policy %s: budget_count '%s' is not one of its whole-number "
+                       "parameters",
+                       path, nm, mp->budget_count);
     for (size_t i = 0; i < mp->n_params; i++) {
         const mpcsim_param *pp = &mp->params[i];
         if (!pp->key || !pp->key[0] || strlen(pp->key) >= sizeof(((kv_param *)0)->key) ||
@@ -390,6 +490,12 @@ static plug *plug_new(const char *path, const char *real, void *dl, const mpcsim
         pl->params[i] =
             (policy_param){mp->params[i].key, mp->params[i].def, mp->params[i].help, NULL,
                            mp->params[i].lo,  mp->params[i].hi,  mp->params[i].whole};
+    int v11 = mp->abi_minor >= 1; /* the members of ABI 1.1 exist */
+    if (v11 && (mp->budget_keys || mp->budget_count)) {
+        snprintf(pl->budget, sizeof pl->budget, "%s%s%s", mp->budget_keys ? mp->budget_keys : "",
+                 mp->budget_keys && mp->budget_count ? "|" : "",
+                 mp->budget_count ? mp->budget_count : "");
+    }
     pl->ops = (policy_ops){
         .name = pl->name,
         .summary = mp->summary ? mp->summary : "(plug-in)",
@@ -405,6 +511,8 @@ static plug *plug_new(const char *path, const char *real, void *dl, const mpcsim
         .metrics = mp->metrics ? plug_metrics : NULL,
         .metric_stride = mp->metric_stride,
         .stateless_select = mp->stateless_select,
+        .budget_keys = pl->budget[0] ? pl->budget : NULL,
+        .check = v11 && mp->check ? plug_checks[slot] : NULL,
     };
     return pl;
 }
@@ -476,6 +584,17 @@ int policy_plugin_load(const char *path, const policy_ops **out, errbuf *e)
 done:
     pthread_mutex_unlock(&plugs_mu);
     return rc;
+}
+
+static const plug *plug_of(const policy_ops *p)
+{
+    const plug *r = NULL;
+    pthread_mutex_lock(&plugs_mu);
+    for (size_t i = 0; i < n_plugs && !r; i++)
+        if (&plugs[i]->ops == p)
+            r = plugs[i];
+    pthread_mutex_unlock(&plugs_mu);
+    return r;
 }
 
 const policy_ops *policy_plugin_find(const char *name)

@@ -1,0 +1,623 @@
+/* pcheck.c — a policy's emitted selection ops run on the plain engine against its select()
+ * (pcheck.h). */
+#include "pcheck.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "protocols/base/datadir.h"
+#include "protocols/program/eng_plain.h"
+#include "protocols/program/kern.h"
+#include "protocols/program/proto.h"
+#include "sim/trace/trace.h"
+
+#define PCHECK_IN_MAX 16
+
+/* What the emit_cost call in progress declared (pcheck_input, pcheck_selection). */
+typedef struct pcheck_io {
+    size_t n_in;
+    uint32_t in_t[PCHECK_IN_MAX];
+    int in_what[PCHECK_IN_MAX];
+    int has_sel;
+    uint32_t sel_t, sel_m, sel_r0, sel_r1, sel_score;
+    double sel_tol;
+} pcheck_io;
+
+/* The check in progress on this thread, NULL in a run. */
+static _Thread_local pcheck_io *cur;
+
+uint32_t pcheck_input(opb *b, int what, uint32_t B, uint32_t rows, uint32_t cols)
+{
+    static const char *const names[PCHECK_IN_N] = {"in.kv", "in.k_new", "in.q"};
+    if (what < 0 || what >= PCHECK_IN_N) {
+        b->failed = 1;
+        return OP_NONE;
+    }
+    uint32_t t = opb_tensor(b, names[what], OPT_TEMP, B, rows, cols);
+    if (cur && t != OP_NONE) {
+        if (cur->n_in == PCHECK_IN_MAX) {
+            b->failed = 1;
+            return OP_NONE;
+        }
+        cur->in_t[cur->n_in] = t;
+        cur->in_what[cur->n_in++] = what;
+    }
+    return t;
+}
+
+void pcheck_selection(opb *b, uint32_t rows, uint32_t m, uint32_t r0, uint32_t r1, uint32_t score,
+                      double tol)
+{
+    if (!cur || rows == OP_NONE || opb_failed(b))
+        return;
+    cur->has_sel = 1;
+    cur->sel_t = rows;
+    cur->sel_m = m;
+    cur->sel_r0 = r0;
+    cur->sel_r1 = r1;
+    cur->sel_score = score;
+    cur->sel_tol = tol > 0 ? tol : 0;
+}
+
+/* ---- the state carried between programs ------------------------------------------------ */
+
+typedef struct saved {
+    char name[48];
+    uint64_t *v;
+    size_t n;
+} saved;
+
+typedef struct chk {
+    const policy_ops *p;
+    void *st;
+    trace *t;
+    policy_env env;
+    eng *E;
+    int frac;
+    saved *sv;
+    size_t n_sv, cap_sv;
+    float *k, *v;     /* Hkv × d: one position's keys and values */
+    uint8_t *keep;    /* Hkv × T */
+    uint8_t *got;     /* T: the ops' mask of one KV head */
+    float *att;       /* H × T: the renormalized rows observe() sees */
+    uint64_t *kvraw;  /* Hkv × T × 2d: the bound [K | V] rows of the program */
+    uint32_t kv_rows; /* rows bound in kvraw */
+    pcheck_result *r;
+} chk;
+
+static saved *find_saved(chk *c, const char *name)
+{
+    for (size_t i = 0; i < c->n_sv; i++)
+        if (!strcmp(c->sv[i].name, name))
+            return &c->sv[i];
+    return NULL;
+}
+
+static int keep_saved(chk *c, const char *name, const uint64_t *v, size_t n)
+{
+    saved *s = find_saved(c, name);
+    if (!s) {
+        if (c->n_sv == c->cap_sv) {
+            size_t cap = c->cap_sv ? 2 * c->cap_sv : 16;
+            saved *ns = realloc(c->sv, cap * sizeof *ns);
+            if (!ns)
+                return MS_ERR_NOMEM;
+            c->sv = ns;
+            c->cap_sv = cap;
+        }
+        s = &c->sv[c->n_sv++];
+        memset(s, 0, sizeof *s);
+        snprintf(s->name, sizeof s->name, "%s", name);
+    }
+    if (s->n != n) {
+        uint64_t *nv = realloc(s->v, (n ? n : 1) * sizeof *nv);
+        if (!nv)
+            return MS_ERR_NOMEM;
+        s->v = nv;
+        s->n = n;
+    }
+    memcpy(s->v, v, n * sizeof *v);
+    return MS_OK;
+}
+
+/* ---- binding ------------------------------------------------------------------------------ */
+
+static int cant(chk *c, const char *fmt, const char *a, uint32_t layer)
+{
+    c->r->ran = 0;
+    char what[200];
+    snprintf(what, sizeof what, fmt, a);
+    snprintf(c->r->msg, sizeof c->r->msg, "layer %u: %s", layer, what);
+    return -1;
+}
+
+/* Fills x (n values) with the operand what of layer at kv_len (decode) or the prompt: 0, -1
+ * when the check cannot bind it (cant), or an error code. */
+static int bind_input(chk *c, int what, const op_tensor *T, uint32_t layer, int phase,
+                      uint32_t kv_len, uint64_t *x, errbuf *e)
+{
+    const policy_env *v = &c->env;
+    uint32_t Hkv = v->n_kv_heads, d = v->head_dim;
+    size_t n = (size_t)T->batch * T->rows * T->cols;
+    if (what == PCHECK_IN_QUERY) {
+        if (n != (size_t)v->n_heads * d)
+            return cant(c, "its query operand %s is not n_heads x 1 x head_dim", T->name, layer);
+        const float *q = trace_q(c->t, layer);
+        for (size_t i = 0; i < n; i++)
+            x[i] = fx_encode(q[i], c->frac);
+        return 0;
+    }
+    uint32_t cols = what == PCHECK_IN_KV ? 2 * d : d;
+    if (T->batch != Hkv || T->cols != cols)
+        return cant(c, "its operand %s is not n_kv_heads x rows x (2·)head_dim", T->name, layer);
+    uint32_t r0 = what == PCHECK_IN_KV || phase == PHASE_PREFILL ? 0 : kv_len;
+    if (r0 + T->rows > v->max_len)
+        return cant(c, "its operand %s has rows past the trace", T->name, layer);
+    for (uint32_t j = 0; j < T->rows; j++) {
+        int rc = trace_kv(c->t, layer, r0 + j, c->k, what == PCHECK_IN_KV ? c->v : NULL);
+        if (rc)
+            return err_set(e, rc, "policy check: the trace's keys of layer %u position %u", layer,
+                           r0 + j);
+        for (uint32_t g = 0; g < Hkv; g++) {
+            uint64_t *row = x + ((size_t)g * T->rows + j) * cols;
+            for (uint32_t i = 0; i < d; i++)
+                row[i] = fx_encode(c->k[(size_t)g * d + i], c->frac);
+            if (what == PCHECK_IN_KV)
+                for (uint32_t i = 0; i < d; i++)
+                    row[d + i] = fx_encode(c->v[(size_t)g * d + i], c->frac);
+        }
+    }
+    if (what == PCHECK_IN_KV) {
+        memcpy(c->kvraw, x, n * sizeof *x);
+        c->kv_rows = T->rows;
+    }
+    return 0;
+}
+
+/* The value of a public tensor of a policy's ops: a column of ones ("ones", "<x>_ones"). */
+static int bind_public(const op_tensor *T, uint64_t *x, size_t n)
+{
+    size_t len = strlen(T->name);
+    if (len < 4 || strcmp(T->name + len - 4, "ones"))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        x[i] = 1;
+    return 1;
+}
+
+/* The ops' kept set of KV head g at kv_len into c->got; 0, or 1 with r->msg on a row that
+ * gathers no cached entry. */
+static int sel_mask(chk *c, const pcheck_io *io, const mpc_val *sel, const op_tensor *T,
+                    uint32_t layer, uint32_t kv_len, uint32_t g)
+{
+    uint32_t d2 = 2 * c->env.head_dim, C = T->cols, m = io->sel_m;
+    for (uint32_t j = 0; j < kv_len; j++)
+        c->got[j] = j < io->sel_r0 || j >= io->sel_r1;
+    if (C > d2 || !c->kv_rows) {
+        c->r->match = 0;
+        snprintf(c->r->msg, sizeof c->r->msg,
+                 "layer %u position %u: its selection %s is not a gather of the cached [K | V] "
+                 "rows (its in.kv operand)",
+                 layer, kv_len, T->name);
+        return 1;
+    }
+    for (uint32_t i = 0; i < m; i++) {
+        const uint64_t *row = sel->s[0] + ((size_t)g * m + i) * C;
+        int zero = 1;
+        for (uint32_t q = 0; q < C && zero; q++)
+            zero = row[q] == 0;
+        if (zero)
+            continue; /* an empty slot */
+        uint32_t hit = UINT32_MAX;
+        for (uint32_t j = io->sel_r0; j < io->sel_r1 && j < c->kv_rows && hit == UINT32_MAX; j++)
+            if (!c->got[j] &&
+                !memcmp(row, c->kvraw + ((size_t)g * c->kv_rows + j) * d2, C * sizeof *row))
+                hit = j;
+        if (hit == UINT32_MAX) {
+            c->r->match = 0;
+            snprintf(c->r->msg, sizeof c->r->msg,
+                     "layer %u, KV head %u, position %u: row %u of its selection %s is none of "
+                     "the candidate entries [%u, %u) (a mixture, or gathered twice)",
+                     layer, g, kv_len, i, T->name, io->sel_r0, io->sel_r1);
+            return 1;
+        }
+        c->got[hit] = 1;
+    }
+    return 0;
+}
+
+/* The ops' kept set c->got of KV head g against select()'s want: equal, or different only by
+ * ties: as many entries kept by one side only as by the other, all candidates, and the ops'
+ * scores of all of them within the stated tolerance of each other. 0, or 1 with r->msg. */
+static int compare(chk *c, const pcheck_io *io, const mpc_val *score, const uint8_t *want,
+                   uint32_t layer, uint32_t kv_len, uint32_t g)
+{
+    uint32_t first = UINT32_MAX, n_want = 0, n_got = 0;
+    double lo = 0, hi = 0; /* the ops' scores of the entries one side only kept */
+    int scored = score && io->sel_score != OP_NONE && io->sel_r1 > io->sel_r0 &&
+                 score->n == (size_t)c->env.n_kv_heads * (io->sel_r1 - io->sel_r0);
+    for (uint32_t j = 0; j < kv_len; j++) {
+        if (!want[j] == !c->got[j])
+            continue;
+        int cand = j >= io->sel_r0 && j < io->sel_r1;
+        if (!scored || !cand) {
+            first = j;
+            n_want = UINT32_MAX; /* not a tie: no score, or a public entry */
+            break;
+        }
+        double v =
+            fx_decode(score->s[0][(size_t)g * (io->sel_r1 - io->sel_r0) + j - io->sel_r0], c->frac);
+        lo = first == UINT32_MAX || v < lo ? v : lo;
+        hi = first == UINT32_MAX || v > hi ? v : hi;
+        if (first == UINT32_MAX)
+            first = j;
+        n_want += want[j] != 0;
+        n_got += want[j] == 0;
+    }
+    if (first == UINT32_MAX)
+        return 0;
+    if (n_want != UINT32_MAX && n_want == n_got && hi - lo <= io->sel_tol) {
+        c->r->n_ties++;
+        if (hi - lo > c->r->tie_gap)
+            c->r->tie_gap = hi - lo;
+        return 0;
+    }
+    c->r->match = 0;
+    snprintf(c->r->msg, sizeof c->r->msg,
+             "layer %u, KV head %u, decode position %u: entry %u is kept by %s and not by %s%s",
+             layer, g, kv_len, first, want[first] ? "select()" : "its ops",
+             want[first] ? "its ops" : "select()",
+             n_want != UINT32_MAX && n_want == n_got && scored
+                 ? " (more than its stated tolerance apart: not a tie)"
+                 : "");
+    return 1;
+}
+
+/* Runs prog on the plain engine with its operands and state bound; at a decode step compares
+ * the named selection with c->keep. 0: go on; 1: stop (r filled). */
+static int run_prog(chk *c, op_program *prog, const pcheck_io *io, int phase, uint32_t layer,
+                    uint32_t kv_len, errbuf *e)
+{
+    eng *E = c->E;
+    mpc_val *vals = calloc(prog->n_tens + 1, sizeof *vals);
+    uint8_t *made = calloc(prog->n_tens + 1, 1);
+    int rc = vals && made ? MS_OK : MS_ERR_NOMEM, stop = 0;
+    for (size_t i = 0; !rc && i < prog->n_ops; i++)
+        if (prog->ops[i].out < prog->n_tens && prog->ops[i].kind != OP_INPUT)
+            made[prog->ops[i].out] = 1;
+    for (uint32_t t = 0; !rc && !stop && t < prog->n_tens; t++) {
+        const op_tensor *T = &prog->tens[t];
+        size_t n = (size_t)T->batch * T->rows * T->cols;
+        vals[t].n = n;
+        vals[t].dom = T->dom;
+        if ((rc = E->vt->alloc(E, &vals[t], n, T->dom)))
+            break;
+        if (made[t] && T->role != OPT_CACHE) /* state: the ops update what it held */
+            continue;
+        int what = -1;
+        for (size_t i = 0; i < io->n_in; i++)
+            if (io->in_t[i] == t)
+                what = io->in_what[i];
+        if (what >= 0) {
+            int x = bind_input(c, what, T, layer, phase, kv_len, vals[t].s[0], e);
+            if (x > 0)
+                rc = x;
+            stop = x < 0;
+        } else if (T->role == OPT_CACHE) {
+            saved *s = find_saved(c, T->name);
+            if (s && s->n == n)
+                memcpy(vals[t].s[0], s->v, n * sizeof *s->v);
+        } else if (T->role == OPT_PUBLIC) {
+            if (!bind_public(T, vals[t].s[0], n))
+                stop = !!cant(c, "its public operand %s holds no value the check knows", T->name,
+                              layer);
+        } else if (T->role == OPT_WEIGHT) {
+            stop = !!cant(c, "its operand %s is a weight of its own, which the check cannot bind",
+                          T->name, layer);
+        } else {
+            /* an operand computed by no op and given by no one: a placeholder */
+            int used = 0;
+            for (size_t i = 0; i < prog->n_ops && !used; i++)
+                for (int q = 0; q < 3; q++)
+                    used |= prog->ops[i].in[q] == t;
+            if (used)
+                stop = !!cant(c,
+                              "its ops read %s, which no op computes and mpcsim does not provide "
+                              "(a placeholder: take it from api->input / pcheck_input)",
+                              T->name, layer);
+        }
+    }
+    for (size_t i = 0; !rc && !stop && i < prog->n_ops; i++) {
+        e->msg[0] = '\0';
+        int x = kern_exec(E, prog, i, vals, e);
+        c->r->n_ops++;
+        if (x == MS_ERR_NOMEM)
+            rc = x;
+        else if (x) { /* an op its own program cannot run: the program, not the check, is wrong */
+            const op *o = &prog->ops[i];
+            c->r->ran = 0;
+            stop = 1;
+            snprintf(
+                c->r->msg, sizeof c->r->msg,
+                "layer %u: its op %zu (%s, result %s) does not run on the plain engine%s%.300s",
+                layer, i, op_kind_name(o->kind),
+                o->out < prog->n_tens ? prog->tens[o->out].name : "none",
+                e->msg[0] ? ": " : " (its shapes disagree)", e->msg);
+            e->msg[0] = '\0';
+        }
+    }
+    for (uint32_t t = 0; !rc && !stop && t < prog->n_tens; t++)
+        if (prog->tens[t].role == OPT_CACHE)
+            rc = keep_saved(c, prog->tens[t].name, vals[t].s[0], vals[t].n);
+    if (!rc && !stop && phase == PHASE_DECODE) {
+        uint32_t Hkv = c->env.n_kv_heads;
+        if (io->has_sel && !made[io->sel_t]) {
+            c->r->match = 0;
+            stop = 1;
+            snprintf(c->r->msg, sizeof c->r->msg,
+                     "layer %u position %u: its selection %s is computed by none of its ops (no "
+                     "gather)",
+                     layer, kv_len, prog->tens[io->sel_t].name);
+        }
+        if (!stop && io->has_sel &&
+            prog->tens[io->sel_t].batch * prog->tens[io->sel_t].rows != Hkv * io->sel_m) {
+            c->r->match = 0;
+            stop = 1;
+            snprintf(c->r->msg, sizeof c->r->msg,
+                     "layer %u position %u: its selection %s is not n_kv_heads x %u rows", layer,
+                     kv_len, prog->tens[io->sel_t].name, io->sel_m);
+        }
+        for (uint32_t g = 0; !stop && g < Hkv; g++) {
+            if (io->has_sel)
+                stop = sel_mask(c, io, &vals[io->sel_t], &prog->tens[io->sel_t], layer, kv_len, g);
+            else {
+                memset(c->got, 1, kv_len);
+                uint32_t j = 0;
+                while (j < kv_len && c->keep[(size_t)g * kv_len + j])
+                    j++;
+                if (j < kv_len) { /* select() drops entries its ops never name */
+                    c->r->ran = 0;
+                    stop = 1;
+                    snprintf(c->r->msg, sizeof c->r->msg,
+                             "layer %u, decode position %u: select() drops cached entries, and "
+                             "its emit_cost names no selection (pcheck_selection; a plug-in's "
+                             "api->selection), so its ops cannot be compared",
+                             layer, kv_len);
+                }
+            }
+            const uint8_t *want = c->keep + (size_t)g * kv_len;
+            if (!stop)
+                stop = compare(c, io,
+                               io->has_sel && io->sel_score < prog->n_tens ? &vals[io->sel_score]
+                                                                           : NULL,
+                               want, layer, kv_len, g);
+            if (!stop) {
+                c->r->n_checked++;
+                c->r->n_chosen += io->has_sel && io->sel_r0 < io->sel_r1;
+            }
+        }
+    }
+    for (uint32_t t = 0; vals && t < prog->n_tens; t++)
+        E->vt->release(E, &vals[t]);
+    free(vals);
+    free(made);
+    return rc ? rc : stop ? -1 : 0;
+}
+
+/* emit_cost for (phase, layer) into a fresh program, then run it. */
+static int emit_run(chk *c, int phase, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
+                    errbuf *e)
+{
+    if (!c->p->emit_cost) {
+        if (phase == PHASE_DECODE) {
+            op_program empty;
+            op_program_init(&empty);
+            pcheck_io io = {0};
+            int rc = run_prog(c, &empty, &io, phase, layer, kv_len, e);
+            op_program_free(&empty);
+            return rc;
+        }
+        return 0;
+    }
+    op_program prog;
+    op_program_init(&prog);
+    pcheck_io io = {0};
+    cur = &io;
+    int rc = c->p->emit_cost(c->st, phase, layer, kv_len, kept, &prog, e);
+    cur = NULL;
+    if (!rc)
+        rc = run_prog(c, &prog, &io, phase, layer, kv_len, e);
+    op_program_free(&prog);
+    return rc;
+}
+
+static int gather_k(void *ctx, uint32_t layer, uint32_t g, const uint32_t *idx, size_t n, float *k)
+{
+    return trace_gather(ctx, layer, g, idx, n, k, NULL);
+}
+
+static int get_k(void *ctx, uint32_t layer, uint32_t pos, float *k)
+{
+    return trace_kv(ctx, layer, pos, k, NULL);
+}
+
+/* observe(pos, layer) with the attention renormalized over the kept entries (decode). */
+static int observe(chk *c, uint32_t pos, uint32_t layer, int decode, errbuf *e)
+{
+    if (!c->p->observe)
+        return MS_OK;
+    const policy_env *v = &c->env;
+    unsigned need = c->p->layer_needs ? c->p->layer_needs(c->st, layer, pos)
+                    : c->p->needs     ? c->p->needs(c->st, pos)
+                                      : 0;
+    policy_obs o = {.layer = layer, .pos = pos};
+    o.q = trace_q(c->t, layer);
+    int rc = MS_OK;
+    if (need & (POLICY_NEED_K | POLICY_NEED_V)) {
+        rc = trace_kv(c->t, layer, pos, c->k, c->v);
+        o.k = c->k;
+        o.v = need & POLICY_NEED_V ? c->v : NULL;
+    }
+    if (!rc && need & POLICY_NEED_ATT) {
+        const float *a = trace_att(c->t, layer);
+        uint32_t G = v->n_heads / v->n_kv_heads, n = pos + 1;
+        memcpy(c->att, a, (size_t)v->n_heads * n * sizeof *a);
+        for (uint32_t h = 0; decode && h < v->n_heads; h++) {
+            float *row = c->att + (size_t)h * n;
+            const uint8_t *kp = c->keep + (size_t)(h / G) * pos;
+            double s = row[pos];
+            for (uint32_t j = 0; j < pos; j++)
+                s += kp[j] ? row[j] : (row[j] = 0);
+            for (uint32_t j = 0; s > 0 && j < n; j++)
+                row[j] = (float)(row[j] / s);
+        }
+        o.att = c->att;
+    }
+    if (!rc && need & POLICY_NEED_FFN)
+        o.ffn = trace_ffn(c->t, layer);
+    if (!rc && need & POLICY_NEED_WO) {
+        uint32_t rr, cc;
+        o.wo = trace_wo(c->t, layer, &rr, &cc);
+    }
+    if (rc)
+        return err_set(e, rc, "policy check: the trace at layer %u position %u", layer, pos);
+    return c->p->observe(c->st, &o, e);
+}
+
+int pcheck_run(const policy_ops *p, const policy_args *a, trace *t, uint32_t P, uint32_t T,
+               pcheck_result *r, errbuf *e)
+{
+    memset(r, 0, sizeof *r);
+    r->ran = 1;
+    r->match = 1;
+    const trace_shape *sh = trace_get_shape(t);
+    if (P < 1 || T <= P || T > sh->n_tokens)
+        return err_set(e, MS_ERR_INPUT,
+                       "policy check: a prompt of %u and %u decode steps do not fit the trace's "
+                       "%u tokens\n  hint: a shorter --prompt, or fewer --decode steps",
+                       P, T > P ? T - P : 0, sh->n_tokens);
+    chk c = {.p = p, .t = t, .r = r};
+    c.env = (policy_env){sh->n_layers,
+                         sh->n_heads,
+                         sh->n_kv_heads,
+                         sh->head_dim,
+                         sh->dim,
+                         sh->ffn_dim,
+                         P,
+                         T,
+                         gather_k,
+                         t,
+                         get_k,
+                         1,
+                         NULL};
+    uint32_t L = sh->n_layers, Hkv = sh->n_kv_heads, d = sh->head_dim;
+    proto_cfg cfg;
+    int rc = proto_cfg_default("semi2k", &cfg, e);
+    if (!rc)
+        rc = eng_plain_new(&cfg, 2, 1, 1, &c.E);
+    if (rc)
+        return rc;
+    c.frac = cfg.frac_bits;
+    c.k = calloc((size_t)Hkv * d, sizeof *c.k);
+    c.v = calloc((size_t)Hkv * d, sizeof *c.v);
+    c.keep = calloc((size_t)Hkv * T, 1);
+    c.got = calloc(T, 1);
+    c.att = calloc((size_t)sh->n_heads * T, sizeof *c.att);
+    c.kvraw = calloc((size_t)Hkv * T * 2 * d, sizeof *c.kvraw);
+    uint32_t *kept = calloc(Hkv, sizeof *kept);
+    if (!c.k || !c.v || !c.keep || !c.got || !c.att || !c.kvraw || !kept)
+        rc = err_set(e, MS_ERR_NOMEM, "policy check: out of memory");
+    if (!rc)
+        rc = p->init(&c.env, a, &c.st, e);
+    int stop = 0;
+    for (uint32_t pos = 0; !rc && !stop && pos < T; pos++) {
+        if ((rc = trace_seek(t, pos, e)))
+            break;
+        if (pos == P) {
+            if (p->prefill && (rc = p->prefill(c.st, e)))
+                break;
+            for (uint32_t g = 0; g < Hkv; g++)
+                kept[g] = P;
+            for (uint32_t l = 0; !rc && !stop && l < L; l++) {
+                int x = emit_run(&c, PHASE_PREFILL, l, P, kept, e);
+                rc = x > 0 ? x : 0;
+                stop = x < 0 || (!r->ran);
+            }
+        }
+        for (uint32_t l = 0; !rc && !stop && l < L; l++) {
+            if (pos >= P) {
+                if ((rc = p->select(c.st, l, pos, trace_q(t, l), c.keep, e)))
+                    break;
+                for (uint32_t g = 0; g < Hkv; g++) {
+                    kept[g] = 0;
+                    for (uint32_t j = 0; j < pos; j++)
+                        kept[g] += c.keep[(size_t)g * pos + j] != 0;
+                }
+                int x = emit_run(&c, PHASE_DECODE, l, pos, kept, e);
+                rc = x > 0 ? x : 0;
+                stop = x < 0 || (!r->ran);
+                if (rc || stop)
+                    break;
+            }
+            rc = observe(&c, pos, l, pos >= P, e);
+        }
+    }
+    if (rc == MS_ERR_INPUT && !r->ran)
+        rc = MS_OK; /* the reason is in r->msg */
+    if (c.st)
+        p->fini(c.st);
+    for (size_t i = 0; i < c.n_sv; i++)
+        free(c.sv[i].v);
+    free(c.sv);
+    free(c.k), free(c.v), free(c.keep), free(c.got), free(c.att), free(c.kvraw), free(kept);
+    eng_free(c.E);
+    if (!rc && r->ran && r->match && !r->n_chosen) {
+        r->ran = 0;
+        snprintf(r->msg, sizeof r->msg,
+                 "its ops chose nothing at these lengths (every entry kept, or attended as "
+                 "public): lengthen the decode or lower the budget to check its selection");
+    }
+    if (!r->ran)
+        r->match = 0;
+    return rc;
+}
+
+pcheck_cost pcheck_cost_of(const policy_ops *p)
+{
+    if (!p)
+        return PCOST_DECLARED;
+    if (p->secure)
+        return PCOST_SHARES;
+    return !p->observe && !p->emit_cost ? PCOST_PUBLIC : PCOST_DECLARED;
+}
+
+int pcheck_default_trace(uint32_t T, trace **t, char *what, size_t cap, errbuf *e)
+{
+    run_cfg *cfg = calloc(1, sizeof *cfg);
+    if (!cfg)
+        return err_set(e, MS_ERR_NOMEM, "out of memory");
+    snprintf(cfg->model_ref, sizeof cfg->model_ref, "stories260K");
+    snprintf(cfg->trace.source, sizeof cfg->trace.source, "record");
+    snprintf(cfg->trace.path, sizeof cfg->trace.path, "%s/tests/data/tinystories_sample.txt",
+             mpcsim_datadir());
+    cfg->work.prompt_len = T;
+    snprintf(what, cap, "stories260K recorded over tests/data/tinystories_sample.txt");
+    int rc = trace_open_run(cfg, t, e);
+    free(cfg);
+    return rc;
+}
+
+int pcheck_default(const policy_ops *p, pcheck_result *r, errbuf *e)
+{
+    policy_args a;
+    int rc = policy_args_load(p, NULL, 0, "--param", &a, e);
+    trace *t = NULL;
+    char what[200];
+    if (!rc)
+        rc = pcheck_default_trace(64, &t, what, sizeof what, e);
+    if (!rc)
+        rc = pcheck_run(p, &a, t, 32, 64, r, e);
+    trace_close(t);
+    return rc;
+}

@@ -1,0 +1,73 @@
+/* pcheck.h — `mpcsim policy check`: a policy's MPC cost against its selection.
+ *
+ * A policy's emit_cost states the ops its selection costs. A policy whose emit_cost takes its
+ * operands from mpcsim (pcheck_input: the cached [K | V] rows, the new keys, the query) and
+ * names the rows its decode selection gathers (pcheck_selection) can be checked: pcheck_run
+ * drives it over a trace as the replay does, runs every program its emit_cost builds on the
+ * plain engine (eng_plain.h) with those operands bound to the trace's values and its own state
+ * tensors (OPT_CACHE) carried from program to program by name, and compares the cached entries
+ * the ops gathered, plus those outside the candidate range, with select()'s keep mask at every
+ * layer, KV head and decode step. In a run (no check active) the same calls only add the
+ * tensors, so the cost path is the checked program itself. */
+#ifndef MPCSIM_PCHECK_H
+#define MPCSIM_PCHECK_H
+
+#include <stdint.h>
+
+#include "policy.h"
+
+struct trace;
+
+/* Operands of emit_cost (the numbers of policy_plugin.h's mpcsim_input). */
+enum {
+    PCHECK_IN_KV,       /* (Hkv, kv_len, 2·head_dim): the cached [K | V] rows */
+    PCHECK_IN_KEYS_NEW, /* (Hkv, n, head_dim): the phase's new keys (prefill: 0..P; decode: pos) */
+    PCHECK_IN_QUERY,    /* (H, 1, head_dim): the decode step's query */
+    PCHECK_IN_N
+};
+
+/* The operand what (PCHECK_IN_*) of the emit_cost call b builds for: a tensor "in.<what>"
+ * (batch B, rows × cols), bound to the trace's values when a check runs. */
+uint32_t pcheck_input(opb *b, int what, uint32_t B, uint32_t rows, uint32_t cols);
+/* Names the decode step's selection: rows (Hkv, m, C), computed by ops of this call, that
+ * gather PCHECK_IN_KV rows (their first C columns) of the candidates [r0, r1); cached entries
+ * outside [r0, r1) are attended as public ones. A step that names none keeps every entry.
+ * score (OP_NONE: none): the candidates' ranked scores, Hkv × (r1 − r0) values; tol: a
+ * score's error bound against select()'s: where the two kept sets differ, the check accepts
+ * the difference as ties when the ops' scores of every candidate only one side kept lie
+ * within tol of each other (the ops preferred theirs by at most tol). */
+void pcheck_selection(opb *b, uint32_t rows, uint32_t m, uint32_t r0, uint32_t r1, uint32_t score,
+                      double tol);
+
+typedef struct pcheck_result {
+    int ran;          /* 1: every program ran; 0: msg says why not (the cost stays declared) */
+    int match;        /* 1: every checked mask equal */
+    size_t n_checked; /* (layer, KV head, decode step) masks compared */
+    size_t n_chosen;  /* of them, where the ops chose (a selection named, candidates left out) */
+    size_t n_ops;     /* ops run on the plain engine */
+    size_t n_ties;    /* masks that differed only by ties within the stated tolerance */
+    double tie_gap;   /* the largest score gap of those ties */
+    char msg[600];    /* the first mismatch, located, or why the check could not run */
+} pcheck_result;
+
+/* Checks policy p with its loaded parameters a over trace t: positions 0..P-1 the prompt,
+ * decode steps P..T-1 (T ≤ the trace's tokens). Returns MS_OK with the verdict in *r, or an
+ * error (the policy's own callbacks failing, out of memory). */
+int pcheck_run(const policy_ops *p, const policy_args *a, struct trace *t, uint32_t P, uint32_t T,
+               pcheck_result *r, errbuf *e);
+
+/* The default trace of a check: stories260K recorded over the data folder's
+ * tests/data/tinystories_sample.txt, T tokens, in memory; what: its description. */
+int pcheck_default_trace(uint32_t T, struct trace **t, char *what, size_t cap, errbuf *e);
+/* pcheck_run of p at its default parameters on the default trace, prompt 32, decode 32. */
+int pcheck_default(const policy_ops *p, pcheck_result *r, errbuf *e);
+
+/* How far a policy's MPC cost is known to compute its selection, without running a check:
+ * PCOST_PUBLIC, a kept set that is a public function of positions (no observation, no ops);
+ * PCOST_SHARES, a selection on secret shares that `validate --policy` compares with select()
+ * (policy_ops.secure); PCOST_DECLARED, every other (its emit_cost's ops are stated; only
+ * pcheck_run can check them), and a policy not known here (NULL: a plug-in not loaded). */
+typedef enum pcheck_cost { PCOST_PUBLIC, PCOST_SHARES, PCOST_DECLARED } pcheck_cost;
+pcheck_cost pcheck_cost_of(const policy_ops *p);
+
+#endif

@@ -1,0 +1,266 @@
+/* check_pcheck.c — `mpcsim policy check` (sim/policy/pcheck.h): the shipped example plug-in's
+ * emitted selection ops, run on the plain engine over a recorded stories260K trace, gather what
+ * its select() keeps; copies broken on purpose (no gather, a select() that chooses otherwise, no
+ * selection named) are caught; the command's verdicts and exit statuses. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "stories.h"
+#include "testdir.h"
+#include "sim/policy/pcheck.h"
+#include "sim/policy/plugin.h"
+#include "sim/policy/policy.h"
+#include "sim/trace/trace.h"
+
+TESTDIR("check_pcheck")
+
+static const char *tpath(const char *name) { return testdir_path(&td, name); }
+
+/* keynorm.c with `from` replaced by `to` (each once, asserted) and its policy renamed, built
+ * into <test dir>/<name>.so with the public header alone. Returns the .so's path (static). */
+static const char *variant(const char *name, const char *from, const char *to)
+{
+    const char *orig = th_text(th_data_path("scenarios/plugins/keynorm.c"));
+    size_t cap = strlen(orig) + 4096;
+    char *src = malloc(cap);
+    snprintf(src, cap, "%s", orig);
+    char nm[64];
+    snprintf(nm, sizeof nm, ".name = \"%s\"", name);
+    const char *const pairs[2][2] = {{".name = \"keynorm\"", nm}, {from, to}};
+    for (int i = 0; i < 2 && pairs[i][0]; i++) {
+        char *at = strstr(src, pairs[i][0]);
+        ck_assert_msg(at, "keynorm.c no longer has: %s", pairs[i][0]);
+        size_t fl = strlen(pairs[i][0]), tl = strlen(pairs[i][1]);
+        memmove(at + tl, at + fl, strlen(at + fl) + 1);
+        memcpy(at, pairs[i][1], tl);
+    }
+    char c[80], so[80];
+    snprintf(c, sizeof c, "%s.c", name);
+    snprintf(so, sizeof so, "%s.so", name);
+    char *cpath = strdup(th_file(&td, c, src));
+    free(src);
+    static char out[4096];
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "${CC:-cc} -std=c11 -Wall -Wextra -Wno-unused-parameter -Werror -fPIC -shared "
+             "-I'%s/include' '%s' -o '%s'",
+             th_data(), cpath, tpath(so));
+    int rc = th_sh(cmd, out, sizeof out);
+    ck_assert_msg(rc == 0, "%s\n%s", cmd, out);
+    snprintf(out, sizeof out, "%s", tpath(so));
+    free(cpath);
+    return out;
+}
+
+/* A recorded stories260K trace of 64 tokens in the test folder (once per test). */
+static const char *record(void)
+{
+    static char dir[512];
+    snprintf(dir, sizeof dir, "%s", tpath("tr"));
+    ck_assert_int_eq(th_runl(NULL, tpath("rec.txt"), NULL, "trace", "record", "--model",
+                             "stories260K", "--text",
+                             th_data_path("tests/data/tinystories_sample.txt"), "--max-tokens",
+                             "64", "-o", dir, (char *)NULL),
+                     0);
+    return dir;
+}
+
+/* pcheck_run on a loaded plug-in with keep (and sink 4), prompt P, up to T. */
+static void run_check(const char *so, const char *keep, const char *dir, uint32_t P, uint32_t T,
+                      pcheck_result *r)
+{
+    errbuf e = {{0}};
+    const policy_ops *p = NULL;
+    ck_assert_msg(policy_plugin_load(so, &p, &e) == MS_OK, "%s", e.msg);
+    kv_param kv[1] = {fixture_kvp("keep", keep, 3, 5)};
+    policy_args a;
+    ck_assert_msg(policy_args_load(p, kv, 1, "t.yaml", &a, &e) == MS_OK, "%s", e.msg);
+    trace *t;
+    ck_assert_msg(trace_open(dir, &t, &e) == MS_OK, "%s", e.msg);
+    int prc = pcheck_run(p, &a, t, P, T, r, &e);
+    ck_assert_msg(prc == MS_OK, "rc %d: %s", prc, e.msg);
+    trace_close(t);
+}
+
+/* The shipped plug-in: every mask of every layer, KV head and decode step checked, most of them
+ * chosen by its ops (the rest kept whole while pos ≤ sink + keep), equal up to ties the policy
+ * bounds; the same through the command line, on the default trace and on a scenario. */
+START_TEST(test_keynorm_passes)
+{
+    const char *dir = record();
+    char *so = strdup(th_data_path("build/plugins/keynorm.so"));
+    ck_assert_msg(th_exists(so), "%s is missing: run `make plugins` (make check does)", so);
+    pcheck_result r;
+    run_check(so, "12", dir, 24, 64, &r);
+    ck_assert_msg(r.ran && r.match, "%s", r.msg);
+    trace *t;
+    errbuf e;
+    ck_assert_int_eq(trace_open(dir, &t, &e), MS_OK);
+    const trace_shape *sh = trace_get_shape(t);
+    size_t masks = (size_t)(64 - 24) * sh->n_layers * sh->n_kv_heads;
+    trace_close(t);
+    ck_assert_uint_eq(r.n_checked, masks);
+    /* chosen from position sink + keep + 1 = 17 on: every decode step here */
+    ck_assert_uint_eq(r.n_chosen, masks);
+    ck_assert_uint_gt(r.n_ops, masks);
+    ck_assert_uint_lt(r.n_ties, r.n_checked / 4);
+
+    char out[8192];
+    th_cli_expect(out, sizeof out, 0, "keynorm (plug-in ", "policy check '%s' --param keep=12", so);
+    ck_assert_msg(strstr(out, "keynorm.so): match\n  640 keep masks"), "%s", out);
+    th_cli_expect(out, sizeof out, 0, ": match\n", "policy check '%s' --trace '%s' --prompt 40", so,
+                  dir);
+    ck_assert_msg(strstr(out, "40..63\n"), "%s", out);
+    th_cli_expect(out, sizeof out, 1, "keynorm {keep=28} (plug-in ", "policy check '%s'",
+                  th_data_path("scenarios/plugin-keynorm.yaml"));
+    ck_assert_msg(strstr(out, "full: nothing to check") &&
+                      strstr(out, "h2o {heavy=16, recent=16}: not checked here"),
+                  "%s", out);
+    free(so);
+}
+END_TEST
+
+/* Copies broken on purpose: each caught, located, exit 1. */
+START_TEST(test_broken_caught)
+{
+    const char *dir = record();
+    pcheck_result r;
+    /* the ops rank and select but never gather: the named rows are computed by no op */
+    char *nogather = strdup(variant("kn_nogather", "    api->op(b, MPCSIM_OP_GATHER,",
+                                    "    if (0) api->op(b, MPCSIM_OP_GATHER,"));
+    run_check(nogather, "12", dir, 24, 64, &r);
+    ck_assert(r.ran && !r.match);
+    ck_assert_msg(strstr(r.msg, "layer 0 position 24: its selection L0.kn_nogather.kv_kept is "
+                                "computed by none of its ops (no gather)"),
+                  "%s", r.msg);
+    /* select() scores candidate i by the norm of the position before it */
+    char *shifted = strdup(variant("kn_shifted", "api->topk(norms(s, layer, g) + s->sink,",
+                                   "api->topk(norms(s, layer, g) + s->sink - 1,"));
+    run_check(shifted, "12", dir, 24, 64, &r);
+    ck_assert(r.ran && !r.match);
+    ck_assert_msg(strstr(r.msg, "layer 0, KV head ") &&
+                      strstr(r.msg, "decode position 24: entry ") && strstr(r.msg, " is kept by "),
+                  "%s", r.msg);
+    /* the ops keep the smallest norms (a top-k of the negated row), select() the largest */
+    char *smallest = strdup(variant(
+        "kn_smallest", "api->op(b, MPCSIM_OP_TOPK, H, 1, 0, c, row,",
+        "api->op(b, MPCSIM_OP_TOPK, H, 1, 0, c, api->op(b, MPCSIM_OP_MUL_PUB, H, 1, 0, c, row, "
+        "MPCSIM_NONE, MPCSIM_NONE, api->tensor(b, \"neg\", MPCSIM_ROLE_TEMP, H, 1, c), 0, 0, "
+        "-1.0),"));
+    run_check(smallest, "12", dir, 24, 64, &r);
+    ck_assert(r.ran && !r.match);
+    ck_assert_msg(strstr(r.msg, "decode position 24: entry ") && strstr(r.msg, "not a tie"), "%s",
+                  r.msg);
+    free(smallest);
+    /* a top-k whose count disagrees with its result's shape: the program itself cannot run */
+    char *fewer = strdup(variant("kn_fewer", "(int32_t)s->keep,\n", "(int32_t)s->keep - 1,\n"));
+    run_check(fewer, "12", dir, 24, 64, &r);
+    ck_assert(!r.ran && !r.match);
+    ck_assert_msg(strstr(r.msg, "layer 0: its op ") &&
+                      strstr(r.msg, "does not run on the plain engine (its shapes disagree)"),
+                  "%s", r.msg);
+    /* no selection named: its cost stays declared */
+    char *unnamed =
+        strdup(variant("kn_unnamed", "    api->selection(b,", "    if (0) api->selection(b,"));
+    run_check(unnamed, "12", dir, 24, 64, &r);
+    ck_assert(!r.ran && !r.match);
+    ck_assert_msg(strstr(r.msg, "select() drops cached entries, and its emit_cost names no "
+                                "selection"),
+                  "%s", r.msg);
+
+    char out[8192];
+    th_cli_expect(out, sizeof out, 1, "kn_shifted (plug-in ", "policy check '%s' --trace '%s'",
+                  shifted, dir);
+    ck_assert_msg(strstr(out, ": MISMATCH: layer 0, KV head "), "%s", out);
+    th_cli_expect(out, sizeof out, 1,
+                  ": cost declared (not checked: ", "policy check '%s' --trace '%s'", unnamed, dir);
+    free(nogather);
+    free(shifted);
+    free(fewer);
+    free(unnamed);
+}
+END_TEST
+
+/* Built-ins: a policy whose kept set is public has nothing to check (exit 0); one whose
+ * emit_cost names no selection stays declared (exit 1); bad input exits 2. */
+START_TEST(test_cli_verdicts)
+{
+    const char *dir = record();
+    char out[8192];
+    th_cli_expect(out, sizeof out, 0, "streamingllm: nothing to check",
+                  "policy check streamingllm --trace '%s'", dir);
+    th_cli_expect(out, sizeof out, 1, "h2o: not checked here (layer 0, decode position ",
+                  "policy check h2o --trace '%s'", dir);
+    ck_assert_msg(strstr(out, "checked by `mpcsim validate --model stories260K --accuracy N "
+                              "--policy h2o`"),
+                  "%s", out);
+    th_cli_expect(out, sizeof out, 1, "quest: cost declared (not checked: ",
+                  "policy check quest --trace '%s' --param budget=16", dir);
+    th_cli_expect(out, sizeof out, 2, "no policy 'nosuch'", "policy check nosuch");
+    th_cli_expect(out, sizeof out, 2, "--param heavy=x: policy h2o parameter 'heavy'",
+                  "policy check h2o --param heavy=x");
+    th_cli_expect(out, sizeof out, 2, "usage: mpcsim policy check", "policy");
+    th_cli_expect(out, sizeof out, 0, "usage: mpcsim policy check NAME|FILE.yaml|PLUGIN.so",
+                  "policy check --help");
+    th_cli_expect(out, sizeof out, 2, "unknown subcommand 'chek'", "policy chek h2o");
+}
+END_TEST
+
+/* The marks: `list policies` says "cost declared" for a declared built-in and for a plug-in
+ * whose check fails, "checked" for one whose check passes; `report` names the declared
+ * policies of its runs. */
+START_TEST(test_marks)
+{
+    char out[1 << 16];
+    char *so = strdup(th_data_path("build/plugins/keynorm.so"));
+    th_cli_expect(out, sizeof out, 0, "(plug-in ", "list policies --plugin '%s'", so);
+    const char *kn = strstr(out, "\nkeynorm ");
+    ck_assert_msg(kn && strstr(kn, "    cost: checked (`mpcsim policy check`: its ops, run on the "
+                                   "plain engine,"),
+                  "%s", out);
+    const char *sk = strstr(out, "\nsnapkv ");
+    ck_assert_msg(sk && !strncmp(strchr(sk + 1, '\n'), "\n    cost declared (", 20), "%s", out);
+    const char *h2o = strstr(out, "\nh2o ");
+    ck_assert_msg(h2o && !strncmp(strchr(h2o + 1, '\n'), "\n    cost: checked on shares", 28), "%s",
+                  out);
+    char *broken =
+        strdup(variant("kn_marked", "    api->selection(b,", "    if (0) api->selection(b,"));
+    th_cli_expect(out, sizeof out, 0, "(plug-in ", "list policies --plugin '%s'", broken);
+    kn = strstr(out, "\nkn_marked ");
+    ck_assert_msg(kn && strstr(kn, "    cost declared (its emit_cost ops are not checked against "
+                                   "select(): layer 0, decode position "),
+                  "%s", out);
+
+    char yaml[1024];
+    snprintf(yaml, sizeof yaml,
+             "format: 1\nname: marks\nprotocol: semi2k\nnetwork: lan\ncases:\n"
+             "  - model: stories260K\n"
+             "    workload: {prompt_len: 16, decode_len: 2}\n"
+             "    trace: {source: record, text: %s}\n"
+             "    policies: [full, {name: h2o, heavy: 4, recent: 4}, {name: snapkv, capacity: 8, "
+             "window: 4}, {plugin: %s, keep: 6}]\n",
+             th_data_path("tests/data/tinystories_sample.txt"), so);
+    char *scn = strdup(th_file(&td, "marks.yaml", yaml));
+    char *db = strdup(tpath("marks.db"));
+    ck_assert_int_eq(th_runl(NULL, tpath("run.txt"), NULL, "run", scn, "-o", db, (char *)NULL), 0);
+    th_cli_expect(out, sizeof out, 0, "4 runs\n", "report '%s'", db);
+    ck_assert_msg(strstr(out, "4 runs\ncost declared: keynorm, snapkv (the MPC cost of their "),
+                  "%s", out);
+    free(so);
+    free(broken);
+    free(scn);
+    free(db);
+}
+END_TEST
+
+Suite *pcheck_suite(void)
+{
+    Suite *s = suite_create("pcheck");
+    TCase *tc = th_case(s, "core", 0);
+    TESTDIR_USE(tc);
+    TH_TESTS(tc, test_keynorm_passes, test_broken_caught, test_cli_verdicts, test_marks);
+    return s;
+}
