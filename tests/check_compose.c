@@ -33,6 +33,10 @@ static const pair pairs[] = {
     {"streamingllm", "sink=2 recent=30", "streamingllm.yaml", "sinks=2 recent=30"},
     {"streamingllm", "kv_budget=0.1", "streamingllm.yaml", "kv_budget=0.1"},
     {"streamingllm", "kv_budget=0.25", "streamingllm.yaml", "kv_budget=0.25"},
+    {"h2o", "", "h2o.yaml", ""},
+    {"h2o", "heavy=6 recent=3", "h2o.yaml", "topk=6 recent=3"},
+    {"h2o", "heavy_ratio=0.2 recent_ratio=0.05", "h2o.yaml", "topk_ratio=0.2 recent_ratio=0.05"},
+    {"h2o", "kv_budget=0.15", "h2o.yaml", "kv_budget=0.15"},
 };
 
 #define P_LEN 40

@@ -141,9 +141,9 @@ static int cs_init_at(size_t slot, const policy_env *env, const policy_args *a, 
     double rr = 0, kr = 0;
     int pool = sp->maxpool ? 0 : 1;
     int rc = arg_u32(sl, a, "sinks", 0, &s->sinks, e);
-    if (!rc && sp->has_recent && !sp->recent_ratio)
+    if (!rc && sp->has_recent)
         rc = arg_u32(sl, a, "recent", 0, &s->recent, e);
-    if (!rc && sp->recent_ratio && !(rc = arg_dbl(sl, a, "recent_ratio", 0, &rr, e)))
+    if (!rc && sp->recent_ratio && !s->recent && !(rc = arg_dbl(sl, a, "recent_ratio", 0, &rr, e)))
         s->recent = (uint32_t)(rr * P); /* int(ratio·P), as H2O fixes its budgets */
     if (!rc)
         rc = arg_u32(sl, a, "window", 32, &s->window, e);
@@ -163,9 +163,9 @@ static int cs_init_at(size_t slot, const policy_env *env, const policy_args *a, 
         rc = arg_u32(sl, a, "dense_layers", 0, &s->dense, e);
     if (!rc)
         rc = arg_dbl(sl, a, "threshold", 0, &s->thr, e);
-    if (!rc && sp->ktype == KT_TOKENS)
+    if (!rc && (sp->ktype == KT_TOKENS || sp->ktype == KT_RATIO))
         rc = arg_u32(sl, a, "topk", 0, &s->ktok, e);
-    if (!rc && sp->ktype == KT_RATIO && !(rc = arg_dbl(sl, a, "topk_ratio", 0, &kr, e)))
+    if (!rc && sp->ktype == KT_RATIO && !s->ktok && !(rc = arg_dbl(sl, a, "topk_ratio", 0, &kr, e)))
         s->ktok = (uint32_t)(kr * P);
     if (!rc && sp->ktype == KT_CAP)
         rc = arg_u32(sl, a, "capacity", 0, &cap, e);
@@ -867,6 +867,8 @@ static int read_spec(rd *r, const yx_node *root, cslot *sl)
             sp->recent_ratio = 1;
             add_param(sl, "recent_ratio", def,
                       "recent window as a fraction of the prompt (int(ratio·P))", NULL, 0, 1, 0);
+            add_param(sl, "recent", "0", "recent window in entries; 0: recent_ratio", NULL, 0, 1e9,
+                      1);
         } else {
             if ((rc = read_num(r, v, "recent", 0, 1e9, 1, def, sizeof def)))
                 return rc;
@@ -990,6 +992,7 @@ static int read_spec(rd *r, const yx_node *root, cslot *sl)
                     add_param(sl, "topk_ratio", def,
                               "top-k entries as a fraction of the prompt (int(ratio·P))", NULL, 0,
                               1, 0);
+                    add_param(sl, "topk", "0", "top-k entries; 0: topk_ratio", NULL, 0, 1e9, 1);
                 } else {
                     sp->ktype = KT_CAP;
                     if ((rc = read_num(r, x, "topk.capacity", 1, 1e9, 1, def, sizeof def)))
