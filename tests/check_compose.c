@@ -37,6 +37,10 @@ static const pair pairs[] = {
     {"h2o", "heavy=6 recent=3", "h2o.yaml", "topk=6 recent=3"},
     {"h2o", "heavy_ratio=0.2 recent_ratio=0.05", "h2o.yaml", "topk_ratio=0.2 recent_ratio=0.05"},
     {"h2o", "kv_budget=0.15", "h2o.yaml", "kv_budget=0.15"},
+    {"snapkv", "window=8 capacity=20", "snapkv.yaml", "window=8 recent=8 capacity=20"},
+    {"snapkv", "window=4 kernel=3 pooling=avgpool capacity=16", "snapkv.yaml",
+     "window=4 recent=4 kernel=3 pooling=avgpool capacity=16"},
+    {"snapkv", "window=8 kv_budget=0.3", "snapkv.yaml", "window=8 recent=8 kv_budget=0.3"},
 };
 
 #define P_LEN 40
