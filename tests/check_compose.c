@@ -41,6 +41,10 @@ static const pair pairs[] = {
     {"snapkv", "window=4 kernel=3 pooling=avgpool capacity=16", "snapkv.yaml",
      "window=4 recent=4 kernel=3 pooling=avgpool capacity=16"},
     {"snapkv", "window=8 kv_budget=0.3", "snapkv.yaml", "window=8 recent=8 kv_budget=0.3"},
+    {"quest", "page=4 budget=16", "quest.yaml", "page=4 topk=16"},
+    {"quest", "page=8 budget=8 min_pages=2 skip_layers=1", "quest.yaml",
+     "page=8 topk=8 min_units=2 dense_layers=1"},
+    {"quest", "page=4 kv_budget=0.2", "quest.yaml", "page=4 kv_budget=0.2"},
 };
 
 #define P_LEN 40
