@@ -279,6 +279,221 @@ START_TEST(test_scenario_equal)
 }
 END_TEST
 
+/* ---- blocks no shipped file uses, against their definitions ------------------------------ */
+
+enum { B_TOPK, B_THR, B_EVERY, B_SHARE, B_PAGE };
+
+/* A composition of sinks 4, a recent window of 4 and the squared key norm, its selection. */
+typedef struct blk {
+    const char *text;
+    int mode;
+} blk;
+
+static const blk blks[] = {
+    {"name: kn_topk\nsinks: 4\nrecent: 4\nscore: key_norm\nselect: {topk: 10}\n", B_TOPK},
+    {"name: kn_thr\nsinks: 4\nrecent: 4\nscore: key_norm\nselect: {threshold: 0}\n", B_THR},
+    {"name: kn_every\nsinks: 4\nrecent: 4\nscore: key_norm\nwhen: {every: 4}\n"
+     "select: {topk: 10}\n",
+     B_EVERY},
+    {"name: kn_share\nsinks: 4\nrecent: 4\nscore: key_norm\nshare: layer\nselect: {topk: 10}\n",
+     B_SHARE},
+    {"name: kn_page\nsinks: 4\nrecent: 4\nscore: key_norm\ngranularity: {page: 4}\n"
+     "select: {topk: 12}\n",
+     B_PAGE},
+};
+
+#define BK 10
+
+/* The entries of [4, end − 4) of largest score sc (ties: the earlier), k of them, into row
+ * (row[0..end) preset to the sinks and the window). */
+static void want_top(const float *sc, uint32_t end, uint32_t k, uint8_t *row)
+{
+    for (uint32_t n = 0; n < k; n++) {
+        int best = -1;
+        for (uint32_t j = 4; j + 4 < end; j++)
+            if (!row[j] && (best < 0 || sc[j] > sc[best]))
+                best = (int)j;
+        if (best < 0)
+            return;
+        row[best] = 1;
+    }
+}
+
+static void preset(uint8_t *row, uint32_t end)
+{
+    memset(row, 0, end);
+    for (uint32_t j = 0; j < end; j++)
+        row[j] = j < 4 || j + 4 >= end;
+}
+
+/* The kept row of a head whose squared key norms are sc (sum: every head's summed), at pos. */
+static void want_row(int mode, const float *sc, uint32_t pos, double thr, uint8_t *row)
+{
+    uint32_t s0 = mode == B_EVERY ? P_LEN + (pos - P_LEN) / 4 * 4 : pos;
+    preset(row, s0);
+    if (mode == B_THR) {
+        for (uint32_t j = 4; j + 4 < pos; j++)
+            row[j] = sc[j] >= thr;
+    } else if (mode == B_PAGE) { /* pages of 4 over [4, pos − 4), scored by their sums */
+        float ps[T_LEN / 4 + 1];
+        uint32_t c1 = pos - 4, np = (c1 + 3) / 4;
+        uint8_t in[T_LEN / 4 + 1] = {0};
+        for (uint32_t u = 1; u < np; u++) {
+            ps[u] = 0;
+            for (uint32_t j = u * 4; j < u * 4 + 4 && j < c1; j++)
+                ps[u] += sc[j];
+        }
+        for (uint32_t n = 0; n < 3 && n + 1 < np; n++) {
+            int best = -1;
+            for (uint32_t u = 1; u < np; u++)
+                if (!in[u] && (best < 0 || ps[u] > ps[best]))
+                    best = (int)u;
+            in[best] = 1;
+        }
+        for (uint32_t j = 4; j < c1; j++)
+            row[j] = in[j / 4];
+    } else {
+        want_top(sc, s0, BK, row);
+    }
+    memset(row + s0, 1, pos - s0);
+}
+
+START_TEST(test_blocks)
+{
+    const blk *c = &blks[_i];
+    errbuf e;
+    trace *t;
+    ck_assert_msg(trace_open(recorded_trace(), &t, &e) == MS_OK, "%s", e.msg);
+    const trace_shape *sh = trace_get_shape(t);
+    const uint32_t L = sh->n_layers, H = sh->n_heads, Hkv = sh->n_kv_heads, d = sh->head_dim;
+    policy_env env = {L, H, Hkv, d, sh->dim, sh->ffn_dim, P_LEN, T_LEN, NULL, NULL, NULL, 0, NULL};
+    const policy_ops *p = NULL;
+    ck_assert_msg(policy_compose_load(th_file(&td, "blk.yaml", c->text), &p, &e) == MS_OK, "%s",
+                  e.msg);
+    float *norm = calloc((size_t)L * Hkv * T_LEN, sizeof *norm), *sum = calloc(T_LEN, 4);
+    float *k = malloc((size_t)Hkv * d * sizeof *k);
+    /* the threshold: the mean squared norm of the prompt's keys (about half of them pass) */
+    double mean = 0;
+    for (uint32_t pos = 0; pos < T_LEN; pos++)
+        for (uint32_t l = 0; l < L; l++) {
+            ck_assert_int_eq(trace_kv(t, l, pos, k, NULL), MS_OK);
+            for (uint32_t g = 0; g < Hkv; g++) {
+                double sq = 0;
+                for (uint32_t i = 0; i < d; i++)
+                    sq += (double)k[g * d + i] * k[g * d + i];
+                norm[((size_t)l * Hkv + g) * T_LEN + pos] = (float)sq;
+                mean += pos < P_LEN ? sq / ((double)P_LEN * L * Hkv) : 0;
+            }
+        }
+    char thr[64];
+    snprintf(thr, sizeof thr, "threshold=%.9g", mean);
+    inst x;
+    inst_open(&x, p, c->mode == B_THR ? thr : "", &env);
+    uint8_t *keep = malloc((size_t)Hkv * T_LEN), *want = malloc(T_LEN);
+    size_t differs = 0;
+    for (uint32_t pos = 0; pos < T_LEN; pos++) {
+        if (pos == P_LEN)
+            ck_assert_int_eq(p->prefill(x.st, &e), MS_OK);
+        for (uint32_t l = 0; l < L; l++) {
+            if (pos >= P_LEN) {
+                ck_assert_msg(p->select(x.st, l, pos, NULL, keep, &e) == MS_OK, "%s", e.msg);
+                for (uint32_t j = 0; j < pos; j++) { /* every head's norms summed in order */
+                    sum[j] = norm[((size_t)l * Hkv) * T_LEN + j];
+                    for (uint32_t g = 1; g < Hkv; g++)
+                        sum[j] += norm[((size_t)l * Hkv + g) * T_LEN + j];
+                }
+                for (uint32_t g = 0; g < Hkv; g++) {
+                    const float *sc =
+                        c->mode == B_SHARE ? sum : norm + ((size_t)l * Hkv + g) * T_LEN;
+                    want_row(c->mode, sc, pos, mean, want);
+                    for (uint32_t j = 0; j < pos; j++)
+                        ck_assert_msg(keep[(size_t)g * pos + j] == want[j],
+                                      "%s layer %u head %u pos %u: entry %u kept %d, expected %d",
+                                      c->text, l, g, pos, j, keep[(size_t)g * pos + j], want[j]);
+                    for (uint32_t j = 4; j + 4 < pos; j++)
+                        differs += want[j] != (j < 4 + BK);
+                }
+            }
+            ck_assert_int_eq(trace_kv(t, l, pos, k, NULL), MS_OK);
+            policy_obs o = {.layer = l, .pos = pos, .k = k};
+            ck_assert_int_eq(p->observe(x.st, &o, &e), MS_OK);
+        }
+    }
+    ck_assert_uint_gt(differs, 0); /* the scores chose, not the positions */
+    /* the derived ops of decode step 8 (an every-4 step selects too): the new key's square,
+     * the selection, the gather */
+    op_program prg;
+    op_program_init(&prg);
+    uint32_t kept[8] = {18, 18, 18, 18, 18, 18, 18, 18};
+    ck_assert_msg(p->emit_cost(x.st, PHASE_DECODE, 1, 48, kept, &prg, &e) == MS_OK, "%s", e.msg);
+    int square = 0, sel = 0, gather = 0;
+    for (size_t i = 0; i < prg.n_ops; i++) {
+        square += prg.ops[i].kind == OP_SQUARE;
+        sel += prg.ops[i].kind == OP_TOPK || prg.ops[i].kind == OP_LT;
+        gather += prg.ops[i].kind == OP_GATHER;
+    }
+    ck_assert_int_eq(square, 1);
+    ck_assert_int_eq(sel, 1);
+    ck_assert_int_eq(gather, 1);
+    op_program_free(&prg);
+    p->fini(x.st);
+    trace_close(t);
+    free(norm);
+    free(sum);
+    free(k);
+    free(keep);
+    free(want);
+}
+END_TEST
+
+/* ---- bad files ---------------------------------------------------------------------------- */
+
+static const th_bad bad_files[] = {
+    {"name: b1\nscore: attention\n", ":2:8: error: ", "needs a 'select' block", NULL},
+    {"name: b2\nscore: {window_attention: {window: 8}}\nselect: {topk: 4}\n",
+     ":2:8: error: ", "selects once", NULL},
+    {"name: b3\nscore: page_bounds\nselect: {topk: 4}\n", ":2:8: error: ", "granularity page",
+     NULL},
+    {"name: b4\nscore: keynorm\nselect: {topk: 4}\n", ":2:8: error: ", "not a known score",
+     "key_norm"},
+    {"name: b5\nrecent: 4\nwindow: 8\n", ":3:1: error: ", "unknown key 'window'", "keys:"},
+    {"name: b6\nrecent: -1\n", ":2:9: error: ", "'recent' = '-1'", NULL},
+    {"name: h2o\nrecent: 4\n", ":1:7: error: ", "'h2o' is taken", NULL},
+    {"name: b8\nscore: attention\nselect: {topk: 4, threshold: 1}\n",
+     ":3:9: error: ", "one of 'topk' and 'threshold'", NULL},
+    {"name: b9\nwhen: once\nevict: permanent\nscore: attention\nselect: {topk: 4}\n",
+     ":3:8: error: ", "every step", NULL},
+    {"recent: 4\n", ":1:1: error: ", "missing required key 'name'", NULL},
+    {"name: b11\nrecent: [4\n", ":", "error: ", NULL},
+};
+
+START_TEST(test_bad_file)
+{
+    const th_bad *c = &bad_files[_i];
+    char *comp = strdup(th_file(&td, "comp.yaml", c->text));
+    char yaml[2048];
+    snprintf(yaml, sizeof yaml,
+             "format: 1\nname: bad\nprotocol: semi2k\nnetwork: lan\ncases:\n"
+             "  - model: stories260K\n"
+             "    workload: {prompt_len: 32, decode_len: 8}\n"
+             "    trace: {source: record, text: %s}\n"
+             "    policies:\n"
+             "      - {compose: comp.yaml}\n",
+             th_data_path("tests/data/tinystories_sample.txt"));
+    char *scn = strdup(th_file(&td, "bad.yaml", yaml));
+    char *db = strdup(tpath("bad.db"));
+    ck_assert_int_eq(th_runl(NULL, tpath("out.txt"), NULL, "run", scn, "-o", db, (char *)NULL), 2);
+    const char *msg = th_text(tpath("out.txt"));
+    const char *at = strstr(msg, comp);
+    ck_assert_msg(at, "case %d: no '%s' in: %s", _i, comp, msg);
+    th_bad_msg(comp, c, at, _i);
+    ck_assert(!th_exists(db));
+    free(comp);
+    free(scn);
+    free(db);
+}
+END_TEST
+
 Suite *compose_suite(void)
 {
     Suite *s = suite_create("compose");
@@ -286,5 +501,9 @@ Suite *compose_suite(void)
     TESTDIR_USE(tc);
     TH_LOOPS(tc, TH_N(pairs), test_kept_equal);
     TH_TESTS(tc, test_scenario_equal);
+    tc = th_case(s, "blocks", 0);
+    TESTDIR_USE(tc);
+    TH_LOOPS(tc, TH_N(blks), test_blocks);
+    TH_LOOPS(tc, TH_N(bad_files), test_bad_file);
     return s;
 }
