@@ -40,7 +40,7 @@ static const char *const score_names[] = {"none",     "attention",   "window_att
 /* A file as read: the blocks and the parameters they expose. */
 typedef struct cspec {
     int score, when, permanent, sel, ktype, rmode, share_all, has_recent, recent_ratio, has_min;
-    int maxpool, has_layers;
+    int maxpool, has_layers, pyramid;
     uint32_t every, page;
     double rshare;
 } cspec;
@@ -76,6 +76,7 @@ typedef struct cstate {
     float *mx, *mn;   /* [L][Hkv][max_pages][d] page bounds */
     uint8_t *alive;   /* [L][Hkv][max_len] the kept set (once, permanent, every N) */
     uint32_t *sel_at; /* [L] the position of the layer's last selection (every N) */
+    uint32_t *lk;     /* [L] a pyramid's top-k entries per layer, or NULL */
     float *us, *tmp, *acc;
     uint32_t *cand, *sel, *work;
     uint8_t *row;
@@ -92,6 +93,7 @@ static void cs_fini(void *st)
     free(s->mn);
     free(s->alive);
     free(s->sel_at);
+    free(s->lk);
     free(s->us);
     free(s->tmp);
     free(s->acc);
@@ -123,6 +125,24 @@ static int arg_dbl(const cslot *sl, const policy_args *a, const char *key, doubl
 {
     *out = dflt;
     return has_param(sl, key) ? policy_arg_double(&sl->ops, a, key, out, e) : MS_OK;
+}
+
+/* The pyramid's top-k entries of layer l of L (PyramidKV, Zefan-Cai/KVCache-Factory
+ * pyramidkv_utils.py PyramidKVCluster, as sim/policy/policy_pyramidkv.c): C the mean capacity,
+ * w the kept sinks and window, integer divisions as the Python code; UINT32_MAX: none. */
+static uint32_t pyramid_k(int64_t P, int64_t C, int64_t w, int64_t beta, int64_t L, int64_t l)
+{
+    if (P < C)
+        return UINT32_MAX;
+    if (P < 2 * (C - w))
+        return C > w ? (uint32_t)(C - w) : 0;
+    int64_t lo = (C - w) / beta, hi = 2 * (C - w) - lo;
+    if (hi >= P - w) {
+        hi = P - w;
+        lo = 2 * (C - w) - hi;
+    }
+    int64_t step = L > 1 ? (hi - lo) / (L - 1) : 0, b = hi - l * step;
+    return b < 0 ? 0 : (uint32_t)b;
 }
 
 static int cs_init_at(size_t slot, const policy_env *env, const policy_args *a, void **st,
@@ -220,6 +240,17 @@ static int cs_init_at(size_t slot, const policy_env *env, const policy_args *a, 
          (s->acc = calloc(T1, sizeof *s->acc)) && (s->cand = malloc(T1 * sizeof *s->cand)) &&
          (s->sel = malloc(T1 * sizeof *s->sel)) && (s->work = malloc(T1 * sizeof *s->work)) &&
          (s->row = malloc(T1));
+    if (ok && sp->pyramid) {
+        uint32_t beta = 20, w = (s->recent < P ? s->recent : P) + s->sinks;
+        int64_t C = s->frac > 0 ? policy_budget_entries(s->frac, P) : cap;
+        if ((rc = arg_u32(sl, a, "beta", 20, &beta, e))) {
+            cs_fini(s);
+            return rc;
+        }
+        ok = ok && (s->lk = calloc(v->n_layers + 1, sizeof *s->lk));
+        for (uint32_t l = 0; ok && l < v->n_layers; l++)
+            s->lk[l] = pyramid_k(P, C, w, beta, v->n_layers, l);
+    }
     if (!ok) {
         cs_fini(s);
         return err_set(e, MS_ERR_NOMEM, "policy %s: out of memory for %zu entries", sl->name, lgt);
@@ -262,11 +293,16 @@ static int (*const cs_inits[POLICY_COMPOSE_MAX])(const policy_env *, const polic
  * the budget is round(F·B) entries of B: the prompt for a selection made once or evicting
  * permanently (a fixed-size cache), else the T cached entries; the sinks come first, the
  * window is as given (fixed), the rest (rest) or a share of the budget, the top-k the rest. */
-static void budget(const cstate *s, uint32_t T, uint32_t *sinks, uint32_t *recent, uint32_t *k)
+static void budget(const cstate *s, uint32_t layer, uint32_t T, uint32_t *sinks, uint32_t *recent,
+                   uint32_t *k)
 {
     const cspec *sp = s->sp;
     *sinks = s->sinks;
     *recent = s->recent;
+    if (s->lk) { /* a pyramid: the layer's own count */
+        *k = s->lk[layer] == UINT32_MAX ? UINT32_MAX : s->lk[layer] / s->page;
+        return;
+    }
     if (s->frac <= 0) {
         uint32_t u = s->ktok == UINT32_MAX ? UINT32_MAX : s->ktok / s->page;
         *k = u > s->min_units ? u : s->min_units;
@@ -417,7 +453,7 @@ static void select_row(cstate *s, uint32_t layer, uint32_t g, uint32_t T, const 
                        const uint8_t *alive, uint8_t *row)
 {
     uint32_t sinks, recent, k, c0, c1;
-    budget(s, T, &sinks, &recent, &k);
+    budget(s, layer, T, &sinks, &recent, &k);
     cand_range(T, sinks, recent, &c0, &c1);
     memset(row, 0, T);
     memset(row, 1, c0);
@@ -597,7 +633,7 @@ static uint32_t cs_count(void *st, uint32_t layer, uint32_t pos)
     uint32_t sinks, recent, k, c0, c1;
     if (layer < s->dense)
         return pos;
-    budget(s, pos, &sinks, &recent, &k);
+    budget(s, layer, pos, &sinks, &recent, &k);
     cand_range(pos, sinks, recent, &c0, &c1);
     return c0 + (pos - c1);
 }
@@ -648,7 +684,7 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
     int batched = sp->permanent; /* every layer's selection at the last layer */
     if (rc || !selects || (batched && layer + 1 != v->n_layers))
         return rc;
-    budget(s, T, &sinks, &recent, &k);
+    budget(s, layer, T, &sinks, &recent, &k);
     if (sp->permanent && !pre) {
         /* the cached entries kept, the step's own entry joins: candidates beyond the window */
         uint32_t c = 0;
@@ -1034,10 +1070,28 @@ static int read_spec(rd *r, const yx_node *root, cslot *sl)
     if (sp->score == SC_BOUNDS && sp->when == W_ONCE)
         return rfail(r, score, "use when: step", "page_bounds scores the step's query");
     if ((v = yx_map_get(root, "layers"))) {
-        static const char *const lk[] = {"dense", NULL};
+        static const char *const lk[] = {"dense", "pyramid", NULL};
         const yx_node *x;
         if (v->kind == YX_SCALAR && !strcmp(v->str, "uniform")) {
             /* every layer the same budget: the default */
+        } else if (v->kind == YX_MAP && (x = yx_map_get(v, "pyramid"))) {
+            static const char *const pk[] = {"beta", NULL};
+            const yx_node *b = NULL;
+            char beta[32] = "20";
+            if ((rc = need_keys(r, v, "layers", lk)) ||
+                (x->kind == YX_MAP && (rc = need_keys(r, x, "pyramid", pk))))
+                return rc;
+            if (v->n != 1)
+                return rfail(r, v, NULL, "'layers' has one of 'dense' and 'pyramid'");
+            if (sp->ktype != KT_CAP || sp->sel != K_TOPK)
+                return rfail(r, x, "add select: {topk: {capacity: C}}",
+                             "a pyramid spreads a capacity over the layers");
+            if ((b = yx_map_get(x, "beta")) &&
+                (rc = read_num(r, b, "pyramid.beta", 1, 1e6, 1, beta, sizeof beta)))
+                return rc;
+            sp->pyramid = 1;
+            add_param(sl, "beta", beta, "pyramid steepness: the top layer keeps (C - w) / beta",
+                      NULL, 1, 1e6, 1);
         } else {
             if ((rc = need_keys(r, v, "layers", lk)))
                 return rc;
