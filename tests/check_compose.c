@@ -498,6 +498,24 @@ START_TEST(test_bad_file)
 }
 END_TEST
 
+/* `validate --policy FILE.yaml`: the composition inside MPC (its kept sets from the plaintext
+ * replay), every op's bytes and rounds as predicted; a bad file: its line:col, exit 2. */
+START_TEST(test_validate)
+{
+    char out[16384];
+    th_cli_expect(out, sizeof out, 0, "bytes and rounds of every op of the 5 steps equal",
+                  "validate --model stories260K --accuracy 12 --prompt 8 --protocol semi2k "
+                  "--policy '%s' --policy-param topk=3 --policy-param recent=2 --text '%s'",
+                  th_data_path("scenarios/policies/h2o.yaml"),
+                  th_data_path("tests/data/tinystories_sample.txt"));
+    ck_assert_msg(strstr(out, "under h2o_blocks"), "%s", out);
+    char *bad = strdup(th_file(&td, "bad.yaml", "name: vb\nscore: attention\n"));
+    th_cli_expect(out, sizeof out, 2, ":2:8: error: a score needs a 'select' block",
+                  "validate --model stories260K --accuracy 12 --prompt 8 --policy '%s'", bad);
+    free(bad);
+}
+END_TEST
+
 Suite *compose_suite(void)
 {
     Suite *s = suite_create("compose");
@@ -509,5 +527,6 @@ Suite *compose_suite(void)
     TESTDIR_USE(tc);
     TH_LOOPS(tc, TH_N(blks), test_blocks);
     TH_LOOPS(tc, TH_N(bad_files), test_bad_file);
+    TH_TESTS(tc, test_validate);
     return s;
 }
