@@ -205,29 +205,12 @@ static void entry(char *out, size_t cap, const char *head, const char *params)
     snprintf(out + strlen(out), cap - strlen(out), ", metric_stride: 1}\n");
 }
 
-START_TEST(test_scenario_equal)
+/* Runs scenario scn into db and asserts every pair of runs (ids 1-2, 3-4, ...; n_pairs of them)
+ * has the same metrics and the same bytes and rounds per phase and category. */
+static void run_equal(const char *scn, const char *db, int n_pairs)
 {
-    char yaml[8192], line[512];
-    snprintf(yaml, sizeof yaml,
-             "format: 1\nname: cmp\nprotocol: semi2k\nnetwork: lan\ncases:\n"
-             "  - model: stories260K\n"
-             "    workload: {prompt_len: %d, decode_len: %d}\n"
-             "    trace: {source: record, text: %s}\n"
-             "    policies:\n",
-             P_LEN, T_LEN - P_LEN, th_data_path("tests/data/tinystories_sample.txt"));
-    for (int i = 0; i < TH_N(pairs); i++) {
-        char head[600];
-        snprintf(head, sizeof head, "name: %s", pairs[i].name);
-        entry(line, sizeof line, head, pairs[i].params);
-        strcat(yaml, line);
-        snprintf(head, sizeof head, "compose: %s/%s", th_data_path("scenarios/policies"),
-                 pairs[i].file);
-        entry(line, sizeof line, head, pairs[i].cparams);
-        strcat(yaml, line);
-    }
-    char *scn = strdup(th_file(&td, "cmp.yaml", yaml));
-    char *db = strdup(tpath("cmp.db"));
-    ck_assert_int_eq(th_runl(NULL, tpath("run.txt"), NULL, "run", scn, "-o", db, (char *)NULL), 0);
+    int st = th_runl(NULL, tpath("run.txt"), NULL, "run", scn, "-o", db, (char *)NULL);
+    ck_assert_msg(st == 0, "exit %d: %s", st, th_text(tpath("run.txt")));
     sqlite3 *h;
     ck_assert_int_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     sqlite3_stmt *q;
@@ -253,8 +236,8 @@ START_TEST(test_scenario_equal)
                       sqlite3_column_double(q, 3));
     }
     sqlite3_finalize(q);
-    ck_assert_int_gt(rows, 10 * TH_N(pairs));
-    ck_assert_int_eq(recall, TH_N(pairs)); /* every pair evicted something */
+    ck_assert_int_gt(rows, 10 * n_pairs);
+    ck_assert_int_eq(recall, n_pairs); /* every pair evicted something */
     /* the policy ops' bytes and rounds, per phase */
     ck_assert_int_eq(sqlite3_prepare_v2(h,
                                         "SELECT a.run_id, a.phase, a.category, a.bytes_p0, "
@@ -276,8 +259,65 @@ START_TEST(test_scenario_equal)
                       (long long)sqlite3_column_int64(q, 6));
     }
     sqlite3_finalize(q);
-    ck_assert_int_gt(rows, TH_N(pairs));
+    ck_assert_int_gt(rows, n_pairs);
     sqlite3_close(h);
+}
+
+START_TEST(test_scenario_equal)
+{
+    char yaml[8192], line[512];
+    snprintf(yaml, sizeof yaml,
+             "format: 1\nname: cmp\nprotocol: semi2k\nnetwork: lan\ncases:\n"
+             "  - model: stories260K\n"
+             "    workload: {prompt_len: %d, decode_len: %d}\n"
+             "    trace: {source: record, text: %s}\n"
+             "    policies:\n",
+             P_LEN, T_LEN - P_LEN, th_data_path("tests/data/tinystories_sample.txt"));
+    for (int i = 0; i < TH_N(pairs); i++) {
+        char head[600];
+        snprintf(head, sizeof head, "name: %s", pairs[i].name);
+        entry(line, sizeof line, head, pairs[i].params);
+        strcat(yaml, line);
+        snprintf(head, sizeof head, "compose: %s/%s", th_data_path("scenarios/policies"),
+                 pairs[i].file);
+        entry(line, sizeof line, head, pairs[i].cparams);
+        strcat(yaml, line);
+    }
+    char *scn = strdup(th_file(&td, "cmp.yaml", yaml));
+    char *db = strdup(tpath("cmp.db"));
+    run_equal(scn, db, TH_N(pairs));
+    free(scn);
+    free(db);
+}
+END_TEST
+
+/* The keynorm plug-in (scenarios/plugins/keynorm.c, built here with the public header alone)
+ * and scenarios/policies/keynorm.yaml: the same metrics, bytes and rounds. */
+START_TEST(test_keynorm_plugin)
+{
+    char cmd[2048], out[4096];
+    char *so = strdup(tpath("keynorm.so"));
+    snprintf(cmd, sizeof cmd, "${CC:-cc} -std=c11 -fPIC -shared -I'%s/include' '%s' -o '%s' -lm",
+             th_data(), th_data_path("scenarios/plugins/keynorm.c"), so);
+    ck_assert_msg(th_sh(cmd, out, sizeof out) == 0, "%s\n%s", cmd, out);
+    char yaml[4096];
+    snprintf(yaml, sizeof yaml,
+             "format: 1\nname: kn\nprotocol: semi2k\nnetwork: lan\ncases:\n"
+             "  - model: stories260K\n"
+             "    workload: {prompt_len: %d, decode_len: %d}\n"
+             "    trace: {source: record, text: %s}\n"
+             "    policies:\n"
+             "      - {plugin: keynorm.so, sink: 4, keep: 12, metric_stride: 1}\n"
+             "      - {compose: %s, sinks: 4, topk: 12, metric_stride: 1}\n"
+             "      - {plugin: keynorm.so, sink: 2, keep: 20, metric_stride: 1}\n"
+             "      - {compose: %s, sinks: 2, topk: 20, metric_stride: 1}\n",
+             P_LEN, T_LEN - P_LEN, th_data_path("tests/data/tinystories_sample.txt"),
+             th_data_path("scenarios/policies/keynorm.yaml"),
+             th_data_path("scenarios/policies/keynorm.yaml"));
+    char *scn = strdup(th_file(&td, "kn.yaml", yaml));
+    char *db = strdup(tpath("kn.db"));
+    run_equal(scn, db, 2);
+    free(so);
     free(scn);
     free(db);
 }
@@ -522,7 +562,7 @@ Suite *compose_suite(void)
     TCase *tc = th_case(s, "equal", 120);
     TESTDIR_USE(tc);
     TH_LOOPS(tc, TH_N(pairs), test_kept_equal);
-    TH_TESTS(tc, test_scenario_equal);
+    TH_TESTS(tc, test_scenario_equal, test_keynorm_plugin);
     tc = th_case(s, "blocks", 0);
     TESTDIR_USE(tc);
     TH_LOOPS(tc, TH_N(blks), test_blocks);
