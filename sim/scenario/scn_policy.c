@@ -239,13 +239,12 @@ int read_policy(scn_ctx *x, const yx_node *v, run_cfg *c)
         const yx_node *name = yx_map_get(v, "name"), *plugin = yx_map_get(v, "plugin");
         const yx_node *compose = yx_map_get(v, "compose");
         static const char *const plugin_key[] = {"plugin"}, *const compose_key[] = {"compose"};
-        if ((name && plugin) || (compose && (name || plugin)))
-            return fail(x,
-                        compose && plugin ? compose
-                        : plugin          ? plugin
-                                          : compose,
-                        "name the policy by one of them",
-                        "a policy entry has 'name', 'plugin' or 'compose', not two of them");
+        if (name && plugin)
+            return fail(x, plugin, "name the policy by one of them",
+                        "a policy entry has 'name' or 'plugin', not both");
+        if (compose && (name || plugin))
+            return fail(x, compose, "name the policy by one of them",
+                        "a policy entry has 'compose' or '%s', not both", name ? "name" : "plugin");
         if (!name && !plugin && !compose)
             return fail(x, v, "write e.g. - {name: h2o, heavy_ratio: 0.1}",
                         "missing required key 'name' in policy entry");
