@@ -291,6 +291,15 @@ START_TEST(test_scenario_equal)
 }
 END_TEST
 
+/* The shipped scenarios/compose-blocks.yaml: each pair equal. */
+START_TEST(test_shipped_scenario)
+{
+    char *db = strdup(tpath("blocks.db"));
+    run_equal(th_data_path("scenarios/compose-blocks.yaml"), db, 5);
+    free(db);
+}
+END_TEST
+
 /* The keynorm plug-in (scenarios/plugins/keynorm.c, built here with the public header alone)
  * and scenarios/policies/keynorm.yaml: the same metrics, bytes and rounds. */
 START_TEST(test_keynorm_plugin)
@@ -562,7 +571,7 @@ Suite *compose_suite(void)
     TCase *tc = th_case(s, "equal", 120);
     TESTDIR_USE(tc);
     TH_LOOPS(tc, TH_N(pairs), test_kept_equal);
-    TH_TESTS(tc, test_scenario_equal, test_keynorm_plugin);
+    TH_TESTS(tc, test_scenario_equal, test_keynorm_plugin, test_shipped_scenario);
     tc = th_case(s, "blocks", 0);
     TESTDIR_USE(tc);
     TH_LOOPS(tc, TH_N(blks), test_blocks);
