@@ -518,6 +518,10 @@ static const th_bad bad_files[] = {
      ":3:8: error: ", "every step", NULL},
     {"recent: 4\n", ":1:1: error: ", "missing required key 'name'", NULL},
     {"name: b11\nrecent: [4\n", ":", "error: ", NULL},
+    {"name: b12\nsummary: [a, b]\n", ":2:10: error: ", "'summary' must be text", NULL},
+    {"name: b13\ngranularity: {page: 0}\n", ":2:21: error: ", "'page' = '0'", NULL},
+    {"name: b14\nlayers: {pyramid: {beta: 4}}\nscore: attention\nselect: {topk: 4}\n",
+     ":2:19: error: ", "spreads a capacity", NULL},
 };
 
 START_TEST(test_bad_file)

@@ -466,8 +466,13 @@ static void select_row(cstate *s, uint32_t layer, uint32_t g, uint32_t T, const 
             if (!alive || alive[j])
                 s->cand[nc++] = j;
     } else {
-        for (uint32_t u = c0 / s->page; u * s->page < c1; u++)
-            s->cand[nc++] = u;
+        for (uint32_t u = c0 / s->page; u * s->page < c1; u++) {
+            uint32_t a = u * s->page < c0 ? c0 : u * s->page, live = !alive;
+            for (uint32_t j = a; !live && j < a + s->page && j < c1; j++)
+                live = alive[j];
+            if (live) /* a page with an entry still cached */
+                s->cand[nc++] = u;
+        }
     }
     size_t m;
     if (s->sp->sel == K_TOPK && k >= nc) {
@@ -882,6 +887,8 @@ static int read_spec(rd *r, const yx_node *root, cslot *sl)
                      "the policy name '%s' is taken", name->str);
     snprintf(sl->name, sizeof sl->name, "%s", name->str);
     const yx_node *v = yx_map_get(root, "summary");
+    if (v && v->kind != YX_SCALAR)
+        return rfail(r, v, NULL, "'summary' must be text, not %s", yx_kind_name(v));
     snprintf(sl->summary, sizeof sl->summary, "%s",
              v && v->kind == YX_SCALAR ? v->str : "composed from blocks");
     add_param(sl, "sinks", "0", "attention-sink entries kept at the start", NULL, 0, 1e9, 1);
