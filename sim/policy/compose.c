@@ -12,12 +12,12 @@
  *   when      once after the prompt (later tokens are all kept), every decode step, or every N
  *             steps; with `evict: permanent` an entry once dropped never returns (the candidates
  *             are the entries still cached: H2O's real drop);
- *   layers    the first N layers dense; share: one selection per KV head (its G query heads'
- *             scores summed) or one per layer (every head's scores summed).
+ *   layers    every layer the same budget, the first N layers dense, or PyramidKV's pyramid of
+ *             per-layer counts; share: one selection per KV head (its G query heads' scores
+ *             summed) or one per layer (every head's scores summed).
  * The MPC cost is derived from the same blocks (emit_cost): each appends its own ops through
  * the op builder (protocols/program/opb.h), with the shapes of the selection it made. */
 #include "compose.h"
-#include "plugin.h"
 #include "protocols/base/yamlx.h"
 
 #include <limits.h>
@@ -39,8 +39,8 @@ static const char *const score_names[] = {"none",     "attention",   "window_att
 
 /* A file as read: the blocks and the parameters they expose. */
 typedef struct cspec {
-    int score, when, permanent, sel, ktype, rmode, share_all, has_recent, recent_ratio, has_min;
-    int maxpool, has_layers, pyramid;
+    int score, when, permanent, sel, ktype, rmode, share_all, has_recent, recent_ratio;
+    int maxpool, pyramid;
     uint32_t every, page;
     double rshare;
 } cspec;
@@ -1057,7 +1057,6 @@ static int read_spec(rd *r, const yx_node *root, cslot *sl)
                 return rfail(r, mn, NULL, "'min' goes with 'topk'");
             if ((rc = read_num(r, mn, "min", 0, 1e9, 1, def, sizeof def)))
                 return rc;
-            sp->has_min = 1;
             add_param(sl, "min_units", def, "units (entries or pages) the top-k keeps at least",
                       NULL, 0, 1e9, 1);
         }
@@ -1106,7 +1105,6 @@ static int read_spec(rd *r, const yx_node *root, cslot *sl)
                 return rfail(r, v, "write layers: {dense: 2}", "missing key 'dense' in 'layers'");
             if ((rc = read_num(r, x, "layers.dense", 0, 1e6, 1, def, sizeof def)))
                 return rc;
-            sp->has_layers = 1;
             add_param(sl, "dense_layers", def, "first layers kept dense", NULL, 0, 1e6, 1);
         }
     }
