@@ -334,7 +334,7 @@ END_TEST
 
 /* ---- blocks no shipped file uses, against their definitions ------------------------------ */
 
-enum { B_TOPK, B_THR, B_EVERY, B_SHARE, B_PAGE };
+enum { B_TOPK, B_THR, B_EVERY, B_SHARE, B_PAGE, B_LAYERS };
 
 /* A composition of sinks 4, a recent window of 4 and the squared key norm, its selection. */
 typedef struct blk {
@@ -353,6 +353,9 @@ static const blk blks[] = {
     {"name: kn_page\nsinks: 4\nrecent: 4\nscore: key_norm\ngranularity: {page: 4}\n"
      "select: {topk: 12}\n",
      B_PAGE},
+    {"name: kn_layers\nsinks: 4\nrecent: 4\nscore: key_norm\nshare: {layers: 2}\n"
+     "select: {topk: 10}\n",
+     B_LAYERS},
 };
 
 #define BK 10
@@ -455,9 +458,10 @@ START_TEST(test_blocks)
                     for (uint32_t g = 1; g < Hkv; g++)
                         sum[j] += norm[((size_t)l * Hkv + g) * T_LEN + j];
                 }
+                uint32_t lead = c->mode == B_LAYERS ? l - l % 2 : l; /* pairs of layers */
                 for (uint32_t g = 0; g < Hkv; g++) {
                     const float *sc =
-                        c->mode == B_SHARE ? sum : norm + ((size_t)l * Hkv + g) * T_LEN;
+                        c->mode == B_SHARE ? sum : norm + ((size_t)lead * Hkv + g) * T_LEN;
                     want_row(c->mode, sc, pos, mean, want);
                     for (uint32_t j = 0; j < pos; j++)
                         ck_assert_msg(keep[(size_t)g * pos + j] == want[j],
@@ -485,8 +489,8 @@ START_TEST(test_blocks)
         sel += prg.ops[i].kind == OP_TOPK || prg.ops[i].kind == OP_LT;
         gather += prg.ops[i].kind == OP_GATHER;
     }
-    ck_assert_int_eq(square, 1);
-    ck_assert_int_eq(sel, 1);
+    ck_assert_int_eq(square, c->mode != B_LAYERS); /* layer 1 follows layer 0: a gather only */
+    ck_assert_int_eq(sel, c->mode != B_LAYERS);
     ck_assert_int_eq(gather, 1);
     op_program_free(&prg);
     p->fini(x.st);
@@ -518,6 +522,8 @@ static const th_bad bad_files[] = {
      ":3:8: error: ", "every step", NULL},
     {"recent: 4\n", ":1:1: error: ", "missing required key 'name'", NULL},
     {"name: b11\nrecent: [4\n", ":", "error: ", NULL},
+    {"name: b15\nscore: attention\nevict: permanent\nselect: {topk: 4}\nshare: {layers: 2}\n",
+     ":5:17: error: ", "share no selection", NULL},
     {"name: b12\nsummary: [a, b]\n", ":2:10: error: ", "'summary' must be text", NULL},
     {"name: b13\ngranularity: {page: 0}\n", ":2:21: error: ", "'page' = '0'", NULL},
     {"name: b14\nlayers: {pyramid: {beta: 4}}\nscore: attention\nselect: {topk: 4}\n",

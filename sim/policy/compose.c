@@ -41,7 +41,7 @@ static const char *const score_names[] = {"none",     "attention",   "window_att
 typedef struct cspec {
     int score, when, permanent, sel, ktype, rmode, share_all, has_recent, recent_ratio;
     int maxpool, pyramid;
-    uint32_t every, page;
+    uint32_t every, page, lshare; /* lshare: layers sharing one selection */
     double rshare;
 } cspec;
 
@@ -77,6 +77,9 @@ typedef struct cstate {
     uint8_t *alive;   /* [L][Hkv][max_len] the kept set (once, permanent, every N) */
     uint32_t *sel_at; /* [L] the position of the layer's last selection (every N) */
     uint32_t *lk;     /* [L] a pyramid's top-k entries per layer, or NULL */
+    uint8_t *lrow;    /* [Hkv][max_len] a leader layer's rows of this step (share layers) */
+    uint32_t lrow_at; /* the position and leader layer + 1 they are of */
+    uint32_t lrow_layer;
     float *us, *tmp, *acc;
     uint32_t *cand, *sel, *work;
     uint8_t *row;
@@ -94,6 +97,7 @@ static void cs_fini(void *st)
     free(s->alive);
     free(s->sel_at);
     free(s->lk);
+    free(s->lrow);
     free(s->us);
     free(s->tmp);
     free(s->acc);
@@ -236,6 +240,8 @@ static int cs_init_at(size_t slot, const policy_env *env, const policy_args *a, 
             memset(s->alive, 1, lgt);
     }
     ok = ok && (s->sel_at = calloc(v->n_layers + 1, sizeof *s->sel_at));
+    if (sp->lshare > 1)
+        ok = ok && (s->lrow = malloc((size_t)v->n_kv_heads * v->max_len + 1));
     ok = ok && (s->us = calloc(T1, sizeof *s->us)) && (s->tmp = calloc(T1, sizeof *s->tmp)) &&
          (s->acc = calloc(T1, sizeof *s->acc)) && (s->cand = malloc(T1 * sizeof *s->cand)) &&
          (s->sel = malloc(T1 * sizeof *s->sel)) && (s->work = malloc(T1 * sizeof *s->work)) &&
@@ -517,6 +523,14 @@ static void select_alive(cstate *s, uint32_t layer, uint32_t T, const float *q, 
 
 /* ---- the policy callbacks ---------------------------------------------------------------- */
 
+/* The layer whose selection layer uses: itself, or with `share: {layers: N}` the first of its
+ * group of N (counted from the first selecting layer). */
+static uint32_t leader(const cstate *s, uint32_t layer)
+{
+    uint32_t n = s->sp->lshare;
+    return n > 1 && layer >= s->dense ? layer - (layer - s->dense) % n : layer;
+}
+
 static unsigned cs_needs(void *st, uint32_t pos)
 {
     cstate *s = st;
@@ -533,7 +547,7 @@ static unsigned cs_needs(void *st, uint32_t pos)
 static unsigned cs_layer_needs(void *st, uint32_t layer, uint32_t pos)
 {
     cstate *s = st;
-    return layer < s->dense ? 0 : cs_needs(st, pos);
+    return layer < s->dense || leader(s, layer) != layer ? 0 : cs_needs(st, pos);
 }
 
 static int cs_observe(void *st, const policy_obs *o, errbuf *e)
@@ -542,7 +556,7 @@ static int cs_observe(void *st, const policy_obs *o, errbuf *e)
     const policy_env *v = &s->env;
     uint32_t l = o->layer, pos = o->pos, n = pos + 1, G = s->G, d = v->head_dim;
     uint32_t g0 = o->kv_lo, g1 = o->kv_hi ? o->kv_hi : v->n_kv_heads, P = v->prompt_len;
-    if (l < s->dense)
+    if (l < s->dense || leader(s, l) != l)
         return MS_OK;
     for (uint32_t g = g0; g < g1; g++) {
         size_t lg = (size_t)l * v->n_kv_heads + g;
@@ -592,7 +606,8 @@ static int cs_prefill(void *st, errbuf *e)
     if (s->sp->when != W_ONCE && !s->sp->permanent)
         return MS_OK;
     for (uint32_t l = s->dense; l < v->n_layers; l++)
-        select_alive(s, l, v->prompt_len, NULL, 0, v->n_kv_heads);
+        if (leader(s, l) == l)
+            select_alive(s, l, v->prompt_len, NULL, 0, v->n_kv_heads);
     return MS_OK;
 }
 
@@ -606,6 +621,13 @@ static int cs_select(void *st, uint32_t layer, uint32_t pos, const float *q, uin
         memset(keep, 1, (size_t)Hkv * pos);
         return MS_OK;
     }
+    uint32_t lead = leader(s, layer);
+    if (lead != layer && s->sp->when == W_STEP && s->every == 1 && s->lrow_at == pos &&
+        s->lrow_layer == lead + 1) { /* the leader's rows of this step */
+        memcpy(keep, s->lrow, (size_t)Hkv * pos);
+        return MS_OK;
+    }
+    layer = lead; /* a follower reads its leader's state (its rows: the leader's scores) */
     if (s->sp->when == W_STEP && !s->sp->permanent && s->every > 1) {
         if ((pos - P) % s->every == 0 || s->sel_at[layer] == 0) {
             select_alive(s, layer, pos, q, 0, Hkv);
@@ -618,6 +640,11 @@ static int cs_select(void *st, uint32_t layer, uint32_t pos, const float *q, uin
                 memcpy(row, keep, pos);
             else
                 select_row(s, layer, s->sp->share_all ? UINT32_MAX : g, pos, q, NULL, row);
+        }
+        if (s->lrow) {
+            memcpy(s->lrow, keep, (size_t)Hkv * pos);
+            s->lrow_at = pos;
+            s->lrow_layer = layer + 1;
         }
         return MS_OK;
     }
@@ -664,20 +691,22 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
     uint32_t H = v->n_heads, Hkv = v->n_kv_heads, d = v->head_dim, G = s->G, P = v->prompt_len;
     if (layer < s->dense || sp->sel == K_NONE)
         return MS_OK;
+    int follower = leader(s, layer) != layer; /* it gathers by its leader's selection */
     policy_emitter pe;
     opb_init(&pe, prog, phase, (int)layer, OPC_POLICY, NULL);
     int pre = phase == PHASE_PREFILL;
     uint32_t t = pre ? kv_len : 1; /* rows (keys) the step adds */
     /* COST: score upkeep, of the step's rows or keys */
-    if (sp->score == SC_ATT) /* the group's probability rows summed into the scores: local */
+    if (follower)
+        ;                         /* no scores of its own */
+    else if (sp->score == SC_ATT) /* the group's probability rows summed into the scores: local */
         policy_emit(&pe, OP_ADD, Hkv, G * t, 0, kv_len + (pre ? 0 : 1), OP_NONE, OP_NONE, 0, 0, 0,
                     "cmp.acc");
-    if (sp->score == SC_KEYNORM) { /* squares of the new keys, summed locally */
+    else if (sp->score == SC_KEYNORM) { /* squares of the new keys, summed locally */
         uint32_t sq =
             policy_emit(&pe, OP_SQUARE, Hkv, t, 0, d, OP_NONE, OP_NONE, 0, 0, 0, "cmp.sq");
         policy_emit(&pe, OP_ADD, Hkv, t, 0, d, sq, OP_NONE, 0, 0, 0, "cmp.norm");
-    }
-    if (sp->score == SC_BOUNDS) /* page max and min: a pairwise MAX per channel and bound */
+    } else if (sp->score == SC_BOUNDS) /* page max and min: a pairwise MAX per channel and bound */
         policy_emit(&pe, OP_MAX, Hkv, pre ? 2 * ((kv_len + s->page - 1) / s->page) * d : 2 * d, 0,
                     pre ? s->page : 2, OP_NONE, OP_NONE, 0, 0, 0, "cmp.bounds");
     int rc = policy_emit_done(&pe, s->sl->name, e);
@@ -707,6 +736,21 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
         return MS_OK;
     uint32_t L = batched ? v->n_layers - s->dense : 1;
     opb_init(&pe, prog, phase, batched ? -1 : (int)layer, OPC_POLICY, batched ? "cmp." : NULL);
+    /* the rows gathered: K | V of each unit, and the carried score when evicting for good */
+    uint32_t width = 2 * d * s->page + (sp->permanent ? 1 : 0), oh = OP_NONE, m = k;
+    if (follower) { /* COST: its own rows gathered by the leader's one-hot rows */
+        if (sp->sel == K_THRESHOLD) {
+            m = 0;
+            for (uint32_t g = 0; g < Hkv; g++)
+                m = kept[g] > m ? kept[g] : m;
+            m = s->page > 1 ? (m + s->page - 1) / s->page : m;
+            m = m < nc ? m : nc;
+        }
+        if (m > 0)
+            policy_emit(&pe, OP_GATHER, Hkv, m, nc, width, OP_NONE, OP_NONE, OPF_NO_TRUNC, 0, 0,
+                        "cmp.gather");
+        return policy_emit_done(&pe, s->sl->name, e);
+    }
     /* COST: the candidates' scores */
     uint32_t sc = OP_NONE;
     if (sp->score == SC_WINDOW) {
@@ -731,7 +775,6 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
         B = 1;
     }
     /* the rows gathered: K | V of each unit, and the carried score when evicting for good */
-    uint32_t width = 2 * d * s->page + (sp->permanent ? 1 : 0), oh = OP_NONE, m = k;
     if (sp->sel == K_TOPK && k > 0 && nc == k + 1) {
         /* COST: one eviction: arg-min of the k + 1 candidates (ARGMAX of the negated scores,
          * the negation local), the prefix sums of the one-hot and their broadcast over the row
@@ -1108,10 +1151,33 @@ static int read_spec(rd *r, const yx_node *root, cslot *sl)
             add_param(sl, "dense_layers", def, "first layers kept dense", NULL, 0, 1e6, 1);
         }
     }
+    sp->lshare = 1;
     if ((v = yx_map_get(root, "share"))) {
-        static const char *const shw[] = {"kv_head", "layer", NULL};
-        if ((rc = read_word(r, v, "share", shw, &sp->share_all)))
+        static const char *const shw[] = {"kv_head", "layer", NULL}, *const sk[] = {"heads",
+                                                                                    "layers", NULL};
+        const yx_node *x;
+        if (v->kind == YX_MAP) {
+            if ((rc = need_keys(r, v, "share", sk)))
+                return rc;
+            if ((x = yx_map_get(v, "heads")) &&
+                (rc = read_word(r, x, "share", shw, &sp->share_all)))
+                return rc;
+            if ((x = yx_map_get(v, "layers"))) {
+                if ((rc = read_num(r, x, "share.layers", 1, 1e6, 1, def, sizeof def)))
+                    return rc;
+                sp->lshare = (uint32_t)atoi(def);
+                if (sp->permanent && sp->lshare > 1)
+                    return rfail(r, x, NULL,
+                                 "a permanent eviction keeps each layer's own cache: its layers "
+                                 "share no selection");
+                if (sp->pyramid && sp->lshare > 1)
+                    return rfail(
+                        r, x, NULL,
+                        "a pyramid gives each layer its own budget: its layers share no selection");
+            }
+        } else if ((rc = read_word(r, v, "share", shw, &sp->share_all))) {
             return rc;
+        }
     }
     sp->rmode = R_FIXED;
     if ((v = yx_map_get(root, "kv_budget"))) {
