@@ -14,7 +14,8 @@
  *             are the entries still cached: H2O's real drop);
  *   layers    every layer the same budget, the first N layers dense, or PyramidKV's pyramid of
  *             per-layer counts; share: one selection per KV head (its G query heads' scores
- *             summed) or one per layer (every head's scores summed).
+ *             summed) or one per layer (every head's scores summed), and groups of N layers
+ *             using their first layer's selection.
  * The MPC cost is derived from the same blocks (emit_cost): each appends its own ops through
  * the op builder (protocols/program/opb.h), with the shapes of the selection it made. */
 #include "compose.h"
