@@ -41,8 +41,8 @@ static const char *const score_names[] = {"none",     "attention",   "window_att
 /* A file as read: the blocks and the parameters they expose. */
 typedef struct cspec {
     int score, when, permanent, sel, ktype, rmode, share_all, has_recent, recent_ratio;
-    int maxpool, pyramid;
-    uint32_t every, page, lshare; /* lshare: layers sharing one selection */
+    int maxpool, pyramid, att_last; /* att_last: the newest row's attention, not accumulated */
+    uint32_t every, page, lshare;   /* lshare: layers sharing one selection */
     double rshare;
 } cspec;
 
@@ -417,6 +417,8 @@ static void unit_scores(cstate *s, uint32_t layer, uint32_t g, uint32_t c0, uint
     const policy_env *v = &s->env;
     uint32_t g0 = g == UINT32_MAX ? 0 : g, g1 = g == UINT32_MAX ? v->n_kv_heads : g + 1;
     uint32_t d = v->head_dim;
+    if (s->sp->score == SC_ATT && g == UINT32_MAX)
+        g1 = 1; /* the layer's score, in KV head 0's row (cs_observe) */
     for (size_t i = 0; i < nc; i++)
         s->us[s->cand[i]] = 0;
     for (uint32_t h = g0; h < g1; h++) {
@@ -537,7 +539,7 @@ static unsigned cs_needs(void *st, uint32_t pos)
     cstate *s = st;
     uint32_t P = s->env.prompt_len;
     switch (s->sp->score) {
-    case SC_ATT: return POLICY_NEED_ATT;
+    case SC_ATT: return !s->sp->att_last || pos + 1 >= P ? POLICY_NEED_ATT : 0;
     case SC_WINDOW: return pos < P && pos + s->window >= P ? POLICY_NEED_ATT : 0;
     case SC_KEYNORM: return POLICY_NEED_K;
     case SC_BOUNDS: return POLICY_NEED_K | (pos >= P ? POLICY_NEED_Q : 0);
@@ -559,10 +561,24 @@ static int cs_observe(void *st, const policy_obs *o, errbuf *e)
     uint32_t g0 = o->kv_lo, g1 = o->kv_hi ? o->kv_hi : v->n_kv_heads, P = v->prompt_len;
     if (l < s->dense || leader(s, l) != l)
         return MS_OK;
-    for (uint32_t g = g0; g < g1; g++) {
+    if (s->sp->score == SC_ATT && s->sp->share_all && o->att) {
+        /* one score per layer (in KV head 0's row): every head's row summed in head order;
+         * the newest row's is their mean (TOVA) */
+        float *row = s->score + (size_t)l * v->n_kv_heads * v->max_len;
+        if (s->sp->att_last)
+            memset(row, 0, n * sizeof *row);
+        for (uint32_t h = 0; h < v->n_heads; h++)
+            policy_add_row(row, o->att + (size_t)h * n, n);
+        for (uint32_t j = 0; s->sp->att_last && j < n; j++)
+            row[j] /= (float)v->n_heads;
+    }
+    uint32_t gs = s->sp->score == SC_ATT && s->sp->share_all ? g0 : g1; /* per-head scores */
+    for (uint32_t g = g0; g < gs; g++) {
         size_t lg = (size_t)l * v->n_kv_heads + g;
         switch (s->sp->score) {
-        case SC_ATT: /* the group's rows added to the carried column sums */
+        case SC_ATT: /* the group's rows added to the carried column sums (or replacing them) */
+            if (o->att && s->sp->att_last)
+                memset(s->score + lg * v->max_len, 0, n * sizeof *s->score);
             for (uint32_t h = g * G; o->att && h < (g + 1) * G; h++)
                 policy_add_row(s->score + lg * v->max_len, o->att + (size_t)h * n, n);
             break;
@@ -727,8 +743,8 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
             c = kept[g] > c ? kept[g] : c;
         T = kv_len + 1;
         cand_range(T, sinks, recent, &c0, &c1);
-        uint32_t fixed = c0 + (T - c1) - 1; /* the window holds the step's entry */
-        nc = c > fixed ? c - fixed : 0;
+        uint32_t fixed = c0 + (T - c1); /* sinks and window (the step's entry in it, if any) */
+        nc = c + 1 > fixed ? c + 1 - fixed : 0;
     } else {
         cand_range(T, sinks, recent, &c0, &c1);
         nc = s->page == 1 ? c1 - c0 : c1 > c0 ? (c1 - 1) / s->page - c0 / s->page + 1 : 0;
@@ -738,7 +754,9 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
     uint32_t L = batched ? v->n_layers - s->dense : 1;
     opb_init(&pe, prog, phase, batched ? -1 : (int)layer, OPC_POLICY, batched ? "cmp." : NULL);
     /* the rows gathered: K | V of each unit, and the carried score when evicting for good */
-    uint32_t width = 2 * d * s->page + (sp->permanent ? 1 : 0), oh = OP_NONE, m = k;
+    uint32_t width =
+        2 * d * s->page + (sp->permanent && sp->score == SC_ATT && !sp->att_last ? 1 : 0);
+    uint32_t oh = OP_NONE, m = k;
     if (follower) { /* COST: its own rows gathered by the leader's one-hot rows */
         if (sp->sel == K_THRESHOLD) {
             m = 0;
@@ -1003,6 +1021,15 @@ static int read_spec(rd *r, const yx_node *root, cslot *sl)
             (rc = read_num(r, x, "seed", 0, 4294967295.0, 1, sd, sizeof sd)))
             return rc;
         add_param(sl, "seed", sd, "seed of the random scores", NULL, 0, 4294967295.0, 1);
+    } else if (sp->score == SC_ATT && opts && !(opts->kind == YX_MAP && opts->n == 0)) {
+        static const char *const ak[] = {"accumulate", NULL}, *const tf[] = {"true", "false", NULL};
+        const yx_node *x;
+        int w = 0;
+        if ((rc = need_keys(r, opts, "attention", ak)))
+            return rc;
+        if ((x = yx_map_get(opts, "accumulate")) && (rc = read_word(r, x, "accumulate", tf, &w)))
+            return rc;
+        sp->att_last = w == 1;
     } else if (opts && !(opts->kind == YX_MAP && opts->n == 0)) {
         return rfail(r, opts, NULL, "score '%s' takes no options", score_names[sp->score]);
     }
