@@ -18,6 +18,7 @@
 #include "cmd_validate.h"
 #include "sim/secure/valid.h"
 #include "sim/policy/plugin.h"
+#include "sim/policy/compose.h"
 #include <unistd.h>
 #include "sim/engine/machine.h"
 #include "protocols/backend/mpc_run.h"
@@ -557,6 +558,16 @@ int cmd_validate(int argc, char **argv)
         const policy_ops *pp;
         errbuf pe;
         if (policy_plugin_load(v.va.policy, &pp, &pe)) {
+            cli_error("validate", "--policy: %s", pe.msg);
+            return 2;
+        }
+        v.va.policy = pp->name;
+    }
+    size_t pl = v.va.policy ? strlen(v.va.policy) : 0;
+    if (pl > 5 && !strcmp(v.va.policy + pl - 5, ".yaml")) { /* --policy FILE.yaml: composed */
+        const policy_ops *pp;
+        errbuf pe;
+        if (policy_compose_load(v.va.policy, &pp, &pe)) {
             cli_error("validate", "--policy: %s", pe.msg);
             return 2;
         }

@@ -2,6 +2,7 @@
  * (argument parsing, deterministic top-k, op emission). */
 #include "policy.h"
 #include "plugin.h"
+#include "compose.h"
 #include "protocols/base/simd.h"
 
 #include <math.h>
@@ -62,7 +63,8 @@ const policy_ops *policy_find(const char *name)
     for (size_t i = 0; i < N_UNLISTED; i++)
         if (strcmp(unlisted[i]->name, name) == 0)
             return unlisted[i];
-    return policy_plugin_find(name);
+    const policy_ops *c = policy_compose_find(name);
+    return c ? c : policy_plugin_find(name);
 }
 
 const policy_ops *const *policy_all(size_t *n)
@@ -122,7 +124,8 @@ static const policy_param *find_param(const policy_ops *p, const char *key)
 
 #define SCHEMA_MAX_FIELDS 64
 #define SCHEMA_MAX_CHOICES 8
-#define N_SCHEMAS (N_REGISTRY + N_UNLISTED + POLICY_PLUGIN_MAX) /* built-ins, then plug-ins */
+/* built-ins, then plug-ins, then compositions */
+#define N_SCHEMAS (N_REGISTRY + N_UNLISTED + POLICY_PLUGIN_MAX + POLICY_COMPOSE_MAX)
 
 static struct {
     ys_field field[N_SCHEMAS][SCHEMA_MAX_FIELDS];
@@ -130,7 +133,7 @@ static struct {
     char name[N_SCHEMAS][48];
     char choice_text[N_SCHEMAS][SCHEMA_MAX_FIELDS][128];
     const char *choice[N_SCHEMAS][SCHEMA_MAX_FIELDS][SCHEMA_MAX_CHOICES + 1];
-    int built[POLICY_PLUGIN_MAX]; /* a plug-in's schema, built on first use */
+    int built[POLICY_PLUGIN_MAX + POLICY_COMPOSE_MAX]; /* a plug-in's schema, built on first use */
 } schemas;
 static pthread_once_t schemas_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t schemas_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -203,6 +206,8 @@ const ys_schema *policy_schema(const policy_ops *p)
         if (unlisted[r] == p)
             return &schemas.schema[N_REGISTRY + r];
     int s = policy_plugin_slot(p);
+    if (s < 0 && (s = policy_compose_slot(p)) >= 0)
+        s += POLICY_PLUGIN_MAX;
     if (s < 0)
         return NULL;
     pthread_mutex_lock(&schemas_mu);

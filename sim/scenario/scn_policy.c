@@ -13,6 +13,7 @@
 
 #include "sim/policy/policy.h"
 #include "sim/policy/plugin.h"
+#include "sim/policy/compose.h"
 #include "sim/policy/masks.h"
 #include "sim/trace/trace.h"
 #include "protocols/base/yamlx.h"
@@ -157,6 +158,24 @@ static int policy_by_plugin(scn_ctx *x, const yx_node *v, const policy_ops **out
     return rc;
 }
 
+/* {compose: FILE.yaml}: the composition at FILE (relative to the scenario file), read once per
+ * process (sim/policy/compose.h); its errors keep their file:line:col in FILE. */
+static int policy_by_compose(scn_ctx *x, const yx_node *v, const policy_ops **out)
+{
+    char path[1024];
+    errbuf le;
+    int rc = need_scalar(x, v, "compose", "a composition file, e.g. policies/h2o.yaml");
+    if (!rc)
+        rc = resolve_path(x, v, "compose", path, sizeof path);
+    if (!rc && policy_compose_load(path, out, &le))
+        rc = strstr(le.msg, ": error: ") ? err_set(x->e, MS_ERR_INPUT, "%s", le.msg)
+                                         : fail(x, v,
+                                                "write the blocks as POLICIES.md \"Composing a "
+                                                "policy\" says",
+                                                "%s", le.msg);
+    return rc;
+}
+
 /* Appends declared parameters to the run, each as given or else its default (the replay's
  * keys, pol non-NULL: that policy's default for them, policy_replay_default). */
 static int fill_declared(scn_ctx *x, const policy_param *pp, size_t n, const kv_param *given,
@@ -218,18 +237,25 @@ int read_policy(scn_ctx *x, const yx_node *v, run_cfg *c)
     }
     if (v->kind == YX_MAP) {
         const yx_node *name = yx_map_get(v, "name"), *plugin = yx_map_get(v, "plugin");
-        static const char *const plugin_key[] = {"plugin"};
+        const yx_node *compose = yx_map_get(v, "compose");
+        static const char *const plugin_key[] = {"plugin"}, *const compose_key[] = {"compose"};
         if (name && plugin)
             return fail(x, plugin, "name the policy by one of them",
                         "a policy entry has 'name' or 'plugin', not both");
-        if (!name && !plugin)
+        if (compose && (name || plugin))
+            return fail(x, compose, "name the policy by one of them",
+                        "a policy entry has 'compose' or '%s', not both", name ? "name" : "plugin");
+        if (!name && !plugin && !compose)
             return fail(x, v, "write e.g. - {name: h2o, heavy_ratio: 0.1}",
                         "missing required key 'name' in policy entry");
-        if ((rc = plugin ? policy_by_plugin(x, plugin, &p) : policy_by_name(x, name, &p)))
+        if ((rc = plugin    ? policy_by_plugin(x, plugin, &p)
+                  : compose ? policy_by_compose(x, compose, &p)
+                            : policy_by_name(x, name, &p)))
             return rc;
         /* keys and values through the policy's schema; the text is kept (kv_param) */
         const ys_schema *ps = policy_schema(p);
-        if ((rc = ys_check_keys(&x->y, v, ps, plugin_key, plugin ? 1 : 0)))
+        if ((rc = ys_check_keys(&x->y, v, ps, compose ? compose_key : plugin_key,
+                                plugin || compose ? 1 : 0)))
             return rc;
         for (size_t i = 0; i < v->n; i++) {
             const ys_field *f = ys_find(ps, v->key[i]->str);
@@ -242,7 +268,8 @@ int read_policy(scn_ctx *x, const yx_node *v, run_cfg *c)
         rest.key = keys;
         rest.item = items;
         for (size_t i = 0; i < v->n; i++) {
-            if (!strcmp(v->key[i]->str, "name") || !strcmp(v->key[i]->str, "plugin"))
+            if (!strcmp(v->key[i]->str, "name") || !strcmp(v->key[i]->str, "plugin") ||
+                !strcmp(v->key[i]->str, "compose"))
                 continue;
             if (rest.n == RUN_MAX_PARAMS)
                 return fail(x, v->key[i], "use fewer parameters",

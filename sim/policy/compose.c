@@ -1,0 +1,1346 @@
+/* compose.c — the composition engine (compose.h): a policy read from a YAML file of blocks.
+ *
+ * The blocks, in the order a selection applies them to the T cached entries of one KV head:
+ *   keep      sinks [0, s) and a recent window [T − r, T), always kept (public positions);
+ *   score     a number per candidate entry: accumulated attention (H2O), windowed attention
+ *             with pooling (SnapKV), squared key norm, the query against page bounds (Quest's
+ *             min/max), or a seeded random number;
+ *   unit      the granularity: the candidate tokens, or pages of P consecutive positions (a
+ *             page's score is its bound score, or the sum of its candidates' scores);
+ *   select    top-k of the candidate units (a count, a ratio of the prompt, or a capacity that
+ *             counts the kept sinks and window) or a threshold on the score;
+ *   when      once after the prompt (later tokens are all kept), every decode step, or every N
+ *             steps; with `evict: permanent` an entry once dropped never returns (the candidates
+ *             are the entries still cached: H2O's real drop);
+ *   layers    every layer the same budget, the first N layers dense, or PyramidKV's pyramid of
+ *             per-layer counts; share: one selection per KV head (its G query heads' scores
+ *             summed) or one per layer (every head's scores summed), and groups of N layers
+ *             using their first layer's selection.
+ * The MPC cost is derived from the same blocks (emit_cost): each appends its own ops through
+ * the op builder (protocols/program/opb.h), with the shapes of the selection it made. */
+#include "compose.h"
+#include "protocols/base/yamlx.h"
+
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { SC_NONE, SC_ATT, SC_WINDOW, SC_KEYNORM, SC_BOUNDS, SC_RANDOM };
+enum { W_ONCE, W_STEP };
+enum { R_FIXED, R_REST, R_SHARE };    /* what kv_budget does to the recent window */
+enum { K_NONE, K_TOPK, K_THRESHOLD }; /* the selection block */
+enum { KT_TOKENS, KT_RATIO, KT_CAP }; /* how the top-k count is given */
+
+static const char *const score_names[] = {"none",     "attention",   "window_attention",
+                                          "key_norm", "page_bounds", "random"};
+
+/* A file as read: the blocks and the parameters they expose. */
+typedef struct cspec {
+    int score, when, permanent, sel, ktype, rmode, share_all, has_recent, recent_ratio;
+    int maxpool, pyramid, att_last; /* att_last: the newest row's attention, not accumulated */
+    uint32_t every, page, lshare;   /* lshare: layers sharing one selection */
+    double rshare;
+} cspec;
+
+#define CP_MAX 16
+
+typedef struct cslot {
+    policy_ops ops; /* first: a policy_ops pointer is the slot's */
+    cspec sp;
+    char path[PATH_MAX], real[PATH_MAX];
+    char name[32], summary[200], budget_keys[160];
+    char defs[CP_MAX][32];
+    policy_param params[CP_MAX];
+} cslot;
+
+static cslot *slots[POLICY_COMPOSE_MAX];
+static size_t n_slots;
+static pthread_mutex_t slots_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* ---- the state of a run ------------------------------------------------------------------ */
+
+typedef struct cstate {
+    const cslot *sl;
+    const cspec *sp;
+    policy_env env;
+    uint32_t sinks, recent, ktok, min_units, window, kernel, dense, every, page;
+    int maxpool;
+    double frac, thr;
+    uint64_t seed;
+    uint32_t max_pages, G;
+    float *score;     /* [L][Hkv][max_len] token scores (attention, key norm, random) */
+    float *vote;      /* [L][H][P] window votes */
+    float *mx, *mn;   /* [L][Hkv][max_pages][d] page bounds */
+    uint8_t *alive;   /* [L][Hkv][max_len] the kept set (once, permanent, every N) */
+    uint32_t *sel_at; /* [L] the position of the layer's last selection (every N) */
+    uint32_t *lk;     /* [L] a pyramid's top-k entries per layer, or NULL */
+    uint8_t *lrow;    /* [Hkv][max_len] a leader layer's rows of this step (share layers) */
+    uint32_t lrow_at; /* the position and leader layer + 1 they are of */
+    uint32_t lrow_layer;
+    float *us, *tmp, *acc;
+    uint32_t *cand, *sel, *work;
+    uint8_t *row;
+} cstate;
+
+static void cs_fini(void *st)
+{
+    cstate *s = st;
+    if (!s)
+        return;
+    free(s->score);
+    free(s->vote);
+    free(s->mx);
+    free(s->mn);
+    free(s->alive);
+    free(s->sel_at);
+    free(s->lk);
+    free(s->lrow);
+    free(s->us);
+    free(s->tmp);
+    free(s->acc);
+    free(s->cand);
+    free(s->sel);
+    free(s->work);
+    free(s->row);
+    free(s);
+}
+
+static int has_param(const cslot *sl, const char *key)
+{
+    for (size_t i = 0; i < sl->ops.n_params; i++)
+        if (!strcmp(sl->params[i].key, key))
+            return 1;
+    return 0;
+}
+
+/* A whole-number parameter if the composition has it, else dflt. */
+static int arg_u32(const cslot *sl, const policy_args *a, const char *key, uint32_t dflt,
+                   uint32_t *out, errbuf *e)
+{
+    *out = dflt;
+    return has_param(sl, key) ? policy_arg_u32(&sl->ops, a, key, out, e) : MS_OK;
+}
+
+static int arg_dbl(const cslot *sl, const policy_args *a, const char *key, double dflt, double *out,
+                   errbuf *e)
+{
+    *out = dflt;
+    return has_param(sl, key) ? policy_arg_double(&sl->ops, a, key, out, e) : MS_OK;
+}
+
+/* The pyramid's top-k entries of layer l of L (PyramidKV, Zefan-Cai/KVCache-Factory
+ * pyramidkv_utils.py PyramidKVCluster, as sim/policy/policy_pyramidkv.c): C the mean capacity,
+ * w the kept sinks and window, integer divisions as the Python code; UINT32_MAX: none. */
+static uint32_t pyramid_k(int64_t P, int64_t C, int64_t w, int64_t beta, int64_t L, int64_t l)
+{
+    if (P < C)
+        return UINT32_MAX;
+    if (P < 2 * (C - w))
+        return C > w ? (uint32_t)(C - w) : 0;
+    int64_t lo = (C - w) / beta, hi = 2 * (C - w) - lo;
+    if (hi >= P - w) {
+        hi = P - w;
+        lo = 2 * (C - w) - hi;
+    }
+    int64_t step = L > 1 ? (hi - lo) / (L - 1) : 0, b = hi - l * step;
+    return b < 0 ? 0 : (uint32_t)b;
+}
+
+static int cs_init_at(size_t slot, const policy_env *env, const policy_args *a, void **st,
+                      errbuf *e)
+{
+    const cslot *sl = slots[slot];
+    const cspec *sp = &sl->sp;
+    cstate *s = calloc(1, sizeof *s);
+    if (!s)
+        return err_set(e, MS_ERR_NOMEM, "policy %s: out of memory", sl->name);
+    s->sl = sl;
+    s->sp = sp;
+    s->env = *env;
+    s->G = env->n_heads / (env->n_kv_heads ? env->n_kv_heads : 1);
+    uint32_t P = env->prompt_len, cap = 0, seed = 0;
+    double rr = 0, kr = 0;
+    int pool = sp->maxpool ? 0 : 1;
+    int rc = arg_u32(sl, a, "sinks", 0, &s->sinks, e);
+    if (!rc && sp->has_recent)
+        rc = arg_u32(sl, a, "recent", 0, &s->recent, e);
+    if (!rc && sp->recent_ratio && !s->recent && !(rc = arg_dbl(sl, a, "recent_ratio", 0, &rr, e)))
+        s->recent = (uint32_t)(rr * P); /* int(ratio·P), as H2O fixes its budgets */
+    if (!rc)
+        rc = arg_u32(sl, a, "window", 32, &s->window, e);
+    if (!rc)
+        rc = arg_u32(sl, a, "kernel", 1, &s->kernel, e);
+    if (!rc && has_param(sl, "pooling"))
+        rc = policy_arg_choice(&sl->ops, a, "pooling", &pool, e);
+    if (!rc)
+        rc = arg_u32(sl, a, "seed", 0, &seed, e);
+    if (!rc)
+        rc = arg_u32(sl, a, "page", 1, &s->page, e);
+    if (!rc)
+        rc = arg_u32(sl, a, "every", 1, &s->every, e);
+    if (!rc)
+        rc = arg_u32(sl, a, "min_units", 0, &s->min_units, e);
+    if (!rc)
+        rc = arg_u32(sl, a, "dense_layers", 0, &s->dense, e);
+    if (!rc)
+        rc = arg_dbl(sl, a, "threshold", 0, &s->thr, e);
+    if (!rc && (sp->ktype == KT_TOKENS || sp->ktype == KT_RATIO))
+        rc = arg_u32(sl, a, "topk", 0, &s->ktok, e);
+    if (!rc && sp->ktype == KT_RATIO && !s->ktok && !(rc = arg_dbl(sl, a, "topk_ratio", 0, &kr, e)))
+        s->ktok = (uint32_t)(kr * P);
+    if (!rc && sp->ktype == KT_CAP)
+        rc = arg_u32(sl, a, "capacity", 0, &cap, e);
+    if (!rc)
+        rc = policy_kv_budget(&sl->ops, a, &s->frac, e);
+    if (rc) {
+        free(s);
+        return rc;
+    }
+    s->maxpool = pool == 0;
+    s->seed = seed;
+    s->window = s->window < P ? s->window : P;
+    if (sp->ktype == KT_CAP) /* a capacity counts the kept sinks and window */
+        s->ktok = cap > s->sinks + s->recent ? cap - s->sinks - s->recent : UINT32_MAX;
+    if (s->frac > 0) {
+        s->dense = 0; /* F counts every layer */
+        /* a fixed window and sinks must fit the budget of the prompt */
+        uint32_t n = policy_budget_entries(s->frac, P);
+        uint32_t w = s->recent < P ? s->recent : P;
+        if (sp->sel != K_NONE && sp->rmode == R_FIXED && (sp->when == W_ONCE || sp->permanent) &&
+            n < w + (s->sinks < P ? s->sinks : P)) {
+            char at[600];
+            rc = err_set(e, MS_ERR_INPUT,
+                         "%spolicy %s: kv_budget %g of a %u-entry prompt keeps %u entries, "
+                         "fewer than the sinks and recent window (%u) it keeps\n"
+                         "  hint: a smaller 'recent' or 'sinks', or a larger kv_budget",
+                         policy_at(a, "kv_budget", at, sizeof at), sl->name, s->frac, P, n,
+                         w + s->sinks);
+            free(s);
+            return rc;
+        }
+    }
+    const policy_env *v = env;
+    size_t lgt = (size_t)v->n_layers * v->n_kv_heads * v->max_len + 1, T1 = v->max_len + 1;
+    s->max_pages = (v->max_len + s->page - 1) / s->page;
+    int ok = 1;
+    if (sp->score == SC_ATT || sp->score == SC_KEYNORM || sp->score == SC_RANDOM)
+        ok = ok && (s->score = calloc(lgt, sizeof *s->score));
+    if (sp->score == SC_WINDOW)
+        ok = ok && (s->vote = calloc((size_t)v->n_layers * v->n_heads * P + 1, sizeof *s->vote));
+    if (sp->score == SC_BOUNDS) {
+        size_t nb = (size_t)v->n_layers * v->n_kv_heads * s->max_pages * v->head_dim + 1;
+        ok = ok && (s->mx = malloc(nb * sizeof *s->mx)) && (s->mn = malloc(nb * sizeof *s->mn));
+    }
+    if (sp->when == W_ONCE || sp->permanent || s->every > 1) {
+        ok = ok && (s->alive = malloc(lgt));
+        if (ok)
+            memset(s->alive, 1, lgt);
+    }
+    ok = ok && (s->sel_at = calloc(v->n_layers + 1, sizeof *s->sel_at));
+    if (sp->lshare > 1)
+        ok = ok && (s->lrow = malloc((size_t)v->n_kv_heads * v->max_len + 1));
+    ok = ok && (s->us = calloc(T1, sizeof *s->us)) && (s->tmp = calloc(T1, sizeof *s->tmp)) &&
+         (s->acc = calloc(T1, sizeof *s->acc)) && (s->cand = malloc(T1 * sizeof *s->cand)) &&
+         (s->sel = malloc(T1 * sizeof *s->sel)) && (s->work = malloc(T1 * sizeof *s->work)) &&
+         (s->row = malloc(T1));
+    if (ok && sp->pyramid) {
+        uint32_t beta = 20, w = (s->recent < P ? s->recent : P) + s->sinks;
+        int64_t C = s->frac > 0 ? policy_budget_entries(s->frac, P) : cap;
+        if ((rc = arg_u32(sl, a, "beta", 20, &beta, e))) {
+            cs_fini(s);
+            return rc;
+        }
+        ok = ok && (s->lk = calloc(v->n_layers + 1, sizeof *s->lk));
+        for (uint32_t l = 0; ok && l < v->n_layers; l++)
+            s->lk[l] = pyramid_k(P, C, w, beta, v->n_layers, l);
+    }
+    if (!ok) {
+        cs_fini(s);
+        return err_set(e, MS_ERR_NOMEM, "policy %s: out of memory for %zu entries", sl->name, lgt);
+    }
+    *st = s;
+    return MS_OK;
+}
+
+/* init receives no ops pointer: one entry per slot names the composition. */
+#define CS_INIT(i)                                                                            \
+    static int cs_init_##i(const policy_env *env, const policy_args *a, void **st, errbuf *e) \
+    {                                                                                         \
+        return cs_init_at(i, env, a, st, e);                                                  \
+    }
+CS_INIT(0)
+CS_INIT(1)
+CS_INIT(2)
+CS_INIT(3)
+CS_INIT(4)
+CS_INIT(5)
+CS_INIT(6)
+CS_INIT(7)
+CS_INIT(8)
+CS_INIT(9)
+CS_INIT(10)
+CS_INIT(11)
+CS_INIT(12)
+CS_INIT(13)
+CS_INIT(14)
+CS_INIT(15)
+static int (*const cs_inits[POLICY_COMPOSE_MAX])(const policy_env *, const policy_args *, void **,
+                                                 errbuf *) = {
+    cs_init_0, cs_init_1, cs_init_2,  cs_init_3,  cs_init_4,  cs_init_5,  cs_init_6,  cs_init_7,
+    cs_init_8, cs_init_9, cs_init_10, cs_init_11, cs_init_12, cs_init_13, cs_init_14, cs_init_15,
+};
+
+/* ---- the budget -------------------------------------------------------------------------- */
+
+/* Sinks, recent window and top-k units of a selection over T cached entries. Under kv_budget F
+ * the budget is round(F·B) entries of B: the prompt for a selection made once or evicting
+ * permanently (a fixed-size cache), else the T cached entries; the sinks come first, the
+ * window is as given (fixed), the rest (rest) or a share of the budget, the top-k the rest. */
+static void budget(const cstate *s, uint32_t layer, uint32_t T, uint32_t *sinks, uint32_t *recent,
+                   uint32_t *k)
+{
+    const cspec *sp = s->sp;
+    *sinks = s->sinks;
+    *recent = s->recent;
+    if (s->lk) { /* a pyramid: the layer's own count */
+        *k = s->lk[layer] == UINT32_MAX ? UINT32_MAX : s->lk[layer] / s->page;
+        return;
+    }
+    if (s->frac <= 0) {
+        uint32_t u = s->ktok == UINT32_MAX ? UINT32_MAX : s->ktok / s->page;
+        *k = u > s->min_units ? u : s->min_units;
+        return;
+    }
+    uint32_t B = sp->when == W_ONCE || sp->permanent ? s->env.prompt_len : T;
+    uint32_t n = policy_budget_entries(s->frac, B);
+    *sinks = n < s->sinks ? n : s->sinks;
+    if (sp->rmode == R_REST)
+        *recent = n - *sinks;
+    else if (sp->rmode == R_SHARE)
+        *recent = (uint32_t)ceil(sp->rshare * (n - *sinks));
+    uint32_t used = *sinks + (*recent < B ? *recent : B);
+    if (s->page > 1) {
+        double u = floor((s->frac * B - used) / s->page + 0.5);
+        *k = u < 1 ? 1 : (uint32_t)u;
+    } else {
+        *k = n > used ? n - used : 0;
+    }
+}
+
+/* The candidates [*c0, *c1) of T entries: after the sinks, before the recent window. */
+static void cand_range(uint32_t T, uint32_t sinks, uint32_t recent, uint32_t *c0, uint32_t *c1)
+{
+    *c0 = sinks < T ? sinks : T;
+    *c1 = T - (recent < T ? recent : T);
+    if (*c1 < *c0)
+        *c1 = *c0;
+}
+
+/* ---- scores ------------------------------------------------------------------------------ */
+
+/* 1-D pooling, stride 1, padding kernel/2: max pads with -inf, avg counts the pad as zeros (as
+ * SnapKV's max_pool1d / avg_pool1d with count_include_pad). */
+static void pool1d(const float *in, float *out, uint32_t n, uint32_t kernel, int maxpool)
+{
+    int half = (int)kernel / 2;
+    for (int j = 0; j < (int)n; j++) {
+        float acc = maxpool ? -INFINITY : 0.0f;
+        for (int t = j - half; t <= j + half && t < j - half + (int)kernel; t++) {
+            if (t < 0 || t >= (int)n)
+                continue;
+            if (maxpool)
+                acc = in[t] > acc ? in[t] : acc;
+            else
+                acc += in[t];
+        }
+        out[j] = maxpool ? acc : acc / (float)kernel;
+    }
+}
+
+/* A uniform number in [0, 1) from (seed, layer, head, position) (splitmix64). */
+static float rnd(uint64_t seed, uint32_t l, uint32_t g, uint32_t j)
+{
+    uint64_t z = seed ^ ((uint64_t)l << 48) ^ ((uint64_t)g << 32) ^ j;
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (float)(z >> 40) * 0x1p-24f;
+}
+
+/* Quest's page score U_p = Σ_h Σ_i max(q_i·m_p[i], q_i·M_p[i]) over the query heads of g. */
+static float bound_score(const float *q, const float *mx, const float *mn, uint32_t g, uint32_t G,
+                         uint32_t d)
+{
+    float u = 0;
+    for (uint32_t h = g * G; h < (g + 1) * G; h++) {
+        const float *qh = q + (size_t)h * d;
+        for (uint32_t i = 0; i < d; i++) {
+            float a = qh[i] * mx[i], b = qh[i] * mn[i];
+            u += a > b ? a : b;
+        }
+    }
+    return u;
+}
+
+/* Token scores of KV head g over [0, n) into out (window attention: the pooled votes of the
+ * group, as SnapKV's; the others: the carried scores). */
+static void token_scores(cstate *s, uint32_t layer, uint32_t g, uint32_t n, float *out)
+{
+    const policy_env *v = &s->env;
+    if (s->sp->score == SC_WINDOW) {
+        uint32_t P = v->prompt_len, H = v->n_heads, G = s->G;
+        for (uint32_t j = 0; j < n; j++)
+            out[j] = 0;
+        for (uint32_t h = g * G; h < (g + 1) * G; h++) {
+            pool1d(s->vote + ((size_t)layer * H + h) * P, s->tmp, n, s->kernel, s->maxpool);
+            for (uint32_t j = 0; j < n; j++)
+                out[j] += s->tmp[j];
+        }
+        float scale = 1.0f / ((float)G * (float)(s->window ? s->window : 1));
+        for (uint32_t j = 0; j < n; j++)
+            out[j] *= scale;
+        return;
+    }
+    memcpy(out, s->score + ((size_t)layer * v->n_kv_heads + g) * v->max_len, n * sizeof *out);
+}
+
+/* Unit scores of KV head g (all heads summed when g is UINT32_MAX) into s->us: per candidate
+ * unit u (s->cand[0..nc)), us[u]. */
+static void unit_scores(cstate *s, uint32_t layer, uint32_t g, uint32_t c0, uint32_t c1,
+                        const float *q, size_t nc)
+{
+    const policy_env *v = &s->env;
+    uint32_t g0 = g == UINT32_MAX ? 0 : g, g1 = g == UINT32_MAX ? v->n_kv_heads : g + 1;
+    uint32_t d = v->head_dim;
+    if (s->sp->score == SC_ATT && g == UINT32_MAX)
+        g1 = 1; /* the layer's score, in KV head 0's row (cs_observe) */
+    for (size_t i = 0; i < nc; i++)
+        s->us[s->cand[i]] = 0;
+    for (uint32_t h = g0; h < g1; h++) {
+        if (s->sp->score == SC_BOUNDS) {
+            for (size_t i = 0; i < nc; i++) {
+                uint32_t u = s->cand[i];
+                size_t at = (((size_t)layer * v->n_kv_heads + h) * s->max_pages + u) * d;
+                float sc = bound_score(q, s->mx + at, s->mn + at, h, s->G, d);
+                s->us[u] = g1 - g0 == 1 ? sc : s->us[u] + sc;
+            }
+            continue;
+        }
+        if (s->sp->score == SC_RANDOM) {
+            for (uint32_t j = c0; j < c1; j++)
+                s->acc[j] = rnd(s->seed, layer, h, j);
+        } else {
+            token_scores(s, layer, h, c1, s->acc);
+        }
+        if (s->page == 1) {
+            for (size_t i = 0; i < nc; i++) {
+                uint32_t j = s->cand[i];
+                s->us[j] = g1 - g0 == 1 ? s->acc[j] : s->us[j] + s->acc[j];
+            }
+            continue;
+        }
+        for (size_t i = 0; i < nc; i++) { /* a page's score: its candidates' sum */
+            uint32_t u = s->cand[i], a = u * s->page, b = a + s->page;
+            a = a < c0 ? c0 : a;
+            b = b > c1 ? c1 : b;
+            float sum = 0;
+            for (uint32_t j = a; j < b; j++)
+                sum += s->acc[j];
+            s->us[u] += sum;
+        }
+    }
+}
+
+/* The keep row of KV head g (UINT32_MAX: shared by every head) over T entries into row;
+ * alive (or NULL) limits the candidates to the entries still cached. */
+static void select_row(cstate *s, uint32_t layer, uint32_t g, uint32_t T, const float *q,
+                       const uint8_t *alive, uint8_t *row)
+{
+    uint32_t sinks, recent, k, c0, c1;
+    budget(s, layer, T, &sinks, &recent, &k);
+    cand_range(T, sinks, recent, &c0, &c1);
+    memset(row, 0, T);
+    memset(row, 1, c0);
+    memset(row + c1, 1, T - c1);
+    if (s->sp->sel == K_NONE || c1 == c0)
+        return;
+    size_t nc = 0;
+    if (s->page == 1) {
+        for (uint32_t j = c0; j < c1; j++)
+            if (!alive || alive[j])
+                s->cand[nc++] = j;
+    } else {
+        for (uint32_t u = c0 / s->page; u * s->page < c1; u++) {
+            uint32_t a = u * s->page < c0 ? c0 : u * s->page, live = !alive;
+            for (uint32_t j = a; !live && j < a + s->page && j < c1; j++)
+                live = alive[j];
+            if (live) /* a page with an entry still cached */
+                s->cand[nc++] = u;
+        }
+    }
+    size_t m;
+    if (s->sp->sel == K_TOPK && k >= nc) {
+        memcpy(s->sel, s->cand, nc * sizeof *s->sel);
+        m = nc;
+    } else {
+        unit_scores(s, layer, g, c0, c1, q, nc);
+        if (s->sp->sel == K_TOPK) {
+            m = policy_topk(s->us, s->cand, nc, k, s->sel, s->work);
+        } else {
+            m = 0;
+            for (size_t i = 0; i < nc; i++)
+                if (s->us[s->cand[i]] >= s->thr)
+                    s->sel[m++] = s->cand[i];
+        }
+    }
+    for (size_t i = 0; i < m; i++) {
+        uint32_t a = s->sel[i] * s->page, b = a + s->page;
+        a = a < c0 ? c0 : a;
+        b = b > c1 ? c1 : b;
+        for (uint32_t j = a; j < b; j++)
+            row[j] = !alive || alive[j];
+    }
+}
+
+/* Runs the selection of every KV head of layer over T entries into the alive rows. */
+static void select_alive(cstate *s, uint32_t layer, uint32_t T, const float *q, uint32_t g0,
+                         uint32_t g1)
+{
+    const policy_env *v = &s->env;
+    for (uint32_t g = g0; g < g1; g++) {
+        uint8_t *al = s->alive + ((size_t)layer * v->n_kv_heads + g) * v->max_len;
+        if (s->sp->share_all && g > g0) {
+            memcpy(al, s->alive + ((size_t)layer * v->n_kv_heads + g0) * v->max_len, T);
+            continue;
+        }
+        select_row(s, layer, s->sp->share_all ? UINT32_MAX : g, T, q, s->sp->permanent ? al : NULL,
+                   s->row);
+        memcpy(al, s->row, T);
+    }
+}
+
+/* ---- the policy callbacks ---------------------------------------------------------------- */
+
+/* The layer whose selection layer uses: itself, or with `share: {layers: N}` the first of its
+ * group of N (counted from the first selecting layer). */
+static uint32_t leader(const cstate *s, uint32_t layer)
+{
+    uint32_t n = s->sp->lshare;
+    return n > 1 && layer >= s->dense ? layer - (layer - s->dense) % n : layer;
+}
+
+static unsigned cs_needs(void *st, uint32_t pos)
+{
+    cstate *s = st;
+    uint32_t P = s->env.prompt_len;
+    switch (s->sp->score) {
+    case SC_ATT: return !s->sp->att_last || pos + 1 >= P ? POLICY_NEED_ATT : 0;
+    case SC_WINDOW: return pos < P && pos + s->window >= P ? POLICY_NEED_ATT : 0;
+    case SC_KEYNORM: return POLICY_NEED_K;
+    case SC_BOUNDS: return POLICY_NEED_K | (pos >= P ? POLICY_NEED_Q : 0);
+    default: return 0;
+    }
+}
+
+static unsigned cs_layer_needs(void *st, uint32_t layer, uint32_t pos)
+{
+    cstate *s = st;
+    return layer < s->dense || leader(s, layer) != layer ? 0 : cs_needs(st, pos);
+}
+
+static int cs_observe(void *st, const policy_obs *o, errbuf *e)
+{
+    cstate *s = st;
+    const policy_env *v = &s->env;
+    uint32_t l = o->layer, pos = o->pos, n = pos + 1, G = s->G, d = v->head_dim;
+    uint32_t g0 = o->kv_lo, g1 = o->kv_hi ? o->kv_hi : v->n_kv_heads, P = v->prompt_len;
+    if (l < s->dense || leader(s, l) != l)
+        return MS_OK;
+    if (s->sp->score == SC_ATT && s->sp->share_all && o->att) {
+        /* one score per layer (in KV head 0's row): every head's row summed in head order;
+         * the newest row's is their mean (TOVA) */
+        float *row = s->score + (size_t)l * v->n_kv_heads * v->max_len;
+        if (s->sp->att_last)
+            memset(row, 0, n * sizeof *row);
+        for (uint32_t h = 0; h < v->n_heads; h++)
+            policy_add_row(row, o->att + (size_t)h * n, n);
+        for (uint32_t j = 0; s->sp->att_last && j < n; j++)
+            row[j] /= (float)v->n_heads;
+    }
+    uint32_t gs = s->sp->score == SC_ATT && s->sp->share_all ? g0 : g1; /* per-head scores */
+    for (uint32_t g = g0; g < gs; g++) {
+        size_t lg = (size_t)l * v->n_kv_heads + g;
+        switch (s->sp->score) {
+        case SC_ATT: /* the group's rows added to the carried column sums (or replacing them) */
+            if (o->att && s->sp->att_last)
+                memset(s->score + lg * v->max_len, 0, n * sizeof *s->score);
+            for (uint32_t h = g * G; o->att && h < (g + 1) * G; h++)
+                policy_add_row(s->score + lg * v->max_len, o->att + (size_t)h * n, n);
+            break;
+        case SC_WINDOW:
+            if (o->att && pos < P && pos + s->window >= P)
+                for (uint32_t h = g * G; h < (g + 1) * G; h++)
+                    policy_add_row(s->vote + ((size_t)l * v->n_heads + h) * P,
+                                   o->att + (size_t)h * n, P - s->window);
+            break;
+        case SC_KEYNORM:
+            if (o->k) {
+                double sq = 0;
+                for (uint32_t i = 0; i < d; i++)
+                    sq += (double)o->k[g * d + i] * o->k[g * d + i];
+                s->score[lg * v->max_len + pos] = (float)sq;
+            }
+            break;
+        case SC_BOUNDS:
+            if (o->k) {
+                size_t at = (lg * s->max_pages + pos / s->page) * d;
+                if (pos % s->page == 0) {
+                    memcpy(s->mx + at, o->k + (size_t)g * d, d * sizeof *s->mx);
+                    memcpy(s->mn + at, o->k + (size_t)g * d, d * sizeof *s->mn);
+                } else {
+                    policy_bounds_update(s->mx + at, s->mn + at, o->k + (size_t)g * d, d);
+                }
+            }
+            break;
+        default: break;
+        }
+    }
+    /* a permanent eviction: the step's entry joins, the candidates beyond the budget leave */
+    if (s->sp->permanent && pos >= P)
+        select_alive(s, l, pos + 1, o->q, g0, g1);
+    return MS_OK;
+}
+
+static int cs_prefill(void *st, errbuf *e)
+{
+    cstate *s = st;
+    const policy_env *v = &s->env;
+    if (s->sp->when != W_ONCE && !s->sp->permanent)
+        return MS_OK;
+    for (uint32_t l = s->dense; l < v->n_layers; l++)
+        if (leader(s, l) == l)
+            select_alive(s, l, v->prompt_len, NULL, 0, v->n_kv_heads);
+    return MS_OK;
+}
+
+static int cs_select(void *st, uint32_t layer, uint32_t pos, const float *q, uint8_t *keep,
+                     errbuf *e)
+{
+    cstate *s = st;
+    const policy_env *v = &s->env;
+    uint32_t Hkv = v->n_kv_heads, P = v->prompt_len;
+    if (layer < s->dense) {
+        memset(keep, 1, (size_t)Hkv * pos);
+        return MS_OK;
+    }
+    uint32_t lead = leader(s, layer);
+    if (lead != layer && s->sp->when == W_STEP && s->every == 1 && s->lrow_at == pos &&
+        s->lrow_layer == lead + 1) { /* the leader's rows of this step */
+        memcpy(keep, s->lrow, (size_t)Hkv * pos);
+        return MS_OK;
+    }
+    layer = lead; /* a follower reads its leader's state (its rows: the leader's scores) */
+    if (s->sp->when == W_STEP && !s->sp->permanent && s->every > 1) {
+        if ((pos - P) % s->every == 0 || s->sel_at[layer] == 0) {
+            select_alive(s, layer, pos, q, 0, Hkv);
+            s->sel_at[layer] = pos;
+        }
+    } else if (s->sp->when == W_STEP && !s->sp->permanent) {
+        for (uint32_t g = 0; g < Hkv; g++) {
+            uint8_t *row = keep + (size_t)g * pos;
+            if (s->sp->share_all && g > 0)
+                memcpy(row, keep, pos);
+            else
+                select_row(s, layer, s->sp->share_all ? UINT32_MAX : g, pos, q, NULL, row);
+        }
+        if (s->lrow) {
+            memcpy(s->lrow, keep, (size_t)Hkv * pos);
+            s->lrow_at = pos;
+            s->lrow_layer = layer + 1;
+        }
+        return MS_OK;
+    }
+    /* the kept set of the last selection, and every entry cached after it */
+    uint32_t upto = s->sp->when == W_ONCE ? P : s->sp->permanent ? pos : s->sel_at[layer];
+    upto = upto < pos ? upto : pos;
+    for (uint32_t g = 0; g < Hkv; g++) {
+        uint8_t *row = keep + (size_t)g * pos;
+        memcpy(row, s->alive + ((size_t)layer * Hkv + g) * v->max_len, upto);
+        memset(row + upto, 1, pos - upto);
+    }
+    return MS_OK;
+}
+
+static uint32_t cs_count(void *st, uint32_t layer, uint32_t pos)
+{
+    cstate *s = st;
+    uint32_t sinks, recent, k, c0, c1;
+    if (layer < s->dense)
+        return pos;
+    budget(s, layer, pos, &sinks, &recent, &k);
+    cand_range(pos, sinks, recent, &c0, &c1);
+    return c0 + (pos - c1);
+}
+
+/* ---- the derived cost -------------------------------------------------------------------- */
+
+/* The ops of one layer and phase: the score block's upkeep of the step's rows or keys, then,
+ * when the step selects and the candidates exceed the budget, the score of the candidates, the
+ * selection (top-k or threshold) and the gather of the kept rows.
+ *
+ * A permanent eviction selects after the step's attention (the step's own row is in the
+ * scores), so nothing of the step waits for it: the selections of every layer run together,
+ * emitted with the last layer (layer -1, batch L·Hkv, one set of rounds). Evicting one of k + 1
+ * candidates (every decode step of a full cache) is an arg-min, not a top-k: the candidates
+ * negated (local), an ARGMAX, and the k survivors compacted by an oblivious select of each
+ * row's element with the next row's, under the prefix sums of the one-hot (local). */
+static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
+                   op_program *prog, errbuf *e)
+{
+    cstate *s = st;
+    const cspec *sp = s->sp;
+    const policy_env *v = &s->env;
+    uint32_t H = v->n_heads, Hkv = v->n_kv_heads, d = v->head_dim, G = s->G, P = v->prompt_len;
+    if (layer < s->dense || sp->sel == K_NONE)
+        return MS_OK;
+    int follower = leader(s, layer) != layer; /* it gathers by its leader's selection */
+    policy_emitter pe;
+    opb_init(&pe, prog, phase, (int)layer, OPC_POLICY, NULL);
+    int pre = phase == PHASE_PREFILL;
+    uint32_t t = pre ? kv_len : 1; /* rows (keys) the step adds */
+    /* COST: score upkeep, of the step's rows or keys */
+    if (follower)
+        ;                         /* no scores of its own */
+    else if (sp->score == SC_ATT) /* the group's probability rows summed into the scores: local */
+        policy_emit(&pe, OP_ADD, Hkv, G * t, 0, kv_len + (pre ? 0 : 1), OP_NONE, OP_NONE, 0, 0, 0,
+                    "cmp.acc");
+    else if (sp->score == SC_KEYNORM) { /* squares of the new keys, summed locally */
+        uint32_t sq =
+            policy_emit(&pe, OP_SQUARE, Hkv, t, 0, d, OP_NONE, OP_NONE, 0, 0, 0, "cmp.sq");
+        policy_emit(&pe, OP_ADD, Hkv, t, 0, d, sq, OP_NONE, 0, 0, 0, "cmp.norm");
+    } else if (sp->score == SC_BOUNDS) /* page max and min: a pairwise MAX per channel and bound */
+        policy_emit(&pe, OP_MAX, Hkv, pre ? 2 * ((kv_len + s->page - 1) / s->page) * d : 2 * d, 0,
+                    pre ? s->page : 2, OP_NONE, OP_NONE, 0, 0, 0, "cmp.bounds");
+    int rc = policy_emit_done(&pe, s->sl->name, e);
+    /* does this step select, over how many candidates? */
+    uint32_t T = kv_len, sinks, recent, k, c0, c1, nc;
+    int selects = sp->when == W_ONCE ? pre : sp->permanent ? 1 : !pre;
+    if (selects && !pre && !sp->permanent && s->every > 1)
+        selects = (kv_len - P) % s->every == 0;
+    int batched = sp->permanent; /* every layer's selection at the last layer */
+    if (rc || !selects || (batched && layer + 1 != v->n_layers))
+        return rc;
+    budget(s, layer, T, &sinks, &recent, &k);
+    if (sp->permanent && !pre) {
+        /* the cached entries kept, the step's own entry joins: candidates beyond the window */
+        uint32_t c = 0;
+        for (uint32_t g = 0; g < Hkv; g++)
+            c = kept[g] > c ? kept[g] : c;
+        T = kv_len + 1;
+        cand_range(T, sinks, recent, &c0, &c1);
+        uint32_t fixed = c0 + (T - c1); /* sinks and window (the step's entry in it, if any) */
+        nc = c + 1 > fixed ? c + 1 - fixed : 0;
+    } else {
+        cand_range(T, sinks, recent, &c0, &c1);
+        nc = s->page == 1 ? c1 - c0 : c1 > c0 ? (c1 - 1) / s->page - c0 / s->page + 1 : 0;
+    }
+    if ((sp->sel == K_TOPK && k >= nc) || sp->score == SC_RANDOM) /* random: public positions */
+        return MS_OK;
+    uint32_t L = batched ? v->n_layers - s->dense : 1;
+    opb_init(&pe, prog, phase, batched ? -1 : (int)layer, OPC_POLICY, batched ? "cmp." : NULL);
+    /* the rows gathered: K | V of each unit, and the carried score when evicting for good */
+    uint32_t width =
+        2 * d * s->page + (sp->permanent && sp->score == SC_ATT && !sp->att_last ? 1 : 0);
+    uint32_t oh = OP_NONE, m = k;
+    if (follower) { /* COST: its own rows gathered by the leader's one-hot rows */
+        if (sp->sel == K_THRESHOLD) {
+            m = 0;
+            for (uint32_t g = 0; g < Hkv; g++)
+                m = kept[g] > m ? kept[g] : m;
+            m = s->page > 1 ? (m + s->page - 1) / s->page : m;
+            m = m < nc ? m : nc;
+        }
+        if (m > 0)
+            policy_emit(&pe, OP_GATHER, Hkv, m, nc, width, OP_NONE, OP_NONE, OPF_NO_TRUNC, 0, 0,
+                        "cmp.gather");
+        return policy_emit_done(&pe, s->sl->name, e);
+    }
+    /* COST: the candidates' scores */
+    uint32_t sc = OP_NONE;
+    if (sp->score == SC_WINDOW) {
+        /* window votes: sums of rows the prompt attention computed, local adds; maxpool: a MAX
+         * over kernel neighbours per position; the group's mean: local adds */
+        sc = policy_emit(&pe, OP_ADD, H, s->window, 0, nc, OP_NONE, OP_NONE, 0, 0, 0, "cmp.vote");
+        if (s->maxpool && s->kernel > 1)
+            sc = policy_emit(&pe, OP_MAX, H, nc, 0, s->kernel, sc, OP_NONE, 0, 0, 0, "cmp.pool");
+        if (Hkv != H)
+            sc = policy_emit(&pe, OP_ADD, Hkv, 1, 0, nc, sc, OP_NONE, 0, 0, 0, "cmp.group");
+    } else if (sp->score == SC_BOUNDS) {
+        /* per page 2d products q_i·m_i, q_i·M_i, d max of the pairs, a local sum */
+        uint32_t pr =
+            policy_emit(&pe, OP_MUL, H, nc, 0, 2 * d, OP_NONE, OP_NONE, 0, 0, 0, "cmp.prod");
+        sc = policy_emit(&pe, OP_MAX, H, nc * d, 0, 2, pr, OP_NONE, 0, 0, 0, "cmp.max");
+        if (H != Hkv)
+            sc = policy_emit(&pe, OP_ADD, Hkv, 1, 0, nc, sc, OP_NONE, 0, 0, 0, "cmp.group");
+    }
+    uint32_t B = Hkv;
+    if (sp->share_all && Hkv > 1) { /* one selection per layer: the heads' scores summed */
+        sc = policy_emit(&pe, OP_ADD, 1, L * Hkv, 0, nc, sc, OP_NONE, 0, 0, 0, "cmp.share");
+        B = 1;
+    }
+    /* the rows gathered: K | V of each unit, and the carried score when evicting for good */
+    if (sp->sel == K_TOPK && k > 0 && nc == k + 1) {
+        /* COST: one eviction: arg-min of the k + 1 candidates (ARGMAX of the negated scores,
+         * the negation local), the prefix sums of the one-hot and their broadcast over the row
+         * (local), then one SELECT per element of the k compacted rows */
+        uint32_t neg = policy_emit(&pe, OP_MUL_PUB, B, L * nc, 0, 1, sc, OP_NONE, OPF_NO_TRUNC, 0,
+                                   -1.0, "cmp.neg");
+        oh = policy_emit(&pe, OP_ARGMAX, B, L, 0, nc, neg, OP_NONE, 0, 0, 0, "cmp.argmin");
+        uint32_t pre_sum =
+            policy_emit(&pe, OP_ADD, B * L, nc, 0, 1, oh, OP_NONE, 0, 0, 0, "cmp.prefix");
+        policy_emit(&pe, OP_SELECT, Hkv, L * k, 0, width, pre_sum, OP_NONE, 0, 0, 0, "cmp.compact");
+        return policy_emit_done(&pe, s->sl->name, e);
+    }
+    if (sp->sel == K_TOPK) {
+        if (k == 0)
+            return policy_emit_done(&pe, s->sl->name, e);
+        /* COST: one top-k of the candidate units per KV head and layer (one-hot rows) */
+        oh = policy_emit(&pe, OP_TOPK, B, L, 0, nc, sc, OP_NONE, 0, (int32_t)k, 0, "cmp.topk");
+    } else {
+        /* COST: the threshold comparison, the kept count opened (kept counts are public), the
+         * one-hot rows of the kept units from the mask's prefix sums (an EQ per slot) */
+        uint32_t lt =
+            policy_emit(&pe, OP_LT, B, L, 0, nc, sc, OP_NONE, OPF_PUBLIC_B, 0, s->thr, "cmp.lt");
+        policy_emit(&pe, OP_REVEAL, B, L, 0, 1, lt, OP_NONE, 0, -1, 0, "cmp.count");
+        m = 0;
+        for (uint32_t g = 0; g < Hkv; g++)
+            m = kept[g] > m ? kept[g] : m;
+        m = s->page > 1 ? (m + s->page - 1) / s->page : m;
+        m = m < nc ? m : nc;
+        oh = policy_emit(&pe, OP_EQ, B * L, m, 0, nc, lt, OP_NONE, 0, 0, 0, "cmp.onehot");
+    }
+    /* COST: the gather of the kept units' rows (one-hot · rows) */
+    if (m > 0)
+        policy_emit(&pe, OP_GATHER, Hkv * L, m, nc, width, oh, OP_NONE, OPF_NO_TRUNC, 0, 0,
+                    "cmp.gather");
+    return policy_emit_done(&pe, s->sl->name, e);
+}
+
+/* ---- reading the file -------------------------------------------------------------------- */
+
+typedef struct rd {
+    const char *path;
+    errbuf *e;
+} rd;
+
+static int rfail(rd *r, const yx_node *at, const char *hint, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int rfail(rd *r, const yx_node *at, const char *hint, const char *fmt, ...)
+{
+    char msg[700];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return err_set(r->e, MS_ERR_INPUT, "%s:%d:%d: error: %s%s%s", r->path, at ? at->line : 1,
+                   at ? at->col : 1, msg, hint ? "\n  hint: " : "", hint ? hint : "");
+}
+
+static int need_keys(rd *r, const yx_node *m, const char *what, const char *const *keys)
+{
+    if (m->kind != YX_MAP)
+        return rfail(r, m, NULL, "'%s' must be a mapping, not %s", what, yx_kind_name(m));
+    for (size_t i = 0; i < m->n; i++) {
+        size_t k = 0;
+        while (keys[k] && strcmp(keys[k], m->key[i]->str))
+            k++;
+        if (!keys[k]) {
+            char hint[300] = "keys:";
+            for (k = 0; keys[k]; k++)
+                snprintf(hint + strlen(hint), sizeof hint - strlen(hint), " %s", keys[k]);
+            return rfail(r, m->key[i], hint, "unknown key '%s' in '%s'", m->key[i]->str, what);
+        }
+    }
+    return MS_OK;
+}
+
+/* A number in [lo, hi] (whole: an integer) from scalar v, as text into def. */
+static int read_num(rd *r, const yx_node *v, const char *what, double lo, double hi, int whole,
+                    char *def, size_t cap)
+{
+    if (v->kind != YX_SCALAR)
+        return rfail(r, v, NULL, "'%s' must be a number, not %s", what, yx_kind_name(v));
+    char *end;
+    double x = strtod(v->str, &end);
+    if (!v->str[0] || *end || !(x >= lo && x <= hi) || (whole && x != floor(x)))
+        return rfail(r, v, NULL, "'%s' = '%s' must be %s in [%g, %g]", what, v->str,
+                     whole ? "a whole number" : "a number", lo, hi);
+    snprintf(def, cap, "%s", v->str);
+    return MS_OK;
+}
+
+/* Appends parameter key (default def, the file's value) to the slot. */
+static void add_param(cslot *sl, const char *key, const char *def, const char *help,
+                      const char *choices, double lo, double hi, int whole)
+{
+    size_t i = sl->ops.n_params++;
+    snprintf(sl->defs[i], sizeof sl->defs[i], "%s", def);
+    sl->params[i] = (policy_param){key, sl->defs[i], help, choices, lo, hi, whole};
+}
+
+/* A word among choices ("a|b|c") from scalar v: its index. */
+static int read_word(rd *r, const yx_node *v, const char *what, const char *const *words, int *out)
+{
+    if (v->kind == YX_SCALAR)
+        for (int i = 0; words[i]; i++)
+            if (!strcmp(words[i], v->str)) {
+                *out = i;
+                return MS_OK;
+            }
+    char hint[300] = "one of:";
+    for (int i = 0; words[i]; i++)
+        snprintf(hint + strlen(hint), sizeof hint - strlen(hint), " %s", words[i]);
+    return rfail(r, v, hint, "'%s' = '%s' is not a known %s", what,
+                 v->kind == YX_SCALAR ? v->str : yx_kind_name(v), what);
+}
+
+/* A block written as a word or a one-key mapping {word: options}: the word's index, options. */
+static int read_block(rd *r, const yx_node *v, const char *what, const char *const *words, int *out,
+                      const yx_node **opts)
+{
+    *opts = NULL;
+    if (v->kind == YX_MAP) {
+        if (v->n != 1)
+            return rfail(r, v, "write e.g. {window_attention: {window: 32}}",
+                         "'%s' names one block, not %zu", what, v->n);
+        *opts = v->item[0];
+        return read_word(r, v->key[0], what, words, out);
+    }
+    return read_word(r, v, what, words, out);
+}
+
+static int read_spec(rd *r, const yx_node *root, cslot *sl)
+{
+    static const char *const top[] = {"name",        "summary",   "sinks", "recent", "score",
+                                      "granularity", "when",      "evict", "select", "layers",
+                                      "share",       "kv_budget", NULL};
+    cspec *sp = &sl->sp;
+    char def[32];
+    int rc = need_keys(r, root, "composition", top);
+    if (rc)
+        return rc;
+    const yx_node *name = yx_map_get(root, "name");
+    if (!name)
+        return rfail(r, root, "write e.g. name: my_policy", "missing required key 'name'");
+    size_t len = name->kind == YX_SCALAR ? strlen(name->str) : 0;
+    int ok = len > 0 && len < sizeof sl->name;
+    for (size_t i = 0; ok && i < len; i++)
+        ok = (name->str[i] >= 'a' && name->str[i] <= 'z') ||
+             (name->str[i] >= '0' && name->str[i] <= '9') || name->str[i] == '_';
+    if (!ok)
+        return rfail(r, name, NULL, "the policy name must be 1 to 31 of [a-z0-9_]");
+    if (policy_find(name->str))
+        return rfail(r, name, "name the composition apart from the built-in policies",
+                     "the policy name '%s' is taken", name->str);
+    snprintf(sl->name, sizeof sl->name, "%s", name->str);
+    const yx_node *v = yx_map_get(root, "summary");
+    if (v && v->kind != YX_SCALAR)
+        return rfail(r, v, NULL, "'summary' must be text, not %s", yx_kind_name(v));
+    snprintf(sl->summary, sizeof sl->summary, "%s",
+             v && v->kind == YX_SCALAR ? v->str : "composed from blocks");
+    add_param(sl, "sinks", "0", "attention-sink entries kept at the start", NULL, 0, 1e9, 1);
+    if ((v = yx_map_get(root, "sinks")) &&
+        (rc = read_num(r, v, "sinks", 0, 1e9, 1, sl->defs[0], sizeof sl->defs[0])))
+        return rc;
+    if ((v = yx_map_get(root, "recent"))) {
+        sp->has_recent = 1;
+        if (v->kind == YX_MAP) {
+            static const char *const rk[] = {"ratio", NULL};
+            const yx_node *ra = yx_map_get(v, "ratio");
+            if ((rc = need_keys(r, v, "recent", rk)))
+                return rc;
+            if (!ra)
+                return rfail(r, v, "write recent: N or recent: {ratio: R}",
+                             "missing key 'ratio' in 'recent'");
+            if ((rc = read_num(r, ra, "recent.ratio", 0, 1, 0, def, sizeof def)))
+                return rc;
+            sp->recent_ratio = 1;
+            add_param(sl, "recent_ratio", def,
+                      "recent window as a fraction of the prompt (int(ratio·P))", NULL, 0, 1, 0);
+            add_param(sl, "recent", "0", "recent window in entries; 0: recent_ratio", NULL, 0, 1e9,
+                      1);
+        } else {
+            if ((rc = read_num(r, v, "recent", 0, 1e9, 1, def, sizeof def)))
+                return rc;
+            add_param(sl, "recent", def, "most recent entries kept", NULL, 0, 1e9, 1);
+        }
+    }
+    const yx_node *opts = NULL, *score = yx_map_get(root, "score");
+    static const char *const score_words[] = {"attention",   "window_attention", "key_norm",
+                                              "page_bounds", "random",           NULL};
+    if (score) {
+        int w;
+        if ((rc = read_block(r, score, "score", score_words, &w, &opts)))
+            return rc;
+        sp->score = w + 1;
+    }
+    sp->maxpool = 1;
+    if (sp->score == SC_WINDOW) {
+        static const char *const wk[] = {"window", "kernel", "pooling", NULL};
+        static const char *const pools[] = {"maxpool", "avgpool", NULL};
+        char w[32] = "32", k[32] = "7";
+        int pool = 0;
+        if (opts && (rc = need_keys(r, opts, "window_attention", wk)))
+            return rc;
+        const yx_node *x;
+        if ((x = yx_map_get(opts, "window")) &&
+            (rc = read_num(r, x, "window", 1, 1e9, 1, w, sizeof w)))
+            return rc;
+        if ((x = yx_map_get(opts, "kernel")) &&
+            (rc = read_num(r, x, "kernel", 1, 1e6, 1, k, sizeof k)))
+            return rc;
+        if ((x = yx_map_get(opts, "pooling")) && (rc = read_word(r, x, "pooling", pools, &pool)))
+            return rc;
+        sp->maxpool = pool == 0;
+        add_param(sl, "window", w, "observation window: the last prompt queries that vote", NULL, 1,
+                  1e9, 1);
+        add_param(sl, "kernel", k, "pooling kernel of the votes", NULL, 1, 1e6, 1);
+        add_param(sl, "pooling", pools[pool], "pooling of the votes", "maxpool|avgpool", 0, 0, 0);
+    } else if (sp->score == SC_RANDOM) {
+        static const char *const rk[] = {"seed", NULL};
+        char sd[32] = "0";
+        const yx_node *x;
+        if (opts && (rc = need_keys(r, opts, "random", rk)))
+            return rc;
+        if ((x = yx_map_get(opts, "seed")) &&
+            (rc = read_num(r, x, "seed", 0, 4294967295.0, 1, sd, sizeof sd)))
+            return rc;
+        add_param(sl, "seed", sd, "seed of the random scores", NULL, 0, 4294967295.0, 1);
+    } else if (sp->score == SC_ATT && opts && !(opts->kind == YX_MAP && opts->n == 0)) {
+        static const char *const ak[] = {"accumulate", NULL}, *const tf[] = {"true", "false", NULL};
+        const yx_node *x;
+        int w = 0;
+        if ((rc = need_keys(r, opts, "attention", ak)))
+            return rc;
+        if ((x = yx_map_get(opts, "accumulate")) && (rc = read_word(r, x, "accumulate", tf, &w)))
+            return rc;
+        sp->att_last = w == 1;
+    } else if (opts && !(opts->kind == YX_MAP && opts->n == 0)) {
+        return rfail(r, opts, NULL, "score '%s' takes no options", score_names[sp->score]);
+    }
+    sp->page = 1;
+    if ((v = yx_map_get(root, "granularity"))) {
+        static const char *const gw[] = {"token", "page", NULL};
+        int w;
+        if ((rc = read_block(r, v, "granularity", gw, &w, &opts)))
+            return rc;
+        if (w == 1) {
+            char pg[32] = "16";
+            if (opts && (rc = read_num(r, opts, "page", 1, 1e6, 1, pg, sizeof pg)))
+                return rc;
+            sp->page = (uint32_t)atoi(pg);
+            add_param(sl, "page", pg, "page size in entries", NULL, 1, 1e6, 1);
+        }
+    }
+    sp->when = W_STEP;
+    sp->every = 1;
+    if ((v = yx_map_get(root, "when"))) {
+        static const char *const ww[] = {"once", "step", "every", NULL};
+        int w;
+        if ((rc = read_block(r, v, "when", ww, &w, &opts)))
+            return rc;
+        sp->when = w == 0 ? W_ONCE : W_STEP;
+        if (w == 2) {
+            char ev[32];
+            if (!opts)
+                return rfail(r, v, "write when: {every: N}", "'every' needs a step count");
+            if ((rc = read_num(r, opts, "every", 1, 1e9, 1, ev, sizeof ev)))
+                return rc;
+            sp->every = (uint32_t)atoi(ev);
+            add_param(sl, "every", ev, "decode steps between selections", NULL, 1, 1e9, 1);
+        }
+    }
+    if ((v = yx_map_get(root, "evict"))) {
+        static const char *const ew[] = {"none", "permanent", NULL};
+        if ((rc = read_word(r, v, "evict", ew, &sp->permanent)))
+            return rc;
+        if (sp->permanent && (sp->when != W_STEP || sp->every != 1))
+            return rfail(r, v, "use evict: permanent with when: step",
+                         "a permanent eviction runs at every step");
+    }
+    const yx_node *sel = yx_map_get(root, "select");
+    if (sel) {
+        static const char *const sk[] = {"topk", "threshold", "min", NULL};
+        if ((rc = need_keys(r, sel, "select", sk)))
+            return rc;
+        const yx_node *tk = yx_map_get(sel, "topk"), *th = yx_map_get(sel, "threshold"),
+                      *mn = yx_map_get(sel, "min");
+        if (!!tk == !!th)
+            return rfail(r, sel, "write select: {topk: N} or select: {threshold: X}",
+                         "'select' has one of 'topk' and 'threshold'");
+        if (th) {
+            sp->sel = K_THRESHOLD;
+            if ((rc = read_num(r, th, "threshold", -1e30, 1e30, 0, def, sizeof def)))
+                return rc;
+            add_param(sl, "threshold", def, "kept: candidates whose score is at least this", NULL,
+                      -1e30, 1e30, 0);
+        } else {
+            sp->sel = K_TOPK;
+            if (tk->kind == YX_MAP) {
+                static const char *const kk[] = {"ratio", "capacity", NULL};
+                if ((rc = need_keys(r, tk, "topk", kk)))
+                    return rc;
+                if (tk->n != 1)
+                    return rfail(r, tk, "write topk: {ratio: R} or topk: {capacity: C}",
+                                 "'topk' takes one of 'ratio' and 'capacity'");
+                const yx_node *x = tk->item[0];
+                if (!strcmp(tk->key[0]->str, "ratio")) {
+                    sp->ktype = KT_RATIO;
+                    if ((rc = read_num(r, x, "topk.ratio", 0, 1, 0, def, sizeof def)))
+                        return rc;
+                    add_param(sl, "topk_ratio", def,
+                              "top-k entries as a fraction of the prompt (int(ratio·P))", NULL, 0,
+                              1, 0);
+                    add_param(sl, "topk", "0", "top-k entries; 0: topk_ratio", NULL, 0, 1e9, 1);
+                } else {
+                    sp->ktype = KT_CAP;
+                    if ((rc = read_num(r, x, "topk.capacity", 1, 1e9, 1, def, sizeof def)))
+                        return rc;
+                    add_param(sl, "capacity", def,
+                              "entries kept, the sinks and the recent window included", NULL, 1,
+                              1e9, 1);
+                }
+            } else {
+                sp->ktype = KT_TOKENS;
+                if ((rc = read_num(r, tk, "topk", 0, 1e9, 1, def, sizeof def)))
+                    return rc;
+                add_param(sl, "topk", def, "top-k entries (pages: entries // page pages)", NULL, 0,
+                          1e9, 1);
+            }
+        }
+        if (mn) {
+            if (sp->sel != K_TOPK)
+                return rfail(r, mn, NULL, "'min' goes with 'topk'");
+            if ((rc = read_num(r, mn, "min", 0, 1e9, 1, def, sizeof def)))
+                return rc;
+            add_param(sl, "min_units", def, "units (entries or pages) the top-k keeps at least",
+                      NULL, 0, 1e9, 1);
+        }
+    }
+    if (sp->score && !sel)
+        return rfail(r, score, "add e.g. select: {topk: 64}", "a score needs a 'select' block");
+    if (sel && !sp->score)
+        return rfail(r, sel, "add e.g. score: attention", "a 'select' block needs a score");
+    if (sp->permanent && !sel)
+        return rfail(r, yx_map_get(root, "evict"), NULL, "a permanent eviction needs a selection");
+    if (sp->score == SC_WINDOW && sp->when != W_ONCE)
+        return rfail(r, score, "add when: once",
+                     "window_attention scores the prompt's last queries: it selects once");
+    if (sp->score == SC_BOUNDS && sp->page == 1)
+        return rfail(r, score, "add granularity: {page: 16}",
+                     "page_bounds scores pages: it needs granularity page");
+    if (sp->score == SC_BOUNDS && sp->when == W_ONCE)
+        return rfail(r, score, "use when: step", "page_bounds scores the step's query");
+    if ((v = yx_map_get(root, "layers"))) {
+        static const char *const lk[] = {"dense", "pyramid", NULL};
+        const yx_node *x;
+        if (v->kind == YX_SCALAR && !strcmp(v->str, "uniform")) {
+            /* every layer the same budget: the default */
+        } else if (v->kind == YX_MAP && (x = yx_map_get(v, "pyramid"))) {
+            static const char *const pk[] = {"beta", NULL};
+            const yx_node *b = NULL;
+            char beta[32] = "20";
+            if ((rc = need_keys(r, v, "layers", lk)) ||
+                (x->kind == YX_MAP && (rc = need_keys(r, x, "pyramid", pk))))
+                return rc;
+            if (v->n != 1)
+                return rfail(r, v, NULL, "'layers' has one of 'dense' and 'pyramid'");
+            if (sp->ktype != KT_CAP || sp->sel != K_TOPK)
+                return rfail(r, x, "add select: {topk: {capacity: C}}",
+                             "a pyramid spreads a capacity over the layers");
+            if ((b = yx_map_get(x, "beta")) &&
+                (rc = read_num(r, b, "pyramid.beta", 1, 1e6, 1, beta, sizeof beta)))
+                return rc;
+            sp->pyramid = 1;
+            add_param(sl, "beta", beta, "pyramid steepness: the top layer keeps (C - w) / beta",
+                      NULL, 1, 1e6, 1);
+        } else {
+            if ((rc = need_keys(r, v, "layers", lk)))
+                return rc;
+            if (!(x = yx_map_get(v, "dense")))
+                return rfail(r, v, "write layers: {dense: 2}", "missing key 'dense' in 'layers'");
+            if ((rc = read_num(r, x, "layers.dense", 0, 1e6, 1, def, sizeof def)))
+                return rc;
+            add_param(sl, "dense_layers", def, "first layers kept dense", NULL, 0, 1e6, 1);
+        }
+    }
+    sp->lshare = 1;
+    if ((v = yx_map_get(root, "share"))) {
+        static const char *const shw[] = {"kv_head", "layer", NULL}, *const sk[] = {"heads",
+                                                                                    "layers", NULL};
+        const yx_node *x;
+        if (v->kind == YX_MAP) {
+            if ((rc = need_keys(r, v, "share", sk)))
+                return rc;
+            if ((x = yx_map_get(v, "heads")) &&
+                (rc = read_word(r, x, "share", shw, &sp->share_all)))
+                return rc;
+            if ((x = yx_map_get(v, "layers"))) {
+                if ((rc = read_num(r, x, "share.layers", 1, 1e6, 1, def, sizeof def)))
+                    return rc;
+                sp->lshare = (uint32_t)atoi(def);
+                if (sp->permanent && sp->lshare > 1)
+                    return rfail(r, x, NULL,
+                                 "a permanent eviction keeps each layer's own cache: its layers "
+                                 "share no selection");
+                if (sp->pyramid && sp->lshare > 1)
+                    return rfail(
+                        r, x, NULL,
+                        "a pyramid gives each layer its own budget: its layers share no selection");
+            }
+        } else if ((rc = read_word(r, v, "share", shw, &sp->share_all))) {
+            return rc;
+        }
+    }
+    sp->rmode = R_FIXED;
+    if ((v = yx_map_get(root, "kv_budget"))) {
+        static const char *const kb[] = {"recent", NULL};
+        const yx_node *x;
+        if ((rc = need_keys(r, v, "kv_budget", kb)))
+            return rc;
+        if ((x = yx_map_get(v, "recent"))) {
+            if (x->kind == YX_SCALAR && !strcmp(x->str, "fixed")) {
+                sp->rmode = R_FIXED;
+            } else if (x->kind == YX_SCALAR && !strcmp(x->str, "rest")) {
+                sp->rmode = R_REST;
+            } else {
+                if ((rc = read_num(r, x, "kv_budget.recent", 0, 1, 0, def, sizeof def)))
+                    return rc;
+                sp->rmode = R_SHARE;
+                sp->rshare = atof(def);
+            }
+        }
+    }
+    /* the parameters kv_budget replaces */
+    static const char *const bk[] = {"topk",      "topk_ratio",   "capacity",
+                                     "min_units", "dense_layers", NULL};
+    sl->budget_keys[0] = '\0';
+    for (size_t i = 0; i < sl->ops.n_params; i++) {
+        const char *key = sl->params[i].key;
+        int is = sp->rmode != R_FIXED && (!strcmp(key, "recent") || !strcmp(key, "recent_ratio"));
+        for (size_t k = 0; bk[k] && !is; k++)
+            is = !strcmp(bk[k], key);
+        if (is)
+            snprintf(sl->budget_keys + strlen(sl->budget_keys),
+                     sizeof sl->budget_keys - strlen(sl->budget_keys), "%s%s",
+                     sl->budget_keys[0] ? "|" : "", key);
+    }
+    return MS_OK;
+}
+
+/* ---- loading ----------------------------------------------------------------------------- */
+
+int policy_compose_load(const char *path, const policy_ops **out, errbuf *e)
+{
+    char real[PATH_MAX];
+    if (!realpath(path, real))
+        return err_set(e, MS_ERR_NOTFOUND, "%s: no such composition file", path);
+    pthread_mutex_lock(&slots_mu);
+    int rc = MS_OK;
+    for (size_t i = 0; i < n_slots; i++)
+        if (!strcmp(slots[i]->real, real)) {
+            *out = &slots[i]->ops;
+            goto done;
+        }
+    if (n_slots == POLICY_COMPOSE_MAX) {
+        rc = err_set(e, MS_ERR_INPUT, "%s: more than %d compositions in one run", path,
+                     POLICY_COMPOSE_MAX);
+        goto done;
+    }
+    yx_node *root = NULL;
+    if ((rc = yx_parse_file(path, &root, e)))
+        goto done;
+    cslot *sl = calloc(1, sizeof *sl);
+    if (!sl) {
+        yx_free(root);
+        rc = err_set(e, MS_ERR_NOMEM, "%s: out of memory", path);
+        goto done;
+    }
+    rd r = {path, e};
+    pthread_mutex_unlock(&slots_mu); /* read_spec looks names up (policy_find) */
+    rc = read_spec(&r, root, sl);
+    pthread_mutex_lock(&slots_mu);
+    for (size_t i = 0; !rc && i < n_slots; i++)
+        if (!strcmp(slots[i]->name, sl->name))
+            rc = rfail(&r, yx_map_get(root, "name"), NULL,
+                       "the policy name '%s' is taken by composition %s", sl->name, slots[i]->path);
+    yx_free(root);
+    if (rc || n_slots == POLICY_COMPOSE_MAX) {
+        free(sl);
+        if (!rc)
+            rc = err_set(e, MS_ERR_INPUT, "%s: more than %d compositions in one run", path,
+                         POLICY_COMPOSE_MAX);
+        goto done;
+    }
+    snprintf(sl->path, sizeof sl->path, "%s", path);
+    snprintf(sl->real, sizeof sl->real, "%s", real);
+    const cspec *sp = &sl->sp;
+    size_t np = sl->ops.n_params;
+    int stateless = !(sp->when == W_STEP && !sp->permanent && sp->every > 1);
+    sl->ops = (policy_ops){
+        .name = sl->name,
+        .summary = sl->summary,
+        .params = sl->params,
+        .n_params = np,
+        .init = cs_inits[n_slots],
+        .fini = cs_fini,
+        .needs = cs_needs,
+        .layer_needs = cs_layer_needs,
+        .observe = sp->score && sp->score != SC_RANDOM ? cs_observe : NULL,
+        .prefill = cs_prefill,
+        .select = cs_select,
+        .count = sp->score ? NULL : cs_count,
+        .emit_cost = sp->sel != K_NONE ? cs_emit : NULL,
+        .budget_keys = sl->budget_keys[0] ? sl->budget_keys : NULL,
+        .stateless_select = stateless,
+        .layer_local = (sp->score == SC_ATT || sp->score == SC_WINDOW) && !sp->share_all,
+    };
+    slots[n_slots++] = sl;
+    *out = &sl->ops;
+done:
+    pthread_mutex_unlock(&slots_mu);
+    return rc;
+}
+
+const policy_ops *policy_compose_find(const char *name)
+{
+    const policy_ops *r = NULL;
+    pthread_mutex_lock(&slots_mu);
+    for (size_t i = 0; i < n_slots && !r; i++)
+        if (!strcmp(slots[i]->name, name))
+            r = &slots[i]->ops;
+    pthread_mutex_unlock(&slots_mu);
+    return r;
+}
+
+int policy_compose_slot(const policy_ops *p)
+{
+    int r = -1;
+    pthread_mutex_lock(&slots_mu);
+    for (size_t i = 0; i < n_slots && r < 0; i++)
+        if (&slots[i]->ops == p)
+            r = (int)i;
+    pthread_mutex_unlock(&slots_mu);
+    return r;
+}
+
+const char *policy_compose_path(const policy_ops *p)
+{
+    int s = policy_compose_slot(p);
+    return s < 0 ? NULL : slots[s]->path;
+}
