@@ -49,6 +49,7 @@ typedef struct plot_ctx {
     dbvar *var;           /* config keys that tell apart runs the series would merge */
     char title[256];      /* what every plot shares: machine profile, threads */
     const char *metric;   /* --metric */
+    const char *name;     /* --name: the file name of the one figure drawn */
     int lat;              /* 0: total and per token, 1: total, 2: decode per token */
     int bd_run;           /* the breakdown of whole runs (else of one decode step) */
     int failed;
@@ -485,6 +486,8 @@ static int std_points(plot_ctx *c, relplot *R, const panels *P, int col, const c
 static void std_draw(plot_ctx *c, const char *name, const relplot *R, const barplot *B)
 {
     plot_dest d = {c->tmp, c->outdir, c->term, c->ext, c->keep};
+    if (c->name)
+        name = c->name;
     if ((R && R->dropped) || (B && B->dropped))
         fprintf(stderr,
                 "mpcsim plot: warning: %s: %d values left out (too many panels, lines or "
@@ -748,6 +751,7 @@ static const char *const formats[] = {"png", "svg", "pdf"}; /* --format's choice
 typedef struct plot_opts {
     const char *db, *out, *x, *by, *metric, *data;
     const char *figure, *y, *row, *col; /* the faceted figures (plot_rel.h) */
+    const char *name;                   /* the file name of the one figure drawn */
     int format;                         /* index into formats */
     int latency;                        /* -1: both rows; 0 total; 1 decode per token */
     int breakdown;                      /* 0 one decode step, 1 the whole run */
@@ -791,7 +795,14 @@ static int plot_parse(int argc, char **argv, plot_opts *o)
          .help = "only this figure of an eviction study, faceted: budget\n"
                  "(accuracy against the kept fraction), cost (decode-step\n"
                  "latency and bytes against it), pareto (accuracy against\n"
-                 "decode-step bytes, front marked), or study (all three)"},
+                 "decode-step bytes, front marked), or study (all three);\n"
+                 "breakdown: only the breakdown plot"},
+        {.name = "name",
+         .kind = CLI_STR,
+         .dest = &o->name,
+         .arg = "NAME",
+         .help = "the file name (without extension) of the one figure\n"
+                 "drawn by --figure (not study) or --y"},
         {.name = "y",
          .kind = CLI_STR,
          .dest = &o->y,
@@ -915,15 +926,19 @@ static int plot_prepare(plot_ctx *c, const plot_opts *o)
 /* --figure / --y: the faceted figures (plot_rel.c). */
 static int plot_faceted(plot_ctx *c, const plot_opts *o)
 {
-    static const char *const figs[] = {"budget", "cost", "pareto", "study"};
+    static const char *const figs[] = {"budget", "cost", "pareto", "study", "breakdown"};
     int f = -1;
     for (int i = 0; o->figure && i < 4; i++)
         if (!strcmp(o->figure, figs[i]))
             f = i;
     if (o->figure && f < 0) {
-        const char *dym = did_you_mean(o->figure, figs, 4);
-        cli_error("plot", "--figure is budget, cost, pareto or study, not '%s'%s%s%s", o->figure,
-                  dym ? " (did you mean '" : "", dym ? dym : "", dym ? "'?)" : "");
+        const char *dym = did_you_mean(o->figure, figs, 5);
+        cli_error("plot", "--figure is budget, cost, pareto, study or breakdown, not '%s'%s%s%s",
+                  o->figure, dym ? " (did you mean '" : "", dym ? dym : "", dym ? "'?)" : "");
+        return 2;
+    }
+    if (o->name && f == 3) {
+        cli_error("plot", "--figure study draws three files: no --name");
         return 2;
     }
     if (o->figure && o->y) {
@@ -949,7 +964,8 @@ static int plot_faceted(plot_ctx *c, const plot_opts *o)
                        .tmp = c->tmp,
                        .outdir = c->outdir,
                        .term = c->term,
-                       .ext = c->ext};
+                       .ext = c->ext,
+                       .name = o->name};
     if (f != 3) {
         a.figure = f >= 0 ? figs[f] : NULL;
         return plot_rel(&a);
@@ -988,14 +1004,26 @@ int cmd_plot(int argc, char **argv)
         free(c.where);
         return 2;
     }
-    if (o.figure || o.y) { /* the faceted figures only */
+    int bd_only = o.figure && !strcmp(o.figure, "breakdown");
+    if (o.name && (!o.name[0] || strchr(o.name, '/') || (!o.y && !o.figure))) {
+        cli_error("plot", "%s",
+                  !o.y && !o.figure ? "--name names the one figure of --figure or --y"
+                                    : "--name is a file name in the output folder (-o)");
+        st = 2;
+        goto done;
+    }
+    if ((o.figure && !bd_only) || o.y) { /* the faceted figures only */
         st = plot_faceted(&c, &o);
         goto done;
     }
     st = plot_axes(&c, o.x, o.by);
     if (!st)
         st = plot_prepare(&c, &o);
-    if (!st) {
+    c.name = o.name;
+    if (!st && bd_only) {
+        plot_breakdown(&c);
+        st = c.failed ? 1 : 0;
+    } else if (!st) {
         plot_latency(&c);
         plot_comm(&c);
         plot_breakdown(&c);

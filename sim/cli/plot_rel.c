@@ -393,7 +393,7 @@ int plot_rel(const plot_rel_args *a)
         snprintf(file, sizeof file, "%.40s-vs-%.40s", Y[0].name, xname);
 
     plot_dest d = {a->tmp, a->outdir, a->term, a->ext, 1};
-    return plot_draw(&d, file, &P, NULL);
+    return plot_draw(&d, a->name ? a->name : file, &P, NULL);
 }
 
 int plot_draw(const plot_dest *d, const char *name, const relplot *R, const barplot *B)

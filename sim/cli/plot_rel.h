@@ -18,6 +18,7 @@ typedef struct plot_rel_args {
     const char *metric;    /* the accuracy metric of budget and pareto (NULL: the first held) */
     const char *subtitle;  /* what every run shares */
     const char *tmp, *outdir, *term, *ext;
+    const char *name; /* the file's name (no extension), NULL: the figure's own */
 } plot_rel_args;
 
 /* Draws the figure into outdir/<name>.<ext> (name: accuracy-budget, cost-budget, pareto-step,
