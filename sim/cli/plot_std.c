@@ -113,15 +113,21 @@ static rp_axis std_x(plot_ctx *c)
     return a;
 }
 
+/* A run's policy configuration's kept fraction (the mean over its runs): series are ordered by
+ * family (full first), then by it, so a family's budgets follow one another. */
+#define KEPT_SQL                                                                  \
+    "(SELECT avg(m.value) FROM metrics m JOIN runs r2 ON r2.id = m.run_id WHERE " \
+    "r2.policy_label = r.policy_label AND m.name = 'kept_frac')"
+
 /* The points of column col of R: per panel of P, series and x, the means of xsql and ysql over
  * the runs that have both; the colour is the policy family, the marker the series. */
 static int std_points(plot_ctx *c, relplot *R, const panels *P, int col, const char *xsql,
                       const char *ysql)
 {
     char *sql = sqlite3_mprintf(
-        "SELECT %s AS p, coalesce(min(r.policy), '') AS fam, %s AS s, avg(%s), avg(%s) FROM runs r "
-        "WHERE r.status = 'ok' %s AND (%s) IS NOT NULL AND (%s) IS NOT NULL GROUP BY p, s, r.%s "
-        "ORDER BY fam <> 'full', fam, s, r.%s",
+        "SELECT %s AS p, coalesce(min(r.policy), '') AS fam, %s AS s, avg(%s), avg(%s), "
+        "min(" KEPT_SQL ") AS kf FROM runs r WHERE r.status = 'ok' %s AND (%s) IS NOT NULL AND "
+        "(%s) IS NOT NULL GROUP BY p, s, r.%s ORDER BY fam <> 'full', fam, kf, s, r.%s",
         c->panel, c->series, xsql, ysql, c->where, xsql, ysql, c->xcol, c->xcol);
     sqlite3_stmt *s = plot_stmt(c, sql, 1);
     if (!s)
@@ -224,9 +230,10 @@ static int bars_fill(plot_ctx *c, barplot *B, int p, const char *panel, int col,
 {
     char *sql = sqlite3_mprintf(
         "SELECT s, category, avg(v) FROM (SELECT %s AS s, b.category AS category, sum(%s) %s AS "
-        "v, min(b.rowid) AS ord FROM runs r JOIN breakdown b ON b.run_id = r.id WHERE r.status = "
-        "'ok' %s AND b.category <> 'total' AND (%s) = ?1 AND r.%s = ?2 %s GROUP BY r.id, "
-        "b.category) GROUP BY s, category ORDER BY s, min(ord)",
+        "v, min(b.rowid) AS ord, coalesce(min(r.policy), '') AS fam, min(" KEPT_SQL ") AS kf "
+        "FROM runs r JOIN breakdown b ON b.run_id = r.id WHERE r.status = 'ok' %s AND "
+        "b.category <> 'total' AND (%s) = ?1 AND r.%s = ?2 %s GROUP BY r.id, b.category) "
+        "GROUP BY s, category ORDER BY min(fam <> 'full'), min(fam), min(kf), s, min(ord)",
         c->series, value, c->bd_run ? "" : "/ max(r.decode_len, 1)", c->where, c->panel, c->xcol,
         c->bd_run ? "" : "AND b.phase = 'decode' AND r.decode_len > 0");
     sqlite3_stmt *s = plot_stmt(c, sql, 1);
