@@ -159,7 +159,6 @@ demo:
 	MPCSIM_DATA=$(CURDIR) $(BUILD)/mpcsim run scenarios/quickstart.yaml -o results/quickstart.db --resume
 	MPCSIM_DATA=$(CURDIR) $(BUILD)/mpcsim plot results/quickstart.db -o results/quickstart-plots
 	MPCSIM_DATA=$(CURDIR) $(BUILD)/mpcsim run scenarios/eviction-study.yaml -o results/eviction-study.db --resume
-	MPCSIM_DATA=$(CURDIR) $(BUILD)/mpcsim plot results/eviction-study.db --figure study -o results/eviction-study-plots
 	@echo "database: results/quickstart.db   plots: results/quickstart-plots/"
 	@echo "eviction study: results/eviction-study.db   figures: results/eviction-study-plots/"
 

@@ -1,9 +1,9 @@
-/* check_figure.c — the figure model (sim/figure): axis units picked from the largest value,
- * the shared log x axis and each cell's padded range, and stacked-bar cells aligned on the
- * first cell's categories with all-zero categories dropped; the faceted figure (relplot.h): its
- * Pareto front against a brute-force one, and the script it writes (a colour per family, a
- * marker per configuration within it, log and zero-based axes, fixed panel sizes, a panel
- * without points said so). */
+/* check_figure.c — the figure model (sim/figure): axis units picked from the largest value;
+ * the faceted figure (relplot.h): its Pareto front against a brute-force one, and the script it
+ * writes (a colour per family, a marker per configuration within it, log and zero-based axes,
+ * fixed panel sizes, a panel without points said so, an x axis per column); the stacked bars
+ * (barplot.h): stacks that add up, one legend of the categories that have values, the labels
+ * once per row. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "sim/figure/barplot.h"
 #include "sim/figure/figure.h"
 #include "sim/figure/relplot.h"
 
@@ -28,65 +29,6 @@ START_TEST(test_unit_pick)
     ck_assert_str_eq(fig_unit_pick('B', 5e15).name, "TB");
     ck_assert_str_eq(fig_unit_pick(0, 5e15).name, "");
     ck_assert_double_eq(fig_unit_pick(0, 5e15).div, 1);
-}
-END_TEST
-
-START_TEST(test_x_axis)
-{
-    fig_cell c[3] = {{.nb = 1, .xmin = 128, .xmax = 256},
-                     {.nb = 0, .xmin = 1e-9, .xmax = 1e9}, /* empty: not counted */
-                     {.nb = 2, .xmin = 256, .xmax = 512}};
-    ck_assert_int_eq(fig_xlog(c, 3, 0), 2);
-    ck_assert_int_eq(fig_xlog(c, 3, 1), 10);
-    ck_assert_int_eq(fig_xlog(c, 1, 0), 0); /* a span of 2 stays linear */
-    double a, b;
-    fig_cell_xrange(&c[0], 0, &a, &b);
-    ck_assert_double_eq_tol(a, 128 - 6.4, 1e-12);
-    ck_assert_double_eq_tol(b, 256 + 6.4, 1e-12);
-    fig_cell_xrange(&c[0], 2, &a, &b);
-    ck_assert_double_eq_tol(a, 128 / 1.25, 1e-12);
-    ck_assert_double_eq_tol(b, 256 * 1.25, 1e-12);
-    fig_cell_xrange(&c[1], 0, &a, &b); /* empty: around 1 */
-    ck_assert_double_eq(a, 0.5);
-    ck_assert_double_eq(b, 1.5);
-    fig_cell one = {.nb = 1, .xmin = 0, .xmax = 0};
-    fig_cell_xrange(&one, 0, &a, &b);
-    ck_assert_double_eq(a, -1);
-    ck_assert_double_eq(b, 1);
-    one.xmin = one.xmax = 8;
-    fig_cell_xrange(&one, 2, &a, &b);
-    ck_assert_double_eq(a, 4);
-    ck_assert_double_eq(b, 16);
-}
-END_TEST
-
-static void put(fig_bars *b, const char *label, const char *cat, double v)
-{
-    int l = fig_name_index(&b->label[0][0], sizeof b->label[0], &b->nl, FIG_MAX_SERIES, label);
-    int k = fig_name_index(&b->cat[0][0], sizeof b->cat[0], &b->nc, FIG_MAX_CATS, cat);
-    b->v[l][k] = v;
-}
-
-START_TEST(test_bars_align)
-{
-    static fig_bars a, b;
-    memset(&a, 0, sizeof a);
-    memset(&b, 0, sizeof b);
-    put(&a, "full", "attention", 2);
-    put(&a, "full", "ffn", 0);
-    put(&a, "full", "softmax", 1);
-    put(&b, "full", "softmax", 3);
-    put(&b, "full", "attention", 4);
-    put(&b, "full", "norm", 5); /* not among a's categories: dropped */
-    ck_assert_int_eq(fig_name_index(&a.cat[0][0], sizeof a.cat[0], &a.nc, 3, "norm"), -1);
-    fig_bars_align(&a, &b);
-    ck_assert_int_eq(a.nc, 2); /* ffn is zero in both */
-    ck_assert_int_eq(b.nc, 2);
-    ck_assert_str_eq(b.cat[0], "attention");
-    ck_assert_str_eq(b.cat[1], "softmax");
-    ck_assert_double_eq(b.v[0][0], 4);
-    ck_assert_double_eq(b.v[0][1], 3);
-    ck_assert_double_eq(a.v[0][1], 1);
 }
 END_TEST
 
@@ -215,11 +157,110 @@ START_TEST(test_relplot_script)
 }
 END_TEST
 
+/* Columns of different costs against one accuracy: each column's own x unit, each panel's
+ * own range; a family at one x only is not joined by a vertical line. */
+START_TEST(test_relplot_x_per_column)
+{
+    static relplot P;
+    memset(&P, 0, sizeof P);
+    P.x_per_col = 1;
+    P.xc[0] = (rp_axis){.label = "latency", .kind = 's', .log = -1, .zero = 1};
+    P.xc[1] = (rp_axis){.label = "bytes", .kind = 'B', .log = -1, .zero = 1};
+    P.y[0] = (rp_axis){.label = "recall", .log = -1};
+    rp_index(&P, 'c', "latency", 0);
+    rp_index(&P, 'c', "bytes", 0);
+    int h = rp_index(&P, 'h', "h2o", 0), g = rp_index(&P, 'h', "full", 0);
+    int s0 = rp_index(&P, 's', "h2o a", h), s1 = rp_index(&P, 's', "h2o b", h);
+    int s2 = rp_index(&P, 's', "full", g);
+    rp_add(&P, 0, 0, h, s0, 0.002, 0.8); /* 2 and 3 ms */
+    rp_add(&P, 0, 0, h, s1, 0.003, 0.9);
+    rp_add(&P, 0, 0, g, s2, 0.004, 1.0);
+    rp_add(&P, 0, 1, h, s0, 5e9, 0.8); /* 5 GB, and h2o b at the same bytes */
+    rp_add(&P, 0, 1, h, s1, 5e9, 0.9);
+    rp_add(&P, 0, 1, g, s2, 7e9, 1.0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ck_assert_int_eq(rp_write(&P, f, "pngcairo", "out.png", gp_str), 0);
+    fclose(f);
+    const char *c0 = strstr(buf, "# panel 1, 1"), *c1 = strstr(buf, "# panel 1, 2");
+    ck_assert(c0 && c1 && c0 < c1);
+    ck_assert(strstr(c0, "set xlabel \"latency (ms)\"") < c1);
+    ck_assert_ptr_nonnull(strstr(c1, "set xlabel \"bytes (GB)\""));
+    ck_assert_ptr_nonnull(strstr(c0, "$h0_0_0 << EOD\n2 0.8\n3 0.9\nEOD"));
+    /* h2o's line is drawn in the latency panel, not in the bytes one (both at 5 GB) */
+    const char *p0 = strstr(c0, "\nplot "), *p1 = strstr(c1, "\nplot ");
+    ck_assert(p0 && p1);
+    ck_assert(strstr(p0, "$h0_0_0 using 1:2 with lines") < c1);
+    ck_assert_ptr_null(strstr(p1, "$h0_1_0 using 1:2 with lines"));
+    free(buf);
+}
+END_TEST
+
+/* The k-th number (1-based) on the line after needle in s. */
+static double after(const char *s, const char *needle, int k)
+{
+    const char *p = strstr(s, needle);
+    ck_assert_msg(p != NULL, "no %s", needle);
+    p = strchr(p, '\n') + 1;
+    double v = NAN;
+    for (int i = 0; i < k; i++)
+        v = strtod(p, (char **)&p);
+    return v;
+}
+
+START_TEST(test_barplot_script)
+{
+    static barplot B;
+    memset(&B, 0, sizeof B);
+    B.ncol = 2;
+    B.ax[0] = (rp_axis){.label = "time", .kind = 's', .zero = 1};
+    B.ax[1] = (rp_axis){.label = "online bytes", .kind = 'B', .zero = 1};
+    int r0 = bp_index(&B, 'r', "lan", 0), r1 = bp_index(&B, 'r', "wan", 0);
+    int att = bp_index(&B, 'k', "attention", 0), ffn = bp_index(&B, 'k', "ffn", 0);
+    int none = bp_index(&B, 'k', "norm", 0); /* zero everywhere: left out */
+    B.cat_colour[ffn] = 5;
+    for (int r = r0; r <= r1; r++) {
+        int full = bp_index(&B, 'b', "full", r), h2o = bp_index(&B, 'b', "h2o", r);
+        bp_add(&B, r, 0, full, att, 0.2 * (r + 1));
+        bp_add(&B, r, 0, full, ffn, 0.1);
+        bp_add(&B, r, 0, h2o, att, 0.05);
+        bp_add(&B, r, 0, h2o, none, 0);
+        bp_add(&B, r, 1, full, att, 3e6);
+        bp_add(&B, r, 1, full, att, 1e6); /* adds up */
+        bp_add(&B, r, 1, h2o, ffn, 2e6);
+    }
+    ck_assert_int_eq(bp_index(&B, 'b', "h2o", r0), 1);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ck_assert_int_eq(bp_write(&B, f, "pngcairo", "out.png", gp_str), 0);
+    fclose(f);
+    /* stacks: ffn starts where attention ends, in the panel's unit (ms; s past 1 s) */
+    ck_assert_double_eq_tol(after(buf, "$b0_0_1 <<", 2), 200, 1e-9);
+    ck_assert_double_eq_tol(after(buf, "$b0_0_1 <<", 3), 300, 1e-9);
+    ck_assert_double_eq_tol(after(buf, "$b0_1_0 <<", 3), 4, 1e-9); /* MB */
+    ck_assert_ptr_nonnull(strstr(buf, "set xlabel \"time (ms)\""));
+    ck_assert_ptr_nonnull(strstr(buf, "set xlabel \"online bytes (MB)\""));
+    ck_assert_ptr_null(strstr(buf, "$b0_0_2 <<")); /* norm: no values */
+    /* one legend: the categories with values, ffn in its own colour */
+    const char *key = strstr(buf, "# legend");
+    ck_assert_ptr_nonnull(key);
+    ck_assert_int_eq(th_count(key, "NaN with boxes"), 2);
+    ck_assert_ptr_nonnull(strstr(key, "fc rgb '#56B4E9' title \"ffn\""));
+    ck_assert_ptr_null(strstr(key, "\"norm\""));
+    /* the bars' labels once per row, left of the first column */
+    ck_assert_int_eq(th_count(buf, "set ytics (\"full\" 0, \"h2o\" 1)"), 2);
+    ck_assert_int_eq(th_count(buf, "unset ytics"), 2); /* the second columns */
+    free(buf);
+}
+END_TEST
+
 Suite *figure_suite(void)
 {
     Suite *s = suite_create("figure");
     TCase *tc = th_case(s, "core", 0);
-    TH_TESTS(tc, test_unit_pick, test_x_axis, test_bars_align, test_pareto_front,
-             test_relplot_script);
+    TH_TESTS(tc, test_unit_pick, test_pareto_front, test_relplot_script, test_relplot_x_per_column,
+             test_barplot_script);
     return s;
 }

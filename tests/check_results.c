@@ -216,8 +216,8 @@ END_TEST
 /* ---- protocol labels and the migration of a version-3 database --------------------------- */
 
 static void check_width(const char *text, size_t width);
-static void block_titles(const char *path, char *out, size_t n);
-static void gp_value(const char *vars, const char *name, char *out, size_t n);
+static void legend_entries(const char *gp, char *out, size_t n);
+static void gp_set(const char *gp, const char *what, int k, char *out, size_t n);
 
 /* One model, one network, one policy: the runs differ only in protocol options. */
 static const char protos_yaml[] =
@@ -301,7 +301,7 @@ START_TEST(test_protocol_labels)
     /* plot: a line per protocol configuration */
     ck_assert_int_eq(MPCSIM("plot", "pr.db", "-o", "prp", "--data", "prd"), 0);
     char t[512];
-    block_titles(tpath("prd/latency_1_1.dat"), t, sizeof t);
+    legend_entries(tpath("prd/latency.gp"), t, sizeof t);
     ck_assert_str_eq(t, "full aby3|full aby3(topk=quickselect)|"
                         "full aby3(trunc=local,topk=quickselect)|full semi2k(beaver_cache=false)");
 
@@ -384,26 +384,27 @@ START_TEST(test_hidden_differences)
     char t[512];
     ck_assert_int_eq(MPCSIM("plot", "h.db", "-o", "hp", "--data", "hw", "--where", "network=wan"),
                      0);
-    block_titles(tpath("hw/latency_1_1.dat"), t, sizeof t);
+    legend_entries(tpath("hw/latency.gp"), t, sizeof t);
     ck_assert_str_eq(t, "full default 1t|full default 4t");
     ck_assert_int_eq(MPCSIM("plot", "h.db", "-o", "hp", "--data", "hs", "--where", "policy=h2o"),
                      0);
-    block_titles(tpath("hs/latency_1_1.dat"), t, sizeof t);
+    legend_entries(tpath("hs/latency.gp"), t, sizeof t);
     ck_assert_str_eq(t, "h2o seed=1|h2o seed=2");
+    char *gp = th_slurp(tpath("hs/latency.gp"), NULL); /* the legend says what a line is */
+    ck_assert_ptr_nonnull(strstr(gp, "a marker per policy, seed\""));
+    free(gp);
     char v[256];
-    gp_value(tpath("hs/vars_latency.gp"), "serieskeys", v, sizeof v);
-    ck_assert_str_eq(v, "policy, seed");
     ck_assert_int_eq(MPCSIM("plot", "h.db", "-o", "hp", "--data", "hm", "--by", "machine",
                             "--where", "network=wan"),
                      0);
-    gp_value(tpath("hm/vars_latency.gp"), "title1", v, sizeof v);
+    gp_set(tpath("hm/latency.gp"), "title", 1, v, sizeof v);
     ck_assert_ptr_nonnull(strstr(v, "default 1t"));
     /* the network's values on x: the framing stays in the line's name; only the lines that
      * would merge name a key */
     ck_assert_int_eq(MPCSIM("plot", "h.db", "-o", "hp", "--data", "hx", "--x", "latency_ms",
                             "--where", "model=tiny", "--where", "policy=full"),
                      0);
-    block_titles(tpath("hx/latency_1_1.dat"), t, sizeof t);
+    legend_entries(tpath("hx/latency.gp"), t, sizeof t);
     ck_assert_str_eq(t, "full 100Mbps default 1t|full 100Mbps default 4t|"
                         "full 10Gbps default 16t mac_per_s=1000000000|"
                         "full 10Gbps default 16t mac_per_s=2000000000|"
@@ -750,49 +751,50 @@ static void check_image(const char *path, const char *format)
 }
 
 /* The block titles of a gnuplot data file, '|'-joined ("full|snapkv(capacity=1024)|…"). */
-static void block_titles(const char *path, char *out, size_t n)
+static void legend_entries(const char *gp, char *out, size_t n)
 {
-    char *s = th_slurp(path, NULL), *line = s;
+    char *s = th_slurp(gp, NULL);
+    const char *p = strstr(s, "\n# legend\n");
     size_t k = 0;
     out[0] = '\0';
-    int start = 1;
-    while (*line) {
-        size_t len = strcspn(line, "\n");
-        if (start && line[0] == '"') {
-            char *end = strchr(line + 1, '"');
-            ck_assert_ptr_nonnull(end);
-            k += (size_t)snprintf(out + k, n - k, "%s%.*s", k ? "|" : "", (int)(end - line - 1),
-                                  line + 1);
-        }
-        start = len == 0;
-        line += len + (line[len] == '\n');
+    ck_assert_msg(p != NULL, "%s: no legend", gp);
+    while ((p = strstr(p, " title \""))) {
+        p += strlen(" title \"");
+        size_t len = strcspn(p, "\"");
+        k += (size_t)snprintf(out + k, k < n ? n - k : 0, "%s%.*s", k ? "|" : "", (int)len, p);
     }
     free(s);
 }
 
-/* A variable of a kept variable file: its text value (quotes stripped). */
-static void gp_value(const char *vars, const char *name, char *out, size_t n)
+/* The k-th (1-based, in panel order) `set WHAT "…"` of a figure's script: its text. */
+static void gp_set(const char *gp, const char *what, int k, char *out, size_t n)
 {
-    char *s = th_slurp(vars, NULL), key[64];
-    snprintf(key, sizeof key, "\n%s = ", name);
-    char *p = strstr(s, key);
-    ck_assert_msg(p != NULL, "%s: no variable %s", vars, name);
-    p += strlen(key);
-    size_t len = strcspn(p, "\n");
-    if (*p == '"') {
-        p++;
-        len -= 2;
-    }
-    snprintf(out, n, "%.*s", (int)len, p);
+    char *s = th_slurp(gp, NULL), key[64];
+    snprintf(key, sizeof key, "\nset %s \"", what);
+    const char *p = s;
+    for (int i = 0; i < k && p; i++)
+        if ((p = strstr(p, key)))
+            p += strlen(key);
+    ck_assert_msg(p != NULL, "%s: no set %s number %d", gp, what, k);
+    snprintf(out, n, "%.*s", (int)strcspn(p, "\""), p);
     free(s);
 }
 
-/* The variable name in the gnuplot variables file vars has the value want. */
-static void expect_gp(const char *vars, const char *name, const char *want)
+/* The text of `set WHAT` number k of the figure's script is want. */
+static void expect_gp(const char *gp, const char *what, int k, const char *want)
 {
     char v[256];
-    gp_value(vars, name, v, sizeof v);
-    ck_assert_msg(!strcmp(v, want), "%s: %s = '%s', want '%s'", vars, name, v, want);
+    gp_set(gp, what, k, v, sizeof v);
+    ck_assert_msg(!strcmp(v, want), "%s: set %s #%d = '%s', want '%s'", gp, what, k, v, want);
+}
+
+/* The number of panels a figure's script draws. */
+static int gp_panels(const char *gp)
+{
+    char *s = th_slurp(gp, NULL);
+    int n = th_count(s, "\n# panel ");
+    free(s);
+    return n;
 }
 
 START_TEST(test_plots)
@@ -815,39 +817,41 @@ START_TEST(test_plots)
     }
     /* a panel per model and network: 4 panels × (whole run, per token); no panel mixes models */
     char v[256], t[512];
-    expect_gp(tpath("d/vars_latency.gp"), "ncells", "8");
+    ck_assert_int_eq(gp_panels(tpath("d/latency.gp")), 8);
     for (int i = 1; i <= 8; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "title%d", i);
-        gp_value(tpath("d/vars_latency.gp"), name, v, sizeof v);
+        gp_set(tpath("d/latency.gp"), "title", i, v, sizeof v);
         ck_assert_msg(!strstr(v, "llama-2-7b") != !strstr(v, "stories260K"), "panel %s", v);
     }
-    expect_gp(tpath("d/vars_latency.gp"), "title1",
-              "llama-2-7b · lan (0.1 ms, 10 Gbit/s) — whole run");
-    /* one line per policy configuration, in every panel */
-    block_titles(tpath("d/latency_1_1.dat"), t, sizeof t);
+    expect_gp(tpath("d/latency.gp"), "title", 1, "llama-2-7b · lan (0.1 ms, 10 Gbit/s)");
+    /* one legend for the figure: an entry per policy configuration, drawn in every panel */
+    legend_entries(tpath("d/latency.gp"), t, sizeof t);
     ck_assert_str_eq(t, "full|snapkv(capacity=1024)|snapkv(capacity=4096)");
-    block_titles(tpath("d/latency_4_2.dat"), t, sizeof t);
-    ck_assert_str_eq(t, "full|snapkv(capacity=1024)|snapkv(capacity=4096)");
-    /* units rescaled: llama's whole run in hours (1 h .. 40 h on the WAN: days), stories' in s */
-    expect_gp(tpath("d/vars_latency.gp"), "ylabel1", "whole run (h)");
-    expect_gp(tpath("d/vars_latency.gp"), "ylabel3", "whole run (d)");
-    expect_gp(tpath("d/vars_latency.gp"), "ylabel5", "whole run (s)");
-    expect_gp(tpath("d/vars_comm.gp"), "ylabel1", "online bytes (GB)");
+    char *dat = th_slurp(tpath("d/latency.gp"), NULL);
+    for (int k = 0; k < 3; k++) {
+        char blk[32];
+        snprintf(blk, sizeof blk, "$s3_1_%d << EOD", k); /* row 4, column 2 */
+        ck_assert_msg(strstr(dat, blk), "no %s", blk);
+    }
     /* the values are in that unit: full at 512 tokens on the LAN, 1 h prefill + 1 h decode */
-    char *dat = th_slurp(tpath("d/latency_1_1.dat"), NULL);
-    ck_assert_ptr_nonnull(strstr(dat, "\n512 2\n"));
+    ck_assert_ptr_nonnull(strstr(dat, "$s0_0_0 << EOD\n512 2\n"));
     free(dat);
+    /* units rescaled: llama's whole run in hours (1 h .. 40 h on the WAN: days), stories' in s */
+    expect_gp(tpath("d/latency.gp"), "ylabel", 1, "online latency, whole run (h)");
+    expect_gp(tpath("d/latency.gp"), "ylabel", 3, "online latency, whole run (d)");
+    expect_gp(tpath("d/latency.gp"), "ylabel", 5, "online latency, whole run (s)");
+    expect_gp(tpath("d/comm.gp"), "ylabel", 1, "online bytes (GB)");
     /* Pareto: a marker per configuration against per-token latency and against bytes */
-    expect_gp(tpath("d/vars_pareto.gp"), "ncells", "8");
-    expect_gp(tpath("d/vars_pareto.gp"), "xlabel1", "decode latency per token (min)");
-    expect_gp(tpath("d/vars_pareto.gp"), "xlabel2", "online bytes (GB)");
-    block_titles(tpath("d/pareto_1_1.dat"), t, sizeof t);
+    ck_assert_int_eq(gp_panels(tpath("d/pareto.gp")), 8);
+    expect_gp(tpath("d/pareto.gp"), "xlabel", 1, "online latency, decode per token (min)");
+    expect_gp(tpath("d/pareto.gp"), "xlabel", 2, "online bytes, whole run (GB)");
+    legend_entries(tpath("d/pareto.gp"), t, sizeof t);
     ck_assert_str_eq(t, "full|snapkv(capacity=1024)|snapkv(capacity=4096)");
     /* breakdown: a bar per configuration, categories in the op order's colours */
-    expect_gp(tpath("d/vars_breakdown.gp"), "nbars1", "3");
-    expect_gp(tpath("d/vars_breakdown.gp"), "bar1_1", "snapkv(capacity=1024)");
-    block_titles(tpath("d/bd_time_1.dat"), t, sizeof t);
+    dat = th_slurp(tpath("d/breakdown.gp"), NULL);
+    ck_assert_ptr_nonnull(strstr(dat, "set ytics (\"full\" 0, \"snapkv(capacity=1024)\" 1, "
+                                      "\"snapkv(capacity=4096)\" 2) nomirror font"));
+    free(dat);
+    legend_entries(tpath("d/breakdown.gp"), t, sizeof t);
     ck_assert_str_eq(t, "attention|ffn|softmax|policy");
 
     /* --where, --by, --x, --latency, --metric */
@@ -855,15 +859,15 @@ START_TEST(test_plots)
                             "model=stories260K", "--latency", "decode-per-token", "--metric",
                             "latency_total_s"),
                      0);
-    expect_gp(tpath("dw/vars_latency.gp"), "ncells", "2");
-    expect_gp(tpath("dw/vars_latency.gp"), "ylabel1", "decode, per token (s)");
+    ck_assert_int_eq(gp_panels(tpath("dw/latency.gp")), 2);
+    expect_gp(tpath("dw/latency.gp"), "ylabel", 1, "online latency, decode per token (s)");
     check_image(tpath("w/metric-latency_total_s.png"), "png");
     ck_assert_int_eq(
         MPCSIM("plot", "p.db", "-o", "b", "--data", "db", "--by", "model", "--x", "latency_ms"), 0);
-    expect_gp(tpath("db/vars_latency.gp"), "ncells", "4");
-    expect_gp(tpath("db/vars_latency.gp"), "xlabel_text", "one-way link latency (ms)");
+    ck_assert_int_eq(gp_panels(tpath("db/latency.gp")), 4);
+    expect_gp(tpath("db/latency.gp"), "xlabel", 1, "one-way link latency (ms), log");
     /* the network is on x: lines by the other value (bandwidth) */
-    block_titles(tpath("db/latency_1_1.dat"), t, sizeof t);
+    legend_entries(tpath("db/latency.gp"), t, sizeof t);
     ck_assert_str_eq(t, "full 100Mbps|full 10Gbps|snapkv(capacity=1024) 100Mbps|"
                         "snapkv(capacity=1024) 10Gbps|snapkv(capacity=4096) 100Mbps|"
                         "snapkv(capacity=4096) 10Gbps");
@@ -905,10 +909,9 @@ START_TEST(test_plot_default_axis)
     rdb_close(db);
     ck_assert_int_eq(MPCSIM("plot", "g.db", "-o", "g", "--data", "dg"), 0);
     char t[256];
-    expect_gp(tpath("dg/vars_latency.gp"), "xlabel_text", "one-way link latency (ms)");
-    expect_gp(tpath("dg/vars_latency.gp"), "ncells",
-              "2"); /* one panel (the model), not one per network */
-    block_titles(tpath("dg/latency_1_1.dat"), t, sizeof t);
+    expect_gp(tpath("dg/latency.gp"), "xlabel", 1, "one-way link latency (ms), log");
+    ck_assert_int_eq(gp_panels(tpath("dg/latency.gp")), 2); /* one panel row (the model) */
+    legend_entries(tpath("dg/latency.gp"), t, sizeof t);
     ck_assert_str_eq(t, "full 100Mbps|full 1Gbps");
     char *out = th_slurp(tpath("out.txt"), NULL);
     ck_assert_ptr_nonnull(strstr(out, "skipping the Pareto plot"));

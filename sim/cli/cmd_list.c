@@ -285,6 +285,7 @@ static int list_keys(const char *file)
                  {"protocol", proto_cfg_schema(), 1},
                  {"network", net, n_net},
                  {"trace", scn_trace_schema(), 1},
+                 {"figures", scn_figure_schema(), 1},
                  {"policy", pol, n_pol < 64 ? n_pol : 64},
                  {"workload", scn_workload_schema(), 1},
                  {"model", model_schema(), 1},

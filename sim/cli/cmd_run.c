@@ -15,6 +15,7 @@
 #include "cmd.h"
 #include "opt.h"
 #include "progress.h"
+#include "run_figures.h"
 #include "results/rdb.h"
 #include "sim/scenario/pool.h"
 #include "sim/scenario/runner.h"
@@ -670,6 +671,8 @@ int cmd_run(int argc, char **argv)
             printf("%zu runs in %zu scenarios\n", total, b.count);
     } else if (!st) {
         st = run_sweep(&o, &b, path);
+        if (!st && !o.shard_n) /* a shard holds part of the runs: its figures would too */
+            st = run_figures(b.s, b.count, path);
     }
     batch_free(&b);
     run_opts_free(&o);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmd.h"
 #include "gnuplot.h"
@@ -27,7 +28,7 @@ typedef struct axis_src {
 
 static const struct {
     const char *name, *label;
-} nice[] = {
+} axis_names[] = {
     {"kept_frac", "KV budget (kept fraction of the cache)"},
     {"bytes_decode_step", "online bytes per decode step"},
     {"latency_decode_step_s", "latency per decode step"},
@@ -50,9 +51,9 @@ static const struct {
 
 static const char *nice_label(const char *name)
 {
-    for (size_t i = 0; i < sizeof nice / sizeof nice[0]; i++)
-        if (!strcmp(nice[i].name, name))
-            return nice[i].label;
+    for (size_t i = 0; i < sizeof axis_names / sizeof axis_names[0]; i++)
+        if (!strcmp(axis_names[i].name, name))
+            return axis_names[i].label;
     return name;
 }
 
@@ -391,21 +392,28 @@ int plot_rel(const plot_rel_args *a)
     else
         snprintf(file, sizeof file, "%.40s-vs-%.40s", Y[0].name, xname);
 
+    plot_dest d = {a->tmp, a->outdir, a->term, a->ext, 1};
+    return plot_draw(&d, a->name ? a->name : file, &P, NULL);
+}
+
+int plot_draw(const plot_dest *d, const char *name, const relplot *R, const barplot *B)
+{
     char script[4200], out[4200];
-    snprintf(script, sizeof script, "%s/%s.gp", a->tmp, file);
-    snprintf(out, sizeof out, "%s/%s.%s", a->outdir, file, a->ext);
+    snprintf(script, sizeof script, "%s/%s.gp", d->tmp, name);
+    snprintf(out, sizeof out, "%s/%s.%s", d->outdir, name, d->ext);
     FILE *f = fopen(script, "w");
     if (!f) {
         cli_error("plot", "cannot write %s: %s", script, strerror(errno));
         return 1;
     }
-    int wrc = rp_write(&P, f, a->term, out, gnuplot_str);
+    int wrc =
+        R ? rp_write(R, f, d->term, out, gnuplot_str) : bp_write(B, f, d->term, out, gnuplot_str);
     if (fclose(f) || wrc) {
         cli_error("plot", "cannot write %s", script);
         return 1;
     }
     char errlog[4200];
-    snprintf(errlog, sizeof errlog, "%s/%s.log", a->tmp, file);
+    snprintf(errlog, sizeof errlog, "%s/%s.log", d->tmp, name);
     const char *files[] = {script};
     if (gnuplot_run(NULL, files, 1, errlog)) {
         cli_error("plot", "gnuplot failed on %s:", script);
@@ -417,6 +425,8 @@ int plot_rel(const plot_rel_args *a)
             fclose(e);
         return 1;
     }
+    if (!d->keep)
+        unlink(errlog);
     printf("%s\n", out);
     return 0;
 }

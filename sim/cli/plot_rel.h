@@ -5,6 +5,9 @@
 
 #include <sqlite3.h>
 
+#include "sim/figure/barplot.h"
+#include "sim/figure/relplot.h"
+
 typedef struct plot_rel_args {
     sqlite3 *h;
     const char *where;     /* " AND …" from --where, or "" */
@@ -15,11 +18,23 @@ typedef struct plot_rel_args {
     const char *metric;    /* the accuracy metric of budget and pareto (NULL: the first held) */
     const char *subtitle;  /* what every run shares */
     const char *tmp, *outdir, *term, *ext;
+    const char *name; /* the file's name (no extension), NULL: the figure's own */
 } plot_rel_args;
 
 /* Draws the figure into outdir/<name>.<ext> (name: accuracy-budget, cost-budget, pareto-step,
  * or <y>-vs-<x>) and prints its path. 0, 1 (database or gnuplot failure) or 2 (bad usage,
  * nothing to plot), after the error. */
 int plot_rel(const plot_rel_args *a);
+
+/* Where a figure goes: the scripts' folder (kept: keep), the output folder, gnuplot's terminal
+ * and the file extension. */
+typedef struct plot_dest {
+    const char *tmp, *outdir, *term, *ext;
+    int keep;
+} plot_dest;
+
+/* Draws the relplot R (or else the barplot B) into outdir/<name>.<ext> by a script
+ * tmp/<name>.gp and prints the file's path. 0, or 1 after the error (gnuplot's messages). */
+int plot_draw(const plot_dest *d, const char *name, const relplot *R, const barplot *B);
 
 #endif

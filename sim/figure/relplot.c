@@ -162,6 +162,23 @@ static int front_block(FILE *f, const relplot *p, int r, int c, double xdiv, dou
     return 1;
 }
 
+/* Whether hue h has points at two x or more in panel (r, c): else a line would only join
+ * points above each other. */
+static int hue_spread(const relplot *p, int r, int c, int h)
+{
+    double x0 = NAN;
+    for (int i = 0; i < p->n; i++) {
+        const rp_point *q = &p->pt[i];
+        if (q->row != r || q->col != c || q->hue != h || !isfinite(q->x) || !isfinite(q->y))
+            continue;
+        if (isnan(x0))
+            x0 = q->x;
+        else if (q->x != x0)
+            return 1;
+    }
+    return 0;
+}
+
 /* The style's marker: its place among its hue's styles. */
 static int style_marker(const relplot *p, int s)
 {
@@ -197,14 +214,20 @@ int rp_write(const relplot *p, FILE *f, const char *term, const char *outfile,
     size_t longest = 8;
     for (int s = 0; s < p->nstyle; s++)
         longest = strlen(p->style_name[s]) > longest ? strlen(p->style_name[s]) : longest;
-    int W = ncol * CELL_W, entry = 48 + (int)(6.4 * (double)longest);
+    /* a legend entry's width as gnuplot lays the key out (about 8.4 pixels a character at
+     * ',9', the sample and gaps): it puts fewer columns than asked when they do not fit */
+    int W = ncol * CELL_W, entry = 56 + (int)(8.4 * (double)longest);
     int kcols = (W - 40) / entry > 0 ? (W - 40) / entry : 1;
     if (kcols > p->nstyle && p->nstyle > 0)
         kcols = p->nstyle;
+    /* a legend of more than 12 rows: up to three columns, on a wider canvas */
+    int kwant = (p->nstyle + 11) / 12 < 3 ? (p->nstyle + 11) / 12 : 3;
+    if (kcols < kwant)
+        kcols = kwant;
     int krows = p->nstyle > 0 ? (p->nstyle + kcols - 1) / kcols : 0;
-    /* a legend column, the heading or its second line wider than the panels: a wider canvas,
-     * the grid in its middle (about 11.5 and 7 pixels a character at those font sizes) */
-    int wide = entry + 40, tw = (int)(11.5 * (double)strlen(p->title)) + 40,
+    /* a legend, the heading or its second line wider than the panels: a wider canvas, the grid
+     * in its middle (about 11.5 and 7 pixels a character at those font sizes) */
+    int wide = kcols * entry + 40, tw = (int)(11.5 * (double)strlen(p->title)) + 40,
         sw = (int)(7.0 * (double)strlen(p->subtitle)) + 40, x0 = 0;
     wide = tw > wide ? tw : wide;
     wide = sw > wide ? sw : wide;
@@ -228,10 +251,20 @@ int rp_write(const relplot *p, FILE *f, const char *term, const char *outfile,
 
     double xlo, xhi;
     span(p, -1, -1, &xlo, &xhi);
-    axis_use xu = axis_decide(&p->x, xlo, xhi);
+    axis_use xall = axis_decide(&p->x, xlo, xhi);
     for (int r = 0; r < nrow; r++)
         for (int c = 0; c < ncol; c++) {
-            const rp_axis *ya = &p->y[p->y_per_col ? c : 0];
+            const rp_axis *ya = &p->y[p->y_per_col ? c : 0], *xa = p->x_per_col ? &p->xc[c] : &p->x;
+            axis_use xu = xall;
+            if (p->x_per_col) { /* this panel's x values (a column's costs differ by row) */
+                xlo = INFINITY, xhi = -INFINITY;
+                for (int i = 0; i < p->n; i++)
+                    if (p->pt[i].row == r && p->pt[i].col == c && isfinite(p->pt[i].x))
+                        xlo = fmin(xlo, p->pt[i].x), xhi = fmax(xhi, p->pt[i].x);
+                if (!isfinite(xlo))
+                    xlo = 0, xhi = 1;
+                xu = axis_decide(xa, xlo, xhi);
+            }
             double ylo, yhi;
             span(p, r, c, &ylo, &yhi);
             axis_use yu = axis_decide(ya, ylo, yhi);
@@ -274,9 +307,9 @@ int rp_write(const relplot *p, FILE *f, const char *term, const char *outfile,
             fputs("set title ", f);
             str(f, title);
             fputs(" font ',10'\n", f);
-            axis_label(f, "x", &p->x, &xu, str);
+            axis_label(f, "x", xa, &xu, str);
             axis_label(f, "y", ya, &yu, str);
-            axis_set(f, "x", &p->x, &xu);
+            axis_set(f, "x", xa, &xu);
             axis_set(f, "y", ya, &yu);
             if (!any) { /* a panel without points says so, on fixed axes */
                 fputs("unset logscale xy\nset xrange [0:1]\nset yrange [0:1]\n"
@@ -287,7 +320,7 @@ int rp_write(const relplot *p, FILE *f, const char *term, const char *outfile,
                 fputs("plot ", f);
                 int k = 0;
                 for (int h = 0; h < p->nhue; h++)
-                    if (hue_has[h] && !per_style[h])
+                    if (hue_has[h] && !per_style[h] && hue_spread(p, r, c, h))
                         fprintf(
                             f, "%s$h%d_%d_%d using 1:2 with lines lc rgb '%s' dt %d lw 1.6 notitle",
                             k++ ? ", \\\n     " : "", r, c, h, hue_colour(h), hue_dash(h));

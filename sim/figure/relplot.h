@@ -14,7 +14,7 @@
 
 #include <stdio.h>
 
-#define RP_MAX_FACETS 8  /* rows, and columns */
+#define RP_MAX_FACETS 16 /* rows, and columns */
 #define RP_MAX_HUES 32   /* families */
 #define RP_MAX_STYLES 96 /* configurations over all families */
 #define RP_MAX_POINTS 8192
@@ -36,6 +36,8 @@ typedef struct relplot {
     char title[256], subtitle[640];
     rp_axis x, y[RP_MAX_FACETS]; /* y per column (columns may be different metrics) */
     int y_per_col;               /* y[c] for column c, else y[0] for all */
+    rp_axis xc[RP_MAX_FACETS];   /* x per column, when x_per_col (else x for all) */
+    int x_per_col;
     char row_name[RP_MAX_FACETS][RP_NAME], col_name[RP_MAX_FACETS][RP_NAME];
     char hue_name[RP_MAX_HUES][RP_NAME];
     char style_name[RP_MAX_STYLES][RP_NAME]; /* the legend's entry */

@@ -213,6 +213,9 @@ static const ys_field root_fields[] = {
     {"cases", YS_OTHER, YS_NONE, 0, 0, NULL,
      "a list of mappings of run keys; each replaces the file's and is swept on its own", NULL, 0,
      NULL, "list"},
+    {"figures", YS_OTHER, YS_NONE, 0, 0, NULL,
+     "figures `mpcsim run` draws after the sweep ('mpcsim list keys figures')", NULL, 0, NULL,
+     "list"},
 };
 #undef META
 static const ys_schema root_schema = YS_SCHEMA("scenario", root_fields, "scenarios/README.md");
@@ -310,7 +313,7 @@ static int read_meta(scn_ctx *x, const yx_node *r, scenario *s)
     for (size_t i = 0; i < root_schema.n; i++) {
         const ys_field *fd = &root_schema.field[i];
         const yx_node *f = yx_map_get(r, fd->key);
-        if (f && is_meta(fd->key) && (rc = ys_read_field(&x->y, f, fd, &m)))
+        if (f && is_meta(fd->key) && fd->type != YS_OTHER && (rc = ys_read_field(&x->y, f, fd, &m)))
             return rc;
         if (f && !strcmp(fd->key, "format") && m.format != SCN_FORMAT)
             return fail(x, f, "this mpcsim reads 'format: 1'; upgrade mpcsim for newer files",
@@ -319,13 +322,13 @@ static int read_meta(scn_ctx *x, const yx_node *r, scenario *s)
     snprintf(s->name, sizeof s->name, "%s", m.name);
     snprintf(s->db, sizeof s->db, "%s", m.output);
     x->zip = m.sweep;
-    return MS_OK;
+    return read_figures(x, yx_map_get(r, "figures"), s);
 }
 
 static int is_meta(const char *key)
 {
     return !strcmp(key, "format") || !strcmp(key, "name") || !strcmp(key, "description") ||
-           !strcmp(key, "output") || !strcmp(key, "sweep");
+           !strcmp(key, "output") || !strcmp(key, "sweep") || !strcmp(key, "figures");
 }
 
 /* The run keys of the file, with a case's keys replacing the file's (keys the file lacks are

@@ -11,6 +11,19 @@
 
 #include "sim/engine/runcfg.h"
 
+/* A figure the scenario declares (`figures:`), in `mpcsim plot`'s vocabulary; `mpcsim run`
+ * draws them after the sweep. */
+#define SCN_MAX_FIGURES 16
+typedef struct scn_figure {
+    char figure[16]; /* budget, cost, pareto, study or breakdown; "" when y is given */
+    char y[256];     /* comma-separated metrics */
+    char x[64];      /* "": the figure's own */
+    char row[128];   /* facet keys, comma-separated ("": what varies) */
+    char col[128];
+    char metric[64]; /* budget, pareto: the accuracy metric */
+    char name[128];  /* NAME.png|svg|pdf, or "": the figure's own name, PNG */
+} scn_figure;
+
 typedef struct scenario {
     char name[64];
     char path[512];
@@ -18,6 +31,8 @@ typedef struct scenario {
     char db[512]; /* output database named in the file ("output:"), may be empty */
     run_cfg *runs;
     size_t n_runs;
+    scn_figure figures[SCN_MAX_FIGURES];
+    size_t n_figures;
 } scenario;
 
 /* Loads and expands a scenario; text may be NULL (read path) or the file's contents (path is
@@ -43,6 +58,8 @@ const struct ys_schema *scn_workload_schema(void);
 const struct ys_schema *scn_schema(void);
 const struct ys_schema *scn_network_schemas(size_t *n);
 const struct ys_schema *scn_trace_schema(void);
+/* The keys of an entry of 'figures'. */
+const struct ys_schema *scn_figure_schema(void);
 
 /* The machine profiles a scenario may name: the files <datadir>/protocols/machines/NAME.yaml,
  * as NAME in the folder's order, at most max. 0, or -1 when the folder cannot be read. */

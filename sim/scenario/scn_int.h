@@ -68,4 +68,7 @@ int read_trace(scn_ctx *x, const yx_node *v, run_cfg *c);
 int read_policy(scn_ctx *x, const yx_node *v, run_cfg *c);
 int check_run_needs(scn_ctx *x, const yx_node *r, const run_cfg *c);
 
+/* ---- scn_figures.c: the figures the scenario declares */
+int read_figures(scn_ctx *x, const yx_node *v, scenario *s);
+
 #endif
