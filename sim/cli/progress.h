@@ -16,6 +16,17 @@
  * matter: the ETA is the remaining cost over the cost finished per second so far. */
 double progress_weight(const run_cfg *c);
 
+/* A run's CPU time in seconds as `run --dry-run` estimates it, from the work it does: each
+ * layer of each step it simulates, the keys of a synthetic or recorded trace it reads, and the
+ * attention rows its replay computes (w: replay_estimate's count). Coefficients fitted on
+ * llama-2-7b runs (prompt 1024..4000, decode 16..64; full, StreamingLLM, H2O with and without
+ * prompt_rows, SnapKV) on a 2-core x86-64 machine; there within a factor of 2 of the measured
+ * user time. A rough figure: another machine differs by its speed. */
+struct replay_work;
+double progress_cpu_estimate(const run_cfg *c, const struct replay_work *w);
+/* "45s", "3:07", "1:02:03", "2d 03:04". */
+void progress_fmt_dur(char *out, size_t n, double s);
+
 typedef struct progress progress;
 
 /* total runs; weights[i] of run i (copied); tty: redraw a bar (else a line every period_s);
