@@ -347,7 +347,7 @@ static int parse_args(int argc, char **argv, val_args *v)
          .dest = &v->wide,
          .help = "the primitives' and the programs' tables with every\n"
                  "party's bytes, predicted and measured (default: 80\n"
-                 "columns, their sums)"},
+                 "columns, their sums); --basic-ops: raw bytes and\nthe time of 1e8 elements"},
         {.name = "basic-ops",
          .kind = CLI_FLAG,
          .dest = &v->basic,
