@@ -107,6 +107,25 @@ START_TEST(test_policy_text)
 }
 END_TEST
 
+/* A policy reading every row of a long prompt: said before the replay starts, with the
+ * parameter that caps it (the command is stopped after 10 s: the note comes first). */
+START_TEST(test_policy_slow_note)
+{
+    char cmd[2048], out[4096];
+    snprintf(cmd, sizeof cmd,
+             "MPCSIM_DATA='%s' timeout -s KILL 10 '%s' cost -m llama-2-7b -p aby3 -n lan -k 4096 "
+             "--policy h2o --policy-param kv_budget=0.1 2>&1 >/dev/null",
+             th_data(), th_bin());
+    th_sh(cmd, out, sizeof out);
+    ck_assert_msg(strstr(out, "note: h2o reads the attention of 4095 prompt rows"), "%s", out);
+    ck_assert_msg(strstr(out, "--policy-param prompt_rows=256"), "%s", out);
+    /* a short prompt: no note */
+    th_cli_expect(out, sizeof out, 0, NULL,
+                  "cost -m stories260K -p semi2k -n lan -k 64 --policy h2o");
+    ck_assert_ptr_null(strstr(out, "note:"));
+}
+END_TEST
+
 /* Bad policies and parameters: exit 2, the message as a scenario's (the rules between
  * parameters as the policy's check hook words them), nothing on stdout. */
 START_TEST(test_policy_errors)
@@ -137,6 +156,7 @@ Suite *cost_cli_suite(void)
     Suite *s = suite_create("cost_cli");
     TCase *tc = th_case(s, "policy", 120);
     TESTDIR_USE(tc);
-    TH_TESTS(tc, test_policy_step_is_the_runs, test_policy_text, test_policy_errors);
+    TH_TESTS(tc, test_policy_step_is_the_runs, test_policy_text, test_policy_slow_note,
+             test_policy_errors);
     return s;
 }

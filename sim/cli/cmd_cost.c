@@ -8,6 +8,8 @@
 #include "cmd.h"
 #include "dbq.h"
 #include "opt.h"
+#include "progress.h"
+#include "sim/replay/replay.h"
 #include "models/lower.h"
 #include "sim/engine/simulate.h"
 #include "sim/engine/stepcost.h"
@@ -593,6 +595,16 @@ static int cost_policy_step(const cost_args *a, const cost_inputs *in, FILE *tl)
         c->work.prefill_in_mpc = 1;
         c->seed = a->seed;
         c->overlap = a->overlap;
+        replay_work w; /* reading every row of a long prompt takes minutes: say so first */
+        double cpu = replay_estimate(c, &w, &e) ? 0 : progress_cpu_estimate(c, &w);
+        if (cpu > 10 && !w.prompt_rows && w.prompt_att_rows > 256) {
+            char t[32];
+            progress_fmt_dur(t, sizeof t, cpu);
+            fprintf(stderr,
+                    "mpcsim cost: note: %s reads the attention of %.0f prompt rows (about %s of "
+                    "CPU);\n  --policy-param prompt_rows=256 reads the last 256\n",
+                    c->policy.name, w.prompt_att_rows, t);
+        }
         rc = run_decode_program(c, &prog, &log, &e);
         if (rc == MS_OK) {
             if (tl)

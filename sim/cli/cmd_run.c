@@ -349,8 +349,8 @@ static void dry_key_of(const run_cfg *c, char *k, size_t cap)
 }
 
 /* The replay work of c (and with prompt_rows capped), counted or remembered; NULL after an
- * error (said). */
-static const struct dry_key *dry_work(dry_est *d, const run_cfg *c)
+ * error (said when say). */
+static const struct dry_key *dry_work(dry_est *d, const run_cfg *c, int say)
 {
     char key[1024];
     dry_key_of(c, key, sizeof key);
@@ -369,7 +369,8 @@ static const struct dry_key *dry_work(dry_est *d, const run_cfg *c)
     snprintf(k->key, sizeof k->key, "%s", key);
     errbuf e;
     if (replay_estimate(c, &k->w, &e)) {
-        cli_error("run", "%s", e.msg);
+        if (say)
+            cli_error("run", "%s", e.msg);
         return NULL;
     }
     k->capped = k->w;
@@ -394,7 +395,7 @@ static const struct dry_key *dry_work(dry_est *d, const run_cfg *c)
 /* Adds run c to the estimate; 0, or 2 after an error (said). */
 static int dry_add(dry_est *d, const run_cfg *c)
 {
-    const struct dry_key *k = dry_work(d, c);
+    const struct dry_key *k = dry_work(d, c, 1);
     if (!k)
         return 2;
     double s = progress_cpu_estimate(c, &k->w);
@@ -727,12 +728,17 @@ static int run_sweep(const run_opts *o, batch *b, const char *path)
         return status;
     }
     size_t k = 0;
+    dry_est est = {0}; /* the ETA's weights: each run's estimated CPU time, as --dry-run's */
     for (size_t i = 0; i < b->count; i++)
         for (size_t j = 0; j < b->n[i]; j++) {
             runs[k] = &b->s[i].runs[b->sel[i][j]];
-            w[k] = progress_weight(runs[k]);
+            const struct dry_key *dk = dry_work(&est, runs[k], 0);
+            double cpu = dk ? progress_cpu_estimate(runs[k], &dk->w) : 0;
+            /* else the cruder weight, about seconds at 1e-4 of it on a 7B run */
+            w[k] = cpu > 0 ? cpu : progress_weight(runs[k]) * 1e-4;
             k++;
         }
+    free(est.k);
     char hint[2048];
     resume_hint(o, path, hint, sizeof hint);
     int tty = isatty(STDERR_FILENO);
