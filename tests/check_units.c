@@ -118,6 +118,32 @@ START_TEST(test_scenario_refused)
 }
 END_TEST
 
+/* A serving scenario's network: the same rule, at the value's place, nothing written. */
+START_TEST(test_serving_rates)
+{
+    static const th_bad bad[] = {
+        {"20ms/1GBps", ":4:10: error: network '20ms/1GBps': bad bandwidth '1GBps'", "byte unit",
+         "LATENCY/BANDWIDTH"},
+        {"20ms/300", ":4:10: error: network '20ms/300': bad bandwidth '300'", "needs a unit", NULL},
+        {"lam", ":4:10: error: unknown network preset 'lam'", "did you mean 'lan'", NULL},
+    };
+    char out[4096], db[1024], text[512];
+    snprintf(db, sizeof db, "%s", testdir_path(&td, "s.db"));
+    for (int i = 0; i < TH_N(bad); i++) {
+        snprintf(text, sizeof text,
+                 "name: s\nmodel: stories260K\nprotocol: semi2k\nnetwork: %s\n"
+                 "workload: {requests: 4, rate: 0.001, system_prompt: 8, turn: 4, decode: 2}\n",
+                 bad[i].text);
+        const char *path = th_file(&td, "s.yaml", text);
+        char args[2600];
+        snprintf(args, sizeof args, "serve %s -o %s", path, db);
+        ck_assert_int_eq(th_cli_capture(args, out, sizeof out), 2);
+        th_bad_msg(path, &bad[i], out, i);
+        ck_assert_msg(!th_exists(db), "case %d wrote a database", i);
+    }
+}
+END_TEST
+
 /* The command line: -n, validate's and breakeven's --bandwidth take the same rule; cost writes
  * the rate as "10 Gbit/s". */
 START_TEST(test_cli_rates)
@@ -150,6 +176,6 @@ Suite *units_suite(void)
     Suite *s = suite_create("units");
     TCase *tc = th_case(s, "units", 60);
     TESTDIR_USE(tc);
-    TH_TESTS(tc, test_scenario_rates, test_scenario_refused, test_cli_rates);
+    TH_TESTS(tc, test_scenario_rates, test_scenario_refused, test_serving_rates, test_cli_rates);
     return s;
 }
