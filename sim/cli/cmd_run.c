@@ -348,9 +348,9 @@ static void dry_key_of(const run_cfg *c, char *k, size_t cap)
                       c->policy.params[i].val);
 }
 
-/* The replay work of c (and with prompt_rows capped), counted or remembered; NULL after an
- * error (said when say). */
-static const struct dry_key *dry_work(dry_est *d, const run_cfg *c, int say)
+/* The replay work of c (and when capped, with prompt_rows capped), counted or remembered
+ * (none when the policy cannot be made without its run); NULL when out of memory. */
+static const struct dry_key *dry_work(dry_est *d, const run_cfg *c, int capped)
 {
     char key[1024];
     dry_key_of(c, key, sizeof key);
@@ -368,13 +368,10 @@ static const struct dry_key *dry_work(dry_est *d, const run_cfg *c, int say)
     struct dry_key *k = &d->k[d->n];
     snprintf(k->key, sizeof k->key, "%s", key);
     errbuf e;
-    if (replay_estimate(c, &k->w, &e)) {
-        if (say)
-            cli_error("run", "%s", e.msg);
-        return NULL;
-    }
+    if (replay_estimate(c, &k->w, &e)) /* the run itself will say why: no rows counted */
+        memset(&k->w, 0, sizeof k->w);
     k->capped = k->w;
-    if (k->w.prompt_att_rows > DRY_PROMPT_ROWS && c->policy.n_params < RUN_MAX_PARAMS) {
+    if (capped && k->w.prompt_att_rows > DRY_PROMPT_ROWS && c->policy.n_params < RUN_MAX_PARAMS) {
         run_cfg *t = malloc(sizeof *t);
         if (!t)
             return NULL;
@@ -392,12 +389,14 @@ static const struct dry_key *dry_work(dry_est *d, const run_cfg *c, int say)
     return k;
 }
 
-/* Adds run c to the estimate; 0, or 2 after an error (said). */
+/* Adds run c to the estimate; 0, or 2 when out of memory (said). */
 static int dry_add(dry_est *d, const run_cfg *c)
 {
     const struct dry_key *k = dry_work(d, c, 1);
-    if (!k)
+    if (!k) {
+        cli_error("run", "out of memory");
         return 2;
+    }
     double s = progress_cpu_estimate(c, &k->w);
     d->cpu_s += s;
     if (!k->w.prompt_rows && c->work.prompt_len >= DRY_LONG_PROMPT &&

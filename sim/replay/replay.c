@@ -245,7 +245,9 @@ int replay_estimate(const run_cfg *cfg, replay_work *out, errbuf *e)
                          .dim = mc->dim,
                          .ffn_dim = mc->ffn_dim,
                          .prompt_len = r.P,
-                         .max_len = r.P + cfg->work.decode_len};
+                         .max_len = r.P + cfg->work.decode_len,
+                         .rereads_k = 1,
+                         .trace_dir = !strcmp(cfg->trace.source, "npy") ? cfg->trace.path : NULL};
     if ((rc = p->init(&r.env, &r.args, &r.st, e)))
         return rc;
     double per = (double)mc->n_layers * mc->n_heads * mc->head_dim;
