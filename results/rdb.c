@@ -1177,10 +1177,10 @@ static int migrate_labels(rdb *db, errbuf *e)
                             "WHERE config_json IS NOT NULL AND json_valid(config_json);"
                             /* a custom network by its values, as run_label_network writes a
                              * uniform one */
-                            "UPDATE runs SET network = printf('%gms/%g %s', latency_ms, "
+                            "UPDATE runs SET network = printf('%gms/%g%s', latency_ms, "
                             "CASE WHEN bandwidth_mbps >= 1000 THEN bandwidth_mbps / 1000 "
                             "ELSE bandwidth_mbps END, CASE WHEN bandwidth_mbps >= 1000 THEN "
-                            "'Gbit/s' ELSE 'Mbit/s' END) WHERE network = 'custom' AND latency_ms "
+                            "'Gbps' ELSE 'Mbps' END) WHERE network = 'custom' AND latency_ms "
                             "IS NOT NULL AND bandwidth_mbps >= 1",
                             NULL, NULL, NULL) != SQLITE_OK)
         rc = DB_ERR(db, e, "migrating the runs' labels");
