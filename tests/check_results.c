@@ -89,7 +89,7 @@ START_TEST(test_labels_and_columns)
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE policy_label = 'full'"), 4);
     /* networks by preset or by value, never 'custom'; the lopsided one by its own name */
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE network = 'custom'"), 0);
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE network = '20ms/300Mbps' AND "
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE network = '20ms/300 Mbit/s' AND "
                             "latency_ms = 20 AND bandwidth_mbps = 300"),
                      3);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE network = 'lan' AND "
@@ -97,7 +97,7 @@ START_TEST(test_labels_and_columns)
                      3);
     /* every link the same: by value, whatever the name; links that differ: the name, and the
      * slowest link's latency and the smallest bandwidth as the columns */
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE network = '30ms/50Mbps' AND "
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE network = '30ms/50 Mbit/s' AND "
                             "latency_ms = 30 AND bandwidth_mbps = 50"),
                      3);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE network = 'lopsided' AND "
@@ -133,7 +133,7 @@ START_TEST(test_labels_and_columns)
     /* the dry run speaks the same labels */
     ck_assert_int_eq(MPCSIM("run", "labels.yaml", "--dry-run"), 0);
     char *out = th_slurp(tpath("out.txt"), NULL);
-    ck_assert_ptr_nonnull(strstr(out, "20ms/300Mbps streamingllm(recent=16)"));
+    ck_assert_ptr_nonnull(strstr(out, "20ms/300 Mbit/s streamingllm(recent=16)"));
     ck_assert_ptr_null(strstr(out, "custom"));
     free(out);
 }
@@ -180,7 +180,7 @@ START_TEST(test_migrate_v2)
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM layer_breakdown"), layers);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE model = 'tiny\"q\\b-mha'"), 8);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE policy_label = "
-                            "'streamingllm(recent=8)' AND network = '20ms/300Mbps' AND "
+                            "'streamingllm(recent=8)' AND network = '20ms/300 Mbit/s' AND "
                             "latency_ms = 20 AND bandwidth_mbps = 300"),
                      1);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE policy_label = 'snapkv(capacity=16)'"
@@ -206,6 +206,7 @@ START_TEST(test_migrate_v2)
     db = tpath("bare.db");
     ck_assert_int_eq(q1(db, "PRAGMA user_version"), RDB_SCHEMA_VERSION);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE protocol_label = protocol"), 8);
+    /* results/ alone (its SQL) spells the rate without the labeler's space and "bit/s" */
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE network = '20ms/300Mbps' AND "
                             "latency_ms = 20 AND bandwidth_mbps = 300"),
                      4);
@@ -405,11 +406,11 @@ START_TEST(test_hidden_differences)
                             "--where", "model=tiny", "--where", "policy=full"),
                      0);
     legend_entries(tpath("hx/latency.gp"), t, sizeof t);
-    ck_assert_str_eq(t, "full 100Mbps default 1t|full 100Mbps default 4t|"
-                        "full 10Gbps default 16t mac_per_s=1000000000|"
-                        "full 10Gbps default 16t mac_per_s=2000000000|"
-                        "full 10Gbps default 16t mac_per_s=2886000000|"
-                        "full 10Gbps tcp default 16t");
+    ck_assert_str_eq(t, "full 10 Gbit/s default 16t mac_per_s=1000000000|"
+                        "full 10 Gbit/s default 16t mac_per_s=2000000000|"
+                        "full 10 Gbit/s default 16t mac_per_s=2886000000|"
+                        "full 10 Gbit/s tcp default 16t|full 100 Mbit/s default 1t|"
+                        "full 100 Mbit/s default 4t");
     /* a version-3 database: the model labelled again from its stored config */
     ck_assert_int_eq(MPCSIM("merge", "h3.db", "h.db"), 0);
     downgrade_to_v3(tpath("h3.db"));
@@ -428,7 +429,7 @@ START_TEST(test_hidden_differences)
                                         "'stories260K(layers=2)'"),
                      1);
     ck_assert_int_eq(q1(tpath("h3.db"), "SELECT count(*) FROM runs WHERE network = "
-                                        "'0.1ms/10Gbps tcp'"),
+                                        "'0.1ms/10 Gbit/s tcp'"),
                      1);
 }
 END_TEST
@@ -455,7 +456,7 @@ START_TEST(test_report)
     check_width(out, 80);
     ck_assert_ptr_null(strstr(out, "e+"));
     ck_assert_ptr_nonnull(strstr(out, "streamingllm(recent=16)"));
-    ck_assert_ptr_nonnull(strstr(out, "20ms/300Mbps"));
+    ck_assert_ptr_nonnull(strstr(out, "20ms/300 Mbit/s"));
     ck_assert_ptr_nonnull(strstr(out, " ms") ? strstr(out, " ms") : strstr(out, " s "));
     ck_assert_ptr_nonnull(strstr(out, "kB") ? strstr(out, "kB") : strstr(out, "MB"));
     ck_assert_ptr_nonnull(strstr(out, "2 failed (why: mpcsim report v2.db --failed)"));
@@ -868,9 +869,9 @@ START_TEST(test_plots)
     expect_gp(tpath("db/latency.gp"), "xlabel", 1, "one-way link latency (ms), log");
     /* the network is on x: lines by the other value (bandwidth) */
     legend_entries(tpath("db/latency.gp"), t, sizeof t);
-    ck_assert_str_eq(t, "full 100Mbps|full 10Gbps|snapkv(capacity=1024) 100Mbps|"
-                        "snapkv(capacity=1024) 10Gbps|snapkv(capacity=4096) 100Mbps|"
-                        "snapkv(capacity=4096) 10Gbps");
+    ck_assert_str_eq(t, "full 10 Gbit/s|full 100 Mbit/s|snapkv(capacity=1024) 10 Gbit/s|"
+                        "snapkv(capacity=1024) 100 Mbit/s|snapkv(capacity=4096) 10 Gbit/s|"
+                        "snapkv(capacity=4096) 100 Mbit/s");
     static const th_argv usage[] = {
         {"plot", "p.db", "--x", "prompt"},
         {"plot", "p.db", "--by", "modle"},
@@ -912,7 +913,7 @@ START_TEST(test_plot_default_axis)
     expect_gp(tpath("dg/latency.gp"), "xlabel", 1, "one-way link latency (ms), log");
     ck_assert_int_eq(gp_panels(tpath("dg/latency.gp")), 2); /* one panel row (the model) */
     legend_entries(tpath("dg/latency.gp"), t, sizeof t);
-    ck_assert_str_eq(t, "full 100Mbps|full 1Gbps");
+    ck_assert_str_eq(t, "full 1 Gbit/s|full 100 Mbit/s");
     char *out = th_slurp(tpath("out.txt"), NULL);
     ck_assert_ptr_nonnull(strstr(out, "skipping the Pareto plot"));
     free(out);

@@ -263,12 +263,29 @@ START_TEST(test_cli_rows_in_db)
 END_TEST
 
 /* --basic-ops: SecretFlow's basic-op task runs in both sizes for every op, and the online bytes
- * of these element-wise tasks scale with n (n/4 and n elements: exactly 4 times). */
+ * of these element-wise tasks scale with n (n/4 and n elements: exactly 4 times); by default
+ * the table fits 80 columns, bytes in report's units, the marginal per element on the second
+ * size's row. */
 START_TEST(test_cli_basic_ops)
 {
     const char *out = testdir_path(&td, "out.txt");
-    const char *args[] = {"validate", "--basic-ops", "--n",  "256", "--latency-ms",
-                          "0",        "-p",          "aby3", NULL};
+    const char *narrow[] = {"validate", "--basic-ops", "--n",  "256", "--latency-ms",
+                            "0",        "-p",          "aby3", NULL};
+    ck_assert_int_eq(run_cli(narrow), 0);
+    char *text = th_slurp(out, NULL);
+    int marg = 0;
+    for (const char *l = text; *l; l += strcspn(l, "\n") + (l[strcspn(l, "\n")] != '\0')) {
+        size_t w = strcspn(l, "\n");
+        ck_assert_msg(w <= 80, "over 80 columns: %.*s", (int)w, l);
+        char row[128];
+        snprintf(row, sizeof row, "%.*s", (int)w, l);
+        marg += !strncmp(row, "aby3 ", 5) && strstr(row, " us ") && strstr(row, "B ");
+    }
+    ck_assert_msg(marg == 3, "%s", text);
+    ck_assert_ptr_nonnull(strstr(text, "--wide"));
+    free(text);
+    const char *args[] = {"validate", "--basic-ops", "--n",  "256",    "--latency-ms",
+                          "0",        "-p",          "aby3", "--wide", NULL};
     int st = run_cli(args);
     ck_assert_msg(st == 0, "mpcsim validate --basic-ops exited %d (see %s)", st, out);
     FILE *f = fopen(out, "r");

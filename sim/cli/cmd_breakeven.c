@@ -428,10 +428,11 @@ static int be_plot(const be_args *a, const run_cfg *ref, const run_cfg *c, int i
 /* The table: one line per latency, one column per bandwidth, for one thread count. */
 static void be_table(const be_args *a, const double *speedup, int t)
 {
-    printf("  threads %g — speed-up by one-way latency (rows) × bandwidth (columns):\n",
+    printf("  threads %g — speed-up by one-way latency (rows, ms) × bandwidth (columns,\n"
+           "  M: Mbit/s, G: Gbit/s):\n",
            a->th.v[t]);
     printf("  %8s", "ms \\ bw");
-    for (int b = 0; b < a->bw.n; b++) {
+    for (int b = 0; b < a->bw.n; b++) { /* "10G": 10 Gbit/s, "100M": 100 Mbit/s */
         double v = a->bw.v[b];
         char h[16];
         if (v >= 1e9)

@@ -2,13 +2,19 @@
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cmd.h"
 #include "dbq.h"
 #include "opt.h"
+#include "progress.h"
+#include "sim/replay/replay.h"
 #include "models/lower.h"
+#include "sim/engine/simulate.h"
 #include "sim/engine/stepcost.h"
+#include "sim/policy/policy.h"
+#include "sim/scenario/runner.h"
 
 typedef struct cost_args {
     const char *model, *protocol, *network, *profile, *dump, *timeline;
@@ -18,6 +24,10 @@ typedef struct cost_args {
     int overlap, json, have_burst, wire; /* wire: 0 none, 1 tcp, 2 tls */
     const char *sets[32];                /* --set KEY=VALUE, protocol parameters */
     int n_sets;
+    const char *policy;                        /* --policy: the decode step with the policy's ops */
+    const char *policy_params[RUN_MAX_PARAMS]; /* --policy-param KEY=VALUE */
+    int n_policy_params;
+    unsigned long long seed; /* the synthetic trace's seed (with --policy) */
 } cost_args;
 
 static int take_burst(const cli_opt *o, const char *arg, errbuf *e)
@@ -51,15 +61,21 @@ static void usage(FILE *f, const cli_cmd *c)
                "                   [--phase prefill|decode] [--tokens P] [--batch B] [--overlap]\n"
                "                   [--burst BYTES] [--wire tcp|tls|none] [--dump-program FILE]\n"
                "                   [--timeline FILE] [--profile NAME] [--threads N] [--json]\n"
-               "                   [--set K=V]...\n\n"
+               "                   [--set K=V]... [--policy NAME [--policy-param K=V]...\n"
+               "                   [--seed S]]\n\n"
                "Costs one prefill or decode step of model M under MPC protocol P on network N:\n"
                "rounds, online bytes per party, offline (dealer) bytes, simulated latency, and a\n"
                "per-category breakdown with the critical path split into compute and\n"
-               "communication. The full KV cache is attended (policies: `mpcsim run`).\n\n"
+               "communication. The full KV cache is attended, or with --policy the decode step\n"
+               "as a run of that policy costs it: the policy replayed over a prompt of T-1\n"
+               "tokens of a synthetic trace (seed S, default 1), then one decode step with its\n"
+               "selection ops (the run's bytes_decode_step for prompt_len T-1, decode_len 1).\n\n"
                "options:\n");
     cli_help(c, f);
     fprintf(f, "\nexample:\n"
-               "  mpcsim cost --model llama-2-7b --protocol semi2k --network wan --kv 4096\n");
+               "  mpcsim cost --model llama-2-7b --protocol semi2k --network wan --kv 4096\n"
+               "  mpcsim cost -m llama-2-7b -p aby3 -n lan -k 4096 --policy h2o \\\n"
+               "      --policy-param kv_budget=0.1 --policy-param prompt_rows=256\n");
 }
 
 static int parse_args(int argc, char **argv, cost_args *a)
@@ -69,8 +85,9 @@ static int parse_args(int argc, char **argv, cost_args *a)
     a->tokens = 128;
     a->batch = 1;
     a->profile = "default";
-    int have_kv = 0, have_tokens = 0;
-    cli_list sets = {a->sets, 0, 32};
+    a->seed = 1;
+    int have_kv = 0, have_tokens = 0, have_seed = 0;
+    cli_list sets = {a->sets, 0, 32}, pparams = {a->policy_params, 0, RUN_MAX_PARAMS};
     const cli_opt opts[] = {
         /* in --help's order */
         {.name = "model",
@@ -177,6 +194,23 @@ static int parse_args(int argc, char **argv, cost_args *a)
          .hi = 4096,
          .want = "1..4096",
          .help = "cores a party uses (default: the profile's)"},
+        {.name = "policy",
+         .kind = CLI_STR,
+         .dest = &a->policy,
+         .arg = "NAME",
+         .help = "decode: the step under policy NAME, its selection ops\nincluded (`mpcsim list "
+                 "policies`)"},
+        {.name = "policy-param",
+         .kind = CLI_LIST,
+         .dest = &pparams,
+         .arg = "K=V",
+         .help = "a parameter of --policy (kv_budget=0.1, heavy=64, …;\nrepeatable)"},
+        {.name = "seed",
+         .kind = CLI_U64,
+         .dest = &a->seed,
+         .arg = "S",
+         .seen = &have_seed,
+         .help = "with --policy: the synthetic trace's seed (default 1)"},
         {.name = "json",
          .kind = CLI_FLAG,
          .dest = &a->json,
@@ -186,6 +220,7 @@ static int parse_args(int argc, char **argv, cost_args *a)
     const cli_cmd cmd = {"cost", opts, sizeof opts / sizeof opts[0], 24, 0};
     int rc = cli_parse_cmd(&cmd, argc, argv, NULL, NULL, usage);
     a->n_sets = sets.n;
+    a->n_policy_params = pparams.n;
     if (rc)
         return rc == CLI_HELP_ASKED ? -1 : rc;
     const char *missing = !a->model                                ? "--model"
@@ -199,6 +234,16 @@ static int parse_args(int argc, char **argv, cost_args *a)
     }
     if (a->phase == PHASE_DECODE && have_tokens) {
         cli_error("cost", "--tokens applies to --phase prefill (a decode step has one token)");
+        return 2;
+    }
+    const char *needs_policy = a->n_policy_params ? "--policy-param" : have_seed ? "--seed" : NULL;
+    if (!a->policy && needs_policy) {
+        cli_error("cost", "%s goes with --policy NAME", needs_policy);
+        return 2;
+    }
+    if (a->policy && (a->phase != PHASE_DECODE || a->kv < 2)) {
+        cli_error("cost", "--policy costs a decode step after a prompt of T-1 tokens: it wants "
+                          "--phase decode and --kv T of at least 2");
         return 2;
     }
     if (a->phase == PHASE_DECODE)
@@ -244,6 +289,19 @@ static void print_text(const cost_args *a, const step_env *env, const sim_result
              op_phase_name(a->phase), a->tokens, a->tokens == 1 ? "" : "s", a->kv, a->batch,
              a->overlap ? "on" : "off");
     dbq_wrap(stdout, line, 80);
+    if (a->policy) {
+        int k = snprintf(line, sizeof line, "policy %s", a->policy);
+        for (int i = 0; i < a->n_policy_params && k < (int)sizeof line; i++)
+            k += snprintf(line + k, sizeof line - (size_t)k, "%s%s", i ? ", " : " (",
+                          a->policy_params[i]);
+        if (a->n_policy_params && k < (int)sizeof line)
+            k += snprintf(line + k, sizeof line - (size_t)k, ")");
+        if (k < (int)sizeof line)
+            snprintf(line + k, sizeof line - (size_t)k,
+                     ", replayed over a prompt of %u tokens (synthetic trace, seed %llu)",
+                     a->kv - 1, a->seed);
+        dbq_wrap(stdout, line, 80);
+    }
     dbq_seconds(b, sizeof b, (double)r->latency_ns * 1e-9);
     dbq_seconds(c2, sizeof c2, (double)r->total.compute_ns * 1e-9);
     dbq_seconds(c3, sizeof c3, (double)r->total.comm_ns * 1e-9);
@@ -324,8 +382,22 @@ static int print_json(const cost_args *a, const step_env *env, const sim_result 
     for (int k = 0; k < OPC_N; k++)
         json_object_set_new(cats, op_cat_name(k), json_stats(&r->cat[k], P));
     json_object_set_new(o, "categories", cats);
+    size_t want = 19;
+    if (a->policy) {
+        json_t *pp = json_object();
+        for (int i = 0; i < a->n_policy_params; i++) {
+            const char *eq = strchr(a->policy_params[i], '=');
+            char key[48];
+            snprintf(key, sizeof key, "%.*s", (int)(eq - a->policy_params[i]), a->policy_params[i]);
+            json_object_set_new(pp, key, json_string(eq + 1));
+        }
+        json_object_set_new(o, "policy", json_string(a->policy));
+        json_object_set_new(o, "policy_params", pp);
+        json_object_set_new(o, "seed", json_integer((json_int_t)a->seed));
+        want += 3;
+    }
     /* json_string gives NULL on invalid UTF-8: the object then lacks that key, so check */
-    int rc = json_object_size(o) == 19 && json_dumpf(o, stdout, JSON_COMPACT) == 0 ? 0 : -1;
+    int rc = json_object_size(o) == want && json_dumpf(o, stdout, JSON_COMPACT) == 0 ? 0 : -1;
     json_decref(o);
     putchar('\n');
     return rc;
@@ -449,6 +521,118 @@ static int cost_step(const cost_args *a, const cost_inputs *in, FILE *tl, op_pro
     return status;
 }
 
+/* --policy: the policy's parameters as a scenario's, checked as a scenario's are (unknown keys,
+ * ranges, the rules between them); 0 or the exit status after the error. */
+static int policy_cfg(const cost_args *a, run_cfg *c)
+{
+    errbuf e;
+    const policy_ops *pol = policy_find(a->policy);
+    if (!pol) {
+        size_t n;
+        const policy_ops *const *all = policy_all(&n);
+        const char *names[32];
+        size_t k = 0;
+        for (size_t i = 0; i < n && k < 32; i++)
+            names[k++] = policy_name(all[i]);
+        const char *dym = did_you_mean(a->policy, names, k);
+        cli_error("cost", "unknown policy '%s'%s%s%s (mpcsim list policies)", a->policy,
+                  dym ? " (did you mean '" : "", dym ? dym : "", dym ? "'?)" : "");
+        return 2;
+    }
+    snprintf(c->policy.name, sizeof c->policy.name, "%s", pol->name);
+    for (int i = 0; i < a->n_policy_params; i++) {
+        const char *s = a->policy_params[i], *eq = strchr(s, '=');
+        kv_param *kv = &c->policy.params[i];
+        if (!eq || eq == s || (size_t)(eq - s) >= sizeof kv->key ||
+            strlen(eq + 1) >= sizeof kv->val) {
+            cli_error("cost", "--policy-param wants KEY=VALUE (a parameter of %s), not '%s'",
+                      pol->name, s);
+            return 2;
+        }
+        memcpy(kv->key, s, (size_t)(eq - s));
+        snprintf(kv->val, sizeof kv->val, "%s", eq + 1);
+    }
+    c->policy.n_params = (size_t)a->n_policy_params;
+    if (policy_check_params(pol, c->policy.params, c->policy.n_params, "--policy-param", &e)) {
+        cli_error("cost", "%s", e.msg);
+        return 2;
+    }
+    return 0;
+}
+
+/* --policy: a run of the policy over a prompt of T-1 tokens of a synthetic trace and one decode
+ * step (run_decode_program: the step a run stores as bytes_decode_step), simulated on the
+ * network and machine, then written. The exit status. */
+static int cost_policy_step(const cost_args *a, const cost_inputs *in, FILE *tl)
+{
+    run_cfg *c = calloc(1, sizeof *c);
+    if (!c) {
+        if (tl)
+            fclose(tl);
+        cli_error("cost", "out of memory");
+        return 1;
+    }
+    int status = policy_cfg(a, c);
+    errbuf e;
+    op_program prog;
+    cost_log log;
+    op_program_init(&prog);
+    cost_log_init(&log, in->pr->n_parties);
+    sim_result res;
+    int rc = MS_OK, simulated = 0;
+    if (!status) {
+        c->model = in->model;
+        snprintf(c->model_ref, sizeof c->model_ref, "%s", in->model.name);
+        c->proto = in->pcfg;
+        snprintf(c->proto_ref, sizeof c->proto_ref, "%s", in->pr->name);
+        c->net = in->net;
+        c->machine = in->mach;
+        snprintf(c->trace.source, sizeof c->trace.source, "synth");
+        snprintf(c->scenario_path, sizeof c->scenario_path, "--policy-param");
+        c->work.prompt_len = a->kv - 1;
+        c->work.decode_len = 1;
+        c->work.batch = a->batch;
+        c->work.prefill_in_mpc = 1;
+        c->seed = a->seed;
+        c->overlap = a->overlap;
+        replay_work w; /* reading every row of a long prompt takes minutes: say so first */
+        double cpu = replay_estimate(c, &w, &e) ? 0 : progress_cpu_estimate(c, &w);
+        if (cpu > 10 && !w.prompt_rows && w.prompt_att_rows > 256) {
+            char t[32];
+            progress_fmt_dur(t, sizeof t, cpu);
+            fprintf(stderr,
+                    "mpcsim cost: note: %s reads the attention of %.0f prompt rows (about %s of "
+                    "CPU);\n  --policy-param prompt_rows=256 reads the last 256\n",
+                    c->policy.name, w.prompt_att_rows, t);
+        }
+        rc = run_decode_program(c, &prog, &log, &e);
+        if (rc == MS_OK) {
+            if (tl)
+                sim_timeline_begin(tl, in->pr->n_parties);
+            sim_opts o = {.overlap = a->overlap, .timeline = tl};
+            rc = sim_run(&in->net, &in->mach, &prog, &log, &o, &res, &e);
+            simulated = rc == MS_OK;
+            if (tl)
+                sim_timeline_end(tl);
+        }
+        if (rc != MS_OK)
+            status = cli_fail("cost", rc, e.msg);
+    }
+    if (tl && fclose(tl) != 0 && !status) {
+        cli_error("cost", "writing %s failed", a->timeline);
+        status = 1;
+    }
+    if (simulated) {
+        step_env env = {&in->model, in->pr, &in->pcfg, &in->net, &in->mach, {0}};
+        status |= cost_write(a, &env, &prog, &res);
+        sim_result_free(&res);
+    }
+    op_program_free(&prog);
+    cost_log_free(&log);
+    free(c);
+    return status;
+}
+
 int cmd_cost(int argc, char **argv)
 {
     cost_args a;
@@ -463,6 +647,8 @@ int cmd_cost(int argc, char **argv)
         cli_error("cost", "cannot write %s: %s", a.timeline, strerror(errno));
         return 1;
     }
+    if (a.policy)
+        return cost_policy_step(&a, &in, tl);
     op_program prog;
     cost_log log;
     op_program_init(&prog);

@@ -163,9 +163,9 @@ static const char *key_sql(const char *key, const char *x)
     "WHEN r.network GLOB '* tcp[*]' OR r.network GLOB '* tls[*]' THEN substr(r.network, -5) " \
     "ELSE '' END)"
     if (!strcmp(key, "network")) {
-        if (!strcmp(x, "latency_ms")) /* the bandwidth: '10Gbps', '100Mbps' */
-            return "(CASE WHEN r.bandwidth_mbps >= 1000 THEN printf('%gGbps', "
-                   "r.bandwidth_mbps / 1000) ELSE printf('%gMbps', r.bandwidth_mbps) END "
+        if (!strcmp(x, "latency_ms")) /* the bandwidth: '10 Gbit/s', '100 Mbit/s' */
+            return "(CASE WHEN r.bandwidth_mbps >= 1000 THEN printf('%g Gbit/s', "
+                   "r.bandwidth_mbps / 1000) ELSE printf('%g Mbit/s', r.bandwidth_mbps) END "
                    "|| " NET_WIRE_SQL ")";
         if (!strcmp(x, "bandwidth_mbps"))
             return "(printf('%gms', r.latency_ms) || " NET_WIRE_SQL ")";

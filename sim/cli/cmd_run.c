@@ -17,6 +17,7 @@
 #include "progress.h"
 #include "run_figures.h"
 #include "results/rdb.h"
+#include "sim/replay/replay.h"
 #include "sim/scenario/pool.h"
 #include "sim/scenario/runner.h"
 #include "sim/scenario/runlabel.h"
@@ -217,7 +218,8 @@ static int run_parse(int argc, char **argv, run_opts *o)
         {.name = "dry-run",
          .kind = CLI_FLAG,
          .dest = &o->dry_run,
-         .help = "print the expanded runs (hash and summary) and write nothing"},
+         .help = "print the expanded runs (hash and summary) and their\nestimated CPU time, warn "
+                 "about settings that make\nthem slow, and write nothing"},
         {.name = "verbose",
          .short_name = 'v',
          .kind = CLI_FLAG,
@@ -315,7 +317,124 @@ static void print_summary_line(FILE *f, const run_cfg *c)
             (unsigned long long)c->seed);
 }
 
-static void dry_run(const scenario *s, const size_t *sel, size_t n, int verbose)
+/* ---- --dry-run: the runs, their estimated CPU time, the settings that make them slow ---- */
+
+/* A prompt this long or longer is long context, where reading every prompt row's attention
+ * (prompt_rows 0) dominates a run; the cap the warning suggests. */
+#define DRY_LONG_PROMPT 4096
+#define DRY_PROMPT_ROWS 256
+
+/* What the runs of one dry run hold (the replay's work counted once per distinct policy,
+ * workload and model shape: a sweep's protocols and networks share it). */
+typedef struct dry_est {
+    struct dry_key {
+        char key[1024];
+        replay_work w, capped; /* capped: with prompt_rows DRY_PROMPT_ROWS */
+    } * k;
+    size_t n, cap;
+    double cpu_s;                 /* the runs' estimated CPU time */
+    size_t n_slow;                /* runs reading every row of a long prompt */
+    double slow_s, slow_capped_s; /* their estimate, and with the cap */
+    const run_cfg *slow;          /* the first of them */
+} dry_est;
+
+static void dry_key_of(const run_cfg *c, char *k, size_t cap)
+{
+    const model_cfg *m = &c->model;
+    int n = snprintf(k, cap, "%s|%s|%u|%u|%u|%u|%u|%u|%s", c->trace.source, c->policy.name,
+                     c->work.prompt_len, c->work.decode_len, m->n_layers, m->n_heads, m->n_kv_heads,
+                     m->head_dim, c->scenario_path);
+    for (size_t i = 0; i < c->policy.n_params && n > 0 && (size_t)n < cap; i++)
+        n += snprintf(k + n, cap - (size_t)n, "|%s=%s", c->policy.params[i].key,
+                      c->policy.params[i].val);
+}
+
+/* The replay work of c (and when capped, with prompt_rows capped), counted or remembered
+ * (none when the policy cannot be made without its run); NULL when out of memory. */
+static const struct dry_key *dry_work(dry_est *d, const run_cfg *c, int capped)
+{
+    char key[1024];
+    dry_key_of(c, key, sizeof key);
+    for (size_t i = 0; i < d->n; i++)
+        if (!strcmp(d->k[i].key, key))
+            return &d->k[i];
+    if (d->n == d->cap) {
+        size_t cap = d->cap ? 2 * d->cap : 16;
+        struct dry_key *k = realloc(d->k, cap * sizeof *k);
+        if (!k)
+            return NULL;
+        d->k = k;
+        d->cap = cap;
+    }
+    struct dry_key *k = &d->k[d->n];
+    snprintf(k->key, sizeof k->key, "%s", key);
+    errbuf e;
+    if (replay_estimate(c, &k->w, &e)) /* the run itself will say why: no rows counted */
+        memset(&k->w, 0, sizeof k->w);
+    k->capped = k->w;
+    if (capped && k->w.prompt_att_rows > DRY_PROMPT_ROWS && c->policy.n_params < RUN_MAX_PARAMS) {
+        run_cfg *t = malloc(sizeof *t);
+        if (!t)
+            return NULL;
+        *t = *c;
+        kv_param *p = &t->policy.params[t->policy.n_params++];
+        memset(p, 0, sizeof *p);
+        snprintf(p->key, sizeof p->key, "prompt_rows");
+        snprintf(p->val, sizeof p->val, "%d", DRY_PROMPT_ROWS);
+        int rc = replay_estimate(t, &k->capped, &e);
+        free(t);
+        if (rc)
+            k->capped = k->w;
+    }
+    d->n++;
+    return k;
+}
+
+/* Adds run c to the estimate; 0, or 2 when out of memory (said). */
+static int dry_add(dry_est *d, const run_cfg *c)
+{
+    const struct dry_key *k = dry_work(d, c, 1);
+    if (!k) {
+        cli_error("run", "out of memory");
+        return 2;
+    }
+    double s = progress_cpu_estimate(c, &k->w);
+    d->cpu_s += s;
+    if (!k->w.prompt_rows && c->work.prompt_len >= DRY_LONG_PROMPT &&
+        k->w.prompt_att_rows > DRY_PROMPT_ROWS) {
+        if (!d->n_slow++)
+            d->slow = c;
+        d->slow_s += s;
+        d->slow_capped_s += progress_cpu_estimate(c, &k->capped);
+    }
+    return 0;
+}
+
+/* The estimate and the warning after the listing. */
+static void dry_report(const dry_est *d, size_t n)
+{
+    char t[32], per[32];
+    progress_fmt_dur(t, sizeof t, d->cpu_s);
+    progress_fmt_dur(per, sizeof per, n ? d->cpu_s / (double)n : 0);
+    printf("estimated CPU time %s (%s a run on average; -j N runs N at once)\n", t, per);
+    if (!d->n_slow)
+        return;
+    char a[32], b[32];
+    progress_fmt_dur(a, sizeof a, d->slow_s);
+    progress_fmt_dur(b, sizeof b, d->slow_capped_s);
+    rdb_labels l;
+    run_labels(d->slow, &l);
+    fprintf(stderr,
+            "mpcsim run: warning: %zu run%s (the first: #%zu %s, prompt_len %u) read the "
+            "attention of every prompt row (prompt_rows 0, the default): %s of the estimate\n"
+            "---> HINT: add 'prompt_rows: %d' to the policy entry (its selection then reads "
+            "the last %d prompt rows; sim/policy/POLICIES.md): about %s\n",
+            d->n_slow, d->n_slow == 1 ? "" : "s", d->slow->index, l.policy_label,
+            d->slow->work.prompt_len, a, DRY_PROMPT_ROWS, DRY_PROMPT_ROWS, b);
+}
+
+/* Lists the runs (-v: their YAML) into the estimate; 0, or 2 after an error (said). */
+static int dry_run(const scenario *s, const size_t *sel, size_t n, int verbose, dry_est *d)
 {
     for (size_t i = 0; i < n; i++) {
         const run_cfg *c = &s->runs[sel[i]];
@@ -324,8 +443,11 @@ static void dry_run(const scenario *s, const size_t *sel, size_t n, int verbose)
                    c->yaml[0] && c->yaml[strlen(c->yaml) - 1] == '\n' ? "" : "\n");
         else
             print_summary_line(stdout, c);
+        if (dry_add(d, c))
+            return 2;
     }
     printf("%zu run%s\n", n, n == 1 ? "" : "s");
+    return 0;
 }
 
 /* ---- recording the results as they come ------------------------------------------------ */
@@ -606,12 +728,17 @@ static int run_sweep(const run_opts *o, batch *b, const char *path)
         return status;
     }
     size_t k = 0;
+    dry_est est = {0}; /* the ETA's weights: each run's estimated CPU time, as --dry-run's */
     for (size_t i = 0; i < b->count; i++)
         for (size_t j = 0; j < b->n[i]; j++) {
             runs[k] = &b->s[i].runs[b->sel[i][j]];
-            w[k] = progress_weight(runs[k]);
+            const struct dry_key *dk = dry_work(&est, runs[k], 0);
+            double cpu = dk ? progress_cpu_estimate(runs[k], &dk->w) : 0;
+            /* else the cruder weight, about seconds at 1e-4 of it on a 7B run */
+            w[k] = cpu > 0 ? cpu : progress_weight(runs[k]) * 1e-4;
             k++;
         }
+    free(est.k);
     char hint[2048];
     resume_hint(o, path, hint, sizeof hint);
     int tty = isatty(STDERR_FILENO);
@@ -661,14 +788,18 @@ int cmd_run(int argc, char **argv)
     }
     if (!st && o.dry_run) {
         size_t total = 0;
-        for (size_t i = 0; i < b.count; i++) {
+        dry_est d = {0};
+        for (size_t i = 0; !st && i < b.count; i++) {
             if (b.count > 1)
                 printf("# %s (scenario %s)\n", b.s[i].path, b.s[i].name);
-            dry_run(&b.s[i], b.sel[i], b.n[i], o.verbose);
+            st = dry_run(&b.s[i], b.sel[i], b.n[i], o.verbose, &d);
             total += b.n[i];
         }
-        if (b.count > 1)
+        if (!st && b.count > 1)
             printf("%zu runs in %zu scenarios\n", total, b.count);
+        if (!st)
+            dry_report(&d, total);
+        free(d.k);
     } else if (!st) {
         st = run_sweep(&o, &b, path);
         if (!st && !o.shard_n) /* a shard holds part of the runs: its figures would too */

@@ -348,7 +348,7 @@ static int parse_args(int argc, char **argv, val_args *v)
          .dest = &v->wide,
          .help = "the primitives' and the programs' tables with every\n"
                  "party's bytes, predicted and measured (default: 80\n"
-                 "columns, their sums)"},
+                 "columns, their sums); --basic-ops: raw bytes and\nthe time of 1e8 elements"},
         {.name = "basic-ops",
          .kind = CLI_FLAG,
          .dest = &v->basic,
@@ -589,6 +589,9 @@ int cmd_validate(int argc, char **argv)
         cli_error("validate", "--bandwidth: '%s': %s", bw, net_rate_why(bw));
         return 2;
     }
+    char bw_text[32]; /* the rate as every output writes it: "10 Gbit/s" */
+    net_rate_str(va.bandwidth_bps, bw_text, sizeof bw_text);
+    bw = bw_text;
     if (profile ? machine_load(profile, &va.mach, &e) : (machine_default(&va.mach), 0)) {
         cli_error("validate", "%s", e.msg);
         return 2;

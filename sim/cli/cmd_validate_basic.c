@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "cmd_validate.h"
+#include "dbq.h"
 #include "protocols/program/kern.h"
 #include "protocols/backend/mpc_run.h"
 #include "sim/secure/netshape.h"
@@ -161,11 +162,43 @@ static int bo_task(const proto_cfg *cfg, const vm_args *a, const netshape *ns, u
     return rc;
 }
 
+/* One row of the table: 80 columns (bytes in report's units, the per-element marginal after
+ * the second size), or --wide's (raw bytes, the time for 1e8 elements). */
+static void bo_row(const vm_args *a, const char *pname, int kind, const uint64_t *sizes,
+                   const uint64_t *meas, const uint64_t *pred, const uint64_t *bytes, int s)
+{
+    double dn = (double)(sizes[1] - sizes[0]);
+    double mm = ((double)meas[1] - (double)meas[0]) * 1e-3 / dn; /* us per element */
+    double mp = ((double)pred[1] - (double)pred[0]) * 1e-3 / dn;
+    if (a->wide) {
+        printf("%-7s %-4s %9llu | %12llu | %10.1f %10.1f %+6.1f%%", pname, op_kind_name(kind),
+               (unsigned long long)sizes[s], (unsigned long long)bytes[s], (double)pred[s] * 1e-6,
+               (double)meas[s] * 1e-6, valid_err_pct(pred[s], meas[s]));
+        if (s == 1)
+            printf(" | measured %.3f us, predicted %.3f us; x1e8: %.1f s measured", mm, mp,
+                   mm * 1e-6 * 1e8);
+        printf("\n");
+        return;
+    }
+    char b[32];
+    dbq_bytes(b, sizeof b, (double)bytes[s]);
+    printf("%-6s %-3s %7llu %9s %9.1f %9.1f %+6.1f%%", pname, op_kind_name(kind),
+           (unsigned long long)sizes[s], b, (double)pred[s] * 1e-6, (double)meas[s] * 1e-6,
+           valid_err_pct(pred[s], meas[s]));
+    if (s == 1)
+        printf(" %8.3f us %8.3f us", mm, mp);
+    printf("\n");
+}
+
 int validate_basic(const vm_args *a, const proto_cfg *cfgs, int n_cfgs, uint64_t n, errbuf *e)
 {
     uint64_t sizes[2] = {n / 4 ? n / 4 : 1, n};
-    printf("%-7s %-4s %9s | %12s | %10s %10s %7s | %s\n", "proto", "op", "n", "online bytes",
-           "pred ms", "meas ms", "error", "per element (marginal over the two sizes)");
+    if (a->wide)
+        printf("%-7s %-4s %9s | %12s | %10s %10s %7s | %s\n", "proto", "op", "n", "online bytes",
+               "pred ms", "meas ms", "error", "per element (marginal over the two sizes)");
+    else
+        printf("%-6s %-3s %7s %9s %9s %9s %7s %11s %11s\n", "proto", "op", "n", "bytes", "pred ms",
+               "meas ms", "error", "meas/elem", "pred/elem");
     int rc = MS_OK;
     for (int q = 0; !rc && q < n_cfgs; q++) {
         netshape ns = {0};
@@ -180,24 +213,15 @@ int validate_basic(const vm_args *a, const proto_cfg *cfgs, int n_cfgs, uint64_t
             for (int s = 0; !rc && s < 2; s++) {
                 rc = bo_task(&cfgs[q], a, a->shape ? &ns : NULL, base, bo_kinds[k], sizes[s],
                              &meas[s], &pred[s], &bytes[s], e);
-                if (rc)
-                    break;
-                printf("%-7s %-4s %9llu | %12llu | %10.1f %10.1f %+6.1f%%", cfgs[q].name,
-                       op_kind_name(bo_kinds[k]), (unsigned long long)sizes[s],
-                       (unsigned long long)bytes[s], (double)pred[s] * 1e-6, (double)meas[s] * 1e-6,
-                       valid_err_pct(pred[s], meas[s]));
-                if (s == 1)
-                    printf(
-                        " | measured %.3f us, predicted %.3f us; x1e8: %.1f s measured",
-                        ((double)meas[1] - (double)meas[0]) * 1e-3 / (double)(sizes[1] - sizes[0]),
-                        ((double)pred[1] - (double)pred[0]) * 1e-3 / (double)(sizes[1] - sizes[0]),
-                        ((double)meas[1] - (double)meas[0]) * 1e-9 / (double)(sizes[1] - sizes[0]) *
-                            1e8);
-                printf("\n");
+                if (!rc)
+                    bo_row(a, cfgs[q].name, bo_kinds[k], sizes, meas, pred, bytes, s);
             }
         }
         printf("# %s: round overhead %.1f us (probe)\n", cfgs[q].name, (double)base * 1e-3);
         netshape_down(&ns);
     }
+    if (!rc && !a->wide)
+        printf("# bytes: online, all parties; per elem: the time per element between the two\n"
+               "# sizes (marginal); --wide: raw bytes and the time of 1e8 elements\n");
     return rc;
 }

@@ -1,6 +1,7 @@
 /* progress.c — the sweep's progress: a thread prints, the sweep reports runs starting and
  * ending under a mutex, a signal handler prints the last line. */
 #include "progress.h"
+#include "sim/replay/replay.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -46,6 +47,24 @@ double progress_weight(const run_cfg *c)
     return w > 0 ? w : 1;
 }
 
+/* The fitted costs (progress.h): a layer of one simulated step (lowering, costing,
+ * simulation), one element of the trace's keys, one multiply-add of the replay's attention. */
+#define EST_LAYER_STEP_S 7e-5
+#define EST_KEY_S 1.5e-9
+#define EST_MAC_S 1.8e-11
+
+double progress_cpu_estimate(const run_cfg *c, const replay_work *w)
+{
+    double L = c->model.n_layers, stride = c->work.decode_stride ? c->work.decode_stride : 1;
+    double steps = ceil(c->work.decode_len / stride) +
+                   (c->work.prefill_in_mpc && c->work.prompt_len > 0 ? 1 : 0);
+    double s = EST_LAYER_STEP_S * L * steps + EST_MAC_S * w->att_macs;
+    if (replay_reads_trace(c))
+        s += EST_KEY_S * L * c->model.n_kv_heads * c->model.head_dim *
+             ((double)c->work.prompt_len + c->work.decode_len);
+    return s;
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -53,8 +72,7 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* "45s", "3:07", "1:02:03", "2d 03:04". */
-static void fmt_dur(char *out, size_t n, double s)
+void progress_fmt_dur(char *out, size_t n, double s)
 {
     long t = (long)(s + 0.5);
     if (t < 60)
@@ -79,10 +97,10 @@ static int term_width(void)
 static size_t status_text(const progress *p, double t, char *out, size_t n)
 {
     char el[32], eta[32];
-    fmt_dur(el, sizeof el, t - p->t0);
+    progress_fmt_dur(el, sizeof el, t - p->t0);
     if (p->wdone > 0 && t > p->t0) {
         double rate = p->wdone / (t - p->t0);
-        fmt_dur(eta, sizeof eta, fmax(0, p->wtotal - p->wdone) / rate);
+        progress_fmt_dur(eta, sizeof eta, fmax(0, p->wtotal - p->wdone) / rate);
     } else {
         snprintf(eta, sizeof eta, "--"); /* nothing finished yet: no rate to go by */
     }
@@ -103,7 +121,7 @@ static void inflight_text(const progress *p, double t, char *out, size_t n)
             if (p->start[i] <= 0)
                 continue;
             char el[32];
-            fmt_dur(el, sizeof el, t - p->start[i]);
+            progress_fmt_dur(el, sizeof el, t - p->start[i]);
             k += (size_t)snprintf(out + k, n - k, "%s%s %s", k ? ", " : "", p->name[i], el);
         }
 }
@@ -135,7 +153,7 @@ static void draw(progress *p)
                 old = i;
         char el[32] = "";
         if (n)
-            fmt_dur(el, sizeof el, t - p->start[old]);
+            progress_fmt_dur(el, sizeof el, t - p->start[old]);
         if (n)
             fprintf(stderr, "progress: %s; %zu in flight, the oldest %s for %s\n", st, n,
                     p->name[old], el);

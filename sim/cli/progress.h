@@ -10,11 +10,24 @@
 
 #include "sim/engine/runcfg.h"
 
-/* A run's expected cost in arbitrary units, for the ETA: the steps it simulates (the prefill
- * and the decode steps costed exactly, decode_stride apart) times the layers, plus the trace
- * replay's attention work when the policy replays a trace. Only the ratios between runs
- * matter: the ETA is the remaining cost over the cost finished per second so far. */
+/* A run's expected cost in arbitrary units, for the ETA when progress_cpu_estimate has none: the
+ * steps it simulates (the prefill and the decode steps costed exactly, decode_stride apart) times
+ * the layers, plus the trace replay's attention work when the policy replays a trace. Only the
+ * ratios between runs matter: the ETA is the remaining cost over the cost finished per second so
+ * far. */
 double progress_weight(const run_cfg *c);
+
+/* A run's CPU time in seconds as `run --dry-run` estimates it, from the work it does: each
+ * layer of each step it simulates, the keys of a synthetic or recorded trace it reads, and the
+ * attention rows its replay computes (w: replay_estimate's count). Coefficients fitted on
+ * llama-2-7b runs (prompt 1024..4000, decode 16..64; full, StreamingLLM, H2O with and without
+ * prompt_rows, SnapKV) on a 2-core x86-64 machine; there within a factor of 2 of the measured
+ * user time, Quest 4× over it (its re-read keys are not counted; BENCHMARKS.md). A rough
+ * figure: another machine differs by its speed. The ETA of `run` weighs its runs by it too. */
+struct replay_work;
+double progress_cpu_estimate(const run_cfg *c, const struct replay_work *w);
+/* "45s", "3:07", "1:02:03", "2d 03:04". */
+void progress_fmt_dur(char *out, size_t n, double s);
 
 typedef struct progress progress;
 

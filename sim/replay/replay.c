@@ -216,6 +216,52 @@ int replay_reads_trace(const run_cfg *cfg)
     return has_trace && !(!strcmp(name, "full") && !strcmp(cfg->trace.source, "synth"));
 }
 
+static unsigned needs_at(replay *r, uint32_t pos);
+
+int replay_estimate(const run_cfg *cfg, replay_work *out, errbuf *e)
+{
+    memset(out, 0, sizeof *out);
+    if (!replay_reads_trace(cfg))
+        return MS_OK;
+    const char *name = cfg->policy.name[0] ? cfg->policy.name : "full";
+    const policy_ops *p = policy_find(name);
+    if (!p)
+        return err_set(e, MS_ERR_NOTFOUND, "unknown policy '%s'", name);
+    replay r = {.cfg = cfg, .pol = p, .P = cfg->work.prompt_len};
+    int rc = policy_args_load(p, cfg->policy.params, cfg->policy.n_params, cfg->scenario_path,
+                              &r.args, e);
+    if (!rc)
+        rc = policy_arg_u32(p, &r.args, "prompt_rows", &r.prompt_rows, e);
+    if (rc)
+        return rc;
+    out->prompt_rows = r.prompt_rows;
+    if (!p->needs)
+        return MS_OK;
+    const model_cfg *mc = &cfg->model;
+    r.env = (policy_env){.n_layers = mc->n_layers,
+                         .n_heads = mc->n_heads,
+                         .n_kv_heads = mc->n_kv_heads,
+                         .head_dim = mc->head_dim,
+                         .dim = mc->dim,
+                         .ffn_dim = mc->ffn_dim,
+                         .prompt_len = r.P,
+                         .max_len = r.P + cfg->work.decode_len,
+                         .rereads_k = 1,
+                         .trace_dir = !strcmp(cfg->trace.source, "npy") ? cfg->trace.path : NULL};
+    if ((rc = p->init(&r.env, &r.args, &r.st, e)))
+        return rc;
+    double per = (double)mc->n_layers * mc->n_heads * mc->head_dim;
+    for (uint32_t pos = 0; pos < r.env.max_len; pos++)
+        if (needs_at(&r, pos) & POLICY_NEED_ATT) {
+            out->att_rows += 1;
+            out->att_macs += per * (pos + 1.0);
+            out->prompt_att_rows += pos < r.P;
+        }
+    if (p->fini)
+        p->fini(r.st);
+    return MS_OK;
+}
+
 int replay_open(const run_cfg *cfg, replay **out, errbuf *e)
 {
     return replay_open_shared(cfg, NULL, out, e);

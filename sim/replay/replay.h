@@ -18,6 +18,18 @@ int replay_open(const run_cfg *cfg, replay **out, errbuf *e);
 /* 1 when the run's replay reads its trace (a trace source, and not the full cache on a
  * synthetic trace, whose metrics hold by construction). */
 int replay_reads_trace(const run_cfg *cfg);
+
+/* The attention the replay of cfg computes, counted without running it: the policy is made
+ * (init, no trace) and asked what it needs at every position, prompt_rows applied as the replay
+ * applies it. att_rows: positions whose attention rows are read (each one a row per layer and
+ * query head); att_macs: the multiply-adds of those rows (q·k over the positions before them,
+ * head_dim each); prompt_att_rows: how many of the rows are prompt positions; prompt_rows: the
+ * run's cap (0: none). Zeros for a run without a trace. For `run --dry-run`'s estimate. */
+typedef struct replay_work {
+    double att_rows, att_macs, prompt_att_rows;
+    uint32_t prompt_rows;
+} replay_work;
+int replay_estimate(const run_cfg *cfg, replay_work *out, errbuf *e);
 /* What the runs of a sweep that read the same trace share (sim/scenario/group.h): the trace,
  * its attention rows computed once per position (trace_share_rows), and of each measured row
  * what the metrics read that is a function of the trace alone (the full row's top-k, the full

@@ -2,10 +2,13 @@
  *
  * Runs with the same model, trace (source, path, parameters), seed, prompt length and decode
  * length read the same full-cache attention rows: a group executes them in one pass over the
- * trace, position by position (every run observes prompt position p, then p + 1, …; every run
- * replays and costs decode step s, then s + 1), so each row is computed once for all of them
- * (trace_share_rows). Each run's own work, and so its result, is that of running it alone
- * (run_execute): the trace is a fixed function of the position, whoever reads it first. */
+ * trace's prompt, position by position (every run observes prompt position p, then p + 1, …),
+ * so each prompt row is computed once for all of them (trace_share_rows). The decode then goes
+ * run by run (each run's decode steps, then it is reported, then the next run's), so a sweep
+ * killed inside a group keeps the runs that finished; the decode rows are computed again for
+ * each run (the prompt's rows are the bulk of a long-context group). Each run's own work, and
+ * so its result, is that of running it alone (run_execute): the trace is a fixed function of
+ * the position, whoever reads it first. */
 #ifndef MPCSIM_GROUP_H
 #define MPCSIM_GROUP_H
 

@@ -127,7 +127,8 @@ void run_label_protocol(const proto_cfg *p, char *out, size_t n)
         snprintf(out + k, n - k, ")");
 }
 
-/* "0.1ms", "20ms", "1.5s"; "300Mbps", "10Gbps". */
+/* "0.1ms", "20ms", "1.5s"; "300 Mbit/s", "10 Gbit/s" (the units every output writes a rate
+ * in, as net_rate_str). */
 static void fmt_latency(char *out, size_t n, double ms)
 {
     if (ms >= 1000)
@@ -141,11 +142,11 @@ static void fmt_latency(char *out, size_t n, double ms)
 static void fmt_bandwidth(char *out, size_t n, double mbps)
 {
     if (mbps >= 1000)
-        snprintf(out, n, "%gGbps", mbps / 1000);
+        snprintf(out, n, "%g Gbit/s", mbps / 1000);
     else if (mbps >= 1)
-        snprintf(out, n, "%gMbps", mbps);
+        snprintf(out, n, "%g Mbit/s", mbps);
     else
-        snprintf(out, n, "%gkbps", mbps * 1000);
+        snprintf(out, n, "%g kbit/s", mbps * 1000);
 }
 
 void run_label_network(const run_cfg *c, char *out, size_t n, double *lat_ms, double *bw_mbps)

@@ -534,22 +534,23 @@ void run_execute_group(const run_cfg *const *cfg, size_t n, run_result *res, run
         if (s->rc != MS_OK)
             slot_finish(s, done, ctx, i);
     }
-    for (uint32_t st = 0; st < D; st++)
-        for (size_t i = 0; i < n; i++) {
-            run_slot *s = &sl[i];
-            if (!s->live)
-                continue;
+    /* the decode, run by run: each run is done (and reported) before the next one starts, so
+     * a sweep killed inside a group keeps the runs it finished; the trace is a fixed function
+     * of the position, so every run reads the rows it would read alone */
+    for (size_t i = 0; i < n; i++) {
+        run_slot *s = &sl[i];
+        for (uint32_t st = 0; s->live && st < D; st++) {
             double t0 = wall_now();
             s->rc = decode_one(&s->R, s->rp, s->res, &s->ds, st, &s->cost, &s->once, &s->e);
             s->wall += wall_now() - t0;
             if (s->rc != MS_OK)
                 slot_finish(s, done, ctx, i);
         }
-    for (size_t i = 0; i < n; i++)
-        if (sl[i].live) {
-            decode_end(&sl[i].R, &sl[i].ds, sl[i].cost);
-            slot_finish(&sl[i], done, ctx, i);
+        if (s->live) {
+            decode_end(&s->R, &s->ds, s->cost);
+            slot_finish(s, done, ctx, i);
         }
+    }
     replay_share_close(shared);
     free(rs);
     free(sl);

@@ -209,6 +209,17 @@ int read_protocol(scn_ctx *x, const yx_node *v, run_cfg *c)
          0,                                                                                     \
          NULL,                                                                                  \
          NULL},                                                                                 \
+        {"bandwidth",                                                                           \
+         YS_OTHER,                                                                              \
+         YS_NONE,                                                                               \
+         0,                                                                                     \
+         0,                                                                                     \
+         NULL,                                                                                  \
+         "the same as a rate with its unit: 300Mbit/s, 10Gbit/s (byte units refused)",          \
+         NULL,                                                                                  \
+         0,                                                                                     \
+         NULL,                                                                                  \
+         "rate"},                                                                               \
     {                                                                                           \
         "burst_bytes", YS_U64, YS_AT(net_link, burst_bytes), 0, (double)NET_BURST_MAX, "0",     \
             "token bucket depth: 0 (none) or at least one 1500-byte frame (validate --shape's " \
@@ -273,6 +284,28 @@ static const char *const lat_keys[] = {"latency_ms", "latency_us", "latency_ns"}
 static const double lat_scale[] = {1e6, 1e3, 1};
 static const char *const bw_keys[] = {"bandwidth_mbps", "bandwidth_gbps", "bandwidth_bps"};
 static const double bw_scale[] = {1e6, 1e9, 1};
+static const char *const bw_units[] = {"Mbit/s", "Gbit/s", "bit/s"};
+
+/* 'bandwidth: RATE' (net_rate_bps: the rule of every bandwidth given as text, -n's too) into
+ * bps; *given = 0 when absent. keys: the unit-named variants it may not be given with. */
+static int read_rate(scn_ctx *x, const yx_node *m, const char *const *keys, double *out, int *given)
+{
+    const yx_node *v = yx_map_get(m, "bandwidth");
+    *given = 0;
+    if (!v)
+        return MS_OK;
+    for (size_t i = 0; i < 3; i++)
+        if (yx_map_get(m, keys[i]))
+            return fail(x, v, "give the value once, in one unit", "'%s' and 'bandwidth' both given",
+                        keys[i]);
+    if (v->kind != YX_SCALAR)
+        return fail(x, v, "write e.g. 'bandwidth: 300Mbit/s'",
+                    "'bandwidth' is a rate with its unit");
+    if (net_rate_bps(v->str, out))
+        return fail(x, v, net_rate_why(v->str), "bad bandwidth '%s'", v->str);
+    *given = 1;
+    return MS_OK;
+}
 
 /* Reads at most one of the unit variants, each within its field's range, into the base unit
  * (ns, bps); *given = 0 when none is present. */
@@ -296,6 +329,12 @@ static int read_unit(scn_ctx *x, const yx_node *m, const char *const *keys, cons
         return MS_OK;
     const ys_field *f = ys_find(&link_schema, keys[which]);
     double d;
+    if (keys == bw_keys && at->kind == YX_SCALAR && parse_double(at->str, &d))
+        return fail(x, at,
+                    "write 'bandwidth: RATE' for a rate with its unit (300Mbit/s, 10Gbit/s); "
+                    "byte units are refused (tc(8) reads MBps and mbps as bytes/s)",
+                    "'%s' is a number of %s (the key names the unit), not '%s'", f->key,
+                    bw_units[which], at->str);
     int rc = read_double(x, at, f->key, f->lo, f->hi, &d);
     if (rc)
         return rc;
@@ -328,6 +367,8 @@ static int read_link_values(scn_ctx *x, const yx_node *v, net_link *l)
     int rc = read_unit(x, v, lat_keys, lat_scale, &lat, &gl);
     if (!rc)
         rc = read_unit(x, v, bw_keys, bw_scale, &bw, &gb);
+    if (!rc && yx_map_get(v, "bandwidth"))
+        rc = read_rate(x, v, bw_keys, &bw, &gb);
     const yx_node *bu = yx_map_get(v, "burst_bytes");
     if (!rc && bu)
         rc = read_burst(x, bu, &l->burst_bytes);
@@ -478,7 +519,7 @@ int read_network(scn_ctx *x, const yx_node *v, run_cfg *c)
     int gl =
         yx_map_get(v, "latency_ms") || yx_map_get(v, "latency_us") || yx_map_get(v, "latency_ns");
     int gb = yx_map_get(v, "bandwidth_mbps") || yx_map_get(v, "bandwidth_gbps") ||
-             yx_map_get(v, "bandwidth_bps");
+             yx_map_get(v, "bandwidth_bps") || yx_map_get(v, "bandwidth");
     if (!preset && (!gl || !gb))
         return fail(x, v, "give both, or start from a preset with 'preset: lan'",
                     "missing required key '%s' in 'network'", gl ? "bandwidth_mbps" : "latency_ms");

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "protocols/base/yamlx.h"
+#include "sim/engine/net.h"
 
 void serve_scn_defaults(serve_scn *s)
 {
@@ -105,7 +106,8 @@ static const ys_field root_fields[] = {
      NULL},
     {"model", YS_STR, S(model), 0, 0, NULL, "model name or file", NULL, 0, NULL, NULL},
     {"protocol", YS_STR, S(protocol), 0, 0, NULL, "semi2k or aby3", NULL, 0, NULL, NULL},
-    {"network", YS_STR, S(network), 0, 0, NULL, "network preset", NULL, 0, NULL, NULL},
+    {"network", YS_STR, S(network), 0, 0, NULL, "network preset or LATENCY/BANDWIDTH", NULL, 0,
+     NULL, NULL},
     {"machine", YS_STR, S(machine), 0, 0, NULL, "machine profile", NULL, 0, NULL, NULL},
     {"seed", YS_U64, S(seed), 0, 0, NULL, "workload and attack seed", NULL, 0, NULL, NULL},
     {"output", YS_STR, S(output), 0, 0, NULL, "database", NULL, 0, NULL, NULL},
@@ -257,6 +259,16 @@ int serve_scn_read(const char *path, serve_scn *s, errbuf *e)
     snprintf(s->name, sizeof s->name, "%.*s", (int)strcspn(base ? base + 1 : path, "."),
              base ? base + 1 : path);
     rc = ys_read(&x, root, &serve_schemas[SS_ROOT], NULL, 0, s);
+    const yx_node *nv = yx_map_get(root, "network");
+    if (!rc && nv) { /* a preset or LATENCY/BANDWIDTH, by the rule of -n (net.h), at its place */
+        net_cfg n;
+        errbuf ne;
+        if (net_parse(s->network, 2, &n, &ne))
+            rc = ys_fail_wrap(&x, nv,
+                              "a preset (mpcsim list networks) or LATENCY/BANDWIDTH, "
+                              "e.g. 20ms/300Mbit/s",
+                              "", ne.msg);
+    }
     static const struct {
         const char *key;
         int (*read)(const ys_ctx *, const yx_node *, serve_scn *);
