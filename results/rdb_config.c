@@ -149,7 +149,7 @@ int rdb_migrate_labels(rdb *db, errbuf *e)
                             "UPDATE runs SET network = printf('%gms/%g%s', latency_ms, "
                             "CASE WHEN bandwidth_mbps >= 1000 THEN bandwidth_mbps / 1000 "
                             "ELSE bandwidth_mbps END, CASE WHEN bandwidth_mbps >= 1000 THEN "
-                            "'Gbps' ELSE 'Mbps' END) WHERE network = 'custom' AND latency_ms "
+                            "' Gbit/s' ELSE ' Mbit/s' END) WHERE network = 'custom' AND latency_ms "
                             "IS NOT NULL AND bandwidth_mbps >= 1",
                             NULL, NULL, NULL) != SQLITE_OK)
         rc = DB_ERR(db, e, "migrating the runs' labels");

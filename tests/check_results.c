@@ -206,8 +206,8 @@ START_TEST(test_migrate_v2)
     db = tpath("bare.db");
     ck_assert_int_eq(q1(db, "PRAGMA user_version"), RDB_SCHEMA_VERSION);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE protocol_label = protocol"), 8);
-    /* results/ alone (its SQL) spells the rate without the labeler's space and "bit/s" */
-    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE network = '20ms/300Mbps' AND "
+    /* results/ alone (its SQL) spells the rate as the labeler does */
+    ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE network = '20ms/300 Mbit/s' AND "
                             "latency_ms = 20 AND bandwidth_mbps = 300"),
                      4);
     ck_assert_int_eq(q1(db, "SELECT count(*) FROM runs WHERE policy_label = policy"), 8);
