@@ -17,7 +17,9 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -383,28 +385,108 @@ START_TEST(test_heartbeat_closed)
 }
 END_TEST
 
-/* ---------------------------------------------------------------- slow links */
+/* ---------------------------------------------------------------- the hung peer named */
 
-#define SLOW_BYTES (64 * 1024)
+/* P0 awaits P1 and P2; P1 sends to P0 only once P2 has sent to it; P2 holds (asleep with its
+ * heartbeats going on, or stopped whole). */
+static int hold_ms;
 
-/* P1 sends 64 KiB to P0 over a 256 kbit/s link (about 2 s); only then does P0 send to P2. P2
- * (and P1, awaiting P0's goodbye) move no bytes meanwhile; P0's heartbeat shows it busy. */
-static int work_slow(node *nd, mpc_net *net, errbuf *e)
+static int work_chain(node *nd, mpc_net *net, errbuf *e)
 {
-    static uint8_t big[3][SLOW_BYTES], small[3][16];
+    static uint8_t b[3][3][64];
     const void *s[3] = {0};
     void *r[3] = {0};
     size_t sl[3] = {0}, rl[3] = {0};
     int self = nd->cfg.self;
+    if (self == 0) {
+        r[1] = b[0][1], r[2] = b[0][2];
+        rl[1] = rl[2] = 64;
+    } else if (self == 1) {
+        r[2] = b[1][2];
+        rl[2] = 64;
+        int rc = mpc_net_round(net, s, sl, (void *const *)r, rl, 0, e);
+        if (rc)
+            return rc;
+        rl[2] = 0;
+        s[0] = b[1][0];
+        sl[0] = 64;
+    } else {
+        if (hold_ms < 0)
+            raise(SIGSTOP); /* the whole process, its heartbeat thread included */
+        else
+            usleep((useconds_t)hold_ms * 1000);
+        s[0] = b[2][0], s[1] = b[2][1];
+        sl[0] = sl[1] = 64;
+    }
+    return mpc_net_round(net, s, sl, (void *const *)r, rl, 0, e);
+}
+
+/* P0's no-progress error names P2, the peer that holds the session, not P1, the first it
+ * awaits (which itself waits on P2): P2 asleep in its main thread (heartbeats on, not waiting
+ * in a transfer), then P2 stopped by SIGSTOP in a process of its own (heartbeats silent; the
+ * 1 s timeout comes before the 5 s liveness rule). Before: "no progress from P1" both times. */
+START_TEST(test_hung_peer_named)
+{
+    for (int stop = 0; stop < 2; stop++) {
+        node nd[3];
+        nodes_init(nd, 3, NULL, 1000, 5000);
+        for (int i = 0; i < 3; i++)
+            nd[i].work = work_chain;
+        hold_ms = stop ? -1 : 2500;
+        pid_t pid = -1;
+        if (stop) {
+            pid = fork();
+            ck_assert_int_ge(pid, 0);
+            if (pid == 0) {
+                close(nd[0].cfg.listen_fd);
+                close(nd[1].cfg.listen_fd);
+                node_main(&nd[2]);
+                _exit(0);
+            }
+        }
+        session(nd, stop ? 2 : 3);
+        if (pid > 0) {
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+        }
+        for (int i = 0; i < 2; i++) {
+            char want[64];
+            snprintf(want, sizeof want, "P%d: no progress from P2 for 1000 ms", i);
+            ck_assert_msg(nd[i].rc == MS_ERR_TIMEOUT && strstr(nd[i].e.msg, want),
+                          "stop %d: P%d: rc %d: %s", stop, i, nd[i].rc, nd[i].e.msg);
+            ck_assert_msg(nd[i].secs < 2.5, "stop %d: P%d ended after %.2f s", stop, i, nd[i].secs);
+        }
+    }
+}
+END_TEST
+
+/* ---------------------------------------------------------------- slow links */
+
+/* P1 sends slow_bytes to P0 over a 256 kbit/s link; only then does P0 send to P2. P2 (and P1,
+ * awaiting P0's goodbye) move no bytes meanwhile; P0's heartbeat shows it busy. */
+static size_t slow_bytes;
+
+static int work_slow(node *nd, mpc_net *net, errbuf *e)
+{
+    static uint8_t small[3][16];
+    const void *s[3] = {0};
+    void *r[3] = {0};
+    size_t sl[3] = {0}, rl[3] = {0};
+    int self = nd->cfg.self, rc;
     if (self == 1) {
-        s[0] = big[1];
-        sl[0] = SLOW_BYTES;
-        return mpc_net_round(net, s, sl, (void *const *)r, rl, 0, e);
+        uint8_t *big = calloc(slow_bytes, 1);
+        s[0] = big;
+        sl[0] = slow_bytes;
+        rc = big ? mpc_net_round(net, s, sl, (void *const *)r, rl, 0, e) : MS_ERR_NOMEM;
+        free(big);
+        return rc;
     }
     if (self == 0) {
-        r[1] = big[0];
-        rl[1] = SLOW_BYTES;
-        int rc = mpc_net_round(net, s, sl, (void *const *)r, rl, 0, e);
+        uint8_t *big = malloc(slow_bytes);
+        r[1] = big;
+        rl[1] = slow_bytes;
+        rc = big ? mpc_net_round(net, s, sl, (void *const *)r, rl, 0, e) : MS_ERR_NOMEM;
+        free(big);
         if (rc)
             return rc;
         rl[1] = 0;
@@ -417,23 +499,44 @@ static int work_slow(node *nd, mpc_net *net, errbuf *e)
     return mpc_net_round(net, s, sl, (void *const *)r, rl, 0, e);
 }
 
-/* With a no-progress timeout of 1 s the session passes. Before: P2 gave up after 1 s ("no
- * progress from P0"), while P0 was receiving all along. */
-START_TEST(test_slow_link)
+/* A session whose P1-P0 links run at 256 kbit/s through a proxy, P1 sending `bytes` to P0;
+ * P0's time in seconds. */
+static double slow_session(int timeout_ms, int connect_ms, size_t bytes)
 {
     node nd[3];
-    nodes_init(nd, 3, NULL, 1000, 5000);
+    nodes_init(nd, 3, NULL, timeout_ms, connect_ms);
     proxy p;
     proxy_start(&p, nd[1].cfg.port[0], 256000 / 8, 0);
     nd[1].cfg.port[0] = p.port; /* P1's links to P0 (data, heartbeat) go through it */
     for (int i = 0; i < 3; i++)
         nd[i].work = work_slow;
+    slow_bytes = bytes;
     session(nd, 3);
     proxy_stop(&p);
     assert_all_ok(nd, 3);
-    double rate = SLOW_BYTES * 8 / nd[0].secs;
-    ck_assert_msg(nd[0].secs > 1.5 && rate < 300000, "P0: %.2f s, %.0f bit/s: not a slow link",
-                  nd[0].secs, rate);
+    double rate = (double)bytes * 8 / nd[0].secs;
+    ck_assert_msg(rate < 300000, "P0: %.2f s, %.0f bit/s: not a slow link", nd[0].secs, rate);
+    if (getenv("SLOW_TIMES"))
+        fprintf(stderr, "256 kbit/s, %zu bytes, --timeout-ms %d: P0 %.2f s (%.0f bit/s)\n", bytes,
+                timeout_ms, nd[0].secs, rate);
+    return nd[0].secs;
+}
+
+/* With a no-progress timeout of 1 s, 64 KiB (about 2 s) pass. Before: P2 gave up after 1 s
+ * ("no progress from P0"), while P0 was receiving all along. */
+START_TEST(test_slow_link) { ck_assert_double_gt(slow_session(1000, 5000, 64 * 1024), 1.5); }
+END_TEST
+
+/* With the default settings, 192 KiB (about 6 s at 256 kbit/s, past the default 5 s
+ * no-progress timeout) pass. SLOW_KIB=1024 runs a 1 MiB round instead (about 33 s). */
+START_TEST(test_slow_link_defaults)
+{
+    mpc_net_cfg d;
+    mpc_net_cfg_init(&d, 0, 3);
+    const char *kib = getenv("SLOW_KIB");
+    size_t bytes = (kib ? (size_t)atoi(kib) : 192) * 1024;
+    double secs = slow_session(d.timeout_ms, d.connect_timeout_ms, bytes);
+    ck_assert_msg(secs * 1000 > d.timeout_ms, "P0: %.2f s, within the no-progress timeout", secs);
 }
 END_TEST
 
@@ -478,6 +581,7 @@ Suite *net_suite(void)
     TCase *tc = th_case(s, "channels", 60);
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_connect_timeout, test_silent_connections, test_hello_redial,
-             test_heartbeat_closed, test_slow_link, test_key_folder_modes);
+             test_heartbeat_closed, test_hung_peer_named, test_slow_link, test_slow_link_defaults,
+             test_key_folder_modes);
     return s;
 }

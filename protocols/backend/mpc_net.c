@@ -378,13 +378,32 @@ static void xfer_wire(mpc_net *n)
         }
 }
 
-/* No progress for timeout_ms: the error names the first peer still owing or owed a frame. */
+/* The peer to blame when no frame moved for a timeout, among those still owing or owed one:
+ * the one whose heartbeat has been silent longest (past three beats: stopped or cut off), else
+ * one not itself waiting in a transfer (it computes or is stuck, holding up the peers that wait
+ * on it), else the one whose progress count stopped first; ties go to the lowest id. */
+static int xfer_hung(const mpc_net *n, const link_io *io, uint64_t now)
+{
+    int best = -1, best_rank = 0;
+    uint64_t best_t = 0;
+    for (int j = 0; j < n->cfg.n_nodes; j++) {
+        if (j == n->cfg.self || !(io[j].in || io[j].out))
+            continue;
+        uint64_t seen = n->seen[j];
+        int silent = n->bfd[j] >= 0 && now > seen && now - seen > 3 * BEAT_MS * 1000000ull;
+        int rank = silent ? 3 : !n->waiting[j] ? 2 : 1;
+        uint64_t t = silent ? seen : n->prog_seen[j]; /* older is more likely hung */
+        if (best < 0 || rank > best_rank || (rank == best_rank && t < best_t))
+            best = j, best_rank = rank, best_t = t;
+    }
+    return best < 0 ? 0 : best;
+}
+
+/* No progress for timeout_ms: the error names the peer that holds the transfer up. */
 static int xfer_timeout(mpc_net *n, const link_io *io, int timeout_ms, errbuf *e)
 {
     char a[16], b[16];
-    int N = n->cfg.n_nodes, j = 0;
-    while (j < N && !(io[j].in || io[j].out))
-        j++;
+    int j = xfer_hung(n, io, now_ns());
     return err_set(e, MS_ERR_TIMEOUT,
                    "%s: no progress from %s for %d ms during op %u (peer hung or too slow; raise "
                    "--timeout-ms if it is computing)",
@@ -417,7 +436,7 @@ static int xfer_wait(mpc_net *n, const link_io *io, xfer_poll *w, uint64_t deadl
 }
 
 /* Moves every pending frame of io[] (sends and receives at once) or fails. */
-static int xfer(mpc_net *n, link_io *io, int timeout_ms, errbuf *e)
+static int xfer_run(mpc_net *n, link_io *io, int timeout_ms, errbuf *e)
 {
     uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000ull;
     for (;;) {
@@ -447,6 +466,15 @@ static int xfer(mpc_net *n, link_io *io, int timeout_ms, errbuf *e)
         if ((rc = net_xfer_beats(n, io, now, e)) || (rc = xfer_wait(n, io, &w, deadline, now, e)))
             return rc;
     }
+}
+
+/* xfer_run, this node's beats saying it waits meanwhile. */
+static int xfer(mpc_net *n, link_io *io, int timeout_ms, errbuf *e)
+{
+    n->in_xfer = 1;
+    int rc = xfer_run(n, io, timeout_ms, e);
+    n->in_xfer = 0;
+    return rc;
 }
 
 /* ---------------------------------------------------------------- opening a session */

@@ -13,20 +13,21 @@ static void beat_lost(mpc_net *n, int j)
     }
 }
 
-/* A beat from peer j (its progress count's low byte, the last of the bytes read). */
+/* A beat from peer j (the last of the bytes read): its progress count's low 7 bits, and
+ * whether it waits in a transfer. */
 static void beat_heard(mpc_net *n, int j, uint8_t last)
 {
     uint64_t now = now_ns();
     n->seen[j] = now;
-    if (last != n->beat_last[j]) {
-        n->beat_last[j] = last;
+    n->waiting[j] = (last & BEAT_WAITING) != 0;
+    if ((last ^ n->beat_last[j]) & ~BEAT_WAITING & 0xffu)
         n->prog_seen[j] = now;
-    }
+    n->beat_last[j] = last;
 }
 
-/* The heartbeat thread: one byte to every peer each BEAT_MS (the low byte of this node's
- * progress count), and whatever the peers sent drained; the time of the last byte from each
- * peer, and of the last change of its count, are what xfer checks. */
+/* The heartbeat thread: one byte to every peer each BEAT_MS (the low 7 bits of this node's
+ * progress count, and BEAT_WAITING), and whatever the peers sent drained; the time of the last byte
+ * from each peer, and of the last change of its count, are what xfer checks. */
 void *net_beat_main(void *arg)
 {
     mpc_net *n = arg;
@@ -43,7 +44,8 @@ void *net_beat_main(void *arg)
                 char why[300];
                 size_t w;
                 if (!wants[j])
-                    n->beat_out[j] = (uint8_t)n->moved;
+                    n->beat_out[j] =
+                        (uint8_t)((n->moved & ~BEAT_WAITING) | (n->in_xfer ? BEAT_WAITING : 0));
                 if (n->btc[j]) { /* a beat still pending in the record layer goes first */
                     int s = mpc_tls_write(n->btc[j], &n->beat_out[j], 1, &w, why, sizeof why);
                     wants[j] = s == MPC_TLS_WANT_READ || s == MPC_TLS_WANT_WRITE;
