@@ -2,16 +2,21 @@
 #include "workload.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
 #define WL_MAX_PROMPT (1u << 22) /* cap on one prompt's length (growable buffers have a cap) */
 #define WL_MAX_USERS (1u << 24)  /* tenants × users_per_tenant: user ids are 32-bit */
+#define WL_LINE_MAX (64u << 20)  /* one replay line: a prompt at the cap takes under 50 MiB */
+#define WL_FILE_MAX (4ull << 30) /* a replay file */
 #define WL_MAX_SHARED                                                   \
     (1ull << 28) /* tokens of every system prompt, context and document \
                   * drawn up front (1 GiB of ids) */
@@ -313,15 +318,56 @@ static int read_req(workload *w, char *line, char *p, const char *path, int ln, 
     return MS_OK;
 }
 
+/* The next line of f (its newline kept) into *line, at most WL_LINE_MAX bytes, *total counting
+ * the bytes read: 1 if a line was read, 0 at the end, -1 past a bound (a line longer than
+ * WL_LINE_MAX, or WL_FILE_MAX in all: /dev/zero, or not a workload file), -2 out of memory. */
+static int read_line(FILE *f, char **line, size_t *cap, uint64_t *total)
+{
+    size_t n = 0;
+    int c = EOF;
+    while ((c = getc_unlocked(f)) != EOF) {
+        if (n + 2 > *cap) {
+            if (n >= WL_LINE_MAX)
+                return -1;
+            size_t nc = *cap ? 2 * *cap : 4096;
+            nc = nc > WL_LINE_MAX + 2 ? WL_LINE_MAX + 2 : nc;
+            char *nl = realloc(*line, nc);
+            if (!nl)
+                return -2;
+            *line = nl;
+            *cap = nc;
+        }
+        (*line)[n++] = (char)c;
+        if (++*total > WL_FILE_MAX)
+            return -1;
+        if (c == '\n')
+            break;
+    }
+    if (!n)
+        return 0;
+    (*line)[n] = 0;
+    return 1;
+}
+
 int wl_read(workload *w, FILE *f, const char *path, errbuf *e)
 {
     char *line = NULL;
     size_t cap = 0;
-    int ln = 0, rc = MS_OK, header = 0;
-    uint64_t last = 0;
+    int ln = 0, rc = MS_OK, header = 0, got;
+    uint64_t last = 0, total = 0;
     rd_buf b = {0};
-    while (!rc && getline(&line, &cap, f) >= 0) {
+    while (!rc && (got = read_line(f, &line, &cap, &total)) != 0) {
         ln++;
+        if (got < 0) {
+            rc = got == -2 ? err_set(e, MS_ERR_NOMEM, "%s: out of memory", path)
+                 : total > WL_FILE_MAX
+                     ? err_set(e, MS_ERR_FORMAT, "%s:%d:1: error: file larger than %llu GiB", path,
+                               ln, WL_FILE_MAX >> 30)
+                     : err_set(e, MS_ERR_FORMAT,
+                               "%s:%d:1: error: line longer than %u MiB (not a workload file?)",
+                               path, ln, WL_LINE_MAX >> 20);
+            break;
+        }
         char *hash = strchr(line, '#');
         if (hash)
             *hash = '\0';
@@ -363,10 +409,28 @@ int wl_read(workload *w, FILE *f, const char *path, errbuf *e)
 
 int wl_load(workload *w, const char *path, errbuf *e)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
+    /* non-blocking open: a FIFO is refused below, not waited on */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
         return err_set(e, errno == ENOENT ? MS_ERR_NOTFOUND : MS_ERR_IO, "%s: cannot open: %s",
                        path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > WL_FILE_MAX) {
+        int reg = S_ISREG(st.st_mode);
+        close(fd);
+        if (!reg)
+            return err_set(e, MS_ERR_FORMAT, "%s: error: not a regular file", path);
+        return err_set(e, MS_ERR_FORMAT,
+                       "%s: error: file of %llu bytes, larger than the %llu bytes this reader "
+                       "takes",
+                       path, (unsigned long long)st.st_size, (unsigned long long)WL_FILE_MAX);
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, "r");
+    if (!f) {
+        close(fd);
+        return err_set(e, MS_ERR_NOMEM, "%s: out of memory", path);
+    }
     int rc = wl_read(w, f, path, e);
     fclose(f);
     return rc;
