@@ -26,6 +26,7 @@
 #include "protocols/backend/mpc_net.h"
 #include "protocols/backend/mpc_tls.h"
 #include "harness.h"
+#include "mpcfix.h"
 
 TESTDIR("check_net")
 
@@ -319,6 +320,38 @@ START_TEST(test_silent_connections)
 }
 END_TEST
 
+/* Four connections that send a valid hello (as nodes 1 and 2, each channel) to P0 before its
+ * peers dial and then say nothing, so their TLS handshakes never start, with a no-progress
+ * timeout of 1 s and a connect timeout of 3 s: the real peers' handshakes run beside theirs
+ * and the session starts and ends. Before: P0 ran one handshake at a time, each silent one
+ * for 1 s, and gave up at 3 s. */
+START_TEST(test_silent_handshakes)
+{
+    const char *keys = testdir_path(&td, "keys");
+    errbuf e;
+    ck_assert_msg(mpc_tls_make_keys(keys, 3, &e) == MS_OK, "%s", e.msg);
+    node nd[3];
+    nodes_init(nd, 3, keys, 1000, 3000);
+    int silent[4];
+    for (int i = 0; i < 4; i++) {
+        uint8_t h[MPC_FRAME_HDR];
+        mpcfix_frame(h, MPC_FRAME_VERSION, MPC_FR_HELLO, (uint32_t)(1 + i / 2),
+                     (uint32_t)(i % 2) | MPC_HELLO_TLS, 3);
+        ck_assert_int_ge(silent[i] = connect_loopback(nd[1].cfg.port[0]), 0);
+        ck_assert_int_eq(send(silent[i], h, sizeof h, MSG_NOSIGNAL), (ssize_t)sizeof h);
+    }
+    for (int i = 0; i < 3; i++)
+        nd[i].work = work_round;
+    session(nd, 3);
+    assert_all_ok(nd, 3);
+    for (int i = 0; i < 3; i++)
+        ck_assert_msg(nd[i].secs < 2.5, "node %d took %.2f s", i, nd[i].secs);
+    for (int i = 0; i < 4; i++)
+        close(silent[i]);
+    mpc_tls_remove_keys(keys, 3);
+}
+END_TEST
+
 /* A hello with a byte flipped on its way to P0 (through a proxy): P0 drops it, P1 dials again
  * and the session runs, with and without TLS. Before: under TLS, P1 gave up at its handshake
  * ("closed the connection during the TLS handshake"); without, P1 took the link for made and
@@ -580,8 +613,8 @@ Suite *net_suite(void)
     Suite *s = suite_create("net");
     TCase *tc = th_case(s, "channels", 60);
     TESTDIR_USE(tc);
-    TH_TESTS(tc, test_connect_timeout, test_silent_connections, test_hello_redial,
-             test_heartbeat_closed, test_hung_peer_named, test_slow_link, test_slow_link_defaults,
-             test_key_folder_modes);
+    TH_TESTS(tc, test_connect_timeout, test_silent_connections, test_silent_handshakes,
+             test_hello_redial, test_heartbeat_closed, test_hung_peer_named, test_slow_link,
+             test_slow_link_defaults, test_key_folder_modes);
     return s;
 }

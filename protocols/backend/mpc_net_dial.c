@@ -222,13 +222,16 @@ int net_dial(mpc_net *n, int j, int chan, uint64_t deadline, int *fd, mpc_tls_co
     }
 }
 
-/* A connection accepted but not yet a peer: its hello so far. */
+/* A connection accepted but not yet a peer: its hello so far, then (TLS) its handshake. */
 typedef struct acc_pending {
     int fd;
-    uint64_t until; /* its hello is due by then */
+    uint64_t until; /* its hello, then its handshake, is due by then */
     size_t got;
     uint8_t h[MPC_FRAME_HDR];
     struct sockaddr_storage from;
+    mpc_tls_hs *hs; /* TLS: the handshake under way (NULL: awaiting the hello) */
+    int wants;      /* what hs waits for (MPC_TLS_WANT_READ / WRITE) */
+    int id, chan;   /* the node and channel its hello claimed */
 } acc_pending;
 
 static void acc_drop(mpc_net *n, acc_pending *p, const char *why)
@@ -237,27 +240,71 @@ static void acc_drop(mpc_net *n, acc_pending *p, const char *why)
     peer_addr(&p->from, addr, sizeof addr);
     fprintf(stderr, "%s: dropped a connection from %s: %s; still waiting for the peers\n",
             node_name(&n->cfg, n->cfg.self, a), addr, why);
+    mpc_tls_hs_free(p->hs);
+    p->hs = NULL;
     close(p->fd);
     p->fd = -1;
 }
 
-/* A complete hello on p: the peer's slot, its TLS handshake (or the plaintext acknowledgement),
- * and the connection kept; 1 if it became a peer's, 0 if it was dropped. */
+/* The connection p, authenticated (tc: its TLS connection, or NULL), becomes its node's, unless
+ * another took that slot meanwhile; 1 if it did, 0 if it was dropped. */
+static int acc_keep(mpc_net *n, acc_pending *p, mpc_tls_conn *tc)
+{
+    int *slot = p->chan ? &n->bfd[p->id] : &n->fd[p->id];
+    if (*slot >= 0) {
+        char why[80];
+        snprintf(why, sizeof why, "a second connection claims to be node %d", p->id);
+        mpc_tls_close(tc);
+        acc_drop(n, p, why);
+        return 0;
+    }
+    n->st.hdr_recv += MPC_FRAME_HDR;
+    *slot = p->fd;
+    p->fd = -1;
+    if (p->chan)
+        n->btc[p->id] = tc;
+    else
+        n->tc[p->id] = tc;
+    return 1;
+}
+
+/* Takes p's TLS handshake as far as the socket allows: 1 if it became a peer's, 0 if it was
+ * dropped, 2 if it waits (p->wants). */
+static int acc_step(mpc_net *n, acc_pending *p)
+{
+    mpc_tls_conn *tc = NULL;
+    errbuf why;
+    int hr = mpc_tls_hs_step(p->hs, &p->wants, &tc, &why);
+    if (hr) {
+        acc_drop(n, p, why.msg);
+        return 0;
+    }
+    if (p->wants)
+        return 2;
+    mpc_tls_hs_free(p->hs);
+    p->hs = NULL;
+    return acc_keep(n, p, tc);
+}
+
+/* A complete hello on p: the peer's slot, and the plaintext acknowledgement or the start of its
+ * TLS handshake, which runs alongside the other connections' (a silent or slow one holds up no
+ * other), within timeout_ms as the hello; 1 if it became a peer's, 0 if it was dropped, 2 if
+ * its handshake goes on. */
 static int acc_take(mpc_net *n, acc_pending *p, uint64_t deadline)
 {
     const mpc_net_cfg *cfg = &n->cfg;
-    int id = -1, chan = 0;
     errbuf why;
-    int hr = mpc_net_hello_parse(p->h, cfg->n_nodes, cfg->self, n->tls != NULL, &id, &chan, &why);
-    int *slot = hr ? NULL : chan ? &n->bfd[id] : &n->fd[id];
-    if (!hr && *slot >= 0)
-        hr = err_set(&why, MS_ERR_PROTO, "a second connection claims to be node %d", id);
-    mpc_tls_conn *tc = NULL;
+    int hr =
+        mpc_net_hello_parse(p->h, cfg->n_nodes, cfg->self, n->tls != NULL, &p->id, &p->chan, &why);
+    if (!hr && *(p->chan ? &n->bfd[p->id] : &n->fd[p->id]) >= 0)
+        hr = err_set(&why, MS_ERR_PROTO, "a second connection claims to be node %d", p->id);
     char b[16];
     if (!hr && n->tls) { /* within timeout_ms, as the hello: a silent peer holds no slot */
         uint64_t until = now_ns() + (uint64_t)cfg->timeout_ms * 1000000ull;
-        hr = mpc_tls_handshake(n->tls, p->fd, 1, id, node_name(cfg, id, b),
-                               until < deadline ? until : deadline, &tc, &why);
+        p->until = until < deadline ? until : deadline;
+        hr = mpc_tls_hs_begin(n->tls, p->fd, 1, p->id, node_name(cfg, p->id, b), &p->hs, &why);
+        if (!hr)
+            return acc_step(n, p);
     } else if (!hr) {
         static const uint8_t ack = HELLO_ACK;
         if (send(p->fd, &ack, 1, MSG_NOSIGNAL) != 1)
@@ -267,14 +314,7 @@ static int acc_take(mpc_net *n, acc_pending *p, uint64_t deadline)
         acc_drop(n, p, why.msg);
         return 0;
     }
-    n->st.hdr_recv += MPC_FRAME_HDR;
-    *slot = p->fd;
-    p->fd = -1;
-    if (chan)
-        n->btc[id] = tc;
-    else
-        n->tc[id] = tc;
-    return 1;
+    return acc_keep(n, p, NULL);
 }
 
 /* Accepts on lfd the two channels of every node above self. */
@@ -284,20 +324,24 @@ int net_accept_peers(mpc_net *n, int lfd, errbuf *e)
      * that node). A connection that is not one (a port scan, a stray client, a silent or
      * malformed peer, a second claim to a node, a certificate of another node or session) is
      * dropped and logged, and the wait for the real peer goes on until the deadline. Up to
-     * ACCEPT_PENDING_MAX connections wait for their hellos at once, each for timeout_ms, so
-     * silent connections cannot hold the real peers back; past that many the oldest is
-     * dropped. */
+     * ACCEPT_PENDING_MAX connections wait for their hellos, then their TLS handshakes, at once,
+     * each for timeout_ms, so silent connections cannot hold the real peers back; past that
+     * many the oldest is dropped. */
     const mpc_net_cfg *cfg = &n->cfg;
     acc_pending p[ACCEPT_PENDING_MAX];
     int np = 0, rc = MS_OK;
-    char a[16], why[64];
+    char a[16];
     uint64_t deadline = now_ns() + (uint64_t)cfg->connect_timeout_ms * 1000000ull;
     for (int k = 2 * (cfg->self + 1); k < 2 * cfg->n_nodes && !rc;) {
         uint64_t now = now_ns(), wake = deadline;
-        for (int q = 0; q < np;) { /* hellos overdue */
+        for (int q = 0; q < np;) { /* hellos and handshakes overdue */
             if (now >= p[q].until) {
-                snprintf(why, sizeof why, "no hello within %d ms", cfg->timeout_ms);
-                acc_drop(n, &p[q], why);
+                errbuf hw;
+                if (p[q].hs)
+                    mpc_tls_hs_timeout(p[q].hs, &hw);
+                else
+                    snprintf(hw.msg, sizeof hw.msg, "no hello within %d ms", cfg->timeout_ms);
+                acc_drop(n, &p[q], hw.msg);
                 p[q] = p[--np];
                 continue;
             }
@@ -314,7 +358,9 @@ int net_accept_peers(mpc_net *n, int lfd, errbuf *e)
         struct pollfd pf[ACCEPT_PENDING_MAX + 1];
         pf[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
         for (int q = 0; q < np; q++)
-            pf[q + 1] = (struct pollfd){.fd = p[q].fd, .events = POLLIN};
+            pf[q + 1] = (struct pollfd){
+                .fd = p[q].fd,
+                .events = p[q].hs && p[q].wants == MPC_TLS_WANT_WRITE ? POLLOUT : POLLIN};
         int pr = poll(pf, (nfds_t)np + 1, (int)((wake - now + 999999) / 1000000));
         if (pr < 0 && errno != EINTR) {
             rc = err_set(e, MS_ERR_NET, "poll: %s", strerror(errno));
@@ -322,12 +368,18 @@ int net_accept_peers(mpc_net *n, int lfd, errbuf *e)
         }
         if (pr <= 0)
             continue;
-        /* hellos first (the listening socket may add to p) */
+        /* hellos and handshakes first (the listening socket may add to p) */
         int taken[ACCEPT_PENDING_MAX] = {0};
         for (int q = 0; q < np; q++) {
             if (!pf[q + 1].revents)
                 continue;
             acc_pending *c = &p[q];
+            if (c->hs) {
+                int r = acc_step(n, c);
+                k += r == 1;
+                taken[q] = r != 2;
+                continue;
+            }
             ssize_t r = recv(c->fd, c->h + c->got, sizeof c->h - c->got, 0);
             if (r < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
                 continue;
@@ -338,8 +390,9 @@ int net_accept_peers(mpc_net *n, int lfd, errbuf *e)
             }
             c->got += (size_t)r;
             if (c->got == sizeof c->h) {
-                k += acc_take(n, c, deadline);
-                taken[q] = 1;
+                int t = acc_take(n, c, deadline);
+                k += t == 1;
+                taken[q] = t != 2;
             }
         }
         for (int q = np - 1; q >= 0; q--) /* remove the finished, keeping the order */
@@ -359,7 +412,7 @@ int net_accept_peers(mpc_net *n, int lfd, errbuf *e)
             break;
         }
         if (np == ACCEPT_PENDING_MAX) { /* the oldest goes */
-            acc_drop(n, &p[0], "too many connections without a hello");
+            acc_drop(n, &p[0], "too many connections without a hello or handshake");
             memmove(&p[0], &p[1], (size_t)(np - 1) * sizeof p[0]);
             np--;
         }
@@ -367,7 +420,9 @@ int net_accept_peers(mpc_net *n, int lfd, errbuf *e)
         p[np++] = (acc_pending){
             .fd = fd, .until = until < deadline ? until : deadline, .got = 0, .from = from};
     }
-    for (int q = 0; q < np; q++)
+    for (int q = 0; q < np; q++) {
+        mpc_tls_hs_free(p[q].hs);
         close(p[q].fd);
+    }
     return rc;
 }

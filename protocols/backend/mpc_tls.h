@@ -53,6 +53,19 @@ void mpc_tls_free(mpc_tls *t);
 int mpc_tls_handshake(mpc_tls *t, int fd, int server, int peer, const char *peer_name,
                       uint64_t deadline_ns, mpc_tls_conn **out, errbuf *why);
 
+/* The same handshake driven by the caller's poll, for many connections at once:
+ * mpc_tls_hs_begin makes it; each mpc_tls_hs_step goes as far as the socket allows and returns
+ * MS_OK with *wants set to MPC_TLS_WANT_READ or MPC_TLS_WANT_WRITE (poll fd for that, then step
+ * again), MS_OK with *wants 0 and *out the authenticated connection, or the error
+ * mpc_tls_handshake would give. mpc_tls_hs_timeout sets the error of a deadline passed, saying
+ * how far it got. mpc_tls_hs_free frees it (the connection handed out stays). */
+typedef struct mpc_tls_hs mpc_tls_hs;
+int mpc_tls_hs_begin(mpc_tls *t, int fd, int server, int peer, const char *peer_name,
+                     mpc_tls_hs **out, errbuf *why);
+int mpc_tls_hs_step(mpc_tls_hs *h, int *wants, mpc_tls_conn **out, errbuf *why);
+int mpc_tls_hs_timeout(const mpc_tls_hs *h, errbuf *why);
+void mpc_tls_hs_free(mpc_tls_hs *h);
+
 /* Non-blocking record I/O. Return 0 with *n set when bytes moved; MPC_TLS_WANT_READ or
  * MPC_TLS_WANT_WRITE when the socket must become readable / writable first; MPC_TLS_EOF when
  * the peer closed; MPC_TLS_FAIL with why filled (a record that does not decrypt, an alert).
