@@ -328,6 +328,41 @@ static int check_owner_mode(const char *path, const char *what, errbuf *e)
     return MS_OK;
 }
 
+/* Node self's TLS 1.3 context, its socket BIO method, without keys yet. */
+static int ctx_new(int self, mpc_tls **out, errbuf *e)
+{
+    char r[160];
+    mpc_tls *t = calloc(1, sizeof *t);
+    if (!t)
+        return err_set(e, MS_ERR_NOMEM, "tls: out of memory");
+    t->self = self;
+    t->ctx = SSL_CTX_new(TLS_method());
+    t->meth = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "mpcsim socket");
+    if (!t->ctx || !t->meth || !BIO_meth_set_write(t->meth, bio_write) ||
+        !BIO_meth_set_read(t->meth, bio_read) || !BIO_meth_set_ctrl(t->meth, bio_ctrl) ||
+        !SSL_CTX_set_min_proto_version(t->ctx, TLS1_3_VERSION) ||
+        !SSL_CTX_set_max_proto_version(t->ctx, TLS1_3_VERSION) ||
+        !SSL_CTX_set_num_tickets(t->ctx, 0)) {
+        int rc = err_set(e, MS_ERR_INTERNAL, "tls: cannot set up a TLS 1.3 context: %s",
+                         ossl_reason(r, sizeof r, "?"));
+        mpc_tls_free(t);
+        ERR_clear_error();
+        return rc;
+    }
+    *out = t;
+    return MS_OK;
+}
+
+/* A context with its keys and CA: the CA is the only trust anchor; a peer must present a
+ * certificate. */
+static void ctx_finish(mpc_tls *t)
+{
+    SSL_CTX_set_verify(t->ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+    SSL_CTX_set_verify_depth(t->ctx, 1);
+    SSL_CTX_set_session_cache_mode(t->ctx, SSL_SESS_CACHE_OFF);
+    SSL_CTX_set_options(t->ctx, SSL_OP_NO_TICKET | SSL_OP_NO_RENEGOTIATION);
+}
+
 int mpc_tls_load(const char *dir, int self, mpc_tls **out, errbuf *e)
 {
     char ca[4200], crt[4200], key[4200], r[160];
@@ -355,21 +390,11 @@ int mpc_tls_load(const char *dir, int self, mpc_tls **out, errbuf *e)
                        (unsigned)(st.st_mode & 07777));
     if ((mc = check_owner_mode(key, "private key", e)))
         return mc;
-    mpc_tls *t = calloc(1, sizeof *t);
-    if (!t)
-        return err_set(e, MS_ERR_NOMEM, "tls: out of memory");
-    t->self = self;
-    t->ctx = SSL_CTX_new(TLS_method());
-    t->meth = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "mpcsim socket");
-    int rc = MS_OK;
-    if (!t->ctx || !t->meth || !BIO_meth_set_write(t->meth, bio_write) ||
-        !BIO_meth_set_read(t->meth, bio_read) || !BIO_meth_set_ctrl(t->meth, bio_ctrl) ||
-        !SSL_CTX_set_min_proto_version(t->ctx, TLS1_3_VERSION) ||
-        !SSL_CTX_set_max_proto_version(t->ctx, TLS1_3_VERSION) ||
-        !SSL_CTX_set_num_tickets(t->ctx, 0))
-        rc = err_set(e, MS_ERR_INTERNAL, "tls: cannot set up a TLS 1.3 context: %s",
-                     ossl_reason(r, sizeof r, "?"));
-    else if (SSL_CTX_use_certificate_file(t->ctx, crt, SSL_FILETYPE_PEM) != 1)
+    mpc_tls *t = NULL;
+    int rc = ctx_new(self, &t, e);
+    if (rc)
+        return rc;
+    if (SSL_CTX_use_certificate_file(t->ctx, crt, SSL_FILETYPE_PEM) != 1)
         rc = err_set(e, MS_ERR_IO, "%s: cannot load node %d's certificate: %s", crt, self,
                      ossl_reason(r, sizeof r, "?"));
     else if (!cert_names(SSL_CTX_get0_certificate(t->ctx), self))
@@ -388,13 +413,52 @@ int mpc_tls_load(const char *dir, int self, mpc_tls **out, errbuf *e)
         ERR_clear_error();
         return rc;
     }
-    /* the CA of the folder is the only trust anchor; a peer must present a certificate */
-    SSL_CTX_set_verify(t->ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
-    SSL_CTX_set_verify_depth(t->ctx, 1);
-    SSL_CTX_set_session_cache_mode(t->ctx, SSL_SESS_CACHE_OFF);
-    SSL_CTX_set_options(t->ctx, SSL_OP_NO_TICKET | SSL_OP_NO_RENEGOTIATION);
+    ctx_finish(t);
     *out = t;
     return MS_OK;
+}
+
+int mpc_tls_make_mem(int n_nodes, mpc_tls **out, errbuf *e)
+{
+    if (n_nodes < 2 || n_nodes > 16)
+        return err_set(e, MS_ERR_USAGE, "keys: %d nodes (2..16)", n_nodes);
+    memset(out, 0, sizeof *out * (size_t)n_nodes);
+    EVP_PKEY *ca_key = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
+    X509 *ca = ca_key ? make_cert(ca_key, "mpcsim session CA", NULL, ca_key) : NULL;
+    int rc = ca ? MS_OK
+                : err_set(e, MS_ERR_INTERNAL,
+                          "keys: cannot make the CA certificate (OpenSSL without Ed25519?)");
+    for (int i = 0; !rc && i < n_nodes; i++) {
+        char cn[32], r[160];
+        node_cn(i, cn, sizeof cn);
+        EVP_PKEY *k = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
+        X509 *x = k ? make_cert(k, cn, ca, ca_key) : NULL;
+        if (!x)
+            rc = err_set(e, MS_ERR_INTERNAL, "keys: cannot make node %d's certificate", i);
+        if (!rc)
+            rc = ctx_new(i, &out[i], e);
+        /* the context takes its own references: the certificate, the key, the CA (the store's
+         * only trust anchor) */
+        if (!rc && (SSL_CTX_use_certificate(out[i]->ctx, x) != 1 ||
+                    SSL_CTX_use_PrivateKey(out[i]->ctx, k) != 1 ||
+                    SSL_CTX_check_private_key(out[i]->ctx) != 1 ||
+                    X509_STORE_add_cert(SSL_CTX_get_cert_store(out[i]->ctx), ca) != 1))
+            rc = err_set(e, MS_ERR_INTERNAL, "tls: cannot use node %d's keys: %s", i,
+                         ossl_reason(r, sizeof r, "?"));
+        if (!rc)
+            ctx_finish(out[i]);
+        X509_free(x);
+        EVP_PKEY_free(k);
+    }
+    X509_free(ca);
+    EVP_PKEY_free(ca_key); /* the CA's key dies here: nobody can sign another node later */
+    if (rc)
+        for (int i = 0; i < n_nodes; i++) {
+            mpc_tls_free(out[i]);
+            out[i] = NULL;
+        }
+    ERR_clear_error();
+    return rc;
 }
 
 void mpc_tls_free(mpc_tls *t)

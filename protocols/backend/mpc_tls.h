@@ -40,6 +40,11 @@ int mpc_tls_make_keys(const char *dir, int n_nodes, errbuf *e);
 /* Removes the files mpc_tls_make_keys wrote and dir itself (a temporary folder). */
 void mpc_tls_remove_keys(const char *dir, int n_nodes);
 
+/* The same keys made in memory only, for nodes that run in processes forked from this one (the
+ * loopback launchers): out[i] is node i's context, with its key, its certificate and the CA
+ * (whose private key is dropped before this returns). Nothing is written to disk. */
+int mpc_tls_make_mem(int n_nodes, mpc_tls **out, errbuf *e);
+
 /* Loads node self's key and certificate and the CA from dir. A key file that others can read,
  * a certificate that does not name node self or does not match the key is an error. */
 int mpc_tls_load(const char *dir, int self, mpc_tls **out, errbuf *e);
