@@ -534,10 +534,10 @@ static int work_slow(node *nd, mpc_net *net, errbuf *e)
 
 /* A session whose P1-P0 links run at 256 kbit/s through a proxy, P1 sending `bytes` to P0;
  * P0's time in seconds. */
-static double slow_session(int timeout_ms, int connect_ms, size_t bytes)
+static double slow_session(const char *keys, int timeout_ms, int connect_ms, size_t bytes)
 {
     node nd[3];
-    nodes_init(nd, 3, NULL, timeout_ms, connect_ms);
+    nodes_init(nd, 3, keys, timeout_ms, connect_ms);
     proxy p;
     proxy_start(&p, nd[1].cfg.port[0], 256000 / 8, 0);
     nd[1].cfg.port[0] = p.port; /* P1's links to P0 (data, heartbeat) go through it */
@@ -550,26 +550,31 @@ static double slow_session(int timeout_ms, int connect_ms, size_t bytes)
     double rate = (double)bytes * 8 / nd[0].secs;
     ck_assert_msg(rate < 300000, "P0: %.2f s, %.0f bit/s: not a slow link", nd[0].secs, rate);
     if (getenv("SLOW_TIMES"))
-        fprintf(stderr, "256 kbit/s, %zu bytes, --timeout-ms %d: P0 %.2f s (%.0f bit/s)\n", bytes,
-                timeout_ms, nd[0].secs, rate);
+        fprintf(stderr, "256 kbit/s, %s, %zu bytes, --timeout-ms %d: P0 %.2f s (%.0f bit/s)\n",
+                keys ? "TLS" : "plaintext", bytes, timeout_ms, nd[0].secs, rate);
     return nd[0].secs;
 }
 
 /* With a no-progress timeout of 1 s, 64 KiB (about 2 s) pass. Before: P2 gave up after 1 s
  * ("no progress from P0"), while P0 was receiving all along. */
-START_TEST(test_slow_link) { ck_assert_double_gt(slow_session(1000, 5000, 64 * 1024), 1.5); }
+START_TEST(test_slow_link) { ck_assert_double_gt(slow_session(NULL, 1000, 5000, 64 * 1024), 1.5); }
 END_TEST
 
-/* With the default settings, 192 KiB (about 6 s at 256 kbit/s, past the default 5 s
- * no-progress timeout) pass. SLOW_KIB=1024 runs a 1 MiB round instead (about 33 s). */
+/* With the default settings (TLS, the default timeouts), 192 KiB (about 6 s at 256 kbit/s, past
+ * the default 5 s no-progress timeout) pass. SLOW_KIB=1024 runs a 1 MiB round instead (about
+ * 34 s). */
 START_TEST(test_slow_link_defaults)
 {
+    const char *keys = testdir_path(&td, "keys");
+    errbuf e;
+    ck_assert_msg(mpc_tls_make_keys(keys, 3, &e) == MS_OK, "%s", e.msg);
     mpc_net_cfg d;
     mpc_net_cfg_init(&d, 0, 3);
     const char *kib = getenv("SLOW_KIB");
     size_t bytes = (kib ? (size_t)atoi(kib) : 192) * 1024;
-    double secs = slow_session(d.timeout_ms, d.connect_timeout_ms, bytes);
+    double secs = slow_session(keys, d.timeout_ms, d.connect_timeout_ms, bytes);
     ck_assert_msg(secs * 1000 > d.timeout_ms, "P0: %.2f s, within the no-progress timeout", secs);
+    mpc_tls_remove_keys(keys, 3);
 }
 END_TEST
 
