@@ -420,9 +420,9 @@ END_TEST
 
 /* ---------------------------------------------------------------- the hung peer named */
 
-/* P0 awaits P1 and P2; P1 sends to P0 only once P2 has sent to it; P2 holds (asleep with its
- * heartbeats going on, or stopped whole). */
-static int hold_ms;
+/* P1 sends to P0 only once P2 has sent to it; P0 awaits P1, and P2 as well unless via_only; P2
+ * holds (asleep with its heartbeats going on, or stopped whole). */
+static int hold_ms, via_only;
 
 static int work_chain(node *nd, mpc_net *net, errbuf *e)
 {
@@ -433,7 +433,8 @@ static int work_chain(node *nd, mpc_net *net, errbuf *e)
     int self = nd->cfg.self;
     if (self == 0) {
         r[1] = b[0][1], r[2] = b[0][2];
-        rl[1] = rl[2] = 64;
+        rl[1] = 64;
+        rl[2] = via_only ? 0 : 64;
     } else if (self == 1) {
         r[2] = b[1][2];
         rl[2] = 64;
@@ -449,18 +450,22 @@ static int work_chain(node *nd, mpc_net *net, errbuf *e)
         else
             usleep((useconds_t)hold_ms * 1000);
         s[0] = b[2][0], s[1] = b[2][1];
-        sl[0] = sl[1] = 64;
+        sl[0] = via_only ? 0 : 64;
+        sl[1] = 64;
     }
     return mpc_net_round(net, s, sl, (void *const *)r, rl, 0, e);
 }
 
-/* P0's no-progress error names P2, the peer that holds the session, not P1, the first it
- * awaits (which itself waits on P2): P2 asleep in its main thread (heartbeats on, not waiting
- * in a transfer), then P2 stopped by SIGSTOP in a process of its own (heartbeats silent; the
- * 1 s timeout comes before the 5 s liveness rule). Before: "no progress from P1" both times. */
+/* The no-progress errors name P2, the node that holds the session: P0's, though P2 is not the
+ * first peer it awaits (P1, itself waiting on P2, is), and when P0 awaits P1 only, through P1
+ * (the beats carry the set each node awaits). P2 asleep in its main thread (heartbeats on,
+ * awaiting nothing), or stopped by SIGSTOP in a process of its own (heartbeats silent; the 1 s
+ * timeout comes before the 5 s liveness rule). Before: P0 said "no progress from P1" each time. */
 START_TEST(test_hung_peer_named)
 {
-    for (int stop = 0; stop < 2; stop++) {
+    for (int mode = 0; mode < 4; mode++) {
+        int stop = mode & 1;
+        via_only = mode >> 1;
         node nd[3];
         nodes_init(nd, 3, NULL, 1000, 5000);
         for (int i = 0; i < 3; i++)
@@ -483,11 +488,12 @@ START_TEST(test_hung_peer_named)
             waitpid(pid, NULL, 0);
         }
         for (int i = 0; i < 2; i++) {
-            char want[64];
-            snprintf(want, sizeof want, "P%d: no progress from P2 for 1000 ms", i);
+            char want[96];
+            snprintf(want, sizeof want, "P%d: no progress from P2 for 1000 ms during op 0%s", i,
+                     via_only && i == 0 ? ", awaited through P1 (" : " (");
             ck_assert_msg(nd[i].rc == MS_ERR_TIMEOUT && strstr(nd[i].e.msg, want),
-                          "stop %d: P%d: rc %d: %s", stop, i, nd[i].rc, nd[i].e.msg);
-            ck_assert_msg(nd[i].secs < 2.5, "stop %d: P%d ended after %.2f s", stop, i, nd[i].secs);
+                          "mode %d: P%d: rc %d: %s", mode, i, nd[i].rc, nd[i].e.msg);
+            ck_assert_msg(nd[i].secs < 2.5, "mode %d: P%d ended after %.2f s", mode, i, nd[i].secs);
         }
     }
 }

@@ -300,7 +300,7 @@ START_TEST(test_hello_versions)
     int id, chan;
     errbuf e;
     ck_assert_int_eq(mpc_net_hello_parse(h, 3, 0, 1, &id, &chan, &e), MS_ERR_PROTO);
-    ck_assert_msg(strstr(e.msg, "frame version 2, this build 4"), "%s", e.msg);
+    ck_assert_msg(strstr(e.msg, "frame version 2, this build 5"), "%s", e.msg);
     mpcfix_frame(h, MPC_FRAME_VERSION, MPC_FR_HELLO, 2, MPC_HELLO_TLS, 3);
     ck_assert_int_eq(mpc_net_hello_parse(h, 3, 0, 1, &id, &chan, &e), MS_OK);
     ck_assert_int_eq(id, 2);

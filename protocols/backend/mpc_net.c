@@ -378,36 +378,66 @@ static void xfer_wire(mpc_net *n)
         }
 }
 
-/* The peer to blame when no frame moved for a timeout, among those still owing or owed one:
- * the one whose heartbeat has been silent longest (past three beats: stopped or cut off), else
- * one not itself waiting in a transfer (it computes or is stuck, holding up the peers that wait
- * on it), else the one whose progress count stopped first; ties go to the lowest id. */
-static int xfer_hung(const mpc_net *n, const link_io *io, uint64_t now)
+/* Whether peer j's heartbeat has been silent past three beats (stopped, or cut off). */
+static int beat_silent(const mpc_net *n, int j, uint64_t now)
 {
-    int best = -1, best_rank = 0;
+    uint64_t seen = n->seen[j];
+    return n->bfd[j] >= 0 && now > seen && now - seen > 3 * BEAT_MS * 1000000ull;
+}
+
+/* The node holding up peer j, following the sets of nodes the peers' beats say they await
+ * (never to this node or one visited): the first whose heartbeat is silent (*rank 3), else one
+ * awaiting nothing, which computes or is stuck (2), else j itself (1: all wait on each other). */
+static int holder(const mpc_net *n, int j, uint32_t visited, uint64_t now, int *rank)
+{
+    uint32_t aw = n->peer_awaits[j];
+    *rank = beat_silent(n, j, now) ? 3 : !aw ? 2 : 1;
+    if (*rank > 1)
+        return j;
+    int best = j;
+    for (int k = 0; k < n->cfg.n_nodes; k++)
+        if ((aw & ~visited) & (1u << k)) {
+            int r, h = holder(n, k, visited | 1u << k, now, &r);
+            if (r > *rank)
+                best = h, *rank = r;
+        }
+    return best;
+}
+
+/* The node to blame when no frame moved for a timeout, and the awaited peer it holds up (*via):
+ * among the peers still owing or owed a frame, the holder of highest rank, ties to the one
+ * silent or still longest, then to the lowest id; a holder awaited directly is named so. */
+static int xfer_hung(const mpc_net *n, const link_io *io, uint64_t now, int *via)
+{
+    int best = -1, best_rank = 0, self = n->cfg.self;
     uint64_t best_t = 0;
+    *via = 0;
     for (int j = 0; j < n->cfg.n_nodes; j++) {
-        if (j == n->cfg.self || !(io[j].in || io[j].out))
+        if (j == self || !(io[j].in || io[j].out))
             continue;
-        uint64_t seen = n->seen[j];
-        int silent = n->bfd[j] >= 0 && now > seen && now - seen > 3 * BEAT_MS * 1000000ull;
-        int rank = silent ? 3 : !n->waiting[j] ? 2 : 1;
-        uint64_t t = silent ? seen : n->prog_seen[j]; /* older is more likely hung */
-        if (best < 0 || rank > best_rank || (rank == best_rank && t < best_t))
-            best = j, best_rank = rank, best_t = t;
+        int r, h = holder(n, j, 1u << self | 1u << j, now, &r);
+        uint64_t t = r == 3 ? n->seen[h] : n->prog_seen[h];
+        if (best < 0 || r > best_rank || (r == best_rank && t < best_t) ||
+            (h == best && h == j)) /* the holder awaited directly, rather than through another */
+            best = h, best_rank = r, best_t = t, *via = j;
     }
     return best < 0 ? 0 : best;
 }
 
-/* No progress for timeout_ms: the error names the peer that holds the transfer up. */
+/* No progress for timeout_ms: the error names the node that holds the transfer up, and the
+ * awaited peer it holds up when that is another. */
 static int xfer_timeout(mpc_net *n, const link_io *io, int timeout_ms, errbuf *e)
 {
-    char a[16], b[16];
-    int j = xfer_hung(n, io, now_ns());
+    char a[16], b[16], c[16];
+    int via, j = xfer_hung(n, io, now_ns(), &via);
+    char through[48] = "";
+    if (via != j)
+        snprintf(through, sizeof through, ", awaited through %s", node_name(&n->cfg, via, c));
     return err_set(e, MS_ERR_TIMEOUT,
-                   "%s: no progress from %s for %d ms during op %u (peer hung or too slow; raise "
+                   "%s: no progress from %s for %d ms during op %u%s (peer hung or too slow; raise "
                    "--timeout-ms if it is computing)",
-                   node_name(&n->cfg, n->cfg.self, a), node_name(&n->cfg, j, b), timeout_ms, n->op);
+                   node_name(&n->cfg, n->cfg.self, a), node_name(&n->cfg, j, b), timeout_ms, n->op,
+                   through);
 }
 
 /* Polls w until the deadline (waking each heartbeat period); a link closed or broken while it
@@ -449,6 +479,11 @@ static int xfer_run(mpc_net *n, link_io *io, int timeout_ms, errbuf *e)
             xfer_wire(n);
             return MS_OK;
         }
+        uint32_t aw = 0; /* what this node's beats say it awaits */
+        for (int j = 0; j < n->cfg.n_nodes; j++)
+            if (io[j].in || io[j].out)
+                aw |= 1u << j;
+        n->awaits = aw;
         uint64_t now = now_ns();
         if (progressed) {
             deadline = now + (uint64_t)timeout_ms * 1000000ull;
@@ -468,12 +503,11 @@ static int xfer_run(mpc_net *n, link_io *io, int timeout_ms, errbuf *e)
     }
 }
 
-/* xfer_run, this node's beats saying it waits meanwhile. */
+/* xfer_run; this node's beats say what it awaits meanwhile, and nothing after. */
 static int xfer(mpc_net *n, link_io *io, int timeout_ms, errbuf *e)
 {
-    n->in_xfer = 1;
     int rc = xfer_run(n, io, timeout_ms, e);
-    n->in_xfer = 0;
+    n->awaits = 0;
     return rc;
 }
 

@@ -13,21 +13,26 @@ static void beat_lost(mpc_net *n, int j)
     }
 }
 
-/* A beat from peer j (the last of the bytes read): its progress count's low 7 bits, and
- * whether it waits in a transfer. */
-static void beat_heard(mpc_net *n, int j, uint8_t last)
+/* Bytes of peer j's beats: a count byte (BEAT_COUNT set) or an awaited set (clear); each byte
+ * says which it is, however the stream was cut into reads. */
+static void beat_heard(mpc_net *n, int j, const uint8_t *b, size_t len)
 {
     uint64_t now = now_ns();
     n->seen[j] = now;
-    n->waiting[j] = (last & BEAT_WAITING) != 0;
-    if ((last ^ n->beat_last[j]) & ~BEAT_WAITING & 0xffu)
-        n->prog_seen[j] = now;
-    n->beat_last[j] = last;
+    for (size_t i = 0; i < len; i++) {
+        if (!(b[i] & BEAT_COUNT)) {
+            n->peer_awaits[j] = b[i];
+            continue;
+        }
+        if ((b[i] ^ n->beat_last[j]) & ~BEAT_COUNT & 0xffu)
+            n->prog_seen[j] = now;
+        n->beat_last[j] = b[i];
+    }
 }
 
-/* The heartbeat thread: one byte to every peer each BEAT_MS (the low 7 bits of this node's
- * progress count, and BEAT_WAITING), and whatever the peers sent drained; the time of the last byte
- * from each peer, and of the last change of its count, are what xfer checks. */
+/* The heartbeat thread: a beat to every peer each BEAT_MS (this node's progress count and the
+ * set of nodes it awaits), and whatever the peers sent drained; the time of the last byte from
+ * each peer, the last change of its count and its awaited set are what xfer checks. */
 void *net_beat_main(void *arg)
 {
     mpc_net *n = arg;
@@ -43,15 +48,16 @@ void *net_beat_main(void *arg)
             if (now >= next || wants[j]) {
                 char why[300];
                 size_t w;
-                if (!wants[j])
-                    n->beat_out[j] =
-                        (uint8_t)((n->moved & ~BEAT_WAITING) | (n->in_xfer ? BEAT_WAITING : 0));
+                if (!wants[j]) {
+                    n->beat_out[j][0] = (uint8_t)(BEAT_COUNT | (n->moved & ~BEAT_COUNT & 0xffu));
+                    n->beat_out[j][1] = (uint8_t)(n->awaits & ~BEAT_COUNT & 0xffu);
+                }
                 if (n->btc[j]) { /* a beat still pending in the record layer goes first */
-                    int s = mpc_tls_write(n->btc[j], &n->beat_out[j], 1, &w, why, sizeof why);
+                    int s = mpc_tls_write(n->btc[j], n->beat_out[j], 2, &w, why, sizeof why);
                     wants[j] = s == MPC_TLS_WANT_READ || s == MPC_TLS_WANT_WRITE;
                     if (s == MPC_TLS_EOF || s == MPC_TLS_FAIL)
                         beat_lost(n, j);
-                } else if (send(n->bfd[j], &n->beat_out[j], 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 &&
+                } else if (send(n->bfd[j], n->beat_out[j], 2, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 &&
                            errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
                     beat_lost(n, j);
             }
@@ -73,14 +79,14 @@ void *net_beat_main(void *arg)
                 char why[300];
                 while ((s = mpc_tls_read(c, buf, sizeof buf, &got, why, sizeof why)) == 0)
                     if (got)
-                        beat_heard(n, j, buf[got - 1]);
+                        beat_heard(n, j, buf, got);
                 if (s == MPC_TLS_EOF || s == MPC_TLS_FAIL)
                     beat_lost(n, j);
                 continue;
             }
             ssize_t r = recv(pf[q].fd, buf, sizeof buf, MSG_DONTWAIT);
             if (r > 0)
-                beat_heard(n, j, buf[r - 1]);
+                beat_heard(n, j, buf, (size_t)r);
             else if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
                 beat_lost(n, j); /* closed: an error once the grace is over (xfer_beats) */
         }

@@ -21,7 +21,7 @@
  * that died closes both, and its data link's error (which names the cause) comes first. */
 #define BEAT_GONE_GRACE_MS 1000
 #define ACCEPT_PENDING_MAX 16 /* connections awaiting their hello at once */
-#define BEAT_WAITING 0x80u    /* a beat's top bit: the sender waits in a transfer */
+#define BEAT_COUNT 0x80u      /* a beat's first byte: this bit, and the progress count */
 #define HELLO_ACK 0xa5u       /* plaintext: the acceptor took the hello (TLS confirms instead) */
 
 struct mpc_net {
@@ -36,16 +36,17 @@ struct mpc_net {
     _Atomic uint64_t seen[MPC_NODES_MAX];    /* last byte from peer j's heartbeat (now_ns) */
     _Atomic int beat_gone[MPC_NODES_MAX];    /* its heartbeat connection closed */
     _Atomic uint64_t gone_at[MPC_NODES_MAX]; /* when (now_ns) */
-    /* progress: every beat carries the low 7 bits of this node's count of transfer passes that
-     * moved bytes, so a peer waiting on this node sees it busy with another link (a slow one)
-     * rather than hung; prog_seen[j] is when peer j's count last changed. Its top bit
-     * (BEAT_WAITING) says this node waits in a transfer: a peer that does not is the one
-     * holding the others up (waiting[j], from peer j's last beat) */
+    /* progress: every beat is two bytes, BEAT_COUNT | the low 7 bits of this node's count of
+     * transfer passes that moved bytes, then the set of nodes this node's transfer awaits (bit
+     * j: node j; 0 when it waits in none). A peer waiting on this node sees it busy with
+     * another link (a slow one) rather than hung (prog_seen[j]: when peer j's count last
+     * changed), and a no-progress error follows the awaited sets to the node that holds the
+     * others up (peer_awaits[j]: peer j's set, from its last beat) */
     _Atomic uint32_t moved;
     _Atomic uint64_t prog_seen[MPC_NODES_MAX];
-    _Atomic int in_xfer;
-    _Atomic int waiting[MPC_NODES_MAX];
-    uint8_t beat_last[MPC_NODES_MAX], beat_out[MPC_NODES_MAX];
+    _Atomic uint32_t awaits;
+    _Atomic uint32_t peer_awaits[MPC_NODES_MAX];
+    uint8_t beat_last[MPC_NODES_MAX], beat_out[MPC_NODES_MAX][2];
     uint32_t seq_out[MPC_NODES_MAX], seq_in[MPC_NODES_MAX];
     int closed_ok[MPC_NODES_MAX]; /* peer said goodbye: its EOF is expected */
     /* TLS (NULL: plaintext): one connection object per socket, and per peer the plaintext of
