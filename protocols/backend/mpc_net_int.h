@@ -20,7 +20,7 @@
 /* A heartbeat connection closed while its data link stays open this long is an error: a peer
  * that died closes both, and its data link's error (which names the cause) comes first. */
 #define BEAT_GONE_GRACE_MS 1000
-#define ACCEPT_PENDING_MAX 16 /* connections awaiting their hello at once */
+#define ACCEPT_PENDING_MAX 16 /* connections awaiting their hello or handshake at once */
 #define BEAT_COUNT 0x80u      /* a beat's first byte: this bit, and the progress count */
 #define HELLO_ACK 0xa5u       /* plaintext: the acceptor took the hello (TLS confirms instead) */
 
