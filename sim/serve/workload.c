@@ -318,49 +318,76 @@ static int read_req(workload *w, char *line, char *p, const char *path, int ln, 
     return MS_OK;
 }
 
-/* The next line of f (its newline kept) into *line, at most WL_LINE_MAX bytes, *total counting
- * the bytes read: 1 if a line was read, 0 at the end, -1 past a bound (a line longer than
+/* A replay file's lines, read in chunks of WL_CHUNK: unread bytes are buf[start, len). */
+#define WL_CHUNK 65536
+typedef struct wl_lines {
+    FILE *f;
+    char *buf;
+    size_t cap, start, len;
+    uint64_t total; /* bytes read */
+} wl_lines;
+
+/* The next line of r (its newline replaced by the end of the string) in *line, at most
+ * WL_LINE_MAX bytes: 1 if a line was read, 0 at the end, -1 past a bound (a line longer than
  * WL_LINE_MAX, or WL_FILE_MAX in all: /dev/zero, or not a workload file), -2 out of memory. */
-static int read_line(FILE *f, char **line, size_t *cap, uint64_t *total)
+static int next_line(wl_lines *r, char **line)
 {
-    size_t n = 0;
-    int c = EOF;
-    while ((c = getc_unlocked(f)) != EOF) {
-        if (n + 2 > *cap) {
-            if (n >= WL_LINE_MAX)
-                return -1;
-            size_t nc = *cap ? 2 * *cap : 4096;
-            nc = nc > WL_LINE_MAX + 2 ? WL_LINE_MAX + 2 : nc;
-            char *nl = realloc(*line, nc);
-            if (!nl)
-                return -2;
-            *line = nl;
-            *cap = nc;
+    size_t scanned = r->start;
+    for (;;) {
+        char *nl = r->len > scanned ? memchr(r->buf + scanned, '\n', r->len - scanned) : NULL;
+        if (nl) {
+            *nl = '\0';
+            *line = r->buf + r->start;
+            r->start = (size_t)(nl - r->buf) + 1;
+            return 1;
         }
-        (*line)[n++] = (char)c;
-        if (++*total > WL_FILE_MAX)
+        if (r->len - r->start > WL_LINE_MAX)
             return -1;
-        if (c == '\n')
-            break;
+        scanned = r->len;
+        if (r->cap - r->len < WL_CHUNK + 1) { /* room for a chunk and the string's end */
+            size_t keep = r->len - r->start;
+            if (keep)
+                memmove(r->buf, r->buf + r->start, keep);
+            scanned -= r->start;
+            r->len = keep;
+            r->start = 0;
+            if (r->cap - r->len < WL_CHUNK + 1) {
+                size_t nc = r->cap ? 2 * r->cap : 4 * WL_CHUNK;
+                nc = nc < r->len + WL_CHUNK + 1 ? r->len + WL_CHUNK + 1 : nc;
+                char *nb = realloc(r->buf, nc);
+                if (!nb)
+                    return -2;
+                r->buf = nb;
+                r->cap = nc;
+            }
+        }
+        size_t got = fread(r->buf + r->len, 1, WL_CHUNK, r->f);
+        if (!got) { /* the end: a last line without a newline, or none */
+            if (r->len == r->start)
+                return 0;
+            r->buf[r->len] = '\0';
+            *line = r->buf + r->start;
+            r->start = r->len;
+            return 1;
+        }
+        r->len += got;
+        if ((r->total += got) > WL_FILE_MAX)
+            return -1;
     }
-    if (!n)
-        return 0;
-    (*line)[n] = 0;
-    return 1;
 }
 
 int wl_read(workload *w, FILE *f, const char *path, errbuf *e)
 {
     char *line = NULL;
-    size_t cap = 0;
+    wl_lines lines = {.f = f};
     int ln = 0, rc = MS_OK, header = 0, got;
-    uint64_t last = 0, total = 0;
+    uint64_t last = 0;
     rd_buf b = {0};
-    while (!rc && (got = read_line(f, &line, &cap, &total)) != 0) {
+    while (!rc && (got = next_line(&lines, &line)) != 0) {
         ln++;
         if (got < 0) {
             rc = got == -2 ? err_set(e, MS_ERR_NOMEM, "%s: out of memory", path)
-                 : total > WL_FILE_MAX
+                 : lines.total > WL_FILE_MAX
                      ? err_set(e, MS_ERR_FORMAT, "%s:%d:1: error: file larger than %llu GiB", path,
                                ln, WL_FILE_MAX >> 30)
                      : err_set(e, MS_ERR_FORMAT,
@@ -401,7 +428,7 @@ int wl_read(workload *w, FILE *f, const char *path, errbuf *e)
                      "%s:%d:1: error: no requests\n  hint: add lines "
                      "'req <arrival_ns> <tenant> <user> <decode_len> : <tokens…>'",
                      path, ln + 1);
-    free(line);
+    free(lines.buf);
     free(b.tok);
     free(b.sens);
     return rc;
