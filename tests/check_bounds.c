@@ -136,7 +136,8 @@ START_TEST(test_workload_files)
     ck_assert_msg(strstr(e.msg, "zero.wl:1:1: error: line longer than 64 MiB"), "%s", e.msg);
     ck_assert_int_eq((int)w.n, 0);
     wl_free(&w);
-    ck_assert_msg(now_s() - t0 < 5.0, "took %.2f s", now_s() - t0);
+    ck_assert_msg(now_s() - t0 < 10.0, "took %.2f s",
+                  now_s() - t0); /* 64 MiB read; a loaded host */
 }
 END_TEST
 

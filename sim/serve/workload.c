@@ -346,7 +346,7 @@ static int next_line(wl_lines *r, char **line)
         scanned = r->len;
         if (r->cap - r->len < WL_CHUNK + 1) { /* room for a chunk and the string's end */
             size_t keep = r->len - r->start;
-            if (keep)
+            if (keep && r->start)
                 memmove(r->buf, r->buf + r->start, keep);
             scanned -= r->start;
             r->len = keep;
