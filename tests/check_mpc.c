@@ -1172,7 +1172,7 @@ static const struct fault_case {
     {"semi2k", 7, 0, 1, "version 99"},
     {"semi2k", 8, 0, 1, "TLS failure on the link to P0"},
     {"semi2k", 6, 0, 2, "ended without a report: killed by signal 9"},
-    {"aby3", 4, 500, -1, "no progress from"},
+    {"aby3", 4, 500, -1, "no progress from P1"}, /* P1 asleep: named, whoever reports */
 };
 
 START_TEST(test_fault)

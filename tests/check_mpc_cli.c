@@ -186,7 +186,7 @@ START_TEST(test_stray_connections)
     ck_assert_msg(strstr(out, "dropped a connection from 127.0.0.1: malformed hello"), "%s", out);
     ck_assert_msg(
         strstr(out,
-               "dropped a connection from 127.0.0.1: peer speaks frame version 2, this build 4"),
+               "dropped a connection from 127.0.0.1: peer speaks frame version 2, this build 5"),
         "%s", out);
     ck_assert_msg(
         strstr(out,

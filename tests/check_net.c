@@ -17,13 +17,16 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "protocols/backend/mpc_net.h"
 #include "protocols/backend/mpc_tls.h"
 #include "harness.h"
+#include "mpcfix.h"
 
 TESTDIR("check_net")
 
@@ -317,6 +320,38 @@ START_TEST(test_silent_connections)
 }
 END_TEST
 
+/* Four connections that send a valid hello (as nodes 1 and 2, each channel) to P0 before its
+ * peers dial and then say nothing, so their TLS handshakes never start, with a no-progress
+ * timeout of 1 s and a connect timeout of 3 s: the real peers' handshakes run beside theirs
+ * and the session starts and ends. Before: P0 ran one handshake at a time, each silent one
+ * for 1 s, and gave up at 3 s. */
+START_TEST(test_silent_handshakes)
+{
+    const char *keys = testdir_path(&td, "keys");
+    errbuf e;
+    ck_assert_msg(mpc_tls_make_keys(keys, 3, &e) == MS_OK, "%s", e.msg);
+    node nd[3];
+    nodes_init(nd, 3, keys, 1000, 3000);
+    int silent[4];
+    for (int i = 0; i < 4; i++) {
+        uint8_t h[MPC_FRAME_HDR];
+        mpcfix_frame(h, MPC_FRAME_VERSION, MPC_FR_HELLO, (uint32_t)(1 + i / 2),
+                     (uint32_t)(i % 2) | MPC_HELLO_TLS, 3);
+        ck_assert_int_ge(silent[i] = connect_loopback(nd[1].cfg.port[0]), 0);
+        ck_assert_int_eq(send(silent[i], h, sizeof h, MSG_NOSIGNAL), (ssize_t)sizeof h);
+    }
+    for (int i = 0; i < 3; i++)
+        nd[i].work = work_round;
+    session(nd, 3);
+    assert_all_ok(nd, 3);
+    for (int i = 0; i < 3; i++)
+        ck_assert_msg(nd[i].secs < 2.5, "node %d took %.2f s", i, nd[i].secs);
+    for (int i = 0; i < 4; i++)
+        close(silent[i]);
+    mpc_tls_remove_keys(keys, 3);
+}
+END_TEST
+
 /* A hello with a byte flipped on its way to P0 (through a proxy): P0 drops it, P1 dials again
  * and the session runs, with and without TLS. Before: under TLS, P1 gave up at its handshake
  * ("closed the connection during the TLS handshake"); without, P1 took the link for made and
@@ -383,28 +418,114 @@ START_TEST(test_heartbeat_closed)
 }
 END_TEST
 
-/* ---------------------------------------------------------------- slow links */
+/* ---------------------------------------------------------------- the hung peer named */
 
-#define SLOW_BYTES (64 * 1024)
+/* P1 sends to P0 only once P2 has sent to it; P0 awaits P1, and P2 as well unless via_only; P2
+ * holds (asleep with its heartbeats going on, or stopped whole). */
+static int hold_ms, via_only;
 
-/* P1 sends 64 KiB to P0 over a 256 kbit/s link (about 2 s); only then does P0 send to P2. P2
- * (and P1, awaiting P0's goodbye) move no bytes meanwhile; P0's heartbeat shows it busy. */
-static int work_slow(node *nd, mpc_net *net, errbuf *e)
+static int work_chain(node *nd, mpc_net *net, errbuf *e)
 {
-    static uint8_t big[3][SLOW_BYTES], small[3][16];
+    static uint8_t b[3][3][64];
     const void *s[3] = {0};
     void *r[3] = {0};
     size_t sl[3] = {0}, rl[3] = {0};
     int self = nd->cfg.self;
+    if (self == 0) {
+        r[1] = b[0][1], r[2] = b[0][2];
+        rl[1] = 64;
+        rl[2] = via_only ? 0 : 64;
+    } else if (self == 1) {
+        r[2] = b[1][2];
+        rl[2] = 64;
+        int rc = mpc_net_round(net, s, sl, (void *const *)r, rl, 0, e);
+        if (rc)
+            return rc;
+        rl[2] = 0;
+        s[0] = b[1][0];
+        sl[0] = 64;
+    } else {
+        if (hold_ms < 0)
+            raise(SIGSTOP); /* the whole process, its heartbeat thread included */
+        else
+            usleep((useconds_t)hold_ms * 1000);
+        s[0] = b[2][0], s[1] = b[2][1];
+        sl[0] = via_only ? 0 : 64;
+        sl[1] = 64;
+    }
+    return mpc_net_round(net, s, sl, (void *const *)r, rl, 0, e);
+}
+
+/* The no-progress errors name P2, the node that holds the session: P0's, though P2 is not the
+ * first peer it awaits (P1, itself waiting on P2, is), and when P0 awaits P1 only, through P1
+ * (the beats carry the set each node awaits). P2 asleep in its main thread (heartbeats on,
+ * awaiting nothing), or stopped by SIGSTOP in a process of its own (heartbeats silent; the 1 s
+ * timeout comes before the 5 s liveness rule). Before: P0 said "no progress from P1" each time. */
+START_TEST(test_hung_peer_named)
+{
+    for (int mode = 0; mode < 4; mode++) {
+        int stop = mode & 1;
+        via_only = mode >> 1;
+        node nd[3];
+        nodes_init(nd, 3, NULL, 1000, 5000);
+        for (int i = 0; i < 3; i++)
+            nd[i].work = work_chain;
+        hold_ms = stop ? -1 : 2500;
+        pid_t pid = -1;
+        if (stop) {
+            pid = fork();
+            ck_assert_int_ge(pid, 0);
+            if (pid == 0) {
+                close(nd[0].cfg.listen_fd);
+                close(nd[1].cfg.listen_fd);
+                node_main(&nd[2]);
+                _exit(0);
+            }
+        }
+        session(nd, stop ? 2 : 3);
+        if (pid > 0) {
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+        }
+        for (int i = 0; i < 2; i++) {
+            char want[96];
+            snprintf(want, sizeof want, "P%d: no progress from P2 for 1000 ms during op 0%s", i,
+                     via_only && i == 0 ? ", awaited through P1 (" : " (");
+            ck_assert_msg(nd[i].rc == MS_ERR_TIMEOUT && strstr(nd[i].e.msg, want),
+                          "mode %d: P%d: rc %d: %s", mode, i, nd[i].rc, nd[i].e.msg);
+            ck_assert_msg(nd[i].secs < 2.5, "mode %d: P%d ended after %.2f s", mode, i, nd[i].secs);
+        }
+    }
+}
+END_TEST
+
+/* ---------------------------------------------------------------- slow links */
+
+/* P1 sends slow_bytes to P0 over a 256 kbit/s link; only then does P0 send to P2. P2 (and P1,
+ * awaiting P0's goodbye) move no bytes meanwhile; P0's heartbeat shows it busy. */
+static size_t slow_bytes;
+
+static int work_slow(node *nd, mpc_net *net, errbuf *e)
+{
+    static uint8_t small[3][16];
+    const void *s[3] = {0};
+    void *r[3] = {0};
+    size_t sl[3] = {0}, rl[3] = {0};
+    int self = nd->cfg.self, rc;
     if (self == 1) {
-        s[0] = big[1];
-        sl[0] = SLOW_BYTES;
-        return mpc_net_round(net, s, sl, (void *const *)r, rl, 0, e);
+        uint8_t *big = calloc(slow_bytes, 1);
+        s[0] = big;
+        sl[0] = slow_bytes;
+        rc = big ? mpc_net_round(net, s, sl, (void *const *)r, rl, 0, e) : MS_ERR_NOMEM;
+        free(big);
+        return rc;
     }
     if (self == 0) {
-        r[1] = big[0];
-        rl[1] = SLOW_BYTES;
-        int rc = mpc_net_round(net, s, sl, (void *const *)r, rl, 0, e);
+        uint8_t *big = malloc(slow_bytes);
+        r[1] = big;
+        rl[1] = slow_bytes;
+        rc = big ? mpc_net_round(net, s, sl, (void *const *)r, rl, 0, e) : MS_ERR_NOMEM;
+        free(big);
         if (rc)
             return rc;
         rl[1] = 0;
@@ -417,23 +538,49 @@ static int work_slow(node *nd, mpc_net *net, errbuf *e)
     return mpc_net_round(net, s, sl, (void *const *)r, rl, 0, e);
 }
 
-/* With a no-progress timeout of 1 s the session passes. Before: P2 gave up after 1 s ("no
- * progress from P0"), while P0 was receiving all along. */
-START_TEST(test_slow_link)
+/* A session whose P1-P0 links run at 256 kbit/s through a proxy, P1 sending `bytes` to P0;
+ * P0's time in seconds. */
+static double slow_session(const char *keys, int timeout_ms, int connect_ms, size_t bytes)
 {
     node nd[3];
-    nodes_init(nd, 3, NULL, 1000, 5000);
+    nodes_init(nd, 3, keys, timeout_ms, connect_ms);
     proxy p;
     proxy_start(&p, nd[1].cfg.port[0], 256000 / 8, 0);
     nd[1].cfg.port[0] = p.port; /* P1's links to P0 (data, heartbeat) go through it */
     for (int i = 0; i < 3; i++)
         nd[i].work = work_slow;
+    slow_bytes = bytes;
     session(nd, 3);
     proxy_stop(&p);
     assert_all_ok(nd, 3);
-    double rate = SLOW_BYTES * 8 / nd[0].secs;
-    ck_assert_msg(nd[0].secs > 1.5 && rate < 300000, "P0: %.2f s, %.0f bit/s: not a slow link",
-                  nd[0].secs, rate);
+    double rate = (double)bytes * 8 / nd[0].secs;
+    ck_assert_msg(rate < 300000, "P0: %.2f s, %.0f bit/s: not a slow link", nd[0].secs, rate);
+    if (getenv("SLOW_TIMES"))
+        fprintf(stderr, "256 kbit/s, %s, %zu bytes, --timeout-ms %d: P0 %.2f s (%.0f bit/s)\n",
+                keys ? "TLS" : "plaintext", bytes, timeout_ms, nd[0].secs, rate);
+    return nd[0].secs;
+}
+
+/* With a no-progress timeout of 1 s, 64 KiB (about 2 s) pass. Before: P2 gave up after 1 s
+ * ("no progress from P0"), while P0 was receiving all along. */
+START_TEST(test_slow_link) { ck_assert_double_gt(slow_session(NULL, 1000, 5000, 64 * 1024), 1.5); }
+END_TEST
+
+/* With the default settings (TLS, the default timeouts), 192 KiB (about 6 s at 256 kbit/s, past
+ * the default 5 s no-progress timeout) pass. SLOW_KIB=1024 runs a 1 MiB round instead (about
+ * 34 s). */
+START_TEST(test_slow_link_defaults)
+{
+    const char *keys = testdir_path(&td, "keys");
+    errbuf e;
+    ck_assert_msg(mpc_tls_make_keys(keys, 3, &e) == MS_OK, "%s", e.msg);
+    mpc_net_cfg d;
+    mpc_net_cfg_init(&d, 0, 3);
+    const char *kib = getenv("SLOW_KIB");
+    size_t bytes = (kib ? (size_t)atoi(kib) : 192) * 1024;
+    double secs = slow_session(keys, d.timeout_ms, d.connect_timeout_ms, bytes);
+    ck_assert_msg(secs * 1000 > d.timeout_ms, "P0: %.2f s, within the no-progress timeout", secs);
+    mpc_tls_remove_keys(keys, 3);
 }
 END_TEST
 
@@ -477,7 +624,8 @@ Suite *net_suite(void)
     Suite *s = suite_create("net");
     TCase *tc = th_case(s, "channels", 60);
     TESTDIR_USE(tc);
-    TH_TESTS(tc, test_connect_timeout, test_silent_connections, test_hello_redial,
-             test_heartbeat_closed, test_slow_link, test_key_folder_modes);
+    TH_TESTS(tc, test_connect_timeout, test_silent_connections, test_silent_handshakes,
+             test_hello_redial, test_heartbeat_closed, test_hung_peer_named, test_slow_link,
+             test_slow_link_defaults, test_key_folder_modes);
     return s;
 }

@@ -1,89 +1,14 @@
 /* mpc_net.c — TCP mesh, framing, counters, timeouts (see mpc_net.h). */
-#include "mpc_net.h"
-#include "mpc_tls.h"
+#include "mpc_net_int.h"
 
-#include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
-#define BEAT_MS 200 /* heartbeat period */
-/* A heartbeat connection closed while its data link stays open this long is an error: a peer
- * that died closes both, and its data link's error (which names the cause) comes first. */
-#define BEAT_GONE_GRACE_MS 1000
-#define ACCEPT_PENDING_MAX 16 /* connections awaiting their hello at once */
-#define HELLO_ACK 0xa5u       /* plaintext: the acceptor took the hello (TLS confirms instead) */
-
-struct mpc_net {
-    mpc_net_cfg cfg;
-    int fd[MPC_NODES_MAX];
-    /* heartbeats: a second connection per peer, served by a thread of its own so that a node
-     * busy computing still beats, and a stopped or frozen one does not */
-    int bfd[MPC_NODES_MAX];
-    pthread_t beat;
-    int beat_on;
-    _Atomic int beat_stop;
-    _Atomic uint64_t seen[MPC_NODES_MAX];    /* last byte from peer j's heartbeat (now_ns) */
-    _Atomic int beat_gone[MPC_NODES_MAX];    /* its heartbeat connection closed */
-    _Atomic uint64_t gone_at[MPC_NODES_MAX]; /* when (now_ns) */
-    /* progress: every beat carries the low byte of this node's count of transfer passes that
-     * moved bytes, so a peer waiting on this node sees it busy with another link (a slow one)
-     * rather than hung; prog_seen[j] is when peer j's count last changed */
-    _Atomic uint32_t moved;
-    _Atomic uint64_t prog_seen[MPC_NODES_MAX];
-    uint8_t beat_last[MPC_NODES_MAX], beat_out[MPC_NODES_MAX];
-    uint32_t seq_out[MPC_NODES_MAX], seq_in[MPC_NODES_MAX];
-    int closed_ok[MPC_NODES_MAX]; /* peer said goodbye: its EOF is expected */
-    /* TLS (NULL: plaintext): one connection object per socket, and per peer the plaintext of
-     * the record being written (a frame's bytes, one record at a time) */
-    mpc_tls *tls;
-    mpc_tls_conn *tc[MPC_NODES_MAX], *btc[MPC_NODES_MAX];
-    uint8_t *stage[MPC_NODES_MAX];
-    uint64_t wire0_sent[MPC_NODES_MAX], wire0_recv[MPC_NODES_MAX]; /* tc's counters after set-up */
-    uint32_t op;
-    mpc_net_stats st;
-    mpc_net_tap tap;
-    void *tap_ctx;
-};
-
-/* ---------------------------------------------------------------- time, names, headers */
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void sleep_until(uint64_t t)
-{
-    uint64_t now = now_ns();
-    if (t <= now)
-        return;
-    struct timespec ts = {(time_t)((t - now) / 1000000000ull), (long)((t - now) % 1000000000ull)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
-
-static const char *node_name(const mpc_net_cfg *c, int j, char buf[16])
-{
-    if (j >= c->n_parties)
-        snprintf(buf, 16, "dealer");
-    else
-        snprintf(buf, 16, "P%d", j);
-    return buf;
-}
+/* ---------------------------------------------------------------- names, headers */
 
 static const char *type_name(int t)
 {
@@ -95,20 +20,6 @@ static const char *type_name(int t)
     case MPC_FR_BYE: return "goodbye";
     default: return "unknown";
     }
-}
-
-static void put_hdr(uint8_t h[MPC_FRAME_HDR], int type, uint32_t op, uint32_t seq, uint64_t len)
-{
-    uint32_t magic = MPC_FRAME_MAGIC;
-    uint16_t ver = MPC_FRAME_VERSION, ty = (uint16_t)type;
-    memcpy(h, &magic, 4);
-    memcpy(h + 4, &ver, 2);
-    memcpy(h + 6, &ty, 2);
-    memcpy(h + 8, &op, 4);
-    memcpy(h + 12, &seq, 4);
-    memcpy(h + 16, &len, 8);
-    uint64_t sent = now_ns(); /* for injected latency: delivery at send time + latency */
-    memcpy(h + 24, &sent, 8);
 }
 
 void mpc_net_cfg_init(mpc_net_cfg *c, int self, int n_nodes)
@@ -154,60 +65,6 @@ int mpc_net_parse_peers(mpc_net_cfg *c, const char *list, int n, errbuf *e)
     return err_set(e, MS_ERR_USAGE, "--peers: more than the %d entries needed", n);
 }
 
-static int resolve(const char *host, int port, struct sockaddr_storage *ss, socklen_t *len,
-                   errbuf *e)
-{
-    struct addrinfo hints = {0}, *res = NULL;
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    char ps[16];
-    snprintf(ps, sizeof ps, "%d", port);
-    int rc = getaddrinfo(host, ps, &hints, &res);
-    if (rc || !res)
-        return err_set(e, MS_ERR_NET, "cannot resolve '%s': %s", host, gai_strerror(rc));
-    memcpy(ss, res->ai_addr, res->ai_addrlen);
-    *len = res->ai_addrlen;
-    freeaddrinfo(res);
-    return MS_OK;
-}
-
-int mpc_net_listen(const char *host, int port, int *fd_out, int *actual_port, errbuf *e)
-{
-    struct sockaddr_storage ss;
-    socklen_t sl;
-    int rc = resolve(host, port, &ss, &sl, e);
-    if (rc)
-        return rc;
-    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return err_set(e, MS_ERR_NET, "socket: %s", strerror(errno));
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, (struct sockaddr *)&ss, sl) != 0) {
-        int err = errno;
-        close(fd);
-        if (err == EADDRINUSE)
-            return err_set(e, MS_ERR_NET,
-                           "cannot listen on %s:%d: port already in use (another party or program "
-                           "holds it; pick a free port in --peers)",
-                           host, port);
-        return err_set(e, MS_ERR_NET, "cannot listen on %s:%d: %s", host, port, strerror(err));
-    }
-    if (listen(fd, 8) != 0) {
-        int err = errno;
-        close(fd);
-        return err_set(e, MS_ERR_NET, "listen on %s:%d: %s", host, port, strerror(err));
-    }
-    struct sockaddr_storage got;
-    socklen_t gl = sizeof got;
-    getsockname(fd, (struct sockaddr *)&got, &gl);
-    if (actual_port)
-        *actual_port = got.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&got)->sin6_port)
-                                                 : ntohs(((struct sockaddr_in *)&got)->sin_port);
-    *fd_out = fd;
-    return MS_OK;
-}
-
 static void tune(int fd)
 {
     int one = 1, big = 4 << 20;
@@ -220,22 +77,6 @@ static void tune(int fd)
 }
 
 /* ---------------------------------------------------------------- the transfer loop */
-
-typedef struct link_io {
-    int out, in; /* a frame to send / to receive on this link */
-    uint8_t ohdr[MPC_FRAME_HDR];
-    const uint8_t *obuf;
-    size_t olen, ooff; /* ooff counts header + payload */
-    uint8_t ihdr[MPC_FRAME_HDR];
-    uint8_t *ibuf;
-    size_t ilen, ioff;
-    int itype;
-    uint64_t sent_ns; /* the sender's send time (frame header) */
-    uint64_t rx_ns;   /* when the kernel received the bytes read last (0: unknown) */
-    uint64_t done_ns;
-    size_t stage_len; /* TLS: bytes of the record in n->stage[j] being written (0: none) */
-    int wr_wants_rd;  /* TLS: the write waits for the socket to become readable */
-} link_io;
 
 static int lost(mpc_net *n, int j, const char *why, errbuf *e)
 {
@@ -537,48 +378,66 @@ static void xfer_wire(mpc_net *n)
         }
 }
 
-/* No progress for timeout_ms: the error names the first peer still owing or owed a frame. */
-static int xfer_timeout(mpc_net *n, const link_io *io, int timeout_ms, errbuf *e)
+/* Whether peer j's heartbeat has been silent past three beats (stopped, or cut off). */
+static int beat_silent(const mpc_net *n, int j, uint64_t now)
 {
-    char a[16], b[16];
-    int N = n->cfg.n_nodes, j = 0;
-    while (j < N && !(io[j].in || io[j].out))
-        j++;
-    return err_set(e, MS_ERR_TIMEOUT,
-                   "%s: no progress from %s for %d ms during op %u (peer hung or too slow; raise "
-                   "--timeout-ms if it is computing)",
-                   node_name(&n->cfg, n->cfg.self, a), node_name(&n->cfg, j, b), timeout_ms, n->op);
+    uint64_t seen = n->seen[j];
+    return n->bfd[j] >= 0 && now > seen && now - seen > 3 * BEAT_MS * 1000000ull;
 }
 
-/* A peer with a frame pending whose heartbeats stopped for the liveness period is frozen. */
-static int xfer_beats(mpc_net *n, const link_io *io, uint64_t now, errbuf *e)
+/* The node holding up peer j, following the sets of nodes the peers' beats say they await
+ * (never to this node or one visited): the first whose heartbeat is silent (*rank 3), else one
+ * awaiting nothing, which computes or is stuck (2), else j itself (1: all wait on each other). */
+static int holder(const mpc_net *n, int j, uint32_t visited, uint64_t now, int *rank)
 {
-    int live_ms = n->cfg.liveness_ms > 0 ? n->cfg.liveness_ms : MPC_LIVENESS_MS;
+    uint32_t aw = n->peer_awaits[j];
+    *rank = beat_silent(n, j, now) ? 3 : !aw ? 2 : 1;
+    if (*rank > 1)
+        return j;
+    int best = j;
+    for (int k = 0; k < n->cfg.n_nodes; k++)
+        if ((aw & ~visited) & (1u << k)) {
+            int r, h = holder(n, k, visited | 1u << k, now, &r);
+            if (r > *rank)
+                best = h, *rank = r;
+        }
+    return best;
+}
+
+/* The node to blame when no frame moved for a timeout, and the awaited peer it holds up (*via):
+ * among the peers still owing or owed a frame, the holder of highest rank, ties to the one
+ * silent or still longest, then to the lowest id; a holder awaited directly is named so. */
+static int xfer_hung(const mpc_net *n, const link_io *io, uint64_t now, int *via)
+{
+    int best = -1, best_rank = 0, self = n->cfg.self;
+    uint64_t best_t = 0;
+    *via = 0;
     for (int j = 0; j < n->cfg.n_nodes; j++) {
-        if (j == n->cfg.self || !(io[j].in || io[j].out) || n->bfd[j] < 0 || n->closed_ok[j])
+        if (j == self || !(io[j].in || io[j].out))
             continue;
-        uint64_t gone = n->gone_at[j];
-        if (n->beat_gone[j] && now > gone && now - gone > BEAT_GONE_GRACE_MS * 1000000ull) {
-            char a[16], b[16];
-            return err_set(e, MS_ERR_PEER,
-                           "%s: the heartbeat connection to %s closed during op %u while its data "
-                           "link stayed open: %s can no longer be watched for a freeze (a "
-                           "middlebox or the peer dropped it)",
-                           node_name(&n->cfg, n->cfg.self, a), node_name(&n->cfg, j, b), n->op, b);
-        }
-        if (n->beat_gone[j])
-            continue; /* within the grace: the data link's own error comes first */
-        uint64_t seen = n->seen[j];
-        if (now > seen && now - seen > (uint64_t)live_ms * 1000000ull) {
-            char a[16], b[16];
-            return err_set(e, MS_ERR_PEER,
-                           "%s: no heartbeat from %s for %d ms during op %u: the peer is frozen "
-                           "(stopped, swapped out, or its host is down)",
-                           node_name(&n->cfg, n->cfg.self, a), node_name(&n->cfg, j, b), live_ms,
-                           n->op);
-        }
+        int r, h = holder(n, j, 1u << self | 1u << j, now, &r);
+        uint64_t t = r == 3 ? n->seen[h] : n->prog_seen[h];
+        if (best < 0 || r > best_rank || (r == best_rank && t < best_t) ||
+            (h == best && h == j)) /* the holder awaited directly, rather than through another */
+            best = h, best_rank = r, best_t = t, *via = j;
     }
-    return MS_OK;
+    return best < 0 ? 0 : best;
+}
+
+/* No progress for timeout_ms: the error names the node that holds the transfer up, and the
+ * awaited peer it holds up when that is another. */
+static int xfer_timeout(mpc_net *n, const link_io *io, int timeout_ms, errbuf *e)
+{
+    char a[16], b[16], c[16];
+    int via, j = xfer_hung(n, io, now_ns(), &via);
+    char through[48] = "";
+    if (via != j)
+        snprintf(through, sizeof through, ", awaited through %s", node_name(&n->cfg, via, c));
+    return err_set(e, MS_ERR_TIMEOUT,
+                   "%s: no progress from %s for %d ms during op %u%s (peer hung or too slow; raise "
+                   "--timeout-ms if it is computing)",
+                   node_name(&n->cfg, n->cfg.self, a), node_name(&n->cfg, j, b), timeout_ms, n->op,
+                   through);
 }
 
 /* Polls w until the deadline (waking each heartbeat period); a link closed or broken while it
@@ -607,7 +466,7 @@ static int xfer_wait(mpc_net *n, const link_io *io, xfer_poll *w, uint64_t deadl
 }
 
 /* Moves every pending frame of io[] (sends and receives at once) or fails. */
-static int xfer(mpc_net *n, link_io *io, int timeout_ms, errbuf *e)
+static int xfer_run(mpc_net *n, link_io *io, int timeout_ms, errbuf *e)
 {
     uint64_t deadline = now_ns() + (uint64_t)timeout_ms * 1000000ull;
     for (;;) {
@@ -620,6 +479,11 @@ static int xfer(mpc_net *n, link_io *io, int timeout_ms, errbuf *e)
             xfer_wire(n);
             return MS_OK;
         }
+        uint32_t aw = 0; /* what this node's beats say it awaits */
+        for (int j = 0; j < n->cfg.n_nodes; j++)
+            if (io[j].in || io[j].out)
+                aw |= 1u << j;
+        n->awaits = aw;
         uint64_t now = now_ns();
         if (progressed) {
             deadline = now + (uint64_t)timeout_ms * 1000000ull;
@@ -634,411 +498,20 @@ static int xfer(mpc_net *n, link_io *io, int timeout_ms, errbuf *e)
         }
         if (now >= deadline)
             return xfer_timeout(n, io, timeout_ms, e);
-        if ((rc = xfer_beats(n, io, now, e)) || (rc = xfer_wait(n, io, &w, deadline, now, e)))
+        if ((rc = net_xfer_beats(n, io, now, e)) || (rc = xfer_wait(n, io, &w, deadline, now, e)))
             return rc;
     }
 }
 
-/* ---------------------------------------------------------------- connection setup */
-
-static int wait_fd(int fd, short ev, int ms)
+/* xfer_run; this node's beats say what it awaits meanwhile, and nothing after. */
+static int xfer(mpc_net *n, link_io *io, int timeout_ms, errbuf *e)
 {
-    struct pollfd p = {.fd = fd, .events = ev};
-    int r;
-    do
-        r = poll(&p, 1, ms);
-    while (r < 0 && errno == EINTR);
-    return r;
-}
-
-/* Connects to node j before deadline, retrying while it is not up yet. Each attempt is a
- * non-blocking connect polled until the deadline, so a peer whose host drops the SYNs costs
- * the connect timeout, not the kernel's minutes of SYN retries. */
-static int connect_peer(mpc_net *n, int j, uint64_t deadline, int *out, errbuf *e)
-{
-    struct sockaddr_storage ss;
-    socklen_t sl;
-    int rc = resolve(n->cfg.host[j], n->cfg.port[j], &ss, &sl, e);
-    if (rc)
-        return rc;
-    for (;;) {
-        int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0)
-            return err_set(e, MS_ERR_NET, "socket: %s", strerror(errno));
-        int err = connect(fd, (struct sockaddr *)&ss, sl) == 0 ? 0 : errno;
-        if (err == EINPROGRESS || err == EINTR) {
-            uint64_t now = now_ns();
-            int ms = now < deadline ? (int)((deadline - now + 999999) / 1000000) : 0;
-            socklen_t el = sizeof err;
-            if (ms <= 0 || wait_fd(fd, POLLOUT, ms) <= 0)
-                err = ETIMEDOUT;
-            else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0)
-                err = errno;
-        }
-        if (!err) {
-            *out = fd;
-            return MS_OK;
-        }
-        close(fd);
-        uint64_t now = now_ns();
-        if (now >= deadline) {
-            char a[16], b[16];
-            return err_set(
-                e, MS_ERR_NET,
-                "%s: cannot connect to %s at %s:%d within %d ms: %s (is that party running?)",
-                node_name(&n->cfg, n->cfg.self, a), node_name(&n->cfg, j, b), n->cfg.host[j],
-                n->cfg.port[j], n->cfg.connect_timeout_ms, strerror(err));
-        }
-        sleep_until(now + 20000000ull < deadline ? now + 20000000ull : deadline);
-    }
-}
-
-int mpc_net_hello_parse(const uint8_t h[MPC_FRAME_HDR], int n_nodes, int self, int tls, int *id,
-                        int *chan, errbuf *e)
-{
-    mpc_frame f;
-    mpc_frame_decode(h, &f);
-    if (f.magic != MPC_FRAME_MAGIC || f.type != MPC_FR_HELLO)
-        return err_set(e, MS_ERR_PROTO,
-                       "malformed hello from a connecting peer (not an mpcsim party?)");
-    if (f.ver != MPC_FRAME_VERSION)
-        return err_set(
-            e, MS_ERR_PROTO,
-            "peer speaks frame version %u, this build %d (run the same mpcsim everywhere)", f.ver,
-            MPC_FRAME_VERSION);
-    if (f.len != (uint64_t)n_nodes || f.op >= (uint32_t)n_nodes || (int)f.op <= self)
-        return err_set(e, MS_ERR_PROTO,
-                       "hello from node %u of a %llu-node session does not fit this %d-node "
-                       "session as node %d (check --peers, --id and --protocol on every party)",
-                       f.op, (unsigned long long)f.len, n_nodes, self);
-    uint32_t ch = f.seq & ~MPC_HELLO_TLS;
-    int peer_tls = (f.seq & MPC_HELLO_TLS) != 0;
-    if (ch > 1)
-        return err_set(e, MS_ERR_PROTO, "hello for channel %u (0 data, 1 heartbeat)", ch);
-    if (peer_tls != tls)
-        return err_set(e, MS_ERR_PROTO, "node %u runs %s and this node %s (start every node alike)",
-                       f.op, peer_tls ? "with TLS" : "with --insecure-plaintext",
-                       tls ? "with TLS" : "with --insecure-plaintext");
-    *id = (int)f.op;
-    *chan = (int)ch;
-    return MS_OK;
-}
-
-/* HELLO: op = sender id, seq = the channel (0 data, 1 heartbeat), len = n_nodes (checked). */
-static int hello_send(mpc_net *n, int fd, int chan, errbuf *e)
-{
-    uint8_t h[MPC_FRAME_HDR];
-    put_hdr(h, MPC_FR_HELLO, (uint32_t)n->cfg.self, (uint32_t)chan | (n->tls ? MPC_HELLO_TLS : 0),
-            (uint64_t)n->cfg.n_nodes);
-    if (wait_fd(fd, POLLOUT, n->cfg.timeout_ms) <= 0 ||
-        send(fd, h, sizeof h, MSG_NOSIGNAL) != (ssize_t)sizeof h)
-        return err_set(e, MS_ERR_NET, "sending hello: %s", strerror(errno));
-    n->st.hdr_sent += MPC_FRAME_HDR;
-    return MS_OK;
-}
-
-/* Peer j's heartbeat connection closed or failed. */
-static void beat_lost(mpc_net *n, int j)
-{
-    if (!n->beat_gone[j]) {
-        n->gone_at[j] = now_ns();
-        n->beat_gone[j] = 1;
-    }
-}
-
-/* A beat from peer j (its progress count's low byte, the last of the bytes read). */
-static void beat_heard(mpc_net *n, int j, uint8_t last)
-{
-    uint64_t now = now_ns();
-    n->seen[j] = now;
-    if (last != n->beat_last[j]) {
-        n->beat_last[j] = last;
-        n->prog_seen[j] = now;
-    }
-}
-
-/* The heartbeat thread: one byte to every peer each BEAT_MS (the low byte of this node's
- * progress count), and whatever the peers sent drained; the time of the last byte from each
- * peer, and of the last change of its count, are what xfer checks. */
-static void *beat_main(void *arg)
-{
-    mpc_net *n = arg;
-    uint64_t next = 0;
-    uint8_t wants[MPC_NODES_MAX] = {0}; /* TLS: a beat to repeat with the same buffer */
-    while (!n->beat_stop) {
-        struct pollfd pf[MPC_NODES_MAX];
-        int who[MPC_NODES_MAX], np = 0;
-        uint64_t now = now_ns();
-        for (int j = 0; j < n->cfg.n_nodes; j++) {
-            if (n->bfd[j] < 0 || n->beat_gone[j])
-                continue;
-            if (now >= next || wants[j]) {
-                char why[300];
-                size_t w;
-                if (!wants[j])
-                    n->beat_out[j] = (uint8_t)n->moved;
-                if (n->btc[j]) { /* a beat still pending in the record layer goes first */
-                    int s = mpc_tls_write(n->btc[j], &n->beat_out[j], 1, &w, why, sizeof why);
-                    wants[j] = s == MPC_TLS_WANT_READ || s == MPC_TLS_WANT_WRITE;
-                    if (s == MPC_TLS_EOF || s == MPC_TLS_FAIL)
-                        beat_lost(n, j);
-                } else if (send(n->bfd[j], &n->beat_out[j], 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 &&
-                           errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-                    beat_lost(n, j);
-            }
-            pf[np] = (struct pollfd){.fd = n->bfd[j], .events = POLLIN | POLLRDHUP};
-            who[np++] = j;
-        }
-        if (now >= next)
-            next = now + BEAT_MS * 1000000ull;
-        int pr = poll(pf, (nfds_t)np, BEAT_MS / 2);
-        for (int q = 0; pr > 0 && q < np; q++) {
-            if (!pf[q].revents)
-                continue;
-            int j = who[q];
-            uint8_t buf[256];
-            mpc_tls_conn *c = n->btc[j];
-            if (c) { /* every record the socket holds, until the record layer wants more */
-                int s;
-                size_t got;
-                char why[300];
-                while ((s = mpc_tls_read(c, buf, sizeof buf, &got, why, sizeof why)) == 0)
-                    if (got)
-                        beat_heard(n, j, buf[got - 1]);
-                if (s == MPC_TLS_EOF || s == MPC_TLS_FAIL)
-                    beat_lost(n, j);
-                continue;
-            }
-            ssize_t r = recv(pf[q].fd, buf, sizeof buf, MSG_DONTWAIT);
-            if (r > 0)
-                beat_heard(n, j, buf[r - 1]);
-            else if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
-                beat_lost(n, j); /* closed: an error once the grace is over (xfer_beats) */
-        }
-    }
-    return NULL;
-}
-
-/* Address of an accepted peer, for the log. */
-static void peer_addr(const struct sockaddr_storage *from, char *addr, size_t len)
-{
-    snprintf(addr, len, "?");
-    if (from->ss_family == AF_INET)
-        inet_ntop(AF_INET, &((const struct sockaddr_in *)from)->sin_addr, addr, (socklen_t)len);
-    else if (from->ss_family == AF_INET6)
-        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)from)->sin6_addr, addr, (socklen_t)len);
-}
-
-/* Plaintext: the acceptor's one-byte acknowledgement that it took the hello, awaited until
- * deadline. MS_ERR_NET if the acceptor closed instead (it dropped the hello). */
-static int ack_recv(mpc_net *n, int j, int fd, uint64_t deadline, errbuf *e)
-{
-    char a[16], b[16];
-    for (;;) {
-        uint64_t now = now_ns();
-        int ms = now < deadline ? (int)((deadline - now + 999999) / 1000000) : 0;
-        if (ms <= 0 || wait_fd(fd, POLLIN, ms) <= 0)
-            return err_set(e, MS_ERR_TIMEOUT,
-                           "%s: %s did not acknowledge this node's hello in time",
-                           node_name(&n->cfg, n->cfg.self, a), node_name(&n->cfg, j, b));
-        uint8_t got;
-        ssize_t r = recv(fd, &got, 1, 0);
-        if (r < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
-            continue;
-        if (r == 1 && got == HELLO_ACK)
-            return MS_OK;
-        if (r == 1)
-            return err_set(e, MS_ERR_PROTO, "%s: %s answered the hello with 0x%02x",
-                           node_name(&n->cfg, n->cfg.self, a), node_name(&n->cfg, j, b), got);
-        return err_set(e, MS_ERR_NET,
-                       "%s: %s closed the connection after this node's hello (see its log)",
-                       node_name(&n->cfg, n->cfg.self, a), node_name(&n->cfg, j, b));
-    }
-}
-
-/* The dialled side of one connection to node j: connect, hello, and the acceptor's answer (the
- * TLS handshake, or the plaintext acknowledgement), all before the connect deadline. An
- * acceptor that closes the connection instead (it dropped a hello damaged on the way) is
- * dialled again until the deadline; a refusal (a certificate, a mode or version of another
- * session) is final. */
-static int dial(mpc_net *n, int j, int chan, uint64_t deadline, int *fd, mpc_tls_conn **tc,
-                errbuf *e)
-{
-    for (;;) {
-        int rc = connect_peer(n, j, deadline, fd, e);
-        if (rc)
-            return rc;
-        rc = hello_send(n, *fd, chan, e);
-        if (!rc && n->tls) {
-            char a[16], b[16], who[200];
-            snprintf(who, sizeof who, "%s at %s:%d", node_name(&n->cfg, j, b), n->cfg.host[j],
-                     n->cfg.port[j]);
-            errbuf why;
-            rc = mpc_tls_handshake(n->tls, *fd, 0, j, who, deadline, tc, &why);
-            if (rc)
-                rc = err_set(e, rc, "%s: %s", node_name(&n->cfg, n->cfg.self, a), why.msg);
-        } else if (!rc)
-            rc = ack_recv(n, j, *fd, deadline, e);
-        if (!rc)
-            return MS_OK;
-        close(*fd);
-        *fd = -1;
-        uint64_t now = now_ns();
-        if (rc != MS_ERR_NET || now >= deadline)
-            return rc;
-        sleep_until(now + 20000000ull < deadline ? now + 20000000ull : deadline);
-    }
-}
-
-/* A connection accepted but not yet a peer: its hello so far. */
-typedef struct acc_pending {
-    int fd;
-    uint64_t until; /* its hello is due by then */
-    size_t got;
-    uint8_t h[MPC_FRAME_HDR];
-    struct sockaddr_storage from;
-} acc_pending;
-
-static void acc_drop(mpc_net *n, acc_pending *p, const char *why)
-{
-    char a[16], addr[INET6_ADDRSTRLEN + 8];
-    peer_addr(&p->from, addr, sizeof addr);
-    fprintf(stderr, "%s: dropped a connection from %s: %s; still waiting for the peers\n",
-            node_name(&n->cfg, n->cfg.self, a), addr, why);
-    close(p->fd);
-    p->fd = -1;
-}
-
-/* A complete hello on p: the peer's slot, its TLS handshake (or the plaintext acknowledgement),
- * and the connection kept; 1 if it became a peer's, 0 if it was dropped. */
-static int acc_take(mpc_net *n, acc_pending *p, uint64_t deadline)
-{
-    const mpc_net_cfg *cfg = &n->cfg;
-    int id = -1, chan = 0;
-    errbuf why;
-    int hr = mpc_net_hello_parse(p->h, cfg->n_nodes, cfg->self, n->tls != NULL, &id, &chan, &why);
-    int *slot = hr ? NULL : chan ? &n->bfd[id] : &n->fd[id];
-    if (!hr && *slot >= 0)
-        hr = err_set(&why, MS_ERR_PROTO, "a second connection claims to be node %d", id);
-    mpc_tls_conn *tc = NULL;
-    char b[16];
-    if (!hr && n->tls) { /* within timeout_ms, as the hello: a silent peer holds no slot */
-        uint64_t until = now_ns() + (uint64_t)cfg->timeout_ms * 1000000ull;
-        hr = mpc_tls_handshake(n->tls, p->fd, 1, id, node_name(cfg, id, b),
-                               until < deadline ? until : deadline, &tc, &why);
-    } else if (!hr) {
-        static const uint8_t ack = HELLO_ACK;
-        if (send(p->fd, &ack, 1, MSG_NOSIGNAL) != 1)
-            hr = err_set(&why, MS_ERR_NET, "cannot acknowledge its hello: %s", strerror(errno));
-    }
-    if (hr) {
-        acc_drop(n, p, why.msg);
-        return 0;
-    }
-    n->st.hdr_recv += MPC_FRAME_HDR;
-    *slot = p->fd;
-    p->fd = -1;
-    if (chan)
-        n->btc[id] = tc;
-    else
-        n->tc[id] = tc;
-    return 1;
-}
-
-/* Accepts on lfd the two channels of every node above self. */
-static int accept_peers(mpc_net *n, int lfd, errbuf *e)
-{
-    /* Accept until every node above self has said a valid hello (and, under TLS, proved it is
-     * that node). A connection that is not one (a port scan, a stray client, a silent or
-     * malformed peer, a second claim to a node, a certificate of another node or session) is
-     * dropped and logged, and the wait for the real peer goes on until the deadline. Up to
-     * ACCEPT_PENDING_MAX connections wait for their hellos at once, each for timeout_ms, so
-     * silent connections cannot hold the real peers back; past that many the oldest is
-     * dropped. */
-    const mpc_net_cfg *cfg = &n->cfg;
-    acc_pending p[ACCEPT_PENDING_MAX];
-    int np = 0, rc = MS_OK;
-    char a[16], why[64];
-    uint64_t deadline = now_ns() + (uint64_t)cfg->connect_timeout_ms * 1000000ull;
-    for (int k = 2 * (cfg->self + 1); k < 2 * cfg->n_nodes && !rc;) {
-        uint64_t now = now_ns(), wake = deadline;
-        for (int q = 0; q < np;) { /* hellos overdue */
-            if (now >= p[q].until) {
-                snprintf(why, sizeof why, "no hello within %d ms", cfg->timeout_ms);
-                acc_drop(n, &p[q], why);
-                p[q] = p[--np];
-                continue;
-            }
-            wake = p[q].until < wake ? p[q].until : wake;
-            q++;
-        }
-        if (now >= deadline) {
-            rc = err_set(e, MS_ERR_TIMEOUT,
-                         "%s: not every peer connected within %d ms (are all parties started with "
-                         "the same --peers?)",
-                         node_name(cfg, cfg->self, a), cfg->connect_timeout_ms);
-            break;
-        }
-        struct pollfd pf[ACCEPT_PENDING_MAX + 1];
-        pf[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
-        for (int q = 0; q < np; q++)
-            pf[q + 1] = (struct pollfd){.fd = p[q].fd, .events = POLLIN};
-        int pr = poll(pf, (nfds_t)np + 1, (int)((wake - now + 999999) / 1000000));
-        if (pr < 0 && errno != EINTR) {
-            rc = err_set(e, MS_ERR_NET, "poll: %s", strerror(errno));
-            break;
-        }
-        if (pr <= 0)
-            continue;
-        /* hellos first (the listening socket may add to p) */
-        int taken[ACCEPT_PENDING_MAX] = {0};
-        for (int q = 0; q < np; q++) {
-            if (!pf[q + 1].revents)
-                continue;
-            acc_pending *c = &p[q];
-            ssize_t r = recv(c->fd, c->h + c->got, sizeof c->h - c->got, 0);
-            if (r < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
-                continue;
-            if (r <= 0) {
-                acc_drop(n, c, "connecting peer closed before its hello");
-                taken[q] = 1;
-                continue;
-            }
-            c->got += (size_t)r;
-            if (c->got == sizeof c->h) {
-                k += acc_take(n, c, deadline);
-                taken[q] = 1;
-            }
-        }
-        for (int q = np - 1; q >= 0; q--) /* remove the finished, keeping the order */
-            if (taken[q]) {
-                memmove(&p[q], &p[q + 1], (size_t)(np - q - 1) * sizeof p[0]);
-                np--;
-            }
-        if (!(pf[0].revents & POLLIN))
-            continue;
-        struct sockaddr_storage from;
-        socklen_t fl = sizeof from;
-        int fd = accept4(lfd, (struct sockaddr *)&from, &fl, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED || errno == EAGAIN)
-                continue;
-            rc = err_set(e, MS_ERR_NET, "accept: %s", strerror(errno));
-            break;
-        }
-        if (np == ACCEPT_PENDING_MAX) { /* the oldest goes */
-            acc_drop(n, &p[0], "too many connections without a hello");
-            memmove(&p[0], &p[1], (size_t)(np - 1) * sizeof p[0]);
-            np--;
-        }
-        uint64_t until = now_ns() + (uint64_t)cfg->timeout_ms * 1000000ull;
-        p[np++] = (acc_pending){
-            .fd = fd, .until = until < deadline ? until : deadline, .got = 0, .from = from};
-    }
-    for (int q = 0; q < np; q++)
-        close(p[q].fd);
+    int rc = xfer_run(n, io, timeout_ms, e);
+    n->awaits = 0;
     return rc;
 }
+
+/* ---------------------------------------------------------------- opening a session */
 
 /* Tunes the sockets and counts the TLS handshakes' bytes (the first channel's also per peer). */
 static void count_handshakes(mpc_net *n)
@@ -1094,13 +567,13 @@ int mpc_net_open(const mpc_net_cfg *cfg, mpc_net **out, errbuf *e)
     }
     for (int j = 0; j < cfg->self && !rc; j++) {
         uint64_t dl = now_ns() + (uint64_t)cfg->connect_timeout_ms * 1000000ull;
-        rc = dial(n, j, 0, dl, &n->fd[j], &n->tc[j], e);
+        rc = net_dial(n, j, 0, dl, &n->fd[j], &n->tc[j], e);
         dl = now_ns() + (uint64_t)cfg->connect_timeout_ms * 1000000ull;
         if (!rc)
-            rc = dial(n, j, 1, dl, &n->bfd[j], &n->btc[j], e);
+            rc = net_dial(n, j, 1, dl, &n->bfd[j], &n->btc[j], e);
     }
     if (!rc)
-        rc = accept_peers(n, lfd, e);
+        rc = net_accept_peers(n, lfd, e);
     if (lfd >= 0)
         close(lfd);
     if (rc) {
@@ -1114,7 +587,7 @@ int mpc_net_open(const mpc_net_cfg *cfg, mpc_net **out, errbuf *e)
         if (n->bfd[j] >= 0)
             fcntl(n->bfd[j], F_SETFL, fcntl(n->bfd[j], F_GETFL) | O_NONBLOCK);
     }
-    if (pthread_create(&n->beat, NULL, beat_main, n) != 0) {
+    if (pthread_create(&n->beat, NULL, net_beat_main, n) != 0) {
         mpc_net_free(n);
         return err_set(e, MS_ERR_INTERNAL, "mpc net: cannot start the heartbeat thread");
     }

@@ -45,9 +45,9 @@
 
 #define MPC_NODES_MAX 4             /* 3 compute parties + a dealer */
 #define MPC_FRAME_MAGIC 0x4643504du /* "MPCF" little endian */
-#define MPC_FRAME_VERSION                                                                      \
-    4                        /* 3: the hello says whether TLS follows; 4: a plaintext hello is \
-                              * acknowledged */
+#define MPC_FRAME_VERSION                                                                  \
+    5 /* 3: the hello says whether TLS follows; 4: a plaintext hello is acknowledged; 5: a \
+       * heartbeat is two bytes, the progress count and the set of nodes the sender awaits */
 #define MPC_HELLO_TLS 0x100u /* hello seq flag: a TLS handshake follows the hello */
 #define MPC_FRAME_HDR 32
 #define MPC_LIVENESS_MS 5000 /* heartbeat silence that makes a peer frozen */

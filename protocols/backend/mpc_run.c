@@ -370,33 +370,6 @@ static int write_all(int fd, const void *buf, size_t len)
     return 0;
 }
 
-int mpc_launch_keys(const mpc_launch *l, int nodes, char dir[256], errbuf *e)
-{
-    dir[0] = 0;
-    if (l->plaintext)
-        return MS_OK;
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, 256, "%s/mpcsim-keys-XXXXXX", tmp && *tmp && strlen(tmp) < 200 ? tmp : "/tmp");
-    if (!mkdtemp(dir)) {
-        int rc = err_set(e, MS_ERR_IO, "%s: cannot make a folder for the session's keys: %s", dir,
-                         strerror(errno));
-        dir[0] = 0;
-        return rc;
-    }
-    int rc = mpc_tls_make_keys(dir, nodes, e);
-    if (rc) {
-        mpc_launch_keys_drop(nodes, dir);
-        dir[0] = 0;
-    }
-    return rc;
-}
-
-void mpc_launch_keys_drop(int nodes, const char *dir)
-{
-    if (dir && dir[0])
-        mpc_tls_remove_keys(dir, nodes);
-}
-
 /* ---------------------------------------------------------------- launchers' signals */
 
 static const int guard_sig[3] = {SIGINT, SIGTERM, SIGHUP};
@@ -706,19 +679,12 @@ static void decode(int status, const uint8_t *buf, size_t len, uint64_t t0, mpc_
         memcpy(R->out, buf + sizeof w, R->out_len);
 }
 
-/* Every node's keys, loaded from a fresh key folder that is removed at once: the forked nodes
- * inherit them in memory, and nothing secret stays on disk while the session runs. */
+/* Every node's keys, made in memory: the forked nodes inherit them, and nothing secret is ever
+ * on disk. */
 int mpc_launch_tls(const mpc_launch *l, int nodes, struct mpc_tls **tls, errbuf *e)
 {
-    char keys[256];
     memset(tls, 0, sizeof *tls * (size_t)nodes);
-    int rc = mpc_launch_keys(l, nodes, keys, e);
-    for (int i = 0; !rc && keys[0] && i < nodes; i++)
-        rc = mpc_tls_load(keys, i, &tls[i], e);
-    mpc_launch_keys_drop(nodes, keys);
-    if (rc)
-        mpc_launch_tls_free(nodes, tls);
-    return rc;
+    return l->plaintext ? MS_OK : mpc_tls_make_mem(nodes, tls, e);
 }
 
 void mpc_launch_tls_free(int nodes, struct mpc_tls **tls)

@@ -90,15 +90,9 @@ typedef struct mpc_launch {
     int plaintext;       /* 1: no TLS on the party channels (else keys made for the session) */
 } mpc_launch;
 
-/* The launchers' TLS keys: a fresh key folder for the session's nodes in a temporary folder
- * ($TMPDIR or /tmp; its path in dir), which mpc_launch_keys_drop removes. Nothing (dir "")
- * when l->plaintext. */
-int mpc_launch_keys(const mpc_launch *l, int nodes, char dir[256], errbuf *e);
-void mpc_launch_keys_drop(int nodes, const char *dir);
-/* The launchers' TLS keys in memory: a key folder made as above, every node's keys loaded
- * from it (tls[i]: node i's, NULL when l->plaintext) and the folder removed before this
- * returns. A node forked after it hands tls[i] to mpc_net_cfg.tls: no key file exists while the
- * session runs. mpc_launch_tls_free frees what the launcher holds after the fork. */
+/* The launchers' TLS keys, made in memory (mpc_tls_make_mem; tls[i]: node i's, NULL when
+ * l->plaintext). A node forked after it hands tls[i] to mpc_net_cfg.tls: no key file is ever
+ * written for the session. mpc_launch_tls_free frees what the launcher holds after the fork. */
 int mpc_launch_tls(const mpc_launch *l, int nodes, struct mpc_tls **tls, errbuf *e);
 void mpc_launch_tls_free(int nodes, struct mpc_tls **tls);
 

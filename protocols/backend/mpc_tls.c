@@ -328,6 +328,41 @@ static int check_owner_mode(const char *path, const char *what, errbuf *e)
     return MS_OK;
 }
 
+/* Node self's TLS 1.3 context, its socket BIO method, without keys yet. */
+static int ctx_new(int self, mpc_tls **out, errbuf *e)
+{
+    char r[160];
+    mpc_tls *t = calloc(1, sizeof *t);
+    if (!t)
+        return err_set(e, MS_ERR_NOMEM, "tls: out of memory");
+    t->self = self;
+    t->ctx = SSL_CTX_new(TLS_method());
+    t->meth = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "mpcsim socket");
+    if (!t->ctx || !t->meth || !BIO_meth_set_write(t->meth, bio_write) ||
+        !BIO_meth_set_read(t->meth, bio_read) || !BIO_meth_set_ctrl(t->meth, bio_ctrl) ||
+        !SSL_CTX_set_min_proto_version(t->ctx, TLS1_3_VERSION) ||
+        !SSL_CTX_set_max_proto_version(t->ctx, TLS1_3_VERSION) ||
+        !SSL_CTX_set_num_tickets(t->ctx, 0)) {
+        int rc = err_set(e, MS_ERR_INTERNAL, "tls: cannot set up a TLS 1.3 context: %s",
+                         ossl_reason(r, sizeof r, "?"));
+        mpc_tls_free(t);
+        ERR_clear_error();
+        return rc;
+    }
+    *out = t;
+    return MS_OK;
+}
+
+/* A context with its keys and CA: the CA is the only trust anchor; a peer must present a
+ * certificate. */
+static void ctx_finish(mpc_tls *t)
+{
+    SSL_CTX_set_verify(t->ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+    SSL_CTX_set_verify_depth(t->ctx, 1);
+    SSL_CTX_set_session_cache_mode(t->ctx, SSL_SESS_CACHE_OFF);
+    SSL_CTX_set_options(t->ctx, SSL_OP_NO_TICKET | SSL_OP_NO_RENEGOTIATION);
+}
+
 int mpc_tls_load(const char *dir, int self, mpc_tls **out, errbuf *e)
 {
     char ca[4200], crt[4200], key[4200], r[160];
@@ -355,21 +390,11 @@ int mpc_tls_load(const char *dir, int self, mpc_tls **out, errbuf *e)
                        (unsigned)(st.st_mode & 07777));
     if ((mc = check_owner_mode(key, "private key", e)))
         return mc;
-    mpc_tls *t = calloc(1, sizeof *t);
-    if (!t)
-        return err_set(e, MS_ERR_NOMEM, "tls: out of memory");
-    t->self = self;
-    t->ctx = SSL_CTX_new(TLS_method());
-    t->meth = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "mpcsim socket");
-    int rc = MS_OK;
-    if (!t->ctx || !t->meth || !BIO_meth_set_write(t->meth, bio_write) ||
-        !BIO_meth_set_read(t->meth, bio_read) || !BIO_meth_set_ctrl(t->meth, bio_ctrl) ||
-        !SSL_CTX_set_min_proto_version(t->ctx, TLS1_3_VERSION) ||
-        !SSL_CTX_set_max_proto_version(t->ctx, TLS1_3_VERSION) ||
-        !SSL_CTX_set_num_tickets(t->ctx, 0))
-        rc = err_set(e, MS_ERR_INTERNAL, "tls: cannot set up a TLS 1.3 context: %s",
-                     ossl_reason(r, sizeof r, "?"));
-    else if (SSL_CTX_use_certificate_file(t->ctx, crt, SSL_FILETYPE_PEM) != 1)
+    mpc_tls *t = NULL;
+    int rc = ctx_new(self, &t, e);
+    if (rc)
+        return rc;
+    if (SSL_CTX_use_certificate_file(t->ctx, crt, SSL_FILETYPE_PEM) != 1)
         rc = err_set(e, MS_ERR_IO, "%s: cannot load node %d's certificate: %s", crt, self,
                      ossl_reason(r, sizeof r, "?"));
     else if (!cert_names(SSL_CTX_get0_certificate(t->ctx), self))
@@ -388,13 +413,52 @@ int mpc_tls_load(const char *dir, int self, mpc_tls **out, errbuf *e)
         ERR_clear_error();
         return rc;
     }
-    /* the CA of the folder is the only trust anchor; a peer must present a certificate */
-    SSL_CTX_set_verify(t->ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
-    SSL_CTX_set_verify_depth(t->ctx, 1);
-    SSL_CTX_set_session_cache_mode(t->ctx, SSL_SESS_CACHE_OFF);
-    SSL_CTX_set_options(t->ctx, SSL_OP_NO_TICKET | SSL_OP_NO_RENEGOTIATION);
+    ctx_finish(t);
     *out = t;
     return MS_OK;
+}
+
+int mpc_tls_make_mem(int n_nodes, mpc_tls **out, errbuf *e)
+{
+    if (n_nodes < 2 || n_nodes > 16)
+        return err_set(e, MS_ERR_USAGE, "keys: %d nodes (2..16)", n_nodes);
+    memset(out, 0, sizeof *out * (size_t)n_nodes);
+    EVP_PKEY *ca_key = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
+    X509 *ca = ca_key ? make_cert(ca_key, "mpcsim session CA", NULL, ca_key) : NULL;
+    int rc = ca ? MS_OK
+                : err_set(e, MS_ERR_INTERNAL,
+                          "keys: cannot make the CA certificate (OpenSSL without Ed25519?)");
+    for (int i = 0; !rc && i < n_nodes; i++) {
+        char cn[32], r[160];
+        node_cn(i, cn, sizeof cn);
+        EVP_PKEY *k = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
+        X509 *x = k ? make_cert(k, cn, ca, ca_key) : NULL;
+        if (!x)
+            rc = err_set(e, MS_ERR_INTERNAL, "keys: cannot make node %d's certificate", i);
+        if (!rc)
+            rc = ctx_new(i, &out[i], e);
+        /* the context takes its own references: the certificate, the key, the CA (the store's
+         * only trust anchor) */
+        if (!rc && (SSL_CTX_use_certificate(out[i]->ctx, x) != 1 ||
+                    SSL_CTX_use_PrivateKey(out[i]->ctx, k) != 1 ||
+                    SSL_CTX_check_private_key(out[i]->ctx) != 1 ||
+                    X509_STORE_add_cert(SSL_CTX_get_cert_store(out[i]->ctx), ca) != 1))
+            rc = err_set(e, MS_ERR_INTERNAL, "tls: cannot use node %d's keys: %s", i,
+                         ossl_reason(r, sizeof r, "?"));
+        if (!rc)
+            ctx_finish(out[i]);
+        X509_free(x);
+        EVP_PKEY_free(k);
+    }
+    X509_free(ca);
+    EVP_PKEY_free(ca_key); /* the CA's key dies here: nobody can sign another node later */
+    if (rc)
+        for (int i = 0; i < n_nodes; i++) {
+            mpc_tls_free(out[i]);
+            out[i] = NULL;
+        }
+    ERR_clear_error();
+    return rc;
 }
 
 void mpc_tls_free(mpc_tls *t)
@@ -475,38 +539,34 @@ static mpc_tls_conn *conn_new(mpc_tls *t, int fd, int server)
     return c;
 }
 
-/* The TLS 1.3 handshake proper, waiting on the socket as it asks until the deadline. */
-static int run_handshake(mpc_tls_conn *c, const char *peer_name, uint64_t deadline_ns, errbuf *why)
+/* One attempt at the TLS 1.3 handshake proper: MS_OK with *wants 0 when done, or with *wants
+ * the socket readiness it waits for; else the error, said of peer_name. */
+static int hs_try(mpc_tls_conn *c, const char *peer_name, int *wants, errbuf *why)
 {
     char r[300];
-    for (;;) {
-        int h = SSL_do_handshake(c->ssl);
-        if (h == 1)
-            return MS_OK;
-        int s = ssl_status(c, h, r, sizeof r);
-        int wants = s == MPC_TLS_WANT_READ || s == MPC_TLS_WANT_WRITE;
-        if (wants && wait_io(c->fd, s == MPC_TLS_WANT_WRITE, deadline_ns))
-            continue;
-        if (wants)
-            return err_set(why, MS_ERR_TIMEOUT, "%s did not complete the TLS handshake in time",
-                           peer_name);
-        if (s == MPC_TLS_EOF) /* MS_ERR_NET: a dialler tries again (mpc_net.c, dial) */
-            return err_set(
-                why, MS_ERR_NET,
-                "%s closed the connection during the TLS handshake (a peer run with "
-                "--insecure-plaintext, or an mpcsim of another frame version? see its log)",
-                peer_name);
-        if (strstr(r, "alert"))
-            return err_set(
-                why, MS_ERR_PEER,
-                "%s refused this node's certificate (TLS %s): are all nodes' keys from the "
-                "same `mpcsim party keys` folder?",
-                peer_name, r);
-        return err_set(why, MS_ERR_PEER,
-                       "TLS handshake with %s failed: %s (keys from another `mpcsim party keys` "
-                       "folder?)",
-                       peer_name, r);
+    *wants = 0;
+    int h = SSL_do_handshake(c->ssl);
+    if (h == 1)
+        return MS_OK;
+    int s = ssl_status(c, h, r, sizeof r);
+    if (s == MPC_TLS_WANT_READ || s == MPC_TLS_WANT_WRITE) {
+        *wants = s;
+        return MS_OK;
     }
+    if (s == MPC_TLS_EOF) /* MS_ERR_NET: a dialler tries again (mpc_net_dial.c, net_dial) */
+        return err_set(why, MS_ERR_NET,
+                       "%s closed the connection during the TLS handshake (a peer run with "
+                       "--insecure-plaintext, or an mpcsim of another frame version? see its log)",
+                       peer_name);
+    if (strstr(r, "alert"))
+        return err_set(why, MS_ERR_PEER,
+                       "%s refused this node's certificate (TLS %s): are all nodes' keys from the "
+                       "same `mpcsim party keys` folder?",
+                       peer_name, r);
+    return err_set(why, MS_ERR_PEER,
+                   "TLS handshake with %s failed: %s (keys from another `mpcsim party keys` "
+                   "folder?)",
+                   peer_name, r);
 }
 
 /* The CA vouched for the peer's certificate; it must also name the node we meant to reach. */
@@ -527,62 +587,110 @@ static int check_peer_node(mpc_tls_conn *c, int peer, const char *peer_name, err
                    peer_name);
 }
 
-/* The accepting side has checked the name: it confirms, and the connecting side waits for
- * the confirmation (in TLS 1.3 a client's handshake ends before the server has verified
- * the client's certificate; a rejection would otherwise show only at the first read). */
-static int confirm(mpc_tls_conn *c, int server, const char *peer_name, uint64_t deadline_ns,
-                   errbuf *why)
+/* One attempt at the confirmation (as hs_try): the accepting side has checked the name and
+ * confirms, and the connecting side waits for the confirmation (in TLS 1.3 a client's
+ * handshake ends before the server has verified the client's certificate; a rejection would
+ * otherwise show only at the first read). */
+static int confirm_try(mpc_tls_conn *c, int server, const char *peer_name, int *wants, errbuf *why)
 {
     static const uint8_t yes = 0xa5;
     char r[300];
-    for (;;) {
-        size_t n = 0;
-        uint8_t got = 0;
-        int s = server ? mpc_tls_write(c, &yes, 1, &n, r, sizeof r)
-                       : mpc_tls_read(c, &got, 1, &n, r, sizeof r);
-        if (s == 0 && (server || got == yes))
-            return MS_OK;
-        int wants = s == MPC_TLS_WANT_READ || s == MPC_TLS_WANT_WRITE;
-        if (s == 0)
-            return err_set(why, MS_ERR_PROTO, "%s sent no TLS confirmation", peer_name);
-        if (wants && wait_io(c->fd, s == MPC_TLS_WANT_WRITE, deadline_ns))
-            continue;
-        if (wants)
-            return err_set(why, MS_ERR_TIMEOUT, "%s did not confirm the TLS handshake in time",
-                           peer_name);
-        if (s == MPC_TLS_EOF)
-            return err_set(
-                why, MS_ERR_PEER,
-                "%s closed the connection after the TLS handshake: it did not accept this "
-                "node's certificate (see its log)",
-                peer_name);
-        return err_set(why, MS_ERR_PEER,
-                       "%s refused this node's certificate (TLS %s): are all nodes' keys from "
-                       "the same `mpcsim party keys` folder?",
-                       peer_name, r);
+    size_t n = 0;
+    uint8_t got = 0;
+    *wants = 0;
+    int s = server ? mpc_tls_write(c, &yes, 1, &n, r, sizeof r)
+                   : mpc_tls_read(c, &got, 1, &n, r, sizeof r);
+    if (s == 0 && (server || got == yes))
+        return MS_OK;
+    if (s == 0)
+        return err_set(why, MS_ERR_PROTO, "%s sent no TLS confirmation", peer_name);
+    if (s == MPC_TLS_WANT_READ || s == MPC_TLS_WANT_WRITE) {
+        *wants = s;
+        return MS_OK;
     }
+    if (s == MPC_TLS_EOF)
+        return err_set(why, MS_ERR_PEER,
+                       "%s closed the connection after the TLS handshake: it did not accept this "
+                       "node's certificate (see its log)",
+                       peer_name);
+    return err_set(why, MS_ERR_PEER,
+                   "%s refused this node's certificate (TLS %s): are all nodes' keys from "
+                   "the same `mpcsim party keys` folder?",
+                   peer_name, r);
+}
+
+/* A handshake in progress: the connection, its side, the node it must be, and how far. */
+struct mpc_tls_hs {
+    mpc_tls_conn *c;
+    int server, peer;
+    int confirming; /* the handshake proper is done and the peer's name checked */
+    char name[200];
+};
+
+int mpc_tls_hs_begin(mpc_tls *t, int fd, int server, int peer, const char *peer_name,
+                     mpc_tls_hs **out, errbuf *why)
+{
+    mpc_tls_hs *h = calloc(1, sizeof *h);
+    if (!h || !(h->c = conn_new(t, fd, server))) {
+        free(h);
+        return err_set(why, MS_ERR_NOMEM, "tls: out of memory");
+    }
+    h->server = server;
+    h->peer = peer;
+    snprintf(h->name, sizeof h->name, "%s", peer_name);
+    *out = h;
+    return MS_OK;
+}
+
+void mpc_tls_hs_free(mpc_tls_hs *h)
+{
+    if (!h)
+        return;
+    if (h->c) {
+        SSL_free(h->c->ssl);
+        free(h->c);
+    }
+    free(h);
+    ERR_clear_error();
+}
+
+int mpc_tls_hs_step(mpc_tls_hs *h, int *wants, mpc_tls_conn **out, errbuf *why)
+{
+    ERR_clear_error();
+    int rc = MS_OK;
+    *wants = 0;
+    if (!h->confirming) {
+        rc = hs_try(h->c, h->name, wants, why);
+        if (rc || *wants)
+            return rc;
+        if ((rc = check_peer_node(h->c, h->peer, h->name, why)))
+            return rc;
+        h->confirming = 1;
+    }
+    rc = confirm_try(h->c, h->server, h->name, wants, why);
+    if (rc || *wants)
+        return rc;
+    *out = h->c;
+    h->c = NULL;
+    return MS_OK;
+}
+
+int mpc_tls_hs_timeout(const mpc_tls_hs *h, errbuf *why)
+{
+    return err_set(why, MS_ERR_TIMEOUT, "%s did not %s the TLS handshake in time", h->name,
+                   h->confirming ? "confirm" : "complete");
 }
 
 int mpc_tls_handshake(mpc_tls *t, int fd, int server, int peer, const char *peer_name,
                       uint64_t deadline_ns, mpc_tls_conn **out, errbuf *why)
 {
-    mpc_tls_conn *c = conn_new(t, fd, server);
-    if (!c)
-        return err_set(why, MS_ERR_NOMEM, "tls: out of memory");
-    ERR_clear_error();
-    int rc = run_handshake(c, peer_name, deadline_ns, why);
-    if (!rc)
-        rc = check_peer_node(c, peer, peer_name, why);
-    if (!rc)
-        rc = confirm(c, server, peer_name, deadline_ns, why);
-    if (rc) {
-        SSL_free(c->ssl);
-        free(c);
-        ERR_clear_error();
-        return rc;
-    }
-    *out = c;
-    return MS_OK;
+    mpc_tls_hs *h = NULL;
+    int rc = mpc_tls_hs_begin(t, fd, server, peer, peer_name, &h, why), wants = 0;
+    while (!rc && !(rc = mpc_tls_hs_step(h, &wants, out, why)) && wants)
+        if (!wait_io(fd, wants == MPC_TLS_WANT_WRITE, deadline_ns))
+            rc = mpc_tls_hs_timeout(h, why);
+    mpc_tls_hs_free(h);
+    return rc;
 }
 
 int mpc_tls_write(mpc_tls_conn *c, const void *buf, size_t len, size_t *n, char *why, size_t wlen)

@@ -40,6 +40,11 @@ int mpc_tls_make_keys(const char *dir, int n_nodes, errbuf *e);
 /* Removes the files mpc_tls_make_keys wrote and dir itself (a temporary folder). */
 void mpc_tls_remove_keys(const char *dir, int n_nodes);
 
+/* The same keys made in memory only, for nodes that run in processes forked from this one (the
+ * loopback launchers): out[i] is node i's context, with its key, its certificate and the CA
+ * (whose private key is dropped before this returns). Nothing is written to disk. */
+int mpc_tls_make_mem(int n_nodes, mpc_tls **out, errbuf *e);
+
 /* Loads node self's key and certificate and the CA from dir. A key file that others can read,
  * a certificate that does not name node self or does not match the key is an error. */
 int mpc_tls_load(const char *dir, int self, mpc_tls **out, errbuf *e);
@@ -52,6 +57,19 @@ void mpc_tls_free(mpc_tls *t);
  * error, why says what the peer did, in a sentence naming it by peer_name. */
 int mpc_tls_handshake(mpc_tls *t, int fd, int server, int peer, const char *peer_name,
                       uint64_t deadline_ns, mpc_tls_conn **out, errbuf *why);
+
+/* The same handshake driven by the caller's poll, for many connections at once:
+ * mpc_tls_hs_begin makes it; each mpc_tls_hs_step goes as far as the socket allows and returns
+ * MS_OK with *wants set to MPC_TLS_WANT_READ or MPC_TLS_WANT_WRITE (poll fd for that, then step
+ * again), MS_OK with *wants 0 and *out the authenticated connection, or the error
+ * mpc_tls_handshake would give. mpc_tls_hs_timeout sets the error of a deadline passed, saying
+ * how far it got. mpc_tls_hs_free frees it (the connection handed out stays). */
+typedef struct mpc_tls_hs mpc_tls_hs;
+int mpc_tls_hs_begin(mpc_tls *t, int fd, int server, int peer, const char *peer_name,
+                     mpc_tls_hs **out, errbuf *why);
+int mpc_tls_hs_step(mpc_tls_hs *h, int *wants, mpc_tls_conn **out, errbuf *why);
+int mpc_tls_hs_timeout(const mpc_tls_hs *h, errbuf *why);
+void mpc_tls_hs_free(mpc_tls_hs *h);
 
 /* Non-blocking record I/O. Return 0 with *n set when bytes moved; MPC_TLS_WANT_READ or
  * MPC_TLS_WANT_WRITE when the socket must become readable / writable first; MPC_TLS_EOF when

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -245,28 +246,44 @@ static void node_child(const netshape *s, const mpc_launch *l, struct mpc_tls *t
     _exit(0);
 }
 
-static uint8_t *slurp(const char *path, size_t *len)
+int netshape_read_file(const char *path, size_t max, uint8_t **buf, size_t *len, errbuf *e)
 {
-    FILE *f = fopen(path, "rb");
+    *buf = NULL;
     *len = 0;
-    if (!f)
-        return NULL;
-    size_t cap = 1 << 16;
-    uint8_t *b = malloc(cap);
-    size_t n;
-    while (b && (n = fread(b + *len, 1, cap - *len, f)) > 0) {
-        *len += n;
-        if (*len == cap) {
-            uint8_t *nb = realloc(b, cap *= 2);
-            if (!nb) {
-                free(b);
-                b = NULL;
-            }
-            b = nb;
-        }
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0)
+        return err_set(e, errno == ENOENT ? MS_ERR_NOTFOUND : MS_ERR_IO, "%s: cannot open: %s",
+                       path,
+                       errno == ELOOP ? "a symbolic link, which is not followed" : strerror(errno));
+    struct stat st;
+    int rc = MS_OK;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        rc = err_set(e, MS_ERR_IO, "%s: error: not a regular file", path);
+    else if ((uint64_t)st.st_size > max)
+        rc = err_set(e, MS_ERR_IO,
+                     "%s: error: file of %llu bytes, larger than the %llu bytes this reader takes",
+                     path, (unsigned long long)st.st_size, (unsigned long long)max);
+    else if (!(*buf = malloc((size_t)st.st_size + 1)))
+        rc = err_set(e, MS_ERR_NOMEM, "%s: out of memory", path);
+    while (!rc && *len < (size_t)st.st_size) { /* a file that shrinks ends the read early */
+        ssize_t r = read(fd, *buf + *len, (size_t)st.st_size - *len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            rc = err_set(e, MS_ERR_IO, "%s: read error: %s", path, strerror(errno));
+        if (r <= 0)
+            break;
+        *len += (size_t)r;
     }
-    fclose(f);
-    return b;
+    close(fd);
+    if (rc) {
+        free(*buf);
+        *buf = NULL;
+        *len = 0;
+        return rc;
+    }
+    (*buf)[*len] = 0;
+    return MS_OK;
 }
 
 /* Waits for every node (pid ≤ 0: its fork failed). The first node that fails (a non-zero exit
@@ -334,9 +351,12 @@ static int read_result(int status, const char *stp, const char *outp, uint64_t t
     r->status = r->exited ? WEXITSTATUS(status) : 0;
     r->sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     size_t n = 0;
-    uint8_t *sb = slurp(stp, &n);
+    uint8_t *sb = NULL;
     uint64_t fail_ns = 0;
-    if (sb && n >= sizeof(int) + sizeof r->err + sizeof r->st + sizeof fail_ns) {
+    size_t want = sizeof(int) + sizeof r->err + sizeof r->st + sizeof fail_ns;
+    errbuf why;
+    netshape_read_file(stp, want, &sb, &n, &why); /* missing or bad: no report */
+    if (sb && n >= want) {
         memcpy(&r->rc, sb, sizeof(int));
         memcpy(r->err, sb + sizeof(int), sizeof r->err);
         r->err[sizeof r->err - 1] = 0;
@@ -347,7 +367,11 @@ static int read_result(int status, const char *stp, const char *outp, uint64_t t
     } else
         r->rc = MS_ERR_PEER; /* the message is mpc_launch_blame's */
     free(sb);
-    r->out = slurp(outp, &r->out_len);
+    if (netshape_read_file(outp, NETSHAPE_OUT_MAX, &r->out, &r->out_len, &why) && reported &&
+        !r->rc) {
+        r->rc = MS_ERR_IO;
+        snprintf(r->err, sizeof r->err, "%s", why.msg);
+    }
     return reported;
 }
 

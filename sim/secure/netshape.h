@@ -29,6 +29,12 @@ typedef struct netshape {
 int netshape_up(netshape *s, int n_nodes, double rate_bps, errbuf *e);
 void netshape_down(netshape *s);
 
+/* A node's report or output file read whole (O_NOFOLLOW, a regular file of at most max bytes:
+ * a link, device or FIFO planted in the session's folder is refused, never followed or read
+ * without end). *buf is malloc'd, NUL-terminated past *len. */
+#define NETSHAPE_OUT_MAX (1u << 30)
+int netshape_read_file(const char *path, size_t max, uint8_t **buf, size_t *len, errbuf *e);
+
 /* As mpc_launch_run, with node i inside namespace i and the peers at their veth addresses. */
 int netshape_launch(const netshape *s, const mpc_launch *l, mpc_node_fn fn, void *arg,
                     mpc_node_result *res, int *n_nodes, errbuf *e);

@@ -2,16 +2,21 @@
 #include "workload.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
 #define WL_MAX_PROMPT (1u << 22) /* cap on one prompt's length (growable buffers have a cap) */
 #define WL_MAX_USERS (1u << 24)  /* tenants × users_per_tenant: user ids are 32-bit */
+#define WL_LINE_MAX (64u << 20)  /* one replay line: a prompt at the cap takes under 50 MiB */
+#define WL_FILE_MAX (4ull << 30) /* a replay file */
 #define WL_MAX_SHARED                                                   \
     (1ull << 28) /* tokens of every system prompt, context and document \
                   * drawn up front (1 GiB of ids) */
@@ -313,15 +318,83 @@ static int read_req(workload *w, char *line, char *p, const char *path, int ln, 
     return MS_OK;
 }
 
+/* A replay file's lines, read in chunks of WL_CHUNK: unread bytes are buf[start, len). */
+#define WL_CHUNK 65536
+typedef struct wl_lines {
+    FILE *f;
+    char *buf;
+    size_t cap, start, len;
+    uint64_t total; /* bytes read */
+} wl_lines;
+
+/* The next line of r (its newline replaced by the end of the string) in *line, at most
+ * WL_LINE_MAX bytes: 1 if a line was read, 0 at the end, -1 past a bound (a line longer than
+ * WL_LINE_MAX, or WL_FILE_MAX in all: /dev/zero, or not a workload file), -2 out of memory. */
+static int next_line(wl_lines *r, char **line)
+{
+    size_t scanned = r->start;
+    for (;;) {
+        char *nl = r->len > scanned ? memchr(r->buf + scanned, '\n', r->len - scanned) : NULL;
+        if (nl) {
+            *nl = '\0';
+            *line = r->buf + r->start;
+            r->start = (size_t)(nl - r->buf) + 1;
+            return 1;
+        }
+        if (r->len - r->start > WL_LINE_MAX)
+            return -1;
+        scanned = r->len;
+        if (r->cap - r->len < WL_CHUNK + 1) { /* room for a chunk and the string's end */
+            size_t keep = r->len - r->start;
+            if (keep && r->start)
+                memmove(r->buf, r->buf + r->start, keep);
+            scanned -= r->start;
+            r->len = keep;
+            r->start = 0;
+            if (r->cap - r->len < WL_CHUNK + 1) {
+                size_t nc = r->cap ? 2 * r->cap : 4 * WL_CHUNK;
+                nc = nc < r->len + WL_CHUNK + 1 ? r->len + WL_CHUNK + 1 : nc;
+                char *nb = realloc(r->buf, nc);
+                if (!nb)
+                    return -2;
+                r->buf = nb;
+                r->cap = nc;
+            }
+        }
+        size_t got = fread(r->buf + r->len, 1, WL_CHUNK, r->f);
+        if (!got) { /* the end: a last line without a newline, or none */
+            if (r->len == r->start)
+                return 0;
+            r->buf[r->len] = '\0';
+            *line = r->buf + r->start;
+            r->start = r->len;
+            return 1;
+        }
+        r->len += got;
+        if ((r->total += got) > WL_FILE_MAX)
+            return -1;
+    }
+}
+
 int wl_read(workload *w, FILE *f, const char *path, errbuf *e)
 {
     char *line = NULL;
-    size_t cap = 0;
-    int ln = 0, rc = MS_OK, header = 0;
+    wl_lines lines = {.f = f};
+    int ln = 0, rc = MS_OK, header = 0, got;
     uint64_t last = 0;
     rd_buf b = {0};
-    while (!rc && getline(&line, &cap, f) >= 0) {
+    while (!rc && (got = next_line(&lines, &line)) != 0) {
         ln++;
+        if (got < 0) {
+            rc = got == -2 ? err_set(e, MS_ERR_NOMEM, "%s: out of memory", path)
+                 : lines.total > WL_FILE_MAX
+                     ? err_set(e, MS_ERR_FORMAT, "%s:%d:1: error: file larger than %llu GiB", path,
+                               ln, WL_FILE_MAX >> 30)
+                     : err_set(e, MS_ERR_FORMAT,
+                               "%s:%d:1: error: line longer than %u MiB (not a workload file?)",
+                               path, ln, WL_LINE_MAX >> 20);
+            break;
+        }
         char *hash = strchr(line, '#');
         if (hash)
             *hash = '\0';
@@ -355,7 +428,7 @@ int wl_read(workload *w, FILE *f, const char *path, errbuf *e)
                      "%s:%d:1: error: no requests\n  hint: add lines "
                      "'req <arrival_ns> <tenant> <user> <decode_len> : <tokens…>'",
                      path, ln + 1);
-    free(line);
+    free(lines.buf);
     free(b.tok);
     free(b.sens);
     return rc;
@@ -363,10 +436,28 @@ int wl_read(workload *w, FILE *f, const char *path, errbuf *e)
 
 int wl_load(workload *w, const char *path, errbuf *e)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
+    /* non-blocking open: a FIFO is refused below, not waited on */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
         return err_set(e, errno == ENOENT ? MS_ERR_NOTFOUND : MS_ERR_IO, "%s: cannot open: %s",
                        path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > WL_FILE_MAX) {
+        int reg = S_ISREG(st.st_mode);
+        close(fd);
+        if (!reg)
+            return err_set(e, MS_ERR_FORMAT, "%s: error: not a regular file", path);
+        return err_set(e, MS_ERR_FORMAT,
+                       "%s: error: file of %llu bytes, larger than the %llu bytes this reader "
+                       "takes",
+                       path, (unsigned long long)st.st_size, (unsigned long long)WL_FILE_MAX);
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, "r");
+    if (!f) {
+        close(fd);
+        return err_set(e, MS_ERR_NOMEM, "%s: out of memory", path);
+    }
     int rc = wl_read(w, f, path, e);
     fclose(f);
     return rc;
