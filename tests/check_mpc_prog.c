@@ -548,6 +548,16 @@ START_TEST(test_spu_msb_ops)
 }
 END_TEST
 
+/* normalize = spu (SPU's reciprocal: msb, A2B, prefix OR, b2a_word, Goldschmidt; semi2k, aby3
+ * as bitdec) on the real backend: values against the clear-text engine, counts against the
+ * cost engine. */
+START_TEST(test_spu_norm_ops)
+{
+    static const int kinds[] = {OP_RECIPROCAL, OP_SOFTMAX, OP_LAYERNORM};
+    run_singles(_i ? "aby3" : "semi2k", kinds, TH_N(kinds), (single_with){.norm = "spu"});
+}
+END_TEST
+
 /* normalize = thresholds (the earlier normalisation) on the real backend, and the default
  * bit decomposition with an op's bit bound (reciprocal and rsqrt of x < 2^(w−f)): values against
  * the clear-text engine, counts against the cost engine. */
@@ -909,8 +919,9 @@ Suite *mpc_prog_suite(void)
     Suite *s = suite_create("mpc_prog");
     TCase *tc = th_case(s, "programs", 120);
     TH_LOOPS(tc, 2, test_composite, test_single_ops, test_carry_msb_ops, test_spu_msb_ops,
-             test_normalize_ops, test_bit_bound_ops, test_topk_quickselect_ops, test_sparse_ffn_ops,
-             test_revealed_blocks, test_reveal_in_place, test_stories260k_step, test_two_programs);
+             test_spu_norm_ops, test_normalize_ops, test_bit_bound_ops, test_topk_quickselect_ops,
+             test_sparse_ffn_ops, test_revealed_blocks, test_reveal_in_place, test_stories260k_step,
+             test_two_programs);
     (void)cur;
     return s;
 }

@@ -721,12 +721,139 @@ static int k_rsqrt_bd(eng *e, mpc_val *z, const mpc_val *x, int jlo, int w)
     return k_rsqrt_bits(e, z, x, e->cfg.frac_bits + jlo, w);
 }
 
+/* z = the bits [0, nb) of the boolean word x reversed (bit j to nb − 1 − j), the others 0
+ * (SPU _bitrev then maskNumberOfBits; local): the 64-bit reversal by six masked swaps, then a
+ * shift right by 64 − nb. */
+static int k_bitrev(eng *e, mpc_val *z, const mpc_val *x, int nb)
+{
+    static const uint64_t sw[6] = {0x5555555555555555ull, 0x3333333333333333ull,
+                                   0x0f0f0f0f0f0f0f0full, 0x00ff00ff00ff00ffull,
+                                   0x0000ffff0000ffffull, 0x00000000ffffffffull};
+    size_t n = x->n;
+    mpc_val a, b;
+    TRY(k_rep(e, z, x, 1));
+    TRY(kal(e, &a, n, DOM_BOOL));
+    TRY(kal(e, &b, n, DOM_BOOL));
+    for (int i = 0; i < 6; i++) { /* z = ((z >> s) & m) ^ ((z & m) << s) */
+        int sh = 1 << i;
+        TRY(VT->shift(e, &a, z, sh));
+        TRY(k_andc(e, &a, &a, sw[i]));
+        TRY(k_andc(e, &b, z, sw[i]));
+        TRY(VT->shift(e, &b, &b, -sh));
+        TRY(VT->add(e, z, &a, &b));
+    }
+    krel(e, &a), krel(e, &b);
+    return nb < 64 ? VT->shift(e, z, z, 64 - nb) : MS_OK;
+}
+
+/* z = c ? −x : x for an arithmetic 0/1 c: x + c·(−2x), one ring product (SPU _mux, ring.cc
+ * 465-470, on the predicate _prefer_a made arithmetic). */
+static int k_negate_if(eng *e, mpc_val *z, const mpc_val *c, const mpc_val *x)
+{
+    mpc_val d, t;
+    TRY(k_scaled(e, &d, x, (uint64_t)-2));
+    TRY(k_imul(e, &t, c, &d));
+    TRY(kal(e, z, x->n, DOM_ARITH));
+    int rc = VT->add(e, z, x, &t);
+    krel(e, &d), krel(e, &t);
+    return rc;
+}
+
+/* 1/x as SPU computes it (normalize: spu; secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87
+ * libspu/kernel/hal/fxp_base.cc 239-264 reciprocal_goldschmidt, 104-140 the normalised
+ * Goldschmidt, 81-85 highestOneBit; libspu/kernel/hal/ring.cc 548-559 _prefix_or): the sign by
+ * SPU's msb, made arithmetic (_prefer_a: one-bit b2a) and used twice as a ring-product mux;
+ * |x| to boolean by SPU's A2B; the prefix OR in six levels of x | (x >> 2^i) (each an AND of
+ * full words but the last, whose operand has 32 bits: SPU's AndBB opens in the storage type
+ * of min(nbits)); its highest bit h, bit-reversed over [0, 2f) into the factor 2^(2f−1−m)
+ * (b2a_word of 2f bits); then c = |x|·factor in [0.5, 1), w = 2.9142 − 2c, e = 1 − c·w and
+ * fxp_div_goldschmidt_iters = 2 steps r ← r(1 + e), e ← e² (one squaring, between them), the
+ * result times the factor and the sign mux. Each product is sequential as SPU issues it.
+ * PRIMITIVES.md derives its counts (semi2k 1,058 B in 36 rounds per element). Three parties:
+ * SPU's aby3 pieces (B2AByOT, B2AByPPA, the rotate of its A2B) are not primitives here yet, so
+ * aby3 runs normalize: bitdec. Range: |x| < 2^f (2^(2f) in the ring): larger inputs give 0,
+ * as in SPU. */
+static int k_recip_spu(eng *e, mpc_val *z, const mpc_val *x, int jlo, int w)
+{
+    if (e->n_parties != 2 || !VT->b2a_word)
+        return k_recip_bd(e, z, x, jlo, w);
+    int f = e->cfg.frac_bits;
+    size_t n = x->n;
+    mpc_val nb, na, ab, bb, b1, t, fb, fa;
+    TRY(kal(e, &nb, n, DOM_BOOL));
+    TRY(kv_msb_tab[KV_MSB_SPU].bfn(e, &nb, x, 64)); /* is_negative = _msb(x) */
+    TRY(kal(e, &na, n, DOM_ARITH));
+    TRY(VT->b2a_bit(e, &na, &nb)); /* _prefer_a: B2A_Randbit of one bit, 1 byte each way */
+    krel(e, &nb);
+    TRY(k_negate_if(e, &ab, &na, x)); /* b_abs */
+    TRY(k_a2b_spu(e, &bb, &ab));
+    TRY(kal(e, &b1, n, DOM_BOOL));
+    TRY(kal(e, &t, n, DOM_BOOL));
+    for (int i = 0; i < 6; i++) { /* b0 = b0 | (b0 >> 2^i) = b0 ^ b1 ^ (b0 & b1) */
+        TRY(VT->shift(e, &b1, &bb, 1 << i));
+        if (i < 5)
+            TRY(VT->and_bb(e, &t, &bb, &b1));
+        else
+            TRY(VT->and_bits(e, &t, &bb, &b1, lowbits(32), 0));
+        TRY(VT->add(e, &bb, &bb, &b1));
+        TRY(VT->add(e, &bb, &bb, &t));
+    }
+    TRY(VT->shift(e, &b1, &bb, 1)); /* highestOneBit: y ^ (y >> 1) */
+    TRY(VT->add(e, &bb, &bb, &b1));
+    krel(e, &b1), krel(e, &t);
+    TRY(k_bitrev(e, &fb, &bb, 2 * f));
+    krel(e, &bb);
+    TRY(kal(e, &fa, n, DOM_ARITH));
+    TRY(VT->b2a_word(e, &fa, &fb, 2 * f)); /* the factor, _prefer_a */
+    krel(e, &fb);
+    mpc_val c, wv, ee, r, r2, cw;
+    TRY(kal(e, &c, n, DOM_ARITH));
+    TRY(k_fmul(e, &c, &ab, &fa));
+    krel(e, &ab);
+    TRY(k_scaled(e, &wv, &c, (uint64_t)-2)); /* w = 2.9142 − 2c */
+    TRY(k_addc(e, &wv, &wv, FX((double)2.9142F)));
+    TRY(kal(e, &cw, n, DOM_ARITH));
+    TRY(k_fmul(e, &cw, &c, &wv));
+    krel(e, &c);
+    TRY(k_scaled(e, &ee, &cw, (uint64_t)-1)); /* e = 1 − c·w */
+    TRY(k_addc(e, &ee, &ee, FX(1.0)));
+    krel(e, &cw);
+    TRY(k_rep(e, &r, &wv, 1));
+    krel(e, &wv);
+    for (int it = 0; it < 2; it++) {
+        mpc_val e1;
+        TRY(k_rep(e, &e1, &ee, 1));
+        TRY(k_addc(e, &e1, &e1, FX(1.0)));
+        TRY(kal(e, &r2, n, DOM_ARITH));
+        TRY(k_fmul(e, &r2, &r, &e1));
+        krel(e, &e1), krel(e, &r);
+        r = r2;
+        if (it == 0) {
+            mpc_val e2;
+            TRY(kal(e, &e2, n, DOM_ARITH));
+            TRY(k_fsq(e, &e2, &ee));
+            krel(e, &ee);
+            ee = e2;
+        }
+    }
+    krel(e, &ee);
+    TRY(kal(e, &r2, n, DOM_ARITH));
+    TRY(k_fmul(e, &r2, &r, &fa));
+    krel(e, &r), krel(e, &fa);
+    TRY(k_negate_if(e, z, &na, &r2));
+    krel(e, &na), krel(e, &r2);
+    return MS_OK;
+}
+
 const kv_norm_row kv_norm_tab[KV_NORM_N] = {
     [KV_NORM_BITDEC] = {"bitdec", k_recip_bd, k_rsqrt_bd,
                         "one bit decomposition, the highest bit's power of two (k_hibit)"},
     [KV_NORM_THRESHOLDS] = {"thresholds", k_recip_thr, k_rsqrt_thr,
                             "a batched comparison against every power of two (SPU "
                             "f_reciprocal)"},
+    [KV_NORM_SPU] = {"spu", k_recip_spu, k_rsqrt_bd,
+                     "SPU's reciprocal: msb, A2B, prefix OR, bit reversal, b2a_word, Goldschmidt "
+                     "(semi2k; aby3 and rsqrt as bitdec)"},
 };
 
 /* 1/x for x in [2^jlo, 2^(w−f)) (w: X's bit bound, 0 = the default, norm_bits). */

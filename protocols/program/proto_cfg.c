@@ -17,7 +17,7 @@
 static const char *const approx_names[] = {"puma", "sigmoid", NULL};
 static const char *const msb_names[] = {"packed", "ks", "carry", "spu", NULL};
 static const char *const topk_names[] = {"network", "quickselect", NULL};
-static const char *const normalize_names[] = {"bitdec", "thresholds", NULL};
+static const char *const normalize_names[] = {"bitdec", "thresholds", "spu", NULL};
 static const char *const exp_names[] = {"pow2", "taylor", NULL};
 static const char *const trunc_names[] = {"pair", "local", NULL};  /* trunc_local = the index */
 static const char *const compat_names[] = {"native", "spu", NULL}; /* kern_compat.c's rows */
@@ -61,8 +61,8 @@ static const ys_field cfg_fields[] = {
      "5.5]) or taylor ((1 + x/2^t)^(2^t), t = exp_iters, x in [-14, 0])",
      exp_names, 0, NULL, NULL},
     {"normalize", YS_STR, C(normalize), 0, 0, NULL,
-     "reciprocal/rsqrt normalisation: bitdec (one bit decomposition) or thresholds (a "
-     "comparison per power of two)",
+     "reciprocal/rsqrt normalisation: bitdec (one bit decomposition), thresholds (a "
+     "comparison per power of two) or spu (SPU's reciprocal, two parties; compat: spu)",
      normalize_names, 0, NULL, NULL},
     {"compat", YS_STR, C(compat), 0, 0, NULL,
      "framework cost profile: native (the keys above) or spu (every kernel family as SecretFlow "
