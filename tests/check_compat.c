@@ -25,8 +25,8 @@ static int kind_of(const char *name)
         const char *name;
         int kind;
     } k[] = {
-        {"trunc", OP_TRUNC},           {"exp", OP_EXP},   {"lt", OP_LT},   {"select", OP_SELECT},
-        {"reciprocal", OP_RECIPROCAL}, {"gelu", OP_GELU}, {"max2", OP_MAX}};
+        {"trunc", OP_TRUNC},           {"exp", OP_EXP},   {"lt", OP_LT},    {"select", OP_SELECT},
+        {"reciprocal", OP_RECIPROCAL}, {"gelu", OP_GELU}, {"max2", OP_MAX}, {"rsqrt", OP_RSQRT}};
     for (size_t i = 0; i < sizeof k / sizeof *k; i++)
         if (!strcmp(k[i].name, name))
             return k[i].kind;
@@ -212,8 +212,13 @@ END_TEST
 /* The profile's approximations against float on the clear-text engine that rounds as the
  * protocols do: exp (SPU's Taylor, t = 8) on [-14, 0] within 2e-3 absolute (kern.c: the
  * limit's own error and fixed-point rounding), reciprocal on [2^-4, 2^10] within
- * 1e-4/x + 2^(1-f) (normalize: bitdec, kern.c). The largest errors seen are in *worst. */
-static void spu_errors(int np, double worst[2])
+ * 1e-4/x + 2^(1-f) (SPU's Goldschmidt, two steps from 2.9142 − 2c: |e0|^4 <= 1.9e-5 relative,
+ * plus the truncations), rsqrt on the same range within 5e-4 relative: SPU's polynomial on
+ * [0.25, 0.5) errs by 8.2e-5, its integer c0 = 724 for 2^9·√2 by 1.1e-4 when e + f is even,
+ * and the fixed-point powers of u (coefficients up to 50 on terms rounded to 2^-f) by about
+ * 1.5e-4 (3.3e-4 measured on semi2k; aby3 runs bitdec, 1.6e-4). The largest errors seen are
+ * in *worst (absolute exp, relative reciprocal with the unit, relative rsqrt). */
+static void spu_errors(int np, double worst[3])
 {
     enum { N = 2048 };
     proto_cfg cfg;
@@ -222,14 +227,10 @@ static void spu_errors(int np, double worst[2])
     ck_assert_int_eq(proto_cfg_set(&cfg, "compat", "spu", &e), 0);
     op_program p;
     op_program_init(&p);
-    uint32_t t[4];
-    for (int i = 0; i < 4; i++)
-        t[i] = op_tensor_add(&p,
-                             i == 0   ? "x"
-                             : i == 1 ? "ex"
-                             : i == 2 ? "y"
-                                      : "ry",
-                             OPT_TEMP, DOM_ARITH, 1, 1, N);
+    static const char *const names[6] = {"x", "ex", "y", "ry", "s", "rs"};
+    uint32_t t[6];
+    for (int i = 0; i < 6; i++)
+        t[i] = op_tensor_add(&p, names[i], OPT_TEMP, DOM_ARITH, 1, 1, N);
     op ex = {.kind = OP_EXP,
              .layer = -1,
              .group = -1,
@@ -241,32 +242,39 @@ static void spu_errors(int np, double worst[2])
              .out = t[1]};
     op rc = ex;
     rc.kind = OP_RECIPROCAL, rc.in[0] = t[2], rc.out = t[3];
+    op rs = ex;
+    rs.kind = OP_RSQRT, rs.in[0] = t[4], rs.out = t[5];
     ck_assert_int_ge(op_emit(&p, &ex), 0);
     ck_assert_int_ge(op_emit(&p, &rc), 0);
+    ck_assert_int_ge(op_emit(&p, &rs), 0);
     eng *pe;
     ck_assert_int_eq(eng_plain_new(&cfg, np, 11, 0, &pe), 0);
-    mpc_val v[4] = {{0}};
-    for (int i = 0; i < 4; i++)
+    mpc_val v[6] = {{0}};
+    for (int i = 0; i < 6; i++)
         ck_assert_int_eq(pe->vt->alloc(pe, &v[i], N, DOM_ARITH), 0);
     for (size_t i = 0; i < N; i++) {
         v[0].s[0][i] = fx_encode(-14.0 * (double)i / (N - 1), cfg.frac_bits);
         v[2].s[0][i] = fx_encode(pow(2.0, -4.0 + 14.0 * (double)i / (N - 1)), cfg.frac_bits);
+        v[4].s[0][i] = v[2].s[0][i];
     }
     for (size_t i = 0; i < p.n_ops; i++)
         ck_assert_msg(kern_exec(pe, &p, i, v, &e) == 0, "%s", e.msg);
-    worst[0] = worst[1] = 0;
+    worst[0] = worst[1] = worst[2] = 0;
     double ulp = ldexp(1.0, 1 - cfg.frac_bits);
     for (size_t i = 0; i < N; i++) {
         double x = fx_decode(v[0].s[0][i], cfg.frac_bits),
                y = fx_decode(v[2].s[0][i], cfg.frac_bits);
         double de = fabs(fx_decode(v[1].s[0][i], cfg.frac_bits) - exp(x));
         double dr = fabs(fx_decode(v[3].s[0][i], cfg.frac_bits) - 1.0 / y);
+        double ds = fabs(fx_decode(v[5].s[0][i], cfg.frac_bits) * sqrt(y) - 1.0);
         ck_assert_msg(de <= 2e-3, "np %d: exp(%g) off by %g", np, x, de);
         ck_assert_msg(dr <= 1e-4 / y + ulp, "np %d: 1/%g off by %g", np, y, dr);
+        ck_assert_msg(ds <= 5e-4, "np %d: 1/sqrt(%g) off by %g relative", np, y, ds);
         worst[0] = fmax(worst[0], de);
         worst[1] = fmax(worst[1], dr * y);
+        worst[2] = fmax(worst[2], ds);
     }
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 6; i++)
         pe->vt->release(pe, &v[i]);
     eng_free(pe);
     op_program_free(&p);
@@ -274,7 +282,7 @@ static void spu_errors(int np, double worst[2])
 
 START_TEST(test_spu_accuracy)
 {
-    double w[2];
+    double w[3];
     spu_errors(2 + _i, w);
 }
 END_TEST

@@ -746,6 +746,33 @@ static int k_bitrev(eng *e, mpc_val *z, const mpc_val *x, int nb)
     return nb < 64 ? VT->shift(e, z, z, 64 - nb) : MS_OK;
 }
 
+/* The highest set bit of the arithmetic x >= 0 as a boolean one-hot word (SPU highestOneBit,
+ * libspu/kernel/hal/fxp_base.cc 81-85, _prefix_or ring.cc 548-559): SPU's A2B, then six levels
+ * b0 ← b0 ^ b1 ^ (b0 & b1) with b1 = b0 >> 2^i, the AND of full words but the last (b1 has 32
+ * bits: SPU's AndBB opens in the storage type of min(nbits), semi2k boolean.cc 133-190), then
+ * y ^ (y >> 1). semi2k: 416 + 5 · 32 + 16 = 592 B in 13 rounds per element. */
+static int k_hibit_spu(eng *e, mpc_val *bb, const mpc_val *x)
+{
+    size_t n = x->n;
+    mpc_val b1, t;
+    TRY(k_a2b_spu(e, bb, x));
+    TRY(kal(e, &b1, n, DOM_BOOL));
+    TRY(kal(e, &t, n, DOM_BOOL));
+    for (int i = 0; i < 6; i++) {
+        TRY(VT->shift(e, &b1, bb, 1 << i));
+        if (i < 5)
+            TRY(VT->and_bb(e, &t, bb, &b1));
+        else
+            TRY(VT->and_bits(e, &t, bb, &b1, lowbits(32), 0));
+        TRY(VT->add(e, bb, bb, &b1));
+        TRY(VT->add(e, bb, bb, &t));
+    }
+    TRY(VT->shift(e, &b1, bb, 1));
+    TRY(VT->add(e, bb, bb, &b1));
+    krel(e, &b1), krel(e, &t);
+    return MS_OK;
+}
+
 /* z = c ? −x : x for an arithmetic 0/1 c: x + c·(−2x), one ring product (SPU _mux, ring.cc
  * 465-470, on the predicate _prefer_a made arithmetic). */
 static int k_negate_if(eng *e, mpc_val *z, const mpc_val *c, const mpc_val *x)
@@ -779,40 +806,24 @@ static int k_recip_spu(eng *e, mpc_val *z, const mpc_val *x, int jlo, int w)
         return k_recip_bd(e, z, x, jlo, w);
     int f = e->cfg.frac_bits;
     size_t n = x->n;
-    mpc_val nb, na, ab, bb, b1, t, fb, fa;
+    mpc_val nb, na, ab, bb, fb, fa;
     TRY(kal(e, &nb, n, DOM_BOOL));
     TRY(kv_msb_tab[KV_MSB_SPU].bfn(e, &nb, x, 64)); /* is_negative = _msb(x) */
     TRY(kal(e, &na, n, DOM_ARITH));
     TRY(VT->b2a_bit(e, &na, &nb)); /* _prefer_a: B2A_Randbit of one bit, 1 byte each way */
     krel(e, &nb);
     TRY(k_negate_if(e, &ab, &na, x)); /* b_abs */
-    TRY(k_a2b_spu(e, &bb, &ab));
-    TRY(kal(e, &b1, n, DOM_BOOL));
-    TRY(kal(e, &t, n, DOM_BOOL));
-    for (int i = 0; i < 6; i++) { /* b0 = b0 | (b0 >> 2^i) = b0 ^ b1 ^ (b0 & b1) */
-        TRY(VT->shift(e, &b1, &bb, 1 << i));
-        if (i < 5)
-            TRY(VT->and_bb(e, &t, &bb, &b1));
-        else
-            TRY(VT->and_bits(e, &t, &bb, &b1, lowbits(32), 0));
-        TRY(VT->add(e, &bb, &bb, &b1));
-        TRY(VT->add(e, &bb, &bb, &t));
-    }
-    TRY(VT->shift(e, &b1, &bb, 1)); /* highestOneBit: y ^ (y >> 1) */
-    TRY(VT->add(e, &bb, &bb, &b1));
-    krel(e, &b1), krel(e, &t);
+    TRY(k_hibit_spu(e, &bb, &ab));
     TRY(k_bitrev(e, &fb, &bb, 2 * f));
     krel(e, &bb);
     TRY(kal(e, &fa, n, DOM_ARITH));
     TRY(VT->b2a_word(e, &fa, &fb, 2 * f)); /* the factor, _prefer_a */
     krel(e, &fb);
     mpc_val c, wv, ee, r, r2, cw;
-    TRY(kal(e, &c, n, DOM_ARITH));
     TRY(k_fmul(e, &c, &ab, &fa));
     krel(e, &ab);
     TRY(k_scaled(e, &wv, &c, (uint64_t)-2)); /* w = 2.9142 − 2c */
     TRY(k_addc(e, &wv, &wv, FX((double)2.9142F)));
-    TRY(kal(e, &cw, n, DOM_ARITH));
     TRY(k_fmul(e, &cw, &c, &wv));
     krel(e, &c);
     TRY(k_scaled(e, &ee, &cw, (uint64_t)-1)); /* e = 1 − c·w */
@@ -824,24 +835,126 @@ static int k_recip_spu(eng *e, mpc_val *z, const mpc_val *x, int jlo, int w)
         mpc_val e1;
         TRY(k_rep(e, &e1, &ee, 1));
         TRY(k_addc(e, &e1, &e1, FX(1.0)));
-        TRY(kal(e, &r2, n, DOM_ARITH));
         TRY(k_fmul(e, &r2, &r, &e1));
         krel(e, &e1), krel(e, &r);
         r = r2;
         if (it == 0) {
             mpc_val e2;
-            TRY(kal(e, &e2, n, DOM_ARITH));
             TRY(k_fsq(e, &e2, &ee));
             krel(e, &ee);
             ee = e2;
         }
     }
     krel(e, &ee);
-    TRY(kal(e, &r2, n, DOM_ARITH));
     TRY(k_fmul(e, &r2, &r, &fa));
     krel(e, &r), krel(e, &fa);
     TRY(k_negate_if(e, z, &na, &r2));
     krel(e, &na), krel(e, &r2);
+    return MS_OK;
+}
+
+/* z = (x ^ (x >> s)) & m, then x ^ z ^ (z << s): one delta swap (local). */
+static int k_delta_swap(eng *e, mpc_val *x, int s, uint64_t m)
+{
+    mpc_val t;
+    TRY(kal(e, &t, x->n, DOM_BOOL));
+    TRY(VT->shift(e, &t, x, s));
+    TRY(VT->add(e, &t, &t, x));
+    TRY(k_andc(e, &t, &t, m));
+    TRY(VT->add(e, x, x, &t));
+    TRY(VT->shift(e, &t, &t, -s));
+    TRY(VT->add(e, x, x, &t));
+    krel(e, &t);
+    return MS_OK;
+}
+
+/* 1/sqrt(x) as SPU computes it (normalize: spu;
+ * secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87 libspu/kernel/hal/fxp_approx.cc 565-680
+ * f_rsqrt, its default path): z = 2·highestOneBit(x) (x > 0, no sign step); u = x·rev36(z) in
+ * [0.25, 0.5) (the reversal made arithmetic by a b2a_word of 2f bits); r = the degree-4 polynomial
+ * of rsqrt_init_guess (x², then x³ and x⁴ in one product of two, one truncation of the public
+ * combination); comp = mux(b, c0, c1)·a_rev where b is the parity of z's even bits (b2a_bit of one
+ * bit, then public: c = c1 + b·(c0 − c1), SPU's integer constants) and a_rev the reversal over [0,
+ * 2⌊f/2⌋) of z's odd and even bits xored (a b2a_word of 2⌊f/2⌋ bits, a ring product); the result
+ * trunc(r·comp). The bit moves (SPU's _bitdeintl, _bit_parity, _bitrev) are local. PRIMITIVES.md
+ * derives the counts (semi2k 906 B in 26 rounds per element); three parties run normalize: bitdec
+ * (as the reciprocal). */
+static int k_rsqrt_spu(eng *e, mpc_val *z, const mpc_val *x, int jlo, int w)
+{
+    if (e->n_parties != 2 || !VT->b2a_word)
+        return k_rsqrt_bd(e, z, x, jlo, w);
+    int f = e->cfg.frac_bits, h = 2 * (f / 2);
+    size_t n = x->n;
+    mpc_val zb, zr, za, u;
+    TRY(k_hibit_spu(e, &zb, x));
+    TRY(VT->shift(e, &zb, &zb, -1)); /* z = 2^(e+f) */
+    /* rsqrt_init_guess */
+    TRY(k_bitrev(e, &zr, &zb, 2 * f));
+    TRY(kal(e, &za, n, DOM_ARITH));
+    TRY(VT->b2a_word(e, &za, &zr, 2 * f));
+    krel(e, &zr);
+    TRY(k_fmul(e, &u, x, &za));
+    krel(e, &za);
+    static const float co[5] = {0.0F, -15.47994394F, 38.4714796F, -49.86605845F, 26.02942339F};
+    mpc_val p[4], A[2], B[2], p34, r;
+    p[0] = u;
+    TRY(k_fmul(e, &p[1], &u, &u));
+    A[0] = u, A[1] = p[1], B[0] = p[1], B[1] = p[1];
+    TRY(k_mul_batch(e, &p34, A, B, 2, f));
+    TRY(k_slice(e, &p[2], &p34, 0, n));
+    TRY(k_slice(e, &p[3], &p34, n, n));
+    krel(e, &p34);
+    TRY(k_const(e, &r, x, n, 0));
+    for (int i = 0; i < 4; i++)
+        TRY(k_addmul(e, &r, &p[i], FX((double)co[i + 1])));
+    for (int i = 0; i < 4; i++)
+        krel(e, &p[i]);
+    mpc_val rt;
+    TRY(k_trunc(e, &rt, &r, f));
+    krel(e, &r);
+    TRY(k_addc(e, &rt, &rt, FX((double)4.14285016F)));
+    /* rsqrt_comp: even bits of z to the low half, odd bits to the high half */
+    static const uint64_t um[5] = {0x2222222222222222ull, 0x0c0c0c0c0c0c0c0cull,
+                                   0x00f000f000f000f0ull, 0x0000ff000000ff00ull,
+                                   0x00000000ffff0000ull};
+    for (int i = 0; i < 5; i++)
+        TRY(k_delta_swap(e, &zb, 1 << i, um[i]));
+    mpc_val ev, a, bb, t;
+    TRY(kal(e, &ev, n, DOM_BOOL));
+    TRY(k_andc(e, &ev, &zb, lowbits(32)));
+    TRY(kal(e, &a, n, DOM_BOOL));
+    TRY(VT->shift(e, &a, &zb, 32));
+    TRY(VT->add(e, &a, &a, &ev)); /* a[i] = z[2i] ^ z[2i+1] */
+    krel(e, &zb);
+    TRY(k_rep(e, &bb, &ev, 1)); /* b = parity of the even bits */
+    TRY(kal(e, &t, n, DOM_BOOL));
+    for (int s = 16; s >= 1; s /= 2) {
+        TRY(VT->shift(e, &t, &bb, s));
+        TRY(VT->add(e, &bb, &bb, &t));
+    }
+    krel(e, &t), krel(e, &ev);
+    mpc_val ba, m, ar, aa, comp;
+    TRY(kal(e, &ba, n, DOM_ARITH));
+    TRY(VT->b2a_bit(e, &ba, &bb)); /* bit 0 of bb */
+    krel(e, &bb);
+    /* c0 (f + e even) and c1, ring integers as SPU's _constant takes them */
+    uint64_t c0, c1;
+    if (f % 2)
+        c0 = 1ull << ((f + 3) / 2), c1 = (uint64_t)((double)(1ull << (f / 2 + 1)) * sqrt(2.0));
+    else
+        c0 = (uint64_t)((double)(1ull << (f / 2)) * sqrt(2.0)), c1 = 1ull << (f / 2);
+    TRY(k_scaled(e, &m, &ba, c0 - c1));
+    TRY(k_addc(e, &m, &m, c1));
+    krel(e, &ba);
+    TRY(k_bitrev(e, &ar, &a, h));
+    krel(e, &a);
+    TRY(kal(e, &aa, n, DOM_ARITH));
+    TRY(VT->b2a_word(e, &aa, &ar, h));
+    krel(e, &ar);
+    TRY(k_imul(e, &comp, &m, &aa));
+    krel(e, &m), krel(e, &aa);
+    TRY(k_fmul(e, z, &rt, &comp));
+    krel(e, &rt), krel(e, &comp);
     return MS_OK;
 }
 
@@ -851,9 +964,9 @@ const kv_norm_row kv_norm_tab[KV_NORM_N] = {
     [KV_NORM_THRESHOLDS] = {"thresholds", k_recip_thr, k_rsqrt_thr,
                             "a batched comparison against every power of two (SPU "
                             "f_reciprocal)"},
-    [KV_NORM_SPU] = {"spu", k_recip_spu, k_rsqrt_bd,
+    [KV_NORM_SPU] = {"spu", k_recip_spu, k_rsqrt_spu,
                      "SPU's reciprocal: msb, A2B, prefix OR, bit reversal, b2a_word, Goldschmidt "
-                     "(semi2k; aby3 and rsqrt as bitdec)"},
+                     "(semi2k; aby3 as bitdec), and its rsqrt"},
 };
 
 /* 1/x for x in [2^jlo, 2^(w−f)) (w: X's bit bound, 0 = the default, norm_bits). */
