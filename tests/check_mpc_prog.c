@@ -37,10 +37,11 @@ typedef struct prog_case {
     double tol;   /* absolute tolerance on decoded outputs (relative above 1) */
     int any_name; /* unbound tensors get reals in [-0.1, 0.1) (counts-only runs) */
     int counts_only;
-    const char *msb;  /* protocol parameter msb, or NULL for the default */
-    const char *norm; /* protocol parameter normalize, or NULL for the default */
-    const char *topk; /* protocol parameter topk, or NULL for the default */
-    uint32_t idx_hi;  /* any_name: tensors named "….ffn.idx" get V_IDX indices below this */
+    const char *msb;    /* protocol parameter msb, or NULL for the default */
+    const char *norm;   /* protocol parameter normalize, or NULL for the default */
+    const char *topk;   /* protocol parameter topk, or NULL for the default */
+    const char *compat; /* protocol parameter compat, or NULL for the default */
+    uint32_t idx_hi;    /* any_name: tensors named "….ffn.idx" get V_IDX indices below this */
 } prog_case;
 
 /* An empty case in pname (every other field zero); its program, initialised. */
@@ -232,6 +233,8 @@ static proto_cfg case_cfg(const prog_case *c)
         ck_assert_int_eq(proto_cfg_set(&cfg, "msb", c->msb, &err), MS_OK);
     if (c->norm)
         ck_assert_int_eq(proto_cfg_set(&cfg, "normalize", c->norm, &err), MS_OK);
+    if (c->compat)
+        ck_assert_int_eq(proto_cfg_set(&cfg, "compat", c->compat, &err), MS_OK);
     if (c->topk)
         ck_assert_int_eq(proto_cfg_set(&cfg, "topk", c->topk, &err), MS_OK);
     return cfg;
@@ -499,7 +502,7 @@ static void single_case(prog_case *c, const char *pname, const single *s)
  * protocol parameters msb, normalize and topk of with (NULL: the defaults) and, with.bits > 0,
  * that bit bound on the op. */
 typedef struct single_with {
-    const char *msb, *norm, *topk;
+    const char *msb, *norm, *topk, *compat;
     uint8_t bits;
     double tol; /* 0: each single's own */
 } single_with;
@@ -520,6 +523,7 @@ static void run_singles(const char *pname, const int *kinds, size_t nk, single_w
         if (with.tol > 0)
             c.tol = with.tol;
         c.topk = with.topk;
+        c.compat = with.compat;
         if (with.bits)
             c.prog.ops[c.prog.n_ops - 1].bits = with.bits;
         run_case(&c);
@@ -552,15 +556,17 @@ START_TEST(test_spu_msb_ops)
 END_TEST
 
 /* normalize = spu (SPU's reciprocal: msb, A2B, prefix OR, b2a_word, Goldschmidt; its rsqrt:
- * the prefix OR, two b2a_words, a polynomial; semi2k, aby3 as bitdec) on the real backend: values
- * against the clear-text engine within 5e-4 (SPU's rsqrt polynomial has coefficients up to 50
- * on powers of u rounded to 2^-f, so one unit of a truncation moves it by up to about 1e-4;
- * the two engines' truncations round differently), counts against the cost engine. */
+ * the prefix OR, two b2a_words, a polynomial; semi2k, aby3 as bitdec), then the whole compat:
+ * spu profile (softmax as SPU composes it), on the real backend: values against the clear-text
+ * engine within 5e-4 (SPU's rsqrt polynomial has coefficients up to 50 on powers of u rounded
+ * to 2^-f, so one unit of a truncation moves it by up to about 1e-4; the two engines'
+ * truncations round differently), counts against the cost engine. */
 START_TEST(test_spu_norm_ops)
 {
     static const int kinds[] = {OP_RECIPROCAL, OP_RSQRT, OP_SOFTMAX, OP_LAYERNORM, OP_RMSNORM};
-    run_singles(_i ? "aby3" : "semi2k", kinds, TH_N(kinds),
-                (single_with){.norm = "spu", .tol = 5e-4});
+    const char *pname = _i ? "aby3" : "semi2k";
+    run_singles(pname, kinds, TH_N(kinds), (single_with){.norm = "spu", .tol = 5e-4});
+    run_singles(pname, kinds, TH_N(kinds), (single_with){.compat = "spu", .tol = 5e-4});
 }
 END_TEST
 

@@ -1114,7 +1114,14 @@ int k_silu(eng *e, mpc_val *z, const mpc_val *x)
 /* ---- softmax, norms ---------------------------------------------------------------------- */
 
 /* PUMA softmax over R rows of n: max, x - max, exp masked below clip, one reciprocal per row
- * (x / broadcast(s) → x · broadcast(1/s)). causal >= 0 masks column j > causal + (r mod m). */
+ * (x / broadcast(s) → x · broadcast(1/s)). causal >= 0 masks column j > causal + (r mod m).
+ * compat: spu runs it as SPU runs hack_softmax of its LLaMA example
+ * (examples/python/ml/flax_llama7b/flax_llama7b.py 63-75): the row max by SPU's tree reduction
+ * (libspu/kernel/hlo/reduce.cc 31-110, max = select(less(y, x), x, y)), the clip's bit kept
+ * boolean and exp·b by mul_a1b (the int·fxp product of lower_mixed_type_op.cc 28-75), the
+ * profile's exp, and x / broadcast(s) as x · broadcast(1/s)
+ * (libspu/dialect/pphlo/transforms/optimize_denominator_with_broadcast.cc 26-50), all at
+ * secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87; PRIMITIVES.md counts it. */
 int k_softmax(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t m, size_t n, long causal)
 {
     int f = e->cfg.frac_bits;
@@ -1138,14 +1145,22 @@ int k_softmax(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t m, size_t n
      * place), so a clip below that needs no mask */
     mpc_val cd = {0};
     int clip = e->kv.exp != KV_EXP_POW2 || e->cfg.softmax_clip > -(f + 1) * 0.6931471805599453;
+    int spu = e->kv.compat == KV_COMPAT_SPU && k_lt_bool(e);
     b = (mpc_val){0};
     if (clip) {
         TRY(k_scaled(e, &cd, &d, (uint64_t)-1));
         TRY(k_addc(e, &cd, &cd, FX(e->cfg.softmax_clip)));
-        TRY(k_msb(e, &b, &cd));
+        if (spu) {
+            TRY(kal(e, &b, R * n, DOM_BOOL));
+            TRY(kv_msb_tab[e->kv.msb].bfn(e, &b, &cd, 64));
+        } else
+            TRY(k_msb(e, &b, &cd));
     }
     TRY(k_exp(e, &ex, &d));
-    if (clip)
+    if (clip && spu) {
+        TRY(kal(e, &exb, R * n, DOM_ARITH));
+        TRY(VT->mul_a1b(e, &exb, &ex, &b));
+    } else if (clip)
         TRY(k_imul(e, &exb, &ex, &b));
     else
         TRY(k_rep(e, &exb, &ex, 1));
