@@ -27,7 +27,7 @@ static int kind_of(const char *name)
     } k[] = {
         {"trunc", OP_TRUNC},           {"exp", OP_EXP},   {"lt", OP_LT},    {"select", OP_SELECT},
         {"reciprocal", OP_RECIPROCAL}, {"gelu", OP_GELU}, {"max2", OP_MAX}, {"rsqrt", OP_RSQRT},
-        {"softmax64", OP_SOFTMAX}};
+        {"softmax64", OP_SOFTMAX},     {"silu", OP_SILU}};
     for (size_t i = 0; i < sizeof k / sizeof *k; i++)
         if (!strcmp(k[i].name, name))
             return k[i].kind;
@@ -356,11 +356,98 @@ static double spu_softmax_error(int np)
 START_TEST(test_spu_softmax_accuracy) { ck_assert(spu_softmax_error(2 + _i) > 0); }
 END_TEST
 
+/* GeLU and SiLU under the profile (PUMA's hack_gelu, SPU's LLaMA hack_silu) on the clear-text
+ * engine, on [-10, 10]: within 1e-3 of the same piecewise polynomials evaluated in double
+ * with their coefficients rounded to f fraction bits as SPU encodes them (what is left: the
+ * rounding of the powers and of each truncated term), and within the polynomials' own error
+ * of the functions (0.0199 for GeLU, erf form, at the segment ends; 0.0719 for SiLU,
+ * x/(1 + e^-x), at x = 4 where it jumps to x; both on a 1e-4 grid of [-10, 10]) plus the
+ * coefficients' rounding, Σ |x|^i · 2^-(f+1) at the segments' ends (1.4e-3 for GeLU at 3,
+ * 8.3e-3 for SiLU at 4), plus that 1e-3. */
+static double piece(double x, const double t[3], const double *lo, int nlo, const double *mid,
+                    int f)
+{
+    double r = 0;
+    if (x < t[0])
+        return 0;
+    if (x < t[1]) {
+        for (int i = nlo - 1; i >= 0; i--)
+            r = r * x + fx_decode(fx_encode(lo[i], f), f);
+        return r;
+    }
+    if (x > t[2])
+        return x;
+    for (int i = 6; i >= 0; i--)
+        r = r * x + fx_decode(fx_encode(mid[i], f), f);
+    return r;
+}
+
+START_TEST(test_spu_activation_accuracy)
+{
+    enum { N = 2048 };
+    static const double gt[3] = {-4.0, -1.95, 3.0}, st[3] = {-8.0, -4.0, 4.0};
+    static const double ga[4] = {-0.5054031199708174, -0.42226581151983866, -0.11807612951181953,
+                                 -0.011034134030615728};
+    static const double gb[7] = {0.008526321541038084,  0.5, 0.3603292692789629,   0.0,
+                                 -0.037688200365904236, 0.0, 0.0018067462606141187};
+    static const double sa[3] = {-0.3067541139982155, -0.0819767021525476, -0.0055465625580307};
+    static const double sb[7] = {0.0085064025895951, 0.5, 0.2281430841728270, 0,
+                                 -0.011113046708173, 0,   0.0002743776353465};
+    int np = 2 + _i;
+    proto_cfg cfg;
+    errbuf e;
+    ck_assert_int_eq(proto_cfg_default(np == 2 ? "semi2k" : "aby3", &cfg, &e), 0);
+    ck_assert_int_eq(proto_cfg_set(&cfg, "compat", "spu", &e), 0);
+    op_program p;
+    op_program_init(&p);
+    uint32_t t[3];
+    for (int i = 0; i < 3; i++)
+        t[i] = op_tensor_add(&p, i == 0 ? "x" : i == 1 ? "g" : "s", OPT_TEMP, DOM_ARITH, 1, 1, N);
+    op g = {.kind = OP_GELU,
+            .layer = -1,
+            .group = -1,
+            .batch = 1,
+            .m = 1,
+            .k = 1,
+            .n = N,
+            .in = {t[0], OP_NONE, OP_NONE},
+            .out = t[1]};
+    op sl = g;
+    sl.kind = OP_SILU, sl.out = t[2];
+    ck_assert_int_ge(op_emit(&p, &g), 0);
+    ck_assert_int_ge(op_emit(&p, &sl), 0);
+    eng *pe;
+    ck_assert_int_eq(eng_plain_new(&cfg, np, 13, 0, &pe), 0);
+    mpc_val v[3] = {{0}};
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(pe->vt->alloc(pe, &v[i], N, DOM_ARITH), 0);
+    for (size_t i = 0; i < N; i++)
+        v[0].s[0][i] = fx_encode(-10.0 + 20.0 * (double)i / (N - 1), cfg.frac_bits);
+    for (size_t i = 0; i < p.n_ops; i++)
+        ck_assert_msg(kern_exec(pe, &p, i, v, &e) == 0, "%s", e.msg);
+    for (size_t i = 0; i < N; i++) {
+        double x = fx_decode(v[0].s[0][i], cfg.frac_bits);
+        double gv = fx_decode(v[1].s[0][i], cfg.frac_bits);
+        double sv = fx_decode(v[2].s[0][i], cfg.frac_bits);
+        double gp = piece(x, gt, ga, 4, gb, cfg.frac_bits),
+               sp = piece(x, st, sa, 3, sb, cfg.frac_bits);
+        ck_assert_msg(fabs(gv - gp) <= 1e-3, "np %d: gelu(%g) = %g, polynomial %g", np, x, gv, gp);
+        ck_assert_msg(fabs(sv - sp) <= 1e-3, "np %d: silu(%g) = %g, polynomial %g", np, x, sv, sp);
+        ck_assert(fabs(gv - 0.5 * x * (1 + erf(x / sqrt(2.0)))) <= 0.0199 + 3e-3);
+        ck_assert(fabs(sv - x / (1 + exp(-x))) <= 0.0719 + 1e-2);
+    }
+    for (int i = 0; i < 3; i++)
+        pe->vt->release(pe, &v[i]);
+    eng_free(pe);
+    op_program_free(&p);
+}
+END_TEST
+
 Suite *compat_suite(void)
 {
     Suite *s = suite_create("compat");
     TCase *tc = th_case(s, "profiles", 60);
     TH_TESTS(tc, test_profile_counts, test_native_default, test_spu_msb_exact);
-    TH_LOOPS(tc, 2, test_spu_accuracy, test_spu_softmax_accuracy);
+    TH_LOOPS(tc, 2, test_spu_accuracy, test_spu_softmax_accuracy, test_spu_activation_accuracy);
     return s;
 }

@@ -557,15 +557,16 @@ END_TEST
 
 /* normalize = spu (SPU's reciprocal: msb, A2B, prefix OR, b2a_word, Goldschmidt; its rsqrt:
  * the prefix OR, two b2a_words, a polynomial; semi2k, aby3 as bitdec), then the whole compat:
- * spu profile (softmax as SPU composes it), on the real backend: values against the clear-text
- * engine within 5e-4 (SPU's rsqrt polynomial has coefficients up to 50 on powers of u rounded
- * to 2^-f, so one unit of a truncation moves it by up to about 1e-4; the two engines'
+ * spu profile (softmax, GeLU and SiLU as SPU runs them), on the real backend: values against the
+ * clear-text engine within 5e-4 (SPU's rsqrt polynomial has coefficients up to 50 on powers of u
+ * rounded to 2^-f, so one unit of a truncation moves it by up to about 1e-4; the two engines'
  * truncations round differently), counts against the cost engine. */
 START_TEST(test_spu_norm_ops)
 {
-    static const int kinds[] = {OP_RECIPROCAL, OP_RSQRT, OP_SOFTMAX, OP_LAYERNORM, OP_RMSNORM};
+    static const int kinds[] = {OP_RECIPROCAL, OP_RSQRT, OP_SOFTMAX, OP_LAYERNORM,
+                                OP_RMSNORM,    OP_GELU,  OP_SILU};
     const char *pname = _i ? "aby3" : "semi2k";
-    run_singles(pname, kinds, TH_N(kinds), (single_with){.norm = "spu", .tol = 5e-4});
+    run_singles(pname, kinds, 5, (single_with){.norm = "spu", .tol = 5e-4});
     run_singles(pname, kinds, TH_N(kinds), (single_with){.compat = "spu", .tol = 5e-4});
 }
 END_TEST

@@ -18,6 +18,6 @@ const kv_compat_row kv_compat_tab[KV_COMPAT_N] = {
      * top-k a shuffle and QuickSelect (topk_1d), msb SPU's Kogge-Stone carry with narrowed
      * levels (libspu/mpc/ab_api.cc 450-482), its boolean bit selecting by mul_a1b. */
     [KV_COMPAT_SPU] = {"spu", KV_MSB_SPU, KV_TOPK_QUICKSELECT, KV_EXP_TAYLOR, KV_NORM_SPU,
-                       KV_APPROX_PUMA, KV_TRUNC_SPU,
+                       KV_APPROX_SPU, KV_TRUNC_SPU,
                        "SecretFlow SPU 0.9.3b0 (libspu, commit a1411c5)"},
 };

@@ -1093,12 +1093,105 @@ static int k_silu_puma(eng *e, mpc_val *z, const mpc_val *x)
     return k_piecewise(e, z, x, &puma_silu);
 }
 
+/* The public polynomial Σ c[i]·x^i over the nonzero c[i] (i >= 1), each term one truncated
+ * public product as SPU runs `c * xi` (f_mul with a public operand), plus c[0] (local). */
+static int k_poly_terms(eng *e, mpc_val *z, mpc_val *const pw[7], const double c[7])
+{
+    TRY(k_const(e, z, pw[1], pw[1]->n, FX(c[0])));
+    for (int i = 1; i < 7; i++) {
+        if (c[i] == 0 || !pw[i])
+            continue;
+        mpc_val t, u;
+        TRY(k_scaled(e, &t, pw[i], FX(c[i])));
+        TRY(k_trunc(e, &u, &t, e->cfg.frac_bits));
+        TRY(VT->add(e, z, z, &u));
+        krel(e, &t), krel(e, &u);
+    }
+    return MS_OK;
+}
+
+/* z = [x < t] (lt) or [x > t] (!lt) as a boolean bit: msb(x − t) or msb(t − x) by SPU's msb
+ * (less against a public threshold). */
+static int k_cmp_pub(eng *e, mpc_val *z, const mpc_val *x, double t, int lt)
+{
+    mpc_val d;
+    TRY(k_scaled(e, &d, x, lt ? 1 : (uint64_t)-1));
+    TRY(k_addc(e, &d, &d, lt ? (uint64_t) - (int64_t)FX(t) : FX(t)));
+    TRY(kal(e, z, x->n, DOM_BOOL));
+    int rc = kv_msb_tab[KV_MSB_SPU].bfn(e, z, &d, 64);
+    krel(e, &d);
+    return rc;
+}
+
+/* PUMA's hack_gelu (AntCPLab/puma_benchmarks@df36d1ec5b51e6ee47f8959cef629d0ad7010ea8
+ * bench_gpt2/bench_gpt2.py 82-107) and the hack_silu of SPU's LLaMA example
+ * (secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87
+ * examples/python/ml/flax_llama7b/flax_llama7b.py 91-123) as SPU runs them, op by op (approx:
+ * spu): b0 = x < t0, b1 = x < t1, b2 = x > t2 (three msb, boolean), b3 = b1 ^ b2 ^ 1,
+ * b4 = b0 ^ b1; the powers (GeLU: x², x³ = x·x², x⁴, x⁶ = (x³)²; SiLU: x², x⁴, x⁶ = x²·x⁴); each
+ * public coefficient's product truncated on its own; ret = b2·x + b4·seg1 + b3·seg2 by three
+ * mul_a1b (lower_mixed_type_op.cc: bool × fxp without a truncation). PRIMITIVES.md counts it. */
+static int k_hack_spu(eng *e, mpc_val *z, const mpc_val *x, const pw_poly *pp, int gelu)
+{
+    size_t n = x->n;
+    mpc_val b[5], x2, x3 = {0}, x4, x6, s1, s2, t[3];
+    TRY(k_cmp_pub(e, &b[0], x, pp->thr[0], 1));
+    TRY(k_cmp_pub(e, &b[1], x, pp->thr[1], 1));
+    TRY(k_cmp_pub(e, &b[2], x, pp->thr[2], 0));
+    uint64_t one = 1;
+    TRY(kal(e, &b[3], n, DOM_BOOL));
+    TRY(VT->add(e, &b[3], &b[1], &b[2]));
+    TRY(VT->add_pub(e, &b[3], &b[3], &one, 1));
+    TRY(kal(e, &b[4], n, DOM_BOOL));
+    TRY(VT->add(e, &b[4], &b[0], &b[1]));
+    TRY(k_fsq(e, &x2, x));
+    if (gelu) {
+        TRY(k_fmul(e, &x3, x, &x2));
+        TRY(k_fsq(e, &x4, &x2));
+        TRY(k_fsq(e, &x6, &x3));
+    } else {
+        TRY(k_fsq(e, &x4, &x2));
+        TRY(k_fmul(e, &x6, &x2, &x4));
+    }
+    mpc_val *pw[7] = {NULL, (mpc_val *)x, &x2, gelu ? &x3 : NULL, &x4, NULL, &x6};
+    TRY(k_poly_terms(e, &s1, pw, pp->lo));
+    TRY(k_poly_terms(e, &s2, pw, pp->mid));
+    const mpc_val *v[3] = {x, &s1, &s2};
+    const mpc_val *c[3] = {&b[2], &b[4], &b[3]};
+    for (int i = 0; i < 3; i++) {
+        TRY(kal(e, &t[i], n, DOM_ARITH));
+        TRY(VT->mul_a1b(e, &t[i], v[i], c[i]));
+    }
+    TRY(kal(e, z, n, DOM_ARITH));
+    TRY(VT->add(e, z, &t[0], &t[1]));
+    TRY(VT->add(e, z, z, &t[2]));
+    for (int i = 0; i < 5; i++)
+        krel(e, &b[i]);
+    for (int i = 0; i < 3; i++)
+        krel(e, &t[i]);
+    krel(e, &x2), krel(e, &x3), krel(e, &x4), krel(e, &x6), krel(e, &s1), krel(e, &s2);
+    return MS_OK;
+}
+
+static int k_gelu_spu(eng *e, mpc_val *z, const mpc_val *x)
+{
+    return k_hack_spu(e, z, x, &puma_gelu, 1);
+}
+
+static int k_silu_spu(eng *e, mpc_val *z, const mpc_val *x)
+{
+    return k_hack_spu(e, z, x, &puma_silu, 0);
+}
+
 /* GeLU and SiLU: PUMA's piecewise polynomials, or SiLU as x·σ(x) with approx: sigmoid. */
 const kv_approx_row kv_approx_tab[KV_APPROX_N] = {
     [KV_APPROX_PUMA] = {"puma", k_gelu_puma, k_silu_puma,
                         "PUMA piecewise polynomials (mpc-costs.md §2.4)"},
     [KV_APPROX_SIGMOID] = {"sigmoid", k_gelu_puma, k_silu_sigmoid,
                            "GeLU: PUMA's polynomial; SiLU: x·σ(x) by exp and a reciprocal"},
+    [KV_APPROX_SPU] = {"spu", k_gelu_spu, k_silu_spu,
+                       "PUMA's hack_gelu and SPU's LLaMA hack_silu as SPU runs them: boolean "
+                       "segment bits, a truncation per public product, selects by mul_a1b"},
 };
 
 int k_gelu(eng *e, mpc_val *z, const mpc_val *x)

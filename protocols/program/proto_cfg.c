@@ -14,7 +14,7 @@
  * command lines' --set KEY=VALUE and `mpcsim list keys protocol`. The defaults are each
  * protocol's own (its defaults() hook), so the table gives none. */
 
-static const char *const approx_names[] = {"puma", "sigmoid", NULL};
+static const char *const approx_names[] = {"puma", "sigmoid", "spu", NULL};
 static const char *const msb_names[] = {"packed", "ks", "carry", "spu", NULL};
 static const char *const topk_names[] = {"network", "quickselect", NULL};
 static const char *const normalize_names[] = {"bitdec", "thresholds", "spu", NULL};
@@ -47,7 +47,9 @@ static const ys_field cfg_fields[] = {
      "|x|/2^64)",
      trunc_names, 0, NULL, NULL},
     {"approx", YS_STR, C(approx), 0, 0, NULL,
-     "activation approximations: puma, or sigmoid (SiLU as x·σ(x))", approx_names, 0, NULL, NULL},
+     "activation approximations: puma, sigmoid (SiLU as x·σ(x)) or spu (PUMA's polynomials "
+     "as SPU runs them; compat: spu)",
+     approx_names, 0, NULL, NULL},
     {"msb", YS_STR, C(msb), 0, 0, NULL,
      "comparisons: packed (bit-packed carry tree, daBit b2a), ks (full A2B adder), carry "
      "(carry-out tree of words) or spu (SPU's narrowed Kogge-Stone, its bit selecting by "
