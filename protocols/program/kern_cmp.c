@@ -126,20 +126,19 @@ int k_a2b(eng *e, mpc_val *z, const mpc_val *x)
     return MS_OK;
 }
 
-/* SPU's A2B for two parties (secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87
- * libspu/mpc/semi2k/conversion.cc 65-88 with libspu/mpc/ab_api.cc 314-337 ppa_kogge_stone):
- * the parties' components as boolean words, added by the Kogge–Stone adder with both ANDs at
- * every level on full words: 1 + 6 rounds, 32 + 6 · 64 = 416 B in all per element. */
+/* SPU's A2B (secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87 libspu/mpc/semi2k/
+ * conversion.cc 65-88, libspu/mpc/aby3/conversion.cc 46-112, both adding by ab_api.cc 314-337
+ * ppa_kogge_stone): two boolean words (semi2k: the components, local; aby3: SPU rotates a
+ * boolean sharing of x0 + x1, 8 B per link, where k_two_words' carry-save AND sends the same
+ * 8 B per link in one round), added by the Kogge–Stone adder with both ANDs at every level on
+ * full words: semi2k 1 + 6 rounds, 32 + 6 · 64 = 416 B per element; aby3 1 + 1 + 6 rounds,
+ * 24 + 24 + 6 · 48 = 336 B. */
 int k_a2b_spu(eng *e, mpc_val *z, const mpc_val *x)
 {
-    mpc_val c[3];
-    int nc = 0;
-    for (int i = 0; i < 3; i++)
-        TRY(kal(e, &c[i], x->n, DOM_BOOL));
-    TRY(VT->bool_components(e, c, &nc, x));
-    int rc = nc == 2 ? k_ks_add_w(e, z, &c[0], &c[1], 1) : MS_ERR_INTERNAL;
-    for (int i = 0; i < 3; i++)
-        krel(e, &c[i]);
+    mpc_val a, b;
+    TRY(k_two_words(e, &a, &b, x));
+    int rc = k_ks_add_w(e, z, &a, &b, 1);
+    krel(e, &a), krel(e, &b);
     return rc;
 }
 

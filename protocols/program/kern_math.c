@@ -802,7 +802,7 @@ static int k_negate_if(eng *e, mpc_val *z, const mpc_val *c, const mpc_val *x)
  * as in SPU. */
 static int k_recip_spu(eng *e, mpc_val *z, const mpc_val *x, int jlo, int w)
 {
-    if (e->n_parties != 2 || !VT->b2a_word)
+    if (!VT->b2a_word)
         return k_recip_bd(e, z, x, jlo, w);
     int f = e->cfg.frac_bits;
     size_t n = x->n;
@@ -810,7 +810,7 @@ static int k_recip_spu(eng *e, mpc_val *z, const mpc_val *x, int jlo, int w)
     TRY(kal(e, &nb, n, DOM_BOOL));
     TRY(kv_msb_tab[KV_MSB_SPU].bfn(e, &nb, x, 64)); /* is_negative = _msb(x) */
     TRY(kal(e, &na, n, DOM_ARITH));
-    TRY(VT->b2a_bit(e, &na, &nb)); /* _prefer_a: B2A_Randbit of one bit, 1 byte each way */
+    TRY(VT->b2a_word(e, &na, &nb, 1)); /* _prefer_a: the B2A of one bit */
     krel(e, &nb);
     TRY(k_negate_if(e, &ab, &na, x)); /* b_abs */
     TRY(k_hibit_spu(e, &bb, &ab));
@@ -881,7 +881,7 @@ static int k_delta_swap(eng *e, mpc_val *x, int s, uint64_t m)
  * (as the reciprocal). */
 static int k_rsqrt_spu(eng *e, mpc_val *z, const mpc_val *x, int jlo, int w)
 {
-    if (e->n_parties != 2 || !VT->b2a_word)
+    if (!VT->b2a_word)
         return k_rsqrt_bd(e, z, x, jlo, w);
     int f = e->cfg.frac_bits, h = 2 * (f / 2);
     size_t n = x->n;
@@ -935,7 +935,7 @@ static int k_rsqrt_spu(eng *e, mpc_val *z, const mpc_val *x, int jlo, int w)
     krel(e, &t), krel(e, &ev);
     mpc_val ba, m, ar, aa, comp;
     TRY(kal(e, &ba, n, DOM_ARITH));
-    TRY(VT->b2a_bit(e, &ba, &bb)); /* bit 0 of bb */
+    TRY(VT->b2a_word(e, &ba, &bb, 1)); /* bit 0 of bb */
     krel(e, &bb);
     /* c0 (f + e even) and c1, ring integers as SPU's _constant takes them */
     uint64_t c0, c1;
