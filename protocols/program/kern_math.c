@@ -796,10 +796,9 @@ static int k_negate_if(eng *e, mpc_val *z, const mpc_val *c, const mpc_val *x)
  * (b2a_word of 2f bits); then c = |x|·factor in [0.5, 1), w = 2.9142 − 2c, e = 1 − c·w and
  * fxp_div_goldschmidt_iters = 2 steps r ← r(1 + e), e ← e² (one squaring, between them), the
  * result times the factor and the sign mux. Each product is sequential as SPU issues it.
- * PRIMITIVES.md derives its counts (semi2k 1,058 B in 36 rounds per element). Three parties:
- * SPU's aby3 pieces (B2AByOT, B2AByPPA, the rotate of its A2B) are not primitives here yet, so
- * aby3 runs normalize: bitdec. Range: |x| < 2^f (2^(2f) in the ring): larger inputs give 0,
- * as in SPU. */
+ * PRIMITIVES.md derives its counts (semi2k 1,058 B in 36 rounds per element, aby3 1,552 B in
+ * 54). A protocol without b2a_word runs normalize: bitdec. Range: |x| < 2^f (2^(2f) in the
+ * ring): larger inputs give 0, as in SPU. */
 static int k_recip_spu(eng *e, mpc_val *z, const mpc_val *x, int jlo, int w)
 {
     if (!VT->b2a_word)
@@ -873,12 +872,11 @@ static int k_delta_swap(eng *e, mpc_val *x, int s, uint64_t m)
  * f_rsqrt, its default path): z = 2·highestOneBit(x) (x > 0, no sign step); u = x·rev36(z) in
  * [0.25, 0.5) (the reversal made arithmetic by a b2a_word of 2f bits); r = the degree-4 polynomial
  * of rsqrt_init_guess (x², then x³ and x⁴ in one product of two, one truncation of the public
- * combination); comp = mux(b, c0, c1)·a_rev where b is the parity of z's even bits (b2a_bit of one
+ * combination); comp = mux(b, c0, c1)·a_rev where b is the parity of z's even bits (b2a_word of one
  * bit, then public: c = c1 + b·(c0 − c1), SPU's integer constants) and a_rev the reversal over [0,
  * 2⌊f/2⌋) of z's odd and even bits xored (a b2a_word of 2⌊f/2⌋ bits, a ring product); the result
  * trunc(r·comp). The bit moves (SPU's _bitdeintl, _bit_parity, _bitrev) are local. PRIMITIVES.md
- * derives the counts (semi2k 906 B in 26 rounds per element); three parties run normalize: bitdec
- * (as the reciprocal). */
+ * derives the counts (semi2k 906 B in 26 rounds per element, aby3 1,764 B in 51). */
 static int k_rsqrt_spu(eng *e, mpc_val *z, const mpc_val *x, int jlo, int w)
 {
     if (!VT->b2a_word)
@@ -966,7 +964,7 @@ const kv_norm_row kv_norm_tab[KV_NORM_N] = {
                             "f_reciprocal)"},
     [KV_NORM_SPU] = {"spu", k_recip_spu, k_rsqrt_spu,
                      "SPU's reciprocal: msb, A2B, prefix OR, bit reversal, b2a_word, Goldschmidt "
-                     "(semi2k; aby3 as bitdec), and its rsqrt"},
+                     "and its rsqrt (f_rsqrt)"},
 };
 
 /* 1/x for x in [2^jlo, 2^(w−f)) (w: X's bit bound, 0 = the default, norm_bits). */
