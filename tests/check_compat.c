@@ -24,10 +24,18 @@ static int kind_of(const char *name)
     static const struct {
         const char *name;
         int kind;
-    } k[] = {
-        {"trunc", OP_TRUNC},           {"exp", OP_EXP},   {"lt", OP_LT},    {"select", OP_SELECT},
-        {"reciprocal", OP_RECIPROCAL}, {"gelu", OP_GELU}, {"max2", OP_MAX}, {"rsqrt", OP_RSQRT},
-        {"softmax64", OP_SOFTMAX},     {"silu", OP_SILU}};
+    } k[] = {{"trunc", OP_TRUNC},
+             {"exp", OP_EXP},
+             {"lt", OP_LT},
+             {"select", OP_SELECT},
+             {"reciprocal", OP_RECIPROCAL},
+             {"gelu", OP_GELU},
+             {"max2", OP_MAX},
+             {"rsqrt", OP_RSQRT},
+             {"softmax64", OP_SOFTMAX},
+             {"silu", OP_SILU},
+             {"layernorm64", OP_LAYERNORM},
+             {"rmsnorm64", OP_RMSNORM}};
     for (size_t i = 0; i < sizeof k / sizeof *k; i++)
         if (!strcmp(k[i].name, name))
             return k[i].kind;
@@ -41,9 +49,13 @@ static counted cost_ew(const char *pname, const char *profile, int kind)
     op_program p;
     op_program_init(&p);
     int mx = kind == OP_MAX; /* max2: N_ELEM rows of two, one compare-and-select each */
-    /* softmax64: one row of N_ELEM (the table gives the row's bytes) */
+    /* softmax64, layernorm64, rmsnorm64: one row of N_ELEM (the table gives the row's bytes);
+     * the norms with a secret gain and bias (weights) */
+    int nm = kind == OP_LAYERNORM || kind == OP_RMSNORM;
     uint32_t x = op_tensor_add(&p, "x", OPT_TEMP, DOM_ARITH, 1, mx ? N_ELEM : 1, mx ? 2 : N_ELEM);
     uint32_t o = op_tensor_add(&p, "o", OPT_TEMP, DOM_ARITH, 1, mx ? N_ELEM : 1, mx ? 1 : N_ELEM);
+    uint32_t g = op_tensor_add(&p, "g", OPT_WEIGHT, DOM_ARITH, 1, 1, N_ELEM);
+    uint32_t b = op_tensor_add(&p, "b", OPT_WEIGHT, DOM_ARITH, 1, 1, N_ELEM);
     op q = {.kind = (uint16_t)kind,
             .layer = -1,
             .group = -1,
@@ -52,8 +64,13 @@ static counted cost_ew(const char *pname, const char *profile, int kind)
             .k = 1,
             .n = mx ? 2 : N_ELEM,
             .iarg = kind == OP_SOFTMAX ? -1 : 0, /* softmax: no causal mask */
-            .in = {x, kind == OP_LT || kind == OP_SELECT ? x : OP_NONE,
-                   kind == OP_SELECT ? x : OP_NONE},
+            .in = {x,
+                   nm                                   ? g
+                   : kind == OP_LT || kind == OP_SELECT ? x
+                                                        : OP_NONE,
+                   nm                  ? b
+                   : kind == OP_SELECT ? x
+                                       : OP_NONE},
             .out = o};
     ck_assert_int_ge(op_emit(&p, &q), 0);
     const proto *pr = proto_find(pname);
@@ -91,7 +108,9 @@ START_TEST(test_profile_counts)
         int kind = kind_of(opn);
         ck_assert_msg(kind >= 0, "compat-counts.tsv: unknown op '%s'", opn);
         counted c = cost_ew(pname, prof, kind);
-        uint64_t per = kind == OP_SOFTMAX ? 1 : N_ELEM; /* softmax64: bytes of the row */
+        uint64_t per = kind == OP_SOFTMAX || kind == OP_LAYERNORM || kind == OP_RMSNORM
+                           ? 1
+                           : N_ELEM; /* a row's bytes */
         ck_assert_msg(c.bytes == bytes * per && c.rounds == rounds,
                       "%s %s %s: %llu B in %llu rounds, derived %llu B in %llu", prof, pname, opn,
                       (unsigned long long)(c.bytes / per), (unsigned long long)c.rounds, bytes,

@@ -1291,13 +1291,71 @@ static int k_gain(eng *e, mpc_val *z, const mpc_val *v, const mpc_val *g, int g_
     return MS_OK;
 }
 
+/* The row means of x (R rows of n): the row sum times 1/n, one truncation. */
+static int k_rowmean(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n)
+{
+    mpc_val s;
+    TRY(k_rowsum(e, &s, x, R, n));
+    TRY(k_mulc(e, &s, &s, FX(1.0 / (double)n)));
+    int rc = k_trunc(e, z, &s, e->cfg.frac_bits);
+    krel(e, &s);
+    return rc;
+}
+
+/* flax's LayerNorm statistics as SPU runs them (compat: spu;
+ * google/flax@18f8f311c275d57f46d95e41b15aa97b454754c0 flax/linen/normalization.py 60-152,
+ * use_fast_variance): mu = mean(x), mu2 = mean(x²) (two truncations), var = max(0, mu2 − mu²)
+ * (SPU's max: a compare and mul_a1b), + eps. */
+static int k_fast_var(eng *e, mpc_val *var, mpc_val *mu, const mpc_val *x, size_t R, size_t n,
+                      double eps)
+{
+    mpc_val sq, mu2, m2, v, ng, zero, zr;
+    TRY(k_fsq(e, &sq, x));
+    TRY(k_rowmean(e, mu, x, R, n));
+    TRY(k_rowmean(e, &mu2, &sq, R, n));
+    TRY(k_fsq(e, &m2, mu));
+    TRY(kal(e, &v, R, DOM_ARITH));
+    TRY(VT->sub(e, &v, &mu2, &m2));
+    TRY(k_const(e, &zero, &v, R, 0));
+    TRY(kal(e, &ng, R, DOM_BOOL));
+    TRY(kv_msb_tab[e->kv.msb].bfn(e, &ng, &v, 64)); /* [v < 0] */
+    TRY(k_select_bit(e, &zr, &ng, &zero, &v));
+    TRY(k_addc(e, &zr, &zr, FX(eps)));
+    *var = zr;
+    krel(e, &sq), krel(e, &mu2), krel(e, &m2), krel(e, &v), krel(e, &ng), krel(e, &zero);
+    return MS_OK;
+}
+
 /* LayerNorm (bias != NULL or centre) / RMSNorm over R rows of n:
- * [mean, x - mean,] square, mean, + eps, rsqrt, multiply, gain[, bias]. */
+ * [mean, x - mean,] square, mean, + eps, rsqrt, multiply, gain[, bias]. compat: spu's
+ * LayerNorm takes flax's fast variance (k_fast_var) and multiplies the row's rsqrt by the
+ * gain before x − mean (flax's mul *= scale; y *= mul); its RMSNorm is EasyLM's
+ * (young-geng/EasyLM@fe5b2c354e25d697fce7cd225e23bbbe72570da3
+ * EasyLM/models/llama/llama_model.py 266-273), which is this composition. PRIMITIVES.md counts
+ * both. */
 int k_norm(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, int centre, double eps,
            const mpc_val *g, int g_pub, const mpc_val *bias, int b_pub)
 {
     mpc_val d, sq, ss, var, rs, rb, y, t;
-    if (centre) {
+    int flax = centre && e->kv.compat == KV_COMPAT_SPU && k_lt_bool(e);
+    if (flax) {
+        mpc_val mu, mb;
+        TRY(k_fast_var(e, &var, &mu, x, R, n, eps));
+        TRY(k_rsqrt(e, &rs, &var, (int)floor(log2(eps)), 0));
+        TRY(k_bcast(e, &rb, &rs, n));
+        if (g) {
+            TRY(k_gain(e, &t, &rb, g, g_pub, R, n));
+            krel(e, &rb);
+            rb = t;
+        }
+        TRY(k_bcast(e, &mb, &mu, n));
+        TRY(kal(e, &d, R * n, DOM_ARITH));
+        TRY(VT->sub(e, &d, x, &mb));
+        TRY(k_fmul(e, &y, &d, &rb));
+        krel(e, &mu), krel(e, &mb), krel(e, &var), krel(e, &rs), krel(e, &rb), krel(e, &d);
+        g = NULL; /* applied */
+        sq = ss = var = rs = rb = d = (mpc_val){0};
+    } else if (centre) {
         mpc_val s, mu, mb;
         TRY(k_rowsum(e, &s, x, R, n));
         TRY(k_mulc(e, &s, &s, FX(1.0 / (double)n)));
@@ -1309,14 +1367,16 @@ int k_norm(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, int centre,
     } else {
         TRY(k_rep(e, &d, x, 1));
     }
-    TRY(k_fsq(e, &sq, &d));
-    TRY(k_rowsum(e, &ss, &sq, R, n));
-    TRY(k_mulc(e, &ss, &ss, FX(1.0 / (double)n)));
-    TRY(k_trunc(e, &var, &ss, e->cfg.frac_bits));
-    TRY(k_addc(e, &var, &var, FX(eps)));
-    TRY(k_rsqrt(e, &rs, &var, (int)floor(log2(eps)), 0)); /* var + eps >= eps */
-    TRY(k_bcast(e, &rb, &rs, n));
-    TRY(k_fmul(e, &y, &d, &rb));
+    if (!flax) {
+        TRY(k_fsq(e, &sq, &d));
+        TRY(k_rowsum(e, &ss, &sq, R, n));
+        TRY(k_mulc(e, &ss, &ss, FX(1.0 / (double)n)));
+        TRY(k_trunc(e, &var, &ss, e->cfg.frac_bits));
+        TRY(k_addc(e, &var, &var, FX(eps)));
+        TRY(k_rsqrt(e, &rs, &var, (int)floor(log2(eps)), 0)); /* var + eps >= eps */
+        TRY(k_bcast(e, &rb, &rs, n));
+        TRY(k_fmul(e, &y, &d, &rb));
+    }
     if (g) {
         TRY(k_gain(e, &t, &y, g, g_pub, R, n));
         krel(e, &y);
