@@ -462,11 +462,95 @@ START_TEST(test_spu_activation_accuracy)
 }
 END_TEST
 
+/* LayerNorm (flax's fast variance) and RMSNorm under the profile against float on the
+ * clear-text engine: 16 rows of 64 values in [-3, 3] plus a row offset in [-2, 2], gain in
+ * [0.5, 1.5], bias in [-0.5, 0.5] (public), eps 1e-5; each output within 2e-3 absolute: the
+ * rsqrt's 5e-4 relative (above) on normalised values up to about 3 (1.5e-3), plus the mean's
+ * and variance's rounding (2^-f on a variance near 3) and mu2 − mu² losing a few bits to the
+ * offset (measured: LayerNorm 5.8e-4 and 4.8e-4, RMSNorm 7.5e-4 and 6.4e-4, semi2k and aby3). */
+START_TEST(test_spu_norm_accuracy)
+{
+    enum { R = 16, L = 64 };
+    int np = 2 + _i;
+    proto_cfg cfg;
+    errbuf e;
+    ck_assert_int_eq(proto_cfg_default(np == 2 ? "semi2k" : "aby3", &cfg, &e), 0);
+    ck_assert_int_eq(proto_cfg_set(&cfg, "compat", "spu", &e), 0);
+    op_program p;
+    op_program_init(&p);
+    uint32_t x = op_tensor_add(&p, "x", OPT_TEMP, DOM_ARITH, 1, R, L);
+    uint32_t g = op_tensor_add(&p, "g", OPT_PUBLIC, DOM_ARITH, 1, 1, L);
+    uint32_t b = op_tensor_add(&p, "b", OPT_PUBLIC, DOM_ARITH, 1, 1, L);
+    uint32_t ol = op_tensor_add(&p, "ol", OPT_TEMP, DOM_ARITH, 1, R, L);
+    uint32_t orr = op_tensor_add(&p, "or", OPT_TEMP, DOM_ARITH, 1, R, L);
+    op ln = {.kind = OP_LAYERNORM,
+             .layer = -1,
+             .group = -1,
+             .batch = 1,
+             .m = R,
+             .k = 1,
+             .n = L,
+             .in = {x, g, b},
+             .out = ol};
+    op rn = ln;
+    rn.kind = OP_RMSNORM, rn.in[2] = OP_NONE, rn.out = orr;
+    ck_assert_int_ge(op_emit(&p, &ln), 0);
+    ck_assert_int_ge(op_emit(&p, &rn), 0);
+    eng *pe;
+    ck_assert_int_eq(eng_plain_new(&cfg, np, 17, 0, &pe), 0);
+    mpc_val v[5] = {{0}};
+    size_t sz[5] = {R * L, L, L, R * L, R * L};
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(pe->vt->alloc(pe, &v[i], sz[i], DOM_ARITH), 0);
+    double xs[R * L], gs[L], bs[L];
+    uint64_t s = 4242;
+#define U01()                                                   \
+    ((s = s * 6364136223846793005ull + 1442695040888963407ull), \
+     (double)(s >> 11) / 9007199254740992.0)
+    for (size_t j = 0; j < L; j++) {
+        gs[j] = 0.5 + U01(), bs[j] = U01() - 0.5;
+        v[1].s[0][j] = fx_encode(gs[j], cfg.frac_bits);
+        v[2].s[0][j] = fx_encode(bs[j], cfg.frac_bits);
+    }
+    for (size_t r = 0; r < R; r++) {
+        double off = 4.0 * U01() - 2.0;
+        for (size_t j = 0; j < L; j++) {
+            xs[r * L + j] = off + 6.0 * U01() - 3.0;
+            v[0].s[0][r * L + j] = fx_encode(xs[r * L + j], cfg.frac_bits);
+            xs[r * L + j] = fx_decode(v[0].s[0][r * L + j], cfg.frac_bits);
+        }
+    }
+#undef U01
+    for (size_t i = 0; i < p.n_ops; i++)
+        ck_assert_msg(kern_exec(pe, &p, i, v, &e) == 0, "%s", e.msg);
+    for (size_t r = 0; r < R; r++) {
+        double mu = 0, m2 = 0;
+        for (size_t j = 0; j < L; j++)
+            mu += xs[r * L + j] / L, m2 += xs[r * L + j] * xs[r * L + j] / L;
+        double var = m2 - mu * mu;
+        for (size_t j = 0; j < L; j++) {
+            double xv = xs[r * L + j];
+            double wl = (xv - mu) / sqrt(var + 1e-5) * gs[j] + bs[j];
+            double wr = xv / sqrt(m2 + 1e-5) * gs[j];
+            double gl = fx_decode(v[3].s[0][r * L + j], cfg.frac_bits);
+            double gr = fx_decode(v[4].s[0][r * L + j], cfg.frac_bits);
+            ck_assert_msg(fabs(gl - wl) <= 2e-3, "np %d: layernorm %g, float %g", np, gl, wl);
+            ck_assert_msg(fabs(gr - wr) <= 2e-3, "np %d: rmsnorm %g, float %g", np, gr, wr);
+        }
+    }
+    for (int i = 0; i < 5; i++)
+        pe->vt->release(pe, &v[i]);
+    eng_free(pe);
+    op_program_free(&p);
+}
+END_TEST
+
 Suite *compat_suite(void)
 {
     Suite *s = suite_create("compat");
     TCase *tc = th_case(s, "profiles", 60);
     TH_TESTS(tc, test_profile_counts, test_native_default, test_spu_msb_exact);
-    TH_LOOPS(tc, 2, test_spu_accuracy, test_spu_softmax_accuracy, test_spu_activation_accuracy);
+    TH_LOOPS(tc, 2, test_spu_accuracy, test_spu_softmax_accuracy, test_spu_activation_accuracy,
+             test_spu_norm_accuracy);
     return s;
 }
