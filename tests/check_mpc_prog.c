@@ -545,12 +545,12 @@ START_TEST(test_carry_msb_ops)
 }
 END_TEST
 
-/* msb = spu (SPU's narrowed Kogge-Stone; max selects with the comparison's boolean bit by
- * mul_a1b) on the real backend: values against the clear-text engine, counts against the cost
+/* msb = spu (SPU's narrowed Kogge-Stone; max and sort select with the comparison's boolean bit
+ * by mul_a1b) on the real backend: values against the clear-text engine, counts against the cost
  * engine. */
 START_TEST(test_spu_msb_ops)
 {
-    static const int kinds[] = {OP_LT, OP_MAX, OP_ARGMAX, OP_SOFTMAX, OP_SILU};
+    static const int kinds[] = {OP_LT, OP_MAX, OP_ARGMAX, OP_SOFTMAX, OP_SILU, OP_SORT};
     run_singles(_i ? "aby3" : "semi2k", kinds, TH_N(kinds), (single_with){.msb = "spu"});
 }
 END_TEST
