@@ -469,7 +469,14 @@ static int k_msb_spu(eng *e, mpc_val *z, const mpc_val *d, int w)
     (void)w;
     mpc_val b;
     TRY(k_msb_spu_word(e, &b, d));
-    return k_msb_b2a(e, z, &b);
+    if (!VT->b2a_word)
+        return k_msb_b2a(e, z, &b);
+    /* the bit as SPU converts it (_prefer_a: semi2k B2A_Randbit, aby3 B2AByOT) */
+    TRY(VT->shift(e, &b, &b, 63));
+    TRY(kal(e, z, b.n, DOM_ARITH));
+    TRY(VT->b2a_word(e, z, &b, 1));
+    krel(e, &b);
+    return MS_OK;
 }
 
 /* The comparison's boolean bit, as SPU keeps it for a select (k_select_bit): msb at bit 0. */
