@@ -41,6 +41,7 @@ typedef struct prog_case {
     const char *norm;   /* protocol parameter normalize, or NULL for the default */
     const char *topk;   /* protocol parameter topk, or NULL for the default */
     const char *compat; /* protocol parameter compat, or NULL for the default */
+    const char *exp;    /* protocol parameter exp, or NULL for the default */
     uint32_t idx_hi;    /* any_name: tensors named "….ffn.idx" get V_IDX indices below this */
 } prog_case;
 
@@ -235,6 +236,8 @@ static proto_cfg case_cfg(const prog_case *c)
         ck_assert_int_eq(proto_cfg_set(&cfg, "normalize", c->norm, &err), MS_OK);
     if (c->compat)
         ck_assert_int_eq(proto_cfg_set(&cfg, "compat", c->compat, &err), MS_OK);
+    if (c->exp)
+        ck_assert_int_eq(proto_cfg_set(&cfg, "exp", c->exp, &err), MS_OK);
     if (c->topk)
         ck_assert_int_eq(proto_cfg_set(&cfg, "topk", c->topk, &err), MS_OK);
     return cfg;
@@ -502,7 +505,7 @@ static void single_case(prog_case *c, const char *pname, const single *s)
  * protocol parameters msb, normalize and topk of with (NULL: the defaults) and, with.bits > 0,
  * that bit bound on the op. */
 typedef struct single_with {
-    const char *msb, *norm, *topk, *compat;
+    const char *msb, *norm, *topk, *compat, *exp;
     uint8_t bits;
     double tol; /* 0: each single's own */
 } single_with;
@@ -524,6 +527,7 @@ static void run_singles(const char *pname, const int *kinds, size_t nk, single_w
             c.tol = with.tol;
         c.topk = with.topk;
         c.compat = with.compat;
+        c.exp = with.exp;
         if (with.bits)
             c.prog.ops[c.prog.n_ops - 1].bits = with.bits;
         run_case(&c);
@@ -557,7 +561,8 @@ END_TEST
 
 /* normalize = spu (SPU's reciprocal: msb, A2B, prefix OR, b2a_word, Goldschmidt; its rsqrt:
  * the prefix OR, two b2a_words, a polynomial; semi2k, aby3 as bitdec), then the whole compat:
- * spu profile (softmax, GeLU and SiLU as SPU runs them), on the real backend: values against the
+ * spu profile (softmax, GeLU and SiLU as SPU runs them; exp and softmax with the Padé exp),
+ * on the real backend: values against the
  * clear-text engine within 5e-4 (SPU's rsqrt polynomial has coefficients up to 50 on powers of u
  * rounded to 2^-f, so one unit of a truncation moves it by up to about 1e-4; the two engines'
  * truncations round differently), counts against the cost engine. */
@@ -568,6 +573,8 @@ START_TEST(test_spu_norm_ops)
     const char *pname = _i ? "aby3" : "semi2k";
     run_singles(pname, kinds, 5, (single_with){.norm = "spu", .tol = 5e-4});
     run_singles(pname, kinds, TH_N(kinds), (single_with){.compat = "spu", .tol = 5e-4});
+    static const int pade[] = {OP_EXP, OP_SOFTMAX}; /* SPU's fxp_exp_mode EXP_PADE */
+    run_singles(pname, pade, TH_N(pade), (single_with){.compat = "spu", .exp = "pade"});
 }
 END_TEST
 

@@ -691,10 +691,15 @@ static int k_exp_pow2(eng *e, mpc_val *z, const mpc_val *x)
     return MS_OK;
 }
 
+static int k_exp_pade(eng *e, mpc_val *z, const mpc_val *x); /* below, with the SPU kernels */
+
 const kv_exp_row kv_exp_tab[KV_EXP_N] = {
     [KV_EXP_POW2] = {"pow2", k_exp_pow2,
                      "2^-y by range reduction: the integer part's bits and a degree-4 polynomial"},
     [KV_EXP_TAYLOR] = {"taylor", k_exp_taylor, "(1 + x/2^t)^(2^t), t = exp_iters (SPU exp_taylor)"},
+    [KV_EXP_PADE] = {"pade", k_exp_pade,
+                     "SPU's EXP_PADE: the clamp to ±32 ln 2, then 2^(x log2 e) from the bits of "
+                     "its integer part and a degree-5 polynomial of the fraction"},
 };
 
 int k_exp(eng *e, mpc_val *z, const mpc_val *x) { return kv_exp_tab[e->kv.exp].fn(e, z, x); }
@@ -1119,6 +1124,92 @@ static int k_cmp_pub(eng *e, mpc_val *z, const mpc_val *x, double t, int lt)
     int rc = kv_msb_tab[KV_MSB_SPU].bfn(e, z, &d, 64);
     krel(e, &d);
     return rc;
+}
+
+/* exp(x) as SPU's EXP_PADE computes it (exp: pade under compat: spu;
+ * secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87 libspu/kernel/hal/fxp_approx.cc
+ * 455-472 the clamp, 474-478 exp_pade, 268-310 exp2_pade, 238-257 exp2_pade_normalized; ring.cc
+ * 472-479 _clamp): x clamped to [−32 ln 2, 32 ln 2] by two compare-and-selects (msb, mul_a1b),
+ * y = x·log2 e (one truncation), y to boolean (SPU's A2B), its sign bit and integer part
+ * (shifts), the fraction y − (int << f) (a b2a_word of the 64-bit shifted integer: SPU negates a
+ * boolean through _2a), the degree-5 polynomial of the fraction (x², x³, x⁴, x⁵ one product
+ * after another, public coefficients, one truncation), then for each of the integer part's 5
+ * low bits a one-bit b2a_word and a ring product by 1 + bit·(2^(2^i) − 1); for a negative y the
+ * result divided by 2^32 (a truncation by 32 bits) is selected by the sign bit (mul_a1b).
+ * PRIMITIVES.md counts it (semi2k 1,162 B in 46 rounds, aby3 1,936 B in 73). */
+static int k_exp_pade(eng *e, mpc_val *z, const mpc_val *x)
+{
+    int f = e->cfg.frac_bits;
+    size_t n = x->n;
+    const double L = (double)(32.0F / (float)log2(exp(1.0)));
+    mpc_val b, c, x1, x2, y, t, yb, sb, xi, xl, xa, fr;
+    TRY(k_cmp_pub(e, &b, x, -L, 1)); /* x < −L */
+    TRY(k_const(e, &c, x, n, FX(-L)));
+    TRY(k_select_bit(e, &x1, &b, &c, x));
+    krel(e, &b), krel(e, &c);
+    TRY(k_cmp_pub(e, &b, &x1, L, 1)); /* x1 < L */
+    TRY(k_const(e, &c, x, n, FX(L)));
+    TRY(k_select_bit(e, &x2, &b, &x1, &c));
+    krel(e, &b), krel(e, &c), krel(e, &x1);
+    TRY(k_scaled(e, &t, &x2, FX((double)(float)log2(exp(1.0)))));
+    TRY(k_trunc(e, &y, &t, f));
+    krel(e, &t), krel(e, &x2);
+    TRY(k_a2b_spu(e, &yb, &y));
+    TRY(kal(e, &sb, n, DOM_BOOL));
+    TRY(VT->shift(e, &sb, &yb, 63));
+    TRY(kal(e, &xi, n, DOM_BOOL));
+    TRY(VT->shift(e, &xi, &yb, f));
+    krel(e, &yb);
+    TRY(kal(e, &xl, n, DOM_BOOL));
+    TRY(VT->shift(e, &xl, &xi, -f));
+    TRY(kal(e, &xa, n, DOM_ARITH));
+    TRY(VT->b2a_word(e, &xa, &xl, 64));
+    TRY(kal(e, &fr, n, DOM_ARITH));
+    TRY(VT->sub(e, &fr, &y, &xa));
+    krel(e, &xl), krel(e, &xa), krel(e, &y);
+    /* exp2_pade_normalized on the fraction */
+    static const float pc[6] = {0.100000007744302F * 10,  0.693147180426163F,
+                                0.240226510710170F,       0.555040686204663F / 10,
+                                0.961834122588046F / 100, 0.133273035928143F / 100};
+    mpc_val pw[6], acc, ret;
+    pw[1] = fr;
+    for (int i = 2; i <= 5; i++)
+        TRY(k_fmul(e, &pw[i], &fr, &pw[i - 1]));
+    TRY(k_scaled(e, &acc, &pw[1], FX((double)pc[1])));
+    for (int i = 2; i <= 5; i++)
+        TRY(k_addmul(e, &acc, &pw[i], FX((double)pc[i])));
+    TRY(k_trunc(e, &ret, &acc, f));
+    TRY(k_addc(e, &ret, &ret, FX((double)pc[0])));
+    krel(e, &acc);
+    for (int i = 1; i <= 5; i++)
+        krel(e, &pw[i]);
+    for (int i = 0; i < 5; i++) { /* ret ·= 1 + a·(K − 1), a = bit i of the integer part */
+        mpc_val ab, aa, m, r2;
+        if (i) { /* b2a_word of one bit reads bit 0 only */
+            TRY(kal(e, &ab, n, DOM_BOOL));
+            TRY(VT->shift(e, &ab, &xi, i));
+        } else
+            TRY(k_rep(e, &ab, &xi, 1));
+        TRY(kal(e, &aa, n, DOM_ARITH));
+        TRY(VT->b2a_word(e, &aa, &ab, 1));
+        uint64_t K = 1ull << (1 << i);
+        TRY(k_scaled(e, &m, &aa, K - 1));
+        TRY(k_addc(e, &m, &m, 1));
+        TRY(k_imul(e, &r2, &ret, &m));
+        krel(e, &ab), krel(e, &aa), krel(e, &m), krel(e, &ret);
+        ret = r2;
+    }
+    krel(e, &xi);
+    mpc_val rr, d, s2;
+    TRY(k_trunc(e, &rr, &ret, 32)); /* exp2(y − 32) for y < 0: SPU's two's complement trick */
+    TRY(kal(e, &d, n, DOM_ARITH));
+    TRY(VT->sub(e, &d, &rr, &ret));
+    TRY(kal(e, &s2, n, DOM_ARITH));
+    TRY(VT->mul_a1b(e, &s2, &d, &sb));
+    TRY(kal(e, z, n, DOM_ARITH));
+    TRY(VT->add(e, z, &ret, &s2));
+    krel(e, &rr), krel(e, &d), krel(e, &s2), krel(e, &sb);
+    return MS_OK;
 }
 
 /* PUMA's hack_gelu (AntCPLab/puma_benchmarks@df36d1ec5b51e6ee47f8959cef629d0ad7010ea8

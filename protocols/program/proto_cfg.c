@@ -18,7 +18,7 @@ static const char *const approx_names[] = {"puma", "sigmoid", "spu", NULL};
 static const char *const msb_names[] = {"packed", "ks", "carry", "spu", NULL};
 static const char *const topk_names[] = {"network", "quickselect", NULL};
 static const char *const normalize_names[] = {"bitdec", "thresholds", "spu", NULL};
-static const char *const exp_names[] = {"pow2", "taylor", NULL};
+static const char *const exp_names[] = {"pow2", "taylor", "pade", NULL};
 static const char *const trunc_names[] = {"pair", "local", NULL};  /* trunc_local = the index */
 static const char *const compat_names[] = {"native", "spu", NULL}; /* kern_compat.c's rows */
 
@@ -60,7 +60,9 @@ static const ys_field cfg_fields[] = {
      topk_names, 0, NULL, NULL},
     {"exp", YS_STR, C(exp), 0, 0, NULL,
      "exp: pow2 (range reduction: the integer part's bits and a polynomial, x in (-11350, "
-     "5.5]) or taylor ((1 + x/2^t)^(2^t), t = exp_iters, x in [-14, 0])",
+     "5.5]), taylor ((1 + x/2^t)^(2^t), t = exp_iters, x in [-14, 0]) or pade (SPU's "
+     "EXP_PADE, x clamped to 32 ln 2; under compat: spu the one choice kept: SPU's "
+     "fxp_exp_mode, taylor otherwise)",
      exp_names, 0, NULL, NULL},
     {"normalize", YS_STR, C(normalize), 0, 0, NULL,
      "reciprocal/rsqrt normalisation: bitdec (one bit decomposition), thresholds (a "
