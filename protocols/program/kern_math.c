@@ -811,7 +811,6 @@ static int k_recip_spu(eng *e, mpc_val *z, const mpc_val *x, int jlo, int w)
     int f = e->cfg.frac_bits;
     size_t n = x->n;
     mpc_val nb, na, ab, bb, fb, fa;
-    TRY(kal(e, &nb, n, DOM_BOOL));
     TRY(kv_msb_tab[KV_MSB_SPU].bfn(e, &nb, x, 64)); /* is_negative = _msb(x) */
     TRY(kal(e, &na, n, DOM_ARITH));
     TRY(VT->b2a_word(e, &na, &nb, 1)); /* _prefer_a: the B2A of one bit */
@@ -1120,7 +1119,6 @@ static int k_cmp_pub(eng *e, mpc_val *z, const mpc_val *x, double t, int lt)
     mpc_val d;
     TRY(k_scaled(e, &d, x, lt ? 1 : (uint64_t)-1));
     TRY(k_addc(e, &d, &d, lt ? (uint64_t) - (int64_t)FX(t) : FX(t)));
-    TRY(kal(e, z, x->n, DOM_BOOL));
     int rc = kv_msb_tab[KV_MSB_SPU].bfn(e, z, &d, 64);
     krel(e, &d);
     return rc;
@@ -1208,7 +1206,7 @@ static int k_exp_pade(eng *e, mpc_val *z, const mpc_val *x)
     TRY(VT->mul_a1b(e, &s2, &d, &sb));
     TRY(kal(e, z, n, DOM_ARITH));
     TRY(VT->add(e, z, &ret, &s2));
-    krel(e, &rr), krel(e, &d), krel(e, &s2), krel(e, &sb);
+    krel(e, &rr), krel(e, &d), krel(e, &s2), krel(e, &sb), krel(e, &ret);
     return MS_OK;
 }
 
@@ -1333,7 +1331,6 @@ int k_softmax(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t m, size_t n
         TRY(k_scaled(e, &cd, &d, (uint64_t)-1));
         TRY(k_addc(e, &cd, &cd, FX(e->cfg.softmax_clip)));
         if (spu) {
-            TRY(kal(e, &b, R * n, DOM_BOOL));
             TRY(kv_msb_tab[e->kv.msb].bfn(e, &b, &cd, 64));
         } else
             TRY(k_msb(e, &b, &cd));
@@ -1408,7 +1405,6 @@ static int k_fast_var(eng *e, mpc_val *var, mpc_val *mu, const mpc_val *x, size_
     TRY(kal(e, &v, R, DOM_ARITH));
     TRY(VT->sub(e, &v, &mu2, &m2));
     TRY(k_const(e, &zero, &v, R, 0));
-    TRY(kal(e, &ng, R, DOM_BOOL));
     TRY(kv_msb_tab[e->kv.msb].bfn(e, &ng, &v, 64)); /* [v < 0] */
     TRY(k_select_bit(e, &zr, &ng, &zero, &v));
     TRY(k_addc(e, &zr, &zr, FX(eps)));
