@@ -37,10 +37,12 @@ typedef struct prog_case {
     double tol;   /* absolute tolerance on decoded outputs (relative above 1) */
     int any_name; /* unbound tensors get reals in [-0.1, 0.1) (counts-only runs) */
     int counts_only;
-    const char *msb;  /* protocol parameter msb, or NULL for the default */
-    const char *norm; /* protocol parameter normalize, or NULL for the default */
-    const char *topk; /* protocol parameter topk, or NULL for the default */
-    uint32_t idx_hi;  /* any_name: tensors named "….ffn.idx" get V_IDX indices below this */
+    const char *msb;    /* protocol parameter msb, or NULL for the default */
+    const char *norm;   /* protocol parameter normalize, or NULL for the default */
+    const char *topk;   /* protocol parameter topk, or NULL for the default */
+    const char *compat; /* protocol parameter compat, or NULL for the default */
+    const char *exp;    /* protocol parameter exp, or NULL for the default */
+    uint32_t idx_hi;    /* any_name: tensors named "….ffn.idx" get V_IDX indices below this */
 } prog_case;
 
 /* An empty case in pname (every other field zero); its program, initialised. */
@@ -232,6 +234,10 @@ static proto_cfg case_cfg(const prog_case *c)
         ck_assert_int_eq(proto_cfg_set(&cfg, "msb", c->msb, &err), MS_OK);
     if (c->norm)
         ck_assert_int_eq(proto_cfg_set(&cfg, "normalize", c->norm, &err), MS_OK);
+    if (c->compat)
+        ck_assert_int_eq(proto_cfg_set(&cfg, "compat", c->compat, &err), MS_OK);
+    if (c->exp)
+        ck_assert_int_eq(proto_cfg_set(&cfg, "exp", c->exp, &err), MS_OK);
     if (c->topk)
         ck_assert_int_eq(proto_cfg_set(&cfg, "topk", c->topk, &err), MS_OK);
     return cfg;
@@ -499,8 +505,9 @@ static void single_case(prog_case *c, const char *pname, const single *s)
  * protocol parameters msb, normalize and topk of with (NULL: the defaults) and, with.bits > 0,
  * that bit bound on the op. */
 typedef struct single_with {
-    const char *msb, *norm, *topk;
+    const char *msb, *norm, *topk, *compat, *exp;
     uint8_t bits;
+    double tol; /* 0: each single's own */
 } single_with;
 
 static void run_singles(const char *pname, const int *kinds, size_t nk, single_with with)
@@ -516,7 +523,11 @@ static void run_singles(const char *pname, const int *kinds, size_t nk, single_w
         single_case(&c, pname, &singles[q]);
         c.msb = with.msb;
         c.norm = with.norm;
+        if (with.tol > 0)
+            c.tol = with.tol;
         c.topk = with.topk;
+        c.compat = with.compat;
+        c.exp = with.exp;
         if (with.bits)
             c.prog.ops[c.prog.n_ops - 1].bits = with.bits;
         run_case(&c);
@@ -538,13 +549,32 @@ START_TEST(test_carry_msb_ops)
 }
 END_TEST
 
-/* msb = spu (SPU's narrowed Kogge-Stone; max selects with the comparison's boolean bit by
- * mul_a1b) on the real backend: values against the clear-text engine, counts against the cost
+/* msb = spu (SPU's narrowed Kogge-Stone; max and sort select with the comparison's boolean bit
+ * by mul_a1b) on the real backend: values against the clear-text engine, counts against the cost
  * engine. */
 START_TEST(test_spu_msb_ops)
 {
-    static const int kinds[] = {OP_LT, OP_MAX, OP_ARGMAX, OP_SOFTMAX, OP_SILU};
+    static const int kinds[] = {OP_LT, OP_MAX, OP_ARGMAX, OP_SOFTMAX, OP_SILU, OP_SORT};
     run_singles(_i ? "aby3" : "semi2k", kinds, TH_N(kinds), (single_with){.msb = "spu"});
+}
+END_TEST
+
+/* normalize = spu (SPU's reciprocal: msb, A2B, prefix OR, b2a_word, Goldschmidt; its rsqrt:
+ * the prefix OR, two b2a_words, a polynomial; semi2k, aby3 as bitdec), then the whole compat:
+ * spu profile (softmax, GeLU and SiLU as SPU runs them; exp and softmax with the Padé exp),
+ * on the real backend: values against the
+ * clear-text engine within 5e-4 (SPU's rsqrt polynomial has coefficients up to 50 on powers of u
+ * rounded to 2^-f, so one unit of a truncation moves it by up to about 1e-4; the two engines'
+ * truncations round differently), counts against the cost engine. */
+START_TEST(test_spu_norm_ops)
+{
+    static const int kinds[] = {OP_RECIPROCAL, OP_RSQRT, OP_SOFTMAX, OP_LAYERNORM,
+                                OP_RMSNORM,    OP_GELU,  OP_SILU};
+    const char *pname = _i ? "aby3" : "semi2k";
+    run_singles(pname, kinds, 5, (single_with){.norm = "spu", .tol = 5e-4});
+    run_singles(pname, kinds, TH_N(kinds), (single_with){.compat = "spu", .tol = 5e-4});
+    static const int pade[] = {OP_EXP, OP_SOFTMAX}; /* SPU's fxp_exp_mode EXP_PADE */
+    run_singles(pname, pade, TH_N(pade), (single_with){.compat = "spu", .exp = "pade"});
 }
 END_TEST
 
@@ -909,8 +939,9 @@ Suite *mpc_prog_suite(void)
     Suite *s = suite_create("mpc_prog");
     TCase *tc = th_case(s, "programs", 120);
     TH_LOOPS(tc, 2, test_composite, test_single_ops, test_carry_msb_ops, test_spu_msb_ops,
-             test_normalize_ops, test_bit_bound_ops, test_topk_quickselect_ops, test_sparse_ffn_ops,
-             test_revealed_blocks, test_reveal_in_place, test_stories260k_step, test_two_programs);
+             test_spu_norm_ops, test_normalize_ops, test_bit_bound_ops, test_topk_quickselect_ops,
+             test_sparse_ffn_ops, test_revealed_blocks, test_reveal_in_place, test_stories260k_step,
+             test_two_programs);
     (void)cur;
     return s;
 }

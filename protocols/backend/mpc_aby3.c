@@ -548,6 +548,200 @@ static int a_mul_a1b(eng *e, mpc_val *z, const mpc_val *a, const mpc_val *b)
     return MS_OK;
 }
 
+/* ---------------------------------------------------------------- SPU's aby3 B2A of a word */
+
+/* z = x ^ y on both components (local). */
+static void bx_xor(mpc_val *z, const mpc_val *x, const mpc_val *y)
+{
+    for (int t = 0; t < 2; t++)
+        for (size_t q = 0; q < z->n; q++)
+            z->s[t][q] = x->s[t][q] ^ y->s[t][q];
+}
+
+/* sum = x + y (mod 2^64) on boolean sharings, SPU's ppa_kogge_stone
+ * (secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87 libspu/mpc/ab_api.cc 314-337):
+ * G = x & y, P = x ^ y, then six levels [P; G] ← [P & (P << s); G ^ (P & (G << s))] as one
+ * and_bb of 2n; sum = x ^ y ^ (G << 1). COST: 7 rounds, 8n then 16n six times on each link. */
+static int ks_add(eng *e, mpc_val *sum, const mpc_val *x, const mpc_val *y)
+{
+    size_t n = x->n;
+    mpc_val G = {0}, P = {0}, X = {0}, Y = {0}, T = {0};
+    int rc = e->vt->alloc(e, &G, n, DOM_BOOL);
+    if (!rc)
+        rc = e->vt->alloc(e, &P, n, DOM_BOOL);
+    if (!rc)
+        rc = e->vt->alloc(e, &X, 2 * n, DOM_BOOL);
+    if (!rc)
+        rc = e->vt->alloc(e, &Y, 2 * n, DOM_BOOL);
+    if (!rc)
+        rc = e->vt->alloc(e, &T, 2 * n, DOM_BOOL);
+    if (!rc)
+        rc = a_and(e, &G, x, y);
+    if (!rc)
+        bx_xor(&P, x, y);
+    for (int k = 1; !rc && k <= 32; k *= 2) {
+        for (int t = 0; t < 2; t++)
+            for (size_t q = 0; q < n; q++) {
+                X.s[t][q] = X.s[t][n + q] = P.s[t][q];
+                Y.s[t][q] = P.s[t][q] << k;
+                Y.s[t][n + q] = G.s[t][q] << k;
+            }
+        if ((rc = a_and(e, &T, &X, &Y)))
+            break;
+        for (int t = 0; t < 2; t++)
+            for (size_t q = 0; q < n; q++) {
+                P.s[t][q] = T.s[t][q];
+                G.s[t][q] ^= T.s[t][n + q];
+            }
+    }
+    if (!rc && !(rc = mpc_ensure(&A(e)->c, sum, n, DOM_BOOL))) {
+        for (int t = 0; t < 2; t++)
+            for (size_t q = 0; q < n; q++)
+                sum->s[t][q] = x->s[t][q] ^ y->s[t][q] ^ (G.s[t][q] << 1);
+    }
+    e->vt->release(e, &G), e->vt->release(e, &P), e->vt->release(e, &X);
+    e->vt->release(e, &Y), e->vt->release(e, &T);
+    return rc;
+}
+
+/* SPU aby3 B2AByOT (libspu/mpc/aby3/conversion.cc 315-455) with the pivot at 0: helper P0,
+ * receiver P1, sender P2, per bit. c1 from K_0 (P0, P2), c3 from K_2 (P1, P2); the sender's
+ * messages m_j = (j ⊕ x2 ⊕ x0) − c1 − c3 masked by w_j from K_0; the helper sends the receiver
+ * w_c (c = x1), the receiver learns c2 = x_bit − c1 − c3 and returns it to the helper. Draws:
+ * every party n·bits from each key (the pair c), then P0 2n·bits from K_0 (w_0, w_1), as P2.
+ * COST: round 1 P0→P1 8n·bits, P2→P1 16n·bits; round 2 P1→P0 8n·bits. */
+static int b2a_ot(eng *e, mpc_val *z, const mpc_val *x, int bits)
+{
+    a3 *s = A(e);
+    size_t n = x->n, nb = n * (size_t)bits;
+    int i = s->c.party, rc = MS_OK;
+    uint64_t *buf = malloc(9 * nb * 8 + 8);
+    if (!buf)
+        return MS_ERR_NOMEM;
+    uint64_t *r0 = buf, *r1 = buf + nb, *w0 = buf + 2 * nb, *w1 = buf + 3 * nb;
+    uint64_t *snd = buf + 4 * nb, *rcv = buf + 6 * nb; /* 2nb and 3nb at most */
+    const void *sb[3] = {0};
+    void *rb[3] = {0};
+    size_t sl[3] = {0}, rl[3] = {0};
+    mpc_prg_u64(&s->k0, r0, nb);
+    mpc_prg_u64(&s->k1, r1, nb);
+    if (i == 0) {
+        mpc_prg_u64(&s->k0, w0, nb);
+        mpc_prg_u64(&s->k0, w1, nb);
+        for (size_t q = 0; q < nb; q++)
+            snd[q] = (x->s[1][q / bits] >> (q % bits)) & 1 ? w1[q] : w0[q];
+        sb[1] = snd, sl[1] = 8 * nb;
+    } else if (i == 2) {
+        mpc_prg_u64(&s->k1, w0, nb);
+        mpc_prg_u64(&s->k1, w1, nb);
+        for (size_t q = 0; q < nb; q++) {
+            uint64_t xx = (x->s[0][q / bits] ^ x->s[1][q / bits]) >> (q % bits) & 1;
+            uint64_t t = r0[q] + r1[q]; /* c3 + c1 */
+            snd[q] = w0[q] ^ (xx - t);
+            snd[nb + q] = w1[q] ^ ((1 - xx) - t);
+        }
+        sb[1] = snd, sl[1] = 16 * nb;
+    } else {
+        rb[0] = rcv, rl[0] = 8 * nb;
+        rb[2] = rcv + nb, rl[2] = 16 * nb;
+    }
+    if ((rc = x3m(s, sb, sl, rb, rl)))
+        goto out;
+    memset(sb, 0, sizeof sb), memset(sl, 0, sizeof sl);
+    memset(rb, 0, sizeof rb), memset(rl, 0, sizeof rl);
+    uint64_t *c2 = snd; /* n words */
+    if (i == 1) {
+        for (size_t q = 0; q < n; q++)
+            c2[q] = 0;
+        for (size_t q = 0; q < nb; q++) {
+            uint64_t c = (x->s[0][q / bits] >> (q % bits)) & 1;
+            c2[q / bits] += (rcv[nb + c * nb + q] ^ rcv[q]) << (q % bits);
+        }
+        sb[0] = c2, sl[0] = 8 * n;
+    } else if (i == 0)
+        rb[1] = rcv, rl[1] = 8 * n;
+    if ((rc = x3m(s, sb, sl, rb, rl)) || (rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
+        goto out;
+    for (size_t q = 0; q < n; q++) {
+        uint64_t a = 0, b = 0;
+        for (int j = 0; j < bits; j++) {
+            a += r0[q * bits + j] << j;
+            b += r1[q * bits + j] << j;
+        }
+        /* P0: (c1, c2); P1: (c2, c3); P2: (c3, c1) */
+        z->s[0][q] = i == 1 ? c2[q] : a;
+        z->s[1][q] = i == 0 ? rcv[q] : b;
+    }
+out:
+    free(buf);
+    return rc;
+}
+
+/* SPU aby3 B2AByPPA (libspu/mpc/aby3/conversion.cc 143-310): r = ra_1 + ra_2 from K_1 and K_2,
+ * boolean-shared by P1 over a boolean zero sharing and one rotate; x + r by the adder; P2
+ * sends P0 its first component of the sum; P0 holds c = x + r, P1 and P2 −ra_1 and −ra_2; one
+ * rotate makes them replicated. Draws: every party n from each key twice (ra, then the zero
+ * sharing). COST: 10 rounds: rotate 8n on each link, the adder (8n, then 16n six times), 8n
+ * P2→P0, rotate 8n on each link. */
+static int b2a_ppa(eng *e, mpc_val *z, const mpc_val *x)
+{
+    a3 *s = A(e);
+    size_t n = x->n;
+    int i = s->c.party, rc;
+    uint64_t *buf = malloc(5 * n * 8 + 8);
+    mpc_val R = {0}, S = {0};
+    if (!buf)
+        return MS_ERR_NOMEM;
+    uint64_t *ra0 = buf, *ra1 = buf + n, *z0 = buf + 2 * n, *z1 = buf + 3 * n, *c = buf + 4 * n;
+    mpc_prg_u64(&s->k0, ra0, n);
+    mpc_prg_u64(&s->k1, ra1, n);
+    mpc_prg_u64(&s->k0, z0, n);
+    mpc_prg_u64(&s->k1, z1, n);
+    rc = e->vt->alloc(e, &R, n, DOM_BOOL);
+    if (!rc)
+        rc = e->vt->alloc(e, &S, n, DOM_BOOL);
+    if (rc)
+        goto out;
+    for (size_t q = 0; q < n; q++)
+        R.s[0][q] = z0[q] ^ z1[q] ^ (i == 1 ? ra0[q] + ra1[q] : 0);
+    if ((rc = reshare(s, &R)) || (rc = ks_add(e, &S, x, &R)))
+        goto out;
+    /* the sum's third component to P0 */
+    if ((rc = x3(s, i == 2 ? 0 : -1, S.s[0], 8 * n, i == 0 ? 2 : -1, c, 8 * n)))
+        goto out;
+    if ((rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
+        goto out;
+    for (size_t q = 0; q < n; q++)
+        z->s[0][q] = i == 0 ? S.s[0][q] ^ S.s[1][q] ^ c[q] : -ra0[q];
+    rc = reshare(s, z);
+out:
+    e->vt->release(e, &R), e->vt->release(e, &S);
+    free(buf);
+    return rc;
+}
+
+/* z = Σ_{j<bits} 2^j x_j (eng.h b2a_word) as SPU's B2ASelector picks (conversion.cc 115-127):
+ * B2AByOT up to 8 bits, B2AByPPA above (the word's bits above bits are cleared first). */
+static int a_b2a_word(eng *e, mpc_val *z, const mpc_val *x, int bits)
+{
+    a3 *s = A(e);
+    int rc = want(s, x, NULL, DOM_BOOL, "b2a_word");
+    if (rc)
+        return rc;
+    if (bits <= 8)
+        return b2a_ot(e, z, x, bits);
+    mpc_val m = {0};
+    uint64_t mk = bits >= 64 ? ~0ull : (1ull << bits) - 1;
+    if ((rc = e->vt->alloc(e, &m, x->n, DOM_BOOL)))
+        return rc;
+    for (int t = 0; t < 2; t++)
+        for (size_t q = 0; q < x->n; q++)
+            m.s[t][q] = x->s[t][q] & mk;
+    rc = b2a_ppa(e, z, &m);
+    e->vt->release(e, &m);
+    return rc;
+}
+
 /* The arithmetic replicated sharing of bit 0 of boolean component j (only P_j, P_{j−1} hold it). */
 static void bit_component(a3 *s, mpc_val *b, const mpc_val *x, int j)
 {
@@ -942,6 +1136,7 @@ static const eng_vt aby3_vt = {
     .and_bits = a_and_bits,
     .bool_pair = a_bool_pair,
     .b2a_bit = a_b2a_bit,
+    .b2a_word = a_b2a_word,
     .shuffle = a_shuffle,
     .sync_public = a_sync_public,
 };

@@ -765,6 +765,63 @@ static int s_b2a_bit(eng *e, mpc_val *z, const mpc_val *x)
     return MS_OK;
 }
 
+/* SPU semi2k B2A_Randbit on the low bits of a word
+ * (secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87 libspu/mpc/semi2k/conversion.cc
+ * 116-200): the dealer's random word r, boolean-shared by the two seeds, with an arithmetic sharing
+ * of each of its bits; c = x ^ r opened in the storage type of bits (B bytes, boolean.cc 48-64),
+ * then z = Σ 2^j (c_j + (1 − 2c_j)·r_j). */
+static int s_b2a_word(eng *e, mpc_val *z, const mpc_val *x, int bits)
+{
+    s2k *s = S(e);
+    size_t n = x->n, nb = n * (size_t)bits;
+    size_t B = bits <= 8 ? 1 : bits <= 16 ? 2 : bits <= 32 ? 4 : 8;
+    uint64_t m = bits >= 64 ? ~0ull : (1ull << bits) - 1;
+    int rc = want(s, x, DOM_BOOL, "b2a_word");
+    uint64_t *rb = mpc_tmp(&s->c, 1, n), *cw = mpc_tmp(&s->c, 3, n);
+    uint8_t *snd = mpc_tmp_bytes(&s->c, 4, n * B), *rcv = mpc_tmp_bytes(&s->c, 5, n * B);
+    uint64_t *ra = malloc(nb * 8 + 8);
+    if (rc || !rb || !cw || !snd || !rcv || !ra) {
+        free(ra);
+        return rc ? rc : MS_ERR_NOMEM;
+    }
+    if (is_dealer(s)) { /* COST: b2a_word offline: 8n·bits dealer→P1 (the bits' shares) */
+        mpc_prg_u64(&s->dcorr[0], rb, n);
+        mpc_prg_u64(&s->dcorr[0], ra, nb);
+        mpc_prg_u64(&s->dcorr[1], cw, n);
+        for (size_t i = 0; i < n; i++)
+            for (int j = 0; j < bits; j++)
+                ra[i * bits + j] = (((rb[i] ^ cw[i]) >> j) & 1) - ra[i * bits + j];
+        rc = dealer_done(s, z, n, DOM_ARITH, ra, nb);
+        free(ra);
+        return rc;
+    }
+    mpc_prg_u64(&s->corr, rb, n);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t c = (x->s[0][i] ^ rb[i]) & m;
+        for (size_t k = 0; k < B; k++)
+            snd[i * B + k] = (uint8_t)(c >> (8 * k));
+    }
+    /* COST: b2a_word: 1 round, n·B each way */
+    if ((rc = x2(s, snd, n * B, rcv, n * B)) || (rc = corr_last(s, ra, nb)) ||
+        (rc = mpc_ensure(&s->c, z, n, DOM_ARITH))) {
+        free(ra);
+        return rc;
+    }
+    int p0 = s->c.party == 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t c = 0, v = 0;
+        for (size_t k = 0; k < B; k++)
+            c |= (uint64_t)(snd[i * B + k] ^ rcv[i * B + k]) << (8 * k);
+        for (int j = 0; j < bits; j++) {
+            uint64_t cj = (c >> j) & 1;
+            v += ((p0 ? cj : 0) + (1 - 2 * cj) * ra[i * bits + j]) << j;
+        }
+        z->s[0][i] = v;
+    }
+    free(ra);
+    return MS_OK;
+}
+
 static int s_bool_components(eng *e, mpc_val comps[3], int *nc, const mpc_val *x)
 {
     s2k *s = S(e);
@@ -978,6 +1035,7 @@ static const eng_vt semi2k_vt = {
     .and_bits = s_and_bits,
     .bool_pair = s_bool_pair,
     .b2a_bit = s_b2a_bit,
+    .b2a_word = s_b2a_word,
     .shuffle = s_shuffle,
     .sync_public = s_sync_public,
     .fixed_view = s_fixed_view,

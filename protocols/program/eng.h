@@ -42,7 +42,8 @@ typedef struct mpc_val {
     X(PAIR, "bool_pair")   \
     X(B2ABIT, "b2a_bit")   \
     X(SHUFFLE, "shuffle")  \
-    X(MULA1B, "mul_a1b")
+    X(MULA1B, "mul_a1b")   \
+    X(B2AWORD, "b2a_word")
 
 typedef enum eng_prim {
 #define X(e, s) PRIM_##e,
@@ -105,6 +106,12 @@ typedef struct eng_vt {
     /* Bit 0 of x → arithmetic 0/1 with a daBit (a random bit shared both ways by the dealer;
      * aby3: P2 deals it to P0 and P1), the masked bit opened packed. */
     int (*b2a_bit)(eng *e, mpc_val *z, const mpc_val *x);
+    /* Optional (NULL: the protocol has none): z = Σ_{j<bits} 2^j·x_j, the low bits of the
+     * boolean word x as one arithmetic value, as SPU converts (compat: spu's reciprocal and
+     * rsqrt): semi2k B2A_Randbit (the dealer's random bits shared both ways, x ^ r opened in
+     * SPU's storage type for bits: 1, 2, 4 or 8 bytes); aby3 B2ASelector (B2AByOT up to 8
+     * bits, B2AByPPA above; PRIMITIVES.md). */
+    int (*b2a_word)(eng *e, mpc_val *z, const mpc_val *x, int bits);
 
     /* Secret shuffle (arithmetic): x holds `parts` equal parts of M elements, M a multiple of
      * seg; each run of seg consecutive elements of a part is permuted by a fresh secret

@@ -379,6 +379,18 @@ static int p_bool_pair(eng *e, mpc_val *a, mpc_val *b, const mpc_val *x, int bit
 
 static int p_b2a_bit(eng *e, mpc_val *z, const mpc_val *x) { return low_bit(e, z, x, PRIM_B2ABIT); }
 
+/* The low bits of a boolean word as an arithmetic value (b2a_word). */
+static int p_b2a_word(eng *e, mpc_val *z, const mpc_val *x, int bits)
+{
+    int rc = begin(e, PRIM_B2AWORD, z, x->n, DOM_ARITH);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < x->n; i++)
+        z->s[0][i] = x->s[0][i] & (bits >= 64 ? ~0ull : (1ull << bits) - 1);
+    fresh(e, z);
+    return MS_OK;
+}
+
 /* A fresh random permutation of every run of seg elements, the same for that run in each part
  * (eng.h), then fresh components: what a shuffle's parties hold. */
 static int p_shuffle(eng *e, mpc_val *z, const mpc_val *x, size_t seg, size_t parts)
@@ -446,6 +458,7 @@ static const eng_vt plain_vt = {
     .and_bits = p_and_bits,
     .bool_pair = p_bool_pair,
     .b2a_bit = p_b2a_bit,
+    .b2a_word = p_b2a_word,
     .shuffle = p_shuffle,
     .sync_public = p_sync_public,
 };

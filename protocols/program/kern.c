@@ -146,7 +146,7 @@ int kern_configure(const proto_cfg *cfg, kern_conf *kv)
         t.msb = (kv_msb)pf->msb;
     if (pf->topk >= 0)
         t.topk = (kv_topk)pf->topk;
-    if (pf->exp >= 0)
+    if (pf->exp >= 0 && t.exp != KV_EXP_PADE) /* exp: pade is SPU's fxp_exp_mode EXP_PADE */
         t.exp = (kv_exp)pf->exp;
     if (pf->normalize >= 0)
         t.normalize = (kv_norm)pf->normalize;

@@ -23,8 +23,9 @@ static int k_lowmask(eng *e, mpc_val *z, const mpc_val *x, size_t n)
 
 /* Boolean sharing of a + b (mod 2^64) by a Kogge–Stone prefix adder (ABY3 §5.3, CrypTen
  * __SPK_circuit): one AND for the generate bits, then 6 levels (spans 1..32), each one and_bb
- * over [P; P] & [G << s; P << s] (the last level needs only P & (G << s)). 7 rounds. */
-static int k_ks_add(eng *e, mpc_val *sum, const mpc_val *a, const mpc_val *b)
+ * over [P; P] & [G << s; P << s] (the last level needs only P & (G << s), unless full: SPU's
+ * ppa_kogge_stone computes both at every level). 7 rounds. */
+static int k_ks_add_w(eng *e, mpc_val *sum, const mpc_val *a, const mpc_val *b, int full)
 {
     size_t n = a->n;
     mpc_val P0, G, P, GP, parts[2];
@@ -34,7 +35,7 @@ static int k_ks_add(eng *e, mpc_val *sum, const mpc_val *a, const mpc_val *b)
     TRY(VT->and_bb(e, &G, a, b));
     TRY(k_rep(e, &P, &P0, 1));
     for (int s = 1; s <= 32; s *= 2) {
-        if (s == 32) { /* last level: G ^= P & (G << 32) */
+        if (s == 32 && !full) { /* last level: G ^= P & (G << 32) */
             mpc_val Sh, T;
             TRY(kal(e, &Sh, n, DOM_BOOL));
             TRY(VT->shift(e, &Sh, &G, -s));
@@ -72,6 +73,11 @@ static int k_ks_add(eng *e, mpc_val *sum, const mpc_val *a, const mpc_val *b)
     krel(e, &G);
     krel(e, &P);
     return MS_OK;
+}
+
+static int k_ks_add(eng *e, mpc_val *sum, const mpc_val *a, const mpc_val *b)
+{
+    return k_ks_add_w(e, sum, a, b, 0);
 }
 
 /* Two boolean words a, b with a + b = x (mod 2^64): bool_components, and for 3 components a
@@ -118,6 +124,22 @@ int k_a2b(eng *e, mpc_val *z, const mpc_val *x)
     krel(e, &a);
     krel(e, &b);
     return MS_OK;
+}
+
+/* SPU's A2B (secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87 libspu/mpc/semi2k/
+ * conversion.cc 65-88, libspu/mpc/aby3/conversion.cc 46-112, both adding by ab_api.cc 314-337
+ * ppa_kogge_stone): two boolean words (semi2k: the components, local; aby3: SPU rotates a
+ * boolean sharing of x0 + x1, 8 B per link, where k_two_words' carry-save AND sends the same
+ * 8 B per link in one round), added by the Kogge–Stone adder with both ANDs at every level on
+ * full words: semi2k 1 + 6 rounds, 32 + 6 · 64 = 416 B per element; aby3 1 + 1 + 6 rounds,
+ * 24 + 24 + 6 · 48 = 336 B. */
+int k_a2b_spu(eng *e, mpc_val *z, const mpc_val *x)
+{
+    mpc_val a, b;
+    TRY(k_two_words(e, &a, &b, x));
+    int rc = k_ks_add_w(e, z, &a, &b, 1);
+    krel(e, &a), krel(e, &b);
+    return rc;
 }
 
 /* z = x & mask on every word (public constant: local). */
@@ -447,7 +469,14 @@ static int k_msb_spu(eng *e, mpc_val *z, const mpc_val *d, int w)
     (void)w;
     mpc_val b;
     TRY(k_msb_spu_word(e, &b, d));
-    return k_msb_b2a(e, z, &b);
+    if (!VT->b2a_word)
+        return k_msb_b2a(e, z, &b);
+    /* the bit as SPU converts it (_prefer_a: semi2k B2A_Randbit, aby3 B2AByOT) */
+    TRY(VT->shift(e, &b, &b, 63));
+    TRY(kal(e, z, b.n, DOM_ARITH));
+    TRY(VT->b2a_word(e, z, &b, 1));
+    krel(e, &b);
+    return MS_OK;
 }
 
 /* The comparison's boolean bit, as SPU keeps it for a select (k_select_bit): msb at bit 0. */

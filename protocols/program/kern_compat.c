@@ -12,12 +12,13 @@ const kv_compat_row kv_compat_tab[KV_COMPAT_N] = {
     /* SecretFlow SPU 0.9.3b0 (secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87):
      * truncation is TruncAPr (libspu/mpc/aby3/protocol.cc 28 and 71-75; semi2k
      * libspu/mpc/semi2k/protocol.cc 72-76), exp is exp_taylor with fxp_exp_iters 8
-     * (libspu/core/config.cc 62-63, 77-78), the reciprocal Goldschmidt after a normalisation
-     * by the highest set bit (libspu/kernel/hal/fxp_approx.cc f_reciprocal, highestOneBit:
-     * the bit decomposition is the nearest variant; its count is not derived yet),
-     * top-k a shuffle and QuickSelect (topk_1d), msb SPU's Kogge-Stone carry with narrowed
-     * levels (libspu/mpc/ab_api.cc 450-482), its boolean bit selecting by mul_a1b. */
-    [KV_COMPAT_SPU] = {"spu", KV_MSB_SPU, KV_TOPK_QUICKSELECT, KV_EXP_TAYLOR, KV_NORM_BITDEC,
-                       KV_APPROX_PUMA, KV_TRUNC_SPU,
+     * (libspu/core/config.cc 62-63, 77-78) or, with exp: pade, EXP_PADE (kern.c keeps that
+     * key: SPU's fxp_exp_mode), the reciprocal and rsqrt SPU's (normalize: spu: Goldschmidt
+     * after highestOneBit; f_rsqrt), GeLU and SiLU the PUMA/LLaMA hack functions as SPU runs
+     * them (approx: spu), top-k a shuffle and QuickSelect (topk_1d), msb SPU's Kogge-Stone
+     * carry with narrowed levels (libspu/mpc/ab_api.cc 450-482), its boolean bit selecting by
+     * mul_a1b. Softmax and LayerNorm follow the profile in kern_math.c (compat checks). */
+    [KV_COMPAT_SPU] = {"spu", KV_MSB_SPU, KV_TOPK_QUICKSELECT, KV_EXP_TAYLOR, KV_NORM_SPU,
+                       KV_APPROX_SPU, KV_TRUNC_SPU,
                        "SecretFlow SPU 0.9.3b0 (libspu, commit a1411c5)"},
 };

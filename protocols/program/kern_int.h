@@ -71,6 +71,7 @@ int k_matmul_pub(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint32_
 
 /* ---- kern_cmp.c: A2B, msb, comparisons, equality, select, one-hot, bit decomposition */
 int k_a2b(eng *e, mpc_val *z, const mpc_val *x);
+int k_a2b_spu(eng *e, mpc_val *z, const mpc_val *x);
 int k_andc(eng *e, mpc_val *z, const mpc_val *x, uint64_t mask);
 int k_packed(const eng *e);
 int k_msb(eng *e, mpc_val *z, const mpc_val *d);

@@ -691,10 +691,15 @@ static int k_exp_pow2(eng *e, mpc_val *z, const mpc_val *x)
     return MS_OK;
 }
 
+static int k_exp_pade(eng *e, mpc_val *z, const mpc_val *x); /* below, with the SPU kernels */
+
 const kv_exp_row kv_exp_tab[KV_EXP_N] = {
     [KV_EXP_POW2] = {"pow2", k_exp_pow2,
                      "2^-y by range reduction: the integer part's bits and a degree-4 polynomial"},
     [KV_EXP_TAYLOR] = {"taylor", k_exp_taylor, "(1 + x/2^t)^(2^t), t = exp_iters (SPU exp_taylor)"},
+    [KV_EXP_PADE] = {"pade", k_exp_pade,
+                     "SPU's EXP_PADE: the clamp to ±32 ln 2, then 2^(x log2 e) from the bits of "
+                     "its integer part and a degree-5 polynomial of the fraction"},
 };
 
 int k_exp(eng *e, mpc_val *z, const mpc_val *x) { return kv_exp_tab[e->kv.exp].fn(e, z, x); }
@@ -721,12 +726,249 @@ static int k_rsqrt_bd(eng *e, mpc_val *z, const mpc_val *x, int jlo, int w)
     return k_rsqrt_bits(e, z, x, e->cfg.frac_bits + jlo, w);
 }
 
+/* z = the bits [0, nb) of the boolean word x reversed (bit j to nb − 1 − j), the others 0
+ * (SPU _bitrev then maskNumberOfBits; local): the 64-bit reversal by six masked swaps, then a
+ * shift right by 64 − nb. */
+static int k_bitrev(eng *e, mpc_val *z, const mpc_val *x, int nb)
+{
+    static const uint64_t sw[6] = {0x5555555555555555ull, 0x3333333333333333ull,
+                                   0x0f0f0f0f0f0f0f0full, 0x00ff00ff00ff00ffull,
+                                   0x0000ffff0000ffffull, 0x00000000ffffffffull};
+    size_t n = x->n;
+    mpc_val a, b;
+    TRY(k_rep(e, z, x, 1));
+    TRY(kal(e, &a, n, DOM_BOOL));
+    TRY(kal(e, &b, n, DOM_BOOL));
+    for (int i = 0; i < 6; i++) { /* z = ((z >> s) & m) ^ ((z & m) << s) */
+        int sh = 1 << i;
+        TRY(VT->shift(e, &a, z, sh));
+        TRY(k_andc(e, &a, &a, sw[i]));
+        TRY(k_andc(e, &b, z, sw[i]));
+        TRY(VT->shift(e, &b, &b, -sh));
+        TRY(VT->add(e, z, &a, &b));
+    }
+    krel(e, &a), krel(e, &b);
+    return nb < 64 ? VT->shift(e, z, z, 64 - nb) : MS_OK;
+}
+
+/* The highest set bit of the arithmetic x >= 0 as a boolean one-hot word (SPU highestOneBit,
+ * libspu/kernel/hal/fxp_base.cc 81-85, _prefix_or ring.cc 548-559): SPU's A2B, then six levels
+ * b0 ← b0 ^ b1 ^ (b0 & b1) with b1 = b0 >> 2^i, the AND of full words but the last (b1 has 32
+ * bits: SPU's AndBB opens in the storage type of min(nbits), semi2k boolean.cc 133-190), then
+ * y ^ (y >> 1). semi2k: 416 + 5 · 32 + 16 = 592 B in 13 rounds per element. */
+static int k_hibit_spu(eng *e, mpc_val *bb, const mpc_val *x)
+{
+    size_t n = x->n;
+    mpc_val b1, t;
+    TRY(k_a2b_spu(e, bb, x));
+    TRY(kal(e, &b1, n, DOM_BOOL));
+    TRY(kal(e, &t, n, DOM_BOOL));
+    for (int i = 0; i < 6; i++) {
+        TRY(VT->shift(e, &b1, bb, 1 << i));
+        if (i < 5)
+            TRY(VT->and_bb(e, &t, bb, &b1));
+        else
+            TRY(VT->and_bits(e, &t, bb, &b1, lowbits(32), 0));
+        TRY(VT->add(e, bb, bb, &b1));
+        TRY(VT->add(e, bb, bb, &t));
+    }
+    TRY(VT->shift(e, &b1, bb, 1));
+    TRY(VT->add(e, bb, bb, &b1));
+    krel(e, &b1), krel(e, &t);
+    return MS_OK;
+}
+
+/* z = c ? −x : x for an arithmetic 0/1 c: x + c·(−2x), one ring product (SPU _mux, ring.cc
+ * 465-470, on the predicate _prefer_a made arithmetic). */
+static int k_negate_if(eng *e, mpc_val *z, const mpc_val *c, const mpc_val *x)
+{
+    mpc_val d, t;
+    TRY(k_scaled(e, &d, x, (uint64_t)-2));
+    TRY(k_imul(e, &t, c, &d));
+    TRY(kal(e, z, x->n, DOM_ARITH));
+    int rc = VT->add(e, z, x, &t);
+    krel(e, &d), krel(e, &t);
+    return rc;
+}
+
+/* 1/x as SPU computes it (normalize: spu; secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87
+ * libspu/kernel/hal/fxp_base.cc 239-264 reciprocal_goldschmidt, 104-140 the normalised
+ * Goldschmidt, 81-85 highestOneBit; libspu/kernel/hal/ring.cc 548-559 _prefix_or): the sign by
+ * SPU's msb, made arithmetic (_prefer_a: one-bit b2a) and used twice as a ring-product mux;
+ * |x| to boolean by SPU's A2B; the prefix OR in six levels of x | (x >> 2^i) (each an AND of
+ * full words but the last, whose operand has 32 bits: SPU's AndBB opens in the storage type
+ * of min(nbits)); its highest bit h, bit-reversed over [0, 2f) into the factor 2^(2f−1−m)
+ * (b2a_word of 2f bits); then c = |x|·factor in [0.5, 1), w = 2.9142 − 2c, e = 1 − c·w and
+ * fxp_div_goldschmidt_iters = 2 steps r ← r(1 + e), e ← e² (one squaring, between them), the
+ * result times the factor and the sign mux. Each product is sequential as SPU issues it.
+ * PRIMITIVES.md derives its counts (semi2k 1,058 B in 36 rounds per element, aby3 1,552 B in
+ * 54). A protocol without b2a_word runs normalize: bitdec. Range: |x| < 2^f (2^(2f) in the
+ * ring): larger inputs give 0, as in SPU. */
+static int k_recip_spu(eng *e, mpc_val *z, const mpc_val *x, int jlo, int w)
+{
+    if (!VT->b2a_word)
+        return k_recip_bd(e, z, x, jlo, w);
+    int f = e->cfg.frac_bits;
+    size_t n = x->n;
+    mpc_val nb, na, ab, bb, fb, fa;
+    TRY(kv_msb_tab[KV_MSB_SPU].bfn(e, &nb, x, 64)); /* is_negative = _msb(x) */
+    TRY(kal(e, &na, n, DOM_ARITH));
+    TRY(VT->b2a_word(e, &na, &nb, 1)); /* _prefer_a: the B2A of one bit */
+    krel(e, &nb);
+    TRY(k_negate_if(e, &ab, &na, x)); /* b_abs */
+    TRY(k_hibit_spu(e, &bb, &ab));
+    TRY(k_bitrev(e, &fb, &bb, 2 * f));
+    krel(e, &bb);
+    TRY(kal(e, &fa, n, DOM_ARITH));
+    TRY(VT->b2a_word(e, &fa, &fb, 2 * f)); /* the factor, _prefer_a */
+    krel(e, &fb);
+    mpc_val c, wv, ee, r, r2, cw;
+    TRY(k_fmul(e, &c, &ab, &fa));
+    krel(e, &ab);
+    TRY(k_scaled(e, &wv, &c, (uint64_t)-2)); /* w = 2.9142 − 2c */
+    TRY(k_addc(e, &wv, &wv, FX((double)2.9142F)));
+    TRY(k_fmul(e, &cw, &c, &wv));
+    krel(e, &c);
+    TRY(k_scaled(e, &ee, &cw, (uint64_t)-1)); /* e = 1 − c·w */
+    TRY(k_addc(e, &ee, &ee, FX(1.0)));
+    krel(e, &cw);
+    TRY(k_rep(e, &r, &wv, 1));
+    krel(e, &wv);
+    for (int it = 0; it < 2; it++) {
+        mpc_val e1;
+        TRY(k_rep(e, &e1, &ee, 1));
+        TRY(k_addc(e, &e1, &e1, FX(1.0)));
+        TRY(k_fmul(e, &r2, &r, &e1));
+        krel(e, &e1), krel(e, &r);
+        r = r2;
+        if (it == 0) {
+            mpc_val e2;
+            TRY(k_fsq(e, &e2, &ee));
+            krel(e, &ee);
+            ee = e2;
+        }
+    }
+    krel(e, &ee);
+    TRY(k_fmul(e, &r2, &r, &fa));
+    krel(e, &r), krel(e, &fa);
+    TRY(k_negate_if(e, z, &na, &r2));
+    krel(e, &na), krel(e, &r2);
+    return MS_OK;
+}
+
+/* z = (x ^ (x >> s)) & m, then x ^ z ^ (z << s): one delta swap (local). */
+static int k_delta_swap(eng *e, mpc_val *x, int s, uint64_t m)
+{
+    mpc_val t;
+    TRY(kal(e, &t, x->n, DOM_BOOL));
+    TRY(VT->shift(e, &t, x, s));
+    TRY(VT->add(e, &t, &t, x));
+    TRY(k_andc(e, &t, &t, m));
+    TRY(VT->add(e, x, x, &t));
+    TRY(VT->shift(e, &t, &t, -s));
+    TRY(VT->add(e, x, x, &t));
+    krel(e, &t);
+    return MS_OK;
+}
+
+/* 1/sqrt(x) as SPU computes it (normalize: spu;
+ * secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87 libspu/kernel/hal/fxp_approx.cc 565-680
+ * f_rsqrt, its default path): z = 2·highestOneBit(x) (x > 0, no sign step); u = x·rev36(z) in
+ * [0.25, 0.5) (the reversal made arithmetic by a b2a_word of 2f bits); r = the degree-4 polynomial
+ * of rsqrt_init_guess (x², then x³ and x⁴ in one product of two, one truncation of the public
+ * combination); comp = mux(b, c0, c1)·a_rev where b is the parity of z's even bits (b2a_word of one
+ * bit, then public: c = c1 + b·(c0 − c1), SPU's integer constants) and a_rev the reversal over [0,
+ * 2⌊f/2⌋) of z's odd and even bits xored (a b2a_word of 2⌊f/2⌋ bits, a ring product); the result
+ * trunc(r·comp). The bit moves (SPU's _bitdeintl, _bit_parity, _bitrev) are local. PRIMITIVES.md
+ * derives the counts (semi2k 906 B in 26 rounds per element, aby3 1,764 B in 51). */
+static int k_rsqrt_spu(eng *e, mpc_val *z, const mpc_val *x, int jlo, int w)
+{
+    if (!VT->b2a_word)
+        return k_rsqrt_bd(e, z, x, jlo, w);
+    int f = e->cfg.frac_bits, h = 2 * (f / 2);
+    size_t n = x->n;
+    mpc_val zb, zr, za, u;
+    TRY(k_hibit_spu(e, &zb, x));
+    TRY(VT->shift(e, &zb, &zb, -1)); /* z = 2^(e+f) */
+    /* rsqrt_init_guess */
+    TRY(k_bitrev(e, &zr, &zb, 2 * f));
+    TRY(kal(e, &za, n, DOM_ARITH));
+    TRY(VT->b2a_word(e, &za, &zr, 2 * f));
+    krel(e, &zr);
+    TRY(k_fmul(e, &u, x, &za));
+    krel(e, &za);
+    static const float co[5] = {0.0F, -15.47994394F, 38.4714796F, -49.86605845F, 26.02942339F};
+    mpc_val p[4], A[2], B[2], p34, r;
+    p[0] = u;
+    TRY(k_fmul(e, &p[1], &u, &u));
+    A[0] = u, A[1] = p[1], B[0] = p[1], B[1] = p[1];
+    TRY(k_mul_batch(e, &p34, A, B, 2, f));
+    TRY(k_slice(e, &p[2], &p34, 0, n));
+    TRY(k_slice(e, &p[3], &p34, n, n));
+    krel(e, &p34);
+    TRY(k_const(e, &r, x, n, 0));
+    for (int i = 0; i < 4; i++)
+        TRY(k_addmul(e, &r, &p[i], FX((double)co[i + 1])));
+    for (int i = 0; i < 4; i++)
+        krel(e, &p[i]);
+    mpc_val rt;
+    TRY(k_trunc(e, &rt, &r, f));
+    krel(e, &r);
+    TRY(k_addc(e, &rt, &rt, FX((double)4.14285016F)));
+    /* rsqrt_comp: even bits of z to the low half, odd bits to the high half */
+    static const uint64_t um[5] = {0x2222222222222222ull, 0x0c0c0c0c0c0c0c0cull,
+                                   0x00f000f000f000f0ull, 0x0000ff000000ff00ull,
+                                   0x00000000ffff0000ull};
+    for (int i = 0; i < 5; i++)
+        TRY(k_delta_swap(e, &zb, 1 << i, um[i]));
+    mpc_val ev, a, bb, t;
+    TRY(kal(e, &ev, n, DOM_BOOL));
+    TRY(k_andc(e, &ev, &zb, lowbits(32)));
+    TRY(kal(e, &a, n, DOM_BOOL));
+    TRY(VT->shift(e, &a, &zb, 32));
+    TRY(VT->add(e, &a, &a, &ev)); /* a[i] = z[2i] ^ z[2i+1] */
+    krel(e, &zb);
+    TRY(k_rep(e, &bb, &ev, 1)); /* b = parity of the even bits */
+    TRY(kal(e, &t, n, DOM_BOOL));
+    for (int s = 16; s >= 1; s /= 2) {
+        TRY(VT->shift(e, &t, &bb, s));
+        TRY(VT->add(e, &bb, &bb, &t));
+    }
+    krel(e, &t), krel(e, &ev);
+    mpc_val ba, m, ar, aa, comp;
+    TRY(kal(e, &ba, n, DOM_ARITH));
+    TRY(VT->b2a_word(e, &ba, &bb, 1)); /* bit 0 of bb */
+    krel(e, &bb);
+    /* c0 (f + e even) and c1, ring integers as SPU's _constant takes them */
+    uint64_t c0, c1;
+    if (f % 2)
+        c0 = 1ull << ((f + 3) / 2), c1 = (uint64_t)((double)(1ull << (f / 2 + 1)) * sqrt(2.0));
+    else
+        c0 = (uint64_t)((double)(1ull << (f / 2)) * sqrt(2.0)), c1 = 1ull << (f / 2);
+    TRY(k_scaled(e, &m, &ba, c0 - c1));
+    TRY(k_addc(e, &m, &m, c1));
+    krel(e, &ba);
+    TRY(k_bitrev(e, &ar, &a, h));
+    krel(e, &a);
+    TRY(kal(e, &aa, n, DOM_ARITH));
+    TRY(VT->b2a_word(e, &aa, &ar, h));
+    krel(e, &ar);
+    TRY(k_imul(e, &comp, &m, &aa));
+    krel(e, &m), krel(e, &aa);
+    TRY(k_fmul(e, z, &rt, &comp));
+    krel(e, &rt), krel(e, &comp);
+    return MS_OK;
+}
+
 const kv_norm_row kv_norm_tab[KV_NORM_N] = {
     [KV_NORM_BITDEC] = {"bitdec", k_recip_bd, k_rsqrt_bd,
                         "one bit decomposition, the highest bit's power of two (k_hibit)"},
     [KV_NORM_THRESHOLDS] = {"thresholds", k_recip_thr, k_rsqrt_thr,
                             "a batched comparison against every power of two (SPU "
                             "f_reciprocal)"},
+    [KV_NORM_SPU] = {"spu", k_recip_spu, k_rsqrt_spu,
+                     "SPU's reciprocal: msb, A2B, prefix OR, bit reversal, b2a_word, Goldschmidt "
+                     "and its rsqrt (f_rsqrt)"},
 };
 
 /* 1/x for x in [2^jlo, 2^(w−f)) (w: X's bit bound, 0 = the default, norm_bits). */
@@ -853,12 +1095,190 @@ static int k_silu_puma(eng *e, mpc_val *z, const mpc_val *x)
     return k_piecewise(e, z, x, &puma_silu);
 }
 
+/* The public polynomial Σ c[i]·x^i over the nonzero c[i] (i >= 1), each term one truncated
+ * public product as SPU runs `c * xi` (f_mul with a public operand), plus c[0] (local). */
+static int k_poly_terms(eng *e, mpc_val *z, mpc_val *const pw[7], const double c[7])
+{
+    TRY(k_const(e, z, pw[1], pw[1]->n, FX(c[0])));
+    for (int i = 1; i < 7; i++) {
+        if (c[i] == 0 || !pw[i])
+            continue;
+        mpc_val t, u;
+        TRY(k_scaled(e, &t, pw[i], FX(c[i])));
+        TRY(k_trunc(e, &u, &t, e->cfg.frac_bits));
+        TRY(VT->add(e, z, z, &u));
+        krel(e, &t), krel(e, &u);
+    }
+    return MS_OK;
+}
+
+/* z = [x < t] (lt) or [x > t] (!lt) as a boolean bit: msb(x − t) or msb(t − x) by SPU's msb
+ * (less against a public threshold). */
+static int k_cmp_pub(eng *e, mpc_val *z, const mpc_val *x, double t, int lt)
+{
+    mpc_val d;
+    TRY(k_scaled(e, &d, x, lt ? 1 : (uint64_t)-1));
+    TRY(k_addc(e, &d, &d, lt ? (uint64_t) - (int64_t)FX(t) : FX(t)));
+    int rc = kv_msb_tab[KV_MSB_SPU].bfn(e, z, &d, 64);
+    krel(e, &d);
+    return rc;
+}
+
+/* exp(x) as SPU's EXP_PADE computes it (exp: pade under compat: spu;
+ * secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87 libspu/kernel/hal/fxp_approx.cc
+ * 455-472 the clamp, 474-478 exp_pade, 268-310 exp2_pade, 238-257 exp2_pade_normalized; ring.cc
+ * 472-479 _clamp): x clamped to [−32 ln 2, 32 ln 2] by two compare-and-selects (msb, mul_a1b),
+ * y = x·log2 e (one truncation), y to boolean (SPU's A2B), its sign bit and integer part
+ * (shifts), the fraction y − (int << f) (a b2a_word of the 64-bit shifted integer: SPU negates a
+ * boolean through _2a), the degree-5 polynomial of the fraction (x², x³, x⁴, x⁵ one product
+ * after another, public coefficients, one truncation), then for each of the integer part's 5
+ * low bits a one-bit b2a_word and a ring product by 1 + bit·(2^(2^i) − 1); for a negative y the
+ * result divided by 2^32 (a truncation by 32 bits) is selected by the sign bit (mul_a1b).
+ * PRIMITIVES.md counts it (semi2k 1,162 B in 46 rounds, aby3 1,936 B in 73). */
+static int k_exp_pade(eng *e, mpc_val *z, const mpc_val *x)
+{
+    int f = e->cfg.frac_bits;
+    size_t n = x->n;
+    const double L = (double)(32.0F / (float)log2(exp(1.0)));
+    mpc_val b, c, x1, x2, y, t, yb, sb, xi, xl, xa, fr;
+    TRY(k_cmp_pub(e, &b, x, -L, 1)); /* x < −L */
+    TRY(k_const(e, &c, x, n, FX(-L)));
+    TRY(k_select_bit(e, &x1, &b, &c, x));
+    krel(e, &b), krel(e, &c);
+    TRY(k_cmp_pub(e, &b, &x1, L, 1)); /* x1 < L */
+    TRY(k_const(e, &c, x, n, FX(L)));
+    TRY(k_select_bit(e, &x2, &b, &x1, &c));
+    krel(e, &b), krel(e, &c), krel(e, &x1);
+    TRY(k_scaled(e, &t, &x2, FX((double)(float)log2(exp(1.0)))));
+    TRY(k_trunc(e, &y, &t, f));
+    krel(e, &t), krel(e, &x2);
+    TRY(k_a2b_spu(e, &yb, &y));
+    TRY(kal(e, &sb, n, DOM_BOOL));
+    TRY(VT->shift(e, &sb, &yb, 63));
+    TRY(kal(e, &xi, n, DOM_BOOL));
+    TRY(VT->shift(e, &xi, &yb, f));
+    krel(e, &yb);
+    TRY(kal(e, &xl, n, DOM_BOOL));
+    TRY(VT->shift(e, &xl, &xi, -f));
+    TRY(kal(e, &xa, n, DOM_ARITH));
+    TRY(VT->b2a_word(e, &xa, &xl, 64));
+    TRY(kal(e, &fr, n, DOM_ARITH));
+    TRY(VT->sub(e, &fr, &y, &xa));
+    krel(e, &xl), krel(e, &xa), krel(e, &y);
+    /* exp2_pade_normalized on the fraction */
+    static const float pc[6] = {0.100000007744302F * 10,  0.693147180426163F,
+                                0.240226510710170F,       0.555040686204663F / 10,
+                                0.961834122588046F / 100, 0.133273035928143F / 100};
+    mpc_val pw[6], acc, ret;
+    pw[1] = fr;
+    for (int i = 2; i <= 5; i++)
+        TRY(k_fmul(e, &pw[i], &fr, &pw[i - 1]));
+    TRY(k_scaled(e, &acc, &pw[1], FX((double)pc[1])));
+    for (int i = 2; i <= 5; i++)
+        TRY(k_addmul(e, &acc, &pw[i], FX((double)pc[i])));
+    TRY(k_trunc(e, &ret, &acc, f));
+    TRY(k_addc(e, &ret, &ret, FX((double)pc[0])));
+    krel(e, &acc);
+    for (int i = 1; i <= 5; i++)
+        krel(e, &pw[i]);
+    for (int i = 0; i < 5; i++) { /* ret ·= 1 + a·(K − 1), a = bit i of the integer part */
+        mpc_val ab, aa, m, r2;
+        if (i) { /* b2a_word of one bit reads bit 0 only */
+            TRY(kal(e, &ab, n, DOM_BOOL));
+            TRY(VT->shift(e, &ab, &xi, i));
+        } else
+            TRY(k_rep(e, &ab, &xi, 1));
+        TRY(kal(e, &aa, n, DOM_ARITH));
+        TRY(VT->b2a_word(e, &aa, &ab, 1));
+        uint64_t K = 1ull << (1 << i);
+        TRY(k_scaled(e, &m, &aa, K - 1));
+        TRY(k_addc(e, &m, &m, 1));
+        TRY(k_imul(e, &r2, &ret, &m));
+        krel(e, &ab), krel(e, &aa), krel(e, &m), krel(e, &ret);
+        ret = r2;
+    }
+    krel(e, &xi);
+    mpc_val rr, d, s2;
+    TRY(k_trunc(e, &rr, &ret, 32)); /* exp2(y − 32) for y < 0: SPU's two's complement trick */
+    TRY(kal(e, &d, n, DOM_ARITH));
+    TRY(VT->sub(e, &d, &rr, &ret));
+    TRY(kal(e, &s2, n, DOM_ARITH));
+    TRY(VT->mul_a1b(e, &s2, &d, &sb));
+    TRY(kal(e, z, n, DOM_ARITH));
+    TRY(VT->add(e, z, &ret, &s2));
+    krel(e, &rr), krel(e, &d), krel(e, &s2), krel(e, &sb), krel(e, &ret);
+    return MS_OK;
+}
+
+/* PUMA's hack_gelu (AntCPLab/puma_benchmarks@df36d1ec5b51e6ee47f8959cef629d0ad7010ea8
+ * bench_gpt2/bench_gpt2.py 82-107) and the hack_silu of SPU's LLaMA example
+ * (secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87
+ * examples/python/ml/flax_llama7b/flax_llama7b.py 91-123) as SPU runs them, op by op (approx:
+ * spu): b0 = x < t0, b1 = x < t1, b2 = x > t2 (three msb, boolean), b3 = b1 ^ b2 ^ 1,
+ * b4 = b0 ^ b1; the powers (GeLU: x², x³ = x·x², x⁴, x⁶ = (x³)²; SiLU: x², x⁴, x⁶ = x²·x⁴); each
+ * public coefficient's product truncated on its own; ret = b2·x + b4·seg1 + b3·seg2 by three
+ * mul_a1b (lower_mixed_type_op.cc: bool × fxp without a truncation). PRIMITIVES.md counts it. */
+static int k_hack_spu(eng *e, mpc_val *z, const mpc_val *x, const pw_poly *pp, int gelu)
+{
+    size_t n = x->n;
+    mpc_val b[5], x2, x3 = {0}, x4, x6, s1, s2, t[3];
+    TRY(k_cmp_pub(e, &b[0], x, pp->thr[0], 1));
+    TRY(k_cmp_pub(e, &b[1], x, pp->thr[1], 1));
+    TRY(k_cmp_pub(e, &b[2], x, pp->thr[2], 0));
+    uint64_t one = 1;
+    TRY(kal(e, &b[3], n, DOM_BOOL));
+    TRY(VT->add(e, &b[3], &b[1], &b[2]));
+    TRY(VT->add_pub(e, &b[3], &b[3], &one, 1));
+    TRY(kal(e, &b[4], n, DOM_BOOL));
+    TRY(VT->add(e, &b[4], &b[0], &b[1]));
+    TRY(k_fsq(e, &x2, x));
+    if (gelu) {
+        TRY(k_fmul(e, &x3, x, &x2));
+        TRY(k_fsq(e, &x4, &x2));
+        TRY(k_fsq(e, &x6, &x3));
+    } else {
+        TRY(k_fsq(e, &x4, &x2));
+        TRY(k_fmul(e, &x6, &x2, &x4));
+    }
+    mpc_val *pw[7] = {NULL, (mpc_val *)x, &x2, gelu ? &x3 : NULL, &x4, NULL, &x6};
+    TRY(k_poly_terms(e, &s1, pw, pp->lo));
+    TRY(k_poly_terms(e, &s2, pw, pp->mid));
+    const mpc_val *v[3] = {x, &s1, &s2};
+    const mpc_val *c[3] = {&b[2], &b[4], &b[3]};
+    for (int i = 0; i < 3; i++) {
+        TRY(kal(e, &t[i], n, DOM_ARITH));
+        TRY(VT->mul_a1b(e, &t[i], v[i], c[i]));
+    }
+    TRY(kal(e, z, n, DOM_ARITH));
+    TRY(VT->add(e, z, &t[0], &t[1]));
+    TRY(VT->add(e, z, z, &t[2]));
+    for (int i = 0; i < 5; i++)
+        krel(e, &b[i]);
+    for (int i = 0; i < 3; i++)
+        krel(e, &t[i]);
+    krel(e, &x2), krel(e, &x3), krel(e, &x4), krel(e, &x6), krel(e, &s1), krel(e, &s2);
+    return MS_OK;
+}
+
+static int k_gelu_spu(eng *e, mpc_val *z, const mpc_val *x)
+{
+    return k_hack_spu(e, z, x, &puma_gelu, 1);
+}
+
+static int k_silu_spu(eng *e, mpc_val *z, const mpc_val *x)
+{
+    return k_hack_spu(e, z, x, &puma_silu, 0);
+}
+
 /* GeLU and SiLU: PUMA's piecewise polynomials, or SiLU as x·σ(x) with approx: sigmoid. */
 const kv_approx_row kv_approx_tab[KV_APPROX_N] = {
     [KV_APPROX_PUMA] = {"puma", k_gelu_puma, k_silu_puma,
                         "PUMA piecewise polynomials (mpc-costs.md §2.4)"},
     [KV_APPROX_SIGMOID] = {"sigmoid", k_gelu_puma, k_silu_sigmoid,
                            "GeLU: PUMA's polynomial; SiLU: x·σ(x) by exp and a reciprocal"},
+    [KV_APPROX_SPU] = {"spu", k_gelu_spu, k_silu_spu,
+                       "PUMA's hack_gelu and SPU's LLaMA hack_silu as SPU runs them: boolean "
+                       "segment bits, a truncation per public product, selects by mul_a1b"},
 };
 
 int k_gelu(eng *e, mpc_val *z, const mpc_val *x)
@@ -874,7 +1294,14 @@ int k_silu(eng *e, mpc_val *z, const mpc_val *x)
 /* ---- softmax, norms ---------------------------------------------------------------------- */
 
 /* PUMA softmax over R rows of n: max, x - max, exp masked below clip, one reciprocal per row
- * (x / broadcast(s) → x · broadcast(1/s)). causal >= 0 masks column j > causal + (r mod m). */
+ * (x / broadcast(s) → x · broadcast(1/s)). causal >= 0 masks column j > causal + (r mod m).
+ * compat: spu runs it as SPU runs hack_softmax of its LLaMA example
+ * (examples/python/ml/flax_llama7b/flax_llama7b.py 63-75): the row max by SPU's tree reduction
+ * (libspu/kernel/hlo/reduce.cc 31-110, max = select(less(y, x), x, y)), the clip's bit kept
+ * boolean and exp·b by mul_a1b (the int·fxp product of lower_mixed_type_op.cc 28-75), the
+ * profile's exp, and x / broadcast(s) as x · broadcast(1/s)
+ * (libspu/dialect/pphlo/transforms/optimize_denominator_with_broadcast.cc 26-50), all at
+ * secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87; PRIMITIVES.md counts it. */
 int k_softmax(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t m, size_t n, long causal)
 {
     int f = e->cfg.frac_bits;
@@ -898,14 +1325,21 @@ int k_softmax(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t m, size_t n
      * place), so a clip below that needs no mask */
     mpc_val cd = {0};
     int clip = e->kv.exp != KV_EXP_POW2 || e->cfg.softmax_clip > -(f + 1) * 0.6931471805599453;
+    int spu = e->kv.compat == KV_COMPAT_SPU && k_lt_bool(e);
     b = (mpc_val){0};
     if (clip) {
         TRY(k_scaled(e, &cd, &d, (uint64_t)-1));
         TRY(k_addc(e, &cd, &cd, FX(e->cfg.softmax_clip)));
-        TRY(k_msb(e, &b, &cd));
+        if (spu) {
+            TRY(kv_msb_tab[e->kv.msb].bfn(e, &b, &cd, 64));
+        } else
+            TRY(k_msb(e, &b, &cd));
     }
     TRY(k_exp(e, &ex, &d));
-    if (clip)
+    if (clip && spu) {
+        TRY(kal(e, &exb, R * n, DOM_ARITH));
+        TRY(VT->mul_a1b(e, &exb, &ex, &b));
+    } else if (clip)
         TRY(k_imul(e, &exb, &ex, &b));
     else
         TRY(k_rep(e, &exb, &ex, 1));
@@ -945,13 +1379,70 @@ static int k_gain(eng *e, mpc_val *z, const mpc_val *v, const mpc_val *g, int g_
     return MS_OK;
 }
 
+/* The row means of x (R rows of n): the row sum times 1/n, one truncation. */
+static int k_rowmean(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n)
+{
+    mpc_val s;
+    TRY(k_rowsum(e, &s, x, R, n));
+    TRY(k_mulc(e, &s, &s, FX(1.0 / (double)n)));
+    int rc = k_trunc(e, z, &s, e->cfg.frac_bits);
+    krel(e, &s);
+    return rc;
+}
+
+/* flax's LayerNorm statistics as SPU runs them (compat: spu;
+ * google/flax@18f8f311c275d57f46d95e41b15aa97b454754c0 flax/linen/normalization.py 60-152,
+ * use_fast_variance): mu = mean(x), mu2 = mean(x²) (two truncations), var = max(0, mu2 − mu²)
+ * (SPU's max: a compare and mul_a1b), + eps. */
+static int k_fast_var(eng *e, mpc_val *var, mpc_val *mu, const mpc_val *x, size_t R, size_t n,
+                      double eps)
+{
+    mpc_val sq, mu2, m2, v, ng, zero, zr;
+    TRY(k_fsq(e, &sq, x));
+    TRY(k_rowmean(e, mu, x, R, n));
+    TRY(k_rowmean(e, &mu2, &sq, R, n));
+    TRY(k_fsq(e, &m2, mu));
+    TRY(kal(e, &v, R, DOM_ARITH));
+    TRY(VT->sub(e, &v, &mu2, &m2));
+    TRY(k_const(e, &zero, &v, R, 0));
+    TRY(kv_msb_tab[e->kv.msb].bfn(e, &ng, &v, 64)); /* [v < 0] */
+    TRY(k_select_bit(e, &zr, &ng, &zero, &v));
+    TRY(k_addc(e, &zr, &zr, FX(eps)));
+    *var = zr;
+    krel(e, &sq), krel(e, &mu2), krel(e, &m2), krel(e, &v), krel(e, &ng), krel(e, &zero);
+    return MS_OK;
+}
+
 /* LayerNorm (bias != NULL or centre) / RMSNorm over R rows of n:
- * [mean, x - mean,] square, mean, + eps, rsqrt, multiply, gain[, bias]. */
+ * [mean, x - mean,] square, mean, + eps, rsqrt, multiply, gain[, bias]. compat: spu's
+ * LayerNorm takes flax's fast variance (k_fast_var) and multiplies the row's rsqrt by the
+ * gain before x − mean (flax's mul *= scale; y *= mul); its RMSNorm is EasyLM's
+ * (young-geng/EasyLM@fe5b2c354e25d697fce7cd225e23bbbe72570da3
+ * EasyLM/models/llama/llama_model.py 266-273), which is this composition. PRIMITIVES.md counts
+ * both. */
 int k_norm(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, int centre, double eps,
            const mpc_val *g, int g_pub, const mpc_val *bias, int b_pub)
 {
     mpc_val d, sq, ss, var, rs, rb, y, t;
-    if (centre) {
+    int flax = centre && e->kv.compat == KV_COMPAT_SPU && k_lt_bool(e);
+    if (flax) {
+        mpc_val mu, mb;
+        TRY(k_fast_var(e, &var, &mu, x, R, n, eps));
+        TRY(k_rsqrt(e, &rs, &var, (int)floor(log2(eps)), 0));
+        TRY(k_bcast(e, &rb, &rs, n));
+        if (g) {
+            TRY(k_gain(e, &t, &rb, g, g_pub, R, n));
+            krel(e, &rb);
+            rb = t;
+        }
+        TRY(k_bcast(e, &mb, &mu, n));
+        TRY(kal(e, &d, R * n, DOM_ARITH));
+        TRY(VT->sub(e, &d, x, &mb));
+        TRY(k_fmul(e, &y, &d, &rb));
+        krel(e, &mu), krel(e, &mb), krel(e, &var), krel(e, &rs), krel(e, &rb), krel(e, &d);
+        g = NULL; /* applied */
+        sq = ss = var = rs = rb = d = (mpc_val){0};
+    } else if (centre) {
         mpc_val s, mu, mb;
         TRY(k_rowsum(e, &s, x, R, n));
         TRY(k_mulc(e, &s, &s, FX(1.0 / (double)n)));
@@ -963,14 +1454,16 @@ int k_norm(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, int centre,
     } else {
         TRY(k_rep(e, &d, x, 1));
     }
-    TRY(k_fsq(e, &sq, &d));
-    TRY(k_rowsum(e, &ss, &sq, R, n));
-    TRY(k_mulc(e, &ss, &ss, FX(1.0 / (double)n)));
-    TRY(k_trunc(e, &var, &ss, e->cfg.frac_bits));
-    TRY(k_addc(e, &var, &var, FX(eps)));
-    TRY(k_rsqrt(e, &rs, &var, (int)floor(log2(eps)), 0)); /* var + eps >= eps */
-    TRY(k_bcast(e, &rb, &rs, n));
-    TRY(k_fmul(e, &y, &d, &rb));
+    if (!flax) {
+        TRY(k_fsq(e, &sq, &d));
+        TRY(k_rowsum(e, &ss, &sq, R, n));
+        TRY(k_mulc(e, &ss, &ss, FX(1.0 / (double)n)));
+        TRY(k_trunc(e, &var, &ss, e->cfg.frac_bits));
+        TRY(k_addc(e, &var, &var, FX(eps)));
+        TRY(k_rsqrt(e, &rs, &var, (int)floor(log2(eps)), 0)); /* var + eps >= eps */
+        TRY(k_bcast(e, &rb, &rs, n));
+        TRY(k_fmul(e, &y, &d, &rb));
+    }
     if (g) {
         TRY(k_gain(e, &t, &y, g, g_pub, R, n));
         krel(e, &y);

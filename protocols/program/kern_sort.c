@@ -150,20 +150,29 @@ static int sort_maps(const mpc_val *V, size_t R, size_t n, int nv, size_t p, siz
 }
 
 /* Compare-exchange of A and B (nv vectors of P, the keys first): c = [A < B] (desc) or
- * [B < A] on the keys, then A += c·(B − A), B −= c·(B − A) from one multiplication. */
+ * [B < A] on the keys, then A += c·(B − A), B −= c·(B − A) from one multiplication. With an
+ * msb variant that keeps the bit boolean (msb: spu) the product is SPU's mul_a1b on that bit
+ * (no b2a; SPU's select, libspu/kernel/hal/polymorphic.cc 228-240). */
 static int k_cmp_exchange(eng *e, mpc_val *A, mpc_val *B, size_t P, size_t nv, int w, int desc)
 {
     mpc_val Av, Bv, c, C2, D, T;
+    int bit = k_lt_bool(e);
     TRY(k_slice(e, &Av, A, 0, P));
     TRY(k_slice(e, &Bv, B, 0, P));
-    if (desc)
+    if (bit)
+        TRY(desc ? k_lt_b(e, &c, &Av, &Bv, w) : k_lt_b(e, &c, &Bv, &Av, w));
+    else if (desc)
         TRY(k_lt(e, &c, &Av, &Bv, w)); /* swap when A < B */
     else
         TRY(k_lt(e, &c, &Bv, &Av, w)); /* swap when B < A */
     TRY(k_rep(e, &C2, &c, nv));
     TRY(kal(e, &D, nv * P, DOM_ARITH));
     TRY(VT->sub(e, &D, B, A));
-    TRY(k_imul(e, &T, &C2, &D));
+    if (bit) {
+        TRY(kal(e, &T, nv * P, DOM_ARITH));
+        TRY(VT->mul_a1b(e, &T, &D, &C2));
+    } else
+        TRY(k_imul(e, &T, &C2, &D));
     TRY(VT->add(e, A, A, &T));
     TRY(VT->sub(e, B, B, &T));
     krel(e, &Av), krel(e, &Bv), krel(e, &c), krel(e, &C2), krel(e, &D), krel(e, &T);

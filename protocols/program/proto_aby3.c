@@ -218,6 +218,40 @@ static int a3_bool_pair(eng *e, mpc_val *a, mpc_val *b, const mpc_val *x, int bi
     return MS_OK;
 }
 
+/* COST: SPU aby3 B2ASelector (secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87
+ * libspu/mpc/aby3/conversion.cc 115-127): up to 8 bits B2AByOT (315-455; helper P0, receiver P1,
+ * sender P2): round 1 P0→P1 8n·bits, P2→P1 16n·bits, round 2 P1→P0 8n·bits; above, B2AByPPA
+ * (143-310): a rotate (8n on each link), the 64-bit Kogge–Stone adder of ab_api.cc 314-337
+ * (one AND, then six levels of two: 8n, then 16n six times on each link), P2→P0 8n, a rotate:
+ * 368n in 10 rounds. */
+static int a3_b2a_word(eng *e, mpc_val *z, const mpc_val *x, int bits)
+{
+    uint64_t n = x->n, b = (uint64_t)bits;
+    if (bits <= 8) {
+        {
+            COST_PUSH(PRIM_B2AWORD);
+            r->bytes[0][1] = 8 * n * b;
+            r->bytes[2][1] = 16 * n * b;
+            work3(r, 4.0 * n * b, 24.0 * n * b);
+        }
+        COST_PUSH(PRIM_B2AWORD);
+        r->bytes[1][0] = 8 * n;
+        work3(r, 2.0 * n * b, 0);
+    } else {
+        for (int k = 0; k < 10; k++) {
+            COST_PUSH(PRIM_B2AWORD);
+            if (k == 8)
+                r->bytes[2][0] = 8 * n;
+            else
+                ring_links(r, k >= 2 && k <= 7 ? 16 * n : 8 * n);
+            work3(r, 6.0 * n, k == 0 ? 32.0 * n : 8.0 * n);
+        }
+    }
+    z->n = n;
+    z->dom = DOM_ARITH;
+    return MS_OK;
+}
+
 /* daBit b2a with P2 as the dealer of P0 and P1: round 1 opens the masked bit between P0 and
  * P1 (n each way) while P2 sends P1 the arithmetic share of the random bit (8n); round 2
  * turns the two-party arithmetic sharing into a replicated one (P0 and P1 each send P2 8n). */
@@ -276,6 +310,7 @@ static const eng_vt aby3_cost_vt = {
     .and_bits = a3_and_bits,
     .bool_pair = a3_bool_pair,
     .b2a_bit = a3_b2a_bit,
+    .b2a_word = a3_b2a_word,
     .shuffle = a3_shuffle,
 };
 

@@ -14,11 +14,11 @@
  * command lines' --set KEY=VALUE and `mpcsim list keys protocol`. The defaults are each
  * protocol's own (its defaults() hook), so the table gives none. */
 
-static const char *const approx_names[] = {"puma", "sigmoid", NULL};
+static const char *const approx_names[] = {"puma", "sigmoid", "spu", NULL};
 static const char *const msb_names[] = {"packed", "ks", "carry", "spu", NULL};
 static const char *const topk_names[] = {"network", "quickselect", NULL};
-static const char *const normalize_names[] = {"bitdec", "thresholds", NULL};
-static const char *const exp_names[] = {"pow2", "taylor", NULL};
+static const char *const normalize_names[] = {"bitdec", "thresholds", "spu", NULL};
+static const char *const exp_names[] = {"pow2", "taylor", "pade", NULL};
 static const char *const trunc_names[] = {"pair", "local", NULL};  /* trunc_local = the index */
 static const char *const compat_names[] = {"native", "spu", NULL}; /* kern_compat.c's rows */
 
@@ -47,7 +47,9 @@ static const ys_field cfg_fields[] = {
      "|x|/2^64)",
      trunc_names, 0, NULL, NULL},
     {"approx", YS_STR, C(approx), 0, 0, NULL,
-     "activation approximations: puma, or sigmoid (SiLU as x·σ(x))", approx_names, 0, NULL, NULL},
+     "activation approximations: puma, sigmoid (SiLU as x·σ(x)) or spu (PUMA's polynomials "
+     "as SPU runs them; compat: spu)",
+     approx_names, 0, NULL, NULL},
     {"msb", YS_STR, C(msb), 0, 0, NULL,
      "comparisons: packed (bit-packed carry tree, daBit b2a), ks (full A2B adder), carry "
      "(carry-out tree of words) or spu (SPU's narrowed Kogge-Stone, its bit selecting by "
@@ -58,11 +60,13 @@ static const ys_field cfg_fields[] = {
      topk_names, 0, NULL, NULL},
     {"exp", YS_STR, C(exp), 0, 0, NULL,
      "exp: pow2 (range reduction: the integer part's bits and a polynomial, x in (-11350, "
-     "5.5]) or taylor ((1 + x/2^t)^(2^t), t = exp_iters, x in [-14, 0])",
+     "5.5]), taylor ((1 + x/2^t)^(2^t), t = exp_iters, x in [-14, 0]) or pade (SPU's "
+     "EXP_PADE, x clamped to 32 ln 2; under compat: spu the one choice kept: SPU's "
+     "fxp_exp_mode, taylor otherwise)",
      exp_names, 0, NULL, NULL},
     {"normalize", YS_STR, C(normalize), 0, 0, NULL,
-     "reciprocal/rsqrt normalisation: bitdec (one bit decomposition) or thresholds (a "
-     "comparison per power of two)",
+     "reciprocal/rsqrt normalisation: bitdec (one bit decomposition), thresholds (a "
+     "comparison per power of two) or spu (SPU's reciprocal, two parties; compat: spu)",
      normalize_names, 0, NULL, NULL},
     {"compat", YS_STR, C(compat), 0, 0, NULL,
      "framework cost profile: native (the keys above) or spu (every kernel family as SecretFlow "

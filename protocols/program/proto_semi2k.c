@@ -195,6 +195,22 @@ static int s2_b2a_bit(eng *e, mpc_val *z, const mpc_val *x)
     return MS_OK;
 }
 
+/* COST: SPU semi2k B2A_Randbit (secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87
+ * libspu/mpc/semi2k/conversion.cc 116-200): 1 round, x ^ r opened in the storage type of bits
+ * (boolean.cc 48-64: 1, 2, 4 or 8 bytes) each way; the dealer sends P1 the arithmetic share of
+ * each of the bits random bits (8n·bits). */
+static int s2_b2a_word(eng *e, mpc_val *z, const mpc_val *x, int bits)
+{
+    uint64_t n = x->n;
+    COST_PUSH(PRIM_B2AWORD);
+    both(r, n * (uint64_t)(bits <= 8 ? 1 : bits <= 16 ? 2 : bits <= 32 ? 4 : 8));
+    r->offline[1] = 8 * n * (uint64_t)bits;
+    work2(r, (2.0 + 3.0 * bits) * n, (2.0 + 3.0 * bits) * n, 16.0 * n, 8.0 * n * bits);
+    z->n = n;
+    z->dom = DOM_ARITH;
+    return MS_OK;
+}
+
 static int s2_shuffle(eng *e, mpc_val *z, const mpc_val *x, size_t seg, size_t parts)
 {
     uint64_t n = x->n;
@@ -230,6 +246,7 @@ static const eng_vt semi2k_cost_vt = {
     .and_bits = s2_and_bits,
     .bool_pair = s2_bool_pair,
     .b2a_bit = s2_b2a_bit,
+    .b2a_word = s2_b2a_word,
     .shuffle = s2_shuffle,
 };
 

@@ -45,6 +45,8 @@ static const vprim vprims[] = {
     {"and_bb", PRIM_AND, 0, 0},
     {"b2a", PRIM_B2A, 0, 0},
     {"mul_a1b", PRIM_MULA1B, 0, 0},
+    {"b2a_word(1)", PRIM_B2AWORD, 1, 0},
+    {"b2a_word(36)", PRIM_B2AWORD, 36, 0},
 };
 #define N_VPRIMS (sizeof vprims / sizeof vprims[0])
 
@@ -63,7 +65,9 @@ static size_t elems(const vjob *j, int which) /* 0: x, 1: y, 2: z */
 /* Calls the primitive on e (cost or backend engine) with x owned by P0 and y by P1. */
 static int call_prim(eng *e, const vjob *j, mpc_val *x, mpc_val *y, mpc_val *z, uint64_t *out)
 {
-    int dom = j->v->prim == PRIM_AND || j->v->prim == PRIM_B2A ? DOM_BOOL : DOM_ARITH;
+    int dom = j->v->prim == PRIM_AND || j->v->prim == PRIM_B2A || j->v->prim == PRIM_B2AWORD
+                  ? DOM_BOOL
+                  : DOM_ARITH;
     const vprim *v = j->v;
     int rc = e->vt->alloc(e, z, elems(j, 2), v->prim == PRIM_AND ? DOM_BOOL : DOM_ARITH);
     if (rc)
@@ -77,6 +81,7 @@ static int call_prim(eng *e, const vjob *j, mpc_val *x, mpc_val *y, mpc_val *z, 
     case PRIM_TRUNC: return e->vt->trunc(e, z, x, e->cfg.frac_bits);
     case PRIM_AND: return e->vt->and_bb(e, z, x, y);
     case PRIM_B2A: return e->vt->b2a(e, z, x);
+    case PRIM_B2AWORD: return e->vt->b2a_word(e, z, x, v->arg);
     case PRIM_MULA1B: { /* y's shares read as a boolean sharing: its bit 0 is the choice */
         mpc_val yb = *y;
         yb.dom = DOM_BOOL;
@@ -90,7 +95,9 @@ static int call_prim(eng *e, const vjob *j, mpc_val *x, mpc_val *y, mpc_val *z, 
 static int vnode(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
 {
     vjob *j = arg;
-    int dom = j->v->prim == PRIM_AND || j->v->prim == PRIM_B2A ? DOM_BOOL : DOM_ARITH;
+    int dom = j->v->prim == PRIM_AND || j->v->prim == PRIM_B2A || j->v->prim == PRIM_B2AWORD
+                  ? DOM_BOOL
+                  : DOM_ARITH;
     mpc_val x = {0}, y = {0}, z = {0};
     uint64_t *res = calloc(elems(j, 0) + 1, 8);
     int rc = e->vt->alloc(e, &x, elems(j, 0), dom);
@@ -140,7 +147,9 @@ static int predict(const proto *pr, const proto_cfg *cfg, const vjob *j, const n
         cost_log_free(&log);
         return err_set(err, rc, "cannot create the %s cost engine", pr->name);
     }
-    int dom = j->v->prim == PRIM_AND || j->v->prim == PRIM_B2A ? DOM_BOOL : DOM_ARITH;
+    int dom = j->v->prim == PRIM_AND || j->v->prim == PRIM_B2A || j->v->prim == PRIM_B2AWORD
+                  ? DOM_BOOL
+                  : DOM_ARITH;
     mpc_val x = {.n = elems(j, 0), .dom = (uint8_t)dom},
             y = {.n = elems(j, 1), .dom = (uint8_t)dom}, z = {0};
     rc = call_prim(e, j, &x, &y, &z, NULL);
