@@ -1,0 +1,52 @@
+/* compose_int.h — what the composition engine's files share (compose.c: runs, costs, loading;
+ * compose_read.c: reading a composition file). */
+#ifndef MPCSIM_COMPOSE_INT_H
+#define MPCSIM_COMPOSE_INT_H
+
+#include <limits.h>
+
+#include "compose.h"
+#include "protocols/base/yamlx.h"
+
+enum { SC_NONE, SC_ATT, SC_WINDOW, SC_KEYNORM, SC_BOUNDS, SC_RANDOM };
+enum { W_ONCE, W_STEP };
+enum { R_FIXED, R_REST, R_SHARE };    /* what kv_budget does to the recent window */
+enum { K_NONE, K_TOPK, K_THRESHOLD }; /* the selection block */
+enum { KT_TOKENS, KT_RATIO, KT_CAP }; /* how the top-k count is given */
+
+static const char *const score_names[] = {"none",     "attention",   "window_attention",
+                                          "key_norm", "page_bounds", "random"};
+
+/* A file as read: the blocks and the parameters they expose. */
+typedef struct cspec {
+    int score, when, permanent, sel, ktype, rmode, share_all, has_recent, recent_ratio;
+    int maxpool, pyramid, att_last; /* att_last: the newest row's attention, not accumulated */
+    uint32_t every, page, lshare;   /* lshare: layers sharing one selection */
+    double rshare;
+} cspec;
+
+#define CP_MAX 16
+
+typedef struct cslot {
+    policy_ops ops; /* first: a policy_ops pointer is the slot's */
+    cspec sp;
+    char path[PATH_MAX], real[PATH_MAX];
+    char name[32], summary[200], budget_keys[160];
+    char defs[CP_MAX][32];
+    policy_param params[CP_MAX];
+} cslot;
+
+/* A composition file being read: its path and where errors go. */
+typedef struct rd {
+    const char *path;
+    errbuf *e;
+} rd;
+
+/* A file error at node at (or 1:1): `path:line:col: error: …` and the hint below it. */
+int compose_rfail(rd *r, const yx_node *at, const char *hint, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* The blocks and parameters of a composition file's root into sl (name, summary, params). */
+int compose_read_spec(rd *r, const yx_node *root, cslot *sl);
+
+#endif
