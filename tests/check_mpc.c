@@ -1,7 +1,7 @@
 /* check_mpc.c — the real backend: shares reconstruct, every primitive of eng.h opened and
  * compared with plaintext in both protocols, measured bytes/rounds equal to the PRIMITIVES.md
- * formulas (computed here independently), what P1 receives independent of the secrets, and
- * faults (killed peer, dropped link, malformed frames, port in use, silent peer) end cleanly. */
+ * formulas (computed here independently), what P1 receives independent of the secrets; faults
+ * are in check_mpc_fault.c. */
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
@@ -25,25 +25,6 @@
 
 #define NMAX 8192
 static uint64_t X[NMAX], Y[NMAX]; /* plaintext operands, visible to the forked nodes */
-
-/* SplitMix64: deterministic test data (not secret shares; those come from mpc_prg). */
-static uint64_t mix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* Values of |x| < 2^bound (signed) or full 64-bit words (bound 64). */
-static void fill(uint64_t *v, size_t n, uint64_t seed, int bound)
-{
-    uint64_t s = seed;
-    for (size_t i = 0; i < n; i++) {
-        uint64_t r = mix(&s);
-        v[i] = bound >= 64 ? r : (uint64_t)((int64_t)(r >> (64 - bound - 1)) - (1ll << bound));
-    }
-}
 
 typedef struct pcase {
     int prim;  /* PRIM_* */
@@ -452,8 +433,8 @@ static void prim_roundtrip(const char *pname, pcase c)
     size_t nx, ny, nz;
     sizes(&c, &nx, &ny, &nz);
     int bound = dom_of(c.prim) == DOM_BOOL ? 64 : (c.prim == PRIM_TRUNC ? 40 : 64);
-    fill(X, nx, 11 + c.n + c.prim, bound);
-    fill(Y, ny, 97 + c.n, bound);
+    mpcfix_fill(X, nx, 11 + c.n + c.prim, bound);
+    mpcfix_fill(Y, ny, 97 + c.n, bound);
     pres r;
     run_prim(pname, &c, &r);
     check_values(pname, &c, &r);
@@ -499,12 +480,12 @@ START_TEST(test_trunc_edges)
     pres r;
     /* pair: the range's ends, values next to them, and x = k·2^f + 2^f/4 (round up 1 in 4) */
     for (size_t i = 0; i < n; i++) {
-        uint64_t m = mix(&s) & 0xffff;
+        uint64_t m = mpcfix_mix(&s) & 0xffff;
         switch (i % 4) {
         case 0: X[i] = (1ull << 62) - 1 - m; break;
         case 1: X[i] = (uint64_t)(-(1ll << 62)) + m; break;
-        case 2: X[i] = ((mix(&s) >> 20) << f) + (1ull << (f - 2)); break;
-        default: X[i] = -(((mix(&s) >> 20) << f) + (3ull << (f - 2))); break;
+        case 2: X[i] = ((mpcfix_mix(&s) >> 20) << f) + (1ull << (f - 2)); break;
+        default: X[i] = -(((mpcfix_mix(&s) >> 20) << f) + (3ull << (f - 2))); break;
         }
     }
     pcase c = {.prim = PRIM_TRUNC, .n = n, .bits = f};
@@ -541,7 +522,7 @@ START_TEST(test_trunc_edges)
     /* past the range, x = 2^62 + d fails (by 2^(64−f)) with probability d/2^63: 1/4 at
      * d = 2^61, 1024 of 4096 expected (σ 27.7) */
     for (size_t i = 0; i < n; i++)
-        X[i] = (1ull << 62) + (1ull << 61) + (mix(&s) & 0xffffff);
+        X[i] = (1ull << 62) + (1ull << 61) + (mpcfix_mix(&s) & 0xffffff);
     run_prim(pr, &c, &r);
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) {
@@ -556,7 +537,7 @@ START_TEST(test_trunc_edges)
     pres_free(&r);
     /* local: |x| = 2^60 ± 2^20 fails with probability 1/16: 256 of 4096 expected (σ 15.5) */
     for (size_t i = 0; i < n; i++) {
-        uint64_t v = (1ull << 60) + (mix(&s) & 0xfffff);
+        uint64_t v = (1ull << 60) + (mpcfix_mix(&s) & 0xfffff);
         X[i] = i & 1 ? -v : v;
     }
     c.trunc_local = 1;
@@ -624,8 +605,8 @@ START_TEST(test_local_matmul_tiles)
     size_t m = 7, k = 300, n = 530;
     uint64_t *A = malloc(m * k * 8), *B = malloc(k * n * 8), *C = calloc(m * n, 8),
              *R = calloc(m * n, 8);
-    fill(A, m * k, 1, 64);
-    fill(B, k * n, 2, 64);
+    mpcfix_fill(A, m * k, 1, 64);
+    mpcfix_fill(B, k * n, 2, 64);
     for (int tb = 0; tb < 2; tb++) {
         memset(C, 0, m * n * 8);
         for (size_t i = 0; i < m * n; i++)
@@ -677,7 +658,7 @@ START_TEST(test_pack_bits)
                           0x8000000000000001ull,
                           0x7fffffff00000000ull};
     for (int i = 10; i < 40; i++) {
-        uint64_t a = mix(&s), b = mix(&s);
+        uint64_t a = mpcfix_mix(&s), b = mpcfix_mix(&s);
         masks[i] = i % 3 == 0 ? a & b : i % 3 == 1 ? a | b : a; /* sparse, dense, half */
     }
     enum { N = 37 };
@@ -689,7 +670,7 @@ START_TEST(test_pack_bits)
             for (int two = 0; two < 2; two++)
                 for (size_t n = 1; n <= N; n += 12) {
                     for (size_t i = 0; i < n; i++)
-                        w1[i] = mix(&s), w2[i] = mix(&s);
+                        w1[i] = mpcfix_mix(&s), w2[i] = mpcfix_mix(&s);
                     memset(got, 0, sizeof got);
                     memset(want, 0, sizeof want);
                     size_t pos = 0, len = ref_pack(want, w1, two ? w2 : NULL, n, masks[m]);
@@ -724,8 +705,8 @@ END_TEST
 START_TEST(test_beaver_cache_setup)
 {
     pcase c = {.prim = PRIM_MATMUL, .b = 1, .m = 2, .k = 6, .nn = 5, .flags = OPF_FIXED_B, .n = 10};
-    fill(X, 12, 5, 64);
-    fill(Y, 30, 6, 64);
+    mpcfix_fill(X, 12, 5, 64);
+    mpcfix_fill(Y, 30, 6, 64);
     pres r;
     run_prim("semi2k", &c, &r);
     for (int i = 0; i < 2; i++) {
@@ -742,7 +723,7 @@ END_TEST
 START_TEST(test_latency)
 {
     pcase c = {.prim = PRIM_B2A, .n = 64};
-    fill(X, 64, 1, 64);
+    mpcfix_fill(X, 64, 1, 64);
     latency_ns = 40000000;
     pres r;
     run_prim("aby3", &c, &r);
@@ -969,405 +950,6 @@ START_TEST(test_keys_fresh)
 }
 END_TEST
 
-/* ---------------------------------------------------------------- tests: faults */
-
-typedef struct fault {
-    int kind; /* 0 kill P1, 1 P1 drops its link to P0, 2 P0 sends garbage, 3 P0 sends a short
-               * frame, 4 P1 hangs, 5 truncated payload, 6 kill the semi2k dealer, 7 a frame
-               * of another protocol version (2, 3, 5, 7 inside TLS), 8 P0 writes garbage under
-               * TLS (an altered record) */
-} fault;
-
-/* A node that squares 256 shared values (X) iters times, calling hook before each round; a
- * nonzero hook ends the run with its code (its message in err). */
-typedef int (*round_hook)(eng *e, mpc_net *net, const void *arg, int it, errbuf *err);
-static int squaring_node(eng *e, mpc_net *net, const void *arg, int iters, round_hook hook,
-                         errbuf *err)
-{
-    mpc_val x = {0}, z = {0};
-    int rc = e->vt->alloc(e, &x, 256, DOM_ARITH);
-    if (!rc)
-        rc = e->vt->input(e, &x, 0, X);
-    for (int it = 0; it < iters && !rc; it++) {
-        rc = hook(e, net, arg, it, err);
-        if (!rc)
-            rc = e->vt->mul(e, &z, &x, &x);
-    }
-    if (rc && !err->msg[0])
-        err_set(err, rc, "%s", mpc_engine_error(e));
-    e->vt->release(e, &x);
-    e->vt->release(e, &z);
-    return rc;
-}
-
-static int fault_hook(eng *e, mpc_net *net, const void *arg, int it, errbuf *err)
-{
-    const fault *f = arg;
-    size_t n = 256;
-    int me = mpc_engine_is_dealer(e) ? -1 : e->party;
-    if (it == 3 && me == 1 && f->kind == 0)
-        raise(SIGKILL);
-    if (it == 3 && me == 1 && f->kind == 1)
-        shutdown(mpc_net_fd(net, 0), SHUT_RDWR);
-    if (it == 3 && me == 1 && f->kind == 4)
-        sleep(2);
-    if (it == 3 && me == -1 && f->kind == 6)
-        raise(SIGKILL); /* the dealer dies: P1 waits on its corrections */
-    if (it == 3 && me == 0 && f->kind == 8) {
-        static const uint8_t junk[64] = {23, 3, 3, 0, 40};
-        if (write(mpc_net_fd(net, 1), junk, sizeof junk) < 0)
-            return err_set(err, MS_ERR_IO, "write");
-        sleep(1);
-        return err_set(err, MS_ERR_PEER, "rogue sender done");
-    }
-    if (it == 3 && me == 0 && (f->kind == 2 || f->kind == 3 || f->kind == 5 || f->kind == 7)) {
-        uint8_t h[MPC_FRAME_HDR + 16];
-        memset(h, 0x41, sizeof h);
-        if (f->kind != 2) /* a well-formed header claiming 3 payload bytes / a cut payload */
-            mpcfix_frame(h, f->kind == 7 ? 99 : MPC_FRAME_VERSION, MPC_FR_DATA, 0, 4,
-                         f->kind == 3 ? 3 : 16 * n);
-        if (mpc_net_send_raw(net, 1, h, sizeof h, err))
-            return MS_ERR_IO;
-        if (f->kind == 5)
-            _exit(0); /* the frame is cut short and the sender is gone */
-        sleep(1);     /* keep the link open until P1 has read the frame */
-        return err_set(err, MS_ERR_PEER, "rogue sender done");
-    }
-    return 0;
-}
-
-static int fault_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
-{
-    (void)out;
-    return squaring_node(e, net, arg, 200, fault_hook, err);
-}
-
-/* Runs fault `kind`: the session must end promptly, the launcher naming node `culprit` (-1:
- * any, when two nodes see the same broken link) with a message holding `want`. */
-static void run_fault(const char *pr, int kind, int culprit, const char *want, int timeout_ms)
-{
-    fault f = {kind};
-    mpc_launch l = {.cfg = mpcfix_cfg(pr), .deadline_ms = 20000, .timeout_ms = timeout_ms};
-    mpc_node_result nr[MPC_NODES_MAX];
-    int nodes;
-    errbuf e;
-    fill(X, 256, 3, 20);
-    ck_assert_msg(mpc_launch_run(&l, fault_node, &f, nr, &nodes, &e) == MS_OK, "%s", e.msg);
-    int c = mpc_launch_failed(nr, nodes);
-    ck_assert_msg(c >= 0 && nr[c].cause, "%s fault %d: no node named as the cause", pr, kind);
-    if (getenv("FAULT_TIMES"))
-        for (int i = 0; i < nodes; i++)
-            fprintf(stderr, "%s fault %d node %d: failed %.4f ended %.4f: %s\n", pr, kind, i,
-                    nr[i].failed, nr[i].seconds, nr[i].err);
-    double first = 1e9, last = 0;
-    for (int i = 0; i < nodes; i++) {
-        ck_assert_msg(nr[i].rc != MS_OK, "%s fault %d: node %d succeeded", pr, kind, i);
-        ck_assert_msg(nr[i].err[0], "%s fault %d: node %d failed without a message", pr, kind, i);
-        first = nr[i].seconds < first ? nr[i].seconds : first;
-        last = nr[i].seconds > last ? nr[i].seconds : last;
-    }
-    /* the first failure ends the session: the others are killed, not waited for */
-    ck_assert_msg(last - first < 1.5, "%s fault %d: nodes ended %.2f s after the first", pr, kind,
-                  last - first);
-    ck_assert_msg(last < 7.5, "%s fault %d: the session took %.1f s", pr, kind, last);
-    ck_assert_msg((culprit < 0 || c == culprit) && strstr(nr[c].err, want),
-                  "%s fault %d: node %d named (want %d, '%s'): %s", pr, kind, c, culprit, want,
-                  nr[c].err);
-    mpc_node_results_free(nr, nodes);
-}
-
-/* Node `victim` stops itself (SIGSTOP) after a few rounds, or sleeps 6.5 s when `pause`. */
-typedef struct freeze {
-    int victim, pause;
-} freeze;
-
-static int freeze_hook(eng *e, mpc_net *net, const void *arg, int it, errbuf *err)
-{
-    const freeze *f = arg;
-    if (it == 20 && mpc_net_self(net) == f->victim) {
-        if (f->pause)
-            usleep(6500000); /* computing, as far as the peers can tell: still beating */
-        else
-            raise(SIGSTOP);
-    }
-    return 0;
-}
-
-static int freeze_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
-{
-    (void)out;
-    return squaring_node(e, net, arg, 60, freeze_hook, err);
-}
-
-/* Each node in turn is frozen (SIGSTOP) mid-run while the no-progress timeout is a minute, as
- * validate sets it: the heartbeats (or the launcher, seeing it stopped) find it within
- * MPC_LIVENESS_MS, and the launcher ends the session at once, naming the frozen node as the
- * cause (the deadline, 7 s, is not waited for). */
-START_TEST(test_fault_frozen)
-{
-    const char *pr = protos[_i];
-    fill(X, 256, 3, 20);
-    int nodes = 3;
-    for (int v = 0; v < nodes; v++) {
-        freeze f = {v, 0};
-        mpc_launch l = {.cfg = mpcfix_cfg(pr), .deadline_ms = 7000, .timeout_ms = 60000};
-        mpc_node_result nr[MPC_NODES_MAX];
-        errbuf e;
-        ck_assert_msg(mpc_launch_run(&l, freeze_node, &f, nr, &nodes, &e) == MS_OK, "%s", e.msg);
-        int c = mpc_launch_failed(nr, nodes);
-        ck_assert_msg(c == v && nr[v].cause, "%s frozen %d: node %d named: %s", pr, v, c,
-                      c >= 0 ? nr[c].err : "");
-        ck_assert_msg(!nr[v].exited && nr[v].sig == SIGKILL, "%s: frozen node %d not killed", pr,
-                      v);
-        /* a peer's heartbeat account, or the launcher's own look when it came first */
-        ck_assert_msg(strstr(nr[v].err, "frozen: the node was stopped"), "%s frozen %d: %s", pr, v,
-                      nr[v].err);
-        for (int i = 0; i < nodes; i++) {
-            ck_assert_msg(nr[i].rc != MS_OK, "%s: node %d ran on beside frozen node %d", pr, i, v);
-            ck_assert_msg(nr[i].seconds < 6.5, "%s: node %d ended after %.2f s, node %d frozen", pr,
-                          i, nr[i].seconds, v);
-            if (getenv("FROZEN_TIMES"))
-                fprintf(stderr, "%s frozen %d: node %d ended after %.2f s: %s\n", pr, v, i,
-                        nr[i].seconds, nr[i].err);
-        }
-        mpc_node_results_free(nr, nodes);
-    }
-}
-END_TEST
-
-/* A node busy for longer than MPC_LIVENESS_MS (here 6.5 s asleep in its main thread) is not
- * frozen: its heartbeat thread beats on and the session completes. */
-START_TEST(test_busy_not_frozen)
-{
-    fill(X, 256, 3, 20);
-    freeze f = {1, 1};
-    mpc_launch l = {.cfg = mpcfix_cfg("semi2k"), .deadline_ms = 30000, .timeout_ms = 60000};
-    mpc_node_result nr[MPC_NODES_MAX];
-    int nodes;
-    errbuf e;
-    ck_assert_msg(mpc_launch_run(&l, freeze_node, &f, nr, &nodes, &e) == MS_OK, "%s", e.msg);
-    for (int i = 0; i < nodes; i++)
-        ck_assert_msg(nr[i].rc == MS_OK, "node %d: %s", i, nr[i].err);
-    ck_assert(nr[0].seconds > 6.0);
-    mpc_node_results_free(nr, nodes);
-}
-END_TEST
-
-/* Each fault (fault.kind) in the protocols it concerns, the no-progress timeout (0: the
- * default), the node the launcher must name as the cause (-1: either end of a link both ends
- * see broken) and what its message must say. A node that received a malformed frame is named,
- * its message naming the sender. */
-static const struct fault_case {
-    const char *proto;
-    int kind, timeout_ms, culprit;
-    const char *want;
-} fault_cases[] = {
-    {"semi2k", 0, 0, 1, "ended without a report: killed by signal 9"},
-    {"aby3", 0, 0, 1, "ended without a report: killed by signal 9"},
-    {"semi2k", 1, 0, -1, "lost"},
-    {"aby3", 1, 0, -1, "lost"},
-    {"semi2k", 2, 0, 1, "from P0: bad magic"},
-    {"semi2k", 3, 0, 1, "payload of 3 bytes"},
-    {"aby3", 5, 0, 0, "ended without a report (exit status 0)"},
-    {"semi2k", 7, 0, 1, "version 99"},
-    {"semi2k", 8, 0, 1, "TLS failure on the link to P0"},
-    {"semi2k", 6, 0, 2, "ended without a report: killed by signal 9"},
-    {"aby3", 4, 500, -1, "no progress from P1"}, /* P1 asleep: named, whoever reports */
-};
-
-START_TEST(test_fault)
-{
-    const struct fault_case *c = &fault_cases[_i];
-    run_fault(c->proto, c->kind, c->culprit, c->want, c->timeout_ms);
-}
-END_TEST
-
-/* ---------------------------------------------------------------- tests: the user's command */
-
-TESTDIR("check_mpc")
-
-static double mono_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-/* Starts `mpcsim validate --basic-ops` (200 ms of latency: a minute of rounds) in protocol pr
- * with $TMPDIR the test's folder "tmp", output to "out"; waits until its n nodes run (their pids
- * in pid, from /proc: the launcher's children) and 0.5 s more, so the fault lands mid-session. */
-static pid_t start_validate(const char *pr, int n, pid_t *pid, int shape)
-{
-    char tmp[300];
-    snprintf(tmp, sizeof tmp, "%s", testdir_path(&td, "tmp"));
-    ck_assert_int_eq(mkdir(tmp, 0700), 0);
-    setenv("TMPDIR", tmp, 1);
-    const char *args[] = {"validate",
-                          "--basic-ops",
-                          "--n",
-                          "256",
-                          "--latency-ms",
-                          "200",
-                          "-p",
-                          pr,
-                          shape ? "--shape" : NULL,
-                          NULL};
-    pid_t l = th_spawn(th_bin(), args, NULL, testdir_path(&td, "out"), NULL);
-    unsetenv("TMPDIR");
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)l, (int)l);
-    int got = 0;
-    for (double t0 = mono_s(); got < n && mono_s() - t0 < 20;) {
-        usleep(20000);
-        FILE *f = fopen(path, "r");
-        got = 0;
-        long v;
-        while (f && got < n && fscanf(f, "%ld", &v) == 1)
-            pid[got++] = (pid_t)v;
-        if (f)
-            fclose(f);
-    }
-    ck_assert_msg(got == n, "the launcher did not start %d nodes (%d)", n, got);
-    usleep(500000);
-    return l;
-}
-
-/* The command ended: its folder "tmp" holds no key folder and none of its nodes runs. */
-static void assert_nothing_left(const pid_t *pid, int n)
-{
-    DIR *d = opendir(testdir_path(&td, "tmp"));
-    ck_assert_ptr_nonnull(d);
-    int left = 0;
-    for (struct dirent *e; (e = readdir(d)) != NULL;)
-        left += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
-    closedir(d);
-    ck_assert_msg(left == 0, "%d files left in $TMPDIR", left);
-    usleep(100000);
-    for (int i = 0; i < n; i++) { /* gone, or a zombie (an orphan init has not reaped yet) */
-        char path[64], st[256] = "";
-        snprintf(path, sizeof path, "/proc/%d/stat", (int)pid[i]);
-        FILE *f = fopen(path, "r");
-        if (f && !fgets(st, sizeof st, f))
-            st[0] = 0;
-        if (f)
-            fclose(f);
-        const char *r = strrchr(st, ')');
-        ck_assert_msg(!f || (r && r[1] == ' ' && r[2] == 'Z'), "node %d (pid %d) still runs", i,
-                      (int)pid[i]);
-    }
-}
-
-/* A node killed (SIGKILL) or frozen (SIGSTOP) mid-session: the user's command ends within 6 s
- * of the fault, non-zero, naming that node and how it ended, with nothing left behind. */
-static const struct user_fault {
-    const char *proto;
-    int nodes, victim, sig;
-    const char *want;
-} user_faults[] = {
-    {"aby3", 3, 1, SIGKILL, "node 1: ended without a report: killed by signal 9"},
-    {"semi2k", 3, 2, SIGSTOP, "node 2: frozen"},
-};
-
-START_TEST(test_user_fault)
-{
-    const struct user_fault *c = &user_faults[_i];
-    pid_t pid[MPC_NODES_MAX];
-    pid_t l = start_validate(c->proto, c->nodes, pid, 0);
-    double t0 = mono_s();
-    ck_assert_int_eq(kill(pid[c->victim], c->sig), 0);
-    int st = th_wait(l);
-    double took = mono_s() - t0;
-    const char *out = th_text(testdir_path(&td, "out"));
-    ck_assert_msg(took < 6.0, "%s: ended %.2f s after the fault", c->proto, took);
-    ck_assert_msg(st != 0 && st < 128, "%s: exit status %d: %s", c->proto, st, out);
-    ck_assert_msg(strstr(out, c->want), "%s: no '%s' in: %s", c->proto, c->want, out);
-    assert_nothing_left(pid, c->nodes);
-}
-END_TEST
-
-/* SIGINT or SIGTERM to the launcher: it ends by that signal at once, its nodes and keys gone. */
-START_TEST(test_user_signal)
-{
-    int sig = _i ? SIGTERM : SIGINT;
-    pid_t pid[MPC_NODES_MAX];
-    pid_t l = start_validate("aby3", 3, pid, 0);
-    double t0 = mono_s();
-    ck_assert_int_eq(kill(l, sig), 0);
-    int st = th_wait(l);
-    ck_assert_msg(mono_s() - t0 < 2.0, "ended %.2f s after the signal", mono_s() - t0);
-    ck_assert_int_eq(st, 128 + sig);
-    assert_nothing_left(pid, 3);
-}
-END_TEST
-
-/* The network namespaces of the --shape launcher pid: how many exist. */
-static int shape_namespaces(pid_t l)
-{
-    char cmd[128], out[4096];
-    snprintf(cmd, sizeof cmd, "ip netns list | grep -c '^mv%un'", (unsigned)l % 100000u);
-    th_sh(cmd, out, sizeof out);
-    return atoi(out);
-}
-
-/* With --shape (root, iproute2, network namespaces; skipped otherwise, saying why): a node
- * killed ends the command within 6 s naming it, SIGTERM to the launcher ends it at once, and
- * after a SIGKILL of the launcher its cleaner removes what it made within 5 s; either way no
- * namespace, key or session folder, nor node, is left. */
-START_TEST(test_user_shape)
-{
-    char out[256];
-    if (geteuid() != 0 ||
-        th_sh("ip netns add mpcsim-probe && ip netns del mpcsim-probe", out, sizeof out) != 0) {
-        fprintf(stderr, "check_mpc: --shape not tested: %s\n",
-                geteuid() ? "not root" : "cannot make a network namespace here");
-        return;
-    }
-    pid_t pid[MPC_NODES_MAX];
-    pid_t l = start_validate("aby3", 3, pid, 1);
-    ck_assert_msg(shape_namespaces(l) == 3, "no namespaces for the shaped session");
-    double t0 = mono_s();
-    ck_assert_int_eq(kill(_i ? l : pid[1], _i == 1 ? SIGTERM : SIGKILL), 0);
-    int st = th_wait(l);
-    double took = mono_s() - t0;
-    const char *txt = th_text(testdir_path(&td, "out"));
-    ck_assert_msg(took < 6.0, "ended %.2f s after the fault", took);
-    if (_i)
-        ck_assert_int_eq(st, 128 + (_i == 1 ? SIGTERM : SIGKILL));
-    else
-        ck_assert_msg(st != 0 && st < 128 && strstr(txt, "node 1: ended without a report"),
-                      "exit %d: %s", st, txt);
-    for (int k = 0; _i == 2 && k < 250 && shape_namespaces(l); k++)
-        usleep(20000); /* the cleaner's turn */
-    ck_assert_int_eq(shape_namespaces(l), 0);
-    assert_nothing_left(pid, 3);
-}
-END_TEST
-
-START_TEST(test_port_in_use)
-{
-    int fd, port, fd2;
-    errbuf e;
-    ck_assert_int_eq(mpc_net_listen("127.0.0.1", 0, &fd, &port, &e), MS_OK);
-    ck_assert_int_eq(mpc_net_listen("127.0.0.1", port, &fd2, NULL, &e), MS_ERR_NET);
-    ck_assert_ptr_nonnull(strstr(e.msg, "already in use"));
-    close(fd);
-}
-END_TEST
-
-START_TEST(test_peers_parse)
-{
-    mpc_net_cfg c;
-    errbuf e;
-    mpc_net_cfg_init(&c, 0, 3);
-    ck_assert_int_eq(mpc_net_parse_peers(&c, "a:1,b:2,c:65535", 3, &e), MS_OK);
-    ck_assert_str_eq(c.host[1], "b");
-    ck_assert_int_eq(c.port[2], 65535);
-    ck_assert_int_eq(mpc_net_parse_peers(&c, "a:1,b:2", 3, &e), MS_ERR_USAGE);
-    ck_assert_int_eq(mpc_net_parse_peers(&c, "a:1,b:x,c:3", 3, &e), MS_ERR_USAGE);
-    ck_assert_int_eq(mpc_net_parse_peers(&c, "a:1,b:2,c:3,d:4", 3, &e), MS_ERR_USAGE);
-}
-END_TEST
-
 /* ---------------------------------------------------------------- suite */
 
 Suite *mpc_suite(void)
@@ -1379,14 +961,5 @@ Suite *mpc_suite(void)
              test_sync_and_late_receiver);
     TCase *ts = th_case(s, "security", 60);
     TH_LOOPS(ts, 2, test_p1_view_independent, test_keys_fresh);
-    TCase *tf = th_case(s, "faults", 60);
-    TH_LOOPS(tf, TH_N(fault_cases), test_fault);
-    TH_LOOPS(tf, 2, test_fault_frozen);
-    TH_TESTS(tf, test_busy_not_frozen, test_port_in_use, test_peers_parse);
-    TCase *tu = th_case(s, "user_command", 60);
-    TESTDIR_USE(tu);
-    TH_LOOPS(tu, TH_N(user_faults), test_user_fault);
-    TH_LOOPS(tu, 2, test_user_signal);
-    TH_LOOPS(tu, 3, test_user_shape);
     return s;
 }

@@ -49,3 +49,22 @@ void mpcfix_frame(uint8_t *h, uint16_t ver, uint16_t type, uint32_t op_id, uint3
     memcpy(h + 12, &seq, 4);
     memcpy(h + 16, &len, 8);
 }
+
+/* SplitMix64: deterministic test data (not secret shares; those come from mpc_prg). */
+uint64_t mpcfix_mix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Values of |x| < 2^bound (signed) or full 64-bit words (bound 64). */
+void mpcfix_fill(uint64_t *v, size_t n, uint64_t seed, int bound)
+{
+    uint64_t s = seed;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = mpcfix_mix(&s);
+        v[i] = bound >= 64 ? r : (uint64_t)((int64_t)(r >> (64 - bound - 1)) - (1ll << bound));
+    }
+}

@@ -22,4 +22,11 @@ void mpcfix_assert_keys(const char *dir, int n);
 void mpcfix_frame(uint8_t *h, uint16_t ver, uint16_t type, uint32_t op_id, uint32_t seq,
                   uint64_t len);
 
+/* The next SplitMix64 word of the stream *s (deterministic test data, not shares). */
+uint64_t mpcfix_mix(uint64_t *s);
+
+/* Deterministic test data (SplitMix64 from seed, not secret shares): values of |x| < 2^bound
+ * (signed), or full 64-bit words (bound 64). */
+void mpcfix_fill(uint64_t *v, size_t n, uint64_t seed, int bound);
+
 #endif
