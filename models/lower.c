@@ -29,11 +29,20 @@ void lower_opts_default(lower_opts *o)
 
 /* ---- emission helpers ------------------------------------------------------------------------ */
 
+/* A layer's score-side gather (lower_opts.score_gather): the policy's one-hot (b, m, k) picks m
+ * of k units of `unit` cached rows each; `extra` columns ride along with each row (H2O's
+ * carried score, MPCache's mask column: w − 2·head_dim of the row gather's width w). */
+typedef struct score_side {
+    uint32_t b, m, k, unit, extra;
+    uint32_t onehot; /* the policy's one-hot tensor (OP_NONE: a placeholder) */
+} score_side;
+
 typedef struct lw {
     opb b; /* the program being lowered, the current layer (-1: none), names indexed */
     const model_cfg *m;
     const lower_opts *o;
-    uint32_t rows; /* sequences · new tokens */
+    uint32_t rows;     /* sequences · new tokens */
+    score_side *sside; /* [n_layers] the layers attended by the score side (b = 0: rows) */
 } lw;
 
 /* y (rows × out) = x (rows × in) · Wᵀ, W (out × in) a weight. */
@@ -106,6 +115,63 @@ static void attend_block(lw *w, uint32_t heads, uint32_t tk, uint32_t q, uint32_
     opb_op_cat(&w->b, OPC_ATTENTION, OP_MATMUL, b, t, tk, d, sc, vc, OP_NONE, ctx, 0, 0, 0);
 }
 
+/* The score side of a layer whose policy picks kept units by a one-hot (lower.h score_gather):
+ * q·Kᵀ over every candidate entry the one-hot spans (C = k·unit: the policy's table, the whole
+ * cache or its static set) and the new ones, the kept units' scores gathered by the
+ * one-hot (b, m, k) — with each row's extra columns, as the row gather carried them — softmax
+ * over the kept entries and the new ones, the probabilities scattered back to every cached
+ * entry by the transposed one-hot, ·V over every entry. Per KV head of G query heads and t
+ * new tokens, outputs of a secret product: G·t·(C + t) (q·Kᵀ), m·unit·(G·t + extra) (gather),
+ * C·G·t (scatter), G·t·d (·V) (sim/policy/POLICIES.md "Score-side attention"). The
+ * re-layouts between them are VIEWs (local). */
+static void attend_scores(lw *w, const score_side *ss, uint32_t ta, uint32_t q, uint32_t kc,
+                          uint32_t vc, uint32_t ctx)
+{
+    const model_cfg *m = w->m;
+    uint32_t S = w->o->n_seqs, t = w->o->n_tokens, d = m->head_dim, H = m->n_heads;
+    uint32_t G = H / m->n_kv_heads, b = S * H, Gt = G * t;
+    uint32_t U = ss->unit, C = ss->k * U; /* the candidate entries the one-hot spans */
+    uint32_t T = C + t;
+    uint32_t sc = opb_tensor(&w->b, "scores_all", OPT_TEMP, b, t, T);
+    opb_op_cat(&w->b, OPC_ATTENTION, OP_MATMUL, b, t, d, T, q, kc, OP_NONE, sc, OPF_TRANS_B, 0, 0);
+    /* the candidates' scores by unit: (b, k, unit·(G·t + extra)), the extra columns the
+     * policy's state (a re-layout, local) */
+    uint32_t cw = U * (Gt + ss->extra);
+    uint32_t cand = opb_tensor(&w->b, "scores_units", OPT_TEMP, ss->b, ss->k, cw);
+    opb_op_cat(&w->b, OPC_ATTENTION, OP_VIEW, ss->b, ss->k, 0, cw, sc, OP_NONE, OP_NONE, cand, 0, 0,
+               0);
+    uint32_t oh = ss->onehot;
+    if (oh == OP_NONE || oh >= w->b.prog->n_tens)
+        oh = opb_tensor(&w->b, "score_onehot", OPT_CACHE, ss->b, ss->m, ss->k);
+    /* COST: the kept units' scores, one-hot · scores (the row gather's one-hot, score side) */
+    uint32_t kept = opb_tensor(&w->b, "scores_kept", OPT_TEMP, ss->b, ss->m, cw);
+    opb_op_cat(&w->b, OPC_POLICY, OP_GATHER, ss->b, ss->m, ss->k, cw, oh, cand, OP_NONE, kept,
+               OPF_NO_TRUNC, 0, 0);
+    /* the kept scores and the new tokens' as softmax rows of ta entries (local) */
+    uint32_t pr = opb_tensor(&w->b, "probs_kept", OPT_TEMP, b, t, ta);
+    opb_op_cat(&w->b, OPC_ATTENTION, OP_VIEW, b, t, 0, ta, kept, OP_NONE, OP_NONE, pr, 0, 0, 0);
+    opb_op_cat(&w->b, OPC_ATTENTION, OP_VIEW, b, t, 0, t, sc, OP_NONE, OP_NONE, pr, 0,
+               (int32_t)(ta - t), 0);
+    int32_t causal = t > 1 ? (int32_t)(ta - t) : -1;
+    opb_op_cat(&w->b, OPC_SOFTMAX, OP_SOFTMAX, b, t, 0, ta, pr, OP_NONE, OP_NONE, pr, 0, causal, 0);
+    /* COST: scattered back to every candidate by the transposed one-hot (local transposition) */
+    uint32_t pu = opb_tensor(&w->b, "probs_units", OPT_TEMP, ss->b, ss->m, U * Gt);
+    opb_op_cat(&w->b, OPC_ATTENTION, OP_VIEW, ss->b, ss->m, 0, U * Gt, pr, OP_NONE, OP_NONE, pu, 0,
+               0, 0);
+    uint32_t oht = opb_tensor(&w->b, "score_onehot_t", OPT_TEMP, ss->b, ss->k, ss->m);
+    opb_op_cat(&w->b, OPC_ATTENTION, OP_VIEW, ss->b * ss->m, ss->k, 0, 1, oh, OP_NONE, OP_NONE, oht,
+               OPF_MERGE_HEADS, 0, 0);
+    uint32_t back = opb_tensor(&w->b, "probs_back", OPT_TEMP, ss->b, ss->k, U * Gt);
+    opb_op_cat(&w->b, OPC_POLICY, OP_GATHER, ss->b, ss->k, ss->m, U * Gt, oht, pu, OP_NONE, back,
+               OPF_NO_TRUNC, 0, 0);
+    /* every cached entry's probability (0 where not kept) and the new tokens': ·V over all */
+    uint32_t pa = opb_tensor(&w->b, "probs_all", OPT_TEMP, b, t, T);
+    opb_op_cat(&w->b, OPC_ATTENTION, OP_VIEW, b, t, 0, C, back, OP_NONE, OP_NONE, pa, 0, 0, 0);
+    opb_op_cat(&w->b, OPC_ATTENTION, OP_VIEW, b, t, 0, t, pr, OP_NONE, OP_NONE, pa, 0,
+               (int32_t)(T - t), 0);
+    opb_op_cat(&w->b, OPC_ATTENTION, OP_MATMUL, b, t, T, d, pa, vc, OP_NONE, ctx, 0, 0, 0);
+}
+
 static uint32_t attention(lw *w, uint32_t xb)
 {
     const model_cfg *m = w->m;
@@ -139,7 +205,12 @@ static uint32_t attention(lw *w, uint32_t xb)
      * (local work over the whole tensor: with attended_cache the tensor holds the attended rows
      * only, the policy's own store being apart, lower.h) */
     uint32_t ta = attended(w);
-    uint32_t T = w->o->attended_cache ? ta : w->o->kv_len + t, at = T - t;
+    const score_side *ss = w->sside && w->sside[w->b.layer].b ? &w->sside[w->b.layer] : NULL;
+    /* the score side attends every candidate its one-hot spans, the policy's table of them */
+    uint32_t T = ss                     ? ss->k * ss->unit + t
+                 : w->o->attended_cache ? ta
+                                        : w->o->kv_len + t,
+             at = T - t;
     uint32_t kc = opb_tensor(&w->b, "kcache", OPT_CACHE, S * Hkv, T, d);
     uint32_t vc = opb_tensor(&w->b, "vcache", OPT_CACHE, S * Hkv, T, d);
     opb_op_cat(&w->b, OPC_ATTENTION, OP_VIEW, S * Hkv, t, 0, d, k, OP_NONE, OP_NONE, kc,
@@ -147,7 +218,10 @@ static uint32_t attention(lw *w, uint32_t xb)
     opb_op_cat(&w->b, OPC_ATTENTION, OP_VIEW, S * Hkv, t, 0, d, v, OP_NONE, OP_NONE, vc,
                OPF_SPLIT_HEADS, (int32_t)at, 0);
     uint32_t ctx = opb_tensor(&w->b, "ctx", OPT_TEMP, S * H, t, d);
-    attend_block(w, H, ta, qh, kc, vc, ctx);
+    if (ss)
+        attend_scores(w, ss, ta, qh, kc, vc, ctx);
+    else
+        attend_block(w, H, ta, qh, kc, vc, ctx);
     /* heads back to features: (S·H, t, d) → (S·t, H·d) */
     uint32_t cm = opb_tensor(&w->b, "ctx_merged", OPT_TEMP, 1, w->rows, QD);
     opb_op_cat(&w->b, OPC_ATTENTION, OP_VIEW, S * H, t, 0, d, ctx, OP_NONE, OP_NONE, cm,
@@ -312,6 +386,34 @@ static void head(lw *w, uint32_t x)
                    0);
 }
 
+/* gather: scores — takes the policy's decode gathers of kept [K | V] rows out of the program
+ * (a secret one-hot times a table of units of rows 2·head_dim (+ extra) wide, batch the layer's
+ * KV heads, inside a layer) and notes them per layer for attend_scores. Other gathers (a
+ * compaction batched over the layers or over every KV head at once, a weight gather) stay. */
+static int score_sides(lw *w, op_program *prog)
+{
+    const model_cfg *m = w->m;
+    uint32_t d2 = 2 * m->head_dim, B = w->o->n_seqs * m->n_kv_heads;
+    if (!(w->sside = calloc(m->n_layers, sizeof *w->sside)))
+        return -1;
+    size_t keep = 0;
+    for (size_t i = 0; i < prog->n_ops; i++) {
+        op *o = &prog->ops[i];
+        /* rows 2d + 1 wide (a carried column) first: units of 2d + 1 rows are no row width */
+        uint32_t wd = o->n % (d2 + 1) == 0 ? d2 + 1 : o->n % d2 == 0 ? d2 : 0;
+        int row_gather = o->kind == OP_GATHER && o->cat == OPC_POLICY && o->phase == PHASE_DECODE &&
+                         !(o->flags & (OPF_FIXED_B | OPF_PUBLIC_B)) && o->layer >= 0 &&
+                         (uint32_t)o->layer < m->n_layers && o->batch == B && wd;
+        if (row_gather && !w->sside[o->layer].b) {
+            w->sside[o->layer] = (score_side){o->batch, o->m, o->k, o->n / wd, wd - d2, o->in[0]};
+            continue;
+        }
+        prog->ops[keep++] = *o;
+    }
+    prog->n_ops = keep;
+    return 0;
+}
+
 int lower_step(const model_cfg *m, const lower_opts *o, op_program *prog, errbuf *e)
 {
     if (o->n_tokens == 0 || o->n_seqs == 0)
@@ -327,6 +429,10 @@ int lower_step(const model_cfg *m, const lower_opts *o, op_program *prog, errbuf
     if (!prog->model[0])
         snprintf(prog->model, sizeof prog->model, "%s", m->name);
     opb_index(&w.b); /* the tensors the policy made, and the lowering's as they come */
+    if (o->score_gather && o->phase == PHASE_DECODE && o->kept && score_sides(&w, prog)) {
+        opb_release(&w.b);
+        return err_set(e, MS_ERR_NOMEM, "lowering: out of memory");
+    }
     uint32_t x = embed(&w);
     for (uint32_t l = 0; l < m->n_layers && !opb_failed(&w.b); l++) {
         w.b.layer = (int)l;
@@ -337,5 +443,6 @@ int lower_step(const model_cfg *m, const lower_opts *o, op_program *prog, errbuf
         head(&w, x);
     int failed = opb_failed(&w.b);
     opb_release(&w.b);
+    free(w.sside);
     return failed ? err_set(e, MS_ERR_NOMEM, "lowering: out of memory") : MS_OK;
 }

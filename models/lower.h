@@ -36,6 +36,12 @@ typedef struct lower_opts {
      * public (the weights' rows and columns are taken by a public index, the fixed operands
      * and their opened masks restricted to them). */
     int ffn_secret;
+    /* 1 (protocol option gather: scores): a decode step's policy gather of kept [K | V] rows
+     * inside a layer (a secret one-hot over units of cached rows, lower.c "score side") is
+     * replaced by the score side: q·Kᵀ over every cached entry, the kept entries' scores
+     * gathered by the same one-hot, softmax over them, the probabilities scattered back by the
+     * transposed one-hot and multiplied by every cached V row. 0: the rows (default). */
+    int score_gather;
     uint32_t n_seqs;   /* sequences processed together (batch), default 1 */
     int embed_onehot;  /* 1: one-hot × embedding table (default) */
     int lm_head;       /* 1: compute logits (default) */

@@ -187,6 +187,7 @@ void cost_defaults_fm64(proto_cfg *c, const char *name)
     strcpy(c->exp, "pow2");         /* range reduction: 2^-k from the bits */
     strcpy(c->normalize, "bitdec"); /* SPU f_reciprocal / MP-SPDZ Norm: one bit decomposition */
     strcpy(c->compat, "native");    /* mpcsim's own constructions (kern_compat.c) */
+    strcpy(c->gather, "rows");      /* the kept rows gathered, as the policies' papers do */
 }
 
 static void cost_fill_local(eng_vt *vt);

@@ -57,6 +57,10 @@ typedef struct proto_cfg {
     char compat[16];     /* framework cost profile: "native" (mpcsim's constructions, the keys
                           * above) or "spu" (every family as SecretFlow SPU 0.9.x runs it;
                           * kern_compat.c, PRIMITIVES.md "Framework profiles") */
+    char gather[8];      /* a secret selection's attention: "rows" (the kept [K | V] rows gathered
+                          * by the one-hot, attention over them) or "scores" (q·Kᵀ over every
+                          * cached entry, the kept scores gathered, softmax, scattered back, ·V
+                          * over every entry; models/lower.c, sim/policy/POLICIES.md) */
 } proto_cfg;
 
 /* Kinds of local work, converted to time by the machine profile (sim/engine/machine.h). */

@@ -21,6 +21,7 @@ static const char *const normalize_names[] = {"bitdec", "thresholds", "spu", NUL
 static const char *const exp_names[] = {"pow2", "taylor", "pade", NULL};
 static const char *const trunc_names[] = {"pair", "local", NULL};  /* trunc_local = the index */
 static const char *const compat_names[] = {"native", "spu", NULL}; /* kern_compat.c's rows */
+static const char *const gather_names[] = {"rows", "scores", NULL};
 
 #define C(member) YS_AT(proto_cfg, member)
 static const ys_field cfg_fields[] = {
@@ -72,6 +73,11 @@ static const ys_field cfg_fields[] = {
      "framework cost profile: native (the keys above) or spu (every kernel family as SecretFlow "
      "SPU 0.9.x runs it, whatever msb, topk, exp, normalize, approx and trunc say)",
      compat_names, 0, NULL, NULL},
+    {"gather", YS_STR, C(gather), 0, 0, NULL,
+     "a secret selection's attention: rows (the kept [K | V] rows gathered by the one-hot) or "
+     "scores (q.K^T over every cached entry, the kept scores gathered, scattered back, .V over "
+     "every entry; sim/policy/POLICIES.md)",
+     gather_names, 0, NULL, NULL},
 };
 #undef C
 #define N_KEYS (sizeof cfg_fields / sizeof *cfg_fields)

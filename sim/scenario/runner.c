@@ -177,6 +177,7 @@ static void base_opts(const runner *R, lower_opts *lo)
     lower_opts_default(lo);
     lo->n_seqs = R->cfg->work.batch ? R->cfg->work.batch : 1;
     lo->attended_cache = R->attended_cache;
+    lo->score_gather = !strcmp(R->cfg->proto.gather, "scores");
     if (R->has_ffn) {
         lo->ffn_active = R->kept + o;
         lo->ffn_secret = R->ffn_secret;

@@ -137,6 +137,10 @@ static int pad_mask(op_program *p, const model_cfg *m, uint32_t l, const uint32_
 int secinf_step_program(const secinf_opts *o, uint32_t s, op_program *p, errbuf *e)
 {
     const model_cfg *m = o->model;
+    if (!strcmp(o->cfg.gather, "scores"))
+        return err_set(e, MS_ERR_INPUT,
+                       "secure inference: gather: scores is costed, not run on shares yet (the "
+                       "backend runs gather: rows)");
     lower_opts lo;
     lower_opts_default(&lo);
     step_shape(o, s, &lo.n_tokens, &lo.kv_len);
