@@ -13,6 +13,9 @@
 #include "protocols/program/opb.h"
 #include "protocols/program/proto.h"
 #include "sim/scenario/runlabel.h"
+#include "testdir.h"
+
+TESTDIR("check_scores")
 
 static model_cfg load(const char *name)
 {
@@ -161,10 +164,48 @@ START_TEST(test_scores_option)
 }
 END_TEST
 
+/* The CLI: cost --policy mpcache prints the option and costs the score side (other bytes: on
+ * stories260K, d = 8 and 2 query heads per KV head, the score side's 2·G·C outputs exceed the
+ * 2·d·R it saves unless more than a quarter of the entries are kept: it is dearer here);
+ * a policy without a per-step gather (h2o) costs the same; the backend refuses the option
+ * before any party starts. */
+START_TEST(test_scores_cli)
+{
+    const char *out = testdir_path(&td, "out.json"), *err = testdir_path(&td, "err.txt");
+    unsigned long long b[2][2];
+    const char *pol[2] = {"mpcache", "h2o"}, *lay[2] = {"gather=rows", "gather=scores"};
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++) {
+            ck_assert_int_eq(th_runl(NULL, out, err, "cost", "-m", "stories260K", "-p", "aby3",
+                                     "-n", "lan", "-k", "400", "--policy", pol[i], "--set", lay[j],
+                                     "--json", NULL),
+                             0);
+            const char *t = th_text(out);
+            ck_assert_int_eq(th_count(t, "\"gather\":\"scores\""), j);
+            const char *k = strstr(t, "\"bytes_online\":");
+            ck_assert_ptr_nonnull(k);
+            b[i][j] = strtoull(k + 15, NULL, 10);
+        }
+    ck_assert_msg(b[0][1] > b[0][0], "mpcache %llu B scores, %llu B rows", b[0][1], b[0][0]);
+    ck_assert_uint_eq(b[1][1], b[1][0]);
+    ck_assert_int_eq(th_runl(NULL, out, err, "cost", "-m", "stories260K", "-p", "aby3", "-n", "lan",
+                             "-k", "400", "--policy", "mpcache", "--set", "gather=scores", NULL),
+                     0);
+    ck_assert_msg(strstr(th_text(out), "(3 parties, gather: scores)"), "%s", th_text(out));
+    ck_assert_int_eq(th_runl(NULL, out, err, "validate", "--model", "stories260K", "--accuracy",
+                             "20", "--policy", "h2o", "--set", "gather=scores", NULL),
+                     2);
+    ck_assert_msg(strstr(th_text(err), "gather: scores is costed, not run on shares"), "%s",
+                  th_text(err));
+}
+END_TEST
+
 Suite *scores_suite(void)
 {
     Suite *s = suite_create("scores");
     TCase *tc = th_case(s, "gather", 0);
-    TH_TESTS(tc, test_scores_formula, test_scores_leaves_others, test_scores_option);
+    TESTDIR_USE(tc);
+    TH_TESTS(tc, test_scores_formula, test_scores_leaves_others, test_scores_option,
+             test_scores_cli);
     return s;
 }

@@ -279,9 +279,12 @@ static void print_text(const cost_args *a, const step_env *env, const sim_result
     /* a framework profile joins the protocol's name, as in the runs' protocol_label */
     const char *cp = env->pcfg->compat;
     int prof = cp[0] && strcmp(cp, "native");
-    snprintf(line, sizeof line, "model %s, %s%s%s (%d parties), network %s (%.3g ms, %s%s)",
-             env->model->name, env->pr->name, prof ? "/" : "", prof ? cp : "", P, env->net->name,
-             (double)l->latency_ns * 1e-6, rate, extra);
+    /* the score-side gather, when chosen (protocol option gather) */
+    int sg = !strcmp(env->pcfg->gather, "scores");
+    snprintf(line, sizeof line, "model %s, %s%s%s (%d parties%s), network %s (%.3g ms, %s%s)",
+             env->model->name, env->pr->name, prof ? "/" : "", prof ? cp : "", P,
+             sg ? ", gather: scores" : "", env->net->name, (double)l->latency_ns * 1e-6, rate,
+             extra);
     dbq_wrap(stdout, line, 80);
     snprintf(line, sizeof line,
              "machine %s (%d thread%s); %s, %u token%s, kv %u, batch %u, overlap %s",
@@ -361,6 +364,8 @@ static int print_json(const cost_args *a, const step_env *env, const sim_result 
     json_object_set_new(o, "protocol", json_string(env->pr->name));
     if (env->pcfg->compat[0] && strcmp(env->pcfg->compat, "native"))
         json_object_set_new(o, "compat", json_string(env->pcfg->compat));
+    if (!strcmp(env->pcfg->gather, "scores"))
+        json_object_set_new(o, "gather", json_string(env->pcfg->gather));
     json_object_set_new(o, "parties", json_integer(P));
     json_object_set_new(o, "network", json_string(env->net->name));
     json_object_set_new(o, "burst_bytes",
@@ -382,7 +387,9 @@ static int print_json(const cost_args *a, const step_env *env, const sim_result 
     for (int k = 0; k < OPC_N; k++)
         json_object_set_new(cats, op_cat_name(k), json_stats(&r->cat[k], P));
     json_object_set_new(o, "categories", cats);
-    size_t want = 19;
+    /* 19 keys, and the profile's and the gather's when not the defaults */
+    size_t want = 19 + (size_t)(env->pcfg->compat[0] && strcmp(env->pcfg->compat, "native")) +
+                  (size_t)!strcmp(env->pcfg->gather, "scores");
     if (a->policy) {
         json_t *pp = json_object();
         for (int i = 0; i < a->n_policy_params; i++) {

@@ -530,6 +530,10 @@ static int parse_node(secinf_result *r, const mpc_node_result *nr, uint32_t node
 int secinf_prepare(const secinf_opts *o, secinf_result *r, errbuf *e)
 {
     memset(r, 0, sizeof *r);
+    if (!strcmp(o->cfg.gather, "scores")) /* before any node starts (secinf_step_program) */
+        return err_set(e, MS_ERR_INPUT,
+                       "secure inference: gather: scores is costed, not run on shares yet (the "
+                       "backend runs gather: rows)");
     if (!o->n_tokens || !o->prefill || o->prefill > o->n_tokens)
         return err_set(e, MS_ERR_INPUT, "secure inference: prefill %u of %u tokens", o->prefill,
                        o->n_tokens);
