@@ -30,7 +30,7 @@ void lower_opts_default(lower_opts *o)
 /* ---- emission helpers ------------------------------------------------------------------------ */
 
 /* A layer's score-side gather (lower_opts.score_gather): the policy's one-hot (b, m, k) picks m
- * of k units of `unit` cached rows each; `extra` columns ride along with each row (H2O's
+ * of k units of `unit` cached rows each; `extra` columns ride along with each row (a
  * carried score, MPCache's mask column: w − 2·head_dim of the row gather's width w). */
 typedef struct score_side {
     uint32_t b, m, k, unit, extra;
