@@ -5,6 +5,7 @@
  * selection with every parent chosen; a scenario run gives the same metrics and the same
  * policy bytes and rounds; a bad cluster file fails at its file:line:col. */
 #include <check.h>
+#include <dirent.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -404,6 +405,47 @@ START_TEST(test_bad_params)
 }
 END_TEST
 
+/* `list policies` lists every shipped composition (the .yaml files of scenarios/policies) by
+ * name and summary, marked with its file; mpcache_blocks with its cluster parameters and no
+ * sinks. */
+START_TEST(test_list)
+{
+    static char out[1 << 17];
+    th_cli_expect(out, sizeof out, 0, "mpcache_blocks static look-once eviction", "list policies");
+    DIR *d = opendir(th_data_path("scenarios/policies"));
+    ck_assert_ptr_nonnull(d);
+    struct dirent *de;
+    int n = 0;
+    while ((de = readdir(d))) {
+        size_t len = strlen(de->d_name);
+        if (len <= 5 || strcmp(de->d_name + len - 5, ".yaml"))
+            continue;
+        char mark[300];
+        snprintf(mark, sizeof mark, "    (composition scenarios/policies/%s; ", de->d_name);
+        const char *at = strstr(out, mark);
+        ck_assert_msg(at, "no '%s' in:\n%s", mark, out);
+        /* the line above: "<name>_blocks <summary>" or the file's own name */
+        const char *line = at - 1;
+        while (line > out && line[-1] != '\n')
+            line--;
+        ck_assert_msg(line[0] != ' ' && strchr(line, ' ') < at, "%.*s", (int)(at - line), line);
+        n++;
+    }
+    closedir(d);
+    ck_assert_int_ge(n, 8);
+    /* mpcache_blocks' entry: up to the next line that is not indented */
+    const char *m = strstr(out, "mpcache_blocks "), *end = strchr(m, '\n');
+    while (end && end[1] == ' ')
+        end = strchr(end + 1, '\n');
+    ck_assert_ptr_nonnull(end);
+    char block[4096];
+    snprintf(block, sizeof block, "%.*s", (int)(end - m), m);
+    ck_assert_msg(strstr(block, "\n    cluster            16 "), "%s", block);
+    ck_assert_msg(strstr(block, "\n    static             threshold "), "%s", block);
+    ck_assert_msg(!strstr(block, "\n    sinks "), "%s", block);
+}
+END_TEST
+
 Suite *compose_mpc_suite(void)
 {
     Suite *s = suite_create("compose_mpc");
@@ -415,5 +457,6 @@ Suite *compose_mpc_suite(void)
     TESTDIR_USE(tc);
     TH_LOOPS(tc, TH_N(bad_files), test_bad_file);
     TH_LOOPS(tc, TH_N(bad_params), test_bad_params);
+    TH_TESTS(tc, test_list);
     return s;
 }

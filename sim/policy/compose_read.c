@@ -148,6 +148,13 @@ static int read_static(rd *r, const yx_node *root, cslot *sl)
                                  "cluster_bounds scores clusters: it needs granularity clusters");
         return MS_OK;
     }
+    /* no sinks parameter: the first cluster is always kept */
+    for (size_t i = 0; i + 1 < sl->ops.n_params; i++) {
+        sl->params[i] = sl->params[i + 1];
+        memcpy(sl->defs[i], sl->defs[i + 1], sizeof sl->defs[i]);
+        sl->params[i].def = sl->defs[i];
+    }
+    sl->ops.n_params--;
     static const char *const no[] = {"sinks", "recent", "evict", "kv_budget", NULL};
     for (int i = 0; no[i]; i++)
         if ((x = yx_map_get(root, no[i])))
