@@ -3,7 +3,8 @@
  * stories260K trace at every decode step, layer and KV head, at its defaults, at the paper's
  * budget, at kv_budget values and with its layer options; one cluster level is the two-level
  * selection with every parent chosen; a scenario run gives the same metrics and the same
- * policy bytes and rounds; a bad cluster file fails at its file:line:col. */
+ * policy bytes and rounds; `validate` selects on shares; `list policies` lists the shipped
+ * compositions; a bad cluster file fails at its file:line:col. */
 #include <check.h>
 #include <dirent.h>
 #include <sqlite3.h>
@@ -446,6 +447,25 @@ START_TEST(test_list)
 }
 END_TEST
 
+/* `validate --policy mpcache.yaml`: the cluster blocks select on shares (MPCache's secure
+ * session with the composition's shapes), every op's bytes and rounds as predicted. */
+START_TEST(test_validate)
+{
+    static char out[16384];
+    th_cli_expect(out, sizeof out, 0,
+                  "bytes and rounds of every op of the 9 steps equal the "
+                  "prediction: yes",
+                  "validate --model stories260K --accuracy 48 --prompt 40 --protocol semi2k "
+                  "--policy '%s' --policy-param cluster=4 --text '%s'",
+                  th_data_path("scenarios/policies/mpcache.yaml"),
+                  th_data_path("tests/data/tinystories_sample.txt"));
+    ck_assert_msg(strstr(out, "mpcache_blocks selected on shares (static threshold: the kept "
+                              "counts revealed, two-level clusters, "),
+                  "%s", out);
+    ck_assert_msg(strstr(out, "attended sets equal to"), "%s", out);
+}
+END_TEST
+
 Suite *compose_mpc_suite(void)
 {
     Suite *s = suite_create("compose_mpc");
@@ -457,6 +477,6 @@ Suite *compose_mpc_suite(void)
     TESTDIR_USE(tc);
     TH_LOOPS(tc, TH_N(bad_files), test_bad_file);
     TH_LOOPS(tc, TH_N(bad_params), test_bad_params);
-    TH_TESTS(tc, test_list);
+    TH_TESTS(tc, test_list, test_validate);
     return s;
 }

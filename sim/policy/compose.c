@@ -6,7 +6,9 @@
  *             with pooling (SnapKV), squared key norm, the query against page bounds (Quest's
  *             min/max), or a seeded random number;
  *   unit      the granularity: the candidate tokens, or pages of P consecutive positions (a
- *             page's score is its bound score, or the sum of its candidates' scores);
+ *             page's score is its bound score, or the sum of its candidates' scores); clusters
+ *             (with a static prefilter and the linearised bound, one or two levels) are run by
+ *             compose_cluster.c;
  *   select    top-k of the candidate units (a count, a ratio of the prompt, or a capacity that
  *             counts the kept sinks and window) or a threshold on the score;
  *   when      once after the prompt (later tokens are all kept), every decode step, or every N

@@ -599,8 +599,49 @@ static int cl_one_time(void *st, uint32_t pos)
            any;
 }
 
+/* ---- the selection on shares ------------------------------------------------------------ */
+
+/* MPCache's secure session (policy_mpcache_secure.c) with the composition's shapes: static
+ * `none` and `threshold` run on shares, `topk` takes its kept sets from the replay. a->loaded is
+ * the composition (its slot: the ops are the slot's first member). */
+static int cl_sec_config(const policy_env *env, const policy_args *a, void **cfg, errbuf *e)
+{
+    *cfg = NULL;
+    int slot = policy_compose_slot(a->loaded);
+    if (slot < 0)
+        return err_set(e, MS_ERR_INTERNAL, "a cluster composition's parameters were not loaded");
+    const cslot *sl = (const cslot *)a->loaded;
+    clstate s;
+    memset(&s, 0, sizeof s);
+    int rc = cl_args(&s, sl, a, e);
+    if (rc || s.sh.static_mode == ST_TOPK)
+        return rc;
+    double wf = env->prompt_len > 24000 ? s.wfrac / 2 : s.wfrac;
+    s.sh.n_heads = env->n_heads;
+    s.sh.n_kv_heads = env->n_kv_heads;
+    s.sh.head_dim = env->head_dim;
+    s.sh.window = (uint32_t)(wf * env->prompt_len);
+    mpcache_sec *cf = calloc(1, sizeof *cf);
+    if (!cf)
+        return err_set(e, MS_ERR_NOMEM, "policy %s: out of memory", sl->name);
+    cf->mpc = s.sh;
+    cf->n_layers = env->n_layers;
+    if (s.sh.static_mode == ST_THRESHOLD &&
+        !(cf->static_count = calloc(env->n_layers + 1, sizeof *cf->static_count))) {
+        free(cf);
+        return err_set(e, MS_ERR_NOMEM, "policy %s: out of memory", sl->name);
+    }
+    *cfg = cf;
+    return MS_OK;
+}
+
+static secpol_ops cl_secure;
+
 void compose_cluster_ops(policy_ops *ops)
 {
+    cl_secure = policy_mpcache_secure; /* the same session, the composition's parameters */
+    cl_secure.config = cl_sec_config;
+    ops->secure = &cl_secure;
     ops->fini = cl_fini;
     ops->needs = cl_needs;
     ops->layer_needs = cl_layer_needs;
