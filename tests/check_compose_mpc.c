@@ -466,6 +466,29 @@ START_TEST(test_validate)
 }
 END_TEST
 
+/* `policy check FILE.yaml` takes a composition as well as a scenario: mpcache.yaml's selection
+ * is the secure session's (checked by `validate`, above), not one the plain-engine check binds;
+ * a bad composition fails at its file:line:col. */
+START_TEST(test_policy_check)
+{
+    static char out[16384];
+    const char *f = th_data_path("scenarios/policies/mpcache.yaml");
+    char want[1200];
+    snprintf(want, sizeof want, "validate --model stories260K --accuracy N --policy %s`", f);
+    th_cli_expect(out, sizeof out, 1, want,
+                  "policy check '%s' --param cluster=4 --prompt 24 "
+                  "--decode 8",
+                  f);
+    ck_assert_msg(strstr(out, "mpcache_blocks: not checked here ("), "%s", out);
+    char *bad = strdup(th_file(&td, "pc.yaml",
+                               "name: pc\nscore: cluster_bounds\n"
+                               "granularity: clusters\nselect: {topk: 4}\n"));
+    snprintf(want, sizeof want, "%s:4:9: error: clusters are chosen by a top-k ratio", bad);
+    th_cli_expect(out, sizeof out, 2, want, "policy check '%s'", bad);
+    free(bad);
+}
+END_TEST
+
 Suite *compose_mpc_suite(void)
 {
     Suite *s = suite_create("compose_mpc");
@@ -477,6 +500,6 @@ Suite *compose_mpc_suite(void)
     TESTDIR_USE(tc);
     TH_LOOPS(tc, TH_N(bad_files), test_bad_file);
     TH_LOOPS(tc, TH_N(bad_params), test_bad_params);
-    TH_TESTS(tc, test_list, test_validate);
+    TH_TESTS(tc, test_list, test_validate, test_policy_check);
     return s;
 }
