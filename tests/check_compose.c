@@ -309,7 +309,7 @@ END_TEST
 START_TEST(test_shipped_scenario)
 {
     char *db = strdup(tpath("blocks.db"));
-    run_equal(th_data_path("scenarios/compose-blocks.yaml"), db, 6);
+    run_equal(th_data_path("scenarios/compose-blocks.yaml"), db, 7);
     free(db);
 }
 END_TEST

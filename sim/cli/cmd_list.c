@@ -1,5 +1,7 @@
 /* cmd_list.c — `mpcsim list models|protocols|policies|networks|machines|keys`: what a scenario
  * may name, and the keys each input file may hold. */
+#include <dirent.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,7 @@
 #include "sim/engine/regime.h"
 #include "sim/trace/trace.h"
 #include "sim/policy/policy.h"
+#include "sim/policy/compose.h"
 #include "sim/policy/pcheck.h"
 #include "sim/policy/plugin.h"
 #include "protocols/program/proto.h"
@@ -122,7 +125,71 @@ static int list_protocols(int costs, const char *ring_bits, const char *compat, 
     return 0;
 }
 
-/* The built-in policies, then the plug-ins loaded (--plugin), each with its file. */
+/* A policy's parameters, one line each (list_policies). */
+static void print_params(const policy_ops *p)
+{
+    size_t np;
+    const policy_param *pp = policy_params(p, &np);
+    for (size_t k = 0; k < np; k++) {
+        char range[96];
+        if (pp[k].choices)
+            snprintf(range, sizeof range, "%s", pp[k].choices);
+        else
+            snprintf(range, sizeof range, "%g..%g", pp[k].lo, pp[k].hi);
+        printf("    %-18s %-10s %-20s %s\n", pp[k].key, pp[k].def ? pp[k].def : "", range,
+               pp[k].help ? pp[k].help : "");
+    }
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The shipped compositions (the .yaml files of the data folder's scenarios/policies), in name
+ * order, each marked with its file; 1 when one of them does not load (the message on stderr). */
+static int list_compositions(void)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/scenarios/policies", mpcsim_datadir());
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0; /* a data folder without them */
+    char *names[POLICY_COMPOSE_MAX];
+    size_t n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && n < POLICY_COMPOSE_MAX) {
+        size_t len = strlen(de->d_name);
+        if (len > 5 && !strcmp(de->d_name + len - 5, ".yaml") && de->d_name[0] != '.')
+            names[n++] = strdup(de->d_name);
+    }
+    closedir(d);
+    qsort(names, n, sizeof *names, cmp_str);
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        char path[PATH_MAX + 300];
+        const policy_ops *p = NULL;
+        errbuf e;
+        snprintf(path, sizeof path, "%s/%s", dir, names[i] ? names[i] : "");
+        if (!names[i] || policy_compose_load(path, &p, &e)) {
+            cli_error("list", "%s", names[i] ? e.msg : "out of memory");
+            bad = 1;
+            free(names[i]);
+            continue;
+        }
+        printf("%-14s %s\n", policy_name(p), policy_summary(p));
+        printf("    (composition scenarios/policies/%s; a scenario names it {compose: PATH})\n",
+               names[i]);
+        printf("    cost: derived from its blocks, each emitting its own ops (POLICIES.md "
+               "\"Composing a policy\")\n");
+        print_params(p);
+        free(names[i]);
+    }
+    return bad;
+}
+
+/* The built-in policies, then the plug-ins loaded (--plugin), each with its file, then the
+ * shipped compositions. */
 static int list_policies(const char *plugin)
 {
     const policy_ops *plug = NULL;
@@ -144,8 +211,6 @@ static int list_policies(const char *plugin)
            "accepted", "meaning");
     for (size_t i = 0; i < n + n_plug; i++) {
         const policy_ops *p = i < n ? builtin[i] : plugs[i - n];
-        size_t np;
-        const policy_param *pp = policy_params(p, &np);
         printf("%-14s %s\n", policy_name(p), policy_summary(p));
         if (i >= n)
             printf("    (plug-in %s)\n", policy_plugin_path(p));
@@ -169,19 +234,12 @@ static int list_policies(const char *plugin)
             printf("    cost declared (its emit_cost ops are not checked against select(): "
                    "%s)\n",
                    i >= n ? cr.msg : "`mpcsim policy check` says why");
-        for (size_t k = 0; k < np; k++) {
-            char range[96];
-            if (pp[k].choices)
-                snprintf(range, sizeof range, "%s", pp[k].choices);
-            else
-                snprintf(range, sizeof range, "%g..%g", pp[k].lo, pp[k].hi);
-            printf("    %-18s %-10s %-20s %s\n", pp[k].key, pp[k].def ? pp[k].def : "", range,
-                   pp[k].help ? pp[k].help : "");
-        }
+        print_params(p);
         if (p->metric_stride)
             printf("    %-18s %-10s %-20s %s\n", "metric_stride", p->metric_stride, "",
                    "(the replay's key, this policy's default)");
     }
+    int bad = list_compositions();
     size_t nc, nr;
     const policy_param *cp = policy_common_params(&nc);
     for (size_t k = 0; k < nc; k++)
@@ -193,7 +251,7 @@ static int list_policies(const char *plugin)
     for (size_t k = 0; k < nr; k++)
         printf("    %-18s %-10s %g..%-17g %s\n", rp[k].key, rp[k].def ? rp[k].def : "", rp[k].lo,
                rp[k].hi, rp[k].help ? rp[k].help : "");
-    return 0;
+    return bad;
 }
 
 static int list_networks(const char *profile)

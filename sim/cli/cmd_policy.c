@@ -7,6 +7,8 @@
 #include "cmd.h"
 #include "dbq.h"
 #include "opt.h"
+#include "protocols/base/yamlx.h"
+#include "sim/policy/compose.h"
 #include "sim/policy/pcheck.h"
 #include "sim/policy/plugin.h"
 #include "sim/scenario/scn.h"
@@ -34,8 +36,9 @@ static void policy_usage(FILE *f, const cli_cmd *c)
                "ones outside its candidates, attended as public) are compared with select()'s\n"
                "keep mask for every layer, KV head and step. NAME is a policy (`mpcsim list\n"
                "policies`) with --param values, FILE a scenario whose policy entries are each\n"
-               "checked (on its first run's trace, prompt and decode lengths), PLUGIN a\n"
-               "plug-in's shared object.\n\n"
+               "checked (on its first run's trace, prompt and decode lengths) or a policy\n"
+               "composed from blocks (scenarios/policies/*.yaml) with --param values, PLUGIN\n"
+               "a plug-in's shared object.\n\n"
                "A policy can be checked when its emit_cost takes its operands from mpcsim and\n"
                "names its selection (plug-in ABI 1.1: api->input, api->selection;\n"
                "sim/policy/POLICIES.md \"Cost checked or declared\"); otherwise its cost stays\n"
@@ -84,9 +87,10 @@ static int check_one(const policy_ops *p, const policy_args *a, const char *labe
         return 1;
     }
     if (!r.ran && pcheck_cost_of(p) == PCOST_SHARES) {
+        const char *comp = policy_compose_path(p);
         printf("%s: not checked here (%s); its selection on shares is checked by `mpcsim "
                "validate --model stories260K --accuracy N --policy %s`\n",
-               name, r.msg, p->name);
+               name, r.msg, comp ? comp : p->name);
         return 1;
     }
     if (!r.ran) {
@@ -244,12 +248,33 @@ static int check_file(const char *path, const pol_args *pa)
     return fatal ? ms_err_exit_code(fatal) : bad > 1 ? 2 : bad;
 }
 
+/* 1 when the YAML file at path is a composition: a mapping with none of a scenario's keys. */
+static int is_composition(const char *path)
+{
+    static const char *const scn_keys[] = {"format",   "cases", "model", "policies", "protocol",
+                                           "workload", "trace", "sweep", NULL};
+    yx_node *root = NULL;
+    errbuf e;
+    if (yx_parse_file(path, &root, &e))
+        return 0; /* the scenario reader reports it */
+    int comp = root->kind == YX_MAP;
+    for (size_t i = 0; comp && scn_keys[i]; i++)
+        comp = !yx_map_get(root, scn_keys[i]);
+    yx_free(root);
+    return comp;
+}
+
 static int check_named(const char *arg, const pol_args *pa)
 {
     errbuf e = {{0}};
     const policy_ops *p = NULL;
     int rc;
-    if (policy_plugin_is_path(arg)) {
+    if (is_yaml(arg)) { /* a composition (is_composition) */
+        if ((rc = policy_compose_load(arg, &p, &e))) {
+            cli_fail("policy", rc, e.msg);
+            return 2;
+        }
+    } else if (policy_plugin_is_path(arg)) {
         if ((rc = policy_plugin_load(arg, &p, &e))) {
             cli_error("policy", "%s", e.msg);
             return 2;
@@ -336,9 +361,11 @@ int cmd_policy(int argc, char **argv)
     if (rc)
         return rc == CLI_HELP_ASKED ? 0 : rc;
     pa.n_params = params.n;
-    if (is_yaml(arg)) {
+    if (is_yaml(arg) && !is_composition(arg)) {
         if (pa.n_params) {
-            cli_error("policy", "--param goes with NAME or PLUGIN.so; a scenario gives its own");
+            cli_error(
+                "policy",
+                "--param goes with NAME, a composition or PLUGIN.so; a scenario gives its own");
             return 2;
         }
         return check_file(arg, &pa);

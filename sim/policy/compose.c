@@ -6,7 +6,9 @@
  *             with pooling (SnapKV), squared key norm, the query against page bounds (Quest's
  *             min/max), or a seeded random number;
  *   unit      the granularity: the candidate tokens, or pages of P consecutive positions (a
- *             page's score is its bound score, or the sum of its candidates' scores);
+ *             page's score is its bound score, or the sum of its candidates' scores); clusters
+ *             (with a static prefilter and the linearised bound, one or two levels) are run by
+ *             compose_cluster.c;
  *   select    top-k of the candidate units (a count, a ratio of the prompt, or a capacity that
  *             counts the kept sinks and window) or a threshold on the score;
  *   when      once after the prompt (later tokens are all kept), every decode step, or every N
@@ -128,6 +130,8 @@ static int cs_init_at(size_t slot, const policy_env *env, const policy_args *a, 
 {
     const cslot *sl = slots[slot];
     const cspec *sp = &sl->sp;
+    if (sp->cluster)
+        return compose_cluster_init(sl, env, a, st, e);
     cstate *s = calloc(1, sizeof *s);
     if (!s)
         return err_set(e, MS_ERR_NOMEM, "policy %s: out of memory", sl->name);
@@ -244,6 +248,10 @@ static int cs_init_at(size_t slot, const policy_env *env, const policy_args *a, 
     static int cs_init_##i(const policy_env *env, const policy_args *a, void **st, errbuf *e) \
     {                                                                                         \
         return cs_init_at(i, env, a, st, e);                                                  \
+    }                                                                                         \
+    static int cs_check_##i(const policy_args *a, errbuf *e)                                  \
+    {                                                                                         \
+        return compose_cluster_check(slots[i], a, e);                                         \
     }
 CS_INIT(0)
 CS_INIT(1)
@@ -261,6 +269,11 @@ CS_INIT(12)
 CS_INIT(13)
 CS_INIT(14)
 CS_INIT(15)
+static int (*const cs_checks[POLICY_COMPOSE_MAX])(const policy_args *, errbuf *) = {
+    cs_check_0,  cs_check_1,  cs_check_2,  cs_check_3,  cs_check_4,  cs_check_5,
+    cs_check_6,  cs_check_7,  cs_check_8,  cs_check_9,  cs_check_10, cs_check_11,
+    cs_check_12, cs_check_13, cs_check_14, cs_check_15,
+};
 static int (*const cs_inits[POLICY_COMPOSE_MAX])(const policy_env *, const policy_args *, void **,
                                                  errbuf *) = {
     cs_init_0, cs_init_1, cs_init_2,  cs_init_3,  cs_init_4,  cs_init_5,  cs_init_6,  cs_init_7,
@@ -872,6 +885,10 @@ int policy_compose_load(const char *path, const policy_ops **out, errbuf *e)
         .stateless_select = stateless,
         .layer_local = (sp->score == SC_ATT || sp->score == SC_WINDOW) && !sp->share_all,
     };
+    if (sp->cluster) {
+        compose_cluster_ops(&sl->ops);
+        sl->ops.check = cs_checks[n_slots];
+    }
     slots[n_slots++] = sl;
     *out = &sl->ops;
 done:

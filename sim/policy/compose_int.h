@@ -8,14 +8,14 @@
 #include "compose.h"
 #include "protocols/base/yamlx.h"
 
-enum { SC_NONE, SC_ATT, SC_WINDOW, SC_KEYNORM, SC_BOUNDS, SC_RANDOM };
+enum { SC_NONE, SC_ATT, SC_WINDOW, SC_KEYNORM, SC_BOUNDS, SC_RANDOM, SC_CLUSTER };
 enum { W_ONCE, W_STEP };
 enum { R_FIXED, R_REST, R_SHARE };    /* what kv_budget does to the recent window */
 enum { K_NONE, K_TOPK, K_THRESHOLD }; /* the selection block */
 enum { KT_TOKENS, KT_RATIO, KT_CAP }; /* how the top-k count is given */
 
-static const char *const score_names[] = {"none",     "attention",   "window_attention",
-                                          "key_norm", "page_bounds", "random"};
+static const char *const score_names[] = {
+    "none", "attention", "window_attention", "key_norm", "page_bounds", "random", "cluster_bounds"};
 
 /* A file as read: the blocks and the parameters they expose. */
 typedef struct cspec {
@@ -23,6 +23,11 @@ typedef struct cspec {
     int maxpool, pyramid, att_last; /* att_last: the newest row's attention, not accumulated */
     uint32_t every, page, lshare;   /* lshare: layers sharing one selection */
     double rshare;
+    /* cluster granularity (compose_cluster.c): cluster size, levels (1 or 2), the static
+     * block's mode (0 threshold, 1 topk, 2 none: mpcache_shape.static_mode), the first layer a
+     * layer share applies from */
+    int cluster, levels, stat_mode;
+    uint32_t csize, lfrom;
 } cspec;
 
 #define CP_MAX 16
@@ -48,5 +53,13 @@ int compose_rfail(rd *r, const yx_node *at, const char *hint, const char *fmt, .
 
 /* The blocks and parameters of a composition file's root into sl (name, summary, params). */
 int compose_read_spec(rd *r, const yx_node *root, cslot *sl);
+
+/* The cluster blocks' run (compose_cluster.c): its state from the slot's parameters, and the
+ * callbacks of a composition with cluster granularity. */
+int compose_cluster_init(const cslot *sl, const policy_env *env, const policy_args *a, void **st,
+                         errbuf *e);
+void compose_cluster_ops(policy_ops *ops);
+/* The rules between a cluster composition's parameters (policy_ops.check). */
+int compose_cluster_check(const cslot *sl, const policy_args *a, errbuf *e);
 
 #endif

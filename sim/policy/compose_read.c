@@ -95,11 +95,117 @@ static int read_block(rd *r, const yx_node *v, const char *what, const char *con
     return read_word(r, v, what, words, out);
 }
 
+/* granularity: {clusters: {size: S, levels: 1|2, ratio1: R}} (at v, its options opts). */
+static int read_clusters(rd *r, const yx_node *v, const yx_node *opts, cslot *sl)
+{
+    static const char *const ck[] = {"size", "levels", "ratio1", NULL};
+    cspec *sp = &sl->sp;
+    char sz[32] = "16", lv[32] = "2", r1[32] = "0.5";
+    const yx_node *x;
+    int rc;
+    if (opts && (rc = need_keys(r, opts, "clusters", ck)))
+        return rc;
+    if ((x = yx_map_get(opts, "size")) && (rc = read_num(r, x, "size", 1, 1e6, 1, sz, sizeof sz)))
+        return rc;
+    if ((x = yx_map_get(opts, "levels")) && (rc = read_num(r, x, "levels", 1, 2, 1, lv, sizeof lv)))
+        return rc;
+    sp->cluster = 1;
+    sp->csize = (uint32_t)atoi(sz);
+    sp->levels = atoi(lv);
+    add_param(sl, "cluster", sz, "cluster size in entries of K' (a parent: a pair of clusters)",
+              NULL, 1, 1e6, 1);
+    if ((x = yx_map_get(opts, "ratio1"))) {
+        if (sp->levels != 2)
+            return compose_rfail(r, x, "add levels: 2", "'ratio1' chooses parents: two levels");
+        if ((rc = read_num(r, x, "ratio1", 0, 1, 0, r1, sizeof r1)))
+            return rc;
+    }
+    if (sp->levels == 2)
+        add_param(sl, "ratio1", r1, "parents (pairs of clusters) chosen first: floor(ratio1·G1)",
+                  NULL, 0, 1, 0);
+    (void)v;
+    return MS_OK;
+}
+
+/* static: {keep: threshold|topk|none, threshold: X, ratio: R, window: W}, and the rules of
+ * cluster granularity (what the cluster engine runs: compose_cluster.c). */
+static int read_static(rd *r, const yx_node *root, cslot *sl)
+{
+    static const char *const sk[] = {"keep", "threshold", "ratio", "window", NULL};
+    static const char *const modes[] = {"threshold", "topk", "none", NULL};
+    cspec *sp = &sl->sp;
+    const yx_node *v = yx_map_get(root, "static"), *x;
+    char th[32] = "1e-4", ra[32] = "0.5", wi[32] = "0.2";
+    int rc;
+    sp->stat_mode = 2;
+    if (!sp->cluster) {
+        if (v)
+            return compose_rfail(r, v, "add granularity: {clusters: {size: 16}}",
+                                 "'static' prefilters the prompt for cluster granularity");
+        if (sp->score == SC_CLUSTER)
+            return compose_rfail(r, yx_map_get(root, "score"),
+                                 "add granularity: {clusters: {size: 16}}",
+                                 "cluster_bounds scores clusters: it needs granularity clusters");
+        return MS_OK;
+    }
+    /* no sinks parameter: the first cluster is always kept */
+    for (size_t i = 0; i + 1 < sl->ops.n_params; i++) {
+        sl->params[i] = sl->params[i + 1];
+        memcpy(sl->defs[i], sl->defs[i + 1], sizeof sl->defs[i]);
+        sl->params[i].def = sl->defs[i];
+    }
+    sl->ops.n_params--;
+    static const char *const no[] = {"sinks", "recent", "evict", "kv_budget", NULL};
+    for (int i = 0; no[i]; i++)
+        if ((x = yx_map_get(root, no[i])))
+            return compose_rfail(r, x, NULL,
+                                 "'%s' does not go with cluster granularity (its "
+                                 "first and last clusters are kept)",
+                                 no[i]);
+    if (sp->score != SC_CLUSTER)
+        return compose_rfail(r, yx_map_get(root, "granularity"), "add score: cluster_bounds",
+                             "cluster granularity is scored by cluster_bounds");
+    if (sp->when != W_STEP || sp->every != 1)
+        return compose_rfail(r, yx_map_get(root, "when"), "use when: step",
+                             "clusters are chosen at every decode step");
+    if (sp->sel != K_TOPK || sp->ktype != KT_RATIO)
+        return compose_rfail(r, yx_map_get(root, "select"), "write select: {topk: {ratio: 0.2}}",
+                             "clusters are chosen by a top-k ratio");
+    if (v) {
+        if ((rc = need_keys(r, v, "static", sk)))
+            return rc;
+        if ((x = yx_map_get(v, "keep")) &&
+            (rc = read_word(r, x, "static keep", modes, &sp->stat_mode)))
+            return rc;
+        if ((x = yx_map_get(v, "threshold")) &&
+            (rc = read_num(r, x, "static.threshold", 0, 1, 0, th, sizeof th)))
+            return rc;
+        if ((x = yx_map_get(v, "ratio")) &&
+            (rc = read_num(r, x, "static.ratio", 0, 1, 0, ra, sizeof ra)))
+            return rc;
+        if ((x = yx_map_get(v, "window")) &&
+            (rc = read_num(r, x, "static.window", 0, 1, 0, wi, sizeof wi)))
+            return rc;
+    }
+    if (!yx_map_get(root, "layers"))
+        add_param(sl, "dense_layers", "0", "first layers kept dense (0 or 2)", NULL, 0, 2, 1);
+    add_param(sl, "static", modes[sp->stat_mode], "static eviction at the prompt",
+              "threshold|topk|none", 0, 0, 0);
+    add_param(sl, "static_threshold", th,
+              "keep j if a window query's head-mean attention on j reaches this", NULL, 0, 1, 0);
+    add_param(sl, "static_ratio", ra, "static topk: kept fraction of the prompt per KV head", NULL,
+              0, 1, 0);
+    add_param(sl, "window_frac", wi,
+              "static window as a fraction of the prompt (half of it above 24000 tokens)", NULL, 0,
+              1, 0);
+    return MS_OK;
+}
+
 int compose_read_spec(rd *r, const yx_node *root, cslot *sl)
 {
-    static const char *const top[] = {"name",        "summary",   "sinks", "recent", "score",
-                                      "granularity", "when",      "evict", "select", "layers",
-                                      "share",       "kv_budget", NULL};
+    static const char *const top[] = {"name",        "summary",   "sinks",  "recent", "score",
+                                      "granularity", "when",      "evict",  "select", "layers",
+                                      "share",       "kv_budget", "static", NULL};
     cspec *sp = &sl->sp;
     char def[32];
     int rc = need_keys(r, root, "composition", top);
@@ -153,7 +259,8 @@ int compose_read_spec(rd *r, const yx_node *root, cslot *sl)
     }
     const yx_node *opts = NULL, *score = yx_map_get(root, "score");
     static const char *const score_words[] = {"attention",   "window_attention", "key_norm",
-                                              "page_bounds", "random",           NULL};
+                                              "page_bounds", "random",           "cluster_bounds",
+                                              NULL};
     if (score) {
         int w;
         if ((rc = read_block(r, score, "score", score_words, &w, &opts)))
@@ -192,6 +299,17 @@ int compose_read_spec(rd *r, const yx_node *root, cslot *sl)
             (rc = read_num(r, x, "seed", 0, 4294967295.0, 1, sd, sizeof sd)))
             return rc;
         add_param(sl, "seed", sd, "seed of the random scores", NULL, 0, 4294967295.0, 1);
+    } else if (sp->score == SC_CLUSTER) {
+        static const char *const ck[] = {"alpha", NULL};
+        char al[32] = "0.6";
+        const yx_node *x;
+        if (opts && (rc = need_keys(r, opts, "cluster_bounds", ck)))
+            return rc;
+        if ((x = yx_map_get(opts, "alpha")) &&
+            (rc = read_num(r, x, "alpha", 0, 1, 0, al, sizeof al)))
+            return rc;
+        add_param(sl, "alpha", al, "weight of a cluster's key max in its bound (1 − alpha: min)",
+                  NULL, 0, 1, 0);
     } else if (sp->score == SC_ATT && opts && !(opts->kind == YX_MAP && opts->n == 0)) {
         static const char *const ak[] = {"accumulate", NULL}, *const tf[] = {"true", "false", NULL};
         const yx_node *x;
@@ -206,9 +324,11 @@ int compose_read_spec(rd *r, const yx_node *root, cslot *sl)
     }
     sp->page = 1;
     if ((v = yx_map_get(root, "granularity"))) {
-        static const char *const gw[] = {"token", "page", NULL};
+        static const char *const gw[] = {"token", "page", "clusters", NULL};
         int w;
         if ((rc = read_block(r, v, "granularity", gw, &w, &opts)))
+            return rc;
+        if (w == 2 && (rc = read_clusters(r, v, opts, sl)))
             return rc;
         if (w == 1) {
             char pg[32] = "16";
@@ -270,7 +390,15 @@ int compose_read_spec(rd *r, const yx_node *root, cslot *sl)
                     return compose_rfail(r, tk, "write topk: {ratio: R} or topk: {capacity: C}",
                                          "'topk' takes one of 'ratio' and 'capacity'");
                 const yx_node *x = tk->item[0];
-                if (!strcmp(tk->key[0]->str, "ratio")) {
+                if (!strcmp(tk->key[0]->str, "ratio") && sp->cluster) {
+                    sp->ktype = KT_RATIO;
+                    if ((rc = read_num(r, x, "topk.ratio", 0, 1, 0, def, sizeof def)))
+                        return rc;
+                    add_param(sl, "topk_ratio", def,
+                              "clusters kept: floor(ratio·G) of the G clusters (two levels: of the "
+                              "clusters of the chosen parents)",
+                              NULL, 0, 1, 0);
+                } else if (!strcmp(tk->key[0]->str, "ratio")) {
                     sp->ktype = KT_RATIO;
                     if ((rc = read_num(r, x, "topk.ratio", 0, 1, 0, def, sizeof def)))
                         return rc;
@@ -319,6 +447,8 @@ int compose_read_spec(rd *r, const yx_node *root, cslot *sl)
                              "page_bounds scores pages: it needs granularity page");
     if (sp->score == SC_BOUNDS && sp->when == W_ONCE)
         return compose_rfail(r, score, "use when: step", "page_bounds scores the step's query");
+    if ((rc = read_static(r, root, sl)))
+        return rc;
     if ((v = yx_map_get(root, "layers"))) {
         static const char *const lk[] = {"dense", "pyramid", NULL};
         const yx_node *x;
@@ -356,7 +486,8 @@ int compose_read_spec(rd *r, const yx_node *root, cslot *sl)
     sp->lshare = 1;
     if ((v = yx_map_get(root, "share"))) {
         static const char *const shw[] = {"kv_head", "layer", NULL}, *const sk[] = {"heads",
-                                                                                    "layers", NULL};
+                                                                                    "layers",
+                                                                                    "from", NULL};
         const yx_node *x;
         if (v->kind == YX_MAP) {
             if ((rc = need_keys(r, v, "share", sk)))
@@ -377,6 +508,23 @@ int compose_read_spec(rd *r, const yx_node *root, cslot *sl)
                     return compose_rfail(
                         r, x, NULL,
                         "a pyramid gives each layer its own budget: its layers share no selection");
+            }
+            if ((x = yx_map_get(v, "from"))) {
+                if (!sp->cluster)
+                    return compose_rfail(r, x,
+                                         "use granularity: clusters, or share from the first "
+                                         "selecting layer (the default)",
+                                         "'share.from' goes with cluster granularity");
+                if ((rc = read_num(r, x, "share.from", 0, 1e6, 1, def, sizeof def)))
+                    return rc;
+                sp->lfrom = (uint32_t)atoi(def);
+                char ls[32];
+                snprintf(ls, sizeof ls, "%u", sp->lshare);
+                add_param(sl, "share_layers", ls,
+                          "layers sharing one selection (1: none; 2: layers 2k and 2k+1)", NULL, 1,
+                          2, 1);
+                add_param(sl, "share_from", def, "the first layer a shared selection starts at",
+                          NULL, 2, 2, 1);
             }
         } else if ((rc = read_word(r, v, "share", shw, &sp->share_all))) {
             return rc;
@@ -402,8 +550,9 @@ int compose_read_spec(rd *r, const yx_node *root, cslot *sl)
         }
     }
     /* the parameters kv_budget replaces */
-    static const char *const bk[] = {"topk",      "topk_ratio",   "capacity",
-                                     "min_units", "dense_layers", NULL};
+    static const char *const bk[] = {"topk",         "topk_ratio",       "capacity",
+                                     "min_units",    "dense_layers",     "ratio1",
+                                     "static_ratio", "static_threshold", NULL};
     sl->budget_keys[0] = '\0';
     for (size_t i = 0; i < sl->ops.n_params; i++) {
         const char *key = sl->params[i].key;
