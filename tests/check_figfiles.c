@@ -1,6 +1,7 @@
 /* check_figfiles.c — two `figures:` entries of one scenario that would write the same file into
  * the plots folder (their own default names, or a name given to one of them) are refused when
- * the scenario loads: the second entry's file:line:col, exit 2, nothing run or written. */
+ * the scenario loads: the second entry's file:line:col, exit 2, nothing run or written; so is a
+ * column facet on a figure whose columns are its metrics. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +57,30 @@ static const struct {
      "s.yaml:15:5: error: this figure writes cost-budget.png, as figure 1 does"},
 };
 
+/* What `mpcsim plot` would refuse after the sweep is refused at load: a figure of several metrics
+ * (cost: latency and bytes) has them as its columns. */
+static const struct {
+    const char *figures, *msg;
+} no_col[] = {
+    {"figures:\n  - {figure: cost, row: protocol, col: network}\n",
+     "s.yaml:14:40: error: 'cost' draws a column per metric: no 'col'"},
+    {"figures:\n  - {figure: study, col: network}\n",
+     "s.yaml:14:26: error: 'study' (its cost figure) draws a column per metric: no 'col'"},
+    {"figures:\n  - {y: [attn_mass_recall, kept_frac], col: network}\n",
+     "error: a figure of several metrics draws a column per metric: no 'col'"},
+};
+
+START_TEST(test_no_col)
+{
+    write_scn(no_col[_i].figures);
+    ck_assert_int_eq(MPCSIM("run", "s.yaml", "-o", "s.db"), 2);
+    char *err = th_slurp(tpath("err.txt"), NULL);
+    ck_assert_msg(strstr(err, no_col[_i].msg), "want '%s' in:\n%s", no_col[_i].msg, err);
+    free(err);
+    ck_assert(!th_exists(tpath("s.db")));
+}
+END_TEST
+
 START_TEST(test_clash)
 {
     write_scn(clashes[_i].figures);
@@ -87,5 +112,6 @@ Suite *figfiles_suite(void)
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_no_clash);
     TH_LOOPS(tc, sizeof clashes / sizeof clashes[0], test_clash);
+    TH_LOOPS(tc, sizeof no_col / sizeof no_col[0], test_no_col);
     return s;
 }

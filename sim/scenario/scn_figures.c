@@ -196,6 +196,14 @@ static int read_figure(scn_ctx *x, const yx_node *m, scenario *s, scn_figure *f)
     if (f->col[0] &&
         (rc = check_facets(x, yx_map_get(m, "col"), "col", f->col, facet_keys, N_OF(facet_keys))))
         return rc;
+    /* several metrics are the columns (cost: latency and bytes), as `mpcsim plot` draws them */
+    if (f->col[0] &&
+        (!strcmp(f->figure, "cost") || !strcmp(f->figure, "study") || strchr(f->y, ',')))
+        return fail(x, yx_map_get(m, "col"), "facet by 'row' (comma-separated keys)",
+                    "%s draws a column per metric: no 'col'",
+                    f->y[0]               ? "a figure of several metrics"
+                    : f->figure[0] == 'c' ? "'cost'"
+                                          : "'study' (its cost figure)");
     if (f->metric[0] && (v = yx_map_get(m, "metric"))) {
         const metric_def *d = metric_def_find(f->metric);
         if (!d || d->kind != MK_ACCURACY)
