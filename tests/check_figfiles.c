@@ -105,12 +105,31 @@ START_TEST(test_no_clash)
 }
 END_TEST
 
+/* A bar's label with a percent sign (kv_budget: h2o@10%) is drawn as it reads: gnuplot takes a
+ * tic label for a format. */
+START_TEST(test_breakdown_percent)
+{
+    th_write(tpath("p.yaml"),
+             "format: 1\nname: p\nseed: 1\nprotocol: semi2k\nnetwork: lan\n"
+             "model: {name: tiny, family: llama, layers: 2, dim: 64, heads: 4, ffn_dim: 128, "
+             "vocab: 256, max_context: 512}\n"
+             "workload: {prompt_len: 64, decode_len: 2}\ntrace: {source: synth}\n"
+             "policies:\n  - full\n  - {name: h2o, kv_budget: [0.1, 0.2]}\n");
+    ck_assert_int_eq(MPCSIM("run", "p.yaml", "-o", "p.db", "-q"), 0);
+    ck_assert_int_eq(MPCSIM("plot", "p.db", "--figure", "breakdown", "--data", "gp"), 0);
+    ck_assert(th_exists(tpath("p-plots/breakdown.png")));
+    char *gp = th_slurp(tpath("gp/breakdown.gp"), NULL);
+    ck_assert_msg(strstr(gp, "\"h2o@10%%\" 1"), "%s", gp);
+    free(gp);
+}
+END_TEST
+
 Suite *figfiles_suite(void)
 {
     Suite *s = suite_create("figfiles");
     TCase *tc = th_case(s, "figures", 60);
     TESTDIR_USE(tc);
-    TH_TESTS(tc, test_no_clash);
+    TH_TESTS(tc, test_no_clash, test_breakdown_percent);
     TH_LOOPS(tc, sizeof clashes / sizeof clashes[0], test_clash);
     TH_LOOPS(tc, sizeof no_col / sizeof no_col[0], test_no_col);
     return s;
