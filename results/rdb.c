@@ -143,6 +143,10 @@ static const migration migrations[] = {
      "CREATE INDEX runs_protocol_label ON runs(protocol_label);"
      "DROP VIEW runs_wide;" RUNS_WIDE_VIEW("r.protocol_label, "),
      rdb_migrate_protocol_labels},
+    /* 4 → 5: labels spell out a policy's budget at its defaults and a network's rate as
+     * "300 Mbit/s": every stored run labelled again from its config (migrate_relabel), so that
+     * a database of older labels merged with a newer one gives one label per configuration */
+    {"", rdb_migrate_relabel},
 };
 #define N_MIGRATIONS (sizeof migrations / sizeof migrations[0])
 _Static_assert(N_MIGRATIONS == RDB_SCHEMA_VERSION, "one migration per schema version");
@@ -748,13 +752,13 @@ int rdb_run_put(rdb *db, const rdb_run *r, int64_t *id_out, errbuf *e)
     return MS_OK;
 }
 
-/* ---- merge: rows copied column by column from each shard (same schema version) ---------- */
+/* ---- merge: rows copied column by column from each shard (an older one migrated first) --- */
 
 static const char *const child_tables[] = {"metrics", "phases", "breakdown", "layer_breakdown"};
 #define N_CHILD (sizeof child_tables / sizeof child_tables[0])
 
 typedef struct merge_ctx {
-    rdb *db;
+    rdb *db, *src_db; /* src_db: the input, an older schema migrated in memory */
     sqlite3 *src;
     const char *src_path;
     sqlite3_stmt *sel_run, *ins_run, *status, *del_failed;
@@ -787,16 +791,17 @@ static void merge_ctx_free(merge_ctx *m)
         sqlite3_finalize(m->sel_child[t]);
         sqlite3_finalize(m->ins_child[t]);
     }
-    sqlite3_close(m->src);
+    rdb_close(m->src_db);
 }
 
 static int merge_prepare(merge_ctx *m, errbuf *e)
 {
     rdb *db = m->db;
     char sql[256];
-    int orc = open_ro(m->src_path, &m->src, e);
+    int orc = rdb_open_ro(m->src_path, &m->src_db, e);
     if (orc)
         return orc;
+    m->src = m->src_db->h;
     if (rdb_prep(m->src, "SELECT * FROM runs ORDER BY id", &m->sel_run))
         return err_set(e, MS_ERR_DB, "%s: %s", m->src_path, sqlite3_errmsg(m->src));
     if (prep_insert(db->h, "runs", sqlite3_column_count(m->sel_run), &m->ins_run) ||
@@ -928,11 +933,8 @@ int rdb_merge_check(const char *src, errbuf *e)
                        "%s: results schema version %d, newer than this mpcsim's (%d)\n"
                        "---> HINT: merge with the newer mpcsim that wrote it",
                        src, v, RDB_SCHEMA_VERSION);
-    if (v < RDB_SCHEMA_VERSION)
-        return err_set(e, MS_ERR_FORMAT,
-                       "%s: results schema version %d, older than this mpcsim's (%d)\n"
-                       "---> HINT: an output is migrated first: `mpcsim merge %s OTHER.db...`",
-                       src, v, RDB_SCHEMA_VERSION, src);
+    /* an older schema is migrated in memory as it is read (rdb_open_ro): its runs come in
+     * labelled as this mpcsim labels them */
     return MS_OK;
 }
 

@@ -12,7 +12,7 @@
 
 #include "protocols/base/err.h"
 
-#define RDB_SCHEMA_VERSION 4
+#define RDB_SCHEMA_VERSION 5
 #define RDB_PARTIES 3 /* bytes columns p0, p1, p2 */
 
 typedef struct rdb rdb;
@@ -134,11 +134,12 @@ typedef struct rdb_validation {
 int rdb_validation_put(rdb *db, const rdb_validation *v, errbuf *e);
 
 /* Folds the runs of the databases srcs[0..n) into db, all in one transaction, skipping config
- * hashes already present (an ok run replaces a failed one, never the reverse). A source whose
- * schema version differs from RDB_SCHEMA_VERSION is MS_ERR_FORMAT and nothing is written. */
+ * hashes already present (an ok run replaces a failed one, never the reverse). A source of an
+ * older schema version is migrated in memory first (rdb_open_ro); one of a newer version is
+ * MS_ERR_FORMAT and nothing is written. */
 int rdb_merge(rdb *db, const char *const *srcs, size_t n, size_t *added, size_t *skipped,
               errbuf *e);
-/* Whether a database can be merged into this version's: exists, same schema version. */
+/* Whether a database can be merged into this version's: exists, schema version 1 to ours. */
 int rdb_merge_check(const char *src, errbuf *e);
 
 /* The labels of a run that a database of schema version 2 lacks, derived from its stored

@@ -94,7 +94,7 @@ static int update_runs(rdb *db, const char *upd_sql, run_update fill, const char
     while (!rc && sqlite3_step(sel) == SQLITE_ROW) {
         run_scratch s;
         memset(&s, 0, sizeof s);
-        rdb_val v[8] = {RV_INT(sqlite3_column_int64(sel, 0))};
+        rdb_val v[9] = {RV_INT(sqlite3_column_int64(sel, 0))};
         size_t n = fill((const char *)sqlite3_column_text(sel, 1), &s, v + 1);
         if (n && rdb_step_row(upd, v, n + 1))
             rc = DB_ERR(db, e, what);
@@ -185,4 +185,36 @@ int rdb_migrate_protocol_labels(rdb *db, errbuf *e)
                        "UPDATE runs SET protocol_label = ?2, model = ?3, network = ?4 "
                        "WHERE id = ?1",
                        protocol_label_vals, "migrating the runs' protocol labels", e);
+}
+
+/* ---- migration 4 → 5: labels that spell out budgets and rates ------------------------------ */
+
+static size_t all_label_vals(const char *yaml, run_scratch *s, rdb_val *v)
+{
+    size_t n = label_vals(yaml, s, v);
+    if (!n)
+        return 0;
+    v[n] = RV_TEXT(s->l.protocol_label[0] ? s->l.protocol_label : NULL);
+    return n + 1;
+}
+
+int rdb_migrate_relabel(rdb *db, errbuf *e)
+{
+    /* without a labeler: a network's rate as the labels write it ("20ms/300Mbps" → "20ms/300
+     * Mbit/s") */
+    if (sqlite3_exec(db->h,
+                     "UPDATE runs SET network = replace(replace(network, 'Mbps', ' Mbit/s'), "
+                     "'Gbps', ' Gbit/s') WHERE network GLOB '*[0-9]ms/[0-9]*[0-9][MG]bps*'",
+                     NULL, NULL, NULL) != SQLITE_OK)
+        return DB_ERR(db, e, "migrating the runs' labels");
+    if (!labeler)
+        return MS_OK;
+    /* every label again from the stored config: a policy at its default budget named with it
+     * ("h2o(heavy_ratio=0.1,recent_ratio=0.1)", once a bare "h2o"); protocol_label kept when the
+     * labeler gives none */
+    return update_runs(db,
+                       "UPDATE runs SET model = ?2, network = ?3, policy_label = ?4, "
+                       "latency_ms = ?5, bandwidth_mbps = ?6, machine = ?7, threads = ?8, "
+                       "protocol_label = coalesce(?9, protocol_label) WHERE id = ?1",
+                       all_label_vals, "labelling the stored runs again", e);
 }

@@ -23,5 +23,6 @@ int rdb_prep(sqlite3 *h, const char *sql, sqlite3_stmt **s);
  * (rdb_config.c). */
 int rdb_migrate_labels(rdb *db, errbuf *e);
 int rdb_migrate_protocol_labels(rdb *db, errbuf *e);
+int rdb_migrate_relabel(rdb *db, errbuf *e);
 
 #endif

@@ -793,7 +793,7 @@ START_TEST(test_data_safety)
     th_copy(tpath("s2.db"), tpath("neg.db"));
     set_pragma(tpath("neg.db"), "PRAGMA user_version = -1");
     /* our version number, but not our tables: passes the check, fails inside the merge */
-    set_pragma(tpath("fake4.db"), "CREATE TABLE t(x); PRAGMA user_version = 4;");
+    set_pragma(tpath("fake4.db"), "CREATE TABLE t(x); PRAGMA user_version = 5;");
     static const char *const bad_inputs[] = {"junk.db", "foreign.db", "neg.db", "fake4.db"};
     for (size_t i = 0; i < 4; i++) {
         ck_assert_int_ne(MPCSIM("merge", "m.db", "s2.db", bad_inputs[i]), 0);
@@ -820,7 +820,7 @@ START_TEST(test_data_safety)
     /* readers: a schema version below 0 or above ours is a clear error, never a crash */
     static const char *const readers[][4] = {
         {"report", "DB", NULL}, {"plot", "DB", "-o", "p.png"}, {"report", "--json", "DB", NULL}};
-    static const char *const versions[] = {"-1", "-2147483648", "5", "99"};
+    static const char *const versions[] = {"-1", "-2147483648", "6", "99"};
     for (size_t v = 0; v < 4; v++) {
         char sql[64];
         th_copy(tpath("s2.db"), tpath("v.db"));

@@ -390,7 +390,8 @@ START_TEST(test_hidden_differences)
     ck_assert_int_eq(MPCSIM("plot", "h.db", "-o", "hp", "--data", "hs", "--where", "policy=h2o"),
                      0);
     legend_entries(tpath("hs/latency.gp"), t, sizeof t);
-    ck_assert_str_eq(t, "h2o seed=1|h2o seed=2");
+    ck_assert_str_eq(t, "h2o(heavy_ratio=0.1,recent_ratio=0.1) seed=1|"
+                        "h2o(heavy_ratio=0.1,recent_ratio=0.1) seed=2");
     char *gp = th_slurp(tpath("hs/latency.gp"), NULL); /* the legend says what a line is */
     ck_assert_ptr_nonnull(strstr(gp, "a marker per policy, seed\""));
     free(gp);

@@ -13,6 +13,8 @@
 #include "models/lower.h"
 #include "sim/engine/simulate.h"
 #include "sim/engine/stepcost.h"
+#include "sim/policy/compose.h"
+#include "sim/policy/plugin.h"
 #include "sim/policy/policy.h"
 #include "sim/scenario/runner.h"
 
@@ -61,15 +63,17 @@ static void usage(FILE *f, const cli_cmd *c)
                "                   [--phase prefill|decode] [--tokens P] [--batch B] [--overlap]\n"
                "                   [--burst BYTES] [--wire tcp|tls|none] [--dump-program FILE]\n"
                "                   [--timeline FILE] [--profile NAME] [--threads N] [--json]\n"
-               "                   [--set K=V]... [--policy NAME [--policy-param K=V]...\n"
-               "                   [--seed S]]\n\n"
+               "                   [--set K=V]... [--policy NAME|FILE.yaml|PATH.so\n"
+               "                   [--policy-param K=V]... [--seed S]]\n\n"
                "Costs one prefill or decode step of model M under MPC protocol P on network N:\n"
                "rounds, online bytes per party, offline (dealer) bytes, simulated latency, and a\n"
                "per-category breakdown with the critical path split into compute and\n"
                "communication. The full KV cache is attended, or with --policy the decode step\n"
                "as a run of that policy costs it: the policy replayed over a prompt of T-1\n"
                "tokens of a synthetic trace (seed S, default 1), then one decode step with its\n"
-               "selection ops (the run's bytes_decode_step for prompt_len T-1, decode_len 1).\n\n"
+               "selection ops (the run's bytes_decode_step for prompt_len T-1, decode_len 1).\n"
+               "The policy is a registered name, a composition file (a scenario's {compose:\n"
+               "FILE.yaml}) or a plug-in (a scenario's {plugin: PATH.so}).\n\n"
                "options:\n");
     cli_help(c, f);
     fprintf(f, "\nexample:\n"
@@ -198,8 +202,8 @@ static int parse_args(int argc, char **argv, cost_args *a)
          .kind = CLI_STR,
          .dest = &a->policy,
          .arg = "NAME",
-         .help = "decode: the step under policy NAME, its selection ops\nincluded (`mpcsim list "
-                 "policies`)"},
+         .help = "decode: the step under policy NAME (`mpcsim list\npolicies`), a composition "
+                 "FILE.yaml or a plug-in PATH.so,\nits selection ops included"},
         {.name = "policy-param",
          .kind = CLI_LIST,
          .dest = &pparams,
@@ -533,7 +537,19 @@ static int cost_step(const cost_args *a, const cost_inputs *in, FILE *tl, op_pro
 static int policy_cfg(const cost_args *a, run_cfg *c)
 {
     errbuf e;
-    const policy_ops *pol = policy_find(a->policy);
+    const policy_ops *pol = NULL;
+    size_t len = strlen(a->policy);
+    int so = len > 3 && !strcmp(a->policy + len - 3, ".so"),
+        yaml = (len > 5 && !strcmp(a->policy + len - 5, ".yaml")) ||
+               (len > 4 && !strcmp(a->policy + len - 4, ".yml"));
+    /* a plug-in or a composition, as a scenario's {plugin: PATH} and {compose: FILE} */
+    if ((so && policy_plugin_load(a->policy, &pol, &e)) ||
+        (yaml && policy_compose_load(a->policy, &pol, &e))) {
+        cli_error("cost", "%s", e.msg);
+        return 2;
+    }
+    if (!so && !yaml)
+        pol = policy_find(a->policy);
     if (!pol) {
         size_t n;
         const policy_ops *const *all = policy_all(&n);

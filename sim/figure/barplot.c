@@ -174,12 +174,20 @@ int bp_write(const barplot *p, FILE *f, const char *term, const char *outfile,
             if (c == 0 && nb > 0) { /* the bars' labels, left of the first column only */
                 fputs("set ytics (", f);
                 for (int b = 0; b < nb; b++) {
-                    char lab[LABEL_MAX + 4];
+                    char lab[LABEL_MAX + 4], esc[2 * LABEL_MAX + 8];
                     snprintf(lab, sizeof lab, "%s", p->bar[r][b]);
                     if (strlen(p->bar[r][b]) > LABEL_MAX)
                         memcpy(lab + LABEL_MAX - 3, "...", 4);
+                    /* a tic label is a format: "h2o@10%" is written "h2o@10%%" */
+                    size_t k = 0;
+                    for (const char *q = lab; *q; q++) {
+                        if (*q == '%')
+                            esc[k++] = '%';
+                        esc[k++] = *q;
+                    }
+                    esc[k] = '\0';
                     fputs(b ? ", " : "", f);
-                    str(f, lab);
+                    str(f, esc);
                     fprintf(f, " %d", b);
                 }
                 fputs(") nomirror font ',9'\n", f);

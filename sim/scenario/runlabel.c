@@ -19,8 +19,54 @@ static int same_value(const char *a, const char *b)
     return !strcmp(a, b);
 }
 
+/* key is one of the '|'-separated names in list. */
+static int key_in(const char *list, const char *key)
+{
+    size_t len = strlen(key);
+    for (const char *s = list; s && *s;) {
+        const char *bar = strchr(s, '|');
+        size_t k = bar ? (size_t)(bar - s) : strlen(s);
+        if (k == len && !strncmp(s, key, k))
+            return 1;
+        s = bar ? bar + 1 : NULL;
+    }
+    return 0;
+}
+
+/* The value of the run's parameter key, or NULL. */
+static const char *param_val(const run_cfg *c, const char *key)
+{
+    for (size_t i = 0; i < c->policy.n_params; i++)
+        if (!strcmp(c->policy.params[i].key, key))
+            return c->policy.params[i].val;
+    return NULL;
+}
+
+/* A budget parameter of the policy (policy_ops.budget_keys) that sizes the run's cache: a
+ * non-zero value, and not a fraction X_ratio whose count X is set (H2O's heavy over
+ * heavy_ratio). Such a parameter is named at its default too, so that a label tells the
+ * budget the run had ("h2o(heavy_ratio=0.1,recent_ratio=0.1)", not a bare "h2o"). */
+static int budget_in_force(const policy_ops *p, const run_cfg *c, const kv_param *kv)
+{
+    double v;
+    if (!p || !p->budget_keys || !key_in(p->budget_keys, kv->key) ||
+        (!parse_double(kv->val, &v) && v == 0))
+        return 0;
+    size_t len = strlen(kv->key);
+    if (len > 6 && !strcmp(kv->key + len - 6, "_ratio")) {
+        char count[64];
+        snprintf(count, sizeof count, "%.*s", (int)(len - 6), kv->key);
+        const char *cv = key_in(p->budget_keys, count) ? param_val(c, count) : NULL;
+        if (cv && !(!parse_double(cv, &v) && v == 0))
+            return 0;
+    }
+    return 1;
+}
+
 /* The policy's name, then open, the parameters set away from their defaults as key=value
- * separated by sep, and close (nothing after the name when there are none). */
+ * separated by sep, and close (nothing after the name when there are none). The budget is
+ * always spelled out: kv_budget F as "@F%" after the name, else the policy's budget
+ * parameters in force even at their defaults (budget_in_force). */
 static void policy_label(const run_cfg *c, char *out, size_t n, const char *open, const char *sep,
                          const char *close)
 {
@@ -33,13 +79,15 @@ static void policy_label(const run_cfg *c, char *out, size_t n, const char *open
         policy_params(p, &np);
     policy_common_params(&nc);
     size_t k = (size_t)snprintf(out, n, "%s", c->policy.name);
-    int any = 0;
+    int any = 0, has_budget = 0;
     /* kv_budget F as "@F%" after the name: "h2o@10%" */
     for (size_t i = 0; i < c->policy.n_params && k < n; i++) {
         double f;
         if (!strcmp(c->policy.params[i].key, "kv_budget") &&
-            !parse_double(c->policy.params[i].val, &f))
+            !parse_double(c->policy.params[i].val, &f)) {
             k += (size_t)snprintf(out + k, n - k, "@%g%%", f * 100);
+            has_budget = 1;
+        }
     }
     for (size_t i = 0; i < c->policy.n_params && k < n; i++) {
         const kv_param *kv = &c->policy.params[i];
@@ -50,7 +98,8 @@ static void policy_label(const run_cfg *c, char *out, size_t n, const char *open
         const char *def = f && !replay ? (f->def ? f->def : "") : NULL;
         /* the replay's own keys (metric_stride, …) say how a run is measured, not which policy
          * configuration it is */
-        if (replay || (def && same_value(kv->val, def)))
+        if (replay ||
+            (def && same_value(kv->val, def) && (has_budget || !budget_in_force(p, c, kv))))
             continue;
         k += (size_t)snprintf(out + k, n - k, "%s%s=%s", any ? sep : open, kv->key, kv->val);
         any = 1;

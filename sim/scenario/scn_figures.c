@@ -196,6 +196,14 @@ static int read_figure(scn_ctx *x, const yx_node *m, scenario *s, scn_figure *f)
     if (f->col[0] &&
         (rc = check_facets(x, yx_map_get(m, "col"), "col", f->col, facet_keys, N_OF(facet_keys))))
         return rc;
+    /* several metrics are the columns (cost: latency and bytes), as `mpcsim plot` draws them */
+    if (f->col[0] &&
+        (!strcmp(f->figure, "cost") || !strcmp(f->figure, "study") || strchr(f->y, ',')))
+        return fail(x, yx_map_get(m, "col"), "facet by 'row' (comma-separated keys)",
+                    "%s draws a column per metric: no 'col'",
+                    f->y[0]               ? "a figure of several metrics"
+                    : f->figure[0] == 'c' ? "'cost'"
+                                          : "'study' (its cost figure)");
     if (f->metric[0] && (v = yx_map_get(m, "metric"))) {
         const metric_def *d = metric_def_find(f->metric);
         if (!d || d->kind != MK_ACCURACY)
@@ -209,6 +217,62 @@ static int read_figure(scn_ctx *x, const yx_node *m, scenario *s, scn_figure *f)
                         "'study' takes no 'name'");
         if ((rc = check_name(x, v, s, f)))
             return rc;
+    }
+    return MS_OK;
+}
+
+/* The files figure f writes into the plots folder, as `mpcsim plot` names them (plot_rel.c,
+ * plot_std.c): its name, else the figure's own (study: three). A y figure without x takes its x
+ * from the data (kept_frac or prompt_len): "Y-vs-" then, which only another such figure of the
+ * same first metric writes too. The count. */
+#define FIG_FILE 128
+static size_t figure_files(const scn_figure *f, char out[3][FIG_FILE])
+{
+    static const char *const study[] = {"accuracy-budget.png", "cost-budget.png",
+                                        "pareto-step.png"};
+    if (f->name[0]) {
+        snprintf(out[0], FIG_FILE, "%s", f->name);
+        return 1;
+    }
+    if (!strcmp(f->figure, "study")) {
+        for (size_t i = 0; i < 3; i++)
+            snprintf(out[i], FIG_FILE, "%s", study[i]);
+        return 3;
+    }
+    const char *own = !strcmp(f->figure, "budget")      ? study[0]
+                      : !strcmp(f->figure, "cost")      ? study[1]
+                      : !strcmp(f->figure, "pareto")    ? study[2]
+                      : !strcmp(f->figure, "breakdown") ? "breakdown.png"
+                                                        : NULL;
+    if (own)
+        snprintf(out[0], FIG_FILE, "%s", own);
+    else /* the first metric of y, as plot_rel.c names the file */
+        snprintf(out[0], FIG_FILE, "%.*s-vs-%.40s%s",
+                 (int)(strcspn(f->y, ",") < 40 ? strcspn(f->y, ",") : 40), f->y, f->x,
+                 f->x[0] ? ".png" : "");
+    return 1;
+}
+
+/* The second of two figures that would write one file is refused, at its 'name' or its entry. */
+static int check_files(scn_ctx *x, const yx_node *m, const scenario *s, const scn_figure *f)
+{
+    char mine[3][FIG_FILE], theirs[3][FIG_FILE];
+    size_t n = figure_files(f, mine);
+    for (size_t i = 0; i < s->n_figures; i++) {
+        size_t k = figure_files(&s->figures[i], theirs);
+        for (size_t a = 0; a < n; a++)
+            for (size_t b = 0; b < k; b++)
+                if (!strcmp(mine[a], theirs[b])) {
+                    const yx_node *at = yx_map_get(m, "name");
+                    if (f->x[0] || !f->y[0])
+                        return fail(x, at ? at : m, "give one of them another file: name: NAME.png",
+                                    "this figure writes %s, as figure %zu does", mine[a], i + 1);
+                    return fail(x, at ? at : m,
+                                "give one of them another file (name: NAME.png) or an x",
+                                "this figure draws %.*s against the data's default x, as "
+                                "figure %zu does: one file for both",
+                                (int)strcspn(f->y, ","), f->y, i + 1);
+                }
     }
     return MS_OK;
 }
@@ -228,6 +292,8 @@ int read_figures(scn_ctx *x, const yx_node *v, scenario *s)
         scn_figure f;
         memset(&f, 0, sizeof f);
         int rc = read_figure(x, v->item[i], s, &f);
+        if (!rc)
+            rc = check_files(x, v->item[i], s, &f);
         if (rc)
             return rc;
         s->figures[s->n_figures++] = f;
