@@ -17,6 +17,7 @@
 
 #include "results/rdb.h"
 #include "results/serve_db.h"
+#include "sim/cli/progress.h"
 #include "sim/scenario/runlabel.h"
 #include "harness.h"
 #include "sqlfix.h"
@@ -1011,12 +1012,37 @@ START_TEST(test_progress_lines)
     ck_assert(fl && (strstr(fl, " lan ") || strstr(fl, " wan ")) &&
               (strstr(fl, " semi2k ") || strstr(fl, " aby3 ")));
     ck_assert_ptr_null(strstr(err, "\033[")); /* no terminal codes in a log */
-    /* before a run has finished there is no rate: no made-up ETA */
+    /* before a run has finished: the cost model's estimate, marked as one (or "--" past it) */
     const char *first = strstr(err, "progress: 0/4");
-    if (first)
-        ck_assert_ptr_nonnull(strstr(first, "ETA --"));
+    if (first) {
+        const char *eta = strstr(first, "ETA ");
+        ck_assert_msg(eta && (eta[4] == '~' || !strncmp(eta + 4, "--", 2)), "%.80s", first);
+    }
     free(err);
     ck_assert_int_eq(MPCSIM("run", "s.yaml", "--progress-every", "0"), 2);
+}
+END_TEST
+
+/* The ETA from the first second: the runs' estimated CPU seconds over the workers, marked as an
+ * estimate; once runs finish, the measured rate of the finished weight. */
+START_TEST(test_progress_eta)
+{
+    const double w[3] = {120, 60, 60}; /* 240 estimated CPU seconds */
+    progress *p = progress_start(3, w, 2, 0, 1, 60, "");
+    ck_assert_ptr_nonnull(p);
+    char st[256];
+    progress_status(p, st, sizeof st);
+    ck_assert_msg(strstr(st, "0/3 runs") && strstr(st, "ETA ~2:00"), "%s", st);
+    progress_stop(p);
+    /* more workers than runs: the runs in flight are the runs */
+    p = progress_start(3, w, 8, 0, 1, 60, "");
+    progress_status(p, st, sizeof st);
+    ck_assert_msg(strstr(st, "ETA ~1:20"), "%s", st);
+    progress_begin(p, 1, "b");
+    progress_end(p, 1, 0);
+    progress_status(p, st, sizeof st); /* a rate now: a measured ETA, no "~" */
+    ck_assert_msg(strstr(st, "1/3 runs") && !strstr(st, "~"), "%s", st);
+    progress_stop(p);
 }
 END_TEST
 
@@ -1130,6 +1156,6 @@ Suite *results_suite(void)
     TH_TESTS(tc, test_labels_and_columns, test_migrate_v2, test_protocol_labels,
              test_hidden_differences, test_report, test_report_json_and_serve,
              test_cost_json_odd_name, test_plots, test_plot_default_axis, test_run_many,
-             test_progress_lines, test_sigterm_resume, test_man_and_completion);
+             test_progress_lines, test_progress_eta, test_sigterm_resume, test_man_and_completion);
     return s;
 }

@@ -747,7 +747,7 @@ static int run_sweep(const run_opts *o, batch *b, const char *path)
     if (n == 0 && !o->quiet)
         printf("%s: nothing to run (%zu of %zu runs already recorded)\n", path, n_sel, n_sel);
     if (n > 0)
-        sw.pg = progress_start(n, w, tty, o->quiet, o->progress_s, hint);
+        sw.pg = progress_start(n, w, o->jobs, tty, o->quiet, o->progress_s, hint);
     pool_sink sink = {sweep_record, sweep_stopped, &sw, sweep_started};
     pool_run_list((const run_cfg *const *)runs, n, o->jobs, &sink);
     size_t done = progress_done(sw.pg), failed = progress_failed(sw.pg);

@@ -20,7 +20,7 @@ struct progress {
     pthread_cond_t cv;
     pthread_t th;
     int thread_on, stop, tty, quiet;
-    double period, t0;
+    double period, t0, workers;
     size_t total, done, failed;
     double *w, wtotal, wdone;
     double *start;          /* [total] monotonic start time of a run in flight, 0 if not */
@@ -101,14 +101,25 @@ static size_t status_text(const progress *p, double t, char *out, size_t n)
     if (p->wdone > 0 && t > p->t0) {
         double rate = p->wdone / (t - p->t0);
         progress_fmt_dur(eta, sizeof eta, fmax(0, p->wtotal - p->wdone) / rate);
+    } else if (p->wtotal / p->workers > t - p->t0) {
+        /* nothing finished yet: the cost model's CPU estimate over the workers, marked "~" */
+        eta[0] = '~';
+        progress_fmt_dur(eta + 1, sizeof eta - 1, p->wtotal / p->workers - (t - p->t0));
     } else {
-        snprintf(eta, sizeof eta, "--"); /* nothing finished yet: no rate to go by */
+        snprintf(eta, sizeof eta, "--"); /* past the estimate, nothing finished: no rate yet */
     }
     int k = snprintf(out, n, "%zu/%zu runs", p->done, p->total);
     if (p->failed)
         k += snprintf(out + k, n - (size_t)k, " (%zu failed)", p->failed);
     k += snprintf(out + k, n - (size_t)k, ", elapsed %s, ETA %s", el, eta);
     return (size_t)k;
+}
+
+void progress_status(progress *p, char *out, size_t n)
+{
+    pthread_mutex_lock(&p->mu);
+    status_text(p, now_s(), out, n);
+    pthread_mutex_unlock(&p->mu);
 }
 
 /* "#13 llama-2-7b lan full 45s, #14 …" — the runs in flight, oldest first. */
@@ -273,8 +284,8 @@ static void on_signal(int sig)
     raise(sig);
 }
 
-progress *progress_start(size_t total, const double *weights, int tty, int quiet, double period_s,
-                         const char *resume_hint)
+progress *progress_start(size_t total, const double *weights, int workers, int tty, int quiet,
+                         double period_s, const char *resume_hint)
 {
     progress *p = calloc(1, sizeof *p);
     if (!p)
@@ -290,6 +301,7 @@ progress *progress_start(size_t total, const double *weights, int tty, int quiet
         return NULL;
     }
     p->total = total;
+    p->workers = workers < 1 ? 1 : (size_t)workers > total && total ? (double)total : workers;
     for (size_t i = 0; i < total; i++) {
         p->w[i] = weights ? weights[i] : 1;
         p->wtotal += p->w[i];

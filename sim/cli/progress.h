@@ -31,16 +31,21 @@ void progress_fmt_dur(char *out, size_t n, double s);
 
 typedef struct progress progress;
 
-/* total runs; weights[i] of run i (copied); tty: redraw a bar (else a line every period_s);
- * quiet: nothing printed but the interrupt line. resume_hint: the command that resumes, for
- * the interrupt line. Starts the printing thread and installs the SIGINT/SIGTERM handlers. */
-progress *progress_start(size_t total, const double *weights, int tty, int quiet, double period_s,
-                         const char *resume_hint);
+/* total runs; weights[i] of run i (copied; its estimated CPU seconds); workers: the runs in
+ * flight at once. Until a run finishes, the ETA is the estimate over the workers, shown as
+ * "~3:40"; then the remaining weight over the weight finished per second. tty: redraw a bar
+ * (else a line every period_s); quiet: nothing printed but the interrupt line. resume_hint: the
+ * command that resumes, for the interrupt line. Starts the printing thread and installs the
+ * SIGINT/SIGTERM handlers. */
+progress *progress_start(size_t total, const double *weights, int workers, int tty, int quiet,
+                         double period_s, const char *resume_hint);
 /* Run i (0-based) started / finished (recorded in the database); name: a short label. */
 void progress_begin(progress *p, size_t i, const char *name);
 void progress_end(progress *p, size_t i, int failed);
 /* Stops the thread, restores the signal handlers, finishes the bar's line; frees p. */
 void progress_stop(progress *p);
+/* The status line now: "12/36 runs (2 failed), elapsed 1:02, ETA 3:40". */
+void progress_status(progress *p, char *out, size_t n);
 /* Counts while running, for the summary. */
 size_t progress_done(const progress *p);
 size_t progress_failed(const progress *p);
