@@ -82,6 +82,20 @@ START_TEST(test_run_draws_figures)
     write_scn("b.yaml", "b", "figures: [{figure: budget, name: b.png}]\n");
     ck_assert_int_eq(MPCSIM("run", "a.yaml", "b.yaml", "-o", "ab.db", "-q"), 0);
     ck_assert(th_exists(tpath("ab-plots/a.png")) && th_exists(tpath("ab-plots/b.png")));
+    /* figures that cannot be drawn (no accuracy metric without a trace; a folder that is a
+     * file): exit 1 after the sweep, whatever plot's reason, and the runs are kept */
+    th_write(tpath("n.yaml"), "format: 1\nname: n\nprotocol: semi2k\nnetwork: lan\n"
+                              "model: {name: tiny, family: llama, layers: 2, dim: 64, heads: 4, "
+                              "ffn_dim: 128, vocab: 256, max_context: 512}\n"
+                              "workload: {prompt_len: 64, decode_len: 4}\npolicies: [full]\n"
+                              "figures: [{figure: budget}]\n");
+    ck_assert_int_eq(MPCSIM("run", "n.yaml", "-o", "n.db", "-q"), 1);
+    char *err = th_slurp(tpath("err.txt"), NULL);
+    ck_assert_msg(strstr(err, "figure 1 of ") && strstr(err, "the runs are recorded"), "%s", err);
+    free(err);
+    th_write(tpath("f-plots"), "not a folder\n");
+    ck_assert_int_eq(MPCSIM("run", "a.yaml", "-o", "f.db", "-q"), 1);
+    ck_assert_int_eq(MPCSIM("run", "a.yaml", "-o", "f.db", "--resume", "-q"), 1);
     /* a shard holds part of the runs: it draws nothing */
     ck_assert_int_eq(MPCSIM("run", "s.yaml", "-o", "sh.db", "-q", "--shard", "1/2"), 0);
     ck_assert(!th_exists(tpath("sh-plots")));

@@ -59,7 +59,7 @@ int run_figures(const scenario *s, size_t n, const char *db)
                         "mpcsim run: error: figure %zu of %s not drawn; the runs are recorded "
                         "(mpcsim plot %s draws it again)\n",
                         k + 1, s[i].path, db);
-                st = rc;
+                st = 1; /* the sweep itself succeeded: 1 whatever plot's reason (2: usage) */
             }
         }
     return st;
