@@ -295,16 +295,16 @@ static int vm_programs(vm_ctx *c, const proto_cfg *cfg, rdb *db, int *bad, errbu
 
 /* How the policy ran inside MPC, and for a selection on shares its agreement with the
  * plaintext replay (the one-hots opened after each step: validation only). */
-static void vm_policy_note(const vm_args *a, const secinf_opts *o, const secinf_result *r,
-                           const secpol_keep *plain, secinf_spol sp, int is_pub, const float *ref,
-                           errbuf *e)
+static int vm_policy_note(const vm_args *a, const secinf_opts *o, const secinf_result *r,
+                          const secpol_keep *plain, secinf_spol sp, int is_pub, const float *ref,
+                          errbuf *e)
 {
     if (is_pub) {
         printf("#       %s's kept set is a public function of positions: the secure run re-lays "
                "the secret cache out\n"
                "#       locally (no selection to compute on shares)\n",
                a->policy);
-        return;
+        return 0;
     }
     if (!sp.ops) {
         const policy_ops *pol = policy_find(a->policy);
@@ -312,13 +312,15 @@ static void vm_policy_note(const vm_args *a, const secinf_opts *o, const secinf_
                "sets of its plaintext\n"
                "#       replay (keep masks), which a deployment could not compute\n",
                a->policy, pol && pol->secure ? pol->secure->which : "");
-        return;
+        return 0;
     }
     secpol_run pub = secinf_public(o);
     secpol_opened opened = secinf_opened(r);
     fflush(stdout);
-    if (sp.ops->audit_note(sp.cfg, &pub, &opened, plain, ref, a->policy, stdout, e))
-        printf("#       selection audit failed: %s\n", e->msg);
+    if (!sp.ops->audit_note(sp.cfg, &pub, &opened, plain, ref, a->policy, stdout, e))
+        return 0;
+    printf("#       selection audit failed: %s\n", e->msg);
+    return 1;
 }
 
 /* Teacher-forced accuracy: secure logits at every position against the float reference (or
@@ -396,7 +398,7 @@ static int vm_accuracy(vm_ctx *c, const proto_cfg *cfg, int *bad, errbuf *e)
                    acc.miss_gap < 2 * acc.max_abs ? "near ties" : "NOT near ties", acc.miss_gap,
                    acc.max_abs);
         if (a->policy)
-            vm_policy_note(a, &o, &r, &k, sp, is_pub, ref + (size_t)(P - 1) * V, e);
+            *bad |= vm_policy_note(a, &o, &r, &k, sp, is_pub, ref + (size_t)(P - 1) * V, e);
         if (a->policy) { /* how far the policy moved the model: the match is not trivial */
             double *pd = malloc((size_t)r.n_steps * V * sizeof *pd);
             for (size_t i = 0; pd && i < (size_t)r.n_steps * V; i++)

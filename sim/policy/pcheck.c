@@ -12,17 +12,9 @@
 #include "protocols/program/proto.h"
 #include "sim/trace/trace.h"
 
-#define PCHECK_IN_MAX 16
+#define PCHECK_IN_MAX PCHECK_DECL_MAX
 
-/* What the emit_cost call in progress declared (pcheck_input, pcheck_selection). */
-typedef struct pcheck_io {
-    size_t n_in;
-    uint32_t in_t[PCHECK_IN_MAX];
-    int in_what[PCHECK_IN_MAX];
-    int has_sel;
-    uint32_t sel_t, sel_m, sel_r0, sel_r1, sel_score;
-    double sel_tol;
-} pcheck_io;
+typedef pcheck_decl pcheck_io;
 
 /* The check in progress on this thread, NULL in a run. */
 static _Thread_local pcheck_io *cur;
@@ -175,8 +167,7 @@ static int bind_input(chk *c, int what, const op_tensor *T, uint32_t layer, int 
     return 0;
 }
 
-/* The value of a public tensor of a policy's ops: a column of ones ("ones", "<x>_ones"). */
-static int bind_public(const op_tensor *T, uint64_t *x, size_t n)
+int pcheck_public_value(const op_tensor *T, uint64_t *x, size_t n)
 {
     size_t len = strlen(T->name);
     if (len < 4 || strcmp(T->name + len - 4, "ones"))
@@ -309,7 +300,7 @@ static int run_prog(chk *c, op_program *prog, const pcheck_io *io, int phase, ui
             if (s && s->n == n)
                 memcpy(vals[t].s[0], s->v, n * sizeof *s->v);
         } else if (T->role == OPT_PUBLIC) {
-            if (!bind_public(T, vals[t].s[0], n))
+            if (!pcheck_public_value(T, vals[t].s[0], n))
                 stop = !!cant(c, "its public operand %s holds no value the check knows", T->name,
                               layer);
         } else if (T->role == OPT_WEIGHT) {
@@ -429,6 +420,19 @@ static int emit_run(chk *c, int phase, uint32_t layer, uint32_t kv_len, const ui
     if (!rc)
         rc = run_prog(c, &prog, &io, phase, layer, kv_len, e);
     op_program_free(&prog);
+    return rc;
+}
+
+int pcheck_emit(const policy_ops *p, void *st, int phase, uint32_t layer, uint32_t kv_len,
+                const uint32_t *kept, op_program *prog, pcheck_decl *io, errbuf *e)
+{
+    memset(io, 0, sizeof *io);
+    if (!p->emit_cost)
+        return MS_OK;
+    pcheck_decl *was = cur;
+    cur = io;
+    int rc = p->emit_cost(st, phase, layer, kv_len, kept, prog, e);
+    cur = was;
     return rc;
 }
 
