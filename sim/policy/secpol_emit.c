@@ -43,7 +43,8 @@ typedef struct eprog {
 static void eprog_free(eprog *x) { op_program_free(&x->prog); }
 
 /* emit_cost of (phase, layer) at kv cached entries (prefill: kv = the prompt's length). */
-static int probe(const ecfg *c, int phase, uint32_t layer, uint32_t kv, eprog *x, errbuf *e)
+static int probe_with(const ecfg *c, void *st, int phase, uint32_t layer, uint32_t kv, eprog *x,
+                      errbuf *e)
 {
     op_program_init(&x->prog);
     uint32_t *kept = calloc(c->Hkv, sizeof *kept);
@@ -51,9 +52,14 @@ static int probe(const ecfg *c, int phase, uint32_t layer, uint32_t kv, eprog *x
         return err_set(e, MS_ERR_NOMEM, "selection on shares: out of memory");
     for (uint32_t g = 0; g < c->Hkv; g++)
         kept[g] = kv;
-    int rc = pcheck_emit(c->p, c->st, phase, layer, kv, kept, &x->prog, &x->io, e);
+    int rc = pcheck_emit(c->p, st, phase, layer, kv, kept, &x->prog, &x->io, e);
     free(kept);
     return rc;
+}
+
+static int probe(const ecfg *c, int phase, uint32_t layer, uint32_t kv, eprog *x, errbuf *e)
+{
+    return probe_with(c, c->st, phase, layer, kv, x, e);
 }
 
 static uint32_t step_kv(const secpol_step *st) { return st->s ? st->kv : st->t; }
@@ -769,6 +775,18 @@ static int emit_audit_note(const void *cfg, const secpol_run *r, const secpol_op
     int own_rc = rc ? 0 : own_select(c, r, last, last_n, own, N, e);
     if (own_rc < 0)
         rc = -own_rc;
+    /* the tie tolerance its emit_cost states once its state has observed the session's values
+     * (a bound that scales with them: keynorm's) */
+    for (uint32_t s = 1; !rc && own_rc == 0 && s < S; s++)
+        for (uint32_t l = 0; !rc && l < L; l++) {
+            eprog x;
+            rc = probe_with(c, c->st_ref, PHASE_DECODE, l, secpol_step_of(r, s).kv, &x, e);
+            for (uint32_t g = 0; !rc && g < Hkv; g++) {
+                smask *m = &sm[((size_t)s * L + l) * Hkv + g];
+                m->tol = x.io.sel_tol > m->tol ? x.io.sel_tol : m->tol;
+            }
+            eprog_free(&x);
+        }
     size_t rep[3] = {0}, mine[3] = {0}, n = 0;
     double rep_gap = 0, own_gap = 0;
     char first[200] = "", first_own[200] = "";
