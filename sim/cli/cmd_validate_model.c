@@ -384,14 +384,25 @@ static int vm_accuracy(vm_ctx *c, const proto_cfg *cfg, int *bad, errbuf *e)
         net_cfg net;
         net_uniform(&net, (int)r.n_parties, 0, a->bandwidth_bps);
         uint32_t bad_steps = 0;
+        uint64_t bytes[2] = {0}, rounds[2] = {0}, ns[2] = {0}; /* the prompt, the decode steps */
         for (uint32_t s = 0; !rc && s < r.n_steps; s++) {
             valid_row row;
             rc = valid_step(&o, &r, s, &net, &a->mach, &row, e);
             bad_steps += !rc && row.ops_mismatched;
+            for (int i = 0; !rc && i < RDB_PARTIES; i++)
+                bytes[s > 0] += row.meas.bytes[i];
+            rounds[s > 0] += rc ? 0 : row.meas.rounds;
+            ns[s > 0] += rc ? 0 : row.meas_ns;
         }
         *bad |= bad_steps != 0;
         printf("#       bytes and rounds of every op of the %u steps equal the prediction: %s\n",
                r.n_steps, bad_steps ? "NO" : "yes");
+        if (!rc && a->policy)
+            printf("#       measured online: prompt %llu bytes, %llu rounds, %.3f s; %u decode "
+                   "steps %llu bytes, %llu rounds, %.3f s\n",
+                   (unsigned long long)bytes[0], (unsigned long long)rounds[0],
+                   (double)ns[0] * 1e-9, r.n_steps - 1, (unsigned long long)bytes[1],
+                   (unsigned long long)rounds[1], (double)ns[1] * 1e-9);
         if (acc.top1_agree < acc.n)
             printf("#       disagreements are %s: the reference's margin there is at most %.4f "
                    "(logit error bound %.4f)\n",

@@ -18,6 +18,7 @@
  * What the program computes must depend on public values only (shapes, positions, the policy's
  * parameters): the secure form calls emit_cost with no observation, and with every cached
  * entry as the kept count of the step. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -647,8 +648,10 @@ static int same_set(const smask *m, uint32_t g, uint32_t Hkv, const uint8_t *wan
     }
     if (!any)
         return 0;
-    if (n_want != n_got || hi - lo > m->tol)
+    if (n_want != n_got || hi - lo > m->tol) {
+        *gap = n_want == n_got ? -(hi - lo) : -INFINITY; /* the opened scores' spread */
         return 2;
+    }
     *gap = hi - lo > *gap ? hi - lo : *gap;
     return 1;
 }
@@ -697,6 +700,34 @@ static int own_select(const ecfg *c, const secpol_run *r, const double *const *r
     }
     free(k), free(v), free(keep);
     return rc ? -rc : 0;
+}
+
+/* The session's cached keys (the last opened cached rows of each layer) against the float
+ * model's under the replay's keep masks: the largest difference per layer. */
+typedef struct kdrift {
+    const secpol_keep *k;
+    const double *const *rows;
+    const uint32_t *rows_n;
+    uint32_t Hkv, d;
+    double err[16];
+} kdrift;
+static int kd_mask(void *ctx, uint32_t layer, uint32_t g, uint32_t pos, uint8_t *mask)
+{
+    kdrift *c = ctx;
+    return secpol_keep_attend(c->k, layer, g, pos, mask);
+}
+static void kd_layer(void *ctx, const llama_layer_view *v)
+{
+    kdrift *c = ctx;
+    if (v->layer >= 16 || !c->rows[v->layer] || v->pos >= c->rows_n[v->layer])
+        return;
+    for (uint32_t g = 0; g < c->Hkv; g++)
+        for (uint32_t i = 0; i < c->d; i++) {
+            double a = c->rows[v->layer][((size_t)g * c->rows_n[v->layer] + v->pos) * 2 * c->d + i];
+            double x = fabs(a - v->k[g * c->d + i]);
+            if (x > c->err[v->layer])
+                c->err[v->layer] = x;
+        }
 }
 
 static int emit_audit_note(const void *cfg, const secpol_run *r, const secpol_opened *opened,
@@ -772,6 +803,14 @@ static int emit_audit_note(const void *cfg, const secpol_run *r, const secpol_op
         }
     }
     /* against the plaintext replay, and against its own select() on the session's values */
+    kdrift dk = {.k = plain, .rows = last, .rows_n = last_n, .Hkv = Hkv, .d = d};
+    llama_hooks hk = {.ctx = &dk, .on_layer = kd_layer, .attend_mask = kd_mask};
+    llama *pm = NULL;
+    if (!rc)
+        rc = secpol_audit_forward(r, &hk, &pm, e);
+    uint32_t worst = 0;
+    for (uint32_t l = 1; l < L && l < 16; l++)
+        worst = dk.err[l] > dk.err[worst] ? l : worst;
     int own_rc = rc ? 0 : own_select(c, r, last, last_n, own, N, e);
     if (own_rc < 0)
         rc = -own_rc;
@@ -799,14 +838,24 @@ static int emit_audit_note(const void *cfg, const secpol_run *r, const secpol_op
                 if (!want)
                     continue;
                 n++;
-                int x = same_set(&sm[at], g, Hkv, want, got + at * N, kv, &rep_gap);
+                double gap = rep_gap;
+                int x = same_set(&sm[at], g, Hkv, want, got + at * N, kv, &gap);
                 rep[x]++;
-                if (x == 2 && !first[0])
+                if (x == 1)
+                    rep_gap = gap;
+                if (x == 2 && !first[0] && gap > -INFINITY)
+                    snprintf(first, sizeof first,
+                             "layer %u, KV head %u, decode position %u, where the swapped entries' "
+                             "opened scores are %.3g apart",
+                             l, g, kv, -gap);
+                else if (x == 2 && !first[0])
                     snprintf(first, sizeof first, "layer %u, KV head %u, decode position %u", l, g,
                              kv);
                 if (own_rc == 0) {
-                    x = same_set(&sm[at], g, Hkv, own + at * N, got + at * N, kv, &own_gap);
+                    double og = own_gap;
+                    x = same_set(&sm[at], g, Hkv, own + at * N, got + at * N, kv, &og);
                     mine[x]++;
+                    own_gap = x == 1 ? og : own_gap;
                     if (x == 2 && !first_own[0])
                         snprintf(first_own, sizeof first_own,
                                  "layer %u, KV head %u, decode position %u", l, g, kv);
@@ -815,6 +864,7 @@ static int emit_audit_note(const void *cfg, const secpol_run *r, const secpol_op
     }
     for (size_t i = 0; xs && i < (size_t)S * L; i++)
         eprog_free(&xs[i]);
+    int drift = last && last[worst];
     free(got), free(own), free(sm), free(last), free(last_n), free(xs);
     if (rc)
         return rc;
@@ -836,9 +886,14 @@ static int emit_audit_note(const void *cfg, const secpol_run *r, const secpol_op
             "its stated tolerance, %zu differ%s%s)\n",
             rep[2] || !n ? "no" : "yes", rep[0], rep[1], rep[2], first[0] ? "; first: " : "",
             first);
-    if (rep[2] && own_rc == 0 && !mine[2])
-        fprintf(out, "#       the replay's differences are the float and the fixed-point models' "
-                     "values drifting apart, not the selection\n");
+    if (drift)
+        fprintf(out,
+                "#       the session's cached keys differ from the float model's by up to %.3g "
+                "(layer %u)%s\n",
+                dk.err[worst], worst,
+                rep[2] && own_rc == 0 && !mine[2]
+                    ? ": the replay's differences are the two models' values, not the selection"
+                    : "");
     if (unnamed[0])
         return err_set(e, MS_ERR_INPUT, "%s", unnamed);
     if (own_rc == 0 ? mine[2] != 0 : rep[2] != 0)
