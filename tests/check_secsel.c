@@ -2,8 +2,8 @@
  * own on secret shares, from the ops its emit_cost builds (sim/policy/secpol_emit.c): the
  * shipped keynorm plug-in on semi2k and aby3 (its selection equal to its select() over the
  * session's own keys, the plaintext replay's kept sets nearly all equal, every op's bytes and
- * rounds as predicted), and a copy whose emit_cost names no selection refused as "cost declared,
- * no secure selection". */
+ * rounds as predicted), the same selection composed from blocks (keynorm.yaml), and a copy
+ * whose emit_cost names no selection refused as "cost declared, no secure selection". */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,6 +91,36 @@ static void keynorm_on(const char *proto)
     free(so);
 }
 
+/* The same selection composed from blocks (scenarios/policies/keynorm.yaml: sinks, key_norm,
+ * top-k at every step): its derived ops run on shares as the plug-in's do. */
+static void keynorm_blocks_on(const char *proto)
+{
+    char out[1 << 14];
+    char *yaml = strdup(th_data_path("scenarios/policies/keynorm.yaml"));
+    th_cli_expect(out, sizeof out, 0,
+                  "bytes and rounds of every op of the 7 steps equal the "
+                  "prediction: yes",
+                  "validate --model stories260K -p %s --accuracy 22 --prompt 16 --policy '%s' "
+                  "--policy-param sinks=2 --policy-param topk=6",
+                  proto, yaml);
+    ck_assert_msg(strstr(out, "selection on shares from keynorm_blocks's own emitted ops"), "%s",
+                  out);
+    ck_assert_msg(strstr(out, "equal to its select() over the session's own keys and values: yes "),
+                  "%s", out);
+    unsigned eq = count_of(out, "#       equal to its select()", "equal"),
+             ties = count_of(out, "#       equal to its select()", "ties");
+    ck_assert_uint_eq(eq + ties, 120);
+    unsigned rep = count_of(out, "#       equal to the plaintext replay's", "equal");
+    ck_assert_msg(rep >= 108, "%u of 120 masks equal to the replay's:\n%s", rep, out);
+    free(yaml);
+}
+
+START_TEST(test_keynorm_blocks) { keynorm_blocks_on("semi2k"); }
+END_TEST
+
+START_TEST(test_keynorm_blocks_aby3) { keynorm_blocks_on("aby3"); }
+END_TEST
+
 START_TEST(test_keynorm_semi2k) { keynorm_on("semi2k"); }
 END_TEST
 
@@ -134,6 +164,6 @@ Suite *secsel_suite(void)
     TCase *tc = th_case(s, "core", 0);
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_keynorm_semi2k, test_keynorm_aby3, test_keynorm_keeps_all,
-             test_unnamed_selection);
+             test_unnamed_selection, test_keynorm_blocks, test_keynorm_blocks_aby3);
     return s;
 }
