@@ -745,7 +745,7 @@ static int emit_audit_note(const void *cfg, const secpol_run *r, const secpol_op
     int rc = got && own && sm && last && last_n && xs
                  ? MS_OK
                  : err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
-    char unnamed[400] = "";
+    char unnamed[400] = "", stray[300] = "";
     /* the secure masks from the opened rows */
     for (uint32_t s = 1; !rc && s < S; s++) {
         uint32_t kv = secpol_step_of(r, s).kv;
@@ -782,12 +782,19 @@ static int emit_audit_note(const void *cfg, const secpol_run *r, const secpol_op
                     gm[j] = j < m.r0 || j >= m.r1;
                 for (uint32_t i = 0; i < io->sel_m && sel; i++) {
                     const double *row = sel + ((size_t)g * io->sel_m + i) * 2 * d;
-                    for (uint32_t j = m.r0; j < m.r1; j++)
-                        if (!gm[j] &&
-                            !memcmp(row, kvv + ((size_t)g * kv + j) * 2 * d, 2 * d * sizeof *row)) {
-                            gm[j] = 1;
-                            break;
-                        }
+                    uint32_t j = m.r0;
+                    while (j < m.r1 && (gm[j] || memcmp(row, kvv + ((size_t)g * kv + j) * 2 * d,
+                                                        2 * d * sizeof *row)))
+                        j++;
+                    if (j < m.r1)
+                        gm[j] = 1;
+                    else if (!stray[0]) /* the session attends every gathered row */
+                        snprintf(stray, sizeof stray,
+                                 "policy %s: row %u of its selection at layer %u, KV head %u, "
+                                 "decode position %u is none of its candidates' cached rows (an "
+                                 "empty slot, a mixture, or one gathered twice), and the session "
+                                 "attends it",
+                                 policy, i, l, g, kv);
                 }
                 const uint8_t *want = secpol_keep_mask(plain, kv, l, g);
                 for (uint32_t j = 0; want && !io->has_sel && !unnamed[0] && j < kv; j++)
@@ -894,8 +901,8 @@ static int emit_audit_note(const void *cfg, const secpol_run *r, const secpol_op
                 rep[2] && own_rc == 0 && !mine[2]
                     ? ": the replay's differences are the two models' values, not the selection"
                     : "");
-    if (unnamed[0])
-        return err_set(e, MS_ERR_INPUT, "%s", unnamed);
+    if (unnamed[0] || stray[0])
+        return err_set(e, MS_ERR_INPUT, "%s", unnamed[0] ? unnamed : stray);
     if (own_rc == 0 ? mine[2] != 0 : rep[2] != 0)
         return err_set(e, MS_ERR_INPUT, "the selection on shares differs from its select()'s");
     return MS_OK;
