@@ -12,9 +12,17 @@
 #include "protocols/program/proto.h"
 #include "sim/trace/trace.h"
 
-#define PCHECK_IN_MAX PCHECK_DECL_MAX
+#define PCHECK_IN_MAX 16
 
-typedef pcheck_decl pcheck_io;
+/* What the emit_cost call in progress declared (pcheck_input, pcheck_selection). */
+typedef struct pcheck_io {
+    size_t n_in;
+    uint32_t in_t[PCHECK_IN_MAX];
+    int in_what[PCHECK_IN_MAX];
+    int has_sel;
+    uint32_t sel_t, sel_m, sel_r0, sel_r1, sel_score;
+    double sel_tol;
+} pcheck_io;
 
 /* The check in progress on this thread, NULL in a run. */
 static _Thread_local pcheck_io *cur;
@@ -167,7 +175,8 @@ static int bind_input(chk *c, int what, const op_tensor *T, uint32_t layer, int 
     return 0;
 }
 
-int pcheck_public_value(const op_tensor *T, uint64_t *x, size_t n)
+/* The value of a public tensor of a policy's ops: a column of ones ("ones", "<x>_ones"). */
+static int bind_public(const op_tensor *T, uint64_t *x, size_t n)
 {
     size_t len = strlen(T->name);
     if (len < 4 || strcmp(T->name + len - 4, "ones"))
@@ -300,7 +309,7 @@ static int run_prog(chk *c, op_program *prog, const pcheck_io *io, int phase, ui
             if (s && s->n == n)
                 memcpy(vals[t].s[0], s->v, n * sizeof *s->v);
         } else if (T->role == OPT_PUBLIC) {
-            if (!pcheck_public_value(T, vals[t].s[0], n))
+            if (!bind_public(T, vals[t].s[0], n))
                 stop = !!cant(c, "its public operand %s holds no value the check knows", T->name,
                               layer);
         } else if (T->role == OPT_WEIGHT) {
@@ -429,12 +438,20 @@ int pcheck_emit(const policy_ops *p, void *st, int phase, uint32_t layer, uint32
     memset(io, 0, sizeof *io);
     if (!p->emit_cost)
         return MS_OK;
-    pcheck_decl *was = cur;
-    cur = io;
+    pcheck_io got = {0}, *was = cur;
+    cur = &got;
     int rc = p->emit_cost(st, phase, layer, kv_len, kept, prog, e);
     cur = was;
+    io->n_in = got.n_in < PCHECK_DECL_MAX ? got.n_in : PCHECK_DECL_MAX;
+    for (size_t i = 0; i < io->n_in; i++)
+        io->in_t[i] = got.in_t[i], io->in_what[i] = got.in_what[i];
+    io->has_sel = got.has_sel;
+    io->sel_t = got.sel_t, io->sel_m = got.sel_m, io->sel_r0 = got.sel_r0;
+    io->sel_r1 = got.sel_r1, io->sel_score = got.sel_score, io->sel_tol = got.sel_tol;
     return rc;
 }
+
+int pcheck_public_value(const op_tensor *T, uint64_t *x, size_t n) { return bind_public(T, x, n); }
 
 static int gather_k(void *ctx, uint32_t layer, uint32_t g, const uint32_t *idx, size_t n, float *k)
 {

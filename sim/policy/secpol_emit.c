@@ -139,19 +139,26 @@ int secpol_emit_config(const policy_ops *p, const char *name, const policy_env *
     int rc = p->init(env, a, &c->st, e);
     if (!rc)
         rc = p->init(env, a, &c->st_ref, e);
-    /* does its emit_cost take its operands? */
+    /* does its emit_cost take its operands, and can the session bind them at every step? */
     int inputs = 0, bindable = 1;
-    for (uint32_t l = 0; !rc && l < c->L; l++)
-        for (int ph = 0; ph < 2 && !rc; ph++) {
+    for (uint32_t st = 0, P = env->prompt_len; !rc && bindable && P + st <= n; st++)
+        for (uint32_t l = 0; !rc && bindable && l < c->L; l++) {
             eprog x;
-            int dec = ph == 1;
-            if (dec && n <= env->prompt_len)
-                continue;
-            rc = probe(c, dec ? PHASE_DECODE : PHASE_PREFILL, l, dec ? n - 1 : env->prompt_len, &x,
-                       e);
+            int dec = st > 0; /* the prompt, then the decode steps over P + st − 1 entries */
+            uint32_t kv = dec ? P + st - 1 : P;
+            if (dec && kv >= n)
+                break;
+            rc = probe(c, dec ? PHASE_DECODE : PHASE_PREFILL, l, kv, &x, e);
             inputs |= x.io.n_in > 0;
-            for (size_t i = 0; !rc && i < x.io.n_in; i++)
-                bindable &= dec || x.io.in_what[i] == PCHECK_IN_KEYS_NEW;
+            for (size_t i = 0; !rc && i < x.io.n_in; i++) {
+                const op_tensor *T = &x.prog.tens[x.io.in_t[i]];
+                int w = x.io.in_what[i];
+                bindable &= w == PCHECK_IN_KEYS_NEW ||
+                            (dec && w == PCHECK_IN_KV && T->batch == c->Hkv && T->rows == kv &&
+                             T->cols == 2 * c->d) ||
+                            (dec && w == PCHECK_IN_QUERY &&
+                             (size_t)T->batch * T->rows * T->cols == (size_t)c->H * c->d);
+            }
             bindable &= !x.io.has_sel || (dec && x.prog.tens[x.io.sel_t].cols == 2 * c->d);
             eprog_free(&x);
         }
