@@ -36,7 +36,14 @@
  *   - inputs and selection: emit_cost takes its operands from mpcsim (api->input: the cached
  *     keys and values, the new keys, the query) and names the rows its selection gathers
  *     (api->selection), so `mpcsim policy check` can run those very ops on the plain engine
- *     over a trace and compare what they gather with select()'s keep mask.
+ *     over a trace and compare what they gather with select()'s keep mask, and `mpcsim
+ *     validate --policy` runs them on secret shares: bound to the secure session's own cached
+ *     rows, new keys and query, state tensors (api->shared, MPCSIM_ROLE_CACHE) carried on
+ *     shares between steps, the step attending the rows the selection gathers (all 2·head_dim
+ *     columns of MPCSIM_IN_KV) and the entries outside its candidates. For that the ops must
+ *     depend on public values only (shapes, positions, parameters): the session calls
+ *     emit_cost on a state that observed nothing, with every cached entry as kept[g]; a
+ *     selection at the prompt, or ops that take no operands, keep the replay's kept sets.
  *
  * Callbacks return 0 on success, or the code api->fail returned after it recorded a message.
  * A plug-in's callbacks may run in several threads at once, each on its own state. */

@@ -295,16 +295,16 @@ static int vm_programs(vm_ctx *c, const proto_cfg *cfg, rdb *db, int *bad, errbu
 
 /* How the policy ran inside MPC, and for a selection on shares its agreement with the
  * plaintext replay (the one-hots opened after each step: validation only). */
-static void vm_policy_note(const vm_args *a, const secinf_opts *o, const secinf_result *r,
-                           const secpol_keep *plain, secinf_spol sp, int is_pub, const float *ref,
-                           errbuf *e)
+static int vm_policy_note(const vm_args *a, const secinf_opts *o, const secinf_result *r,
+                          const secpol_keep *plain, secinf_spol sp, int is_pub, const float *ref,
+                          errbuf *e)
 {
     if (is_pub) {
         printf("#       %s's kept set is a public function of positions: the secure run re-lays "
                "the secret cache out\n"
                "#       locally (no selection to compute on shares)\n",
                a->policy);
-        return;
+        return 0;
     }
     if (!sp.ops) {
         const policy_ops *pol = policy_find(a->policy);
@@ -312,13 +312,15 @@ static void vm_policy_note(const vm_args *a, const secinf_opts *o, const secinf_
                "sets of its plaintext\n"
                "#       replay (keep masks), which a deployment could not compute\n",
                a->policy, pol && pol->secure ? pol->secure->which : "");
-        return;
+        return 0;
     }
     secpol_run pub = secinf_public(o);
     secpol_opened opened = secinf_opened(r);
     fflush(stdout);
-    if (sp.ops->audit_note(sp.cfg, &pub, &opened, plain, ref, a->policy, stdout, e))
-        printf("#       selection audit failed: %s\n", e->msg);
+    if (!sp.ops->audit_note(sp.cfg, &pub, &opened, plain, ref, a->policy, stdout, e))
+        return 0;
+    printf("#       selection audit failed: %s\n", e->msg);
+    return 1;
 }
 
 /* Teacher-forced accuracy: secure logits at every position against the float reference (or
@@ -382,21 +384,32 @@ static int vm_accuracy(vm_ctx *c, const proto_cfg *cfg, int *bad, errbuf *e)
         net_cfg net;
         net_uniform(&net, (int)r.n_parties, 0, a->bandwidth_bps);
         uint32_t bad_steps = 0;
+        uint64_t bytes[2] = {0}, rounds[2] = {0}, ns[2] = {0}; /* the prompt, the decode steps */
         for (uint32_t s = 0; !rc && s < r.n_steps; s++) {
             valid_row row;
             rc = valid_step(&o, &r, s, &net, &a->mach, &row, e);
             bad_steps += !rc && row.ops_mismatched;
+            for (int i = 0; !rc && i < RDB_PARTIES; i++)
+                bytes[s > 0] += row.meas.bytes[i];
+            rounds[s > 0] += rc ? 0 : row.meas.rounds;
+            ns[s > 0] += rc ? 0 : row.meas_ns;
         }
         *bad |= bad_steps != 0;
         printf("#       bytes and rounds of every op of the %u steps equal the prediction: %s\n",
                r.n_steps, bad_steps ? "NO" : "yes");
+        if (!rc && a->policy)
+            printf("#       measured online: prompt %llu bytes, %llu rounds, %.3f s; %u decode "
+                   "steps %llu bytes, %llu rounds, %.3f s\n",
+                   (unsigned long long)bytes[0], (unsigned long long)rounds[0],
+                   (double)ns[0] * 1e-9, r.n_steps - 1, (unsigned long long)bytes[1],
+                   (unsigned long long)rounds[1], (double)ns[1] * 1e-9);
         if (acc.top1_agree < acc.n)
             printf("#       disagreements are %s: the reference's margin there is at most %.4f "
                    "(logit error bound %.4f)\n",
                    acc.miss_gap < 2 * acc.max_abs ? "near ties" : "NOT near ties", acc.miss_gap,
                    acc.max_abs);
         if (a->policy)
-            vm_policy_note(a, &o, &r, &k, sp, is_pub, ref + (size_t)(P - 1) * V, e);
+            *bad |= vm_policy_note(a, &o, &r, &k, sp, is_pub, ref + (size_t)(P - 1) * V, e);
         if (a->policy) { /* how far the policy moved the model: the match is not trivial */
             double *pd = malloc((size_t)r.n_steps * V * sizeof *pd);
             for (size_t i = 0; pd && i < (size_t)r.n_steps * V; i++)

@@ -432,6 +432,27 @@ static int emit_run(chk *c, int phase, uint32_t layer, uint32_t kv_len, const ui
     return rc;
 }
 
+int pcheck_emit(const policy_ops *p, void *st, int phase, uint32_t layer, uint32_t kv_len,
+                const uint32_t *kept, op_program *prog, pcheck_decl *io, errbuf *e)
+{
+    memset(io, 0, sizeof *io);
+    if (!p->emit_cost)
+        return MS_OK;
+    pcheck_io got = {0}, *was = cur;
+    cur = &got;
+    int rc = p->emit_cost(st, phase, layer, kv_len, kept, prog, e);
+    cur = was;
+    io->n_in = got.n_in < PCHECK_DECL_MAX ? got.n_in : PCHECK_DECL_MAX;
+    for (size_t i = 0; i < io->n_in; i++)
+        io->in_t[i] = got.in_t[i], io->in_what[i] = got.in_what[i];
+    io->has_sel = got.has_sel;
+    io->sel_t = got.sel_t, io->sel_m = got.sel_m, io->sel_r0 = got.sel_r0;
+    io->sel_r1 = got.sel_r1, io->sel_score = got.sel_score, io->sel_tol = got.sel_tol;
+    return rc;
+}
+
+int pcheck_public_value(const op_tensor *T, uint64_t *x, size_t n) { return bind_public(T, x, n); }
+
 static int gather_k(void *ctx, uint32_t layer, uint32_t g, const uint32_t *idx, size_t n, float *k)
 {
     return trace_gather(ctx, layer, g, idx, n, k, NULL);

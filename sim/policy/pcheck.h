@@ -18,6 +18,26 @@
 
 struct trace;
 
+/* What one emit_cost call declared: its operands (tensor ids and PCHECK_IN_*) and its named
+ * selection (pcheck_selection's arguments). */
+#define PCHECK_DECL_MAX 16
+typedef struct pcheck_decl {
+    size_t n_in;
+    uint32_t in_t[PCHECK_DECL_MAX];
+    int in_what[PCHECK_DECL_MAX];
+    int has_sel;
+    uint32_t sel_t, sel_m, sel_r0, sel_r1, sel_score;
+    double sel_tol;
+} pcheck_decl;
+
+/* p's emit_cost for (phase, layer, kv_len) into prog, with what it declared in *io (the
+ * secure form of a selection from its emitted ops: secpol_emit.c). */
+int pcheck_emit(const policy_ops *p, void *st, int phase, uint32_t layer, uint32_t kv_len,
+                const uint32_t *kept, op_program *prog, pcheck_decl *io, errbuf *e);
+/* The value of a public tensor of a policy's ops, raw ring integers: a column of ones ("ones",
+ * "<x>_ones"); 0 for any other. */
+int pcheck_public_value(const op_tensor *T, uint64_t *x, size_t n);
+
 /* Operands of emit_cost (the numbers of policy_plugin.h's mpcsim_input). */
 enum {
     PCHECK_IN_KV,       /* (Hkv, kv_len, 2·head_dim): the cached [K | V] rows */

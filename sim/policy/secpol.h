@@ -153,4 +153,15 @@ int secpol_keep_attend(const secpol_keep *k, uint32_t l, uint32_t g, uint32_t po
 /* Whether the distinct positions slot[0..R) are exactly mask's kept set over [0, pos). */
 int secpol_same_set(const uint32_t *slot, uint32_t R, const uint8_t *mask, uint32_t pos);
 
+/* The selection on shares of a policy with no table of its own, from the ops its emit_cost
+ * builds with its operands and its selection named (secpol_emit.c). */
+extern const secpol_ops secpol_emit_ops;
+/* Its configuration for policy p (name: as the user named it) with parameters a over n
+ * positions: *cfg NULL when p's emit_cost takes no operands (a cost, not a computation); an
+ * error "cost declared, no secure selection" when it takes them but names no selection. */
+int secpol_emit_config(const policy_ops *p, const char *name, const policy_env *env,
+                       const policy_args *a, uint32_t n, void **cfg, errbuf *e);
+/* Whether p selects on shares through secpol_emit_ops with these parameters. */
+int secpol_emit_declares(const policy_ops *p, const policy_env *env, const policy_args *a);
+
 #endif

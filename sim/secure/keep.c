@@ -169,7 +169,7 @@ int secinf_policy_replay(const model_cfg *m, llama *ref, const char *policy,
               .prompt = prompt,
               .cur_layer = UINT32_MAX,
               .e = e,
-              .own_q = pol->secure && pol->secure->own_query};
+              .own_q = pol->secure ? pol->secure->own_query : 0};
     k->keep = calloc((size_t)n * m->n_layers * m->n_kv_heads * n + 1, 1);
     c.keep = calloc((size_t)m->n_kv_heads * (n + 1), 1);
     c.q = calloc((size_t)m->n_layers * m->n_heads * m->head_dim, sizeof *c.q);
@@ -180,6 +180,9 @@ int secinf_policy_replay(const model_cfg *m, llama *ref, const char *policy,
     policy_env env = prep_env(m, prompt, n);
     env.gather_k = prep_gather_k;
     env.kv_ctx = &c;
+    /* a selection on shares from its emitted ops selects with the session's own query */
+    if (!rc && !pol->secure && pol->emit_cost)
+        c.own_q = secpol_emit_declares(pol, &env, &a);
     if (!rc)
         rc = pol->init(&env, &a, &c.st, e);
     llama_hooks hf = {.ctx = &c, .on_layer = prep_full_layer};
@@ -264,7 +267,7 @@ int secinf_spol_of(const model_cfg *m, const char *policy, const char *const *pa
         *is_public = 1;
         return MS_OK;
     }
-    if (!pol->secure)
+    if (!pol->secure && !pol->emit_cost)
         return MS_OK;
     if (n_params > RUN_MAX_PARAMS)
         return err_set(e, MS_ERR_INPUT, "policy %s: %zu parameters", policy, n_params);
@@ -272,10 +275,12 @@ int secinf_spol_of(const model_cfg *m, const char *policy, const char *const *pa
     policy_args a;
     int rc = prep_args(pol, params, n_params, kv, &a, e);
     policy_env env = prep_env(m, prompt, n);
-    if (!rc)
+    if (!rc && pol->secure)
         rc = pol->secure->config(&env, &a, &sp->cfg, e);
+    else if (!rc) /* no table of its own: its emitted ops, when they compute its selection */
+        rc = secpol_emit_config(pol, policy, &env, &a, n, &sp->cfg, e);
     if (!rc && sp->cfg)
-        sp->ops = pol->secure;
+        sp->ops = pol->secure ? pol->secure : &secpol_emit_ops;
     return rc;
 }
 

@@ -1,0 +1,933 @@
+/* secpol_emit.c — the selection on secret shares of any policy whose emit_cost names its
+ * operands and its selection (pcheck.h: pcheck_input, pcheck_selection; a plug-in's
+ * api->input and api->selection): the same ops that `mpcsim policy check` runs on the plain
+ * engine, run inside each step's program on shares.
+ *
+ * Per layer, the policy's program of the step (its emit_cost at the step's phase, layer and
+ * cached count) is spliced into the lowered step right before the layer's attention scores,
+ * its tensors renamed "L<l>.s.<name>". Its operands are bound to the session's own secret
+ * tensors: the new keys are a slice of the layer's KV cache after this step's append (row 0 at
+ * a decode step, rows 0 … P−1 at the prompt), the query a copy of the layer's rotated query
+ * before its 1/√d scaling, and the cached [K | V] rows the table this selection carries (every
+ * entry cached so far, in position order, on shares). Its state tensors (OPT_CACHE) are carried
+ * on shares from step to step by name. At a decode step, the rows its selection gathers become
+ * the attended cache: their K and V columns (local re-layouts) appended behind the new entry
+ * and the entries outside its candidates, which are attended as public ones. The attended
+ * count per layer is public: the entries outside the candidates plus the selection's rows.
+ *
+ * What the program computes must depend on public values only (shapes, positions, the policy's
+ * parameters): the secure form calls emit_cost with no observation, and with every cached
+ * entry as the kept count of the step. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pcheck.h"
+#include "policy.h"
+#include "secpol.h"
+
+/* The configuration: the policy, its state (init, never observed) and its shapes. */
+typedef struct ecfg {
+    const policy_ops *p;
+    void *st;
+    void *st_ref; /* a second state, for the audit's select() over the session's values */
+    uint32_t L, H, Hkv, d;
+    char name[64];
+} ecfg;
+
+/* One layer's program of a step, with what it declared. */
+typedef struct eprog {
+    op_program prog;
+    pcheck_decl io;
+} eprog;
+
+static void eprog_free(eprog *x) { op_program_free(&x->prog); }
+
+/* emit_cost of (phase, layer) at kv cached entries (prefill: kv = the prompt's length). */
+static int probe_with(const ecfg *c, void *st, int phase, uint32_t layer, uint32_t kv, eprog *x,
+                      errbuf *e)
+{
+    op_program_init(&x->prog);
+    uint32_t *kept = calloc(c->Hkv, sizeof *kept);
+    if (!kept)
+        return err_set(e, MS_ERR_NOMEM, "selection on shares: out of memory");
+    for (uint32_t g = 0; g < c->Hkv; g++)
+        kept[g] = kv;
+    int rc = pcheck_emit(c->p, st, phase, layer, kv, kept, &x->prog, &x->io, e);
+    free(kept);
+    return rc;
+}
+
+static int probe(const ecfg *c, int phase, uint32_t layer, uint32_t kv, eprog *x, errbuf *e)
+{
+    return probe_with(c, c->st, phase, layer, kv, x, e);
+}
+
+static uint32_t step_kv(const secpol_step *st) { return st->s ? st->kv : st->t; }
+
+/* The cached entries a decode step attends besides the new one: those outside the selection's
+ * candidates [r0, r1), and its rows. */
+static uint32_t attended(const pcheck_decl *io, uint32_t kv)
+{
+    if (!io->has_sel)
+        return kv;
+    uint32_t r1 = io->sel_r1 < kv ? io->sel_r1 : kv, r0 = io->sel_r0 < r1 ? io->sel_r0 : r1;
+    return r0 + (kv - r1) + io->sel_m;
+}
+
+/* The entries outside the candidates, in position order: pub[0 … n). */
+static uint32_t public_rows(const pcheck_decl *io, uint32_t kv, uint32_t *pub)
+{
+    uint32_t n = 0;
+    for (uint32_t j = 0; j < kv; j++)
+        if (!io->has_sel || j < io->sel_r0 || j >= io->sel_r1)
+            pub[n++] = j;
+    return n;
+}
+
+/* "L<l>.s.<rest>" for a policy tensor "L<l>.<rest>", "s.<name>" for one of no layer. */
+static void rename_tensor(char out[48], const char *name)
+{
+    const char *rest = NULL;
+    int l = op_layer_of(name, &rest);
+    if (l >= 0 && rest)
+        snprintf(out, 48, "L%d.s.%s", l, rest);
+    else
+        snprintf(out, 48, "s.%s", name);
+}
+
+/* A tensor of the policy's spliced program ("L<l>.s.…", "s.…"). */
+static int is_spliced(const char *name)
+{
+    const char *rest = NULL;
+    if (op_layer_of(name, &rest) < 0 || !rest)
+        rest = name;
+    return !strncmp(rest, "s.", 2);
+}
+
+static uint32_t find_renamed(const op_program *p, const char *name)
+{
+    char nm[48];
+    rename_tensor(nm, name);
+    return op_tensor_find(p, nm);
+}
+
+/* ---- configuration ------------------------------------------------------------------------ */
+
+static void ecfg_free(void *cfg)
+{
+    ecfg *c = cfg;
+    if (c && c->st)
+        c->p->fini(c->st);
+    if (c && c->st_ref)
+        c->p->fini(c->st_ref);
+    free(c);
+}
+
+int secpol_emit_config(const policy_ops *p, const char *name, const policy_env *env,
+                       const policy_args *a, uint32_t n, void **cfg, errbuf *e)
+{
+    *cfg = NULL;
+    if (!p->emit_cost)
+        return MS_OK;
+    ecfg *c = calloc(1, sizeof *c);
+    if (!c)
+        return err_set(e, MS_ERR_NOMEM, "selection on shares: out of memory");
+    *c = (ecfg){
+        .p = p, .L = env->n_layers, .H = env->n_heads, .Hkv = env->n_kv_heads, .d = env->head_dim};
+    snprintf(c->name, sizeof c->name, "%s", name);
+    int rc = p->init(env, a, &c->st, e);
+    if (!rc)
+        rc = p->init(env, a, &c->st_ref, e);
+    /* does its emit_cost take its operands, and can the session bind them at every step? */
+    int inputs = 0, bindable = 1;
+    for (uint32_t st = 0, P = env->prompt_len; !rc && bindable && P + st <= n; st++)
+        for (uint32_t l = 0; !rc && bindable && l < c->L; l++) {
+            eprog x;
+            int dec = st > 0; /* the prompt, then the decode steps over P + st − 1 entries */
+            uint32_t kv = dec ? P + st - 1 : P;
+            if (dec && kv >= n)
+                break;
+            rc = probe(c, dec ? PHASE_DECODE : PHASE_PREFILL, l, kv, &x, e);
+            inputs |= x.io.n_in > 0;
+            for (size_t i = 0; !rc && i < x.io.n_in; i++) {
+                const op_tensor *T = &x.prog.tens[x.io.in_t[i]];
+                int w = x.io.in_what[i];
+                bindable &= w == PCHECK_IN_KEYS_NEW ||
+                            (dec && w == PCHECK_IN_KV && T->batch == c->Hkv && T->rows == kv &&
+                             T->cols == 2 * c->d) ||
+                            (dec && w == PCHECK_IN_QUERY &&
+                             (size_t)T->batch * T->rows * T->cols == (size_t)c->H * c->d);
+            }
+            bindable &= !x.io.has_sel || (dec && x.prog.tens[x.io.sel_t].cols == 2 * c->d);
+            eprog_free(&x);
+        }
+    /* no operands: its ops are a cost, not a computation; a selection at the prompt, or of
+     * other columns than the cached [K | V] rows, is not one the session attends */
+    if (rc || !inputs || !bindable) {
+        ecfg_free(c);
+        return rc;
+    }
+    *cfg = c;
+    return MS_OK;
+}
+
+int secpol_emit_declares(const policy_ops *p, const policy_env *env, const policy_args *a)
+{
+    errbuf e;
+    void *cfg = NULL;
+    if (!p->emit_cost || secpol_emit_config(p, p->name, env, a, env->max_len, &cfg, &e))
+        return 0;
+    ecfg_free(cfg);
+    return cfg != NULL;
+}
+
+static int emit_cfg_unused(const policy_env *env, const policy_args *a, void **cfg, errbuf *e)
+{
+    *cfg = NULL;
+    return err_set(e, MS_ERR_INTERNAL, "selection on shares: configured by secpol_emit_config");
+}
+
+static uint32_t emit_rows(const void *cfg, const secpol_run *r, uint32_t layer, uint32_t kv)
+{
+    const ecfg *c = cfg;
+    eprog x;
+    errbuf e;
+    uint32_t n = kv;
+    if (!probe(c, PHASE_DECODE, layer, kv, &x, &e))
+        n = attended(&x.io, kv);
+    eprog_free(&x);
+    return n;
+}
+
+/* ---- the step's program ------------------------------------------------------------------- */
+
+static op view(int phase, uint32_t layer, uint32_t batch, uint32_t m, uint32_t n, uint32_t in0,
+               uint32_t in1, uint32_t out, uint32_t flags, int32_t iarg)
+{
+    return (op){.kind = OP_VIEW,
+                .phase = (uint8_t)phase,
+                .cat = OPC_POLICY,
+                .layer = (int16_t)layer,
+                .group = -1,
+                .batch = batch,
+                .m = m,
+                .n = n,
+                .in = {in0, in1, OP_NONE},
+                .out = out,
+                .flags = flags,
+                .iarg = iarg};
+}
+
+/* The index of the first op writing out of the given kind, from index from; -1 if none. */
+static long find_from(const op_program *p, size_t from, int kind, uint32_t out)
+{
+    for (size_t i = from; i < p->n_ops; i++)
+        if (p->ops[i].kind == kind && p->ops[i].out == out)
+            return (long)i;
+    return -1;
+}
+
+/* Layer l's program spliced before its attention scores. */
+static int splice(const ecfg *c, const secpol_step *st, uint32_t l, eprog *x, op_program *p,
+                  errbuf *e)
+{
+    const op_program *q = &x->prog;
+    const pcheck_decl *io = &x->io;
+    int phase = st->s ? PHASE_DECODE : PHASE_PREFILL;
+    uint32_t kv = step_kv(st), t = st->t, Hkv = c->Hkv, d = c->d;
+    uint32_t kc = op_layer_find(p, (int)l, "kcache"), vc = op_layer_find(p, (int)l, "vcache"),
+             qt = op_layer_find(p, (int)l, "q"), sc = op_layer_find(p, (int)l, "scores");
+    long at = sc == OP_NONE ? -1 : find_from(p, 0, OP_MATMUL, sc);
+    long qs = qt == OP_NONE ? -1 : find_from(p, 0, OP_MUL_PUB, qt);
+    if (kc == OP_NONE || vc == OP_NONE || at < 0 || qs < 0)
+        return err_set(e, MS_ERR_INTERNAL, "selection on shares: layer %u has no attention", l);
+    uint32_t *map = calloc(q->n_tens + 1, sizeof *map);
+    if (!map)
+        return err_set(e, MS_ERR_NOMEM, "selection on shares: out of memory");
+    int rc = MS_OK;
+    for (uint32_t i = 0; !rc && i < q->n_tens; i++) {
+        const op_tensor *T = &q->tens[i];
+        char nm[48];
+        rename_tensor(nm, T->name);
+        map[i] = op_tensor_find(p, nm);
+        if (map[i] == OP_NONE)
+            map[i] = op_tensor_add(p, nm, T->role, T->dom, T->batch, T->rows, T->cols);
+        if (map[i] == OP_NONE)
+            rc = err_set(e, MS_ERR_NOMEM, "selection on shares: out of memory");
+    }
+    /* the query: a copy of the rotated query before its scaling (at a decode step) */
+    for (size_t i = 0; !rc && i < io->n_in; i++) {
+        if (io->in_what[i] != PCHECK_IN_QUERY)
+            continue;
+        const op_tensor *T = &q->tens[io->in_t[i]];
+        if (phase != PHASE_DECODE || (size_t)T->batch * T->rows * T->cols != (size_t)c->H * d)
+            rc = err_set(e, MS_ERR_INPUT,
+                         "policy %s: its query operand %s is the decode step's (n_heads x 1 x "
+                         "head_dim) on shares",
+                         c->name, T->name);
+        size_t from = p->n_ops;
+        op o = view(phase, l, 1, 1, c->H * d, qt, OP_NONE, map[io->in_t[i]], 0, 0);
+        if (!rc && op_emit(p, &o) < 0)
+            rc = err_set(e, MS_ERR_NOMEM, "selection on shares: out of memory");
+        if (!rc)
+            rc = secpol_ops_move(p, qs, from, e);
+        at++;
+    }
+    size_t from = p->n_ops;
+    /* the new keys: a slice of the cache after this step's append (rows 0 … t−1) */
+    for (size_t i = 0; !rc && i < io->n_in; i++) {
+        const op_tensor *T = &q->tens[io->in_t[i]];
+        if (io->in_what[i] == PCHECK_IN_KEYS_NEW) {
+            if (T->batch != Hkv || T->rows != t || T->cols != d)
+                rc = err_set(e, MS_ERR_INPUT,
+                             "policy %s: its new keys %s are not n_kv_heads x %u x head_dim",
+                             c->name, T->name, t);
+            op o = view(phase, l, Hkv, t, d, kc, OP_NONE, map[io->in_t[i]], 0, 0);
+            if (!rc && op_emit(p, &o) < 0)
+                rc = err_set(e, MS_ERR_NOMEM, "selection on shares: out of memory");
+        } else if (io->in_what[i] == PCHECK_IN_KV && (phase != PHASE_DECODE || T->batch != Hkv ||
+                                                      T->rows != kv || T->cols != 2 * d)) {
+            rc = err_set(e, MS_ERR_INPUT,
+                         "policy %s: its cached rows %s are the decode step's n_kv_heads x %u x "
+                         "2·head_dim on shares",
+                         c->name, T->name, kv);
+        }
+    }
+    for (size_t i = 0; !rc && i < q->n_ops; i++) {
+        op o = q->ops[i];
+        for (int k = 0; k < 3; k++)
+            o.in[k] = o.in[k] < q->n_tens ? map[o.in[k]] : o.in[k];
+        o.out = o.out < q->n_tens ? map[o.out] : o.out;
+        o.phase = (uint8_t)phase;
+        if (op_emit(p, &o) < 0)
+            rc = err_set(e, MS_ERR_NOMEM, "selection on shares: out of memory");
+    }
+    /* the gathered rows' K and V columns behind the new entry and the public entries */
+    if (!rc && phase == PHASE_DECODE && io->has_sel) {
+        const op_tensor *S = &q->tens[io->sel_t];
+        uint32_t m = io->sel_m, npub = attended(io, kv) - m;
+        if (S->cols != 2 * d || (size_t)S->batch * S->rows != (size_t)Hkv * m)
+            rc = err_set(e, MS_ERR_INPUT,
+                         "policy %s: its selection %s is not n_kv_heads x %u x 2·head_dim rows "
+                         "of the cached [K | V]: on shares the step attends what it gathers",
+                         c->name, S->name, m);
+        /* the index views take columns of one instance: the rows as (1, Hkv·m, 2d) */
+        char nm[48];
+        op_layer_name(nm, (int)l, "s.rows");
+        uint32_t flat =
+            rc || !m ? OP_NONE : op_tensor_add(p, nm, OPT_TEMP, DOM_ARITH, 1, Hkv * m, 2 * d);
+        op o0 = view(phase, l, 1, Hkv * m, 2 * d, map[io->sel_t], OP_NONE, flat, 0, 0);
+        if (!rc && m && (flat == OP_NONE || op_emit(p, &o0) < 0))
+            rc = err_set(e, MS_ERR_NOMEM, "selection on shares: out of memory");
+        for (int w = 0; !rc && w < 2 && m; w++) {
+            op_layer_name(nm, (int)l, w ? "s.vcols" : "s.kcols");
+            uint32_t ix = op_tensor_add(p, nm, OPT_PUBLIC, DOM_ARITH, 1, d, 1);
+            op_layer_name(nm, (int)l, w ? "s.vpart" : "s.kpart");
+            uint32_t part = op_tensor_add(p, nm, OPT_TEMP, DOM_ARITH, 1, Hkv * m, d);
+            op o1 = view(phase, l, 1, Hkv * m, d, flat, ix, part, OPF_INDEX_COLS, 0);
+            op o2 = view(phase, l, Hkv, m, d, part, OP_NONE, w ? vc : kc, 0, (int32_t)(1 + npub));
+            if (ix == OP_NONE || part == OP_NONE || op_emit(p, &o1) < 0 || op_emit(p, &o2) < 0)
+                rc = err_set(e, MS_ERR_NOMEM, "selection on shares: out of memory");
+        }
+    }
+    if (!rc)
+        rc = secpol_ops_move(p, at, from, e);
+    free(map);
+    return rc;
+}
+
+static int emit_emit(const void *cfg, const secpol_run *r, const secpol_step *st, op_program *p,
+                     errbuf *e)
+{
+    const ecfg *c = cfg;
+    int rc = MS_OK;
+    for (uint32_t l = 0; !rc && l < c->L; l++) {
+        eprog x;
+        rc = probe(c, st->s ? PHASE_DECODE : PHASE_PREFILL, l, step_kv(st), &x, e);
+        if (!rc && x.prog.n_ops)
+            rc = splice(c, st, l, &x, p, e);
+        eprog_free(&x);
+    }
+    return rc;
+}
+
+/* The column indices of the gathered rows' K (0 … d−1) and V (d … 2d−1); the policy's own
+ * public tensors as `policy check` binds them. */
+static int emit_public(const void *cfg, const secpol_run *r, const secpol_step *st, int frac,
+                       const op_tensor *t, uint64_t *out, size_t n)
+{
+    const ecfg *c = cfg;
+    const char *rest = NULL;
+    if (op_layer_of(t->name, &rest) < 0 || !rest || strncmp(rest, "s.", 2))
+        return 0;
+    int k = !strcmp(rest, "s.kcols"), v = !strcmp(rest, "s.vcols");
+    if (k || v) {
+        for (size_t i = 0; i < n; i++)
+            out[i] = (i % c->d) + (v ? c->d : 0);
+        return 1;
+    }
+    op_tensor T = *t;
+    snprintf(T.name, sizeof T.name, "%s", rest + 2);
+    return pcheck_public_value(&T, out, n);
+}
+
+/* ---- the carried state -------------------------------------------------------------------- */
+
+typedef struct saved {
+    char name[48];
+    mpc_val v;
+} saved;
+
+typedef struct enode {
+    const ecfg *c;
+    secpol_run r;
+    mpc_val *tab; /* per layer (Hkv, entries so far, 2d): [K | V] in position order */
+    uint32_t n_tab;
+    saved *sv;
+    size_t n_sv;
+} enode;
+
+static int emit_node_new(void *cfg, const secpol_run *r, void **state, errbuf *e)
+{
+    const ecfg *c = cfg;
+    enode *nd = calloc(1, sizeof *nd);
+    if (nd)
+        nd->tab = calloc(c->L, sizeof *nd->tab);
+    if (!nd || !nd->tab) {
+        free(nd);
+        return err_set(e, MS_ERR_NOMEM, "selection on shares: out of memory");
+    }
+    nd->c = c;
+    nd->r = *r;
+    *state = nd;
+    return MS_OK;
+}
+
+static void emit_node_free(void *state, eng *e)
+{
+    enode *nd = state;
+    for (uint32_t l = 0; l < nd->c->L; l++)
+        e->vt->release(e, &nd->tab[l]);
+    for (size_t i = 0; i < nd->n_sv; i++)
+        e->vt->release(e, &nd->sv[i].v);
+    free(nd->sv);
+    free(nd->tab);
+    free(nd);
+}
+
+/* rows[q] of the table (Hkv, R, F = 2d) into rows lead + q of a (Hkv, rows, d) tensor, columns
+ * col … col+d−1, the rest zero. */
+static int tab_rows(eng *e, const mpc_val *tab, uint32_t Hkv, uint32_t R, uint32_t d,
+                    const uint32_t *rows, uint32_t nr, uint32_t col, uint32_t T, uint32_t lead,
+                    mpc_val *z)
+{
+    size_t n = (size_t)Hkv * T * d;
+    uint32_t *idx = calloc(n + 1, sizeof *idx);
+    uint64_t *sel = calloc(n + 1, sizeof *sel);
+    int rc = idx && sel ? MS_OK : MS_ERR_NOMEM;
+    for (uint32_t g = 0; !rc && g < Hkv; g++)
+        for (uint32_t q = 0; q < nr && lead + q < T; q++)
+            for (uint32_t i = 0; i < d; i++) {
+                size_t at = ((size_t)g * T + lead + q) * d + i;
+                idx[at] = (uint32_t)(((size_t)g * R + rows[q]) * 2 * d + col + i);
+                sel[at] = 1;
+            }
+    if (!rc && nr && R)
+        rc = secpol_relayout(e, z, tab, idx, sel, n);
+    else if (!rc)
+        rc = e->vt->alloc(e, z, n, DOM_ARITH);
+    free(idx), free(sel);
+    return rc;
+}
+
+static saved *find_saved(enode *nd, const char *name)
+{
+    for (size_t i = 0; i < nd->n_sv; i++)
+        if (!strcmp(nd->sv[i].name, name))
+            return &nd->sv[i];
+    return NULL;
+}
+
+static int emit_bind(void *state, eng *e, const op_program *p, mpc_program_run *run,
+                     const secpol_step *st, errbuf *err)
+{
+    enode *nd = state;
+    const ecfg *c = nd->c;
+    uint32_t kv = step_kv(st), Hkv = c->Hkv, d = c->d;
+    int rc = MS_OK;
+    /* the policy's state tensors, carried by name */
+    for (uint32_t i = 0; i < p->n_tens; i++) {
+        saved *s;
+        if (p->tens[i].role != OPT_CACHE || !is_spliced(p->tens[i].name) ||
+            !(s = find_saved(nd, p->tens[i].name)) || s->v.n != run->vals[i].n)
+            continue;
+        e->vt->release(e, &run->vals[i]);
+        run->vals[i] = s->v;
+        s->v = (mpc_val){0};
+    }
+    if (!st->s)
+        return MS_OK; /* the prompt: nothing cached yet */
+    uint32_t *pub = calloc(kv + 1, sizeof *pub), *all = calloc(kv + 1, sizeof *all);
+    if (!pub || !all)
+        rc = err_set(err, MS_ERR_NOMEM, "selection on shares: out of memory");
+    for (uint32_t j = 0; all && j < kv; j++)
+        all[j] = j;
+    for (uint32_t l = 0; !rc && l < c->L; l++) {
+        eprog x;
+        rc = probe(c, PHASE_DECODE, l, kv, &x, err);
+        uint32_t np = rc ? 0 : public_rows(&x.io, kv, pub);
+        /* the attended cache: the new entry's row 0 (the step's append), the public entries */
+        for (int w = 0; !rc && w < 2; w++) {
+            uint32_t id = op_layer_find(p, (int)l, w ? "vcache" : "kcache");
+            if (id == OP_NONE) {
+                rc = err_set(err, MS_ERR_INTERNAL, "secure inference: no tensor L%u.%ccache", l,
+                             w ? 'v' : 'k');
+                break;
+            }
+            e->vt->release(e, &run->vals[id]);
+            rc = tab_rows(e, &nd->tab[l], Hkv, nd->n_tab, d, pub, np, w ? d : 0, p->tens[id].rows,
+                          1, &run->vals[id]);
+        }
+        /* the cached [K | V] rows operand */
+        for (size_t i = 0; !rc && i < x.io.n_in; i++) {
+            if (x.io.in_what[i] != PCHECK_IN_KV)
+                continue;
+            uint32_t id = find_renamed(p, x.prog.tens[x.io.in_t[i]].name);
+            if (id == OP_NONE)
+                continue;
+            e->vt->release(e, &run->vals[id]);
+            mpc_val a = {0}, b = {0};
+            rc = tab_rows(e, &nd->tab[l], Hkv, nd->n_tab, d, all, kv, 0, kv, 0, &a);
+            if (!rc)
+                rc = tab_rows(e, &nd->tab[l], Hkv, nd->n_tab, d, all, kv, d, kv, 0, &b);
+            /* interleave K and V per row: (Hkv, kv, 2d) */
+            if (!rc) {
+                const mpc_val *src[2] = {&a, &b};
+                size_t N = (size_t)Hkv * kv * 2 * d;
+                uint8_t *which = calloc(N + 1, 1);
+                uint32_t *idx = calloc(N + 1, sizeof *idx);
+                if (!which || !idx)
+                    rc = MS_ERR_NOMEM;
+                for (size_t k = 0; !rc && k < N; k++) {
+                    size_t row = k / (2 * d), col = k % (2 * d);
+                    which[k] = col >= d;
+                    idx[k] = (uint32_t)(row * d + col % d);
+                }
+                if (!rc)
+                    rc = secpol_pick(e, &run->vals[id], N, src, 2, which, idx);
+                free(which), free(idx);
+            }
+            e->vt->release(e, &a);
+            e->vt->release(e, &b);
+        }
+        eprog_free(&x);
+    }
+    free(pub), free(all);
+    return rc;
+}
+
+static int emit_update(void *state, eng *e, mpc_net *net, const op_program *p, mpc_program_run *run,
+                       const secpol_step *st, errbuf *err)
+{
+    enode *nd = state;
+    const ecfg *c = nd->c;
+    uint32_t kv = st->kv, t = st->t, Hkv = c->Hkv, d = c->d, R = kv + t;
+    int rc = MS_OK;
+    /* the policy's state tensors for the next step */
+    for (uint32_t i = 0; !rc && i < p->n_tens; i++) {
+        if (p->tens[i].role != OPT_CACHE || !is_spliced(p->tens[i].name))
+            continue;
+        saved *s = find_saved(nd, p->tens[i].name);
+        if (!s) {
+            saved *ns = realloc(nd->sv, (nd->n_sv + 1) * sizeof *ns);
+            if (!ns)
+                return err_set(err, MS_ERR_NOMEM, "selection on shares: out of memory");
+            nd->sv = ns;
+            s = &nd->sv[nd->n_sv++];
+            memset(s, 0, sizeof *s);
+            snprintf(s->name, sizeof s->name, "%s", p->tens[i].name);
+        }
+        e->vt->release(e, &s->v);
+        s->v = run->vals[i];
+        run->vals[i] = (mpc_val){0};
+    }
+    /* every layer's table grows by the step's entries (the cache's rows 0 … t−1) */
+    size_t N = (size_t)Hkv * R * 2 * d;
+    uint8_t *which = calloc(N + 1, 1);
+    uint32_t *idx = calloc(N + 1, sizeof *idx);
+    if (!which || !idx)
+        rc = err_set(err, MS_ERR_NOMEM, "selection on shares: out of memory");
+    for (uint32_t l = 0; !rc && l < c->L; l++) {
+        uint32_t kc = op_layer_find(p, (int)l, "kcache"), vc = op_layer_find(p, (int)l, "vcache");
+        if (kc == OP_NONE || vc == OP_NONE) {
+            rc = err_set(err, MS_ERR_INTERNAL, "secure inference: layer %u has no cache", l);
+            break;
+        }
+        uint32_t T = p->tens[kc].rows;
+        for (size_t k = 0; k < N; k++) {
+            size_t g = k / ((size_t)R * 2 * d), r = (k / (2 * d)) % R, col = k % (2 * d);
+            if (r < kv)
+                which[k] = 0, idx[k] = (uint32_t)((g * kv + r) * 2 * d + col);
+            else
+                which[k] = col < d ? 1 : 2, idx[k] = (uint32_t)((g * T + (r - kv)) * d + col % d);
+        }
+        const mpc_val *src[3] = {&nd->tab[l], &run->vals[kc], &run->vals[vc]};
+        mpc_val z = {0};
+        rc = secpol_pick(e, &z, N, src, 3, which, idx);
+        if (!rc) {
+            e->vt->release(e, &nd->tab[l]);
+            nd->tab[l] = z;
+        }
+    }
+    if (!rc)
+        nd->n_tab = R;
+    free(which), free(idx);
+    return rc;
+}
+
+/* ---- the audit ---------------------------------------------------------------------------- */
+
+/* The tensors opened after a decode step, per layer that names a selection: its rows, the
+ * cached [K | V] rows operand, its candidates' scores (when named). */
+static int emit_audit_tensor(const void *cfg, const secpol_run *r, const secpol_step *st, size_t i,
+                             char name[48], int *is_score)
+{
+    const ecfg *c = cfg;
+    if (!st->s)
+        return 0;
+    size_t at = 0;
+    for (uint32_t l = 0; l < c->L; l++) {
+        eprog x;
+        errbuf e;
+        if (probe(c, PHASE_DECODE, l, st->kv, &x, &e) || !x.io.has_sel) {
+            eprog_free(&x);
+            continue;
+        }
+        uint32_t kvt = OP_NONE;
+        for (size_t k = 0; k < x.io.n_in; k++)
+            if (x.io.in_what[k] == PCHECK_IN_KV)
+                kvt = x.io.in_t[k];
+        uint32_t ts[3] = {x.io.sel_t, kvt, x.io.sel_score};
+        for (int w = 0; w < 3; w++) {
+            if (ts[w] >= x.prog.n_tens)
+                continue;
+            if (at++ == i) {
+                rename_tensor(name, x.prog.tens[ts[w]].name);
+                *is_score = 1; /* decoded: equal rows stay equal */
+                eprog_free(&x);
+                return 1;
+            }
+        }
+        eprog_free(&x);
+    }
+    return 0;
+}
+
+/* The secure side of one decode mask: the entries kept (public ones and the gathered rows'
+ * matches among the opened cached rows), and the candidates' opened scores. */
+typedef struct smask {
+    int named;
+    uint32_t r0, r1, nsc;
+    double tol;
+    const double *sc; /* Hkv × (r1 − r0), or NULL */
+} smask;
+
+/* A kept set got against want: 0 equal, 1 different only by ties within tol (the opened scores
+ * of the entries one side only kept within tol of each other), 2 different. */
+static int same_set(const smask *m, uint32_t g, uint32_t Hkv, const uint8_t *want,
+                    const uint8_t *got, uint32_t kv, double *gap)
+{
+    uint32_t n_want = 0, n_got = 0;
+    double lo = 0, hi = 0;
+    int any = 0;
+    for (uint32_t j = 0; j < kv; j++) {
+        if (!want[j] == !got[j])
+            continue;
+        if (!m->sc || j < m->r0 || j >= m->r1 || m->nsc != (size_t)Hkv * (m->r1 - m->r0))
+            return 2;
+        double y = m->sc[(size_t)g * (m->r1 - m->r0) + j - m->r0];
+        lo = !any || y < lo ? y : lo;
+        hi = !any || y > hi ? y : hi;
+        any = 1;
+        n_want += want[j] != 0;
+        n_got += want[j] == 0;
+    }
+    if (!any)
+        return 0;
+    if (n_want != n_got || hi - lo > m->tol) {
+        *gap = n_want == n_got ? -(hi - lo) : -INFINITY; /* the opened scores' spread */
+        return 2;
+    }
+    *gap = hi - lo > *gap ? hi - lo : *gap;
+    return 1;
+}
+
+/* The policy's own select() over the session's values: a fresh state observes every layer's
+ * opened keys and values position by position (the last opened cached rows of the layer) and
+ * selects at every decode position; ref[((s·L + l)·Hkv + g)·N + j]. 0: done; 1: its select()
+ * observes more than keys and values (not replayable from what the audit opened). */
+static int own_select(const ecfg *c, const secpol_run *r, const double *const *rows,
+                      const uint32_t *rows_n, uint8_t *ref, uint32_t N, errbuf *e)
+{
+    uint32_t P = r->prefill, Hkv = c->Hkv, d = c->d, L = c->L;
+    for (uint32_t pos = 0; pos < N; pos++) {
+        unsigned need = c->p->needs ? c->p->needs(c->st_ref, pos) : ~0u;
+        for (uint32_t l = 0; c->p->layer_needs && l < L; l++)
+            need |= c->p->layer_needs(c->st_ref, l, pos);
+        if (c->p->observe && (need & ~(POLICY_NEED_K | POLICY_NEED_V)))
+            return 1;
+    }
+    float *k = calloc((size_t)Hkv * d + 1, sizeof *k), *v = calloc((size_t)Hkv * d + 1, sizeof *v);
+    uint8_t *keep = calloc((size_t)Hkv * N + 1, 1);
+    int rc = k && v && keep ? MS_OK : err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
+    for (uint32_t pos = 0; !rc && pos < N; pos++) {
+        if (pos == P && c->p->prefill)
+            rc = c->p->prefill(c->st_ref, e);
+        for (uint32_t l = 0; !rc && l < L; l++) {
+            if (pos >= P) {
+                rc = c->p->select(c->st_ref, l, pos, NULL, keep, e);
+                for (uint32_t g = 0; !rc && g < Hkv; g++)
+                    memcpy(ref + (((size_t)(pos - P + 1) * L + l) * Hkv + g) * N,
+                           keep + (size_t)g * pos, pos);
+            }
+            if (rc || !c->p->observe)
+                continue;
+            for (uint32_t g = 0; g < Hkv; g++)
+                for (uint32_t i = 0; i < d; i++) {
+                    int have = rows[l] && pos < rows_n[l];
+                    const double *row =
+                        have ? rows[l] + ((size_t)g * rows_n[l] + pos) * 2 * d : NULL;
+                    k[(size_t)g * d + i] = have ? (float)row[i] : 0;
+                    v[(size_t)g * d + i] = have ? (float)row[d + i] : 0;
+                }
+            policy_obs o = {.layer = l, .pos = pos, .k = k, .v = v};
+            rc = c->p->observe(c->st_ref, &o, e);
+        }
+    }
+    free(k), free(v), free(keep);
+    return rc ? -rc : 0;
+}
+
+/* The session's cached keys (the last opened cached rows of each layer) against the float
+ * model's under the replay's keep masks: the largest difference per layer. */
+typedef struct kdrift {
+    const secpol_keep *k;
+    const double *const *rows;
+    const uint32_t *rows_n;
+    uint32_t Hkv, d;
+    double err[16];
+} kdrift;
+static int kd_mask(void *ctx, uint32_t layer, uint32_t g, uint32_t pos, uint8_t *mask)
+{
+    kdrift *c = ctx;
+    return secpol_keep_attend(c->k, layer, g, pos, mask);
+}
+static void kd_layer(void *ctx, const llama_layer_view *v)
+{
+    kdrift *c = ctx;
+    if (v->layer >= 16 || !c->rows[v->layer] || v->pos >= c->rows_n[v->layer])
+        return;
+    for (uint32_t g = 0; g < c->Hkv; g++)
+        for (uint32_t i = 0; i < c->d; i++) {
+            double a = c->rows[v->layer][((size_t)g * c->rows_n[v->layer] + v->pos) * 2 * c->d + i];
+            double x = fabs(a - v->k[g * c->d + i]);
+            if (x > c->err[v->layer])
+                c->err[v->layer] = x;
+        }
+}
+
+static int emit_audit_note(const void *cfg, const secpol_run *r, const secpol_opened *opened,
+                           const secpol_keep *plain, const float *ref, const char *policy,
+                           FILE *out, errbuf *e)
+{
+    const ecfg *c = cfg;
+    uint32_t Hkv = c->Hkv, d = c->d, L = c->L, S = opened->n_steps, N = r->n_tokens + r->n_gen;
+    size_t n_masks = (size_t)S * L * Hkv;
+    uint8_t *got = calloc(n_masks * N + 1, 1), *own = calloc(n_masks * N + 1, 1);
+    smask *sm = calloc(n_masks + 1, sizeof *sm);
+    const double **last = calloc(L, sizeof *last);
+    uint32_t *last_n = calloc(L, sizeof *last_n);
+    eprog *xs = calloc((size_t)S * L + 1, sizeof *xs);
+    int rc = got && own && sm && last && last_n && xs
+                 ? MS_OK
+                 : err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
+    char unnamed[400] = "", stray[300] = "";
+    /* the secure masks from the opened rows */
+    for (uint32_t s = 1; !rc && s < S; s++) {
+        uint32_t kv = secpol_step_of(r, s).kv;
+        const double *v = opened->vals[s];
+        size_t left = opened->n_vals[s];
+        for (uint32_t l = 0; !rc && l < L; l++) {
+            eprog *x = &xs[(size_t)s * L + l];
+            if ((rc = probe(c, PHASE_DECODE, l, kv, x, e)))
+                break;
+            const pcheck_decl *io = &x->io;
+            smask m = {.named = io->has_sel, .r0 = kv, .r1 = kv, .tol = io->sel_tol};
+            const double *sel = NULL, *kvv = NULL;
+            if (io->has_sel) {
+                const op_tensor *T = &x->prog.tens[io->sel_t];
+                size_t nsel = (size_t)T->batch * T->rows * T->cols, nkv = (size_t)Hkv * kv * 2 * d;
+                const op_tensor *U =
+                    io->sel_score < x->prog.n_tens ? &x->prog.tens[io->sel_score] : NULL;
+                m.nsc = U ? U->batch * U->rows * U->cols : 0;
+                if (nsel + nkv + m.nsc > left) {
+                    rc = err_set(e, MS_ERR_INTERNAL, "selection audit: step %u opened %u values", s,
+                                 opened->n_vals[s]);
+                    break;
+                }
+                sel = v, kvv = v + nsel, m.sc = m.nsc ? v + nsel + nkv : NULL;
+                v += nsel + nkv + m.nsc, left -= nsel + nkv + m.nsc;
+                m.r0 = io->sel_r0, m.r1 = io->sel_r1 < kv ? io->sel_r1 : kv;
+                last[l] = kvv, last_n[l] = kv;
+            }
+            for (uint32_t g = 0; g < Hkv; g++) {
+                size_t at = ((size_t)s * L + l) * Hkv + g;
+                uint8_t *gm = got + at * N;
+                sm[at] = m;
+                for (uint32_t j = 0; j < kv; j++)
+                    gm[j] = j < m.r0 || j >= m.r1;
+                for (uint32_t i = 0; i < io->sel_m && sel; i++) {
+                    const double *row = sel + ((size_t)g * io->sel_m + i) * 2 * d;
+                    uint32_t j = m.r0;
+                    while (j < m.r1 && (gm[j] || memcmp(row, kvv + ((size_t)g * kv + j) * 2 * d,
+                                                        2 * d * sizeof *row)))
+                        j++;
+                    if (j < m.r1)
+                        gm[j] = 1;
+                    else if (!stray[0]) /* the session attends every gathered row */
+                        snprintf(stray, sizeof stray,
+                                 "policy %s: row %u of its selection at layer %u, KV head %u, "
+                                 "decode position %u is none of its candidates' cached rows (an "
+                                 "empty slot, a mixture, or one gathered twice), and the session "
+                                 "attends it",
+                                 policy, i, l, g, kv);
+                }
+                const uint8_t *want = secpol_keep_mask(plain, kv, l, g);
+                for (uint32_t j = 0; want && !io->has_sel && !unnamed[0] && j < kv; j++)
+                    if (!want[j])
+                        snprintf(unnamed, sizeof unnamed,
+                                 "policy %s: cost declared, no secure selection: its select() "
+                                 "drops cached entries (layer %u, decode position %u) and its "
+                                 "emit_cost names no selection\n  hint: name the rows its decode "
+                                 "step gathers (api->selection in a plug-in, pcheck_selection in "
+                                 "the tree)",
+                                 policy, l, kv);
+            }
+        }
+    }
+    /* against the plaintext replay, and against its own select() on the session's values */
+    kdrift dk = {.k = plain, .rows = last, .rows_n = last_n, .Hkv = Hkv, .d = d};
+    llama_hooks hk = {.ctx = &dk, .on_layer = kd_layer, .attend_mask = kd_mask};
+    llama *pm = NULL;
+    if (!rc)
+        rc = secpol_audit_forward(r, &hk, &pm, e);
+    uint32_t worst = 0;
+    for (uint32_t l = 1; l < L && l < 16; l++)
+        worst = dk.err[l] > dk.err[worst] ? l : worst;
+    int own_rc = rc ? 0 : own_select(c, r, last, last_n, own, N, e);
+    if (own_rc < 0)
+        rc = -own_rc;
+    /* the tie tolerance its emit_cost states once its state has observed the session's values
+     * (a bound that scales with them: keynorm's) */
+    for (uint32_t s = 1; !rc && own_rc == 0 && s < S; s++)
+        for (uint32_t l = 0; !rc && l < L; l++) {
+            eprog x;
+            rc = probe_with(c, c->st_ref, PHASE_DECODE, l, secpol_step_of(r, s).kv, &x, e);
+            for (uint32_t g = 0; !rc && g < Hkv; g++) {
+                smask *m = &sm[((size_t)s * L + l) * Hkv + g];
+                m->tol = x.io.sel_tol > m->tol ? x.io.sel_tol : m->tol;
+            }
+            eprog_free(&x);
+        }
+    size_t rep[3] = {0}, mine[3] = {0}, n = 0;
+    double rep_gap = 0, own_gap = 0;
+    char first[200] = "", first_own[200] = "";
+    for (uint32_t s = 1; !rc && s < S; s++) {
+        uint32_t kv = secpol_step_of(r, s).kv;
+        for (uint32_t l = 0; l < L; l++)
+            for (uint32_t g = 0; g < Hkv; g++) {
+                size_t at = ((size_t)s * L + l) * Hkv + g;
+                const uint8_t *want = secpol_keep_mask(plain, kv, l, g);
+                if (!want)
+                    continue;
+                n++;
+                double gap = rep_gap;
+                int x = same_set(&sm[at], g, Hkv, want, got + at * N, kv, &gap);
+                rep[x]++;
+                if (x == 1)
+                    rep_gap = gap;
+                if (x == 2 && !first[0] && gap > -INFINITY)
+                    snprintf(first, sizeof first,
+                             "layer %u, KV head %u, decode position %u, where the swapped entries' "
+                             "opened scores are %.3g apart",
+                             l, g, kv, -gap);
+                else if (x == 2 && !first[0])
+                    snprintf(first, sizeof first, "layer %u, KV head %u, decode position %u", l, g,
+                             kv);
+                if (own_rc == 0) {
+                    double og = own_gap;
+                    x = same_set(&sm[at], g, Hkv, own + at * N, got + at * N, kv, &og);
+                    mine[x]++;
+                    own_gap = x == 1 ? og : own_gap;
+                    if (x == 2 && !first_own[0])
+                        snprintf(first_own, sizeof first_own,
+                                 "layer %u, KV head %u, decode position %u", l, g, kv);
+                }
+            }
+    }
+    for (size_t i = 0; xs && i < (size_t)S * L; i++)
+        eprog_free(&xs[i]);
+    int drift = last && last[worst];
+    free(got), free(own), free(sm), free(last), free(last_n), free(xs);
+    if (rc)
+        return rc;
+    fprintf(out,
+            "#       selection on shares from %s's own emitted ops (the selection opened for the "
+            "audit only), %zu decode masks (layer x KV head x step):\n",
+            policy, n);
+    if (own_rc == 0)
+        fprintf(out,
+                "#       equal to its select() over the session's own keys and values: %s (%zu "
+                "equal, %zu ties within its stated tolerance, largest gap %.3g, %zu differ%s%s)\n",
+                mine[2] || !n ? "NO" : "yes", mine[0], mine[1], own_gap, mine[2],
+                first_own[0] ? "; first: " : "", first_own);
+    else
+        fprintf(out, "#       its select() observes more than keys and values: compared with the "
+                     "plaintext replay only\n");
+    fprintf(out,
+            "#       equal to the plaintext replay's (float model): %s (%zu equal, %zu ties within "
+            "its stated tolerance, %zu differ%s%s)\n",
+            rep[2] || !n ? "no" : "yes", rep[0], rep[1], rep[2], first[0] ? "; first: " : "",
+            first);
+    if (drift)
+        fprintf(out,
+                "#       the session's cached keys differ from the float model's by up to %.3g "
+                "(layer %u)%s\n",
+                dk.err[worst], worst,
+                rep[2] && own_rc == 0 && !mine[2]
+                    ? ": the replay's differences are the two models' values, not the selection"
+                    : "");
+    if (unnamed[0] || stray[0])
+        return err_set(e, MS_ERR_INPUT, "%s", unnamed[0] ? unnamed : stray);
+    if (own_rc == 0 ? mine[2] != 0 : rep[2] != 0)
+        return err_set(e, MS_ERR_INPUT, "the selection on shares differs from its select()'s");
+    return MS_OK;
+}
+
+const secpol_ops secpol_emit_ops = {
+    .which = "",
+    .session_cache = 0,
+    .own_query = 1,
+    .config = emit_cfg_unused,
+    .config_free = ecfg_free,
+    .rows = emit_rows,
+    .emit = emit_emit,
+    .bind_public = emit_public,
+    .node_new = emit_node_new,
+    .node_free = emit_node_free,
+    .bind = emit_bind,
+    .update = emit_update,
+    .audit_tensor = emit_audit_tensor,
+    .audit_note = emit_audit_note,
+};

@@ -1,0 +1,169 @@
+/* check_secsel.c — `validate --policy` runs the selection of a policy with no secure table of its
+ * own on secret shares, from the ops its emit_cost builds (sim/policy/secpol_emit.c): the
+ * shipped keynorm plug-in on semi2k and aby3 (its selection equal to its select() over the
+ * session's own keys, the plaintext replay's kept sets nearly all equal, every op's bytes and
+ * rounds as predicted), the same selection composed from blocks (keynorm.yaml), and a copy
+ * whose emit_cost names no selection refused as "cost declared, no secure selection". */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "testdir.h"
+
+TESTDIR("check_secsel")
+
+/* keynorm.c with `from` replaced by `to` (once, asserted) and its policy renamed, built into
+ * <test dir>/<name>.so with the public header alone. Returns the .so's path (static). */
+static const char *variant(const char *name, const char *from, const char *to)
+{
+    const char *orig = th_text(th_data_path("scenarios/plugins/keynorm.c"));
+    size_t cap = strlen(orig) + 4096;
+    char *src = malloc(cap);
+    snprintf(src, cap, "%s", orig);
+    char nm[64];
+    snprintf(nm, sizeof nm, ".name = \"%s\"", name);
+    const char *const pairs[2][2] = {{".name = \"keynorm\"", nm}, {from, to}};
+    for (int i = 0; i < 2; i++) {
+        char *at = strstr(src, pairs[i][0]);
+        ck_assert_msg(at, "keynorm.c no longer has: %s", pairs[i][0]);
+        size_t fl = strlen(pairs[i][0]), tl = strlen(pairs[i][1]);
+        memmove(at + tl, at + fl, strlen(at + fl) + 1);
+        memcpy(at, pairs[i][1], tl);
+    }
+    char c[80], so[80];
+    snprintf(c, sizeof c, "%s.c", name);
+    snprintf(so, sizeof so, "%s.so", name);
+    char *cpath = strdup(th_file(&td, c, src));
+    free(src);
+    static char out[4096];
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "${CC:-cc} -std=c11 -Wall -Wextra -Wno-unused-parameter -Werror -fPIC -shared "
+             "-I'%s/include' '%s' -o '%s'",
+             th_data(), cpath, testdir_path(&td, so));
+    int rc = th_sh(cmd, out, sizeof out);
+    ck_assert_msg(rc == 0, "%s\n%s", cmd, out);
+    snprintf(out, sizeof out, "%s", testdir_path(&td, so));
+    free(cpath);
+    return out;
+}
+
+/* The count before `what` in "(N what" of out's line starting with `line`. */
+static unsigned count_of(const char *out, const char *line, const char *what)
+{
+    const char *l = strstr(out, line);
+    ck_assert_msg(l, "no line '%s' in:\n%s", line, out);
+    char pat[64];
+    snprintf(pat, sizeof pat, " %s", what);
+    const char *w = strchr(l, '(');
+    w = w ? strstr(w, pat) : NULL;
+    ck_assert_msg(w && w > l, "no '%s' in:\n%s", what, l);
+    while (w > l && w[-1] >= '0' && w[-1] <= '9')
+        w--;
+    return (unsigned)strtoul(w, NULL, 10);
+}
+
+/* keynorm (2 sinks, the 6 largest key norms) over 16 prompt tokens and 6 decode steps: 5 layers
+ * x 4 KV heads x 6 steps = 120 decode masks, each choosing 6 of 14 candidates on shares. */
+static void keynorm_on(const char *proto)
+{
+    char out[1 << 14];
+    char *so = strdup(th_data_path("build/plugins/keynorm.so"));
+    th_cli_expect(out, sizeof out, 0,
+                  "bytes and rounds of every op of the 7 steps equal the "
+                  "prediction: yes",
+                  "validate --model stories260K -p %s --accuracy 22 --prompt 16 --policy '%s' "
+                  "--policy-param sink=2 --policy-param keep=6",
+                  proto, so);
+    ck_assert_msg(strstr(out, "selection on shares from keynorm's own emitted ops"), "%s", out);
+    /* on the same values, its ops choose what its select() chooses (ties within its bound) */
+    ck_assert_msg(strstr(out, "equal to its select() over the session's own keys and values: yes "),
+                  "%s", out);
+    unsigned eq = count_of(out, "#       equal to its select()", "equal"),
+             ties = count_of(out, "#       equal to its select()", "ties");
+    ck_assert_uint_eq(eq + ties, 120);
+    /* against the float model's replay: the fixed-point model's keys drift (the replay's ties
+     * broken the other way, a changed kept set moving the later layers), nearly all equal */
+    unsigned rep = count_of(out, "#       equal to the plaintext replay's", "equal");
+    ck_assert_msg(rep >= 108, "%u of 120 masks equal to the replay's:\n%s", rep, out);
+    free(so);
+}
+
+/* The same selection composed from blocks (scenarios/policies/keynorm.yaml: sinks, key_norm,
+ * top-k at every step): its derived ops run on shares as the plug-in's do. */
+static void keynorm_blocks_on(const char *proto)
+{
+    char out[1 << 14];
+    char *yaml = strdup(th_data_path("scenarios/policies/keynorm.yaml"));
+    th_cli_expect(out, sizeof out, 0,
+                  "bytes and rounds of every op of the 7 steps equal the "
+                  "prediction: yes",
+                  "validate --model stories260K -p %s --accuracy 22 --prompt 16 --policy '%s' "
+                  "--policy-param sinks=2 --policy-param topk=6",
+                  proto, yaml);
+    ck_assert_msg(strstr(out, "selection on shares from keynorm_blocks's own emitted ops"), "%s",
+                  out);
+    ck_assert_msg(strstr(out, "equal to its select() over the session's own keys and values: yes "),
+                  "%s", out);
+    unsigned eq = count_of(out, "#       equal to its select()", "equal"),
+             ties = count_of(out, "#       equal to its select()", "ties");
+    ck_assert_uint_eq(eq + ties, 120);
+    unsigned rep = count_of(out, "#       equal to the plaintext replay's", "equal");
+    ck_assert_msg(rep >= 108, "%u of 120 masks equal to the replay's:\n%s", rep, out);
+    free(yaml);
+}
+
+START_TEST(test_keynorm_blocks) { keynorm_blocks_on("semi2k"); }
+END_TEST
+
+START_TEST(test_keynorm_blocks_aby3) { keynorm_blocks_on("aby3"); }
+END_TEST
+
+START_TEST(test_keynorm_semi2k) { keynorm_on("semi2k"); }
+END_TEST
+
+START_TEST(test_keynorm_aby3) { keynorm_on("aby3"); }
+END_TEST
+
+/* A budget that keeps every entry: no selection to choose, all 120 masks equal. */
+START_TEST(test_keynorm_keeps_all)
+{
+    char out[1 << 14];
+    char *so = strdup(th_data_path("build/plugins/keynorm.so"));
+    th_cli_expect(out, sizeof out, 0,
+                  "equal to the plaintext replay's (float model): yes (120 equal",
+                  "validate --model stories260K -p semi2k --accuracy 22 --prompt 16 --policy '%s' "
+                  "--policy-param sink=2 --policy-param keep=30",
+                  so);
+    ck_assert_msg(strstr(out, "prediction: yes"), "%s", out);
+    free(so);
+}
+END_TEST
+
+/* A copy whose emit_cost names no selection while its select() drops entries: refused. */
+START_TEST(test_unnamed_selection)
+{
+    char out[1 << 14];
+    char *so =
+        strdup(variant("kn_unnamed", "    api->selection(b,", "    if (0) api->selection(b,"));
+    th_cli_expect(out, sizeof out, 1,
+                  "policy kn_unnamed: cost declared, no secure selection: its select() drops "
+                  "cached entries (layer 0, decode position 16)",
+                  "validate --model stories260K -p semi2k --accuracy 18 --prompt 16 --policy '%s' "
+                  "--policy-param sink=2 --policy-param keep=6",
+                  so);
+    free(so);
+}
+END_TEST
+
+Suite *secsel_suite(void)
+{
+    Suite *s = suite_create("secsel");
+    TCase *tc = th_case(s, "core", 0);
+    TESTDIR_USE(tc);
+    TH_TESTS(tc, test_keynorm_semi2k, test_keynorm_aby3, test_keynorm_keeps_all,
+             test_unnamed_selection, test_keynorm_blocks, test_keynorm_blocks_aby3);
+    return s;
+}
