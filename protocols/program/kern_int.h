@@ -145,6 +145,8 @@ typedef struct kv_compat_row {
     const char *name;
     int msb, topk, exp, normalize, approx, trunc;
     const char *source;
+    const char *protocols; /* the protocols the framework has ("semi2k"), NULL: every one */
+    const char *why;       /* why the others are refused */
 } kv_compat_row;
 extern const kv_msb_row kv_msb_tab[KV_MSB_N];          /* kern_cmp.c */
 extern const kv_topk_row kv_topk_tab[KV_TOPK_N];       /* kern_sort.c */

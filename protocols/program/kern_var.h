@@ -17,7 +17,7 @@ typedef enum { KV_TRUNC_PAIR, KV_TRUNC_LOCAL, KV_TRUNC_SPU, KV_TRUNC_N } kv_trun
 /* Framework cost profiles (protocol key compat; kern_compat.c): native is mpcsim's own
  * constructions, named by the family keys; a framework's profile fixes every family's variant
  * to the one that framework runs. */
-typedef enum { KV_COMPAT_NATIVE, KV_COMPAT_SPU, KV_COMPAT_N } kv_compat;
+typedef enum { KV_COMPAT_NATIVE, KV_COMPAT_SPU, KV_COMPAT_CRYPTEN, KV_COMPAT_N } kv_compat;
 
 typedef struct kern_conf {
     kv_msb msb;

@@ -19,8 +19,9 @@ static const char *const msb_names[] = {"packed", "ks", "carry", "spu", NULL};
 static const char *const topk_names[] = {"network", "quickselect", NULL};
 static const char *const normalize_names[] = {"bitdec", "thresholds", "spu", NULL};
 static const char *const exp_names[] = {"pow2", "taylor", "pade", NULL};
-static const char *const trunc_names[] = {"pair", "local", NULL};  /* trunc_local = the index */
-static const char *const compat_names[] = {"native", "spu", NULL}; /* kern_compat.c's rows */
+static const char *const trunc_names[] = {"pair", "local", NULL}; /* trunc_local = the index */
+static const char *const compat_names[] = {"native", "spu", "crypten",
+                                           NULL}; /* kern_compat.c's rows */
 
 #define C(member) YS_AT(proto_cfg, member)
 static const ys_field cfg_fields[] = {
@@ -69,8 +70,9 @@ static const ys_field cfg_fields[] = {
      "comparison per power of two) or spu (SPU's reciprocal, two parties; compat: spu)",
      normalize_names, 0, NULL, NULL},
     {"compat", YS_STR, C(compat), 0, 0, NULL,
-     "framework cost profile: native (the keys above) or spu (every kernel family as SecretFlow "
-     "SPU 0.9.x runs it, whatever msb, topk, exp, normalize, approx and trunc say)",
+     "framework cost profile: native (the keys above), spu (every kernel family as SecretFlow "
+     "SPU 0.9.x runs it, whatever msb, topk, exp, normalize, approx and trunc say) or crypten "
+     "(CrypTen's two parties with a trusted third party: semi2k only)",
      compat_names, 0, NULL, NULL},
 };
 #undef C
@@ -126,6 +128,8 @@ int proto_cfg_set(proto_cfg *cfg, const char *key, const char *value, errbuf *e)
     }
     if (rc)
         return err_set(e, rc, "error: protocol parameter %s", ye.msg);
+    if (kern_compat_check(&t, e)) /* a profile for another protocol */
+        return MS_ERR_INPUT;
     *cfg = t;
     return MS_OK;
 }
