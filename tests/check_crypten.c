@@ -19,6 +19,7 @@ START_TEST(test_crypten_profile)
     ck_assert_int_eq(kern_configure(&c, &kv), 0);
     ck_assert_int_eq(kv.compat, KV_COMPAT_CRYPTEN);
     ck_assert_int_eq(kv.trunc, KV_TRUNC_LOCAL);
+    ck_assert_int_eq(kv.msb, KV_MSB_CRYPTEN);
     ck_assert_str_eq(kern_variant_name("compat", kv.compat), "crypten");
     /* aby3: refused when the key is set, whatever the order, and by the engines */
     ck_assert_int_eq(proto_cfg_default("aby3", &c, &e), 0);

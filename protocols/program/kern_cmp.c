@@ -491,6 +491,23 @@ static int k_msb_spu_bool(eng *e, mpc_val *z, const mpc_val *d, int w)
     return MS_OK;
 }
 
+/* msb: crypten — CrypTen's _ltz (compat: crypten; facebookresearch/CrypTen@775868a02d6dac50
+ * 774ce376a55b01fbd8bd85b6 crypten/mpc/mpc.py 233-242): the value to binary
+ * (crypten/mpc/primitives/converters.py 18-38: each party's share a binary sharing of its own,
+ * no message, the two added by circuit.py 125-130: S = x & y, then the SPK tree of 6 levels,
+ * 50-87, each one AND of the broadcast P0 with the stacked [S1, P1], so two full words a side
+ * per element), the sign by a shift of 63, and the one-bit B2A (beaver.py 193-213: x ^ r
+ * opened as a 64-bit word). Per element 32 + 6 · 64 + 16 = 432 B in 1 + 6 + 1 rounds
+ * (PRIMITIVES.md "CrypTen"). The adder's sum is exact, so is the bit: the Kogge–Stone A2B on
+ * full words (k_a2b_spu) sends what the SPK tree sends in the same rounds. */
+static int k_msb_crypten(eng *e, mpc_val *z, const mpc_val *d, int w)
+{
+    (void)w;
+    mpc_val b;
+    TRY(k_a2b_spu(e, &b, d));
+    return k_msb_b2a(e, z, &b);
+}
+
 /* msb: packed — the bit-packed carry tree on the bound's w bits */
 static int k_msb_pk(eng *e, mpc_val *z, const mpc_val *d, int w)
 {
@@ -505,6 +522,10 @@ const kv_msb_row kv_msb_tab[KV_MSB_N] = {
                       "carry-out tree of one word per level (SPU's carry_out)"},
     [KV_MSB_SPU] = {"spu", k_msb_spu, "SPU's msb: Kogge-Stone with narrowed levels (compat: spu)",
                     k_msb_spu_bool},
+    [KV_MSB_CRYPTEN] = {"crypten", k_msb_crypten,
+                        "CrypTen's _ltz: A2B by its SPK adder on full words, one-bit B2A of a "
+                        "64-bit word (compat: crypten)",
+                        NULL},
 };
 
 static int k_msb_w(eng *e, mpc_val *z, const mpc_val *d, int w)

@@ -8,7 +8,14 @@
 #ifndef MPCSIM_KERN_VAR_H
 #define MPCSIM_KERN_VAR_H
 
-typedef enum { KV_MSB_PACKED, KV_MSB_KS, KV_MSB_CARRY, KV_MSB_SPU, KV_MSB_N } kv_msb;
+typedef enum {
+    KV_MSB_PACKED,
+    KV_MSB_KS,
+    KV_MSB_CARRY,
+    KV_MSB_SPU,
+    KV_MSB_CRYPTEN,
+    KV_MSB_N
+} kv_msb;
 typedef enum { KV_TOPK_NETWORK, KV_TOPK_QUICKSELECT, KV_TOPK_N } kv_topk;
 typedef enum { KV_EXP_POW2, KV_EXP_TAYLOR, KV_EXP_PADE, KV_EXP_N } kv_exp;
 typedef enum { KV_NORM_BITDEC, KV_NORM_THRESHOLDS, KV_NORM_SPU, KV_NORM_N } kv_norm;

@@ -15,7 +15,7 @@
  * protocol's own (its defaults() hook), so the table gives none. */
 
 static const char *const approx_names[] = {"puma", "sigmoid", "spu", NULL};
-static const char *const msb_names[] = {"packed", "ks", "carry", "spu", NULL};
+static const char *const msb_names[] = {"packed", "ks", "carry", "spu", "crypten", NULL};
 static const char *const topk_names[] = {"network", "quickselect", NULL};
 static const char *const normalize_names[] = {"bitdec", "thresholds", "spu", NULL};
 static const char *const exp_names[] = {"pow2", "taylor", "pade", NULL};
@@ -53,8 +53,8 @@ static const ys_field cfg_fields[] = {
      approx_names, 0, NULL, NULL},
     {"msb", YS_STR, C(msb), 0, 0, NULL,
      "comparisons: packed (bit-packed carry tree, daBit b2a), ks (full A2B adder), carry "
-     "(carry-out tree of words) or spu (SPU's narrowed Kogge-Stone, its bit selecting by "
-     "mul_a1b)",
+     "(carry-out tree of words), spu (SPU's narrowed Kogge-Stone, its bit selecting by "
+     "mul_a1b) or crypten (CrypTen's _ltz: full-word A2B, a one-bit B2A)",
      msb_names, 0, NULL, NULL},
     {"topk", YS_STR, C(topk), 0, 0, NULL,
      "top-k: network (oblivious) or quickselect (shuffle, revealed pivot comparisons: SPU)",
