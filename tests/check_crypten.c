@@ -14,12 +14,14 @@ START_TEST(test_crypten_profile)
     proto_cfg c;
     errbuf e;
     ck_assert_int_eq(proto_cfg_default("semi2k", &c, &e), 0);
+    ck_assert_int_eq(proto_cfg_set(&c, "exp", "pade", &e), 0);
     ck_assert_int_eq(proto_cfg_set(&c, "compat", "crypten", &e), 0);
     kern_conf kv;
     ck_assert_int_eq(kern_configure(&c, &kv), 0);
     ck_assert_int_eq(kv.compat, KV_COMPAT_CRYPTEN);
     ck_assert_int_eq(kv.trunc, KV_TRUNC_LOCAL);
     ck_assert_int_eq(kv.msb, KV_MSB_CRYPTEN);
+    ck_assert_int_eq(kv.exp, KV_EXP_TAYLOR); /* exp: pade is SPU's mode, not CrypTen's */
     ck_assert_str_eq(kern_variant_name("compat", kv.compat), "crypten");
     /* aby3: refused when the key is set, whatever the order, and by the engines */
     ck_assert_int_eq(proto_cfg_default("aby3", &c, &e), 0);
