@@ -1,11 +1,17 @@
-/* check_crypten.c — the CrypTen profile (compat: crypten): which variants it resolves to and
- * that aby3 is refused with the reason. The per-element bytes and rounds are pinned in
- * tests/data/compat-counts.tsv (check_compat.c). */
+/* check_crypten.c — the CrypTen profile (compat: crypten): which variants it resolves to, that
+ * aby3 is refused with the reason, and its exp, reciprocal and rsqrt on the clear-text engine
+ * that rounds as semi2k does (local truncation) against CrypTen's own iterations computed in
+ * double (the fixed-point rounding, bounded below) and against float on the ranges where
+ * CrypTen's iterations converge (the algorithms' own error, bounded below). The per-element
+ * bytes and rounds are pinned in tests/data/compat-counts.tsv (check_compat.c). */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
+#include "protocols/program/eng_plain.h"
 #include "protocols/program/kern.h"
 #include "protocols/program/proto.h"
 
@@ -22,6 +28,7 @@ START_TEST(test_crypten_profile)
     ck_assert_int_eq(kv.trunc, KV_TRUNC_LOCAL);
     ck_assert_int_eq(kv.msb, KV_MSB_CRYPTEN);
     ck_assert_int_eq(kv.exp, KV_EXP_TAYLOR); /* exp: pade is SPU's mode, not CrypTen's */
+    ck_assert_int_eq(kv.normalize, KV_NORM_CRYPTEN);
     ck_assert_str_eq(kern_variant_name("compat", kv.compat), "crypten");
     /* aby3: refused when the key is set, whatever the order, and by the engines */
     ck_assert_int_eq(proto_cfg_default("aby3", &c, &e), 0);
@@ -35,10 +42,131 @@ START_TEST(test_crypten_profile)
 }
 END_TEST
 
+static double ex_lim(double x, int t)
+{
+    double r = 1 + x / ldexp(1.0, t);
+    for (int i = 0; i < t; i++)
+        r *= r;
+    return r;
+}
+
+/* CrypTen's iterations in double (approximations.py 34-52, 156-169, 178-204). */
+static double cr_recip(double x)
+{
+    double y = 3 * ex_lim(1 - 2 * x, 8) + 0.003;
+    for (int i = 0; i < 10; i++)
+        y = 2 * y - x * y * y;
+    return y;
+}
+
+static double cr_rsqrt(double x)
+{
+    double y = ex_lim(-(x / 2 + 0.2), 8) * 2.2 + 0.2 - x / 1024;
+    for (int i = 0; i < 3; i++)
+        y = y * (3 - x * y * y) / 2;
+    return y;
+}
+
+/* exp on [-14, 0], reciprocal on ±[2^-4, 2^6], rsqrt on [2^-2, 2^6], N points each, on the
+ * semi2k clear-text engine under the profile. Bounds (u = 2^-f, each local truncation off by
+ * at most 2u, the two shares each rounded toward zero):
+ *   exp: the limit's own error x²e^x/2^9 <= 4e^-2/2^9 = 1.06e-3; rounding: each squaring
+ *        doubles the error so far (y <= 1) and adds 2u: at most 2^9·u = 2^(9-f) absolute.
+ *   reciprocal: Newton's step is flat at its fixed point, so only the last step's roundings
+ *        stay: y² (2u) times x, and the product's (2u): (2x + 2)·u absolute from CrypTen's
+ *        iteration in double, which equals 1/x within 4e-8 relative on this range.
+ *   rsqrt: CrypTen's three steps are not converged: 3.05e-3 relative at worst on this range
+ *        (the double iteration on a 4,000-point grid); rounding in the last step ((x·y + y)·2u
+ *        + 4u) plus the earlier steps' carried through a contraction of at most 1.5:
+ *        (√x + 1/√x + 4)·3u absolute from the double iteration.
+ * The largest errors against float go to worst[] (exp absolute, the others relative). */
+static void crypten_errors(double worst[3])
+{
+    enum { N = 2048 };
+    proto_cfg cfg;
+    errbuf e;
+    ck_assert_int_eq(proto_cfg_default("semi2k", &cfg, &e), 0);
+    ck_assert_int_eq(proto_cfg_set(&cfg, "compat", "crypten", &e), 0);
+    op_program p;
+    op_program_init(&p);
+    static const char *const names[6] = {"x", "ex", "y", "ry", "s", "rs"};
+    uint32_t t[6];
+    for (int i = 0; i < 6; i++)
+        t[i] = op_tensor_add(&p, names[i], OPT_TEMP, DOM_ARITH, 1, 1, N);
+    op ex = {.kind = OP_EXP,
+             .layer = -1,
+             .group = -1,
+             .batch = 1,
+             .m = 1,
+             .k = 1,
+             .n = N,
+             .in = {t[0], OP_NONE, OP_NONE},
+             .out = t[1]};
+    op rc = ex;
+    rc.kind = OP_RECIPROCAL, rc.in[0] = t[2], rc.out = t[3];
+    op rs = ex;
+    rs.kind = OP_RSQRT, rs.in[0] = t[4], rs.out = t[5];
+    ck_assert_int_ge(op_emit(&p, &ex), 0);
+    ck_assert_int_ge(op_emit(&p, &rc), 0);
+    ck_assert_int_ge(op_emit(&p, &rs), 0);
+    eng *pe;
+    ck_assert_int_eq(eng_plain_new(&cfg, 2, 23, 0, &pe), 0);
+    mpc_val v[6] = {{0}};
+    for (int i = 0; i < 6; i++)
+        ck_assert_int_eq(pe->vt->alloc(pe, &v[i], N, DOM_ARITH), 0);
+    int f = cfg.frac_bits;
+    for (size_t i = 0; i < N; i++) {
+        double r = (double)i / (N - 1);
+        v[0].s[0][i] = fx_encode(-14.0 * r, f);
+        double y = pow(2.0, -4.0 + 10.0 * r);
+        v[2].s[0][i] = fx_encode(i % 2 ? -y : y, f);
+        v[4].s[0][i] = fx_encode(pow(2.0, -2.0 + 8.0 * r), f);
+    }
+    for (size_t i = 0; i < p.n_ops; i++)
+        ck_assert_msg(kern_exec(pe, &p, i, v, &e) == 0, "%s", e.msg);
+    worst[0] = worst[1] = worst[2] = 0;
+    double u = ldexp(1.0, -f);
+    for (size_t i = 0; i < N; i++) {
+        double x = fx_decode(v[0].s[0][i], f), y = fx_decode(v[2].s[0][i], f),
+               s = fx_decode(v[4].s[0][i], f);
+        double ge = fx_decode(v[1].s[0][i], f), gr = fx_decode(v[3].s[0][i], f),
+               gs = fx_decode(v[5].s[0][i], f);
+        double ay = fabs(y), cr = copysign(cr_recip(ay), y), cs = cr_rsqrt(s);
+        ck_assert_msg(fabs(ge - ex_lim(x, 8)) <= ldexp(1.0, 9 - f), "exp(%g) = %g, CrypTen %g", x,
+                      ge, ex_lim(x, 8));
+        ck_assert_msg(fabs(ge - exp(x)) <= 1.06e-3 + ldexp(1.0, 9 - f), "exp(%g) = %g", x, ge);
+        ck_assert_msg(fabs(cr * y - 1) <= 4e-8, "CrypTen's 1/%g = %g", y, cr);
+        ck_assert_msg(fabs(gr - cr) <= (2 * ay + 2) * u, "1/%g = %g, CrypTen %g", y, gr, cr);
+        ck_assert_msg(fabs(cs * sqrt(s) - 1) <= 3.05e-3, "CrypTen's 1/sqrt(%g) = %g", s, cs);
+        ck_assert_msg(fabs(gs - cs) <= (sqrt(s) + 1 / sqrt(s) + 4) * 3 * u,
+                      "1/sqrt(%g) = %g, CrypTen %g", s, gs, cs);
+        worst[0] = fmax(worst[0], fabs(ge - exp(x)));
+        worst[1] = fmax(worst[1], fabs(gr * y - 1));
+        worst[2] = fmax(worst[2], fabs(gs * sqrt(s) - 1));
+    }
+    for (int i = 0; i < 6; i++)
+        pe->vt->release(pe, &v[i]);
+    eng_free(pe);
+    op_program_free(&p);
+}
+
+START_TEST(test_crypten_accuracy)
+{
+    double w[3];
+    crypten_errors(w);
+    /* reciprocal relative: (2x + 2)·u·x at x = 64 is 6.3e-2 at f = 18: fixed point, not the
+     * iteration, limits CrypTen's 1/x for large x */
+    ck_assert(w[0] <= 1.06e-3 + ldexp(1.0, -9));
+    ck_assert(w[2] <= 3.05e-3 + 1e-3);
+    if (getenv("CK_VERBOSE_ERRORS"))
+        printf("crypten: exp %.3g abs, reciprocal %.3g rel, rsqrt %.3g rel\n", w[0], w[1], w[2]);
+}
+END_TEST
+
 Suite *crypten_suite(void)
 {
     Suite *s = suite_create("crypten");
     TCase *tc = th_case(s, "profile", 60);
-    TH_TESTS(tc, test_crypten_profile);
+    TH_TESTS(tc, test_crypten_profile, test_crypten_accuracy);
     return s;
 }

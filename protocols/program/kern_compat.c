@@ -39,8 +39,9 @@ const kv_compat_row kv_compat_tab[KV_COMPAT_N] = {
      * replicated option (crypten/mpc/primitives/replicated.py, mul, square, truncate and
      * AND only, its conversions still dealt) is not modelled. PRIMITIVES.md "CrypTen"
      * derives each count. */
-    [KV_COMPAT_CRYPTEN] = {"crypten", KV_MSB_CRYPTEN, -1, KV_EXP_TAYLOR, -1, -1, KV_TRUNC_LOCAL,
-                           "CrypTen (facebookresearch/CrypTen, commit 775868a)", "semi2k",
+    [KV_COMPAT_CRYPTEN] = {"crypten", KV_MSB_CRYPTEN, -1, KV_EXP_TAYLOR, KV_NORM_CRYPTEN, -1,
+                           KV_TRUNC_LOCAL, "CrypTen (facebookresearch/CrypTen, commit 775868a)",
+                           "semi2k",
                            "the profile is CrypTen's default protocol, two parties with a "
                            "trusted third party (semi2k); its three-party replicated option "
                            "is not modelled"},

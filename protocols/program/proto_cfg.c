@@ -17,7 +17,7 @@
 static const char *const approx_names[] = {"puma", "sigmoid", "spu", NULL};
 static const char *const msb_names[] = {"packed", "ks", "carry", "spu", "crypten", NULL};
 static const char *const topk_names[] = {"network", "quickselect", NULL};
-static const char *const normalize_names[] = {"bitdec", "thresholds", "spu", NULL};
+static const char *const normalize_names[] = {"bitdec", "thresholds", "spu", "crypten", NULL};
 static const char *const exp_names[] = {"pow2", "taylor", "pade", NULL};
 static const char *const trunc_names[] = {"pair", "local", NULL}; /* trunc_local = the index */
 static const char *const compat_names[] = {"native", "spu", "crypten",
@@ -67,7 +67,8 @@ static const ys_field cfg_fields[] = {
      exp_names, 0, NULL, NULL},
     {"normalize", YS_STR, C(normalize), 0, 0, NULL,
      "reciprocal/rsqrt normalisation: bitdec (one bit decomposition), thresholds (a "
-     "comparison per power of two) or spu (SPU's reciprocal, two parties; compat: spu)",
+     "comparison per power of two), spu (SPU's reciprocal, two parties; compat: spu) or crypten "
+     "(CrypTen's Newton iterations from its exp-based guesses; compat: crypten)",
      normalize_names, 0, NULL, NULL},
     {"compat", YS_STR, C(compat), 0, 0, NULL,
      "framework cost profile: native (the keys above), spu (every kernel family as SecretFlow "
