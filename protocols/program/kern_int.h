@@ -156,6 +156,8 @@ extern const kv_approx_row kv_approx_tab[KV_APPROX_N]; /* kern_math.c */
 extern const kv_trunc_row kv_trunc_tab[KV_TRUNC_N];    /* kern.c */
 extern const kv_compat_row kv_compat_tab[KV_COMPAT_N]; /* kern_compat.c */
 
+/* CrypTen's Newton reciprocal of a positive x (kern_math.c; reciprocal_all_pos). */
+int k_recip_nr(eng *e, mpc_val *z, const mpc_val *x);
 /* SPU's EXP_PADE (kern_act.c), the exp variant "pade" of kern_math.c's table. */
 int k_exp_pade(eng *e, mpc_val *z, const mpc_val *x);
 

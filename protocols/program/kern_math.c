@@ -965,7 +965,7 @@ static int k_rsqrt_spu(eng *e, mpc_val *z, const mpc_val *x, int jlo, int w)
  * each a squaring and a product, truncated locally. Converges where 0 < x·y0 < 2: x up to
  * about 1/(2·0.003) ≈ 333 (larger x leave 0 < e0 = 1 − x·y0 only while y0 < 2/x; CrypTen's
  * own range), and slowly for small x (y0 ≤ 3e, so x·y0 ≪ 1 below 0.01). */
-static int k_recip_nr(eng *e, mpc_val *z, const mpc_val *x)
+int k_recip_nr(eng *e, mpc_val *z, const mpc_val *x)
 {
     mpc_val t, y;
     TRY(k_scaled(e, &t, x, (uint64_t)-2)); /* 1 − 2x */
