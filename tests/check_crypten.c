@@ -29,6 +29,7 @@ START_TEST(test_crypten_profile)
     ck_assert_int_eq(kv.msb, KV_MSB_CRYPTEN);
     ck_assert_int_eq(kv.exp, KV_EXP_TAYLOR); /* exp: pade is SPU's mode, not CrypTen's */
     ck_assert_int_eq(kv.normalize, KV_NORM_CRYPTEN);
+    ck_assert_int_eq(kv.approx, KV_APPROX_CRYPTEN);
     ck_assert_str_eq(kern_variant_name("compat", kv.compat), "crypten");
     /* aby3: refused when the key is set, whatever the order, and by the engines */
     ck_assert_int_eq(proto_cfg_default("aby3", &c, &e), 0);
@@ -234,10 +235,131 @@ START_TEST(test_crypten_softmax_accuracy)
 }
 END_TEST
 
+static double cr_sigmoid(double x)
+{
+    double d = ex_lim(-fabs(x), 8) + 1, y = 0.75;
+    for (int i = 0; i < 3; i++)
+        y = 2 * y - y * y * d;
+    return x >= 0 ? y : 1 - y;
+}
+
+/* CrypTen's pow (power.py 16-45) in double with a first-order bound *err on its fixed-point
+ * error (inputs off by ex; each truncated product off by at most 2u more): odd p takes
+ * (x²·x)^((p − 1)/2), which is x^p only for p = 3 (x^6 for p = 5, x^9 for 7, ...). */
+static double cr_pow(double x, double ex, int p, double u, double *err)
+{
+    if (p == 1) {
+        *err = ex;
+        return x;
+    }
+    double s = x * x, es = 2 * fabs(x) * ex + 2 * u;
+    if (p % 2 == 0)
+        return cr_pow(s, es, p / 2, u, err);
+    return cr_pow(s * x, fabs(s) * ex + fabs(x) * es + 2 * u, (p - 1) / 2, u, err);
+}
+
+/* GeLU as CrypTen computes it (its erf series with its pow), and a bound *err on the fixed-point
+ * error of k_gelu_cr: each public product's constant encoded within u/2, each truncation 2u. */
+static double cr_gelu(double x, double u, double *err)
+{
+    double r = 0.70710678118654752, uu = x * r, eu = fabs(x) * u / 2 + 2 * u, o = uu, eo = eu;
+    double fact = 1;
+    for (int n = 1; n <= 8; n++) {
+        double ep, mult;
+        fact *= n;
+        mult = (n % 2 ? -1.0 : 1.0) / (fact * (2 * n + 1));
+        double pw = cr_pow(uu, eu, 2 * n + 1, u, &ep);
+        o += mult * pw;
+        eo += fabs(mult) * ep + fabs(pw) * u / 2 + 2 * u;
+    }
+    double c = 2 / sqrt(M_PI), g = 1 + o * c;
+    double eg = c * eo + fabs(o) * u / 2 + 2 * u;
+    *err = 0.5 * (fabs(x) * eg + 2 * u) + 2 * u;
+    return 0.5 * x * g;
+}
+
+/* GeLU on [-2, 2] and SiLU on [-8, 8] under the profile on the semi2k clear-text engine,
+ * against CrypTen's functions in double and against float. GeLU: CrypTen's erf series uses its
+ * pow, whose odd powers above 3 are not x^p (cr_pow), so CrypTen's GeLU is GeLU only near 0:
+ * within 2.1e-4 of float on [-0.5, 0.5] (1.7e-2 on [-1, 1], 2.07 at ±2: the series in double on
+ * a 4,000-point grid); the kernel is within cr_gelu's first-order fixed-point bound of it.
+ * SiLU: CrypTen's sigmoid is within 1.96e-3 of σ (three Newton steps from 0.75), SiLU within
+ * 2.4e-3 on [-8, 8] (the same grid); fixed point: the exp within 2^9·u (above), each Newton
+ * step damping what comes in (|∂y'/∂y| = |2 − 2yd| <= 1) and adding 2u + 2·2u·2, the where
+ * products exact, x times it: (|x| + 1)·(2^9 + 24)·u. */
+START_TEST(test_crypten_activation_accuracy)
+{
+    enum { N = 2048 };
+    proto_cfg cfg;
+    errbuf e;
+    ck_assert_int_eq(proto_cfg_default("semi2k", &cfg, &e), 0);
+    ck_assert_int_eq(proto_cfg_set(&cfg, "compat", "crypten", &e), 0);
+    op_program p;
+    op_program_init(&p);
+    uint32_t t[4];
+    static const char *const names[4] = {"x", "g", "y", "s"};
+    for (int i = 0; i < 4; i++)
+        t[i] = op_tensor_add(&p, names[i], OPT_TEMP, DOM_ARITH, 1, 1, N);
+    op g = {.kind = OP_GELU,
+            .layer = -1,
+            .group = -1,
+            .batch = 1,
+            .m = 1,
+            .k = 1,
+            .n = N,
+            .in = {t[0], OP_NONE, OP_NONE},
+            .out = t[1]};
+    op sl = g;
+    sl.kind = OP_SILU, sl.in[0] = t[2], sl.out = t[3];
+    ck_assert_int_ge(op_emit(&p, &g), 0);
+    ck_assert_int_ge(op_emit(&p, &sl), 0);
+    eng *pe;
+    ck_assert_int_eq(eng_plain_new(&cfg, 2, 29, 0, &pe), 0);
+    mpc_val v[4] = {{0}};
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(pe->vt->alloc(pe, &v[i], N, DOM_ARITH), 0);
+    int f = cfg.frac_bits;
+    for (size_t i = 0; i < N; i++) {
+        double r = (double)i / (N - 1);
+        v[0].s[0][i] = fx_encode(-2.0 + 4.0 * r, f);
+        v[2].s[0][i] = fx_encode(-8.0 + 16.0 * r, f);
+    }
+    for (size_t i = 0; i < p.n_ops; i++)
+        ck_assert_msg(kern_exec(pe, &p, i, v, &e) == 0, "%s", e.msg);
+    double u = ldexp(1.0, -f), worst[4] = {0};
+    for (size_t i = 0; i < N; i++) {
+        double x = fx_decode(v[0].s[0][i], f), y = fx_decode(v[2].s[0][i], f);
+        double gg = fx_decode(v[1].s[0][i], f), gs = fx_decode(v[3].s[0][i], f);
+        double fg = 0.5 * x * (1 + erf(x / sqrt(2.0))), fs = y / (1 + exp(-y));
+        double sil_rnd = (fabs(y) + 1) * (512 + 24) * u, ge, cg = cr_gelu(x, u, &ge);
+        ck_assert_msg(fabs(gg - cg) <= ge, "gelu(%g) = %g, CrypTen %g", x, gg, cg);
+        if (fabs(x) <= 0.5)
+            ck_assert_msg(fabs(gg - fg) <= 2.1e-4 + ge, "gelu(%g) = %g, float %g", x, gg, fg);
+        ck_assert_msg(fabs(gs - y * cr_sigmoid(y)) <= sil_rnd, "silu(%g) = %g, CrypTen %g", y, gs,
+                      y * cr_sigmoid(y));
+        ck_assert_msg(fabs(gs - fs) <= 2.4e-3 + sil_rnd, "silu(%g) = %g, float %g", y, gs, fs);
+        worst[0] = fmax(worst[0], fabs(gg - cg));
+        if (fabs(x) <= 0.5)
+            worst[1] = fmax(worst[1], fabs(gg - fg));
+        worst[2] = fmax(worst[2], fabs(gs - y * cr_sigmoid(y)));
+        worst[3] = fmax(worst[3], fabs(gs - fs));
+    }
+    if (getenv("CK_VERBOSE_ERRORS"))
+        printf("crypten gelu: %.3g from CrypTen's, %.3g from float on [-0.5, 0.5]; silu: %.3g, "
+               "%.3g\n",
+               worst[0], worst[1], worst[2], worst[3]);
+    for (int i = 0; i < 4; i++)
+        pe->vt->release(pe, &v[i]);
+    eng_free(pe);
+    op_program_free(&p);
+}
+END_TEST
+
 Suite *crypten_suite(void)
 {
     Suite *s = suite_create("crypten");
     TCase *tc = th_case(s, "profile", 60);
-    TH_TESTS(tc, test_crypten_profile, test_crypten_accuracy, test_crypten_softmax_accuracy);
+    TH_TESTS(tc, test_crypten_profile, test_crypten_accuracy, test_crypten_softmax_accuracy,
+             test_crypten_activation_accuracy);
     return s;
 }

@@ -294,6 +294,136 @@ static int k_silu_spu(eng *e, mpc_val *z, const mpc_val *x)
 }
 
 /* GeLU and SiLU: PUMA's piecewise polynomials, or SiLU as x·σ(x) with approx: sigmoid. */
+/* ---- CrypTen's sigmoid, SiLU and GeLU (approx: crypten; facebookresearch/CrypTen@
+ * 775868a02d6dac50774ce376a55b01fbd8bd85b6) ----------------------------------------------- */
+
+/* σ(x) as CrypTen's sigmoid with sigmoid_tanh_method reciprocal
+ * (crypten/common/functions/approximations.py 276-321): ltz = _ltz(x); |x| = (1 − 2·ltz)·x, a
+ * product; d = exp(−|x|) + 1; 1/d by the Newton reciprocal from the public 0.75 with 3 steps
+ * (the override at 308-315; the first step is all public-by-secret: local), then
+ * where(1 − ltz, 1/d, 1 − 1/d) (logic.py 112-130: (1 − c)·b first, then a·c). Per element
+ * 432 + 32 + 128 + 2·48 + 64 = 752 B in 8 + 1 + 8 + 4 + 2 = 23 rounds (PRIMITIVES.md). */
+static int k_sigmoid_cr(eng *e, mpc_val *z, const mpc_val *x)
+{
+    int f = e->cfg.frac_bits;
+    mpc_val lt, sg, ax, t, ex, y, q;
+    TRY(k_msb(e, &lt, x));
+    TRY(k_scaled(e, &sg, &lt, (uint64_t)-2));
+    TRY(k_addc(e, &sg, &sg, 1));
+    TRY(k_imul(e, &ax, &sg, x));
+    krel(e, &sg);
+    TRY(k_scaled(e, &t, &ax, (uint64_t)-1));
+    krel(e, &ax);
+    TRY(k_exp(e, &ex, &t));
+    krel(e, &t);
+    TRY(k_addc(e, &ex, &ex, FX(1.0))); /* d */
+    TRY(k_scaled(e, &q, &ex, FX(-0.5625)));
+    TRY(k_trunc(e, &y, &q, f)); /* y1 = 2·0.75 − 0.75²·d */
+    krel(e, &q);
+    TRY(k_addc(e, &y, &y, FX(1.5)));
+    for (int it = 1; it < 3; it++) {
+        mpc_val y2, p;
+        TRY(k_fsq(e, &y2, &y));
+        TRY(k_fmul(e, &p, &y2, &ex));
+        krel(e, &y2);
+        TRY(k_scaled(e, &t, &y, 2));
+        TRY(VT->sub(e, &t, &t, &p));
+        krel(e, &p), krel(e, &y);
+        y = t;
+    }
+    krel(e, &ex);
+    mpc_val om, c, nc, a, b;
+    TRY(k_scaled(e, &om, &y, (uint64_t)-1)); /* 1 − 1/d */
+    TRY(k_addc(e, &om, &om, FX(1.0)));
+    TRY(k_scaled(e, &c, &lt, (uint64_t)-1)); /* c = 1 − ltz */
+    TRY(k_addc(e, &c, &c, 1));
+    krel(e, &lt);
+    TRY(k_scaled(e, &nc, &c, (uint64_t)-1)); /* 1 − c */
+    TRY(k_addc(e, &nc, &nc, 1));
+    TRY(k_imul(e, &b, &nc, &om));
+    TRY(k_imul(e, &a, &y, &c));
+    TRY(kal(e, z, x->n, DOM_ARITH));
+    int rc = VT->add(e, z, &a, &b);
+    krel(e, &om), krel(e, &c), krel(e, &nc), krel(e, &a), krel(e, &b), krel(e, &y);
+    return rc;
+}
+
+/* SiLU = x·σ(x), as a SiLU exported to ONNX and imported by crypten.nn.from_onnx runs (a
+ * Sigmoid module, crypten/nn/module.py, then a Mul): 752 + 32 = 784 B in 24 rounds. */
+static int k_silu_cr(eng *e, mpc_val *z, const mpc_val *x)
+{
+    mpc_val s;
+    TRY(k_sigmoid_cr(e, &s, x));
+    int rc = k_fmul(e, z, x, &s);
+    krel(e, &s);
+    return rc;
+}
+
+/* x^p for an integer p >= 1 as CrypTen's pow (crypten/common/functions/power.py 16-45): even p
+ * squares and recurses on p/2, odd p takes x²·x (a squaring, then a product) and recurses on
+ * (p − 1)/2; nothing is shared between calls. */
+static int k_pow_cr(eng *e, mpc_val *z, const mpc_val *x, int p)
+{
+    if (p == 1)
+        return k_rep(e, z, x, 1);
+    mpc_val s, t;
+    TRY(k_fsq(e, &s, x));
+    if (p == 2) {
+        *z = s;
+        return MS_OK;
+    }
+    if (p % 2 == 0) {
+        int rc = k_pow_cr(e, z, &s, p / 2);
+        krel(e, &s);
+        return rc;
+    }
+    TRY(k_fmul(e, &t, &s, x));
+    krel(e, &s);
+    int rc = k_pow_cr(e, z, &t, (p - 1) / 2);
+    krel(e, &t);
+    return rc;
+}
+
+/* GeLU = 0.5·x·(1 + erf(x/√2)), as torch's exact GELU exported to ONNX (Div, Erf, Add, Mul,
+ * Mul) runs under crypten.nn.from_onnx; erf is CrypTen's Taylor series with erf_iterations 8
+ * (approximations.py 395-405): u + Σ_{n=1..8} (−1)^n u^(2n+1) / (n!(2n + 1)), each power by
+ * k_pow_cr from scratch, times 2/√π; the public products truncated locally. Per element
+ * 752 + 32 = 784 B in 34 + 1 = 35 rounds (PRIMITIVES.md). The series diverges for |u| above
+ * about 2 (|x| above about 3), as CrypTen's does. */
+static int k_gelu_cr(eng *e, mpc_val *z, const mpc_val *x)
+{
+    int f = e->cfg.frac_bits;
+    mpc_val q, u, out, g;
+    TRY(k_scaled(e, &q, x, FX(0.70710678118654752)));
+    TRY(k_trunc(e, &u, &q, f));
+    krel(e, &q);
+    TRY(k_rep(e, &out, &u, 1));
+    double fact = 1;
+    for (int n = 1; n <= 8; n++) {
+        mpc_val pw, tq, tm;
+        fact *= n;
+        double mult = (n % 2 ? -1.0 : 1.0) / (fact * (2 * n + 1));
+        TRY(k_pow_cr(e, &pw, &u, 2 * n + 1));
+        TRY(k_scaled(e, &tq, &pw, FX(mult)));
+        krel(e, &pw);
+        TRY(k_trunc(e, &tm, &tq, f));
+        krel(e, &tq);
+        TRY(VT->add(e, &out, &out, &tm));
+        krel(e, &tm);
+    }
+    krel(e, &u);
+    TRY(k_scaled(e, &q, &out, FX(1.1283791670955126))); /* 2/√π */
+    krel(e, &out);
+    TRY(k_trunc(e, &g, &q, f));
+    krel(e, &q);
+    TRY(k_addc(e, &g, &g, FX(1.0)));
+    TRY(k_fmul(e, &q, x, &g));
+    krel(e, &g);
+    TRY(k_trunc(e, z, &q, 1)); /* · 0.5 */
+    krel(e, &q);
+    return MS_OK;
+}
+
 const kv_approx_row kv_approx_tab[KV_APPROX_N] = {
     [KV_APPROX_PUMA] = {"puma", k_gelu_puma, k_silu_puma,
                         "PUMA piecewise polynomials (mpc-costs.md §2.4)"},
@@ -302,6 +432,9 @@ const kv_approx_row kv_approx_tab[KV_APPROX_N] = {
     [KV_APPROX_SPU] = {"spu", k_gelu_spu, k_silu_spu,
                        "PUMA's hack_gelu and SPU's LLaMA hack_silu as SPU runs them: boolean "
                        "segment bits, a truncation per public product, selects by mul_a1b"},
+    [KV_APPROX_CRYPTEN] = {"crypten", k_gelu_cr, k_silu_cr,
+                           "CrypTen: GeLU by its Taylor erf, SiLU by its sigmoid (a sign, exp, "
+                           "three Newton steps from 0.75, a two-product where)"},
 };
 
 int k_gelu(eng *e, mpc_val *z, const mpc_val *x)

@@ -34,14 +34,16 @@ const kv_compat_row kv_compat_tab[KV_COMPAT_N] = {
      * the SPK adder on full words, bit 63, a one-bit B2A opening a 64-bit word; exp is the
      * limit (1 + x/2^8)^(2^8) (crypten/common/functions/approximations.py 34-52,
      * exp_iterations 8); the reciprocal and inv_sqrt CrypTen's Newton iterations from its
-     * exp-based first guesses (normalize: crypten). aby3 is refused: CrypTen's default
+     * exp-based first guesses (normalize: crypten), GeLU and SiLU as CrypTen's erf and
+     * sigmoid compute them (approx: crypten), its softmax with its row max (kern_act.c,
+     * compat checks). aby3 is refused: CrypTen's default
      * (mpc.protocol: beaver) is additive sharing with the dealer; its three-party
      * replicated option (crypten/mpc/primitives/replicated.py, mul, square, truncate and
      * AND only, its conversions still dealt) is not modelled. PRIMITIVES.md "CrypTen"
      * derives each count. */
-    [KV_COMPAT_CRYPTEN] = {"crypten", KV_MSB_CRYPTEN, -1, KV_EXP_TAYLOR, KV_NORM_CRYPTEN, -1,
-                           KV_TRUNC_LOCAL, "CrypTen (facebookresearch/CrypTen, commit 775868a)",
-                           "semi2k",
+    [KV_COMPAT_CRYPTEN] = {"crypten", KV_MSB_CRYPTEN, -1, KV_EXP_TAYLOR, KV_NORM_CRYPTEN,
+                           KV_APPROX_CRYPTEN, KV_TRUNC_LOCAL,
+                           "CrypTen (facebookresearch/CrypTen, commit 775868a)", "semi2k",
                            "the profile is CrypTen's default protocol, two parties with a "
                            "trusted third party (semi2k); its three-party replicated option "
                            "is not modelled"},

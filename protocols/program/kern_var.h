@@ -25,7 +25,13 @@ typedef enum {
     KV_NORM_CRYPTEN,
     KV_NORM_N
 } kv_norm;
-typedef enum { KV_APPROX_PUMA, KV_APPROX_SIGMOID, KV_APPROX_SPU, KV_APPROX_N } kv_approx;
+typedef enum {
+    KV_APPROX_PUMA,
+    KV_APPROX_SIGMOID,
+    KV_APPROX_SPU,
+    KV_APPROX_CRYPTEN,
+    KV_APPROX_N
+} kv_approx;
 typedef enum { KV_TRUNC_PAIR, KV_TRUNC_LOCAL, KV_TRUNC_SPU, KV_TRUNC_N } kv_trunc;
 /* Framework cost profiles (protocol key compat; kern_compat.c): native is mpcsim's own
  * constructions, named by the family keys; a framework's profile fixes every family's variant

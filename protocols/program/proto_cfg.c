@@ -14,7 +14,7 @@
  * command lines' --set KEY=VALUE and `mpcsim list keys protocol`. The defaults are each
  * protocol's own (its defaults() hook), so the table gives none. */
 
-static const char *const approx_names[] = {"puma", "sigmoid", "spu", NULL};
+static const char *const approx_names[] = {"puma", "sigmoid", "spu", "crypten", NULL};
 static const char *const msb_names[] = {"packed", "ks", "carry", "spu", "crypten", NULL};
 static const char *const topk_names[] = {"network", "quickselect", NULL};
 static const char *const normalize_names[] = {"bitdec", "thresholds", "spu", "crypten", NULL};
@@ -48,8 +48,9 @@ static const ys_field cfg_fields[] = {
      "|x|/2^64)",
      trunc_names, 0, NULL, NULL},
     {"approx", YS_STR, C(approx), 0, 0, NULL,
-     "activation approximations: puma, sigmoid (SiLU as x·σ(x)) or spu (PUMA's polynomials "
-     "as SPU runs them; compat: spu)",
+     "activation approximations: puma, sigmoid (SiLU as x·σ(x)), spu (PUMA's polynomials "
+     "as SPU runs them; compat: spu) or crypten (GeLU by CrypTen's Taylor erf, SiLU by its "
+     "sigmoid; compat: crypten)",
      approx_names, 0, NULL, NULL},
     {"msb", YS_STR, C(msb), 0, 0, NULL,
      "comparisons: packed (bit-packed carry tree, daBit b2a), ks (full A2B adder), carry "
