@@ -11,9 +11,12 @@
 #include <string.h>
 
 #include "harness.h"
+#include "testdir.h"
 #include "protocols/program/eng_plain.h"
 #include "protocols/program/kern.h"
 #include "protocols/program/proto.h"
+
+TESTDIR("check_crypten")
 
 START_TEST(test_crypten_profile)
 {
@@ -355,11 +358,48 @@ START_TEST(test_crypten_activation_accuracy)
 }
 END_TEST
 
+/* The profile where results are: list protocols --costs --compat crypten prints semi2k/crypten
+ * and says why aby3 has none; cost's header names it, cost refuses aby3 under it, and a scenario
+ * that asks for it on aby3 is refused at the key with its file:line:col and nothing written. */
+START_TEST(test_crypten_cli)
+{
+    char out[65536];
+    th_cli_expect(out, sizeof out, 0, "semi2k/crypten (2 parties + dealer)",
+                  "list protocols --costs --compat crypten -n 64");
+    ck_assert_ptr_nonnull(strstr(out, "compat: crypten has no aby3 profile"));
+    ck_assert_ptr_null(strstr(out, "aby3/crypten"));
+    /* lt: 432 B per element in 8 rounds, 216 B a party */
+    ck_assert_ptr_nonnull(strstr(out, "| lt                       |      8 |        13824 |"));
+    th_cli_expect(out, sizeof out, 0, "semi2k/crypten",
+                  "cost -m stories260K -p semi2k -n lan -k 64 --set compat=crypten");
+    th_cli_expect(out, sizeof out, 2, "compat: crypten has no aby3 profile",
+                  "cost -m stories260K -p aby3 -n lan -k 64 --set compat=crypten");
+    const char *scn = testdir_path(&td, "s.yaml");
+    FILE *f = fopen(scn, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("format: 1\nname: t\nmodel: stories260K\nprotocol: {name: aby3, compat: crypten}\n"
+          "network: lan\ntrace: {source: synth}\n"
+          "workload: {prompt_len: 8, decode_len: 2, prefill_in_mpc: false}\npolicies:\n  - full\n",
+          f);
+    fclose(f);
+    char want[600];
+    snprintf(want, sizeof want, "%s:4:32: error: compat: crypten has no aby3 profile", scn);
+    const char *odir = testdir_path(&td, "out");
+    th_cli_expect(out, sizeof out, 2, want, "run %s -o %s", scn, odir);
+    char ls[256];
+    snprintf(ls, sizeof ls, "test -e %s", odir);
+    ck_assert_int_ne(th_sh(ls, NULL, 0), 0);
+}
+END_TEST
+
 Suite *crypten_suite(void)
 {
     Suite *s = suite_create("crypten");
     TCase *tc = th_case(s, "profile", 60);
     TH_TESTS(tc, test_crypten_profile, test_crypten_accuracy, test_crypten_softmax_accuracy,
              test_crypten_activation_accuracy);
+    TCase *cli = th_case(s, "cli", 60);
+    TESTDIR_USE(cli);
+    TH_TESTS(cli, test_crypten_cli);
     return s;
 }
