@@ -941,8 +941,9 @@ END_TEST
  * against the cost engine. */
 START_TEST(test_crypten_ops)
 {
-    static const int kinds[] = {OP_LT,      OP_MAX,       OP_EXP,     OP_RECIPROCAL, OP_RSQRT,
-                                OP_SOFTMAX, OP_LAYERNORM, OP_RMSNORM, OP_GELU,       OP_SILU};
+    static const int kinds[] = {OP_LT,         OP_SELECT, OP_MAX,     OP_EXP,
+                                OP_RECIPROCAL, OP_RSQRT,  OP_SOFTMAX, OP_LAYERNORM,
+                                OP_RMSNORM,    OP_GELU,   OP_SILU};
     run_singles("semi2k", kinds, TH_N(kinds), (single_with){.compat = "crypten", .tol = 4e-3});
 }
 END_TEST

@@ -462,21 +462,6 @@ static int k_ge_cr(eng *e, mpc_val *z, const mpc_val *a, const mpc_val *b)
     return k_addc(e, z, z, 1);
 }
 
-/* crypten.where(c, a, b) = c·a + (1 − c)·b, two products issued one after the other
- * (crypten/__init__.py 437-443), c an integer 0/1: no rescale. */
-static int k_where_cr(eng *e, mpc_val *z, const mpc_val *c, const mpc_val *a, const mpc_val *b)
-{
-    mpc_val t, oc, u;
-    TRY(k_imul(e, &t, c, a));
-    TRY(k_scaled(e, &oc, c, (uint64_t)-1));
-    TRY(k_addc(e, &oc, &oc, 1));
-    TRY(k_imul(e, &u, &oc, b));
-    TRY(kal(e, z, a->n, DOM_ARITH));
-    int rc = VT->add(e, z, &t, &u);
-    krel(e, &t), krel(e, &oc), krel(e, &u);
-    return rc;
-}
-
 /* z = x with each row of L moved right by s columns, the first s columns 0 (cyclic with
  * cyc: torch.roll); local. */
 static int k_shift_cols(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t L, size_t s, int cyc)
@@ -561,7 +546,7 @@ static int k_rowmax_cr(eng *e, mpc_val *mx, const mpc_val *x, size_t R, size_t L
         int odd = (int)(k & 1);
         TRY(k_split(e, &cur, R, k, &A, &B, &rest));
         TRY(k_ge_cr(e, &ge, &A, &B));
-        TRY(k_where_cr(e, &S, &ge, &A, &B));
+        TRY(k_select_cr(e, &S, &ge, &A, &B));
         krel(e, &A), krel(e, &B), krel(e, &ge);
         TRY(k_rejoin(e, &cur, &S, &rest, R, h, odd));
         k = h + (size_t)odd;

@@ -656,6 +656,8 @@ int k_eq(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, int w)
 /* z = b + c·(a - b) with c a 0/1 integer share (1 multiplication, no truncation). */
 int k_select(eng *e, mpc_val *z, const mpc_val *c, const mpc_val *a, const mpc_val *b)
 {
+    if (e->kv.compat == KV_COMPAT_CRYPTEN) /* crypten.where: c·a + (1 − c)·b, two products */
+        return k_select_cr(e, z, c, a, b);
     mpc_val d, t;
     TRY(kal(e, &d, a->n, DOM_ARITH));
     TRY(VT->sub(e, &d, a, b));
@@ -665,6 +667,23 @@ int k_select(eng *e, mpc_val *z, const mpc_val *c, const mpc_val *a, const mpc_v
     krel(e, &d);
     krel(e, &t);
     return MS_OK;
+}
+
+/* z = c ? a : b as CrypTen's where with a secret condition (compat: crypten;
+ * facebookresearch/CrypTen@775868a02d6dac50774ce376a55b01fbd8bd85b6 crypten/__init__.py
+ * 437-443): c·a + (1 − c)·b, the two products issued one after the other, c an integer 0/1 (no
+ * rescale): 64 B in 2 rounds per element on semi2k. */
+int k_select_cr(eng *e, mpc_val *z, const mpc_val *c, const mpc_val *a, const mpc_val *b)
+{
+    mpc_val t, oc, u;
+    TRY(k_imul(e, &t, c, a));
+    TRY(k_scaled(e, &oc, c, (uint64_t)-1));
+    TRY(k_addc(e, &oc, &oc, 1));
+    TRY(k_imul(e, &u, &oc, b));
+    TRY(kal(e, z, a->n, DOM_ARITH));
+    int rc = VT->add(e, z, &t, &u);
+    krel(e, &t), krel(e, &oc), krel(e, &u);
+    return rc;
 }
 
 /* A secret public iota: z[r·n + j] = j (integer), R rows. */

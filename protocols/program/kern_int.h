@@ -79,6 +79,7 @@ int k_lt(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, int w);
 int k_eqz(eng *e, mpc_val *z, const mpc_val *d, int wb);
 int k_eq(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, int w);
 int k_select(eng *e, mpc_val *z, const mpc_val *c, const mpc_val *a, const mpc_val *b);
+int k_select_cr(eng *e, mpc_val *z, const mpc_val *c, const mpc_val *a, const mpc_val *b);
 int k_lt_bool(const eng *e); /* 1: the msb variant keeps comparisons boolean (msb: spu) */
 int k_lt_b(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, int w);
 int k_select_bit(eng *e, mpc_val *z, const mpc_val *c, const mpc_val *a, const mpc_val *b);
