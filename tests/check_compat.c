@@ -143,7 +143,7 @@ START_TEST(test_native_default)
         ck_assert_int_eq(proto_cfg_set(&n, "compat", "native", &e), 0);
         ck_assert_int_eq(memcmp(&d, &n, sizeof d), 0);
         ck_assert_int_ne(proto_cfg_set(&n, "compat", "spdz", &e), 0);
-        ck_assert_ptr_nonnull(strstr(e.msg, "'native' or 'spu'"));
+        ck_assert_ptr_nonnull(strstr(e.msg, "'native', 'spu' or 'crypten'"));
         kern_conf kv;
         ck_assert_int_eq(kern_configure(&d, &kv), 0);
         ck_assert_int_eq(kv.compat, KV_COMPAT_NATIVE);

@@ -934,6 +934,20 @@ START_TEST(test_reveal_in_place)
 }
 END_TEST
 
+/* compat: crypten (CrypTen's _ltz, limit exp, Newton reciprocal and inv_sqrt, local
+ * truncation; semi2k only) on the real backend: values against the clear-text engine within
+ * 2^(10-f) (each engine's local truncations round its own random shares; the exp's eight
+ * squarings carry each within 2^(9-f) of the exact iteration, tests/check_crypten.c), counts
+ * against the cost engine. */
+START_TEST(test_crypten_ops)
+{
+    static const int kinds[] = {OP_LT,         OP_SELECT, OP_MAX,     OP_EXP,
+                                OP_RECIPROCAL, OP_RSQRT,  OP_SOFTMAX, OP_LAYERNORM,
+                                OP_RMSNORM,    OP_GELU,   OP_SILU};
+    run_singles("semi2k", kinds, TH_N(kinds), (single_with){.compat = "crypten", .tol = 4e-3});
+}
+END_TEST
+
 Suite *mpc_prog_suite(void)
 {
     Suite *s = suite_create("mpc_prog");
@@ -942,6 +956,7 @@ Suite *mpc_prog_suite(void)
              test_spu_norm_ops, test_normalize_ops, test_bit_bound_ops, test_topk_quickselect_ops,
              test_sparse_ffn_ops, test_revealed_blocks, test_reveal_in_place, test_stories260k_step,
              test_two_programs);
+    TH_TESTS(tc, test_crypten_ops);
     (void)cur;
     return s;
 }

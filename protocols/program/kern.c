@@ -141,12 +141,16 @@ int kern_configure(const proto_cfg *cfg, kern_conf *kv)
     KV_FIND(kv_approx_tab, KV_APPROX_N, cfg->approx, KV_APPROX_PUMA, t.approx);
     t.trunc = cfg->trunc_local ? KV_TRUNC_LOCAL : KV_TRUNC_PAIR;
     KV_FIND(kv_compat_tab, KV_COMPAT_N, cfg->compat, KV_COMPAT_NATIVE, t.compat);
+    errbuf ce;
+    if (kern_compat_check(cfg, &ce))
+        return MS_ERR_INPUT;
     const kv_compat_row *pf = &kv_compat_tab[t.compat]; /* the profile's choices win */
     if (pf->msb >= 0)
         t.msb = (kv_msb)pf->msb;
     if (pf->topk >= 0)
         t.topk = (kv_topk)pf->topk;
-    if (pf->exp >= 0 && t.exp != KV_EXP_PADE) /* exp: pade is SPU's fxp_exp_mode EXP_PADE */
+    /* exp: pade is SPU's fxp_exp_mode EXP_PADE, kept under compat: spu */
+    if (pf->exp >= 0 && (t.exp != KV_EXP_PADE || t.compat != KV_COMPAT_SPU))
         t.exp = (kv_exp)pf->exp;
     if (pf->normalize >= 0)
         t.normalize = (kv_norm)pf->normalize;

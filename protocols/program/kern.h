@@ -18,6 +18,9 @@ int kern_exec(eng *e, const op_program *p, size_t idx, mpc_val *vals, errbuf *er
  * other than native; kern_compat.c) then sets every family it names, whatever the family keys
  * say. MS_ERR_INPUT for an unknown name. */
 int kern_configure(const proto_cfg *cfg, kern_conf *kv);
+/* MS_OK if cfg's compat profile exists for protocol cfg->name; otherwise MS_ERR_INPUT with
+ * the reason in err (a framework without that protocol: CrypTen has no three-party one). */
+int kern_compat_check(const proto_cfg *cfg, errbuf *err);
 /* The name of variant v of a family's table ("msb", "topk", "exp", "normalize", "approx",
  * "trunc", "compat"), or NULL. */
 const char *kern_variant_name(const char *family, int v);

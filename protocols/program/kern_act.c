@@ -294,6 +294,136 @@ static int k_silu_spu(eng *e, mpc_val *z, const mpc_val *x)
 }
 
 /* GeLU and SiLU: PUMA's piecewise polynomials, or SiLU as x·σ(x) with approx: sigmoid. */
+/* ---- CrypTen's sigmoid, SiLU and GeLU (approx: crypten; facebookresearch/CrypTen@
+ * 775868a02d6dac50774ce376a55b01fbd8bd85b6) ----------------------------------------------- */
+
+/* σ(x) as CrypTen's sigmoid with sigmoid_tanh_method reciprocal
+ * (crypten/common/functions/approximations.py 276-321): ltz = _ltz(x); |x| = (1 − 2·ltz)·x, a
+ * product; d = exp(−|x|) + 1; 1/d by the Newton reciprocal from the public 0.75 with 3 steps
+ * (the override at 308-315; the first step is all public-by-secret: local), then
+ * where(1 − ltz, 1/d, 1 − 1/d) (logic.py 112-130: (1 − c)·b first, then a·c). Per element
+ * 432 + 32 + 128 + 2·48 + 64 = 752 B in 8 + 1 + 8 + 4 + 2 = 23 rounds (PRIMITIVES.md). */
+static int k_sigmoid_cr(eng *e, mpc_val *z, const mpc_val *x)
+{
+    int f = e->cfg.frac_bits;
+    mpc_val lt, sg, ax, t, ex, y, q;
+    TRY(k_msb(e, &lt, x));
+    TRY(k_scaled(e, &sg, &lt, (uint64_t)-2));
+    TRY(k_addc(e, &sg, &sg, 1));
+    TRY(k_imul(e, &ax, &sg, x));
+    krel(e, &sg);
+    TRY(k_scaled(e, &t, &ax, (uint64_t)-1));
+    krel(e, &ax);
+    TRY(k_exp(e, &ex, &t));
+    krel(e, &t);
+    TRY(k_addc(e, &ex, &ex, FX(1.0))); /* d */
+    TRY(k_scaled(e, &q, &ex, FX(-0.5625)));
+    TRY(k_trunc(e, &y, &q, f)); /* y1 = 2·0.75 − 0.75²·d */
+    krel(e, &q);
+    TRY(k_addc(e, &y, &y, FX(1.5)));
+    for (int it = 1; it < 3; it++) {
+        mpc_val y2, p;
+        TRY(k_fsq(e, &y2, &y));
+        TRY(k_fmul(e, &p, &y2, &ex));
+        krel(e, &y2);
+        TRY(k_scaled(e, &t, &y, 2));
+        TRY(VT->sub(e, &t, &t, &p));
+        krel(e, &p), krel(e, &y);
+        y = t;
+    }
+    krel(e, &ex);
+    mpc_val om, c, nc, a, b;
+    TRY(k_scaled(e, &om, &y, (uint64_t)-1)); /* 1 − 1/d */
+    TRY(k_addc(e, &om, &om, FX(1.0)));
+    TRY(k_scaled(e, &c, &lt, (uint64_t)-1)); /* c = 1 − ltz */
+    TRY(k_addc(e, &c, &c, 1));
+    krel(e, &lt);
+    TRY(k_scaled(e, &nc, &c, (uint64_t)-1)); /* 1 − c */
+    TRY(k_addc(e, &nc, &nc, 1));
+    TRY(k_imul(e, &b, &nc, &om));
+    TRY(k_imul(e, &a, &y, &c));
+    TRY(kal(e, z, x->n, DOM_ARITH));
+    int rc = VT->add(e, z, &a, &b);
+    krel(e, &om), krel(e, &c), krel(e, &nc), krel(e, &a), krel(e, &b), krel(e, &y);
+    return rc;
+}
+
+/* SiLU = x·σ(x), as a SiLU exported to ONNX and imported by crypten.nn.from_onnx runs (a
+ * Sigmoid module, crypten/nn/module.py, then a Mul): 752 + 32 = 784 B in 24 rounds. */
+static int k_silu_cr(eng *e, mpc_val *z, const mpc_val *x)
+{
+    mpc_val s;
+    TRY(k_sigmoid_cr(e, &s, x));
+    int rc = k_fmul(e, z, x, &s);
+    krel(e, &s);
+    return rc;
+}
+
+/* x^p for an integer p >= 1 as CrypTen's pow (crypten/common/functions/power.py 16-45): even p
+ * squares and recurses on p/2, odd p takes x²·x (a squaring, then a product) and recurses on
+ * (p − 1)/2; nothing is shared between calls. */
+static int k_pow_cr(eng *e, mpc_val *z, const mpc_val *x, int p)
+{
+    if (p == 1)
+        return k_rep(e, z, x, 1);
+    mpc_val s, t;
+    TRY(k_fsq(e, &s, x));
+    if (p == 2) {
+        *z = s;
+        return MS_OK;
+    }
+    if (p % 2 == 0) {
+        int rc = k_pow_cr(e, z, &s, p / 2);
+        krel(e, &s);
+        return rc;
+    }
+    TRY(k_fmul(e, &t, &s, x));
+    krel(e, &s);
+    int rc = k_pow_cr(e, z, &t, (p - 1) / 2);
+    krel(e, &t);
+    return rc;
+}
+
+/* GeLU = 0.5·x·(1 + erf(x/√2)), as torch's exact GELU exported to ONNX (Div, Erf, Add, Mul,
+ * Mul) runs under crypten.nn.from_onnx; erf is CrypTen's Taylor series with erf_iterations 8
+ * (approximations.py 395-405): u + Σ_{n=1..8} (−1)^n u^(2n+1) / (n!(2n + 1)), each power by
+ * k_pow_cr from scratch, times 2/√π; the public products truncated locally. Per element
+ * 752 + 32 = 784 B in 34 + 1 = 35 rounds (PRIMITIVES.md). The series diverges for |u| above
+ * about 2 (|x| above about 3), as CrypTen's does. */
+static int k_gelu_cr(eng *e, mpc_val *z, const mpc_val *x)
+{
+    int f = e->cfg.frac_bits;
+    mpc_val q, u, out, g;
+    TRY(k_scaled(e, &q, x, FX(0.70710678118654752)));
+    TRY(k_trunc(e, &u, &q, f));
+    krel(e, &q);
+    TRY(k_rep(e, &out, &u, 1));
+    double fact = 1;
+    for (int n = 1; n <= 8; n++) {
+        mpc_val pw, tq, tm;
+        fact *= n;
+        double mult = (n % 2 ? -1.0 : 1.0) / (fact * (2 * n + 1));
+        TRY(k_pow_cr(e, &pw, &u, 2 * n + 1));
+        TRY(k_scaled(e, &tq, &pw, FX(mult)));
+        krel(e, &pw);
+        TRY(k_trunc(e, &tm, &tq, f));
+        krel(e, &tq);
+        TRY(VT->add(e, &out, &out, &tm));
+        krel(e, &tm);
+    }
+    krel(e, &u);
+    TRY(k_scaled(e, &q, &out, FX(1.1283791670955126))); /* 2/√π */
+    krel(e, &out);
+    TRY(k_trunc(e, &g, &q, f));
+    krel(e, &q);
+    TRY(k_addc(e, &g, &g, FX(1.0)));
+    TRY(k_fmul(e, &q, x, &g));
+    krel(e, &g);
+    TRY(k_trunc(e, z, &q, 1)); /* · 0.5 */
+    krel(e, &q);
+    return MS_OK;
+}
+
 const kv_approx_row kv_approx_tab[KV_APPROX_N] = {
     [KV_APPROX_PUMA] = {"puma", k_gelu_puma, k_silu_puma,
                         "PUMA piecewise polynomials (mpc-costs.md §2.4)"},
@@ -302,6 +432,9 @@ const kv_approx_row kv_approx_tab[KV_APPROX_N] = {
     [KV_APPROX_SPU] = {"spu", k_gelu_spu, k_silu_spu,
                        "PUMA's hack_gelu and SPU's LLaMA hack_silu as SPU runs them: boolean "
                        "segment bits, a truncation per public product, selects by mul_a1b"},
+    [KV_APPROX_CRYPTEN] = {"crypten", k_gelu_cr, k_silu_cr,
+                           "CrypTen: GeLU by its Taylor erf, SiLU by its sigmoid (a sign, exp, "
+                           "three Newton steps from 0.75, a two-product where)"},
 };
 
 int k_gelu(eng *e, mpc_val *z, const mpc_val *x)
@@ -315,6 +448,194 @@ int k_silu(eng *e, mpc_val *z, const mpc_val *x)
 }
 
 /* ---- softmax, norms ---------------------------------------------------------------------- */
+
+/* ---- CrypTen's softmax (compat: crypten; facebookresearch/CrypTen@
+ * 775868a02d6dac50774ce376a55b01fbd8bd85b6, PRIMITIVES.md "CrypTen" counts it) ------------- */
+
+/* z = [a >= b] = 1 − _ltz(a − b), an integer 0/1 (crypten/common/functions/logic.py 33-35). */
+static int k_ge_cr(eng *e, mpc_val *z, const mpc_val *a, const mpc_val *b)
+{
+    mpc_val t;
+    TRY(k_lt(e, &t, a, b, 64));
+    TRY(k_scaled(e, z, &t, (uint64_t)-1));
+    krel(e, &t);
+    return k_addc(e, z, z, 1);
+}
+
+/* z = x with each row of L moved right by s columns, the first s columns 0 (cyclic with
+ * cyc: torch.roll); local. */
+static int k_shift_cols(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t L, size_t s, int cyc)
+{
+    uint32_t *idx;
+    uint64_t *keep;
+    TRY(pub32(x, R * L, &idx));
+    TRY(pub64(x, R * L, &keep));
+    if (idx)
+        for (size_t i = 0; i < R * L; i++) {
+            size_t r = i / L, j = i % L;
+            idx[i] = (uint32_t)(r * L + (j + L - s % L) % L);
+            keep[i] = cyc || j >= s;
+        }
+    int rc = k_move(e, z, x, idx, R * L, DOM_ARITH);
+    if (!rc && !cyc)
+        rc = VT->mul_pub(e, z, z, keep, R * L);
+    free(idx), free(keep);
+    return rc;
+}
+
+/* CrypTen's weighted_index along rows of L (crypten/common/functions/sampling.py 60-87): the
+ * running sum c of the 0/1 row, a draw r in [0, 1) (crypten/mpc/mpc.py 216-230: 16 random
+ * bits made arithmetic by the one-bit B2A, 16 words a row) times the row total, then
+ * [c > r] (gt: _ltz of r − c) less itself moved right by one: the one-hot of a tied maximum.
+ * The draw here is public zero bits (the first tied index wins); its messages are CrypTen's. */
+static int k_windex_cr(eng *e, mpc_val *z, const mpc_val *a, size_t R, size_t L)
+{
+    int f = e->cfg.frac_bits;
+    mpc_val c, t, tot, rb, ra, r, rw, rwb, cs, g, gs;
+    TRY(k_rep(e, &c, a, 1));
+    for (size_t d = 1; d < L; d *= 2) { /* the running sum, local */
+        TRY(k_shift_cols(e, &t, &c, R, L, d, 0));
+        TRY(VT->add(e, &c, &c, &t));
+        krel(e, &t);
+    }
+    TRY(k_cols(e, &tot, &c, R, L, L - 1, 1));
+    TRY(kal(e, &rb, R * 16, DOM_BOOL));
+    uint64_t zero = 0;
+    TRY(VT->mul_pub(e, &rb, &rb, &zero, 1));
+    TRY(kal(e, &ra, R * 16, DOM_ARITH));
+    TRY(VT->b2a(e, &ra, &rb));
+    krel(e, &rb);
+    uint64_t w[16];
+    for (int i = 0; i < 16; i++)
+        w[i] = f - 16 + i >= 0 ? (uint64_t)1 << (f - 16 + i) : 0;
+    TRY(k_addblk(e, &ra, &ra, w, 16, 1)); /* bit i weighs 2^(i − 16) */
+    TRY(k_blocksum(e, &r, &ra, 16, R));
+    krel(e, &ra);
+    TRY(k_imul(e, &rw, &r, &tot)); /* r · total (the total an integer) */
+    krel(e, &r), krel(e, &tot);
+    TRY(k_bcast(e, &rwb, &rw, L));
+    krel(e, &rw);
+    TRY(k_scaled(e, &cs, &c, (uint64_t)1 << f));
+    krel(e, &c);
+    TRY(k_lt(e, &g, &rwb, &cs, 64));
+    krel(e, &rwb), krel(e, &cs);
+    TRY(k_shift_cols(e, &gs, &g, R, L, 1, 0));
+    TRY(kal(e, z, R * L, DOM_ARITH));
+    TRY(VT->sub(e, z, &g, &gs));
+    krel(e, &g), krel(e, &gs);
+    return MS_OK;
+}
+
+/* CrypTen's row max (crypten/common/functions/maximum.py 51-83 with max_method log_reduction):
+ * floor(ln L) halvings where(a >= b, a, b) of the rows' halves (121-152, the odd column carried),
+ * then on the k columns left the pairwise argmax (95-118: every column against every cyclic
+ * roll, k(k − 1) comparisons in one, their product over the k − 1 rolls by halving,
+ * regular.py 202-225), its ties broken by weighted_index and the max read as the row sum of
+ * the columns times it; then the one-hot over the whole row, eq of x and the max (mpc.py
+ * 244-274: the 2PC equality, a tree of six one-word ANDs and a one-bit B2A), tie-broken by
+ * weighted_index (maximum.py 258-312). The softmax keeps only the max; CrypTen computes the
+ * rest all the same, and so does this kernel. */
+static int k_rowmax_cr(eng *e, mpc_val *mx, const mpc_val *x, size_t R, size_t L)
+{
+    mpc_val cur;
+    TRY(k_rep(e, &cur, x, 1));
+    size_t k = L;
+    for (int st = (int)log((double)L); st > 0 && k > 1; st--) {
+        mpc_val A, B, rest, ge, S;
+        size_t h = k / 2;
+        int odd = (int)(k & 1);
+        TRY(k_split(e, &cur, R, k, &A, &B, &rest));
+        TRY(k_ge_cr(e, &ge, &A, &B));
+        TRY(k_select_cr(e, &S, &ge, &A, &B));
+        krel(e, &A), krel(e, &B), krel(e, &ge);
+        TRY(k_rejoin(e, &cur, &S, &rest, R, h, odd));
+        k = h + (size_t)odd;
+    }
+    if (k > 1) {
+        size_t nb = k - 1, blk = R * k;
+        mpc_val Aall, Ball, *rolls = calloc(nb, sizeof *rolls), ge, oh, pm, t;
+        if (!rolls)
+            return MS_ERR_NOMEM;
+        for (size_t i = 0; i < nb; i++)
+            TRY(k_shift_cols(e, &rolls[i], &cur, R, k, i + 1, 1));
+        TRY(k_rep(e, &Aall, &cur, nb));
+        int rc = k_concat(e, &Ball, rolls, (int)nb);
+        for (size_t i = 0; i < nb; i++)
+            krel(e, &rolls[i]);
+        free(rolls);
+        TRY(rc);
+        TRY(k_ge_cr(e, &ge, &Aall, &Ball));
+        krel(e, &Aall), krel(e, &Ball);
+        for (size_t s = nb; s > 1; s = s / 2 + (s & 1)) { /* the product over the rolls */
+            mpc_val X, Y, P, parts[2];
+            TRY(k_slice(e, &X, &ge, 0, (s / 2) * blk));
+            TRY(k_slice(e, &Y, &ge, (s / 2) * blk, (s / 2) * blk));
+            TRY(k_imul(e, &P, &X, &Y));
+            krel(e, &X), krel(e, &Y);
+            if (s & 1) {
+                TRY(k_slice(e, &parts[1], &ge, (s - 1) * blk, blk));
+                parts[0] = P;
+                TRY(k_concat(e, &X, parts, 2));
+                krel(e, &P), krel(e, &parts[1]);
+                P = X;
+            }
+            krel(e, &ge);
+            ge = P;
+        }
+        TRY(k_windex_cr(e, &oh, &ge, R, k));
+        krel(e, &ge);
+        TRY(k_imul(e, &t, &cur, &oh));
+        krel(e, &oh);
+        TRY(k_rowsum(e, &pm, &t, R, k));
+        krel(e, &t), krel(e, &cur);
+        cur = pm;
+    }
+    mpc_val mb, eq, oh;
+    TRY(k_bcast(e, &mb, &cur, L));
+    TRY(k_eq(e, &eq, x, &mb, 64));
+    krel(e, &mb);
+    TRY(k_windex_cr(e, &oh, &eq, R, L));
+    krel(e, &eq), krel(e, &oh);
+    *mx = cur;
+    return MS_OK;
+}
+
+/* CrypTen's softmax (crypten/common/functions/approximations.py 409-424): x − its row max, exp,
+ * the row sum's reciprocal with reciprocal_all_pos (no sign), times the numerators. No clip.
+ * A causal mask: the masked scores 2^12 lower for the max (k_softmax), then their exp times a
+ * public 0 (the limit exp of a score far below −512 is large, not 0): local, no message.
+ * A row of one is 1. Per row of 64 (semi2k): 89,440 B in 115 rounds (PRIMITIVES.md). */
+static int k_softmax_cr(eng *e, mpc_val *z, const mpc_val *xm, size_t R, size_t m, size_t n,
+                        long causal)
+{
+    if (n == 1) {
+        TRY(k_scaled(e, z, xm, 0));
+        return k_addc(e, z, z, FX(1.0));
+    }
+    mpc_val mx, mb, d, ex, sum, rs, rb;
+    TRY(k_rowmax_cr(e, &mx, xm, R, n));
+    TRY(k_bcast(e, &mb, &mx, n));
+    TRY(kal(e, &d, R * n, DOM_ARITH));
+    TRY(VT->sub(e, &d, xm, &mb));
+    TRY(k_exp(e, &ex, &d));
+    if (causal >= 0) { /* the limit exp of a masked score (2^12 down) is no 0: zeroed, public */
+        uint64_t *c;
+        TRY(pub64(xm, R * n, &c));
+        if (c)
+            for (size_t i = 0; i < R * n; i++)
+                c[i] = (long)(i % n) <= causal + (long)((i / n) % m);
+        int rc = VT->mul_pub(e, &ex, &ex, c, R * n);
+        free(c);
+        TRY(rc);
+    }
+    TRY(k_rowsum(e, &sum, &ex, R, n));
+    TRY(k_recip_nr(e, &rs, &sum));
+    TRY(k_bcast(e, &rb, &rs, n));
+    TRY(k_fmul(e, z, &ex, &rb));
+    krel(e, &mx), krel(e, &mb), krel(e, &d), krel(e, &ex), krel(e, &sum), krel(e, &rs);
+    krel(e, &rb);
+    return MS_OK;
+}
 
 /* PUMA softmax over R rows of n: max, x - max, exp masked below clip, one reciprocal per row
  * (x / broadcast(s) → x · broadcast(1/s)). causal >= 0 masks column j > causal + (r mod m).
@@ -339,6 +660,11 @@ int k_softmax(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t m, size_t n
         int rc = VT->add_pub(e, &xm, &xm, c, R * n);
         free(c);
         TRY(rc);
+    }
+    if (e->kv.compat == KV_COMPAT_CRYPTEN) {
+        int rc = k_softmax_cr(e, z, &xm, R, m, n, causal);
+        krel(e, &xm);
+        return rc;
     }
     TRY(k_rowmax(e, &mx, NULL, &xm, R, n, 64));
     TRY(k_bcast(e, &mb, &mx, n));

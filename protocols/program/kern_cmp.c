@@ -491,6 +491,23 @@ static int k_msb_spu_bool(eng *e, mpc_val *z, const mpc_val *d, int w)
     return MS_OK;
 }
 
+/* msb: crypten — CrypTen's _ltz (compat: crypten; facebookresearch/CrypTen@775868a02d6dac50
+ * 774ce376a55b01fbd8bd85b6 crypten/mpc/mpc.py 233-242): the value to binary
+ * (crypten/mpc/primitives/converters.py 18-38: each party's share a binary sharing of its own,
+ * no message, the two added by circuit.py 125-130: S = x & y, then the SPK tree of 6 levels,
+ * 50-87, each one AND of the broadcast P0 with the stacked [S1, P1], so two full words a side
+ * per element), the sign by a shift of 63, and the one-bit B2A (beaver.py 193-213: x ^ r
+ * opened as a 64-bit word). Per element 32 + 6 · 64 + 16 = 432 B in 1 + 6 + 1 rounds
+ * (PRIMITIVES.md "CrypTen"). The adder's sum is exact, so is the bit: the Kogge–Stone A2B on
+ * full words (k_a2b_spu) sends what the SPK tree sends in the same rounds. */
+static int k_msb_crypten(eng *e, mpc_val *z, const mpc_val *d, int w)
+{
+    (void)w;
+    mpc_val b;
+    TRY(k_a2b_spu(e, &b, d));
+    return k_msb_b2a(e, z, &b);
+}
+
 /* msb: packed — the bit-packed carry tree on the bound's w bits */
 static int k_msb_pk(eng *e, mpc_val *z, const mpc_val *d, int w)
 {
@@ -505,6 +522,10 @@ const kv_msb_row kv_msb_tab[KV_MSB_N] = {
                       "carry-out tree of one word per level (SPU's carry_out)"},
     [KV_MSB_SPU] = {"spu", k_msb_spu, "SPU's msb: Kogge-Stone with narrowed levels (compat: spu)",
                     k_msb_spu_bool},
+    [KV_MSB_CRYPTEN] = {"crypten", k_msb_crypten,
+                        "CrypTen's _ltz: A2B by its SPK adder on full words, one-bit B2A of a "
+                        "64-bit word (compat: crypten)",
+                        NULL},
 };
 
 static int k_msb_w(eng *e, mpc_val *z, const mpc_val *d, int w)
@@ -635,6 +656,8 @@ int k_eq(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, int w)
 /* z = b + c·(a - b) with c a 0/1 integer share (1 multiplication, no truncation). */
 int k_select(eng *e, mpc_val *z, const mpc_val *c, const mpc_val *a, const mpc_val *b)
 {
+    if (e->kv.compat == KV_COMPAT_CRYPTEN) /* crypten.where: c·a + (1 − c)·b, two products */
+        return k_select_cr(e, z, c, a, b);
     mpc_val d, t;
     TRY(kal(e, &d, a->n, DOM_ARITH));
     TRY(VT->sub(e, &d, a, b));
@@ -644,6 +667,23 @@ int k_select(eng *e, mpc_val *z, const mpc_val *c, const mpc_val *a, const mpc_v
     krel(e, &d);
     krel(e, &t);
     return MS_OK;
+}
+
+/* z = c ? a : b as CrypTen's where with a secret condition (compat: crypten;
+ * facebookresearch/CrypTen@775868a02d6dac50774ce376a55b01fbd8bd85b6 crypten/__init__.py
+ * 437-443): c·a + (1 − c)·b, the two products issued one after the other, c an integer 0/1 (no
+ * rescale): 64 B in 2 rounds per element on semi2k. */
+int k_select_cr(eng *e, mpc_val *z, const mpc_val *c, const mpc_val *a, const mpc_val *b)
+{
+    mpc_val t, oc, u;
+    TRY(k_imul(e, &t, c, a));
+    TRY(k_scaled(e, &oc, c, (uint64_t)-1));
+    TRY(k_addc(e, &oc, &oc, 1));
+    TRY(k_imul(e, &u, &oc, b));
+    TRY(kal(e, z, a->n, DOM_ARITH));
+    int rc = VT->add(e, z, &t, &u);
+    krel(e, &t), krel(e, &oc), krel(e, &u);
+    return rc;
 }
 
 /* A secret public iota: z[r·n + j] = j (integer), R rows. */

@@ -2,13 +2,18 @@
  * variant of every kernel family it runs, so that `compat: spu` costs and executes each op as
  * that framework does. native keeps the family keys (msb, topk, exp, normalize, approx, trunc)
  * as the configuration names them. A new framework is one enum value (kern_var.h), one row
- * here, its name in proto_cfg.c's schema, and the variants it needs in the families' tables.
+ * here (with the protocols it has), its name in proto_cfg.c's schema, and the variants it
+ * needs in the families' tables.
  * The counts each profile must produce are in PRIMITIVES.md "Framework profiles", derived
  * from the framework's source; tests/check_compat.c pins them. */
+#include <stdio.h>
+#include <string.h>
+
 #include "kern_int.h"
 
 const kv_compat_row kv_compat_tab[KV_COMPAT_N] = {
-    [KV_COMPAT_NATIVE] = {"native", -1, -1, -1, -1, -1, -1, "mpcsim's own constructions"},
+    [KV_COMPAT_NATIVE] = {"native", -1, -1, -1, -1, -1, -1, "mpcsim's own constructions", NULL,
+                          NULL},
     /* SecretFlow SPU 0.9.3b0 (secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87):
      * truncation is TruncAPr (libspu/mpc/aby3/protocol.cc 28 and 71-75; semi2k
      * libspu/mpc/semi2k/protocol.cc 72-76), exp is exp_taylor with fxp_exp_iters 8
@@ -20,5 +25,42 @@ const kv_compat_row kv_compat_tab[KV_COMPAT_N] = {
      * mul_a1b. Softmax and LayerNorm follow the profile in kern_math.c (compat checks). */
     [KV_COMPAT_SPU] = {"spu", KV_MSB_SPU, KV_TOPK_QUICKSELECT, KV_EXP_TAYLOR, KV_NORM_SPU,
                        KV_APPROX_SPU, KV_TRUNC_SPU,
-                       "SecretFlow SPU 0.9.3b0 (libspu, commit a1411c5)"},
+                       "SecretFlow SPU 0.9.3b0 (libspu, commit a1411c5)", NULL, NULL},
+    /* CrypTen (facebookresearch/CrypTen@775868a02d6dac50774ce376a55b01fbd8bd85b6, configs/
+     * default.yaml for the defaults): two parties with a trusted third party dealing Beaver
+     * triples (mpc.provider TFP/TTP), semi2k's dealer. Division by a public integer is local
+     * on two parties (crypten/mpc/primitives/arithmetic.py 462-466: each share divided,
+     * truncation toward zero), every comparison is _ltz (crypten/mpc/mpc.py 233-242): A2B by
+     * the SPK adder on full words, bit 63, a one-bit B2A opening a 64-bit word; exp is the
+     * limit (1 + x/2^8)^(2^8) (crypten/common/functions/approximations.py 34-52,
+     * exp_iterations 8); the reciprocal and inv_sqrt CrypTen's Newton iterations from its
+     * exp-based first guesses (normalize: crypten), GeLU and SiLU as CrypTen's erf and
+     * sigmoid compute them (approx: crypten), its softmax with its row max (kern_act.c,
+     * compat checks). aby3 is refused: CrypTen's default
+     * (mpc.protocol: beaver) is additive sharing with the dealer; its three-party
+     * replicated option (crypten/mpc/primitives/replicated.py, mul, square, truncate and
+     * AND only, its conversions still dealt) is not modelled. PRIMITIVES.md "CrypTen"
+     * derives each count. */
+    [KV_COMPAT_CRYPTEN] = {"crypten", KV_MSB_CRYPTEN, -1, KV_EXP_TAYLOR, KV_NORM_CRYPTEN,
+                           KV_APPROX_CRYPTEN, KV_TRUNC_LOCAL,
+                           "CrypTen (facebookresearch/CrypTen, commit 775868a)", "semi2k",
+                           "the profile is CrypTen's default protocol, two parties with a "
+                           "trusted third party (semi2k); its three-party replicated option "
+                           "is not modelled"},
 };
+
+int kern_compat_check(const proto_cfg *cfg, errbuf *err)
+{
+    for (int v = 0; v < KV_COMPAT_N; v++) {
+        const kv_compat_row *r = &kv_compat_tab[v];
+        if (strcmp(r->name, cfg->compat) || !r->protocols)
+            continue;
+        size_t n = strlen(cfg->name);
+        for (const char *p = strstr(r->protocols, cfg->name); p; p = strstr(p + 1, cfg->name))
+            if ((p == r->protocols || p[-1] == ' ') && (p[n] == '\0' || p[n] == ' '))
+                return MS_OK;
+        return err_set(err, MS_ERR_INPUT, "error: compat: %s has no %s profile: %s", r->name,
+                       cfg->name, r->why);
+    }
+    return MS_OK;
+}

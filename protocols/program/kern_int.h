@@ -79,6 +79,7 @@ int k_lt(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, int w);
 int k_eqz(eng *e, mpc_val *z, const mpc_val *d, int wb);
 int k_eq(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, int w);
 int k_select(eng *e, mpc_val *z, const mpc_val *c, const mpc_val *a, const mpc_val *b);
+int k_select_cr(eng *e, mpc_val *z, const mpc_val *c, const mpc_val *a, const mpc_val *b);
 int k_lt_bool(const eng *e); /* 1: the msb variant keeps comparisons boolean (msb: spu) */
 int k_lt_b(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, int w);
 int k_select_bit(eng *e, mpc_val *z, const mpc_val *c, const mpc_val *a, const mpc_val *b);
@@ -145,6 +146,8 @@ typedef struct kv_compat_row {
     const char *name;
     int msb, topk, exp, normalize, approx, trunc;
     const char *source;
+    const char *protocols; /* the protocols the framework has ("semi2k"), NULL: every one */
+    const char *why;       /* why the others are refused */
 } kv_compat_row;
 extern const kv_msb_row kv_msb_tab[KV_MSB_N];          /* kern_cmp.c */
 extern const kv_topk_row kv_topk_tab[KV_TOPK_N];       /* kern_sort.c */
@@ -154,6 +157,8 @@ extern const kv_approx_row kv_approx_tab[KV_APPROX_N]; /* kern_math.c */
 extern const kv_trunc_row kv_trunc_tab[KV_TRUNC_N];    /* kern.c */
 extern const kv_compat_row kv_compat_tab[KV_COMPAT_N]; /* kern_compat.c */
 
+/* CrypTen's Newton reciprocal of a positive x (kern_math.c; reciprocal_all_pos). */
+int k_recip_nr(eng *e, mpc_val *z, const mpc_val *x);
 /* SPU's EXP_PADE (kern_act.c), the exp variant "pade" of kern_math.c's table. */
 int k_exp_pade(eng *e, mpc_val *z, const mpc_val *x);
 

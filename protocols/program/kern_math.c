@@ -958,6 +958,99 @@ static int k_rsqrt_spu(eng *e, mpc_val *z, const mpc_val *x, int jlo, int w)
     return MS_OK;
 }
 
+/* 1/x for x > 0 as CrypTen computes it with reciprocal_all_pos (facebookresearch/CrypTen@
+ * 775868a02d6dac50774ce376a55b01fbd8bd85b6 crypten/common/functions/approximations.py 156-169,
+ * method NR, reciprocal_nr_iters 10 in configs/default.yaml): y = 3·exp(1 − 2x) + 0.003 (the
+ * exp of the profile, public products by integers local), then 10 Newton steps y ← 2y − x·y²,
+ * each a squaring and a product, truncated locally. Converges where 0 < x·y0 < 2: x up to
+ * about 1/(2·0.003) ≈ 333 (larger x leave 0 < e0 = 1 − x·y0 only while y0 < 2/x; CrypTen's
+ * own range), and slowly for small x (y0 ≤ 3e, so x·y0 ≪ 1 below 0.01). */
+int k_recip_nr(eng *e, mpc_val *z, const mpc_val *x)
+{
+    mpc_val t, y;
+    TRY(k_scaled(e, &t, x, (uint64_t)-2)); /* 1 − 2x */
+    TRY(k_addc(e, &t, &t, FX(1.0)));
+    TRY(k_exp(e, &y, &t));
+    krel(e, &t);
+    TRY(k_scaled(e, &t, &y, 3)); /* 3·exp(1 − 2x) + 0.003 */
+    krel(e, &y);
+    TRY(k_addc(e, &t, &t, FX(0.003)));
+    y = t;
+    for (int it = 0; it < 10; it++) {
+        mpc_val y2, p;
+        TRY(k_fsq(e, &y2, &y));
+        TRY(k_fmul(e, &p, &y2, x));
+        krel(e, &y2);
+        TRY(k_scaled(e, &t, &y, 2));
+        TRY(VT->sub(e, &t, &t, &p));
+        krel(e, &p), krel(e, &y);
+        y = t;
+    }
+    *z = y;
+    return MS_OK;
+}
+
+/* 1/x as CrypTen's reciprocal (normalize: crypten; approximations.py 150-154 without
+ * reciprocal_all_pos, its default): sgn = 1 − 2·_ltz(x) (logic.py 73-75), |x| = sgn·x and the
+ * result sgn·(1/|x|), two ring products of the integer sign; between them k_recip_nr. Per
+ * element (semi2k) 432 + 32 + 128 + 10·48 + 32 = 1,104 B in 8 + 1 + 8 + 20 + 1 = 38 rounds
+ * (PRIMITIVES.md "CrypTen"). */
+static int k_recip_crypten(eng *e, mpc_val *z, const mpc_val *x, int jlo, int w)
+{
+    (void)jlo, (void)w;
+    mpc_val lt, sg, ax, r;
+    TRY(k_msb(e, &lt, x));
+    TRY(k_scaled(e, &sg, &lt, (uint64_t)-2));
+    krel(e, &lt);
+    TRY(k_addc(e, &sg, &sg, 1));
+    TRY(k_imul(e, &ax, &sg, x));
+    TRY(k_recip_nr(e, &r, &ax));
+    krel(e, &ax);
+    TRY(k_imul(e, z, &sg, &r));
+    krel(e, &sg), krel(e, &r);
+    return MS_OK;
+}
+
+/* 1/sqrt(x) as CrypTen's inv_sqrt (normalize: crypten; approximations.py 178-204,
+ * sqrt_nr_iters 3): y = 2.2·exp(−(x/2 + 0.2)) + 0.2 − x/1024 (divisions by integers and the
+ * product by 2.2 truncated locally), then 3 Newton steps y ← y·(3 − x·y²)/2: a squaring and
+ * two products each. Per element (semi2k) 128 + 3·(16 + 32 + 32) = 368 B in 8 + 9 = 17 rounds
+ * (PRIMITIVES.md "CrypTen"). The first guess is CrypTen's, as is its range: the three steps
+ * converge from it on about [0.1, 100] (the accuracy test measures it). */
+static int k_rsqrt_crypten(eng *e, mpc_val *z, const mpc_val *x, int jlo, int w)
+{
+    (void)jlo, (void)w;
+    int f = e->cfg.frac_bits;
+    mpc_val t, y, q;
+    TRY(k_trunc(e, &t, x, 1)); /* −(x/2 + 0.2) */
+    TRY(k_addc(e, &t, &t, FX(0.2)));
+    TRY(k_mulc(e, &t, &t, (uint64_t)-1));
+    TRY(k_exp(e, &y, &t));
+    krel(e, &t);
+    TRY(k_scaled(e, &q, &y, FX(2.2))); /* ·2.2, truncated */
+    krel(e, &y);
+    TRY(k_trunc(e, &y, &q, f));
+    krel(e, &q);
+    TRY(k_addc(e, &y, &y, FX(0.2)));
+    TRY(k_trunc(e, &t, x, 10)); /* − x/1024 */
+    TRY(VT->sub(e, &y, &y, &t));
+    krel(e, &t);
+    for (int it = 0; it < 3; it++) {
+        mpc_val y2, p, u;
+        TRY(k_fsq(e, &y2, &y));
+        TRY(k_fmul(e, &p, x, &y2));
+        krel(e, &y2);
+        TRY(k_mulc(e, &p, &p, (uint64_t)-1)); /* 3 − x·y² */
+        TRY(k_addc(e, &p, &p, FX(3.0)));
+        TRY(k_fmul(e, &u, &y, &p));
+        krel(e, &p), krel(e, &y);
+        TRY(k_trunc(e, &y, &u, 1)); /* / 2 */
+        krel(e, &u);
+    }
+    *z = y;
+    return MS_OK;
+}
+
 const kv_norm_row kv_norm_tab[KV_NORM_N] = {
     [KV_NORM_BITDEC] = {"bitdec", k_recip_bd, k_rsqrt_bd,
                         "one bit decomposition, the highest bit's power of two (k_hibit)"},
@@ -967,6 +1060,9 @@ const kv_norm_row kv_norm_tab[KV_NORM_N] = {
     [KV_NORM_SPU] = {"spu", k_recip_spu, k_rsqrt_spu,
                      "SPU's reciprocal: msb, A2B, prefix OR, bit reversal, b2a_word, Goldschmidt "
                      "and its rsqrt (f_rsqrt)"},
+    [KV_NORM_CRYPTEN] = {"crypten", k_recip_crypten, k_rsqrt_crypten,
+                         "CrypTen's Newton reciprocal (10 steps from 3·exp(1 − 2x) + 0.003, its "
+                         "sign by _ltz) and inv_sqrt (3 steps from an exp guess)"},
 };
 
 /* 1/x for x in [2^jlo, 2^(w−f)) (w: X's bit bound, 0 = the default, norm_bits). */

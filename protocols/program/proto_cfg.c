@@ -14,13 +14,14 @@
  * command lines' --set KEY=VALUE and `mpcsim list keys protocol`. The defaults are each
  * protocol's own (its defaults() hook), so the table gives none. */
 
-static const char *const approx_names[] = {"puma", "sigmoid", "spu", NULL};
-static const char *const msb_names[] = {"packed", "ks", "carry", "spu", NULL};
+static const char *const approx_names[] = {"puma", "sigmoid", "spu", "crypten", NULL};
+static const char *const msb_names[] = {"packed", "ks", "carry", "spu", "crypten", NULL};
 static const char *const topk_names[] = {"network", "quickselect", NULL};
-static const char *const normalize_names[] = {"bitdec", "thresholds", "spu", NULL};
+static const char *const normalize_names[] = {"bitdec", "thresholds", "spu", "crypten", NULL};
 static const char *const exp_names[] = {"pow2", "taylor", "pade", NULL};
-static const char *const trunc_names[] = {"pair", "local", NULL};  /* trunc_local = the index */
-static const char *const compat_names[] = {"native", "spu", NULL}; /* kern_compat.c's rows */
+static const char *const trunc_names[] = {"pair", "local", NULL}; /* trunc_local = the index */
+static const char *const compat_names[] = {"native", "spu", "crypten",
+                                           NULL}; /* kern_compat.c's rows */
 static const char *const gather_names[] = {"rows", "scores", NULL};
 
 #define C(member) YS_AT(proto_cfg, member)
@@ -48,13 +49,14 @@ static const ys_field cfg_fields[] = {
      "|x|/2^64)",
      trunc_names, 0, NULL, NULL},
     {"approx", YS_STR, C(approx), 0, 0, NULL,
-     "activation approximations: puma, sigmoid (SiLU as x·σ(x)) or spu (PUMA's polynomials "
-     "as SPU runs them; compat: spu)",
+     "activation approximations: puma, sigmoid (SiLU as x·σ(x)), spu (PUMA's polynomials "
+     "as SPU runs them; compat: spu) or crypten (GeLU by CrypTen's Taylor erf, SiLU by its "
+     "sigmoid; compat: crypten)",
      approx_names, 0, NULL, NULL},
     {"msb", YS_STR, C(msb), 0, 0, NULL,
      "comparisons: packed (bit-packed carry tree, daBit b2a), ks (full A2B adder), carry "
-     "(carry-out tree of words) or spu (SPU's narrowed Kogge-Stone, its bit selecting by "
-     "mul_a1b)",
+     "(carry-out tree of words), spu (SPU's narrowed Kogge-Stone, its bit selecting by "
+     "mul_a1b) or crypten (CrypTen's _ltz: full-word A2B, a one-bit B2A)",
      msb_names, 0, NULL, NULL},
     {"topk", YS_STR, C(topk), 0, 0, NULL,
      "top-k: network (oblivious) or quickselect (shuffle, revealed pivot comparisons: SPU)",
@@ -67,11 +69,13 @@ static const ys_field cfg_fields[] = {
      exp_names, 0, NULL, NULL},
     {"normalize", YS_STR, C(normalize), 0, 0, NULL,
      "reciprocal/rsqrt normalisation: bitdec (one bit decomposition), thresholds (a "
-     "comparison per power of two) or spu (SPU's reciprocal, two parties; compat: spu)",
+     "comparison per power of two), spu (SPU's reciprocal, two parties; compat: spu) or crypten "
+     "(CrypTen's Newton iterations from its exp-based guesses; compat: crypten)",
      normalize_names, 0, NULL, NULL},
     {"compat", YS_STR, C(compat), 0, 0, NULL,
-     "framework cost profile: native (the keys above) or spu (every kernel family as SecretFlow "
-     "SPU 0.9.x runs it, whatever msb, topk, exp, normalize, approx and trunc say)",
+     "framework cost profile: native (the keys above), spu (every kernel family as SecretFlow "
+     "SPU 0.9.x runs it, whatever msb, topk, exp, normalize, approx and trunc say) or crypten "
+     "(CrypTen's two parties with a trusted third party: semi2k only)",
      compat_names, 0, NULL, NULL},
     {"gather", YS_STR, C(gather), 0, 0, NULL,
      "a secret selection's attention: rows (the kept [K | V] rows gathered by the one-hot) or "
@@ -132,6 +136,8 @@ int proto_cfg_set(proto_cfg *cfg, const char *key, const char *value, errbuf *e)
     }
     if (rc)
         return err_set(e, rc, "error: protocol parameter %s", ye.msg);
+    if (kern_compat_check(&t, e)) /* a profile for another protocol */
+        return MS_ERR_INPUT;
     *cfg = t;
     return MS_OK;
 }

@@ -13,6 +13,7 @@
 #include "cmd_validate.h"
 #include "models/llama.h"
 #include "sim/secure/secinf.h"
+#include "protocols/program/kern.h"
 #include "sim/secure/valid.h"
 
 /* The text to tokenize: --text FILE, else a built-in TinyStories-style sentence. */
@@ -373,13 +374,16 @@ static int vm_accuracy(vm_ctx *c, const proto_cfg *cfg, int *bad, errbuf *e)
     if (!rc) {
         llama_acc acc, pol;
         llama_compare(r.logits, ref + (size_t)(P - 1) * V, r.n_steps, V, &acc);
+        kern_conf kv; /* the approximations that ran (a compat profile sets its own) */
+        const char *apx =
+            kern_configure(cfg, &kv) ? cfg->approx : kern_variant_name("approx", kv.approx);
         printf("%-7s %s%s%s: %u positions teacher-forced: top-1 agreement %u/%u (%.2f%%), logit "
                "error max %.4f "
                "mean %.5f (%s, approx %s, frac_bits %d); %.1f s\n",
                cfg->name, c->m.name, a->policy ? " under " : "", a->policy ? a->policy : "", acc.n,
                acc.top1_agree, acc.n, 100.0 * acc.top1_agree / acc.n, acc.max_abs, acc.mean_abs,
-               a->policy ? "vs the plaintext replay of the policy" : "vs the float reference",
-               cfg->approx, cfg->frac_bits, r.seconds);
+               a->policy ? "vs the plaintext replay of the policy" : "vs the float reference", apx,
+               cfg->frac_bits, r.seconds);
         /* every step's bytes and rounds against the cost engine on the same program */
         net_cfg net;
         net_uniform(&net, (int)r.n_parties, 0, a->bandwidth_bps);

@@ -15,6 +15,7 @@
 #include "sim/trace/trace.h"
 #include "protocols/base/yamlx.h"
 #include "protocols/base/yschema.h"
+#include "protocols/program/kern.h"
 
 /* ---- model ------------------------------------------------------------------------------- */
 
@@ -160,6 +161,12 @@ int read_protocol(scn_ctx *x, const yx_node *v, run_cfg *c)
         return fail(x, at ? at : v, "fixed point needs 1 <= frac_bits < ring_bits",
                     "frac_bits (%d) must be less than ring_bits (%d)", c->proto.frac_bits,
                     c->proto.ring_bits);
+    }
+    errbuf ce;
+    if (kern_compat_check(&c->proto, &ce)) { /* a framework profile the protocol lacks */
+        const yx_node *at = yx_map_get(v, "compat");
+        return fail(x, at ? at : v, "compat: native or spu", "%s",
+                    ce.msg + (strncmp(ce.msg, "error: ", 7) ? 0 : 7));
     }
     return MS_OK;
 }
