@@ -1,0 +1,165 @@
+/* check_pcheck_builtin.c — `mpcsim policy check` on the in-tree policies whose emit_cost takes
+ * its operands and names its selection (pcheck_checked_names, marked "cost: checked" by `list
+ * policies`): each one's ops, run on the plain engine over a recorded stories260K trace, gather
+ * what its select() keeps at every layer, KV head and decode step; copies broken on purpose (a
+ * selection that disagrees, ops that never gather) are caught. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "stories.h"
+#include "sim/policy/pcheck.h"
+#include "sim/policy/policy.h"
+#include "sim/trace/trace.h"
+
+/* Parameters at which each checked policy chooses on a prompt of 32 (its defaults keep the
+ * whole of so short a prompt). Every name of pcheck_checked_names has a row. */
+static const struct {
+    const char *name;
+    const char *kv[4][2];
+} cases[] = {
+    {"snapkv", {{"capacity", "16"}, {"window", "8"}}},
+    {"snapkv", {{"capacity", "20"}, {"window", "8"}, {"pooling", "avgpool"}, {"kernel", "4"}}},
+    {"snapkv", {{"capacity", "12"}, {"window", "4"}, {"kernel", "1"}}},
+    {"pyramidkv", {{"capacity", "20"}, {"window", "8"}, {"beta", "2"}}},
+};
+
+enum { P = 32, T = 64 };
+
+static trace *tr;
+
+static void open_trace(void)
+{
+    char what[200];
+    errbuf e = {{0}};
+    ck_assert_msg(pcheck_default_trace(T, &tr, what, sizeof what, &e) == MS_OK, "%s", e.msg);
+}
+
+static void close_trace(void)
+{
+    trace_close(tr);
+    tr = NULL;
+}
+
+/* pcheck_run of p with the case's parameters (kv: up to 4 pairs, NULL-ended). */
+static void run(const policy_ops *p, const char *const (*kv)[2], pcheck_result *r)
+{
+    kv_param par[4];
+    size_t n = 0;
+    for (; n < 4 && kv[n][0]; n++)
+        par[n] = fixture_kvp(kv[n][0], kv[n][1], (int)n + 3, 5);
+    policy_args a;
+    errbuf e = {{0}};
+    ck_assert_msg(policy_args_load(p, par, n, "t.yaml", &a, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(pcheck_run(p, &a, tr, P, T, r, &e) == MS_OK, "%s", e.msg);
+}
+
+/* Every checked policy matches, choosing at every mask, ties only within its stated bound;
+ * the table above covers every checked name. */
+START_TEST(test_checked_match)
+{
+    const trace_shape *sh = trace_get_shape(tr);
+    size_t masks = (size_t)(T - P) * sh->n_layers * sh->n_kv_heads;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const policy_ops *p = policy_find(cases[i].name);
+        ck_assert_ptr_nonnull(p);
+        ck_assert_int_eq(pcheck_cost_of(p), PCOST_CHECKED);
+        pcheck_result r;
+        run(p, cases[i].kv, &r);
+        ck_assert_msg(r.ran && r.match, "%s case %zu: %s", cases[i].name, i, r.msg);
+        ck_assert_uint_eq(r.n_checked, masks);
+        ck_assert_uint_eq(r.n_chosen, masks);
+        ck_assert_uint_gt(r.n_ops, 0);
+    }
+    for (size_t k = 0; pcheck_checked_names[k]; k++) {
+        int found = 0;
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            found |= !strcmp(cases[i].name, pcheck_checked_names[k]);
+        ck_assert_msg(found, "%s is marked checked and has no case here", pcheck_checked_names[k]);
+    }
+}
+END_TEST
+
+/* ---- copies broken on purpose -------------------------------------------------------------- */
+
+static const policy_ops *orig;
+static uint32_t n_cand; /* the candidates [0, n_cand) of the broken select */
+
+/* select() keeps none of the candidates its ops choose among */
+static int sel_none(void *st, uint32_t layer, uint32_t pos, const float *q, uint8_t *keep,
+                    errbuf *e)
+{
+    int rc = orig->select(st, layer, pos, q, keep, e);
+    uint32_t Hkv = trace_get_shape(tr)->n_kv_heads;
+    for (uint32_t g = 0; !rc && g < Hkv; g++)
+        memset(keep + (size_t)g * pos, 0, n_cand < pos ? n_cand : pos);
+    return rc;
+}
+
+/* emit_cost without its gathers: the rows it names are computed by no op */
+static int emit_nogather(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
+                         op_program *prog, errbuf *e)
+{
+    size_t n0 = prog->n_ops;
+    int rc = orig->emit_cost(st, phase, layer, kv_len, kept, prog, e);
+    size_t w = n0;
+    for (size_t i = n0; i < prog->n_ops; i++)
+        if (prog->ops[i].kind != OP_GATHER)
+            prog->ops[w++] = prog->ops[i];
+    prog->n_ops = w;
+    return rc;
+}
+
+START_TEST(test_broken_caught)
+{
+    static const char *const kv[4][2] = {{"capacity", "16"}, {"window", "8"}};
+    const char *names[] = {"snapkv", "pyramidkv"};
+    for (size_t i = 0; i < 2; i++) {
+        orig = policy_find(names[i]);
+        n_cand = P - 8;
+        policy_ops bad = *orig;
+        bad.select = sel_none;
+        pcheck_result r;
+        run(&bad, kv, &r);
+        ck_assert(r.ran && !r.match);
+        ck_assert_msg(strstr(r.msg, "layer 0, KV head 0, decode position 32: entry ") &&
+                          strstr(r.msg, " is kept by its ops and not by select()"),
+                      "%s: %s", names[i], r.msg);
+        bad = *orig;
+        bad.emit_cost = emit_nogather;
+        run(&bad, kv, &r);
+        ck_assert(r.ran && !r.match);
+        ck_assert_msg(strstr(r.msg, "layer 0 position 32: its selection L0.snap.kept is computed "
+                                    "by none of its ops (no gather)"),
+                      "%s: %s", names[i], r.msg);
+    }
+}
+END_TEST
+
+/* The command line: a match (exit 0) and the mark of `list policies`. */
+START_TEST(test_cli)
+{
+    char out[1 << 16];
+    th_cli_expect(out, sizeof out, 0, "snapkv: match\n",
+                  "policy check snapkv --param capacity=16 --param window=8");
+    ck_assert_msg(strstr(out, "640 keep masks"), "%s", out);
+    th_cli_expect(out, sizeof out, 0, "policy ", "list policies");
+    for (size_t k = 0; pcheck_checked_names[k]; k++) {
+        char want[64];
+        snprintf(want, sizeof want, "\n%s ", pcheck_checked_names[k]);
+        const char *at = strstr(out, want);
+        ck_assert_msg(at && !strncmp(strchr(at + 1, '\n'), "\n    cost: checked (", 20), "%s", out);
+    }
+}
+END_TEST
+
+Suite *pcheck_builtin_suite(void)
+{
+    Suite *s = suite_create("pcheck_builtin");
+    TCase *tc = th_case(s, "core", 0);
+    tcase_add_checked_fixture(tc, open_trace, close_trace);
+    TH_TESTS(tc, test_checked_match, test_broken_caught, test_cli);
+    return s;
+}
