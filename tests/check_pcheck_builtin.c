@@ -24,6 +24,9 @@ static const struct {
     {"snapkv", {{"capacity", "20"}, {"window", "8"}, {"pooling", "avgpool"}, {"kernel", "4"}}},
     {"snapkv", {{"capacity", "12"}, {"window", "4"}, {"kernel", "1"}}},
     {"pyramidkv", {{"capacity", "20"}, {"window", "8"}, {"beta", "2"}}},
+    {"quest", {{"budget", "16"}, {"page", "4"}, {"min_pages", "1"}, {"skip_layers", "0"}}},
+    /* a partial last page at every step but one in five, the prompt's too */
+    {"quest", {{"budget", "10"}, {"page", "5"}, {"min_pages", "1"}, {"skip_layers", "0"}}},
 };
 
 enum { P = 32, T = 64 };
@@ -114,26 +117,33 @@ static int emit_nogather(void *st, int phase, uint32_t layer, uint32_t kv_len, c
 
 START_TEST(test_broken_caught)
 {
-    static const char *const kv[4][2] = {{"capacity", "16"}, {"window", "8"}};
-    const char *names[] = {"snapkv", "pyramidkv"};
-    for (size_t i = 0; i < 2; i++) {
+    static const char *const kv[3][4][2] = {
+        {{"capacity", "16"}, {"window", "8"}},
+        {{"capacity", "16"}, {"window", "8"}},
+        {{"budget", "8"}, {"page", "4"}, {"min_pages", "1"}, {"skip_layers", "0"}}};
+    const char *names[] = {"snapkv", "pyramidkv", "quest"};
+    const char *sel[] = {"L0.snap.kept", "L0.snap.kept", "L0.quest.kv_kept"};
+    for (size_t i = 0; i < 3; i++) {
         orig = policy_find(names[i]);
-        n_cand = P - 8;
+        n_cand = i < 2 ? P - 8 : T; /* quest: every cached entry a candidate */
         policy_ops bad = *orig;
         bad.select = sel_none;
         pcheck_result r;
-        run(&bad, kv, &r);
+        run(&bad, kv[i], &r);
         ck_assert(r.ran && !r.match);
         ck_assert_msg(strstr(r.msg, "layer 0, KV head 0, decode position 32: entry ") &&
                           strstr(r.msg, " is kept by its ops and not by select()"),
                       "%s: %s", names[i], r.msg);
         bad = *orig;
         bad.emit_cost = emit_nogather;
-        run(&bad, kv, &r);
+        run(&bad, kv[i], &r);
         ck_assert(r.ran && !r.match);
-        ck_assert_msg(strstr(r.msg, "layer 0 position 32: its selection L0.snap.kept is computed "
-                                    "by none of its ops (no gather)"),
-                      "%s: %s", names[i], r.msg);
+        char want[200];
+        snprintf(want, sizeof want,
+                 "layer 0 position 32: its selection %s is computed by none of its ops (no "
+                 "gather)",
+                 sel[i]);
+        ck_assert_msg(strstr(r.msg, want), "%s: %s", names[i], r.msg);
     }
 }
 END_TEST

@@ -184,9 +184,12 @@ static int bind_input(chk *c, int what, const op_tensor *T, uint32_t layer, int 
     if (T->batch != Hkv || T->cols != cols)
         return cant(c, "its operand %s is not n_kv_heads x rows x (2·)head_dim", T->name, layer);
     uint32_t r0 = what == PCHECK_IN_KV || phase == PHASE_PREFILL ? 0 : kv_len;
-    if (r0 + T->rows > v->max_len)
+    /* the cache's rows past kv_len (a policy's padding to whole pages) are empty */
+    uint32_t live = what == PCHECK_IN_KV && T->rows > kv_len ? kv_len : T->rows;
+    if (r0 + live > v->max_len)
         return cant(c, "its operand %s has rows past the trace", T->name, layer);
-    for (uint32_t j = 0; j < T->rows; j++) {
+    memset(x, 0, n * sizeof *x);
+    for (uint32_t j = 0; j < live; j++) {
         int rc = trace_kv(c->t, layer, r0 + j, c->k, what == PCHECK_IN_KV ? c->v : NULL);
         if (rc)
             return err_set(e, rc, "policy check: the trace's keys of layer %u position %u", layer,
@@ -201,8 +204,10 @@ static int bind_input(chk *c, int what, const op_tensor *T, uint32_t layer, int 
         }
     }
     if (what == PCHECK_IN_KV) {
-        memcpy(c->kvraw, x, n * sizeof *x);
-        c->kv_rows = T->rows;
+        for (uint32_t g = 0; g < Hkv; g++)
+            memcpy(c->kvraw + (size_t)g * live * cols, x + (size_t)g * T->rows * cols,
+                   (size_t)live * cols * sizeof *x);
+        c->kv_rows = live;
     }
     return 0;
 }
@@ -622,7 +627,7 @@ int pcheck_run(const policy_ops *p, const policy_args *a, trace *t, uint32_t P, 
     return rc;
 }
 
-const char *const pcheck_checked_names[] = {"snapkv", "pyramidkv", NULL};
+const char *const pcheck_checked_names[] = {"snapkv", "pyramidkv", "quest", NULL};
 
 pcheck_cost pcheck_cost_of(const policy_ops *p)
 {

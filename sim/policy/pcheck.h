@@ -20,7 +20,8 @@ struct trace;
 
 /* Operands of emit_cost (the numbers of policy_plugin.h's mpcsim_input). */
 enum {
-    PCHECK_IN_KV,       /* (Hkv, kv_len, 2·head_dim): the cached [K | V] rows */
+    PCHECK_IN_KV,       /* (Hkv, kv_len, 2·head_dim): the cached [K | V] rows (more rows: the
+                         * ones past kv_len empty, a policy's padding to whole pages) */
     PCHECK_IN_KEYS_NEW, /* (Hkv, n, head_dim): the phase's new keys (prefill: 0..P; decode: pos) */
     PCHECK_IN_QUERY,    /* (H, 1, head_dim): the decode step's query */
     PCHECK_IN_N,
