@@ -10,6 +10,7 @@
 
 #include "harness.h"
 #include "stories.h"
+#include "testdir.h"
 #include "sim/policy/pcheck.h"
 #include "sim/policy/policy.h"
 #include "sim/trace/trace.h"
@@ -30,6 +31,8 @@ static const struct {
 };
 
 enum { P = 32, T = 64 };
+
+TESTDIR("check_pcheck_builtin")
 
 static trace *tr;
 
@@ -165,11 +168,123 @@ START_TEST(test_cli)
 }
 END_TEST
 
+/* ---- replay_masks: masks from outside, checked against the cost they are declared as ------ */
+
+static int32_t *masks; /* [L][T][Hkv][T] */
+
+static void masks_write(const char *dir, uint32_t L, uint32_t Hkv)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/keep.npy", dir);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    trace_npy h = {.dtype = 'i', .ndim = 4, .shape = {L, T, Hkv, T}};
+    ck_assert_int_eq(trace_npy_write_header(f, &h), MS_OK);
+    size_t n = (size_t)L * T * Hkv * T;
+    ck_assert_uint_eq(fwrite(masks, sizeof *masks, n, f), n);
+    fclose(f);
+}
+
+/* The keep masks snapkv {capacity 16, window 8} selects over trace t, as its replay drives it
+ * (decode rows; the prompt's rows are not read). */
+static void snapkv_masks(trace *t)
+{
+    const trace_shape *sh = trace_get_shape(t);
+    uint32_t L = sh->n_layers, H = sh->n_heads, Hkv = sh->n_kv_heads;
+    policy_env env = {L, H,    Hkv,  sh->head_dim, sh->dim, sh->ffn_dim, P,
+                      T, NULL, NULL, NULL,         0,       NULL};
+    const policy_ops *p = policy_find("snapkv");
+    static const char *const kv[4][2] = {{"capacity", "16"}, {"window", "8"}};
+    kv_param par[2] = {fixture_kvp(kv[0][0], kv[0][1], 3, 5),
+                       fixture_kvp(kv[1][0], kv[1][1], 4, 5)};
+    policy_args a;
+    errbuf e = {{0}};
+    void *st;
+    ck_assert_int_eq(policy_args_load(p, par, 2, "t.yaml", &a, &e), MS_OK);
+    ck_assert_msg(p->init(&env, &a, &st, &e) == MS_OK, "%s", e.msg);
+    for (uint32_t pos = 0; pos < P; pos++) {
+        ck_assert_int_eq(trace_seek(t, pos, &e), MS_OK);
+        for (uint32_t l = 0; l < L; l++) {
+            policy_obs o = {.layer = l, .pos = pos, .q = trace_q(t, l)};
+            if (p->needs(st, pos) & POLICY_NEED_ATT)
+                o.att = trace_att(t, l);
+            ck_assert_int_eq(p->observe(st, &o, &e), MS_OK);
+        }
+    }
+    ck_assert_int_eq(p->prefill(st, &e), MS_OK);
+    uint8_t keep[4 * T];
+    ck_assert_uint_le(Hkv, 4);
+    for (uint32_t pos = P; pos < T; pos++)
+        for (uint32_t l = 0; l < L; l++) {
+            ck_assert_int_eq(p->select(st, l, pos, NULL, keep, &e), MS_OK);
+            for (uint32_t g = 0; g < Hkv; g++)
+                for (uint32_t j = 0; j < pos; j++)
+                    masks[(((size_t)l * T + pos) * Hkv + g) * T + j] = keep[(size_t)g * pos + j];
+        }
+    p->fini(st);
+}
+
+/* replay_masks' selection comes from outside; what it declares is its cost: `cost_as` runs that
+ * policy's ops beside the masks. The check then tells whether those ops compute the masks:
+ * masks dumped from snapkv's own selection match `cost_as: snapkv`; StreamingLLM's masks do
+ * not (a MISMATCH, exit 1), and `cost_as: none` (free, public positions) cannot be compared
+ * while the masks drop entries (cost declared). */
+START_TEST(test_replay_masks)
+{
+    char *dir = strdup(testdir_path(&td, "tr"));
+    ck_assert_int_eq(th_runl(NULL, testdir_path(&td, "rec.txt"), NULL, "trace", "record", "--model",
+                             "stories260K", "--text",
+                             th_data_path("tests/data/tinystories_sample.txt"), "--max-tokens",
+                             "64", "-o", dir, (char *)NULL),
+                     0);
+    trace *t;
+    errbuf e = {{0}};
+    ck_assert_int_eq(trace_open(dir, &t, &e), MS_OK);
+    const trace_shape *sh = trace_get_shape(t);
+    uint32_t L = sh->n_layers, Hkv = sh->n_kv_heads;
+    masks = calloc((size_t)L * T * Hkv * T, sizeof *masks);
+    snapkv_masks(t);
+    masks_write(dir, L, Hkv);
+    const policy_ops *rm = policy_find("replay_masks");
+    kv_param par[3] = {fixture_kvp("cost_as", "snapkv", 3, 5), fixture_kvp("capacity", "16", 4, 5),
+                       fixture_kvp("window", "8", 5, 5)};
+    policy_args a;
+    ck_assert_int_eq(policy_args_load(rm, par, 3, "t.yaml", &a, &e), MS_OK);
+    pcheck_result r;
+    ck_assert_msg(pcheck_run_dir(rm, &a, t, dir, P, T, &r, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(r.ran && r.match, "%s", r.msg);
+    ck_assert_uint_eq(r.n_chosen, (size_t)(T - P) * L * Hkv);
+
+    char out[8192];
+    th_cli_expect(out, sizeof out, 0, "replay_masks: match\n",
+                  "policy check replay_masks --trace '%s' --param cost_as=snapkv --param "
+                  "capacity=16 --param window=8",
+                  dir);
+    for (uint32_t l = 0; l < L; l++) /* StreamingLLM: sink 4, recent 8 */
+        for (uint32_t pos = P; pos < T; pos++)
+            for (uint32_t g = 0; g < Hkv; g++)
+                for (uint32_t j = 0; j < pos; j++)
+                    masks[(((size_t)l * T + pos) * Hkv + g) * T + j] = j < 4 || j + 8 >= pos;
+    masks_write(dir, L, Hkv);
+    th_cli_expect(out, sizeof out, 1,
+                  "replay_masks: MISMATCH: layer 0, KV head 0, decode position 32: entry ",
+                  "policy check replay_masks --trace '%s' --param cost_as=snapkv --param "
+                  "capacity=16 --param window=8",
+                  dir);
+    th_cli_expect(out, sizeof out, 1, "replay_masks: cost declared (not checked: ",
+                  "policy check replay_masks --trace '%s' --param cost_as=none", dir);
+    free(masks);
+    trace_close(t);
+    free(dir);
+}
+END_TEST
+
 Suite *pcheck_builtin_suite(void)
 {
     Suite *s = suite_create("pcheck_builtin");
     TCase *tc = th_case(s, "core", 0);
     tcase_add_checked_fixture(tc, open_trace, close_trace);
-    TH_TESTS(tc, test_checked_match, test_broken_caught, test_cli);
+    TESTDIR_USE(tc);
+    TH_TESTS(tc, test_checked_match, test_broken_caught, test_cli, test_replay_masks);
     return s;
 }

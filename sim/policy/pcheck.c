@@ -530,6 +530,12 @@ static int observe(chk *c, uint32_t pos, uint32_t layer, int decode, errbuf *e)
 int pcheck_run(const policy_ops *p, const policy_args *a, trace *t, uint32_t P, uint32_t T,
                pcheck_result *r, errbuf *e)
 {
+    return pcheck_run_dir(p, a, t, NULL, P, T, r, e);
+}
+
+int pcheck_run_dir(const policy_ops *p, const policy_args *a, trace *t, const char *dir, uint32_t P,
+                   uint32_t T, pcheck_result *r, errbuf *e)
+{
     memset(r, 0, sizeof *r);
     r->ran = 1;
     r->match = 1;
@@ -552,7 +558,7 @@ int pcheck_run(const policy_ops *p, const policy_args *a, trace *t, uint32_t P, 
                          t,
                          get_k,
                          1,
-                         NULL};
+                         dir};
     uint32_t L = sh->n_layers, Hkv = sh->n_kv_heads, d = sh->head_dim;
     proto_cfg cfg;
     int rc = proto_cfg_default("semi2k", &cfg, e);

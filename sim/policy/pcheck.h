@@ -66,6 +66,10 @@ typedef struct pcheck_result {
  * error (the policy's own callbacks failing, out of memory). */
 int pcheck_run(const policy_ops *p, const policy_args *a, struct trace *t, uint32_t P, uint32_t T,
                pcheck_result *r, errbuf *e);
+/* pcheck_run over the trace of folder dir (an npy trace: what a policy reads beside it,
+ * replay_masks' keep.npy; policy_env.trace_dir), or NULL. */
+int pcheck_run_dir(const policy_ops *p, const policy_args *a, struct trace *t, const char *dir,
+                   uint32_t P, uint32_t T, pcheck_result *r, errbuf *e);
 
 /* The default trace of a check: stories260K recorded over the data folder's
  * tests/data/tinystories_sample.txt, T tokens, in memory; what: its description. */
