@@ -237,6 +237,10 @@ static int list_policies(const char *plugin)
                    "with select(); which parameters: POLICIES.md)\n");
         else if (pc == PCOST_PUBLIC)
             printf("    cost: none (public positions)\n");
+        else if (pc == PCOST_CHECKED)
+            printf("    cost: checked (`mpcsim policy check %s`: its ops, run on the plain "
+                   "engine,\n          gather what select() keeps)\n",
+                   policy_name(p));
         else if (cr.ran && cr.match)
             printf("    cost: checked (`mpcsim policy check`: its ops, run on the plain engine,\n"
                    "          gather what select() keeps: %zu masks at its defaults)\n",

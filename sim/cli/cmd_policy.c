@@ -66,7 +66,7 @@ static void policy_top_usage(FILE *f)
 
 /* Checks one policy with its loaded parameters; prints its verdict. 0 match, 1 not. */
 static int check_one(const policy_ops *p, const policy_args *a, const char *label, trace *t,
-                     const char *trace_what, uint32_t P, uint32_t T, int *fatal)
+                     const char *dir, const char *trace_what, uint32_t P, uint32_t T, int *fatal)
 {
     const char *plug = policy_plugin_path(p);
     char name[600];
@@ -80,7 +80,7 @@ static int check_one(const policy_ops *p, const policy_args *a, const char *labe
     }
     pcheck_result r;
     errbuf e = {{0}};
-    int rc = pcheck_run(p, a, t, P, T, &r, &e);
+    int rc = pcheck_run_dir(p, a, t, dir, P, T, &r, &e);
     if (rc) {
         cli_error("policy", "%s: %s", name, e.msg);
         *fatal = rc;
@@ -239,7 +239,10 @@ static int check_file(const char *path, const pol_args *pa)
         if (seen)
             continue;
         snprintf(done[n_done++], sizeof done[0], "%s", label);
-        bad |= check_one(p, &a, label, t, what, P, P + D, &fatal);
+        const char *dir = pa->trace_dir                      ? pa->trace_dir
+                          : !strcmp(r0->trace.source, "npy") ? r0->trace.path
+                                                             : NULL;
+        bad |= check_one(p, &a, label, t, dir, what, P, P + D, &fatal);
     }
     free(done);
     trace_close(t);
@@ -306,7 +309,7 @@ static int check_named(const char *arg, const pol_args *pa)
         D = n > P ? n - P : 0;
     }
     int fatal = 0;
-    int bad = check_one(p, &a, p->name, t, what, P, P + D, &fatal);
+    int bad = check_one(p, &a, p->name, t, pa->trace_dir, what, P, P + D, &fatal);
     trace_close(t);
     return fatal ? ms_err_exit_code(fatal) : bad;
 }

@@ -26,11 +26,21 @@ typedef struct pcheck_io {
 
 /* The check in progress on this thread, NULL in a run. */
 static _Thread_local pcheck_io *cur;
+static _Thread_local int cur_frac;
+
+int pcheck_frac_bits(void)
+{
+    if (cur_frac)
+        return cur_frac;
+    proto_cfg cfg;
+    errbuf e = {{0}};
+    return proto_cfg_default("semi2k", &cfg, &e) ? 18 : cfg.frac_bits;
+}
 
 uint32_t pcheck_input(opb *b, int what, uint32_t B, uint32_t rows, uint32_t cols)
 {
-    static const char *const names[PCHECK_IN_N] = {"in.kv", "in.k_new", "in.q"};
-    if (what < 0 || what >= PCHECK_IN_N) {
+    static const char *const names[PCHECK_IN_ALL] = {"in.kv", "in.k_new", "in.q", "in.p_att"};
+    if (what < 0 || what >= PCHECK_IN_ALL) {
         b->failed = 1;
         return OP_NONE;
     }
@@ -66,6 +76,7 @@ typedef struct saved {
     char name[48];
     uint64_t *v;
     size_t n;
+    int made; /* an op of some program wrote it */
 } saved;
 
 typedef struct chk {
@@ -94,7 +105,7 @@ static saved *find_saved(chk *c, const char *name)
     return NULL;
 }
 
-static int keep_saved(chk *c, const char *name, const uint64_t *v, size_t n)
+static int keep_saved(chk *c, const char *name, const uint64_t *v, size_t n, int made)
 {
     saved *s = find_saved(c, name);
     if (!s) {
@@ -118,6 +129,7 @@ static int keep_saved(chk *c, const char *name, const uint64_t *v, size_t n)
         s->n = n;
     }
     memcpy(s->v, v, n * sizeof *v);
+    s->made |= made;
     return MS_OK;
 }
 
@@ -148,13 +160,36 @@ static int bind_input(chk *c, int what, const op_tensor *T, uint32_t layer, int 
             x[i] = fx_encode(q[i], c->frac);
         return 0;
     }
+    if (what == PCHECK_IN_PROMPT_ATT) {
+        uint32_t P = v->prompt_len, w = T->rows, pos0 = trace_pos(c->t);
+        if (phase != PHASE_PREFILL || T->batch != v->n_heads || w > P || T->cols > P)
+            return cant(c, "its prompt attention operand %s is not n_heads x w x n of the prompt",
+                        T->name, layer);
+        int rc = MS_OK;
+        for (uint32_t i = 0; !rc && i < w; i++) {
+            uint32_t pos = P - w + i;
+            if ((rc = trace_seek(c->t, pos, e)))
+                break;
+            const float *a = trace_att(c->t, layer);
+            for (uint32_t h = 0; h < v->n_heads; h++)
+                for (uint32_t j = 0; j < T->cols; j++)
+                    x[((size_t)h * w + i) * T->cols + j] =
+                        j <= pos ? fx_encode(a[(size_t)h * (pos + 1) + j], c->frac) : 0;
+        }
+        if (!rc)
+            rc = trace_seek(c->t, pos0, e);
+        return rc;
+    }
     uint32_t cols = what == PCHECK_IN_KV ? 2 * d : d;
     if (T->batch != Hkv || T->cols != cols)
         return cant(c, "its operand %s is not n_kv_heads x rows x (2·)head_dim", T->name, layer);
     uint32_t r0 = what == PCHECK_IN_KV || phase == PHASE_PREFILL ? 0 : kv_len;
-    if (r0 + T->rows > v->max_len)
+    /* the cache's rows past kv_len (a policy's padding to whole pages) are empty */
+    uint32_t live = what == PCHECK_IN_KV && T->rows > kv_len ? kv_len : T->rows;
+    if (r0 + live > v->max_len)
         return cant(c, "its operand %s has rows past the trace", T->name, layer);
-    for (uint32_t j = 0; j < T->rows; j++) {
+    memset(x, 0, n * sizeof *x);
+    for (uint32_t j = 0; j < live; j++) {
         int rc = trace_kv(c->t, layer, r0 + j, c->k, what == PCHECK_IN_KV ? c->v : NULL);
         if (rc)
             return err_set(e, rc, "policy check: the trace's keys of layer %u position %u", layer,
@@ -169,8 +204,10 @@ static int bind_input(chk *c, int what, const op_tensor *T, uint32_t layer, int 
         }
     }
     if (what == PCHECK_IN_KV) {
-        memcpy(c->kvraw, x, n * sizeof *x);
-        c->kv_rows = T->rows;
+        for (uint32_t g = 0; g < Hkv; g++)
+            memcpy(c->kvraw + (size_t)g * live * cols, x + (size_t)g * T->rows * cols,
+                   (size_t)live * cols * sizeof *x);
+        c->kv_rows = live;
     }
     return 0;
 }
@@ -349,10 +386,15 @@ static int run_prog(chk *c, op_program *prog, const pcheck_io *io, int phase, ui
     }
     for (uint32_t t = 0; !rc && !stop && t < prog->n_tens; t++)
         if (prog->tens[t].role == OPT_CACHE)
-            rc = keep_saved(c, prog->tens[t].name, vals[t].s[0], vals[t].n);
+            rc = keep_saved(c, prog->tens[t].name, vals[t].s[0], vals[t].n, made[t]);
     if (!rc && !stop && phase == PHASE_DECODE) {
         uint32_t Hkv = c->env.n_kv_heads;
-        if (io->has_sel && !made[io->sel_t]) {
+        /* its selection: computed by an op of this program, or state an op of an earlier
+         * one gathered (a one-shot selection: the rows the decode step attends) */
+        const saved *ss = io->has_sel && !made[io->sel_t] && prog->tens[io->sel_t].role == OPT_CACHE
+                              ? find_saved(c, prog->tens[io->sel_t].name)
+                              : NULL;
+        if (io->has_sel && !made[io->sel_t] && !(ss && ss->made)) {
             c->r->match = 0;
             stop = 1;
             snprintf(c->r->msg, sizeof c->r->msg,
@@ -509,6 +551,12 @@ static int observe(chk *c, uint32_t pos, uint32_t layer, int decode, errbuf *e)
 int pcheck_run(const policy_ops *p, const policy_args *a, trace *t, uint32_t P, uint32_t T,
                pcheck_result *r, errbuf *e)
 {
+    return pcheck_run_dir(p, a, t, NULL, P, T, r, e);
+}
+
+int pcheck_run_dir(const policy_ops *p, const policy_args *a, trace *t, const char *dir, uint32_t P,
+                   uint32_t T, pcheck_result *r, errbuf *e)
+{
     memset(r, 0, sizeof *r);
     r->ran = 1;
     r->match = 1;
@@ -531,7 +579,7 @@ int pcheck_run(const policy_ops *p, const policy_args *a, trace *t, uint32_t P, 
                          t,
                          get_k,
                          1,
-                         NULL};
+                         dir};
     uint32_t L = sh->n_layers, Hkv = sh->n_kv_heads, d = sh->head_dim;
     proto_cfg cfg;
     int rc = proto_cfg_default("semi2k", &cfg, e);
@@ -540,6 +588,7 @@ int pcheck_run(const policy_ops *p, const policy_args *a, trace *t, uint32_t P, 
     if (rc)
         return rc;
     c.frac = cfg.frac_bits;
+    cur_frac = c.frac;
     c.k = calloc((size_t)Hkv * d, sizeof *c.k);
     c.v = calloc((size_t)Hkv * d, sizeof *c.v);
     c.keep = calloc((size_t)Hkv * T, 1);
@@ -593,6 +642,7 @@ int pcheck_run(const policy_ops *p, const policy_args *a, trace *t, uint32_t P, 
     free(c.sv);
     free(c.k), free(c.v), free(c.keep), free(c.got), free(c.att), free(c.kvraw), free(kept);
     eng_free(c.E);
+    cur_frac = 0;
     if (!rc && r->ran && r->match && !r->n_chosen) {
         r->ran = 0;
         snprintf(r->msg, sizeof r->msg,
@@ -604,12 +654,17 @@ int pcheck_run(const policy_ops *p, const policy_args *a, trace *t, uint32_t P, 
     return rc;
 }
 
+const char *const pcheck_checked_names[] = {"snapkv", "pyramidkv", "quest", NULL};
+
 pcheck_cost pcheck_cost_of(const policy_ops *p)
 {
     if (!p)
         return PCOST_DECLARED;
     if (p->secure)
         return PCOST_SHARES;
+    for (size_t i = 0; pcheck_checked_names[i]; i++)
+        if (p == policy_find(pcheck_checked_names[i]))
+            return PCOST_CHECKED;
     return !p->observe && !p->emit_cost ? PCOST_PUBLIC : PCOST_DECLARED;
 }
 

@@ -40,10 +40,17 @@ int pcheck_public_value(const op_tensor *T, uint64_t *x, size_t n);
 
 /* Operands of emit_cost (the numbers of policy_plugin.h's mpcsim_input). */
 enum {
-    PCHECK_IN_KV,       /* (Hkv, kv_len, 2·head_dim): the cached [K | V] rows */
+    PCHECK_IN_KV,       /* (Hkv, kv_len, 2·head_dim): the cached [K | V] rows (more rows: the
+                         * ones past kv_len empty, a policy's padding to whole pages) */
     PCHECK_IN_KEYS_NEW, /* (Hkv, n, head_dim): the phase's new keys (prefill: 0..P; decode: pos) */
     PCHECK_IN_QUERY,    /* (H, 1, head_dim): the decode step's query */
-    PCHECK_IN_N
+    PCHECK_IN_N,
+    /* Prefill only, for in-tree policies (not a plug-in's mpcsim_input): (H, w, n), the prompt
+     * attention the model's prefill computed for its last w queries (positions P − w .. P − 1)
+     * over the entries 0..n−1 (0 past a row's causal end) — rows already in secret shares, the
+     * attention's own work */
+    PCHECK_IN_PROMPT_ATT = PCHECK_IN_N,
+    PCHECK_IN_ALL
 };
 
 /* The operand what (PCHECK_IN_*) of the emit_cost call b builds for: a tensor "in.<what>"
@@ -58,6 +65,10 @@ uint32_t pcheck_input(opb *b, int what, uint32_t B, uint32_t rows, uint32_t cols
  * within tol of each other (the ops preferred theirs by at most tol). */
 void pcheck_selection(opb *b, uint32_t rows, uint32_t m, uint32_t r0, uint32_t r1, uint32_t score,
                       double tol);
+
+/* The fractional bits of the fixed point the check in progress runs (a policy's tolerance is
+ * in its units); outside a check, the default protocol's. */
+int pcheck_frac_bits(void);
 
 typedef struct pcheck_result {
     int ran;          /* 1: every program ran; 0: msg says why not (the cost stays declared) */
@@ -75,6 +86,10 @@ typedef struct pcheck_result {
  * error (the policy's own callbacks failing, out of memory). */
 int pcheck_run(const policy_ops *p, const policy_args *a, struct trace *t, uint32_t P, uint32_t T,
                pcheck_result *r, errbuf *e);
+/* pcheck_run over the trace of folder dir (an npy trace: what a policy reads beside it,
+ * replay_masks' keep.npy; policy_env.trace_dir), or NULL. */
+int pcheck_run_dir(const policy_ops *p, const policy_args *a, struct trace *t, const char *dir,
+                   uint32_t P, uint32_t T, pcheck_result *r, errbuf *e);
 
 /* The default trace of a check: stories260K recorded over the data folder's
  * tests/data/tinystories_sample.txt, T tokens, in memory; what: its description. */
@@ -85,9 +100,13 @@ int pcheck_default(const policy_ops *p, pcheck_result *r, errbuf *e);
 /* How far a policy's MPC cost is known to compute its selection, without running a check:
  * PCOST_PUBLIC, a kept set that is a public function of positions (no observation, no ops);
  * PCOST_SHARES, a selection on secret shares that `validate --policy` compares with select()
- * (policy_ops.secure); PCOST_DECLARED, every other (its emit_cost's ops are stated; only
- * pcheck_run can check them), and a policy not known here (NULL: a plug-in not loaded). */
-typedef enum pcheck_cost { PCOST_PUBLIC, PCOST_SHARES, PCOST_DECLARED } pcheck_cost;
+ * (policy_ops.secure); PCOST_CHECKED, an in-tree policy whose emit_cost takes its operands and
+ * names its selection (pcheck_checked_names; tests/check_pcheck_builtin.c runs pcheck_default
+ * on each); PCOST_DECLARED, every other (its emit_cost's ops are stated; only pcheck_run can
+ * check them), and a policy not known here (NULL: a plug-in not loaded). */
+typedef enum pcheck_cost { PCOST_PUBLIC, PCOST_SHARES, PCOST_DECLARED, PCOST_CHECKED } pcheck_cost;
 pcheck_cost pcheck_cost_of(const policy_ops *p);
+/* The names of the PCOST_CHECKED in-tree policies, NULL-terminated. */
+extern const char *const pcheck_checked_names[];
 
 #endif

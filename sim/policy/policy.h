@@ -363,6 +363,8 @@ void snap_core_score(snap_core *c, uint32_t layer, uint32_t g, float *out);
  * adds); maxpool needs (kernel-1) comparisons per position (a MAX over kernel), avgpool is local.
  * Returns the score tensor id. */
 uint32_t snap_core_emit(const snap_core *c, policy_emitter *pe, uint32_t batch);
+/* The error bound of snap_core_emit's scores on a fixed point of frac_bits (policy_snapkv.c). */
+double snap_core_tol(const snap_core *c, uint32_t batch, int frac_bits);
 /* The keep rows (n_kv_heads × pos) of a layer at pos whose prompt entries the prefill kept
  * in alive ([L][Hkv][P]): the kept prompt entries, then every later one. */
 void snap_keep_rows(const policy_env *v, const uint8_t *alive, uint32_t layer, uint32_t pos,

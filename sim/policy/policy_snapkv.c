@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pcheck.h"
 #include "policy.h"
 
 /* ---- the scorer ------------------------------------------------------------------------- */
@@ -128,19 +129,49 @@ void snap_core_score(snap_core *c, uint32_t layer, uint32_t g, float *out)
 
 uint32_t snap_core_emit(const snap_core *c, policy_emitter *pe, uint32_t batch)
 {
-    uint32_t n = c->env.prompt_len - c->window;
+    uint32_t H = c->env.n_heads, w = c->window, K = c->kernel;
+    uint32_t n = c->env.prompt_len - w;
+    /* the prompt attention of the window's queries over the n voted entries: the model's own
+     * rows, in shares since the prefill attention */
+    uint32_t att = pcheck_input(pe, PCHECK_IN_PROMPT_ATT, H, w, n);
     /* COST: window votes Σ_i P[i][j] over rows the prefill attention computed: w·T local adds
-     * per head (policies.md §1.3; no extra products: the rows are the model's own) */
-    uint32_t vote = policy_emit(pe, OP_ADD, c->env.n_heads, c->window, 0, n, OP_NONE, OP_NONE, 0, 0,
-                                0, "snap.vote");
-    if (c->maxpool && c->kernel > 1)
-        /* COST: maxpool = max over `kernel` neighbours per position: (k-1)·T comparisons per
-         * head (§1.12 SnapKV "pooling (k-1)·T cmp (max)") */
-        vote = policy_emit(pe, OP_MAX, c->env.n_heads, n, 0, c->kernel, vote, OP_NONE, 0, 0, 0,
-                           "snap.pool");
-    if (batch != c->env.n_heads) /* group mean: local adds */
-        vote = policy_emit(pe, OP_ADD, batch, 1, 0, n, vote, OP_NONE, 0, 0, 0, "snap.group");
-    return vote;
+     * per head (policies.md §1.3; no extra products: the rows are the model's own), a column
+     * sum by a public ones vector (local, no truncation) */
+    uint32_t vote = opb_colsum(pe, att, H, w, n, "snap.vote");
+    if (K > 1) {
+        /* the K neighbours of every entry side by side (views, local): row t of nb holds the
+         * votes shifted by t − K/2, zero past the ends (max pooling pads with −inf, but the
+         * votes are ≥ 0 and every window holds its own entry; average pooling counts the pad
+         * as zeros) */
+        uint32_t pad = opb_tensor(pe, "snap.pad", OPT_TEMP, H, n + K - 1, 1);
+        opb_put(pe, vote, pad, H, K / 2, n, 1);
+        uint32_t nb = opb_tensor(pe, "snap.nb", OPT_TEMP, H, K, n);
+        for (uint32_t t = 0; t < K; t++) {
+            uint32_t sh = opb_rows(pe, pad, H, t, n, 1, "snap.shift");
+            opb_put(pe, opb_transpose(pe, sh, H, n, 1, "snap.shift_t"), nb, H, t, 1, n);
+        }
+        if (c->maxpool)
+            /* COST: maxpool = max over `kernel` neighbours per position: (k-1)·T comparisons
+             * per head (§1.12 SnapKV "pooling (k-1)·T cmp (max)") */
+            vote = policy_emit(pe, OP_MAX, H, n, 0, K, opb_transpose(pe, nb, H, K, n, "snap.nb_t"),
+                               OP_NONE, 0, 0, 0, "snap.pool");
+        else /* avgpool: the neighbours' sum (the mean's order), local */
+            vote = opb_colsum(pe, nb, H, K, n, "snap.pool_sum");
+    }
+    if (batch != H) /* group sum over the G query heads of a KV head (the mean's order): local */
+        vote = opb_colsum(pe, vote, batch, H / batch, n, "snap.group");
+    return opb_transpose(pe, vote, batch, n, 1, "snap.score");
+}
+
+/* The error bound of snap_core_emit's scores against snap_core_score's, on the scale of the
+ * ops (snap_core_score's times G · window): each attention probability rounded to the fixed
+ * point's u = 2^-frac (±u/2), summed over the window, the kernel (average pooling) and the
+ * query heads of a group; the float sums add a relative 2^-20 of their value (≤ one vote per
+ * summand). Twice that, for the two candidates of a swap. */
+double snap_core_tol(const snap_core *c, uint32_t batch, int frac_bits)
+{
+    double terms = (double)c->window * (c->env.n_heads / batch) * (c->maxpool ? 1 : c->kernel);
+    return 2 * terms * (ldexp(1, -frac_bits - 1) + 0x1p-20);
 }
 
 void snap_keep_rows(const policy_env *v, const uint8_t *alive, uint32_t layer, uint32_t pos,
@@ -280,17 +311,35 @@ int snapkv_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint
     snap_state *s = st;
     const policy_env *v = &s->core.env;
     uint32_t n = v->prompt_len - s->core.window, b = s->budget[layer];
-    if (phase != PHASE_PREFILL || b >= n)
+    if (b >= n)
         return MS_OK;
+    uint32_t Hkv = v->n_kv_heads, d2 = 2 * v->head_dim;
     policy_emitter pe;
     opb_init(&pe, prog, phase, (int)layer, OPC_POLICY, NULL);
-    uint32_t sc = snap_core_emit(&s->core, &pe, v->n_kv_heads);
+    if (phase == PHASE_DECODE) {
+        /* no ops: the decode step attends the rows the prefill gathered (its state); the
+         * window and the generated entries are public positions. Named for the check, with
+         * the cache it compares them with */
+        if (b > 0) {
+            pcheck_input(&pe, PCHECK_IN_KV, Hkv, kv_len, d2);
+            uint32_t kept_st = opb_shared(&pe, "snap.kept", OPT_CACHE, Hkv, b, d2);
+            uint32_t sc_st = opb_shared(&pe, "snap.score_kept", OPT_CACHE, Hkv, 1, n);
+            pcheck_selection(&pe, kept_st, b, 0, n, sc_st,
+                             snap_core_tol(&s->core, Hkv, pcheck_frac_bits()));
+        }
+        return policy_emit_done(&pe, "snapkv", e);
+    }
+    uint32_t sc = snap_core_emit(&s->core, &pe, Hkv);
     if (b > 0) {
         /* COST: one topk(T-w, B-w) per KV head and a gather of the kept K|V rows (§1.12) */
-        uint32_t oh = policy_emit(&pe, OP_TOPK, v->n_kv_heads, 1, 0, n, sc, OP_NONE, 0, (int32_t)b,
-                                  0, "snap.topk");
-        policy_emit(&pe, OP_GATHER, v->n_kv_heads, b, n, 2 * v->head_dim, oh, OP_NONE, OPF_NO_TRUNC,
-                    0, 0, "snap.gather");
+        uint32_t oh =
+            policy_emit(&pe, OP_TOPK, Hkv, 1, 0, n, sc, OP_NONE, 0, (int32_t)b, 0, "snap.topk");
+        uint32_t kv = pcheck_input(&pe, PCHECK_IN_KV, Hkv, kv_len, d2);
+        uint32_t tab = opb_rows(&pe, kv, Hkv, 0, n, d2, "snap.cand");
+        uint32_t kept_st = opb_shared(&pe, "snap.kept", OPT_CACHE, Hkv, b, d2);
+        opb_op(&pe, OP_GATHER, Hkv, b, n, d2, oh, tab, OP_NONE, kept_st, OPF_NO_TRUNC, 0, 0);
+        /* the scores, for the check's ties (a view) */
+        opb_put(&pe, sc, opb_shared(&pe, "snap.score_kept", OPT_CACHE, Hkv, 1, n), Hkv, 0, 1, n);
     }
     return policy_emit_done(&pe, "snapkv", e);
 }

@@ -1,0 +1,290 @@
+/* check_pcheck_builtin.c — `mpcsim policy check` on the in-tree policies whose emit_cost takes
+ * its operands and names its selection (pcheck_checked_names, marked "cost: checked" by `list
+ * policies`): each one's ops, run on the plain engine over a recorded stories260K trace, gather
+ * what its select() keeps at every layer, KV head and decode step; copies broken on purpose (a
+ * selection that disagrees, ops that never gather) are caught. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "stories.h"
+#include "testdir.h"
+#include "sim/policy/pcheck.h"
+#include "sim/policy/policy.h"
+#include "sim/trace/trace.h"
+
+/* Parameters at which each checked policy chooses on a prompt of 32 (its defaults keep the
+ * whole of so short a prompt). Every name of pcheck_checked_names has a row. */
+static const struct {
+    const char *name;
+    const char *kv[4][2];
+} cases[] = {
+    {"snapkv", {{"capacity", "16"}, {"window", "8"}}},
+    {"snapkv", {{"capacity", "20"}, {"window", "8"}, {"pooling", "avgpool"}, {"kernel", "4"}}},
+    {"snapkv", {{"capacity", "12"}, {"window", "4"}, {"kernel", "1"}}},
+    {"pyramidkv", {{"capacity", "20"}, {"window", "8"}, {"beta", "2"}}},
+    {"quest", {{"budget", "16"}, {"page", "4"}, {"min_pages", "1"}, {"skip_layers", "0"}}},
+    /* a partial last page at every step but one in five, the prompt's too */
+    {"quest", {{"budget", "10"}, {"page", "5"}, {"min_pages", "1"}, {"skip_layers", "0"}}},
+};
+
+enum { P = 32, T = 64 };
+
+TESTDIR("check_pcheck_builtin")
+
+static trace *tr;
+
+static void open_trace(void)
+{
+    char what[200];
+    errbuf e = {{0}};
+    ck_assert_msg(pcheck_default_trace(T, &tr, what, sizeof what, &e) == MS_OK, "%s", e.msg);
+}
+
+static void close_trace(void)
+{
+    trace_close(tr);
+    tr = NULL;
+}
+
+/* pcheck_run of p with the case's parameters (kv: up to 4 pairs, NULL-ended). */
+static void run(const policy_ops *p, const char *const (*kv)[2], pcheck_result *r)
+{
+    kv_param par[4];
+    size_t n = 0;
+    for (; n < 4 && kv[n][0]; n++)
+        par[n] = fixture_kvp(kv[n][0], kv[n][1], (int)n + 3, 5);
+    policy_args a;
+    errbuf e = {{0}};
+    ck_assert_msg(policy_args_load(p, par, n, "t.yaml", &a, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(pcheck_run(p, &a, tr, P, T, r, &e) == MS_OK, "%s", e.msg);
+}
+
+/* Every checked policy matches, choosing at every mask, ties only within its stated bound;
+ * the table above covers every checked name. */
+START_TEST(test_checked_match)
+{
+    const trace_shape *sh = trace_get_shape(tr);
+    size_t masks = (size_t)(T - P) * sh->n_layers * sh->n_kv_heads;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const policy_ops *p = policy_find(cases[i].name);
+        ck_assert_ptr_nonnull(p);
+        ck_assert_int_eq(pcheck_cost_of(p), PCOST_CHECKED);
+        pcheck_result r;
+        run(p, cases[i].kv, &r);
+        ck_assert_msg(r.ran && r.match, "%s case %zu: %s", cases[i].name, i, r.msg);
+        ck_assert_uint_eq(r.n_checked, masks);
+        ck_assert_uint_eq(r.n_chosen, masks);
+        ck_assert_uint_gt(r.n_ops, 0);
+    }
+    for (size_t k = 0; pcheck_checked_names[k]; k++) {
+        int found = 0;
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            found |= !strcmp(cases[i].name, pcheck_checked_names[k]);
+        ck_assert_msg(found, "%s is marked checked and has no case here", pcheck_checked_names[k]);
+    }
+}
+END_TEST
+
+/* ---- copies broken on purpose -------------------------------------------------------------- */
+
+static const policy_ops *orig;
+static uint32_t n_cand; /* the candidates [0, n_cand) of the broken select */
+
+/* select() keeps none of the candidates its ops choose among */
+static int sel_none(void *st, uint32_t layer, uint32_t pos, const float *q, uint8_t *keep,
+                    errbuf *e)
+{
+    int rc = orig->select(st, layer, pos, q, keep, e);
+    uint32_t Hkv = trace_get_shape(tr)->n_kv_heads;
+    for (uint32_t g = 0; !rc && g < Hkv; g++)
+        memset(keep + (size_t)g * pos, 0, n_cand < pos ? n_cand : pos);
+    return rc;
+}
+
+/* emit_cost without its gathers: the rows it names are computed by no op */
+static int emit_nogather(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
+                         op_program *prog, errbuf *e)
+{
+    size_t n0 = prog->n_ops;
+    int rc = orig->emit_cost(st, phase, layer, kv_len, kept, prog, e);
+    size_t w = n0;
+    for (size_t i = n0; i < prog->n_ops; i++)
+        if (prog->ops[i].kind != OP_GATHER)
+            prog->ops[w++] = prog->ops[i];
+    prog->n_ops = w;
+    return rc;
+}
+
+START_TEST(test_broken_caught)
+{
+    static const char *const kv[3][4][2] = {
+        {{"capacity", "16"}, {"window", "8"}},
+        {{"capacity", "16"}, {"window", "8"}},
+        {{"budget", "8"}, {"page", "4"}, {"min_pages", "1"}, {"skip_layers", "0"}}};
+    const char *names[] = {"snapkv", "pyramidkv", "quest"};
+    const char *sel[] = {"L0.snap.kept", "L0.snap.kept", "L0.quest.kv_kept"};
+    for (size_t i = 0; i < 3; i++) {
+        orig = policy_find(names[i]);
+        n_cand = i < 2 ? P - 8 : T; /* quest: every cached entry a candidate */
+        policy_ops bad = *orig;
+        bad.select = sel_none;
+        pcheck_result r;
+        run(&bad, kv[i], &r);
+        ck_assert(r.ran && !r.match);
+        ck_assert_msg(strstr(r.msg, "layer 0, KV head 0, decode position 32: entry ") &&
+                          strstr(r.msg, " is kept by its ops and not by select()"),
+                      "%s: %s", names[i], r.msg);
+        bad = *orig;
+        bad.emit_cost = emit_nogather;
+        run(&bad, kv[i], &r);
+        ck_assert(r.ran && !r.match);
+        char want[200];
+        snprintf(want, sizeof want,
+                 "layer 0 position 32: its selection %s is computed by none of its ops (no "
+                 "gather)",
+                 sel[i]);
+        ck_assert_msg(strstr(r.msg, want), "%s: %s", names[i], r.msg);
+    }
+}
+END_TEST
+
+/* The command line: a match (exit 0) and the mark of `list policies`. */
+START_TEST(test_cli)
+{
+    char out[1 << 16];
+    th_cli_expect(out, sizeof out, 0, "snapkv: match\n",
+                  "policy check snapkv --param capacity=16 --param window=8");
+    ck_assert_msg(strstr(out, "640 keep masks"), "%s", out);
+    th_cli_expect(out, sizeof out, 0, "policy ", "list policies");
+    for (size_t k = 0; pcheck_checked_names[k]; k++) {
+        char want[64];
+        snprintf(want, sizeof want, "\n%s ", pcheck_checked_names[k]);
+        const char *at = strstr(out, want);
+        ck_assert_msg(at && !strncmp(strchr(at + 1, '\n'), "\n    cost: checked (", 20), "%s", out);
+    }
+}
+END_TEST
+
+/* ---- replay_masks: masks from outside, checked against the cost they are declared as ------ */
+
+static int32_t *masks; /* [L][T][Hkv][T] */
+
+static void masks_write(const char *dir, uint32_t L, uint32_t Hkv)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/keep.npy", dir);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    trace_npy h = {.dtype = 'i', .ndim = 4, .shape = {L, T, Hkv, T}};
+    ck_assert_int_eq(trace_npy_write_header(f, &h), MS_OK);
+    size_t n = (size_t)L * T * Hkv * T;
+    ck_assert_uint_eq(fwrite(masks, sizeof *masks, n, f), n);
+    fclose(f);
+}
+
+/* The keep masks snapkv {capacity 16, window 8} selects over trace t, as its replay drives it
+ * (decode rows; the prompt's rows are not read). */
+static void snapkv_masks(trace *t)
+{
+    const trace_shape *sh = trace_get_shape(t);
+    uint32_t L = sh->n_layers, H = sh->n_heads, Hkv = sh->n_kv_heads;
+    policy_env env = {L, H,    Hkv,  sh->head_dim, sh->dim, sh->ffn_dim, P,
+                      T, NULL, NULL, NULL,         0,       NULL};
+    const policy_ops *p = policy_find("snapkv");
+    static const char *const kv[4][2] = {{"capacity", "16"}, {"window", "8"}};
+    kv_param par[2] = {fixture_kvp(kv[0][0], kv[0][1], 3, 5),
+                       fixture_kvp(kv[1][0], kv[1][1], 4, 5)};
+    policy_args a;
+    errbuf e = {{0}};
+    void *st;
+    ck_assert_int_eq(policy_args_load(p, par, 2, "t.yaml", &a, &e), MS_OK);
+    ck_assert_msg(p->init(&env, &a, &st, &e) == MS_OK, "%s", e.msg);
+    for (uint32_t pos = 0; pos < P; pos++) {
+        ck_assert_int_eq(trace_seek(t, pos, &e), MS_OK);
+        for (uint32_t l = 0; l < L; l++) {
+            policy_obs o = {.layer = l, .pos = pos, .q = trace_q(t, l)};
+            if (p->needs(st, pos) & POLICY_NEED_ATT)
+                o.att = trace_att(t, l);
+            ck_assert_int_eq(p->observe(st, &o, &e), MS_OK);
+        }
+    }
+    ck_assert_int_eq(p->prefill(st, &e), MS_OK);
+    uint8_t keep[4 * T];
+    ck_assert_uint_le(Hkv, 4);
+    for (uint32_t pos = P; pos < T; pos++)
+        for (uint32_t l = 0; l < L; l++) {
+            ck_assert_int_eq(p->select(st, l, pos, NULL, keep, &e), MS_OK);
+            for (uint32_t g = 0; g < Hkv; g++)
+                for (uint32_t j = 0; j < pos; j++)
+                    masks[(((size_t)l * T + pos) * Hkv + g) * T + j] = keep[(size_t)g * pos + j];
+        }
+    p->fini(st);
+}
+
+/* replay_masks' selection comes from outside; what it declares is its cost: `cost_as` runs that
+ * policy's ops beside the masks. The check then tells whether those ops compute the masks:
+ * masks dumped from snapkv's own selection match `cost_as: snapkv`; StreamingLLM's masks do
+ * not (a MISMATCH, exit 1), and `cost_as: none` (free, public positions) cannot be compared
+ * while the masks drop entries (cost declared). */
+START_TEST(test_replay_masks)
+{
+    char *dir = strdup(testdir_path(&td, "tr"));
+    ck_assert_int_eq(th_runl(NULL, testdir_path(&td, "rec.txt"), NULL, "trace", "record", "--model",
+                             "stories260K", "--text",
+                             th_data_path("tests/data/tinystories_sample.txt"), "--max-tokens",
+                             "64", "-o", dir, (char *)NULL),
+                     0);
+    trace *t;
+    errbuf e = {{0}};
+    ck_assert_int_eq(trace_open(dir, &t, &e), MS_OK);
+    const trace_shape *sh = trace_get_shape(t);
+    uint32_t L = sh->n_layers, Hkv = sh->n_kv_heads;
+    masks = calloc((size_t)L * T * Hkv * T, sizeof *masks);
+    snapkv_masks(t);
+    masks_write(dir, L, Hkv);
+    const policy_ops *rm = policy_find("replay_masks");
+    kv_param par[3] = {fixture_kvp("cost_as", "snapkv", 3, 5), fixture_kvp("capacity", "16", 4, 5),
+                       fixture_kvp("window", "8", 5, 5)};
+    policy_args a;
+    ck_assert_int_eq(policy_args_load(rm, par, 3, "t.yaml", &a, &e), MS_OK);
+    pcheck_result r;
+    ck_assert_msg(pcheck_run_dir(rm, &a, t, dir, P, T, &r, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(r.ran && r.match, "%s", r.msg);
+    ck_assert_uint_eq(r.n_chosen, (size_t)(T - P) * L * Hkv);
+
+    char out[8192];
+    th_cli_expect(out, sizeof out, 0, "replay_masks: match\n",
+                  "policy check replay_masks --trace '%s' --param cost_as=snapkv --param "
+                  "capacity=16 --param window=8",
+                  dir);
+    for (uint32_t l = 0; l < L; l++) /* StreamingLLM: sink 4, recent 8 */
+        for (uint32_t pos = P; pos < T; pos++)
+            for (uint32_t g = 0; g < Hkv; g++)
+                for (uint32_t j = 0; j < pos; j++)
+                    masks[(((size_t)l * T + pos) * Hkv + g) * T + j] = j < 4 || j + 8 >= pos;
+    masks_write(dir, L, Hkv);
+    th_cli_expect(out, sizeof out, 1,
+                  "replay_masks: MISMATCH: layer 0, KV head 0, decode position 32: entry ",
+                  "policy check replay_masks --trace '%s' --param cost_as=snapkv --param "
+                  "capacity=16 --param window=8",
+                  dir);
+    th_cli_expect(out, sizeof out, 1, "replay_masks: cost declared (not checked: ",
+                  "policy check replay_masks --trace '%s' --param cost_as=none", dir);
+    free(masks);
+    trace_close(t);
+    free(dir);
+}
+END_TEST
+
+Suite *pcheck_builtin_suite(void)
+{
+    Suite *s = suite_create("pcheck_builtin");
+    TCase *tc = th_case(s, "core", 0);
+    tcase_add_checked_fixture(tc, open_trace, close_trace);
+    TESTDIR_USE(tc);
+    TH_TESTS(tc, test_checked_match, test_broken_caught, test_cli, test_replay_masks);
+    return s;
+}
