@@ -94,6 +94,11 @@ static const bad_case scn_bad[] = {
      ":6:24: error: ", "kv_budget 0.5 cannot apply", NULL},
     {SC_BASE "trace: {source: synth}\npolicies: {name: mpcache, static: threshold, kv_budget: 1}\n",
      ":7:27: error: ", "'static: threshold' keeps a data-dependent share", NULL},
+    /* a policy's rules against the run's workload (its init at load, not a failed run) */
+    {SC_BASE "trace: {source: synth}\npolicies: {name: snapkv, kv_budget: [0.5, 0.2], window: 8}\n",
+     ":7:26: error: ",
+     "kv_budget 0.2 of a 16-entry prompt keeps 3 entries, fewer than the observation window 8",
+     NULL},
     {SC_HEAD SC_PROTO SC_NET SC_WORK "cases:\n  - {seed: 1e300}\n",
      ":7:12: error: ", "'seed' = 1e300 is out of range", NULL},
 };

@@ -15,6 +15,7 @@
 #include "sim/policy/plugin.h"
 #include "sim/policy/compose.h"
 #include "sim/policy/masks.h"
+#include "sim/replay/replay.h"
 #include "sim/trace/trace.h"
 #include "protocols/base/yamlx.h"
 #include "protocols/base/yschema.h"
@@ -327,7 +328,31 @@ static int check_masks(scn_ctx *x, const yx_node *r, const run_cfg *c)
     return MS_OK;
 }
 
+/* The policy's own rules against this run's shapes and workload (its init, as the replay makes
+ * it: a budget smaller than the window it keeps at this prompt length), at load rather than as
+ * a failed run. The message keeps the parameter's file:line:col when the policy gives one. */
+static int check_policy_init(scn_ctx *x, const yx_node *r, const run_cfg *c)
+{
+    replay_work w;
+    errbuf pe;
+    if (!replay_estimate(c, &w, &pe))
+        return MS_OK;
+    size_t pl = strlen(x->path);
+    if (!strncmp(pe.msg, x->path, pl) && pe.msg[pl] == ':' && pe.msg[pl + 1] >= '0' &&
+        pe.msg[pl + 1] <= '9')
+        return err_set(x->e, MS_ERR_INPUT, "%s", pe.msg);
+    return fail_wrap(x, policy_node(r), NULL, "", pe.msg);
+}
+
+static int check_run_trace(scn_ctx *x, const yx_node *r, const run_cfg *c);
+
 int check_run_needs(scn_ctx *x, const yx_node *r, const run_cfg *c)
+{
+    int rc = check_run_trace(x, r, c);
+    return rc ? rc : check_policy_init(x, r, c);
+}
+
+static int check_run_trace(scn_ctx *x, const yx_node *r, const run_cfg *c)
 {
     const policy_ops *p = policy_find(c->policy.name);
     if (p == &policy_replay_masks) {
