@@ -361,7 +361,8 @@ static int parse_args(int argc, char **argv, val_args *v)
         {.name = "basic-ops",
          .kind = CLI_FLAG,
          .dest = &v->basic,
-         .help = "SecretFlow's basic-op task: x from P0, y from P1, z = x+y, x*y or x<y,\n"
+         .help = "SecretFlow's basic-op task as its script runs it: x from P0, y from P1,\n"
+                 "z = x+y, x*y or x<y (3 parties: w from P2, z = x+(y+w) or x*(y*w)),\n"
                  "z revealed; at --n/4 and --n elements, measured and predicted, with the\n"
                  "per-element time (e.g. --shape --bandwidth 100Mbps --latency-ms 50)"},
         {.name = "model",
