@@ -27,6 +27,7 @@ static int kind_of(const char *name)
     } k[] = {{"trunc", OP_TRUNC},
              {"exp", OP_EXP},
              {"lt", OP_LT},
+             {"eq", OP_EQ},
              {"select", OP_SELECT},
              {"reciprocal", OP_RECIPROCAL},
              {"gelu", OP_GELU},
@@ -65,9 +66,9 @@ static counted cost_ew(const char *pname, const char *profile, int kind)
             .n = mx ? 2 : N_ELEM,
             .iarg = kind == OP_SOFTMAX ? -1 : 0, /* softmax: no causal mask */
             .in = {x,
-                   nm                                   ? g
-                   : kind == OP_LT || kind == OP_SELECT ? x
-                                                        : OP_NONE,
+                   nm                                                    ? g
+                   : kind == OP_LT || kind == OP_EQ || kind == OP_SELECT ? x
+                                                                         : OP_NONE,
                    nm                  ? b
                    : kind == OP_SELECT ? x
                                        : OP_NONE},

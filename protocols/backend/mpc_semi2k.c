@@ -551,6 +551,40 @@ static int s_b2a(eng *e, mpc_val *z, const mpc_val *x)
     return MS_OK;
 }
 
+/* SPU's eqz mask (eng.h eqz_spu): r in both sharings from the dealer (P0's parts from its
+ * seed, P1's arithmetic part a correction), c = x + r opened, z = ~(c ^ r) as P0: ~c ^ rb0,
+ * P1: rb1. */
+static int s_eqz_spu(eng *e, mpc_val *z, const mpc_val *x)
+{
+    s2k *s = S(e);
+    size_t n = x->n;
+    int rc = want(s, x, DOM_ARITH, "eqz");
+    uint64_t *rb = mpc_tmp(&s->c, 1, n), *ra = mpc_tmp(&s->c, 2, n);
+    uint64_t *snd = mpc_tmp(&s->c, 4, n), *rcv = mpc_tmp(&s->c, 5, n);
+    if (rc || !rb || !ra || !snd || !rcv)
+        return rc ? rc : MS_ERR_NOMEM;
+    if (is_dealer(s)) { /* COST: eqz offline: 8n dealer→P1 (P1's arithmetic part of r) */
+        mpc_prg_u64(&s->dcorr[0], rb, n);
+        mpc_prg_u64(&s->dcorr[0], ra, n);
+        mpc_prg_u64(&s->dcorr[1], snd, n);
+        for (size_t i = 0; i < n; i++)
+            ra[i] = (rb[i] ^ snd[i]) - ra[i];
+        return dealer_done(s, z, n, DOM_BOOL, ra, n);
+    }
+    mpc_prg_u64(&s->corr, rb, n);
+    if ((rc = corr_last(s, ra, n)))
+        return rc;
+    for (size_t i = 0; i < n; i++)
+        snd[i] = x->s[0][i] + ra[i];
+    /* COST: SPU semi2k eqz: 1 round, 8n each way (c = x + r) */
+    if ((rc = x2(s, snd, 8 * n, rcv, 8 * n)) || (rc = mpc_ensure(&s->c, z, n, DOM_BOOL)))
+        return rc;
+    int p0 = s->c.party == 0;
+    for (size_t i = 0; i < n; i++)
+        z->s[0][i] = p0 ? ~(snd[i] + rcv[i]) ^ rb[i] : rb[i];
+    return MS_OK;
+}
+
 /* ---------------------------------------------------------------- packed circuits */
 
 static int from_dealer_bytes(s2k *s, void *buf, size_t len)
@@ -1036,6 +1070,7 @@ static const eng_vt semi2k_vt = {
     .bool_pair = s_bool_pair,
     .b2a_bit = s_b2a_bit,
     .b2a_word = s_b2a_word,
+    .eqz_spu = s_eqz_spu,
     .shuffle = s_shuffle,
     .sync_public = s_sync_public,
     .fixed_view = s_fixed_view,
