@@ -88,7 +88,12 @@ START_TEST(test_cli_compat_side_by_side)
     ck_assert_msg(strstr(buf, "tiny semi2k, decode step") && strstr(buf, "tiny semi2k/spu, decode"),
                   "%s", buf);
     const char *sb = strstr(buf, "side by side:");
-    ck_assert_msg(sb && strstr(sb, "semi2k/spu") && strstr(sb, "h2o heavy=8 recent=8"), "%s", buf);
+    const char *row = sb ? strstr(sb, "\n  h2o heavy=8 recent=8 ") : NULL;
+    ck_assert_msg(sb && strstr(sb, "semi2k/spu") && row, "%s", buf);
+    int cells = 0; /* one "lo-hi (wins/points)" per protocol */
+    for (const char *q = row + 1; *q && *q != '\n'; q++)
+        cells += *q == '/';
+    ck_assert_msg(cells == 2, "%s", buf);
     char f1[600], f2[600], f0[600];
     snprintf(f1, sizeof f1, "%s/breakeven-0-h2o-spu.dat", d1);
     snprintf(f2, sizeof f2, "%s/breakeven-1-h2o-spu.dat", d2);

@@ -648,15 +648,17 @@ static void be_side_by_side(const be_work *w, const run_cfg *const *ref, size_t 
         run_label_policy_words(w->sum[i].c, label, sizeof label);
         k = (size_t)snprintf(line, sizeof line, "  %-34.34s", label);
         for (size_t g = 0; g < n_ref; g++)
-            for (size_t j = 0; j < w->n_sum && k < sizeof line; j++)
-                if (w->sum[j].ref == ref[g] && !memcmp(&w->sum[j].c->policy, &w->sum[i].c->policy,
-                                                       sizeof w->sum[i].c->policy)) {
-                    char cell[64];
-                    snprintf(cell, sizeof cell, "%.2f-%.2f (%zu/%zu)", w->sum[j].lo, w->sum[j].hi,
-                             w->sum[j].wins, w->np);
-                    k += (size_t)snprintf(line + k, sizeof line - k, " %-24s", cell);
-                    break;
-                }
+            for (size_t j = 0; j < w->n_sum && k < sizeof line; j++) {
+                char lj[256];
+                run_label_policy_words(w->sum[j].c, lj, sizeof lj);
+                if (w->sum[j].ref != ref[g] || strcmp(lj, label))
+                    continue;
+                char cell[64];
+                snprintf(cell, sizeof cell, "%.2f-%.2f (%zu/%zu)", w->sum[j].lo, w->sum[j].hi,
+                         w->sum[j].wins, w->np);
+                k += (size_t)snprintf(line + k, sizeof line - k, " %-24s", cell);
+                break;
+            }
         be_line(line);
     }
 }
