@@ -579,12 +579,13 @@ START_TEST(test_spu_norm_ops)
 END_TEST
 
 /* compat = spu's equality (SPU's eqz: c = x + r opened, the AND tree over the word, the bit's
- * B2A) on the real backend, alone, in a one-hot and in the argmax's one-hot, and the top-k
- * that opens its comparisons' boolean bits: values against the clear-text engine, counts
+ * B2A) on the real backend, alone, in a one-hot and in the argmax's one-hot, the top-k that
+ * opens its comparisons' boolean bits (b2p), and the sort whose compare-exchanges make the bit
+ * arithmetic and multiply (SPU's _cmp_swap): values against the clear-text engine, counts
  * against the cost engine. */
 START_TEST(test_spu_eq_ops)
 {
-    static const int kinds[] = {OP_EQ, OP_ONEHOT, OP_ARGMAX, OP_TOPK};
+    static const int kinds[] = {OP_EQ, OP_ONEHOT, OP_ARGMAX, OP_TOPK, OP_SORT};
     run_singles(_i ? "aby3" : "semi2k", kinds, TH_N(kinds), (single_with){.compat = "spu"});
 }
 END_TEST

@@ -140,6 +140,25 @@ static int a_open(eng *e, uint64_t *out, const mpc_val *x, int to)
     return MS_OK;
 }
 
+/* Bit 0 of a boolean x opened to all as SPU's aby3 B2P (eng.h open_bit): P_i sends P_{i−1}
+ * the bit of x_{i+1} in one byte. */
+static int a_open_bit(eng *e, uint64_t *out, const mpc_val *x)
+{
+    a3 *s = A(e);
+    size_t n = x->n;
+    int i = s->c.party;
+    uint8_t *b = mpc_tmp_bytes(&s->c, 0, 2 * n);
+    if (!b)
+        return MS_ERR_NOMEM;
+    for (size_t k = 0; k < n; k++)
+        b[k] = (uint8_t)(x->s[1][k] & 1);
+    /* COST: SPU aby3 b2p of a bit: 1 round, n on each link i→i−1 */
+    int rc = x3(s, PREV(i), b, n, NEXT(i), b + n, n);
+    for (size_t k = 0; !rc && out && k < n; k++)
+        out[k] = (x->s[0][k] ^ x->s[1][k] ^ b[n + k]) & 1;
+    return rc;
+}
+
 /* ---------------------------------------------------------------- products */
 
 enum { PROD_MUL, PROD_SQUARE, PROD_AND };
@@ -1196,6 +1215,7 @@ static const eng_vt aby3_vt = {
     .b2a_bit = a_b2a_bit,
     .b2a_word = a_b2a_word,
     .eqz_spu = a_eqz_spu,
+    .open_bit = a_open_bit,
     .shuffle = a_shuffle,
     .sync_public = a_sync_public,
 };

@@ -136,6 +136,15 @@ static int s_open(eng *e, uint64_t *out, const mpc_val *x, int to)
     return MS_OK;
 }
 
+/* Bit 0 of a boolean x opened as SPU's semi2k B2P: the whole word (eng.h open_bit). */
+static int s_open_bit(eng *e, uint64_t *out, const mpc_val *x)
+{
+    int rc = s_open(e, out, x, -1);
+    for (size_t i = 0; !rc && out && i < x->n; i++)
+        out[i] &= 1;
+    return rc;
+}
+
 /* ---------------------------------------------------------------- Beaver products */
 
 /* z = x·y (DOM_ARITH) or x & y (DOM_BOOL) with a Beaver triple (a, b, c = a·b): the same
@@ -1071,6 +1080,7 @@ static const eng_vt semi2k_vt = {
     .b2a_bit = s_b2a_bit,
     .b2a_word = s_b2a_word,
     .eqz_spu = s_eqz_spu,
+    .open_bit = s_open_bit,
     .shuffle = s_shuffle,
     .sync_public = s_sync_public,
     .fixed_view = s_fixed_view,

@@ -118,6 +118,10 @@ typedef struct eng_vt {
      * round, 8n each way); aby3 to P1 (P0 deals r to P2, 16n; P2 sends P1 its part of c, 8n;
      * P1 returns P2 the flag's third component, 8n: 3 rounds). PRIMITIVES.md. */
     int (*eqz_spu)(eng *e, mpc_val *z, const mpc_val *x);
+    /* Optional (NULL: the protocol has none): bit 0 of the boolean x opened to all as SPU's
+     * b2p reveals a comparison's bit, in SPU's storage for it (compat: spu's QuickSelect):
+     * semi2k the ring's word (8n each way), aby3 one byte per element on each link i→i−1. */
+    int (*open_bit)(eng *e, uint64_t *out, const mpc_val *x);
 
     /* Secret shuffle (arithmetic): x holds `parts` equal parts of M elements, M a multiple of
      * seg; each run of seg consecutive elements of a part is permuted by a fresh secret

@@ -391,6 +391,14 @@ static int p_b2a_word(eng *e, mpc_val *z, const mpc_val *x, int bits)
     return MS_OK;
 }
 
+static int p_open_bit(eng *e, uint64_t *out, const mpc_val *x)
+{
+    count(e, PRIM_OPEN);
+    for (size_t i = 0; out && i < x->n; i++)
+        out[i] = x->s[0][i] & 1;
+    return MS_OK;
+}
+
 /* SPU's eqz mask in the clear: ~x, all ones iff x = 0 (~(c ^ r) with c = x + r). */
 static int p_eqz_spu(eng *e, mpc_val *z, const mpc_val *x)
 {
@@ -472,6 +480,7 @@ static const eng_vt plain_vt = {
     .b2a_bit = p_b2a_bit,
     .b2a_word = p_b2a_word,
     .eqz_spu = p_eqz_spu,
+    .open_bit = p_open_bit,
     .shuffle = p_shuffle,
     .sync_public = p_sync_public,
 };

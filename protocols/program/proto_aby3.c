@@ -153,6 +153,18 @@ static int a3_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
     return MS_OK;
 }
 
+/* COST: SPU aby3 B2P (libspu/mpc/aby3/boolean.cc 68-90): each party sends its next one the
+ * share in SPU's storage for a bit, one byte: 1 round, n on each link i→i−1. */
+static int a3_open_bit(eng *e, uint64_t *out, const mpc_val *x)
+{
+    (void)out;
+    uint64_t n = x->n;
+    COST_PUSH(PRIM_OPEN);
+    ring_links(r, n);
+    work3(r, 2.0 * n, 0);
+    return MS_OK;
+}
+
 /* COST: SPU aby3 eqz (secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87
  * libspu/mpc/aby3/conversion.cc 644-742, roles at pivot 0): round 1 P0 sends P2 its parts of
  * r in both sharings (16n; P1's come from the key P0 and P1 share); round 2 P2 sends P1 its
@@ -337,6 +349,7 @@ static const eng_vt aby3_cost_vt = {
     .b2a_bit = a3_b2a_bit,
     .b2a_word = a3_b2a_word,
     .eqz_spu = a3_eqz_spu,
+    .open_bit = a3_open_bit,
     .shuffle = a3_shuffle,
 };
 

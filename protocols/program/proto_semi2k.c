@@ -157,6 +157,10 @@ static int s2_eqz_spu(eng *e, mpc_val *z, const mpc_val *x)
     return MS_OK;
 }
 
+/* COST: SPU semi2k B2P (libspu/mpc/semi2k/boolean.cc 90-95): one all-reduce of the share in
+ * semi2k's storage, the ring's word: 1 round, 8n each way. */
+static int s2_open_bit(eng *e, uint64_t *out, const mpc_val *x) { return s2_open(e, out, x, -1); }
+
 static int s2_b2a(eng *e, mpc_val *z, const mpc_val *x)
 {
     uint64_t n = x->n;
@@ -263,6 +267,7 @@ static const eng_vt semi2k_cost_vt = {
     .b2a_bit = s2_b2a_bit,
     .b2a_word = s2_b2a_word,
     .eqz_spu = s2_eqz_spu,
+    .open_bit = s2_open_bit,
     .shuffle = s2_shuffle,
 };
 
