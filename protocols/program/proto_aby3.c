@@ -153,7 +153,7 @@ static int a3_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
     return MS_OK;
 }
 
-/* COST: SPU aby3 B2P (libspu/mpc/aby3/boolean.cc 68-90): each party sends its next one the
+/* COST: SPU aby3 B2P (libspu/mpc/aby3/boolean.cc 67-90): each party sends its next one the
  * share in SPU's storage for a bit, one byte: 1 round, n on each link i→i−1. */
 static int a3_open_bit(eng *e, uint64_t *out, const mpc_val *x)
 {
@@ -166,9 +166,10 @@ static int a3_open_bit(eng *e, uint64_t *out, const mpc_val *x)
 }
 
 /* COST: SPU aby3 eqz (secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87
- * libspu/mpc/aby3/conversion.cc 644-742, roles at pivot 0): round 1 P0 sends P2 its parts of
- * r in both sharings (16n; P1's come from the key P0 and P1 share); round 2 P2 sends P1 its
- * part of c = x + r (8n); round 3 P1 sends P2 the flag's masked component (8n). 32n in all. */
+ * libspu/mpc/aby3/conversion.cc 644-849, EqualAA 851-873; roles at pivot 0): round 1 P0 sends P2
+ * its parts of r in both sharings (16n; P1's come from the key P0 and P1 share); round 2 P2 sends
+ * P1 its part of c = x + r (8n); round 3 P1 sends P2 the flag's masked component (8n). 32n in all.
+ */
 static int a3_eqz_spu(eng *e, mpc_val *z, const mpc_val *x)
 {
     uint64_t n = x->n;

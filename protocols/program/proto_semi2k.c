@@ -143,8 +143,8 @@ static int s2_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
 }
 
 /* COST: SPU semi2k eqz (secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87
- * libspu/mpc/semi2k/conversion.cc 316-346): the dealer's r in both sharings (beaver Eqz,
- * offline: 8n to P1), c = x + r opened by one all-reduce (8n each way, 1 round). */
+ * libspu/mpc/semi2k/conversion.cc 316-374, EqualAA 376-388): the dealer's r in both sharings
+ * (beaver Eqz, offline: 8n to P1), c = x + r opened by one all-reduce (8n each way, 1 round). */
 static int s2_eqz_spu(eng *e, mpc_val *z, const mpc_val *x)
 {
     uint64_t n = x->n;
