@@ -232,8 +232,8 @@ START_TEST(test_cli_rows_in_db)
     sqlite3 *h;
     ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
     ck_assert_int_eq(sqlfix_int(h, "PRAGMA user_version"), RDB_SCHEMA_VERSION);
-    /* 13 primitives (cmd_validate.c vprims), both protocols */
-    ck_assert_int_eq(sqlfix_int(h, "SELECT count(*) FROM validation WHERE phase = '-'"), 26);
+    /* 15 primitives (cmd_validate.c vprims), both protocols */
+    ck_assert_int_eq(sqlfix_int(h, "SELECT count(*) FROM validation WHERE phase = '-'"), 30);
     ck_assert_int_eq(
         sqlfix_int(h,
                    "SELECT count(*) FROM validation WHERE item = 'stories260K:prefill' AND n = 3"),
