@@ -62,6 +62,51 @@ START_TEST(test_steady_step_is_the_runners)
 }
 END_TEST
 
+/* A protocol list (compat: native and spu): one reference per protocol, the spu maps exactly
+ * those of the spu protocol alone (its own full cache, not the native one), and the
+ * side-by-side summary with a column per protocol. */
+START_TEST(test_cli_compat_side_by_side)
+{
+    const char *p = strstr(SCN, "protocol: semi2k\n"), *rest = p + strlen("protocol: semi2k\n");
+    ck_assert_ptr_nonnull(p);
+    char both[2048], alone[2048];
+    snprintf(both, sizeof both, "%.*sprotocol: [semi2k, {name: semi2k, compat: spu}]\n%s",
+             (int)(p - SCN), SCN, rest);
+    snprintf(alone, sizeof alone, "%.*sprotocol: {name: semi2k, compat: spu}\n%s", (int)(p - SCN),
+             SCN, rest);
+    const char *s2 = th_file(&td, "both.yaml", both), *s1 = th_file(&td, "alone.yaml", alone);
+    char out[512], d2[512], d1[512], args[2048];
+    snprintf(out, sizeof out, "%s", testdir_path(&td, "out.txt"));
+    snprintf(d2, sizeof d2, "%s", testdir_path(&td, "both"));
+    snprintf(d1, sizeof d1, "%s", testdir_path(&td, "alone"));
+    const char *grid = "--no-plot --bandwidth 100Mbps,10Gbps --latency 0.01ms,50ms --threads 1";
+    snprintf(args, sizeof args, "breakeven %s -o %s %s", s1, d1, grid);
+    ck_assert_int_eq(th_cli(args, out), 0);
+    snprintf(args, sizeof args, "breakeven %s -o %s %s", s2, d2, grid);
+    ck_assert_int_eq(th_cli(args, out), 0);
+    const char *buf = th_text(out);
+    ck_assert_msg(strstr(buf, "tiny semi2k, decode step") && strstr(buf, "tiny semi2k/spu, decode"),
+                  "%s", buf);
+    const char *sb = strstr(buf, "side by side:");
+    const char *row = sb ? strstr(sb, "\n  h2o heavy=8 recent=8 ") : NULL;
+    ck_assert_msg(sb && strstr(sb, "semi2k/spu") && row, "%s", buf);
+    int cells = 0; /* one "lo-hi (wins/points)" per protocol */
+    for (const char *q = row + 1; *q && *q != '\n'; q++)
+        cells += *q == '/';
+    ck_assert_msg(cells == 2, "%s", buf);
+    char f1[600], f2[600], f0[600];
+    snprintf(f1, sizeof f1, "%s/breakeven-0-h2o-spu.dat", d1);
+    snprintf(f2, sizeof f2, "%s/breakeven-1-h2o-spu.dat", d2);
+    snprintf(f0, sizeof f0, "%s/breakeven-0-h2o.dat", d2);
+    char *t1 = th_slurp(f1, NULL), *t2 = th_slurp(f2, NULL);
+    ck_assert_str_eq(t1, t2);
+    free(t1), free(t2);
+    ck_assert_int_eq(access(f0, F_OK), 0);
+    unlink(f0), unlink(f1), unlink(f2), unlink(out);
+    rmdir(d1), rmdir(d2);
+}
+END_TEST
+
 START_TEST(test_cli_map)
 {
     const char *scn = th_file(&td, "be.yaml", SCN);
@@ -143,6 +188,6 @@ Suite *breakeven_suite(void)
     Suite *s = suite_create("breakeven");
     TCase *tc = th_case(s, "map", 120);
     TESTDIR_USE(tc);
-    TH_TESTS(tc, test_steady_step_is_the_runners, test_cli_map);
+    TH_TESTS(tc, test_steady_step_is_the_runners, test_cli_map, test_cli_compat_side_by_side);
     return s;
 }

@@ -27,6 +27,7 @@ static int kind_of(const char *name)
     } k[] = {{"trunc", OP_TRUNC},
              {"exp", OP_EXP},
              {"lt", OP_LT},
+             {"eq", OP_EQ},
              {"select", OP_SELECT},
              {"reciprocal", OP_RECIPROCAL},
              {"gelu", OP_GELU},
@@ -65,9 +66,9 @@ static counted cost_ew(const char *pname, const char *profile, int kind)
             .n = mx ? 2 : N_ELEM,
             .iarg = kind == OP_SOFTMAX ? -1 : 0, /* softmax: no causal mask */
             .in = {x,
-                   nm                                   ? g
-                   : kind == OP_LT || kind == OP_SELECT ? x
-                                                        : OP_NONE,
+                   nm                                                    ? g
+                   : kind == OP_LT || kind == OP_EQ || kind == OP_SELECT ? x
+                                                                         : OP_NONE,
                    nm                  ? b
                    : kind == OP_SELECT ? x
                                        : OP_NONE},
@@ -100,6 +101,59 @@ static counted cost_ew(const char *pname, const char *profile, int kind)
     return c;
 }
 
+/* One op of kind on rows × cols (TOPK: k = 1; ONEHOT: rows indices over cols) under pname
+ * with the profile: bytes summed over the parties, and rounds. */
+static counted cost_rows(const char *pname, const char *profile, int kind, uint32_t rows,
+                         uint32_t cols)
+{
+    op_program p;
+    op_program_init(&p);
+    uint32_t x = op_tensor_add(&p, "x", OPT_TEMP, DOM_ARITH, 1, rows, kind == OP_ONEHOT ? 1 : cols);
+    uint32_t o = op_tensor_add(&p, "o", OPT_TEMP, DOM_ARITH, 1, rows, cols);
+    op q = {.kind = (uint16_t)kind,
+            .layer = -1,
+            .group = -1,
+            .batch = 1,
+            .m = rows,
+            .k = 1,
+            .n = cols,
+            .iarg = 1,
+            .in = {x, OP_NONE, OP_NONE},
+            .out = o};
+    ck_assert_int_ge(op_emit(&p, &q), 0);
+    const proto *pr = proto_find(pname);
+    proto_cfg cfg;
+    errbuf e;
+    ck_assert_int_eq(proto_cfg_default(pname, &cfg, &e), 0);
+    ck_assert_msg(proto_cfg_set(&cfg, "compat", profile, &e) == 0, "%s", e.msg);
+    cost_log lg;
+    cost_log_init(&lg, pr->n_parties);
+    ck_assert_msg(proto_cost_program(pr, &cfg, &p, &lg, &e) == 0, "%s", e.msg);
+    cost_totals t = {0};
+    for (size_t i = 0; i < lg.n; i++)
+        cost_totals_add_round(&t, &lg.r[i], lg.n_parties);
+    counted c = {0, t.rounds};
+    for (int s = 0; s < pr->n_parties; s++)
+        c.bytes += t.bytes_sent[s];
+    cost_log_free(&lg);
+    op_program_free(&p);
+    return c;
+}
+
+/* qs_cmp: one QuickSelect comparison (the pivot against one element, its bit opened). A top-1
+ * of N_ELEM rows of two makes exactly one comparison per row in one step, so it is the top-k
+ * less its shuffle of 2·2·N_ELEM words (2 rounds; PRIMITIVES.md shuffle rows: semi2k 8 B a
+ * word in each of its two rounds, aby3 4 × 8 B) and its output one-hot of N_ELEM indices over
+ * two columns. */
+static counted cost_qs_cmp(const char *pname, const char *profile)
+{
+    counted t = cost_rows(pname, profile, OP_TOPK, N_ELEM, 2);
+    counted h = cost_rows(pname, profile, OP_ONEHOT, N_ELEM, 2);
+    uint64_t words = 2 * 2 * N_ELEM, shuf = (strcmp(pname, "aby3") ? 16 : 32) * words;
+    ck_assert_uint_ge(t.bytes, h.bytes + shuf);
+    return (counted){t.bytes - h.bytes - shuf, t.rounds - h.rounds - 2};
+}
+
 START_TEST(test_profile_counts)
 {
     FILE *f = fopen(th_data_path("tests/data/compat-counts.tsv"), "r");
@@ -112,9 +166,14 @@ START_TEST(test_profile_counts)
         if (line[0] == '#' ||
             sscanf(line, "%15s %15s %15s %llu %llu", prof, pname, opn, &bytes, &rounds) != 5)
             continue;
-        int kind = kind_of(opn);
+        /* qs_cmp: one QuickSelect comparison; sort2: a sort of N_ELEM rows of two, one
+         * compare-exchange per row */
+        int qs = !strcmp(opn, "qs_cmp"), so = !strcmp(opn, "sort2");
+        int kind = qs ? OP_TOPK : so ? OP_SORT : kind_of(opn);
         ck_assert_msg(kind >= 0, "compat-counts.tsv: unknown op '%s'", opn);
-        counted c = cost_ew(pname, prof, kind);
+        counted c = qs   ? cost_qs_cmp(pname, prof)
+                    : so ? cost_rows(pname, prof, OP_SORT, N_ELEM, 2)
+                         : cost_ew(pname, prof, kind);
         uint64_t per = kind == OP_SOFTMAX || kind == OP_LAYERNORM || kind == OP_RMSNORM
                            ? 1
                            : N_ELEM; /* a row's bytes */

@@ -468,6 +468,8 @@ START_TEST(test_validate_primitives)
     ck_assert_ptr_null(strstr(out, "MISMATCH"));
     ck_assert_ptr_nonnull(strstr(out, "aby3   b2a"));
     ck_assert_ptr_nonnull(strstr(out, "semi2k matmul(cached B)"));
+    ck_assert_ptr_nonnull(strstr(out, "aby3   eqz_spu")); /* SPU's eqz and b2p (compat: spu) */
+    ck_assert_ptr_nonnull(strstr(out, "semi2k open_bit"));
     /* 80 columns (× and ÷ are one column each), saying what the check judges */
     for (const char *l = out; *l; l += strcspn(l, "\n") + (l[strcspn(l, "\n")] != '\0')) {
         size_t w = 0;

@@ -578,6 +578,18 @@ START_TEST(test_spu_norm_ops)
 }
 END_TEST
 
+/* compat = spu's equality (SPU's eqz: c = x + r opened, the AND tree over the word, the bit's
+ * B2A) on the real backend, alone, in a one-hot and in the argmax's one-hot, the top-k that
+ * opens its comparisons' boolean bits (b2p), and the sort whose compare-exchanges make the bit
+ * arithmetic and multiply (SPU's _cmp_swap): values against the clear-text engine, counts
+ * against the cost engine. */
+START_TEST(test_spu_eq_ops)
+{
+    static const int kinds[] = {OP_EQ, OP_ONEHOT, OP_ARGMAX, OP_TOPK, OP_SORT};
+    run_singles(_i ? "aby3" : "semi2k", kinds, TH_N(kinds), (single_with){.compat = "spu"});
+}
+END_TEST
+
 /* normalize = thresholds (the earlier normalisation) on the real backend, and the default
  * bit decomposition with an op's bit bound (reciprocal and rsqrt of x < 2^(w−f)): values against
  * the clear-text engine, counts against the cost engine. */
@@ -953,9 +965,9 @@ Suite *mpc_prog_suite(void)
     Suite *s = suite_create("mpc_prog");
     TCase *tc = th_case(s, "programs", 120);
     TH_LOOPS(tc, 2, test_composite, test_single_ops, test_carry_msb_ops, test_spu_msb_ops,
-             test_spu_norm_ops, test_normalize_ops, test_bit_bound_ops, test_topk_quickselect_ops,
-             test_sparse_ffn_ops, test_revealed_blocks, test_reveal_in_place, test_stories260k_step,
-             test_two_programs);
+             test_spu_norm_ops, test_spu_eq_ops, test_normalize_ops, test_bit_bound_ops,
+             test_topk_quickselect_ops, test_sparse_ffn_ops, test_revealed_blocks,
+             test_reveal_in_place, test_stories260k_step, test_two_programs);
     TH_TESTS(tc, test_crypten_ops);
     (void)cur;
     return s;

@@ -232,8 +232,8 @@ START_TEST(test_cli_rows_in_db)
     sqlite3 *h;
     ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
     ck_assert_int_eq(sqlfix_int(h, "PRAGMA user_version"), RDB_SCHEMA_VERSION);
-    /* 13 primitives (cmd_validate.c vprims), both protocols */
-    ck_assert_int_eq(sqlfix_int(h, "SELECT count(*) FROM validation WHERE phase = '-'"), 26);
+    /* 15 primitives (cmd_validate.c vprims), both protocols */
+    ck_assert_int_eq(sqlfix_int(h, "SELECT count(*) FROM validation WHERE phase = '-'"), 30);
     ck_assert_int_eq(
         sqlfix_int(h,
                    "SELECT count(*) FROM validation WHERE item = 'stories260K:prefill' AND n = 3"),
@@ -263,10 +263,14 @@ START_TEST(test_cli_rows_in_db)
 }
 END_TEST
 
-/* --basic-ops: SecretFlow's basic-op task runs in both sizes for every op, and the online bytes
- * of these element-wise tasks scale with n (n/4 and n elements: exactly 4 times); by default
- * the table fits 80 columns, bytes in report's units, the marginal per element on the second
- * size's row. */
+/* --basic-ops: SecretFlow's basic-op task runs in both sizes for every op of its script, and
+ * the online bytes of these element-wise tasks scale with n (n/4 and n elements: exactly 4
+ * times); by default the table fits 80 columns, bytes in report's units, the marginal per
+ * element on the second size's row. The script's three-party task is two ops on three inputs
+ * (add and multiply, no comparison), its two-party task one op on two: the multiply task
+ * sends, beyond the add task (the same inputs and reveal), two products and truncations in
+ * aby3 (2·(24 + 43) B per element, PRIMITIVES.md mul and trunc rows) and one in semi2k
+ * (32 + 16 B). */
 START_TEST(test_cli_basic_ops)
 {
     const char *out = testdir_path(&td, "out.txt");
@@ -282,31 +286,37 @@ START_TEST(test_cli_basic_ops)
         snprintf(row, sizeof row, "%.*s", (int)w, l);
         marg += !strncmp(row, "aby3 ", 5) && strstr(row, " us ") && strstr(row, "B ");
     }
-    ck_assert_msg(marg == 3, "%s", text);
+    ck_assert_msg(marg == 2, "%s", text); /* add, mul */
     ck_assert_ptr_nonnull(strstr(text, "--wide"));
     free(text);
-    const char *args[] = {"validate", "--basic-ops", "--n",  "256",    "--latency-ms",
-                          "0",        "-p",          "aby3", "--wide", NULL};
-    int st = run_cli(args);
-    ck_assert_msg(st == 0, "mpcsim validate --basic-ops exited %d (see %s)", st, out);
-    FILE *f = fopen(out, "r");
-    ck_assert_ptr_nonnull(f);
-    char line[512], pn[16], opn[16];
-    unsigned long long n, bytes, small[3] = {0}, big[3] = {0};
-    int rows = 0;
-    static const char *const ops[] = {"add", "mul", "lt"};
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "%15s %15s %llu | %llu", pn, opn, &n, &bytes) == 4 && !strcmp(pn, "aby3"))
-            for (int k = 0; k < 3; k++)
-                if (!strcmp(opn, ops[k])) {
-                    *(n == 64 ? &small[k] : &big[k]) = bytes;
-                    rows++;
-                }
-    fclose(f);
-    ck_assert_int_eq(rows, 6);
-    for (int k = 0; k < 3; k++) {
-        ck_assert_msg(small[k] > 0 && big[k] == 4 * small[k], "%s: %llu bytes at 64, %llu at 256",
-                      ops[k], small[k], big[k]);
+    static const char *const prs[] = {"aby3", "semi2k"};
+    static const unsigned long long extra[] = {2 * (24 + 43), 32 + 16};
+    for (int q = 0; q < 2; q++) {
+        const char *args[] = {"validate", "--basic-ops", "--n",  "256",    "--latency-ms",
+                              "0",        "-p",          prs[q], "--wide", NULL};
+        int st = run_cli(args);
+        ck_assert_msg(st == 0, "mpcsim validate --basic-ops exited %d (see %s)", st, out);
+        FILE *f = fopen(out, "r");
+        ck_assert_ptr_nonnull(f);
+        char line[512], pn[16], opn[16];
+        unsigned long long n, bytes, small[3] = {0}, big[3] = {0};
+        int rows = 0, nk = q == 0 ? 2 : 3;
+        static const char *const ops[] = {"add", "mul", "lt"};
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "%15s %15s %llu | %llu", pn, opn, &n, &bytes) == 4 &&
+                !strcmp(pn, prs[q]))
+                for (int k = 0; k < 3; k++)
+                    if (!strcmp(opn, ops[k])) {
+                        *(n == 64 ? &small[k] : &big[k]) = bytes;
+                        rows++;
+                    }
+        fclose(f);
+        ck_assert_int_eq(rows, 2 * nk);
+        for (int k = 0; k < nk; k++)
+            ck_assert_msg(small[k] > 0 && big[k] == 4 * small[k],
+                          "%s %s: %llu bytes at 64, %llu at 256", prs[q], ops[k], small[k], big[k]);
+        ck_assert_msg(big[1] - big[0] == 256 * extra[q], "%s: mul %llu B, add %llu B", prs[q],
+                      big[1], big[0]);
     }
 }
 END_TEST

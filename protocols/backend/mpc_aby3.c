@@ -140,6 +140,25 @@ static int a_open(eng *e, uint64_t *out, const mpc_val *x, int to)
     return MS_OK;
 }
 
+/* Bit 0 of a boolean x opened to all as SPU's aby3 B2P (eng.h open_bit): P_i sends P_{i−1}
+ * the bit of x_{i+1} in one byte. */
+static int a_open_bit(eng *e, uint64_t *out, const mpc_val *x)
+{
+    a3 *s = A(e);
+    size_t n = x->n;
+    int i = s->c.party;
+    uint8_t *b = mpc_tmp_bytes(&s->c, 0, 2 * n);
+    if (!b)
+        return MS_ERR_NOMEM;
+    for (size_t k = 0; k < n; k++)
+        b[k] = (uint8_t)(x->s[1][k] & 1);
+    /* COST: SPU aby3 b2p of a bit: 1 round, n on each link i→i−1 */
+    int rc = x3(s, PREV(i), b, n, NEXT(i), b + n, n);
+    for (size_t k = 0; !rc && out && k < n; k++)
+        out[k] = (x->s[0][k] ^ x->s[1][k] ^ b[n + k]) & 1;
+    return rc;
+}
+
 /* ---------------------------------------------------------------- products */
 
 enum { PROD_MUL, PROD_SQUARE, PROD_AND };
@@ -429,6 +448,64 @@ static int trunc_spu(a3 *s, mpc_val *z, const mpc_val *x, int bits)
         return rc;
     for (size_t q = 0; q < n; q++)
         y1[q] = snd[q] + rcv[q];
+    return MS_OK;
+}
+
+/* SPU's eqz mask (eng.h eqz_spu), roles at SPU's pivot 0: P0 draws r and deals it to P1
+ * through K_1 (ra1, rb1, and the mask rz) and to P2 by a message (ra2 = r − ra1,
+ * rb2 = r ^ rb1); P1 (x1 + x2 + ra1) and P2 (x0 + ra2) hold c = x + r additively, P2 sends
+ * P1 its part; P1 sends P2 flag = ~(c ^ rb1) ^ rz. z = (rb2, rz, flag) as (z0, z1, z2):
+ * z0 ^ z1 ^ z2 = ~(c ^ r). */
+static int a_eqz_spu(eng *e, mpc_val *z, const mpc_val *x)
+{
+    a3 *s = A(e);
+    size_t n = x->n;
+    int i = s->c.party, rc = want(s, x, NULL, DOM_ARITH, "eqz");
+    uint64_t *m = mpc_tmp(&s->c, 0, 2 * n), *r = mpc_tmp(&s->c, 1, 3 * n);
+    uint64_t *c = mpc_tmp(&s->c, 2, n), *f = mpc_tmp(&s->c, 3, n);
+    if (rc || !m || !r || !c || !f)
+        return rc ? rc : MS_ERR_NOMEM;
+    const void *sb[3] = {0};
+    void *rb[3] = {0};
+    size_t sl[3] = {0}, rl[3] = {0};
+    uint64_t *ra1 = r, *rb1 = r + n, *rz = r + 2 * n;
+    if (i == 0 || i == 1)
+        mpc_prg_u64(i == 0 ? &s->k1 : &s->k0, r, 3 * n); /* K_1: ra1, rb1, rz */
+    if (i == 0) {
+        mpc_prg_u64(&s->c.priv, c, n); /* r */
+        for (size_t q = 0; q < n; q++)
+            m[q] = c[q] - ra1[q], m[n + q] = c[q] ^ rb1[q];
+        sb[2] = m, sl[2] = 16 * n;
+    } else if (i == 2)
+        rb[0] = m, rl[0] = 16 * n;
+    /* COST: SPU aby3 eqz round 1: P0 → P2 16n (ra2, rb2) */
+    if ((rc = x3m(s, sb, sl, rb, rl)))
+        return rc;
+    memset(sb, 0, sizeof sb), memset(sl, 0, sizeof sl), memset(rb, 0, sizeof rb),
+        memset(rl, 0, sizeof rl);
+    if (i == 2) {
+        for (size_t q = 0; q < n; q++)
+            c[q] = x->s[1][q] + m[q];
+        sb[1] = c, sl[1] = 8 * n;
+    } else if (i == 1)
+        rb[2] = c, rl[2] = 8 * n;
+    /* COST: round 2: P2 → P1 8n (its part of c) */
+    if ((rc = x3m(s, sb, sl, rb, rl)))
+        return rc;
+    memset(sb, 0, sizeof sb), memset(sl, 0, sizeof sl), memset(rb, 0, sizeof rb),
+        memset(rl, 0, sizeof rl);
+    if (i == 1) {
+        for (size_t q = 0; q < n; q++)
+            f[q] = ~((c[q] + x->s[0][q] + x->s[1][q] + ra1[q]) ^ rb1[q]) ^ rz[q];
+        sb[2] = f, sl[2] = 8 * n;
+    } else if (i == 2)
+        rb[1] = f, rl[1] = 8 * n;
+    /* COST: round 3: P1 → P2 8n (the flag's component) */
+    if ((rc = x3m(s, sb, sl, rb, rl)) || (rc = mpc_ensure(&s->c, z, n, DOM_BOOL)))
+        return rc;
+    const uint64_t *z0 = i == 0 ? m + n : i == 1 ? rz : f, *z1 = i == 0 ? rz : i == 1 ? f : m + n;
+    memcpy(z->s[0], z0, n * 8);
+    memcpy(z->s[1], z1, n * 8);
     return MS_OK;
 }
 
@@ -1137,6 +1214,8 @@ static const eng_vt aby3_vt = {
     .bool_pair = a_bool_pair,
     .b2a_bit = a_b2a_bit,
     .b2a_word = a_b2a_word,
+    .eqz_spu = a_eqz_spu,
+    .open_bit = a_open_bit,
     .shuffle = a_shuffle,
     .sync_public = a_sync_public,
 };

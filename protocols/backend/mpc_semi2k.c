@@ -136,6 +136,15 @@ static int s_open(eng *e, uint64_t *out, const mpc_val *x, int to)
     return MS_OK;
 }
 
+/* Bit 0 of a boolean x opened as SPU's semi2k B2P: the whole word (eng.h open_bit). */
+static int s_open_bit(eng *e, uint64_t *out, const mpc_val *x)
+{
+    int rc = s_open(e, out, x, -1);
+    for (size_t i = 0; !rc && out && i < x->n; i++)
+        out[i] &= 1;
+    return rc;
+}
+
 /* ---------------------------------------------------------------- Beaver products */
 
 /* z = x·y (DOM_ARITH) or x & y (DOM_BOOL) with a Beaver triple (a, b, c = a·b): the same
@@ -548,6 +557,40 @@ static int s_b2a(eng *e, mpc_val *z, const mpc_val *x)
         uint64_t c = (snd[i] ^ rcv[i]) & 1;
         z->s[0][i] = (p0 ? c : 0) + (1 - 2 * c) * ra[i];
     }
+    return MS_OK;
+}
+
+/* SPU's eqz mask (eng.h eqz_spu): r in both sharings from the dealer (P0's parts from its
+ * seed, P1's arithmetic part a correction), c = x + r opened, z = ~(c ^ r) as P0: ~c ^ rb0,
+ * P1: rb1. */
+static int s_eqz_spu(eng *e, mpc_val *z, const mpc_val *x)
+{
+    s2k *s = S(e);
+    size_t n = x->n;
+    int rc = want(s, x, DOM_ARITH, "eqz");
+    uint64_t *rb = mpc_tmp(&s->c, 1, n), *ra = mpc_tmp(&s->c, 2, n);
+    uint64_t *snd = mpc_tmp(&s->c, 4, n), *rcv = mpc_tmp(&s->c, 5, n);
+    if (rc || !rb || !ra || !snd || !rcv)
+        return rc ? rc : MS_ERR_NOMEM;
+    if (is_dealer(s)) { /* COST: eqz offline: 8n dealer→P1 (P1's arithmetic part of r) */
+        mpc_prg_u64(&s->dcorr[0], rb, n);
+        mpc_prg_u64(&s->dcorr[0], ra, n);
+        mpc_prg_u64(&s->dcorr[1], snd, n);
+        for (size_t i = 0; i < n; i++)
+            ra[i] = (rb[i] ^ snd[i]) - ra[i];
+        return dealer_done(s, z, n, DOM_BOOL, ra, n);
+    }
+    mpc_prg_u64(&s->corr, rb, n);
+    if ((rc = corr_last(s, ra, n)))
+        return rc;
+    for (size_t i = 0; i < n; i++)
+        snd[i] = x->s[0][i] + ra[i];
+    /* COST: SPU semi2k eqz: 1 round, 8n each way (c = x + r) */
+    if ((rc = x2(s, snd, 8 * n, rcv, 8 * n)) || (rc = mpc_ensure(&s->c, z, n, DOM_BOOL)))
+        return rc;
+    int p0 = s->c.party == 0;
+    for (size_t i = 0; i < n; i++)
+        z->s[0][i] = p0 ? ~(snd[i] + rcv[i]) ^ rb[i] : rb[i];
     return MS_OK;
 }
 
@@ -1036,6 +1079,8 @@ static const eng_vt semi2k_vt = {
     .bool_pair = s_bool_pair,
     .b2a_bit = s_b2a_bit,
     .b2a_word = s_b2a_word,
+    .eqz_spu = s_eqz_spu,
+    .open_bit = s_open_bit,
     .shuffle = s_shuffle,
     .sync_public = s_sync_public,
     .fixed_view = s_fixed_view,

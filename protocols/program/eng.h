@@ -112,6 +112,16 @@ typedef struct eng_vt {
      * SPU's storage type for bits: 1, 2, 4 or 8 bytes); aby3 B2ASelector (B2AByOT up to 8
      * bits, B2AByPPA above; PRIMITIVES.md). */
     int (*b2a_word)(eng *e, mpc_val *z, const mpc_val *x, int bits);
+    /* Optional (NULL: the protocol has none): SPU's eqz before its AND tree (compat: spu's
+     * equality): z (boolean word) = ~(c ^ r), all 64 bits 1 iff x = 0, with r a random word
+     * shared both ways and c = x + r opened: semi2k to both parties (the dealer deals r; 1
+     * round, 8n each way); aby3 to P1 (P0 deals r to P2, 16n; P2 sends P1 its part of c, 8n;
+     * P1 returns P2 the flag's third component, 8n: 3 rounds). PRIMITIVES.md. */
+    int (*eqz_spu)(eng *e, mpc_val *z, const mpc_val *x);
+    /* Optional (NULL: the protocol has none): bit 0 of the boolean x opened to all as SPU's
+     * b2p reveals a comparison's bit, in SPU's storage for it (compat: spu's QuickSelect):
+     * semi2k the ring's word (8n each way), aby3 one byte per element on each link i→i−1. */
+    int (*open_bit)(eng *e, uint64_t *out, const mpc_val *x);
 
     /* Secret shuffle (arithmetic): x holds `parts` equal parts of M elements, M a multiple of
      * seg; each run of seg consecutive elements of a part is permuted by a fresh secret

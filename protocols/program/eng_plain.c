@@ -391,6 +391,26 @@ static int p_b2a_word(eng *e, mpc_val *z, const mpc_val *x, int bits)
     return MS_OK;
 }
 
+static int p_open_bit(eng *e, uint64_t *out, const mpc_val *x)
+{
+    count(e, PRIM_OPEN);
+    for (size_t i = 0; out && i < x->n; i++)
+        out[i] = x->s[0][i] & 1;
+    return MS_OK;
+}
+
+/* SPU's eqz mask in the clear: ~x, all ones iff x = 0 (~(c ^ r) with c = x + r). */
+static int p_eqz_spu(eng *e, mpc_val *z, const mpc_val *x)
+{
+    int rc = begin(e, PRIM_OPEN, z, x->n, DOM_BOOL);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < x->n; i++)
+        z->s[0][i] = ~x->s[0][i];
+    fresh(e, z);
+    return MS_OK;
+}
+
 /* A fresh random permutation of every run of seg elements, the same for that run in each part
  * (eng.h), then fresh components: what a shuffle's parties hold. */
 static int p_shuffle(eng *e, mpc_val *z, const mpc_val *x, size_t seg, size_t parts)
@@ -459,6 +479,8 @@ static const eng_vt plain_vt = {
     .bool_pair = p_bool_pair,
     .b2a_bit = p_b2a_bit,
     .b2a_word = p_b2a_word,
+    .eqz_spu = p_eqz_spu,
+    .open_bit = p_open_bit,
     .shuffle = p_shuffle,
     .sync_public = p_sync_public,
 };

@@ -589,8 +589,39 @@ int k_lt(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, int w)
  *              t == maj(a, b, t) << 1 (1 round), w = t ^ (maj << 1).
  * Then an AND tree over the 64 bits of ~w (6 rounds) and b2a of bit 0. With msb packed the
  * bit-packed circuit on w bits (k_eqz_packed); the word circuits ignore the bound. */
+/* z = [d == 0] as SPU computes it (compat: spu; PRIMITIVES.md "Equality"): eqz's mask
+ * u = ~(c ^ r) (eqz_spu: semi2k one all-reduce, aby3 three messages), then log2(64) = 6
+ * levels folding the upper half onto the lower — semi2k and_bb on whole words (its storage
+ * is always the ring's), aby3 one and_bits on the half's bits, each at least a byte (SPU's
+ * byte vectors: 4, 2, 1, 1, 1, 1 bytes) — and the bit as SPU converts it (b2a_word of one
+ * bit: semi2k B2A_Randbit, aby3 B2AByOT). The word width is the ring's whatever the bound. */
+static int k_eqz_spu(eng *e, mpc_val *z, const mpc_val *d)
+{
+    size_t n = d->n;
+    mpc_val u, sh, t;
+    TRY(kal(e, &u, n, DOM_BOOL));
+    TRY(VT->eqz_spu(e, &u, d));
+    for (int h = 32; h >= 1; h /= 2) {
+        TRY(kal(e, &sh, n, DOM_BOOL));
+        TRY(VT->shift(e, &sh, &u, h));
+        TRY(kal(e, &t, n, DOM_BOOL));
+        if (e->n_parties == 3)
+            TRY(VT->and_bits(e, &t, &u, &sh, lowbits(h), 0));
+        else
+            TRY(VT->and_bb(e, &t, &u, &sh));
+        krel(e, &u), krel(e, &sh);
+        u = t;
+    }
+    TRY(kal(e, z, n, DOM_ARITH));
+    TRY(VT->b2a_word(e, z, &u, 1));
+    krel(e, &u);
+    return MS_OK;
+}
+
 int k_eqz(eng *e, mpc_val *z, const mpc_val *d, int wb)
 {
+    if (e->kv.compat == KV_COMPAT_SPU && VT->eqz_spu && VT->b2a_word)
+        return k_eqz_spu(e, z, d);
     if (k_packed(e))
         return k_eqz_packed(e, z, d, wb >= 1 && wb < 64 ? wb : 64);
     size_t n = d->n;

@@ -20,7 +20,9 @@ const kv_compat_row kv_compat_tab[KV_COMPAT_N] = {
      * (libspu/core/config.cc 62-63, 77-78) or, with exp: pade, EXP_PADE (kern.c keeps that
      * key: SPU's fxp_exp_mode), the reciprocal and rsqrt SPU's (normalize: spu: Goldschmidt
      * after highestOneBit; f_rsqrt), GeLU and SiLU the PUMA/LLaMA hack functions as SPU runs
-     * them (approx: spu), top-k a shuffle and QuickSelect (topk_1d), msb SPU's Kogge-Stone
+     * them (approx: spu), top-k a shuffle and QuickSelect (topk_1d) revealing its comparisons'
+     * boolean bits (kern_sort.c k_qs_step), the sort SPU's _cmp_swap (k_cmp_exchange), equality
+     * SPU's eqz (kern_cmp.c k_eqz_spu), msb SPU's Kogge-Stone
      * carry with narrowed levels (libspu/mpc/ab_api.cc 450-482), its boolean bit selecting by
      * mul_a1b. Softmax and LayerNorm follow the profile in kern_math.c (compat checks). */
     [KV_COMPAT_SPU] = {"spu", KV_MSB_SPU, KV_TOPK_QUICKSELECT, KV_EXP_TAYLOR, KV_NORM_SPU,

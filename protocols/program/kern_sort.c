@@ -152,11 +152,15 @@ static int sort_maps(const mpc_val *V, size_t R, size_t n, int nv, size_t p, siz
 /* Compare-exchange of A and B (nv vectors of P, the keys first): c = [A < B] (desc) or
  * [B < A] on the keys, then A += c·(B − A), B −= c·(B − A) from one multiplication. With an
  * msb variant that keeps the bit boolean (msb: spu) the product is SPU's mul_a1b on that bit
- * (no b2a; SPU's select, libspu/kernel/hal/polymorphic.cc 228-240). */
+ * (no b2a; SPU's select, libspu/kernel/hal/polymorphic.cc 228-240). The profile compat: spu
+ * runs SPU's own compare-exchange instead (hal::sort1d with a secret comparator →
+ * odd_even_merge_sort → _cmp_swap, libspu/kernel/hal/permute.cc 85-111 and 117-165): the
+ * comparison's bit made arithmetic first (_prefer_a: its B2A) and one ring product per
+ * vector (select → _mux), the other side the sum less the first. */
 static int k_cmp_exchange(eng *e, mpc_val *A, mpc_val *B, size_t P, size_t nv, int w, int desc)
 {
     mpc_val Av, Bv, c, C2, D, T;
-    int bit = k_lt_bool(e);
+    int bit = k_lt_bool(e) && e->kv.compat != KV_COMPAT_SPU;
     TRY(k_slice(e, &Av, A, 0, P));
     TRY(k_slice(e, &Bv, B, 0, P));
     if (bit)
@@ -455,7 +459,8 @@ static int k_qs_shuffled(eng *e, mpc_val *S, const mpc_val *x, size_t R, size_t 
 }
 
 /* One QuickSelect step of every active row: its pivot against the rest of its interval, all
- * rows in one lt and one OPEN to all, then the public partitions. *C: the comparisons made
+ * rows in one lt and one OPEN to all, then the public partitions (under compat: spu the
+ * comparison's boolean bit, opened as SPU's b2p reveals it: open_bit). *C: the comparisons made
  * known to every node (sync_public; 0: every row is done). */
 static int k_qs_step(eng *e, qs_state *s, const mpc_val *S, const mpc_val *x, int w, uint64_t *C)
 {
@@ -477,9 +482,11 @@ static int k_qs_step(eng *e, qs_state *s, const mpc_val *S, const mpc_val *x, in
         rc = pub64(x, *C, &bits);
     if (!rc && ia && mine)
         qs_pairs(s, ia, ib);
+    int spu = e->kv.compat == KV_COMPAT_SPU && k_lt_bool(e) && VT->open_bit;
     if (!rc && !(rc = k_move(e, &A, S, ia, *C, DOM_ARITH)) &&
-        !(rc = k_move(e, &B, S, ib, *C, DOM_ARITH)) && !(rc = k_lt(e, &cb, &A, &B, w)) &&
-        !(rc = VT->open(e, bits, &cb, -1))) {
+        !(rc = k_move(e, &B, S, ib, *C, DOM_ARITH)) &&
+        !(rc = spu ? k_lt_b(e, &cb, &A, &B, w) : k_lt(e, &cb, &A, &B, w)) &&
+        !(rc = spu ? VT->open_bit(e, bits, &cb) : VT->open(e, bits, &cb, -1))) {
         krel(e, &A), krel(e, &B), krel(e, &cb);
         if (mine)
             qs_partitions(s, bits);

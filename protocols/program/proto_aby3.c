@@ -153,6 +153,44 @@ static int a3_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
     return MS_OK;
 }
 
+/* COST: SPU aby3 B2P (libspu/mpc/aby3/boolean.cc 67-90): each party sends its next one the
+ * share in SPU's storage for a bit, one byte: 1 round, n on each link i→i−1. */
+static int a3_open_bit(eng *e, uint64_t *out, const mpc_val *x)
+{
+    (void)out;
+    uint64_t n = x->n;
+    COST_PUSH(PRIM_OPEN);
+    ring_links(r, n);
+    work3(r, 2.0 * n, 0);
+    return MS_OK;
+}
+
+/* COST: SPU aby3 eqz (secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87
+ * libspu/mpc/aby3/conversion.cc 644-849, EqualAA 851-873; roles at pivot 0): round 1 P0 sends P2
+ * its parts of r in both sharings (16n; P1's come from the key P0 and P1 share); round 2 P2 sends
+ * P1 its part of c = x + r (8n); round 3 P1 sends P2 the flag's masked component (8n). 32n in all.
+ */
+static int a3_eqz_spu(eng *e, mpc_val *z, const mpc_val *x)
+{
+    uint64_t n = x->n;
+    {
+        COST_PUSH(PRIM_OPEN);
+        r->bytes[0][2] = 16 * n;
+        work3(r, 2.0 * n, 24.0 * n);
+    }
+    {
+        COST_PUSH(PRIM_OPEN);
+        r->bytes[2][1] = 8 * n;
+        work3(r, 2.0 * n, 0);
+    }
+    COST_PUSH(PRIM_OPEN);
+    r->bytes[1][2] = 8 * n;
+    work3(r, 2.0 * n, 0);
+    z->n = n;
+    z->dom = DOM_BOOL;
+    return MS_OK;
+}
+
 /* COST: SPU aby3 MulA1B (secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87
  * libspu/mpc/aby3/arithmetic.cc 451-570): two three-party OTs side by side, senders P0
  * (receiver P2, helper P1) and P2 (receiver P1, helper P0). Round 1: each sender sends its
@@ -311,6 +349,8 @@ static const eng_vt aby3_cost_vt = {
     .bool_pair = a3_bool_pair,
     .b2a_bit = a3_b2a_bit,
     .b2a_word = a3_b2a_word,
+    .eqz_spu = a3_eqz_spu,
+    .open_bit = a3_open_bit,
     .shuffle = a3_shuffle,
 };
 

@@ -142,6 +142,25 @@ static int s2_trunc(eng *e, mpc_val *z, const mpc_val *x, int bits)
     return MS_OK;
 }
 
+/* COST: SPU semi2k eqz (secretflow/spu@a1411c5489c5599f89b23fe84cdcb01232995b87
+ * libspu/mpc/semi2k/conversion.cc 316-374, EqualAA 376-388): the dealer's r in both sharings
+ * (beaver Eqz, offline: 8n to P1), c = x + r opened by one all-reduce (8n each way, 1 round). */
+static int s2_eqz_spu(eng *e, mpc_val *z, const mpc_val *x)
+{
+    uint64_t n = x->n;
+    COST_PUSH(PRIM_OPEN);
+    both(r, 8 * n);
+    r->offline[1] = 8 * n;
+    work2(r, 4.0 * n, 4.0 * n, 16.0 * n, 8.0 * n);
+    z->n = n;
+    z->dom = DOM_BOOL;
+    return MS_OK;
+}
+
+/* COST: SPU semi2k B2P (libspu/mpc/semi2k/boolean.cc 90-95): one all-reduce of the share in
+ * semi2k's storage, the ring's word: 1 round, 8n each way. */
+static int s2_open_bit(eng *e, uint64_t *out, const mpc_val *x) { return s2_open(e, out, x, -1); }
+
 static int s2_b2a(eng *e, mpc_val *z, const mpc_val *x)
 {
     uint64_t n = x->n;
@@ -247,6 +266,8 @@ static const eng_vt semi2k_cost_vt = {
     .bool_pair = s2_bool_pair,
     .b2a_bit = s2_b2a_bit,
     .b2a_word = s2_b2a_word,
+    .eqz_spu = s2_eqz_spu,
+    .open_bit = s2_open_bit,
     .shuffle = s2_shuffle,
 };
 

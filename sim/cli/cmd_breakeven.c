@@ -1,7 +1,9 @@
 /* cmd_breakeven.c — `mpcsim breakeven`: where a policy pays off. Each policy's steady decode
  * step is replayed, lowered and costed once (run_decode_program), then simulated on every point
  * of a threads × latency × bandwidth grid against the full cache's step; the speed-up map goes
- * to a table, a data file and a gnuplot heatmap with the break-even contour.
+ * to a table, a data file and a gnuplot heatmap with the break-even contour. A scenario whose
+ * protocol is a list (compat: native and spu) is one such comparison per protocol, each
+ * against its own full cache, then the policies' maps side by side.
  *
  * Only the simulation is repeated per point: bytes, rounds and local work do not depend on the
  * network or the core count (tests/check_sim.c, "bytes independent of network"), so one costed
@@ -49,7 +51,8 @@ static void usage(FILE *f, const cli_cmd *c)
                "not in it) is costed once, then simulated on every point of the grid of threads\n"
                "(the scenario's machine with that many cores) × one-way latency × bandwidth\n"
                "(every link the same), and compared with the full cache's step on the same\n"
-               "point.\n\n"
+               "point. A protocol list (e.g. compat: native and spu) gives each protocol its\n"
+               "own reference and maps, and a side-by-side summary of each policy's maps.\n\n"
                "Prints the speed-up (full step latency / policy step latency) per point, writes\n"
                "DIR/breakeven-N-POLICY.dat and, with gnuplot, DIR/breakeven-N-POLICY.png: a\n"
                "heatmap per thread count, red where the policy is slower, blue where it wins,\n"
@@ -410,7 +413,9 @@ static int be_plot(const be_args *a, const run_cfg *ref, const run_cfg *c, int i
     char base[PATH_MAX], dat[PATH_MAX + 8], vars[PATH_MAX + 8], img[PATH_MAX + 8],
         log[PATH_MAX + 8];
     char slug[64];
-    snprintf(slug, sizeof slug, "%s", c->policy.name);
+    int prof = c->proto.compat[0] && strcmp(c->proto.compat, "native");
+    snprintf(slug, sizeof slug, "%s%s%s", c->policy.name, prof ? "-" : "",
+             prof ? c->proto.compat : ""); /* compat: native and spu side by side */
     snprintf(base, sizeof base, "%s/breakeven-%d-%s", a->outdir, idx, slug);
     snprintf(dat, sizeof dat, "%s.dat", base);
     if (be_write_data(a, dat, speedup, label))
@@ -450,39 +455,60 @@ static void be_table(const be_args *a, const double *speedup, int t)
     }
 }
 
-/* The scenario's run with policy 'full', once its runs are checked to be that reference and
- * the policies to compare, everything else equal; NULL (the error printed) otherwise. */
-static const run_cfg *be_reference(const scenario *sc, const char *path)
+/* The same model and workload, the protocol aside: the reference runs of a protocol sweep
+ * (compat: native and spu side by side) may differ in nothing else. */
+static int same_but_protocol(const run_cfg *a, const run_cfg *b)
 {
-    const run_cfg *ref = NULL;
+    return !strcmp(a->model.name, b->model.name) && a->model.n_layers == b->model.n_layers &&
+           !memcmp(&a->work, &b->work, sizeof a->work);
+}
+
+#define BE_GROUPS_MAX 8
+
+/* The scenario's runs with policy 'full' (one per protocol of the scenario's protocol axis,
+ * e.g. compat: native and spu), once every other run is checked to match exactly one of them
+ * in everything but its policy: their count into *n_ref (0 with the error printed). */
+static size_t be_references(const scenario *sc, const char *path, const run_cfg **ref)
+{
+    size_t n_ref = 0;
     for (size_t i = 0; i < sc->n_runs; i++)
         if (!strcmp(sc->runs[i].policy.name, "full")) {
-            if (ref) {
-                cli_error("breakeven",
-                          "%s: more than one run has policy 'full'\n---> HINT: one "
-                          "reference and the policies to compare; sweep other keys in separate "
-                          "files",
-                          path);
-                return NULL;
+            int clash = n_ref >= BE_GROUPS_MAX;
+            for (size_t g = 0; g < n_ref; g++)
+                clash |=
+                    same_setting(&sc->runs[i], ref[g]) || !same_but_protocol(&sc->runs[i], ref[g]);
+            if (clash) {
+                cli_error(
+                    "breakeven",
+                    "%s: the runs with policy 'full' repeat a protocol or differ in more than it\n"
+                    "---> HINT: one reference per protocol (a protocol list, e.g. "
+                    "compat: native and spu) and the policies to compare; sweep other keys "
+                    "in separate files",
+                    path);
+                return 0;
             }
-            ref = &sc->runs[i];
+            ref[n_ref++] = &sc->runs[i];
         }
-    if (!ref || sc->n_runs < 2) {
+    if (!n_ref || sc->n_runs < 2 * n_ref) {
         cli_error("breakeven",
                   "%s: the runs need policy 'full' (the reference) and at least one "
                   "other policy",
                   path);
-        return NULL;
+        return 0;
     }
-    for (size_t i = 0; i < sc->n_runs; i++)
-        if (!same_setting(&sc->runs[i], ref)) {
+    for (size_t i = 0; i < sc->n_runs; i++) {
+        size_t m = 0;
+        for (size_t g = 0; g < n_ref; g++)
+            m += same_setting(&sc->runs[i], ref[g]);
+        if (m != 1) {
             cli_error("breakeven",
                       "%s: run %zu (%s) differs from the full-cache run in more "
                       "than its policy",
                       path, i, sc->runs[i].policy.name);
-            return NULL;
+            return 0;
         }
-    return ref;
+    }
+    return n_ref;
 }
 
 /* c's decode step (costed once, into st) simulated on every grid point: out[k] with
@@ -512,6 +538,12 @@ static int be_grid(const be_args *a, const run_cfg *c, const char *what, const c
  * the simulator's workspace and the costed step. */
 typedef struct be_work {
     size_t np; /* grid points */
+    size_t n_sum;
+    struct be_sum {
+        const run_cfg *ref, *c;
+        double lo, hi;
+        size_t wins;
+    } sum[BE_GROUPS_MAX * 32]; /* per compared run: the range of its map, for the summary */
     uint64_t *t_ref, *t_pol;
     double *speedup;
     sim_ws *ws;
@@ -557,15 +589,22 @@ static int be_compare(const be_args *a, const run_cfg *ref, const run_cfg *c, in
         wins += w->speedup[k] > 1;
     }
     printf("\n%s vs full: faster on %zu of %zu points\n", label, wins, w->np);
+    if (w->n_sum < sizeof w->sum / sizeof *w->sum) {
+        struct be_sum *m = &w->sum[w->n_sum++];
+        *m = (struct be_sum){ref, c, w->speedup[0], w->speedup[0], wins};
+        for (size_t k = 1; k < w->np; k++)
+            m->lo = fmin(m->lo, w->speedup[k]), m->hi = fmax(m->hi, w->speedup[k]);
+    }
     for (int t = 0; t < a->th.n; t++)
         be_table(a, w->speedup, t);
     *status |= be_plot(a, ref, c, idx, w->speedup, label);
     return MS_OK;
 }
 
-/* The reference costed on the grid and its setting printed, then every other run compared. */
-static int be_run(const be_args *a, const scenario *sc, const run_cfg *ref, be_work *w, int *status,
-                  errbuf *e)
+/* The reference costed on the grid and its setting printed, then every run of its setting
+ * compared (file indices from *idx on). */
+static int be_run(const be_args *a, const scenario *sc, const run_cfg *ref, be_work *w, int *idx,
+                  int *status, errbuf *e)
 {
     int rc = be_grid(a, ref, "the full cache's step", "full", &w->st, w->ws, w->t_ref, e);
     if (rc)
@@ -574,32 +613,87 @@ static int be_run(const be_args *a, const scenario *sc, const run_cfg *ref, be_w
     run_label_protocol(&ref->proto, pl, sizeof pl);
     printf("%s: %s %s, decode step at KV %u (the workload's last), machine %s\n", sc->name,
            ref->model.name, pl, ref->work.prompt_len + ref->work.decode_len - 1, ref->machine.name);
-    int idx = 0;
     for (size_t i = 0; i < sc->n_runs && !rc; i++)
-        if (&sc->runs[i] != ref)
-            rc = be_compare(a, ref, &sc->runs[i], idx++, w, status, e);
+        if (&sc->runs[i] != ref && same_setting(&sc->runs[i], ref))
+            rc = be_compare(a, ref, &sc->runs[i], (*idx)++, w, status, e);
     return rc;
+}
+
+/* With more than one protocol (compat: native and spu): each policy's maps side by side, the
+ * range of the speed-up over the grid and the points where it wins, one column per protocol. */
+/* line printed without its trailing blanks. */
+static void be_line(char *line)
+{
+    size_t k = strlen(line);
+    while (k && line[k - 1] == ' ')
+        line[--k] = '\0';
+    puts(line);
+}
+
+static void be_side_by_side(const be_work *w, const run_cfg *const *ref, size_t n_ref)
+{
+    char line[1024];
+    size_t k = (size_t)snprintf(line, sizeof line, "  %-34s", "policy");
+    for (size_t g = 0; g < n_ref && k < sizeof line; g++) {
+        char pl[256];
+        run_label_protocol(&ref[g]->proto, pl, sizeof pl);
+        k += (size_t)snprintf(line + k, sizeof line - k, " %-24.24s", pl);
+    }
+    printf("\nside by side: decode-step speed-up over the grid, min-max (points faster)\n");
+    be_line(line);
+    for (size_t i = 0; i < w->n_sum; i++) {
+        if (w->sum[i].ref != ref[0])
+            continue;
+        char label[256];
+        run_label_policy_words(w->sum[i].c, label, sizeof label);
+        k = (size_t)snprintf(line, sizeof line, "  %-34.34s", label);
+        for (size_t g = 0; g < n_ref; g++)
+            for (size_t j = 0; j < w->n_sum && k < sizeof line; j++) {
+                char lj[256];
+                run_label_policy_words(w->sum[j].c, lj, sizeof lj);
+                if (w->sum[j].ref != ref[g] || strcmp(lj, label))
+                    continue;
+                char cell[64];
+                snprintf(cell, sizeof cell, "%.2f-%.2f (%zu/%zu)", w->sum[j].lo, w->sum[j].hi,
+                         w->sum[j].wins, w->np);
+                k += (size_t)snprintf(line + k, sizeof line - k, " %-24s", cell);
+                break;
+            }
+        be_line(line);
+    }
 }
 
 /* The loaded scenario's comparison: the exit status. */
 static int be_main(const be_args *a, const scenario *sc)
 {
-    const run_cfg *ref = be_reference(sc, a->scenario);
-    if (!ref)
+    const run_cfg *ref[BE_GROUPS_MAX];
+    size_t n_ref = be_references(sc, a->scenario, ref);
+    if (!n_ref)
         return 2;
     if (cli_mkdir_p(a->outdir)) {
         cli_error("breakeven", "cannot create %s: %s", a->outdir, strerror(errno));
         return 1;
     }
-    be_work w;
+    be_work *w = calloc(1, sizeof *w);
     errbuf e;
-    int rc, status = 0;
-    if (be_work_init(&w, a, ref->net.n_parties)) {
+    int rc = MS_OK, status = 0, idx = 0;
+    if (!w || be_work_init(w, a, ref[0]->net.n_parties)) {
         cli_error("breakeven", "out of memory");
         status = 1;
-    } else if ((rc = be_run(a, sc, ref, &w, &status, &e)))
-        status = cli_fail("breakeven", rc, e.msg);
-    be_work_free(&w);
+    } else {
+        for (size_t g = 0; g < n_ref && !rc; g++) {
+            if (g)
+                putchar('\n');
+            rc = be_run(a, sc, ref[g], w, &idx, &status, &e);
+        }
+        if (rc)
+            status = cli_fail("breakeven", rc, e.msg);
+        else if (n_ref > 1)
+            be_side_by_side(w, ref, n_ref);
+    }
+    if (w)
+        be_work_free(w);
+    free(w);
     return status;
 }
 

@@ -26,6 +26,8 @@
 #include "protocols/program/proto.h"
 #include "sim/engine/simulate.h"
 
+enum { VP_EQZ = 100, VP_OPENBIT }; /* arg of the optional primitives' rows (eng.h) */
+
 typedef struct vprim {
     const char *label;
     int prim;
@@ -47,6 +49,8 @@ static const vprim vprims[] = {
     {"mul_a1b", PRIM_MULA1B, 0, 0},
     {"b2a_word(1)", PRIM_B2AWORD, 1, 0},
     {"b2a_word(36)", PRIM_B2AWORD, 36, 0},
+    {"eqz_spu", PRIM_OPEN, VP_EQZ, 0},      /* SPU's eqz mask (compat: spu's equality) */
+    {"open_bit", PRIM_OPEN, VP_OPENBIT, 0}, /* SPU's b2p of a bit (compat: spu's top-k) */
 };
 #define N_VPRIMS (sizeof vprims / sizeof vprims[0])
 
@@ -65,7 +69,8 @@ static size_t elems(const vjob *j, int which) /* 0: x, 1: y, 2: z */
 /* Calls the primitive on e (cost or backend engine) with x owned by P0 and y by P1. */
 static int call_prim(eng *e, const vjob *j, mpc_val *x, mpc_val *y, mpc_val *z, uint64_t *out)
 {
-    int dom = j->v->prim == PRIM_AND || j->v->prim == PRIM_B2A || j->v->prim == PRIM_B2AWORD
+    int dom = j->v->prim == PRIM_AND || j->v->prim == PRIM_B2A || j->v->prim == PRIM_B2AWORD ||
+                      j->v->arg == VP_OPENBIT
                   ? DOM_BOOL
                   : DOM_ARITH;
     const vprim *v = j->v;
@@ -74,7 +79,12 @@ static int call_prim(eng *e, const vjob *j, mpc_val *x, mpc_val *y, mpc_val *z, 
         return rc;
     switch (v->prim) {
     case PRIM_INPUT: z->dom = (uint8_t)dom; return e->vt->input(e, z, v->arg, j->plain);
-    case PRIM_OPEN: return e->vt->open(e, out, x, v->arg);
+    case PRIM_OPEN:
+        if (v->arg == VP_EQZ)
+            return e->vt->eqz_spu ? e->vt->eqz_spu(e, z, x) : MS_ERR_INTERNAL;
+        if (v->arg == VP_OPENBIT)
+            return e->vt->open_bit ? e->vt->open_bit(e, out, x) : MS_ERR_INTERNAL;
+        return e->vt->open(e, out, x, v->arg);
     case PRIM_MUL: return e->vt->mul(e, z, x, y);
     case PRIM_SQUARE: return e->vt->square(e, z, x);
     case PRIM_MATMUL: return e->vt->matmul(e, z, x, y, 1, j->n, j->n, j->n, v->flags, 1);
@@ -95,7 +105,8 @@ static int call_prim(eng *e, const vjob *j, mpc_val *x, mpc_val *y, mpc_val *z, 
 static int vnode(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
 {
     vjob *j = arg;
-    int dom = j->v->prim == PRIM_AND || j->v->prim == PRIM_B2A || j->v->prim == PRIM_B2AWORD
+    int dom = j->v->prim == PRIM_AND || j->v->prim == PRIM_B2A || j->v->prim == PRIM_B2AWORD ||
+                      j->v->arg == VP_OPENBIT
                   ? DOM_BOOL
                   : DOM_ARITH;
     mpc_val x = {0}, y = {0}, z = {0};
@@ -147,7 +158,8 @@ static int predict(const proto *pr, const proto_cfg *cfg, const vjob *j, const n
         cost_log_free(&log);
         return err_set(err, rc, "cannot create the %s cost engine", pr->name);
     }
-    int dom = j->v->prim == PRIM_AND || j->v->prim == PRIM_B2A || j->v->prim == PRIM_B2AWORD
+    int dom = j->v->prim == PRIM_AND || j->v->prim == PRIM_B2A || j->v->prim == PRIM_B2AWORD ||
+                      j->v->arg == VP_OPENBIT
                   ? DOM_BOOL
                   : DOM_ARITH;
     mpc_val x = {.n = elems(j, 0), .dom = (uint8_t)dom},
@@ -363,7 +375,8 @@ static int parse_args(int argc, char **argv, val_args *v)
         {.name = "basic-ops",
          .kind = CLI_FLAG,
          .dest = &v->basic,
-         .help = "SecretFlow's basic-op task: x from P0, y from P1, z = x+y, x*y or x<y,\n"
+         .help = "SecretFlow's basic-op task as its script runs it: x from P0, y from P1,\n"
+                 "z = x+y, x*y or x<y (3 parties: w from P2, z = x+(y+w) or x*(y*w)),\n"
                  "z revealed; at --n/4 and --n elements, measured and predicted, with the\n"
                  "per-element time (e.g. --shape --bandwidth 100Mbps --latency-ms 50)"},
         {.name = "model",

@@ -1,9 +1,14 @@
 /* cmd_validate_basic.c — `mpcsim validate --basic-ops`: SecretFlow's basic-op benchmark task
- * (docs/developer/benchmark/overall_benchmark.md; mpc-costs.md §3) on this backend: P0 inputs x,
- * P1 inputs y (n elements each), z = x + y, x · y or [x < y], z revealed to every party. The
- * task's wall time (until the last party is done; the parties start together after a start
- * barrier) is measured at two sizes, so the fixed part (rounds × latency) and the per-element
- * part can be told apart, beside the simulator's prediction of the same program. */
+ * (docs/developer/benchmark/overall_benchmark.md; mpc-costs.md §3) on this backend, as its
+ * script defines it (secretflow/secretflow@1b51502 benchmark_examples/sf_basic_ops_test/
+ * test.py): with two parties (test_func_2, 349-350) P0 inputs x, P1 inputs y (n elements
+ * each), z = x + y, x · y or [x < y]; with three (test_func_3, 271-295; add_3 and multiply_3,
+ * 313-318) P2 also inputs w and z = x + (y + w) or x · (y · w), two ops (the script has no
+ * three-party comparison, 358). z is revealed to every party. The task's wall time (until the
+ * last party is done; the parties start together after a start barrier; the inputs and the
+ * reveal are counted, where the three-party script times them apart) is measured at two
+ * sizes, so the fixed part (rounds × latency) and the per-element part can be told apart,
+ * beside the simulator's prediction of the same program. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,11 +30,18 @@ typedef struct bo_job {
 
 static const int bo_kinds[] = {OP_ADD, OP_MUL, OP_LT};
 
-/* x (the client's, P0) and y (the model owner's role, P1): values in [-1, 1), seeded. */
+/* The ops the script runs with np parties: add, multiply, less with two; add, multiply with
+ * three. */
+static size_t bo_n_kinds(int np) { return np == 3 ? 2 : sizeof bo_kinds / sizeof *bo_kinds; }
+
+/* x (the client's, P0), y (the model owner's role, P1) and w (P2's, three parties): values in
+ * [-1, 1), seeded. */
 static int bo_bind(void *ctx, const op_tensor *t, uint64_t *out, size_t n)
 {
     (void)ctx;
-    uint64_t s = t->name[0] == 'x' ? 0x9e3779b97f4a7c15ull : 0xc2b2ae3d27d4eb4full;
+    uint64_t s = t->name[0] == 'x'   ? 0x9e3779b97f4a7c15ull
+                 : t->name[0] == 'y' ? 0xc2b2ae3d27d4eb4full
+                                     : 0x165667b19e3779f9ull;
     for (size_t i = 0; i < n; i++) {
         s ^= s << 13, s ^= s >> 7, s ^= s << 17; /* xorshift64: test values, not shares */
         out[i] = fx_encode((double)(s >> 11) * 0x1p-52 - 1.0, 18);
@@ -37,12 +49,15 @@ static int bo_bind(void *ctx, const op_tensor *t, uint64_t *out, size_t n)
     return 1;
 }
 
-static int bo_program(bo_job *j, int kind, uint64_t n)
+/* Two parties: z = x op y; three: t = y op w, z = x op t (add_3, multiply_3). */
+static int bo_program(bo_job *j, int kind, uint64_t n, int np)
 {
     op_program_init(&j->p);
     j->kind = kind;
     uint32_t x = op_tensor_add(&j->p, "x", OPT_INPUT, DOM_ARITH, 1, 1, (uint32_t)n);
     uint32_t y = op_tensor_add(&j->p, "y", OPT_WEIGHT, DOM_ARITH, 1, 1, (uint32_t)n);
+    uint32_t w = np == 3 ? op_tensor_add(&j->p, "w", OPT_TEMP, DOM_ARITH, 1, 1, (uint32_t)n) : 0;
+    uint32_t t = np == 3 ? op_tensor_add(&j->p, "t", OPT_TEMP, DOM_ARITH, 1, 1, (uint32_t)n) : 0;
     uint32_t z = op_tensor_add(&j->p, "z", OPT_TEMP, DOM_ARITH, 1, 1, (uint32_t)n);
     uint32_t r = op_tensor_add(&j->p, "r", OPT_OUTPUT, DOM_ARITH, 1, 1, (uint32_t)n);
     op in_x = {.kind = OP_INPUT,
@@ -54,8 +69,9 @@ static int bo_program(bo_job *j, int kind, uint64_t n)
                .in = {OP_NONE, OP_NONE, OP_NONE},
                .out = x,
                .iarg = 0};
-    op in_y = in_x;
+    op in_y = in_x, in_w = in_x;
     in_y.out = y, in_y.iarg = 1;
+    in_w.out = w, in_w.iarg = 2;
     op f = {.kind = kind,
             .layer = -1,
             .group = -1,
@@ -73,9 +89,17 @@ static int bo_program(bo_job *j, int kind, uint64_t n)
              .in = {z, OP_NONE, OP_NONE},
              .out = r,
              .iarg = -1};
-    return x == OP_NONE || y == OP_NONE || z == OP_NONE || r == OP_NONE ||
-           op_emit(&j->p, &in_x) < 0 || op_emit(&j->p, &in_y) < 0 || op_emit(&j->p, &f) < 0 ||
-           op_emit(&j->p, &rv) < 0;
+    if (x == OP_NONE || y == OP_NONE || w == OP_NONE || t == OP_NONE || z == OP_NONE ||
+        r == OP_NONE || op_emit(&j->p, &in_x) < 0 || op_emit(&j->p, &in_y) < 0)
+        return 1;
+    if (np == 3) {
+        op g = f;
+        g.in[0] = y, g.in[1] = w, g.out = t;
+        f.in[1] = t;
+        if (op_emit(&j->p, &in_w) < 0 || op_emit(&j->p, &g) < 0)
+            return 1;
+    }
+    return op_emit(&j->p, &f) < 0 || op_emit(&j->p, &rv) < 0;
 }
 
 /* A node: setup (nothing bound but the inputs' plaintext), the start barrier, the ops. */
@@ -105,7 +129,7 @@ static int bo_task(const proto_cfg *cfg, const vm_args *a, const netshape *ns, u
 {
     const proto *pr = proto_find(cfg->name);
     bo_job j;
-    if (bo_program(&j, kind, n)) {
+    if (bo_program(&j, kind, n, pr->n_parties)) {
         op_program_free(&j.p);
         return err_set(e, MS_ERR_NOMEM, "basic ops: out of memory");
     }
@@ -208,7 +232,8 @@ int validate_basic(const vm_args *a, const proto_cfg *cfgs, int n_cfgs, uint64_t
         if (!rc)
             rc = valid_round_ns(&cfgs[q], a->latency_ns, a->shape ? &ns : NULL, a->plaintext, &base,
                                 e);
-        for (size_t k = 0; !rc && k < sizeof bo_kinds / sizeof *bo_kinds; k++) {
+        size_t nk = bo_n_kinds(proto_find(cfgs[q].name)->n_parties);
+        for (size_t k = 0; !rc && k < nk; k++) {
             uint64_t meas[2], pred[2], bytes[2];
             for (int s = 0; !rc && s < 2; s++) {
                 rc = bo_task(&cfgs[q], a, a->shape ? &ns : NULL, base, bo_kinds[k], sizes[s],
