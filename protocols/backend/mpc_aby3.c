@@ -7,21 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mpc_aby3_int.h"
 #include "mpc_eng.h"
 #include "mpc_local.h"
 
-typedef struct a3 {
-    mpc_core c;
-    mpc_prg k0; /* F(K_i) */
-    mpc_prg k1; /* F(K_{i+1}) */
-} a3;
-
-#define A(e) ((a3 *)(e)->impl)
-#define NEXT(i) (((i) + 1) % 3)
-#define PREV(i) (((i) + 2) % 3)
-
 /* One round: the message to node `to` (len sl) and from node `from` (len rl); -1 = none. */
-static int x3(a3 *s, int to, const void *sb, size_t sl, int from, void *rb, size_t rl)
+int a3_x3(a3 *s, int to, const void *sb, size_t sl, int from, void *rb, size_t rl)
 {
     const void *send[MPC_NODES_MAX] = {0};
     void *recv[MPC_NODES_MAX] = {0};
@@ -53,10 +44,10 @@ static int x3m(a3 *s, const void *const sb[3], const size_t sl[3], void *const r
 
 /* z_i computed locally (in z->s[0]) → reshare: send it to P_{i−1}, receive z_{i+1} into s[1].
  * COST: SPU aby3 mul_aa/and_bb/mmul_aa: 1 round, 8·(elements) on each link i→i−1 */
-static int reshare(a3 *s, mpc_val *z)
+int a3_reshare(a3 *s, mpc_val *z)
 {
     int i = s->c.party;
-    return x3(s, PREV(i), z->s[0], z->n * 8, NEXT(i), z->s[1], z->n * 8);
+    return a3_x3(s, PREV(i), z->s[0], z->n * 8, NEXT(i), z->s[1], z->n * 8);
 }
 
 /* α_i into buf: arithmetic (F(K_i) − F(K_{i+1})) or boolean (xor). */
@@ -72,7 +63,7 @@ static int zero_share(a3 *s, uint64_t *buf, size_t n, int dom)
     return MS_OK;
 }
 
-static int want(a3 *s, const mpc_val *x, const mpc_val *y, int dom, const char *what)
+int a3_want(a3 *s, const mpc_val *x, const mpc_val *y, int dom, const char *what)
 {
     if (x->dom != dom)
         return mpc_fail(&s->c, MS_ERR_INTERNAL, "aby3 %s: operand has the wrong domain", what);
@@ -95,7 +86,7 @@ static int a_input(eng *e, mpc_val *z, int owner, const uint64_t *plain)
     /* COST: ABY3 §2.2 input: 1 round, 16n from the owner to each of the two others */
     if (i != owner) {
         uint64_t *r = mpc_tmp(&s->c, 0, 2 * n);
-        if (!r || (rc = x3(s, -1, NULL, 0, owner, r, 16 * n)))
+        if (!r || (rc = a3_x3(s, -1, NULL, 0, owner, r, 16 * n)))
             return r ? rc : MS_ERR_NOMEM;
         memcpy(z->s[0], r, n * 8);
         memcpy(z->s[1], r + n, n * 8);
@@ -131,7 +122,7 @@ static int a_open(eng *e, uint64_t *out, const mpc_val *x, int to)
         return MS_ERR_NOMEM;
     /* COST: SPU aby3 a2p: 1 round, 8n on each link i→i−1 (to all); to p: 8n from P_{p+1} */
     int give = to < 0 || NEXT(to) == i, get = to < 0 || to == i;
-    int rc = x3(s, give ? PREV(i) : -1, x->s[1], n * 8, get ? NEXT(i) : -1, r, n * 8);
+    int rc = a3_x3(s, give ? PREV(i) : -1, x->s[1], n * 8, get ? NEXT(i) : -1, r, n * 8);
     if (rc || !get)
         return rc;
     for (size_t k = 0; k < n; k++)
@@ -153,7 +144,7 @@ static int a_open_bit(eng *e, uint64_t *out, const mpc_val *x)
     for (size_t k = 0; k < n; k++)
         b[k] = (uint8_t)(x->s[1][k] & 1);
     /* COST: SPU aby3 b2p of a bit: 1 round, n on each link i→i−1 */
-    int rc = x3(s, PREV(i), b, n, NEXT(i), b + n, n);
+    int rc = a3_x3(s, PREV(i), b, n, NEXT(i), b + n, n);
     for (size_t k = 0; !rc && out && k < n; k++)
         out[k] = (x->s[0][k] ^ x->s[1][k] ^ b[n + k]) & 1;
     return rc;
@@ -189,14 +180,14 @@ static int prod(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, int kind
     size_t n = x->n;
     int dom = kind == PROD_AND ? DOM_BOOL : DOM_ARITH;
     uint64_t *al = mpc_tmp(&s->c, 1, n);
-    int rc = want(s, x, y, dom, what[kind]);
+    int rc = a3_want(s, x, y, dom, what[kind]);
     if (rc || !al || (rc = zero_share(s, al, n, dom)))
         return rc ? rc : MS_ERR_NOMEM;
     prod_local(al, x, y, kind);
     if ((rc = mpc_ensure(&s->c, z, n, dom)))
         return rc;
     memcpy(z->s[0], al, n * 8);
-    return reshare(s, z);
+    return a3_reshare(s, z);
 }
 
 static int a_mul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
@@ -244,7 +235,7 @@ static int a_matmul(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint
     if ((rc = mpc_ensure(&s->c, z, nz, DOM_ARITH)))
         goto out;
     memcpy(z->s[0], Z, nz * 8);
-    rc = reshare(s, z);
+    rc = a3_reshare(s, z);
 out:
     free(Z);
     free(Y01);
@@ -272,7 +263,7 @@ static int trunc_local(a3 *s, mpc_val *z, const mpc_val *x, int bits)
             return rc;
         memcpy(z->s[0], t, n * 8);
         memcpy(z->s[1], r, n * 8);
-        return x3(s, 2, z->s[0], n * 8, -1, NULL, 0);
+        return a3_x3(s, 2, z->s[0], n * 8, -1, NULL, 0);
     }
     if (i == 1) {
         mpc_prg_u64(&s->k0, r, n);
@@ -282,14 +273,14 @@ static int trunc_local(a3 *s, mpc_val *z, const mpc_val *x, int bits)
             return rc;
         memcpy(z->s[0], r, n * 8);
         memcpy(z->s[1], t, n * 8);
-        return x3(s, -1, NULL, 0, -1, NULL, 0);
+        return a3_x3(s, -1, NULL, 0, -1, NULL, 0);
     }
     for (size_t q = 0; q < n; q++)
         t[q] = -mpc_sar(-x->s[0][q], bits);
     if ((rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
         return rc;
     memcpy(z->s[0], t, n * 8);
-    return x3(s, -1, NULL, 0, 0, z->s[1], n * 8);
+    return a3_x3(s, -1, NULL, 0, 0, z->s[1], n * 8);
 }
 
 /* Truncation pair dealt by P2 (trunc: pair; PRIMITIVES.md; SPU aby3 TruncAPr, the masking and
@@ -460,7 +451,7 @@ static int a_eqz_spu(eng *e, mpc_val *z, const mpc_val *x)
 {
     a3 *s = A(e);
     size_t n = x->n;
-    int i = s->c.party, rc = want(s, x, NULL, DOM_ARITH, "eqz");
+    int i = s->c.party, rc = a3_want(s, x, NULL, DOM_ARITH, "eqz");
     uint64_t *m = mpc_tmp(&s->c, 0, 2 * n), *r = mpc_tmp(&s->c, 1, 3 * n);
     uint64_t *c = mpc_tmp(&s->c, 2, n), *f = mpc_tmp(&s->c, 3, n);
     if (rc || !m || !r || !c || !f)
@@ -781,16 +772,16 @@ static int b2a_ppa(eng *e, mpc_val *z, const mpc_val *x)
         goto out;
     for (size_t q = 0; q < n; q++)
         R.s[0][q] = z0[q] ^ z1[q] ^ (i == 1 ? ra0[q] + ra1[q] : 0);
-    if ((rc = reshare(s, &R)) || (rc = ks_add(e, &S, x, &R)))
+    if ((rc = a3_reshare(s, &R)) || (rc = ks_add(e, &S, x, &R)))
         goto out;
     /* the sum's third component to P0 */
-    if ((rc = x3(s, i == 2 ? 0 : -1, S.s[0], 8 * n, i == 0 ? 2 : -1, c, 8 * n)))
+    if ((rc = a3_x3(s, i == 2 ? 0 : -1, S.s[0], 8 * n, i == 0 ? 2 : -1, c, 8 * n)))
         goto out;
     if ((rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
         goto out;
     for (size_t q = 0; q < n; q++)
         z->s[0][q] = i == 0 ? S.s[0][q] ^ S.s[1][q] ^ c[q] : -ra0[q];
-    rc = reshare(s, z);
+    rc = a3_reshare(s, z);
 out:
     e->vt->release(e, &R), e->vt->release(e, &S);
     free(buf);
@@ -802,7 +793,7 @@ out:
 static int a_b2a_word(eng *e, mpc_val *z, const mpc_val *x, int bits)
 {
     a3 *s = A(e);
-    int rc = want(s, x, NULL, DOM_BOOL, "b2a_word");
+    int rc = a3_want(s, x, NULL, DOM_BOOL, "b2a_word");
     if (rc)
         return rc;
     if (bits <= 8)
@@ -837,7 +828,7 @@ static int a_b2a(eng *e, mpc_val *z, const mpc_val *x)
     a3 *s = A(e);
     size_t n = x->n;
     mpc_val b[3] = {{0}}, p = {0};
-    int rc = want(s, x, NULL, DOM_BOOL, "b2a");
+    int rc = a3_want(s, x, NULL, DOM_BOOL, "b2a");
     for (int j = 0; j < 3 && !rc; j++)
         if (!(rc = mpc_l_alloc(e, &b[j], n, DOM_ARITH)))
             bit_component(s, &b[j], x, j);
@@ -871,7 +862,7 @@ static int a_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, ui
     (void)priv;
     uint64_t *al = mpc_tmp(&s->c, 1, n);
     uint8_t *snd = mpc_tmp_bytes(&s->c, 2, B), *rcv = mpc_tmp_bytes(&s->c, 3, B);
-    int rc = want(s, x, y, DOM_BOOL, "and_bits");
+    int rc = a3_want(s, x, y, DOM_BOOL, "and_bits");
     if (rc || !al || !snd || !rcv || (rc = zero_share(s, al, n, DOM_BOOL)))
         return rc ? rc : MS_ERR_NOMEM;
     for (size_t k = 0; k < n; k++)
@@ -883,7 +874,7 @@ static int a_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, ui
         return rc;
     memcpy(z->s[0], al, n * 8);
     int i = s->c.party;
-    if ((rc = x3(s, PREV(i), snd, B, NEXT(i), rcv, B)))
+    if ((rc = a3_x3(s, PREV(i), snd, B, NEXT(i), rcv, B)))
         return rc;
     pos = 0;
     mpc_unpack_bits(z->s[1], n, mask, rcv, &pos);
@@ -912,7 +903,7 @@ static int a_bool_pair(eng *e, mpc_val *a, mpc_val *b, const mpc_val *x, int bit
             b->s[0][q] = b->s[1][q] = 0;
         }
         mpc_pack_bits(buf, &pos, a->s[0], n, m);
-        return x3(s, 2, buf, B, -1, NULL, 0);
+        return a3_x3(s, 2, buf, B, -1, NULL, 0);
     }
     if (i == 1) {
         mpc_prg_u64(&s->k0, a->s[0], n);
@@ -922,9 +913,9 @@ static int a_bool_pair(eng *e, mpc_val *a, mpc_val *b, const mpc_val *x, int bit
             b->s[0][q] = 0;
             b->s[1][q] = x->s[1][q] & m;
         }
-        return x3(s, -1, NULL, 0, -1, NULL, 0);
+        return a3_x3(s, -1, NULL, 0, -1, NULL, 0);
     }
-    if ((rc = x3(s, -1, NULL, 0, 0, buf, B)))
+    if ((rc = a3_x3(s, -1, NULL, 0, 0, buf, B)))
         return rc;
     mpc_unpack_bits(a->s[1], n, m, buf, &pos);
     for (size_t q = 0; q < n; q++) {
@@ -947,7 +938,7 @@ static int a_b2a_bit(eng *e, mpc_val *z, const mpc_val *x)
     a3 *s = A(e);
     size_t n = x->n, B = mpc_packed_bytes(n, 1), pos = 0;
     int i = s->c.party;
-    int rc = want(s, x, NULL, DOM_BOOL, "b2a_bit");
+    int rc = a3_want(s, x, NULL, DOM_BOOL, "b2a_bit");
     uint64_t *rho = mpc_tmp(&s->c, 0, n), *ar = mpc_tmp(&s->c, 1, n), *cw = mpc_tmp(&s->c, 2, n);
     uint8_t *snd = mpc_tmp_bytes(&s->c, 3, B), *rcv = mpc_tmp_bytes(&s->c, 4, B);
     if (rc || !rho || !ar || !cw || !snd || !rcv)
@@ -1021,169 +1012,6 @@ static int a_bool_components(eng *e, mpc_val comps[3], int *nc, const mpc_val *x
     return MS_OK;
 }
 
-/* Shuffle (eng.h), eprint 2019/695 Algorithm 9 as SPU aby3 PermAM: π = π2∘π1∘π0, π_j drawn from
- * key K_j (held by P_j and P_{j−1}: π0 by P0, P2; π1 by P0, P1; π2 by P1, P2). P0 and P2 split
- * π0(x) as P0's π0(x0 + x1) − a and P2's γ = π0(x2) + a (a from K_0), γ to P1; P0 and P1 apply
- * π1 with mask b (K_1), P0's δ = π1(π0(x0+x1) − a) − b to P2; P1 and P2 apply π2 and reshare
- * 2-out-of-3: y0 = r0 (K_0), y1 = r1 (K_1), y2 = (β1 − r1) + (β2 − r0) exchanged by P1, P2.
- * Draws: K_0: π0, a, r0; K_1: π1, b, r1; K_2: π2. */
-
-/* One shuffle's vectors: n elements in parts of M, permuted in runs of seg; w and w2 the seeds
- * of this party's two permutations (P0: π0, π1; P1: π2, π1; P2: π0, π2), m0 = a, t = b (kept
- * until used), r0, r1 the reshare's masks, u and v the messages. */
-typedef struct shuf {
-    size_t n, M, seg, parts;
-    uint64_t *buf, *m0, *r0, *r1, *t, *u, *v, *w, *w2;
-    uint32_t *pi;
-} shuf;
-
-static int shuf_alloc(shuf *h, size_t n, size_t M, size_t seg, size_t parts)
-{
-    uint64_t *buf = malloc((6 * n + 2 * M + 1) * sizeof *buf);
-    uint32_t *pi = malloc((M + 1) * sizeof *pi);
-    if (!buf || !pi) {
-        free(buf), free(pi);
-        return MS_ERR_NOMEM;
-    }
-    *h = (shuf){n,
-                M,
-                seg,
-                parts,
-                buf,
-                buf,
-                buf + n,
-                buf + 2 * n,
-                buf + 3 * n,
-                buf + 4 * n,
-                buf + 5 * n,
-                buf + 6 * n,
-                buf + 6 * n + M,
-                pi};
-    return MS_OK;
-}
-
-/* dst = π(src), π the permutation drawn as seed w, applied to every part. */
-static void shuf_perm(shuf *h, uint64_t *dst, const uint64_t *src, const uint64_t *w)
-{
-    mpc_perm_from(h->pi, w, h->M, h->seg);
-    mpc_perm_apply(dst, src, h->pi, h->M, h->parts);
-}
-
-/* Every draw from the keys this party holds (K_i in k0, K_{i+1} in k1), in key order. */
-static void shuf_draw(a3 *s, shuf *h)
-{
-    int i = s->c.party;
-    mpc_prg *K0 = i == 0 ? &s->k0 : i == 2 ? &s->k1 : NULL;
-    mpc_prg *K1 = i == 0 ? &s->k1 : i == 1 ? &s->k0 : NULL;
-    mpc_prg *K2 = i == 1 ? &s->k1 : i == 2 ? &s->k0 : NULL;
-    if (K0) { /* π0, a, r0 */
-        mpc_prg_u64(K0, h->w, h->M);
-        mpc_prg_u64(K0, h->m0, h->n);
-        mpc_prg_u64(K0, h->r0, h->n);
-    }
-    if (K1) { /* π1, b, r1 */
-        mpc_prg_u64(K1, h->w2, h->M);
-        mpc_prg_u64(K1, h->t, h->n); /* b, kept in t until used */
-        mpc_prg_u64(K1, h->r1, h->n);
-    }
-    if (K2 && i == 1)
-        mpc_prg_u64(K2, h->w, h->M); /* P1: π2 (it holds no π0) */
-    if (K2 && i == 2)
-        mpc_prg_u64(K2, h->w2, h->M); /* P2: π2 beside its π0 */
-}
-
-/* P0: round 1 sends P2 δ = π1(π0(x0 + x1) − a) − b; round 2 it only waits. */
-static int shuf_p0(a3 *s, shuf *h, const mpc_val *x)
-{
-    size_t n = h->n;
-    uint64_t *u = h->u, *v = h->v;
-    for (size_t k = 0; k < n; k++)
-        u[k] = x->s[0][k] + x->s[1][k];
-    shuf_perm(h, v, u, h->w);
-    for (size_t k = 0; k < n; k++)
-        v[k] -= h->m0[k];
-    shuf_perm(h, u, v, h->w2);
-    for (size_t k = 0; k < n; k++)
-        u[k] -= h->t[k]; /* δ */
-    int rc = x3(s, 2, u, 8 * n, -1, NULL, 0);
-    return rc ? rc : x3(s, -1, NULL, 0, -1, NULL, 0);
-}
-
-/* P1: round 1 receives γ from P2; round 2 sends P2 β1 − r1 = π2(π1(γ) + b) − r1 and receives
- * β2 − r0 into v. */
-static int shuf_p1(a3 *s, shuf *h)
-{
-    size_t n = h->n;
-    uint64_t *u = h->u, *v = h->v;
-    int rc = x3(s, -1, NULL, 0, 2, u, 8 * n); /* γ */
-    if (rc)
-        return rc;
-    shuf_perm(h, v, u, h->w2);
-    for (size_t k = 0; k < n; k++)
-        v[k] += h->t[k];      /* π1(γ) + b */
-    shuf_perm(h, u, v, h->w); /* β1 */
-    for (size_t k = 0; k < n; k++)
-        u[k] -= h->r1[k];
-    return x3(s, 2, u, 8 * n, 2, v, 8 * n);
-}
-
-/* P2: round 1 sends P1 γ = π0(x2) + a and receives δ; round 2 sends P1 β2 − r0 = π2(δ) − r0
- * and receives β1 − r1 into v. */
-static int shuf_p2(a3 *s, shuf *h, const mpc_val *x)
-{
-    size_t n = h->n;
-    uint64_t *u = h->u, *v = h->v;
-    shuf_perm(h, u, x->s[0], h->w);
-    for (size_t k = 0; k < n; k++)
-        u[k] += h->m0[k];                     /* γ */
-    int rc = x3(s, 1, u, 8 * n, 0, v, 8 * n); /* δ into v */
-    if (rc)
-        return rc;
-    shuf_perm(h, u, v, h->w2); /* β2 */
-    for (size_t k = 0; k < n; k++)
-        u[k] -= h->r0[k];
-    return x3(s, 1, u, 8 * n, 1, v, 8 * n);
-}
-
-/* Party i's two components of the result: y_i and y_{i+1} (y2 = u + v at P1 and P2). */
-static void shuf_result(const shuf *h, int i, mpc_val *z)
-{
-    size_t n = h->n;
-    if (i == 0) {
-        memcpy(z->s[0], h->r0, n * 8);
-        memcpy(z->s[1], h->r1, n * 8);
-    } else if (i == 1) {
-        memcpy(z->s[0], h->r1, n * 8);
-        for (size_t k = 0; k < n; k++)
-            z->s[1][k] = h->u[k] + h->v[k];
-    } else {
-        for (size_t k = 0; k < n; k++)
-            z->s[0][k] = h->u[k] + h->v[k];
-        memcpy(z->s[1], h->r0, n * 8);
-    }
-}
-
-static int a_shuffle(eng *e, mpc_val *z, const mpc_val *x, size_t seg, size_t parts)
-{
-    a3 *s = A(e);
-    size_t n = x->n, M = parts ? n / parts : 0;
-    int i = s->c.party;
-    if (!seg || !parts || M * parts != n || M % seg)
-        return mpc_fail(&s->c, MS_ERR_INTERNAL,
-                        "aby3 shuffle: %zu elements in %zu parts of runs of %zu", n, parts, seg);
-    shuf h;
-    int rc = want(s, x, NULL, DOM_ARITH, "shuffle");
-    if (rc || (rc = shuf_alloc(&h, n, M, seg, parts)))
-        return rc;
-    shuf_draw(s, &h);
-    /* COST: round 1: P0 → P2 δ, P2 → P1 γ (8n each); round 2: P1 ↔ P2 (8n each way) */
-    rc = i == 0 ? shuf_p0(s, &h, x) : i == 1 ? shuf_p1(s, &h) : shuf_p2(s, &h, x);
-    if (!rc && !(rc = mpc_ensure(&s->c, z, n, DOM_ARITH)))
-        shuf_result(&h, i, z);
-    free(h.buf), free(h.pi);
-    return rc;
-}
-
 static int a_sync_public(eng *e, uint64_t *v)
 {
     a3 *s = A(e); /* no dealer: every party derives it */
@@ -1216,7 +1044,7 @@ static const eng_vt aby3_vt = {
     .b2a_word = a_b2a_word,
     .eqz_spu = a_eqz_spu,
     .open_bit = a_open_bit,
-    .shuffle = a_shuffle,
+    .shuffle = a3_shuffle,
     .sync_public = a_sync_public,
 };
 
