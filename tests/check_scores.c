@@ -195,8 +195,42 @@ START_TEST(test_scores_cli)
     ck_assert_int_eq(th_runl(NULL, out, err, "validate", "--model", "stories260K", "--accuracy",
                              "20", "--policy", "h2o", "--set", "gather=scores", NULL),
                      2);
-    ck_assert_msg(strstr(th_text(err), "gather: scores is costed, not run on shares"), "%s",
-                  th_text(err));
+    ck_assert_msg(strstr(th_text(err), "gather: scores with a selection on shares is costed, not "
+                                       "run on shares yet"),
+                  "%s", th_text(err));
+    ck_assert_int_eq(th_count(th_text(out), "selected on shares"), 0); /* refused before a node */
+}
+END_TEST
+
+/* The backend under gather: scores where no selection runs on shares (a kept set that is a
+ * public function of positions, laid out by public indices): no secret row gather to replace,
+ * so the session runs, every op as predicted, with the rows' measured bytes and rounds. */
+START_TEST(test_scores_public_keep)
+{
+    const char *out = testdir_path(&td, "out.txt"), *err = testdir_path(&td, "err.txt");
+    unsigned long long v[2][4];
+    for (int j = 0; j < 2; j++) {
+        ck_assert_int_eq(th_runl(NULL, out, err, "validate", "--model", "stories260K", "--accuracy",
+                                 "20", "--protocol", "aby3", "--policy", "streamingllm", "--set",
+                                 j ? "gather=scores" : "gather=rows", NULL),
+                         0);
+        const char *t = th_text(out);
+        ck_assert_msg(strstr(t, "bytes and rounds of every op of the 5 steps equal the prediction: "
+                                "yes"),
+                      "%s", t);
+        const char *k = strstr(t, "measured online: ");
+        ck_assert_ptr_nonnull(k);
+        double sec;
+        unsigned steps;
+        ck_assert_int_eq(sscanf(k,
+                                "measured online: prompt %llu bytes, %llu rounds, %lf s; %u "
+                                "decode steps %llu bytes, %llu rounds",
+                                &v[j][0], &v[j][1], &sec, &steps, &v[j][2], &v[j][3]),
+                         6);
+        ck_assert_uint_eq(steps, 4);
+    }
+    for (int i = 0; i < 4; i++)
+        ck_assert_uint_eq(v[1][i], v[0][i]);
 }
 END_TEST
 
@@ -206,6 +240,6 @@ Suite *scores_suite(void)
     TCase *tc = th_case(s, "gather", 0);
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_scores_formula, test_scores_leaves_others, test_scores_option,
-             test_scores_cli);
+             test_scores_cli, test_scores_public_keep);
     return s;
 }

@@ -134,13 +134,27 @@ static int pad_mask(op_program *p, const model_cfg *m, uint32_t l, const uint32_
     return err_set(e, MS_ERR_INTERNAL, "secure inference: layer %u has no attention softmax", l);
 }
 
+/* gather: scores replaces a decode step's secret row gather (models/lower.c). A session with no
+ * selection on shares (the full cache, or kept sets replayed in the clear and laid out by public
+ * indices) has no such gather: its program is the rows' one and runs as is. A selection on
+ * shares gathers its rows inside the policy's spliced ops, whose score side the backend does
+ * not build yet: refused, before any node starts. */
+static int scores_refused(const secinf_opts *o, errbuf *e)
+{
+    if (strcmp(o->cfg.gather, "scores") || !o->spol.ops)
+        return MS_OK;
+    return err_set(e, MS_ERR_INPUT,
+                   "secure inference: gather: scores with a selection on shares is costed, not "
+                   "run on shares yet (the backend runs gather: rows for it; without a selection "
+                   "on shares both gathers are the same program)");
+}
+
 int secinf_step_program(const secinf_opts *o, uint32_t s, op_program *p, errbuf *e)
 {
     const model_cfg *m = o->model;
-    if (!strcmp(o->cfg.gather, "scores"))
-        return err_set(e, MS_ERR_INPUT,
-                       "secure inference: gather: scores is costed, not run on shares yet (the "
-                       "backend runs gather: rows)");
+    int refused = scores_refused(o, e);
+    if (refused)
+        return refused;
     lower_opts lo;
     lower_opts_default(&lo);
     step_shape(o, s, &lo.n_tokens, &lo.kv_len);
@@ -530,10 +544,9 @@ static int parse_node(secinf_result *r, const mpc_node_result *nr, uint32_t node
 int secinf_prepare(const secinf_opts *o, secinf_result *r, errbuf *e)
 {
     memset(r, 0, sizeof *r);
-    if (!strcmp(o->cfg.gather, "scores")) /* before any node starts (secinf_step_program) */
-        return err_set(e, MS_ERR_INPUT,
-                       "secure inference: gather: scores is costed, not run on shares yet (the "
-                       "backend runs gather: rows)");
+    int refused = scores_refused(o, e); /* before any node starts (secinf_step_program) */
+    if (refused)
+        return refused;
     if (!o->n_tokens || !o->prefill || o->prefill > o->n_tokens)
         return err_set(e, MS_ERR_INPUT, "secure inference: prefill %u of %u tokens", o->prefill,
                        o->n_tokens);
