@@ -390,21 +390,28 @@ static void head(lw *w, uint32_t x)
  * (a secret one-hot times a table of units of rows 2·head_dim (+ extra) wide, batch the layer's
  * KV heads, inside a layer) and notes them per layer for attend_scores. Other gathers (a
  * compaction batched over the layers or over every KV head at once, a weight gather) stay. */
+uint32_t lower_score_gather_width(const model_cfg *m, uint32_t n_seqs, const op *o)
+{
+    uint32_t d2 = 2 * m->head_dim, B = n_seqs * m->n_kv_heads;
+    /* rows 2d + 1 wide (a carried column) first: units of 2d + 1 rows are no row width */
+    uint32_t wd = o->n % (d2 + 1) == 0 ? d2 + 1 : o->n % d2 == 0 ? d2 : 0;
+    int row_gather = o->kind == OP_GATHER && o->cat == OPC_POLICY && o->phase == PHASE_DECODE &&
+                     !(o->flags & (OPF_FIXED_B | OPF_PUBLIC_B)) && o->layer >= 0 &&
+                     (uint32_t)o->layer < m->n_layers && o->batch == B;
+    return row_gather ? wd : 0;
+}
+
 static int score_sides(lw *w, op_program *prog)
 {
     const model_cfg *m = w->m;
-    uint32_t d2 = 2 * m->head_dim, B = w->o->n_seqs * m->n_kv_heads;
+    uint32_t d2 = 2 * m->head_dim;
     if (!(w->sside = calloc(m->n_layers, sizeof *w->sside)))
         return -1;
     size_t keep = 0;
     for (size_t i = 0; i < prog->n_ops; i++) {
         op *o = &prog->ops[i];
-        /* rows 2d + 1 wide (a carried column) first: units of 2d + 1 rows are no row width */
-        uint32_t wd = o->n % (d2 + 1) == 0 ? d2 + 1 : o->n % d2 == 0 ? d2 : 0;
-        int row_gather = o->kind == OP_GATHER && o->cat == OPC_POLICY && o->phase == PHASE_DECODE &&
-                         !(o->flags & (OPF_FIXED_B | OPF_PUBLIC_B)) && o->layer >= 0 &&
-                         (uint32_t)o->layer < m->n_layers && o->batch == B && wd;
-        if (row_gather && !w->sside[o->layer].b) {
+        uint32_t wd = lower_score_gather_width(m, w->o->n_seqs, o);
+        if (wd && !w->sside[o->layer].b) {
             w->sside[o->layer] = (score_side){o->batch, o->m, o->k, o->n / wd, wd - d2, o->in[0]};
             continue;
         }

@@ -54,4 +54,9 @@ void lower_opts_default(lower_opts *o);
  * model_params() ("L3.wq", "tok_emb", …) so the backend binds weights by name. */
 int lower_step(const model_cfg *m, const lower_opts *o, op_program *prog, errbuf *e);
 
+/* The row width (2d + 1 or 2d) of a gather that gather: scores replaces (a decode step's secret
+ * one-hot over units of cached [K | V] rows inside a layer, batched over its n_seqs · n_kv_heads
+ * KV heads); 0 for any other op. */
+uint32_t lower_score_gather_width(const model_cfg *m, uint32_t n_seqs, const op *o);
+
 #endif

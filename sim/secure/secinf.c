@@ -134,27 +134,34 @@ static int pad_mask(op_program *p, const model_cfg *m, uint32_t l, const uint32_
     return err_set(e, MS_ERR_INTERNAL, "secure inference: layer %u has no attention softmax", l);
 }
 
-/* gather: scores replaces a decode step's secret row gather (models/lower.c). A session with no
- * selection on shares (the full cache, or kept sets replayed in the clear and laid out by public
- * indices) has no such gather: its program is the rows' one and runs as is. A selection on
- * shares gathers its rows inside the policy's spliced ops, whose score side the backend does
- * not build yet: refused, before any node starts. */
-static int scores_refused(const secinf_opts *o, errbuf *e)
+/* gather: scores replaces a decode step's secret row gather of a policy inside a layer
+ * (models/lower.c, lower_score_gather_width). A session with no selection on shares (the full
+ * cache, or kept sets laid out by public indices) or whose selection has no such gather (one
+ * that evicts for good: its compaction stays, as in the simulator) runs the rows' program,
+ * which is then the scores' one. A selection on shares that gathers rows per step does so in
+ * the policy's spliced ops, whose score side the backend does not build yet: refused. */
+static int scores_refused(const secinf_opts *o, const op_program *p, errbuf *e)
 {
     if (strcmp(o->cfg.gather, "scores") || !o->spol.ops)
         return MS_OK;
-    return err_set(e, MS_ERR_INPUT,
-                   "secure inference: gather: scores with a selection on shares is costed, not "
-                   "run on shares yet (the backend runs gather: rows for it; without a selection "
-                   "on shares both gathers are the same program)");
+    for (size_t i = 0; p && i < p->n_ops; i++)
+        if (lower_score_gather_width(o->model, 1, &p->ops[i]))
+            return err_set(e, MS_ERR_INPUT,
+                           "secure inference: gather: scores with a selection on shares that "
+                           "gathers rows per step (layer %d, %s) is costed, not run on shares yet "
+                           "(the backend runs gather: rows for it)",
+                           p->ops[i].layer, p->tens[p->ops[i].out].name);
+    if (!p) /* kept counts revealed while the session runs: its programs are not known before */
+        return err_set(e, MS_ERR_INPUT,
+                       "secure inference: gather: scores with a selection on shares whose programs "
+                       "depend on values revealed while it runs is costed, not run on shares yet "
+                       "(the backend runs gather: rows for it)");
+    return MS_OK;
 }
 
 int secinf_step_program(const secinf_opts *o, uint32_t s, op_program *p, errbuf *e)
 {
     const model_cfg *m = o->model;
-    int refused = scores_refused(o, e);
-    if (refused)
-        return refused;
     lower_opts lo;
     lower_opts_default(&lo);
     step_shape(o, s, &lo.n_tokens, &lo.kv_len);
@@ -188,7 +195,7 @@ int secinf_step_program(const secinf_opts *o, uint32_t s, op_program *p, errbuf 
         rc = o->spol.ops->emit(o->spol.cfg, &pub, &st, p, e);
     }
     free(kept);
-    return rc;
+    return rc ? rc : scores_refused(o, p, e);
 }
 
 /* ---- one node -------------------------------------------------------------------------------- */
@@ -541,12 +548,26 @@ static int parse_node(secinf_result *r, const mpc_node_result *nr, uint32_t node
     return MS_OK;
 }
 
+/* gather: scores: every decode step's program checked (scores_refused) before a node starts. */
+static int scores_steps(const secinf_opts *o, uint32_t n_steps, errbuf *e)
+{
+    if (strcmp(o->cfg.gather, "scores") || !o->spol.ops)
+        return MS_OK;
+    size_t n_rev = 0;
+    if (o->spol.ops->revealed && o->spol.ops->revealed(o->spol.cfg, &n_rev) && n_rev)
+        return scores_refused(o, NULL, e);
+    op_program p;
+    op_program_init(&p);
+    int rc = MS_OK;
+    for (uint32_t s = 1; !rc && s < n_steps; s++)
+        rc = secinf_step_program(o, s, &p, e);
+    op_program_free(&p);
+    return rc;
+}
+
 int secinf_prepare(const secinf_opts *o, secinf_result *r, errbuf *e)
 {
     memset(r, 0, sizeof *r);
-    int refused = scores_refused(o, e); /* before any node starts (secinf_step_program) */
-    if (refused)
-        return refused;
     if (!o->n_tokens || !o->prefill || o->prefill > o->n_tokens)
         return err_set(e, MS_ERR_INPUT, "secure inference: prefill %u of %u tokens", o->prefill,
                        o->n_tokens);
@@ -569,6 +590,9 @@ int secinf_prepare(const secinf_opts *o, secinf_result *r, errbuf *e)
         return err_set(e, MS_ERR_INPUT, "secure inference: %u heads over %u KV heads",
                        o->model->n_heads, o->model->n_kv_heads);
     r->n_steps = secinf_n_steps(o);
+    int refused = scores_steps(o, r->n_steps, e); /* before any node starts */
+    if (refused)
+        return refused;
     r->n_parties = (uint32_t)pr->n_parties;
     if (o->spol.ops && o->spol.ops->revealed) /* the caller's: the predictor reads them */
         r->revealed = o->spol.ops->revealed(o->spol.cfg, &r->n_revealed);
