@@ -86,8 +86,8 @@ START_TEST(test_empty_panels_dropped)
 END_TEST
 
 /* snapkv and streamingllm at the same cost, quest within 1 % of mpcache, h2o 30 % apart: the
- * later of each coinciding pair is a larger hollow ring of its shape named in the legend; h2o and
- * the earlier ones are filled and unchanged. */
+ * later of each coinciding pair is a larger hollow ring of its shape named in the legend; h2o, the
+ * earlier ones and a configuration with only some points on another's are filled and unchanged. */
 START_TEST(test_coinciding_series)
 {
     static relplot P;
@@ -107,7 +107,19 @@ START_TEST(test_coinciding_series)
             rp_add(&P, 0, 0, h, sty[f][b], 0.1 * (b + 1), 1e6 * scale[f] * (b + 1));
         }
     }
+    /* a configuration with one of its two points on snapkv's: not on it */
+    int hp = rp_index(&P, 'h', "pyramidkv", 0), sp = rp_index(&P, 's', "pyramidkv", hp);
+    rp_add(&P, 0, 0, hp, sp, 0.1, 1e6);
+    rp_add(&P, 0, 0, hp, sp, 0.3, 5e6);
     char *buf = script_of(&P);
+    int ptp;
+    double psp;
+    char pname[64];
+    snprintf(pname, sizeof pname, "$s0_0_%d using 1:2 with points", sp);
+    marker_of(buf, pname, &ptp, &psp);
+    ck_assert_int_eq(ptp, 7);
+    ck_assert_double_eq_tol(psp, 1.3, 1e-9);
+    ck_assert_ptr_nonnull(strstr(buf, "title \"pyramidkv\""));
     int pt[5][2];
     double ps[5][2];
     for (int f = 0; f < 5; f++)

@@ -219,6 +219,8 @@ static int style_marker(const relplot *p, int s)
 
 static const char *hue_colour(int h) { return palette[h % N_COLOURS]; }
 static int hue_dash(int h) { return 1 + (h / N_COLOURS) % 4; }
+/* A line's dash type: its hue's, or dashed when it lies on another line. */
+static int dash(int h, int on) { return on ? (hue_dash(h) == 2 ? 4 : 2) : hue_dash(h); }
 
 /* The lowest and highest x (col < 0), or y of panel (row, col): each panel has its own y
  * axis (rows are usually networks or protocols, whose costs differ by orders of magnitude). */
@@ -278,8 +280,8 @@ static panel_ax panel_axes(const relplot *p, int r, int c, axis_use xall)
     return a;
 }
 
-/* Whether a and b fall within 2 % of an axis over [lo, hi] of each other (where a marker of the
- * size drawn covers the other), on its scale; or are equal. */
+/* Whether a and b fall within 2 % of an axis over [lo, hi] of each other (a marker is about 3.5 %
+ * wide: they mostly cover each other), on its scale; or are equal. */
 static int near(double a, double b, double lo, double hi, int log, int zero)
 {
     if (fabs(a - b) <= 1e-9 * fmax(fabs(a), fabs(b)))
@@ -290,33 +292,52 @@ static int near(double a, double b, double lo, double hi, int log, int zero)
     return hi > from && fabs(a - b) <= 0.02 * (hi - from);
 }
 
-/* The configurations whose points lie on those of an earlier one of another family: over[s] is
- * the first it lies on (-1 for none), depth[s] how many rings it draws outside the filled
- * marker (one more than the deepest it lies on). */
-static void overlays(const relplot *p, panel_ax ax[RP_MAX_FACETS][RP_MAX_FACETS], int *over,
-                     int *depth)
+/* Whether every point of style s in panel (r, c) lies on a point of style t there (and s has
+ * one). */
+static int lies_on(const relplot *p, const panel_ax *a, int r, int c, int s, int t)
+{
+    const rp_axis *xa = p->x_per_col ? &p->xc[c] : &p->x, *ya = &p->y[p->y_per_col ? c : 0];
+    int n = 0;
+    for (int i = 0; i < p->n; i++) {
+        const rp_point *q = &p->pt[i];
+        if (!in_block(q, 's', r, c, s, -1))
+            continue;
+        int hit = 0;
+        for (int j = 0; j < p->n && !hit; j++) {
+            const rp_point *o = &p->pt[j];
+            hit = in_block(o, 's', r, c, t, -1) &&
+                  near(q->x, o->x, a->xlo, a->xhi, a->x.log, xa->zero) &&
+                  near(q->y, o->y, a->ylo, a->yhi, a->y.log, ya->zero);
+        }
+        if (!hit)
+            return 0;
+        n++;
+    }
+    return n > 0;
+}
+
+/* The configurations whose points in a panel all lie on those of an earlier one of another
+ * family: over[s] is the first it lies on (-1 for none), depth[s] how many rings it draws
+ * outside the filled marker (one more than the deepest it lies on, at most MAX_DEPTH). */
+enum { MAX_DEPTH = 2 };
+static void overlays(const relplot *p, panel_ax ax[RP_MAX_FACETS][RP_MAX_FACETS], int nrow,
+                     int ncol, int *over, int *depth)
 {
     for (int s = 0; s < p->nstyle; s++) {
         over[s] = -1, depth[s] = 0;
-        for (int i = 0; i < p->n; i++) {
-            const rp_point *q = &p->pt[i];
-            if (q->style != s || !isfinite(q->x) || !isfinite(q->y))
+        for (int t = 0; t < s; t++) {
+            if (p->style_hue[t] == p->style_hue[s])
                 continue;
-            const panel_ax *a = &ax[q->row][q->col];
-            const rp_axis *xa = p->x_per_col ? &p->xc[q->col] : &p->x,
-                          *ya = &p->y[p->y_per_col ? q->col : 0];
-            for (int j = 0; j < p->n; j++) {
-                const rp_point *o = &p->pt[j];
-                if (o->style >= s || o->hue == q->hue || o->row != q->row || o->col != q->col ||
-                    !isfinite(o->x) || !isfinite(o->y) ||
-                    !near(q->x, o->x, a->xlo, a->xhi, a->x.log, xa->zero) ||
-                    !near(q->y, o->y, a->ylo, a->yhi, a->y.log, ya->zero))
-                    continue;
-                if (over[s] < 0)
-                    over[s] = o->style;
-                if (depth[s] < depth[o->style] + 1)
-                    depth[s] = depth[o->style] + 1;
-            }
+            int on = 0;
+            for (int r = 0; r < nrow && !on; r++)
+                for (int c = 0; c < ncol && !on; c++)
+                    on = lies_on(p, &ax[r][c], r, c, s, t);
+            if (!on)
+                continue;
+            if (over[s] < 0)
+                over[s] = t;
+            if (depth[s] < depth[t] + 1)
+                depth[s] = depth[t] + 1 < MAX_DEPTH ? depth[t] + 1 : MAX_DEPTH;
         }
     }
 }
@@ -353,8 +374,12 @@ int rp_write(const relplot *p, FILE *f, const char *term, const char *outfile,
         rowpos[r] = k ? gr++ : -1;
         gc = k > gc ? k : gc;
     }
-    int over[RP_MAX_STYLES], depth[RP_MAX_STYLES], hue_over[RP_MAX_HUES] = {0}, rings = 0;
-    overlays(p, ax, over, depth);
+    /* a family's line dashed when all its configurations lie on others' (it is hidden), a
+     * configuration's own line when it does */
+    int over[RP_MAX_STYLES], depth[RP_MAX_STYLES], hue_over[RP_MAX_HUES], rings = 0;
+    for (int h = 0; h < p->nhue; h++)
+        hue_over[h] = 1;
+    overlays(p, ax, nrow, ncol, over, depth);
     char(*legend)[2 * RP_NAME + 8] =
         malloc((size_t)(p->nstyle > 0 ? p->nstyle : 1) * sizeof *legend);
     line_ref *lines = malloc((size_t)(p->nhue + p->nstyle + 1) * (size_t)ngrp * sizeof *lines);
@@ -371,7 +396,7 @@ int rp_write(const relplot *p, FILE *f, const char *term, const char *outfile,
         else
             snprintf(legend[s], sizeof legend[s], "%s", p->style_name[s]);
         longest = strlen(legend[s]) > longest ? strlen(legend[s]) : longest;
-        hue_over[p->style_hue[s]] |= over[s] >= 0;
+        hue_over[p->style_hue[s]] &= over[s] >= 0;
         rings |= over[s] >= 0;
     }
     char sub[sizeof p->subtitle + 80];
@@ -487,7 +512,8 @@ int rp_write(const relplot *p, FILE *f, const char *term, const char *outfile,
                     fputs(k++ ? ", \\\n     " : "", f);
                     block_name(f, lines[l].tag, r, c, lines[l].k, ngrp > 1 ? lines[l].g : -1);
                     fprintf(f, " using 1:2 with lines lc rgb '%s' dt %d lw 1.6 notitle",
-                            hue_colour(h), hue_over[h] ? (hue_dash(h) == 2 ? 4 : 2) : hue_dash(h));
+                            hue_colour(h),
+                            dash(h, lines[l].tag == 'h' ? hue_over[h] : over[lines[l].k] >= 0));
                 }
                 for (int s = 0; s < p->nstyle; s++)
                     if (style_has[s])
@@ -522,8 +548,7 @@ int rp_write(const relplot *p, FILE *f, const char *term, const char *outfile,
         for (int s = 0; s < p->nstyle; s++) {
             int h = p->style_hue[s];
             fprintf(f, "%sNaN with linespoints lc rgb '%s' dt %d lw 1.6 pt %d ps %.1f title ",
-                    s ? ", \\\n     " : "", hue_colour(h),
-                    hue_over[h] ? (hue_dash(h) == 2 ? 4 : 2) : hue_dash(h),
+                    s ? ", \\\n     " : "", hue_colour(h), dash(h, hue_over[h] || over[s] >= 0),
                     over[s] >= 0 ? hollow(style_marker(p, s)) : style_marker(p, s),
                     1.2 + 0.5 * depth[s]);
             str(f, legend[s]);

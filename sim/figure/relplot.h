@@ -9,9 +9,10 @@
  *
  * A panel nothing lands in is not drawn: each row keeps its panels with points, left-aligned, and
  * every panel's title names its row and column. A configuration whose markers lie on those of an
- * earlier one of another family (within 2 % of the panel's axes) is drawn with hollow markers of a
- * larger size, ringing the filled ones, its family's line dashed, and its legend entry names the
- * one it lies on: both stay visible.
+ * earlier one of another family in a panel (each within 2 % of the axes) is drawn with hollow
+ * markers of a larger size, ringing the filled ones, and its legend entry
+ * names the one it lies on: both stay visible; its line is dashed (a family's line when all its
+ * configurations lie on others).
  *
  * The caller fills a relplot (rp_add per point), then rp_write writes one self-contained gnuplot
  * script (data inline) that draws it. Nothing here reads a database. */
