@@ -869,11 +869,12 @@ START_TEST(test_plots)
         MPCSIM("plot", "p.db", "-o", "b", "--data", "db", "--by", "model", "--x", "latency_ms"), 0);
     ck_assert_int_eq(gp_panels(tpath("db/latency.gp")), 4);
     expect_gp(tpath("db/latency.gp"), "xlabel", 1, "one-way link latency (ms), log");
-    /* the network is on x: lines by the other value (bandwidth) */
+    /* the network is on x: lines by the other value (bandwidth); snapkv, whose capacity holds
+     * the whole prompt, lies on the full cache at 10 Gbit/s and says so */
     legend_entries(tpath("db/latency.gp"), t, sizeof t);
-    ck_assert_str_eq(t, "full 10 Gbit/s|full 100 Mbit/s|snapkv(capacity=1024) 10 Gbit/s|"
-                        "snapkv(capacity=1024) 100 Mbit/s|snapkv(capacity=4096) 10 Gbit/s|"
-                        "snapkv(capacity=4096) 100 Mbit/s");
+    ck_assert_str_eq(t, "full 10 Gbit/s|full 100 Mbit/s|snapkv(capacity=1024) 10 Gbit/s (on full "
+                        "10 Gbit/s)|snapkv(capacity=1024) 100 Mbit/s|snapkv(capacity=4096) 10 "
+                        "Gbit/s (on full 10 Gbit/s)|snapkv(capacity=4096) 100 Mbit/s");
     static const th_argv usage[] = {
         {"plot", "p.db", "--x", "prompt"},
         {"plot", "p.db", "--by", "modle"},

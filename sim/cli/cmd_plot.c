@@ -52,10 +52,14 @@ static void plot_usage(FILE *f, const cli_cmd *c)
                "A row of panels per model and network; a marker per policy configuration (its\n"
                "label holds the parameters that differ from the defaults), with the protocol,\n"
                "model or network added when they vary and are not panels, coloured by policy\n"
-               "family; other differences are averaged. One legend under the panels; panels of\n"
-               "a fixed size. Axes show s/min/h/d and B/kB/MB/GB/TB as the values need, bytes\n"
-               "and seconds from 0 (log past two decades). --data DIR keeps each figure's\n"
-               "gnuplot script (data inline) to edit and re-plot.\n\n"
+               "family; other differences are averaged (against a measured x, a cost, a family's\n"
+               "line joins its budgets per model and context instead, never across them). Panels\n"
+               "without runs are left out: each row keeps its own, titled with their facets. A\n"
+               "configuration on another family's points is drawn as a larger hollow ring, its\n"
+               "family's line dashed, its legend entry naming the other. One legend under the\n"
+               "panels; panels of a fixed size. Axes show s/min/h/d and B/kB/MB/GB/TB as the\n"
+               "values need, bytes and seconds from 0 (log past two decades). --data DIR keeps\n"
+               "each figure's gnuplot script (data inline) to edit and re-plot.\n\n"
                "options:\n");
     cli_help(c, f);
     fprintf(f, "\n"

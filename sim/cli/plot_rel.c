@@ -307,19 +307,30 @@ int plot_rel(const plot_rel_args *a)
     if ((st = facet_expr("row", rowkeys, rowsql, sizeof rowsql, used)))
         return st;
     varying(h, a->where, have, used, rest, sizeof rest, 0);
+    /* x measured (a cost, say): what else varies (the model, the context) moves a configuration's
+     * points, which are then kept apart, each group its own line, rather than averaged or joined
+     * across models; x a parameter (the budget): they are averaged at each x, as before */
+    char grpsql[1024] = "";
+    int dummy[N_FACET_KEYS] = {0},
+        by_grp = rest[0] && X.metric && metric_def_find(X.name)->kind != MK_POLICY;
+    if (by_grp && (st = facet_expr("row", rest, grpsql, sizeof grpsql, dummy)))
+        return st;
 
     /* the points: per panel, family, configuration and x, the mean of y */
-    int nruns_avg = 0;
+    int nruns_avg = 0, ngrp = 0;
+    enum { MAX_GRPS = 512 };
+    static char grp_name[MAX_GRPS][RP_NAME];
     for (int k = 0; k < ny; k++) {
         char *sql = sqlite3_mprintf(
             "SELECT %s, %s, r.policy, r.policy_label, x, avg(y), count(*), "
-            "count(DISTINCT round(y, 12)) FROM (SELECT r.*, %s AS x, %s AS y FROM runs r WHERE "
-            "r.status = 'ok' %s) r WHERE x IS NOT NULL AND y IS NOT NULL GROUP BY 1, 2, 3, 4, 5 "
+            "count(DISTINCT round(y, 12)), %s FROM (SELECT r.*, %s AS x, %s AS y FROM runs r WHERE "
+            "r.status = 'ok' %s) r WHERE x IS NOT NULL AND y IS NOT NULL GROUP BY 1, 2, 3, 4, 5, 9 "
             "ORDER BY min(r.model), min(r.protocol_label), min(r.latency_ms), "
             "-max(r.bandwidth_mbps), 1, 2, r.policy <> 'full', 3, "
             "(SELECT avg(m.value) FROM metrics m JOIN runs r2 ON r2.id = m.run_id WHERE "
             "r2.policy_label = r.policy_label AND m.name = 'kept_frac'), 4, 5",
-            rowsql[0] ? rowsql : "''", colsql[0] ? colsql : "''", X.sql, Y[k].sql, a->where);
+            rowsql[0] ? rowsql : "''", colsql[0] ? colsql : "''", grpsql[0] ? grpsql : "''", X.sql,
+            Y[k].sql, a->where);
         sqlite3_stmt *s;
         if (!sql || sqlite3_prepare_v2(h, sql, -1, &s, NULL) != SQLITE_OK) {
             cli_error("plot", "%s", sqlite3_errmsg(h));
@@ -336,7 +347,14 @@ int plot_rel(const plot_rel_args *a)
                 rp_index(&P, 'c', nice_label(Y[k].name), 0);
             int hue = rp_index(&P, 'h', (const char *)sqlite3_column_text(s, 2), 0);
             int sty = rp_index(&P, 's', (const char *)sqlite3_column_text(s, 3), hue);
-            rp_add(&P, r, c, hue, sty, sqlite3_column_double(s, 4), sqlite3_column_double(s, 5));
+            const char *gn = (const char *)sqlite3_column_text(s, 8);
+            int g = 0;
+            while (g < ngrp && strcmp(grp_name[g], gn ? gn : ""))
+                g++;
+            if (g == ngrp && ngrp < MAX_GRPS)
+                snprintf(grp_name[ngrp++], sizeof grp_name[0], "%s", gn ? gn : "");
+            rp_add_grp(&P, r, c, hue, sty, g < MAX_GRPS ? g : -1, sqlite3_column_double(s, 4),
+                       sqlite3_column_double(s, 5));
             nruns_avg += sqlite3_column_int(s, 7) > 1;
         }
         sqlite3_finalize(s);
@@ -379,10 +397,12 @@ int plot_rel(const plot_rel_args *a)
     if (is_pareto)
         snprintf(P.title, sizeof P.title, "%s against %s; Pareto front dashed (%s is better)",
                  nice_label(Y[0].name), nice_label(xname), P.pareto_dir > 0 ? "higher" : "lower");
-    snprintf(P.subtitle, sizeof P.subtitle, "%s%s%s%s", a->subtitle,
+    snprintf(P.subtitle, sizeof P.subtitle, "%s%s%s%s%s%s", a->subtitle,
              rest[0] && nruns_avg ? (a->subtitle[0] ? "; averaged over " : "averaged over ") : "",
              rest[0] && nruns_avg ? rest : "",
-             "; colour: policy family, marker: its configuration");
+             by_grp ? "; colour: policy family, marker: its configuration, a line per " : "",
+             by_grp ? rest : "",
+             by_grp ? "" : "; colour: policy family, marker: its configuration");
     if (is_budget)
         snprintf(file, sizeof file, "accuracy-budget");
     else if (is_cost)

@@ -7,6 +7,13 @@
  * stay apart. An axis of bytes or seconds starts at 0 unless its values span more than two decades,
  * where it goes log; every axis is in the unit its largest value reads best in.
  *
+ * A panel nothing lands in is not drawn: each row keeps its panels with points, left-aligned, and
+ * every panel's title names its row and column. A configuration whose markers lie on those of an
+ * earlier one of another family in a panel (each within 2 % of the axes) is drawn with hollow
+ * markers of a larger size, ringing the filled ones, and its legend entry
+ * names the one it lies on: both stay visible; its line is dashed (a family's line when all its
+ * configurations lie on others).
+ *
  * The caller fills a relplot (rp_add per point), then rp_write writes one self-contained gnuplot
  * script (data inline) that draws it. Nothing here reads a database. */
 #ifndef MPCSIM_RELPLOT_H
@@ -29,6 +36,7 @@ typedef struct rp_axis {
 
 typedef struct rp_point {
     int row, col, hue, style;
+    int grp; /* the series within a style: a line joins only points of one group (0 by default) */
     double x, y;
 } rp_point;
 
@@ -55,6 +63,9 @@ typedef struct relplot {
 int rp_index(relplot *p, int which, const char *name, int hue);
 /* Adds a point; 0, or -1 past RP_MAX_POINTS (counted in dropped). */
 int rp_add(relplot *p, int row, int col, int hue, int style, double x, double y);
+/* The same, in group grp (>= 0): points of one configuration that differ in something else than
+ * x (the model, say) are in different groups, and no line joins points of different groups. */
+int rp_add_grp(relplot *p, int row, int col, int hue, int style, int grp, double x, double y);
 /* The script drawing p with gnuplot's terminal term (pngcairo, png, svg, pdfcairo) to outfile;
  * str writes a string as a gnuplot string literal (the caller's quoting). 0, or -1 on a write
  * error. */
