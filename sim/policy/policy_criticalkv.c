@@ -174,18 +174,50 @@ static int ckv_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const 
     uint32_t k1 = (uint32_t)(s->capacity * s->fsr);
     policy_emitter pe;
     opb_init(&pe, prog, phase, (int)layer, OPC_POLICY, NULL);
-    uint32_t base = snap_core_emit(&s->core, &pe, Hkv);
-    /* COST: V_j·W_o^h for every prompt token and head: a T×d by d×D matmul per head with the
-     * server's fixed W_o (§1.9 "as expensive as one o_proj over the whole prompt") */
+    uint32_t w = s->core.window, n = P - w, G = H / Hkv;
+    uint32_t base = snap_core_emit(&s->core, &pe, Hkv); /* (Hkv, 1, n) */
+    /* COST: the window padded with max(base) + 1 so stage 1 keeps it (kvpress snapkv_press.py
+     * in FFY0/AdaKV@criticalkv): a row max per KV head, local adds and views */
+    uint32_t mx = policy_emit(&pe, OP_MAX, Hkv, 1, 0, n, base, OP_NONE, 0, 0, 0, "ckv.max");
+    uint32_t mx1 = policy_emit(&pe, OP_ADD_PUB, 1, Hkv, 0, 1, mx, OP_NONE, 0, 0, 1.0, "ckv.max1");
+    uint32_t pad = opb_matmul_pub(&pe, mx1, opb_shared(&pe, "ckv.pad_ones", OPT_PUBLIC, 1, 1, w),
+                                  Hkv, 1, w, opb_tensor(&pe, "ckv.pad", OPT_TEMP, Hkv, 1, w));
+    uint32_t bt = opb_tensor(&pe, "ckv.base_t", OPT_TEMP, Hkv, P, 1);
+    opb_put(&pe, opb_transpose(&pe, base, Hkv, 1, n, "ckv.base_c"), bt, Hkv, 0, n, 1);
+    opb_put(&pe, opb_transpose(&pe, pad, Hkv, 1, w, "ckv.pad_c"), bt, Hkv, n, w, 1);
+    uint32_t bp = opb_transpose(&pe, bt, Hkv, P, 1, "ckv.base_p"); /* (Hkv, 1, P) */
+    /* COST: y = V_j·W_o^h for every prompt token and head: a T×d by d×D matmul per head with
+     * the server's fixed W_o (§1.9 "as expensive as one o_proj over the whole prompt") */
     uint32_t y =
         policy_emit(&pe, OP_MATMUL, H, P, d, D, OP_NONE, OP_NONE, OPF_FIXED_B, 0, 0, "ckv.vwo");
-    /* COST: |y| = y·(1 - 2[y < 0]): T·D sign tests and products per head, local sums (§1.12) */
+    /* COST: |y| = y − 2·y·[y < 0]: T·D sign tests and secret products per head, the rest local
+     * (§1.12) */
     uint32_t sg = policy_emit(&pe, OP_LT, H, P, 0, D, y, OP_NONE, OPF_PUBLIC_B, 0, 0, "ckv.sign");
-    uint32_t ab = policy_emit(&pe, OP_MUL, H, P, 0, D, y, sg, 0, 0, 0, "ckv.abs");
-    /* COST: (base + eps)·proj per key: one secret product per key and KV head */
-    uint32_t sc = policy_emit(&pe, OP_MUL, Hkv, 1, 0, P, base, ab, 0, 0, 0, "ckv.score");
-    if (k1 > 0)
-        policy_emit(&pe, OP_TOPK, Hkv, 1, 0, P, base, OP_NONE, 0, (int32_t)k1, 0, "ckv.topk1");
+    uint32_t neg = policy_emit(&pe, OP_MUL, H, P, 0, D, y, sg, OPF_NO_TRUNC, 0, 0, "ckv.neg");
+    uint32_t neg2 =
+        policy_emit(&pe, OP_MUL_PUB, H, P, 0, D, neg, OP_NONE, OPF_NO_TRUNC, 0, 2.0, "ckv.neg2");
+    uint32_t ab = policy_emit(&pe, OP_SUB, H, P, 0, D, y, neg2, 0, 0, 0, "ckv.abs");
+    /* COST: ‖·‖₁ over D and the sum over the G query heads of a KV head: local; the group mean's
+     * 1/G is left out (a positive factor of every score of the KV head: the same top-k) */
+    uint32_t l1 = opb_matmul_pub(&pe, ab, opb_shared(&pe, "ckv.l1_ones", OPT_PUBLIC, 1, D, 1),
+                                 H * P, D, 1, opb_tensor(&pe, "ckv.l1", OPT_TEMP, H, P, 1));
+    uint32_t proj = opb_colsum(&pe, l1, Hkv, G, P, "ckv.proj"); /* l1 as (Hkv, G, P): (Hkv, P, 1) */
+    uint32_t pr = opb_transpose(&pe, proj, Hkv, P, 1, "ckv.proj_r");
+    /* COST: (base + eps)·proj per key: a local add and one secret product per key and KV head */
+    uint32_t be =
+        policy_emit(&pe, OP_ADD_PUB, Hkv, 1, 0, P, bp, OP_NONE, 0, 0, s->eps, "ckv.base_eps");
+    uint32_t sc = policy_emit(&pe, OP_MUL, Hkv, 1, 0, P, be, pr, 0, 0, 0, "ckv.score");
+    if (k1 > 0) {
+        /* COST: stage 1 topk(T, k1) on base; its entries' score raised above every other by a
+         * public bound (score + big·[j ∈ S1]): the one-hot's column sums and adds, local */
+        uint32_t oh1 =
+            policy_emit(&pe, OP_TOPK, Hkv, 1, 0, P, bp, OP_NONE, 0, (int32_t)k1, 0, "ckv.topk1");
+        uint32_t s1 = opb_colsum(&pe, oh1, Hkv, k1, P, "ckv.s1");
+        uint32_t s1r = opb_transpose(&pe, s1, Hkv, P, 1, "ckv.s1_r");
+        uint32_t big = policy_emit(&pe, OP_MUL_PUB, Hkv, 1, 0, P, s1r, OP_NONE, OPF_NO_TRUNC, 0,
+                                   (double)(1u << 20), "ckv.s1_big");
+        sc = policy_emit(&pe, OP_ADD, Hkv, 1, 0, P, sc, big, 0, 0, 0, "ckv.score_s1");
+    }
     /* COST: stage 2 topk(T, B) and the gather of the kept K|V rows */
     uint32_t oh = policy_emit(&pe, OP_TOPK, Hkv, 1, 0, P, sc, OP_NONE, 0, (int32_t)s->capacity, 0,
                               "ckv.topk2");
