@@ -22,6 +22,8 @@ typedef struct pcheck_io {
     int has_sel;
     uint32_t sel_t, sel_m, sel_r0, sel_r1, sel_score;
     double sel_tol;
+    int has_bias;
+    uint32_t sel_bias;
 } pcheck_io;
 
 /* The check in progress on this thread, NULL in a run. */
@@ -68,6 +70,14 @@ void pcheck_selection(opb *b, uint32_t rows, uint32_t m, uint32_t r0, uint32_t r
     cur->sel_r1 = r1;
     cur->sel_score = score;
     cur->sel_tol = tol > 0 ? tol : 0;
+}
+
+void pcheck_selection_bias(opb *b, uint32_t bias)
+{
+    if (!cur || bias == OP_NONE || opb_failed(b))
+        return;
+    cur->has_bias = 1;
+    cur->sel_bias = bias;
 }
 
 /* ---- the state carried between programs ------------------------------------------------ */
@@ -213,9 +223,17 @@ static int bind_input(chk *c, int what, const op_tensor *T, uint32_t layer, int 
 }
 
 /* The value of a public tensor of a policy's ops: a column of ones ("ones", "<x>_ones"). */
-static int bind_public(const op_tensor *T, uint64_t *x, size_t n)
+static int bind_public(const op_tensor *T, int frac, uint64_t *x, size_t n)
 {
     size_t len = strlen(T->name);
+    const char *pad = strrchr(T->name, '_');
+    if (pad && !strncmp(pad, "_pad", 4) && pad[4] >= '0' && pad[4] <= '9') {
+        size_t K = strtoul(pad + 4, NULL, 10), per = (size_t)T->rows * (T->cols ? T->cols : 1);
+        uint64_t big = fx_encode(-PCHECK_PAD_BIAS, frac);
+        for (size_t i = 0; i < n; i++)
+            x[i] = per && i % per >= K ? big : 0;
+        return 1;
+    }
     if (len < 4 || strcmp(T->name + len - 4, "ones"))
         return 0;
     for (size_t i = 0; i < n; i++)
@@ -346,7 +364,7 @@ static int run_prog(chk *c, op_program *prog, const pcheck_io *io, int phase, ui
             if (s && s->n == n)
                 memcpy(vals[t].s[0], s->v, n * sizeof *s->v);
         } else if (T->role == OPT_PUBLIC) {
-            if (!bind_public(T, vals[t].s[0], n))
+            if (!bind_public(T, pcheck_frac_bits(), vals[t].s[0], n))
                 stop = !!cant(c, "its public operand %s holds no value the check knows", T->name,
                               layer);
         } else if (T->role == OPT_WEIGHT) {
@@ -490,10 +508,19 @@ int pcheck_emit(const policy_ops *p, void *st, int phase, uint32_t layer, uint32
     io->has_sel = got.has_sel;
     io->sel_t = got.sel_t, io->sel_m = got.sel_m, io->sel_r0 = got.sel_r0;
     io->sel_r1 = got.sel_r1, io->sel_score = got.sel_score, io->sel_tol = got.sel_tol;
+    io->has_bias = got.has_bias, io->sel_bias = got.sel_bias;
     return rc;
 }
 
-int pcheck_public_value(const op_tensor *T, uint64_t *x, size_t n) { return bind_public(T, x, n); }
+int pcheck_public_value(const op_tensor *T, uint64_t *x, size_t n)
+{
+    return bind_public(T, pcheck_frac_bits(), x, n);
+}
+
+int pcheck_public_value_at(const op_tensor *T, int frac, uint64_t *x, size_t n)
+{
+    return bind_public(T, frac, x, n);
+}
 
 static int gather_k(void *ctx, uint32_t layer, uint32_t g, const uint32_t *idx, size_t n, float *k)
 {

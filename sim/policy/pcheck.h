@@ -28,6 +28,8 @@ typedef struct pcheck_decl {
     int has_sel;
     uint32_t sel_t, sel_m, sel_r0, sel_r1, sel_score;
     double sel_tol;
+    int has_bias;      /* pcheck_selection_bias named one */
+    uint32_t sel_bias; /* its tensor */
 } pcheck_decl;
 
 /* p's emit_cost for (phase, layer, kv_len) into prog, with what it declared in *io (the
@@ -35,8 +37,11 @@ typedef struct pcheck_decl {
 int pcheck_emit(const policy_ops *p, void *st, int phase, uint32_t layer, uint32_t kv_len,
                 const uint32_t *kept, op_program *prog, pcheck_decl *io, errbuf *e);
 /* The value of a public tensor of a policy's ops, raw ring integers: a column of ones ("ones",
- * "<x>_ones"); 0 for any other. */
+ * "<x>_ones"), a padding bias ("<x>_pad<K>", pcheck_selection_bias) at the check's fixed
+ * point; 0 for any other. */
 int pcheck_public_value(const op_tensor *T, uint64_t *x, size_t n);
+/* The same at frac fractional bits ("<x>_pad<K>": fixed point). */
+int pcheck_public_value_at(const op_tensor *T, int frac, uint64_t *x, size_t n);
 
 /* Operands of emit_cost (the numbers of policy_plugin.h's mpcsim_input). */
 enum {
@@ -65,6 +70,15 @@ uint32_t pcheck_input(opb *b, int what, uint32_t B, uint32_t rows, uint32_t cols
  * within tol of each other (the ops preferred theirs by at most tol). */
 void pcheck_selection(opb *b, uint32_t rows, uint32_t m, uint32_t r0, uint32_t r1, uint32_t score,
                       double tol);
+
+/* The selection's rows that are padding, not cached entries (a partial page's rows past the
+ * cached count): bias, n_heads × m values (head-major, in the selection's row order), is added
+ * to the decode step's attention scores of the gathered rows, 0 for a cached entry and
+ * −PCHECK_PAD_BIAS for padding, so that on shares padding is not attended (secpol_emit.c). A
+ * public tensor named "<x>_pad<K>" holds that value past its first K elements (per instance),
+ * 0 before, so a product of the selection's one-hot rows with it is the bias (local). */
+#define PCHECK_PAD_BIAS 4096.0
+void pcheck_selection_bias(opb *b, uint32_t bias);
 
 /* The fractional bits of the fixed point the check in progress runs (a policy's tolerance is
  * in its units); outside a check, the default protocol's. */

@@ -562,6 +562,19 @@ static int quest_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, cons
         pcheck_selection(&pe, sel, kp * S, 0, kv_len,
                          opb_rows(&pe, ent, Hkv, 0, kv_len, 1, "quest.score_entries"),
                          quest_tol(s, layer, pcheck_frac_bits()));
+        if (kv_len % S) {
+            /* a partial last page's rows past kv_len are padding: each gathered row's score
+             * bias, the one-hot rows against the pages' public biases, repeated for the G
+             * query heads of a KV head (local products) */
+            char nm[40];
+            snprintf(nm, sizeof nm, "quest.rows_pad%u", kv_len);
+            uint32_t pad = opb_shared(&pe, nm, OPT_PUBLIC, 1, np, S);
+            uint32_t bias = opb_matmul_pub(&pe, oh, pad, Hkv * kp, np, S,
+                                           opb_tensor(&pe, "quest.pad_bias", OPT_TEMP, Hkv, kp, S));
+            if (G > 1)
+                bias = repeat(&pe, bias, Hkv, kp * S, G, "quest.pad_heads");
+            pcheck_selection_bias(&pe, bias);
+        }
     }
     /* COST: bound upkeep for the new key: max(M, k) and max(-m, -k): 2d comparisons (§1.12);
      * a page's first key is its bounds (paired with itself) */

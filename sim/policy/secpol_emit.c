@@ -13,7 +13,10 @@
  * on shares from step to step by name. At a decode step, the rows its selection gathers become
  * the attended cache: their K and V columns (local re-layouts) appended behind the new entry
  * and the entries outside its candidates, which are attended as public ones. The attended
- * count per layer is public: the entries outside the candidates plus the selection's rows.
+ * count per layer is public: the entries outside the candidates plus the selection's rows. A
+ * cached rows operand longer than the cached count (whole pages) is zero past it; the policy
+ * then names its gathered rows' score biases (pcheck_selection_bias: padding −4096), added to
+ * the layer's scores of those rows before its softmax.
  *
  * What the program computes must depend on public values only (shapes, positions, the policy's
  * parameters): the secure form calls emit_cost with no observation, and with every cached
@@ -153,11 +156,12 @@ int secpol_emit_config(const policy_ops *p, const char *name, const policy_env *
             for (size_t i = 0; !rc && i < x.io.n_in; i++) {
                 const op_tensor *T = &x.prog.tens[x.io.in_t[i]];
                 int w = x.io.in_what[i];
-                bindable &= w == PCHECK_IN_KEYS_NEW ||
-                            (dec && w == PCHECK_IN_KV && T->batch == c->Hkv && T->rows == kv &&
-                             T->cols == 2 * c->d) ||
-                            (dec && w == PCHECK_IN_QUERY &&
-                             (size_t)T->batch * T->rows * T->cols == (size_t)c->H * c->d);
+                bindable &=
+                    w == PCHECK_IN_KEYS_NEW ||
+                    (dec && w == PCHECK_IN_KV && T->batch == c->Hkv &&
+                     (T->rows == kv || (T->rows > kv && x.io.has_bias)) && T->cols == 2 * c->d) ||
+                    (dec && w == PCHECK_IN_QUERY &&
+                     (size_t)T->batch * T->rows * T->cols == (size_t)c->H * c->d);
             }
             bindable &= !x.io.has_sel || (dec && x.prog.tens[x.io.sel_t].cols == 2 * c->d);
             eprog_free(&x);
@@ -228,6 +232,44 @@ static long find_from(const op_program *p, size_t from, int kind, uint32_t out)
     return -1;
 }
 
+/* The selection's score biases (n_heads × m, pcheck_selection_bias) into the columns of its
+ * rows in the step's scores (H, 1, n: the new entry, npub public entries, the gathered rows),
+ * the other columns 0, added right before the softmax. */
+static int splice_bias(const ecfg *c, uint32_t l, const pcheck_decl *io, uint32_t bias,
+                       uint32_t npub, uint32_t sc, op_program *p, errbuf *e)
+{
+    const op_tensor *B = &p->tens[bias], *S = &p->tens[sc];
+    uint32_t m = io->sel_m, H = c->H, n = S->cols;
+    if ((size_t)B->batch * B->rows * B->cols != (size_t)H * m || S->batch != H || S->rows != 1 ||
+        1 + npub + m > n)
+        return err_set(e, MS_ERR_INPUT,
+                       "policy %s: its selection's score biases %s are not n_heads x %u values "
+                       "of the step's attention",
+                       c->name, B->name, m);
+    char nm[48];
+    op_layer_name(nm, (int)l, "s.bias_in");
+    uint32_t in = op_tensor_add(p, nm, OPT_TEMP, DOM_ARITH, H, m, 1);
+    op_layer_name(nm, (int)l, "s.bias_rows");
+    uint32_t rows = op_tensor_add(p, nm, OPT_TEMP, DOM_ARITH, H, n, 1);
+    op_layer_name(nm, (int)l, "s.bias");
+    uint32_t full = op_tensor_add(p, nm, OPT_TEMP, DOM_ARITH, H, 1, n);
+    if (in == OP_NONE || rows == OP_NONE || full == OP_NONE)
+        return err_set(e, MS_ERR_NOMEM, "selection on shares: out of memory");
+    size_t from = p->n_ops;
+    op o[4] = {view(PHASE_DECODE, l, H, m, 1, bias, OP_NONE, in, 0, 0),
+               view(PHASE_DECODE, l, H, m, 1, in, OP_NONE, rows, 0, (int32_t)(1 + npub)),
+               view(PHASE_DECODE, l, H, n, 1, rows, OP_NONE, full, 0, 0),
+               view(PHASE_DECODE, l, H, 1, n, sc, full, sc, 0, 0)};
+    o[3].kind = OP_ADD;
+    for (int i = 0; i < 4; i++)
+        if (op_emit(p, &o[i]) < 0)
+            return err_set(e, MS_ERR_NOMEM, "selection on shares: out of memory");
+    long at = secpol_find_op(p, OP_SOFTMAX, sc);
+    if (at < 0)
+        return err_set(e, MS_ERR_INTERNAL, "selection on shares: layer %u has no softmax", l);
+    return secpol_ops_move(p, at, from, e);
+}
+
 /* Layer l's program spliced before its attention scores. */
 static int splice(const ecfg *c, const secpol_step *st, uint32_t l, eprog *x, op_program *p,
                   errbuf *e)
@@ -286,8 +328,9 @@ static int splice(const ecfg *c, const secpol_step *st, uint32_t l, eprog *x, op
             op o = view(phase, l, Hkv, t, d, kc, OP_NONE, map[io->in_t[i]], 0, 0);
             if (!rc && op_emit(p, &o) < 0)
                 rc = err_set(e, MS_ERR_NOMEM, "selection on shares: out of memory");
-        } else if (io->in_what[i] == PCHECK_IN_KV && (phase != PHASE_DECODE || T->batch != Hkv ||
-                                                      T->rows != kv || T->cols != 2 * d)) {
+        } else if (io->in_what[i] == PCHECK_IN_KV &&
+                   (phase != PHASE_DECODE || T->batch != Hkv || T->cols != 2 * d || T->rows < kv ||
+                    (T->rows > kv && !io->has_bias))) {
             rc = err_set(e, MS_ERR_INPUT,
                          "policy %s: its cached rows %s are the decode step's n_kv_heads x %u x "
                          "2·head_dim on shares",
@@ -333,6 +376,9 @@ static int splice(const ecfg *c, const secpol_step *st, uint32_t l, eprog *x, op
     }
     if (!rc)
         rc = secpol_ops_move(p, at, from, e);
+    /* rows of padding: their biases added to the gathered rows' scores before the softmax */
+    if (!rc && phase == PHASE_DECODE && io->has_sel && io->has_bias && io->sel_m)
+        rc = splice_bias(c, l, io, map[io->sel_bias], attended(io, kv) - io->sel_m, sc, p, e);
     free(map);
     return rc;
 }
@@ -369,7 +415,7 @@ static int emit_public(const void *cfg, const secpol_run *r, const secpol_step *
     }
     op_tensor T = *t;
     snprintf(T.name, sizeof T.name, "%s", rest + 2);
-    return pcheck_public_value(&T, out, n);
+    return pcheck_public_value_at(&T, frac, out, n);
 }
 
 /* ---- the carried state -------------------------------------------------------------------- */
@@ -498,13 +544,14 @@ static int emit_bind(void *state, eng *e, const op_program *p, mpc_program_run *
                 continue;
             e->vt->release(e, &run->vals[id]);
             mpc_val a = {0}, b = {0};
-            rc = tab_rows(e, &nd->tab[l], Hkv, nd->n_tab, d, all, kv, 0, kv, 0, &a);
+            uint32_t R = p->tens[id].rows; /* past kv: a policy's padding, zero */
+            rc = tab_rows(e, &nd->tab[l], Hkv, nd->n_tab, d, all, kv, 0, R, 0, &a);
             if (!rc)
-                rc = tab_rows(e, &nd->tab[l], Hkv, nd->n_tab, d, all, kv, d, kv, 0, &b);
-            /* interleave K and V per row: (Hkv, kv, 2d) */
+                rc = tab_rows(e, &nd->tab[l], Hkv, nd->n_tab, d, all, kv, d, R, 0, &b);
+            /* interleave K and V per row: (Hkv, R, 2d) */
             if (!rc) {
                 const mpc_val *src[2] = {&a, &b};
-                size_t N = (size_t)Hkv * kv * 2 * d;
+                size_t N = (size_t)Hkv * R * 2 * d;
                 uint8_t *which = calloc(N + 1, 1);
                 uint32_t *idx = calloc(N + 1, sizeof *idx);
                 if (!which || !idx)
@@ -608,8 +655,8 @@ static int emit_audit_tensor(const void *cfg, const secpol_run *r, const secpol_
         for (size_t k = 0; k < x.io.n_in; k++)
             if (x.io.in_what[k] == PCHECK_IN_KV)
                 kvt = x.io.in_t[k];
-        uint32_t ts[3] = {x.io.sel_t, kvt, x.io.sel_score};
-        for (int w = 0; w < 3; w++) {
+        uint32_t ts[4] = {x.io.sel_t, kvt, x.io.sel_score, x.io.has_bias ? x.io.sel_bias : OP_NONE};
+        for (int w = 0; w < 4; w++) {
             if (ts[w] >= x.prog.n_tens)
                 continue;
             if (at++ == i) {
@@ -749,7 +796,8 @@ static int emit_audit_note(const void *cfg, const secpol_run *r, const secpol_op
     const double **last = calloc(L, sizeof *last);
     uint32_t *last_n = calloc(L, sizeof *last_n);
     eprog *xs = calloc((size_t)S * L + 1, sizeof *xs);
-    int rc = got && own && sm && last && last_n && xs
+    double **packs = calloc((size_t)S * L + 1, sizeof *packs);
+    int rc = got && own && sm && last && last_n && xs && packs
                  ? MS_OK
                  : err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
     char unnamed[400] = "", stray[300] = "";
@@ -764,20 +812,39 @@ static int emit_audit_note(const void *cfg, const secpol_run *r, const secpol_op
                 break;
             const pcheck_decl *io = &x->io;
             smask m = {.named = io->has_sel, .r0 = kv, .r1 = kv, .tol = io->sel_tol};
-            const double *sel = NULL, *kvv = NULL;
+            const double *sel = NULL, *kvv = NULL, *bias = NULL;
             if (io->has_sel) {
                 const op_tensor *T = &x->prog.tens[io->sel_t];
-                size_t nsel = (size_t)T->batch * T->rows * T->cols, nkv = (size_t)Hkv * kv * 2 * d;
+                uint32_t R = kv; /* the cached rows operand's rows (past kv: padding) */
+                for (size_t k = 0; k < io->n_in; k++)
+                    if (io->in_what[k] == PCHECK_IN_KV)
+                        R = x->prog.tens[io->in_t[k]].rows;
+                size_t nsel = (size_t)T->batch * T->rows * T->cols, nkv = (size_t)Hkv * R * 2 * d;
                 const op_tensor *U =
                     io->sel_score < x->prog.n_tens ? &x->prog.tens[io->sel_score] : NULL;
+                const op_tensor *Bt = io->has_bias ? &x->prog.tens[io->sel_bias] : NULL;
+                size_t nb = Bt ? (size_t)Bt->batch * Bt->rows * Bt->cols : 0;
                 m.nsc = U ? U->batch * U->rows * U->cols : 0;
-                if (nsel + nkv + m.nsc > left) {
+                if (nsel + nkv + m.nsc + nb > left || R < kv) {
                     rc = err_set(e, MS_ERR_INTERNAL, "selection audit: step %u opened %u values", s,
                                  opened->n_vals[s]);
                     break;
                 }
                 sel = v, kvv = v + nsel, m.sc = m.nsc ? v + nsel + nkv : NULL;
-                v += nsel + nkv + m.nsc, left -= nsel + nkv + m.nsc;
+                bias = nb ? v + nsel + nkv + m.nsc : NULL;
+                v += nsel + nkv + m.nsc + nb, left -= nsel + nkv + m.nsc + nb;
+                if (R > kv) { /* the cached rows alone, (Hkv, kv, 2d) */
+                    double *pk = malloc((size_t)Hkv * kv * 2 * d * sizeof *pk + 1);
+                    if (!pk) {
+                        rc = err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
+                        break;
+                    }
+                    for (uint32_t g = 0; g < Hkv; g++)
+                        memcpy(pk + (size_t)g * kv * 2 * d, kvv + (size_t)g * R * 2 * d,
+                               (size_t)kv * 2 * d * sizeof *pk);
+                    packs[(size_t)s * L + l] = pk;
+                    kvv = pk;
+                }
                 m.r0 = io->sel_r0, m.r1 = io->sel_r1 < kv ? io->sel_r1 : kv;
                 last[l] = kvv, last_n[l] = kv;
             }
@@ -789,6 +856,10 @@ static int emit_audit_note(const void *cfg, const secpol_run *r, const secpol_op
                     gm[j] = j < m.r0 || j >= m.r1;
                 for (uint32_t i = 0; i < io->sel_m && sel; i++) {
                     const double *row = sel + ((size_t)g * io->sel_m + i) * 2 * d;
+                    /* a row of padding: its scores biased out of the attention */
+                    if (bias &&
+                        bias[(size_t)g * (c->H / Hkv) * io->sel_m + i] < -PCHECK_PAD_BIAS / 2)
+                        continue;
                     uint32_t j = m.r0;
                     while (j < m.r1 && (gm[j] || memcmp(row, kvv + ((size_t)g * kv + j) * 2 * d,
                                                         2 * d * sizeof *row)))
@@ -879,7 +950,9 @@ static int emit_audit_note(const void *cfg, const secpol_run *r, const secpol_op
     for (size_t i = 0; xs && i < (size_t)S * L; i++)
         eprog_free(&xs[i]);
     int drift = last && last[worst];
-    free(got), free(own), free(sm), free(last), free(last_n), free(xs);
+    for (size_t i = 0; packs && i < (size_t)S * L; i++)
+        free(packs[i]);
+    free(got), free(own), free(sm), free(last), free(last_n), free(xs), free(packs);
     if (rc)
         return rc;
     fprintf(out,
