@@ -1012,6 +1012,9 @@ START_TEST(test_progress_lines)
     const char *fl = strstr(err, " in flight, the oldest #");
     ck_assert(fl && (strstr(fl, " lan ") || strstr(fl, " wan ")) &&
               (strstr(fl, " semi2k ") || strstr(fl, " aby3 ")));
+    /* inside a run: its positions replayed of all (prompt, then decode steps) */
+    const char *at = strstr(fl, ", positions ");
+    ck_assert_msg(at && strchr(at, '/') && strchr(at, '/') < strchr(at, '\n'), "%.200s", fl);
     ck_assert_ptr_null(strstr(err, "\033[")); /* no terminal codes in a log */
     /* before a run has finished: the cost model's estimate, marked as one (or "--" past it) */
     const char *first = strstr(err, "progress: 0/4");

@@ -748,10 +748,14 @@ static int run_sweep(const run_opts *o, batch *b, const char *path)
         printf("%s: nothing to run (%zu of %zu runs already recorded)\n", path, n_sel, n_sel);
     if (n > 0)
         sw.pg = progress_start(n, w, o->jobs, tty, o->quiet, o->progress_s, hint);
-    pool_sink sink = {sweep_record, sweep_stopped, &sw, sweep_started};
+    uint32_t *board = n > 0 ? pool_board_new(n) : NULL; /* positions, from the workers */
+    if (sw.pg && board)
+        progress_board(sw.pg, board);
+    pool_sink sink = {sweep_record, sweep_stopped, &sw, sweep_started, board};
     pool_run_list((const run_cfg *const *)runs, n, o->jobs, &sink);
     size_t done = progress_done(sw.pg), failed = progress_failed(sw.pg);
     progress_stop(sw.pg);
+    pool_board_free(board, n);
     if (sw.db_rc)
         fprintf(stderr, "mpcsim run: error: %s\n", sw.db_err.msg);
     if (n > 0 && !o->quiet)

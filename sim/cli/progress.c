@@ -26,7 +26,8 @@ struct progress {
     double *start;          /* [total] monotonic start time of a run in flight, 0 if not */
     char (*name)[NAME_LEN]; /* [total] */
     char hint[1024];
-    int drawn; /* a bar is on the terminal's last line */
+    const uint32_t *board; /* progress_board's, or NULL */
+    int drawn;             /* a bar is on the terminal's last line */
     struct sigaction old_int, old_term;
 };
 
@@ -122,7 +123,26 @@ void progress_status(progress *p, char *out, size_t n)
     pthread_mutex_unlock(&p->mu);
 }
 
-/* "#13 llama-2-7b lan full 45s, #14 …" — the runs in flight, oldest first. */
+void progress_board(progress *p, const uint32_t *board)
+{
+    pthread_mutex_lock(&p->mu);
+    p->board = board;
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* " 812/4096" — run i's positions replayed of all, when the board has them; else "". */
+static void positions_text(const progress *p, size_t i, char *out, size_t n)
+{
+    out[0] = '\0';
+    if (!p->board)
+        return;
+    uint32_t all = __atomic_load_n(&p->board[2 * i + 1], __ATOMIC_RELAXED);
+    uint32_t done = __atomic_load_n(&p->board[2 * i], __ATOMIC_RELAXED);
+    if (all)
+        snprintf(out, n, " %u/%u", done < all ? done : all, all);
+}
+
+/* "#13 llama-2-7b lan full 45s 812/4096, #14 …" — the runs in flight, oldest first. */
 static void inflight_text(const progress *p, double t, char *out, size_t n)
 {
     size_t k = 0;
@@ -131,9 +151,10 @@ static void inflight_text(const progress *p, double t, char *out, size_t n)
         for (size_t i = 0; i < p->total && k < n; i++) {
             if (p->start[i] <= 0)
                 continue;
-            char el[32];
+            char el[32], at[32];
             progress_fmt_dur(el, sizeof el, t - p->start[i]);
-            k += (size_t)snprintf(out + k, n - k, "%s%s %s", k ? ", " : "", p->name[i], el);
+            positions_text(p, i, at, sizeof at);
+            k += (size_t)snprintf(out + k, n - k, "%s%s %s%s", k ? ", " : "", p->name[i], el, at);
         }
 }
 
@@ -165,9 +186,12 @@ static void draw(progress *p)
         char el[32] = "";
         if (n)
             progress_fmt_dur(el, sizeof el, t - p->start[old]);
+        char at[32] = "";
         if (n)
-            fprintf(stderr, "progress: %s; %zu in flight, the oldest %s for %s\n", st, n,
-                    p->name[old], el);
+            positions_text(p, old, at, sizeof at);
+        if (n)
+            fprintf(stderr, "progress: %s; %zu in flight, the oldest %s for %s%s%s\n", st, n,
+                    p->name[old], el, at[0] ? ", positions" : "", at);
         else
             fprintf(stderr, "progress: %s\n", st);
     }

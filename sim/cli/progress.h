@@ -7,6 +7,7 @@
 #define MPCSIM_PROGRESS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "sim/engine/runcfg.h"
 
@@ -44,6 +45,9 @@ void progress_begin(progress *p, size_t i, const char *name);
 void progress_end(progress *p, size_t i, int failed);
 /* Stops the thread, restores the signal handlers, finishes the bar's line; frees p. */
 void progress_stop(progress *p);
+/* The runs' positions (pool_board_new: words 2i, 2i + 1 the positions run i has replayed and
+ * has in all), shown beside each run in flight: "#13 … 45s 812/4096"; NULL: none. */
+void progress_board(progress *p, const uint32_t *board);
 /* The status line now: "12/36 runs (2 failed), elapsed 1:02, ETA 3:40". */
 void progress_status(progress *p, char *out, size_t n);
 /* Counts while running, for the summary. */

@@ -13,6 +13,7 @@
 #define MPCSIM_GROUP_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "protocols/base/err.h"
 #include "runner.h"
@@ -25,8 +26,13 @@ int run_same_trace(const run_cfg *a, const run_cfg *b);
 typedef void (*run_group_done)(void *ctx, size_t i, int rc, const errbuf *e);
 
 /* Executes cfg[0..n) (run_same_trace of one another) together into res[i] (initialized by the
- * caller); calls done for each. */
+ * caller); calls done for each. With progress slots set (run_group_progress), run i's slot
+ * holds {positions done, positions in all}: the prompt positions replayed, then the decode
+ * steps, prompt_len + decode_len in all. */
 void run_execute_group(const run_cfg *const *cfg, size_t n, run_result *res, run_group_done done,
                        void *ctx);
+/* The progress slots of the next run_execute_group's runs (slot[i]: two words, stored with
+ * relaxed atomics: a parent process may read them from shared memory), or NULL: none. */
+void run_group_progress(uint32_t *const *slot);
 
 #endif

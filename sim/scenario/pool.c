@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -75,6 +76,8 @@ static void group_done(void *ctx, size_t i, int rc, const errbuf *e)
 /* The configs of a group; NULL when out of memory. */
 typedef struct pool pool;
 static const run_cfg **group_cfgs(const pool *pl, const pgroup *gr);
+static uint32_t *pool_board(const pool *pl);
+
 static const run_cfg *pool_cfg(const pool *pl, size_t i);
 
 static double cpu_s(const struct rusage *ru)
@@ -114,6 +117,11 @@ static void group_execute(const pool *pl, const pgroup *gr, void (*emit)(void *c
     iso_now(g.started);
     for (size_t i = 0; res && i < gr->n; i++)
         run_result_init(&res[i]);
+    uint32_t *board = pool_board(pl);
+    uint32_t **slot = board ? calloc(gr->n ? gr->n : 1, sizeof *slot) : NULL;
+    for (size_t i = 0; slot && i < gr->n; i++)
+        slot[i] = board + 2 * gr->pos[i];
+    run_group_progress(slot);
     if (cf && res) {
         run_execute_group(cf, gr->n, res, group_done, &g);
     } else { /* every run of the group fails */
@@ -128,6 +136,8 @@ static void group_execute(const pool *pl, const pgroup *gr, void (*emit)(void *c
             emit(ctx, &j);
         }
     }
+    run_group_progress(NULL);
+    free(slot);
     free(cf);
     free(res);
     group_times(pl, gr, &r0, t0);
@@ -255,6 +265,19 @@ static int job_deserialize(const unsigned char *p, size_t n, pool_result *j)
     return c.bad || c.at != n ? -1 : 0;
 }
 
+uint32_t *pool_board_new(size_t n)
+{
+    void *b = mmap(NULL, (2 * n + 2) * sizeof(uint32_t), PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    return b == MAP_FAILED ? NULL : b;
+}
+
+void pool_board_free(uint32_t *board, size_t n)
+{
+    if (board)
+        munmap(board, (2 * n + 2) * sizeof(uint32_t));
+}
+
 /* ---- executing: in-process or in forked workers ---------------------------------------- */
 
 /* What the workers and the parent share. */
@@ -265,6 +288,8 @@ struct pool {
     size_t n;
     const pool_sink *sink;
 };
+
+static uint32_t *pool_board(const pool *pl) { return pl->sink->board; }
 
 static const run_cfg *pool_cfg(const pool *pl, size_t i)
 {

@@ -6,6 +6,7 @@
 #define MPCSIM_POOL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "protocols/base/err.h"
 #include "runner.h"
@@ -29,7 +30,15 @@ typedef struct pool_sink {
     int (*stop)(void *ctx);
     void *ctx;
     void (*begin)(void *ctx, size_t pos);
+    /* Optional (pool_board_new): words 2i and 2i + 1 are run i's positions replayed and
+     * positions in all (group.h), written by whichever process executes it. */
+    uint32_t *board;
 } pool_sink;
+
+/* A board of n runs' positions in memory shared with the workers forked after it; NULL when it
+ * cannot be made. pool_board_free releases it. */
+uint32_t *pool_board_new(size_t n);
+void pool_board_free(uint32_t *board, size_t n);
 
 /* Executes runs[sel[i]] for i < n with `jobs` workers (≤ 1, or none could start: in this
  * process; at most POOL_MAX_JOBS). */

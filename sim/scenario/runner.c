@@ -476,6 +476,19 @@ static uint32_t group_prompt(run_slot *sl, size_t n, replay **rs, replay_share *
     return cnt;
 }
 
+static uint32_t *const *progress_slot; /* run_group_progress's, for the next group */
+
+void run_group_progress(uint32_t *const *slot) { progress_slot = slot; }
+
+/* Run i of the group has replayed `done` of its `all` positions. */
+static void progress_at(size_t i, uint32_t done, uint32_t all)
+{
+    if (!progress_slot || !progress_slot[i])
+        return;
+    __atomic_store_n(&progress_slot[i][1], all, __ATOMIC_RELAXED);
+    __atomic_store_n(&progress_slot[i][0], done, __ATOMIC_RELAXED);
+}
+
 void run_execute_group(const run_cfg *const *cfg, size_t n, run_result *res, run_group_done done,
                        void *ctx)
 {
@@ -523,8 +536,14 @@ void run_execute_group(const run_cfg *const *cfg, size_t n, run_result *res, run
             slot_finish(s, done, ctx, i);
     }
     /* the prompt, every run in turn: a row is computed once */
-    for (uint32_t pos = 0; shared && pos < P;)
+    for (size_t i = 0; i < n; i++)
+        progress_at(i, 0, P + D);
+    for (uint32_t pos = 0; shared && pos < P;) {
         pos += group_prompt(sl, n, rs, shared, pos, done, ctx);
+        for (size_t i = 0; i < n; i++)
+            if (sl[i].live)
+                progress_at(i, pos, P + D);
+    }
     for (size_t i = 0; i < n; i++) {
         run_slot *s = &sl[i];
         if (!s->live || !(s->cfg->work.prefill_in_mpc && P > 0))
@@ -534,6 +553,7 @@ void run_execute_group(const run_cfg *const *cfg, size_t n, run_result *res, run
         s->wall += wall_now() - t0;
         if (s->rc != MS_OK)
             slot_finish(s, done, ctx, i);
+        progress_at(i, P, P + D);
     }
     /* the decode, run by run: each run is done (and reported) before the next one starts, so
      * a sweep killed inside a group keeps the runs it finished; the trace is a fixed function
@@ -544,6 +564,7 @@ void run_execute_group(const run_cfg *const *cfg, size_t n, run_result *res, run
             double t0 = wall_now();
             s->rc = decode_one(&s->R, s->rp, s->res, &s->ds, st, &s->cost, &s->once, &s->e);
             s->wall += wall_now() - t0;
+            progress_at(i, P + st + 1, P + D);
             if (s->rc != MS_OK)
                 slot_finish(s, done, ctx, i);
         }
