@@ -77,6 +77,15 @@ START_TEST(test_budget_labels)
     char *out = th_slurp(tpath("out.txt"), NULL);
     ck_assert_int_eq(th_count(out, "h2o(heavy_ratio=0.1,recent_ratio=0.1)"), 2);
     free(out);
+    /* at 80 columns the long labels wrap before the first accuracy metric is left out */
+    ck_assert_int_eq(MPCSIM("report", "s.db", "--columns", "80"), 0);
+    out = th_slurp(tpath("out.txt"), NULL);
+    ck_assert_msg(strstr(out, "recall") && !strstr(out, "attn_mass_recall;") &&
+                      !strstr(out, "attn_mass_recall,"),
+                  "%s", out);
+    for (const char *l = out; *l; l += strcspn(l, "\n") + (l[strcspn(l, "\n")] != '\0'))
+        ck_assert_msg(strcspn(l, "\n") <= 80, "over 80 columns: %.*s", (int)strcspn(l, "\n"), l);
+    free(out);
 }
 END_TEST
 

@@ -30,7 +30,8 @@ static void report_usage(FILE *f, const cli_cmd *c)
                "kB/MB/GB/TB, rounds, and the accuracy metrics present; a table per model.\n"
                "Columns every run shares are printed once above the table; columns that do not\n"
                "fit the width are left out (named below the table), except the metrics asked\n"
-               "for with --metrics: for them the label columns wrap first. Rows go by policy\n"
+               "for with --metrics (without it, the first accuracy metric): for them the label\n"
+               "columns wrap first. Rows go by policy\n"
                "family, then budget (kept_frac), or as the scenario lists them (--order\n"
                "scenario). CSV has every metric of the database. Runs these labels show\n"
                "alike get a variant column: the config keys that tell them apart (seed=2).\n"
@@ -270,8 +271,8 @@ static void runs_columns(const rep *R, table *t, int variant)
     tab_col(t, csv ? "online_bytes" : "online", 3, 1);
     tab_col(t, csv ? "offline_bytes" : "offline", 5, 1);
     tab_col(t, "rounds", 7, 1);
-    for (size_t c = 0; c < R->nm; c++)
-        tab_col(t, R->mcols[c], R->asked ? 1 : c == 0 ? 2 : 3 + (int)c, 1);
+    for (size_t c = 0; c < R->nm; c++) /* the most telling accuracy metric stays, as asked */
+        tab_col(t, R->mcols[c], R->asked || c == 0 ? 1 : 3 + (int)c, 1);
     if (csv) { /* after the figures: the columns before them keep their places */
         tab_col(t, "machine", 1, 0);
         tab_col(t, "threads", 1, 1);
