@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "polfix.h"
 #include "stories.h"
 #include "testdir.h"
 #include "sim/policy/compose.h"
@@ -57,55 +58,6 @@ static const pair pairs[] = {
 #define P_LEN 40
 #define T_LEN 64
 
-/* Parses "k=v k=v" into kv (at most 8), each at line 3 and a column of its own. */
-static size_t parse_kv(const char *text, kv_param *kv)
-{
-    size_t n = 0;
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", text);
-    for (char *tok = strtok(buf, " "); tok && n < 8; tok = strtok(NULL, " ")) {
-        char *eq = strchr(tok, '=');
-        ck_assert_ptr_nonnull(eq);
-        *eq = '\0';
-        kv[n] = fixture_kvp(tok, eq + 1, 3, 5 + 10 * (int)n);
-        n++;
-    }
-    return n;
-}
-
-/* One policy's instance on the trace. */
-typedef struct inst {
-    const policy_ops *p;
-    kv_param kv[8];
-    policy_args a;
-    void *st;
-} inst;
-
-static void inst_open(inst *x, const policy_ops *p, const char *params, const policy_env *env)
-{
-    errbuf e;
-    memset(x, 0, sizeof *x);
-    x->p = p;
-    size_t n = parse_kv(params, x->kv);
-    ck_assert_msg(policy_args_load(p, x->kv, n, "t.yaml", &x->a, &e) == MS_OK, "%s: %s", p->name,
-                  e.msg);
-    ck_assert_msg(p->init(env, &x->a, &x->st, &e) == MS_OK, "%s: %s", p->name, e.msg);
-}
-
-static const char *recorded_trace(void)
-{
-    static char dir[512];
-    snprintf(dir, sizeof dir, "%s", tpath("tr"));
-    if (th_exists(dir))
-        return dir;
-    ck_assert_int_eq(th_runl(NULL, tpath("rec.txt"), NULL, "trace", "record", "--model",
-                             "stories260K", "--text",
-                             th_data_path("tests/data/tinystories_sample.txt"), "--max-tokens",
-                             "72", "-o", dir, (char *)NULL),
-                     0);
-    return dir;
-}
-
 /* Drives the two policies over the trace in lockstep as the replay does (observe every
  * position and layer, prefill at the prompt's end, select at every decode step, the rows then
  * renormalized over the kept entries) and asserts the same keep mask everywhere; returns the
@@ -114,7 +66,7 @@ static size_t lockstep(const pair *c)
 {
     errbuf e;
     trace *t;
-    ck_assert_msg(trace_open(recorded_trace(), &t, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(trace_open(polfix_recorded_trace(&td), &t, &e) == MS_OK, "%s", e.msg);
     const trace_shape *sh = trace_get_shape(t);
     const uint32_t L = sh->n_layers, H = sh->n_heads, Hkv = sh->n_kv_heads, d = sh->head_dim;
     ck_assert_uint_ge(sh->n_tokens, T_LEN);
@@ -126,9 +78,9 @@ static size_t lockstep(const pair *c)
     ck_assert_msg(policy_compose_load(path, &cp, &e) == MS_OK, "%s", e.msg);
     ck_assert_ptr_eq(policy_find(cp->name), cp);
     ck_assert_ptr_nonnull(policy_schema(cp));
-    inst a, b;
-    inst_open(&a, policy_find(c->name), c->params, &env);
-    inst_open(&b, cp, c->cparams, &env);
+    polfix_inst a, b;
+    polfix_open(&a, policy_find(c->name), c->params, &env);
+    polfix_open(&b, cp, c->cparams, &env);
     uint8_t *ka = malloc((size_t)Hkv * T_LEN), *kb = malloc((size_t)Hkv * T_LEN);
     float *k = malloc((size_t)Hkv * d * sizeof *k), *v = malloc((size_t)Hkv * d * sizeof *v);
     float *att = malloc((size_t)H * (T_LEN + 1) * sizeof *att);
@@ -194,89 +146,6 @@ END_TEST
 
 /* ---- a scenario run: metrics and costs ---------------------------------------------------- */
 
-/* Writes "{k: v, k: v}" of params plus metric_stride 1 after head into out. */
-static void entry(char *out, size_t cap, const char *head, const char *params)
-{
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", params);
-    snprintf(out, cap, "      - {%s", head);
-    for (char *tok = strtok(buf, " "); tok; tok = strtok(NULL, " ")) {
-        char *eq = strchr(tok, '=');
-        *eq = '\0';
-        snprintf(out + strlen(out), cap - strlen(out), ", %s: %s", tok, eq + 1);
-    }
-    snprintf(out + strlen(out), cap - strlen(out), ", metric_stride: 1}\n");
-}
-
-/* Runs scenario scn into db and asserts every pair of runs (ids 1-2, 3-4, ...; n_pairs of them)
- * has the same metrics and the same bytes and rounds per phase and category. */
-static void run_equal(const char *scn, const char *db, int n_pairs)
-{
-    int st = th_runl(NULL, tpath("run.txt"), NULL, "run", scn, "-o", db, (char *)NULL);
-    ck_assert_msg(st == 0, "exit %d: %s", st, th_text(tpath("run.txt")));
-    sqlite3 *h;
-    ck_assert_int_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-    sqlite3_stmt *q;
-    /* every metric of the hand-written run (ids 1, 3, ...) against its composition's (the
-     * next id), but the compute-time estimates: the local ops that build the same values
-     * differ (POLICIES.md "Composing a policy"); for tova also what its rounds make (the
-     * composition evicts in every layer's same rounds: fewer, below) */
-    ck_assert_int_eq(
-        sqlite3_prepare_v2(h,
-                           "SELECT a.run_id, a.name, a.value, b.value FROM metrics a "
-                           "JOIN metrics b ON b.run_id = a.run_id + 1 AND b.name = a.name "
-                           "JOIN runs r ON r.id = a.run_id "
-                           "WHERE a.run_id % 2 = 1 AND a.name NOT LIKE 'latency%' AND "
-                           "a.name NOT IN ('compute_s', 'ttft_s') AND (r.policy != 'tova' OR "
-                           "(a.name NOT LIKE 'rounds%' AND a.name != 'comm_s'))",
-                           -1, &q, NULL),
-        SQLITE_OK);
-    int rows = 0, recall = 0;
-    while (sqlite3_step(q) == SQLITE_ROW) {
-        rows++;
-        recall += !strcmp((const char *)sqlite3_column_text(q, 1), "attn_mass_recall") &&
-                  sqlite3_column_double(q, 2) < 1;
-        ck_assert_msg(sqlite3_column_double(q, 2) == sqlite3_column_double(q, 3),
-                      "run %d metric %s: %.17g vs %.17g", sqlite3_column_int(q, 0),
-                      sqlite3_column_text(q, 1), sqlite3_column_double(q, 2),
-                      sqlite3_column_double(q, 3));
-    }
-    sqlite3_finalize(q);
-    ck_assert_int_gt(rows, 10 * n_pairs);
-    ck_assert_int_eq(recall, n_pairs); /* every pair evicted something */
-    /* the ops' bytes and rounds, per phase and category; tova's policy rounds are its L layers'
-     * one after the other (stories260K: 5), the composition's one layer's (all together) */
-    ck_assert_int_eq(sqlite3_prepare_v2(h,
-                                        "SELECT a.run_id, a.phase, a.category, a.bytes_p0, "
-                                        "b.bytes_p0, a.rounds, b.rounds, r.policy FROM "
-                                        "breakdown a JOIN breakdown b ON b.run_id = a.run_id + 1 "
-                                        "AND b.phase = a.phase AND b.category = a.category "
-                                        "JOIN runs r ON r.id = a.run_id WHERE a.run_id % 2 = 1",
-                                        -1, &q, NULL),
-                     SQLITE_OK);
-    rows = 0;
-    while (sqlite3_step(q) == SQLITE_ROW) {
-        rows++;
-        int64_t ra = sqlite3_column_int64(q, 5), rb = sqlite3_column_int64(q, 6);
-        if (!strcmp((const char *)sqlite3_column_text(q, 7), "tova")) {
-            int policy = !strcmp((const char *)sqlite3_column_text(q, 2), "policy");
-            ck_assert_msg(policy ? ra == 5 * rb : rb <= ra, "tova %s/%s: rounds %lld vs %lld",
-                          sqlite3_column_text(q, 1), sqlite3_column_text(q, 2), (long long)ra,
-                          (long long)rb);
-            rb = ra; /* the bytes below */
-        }
-        ck_assert_msg(sqlite3_column_int64(q, 3) == sqlite3_column_int64(q, 4) && ra == rb,
-                      "run %d %s/%s: bytes %lld vs %lld, rounds %lld vs %lld",
-                      sqlite3_column_int(q, 0), sqlite3_column_text(q, 1),
-                      sqlite3_column_text(q, 2), (long long)sqlite3_column_int64(q, 3),
-                      (long long)sqlite3_column_int64(q, 4), (long long)sqlite3_column_int64(q, 5),
-                      (long long)sqlite3_column_int64(q, 6));
-    }
-    sqlite3_finalize(q);
-    ck_assert_int_gt(rows, n_pairs);
-    sqlite3_close(h);
-}
-
 START_TEST(test_scenario_equal)
 {
     char yaml[8192], line[512];
@@ -290,16 +159,16 @@ START_TEST(test_scenario_equal)
     for (int i = 0; i < TH_N(pairs); i++) {
         char head[600];
         snprintf(head, sizeof head, "name: %s", pairs[i].name);
-        entry(line, sizeof line, head, pairs[i].params);
+        polfix_entry(line, sizeof line, head, pairs[i].params);
         strcat(yaml, line);
         snprintf(head, sizeof head, "compose: %s/%s", th_data_path("scenarios/policies"),
                  pairs[i].file);
-        entry(line, sizeof line, head, pairs[i].cparams);
+        polfix_entry(line, sizeof line, head, pairs[i].cparams);
         strcat(yaml, line);
     }
     char *scn = strdup(th_file(&td, "cmp.yaml", yaml));
     char *db = strdup(tpath("cmp.db"));
-    run_equal(scn, db, TH_N(pairs));
+    polfix_run_equal(&td, scn, db, TH_N(pairs), 0);
     free(scn);
     free(db);
 }
@@ -309,7 +178,7 @@ END_TEST
 START_TEST(test_shipped_scenario)
 {
     char *db = strdup(tpath("blocks.db"));
-    run_equal(th_data_path("scenarios/compose-blocks.yaml"), db, 7);
+    polfix_run_equal(&td, th_data_path("scenarios/compose-blocks.yaml"), db, 7, 0);
     free(db);
 }
 END_TEST
@@ -339,7 +208,7 @@ START_TEST(test_keynorm_plugin)
              th_data_path("scenarios/policies/keynorm.yaml"));
     char *scn = strdup(th_file(&td, "kn.yaml", yaml));
     char *db = strdup(tpath("kn.db"));
-    run_equal(scn, db, 2);
+    polfix_run_equal(&td, scn, db, 2, 0);
     free(so);
     free(scn);
     free(db);
@@ -433,7 +302,7 @@ START_TEST(test_blocks)
     const blk *c = &blks[_i];
     errbuf e;
     trace *t;
-    ck_assert_msg(trace_open(recorded_trace(), &t, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(trace_open(polfix_recorded_trace(&td), &t, &e) == MS_OK, "%s", e.msg);
     const trace_shape *sh = trace_get_shape(t);
     const uint32_t L = sh->n_layers, H = sh->n_heads, Hkv = sh->n_kv_heads, d = sh->head_dim;
     policy_env env = {L, H, Hkv, d, sh->dim, sh->ffn_dim, P_LEN, T_LEN, NULL, NULL, NULL, 0, NULL};
@@ -457,8 +326,8 @@ START_TEST(test_blocks)
         }
     char thr[64];
     snprintf(thr, sizeof thr, "threshold=%.9g", mean);
-    inst x;
-    inst_open(&x, p, c->mode == B_THR ? thr : "", &env);
+    polfix_inst x;
+    polfix_open(&x, p, c->mode == B_THR ? thr : "", &env);
     uint8_t *keep = malloc((size_t)Hkv * T_LEN), *want = malloc(T_LEN);
     size_t differs = 0;
     for (uint32_t pos = 0; pos < T_LEN; pos++) {

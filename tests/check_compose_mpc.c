@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "polfix.h"
 #include "stories.h"
 #include "testdir.h"
 #include "sim/policy/compose.h"
@@ -53,53 +54,6 @@ static const pair pairs[] = {
 #define P_LEN 40
 #define T_LEN 64
 
-static size_t parse_kv(const char *text, kv_param *kv)
-{
-    size_t n = 0;
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", text);
-    for (char *tok = strtok(buf, " "); tok && n < 8; tok = strtok(NULL, " ")) {
-        char *eq = strchr(tok, '=');
-        ck_assert_ptr_nonnull(eq);
-        *eq = '\0';
-        kv[n] = fixture_kvp(tok, eq + 1, 3, 5 + 10 * (int)n);
-        n++;
-    }
-    return n;
-}
-
-typedef struct inst {
-    const policy_ops *p;
-    kv_param kv[8];
-    policy_args a;
-    void *st;
-} inst;
-
-static void inst_open(inst *x, const policy_ops *p, const char *params, const policy_env *env)
-{
-    errbuf e;
-    memset(x, 0, sizeof *x);
-    x->p = p;
-    size_t n = parse_kv(params, x->kv);
-    ck_assert_msg(policy_args_load(p, x->kv, n, "t.yaml", &x->a, &e) == MS_OK, "%s: %s", p->name,
-                  e.msg);
-    ck_assert_msg(p->init(env, &x->a, &x->st, &e) == MS_OK, "%s: %s", p->name, e.msg);
-}
-
-static const char *recorded_trace(void)
-{
-    static char dir[512];
-    snprintf(dir, sizeof dir, "%s", tpath("tr"));
-    if (th_exists(dir))
-        return dir;
-    ck_assert_int_eq(th_runl(NULL, tpath("rec.txt"), NULL, "trace", "record", "--model",
-                             "stories260K", "--text",
-                             th_data_path("tests/data/tinystories_sample.txt"), "--max-tokens",
-                             "72", "-o", dir, (char *)NULL),
-                     0);
-    return dir;
-}
-
 /* The prompt's keys, as the replay gives them to a policy that indexes its static set. */
 static int get_k(void *ctx, uint32_t layer, uint32_t pos, float *k)
 {
@@ -116,7 +70,7 @@ static const char *comp_path(const pair *c)
 }
 
 /* Observes o as the replay does: the attention rows only where the policy asks for them. */
-static void observe(const inst *x, const policy_obs *o)
+static void observe(const polfix_inst *x, const policy_obs *o)
 {
     errbuf e;
     policy_obs w = *o;
@@ -131,16 +85,16 @@ static size_t lockstep(const pair *c)
 {
     errbuf e;
     trace *t;
-    ck_assert_msg(trace_open(recorded_trace(), &t, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(trace_open(polfix_recorded_trace(&td), &t, &e) == MS_OK, "%s", e.msg);
     const trace_shape *sh = trace_get_shape(t);
     const uint32_t L = sh->n_layers, H = sh->n_heads, Hkv = sh->n_kv_heads, d = sh->head_dim;
     ck_assert_uint_ge(sh->n_tokens, T_LEN);
     policy_env env = {L, H, Hkv, d, sh->dim, sh->ffn_dim, P_LEN, T_LEN, NULL, t, get_k, 0, NULL};
     const policy_ops *cp = NULL;
     ck_assert_msg(policy_compose_load(comp_path(c), &cp, &e) == MS_OK, "%s", e.msg);
-    inst a, b;
-    inst_open(&a, policy_find("mpcache"), c->params, &env);
-    inst_open(&b, cp, c->cparams, &env);
+    polfix_inst a, b;
+    polfix_open(&a, policy_find("mpcache"), c->params, &env);
+    polfix_open(&b, cp, c->cparams, &env);
     uint8_t *ka = malloc((size_t)Hkv * T_LEN), *kb = malloc((size_t)Hkv * T_LEN);
     float *k = malloc((size_t)Hkv * d * sizeof *k), *v = malloc((size_t)Hkv * d * sizeof *v);
     float *att = malloc((size_t)H * (T_LEN + 1) * sizeof *att);
@@ -219,77 +173,6 @@ END_TEST
 
 /* ---- a scenario run: metrics and costs ---------------------------------------------------- */
 
-static void entry(char *out, size_t cap, const char *head, const char *params)
-{
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", params);
-    snprintf(out, cap, "      - {%s", head);
-    for (char *tok = strtok(buf, " "); tok; tok = strtok(NULL, " ")) {
-        char *eq = strchr(tok, '=');
-        *eq = '\0';
-        snprintf(out + strlen(out), cap - strlen(out), ", %s: %s", tok, eq + 1);
-    }
-    snprintf(out + strlen(out), cap - strlen(out), ", metric_stride: 1}\n");
-}
-
-/* Every pair of runs (ids 1-2, 3-4, ...) has the same metrics (but the compute-time
- * estimates) and the same bytes and rounds per phase and category. */
-static void run_equal(const char *scn, const char *db, int n_pairs)
-{
-    int st = th_runl(NULL, tpath("run.txt"), NULL, "run", scn, "-o", db, (char *)NULL);
-    ck_assert_msg(st == 0, "exit %d: %s", st, th_text(tpath("run.txt")));
-    sqlite3 *h;
-    ck_assert_int_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-    sqlite3_stmt *q;
-    ck_assert_int_eq(sqlite3_prepare_v2(h,
-                                        "SELECT a.run_id, a.name, a.value, b.value FROM metrics a "
-                                        "JOIN metrics b ON b.run_id = a.run_id + 1 AND "
-                                        "b.name = a.name WHERE a.run_id % 2 = 1 AND "
-                                        "a.name NOT LIKE 'latency%' AND "
-                                        "a.name NOT IN ('compute_s', 'ttft_s')",
-                                        -1, &q, NULL),
-                     SQLITE_OK);
-    int rows = 0, recall = 0;
-    while (sqlite3_step(q) == SQLITE_ROW) {
-        rows++;
-        recall += !strcmp((const char *)sqlite3_column_text(q, 1), "attn_mass_recall") &&
-                  sqlite3_column_double(q, 2) < 1;
-        ck_assert_msg(sqlite3_column_double(q, 2) == sqlite3_column_double(q, 3),
-                      "run %d metric %s: %.17g vs %.17g", sqlite3_column_int(q, 0),
-                      sqlite3_column_text(q, 1), sqlite3_column_double(q, 2),
-                      sqlite3_column_double(q, 3));
-    }
-    sqlite3_finalize(q);
-    ck_assert_int_gt(rows, 10 * n_pairs);
-    ck_assert_int_eq(recall, n_pairs); /* every pair evicted something */
-    ck_assert_int_eq(sqlite3_prepare_v2(h,
-                                        "SELECT a.run_id, a.phase, a.category, a.bytes_p0, "
-                                        "b.bytes_p0, a.rounds, b.rounds FROM breakdown a "
-                                        "JOIN breakdown b ON b.run_id = a.run_id + 1 "
-                                        "AND b.phase = a.phase AND b.category = a.category "
-                                        "WHERE a.run_id % 2 = 1",
-                                        -1, &q, NULL),
-                     SQLITE_OK);
-    rows = 0;
-    int policy = 0;
-    while (sqlite3_step(q) == SQLITE_ROW) {
-        rows++;
-        policy += !strcmp((const char *)sqlite3_column_text(q, 2), "policy") &&
-                  sqlite3_column_int64(q, 3) > 0;
-        ck_assert_msg(sqlite3_column_int64(q, 3) == sqlite3_column_int64(q, 4) &&
-                          sqlite3_column_int64(q, 5) == sqlite3_column_int64(q, 6),
-                      "run %d %s/%s: bytes %lld vs %lld, rounds %lld vs %lld",
-                      sqlite3_column_int(q, 0), sqlite3_column_text(q, 1),
-                      sqlite3_column_text(q, 2), (long long)sqlite3_column_int64(q, 3),
-                      (long long)sqlite3_column_int64(q, 4), (long long)sqlite3_column_int64(q, 5),
-                      (long long)sqlite3_column_int64(q, 6));
-    }
-    sqlite3_finalize(q);
-    ck_assert_int_gt(rows, n_pairs);
-    ck_assert_int_ge(policy, n_pairs); /* the selection costs something in every pair */
-    sqlite3_close(h);
-}
-
 START_TEST(test_scenario_equal)
 {
     char yaml[8192], line[512];
@@ -304,17 +187,17 @@ START_TEST(test_scenario_equal)
     for (int i = 0; i < TH_N(pairs); i++) {
         if (pairs[i].file)
             continue;
-        entry(line, sizeof line, "name: mpcache", pairs[i].params);
+        polfix_entry(line, sizeof line, "name: mpcache", pairs[i].params);
         strcat(yaml, line);
         char head[600];
         snprintf(head, sizeof head, "compose: %s", th_data_path("scenarios/policies/mpcache.yaml"));
-        entry(line, sizeof line, head, pairs[i].cparams);
+        polfix_entry(line, sizeof line, head, pairs[i].cparams);
         strcat(yaml, line);
         n++;
     }
     char *scn = strdup(th_file(&td, "cmp.yaml", yaml));
     char *db = strdup(tpath("cmp.db"));
-    run_equal(scn, db, n);
+    polfix_run_equal(&td, scn, db, n, 1);
     free(scn);
     free(db);
 }
