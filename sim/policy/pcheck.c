@@ -41,7 +41,8 @@ int pcheck_frac_bits(void)
 
 uint32_t pcheck_input(opb *b, int what, uint32_t B, uint32_t rows, uint32_t cols)
 {
-    static const char *const names[PCHECK_IN_ALL] = {"in.kv", "in.k_new", "in.q", "in.p_att"};
+    static const char *const names[PCHECK_IN_ALL] = {"in.kv", "in.k_new", "in.q", "in.p_att",
+                                                     "in.wo"};
     if (what < 0 || what >= PCHECK_IN_ALL) {
         b->failed = 1;
         return OP_NONE;
@@ -190,6 +191,19 @@ static int bind_input(chk *c, int what, const op_tensor *T, uint32_t layer, int 
             rc = trace_seek(c->t, pos0, e);
         return rc;
     }
+    if (what == PCHECK_IN_WO) {
+        uint32_t R = 0, C = 0, H = v->n_heads;
+        const float *w = trace_wo(c->t, layer, &R, &C);
+        if (!w || T->batch != H || T->rows != d || T->cols != R || C != H * d)
+            return cant(c, "its output projection operand %s is not n_heads x head_dim x dim",
+                        T->name, layer);
+        for (uint32_t h = 0; h < H; h++)
+            for (uint32_t i = 0; i < d; i++)
+                for (uint32_t r = 0; r < R; r++)
+                    x[((size_t)h * d + i) * R + r] =
+                        fx_encode(w[(size_t)r * C + h * d + i], c->frac);
+        return 0;
+    }
     uint32_t cols = what == PCHECK_IN_KV ? 2 * d : d;
     if (T->batch != Hkv || T->cols != cols)
         return cant(c, "its operand %s is not n_kv_heads x rows x (2·)head_dim", T->name, layer);
@@ -222,10 +236,15 @@ static int bind_input(chk *c, int what, const op_tensor *T, uint32_t layer, int 
     return 0;
 }
 
-/* The value of a public tensor of a policy's ops: a column of ones ("ones", "<x>_ones"). */
+/* The value of a public tensor of a policy's ops: a column of ones ("ones", "<x>_ones"), zeros
+ * ("<x>_zero"), a padding bias ("<x>_pad<K>"). */
 static int bind_public(const op_tensor *T, int frac, uint64_t *x, size_t n)
 {
     size_t len = strlen(T->name);
+    if (len >= 5 && !strcmp(T->name + len - 5, "_zero")) {
+        memset(x, 0, n * sizeof *x);
+        return 1;
+    }
     const char *pad = strrchr(T->name, '_');
     if (pad && !strncmp(pad, "_pad", 4) && pad[4] >= '0' && pad[4] <= '9') {
         size_t K = strtoul(pad + 4, NULL, 10), per = (size_t)T->rows * (T->cols ? T->cols : 1);
@@ -681,7 +700,7 @@ int pcheck_run_dir(const policy_ops *p, const policy_args *a, trace *t, const ch
     return rc;
 }
 
-const char *const pcheck_checked_names[] = {"snapkv", "pyramidkv", "quest", NULL};
+const char *const pcheck_checked_names[] = {"snapkv", "pyramidkv", "quest", "criticalkv", NULL};
 
 pcheck_cost pcheck_cost_of(const policy_ops *p)
 {

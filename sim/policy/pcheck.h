@@ -37,8 +37,8 @@ typedef struct pcheck_decl {
 int pcheck_emit(const policy_ops *p, void *st, int phase, uint32_t layer, uint32_t kv_len,
                 const uint32_t *kept, op_program *prog, pcheck_decl *io, errbuf *e);
 /* The value of a public tensor of a policy's ops, raw ring integers: a column of ones ("ones",
- * "<x>_ones"), a padding bias ("<x>_pad<K>", pcheck_selection_bias) at the check's fixed
- * point; 0 for any other. */
+ * "<x>_ones"), zeros ("<x>_zero"), a padding bias ("<x>_pad<K>", pcheck_selection_bias) at the
+ * check's fixed point; 0 for any other. */
 int pcheck_public_value(const op_tensor *T, uint64_t *x, size_t n);
 /* The same at frac fractional bits ("<x>_pad<K>": fixed point). */
 int pcheck_public_value_at(const op_tensor *T, int frac, uint64_t *x, size_t n);
@@ -55,6 +55,9 @@ enum {
      * over the entries 0..n−1 (0 past a row's causal end) — rows already in secret shares, the
      * attention's own work */
     PCHECK_IN_PROMPT_ATT = PCHECK_IN_N,
+    /* (H, head_dim, dim): the layer's output projection W_o, per query head h the transposed
+     * block W_o^h (columns h·d .. h·d + d − 1 of the dim × H·d matrix): a weight of the model */
+    PCHECK_IN_WO,
     PCHECK_IN_ALL
 };
 
