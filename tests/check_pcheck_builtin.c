@@ -32,6 +32,10 @@ static const struct {
     {"criticalkv", {{"capacity", "20"}, {"window", "8"}, {"pooling", "avgpool"}, {"kernel", "4"}}},
     {"criticalkv",
      {{"capacity", "12"}, {"window", "4"}, {"kernel", "1"}, {"first_stage_ratio", "0"}}},
+    /* an eviction at every decode step, the slots' order carried from step to step */
+    {"tova", {{"cache_size", "8"}}},
+    {"tova", {{"cache_size", "10"}}},
+    {"tova", {{"kv_budget", "0.125"}}},
 };
 
 enum { P = 32, T = 64 };
@@ -108,6 +112,26 @@ static int sel_none(void *st, uint32_t layer, uint32_t pos, const float *q, uint
     return rc;
 }
 
+/* select() keeps as many entries, one of them the wrong one: the first it keeps swapped for the
+ * first it drops */
+static int sel_swap(void *st, uint32_t layer, uint32_t pos, const float *q, uint8_t *keep,
+                    errbuf *e)
+{
+    int rc = orig->select(st, layer, pos, q, keep, e);
+    uint32_t Hkv = trace_get_shape(tr)->n_kv_heads;
+    for (uint32_t g = 0; !rc && g < Hkv; g++) {
+        uint8_t *row = keep + (size_t)g * pos;
+        uint32_t a = 0, b = 0;
+        while (a < pos && !row[a])
+            a++;
+        while (b < pos && row[b])
+            b++;
+        if (a < pos && b < pos)
+            row[a] = 0, row[b] = 1;
+    }
+    return rc;
+}
+
 /* emit_cost without its gathers: the rows it names are computed by no op */
 static int emit_nogather(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
                          op_program *prog, errbuf *e)
@@ -124,25 +148,28 @@ static int emit_nogather(void *st, int phase, uint32_t layer, uint32_t kv_len, c
 
 START_TEST(test_broken_caught)
 {
-    static const char *const kv[4][4][2] = {
+    static const char *const kv[5][4][2] = {
         {{"capacity", "16"}, {"window", "8"}},
         {{"capacity", "16"}, {"window", "8"}},
         {{"budget", "8"}, {"page", "4"}, {"min_pages", "1"}, {"skip_layers", "0"}},
-        {{"capacity", "16"}, {"window", "8"}}};
-    const char *names[] = {"snapkv", "pyramidkv", "quest", "criticalkv"};
-    const char *sel[] = {"L0.snap.kept", "L0.snap.kept", "L0.quest.kv_kept", "L0.ckv.kept"};
-    for (size_t i = 0; i < 4; i++) {
+        {{"capacity", "16"}, {"window", "8"}},
+        {{"cache_size", "8"}}};
+    const char *names[] = {"snapkv", "pyramidkv", "quest", "criticalkv", "tova"};
+    const char *sel[] = {"L0.snap.kept", "L0.snap.kept", "L0.quest.kv_kept", "L0.ckv.kept",
+                         "L0.tova.slots"};
+    for (size_t i = 0; i < 5; i++) {
         orig = policy_find(names[i]);
-        /* quest: every cached entry a candidate; criticalkv: every prompt entry */
-        n_cand = i < 2 ? P - 8 : i == 2 ? T : P;
+        /* quest, tova: every cached entry a candidate; criticalkv: every prompt entry */
+        n_cand = i < 2 ? P - 8 : i == 3 ? P : T;
         policy_ops bad = *orig;
-        bad.select = sel_none;
+        bad.select = i == 4 ? sel_swap : sel_none; /* tova's count decides its ops' shapes */
         pcheck_result r;
         run(&bad, kv[i], &r);
-        ck_assert(r.ran && !r.match);
-        ck_assert_msg(strstr(r.msg, "layer 0, KV head 0, decode position 32: entry ") &&
-                          strstr(r.msg, " is kept by its ops and not by select()"),
-                      "%s: %s", names[i], r.msg);
+        ck_assert_msg(r.ran && !r.match, "%s: %s", names[i], r.msg);
+        ck_assert_msg(
+            strstr(r.msg, "layer 0, KV head 0, decode position 32: entry ") &&
+                strstr(r.msg, i == 4 ? " is kept by " : " is kept by its ops and not by select()"),
+            "%s: %s", names[i], r.msg);
         bad = *orig;
         bad.emit_cost = emit_nogather;
         run(&bad, kv[i], &r);
@@ -232,6 +259,7 @@ START_TEST(test_cli)
     ck_assert_msg(strstr(out, "640 keep masks"), "%s", out);
     th_cli_expect(out, sizeof out, 0, "criticalkv: match\n",
                   "policy check criticalkv --param capacity=16 --param window=8");
+    th_cli_expect(out, sizeof out, 0, "tova: match\n", "policy check tova --param cache_size=8");
     th_cli_expect(out, sizeof out, 0, "policy ", "list policies");
     for (size_t k = 0; pcheck_checked_names[k]; k++) {
         char want[64];
