@@ -28,6 +28,14 @@ static const struct {
     {"quest", {{"budget", "16"}, {"page", "4"}, {"min_pages", "1"}, {"skip_layers", "0"}}},
     /* a partial last page at every step but one in five, the prompt's too */
     {"quest", {{"budget", "10"}, {"page", "5"}, {"min_pages", "1"}, {"skip_layers", "0"}}},
+    {"criticalkv", {{"capacity", "16"}, {"window", "8"}}},
+    {"criticalkv", {{"capacity", "20"}, {"window", "8"}, {"pooling", "avgpool"}, {"kernel", "4"}}},
+    {"criticalkv",
+     {{"capacity", "12"}, {"window", "4"}, {"kernel", "1"}, {"first_stage_ratio", "0"}}},
+    /* an eviction at every decode step, the slots' order carried from step to step */
+    {"tova", {{"cache_size", "8"}}},
+    {"tova", {{"cache_size", "10"}}},
+    {"tova", {{"kv_budget", "0.125"}}},
 };
 
 enum { P = 32, T = 64 };
@@ -104,6 +112,26 @@ static int sel_none(void *st, uint32_t layer, uint32_t pos, const float *q, uint
     return rc;
 }
 
+/* select() keeps as many entries, one of them the wrong one: the first it keeps swapped for the
+ * first it drops */
+static int sel_swap(void *st, uint32_t layer, uint32_t pos, const float *q, uint8_t *keep,
+                    errbuf *e)
+{
+    int rc = orig->select(st, layer, pos, q, keep, e);
+    uint32_t Hkv = trace_get_shape(tr)->n_kv_heads;
+    for (uint32_t g = 0; !rc && g < Hkv; g++) {
+        uint8_t *row = keep + (size_t)g * pos;
+        uint32_t a = 0, b = 0;
+        while (a < pos && !row[a])
+            a++;
+        while (b < pos && row[b])
+            b++;
+        if (a < pos && b < pos)
+            row[a] = 0, row[b] = 1;
+    }
+    return rc;
+}
+
 /* emit_cost without its gathers: the rows it names are computed by no op */
 static int emit_nogather(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
                          op_program *prog, errbuf *e)
@@ -120,23 +148,28 @@ static int emit_nogather(void *st, int phase, uint32_t layer, uint32_t kv_len, c
 
 START_TEST(test_broken_caught)
 {
-    static const char *const kv[3][4][2] = {
+    static const char *const kv[5][4][2] = {
         {{"capacity", "16"}, {"window", "8"}},
         {{"capacity", "16"}, {"window", "8"}},
-        {{"budget", "8"}, {"page", "4"}, {"min_pages", "1"}, {"skip_layers", "0"}}};
-    const char *names[] = {"snapkv", "pyramidkv", "quest"};
-    const char *sel[] = {"L0.snap.kept", "L0.snap.kept", "L0.quest.kv_kept"};
-    for (size_t i = 0; i < 3; i++) {
+        {{"budget", "8"}, {"page", "4"}, {"min_pages", "1"}, {"skip_layers", "0"}},
+        {{"capacity", "16"}, {"window", "8"}},
+        {{"cache_size", "8"}}};
+    const char *names[] = {"snapkv", "pyramidkv", "quest", "criticalkv", "tova"};
+    const char *sel[] = {"L0.snap.kept", "L0.snap.kept", "L0.quest.kv_kept", "L0.ckv.kept",
+                         "L0.tova.slots"};
+    for (size_t i = 0; i < 5; i++) {
         orig = policy_find(names[i]);
-        n_cand = i < 2 ? P - 8 : T; /* quest: every cached entry a candidate */
+        /* quest, tova: every cached entry a candidate; criticalkv: every prompt entry */
+        n_cand = i < 2 ? P - 8 : i == 3 ? P : T;
         policy_ops bad = *orig;
-        bad.select = sel_none;
+        bad.select = i == 4 ? sel_swap : sel_none; /* tova's count decides its ops' shapes */
         pcheck_result r;
         run(&bad, kv[i], &r);
-        ck_assert(r.ran && !r.match);
-        ck_assert_msg(strstr(r.msg, "layer 0, KV head 0, decode position 32: entry ") &&
-                          strstr(r.msg, " is kept by its ops and not by select()"),
-                      "%s: %s", names[i], r.msg);
+        ck_assert_msg(r.ran && !r.match, "%s: %s", names[i], r.msg);
+        ck_assert_msg(
+            strstr(r.msg, "layer 0, KV head 0, decode position 32: entry ") &&
+                strstr(r.msg, i == 4 ? " is kept by " : " is kept by its ops and not by select()"),
+            "%s: %s", names[i], r.msg);
         bad = *orig;
         bad.emit_cost = emit_nogather;
         run(&bad, kv[i], &r);
@@ -151,6 +184,72 @@ START_TEST(test_broken_caught)
 }
 END_TEST
 
+/* criticalkv's score ops once computed something else than its select() (|y| as y·[y < 0], the
+ * 0/1 product truncated, stage 1 never raised into the score, no window padding): each of
+ * those, put back into its emitted program, is a mismatch. */
+static int ckv_bug;
+
+/* The op of prog from n0 on whose result is policy_emit's "pol.<tag>.L<l>", or NULL. */
+static op *op_of(op_program *prog, size_t n0, const char *tag)
+{
+    char want[48];
+    snprintf(want, sizeof want, "pol.%s.L", tag);
+    for (size_t i = n0; i < prog->n_ops; i++)
+        if (!strncmp(prog->tens[prog->ops[i].out].name, want, strlen(want)))
+            return &prog->ops[i];
+    return NULL;
+}
+
+static int emit_ckv_bug(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
+                        op_program *prog, errbuf *e)
+{
+    size_t n0 = prog->n_ops;
+    int rc = orig->emit_cost(st, phase, layer, kv_len, kept, prog, e);
+    if (rc || phase != PHASE_PREFILL)
+        return rc;
+    op *o;
+    switch (ckv_bug) {
+    case 0: /* |y| as the negative part alone: −y·[y < 0] */
+        ck_assert_ptr_nonnull(o = op_of(prog, n0, "ckv.abs"));
+        o->in[0] = op_of(prog, n0, "ckv.neg")->out;
+        break;
+    case 1: /* the product of y with its 0/1 sign truncated */
+        ck_assert_ptr_nonnull(o = op_of(prog, n0, "ckv.neg"));
+        o->flags &= ~OPF_NO_TRUNC;
+        break;
+    case 2: /* stage 1 not raised: score + score */
+        ck_assert_ptr_nonnull(o = op_of(prog, n0, "ckv.score_s1"));
+        o->in[1] = o->in[0];
+        break;
+    default: /* no window padding: the window's base 0 */
+        ck_assert_ptr_nonnull(o = op_of(prog, n0, "ckv.max1"));
+        o->kind = OP_MUL_PUB;
+        o->farg = 0;
+        break;
+    }
+    return rc;
+}
+
+START_TEST(test_ckv_bugs_caught)
+{
+    /* stage 1 keeps more than the window, so that it decides some entries (no pooling: its
+     * plateaus of equal votes would be ties stage 1's top-k breaks its own way) */
+    static const char *const kv[4][2] = {
+        {"capacity", "16"}, {"window", "4"}, {"kernel", "1"}, {"first_stage_ratio", "0.75"}};
+    orig = policy_find("criticalkv");
+    policy_ops bad = *orig;
+    bad.emit_cost = emit_ckv_bug;
+    pcheck_result r;
+    for (ckv_bug = 0; ckv_bug < 4; ckv_bug++) {
+        run(&bad, kv, &r);
+        ck_assert_msg(r.ran && !r.match && strstr(r.msg, " is kept by "), "bug %d: %s", ckv_bug,
+                      r.msg);
+    }
+    run(orig, kv, &r);
+    ck_assert_msg(r.ran && r.match, "%s", r.msg);
+}
+END_TEST
+
 /* The command line: a match (exit 0) and the mark of `list policies`. */
 START_TEST(test_cli)
 {
@@ -158,6 +257,9 @@ START_TEST(test_cli)
     th_cli_expect(out, sizeof out, 0, "snapkv: match\n",
                   "policy check snapkv --param capacity=16 --param window=8");
     ck_assert_msg(strstr(out, "640 keep masks"), "%s", out);
+    th_cli_expect(out, sizeof out, 0, "criticalkv: match\n",
+                  "policy check criticalkv --param capacity=16 --param window=8");
+    th_cli_expect(out, sizeof out, 0, "tova: match\n", "policy check tova --param cache_size=8");
     th_cli_expect(out, sizeof out, 0, "policy ", "list policies");
     for (size_t k = 0; pcheck_checked_names[k]; k++) {
         char want[64];
@@ -285,6 +387,7 @@ Suite *pcheck_builtin_suite(void)
     TCase *tc = th_case(s, "core", 0);
     tcase_add_checked_fixture(tc, open_trace, close_trace);
     TESTDIR_USE(tc);
-    TH_TESTS(tc, test_checked_match, test_broken_caught, test_cli, test_replay_masks);
+    TH_TESTS(tc, test_checked_match, test_broken_caught, test_ckv_bugs_caught, test_cli,
+             test_replay_masks);
     return s;
 }

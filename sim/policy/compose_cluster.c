@@ -27,11 +27,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster.h"
 #include "compose_int.h"
 #include "mpcache_ops.h"
 #include "protocols/program/opb.h"
 
-enum { ST_THRESHOLD, ST_TOPK, ST_NONE }; /* mpcache_shape.static_mode's values */
+enum { ST_THRESHOLD = CLUSTER_THRESHOLD, ST_TOPK = CLUSTER_TOPK, ST_NONE = CLUSTER_NONE };
 
 typedef struct cl_head {
     uint32_t *idx;   /* K' positions, in order */
@@ -290,10 +291,10 @@ static int cl_observe(void *st, const policy_obs *o, errbuf *e)
 {
     clstate *s = st;
     const policy_env *v = &s->env;
-    uint32_t P = v->prompt_len, H = v->n_heads, Hkv = v->n_kv_heads, n = o->pos + 1;
+    uint32_t P = v->prompt_len, Hkv = v->n_kv_heads;
     if (!own_layer(s, o->layer))
         return MS_OK;
-    uint32_t g0 = o->kv_lo, g1 = o->kv_hi ? o->kv_hi : Hkv, G = H / Hkv;
+    uint32_t g0 = o->kv_lo, g1 = o->kv_hi ? o->kv_hi : Hkv;
     if (o->pos >= P) { /* a generated entry joins K' */
         for (uint32_t g = g0; g < g1; g++)
             if (head_push(&s->head[(size_t)o->layer * Hkv + g], s->sh.s2, v->head_dim, o->pos,
@@ -301,66 +302,8 @@ static int cl_observe(void *st, const policy_obs *o, errbuf *e)
                 return err_set(e, MS_ERR_NOMEM, "policy %s: out of memory", s->sl->name);
         return MS_OK;
     }
-    if (!o->att || s->sh.static_mode == ST_NONE)
-        return MS_OK;
-    if (s->sh.static_mode == ST_THRESHOLD) {
-        /* each column's head sum, row by row (terms in head order), tested once the last KV
-         * head's rows are in */
-        uint8_t *pass = s->pass + (size_t)o->layer * P;
-        double *cs = s->colsum + (size_t)(o->pos % POLICY_SPAN_MAX) * (P + 1);
-        if (g0 == 0)
-            memset(cs, 0, n * sizeof *cs);
-        for (uint32_t h = g0 * G; h < g1 * G; h++)
-            policy_add_row_d(cs, o->att + (size_t)h * n, n);
-        for (uint32_t j = 0; g1 == Hkv && j < n; j++)
-            if (cs[j] / H >= s->sh.thr)
-                pass[j] = 1;
-    } else {
-        for (uint32_t h = g0 * G; h < g1 * G; h++)
-            policy_add_row(s->vote + ((size_t)o->layer * Hkv + h / G) * P, o->att + (size_t)h * n,
-                           n);
-    }
+    cluster_vote(s->sh.static_mode, s->sh.thr, s->pass, s->colsum, s->vote, v, o);
     return MS_OK;
-}
-
-/* The static set of (layer, g) into s->work (sorted positions); its count, UINT32_MAX: no
- * memory. */
-static uint32_t static_set(clstate *s, uint32_t l, uint32_t g)
-{
-    uint32_t P = s->env.prompt_len, n = 0;
-    if (s->sh.static_mode == ST_NONE || !own_layer(s, l)) {
-        for (uint32_t j = 0; j < P; j++)
-            s->work[j] = j;
-        return P;
-    }
-    if (s->sh.static_mode == ST_THRESHOLD) {
-        const uint8_t *pass = s->pass + (size_t)l * P;
-        for (uint32_t j = 0; j < P; j++)
-            if (pass[j])
-                s->work[n++] = j;
-        return n;
-    }
-    uint32_t *tmp = malloc(((size_t)P + 1) * sizeof *tmp);
-    if (!tmp)
-        return UINT32_MAX;
-    n = (uint32_t)policy_topk(s->vote + ((size_t)l * s->env.n_kv_heads + g) * P, NULL, P,
-                              (uint32_t)(s->sratio * P), s->work, tmp);
-    free(tmp);
-    return n;
-}
-
-/* The keys of prompt position j for the KV heads whose static set holds it. */
-static int read_keys(const policy_env *v, uint32_t l, uint32_t j, const uint8_t *in, float *kbuf)
-{
-    if (v->get_k)
-        return v->get_k(v->kv_ctx, l, j, kbuf);
-    if (!v->gather_k)
-        return 1;
-    for (uint32_t g = 0; g < v->n_kv_heads; g++)
-        if (in[(size_t)g * v->prompt_len + j] &&
-            v->gather_k(v->kv_ctx, l, g, &j, 1, kbuf + (size_t)g * v->head_dim))
-            return 1;
-    return 0;
 }
 
 static int cl_prefill(void *st, errbuf *e)
@@ -376,7 +319,8 @@ static int cl_prefill(void *st, errbuf *e)
         uint32_t src = kind(s, l) == MPCACHE_LAYER_SHARED ? l - 1 : l;
         memset(in, 0, (size_t)Hkv * P);
         for (uint32_t g = 0; !rc && g < Hkv; g++) {
-            uint32_t n = static_set(s, src, g);
+            uint32_t n = cluster_static_set(s->sh.static_mode, !own_layer(s, src), s->sratio,
+                                            s->pass, s->vote, v, src, g, s->work);
             if (n == UINT32_MAX) {
                 rc = err_set(e, MS_ERR_NOMEM, "policy %s: out of memory", s->sl->name);
                 break;
@@ -391,7 +335,7 @@ static int cl_prefill(void *st, errbuf *e)
                 any |= in[(size_t)g * P + j];
             if (!any)
                 continue;
-            if (read_keys(v, l, j, in, s->kbuf)) {
+            if (cluster_read_keys(v, l, j, in, s->kbuf)) {
                 rc = err_set(e, MS_ERR_INPUT, "policy %s: cannot read the prompt's keys",
                              s->sl->name);
                 break;
@@ -407,20 +351,11 @@ static int cl_prefill(void *st, errbuf *e)
 }
 
 /* The α-bound score of the query s->qs against bounds (mx, mn), merged with (mx2, mn2) when
- * given: Σ_i q_i·(α·max_i + (1−α)·min_i), channels in order, in float. */
+ * given. */
 static float bound_score(const clstate *s, const float *mx, const float *mn, const float *mx2,
                          const float *mn2)
 {
-    float a = (float)s->sh.alpha, b = 1.0f - a, u = 0;
-    for (uint32_t i = 0; i < s->env.head_dim; i++) {
-        float hi = mx[i], lo = mn[i];
-        if (mx2) {
-            hi = mx2[i] > hi ? mx2[i] : hi;
-            lo = mn2[i] < lo ? mn2[i] : lo;
-        }
-        u += s->qs[i] * (a * hi + b * lo);
-    }
-    return u;
+    return cluster_bound_score(s->sh.alpha, s->env.head_dim, s->qs, mx, mn, mx2, mn2);
 }
 
 /* The clusters' selection of one KV head: marks the kept positions (< pos) in row; 1 when K'
@@ -440,35 +375,13 @@ static int cluster_select(clstate *s, const cl_head *h, uint32_t pos, uint8_t *r
         const float *x0 = h->mx + (size_t)2 * c * d, *n0 = h->mn + (size_t)2 * c * d;
         s->c1[c] = bound_score(s, x0, n0, pair ? x0 + d : NULL, pair ? n0 + d : NULL);
     }
-    uint32_t k1 = (uint32_t)floor(G1 * s->sh.ratio1);
-    uint32_t n1 = (uint32_t)policy_topk(s->c1, NULL, G1, k1, s->sel1, s->work);
-    uint8_t *mark = (uint8_t *)s->cand;
-    memset(mark, 0, G1);
-    for (uint32_t i = 0; i < n1; i++)
-        mark[s->sel1[i]] = 1;
-    mark[0] = 1;
-    if (partial)
-        mark[G1 - 1] = 1;
-    uint32_t nc = 0;
-    for (uint32_t c = 0; c < G1; c++)
-        if (mark[c]) {
-            s->sel1[nc++] = 2 * c;
-            if (2 * c + 1 < G2)
-                s->sel1[nc++] = 2 * c + 1;
-        }
+    uint32_t nc =
+        cluster_parents(s->c1, G1, G2, s->sh.ratio1, partial, s->sel1, s->work, (uint8_t *)s->cand);
     /* level 2: the clusters of the chosen parents */
     for (uint32_t c = 0; c < G2; c++)
         s->c2[c] = bound_score(s, h->mx + (size_t)c * d, h->mn + (size_t)c * d, NULL, NULL);
-    uint32_t k2 = (uint32_t)floor(G2 * s->sh.ratio2);
-    uint32_t n2 = (uint32_t)policy_topk(s->c2, s->sel1, nc, k2, s->sel2, s->work);
-    s->sel2[n2++] = 0;
-    if (partial)
-        s->sel2[n2++] = G2 - 1;
-    for (uint32_t i = 0; i < n2; i++) {
-        uint32_t c = s->sel2[i], end = (c + 1) * s2 < n ? (c + 1) * s2 : n;
-        for (uint32_t t = c * s2; t < end; t++)
-            row[h->idx[t]] = 1;
-    }
+    cluster_keep(s->c2, s->sel1, nc, G2, s->sh.ratio2, partial, s2, h->idx, n, s->sel2, s->work,
+                 row);
     return 0;
 }
 
@@ -490,12 +403,7 @@ static int cl_select(void *st, uint32_t layer, uint32_t pos, const float *q, uin
     }
     memset(keep, 0, sz);
     for (uint32_t g = 0; g < Hkv; g++) {
-        for (uint32_t i = 0; i < d; i++) { /* the group's queries summed */
-            float acc = 0;
-            for (uint32_t hq = g * G; hq < (g + 1) * G; hq++)
-                acc += q[(size_t)hq * d + i];
-            s->qs[i] = acc;
-        }
+        cluster_group_query(q, g, G, d, s->qs); /* the group's queries summed */
         if (cluster_select(s, &s->head[(size_t)layer * Hkv + g], pos, keep + (size_t)g * pos))
             return err_set(e, MS_ERR_INTERNAL,
                            "policy %s: layer %u holds a key at or past position %u", s->sl->name,
@@ -516,9 +424,7 @@ static uint32_t entries(const clstate *s, uint32_t layer, uint32_t kv_len)
     uint32_t n = 0;
     for (uint32_t g = 0; g < v->n_kv_heads; g++) {
         const cl_head *h = &s->head[(size_t)layer * v->n_kv_heads + g];
-        uint32_t c = h->n;
-        while (c > 0 && h->idx[c - 1] >= kv_len)
-            c--;
+        uint32_t c = cluster_entries(h->idx, h->n, kv_len);
         n = c > n ? c : n;
     }
     return n;
@@ -531,50 +437,11 @@ static int cl_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
                    op_program *prog, errbuf *e)
 {
     clstate *s = st;
-    const policy_env *v = &s->env;
-    uint32_t Hkv = v->n_kv_heads, d = v->head_dim;
-    int k = kind(s, layer);
     (void)kept;
-    if (phase == PHASE_PREFILL) {
-        mpcache_ids ids;
-        if (s->sh.static_mode == ST_THRESHOLD)
-            return mpcache_emit_static(prog, &s->sh, layer, kv_len, OP_NONE, &ids, e);
-        uint32_t S = 0;
-        for (uint32_t g = 0; g < Hkv; g++)
-            S = s->stat_count[(size_t)layer * Hkv + g] > S ? s->stat_count[(size_t)layer * Hkv + g]
-                                                           : S;
-        if (k == MPCACHE_LAYER_SELECT && s->sh.static_mode == ST_TOPK && S > 0) {
-            /* COST: the static top-k: window vote sums (local), topk(P, ratio·P) per KV head,
-             * the kept rows gathered (policies.md §1.8) */
-            policy_emitter pe;
-            uint32_t w = s->sh.window ? s->sh.window : 1;
-            opb_init(&pe, prog, phase, (int)layer, OPC_POLICY, NULL);
-            uint32_t vt =
-                policy_emit(&pe, OP_ADD, Hkv, w, 0, kv_len, OP_NONE, OP_NONE, 0, 0, 0, "mpc.vote");
-            uint32_t oh = policy_emit(&pe, OP_TOPK, Hkv, 1, 0, kv_len, vt, OP_NONE, 0, (int32_t)S,
-                                      0, "mpc.topk0");
-            policy_emit(&pe, OP_GATHER, Hkv, S, kv_len, 2 * d, oh, OP_NONE, OPF_NO_TRUNC, 0, 0,
-                        "mpc.compact");
-            int rc = policy_emit_done(&pe, s->sl->name, e);
-            if (rc)
-                return rc;
-        }
-        if (s->sh.static_mode == ST_NONE || S == 0)
-            S = kv_len;
-        return mpcache_emit_prefill(prog, &s->sh, layer, S, OP_NONE, &ids, e);
-    }
-    uint32_t n = entries(s, layer, kv_len);
-    const mpcache_ids *src = k == MPCACHE_LAYER_SHARED ? &s->ids[layer - 1] : NULL;
-    /* after a threshold prompt the first step begins with the compaction to the revealed count */
-    uint32_t P0 =
-        s->sh.static_mode == ST_THRESHOLD && k != MPCACHE_LAYER_DENSE && kv_len == v->prompt_len
-            ? v->prompt_len
-            : 0;
-    int rc = mpcache_emit_decode_first(prog, &s->sh, layer, n, P0, OP_NONE, OP_NONE, OP_NONE,
-                                       OP_NONE, src, &s->ids[layer], e);
-    if (!rc)
-        rc = mpcache_emit_mask(prog, &s->sh, layer, n, OP_NONE, &s->ids[layer], e);
-    return rc;
+    return cluster_emit(prog, &s->sh, phase, layer, kv_len, s->env.prompt_len,
+                        s->stat_count + (size_t)layer * s->env.n_kv_heads,
+                        phase == PHASE_PREFILL ? 0 : entries(s, layer, kv_len), s->ids, s->sl->name,
+                        e);
 }
 
 /* The rows a secure step attends: the selection's public bound (mpcache_attend_rows). */
@@ -592,11 +459,7 @@ static void cl_attend(void *st, uint32_t layer, uint32_t kv_len, const uint32_t 
 static int cl_one_time(void *st, uint32_t pos)
 {
     clstate *s = st;
-    int any = 0;
-    for (uint32_t l = 0; l < s->env.n_layers; l++)
-        any |= kind(s, l) != MPCACHE_LAYER_DENSE;
-    return s->sh.static_mode == ST_THRESHOLD && s->env.prompt_len > 0 && pos == s->env.prompt_len &&
-           any;
+    return cluster_one_time(&s->sh, s->env.n_layers, s->env.prompt_len, pos);
 }
 
 /* ---- the selection on shares ------------------------------------------------------------ */

@@ -41,7 +41,8 @@ int pcheck_frac_bits(void)
 
 uint32_t pcheck_input(opb *b, int what, uint32_t B, uint32_t rows, uint32_t cols)
 {
-    static const char *const names[PCHECK_IN_ALL] = {"in.kv", "in.k_new", "in.q", "in.p_att"};
+    static const char *const names[PCHECK_IN_ALL] = {"in.kv", "in.k_new",  "in.q",  "in.p_att",
+                                                     "in.wo", "in.kv_new", "in.att"};
     if (what < 0 || what >= PCHECK_IN_ALL) {
         b->failed = 1;
         return OP_NONE;
@@ -98,12 +99,14 @@ typedef struct chk {
     int frac;
     saved *sv;
     size_t n_sv, cap_sv;
-    float *k, *v;     /* Hkv × d: one position's keys and values */
-    uint8_t *keep;    /* Hkv × T */
-    uint8_t *got;     /* T: the ops' mask of one KV head */
-    float *att;       /* H × T: the renormalized rows observe() sees */
-    uint64_t *kvraw;  /* Hkv × T × 2d: the bound [K | V] rows of the program */
-    uint32_t kv_rows; /* rows bound in kvraw */
+    float *k, *v;         /* Hkv × d: one position's keys and values */
+    uint8_t *keep;        /* Hkv × T */
+    uint8_t *got;         /* T: the ops' mask of one KV head */
+    float *att;           /* H × T: the renormalized rows observe() sees */
+    uint64_t *kvraw;      /* Hkv × T × 2d: the bound [K | V] rows of the program */
+    uint32_t kv_rows;     /* rows bound in kvraw */
+    const uint64_t *sel0; /* the named selection's state when the program began, or NULL */
+    uint32_t sel0_m, sel0_c;
     pcheck_result *r;
 } chk;
 
@@ -154,6 +157,66 @@ static int cant(chk *c, const char *fmt, const char *a, uint32_t layer)
     return -1;
 }
 
+/* PCHECK_IN_ATT_SLOTS: the decode step's attention row of every query head over the entries
+ * the selection's rows hold (KV head 0's rows located among the cached ones), then the new
+ * entry, renormalized over those; without a selection, over every cached entry. */
+static int bind_att_slots(chk *c, const op_tensor *T, uint32_t layer, int phase, uint32_t kv_len,
+                          uint64_t *x, errbuf *e)
+{
+    const policy_env *v = &c->env;
+    uint32_t H = v->n_heads, d = v->head_dim, n = T->cols;
+    uint32_t m = c->sel0 ? c->sel0_m : kv_len;
+    if (phase != PHASE_DECODE || T->batch != H || T->rows != 1 || n != m + 1 ||
+        (c->sel0 && c->sel0_c > 2 * d))
+        return cant(c,
+                    "its attention operand %s is not n_heads x 1 x (the selection's rows + 1) "
+                    "of a decode step",
+                    T->name, layer);
+    uint32_t *at = malloc((size_t)n * sizeof *at);
+    uint64_t *row = malloc(2 * (size_t)d * sizeof *row);
+    int rc = at && row ? MS_OK : err_set(e, MS_ERR_NOMEM, "policy check: out of memory");
+    int bad = 0;
+    for (uint32_t i = 0; !rc && !bad && i < m; i++) {
+        at[i] = i;
+        if (!c->sel0)
+            continue;
+        const uint64_t *want = c->sel0 + (size_t)i * c->sel0_c;
+        at[i] = UINT32_MAX;
+        for (uint32_t j = 0; !rc && j < kv_len && at[i] == UINT32_MAX; j++) {
+            if ((rc = trace_kv(c->t, layer, j, c->k, c->v)))
+                rc = err_set(e, rc, "policy check: the trace's keys of layer %u position %u", layer,
+                             j);
+            for (uint32_t q = 0; !rc && q < d; q++) {
+                row[q] = fx_encode(c->k[q], c->frac);
+                row[d + q] = fx_encode(c->v[q], c->frac);
+            }
+            if (!rc && !memcmp(row, want, c->sel0_c * sizeof *row))
+                at[i] = j;
+        }
+        bad = !rc && at[i] == UINT32_MAX;
+    }
+    if (!rc && !bad) {
+        at[m] = kv_len;
+        const float *a = trace_att(c->t, layer);
+        for (uint32_t h = 0; h < H; h++) {
+            const float *r = a + (size_t)h * (kv_len + 1);
+            double s = 0;
+            for (uint32_t i = 0; i < n; i++)
+                s += r[at[i]];
+            for (uint32_t i = 0; i < n; i++)
+                x[(size_t)h * n + i] = fx_encode(s > 0 ? r[at[i]] / s : 0, c->frac);
+        }
+    }
+    free(at);
+    free(row);
+    if (bad)
+        return cant(c,
+                    "a row of the selection its attention operand %s follows is none of the "
+                    "cached entries",
+                    T->name, layer);
+    return rc;
+}
+
 /* Fills x (n values) with the operand what of layer at kv_len (decode) or the prompt: 0, -1
  * when the check cannot bind it (cant), or an error code. */
 static int bind_input(chk *c, int what, const op_tensor *T, uint32_t layer, int phase,
@@ -190,6 +253,38 @@ static int bind_input(chk *c, int what, const op_tensor *T, uint32_t layer, int 
             rc = trace_seek(c->t, pos0, e);
         return rc;
     }
+    if (what == PCHECK_IN_WO) {
+        uint32_t R = 0, C = 0, H = v->n_heads;
+        const float *w = trace_wo(c->t, layer, &R, &C);
+        if (!w || T->batch != H || T->rows != d || T->cols != R || C != H * d)
+            return cant(c, "its output projection operand %s is not n_heads x head_dim x dim",
+                        T->name, layer);
+        for (uint32_t h = 0; h < H; h++)
+            for (uint32_t i = 0; i < d; i++)
+                for (uint32_t r = 0; r < R; r++)
+                    x[((size_t)h * d + i) * R + r] =
+                        fx_encode(w[(size_t)r * C + h * d + i], c->frac);
+        return 0;
+    }
+    if (what == PCHECK_IN_ATT_SLOTS)
+        return bind_att_slots(c, T, layer, phase, kv_len, x, e);
+    if (what == PCHECK_IN_KV_NEW) {
+        if (phase != PHASE_DECODE || T->batch != Hkv || T->rows != 1 || T->cols != 2 * d)
+            return cant(c,
+                        "its new row operand %s is not n_kv_heads x 1 x 2·head_dim of a decode "
+                        "step",
+                        T->name, layer);
+        int rc = trace_kv(c->t, layer, kv_len, c->k, c->v);
+        if (rc)
+            return err_set(e, rc, "policy check: the trace's keys of layer %u position %u", layer,
+                           kv_len);
+        for (uint32_t g = 0; g < Hkv; g++)
+            for (uint32_t i = 0; i < d; i++) {
+                x[(size_t)g * 2 * d + i] = fx_encode(c->k[(size_t)g * d + i], c->frac);
+                x[(size_t)g * 2 * d + d + i] = fx_encode(c->v[(size_t)g * d + i], c->frac);
+            }
+        return 0;
+    }
     uint32_t cols = what == PCHECK_IN_KV ? 2 * d : d;
     if (T->batch != Hkv || T->cols != cols)
         return cant(c, "its operand %s is not n_kv_heads x rows x (2·)head_dim", T->name, layer);
@@ -222,10 +317,21 @@ static int bind_input(chk *c, int what, const op_tensor *T, uint32_t layer, int 
     return 0;
 }
 
-/* The value of a public tensor of a policy's ops: a column of ones ("ones", "<x>_ones"). */
+/* The value of a public tensor of a policy's ops: a column of ones ("ones", "<x>_ones"), zeros
+ * ("<x>_zero"), a padding bias ("<x>_pad<K>"). */
 static int bind_public(const op_tensor *T, int frac, uint64_t *x, size_t n)
 {
     size_t len = strlen(T->name);
+    if (len >= 5 && !strcmp(T->name + len - 5, "_zero")) {
+        memset(x, 0, n * sizeof *x);
+        return 1;
+    }
+    if (len >= 4 && !strcmp(T->name + len - 4, "_tri")) {
+        size_t C = T->cols ? T->cols : 1, per = (size_t)T->rows * C;
+        for (size_t i = 0; i < n; i++)
+            x[i] = per && (i % per) / C <= i % C;
+        return 1;
+    }
     const char *pad = strrchr(T->name, '_');
     if (pad && !strncmp(pad, "_pad", 4) && pad[4] >= '0' && pad[4] <= '9') {
         size_t K = strtoul(pad + 4, NULL, 10), per = (size_t)T->rows * (T->cols ? T->cols : 1);
@@ -341,6 +447,29 @@ static int run_prog(chk *c, op_program *prog, const pcheck_io *io, int phase, ui
     for (size_t i = 0; !rc && i < prog->n_ops; i++)
         if (prog->ops[i].out < prog->n_tens && prog->ops[i].kind != OP_INPUT)
             made[prog->ops[i].out] = 1;
+    /* a selection naming state its ops update: the rows it held as the step began */
+    int upd = !rc && io->has_sel && io->sel_t < prog->n_tens && made[io->sel_t] &&
+              prog->tens[io->sel_t].role == OPT_CACHE;
+    const saved *s0 = upd ? find_saved(c, prog->tens[io->sel_t].name) : NULL;
+    int s0_made = s0 && s0->made;
+    uint64_t *snap = NULL;
+    size_t n_snap = s0 ? s0->n : 0;
+    if (s0 && !(snap = malloc((n_snap ? n_snap : 1) * sizeof *snap)))
+        rc = MS_ERR_NOMEM;
+    if (snap) {
+        memcpy(snap, s0->v, n_snap * sizeof *snap);
+        c->sel0 = snap;
+        c->sel0_m = io->sel_m;
+        c->sel0_c = prog->tens[io->sel_t].cols;
+    }
+    if (!rc && upd && !s0_made && phase == PHASE_DECODE) { /* before operands that follow it */
+        c->r->match = 0;
+        stop = 1;
+        snprintf(c->r->msg, sizeof c->r->msg,
+                 "layer %u position %u: its selection %s is computed by none of its ops (no "
+                 "gather)",
+                 layer, kv_len, prog->tens[io->sel_t].name);
+    }
     for (uint32_t t = 0; !rc && !stop && t < prog->n_tens; t++) {
         const op_tensor *T = &prog->tens[t];
         size_t n = (size_t)T->batch * T->rows * T->cols;
@@ -412,7 +541,7 @@ static int run_prog(chk *c, op_program *prog, const pcheck_io *io, int phase, ui
         const saved *ss = io->has_sel && !made[io->sel_t] && prog->tens[io->sel_t].role == OPT_CACHE
                               ? find_saved(c, prog->tens[io->sel_t].name)
                               : NULL;
-        if (io->has_sel && !made[io->sel_t] && !(ss && ss->made)) {
+        if (io->has_sel && (upd ? !s0_made : !made[io->sel_t] && !(ss && ss->made))) {
             c->r->match = 0;
             stop = 1;
             snprintf(c->r->msg, sizeof c->r->msg,
@@ -429,8 +558,21 @@ static int run_prog(chk *c, op_program *prog, const pcheck_io *io, int phase, ui
                      kv_len, prog->tens[io->sel_t].name, io->sel_m);
         }
         for (uint32_t g = 0; !stop && g < Hkv; g++) {
+            mpc_val was = vals[io->has_sel ? io->sel_t : 0];
+            if (upd) {
+                if (n_snap != was.n) {
+                    c->r->match = 0;
+                    stop = 1;
+                    snprintf(c->r->msg, sizeof c->r->msg,
+                             "layer %u position %u: its selection %s held no rows of this shape "
+                             "as the step began",
+                             layer, kv_len, prog->tens[io->sel_t].name);
+                    break;
+                }
+                was.s[0] = snap;
+            }
             if (io->has_sel)
-                stop = sel_mask(c, io, &vals[io->sel_t], &prog->tens[io->sel_t], layer, kv_len, g);
+                stop = sel_mask(c, io, &was, &prog->tens[io->sel_t], layer, kv_len, g);
             else {
                 memset(c->got, 1, kv_len);
                 uint32_t j = 0;
@@ -462,6 +604,8 @@ static int run_prog(chk *c, op_program *prog, const pcheck_io *io, int phase, ui
         E->vt->release(E, &vals[t]);
     free(vals);
     free(made);
+    free(snap);
+    c->sel0 = NULL;
     return rc ? rc : stop ? -1 : 0;
 }
 
@@ -681,7 +825,8 @@ int pcheck_run_dir(const policy_ops *p, const policy_args *a, trace *t, const ch
     return rc;
 }
 
-const char *const pcheck_checked_names[] = {"snapkv", "pyramidkv", "quest", NULL};
+const char *const pcheck_checked_names[] = {"snapkv",     "pyramidkv", "quest",
+                                            "criticalkv", "tova",      NULL};
 
 pcheck_cost pcheck_cost_of(const policy_ops *p)
 {

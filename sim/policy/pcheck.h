@@ -37,8 +37,9 @@ typedef struct pcheck_decl {
 int pcheck_emit(const policy_ops *p, void *st, int phase, uint32_t layer, uint32_t kv_len,
                 const uint32_t *kept, op_program *prog, pcheck_decl *io, errbuf *e);
 /* The value of a public tensor of a policy's ops, raw ring integers: a column of ones ("ones",
- * "<x>_ones"), a padding bias ("<x>_pad<K>", pcheck_selection_bias) at the check's fixed
- * point; 0 for any other. */
+ * "<x>_ones"), zeros ("<x>_zero"), an upper triangle of ones ("<x>_tri": row r, column c
+ * is 1 when r ≤ c; a one-hot row times it is its prefix sum), a padding bias ("<x>_pad<K>",
+ * pcheck_selection_bias) at the check's fixed point; 0 for any other. */
 int pcheck_public_value(const op_tensor *T, uint64_t *x, size_t n);
 /* The same at frac fractional bits ("<x>_pad<K>": fixed point). */
 int pcheck_public_value_at(const op_tensor *T, int frac, uint64_t *x, size_t n);
@@ -55,19 +56,30 @@ enum {
      * over the entries 0..n−1 (0 past a row's causal end) — rows already in secret shares, the
      * attention's own work */
     PCHECK_IN_PROMPT_ATT = PCHECK_IN_N,
+    /* (H, head_dim, dim): the layer's output projection W_o, per query head h the transposed
+     * block W_o^h (columns h·d .. h·d + d − 1 of the dim × H·d matrix): a weight of the model */
+    PCHECK_IN_WO,
+    /* Decode only: (Hkv, 1, 2·head_dim), the step's new [K | V] row (position kv_len) */
+    PCHECK_IN_KV_NEW,
+    /* Decode only: (H, 1, n), the step's attention over the cached entries its selection
+     * gathered, in the selection's row order (the slots of a compacted cache), then over the
+     * new entry: renormalized over those n, as the attention of the attended rows computes
+     * it. A step that names no selection attends every cached entry in order. */
+    PCHECK_IN_ATT_SLOTS,
     PCHECK_IN_ALL
 };
 
 /* The operand what (PCHECK_IN_*) of the emit_cost call b builds for: a tensor "in.<what>"
  * (batch B, rows × cols), bound to the trace's values when a check runs. */
 uint32_t pcheck_input(opb *b, int what, uint32_t B, uint32_t rows, uint32_t cols);
-/* Names the decode step's selection: rows (Hkv, m, C), computed by ops of this call, that
- * gather PCHECK_IN_KV rows (their first C columns) of the candidates [r0, r1); cached entries
- * outside [r0, r1) are attended as public ones. A step that names none keeps every entry.
- * score (OP_NONE: none): the candidates' ranked scores, Hkv × (r1 − r0) values; tol: a
- * score's error bound against select()'s: where the two kept sets differ, the check accepts
- * the difference as ties when the ops' scores of every candidate only one side kept lie
- * within tol of each other (the ops preferred theirs by at most tol). */
+/* Names the decode step's selection: rows (Hkv, m, C), computed by ops of this call (or state
+ * an op of an earlier call wrote; when this call's ops update that state, the rows it held
+ * when the step began: the ones the step attends), that gather PCHECK_IN_KV rows (their first C
+ * columns) of the candidates [r0, r1); cached entries outside [r0, r1) are attended as public ones.
+ * A step that names none keeps every entry. score (OP_NONE: none): the candidates' ranked scores,
+ * Hkv × (r1 − r0) values; tol: a score's error bound against select()'s: where the two kept sets
+ * differ, the check accepts the difference as ties when the ops' scores of every candidate only one
+ * side kept lie within tol of each other (the ops preferred theirs by at most tol). */
 void pcheck_selection(opb *b, uint32_t rows, uint32_t m, uint32_t r0, uint32_t r1, uint32_t score,
                       double tol);
 

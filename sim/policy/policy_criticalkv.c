@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pcheck.h"
 #include "policy.h"
 
 static const policy_param ckv_params[] = {
@@ -33,6 +34,7 @@ typedef struct ckv_state {
     uint8_t *alive; /* [L][Hkv][P] */
     float *base, *score;
     uint32_t *work, *sel;
+    float *mag; /* [L][4]: the largest |V|, |W_o|, proj · G and base (window pad included) */
 } ckv_state;
 
 static void ckv_fini(void *st)
@@ -47,6 +49,7 @@ static void ckv_fini(void *st)
     free(s->score);
     free(s->work);
     free(s->sel);
+    free(s->mag);
     free(s);
 }
 
@@ -80,7 +83,8 @@ static int ckv_init(const policy_env *env, const policy_args *a, void **st, errb
     s->score = malloc((P + 1) * sizeof *s->score);
     s->work = malloc((P + 1) * sizeof *s->work);
     s->sel = malloc((P + 1) * sizeof *s->sel);
-    if (!s->proj || !s->alive || !s->base || !s->score || !s->work || !s->sel) {
+    s->mag = calloc((size_t)env->n_layers * 4, sizeof *s->mag);
+    if (!s->proj || !s->alive || !s->base || !s->score || !s->work || !s->sel || !s->mag) {
         ckv_fini(s);
         return err_set(e, MS_ERR_NOMEM, "policy criticalkv: out of memory");
     }
@@ -109,6 +113,11 @@ static int ckv_observe(void *st, const policy_obs *o, errbuf *e)
     if (!o->v || !o->wo)
         return err_set(e, MS_ERR_INPUT, "policy criticalkv: the trace has no values or no W_o");
     uint32_t d = v->head_dim, H = v->n_heads, Hkv = v->n_kv_heads, G = H / Hkv, D = v->dim;
+    float *mag = s->mag + (size_t)o->layer * 4;
+    for (uint32_t i = 0; i < Hkv * d; i++)
+        mag[0] = fabsf(o->v[i]) > mag[0] ? fabsf(o->v[i]) : mag[0];
+    for (size_t i = 0; o->pos == 0 && i < (size_t)D * H * d; i++)
+        mag[1] = fabsf(o->wo[i]) > mag[1] ? fabsf(o->wo[i]) : mag[1];
     for (uint32_t h = 0; h < H; h++) {
         uint32_t g = h / G;
         const float *vj = o->v + (size_t)g * d;
@@ -142,6 +151,12 @@ static int ckv_prefill(void *st, errbuf *e)
                 mx = s->base[j] > mx ? s->base[j] : mx;
             for (uint32_t j = n; j < P; j++)
                 s->base[j] = (n ? mx : 0.0f) + 1.0f;
+            float *mag = s->mag + (size_t)l * 4;
+            for (uint32_t j = 0; j < P; j++) {
+                float pg = s->proj[off + j] * (float)(v->n_heads / v->n_kv_heads);
+                mag[2] = pg > mag[2] ? pg : mag[2];
+                mag[3] = s->base[j] > mag[3] ? s->base[j] : mag[3];
+            }
             for (uint32_t j = 0; j < P; j++)
                 s->score[j] = (float)((s->base[j] + s->eps) * s->proj[off + j]);
             size_t c1 = policy_topk(s->base, NULL, P, k1, s->sel, s->work);
@@ -163,39 +178,89 @@ static int ckv_select(void *st, uint32_t layer, uint32_t pos, const float *q, ui
     return MS_OK;
 }
 
+/* The scale of snap_core_emit's scores against snap_core_score's: the window's sum, the
+ * group's sum, and average pooling's neighbour sum. */
+static double base_scale(const ckv_state *s)
+{
+    const snap_core *c = &s->core;
+    return (double)c->window * (c->env.n_heads / c->env.n_kv_heads) * (c->maxpool ? 1 : c->kernel);
+}
+
+/* The error bound of the ops' final scores (base_scale · G times ckv_prefill's) at layer: the
+ * base within snap_core_tol's bound and eps rounded (±u/2); each y = V_j·W_o^h from a rounded
+ * V and W_o (±u/2 each, d terms) truncated (±u), summed as |y| over dim and G heads, plus the
+ * float sums' relative 2^-22; the product of the two truncated (±u). Twice that, for the two
+ * candidates of a swap. */
+static double ckv_tol(const ckv_state *s, uint32_t layer, int frac_bits)
+{
+    const policy_env *v = &s->core.env;
+    const float *mag = s->mag + (size_t)layer * 4;
+    double u = ldexp(1, -frac_bits), c = base_scale(s), G = v->n_heads / v->n_kv_heads;
+    double d = v->head_dim, vm = mag[0], wm = mag[1], pm = mag[2], bm = mag[3];
+    double eb = snap_core_tol(&s->core, v->n_kv_heads, frac_bits) / 2 + u / 2;
+    double ep = G * v->dim * (d * (vm + wm) * u / 2 + u + d * vm * wm * 0x1p-22) + pm * 0x1p-22;
+    double sc = c * (bm + s->eps) * pm;
+    return 2 * (eb * (pm + ep) + c * (bm + s->eps) * ep + u + sc * 0x1p-22);
+}
+
 static int ckv_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
                     op_program *prog, errbuf *e)
 {
     ckv_state *s = st;
     const policy_env *v = &s->core.env;
-    if (phase != PHASE_PREFILL || !compresses(s))
+    if (!compresses(s))
         return MS_OK;
-    uint32_t P = kv_len, H = v->n_heads, Hkv = v->n_kv_heads, d = v->head_dim, D = v->dim;
-    uint32_t k1 = (uint32_t)(s->capacity * s->fsr);
+    uint32_t P = v->prompt_len, H = v->n_heads, Hkv = v->n_kv_heads, d = v->head_dim, D = v->dim;
+    uint32_t k1 = (uint32_t)(s->capacity * s->fsr), B = s->capacity;
     policy_emitter pe;
     opb_init(&pe, prog, phase, (int)layer, OPC_POLICY, NULL);
+    if (phase == PHASE_DECODE) {
+        /* no ops: the decode step attends the rows the prefill gathered (its state); the
+         * generated entries are public positions. Named for the check, with the cache it
+         * compares them with */
+        pcheck_input(&pe, PCHECK_IN_KV, Hkv, kv_len, 2 * d);
+        uint32_t kept_st = opb_shared(&pe, "ckv.kept", OPT_CACHE, Hkv, B, 2 * d);
+        uint32_t sc_st = opb_shared(&pe, "ckv.score_kept", OPT_CACHE, Hkv, 1, P);
+        pcheck_selection(&pe, kept_st, B, 0, P, sc_st, ckv_tol(s, layer, pcheck_frac_bits()));
+        return policy_emit_done(&pe, "criticalkv", e);
+    }
     uint32_t w = s->core.window, n = P - w, G = H / Hkv;
-    uint32_t base = snap_core_emit(&s->core, &pe, Hkv); /* (Hkv, 1, n) */
+    double c = base_scale(s);
+    uint32_t base = snap_core_emit(&s->core, &pe, Hkv); /* (Hkv, 1, n), c times the mean */
     /* COST: the window padded with max(base) + 1 so stage 1 keeps it (kvpress snapkv_press.py
      * in FFY0/AdaKV@criticalkv): a row max per KV head, local adds and views */
     uint32_t mx = policy_emit(&pe, OP_MAX, Hkv, 1, 0, n, base, OP_NONE, 0, 0, 0, "ckv.max");
-    uint32_t mx1 = policy_emit(&pe, OP_ADD_PUB, 1, Hkv, 0, 1, mx, OP_NONE, 0, 0, 1.0, "ckv.max1");
+    uint32_t mx1 = policy_emit(&pe, OP_ADD_PUB, 1, Hkv, 0, 1, mx, OP_NONE, 0, 0, c, "ckv.max1");
     uint32_t pad = opb_matmul_pub(&pe, mx1, opb_shared(&pe, "ckv.pad_ones", OPT_PUBLIC, 1, 1, w),
                                   Hkv, 1, w, opb_tensor(&pe, "ckv.pad", OPT_TEMP, Hkv, 1, w));
     uint32_t bt = opb_tensor(&pe, "ckv.base_t", OPT_TEMP, Hkv, P, 1);
     opb_put(&pe, opb_transpose(&pe, base, Hkv, 1, n, "ckv.base_c"), bt, Hkv, 0, n, 1);
     opb_put(&pe, opb_transpose(&pe, pad, Hkv, 1, w, "ckv.pad_c"), bt, Hkv, n, w, 1);
     uint32_t bp = opb_transpose(&pe, bt, Hkv, P, 1, "ckv.base_p"); /* (Hkv, 1, P) */
+    /* the prompt's values V (the cached rows' last d columns, views), repeated for the G query
+     * heads of a KV head (a local product by public ones): (H, P, d) */
+    uint32_t kv = pcheck_input(&pe, PCHECK_IN_KV, Hkv, P, 2 * d);
+    uint32_t vt =
+        opb_rows(&pe, opb_transpose(&pe, kv, Hkv, P, 2 * d, "ckv.kv_t"), Hkv, d, d, P, "ckv.v_t");
+    uint32_t vv = opb_transpose(&pe, vt, Hkv, d, P, "ckv.v");
+    if (G > 1) {
+        uint32_t r = opb_matmul_pub(
+            &pe, vv, opb_shared(&pe, "ckv.v_heads_ones", OPT_PUBLIC, 1, 1, G), Hkv * P * d, 1, G,
+            opb_tensor(&pe, "ckv.v_heads_t", OPT_TEMP, Hkv, P * d, G));
+        vv = opb_transpose(&pe, r, Hkv, P * d, G, "ckv.v_heads"); /* (Hkv, G, P·d) = (H, P, d) */
+    }
     /* COST: y = V_j·W_o^h for every prompt token and head: a T×d by d×D matmul per head with
      * the server's fixed W_o (§1.9 "as expensive as one o_proj over the whole prompt") */
-    uint32_t y =
-        policy_emit(&pe, OP_MATMUL, H, P, d, D, OP_NONE, OP_NONE, OPF_FIXED_B, 0, 0, "ckv.vwo");
+    uint32_t wo = pcheck_input(&pe, PCHECK_IN_WO, H, d, D);
+    uint32_t y = policy_emit(&pe, OP_MATMUL, H, P, d, D, vv, wo, OPF_FIXED_B, 0, 0, "ckv.vwo");
     /* COST: |y| = y − 2·y·[y < 0]: T·D sign tests and secret products per head, the rest local
      * (§1.12) */
-    uint32_t sg = policy_emit(&pe, OP_LT, H, P, 0, D, y, OP_NONE, OPF_PUBLIC_B, 0, 0, "ckv.sign");
+    uint32_t sg = policy_emit(&pe, OP_LT, H, P, 0, D, y,
+                              opb_shared(&pe, "ckv.sign_zero", OPT_PUBLIC, 1, 1, 1), OPF_PUBLIC_B,
+                              0, 0, "ckv.sign");
     uint32_t neg = policy_emit(&pe, OP_MUL, H, P, 0, D, y, sg, OPF_NO_TRUNC, 0, 0, "ckv.neg");
-    uint32_t neg2 =
-        policy_emit(&pe, OP_MUL_PUB, H, P, 0, D, neg, OP_NONE, OPF_NO_TRUNC, 0, 2.0, "ckv.neg2");
+    /* 2·y·[y < 0] as a sum (local; a public factor would scale the fixed point untruncated) */
+    uint32_t neg2 = policy_emit(&pe, OP_ADD, H, P, 0, D, neg, neg, 0, 0, 0, "ckv.neg2");
     uint32_t ab = policy_emit(&pe, OP_SUB, H, P, 0, D, y, neg2, 0, 0, 0, "ckv.abs");
     /* COST: ‖·‖₁ over D and the sum over the G query heads of a KV head: local; the group mean's
      * 1/G is left out (a positive factor of every score of the KV head: the same top-k) */
@@ -203,9 +268,10 @@ static int ckv_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const 
                                  H * P, D, 1, opb_tensor(&pe, "ckv.l1", OPT_TEMP, H, P, 1));
     uint32_t proj = opb_colsum(&pe, l1, Hkv, G, P, "ckv.proj"); /* l1 as (Hkv, G, P): (Hkv, P, 1) */
     uint32_t pr = opb_transpose(&pe, proj, Hkv, P, 1, "ckv.proj_r");
-    /* COST: (base + eps)·proj per key: a local add and one secret product per key and KV head */
+    /* COST: (base + eps)·proj per key: a local add and one secret product per key and KV head
+     * (eps on the base's scale c, so that the ranking is ckv_prefill's) */
     uint32_t be =
-        policy_emit(&pe, OP_ADD_PUB, Hkv, 1, 0, P, bp, OP_NONE, 0, 0, s->eps, "ckv.base_eps");
+        policy_emit(&pe, OP_ADD_PUB, Hkv, 1, 0, P, bp, OP_NONE, 0, 0, c * s->eps, "ckv.base_eps");
     uint32_t sc = policy_emit(&pe, OP_MUL, Hkv, 1, 0, P, be, pr, 0, 0, 0, "ckv.score");
     if (k1 > 0) {
         /* COST: stage 1 topk(T, k1) on base; its entries' score raised above every other by a
@@ -218,11 +284,14 @@ static int ckv_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const 
                                    (double)(1u << 20), "ckv.s1_big");
         sc = policy_emit(&pe, OP_ADD, Hkv, 1, 0, P, sc, big, 0, 0, 0, "ckv.score_s1");
     }
-    /* COST: stage 2 topk(T, B) and the gather of the kept K|V rows */
-    uint32_t oh = policy_emit(&pe, OP_TOPK, Hkv, 1, 0, P, sc, OP_NONE, 0, (int32_t)s->capacity, 0,
-                              "ckv.topk2");
-    policy_emit(&pe, OP_GATHER, Hkv, s->capacity, P, 2 * d, oh, OP_NONE, OPF_NO_TRUNC, 0, 0,
-                "ckv.gather");
+    /* COST: stage 2 topk(T, B) and the gather of the kept K|V rows into the state the decode
+     * steps attend */
+    uint32_t oh =
+        policy_emit(&pe, OP_TOPK, Hkv, 1, 0, P, sc, OP_NONE, 0, (int32_t)B, 0, "ckv.topk2");
+    uint32_t kept_st = opb_shared(&pe, "ckv.kept", OPT_CACHE, Hkv, B, 2 * d);
+    opb_op(&pe, OP_GATHER, Hkv, B, P, 2 * d, oh, kv, OP_NONE, kept_st, OPF_NO_TRUNC, 0, 0);
+    /* the scores, for the check's ties (a view) */
+    opb_put(&pe, sc, opb_shared(&pe, "ckv.score_kept", OPT_CACHE, Hkv, 1, P), Hkv, 0, 1, P);
     return policy_emit_done(&pe, "criticalkv", e);
 }
 

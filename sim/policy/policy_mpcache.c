@@ -28,6 +28,7 @@
 #include "protocols/program/kern.h"
 #include "protocols/program/opb.h"
 #include "policy.h"
+#include "cluster.h"
 #include "mpcache_ops.h"
 #include "secpol.h"
 
@@ -48,7 +49,7 @@ static const policy_param mpcache_params[] = {
     {"skip_first2", "0", "1: layers 0 and 1 stay dense", NULL, 0, 1, 0},
 };
 
-enum { ST_THRESHOLD, ST_TOPK, ST_NONE };
+enum { ST_THRESHOLD = CLUSTER_THRESHOLD, ST_TOPK = CLUSTER_TOPK, ST_NONE = CLUSTER_NONE };
 
 /* A closed cluster is scored only through its mix α·max + (1-α)·min (mix_score), so that is
  * what is kept of it: d floats per 16-cluster and per 32-cluster instead of a max and a min
@@ -414,10 +415,10 @@ static int mpcache_observe(void *st, const policy_obs *o, errbuf *e)
 {
     mpcache_state *s = st;
     const policy_env *v = &s->env;
-    uint32_t P = v->prompt_len, H = v->n_heads, Hkv = v->n_kv_heads, n = o->pos + 1;
+    uint32_t P = v->prompt_len, Hkv = v->n_kv_heads;
     if (!own_layer(s, o->layer))
         return MS_OK;
-    uint32_t g0 = o->kv_lo, g1 = o->kv_hi ? o->kv_hi : Hkv, G = H / Hkv;
+    uint32_t g0 = o->kv_lo, g1 = o->kv_hi ? o->kv_hi : Hkv;
     if (o->pos >= P) {
         for (uint32_t g = g0; g < g1; g++)
             if (head_push(&s->head[(size_t)o->layer * Hkv + g], s->s2, v->head_dim, o->pos,
@@ -425,66 +426,8 @@ static int mpcache_observe(void *st, const policy_obs *o, errbuf *e)
                 return err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory");
         return MS_OK;
     }
-    if (!o->att)
-        return MS_OK;
-    if (s->mode == ST_THRESHOLD) {
-        /* the head sum of each column, taken row by row (each column's terms in head order),
-         * tested once the last KV head's rows are in */
-        uint8_t *pass = s->pass + (size_t)o->layer * P;
-        double *cs = s->colsum + (size_t)(o->pos % POLICY_SPAN_MAX) * (P + 1);
-        if (g0 == 0)
-            memset(cs, 0, n * sizeof *cs);
-        for (uint32_t h = g0 * G; h < g1 * G; h++)
-            policy_add_row_d(cs, o->att + (size_t)h * n, n);
-        for (uint32_t j = 0; g1 == Hkv && j < n; j++)
-            if (cs[j] / H >= s->thr)
-                pass[j] = 1;
-    } else {
-        for (uint32_t h = g0 * G; h < g1 * G; h++)
-            policy_add_row(s->vote + ((size_t)o->layer * Hkv + h / G) * P, o->att + (size_t)h * n,
-                           n);
-    }
+    cluster_vote(s->mode, s->thr, s->pass, s->colsum, s->vote, v, o);
     return MS_OK;
-}
-
-/* Static set of (layer, g) into sel1 (sorted positions); returns the count. */
-static uint32_t static_set(mpcache_state *s, uint32_t l, uint32_t g)
-{
-    uint32_t P = s->env.prompt_len, n = 0;
-    if (s->mode == ST_NONE || dense_layer(s, l)) {
-        for (uint32_t j = 0; j < P; j++)
-            s->work[j] = j;
-        return P;
-    }
-    if (s->mode == ST_THRESHOLD) {
-        const uint8_t *pass = s->pass + (size_t)l * P;
-        for (uint32_t j = 0; j < P; j++)
-            if (pass[j])
-                s->work[n++] = j;
-        return n;
-    }
-    uint32_t k = (uint32_t)(s->sratio * P);
-    uint32_t *tmp = malloc(((size_t)P + 1) * sizeof *tmp);
-    if (!tmp)
-        return UINT32_MAX;
-    n = (uint32_t)policy_topk(s->vote + ((size_t)l * s->env.n_kv_heads + g) * P, NULL, P, k,
-                              s->work, tmp);
-    free(tmp);
-    return n;
-}
-
-/* Keys of prompt position j for the KV heads that keep it (kbuf: n_kv_heads × d). */
-static int read_keys(const policy_env *v, uint32_t l, uint32_t j, const uint8_t *in, float *kbuf)
-{
-    if (v->get_k)
-        return v->get_k(v->kv_ctx, l, j, kbuf);
-    if (!v->gather_k)
-        return 1;
-    for (uint32_t g = 0; g < v->n_kv_heads; g++)
-        if (in[(size_t)g * v->prompt_len + j] &&
-            v->gather_k(v->kv_ctx, l, g, &j, 1, kbuf + (size_t)g * v->head_dim))
-            return 1;
-    return 0;
 }
 
 static int mpcache_prefill(void *st, errbuf *e)
@@ -500,7 +443,8 @@ static int mpcache_prefill(void *st, errbuf *e)
         uint32_t src = shared_layer(s, l) ? l - 1 : l; /* odd layers reuse the static set */
         memset(in, 0, (size_t)Hkv * P);
         for (uint32_t g = 0; !rc && g < Hkv; g++) {
-            uint32_t n = static_set(s, src, g);
+            uint32_t n = cluster_static_set(s->mode, dense_layer(s, src), s->sratio, s->pass,
+                                            s->vote, v, src, g, s->work);
             if (n == UINT32_MAX) {
                 rc = err_set(e, MS_ERR_NOMEM, "policy mpcache: out of memory");
                 break;
@@ -519,7 +463,7 @@ static int mpcache_prefill(void *st, errbuf *e)
                 any |= in[(size_t)g * P + j];
             if (!any)
                 continue;
-            if (read_keys(v, l, j, in, s->kbuf)) {
+            if (cluster_read_keys(v, l, j, in, s->kbuf)) {
                 rc = err_set(e, MS_ERR_INPUT, "policy mpcache: cannot read the prompt's keys");
                 break;
             }
@@ -537,16 +481,7 @@ static int mpcache_prefill(void *st, errbuf *e)
 static float mix_score(const mpcache_state *s, const float *mx, const float *mn, const float *mx2,
                        const float *mn2)
 {
-    float a = (float)s->alpha, b = 1.0f - a, u = 0;
-    for (uint32_t i = 0; i < s->env.head_dim; i++) {
-        float hi = mx[i], lo = mn[i];
-        if (mx2) {
-            hi = mx2[i] > hi ? mx2[i] : hi;
-            lo = mn2[i] < lo ? mn2[i] : lo;
-        }
-        u += s->qs[i] * (a * hi + b * lo);
-    }
-    return u;
+    return cluster_bound_score(s->alpha, s->env.head_dim, s->qs, mx, mn, mx2, mn2);
 }
 
 /* Two-level selection for one KV head: marks the kept positions (< pos) in row. 1 when K'
@@ -570,23 +505,9 @@ static int dynamic_select(mpcache_state *s, const mpcache_head *h, uint32_t pos,
         const float *r = h->run;
         s->c1[c] = mix_score(s, r, r + 2 * d, pair ? r + d : NULL, pair ? r + 3 * d : NULL);
     }
-    uint32_t k1 = (uint32_t)floor(G1 * s->ratio1);
-    uint32_t n1 = (uint32_t)policy_topk(s->c1, NULL, G1, k1, s->sel1, s->work);
-    /* ∪ {0} ∪ {G1-1 if partial}: mark in a small bitmap via cand */
-    uint8_t *mark = (uint8_t *)s->cand; /* G1 ≤ G2 bytes fit in cand's storage */
-    memset(mark, 0, G1);
-    for (uint32_t i = 0; i < n1; i++)
-        mark[s->sel1[i]] = 1;
-    mark[0] = 1;
-    if (partial)
-        mark[G1 - 1] = 1;
-    uint32_t nc = 0;
-    for (uint32_t c = 0; c < G1; c++)
-        if (mark[c]) {
-            s->sel1[nc++] = 2 * c;
-            if (2 * c + 1 < G2)
-                s->sel1[nc++] = 2 * c + 1;
-        }
+    /* ∪ {0} ∪ {G1-1 if partial} (a bitmap in cand's storage: G1 ≤ G2 bytes fit) */
+    uint32_t nc =
+        cluster_parents(s->c1, G1, G2, s->ratio1, partial, s->sel1, s->work, (uint8_t *)s->cand);
     /* every closed 16-cluster at once (most are candidates: a pair of them per level-1
      * choice); the open ones from their running bounds */
     uint32_t done2 = h->n / s2 < G2 ? h->n / s2 : G2;
@@ -594,16 +515,7 @@ static int dynamic_select(mpcache_state *s, const mpcache_head *h, uint32_t pos,
     for (uint32_t c = done2; c < G2; c++)
         s->c2[c] = mix_score(s, h->run + (size_t)(c % 2) * d, h->run + (size_t)(2 + c % 2) * d,
                              NULL, NULL);
-    uint32_t k2 = (uint32_t)floor(G2 * s->ratio2);
-    uint32_t n2 = (uint32_t)policy_topk(s->c2, s->sel1, nc, k2, s->sel2, s->work);
-    s->sel2[n2++] = 0;
-    if (partial)
-        s->sel2[n2++] = G2 - 1;
-    for (uint32_t i = 0; i < n2; i++) {
-        uint32_t c = s->sel2[i], end = (c + 1) * s2 < n ? (c + 1) * s2 : n;
-        for (uint32_t t = c * s2; t < end; t++)
-            row[h->idx[t]] = 1;
-    }
+    cluster_keep(s->c2, s->sel1, nc, G2, s->ratio2, partial, s2, h->idx, n, s->sel2, s->work, row);
     return 0;
 }
 
@@ -624,37 +536,13 @@ static int mpcache_select(void *st, uint32_t layer, uint32_t pos, const float *q
     }
     memset(keep, 0, sz);
     for (uint32_t g = 0; g < Hkv; g++) {
-        for (uint32_t i = 0; i < d; i++) {
-            float acc = 0;
-            for (uint32_t hq = g * G; hq < (g + 1) * G; hq++)
-                acc += q[(size_t)hq * d + i];
-            s->qs[i] = acc;
-        }
+        cluster_group_query(q, g, G, d, s->qs);
         if (dynamic_select(s, &s->head[(size_t)layer * Hkv + g], pos, keep + (size_t)g * pos))
             return err_set(e, MS_ERR_INTERNAL,
                            "policy mpcache: layer %u holds a key at or past position %u", layer,
                            pos);
     }
     memcpy(s->prev, keep, sz);
-    return MS_OK;
-}
-
-/* The static `topk` (not on shares): an estimate of its ops. */
-static int mpcache_cost_static(mpcache_state *s, policy_emitter *pe, uint32_t layer, uint32_t P)
-{
-    const policy_env *v = &s->env;
-    uint32_t Hkv = v->n_kv_heads, d = v->head_dim, w = s->window ? s->window : 1;
-    uint32_t S = 0;
-    for (uint32_t g = 0; g < Hkv; g++)
-        S = s->stat_count[(size_t)layer * Hkv + g] > S ? s->stat_count[(size_t)layer * Hkv + g] : S;
-    if (S > 0) {
-        /* COST: window vote sums (local), topk(T, ratio·T) per KV head, gather (§1.8) */
-        uint32_t vt = policy_emit(pe, OP_ADD, Hkv, w, 0, P, OP_NONE, OP_NONE, 0, 0, 0, "mpc.vote");
-        uint32_t oh =
-            policy_emit(pe, OP_TOPK, Hkv, 1, 0, P, vt, OP_NONE, 0, (int32_t)S, 0, "mpc.topk0");
-        policy_emit(pe, OP_GATHER, Hkv, S, P, 2 * d, oh, OP_NONE, OPF_NO_TRUNC, 0, 0,
-                    "mpc.compact");
-    }
     return MS_OK;
 }
 
@@ -694,9 +582,7 @@ static uint32_t mpcache_entries(const mpcache_state *s, uint32_t layer, uint32_t
     uint32_t n = s->mode == ST_NONE || dense_layer(s, layer) ? kv_len : 0;
     for (uint32_t g = 0; s->mode != ST_NONE && !dense_layer(s, layer) && g < v->n_kv_heads; g++) {
         const mpcache_head *h = &s->head[(size_t)layer * v->n_kv_heads + g];
-        uint32_t c = h->n;
-        while (c > 0 && h->idx[c - 1] >= kv_len)
-            c--;
+        uint32_t c = cluster_entries(h->idx, h->n, kv_len);
         n = c > n ? c : n;
     }
     return n;
@@ -708,42 +594,12 @@ static int mpcache_cost(void *st, int phase, uint32_t layer, uint32_t kv_len, co
                         op_program *prog, errbuf *e)
 {
     mpcache_state *s = st;
-    const policy_env *v = &s->env;
     mpcache_shape sh = mpcache_shape_of(s);
-    int kind = mpcache_layer_kind(&sh, layer);
-    if (phase == PHASE_PREFILL) {
-        mpcache_ids ids;
-        if (s->mode == ST_THRESHOLD) /* on shares: the keep bits and their revealed count */
-            return mpcache_emit_static(prog, &sh, layer, kv_len, OP_NONE, &ids, e);
-        uint32_t S = 0;
-        if (kind == MPCACHE_LAYER_SELECT && s->mode == ST_TOPK) { /* not on shares: an estimate */
-            policy_emitter pe;
-            opb_init(&pe, prog, phase, (int)layer, OPC_POLICY, NULL);
-            mpcache_cost_static(s, &pe, layer, kv_len);
-            int rc = policy_emit_done(&pe, "mpcache", e);
-            if (rc)
-                return rc;
-        }
-        for (uint32_t g = 0; g < v->n_kv_heads; g++)
-            S = s->stat_count[(size_t)layer * v->n_kv_heads + g] > S
-                    ? s->stat_count[(size_t)layer * v->n_kv_heads + g]
-                    : S;
-        if (s->mode == ST_NONE || S == 0)
-            S = kv_len;
-        return mpcache_emit_prefill(prog, &sh, layer, S, OP_NONE, &ids, e);
-    }
-    uint32_t n = mpcache_entries(s, layer, kv_len);
     (void)kept;
-    const mpcache_ids *src = kind == MPCACHE_LAYER_SHARED ? &s->ids[layer - 1] : NULL;
-    /* after a threshold prompt the first step begins with the compaction to the revealed count */
-    uint32_t P0 = s->mode == ST_THRESHOLD && kind != MPCACHE_LAYER_DENSE && kv_len == v->prompt_len
-                      ? v->prompt_len
-                      : 0;
-    int rc = mpcache_emit_decode_first(prog, &sh, layer, n, P0, OP_NONE, OP_NONE, OP_NONE, OP_NONE,
-                                       src, &s->ids[layer], e);
-    if (!rc)
-        rc = mpcache_emit_mask(prog, &sh, layer, n, OP_NONE, &s->ids[layer], e);
-    return rc;
+    return cluster_emit(prog, &sh, phase, layer, kv_len, s->env.prompt_len,
+                        s->stat_count + (size_t)layer * s->env.n_kv_heads,
+                        phase == PHASE_PREFILL ? 0 : mpcache_entries(s, layer, kv_len), s->ids,
+                        "mpcache", e);
 }
 
 /* The secure step attends the plan's public bound of rows (secpol.h), not the selection's
@@ -764,10 +620,7 @@ static int mpcache_one_time(void *st, uint32_t pos)
 {
     mpcache_state *s = st;
     mpcache_shape sh = mpcache_shape_of(s);
-    int any = 0;
-    for (uint32_t l = 0; l < s->env.n_layers; l++)
-        any |= mpcache_layer_kind(&sh, l) != MPCACHE_LAYER_DENSE;
-    return s->mode == ST_THRESHOLD && s->env.prompt_len > 0 && pos == s->env.prompt_len && any;
+    return cluster_one_time(&sh, s->env.n_layers, s->env.prompt_len, pos);
 }
 
 const policy_ops policy_mpcache = {

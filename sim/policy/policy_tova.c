@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pcheck.h"
 #include "policy.h"
 
 static const policy_param tova_params[] = {
@@ -132,38 +133,79 @@ static int tova_select(void *st, uint32_t layer, uint32_t pos, const float *q, u
     return MS_OK;
 }
 
+/* The cached rows are state "tova.slots" (n_kv_heads, cache_size, 2·head_dim): the kept
+ * entries in slot order, the order of the attention over them. */
 static int tova_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
                      op_program *prog, errbuf *e)
 {
     tova_state *s = st;
     const policy_env *v = &s->env;
-    policy_emitter pe;
-    opb_init(&pe, prog, phase, (int)layer, OPC_POLICY, NULL);
-    uint32_t d = v->head_dim, Hkv = v->n_kv_heads;
+    uint32_t d2 = 2 * v->head_dim, H = v->n_heads, Hkv = v->n_kv_heads, B = s->cap;
     if (phase == PHASE_PREFILL) {
-        if (kv_len <= s->cap)
+        if (kv_len <= B)
             return MS_OK;
-        /* COST: head mean of the last prompt row (local adds), topk(T, B) and a gather of the
-         * B kept rows of every KV head (policies.md §1.12 TOVA "topk(T, B) at prompt end") */
-        uint32_t m = policy_emit(&pe, OP_ADD, 1, v->n_heads, 0, kv_len, OP_NONE, OP_NONE, 0, 0, 0,
-                                 "tova.mean");
-        uint32_t oh = policy_emit(&pe, OP_TOPK, 1, 1, 0, kv_len, m, OP_NONE, 0, (int32_t)s->cap, 0,
-                                  "tova.topk");
-        policy_emit(&pe, OP_GATHER, Hkv, s->cap, kv_len, 2 * d, oh, OP_NONE, OPF_NO_TRUNC, 0, 0,
-                    "tova.gather");
+        policy_emitter pe;
+        opb_init(&pe, prog, phase, (int)layer, OPC_POLICY, NULL);
+        /* COST: head mean of the last prompt row (local adds: a product with public ones, the
+         * mean's order), topk(T, B) and a gather of the B kept rows of every KV head
+         * (policies.md §1.12 TOVA "topk(T, B) at prompt end") */
+        uint32_t att = pcheck_input(&pe, PCHECK_IN_PROMPT_ATT, H, 1, kv_len);
+        uint32_t m = opb_transpose(&pe, opb_colsum(&pe, att, 1, H, kv_len, "tova.mean"), 1, kv_len,
+                                   1, "tova.mean_r");
+        uint32_t oh =
+            policy_emit(&pe, OP_TOPK, 1, 1, 0, kv_len, m, OP_NONE, 0, (int32_t)B, 0, "tova.topk");
+        if (Hkv > 1) { /* the one index set for every KV head (a local product by public ones) */
+            uint32_t r = opb_matmul_pub(
+                &pe, oh, opb_shared(&pe, "tova.heads_ones", OPT_PUBLIC, 1, 1, Hkv), B * kv_len, 1,
+                Hkv, opb_tensor(&pe, "tova.heads_t", OPT_TEMP, 1, B * kv_len, Hkv));
+            oh = opb_transpose(&pe, r, 1, B * kv_len, Hkv, "tova.heads");
+        }
+        uint32_t kv = pcheck_input(&pe, PCHECK_IN_KV, Hkv, kv_len, d2);
+        opb_op(&pe, OP_GATHER, Hkv, B, kv_len, d2, oh, kv, OP_NONE,
+               opb_shared(&pe, "tova.slots", OPT_CACHE, Hkv, B, d2), OPF_NO_TRUNC, 0, 0);
         return policy_emit_done(&pe, "tova", e);
     }
-    uint32_t n = kept[0] + 1;
-    if (n <= s->cap)
+    uint32_t n = kept[0] + 1, m1 = kept[0];
+    if (n <= B)
         return MS_OK;
-    /* COST: head mean (H·n local adds), arg-min over the n entries (n-1 comparisons,
-     * ⌈log2 n⌉ rounds), oblivious compaction of the remaining rows of every KV head
+    policy_emitter pe;
+    opb_init(&pe, prog, phase, (int)layer, OPC_POLICY, NULL);
+    /* the step's n slots: the kept rows (the state, or the whole cache before any eviction),
+     * then the new entry's */
+    int evicted = kept[0] < kv_len;
+    uint32_t slots = opb_shared(&pe, "tova.slots", OPT_CACHE, Hkv, B, d2);
+    uint32_t kv = pcheck_input(&pe, PCHECK_IN_KV, Hkv, kv_len, d2);
+    uint32_t all = opb_tensor(&pe, "tova.all", OPT_TEMP, Hkv, n, d2);
+    opb_put(&pe, opb_rows(&pe, evicted ? slots : kv, Hkv, 0, m1, d2, "tova.kept"), all, Hkv, 0, m1,
+            d2);
+    opb_put(&pe, pcheck_input(&pe, PCHECK_IN_KV_NEW, Hkv, 1, d2), all, Hkv, m1, 1, d2);
+    /* COST: head mean (H·n local adds: a product with public ones, the mean's order), arg-min
+     * over the n entries (n-1 comparisons, ⌈log2 n⌉ rounds) as the arg-max of the negated sums
+     * (−x = (x − x) − x, local), oblivious compaction of the remaining rows of every KV head
      * (§1.5: "In MPC the steady-state step is an arg-min over T") */
-    uint32_t m =
-        policy_emit(&pe, OP_ADD, 1, v->n_heads, 0, n, OP_NONE, OP_NONE, 0, 0, 0, "tova.mean");
-    uint32_t oh = policy_emit(&pe, OP_ARGMAX, 1, 1, 0, n, m, OP_NONE, 0, 0, 0, "tova.argmin");
-    (void)oh; /* the row mask is its prefix sum, broadcast over the row: local */
-    policy_emit(&pe, OP_SELECT, Hkv, n - 1, 0, 2 * d, OP_NONE, OP_NONE, 0, 0, 0, "tova.compact");
+    uint32_t att = pcheck_input(&pe, PCHECK_IN_ATT_SLOTS, H, 1, n);
+    uint32_t sum = opb_colsum(&pe, att, 1, H, n, "tova.mean"); /* (1, n, 1) */
+    uint32_t z = opb_op(&pe, OP_SUB, 1, n, 0, 1, sum, sum, OP_NONE,
+                        opb_tensor(&pe, "tova.zero_row", OPT_TEMP, 1, n, 1), 0, 0, 0);
+    uint32_t ng = opb_op(&pe, OP_SUB, 1, n, 0, 1, z, sum, OP_NONE,
+                         opb_tensor(&pe, "tova.neg", OPT_TEMP, 1, 1, n), 0, 0, 0);
+    uint32_t oh = policy_emit(&pe, OP_ARGMAX, 1, 1, 0, n, ng, OP_NONE, 0, 0, 0, "tova.argmin");
+    /* the row mask is its prefix sum (a product with a public upper triangle), broadcast over
+     * the row (a product with public ones): local */
+    uint32_t pre = opb_matmul_pub(&pe, oh, opb_shared(&pe, "tova.prefix_tri", OPT_PUBLIC, 1, n, n),
+                                  1, n, n, opb_tensor(&pe, "tova.prefix", OPT_TEMP, 1, n, 1));
+    uint32_t cb = opb_matmul_pub(&pe, opb_rows(&pe, pre, 1, 0, m1, 1, "tova.shift"),
+                                 opb_shared(&pe, "tova.row_ones", OPT_PUBLIC, 1, 1, d2), m1, 1, d2,
+                                 opb_tensor(&pe, "tova.shift_rows", OPT_TEMP, 1, m1, d2));
+    /* slot i keeps its row before the evicted one, takes its successor's from it on */
+    uint32_t cur = opb_rows(&pe, all, Hkv, 0, m1, d2, "tova.cur");
+    uint32_t nxt = opb_rows(&pe, all, Hkv, 1, m1, d2, "tova.next");
+    uint32_t out = m1 == B ? slots : opb_tensor(&pe, "tova.compact", OPT_TEMP, Hkv, m1, d2);
+    opb_op(&pe, OP_SELECT, Hkv, m1, 0, d2, cb, nxt, cur, out, 0, 0, 0);
+    if (out != slots)
+        opb_put(&pe, out, slots, Hkv, 0, m1 < B ? m1 : B, d2);
+    if (evicted) /* the step attends the slots as it began */
+        pcheck_selection(&pe, slots, B, 0, kv_len, OP_NONE, 0);
     return policy_emit_done(&pe, "tova", e);
 }
 
