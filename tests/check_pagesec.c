@@ -2,7 +2,9 @@
  * blocks (quest.yaml's page_bounds score, key_norm pooled to pages) emit the ops of
  * sim/policy/page_ops.c that quest emits, so `policy check` runs them against select() and
  * `validate --policy` runs them on secret shares, a partial last page's padding rows biased out
- * of the attention; quest.yaml's measured bytes and rounds equal quest's. */
+ * of the attention; quest.yaml's measured bytes and rounds equal quest's. A plug-in does the
+ * same through the public header (ABI 1.2's selection_bias): tests/data/plugin_pagenorm.c,
+ * built here, runs on shares, and a copy that names no bias keeps the replay's kept sets. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,13 +171,109 @@ END_TEST
 START_TEST(test_kpages_aby3) { kpages_on("aby3"); }
 END_TEST
 
+/* tests/data/plugin_pagenorm.c with `from` replaced by `to` (once, asserted; NULL: as is),
+ * built into <test dir>/<name>.so with the public header alone. Returns the .so's path. */
+static char *pagenorm(const char *name, const char *from, const char *to)
+{
+    const char *orig = th_text(th_data_path("tests/data/plugin_pagenorm.c"));
+    size_t cap = strlen(orig) + 4096;
+    char *src = malloc(cap);
+    snprintf(src, cap, "%s", orig);
+    if (from) {
+        char *at = strstr(src, from);
+        ck_assert_msg(at, "plugin_pagenorm.c no longer has: %s", from);
+        size_t fl = strlen(from), tl = strlen(to);
+        memmove(at + tl, at + fl, strlen(at + fl) + 1);
+        memcpy(at, to, tl);
+    }
+    char c[80], so[80], out[4096], cmd[4096];
+    snprintf(c, sizeof c, "%s.c", name);
+    snprintf(so, sizeof so, "%s.so", name);
+    char *cpath = strdup(th_file(&td, c, src));
+    free(src);
+    snprintf(cmd, sizeof cmd,
+             "${CC:-cc} -std=c11 -Wall -Wextra -Wno-unused-parameter -Werror -fPIC -shared "
+             "-I'%s/include' '%s' -o '%s'",
+             th_data(), cpath, testdir_path(&td, so));
+    int rc = th_sh(cmd, out, sizeof out);
+    ck_assert_msg(rc == 0, "%s\n%s", cmd, out);
+    free(cpath);
+    return strdup(testdir_path(&td, so));
+}
+
+/* The plug-in's ops gather what its select() keeps, partial last pages included. */
+START_TEST(test_plugin_check)
+{
+    char out[1 << 13];
+    char *so = pagenorm("pn_check", NULL, NULL);
+    for (int P = 29; P <= 30; P++) {
+        th_cli_expect(out, sizeof out, 0, "pagenorm (plug-in", "policy check '%s' --prompt %d", so,
+                      P);
+        ck_assert_msg(strstr(out, "): match"), "%s", out);
+        ck_assert_uint_eq(chosen(out), 640);
+    }
+    free(so);
+}
+END_TEST
+
+/* On shares (prompt 14, pages of 4 after 4 sinks: a partial last page at every other step),
+ * with the bias: its own selection, equal to its select() on the session's keys; the same
+ * bytes and rounds as the composition of the same blocks. */
+static void plugin_on(const char *proto)
+{
+    char out[1 << 14], ref[1 << 14], a[400], b[400];
+    char *so = pagenorm("pn_shares", NULL, NULL), *yaml = kpages_path();
+    th_cli_expect(out, sizeof out, 0,
+                  "bytes and rounds of every op of the 9 steps equal the "
+                  "prediction: yes",
+                  "validate --model stories260K -p %s --accuracy 22 --prompt 14 --policy '%s' "
+                  "--policy-param sink=4 --policy-param pages=1",
+                  proto, so);
+    ck_assert_msg(strstr(out, "selection on shares from pagenorm's own emitted ops"), "%s", out);
+    ck_assert_msg(strstr(out, "equal to its select() over the session's own keys and values: yes "),
+                  "%s", out);
+    unsigned eq = count_of(out, "#       equal to its select()", "equal"),
+             ties = count_of(out, "#       equal to its select()", "ties");
+    ck_assert_uint_eq(eq + ties, 160);
+    th_cli_expect(ref, sizeof ref, 0, "prediction: yes",
+                  "validate --model stories260K -p %s --accuracy 22 --prompt 14 --policy '%s' "
+                  "--policy-param sinks=4 --policy-param topk=4",
+                  proto, yaml);
+    measured(out, a, sizeof a);
+    measured(ref, b, sizeof b);
+    ck_assert_str_eq(a, b);
+    free(so);
+    free(yaml);
+}
+
+START_TEST(test_plugin_semi2k) { plugin_on("semi2k"); }
+END_TEST
+
+START_TEST(test_plugin_aby3) { plugin_on("aby3"); }
+END_TEST
+
+/* The same plug-in naming no bias: padding would be attended, so the session keeps the
+ * replay's kept sets and says so. */
+START_TEST(test_plugin_no_bias)
+{
+    char out[1 << 14];
+    char *so = pagenorm("pn_nobias", "    api->selection_bias(b, bias);", "    (void)bias;");
+    th_cli_expect(out, sizeof out, 0, "NOTE: pagenorm has no selection on shares",
+                  "validate --model stories260K -p semi2k --accuracy 22 --prompt 14 --policy '%s' "
+                  "--policy-param sink=4 --policy-param pages=1",
+                  so);
+    ck_assert_msg(!strstr(out, "selection on shares from pagenorm's own"), "%s", out);
+    free(so);
+}
+END_TEST
+
 Suite *pagesec_suite(void)
 {
     Suite *s = suite_create("pagesec");
     TCase *tc = th_case(s, "core", 0);
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_check_quest_blocks, test_check_keynorm_pages, test_check_unaligned_declared,
-             test_quest_blocks_semi2k, test_quest_blocks_aby3, test_kpages_semi2k,
-             test_kpages_aby3);
+             test_quest_blocks_semi2k, test_quest_blocks_aby3, test_kpages_semi2k, test_kpages_aby3,
+             test_plugin_check, test_plugin_semi2k, test_plugin_aby3, test_plugin_no_bias);
     return s;
 }
