@@ -45,6 +45,20 @@
  *     emit_cost on a state that observed nothing, with every cached entry as kept[g]; a
  *     selection at the prompt, or ops that take no operands, keep the replay's kept sets.
  *
+ * ABI 1.2 adds (a 1.0 or 1.1 plug-in still loads):
+ *   - selection_bias: a selection in whole pages may take MPCSIM_IN_KV with more rows than are
+ *     cached (the rows past kv_len are zero: a partial last page's padding) and gather them;
+ *     it names each gathered row's score bias (api->selection_bias: 0 for a cached entry,
+ *     −MPCSIM_PAD_BIAS for padding, computed by its own ops), which the secure session adds
+ *     to the step's attention scores of those rows before the softmax, so padding gets no
+ *     attention, and which `policy check` and the audit of `validate --policy` read to leave
+ *     padding out of the kept set. Public tensors (api->shared, MPCSIM_ROLE_PUBLIC) have the
+ *     values their names give: "…ones" all ones, "…_pad<K>" 0 for the first K elements of
+ *     each instance (rows × cols) and −MPCSIM_PAD_BIAS after (the fixed point's), so the
+ *     product of a selection's one-hot rows (n_kv_heads, m, pages) with a public "…_pad<K>"
+ *     (1, pages, page), K the cached entries of the pages, is each gathered row's bias
+ *     (api->matmul_pub: local), repeated for the G query heads of a KV head.
+ *
  * Callbacks return 0 on success, or the code api->fail returned after it recorded a message.
  * A plug-in's callbacks may run in several threads at once, each on its own state. */
 #ifndef MPCSIM_POLICY_PLUGIN_H
@@ -58,7 +72,7 @@ extern "C" {
 #endif
 
 #define MPCSIM_PLUGIN_ABI_MAJOR 1
-#define MPCSIM_PLUGIN_ABI_MINOR 1
+#define MPCSIM_PLUGIN_ABI_MINOR 2
 /* The symbol mpcsim looks up in the shared object. */
 #define MPCSIM_PLUGIN_ENTRY "mpcsim_policy_plugin"
 
@@ -245,7 +259,16 @@ typedef struct mpcsim_api {
      * either side may break its own way. */
     void (*selection)(mpcsim_opb *b, uint32_t rows, uint32_t m, uint32_t r0, uint32_t r1,
                       uint32_t score, double tol);
+
+    /* ---- ABI 1.2 (read it only when abi_minor ≥ 2) ---- */
+    /* Names the score biases of the decode step's selection: bias, n_heads × m values (head-
+     * major, in the selection's row order), 0 for a cached entry and −MPCSIM_PAD_BIAS for a
+     * padding row (a partial page's rows past kv_len), computed by ops of this call. */
+    void (*selection_bias)(mpcsim_opb *b, uint32_t bias);
 } mpcsim_api;
+
+/* The score bias of a padding row (api->selection_bias; a public "…_pad<K>" tensor's value). */
+#define MPCSIM_PAD_BIAS 4096.0
 
 /* The policy a plug-in provides. Members the plug-in does not need are NULL / 0. */
 typedef struct mpcsim_policy {

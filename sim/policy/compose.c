@@ -22,6 +22,7 @@
  * the op builder (protocols/program/opb.h), with the shapes of the selection it made. */
 #include "compose.h"
 #include "compose_int.h"
+#include "page_ops.h"
 #include "pcheck.h"
 #include "protocols/base/yamlx.h"
 
@@ -60,6 +61,7 @@ typedef struct cstate {
     float *us, *tmp, *acc;
     uint32_t *cand, *sel, *work;
     uint8_t *row;
+    float *kmax, *qmax; /* [L] page bounds: the largest |key| seen, |query| of the step */
 } cstate;
 
 static void cs_fini(void *st)
@@ -82,6 +84,8 @@ static void cs_fini(void *st)
     free(s->sel);
     free(s->work);
     free(s->row);
+    free(s->kmax);
+    free(s->qmax);
     free(s);
 }
 
@@ -212,6 +216,8 @@ static int cs_init_at(size_t slot, const policy_env *env, const policy_args *a, 
     if (sp->score == SC_BOUNDS) {
         size_t nb = (size_t)v->n_layers * v->n_kv_heads * s->max_pages * v->head_dim + 1;
         ok = ok && (s->mx = malloc(nb * sizeof *s->mx)) && (s->mn = malloc(nb * sizeof *s->mn));
+        ok = ok && (s->kmax = calloc(v->n_layers + 1, sizeof *s->kmax)) &&
+             (s->qmax = calloc(v->n_layers + 1, sizeof *s->qmax));
     }
     if (sp->when == W_ONCE || sp->permanent || s->every > 1) {
         ok = ok && (s->alive = malloc(lgt));
@@ -586,6 +592,8 @@ static int cs_observe(void *st, const policy_obs *o, errbuf *e)
         case SC_BOUNDS:
             if (o->k) {
                 size_t at = (lg * s->max_pages + pos / s->page) * d;
+                for (uint32_t i = 0; i < d; i++) /* the ops' tolerance */
+                    s->kmax[l] = fmaxf(s->kmax[l], fabsf(o->k[(size_t)g * d + i]));
                 if (pos % s->page == 0) {
                     memcpy(s->mx + at, o->k + (size_t)g * d, d * sizeof *s->mx);
                     memcpy(s->mn + at, o->k + (size_t)g * d, d * sizeof *s->mn);
@@ -638,6 +646,11 @@ static int cs_select(void *st, uint32_t layer, uint32_t pos, const float *q, uin
             s->sel_at[layer] = pos;
         }
     } else if (s->sp->when == W_STEP && !s->sp->permanent) {
+        if (s->qmax && q) { /* this step's, for the page ops' tolerance */
+            s->qmax[layer] = 0;
+            for (uint32_t i = 0; i < v->n_heads * v->head_dim; i++)
+                s->qmax[layer] = fmaxf(s->qmax[layer], fabsf(q[i]));
+        }
         for (uint32_t g = 0; g < Hkv; g++) {
             uint8_t *row = keep + (size_t)g * pos;
             if (s->sp->share_all && g > 0)
@@ -735,6 +748,86 @@ static int cs_emit_keynorm(cstate *s, int phase, uint32_t layer, uint32_t kv_len
     return policy_emit_done(&b, s->sl->name, e);
 }
 
+/* Pages (the page_bounds score, or key_norm pooled to pages as the sum of a page's norms) with
+ * a top-k at every step, on real operands (page_ops.h, as quest): the page bounds or the keys'
+ * squared norms carried as state, the candidate pages [sinks / P, pages) scored, the top pages'
+ * whole-page [K | V] rows gathered and named as the selection, a partial last page's padding
+ * rows biased out. Only where the candidates start at a page boundary and reach the newest
+ * entry (sinks a multiple of the page, no recent window): a page then holds candidates only. */
+static int pages_real(const cstate *s, uint32_t layer, uint32_t kv_len)
+{
+    uint32_t sinks, recent, k;
+    budget(s, layer, kv_len, &sinks, &recent, &k);
+    return s->page > 1 && recent == 0 && sinks % s->page == 0 &&
+           (s->sp->score == SC_BOUNDS ? sinks == 0 : s->sp->score == SC_KEYNORM);
+}
+
+static int cs_emit_pages(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op_program *prog,
+                         errbuf *e)
+{
+    const policy_env *v = &s->env;
+    uint32_t H = v->n_heads, Hkv = v->n_kv_heads, d = v->head_dim, S = s->page;
+    uint32_t sinks, recent, k, c0, c1;
+    int pre = phase == PHASE_PREFILL;
+    opb b;
+    opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
+    budget(s, layer, kv_len, &sinks, &recent, &k);
+    cand_range(kv_len, sinks, recent, &c0, &c1);
+    uint32_t np = (kv_len + S - 1) / S, u0 = c0 / S, nu = c1 > c0 ? np - u0 : 0;
+    if (s->sp->score == SC_BOUNDS) {
+        uint32_t bst = page_bounds_state(&b, "cmp", Hkv, s->max_pages, d);
+        if (pre) {
+            page_bounds_prompt(&b, "cmp", bst, Hkv, kv_len, S, d);
+        } else {
+            if (k < nu)
+                page_select(
+                    &b, "cmp", page_bounds_score(&b, "cmp", bst, H, Hkv, np, d), H, Hkv, 0, np, k,
+                    S, d, kv_len,
+                    page_bounds_tol(s->qmax[layer], s->kmax[layer], d, s->G, pcheck_frac_bits()));
+            page_bounds_upkeep(&b, "cmp", bst, Hkv, kv_len, S, d, s->max_pages);
+        }
+        return policy_emit_done(&b, s->sl->name, e);
+    }
+    /* COST: the new keys' squares and their sum (a product with public ones: local) */
+    uint32_t t = pre ? kv_len : 1, r0 = pre ? 0 : kv_len;
+    uint32_t nst = opb_shared(&b, "cmp.norm", OPT_CACHE, Hkv, v->max_len, 1);
+    uint32_t kn = pcheck_input(&b, PCHECK_IN_KEYS_NEW, Hkv, t, d);
+    uint32_t sq = opb_tensor(&b, "cmp.sq", OPT_TEMP, Hkv, t, d);
+    opb_op(&b, OP_SQUARE, Hkv, t, 0, d, kn, OP_NONE, OP_NONE, sq, 0, 0, 0);
+    uint32_t ones = opb_shared(&b, "cmp.ones", OPT_PUBLIC, 1, d, 1);
+    uint32_t nn = opb_tensor(&b, "cmp.knorm", OPT_TEMP, Hkv, t, 1);
+    opb_matmul_pub(&b, sq, ones, Hkv * t, d, 1, nn);
+    opb_put(&b, nn, nst, Hkv, r0, t, 1);
+    if (!pre && k > 0 && k < nu) {
+        /* the candidates' norms in whole pages, a partial last page's rows zero (x − x), each
+         * page's sum by a product with public ones (local) */
+        uint32_t nc = c1 - c0;
+        uint32_t cand = opb_rows(&b, nst, Hkv, c0, nc, 1, "cmp.cand");
+        uint32_t padded = opb_tensor(&b, "cmp.cand_pages", OPT_TEMP, Hkv, nu * S, 1);
+        opb_put(&b, cand, padded, Hkv, 0, nc, 1);
+        if (nc < nu * S) {
+            uint32_t one = opb_rows(&b, cand, Hkv, 0, 1, 1, "cmp.cand_one");
+            uint32_t zero = opb_op(&b, OP_SUB, Hkv, 1, 0, 1, one, one, OP_NONE,
+                                   opb_tensor(&b, "cmp.cand_zero", OPT_TEMP, Hkv, 1, 1), 0, 0, 0);
+            for (uint32_t r = nc; r < nu * S; r++)
+                opb_put(&b, zero, padded, Hkv, r, 1, 1);
+        }
+        uint32_t pones = opb_shared(&b, "cmp.page_ones", OPT_PUBLIC, 1, S, 1);
+        uint32_t ps = opb_matmul_pub(&b, padded, pones, Hkv * nu, S, 1,
+                                     opb_tensor(&b, "cmp.page_sum", OPT_TEMP, Hkv, nu, 1));
+        uint32_t row = opb_transpose(&b, ps, Hkv, nu, 1, "cmp.page_row");
+        /* ties: an entry's norm within (√d·‖k‖ + 2d)·2⁻¹⁸ + its float's 2⁻²⁴ (as the token
+         * path), a page's sum of S of them with the float sum's relative S·2⁻²⁴; twice */
+        double M = 0, u = ldexp(1, -pcheck_frac_bits());
+        for (uint32_t g = 0; g < Hkv; g++)
+            for (uint32_t j = c0; j < c1; j++)
+                M = fmax(M, s->score[((size_t)layer * Hkv + g) * v->max_len + j]);
+        double tol = 2 * S * (((d + M) / 2 + 2 * d) * u + M * (S + 1) * 0x1p-24);
+        page_select(&b, "cmp", row, H, Hkv, u0, np, k, S, d, kv_len, tol);
+    }
+    return policy_emit_done(&b, s->sl->name, e);
+}
+
 static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
                    op_program *prog, errbuf *e)
 {
@@ -748,6 +841,10 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
     if (sp->score == SC_KEYNORM && sp->sel == K_TOPK && s->page == 1 && sp->when == W_STEP &&
         !sp->permanent && s->every == 1 && !sp->share_all && !follower)
         return cs_emit_keynorm(s, phase, layer, kv_len, prog, e);
+    if ((sp->score == SC_KEYNORM || sp->score == SC_BOUNDS) && sp->sel == K_TOPK &&
+        sp->when == W_STEP && !sp->permanent && s->every == 1 && !sp->share_all && !follower &&
+        pages_real(s, layer, kv_len))
+        return cs_emit_pages(s, phase, layer, kv_len, prog, e);
     policy_emitter pe;
     opb_init(&pe, prog, phase, (int)layer, OPC_POLICY, NULL);
     int pre = phase == PHASE_PREFILL;

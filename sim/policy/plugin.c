@@ -43,6 +43,8 @@ _Static_assert((int)(MPCSIM_ROLE_TEMP) == (int)OPT_TEMP &&
                    (int)(MPCSIM_ROLE_PUBLIC) == (int)OPT_PUBLIC &&
                    (int)(MPCSIM_ROLE_OUTPUT + 1) == (int)OPT_N_ROLES,
                "tensor roles of policy_plugin.h and op.h differ");
+_Static_assert(MPCSIM_PAD_BIAS == PCHECK_PAD_BIAS,
+               "the padding bias of policy_plugin.h and pcheck.h differ");
 _Static_assert((int)(MPCSIM_PHASE_PREFILL) == (int)PHASE_PREFILL &&
                    (int)(MPCSIM_PHASE_DECODE) == (int)PHASE_DECODE,
                "phases of policy_plugin.h and op.h differ");
@@ -160,6 +162,8 @@ static void api_selection(mpcsim_opb *b, uint32_t rows, uint32_t m, uint32_t r0,
     pcheck_selection(&b->b, rows, m, r0, r1, score, tol);
 }
 
+static void api_selection_bias(mpcsim_opb *b, uint32_t bias) { pcheck_selection_bias(&b->b, bias); }
+
 static size_t api_topk(const float *score, size_t n, size_t k, uint32_t *out, uint32_t *work)
 {
     return policy_topk(score, NULL, n, k, out, work);
@@ -249,6 +253,7 @@ static const mpcsim_api api = {
     .at = api_at,
     .input = api_input,
     .selection = api_selection,
+    .selection_bias = api_selection_bias,
 };
 
 /* ---- the adapter ------------------------------------------------------------------------- */

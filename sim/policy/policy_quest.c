@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "page_ops.h"
 #include "pcheck.h"
 #include "policy.h"
 
@@ -437,48 +438,13 @@ static int quest_select(void *st, uint32_t layer, uint32_t pos, const float *q, 
     return MS_OK;
 }
 
-/* −x as (x − x) − x: two local subtractions (a negation needs no product). */
-static uint32_t neg(policy_emitter *pe, uint32_t x, uint32_t B, uint32_t R, uint32_t C,
-                    const char *nm)
-{
-    char z[48];
-    snprintf(z, sizeof z, "%.40s_zero", nm);
-    uint32_t zero = opb_op(pe, OP_SUB, B, R, 0, C, x, x, OP_NONE,
-                           opb_tensor(pe, z, OPT_TEMP, B, R, C), 0, 0, 0);
-    return opb_op(pe, OP_SUB, B, R, 0, C, zero, x, OP_NONE, opb_tensor(pe, nm, OPT_TEMP, B, R, C),
-                  0, 0, 0);
-}
-
-/* x as (B, R, C), the same elements in order (a view: a put reads its operand's rows by its
- * shape). */
-static uint32_t reshape(policy_emitter *pe, uint32_t x, uint32_t B, uint32_t R, uint32_t C,
-                        const char *nm)
-{
-    return opb_op(pe, OP_VIEW, B, R, 0, C, x, OP_NONE, OP_NONE,
-                  opb_tensor(pe, nm, OPT_TEMP, B, R, C), 0, 0, 0);
-}
-
-/* x (B, R, C) repeated n times: (B, n, R·C), by a product with a public row of ones (local,
- * no truncation) and a transposition. */
-static uint32_t repeat(policy_emitter *pe, uint32_t x, uint32_t B, uint32_t RC, uint32_t n,
-                       const char *nm)
-{
-    char o[48], t[48];
-    snprintf(o, sizeof o, "%.40s_ones", nm);
-    snprintf(t, sizeof t, "%.40s_t", nm);
-    uint32_t ones = opb_shared(pe, o, OPT_PUBLIC, 1, 1, n);
-    uint32_t r = opb_matmul_pub(pe, x, ones, B * RC, 1, n, opb_tensor(pe, t, OPT_TEMP, B, RC, n));
-    return opb_transpose(pe, r, B, RC, n, nm);
-}
-
 /* The ops' error bound against quest_select's float page scores: each of the 2·d·G products
  * q_i·b_i of a score from a rounded query and bound (±u/2 each, u = 2^-frac) and truncated
  * (±u), the float sum's relative 2^-22 of its terms; twice that, for the two pages of a swap. */
 static double quest_tol(const quest_state *s, uint32_t layer, int frac_bits)
 {
-    double u = ldexp(1, -frac_bits), q = s->qmax[layer], k = s->kmax[layer];
-    double terms = (double)s->env.head_dim * (s->env.n_heads / s->env.n_kv_heads);
-    return 2 * terms * ((q + k) * u / 2 + 2 * u + q * k * 0x1p-22);
+    return page_bounds_tol(s->qmax[layer], s->kmax[layer], s->env.head_dim,
+                           s->env.n_heads / s->env.n_kv_heads, frac_bits);
 }
 
 /* The page bounds are secret state "quest.bounds" (n_kv_heads, pages, 2·head_dim): per page the
@@ -490,109 +456,19 @@ static int quest_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, cons
     const policy_env *v = &s->env;
     if (layer < s->skip)
         return MS_OK;
-    uint32_t d = v->head_dim, H = v->n_heads, Hkv = v->n_kv_heads, S = s->page, G = H / Hkv;
+    uint32_t d = v->head_dim, H = v->n_heads, Hkv = v->n_kv_heads, S = s->page;
     policy_emitter pe;
     opb_init(&pe, prog, phase, (int)layer, OPC_POLICY, NULL);
-    uint32_t bst = opb_shared(&pe, "quest.bounds", OPT_CACHE, Hkv, s->max_pages, 2 * d);
+    uint32_t bst = page_bounds_state(&pe, "quest", Hkv, s->max_pages, d);
     if (phase == PHASE_PREFILL) {
-        uint32_t np = (kv_len + S - 1) / S;
-        /* the prompt's keys in whole pages, a partial last page filled with its first key */
-        uint32_t k = pcheck_input(&pe, PCHECK_IN_KEYS_NEW, Hkv, kv_len, d);
-        uint32_t kp = opb_tensor(&pe, "quest.pages", OPT_TEMP, Hkv, np * S, d);
-        opb_put(&pe, k, kp, Hkv, 0, kv_len, d);
-        if (kv_len % S) {
-            uint32_t first = opb_rows(&pe, k, Hkv, (np - 1) * S, 1, d, "quest.fill");
-            for (uint32_t r = kv_len; r < np * S; r++)
-                opb_put(&pe, first, kp, Hkv, r, 1, d);
-        }
-        /* (page, key, channel) → (page, channel, key); the max rows, then the negated ones */
-        uint32_t t = opb_transpose(&pe, kp, Hkv * np, S, d, "quest.pages_t");
-        uint32_t rows = opb_tensor(&pe, "quest.rows", OPT_TEMP, Hkv, 2 * np * d, S);
-        opb_put(&pe, t, rows, Hkv, 0, np * d, S);
-        opb_put(&pe, neg(&pe, t, Hkv, np * d, S, "quest.pages_neg"), rows, Hkv, np * d, np * d, S);
-        /* COST: page bounds of the prompt: max and min over each page, (S-1) comparisons per
-         * channel each (policies.md §1.12 Quest "bound upkeep 2d cmp per new token") */
-        uint32_t mx =
-            policy_emit(&pe, OP_MAX, Hkv, 2 * np * d, 0, S, rows, OP_NONE, 0, 0, 0, "quest.bounds");
-        /* (M | −m, page, channel) → (page, M | −m, channel): the state's rows (a view) */
-        uint32_t b = opb_tensor(&pe, "quest.bounds_new", OPT_TEMP, Hkv, np, 2 * d);
-        opb_op(&pe, OP_VIEW, Hkv * 2, np, 0, d, mx, OP_NONE, OP_NONE, b, OPF_MERGE_HEADS, 0, 0);
-        opb_put(&pe, b, bst, Hkv, 0, np, 2 * d);
+        page_bounds_prompt(&pe, "quest", bst, Hkv, kv_len, S, d);
         return policy_emit_done(&pe, "quest", e);
     }
     uint32_t np = (kv_len + S - 1) / S, kp = pages_kept(s, kv_len);
-    if (kp < np) {
-        /* U_p = Σ_i max(q_i·M_i, q_i·m_i): [q | −q] against [M | −m], page-major (pages, H,
-         * 2d) so that the query repeats over the pages by the product's broadcast; a KV head's
-         * bounds repeated for its G query heads (a local product by public ones) */
-        uint32_t q = pcheck_input(&pe, PCHECK_IN_QUERY, H, 1, d);
-        uint32_t q2 = opb_tensor(&pe, "quest.q2", OPT_TEMP, H, 2, d);
-        opb_put(&pe, q, q2, H, 0, 1, d);
-        opb_put(&pe, neg(&pe, q, H, 1, d, "quest.q_neg"), q2, H, 1, 1, d);
-        uint32_t be = opb_rows(&pe, bst, Hkv, 0, np, 2 * d, "quest.cand");
-        if (G > 1)
-            be = repeat(&pe, be, Hkv, np * 2 * d, G, "quest.cand_heads");
-        uint32_t bp = opb_tensor(&pe, "quest.cand_pages", OPT_TEMP, 1, np, H * 2 * d);
-        opb_op(&pe, OP_VIEW, H, np, 0, 2 * d, be, OP_NONE, OP_NONE, bp, OPF_MERGE_HEADS, 0, 0);
-        /* COST: per page 2d products q_i·m_i, q_i·M_i (secret × secret), d max of the pairs,
-         * local sum; topk over the pages; gather of the kept pages' K|V rows (§1.12 Quest) */
-        uint32_t prod = opb_op(&pe, OP_MUL, H, np, 0, 2 * d, bp, q2, OP_NONE,
-                               opb_tensor(&pe, "quest.prod", OPT_TEMP, np, H, 2 * d), 0, 0, 0);
-        uint32_t pairs = opb_transpose(&pe, prod, H * np, 2, d, "quest.pairs");
-        uint32_t mx =
-            policy_emit(&pe, OP_MAX, H, np * d, 0, 2, pairs, OP_NONE, 0, 0, 0, "quest.max");
-        uint32_t ones = opb_shared(&pe, "quest.sum_ones", OPT_PUBLIC, 1, d, 1);
-        uint32_t u = opb_matmul_pub(&pe, mx, ones, H * np, d, 1,
-                                    opb_tensor(&pe, "quest.score_pages", OPT_TEMP, 1, np, H));
-        u = opb_transpose(&pe, u, 1, np, H, "quest.score_h"); /* (H, np): head-major */
-        uint32_t row = G > 1 ? opb_transpose(&pe, opb_colsum(&pe, u, Hkv, G, np, "quest.group"),
-                                             Hkv, np, 1, "quest.score")
-                             : u;
-        uint32_t oh =
-            policy_emit(&pe, OP_TOPK, Hkv, 1, 0, np, row, OP_NONE, 0, (int32_t)kp, 0, "quest.topk");
-        /* the cache in whole pages (a partial last page's rows past kv_len empty) */
-        uint32_t tab = pcheck_input(&pe, PCHECK_IN_KV, Hkv, np * S, 2 * d);
-        uint32_t sel = opb_tensor(&pe, "quest.kv_kept", OPT_TEMP, Hkv, kp * S, 2 * d);
-        opb_op(&pe, OP_GATHER, Hkv, kp, np, 2 * d * S, oh, tab, OP_NONE, sel, OPF_NO_TRUNC, 0, 0);
-        /* each entry's score is its page's (for the check's ties; local) */
-        uint32_t ones_s = opb_shared(&pe, "quest.entry_ones", OPT_PUBLIC, 1, 1, S);
-        uint32_t ent =
-            opb_matmul_pub(&pe, row, ones_s, Hkv * np, 1, S,
-                           opb_tensor(&pe, "quest.score_entry", OPT_TEMP, Hkv, np * S, 1));
-        pcheck_selection(&pe, sel, kp * S, 0, kv_len,
-                         opb_rows(&pe, ent, Hkv, 0, kv_len, 1, "quest.score_entries"),
-                         quest_tol(s, layer, pcheck_frac_bits()));
-        if (kv_len % S) {
-            /* a partial last page's rows past kv_len are padding: each gathered row's score
-             * bias, the one-hot rows against the pages' public biases, repeated for the G
-             * query heads of a KV head (local products) */
-            char nm[40];
-            snprintf(nm, sizeof nm, "quest.rows_pad%u", kv_len);
-            uint32_t pad = opb_shared(&pe, nm, OPT_PUBLIC, 1, np, S);
-            uint32_t bias = opb_matmul_pub(&pe, oh, pad, Hkv * kp, np, S,
-                                           opb_tensor(&pe, "quest.pad_bias", OPT_TEMP, Hkv, kp, S));
-            if (G > 1)
-                bias = repeat(&pe, bias, Hkv, kp * S, G, "quest.pad_heads");
-            pcheck_selection_bias(&pe, bias);
-        }
-    }
-    /* COST: bound upkeep for the new key: max(M, k) and max(-m, -k): 2d comparisons (§1.12);
-     * a page's first key is its bounds (paired with itself) */
-    uint32_t p = kv_len / S;
-    uint32_t kn = pcheck_input(&pe, PCHECK_IN_KEYS_NEW, Hkv, 1, d);
-    uint32_t pair = opb_tensor(&pe, "quest.upkeep_in", OPT_TEMP, Hkv, 2, 2 * d);
-    uint32_t k2 = opb_tensor(&pe, "quest.k2", OPT_TEMP, Hkv, 2, d);
-    opb_put(&pe, kn, k2, Hkv, 0, 1, d);
-    opb_put(&pe, neg(&pe, kn, Hkv, 1, d, "quest.k_neg"), k2, Hkv, 1, 1, d);
-    k2 = reshape(&pe, k2, Hkv, 1, 2 * d, "quest.k2_row");
-    opb_put(&pe, kv_len % S ? opb_rows(&pe, bst, Hkv, p, 1, 2 * d, "quest.open") : k2, pair, Hkv, 0,
-            1, 2 * d);
-    opb_put(&pe, k2, pair, Hkv, 1, 1, 2 * d);
-    uint32_t nb = policy_emit(&pe, OP_MAX, Hkv, 2 * d, 0, 2,
-                              opb_transpose(&pe, pair, Hkv, 2, 2 * d, "quest.upkeep_t"), OP_NONE, 0,
-                              0, 0, "quest.upkeep");
-    if (p < s->max_pages)
-        opb_put(&pe, reshape(&pe, nb, Hkv, 1, 2 * d, "quest.upkeep_row"), bst, Hkv, p, 1, 2 * d);
+    if (kp < np)
+        page_select(&pe, "quest", page_bounds_score(&pe, "quest", bst, H, Hkv, np, d), H, Hkv, 0,
+                    np, kp, S, d, kv_len, quest_tol(s, layer, pcheck_frac_bits()));
+    page_bounds_upkeep(&pe, "quest", bst, Hkv, kv_len, S, d, s->max_pages);
     return policy_emit_done(&pe, "quest", e);
 }
 

@@ -1,0 +1,183 @@
+/* page_ops.c — the ops of a selection in whole pages (page_ops.h), after Quest
+ * (mit-han-lab/Quest, quest/models/llama.py: per-page key min/max, the query's upper bound per
+ * page, the top pages attended); costs as policies.md §1.12 Quest. */
+#include "page_ops.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#include "pcheck.h"
+
+/* "<pfx>.<sfx>" into buf (48 bytes). */
+static const char *nm(char *buf, const char *pfx, const char *sfx)
+{
+    snprintf(buf, 48, "%.16s.%.30s", pfx, sfx);
+    return buf;
+}
+
+/* −x as (x − x) − x: two local subtractions (a negation needs no product). */
+static uint32_t neg(opb *pe, uint32_t x, uint32_t B, uint32_t R, uint32_t C, const char *name)
+{
+    char z[48];
+    snprintf(z, sizeof z, "%.40s_zero", name);
+    uint32_t zero = opb_op(pe, OP_SUB, B, R, 0, C, x, x, OP_NONE,
+                           opb_tensor(pe, z, OPT_TEMP, B, R, C), 0, 0, 0);
+    return opb_op(pe, OP_SUB, B, R, 0, C, zero, x, OP_NONE, opb_tensor(pe, name, OPT_TEMP, B, R, C),
+                  0, 0, 0);
+}
+
+/* x as (B, R, C), the same elements in order (a view: a put reads its operand's rows by its
+ * shape). */
+static uint32_t reshape(opb *pe, uint32_t x, uint32_t B, uint32_t R, uint32_t C, const char *name)
+{
+    return opb_op(pe, OP_VIEW, B, R, 0, C, x, OP_NONE, OP_NONE,
+                  opb_tensor(pe, name, OPT_TEMP, B, R, C), 0, 0, 0);
+}
+
+/* x (B, R, C) repeated n times: (B, n, R·C), by a product with a public row of ones (local,
+ * no truncation) and a transposition. */
+static uint32_t repeat(opb *pe, uint32_t x, uint32_t B, uint32_t RC, uint32_t n, const char *name)
+{
+    char o[48], t[48];
+    snprintf(o, sizeof o, "%.40s_ones", name);
+    snprintf(t, sizeof t, "%.40s_t", name);
+    uint32_t ones = opb_shared(pe, o, OPT_PUBLIC, 1, 1, n);
+    uint32_t r = opb_matmul_pub(pe, x, ones, B * RC, 1, n, opb_tensor(pe, t, OPT_TEMP, B, RC, n));
+    return opb_transpose(pe, r, B, RC, n, name);
+}
+
+uint32_t page_bounds_state(opb *b, const char *pfx, uint32_t Hkv, uint32_t max_pages, uint32_t d)
+{
+    char n[48];
+    return opb_shared(b, nm(n, pfx, "bounds"), OPT_CACHE, Hkv, max_pages, 2 * d);
+}
+
+void page_bounds_prompt(opb *pe, const char *pfx, uint32_t bst, uint32_t Hkv, uint32_t kv_len,
+                        uint32_t S, uint32_t d)
+{
+    char n[48];
+    uint32_t np = (kv_len + S - 1) / S;
+    /* the prompt's keys in whole pages, a partial last page filled with its first key */
+    uint32_t k = pcheck_input(pe, PCHECK_IN_KEYS_NEW, Hkv, kv_len, d);
+    uint32_t kp = opb_tensor(pe, nm(n, pfx, "pages"), OPT_TEMP, Hkv, np * S, d);
+    opb_put(pe, k, kp, Hkv, 0, kv_len, d);
+    if (kv_len % S) {
+        uint32_t first = opb_rows(pe, k, Hkv, (np - 1) * S, 1, d, nm(n, pfx, "fill"));
+        for (uint32_t r = kv_len; r < np * S; r++)
+            opb_put(pe, first, kp, Hkv, r, 1, d);
+    }
+    /* (page, key, channel) → (page, channel, key); the max rows, then the negated ones */
+    uint32_t t = opb_transpose(pe, kp, Hkv * np, S, d, nm(n, pfx, "pages_t"));
+    uint32_t rows = opb_tensor(pe, nm(n, pfx, "rows"), OPT_TEMP, Hkv, 2 * np * d, S);
+    opb_put(pe, t, rows, Hkv, 0, np * d, S);
+    opb_put(pe, neg(pe, t, Hkv, np * d, S, nm(n, pfx, "pages_neg")), rows, Hkv, np * d, np * d, S);
+    /* COST: page bounds of the prompt: max and min over each page, (S-1) comparisons per
+     * channel each (policies.md §1.12 Quest "bound upkeep 2d cmp per new token") */
+    uint32_t mx = policy_emit(pe, OP_MAX, Hkv, 2 * np * d, 0, S, rows, OP_NONE, 0, 0, 0,
+                              nm(n, pfx, "bounds"));
+    /* (M | −m, page, channel) → (page, M | −m, channel): the state's rows (a view) */
+    uint32_t bn = opb_tensor(pe, nm(n, pfx, "bounds_new"), OPT_TEMP, Hkv, np, 2 * d);
+    opb_op(pe, OP_VIEW, Hkv * 2, np, 0, d, mx, OP_NONE, OP_NONE, bn, OPF_MERGE_HEADS, 0, 0);
+    opb_put(pe, bn, bst, Hkv, 0, np, 2 * d);
+}
+
+uint32_t page_bounds_score(opb *pe, const char *pfx, uint32_t bst, uint32_t H, uint32_t Hkv,
+                           uint32_t np, uint32_t d)
+{
+    char n[48];
+    uint32_t G = H / Hkv;
+    /* U_p = Σ_i max(q_i·M_i, q_i·m_i): [q | −q] against [M | −m], page-major (pages, H, 2d) so
+     * that the query repeats over the pages by the product's broadcast; a KV head's bounds
+     * repeated for its G query heads (a local product by public ones) */
+    uint32_t q = pcheck_input(pe, PCHECK_IN_QUERY, H, 1, d);
+    uint32_t q2 = opb_tensor(pe, nm(n, pfx, "q2"), OPT_TEMP, H, 2, d);
+    opb_put(pe, q, q2, H, 0, 1, d);
+    opb_put(pe, neg(pe, q, H, 1, d, nm(n, pfx, "q_neg")), q2, H, 1, 1, d);
+    uint32_t be = opb_rows(pe, bst, Hkv, 0, np, 2 * d, nm(n, pfx, "cand"));
+    if (G > 1)
+        be = repeat(pe, be, Hkv, np * 2 * d, G, nm(n, pfx, "cand_heads"));
+    uint32_t bp = opb_tensor(pe, nm(n, pfx, "cand_pages"), OPT_TEMP, 1, np, H * 2 * d);
+    opb_op(pe, OP_VIEW, H, np, 0, 2 * d, be, OP_NONE, OP_NONE, bp, OPF_MERGE_HEADS, 0, 0);
+    /* COST: per page 2d products q_i·m_i, q_i·M_i (secret × secret), d max of the pairs, local
+     * sum (§1.12 Quest) */
+    uint32_t prod = opb_op(pe, OP_MUL, H, np, 0, 2 * d, bp, q2, OP_NONE,
+                           opb_tensor(pe, nm(n, pfx, "prod"), OPT_TEMP, np, H, 2 * d), 0, 0, 0);
+    uint32_t pairs = opb_transpose(pe, prod, H * np, 2, d, nm(n, pfx, "pairs"));
+    uint32_t mx =
+        policy_emit(pe, OP_MAX, H, np * d, 0, 2, pairs, OP_NONE, 0, 0, 0, nm(n, pfx, "max"));
+    uint32_t ones = opb_shared(pe, nm(n, pfx, "sum_ones"), OPT_PUBLIC, 1, d, 1);
+    uint32_t u = opb_matmul_pub(pe, mx, ones, H * np, d, 1,
+                                opb_tensor(pe, nm(n, pfx, "score_pages"), OPT_TEMP, 1, np, H));
+    u = opb_transpose(pe, u, 1, np, H, nm(n, pfx, "score_h")); /* (H, np): head-major */
+    if (G == 1)
+        return u;
+    return opb_transpose(pe, opb_colsum(pe, u, Hkv, G, np, nm(n, pfx, "group")), Hkv, np, 1,
+                         nm(n, pfx, "score"));
+}
+
+void page_bounds_upkeep(opb *pe, const char *pfx, uint32_t bst, uint32_t Hkv, uint32_t kv_len,
+                        uint32_t S, uint32_t d, uint32_t max_pages)
+{
+    char n[48];
+    /* COST: bound upkeep for the new key: max(M, k) and max(-m, -k): 2d comparisons (§1.12);
+     * a page's first key is its bounds (paired with itself) */
+    uint32_t p = kv_len / S;
+    uint32_t kn = pcheck_input(pe, PCHECK_IN_KEYS_NEW, Hkv, 1, d);
+    uint32_t pair = opb_tensor(pe, nm(n, pfx, "upkeep_in"), OPT_TEMP, Hkv, 2, 2 * d);
+    uint32_t k2 = opb_tensor(pe, nm(n, pfx, "k2"), OPT_TEMP, Hkv, 2, d);
+    opb_put(pe, kn, k2, Hkv, 0, 1, d);
+    opb_put(pe, neg(pe, kn, Hkv, 1, d, nm(n, pfx, "k_neg")), k2, Hkv, 1, 1, d);
+    k2 = reshape(pe, k2, Hkv, 1, 2 * d, nm(n, pfx, "k2_row"));
+    opb_put(pe, kv_len % S ? opb_rows(pe, bst, Hkv, p, 1, 2 * d, nm(n, pfx, "open")) : k2, pair,
+            Hkv, 0, 1, 2 * d);
+    opb_put(pe, k2, pair, Hkv, 1, 1, 2 * d);
+    uint32_t nb = policy_emit(pe, OP_MAX, Hkv, 2 * d, 0, 2,
+                              opb_transpose(pe, pair, Hkv, 2, 2 * d, nm(n, pfx, "upkeep_t")),
+                              OP_NONE, 0, 0, 0, nm(n, pfx, "upkeep"));
+    if (p < max_pages)
+        opb_put(pe, reshape(pe, nb, Hkv, 1, 2 * d, nm(n, pfx, "upkeep_row")), bst, Hkv, p, 1,
+                2 * d);
+}
+
+double page_bounds_tol(double qmax, double kmax, uint32_t d, uint32_t G, int frac_bits)
+{
+    double u = ldexp(1, -frac_bits), terms = (double)d * G;
+    return 2 * terms * ((qmax + kmax) * u / 2 + 2 * u + qmax * kmax * 0x1p-22);
+}
+
+void page_select(opb *pe, const char *pfx, uint32_t row, uint32_t H, uint32_t Hkv, uint32_t u0,
+                 uint32_t np, uint32_t kp, uint32_t S, uint32_t d, uint32_t kv_len, double tol)
+{
+    char n[48];
+    uint32_t G = H / Hkv, nu = np - u0, r0 = u0 * S;
+    /* COST: topk over the pages; gather of the kept pages' K|V rows (§1.12 Quest) */
+    uint32_t oh = policy_emit(pe, OP_TOPK, Hkv, 1, 0, nu, row, OP_NONE, 0, (int32_t)kp, 0,
+                              nm(n, pfx, "topk"));
+    /* the cache in whole pages (a partial last page's rows past kv_len empty) */
+    uint32_t tab = pcheck_input(pe, PCHECK_IN_KV, Hkv, np * S, 2 * d);
+    if (u0)
+        tab = opb_rows(pe, tab, Hkv, r0, nu * S, 2 * d, nm(n, pfx, "kv_pages"));
+    uint32_t sel = opb_tensor(pe, nm(n, pfx, "kv_kept"), OPT_TEMP, Hkv, kp * S, 2 * d);
+    opb_op(pe, OP_GATHER, Hkv, kp, nu, 2 * d * S, oh, tab, OP_NONE, sel, OPF_NO_TRUNC, 0, 0);
+    /* each entry's score is its page's (for the check's ties; local) */
+    uint32_t ones_s = opb_shared(pe, nm(n, pfx, "entry_ones"), OPT_PUBLIC, 1, 1, S);
+    uint32_t ent =
+        opb_matmul_pub(pe, row, ones_s, Hkv * nu, 1, S,
+                       opb_tensor(pe, nm(n, pfx, "score_entry"), OPT_TEMP, Hkv, nu * S, 1));
+    pcheck_selection(pe, sel, kp * S, r0, kv_len,
+                     opb_rows(pe, ent, Hkv, 0, kv_len - r0, 1, nm(n, pfx, "score_entries")), tol);
+    if (kv_len % S) {
+        /* a partial last page's rows past kv_len are padding: each gathered row's score bias,
+         * the one-hot rows against the pages' public biases, repeated for the G query heads
+         * of a KV head (local products) */
+        char pn[48];
+        snprintf(pn, sizeof pn, "%.16s.rows_pad%u", pfx, kv_len - r0);
+        uint32_t pad = opb_shared(pe, pn, OPT_PUBLIC, 1, nu, S);
+        uint32_t bias =
+            opb_matmul_pub(pe, oh, pad, Hkv * kp, nu, S,
+                           opb_tensor(pe, nm(n, pfx, "pad_bias"), OPT_TEMP, Hkv, kp, S));
+        if (G > 1)
+            bias = repeat(pe, bias, Hkv, kp * S, G, nm(n, pfx, "pad_heads"));
+        pcheck_selection_bias(pe, bias);
+    }
+}

@@ -1,0 +1,39 @@
+/* page_ops.h — the ops of a selection in whole pages on mpcsim's operands (pcheck.h), shared by
+ * quest (policy_quest.c) and the compositions' page blocks (compose.c): Quest's per-page key
+ * bounds as carried state, the query against them, and the top pages' whole-page gather named
+ * as the selection (a partial last page's padding rows biased out). Tensor names start with
+ * the caller's prefix pfx ("quest", "cmp"). */
+#ifndef MPCSIM_PAGE_OPS_H
+#define MPCSIM_PAGE_OPS_H
+
+#include <stdint.h>
+
+#include "policy.h"
+
+/* The page bounds state "<pfx>.bounds" (Hkv, max_pages, 2·d): per page the channels' max M,
+ * then the negated min −m (so both keep up by a max). */
+uint32_t page_bounds_state(opb *b, const char *pfx, uint32_t Hkv, uint32_t max_pages, uint32_t d);
+/* The prompt's kv_len keys into the bounds of its pages of S (a partial last page's rows
+ * filled with its first key). */
+void page_bounds_prompt(opb *b, const char *pfx, uint32_t bst, uint32_t Hkv, uint32_t kv_len,
+                        uint32_t S, uint32_t d);
+/* U_p = Σ_i max(q_i·M_i, q_i·m_i) of pages [0, np), summed over the G = H / Hkv query heads
+ * of a KV head: (Hkv, 1, np). */
+uint32_t page_bounds_score(opb *b, const char *pfx, uint32_t bst, uint32_t H, uint32_t Hkv,
+                           uint32_t np, uint32_t d);
+/* The decode step's new key into the bounds of its page (kv_len / S). */
+void page_bounds_upkeep(opb *b, const char *pfx, uint32_t bst, uint32_t Hkv, uint32_t kv_len,
+                        uint32_t S, uint32_t d, uint32_t max_pages);
+/* The error bound of a page score from the ops against the float one: each of the 2·d·G
+ * products q_i·b_i from a rounded query and bound (±u/2 each, u = 2^-frac) and truncated
+ * (±u), the float sum's relative 2^-22 of its terms; twice that, for the two pages of a swap.
+ * qmax, kmax: the largest |query| and |key| element. */
+double page_bounds_tol(double qmax, double kmax, uint32_t d, uint32_t G, int frac_bits);
+/* The top kp of the np − u0 pages [u0, np) by row (Hkv, 1, np − u0), their whole pages of S
+ * cached [K | V] rows gathered and named as the selection of the candidates [u0·S, kv_len)
+ * (each entry's score its page's; tol), the rows past kv_len of a partial last page biased
+ * out of the attention (pcheck_selection_bias). */
+void page_select(opb *b, const char *pfx, uint32_t row, uint32_t H, uint32_t Hkv, uint32_t u0,
+                 uint32_t np, uint32_t kp, uint32_t S, uint32_t d, uint32_t kv_len, double tol);
+
+#endif

@@ -1,0 +1,279 @@
+/* check_pagesec.c — selections in whole pages on mpcsim's operands: the compositions' page
+ * blocks (quest.yaml's page_bounds score, key_norm pooled to pages) emit the ops of
+ * sim/policy/page_ops.c that quest emits, so `policy check` runs them against select() and
+ * `validate --policy` runs them on secret shares, a partial last page's padding rows biased out
+ * of the attention; quest.yaml's measured bytes and rounds equal quest's. A plug-in does the
+ * same through the public header (ABI 1.2's selection_bias): tests/data/plugin_pagenorm.c,
+ * built here, runs on shares, and a copy that names no bias keeps the replay's kept sets. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "testdir.h"
+
+TESTDIR("check_pagesec")
+
+/* Sinks of two pages, the pages of 4 entries with the largest summed squared key norms. */
+static const char kpages_yaml[] = "name: kpages_t\n"
+                                  "summary: sinks and the pages of largest key norms\n"
+                                  "sinks: 8\n"
+                                  "score: key_norm\n"
+                                  "granularity: {page: 4}\n"
+                                  "select: {topk: 12}\n";
+
+static char *kpages_path(void) { return strdup(th_file(&td, "kpages.yaml", kpages_yaml)); }
+
+/* The count before `what` in "(N what" of out's line starting with `line`. */
+static unsigned count_of(const char *out, const char *line, const char *what)
+{
+    const char *l = strstr(out, line);
+    ck_assert_msg(l, "no line '%s' in:\n%s", line, out);
+    char pat[64];
+    snprintf(pat, sizeof pat, " %s", what);
+    const char *w = strchr(l, '(');
+    w = w ? strstr(w, pat) : NULL;
+    ck_assert_msg(w && w > l, "no '%s' in:\n%s", what, l);
+    while (w > l && w[-1] >= '0' && w[-1] <= '9')
+        w--;
+    return (unsigned)strtoul(w, NULL, 10);
+}
+
+/* "N of them chosen by its ops" of a policy check's output. */
+static unsigned chosen(const char *out)
+{
+    const char *w = strstr(out, " of them");
+    ck_assert_msg(w, "%s", out);
+    while (w[-1] >= '0' && w[-1] <= '9')
+        w--;
+    return (unsigned)strtoul(w, NULL, 10);
+}
+
+/* quest.yaml at pages of 4 over prompts of 30 (a partial last page at every other step) and 32:
+ * its ops gather what its select() keeps, as quest's do. */
+START_TEST(test_check_quest_blocks)
+{
+    char out[1 << 13];
+    const char *yaml = th_data_path("scenarios/policies/quest.yaml");
+    for (int P = 30; P <= 32; P += 2) {
+        th_cli_expect(out, sizeof out, 0, "quest_blocks: match",
+                      "policy check '%s' --param page=4 --param topk=12 --param min_units=1 "
+                      "--prompt %d",
+                      yaml, P);
+        ck_assert_msg(strstr(out, "640 keep masks"), "%s", out);
+        ck_assert_uint_ge(chosen(out), 300);
+    }
+}
+END_TEST
+
+/* key_norm pooled to pages after sinks of whole pages: match, at a partial last page too. */
+START_TEST(test_check_keynorm_pages)
+{
+    char out[1 << 13];
+    char *yaml = kpages_path();
+    for (int P = 29; P <= 30; P++) {
+        th_cli_expect(out, sizeof out, 0, "kpages_t: match", "policy check '%s' --prompt %d", yaml,
+                      P);
+        ck_assert_uint_eq(chosen(out), 640);
+    }
+    free(yaml);
+}
+END_TEST
+
+/* A page block whose candidates do not start at a page boundary still emits placeholders: its
+ * cost stays declared (the check says so, exit 1). */
+START_TEST(test_check_unaligned_declared)
+{
+    char out[1 << 13];
+    char *yaml = kpages_path();
+    th_cli_expect(out, sizeof out, 1, "kpages_t: cost declared",
+                  "policy check '%s' --param sinks=6 --prompt 30", yaml);
+    free(yaml);
+}
+END_TEST
+
+/* The bytes and rounds of a validate output's "measured online:" line (its times left out). */
+static void measured(const char *out, char *buf, size_t cap)
+{
+    const char *m = strstr(out, "measured online: ");
+    ck_assert_msg(m, "%s", out);
+    unsigned long pb, db;
+    unsigned pr, ns, dr;
+    ck_assert_int_eq(sscanf(m,
+                            "measured online: prompt %lu bytes, %u rounds, %*f s; %u decode "
+                            "steps %lu bytes, %u rounds",
+                            &pb, &pr, &ns, &db, &dr),
+                     5);
+    snprintf(buf, cap, "prompt %lu B %u rounds, %u steps %lu B %u rounds", pb, pr, ns, db, dr);
+}
+
+/* quest.yaml on shares (pages of 4 at 14, 15, 17, 18, … cached entries: partial last pages):
+ * every op's bytes and rounds as predicted, the selection from its own ops, the audit finding
+ * no padding attended and every kept set the replay's; the bytes and rounds quest's. */
+static void quest_blocks_on(const char *proto)
+{
+    char out[1 << 14], ref[1 << 14], a[400], b[400];
+    const char *yaml = th_data_path("scenarios/policies/quest.yaml");
+    th_cli_expect(out, sizeof out, 0,
+                  "bytes and rounds of every op of the 9 steps equal the "
+                  "prediction: yes",
+                  "validate --model stories260K -p %s --accuracy 22 --prompt 14 --policy '%s' "
+                  "--policy-param topk=12 --policy-param page=4 --policy-param min_units=1 "
+                  "--policy-param dense_layers=0",
+                  proto, yaml);
+    ck_assert_msg(strstr(out, "selection on shares from quest_blocks's own emitted ops"), "%s",
+                  out);
+    ck_assert_msg(!strstr(out, "has no selection on shares"), "%s", out);
+    ck_assert_msg(!strstr(out, "audit failed"), "%s", out);
+    ck_assert_uint_eq(count_of(out, "#       equal to the plaintext replay's", "equal"), 160);
+    th_cli_expect(ref, sizeof ref, 0, "prediction: yes",
+                  "validate --model stories260K -p %s --accuracy 22 --prompt 14 --policy quest "
+                  "--policy-param budget=12 --policy-param page=4 --policy-param min_pages=1 "
+                  "--policy-param skip_layers=0",
+                  proto);
+    measured(out, a, sizeof a);
+    measured(ref, b, sizeof b);
+    ck_assert_str_eq(a, b);
+}
+
+START_TEST(test_quest_blocks_semi2k) { quest_blocks_on("semi2k"); }
+END_TEST
+
+START_TEST(test_quest_blocks_aby3) { quest_blocks_on("aby3"); }
+END_TEST
+
+/* key-norm pages on shares (prompt 14: partial last pages): bytes and rounds as predicted, and
+ * on the session's own keys its ops choose what its select() chooses. */
+static void kpages_on(const char *proto)
+{
+    char out[1 << 14];
+    char *yaml = kpages_path();
+    th_cli_expect(out, sizeof out, 0,
+                  "bytes and rounds of every op of the 9 steps equal the "
+                  "prediction: yes",
+                  "validate --model stories260K -p %s --accuracy 22 --prompt 14 --policy '%s' "
+                  "--policy-param sinks=4 --policy-param topk=4",
+                  proto, yaml);
+    ck_assert_msg(strstr(out, "selection on shares from kpages_t's own emitted ops"), "%s", out);
+    ck_assert_msg(strstr(out, "equal to its select() over the session's own keys and values: yes "),
+                  "%s", out);
+    unsigned eq = count_of(out, "#       equal to its select()", "equal"),
+             ties = count_of(out, "#       equal to its select()", "ties");
+    ck_assert_uint_eq(eq + ties, 160);
+    ck_assert_msg(!strstr(out, "audit failed"), "%s", out);
+    free(yaml);
+}
+
+START_TEST(test_kpages_semi2k) { kpages_on("semi2k"); }
+END_TEST
+
+START_TEST(test_kpages_aby3) { kpages_on("aby3"); }
+END_TEST
+
+/* tests/data/plugin_pagenorm.c with `from` replaced by `to` (once, asserted; NULL: as is),
+ * built into <test dir>/<name>.so with the public header alone. Returns the .so's path. */
+static char *pagenorm(const char *name, const char *from, const char *to)
+{
+    const char *orig = th_text(th_data_path("tests/data/plugin_pagenorm.c"));
+    size_t cap = strlen(orig) + 4096;
+    char *src = malloc(cap);
+    snprintf(src, cap, "%s", orig);
+    if (from) {
+        char *at = strstr(src, from);
+        ck_assert_msg(at, "plugin_pagenorm.c no longer has: %s", from);
+        size_t fl = strlen(from), tl = strlen(to);
+        memmove(at + tl, at + fl, strlen(at + fl) + 1);
+        memcpy(at, to, tl);
+    }
+    char c[80], so[80], out[4096], cmd[4096];
+    snprintf(c, sizeof c, "%s.c", name);
+    snprintf(so, sizeof so, "%s.so", name);
+    char *cpath = strdup(th_file(&td, c, src));
+    free(src);
+    snprintf(cmd, sizeof cmd,
+             "${CC:-cc} -std=c11 -Wall -Wextra -Wno-unused-parameter -Werror -fPIC -shared "
+             "-I'%s/include' '%s' -o '%s'",
+             th_data(), cpath, testdir_path(&td, so));
+    int rc = th_sh(cmd, out, sizeof out);
+    ck_assert_msg(rc == 0, "%s\n%s", cmd, out);
+    free(cpath);
+    return strdup(testdir_path(&td, so));
+}
+
+/* The plug-in's ops gather what its select() keeps, partial last pages included. */
+START_TEST(test_plugin_check)
+{
+    char out[1 << 13];
+    char *so = pagenorm("pn_check", NULL, NULL);
+    for (int P = 29; P <= 30; P++) {
+        th_cli_expect(out, sizeof out, 0, "pagenorm (plug-in", "policy check '%s' --prompt %d", so,
+                      P);
+        ck_assert_msg(strstr(out, "): match"), "%s", out);
+        ck_assert_uint_eq(chosen(out), 640);
+    }
+    free(so);
+}
+END_TEST
+
+/* On shares (prompt 14, pages of 4 after 4 sinks: a partial last page at every other step),
+ * with the bias: its own selection, equal to its select() on the session's keys; the same
+ * bytes and rounds as the composition of the same blocks. */
+static void plugin_on(const char *proto)
+{
+    char out[1 << 14], ref[1 << 14], a[400], b[400];
+    char *so = pagenorm("pn_shares", NULL, NULL), *yaml = kpages_path();
+    th_cli_expect(out, sizeof out, 0,
+                  "bytes and rounds of every op of the 9 steps equal the "
+                  "prediction: yes",
+                  "validate --model stories260K -p %s --accuracy 22 --prompt 14 --policy '%s' "
+                  "--policy-param sink=4 --policy-param pages=1",
+                  proto, so);
+    ck_assert_msg(strstr(out, "selection on shares from pagenorm's own emitted ops"), "%s", out);
+    ck_assert_msg(strstr(out, "equal to its select() over the session's own keys and values: yes "),
+                  "%s", out);
+    unsigned eq = count_of(out, "#       equal to its select()", "equal"),
+             ties = count_of(out, "#       equal to its select()", "ties");
+    ck_assert_uint_eq(eq + ties, 160);
+    th_cli_expect(ref, sizeof ref, 0, "prediction: yes",
+                  "validate --model stories260K -p %s --accuracy 22 --prompt 14 --policy '%s' "
+                  "--policy-param sinks=4 --policy-param topk=4",
+                  proto, yaml);
+    measured(out, a, sizeof a);
+    measured(ref, b, sizeof b);
+    ck_assert_str_eq(a, b);
+    free(so);
+    free(yaml);
+}
+
+START_TEST(test_plugin_semi2k) { plugin_on("semi2k"); }
+END_TEST
+
+START_TEST(test_plugin_aby3) { plugin_on("aby3"); }
+END_TEST
+
+/* The same plug-in naming no bias: padding would be attended, so the session keeps the
+ * replay's kept sets and says so. */
+START_TEST(test_plugin_no_bias)
+{
+    char out[1 << 14];
+    char *so = pagenorm("pn_nobias", "    api->selection_bias(b, bias);", "    (void)bias;");
+    th_cli_expect(out, sizeof out, 0, "NOTE: pagenorm has no selection on shares",
+                  "validate --model stories260K -p semi2k --accuracy 22 --prompt 14 --policy '%s' "
+                  "--policy-param sink=4 --policy-param pages=1",
+                  so);
+    ck_assert_msg(!strstr(out, "selection on shares from pagenorm's own"), "%s", out);
+    free(so);
+}
+END_TEST
+
+Suite *pagesec_suite(void)
+{
+    Suite *s = suite_create("pagesec");
+    TCase *tc = th_case(s, "core", 0);
+    TESTDIR_USE(tc);
+    TH_TESTS(tc, test_check_quest_blocks, test_check_keynorm_pages, test_check_unaligned_declared,
+             test_quest_blocks_semi2k, test_quest_blocks_aby3, test_kpages_semi2k, test_kpages_aby3,
+             test_plugin_check, test_plugin_semi2k, test_plugin_aby3, test_plugin_no_bias);
+    return s;
+}
