@@ -699,6 +699,22 @@ static uint32_t cs_count(void *st, uint32_t layer, uint32_t pos)
  * candidates (every decode step of a full cache) is an arg-min, not a top-k: the candidates
  * negated (local), an ARGMAX, and the k survivors compacted by an oblivious select of each
  * row's element with the next row's, under the prefix sums of the one-hot (local). */
+/* The t new keys' squared norms (squares, their sum by a product with public ones: local)
+ * written at row r0 of the carried state "cmp.norm" (Hkv, max_len, 1), which it returns. */
+static uint32_t emit_key_norms(opb *b, uint32_t Hkv, uint32_t d, uint32_t max_len, uint32_t t,
+                               uint32_t r0)
+{
+    uint32_t nst = opb_shared(b, "cmp.norm", OPT_CACHE, Hkv, max_len, 1);
+    uint32_t kn = pcheck_input(b, PCHECK_IN_KEYS_NEW, Hkv, t, d);
+    uint32_t sq = opb_tensor(b, "cmp.sq", OPT_TEMP, Hkv, t, d);
+    opb_op(b, OP_SQUARE, Hkv, t, 0, d, kn, OP_NONE, OP_NONE, sq, 0, 0, 0);
+    uint32_t ones = opb_shared(b, "cmp.ones", OPT_PUBLIC, 1, d, 1);
+    uint32_t nn = opb_tensor(b, "cmp.knorm", OPT_TEMP, Hkv, t, 1);
+    opb_matmul_pub(b, sq, ones, Hkv * t, d, 1, nn);
+    opb_put(b, nn, nst, Hkv, r0, t, 1);
+    return nst;
+}
+
 /* Key norms (token units, a top-k at every step) with real operands, the ops `policy check`
  * runs and the secure session executes on shares (secpol_emit.c): the new keys' squared norms
  * into a carried state, the top-k of the candidates' and the gather of their cached [K | V]
@@ -714,14 +730,7 @@ static int cs_emit_keynorm(cstate *s, int phase, uint32_t layer, uint32_t kv_len
     opb b;
     opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
     /* COST: the new keys' squares and their sum (a product with public ones: local) */
-    uint32_t nst = opb_shared(&b, "cmp.norm", OPT_CACHE, Hkv, v->max_len, 1);
-    uint32_t kn = pcheck_input(&b, PCHECK_IN_KEYS_NEW, Hkv, t, d);
-    uint32_t sq = opb_tensor(&b, "cmp.sq", OPT_TEMP, Hkv, t, d);
-    opb_op(&b, OP_SQUARE, Hkv, t, 0, d, kn, OP_NONE, OP_NONE, sq, 0, 0, 0);
-    uint32_t ones = opb_shared(&b, "cmp.ones", OPT_PUBLIC, 1, d, 1);
-    uint32_t nn = opb_tensor(&b, "cmp.knorm", OPT_TEMP, Hkv, t, 1);
-    opb_matmul_pub(&b, sq, ones, Hkv * t, d, 1, nn);
-    opb_put(&b, nn, nst, Hkv, r0, t, 1);
+    uint32_t nst = emit_key_norms(&b, Hkv, d, v->max_len, t, r0);
     budget(s, layer, kv_len, &sinks, &recent, &k);
     cand_range(kv_len, sinks, recent, &c0, &c1);
     uint32_t nc = c1 - c0;
@@ -790,14 +799,7 @@ static int cs_emit_pages(cstate *s, int phase, uint32_t layer, uint32_t kv_len, 
     }
     /* COST: the new keys' squares and their sum (a product with public ones: local) */
     uint32_t t = pre ? kv_len : 1, r0 = pre ? 0 : kv_len;
-    uint32_t nst = opb_shared(&b, "cmp.norm", OPT_CACHE, Hkv, v->max_len, 1);
-    uint32_t kn = pcheck_input(&b, PCHECK_IN_KEYS_NEW, Hkv, t, d);
-    uint32_t sq = opb_tensor(&b, "cmp.sq", OPT_TEMP, Hkv, t, d);
-    opb_op(&b, OP_SQUARE, Hkv, t, 0, d, kn, OP_NONE, OP_NONE, sq, 0, 0, 0);
-    uint32_t ones = opb_shared(&b, "cmp.ones", OPT_PUBLIC, 1, d, 1);
-    uint32_t nn = opb_tensor(&b, "cmp.knorm", OPT_TEMP, Hkv, t, 1);
-    opb_matmul_pub(&b, sq, ones, Hkv * t, d, 1, nn);
-    opb_put(&b, nn, nst, Hkv, r0, t, 1);
+    uint32_t nst = emit_key_norms(&b, Hkv, d, v->max_len, t, r0);
     if (!pre && k > 0 && k < nu) {
         /* the candidates' norms in whole pages, a partial last page's rows zero (x − x), each
          * page's sum by a product with public ones (local) */
