@@ -43,7 +43,7 @@ _Static_assert((int)(MPCSIM_ROLE_TEMP) == (int)OPT_TEMP &&
                    (int)(MPCSIM_ROLE_PUBLIC) == (int)OPT_PUBLIC &&
                    (int)(MPCSIM_ROLE_OUTPUT + 1) == (int)OPT_N_ROLES,
                "tensor roles of policy_plugin.h and op.h differ");
-_Static_assert(MPCSIM_PAD_BIAS == PCHECK_PAD_BIAS,
+_Static_assert((long)(MPCSIM_PAD_BIAS) == (long)(PCHECK_PAD_BIAS),
                "the padding bias of policy_plugin.h and pcheck.h differ");
 _Static_assert((int)(MPCSIM_PHASE_PREFILL) == (int)PHASE_PREFILL &&
                    (int)(MPCSIM_PHASE_DECODE) == (int)PHASE_DECODE,
