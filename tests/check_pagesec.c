@@ -25,21 +25,6 @@ static const char kpages_yaml[] = "name: kpages_t\n"
 
 static char *kpages_path(void) { return strdup(th_file(&td, "kpages.yaml", kpages_yaml)); }
 
-/* The count before `what` in "(N what" of out's line starting with `line`. */
-static unsigned count_of(const char *out, const char *line, const char *what)
-{
-    const char *l = strstr(out, line);
-    ck_assert_msg(l, "no line '%s' in:\n%s", line, out);
-    char pat[64];
-    snprintf(pat, sizeof pat, " %s", what);
-    const char *w = strchr(l, '(');
-    w = w ? strstr(w, pat) : NULL;
-    ck_assert_msg(w && w > l, "no '%s' in:\n%s", what, l);
-    while (w > l && w[-1] >= '0' && w[-1] <= '9')
-        w--;
-    return (unsigned)strtoul(w, NULL, 10);
-}
-
 /* "N of them chosen by its ops" of a policy check's output. */
 static unsigned chosen(const char *out)
 {
@@ -126,7 +111,7 @@ static void quest_blocks_on(const char *proto)
                   out);
     ck_assert_msg(!strstr(out, "has no selection on shares"), "%s", out);
     ck_assert_msg(!strstr(out, "audit failed"), "%s", out);
-    ck_assert_uint_eq(count_of(out, "#       equal to the plaintext replay's", "equal"), 160);
+    ck_assert_uint_eq(th_count_of(out, "#       equal to the plaintext replay's", "equal"), 160);
     th_cli_expect(ref, sizeof ref, 0, "prediction: yes",
                   "validate --model stories260K -p %s --accuracy 22 --prompt 14 --policy quest "
                   "--policy-param budget=12 --policy-param page=4 --policy-param min_pages=1 "
@@ -158,8 +143,8 @@ static void kpages_on(const char *proto)
     ck_assert_msg(strstr(out, "selection on shares from kpages_t's own emitted ops"), "%s", out);
     ck_assert_msg(strstr(out, "equal to its select() over the session's own keys and values: yes "),
                   "%s", out);
-    unsigned eq = count_of(out, "#       equal to its select()", "equal"),
-             ties = count_of(out, "#       equal to its select()", "ties");
+    unsigned eq = th_count_of(out, "#       equal to its select()", "equal"),
+             ties = th_count_of(out, "#       equal to its select()", "ties");
     ck_assert_uint_eq(eq + ties, 160);
     ck_assert_msg(!strstr(out, "audit failed"), "%s", out);
     free(yaml);
@@ -175,30 +160,8 @@ END_TEST
  * built into <test dir>/<name>.so with the public header alone. Returns the .so's path. */
 static char *pagenorm(const char *name, const char *from, const char *to)
 {
-    const char *orig = th_text(th_data_path("tests/data/plugin_pagenorm.c"));
-    size_t cap = strlen(orig) + 4096;
-    char *src = malloc(cap);
-    snprintf(src, cap, "%s", orig);
-    if (from) {
-        char *at = strstr(src, from);
-        ck_assert_msg(at, "plugin_pagenorm.c no longer has: %s", from);
-        size_t fl = strlen(from), tl = strlen(to);
-        memmove(at + tl, at + fl, strlen(at + fl) + 1);
-        memcpy(at, to, tl);
-    }
-    char c[80], so[80], out[4096], cmd[4096];
-    snprintf(c, sizeof c, "%s.c", name);
-    snprintf(so, sizeof so, "%s.so", name);
-    char *cpath = strdup(th_file(&td, c, src));
-    free(src);
-    snprintf(cmd, sizeof cmd,
-             "${CC:-cc} -std=c11 -Wall -Wextra -Wno-unused-parameter -Werror -fPIC -shared "
-             "-I'%s/include' '%s' -o '%s'",
-             th_data(), cpath, testdir_path(&td, so));
-    int rc = th_sh(cmd, out, sizeof out);
-    ck_assert_msg(rc == 0, "%s\n%s", cmd, out);
-    free(cpath);
-    return strdup(testdir_path(&td, so));
+    const char *const swap[1][2] = {{from, to}};
+    return th_plugin_variant(&td, "tests/data/plugin_pagenorm.c", name, swap, from ? 1 : 0);
 }
 
 /* The plug-in's ops gather what its select() keeps, partial last pages included. */
@@ -232,8 +195,8 @@ static void plugin_on(const char *proto)
     ck_assert_msg(strstr(out, "selection on shares from pagenorm's own emitted ops"), "%s", out);
     ck_assert_msg(strstr(out, "equal to its select() over the session's own keys and values: yes "),
                   "%s", out);
-    unsigned eq = count_of(out, "#       equal to its select()", "equal"),
-             ties = count_of(out, "#       equal to its select()", "ties");
+    unsigned eq = th_count_of(out, "#       equal to its select()", "equal"),
+             ties = th_count_of(out, "#       equal to its select()", "ties");
     ck_assert_uint_eq(eq + ties, 160);
     th_cli_expect(ref, sizeof ref, 0, "prediction: yes",
                   "validate --model stories260K -p %s --accuracy 22 --prompt 14 --policy '%s' "

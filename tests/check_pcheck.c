@@ -19,42 +19,6 @@ TESTDIR("check_pcheck")
 
 static const char *tpath(const char *name) { return testdir_path(&td, name); }
 
-/* keynorm.c with `from` replaced by `to` (each once, asserted) and its policy renamed, built
- * into <test dir>/<name>.so with the public header alone. Returns the .so's path (static). */
-static const char *variant(const char *name, const char *from, const char *to)
-{
-    const char *orig = th_text(th_data_path("scenarios/plugins/keynorm.c"));
-    size_t cap = strlen(orig) + 4096;
-    char *src = malloc(cap);
-    snprintf(src, cap, "%s", orig);
-    char nm[64];
-    snprintf(nm, sizeof nm, ".name = \"%s\"", name);
-    const char *const pairs[2][2] = {{".name = \"keynorm\"", nm}, {from, to}};
-    for (int i = 0; i < 2 && pairs[i][0]; i++) {
-        char *at = strstr(src, pairs[i][0]);
-        ck_assert_msg(at, "keynorm.c no longer has: %s", pairs[i][0]);
-        size_t fl = strlen(pairs[i][0]), tl = strlen(pairs[i][1]);
-        memmove(at + tl, at + fl, strlen(at + fl) + 1);
-        memcpy(at, pairs[i][1], tl);
-    }
-    char c[80], so[80];
-    snprintf(c, sizeof c, "%s.c", name);
-    snprintf(so, sizeof so, "%s.so", name);
-    char *cpath = strdup(th_file(&td, c, src));
-    free(src);
-    static char out[4096];
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd,
-             "${CC:-cc} -std=c11 -Wall -Wextra -Wno-unused-parameter -Werror -fPIC -shared "
-             "-I'%s/include' '%s' -o '%s'",
-             th_data(), cpath, tpath(so));
-    int rc = th_sh(cmd, out, sizeof out);
-    ck_assert_msg(rc == 0, "%s\n%s", cmd, out);
-    snprintf(out, sizeof out, "%s", tpath(so));
-    free(cpath);
-    return out;
-}
-
 /* A recorded stories260K trace of 64 tokens in the test folder (once per test). */
 static const char *record(void)
 {
@@ -129,42 +93,43 @@ START_TEST(test_broken_caught)
     const char *dir = record();
     pcheck_result r;
     /* the ops rank and select but never gather: the named rows are computed by no op */
-    char *nogather = strdup(variant("kn_nogather", "    api->op(b, MPCSIM_OP_GATHER,",
-                                    "    if (0) api->op(b, MPCSIM_OP_GATHER,"));
+    char *nogather = th_keynorm_variant(&td, "kn_nogather", "    api->op(b, MPCSIM_OP_GATHER,",
+                                        "    if (0) api->op(b, MPCSIM_OP_GATHER,");
     run_check(nogather, "12", dir, 24, 64, &r);
     ck_assert(r.ran && !r.match);
     ck_assert_msg(strstr(r.msg, "layer 0 position 24: its selection L0.kn_nogather.kv_kept is "
                                 "computed by none of its ops (no gather)"),
                   "%s", r.msg);
     /* select() scores candidate i by the norm of the position before it */
-    char *shifted = strdup(variant("kn_shifted", "api->topk(norms(s, layer, g) + s->sink,",
-                                   "api->topk(norms(s, layer, g) + s->sink - 1,"));
+    char *shifted = th_keynorm_variant(&td, "kn_shifted", "api->topk(norms(s, layer, g) + s->sink,",
+                                       "api->topk(norms(s, layer, g) + s->sink - 1,");
     run_check(shifted, "12", dir, 24, 64, &r);
     ck_assert(r.ran && !r.match);
     ck_assert_msg(strstr(r.msg, "layer 0, KV head ") &&
                       strstr(r.msg, "decode position 24: entry ") && strstr(r.msg, " is kept by "),
                   "%s", r.msg);
     /* the ops keep the smallest norms (a top-k of the negated row), select() the largest */
-    char *smallest = strdup(variant(
-        "kn_smallest", "api->op(b, MPCSIM_OP_TOPK, H, 1, 0, c, row,",
+    char *smallest = th_keynorm_variant(
+        &td, "kn_smallest", "api->op(b, MPCSIM_OP_TOPK, H, 1, 0, c, row,",
         "api->op(b, MPCSIM_OP_TOPK, H, 1, 0, c, api->op(b, MPCSIM_OP_MUL_PUB, H, 1, 0, c, row, "
         "MPCSIM_NONE, MPCSIM_NONE, api->tensor(b, \"neg\", MPCSIM_ROLE_TEMP, H, 1, c), 0, 0, "
-        "-1.0),"));
+        "-1.0),");
     run_check(smallest, "12", dir, 24, 64, &r);
     ck_assert(r.ran && !r.match);
     ck_assert_msg(strstr(r.msg, "decode position 24: entry ") && strstr(r.msg, "not a tie"), "%s",
                   r.msg);
     free(smallest);
     /* a top-k whose count disagrees with its result's shape: the program itself cannot run */
-    char *fewer = strdup(variant("kn_fewer", "(int32_t)s->keep,\n", "(int32_t)s->keep - 1,\n"));
+    char *fewer =
+        th_keynorm_variant(&td, "kn_fewer", "(int32_t)s->keep,\n", "(int32_t)s->keep - 1,\n");
     run_check(fewer, "12", dir, 24, 64, &r);
     ck_assert(!r.ran && !r.match);
     ck_assert_msg(strstr(r.msg, "layer 0: its op ") &&
                       strstr(r.msg, "does not run on the plain engine (its shapes disagree)"),
                   "%s", r.msg);
     /* no selection named: its cost stays declared */
-    char *unnamed =
-        strdup(variant("kn_unnamed", "    api->selection(b,", "    if (0) api->selection(b,"));
+    char *unnamed = th_keynorm_variant(&td, "kn_unnamed", "    api->selection(b,",
+                                       "    if (0) api->selection(b,");
     run_check(unnamed, "12", dir, 24, 64, &r);
     ck_assert(!r.ran && !r.match);
     ck_assert_msg(strstr(r.msg, "select() drops cached entries, and its emit_cost names no "
@@ -226,8 +191,8 @@ START_TEST(test_marks)
     const char *h2o = strstr(out, "\nh2o ");
     ck_assert_msg(h2o && !strncmp(strchr(h2o + 1, '\n'), "\n    cost: checked on shares", 28), "%s",
                   out);
-    char *broken =
-        strdup(variant("kn_marked", "    api->selection(b,", "    if (0) api->selection(b,"));
+    char *broken = th_keynorm_variant(&td, "kn_marked", "    api->selection(b,",
+                                      "    if (0) api->selection(b,");
     th_cli_expect(out, sizeof out, 0, "(plug-in ", "list policies --plugin '%s'", broken);
     kn = strstr(out, "\nkn_marked ");
     ck_assert_msg(kn && strstr(kn, "    cost declared (its emit_cost ops are not checked against "

@@ -31,14 +31,7 @@ static const char *tpath(const char *name) { return testdir_path(&td, name); }
 static const char *build_plugin(const char *src, const char *so)
 {
     static char out[4096];
-    char cmd[2048];
-    char *path = strdup(tpath(so));
-    snprintf(cmd, sizeof cmd,
-             "${CC:-cc} -std=c11 -Wall -Wextra -Wno-unused-parameter -Werror -fPIC -shared "
-             "-I'%s/include' '%s' -o '%s' -lm",
-             th_data(), src, path);
-    int rc = th_sh(cmd, out, sizeof out);
-    ck_assert_msg(rc == 0, "%s\n%s", cmd, out);
+    char *path = th_plugin_build(&td, src, so);
     snprintf(out, sizeof out, "%s", path);
     free(path);
     return out;

@@ -14,57 +14,6 @@
 
 TESTDIR("check_secsel")
 
-/* keynorm.c with `from` replaced by `to` (once, asserted) and its policy renamed, built into
- * <test dir>/<name>.so with the public header alone. Returns the .so's path (static). */
-static const char *variant(const char *name, const char *from, const char *to)
-{
-    const char *orig = th_text(th_data_path("scenarios/plugins/keynorm.c"));
-    size_t cap = strlen(orig) + 4096;
-    char *src = malloc(cap);
-    snprintf(src, cap, "%s", orig);
-    char nm[64];
-    snprintf(nm, sizeof nm, ".name = \"%s\"", name);
-    const char *const pairs[2][2] = {{".name = \"keynorm\"", nm}, {from, to}};
-    for (int i = 0; i < 2; i++) {
-        char *at = strstr(src, pairs[i][0]);
-        ck_assert_msg(at, "keynorm.c no longer has: %s", pairs[i][0]);
-        size_t fl = strlen(pairs[i][0]), tl = strlen(pairs[i][1]);
-        memmove(at + tl, at + fl, strlen(at + fl) + 1);
-        memcpy(at, pairs[i][1], tl);
-    }
-    char c[80], so[80];
-    snprintf(c, sizeof c, "%s.c", name);
-    snprintf(so, sizeof so, "%s.so", name);
-    char *cpath = strdup(th_file(&td, c, src));
-    free(src);
-    static char out[4096];
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd,
-             "${CC:-cc} -std=c11 -Wall -Wextra -Wno-unused-parameter -Werror -fPIC -shared "
-             "-I'%s/include' '%s' -o '%s'",
-             th_data(), cpath, testdir_path(&td, so));
-    int rc = th_sh(cmd, out, sizeof out);
-    ck_assert_msg(rc == 0, "%s\n%s", cmd, out);
-    snprintf(out, sizeof out, "%s", testdir_path(&td, so));
-    free(cpath);
-    return out;
-}
-
-/* The count before `what` in "(N what" of out's line starting with `line`. */
-static unsigned count_of(const char *out, const char *line, const char *what)
-{
-    const char *l = strstr(out, line);
-    ck_assert_msg(l, "no line '%s' in:\n%s", line, out);
-    char pat[64];
-    snprintf(pat, sizeof pat, " %s", what);
-    const char *w = strchr(l, '(');
-    w = w ? strstr(w, pat) : NULL;
-    ck_assert_msg(w && w > l, "no '%s' in:\n%s", what, l);
-    while (w > l && w[-1] >= '0' && w[-1] <= '9')
-        w--;
-    return (unsigned)strtoul(w, NULL, 10);
-}
-
 /* keynorm (2 sinks, the 6 largest key norms) over 16 prompt tokens and 6 decode steps: 5 layers
  * x 4 KV heads x 6 steps = 120 decode masks, each choosing 6 of 14 candidates on shares. */
 static void keynorm_on(const char *proto)
@@ -81,12 +30,12 @@ static void keynorm_on(const char *proto)
     /* on the same values, its ops choose what its select() chooses (ties within its bound) */
     ck_assert_msg(strstr(out, "equal to its select() over the session's own keys and values: yes "),
                   "%s", out);
-    unsigned eq = count_of(out, "#       equal to its select()", "equal"),
-             ties = count_of(out, "#       equal to its select()", "ties");
+    unsigned eq = th_count_of(out, "#       equal to its select()", "equal"),
+             ties = th_count_of(out, "#       equal to its select()", "ties");
     ck_assert_uint_eq(eq + ties, 120);
     /* against the float model's replay: the fixed-point model's keys drift (the replay's ties
      * broken the other way, a changed kept set moving the later layers), nearly all equal */
-    unsigned rep = count_of(out, "#       equal to the plaintext replay's", "equal");
+    unsigned rep = th_count_of(out, "#       equal to the plaintext replay's", "equal");
     ck_assert_msg(rep >= 108, "%u of 120 masks equal to the replay's:\n%s", rep, out);
     free(so);
 }
@@ -107,10 +56,10 @@ static void keynorm_blocks_on(const char *proto)
                   out);
     ck_assert_msg(strstr(out, "equal to its select() over the session's own keys and values: yes "),
                   "%s", out);
-    unsigned eq = count_of(out, "#       equal to its select()", "equal"),
-             ties = count_of(out, "#       equal to its select()", "ties");
+    unsigned eq = th_count_of(out, "#       equal to its select()", "equal"),
+             ties = th_count_of(out, "#       equal to its select()", "ties");
     ck_assert_uint_eq(eq + ties, 120);
-    unsigned rep = count_of(out, "#       equal to the plaintext replay's", "equal");
+    unsigned rep = th_count_of(out, "#       equal to the plaintext replay's", "equal");
     ck_assert_msg(rep >= 108, "%u of 120 masks equal to the replay's:\n%s", rep, out);
     free(yaml);
 }
@@ -146,8 +95,8 @@ END_TEST
 START_TEST(test_unnamed_selection)
 {
     char out[1 << 14];
-    char *so =
-        strdup(variant("kn_unnamed", "    api->selection(b,", "    if (0) api->selection(b,"));
+    char *so = th_keynorm_variant(&td, "kn_unnamed", "    api->selection(b,",
+                                  "    if (0) api->selection(b,");
     th_cli_expect(out, sizeof out, 1,
                   "policy kn_unnamed: cost declared, no secure selection: its select() drops "
                   "cached entries (layer 0, decode position 16)",
@@ -176,7 +125,7 @@ static void quest_pages_on(const char *proto)
     ck_assert_msg(strstr(out, "selection on shares from quest's own emitted ops"), "%s", out);
     ck_assert_msg(!strstr(out, "NOTE: quest has no selection on shares"), "%s", out);
     ck_assert_msg(!strstr(out, "audit failed"), "%s", out);
-    unsigned rep = count_of(out, "#       equal to the plaintext replay's", "equal");
+    unsigned rep = th_count_of(out, "#       equal to the plaintext replay's", "equal");
     ck_assert_msg(rep == 160, "%u of 160 masks equal to the replay's:\n%s", rep, out);
 }
 

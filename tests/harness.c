@@ -265,3 +265,66 @@ const char *th_data_path(const char *rel)
     snprintf(buf[k], sizeof buf[k], "%s/%s", th_data(), rel);
     return buf[k];
 }
+
+unsigned th_count_of(const char *out, const char *line, const char *what)
+{
+    const char *l = strstr(out, line);
+    ck_assert_msg(l, "no line '%s' in:\n%s", line, out);
+    char pat[64];
+    snprintf(pat, sizeof pat, " %s", what);
+    const char *w = strchr(l, '(');
+    w = w ? strstr(w, pat) : NULL;
+    ck_assert_msg(w && w > l, "no '%s' in:\n%s", what, l);
+    while (w > l && w[-1] >= '0' && w[-1] <= '9')
+        w--;
+    return (unsigned)strtoul(w, NULL, 10);
+}
+
+char *th_plugin_build(const testdir *t, const char *src, const char *so)
+{
+    char out[4096], cmd[4096];
+    char *path = strdup(testdir_path(t, so));
+    ck_assert_ptr_nonnull(path);
+    snprintf(cmd, sizeof cmd,
+             "${CC:-cc} -std=c11 -Wall -Wextra -Wno-unused-parameter -Werror -fPIC -shared "
+             "-I'%s/include' '%s' -o '%s' -lm",
+             th_data(), src, path);
+    int rc = th_sh(cmd, out, sizeof out);
+    ck_assert_msg(rc == 0, "%s\n%s", cmd, out);
+    return path;
+}
+
+char *th_plugin_variant(const testdir *t, const char *rel, const char *name,
+                        const char *const (*swaps)[2], size_t n_swaps)
+{
+    const char *orig = th_text(th_data_path(rel));
+    size_t cap = strlen(orig) + 1;
+    for (size_t i = 0; i < n_swaps; i++)
+        cap += strlen(swaps[i][1]);
+    char *src = malloc(cap);
+    ck_assert_ptr_nonnull(src);
+    memcpy(src, orig, strlen(orig) + 1);
+    for (size_t i = 0; i < n_swaps; i++) {
+        char *at = strstr(src, swaps[i][0]);
+        ck_assert_msg(at, "%s no longer has: %s", rel, swaps[i][0]);
+        size_t fl = strlen(swaps[i][0]), tl = strlen(swaps[i][1]);
+        memmove(at + tl, at + fl, strlen(at + fl) + 1);
+        memcpy(at, swaps[i][1], tl);
+    }
+    char c[128], so[128];
+    snprintf(c, sizeof c, "%s.c", name);
+    snprintf(so, sizeof so, "%s.so", name);
+    char *cpath = strdup(th_file(t, c, src));
+    free(src);
+    char *r = th_plugin_build(t, cpath, so);
+    free(cpath);
+    return r;
+}
+
+char *th_keynorm_variant(const testdir *t, const char *name, const char *from, const char *to)
+{
+    char nm[96];
+    snprintf(nm, sizeof nm, ".name = \"%s\"", name);
+    const char *const swaps[2][2] = {{".name = \"keynorm\"", nm}, {from, to}};
+    return th_plugin_variant(t, "scenarios/plugins/keynorm.c", name, swaps, from ? 2 : 1);
+}

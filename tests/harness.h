@@ -97,5 +97,21 @@ int th_exists(const char *path);
 int th_count(const char *text, const char *needle);
 /* <MPCSIM_DATA>/<rel>; the result lives until eight more calls. */
 const char *th_data_path(const char *rel);
+/* The count N before `what` in "(… N what" of out's line that starts with `line`; fails the
+ * calling test when there is none. */
+unsigned th_count_of(const char *out, const char *line, const char *what);
+
+/* Compiles the C file src into the plug-in <t's folder>/<so> as POLICIES.md's steps do (the
+ * public header alone), warnings as errors; fails the calling test otherwise. Its path,
+ * malloc'd. */
+char *th_plugin_build(const testdir *t, const char *src, const char *so);
+/* The source <MPCSIM_DATA>/<rel> with swaps[i][0] replaced by swaps[i][1] (the first
+ * occurrence of each; asserted to be there), written to <t's folder>/<name>.c and built into
+ * <name>.so by th_plugin_build. Its path, malloc'd. */
+char *th_plugin_variant(const testdir *t, const char *rel, const char *name,
+                        const char *const (*swaps)[2], size_t n_swaps);
+/* The shipped scenarios/plugins/keynorm.c renamed `name` (its policy and its files) with from
+ * replaced by to (from NULL: no other change), built by th_plugin_variant. */
+char *th_keynorm_variant(const testdir *t, const char *name, const char *from, const char *to);
 
 #endif
