@@ -418,25 +418,9 @@ START_TEST(test_bad_file)
     const th_bad *c = &bad_files[_i];
     char *comp = strdup(th_file(&td, "comp.yaml", c->text));
     char yaml[2048];
-    snprintf(yaml, sizeof yaml,
-             "format: 1\nname: bad\nprotocol: semi2k\nnetwork: lan\ncases:\n"
-             "  - model: stories260K\n"
-             "    workload: {prompt_len: 32, decode_len: 8}\n"
-             "    trace: {source: record, text: %s}\n"
-             "    policies:\n"
-             "      - {compose: comp.yaml}\n",
-             th_data_path("tests/data/tinystories_sample.txt"));
-    char *scn = strdup(th_file(&td, "bad.yaml", yaml));
-    char *db = strdup(tpath("bad.db"));
-    ck_assert_int_eq(th_runl(NULL, tpath("out.txt"), NULL, "run", scn, "-o", db, (char *)NULL), 2);
-    const char *msg = th_text(tpath("out.txt"));
-    const char *at = strstr(msg, comp);
-    ck_assert_msg(at, "case %d: no '%s' in: %s", _i, comp, msg);
-    th_bad_msg(comp, c, at, _i);
-    ck_assert(!th_exists(db));
+    polfix_scenario(yaml, sizeof yaml, "compose: comp.yaml");
+    polfix_run_refused(&td, yaml, comp, c, _i);
     free(comp);
-    free(scn);
-    free(db);
 }
 END_TEST
 

@@ -4,6 +4,7 @@
 #include <check.h>
 #include <sqlite3.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
@@ -134,4 +135,35 @@ void polfix_run_equal(const testdir *td, const char *scn, const char *db, int n_
     if (policy_costs)
         ck_assert_int_ge(policy, n_pairs); /* the selection costs something in every pair */
     sqlite3_close(h);
+}
+
+void polfix_scenario(char *out, size_t cap, const char *entry)
+{
+    int n = snprintf(out, cap,
+                     "format: 1\nname: refused\nprotocol: semi2k\nnetwork: lan\ncases:\n"
+                     "  - model: stories260K\n"
+                     "    workload: {prompt_len: 32, decode_len: 8}\n"
+                     "    trace: {source: record, text: %s}\n"
+                     "    policies:\n"
+                     "      - {%s}\n",
+                     th_data_path("tests/data/tinystories_sample.txt"), entry);
+    ck_assert(n > 0 && (size_t)n < cap);
+}
+
+void polfix_run_refused(const testdir *td, const char *scenario, const char *blame, const th_bad *c,
+                        int i)
+{
+    char *scn = strdup(th_file(td, "refused.yaml", scenario));
+    char *db = strdup(testdir_path(td, "refused.db"));
+    char *out = strdup(testdir_path(td, "refused.txt"));
+    ck_assert_int_eq(th_runl(NULL, out, NULL, "run", scn, "-o", db, (char *)NULL), 2);
+    const char *msg = th_text(out);
+    const char *who = blame ? blame : scn;
+    const char *at = strstr(msg, who);
+    ck_assert_msg(at, "case %d: no '%s' in: %s", i, who, msg);
+    th_bad_msg(who, c, at, i);
+    ck_assert(!th_exists(db));
+    free(scn);
+    free(db);
+    free(out);
 }

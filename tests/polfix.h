@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 
+#include "harness.h"
 #include "testdir.h"
 #include "sim/policy/policy.h"
 
@@ -36,5 +37,15 @@ void polfix_entry(char *out, size_t cap, const char *head, const char *params);
  * hand-written tova evicts layer after layer, a composition in every layer's same rounds. */
 void polfix_run_equal(const testdir *td, const char *scn, const char *db, int n_pairs,
                       int policy_costs);
+
+/* A scenario of stories260K recording the test text (prompt 32, decode 8, semi2k on lan) whose
+ * one policy entry is "{entry}", into out. */
+void polfix_scenario(char *out, size_t cap, const char *entry);
+
+/* Writes the scenario text to <td's folder>/refused.yaml and runs it: exit 2, a message that
+ * starts at blame's path (NULL: the scenario's) with c's place and gists (case i), and no
+ * database written; fails the test otherwise. */
+void polfix_run_refused(const testdir *td, const char *scenario, const char *blame, const th_bad *c,
+                        int i);
 
 #endif
