@@ -491,6 +491,11 @@ START_TEST(test_crypten_cli)
                   "cost -m stories260K -p semi2k -n lan -k 64 --set compat=crypten");
     th_cli_expect(out, sizeof out, 2, "compat: crypten has no aby3 profile",
                   "cost -m stories260K -p aby3 -n lan -k 64 --set compat=crypten");
+    /* the route CrypTen's missing top-k takes, said in the header: mpcache's two levels, the
+     * top 4 of 8 and 3 of 16 clusters in each of four layers, both by the sort (4 · 56 > 67
+     * and 3 · 58 > 107 rounds, kern_topk_cr_argmaxes) */
+    th_cli_expect(out, sizeof out, 0, "top-k (CrypTen has none): 8 ops by the odd-even merge sort",
+                  "cost -m stories260K -p semi2k -n lan -k 256 --policy mpcache --set compat=crypten");
     const char *scn = testdir_path(&td, "s.yaml");
     FILE *f = fopen(scn, "w");
     ck_assert_ptr_nonnull(f);
