@@ -101,15 +101,16 @@ static counted cost_ew(const char *pname, const char *profile, int kind)
     return c;
 }
 
-/* One op of kind on rows × cols (TOPK: k = 1; ONEHOT: rows indices over cols) under pname
- * with the profile: bytes summed over the parties, and rounds. */
-static counted cost_rows(const char *pname, const char *profile, int kind, uint32_t rows,
-                         uint32_t cols)
+/* One op of kind on rows × cols (TOPK: the top k; ONEHOT: rows indices over cols; MAX: one
+ * value a row) under pname with the profile: bytes summed over the parties, and rounds. */
+static counted cost_rows_k(const char *pname, const char *profile, int kind, uint32_t rows,
+                           uint32_t cols, uint32_t k)
 {
     op_program p;
     op_program_init(&p);
     uint32_t x = op_tensor_add(&p, "x", OPT_TEMP, DOM_ARITH, 1, rows, kind == OP_ONEHOT ? 1 : cols);
-    uint32_t o = op_tensor_add(&p, "o", OPT_TEMP, DOM_ARITH, 1, rows, cols);
+    uint32_t o = op_tensor_add(&p, "o", OPT_TEMP, DOM_ARITH, 1, kind == OP_TOPK ? rows * k : rows,
+                               kind == OP_MAX ? 1 : cols);
     op q = {.kind = (uint16_t)kind,
             .layer = -1,
             .group = -1,
@@ -117,7 +118,7 @@ static counted cost_rows(const char *pname, const char *profile, int kind, uint3
             .m = rows,
             .k = 1,
             .n = cols,
-            .iarg = 1,
+            .iarg = (int32_t)k,
             .in = {x, OP_NONE, OP_NONE},
             .out = o};
     ck_assert_int_ge(op_emit(&p, &q), 0);
@@ -138,6 +139,12 @@ static counted cost_rows(const char *pname, const char *profile, int kind, uint3
     cost_log_free(&lg);
     op_program_free(&p);
     return c;
+}
+
+static counted cost_rows(const char *pname, const char *profile, int kind, uint32_t rows,
+                         uint32_t cols)
+{
+    return cost_rows_k(pname, profile, kind, rows, cols, 1);
 }
 
 /* qs_cmp: one QuickSelect comparison (the pivot against one element, its bit opened). A top-1
@@ -167,14 +174,26 @@ START_TEST(test_profile_counts)
             sscanf(line, "%15s %15s %15s %llu %llu", prof, pname, opn, &bytes, &rounds) != 5)
             continue;
         /* qs_cmp: one QuickSelect comparison; sort2: a sort of N_ELEM rows of two, one
-         * compare-exchange per row */
+         * compare-exchange per row; max64, argmax64: one row of N_ELEM; topkKofN: the top K
+         * of one row of N (the row's bytes) */
         int qs = !strcmp(opn, "qs_cmp"), so = !strcmp(opn, "sort2");
-        int kind = qs ? OP_TOPK : so ? OP_SORT : kind_of(opn);
+        int am = !strcmp(opn, "argmax64"), m64 = !strcmp(opn, "max64");
+        unsigned tk = 0, tn = 0;
+        int top = sscanf(opn, "topk%uof%u", &tk, &tn) == 2;
+        int kind = qs    ? OP_TOPK
+                   : so  ? OP_SORT
+                   : am  ? OP_ARGMAX
+                   : m64 ? OP_MAX
+                   : top ? OP_TOPK
+                         : kind_of(opn);
         ck_assert_msg(kind >= 0, "compat-counts.tsv: unknown op '%s'", opn);
-        counted c = qs   ? cost_qs_cmp(pname, prof)
-                    : so ? cost_rows(pname, prof, OP_SORT, N_ELEM, 2)
-                         : cost_ew(pname, prof, kind);
-        uint64_t per = kind == OP_SOFTMAX || kind == OP_LAYERNORM || kind == OP_RMSNORM
+        counted c = qs          ? cost_qs_cmp(pname, prof)
+                    : so        ? cost_rows(pname, prof, OP_SORT, N_ELEM, 2)
+                    : am || m64 ? cost_rows(pname, prof, kind, 1, N_ELEM)
+                    : top       ? cost_rows_k(pname, prof, OP_TOPK, 1, tn, tk)
+                                : cost_ew(pname, prof, kind);
+        uint64_t per = kind == OP_SOFTMAX || kind == OP_LAYERNORM || kind == OP_RMSNORM || am ||
+                               m64 || top
                            ? 1
                            : N_ELEM; /* a row's bytes */
         ck_assert_msg(c.bytes == bytes * per && c.rounds == rounds,

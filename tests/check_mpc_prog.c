@@ -947,15 +947,18 @@ START_TEST(test_reveal_in_place)
 END_TEST
 
 /* compat: crypten (CrypTen's _ltz, limit exp, Newton reciprocal and inv_sqrt, local
- * truncation; semi2k only) on the real backend: values against the clear-text engine within
+ * truncation, its _eqz_2PC, its max and argmax with the one-hot and weighted_index, the sort
+ * and top-k on its comparison and where; semi2k only) on the real backend: values against the
+ * clear-text engine within
  * 2^(10-f) (each engine's local truncations round its own random shares; the exp's eight
  * squarings carry each within 2^(9-f) of the exact iteration, tests/check_crypten.c), counts
  * against the cost engine. */
 START_TEST(test_crypten_ops)
 {
-    static const int kinds[] = {OP_LT,         OP_SELECT, OP_MAX,     OP_EXP,
-                                OP_RECIPROCAL, OP_RSQRT,  OP_SOFTMAX, OP_LAYERNORM,
-                                OP_RMSNORM,    OP_GELU,   OP_SILU};
+    static const int kinds[] = {OP_LT,      OP_SELECT,  OP_MAX,   OP_EXP,    OP_RECIPROCAL,
+                                OP_RSQRT,   OP_SOFTMAX, OP_GELU,  OP_SILU,   OP_LAYERNORM,
+                                OP_RMSNORM, OP_EQ,      OP_ARGMAX, OP_TOPK,  OP_SORT,
+                                OP_ONEHOT};
     run_singles("semi2k", kinds, TH_N(kinds), (single_with){.compat = "crypten", .tol = 4e-3});
 }
 END_TEST

@@ -30,6 +30,11 @@ const char *kern_variant_name(const char *family, int v);
  * count. */
 size_t kern_oem_layer(size_t n, size_t p, size_t k, uint32_t *lo, uint32_t *hi);
 
+/* compat: crypten's top-k (CrypTen has none; kern_cr.c): 1 when k successive argmaxes of a
+ * row of n take no more rounds than the odd–even merge sort with the index travelling (the
+ * route it takes), 0 for the sort. */
+int kern_topk_cr_argmaxes(size_t n, size_t k);
+
 /* Encodes/decodes a real as fixed point with f fraction bits in Z_2^64 (two's complement). */
 uint64_t fx_encode(double x, int frac_bits);
 double fx_decode(uint64_t v, int frac_bits);

@@ -38,13 +38,17 @@ const kv_compat_row kv_compat_tab[KV_COMPAT_N] = {
      * exp_iterations 8); the reciprocal and inv_sqrt CrypTen's Newton iterations from its
      * exp-based first guesses (normalize: crypten), GeLU and SiLU as CrypTen's erf and
      * sigmoid compute them (approx: crypten), its softmax with its row max (kern_act.c,
-     * compat checks). aby3 is refused: CrypTen's default
+     * compat checks), equality its _eqz_2PC (mpc.py 244-274, the word circuit of kern_cmp.c
+     * k_eqz), max and argmax along a row its _argmax_helper with max_method log_reduction
+     * (crypten/common/functions/maximum.py, kern_cr.c), the max of two where(a >= b, a, b);
+     * CrypTen has no sort or top-k: Batcher's network on its comparison and where, and k of
+     * its argmaxes or that sort, whichever has fewer rounds (topk: crypten). aby3 is refused: CrypTen's default
      * (mpc.protocol: beaver) is additive sharing with the dealer; its three-party
      * replicated option (crypten/mpc/primitives/replicated.py, mul, square, truncate and
      * AND only, its conversions still dealt) is not modelled. PRIMITIVES.md "CrypTen"
      * derives each count. */
-    [KV_COMPAT_CRYPTEN] = {"crypten", KV_MSB_CRYPTEN, -1, KV_EXP_TAYLOR, KV_NORM_CRYPTEN,
-                           KV_APPROX_CRYPTEN, KV_TRUNC_LOCAL,
+    [KV_COMPAT_CRYPTEN] = {"crypten", KV_MSB_CRYPTEN, KV_TOPK_CRYPTEN, KV_EXP_TAYLOR,
+                           KV_NORM_CRYPTEN, KV_APPROX_CRYPTEN, KV_TRUNC_LOCAL,
                            "CrypTen (facebookresearch/CrypTen, commit 775868a)", "semi2k",
                            "the profile is CrypTen's default protocol, two parties with a "
                            "trusted third party (semi2k); its three-party replicated option "

@@ -157,6 +157,12 @@ extern const kv_approx_row kv_approx_tab[KV_APPROX_N]; /* kern_math.c */
 extern const kv_trunc_row kv_trunc_tab[KV_TRUNC_N];    /* kern.c */
 extern const kv_compat_row kv_compat_tab[KV_COMPAT_N]; /* kern_compat.c */
 
+/* ---- kern_cr.c: CrypTen's max and argmax (compat: crypten) */
+/* Its max along rows of L (*mx, NULL: dropped) and argmax one-hot (*oh, NULL: dropped). */
+int k_rowmax_cr(eng *e, mpc_val *mx, mpc_val *oh, const mpc_val *x, size_t R, size_t L);
+/* The max of rows of L: L = 2 where(a >= b, a, b), else k_rowmax_cr's. */
+int k_max_cr(eng *e, mpc_val *mx, const mpc_val *x, size_t R, size_t L);
+
 /* CrypTen's Newton reciprocal of a positive x (kern_math.c; reciprocal_all_pos). */
 int k_recip_nr(eng *e, mpc_val *z, const mpc_val *x);
 /* SPU's EXP_PADE (kern_act.c), the exp variant "pade" of kern_math.c's table. */

@@ -63,6 +63,8 @@ static int k_max_level(eng *e, mpc_val *cur, mpc_val *curi, size_t R, size_t L, 
  * multiplication that selects the value (and, with idx, the index in the same call). */
 int k_rowmax(eng *e, mpc_val *mx, mpc_val *ix, const mpc_val *x, size_t R, size_t L, int w)
 {
+    if (e->kv.compat == KV_COMPAT_CRYPTEN && !ix) /* CrypTen's max (kern_cr.c) */
+        return k_max_cr(e, mx, x, R, L);
     mpc_val cur, curi = {0};
     TRY(k_rep(e, &cur, x, 1));
     if (ix)
@@ -75,9 +77,12 @@ int k_rowmax(eng *e, mpc_val *mx, mpc_val *ix, const mpc_val *x, size_t R, size_
     return MS_OK;
 }
 
-/* ARGMAX: the row max's index, one-hot over the row's n columns. */
+/* ARGMAX: the row max's index, one-hot over the row's n columns; under compat: crypten
+ * CrypTen's argmax (kern_cr.c: its max, then eq against it and weighted_index). */
 int k_argmax(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, int w)
 {
+    if (e->kv.compat == KV_COMPAT_CRYPTEN)
+        return k_rowmax_cr(e, NULL, z, x, R, n);
     mpc_val mx, ix;
     TRY(k_rowmax(e, &mx, &ix, x, R, n, w));
     TRY(k_onehot(e, z, &ix, n));
@@ -156,7 +161,10 @@ static int sort_maps(const mpc_val *V, size_t R, size_t n, int nv, size_t p, siz
  * runs SPU's own compare-exchange instead (hal::sort1d with a secret comparator →
  * odd_even_merge_sort → _cmp_swap, libspu/kernel/hal/permute.cc 85-111 and 117-165): the
  * comparison's bit made arithmetic first (_prefer_a: its B2A) and one ring product per
- * vector (select → _mux), the other side the sum less the first. */
+ * vector (select → _mux), the other side the sum less the first. Under compat: crypten
+ * (CrypTen has no sort) the comparison is _ltz and the select crypten.where(c, B, A), two
+ * products one after the other (crypten/__init__.py 437-443), on every vector at once; the
+ * other side the sum less it: 432 + 64·nv B in 10 rounds a comparator (PRIMITIVES.md). */
 static int k_cmp_exchange(eng *e, mpc_val *A, mpc_val *B, size_t P, size_t nv, int w, int desc)
 {
     mpc_val Av, Bv, c, C2, D, T;
@@ -170,6 +178,16 @@ static int k_cmp_exchange(eng *e, mpc_val *A, mpc_val *B, size_t P, size_t nv, i
     else
         TRY(k_lt(e, &c, &Bv, &Av, w)); /* swap when B < A */
     TRY(k_rep(e, &C2, &c, nv));
+    if (e->kv.compat == KV_COMPAT_CRYPTEN) {
+        mpc_val Nw;
+        TRY(k_select_cr(e, &Nw, &C2, B, A));
+        TRY(VT->add(e, B, B, A));
+        TRY(VT->sub(e, B, B, &Nw));
+        krel(e, A);
+        *A = Nw;
+        krel(e, &Av), krel(e, &Bv), krel(e, &c), krel(e, &C2);
+        return MS_OK;
+    }
     TRY(kal(e, &D, nv * P, DOM_ARITH));
     TRY(VT->sub(e, &D, B, A));
     if (bit) {
@@ -251,35 +269,60 @@ static int k_topk_sort(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n,
     return MS_OK;
 }
 
-/* Top-k by k extractions: argmax (tree + onehot), then the winner is pushed 2^20 below
- * everything (a local multiplication of the public one-hot weight), k times. */
-static int k_topk_tree(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size_t k, int w)
+/* One extraction of k_topk_tree: the one-hot of each row's max (tree + onehot; cr: CrypTen's
+ * argmax, kern_cr.c). */
+static int k_extract(eng *e, mpc_val *oh, const mpc_val *cur, size_t R, size_t n, int w, int cr)
 {
-    mpc_val cur, oh[64], cat;
-    if (k > 64)
-        return MS_ERR_INTERNAL;
-    TRY(k_rep(e, &cur, x, 1));
-    for (size_t q = 0; q < k; q++) {
-        mpc_val mx, ix, pen;
-        TRY(k_rowmax(e, &mx, &ix, &cur, R, n, w));
-        TRY(k_onehot(e, &oh[q], &ix, n));
-        TRY(k_scaled(e, &pen, &oh[q], FX(1048576.0)));
-        TRY(VT->sub(e, &cur, &cur, &pen));
-        krel(e, &mx), krel(e, &ix), krel(e, &pen);
+    if (cr)
+        return k_rowmax_cr(e, NULL, oh, cur, R, n);
+    mpc_val mx, ix;
+    TRY(k_rowmax(e, &mx, &ix, cur, R, n, w));
+    int rc = k_onehot(e, oh, &ix, n);
+    krel(e, &mx), krel(e, &ix);
+    return rc;
+}
+
+/* Top-k by k extractions: argmax, then the winner is pushed 2^20 below everything (a local
+ * multiplication of the public one-hot weight), k times. cr: CrypTen's argmax. */
+static int k_topk_tree(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size_t k, int w,
+                       int cr)
+{
+    mpc_val cur, *oh = calloc(k, sizeof *oh), cat;
+    if (!oh || k > INT32_MAX) {
+        free(oh);
+        return MS_ERR_NOMEM;
     }
-    TRY(k_concat(e, &cat, oh, (int)k)); /* (q, r, j) → (r, q, j) */
-    uint32_t *idx;
-    TRY(pub32(x, R * k * n, &idx));
-    if (idx)
-        for (size_t r = 0; r < R; r++)
-            for (size_t q = 0; q < k; q++)
-                for (size_t j = 0; j < n; j++)
-                    idx[(r * k + q) * n + j] = (uint32_t)((q * R + r) * n + j);
-    int rc = k_move(e, z, &cat, idx, R * k * n, DOM_ARITH);
-    free(idx);
-    for (size_t q = 0; q < k; q++)
-        krel(e, &oh[q]);
-    krel(e, &cur), krel(e, &cat);
+    int rc = k_rep(e, &cur, x, 1);
+    size_t q = 0;
+    for (; !rc && q < k; q++) {
+        mpc_val pen;
+        rc = k_extract(e, &oh[q], &cur, R, n, w, cr);
+        if (!rc)
+            rc = k_scaled(e, &pen, &oh[q], FX(1048576.0));
+        if (!rc) {
+            rc = VT->sub(e, &cur, &cur, &pen);
+            krel(e, &pen);
+        }
+    }
+    if (!rc)
+        rc = k_concat(e, &cat, oh, (int)k); /* (q, r, j) → (r, q, j) */
+    uint32_t *idx = NULL;
+    if (!rc)
+        rc = pub32(x, R * k * n, &idx);
+    if (!rc) {
+        if (idx)
+            for (size_t r = 0; r < R; r++)
+                for (size_t s = 0; s < k; s++)
+                    for (size_t j = 0; j < n; j++)
+                        idx[(r * k + s) * n + j] = (uint32_t)((s * R + r) * n + j);
+        rc = k_move(e, z, &cat, idx, R * k * n, DOM_ARITH);
+        free(idx);
+        krel(e, &cat);
+    }
+    for (size_t s = 0; s < q && s < k; s++)
+        krel(e, &oh[s]);
+    free(oh);
+    krel(e, &cur);
     return rc;
 }
 
@@ -570,7 +613,16 @@ static int k_topk_net(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, 
             layers += kern_oem_layer(n, p, kk, NULL, NULL) > 0;
     uint64_t tree = k * (lv * (r_lt + 1) + r_eq), sort = layers * (r_lt + 1) + r_eq;
     if (k <= 64 && tree < sort)
-        return k_topk_tree(e, z, x, R, n, k, w);
+        return k_topk_tree(e, z, x, R, n, k, w, 0);
+    return k_topk_sort(e, z, x, R, n, k, w);
+}
+
+/* topk: crypten — CrypTen has no top-k: k of its argmaxes or the sort network with CrypTen's
+ * compare-exchange, by the rule of kern_cr.c kern_topk_cr_argmaxes (fewer rounds). */
+static int k_topk_cr(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size_t k, int w)
+{
+    if (kern_topk_cr_argmaxes(n, k))
+        return k_topk_tree(e, z, x, R, n, k, w, 1);
     return k_topk_sort(e, z, x, R, n, k, w);
 }
 
@@ -580,6 +632,9 @@ const kv_topk_row kv_topk_tab[KV_TOPK_N] = {
     [KV_TOPK_QUICKSELECT] = {"quickselect", k_topk_qs, 1,
                              "SPU topk_1d: a secret shuffle, then QuickSelect with revealed "
                              "pivot comparisons"},
+    [KV_TOPK_CRYPTEN] = {"crypten", k_topk_cr, 0,
+                         "CrypTen has none: k of its argmaxes or Batcher's odd-even merge sort on "
+                         "its comparison and where, whichever has fewer rounds (compat: crypten)"},
 };
 
 int k_topk(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t n, size_t k, int w)

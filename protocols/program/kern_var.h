@@ -16,7 +16,7 @@ typedef enum {
     KV_MSB_CRYPTEN,
     KV_MSB_N
 } kv_msb;
-typedef enum { KV_TOPK_NETWORK, KV_TOPK_QUICKSELECT, KV_TOPK_N } kv_topk;
+typedef enum { KV_TOPK_NETWORK, KV_TOPK_QUICKSELECT, KV_TOPK_CRYPTEN, KV_TOPK_N } kv_topk;
 typedef enum { KV_EXP_POW2, KV_EXP_TAYLOR, KV_EXP_PADE, KV_EXP_N } kv_exp;
 typedef enum {
     KV_NORM_BITDEC,

@@ -16,7 +16,7 @@
 
 static const char *const approx_names[] = {"puma", "sigmoid", "spu", "crypten", NULL};
 static const char *const msb_names[] = {"packed", "ks", "carry", "spu", "crypten", NULL};
-static const char *const topk_names[] = {"network", "quickselect", NULL};
+static const char *const topk_names[] = {"network", "quickselect", "crypten", NULL};
 static const char *const normalize_names[] = {"bitdec", "thresholds", "spu", "crypten", NULL};
 static const char *const exp_names[] = {"pow2", "taylor", "pade", NULL};
 static const char *const trunc_names[] = {"pair", "local", NULL}; /* trunc_local = the index */
@@ -59,7 +59,9 @@ static const ys_field cfg_fields[] = {
      "mul_a1b) or crypten (CrypTen's _ltz: full-word A2B, a one-bit B2A)",
      msb_names, 0, NULL, NULL},
     {"topk", YS_STR, C(topk), 0, 0, NULL,
-     "top-k: network (oblivious) or quickselect (shuffle, revealed pivot comparisons: SPU)",
+     "top-k: network (oblivious), quickselect (shuffle, revealed pivot comparisons: SPU) or "
+     "crypten (k of CrypTen's argmaxes or an odd-even merge sort on its comparison and where, "
+     "whichever has fewer rounds; compat: crypten)",
      topk_names, 0, NULL, NULL},
     {"exp", YS_STR, C(exp), 0, 0, NULL,
      "exp: pow2 (range reduction: the integer part's bits and a polynomial, x in (-11350, "
@@ -75,7 +77,8 @@ static const ys_field cfg_fields[] = {
     {"compat", YS_STR, C(compat), 0, 0, NULL,
      "framework cost profile: native (the keys above), spu (every kernel family as SecretFlow "
      "SPU 0.9.x runs it, whatever msb, topk, exp, normalize, approx and trunc say) or crypten "
-     "(CrypTen's two parties with a trusted third party: semi2k only)",
+     "(CrypTen's two parties with a trusted third party: semi2k only; its comparisons, "
+     "equality, max and argmax, and sort and top-k, which it lacks, on its primitives)",
      compat_names, 0, NULL, NULL},
     {"gather", YS_STR, C(gather), 0, 0, NULL,
      "a secret selection's attention: rows (the kept [K | V] rows gathered by the one-hot) or "

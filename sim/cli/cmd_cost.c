@@ -9,6 +9,7 @@
 #include "dbq.h"
 #include "opt.h"
 #include "progress.h"
+#include "protocols/program/kern.h"
 #include "sim/replay/replay.h"
 #include "models/lower.h"
 #include "sim/engine/simulate.h"
@@ -267,7 +268,40 @@ static uint64_t sum_p(const uint64_t *v, int n)
 
 /* Prints the step in 80 columns, in report's units (s/min/h/d, kB/MB/GB/TB; --json has the raw
  * figures). */
-static void print_text(const cost_args *a, const step_env *env, const sim_result *r)
+/* Under compat: crypten, which has no top-k, the route each of the step's top-k ops takes (the
+ * public rule of kern_cr.c: k argmaxes or the odd-even merge sort, by rounds). */
+static void print_topk_routes(const step_env *env, const op_program *prog)
+{
+    if (strcmp(env->pcfg->compat, "crypten"))
+        return;
+    size_t arg = 0, sort = 0, kmax = 0;
+    for (size_t i = 0; i < prog->n_ops; i++) {
+        const op *o = &prog->ops[i];
+        if (o->kind != OP_TOPK)
+            continue;
+        size_t k = o->iarg > 0 ? (size_t)o->iarg : 1;
+        k = k < o->n ? k : o->n;
+        if (kern_topk_cr_argmaxes(o->n, k)) {
+            arg++;
+            kmax = k > kmax ? k : kmax;
+        } else
+            sort++;
+    }
+    if (!arg && !sort)
+        return;
+    char line[256];
+    int n = snprintf(line, sizeof line, "top-k (CrypTen has none): ");
+    if (arg)
+        n += snprintf(line + n, sizeof line - (size_t)n, "%zu op%s by k argmaxes (k <= %zu)%s",
+                      arg, arg == 1 ? "" : "s", kmax, sort ? ", " : "");
+    if (sort && n < (int)sizeof line)
+        snprintf(line + n, sizeof line - (size_t)n, "%zu op%s by the odd-even merge sort", sort,
+                 sort == 1 ? "" : "s");
+    dbq_wrap(stdout, line, 80);
+}
+
+static void print_text(const cost_args *a, const step_env *env, const op_program *prog,
+                       const sim_result *r)
 {
     int P = env->pr->n_parties;
     char b[32], c2[32], c3[32];
@@ -309,6 +343,7 @@ static void print_text(const cost_args *a, const step_env *env, const sim_result
                      a->kv - 1, a->seed);
         dbq_wrap(stdout, line, 80);
     }
+    print_topk_routes(env, prog);
     dbq_seconds(b, sizeof b, (double)r->latency_ns * 1e-9);
     dbq_seconds(c2, sizeof c2, (double)r->total.compute_ns * 1e-9);
     dbq_seconds(c3, sizeof c3, (double)r->total.comm_ns * 1e-9);
@@ -500,7 +535,7 @@ static int cost_write(const cost_args *a, const step_env *env, const op_program 
         cli_error("cost", "cannot write the JSON output (a name that is not UTF-8?)");
         status = 1;
     } else if (!a->json)
-        print_text(a, env, res);
+        print_text(a, env, prog, res);
     return status;
 }
 
