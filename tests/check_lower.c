@@ -37,7 +37,8 @@ START_TEST(test_shipped_models)
 END_TEST
 
 /* Parameter counts against the published sizes: stories260K 260,032 trained parameters
- * (its README), GPT-2 124M (124,439,808 with the tied head), Llama-2-7B 6,738,415,616. */
+ * (its README), GPT-2 124M (124,439,808 with the tied head), Llama-2-7B 6,738,415,616, and
+ * PUMA's models below. */
 START_TEST(test_param_counts)
 {
     model_cfg s = load("stories260K");
@@ -48,6 +49,16 @@ START_TEST(test_param_counts)
     ck_assert_uint_eq(model_param_count(&l), 6738415616ULL);
     model_cfg l3 = load("llama-3.1-8b");
     ck_assert_uint_eq(model_param_count(&l3), 8030261248ULL);
+    /* GPT-2 Medium and Large as Hugging Face counts them (355M, 774M) */
+    model_cfg gm = load("gpt2-medium"), gl = load("gpt2-large");
+    ck_assert_uint_eq(model_param_count(&gm), 354823168);
+    ck_assert_uint_eq(model_param_count(&gl), 774030080);
+    /* BERT's shapes without the pooler (d² + d) and the two token-type rows (2d), which the
+     * gpt2-family stand-in lacks: 109,482,240 − 590,592 − 1,536 and 335,141,888 − 1,049,600 −
+     * 2,048 (Hugging Face bert-base-uncased, bert-large-uncased) */
+    model_cfg bb = load("bert-base"), bl = load("bert-large");
+    ck_assert_uint_eq(model_param_count(&bb), 109482240 - 590592 - 1536);
+    ck_assert_uint_eq(model_param_count(&bl), 335141888 - 1049600 - 2048);
 }
 END_TEST
 

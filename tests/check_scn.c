@@ -750,6 +750,7 @@ static void assert_proto_eq(const proto_cfg *a, const proto_cfg *b)
         FIELD(exp_iters, 'i'),    FIELD(recip_iters, 'i'),  FIELD(rsqrt_iters, 'i'),
         FIELD(softmax_clip, 'd'), FIELD(beaver_cache, 'i'), FIELD(trunc_local, 'i'),
         FIELD(approx, 's'),       FIELD(msb, 's'),          FIELD(topk, 's'),
+        FIELD(compat, 's'),       FIELD(gather, 's'),
     };
 #undef FIELD
     for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
@@ -864,6 +865,38 @@ START_TEST(test_topk_axis)
 }
 END_TEST
 
+START_TEST(test_gather_compat_axes)
+{
+    /* gather and compat change the step's ops and costs: runs differing only in one of them
+     * are different runs (different canonical YAML and hash, so the results database stores
+     * both), each round-tripping; the defaults (rows, native) stay unwritten */
+    const char *text = "model: stories260K\n"
+                       "protocol: {name: aby3, gather: [rows, scores], compat: [native, spu]}\n"
+                       "network: lan\nworkload: {prompt_len: 8, decode_len: 1}\npolicies: [full]\n";
+    scenario s;
+    load_ok(text, &s, 4);
+    for (size_t i = 0; i < s.n_runs; i++)
+        for (size_t j = i + 1; j < s.n_runs; j++) {
+            ck_assert_str_ne(s.runs[i].yaml, s.runs[j].yaml);
+            ck_assert_str_ne(s.runs[i].hash, s.runs[j].hash);
+        }
+    for (size_t i = 0; i < s.n_runs; i++) {
+        const proto_cfg *p = &s.runs[i].proto;
+        const char *y = s.runs[i].yaml;
+        if (!strcmp(p->gather, "rows"))
+            ck_assert_ptr_null(strstr(y, "gather"));
+        else
+            ck_assert_ptr_nonnull(strstr(y, "gather: scores"));
+        if (!strcmp(p->compat, "native"))
+            ck_assert_ptr_null(strstr(y, "compat"));
+        else
+            ck_assert_ptr_nonnull(strstr(y, "compat: spu"));
+    }
+    assert_round_trip(&s);
+    scn_free(&s);
+}
+END_TEST
+
 /* ---- shipped scenarios and the CLI ------------------------------------------------------- */
 
 START_TEST(test_shipped_scenarios)
@@ -970,6 +1003,7 @@ Suite *scn_suite(void)
     TH_LOOPS(t, (int)(sizeof model_bodies / sizeof *model_bodies), test_model_file_vs_inline);
     TH_LOOPS(t, (int)(sizeof model_bad / sizeof *model_bad), test_model_file_errors);
     t = th_case(s, "canonical", 30);
-    TH_TESTS(t, test_hash, test_round_trip, test_topk_axis, test_shipped_scenarios, test_cli_list);
+    TH_TESTS(t, test_hash, test_round_trip, test_topk_axis, test_gather_compat_axes,
+             test_shipped_scenarios, test_cli_list);
     return s;
 }

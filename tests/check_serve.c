@@ -855,6 +855,57 @@ START_TEST(test_cli)
 }
 END_TEST
 
+/* A protocol entry as a mapping of protocol keys (compat, gather, ...), as in run scenarios: the
+ * runs cost with that profile, are stored under its label, and a bad key or value is refused at
+ * its place. */
+START_TEST(test_cli_protocol_keys)
+{
+    const char *dir = td.dir;
+    char err[4096], path[600], text[2048];
+    static const char *const protos[] = {"semi2k", "{name: semi2k, compat: spu}"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(text, sizeof text, "%s", TINY);
+        char *p = strstr(text, "protocol: semi2k\n"), rest[2048];
+        snprintf(rest, sizeof rest, "%s", p + strlen("protocol: semi2k\n"));
+        snprintf(p, sizeof text - (size_t)(p - text), "protocol: %s\n%s", protos[i], rest);
+        char name[32];
+        snprintf(name, sizeof name, "p%d.yaml", i);
+        th_file(&td, name, text);
+        char args[128];
+        snprintf(args, sizeof args, "%s -o out.db --policy prefix --rate 50 --no-attack -q", name);
+        int rc = sh(dir, args, err, sizeof err);
+        ck_assert_msg(rc == 0, "exit %d: %s", rc, err);
+    }
+    snprintf(path, sizeof path, "%s/out.db", dir);
+    ck_assert_int_eq(count(path, "serve_runs"), 2);
+    ck_assert_int_eq(
+        sqlfix_file_int(path, "SELECT count(*) FROM serve_runs WHERE protocol = 'semi2k/spu' "
+                              "AND config LIKE '%protocol: semi2k/spu%'"),
+        1);
+    /* SPU's kernels cost the same prefills other bytes than the native ones */
+    ck_assert_int_eq(sqlfix_file_int(path, "SELECT count(DISTINCT value) FROM serve_metrics "
+                                           "WHERE name = 'online_bytes'"),
+                     2);
+    /* a value the key does not take, and a profile the protocol lacks: at their place */
+    snprintf(text, sizeof text,
+             "model: stories260K\nprotocol: {name: semi2k, compat: spv}\n"
+             "workload:\n  requests: 5\n");
+    th_file(&td, "bad.yaml", text);
+    int rc = sh(dir, "bad.yaml -o bad.db", err, sizeof err);
+    ck_assert_int_eq(rc, 2);
+    ck_assert_msg(strstr(err, "bad.yaml:2:"), "%s", err);
+    ck_assert_msg(strstr(err, "compat"), "%s", err);
+    th_file(&td, "bad2.yaml",
+            "model: stories260K\nprotocol: {name: aby3, compat: crypten}\n"
+            "workload:\n  requests: 5\n");
+    rc = sh(dir, "bad2.yaml -o bad.db", err, sizeof err);
+    ck_assert_int_eq(rc, 2);
+    ck_assert_msg(strstr(err, "bad2.yaml:2:"), "%s", err);
+    snprintf(path, sizeof path, "%s/bad.db", dir);
+    ck_assert_int_ne(access(path, F_OK), 0);
+}
+END_TEST
+
 Suite *serve_suite(void)
 {
     Suite *s = suite_create("serve");
@@ -865,6 +916,7 @@ Suite *serve_suite(void)
              test_span_eviction, test_ttft_hit_faster, test_schedule_by_hand,
              test_leak_prefix_recovers, test_leak_salted_nothing, test_leak_span_nothing,
              test_leak_bits, test_determinism, test_policy_ordering, test_capacity_eviction,
-             test_workload_file, test_bucket_bound, test_real_coster, test_cli);
+             test_workload_file, test_bucket_bound, test_real_coster, test_cli,
+             test_cli_protocol_keys);
     return s;
 }

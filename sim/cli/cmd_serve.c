@@ -23,6 +23,7 @@
 #include "models/model.h"
 #include "sim/serve/serve.h"
 #include "sim/serve/servescn.h"
+#include "sim/scenario/runlabel.h"
 #include "results/serve_db.h"
 #include "sim/serve/workload.h"
 #include "protocols/base/metric_def.h"
@@ -208,8 +209,10 @@ static void apply_overrides(const serve_args *a, serve_scn *s)
 {
     if (a->model)
         snprintf(s->model, sizeof s->model, "%s", a->model);
-    if (a->protocol)
+    if (a->protocol) { /* another protocol, at its defaults: the scenario's keys were for its own */
         snprintf(s->protocol, sizeof s->protocol, "%s", a->protocol);
+        s->have_proto = 0;
+    }
     if (a->network)
         snprintf(s->network, sizeof s->network, "%s", a->network);
     if (a->workload)
@@ -257,7 +260,8 @@ static int build_cfg(const serve_scn *s, run_cfg *c, errbuf *e)
                        s->protocol);
     int rc;
     if ((rc = model_load(s->model, &c->model, e)) ||
-        (rc = proto_cfg_default(pr->name, &c->proto, e)) ||
+        (rc = s->have_proto ? (c->proto = s->proto, MS_OK)
+                            : proto_cfg_default(pr->name, &c->proto, e)) ||
         (rc = net_parse(s->network, pr->n_parties, &c->net, e)) ||
         (rc = machine_load(s->machine, &c->machine, e)))
         return rc;
@@ -289,8 +293,10 @@ typedef struct point {
 
 static void print_header(const serve_scn *s, const run_cfg *c, size_t n_req)
 {
+    char plabel[160];
+    run_label_protocol(&c->proto, plabel, sizeof plabel);
     printf("%s: %s, %s on %s, %zu requests, batch %u, chunk %u, %s, cache %llu tokens\n", s->name,
-           c->model.name, c->proto.name, s->network, n_req, s->sp.batch_limit, s->sp.chunk,
+           c->model.name, plabel, s->network, n_req, s->sp.batch_limit, s->sp.chunk,
            serve_sched_name(s->sp.scheduler), (unsigned long long)s->sp.share.capacity_tokens);
     printf("%-7s %9s %10s %10s %10s %9s %9s %7s %7s %10s %9s %9s\n", "policy", "rate/s",
            "TTFT p50 s", "p90 s", "p99 s", "TPOT s", "tok/s", "tokhit", "reqhit", "saved GB",
@@ -354,14 +360,16 @@ static int store_point(rdb *db, const serve_scn *s, const run_cfg *c, const poin
         rq[i] = (sdb_request){q->arrival_ns, q->admit_ns, q->first_ns, q->finish_ns, q->tenant,
                               q->user,       q->prompt,   q->hit,      q->shifted,   q->decode};
     }
-    char cfg[1024];
+    char plabel[160]; /* the protocol as it ran: a profile or non-default keys distinguish runs */
+    run_label_protocol(&c->proto, plabel, sizeof plabel);
+    char cfg[2048];
     snprintf(cfg, sizeof cfg,
              "scenario: %s\nmodel: %s\nprotocol: %s\nnetwork: %s\nseed: %llu\n"
              "workload: {requests: %zu, rate: %.17g, replay: '%s'}\n"
              "server: {batch: %u, chunk: %u, scheduler: %s, cost_bucket: %u}\n"
              "sharing: {policy: %s, block: %u, capacity_tokens: %llu, min_span: %u, "
              "position: %s}\n",
-             s->name, c->model.name, c->proto.name, s->network, (unsigned long long)s->seed, p->r.n,
+             s->name, c->model.name, plabel, s->network, (unsigned long long)s->seed, p->r.n,
              p->rate, s->replay, s->sp.batch_limit, s->sp.chunk, serve_sched_name(s->sp.scheduler),
              s->sp.cost_bucket, kvs_kind_name(p->policy), s->sp.share.block,
              (unsigned long long)s->sp.share.capacity_tokens, s->sp.share.min_span,
@@ -369,7 +377,7 @@ static int store_point(rdb *db, const serve_scn *s, const run_cfg *c, const poin
     sdb_run run = {s->name,
                    kvs_kind_name(p->policy),
                    c->model.name,
-                   c->proto.name,
+                   plabel,
                    s->network,
                    serve_sched_name(s->sp.scheduler),
                    p->rate,

@@ -157,6 +157,7 @@ static const struct {
     {"exp", YS_AT(proto_cfg, exp), "taylor"},
     {"normalize", YS_AT(proto_cfg, normalize), "thresholds"},
     {"compat", YS_AT(proto_cfg, compat), "native"},
+    {"gather", YS_AT(proto_cfg, gather), "rows"}, /* scores changes a selection's ops */
 };
 #define N_ABSENT_KEYS (sizeof absent_keys / sizeof absent_keys[0])
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "protocols/base/yamlx.h"
+#include "protocols/program/kern.h"
 #include "sim/engine/net.h"
 
 void serve_scn_defaults(serve_scn *s)
@@ -105,7 +106,10 @@ static const ys_field root_fields[] = {
     {"name", YS_STR, S(name), 0, 0, NULL, "scenario name (default: the file's)", NULL, 0, NULL,
      NULL},
     {"model", YS_STR, S(model), 0, 0, NULL, "model name or file", NULL, 0, NULL, NULL},
-    {"protocol", YS_STR, S(protocol), 0, 0, NULL, "semi2k or aby3", NULL, 0, NULL, NULL},
+    {"protocol", YS_OTHER, YS_NONE, 0, 0, NULL,
+     "semi2k or aby3, or a mapping {name: P, KEY: VALUE, ...} of protocol keys (mpcsim list keys "
+     "protocol: compat, gather, ...)",
+     NULL, 0, NULL, "a name or a mapping"},
     {"network", YS_STR, S(network), 0, 0, NULL, "network preset or LATENCY/BANDWIDTH", NULL, 0,
      NULL, NULL},
     {"machine", YS_STR, S(machine), 0, 0, NULL, "machine profile", NULL, 0, NULL, NULL},
@@ -247,6 +251,45 @@ static int read_attack(const ys_ctx *x, const yx_node *m, serve_scn *s)
     return rc;
 }
 
+/* A protocol name, or a mapping whose 'name' picks the protocol's defaults and whose other keys
+ * replace them, each read with proto_cfg_schema()'s type and range (as a run scenario's). */
+static int read_protocol(const ys_ctx *x, const yx_node *v, serve_scn *s)
+{
+    const yx_node *name = v->kind == YX_MAP ? yx_map_get(v, "name") : v;
+    if (!name)
+        return ys_fail(x, v, "write e.g. protocol: {name: semi2k, compat: spu}",
+                       "missing required key 'name' in 'protocol'");
+    int rc = ys_need_scalar(x, name, "protocol", "a protocol name");
+    if (rc)
+        return rc;
+    const proto *pr = proto_find(name->str);
+    if (!pr)
+        return ys_fail(x, name, "semi2k or aby3", "unknown protocol '%s'", name->str);
+    errbuf pe;
+    if (proto_cfg_default(pr->name, &s->proto, &pe))
+        return ys_fail_wrap(x, name, "see 'mpcsim list protocols'", "", pe.msg);
+    snprintf(s->protocol, sizeof s->protocol, "%s", pr->name);
+    s->have_proto = 1;
+    if (v->kind != YX_MAP)
+        return MS_OK;
+    const ys_schema *ps = proto_cfg_schema();
+    if ((rc = ys_read(x, v, ps, NULL, 0, &s->proto)))
+        return rc;
+    if (s->proto.frac_bits >= s->proto.ring_bits || s->proto.frac_bits < 1) {
+        const yx_node *at = yx_map_get(v, "frac_bits");
+        return ys_fail(x, at ? at : v, "fixed point needs 1 <= frac_bits < ring_bits",
+                       "frac_bits (%d) must be less than ring_bits (%d)", s->proto.frac_bits,
+                       s->proto.ring_bits);
+    }
+    errbuf ce;
+    if (kern_compat_check(&s->proto, &ce)) { /* a framework profile the protocol lacks */
+        const yx_node *at = yx_map_get(v, "compat");
+        return ys_fail(x, at ? at : v, "compat: native or spu", "%s",
+                       ce.msg + (strncmp(ce.msg, "error: ", 7) ? 0 : 7));
+    }
+    return MS_OK;
+}
+
 int serve_scn_read(const char *path, serve_scn *s, errbuf *e)
 {
     yx_node *root;
@@ -269,6 +312,9 @@ int serve_scn_read(const char *path, serve_scn *s, errbuf *e)
                               "e.g. 20ms/300Mbit/s",
                               "", ne.msg);
     }
+    const yx_node *pv = yx_map_get(root, "protocol");
+    if (!rc && pv)
+        rc = read_protocol(&x, pv, s);
     static const struct {
         const char *key;
         int (*read)(const ys_ctx *, const yx_node *, serve_scn *);

@@ -8,6 +8,7 @@
 
 #include "protocols/base/err.h"
 #include "protocols/base/yschema.h"
+#include "protocols/program/proto.h"
 #include "sim/serve/kvshare.h"
 #include "sim/serve/leak.h"
 #include "sim/serve/serve.h"
@@ -36,6 +37,10 @@ typedef struct serve_scn {
     size_t n_channel;
     double bg_load;        /* attack: background load as a share of capacity */
     int pos_line, pos_col; /* where sharing.position was set (for the RoPE check) */
+    /* protocol given as a mapping ({name: semi2k, compat: spu, …}): its keys over the named
+     * protocol's defaults; otherwise (have_proto 0) the protocol's defaults */
+    proto_cfg proto;
+    int have_proto;
 } serve_scn;
 
 /* The defaults: the serving modules' own (workload, server, sharing, attack). */
