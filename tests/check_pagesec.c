@@ -25,21 +25,6 @@ static const char kpages_yaml[] = "name: kpages_t\n"
 
 static char *kpages_path(void) { return strdup(th_file(&td, "kpages.yaml", kpages_yaml)); }
 
-/* The count before `what` in "(N what" of out's line starting with `line`. */
-static unsigned count_of(const char *out, const char *line, const char *what)
-{
-    const char *l = strstr(out, line);
-    ck_assert_msg(l, "no line '%s' in:\n%s", line, out);
-    char pat[64];
-    snprintf(pat, sizeof pat, " %s", what);
-    const char *w = strchr(l, '(');
-    w = w ? strstr(w, pat) : NULL;
-    ck_assert_msg(w && w > l, "no '%s' in:\n%s", what, l);
-    while (w > l && w[-1] >= '0' && w[-1] <= '9')
-        w--;
-    return (unsigned)strtoul(w, NULL, 10);
-}
-
 /* "N of them chosen by its ops" of a policy check's output. */
 static unsigned chosen(const char *out)
 {
@@ -93,21 +78,6 @@ START_TEST(test_check_unaligned_declared)
 }
 END_TEST
 
-/* The bytes and rounds of a validate output's "measured online:" line (its times left out). */
-static void measured(const char *out, char *buf, size_t cap)
-{
-    const char *m = strstr(out, "measured online: ");
-    ck_assert_msg(m, "%s", out);
-    unsigned long pb, db;
-    unsigned pr, ns, dr;
-    ck_assert_int_eq(sscanf(m,
-                            "measured online: prompt %lu bytes, %u rounds, %*f s; %u decode "
-                            "steps %lu bytes, %u rounds",
-                            &pb, &pr, &ns, &db, &dr),
-                     5);
-    snprintf(buf, cap, "prompt %lu B %u rounds, %u steps %lu B %u rounds", pb, pr, ns, db, dr);
-}
-
 /* quest.yaml on shares (pages of 4 at 14, 15, 17, 18, … cached entries: partial last pages):
  * every op's bytes and rounds as predicted, the selection from its own ops, the audit finding
  * no padding attended and every kept set the replay's; the bytes and rounds quest's. */
@@ -126,14 +96,14 @@ static void quest_blocks_on(const char *proto)
                   out);
     ck_assert_msg(!strstr(out, "has no selection on shares"), "%s", out);
     ck_assert_msg(!strstr(out, "audit failed"), "%s", out);
-    ck_assert_uint_eq(count_of(out, "#       equal to the plaintext replay's", "equal"), 160);
+    ck_assert_uint_eq(th_count_of(out, "#       equal to the plaintext replay's", "equal"), 160);
     th_cli_expect(ref, sizeof ref, 0, "prediction: yes",
                   "validate --model stories260K -p %s --accuracy 22 --prompt 14 --policy quest "
                   "--policy-param budget=12 --policy-param page=4 --policy-param min_pages=1 "
                   "--policy-param skip_layers=0",
                   proto);
-    measured(out, a, sizeof a);
-    measured(ref, b, sizeof b);
+    th_measured(out, a, sizeof a);
+    th_measured(ref, b, sizeof b);
     ck_assert_str_eq(a, b);
 }
 
@@ -158,8 +128,8 @@ static void kpages_on(const char *proto)
     ck_assert_msg(strstr(out, "selection on shares from kpages_t's own emitted ops"), "%s", out);
     ck_assert_msg(strstr(out, "equal to its select() over the session's own keys and values: yes "),
                   "%s", out);
-    unsigned eq = count_of(out, "#       equal to its select()", "equal"),
-             ties = count_of(out, "#       equal to its select()", "ties");
+    unsigned eq = th_count_of(out, "#       equal to its select()", "equal"),
+             ties = th_count_of(out, "#       equal to its select()", "ties");
     ck_assert_uint_eq(eq + ties, 160);
     ck_assert_msg(!strstr(out, "audit failed"), "%s", out);
     free(yaml);
@@ -232,15 +202,15 @@ static void plugin_on(const char *proto)
     ck_assert_msg(strstr(out, "selection on shares from pagenorm's own emitted ops"), "%s", out);
     ck_assert_msg(strstr(out, "equal to its select() over the session's own keys and values: yes "),
                   "%s", out);
-    unsigned eq = count_of(out, "#       equal to its select()", "equal"),
-             ties = count_of(out, "#       equal to its select()", "ties");
+    unsigned eq = th_count_of(out, "#       equal to its select()", "equal"),
+             ties = th_count_of(out, "#       equal to its select()", "ties");
     ck_assert_uint_eq(eq + ties, 160);
     th_cli_expect(ref, sizeof ref, 0, "prediction: yes",
                   "validate --model stories260K -p %s --accuracy 22 --prompt 14 --policy '%s' "
                   "--policy-param sinks=4 --policy-param topk=4",
                   proto, yaml);
-    measured(out, a, sizeof a);
-    measured(ref, b, sizeof b);
+    th_measured(out, a, sizeof a);
+    th_measured(ref, b, sizeof b);
     ck_assert_str_eq(a, b);
     free(so);
     free(yaml);

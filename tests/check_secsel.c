@@ -50,21 +50,6 @@ static const char *variant(const char *name, const char *from, const char *to)
     return out;
 }
 
-/* The count before `what` in "(N what" of out's line starting with `line`. */
-static unsigned count_of(const char *out, const char *line, const char *what)
-{
-    const char *l = strstr(out, line);
-    ck_assert_msg(l, "no line '%s' in:\n%s", line, out);
-    char pat[64];
-    snprintf(pat, sizeof pat, " %s", what);
-    const char *w = strchr(l, '(');
-    w = w ? strstr(w, pat) : NULL;
-    ck_assert_msg(w && w > l, "no '%s' in:\n%s", what, l);
-    while (w > l && w[-1] >= '0' && w[-1] <= '9')
-        w--;
-    return (unsigned)strtoul(w, NULL, 10);
-}
-
 /* keynorm (2 sinks, the 6 largest key norms) over 16 prompt tokens and 6 decode steps: 5 layers
  * x 4 KV heads x 6 steps = 120 decode masks, each choosing 6 of 14 candidates on shares. */
 static void keynorm_on(const char *proto)
@@ -81,12 +66,12 @@ static void keynorm_on(const char *proto)
     /* on the same values, its ops choose what its select() chooses (ties within its bound) */
     ck_assert_msg(strstr(out, "equal to its select() over the session's own keys and values: yes "),
                   "%s", out);
-    unsigned eq = count_of(out, "#       equal to its select()", "equal"),
-             ties = count_of(out, "#       equal to its select()", "ties");
+    unsigned eq = th_count_of(out, "#       equal to its select()", "equal"),
+             ties = th_count_of(out, "#       equal to its select()", "ties");
     ck_assert_uint_eq(eq + ties, 120);
     /* against the float model's replay: the fixed-point model's keys drift (the replay's ties
      * broken the other way, a changed kept set moving the later layers), nearly all equal */
-    unsigned rep = count_of(out, "#       equal to the plaintext replay's", "equal");
+    unsigned rep = th_count_of(out, "#       equal to the plaintext replay's", "equal");
     ck_assert_msg(rep >= 108, "%u of 120 masks equal to the replay's:\n%s", rep, out);
     free(so);
 }
@@ -107,10 +92,10 @@ static void keynorm_blocks_on(const char *proto)
                   out);
     ck_assert_msg(strstr(out, "equal to its select() over the session's own keys and values: yes "),
                   "%s", out);
-    unsigned eq = count_of(out, "#       equal to its select()", "equal"),
-             ties = count_of(out, "#       equal to its select()", "ties");
+    unsigned eq = th_count_of(out, "#       equal to its select()", "equal"),
+             ties = th_count_of(out, "#       equal to its select()", "ties");
     ck_assert_uint_eq(eq + ties, 120);
-    unsigned rep = count_of(out, "#       equal to the plaintext replay's", "equal");
+    unsigned rep = th_count_of(out, "#       equal to the plaintext replay's", "equal");
     ck_assert_msg(rep >= 108, "%u of 120 masks equal to the replay's:\n%s", rep, out);
     free(yaml);
 }
@@ -176,7 +161,7 @@ static void quest_pages_on(const char *proto)
     ck_assert_msg(strstr(out, "selection on shares from quest's own emitted ops"), "%s", out);
     ck_assert_msg(!strstr(out, "NOTE: quest has no selection on shares"), "%s", out);
     ck_assert_msg(!strstr(out, "audit failed"), "%s", out);
-    unsigned rep = count_of(out, "#       equal to the plaintext replay's", "equal");
+    unsigned rep = th_count_of(out, "#       equal to the plaintext replay's", "equal");
     ck_assert_msg(rep == 160, "%u of 160 masks equal to the replay's:\n%s", rep, out);
 }
 

@@ -257,6 +257,34 @@ int th_count(const char *text, const char *needle)
     return n;
 }
 
+unsigned th_count_of(const char *out, const char *line, const char *what)
+{
+    const char *l = strstr(out, line);
+    ck_assert_msg(l, "no line '%s' in:\n%s", line, out);
+    char pat[64];
+    snprintf(pat, sizeof pat, " %s", what);
+    const char *w = strchr(l, '(');
+    w = w ? strstr(w, pat) : NULL;
+    ck_assert_msg(w && w > l, "no '%s' in:\n%s", what, l);
+    while (w > l && w[-1] >= '0' && w[-1] <= '9')
+        w--;
+    return (unsigned)strtoul(w, NULL, 10);
+}
+
+void th_measured(const char *out, char *buf, size_t cap)
+{
+    const char *m = strstr(out, "measured online: ");
+    ck_assert_msg(m, "%s", out);
+    unsigned long pb, db;
+    unsigned pr, ns, dr;
+    ck_assert_int_eq(sscanf(m,
+                            "measured online: prompt %lu bytes, %u rounds, %*f s; %u decode "
+                            "steps %lu bytes, %u rounds",
+                            &pb, &pr, &ns, &db, &dr),
+                     5);
+    snprintf(buf, cap, "prompt %lu B %u rounds, %u steps %lu B %u rounds", pb, pr, ns, db, dr);
+}
+
 const char *th_data_path(const char *rel)
 {
     static char buf[8][1024];
