@@ -6,13 +6,19 @@
  * composition and protocol, over stories260K (prompt 16, 8 decode steps: 5 layers x 4 KV heads
  * x 8 steps = 160 decode masks): no fallback note, every op's bytes and rounds as predicted,
  * every kept set its select()'s over the session's own values, and the same bytes, rounds and
- * agreement as the hand-written policy's run on shares. */
+ * agreement as the hand-written policy's run on shares. h2o.yaml (accumulated attention, a recent
+ * window, evicting for good) runs H2O's own secure session with its budgets: h2o's bytes and
+ * rounds, every well-separated selection the replay's; with sinks it keeps the replay's kept
+ * sets and the note says why. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
+#include "testdir.h"
+
+TESTDIR("check_attsec")
 
 /* "N of them chosen by its ops" of a policy check's output. */
 static unsigned chosen(const char *out)
@@ -124,11 +130,68 @@ START_TEST(test_short_recent_falls_back)
 }
 END_TEST
 
+/* The fraction "a/b" after `what` in out, asserted a = b > 0. */
+static void all_of(const char *out, const char *what)
+{
+    const char *w = strstr(out, what);
+    ck_assert_msg(w, "no '%s' in:\n%s", what, out);
+    unsigned a = 0, b = 0;
+    ck_assert_int_eq(sscanf(w + strlen(what), "%u/%u", &a, &b), 2);
+    ck_assert_msg(a == b && b > 0, "%s %u/%u in:\n%s", what, a, b, out);
+}
+
+/* h2o.yaml (top 4, recent 4) and h2o (heavy 4, recent 4) on shares: H2O's session for both,
+ * the same bytes and rounds, every selection whose secure margin exceeds the scores' error the
+ * replay's. */
+static void h2o_on(const char *proto)
+{
+    char out[1 << 14], ref[1 << 14], a[400], b[400];
+    const char *cmd = "validate --model stories260K -p %s --accuracy 24 --prompt 16 --policy '%s' "
+                      "--policy-param %s=4 --policy-param recent=4";
+    th_cli_expect(out, sizeof out, 0, "prediction: yes", cmd, proto,
+                  th_data_path("scenarios/policies/h2o.yaml"), "topk");
+    ck_assert_msg(strstr(out, "h2o_blocks selected on shares (heavy 4, recent 4)"), "%s", out);
+    ck_assert_msg(!strstr(out, "has no selection on shares"), "%s", out);
+    all_of(out, "exceeds twice that: ");
+    th_cli_expect(ref, sizeof ref, 0, "prediction: yes", cmd, proto, "h2o", "heavy");
+    th_measured(out, a, sizeof a);
+    th_measured(ref, b, sizeof b);
+    ck_assert_str_eq(a, b);
+}
+
+START_TEST(test_h2o_semi2k) { h2o_on("semi2k"); }
+END_TEST
+
+START_TEST(test_h2o_aby3) { h2o_on("aby3"); }
+END_TEST
+
+/* H2O's blocks after two sinks: not H2O's shape; the note names why. */
+START_TEST(test_h2o_sinks_falls_back)
+{
+    char out[1 << 14];
+    const char *yaml = th_file(&td, "h2o_sinks.yaml",
+                               "name: h2o_sinks_t\n"
+                               "summary: sinks, heavy hitters and a recent window\n"
+                               "sinks: 2\n"
+                               "recent: 4\n"
+                               "score: attention\n"
+                               "when: step\n"
+                               "evict: permanent\n"
+                               "select: {topk: 4}\n");
+    th_cli_expect(out, sizeof out, 0, "NOTE: h2o_sinks_t has no selection on shares with these "
+                                      "parameters (H2O's secure session runs: no sinks",
+                  "validate --model stories260K -p semi2k --accuracy 20 --prompt 16 --policy '%s'",
+                  yaml);
+}
+END_TEST
+
 Suite *attsec_suite(void)
 {
     Suite *s = suite_create("attsec");
     TCase *tc = th_case(s, "core", 0);
+    TESTDIR_USE(tc);
     TH_TESTS(tc, test_check_blocks, test_snapkv_semi2k, test_snapkv_aby3, test_pyramidkv_semi2k,
-             test_pyramidkv_aby3, test_short_recent_falls_back);
+             test_pyramidkv_aby3, test_short_recent_falls_back, test_h2o_semi2k, test_h2o_aby3,
+             test_h2o_sinks_falls_back);
     return s;
 }

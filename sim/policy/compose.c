@@ -1012,6 +1012,26 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
     return policy_emit_done(&pe, s->sl->name, e);
 }
 
+/* H2O's budgets of a composition of its shape (compose_int.h), 0 with why set when these
+ * parameters leave that shape. */
+int compose_h2o_budgets(const void *st, uint32_t *heavy, uint32_t *recent, char *why, size_t cap)
+{
+    const cstate *s = st;
+    uint32_t sinks, k;
+    budget(s, 0, s->env.prompt_len, &sinks, recent, &k);
+    const char *no = sinks        ? "sinks kept apart from the heavy hitters"
+                     : s->dense   ? "dense layers"
+                     : s->page > 1 ? "pages"
+                     : s->lk      ? "per-layer budgets"
+                                  : NULL;
+    if (no) {
+        snprintf(why, cap, "%s", no);
+        return 0;
+    }
+    *heavy = k;
+    return 1;
+}
+
 /* ---- loading ----------------------------------------------------------------------------- */
 
 int policy_compose_load(const char *path, const policy_ops **out, errbuf *e)
@@ -1084,6 +1104,8 @@ int policy_compose_load(const char *path, const policy_ops **out, errbuf *e)
         compose_cluster_ops(&sl->ops);
         sl->ops.check = cs_checks[n_slots];
     }
+    if (compose_h2o_shaped(sp))
+        compose_h2o_ops(&sl->ops);
     slots[n_slots++] = sl;
     *out = &sl->ops;
 done:
