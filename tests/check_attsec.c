@@ -118,7 +118,7 @@ START_TEST(test_pyramidkv_aby3) { pyramidkv_on("aby3"); }
 END_TEST
 
 /* A recent window shorter than the vote window: candidates past the voted entries, which the
- * ops do not score; the session keeps the replay's kept sets and says so. */
+ * ops do not score; the session keeps the replay's kept sets and says why. */
 START_TEST(test_short_recent_falls_back)
 {
     char out[1 << 14];
@@ -127,6 +127,8 @@ START_TEST(test_short_recent_falls_back)
                   "--policy-param capacity=8 --policy-param window=4 --policy-param recent=2",
                   th_data_path("scenarios/policies/snapkv.yaml"));
     ck_assert_msg(!strstr(out, "own emitted ops"), "%s", out);
+    ck_assert_msg(strstr(out, "(its ops take none of the session's operands at these parameters"),
+                  "%s", out);
 }
 END_TEST
 

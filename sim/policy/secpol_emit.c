@@ -127,8 +127,10 @@ static void ecfg_free(void *cfg)
     free(c);
 }
 
-int secpol_emit_config(const policy_ops *p, const char *name, const policy_env *env,
-                       const policy_args *a, uint32_t n, void **cfg, errbuf *e)
+/* secpol_emit_config, with why (may be NULL) set to the reason when *cfg stays NULL. */
+static int emit_config(const policy_ops *p, const char *name, const policy_env *env,
+                       const policy_args *a, uint32_t n, void **cfg, char *why, size_t cap,
+                       errbuf *e)
 {
     *cfg = NULL;
     if (!p->emit_cost)
@@ -155,7 +157,7 @@ int secpol_emit_config(const policy_ops *p, const char *name, const policy_env *
             inputs |= x.io.n_in > 0;
             for (size_t i = 0; !rc && i < x.io.n_in; i++) {
                 const op_tensor *T = &x.prog.tens[x.io.in_t[i]];
-                int w = x.io.in_what[i];
+                int w = x.io.in_what[i], was = bindable;
                 bindable &=
                     w == PCHECK_IN_KEYS_NEW ||
                     (w == PCHECK_IN_KV && T->batch == c->Hkv && T->cols == 2 * c->d &&
@@ -164,18 +166,54 @@ int secpol_emit_config(const policy_ops *p, const char *name, const policy_env *
                      (size_t)T->batch * T->rows * T->cols == (size_t)c->H * c->d) ||
                     (!dec && w == PCHECK_IN_PROMPT_ATT && T->batch == c->H && T->rows <= kv &&
                      T->cols <= kv);
+                if (was && !bindable && why)
+                    snprintf(why, cap,
+                             "its ops read %s (%u x %u x %u) at layer %u of the %s, which the "
+                             "session does not bind",
+                             T->name, T->batch, T->rows, T->cols, l, dec ? "decode" : "prompt");
             }
-            bindable &= !x.io.has_sel || (dec && x.prog.tens[x.io.sel_t].cols == 2 * c->d);
+            if (bindable && x.io.has_sel && (!dec || x.prog.tens[x.io.sel_t].cols != 2 * c->d)) {
+                bindable = 0;
+                if (why)
+                    snprintf(why, cap,
+                             "its ops name a selection %s, which the session does not attend",
+                             dec ? "of other columns than the cached [K | V] rows"
+                                 : "at the prompt");
+            }
             eprog_free(&x);
         }
     /* no operands: its ops are a cost, not a computation; a selection at the prompt, or of
      * other columns than the cached [K | V] rows, is not one the session attends */
+    if (!rc && !inputs && why)
+        snprintf(why, cap, "its ops take none of the session's operands at these parameters: "
+                           "a cost, not a computation");
     if (rc || !inputs || !bindable) {
         ecfg_free(c);
         return rc;
     }
     *cfg = c;
     return MS_OK;
+}
+
+int secpol_emit_config(const policy_ops *p, const char *name, const policy_env *env,
+                       const policy_args *a, uint32_t n, void **cfg, errbuf *e)
+{
+    return emit_config(p, name, env, a, n, cfg, NULL, 0, e);
+}
+
+int secpol_emit_why(const policy_ops *p, const policy_env *env, const policy_args *a, uint32_t n,
+                    char *why, size_t cap)
+{
+    errbuf e;
+    void *cfg = NULL;
+    why[0] = 0;
+    if (!p->emit_cost)
+        snprintf(why, cap, "it states no ops");
+    else if (emit_config(p, p->name, env, a, n, &cfg, why, cap, &e))
+        snprintf(why, cap, "%s", e.msg);
+    if (cfg)
+        ecfg_free(cfg);
+    return why[0] != 0;
 }
 
 int secpol_emit_declares(const policy_ops *p, const policy_env *env, const policy_args *a)
