@@ -180,8 +180,9 @@ START_TEST(test_h2o_sinks_falls_back)
                                "when: step\n"
                                "evict: permanent\n"
                                "select: {topk: 4}\n");
-    th_cli_expect(out, sizeof out, 0, "NOTE: h2o_sinks_t has no selection on shares with these "
-                                      "parameters (H2O's secure session runs: no sinks",
+    th_cli_expect(out, sizeof out, 0,
+                  "NOTE: h2o_sinks_t has no selection on shares with these "
+                  "parameters (H2O's secure session runs: no sinks",
                   "validate --model stories260K -p semi2k --accuracy 20 --prompt 16 --policy '%s'",
                   yaml);
 }

@@ -863,9 +863,9 @@ static int cs_emit_window(cstate *s, int phase, uint32_t layer, uint32_t kv_len,
         return MS_OK; /* every candidate kept: no selection */
     opb b;
     opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
-    uint32_t sc = phase == PHASE_DECODE ? OP_NONE
-                                        : snap_votes_emit(&b, v->n_heads, s->window, c1, s->kernel,
-                                                          s->maxpool, Hkv);
+    uint32_t sc = phase == PHASE_DECODE
+                      ? OP_NONE
+                      : snap_votes_emit(&b, v->n_heads, s->window, c1, s->kernel, s->maxpool, Hkv);
     snap_select_emit(&b, phase, sc, Hkv, 2 * v->head_dim, kv_len, c0, c1, k,
                      snap_votes_tol(s->window, s->G, s->kernel, s->maxpool, pcheck_frac_bits()));
     return policy_emit_done(&b, s->sl->name, e);
@@ -1019,11 +1019,11 @@ int compose_h2o_budgets(const void *st, uint32_t *heavy, uint32_t *recent, char 
     const cstate *s = st;
     uint32_t sinks, k;
     budget(s, 0, s->env.prompt_len, &sinks, recent, &k);
-    const char *no = sinks        ? "sinks kept apart from the heavy hitters"
-                     : s->dense   ? "dense layers"
+    const char *no = sinks         ? "sinks kept apart from the heavy hitters"
+                     : s->dense    ? "dense layers"
                      : s->page > 1 ? "pages"
-                     : s->lk      ? "per-layer budgets"
-                                  : NULL;
+                     : s->lk       ? "per-layer budgets"
+                                   : NULL;
     if (no) {
         snprintf(why, cap, "%s", no);
         return 0;

@@ -14,8 +14,8 @@
 int compose_h2o_shaped(const cspec *sp)
 {
     return sp->score == SC_ATT && !sp->att_last && sp->when == W_STEP && sp->permanent &&
-           sp->sel == K_TOPK && !sp->share_all && sp->lshare <= 1 && !sp->pyramid &&
-           !sp->cluster && sp->every <= 1 && sp->page <= 1;
+           sp->sel == K_TOPK && !sp->share_all && sp->lshare <= 1 && !sp->pyramid && !sp->cluster &&
+           sp->every <= 1 && sp->page <= 1;
 }
 
 /* H2O's shape from the composition's budgets at this prompt; no configuration (the replay's
@@ -25,8 +25,9 @@ static int ch_config(const policy_env *env, const policy_args *a, void **cfg, er
     *cfg = NULL;
     const policy_ops *p = a->loaded;
     if (!p || policy_compose_slot(p) < 0)
-        return err_set(e, MS_ERR_INTERNAL, "an H2O-shaped composition's parameters were not "
-                                           "loaded");
+        return err_set(e, MS_ERR_INTERNAL,
+                       "an H2O-shaped composition's parameters were not "
+                       "loaded");
     void *st = NULL;
     uint32_t heavy = 0, recent = 0;
     char why[120];

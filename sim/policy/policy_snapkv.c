@@ -188,12 +188,13 @@ void snap_select_emit(policy_emitter *pe, int phase, uint32_t sc, uint32_t Hkv, 
         return;
     }
     if (c0 > 0) /* the candidates' columns of the score row (views, local) */
-        sc = opb_transpose(
-            pe, opb_rows(pe, opb_transpose(pe, sc, Hkv, 1, c1, "snap.score_col"), Hkv, c0, n, 1,
-                         "snap.score_cand"),
-            Hkv, n, 1, "snap.score_row");
+        sc = opb_transpose(pe,
+                           opb_rows(pe, opb_transpose(pe, sc, Hkv, 1, c1, "snap.score_col"), Hkv,
+                                    c0, n, 1, "snap.score_cand"),
+                           Hkv, n, 1, "snap.score_row");
     /* COST: one topk(T-w, B-w) per KV head and a gather of the kept K|V rows (§1.12) */
-    uint32_t oh = policy_emit(pe, OP_TOPK, Hkv, 1, 0, n, sc, OP_NONE, 0, (int32_t)k, 0, "snap.topk");
+    uint32_t oh =
+        policy_emit(pe, OP_TOPK, Hkv, 1, 0, n, sc, OP_NONE, 0, (int32_t)k, 0, "snap.topk");
     uint32_t kv = pcheck_input(pe, PCHECK_IN_KV, Hkv, kv_len, d2);
     uint32_t tab = opb_rows(pe, kv, Hkv, c0, n, d2, "snap.cand");
     uint32_t kept_st = opb_shared(pe, "snap.kept", OPT_CACHE, Hkv, k, d2);

@@ -158,14 +158,13 @@ static int emit_config(const policy_ops *p, const char *name, const policy_env *
             for (size_t i = 0; !rc && i < x.io.n_in; i++) {
                 const op_tensor *T = &x.prog.tens[x.io.in_t[i]];
                 int w = x.io.in_what[i], was = bindable;
-                bindable &=
-                    w == PCHECK_IN_KEYS_NEW ||
-                    (w == PCHECK_IN_KV && T->batch == c->Hkv && T->cols == 2 * c->d &&
-                     (T->rows == kv || (dec && T->rows > kv && x.io.has_bias))) ||
-                    (dec && w == PCHECK_IN_QUERY &&
-                     (size_t)T->batch * T->rows * T->cols == (size_t)c->H * c->d) ||
-                    (!dec && w == PCHECK_IN_PROMPT_ATT && T->batch == c->H && T->rows <= kv &&
-                     T->cols <= kv);
+                bindable &= w == PCHECK_IN_KEYS_NEW ||
+                            (w == PCHECK_IN_KV && T->batch == c->Hkv && T->cols == 2 * c->d &&
+                             (T->rows == kv || (dec && T->rows > kv && x.io.has_bias))) ||
+                            (dec && w == PCHECK_IN_QUERY &&
+                             (size_t)T->batch * T->rows * T->cols == (size_t)c->H * c->d) ||
+                            (!dec && w == PCHECK_IN_PROMPT_ATT && T->batch == c->H &&
+                             T->rows <= kv && T->cols <= kv);
                 if (was && !bindable && why)
                     snprintf(why, cap,
                              "its ops read %s (%u x %u x %u) at layer %u of the %s, which the "
@@ -175,18 +174,18 @@ static int emit_config(const policy_ops *p, const char *name, const policy_env *
             if (bindable && x.io.has_sel && (!dec || x.prog.tens[x.io.sel_t].cols != 2 * c->d)) {
                 bindable = 0;
                 if (why)
-                    snprintf(why, cap,
-                             "its ops name a selection %s, which the session does not attend",
-                             dec ? "of other columns than the cached [K | V] rows"
-                                 : "at the prompt");
+                    snprintf(
+                        why, cap, "its ops name a selection %s, which the session does not attend",
+                        dec ? "of other columns than the cached [K | V] rows" : "at the prompt");
             }
             eprog_free(&x);
         }
     /* no operands: its ops are a cost, not a computation; a selection at the prompt, or of
      * other columns than the cached [K | V] rows, is not one the session attends */
     if (!rc && !inputs && why)
-        snprintf(why, cap, "its ops take none of the session's operands at these parameters: "
-                           "a cost, not a computation");
+        snprintf(why, cap,
+                 "its ops take none of the session's operands at these parameters: "
+                 "a cost, not a computation");
     if (rc || !inputs || !bindable) {
         ecfg_free(c);
         return rc;
@@ -326,25 +325,23 @@ static int prompt_kv(const ecfg *c, uint32_t l, uint32_t kc, uint32_t vc, uint32
         opb_put(&b, r, pair, Hkv * P, (uint32_t)w, 1, d);
     }
     opb_op(&b, OP_VIEW, Hkv, P, 0, 2 * d, pair, OP_NONE, OP_NONE, out, 0, 0, 0);
-    return opb_failed(&b) ? err_set(e, MS_ERR_NOMEM, "selection on shares: out of memory")
-                          : MS_OK;
+    return opb_failed(&b) ? err_set(e, MS_ERR_NOMEM, "selection on shares: out of memory") : MS_OK;
 }
 
 /* The prompt attention of the last w queries over entries [0, n): rows P − w … P − 1 and
  * columns 0 … n − 1 of the layer's probabilities sc (H, P, P) after their softmax, into out
  * (H, w, n). Views: local. */
-static int prompt_att(const ecfg *c, uint32_t l, uint32_t sc, uint32_t P, uint32_t out,
-                      uint32_t w, uint32_t n, op_program *p, errbuf *e)
+static int prompt_att(const ecfg *c, uint32_t l, uint32_t sc, uint32_t P, uint32_t out, uint32_t w,
+                      uint32_t n, op_program *p, errbuf *e)
 {
     uint32_t H = c->H;
     opb b;
     opb_init(&b, p, PHASE_PREFILL, (int)l, OPC_POLICY, NULL);
     uint32_t rows = opb_rows(&b, sc, H, P - w, w, P, "s.att_rows");
-    uint32_t cols = opb_rows(&b, opb_transpose(&b, rows, H, w, P, "s.att_t"), H, 0, n, w,
-                             "s.att_cols");
+    uint32_t cols =
+        opb_rows(&b, opb_transpose(&b, rows, H, w, P, "s.att_t"), H, 0, n, w, "s.att_cols");
     opb_put(&b, opb_transpose(&b, cols, H, n, w, "s.att_win"), out, H, 0, w, n);
-    return opb_failed(&b) ? err_set(e, MS_ERR_NOMEM, "selection on shares: out of memory")
-                          : MS_OK;
+    return opb_failed(&b) ? err_set(e, MS_ERR_NOMEM, "selection on shares: out of memory") : MS_OK;
 }
 
 /* Layer l's program spliced before its attention scores (after their softmax when it reads the
@@ -426,8 +423,7 @@ static int splice(const ecfg *c, const secpol_step *st, uint32_t l, eprog *x, op
             /* the selection reads the prompt's probabilities: it follows their softmax */
             long sm = rc ? -1 : secpol_find_op(p, OP_SOFTMAX, sc);
             if (!rc && sm < 0)
-                rc = err_set(e, MS_ERR_INTERNAL, "selection on shares: layer %u has no softmax",
-                             l);
+                rc = err_set(e, MS_ERR_INTERNAL, "selection on shares: layer %u has no softmax", l);
             at = sm + 1 > at ? sm + 1 : at;
         }
     }
@@ -835,8 +831,7 @@ typedef struct oatt {
 } oatt;
 
 /* Whether layer l's observation at pos needs nothing but keys, values and opened attention. */
-static int replayable(const ecfg *c, const secpol_run *r, const oatt *att, uint32_t l,
-                      uint32_t pos)
+static int replayable(const ecfg *c, const secpol_run *r, const oatt *att, uint32_t l, uint32_t pos)
 {
     unsigned need = c->p->layer_needs ? c->p->layer_needs(c->st_ref, l, pos)
                     : c->p->needs     ? c->p->needs(c->st_ref, pos)
@@ -874,8 +869,8 @@ static int own_select(const ecfg *c, const secpol_run *r, const double *const *r
     float *k = calloc((size_t)Hkv * d + 1, sizeof *k), *v = calloc((size_t)Hkv * d + 1, sizeof *v);
     float *ar = calloc((size_t)c->H * P + 1, sizeof *ar);
     uint8_t *keep = calloc((size_t)Hkv * N + 1, 1);
-    int rc = k && v && ar && keep ? MS_OK
-                                  : err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
+    int rc =
+        k && v && ar && keep ? MS_OK : err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
     for (uint32_t pos = 0; !rc && pos < N; pos++) {
         if (pos == P && c->p->prefill)
             rc = c->p->prefill(c->st_ref, e);
