@@ -424,8 +424,8 @@ START_TEST(test_bad_file)
 }
 END_TEST
 
-/* `validate --policy FILE.yaml`: the composition inside MPC (its kept sets from the plaintext
- * replay), every op's bytes and rounds as predicted; a bad file: its line:col, exit 2. */
+/* `validate --policy FILE.yaml`: the composition inside MPC (h2o.yaml: H2O's secure session),
+ * every op's bytes and rounds as predicted; a bad file: its line:col, exit 2. */
 START_TEST(test_validate)
 {
     char out[16384];

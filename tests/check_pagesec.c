@@ -78,21 +78,6 @@ START_TEST(test_check_unaligned_declared)
 }
 END_TEST
 
-/* The bytes and rounds of a validate output's "measured online:" line (its times left out). */
-static void measured(const char *out, char *buf, size_t cap)
-{
-    const char *m = strstr(out, "measured online: ");
-    ck_assert_msg(m, "%s", out);
-    unsigned long pb, db;
-    unsigned pr, ns, dr;
-    ck_assert_int_eq(sscanf(m,
-                            "measured online: prompt %lu bytes, %u rounds, %*f s; %u decode "
-                            "steps %lu bytes, %u rounds",
-                            &pb, &pr, &ns, &db, &dr),
-                     5);
-    snprintf(buf, cap, "prompt %lu B %u rounds, %u steps %lu B %u rounds", pb, pr, ns, db, dr);
-}
-
 /* quest.yaml on shares (pages of 4 at 14, 15, 17, 18, … cached entries: partial last pages):
  * every op's bytes and rounds as predicted, the selection from its own ops, the audit finding
  * no padding attended and every kept set the replay's; the bytes and rounds quest's. */
@@ -117,8 +102,8 @@ static void quest_blocks_on(const char *proto)
                   "--policy-param budget=12 --policy-param page=4 --policy-param min_pages=1 "
                   "--policy-param skip_layers=0",
                   proto);
-    measured(out, a, sizeof a);
-    measured(ref, b, sizeof b);
+    th_measured(out, a, sizeof a);
+    th_measured(ref, b, sizeof b);
     ck_assert_str_eq(a, b);
 }
 
@@ -202,8 +187,8 @@ static void plugin_on(const char *proto)
                   "validate --model stories260K -p %s --accuracy 22 --prompt 14 --policy '%s' "
                   "--policy-param sinks=4 --policy-param topk=4",
                   proto, yaml);
-    measured(out, a, sizeof a);
-    measured(ref, b, sizeof b);
+    th_measured(out, a, sizeof a);
+    th_measured(ref, b, sizeof b);
     ck_assert_str_eq(a, b);
     free(so);
     free(yaml);

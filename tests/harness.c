@@ -257,15 +257,6 @@ int th_count(const char *text, const char *needle)
     return n;
 }
 
-const char *th_data_path(const char *rel)
-{
-    static char buf[8][1024];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", th_data(), rel);
-    return buf[k];
-}
-
 unsigned th_count_of(const char *out, const char *line, const char *what)
 {
     const char *l = strstr(out, line);
@@ -278,6 +269,29 @@ unsigned th_count_of(const char *out, const char *line, const char *what)
     while (w > l && w[-1] >= '0' && w[-1] <= '9')
         w--;
     return (unsigned)strtoul(w, NULL, 10);
+}
+
+void th_measured(const char *out, char *buf, size_t cap)
+{
+    const char *m = strstr(out, "measured online: ");
+    ck_assert_msg(m, "%s", out);
+    unsigned long pb, db;
+    unsigned pr, ns, dr;
+    ck_assert_int_eq(sscanf(m,
+                            "measured online: prompt %lu bytes, %u rounds, %*f s; %u decode "
+                            "steps %lu bytes, %u rounds",
+                            &pb, &pr, &ns, &db, &dr),
+                     5);
+    snprintf(buf, cap, "prompt %lu B %u rounds, %u steps %lu B %u rounds", pb, pr, ns, db, dr);
+}
+
+const char *th_data_path(const char *rel)
+{
+    static char buf[8][1024];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", th_data(), rel);
+    return buf[k];
 }
 
 char *th_plugin_build(const testdir *t, const char *src, const char *so)

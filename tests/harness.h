@@ -95,11 +95,14 @@ void th_assert_mode(const char *path, unsigned mode);
 int th_exists(const char *path);
 /* How often needle occurs in text. */
 int th_count(const char *text, const char *needle);
+/* The count before `what` in "(N what" of out's line starting with `line` (a validate note's
+ * "(104 equal, 56 ties …)"); fails the calling test when there is none. */
+unsigned th_count_of(const char *out, const char *line, const char *what);
+/* The bytes and rounds of a `validate --accuracy --policy` output's "measured online:" line,
+ * its times left out, as text into buf; fails the calling test when there is none. */
+void th_measured(const char *out, char *buf, size_t cap);
 /* <MPCSIM_DATA>/<rel>; the result lives until eight more calls. */
 const char *th_data_path(const char *rel);
-/* The count N before `what` in "(… N what" of out's line that starts with `line`; fails the
- * calling test when there is none. */
-unsigned th_count_of(const char *out, const char *line, const char *what);
 
 /* Compiles the C file src into the plug-in <t's folder>/<so> as POLICIES.md's steps do (the
  * public header alone), warnings as errors; fails the calling test otherwise. Its path,

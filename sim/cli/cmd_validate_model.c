@@ -313,6 +313,8 @@ static int vm_policy_note(const vm_args *a, const secinf_opts *o, const secinf_r
                "sets of its plaintext\n"
                "#       replay (keep masks), which a deployment could not compute\n",
                a->policy, pol && pol->secure ? pol->secure->which : "");
+        if (sp.why[0])
+            printf("#       (%s)\n", sp.why);
         return 0;
     }
     secpol_run pub = secinf_public(o);

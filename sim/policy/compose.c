@@ -830,6 +830,47 @@ static int cs_emit_pages(cstate *s, int phase, uint32_t layer, uint32_t kv_len, 
     return policy_emit_done(&b, s->sl->name, e);
 }
 
+/* Window votes once after the prompt (SnapKV's blocks), on real operands with snapkv's ops
+ * (snap_votes_emit, snap_select_emit): the votes of the window's prompt attention pooled and
+ * summed over each KV head's query heads, the top k of the candidates [c0, c1) gathered into
+ * state at the prompt, those rows the decode steps' selection. Only where every selecting
+ * layer's candidates end inside the voted entries (c1 ≤ P − window: a recent window at least
+ * the vote window) and keep some (k > 0), per KV head, on tokens. */
+static int window_real(const cstate *s)
+{
+    const cspec *sp = s->sp;
+    uint32_t P = s->env.prompt_len, sinks, recent, k, c0, c1;
+    if (sp->score != SC_WINDOW || sp->sel != K_TOPK || sp->when != W_ONCE || sp->permanent ||
+        s->page != 1 || sp->share_all || sp->lshare > 1)
+        return 0;
+    for (uint32_t l = s->dense; l < s->env.n_layers; l++) {
+        budget(s, l, P, &sinks, &recent, &k);
+        cand_range(P, sinks, recent, &c0, &c1);
+        if (c1 + s->window > P || (k == 0 && c1 > c0))
+            return 0;
+    }
+    return 1;
+}
+
+static int cs_emit_window(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op_program *prog,
+                          errbuf *e)
+{
+    const policy_env *v = &s->env;
+    uint32_t P = v->prompt_len, Hkv = v->n_kv_heads, sinks, recent, k, c0, c1;
+    budget(s, layer, P, &sinks, &recent, &k);
+    cand_range(P, sinks, recent, &c0, &c1);
+    if (k >= c1 - c0)
+        return MS_OK; /* every candidate kept: no selection */
+    opb b;
+    opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
+    uint32_t sc = phase == PHASE_DECODE
+                      ? OP_NONE
+                      : snap_votes_emit(&b, v->n_heads, s->window, c1, s->kernel, s->maxpool, Hkv);
+    snap_select_emit(&b, phase, sc, Hkv, 2 * v->head_dim, kv_len, c0, c1, k,
+                     snap_votes_tol(s->window, s->G, s->kernel, s->maxpool, pcheck_frac_bits()));
+    return policy_emit_done(&b, s->sl->name, e);
+}
+
 static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
                    op_program *prog, errbuf *e)
 {
@@ -840,6 +881,8 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
     if (layer < s->dense || sp->sel == K_NONE)
         return MS_OK;
     int follower = leader(s, layer) != layer; /* it gathers by its leader's selection */
+    if (window_real(s))
+        return cs_emit_window(s, phase, layer, kv_len, prog, e);
     if (sp->score == SC_KEYNORM && sp->sel == K_TOPK && s->page == 1 && sp->when == W_STEP &&
         !sp->permanent && s->every == 1 && !sp->share_all && !follower)
         return cs_emit_keynorm(s, phase, layer, kv_len, prog, e);
@@ -969,6 +1012,26 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
     return policy_emit_done(&pe, s->sl->name, e);
 }
 
+/* H2O's budgets of a composition of its shape (compose_int.h), 0 with why set when these
+ * parameters leave that shape. */
+int compose_h2o_budgets(const void *st, uint32_t *heavy, uint32_t *recent, char *why, size_t cap)
+{
+    const cstate *s = st;
+    uint32_t sinks, k;
+    budget(s, 0, s->env.prompt_len, &sinks, recent, &k);
+    const char *no = sinks         ? "sinks kept apart from the heavy hitters"
+                     : s->dense    ? "dense layers"
+                     : s->page > 1 ? "pages"
+                     : s->lk       ? "per-layer budgets"
+                                   : NULL;
+    if (no) {
+        snprintf(why, cap, "%s", no);
+        return 0;
+    }
+    *heavy = k;
+    return 1;
+}
+
 /* ---- loading ----------------------------------------------------------------------------- */
 
 int policy_compose_load(const char *path, const policy_ops **out, errbuf *e)
@@ -1041,6 +1104,8 @@ int policy_compose_load(const char *path, const policy_ops **out, errbuf *e)
         compose_cluster_ops(&sl->ops);
         sl->ops.check = cs_checks[n_slots];
     }
+    if (compose_h2o_shaped(sp))
+        compose_h2o_ops(&sl->ops);
     slots[n_slots++] = sl;
     *out = &sl->ops;
 done:

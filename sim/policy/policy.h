@@ -363,8 +363,21 @@ void snap_core_score(snap_core *c, uint32_t layer, uint32_t g, float *out);
  * adds); maxpool needs (kernel-1) comparisons per position (a MAX over kernel), avgpool is local.
  * Returns the score tensor id. */
 uint32_t snap_core_emit(const snap_core *c, policy_emitter *pe, uint32_t batch);
-/* The error bound of snap_core_emit's scores on a fixed point of frac_bits (policy_snapkv.c). */
+/* The same ops for H query heads, a window of w queries voting for entries [0, n), pooled over
+ * K neighbours (maxpool, else avgpool), summed over the query heads of each of batch groups:
+ * the scores (batch, 1, n) on the operand PCHECK_IN_PROMPT_ATT (H, w, n). */
+uint32_t snap_votes_emit(policy_emitter *pe, uint32_t H, uint32_t w, uint32_t n, uint32_t K,
+                         int maxpool, uint32_t batch);
+/* The error bound of snap_core_emit's scores on a fixed point of frac_bits (policy_snapkv.c),
+ * and of snap_votes_emit's with G query heads a group. */
 double snap_core_tol(const snap_core *c, uint32_t batch, int frac_bits);
+double snap_votes_tol(uint32_t w, uint32_t G, uint32_t K, int maxpool, int frac_bits);
+/* The prompt's top k of candidates [c0, c1) by the scores sc (Hkv, 1, c1), their cached
+ * [K | V] rows (d2 = 2·head_dim columns) gathered into the state "snap.kept" (PHASE_PREFILL),
+ * or those rows named as a decode step's selection with the tie bound tol (PHASE_DECODE; sc
+ * unused). */
+void snap_select_emit(policy_emitter *pe, int phase, uint32_t sc, uint32_t Hkv, uint32_t d2,
+                      uint32_t kv_len, uint32_t c0, uint32_t c1, uint32_t k, double tol);
 /* The keep rows (n_kv_heads × pos) of a layer at pos whose prompt entries the prefill kept
  * in alive ([L][Hkv][P]): the kept prompt entries, then every later one. */
 void snap_keep_rows(const policy_env *v, const uint8_t *alive, uint32_t layer, uint32_t pos,

@@ -127,10 +127,9 @@ void snap_core_score(snap_core *c, uint32_t layer, uint32_t g, float *out)
         out[j] *= scale;
 }
 
-uint32_t snap_core_emit(const snap_core *c, policy_emitter *pe, uint32_t batch)
+uint32_t snap_votes_emit(policy_emitter *pe, uint32_t H, uint32_t w, uint32_t n, uint32_t K,
+                         int maxpool, uint32_t batch)
 {
-    uint32_t H = c->env.n_heads, w = c->window, K = c->kernel;
-    uint32_t n = c->env.prompt_len - w;
     /* the prompt attention of the window's queries over the n voted entries: the model's own
      * rows, in shares since the prefill attention */
     uint32_t att = pcheck_input(pe, PCHECK_IN_PROMPT_ATT, H, w, n);
@@ -150,7 +149,7 @@ uint32_t snap_core_emit(const snap_core *c, policy_emitter *pe, uint32_t batch)
             uint32_t sh = opb_rows(pe, pad, H, t, n, 1, "snap.shift");
             opb_put(pe, opb_transpose(pe, sh, H, n, 1, "snap.shift_t"), nb, H, t, 1, n);
         }
-        if (c->maxpool)
+        if (maxpool)
             /* COST: maxpool = max over `kernel` neighbours per position: (k-1)·T comparisons
              * per head (§1.12 SnapKV "pooling (k-1)·T cmp (max)") */
             vote = policy_emit(pe, OP_MAX, H, n, 0, K, opb_transpose(pe, nb, H, K, n, "snap.nb_t"),
@@ -163,15 +162,61 @@ uint32_t snap_core_emit(const snap_core *c, policy_emitter *pe, uint32_t batch)
     return opb_transpose(pe, vote, batch, n, 1, "snap.score");
 }
 
+uint32_t snap_core_emit(const snap_core *c, policy_emitter *pe, uint32_t batch)
+{
+    return snap_votes_emit(pe, c->env.n_heads, c->window, c->env.prompt_len - c->window, c->kernel,
+                           c->maxpool, batch);
+}
+
+/* The prompt's selection (PHASE_PREFILL: the top k of the scores sc (Hkv, 1, c1) of candidates
+ * [c0, c1) per KV head, the gather of their cached [K | V] rows into the state "snap.kept" and
+ * the candidates' scores into "snap.score_kept"), or the decode step's declaration of those
+ * rows as its selection (they are the cache it attends besides the entries outside the
+ * candidates). */
+void snap_select_emit(policy_emitter *pe, int phase, uint32_t sc, uint32_t Hkv, uint32_t d2,
+                      uint32_t kv_len, uint32_t c0, uint32_t c1, uint32_t k, double tol)
+{
+    uint32_t n = c1 - c0;
+    if (phase == PHASE_DECODE) {
+        /* no ops: the decode step attends the rows the prefill gathered (its state); the
+         * window and the generated entries are public positions. Named for the check, with
+         * the cache it compares them with */
+        pcheck_input(pe, PCHECK_IN_KV, Hkv, kv_len, d2);
+        uint32_t kept_st = opb_shared(pe, "snap.kept", OPT_CACHE, Hkv, k, d2);
+        uint32_t sc_st = opb_shared(pe, "snap.score_kept", OPT_CACHE, Hkv, 1, n);
+        pcheck_selection(pe, kept_st, k, c0, c1, sc_st, tol);
+        return;
+    }
+    if (c0 > 0) /* the candidates' columns of the score row (views, local) */
+        sc = opb_transpose(pe,
+                           opb_rows(pe, opb_transpose(pe, sc, Hkv, 1, c1, "snap.score_col"), Hkv,
+                                    c0, n, 1, "snap.score_cand"),
+                           Hkv, n, 1, "snap.score_row");
+    /* COST: one topk(T-w, B-w) per KV head and a gather of the kept K|V rows (§1.12) */
+    uint32_t oh =
+        policy_emit(pe, OP_TOPK, Hkv, 1, 0, n, sc, OP_NONE, 0, (int32_t)k, 0, "snap.topk");
+    uint32_t kv = pcheck_input(pe, PCHECK_IN_KV, Hkv, kv_len, d2);
+    uint32_t tab = opb_rows(pe, kv, Hkv, c0, n, d2, "snap.cand");
+    uint32_t kept_st = opb_shared(pe, "snap.kept", OPT_CACHE, Hkv, k, d2);
+    opb_op(pe, OP_GATHER, Hkv, k, n, d2, oh, tab, OP_NONE, kept_st, OPF_NO_TRUNC, 0, 0);
+    /* the scores, for the check's ties (a view) */
+    opb_put(pe, sc, opb_shared(pe, "snap.score_kept", OPT_CACHE, Hkv, 1, n), Hkv, 0, 1, n);
+}
+
 /* The error bound of snap_core_emit's scores against snap_core_score's, on the scale of the
  * ops (snap_core_score's times G · window): each attention probability rounded to the fixed
  * point's u = 2^-frac (±u/2), summed over the window, the kernel (average pooling) and the
  * query heads of a group; the float sums add a relative 2^-20 of their value (≤ one vote per
  * summand). Twice that, for the two candidates of a swap. */
+double snap_votes_tol(uint32_t w, uint32_t G, uint32_t K, int maxpool, int frac_bits)
+{
+    double terms = (double)w * G * (maxpool ? 1 : K);
+    return 2 * terms * (ldexp(1, -frac_bits - 1) + 0x1p-20);
+}
+
 double snap_core_tol(const snap_core *c, uint32_t batch, int frac_bits)
 {
-    double terms = (double)c->window * (c->env.n_heads / batch) * (c->maxpool ? 1 : c->kernel);
-    return 2 * terms * (ldexp(1, -frac_bits - 1) + 0x1p-20);
+    return snap_votes_tol(c->window, c->env.n_heads / batch, c->kernel, c->maxpool, frac_bits);
 }
 
 void snap_keep_rows(const policy_env *v, const uint8_t *alive, uint32_t layer, uint32_t pos,
@@ -316,31 +361,10 @@ int snapkv_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint
     uint32_t Hkv = v->n_kv_heads, d2 = 2 * v->head_dim;
     policy_emitter pe;
     opb_init(&pe, prog, phase, (int)layer, OPC_POLICY, NULL);
-    if (phase == PHASE_DECODE) {
-        /* no ops: the decode step attends the rows the prefill gathered (its state); the
-         * window and the generated entries are public positions. Named for the check, with
-         * the cache it compares them with */
-        if (b > 0) {
-            pcheck_input(&pe, PCHECK_IN_KV, Hkv, kv_len, d2);
-            uint32_t kept_st = opb_shared(&pe, "snap.kept", OPT_CACHE, Hkv, b, d2);
-            uint32_t sc_st = opb_shared(&pe, "snap.score_kept", OPT_CACHE, Hkv, 1, n);
-            pcheck_selection(&pe, kept_st, b, 0, n, sc_st,
-                             snap_core_tol(&s->core, Hkv, pcheck_frac_bits()));
-        }
-        return policy_emit_done(&pe, "snapkv", e);
-    }
-    uint32_t sc = snap_core_emit(&s->core, &pe, Hkv);
-    if (b > 0) {
-        /* COST: one topk(T-w, B-w) per KV head and a gather of the kept K|V rows (§1.12) */
-        uint32_t oh =
-            policy_emit(&pe, OP_TOPK, Hkv, 1, 0, n, sc, OP_NONE, 0, (int32_t)b, 0, "snap.topk");
-        uint32_t kv = pcheck_input(&pe, PCHECK_IN_KV, Hkv, kv_len, d2);
-        uint32_t tab = opb_rows(&pe, kv, Hkv, 0, n, d2, "snap.cand");
-        uint32_t kept_st = opb_shared(&pe, "snap.kept", OPT_CACHE, Hkv, b, d2);
-        opb_op(&pe, OP_GATHER, Hkv, b, n, d2, oh, tab, OP_NONE, kept_st, OPF_NO_TRUNC, 0, 0);
-        /* the scores, for the check's ties (a view) */
-        opb_put(&pe, sc, opb_shared(&pe, "snap.score_kept", OPT_CACHE, Hkv, 1, n), Hkv, 0, 1, n);
-    }
+    double tol = snap_core_tol(&s->core, Hkv, pcheck_frac_bits());
+    uint32_t sc = phase == PHASE_DECODE ? OP_NONE : snap_core_emit(&s->core, &pe, Hkv);
+    if (b > 0)
+        snap_select_emit(&pe, phase, sc, Hkv, d2, kv_len, 0, n, b, tol);
     return policy_emit_done(&pe, "snapkv", e);
 }
 

@@ -161,6 +161,10 @@ extern const secpol_ops secpol_emit_ops;
  * error "cost declared, no secure selection" when it takes them but names no selection. */
 int secpol_emit_config(const policy_ops *p, const char *name, const policy_env *env,
                        const policy_args *a, uint32_t n, void **cfg, errbuf *e);
+/* Why p does not select on shares through secpol_emit_ops with these parameters (over n
+ * positions), as a clause into why ("its ops read …"); 0 (why "") when it does. */
+int secpol_emit_why(const policy_ops *p, const policy_env *env, const policy_args *a, uint32_t n,
+                    char *why, size_t cap);
 /* Whether p selects on shares through secpol_emit_ops with these parameters. */
 int secpol_emit_declares(const policy_ops *p, const policy_env *env, const policy_args *a);
 

@@ -127,8 +127,10 @@ static void ecfg_free(void *cfg)
     free(c);
 }
 
-int secpol_emit_config(const policy_ops *p, const char *name, const policy_env *env,
-                       const policy_args *a, uint32_t n, void **cfg, errbuf *e)
+/* secpol_emit_config, with why (may be NULL) set to the reason when *cfg stays NULL. */
+static int emit_config(const policy_ops *p, const char *name, const policy_env *env,
+                       const policy_args *a, uint32_t n, void **cfg, char *why, size_t cap,
+                       errbuf *e)
 {
     *cfg = NULL;
     if (!p->emit_cost)
@@ -155,25 +157,62 @@ int secpol_emit_config(const policy_ops *p, const char *name, const policy_env *
             inputs |= x.io.n_in > 0;
             for (size_t i = 0; !rc && i < x.io.n_in; i++) {
                 const op_tensor *T = &x.prog.tens[x.io.in_t[i]];
-                int w = x.io.in_what[i];
-                bindable &=
-                    w == PCHECK_IN_KEYS_NEW ||
-                    (dec && w == PCHECK_IN_KV && T->batch == c->Hkv &&
-                     (T->rows == kv || (T->rows > kv && x.io.has_bias)) && T->cols == 2 * c->d) ||
-                    (dec && w == PCHECK_IN_QUERY &&
-                     (size_t)T->batch * T->rows * T->cols == (size_t)c->H * c->d);
+                int w = x.io.in_what[i], was = bindable;
+                bindable &= w == PCHECK_IN_KEYS_NEW ||
+                            (w == PCHECK_IN_KV && T->batch == c->Hkv && T->cols == 2 * c->d &&
+                             (T->rows == kv || (dec && T->rows > kv && x.io.has_bias))) ||
+                            (dec && w == PCHECK_IN_QUERY &&
+                             (size_t)T->batch * T->rows * T->cols == (size_t)c->H * c->d) ||
+                            (!dec && w == PCHECK_IN_PROMPT_ATT && T->batch == c->H &&
+                             T->rows <= kv && T->cols <= kv);
+                if (was && !bindable && why)
+                    snprintf(why, cap,
+                             "its ops read %s (%u x %u x %u) at layer %u of the %s, which the "
+                             "session does not bind",
+                             T->name, T->batch, T->rows, T->cols, l, dec ? "decode" : "prompt");
             }
-            bindable &= !x.io.has_sel || (dec && x.prog.tens[x.io.sel_t].cols == 2 * c->d);
+            if (bindable && x.io.has_sel && (!dec || x.prog.tens[x.io.sel_t].cols != 2 * c->d)) {
+                bindable = 0;
+                if (why)
+                    snprintf(
+                        why, cap, "its ops name a selection %s, which the session does not attend",
+                        dec ? "of other columns than the cached [K | V] rows" : "at the prompt");
+            }
             eprog_free(&x);
         }
     /* no operands: its ops are a cost, not a computation; a selection at the prompt, or of
      * other columns than the cached [K | V] rows, is not one the session attends */
+    if (!rc && !inputs && why)
+        snprintf(why, cap,
+                 "its ops take none of the session's operands at these parameters: "
+                 "a cost, not a computation");
     if (rc || !inputs || !bindable) {
         ecfg_free(c);
         return rc;
     }
     *cfg = c;
     return MS_OK;
+}
+
+int secpol_emit_config(const policy_ops *p, const char *name, const policy_env *env,
+                       const policy_args *a, uint32_t n, void **cfg, errbuf *e)
+{
+    return emit_config(p, name, env, a, n, cfg, NULL, 0, e);
+}
+
+int secpol_emit_why(const policy_ops *p, const policy_env *env, const policy_args *a, uint32_t n,
+                    char *why, size_t cap)
+{
+    errbuf e;
+    void *cfg = NULL;
+    why[0] = 0;
+    if (!p->emit_cost)
+        snprintf(why, cap, "it states no ops");
+    else if (emit_config(p, p->name, env, a, n, &cfg, why, cap, &e))
+        snprintf(why, cap, "%s", e.msg);
+    if (cfg)
+        ecfg_free(cfg);
+    return why[0] != 0;
 }
 
 int secpol_emit_declares(const policy_ops *p, const policy_env *env, const policy_args *a)
@@ -270,7 +309,43 @@ static int splice_bias(const ecfg *c, uint32_t l, const pcheck_decl *io, uint32_
     return secpol_ops_move(p, at, from, e);
 }
 
-/* Layer l's program spliced before its attention scores. */
+/* The prompt's cached [K | V] rows (Hkv, P, 2d) from the layer's caches after the prompt's
+ * append (kc, vc: (Hkv, P, d)): each key row and value row written side by side as the two
+ * rows of an instance (Hkv·P, 2, d), whose memory is that of (Hkv, P, 2d). Views: local. */
+static int prompt_kv(const ecfg *c, uint32_t l, uint32_t kc, uint32_t vc, uint32_t out,
+                     op_program *p, errbuf *e)
+{
+    uint32_t Hkv = c->Hkv, d = c->d, P = p->tens[kc].rows;
+    opb b;
+    opb_init(&b, p, PHASE_PREFILL, (int)l, OPC_POLICY, NULL);
+    uint32_t pair = opb_tensor(&b, "s.kv_pair", OPT_TEMP, Hkv * P, 2, d);
+    for (int w = 0; w < 2; w++) {
+        uint32_t r = opb_tensor(&b, w ? "s.v_rows" : "s.k_rows", OPT_TEMP, Hkv * P, 1, d);
+        opb_op(&b, OP_VIEW, Hkv * P, 1, 0, d, w ? vc : kc, OP_NONE, OP_NONE, r, 0, 0, 0);
+        opb_put(&b, r, pair, Hkv * P, (uint32_t)w, 1, d);
+    }
+    opb_op(&b, OP_VIEW, Hkv, P, 0, 2 * d, pair, OP_NONE, OP_NONE, out, 0, 0, 0);
+    return opb_failed(&b) ? err_set(e, MS_ERR_NOMEM, "selection on shares: out of memory") : MS_OK;
+}
+
+/* The prompt attention of the last w queries over entries [0, n): rows P − w … P − 1 and
+ * columns 0 … n − 1 of the layer's probabilities sc (H, P, P) after their softmax, into out
+ * (H, w, n). Views: local. */
+static int prompt_att(const ecfg *c, uint32_t l, uint32_t sc, uint32_t P, uint32_t out, uint32_t w,
+                      uint32_t n, op_program *p, errbuf *e)
+{
+    uint32_t H = c->H;
+    opb b;
+    opb_init(&b, p, PHASE_PREFILL, (int)l, OPC_POLICY, NULL);
+    uint32_t rows = opb_rows(&b, sc, H, P - w, w, P, "s.att_rows");
+    uint32_t cols =
+        opb_rows(&b, opb_transpose(&b, rows, H, w, P, "s.att_t"), H, 0, n, w, "s.att_cols");
+    opb_put(&b, opb_transpose(&b, cols, H, n, w, "s.att_win"), out, H, 0, w, n);
+    return opb_failed(&b) ? err_set(e, MS_ERR_NOMEM, "selection on shares: out of memory") : MS_OK;
+}
+
+/* Layer l's program spliced before its attention scores (after their softmax when it reads the
+ * prompt's attention). */
 static int splice(const ecfg *c, const secpol_step *st, uint32_t l, eprog *x, op_program *p,
                   errbuf *e)
 {
@@ -329,12 +404,27 @@ static int splice(const ecfg *c, const secpol_step *st, uint32_t l, eprog *x, op
             if (!rc && op_emit(p, &o) < 0)
                 rc = err_set(e, MS_ERR_NOMEM, "selection on shares: out of memory");
         } else if (io->in_what[i] == PCHECK_IN_KV &&
-                   (phase != PHASE_DECODE || T->batch != Hkv || T->cols != 2 * d || T->rows < kv ||
-                    (T->rows > kv && !io->has_bias))) {
+                   (T->batch != Hkv || T->cols != 2 * d || T->rows < kv ||
+                    (T->rows > kv && (phase != PHASE_DECODE || !io->has_bias)))) {
             rc = err_set(e, MS_ERR_INPUT,
-                         "policy %s: its cached rows %s are the decode step's n_kv_heads x %u x "
+                         "policy %s: its cached rows %s are the step's n_kv_heads x %u x "
                          "2·head_dim on shares",
                          c->name, T->name, kv);
+        } else if (io->in_what[i] == PCHECK_IN_KV && phase == PHASE_PREFILL) {
+            rc = prompt_kv(c, l, kc, vc, map[io->in_t[i]], p, e);
+        } else if (io->in_what[i] == PCHECK_IN_PROMPT_ATT) {
+            if (phase != PHASE_PREFILL || T->batch != c->H || T->rows > t || T->cols > t)
+                rc = err_set(e, MS_ERR_INPUT,
+                             "policy %s: its prompt attention %s is the prompt's n_heads x w x n "
+                             "(w, n at most %u) on shares",
+                             c->name, T->name, t);
+            if (!rc)
+                rc = prompt_att(c, l, sc, t, map[io->in_t[i]], T->rows, T->cols, p, e);
+            /* the selection reads the prompt's probabilities: it follows their softmax */
+            long sm = rc ? -1 : secpol_find_op(p, OP_SOFTMAX, sc);
+            if (!rc && sm < 0)
+                rc = err_set(e, MS_ERR_INTERNAL, "selection on shares: layer %u has no softmax", l);
+            at = sm + 1 > at ? sm + 1 : at;
         }
     }
     for (size_t i = 0; !rc && i < q->n_ops; i++) {
@@ -391,7 +481,7 @@ static int emit_emit(const void *cfg, const secpol_run *r, const secpol_step *st
     for (uint32_t l = 0; !rc && l < c->L; l++) {
         eprog x;
         rc = probe(c, st->s ? PHASE_DECODE : PHASE_PREFILL, l, step_kv(st), &x, e);
-        if (!rc && x.prog.n_ops)
+        if (!rc && (x.prog.n_ops || x.io.has_sel)) /* rows it gathered earlier: attended */
             rc = splice(c, st, l, &x, p, e);
         eprog_free(&x);
     }
@@ -595,9 +685,18 @@ static int emit_update(void *state, eng *e, mpc_net *net, const op_program *p, m
             memset(s, 0, sizeof *s);
             snprintf(s->name, sizeof s->name, "%s", p->tens[i].name);
         }
+        /* a copy (a local identity permute): the audit may open the step's value after this */
         e->vt->release(e, &s->v);
-        s->v = run->vals[i];
-        run->vals[i] = (mpc_val){0};
+        size_t n = run->vals[i].n;
+        uint32_t *id = malloc((n + 1) * sizeof *id);
+        for (size_t k = 0; id && k < n; k++)
+            id[k] = (uint32_t)k;
+        rc = !id ? MS_ERR_NOMEM : e->vt->alloc(e, &s->v, n, run->vals[i].dom);
+        if (!rc)
+            rc = e->vt->permute(e, &s->v, &run->vals[i], id, n);
+        free(id);
+        if (rc)
+            return err_set(err, rc, "selection on shares: carrying %s", s->name);
     }
     /* every layer's table grows by the step's entries (the cache's rows 0 … t−1) */
     size_t N = (size_t)Hkv * R * 2 * d;
@@ -635,15 +734,29 @@ static int emit_update(void *state, eng *e, mpc_net *net, const op_program *p, m
 
 /* ---- the audit ---------------------------------------------------------------------------- */
 
-/* The tensors opened after a decode step, per layer that names a selection: its rows, the
- * cached [K | V] rows operand, its candidates' scores (when named). */
+/* The tensors opened after the prompt: each layer's prompt attention operand (what a select()
+ * over the session's values observes); after a decode step, per layer that names a selection:
+ * its rows, the cached [K | V] rows operand, its candidates' scores (when named). */
 static int emit_audit_tensor(const void *cfg, const secpol_run *r, const secpol_step *st, size_t i,
                              char name[48], int *is_score)
 {
     const ecfg *c = cfg;
+    size_t at = 0;
+    for (uint32_t l = 0; !st->s && l < c->L; l++) { /* the prompt: its attention operands */
+        eprog x;
+        errbuf e;
+        int rc = probe(c, PHASE_PREFILL, l, st->t, &x, &e);
+        for (size_t k = 0; !rc && k < x.io.n_in; k++)
+            if (x.io.in_what[k] == PCHECK_IN_PROMPT_ATT && at++ == i) {
+                rename_tensor(name, x.prog.tens[x.io.in_t[k]].name);
+                *is_score = 1;
+                eprog_free(&x);
+                return 1;
+            }
+        eprog_free(&x);
+    }
     if (!st->s)
         return 0;
-    size_t at = 0;
     for (uint32_t l = 0; l < c->L; l++) {
         eprog x;
         errbuf e;
@@ -710,24 +823,54 @@ static int same_set(const smask *m, uint32_t g, uint32_t Hkv, const uint8_t *wan
     return 1;
 }
 
+/* The prompt attention the audit opened, per layer: (H, w, n) values of the last w prompt
+ * queries over entries [0, n), or NULL. */
+typedef struct oatt {
+    const double *v;
+    uint32_t w, n;
+} oatt;
+
+/* Whether layer l's observation at pos needs nothing but keys, values and opened attention. */
+static int replayable(const ecfg *c, const secpol_run *r, const oatt *att, uint32_t l, uint32_t pos)
+{
+    unsigned need = c->p->layer_needs ? c->p->layer_needs(c->st_ref, l, pos)
+                    : c->p->needs     ? c->p->needs(c->st_ref, pos)
+                                      : ~0u;
+    if (need & ~(POLICY_NEED_K | POLICY_NEED_V | POLICY_NEED_ATT))
+        return 0;
+    return !(need & POLICY_NEED_ATT) ||
+           (pos < r->prefill && att[l].v && pos + att[l].w >= r->prefill);
+}
+
+/* The attention row of every query head at prompt position pos from the opened operand: its
+ * columns where opened, NaN past them (a select() that read those would not agree). */
+static void att_rows(const ecfg *c, const secpol_run *r, const oatt *a, uint32_t pos, float *out)
+{
+    uint32_t n = pos + 1, i = pos + a->w - r->prefill;
+    for (uint32_t h = 0; h < c->H; h++)
+        for (uint32_t j = 0; j < n; j++)
+            out[(size_t)h * n + j] =
+                j < a->n ? (float)a->v[((size_t)h * a->w + i) * a->n + j] : NAN;
+}
+
 /* The policy's own select() over the session's values: a fresh state observes every layer's
  * opened keys and values position by position (the last opened cached rows of the layer) and
- * selects at every decode position; ref[((s·L + l)·Hkv + g)·N + j]. 0: done; 1: its select()
- * observes more than keys and values (not replayable from what the audit opened). */
+ * the prompt attention the audit opened, and selects at every decode position;
+ * ref[((s·L + l)·Hkv + g)·N + j]. 0: done; 1: its select() observes more than these (not
+ * replayable from what the audit opened). */
 static int own_select(const ecfg *c, const secpol_run *r, const double *const *rows,
-                      const uint32_t *rows_n, uint8_t *ref, uint32_t N, errbuf *e)
+                      const uint32_t *rows_n, const oatt *att, uint8_t *ref, uint32_t N, errbuf *e)
 {
     uint32_t P = r->prefill, Hkv = c->Hkv, d = c->d, L = c->L;
-    for (uint32_t pos = 0; pos < N; pos++) {
-        unsigned need = c->p->needs ? c->p->needs(c->st_ref, pos) : ~0u;
-        for (uint32_t l = 0; c->p->layer_needs && l < L; l++)
-            need |= c->p->layer_needs(c->st_ref, l, pos);
-        if (c->p->observe && (need & ~(POLICY_NEED_K | POLICY_NEED_V)))
-            return 1;
-    }
+    for (uint32_t pos = 0; c->p->observe && pos < N; pos++)
+        for (uint32_t l = 0; l < L; l++)
+            if (!replayable(c, r, att, l, pos))
+                return 1;
     float *k = calloc((size_t)Hkv * d + 1, sizeof *k), *v = calloc((size_t)Hkv * d + 1, sizeof *v);
+    float *ar = calloc((size_t)c->H * P + 1, sizeof *ar);
     uint8_t *keep = calloc((size_t)Hkv * N + 1, 1);
-    int rc = k && v && keep ? MS_OK : err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
+    int rc =
+        k && v && ar && keep ? MS_OK : err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
     for (uint32_t pos = 0; !rc && pos < N; pos++) {
         if (pos == P && c->p->prefill)
             rc = c->p->prefill(c->st_ref, e);
@@ -748,11 +891,14 @@ static int own_select(const ecfg *c, const secpol_run *r, const double *const *r
                     k[(size_t)g * d + i] = have ? (float)row[i] : 0;
                     v[(size_t)g * d + i] = have ? (float)row[d + i] : 0;
                 }
-            policy_obs o = {.layer = l, .pos = pos, .k = k, .v = v};
+            int has_att = pos < P && att[l].v && pos + att[l].w >= P;
+            if (has_att)
+                att_rows(c, r, &att[l], pos, ar);
+            policy_obs o = {.layer = l, .pos = pos, .k = k, .v = v, .att = has_att ? ar : NULL};
             rc = c->p->observe(c->st_ref, &o, e);
         }
     }
-    free(k), free(v), free(keep);
+    free(k), free(v), free(ar), free(keep);
     return rc ? -rc : 0;
 }
 
@@ -800,7 +946,32 @@ static int emit_audit_note(const void *cfg, const secpol_run *r, const secpol_op
     int rc = got && own && sm && last && last_n && xs && packs
                  ? MS_OK
                  : err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
+    oatt *att = calloc(L + 1, sizeof *att);
+    if (!rc && !att)
+        rc = err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
     char unnamed[400] = "", stray[300] = "";
+    /* the prompt attention operands opened after the prompt */
+    const double *av = S && !rc ? opened->vals[0] : NULL;
+    size_t a_left = S && !rc ? opened->n_vals[0] : 0;
+    for (uint32_t l = 0; av && !rc && l < L; l++) {
+        eprog x;
+        if ((rc = probe(c, PHASE_PREFILL, l, r->prefill, &x, e)))
+            break;
+        for (size_t k = 0; k < x.io.n_in; k++) {
+            const op_tensor *T = &x.prog.tens[x.io.in_t[k]];
+            size_t n = (size_t)T->batch * T->rows * T->cols;
+            if (x.io.in_what[k] != PCHECK_IN_PROMPT_ATT)
+                continue;
+            if (n > a_left) {
+                rc = err_set(e, MS_ERR_INTERNAL, "selection audit: the prompt opened %u values",
+                             opened->n_vals[0]);
+                break;
+            }
+            att[l] = (oatt){av, T->rows, T->cols};
+            av += n, a_left -= n;
+        }
+        eprog_free(&x);
+    }
     /* the secure masks from the opened rows */
     for (uint32_t s = 1; !rc && s < S; s++) {
         uint32_t kv = secpol_step_of(r, s).kv;
@@ -896,7 +1067,7 @@ static int emit_audit_note(const void *cfg, const secpol_run *r, const secpol_op
     uint32_t worst = 0;
     for (uint32_t l = 1; l < L && l < 16; l++)
         worst = dk.err[l] > dk.err[worst] ? l : worst;
-    int own_rc = rc ? 0 : own_select(c, r, last, last_n, own, N, e);
+    int own_rc = rc ? 0 : own_select(c, r, last, last_n, att, own, N, e);
     if (own_rc < 0)
         rc = -own_rc;
     /* the tie tolerance its emit_cost states once its state has observed the session's values
@@ -952,7 +1123,7 @@ static int emit_audit_note(const void *cfg, const secpol_run *r, const secpol_op
     int drift = last && last[worst];
     for (size_t i = 0; packs && i < (size_t)S * L; i++)
         free(packs[i]);
-    free(got), free(own), free(sm), free(last), free(last_n), free(xs), free(packs);
+    free(got), free(own), free(sm), free(last), free(last_n), free(xs), free(packs), free(att);
     if (rc)
         return rc;
     fprintf(out,
@@ -966,8 +1137,8 @@ static int emit_audit_note(const void *cfg, const secpol_run *r, const secpol_op
                 mine[2] || !n ? "NO" : "yes", mine[0], mine[1], own_gap, mine[2],
                 first_own[0] ? "; first: " : "", first_own);
     else
-        fprintf(out, "#       its select() observes more than keys and values: compared with the "
-                     "plaintext replay only\n");
+        fprintf(out, "#       its select() observes more than keys, values and the prompt "
+                     "attention its ops read: compared with the plaintext replay only\n");
     fprintf(out,
             "#       equal to the plaintext replay's (float model): %s (%zu equal, %zu ties within "
             "its stated tolerance, %zu differ%s%s)\n",

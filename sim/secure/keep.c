@@ -267,8 +267,10 @@ int secinf_spol_of(const model_cfg *m, const char *policy, const char *const *pa
         *is_public = 1;
         return MS_OK;
     }
-    if (!pol->secure && !pol->emit_cost)
+    if (!pol->secure && !pol->emit_cost) {
+        snprintf(sp->why, sizeof sp->why, "it states no ops of its selection");
         return MS_OK;
+    }
     if (n_params > RUN_MAX_PARAMS)
         return err_set(e, MS_ERR_INPUT, "policy %s: %zu parameters", policy, n_params);
     kv_param kv[RUN_MAX_PARAMS];
@@ -281,6 +283,8 @@ int secinf_spol_of(const model_cfg *m, const char *policy, const char *const *pa
         rc = secpol_emit_config(pol, policy, &env, &a, n, &sp->cfg, e);
     if (!rc && sp->cfg)
         sp->ops = pol->secure ? pol->secure : &secpol_emit_ops;
+    else if (!rc && !pol->secure)
+        secpol_emit_why(pol, &env, &a, n, sp->why, sizeof sp->why);
     return rc;
 }
 

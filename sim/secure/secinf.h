@@ -40,6 +40,7 @@ typedef struct secinf_spol {
     void *cfg;             /* the slot's configuration (secinf_spol_of); its revealed values
                             * (secpol_ops.revealed) are filled by each node (its own copy)
                             * and by secinf_collect for the caller */
+    char why[200];         /* ops NULL from secinf_spol_of: why not on shares ("": not known) */
 } secinf_spol;
 void secinf_spol_free(secinf_spol *sp);
 

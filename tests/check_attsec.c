@@ -1,0 +1,200 @@
+/* check_attsec.c — the compositions' attention-score blocks on secret shares: snapkv.yaml's and
+ * pyramidkv.yaml's window votes (window_attention, once after the prompt, top-k) emit snapkv's
+ * ops on mpcsim's operands (the prompt's attention rows, the prompt's cached [K | V] rows), so
+ * `policy check` runs them against select() and `validate --policy` runs them on shares: the
+ * prompt's selection gathered into state, the decode steps attending those rows. Per
+ * composition and protocol, over stories260K (prompt 16, 8 decode steps: 5 layers x 4 KV heads
+ * x 8 steps = 160 decode masks): no fallback note, every op's bytes and rounds as predicted,
+ * every kept set its select()'s over the session's own values, and the same bytes, rounds and
+ * agreement as the hand-written policy's run on shares. h2o.yaml (accumulated attention, a recent
+ * window, evicting for good) runs H2O's own secure session with its budgets: h2o's bytes and
+ * rounds, every well-separated selection the replay's; with sinks it keeps the replay's kept
+ * sets and the note says why. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "testdir.h"
+
+TESTDIR("check_attsec")
+
+/* "N of them chosen by its ops" of a policy check's output. */
+static unsigned chosen(const char *out)
+{
+    const char *w = strstr(out, " of them");
+    ck_assert_msg(w, "%s", out);
+    while (w[-1] >= '0' && w[-1] <= '9')
+        w--;
+    return (unsigned)strtoul(w, NULL, 10);
+}
+
+/* The compositions' ops gather what their select() keeps (prompt 32, 32 decode steps: 640
+ * masks), as snapkv's and pyramidkv's do. */
+START_TEST(test_check_blocks)
+{
+    char out[1 << 13];
+    th_cli_expect(out, sizeof out, 0, "snapkv_blocks: match",
+                  "policy check '%s' --param capacity=16 --param window=4 --param recent=4",
+                  th_data_path("scenarios/policies/snapkv.yaml"));
+    ck_assert_uint_eq(chosen(out), 640);
+    th_cli_expect(out, sizeof out, 0, "snapkv_blocks: match",
+                  "policy check '%s' --param capacity=20 --param window=8 --param recent=8 "
+                  "--param pooling=avgpool --param kernel=4",
+                  th_data_path("scenarios/policies/snapkv.yaml"));
+    ck_assert_uint_eq(chosen(out), 640);
+    th_cli_expect(out, sizeof out, 0, "pyramidkv_blocks: match",
+                  "policy check '%s' --param capacity=16 --param window=4 --param recent=4 "
+                  "--param beta=2",
+                  th_data_path("scenarios/policies/pyramidkv.yaml"));
+    ck_assert_uint_eq(chosen(out), 640);
+}
+END_TEST
+
+/* Of a validate output's 160 masks, those equal to its select()'s, exactly or by ties within
+ * its stated tolerance: all of them (which are ties depends on the fixed point's rounding). */
+static void agreement(const char *out)
+{
+    unsigned eq = th_count_of(out, "#       equal to its select()", "equal"),
+             ties = th_count_of(out, "#       equal to its select()", "ties");
+    ck_assert_uint_eq(eq + ties, 160);
+}
+
+/* validate of policy (its parameters params) on shares: its own ops select, equal to its
+ * select() over the session's values at all 160 masks; its bytes and rounds into fig. */
+static void on_shares(const char *proto, const char *policy, const char *name, const char *params,
+                      char *fig, size_t cap)
+{
+    char out[1 << 14], want[200];
+    th_cli_expect(out, sizeof out, 0,
+                  "bytes and rounds of every op of the 9 steps equal the prediction: yes",
+                  "validate --model stories260K -p %s --accuracy 24 --prompt 16 --policy '%s' %s",
+                  proto, policy, params);
+    snprintf(want, sizeof want, "selection on shares from %s's own emitted ops", name);
+    ck_assert_msg(strstr(out, want), "%s", out);
+    ck_assert_msg(!strstr(out, "has no selection on shares"), "%s", out);
+    ck_assert_msg(!strstr(out, "audit failed"), "%s", out);
+    ck_assert_msg(strstr(out, "equal to its select() over the session's own keys and values: yes "),
+                  "%s", out);
+    agreement(out);
+    th_measured(out, fig, cap);
+}
+
+/* A composition and its hand-written policy on shares: the same bytes and rounds. */
+static void pair_on(const char *proto, const char *yaml, const char *name, const char *policy,
+                    const char *params, const char *extra)
+{
+    char a[400], b[400], both[400];
+    snprintf(both, sizeof both, "%s %s", params, extra);
+    on_shares(proto, th_data_path(yaml), name, both, a, sizeof a);
+    on_shares(proto, policy, policy, params, b, sizeof b);
+    ck_assert_str_eq(a, b);
+}
+
+static void snapkv_on(const char *proto)
+{
+    pair_on(proto, "scenarios/policies/snapkv.yaml", "snapkv_blocks", "snapkv",
+            "--policy-param capacity=8 --policy-param window=4", "--policy-param recent=4");
+}
+
+static void pyramidkv_on(const char *proto)
+{
+    pair_on(proto, "scenarios/policies/pyramidkv.yaml", "pyramidkv_blocks", "pyramidkv",
+            "--policy-param capacity=8 --policy-param window=4 --policy-param beta=2",
+            "--policy-param recent=4");
+}
+
+START_TEST(test_snapkv_semi2k) { snapkv_on("semi2k"); }
+END_TEST
+
+START_TEST(test_snapkv_aby3) { snapkv_on("aby3"); }
+END_TEST
+
+START_TEST(test_pyramidkv_semi2k) { pyramidkv_on("semi2k"); }
+END_TEST
+
+START_TEST(test_pyramidkv_aby3) { pyramidkv_on("aby3"); }
+END_TEST
+
+/* A recent window shorter than the vote window: candidates past the voted entries, which the
+ * ops do not score; the session keeps the replay's kept sets and says why. */
+START_TEST(test_short_recent_falls_back)
+{
+    char out[1 << 14];
+    th_cli_expect(out, sizeof out, 0, "NOTE: snapkv_blocks has no selection on shares",
+                  "validate --model stories260K -p semi2k --accuracy 20 --prompt 16 --policy '%s' "
+                  "--policy-param capacity=8 --policy-param window=4 --policy-param recent=2",
+                  th_data_path("scenarios/policies/snapkv.yaml"));
+    ck_assert_msg(!strstr(out, "own emitted ops"), "%s", out);
+    ck_assert_msg(strstr(out, "(its ops take none of the session's operands at these parameters"),
+                  "%s", out);
+}
+END_TEST
+
+/* The fraction "a/b" after `what` in out, asserted a = b > 0. */
+static void all_of(const char *out, const char *what)
+{
+    const char *w = strstr(out, what);
+    ck_assert_msg(w, "no '%s' in:\n%s", what, out);
+    unsigned a = 0, b = 0;
+    ck_assert_int_eq(sscanf(w + strlen(what), "%u/%u", &a, &b), 2);
+    ck_assert_msg(a == b && b > 0, "%s %u/%u in:\n%s", what, a, b, out);
+}
+
+/* h2o.yaml (top 4, recent 4) and h2o (heavy 4, recent 4) on shares: H2O's session for both,
+ * the same bytes and rounds, every selection whose secure margin exceeds the scores' error the
+ * replay's. */
+static void h2o_on(const char *proto)
+{
+    char out[1 << 14], ref[1 << 14], a[400], b[400];
+    const char *cmd = "validate --model stories260K -p %s --accuracy 24 --prompt 16 --policy '%s' "
+                      "--policy-param %s=4 --policy-param recent=4";
+    th_cli_expect(out, sizeof out, 0, "prediction: yes", cmd, proto,
+                  th_data_path("scenarios/policies/h2o.yaml"), "topk");
+    ck_assert_msg(strstr(out, "h2o_blocks selected on shares (heavy 4, recent 4)"), "%s", out);
+    ck_assert_msg(!strstr(out, "has no selection on shares"), "%s", out);
+    all_of(out, "exceeds twice that: ");
+    th_cli_expect(ref, sizeof ref, 0, "prediction: yes", cmd, proto, "h2o", "heavy");
+    th_measured(out, a, sizeof a);
+    th_measured(ref, b, sizeof b);
+    ck_assert_str_eq(a, b);
+}
+
+START_TEST(test_h2o_semi2k) { h2o_on("semi2k"); }
+END_TEST
+
+START_TEST(test_h2o_aby3) { h2o_on("aby3"); }
+END_TEST
+
+/* H2O's blocks after two sinks: not H2O's shape; the note names why. */
+START_TEST(test_h2o_sinks_falls_back)
+{
+    char out[1 << 14];
+    const char *yaml = th_file(&td, "h2o_sinks.yaml",
+                               "name: h2o_sinks_t\n"
+                               "summary: sinks, heavy hitters and a recent window\n"
+                               "sinks: 2\n"
+                               "recent: 4\n"
+                               "score: attention\n"
+                               "when: step\n"
+                               "evict: permanent\n"
+                               "select: {topk: 4}\n");
+    th_cli_expect(out, sizeof out, 0,
+                  "NOTE: h2o_sinks_t has no selection on shares with these "
+                  "parameters (H2O's secure session runs: no sinks",
+                  "validate --model stories260K -p semi2k --accuracy 20 --prompt 16 --policy '%s'",
+                  yaml);
+}
+END_TEST
+
+Suite *attsec_suite(void)
+{
+    Suite *s = suite_create("attsec");
+    TCase *tc = th_case(s, "core", 0);
+    TESTDIR_USE(tc);
+    TH_TESTS(tc, test_check_blocks, test_snapkv_semi2k, test_snapkv_aby3, test_pyramidkv_semi2k,
+             test_pyramidkv_aby3, test_short_recent_falls_back, test_h2o_semi2k, test_h2o_aby3,
+             test_h2o_sinks_falls_back);
+    return s;
+}
