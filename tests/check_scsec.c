@@ -14,7 +14,9 @@
 #include "models/lower.h"
 #include "sim/engine/machine.h"
 #include "sim/engine/net.h"
+#include "protocols/program/proto.h"
 #include "sim/policy/secpol.h"
+#include "sim/replay/replay.h"
 #include "sim/secure/secinf.h"
 #include "sim/secure/valid.h"
 #include "stories.h"
@@ -235,11 +237,92 @@ START_TEST(test_scsec_dearer)
 }
 END_TEST
 
+/* A program's online bytes (every party's) and rounds as the engine costs them. */
+static void program_cost(const char *pn, const op_program *p, uint64_t *bytes, uint64_t *rounds)
+{
+    errbuf e = {{0}};
+    const proto *pr = proto_find(pn);
+    proto_cfg cfg;
+    fixture_cfg(pn, &cfg);
+    cost_log log;
+    cost_log_init(&log, pr->n_parties);
+    ck_assert_msg(proto_cost_program(pr, &cfg, p, &log, &e) == MS_OK, "%s", e.msg);
+    cost_totals t;
+    memset(&t, 0, sizeof t);
+    for (size_t i = 0; i < log.n; i++)
+        cost_totals_add_round(&t, &log.r[i], pr->n_parties);
+    *bytes = 0;
+    for (int i = 0; i < pr->n_parties; i++)
+        *bytes += t.bytes_sent[i];
+    *rounds = t.rounds;
+    cost_log_free(&log);
+}
+
+/* `mpcsim run`'s cost path under gather: scores (the replay's policy ops, the lowering with
+ * lower_opts.score_gather laying out the score side) costs each decode step as the session's
+ * program under gather: scores does: the same bytes and rounds. */
+static void same_as_cost_path(const scase *c, const char *pn)
+{
+    errbuf e = {{0}};
+    secinf_opts o;
+    fixture_opts(&sf, pn, N, P, c->policy, c->params, c->n_params, &o);
+    snprintf(o.cfg.gather, sizeof o.cfg.gather, "scores");
+    run_cfg *rc = calloc(1, sizeof *rc);
+    ck_assert_ptr_nonnull(rc);
+    ck_assert_msg(model_load("stories260K", &rc->model, &e) == MS_OK, "%s", e.msg);
+    fixture_record_cfg(rc, c->policy);
+    fixture_kv(c->params, c->n_params, rc->policy.params);
+    rc->policy.n_params = (uint32_t)c->n_params;
+    rc->work.prompt_len = P;
+    rc->work.decode_len = N - P;
+    rc->seed = 1;
+    replay *r;
+    ck_assert_msg(replay_open(rc, &r, &e) == MS_OK, "%s", e.msg);
+    op_program sess, cost;
+    op_program_init(&sess);
+    op_program_init(&cost);
+    ck_assert_msg(replay_prefill(r, &cost, &e) == MS_OK, "%s", e.msg);
+    uint32_t kept[64];
+    for (uint32_t st = 0; st < N - P; st++) {
+        op_program_clear(&cost);
+        ck_assert_msg(replay_step(r, st, P + st, kept, &cost, &e) == MS_OK, "%s", e.msg);
+        ck_assert_int_eq(replay_step_once(r), 0);
+        lower_opts lo = fixture_step_opts(PHASE_DECODE, 1, P + st);
+        lo.kept = kept;
+        lo.score_gather = 1;
+        ck_assert_msg(lower_step(&sf.m, &lo, &cost, &e) == MS_OK, "%s", e.msg);
+        ck_assert_int_eq(secinf_step_program(&o, st + 1, &sess, &e), MS_OK);
+        uint64_t b[2], rd[2];
+        program_cost(pn, &sess, &b[0], &rd[0]);
+        program_cost(pn, &cost, &b[1], &rd[1]);
+        ck_assert_msg(b[0] == b[1] && rd[0] == rd[1],
+                      "%s %s step %u: the session %llu B, %llu rounds; the cost path %llu B, %llu "
+                      "rounds",
+                      c->policy, pn, st + 1, (unsigned long long)b[0], (unsigned long long)rd[0],
+                      (unsigned long long)b[1], (unsigned long long)rd[1]);
+    }
+    replay_close(r);
+    free(rc);
+    secinf_spol_free(&o.spol);
+    op_program_free(&sess);
+    op_program_free(&cost);
+}
+
+/* MPCache only: Quest's cost path and session already differ under gather: rows at a step
+ * whose last page is partial (stories260K, page 4, 35 cached entries: semi2k 2,528,970 B and
+ * 1,376 rounds costed, 2,535,306 B and 1,385 rounds in the session's program). */
+START_TEST(test_scsec_cost_path)
+{
+    same_as_cost_path(&cases[0], "semi2k");
+    same_as_cost_path(&cases[0], "aby3");
+}
+END_TEST
+
 Suite *scsec_suite(void)
 {
     Suite *s = suite_create("scsec");
     TCase *tc = th_case(s, "scsec", 120);
     STORIES_USE(tc);
-    TH_TESTS(tc, test_scsec_mpcache, test_scsec_quest, test_scsec_dearer);
+    TH_TESTS(tc, test_scsec_mpcache, test_scsec_quest, test_scsec_dearer, test_scsec_cost_path);
     return s;
 }
