@@ -12,11 +12,13 @@
 
 #include "harness.h"
 #include "models/lower.h"
+#include "protocols/program/opb.h"
 #include "sim/engine/machine.h"
 #include "sim/engine/net.h"
 #include "protocols/program/proto.h"
 #include "sim/policy/secpol.h"
 #include "sim/replay/replay.h"
+#include "sim/secure/scoreside.h"
 #include "sim/secure/secinf.h"
 #include "sim/secure/valid.h"
 #include "stories.h"
@@ -208,8 +210,8 @@ static void check_case(const scase *c, const char *pn, int want_sign)
     }
     op_program_free(&p);
     ck_assert_msg(gathers > 0, "%s %s: no row gather to replace", c->policy, pn);
-    ck_assert_msg(want_sign < 0 ? total < 0 : total > 0, "%s %s: scores - rows = %lld B",
-                  c->policy, pn, (long long)total);
+    ck_assert_msg(want_sign < 0 ? total < 0 : total > 0, "%s %s: scores - rows = %lld B", c->policy,
+                  pn, (long long)total);
     run_free(&x[0]);
     run_free(&x[1]);
     free(x);
@@ -231,10 +233,7 @@ END_TEST
 
 /* Few kept entries: the score side's scores over every candidate cost more than the rows it
  * no longer gathers (aby3: 182·C > 470·R at R/C ≈ 0.23). */
-START_TEST(test_scsec_dearer)
-{
-    check_case(&cases[2], "aby3", 1);
-}
+START_TEST(test_scsec_dearer) { check_case(&cases[2], "aby3", 1); }
 END_TEST
 
 /* A program's online bytes (every party's) and rounds as the engine costs them. */
@@ -318,11 +317,89 @@ START_TEST(test_scsec_cost_path)
 }
 END_TEST
 
+/* A decode step lowered at C cached entries with layer 0's policy row gather (a one-hot
+ * (Hkv, mu, ku) over units of U rows of 2d + e) spliced as the session splices it, the layer
+ * attending `extra` entries besides the gathered rows and the new one. */
+static void spliced_step(uint32_t mu, uint32_t ku, uint32_t U, uint32_t e, uint32_t extra,
+                         op_program *p)
+{
+    const model_cfg *m = &sf.m;
+    uint32_t Hkv = m->n_kv_heads, d = m->head_dim, C = ku * U, R = mu * U, w = 2 * d + e;
+    uint32_t *kept = malloc(m->n_layers * Hkv * sizeof *kept);
+    ck_assert_ptr_nonnull(kept);
+    for (uint32_t i = 0; i < m->n_layers * Hkv; i++)
+        kept[i] = i < Hkv ? R + extra : C;
+    lower_opts lo = fixture_step_opts(PHASE_DECODE, 1, C);
+    lo.kept = kept;
+    errbuf er = {{0}};
+    op_program_init(p);
+    ck_assert_msg(lower_step(m, &lo, p, &er) == MS_OK, "%s", er.msg);
+    free(kept);
+    opb b;
+    opb_init(&b, p, PHASE_DECODE, 0, OPC_POLICY, "pol.");
+    uint32_t oh = opb_tensor(&b, "onehot", OPT_TEMP, Hkv, mu, ku);
+    uint32_t tab = opb_tensor(&b, "table", OPT_CACHE, Hkv, ku, U * w);
+    uint32_t rows = opb_tensor(&b, "rows", OPT_TEMP, Hkv, mu, U * w);
+    size_t from = p->n_ops;
+    opb_op(&b, OP_GATHER, Hkv, mu, ku, U * w, oh, tab, OP_NONE, rows, OPF_NO_TRUNC, 0, 0);
+    ck_assert(!opb_failed(&b));
+    uint32_t sc = op_layer_find(p, 0, "scores");
+    ck_assert_int_eq(secpol_ops_move(p, secpol_find_op(p, OP_MATMUL, sc), from, &er), MS_OK);
+}
+
+/* The rewrite on a spliced step: the row gather replaced by the score side's two gathers (the
+ * kept units' scores with their carried column, the probabilities back by the transposed
+ * one-hot) and the layer's products over every candidate; refused when the layer attends more
+ * than the gathered rows and the new entry. */
+START_TEST(test_scsec_rewrite)
+{
+    const model_cfg *m = &sf.m;
+    uint32_t Hkv = m->n_kv_heads, G = m->n_heads / Hkv, d = m->head_dim;
+    uint32_t mu = 3, ku = 8, U = 4, e = 1, C = ku * U;
+    op_program p;
+    spliced_step(mu, ku, U, e, 0, &p);
+    errbuf er = {{0}};
+    scoreside_gather *g = NULL;
+    size_t ng = 0;
+    ck_assert_msg(scoreside_apply(m, &p, &g, &ng, &er) == MS_OK, "%s", er.msg);
+    ck_assert_uint_eq(ng, 1);
+    ck_assert_uint_eq(g[0].n, U * (2 * d + e));
+    uint32_t gathers = 0, qk = 0, pv = 0;
+    for (size_t i = 0; i < p.n_ops; i++) {
+        const op *o = &p.ops[i];
+        ck_assert_msg(
+            !(o->layer == 0 && lower_score_gather_width(m, 1, o) && o->n == U * (2 * d + e)),
+            "the row gather stayed");
+        if (o->layer == 0 && o->kind == OP_GATHER) {
+            int fwd = o->m == mu && o->k == ku && o->n == U * (G + e);
+            int back = o->m == ku && o->k == mu && o->n == U * G;
+            ck_assert_msg(fwd || back, "gather (%u, %u, %u, %u)", o->batch, o->m, o->k, o->n);
+            ck_assert_uint_eq(o->batch, Hkv);
+            gathers++;
+        }
+        if (o->layer == 0 && o->kind == OP_MATMUL && o->cat == OPC_ATTENTION &&
+            o->batch == m->n_heads)
+            qk += (o->flags & OPF_TRANS_B) && o->n == C + 1, pv += o->k == C + 1;
+    }
+    ck_assert_uint_eq(gathers, 2);
+    ck_assert_uint_eq(qk, 1);
+    ck_assert_uint_eq(pv, 1);
+    free(g);
+    op_program_free(&p);
+    /* two entries attended beside the gathered rows: not the score side's layout */
+    spliced_step(mu, ku, U, e, 2, &p);
+    ck_assert_int_eq(scoreside_apply(m, &p, NULL, NULL, &er), MS_ERR_INPUT);
+    ck_assert_msg(strstr(er.msg, "layer 0 attends 14 entries besides the 12 rows"), "%s", er.msg);
+    op_program_free(&p);
+}
+END_TEST
+
 Suite *scsec_suite(void)
 {
     Suite *s = suite_create("scsec");
     TCase *tc = th_case(s, "scsec", 120);
     STORIES_USE(tc);
-    TH_TESTS(tc, test_scsec_mpcache, test_scsec_quest, test_scsec_dearer, test_scsec_cost_path);
+    TH_TESTS(tc, test_scsec_mpcache, test_scsec_quest, test_scsec_dearer, test_scsec_cost_path,
+             test_scsec_rewrite);
     return s;
 }

@@ -91,8 +91,8 @@ static uint32_t block_scores(op_program *p, const side *s, opb *w, int *failed)
     for (int j = 0; j < 2; j++) {
         uint32_t part = opb_rows(w, tt, Hkv, j * d, d, C, j ? "v_t" : "k_t");
         uint32_t all = opb_tensor(w, j ? "vall" : "kall", OPT_TEMP, Hkv, C + 1, d);
-        opb_put(w, opb_rows(w, j ? s->vc : s->kc, Hkv, 0, 1, d, j ? "v_new" : "k_new"), all, Hkv,
-                0, 1, d);
+        opb_put(w, opb_rows(w, j ? s->vc : s->kc, Hkv, 0, 1, d, j ? "v_new" : "k_new"), all, Hkv, 0,
+                1, d);
         opb_put(w, opb_transpose(w, part, Hkv, d, C, j ? "v_cand" : "k_cand"), all, Hkv, 1, C, d);
         kv[j] = all;
     }
@@ -100,8 +100,8 @@ static uint32_t block_scores(op_program *p, const side *s, opb *w, int *failed)
     uint32_t S = opb_tensor(w, "scores_all", OPT_TEMP, H, 1, C + 1);
     like(p, failed, &s->qk, s->qk.m, s->qk.k, C + 1, s->qk.in[0], kv[0], S);
     /* the candidates' scores by KV head (Hkv, C, G), their carried columns beside them */
-    uint32_t st = opb_transpose(w, reshape(w, S, Hkv, G, C + 1, "scores_g"), Hkv, G, C + 1,
-                                "scores_t");
+    uint32_t st =
+        opb_transpose(w, reshape(w, S, Hkv, G, C + 1, "scores_g"), Hkv, G, C + 1, "scores_t");
     uint32_t cand = opb_rows(w, st, Hkv, 1, C, G, "cand_s");
     if (e) {
         uint32_t a = opb_tensor(w, "cand_t", OPT_TEMP, Hkv, G + e, C);
@@ -113,8 +113,8 @@ static uint32_t block_scores(op_program *p, const side *s, opb *w, int *failed)
     /* COST: the kept units' scores, one-hot · scores (the row gather's one-hot) */
     uint32_t kept = opb_tensor(w, "kept", OPT_TEMP, Hkv, s->m, U * (G + e));
     like(p, failed, &s->g, s->m, s->k, U * (G + e), s->g.in[0], cand, kept);
-    uint32_t kt = opb_transpose(w, reshape(w, kept, Hkv, R, G + e, "kept_r"), Hkv, R, G + e,
-                                "kept_t");
+    uint32_t kt =
+        opb_transpose(w, reshape(w, kept, Hkv, R, G + e, "kept_r"), Hkv, R, G + e, "kept_t");
     /* the layer's scores (H, 1, R + 1): the new entry's, then the kept entries' */
     uint32_t col = opb_tensor(w, "sc_col", OPT_TEMP, H, R + 1, 1);
     opb_put(w, opb_rows(w, reshape(w, S, H, C + 1, 1, "scores_col"), H, 0, 1, 1, "sc_new"), col, H,
@@ -127,8 +127,8 @@ static uint32_t block_scores(op_program *p, const side *s, opb *w, int *failed)
     opb_put(w, opb_rows(w, kt, Hkv, 0, 1, R, "spare"), rt, Hkv, s->w, 1, R);
     if (e)
         opb_put(w, opb_rows(w, kt, Hkv, G, e, R, "kept_e"), rt, Hkv, 2 * d, e, R);
-    uint32_t rz = opb_transpose(w, opb_rows(w, rt, Hkv, 0, s->w, R, "rows_z"), Hkv, s->w, R,
-                                "rows_zt");
+    uint32_t rz =
+        opb_transpose(w, opb_rows(w, rt, Hkv, 0, s->w, R, "rows_z"), Hkv, s->w, R, "rows_zt");
     opb_op(w, OP_VIEW, Hkv, s->m, 0, U * s->w, rz, OP_NONE, OP_NONE, s->g.out, 0, 0, 0);
     return kv[1];
 }
@@ -139,8 +139,8 @@ static void block_values(op_program *p, const side *s, opb *w, uint32_t vall, in
     uint32_t Hkv = s->Hkv, H = s->H, G = s->G, C = s->C, R = s->R, U = s->U;
     uint32_t pc = reshape(w, s->sc, H, R + 1, 1, "probs_col");
     uint32_t pk = reshape(w, opb_rows(w, pc, H, 1, R, 1, "probs_k"), Hkv, G, R, "probs_g");
-    uint32_t pu = reshape(w, opb_transpose(w, pk, Hkv, G, R, "probs_t"), Hkv, s->m, U * G,
-                          "probs_units");
+    uint32_t pu =
+        reshape(w, opb_transpose(w, pk, Hkv, G, R, "probs_t"), Hkv, s->m, U * G, "probs_units");
     uint32_t oht = opb_transpose(w, s->g.in[0], Hkv, s->m, s->k, "onehot_t");
     /* COST: scattered back to every candidate by the transposed one-hot */
     uint32_t back = opb_tensor(w, "probs_back", OPT_TEMP, Hkv, s->k, U * G);
@@ -213,8 +213,7 @@ static int rewrite(op_program *p, const side *s, size_t gi, errbuf *e)
                : MS_OK;
 }
 
-int scoreside_apply(const model_cfg *m, op_program *p, scoreside_gather **g, size_t *n_g,
-                    errbuf *e)
+int scoreside_apply(const model_cfg *m, op_program *p, scoreside_gather **g, size_t *n_g, errbuf *e)
 {
     if (g)
         *g = NULL, *n_g = 0;
@@ -235,8 +234,8 @@ int scoreside_apply(const model_cfg *m, op_program *p, scoreside_gather **g, siz
             if (!ng)
                 return err_set(e, MS_ERR_NOMEM, "secure inference: out of memory");
             *g = ng;
-            ng[(*n_g)++] = (scoreside_gather){s.g.out, s.g.in[0], s.g.in[1],
-                                              s.g.batch, s.g.m,   s.g.k,     s.g.n};
+            ng[(*n_g)++] =
+                (scoreside_gather){s.g.out, s.g.in[0], s.g.in[1], s.g.batch, s.g.m, s.g.k, s.g.n};
         }
     }
     return rc;
