@@ -167,8 +167,8 @@ END_TEST
 /* The CLI: cost --policy mpcache prints the option and costs the score side (other bytes: on
  * stories260K, d = 8 and 2 query heads per KV head, the score side's 2·G·C outputs exceed the
  * 2·d·R it saves unless more than a quarter of the entries are kept: it is dearer here);
- * a policy without a per-step gather (h2o) costs the same; the backend refuses the option
- * for a selection on shares that gathers rows per step, before any party starts. */
+ * a policy without a per-step gather (h2o) costs the same; the backend runs the score side of
+ * a selection on shares that gathers rows per step. */
 START_TEST(test_scores_cli)
 {
     const char *out = testdir_path(&td, "out.json"), *err = testdir_path(&td, "err.txt");
@@ -192,18 +192,35 @@ START_TEST(test_scores_cli)
                              "-k", "400", "--policy", "mpcache", "--set", "gather=scores", NULL),
                      0);
     ck_assert_msg(strstr(th_text(out), "(3 parties, gather: scores)"), "%s", th_text(out));
-    /* MPCache selecting on shares (clusters of 4 of 32 prompt entries, 30 % kept): its per-step
-     * row gather has no score side on shares yet, refused before a node starts */
-    ck_assert_int_eq(th_runl(NULL, out, err, "validate", "--model", "stories260K", "--accuracy",
-                             "40", "--prompt", "32", "--protocol", "aby3", "--policy", "mpcache",
-                             "--policy-param", "static=none", "--policy-param", "s1=8",
-                             "--policy-param", "s2=4", "--policy-param", "ratio2=0.3", "--set",
-                             "gather=scores", NULL),
-                     2);
-    ck_assert_msg(strstr(th_text(err), "gather: scores with a selection on shares that gathers "
-                                       "rows per step (layer 0, L0.mpc.rows) is costed, not run"),
-                  "%s", th_text(err));
-    ck_assert_int_eq(th_count(th_text(out), "teacher-forced"), 0);
+    /* MPCache selecting on shares (clusters of 4 of 32 prompt entries, 30 % kept): the backend
+     * runs its score side (sim/secure/scoreside.c), every op as predicted, with other decode
+     * bytes than the rows' and one more round per replaced gather; the prompt is the same */
+    unsigned long long v[2][4];
+    for (int j = 0; j < 2; j++) {
+        ck_assert_int_eq(th_runl(NULL, out, err, "validate", "--model", "stories260K",
+                                 "--accuracy", "40", "--prompt", "32", "--protocol", "aby3",
+                                 "--policy", "mpcache", "--policy-param", "static=none",
+                                 "--policy-param", "s1=8", "--policy-param", "s2=4",
+                                 "--policy-param", "ratio2=0.3", "--set", lay[j], NULL),
+                         0);
+        const char *t = th_text(out);
+        ck_assert_msg(strstr(t, "bytes and rounds of every op of the 9 steps equal the "
+                                "prediction: yes"),
+                      "%s", t);
+        const char *k = strstr(t, "measured online: ");
+        ck_assert_ptr_nonnull(k);
+        double sec;
+        unsigned steps;
+        ck_assert_int_eq(sscanf(k,
+                                "measured online: prompt %llu bytes, %llu rounds, %lf s; %u "
+                                "decode steps %llu bytes, %llu rounds",
+                                &v[j][0], &v[j][1], &sec, &steps, &v[j][2], &v[j][3]),
+                         6);
+    }
+    ck_assert_uint_eq(v[1][0], v[0][0]);
+    ck_assert_uint_eq(v[1][1], v[0][1]);
+    ck_assert_uint_ne(v[1][2], v[0][2]);
+    ck_assert_uint_gt(v[1][3], v[0][3]);
 }
 END_TEST
 

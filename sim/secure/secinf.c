@@ -10,6 +10,7 @@
 #include "protocols/backend/mpc_eng.h"
 #include "protocols/program/kern.h"
 #include "models/lower.h"
+#include "scoreside.h"
 
 static uint64_t now_ns(void)
 {
@@ -139,27 +140,10 @@ static int pad_mask(op_program *p, const model_cfg *m, uint32_t l, const uint32_
  * cache, or kept sets laid out by public indices) or whose selection has no such gather (one
  * that evicts for good: its compaction stays, as in the simulator) runs the rows' program,
  * which is then the scores' one. A selection on shares that gathers rows per step does so in
- * the policy's spliced ops, whose score side the backend does not build yet: refused. */
-static int scores_refused(const secinf_opts *o, const op_program *p, errbuf *e)
-{
-    if (strcmp(o->cfg.gather, "scores") || !o->spol.ops)
-        return MS_OK;
-    for (size_t i = 0; p && i < p->n_ops; i++)
-        if (lower_score_gather_width(o->model, 1, &p->ops[i]))
-            return err_set(e, MS_ERR_INPUT,
-                           "secure inference: gather: scores with a selection on shares that "
-                           "gathers rows per step (layer %d, %s) is costed, not run on shares yet "
-                           "(the backend runs gather: rows for it)",
-                           p->ops[i].layer, p->tens[p->ops[i].out].name);
-    if (!p) /* kept counts revealed while the session runs: its programs are not known before */
-        return err_set(e, MS_ERR_INPUT,
-                       "secure inference: gather: scores with a selection on shares whose programs "
-                       "depend on values revealed while it runs is costed, not run on shares yet "
-                       "(the backend runs gather: rows for it)");
-    return MS_OK;
-}
-
-int secinf_step_program(const secinf_opts *o, uint32_t s, op_program *p, errbuf *e)
+ * the policy's spliced ops, after the lowering: scoreside.c rewrites those layers into the
+ * score side (rm: the gathers it took out, for the audit). */
+static int step_program(const secinf_opts *o, uint32_t s, op_program *p, scoreside_gather **rm,
+                        size_t *n_rm, errbuf *e)
 {
     const model_cfg *m = o->model;
     lower_opts lo;
@@ -195,7 +179,14 @@ int secinf_step_program(const secinf_opts *o, uint32_t s, op_program *p, errbuf 
         rc = o->spol.ops->emit(o->spol.cfg, &pub, &st, p, e);
     }
     free(kept);
-    return rc ? rc : scores_refused(o, p, e);
+    if (!rc && s && o->spol.ops && !strcmp(o->cfg.gather, "scores"))
+        rc = scoreside_apply(m, p, rm, n_rm, e);
+    return rc;
+}
+
+int secinf_step_program(const secinf_opts *o, uint32_t s, op_program *p, errbuf *e)
+{
+    return step_program(o, s, p, NULL, NULL, e);
 }
 
 /* ---- one node -------------------------------------------------------------------------------- */
@@ -209,6 +200,8 @@ typedef struct node_ctx {
     uint32_t n_aud, cap_aud;
     secpol_run pub; /* what the policy on shares sees */
     void *pol;      /* its node state (secpol_ops.node_new) */
+    scoreside_gather *rm; /* the step's row gathers gather: scores took out (the audit's) */
+    size_t n_rm;
 } node_ctx;
 
 /* Binding: the model owner's weights by name (fixed point), the client's one-hot rows. */
@@ -324,6 +317,33 @@ static int cache_out(eng *e, const secinf_opts *o, mpc_val *full, const mpc_val 
     return rc;
 }
 
+/* One audit tensor opened into v: a row gather that gather: scores took out has its rows
+ * formed in the clear from its opened one-hot and table (the rows tensor holds zeros). */
+static int audit_open(eng *e, mpc_net *net, const node_ctx *c, const op_program *p,
+                      mpc_program_run *r, uint32_t id, uint64_t *v, errbuf *err)
+{
+    const scoreside_gather *g = NULL;
+    for (size_t i = 0; i < c->n_rm; i++)
+        if (c->rm[i].rows == id)
+            g = &c->rm[i];
+    if (!g)
+        return mpc_run_open(e, net, r, id, v, err);
+    size_t noh = r->vals[g->onehot].n, ntab = r->vals[g->table].n;
+    uint64_t *oh = calloc(noh + 1, sizeof *oh), *tab = calloc(ntab + 1, sizeof *tab);
+    int rc = oh && tab ? MS_OK : err_set(err, MS_ERR_NOMEM, "secure inference: out of memory");
+    if (!rc)
+        rc = mpc_run_open(e, net, r, g->onehot, oh, err);
+    if (!rc)
+        rc = mpc_run_open(e, net, r, g->table, tab, err);
+    if (!rc && (noh != (size_t)g->b * g->m * g->k || r->vals[id].n != (size_t)g->b * g->m * g->n))
+        rc = err_set(err, MS_ERR_INTERNAL, "secure inference: the audit's gather %s",
+                     p->tens[id].name);
+    if (!rc)
+        scoreside_rows(g, p->tens[g->table].batch, oh, tab, v);
+    free(oh), free(tab);
+    return rc;
+}
+
 /* Validation instrumentation (opts.audit), outside the protocol: the tensors the selection's
  * audit names (secpol_ops.audit_tensor: its one-hots and candidate scores) opened after the
  * step's program; P0 keeps them. */
@@ -353,7 +373,7 @@ static int spol_audit(eng *e, mpc_net *net, node_ctx *c, const op_program *p, mp
             }
             c->aud = a, c->cap_aud = (uint32_t)cap;
         }
-        int rc = mpc_run_open(e, net, r, id, v, err);
+        int rc = audit_open(e, net, c, p, r, id, v, err);
         for (size_t i = 0; !rc && i < n; i++)
             c->aud[c->n_aud++] = is_score ? fx_decode(v[i], c->frac) : (double)(int64_t)v[i];
         free(v);
@@ -375,7 +395,9 @@ static int node_step(eng *e, mpc_net *net, node_ctx *c, op_program *p, mpc_progr
     const model_cfg *m = o->model;
     uint32_t t, kv, s = c->s;
     step_shape(o, s, &t, &kv);
-    int rc = secinf_step_program(o, s, p, err);
+    free(c->rm);
+    c->rm = NULL, c->n_rm = 0;
+    int rc = step_program(o, s, p, &c->rm, &c->n_rm, err);
     if (rc)
         return rc;
     c->t = t;
@@ -492,7 +514,7 @@ int secinf_node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
     }
     if (c.pol)
         o->spol.ops->node_free(c.pol, e);
-    free(kf), free(vf), free(logits), free(c.aud);
+    free(kf), free(vf), free(logits), free(c.aud), free(c.rm);
     return rc;
 }
 
@@ -548,14 +570,15 @@ static int parse_node(secinf_result *r, const mpc_node_result *nr, uint32_t node
     return MS_OK;
 }
 
-/* gather: scores: every decode step's program checked (scores_refused) before a node starts. */
+/* gather: scores: every decode step's program built (the score side laid out) before a node
+ * starts, when no value revealed during the run shapes them. */
 static int scores_steps(const secinf_opts *o, uint32_t n_steps, errbuf *e)
 {
     if (strcmp(o->cfg.gather, "scores") || !o->spol.ops)
         return MS_OK;
     size_t n_rev = 0;
     if (o->spol.ops->revealed && o->spol.ops->revealed(o->spol.cfg, &n_rev) && n_rev)
-        return scores_refused(o, NULL, e);
+        return MS_OK;
     op_program p;
     op_program_init(&p);
     int rc = MS_OK;

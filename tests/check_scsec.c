@@ -1,0 +1,405 @@
+/* check_scsec.c — gather: scores on shares (sim/secure/scoreside.c) for the selections that
+ * gather rows every decode step, MPCache and Quest, in semi2k and aby3 on stories260K: every op
+ * costs what the engine predicts, the kept sets are those of gather: rows, the logits agree
+ * within fixed-point error, and the bytes saved or added are the per-head formulas of
+ * sim/policy/POLICIES.md "Score-side attention" summed over the gathers the score side
+ * replaces. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "models/lower.h"
+#include "protocols/program/opb.h"
+#include "sim/engine/machine.h"
+#include "sim/engine/net.h"
+#include "protocols/program/proto.h"
+#include "sim/policy/secpol.h"
+#include "sim/replay/replay.h"
+#include "sim/secure/scoreside.h"
+#include "sim/secure/secinf.h"
+#include "sim/secure/valid.h"
+#include "stories.h"
+
+enum { N = 36, P = 32 };
+STORIES(N)
+
+/* Logit tolerance of a secure run against the float computation with the same kept sets
+ * (f = 18, approx sigmoid: tests/check_secpol.c, check_validate.c). Given equal kept sets the
+ * two layouts compute the same real function — the scattered probabilities are exact (one-hot
+ * products need no truncation) and the entries not kept add exact zeros to ·V — so they differ
+ * by their fixed-point rounding only: within twice the tolerance of each other. */
+#define LOGIT_TOL 0.3
+
+typedef struct scase {
+    const char *policy;
+    const char *params[4];
+    int n_params;
+} scase;
+
+/* MPCache with 4-entry clusters and 30 % of them kept by level 2, Quest with 4-entry pages and
+ * 16 of the 32 … 35 cached entries: R/C about 0.4 to 0.5 (aby3 saves bytes above
+ * 182/470 ≈ 0.39 on stories260K, below). Quest keeping 8 entries: R/C ≈ 0.23, dearer. */
+static const scase cases[3] = {
+    {"mpcache", {"static=none", "s1=8", "s2=4", "ratio2=0.3"}, 4},
+    {"quest", {"page=4", "budget=16"}, 2},
+    {"quest", {"page=4", "budget=8"}, 2},
+};
+
+/* The score side minus the rows, in bytes summed over the parties, of one replaced gather (a
+ * one-hot (Hkv, m, k) over units of U rows), per KV head of G query heads and head size d
+ * (POLICIES.md "Score-side attention"): aby3 24·(2GC − 2dR) + τ·G·(C − R), τ = 40 +
+ * ⌈(f + 1)/8⌉ its pair truncation per entry; semi2k 16·(m·k − 2dR + 3GC − GR). */
+static int64_t formula(const model_cfg *m, const char *pn, int frac, const op *g)
+{
+    int64_t Hkv = m->n_kv_heads, G = m->n_heads / m->n_kv_heads, d = m->head_dim;
+    int64_t w = lower_score_gather_width(m, 1, g), U = g->n / w;
+    int64_t C = (int64_t)g->k * U, R = (int64_t)g->m * U;
+    if (!strcmp(pn, "aby3"))
+        return Hkv * (24 * (2 * G * C - 2 * d * R) + (40 + (frac + 1 + 7) / 8) * G * (C - R));
+    return Hkv * 16 * ((int64_t)g->m * g->k - 2 * d * R + 3 * G * C - G * R);
+}
+
+/* One session: its result, and each decode step's measured bytes (all parties) and rounds, with
+ * every op as predicted. */
+typedef struct run {
+    secinf_opts o;
+    secinf_result r;
+    uint64_t bytes[N], rounds[N];
+} run;
+
+static void run_case(const scase *c, const char *pn, const char *layout, run *x)
+{
+    errbuf e = {{0}};
+    fixture_opts(&sf, pn, N, P, c->policy, c->params, c->n_params, &x->o);
+    snprintf(x->o.cfg.gather, sizeof x->o.cfg.gather, "%s", layout);
+    x->o.audit = 1;
+    ck_assert_msg(secinf_run(&x->o, &x->r, &e) == MS_OK, "%s %s %s: %s", c->policy, pn, layout,
+                  e.msg);
+    net_cfg net;
+    net_uniform(&net, (int)x->r.n_parties, 0, 1e9);
+    machine_profile mach;
+    machine_default(&mach);
+    for (uint32_t s = 1; s < x->r.n_steps; s++) {
+        valid_row row;
+        ck_assert_msg(valid_step(&x->o, &x->r, s, &net, &mach, &row, &e) == MS_OK, "%s", e.msg);
+        ck_assert_msg(row.ops_mismatched == 0, "%s %s %s step %u: %s", c->policy, pn, layout, s,
+                      row.first_mismatch);
+        ck_assert_uint_eq(row.meas.rounds, row.pred.rounds);
+        x->bytes[s] = 0;
+        for (uint32_t i = 0; i < x->r.n_parties; i++) {
+            ck_assert_uint_eq(row.meas.bytes[i], row.pred.bytes[i]);
+            x->bytes[s] += row.meas.bytes[i];
+        }
+        x->rounds[s] = row.meas.rounds;
+    }
+}
+
+static void run_free(run *x)
+{
+    secinf_result_free(&x->r);
+    secinf_spol_free(&x->o.spol);
+}
+
+/* The kept positions of (step s, audit tensor rows, its cached table next) as a mask over the
+ * table's rows: each gathered row is some row of the table, exactly (one-hot products). */
+static void quest_kept(const double *rows, size_t n_rows, const double *tab, size_t n_tab,
+                       uint32_t Hkv, uint32_t w, uint8_t *mask)
+{
+    size_t R = n_rows / Hkv / w, T = n_tab / Hkv / w;
+    for (uint32_t g = 0; g < Hkv; g++)
+        for (size_t i = 0; i < R; i++) {
+            const double *r = rows + ((size_t)g * R + i) * w;
+            int zero = 1;
+            for (uint32_t c = 0; c < w; c++)
+                zero &= r[c] == 0;
+            if (zero) /* a partial page's padding row */
+                continue;
+            size_t j = 0;
+            while (j < T && memcmp(r, tab + ((size_t)g * T + j) * w, w * sizeof *r))
+                j++;
+            ck_assert_msg(j < T, "head %u: gathered row %zu is no cached row", g, i);
+            mask[(size_t)g * T + j] = 1;
+        }
+}
+
+/* The selections the audits opened after each decode step are the same in both runs: the
+ * one-hots exactly (MPCache's top-k's), Quest's kept rows as positions of its table. */
+static void same_kept(const run *a, const run *b, const char *policy)
+{
+    const model_cfg *m = &sf.m;
+    errbuf e = {{0}};
+    op_program p;
+    op_program_init(&p);
+    secpol_run pub = secinf_public(&a->o);
+    uint32_t compared = 0;
+    for (uint32_t s = 1; s < a->r.n_steps; s++) {
+        ck_assert_msg(secinf_step_program(&a->o, s, &p, &e) == MS_OK, "%s", e.msg);
+        ck_assert_uint_eq(a->r.n_audit[s], b->r.n_audit[s]);
+        secpol_step st = secpol_step_of(&pub, s);
+        size_t at = 0, prev_at = 0, prev_n = 0;
+        char nm[48];
+        int is_score;
+        for (size_t w = 0; a->o.spol.ops->audit_tensor(a->o.spol.cfg, &pub, &st, w, nm, &is_score);
+             w++) {
+            uint32_t id = op_tensor_find(&p, nm);
+            if (id == OP_NONE)
+                continue;
+            const op_tensor *t = &p.tens[id];
+            size_t n = (size_t)t->batch * t->rows * t->cols;
+            const double *va = a->r.audit[s] + at, *vb = b->r.audit[s] + at;
+            if (!is_score) {
+                for (size_t i = 0; i < n; i++)
+                    ck_assert_msg(va[i] == vb[i], "%s step %u %s[%zu]: %g, %g", policy, s, nm, i,
+                                  va[i], vb[i]);
+                compared++;
+            }
+            /* Quest: the table follows its gathered rows */
+            if (!strcmp(policy, "quest") && prev_n && strstr(nm, ".kv") &&
+                t->cols == 2 * m->head_dim && at == prev_at + prev_n) {
+                uint32_t Hkv = m->n_kv_heads, W = 2 * m->head_dim;
+                uint8_t *ka = calloc(n, 1), *kb = calloc(n, 1);
+                ck_assert(ka && kb);
+                quest_kept(a->r.audit[s] + prev_at, prev_n, va, n, Hkv, W, ka);
+                quest_kept(b->r.audit[s] + prev_at, prev_n, vb, n, Hkv, W, kb);
+                ck_assert_msg(!memcmp(ka, kb, n / W), "quest step %u %s: kept sets differ", s, nm);
+                compared++;
+                free(ka), free(kb);
+            }
+            prev_at = at, prev_n = strstr(nm, "kv_kept") ? n : 0;
+            at += n;
+        }
+        ck_assert_uint_eq(at, a->r.n_audit[s]);
+    }
+    ck_assert_msg(compared > 0, "%s: no selection compared", policy);
+    op_program_free(&p);
+}
+
+/* Both layouts for each policy and protocol: every op as predicted, the same kept sets, logits
+ * within 2·LOGIT_TOL, and per step the bytes the score side adds (negative: saves) equal to the
+ * formula summed over the gathers it replaces, one more round for each. */
+static void check_case(const scase *c, const char *pn, int want_sign)
+{
+    run *x = calloc(2, sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    run_case(c, pn, "rows", &x[0]);
+    run_case(c, pn, "scores", &x[1]);
+    same_kept(&x[0], &x[1], c->policy);
+    uint32_t V = x[0].r.vocab;
+    double worst = 0;
+    for (size_t i = 0; i < (size_t)x[0].r.n_steps * V; i++)
+        worst = fmax(worst, fabs(x[0].r.logits[i] - x[1].r.logits[i]));
+    ck_assert_msg(worst <= 2 * LOGIT_TOL, "%s %s: logits differ by %.4f", c->policy, pn, worst);
+    errbuf e = {{0}};
+    op_program p;
+    op_program_init(&p);
+    int64_t total = 0, gathers = 0;
+    for (uint32_t s = 1; s < x[0].r.n_steps; s++) {
+        ck_assert_msg(secinf_step_program(&x[0].o, s, &p, &e) == MS_OK, "%s", e.msg);
+        int64_t want = 0, n = 0;
+        for (size_t i = 0; i < p.n_ops; i++)
+            if (lower_score_gather_width(&sf.m, 1, &p.ops[i]))
+                want += formula(&sf.m, pn, x[0].o.cfg.frac_bits, &p.ops[i]), n++;
+        int64_t got = (int64_t)x[1].bytes[s] - (int64_t)x[0].bytes[s];
+        ck_assert_msg(got == want, "%s %s step %u: scores - rows = %lld B, formula %lld B",
+                      c->policy, pn, s, (long long)got, (long long)want);
+        ck_assert_uint_eq(x[1].rounds[s], x[0].rounds[s] + (uint64_t)n);
+        total += got, gathers += n;
+    }
+    op_program_free(&p);
+    ck_assert_msg(gathers > 0, "%s %s: no row gather to replace", c->policy, pn);
+    ck_assert_msg(want_sign < 0 ? total < 0 : total > 0, "%s %s: scores - rows = %lld B", c->policy,
+                  pn, (long long)total);
+    run_free(&x[0]);
+    run_free(&x[1]);
+    free(x);
+}
+
+START_TEST(test_scsec_mpcache)
+{
+    check_case(&cases[0], "semi2k", -1);
+    check_case(&cases[0], "aby3", -1);
+}
+END_TEST
+
+START_TEST(test_scsec_quest)
+{
+    check_case(&cases[1], "semi2k", -1);
+    check_case(&cases[1], "aby3", -1);
+}
+END_TEST
+
+/* Few kept entries: the score side's scores over every candidate cost more than the rows it
+ * no longer gathers (aby3: 182·C > 470·R at R/C ≈ 0.23). */
+START_TEST(test_scsec_dearer) { check_case(&cases[2], "aby3", 1); }
+END_TEST
+
+/* A program's online bytes (every party's) and rounds as the engine costs them. */
+static void program_cost(const char *pn, const op_program *p, uint64_t *bytes, uint64_t *rounds)
+{
+    errbuf e = {{0}};
+    const proto *pr = proto_find(pn);
+    proto_cfg cfg;
+    fixture_cfg(pn, &cfg);
+    cost_log log;
+    cost_log_init(&log, pr->n_parties);
+    ck_assert_msg(proto_cost_program(pr, &cfg, p, &log, &e) == MS_OK, "%s", e.msg);
+    cost_totals t;
+    memset(&t, 0, sizeof t);
+    for (size_t i = 0; i < log.n; i++)
+        cost_totals_add_round(&t, &log.r[i], pr->n_parties);
+    *bytes = 0;
+    for (int i = 0; i < pr->n_parties; i++)
+        *bytes += t.bytes_sent[i];
+    *rounds = t.rounds;
+    cost_log_free(&log);
+}
+
+/* `mpcsim run`'s cost path under gather: scores (the replay's policy ops, the lowering with
+ * lower_opts.score_gather laying out the score side) costs each decode step as the session's
+ * program under gather: scores does: the same bytes and rounds. */
+static void same_as_cost_path(const scase *c, const char *pn)
+{
+    errbuf e = {{0}};
+    secinf_opts o;
+    fixture_opts(&sf, pn, N, P, c->policy, c->params, c->n_params, &o);
+    snprintf(o.cfg.gather, sizeof o.cfg.gather, "scores");
+    run_cfg *rc = calloc(1, sizeof *rc);
+    ck_assert_ptr_nonnull(rc);
+    ck_assert_msg(model_load("stories260K", &rc->model, &e) == MS_OK, "%s", e.msg);
+    fixture_record_cfg(rc, c->policy);
+    fixture_kv(c->params, c->n_params, rc->policy.params);
+    rc->policy.n_params = (uint32_t)c->n_params;
+    rc->work.prompt_len = P;
+    rc->work.decode_len = N - P;
+    rc->seed = 1;
+    replay *r;
+    ck_assert_msg(replay_open(rc, &r, &e) == MS_OK, "%s", e.msg);
+    op_program sess, cost;
+    op_program_init(&sess);
+    op_program_init(&cost);
+    ck_assert_msg(replay_prefill(r, &cost, &e) == MS_OK, "%s", e.msg);
+    uint32_t kept[64];
+    for (uint32_t st = 0; st < N - P; st++) {
+        op_program_clear(&cost);
+        ck_assert_msg(replay_step(r, st, P + st, kept, &cost, &e) == MS_OK, "%s", e.msg);
+        ck_assert_int_eq(replay_step_once(r), 0);
+        lower_opts lo = fixture_step_opts(PHASE_DECODE, 1, P + st);
+        lo.kept = kept;
+        lo.score_gather = 1;
+        ck_assert_msg(lower_step(&sf.m, &lo, &cost, &e) == MS_OK, "%s", e.msg);
+        ck_assert_int_eq(secinf_step_program(&o, st + 1, &sess, &e), MS_OK);
+        uint64_t b[2], rd[2];
+        program_cost(pn, &sess, &b[0], &rd[0]);
+        program_cost(pn, &cost, &b[1], &rd[1]);
+        ck_assert_msg(b[0] == b[1] && rd[0] == rd[1],
+                      "%s %s step %u: the session %llu B, %llu rounds; the cost path %llu B, %llu "
+                      "rounds",
+                      c->policy, pn, st + 1, (unsigned long long)b[0], (unsigned long long)rd[0],
+                      (unsigned long long)b[1], (unsigned long long)rd[1]);
+    }
+    replay_close(r);
+    free(rc);
+    secinf_spol_free(&o.spol);
+    op_program_free(&sess);
+    op_program_free(&cost);
+}
+
+/* MPCache only: Quest's cost path and session already differ under gather: rows at a step
+ * whose last page is partial (stories260K, page 4, 35 cached entries: semi2k 2,528,970 B and
+ * 1,376 rounds costed, 2,535,306 B and 1,385 rounds in the session's program). */
+START_TEST(test_scsec_cost_path)
+{
+    same_as_cost_path(&cases[0], "semi2k");
+    same_as_cost_path(&cases[0], "aby3");
+}
+END_TEST
+
+/* A decode step lowered at C cached entries with layer 0's policy row gather (a one-hot
+ * (Hkv, mu, ku) over units of U rows of 2d + e) spliced as the session splices it, the layer
+ * attending `extra` entries besides the gathered rows and the new one. */
+static void spliced_step(uint32_t mu, uint32_t ku, uint32_t U, uint32_t e, uint32_t extra,
+                         op_program *p)
+{
+    const model_cfg *m = &sf.m;
+    uint32_t Hkv = m->n_kv_heads, d = m->head_dim, C = ku * U, R = mu * U, w = 2 * d + e;
+    uint32_t *kept = malloc(m->n_layers * Hkv * sizeof *kept);
+    ck_assert_ptr_nonnull(kept);
+    for (uint32_t i = 0; i < m->n_layers * Hkv; i++)
+        kept[i] = i < Hkv ? R + extra : C;
+    lower_opts lo = fixture_step_opts(PHASE_DECODE, 1, C);
+    lo.kept = kept;
+    errbuf er = {{0}};
+    op_program_init(p);
+    ck_assert_msg(lower_step(m, &lo, p, &er) == MS_OK, "%s", er.msg);
+    free(kept);
+    opb b;
+    opb_init(&b, p, PHASE_DECODE, 0, OPC_POLICY, "pol.");
+    uint32_t oh = opb_tensor(&b, "onehot", OPT_TEMP, Hkv, mu, ku);
+    uint32_t tab = opb_tensor(&b, "table", OPT_CACHE, Hkv, ku, U * w);
+    uint32_t rows = opb_tensor(&b, "rows", OPT_TEMP, Hkv, mu, U * w);
+    size_t from = p->n_ops;
+    opb_op(&b, OP_GATHER, Hkv, mu, ku, U * w, oh, tab, OP_NONE, rows, OPF_NO_TRUNC, 0, 0);
+    ck_assert(!opb_failed(&b));
+    uint32_t sc = op_layer_find(p, 0, "scores");
+    ck_assert_int_eq(secpol_ops_move(p, secpol_find_op(p, OP_MATMUL, sc), from, &er), MS_OK);
+}
+
+/* The rewrite on a spliced step: the row gather replaced by the score side's two gathers (the
+ * kept units' scores with their carried column, the probabilities back by the transposed
+ * one-hot) and the layer's products over every candidate; refused when the layer attends more
+ * than the gathered rows and the new entry. */
+START_TEST(test_scsec_rewrite)
+{
+    const model_cfg *m = &sf.m;
+    uint32_t Hkv = m->n_kv_heads, G = m->n_heads / Hkv, d = m->head_dim;
+    uint32_t mu = 3, ku = 8, U = 4, e = 1, C = ku * U;
+    op_program p;
+    spliced_step(mu, ku, U, e, 0, &p);
+    errbuf er = {{0}};
+    scoreside_gather *g = NULL;
+    size_t ng = 0;
+    ck_assert_msg(scoreside_apply(m, &p, &g, &ng, &er) == MS_OK, "%s", er.msg);
+    ck_assert_uint_eq(ng, 1);
+    ck_assert_uint_eq(g[0].n, U * (2 * d + e));
+    uint32_t gathers = 0, qk = 0, pv = 0;
+    for (size_t i = 0; i < p.n_ops; i++) {
+        const op *o = &p.ops[i];
+        ck_assert_msg(
+            !(o->layer == 0 && lower_score_gather_width(m, 1, o) && o->n == U * (2 * d + e)),
+            "the row gather stayed");
+        if (o->layer == 0 && o->kind == OP_GATHER) {
+            int fwd = o->m == mu && o->k == ku && o->n == U * (G + e);
+            int back = o->m == ku && o->k == mu && o->n == U * G;
+            ck_assert_msg(fwd || back, "gather (%u, %u, %u, %u)", o->batch, o->m, o->k, o->n);
+            ck_assert_uint_eq(o->batch, Hkv);
+            gathers++;
+        }
+        if (o->layer == 0 && o->kind == OP_MATMUL && o->cat == OPC_ATTENTION &&
+            o->batch == m->n_heads)
+            qk += (o->flags & OPF_TRANS_B) && o->n == C + 1, pv += o->k == C + 1;
+    }
+    ck_assert_uint_eq(gathers, 2);
+    ck_assert_uint_eq(qk, 1);
+    ck_assert_uint_eq(pv, 1);
+    free(g);
+    op_program_free(&p);
+    /* two entries attended beside the gathered rows: not the score side's layout */
+    spliced_step(mu, ku, U, e, 2, &p);
+    ck_assert_int_eq(scoreside_apply(m, &p, NULL, NULL, &er), MS_ERR_INPUT);
+    ck_assert_msg(strstr(er.msg, "layer 0 attends 14 entries besides the 12 rows"), "%s", er.msg);
+    op_program_free(&p);
+}
+END_TEST
+
+Suite *scsec_suite(void)
+{
+    Suite *s = suite_create("scsec");
+    TCase *tc = th_case(s, "scsec", 120);
+    STORIES_USE(tc);
+    TH_TESTS(tc, test_scsec_mpcache, test_scsec_quest, test_scsec_dearer, test_scsec_cost_path,
+             test_scsec_rewrite);
+    return s;
+}
