@@ -247,6 +247,25 @@ int mpc_l_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, siz
     return MS_OK;
 }
 
+int mpc_l_concat(eng *e, mpc_val *z, const mpc_val *parts, int np)
+{
+    mpc_core *c = core(e);
+    size_t tot = 0;
+    for (int i = 0; i < np; i++)
+        tot += parts[i].n;
+    if (tot != z->n)
+        return mpc_fail(c, MS_ERR_INTERNAL, "mpc concat: parts of %zu elements into %zu", tot,
+                        z->n);
+    for (int s = 0; s < c->ns; s++) {
+        size_t off = 0;
+        for (int i = 0; i < np; i++) {
+            memcpy(z->s[s] + off, parts[i].s[s], parts[i].n * sizeof(uint64_t));
+            off += parts[i].n;
+        }
+    }
+    return MS_OK;
+}
+
 /* ---------------------------------------------------------------- matrix kernels */
 
 /* 2×4 register block over a k-range: 8 accumulators, 2 values of A and 4 of B in registers

@@ -47,6 +47,7 @@ int mpc_l_add_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *cst, siz
 int mpc_l_mul_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *cst, size_t nc);
 int mpc_l_shift(eng *e, mpc_val *z, const mpc_val *x, int s);
 int mpc_l_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size_t n);
+int mpc_l_concat(eng *e, mpc_val *z, const mpc_val *parts, int np);
 
 /* One backend engine, as the engine registry (mpc_eng.c) knows it: attach fills e->vt and
  * e->impl and exchanges the keys; detach frees e->impl; the beaver cache hooks are optional. */
