@@ -150,15 +150,12 @@ int mpc_l_sub(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
     return add_sub(e, z, x, y, 1);
 }
 
-static int copy_into(mpc_core *c, mpc_val *z, const mpc_val *x)
+/* z takes x's length and domain (its storage kept if it fits); z may be x. The element loops
+ * below then read x and write z in one pass, with no copy first. */
+static int like(mpc_core *c, mpc_val *z, const mpc_val *x)
 {
     int dom = x->dom;
-    if (z == x)
-        return MS_OK;
-    int rc = mpc_ensure(c, z, x->n, dom);
-    for (int t = 0; !rc && t < c->ns; t++)
-        memcpy(z->s[t], x->s[t], x->n * sizeof(uint64_t));
-    return rc;
+    return z == x ? MS_OK : mpc_ensure(c, z, x->n, dom);
 }
 
 int mpc_l_add_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *cst, size_t nc)
@@ -168,19 +165,34 @@ int mpc_l_add_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *cst, siz
     if (nc != 1 && nc != x->n)
         return mpc_fail(c, MS_ERR_INTERNAL, "mpc add_pub: %zu constants for %zu elements", nc,
                         x->n);
-    int rc = copy_into(c, z, x);
-    if (rc || c->pub_slot < 0 || c->ns == 0)
-        return rc;
-    uint64_t *zz = z->s[c->pub_slot];
-    if (z->dom == DOM_BOOL)
-        for (size_t i = 0; i < x->n; i++)
-            zz[i] ^= cst[nc == 1 ? 0 : i];
-    else
-        for (size_t i = 0; i < x->n; i++)
-            zz[i] += cst[nc == 1 ? 0 : i];
-    return MS_OK;
+    int rc = like(c, z, x);
+    size_t n = x->n;
+    uint64_t k = nc == 1 ? cst[0] : 0;
+    for (int t = 0; !rc && t < c->ns; t++) {
+        uint64_t *zz = z->s[t];
+        const uint64_t *xx = x->s[t];
+        if (t != c->pub_slot) {
+            if (zz != xx)
+                memcpy(zz, xx, n * sizeof *zz);
+        } else if (nc == 1 && z->dom == DOM_BOOL) {
+            for (size_t i = 0; i < n; i++)
+                zz[i] = xx[i] ^ k;
+        } else if (nc == 1) {
+            for (size_t i = 0; i < n; i++)
+                zz[i] = xx[i] + k;
+        } else if (z->dom == DOM_BOOL) {
+            for (size_t i = 0; i < n; i++)
+                zz[i] = xx[i] ^ cst[i];
+        } else {
+            for (size_t i = 0; i < n; i++)
+                zz[i] = xx[i] + cst[i];
+        }
+    }
+    return rc;
 }
 
+/* nc == 1 (a public constant word, as every AND with a bit mask is) has its own loops: no
+ * n-word buffer of the constant, and the word held in a register. */
 int mpc_l_mul_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *cst, size_t nc)
 {
     mpc_core *c = core(e);
@@ -188,15 +200,24 @@ int mpc_l_mul_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *cst, siz
     if (nc != 1 && nc != x->n)
         return mpc_fail(c, MS_ERR_INTERNAL, "mpc mul_pub: %zu constants for %zu elements", nc,
                         x->n);
-    int rc = copy_into(c, z, x);
+    int rc = like(c, z, x);
+    size_t n = x->n;
+    uint64_t k = nc == 1 ? cst[0] : 0;
     for (int t = 0; !rc && t < c->ns; t++) {
         uint64_t *zz = z->s[t];
-        if (z->dom == DOM_BOOL)
-            for (size_t i = 0; i < x->n; i++)
-                zz[i] &= cst[nc == 1 ? 0 : i];
+        const uint64_t *xx = x->s[t];
+        if (nc == 1 && z->dom == DOM_BOOL)
+            for (size_t i = 0; i < n; i++)
+                zz[i] = xx[i] & k;
+        else if (nc == 1)
+            for (size_t i = 0; i < n; i++)
+                zz[i] = xx[i] * k;
+        else if (z->dom == DOM_BOOL)
+            for (size_t i = 0; i < n; i++)
+                zz[i] = xx[i] & cst[i];
         else
-            for (size_t i = 0; i < x->n; i++)
-                zz[i] *= cst[nc == 1 ? 0 : i];
+            for (size_t i = 0; i < n; i++)
+                zz[i] = xx[i] * cst[i];
     }
     return rc;
 }
@@ -205,20 +226,21 @@ int mpc_l_shift(eng *e, mpc_val *z, const mpc_val *x, int s)
 {
     mpc_core *c = core(e);
     DEALER_SHAPE(c, z, x->n, x->dom);
-    int rc = copy_into(c, z, x);
-    if (s <= -64 || s >= 64) {
-        for (int t = 0; !rc && t < c->ns; t++)
-            memset(z->s[t], 0, x->n * sizeof(uint64_t));
-        return rc;
-    }
+    int rc = like(c, z, x);
+    size_t n = x->n;
     for (int t = 0; !rc && t < c->ns; t++) {
         uint64_t *zz = z->s[t];
-        if (s > 0)
-            for (size_t i = 0; i < x->n; i++)
-                zz[i] >>= s;
+        const uint64_t *xx = x->s[t];
+        if (s <= -64 || s >= 64)
+            memset(zz, 0, n * sizeof *zz);
+        else if (s > 0)
+            for (size_t i = 0; i < n; i++)
+                zz[i] = xx[i] >> s;
         else if (s < 0)
-            for (size_t i = 0; i < x->n; i++)
-                zz[i] <<= -s;
+            for (size_t i = 0; i < n; i++)
+                zz[i] = xx[i] << -s;
+        else if (zz != xx)
+            memcpy(zz, xx, n * sizeof *zz);
     }
     return rc;
 }
