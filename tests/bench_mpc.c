@@ -321,8 +321,8 @@ int main(int argc, char **argv)
            "# together: cold = the first run in fresh processes, warm = median of the timed runs\n",
            plaintext ? "plaintext channels" : "TLS 1.3 channels", warmup, reps);
     printf("%-7s %-8s %8s %10s %10s %6s %14s %12s %10s %10s %8s %10s %8s\n", "proto", "op", "n",
-           "min ms", "median ms", "rounds", "online B", "offline B", "B/elem", "cold cpu", "cold flt",
-           "warm cpu", "warm flt");
+           "min ms", "median ms", "rounds", "online B", "offline B", "B/elem", "cold cpu",
+           "cold flt", "warm cpu", "warm flt");
     job j = {.reps = (int)reps, .warmup = (int)warmup};
     for (int q = 0; q < 2; q++) {
         if (proto_name && strcmp(proto_name, protos[q]))

@@ -1011,8 +1011,8 @@ Suite *mpc_suite(void)
     Suite *s = suite_create("mpc");
     TCase *tp = th_case(s, "primitives", 60);
     TH_LOOPS(tp, 2, test_elementwise, test_input_open, test_matmul, test_trunc_edges);
-    TH_TESTS(tp, test_beaver_cache_setup, test_local_pub_ops, test_local_matmul_tiles, test_pack_bits, test_latency,
-             test_sync_and_late_receiver);
+    TH_TESTS(tp, test_beaver_cache_setup, test_local_pub_ops, test_local_matmul_tiles,
+             test_pack_bits, test_latency, test_sync_and_late_receiver);
     TCase *ts = th_case(s, "security", 60);
     TH_LOOPS(ts, 2, test_p1_view_independent, test_keys_fresh);
     return s;

@@ -22,9 +22,12 @@ int mpc_fail(mpc_core *c, int code, const char *fmt, ...)
 
 uint64_t *mpc_tmp(mpc_core *c, int slot, size_t n)
 {
-    if (c->tmp_n[slot] < n) {
+    if (c->tmp_n[slot] < n) { /* its contents need not survive: freed, not copied */
         size_t want = n < 1024 ? 1024 : n;
-        uint64_t *p = realloc(c->tmp[slot], want * sizeof *p);
+        free(c->tmp[slot]);
+        c->tmp[slot] = NULL;
+        c->tmp_n[slot] = 0;
+        uint64_t *p = want <= SIZE_MAX / 8 ? malloc(want * sizeof *p) : NULL;
         if (!p) {
             mpc_fail(c, MS_ERR_NOMEM, "mpc: out of memory for %zu scratch elements", n);
             return NULL;
@@ -62,7 +65,9 @@ int mpc_val_is_sane(const mpc_core *c, const mpc_val *v)
     return 1;
 }
 
-int mpc_ensure(mpc_core *c, mpc_val *z, size_t n, int dom)
+/* mpc_ensure; new storage zeroed only when zero (a caller that writes every element first
+ * does not pay for it). */
+static int ensure(mpc_core *c, mpc_val *z, size_t n, int dom, int zero)
 {
     z->dom = (uint8_t)dom;
     if (z->n == n && (c->ns == 0 || z->s[0])) {
@@ -75,13 +80,18 @@ int mpc_ensure(mpc_core *c, mpc_val *z, size_t n, int dom)
     }
     z->n = n;
     for (int t = 0; t < c->ns; t++) {
-        z->s[t] = calloc(n ? n : 1, sizeof(uint64_t));
+        size_t m = n ? n : 1;
+        z->s[t] = zero                ? calloc(m, sizeof(uint64_t))
+                  : m <= SIZE_MAX / 8 ? malloc(m * sizeof(uint64_t))
+                                      : NULL;
         if (!z->s[t])
             return mpc_fail(c, MS_ERR_NOMEM, "mpc: out of memory for a value of %zu elements", n);
     }
     MPCSIM_ASSERT(mpc_val_is_sane(c, z));
     return MS_OK;
 }
+
+int mpc_ensure(mpc_core *c, mpc_val *z, size_t n, int dom) { return ensure(c, z, n, dom, 1); }
 
 int mpc_l_alloc(eng *e, mpc_val *v, size_t n, int dom)
 {
@@ -122,7 +132,7 @@ static int add_sub(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, int s
     mpc_core *c = core(e);
     DEALER_SHAPE(c, z, x->n, x->dom);
     int dom = x->dom, rc = same_len(c, x, y, sub ? "sub" : "add");
-    if (rc || (rc = mpc_ensure(c, z, x->n, dom)))
+    if (rc || (rc = ensure(c, z, x->n, dom, 0))) /* every element written below */
         return rc;
     for (int t = 0; t < c->ns; t++) {
         uint64_t *zz = z->s[t];
@@ -155,7 +165,7 @@ int mpc_l_sub(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
 static int like(mpc_core *c, mpc_val *z, const mpc_val *x)
 {
     int dom = x->dom;
-    return z == x ? MS_OK : mpc_ensure(c, z, x->n, dom);
+    return z == x ? MS_OK : ensure(c, z, x->n, dom, 0);
 }
 
 int mpc_l_add_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *cst, size_t nc)
@@ -256,8 +266,8 @@ int mpc_l_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, siz
         if (idx[i] >= x->n)
             return mpc_fail(c, MS_ERR_INTERNAL, "mpc permute: index %u beyond %zu elements", idx[i],
                             x->n);
-    mpc_val t = {0};
-    int rc = mpc_l_alloc(e, &t, n, x->dom);
+    mpc_val t = {.n = (size_t)-1};
+    int rc = ensure(c, &t, n, x->dom, 0); /* every element written below */
     for (int s = 0; !rc && s < c->ns; s++)
         for (size_t i = 0; i < n; i++)
             t.s[s][i] = x->s[s][idx[i]];

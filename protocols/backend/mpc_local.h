@@ -25,7 +25,9 @@ typedef struct mpc_core {
 } mpc_core;
 
 int mpc_fail(mpc_core *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-uint64_t *mpc_tmp(mpc_core *c, int slot, size_t n); /* NULL (and err set) on OOM */
+/* Scratch slot `slot` of at least n words, its contents undefined (a slot that grows is not
+ * copied); NULL (and err set) on OOM. */
+uint64_t *mpc_tmp(mpc_core *c, int slot, size_t n);
 /* A zeroed byte buffer of len in scratch slot k; NULL (and err set) on OOM. */
 uint8_t *mpc_tmp_bytes(mpc_core *c, int slot, size_t len);
 void mpc_core_free(mpc_core *c);
