@@ -1,6 +1,9 @@
 /* bench_mpc.c — one op of the real backend on loopback (forked parties + dealer, 127.0.0.1):
  * time per repetition (min and median after warm-up runs), rounds, online bytes of all
- * parties and the dealer's offline bytes, for semi2k (2PC + dealer) and aby3 (3PC).
+ * parties and the dealer's offline bytes, for semi2k (2PC + dealer) and aby3 (3PC); and the
+ * CPU time and minor page faults of all nodes (getrusage) in the first run of the op in fresh
+ * processes ("cold": the first warm-up run, or the first timed one without warm-up) and as the
+ * median of the timed runs ("warm").
  *
  *   bench_mpc [--op NAME] [--n N] [--protocol semi2k|aby3] [--reps R] [--warmup W]
  *             [--set KEY=VALUE]... [--insecure-plaintext]
@@ -15,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "protocols/program/kern.h"
 #include "protocols/backend/mpc_run.h"
@@ -70,12 +74,25 @@ static int bind(void *ctx, const op_tensor *t, uint64_t *out, size_t n)
     return 1;
 }
 
-/* What a node writes: its traffic over one repetition, then (P0) every repetition's time. */
+/* What a node writes: its traffic over one repetition, then (P0) every repetition's time; its
+ * CPU time and minor faults in the first run (cold) and in every timed one. */
 typedef struct node_out {
     mpc_op_stat st;
     int reps;
     uint64_t ns[REPS_MAX];
+    uint64_t cold_cpu_ns, cold_flt;
+    uint64_t cpu_ns[REPS_MAX], flt[REPS_MAX];
 } node_out;
+
+/* This process's user + system CPU time (every thread: the heartbeat's too) and minor faults. */
+static void usage_now(uint64_t *cpu_ns, uint64_t *flt)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    *cpu_ns = (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000ull +
+              (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ull;
+    *flt = (uint64_t)ru.ru_minflt;
+}
 
 static int node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
 {
@@ -86,9 +103,16 @@ static int node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
         return MS_ERR_NOMEM;
     int rc = mpc_run_setup(e, net, &j->prog, bind, j, &r, err);
     for (int q = 0; q < j->warmup + j->reps && !rc; q++) {
+        uint64_t c0, f0, c1, f1;
+        usage_now(&c0, &f0);
         rc = mpc_run_ops(e, net, &r, 0, j->prog.n_ops, err);
+        usage_now(&c1, &f1);
+        if (q == 0)
+            no->cold_cpu_ns = c1 - c0, no->cold_flt = f1 - f0;
         if (rc || q < j->warmup)
             continue;
+        no->cpu_ns[no->reps] = c1 - c0;
+        no->flt[no->reps] = f1 - f0;
         mpc_op_stat s = {0};
         for (size_t i = 0; i < j->prog.n_ops; i++) {
             const mpc_op_stat *o = &r.ops[i];
@@ -159,6 +183,13 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The median of v[0..n) (sorts v). */
+static double median(uint64_t *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_u64);
+    return n & 1 ? (double)v[n / 2] : 0.5 * (double)(v[n / 2 - 1] + v[n / 2]);
+}
+
 static int plaintext; /* --insecure-plaintext */
 
 static void bench(const char *pname, const bop *b, size_t n, job *j, char **sets, int n_sets)
@@ -182,6 +213,7 @@ static void bench(const char *pname, const bop *b, size_t n, job *j, char **sets
         exit(1);
     }
     uint64_t online = 0, offline = 0, rounds = 0, ns[REPS_MAX];
+    uint64_t cpu[REPS_MAX] = {0}, flt[REPS_MAX] = {0}, cold_cpu = 0, cold_flt = 0;
     int reps = 0;
     for (int i = 0; i < nodes; i++) {
         if (nr[i].rc || nr[i].out_len < sizeof(node_out)) {
@@ -192,6 +224,10 @@ static void bench(const char *pname, const bop *b, size_t n, job *j, char **sets
         for (int k = 0; k < MPC_NODES_MAX; k++)
             online += no->st.sent[k];
         offline += no->st.offline_recv;
+        cold_cpu += no->cold_cpu_ns;
+        cold_flt += no->cold_flt;
+        for (int q = 0; q < no->reps; q++)
+            cpu[q] += no->cpu_ns[q], flt[q] += no->flt[q];
         if (i == 0) {
             rounds = no->st.rounds;
             reps = no->reps;
@@ -200,14 +236,13 @@ static void bench(const char *pname, const bop *b, size_t n, job *j, char **sets
     }
     mpc_node_results_free(nr, nodes);
     op_program_free(&j->prog);
-    qsort(ns, (size_t)reps, sizeof *ns, cmp_u64);
-    double mn = (double)ns[0] * 1e-6, med = (double)ns[reps / 2] * 1e-6;
-    if (!(reps & 1))
-        med = 0.5e-6 * (double)(ns[reps / 2 - 1] + ns[reps / 2]);
+    double med = median(ns, reps) * 1e-6, mn = (double)ns[0] * 1e-6;
+    double cpu_med = median(cpu, reps) * 1e-6, flt_med = median(flt, reps);
     size_t elems = b->kind == OP_MATMUL ? n * 768 : n;
-    printf("%-7s %-8s %8zu %10.3f %10.3f %6llu %14llu %12llu %10.1f\n", pname, b->name, n, mn, med,
-           (unsigned long long)rounds, (unsigned long long)online, (unsigned long long)offline,
-           (double)(online + offline) / (double)elems);
+    printf("%-7s %-8s %8zu %10.3f %10.3f %6llu %14llu %12llu %10.1f %10.1f %8llu %10.1f %8.0f\n",
+           pname, b->name, n, mn, med, (unsigned long long)rounds, (unsigned long long)online,
+           (unsigned long long)offline, (double)(online + offline) / (double)elems,
+           (double)cold_cpu * 1e-6, (unsigned long long)cold_flt, cpu_med, flt_med);
     fflush(stdout);
 }
 
@@ -282,10 +317,12 @@ int main(int argc, char **argv)
     printf("# real backend on loopback, %s; time at P0 per repetition (local\n"
            "# compute + transfer), %ld warm-up + %ld timed repetitions; bytes: online sent by\n"
            "# all parties, offline dealer->parties, per repetition;\n"
-           "# B/elem = (online + offline) / elements\n",
+           "# B/elem = (online + offline) / elements; CPU ms and minor page faults of all nodes\n"
+           "# together: cold = the first run in fresh processes, warm = median of the timed runs\n",
            plaintext ? "plaintext channels" : "TLS 1.3 channels", warmup, reps);
-    printf("%-7s %-8s %8s %10s %10s %6s %14s %12s %10s\n", "proto", "op", "n", "min ms",
-           "median ms", "rounds", "online B", "offline B", "B/elem");
+    printf("%-7s %-8s %8s %10s %10s %6s %14s %12s %10s %10s %8s %10s %8s\n", "proto", "op", "n",
+           "min ms", "median ms", "rounds", "online B", "offline B", "B/elem", "cold cpu",
+           "cold flt", "warm cpu", "warm flt");
     job j = {.reps = (int)reps, .warmup = (int)warmup};
     for (int q = 0; q < 2; q++) {
         if (proto_name && strcmp(proto_name, protos[q]))

@@ -600,6 +600,60 @@ END_TEST
 
 /* The blocked local kernel against the textbook triple loop, across tile edges (k > 128,
  * n > 512, odd m), plain and transposed. */
+/* The local public-constant primitives of the backend engines, on one node's shares (no
+ * peers): a constant word (nc = 1) and an n-word vector give the same result, written in
+ * place or into another value; add_pub touches only the slot holding component 0; shifts as
+ * C's. Expected values written from eng.h's definitions, share by share. */
+START_TEST(test_local_pub_ops)
+{
+    enum { N = 37 };
+    for (int slot = -1; slot < 2; slot++) {
+        mpc_core c;
+        memset(&c, 0, sizeof c);
+        c.party = 0, c.ns = 2, c.pub_slot = slot;
+        eng e;
+        memset(&e, 0, sizeof e);
+        e.impl = &c;
+        uint64_t s = 77, k = 0x00ff00ff0f0f3333ull, kv[N];
+        for (int i = 0; i < N; i++)
+            kv[i] = k;
+        for (int dom = DOM_ARITH; dom <= DOM_BOOL; dom++)
+            for (int pr = 0; pr < 4; pr++) /* add_pub, mul_pub, shift right 5, shift left 7 */
+                for (int form = 0; form < 3; form++) { /* in place; into z; nc = N into z */
+                    mpc_val x = {0}, z = {0};
+                    ck_assert_int_eq(mpc_l_alloc(&e, &x, N, dom), 0);
+                    uint64_t want[2][N];
+                    for (int t = 0; t < 2; t++)
+                        for (int i = 0; i < N; i++) {
+                            uint64_t v = x.s[t][i] = (s = s * 6364136223846793005ull + 1);
+                            uint64_t w = pr == 2 ? v >> 5 : pr == 3 ? v << 7 : v;
+                            if (pr == 0 && t == slot)
+                                w = dom == DOM_BOOL ? v ^ k : v + k;
+                            if (pr == 1)
+                                w = dom == DOM_BOOL ? v & k : v * k;
+                            want[t][i] = w;
+                        }
+                    mpc_val *dst = form ? &z : &x;
+                    const uint64_t *cst = form == 2 ? kv : &k;
+                    size_t nc = form == 2 ? N : 1;
+                    int rc = pr == 0   ? mpc_l_add_pub(&e, dst, &x, cst, nc)
+                             : pr == 1 ? mpc_l_mul_pub(&e, dst, &x, cst, nc)
+                                       : mpc_l_shift(&e, dst, &x, pr == 2 ? 5 : -7);
+                    ck_assert_int_eq(rc, 0);
+                    ck_assert_uint_eq(dst->n, N);
+                    ck_assert_int_eq(dst->dom, dom);
+                    for (int t = 0; t < 2; t++)
+                        for (int i = 0; i < N; i++)
+                            ck_assert_msg(dst->s[t][i] == want[t][i],
+                                          "slot %d dom %d pr %d form %d share %d elem %d", slot,
+                                          dom, pr, form, t, i);
+                    mpc_l_release(&e, &x);
+                    mpc_l_release(&e, &z);
+                }
+    }
+}
+END_TEST
+
 START_TEST(test_local_matmul_tiles)
 {
     size_t m = 7, k = 300, n = 530;
@@ -957,8 +1011,8 @@ Suite *mpc_suite(void)
     Suite *s = suite_create("mpc");
     TCase *tp = th_case(s, "primitives", 60);
     TH_LOOPS(tp, 2, test_elementwise, test_input_open, test_matmul, test_trunc_edges);
-    TH_TESTS(tp, test_beaver_cache_setup, test_local_matmul_tiles, test_pack_bits, test_latency,
-             test_sync_and_late_receiver);
+    TH_TESTS(tp, test_beaver_cache_setup, test_local_pub_ops, test_local_matmul_tiles,
+             test_pack_bits, test_latency, test_sync_and_late_receiver);
     TCase *ts = th_case(s, "security", 60);
     TH_LOOPS(ts, 2, test_p1_view_independent, test_keys_fresh);
     return s;

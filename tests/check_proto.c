@@ -232,6 +232,74 @@ START_TEST(test_aby3_primitives)
 }
 END_TEST
 
+/* concat: the cost engines charge each element of the result once per share component
+ * (PRIMITIVES.md "Local work": semi2k one share, aby3 two), whatever the number of parts; the
+ * plain engine puts each part's elements and its additive components in place. */
+START_TEST(test_concat)
+{
+    static const size_t len[3] = {2, 3, 4};
+    for (int q = 0; q < 2; q++) {
+        cost_fx c;
+        fx_open(&c, q ? "aby3" : "semi2k");
+        mpc_val parts[3], z;
+        for (int i = 0; i < 3; i++)
+            parts[i] = (mpc_val){len[i], DOM_BOOL, {0}};
+        ck_assert_int_eq(c.e->vt->alloc(c.e, &z, 9, DOM_BOOL), 0);
+        cost_log_clear(&c.log);
+        ck_assert_int_eq(c.e->vt->concat(c.e, &z, parts, 3), 0);
+        ck_assert_uint_eq(z.n, 9);
+        ck_assert_uint_eq(c.log.n, 1);
+        ck_assert_int_eq(c.log.r[0].comm, 0);
+        for (int p = 0; p < c.pr->n_parties; p++)
+            ck_assert_double_eq(c.log.r[0].work[p][WK_ELEM], 9.0 * (q ? 2 : 1));
+        fx_close(&c);
+    }
+    for (int np = 2; np <= 3; np++) {
+        proto_cfg cfg;
+        errbuf err;
+        ck_assert_int_eq(proto_cfg_default(np == 2 ? "semi2k" : "aby3", &cfg, &err), 0);
+        eng *e;
+        ck_assert_int_eq(eng_plain_new(&cfg, np, 3, 0, &e), 0);
+        mpc_val parts[3], z, zc[3], pc[3][3];
+        uint64_t want[9];
+        size_t off = 0;
+        for (int i = 0; i < 3; i++) {
+            uint64_t v[4];
+            for (size_t j = 0; j < len[i]; j++)
+                v[j] = want[off + j] = 1000 * (uint64_t)i + j + 1;
+            ck_assert_int_eq(e->vt->alloc(e, &parts[i], len[i], DOM_ARITH), 0);
+            ck_assert_int_eq(e->vt->input(e, &parts[i], 0, v), 0); /* fresh components */
+            off += len[i];
+        }
+        ck_assert_int_eq(e->vt->alloc(e, &z, 9, DOM_ARITH), 0);
+        ck_assert_int_eq(e->vt->concat(e, &z, parts, 3), 0);
+        for (int j = 0; j < 9; j++)
+            ck_assert_uint_eq(z.s[0][j], want[j]);
+        int nc, nci;
+        memset(zc, 0, sizeof zc), memset(pc, 0, sizeof pc);
+        ck_assert_int_eq(e->vt->bool_components(e, zc, &nc, &z), 0);
+        off = 0;
+        for (int i = 0; i < 3; i++) {
+            ck_assert_int_eq(e->vt->bool_components(e, pc[i], &nci, &parts[i]), 0);
+            ck_assert_int_eq(nci, nc);
+            for (int k = 0; k < nc; k++)
+                for (size_t j = 0; j < len[i]; j++)
+                    ck_assert_uint_eq(zc[k].s[0][off + j], pc[i][k].s[0][j]);
+            off += len[i];
+        }
+        for (int k = 0; k < 3; k++) {
+            e->vt->release(e, &zc[k]);
+            for (int i = 0; i < 3; i++)
+                e->vt->release(e, &pc[i][k]);
+        }
+        for (int i = 0; i < 3; i++)
+            e->vt->release(e, &parts[i]);
+        e->vt->release(e, &z);
+        eng_free(e);
+    }
+}
+END_TEST
+
 /* ---- composites ---------------------------------------------------------------------------- */
 
 typedef struct sums {
@@ -907,7 +975,7 @@ Suite *proto_suite(void)
 {
     Suite *s = suite_create("proto");
     TCase *t = th_case(s, "costs", 60);
-    TH_TESTS(t, test_semi2k_primitives, test_semi2k_matmul, test_aby3_primitives);
+    TH_TESTS(t, test_semi2k_primitives, test_semi2k_matmul, test_aby3_primitives, test_concat);
     TH_LOOPS(t, 2, test_composite_rounds);
     TH_TESTS(t, test_composite_bytes, test_oem_counts, test_matmul_operand_sharing,
              test_bad_op_reported);

@@ -1029,6 +1029,7 @@ static const eng_vt aby3_vt = {
     .shift = mpc_l_shift,
     .bool_components = a_bool_components,
     .permute = mpc_l_permute,
+    .concat = mpc_l_concat,
     .input = a_input,
     .open = a_open,
     .mul = a_mul,

@@ -22,9 +22,12 @@ int mpc_fail(mpc_core *c, int code, const char *fmt, ...)
 
 uint64_t *mpc_tmp(mpc_core *c, int slot, size_t n)
 {
-    if (c->tmp_n[slot] < n) {
+    if (c->tmp_n[slot] < n) { /* its contents need not survive: freed, not copied */
         size_t want = n < 1024 ? 1024 : n;
-        uint64_t *p = realloc(c->tmp[slot], want * sizeof *p);
+        free(c->tmp[slot]);
+        c->tmp[slot] = NULL;
+        c->tmp_n[slot] = 0;
+        uint64_t *p = want <= SIZE_MAX / 8 ? malloc(want * sizeof *p) : NULL;
         if (!p) {
             mpc_fail(c, MS_ERR_NOMEM, "mpc: out of memory for %zu scratch elements", n);
             return NULL;
@@ -62,7 +65,9 @@ int mpc_val_is_sane(const mpc_core *c, const mpc_val *v)
     return 1;
 }
 
-int mpc_ensure(mpc_core *c, mpc_val *z, size_t n, int dom)
+/* mpc_ensure; new storage zeroed only when zero (a caller that writes every element first
+ * does not pay for it). */
+static int ensure(mpc_core *c, mpc_val *z, size_t n, int dom, int zero)
 {
     z->dom = (uint8_t)dom;
     if (z->n == n && (c->ns == 0 || z->s[0])) {
@@ -75,13 +80,18 @@ int mpc_ensure(mpc_core *c, mpc_val *z, size_t n, int dom)
     }
     z->n = n;
     for (int t = 0; t < c->ns; t++) {
-        z->s[t] = calloc(n ? n : 1, sizeof(uint64_t));
+        size_t m = n ? n : 1;
+        z->s[t] = zero                ? calloc(m, sizeof(uint64_t))
+                  : m <= SIZE_MAX / 8 ? malloc(m * sizeof(uint64_t))
+                                      : NULL;
         if (!z->s[t])
             return mpc_fail(c, MS_ERR_NOMEM, "mpc: out of memory for a value of %zu elements", n);
     }
     MPCSIM_ASSERT(mpc_val_is_sane(c, z));
     return MS_OK;
 }
+
+int mpc_ensure(mpc_core *c, mpc_val *z, size_t n, int dom) { return ensure(c, z, n, dom, 1); }
 
 int mpc_l_alloc(eng *e, mpc_val *v, size_t n, int dom)
 {
@@ -122,7 +132,7 @@ static int add_sub(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, int s
     mpc_core *c = core(e);
     DEALER_SHAPE(c, z, x->n, x->dom);
     int dom = x->dom, rc = same_len(c, x, y, sub ? "sub" : "add");
-    if (rc || (rc = mpc_ensure(c, z, x->n, dom)))
+    if (rc || (rc = ensure(c, z, x->n, dom, 0))) /* every element written below */
         return rc;
     for (int t = 0; t < c->ns; t++) {
         uint64_t *zz = z->s[t];
@@ -150,15 +160,12 @@ int mpc_l_sub(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y)
     return add_sub(e, z, x, y, 1);
 }
 
-static int copy_into(mpc_core *c, mpc_val *z, const mpc_val *x)
+/* z takes x's length and domain (its storage kept if it fits); z may be x. The element loops
+ * below then read x and write z in one pass, with no copy first. */
+static int like(mpc_core *c, mpc_val *z, const mpc_val *x)
 {
     int dom = x->dom;
-    if (z == x)
-        return MS_OK;
-    int rc = mpc_ensure(c, z, x->n, dom);
-    for (int t = 0; !rc && t < c->ns; t++)
-        memcpy(z->s[t], x->s[t], x->n * sizeof(uint64_t));
-    return rc;
+    return z == x ? MS_OK : ensure(c, z, x->n, dom, 0);
 }
 
 int mpc_l_add_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *cst, size_t nc)
@@ -168,19 +175,34 @@ int mpc_l_add_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *cst, siz
     if (nc != 1 && nc != x->n)
         return mpc_fail(c, MS_ERR_INTERNAL, "mpc add_pub: %zu constants for %zu elements", nc,
                         x->n);
-    int rc = copy_into(c, z, x);
-    if (rc || c->pub_slot < 0 || c->ns == 0)
-        return rc;
-    uint64_t *zz = z->s[c->pub_slot];
-    if (z->dom == DOM_BOOL)
-        for (size_t i = 0; i < x->n; i++)
-            zz[i] ^= cst[nc == 1 ? 0 : i];
-    else
-        for (size_t i = 0; i < x->n; i++)
-            zz[i] += cst[nc == 1 ? 0 : i];
-    return MS_OK;
+    int rc = like(c, z, x);
+    size_t n = x->n;
+    uint64_t k = nc == 1 ? cst[0] : 0;
+    for (int t = 0; !rc && t < c->ns; t++) {
+        uint64_t *zz = z->s[t];
+        const uint64_t *xx = x->s[t];
+        if (t != c->pub_slot) {
+            if (zz != xx)
+                memcpy(zz, xx, n * sizeof *zz);
+        } else if (nc == 1 && z->dom == DOM_BOOL) {
+            for (size_t i = 0; i < n; i++)
+                zz[i] = xx[i] ^ k;
+        } else if (nc == 1) {
+            for (size_t i = 0; i < n; i++)
+                zz[i] = xx[i] + k;
+        } else if (z->dom == DOM_BOOL) {
+            for (size_t i = 0; i < n; i++)
+                zz[i] = xx[i] ^ cst[i];
+        } else {
+            for (size_t i = 0; i < n; i++)
+                zz[i] = xx[i] + cst[i];
+        }
+    }
+    return rc;
 }
 
+/* nc == 1 (a public constant word, as every AND with a bit mask is) has its own loops: no
+ * n-word buffer of the constant, and the word held in a register. */
 int mpc_l_mul_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *cst, size_t nc)
 {
     mpc_core *c = core(e);
@@ -188,15 +210,24 @@ int mpc_l_mul_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *cst, siz
     if (nc != 1 && nc != x->n)
         return mpc_fail(c, MS_ERR_INTERNAL, "mpc mul_pub: %zu constants for %zu elements", nc,
                         x->n);
-    int rc = copy_into(c, z, x);
+    int rc = like(c, z, x);
+    size_t n = x->n;
+    uint64_t k = nc == 1 ? cst[0] : 0;
     for (int t = 0; !rc && t < c->ns; t++) {
         uint64_t *zz = z->s[t];
-        if (z->dom == DOM_BOOL)
-            for (size_t i = 0; i < x->n; i++)
-                zz[i] &= cst[nc == 1 ? 0 : i];
+        const uint64_t *xx = x->s[t];
+        if (nc == 1 && z->dom == DOM_BOOL)
+            for (size_t i = 0; i < n; i++)
+                zz[i] = xx[i] & k;
+        else if (nc == 1)
+            for (size_t i = 0; i < n; i++)
+                zz[i] = xx[i] * k;
+        else if (z->dom == DOM_BOOL)
+            for (size_t i = 0; i < n; i++)
+                zz[i] = xx[i] & cst[i];
         else
-            for (size_t i = 0; i < x->n; i++)
-                zz[i] *= cst[nc == 1 ? 0 : i];
+            for (size_t i = 0; i < n; i++)
+                zz[i] = xx[i] * cst[i];
     }
     return rc;
 }
@@ -205,20 +236,21 @@ int mpc_l_shift(eng *e, mpc_val *z, const mpc_val *x, int s)
 {
     mpc_core *c = core(e);
     DEALER_SHAPE(c, z, x->n, x->dom);
-    int rc = copy_into(c, z, x);
-    if (s <= -64 || s >= 64) {
-        for (int t = 0; !rc && t < c->ns; t++)
-            memset(z->s[t], 0, x->n * sizeof(uint64_t));
-        return rc;
-    }
+    int rc = like(c, z, x);
+    size_t n = x->n;
     for (int t = 0; !rc && t < c->ns; t++) {
         uint64_t *zz = z->s[t];
-        if (s > 0)
-            for (size_t i = 0; i < x->n; i++)
-                zz[i] >>= s;
+        const uint64_t *xx = x->s[t];
+        if (s <= -64 || s >= 64)
+            memset(zz, 0, n * sizeof *zz);
+        else if (s > 0)
+            for (size_t i = 0; i < n; i++)
+                zz[i] = xx[i] >> s;
         else if (s < 0)
-            for (size_t i = 0; i < x->n; i++)
-                zz[i] <<= -s;
+            for (size_t i = 0; i < n; i++)
+                zz[i] = xx[i] << -s;
+        else if (zz != xx)
+            memcpy(zz, xx, n * sizeof *zz);
     }
     return rc;
 }
@@ -234,8 +266,8 @@ int mpc_l_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, siz
         if (idx[i] >= x->n)
             return mpc_fail(c, MS_ERR_INTERNAL, "mpc permute: index %u beyond %zu elements", idx[i],
                             x->n);
-    mpc_val t = {0};
-    int rc = mpc_l_alloc(e, &t, n, x->dom);
+    mpc_val t = {.n = (size_t)-1};
+    int rc = ensure(c, &t, n, x->dom, 0); /* every element written below */
     for (int s = 0; !rc && s < c->ns; s++)
         for (size_t i = 0; i < n; i++)
             t.s[s][i] = x->s[s][idx[i]];
@@ -244,6 +276,25 @@ int mpc_l_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, siz
     if (z == x || z->s[0] || z->s[1])
         mpc_l_release(e, z);
     *z = t;
+    return MS_OK;
+}
+
+int mpc_l_concat(eng *e, mpc_val *z, const mpc_val *parts, int np)
+{
+    mpc_core *c = core(e);
+    size_t tot = 0;
+    for (int i = 0; i < np; i++)
+        tot += parts[i].n;
+    if (tot != z->n)
+        return mpc_fail(c, MS_ERR_INTERNAL, "mpc concat: parts of %zu elements into %zu", tot,
+                        z->n);
+    for (int s = 0; s < c->ns; s++) {
+        size_t off = 0;
+        for (int i = 0; i < np; i++) {
+            memcpy(z->s[s] + off, parts[i].s[s], parts[i].n * sizeof(uint64_t));
+            off += parts[i].n;
+        }
+    }
     return MS_OK;
 }
 

@@ -25,7 +25,9 @@ typedef struct mpc_core {
 } mpc_core;
 
 int mpc_fail(mpc_core *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-uint64_t *mpc_tmp(mpc_core *c, int slot, size_t n); /* NULL (and err set) on OOM */
+/* Scratch slot `slot` of at least n words, its contents undefined (a slot that grows is not
+ * copied); NULL (and err set) on OOM. */
+uint64_t *mpc_tmp(mpc_core *c, int slot, size_t n);
 /* A zeroed byte buffer of len in scratch slot k; NULL (and err set) on OOM. */
 uint8_t *mpc_tmp_bytes(mpc_core *c, int slot, size_t len);
 void mpc_core_free(mpc_core *c);
@@ -47,6 +49,7 @@ int mpc_l_add_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *cst, siz
 int mpc_l_mul_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *cst, size_t nc);
 int mpc_l_shift(eng *e, mpc_val *z, const mpc_val *x, int s);
 int mpc_l_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size_t n);
+int mpc_l_concat(eng *e, mpc_val *z, const mpc_val *parts, int np);
 
 /* One backend engine, as the engine registry (mpc_eng.c) knows it: attach fills e->vt and
  * e->impl and exchanges the keys; detach frees e->impl; the beaver cache hooks are optional. */

@@ -1066,6 +1066,7 @@ static const eng_vt semi2k_vt = {
     .shift = mpc_l_shift,
     .bool_components = s_bool_components,
     .permute = mpc_l_permute,
+    .concat = mpc_l_concat,
     .input = s_input,
     .open = s_open,
     .mul = s_mul,

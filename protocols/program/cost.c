@@ -314,6 +314,17 @@ static int cost_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *id
     return cost_local(e, PRIM_LOCAL, (double)n);
 }
 
+/* COST: every element of the result written once (PRIMITIVES.md "Local work"). */
+static int cost_concat(eng *e, mpc_val *z, const mpc_val *parts, int np)
+{
+    size_t tot = 0;
+    for (int i = 0; i < np; i++)
+        tot += parts[i].n;
+    z->n = tot;
+    z->dom = parts[0].dom;
+    return cost_local(e, PRIM_LOCAL, (double)tot);
+}
+
 /* COST: a public count the kernel computed: nothing moves in the rounds (semi2k's dealer gets
  * 8 bytes from P0 outside them, eng.h). */
 static int cost_sync_public(eng *e, uint64_t *v)
@@ -344,6 +355,7 @@ static void cost_fill_local(eng_vt *vt)
     vt->shift = cost_shift;
     vt->bool_components = cost_bool_components;
     vt->permute = cost_permute;
+    vt->concat = cost_concat;
     vt->sync_public = cost_sync_public;
 }
 

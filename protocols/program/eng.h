@@ -74,6 +74,9 @@ typedef struct eng_vt {
     int (*bool_components)(eng *e, mpc_val comps[3], int *nc, const mpc_val *x);
     /* Moves a value to a layout slice: z[i] = x[idx[i]] (public index), local */
     int (*permute)(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size_t n);
+    /* z = [parts[0]; parts[1]; …] (local, one pass over the result): z is allocated by the
+     * caller for the parts' total length in parts[0]'s domain and is none of the parts. */
+    int (*concat)(eng *e, mpc_val *z, const mpc_val *parts, int np);
 
     /* communicating */
     int (*input)(eng *e, mpc_val *z, int owner, const uint64_t *plain); /* owner shares plain */

@@ -211,6 +211,23 @@ static int p_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, 
     return MS_OK;
 }
 
+/* Each part's clear elements and each of its components moved into place. */
+static int p_concat(eng *e, mpc_val *z, const mpc_val *parts, int np)
+{
+    count(e, PRIM_LOCAL);
+    size_t off = 0, nc = (size_t)ncomp(e);
+    for (int i = 0; i < np; i++) {
+        const mpc_val *p = &parts[i];
+        if (off + p->n > z->n)
+            return MS_ERR_INTERNAL;
+        memcpy(z->s[0] + off, p->s[0], p->n * sizeof *z->s[0]);
+        for (size_t k = 0; k < nc; k++)
+            memcpy(z->s[1] + k * z->n + off, p->s[1] + k * p->n, p->n * sizeof *z->s[1]);
+        off += p->n;
+    }
+    return off == z->n ? MS_OK : MS_ERR_INTERNAL;
+}
+
 static int p_input(eng *e, mpc_val *z, int owner, const uint64_t *plain)
 {
     count(e, PRIM_INPUT);
@@ -466,6 +483,7 @@ static const eng_vt plain_vt = {
     .shift = p_shift,
     .bool_components = p_bool_components,
     .permute = p_permute,
+    .concat = p_concat,
     .input = p_input,
     .open = p_open,
     .mul = p_mul,

@@ -142,17 +142,10 @@ int k_a2b_spu(eng *e, mpc_val *z, const mpc_val *x)
     return rc;
 }
 
-/* z = x & mask on every word (public constant: local). */
+/* z = x & mask on every word (public constant word: local, no buffer of it). */
 int k_andc(eng *e, mpc_val *z, const mpc_val *x, uint64_t mask)
 {
-    uint64_t *m;
-    TRY(pub64(x, x->n, &m));
-    if (m)
-        for (size_t i = 0; i < x->n; i++)
-            m[i] = mask;
-    int rc = VT->mul_pub(e, z, x, m, x->n);
-    free(m);
-    return rc;
+    return VT->mul_pub(e, z, x, &mask, 1);
 }
 
 /* z = (x << l) & ml ^ (y << r) & mr (shifts: positive left; local). */

@@ -103,46 +103,15 @@ int k_cols(eng *e, mpc_val *z, const mpc_val *x, size_t R, size_t L, size_t off,
     return kperm(e, z, x, R * len, (kmap){MAP_ROWS, L, off, len, 0});
 }
 
-/* z = [p0; p1; …] (local): each part moved into place, masked, and added (xored) in. */
+/* z = [p0; p1; …] (local): a fresh value of the parts' total length, filled by the engine in
+ * one pass (eng.h concat). */
 int k_concat(eng *e, mpc_val *z, const mpc_val *parts, int np)
 {
     size_t tot = 0;
-    int dom = parts[0].dom;
     for (int i = 0; i < np; i++)
         tot += parts[i].n;
-    TRY(kal(e, z, tot, dom));
-    size_t off = 0;
-    for (int i = 0; i < np; i++) {
-        const mpc_val *p = &parts[i];
-        uint32_t *idx = NULL;
-        uint64_t *mask = NULL;
-        int rc = pub32(p, tot, &idx);
-        if (!rc)
-            rc = pub64(p, tot, &mask);
-        if (idx && mask)
-            for (size_t j = 0; j < tot; j++) {
-                int in = j >= off && j < off + p->n;
-                idx[j] = in ? (uint32_t)(j - off) : 0;
-                mask[j] = in ? (dom == DOM_BOOL ? ~0ull : 1) : 0;
-            }
-        mpc_val t = {0};
-        mpc_val *dst = i == 0 ? z : &t;
-        if (!rc && i > 0)
-            rc = kal(e, &t, tot, dom);
-        if (!rc)
-            rc = VT->permute(e, dst, p, idx, tot);
-        if (!rc)
-            rc = VT->mul_pub(e, dst, dst, mask, tot);
-        if (!rc && i > 0)
-            rc = VT->add(e, z, z, &t);
-        free(idx);
-        free(mask);
-        if (i > 0)
-            krel(e, &t);
-        TRY(rc);
-        off += p->n;
-    }
-    return MS_OK;
+    TRY(kal(e, z, tot, parts[0].dom));
+    return VT->concat(e, z, parts, np);
 }
 
 /* Public constant broadcast helpers for add_pub / mul_pub. */
