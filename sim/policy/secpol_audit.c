@@ -37,16 +37,24 @@ int secpol_emit_audit_tensor(const void *cfg, const secpol_run *r, const secpol_
             eprog_free(&x);
             continue;
         }
-        uint32_t kvt = OP_NONE;
+        uint32_t kvt = OP_NONE, att = OP_NONE;
         for (size_t k = 0; k < x.io.n_in; k++)
             if (x.io.in_what[k] == PCHECK_IN_KV)
                 kvt = x.io.in_t[k];
-        uint32_t ts[4] = {x.io.sel_t, kvt, x.io.sel_score, x.io.has_bias ? x.io.sel_bias : OP_NONE};
-        for (int w = 0; w < 4; w++) {
+            else if (x.io.in_what[k] == PCHECK_IN_ATT_SLOTS)
+                att = x.io.in_t[k];
+        uint32_t ts[5] = {x.io.sel_t, kvt, x.io.sel_score, x.io.has_bias ? x.io.sel_bias : OP_NONE,
+                          att};
+        for (int w = 0; w < 5; w++) {
             if (ts[w] >= x.prog.n_tens)
                 continue;
             if (at++ == i) {
-                secpol_rename_tensor(name, x.prog.tens[ts[w]].name);
+                /* the rows as the step attended them (its gathered copy: the ops may update
+                 * the state they are after the softmax) */
+                if (w == 0 && x.io.sel_m)
+                    snprintf(name, 48, "L%u.s.rows", l);
+                else
+                    secpol_rename_tensor(name, x.prog.tens[ts[w]].name);
                 *is_score = 1; /* decoded: equal rows stay equal */
                 eprog_free(&x);
                 return 1;
@@ -103,8 +111,28 @@ typedef struct oatt {
     uint32_t w, n;
 } oatt;
 
+/* The decode attention the audit opened, per step and layer: (H, 1, m + 1) values over the
+ * gathered rows, then the new entry (PCHECK_IN_ATT_SLOTS), and the cached position of each
+ * gathered row per KV head (pos[g·m + i], UINT32_MAX: none), or a = NULL. */
+typedef struct datt {
+    const double *a;
+    uint32_t m;
+    uint32_t *pos;
+} datt;
+
+/* The opened decode attention of the query at pos ≥ P in layer l, or NULL. */
+static const datt *dec_att(const ecfg *c, const secpol_run *r, const datt *da, uint32_t S,
+                           uint32_t l, uint32_t pos)
+{
+    uint32_t s = pos + 1 - r->prefill;
+    if (!da || pos < r->prefill || s >= S || !da[(size_t)s * c->L + l].a)
+        return NULL;
+    return &da[(size_t)s * c->L + l];
+}
+
 /* Whether layer l's observation at pos needs nothing but keys, values and opened attention. */
-static int replayable(const ecfg *c, const secpol_run *r, const oatt *att, uint32_t l, uint32_t pos)
+static int replayable(const ecfg *c, const secpol_run *r, const oatt *att, const datt *da,
+                      uint32_t S, uint32_t l, uint32_t pos)
 {
     unsigned need = c->p->layer_needs ? c->p->layer_needs(c->st_ref, l, pos)
                     : c->p->needs     ? c->p->needs(c->st_ref, pos)
@@ -112,7 +140,8 @@ static int replayable(const ecfg *c, const secpol_run *r, const oatt *att, uint3
     if (need & ~(POLICY_NEED_K | POLICY_NEED_V | POLICY_NEED_ATT))
         return 0;
     return !(need & POLICY_NEED_ATT) ||
-           (pos < r->prefill && att[l].v && pos + att[l].w >= r->prefill);
+           (pos < r->prefill && att[l].v && pos + att[l].w >= r->prefill) ||
+           dec_att(c, r, da, S, l, pos);
 }
 
 /* The attention row of every query head at prompt position pos from the opened operand: its
@@ -132,15 +161,16 @@ static void att_rows(const ecfg *c, const secpol_run *r, const oatt *a, uint32_t
  * ref[((s·L + l)·Hkv + g)·N + j]. 0: done; 1: its select() observes more than these (not
  * replayable from what the audit opened). */
 static int own_select(const ecfg *c, const secpol_run *r, const double *const *rows,
-                      const uint32_t *rows_n, const oatt *att, uint8_t *ref, uint32_t N, errbuf *e)
+                      const uint32_t *rows_n, const oatt *att, const datt *da, uint32_t S,
+                      uint8_t *ref, uint32_t N, errbuf *e)
 {
     uint32_t P = r->prefill, Hkv = c->Hkv, d = c->d, L = c->L;
     for (uint32_t pos = 0; c->p->observe && pos < N; pos++)
         for (uint32_t l = 0; l < L; l++)
-            if (!replayable(c, r, att, l, pos))
+            if (!replayable(c, r, att, da, S, l, pos))
                 return 1;
     float *k = calloc((size_t)Hkv * d + 1, sizeof *k), *v = calloc((size_t)Hkv * d + 1, sizeof *v);
-    float *ar = calloc((size_t)c->H * P + 1, sizeof *ar);
+    float *ar = calloc((size_t)c->H * N + 1, sizeof *ar);
     uint8_t *keep = calloc((size_t)Hkv * N + 1, 1);
     int rc =
         k && v && ar && keep ? MS_OK : err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
@@ -167,6 +197,21 @@ static int own_select(const ecfg *c, const secpol_run *r, const double *const *r
             int has_att = pos < P && att[l].v && pos + att[l].w >= P;
             if (has_att)
                 att_rows(c, r, &att[l], pos, ar);
+            /* a decode step's: its attention over the gathered rows at their positions (0
+             * elsewhere: the entries it did not attend), the new entry's at pos */
+            const datt *dt = has_att ? NULL : dec_att(c, r, da, S, l, pos);
+            for (uint32_t h = 0; dt && h < c->H; h++) {
+                uint32_t g = h / (c->H / Hkv), n = pos + 1;
+                float *row = ar + (size_t)h * n;
+                for (uint32_t j = 0; j < n; j++)
+                    row[j] = 0;
+                for (uint32_t i = 0; i < dt->m; i++)
+                    if (dt->pos[(size_t)g * dt->m + i] < pos)
+                        row[dt->pos[(size_t)g * dt->m + i]] =
+                            (float)dt->a[(size_t)h * (dt->m + 1) + i];
+                row[pos] = (float)dt->a[(size_t)h * (dt->m + 1) + dt->m];
+            }
+            has_att |= dt != NULL;
             policy_obs o = {.layer = l, .pos = pos, .k = k, .v = v, .att = has_att ? ar : NULL};
             rc = c->p->observe(c->st_ref, &o, e);
         }
@@ -220,7 +265,8 @@ int secpol_emit_audit_note(const void *cfg, const secpol_run *r, const secpol_op
                  ? MS_OK
                  : err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
     oatt *att = calloc(L + 1, sizeof *att);
-    if (!rc && !att)
+    datt *da = calloc((size_t)S * L + 1, sizeof *da);
+    if (!rc && (!att || !da))
         rc = err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
     char unnamed[400] = "", stray[300] = "";
     /* the prompt attention operands opened after the prompt */
@@ -267,16 +313,28 @@ int secpol_emit_audit_note(const void *cfg, const secpol_run *r, const secpol_op
                 const op_tensor *U =
                     io->sel_score < x->prog.n_tens ? &x->prog.tens[io->sel_score] : NULL;
                 const op_tensor *Bt = io->has_bias ? &x->prog.tens[io->sel_bias] : NULL;
-                size_t nb = Bt ? (size_t)Bt->batch * Bt->rows * Bt->cols : 0;
+                size_t nb = Bt ? (size_t)Bt->batch * Bt->rows * Bt->cols : 0, na = 0;
+                for (size_t k = 0; k < io->n_in; k++)
+                    if (io->in_what[k] == PCHECK_IN_ATT_SLOTS)
+                        na = (size_t)c->H * (io->sel_m + 1);
                 m.nsc = U ? U->batch * U->rows * U->cols : 0;
-                if (nsel + nkv + m.nsc + nb > left || R < kv) {
+                if (nsel + nkv + m.nsc + nb + na > left || R < kv) {
                     rc = err_set(e, MS_ERR_INTERNAL, "selection audit: step %u opened %u values", s,
                                  opened->n_vals[s]);
                     break;
                 }
                 sel = v, kvv = v + nsel, m.sc = m.nsc ? v + nsel + nkv : NULL;
                 bias = nb ? v + nsel + nkv + m.nsc : NULL;
-                v += nsel + nkv + m.nsc + nb, left -= nsel + nkv + m.nsc + nb;
+                datt *dt = &da[(size_t)s * L + l];
+                dt->pos = na ? malloc(((size_t)Hkv * io->sel_m + 1) * sizeof *dt->pos) : NULL;
+                if (na && !dt->pos) {
+                    rc = err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
+                    break;
+                }
+                for (size_t k = 0; dt->pos && k < (size_t)Hkv * io->sel_m; k++)
+                    dt->pos[k] = UINT32_MAX;
+                dt->a = na ? v + nsel + nkv + m.nsc + nb : NULL, dt->m = io->sel_m;
+                v += nsel + nkv + m.nsc + nb + na, left -= nsel + nkv + m.nsc + nb + na;
                 if (R > kv) { /* the cached rows alone, (Hkv, kv, 2d) */
                     double *pk = malloc((size_t)Hkv * kv * 2 * d * sizeof *pk + 1);
                     if (!pk) {
@@ -308,6 +366,8 @@ int secpol_emit_audit_note(const void *cfg, const secpol_run *r, const secpol_op
                     while (j < m.r1 && (gm[j] || memcmp(row, kvv + ((size_t)g * kv + j) * 2 * d,
                                                         2 * d * sizeof *row)))
                         j++;
+                    if (j < m.r1 && da[(size_t)s * L + l].pos)
+                        da[(size_t)s * L + l].pos[(size_t)g * io->sel_m + i] = j;
                     if (j < m.r1)
                         gm[j] = 1;
                     else if (!stray[0]) /* the session attends every gathered row */
@@ -340,7 +400,7 @@ int secpol_emit_audit_note(const void *cfg, const secpol_run *r, const secpol_op
     uint32_t worst = 0;
     for (uint32_t l = 1; l < L && l < 16; l++)
         worst = dk.err[l] > dk.err[worst] ? l : worst;
-    int own_rc = rc ? 0 : own_select(c, r, last, last_n, att, own, N, e);
+    int own_rc = rc ? 0 : own_select(c, r, last, last_n, att, da, S, own, N, e);
     if (own_rc < 0)
         rc = -own_rc;
     /* the tie tolerance its emit_cost states once its state has observed the session's values
@@ -396,7 +456,10 @@ int secpol_emit_audit_note(const void *cfg, const secpol_run *r, const secpol_op
     int drift = last && last[worst];
     for (size_t i = 0; packs && i < (size_t)S * L; i++)
         free(packs[i]);
+    for (size_t i = 0; da && i < (size_t)S * L; i++)
+        free(da[i].pos);
     free(got), free(own), free(sm), free(last), free(last_n), free(xs), free(packs), free(att);
+    free(da);
     if (rc)
         return rc;
     fprintf(out,

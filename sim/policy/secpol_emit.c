@@ -88,6 +88,24 @@ static void ecfg_free(void *cfg)
     free(c);
 }
 
+/* Whether a decode step's attention over its slots (PCHECK_IN_ATT_SLOTS, H × 1 × n) is a view of
+ * the session's: it attends the new entry, then the public entries, then the gathered rows; the
+ * slots are the gathered rows alone (none public) or every cached entry (no selection). The
+ * ops read it after the softmax, so the rows they gather must be state as the step began. */
+static int att_slots_ok(const ecfg *c, const eprog *x, uint32_t kv)
+{
+    const pcheck_decl *io = &x->io;
+    uint32_t n = attended(io, kv) + 1;
+    for (size_t i = 0; i < io->n_in; i++) {
+        const op_tensor *T = &x->prog.tens[io->in_t[i]];
+        if (io->in_what[i] == PCHECK_IN_ATT_SLOTS &&
+            (T->batch != c->H || T->rows != 1 || T->cols != n))
+            return 0;
+    }
+    return !io->has_sel ||
+           (attended(io, kv) == io->sel_m && x->prog.tens[io->sel_t].role == OPT_CACHE);
+}
+
 /* secpol_emit_config, with why (may be NULL) set to the reason when *cfg stays NULL. */
 static int emit_config(const policy_ops *p, const char *name, const policy_env *env,
                        const policy_args *a, uint32_t n, void **cfg, char *why, size_t cap,
@@ -125,7 +143,10 @@ static int emit_config(const policy_ops *p, const char *name, const policy_env *
                             (dec && w == PCHECK_IN_QUERY &&
                              (size_t)T->batch * T->rows * T->cols == (size_t)c->H * c->d) ||
                             (!dec && w == PCHECK_IN_PROMPT_ATT && T->batch == c->H &&
-                             T->rows <= kv && T->cols <= kv);
+                             T->rows <= kv && T->cols <= kv) ||
+                            (dec && w == PCHECK_IN_KV_NEW && T->batch == c->Hkv && T->rows == 1 &&
+                             T->cols == 2 * c->d) ||
+                            (dec && w == PCHECK_IN_ATT_SLOTS && att_slots_ok(c, &x, kv));
                 if (was && !bindable && why)
                     snprintf(why, cap,
                              "its ops read %s (%u x %u x %u) at layer %u of the %s, which the "
@@ -305,6 +326,66 @@ static int prompt_att(const ecfg *c, uint32_t l, uint32_t sc, uint32_t P, uint32
     return opb_failed(&b) ? err_set(e, MS_ERR_NOMEM, "selection on shares: out of memory") : MS_OK;
 }
 
+/* The decode step's operands of its new entry and its attention: the new [K | V] row
+ * (PCHECK_IN_KV_NEW, Hkv × 1 × 2d: row 0 of the layer's caches after the step's append, side by
+ * side) when kv_new, the attention over its slots (PCHECK_IN_ATT_SLOTS, H × 1 × n: the
+ * probabilities sc (H, 1, n) after their softmax, the new entry's column 0 moved behind the
+ * others) when att. Views: local. */
+static int decode_inputs(const ecfg *c, uint32_t l, const pcheck_decl *io, const op_program *q,
+                         const uint32_t *map, uint32_t kc, uint32_t vc, uint32_t sc, int kv_new,
+                         int att, op_program *p, errbuf *e)
+{
+    uint32_t Hkv = c->Hkv, H = c->H, d = c->d;
+    opb b;
+    opb_init(&b, p, PHASE_DECODE, (int)l, OPC_POLICY, NULL);
+    for (size_t i = 0; i < io->n_in; i++) {
+        uint32_t out = map[io->in_t[i]];
+        const op_tensor *T = &q->tens[io->in_t[i]];
+        if (kv_new && io->in_what[i] == PCHECK_IN_KV_NEW) {
+            if (T->batch != Hkv || T->rows != 1 || T->cols != 2 * d)
+                return err_set(e, MS_ERR_INPUT,
+                               "policy %s: its new [K | V] row %s is not n_kv_heads x 1 x "
+                               "2·head_dim",
+                               c->name, T->name);
+            uint32_t pair = opb_tensor(&b, "s.kvn_pair", OPT_TEMP, Hkv, 2, d);
+            for (int w = 0; w < 2; w++)
+                opb_put(&b, opb_rows(&b, w ? vc : kc, Hkv, 0, 1, d, w ? "s.kvn_v" : "s.kvn_k"),
+                        pair, Hkv, (uint32_t)w, 1, d);
+            opb_op(&b, OP_VIEW, Hkv, 1, 0, 2 * d, pair, OP_NONE, OP_NONE, out, 0, 0, 0);
+        } else if (att && io->in_what[i] == PCHECK_IN_ATT_SLOTS) {
+            uint32_t n = p->tens[sc].cols;
+            if (T->batch != H || T->rows != 1 || T->cols != n || p->tens[sc].rows != 1 || n < 1)
+                return err_set(e, MS_ERR_INPUT,
+                               "policy %s: its attention over the slots %s is not the step's "
+                               "n_heads x 1 x %u",
+                               c->name, T->name, n);
+            uint32_t t = opb_transpose(&b, sc, H, 1, n, "s.slots_att_t");
+            uint32_t u = opb_tensor(&b, "s.slots_att_u", OPT_TEMP, H, n, 1);
+            if (n > 1)
+                opb_put(&b, opb_rows(&b, t, H, 1, n - 1, 1, "s.slots_att_old"), u, H, 0, n - 1, 1);
+            opb_put(&b, opb_rows(&b, t, H, 0, 1, 1, "s.slots_att_new"), u, H, n - 1, 1, 1);
+            uint32_t v = opb_transpose(&b, u, H, n, 1, "s.slots_att_v");
+            opb_op(&b, OP_VIEW, H, 1, 0, n, v, OP_NONE, OP_NONE, out, 0, 0, 0);
+        }
+    }
+    return opb_failed(&b) ? err_set(e, MS_ERR_NOMEM, "selection on shares: out of memory") : MS_OK;
+}
+
+/* The policy's ops (its tensors renamed by map) at the end of p. */
+static int splice_ops(const op_program *q, const uint32_t *map, int phase, op_program *p, errbuf *e)
+{
+    for (size_t i = 0; i < q->n_ops; i++) {
+        op o = q->ops[i];
+        for (int k = 0; k < 3; k++)
+            o.in[k] = o.in[k] < q->n_tens ? map[o.in[k]] : o.in[k];
+        o.out = o.out < q->n_tens ? map[o.out] : o.out;
+        o.phase = (uint8_t)phase;
+        if (op_emit(p, &o) < 0)
+            return err_set(e, MS_ERR_NOMEM, "selection on shares: out of memory");
+    }
+    return MS_OK;
+}
+
 /* Layer l's program spliced before its attention scores (after their softmax when it reads the
  * prompt's attention). */
 static int splice(const ecfg *c, const secpol_step *st, uint32_t l, eprog *x, op_program *p,
@@ -388,15 +469,20 @@ static int splice(const ecfg *c, const secpol_step *st, uint32_t l, eprog *x, op
             at = sm + 1 > at ? sm + 1 : at;
         }
     }
-    for (size_t i = 0; !rc && i < q->n_ops; i++) {
-        op o = q->ops[i];
-        for (int k = 0; k < 3; k++)
-            o.in[k] = o.in[k] < q->n_tens ? map[o.in[k]] : o.in[k];
-        o.out = o.out < q->n_tens ? map[o.out] : o.out;
-        o.phase = (uint8_t)phase;
-        if (op_emit(p, &o) < 0)
-            rc = err_set(e, MS_ERR_NOMEM, "selection on shares: out of memory");
-    }
+    /* a decode step reading its attention over its slots: its ops follow the softmax, the rows
+     * it attends (its state as the step began) are gathered before the scores */
+    int late = 0;
+    for (size_t i = 0; i < io->n_in; i++)
+        late |= phase == PHASE_DECODE && io->in_what[i] == PCHECK_IN_ATT_SLOTS;
+    if (!rc && late && io->has_sel && q->tens[io->sel_t].role != OPT_CACHE)
+        rc = err_set(e, MS_ERR_INPUT,
+                     "policy %s: its ops read the step's attention over the rows it gathers, "
+                     "which must then be state as the step began",
+                     c->name);
+    if (!rc && phase == PHASE_DECODE && !late)
+        rc = decode_inputs(c, l, io, q, map, kc, vc, sc, 1, 0, p, e);
+    if (!rc && !late)
+        rc = splice_ops(q, map, phase, p, e);
     /* the gathered rows' K and V columns behind the new entry and the public entries */
     if (!rc && phase == PHASE_DECODE && io->has_sel) {
         const op_tensor *S = &q->tens[io->sel_t];
@@ -427,6 +513,17 @@ static int splice(const ecfg *c, const secpol_step *st, uint32_t l, eprog *x, op
     }
     if (!rc)
         rc = secpol_ops_move(p, at, from, e);
+    if (!rc && late) { /* after the softmax: the new row, the attention, the ops */
+        from = p->n_ops;
+        rc = decode_inputs(c, l, io, q, map, kc, vc, sc, 1, 1, p, e);
+        if (!rc)
+            rc = splice_ops(q, map, phase, p, e);
+        long sm = rc ? -1 : secpol_find_op(p, OP_SOFTMAX, sc);
+        if (!rc && sm < 0)
+            rc = err_set(e, MS_ERR_INTERNAL, "selection on shares: layer %u has no softmax", l);
+        if (!rc)
+            rc = secpol_ops_move(p, sm + 1, from, e);
+    }
     /* rows of padding: their biases added to the gathered rows' scores before the softmax */
     if (!rc && phase == PHASE_DECODE && io->has_sel && io->has_bias && io->sel_m)
         rc = splice_bias(c, l, io, map[io->sel_bias], attended(io, kv) - io->sel_m, sc, p, e);

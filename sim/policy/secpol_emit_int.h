@@ -42,8 +42,7 @@ static inline int probe_with(const ecfg *c, void *st, int phase, uint32_t layer,
     return rc;
 }
 
-static inline int probe(const ecfg *c, int phase, uint32_t layer, uint32_t kv, eprog *x,
-                        errbuf *e)
+static inline int probe(const ecfg *c, int phase, uint32_t layer, uint32_t kv, eprog *x, errbuf *e)
 {
     return probe_with(c, c->st, phase, layer, kv, x, e);
 }
