@@ -50,10 +50,31 @@ START_TEST(test_tova_aby3)
 }
 END_TEST
 
+/* A prompt within the cache (4 of 8): the first eviction, at 8 cached entries, reads the
+ * attention over every cached entry and names no selection (the session attends them all); the
+ * next steps attend the slots. 5 layers x 4 KV heads x 12 steps = 240 masks; the prompt's end
+ * reads no attention, so the kept sets are compared with the replay's only. */
+START_TEST(test_tova_prompt_within_cache)
+{
+    char out[1 << 14];
+    th_cli_expect(out, sizeof out, 0,
+                  "bytes and rounds of every op of the 13 steps equal the prediction: yes",
+                  "validate --model stories260K -p semi2k --accuracy 16 --prompt 4 --policy tova "
+                  "--policy-param cache_size=8");
+    ck_assert_msg(!strstr(out, "NOTE: tova has no selection on shares"), "%s", out);
+    ck_assert_msg(!strstr(out, "audit failed"), "%s", out);
+    ck_assert_msg(strstr(out, "own emitted ops (the selection opened for the audit only), 240 "
+                              "decode masks"),
+                  "%s", out);
+    ck_assert_msg(strstr(out, "equal to the plaintext replay's (float model): yes (240 equal"),
+                  "%s", out);
+}
+END_TEST
+
 Suite *tovasec_suite(void)
 {
     Suite *s = suite_create("tovasec");
     TCase *tc = th_case(s, "core", 0);
-    TH_TESTS(tc, test_tova_semi2k, test_tova_aby3);
+    TH_TESTS(tc, test_tova_semi2k, test_tova_aby3, test_tova_prompt_within_cache);
     return s;
 }
