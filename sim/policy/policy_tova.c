@@ -165,14 +165,16 @@ static int tova_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const
                opb_shared(&pe, "tova.slots", OPT_CACHE, Hkv, B, d2), OPF_NO_TRUNC, 0, 0);
         return policy_emit_done(&pe, "tova", e);
     }
-    uint32_t n = kept[0] + 1, m1 = kept[0];
+    /* the kept count is min(kv_len, B) whatever the observations: the secure form passes every
+     * cached entry as kept */
+    uint32_t m1 = kept[0] < B ? kept[0] : B, n = m1 + 1;
     if (n <= B)
         return MS_OK;
     policy_emitter pe;
     opb_init(&pe, prog, phase, (int)layer, OPC_POLICY, NULL);
     /* the step's n slots: the kept rows (the state, or the whole cache before any eviction),
      * then the new entry's */
-    int evicted = kept[0] < kv_len;
+    int evicted = m1 < kv_len;
     uint32_t slots = opb_shared(&pe, "tova.slots", OPT_CACHE, Hkv, B, d2);
     uint32_t kv = pcheck_input(&pe, PCHECK_IN_KV, Hkv, kv_len, d2);
     uint32_t all = opb_tensor(&pe, "tova.all", OPT_TEMP, Hkv, n, d2);
