@@ -49,9 +49,15 @@ int secpol_emit_audit_tensor(const void *cfg, const secpol_run *r, const secpol_
             if (ts[w] >= x.prog.n_tens)
                 continue;
             if (at++ == i) {
-                /* the rows as the step attended them (its gathered copy: the ops may update
-                 * the state they are after the softmax) */
-                if (w == 0 && x.io.sel_m)
+                /* the rows as the step attended them: when the step's own ops update the
+                 * state it names (tova's compaction, after the softmax), its gathered copy;
+                 * otherwise the selection itself (a row gather that gather: scores replaces
+                 * is formed from its one-hot there: secinf.c) */
+                int upd = 0;
+                if (w == 0 && x.io.sel_m && x.prog.tens[ts[0]].role == OPT_CACHE)
+                    for (size_t k = 0; k < x.prog.n_ops && !upd; k++)
+                        upd = x.prog.ops[k].out == ts[0] && x.prog.ops[k].kind != OP_INPUT;
+                if (upd)
                     snprintf(name, 48, "L%u.s.rows", l);
                 else
                     secpol_rename_tensor(name, x.prog.tens[ts[w]].name);
