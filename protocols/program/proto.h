@@ -138,6 +138,12 @@ const char *const *proto_cfg_keys(size_t *n);
  * ranges (protocols/base/yschema.h; `mpcsim list keys protocol`). */
 struct ys_schema;
 const struct ys_schema *proto_cfg_schema(void);
+/* The rules between the keys of a 'protocol' mapping v once read into cfg (1 ≤ frac_bits <
+ * ring_bits; a framework profile the protocol has): 0, or ys_fail's code with the message
+ * at the offending key. */
+struct ys_ctx;
+struct yx_node;
+int proto_cfg_check_node(const struct ys_ctx *x, const struct yx_node *v, const proto_cfg *cfg);
 /* Prints the per-primitive cost table of pr for n elements (rounds, online bytes sent per
  * party, offline bytes per party) and the composite kernels' costs per element / row. */
 int proto_print_costs(FILE *f, const proto *pr, const proto_cfg *cfg, uint64_t n);

@@ -93,6 +93,24 @@ static const ys_schema cfg_schema =
 
 const ys_schema *proto_cfg_schema(void) { return &cfg_schema; }
 
+int proto_cfg_check_node(const ys_ctx *x, const yx_node *v, const proto_cfg *cfg)
+{
+    if (cfg->frac_bits >= cfg->ring_bits || cfg->frac_bits < 1) {
+        const yx_node *at = yx_map_get(v, "frac_bits");
+        at = at ? at : yx_map_get(v, "ring_bits");
+        return ys_fail(x, at ? at : v, "fixed point needs 1 <= frac_bits < ring_bits",
+                       "frac_bits (%d) must be less than ring_bits (%d)", cfg->frac_bits,
+                       cfg->ring_bits);
+    }
+    errbuf ce;
+    if (kern_compat_check(cfg, &ce)) { /* a framework profile the protocol lacks */
+        const yx_node *at = yx_map_get(v, "compat");
+        return ys_fail(x, at ? at : v, "compat: native or spu", "%s",
+                       ce.msg + (strncmp(ce.msg, "error: ", 7) ? 0 : 7));
+    }
+    return MS_OK;
+}
+
 /* The settable keys: every field but 'name' (a protocol's name picks its defaults). */
 const char *const *proto_cfg_keys(size_t *n)
 {

@@ -155,20 +155,7 @@ int read_protocol(scn_ctx *x, const yx_node *v, run_cfg *c)
                     "missing required key 'name' in 'protocol'");
     if ((rc = read_proto_name(x, name, c)) || (rc = ys_read(&x->y, v, ps, NULL, 0, &c->proto)))
         return rc;
-    if (c->proto.frac_bits >= c->proto.ring_bits || c->proto.frac_bits < 1) {
-        const yx_node *at = yx_map_get(v, "frac_bits");
-        at = at ? at : yx_map_get(v, "ring_bits");
-        return fail(x, at ? at : v, "fixed point needs 1 <= frac_bits < ring_bits",
-                    "frac_bits (%d) must be less than ring_bits (%d)", c->proto.frac_bits,
-                    c->proto.ring_bits);
-    }
-    errbuf ce;
-    if (kern_compat_check(&c->proto, &ce)) { /* a framework profile the protocol lacks */
-        const yx_node *at = yx_map_get(v, "compat");
-        return fail(x, at ? at : v, "compat: native or spu", "%s",
-                    ce.msg + (strncmp(ce.msg, "error: ", 7) ? 0 : 7));
-    }
-    return MS_OK;
+    return proto_cfg_check_node(&x->y, v, &c->proto);
 }
 
 /* ---- network ----------------------------------------------------------------------------- */

@@ -275,19 +275,7 @@ static int read_protocol(const ys_ctx *x, const yx_node *v, serve_scn *s)
     const ys_schema *ps = proto_cfg_schema();
     if ((rc = ys_read(x, v, ps, NULL, 0, &s->proto)))
         return rc;
-    if (s->proto.frac_bits >= s->proto.ring_bits || s->proto.frac_bits < 1) {
-        const yx_node *at = yx_map_get(v, "frac_bits");
-        return ys_fail(x, at ? at : v, "fixed point needs 1 <= frac_bits < ring_bits",
-                       "frac_bits (%d) must be less than ring_bits (%d)", s->proto.frac_bits,
-                       s->proto.ring_bits);
-    }
-    errbuf ce;
-    if (kern_compat_check(&s->proto, &ce)) { /* a framework profile the protocol lacks */
-        const yx_node *at = yx_map_get(v, "compat");
-        return ys_fail(x, at ? at : v, "compat: native or spu", "%s",
-                       ce.msg + (strncmp(ce.msg, "error: ", 7) ? 0 : 7));
-    }
-    return MS_OK;
+    return proto_cfg_check_node(x, v, &s->proto);
 }
 
 int serve_scn_read(const char *path, serve_scn *s, errbuf *e)
