@@ -20,16 +20,6 @@
 
 TESTDIR("check_attsec")
 
-/* "N of them chosen by its ops" of a policy check's output. */
-static unsigned chosen(const char *out)
-{
-    const char *w = strstr(out, " of them");
-    ck_assert_msg(w, "%s", out);
-    while (w[-1] >= '0' && w[-1] <= '9')
-        w--;
-    return (unsigned)strtoul(w, NULL, 10);
-}
-
 /* The compositions' ops gather what their select() keeps (prompt 32, 32 decode steps: 640
  * masks), as snapkv's and pyramidkv's do. */
 START_TEST(test_check_blocks)
@@ -38,17 +28,17 @@ START_TEST(test_check_blocks)
     th_cli_expect(out, sizeof out, 0, "snapkv_blocks: match",
                   "policy check '%s' --param capacity=16 --param window=4 --param recent=4",
                   th_data_path("scenarios/policies/snapkv.yaml"));
-    ck_assert_uint_eq(chosen(out), 640);
+    ck_assert_uint_eq(th_chosen(out), 640);
     th_cli_expect(out, sizeof out, 0, "snapkv_blocks: match",
                   "policy check '%s' --param capacity=20 --param window=8 --param recent=8 "
                   "--param pooling=avgpool --param kernel=4",
                   th_data_path("scenarios/policies/snapkv.yaml"));
-    ck_assert_uint_eq(chosen(out), 640);
+    ck_assert_uint_eq(th_chosen(out), 640);
     th_cli_expect(out, sizeof out, 0, "pyramidkv_blocks: match",
                   "policy check '%s' --param capacity=16 --param window=4 --param recent=4 "
                   "--param beta=2",
                   th_data_path("scenarios/policies/pyramidkv.yaml"));
-    ck_assert_uint_eq(chosen(out), 640);
+    ck_assert_uint_eq(th_chosen(out), 640);
 }
 END_TEST
 

@@ -25,16 +25,6 @@ static const char kpages_yaml[] = "name: kpages_t\n"
 
 static char *kpages_path(void) { return strdup(th_file(&td, "kpages.yaml", kpages_yaml)); }
 
-/* "N of them chosen by its ops" of a policy check's output. */
-static unsigned chosen(const char *out)
-{
-    const char *w = strstr(out, " of them");
-    ck_assert_msg(w, "%s", out);
-    while (w[-1] >= '0' && w[-1] <= '9')
-        w--;
-    return (unsigned)strtoul(w, NULL, 10);
-}
-
 /* quest.yaml at pages of 4 over prompts of 30 (a partial last page at every other step) and 32:
  * its ops gather what its select() keeps, as quest's do. */
 START_TEST(test_check_quest_blocks)
@@ -47,7 +37,7 @@ START_TEST(test_check_quest_blocks)
                       "--prompt %d",
                       yaml, P);
         ck_assert_msg(strstr(out, "640 keep masks"), "%s", out);
-        ck_assert_uint_ge(chosen(out), 300);
+        ck_assert_uint_ge(th_chosen(out), 300);
     }
 }
 END_TEST
@@ -60,7 +50,7 @@ START_TEST(test_check_keynorm_pages)
     for (int P = 29; P <= 30; P++) {
         th_cli_expect(out, sizeof out, 0, "kpages_t: match", "policy check '%s' --prompt %d", yaml,
                       P);
-        ck_assert_uint_eq(chosen(out), 640);
+        ck_assert_uint_eq(th_chosen(out), 640);
     }
     free(yaml);
 }
@@ -158,7 +148,7 @@ START_TEST(test_plugin_check)
         th_cli_expect(out, sizeof out, 0, "pagenorm (plug-in", "policy check '%s' --prompt %d", so,
                       P);
         ck_assert_msg(strstr(out, "): match"), "%s", out);
-        ck_assert_uint_eq(chosen(out), 640);
+        ck_assert_uint_eq(th_chosen(out), 640);
     }
     free(so);
 }

@@ -13,6 +13,7 @@
 #include "protocols/program/opb.h"
 #include "protocols/program/proto.h"
 #include "sim/scenario/runlabel.h"
+#include "stories.h"
 #include "testdir.h"
 
 TESTDIR("check_scores")
@@ -62,21 +63,9 @@ static void step_cost(const model_cfg *m, const char *pn, const step_case *c, in
     o.score_gather = scores;
     errbuf e;
     ck_assert_msg(lower_step(m, &o, &p, &e) == MS_OK, "%s", e.msg);
-    const proto *pr = proto_find(pn);
     proto_cfg cfg;
     ck_assert_int_eq(proto_cfg_default(pn, &cfg, &e), MS_OK);
-    cost_log log;
-    cost_log_init(&log, pr->n_parties);
-    ck_assert_msg(proto_cost_program(pr, &cfg, &p, &log, &e) == MS_OK, "%s", e.msg);
-    cost_totals t;
-    memset(&t, 0, sizeof t);
-    for (size_t i = 0; i < log.n; i++)
-        cost_totals_add_round(&t, &log.r[i], pr->n_parties);
-    *bytes = 0;
-    for (int i = 0; i < pr->n_parties; i++)
-        *bytes += t.bytes_sent[i];
-    *rounds = t.rounds;
-    cost_log_free(&log);
+    fixture_program_cost(pn, &cfg, &p, bytes, rounds);
     op_program_free(&p);
     free(kept);
 }
@@ -197,25 +186,18 @@ START_TEST(test_scores_cli)
      * bytes than the rows' and one more round per replaced gather; the prompt is the same */
     unsigned long long v[2][4];
     for (int j = 0; j < 2; j++) {
-        ck_assert_int_eq(th_runl(NULL, out, err, "validate", "--model", "stories260K",
-                                 "--accuracy", "40", "--prompt", "32", "--protocol", "aby3",
-                                 "--policy", "mpcache", "--policy-param", "static=none",
-                                 "--policy-param", "s1=8", "--policy-param", "s2=4",
-                                 "--policy-param", "ratio2=0.3", "--set", lay[j], NULL),
+        ck_assert_int_eq(th_runl(NULL, out, err, "validate", "--model", "stories260K", "--accuracy",
+                                 "40", "--prompt", "32", "--protocol", "aby3", "--policy",
+                                 "mpcache", "--policy-param", "static=none", "--policy-param",
+                                 "s1=8", "--policy-param", "s2=4", "--policy-param", "ratio2=0.3",
+                                 "--set", lay[j], NULL),
                          0);
         const char *t = th_text(out);
         ck_assert_msg(strstr(t, "bytes and rounds of every op of the 9 steps equal the "
                                 "prediction: yes"),
                       "%s", t);
-        const char *k = strstr(t, "measured online: ");
-        ck_assert_ptr_nonnull(k);
-        double sec;
         unsigned steps;
-        ck_assert_int_eq(sscanf(k,
-                                "measured online: prompt %llu bytes, %llu rounds, %lf s; %u "
-                                "decode steps %llu bytes, %llu rounds",
-                                &v[j][0], &v[j][1], &sec, &steps, &v[j][2], &v[j][3]),
-                         6);
+        th_measured_nums(t, v[j], &steps);
     }
     ck_assert_uint_eq(v[1][0], v[0][0]);
     ck_assert_uint_eq(v[1][1], v[0][1]);
@@ -242,16 +224,8 @@ START_TEST(test_scores_public_keep)
         ck_assert_msg(strstr(t, "bytes and rounds of every op of the 5 steps equal the prediction: "
                                 "yes"),
                       "%s", t);
-        const char *k = strstr(t, "measured online: ");
-        ck_assert_ptr_nonnull(k);
-        double sec;
         unsigned steps;
-        ck_assert_int_eq(sscanf(k,
-                                "measured online: prompt %llu bytes, %llu rounds, %lf s; %u "
-                                "decode steps %llu bytes, %llu rounds",
-                                &v[j % 2][0], &v[j % 2][1], &sec, &steps, &v[j % 2][2],
-                                &v[j % 2][3]),
-                         6);
+        th_measured_nums(t, v[j % 2], &steps);
         ck_assert_uint_eq(steps, 4);
         for (int i = 0; j % 2 && i < 4; i++)
             ck_assert_uint_eq(v[1][i], v[0][i]);

@@ -239,22 +239,9 @@ END_TEST
 /* A program's online bytes (every party's) and rounds as the engine costs them. */
 static void program_cost(const char *pn, const op_program *p, uint64_t *bytes, uint64_t *rounds)
 {
-    errbuf e = {{0}};
-    const proto *pr = proto_find(pn);
     proto_cfg cfg;
     fixture_cfg(pn, &cfg);
-    cost_log log;
-    cost_log_init(&log, pr->n_parties);
-    ck_assert_msg(proto_cost_program(pr, &cfg, p, &log, &e) == MS_OK, "%s", e.msg);
-    cost_totals t;
-    memset(&t, 0, sizeof t);
-    for (size_t i = 0; i < log.n; i++)
-        cost_totals_add_round(&t, &log.r[i], pr->n_parties);
-    *bytes = 0;
-    for (int i = 0; i < pr->n_parties; i++)
-        *bytes += t.bytes_sent[i];
-    *rounds = t.rounds;
-    cost_log_free(&log);
+    fixture_program_cost(pn, &cfg, p, bytes, rounds);
 }
 
 /* `mpcsim run`'s cost path under gather: scores (the replay's policy ops, the lowering with

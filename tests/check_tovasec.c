@@ -14,10 +14,10 @@
 
 #include "harness.h"
 
-/* validate of tova (cache_size 8) on shares under proto; its bytes and rounds into fig. */
-static void tova_on(const char *proto, char *fig, size_t cap)
+/* validate of tova (cache_size 8) on shares under proto, its measured line read. */
+static void tova_on(const char *proto)
 {
-    char out[1 << 14];
+    char out[1 << 14], fig[400];
     th_cli_expect(out, sizeof out, 0,
                   "bytes and rounds of every op of the 9 steps equal the prediction: yes",
                   "validate --model stories260K -p %s --accuracy 24 --prompt 16 --policy tova "
@@ -33,21 +33,13 @@ static void tova_on(const char *proto, char *fig, size_t cap)
     unsigned eq = th_count_of(out, "#       equal to its select()", "equal"),
              ties = th_count_of(out, "#       equal to its select()", "ties");
     ck_assert_uint_eq(eq + ties, 160);
-    th_measured(out, fig, cap);
+    th_measured(out, fig, sizeof fig);
 }
 
-START_TEST(test_tova_semi2k)
-{
-    char fig[400];
-    tova_on("semi2k", fig, sizeof fig);
-}
+START_TEST(test_tova_semi2k) { tova_on("semi2k"); }
 END_TEST
 
-START_TEST(test_tova_aby3)
-{
-    char fig[400];
-    tova_on("aby3", fig, sizeof fig);
-}
+START_TEST(test_tova_aby3) { tova_on("aby3"); }
 END_TEST
 
 /* A prompt within the cache (4 of 8): the first eviction, at 8 cached entries, reads the

@@ -271,18 +271,34 @@ unsigned th_count_of(const char *out, const char *line, const char *what)
     return (unsigned)strtoul(w, NULL, 10);
 }
 
-void th_measured(const char *out, char *buf, size_t cap)
+unsigned th_chosen(const char *out)
+{
+    const char *w = strstr(out, " of them");
+    ck_assert_msg(w, "%s", out);
+    while (w > out && w[-1] >= '0' && w[-1] <= '9')
+        w--;
+    return (unsigned)strtoul(w, NULL, 10);
+}
+
+void th_measured_nums(const char *out, unsigned long long v[4], unsigned *steps)
 {
     const char *m = strstr(out, "measured online: ");
     ck_assert_msg(m, "%s", out);
-    unsigned long pb, db;
-    unsigned pr, ns, dr;
+    double sec;
     ck_assert_int_eq(sscanf(m,
-                            "measured online: prompt %lu bytes, %u rounds, %*f s; %u decode "
-                            "steps %lu bytes, %u rounds",
-                            &pb, &pr, &ns, &db, &dr),
-                     5);
-    snprintf(buf, cap, "prompt %lu B %u rounds, %u steps %lu B %u rounds", pb, pr, ns, db, dr);
+                            "measured online: prompt %llu bytes, %llu rounds, %lf s; %u decode "
+                            "steps %llu bytes, %llu rounds",
+                            &v[0], &v[1], &sec, steps, &v[2], &v[3]),
+                     6);
+}
+
+void th_measured(const char *out, char *buf, size_t cap)
+{
+    unsigned long long v[4];
+    unsigned ns;
+    th_measured_nums(out, v, &ns);
+    snprintf(buf, cap, "prompt %llu B %llu rounds, %u steps %llu B %llu rounds", v[0], v[1], ns,
+             v[2], v[3]);
 }
 
 const char *th_data_path(const char *rel)

@@ -98,9 +98,15 @@ int th_count(const char *text, const char *needle);
 /* The count before `what` in "(N what" of out's line starting with `line` (a validate note's
  * "(104 equal, 56 ties …)"); fails the calling test when there is none. */
 unsigned th_count_of(const char *out, const char *line, const char *what);
+/* N of "N of them chosen by its ops" in a `policy check` output; fails the calling test when
+ * there is none. */
+unsigned th_chosen(const char *out);
 /* The bytes and rounds of a `validate --accuracy --policy` output's "measured online:" line,
  * its times left out, as text into buf; fails the calling test when there is none. */
 void th_measured(const char *out, char *buf, size_t cap);
+/* The same line's numbers: v = prompt bytes, prompt rounds, decode bytes, decode rounds, and
+ * the decode steps into *steps. */
+void th_measured_nums(const char *out, unsigned long long v[4], unsigned *steps);
 /* <MPCSIM_DATA>/<rel>; the result lives until eight more calls. */
 const char *th_data_path(const char *rel);
 

@@ -82,6 +82,26 @@ void fixture_cfg(const char *pname, proto_cfg *c)
     ck_assert_msg(proto_cfg_set(c, "approx", "sigmoid", &e) == MS_OK, "%s", e.msg);
 }
 
+void fixture_program_cost(const char *pname, const proto_cfg *cfg, const op_program *p,
+                          uint64_t *bytes, uint64_t *rounds)
+{
+    errbuf e = {{0}};
+    const proto *pr = proto_find(pname);
+    ck_assert_ptr_nonnull(pr);
+    cost_log log;
+    cost_log_init(&log, pr->n_parties);
+    ck_assert_msg(proto_cost_program(pr, cfg, p, &log, &e) == MS_OK, "%s", e.msg);
+    cost_totals t;
+    memset(&t, 0, sizeof t);
+    for (size_t i = 0; i < log.n; i++)
+        cost_totals_add_round(&t, &log.r[i], pr->n_parties);
+    *bytes = 0;
+    for (int i = 0; i < pr->n_parties; i++)
+        *bytes += t.bytes_sent[i];
+    *rounds = t.rounds;
+    cost_log_free(&log);
+}
+
 void fixture_opts(fixture *f, const char *pname, uint32_t n, uint32_t P, const char *policy,
                   const char *const *params, int n_params, secinf_opts *o)
 {

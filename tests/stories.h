@@ -53,6 +53,11 @@ void fixture_replay_free(secpol_keep *k, float *pol, float *full);
  * state are for them). */
 void fixture_cfg(const char *pname, proto_cfg *c);
 
+/* The online bytes (summed over the parties) and rounds of program p on protocol pname's cost
+ * engine at cfg. */
+void fixture_program_cost(const char *pname, const proto_cfg *cfg, const op_program *p,
+                          uint64_t *bytes, uint64_t *rounds);
+
 /* A secure session over the fixture's first n tokens, P of them the prompt, in pname (its
  * fixture_cfg); with policy (NULL: none) and its "key=value" params, whose selection must run on
  * shares (secinf_spol_of reports no public selection). */
