@@ -69,7 +69,12 @@ static void start_cleaner(netshape *s)
                 ;
             char f[300];
             for (int i = 0; i < s->n_nodes; i++) {
-                sh("ip netns del %s", s->ns[i]);
+                /* a deletion that fails (the name busy for a moment) is tried again, 2 s in all */
+                char ns[300];
+                snprintf(ns, sizeof ns, "/var/run/netns/%s", s->ns[i]);
+                for (int t = 0; t < 40 && access(ns, F_OK) == 0; t++)
+                    if (sh("ip netns del %s", s->ns[i]) && access(ns, F_OK) == 0)
+                        usleep(50000);
                 for (int k = 0; s->dir[0] && k < 2; k++) {
                     snprintf(f, sizeof f, "%s/%s%d", s->dir, k ? "st" : "out", i);
                     unlink(f);
