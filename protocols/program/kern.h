@@ -21,6 +21,9 @@ int kern_configure(const proto_cfg *cfg, kern_conf *kv);
 /* MS_OK if cfg's compat profile exists for protocol cfg->name; otherwise MS_ERR_INPUT with
  * the reason in err (a framework without that protocol: CrypTen has no three-party one). */
 int kern_compat_check(const proto_cfg *cfg, errbuf *err);
+/* The framework profiles protocol pname has, as "native, spu, crypten" into buf (cap bytes,
+ * truncated); the length the full list takes. */
+size_t kern_compat_names(const char *pname, char *buf, size_t cap);
 /* The name of variant v of a family's table ("msb", "topk", "exp", "normalize", "approx",
  * "trunc", "compat"), or NULL. */
 const char *kern_variant_name(const char *family, int v);

@@ -509,10 +509,11 @@ static int k_msb_pk(eng *e, mpc_val *z, const mpc_val *d, int w)
 
 const kv_msb_row kv_msb_tab[KV_MSB_N] = {
     [KV_MSB_PACKED] = {"packed", k_msb_pk,
-                       "bit-packed carry tree on the bound's bits, daBit b2a (PRIMITIVES.md)"},
-    [KV_MSB_KS] = {"ks", k_msb_ks, "full Kogge–Stone A2B adder, then bit 63"},
+                       "bit-packed carry tree on the bound's bits, daBit b2a (PRIMITIVES.md)",
+                       NULL},
+    [KV_MSB_KS] = {"ks", k_msb_ks, "full Kogge–Stone A2B adder, then bit 63", NULL},
     [KV_MSB_CARRY] = {"carry", k_msb_carry,
-                      "carry-out tree of one word per level (SPU's carry_out)"},
+                      "carry-out tree of one word per level (SPU's carry_out)", NULL},
     [KV_MSB_SPU] = {"spu", k_msb_spu, "SPU's msb: Kogge-Stone with narrowed levels (compat: spu)",
                     k_msb_spu_bool},
     [KV_MSB_CRYPTEN] = {"crypten", k_msb_crypten,

@@ -42,8 +42,8 @@ const kv_compat_row kv_compat_tab[KV_COMPAT_N] = {
      * k_eqz), max and argmax along a row its _argmax_helper with max_method log_reduction
      * (crypten/common/functions/maximum.py, kern_cr.c), the max of two where(a >= b, a, b);
      * CrypTen has no sort or top-k: Batcher's network on its comparison and where, and k of
-     * its argmaxes or that sort, whichever has fewer rounds (topk: crypten). aby3 is refused: CrypTen's default
-     * (mpc.protocol: beaver) is additive sharing with the dealer; its three-party
+     * its argmaxes or that sort, whichever has fewer rounds (topk: crypten). aby3 is refused:
+     * CrypTen's default (mpc.protocol: beaver) is additive sharing with the dealer; its three-party
      * replicated option (crypten/mpc/primitives/replicated.py, mul, square, truncate and
      * AND only, its conversions still dealt) is not modelled. PRIMITIVES.md "CrypTen"
      * derives each count. */
@@ -55,16 +55,38 @@ const kv_compat_row kv_compat_tab[KV_COMPAT_N] = {
                            "is not modelled"},
 };
 
+/* 1 when profile row r runs under protocol name (its protocol list names it, or it has none). */
+static int compat_has(const kv_compat_row *r, const char *name)
+{
+    if (!r->protocols)
+        return 1;
+    size_t n = strlen(name);
+    for (const char *p = strstr(r->protocols, name); p; p = strstr(p + 1, name))
+        if ((p == r->protocols || p[-1] == ' ') && (p[n] == '\0' || p[n] == ' '))
+            return 1;
+    return 0;
+}
+
+size_t kern_compat_names(const char *pname, char *buf, size_t cap)
+{
+    size_t len = 0, k = 0;
+    if (cap)
+        buf[0] = 0;
+    for (int v = 0; v < KV_COMPAT_N; v++)
+        if (compat_has(&kv_compat_tab[v], pname)) {
+            int w = snprintf(buf + len, cap > len ? cap - len : 0, "%s%s", k++ ? ", " : "",
+                             kv_compat_tab[v].name);
+            len += w > 0 ? (size_t)w : 0;
+        }
+    return len;
+}
+
 int kern_compat_check(const proto_cfg *cfg, errbuf *err)
 {
     for (int v = 0; v < KV_COMPAT_N; v++) {
         const kv_compat_row *r = &kv_compat_tab[v];
-        if (strcmp(r->name, cfg->compat) || !r->protocols)
+        if (strcmp(r->name, cfg->compat) || compat_has(r, cfg->name))
             continue;
-        size_t n = strlen(cfg->name);
-        for (const char *p = strstr(r->protocols, cfg->name); p; p = strstr(p + 1, cfg->name))
-            if ((p == r->protocols || p[-1] == ' ') && (p[n] == '\0' || p[n] == ' '))
-                return MS_OK;
         return err_set(err, MS_ERR_INPUT, "error: compat: %s has no %s profile: %s", r->name,
                        cfg->name, r->why);
     }

@@ -105,7 +105,10 @@ int proto_cfg_check_node(const ys_ctx *x, const yx_node *v, const proto_cfg *cfg
     errbuf ce;
     if (kern_compat_check(cfg, &ce)) { /* a framework profile the protocol lacks */
         const yx_node *at = yx_map_get(v, "compat");
-        return ys_fail(x, at ? at : v, "compat: native or spu", "%s",
+        char has[96], want[160];
+        kern_compat_names(cfg->name, has, sizeof has);
+        snprintf(want, sizeof want, "compat: one of %s (%s's profiles)", has, cfg->name);
+        return ys_fail(x, at ? at : v, want, "%s",
                        ce.msg + (strncmp(ce.msg, "error: ", 7) ? 0 : 7));
     }
     return MS_OK;

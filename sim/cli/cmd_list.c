@@ -425,7 +425,8 @@ int cmd_list(int argc, char **argv)
          .kind = CLI_STR,
          .dest = &compat,
          .arg = "NAME",
-         .help = "protocols --costs: a framework cost profile,\nnative or spu (default: native)"},
+         .help = "protocols --costs: a framework cost profile,\nnative, spu or crypten (semi2k "
+                 "only)\n(default: native)"},
         {.name = "profile",
          .kind = CLI_STR,
          .dest = &profile,
