@@ -151,8 +151,8 @@ END_TEST
 
 /* pcheck_run on the test plug-in tests/data/plugin_twostage.c (keep 12, first 8) built as name
  * with swaps, prompt 24 of the trace in dir. */
-static void run_twostage(const char *name, const char *const (*swaps)[2], size_t n,
-                         const char *dir, pcheck_result *r)
+static void run_twostage(const char *name, const char *const (*swaps)[2], size_t n, const char *dir,
+                         pcheck_result *r)
 {
     char *so = th_plugin_variant(&td, "tests/data/plugin_twostage.c", name, swaps, n);
     errbuf e = {{0}};
@@ -172,8 +172,8 @@ static void run_twostage(const char *name, const char *const (*swaps)[2], size_t
  * stage 1 ranks a 0/1 score (a negative first key channel), whose plateaus of exact ties the
  * ops' top-k breaks otherwise than select()'s (the smaller position first), and its stage 2
  * ranks around that set. With the hooks the check matches, ties carried at gap 0; built as a
- * 1.2 plug-in (mpcsim reads none of 1.3's members) it is a MISMATCH, and so is a select() whose stage 1 keeps the
- * positive channels instead (a spread of 1 against its tol 0). */
+ * 1.2 plug-in (mpcsim reads none of 1.3's members) it is a MISMATCH, and so is a select()
+ * whose stage 1 keeps the positive channels instead (a spread of 1 against its tol 0). */
 START_TEST(test_plugin_carried)
 {
     const char *dir = record();
@@ -182,7 +182,7 @@ START_TEST(test_plugin_carried)
     ck_assert_msg(r.ran && r.match, "%s", r.msg);
     ck_assert_uint_eq(r.n_chosen, r.n_checked);
     ck_assert_uint_gt(r.n_carried, 0);
-    ck_assert_double_eq(r.carried_gap, 0);
+    ck_assert_double_eq(r.carry_gap, 0);
     static const char *const nohooks[2][2] = {
         {".name = \"twostage\"", ".name = \"ts_nohooks\""},
         {"MPCSIM_POLICY_HEAD,", ".abi_major = 1, .abi_minor = 2,"}};

@@ -261,8 +261,8 @@ END_TEST
 
 /* tova's ops evicting the largest head sum instead of the smallest: the arg-max taken of the
  * sums themselves, not of their negation (the SUB whose operands are one tensor is (x − x)). */
-static int emit_tova_max(void *st, int phase, uint32_t layer, uint32_t kv_len,
-                         const uint32_t *kept, op_program *prog, errbuf *e)
+static int emit_tova_max(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
+                         op_program *prog, errbuf *e)
 {
     size_t n0 = prog->n_ops;
     int rc = orig->emit_cost(st, phase, layer, kv_len, kept, prog, e);
@@ -305,7 +305,7 @@ START_TEST(test_ties_carried)
         ck_assert_uint_eq(r.n_checked, (size_t)16 * sh->n_layers * sh->n_kv_heads);
         ck_assert_uint_eq(r.n_chosen, r.n_checked);
         ck_assert_uint_gt(r.n_carried, 0);
-        ck_assert_double_le(r.carried_gap, 0x1p-18 + 11 * 0x1p-23);
+        ck_assert_double_le(r.carry_gap, 0x1p-18 + 11 * 0x1p-23);
         policy_ops bad = *orig;
         bad.emit_cost = emit_tova_max;
         run_at(&bad, tv[i], t, P2, P2 + 16, &r);
@@ -320,7 +320,7 @@ START_TEST(test_ties_carried)
     ck_assert_msg(r.ran && r.match, "criticalkv: %s", r.msg);
     ck_assert_uint_eq(r.n_checked, (size_t)(T2 - P2) * sh->n_layers * sh->n_kv_heads);
     ck_assert_uint_gt(r.n_carried, 0);
-    ck_assert_double_eq(r.carried_gap, 0);
+    ck_assert_double_eq(r.carry_gap, 0);
     policy_ops bad = *orig;
     bad.emit_cost = emit_ckv_bug;
     for (ckv_bug = 0; ckv_bug < 4; ckv_bug++) {

@@ -457,14 +457,14 @@ static int compare(chk *c, const pcheck_io *io, const mpc_val *score, const uint
  * The policy then adopts the ops' set and select() runs again from it into c->keep. 1: adopted
  * (*n_diff masks differed, *gap their largest score spread); 0: not a tie of a carried choice,
  * or an error in *rc. */
-static int carry(chk *c, const pcheck_io *io, const mpc_val *stage, uint32_t layer,
-                 uint32_t kv_len, size_t *n_diff, double *gap, int *rc, errbuf *e)
+static int carry(chk *c, const pcheck_io *io, const mpc_val *stage, uint32_t layer, uint32_t kv_len,
+                 size_t *n_diff, double *gap, int *rc, errbuf *e)
 {
     const policy_ops *p = c->p;
     uint32_t Hkv = c->env.n_kv_heads, which = io->has_stage && stage ? 1 : 0;
     policy_choice ch = {0};
-    if (!p->choice || !p->adopt || p->choice(c->st, layer, kv_len, which, &ch) != 1 ||
-        !ch.score || !ch.kept || !ch.n)
+    if (!p->choice || !p->adopt || p->choice(c->st, layer, kv_len, which, &ch) != 1 || !ch.score ||
+        !ch.kept || !ch.n)
         return 0;
     const uint8_t *ops = c->got;
     if (which) {
@@ -540,7 +540,7 @@ static int compare_step(chk *c, const pcheck_io *io, const mpc_val *score, const
         return 1;
     }
     c->r->n_carried += nd;
-    c->r->carried_gap = gap > c->r->carried_gap ? gap : c->r->carried_gap;
+    c->r->carry_gap = gap > c->r->carry_gap ? gap : c->r->carry_gap;
     return 0;
 }
 
@@ -923,7 +923,8 @@ int pcheck_run_dir(const policy_ops *p, const policy_args *a, trace *t, const ch
     for (size_t i = 0; i < c.n_sv; i++)
         free(c.sv[i].v);
     free(c.sv);
-    free(c.k), free(c.v), free(c.keep), free(c.got), free(c.alt), free(c.att), free(c.kvraw), free(kept);
+    free(c.k), free(c.v), free(c.keep), free(c.got), free(c.alt), free(c.att), free(c.kvraw);
+    free(kept);
     eng_free(c.E);
     cur_frac = 0;
     if (!rc && r->ran && r->match && !r->n_chosen) {

@@ -30,8 +30,8 @@ typedef struct pcheck_decl {
     int has_sel;
     uint32_t sel_t, sel_m, sel_r0, sel_r1, sel_score;
     double sel_tol;
-    int has_bias;      /* pcheck_selection_bias named one */
-    uint32_t sel_bias; /* its tensor */
+    int has_bias;       /* pcheck_selection_bias named one */
+    uint32_t sel_bias;  /* its tensor */
     int has_stage;      /* pcheck_selection_stage named one */
     uint32_t sel_stage; /* its tensor */
 } pcheck_decl;
@@ -118,7 +118,7 @@ typedef struct pcheck_result {
     double tie_gap;   /* the largest score gap of those ties */
     size_t n_carried; /* masks whose choice the ops broke otherwise among ties and that the
                        * policy adopted (policy_ops.adopt): ties carried in its state */
-    double carried_gap; /* the largest score gap of those, in the choice's units */
+    double carry_gap; /* the largest score gap of those, in the choice's units */
     char msg[600];    /* the first mismatch, located, or why the check could not run */
 } pcheck_result;
 

@@ -524,7 +524,7 @@ static plug *plug_new(const char *path, const char *real, void *dl, const mpcsim
         pl->params[i] =
             (policy_param){mp->params[i].key, mp->params[i].def, mp->params[i].help, NULL,
                            mp->params[i].lo,  mp->params[i].hi,  mp->params[i].whole};
-    int v11 = mp->abi_minor >= 1; /* the members of ABI 1.1 exist */
+    int v11 = mp->abi_minor >= 1;                            /* the members of ABI 1.1 exist */
     int v13 = mp->abi_minor >= 3 && mp->choice && mp->adopt; /* and 1.3's, both given */
     if (v11 && (mp->budget_keys || mp->budget_count)) {
         snprintf(pl->budget, sizeof pl->budget, "%s%s%s", mp->budget_keys ? mp->budget_keys : "",

@@ -207,8 +207,7 @@ struct policy_ops {
      * rows of c->n, the ops' choice, which the check accepted as a tie) that choice's outcome
      * in the state, so that select() and every later choice continue from it; stage 1 reruns
      * the later stage on it. Both or neither. */
-    int (*choice)(void *state, uint32_t layer, uint32_t pos, uint32_t stage,
-                  policy_choice *c);
+    int (*choice)(void *state, uint32_t layer, uint32_t pos, uint32_t stage, policy_choice *c);
     int (*adopt)(void *state, uint32_t layer, uint32_t pos, uint32_t stage, const uint8_t *kept,
                  errbuf *e);
     /* Optional: the policy's selection run inside MPC on secret shares, for the secure session

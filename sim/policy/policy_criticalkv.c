@@ -34,7 +34,7 @@ typedef struct ckv_state {
     uint8_t *alive; /* [L][Hkv][P] */
     float *base, *score;
     uint32_t *work, *sel;
-    float *mag; /* [L][4]: the largest |V|, |W_o|, proj · G and base (window pad included) */
+    float *mag;      /* [L][4]: the largest |V|, |W_o|, proj · G and base (window pad included) */
     float *base_all; /* [L][Hkv][P]: the base, the window padded (stage 1's scores) */
     uint8_t *s1;     /* [L][Hkv][P]: stage 1's set */
 } ckv_state;
@@ -149,8 +149,8 @@ static void ckv_stage2(ckv_state *s, uint32_t l, uint32_t g)
     uint32_t P = v->prompt_len;
     size_t off = ((size_t)l * v->n_kv_heads + g) * P;
     for (uint32_t j = 0; j < P; j++)
-        s->score[j] = s->s1[off + j] ? INFINITY
-                                     : (float)((s->base_all[off + j] + s->eps) * s->proj[off + j]);
+        s->score[j] =
+            s->s1[off + j] ? INFINITY : (float)((s->base_all[off + j] + s->eps) * s->proj[off + j]);
     size_t c = policy_topk(s->score, NULL, P, s->capacity, s->sel, s->work);
     memset(s->alive + off, 0, P);
     for (size_t i = 0; i < c; i++)
@@ -233,12 +233,12 @@ static int ckv_choice(void *st, uint32_t layer, uint32_t pos, uint32_t stage, po
     if (stage != 1 || !compresses(s) || (uint32_t)(s->capacity * s->fsr) == 0)
         return 0;
     size_t off = (size_t)layer * v->n_kv_heads * v->prompt_len;
-    *c = (policy_choice){
-        .n = v->prompt_len,
-        .head_stride = v->prompt_len,
-        .score = s->base_all + off,
-        .kept = s->s1 + off,
-        .tol = snap_core_tol(&s->core, v->n_kv_heads, pcheck_frac_bits()) / base_scale(s)};
+    *c = (policy_choice){.n = v->prompt_len,
+                         .head_stride = v->prompt_len,
+                         .score = s->base_all + off,
+                         .kept = s->s1 + off,
+                         .tol = snap_core_tol(&s->core, v->n_kv_heads, pcheck_frac_bits()) /
+                                base_scale(s)};
     return 1;
 }
 

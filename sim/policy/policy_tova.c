@@ -169,8 +169,8 @@ static int tova_adopt(void *st, uint32_t layer, uint32_t pos, uint32_t stage, co
 {
     tova_state *s = st;
     if (stage != 0 || pos > s->env.max_len)
-        return err_set(e, MS_ERR_INPUT, "policy tova: no choice of stage %u at position %u",
-                       stage, pos);
+        return err_set(e, MS_ERR_INPUT, "policy tova: no choice of stage %u at position %u", stage,
+                       pos);
     uint8_t *alive = s->alive + (size_t)layer * s->env.max_len;
     uint32_t n = 0;
     for (uint32_t j = 0; j < pos; j++)

@@ -20,11 +20,11 @@ static const mpcsim_param ts_params[] = {
 typedef struct ts {
     mpcsim_env env;
     uint32_t keep, first;
-    float *neg, *norm;     /* [L][Hkv][P]: stage 1's score, stage 2's */
-    uint8_t *s1, *alive;   /* [L][Hkv][P]: stage 1's set, the kept one */
-    float *score;          /* P scratch */
-    uint32_t *top, *work;  /* P scratch */
-    float kmax;            /* the largest |key channel| */
+    float *neg, *norm;    /* [L][Hkv][P]: stage 1's score, stage 2's */
+    uint8_t *s1, *alive;  /* [L][Hkv][P]: stage 1's set, the kept one */
+    float *score;         /* P scratch */
+    uint32_t *top, *work; /* P scratch */
+    float kmax;           /* the largest |key channel| */
 } ts;
 
 static void ts_fini(void *st)
@@ -194,8 +194,8 @@ static int ts_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
         uint32_t oh1 = api->tensor(b, "topk1", MPCSIM_ROLE_TEMP, H, s->first, P);
         api->op(b, MPCSIM_OP_TOPK, H, 1, 0, P, neg, MPCSIM_NONE, MPCSIM_NONE, oh1, 0,
                 (int32_t)s->first, 0);
-        uint32_t s1 = api->transpose(b, api->colsum(b, oh1, H, s->first, P, "s1_c"), H, P, 1,
-                                     "s1_r");
+        uint32_t s1 =
+            api->transpose(b, api->colsum(b, oh1, H, s->first, P, "s1_c"), H, P, 1, "s1_r");
         api->put(b, s1, s1_st, H, 0, 1, P);
         uint32_t big = api->tensor(b, "s1_big", MPCSIM_ROLE_TEMP, H, 1, P);
         api->op(b, MPCSIM_OP_MUL_PUB, H, 1, 0, P, s1, MPCSIM_NONE, MPCSIM_NONE, big,
@@ -207,8 +207,8 @@ static int ts_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
     uint32_t oh = api->tensor(b, "topk2", MPCSIM_ROLE_TEMP, H, B, P);
     api->op(b, MPCSIM_OP_TOPK, H, 1, 0, P, sc, MPCSIM_NONE, MPCSIM_NONE, oh, 0, (int32_t)B, 0);
     uint32_t kv = api->input(b, MPCSIM_IN_KV, P);
-    api->op(b, MPCSIM_OP_GATHER, H, B, P, 2 * d, oh, kv, MPCSIM_NONE, kept_st,
-            MPCSIM_OPF_NO_TRUNC, 0, 0);
+    api->op(b, MPCSIM_OP_GATHER, H, B, P, 2 * d, oh, kv, MPCSIM_NONE, kept_st, MPCSIM_OPF_NO_TRUNC,
+            0, 0);
     api->put(b, sc, sc_st, H, 0, 1, P);
     return 0;
 }
