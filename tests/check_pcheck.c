@@ -149,6 +149,55 @@ START_TEST(test_broken_caught)
 }
 END_TEST
 
+/* pcheck_run on the test plug-in tests/data/plugin_twostage.c (keep 12, first 8) built as name
+ * with swaps, prompt 24 of the trace in dir. */
+static void run_twostage(const char *name, const char *const (*swaps)[2], size_t n, const char *dir,
+                         pcheck_result *r)
+{
+    char *so = th_plugin_variant(&td, "tests/data/plugin_twostage.c", name, swaps, n);
+    errbuf e = {{0}};
+    const policy_ops *p = NULL;
+    ck_assert_msg(policy_plugin_load(so, &p, &e) == MS_OK, "%s", e.msg);
+    kv_param kv[2] = {fixture_kvp("keep", "12", 3, 5), fixture_kvp("first", "8", 4, 5)};
+    policy_args a;
+    ck_assert_msg(policy_args_load(p, kv, 2, "t.yaml", &a, &e) == MS_OK, "%s", e.msg);
+    trace *t;
+    ck_assert_msg(trace_open(dir, &t, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(pcheck_run(p, &a, t, 24, 64, r, &e) == MS_OK, "%s", e.msg);
+    trace_close(t);
+    free(so);
+}
+
+/* A plug-in's choice carried into a later one (ABI 1.3's choice and adopt): the test plug-in's
+ * stage 1 ranks a 0/1 score (a negative first key channel), whose plateaus of exact ties the
+ * ops' top-k breaks otherwise than select()'s (the smaller position first), and its stage 2
+ * ranks around that set. With the hooks the check matches, ties carried at gap 0; built as a
+ * 1.2 plug-in (mpcsim reads none of 1.3's members) it is a MISMATCH, and so is a select()
+ * whose stage 1 keeps the positive channels instead (a spread of 1 against its tol 0). */
+START_TEST(test_plugin_carried)
+{
+    const char *dir = record();
+    pcheck_result r;
+    run_twostage("twostage", NULL, 0, dir, &r);
+    ck_assert_msg(r.ran && r.match, "%s", r.msg);
+    ck_assert_uint_eq(r.n_chosen, r.n_checked);
+    ck_assert_uint_gt(r.n_carried, 0);
+    ck_assert_double_eq(r.carry_gap, 0);
+    static const char *const nohooks[2][2] = {
+        {".name = \"twostage\"", ".name = \"ts_nohooks\""},
+        {"MPCSIM_POLICY_HEAD,", ".abi_major = 1, .abi_minor = 2,"}};
+    run_twostage("ts_nohooks", nohooks, 2, dir, &r);
+    ck_assert_msg(r.ran && !r.match && strstr(r.msg, " is kept by "), "%s", r.msg);
+    ck_assert_uint_eq(r.n_carried, 0);
+    static const char *const positive[2][2] = {
+        {".name = \"twostage\"", ".name = \"ts_positive\""},
+        {"k[0] < -0x1p-19f ? 1.0f", "k[0] > 0x1p-19f ? 1.0f"}};
+    run_twostage("ts_positive", positive, 2, dir, &r);
+    ck_assert_msg(r.ran && !r.match && strstr(r.msg, " is kept by "), "%s", r.msg);
+    ck_assert_uint_eq(r.n_carried, 0);
+}
+END_TEST
+
 /* Built-ins: a policy whose kept set is public has nothing to check (exit 0); one whose
  * emit_cost names its selection matches (exit 0; check_pcheck_builtin.c); bad input exits 2. */
 START_TEST(test_cli_verdicts)
@@ -225,6 +274,7 @@ Suite *pcheck_suite(void)
     Suite *s = suite_create("pcheck");
     TCase *tc = th_case(s, "core", 0);
     TESTDIR_USE(tc);
-    TH_TESTS(tc, test_keynorm_passes, test_broken_caught, test_cli_verdicts, test_marks);
+    TH_TESTS(tc, test_keynorm_passes, test_broken_caught, test_plugin_carried, test_cli_verdicts,
+             test_marks);
     return s;
 }

@@ -57,8 +57,10 @@ static void close_trace(void)
     tr = NULL;
 }
 
-/* pcheck_run of p with the case's parameters (kv: up to 4 pairs, NULL-ended). */
-static void run(const policy_ops *p, const char *const (*kv)[2], pcheck_result *r)
+/* pcheck_run of p with the case's parameters (kv: up to 4 pairs, NULL-ended) over trace t,
+ * prompt p_len, up to t_len. */
+static void run_at(const policy_ops *p, const char *const (*kv)[2], trace *t, uint32_t p_len,
+                   uint32_t t_len, pcheck_result *r)
 {
     kv_param par[4];
     size_t n = 0;
@@ -67,7 +69,12 @@ static void run(const policy_ops *p, const char *const (*kv)[2], pcheck_result *
     policy_args a;
     errbuf e = {{0}};
     ck_assert_msg(policy_args_load(p, par, n, "t.yaml", &a, &e) == MS_OK, "%s", e.msg);
-    ck_assert_msg(pcheck_run(p, &a, tr, P, T, r, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(pcheck_run(p, &a, t, p_len, t_len, r, &e) == MS_OK, "%s", e.msg);
+}
+
+static void run(const policy_ops *p, const char *const (*kv)[2], pcheck_result *r)
+{
+    run_at(p, kv, tr, P, T, r);
 }
 
 /* Every checked policy matches, choosing at every mask, ties only within its stated bound;
@@ -250,6 +257,81 @@ START_TEST(test_ckv_bugs_caught)
 }
 END_TEST
 
+/* ---- ties carried in a policy's state ------------------------------------------------------ */
+
+/* tova's ops evicting the largest head sum instead of the smallest: the arg-max taken of the
+ * sums themselves, not of their negation (the SUB whose operands are one tensor is (x − x)). */
+static int emit_tova_max(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
+                         op_program *prog, errbuf *e)
+{
+    size_t n0 = prog->n_ops;
+    int rc = orig->emit_cost(st, phase, layer, kv_len, kept, prog, e);
+    op *am = op_of(prog, n0, "tova.argmin");
+    if (rc || phase != PHASE_DECODE || !am)
+        return rc;
+    uint32_t sum = OP_NONE;
+    for (size_t i = n0; i < prog->n_ops; i++)
+        if (prog->ops[i].kind == OP_SUB && prog->ops[i].in[0] == prog->ops[i].in[1])
+            sum = prog->ops[i].in[0];
+    ck_assert_uint_ne(sum, OP_NONE);
+    am->in[0] = sum;
+    return rc;
+}
+
+/* A choice the plain engine's fixed point breaks otherwise among near-equal candidates, which
+ * the policy carries on: TOVA's evictions on a prompt of 96 (head means of ~1e-17 round to the
+ * same fixed-point value at the prompt's top-k and the first evictions), CriticalKV's stage 1
+ * over max-pooling's plateaus larger than the window. Both mismatched before the check adopted
+ * the ops' choice into the policy's state; each is now a match with ties carried, their
+ * spread within the bound TOVA states (u = 2^-18 per pair of rounded head means, plus float's
+ * (H + 3)·2^-23 with H = 8 heads) and CriticalKV's (gap 0: equal votes). Copies that choose
+ * otherwise by more than a tie are still a MISMATCH: tova's ops evicting the largest entry,
+ * criticalkv's former score errors at this configuration. */
+START_TEST(test_ties_carried)
+{
+    enum { P2 = 96, T2 = 128 };
+    trace *t = NULL;
+    char what[200];
+    errbuf e = {{0}};
+    ck_assert_msg(pcheck_default_trace(T2, &t, what, sizeof what, &e) == MS_OK, "%s", e.msg);
+    const trace_shape *sh = trace_get_shape(t);
+    ck_assert_uint_eq(sh->n_heads, 8);
+    static const char *const tv[2][4][2] = {{{"cache_size", "16"}}, {{"cache_size", "32"}}};
+    orig = policy_find("tova");
+    pcheck_result r;
+    for (int i = 0; i < 2; i++) {
+        run_at(orig, tv[i], t, P2, P2 + 16, &r);
+        ck_assert_msg(r.ran && r.match, "tova %s: %s", tv[i][0][1], r.msg);
+        ck_assert_uint_eq(r.n_checked, (size_t)16 * sh->n_layers * sh->n_kv_heads);
+        ck_assert_uint_eq(r.n_chosen, r.n_checked);
+        ck_assert_uint_gt(r.n_carried, 0);
+        ck_assert_double_le(r.carry_gap, 0x1p-18 + 11 * 0x1p-23);
+        policy_ops bad = *orig;
+        bad.emit_cost = emit_tova_max;
+        run_at(&bad, tv[i], t, P2, P2 + 16, &r);
+        ck_assert_msg(r.ran && !r.match && strstr(r.msg, " is kept by "), "tova max %s: %s",
+                      tv[i][0][1], r.msg);
+        ck_assert_uint_eq(r.n_carried, 0);
+    }
+
+    static const char *const ck[4][2] = {{"capacity", "32"}, {"window", "8"}};
+    orig = policy_find("criticalkv");
+    run_at(orig, ck, t, P2, T2, &r);
+    ck_assert_msg(r.ran && r.match, "criticalkv: %s", r.msg);
+    ck_assert_uint_eq(r.n_checked, (size_t)(T2 - P2) * sh->n_layers * sh->n_kv_heads);
+    ck_assert_uint_gt(r.n_carried, 0);
+    ck_assert_double_eq(r.carry_gap, 0);
+    policy_ops bad = *orig;
+    bad.emit_cost = emit_ckv_bug;
+    for (ckv_bug = 0; ckv_bug < 4; ckv_bug++) {
+        run_at(&bad, ck, t, P2, T2, &r);
+        ck_assert_msg(r.ran && !r.match && strstr(r.msg, " is kept by "), "bug %d: %s", ckv_bug,
+                      r.msg);
+    }
+    trace_close(t);
+}
+END_TEST
+
 /* The command line: a match (exit 0) and the mark of `list policies`. */
 START_TEST(test_cli)
 {
@@ -260,6 +342,9 @@ START_TEST(test_cli)
     th_cli_expect(out, sizeof out, 0, "criticalkv: match\n",
                   "policy check criticalkv --param capacity=16 --param window=8");
     th_cli_expect(out, sizeof out, 0, "tova: match\n", "policy check tova --param cache_size=8");
+    th_cli_expect(out, sizeof out, 0, "tova: match\n",
+                  "policy check tova --param cache_size=16 --prompt 96 --decode 16");
+    ck_assert_msg(strstr(out, " ties carried in its state ("), "%s", out);
     th_cli_expect(out, sizeof out, 0, "policy ", "list policies");
     for (size_t k = 0; pcheck_checked_names[k]; k++) {
         char want[64];
@@ -387,7 +472,7 @@ Suite *pcheck_builtin_suite(void)
     TCase *tc = th_case(s, "core", 0);
     tcase_add_checked_fixture(tc, open_trace, close_trace);
     TESTDIR_USE(tc);
-    TH_TESTS(tc, test_checked_match, test_broken_caught, test_ckv_bugs_caught, test_cli,
-             test_replay_masks);
+    TH_TESTS(tc, test_checked_match, test_broken_caught, test_ckv_bugs_caught, test_ties_carried,
+             test_cli, test_replay_masks);
     return s;
 }

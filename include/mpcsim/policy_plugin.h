@@ -59,6 +59,20 @@
  *     (1, pages, page), K the cached entries of the pages, is each gathered row's bias
  *     (api->matmul_pub: local), repeated for the G query heads of a KV head.
  *
+ * ABI 1.3 adds (a 1.0, 1.1 or 1.2 plug-in still loads):
+ *   - choice and adopt: for a choice among near-equal candidates that the policy carries into
+ *     later ones (an eviction each step ranking the cache the last one left; a first stage
+ *     whose set a second stage ranks around). `mpcsim policy check` runs the ops on the plain
+ *     engine, whose fixed point may break such a tie otherwise than select(); where the kept
+ *     sets differ, it asks choice for the choice that formed the kept set select() returned
+ *     (stage 0) or for the first stage (stage 1, when the decode step named that stage's set
+ *     with api->selection_stage): its candidates, the scores it ranked them by, what it kept,
+ *     and tol, the error bound of that order on the fixed point. When the ops' choice keeps as
+ *     many and the scores of every candidate only one side kept lie within tol of each other,
+ *     the check calls adopt with the ops' choice (a second stage reruns around it), select()
+ *     again, and compares from there: a tie carried in the policy's state, counted apart.
+ *     Without them such a difference is a MISMATCH.
+ *
  * Callbacks return 0 on success, or the code api->fail returned after it recorded a message.
  * A plug-in's callbacks may run in several threads at once, each on its own state. */
 #ifndef MPCSIM_POLICY_PLUGIN_H
@@ -72,7 +86,7 @@ extern "C" {
 #endif
 
 #define MPCSIM_PLUGIN_ABI_MAJOR 1
-#define MPCSIM_PLUGIN_ABI_MINOR 2
+#define MPCSIM_PLUGIN_ABI_MINOR 3
 /* The symbol mpcsim looks up in the shared object. */
 #define MPCSIM_PLUGIN_ENTRY "mpcsim_policy_plugin"
 
@@ -265,10 +279,29 @@ typedef struct mpcsim_api {
      * major, in the selection's row order), 0 for a cached entry and −MPCSIM_PAD_BIAS for a
      * padding row (a partial page's rows past kv_len), computed by ops of this call. */
     void (*selection_bias)(mpcsim_opb *b, uint32_t bias);
+
+    /* ---- ABI 1.3 (read it only when abi_minor ≥ 3) ---- */
+    /* Names the first stage of the decode step's selection, a set its later stage ranks around:
+     * mask, n_kv_heads × n values (n: the candidates of the policy's choice of stage 1),
+     * nonzero where that stage kept the candidate; state (MPCSIM_ROLE_CACHE) an op of the
+     * prompt's program wrote. */
+    void (*selection_stage)(mpcsim_opb *b, uint32_t mask);
 } mpcsim_api;
 
 /* The score bias of a padding row (api->selection_bias; a public "…_pad<K>" tensor's value). */
 #define MPCSIM_PAD_BIAS 4096.0
+
+/* A ranked choice of the policy's selection (mpcsim_policy.choice, ABI 1.3): of the candidates
+ * 0..n-1 of every KV head, the ones kept were ranked by score, the larger kept. The rows of
+ * score and kept are head_stride apart (0: one row for every KV head); tol: the error bound of
+ * a score's order on mpcsim's fixed point (18 fractional bits), both candidates of a swap. */
+typedef struct mpcsim_choice {
+    uint32_t n;
+    size_t head_stride;
+    const float *score;
+    const uint8_t *kept;
+    double tol;
+} mpcsim_choice;
 
 /* The policy a plug-in provides. Members the plug-in does not need are NULL / 0. */
 typedef struct mpcsim_policy {
@@ -311,6 +344,15 @@ typedef struct mpcsim_policy {
      * the scenario is loaded and before init: an error message starting with api->at(a, key)
      * for the parameter that breaks the rule, returned through api->fail. */
     int (*check)(const mpcsim_args *a, mpcsim_err *e);
+
+    /* ---- ABI 1.3 (set abi_minor ≥ 3) ---- */
+    /* Optional, both or neither (`mpcsim policy check`; above): choice writes to *c the choice
+     * `stage` (0: the kept set select() returned at layer and decode position pos; 1: its first
+     * stage) and returns 1, or 0 when there is none; adopt makes kept (n_kv_heads rows of c->n)
+     * that choice's outcome in the state, so that select() and later choices continue from it. */
+    int (*choice)(void *state, uint32_t layer, uint32_t pos, uint32_t stage, mpcsim_choice *c);
+    int (*adopt)(void *state, uint32_t layer, uint32_t pos, uint32_t stage, const uint8_t *kept,
+                 mpcsim_err *e);
 } mpcsim_policy;
 
 #define MPCSIM_POLICY_HEAD \

@@ -112,6 +112,12 @@ static int check_one(const policy_ops *p, const policy_args *a, const char *labe
                       " (%zu up to ties: scores on the plain engine within the tolerance the "
                       "policy states, largest gap %.3g)",
                       r.n_ties, r.tie_gap);
+    if (r.n_carried && k > 0 && (size_t)k < sizeof line)
+        k += snprintf(line + k, sizeof line - (size_t)k,
+                      "; %zu ties carried in its state (its ops chose otherwise among candidates "
+                      "within the tolerance of its choice, which the policy adopted; largest gap "
+                      "%.3g)",
+                      r.n_carried, r.carry_gap);
     if (k > 0 && (size_t)k < sizeof line)
         snprintf(line + k, sizeof line - (size_t)k,
                  "; %zu ops run on the plain engine; %s, prompt %u, decode positions %u..%u",

@@ -24,6 +24,8 @@ typedef struct pcheck_io {
     double sel_tol;
     int has_bias;
     uint32_t sel_bias;
+    int has_stage;
+    uint32_t sel_stage;
 } pcheck_io;
 
 /* The check in progress on this thread, NULL in a run. */
@@ -81,6 +83,14 @@ void pcheck_selection_bias(opb *b, uint32_t bias)
     cur->sel_bias = bias;
 }
 
+void pcheck_selection_stage(opb *b, uint32_t mask)
+{
+    if (!cur || mask == OP_NONE || opb_failed(b))
+        return;
+    cur->has_stage = 1;
+    cur->sel_stage = mask;
+}
+
 /* ---- the state carried between programs ------------------------------------------------ */
 
 typedef struct saved {
@@ -101,7 +111,8 @@ typedef struct chk {
     size_t n_sv, cap_sv;
     float *k, *v;         /* Hkv × d: one position's keys and values */
     uint8_t *keep;        /* Hkv × T */
-    uint8_t *got;         /* T: the ops' mask of one KV head */
+    uint8_t *got;         /* Hkv × T: the ops' masks of a decode step, kv_len apart */
+    uint8_t *alt;         /* Hkv × T: a stage's masks (carry) */
     float *att;           /* H × T: the renormalized rows observe() sees */
     uint64_t *kvraw;      /* Hkv × T × 2d: the bound [K | V] rows of the program */
     uint32_t kv_rows;     /* rows bound in kvraw */
@@ -353,8 +364,9 @@ static int sel_mask(chk *c, const pcheck_io *io, const mpc_val *sel, const op_te
                     uint32_t layer, uint32_t kv_len, uint32_t g)
 {
     uint32_t d2 = 2 * c->env.head_dim, C = T->cols, m = io->sel_m;
+    uint8_t *got = c->got + (size_t)g * kv_len;
     for (uint32_t j = 0; j < kv_len; j++)
-        c->got[j] = j < io->sel_r0 || j >= io->sel_r1;
+        got[j] = j < io->sel_r0 || j >= io->sel_r1;
     if (C > d2 || !c->kv_rows) {
         c->r->match = 0;
         snprintf(c->r->msg, sizeof c->r->msg,
@@ -372,7 +384,7 @@ static int sel_mask(chk *c, const pcheck_io *io, const mpc_val *sel, const op_te
             continue; /* an empty slot */
         uint32_t hit = UINT32_MAX;
         for (uint32_t j = io->sel_r0; j < io->sel_r1 && j < c->kv_rows && hit == UINT32_MAX; j++)
-            if (!c->got[j] &&
+            if (!got[j] &&
                 !memcmp(row, c->kvraw + ((size_t)g * c->kv_rows + j) * d2, C * sizeof *row))
                 hit = j;
         if (hit == UINT32_MAX) {
@@ -383,7 +395,7 @@ static int sel_mask(chk *c, const pcheck_io *io, const mpc_val *sel, const op_te
                      layer, g, kv_len, i, T->name, io->sel_r0, io->sel_r1);
             return 1;
         }
-        c->got[hit] = 1;
+        got[hit] = 1;
     }
     return 0;
 }
@@ -395,11 +407,12 @@ static int compare(chk *c, const pcheck_io *io, const mpc_val *score, const uint
                    uint32_t layer, uint32_t kv_len, uint32_t g)
 {
     uint32_t first = UINT32_MAX, n_want = 0, n_got = 0;
+    const uint8_t *got = c->got + (size_t)g * kv_len;
     double lo = 0, hi = 0; /* the ops' scores of the entries one side only kept */
     int scored = score && io->sel_score != OP_NONE && io->sel_r1 > io->sel_r0 &&
                  score->n == (size_t)c->env.n_kv_heads * (io->sel_r1 - io->sel_r0);
     for (uint32_t j = 0; j < kv_len; j++) {
-        if (!want[j] == !c->got[j])
+        if (!want[j] == !got[j])
             continue;
         int cand = j >= io->sel_r0 && j < io->sel_r1;
         if (!scored || !cand) {
@@ -433,6 +446,102 @@ static int compare(chk *c, const pcheck_io *io, const mpc_val *score, const uint
                  ? " (more than its stated tolerance apart: not a tie)"
                  : "");
     return 1;
+}
+
+/* A difference compare() does not accept may be a choice the ops broke otherwise among tied
+ * candidates and that the policy carries on (policy_ops.choice): stage 1's set when the ops name
+ * one (pcheck_selection_stage), else the kept set itself. The ops' set is accepted when it keeps
+ * as many of the choice's candidates as the policy's, per KV head, and the policy's own scores
+ * of every candidate only one side kept lie within the choice's tol of each other: a top-k of
+ * those scores up to ties (either way: a choice better than the policy's own is no tie either).
+ * The policy then adopts the ops' set and select() runs again from it into c->keep. 1: adopted
+ * (*n_diff masks differed, *gap their largest score spread); 0: not a tie of a carried choice,
+ * or an error in *rc. */
+static int carry(chk *c, const pcheck_io *io, const mpc_val *stage, uint32_t layer, uint32_t kv_len,
+                 size_t *n_diff, double *gap, int *rc, errbuf *e)
+{
+    const policy_ops *p = c->p;
+    uint32_t Hkv = c->env.n_kv_heads, which = io->has_stage && stage ? 1 : 0;
+    policy_choice ch = {0};
+    if (!p->choice || !p->adopt || p->choice(c->st, layer, kv_len, which, &ch) != 1 || !ch.score ||
+        !ch.kept || !ch.n)
+        return 0;
+    const uint8_t *ops = c->got;
+    if (which) {
+        if (stage->n != (size_t)Hkv * ch.n || ch.n > c->env.max_len)
+            return 0;
+        for (size_t i = 0; i < stage->n; i++)
+            c->alt[i] = stage->s[0][i] != 0;
+        ops = c->alt;
+    } else if (ch.n != kv_len)
+        return 0;
+    size_t nd = 0;
+    double worst = 0;
+    for (uint32_t g = 0; g < Hkv; g++) {
+        const float *sc = ch.score + g * ch.head_stride;
+        const uint8_t *pk = ch.kept + g * ch.head_stride, *ok = ops + (size_t)g * ch.n;
+        uint32_t n_ops = 0, n_pol = 0;
+        double lo = 0, hi = 0; /* the policy's scores of the candidates one side only kept */
+        for (uint32_t j = 0; j < ch.n; j++) {
+            if (!ok[j] == !pk[j])
+                continue;
+            lo = n_ops + n_pol && lo < sc[j] ? lo : sc[j];
+            hi = n_ops + n_pol && hi > sc[j] ? hi : sc[j];
+            n_ops += ok[j] != 0;
+            n_pol += pk[j] != 0;
+        }
+        if (n_ops != n_pol || !(hi - lo <= ch.tol))
+            return 0;
+        if (n_ops) {
+            nd++;
+            worst = hi - lo > worst ? hi - lo : worst;
+        }
+    }
+    if (!nd) /* the choice agrees: the difference lies elsewhere */
+        return 0;
+    if ((*rc = p->adopt(c->st, layer, kv_len, which, ops, e)) ||
+        (*rc = p->select(c->st, layer, kv_len, trace_q(c->t, layer), c->keep, e)))
+        return 0;
+    *n_diff = nd;
+    *gap = worst;
+    return 1;
+}
+
+/* The ops' kept sets c->got of a decode step against select()'s c->keep, every KV head
+ * (compare), a difference there tried as a tie carried in the policy's state (carry) and the
+ * comparison rerun from the adopted choice. 0, or 1 with r->msg (the first difference as
+ * found) or an error in *rc. */
+static int compare_step(chk *c, const pcheck_io *io, const mpc_val *score, const mpc_val *stage,
+                        uint32_t layer, uint32_t kv_len, int *rc, errbuf *e)
+{
+    uint32_t Hkv = c->env.n_kv_heads;
+    size_t ties = c->r->n_ties;
+    double tie_gap = c->r->tie_gap;
+    int bad = 0;
+    for (uint32_t g = 0; g < Hkv && !bad; g++)
+        bad = compare(c, io, score, c->keep + (size_t)g * kv_len, layer, kv_len, g);
+    if (!bad)
+        return 0;
+    char msg[sizeof c->r->msg];
+    memcpy(msg, c->r->msg, sizeof msg);
+    size_t nd = 0;
+    double gap = 0;
+    if (!carry(c, io, stage, layer, kv_len, &nd, &gap, rc, e))
+        return 1;
+    c->r->match = 1;
+    c->r->n_ties = ties;
+    c->r->tie_gap = tie_gap;
+    bad = 0;
+    for (uint32_t g = 0; g < Hkv && !bad; g++)
+        bad = compare(c, io, score, c->keep + (size_t)g * kv_len, layer, kv_len, g);
+    if (bad) {
+        c->r->match = 0;
+        memcpy(c->r->msg, msg, sizeof msg);
+        return 1;
+    }
+    c->r->n_carried += nd;
+    c->r->carry_gap = gap > c->r->carry_gap ? gap : c->r->carry_gap;
+    return 0;
 }
 
 /* Runs prog on the plain engine with its operands and state bound; at a decode step compares
@@ -574,7 +683,7 @@ static int run_prog(chk *c, op_program *prog, const pcheck_io *io, int phase, ui
             if (io->has_sel)
                 stop = sel_mask(c, io, &was, &prog->tens[io->sel_t], layer, kv_len, g);
             else {
-                memset(c->got, 1, kv_len);
+                memset(c->got + (size_t)g * kv_len, 1, kv_len);
                 uint32_t j = 0;
                 while (j < kv_len && c->keep[(size_t)g * kv_len + j])
                     j++;
@@ -588,16 +697,17 @@ static int run_prog(chk *c, op_program *prog, const pcheck_io *io, int phase, ui
                              layer, kv_len);
                 }
             }
-            const uint8_t *want = c->keep + (size_t)g * kv_len;
-            if (!stop)
-                stop = compare(c, io,
-                               io->has_sel && io->sel_score < prog->n_tens ? &vals[io->sel_score]
-                                                                           : NULL,
-                               want, layer, kv_len, g);
-            if (!stop) {
-                c->r->n_checked++;
-                c->r->n_chosen += io->has_sel && io->sel_r0 < io->sel_r1;
-            }
+        }
+        if (!stop) {
+            const mpc_val *sc =
+                io->has_sel && io->sel_score < prog->n_tens ? &vals[io->sel_score] : NULL;
+            const mpc_val *sg =
+                io->has_stage && io->sel_stage < prog->n_tens ? &vals[io->sel_stage] : NULL;
+            stop = compare_step(c, io, sc, sg, layer, kv_len, &rc, e);
+        }
+        if (!stop) {
+            c->r->n_checked += Hkv;
+            c->r->n_chosen += io->has_sel && io->sel_r0 < io->sel_r1 ? Hkv : 0;
         }
     }
     for (uint32_t t = 0; vals && t < prog->n_tens; t++)
@@ -653,6 +763,7 @@ int pcheck_emit(const policy_ops *p, void *st, int phase, uint32_t layer, uint32
     io->sel_t = got.sel_t, io->sel_m = got.sel_m, io->sel_r0 = got.sel_r0;
     io->sel_r1 = got.sel_r1, io->sel_score = got.sel_score, io->sel_tol = got.sel_tol;
     io->has_bias = got.has_bias, io->sel_bias = got.sel_bias;
+    io->has_stage = got.has_stage, io->sel_stage = got.sel_stage;
     return rc;
 }
 
@@ -763,11 +874,12 @@ int pcheck_run_dir(const policy_ops *p, const policy_args *a, trace *t, const ch
     c.k = calloc((size_t)Hkv * d, sizeof *c.k);
     c.v = calloc((size_t)Hkv * d, sizeof *c.v);
     c.keep = calloc((size_t)Hkv * T, 1);
-    c.got = calloc(T, 1);
+    c.got = calloc((size_t)Hkv * T, 1);
+    c.alt = calloc((size_t)Hkv * T, 1);
     c.att = calloc((size_t)sh->n_heads * T, sizeof *c.att);
     c.kvraw = calloc((size_t)Hkv * T * 2 * d, sizeof *c.kvraw);
     uint32_t *kept = calloc(Hkv, sizeof *kept);
-    if (!c.k || !c.v || !c.keep || !c.got || !c.att || !c.kvraw || !kept)
+    if (!c.k || !c.v || !c.keep || !c.got || !c.alt || !c.att || !c.kvraw || !kept)
         rc = err_set(e, MS_ERR_NOMEM, "policy check: out of memory");
     if (!rc)
         rc = p->init(&c.env, a, &c.st, e);
@@ -811,7 +923,8 @@ int pcheck_run_dir(const policy_ops *p, const policy_args *a, trace *t, const ch
     for (size_t i = 0; i < c.n_sv; i++)
         free(c.sv[i].v);
     free(c.sv);
-    free(c.k), free(c.v), free(c.keep), free(c.got), free(c.att), free(c.kvraw), free(kept);
+    free(c.k), free(c.v), free(c.keep), free(c.got), free(c.alt), free(c.att), free(c.kvraw);
+    free(kept);
     eng_free(c.E);
     cur_frac = 0;
     if (!rc && r->ran && r->match && !r->n_chosen) {

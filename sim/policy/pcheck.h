@@ -7,8 +7,10 @@
  * plain engine (eng_plain.h) with those operands bound to the trace's values and its own state
  * tensors (OPT_CACHE) carried from program to program by name, and compares the cached entries
  * the ops gathered, plus those outside the candidate range, with select()'s keep mask at every
- * layer, KV head and decode step. In a run (no check active) the same calls only add the
- * tensors, so the cost path is the checked program itself. */
+ * layer, KV head and decode step; where the ops broke a tie of a choice the policy carries
+ * into later ones otherwise (policy_ops.choice), the policy adopts the ops' choice
+ * (policy_ops.adopt) and the comparison continues from it. In a run (no check active) the same
+ * calls only add the tensors, so the cost path is the checked program itself. */
 #ifndef MPCSIM_PCHECK_H
 #define MPCSIM_PCHECK_H
 
@@ -28,8 +30,10 @@ typedef struct pcheck_decl {
     int has_sel;
     uint32_t sel_t, sel_m, sel_r0, sel_r1, sel_score;
     double sel_tol;
-    int has_bias;      /* pcheck_selection_bias named one */
-    uint32_t sel_bias; /* its tensor */
+    int has_bias;       /* pcheck_selection_bias named one */
+    uint32_t sel_bias;  /* its tensor */
+    int has_stage;      /* pcheck_selection_stage named one */
+    uint32_t sel_stage; /* its tensor */
 } pcheck_decl;
 
 /* p's emit_cost for (phase, layer, kv_len) into prog, with what it declared in *io (the
@@ -83,6 +87,14 @@ uint32_t pcheck_input(opb *b, int what, uint32_t B, uint32_t rows, uint32_t cols
 void pcheck_selection(opb *b, uint32_t rows, uint32_t m, uint32_t r0, uint32_t r1, uint32_t score,
                       double tol);
 
+/* Names the first stage of the decode step's selection, a set the later stage ranks around
+ * (CriticalKV's stage 1): mask, n_kv_heads × n values (n: the candidates 0..n-1 of the
+ * policy's choice of stage 1, policy_ops.choice), nonzero where that stage kept the candidate;
+ * state an op of an earlier program wrote. Where the kept sets differ, the check accepts the
+ * difference when this set is a top-k of stage 1's scores up to ties and the ops' kept set is
+ * select()'s after the policy adopted it (policy_ops.adopt). */
+void pcheck_selection_stage(opb *b, uint32_t mask);
+
 /* The selection's rows that are padding, not cached entries (a partial page's rows past the
  * cached count): bias, n_heads × m values (head-major, in the selection's row order), is added
  * to the decode step's attention scores of the gathered rows, 0 for a cached entry and
@@ -104,6 +116,9 @@ typedef struct pcheck_result {
     size_t n_ops;     /* ops run on the plain engine */
     size_t n_ties;    /* masks that differed only by ties within the stated tolerance */
     double tie_gap;   /* the largest score gap of those ties */
+    size_t n_carried; /* masks whose choice the ops broke otherwise among ties and that the
+                       * policy adopted (policy_ops.adopt): ties carried in its state */
+    double carry_gap; /* the largest score gap of those, in the choice's units */
     char msg[600];    /* the first mismatch, located, or why the check could not run */
 } pcheck_result;
 

@@ -62,6 +62,13 @@ _Static_assert(sizeof(mpcsim_metric) == sizeof(run_metric) &&
                    offsetof(mpcsim_metric, unit) == offsetof(run_metric, unit),
                "mpcsim_metric and run_metric differ");
 
+_Static_assert(sizeof(mpcsim_choice) == sizeof(policy_choice) &&
+                   offsetof(mpcsim_choice, head_stride) == offsetof(policy_choice, head_stride) &&
+                   offsetof(mpcsim_choice, score) == offsetof(policy_choice, score) &&
+                   offsetof(mpcsim_choice, kept) == offsetof(policy_choice, kept) &&
+                   offsetof(mpcsim_choice, tol) == offsetof(policy_choice, tol),
+               "mpcsim_choice and policy_choice differ");
+
 /* The handles behind the opaque types. */
 struct mpcsim_err {
     errbuf e;
@@ -164,6 +171,11 @@ static void api_selection(mpcsim_opb *b, uint32_t rows, uint32_t m, uint32_t r0,
 
 static void api_selection_bias(mpcsim_opb *b, uint32_t bias) { pcheck_selection_bias(&b->b, bias); }
 
+static void api_selection_stage(mpcsim_opb *b, uint32_t mask)
+{
+    pcheck_selection_stage(&b->b, mask);
+}
+
 static size_t api_topk(const float *score, size_t n, size_t k, uint32_t *out, uint32_t *work)
 {
     return policy_topk(score, NULL, n, k, out, work);
@@ -254,6 +266,7 @@ static const mpcsim_api api = {
     .input = api_input,
     .selection = api_selection,
     .selection_bias = api_selection_bias,
+    .selection_stage = api_selection_stage,
 };
 
 /* ---- the adapter ------------------------------------------------------------------------- */
@@ -411,6 +424,22 @@ static int plug_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const
     return MS_OK;
 }
 
+/* The choice and adopt hooks (ABI 1.3). */
+static int plug_choice(void *st, uint32_t layer, uint32_t pos, uint32_t stage, policy_choice *c)
+{
+    pstate *s = st;
+    return s->pl->mp->choice(s->st, layer, pos, stage, (mpcsim_choice *)c) == 1;
+}
+
+static int plug_adopt(void *st, uint32_t layer, uint32_t pos, uint32_t stage, const uint8_t *kept,
+                      errbuf *e)
+{
+    pstate *s = st;
+    e->msg[0] = '\0';
+    return plug_rc(s->pl, s->pl->mp->adopt(s->st, layer, pos, stage, kept, (mpcsim_err *)e),
+                   "adopt", e);
+}
+
 static size_t plug_metrics(void *st, run_metric *out, size_t max)
 {
     pstate *s = st;
@@ -495,7 +524,8 @@ static plug *plug_new(const char *path, const char *real, void *dl, const mpcsim
         pl->params[i] =
             (policy_param){mp->params[i].key, mp->params[i].def, mp->params[i].help, NULL,
                            mp->params[i].lo,  mp->params[i].hi,  mp->params[i].whole};
-    int v11 = mp->abi_minor >= 1; /* the members of ABI 1.1 exist */
+    int v11 = mp->abi_minor >= 1;                            /* the members of ABI 1.1 exist */
+    int v13 = mp->abi_minor >= 3 && mp->choice && mp->adopt; /* and 1.3's, both given */
     if (v11 && (mp->budget_keys || mp->budget_count)) {
         snprintf(pl->budget, sizeof pl->budget, "%s%s%s", mp->budget_keys ? mp->budget_keys : "",
                  mp->budget_keys && mp->budget_count ? "|" : "",
@@ -518,6 +548,8 @@ static plug *plug_new(const char *path, const char *real, void *dl, const mpcsim
         .stateless_select = mp->stateless_select,
         .budget_keys = pl->budget[0] ? pl->budget : NULL,
         .check = v11 && mp->check ? plug_checks[slot] : NULL,
+        .choice = v13 ? plug_choice : NULL,
+        .adopt = v13 ? plug_adopt : NULL,
     };
     return pl;
 }

@@ -105,6 +105,19 @@ typedef struct policy_obs {
                             * those heads' query heads only) */
 } policy_obs;
 
+/* A ranked choice of a policy's selection (policy_ops.choice): of the candidates 0..n-1 of
+ * every KV head, the ones kept were ranked by score, the larger kept. Rows of score and kept
+ * are head_stride apart (0: one row for every KV head). tol: the error bound of a score's order
+ * on the check's fixed point (pcheck_frac_bits): a pair of candidates ranked by at most tol apart
+ * is a tie either side may break. */
+typedef struct policy_choice {
+    uint32_t n;
+    size_t head_stride;
+    const float *score;
+    const uint8_t *kept;
+    double tol;
+} policy_choice;
+
 /* What observe() needs at a position (bit mask). */
 #define POLICY_NEED_ATT 0x1u /* attention row */
 #define POLICY_NEED_K 0x2u   /* this position's keys */
@@ -183,6 +196,20 @@ struct policy_ops {
      * computes in layer (active[i] = 1), from its gate pre-activations w1·x; returns 1 when the
      * pattern applies (the float replay then zeroes the other neurons before W2). */
     int (*ffn_pattern)(void *state, uint32_t layer, const float *ffn_pre, uint8_t *active);
+    /* Optional, for `mpcsim policy check` (sim/policy/pcheck.c): a choice among near-equal
+     * candidates that the plain engine's fixed point may break otherwise than select() and that
+     * the policy carries into later choices (TOVA's evictions, each step ranking the cache the
+     * last one left; CriticalKV's stage 1, whose set its stage 2 ranks around). choice
+     * describes in *c the choice `stage` of the kept set select() returned at (layer, pos):
+     * stage 0 the kept set itself (the last choice that formed it), 1 the first stage of a
+     * two-stage selection (the set pcheck_selection_stage names); returns 1, or 0 when there is
+     * none (the kept set was not ranked there: no tie to accept). adopt makes kept (n_kv_heads
+     * rows of c->n, the ops' choice, which the check accepted as a tie) that choice's outcome
+     * in the state, so that select() and every later choice continue from it; stage 1 reruns
+     * the later stage on it. Both or neither. */
+    int (*choice)(void *state, uint32_t layer, uint32_t pos, uint32_t stage, policy_choice *c);
+    int (*adopt)(void *state, uint32_t layer, uint32_t pos, uint32_t stage, const uint8_t *kept,
+                 errbuf *e);
     /* Optional: the policy's selection run inside MPC on secret shares, for the secure session
      * (sim/policy/secpol.h; the policy's own policy_<name>_secure.c). Absent: a secure run
      * applies the policy's kept sets from its plaintext replay, or its public ones. */

@@ -34,7 +34,9 @@ typedef struct ckv_state {
     uint8_t *alive; /* [L][Hkv][P] */
     float *base, *score;
     uint32_t *work, *sel;
-    float *mag; /* [L][4]: the largest |V|, |W_o|, proj · G and base (window pad included) */
+    float *mag;      /* [L][4]: the largest |V|, |W_o|, proj · G and base (window pad included) */
+    float *base_all; /* [L][Hkv][P]: the base, the window padded (stage 1's scores) */
+    uint8_t *s1;     /* [L][Hkv][P]: stage 1's set */
 } ckv_state;
 
 static void ckv_fini(void *st)
@@ -50,6 +52,8 @@ static void ckv_fini(void *st)
     free(s->work);
     free(s->sel);
     free(s->mag);
+    free(s->base_all);
+    free(s->s1);
     free(s);
 }
 
@@ -84,7 +88,10 @@ static int ckv_init(const policy_env *env, const policy_args *a, void **st, errb
     s->work = malloc((P + 1) * sizeof *s->work);
     s->sel = malloc((P + 1) * sizeof *s->sel);
     s->mag = calloc((size_t)env->n_layers * 4, sizeof *s->mag);
-    if (!s->proj || !s->alive || !s->base || !s->score || !s->work || !s->sel || !s->mag) {
+    s->base_all = calloc(n, sizeof *s->base_all);
+    s->s1 = calloc(n, 1);
+    if (!s->proj || !s->alive || !s->base || !s->score || !s->work || !s->sel || !s->mag ||
+        !s->base_all || !s->s1) {
         ckv_fini(s);
         return err_set(e, MS_ERR_NOMEM, "policy criticalkv: out of memory");
     }
@@ -134,6 +141,22 @@ static int ckv_observe(void *st, const policy_obs *o, errbuf *e)
     return MS_OK;
 }
 
+/* Stage 2 of KV head g of layer l around stage 1's set s->s1: score = (base + eps)·proj, stage
+ * 1's entries first, the top capacity kept. */
+static void ckv_stage2(ckv_state *s, uint32_t l, uint32_t g)
+{
+    const policy_env *v = &s->core.env;
+    uint32_t P = v->prompt_len;
+    size_t off = ((size_t)l * v->n_kv_heads + g) * P;
+    for (uint32_t j = 0; j < P; j++)
+        s->score[j] =
+            s->s1[off + j] ? INFINITY : (float)((s->base_all[off + j] + s->eps) * s->proj[off + j]);
+    size_t c = policy_topk(s->score, NULL, P, s->capacity, s->sel, s->work);
+    memset(s->alive + off, 0, P);
+    for (size_t i = 0; i < c; i++)
+        s->alive[off + s->sel[i]] = 1;
+}
+
 static int ckv_prefill(void *st, errbuf *e)
 {
     ckv_state *s = st;
@@ -157,15 +180,12 @@ static int ckv_prefill(void *st, errbuf *e)
                 mag[2] = pg > mag[2] ? pg : mag[2];
                 mag[3] = s->base[j] > mag[3] ? s->base[j] : mag[3];
             }
-            for (uint32_t j = 0; j < P; j++)
-                s->score[j] = (float)((s->base[j] + s->eps) * s->proj[off + j]);
+            memcpy(s->base_all + off, s->base, (size_t)P * sizeof *s->base);
             size_t c1 = policy_topk(s->base, NULL, P, k1, s->sel, s->work);
+            memset(s->s1 + off, 0, P);
             for (size_t i = 0; i < c1; i++)
-                s->score[s->sel[i]] = INFINITY;
-            size_t c = policy_topk(s->score, NULL, P, s->capacity, s->sel, s->work);
-            memset(s->alive + off, 0, P);
-            for (size_t i = 0; i < c; i++)
-                s->alive[off + s->sel[i]] = 1;
+                s->s1[off + s->sel[i]] = 1;
+            ckv_stage2(s, l, g);
         }
     return MS_OK;
 }
@@ -203,6 +223,41 @@ static double ckv_tol(const ckv_state *s, uint32_t layer, int frac_bits)
     return 2 * (eb * (pm + ep) + c * (bm + s->eps) * ep + u + sc * 0x1p-22);
 }
 
+/* policy_ops.choice: stage 1, the top k1 of the padded base, which stage 2 ranks around. Its
+ * bound: snap_core_tol's (the ops' base against snap_core_score's, both candidates of a swap),
+ * on the mean's scale (÷ base_scale); the window's pad is its row max plus 1 on both sides. */
+static int ckv_choice(void *st, uint32_t layer, uint32_t pos, uint32_t stage, policy_choice *c)
+{
+    ckv_state *s = st;
+    const policy_env *v = &s->core.env;
+    if (stage != 1 || !compresses(s) || (uint32_t)(s->capacity * s->fsr) == 0)
+        return 0;
+    size_t off = (size_t)layer * v->n_kv_heads * v->prompt_len;
+    *c = (policy_choice){.n = v->prompt_len,
+                         .head_stride = v->prompt_len,
+                         .score = s->base_all + off,
+                         .kept = s->s1 + off,
+                         .tol = snap_core_tol(&s->core, v->n_kv_heads, pcheck_frac_bits()) /
+                                base_scale(s)};
+    return 1;
+}
+
+/* policy_ops.adopt: stage 1's set of every KV head of the layer, stage 2 rerun around it. */
+static int ckv_adopt(void *st, uint32_t layer, uint32_t pos, uint32_t stage, const uint8_t *kept,
+                     errbuf *e)
+{
+    ckv_state *s = st;
+    const policy_env *v = &s->core.env;
+    if (stage != 1 || !compresses(s))
+        return err_set(e, MS_ERR_INPUT, "policy criticalkv: no choice of stage %u", stage);
+    size_t off = (size_t)layer * v->n_kv_heads * v->prompt_len;
+    for (size_t i = 0; i < (size_t)v->n_kv_heads * v->prompt_len; i++)
+        s->s1[off + i] = kept[i] != 0;
+    for (uint32_t g = 0; g < v->n_kv_heads; g++)
+        ckv_stage2(s, layer, g);
+    return MS_OK;
+}
+
 static int ckv_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
                     op_program *prog, errbuf *e)
 {
@@ -222,6 +277,8 @@ static int ckv_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const 
         uint32_t kept_st = opb_shared(&pe, "ckv.kept", OPT_CACHE, Hkv, B, 2 * d);
         uint32_t sc_st = opb_shared(&pe, "ckv.score_kept", OPT_CACHE, Hkv, 1, P);
         pcheck_selection(&pe, kept_st, B, 0, P, sc_st, ckv_tol(s, layer, pcheck_frac_bits()));
+        if (k1 > 0) /* stage 1's set, which stage 2 ranks around */
+            pcheck_selection_stage(&pe, opb_shared(&pe, "ckv.s1_kept", OPT_CACHE, Hkv, 1, P));
         return policy_emit_done(&pe, "criticalkv", e);
     }
     uint32_t w = s->core.window, n = P - w, G = H / Hkv;
@@ -283,6 +340,8 @@ static int ckv_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const 
         uint32_t big = policy_emit(&pe, OP_MUL_PUB, Hkv, 1, 0, P, s1r, OP_NONE, OPF_NO_TRUNC, 0,
                                    (double)(1u << 20), "ckv.s1_big");
         sc = policy_emit(&pe, OP_ADD, Hkv, 1, 0, P, sc, big, 0, 0, 0, "ckv.score_s1");
+        /* stage 1's set, for the check's ties carried into stage 2 (a view) */
+        opb_put(&pe, s1r, opb_shared(&pe, "ckv.s1_kept", OPT_CACHE, Hkv, 1, P), Hkv, 0, 1, P);
     }
     /* COST: stage 2 topk(T, B) and the gather of the kept K|V rows into the state the decode
      * steps attend */
@@ -307,5 +366,7 @@ const policy_ops policy_criticalkv = {
     .prefill = ckv_prefill,
     .select = ckv_select,
     .emit_cost = ckv_emit,
+    .choice = ckv_choice,
+    .adopt = ckv_adopt,
     .budget_keys = "capacity",
 };

@@ -26,6 +26,8 @@ typedef struct tova_state {
     uint32_t *count; /* [L] */
     float *s;        /* max_len scratch: head-mean attention */
     uint32_t *work, *sel;
+    float *last;      /* [L][max_len]: the head means the layer's last choice ranked */
+    uint32_t *last_n; /* [L]: the entries it ranked (0: none yet) */
 } tova_state;
 
 static void tova_fini(void *st)
@@ -38,6 +40,8 @@ static void tova_fini(void *st)
     free(s->s);
     free(s->work);
     free(s->sel);
+    free(s->last);
+    free(s->last_n);
     free(s);
 }
 
@@ -62,7 +66,9 @@ static int tova_init(const policy_env *env, const policy_args *a, void **st, err
     s->s = malloc((size_t)env->max_len * sizeof *s->s);
     s->work = malloc((size_t)env->max_len * sizeof *s->work);
     s->sel = malloc((size_t)env->max_len * sizeof *s->sel);
-    if (!s->alive || !s->count || !s->s || !s->work || !s->sel) {
+    s->last = calloc((size_t)env->n_layers * env->max_len, sizeof *s->last);
+    s->last_n = calloc(env->n_layers, sizeof *s->last_n);
+    if (!s->alive || !s->count || !s->s || !s->work || !s->sel || !s->last || !s->last_n) {
         tova_fini(s);
         return err_set(e, MS_ERR_NOMEM, "policy tova: out of memory");
     }
@@ -98,6 +104,8 @@ static int tova_observe(void *st, const policy_obs *o, errbuf *e)
         return MS_OK;
     uint32_t n = o->pos + 1;
     head_mean(s, o->att, n);
+    memcpy(s->last + (size_t)o->layer * s->env.max_len, s->s, (size_t)n * sizeof *s->s);
+    s->last_n[o->layer] = n;
     if (o->pos + 1 == s->env.prompt_len) {
         /* end of prompt: keep topk(s, cache_size) of the whole prompt */
         size_t k = policy_topk(s->s, NULL, n, s->cap, s->sel, s->work);
@@ -130,6 +138,44 @@ static int tova_select(void *st, uint32_t layer, uint32_t pos, const float *q, u
     const uint8_t *alive = s->alive + (size_t)layer * s->env.max_len;
     for (uint32_t g = 0; g < s->env.n_kv_heads; g++)
         memcpy(keep + (size_t)g * pos, alive, pos);
+    return MS_OK;
+}
+
+/* policy_ops.choice: the layer's last choice (the prompt's top-k, or a step's eviction) formed
+ * the kept set of the step after it, ranking its n entries by head mean. Its error bound on the
+ * check's fixed point (u = 2^-frac): the ops sum over the H heads the step's probabilities,
+ * each rounded to the nearest multiple of u (u/2), exactly in the ring: their head sum is within
+ * H·u/2 of the exact one, the mean within u/2. head_mean's float sum of H probabilities adds at
+ * most H·2^-24 to the mean and the division 2^-24; the renormalized rows observe() gets are
+ * rounded once more to float (2^-24) where the check renormalizes in double before rounding (the
+ * ops' operand): 2^-23. One entry's (u/2 + (H + 3)·2^-24), twice for the two of a swap. */
+static int tova_choice(void *st, uint32_t layer, uint32_t pos, uint32_t stage, policy_choice *c)
+{
+    tova_state *s = st;
+    if (stage != 0 || s->last_n[layer] != pos)
+        return 0;
+    size_t off = (size_t)layer * s->env.max_len;
+    *c = (policy_choice){.n = pos,
+                         .head_stride = 0,
+                         .score = s->last + off,
+                         .kept = s->alive + off,
+                         .tol = ldexp(1, -pcheck_frac_bits()) + (s->env.n_heads + 3) * 0x1p-23};
+    return 1;
+}
+
+/* policy_ops.adopt: the layer's cache is the kept set of KV head 0 (one index set per layer). */
+static int tova_adopt(void *st, uint32_t layer, uint32_t pos, uint32_t stage, const uint8_t *kept,
+                      errbuf *e)
+{
+    tova_state *s = st;
+    if (stage != 0 || pos > s->env.max_len)
+        return err_set(e, MS_ERR_INPUT, "policy tova: no choice of stage %u at position %u", stage,
+                       pos);
+    uint8_t *alive = s->alive + (size_t)layer * s->env.max_len;
+    uint32_t n = 0;
+    for (uint32_t j = 0; j < pos; j++)
+        n += (alive[j] = kept[j] != 0);
+    s->count[layer] = n;
     return MS_OK;
 }
 
@@ -222,5 +268,7 @@ const policy_ops policy_tova = {
     .observe = tova_observe,
     .select = tova_select,
     .emit_cost = tova_emit,
+    .choice = tova_choice,
+    .adopt = tova_adopt,
     .budget_keys = "cache_size",
 };
