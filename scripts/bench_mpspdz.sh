@@ -38,6 +38,17 @@ if [ $# -lt 1 ]; then
     echo "$usage" >&2
     exit 2
 fi
+for v in "$runs" "$n"; do
+    case $v in
+    '' | *[!0-9]* | 0*) echo "bench_mpspdz: -r and -n take positive integers" >&2; exit 2 ;;
+    esac
+done
+for v in $variants; do
+    case $v in
+    def | y | z3) ;;
+    *) echo "bench_mpspdz: unknown variant '$v' (def, y, z3)" >&2; exit 2 ;;
+    esac
+done
 mp=$1
 shift
 ops=${*:-lt exp recip rsqrt mul}
@@ -62,7 +73,6 @@ flags() {
     def) echo "-R 64" ;;
     y) echo "-R 64 -Y -b 100000" ;;
     z3) echo "-R 64 -Z 3 -b 100000" ;;
-    *) echo "bench_mpspdz: unknown variant '$1' (def, y, z3)" >&2; exit 2 ;;
     esac
 }
 
