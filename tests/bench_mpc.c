@@ -3,7 +3,7 @@
  * parties and the dealer's offline bytes, for semi2k (2PC + dealer) and aby3 (3PC); and the
  * CPU time and minor page faults of all nodes (getrusage) in the first run of the op in fresh
  * processes ("cold": the first warm-up run, or the first timed one without warm-up) and as the
- * median of the timed runs ("warm").
+ * median of the timed runs ("warm"), with the first run's time at P0 ("cold ms").
  *
  *   bench_mpc [--op NAME] [--n N] [--protocol semi2k|aby3] [--reps R] [--warmup W]
  *             [--set KEY=VALUE]... [--insecure-plaintext]
@@ -80,6 +80,7 @@ typedef struct node_out {
     mpc_op_stat st;
     int reps;
     uint64_t ns[REPS_MAX];
+    uint64_t cold_ns; /* the first run's time (P0's is printed) */
     uint64_t cold_cpu_ns, cold_flt;
     uint64_t cpu_ns[REPS_MAX], flt[REPS_MAX];
 } node_out;
@@ -107,12 +108,8 @@ static int node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
         usage_now(&c0, &f0);
         rc = mpc_run_ops(e, net, &r, 0, j->prog.n_ops, err);
         usage_now(&c1, &f1);
-        if (q == 0)
-            no->cold_cpu_ns = c1 - c0, no->cold_flt = f1 - f0;
-        if (rc || q < j->warmup)
+        if (rc)
             continue;
-        no->cpu_ns[no->reps] = c1 - c0;
-        no->flt[no->reps] = f1 - f0;
         mpc_op_stat s = {0};
         for (size_t i = 0; i < j->prog.n_ops; i++) {
             const mpc_op_stat *o = &r.ops[i];
@@ -123,6 +120,12 @@ static int node(eng *e, mpc_net *net, void *arg, FILE *out, errbuf *err)
             s.rounds += o->rounds;
             s.ns += o->ns;
         }
+        if (q == 0)
+            no->cold_cpu_ns = c1 - c0, no->cold_flt = f1 - f0, no->cold_ns = s.ns;
+        if (q < j->warmup)
+            continue;
+        no->cpu_ns[no->reps] = c1 - c0;
+        no->flt[no->reps] = f1 - f0;
         no->st = s;
         no->ns[no->reps++] = s.ns;
     }
@@ -213,7 +216,7 @@ static void bench(const char *pname, const bop *b, size_t n, job *j, char **sets
         exit(1);
     }
     uint64_t online = 0, offline = 0, rounds = 0, ns[REPS_MAX];
-    uint64_t cpu[REPS_MAX] = {0}, flt[REPS_MAX] = {0}, cold_cpu = 0, cold_flt = 0;
+    uint64_t cpu[REPS_MAX] = {0}, flt[REPS_MAX] = {0}, cold_cpu = 0, cold_flt = 0, cold_ns = 0;
     int reps = 0;
     for (int i = 0; i < nodes; i++) {
         if (nr[i].rc || nr[i].out_len < sizeof(node_out)) {
@@ -231,6 +234,7 @@ static void bench(const char *pname, const bop *b, size_t n, job *j, char **sets
         if (i == 0) {
             rounds = no->st.rounds;
             reps = no->reps;
+            cold_ns = no->cold_ns;
             memcpy(ns, no->ns, (size_t)reps * sizeof *ns);
         }
     }
@@ -239,10 +243,12 @@ static void bench(const char *pname, const bop *b, size_t n, job *j, char **sets
     double med = median(ns, reps) * 1e-6, mn = (double)ns[0] * 1e-6;
     double cpu_med = median(cpu, reps) * 1e-6, flt_med = median(flt, reps);
     size_t elems = b->kind == OP_MATMUL ? n * 768 : n;
-    printf("%-7s %-8s %8zu %10.3f %10.3f %6llu %14llu %12llu %10.1f %10.1f %8llu %10.1f %8.0f\n",
+    printf("%-7s %-8s %8zu %10.3f %10.3f %6llu %14llu %12llu %10.1f %10.1f %8llu %10.1f %8.0f "
+           "%9.3f\n",
            pname, b->name, n, mn, med, (unsigned long long)rounds, (unsigned long long)online,
            (unsigned long long)offline, (double)(online + offline) / (double)elems,
-           (double)cold_cpu * 1e-6, (unsigned long long)cold_flt, cpu_med, flt_med);
+           (double)cold_cpu * 1e-6, (unsigned long long)cold_flt, cpu_med, flt_med,
+           (double)cold_ns * 1e-6);
     fflush(stdout);
 }
 
@@ -318,11 +324,12 @@ int main(int argc, char **argv)
            "# compute + transfer), %ld warm-up + %ld timed repetitions; bytes: online sent by\n"
            "# all parties, offline dealer->parties, per repetition;\n"
            "# B/elem = (online + offline) / elements; CPU ms and minor page faults of all nodes\n"
-           "# together: cold = the first run in fresh processes, warm = median of the timed runs\n",
+           "# together: cold = the first run in fresh processes, warm = median of the timed runs;\n"
+           "# cold ms: the first run's time at P0\n",
            plaintext ? "plaintext channels" : "TLS 1.3 channels", warmup, reps);
-    printf("%-7s %-8s %8s %10s %10s %6s %14s %12s %10s %10s %8s %10s %8s\n", "proto", "op", "n",
+    printf("%-7s %-8s %8s %10s %10s %6s %14s %12s %10s %10s %8s %10s %8s %9s\n", "proto", "op", "n",
            "min ms", "median ms", "rounds", "online B", "offline B", "B/elem", "cold cpu",
-           "cold flt", "warm cpu", "warm flt");
+           "cold flt", "warm cpu", "warm flt", "cold ms");
     job j = {.reps = (int)reps, .warmup = (int)warmup};
     for (int q = 0; q < 2; q++) {
         if (proto_name && strcmp(proto_name, protos[q]))
