@@ -236,6 +236,48 @@ END_TEST
 START_TEST(test_scsec_dearer) { check_case(&cases[2], "aby3", 1); }
 END_TEST
 
+/* Quest's audit on shares judges its selection against its own select() over the session's
+ * keys and query: equal (ties within the page scores' bound) as run; with select() made to
+ * rank its best page last (a selection the ops do not make) the audit finds the difference
+ * and fails, as validate then exits 1. */
+START_TEST(test_scsec_quest_audit)
+{
+    run *x = calloc(1, sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    const scase *c = &cases[2];
+    run_case(c, "semi2k", "rows", x);
+    secpol_keep k;
+    float *pol, *full;
+    fixture_replay(&sf, c->policy, c->params, c->n_params, N, P, &k, &pol, &full);
+    secpol_run pub = secinf_public(&x->o);
+    secpol_opened opened = secinf_opened(&x->r);
+    for (int drop = 0; drop < 2; drop++) {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        ck_assert_ptr_nonnull(f);
+        errbuf e = {{0}};
+        policy_quest_drop_best = drop;
+        int rc = x->o.spol.ops->audit_note(x->o.spol.cfg, &pub, &opened, &k,
+                                           pol + (size_t)(P - 1) * x->r.vocab, c->policy, f, &e);
+        policy_quest_drop_best = 0;
+        fclose(f);
+        if (!drop) {
+            ck_assert_msg(rc == MS_OK, "%s\n%s", e.msg, buf);
+            ck_assert_msg(strstr(buf, "session's own keys and values: yes"), "%s", buf);
+        } else {
+            ck_assert_int_eq(rc, MS_ERR_INPUT);
+            ck_assert_msg(strstr(e.msg, "differs from its select()"), "%s", e.msg);
+            ck_assert_msg(strstr(buf, "session's own keys and values: NO"), "%s", buf);
+        }
+        free(buf);
+    }
+    fixture_replay_free(&k, pol, full);
+    run_free(x);
+    free(x);
+}
+END_TEST
+
 /* A program's online bytes (every party's) and rounds as the engine costs them. */
 static void program_cost(const char *pn, const op_program *p, uint64_t *bytes, uint64_t *rounds)
 {
@@ -386,7 +428,7 @@ Suite *scsec_suite(void)
     Suite *s = suite_create("scsec");
     TCase *tc = th_case(s, "scsec", 120);
     STORIES_USE(tc);
-    TH_TESTS(tc, test_scsec_mpcache, test_scsec_quest, test_scsec_dearer, test_scsec_cost_path,
-             test_scsec_rewrite);
+    TH_TESTS(tc, test_scsec_mpcache, test_scsec_quest, test_scsec_dearer, test_scsec_quest_audit,
+             test_scsec_cost_path, test_scsec_rewrite);
     return s;
 }

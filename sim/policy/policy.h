@@ -315,6 +315,9 @@ extern int policy_quest_float_bounds;
 /* A factor (≥ 1) on the error bound of Quest's half-precision scores: wider, more pages are
  * re-scored from their keys (tests; 1 in runs). */
 extern double policy_quest_slack;
+/* Nonzero: Quest's select() (float bounds) ranks its best page last — a selection its ops do
+ * not make, which validate's audit must find (tests). */
+extern int policy_quest_drop_best;
 
 /* Emits a policy's ops (category OPC_POLICY) for one phase and layer: an op builder
  * (protocols/program/opb.h) made by opb_init(&pe, prog, phase, layer, OPC_POLICY, NULL); the
