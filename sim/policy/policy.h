@@ -160,7 +160,9 @@ struct policy_ops {
      * entries, per KV head (rows[g], g < n_kv_heads), given the counts select() chose (kept[g]:
      * the layer's largest, what emit_cost received). For a policy whose secure algorithm
      * attends a public bound instead of the selection's exact count (MPCache: 16 · slots
-     * gathered rows, the empty ones masked — sim/policy/secpol.h); the replay lowers the step with
+     * gathered rows, the empty ones masked — sim/policy/secpol.h; Quest and the compositions'
+     * page blocks: kp whole pages, a partial last page's missing rows biased out — page_ops.h,
+     * whichever pages were chosen); the replay lowers the step with
      * these rows, while its accuracy metrics use the selection itself. Absent: the lowering
      * attends the kept counts. Called after emit_cost, for every decode step. */
     void (*attend)(void *state, uint32_t layer, uint32_t kv_len, const uint32_t *kept,

@@ -479,6 +479,22 @@ static int quest_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, cons
     return policy_emit_done(&pe, "quest", e);
 }
 
+/* The rows a decode step attends on shares: its ops gather kp whole pages of the cache
+ * (page_select, a partial last page's missing rows biased out of the attention), kp·page rows
+ * whichever pages the selection chose; a dense layer, or a step that keeps every page, gathers
+ * nothing and attends every cached entry. The lowering attends these and the new entry, so
+ * the costed shape is public: the same whether the partial last page is chosen or not. */
+static void quest_attend(void *st, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
+                         uint32_t *rows)
+{
+    quest_state *s = st;
+    uint32_t np = (kv_len + s->page - 1) / s->page, kp = pages_kept(s, kv_len);
+    uint32_t R = layer < s->skip || kp >= np ? kv_len : kp * s->page;
+    for (uint32_t g = 0; g < s->env.n_kv_heads; g++)
+        rows[g] = R;
+    (void)kept;
+}
+
 const policy_ops policy_quest = {
     .name = "quest",
     .summary = "query-aware top pages by the min/max key bound (dense first layers)",
@@ -491,6 +507,7 @@ const policy_ops policy_quest = {
     .observe = quest_observe,
     .select = quest_select,
     .emit_cost = quest_emit,
+    .attend = quest_attend,
     .stateless_select = 1,
     .budget_keys = "budget|min_pages|skip_layers",
 };
