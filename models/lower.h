@@ -23,7 +23,8 @@ typedef struct lower_opts {
     const uint32_t *kept;
     /* 1: each layer's cache tensors hold only the rows it attends (attended_rows below), this
      * step's entries appended after them — a policy that gathers its kept rows into the
-     * attention's cache (MPCache, sim/policy/mpcache_ops.h) and keeps its store apart, so the
+     * attention's cache (MPCache, sim/policy/mpcache_ops.h; Quest's and the compositions' whole
+     * pages, sim/policy/page_ops.h) and keeps its store apart, so the
      * append touches the kept rows, not the whole kv_len cache. 0: the cache tensors hold all
      * kv_len entries in position order (the append writes at row kv_len). */
     int attended_cache;

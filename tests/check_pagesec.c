@@ -103,6 +103,35 @@ END_TEST
 START_TEST(test_quest_blocks_aby3) { quest_blocks_on("aby3"); }
 END_TEST
 
+/* quest on shares at pages of 4 (the top 2 of 4 … 6 pages after a prompt of 16) under both
+ * gather layouts: the audit runs its select() over the session's own keys and query (the
+ * query operand opened with the selection), so the float model's key drift does not count as
+ * a difference; every mask equal to that select(), exactly or by a tie within the page
+ * scores' bound, and validate exits 0. */
+static void quest_audit_on(const char *proto, const char *layout)
+{
+    char out[1 << 14];
+    th_cli_expect(out, sizeof out, 0, "prediction: yes",
+                  "validate --model stories260K -p %s --set gather=%s --accuracy 24 --prompt 16 "
+                  "--policy quest --policy-param page=4 --policy-param budget=8",
+                  proto, layout);
+    ck_assert_msg(strstr(out, "equal to its select() over the session's own keys and values: yes "),
+                  "%s", out);
+    unsigned eq = th_count_of(out, "#       equal to its select()", "equal"),
+             ties = th_count_of(out, "#       equal to its select()", "ties");
+    ck_assert_uint_eq(eq + ties, 160);
+    ck_assert_msg(!strstr(out, "audit failed"), "%s", out);
+}
+
+START_TEST(test_quest_audit)
+{
+    quest_audit_on("semi2k", "rows");
+    quest_audit_on("semi2k", "scores");
+    quest_audit_on("aby3", "rows");
+    quest_audit_on("aby3", "scores");
+}
+END_TEST
+
 /* key-norm pages on shares (prompt 14: partial last pages): bytes and rounds as predicted, and
  * on the session's own keys its ops choose what its select() chooses. */
 static void kpages_on(const char *proto)
@@ -211,7 +240,8 @@ Suite *pagesec_suite(void)
     TCase *tc = th_case(s, "core", 0);
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_check_quest_blocks, test_check_keynorm_pages, test_check_unaligned_declared,
-             test_quest_blocks_semi2k, test_quest_blocks_aby3, test_kpages_semi2k, test_kpages_aby3,
-             test_plugin_check, test_plugin_semi2k, test_plugin_aby3, test_plugin_no_bias);
+             test_quest_blocks_semi2k, test_quest_blocks_aby3, test_quest_audit, test_kpages_semi2k,
+             test_kpages_aby3, test_plugin_check, test_plugin_semi2k, test_plugin_aby3,
+             test_plugin_no_bias);
     return s;
 }

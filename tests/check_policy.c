@@ -619,6 +619,60 @@ START_TEST(test_emit_shapes)
 }
 END_TEST
 
+/* Quest at a partial last page: the rows its decode step attends on shares (the attend hook,
+ * what the replay lowers) and its ops are the same whether the selection chose that page or
+ * not. Pages of 2 over 5 cached keys k0 = (1,0), k1 = (0,1) | k2 = (-1,0), k3 = (2,2) | k4 =
+ * (0,-1): bounds p0 M = (1,1) m = (0,0), p1 M = (2,2) m = (-1,0), p2 M = m = (0,-1); 2 pages
+ * kept. q = (-1,1): U = 1, 3, -1 → pages {0,1}, 4 entries. q = (0,-1): U = 0, 0, 1 → pages
+ * {2,0} (the tie to the smaller index), 3 entries. Both attend 2 · 2 = 4 rows. */
+START_TEST(test_quest_attend_public)
+{
+    static const float keys[5][2] = {{1, 0}, {0, 1}, {-1, 0}, {2, 2}, {0, -1}};
+    static const float qs[2][2] = {{-1, 1}, {0, -1}};
+    static const uint32_t want_kept[2] = {4, 3};
+    hand *h = malloc(sizeof *h);
+    ck_assert_ptr_nonnull(h);
+    op_program prog[2];
+    kv_param kv[8];
+    size_t nk = parse_kv("page=2 budget=2 min_pages=2 skip_layers=1", kv, 8);
+    for (int c = 0; c < 2; c++) {
+        hand_init(h, 2, 1, 2, 5, 8);
+        for (int l = 0; l < 2; l++) {
+            memcpy(h->k[l], keys, sizeof keys);
+            memcpy(h->q[l][5][0], qs[c], sizeof qs[c]);
+        }
+        void *st = open_policy(&policy_quest, h, kv, nk);
+        uint8_t keep[MAXT];
+        run(&policy_quest, st, h, 5, 1, keep);
+        uint32_t kept = 0, rows = 0;
+        for (uint32_t j = 0; j < 5; j++)
+            kept += keep[j];
+        ck_assert_uint_eq(kept, want_kept[c]);
+        ck_assert_ptr_nonnull(policy_quest.attend);
+        policy_quest.attend(st, 1, 5, &kept, &rows);
+        ck_assert_uint_eq(rows, 4);
+        /* the dense layer attends every cached entry */
+        uint32_t all = 5;
+        policy_quest.attend(st, 0, 5, &all, &rows);
+        ck_assert_uint_eq(rows, 5);
+        errbuf e;
+        op_program_init(&prog[c]);
+        ck_assert_int_eq(policy_quest.emit_cost(st, PHASE_DECODE, 1, 5, &kept, &prog[c], &e),
+                         MS_OK);
+        policy_quest.fini(st);
+    }
+    ck_assert_uint_eq(prog[0].n_ops, prog[1].n_ops);
+    for (size_t i = 0; i < prog[0].n_ops; i++) {
+        const op *a = &prog[0].ops[i], *b = &prog[1].ops[i];
+        ck_assert(a->kind == b->kind && a->batch == b->batch && a->m == b->m && a->k == b->k &&
+                  a->n == b->n && a->iarg == b->iarg);
+    }
+    op_program_free(&prog[0]);
+    op_program_free(&prog[1]);
+    free(h);
+}
+END_TEST
+
 /* Half precision rounded outward: up ≥ x ≥ down, each the nearest half on its side; and a
  * Quest page bound from them still bounds every q·k of the page from above. */
 START_TEST(test_half_outward)
@@ -908,7 +962,8 @@ Suite *policy_suite(void)
     TCase *tc = th_case(s, "core", 0);
     TH_TESTS(tc, test_registry, test_params, test_args_loaded, test_topk);
     TH_LOOPS(tc, (int)(sizeof policy_cases / sizeof policy_cases[0]), test_policy_case);
-    TH_TESTS(tc, test_emit_shapes, test_half_outward, test_mpcache_many_clusters,
-             test_bound_kernels, test_metric_stride_default, test_h2o_victim);
+    TH_TESTS(tc, test_emit_shapes, test_quest_attend_public, test_half_outward,
+             test_mpcache_many_clusters, test_bound_kernels, test_metric_stride_default,
+             test_h2o_victim);
     return s;
 }

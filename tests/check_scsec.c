@@ -16,6 +16,7 @@
 #include "sim/engine/machine.h"
 #include "sim/engine/net.h"
 #include "protocols/program/proto.h"
+#include "sim/policy/compose.h"
 #include "sim/policy/secpol.h"
 #include "sim/replay/replay.h"
 #include "sim/secure/scoreside.h"
@@ -236,6 +237,48 @@ END_TEST
 START_TEST(test_scsec_dearer) { check_case(&cases[2], "aby3", 1); }
 END_TEST
 
+/* Quest's audit on shares judges its selection against its own select() over the session's
+ * keys and query: equal (ties within the page scores' bound) as run; with select() made to
+ * rank its best page last (a selection the ops do not make) the audit finds the difference
+ * and fails, as validate then exits 1. */
+START_TEST(test_scsec_quest_audit)
+{
+    run *x = calloc(1, sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    const scase *c = &cases[2];
+    run_case(c, "semi2k", "rows", x);
+    secpol_keep k;
+    float *pol, *full;
+    fixture_replay(&sf, c->policy, c->params, c->n_params, N, P, &k, &pol, &full);
+    secpol_run pub = secinf_public(&x->o);
+    secpol_opened opened = secinf_opened(&x->r);
+    for (int drop = 0; drop < 2; drop++) {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        ck_assert_ptr_nonnull(f);
+        errbuf e = {{0}};
+        policy_quest_drop_best = drop;
+        int rc = x->o.spol.ops->audit_note(x->o.spol.cfg, &pub, &opened, &k,
+                                           pol + (size_t)(P - 1) * x->r.vocab, c->policy, f, &e);
+        policy_quest_drop_best = 0;
+        fclose(f);
+        if (!drop) {
+            ck_assert_msg(rc == MS_OK, "%s\n%s", e.msg, buf);
+            ck_assert_msg(strstr(buf, "session's own keys and values: yes"), "%s", buf);
+        } else {
+            ck_assert_int_eq(rc, MS_ERR_INPUT);
+            ck_assert_msg(strstr(e.msg, "differs from its select()"), "%s", e.msg);
+            ck_assert_msg(strstr(buf, "session's own keys and values: NO"), "%s", buf);
+        }
+        free(buf);
+    }
+    fixture_replay_free(&k, pol, full);
+    run_free(x);
+    free(x);
+}
+END_TEST
+
 /* A program's online bytes (every party's) and rounds as the engine costs them. */
 static void program_cost(const char *pn, const op_program *p, uint64_t *bytes, uint64_t *rounds)
 {
@@ -244,15 +287,18 @@ static void program_cost(const char *pn, const op_program *p, uint64_t *bytes, u
     fixture_program_cost(pn, &cfg, p, bytes, rounds);
 }
 
-/* `mpcsim run`'s cost path under gather: scores (the replay's policy ops, the lowering with
- * lower_opts.score_gather laying out the score side) costs each decode step as the session's
- * program under gather: scores does: the same bytes and rounds. */
-static void same_as_cost_path(const scase *c, const char *pn)
+/* `mpcsim run`'s cost path (the replay's policy ops, its kept counts or the rows the policy's
+ * attend hook states, the lowering with lower_opts.score_gather laying out the score side
+ * under gather: scores) costs each decode step as the session's program under the same layout
+ * does: the same bytes and rounds, at partial last pages too (32 … 35 cached entries, pages of
+ * 4). */
+static void same_as_cost_path(const scase *c, const char *pn, const char *layout)
 {
     errbuf e = {{0}};
     secinf_opts o;
     fixture_opts(&sf, pn, N, P, c->policy, c->params, c->n_params, &o);
-    snprintf(o.cfg.gather, sizeof o.cfg.gather, "scores");
+    int scores = !strcmp(layout, "scores");
+    snprintf(o.cfg.gather, sizeof o.cfg.gather, "%s", layout);
     run_cfg *rc = calloc(1, sizeof *rc);
     ck_assert_ptr_nonnull(rc);
     ck_assert_msg(model_load("stories260K", &rc->model, &e) == MS_OK, "%s", e.msg);
@@ -275,17 +321,19 @@ static void same_as_cost_path(const scase *c, const char *pn)
         ck_assert_int_eq(replay_step_once(r), 0);
         lower_opts lo = fixture_step_opts(PHASE_DECODE, 1, P + st);
         lo.kept = kept;
-        lo.score_gather = 1;
+        lo.score_gather = scores;
+        lo.attended_cache = replay_attended_cache(r); /* as the runner lowers */
         ck_assert_msg(lower_step(&sf.m, &lo, &cost, &e) == MS_OK, "%s", e.msg);
         ck_assert_int_eq(secinf_step_program(&o, st + 1, &sess, &e), MS_OK);
         uint64_t b[2], rd[2];
         program_cost(pn, &sess, &b[0], &rd[0]);
         program_cost(pn, &cost, &b[1], &rd[1]);
         ck_assert_msg(b[0] == b[1] && rd[0] == rd[1],
-                      "%s %s step %u: the session %llu B, %llu rounds; the cost path %llu B, %llu "
-                      "rounds",
-                      c->policy, pn, st + 1, (unsigned long long)b[0], (unsigned long long)rd[0],
-                      (unsigned long long)b[1], (unsigned long long)rd[1]);
+                      "%s %s %s step %u: the session %llu B, %llu rounds; the cost path %llu B, "
+                      "%llu rounds",
+                      c->policy, pn, layout, st + 1, (unsigned long long)b[0],
+                      (unsigned long long)rd[0], (unsigned long long)b[1],
+                      (unsigned long long)rd[1]);
     }
     replay_close(r);
     free(rc);
@@ -294,13 +342,37 @@ static void same_as_cost_path(const scase *c, const char *pn)
     op_program_free(&cost);
 }
 
-/* MPCache only: Quest's cost path and session already differ under gather: rows at a step
- * whose last page is partial (stories260K, page 4, 35 cached entries: semi2k 2,528,970 B and
- * 1,376 rounds costed, 2,535,306 B and 1,385 rounds in the session's program). */
+/* MPCache and Quest (16 and 8 entries kept) under both layouts. Quest's secure step attends
+ * kp whole pages (policy_quest.c quest_attend), whether or not the partial last page is among
+ * them: the replay's kept count alone (15 where it is chosen at 35 cached entries) costed
+ * semi2k 2,528,970 B and 1,376 rounds against the session's 2,535,306 B and 1,385 rounds. */
 START_TEST(test_scsec_cost_path)
 {
-    same_as_cost_path(&cases[0], "semi2k");
-    same_as_cost_path(&cases[0], "aby3");
+    const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
+    for (int c = 0; c < 3; c++)
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                same_as_cost_path(&cases[c], pn[i], lay[j]);
+}
+END_TEST
+
+/* The same for Quest composed from blocks (scenarios/policies/quest.yaml, its page blocks'
+ * attend hook: compose.c cs_attend), with Quest's pages and budgets. */
+START_TEST(test_scsec_cost_path_blocks)
+{
+    const policy_ops *p;
+    errbuf e = {{0}};
+    ck_assert_msg(policy_compose_load(th_data_path("scenarios/policies/quest.yaml"), &p, &e) ==
+                      MS_OK,
+                  "%s", e.msg);
+    ck_assert_ptr_nonnull(p->attend);
+    const scase blocks[2] = {{"quest_blocks", {"page=4", "topk=16"}, 2},
+                             {"quest_blocks", {"page=4", "topk=8"}, 2}};
+    const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
+    for (int c = 0; c < 2; c++)
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                same_as_cost_path(&blocks[c], pn[i], lay[j]);
 }
 END_TEST
 
@@ -386,7 +458,7 @@ Suite *scsec_suite(void)
     Suite *s = suite_create("scsec");
     TCase *tc = th_case(s, "scsec", 120);
     STORIES_USE(tc);
-    TH_TESTS(tc, test_scsec_mpcache, test_scsec_quest, test_scsec_dearer, test_scsec_cost_path,
-             test_scsec_rewrite);
+    TH_TESTS(tc, test_scsec_mpcache, test_scsec_quest, test_scsec_dearer, test_scsec_quest_audit,
+             test_scsec_cost_path, test_scsec_cost_path_blocks, test_scsec_rewrite);
     return s;
 }

@@ -1012,6 +1012,33 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
     return policy_emit_done(&pe, s->sl->name, e);
 }
 
+/* The rows a decode step attends (policy_ops.attend) when it gathers whole pages every step
+ * (a top-k of pages): the entries outside the candidates (sinks, recent window) and k pages of
+ * `page` rows — what the gather of its ops brings (cs_emit, cs_emit_pages: a partial page's
+ * missing rows biased out), a public count whichever pages were chosen, not the kept count of
+ * the pages chosen (a partial last page's fewer). Otherwise the kept counts. */
+static void cs_attend(void *st, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
+                      uint32_t *rows)
+{
+    cstate *s = st;
+    const cspec *sp = s->sp;
+    uint32_t Hkv = s->env.n_kv_heads, R = 0, sinks, recent, k, c0, c1;
+    for (uint32_t g = 0; g < Hkv; g++)
+        R = kept[g] > R ? kept[g] : R;
+    if (layer >= s->dense && s->page > 1 && sp->sel == K_TOPK && sp->when == W_STEP &&
+        !sp->permanent && s->every == 1) {
+        budget(s, layer, kv_len, &sinks, &recent, &k);
+        cand_range(kv_len, sinks, recent, &c0, &c1);
+        uint32_t nc = c1 > c0 ? (c1 - 1) / s->page - c0 / s->page + 1 : 0;
+        if (k > 0 && k < nc) {
+            uint64_t n = (uint64_t)c0 + (kv_len - c1) + (uint64_t)k * s->page;
+            R = n < kv_len ? (uint32_t)n : kv_len;
+        }
+    }
+    for (uint32_t g = 0; g < Hkv; g++)
+        rows[g] = R;
+}
+
 /* H2O's budgets of a composition of its shape (compose_int.h), 0 with why set when these
  * parameters leave that shape. */
 int compose_h2o_budgets(const void *st, uint32_t *heavy, uint32_t *recent, char *why, size_t cap)
@@ -1100,6 +1127,10 @@ int policy_compose_load(const char *path, const policy_ops **out, errbuf *e)
         .stateless_select = stateless,
         .layer_local = (sp->score == SC_ATT || sp->score == SC_WINDOW) && !sp->share_all,
     };
+    /* a page-granular top-k at every step gathers whole pages: the lowering attends them */
+    if (has_param(sl, "page") && sp->sel == K_TOPK && sp->when == W_STEP && !sp->permanent &&
+        sp->score != SC_RANDOM)
+        sl->ops.attend = cs_attend;
     if (sp->cluster) {
         compose_cluster_ops(&sl->ops);
         sl->ops.check = cs_checks[n_slots];

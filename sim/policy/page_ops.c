@@ -139,10 +139,20 @@ void page_bounds_upkeep(opb *pe, const char *pfx, uint32_t bst, uint32_t Hkv, ui
                 2 * d);
 }
 
+/* A page score is n = d·G terms t_i = max(q_i·M_i, q_i·m_i), |t_i| ≤ qmax·kmax. The ops' term
+ * from the query and bounds in fixed point (each within u/2 of the float value, u = 2^-f):
+ * |q̂b̂ − qb| ≤ (|q| + |b|)·u/2 + u²/4, plus the product's truncation (±u); the max of a pair
+ * moves by no more than its operands, and the ring sums exactly: (qmax + kmax)·u/2 + 2u per term
+ * (u²/4 ≤ u). The float score (select()) rounds each product and each partial sum: a max of
+ * two rounded products is the larger one rounded (rounding is monotone), so the score is a sum
+ * of n rounded terms, within γ_n·Σ|t_i| ≤ γ_n·n·qmax·kmax of the exact one (Higham, Accuracy
+ * and Stability of Numerical Algorithms, eq. 3.4), γ_n = n·2^-24 / (1 − n·2^-24). Two pages
+ * swap only when their scores are within the sum of both errors: twice. */
 double page_bounds_tol(double qmax, double kmax, uint32_t d, uint32_t G, int frac_bits)
 {
-    double u = ldexp(1, -frac_bits), terms = (double)d * G;
-    return 2 * terms * ((qmax + kmax) * u / 2 + 2 * u + qmax * kmax * 0x1p-22);
+    double u = ldexp(1, -frac_bits), n = (double)d * G;
+    double gam = n * 0x1p-24 / (1 - n * 0x1p-24);
+    return 2 * n * ((qmax + kmax) * u / 2 + 2 * u + gam * qmax * kmax);
 }
 
 void page_select(opb *pe, const char *pfx, uint32_t row, uint32_t H, uint32_t Hkv, uint32_t u0,

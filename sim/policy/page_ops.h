@@ -24,10 +24,11 @@ uint32_t page_bounds_score(opb *b, const char *pfx, uint32_t bst, uint32_t H, ui
 /* The decode step's new key into the bounds of its page (kv_len / S). */
 void page_bounds_upkeep(opb *b, const char *pfx, uint32_t bst, uint32_t Hkv, uint32_t kv_len,
                         uint32_t S, uint32_t d, uint32_t max_pages);
-/* The error bound of a page score from the ops against the float one: each of the 2·d·G
- * products q_i·b_i from a rounded query and bound (±u/2 each, u = 2^-frac) and truncated
- * (±u), the float sum's relative 2^-22 of its terms; twice that, for the two pages of a swap.
- * qmax, kmax: the largest |query| and |key| element. */
+/* The error bound of a page score from the ops against the float one: each of its d·G terms
+ * (the larger of q_i·M_i, q_i·m_i) from a rounded query and bound (±u/2 each, u = 2^-frac)
+ * and truncated (±u), the float sum's γ_{dG} of its terms (page_ops.c states the derivation);
+ * twice that, for the two pages of a swap. qmax, kmax: the largest |query| and |key|
+ * element. */
 double page_bounds_tol(double qmax, double kmax, uint32_t d, uint32_t G, int frac_bits);
 /* The top kp of the np − u0 pages [u0, np) by row (Hkv, 1, np − u0), their whole pages of S
  * cached [K | V] rows gathered and named as the selection of the candidates [u0·S, kv_len)

@@ -173,7 +173,9 @@ struct policy_ops {
      * entries, per KV head (rows[g], g < n_kv_heads), given the counts select() chose (kept[g]:
      * the layer's largest, what emit_cost received). For a policy whose secure algorithm
      * attends a public bound instead of the selection's exact count (MPCache: 16 · slots
-     * gathered rows, the empty ones masked — sim/policy/secpol.h); the replay lowers the step with
+     * gathered rows, the empty ones masked — sim/policy/secpol.h; Quest and the compositions'
+     * page blocks: kp whole pages, a partial last page's missing rows biased out — page_ops.h,
+     * whichever pages were chosen); the replay lowers the step with
      * these rows, while its accuracy metrics use the selection itself. Absent: the lowering
      * attends the kept counts. Called after emit_cost, for every decode step. */
     void (*attend)(void *state, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
@@ -342,6 +344,9 @@ extern int policy_quest_float_bounds;
 /* A factor (≥ 1) on the error bound of Quest's half-precision scores: wider, more pages are
  * re-scored from their keys (tests; 1 in runs). */
 extern double policy_quest_slack;
+/* Nonzero: Quest's select() (float bounds) ranks its best page last — a selection its ops do
+ * not make, which validate's audit must find (tests). */
+extern int policy_quest_drop_best;
 
 /* Emits a policy's ops (category OPC_POLICY) for one phase and layer: an op builder
  * (protocols/program/opb.h) made by opb_init(&pe, prog, phase, layer, OPC_POLICY, NULL); the

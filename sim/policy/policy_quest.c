@@ -67,6 +67,8 @@ static int half_table_done;
 int policy_quest_float_bounds;
 /* A factor on the half scores' error bound (tests widen it so that most pages are re-scored). */
 double policy_quest_slack = 1.0;
+/* Nonzero: select() ranks its best page last (tests: a selection the ops do not make). */
+int policy_quest_drop_best;
 
 static void quest_fini(void *st)
 {
@@ -423,9 +425,14 @@ static int quest_select(void *st, uint32_t layer, uint32_t pos, const float *q, 
             if (select_half(s, layer, g, pos, q, np, kp, &k))
                 return err_set(e, MS_ERR_INPUT, "policy quest: cannot re-read the keys of a page");
         } else {
-            for (uint32_t p = 0; p < np; p++)
+            uint32_t best = 0;
+            for (uint32_t p = 0; p < np; p++) {
                 s->score[p] = page_score(q, bound(s, s->mx, layer, g, p),
                                          bound(s, s->mn, layer, g, p), g, G, d);
+                best = s->score[p] > s->score[best] ? p : best;
+            }
+            if (policy_quest_drop_best)
+                s->score[best] = -INFINITY;
             k = policy_topk(s->score, NULL, np, kp, s->sel, s->work);
         }
         uint8_t *row = keep + (size_t)g * pos;
@@ -438,9 +445,9 @@ static int quest_select(void *st, uint32_t layer, uint32_t pos, const float *q, 
     return MS_OK;
 }
 
-/* The ops' error bound against quest_select's float page scores: each of the 2·d·G products
- * q_i·b_i of a score from a rounded query and bound (±u/2 each, u = 2^-frac) and truncated
- * (±u), the float sum's relative 2^-22 of its terms; twice that, for the two pages of a swap. */
+/* The ops' error bound against quest_select's float page scores (page_bounds_tol: each of the
+ * d·G terms of a score from a rounded query and bound, ±u/2 each, u = 2^-frac, and truncated,
+ * ±u; the float sum's γ_{dG} of its terms); twice that, for the two pages of a swap. */
 static double quest_tol(const quest_state *s, uint32_t layer, int frac_bits)
 {
     return page_bounds_tol(s->qmax[layer], s->kmax[layer], s->env.head_dim,
@@ -472,6 +479,22 @@ static int quest_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, cons
     return policy_emit_done(&pe, "quest", e);
 }
 
+/* The rows a decode step attends on shares: its ops gather kp whole pages of the cache
+ * (page_select, a partial last page's missing rows biased out of the attention), kp·page rows
+ * whichever pages the selection chose; a dense layer, or a step that keeps every page, gathers
+ * nothing and attends every cached entry. The lowering attends these and the new entry, so
+ * the costed shape is public: the same whether the partial last page is chosen or not. */
+static void quest_attend(void *st, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
+                         uint32_t *rows)
+{
+    quest_state *s = st;
+    uint32_t np = (kv_len + s->page - 1) / s->page, kp = pages_kept(s, kv_len);
+    uint32_t R = layer < s->skip || kp >= np ? kv_len : kp * s->page;
+    for (uint32_t g = 0; g < s->env.n_kv_heads; g++)
+        rows[g] = R;
+    (void)kept;
+}
+
 const policy_ops policy_quest = {
     .name = "quest",
     .summary = "query-aware top pages by the min/max key bound (dense first layers)",
@@ -484,6 +507,7 @@ const policy_ops policy_quest = {
     .observe = quest_observe,
     .select = quest_select,
     .emit_cost = quest_emit,
+    .attend = quest_attend,
     .stateless_select = 1,
     .budget_keys = "budget|min_pages|skip_layers",
 };

@@ -9,7 +9,9 @@
 
 /* The tensors opened after the prompt: each layer's prompt attention operand (what a select()
  * over the session's values observes); after a decode step, per layer that names a selection:
- * its rows, the cached [K | V] rows operand, its candidates' scores (when named). */
+ * its rows, the cached [K | V] rows operand, its candidates' scores (when named), its rows'
+ * score biases, its attention over its slots and its query operand (when read: a select() that
+ * ranks by the query, Quest's, then selects from the session's own query). */
 int secpol_emit_audit_tensor(const void *cfg, const secpol_run *r, const secpol_step *st, size_t i,
                              char name[48], int *is_score)
 {
@@ -37,15 +39,17 @@ int secpol_emit_audit_tensor(const void *cfg, const secpol_run *r, const secpol_
             eprog_free(&x);
             continue;
         }
-        uint32_t kvt = OP_NONE, att = OP_NONE;
+        uint32_t kvt = OP_NONE, att = OP_NONE, qt = OP_NONE;
         for (size_t k = 0; k < x.io.n_in; k++)
             if (x.io.in_what[k] == PCHECK_IN_KV)
                 kvt = x.io.in_t[k];
             else if (x.io.in_what[k] == PCHECK_IN_ATT_SLOTS)
                 att = x.io.in_t[k];
-        uint32_t ts[5] = {x.io.sel_t, kvt, x.io.sel_score, x.io.has_bias ? x.io.sel_bias : OP_NONE,
-                          att};
-        for (int w = 0; w < 5; w++) {
+            else if (x.io.in_what[k] == PCHECK_IN_QUERY)
+                qt = x.io.in_t[k];
+        uint32_t bias = x.io.has_bias ? x.io.sel_bias : OP_NONE;
+        uint32_t ts[6] = {x.io.sel_t, kvt, x.io.sel_score, bias, att, qt};
+        for (int w = 0; w < 6; w++) {
             if (ts[w] >= x.prog.n_tens)
                 continue;
             if (at++ == i) {
@@ -124,6 +128,8 @@ typedef struct datt {
     const double *a;
     uint32_t m;
     uint32_t *pos;
+    const double *q; /* the step's query operand opened (H × head_dim), or NULL */
+    int sel;         /* the layer's ops name a selection at the step */
 } datt;
 
 /* The opened decode attention of the query at pos ≥ P in layer l, or NULL. */
@@ -136,13 +142,43 @@ static const datt *dec_att(const ecfg *c, const secpol_run *r, const datt *da, u
     return &da[(size_t)s * c->L + l];
 }
 
-/* Whether layer l's observation at pos needs nothing but keys, values and opened attention. */
+/* The step's entry of layer l for the decode query at pos ≥ P, or NULL. */
+static const datt *dec_step(const ecfg *c, const secpol_run *r, const datt *da, uint32_t S,
+                            uint32_t l, uint32_t pos)
+{
+    uint32_t s = pos + 1 - r->prefill;
+    return !da || pos < r->prefill || s >= S ? NULL : &da[(size_t)s * c->L + l];
+}
+
+static unsigned needs_at(const ecfg *c, uint32_t l, uint32_t pos)
+{
+    return c->p->layer_needs ? c->p->layer_needs(c->st_ref, l, pos)
+           : c->p->needs     ? c->p->needs(c->st_ref, pos)
+                             : ~0u;
+}
+
+/* Whether the query of layer l at decode position pos is known: opened where the layer's ops
+ * select, not needed where they name no selection. */
+static int query_ok(const ecfg *c, const secpol_run *r, const datt *da, uint32_t S, uint32_t l,
+                    uint32_t pos)
+{
+    const datt *st = dec_step(c, r, da, S, l, pos);
+    return st && (!st->sel || st->q);
+}
+
+/* Whether layer l's observation and selection at pos need nothing but keys, values, opened
+ * attention and the opened query: a query where the layer's ops read it (they select), none
+ * where they name no selection (every entry kept: a select() that keeps all without reading
+ * its query agrees, any other is found to differ). */
 static int replayable(const ecfg *c, const secpol_run *r, const oatt *att, const datt *da,
                       uint32_t S, uint32_t l, uint32_t pos)
 {
-    unsigned need = c->p->layer_needs ? c->p->layer_needs(c->st_ref, l, pos)
-                    : c->p->needs     ? c->p->needs(c->st_ref, pos)
-                                      : ~0u;
+    unsigned need = needs_at(c, l, pos);
+    if (need & POLICY_NEED_Q) {
+        if (!query_ok(c, r, da, S, l, pos))
+            return 0;
+        need &= ~(unsigned)POLICY_NEED_Q;
+    }
     if (need & ~(POLICY_NEED_K | POLICY_NEED_V | POLICY_NEED_ATT))
         return 0;
     return !(need & POLICY_NEED_ATT) ||
@@ -163,32 +199,50 @@ static void att_rows(const ecfg *c, const secpol_run *r, const oatt *a, uint32_t
 
 /* The policy's own select() over the session's values: a fresh state observes every layer's
  * opened keys and values position by position (the last opened cached rows of the layer) and
- * the prompt attention the audit opened, and selects at every decode position;
- * ref[((s·L + l)·Hkv + g)·N + j]. 0: done; 1: its select() observes more than these (not
- * replayable from what the audit opened). */
+ * the prompt attention the audit opened, and selects at every decode position from the opened
+ * query (where it reads one); ref[((s·L + l)·Hkv + g)·N + j], and tol[s·L + l] the tie bound
+ * its emit_cost states right after that select() (a bound that scales with the values it has
+ * seen so far and with the step's query: keynorm's, Quest's). 0: done; 1: its select()
+ * observes more than these (not replayable from what the audit opened). */
 static int own_select(const ecfg *c, const secpol_run *r, const double *const *rows,
                       const uint32_t *rows_n, const oatt *att, const datt *da, uint32_t S,
-                      uint8_t *ref, uint32_t N, errbuf *e)
+                      uint8_t *ref, double *tol, uint32_t N, errbuf *e)
 {
     uint32_t P = r->prefill, Hkv = c->Hkv, d = c->d, L = c->L;
-    for (uint32_t pos = 0; c->p->observe && pos < N; pos++)
+    for (uint32_t pos = 0; pos < N; pos++)
         for (uint32_t l = 0; l < L; l++)
-            if (!replayable(c, r, att, da, S, l, pos))
+            if ((c->p->observe && !replayable(c, r, att, da, S, l, pos)) ||
+                (pos >= P && (needs_at(c, l, pos) & POLICY_NEED_Q) &&
+                 !query_ok(c, r, da, S, l, pos)))
                 return 1;
     float *k = calloc((size_t)Hkv * d + 1, sizeof *k), *v = calloc((size_t)Hkv * d + 1, sizeof *v);
     float *ar = calloc((size_t)c->H * N + 1, sizeof *ar);
+    float *qf = calloc((size_t)c->H * d + 1, sizeof *qf);
     uint8_t *keep = calloc((size_t)Hkv * N + 1, 1);
-    int rc =
-        k && v && ar && keep ? MS_OK : err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
+    int rc = k && v && ar && qf && keep
+                 ? MS_OK
+                 : err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
     for (uint32_t pos = 0; !rc && pos < N; pos++) {
         if (pos == P && c->p->prefill)
             rc = c->p->prefill(c->st_ref, e);
         for (uint32_t l = 0; !rc && l < L; l++) {
             if (pos >= P) {
-                rc = c->p->select(c->st_ref, l, pos, NULL, keep, e);
+                /* its query: the session's, as the ops read it (zero where they select
+                 * nothing: replayable) */
+                const datt *st = dec_step(c, r, da, S, l, pos);
+                int wants_q = (needs_at(c, l, pos) & POLICY_NEED_Q) != 0;
+                for (size_t i = 0; wants_q && i < (size_t)c->H * d; i++)
+                    qf[i] = st && st->q ? (float)st->q[i] : 0;
+                rc = c->p->select(c->st_ref, l, pos, wants_q ? qf : NULL, keep, e);
                 for (uint32_t g = 0; !rc && g < Hkv; g++)
                     memcpy(ref + (((size_t)(pos - P + 1) * L + l) * Hkv + g) * N,
                            keep + (size_t)g * pos, pos);
+                eprog x;
+                if (!rc && pos + 1 - P < S) {
+                    rc = probe_with(c, c->st_ref, PHASE_DECODE, l, pos, &x, e);
+                    tol[(size_t)(pos + 1 - P) * L + l] = rc ? 0 : x.io.sel_tol;
+                    eprog_free(&x);
+                }
             }
             if (rc || !c->p->observe)
                 continue;
@@ -222,7 +276,7 @@ static int own_select(const ecfg *c, const secpol_run *r, const double *const *r
             rc = c->p->observe(c->st_ref, &o, e);
         }
     }
-    free(k), free(v), free(ar), free(keep);
+    free(k), free(v), free(ar), free(qf), free(keep);
     return rc ? -rc : 0;
 }
 
@@ -308,6 +362,7 @@ int secpol_emit_audit_note(const void *cfg, const secpol_run *r, const secpol_op
                 break;
             const pcheck_decl *io = &x->io;
             smask m = {.named = io->has_sel, .r0 = kv, .r1 = kv, .tol = io->sel_tol};
+            da[(size_t)s * L + l].sel = io->has_sel;
             const double *sel = NULL, *kvv = NULL, *bias = NULL;
             if (io->has_sel) {
                 const op_tensor *T = &x->prog.tens[io->sel_t];
@@ -319,12 +374,14 @@ int secpol_emit_audit_note(const void *cfg, const secpol_run *r, const secpol_op
                 const op_tensor *U =
                     io->sel_score < x->prog.n_tens ? &x->prog.tens[io->sel_score] : NULL;
                 const op_tensor *Bt = io->has_bias ? &x->prog.tens[io->sel_bias] : NULL;
-                size_t nb = Bt ? (size_t)Bt->batch * Bt->rows * Bt->cols : 0, na = 0;
+                size_t nb = Bt ? (size_t)Bt->batch * Bt->rows * Bt->cols : 0, na = 0, nq = 0;
                 for (size_t k = 0; k < io->n_in; k++)
                     if (io->in_what[k] == PCHECK_IN_ATT_SLOTS)
                         na = (size_t)c->H * (io->sel_m + 1);
+                    else if (io->in_what[k] == PCHECK_IN_QUERY)
+                        nq = (size_t)c->H * d;
                 m.nsc = U ? U->batch * U->rows * U->cols : 0;
-                if (nsel + nkv + m.nsc + nb + na > left || R < kv) {
+                if (nsel + nkv + m.nsc + nb + na + nq > left || R < kv) {
                     rc = err_set(e, MS_ERR_INTERNAL, "selection audit: step %u opened %u values", s,
                                  opened->n_vals[s]);
                     break;
@@ -340,7 +397,8 @@ int secpol_emit_audit_note(const void *cfg, const secpol_run *r, const secpol_op
                 for (size_t k = 0; dt->pos && k < (size_t)Hkv * io->sel_m; k++)
                     dt->pos[k] = UINT32_MAX;
                 dt->a = na ? v + nsel + nkv + m.nsc + nb : NULL, dt->m = io->sel_m;
-                v += nsel + nkv + m.nsc + nb + na, left -= nsel + nkv + m.nsc + nb + na;
+                dt->q = nq ? v + nsel + nkv + m.nsc + nb + na : NULL;
+                v += nsel + nkv + m.nsc + nb + na + nq, left -= nsel + nkv + m.nsc + nb + na + nq;
                 if (R > kv) { /* the cached rows alone, (Hkv, kv, 2d) */
                     double *pk = malloc((size_t)Hkv * kv * 2 * d * sizeof *pk + 1);
                     if (!pk) {
@@ -406,21 +464,21 @@ int secpol_emit_audit_note(const void *cfg, const secpol_run *r, const secpol_op
     uint32_t worst = 0;
     for (uint32_t l = 1; l < L && l < 16; l++)
         worst = dk.err[l] > dk.err[worst] ? l : worst;
-    int own_rc = rc ? 0 : own_select(c, r, last, last_n, att, da, S, own, N, e);
+    double *tol = rc ? NULL : calloc((size_t)S * L + 1, sizeof *tol);
+    if (!rc && !tol)
+        rc = err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
+    int own_rc = rc ? 0 : own_select(c, r, last, last_n, att, da, S, own, tol, N, e);
     if (own_rc < 0)
         rc = -own_rc;
-    /* the tie tolerance its emit_cost states once its state has observed the session's values
-     * (a bound that scales with them: keynorm's) */
+    /* the tie tolerance its emit_cost states at each step once its state has observed the
+     * session's values up to it (a bound that scales with them and with the step's query) */
     for (uint32_t s = 1; !rc && own_rc == 0 && s < S; s++)
-        for (uint32_t l = 0; !rc && l < L; l++) {
-            eprog x;
-            rc = probe_with(c, c->st_ref, PHASE_DECODE, l, secpol_step_of(r, s).kv, &x, e);
-            for (uint32_t g = 0; !rc && g < Hkv; g++) {
+        for (uint32_t l = 0; l < L; l++)
+            for (uint32_t g = 0; g < Hkv; g++) {
                 smask *m = &sm[((size_t)s * L + l) * Hkv + g];
-                m->tol = x.io.sel_tol > m->tol ? x.io.sel_tol : m->tol;
+                m->tol = tol[(size_t)s * L + l] > m->tol ? tol[(size_t)s * L + l] : m->tol;
             }
-            eprog_free(&x);
-        }
+    free(tol);
     size_t rep[3] = {0}, mine[3] = {0}, n = 0;
     double rep_gap = 0, own_gap = 0;
     char first[200] = "", first_own[200] = "";
