@@ -6,13 +6,19 @@
  * (prompt 16 > cache_size 8, 8 decode steps: 5 layers x 4 KV heads x 8 steps = 160 decode
  * masks, every one after the prompt's eviction): no fallback note, every op's bytes and rounds
  * as predicted, and every kept set its select()'s over the session's own values (exactly or by
- * ties). */
+ * ties). Every layer's eviction runs in the same rounds (one TOPK and GATHER at the prompt, one
+ * ARGMAX and SELECT per step, after the last layer): the policy's rounds are one layer's, pinned
+ * against protocols/README.md's per-op rounds, and scenarios/policies/tova.yaml's the same. */
 #include <check.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
+#include "testdir.h"
+
+TESTDIR("check_tovasec")
 
 /* validate of tova (cache_size 8) on shares under proto, its measured line read. */
 static void tova_on(const char *proto)
@@ -63,10 +69,97 @@ START_TEST(test_tova_prompt_within_cache)
 }
 END_TEST
 
+/* ---- the policy's rounds: one layer's, not L = 5 layers' one after the other ------------------
+ */
+
+/* Rounds of one layer's selection (protocols/README.md "Kernel constructions and their round
+ * counts", msb: packed): lt at w = 64 bits r_lt = 1 + ⌈log2 63⌉ + 1 = 8 (semi2k), [1] + 1 + 6
+ * + 2 = 10 (aby3: the bool_pair round, a two-round b2a_bit); the one-hot of an arg-max or a
+ * top-k over n ≤ 16 columns compares w = ⌈log2 n⌉ = 4 bits: r_eq = ⌈log2 4⌉ + 1 = 3, 1 + 2 + 2
+ * = 5; a select and a gather 1 each.
+ * The prompt (16 entries, cache 8): top-k by the cheaper of 8 extractions, 8·(4·(r_lt + 1) +
+ * r_eq), and Batcher's network on 16 = 2^4 keys, 4·5/2 = 10 layers of (r_lt + 1), + r_eq; then
+ * the gather. A decode step (8 kept and the new entry): arg-max of 9, ⌈log2 9⌉ = 4 levels of
+ * (r_lt + 1), + r_eq; then the select. */
+static void derived_rounds(int aby3, unsigned long long *prompt, unsigned long long *step)
+{
+    unsigned long long lt = aby3 ? 10 : 8, eq = aby3 ? 5 : 3;
+    unsigned long long ext = 8 * (4 * (lt + 1) + eq), sort = 10 * (lt + 1) + eq;
+    *prompt = (ext < sort ? ext : sort) + 1;
+    *step = 4 * (lt + 1) + eq + 1;
+}
+
+static double q1(sqlite3 *h, const char *sql)
+{
+    sqlite3_stmt *q;
+    ck_assert_msg(sqlite3_prepare_v2(h, sql, -1, &q, NULL) == SQLITE_OK, "%s", sqlite3_errmsg(h));
+    ck_assert_int_eq(sqlite3_step(q), SQLITE_ROW);
+    double v = sqlite3_column_double(q, 0);
+    sqlite3_finalize(q);
+    return v;
+}
+
+/* tova and tova.yaml (cache 8, prompt 16, 8 decode steps) under proto: the policy category's
+ * rounds per phase are the derived ones, and the two runs' bytes equal. */
+static void rounds_on(const char *proto)
+{
+    char yaml[2048];
+    snprintf(yaml, sizeof yaml,
+             "format: 1\nname: tova_rounds\nprotocol: %s\nnetwork: lan\ncases:\n"
+             "  - model: stories260K\n"
+             "    workload: {prompt_len: 16, decode_len: 8}\n"
+             "    trace: {source: record, text: %s}\n"
+             "    policies:\n"
+             "      - {name: tova, cache_size: 8}\n"
+             "      - {compose: %s, topk: 8}\n",
+             proto, th_data_path("tests/data/tinystories_sample.txt"),
+             th_data_path("scenarios/policies/tova.yaml"));
+    char *scn = strdup(th_file(&td, "rounds.yaml", yaml));
+    char *db = strdup(testdir_path(&td, "rounds.db"));
+    const char *out = testdir_path(&td, "run.txt");
+    int st = th_runl(NULL, out, NULL, "run", scn, "-o", db, (char *)NULL);
+    ck_assert_msg(st == 0, "exit %d: %s", st, th_text(out));
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    unsigned long long want[2];
+    derived_rounds(!strcmp(proto, "aby3"), &want[0], &want[1]);
+    want[1] *= 8;
+    const char *phase[2] = {"prefill", "decode"};
+    for (int run = 1; run <= 2; run++)
+        for (int p = 0; p < 2; p++) {
+            char sql[300];
+            snprintf(sql, sizeof sql,
+                     "SELECT COALESCE(SUM(rounds), -1) FROM breakdown WHERE run_id = %d AND "
+                     "phase = '%s' AND category = 'policy'",
+                     run, phase[p]);
+            double r = q1(h, sql);
+            ck_assert_msg(r == (double)want[p], "%s run %d %s: policy rounds %.0f, derived %llu",
+                          proto, run, phase[p], r, want[p]);
+            snprintf(sql, sizeof sql,
+                     "SELECT (SELECT SUM(bytes_p0) FROM breakdown WHERE run_id = 1 AND phase = "
+                     "'%s' AND category = 'policy') - (SELECT SUM(bytes_p0) FROM breakdown "
+                     "WHERE run_id = 2 AND phase = '%s' AND category = 'policy')",
+                     phase[p], phase[p]);
+            ck_assert_msg(q1(h, sql) == 0, "%s %s: policy bytes differ", proto, phase[p]);
+        }
+    sqlite3_close(h);
+    free(scn);
+    free(db);
+}
+
+START_TEST(test_rounds_semi2k) { rounds_on("semi2k"); }
+END_TEST
+
+START_TEST(test_rounds_aby3) { rounds_on("aby3"); }
+END_TEST
+
 Suite *tovasec_suite(void)
 {
     Suite *s = suite_create("tovasec");
     TCase *tc = th_case(s, "core", 0);
     TH_TESTS(tc, test_tova_semi2k, test_tova_aby3, test_tova_prompt_within_cache);
+    TCase *tb = th_case(s, "rounds", 0);
+    TESTDIR_USE(tb);
+    TH_TESTS(tb, test_rounds_semi2k, test_rounds_aby3);
     return s;
 }
