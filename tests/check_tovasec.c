@@ -8,7 +8,8 @@
  * as predicted, and every kept set its select()'s over the session's own values (exactly or by
  * ties). Every layer's eviction runs in the same rounds (one TOPK and GATHER at the prompt, one
  * ARGMAX and SELECT per step, after the last layer): the policy's rounds are one layer's, pinned
- * against protocols/README.md's per-op rounds, and scenarios/policies/tova.yaml's the same. */
+ * against protocols/README.md's per-op rounds. scenarios/policies/tova.yaml runs tova's session
+ * with its budget as cache_size: the same figures and masks. */
 #include <check.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -65,6 +66,72 @@ START_TEST(test_tova_prompt_within_cache)
                               "decode masks"),
                   "%s", out);
     ck_assert_msg(strstr(out, "equal to the plaintext replay's (float model): yes (240 equal"),
+                  "%s", out);
+}
+END_TEST
+
+/* ---- scenarios/policies/tova.yaml on shares: tova's session with the composition's budget ---- */
+
+/* validate under proto of policy (tova, or the composition's file) with param; its output in
+ * out, its measured figures in v. */
+static void validate_on(char *out, size_t cap, const char *proto, const char *policy,
+                        const char *param, unsigned long long v[4])
+{
+    unsigned steps;
+    th_cli_expect(out, cap, 0,
+                  "bytes and rounds of every op of the 9 steps equal the prediction: yes",
+                  "validate --model stories260K -p %s --accuracy 24 --prompt 16 --policy %s "
+                  "--policy-param %s",
+                  proto, policy, param);
+    ck_assert_msg(!strstr(out, "has no selection on shares"), "%s", out);
+    ck_assert_msg(!strstr(out, "audit failed"), "%s", out);
+    th_measured_nums(out, v, &steps);
+    ck_assert_uint_eq(steps, 8);
+}
+
+/* tova.yaml at param against tova at tparam: no fallback, every op as predicted, 160 masks equal
+ * to tova's select() over the session's values, the same measured bytes and rounds. */
+static void blocks_on(const char *proto, const char *param, const char *tparam)
+{
+    char out[1 << 14], ref[1 << 14];
+    unsigned long long v[4], w[4];
+    validate_on(ref, sizeof ref, proto, "tova", tparam, w);
+    validate_on(out, sizeof out, proto, th_data_path("scenarios/policies/tova.yaml"), param, v);
+    ck_assert_msg(strstr(out, "selection on shares from tova's own emitted ops with tova_blocks's "
+                              "parameters (the selection opened for the audit only), 160 decode "
+                              "masks"),
+                  "%s", out);
+    ck_assert_msg(strstr(out, "equal to its select() over the session's own keys and values: yes "),
+                  "%s", out);
+    unsigned eq = th_count_of(out, "#       equal to its select()", "equal"),
+             ties = th_count_of(out, "#       equal to its select()", "ties");
+    ck_assert_uint_eq(eq + ties, 160);
+    for (int i = 0; i < 4; i++)
+        ck_assert_msg(v[i] == w[i], "%s %s: measured %llu, tova %s %llu", proto, param, v[i],
+                      tparam, w[i]);
+}
+
+START_TEST(test_blocks_semi2k)
+{
+    blocks_on("semi2k", "topk=8", "cache_size=8");
+    blocks_on("semi2k", "kv_budget=0.5", "kv_budget=0.5"); /* round(0.5 · 16) = 8 entries */
+}
+END_TEST
+
+START_TEST(test_blocks_aby3) { blocks_on("aby3", "topk=8", "cache_size=8"); }
+END_TEST
+
+/* Sinks beside the selection leave tova's shape: the replay's kept sets, a NOTE saying why. */
+START_TEST(test_blocks_fallback)
+{
+    char out[1 << 14];
+    th_cli_expect(out, sizeof out, 0,
+                  "bytes and rounds of every op of the 9 steps equal the prediction: yes",
+                  "validate --model stories260K -p semi2k --accuracy 24 --prompt 16 --policy %s "
+                  "--policy-param topk=8 --policy-param sinks=2",
+                  th_data_path("scenarios/policies/tova.yaml"));
+    ck_assert_msg(strstr(out, "NOTE: tova_blocks has no selection on shares with these parameters "
+                              "(tova's selection on shares runs: no sinks"),
                   "%s", out);
 }
 END_TEST
@@ -158,8 +225,9 @@ Suite *tovasec_suite(void)
     Suite *s = suite_create("tovasec");
     TCase *tc = th_case(s, "core", 0);
     TH_TESTS(tc, test_tova_semi2k, test_tova_aby3, test_tova_prompt_within_cache);
-    TCase *tb = th_case(s, "rounds", 0);
+    TCase *tb = th_case(s, "blocks", 0);
     TESTDIR_USE(tb);
-    TH_TESTS(tb, test_rounds_semi2k, test_rounds_aby3);
+    TH_TESTS(tb, test_blocks_semi2k, test_blocks_aby3, test_blocks_fallback, test_rounds_semi2k,
+             test_rounds_aby3);
     return s;
 }

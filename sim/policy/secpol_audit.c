@@ -484,10 +484,12 @@ int secpol_emit_audit_note(const void *cfg, const secpol_run *r, const secpol_op
     free(da);
     if (rc)
         return rc;
+    /* a composition running another policy's ops (compose_tova.c) names both */
+    int other = strcmp(c->name, policy) != 0;
     fprintf(out,
-            "#       selection on shares from %s's own emitted ops (the selection opened for the "
-            "audit only), %zu decode masks (layer x KV head x step):\n",
-            policy, n);
+            "#       selection on shares from %s's own emitted ops%s%s%s (the selection opened "
+            "for the audit only), %zu decode masks (layer x KV head x step):\n",
+            c->name, other ? " with " : "", other ? policy : "", other ? "'s parameters" : "", n);
     if (own_rc == 0)
         fprintf(out,
                 "#       equal to its select() over the session's own keys and values: %s (%zu "
