@@ -6,13 +6,20 @@
  * (prompt 16 > cache_size 8, 8 decode steps: 5 layers x 4 KV heads x 8 steps = 160 decode
  * masks, every one after the prompt's eviction): no fallback note, every op's bytes and rounds
  * as predicted, and every kept set its select()'s over the session's own values (exactly or by
- * ties). */
+ * ties). Every layer's eviction runs in the same rounds (one TOPK and GATHER at the prompt, one
+ * ARGMAX and SELECT per step, after the last layer): the policy's rounds are one layer's, pinned
+ * against protocols/README.md's per-op rounds. scenarios/policies/tova.yaml runs tova's session
+ * with its budget as cache_size: the same figures and masks. */
 #include <check.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
+#include "testdir.h"
+
+TESTDIR("check_tovasec")
 
 /* validate of tova (cache_size 8) on shares under proto, its measured line read. */
 static void tova_on(const char *proto)
@@ -63,10 +70,164 @@ START_TEST(test_tova_prompt_within_cache)
 }
 END_TEST
 
+/* ---- scenarios/policies/tova.yaml on shares: tova's session with the composition's budget ---- */
+
+/* validate under proto of policy (tova, or the composition's file) with param; its output in
+ * out, its measured figures in v. */
+static void validate_on(char *out, size_t cap, const char *proto, const char *policy,
+                        const char *param, unsigned long long v[4])
+{
+    unsigned steps;
+    th_cli_expect(out, cap, 0,
+                  "bytes and rounds of every op of the 9 steps equal the prediction: yes",
+                  "validate --model stories260K -p %s --accuracy 24 --prompt 16 --policy %s "
+                  "--policy-param %s",
+                  proto, policy, param);
+    ck_assert_msg(!strstr(out, "has no selection on shares"), "%s", out);
+    ck_assert_msg(!strstr(out, "audit failed"), "%s", out);
+    th_measured_nums(out, v, &steps);
+    ck_assert_uint_eq(steps, 8);
+}
+
+/* tova.yaml at param against tova at tparam: no fallback, every op as predicted, 160 masks equal
+ * to tova's select() over the session's values, the same measured bytes and rounds. */
+static void blocks_on(const char *proto, const char *param, const char *tparam)
+{
+    char out[1 << 14], ref[1 << 14];
+    unsigned long long v[4], w[4];
+    validate_on(ref, sizeof ref, proto, "tova", tparam, w);
+    validate_on(out, sizeof out, proto, th_data_path("scenarios/policies/tova.yaml"), param, v);
+    ck_assert_msg(strstr(out, "selection on shares from tova's own emitted ops with tova_blocks's "
+                              "parameters (the selection opened for the audit only), 160 decode "
+                              "masks"),
+                  "%s", out);
+    ck_assert_msg(strstr(out, "equal to its select() over the session's own keys and values: yes "),
+                  "%s", out);
+    unsigned eq = th_count_of(out, "#       equal to its select()", "equal"),
+             ties = th_count_of(out, "#       equal to its select()", "ties");
+    ck_assert_uint_eq(eq + ties, 160);
+    for (int i = 0; i < 4; i++)
+        ck_assert_msg(v[i] == w[i], "%s %s: measured %llu, tova %s %llu", proto, param, v[i],
+                      tparam, w[i]);
+}
+
+START_TEST(test_blocks_semi2k)
+{
+    blocks_on("semi2k", "topk=8", "cache_size=8");
+    blocks_on("semi2k", "kv_budget=0.5", "kv_budget=0.5"); /* round(0.5 · 16) = 8 entries */
+}
+END_TEST
+
+START_TEST(test_blocks_aby3) { blocks_on("aby3", "topk=8", "cache_size=8"); }
+END_TEST
+
+/* Sinks beside the selection leave tova's shape: the replay's kept sets, a NOTE saying why. */
+START_TEST(test_blocks_fallback)
+{
+    char out[1 << 14];
+    th_cli_expect(out, sizeof out, 0,
+                  "bytes and rounds of every op of the 9 steps equal the prediction: yes",
+                  "validate --model stories260K -p semi2k --accuracy 24 --prompt 16 --policy %s "
+                  "--policy-param topk=8 --policy-param sinks=2",
+                  th_data_path("scenarios/policies/tova.yaml"));
+    ck_assert_msg(strstr(out, "NOTE: tova_blocks has no selection on shares with these parameters "
+                              "(tova's selection on shares runs: no sinks"),
+                  "%s", out);
+}
+END_TEST
+
+/* ---- the policy's rounds: one layer's, not L = 5 layers' one after the other ------------------
+ */
+
+/* Rounds of one layer's selection (protocols/README.md "Kernel constructions and their round
+ * counts", msb: packed): lt at w = 64 bits r_lt = 1 + ⌈log2 63⌉ + 1 = 8 (semi2k), [1] + 1 + 6
+ * + 2 = 10 (aby3: the bool_pair round, a two-round b2a_bit); the one-hot of an arg-max or a
+ * top-k over n ≤ 16 columns compares w = ⌈log2 n⌉ = 4 bits: r_eq = ⌈log2 4⌉ + 1 = 3, 1 + 2 + 2
+ * = 5; a select and a gather 1 each.
+ * The prompt (16 entries, cache 8): top-k by the cheaper of 8 extractions, 8·(4·(r_lt + 1) +
+ * r_eq), and Batcher's network on 16 = 2^4 keys, 4·5/2 = 10 layers of (r_lt + 1), + r_eq; then
+ * the gather. A decode step (8 kept and the new entry): arg-max of 9, ⌈log2 9⌉ = 4 levels of
+ * (r_lt + 1), + r_eq; then the select. */
+static void derived_rounds(int aby3, unsigned long long *prompt, unsigned long long *step)
+{
+    unsigned long long lt = aby3 ? 10 : 8, eq = aby3 ? 5 : 3;
+    unsigned long long ext = 8 * (4 * (lt + 1) + eq), sort = 10 * (lt + 1) + eq;
+    *prompt = (ext < sort ? ext : sort) + 1;
+    *step = 4 * (lt + 1) + eq + 1;
+}
+
+static double q1(sqlite3 *h, const char *sql)
+{
+    sqlite3_stmt *q;
+    ck_assert_msg(sqlite3_prepare_v2(h, sql, -1, &q, NULL) == SQLITE_OK, "%s", sqlite3_errmsg(h));
+    ck_assert_int_eq(sqlite3_step(q), SQLITE_ROW);
+    double v = sqlite3_column_double(q, 0);
+    sqlite3_finalize(q);
+    return v;
+}
+
+/* tova and tova.yaml (cache 8, prompt 16, 8 decode steps) under proto: the policy category's
+ * rounds per phase are the derived ones, and the two runs' bytes equal. */
+static void rounds_on(const char *proto)
+{
+    char yaml[2048];
+    snprintf(yaml, sizeof yaml,
+             "format: 1\nname: tova_rounds\nprotocol: %s\nnetwork: lan\ncases:\n"
+             "  - model: stories260K\n"
+             "    workload: {prompt_len: 16, decode_len: 8}\n"
+             "    trace: {source: record, text: %s}\n"
+             "    policies:\n"
+             "      - {name: tova, cache_size: 8}\n"
+             "      - {compose: %s, topk: 8}\n",
+             proto, th_data_path("tests/data/tinystories_sample.txt"),
+             th_data_path("scenarios/policies/tova.yaml"));
+    char *scn = strdup(th_file(&td, "rounds.yaml", yaml));
+    char *db = strdup(testdir_path(&td, "rounds.db"));
+    const char *out = testdir_path(&td, "run.txt");
+    int st = th_runl(NULL, out, NULL, "run", scn, "-o", db, (char *)NULL);
+    ck_assert_msg(st == 0, "exit %d: %s", st, th_text(out));
+    sqlite3 *h;
+    ck_assert_int_eq(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    unsigned long long want[2];
+    derived_rounds(!strcmp(proto, "aby3"), &want[0], &want[1]);
+    want[1] *= 8;
+    const char *phase[2] = {"prefill", "decode"};
+    for (int run = 1; run <= 2; run++)
+        for (int p = 0; p < 2; p++) {
+            char sql[300];
+            snprintf(sql, sizeof sql,
+                     "SELECT COALESCE(SUM(rounds), -1) FROM breakdown WHERE run_id = %d AND "
+                     "phase = '%s' AND category = 'policy'",
+                     run, phase[p]);
+            double r = q1(h, sql);
+            ck_assert_msg(r == (double)want[p], "%s run %d %s: policy rounds %.0f, derived %llu",
+                          proto, run, phase[p], r, want[p]);
+            snprintf(sql, sizeof sql,
+                     "SELECT (SELECT SUM(bytes_p0) FROM breakdown WHERE run_id = 1 AND phase = "
+                     "'%s' AND category = 'policy') - (SELECT SUM(bytes_p0) FROM breakdown "
+                     "WHERE run_id = 2 AND phase = '%s' AND category = 'policy')",
+                     phase[p], phase[p]);
+            ck_assert_msg(q1(h, sql) == 0, "%s %s: policy bytes differ", proto, phase[p]);
+        }
+    sqlite3_close(h);
+    free(scn);
+    free(db);
+}
+
+START_TEST(test_rounds_semi2k) { rounds_on("semi2k"); }
+END_TEST
+
+START_TEST(test_rounds_aby3) { rounds_on("aby3"); }
+END_TEST
+
 Suite *tovasec_suite(void)
 {
     Suite *s = suite_create("tovasec");
     TCase *tc = th_case(s, "core", 0);
     TH_TESTS(tc, test_tova_semi2k, test_tova_aby3, test_tova_prompt_within_cache);
+    TCase *tb = th_case(s, "blocks", 0);
+    TESTDIR_USE(tb);
+    TH_TESTS(tb, test_blocks_semi2k, test_blocks_aby3, test_blocks_fallback, test_rounds_semi2k,
+             test_rounds_aby3);
     return s;
 }

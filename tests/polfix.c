@@ -75,15 +75,13 @@ void polfix_run_equal(const testdir *td, const char *scn, const char *db, int n_
     sqlite3_stmt *q;
     /* every metric of the hand-written run (ids 1, 3, ...) against its composition's (the
      * next id), but the compute-time estimates: the local ops that build the same values
-     * differ (POLICIES.md "Composing a policy"); for tova also what its rounds make */
+     * differ (POLICIES.md "Composing a policy") */
     ck_assert_int_eq(
         sqlite3_prepare_v2(h,
                            "SELECT a.run_id, a.name, a.value, b.value FROM metrics a "
                            "JOIN metrics b ON b.run_id = a.run_id + 1 AND b.name = a.name "
-                           "JOIN runs r ON r.id = a.run_id "
                            "WHERE a.run_id % 2 = 1 AND a.name NOT LIKE 'latency%' AND "
-                           "a.name NOT IN ('compute_s', 'ttft_s') AND (r.policy != 'tova' OR "
-                           "(a.name NOT LIKE 'rounds%' AND a.name != 'comm_s'))",
+                           "a.name NOT IN ('compute_s', 'ttft_s')",
                            -1, &q, NULL),
         SQLITE_OK);
     int rows = 0, recall = 0;
@@ -99,14 +97,14 @@ void polfix_run_equal(const testdir *td, const char *scn, const char *db, int n_
     sqlite3_finalize(q);
     ck_assert_int_gt(rows, 10 * n_pairs);
     ck_assert_int_eq(recall, n_pairs); /* every pair evicted something */
-    /* the ops' bytes and rounds, per phase and category; tova's policy rounds are its L layers'
-     * one after the other (stories260K: 5), the composition's one layer's (all together) */
+    /* the ops' bytes and rounds, per phase and category (tova too: both run every layer's
+     * eviction in the same rounds) */
     ck_assert_int_eq(sqlite3_prepare_v2(h,
                                         "SELECT a.run_id, a.phase, a.category, a.bytes_p0, "
-                                        "b.bytes_p0, a.rounds, b.rounds, r.policy FROM "
+                                        "b.bytes_p0, a.rounds, b.rounds FROM "
                                         "breakdown a JOIN breakdown b ON b.run_id = a.run_id + 1 "
                                         "AND b.phase = a.phase AND b.category = a.category "
-                                        "JOIN runs r ON r.id = a.run_id WHERE a.run_id % 2 = 1",
+                                        "WHERE a.run_id % 2 = 1",
                                         -1, &q, NULL),
                      SQLITE_OK);
     rows = 0;
@@ -116,13 +114,6 @@ void polfix_run_equal(const testdir *td, const char *scn, const char *db, int n_
         policy += !strcmp((const char *)sqlite3_column_text(q, 2), "policy") &&
                   sqlite3_column_int64(q, 3) > 0;
         int64_t ra = sqlite3_column_int64(q, 5), rb = sqlite3_column_int64(q, 6);
-        if (!strcmp((const char *)sqlite3_column_text(q, 7), "tova")) {
-            int pol = !strcmp((const char *)sqlite3_column_text(q, 2), "policy");
-            ck_assert_msg(pol ? ra == 5 * rb : rb <= ra, "tova %s/%s: rounds %lld vs %lld",
-                          sqlite3_column_text(q, 1), sqlite3_column_text(q, 2), (long long)ra,
-                          (long long)rb);
-            rb = ra; /* the bytes below */
-        }
         ck_assert_msg(sqlite3_column_int64(q, 3) == sqlite3_column_int64(q, 4) && ra == rb,
                       "run %d %s/%s: bytes %lld vs %lld, rounds %lld vs %lld",
                       sqlite3_column_int(q, 0), sqlite3_column_text(q, 1),

@@ -33,8 +33,7 @@ void polfix_entry(char *out, size_t cap, const char *head, const char *params);
 /* Runs scenario scn into db and asserts every pair of runs (ids 1-2, 3-4, ...; n_pairs of
  * them) has the same metrics (but the compute-time estimates) and the same bytes and rounds
  * per phase and category, that every pair evicted something and, with policy_costs, that the
- * selection costs bytes in every pair. tova's runs are compared apart from their rounds: the
- * hand-written tova evicts layer after layer, a composition in every layer's same rounds. */
+ * selection costs bytes in every pair. */
 void polfix_run_equal(const testdir *td, const char *scn, const char *db, int n_pairs,
                       int policy_costs);
 

@@ -475,8 +475,8 @@ static int parse_args(int argc, char **argv, val_args *v)
          .arg = "NAME|PATH.so",
          .help = "with --accuracy: a policy applied inside MPC (prompt = --prompt), compared\n"
                  "with its plaintext replay: h2o, mpcache, quest, snapkv, pyramidkv and tova\n"
-                 "select on secret shares, as do compositions (FILE.yaml) of the first five's\n"
-                 "blocks; comet (active_frac > 0) runs its sparse FFN on shares (the agreement\n"
+                 "select on secret shares, as do compositions (FILE.yaml) of their blocks;\n"
+                 "comet (active_frac > 0) runs its sparse FFN on shares (the agreement\n"
                  "printed); streamingllm's kept set is public; other policies apply the replay's\n"
                  "kept entries, and say why; PATH.so: a policy plug-in (POLICIES.md)"},
         {.name = "policy-param",

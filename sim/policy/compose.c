@@ -1059,6 +1059,28 @@ int compose_h2o_budgets(const void *st, uint32_t *heavy, uint32_t *recent, char 
     return 1;
 }
 
+/* tova's cache_size for a composition of its shape (compose_int.h), 0 with why set when these
+ * parameters leave that shape. */
+int compose_tova_budget(const void *st, uint32_t *cap, char *why, size_t n)
+{
+    const cstate *s = st;
+    uint32_t sinks, recent, k;
+    budget(s, 0, s->env.prompt_len, &sinks, &recent, &k);
+    const char *no = sinks                       ? "sinks kept apart from the selection"
+                     : recent                    ? "a recent window"
+                     : s->dense                  ? "dense layers"
+                     : s->page > 1               ? "pages"
+                     : s->lk                     ? "per-layer budgets"
+                     : k == 0 || k == UINT32_MAX ? "no cache size"
+                                                 : NULL;
+    if (no) {
+        snprintf(why, n, "%s", no);
+        return 0;
+    }
+    *cap = k;
+    return 1;
+}
+
 /* ---- loading ----------------------------------------------------------------------------- */
 
 int policy_compose_load(const char *path, const policy_ops **out, errbuf *e)
@@ -1137,6 +1159,8 @@ int policy_compose_load(const char *path, const policy_ops **out, errbuf *e)
     }
     if (compose_h2o_shaped(sp))
         compose_h2o_ops(&sl->ops);
+    else if (compose_tova_shaped(sp))
+        compose_tova_ops(&sl->ops);
     slots[n_slots++] = sl;
     *out = &sl->ops;
 done:

@@ -571,7 +571,18 @@ static int run_prog(chk *c, op_program *prog, const pcheck_io *io, int phase, ui
         c->sel0_m = io->sel_m;
         c->sel0_c = prog->tens[io->sel_t].cols;
     }
-    if (!rc && upd && !s0_made && phase == PHASE_DECODE) { /* before operands that follow it */
+    /* state no op of this program updates (another layer's program may: tova's last layer
+     * evicts for every layer): what it holds is what it held as the step began */
+    int kept_state = !rc && !upd && phase == PHASE_DECODE && io->has_sel &&
+                     io->sel_t < prog->n_tens && prog->tens[io->sel_t].role == OPT_CACHE;
+    const saved *ss0 = kept_state ? find_saved(c, prog->tens[io->sel_t].name) : NULL;
+    if (ss0 && ss0->made && ss0->n >= (size_t)io->sel_m * prog->tens[io->sel_t].cols) {
+        c->sel0 = ss0->v;
+        c->sel0_m = io->sel_m;
+        c->sel0_c = prog->tens[io->sel_t].cols;
+    }
+    if (!rc && phase == PHASE_DECODE && (upd ? !s0_made : kept_state && !(ss0 && ss0->made))) {
+        /* before operands that follow it */
         c->r->match = 0;
         stop = 1;
         snprintf(c->r->msg, sizeof c->r->msg,

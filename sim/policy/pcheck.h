@@ -77,8 +77,9 @@ enum {
  * (batch B, rows × cols), bound to the trace's values when a check runs. */
 uint32_t pcheck_input(opb *b, int what, uint32_t B, uint32_t rows, uint32_t cols);
 /* Names the decode step's selection: rows (Hkv, m, C), computed by ops of this call (or state
- * an op of an earlier call wrote; when this call's ops update that state, the rows it held
- * when the step began: the ones the step attends), that gather PCHECK_IN_KV rows (their first C
+ * an op of an earlier call wrote; when this call's ops, or a later call's of the same step,
+ * update that state, the rows it held when the step began: the ones the step attends, bound
+ * as such to PCHECK_IN_ATT_SLOTS), that gather PCHECK_IN_KV rows (their first C
  * columns) of the candidates [r0, r1); cached entries outside [r0, r1) are attended as public ones.
  * A step that names none keeps every entry. score (OP_NONE: none): the candidates' ranked scores,
  * Hkv × (r1 − r0) values; tol: a score's error bound against select()'s: where the two kept sets

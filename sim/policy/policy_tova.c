@@ -179,82 +179,188 @@ static int tova_adopt(void *st, uint32_t layer, uint32_t pos, uint32_t stage, co
     return MS_OK;
 }
 
-/* The cached rows are state "tova.slots" (n_kv_heads, cache_size, 2·head_dim): the kept
- * entries in slot order, the order of the attention over them. */
+/* The cached rows are state "tova.slots" (n_kv_heads, cache_size, 2·head_dim) per layer: the
+ * kept entries in slot order, the order of the attention over them.
+ *
+ * An eviction follows its step's attention and nothing in the step waits for it, so the layers'
+ * evictions need not wait for one another: each layer's call emits its own part (local: the head
+ * mean of its attention row, its new row) into state of no layer that holds every layer's
+ * ("tova.mean_all", "tova.kv_all" at the prompt; "tova.neg_all", "tova.new_all" at a decode
+ * step), and the last layer's call emits the selection of every layer at once (layer −1: one
+ * TOPK and GATHER, or one ARGMAX and SELECT, one set of rounds), as the composition's `evict:
+ * permanent` (compose.c) and h2o (h2o_ops.c) run theirs. Every layer's slots are also kept
+ * together ("tova.slots_all", (n_kv_heads, L·cache_size, 2·head_dim), rows of layer l at
+ * l·cache_size), so a step stacks only its new rows; each layer's "tova.slots" is a copy, the
+ * selection its step attends. The state carries the parts from one call to the next where each
+ * call builds its own program (`policy check`, pcheck.c; the secure session splices each
+ * layer's after its softmax: secpol_emit.c). */
+
+/* The state nm of no layer (every layer's rows), for a call of layer `layer`'s. */
+static uint32_t all_state(op_program *prog, int phase, const char *nm, uint32_t B, uint32_t R,
+                          uint32_t C, int *failed)
+{
+    opb b;
+    opb_init(&b, prog, phase, -1, OPC_POLICY, NULL);
+    uint32_t t = opb_shared(&b, nm, OPT_CACHE, B, R, C);
+    *failed |= opb_failed(&b);
+    return t;
+}
+
+/* Layer l's slots (a copy of its rows of "tova.slots_all"). */
+static uint32_t layer_slots(op_program *prog, int phase, uint32_t l, uint32_t Hkv, uint32_t B,
+                            uint32_t d2, int *failed)
+{
+    opb b;
+    opb_init(&b, prog, phase, (int)l, OPC_POLICY, NULL);
+    uint32_t t = opb_shared(&b, "tova.slots", OPT_CACHE, Hkv, B, d2);
+    *failed |= opb_failed(&b);
+    return t;
+}
+
+/* After the selection wrote "tova.slots_all": each layer's slots, its rows there. */
+static void split_slots(opb *w, uint32_t all, uint32_t L, uint32_t Hkv, uint32_t B, uint32_t d2,
+                        int *failed)
+{
+    for (uint32_t l = 0; l < L; l++)
+        opb_put(w, opb_rows(w, all, Hkv, l * B, B, d2, "tova.slots_l"),
+                layer_slots(w->prog, w->phase, l, Hkv, B, d2, failed), Hkv, 0, B, d2);
+}
+
+/* The prompt: topk(P, B) of every layer's head mean at once, the gather of the B kept rows of
+ * every layer and KV head (one GATHER of batch Hkv·L, instances [KV head][layer]). */
+static int tova_prompt_all(const tova_state *s, uint32_t P, op_program *prog, errbuf *e)
+{
+    const policy_env *v = &s->env;
+    uint32_t L = v->n_layers, Hkv = v->n_kv_heads, d2 = 2 * v->head_dim, B = s->cap;
+    int failed = 0;
+    opb w;
+    opb_init(&w, prog, PHASE_PREFILL, -1, OPC_POLICY, NULL);
+    uint32_t means = all_state(prog, PHASE_PREFILL, "tova.mean_all", 1, L, P, &failed);
+    uint32_t kv = all_state(prog, PHASE_PREFILL, "tova.kv_all", Hkv, L * P, d2, &failed);
+    /* COST: topk(T, B) per layer, every layer's in the same rounds (policies.md §1.12 TOVA
+     * "topk(T, B) at prompt end") */
+    uint32_t oh = opb_tensor(&w, "tova.topk", OPT_TEMP, 1, L * B, P);
+    opb_op(&w, OP_TOPK, 1, L, 0, P, means, OP_NONE, OP_NONE, oh, 0, (int32_t)B, 0);
+    if (Hkv > 1) { /* a layer's one index set for each of its KV heads (a local product by public
+                    * ones, then a transposition): (Hkv·L, B, P) */
+        uint32_t r = opb_matmul_pub(
+            &w, oh, opb_shared(&w, "tova.heads_ones", OPT_PUBLIC, 1, 1, Hkv), L * B * P, 1, Hkv,
+            opb_tensor(&w, "tova.heads_t", OPT_TEMP, 1, L * B * P, Hkv));
+        oh = opb_transpose(&w, r, 1, L * B * P, Hkv, "tova.heads");
+    }
+    /* the layers' rows as instances [KV head][layer] (the gather's right operand per instance) */
+    uint32_t tab = opb_tensor(&w, "tova.table", OPT_TEMP, Hkv * L, P, d2);
+    opb_op(&w, OP_VIEW, Hkv * L, P, 0, d2, kv, OP_NONE, OP_NONE, tab, 0, 0, 0);
+    /* COST: the gather of the B kept rows of every layer and KV head, in the same rounds */
+    uint32_t all = all_state(prog, PHASE_PREFILL, "tova.slots_all", Hkv, L * B, d2, &failed);
+    opb_op(&w, OP_GATHER, Hkv * L, B, P, d2, oh, tab, OP_NONE, all, OPF_NO_TRUNC, 0, 0);
+    split_slots(&w, all, L, Hkv, B, d2, &failed);
+    if (failed)
+        return err_set(e, MS_ERR_NOMEM, "policy tova: out of memory emitting its ops");
+    return policy_emit_done(&w, "tova", e);
+}
+
+/* A decode step: the arg-min of every layer's B + 1 entries at once, the compaction of every
+ * layer's B remaining rows (one SELECT) into "tova.slots_all". evicted: the kept rows are the
+ * slots (else the whole cache, "tova.kept_all": the first eviction). */
+static int tova_step_all(const tova_state *s, int evicted, op_program *prog, errbuf *e)
+{
+    const policy_env *v = &s->env;
+    uint32_t L = v->n_layers, Hkv = v->n_kv_heads, d2 = 2 * v->head_dim, B = s->cap, n = B + 1;
+    int failed = 0;
+    opb w;
+    opb_init(&w, prog, PHASE_DECODE, -1, OPC_POLICY, NULL);
+    uint32_t all = all_state(prog, PHASE_DECODE, "tova.slots_all", Hkv, L * B, d2, &failed);
+    uint32_t kept =
+        evicted ? all : all_state(prog, PHASE_DECODE, "tova.kept_all", Hkv, L * B, d2, &failed);
+    uint32_t nw = all_state(prog, PHASE_DECODE, "tova.new_all", Hkv, L, d2, &failed);
+    uint32_t negs = all_state(prog, PHASE_DECODE, "tova.neg_all", 1, L, n, &failed);
+    /* every layer's n rows, instances [KV head][layer]: slot i keeps its row before the evicted
+     * one, takes its successor's from it on */
+    uint32_t rows = opb_tensor(&w, "tova.rows", OPT_TEMP, Hkv * L, n, d2);
+    opb_put(&w, kept, rows, Hkv * L, 0, B, d2);
+    opb_put(&w, nw, rows, Hkv * L, B, 1, d2);
+    uint32_t cur = opb_rows(&w, rows, Hkv * L, 0, B, d2, "tova.cur");
+    uint32_t nxt = opb_rows(&w, rows, Hkv * L, 1, B, d2, "tova.next");
+    /* COST: arg-min over each layer's n entries (n-1 comparisons, ⌈log2 n⌉ rounds) as the
+     * arg-max of the negated sums, every layer's in the same rounds (§1.5: "In MPC the
+     * steady-state step is an arg-min over T") */
+    uint32_t oh = opb_tensor(&w, "tova.argmin", OPT_TEMP, 1, L, n);
+    opb_op(&w, OP_ARGMAX, 1, L, 0, n, negs, OP_NONE, OP_NONE, oh, 0, 0, 0);
+    /* the row mask is its prefix sum (a product with a public upper triangle), broadcast over
+     * the row (a product with public ones): local */
+    uint32_t pre = opb_matmul_pub(&w, oh, opb_shared(&w, "tova.prefix_tri", OPT_PUBLIC, 1, n, n), L,
+                                  n, n, opb_tensor(&w, "tova.prefix", OPT_TEMP, L, n, 1));
+    uint32_t cb = opb_matmul_pub(&w, opb_rows(&w, pre, L, 0, B, 1, "tova.shift"),
+                                 opb_shared(&w, "tova.row_ones", OPT_PUBLIC, 1, 1, d2), L * B, 1,
+                                 d2, opb_tensor(&w, "tova.shift_rows", OPT_TEMP, 1, L * B, d2));
+    /* COST: the oblivious compaction of the remaining rows of every layer and KV head, one
+     * select per element, in the same rounds */
+    opb_op(&w, OP_SELECT, Hkv, L * B, 0, d2, cb, nxt, cur, all, 0, 0, 0);
+    split_slots(&w, all, L, Hkv, B, d2, &failed);
+    if (failed)
+        return err_set(e, MS_ERR_NOMEM, "policy tova: out of memory emitting its ops");
+    return policy_emit_done(&w, "tova", e);
+}
+
 static int tova_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
                      op_program *prog, errbuf *e)
 {
     tova_state *s = st;
     const policy_env *v = &s->env;
     uint32_t d2 = 2 * v->head_dim, H = v->n_heads, Hkv = v->n_kv_heads, B = s->cap;
+    uint32_t L = v->n_layers;
+    int last = layer + 1 == L, failed = 0;
     if (phase == PHASE_PREFILL) {
         if (kv_len <= B)
             return MS_OK;
         policy_emitter pe;
         opb_init(&pe, prog, phase, (int)layer, OPC_POLICY, NULL);
         /* COST: head mean of the last prompt row (local adds: a product with public ones, the
-         * mean's order), topk(T, B) and a gather of the B kept rows of every KV head
-         * (policies.md §1.12 TOVA "topk(T, B) at prompt end") */
+         * mean's order); the layer's sums and rows among every layer's (local) */
         uint32_t att = pcheck_input(&pe, PCHECK_IN_PROMPT_ATT, H, 1, kv_len);
         uint32_t m = opb_transpose(&pe, opb_colsum(&pe, att, 1, H, kv_len, "tova.mean"), 1, kv_len,
                                    1, "tova.mean_r");
-        uint32_t oh =
-            policy_emit(&pe, OP_TOPK, 1, 1, 0, kv_len, m, OP_NONE, 0, (int32_t)B, 0, "tova.topk");
-        if (Hkv > 1) { /* the one index set for every KV head (a local product by public ones) */
-            uint32_t r = opb_matmul_pub(
-                &pe, oh, opb_shared(&pe, "tova.heads_ones", OPT_PUBLIC, 1, 1, Hkv), B * kv_len, 1,
-                Hkv, opb_tensor(&pe, "tova.heads_t", OPT_TEMP, 1, B * kv_len, Hkv));
-            oh = opb_transpose(&pe, r, 1, B * kv_len, Hkv, "tova.heads");
-        }
-        uint32_t kv = pcheck_input(&pe, PCHECK_IN_KV, Hkv, kv_len, d2);
-        opb_op(&pe, OP_GATHER, Hkv, B, kv_len, d2, oh, kv, OP_NONE,
-               opb_shared(&pe, "tova.slots", OPT_CACHE, Hkv, B, d2), OPF_NO_TRUNC, 0, 0);
-        return policy_emit_done(&pe, "tova", e);
+        opb_put(&pe, m, all_state(prog, phase, "tova.mean_all", 1, L, kv_len, &failed), 1, layer, 1,
+                kv_len);
+        opb_put(&pe, pcheck_input(&pe, PCHECK_IN_KV, Hkv, kv_len, d2),
+                all_state(prog, phase, "tova.kv_all", Hkv, L * kv_len, d2, &failed), Hkv,
+                layer * kv_len, kv_len, d2);
+        int rc = failed ? err_set(e, MS_ERR_NOMEM, "policy tova: out of memory emitting its ops")
+                        : policy_emit_done(&pe, "tova", e);
+        return rc || !last ? rc : tova_prompt_all(s, kv_len, prog, e);
     }
-    /* the kept count is min(kv_len, B) whatever the observations: the secure form passes every
-     * cached entry as kept */
+    /* the kept count is min(kv_len, B) whatever the observations (the secure form passes every
+     * cached entry as kept), the same in every layer; a step evicts once it reaches B */
     uint32_t m1 = kept[0] < B ? kept[0] : B, n = m1 + 1;
     if (n <= B)
         return MS_OK;
     policy_emitter pe;
     opb_init(&pe, prog, phase, (int)layer, OPC_POLICY, NULL);
-    /* the step's n slots: the kept rows (the state, or the whole cache before any eviction),
-     * then the new entry's */
+    /* the step's n rows: the kept ones (the slots, or the whole cache before any eviction), then
+     * the new entry's */
     int evicted = m1 < kv_len;
     uint32_t slots = opb_shared(&pe, "tova.slots", OPT_CACHE, Hkv, B, d2);
     uint32_t kv = pcheck_input(&pe, PCHECK_IN_KV, Hkv, kv_len, d2);
-    uint32_t all = opb_tensor(&pe, "tova.all", OPT_TEMP, Hkv, n, d2);
-    opb_put(&pe, opb_rows(&pe, evicted ? slots : kv, Hkv, 0, m1, d2, "tova.kept"), all, Hkv, 0, m1,
-            d2);
-    opb_put(&pe, pcheck_input(&pe, PCHECK_IN_KV_NEW, Hkv, 1, d2), all, Hkv, m1, 1, d2);
-    /* COST: head mean (H·n local adds: a product with public ones, the mean's order), arg-min
-     * over the n entries (n-1 comparisons, ⌈log2 n⌉ rounds) as the arg-max of the negated sums
-     * (−x = (x − x) − x, local), oblivious compaction of the remaining rows of every KV head
-     * (§1.5: "In MPC the steady-state step is an arg-min over T") */
+    if (!evicted)
+        opb_put(&pe, kv, all_state(prog, phase, "tova.kept_all", Hkv, L * B, d2, &failed), Hkv,
+                layer * B, B, d2);
+    opb_put(&pe, pcheck_input(&pe, PCHECK_IN_KV_NEW, Hkv, 1, d2),
+            all_state(prog, phase, "tova.new_all", Hkv, L, d2, &failed), Hkv, layer, 1, d2);
+    /* COST: head mean (H·n local adds: a product with public ones, the mean's order), negated
+     * for the arg-min (−x = (x − x) − x, local) */
     uint32_t att = pcheck_input(&pe, PCHECK_IN_ATT_SLOTS, H, 1, n);
     uint32_t sum = opb_colsum(&pe, att, 1, H, n, "tova.mean"); /* (1, n, 1) */
     uint32_t z = opb_op(&pe, OP_SUB, 1, n, 0, 1, sum, sum, OP_NONE,
                         opb_tensor(&pe, "tova.zero_row", OPT_TEMP, 1, n, 1), 0, 0, 0);
     uint32_t ng = opb_op(&pe, OP_SUB, 1, n, 0, 1, z, sum, OP_NONE,
                          opb_tensor(&pe, "tova.neg", OPT_TEMP, 1, 1, n), 0, 0, 0);
-    uint32_t oh = policy_emit(&pe, OP_ARGMAX, 1, 1, 0, n, ng, OP_NONE, 0, 0, 0, "tova.argmin");
-    /* the row mask is its prefix sum (a product with a public upper triangle), broadcast over
-     * the row (a product with public ones): local */
-    uint32_t pre = opb_matmul_pub(&pe, oh, opb_shared(&pe, "tova.prefix_tri", OPT_PUBLIC, 1, n, n),
-                                  1, n, n, opb_tensor(&pe, "tova.prefix", OPT_TEMP, 1, n, 1));
-    uint32_t cb = opb_matmul_pub(&pe, opb_rows(&pe, pre, 1, 0, m1, 1, "tova.shift"),
-                                 opb_shared(&pe, "tova.row_ones", OPT_PUBLIC, 1, 1, d2), m1, 1, d2,
-                                 opb_tensor(&pe, "tova.shift_rows", OPT_TEMP, 1, m1, d2));
-    /* slot i keeps its row before the evicted one, takes its successor's from it on */
-    uint32_t cur = opb_rows(&pe, all, Hkv, 0, m1, d2, "tova.cur");
-    uint32_t nxt = opb_rows(&pe, all, Hkv, 1, m1, d2, "tova.next");
-    uint32_t out = m1 == B ? slots : opb_tensor(&pe, "tova.compact", OPT_TEMP, Hkv, m1, d2);
-    opb_op(&pe, OP_SELECT, Hkv, m1, 0, d2, cb, nxt, cur, out, 0, 0, 0);
-    if (out != slots)
-        opb_put(&pe, out, slots, Hkv, 0, m1 < B ? m1 : B, d2);
+    opb_put(&pe, ng, all_state(prog, phase, "tova.neg_all", 1, L, n, &failed), 1, layer, 1, n);
     if (evicted) /* the step attends the slots as it began */
         pcheck_selection(&pe, slots, B, 0, kv_len, OP_NONE, 0);
-    return policy_emit_done(&pe, "tova", e);
+    int rc = failed ? err_set(e, MS_ERR_NOMEM, "policy tova: out of memory emitting its ops")
+                    : policy_emit_done(&pe, "tova", e);
+    return rc || !last ? rc : tova_step_all(s, evicted, prog, e);
 }
 
 const policy_ops policy_tova = {

@@ -7,6 +7,24 @@
 
 #include "secpol_emit_int.h"
 
+/* Whether an op of the decode step st (any layer's program: a policy may update every layer's
+ * state in its last layer's, tova) writes the state tensor name. */
+static int step_updates(const ecfg *c, const secpol_step *st, const char *name)
+{
+    int upd = 0;
+    for (uint32_t l = 0; l < c->L && !upd; l++) {
+        eprog x;
+        errbuf e;
+        if (!probe(c, PHASE_DECODE, l, st->kv, &x, &e)) {
+            uint32_t t = op_tensor_find(&x.prog, name);
+            for (size_t k = 0; t != OP_NONE && k < x.prog.n_ops && !upd; k++)
+                upd = x.prog.ops[k].out == t && x.prog.ops[k].kind != OP_INPUT;
+        }
+        eprog_free(&x);
+    }
+    return upd;
+}
+
 /* The tensors opened after the prompt: each layer's prompt attention operand (what a select()
  * over the session's values observes); after a decode step, per layer that names a selection:
  * its rows, the cached [K | V] rows operand, its candidates' scores (when named), its rows'
@@ -57,10 +75,8 @@ int secpol_emit_audit_tensor(const void *cfg, const secpol_run *r, const secpol_
                  * state it names (tova's compaction, after the softmax), its gathered copy;
                  * otherwise the selection itself (a row gather that gather: scores replaces
                  * is formed from its one-hot there: secinf.c) */
-                int upd = 0;
-                if (w == 0 && x.io.sel_m && x.prog.tens[ts[0]].role == OPT_CACHE)
-                    for (size_t k = 0; k < x.prog.n_ops && !upd; k++)
-                        upd = x.prog.ops[k].out == ts[0] && x.prog.ops[k].kind != OP_INPUT;
+                int upd = w == 0 && x.io.sel_m && x.prog.tens[ts[0]].role == OPT_CACHE &&
+                          step_updates(c, st, x.prog.tens[ts[0]].name);
                 if (upd)
                     snprintf(name, 48, "L%u.s.rows", l);
                 else
@@ -526,10 +542,12 @@ int secpol_emit_audit_note(const void *cfg, const secpol_run *r, const secpol_op
     free(da);
     if (rc)
         return rc;
+    /* a composition running another policy's ops (compose_tova.c) names both */
+    int other = strcmp(c->name, policy) != 0;
     fprintf(out,
-            "#       selection on shares from %s's own emitted ops (the selection opened for the "
-            "audit only), %zu decode masks (layer x KV head x step):\n",
-            policy, n);
+            "#       selection on shares from %s's own emitted ops%s%s%s (the selection opened "
+            "for the audit only), %zu decode masks (layer x KV head x step):\n",
+            c->name, other ? " with " : "", other ? policy : "", other ? "'s parameters" : "", n);
     if (own_rc == 0)
         fprintf(out,
                 "#       equal to its select() over the session's own keys and values: %s (%zu "

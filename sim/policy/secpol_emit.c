@@ -10,13 +10,15 @@
  * a decode step, rows 0 … P−1 at the prompt), the query a copy of the layer's rotated query
  * before its 1/√d scaling, and the cached [K | V] rows the table this selection carries (every
  * entry cached so far, in position order, on shares). Its state tensors (OPT_CACHE) are carried
- * on shares from step to step by name. At a decode step, the rows its selection gathers become
- * the attended cache: their K and V columns (local re-layouts) appended behind the new entry
- * and the entries outside its candidates, which are attended as public ones. The attended
- * count per layer is public: the entries outside the candidates plus the selection's rows. A
- * cached rows operand longer than the cached count (whole pages) is zero past it; the policy
- * then names its gathered rows' score biases (pcheck_selection_bias: padding −4096), added to
- * the layer's scores of those rows before its softmax.
+ * on shares from step to step by name; one of no layer ("s.<name>") is one tensor of the step,
+ * which every layer's spliced ops share in layer order (tova's last layer selects for every
+ * layer from what each layer's ops put there). At a decode step, the rows its selection
+ * gathers become the attended cache: their K and V columns (local re-layouts) appended behind
+ * the new entry and the entries outside its candidates, which are attended as public ones. The
+ * attended count per layer is public: the entries outside the candidates plus the selection's rows.
+ * A cached rows operand longer than the cached count (whole pages) is zero past it; the policy then
+ * names its gathered rows' score biases (pcheck_selection_bias: padding −4096), added to the
+ * layer's scores of those rows before its softmax.
  *
  * What the program computes must depend on public values only (shapes, positions, the policy's
  * parameters): the secure form calls emit_cost with no observation, and with every cached
@@ -553,9 +555,12 @@ static int emit_public(const void *cfg, const secpol_run *r, const secpol_step *
 {
     const ecfg *c = cfg;
     const char *rest = NULL;
-    if (op_layer_of(t->name, &rest) < 0 || !rest || strncmp(rest, "s.", 2))
+    int layer = op_layer_of(t->name, &rest);
+    if (layer < 0 || !rest) /* a tensor of no layer (every layer's selection at once) */
+        rest = t->name;
+    if (strncmp(rest, "s.", 2))
         return 0;
-    int k = !strcmp(rest, "s.kcols"), v = !strcmp(rest, "s.vcols");
+    int k = layer >= 0 && !strcmp(rest, "s.kcols"), v = layer >= 0 && !strcmp(rest, "s.vcols");
     if (k || v) {
         for (size_t i = 0; i < n; i++)
             out[i] = (i % c->d) + (v ? c->d : 0);

@@ -1,0 +1,57 @@
+/* compose_tova.c — a composition of TOVA's shape on secret shares: tova's own emitted ops run
+ * in the session (secpol_emit.c) with the composition's budget as tova's cache_size, as
+ * compose_h2o.c runs H2O's session for H2O-shaped compositions. The blocks of tova.yaml select
+ * what tova selects: one index set per layer from the newest query's attention summed over
+ * the heads (the head mean's order), the top k of the prompt at its end, then at every step the
+ * one entry of least score among the k kept and the new one evicted for good; the composition's
+ * cost runs every layer's eviction in the same rounds, as tova's emit_cost does. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "compose_int.h"
+#include "secpol.h"
+
+int compose_tova_shaped(const cspec *sp)
+{
+    return sp->score == SC_ATT && sp->att_last && sp->when == W_STEP && sp->permanent &&
+           sp->sel == K_TOPK && sp->share_all && sp->lshare <= 1 && !sp->pyramid && !sp->cluster &&
+           sp->every <= 1 && sp->page <= 1;
+}
+
+/* tova's selection on shares with cache_size = the composition's top-k at this prompt; no
+ * configuration (the replay's kept sets) where its parameters leave that shape. a->loaded is
+ * the composition. */
+static int ct_config(const policy_env *env, const policy_args *a, void **cfg, errbuf *e)
+{
+    *cfg = NULL;
+    const policy_ops *p = a->loaded;
+    if (!p || policy_compose_slot(p) < 0)
+        return err_set(e, MS_ERR_INTERNAL,
+                       "a TOVA-shaped composition's parameters were not loaded");
+    void *st = NULL;
+    uint32_t cap = 0;
+    char why[120];
+    int rc = p->init(env, a, &st, e);
+    int ok = !rc && compose_tova_budget(st, &cap, why, sizeof why);
+    if (st)
+        p->fini(st);
+    if (rc || !ok)
+        return rc;
+    kv_param kv = {.key = "cache_size"};
+    snprintf(kv.val, sizeof kv.val, "%u", cap);
+    policy_args ta;
+    rc = policy_args_load(&policy_tova, &kv, 1, NULL, &ta, e);
+    return rc ? rc : secpol_emit_config(&policy_tova, "tova", env, &ta, env->max_len, cfg, e);
+}
+
+static secpol_ops ct_secure;
+
+void compose_tova_ops(policy_ops *ops)
+{
+    ct_secure = secpol_emit_ops; /* tova's emitted ops, the composition's budget */
+    ct_secure.config = ct_config;
+    ct_secure.which = " with these parameters (tova's selection on shares runs: no sinks, no "
+                      "recent window,\n#       no dense layers, tokens, one budget for every "
+                      "layer)";
+    ops->secure = &ct_secure;
+}
