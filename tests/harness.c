@@ -271,6 +271,16 @@ unsigned th_count_of(const char *out, const char *line, const char *what)
     return (unsigned)strtoul(w, NULL, 10);
 }
 
+void th_own_select(const char *out, unsigned n)
+{
+    ck_assert_msg(strstr(out, "equal to its select() over the session's own keys and values: yes "),
+                  "%s", out);
+    unsigned eq = th_count_of(out, "#       equal to its select()", "equal"),
+             ties = th_count_of(out, "#       equal to its select()", "ties");
+    ck_assert_msg(eq + ties == n, "%u equal and %u ties of %u masks:\n%s", eq, ties, n, out);
+    ck_assert_msg(!strstr(out, "audit failed"), "%s", out);
+}
+
 unsigned th_chosen(const char *out)
 {
     const char *w = strstr(out, " of them");

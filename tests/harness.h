@@ -98,6 +98,10 @@ int th_count(const char *text, const char *needle);
 /* The count before `what` in "(N what" of out's line starting with `line` (a validate note's
  * "(104 equal, 56 ties …)"); fails the calling test when there is none. */
 unsigned th_count_of(const char *out, const char *line, const char *what);
+/* A `validate --policy` output whose audit found every one of its n decode masks equal to the
+ * policy's select() over the session's own values, exactly or by a tie ("…: yes (E equal, T
+ * ties …)", E + T = n), and no failed audit; fails the calling test otherwise. */
+void th_own_select(const char *out, unsigned n);
 /* N of "N of them chosen by its ops" in a `policy check` output; fails the calling test when
  * there is none. */
 unsigned th_chosen(const char *out);
