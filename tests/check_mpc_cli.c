@@ -308,6 +308,7 @@ END_TEST
 START_TEST(test_demo_sessions)
 {
     const char *pr = _i ? "aby3" : "semi2k";
+    unsetenv("MPCSIM_NET_TRACE");
     const char *const extra[3][10] = {{"--demo", "--random-inputs", "5", NULL},
                                       {"--demo", "--random-inputs", "5", "--print-outputs", NULL},
                                       {"--demo", "--random-inputs", "5", NULL}};
@@ -316,6 +317,7 @@ START_TEST(test_demo_sessions)
     ck_assert_ptr_nonnull(strstr(p1, "output probs:"));
     ck_assert_ptr_nonnull(strstr(p1, "total"));
     ck_assert_ptr_nonnull(strstr(p1, "softmax"));
+    ck_assert_ptr_null(strstr(p1, "mpc net trace")); /* MPCSIM_NET_TRACE unset: no trace */
     free(p1);
 }
 END_TEST
@@ -356,6 +358,63 @@ START_TEST(test_repeat)
         ck_assert_msg(t && sscanf(t, "# time per run: min %lf ms, median %lf ms", &mn, &med) == 2,
                       "%s", o);
         ck_assert(mn > 0 && mn <= med);
+        free(o);
+    }
+}
+END_TEST
+
+/* The rounds and bytes of a node's table row `label` (rounds, then sent to P0, P1, P2). */
+static void table_row(const char *out, const char *label, long v[4])
+{
+    char key[32];
+    snprintf(key, sizeof key, "\n%s ", label);
+    const char *row = strstr(out, key);
+    ck_assert_msg(row != NULL, "no %s row in %s", label, out);
+    ck_assert_int_eq(sscanf(row + strlen(key), "%ld %ld %ld %ld", &v[0], &v[1], &v[2], &v[3]), 4);
+}
+
+/* MPCSIM_NET_TRACE=1: one trace line per round on each node's stderr, the protocol's rounds
+ * (the key exchange marked setup) as many as the node's table counts (the total and setup
+ * rows) and their bytes sent the table's; each line's ends in order. Without it, none
+ * (test_demo_sessions). */
+START_TEST(test_net_trace)
+{
+    const char *const extra[3][10] = {{"--demo", "--random-inputs", "5", NULL},
+                                      {"--demo", "--random-inputs", "5", NULL},
+                                      {"--demo", "--random-inputs", "5", NULL}};
+    ck_assert_int_eq(setenv("MPCSIM_NET_TRACE", "1", 1), 0);
+    run_session("aby3", extra, 0);
+    for (int node = 0; node < 3; node++) {
+        char name[32];
+        snprintf(name, sizeof name, "node%d.txt", node);
+        char *o = slurp(name);
+        long tot[4], set[4];
+        table_row(o, "total", tot);
+        table_row(o, "setup", set);
+        long rounds = 0, keyx = 0, sent = 0;
+        for (const char *l = strstr(o, "mpc net trace: "); l;
+             l = strstr(l + 1, "mpc net trace: ")) {
+            int who;
+            unsigned long long t0, t1, c0, c1, q0, q1, sn, rv;
+            char rest[16] = "";
+            const char *t = strstr(l, " t ");
+            ck_assert_int_eq(sscanf(l, "mpc net trace: node %d op %*u round %*u %15s", &who, rest),
+                             2);
+            ck_assert_msg(t && sscanf(t,
+                                      " t %llu %llu cpu %llu %llu runq %llu %llu sent %llu recv "
+                                      "%llu",
+                                      &t0, &t1, &c0, &c1, &q0, &q1, &sn, &rv) == 8,
+                          "%.200s", l);
+            ck_assert_int_eq(who, node);
+            ck_assert(t0 <= t1 && c0 <= c1 && q0 <= q1);
+            if (!strcmp(rest, "setup"))
+                keyx++;
+            else
+                rounds++, sent += (long)sn;
+        }
+        ck_assert_int_eq(keyx, 1);
+        ck_assert_int_eq(rounds, tot[0] + set[0]);
+        ck_assert_int_eq(sent, tot[1] + tot[2] + tot[3] + set[1] + set[2] + set[3]);
         free(o);
     }
 }
@@ -500,6 +559,6 @@ Suite *mpc_cli_suite(void)
     TH_LOOPS(tc, 2, test_demo_sessions, test_repeat);
     TH_TESTS(tc, test_no_secret_in_output, test_port_in_use, test_stray_connections,
              test_keys_command, test_plaintext_warns, test_wrong_key, test_bad_usage,
-             test_validate_primitives);
+             test_validate_primitives, test_net_trace);
     return s;
 }

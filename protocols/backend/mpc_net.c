@@ -596,6 +596,64 @@ int mpc_net_open(const mpc_net_cfg *cfg, mpc_net **out, errbuf *e)
     return MS_OK;
 }
 
+/* ---------------------------------------------------------------- round trace */
+
+/* MPCSIM_NET_TRACE=1: one line per round on stderr as it ends, to see where a node's time goes
+ * (scripts/net_trace.py sums them): when the round began and ended (CLOCK_MONOTONIC, shared by
+ * the nodes of one host), this thread's CPU time (CLOCK_THREAD_CPUTIME_ID) and its time runnable
+ * but not running (run_delay, the second field of Linux's /proc/thread-self/schedstat; 0 where
+ * there is none) at both ends, and the payload bytes sent and received. Between two rounds a
+ * node computes; in a round it moves bytes or waits, blocked or for a CPU. The messages are the
+ * same either way. */
+typedef struct net_mark {
+    uint64_t t, cpu, runq;
+} net_mark;
+
+static int trace_on(void)
+{
+    static int on = -1; /* each node a process of its own; only the node's thread asks */
+    if (on < 0) {
+        const char *v = getenv("MPCSIM_NET_TRACE");
+        on = v && !strcmp(v, "1");
+    }
+    return on;
+}
+
+static void trace_mark(net_mark *m)
+{
+    unsigned long long run = 0, delay = 0;
+    FILE *f = fopen("/proc/thread-self/schedstat", "r");
+    if (f) {
+        if (fscanf(f, "%llu %llu", &run, &delay) != 2)
+            delay = 0;
+        fclose(f);
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    m->cpu = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    m->runq = delay;
+    m->t = now_ns();
+}
+
+static void trace_round(const mpc_net *n, const net_mark *a, const size_t *slen, const size_t *rlen,
+                        int setup)
+{
+    net_mark b;
+    trace_mark(&b);
+    uint64_t sent = 0, recv = 0;
+    for (int j = 0; j < n->cfg.n_nodes; j++) {
+        sent += slen ? slen[j] : 0;
+        recv += rlen ? rlen[j] : 0;
+    }
+    fprintf(stderr,
+            "mpc net trace: node %d op %u round %llu%s t %llu %llu cpu %llu %llu runq %llu %llu "
+            "sent %llu recv %llu\n",
+            n->cfg.self, n->op, (unsigned long long)(n->st.rounds + n->st.setup_rounds),
+            setup ? " setup" : "", (unsigned long long)a->t, (unsigned long long)b.t,
+            (unsigned long long)a->cpu, (unsigned long long)b.cpu, (unsigned long long)a->runq,
+            (unsigned long long)b.runq, (unsigned long long)sent, (unsigned long long)recv);
+}
+
 /* ---------------------------------------------------------------- rounds and channels */
 
 static void arm_out(mpc_net *n, link_io *l, int j, int type, const void *buf, size_t len)
@@ -636,9 +694,14 @@ int mpc_net_round(mpc_net *n, const void *const *send, const size_t *slen, void 
             any_in = 1;
         }
     }
+    net_mark m0 = {0};
+    if (trace_on())
+        trace_mark(&m0);
     int rc = xfer(n, io, n->cfg.timeout_ms, e);
     if (rc)
         return rc;
+    if (trace_on())
+        trace_round(n, &m0, slen, rlen, setup);
     uint64_t last = 0;
     for (int j = 0; j < n->cfg.n_nodes; j++) {
         if (slen && slen[j]) {
