@@ -326,7 +326,8 @@ typedef struct mpcsim_policy {
                      mpcsim_opb *b, mpcsim_err *e);
     /* The policy's own metrics at the end of a run: fills out[0..max), returns the count. */
     size_t (*metrics)(void *state, mpcsim_metric *out, size_t max);
-    /* Decode steps between accuracy measurements when the scenario sets none (text); NULL: 1. */
+    /* Decode steps between accuracy measurements when the scenario sets none (text); NULL: the
+     * default every policy shares ("16"), so that a sweep's policies are measured alike. */
     const char *metric_stride;
     /* 1 when select() and emit_cost() change no state another step reads. */
     int stateless_select;
