@@ -467,18 +467,20 @@ static int parse_args(int argc, char **argv, val_args *v)
          .lo = 1,
          .hi = 100000,
          .want = "1..100000",
-         .help = "teacher-forced secure logits at N positions against the float reference:\n"
-                 "top-1 agreement and logit error"},
+         .help = "teacher-forced secure logits at N positions against the float reference\n"
+                 "(the --prompt positions counted: N - P decode steps): top-1 agreement and\n"
+                 "logit error"},
         {.name = "policy",
          .kind = CLI_STR,
          .dest = &va->policy,
          .arg = "NAME|PATH.so",
          .help = "with --accuracy: a policy applied inside MPC (prompt = --prompt), compared\n"
                  "with its plaintext replay: h2o, mpcache, quest, snapkv, pyramidkv and tova\n"
-                 "select on secret shares, as do compositions (FILE.yaml) of their blocks;\n"
-                 "comet (active_frac > 0) runs its sparse FFN on shares (the agreement\n"
-                 "printed); streamingllm's kept set is public; other policies apply the replay's\n"
-                 "kept entries, and say why; PATH.so: a policy plug-in (POLICIES.md)"},
+                 "select on secret shares, as do compositions (FILE.yaml) of their blocks and\n"
+                 "any policy or plug-in (PATH.so) whose ops take mpcsim's operands and name\n"
+                 "their selection (POLICIES.md, \"On shares\"); comet (active_frac > 0) runs\n"
+                 "its sparse FFN on shares (the agreement printed); streamingllm's kept set is\n"
+                 "public; other policies apply the replay's kept entries, and say why"},
         {.name = "policy-param",
          .kind = CLI_LIST,
          .dest = &pparams,
