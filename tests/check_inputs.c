@@ -455,9 +455,11 @@ static const char *const replay_keys[] = {"metric_stride", "err_kv_heads", "prom
 #define K_SCN "name: t\nmodel: stories260K\nprotocol: semi2k\nnetwork: lan\n"
 #define K_WORK "workload: {prompt_len: 16, decode_len: 4}\n"
 
-static key_site sites[64];
+/* The fixed sites, the serving sections and one per registered policy: sized from the registry
+ * when built, so that a policy added to it is checked like the others, with no count here. */
+static key_site *sites;
 static size_t n_sites;
-static char policy_tmpl[16][256];
+static char (*policy_tmpl)[256];
 
 static void build_sites(void)
 {
@@ -465,6 +467,7 @@ static void build_sites(void)
         return;
     size_t n_net, n_serve, n_pol;
     const ys_schema *net = scn_network_schemas(&n_net), *sv = serve_scenario_schemas(&n_serve);
+    const policy_ops *const *pol = policy_all(&n_pol);
     const key_site fixed[] = {
         {"scenario", scn_schema(), K_SCN K_WORK "@\n", L_SCN, NULL},
         {"scenario protocol", proto_cfg_schema(),
@@ -498,6 +501,10 @@ static void build_sites(void)
         {"synthetic trace parameters", trace_synth_schema(), "@\n", L_SYNTH, NULL},
         {"trace manifest", trace_manifest_schema(), NULL, L_MANIFEST, NULL},
     };
+    sites = calloc(sizeof fixed / sizeof *fixed + n_serve + n_pol, sizeof *sites);
+    policy_tmpl = calloc(n_pol ? n_pol : 1, sizeof *policy_tmpl);
+    if (!sites || !policy_tmpl) /* built when the suite is, outside any test */
+        abort();
     for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
         sites[n_sites++] = fixed[i];
     /* serving scenario sections: the root, then each section's mapping */
@@ -511,8 +518,7 @@ static void build_sites(void)
         sites[n_sites++] = (key_site){"serving scenario", &sv[i], sv_tmpl[i], L_SERVE, NULL};
     }
     /* each policy's parameters; the replay's (shared by all) once, under full */
-    const policy_ops *const *pol = policy_all(&n_pol);
-    for (size_t i = 0; i < n_pol && i < 16; i++) {
+    for (size_t i = 0; i < n_pol; i++) {
         snprintf(policy_tmpl[i], sizeof policy_tmpl[i],
                  K_SCN K_WORK "trace: {source: synth}\npolicies:\n  name: %s\n  @\n",
                  policy_name(pol[i]));
