@@ -513,15 +513,29 @@ static const char sinkwin_yaml[] = "name: sinkwin_blocks\n"
                                    "score: key_norm\n"
                                    "select: {topk: 8}\n";
 
-static void load_sinkwin(void)
+/* Pages of 4 beside 4 sinks: the 4 pages (16 entries) of largest key norm among the 7 … 8
+ * after them (R/C = 0.5 … 0.57: cheaper with the score side in both protocols). */
+static const char pagekn_yaml[] = "name: pagekn_blocks\n"
+                                  "summary: sinks and the pages of largest key norm\n"
+                                  "sinks: 4\n"
+                                  "score: key_norm\n"
+                                  "granularity: {page: 4}\n"
+                                  "when: step\n"
+                                  "select: {topk: 16}\n";
+
+static void load_one(const char *name, const char *file, const char *text)
 {
     errbuf e = {{0}};
-    const policy_ops *p = policy_compose_find("sinkwin_blocks");
+    const policy_ops *p = policy_compose_find(name);
     if (!p)
-        ck_assert_msg(policy_compose_load(th_file(&td, "sinkwin.yaml", sinkwin_yaml), &p, &e) ==
-                          MS_OK,
-                      "%s", e.msg);
+        ck_assert_msg(policy_compose_load(th_file(&td, file, text), &p, &e) == MS_OK, "%s", e.msg);
     ck_assert_ptr_nonnull(p);
+}
+
+static void load_sinkwin(void)
+{
+    load_one("sinkwin_blocks", "sinkwin.yaml", sinkwin_yaml);
+    load_one("pagekn_blocks", "pagekn.yaml", pagekn_yaml);
 }
 
 /* The public entries' scores and values join the candidates' directly: every op as predicted,
@@ -531,9 +545,11 @@ static void load_sinkwin(void)
 START_TEST(test_scsec_public)
 {
     load_sinkwin();
-    const scase c = {"sinkwin_blocks", {NULL}, 0};
+    const scase c = {"sinkwin_blocks", {NULL}, 0}, pg = {"pagekn_blocks", {NULL}, 0};
     check_case(&c, "semi2k", 1);
     check_case(&c, "aby3", 1);
+    check_case(&pg, "semi2k", -1);
+    check_case(&pg, "aby3", -1);
 }
 END_TEST
 
@@ -541,11 +557,12 @@ END_TEST
 START_TEST(test_scsec_public_cost_path)
 {
     load_sinkwin();
-    const scase c = {"sinkwin_blocks", {NULL}, 0};
+    const scase c[2] = {{"sinkwin_blocks", {NULL}, 0}, {"pagekn_blocks", {NULL}, 0}};
     const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
-    for (int i = 0; i < 2; i++)
-        for (int j = 0; j < 2; j++)
-            same_as_cost_path(&c, pn[i], lay[j]);
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                same_as_cost_path(&c[k], pn[i], lay[j]);
 }
 END_TEST
 
