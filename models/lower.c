@@ -115,15 +115,24 @@ static void attend_block(lw *w, uint32_t heads, uint32_t tk, uint32_t q, uint32_
     opb_op_cat(&w->b, OPC_ATTENTION, OP_MATMUL, b, t, tk, d, sc, vc, OP_NONE, ctx, 0, 0, 0);
 }
 
+/* The public entries a score-side layer attends beside its ta − t kept ones (a composition's
+ * sinks and recent window, at public positions: no gather): the kept count's excess over the
+ * m·unit gathered entries. */
+static uint32_t score_public(const lw *w, const score_side *ss, uint32_t ta)
+{
+    uint32_t R = ss->m * ss->unit + w->o->n_tokens;
+    return ta > R ? ta - R : 0;
+}
+
 /* The score side of a layer whose policy picks kept units by a one-hot (lower.h score_gather):
  * q·Kᵀ over every candidate entry the one-hot spans (C = k·unit: the policy's table, the whole
- * cache or its static set) and the new ones, the kept units' scores gathered by the
- * one-hot (b, m, k) — with each row's extra columns, as the row gather carried them — softmax
- * over the kept entries and the new ones, the probabilities scattered back to every cached
- * entry by the transposed one-hot, ·V over every entry. Per KV head of G query heads and t
- * new tokens, outputs of a secret product: G·t·(C + t) (q·Kᵀ), m·unit·(G·t + extra) (gather),
- * C·G·t (scatter), G·t·d (·V) (sim/policy/POLICIES.md "Score-side attention"). The
- * re-layouts between them are VIEWs (local). */
+ * cache or its static set), the P public entries attended beside them and the new ones, the
+ * kept units' scores gathered by the one-hot (b, m, k) — with each row's extra columns, as the
+ * row gather carried them — softmax over the kept, public and new entries, the probabilities
+ * scattered back to every candidate by the transposed one-hot, ·V over every entry. Per KV head
+ * of G query heads and t new tokens, outputs of a secret product: G·t·(C + P + t) (q·Kᵀ),
+ * m·unit·(G·t + extra) (gather), C·G·t (scatter), G·t·d (·V) (sim/policy/POLICIES.md
+ * "Score-side attention"). The re-layouts between them are VIEWs (local). */
 static void attend_scores(lw *w, const score_side *ss, uint32_t ta, uint32_t q, uint32_t kc,
                           uint32_t vc, uint32_t ctx)
 {
@@ -131,7 +140,7 @@ static void attend_scores(lw *w, const score_side *ss, uint32_t ta, uint32_t q, 
     uint32_t S = w->o->n_seqs, t = w->o->n_tokens, d = m->head_dim, H = m->n_heads;
     uint32_t G = H / m->n_kv_heads, b = S * H, Gt = G * t;
     uint32_t U = ss->unit, C = ss->k * U; /* the candidate entries the one-hot spans */
-    uint32_t T = C + t;
+    uint32_t Pu = score_public(w, ss, ta), T = C + Pu + t;
     uint32_t sc = opb_tensor(&w->b, "scores_all", OPT_TEMP, b, t, T);
     opb_op_cat(&w->b, OPC_ATTENTION, OP_MATMUL, b, t, d, T, q, kc, OP_NONE, sc, OPF_TRANS_B, 0, 0);
     /* the candidates' scores by unit: (b, k, unit·(G·t + extra)), the extra columns the
@@ -150,8 +159,8 @@ static void attend_scores(lw *w, const score_side *ss, uint32_t ta, uint32_t q, 
     /* the kept scores and the new tokens' as softmax rows of ta entries (local) */
     uint32_t pr = opb_tensor(&w->b, "probs_kept", OPT_TEMP, b, t, ta);
     opb_op_cat(&w->b, OPC_ATTENTION, OP_VIEW, b, t, 0, ta, kept, OP_NONE, OP_NONE, pr, 0, 0, 0);
-    opb_op_cat(&w->b, OPC_ATTENTION, OP_VIEW, b, t, 0, t, sc, OP_NONE, OP_NONE, pr, 0,
-               (int32_t)(ta - t), 0);
+    opb_op_cat(&w->b, OPC_ATTENTION, OP_VIEW, b, t, 0, Pu + t, sc, OP_NONE, OP_NONE, pr, 0,
+               (int32_t)(ta - t - Pu), 0);
     int32_t causal = t > 1 ? (int32_t)(ta - t) : -1;
     opb_op_cat(&w->b, OPC_SOFTMAX, OP_SOFTMAX, b, t, 0, ta, pr, OP_NONE, OP_NONE, pr, 0, causal, 0);
     /* COST: scattered back to every candidate by the transposed one-hot (local transposition) */
@@ -164,11 +173,12 @@ static void attend_scores(lw *w, const score_side *ss, uint32_t ta, uint32_t q, 
     uint32_t back = opb_tensor(&w->b, "probs_back", OPT_TEMP, ss->b, ss->k, U * Gt);
     opb_op_cat(&w->b, OPC_POLICY, OP_GATHER, ss->b, ss->k, ss->m, U * Gt, oht, pu, OP_NONE, back,
                OPF_NO_TRUNC, 0, 0);
-    /* every cached entry's probability (0 where not kept) and the new tokens': ·V over all */
+    /* every candidate's probability (0 where not kept), the public and new entries': ·V over
+     * all */
     uint32_t pa = opb_tensor(&w->b, "probs_all", OPT_TEMP, b, t, T);
     opb_op_cat(&w->b, OPC_ATTENTION, OP_VIEW, b, t, 0, C, back, OP_NONE, OP_NONE, pa, 0, 0, 0);
-    opb_op_cat(&w->b, OPC_ATTENTION, OP_VIEW, b, t, 0, t, pr, OP_NONE, OP_NONE, pa, 0,
-               (int32_t)(T - t), 0);
+    opb_op_cat(&w->b, OPC_ATTENTION, OP_VIEW, b, t, 0, Pu + t, pr, OP_NONE, OP_NONE, pa, 0,
+               (int32_t)(T - t - Pu), 0);
     opb_op_cat(&w->b, OPC_ATTENTION, OP_MATMUL, b, t, T, d, pa, vc, OP_NONE, ctx, 0, 0, 0);
 }
 
@@ -206,8 +216,9 @@ static uint32_t attention(lw *w, uint32_t xb)
      * only, the policy's own store being apart, lower.h) */
     uint32_t ta = attended(w);
     const score_side *ss = w->sside && w->sside[w->b.layer].b ? &w->sside[w->b.layer] : NULL;
-    /* the score side attends every candidate its one-hot spans, the policy's table of them */
-    uint32_t T = ss                     ? ss->k * ss->unit + t
+    /* the score side attends every candidate its one-hot spans, the policy's table of them, and
+     * the public entries beside them */
+    uint32_t T = ss                     ? ss->k * ss->unit + score_public(w, ss, ta) + t
                  : w->o->attended_cache ? ta
                                         : w->o->kv_len + t,
              at = T - t;

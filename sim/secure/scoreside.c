@@ -2,19 +2,26 @@
  *
  * Per layer whose policy gathers R = m·U rows of its table of C = k·U candidates (units of U
  * rows, each 2d + e wide: K, V and e carried columns) by a secret one-hot (Hkv, m, k):
- *   before the gather's place — K and V of every candidate with the new entry first (rows 0 …
- *     C of (Hkv, C + 1, d), re-layouts of the table and of the cache's row 0), q·Kᵀ over them
- *     (the lowering's own matmul, C + 1 columns), the candidates' scores by unit with their
- *     carried columns (Hkv, k, U·(G + e)), GATHER by the one-hot (the gather's own flags and
- *     category), the layer's scores (H, 1, R + 1) as [new entry | kept entries] and the
- *     policy's rows tensor as zeros with the kept carried columns;
+ * The layer may attend P public entries beside them (a composition's sinks and recent window):
+ * the session lays its cache out as [new entry | P public | R gathered] (sim/policy/
+ * secpol_emit.c), the public rows filled from the stored cache at public positions; they need
+ * no gather, so their scores and values join the candidates' directly.
+ *   before the gather's place — K and V of the new entry, the public entries and every
+ *     candidate (rows 0 … P + C of (Hkv, P + C + 1, d), re-layouts of the cache's rows 0 … P
+ *     and of the table), q·Kᵀ over them (the lowering's own matmul, P + C + 1 columns), the
+ *     candidates' scores by unit with their carried columns (Hkv, k, U·(G + e)), GATHER by the
+ *     one-hot (the gather's own flags and category), the layer's scores (H, 1, P + R + 1) as
+ *     [new entry | public entries | kept entries] and the policy's rows tensor as zeros with
+ *     the kept carried columns;
  *   the layer's score biases (MPCache's mask, a page's padding) and softmax stay as spliced;
  *   in place of ·V — the kept probabilities by unit (Hkv, m, U·G), GATHER by the transposed
- *     one-hot (k, m) back to every candidate, [new entry | candidates] · V over C + 1 rows.
- * The secret products and their shapes are those models/lower.c attend_scores costs (G·(C+1)
- * scores, m·U·(G + e) gathered, (R + 1)-wide softmax, k·U·G scattered, ·V over C + 1); every
- * re-layout between them is a VIEW (local). The new entry's place in the rows (first here,
- * last in the lowering) changes no count. */
+ *     one-hot (k, m) back to every candidate, [new entry | public | candidates] · V over
+ *     P + C + 1 rows.
+ * The secret products and their shapes are those models/lower.c attend_scores costs
+ * (G·(P+C+1) scores, m·U·(G + e) gathered, (P + R + 1)-wide softmax, k·U·G scattered, ·V over
+ * P + C + 1); every re-layout between them is a VIEW (local). The places of the new and the
+ * public entries in the rows (first here, around the candidates in the lowering) change no
+ * count. */
 #include "scoreside.h"
 
 #include <stdlib.h>
@@ -76,33 +83,37 @@ static uint32_t like(op_program *p, int *failed, const op *proto, uint32_t m, ui
 /* The shapes of one layer's score side. */
 typedef struct side {
     uint32_t l, H, Hkv, G, d, w, e, U, m, k, C, R;
+    uint32_t P; /* public entries attended beside the gathered rows (cache rows 1 … P) */
     uint32_t kc, vc, sc, ctx;
     op g, qk, pv; /* the row gather, q·Kᵀ, ·V as spliced */
 } side;
 
-/* Before the gather's place: K, V of [new | candidates], the scores, the kept ones gathered,
- * the layer's scores and the policy's rows tensor. Returns V's tensor (OP_NONE: failed). */
+/* Before the gather's place: K, V of [new | public | candidates], the scores, the kept ones
+ * gathered, the layer's scores and the policy's rows tensor. Returns V's tensor (OP_NONE:
+ * failed). */
 static uint32_t block_scores(op_program *p, const side *s, opb *w, int *failed)
 {
     uint32_t Hkv = s->Hkv, H = s->H, G = s->G, d = s->d, C = s->C, R = s->R, e = s->e, U = s->U;
+    uint32_t F = 1 + s->P; /* the new entry and the public ones: the cache's first rows */
     uint32_t tv = reshape(w, s->g.in[1], Hkv, C, s->w, "tab_rows");
     uint32_t tt = opb_transpose(w, tv, Hkv, C, s->w, "tab_t");
     uint32_t kv[2];
     for (int j = 0; j < 2; j++) {
         uint32_t part = opb_rows(w, tt, Hkv, j * d, d, C, j ? "v_t" : "k_t");
-        uint32_t all = opb_tensor(w, j ? "vall" : "kall", OPT_TEMP, Hkv, C + 1, d);
-        opb_put(w, opb_rows(w, j ? s->vc : s->kc, Hkv, 0, 1, d, j ? "v_new" : "k_new"), all, Hkv, 0,
-                1, d);
-        opb_put(w, opb_transpose(w, part, Hkv, d, C, j ? "v_cand" : "k_cand"), all, Hkv, 1, C, d);
+        uint32_t all = opb_tensor(w, j ? "vall" : "kall", OPT_TEMP, Hkv, F + C, d);
+        opb_put(w, opb_rows(w, j ? s->vc : s->kc, Hkv, 0, F, d, j ? "v_new" : "k_new"), all, Hkv, 0,
+                F, d);
+        opb_put(w, opb_transpose(w, part, Hkv, d, C, j ? "v_cand" : "k_cand"), all, Hkv, F, C, d);
         kv[j] = all;
     }
-    /* COST: q·Kᵀ over the new entry and every candidate (lower.c attend_scores) */
-    uint32_t S = opb_tensor(w, "scores_all", OPT_TEMP, H, 1, C + 1);
-    like(p, failed, &s->qk, s->qk.m, s->qk.k, C + 1, s->qk.in[0], kv[0], S);
+    /* COST: q·Kᵀ over the new entry, the public ones and every candidate (lower.c
+     * attend_scores) */
+    uint32_t S = opb_tensor(w, "scores_all", OPT_TEMP, H, 1, F + C);
+    like(p, failed, &s->qk, s->qk.m, s->qk.k, F + C, s->qk.in[0], kv[0], S);
     /* the candidates' scores by KV head (Hkv, C, G), their carried columns beside them */
     uint32_t st =
-        opb_transpose(w, reshape(w, S, Hkv, G, C + 1, "scores_g"), Hkv, G, C + 1, "scores_t");
-    uint32_t cand = opb_rows(w, st, Hkv, 1, C, G, "cand_s");
+        opb_transpose(w, reshape(w, S, Hkv, G, F + C, "scores_g"), Hkv, G, F + C, "scores_t");
+    uint32_t cand = opb_rows(w, st, Hkv, F, C, G, "cand_s");
     if (e) {
         uint32_t a = opb_tensor(w, "cand_t", OPT_TEMP, Hkv, G + e, C);
         opb_put(w, opb_transpose(w, cand, Hkv, C, G, "cand_st"), a, Hkv, 0, G, C);
@@ -115,13 +126,13 @@ static uint32_t block_scores(op_program *p, const side *s, opb *w, int *failed)
     like(p, failed, &s->g, s->m, s->k, U * (G + e), s->g.in[0], cand, kept);
     uint32_t kt =
         opb_transpose(w, reshape(w, kept, Hkv, R, G + e, "kept_r"), Hkv, R, G + e, "kept_t");
-    /* the layer's scores (H, 1, R + 1): the new entry's, then the kept entries' */
-    uint32_t col = opb_tensor(w, "sc_col", OPT_TEMP, H, R + 1, 1);
-    opb_put(w, opb_rows(w, reshape(w, S, H, C + 1, 1, "scores_col"), H, 0, 1, 1, "sc_new"), col, H,
-            0, 1, 1);
-    opb_put(w, reshape(w, opb_rows(w, kt, Hkv, 0, G, R, "kept_s"), H, R, 1, "sc_kept"), col, H, 1,
+    /* the layer's scores (H, 1, F + R): the new and public entries', then the kept entries' */
+    uint32_t col = opb_tensor(w, "sc_col", OPT_TEMP, H, F + R, 1);
+    opb_put(w, opb_rows(w, reshape(w, S, H, F + C, 1, "scores_col"), H, 0, F, 1, "sc_new"), col, H,
+            0, F, 1);
+    opb_put(w, reshape(w, opb_rows(w, kt, Hkv, 0, G, R, "kept_s"), H, R, 1, "sc_kept"), col, H, F,
             R, 1);
-    opb_op(w, OP_VIEW, H, 1, 0, R + 1, col, OP_NONE, OP_NONE, s->sc, 0, 0, 0);
+    opb_op(w, OP_VIEW, H, 1, 0, F + R, col, OP_NONE, OP_NONE, s->sc, 0, 0, 0);
     /* the policy's rows: zero, but for the kept carried columns (a spare row makes the zeros) */
     uint32_t rt = opb_tensor(w, "rows_t", OPT_TEMP, Hkv, s->w + 1, R);
     opb_put(w, opb_rows(w, kt, Hkv, 0, 1, R, "spare"), rt, Hkv, s->w, 1, R);
@@ -133,12 +144,13 @@ static uint32_t block_scores(op_program *p, const side *s, opb *w, int *failed)
     return kv[1];
 }
 
-/* In place of ·V: the kept probabilities scattered back to every candidate, ·V over them. */
+/* In place of ·V: the kept probabilities scattered back to every candidate, ·V over them, the
+ * new and public entries' as they are. */
 static void block_values(op_program *p, const side *s, opb *w, uint32_t vall, int *failed)
 {
-    uint32_t Hkv = s->Hkv, H = s->H, G = s->G, C = s->C, R = s->R, U = s->U;
-    uint32_t pc = reshape(w, s->sc, H, R + 1, 1, "probs_col");
-    uint32_t pk = reshape(w, opb_rows(w, pc, H, 1, R, 1, "probs_k"), Hkv, G, R, "probs_g");
+    uint32_t Hkv = s->Hkv, H = s->H, G = s->G, C = s->C, R = s->R, U = s->U, F = 1 + s->P;
+    uint32_t pc = reshape(w, s->sc, H, F + R, 1, "probs_col");
+    uint32_t pk = reshape(w, opb_rows(w, pc, H, F, R, 1, "probs_k"), Hkv, G, R, "probs_g");
     uint32_t pu =
         reshape(w, opb_transpose(w, pk, Hkv, G, R, "probs_t"), Hkv, s->m, U * G, "probs_units");
     uint32_t oht = opb_transpose(w, s->g.in[0], Hkv, s->m, s->k, "onehot_t");
@@ -146,12 +158,12 @@ static void block_values(op_program *p, const side *s, opb *w, uint32_t vall, in
     uint32_t back = opb_tensor(w, "probs_back", OPT_TEMP, Hkv, s->k, U * G);
     like(p, failed, &s->g, s->k, s->m, U * G, oht, pu, back);
     uint32_t bt = opb_transpose(w, reshape(w, back, Hkv, C, G, "back_r"), Hkv, C, G, "back_t");
-    uint32_t pa = opb_tensor(w, "probs_all_c", OPT_TEMP, H, C + 1, 1);
-    opb_put(w, opb_rows(w, pc, H, 0, 1, 1, "probs_new"), pa, H, 0, 1, 1);
-    opb_put(w, reshape(w, bt, H, C, 1, "back_h"), pa, H, 1, C, 1);
-    pa = reshape(w, pa, H, 1, C + 1, "probs_all");
-    /* COST: ·V over the new entry and every candidate */
-    like(p, failed, &s->pv, s->pv.m, C + 1, s->pv.n, pa, vall, s->ctx);
+    uint32_t pa = opb_tensor(w, "probs_all_c", OPT_TEMP, H, F + C, 1);
+    opb_put(w, opb_rows(w, pc, H, 0, F, 1, "probs_new"), pa, H, 0, F, 1);
+    opb_put(w, reshape(w, bt, H, C, 1, "back_h"), pa, H, F, C, 1);
+    pa = reshape(w, pa, H, 1, F + C, "probs_all");
+    /* COST: ·V over the new entry, the public ones and every candidate */
+    like(p, failed, &s->pv, s->pv.m, F + C, s->pv.n, pa, vall, s->ctx);
 }
 
 /* Layer l's shapes and ops, from its row gather at index gi. */
@@ -177,12 +189,17 @@ static int side_of(const model_cfg *m, const op_program *p, size_t gi, side *s, 
                        "secure inference: gather: scores: layer %u's table %s is not the %u "
                        "units its one-hot spans",
                        s->l, T->name, s->k);
-    if (S->batch != s->H || S->rows != 1 || S->cols != s->R + 1 || s->g.batch != s->Hkv)
+    /* the public entries: the cache's rows 1 … P, between the new entry and the gathered rows */
+    const op_tensor *K = &p->tens[s->kc], *V = &p->tens[s->vc];
+    s->P = S->cols > s->R + 1 ? S->cols - s->R - 1 : 0;
+    if (S->batch != s->H || S->rows != 1 || S->cols != s->P + s->R + 1 || s->g.batch != s->Hkv ||
+        K->batch != s->Hkv || K->rows < S->cols || K->cols != s->d || V->batch != s->Hkv ||
+        V->rows < S->cols || V->cols != s->d)
         return err_set(e, MS_ERR_INPUT,
-                       "secure inference: gather: scores: layer %u attends %u entries besides "
-                       "the %u rows its selection gathers (%s); the score side attends the "
-                       "selection's candidates and the new entry only",
-                       s->l, S->cols - 1, s->R, p->tens[s->g.out].name);
+                       "secure inference: gather: scores: layer %u attends %u entries, fewer "
+                       "than the %u rows its selection gathers (%s) and the new entry, or not "
+                       "as its cache (%u x %u x %u) lays them out",
+                       s->l, S->cols, s->R, p->tens[s->g.out].name, K->batch, K->rows, K->cols);
     return MS_OK;
 }
 
