@@ -255,6 +255,42 @@ int mpc_l_shift(eng *e, mpc_val *z, const mpc_val *x, int s)
     return rc;
 }
 
+/* The left and right shift counts of a signed shift (left when positive), one of them 0; the
+ * mask cleared when the word shifts out entirely. */
+static void split_shift(int s, unsigned *lft, unsigned *rgt, uint64_t *mask)
+{
+    *lft = *rgt = 0;
+    if (s <= -64 || s >= 64)
+        *mask = 0;
+    else if (s > 0)
+        *lft = (unsigned)s;
+    else
+        *rgt = (unsigned)-s;
+}
+
+/* z = (x << l) & ml ^ (y << r) & mr: the carry tree's placing of two words (kern_cmp.c) in one
+ * pass. Each element is read before it is written, so z may be x or y. */
+int mpc_l_place2(eng *e, mpc_val *z, const mpc_val *x, int l, uint64_t ml, const mpc_val *y, int r,
+                 uint64_t mr)
+{
+    mpc_core *c = core(e);
+    DEALER_SHAPE(c, z, x->n, DOM_BOOL);
+    int rc = same_len(c, x, y, "place2");
+    if (rc || (rc = ensure(c, z, x->n, DOM_BOOL, 0))) /* every element written below */
+        return rc;
+    unsigned xl, xr, yl, yr;
+    split_shift(l, &xl, &xr, &ml);
+    split_shift(r, &yl, &yr, &mr);
+    size_t n = x->n;
+    for (int t = 0; t < c->ns; t++) {
+        uint64_t *zz = z->s[t];
+        const uint64_t *a = x->s[t], *b = y->s[t];
+        for (size_t i = 0; i < n; i++)
+            zz[i] = ((a[i] << xl >> xr) & ml) ^ ((b[i] << yl >> yr) & mr);
+    }
+    return MS_OK;
+}
+
 int mpc_l_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size_t n)
 {
     mpc_core *c = core(e);

@@ -1064,6 +1064,7 @@ static const eng_vt semi2k_vt = {
     .add_pub = mpc_l_add_pub,
     .mul_pub = mpc_l_mul_pub,
     .shift = mpc_l_shift,
+    .place2 = mpc_l_place2,
     .bool_components = s_bool_components,
     .permute = mpc_l_permute,
     .concat = mpc_l_concat,

@@ -77,6 +77,11 @@ typedef struct eng_vt {
     /* z = [parts[0]; parts[1]; …] (local, one pass over the result): z is allocated by the
      * caller for the parts' total length in parts[0]'s domain and is none of the parts. */
     int (*concat)(eng *e, mpc_val *z, const mpc_val *parts, int np);
+    /* Optional (NULL: composed of shift, mul_pub and add): bool z = (x << l) & ml ^
+     * (y << r) & mr per element word (negative l, r shift right; |l|, |r| >= 64 give 0), one
+     * pass with no temporary; z may alias x or y. Local. */
+    int (*place2)(eng *e, mpc_val *z, const mpc_val *x, int l, uint64_t ml, const mpc_val *y, int r,
+                  uint64_t mr);
 
     /* communicating */
     int (*input)(eng *e, mpc_val *z, int owner, const uint64_t *plain); /* owner shares plain */

@@ -152,6 +152,8 @@ int k_andc(eng *e, mpc_val *z, const mpc_val *x, uint64_t mask)
 static int k_place2(eng *e, mpc_val *z, const mpc_val *x, int l, uint64_t ml, const mpc_val *y,
                     int r, uint64_t mr)
 {
+    if (VT->place2)
+        return VT->place2(e, z, x, l, ml, y, r, mr);
     mpc_val t;
     TRY(kal(e, &t, x->n, DOM_BOOL));
     TRY(VT->shift(e, &t, x, -l));
@@ -263,9 +265,13 @@ static int k_carry_packed(eng *e, mpc_val *G, const mpc_val *a, const mpc_val *b
             TRY(k_place2(e, &Rw, G, h, top, &P, h, slot));
         }
         TRY(VT->and_bits(e, &T, &Lw, &Rw, want, 0));
-        TRY(k_andc(e, G, G, top));
-        TRY(VT->add(e, G, G, &T));
-        TRY(k_andc(e, G, G, top));
+        if (VT->place2) { /* G = (G ^ T) & top in one pass */
+            TRY(VT->place2(e, G, G, 0, top, &T, 0, top));
+        } else {
+            TRY(k_andc(e, G, G, top));
+            TRY(VT->add(e, G, G, &T));
+            TRY(k_andc(e, G, G, top));
+        }
         TRY(k_andc(e, &P, &T, slot));
     }
     krel(e, &A), krel(e, &B), krel(e, &P), krel(e, &Lw), krel(e, &Rw), krel(e, &T);
