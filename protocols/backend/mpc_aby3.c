@@ -1030,6 +1030,7 @@ static int a_sync_public(eng *e, uint64_t *v)
 
 static const eng_vt aby3_vt = {
     .alloc = mpc_l_alloc,
+    .alloc_w = mpc_l_alloc_w,
     .release = mpc_l_release,
     .add = mpc_l_add,
     .sub = mpc_l_sub,

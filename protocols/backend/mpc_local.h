@@ -42,6 +42,7 @@ int mpc_ensure(mpc_core *c, mpc_val *z, size_t n, int dom);
 
 /* The local half of eng_vt shared by both engines. */
 int mpc_l_alloc(eng *e, mpc_val *v, size_t n, int dom);
+int mpc_l_alloc_w(eng *e, mpc_val *v, size_t n, int dom);
 void mpc_l_release(eng *e, mpc_val *v);
 int mpc_l_add(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y);
 int mpc_l_sub(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y);

@@ -1058,6 +1058,7 @@ static int s_fixed_view(eng *e, uint32_t z_id, uint32_t y_id, const uint32_t *id
 
 static const eng_vt semi2k_vt = {
     .alloc = mpc_l_alloc,
+    .alloc_w = mpc_l_alloc_w,
     .release = mpc_l_release,
     .add = mpc_l_add,
     .sub = mpc_l_sub,

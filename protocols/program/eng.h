@@ -58,6 +58,9 @@ typedef struct eng eng;
 typedef struct eng_vt {
     /* storage */
     int (*alloc)(eng *e, mpc_val *v, size_t n, int dom);
+    /* Optional (NULL: alloc): storage the caller writes in full before reading any of it, so
+     * not zeroed (kern_core.c kal_w). */
+    int (*alloc_w)(eng *e, mpc_val *v, size_t n, int dom);
     void (*release)(eng *e, mpc_val *v);
 
     /* local (no communication); z may alias x or y */

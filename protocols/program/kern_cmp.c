@@ -231,20 +231,20 @@ static int k_carry_packed(eng *e, mpc_val *G, const mpc_val *a, const mpc_val *b
     while ((1 << L) < m)
         L++;
     int W = 1 << L, pad = W - m;
-    mpc_val A, B, P, Lw, Rw, T;
-    TRY(kal(e, &A, n, DOM_BOOL));
-    TRY(kal(e, &B, n, DOM_BOOL));
+    mpc_val A, B, P, Lw, Rw, T; /* each written in full by its first op: not zeroed (kal_w) */
+    TRY(kal_w(e, &A, n, DOM_BOOL));
+    TRY(kal_w(e, &B, n, DOM_BOOL));
     TRY(VT->shift(e, &A, a, -pad));
     TRY(VT->shift(e, &B, b, -pad));
     uint64_t real = lowbits(m) << pad;
-    TRY(kal(e, G, n, DOM_BOOL));
+    TRY(kal_w(e, G, n, DOM_BOOL));
     TRY(VT->and_bits(e, G, &A, &B, real, priv));
-    TRY(kal(e, &P, n, DOM_BOOL));
+    TRY(kal_w(e, &P, n, DOM_BOOL));
     TRY(VT->add(e, &P, &A, &B));
     TRY(k_andc(e, &P, &P, real));
-    TRY(kal(e, &Lw, n, DOM_BOOL));
-    TRY(kal(e, &Rw, n, DOM_BOOL));
-    TRY(kal(e, &T, n, DOM_BOOL));
+    TRY(kal_w(e, &Lw, n, DOM_BOOL));
+    TRY(kal_w(e, &Rw, n, DOM_BOOL));
+    TRY(kal_w(e, &T, n, DOM_BOOL));
     for (int k = 1; k <= L; k++) {
         int h = 1 << (k - 1);
         uint64_t top = 0, want = 0;
@@ -292,7 +292,7 @@ static int k_msb_packed(eng *e, mpc_val *z, const mpc_val *d, int w)
     while (W < m)
         W *= 2;
     TRY(k_carry_packed(e, &G, &a, &b, m, e->n_parties == 2));
-    TRY(kal(e, &s, n, DOM_BOOL));
+    TRY(kal_w(e, &s, n, DOM_BOOL)); /* every element: add */
     TRY(VT->add(e, &s, &a, &b));
     TRY(VT->shift(e, &s, &s, w - 1));
     if (W > 1)
