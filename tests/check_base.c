@@ -3,6 +3,7 @@
  * parsing, did-you-mean; AES-128-CTR against its known answer, streams, chunking. */
 #include <check.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
@@ -123,6 +124,23 @@ START_TEST(test_prg_streams_and_chunks)
     ck_assert(memcmp(a, c, 100) != 0); /* another stream id: another keystream */
     ck_assert_uint_eq(h.drawn, 100);
     mpc_prg_free(&g), mpc_prg_free(&h), mpc_prg_free(&k);
+    /* one draw longer than any internal chunk against the same stream in 16-byte blocks */
+    enum { LONG = 100003 };
+    uint8_t *one = malloc(LONG), *blk = malloc(LONG);
+    ck_assert(one && blk);
+    ck_assert_int_eq(mpc_prg_init(&g, key, 9, &e), MS_OK);
+    ck_assert_int_eq(mpc_prg_init(&h, key, 9, &e), MS_OK);
+    mpc_prg_bytes(&g, one, LONG);
+    for (size_t at = 0; at < LONG; at += 16)
+        mpc_prg_bytes(&h, blk + at, LONG - at < 16 ? LONG - at : 16);
+    ck_assert_mem_eq(one, blk, LONG);
+    ck_assert_uint_eq(g.drawn, LONG);
+    size_t zeros = 0;
+    for (size_t i = LONG - 64; i < LONG; i++)
+        zeros += one[i] == 0;
+    ck_assert_uint_lt(zeros, 8); /* the tail is keystream, not an unwritten buffer */
+    free(one), free(blk);
+    mpc_prg_free(&g), mpc_prg_free(&h);
     uint8_t k1[MPC_KEY_BYTES], k2[MPC_KEY_BYTES];
     ck_assert_int_eq(mpc_prg_random_key(k1, &e), MS_OK);
     ck_assert_int_eq(mpc_prg_random_key(k2, &e), MS_OK);

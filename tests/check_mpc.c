@@ -654,6 +654,53 @@ START_TEST(test_local_pub_ops)
 }
 END_TEST
 
+/* place2 (eng.h: z = (x << l) & ml ^ (y << r) & mr, negative counts shifting right, counts of
+ * 64 or more giving 0) on one node's two shares: into another value, in place of x and of y,
+ * with both shift directions, no shift and out-of-range counts. Expected values from C's
+ * shifts, element by element. */
+static uint64_t place_ref(uint64_t v, int l)
+{
+    return l >= 64 || l <= -64 ? 0 : l >= 0 ? v << l : v >> -l;
+}
+
+START_TEST(test_local_place2)
+{
+    enum { N = 29 };
+    static const int sh[][2] = {{0, -1}, {1, 0}, {16, 16}, {-5, 7}, {64, 3}, {-2, -64}, {70, -70}};
+    mpc_core c;
+    memset(&c, 0, sizeof c);
+    c.party = 1, c.ns = 2, c.pub_slot = -1;
+    eng e;
+    memset(&e, 0, sizeof e);
+    e.impl = &c;
+    uint64_t s = 5, ml = 0x8888888888888888ull, mr = 0x4444444444444444ull;
+    for (size_t q = 0; q < sizeof sh / sizeof sh[0]; q++)
+        for (int form = 0; form < 3; form++) { /* into z; z = x; z = y */
+            mpc_val x = {0}, y = {0}, z = {0};
+            ck_assert_int_eq(mpc_l_alloc(&e, &x, N, DOM_BOOL), 0);
+            ck_assert_int_eq(mpc_l_alloc(&e, &y, N, DOM_BOOL), 0);
+            uint64_t want[2][N];
+            for (int t = 0; t < 2; t++)
+                for (int i = 0; i < N; i++) {
+                    x.s[t][i] = (s = s * 6364136223846793005ull + 1442695040888963407ull);
+                    y.s[t][i] = (s = s * 6364136223846793005ull + 1442695040888963407ull);
+                    want[t][i] = (place_ref(x.s[t][i], sh[q][0]) & ml) ^
+                                 (place_ref(y.s[t][i], sh[q][1]) & mr);
+                }
+            mpc_val *dst = form == 0 ? &z : form == 1 ? &x : &y;
+            ck_assert_int_eq(mpc_l_place2(&e, dst, &x, sh[q][0], ml, &y, sh[q][1], mr), 0);
+            ck_assert_uint_eq(dst->n, N);
+            ck_assert_int_eq(dst->dom, DOM_BOOL);
+            for (int t = 0; t < 2; t++)
+                for (int i = 0; i < N; i++)
+                    ck_assert_msg(dst->s[t][i] == want[t][i],
+                                  "shifts %d %d form %d share %d elem %d", sh[q][0], sh[q][1], form,
+                                  t, i);
+            mpc_l_release(&e, &x), mpc_l_release(&e, &y), mpc_l_release(&e, &z);
+        }
+}
+END_TEST
+
 START_TEST(test_local_matmul_tiles)
 {
     size_t m = 7, k = 300, n = 530;
@@ -1011,8 +1058,8 @@ Suite *mpc_suite(void)
     Suite *s = suite_create("mpc");
     TCase *tp = th_case(s, "primitives", 60);
     TH_LOOPS(tp, 2, test_elementwise, test_input_open, test_matmul, test_trunc_edges);
-    TH_TESTS(tp, test_beaver_cache_setup, test_local_pub_ops, test_local_matmul_tiles,
-             test_pack_bits, test_latency, test_sync_and_late_receiver);
+    TH_TESTS(tp, test_beaver_cache_setup, test_local_pub_ops, test_local_place2,
+             test_local_matmul_tiles, test_pack_bits, test_latency, test_sync_and_late_receiver);
     TCase *ts = th_case(s, "security", 60);
     TH_LOOPS(ts, 2, test_p1_view_independent, test_keys_fresh);
     return s;

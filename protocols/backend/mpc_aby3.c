@@ -860,9 +860,16 @@ static int a_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, ui
     a3 *s = A(e);
     size_t n = x->n, B = mpc_packed_bytes(n, __builtin_popcountll(mask)), pos = 0;
     (void)priv;
-    uint64_t *al = mpc_tmp(&s->c, 1, n);
+    /* The local product goes straight into z->s[0] unless z is an operand or shares its
+     * storage (the zero share drawn first would overwrite it): then into scratch, copied. */
+    const uint64_t *z0 = z->s[0];
+    int own = z != x && z != y &&
+              (!z0 || (z0 != x->s[0] && z0 != x->s[1] && z0 != y->s[0] && z0 != y->s[1]));
+    uint64_t *al = own ? NULL : mpc_tmp(&s->c, 1, n);
     uint8_t *snd = mpc_tmp_bytes(&s->c, 2, B), *rcv = mpc_tmp_bytes(&s->c, 3, B);
     int rc = a3_want(s, x, y, DOM_BOOL, "and_bits");
+    if (!rc && own && !(rc = mpc_ensure(&s->c, z, n, DOM_BOOL)))
+        al = z->s[0];
     if (rc || !al || !snd || !rcv || (rc = zero_share(s, al, n, DOM_BOOL)))
         return rc ? rc : MS_ERR_NOMEM;
     for (size_t k = 0; k < n; k++)
@@ -870,9 +877,11 @@ static int a_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, ui
                  (x->s[1][k] & y->s[0][k])) &
                 mask;
     mpc_pack_bits(snd, &pos, al, n, mask);
-    if ((rc = mpc_ensure(&s->c, z, n, DOM_BOOL)))
-        return rc;
-    memcpy(z->s[0], al, n * 8);
+    if (!own) {
+        if ((rc = mpc_ensure(&s->c, z, n, DOM_BOOL)))
+            return rc;
+        memcpy(z->s[0], al, n * 8);
+    }
     int i = s->c.party;
     if ((rc = a3_x3(s, PREV(i), snd, B, NEXT(i), rcv, B)))
         return rc;
@@ -1021,12 +1030,14 @@ static int a_sync_public(eng *e, uint64_t *v)
 
 static const eng_vt aby3_vt = {
     .alloc = mpc_l_alloc,
+    .alloc_w = mpc_l_alloc_w,
     .release = mpc_l_release,
     .add = mpc_l_add,
     .sub = mpc_l_sub,
     .add_pub = mpc_l_add_pub,
     .mul_pub = mpc_l_mul_pub,
     .shift = mpc_l_shift,
+    .place2 = mpc_l_place2,
     .bool_components = a_bool_components,
     .permute = mpc_l_permute,
     .concat = mpc_l_concat,

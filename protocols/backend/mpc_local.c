@@ -9,6 +9,42 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Element loops two words at a time in SSE2 vector types: at -O2 GCC vectorizes only loops
+ * whose trip count is a known multiple of the vector width, which these are not. Each vector
+ * is loaded before its store, so z may be x or y (an exact alias), as in the scalar tail. */
+typedef uint64_t v2u64 __attribute__((vector_size(16)));
+
+/* zz[i] = EXPR of u = a[i] (and v = b[i]) */
+#define EW1(zz, a, n, EXPR)                  \
+    do {                                     \
+        size_t i_ = 0;                       \
+        for (; i_ + 2 <= (n); i_ += 2) {     \
+            v2u64 u;                         \
+            memcpy(&u, (a) + i_, sizeof u);  \
+            u = (EXPR);                      \
+            memcpy((zz) + i_, &u, sizeof u); \
+        }                                    \
+        for (; i_ < (n); i_++) {             \
+            uint64_t u = (a)[i_];            \
+            (zz)[i_] = (EXPR);               \
+        }                                    \
+    } while (0)
+#define EW2(zz, a, b, n, EXPR)                 \
+    do {                                       \
+        size_t i_ = 0;                         \
+        for (; i_ + 2 <= (n); i_ += 2) {       \
+            v2u64 u, v;                        \
+            memcpy(&u, (a) + i_, sizeof u);    \
+            memcpy(&v, (b) + i_, sizeof v);    \
+            u = (EXPR);                        \
+            memcpy((zz) + i_, &u, sizeof u);   \
+        }                                      \
+        for (; i_ < (n); i_++) {               \
+            uint64_t u = (a)[i_], v = (b)[i_]; \
+            (zz)[i_] = (EXPR);                 \
+        }                                      \
+    } while (0)
+
 /* ---------------------------------------------------------------- state */
 
 int mpc_fail(mpc_core *c, int code, const char *fmt, ...)
@@ -100,6 +136,13 @@ int mpc_l_alloc(eng *e, mpc_val *v, size_t n, int dom)
     return mpc_ensure(core(e), v, n, dom);
 }
 
+int mpc_l_alloc_w(eng *e, mpc_val *v, size_t n, int dom)
+{
+    v->n = (size_t)-1;
+    v->s[0] = v->s[1] = NULL;
+    return ensure(core(e), v, n, dom, 0); /* the caller writes every element first */
+}
+
 void mpc_l_release(eng *e, mpc_val *v)
 {
     (void)e;
@@ -138,14 +181,11 @@ static int add_sub(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, int s
         uint64_t *zz = z->s[t];
         const uint64_t *a = x->s[t], *b = y->s[t];
         if (dom == DOM_BOOL)
-            for (size_t i = 0; i < x->n; i++)
-                zz[i] = a[i] ^ b[i];
+            EW2(zz, a, b, x->n, u ^ v);
         else if (sub)
-            for (size_t i = 0; i < x->n; i++)
-                zz[i] = a[i] - b[i];
+            EW2(zz, a, b, x->n, u - v);
         else
-            for (size_t i = 0; i < x->n; i++)
-                zz[i] = a[i] + b[i];
+            EW2(zz, a, b, x->n, u + v);
     }
     return MS_OK;
 }
@@ -217,8 +257,7 @@ int mpc_l_mul_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *cst, siz
         uint64_t *zz = z->s[t];
         const uint64_t *xx = x->s[t];
         if (nc == 1 && z->dom == DOM_BOOL)
-            for (size_t i = 0; i < n; i++)
-                zz[i] = xx[i] & k;
+            EW1(zz, xx, n, u & k);
         else if (nc == 1)
             for (size_t i = 0; i < n; i++)
                 zz[i] = xx[i] * k;
@@ -244,15 +283,48 @@ int mpc_l_shift(eng *e, mpc_val *z, const mpc_val *x, int s)
         if (s <= -64 || s >= 64)
             memset(zz, 0, n * sizeof *zz);
         else if (s > 0)
-            for (size_t i = 0; i < n; i++)
-                zz[i] = xx[i] >> s;
+            EW1(zz, xx, n, u >> s);
         else if (s < 0)
-            for (size_t i = 0; i < n; i++)
-                zz[i] = xx[i] << -s;
+            EW1(zz, xx, n, u << -s);
         else if (zz != xx)
             memcpy(zz, xx, n * sizeof *zz);
     }
     return rc;
+}
+
+/* The left and right shift counts of a signed shift (left when positive), one of them 0; the
+ * mask cleared when the word shifts out entirely. */
+static void split_shift(int s, unsigned *lft, unsigned *rgt, uint64_t *mask)
+{
+    *lft = *rgt = 0;
+    if (s <= -64 || s >= 64)
+        *mask = 0;
+    else if (s > 0)
+        *lft = (unsigned)s;
+    else
+        *rgt = (unsigned)-s;
+}
+
+/* z = (x << l) & ml ^ (y << r) & mr: the carry tree's placing of two words (kern_cmp.c) in one
+ * pass. Each element is read before it is written, so z may be x or y. */
+int mpc_l_place2(eng *e, mpc_val *z, const mpc_val *x, int l, uint64_t ml, const mpc_val *y, int r,
+                 uint64_t mr)
+{
+    mpc_core *c = core(e);
+    DEALER_SHAPE(c, z, x->n, DOM_BOOL);
+    int rc = same_len(c, x, y, "place2");
+    if (rc || (rc = ensure(c, z, x->n, DOM_BOOL, 0))) /* every element written below */
+        return rc;
+    unsigned xl, xr, yl, yr;
+    split_shift(l, &xl, &xr, &ml);
+    split_shift(r, &yl, &yr, &mr);
+    size_t n = x->n;
+    for (int t = 0; t < c->ns; t++) {
+        uint64_t *zz = z->s[t];
+        const uint64_t *a = x->s[t], *b = y->s[t];
+        EW2(zz, a, b, n, ((u << xl >> xr) & ml) ^ ((v << yl >> yr) & mr));
+    }
+    return MS_OK;
 }
 
 int mpc_l_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size_t n)

@@ -42,12 +42,15 @@ int mpc_ensure(mpc_core *c, mpc_val *z, size_t n, int dom);
 
 /* The local half of eng_vt shared by both engines. */
 int mpc_l_alloc(eng *e, mpc_val *v, size_t n, int dom);
+int mpc_l_alloc_w(eng *e, mpc_val *v, size_t n, int dom);
 void mpc_l_release(eng *e, mpc_val *v);
 int mpc_l_add(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y);
 int mpc_l_sub(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y);
 int mpc_l_add_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *cst, size_t nc);
 int mpc_l_mul_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *cst, size_t nc);
 int mpc_l_shift(eng *e, mpc_val *z, const mpc_val *x, int s);
+int mpc_l_place2(eng *e, mpc_val *z, const mpc_val *x, int l, uint64_t ml, const mpc_val *y, int r,
+                 uint64_t mr);
 int mpc_l_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size_t n);
 int mpc_l_concat(eng *e, mpc_val *z, const mpc_val *parts, int np);
 

@@ -36,13 +36,15 @@ void mpc_prg_free(mpc_prg *g)
 
 void mpc_prg_bytes(mpc_prg *g, void *out, size_t nbytes)
 {
-    /* Encrypting zeros in place yields the keystream; chunks keep the int length in range. */
+    /* The keystream is the encryption of zeros, read from a static block in chunks: no pass
+     * zeroing out first. CTR carries its position across calls, so the stream is the same as
+     * one call over the whole buffer. */
+    static const uint8_t zeros[1 << 14];
     uint8_t *p = out;
-    memset(p, 0, nbytes);
     while (nbytes) {
-        int chunk = nbytes > (1u << 30) ? (1 << 30) : (int)nbytes;
+        int chunk = nbytes > sizeof zeros ? (int)sizeof zeros : (int)nbytes;
         int outl = 0;
-        EVP_EncryptUpdate(g->ctx, p, &outl, p, chunk);
+        EVP_EncryptUpdate(g->ctx, p, &outl, zeros, chunk);
         p += chunk;
         nbytes -= (size_t)chunk;
         g->drawn += (uint64_t)chunk;

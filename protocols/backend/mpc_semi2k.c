@@ -1058,12 +1058,14 @@ static int s_fixed_view(eng *e, uint32_t z_id, uint32_t y_id, const uint32_t *id
 
 static const eng_vt semi2k_vt = {
     .alloc = mpc_l_alloc,
+    .alloc_w = mpc_l_alloc_w,
     .release = mpc_l_release,
     .add = mpc_l_add,
     .sub = mpc_l_sub,
     .add_pub = mpc_l_add_pub,
     .mul_pub = mpc_l_mul_pub,
     .shift = mpc_l_shift,
+    .place2 = mpc_l_place2,
     .bool_components = s_bool_components,
     .permute = mpc_l_permute,
     .concat = mpc_l_concat,

@@ -58,6 +58,9 @@ typedef struct eng eng;
 typedef struct eng_vt {
     /* storage */
     int (*alloc)(eng *e, mpc_val *v, size_t n, int dom);
+    /* Optional (NULL: alloc): storage the caller writes in full before reading any of it, so
+     * not zeroed (kern_core.c kal_w). */
+    int (*alloc_w)(eng *e, mpc_val *v, size_t n, int dom);
     void (*release)(eng *e, mpc_val *v);
 
     /* local (no communication); z may alias x or y */
@@ -77,6 +80,11 @@ typedef struct eng_vt {
     /* z = [parts[0]; parts[1]; …] (local, one pass over the result): z is allocated by the
      * caller for the parts' total length in parts[0]'s domain and is none of the parts. */
     int (*concat)(eng *e, mpc_val *z, const mpc_val *parts, int np);
+    /* Optional (NULL: composed of shift, mul_pub and add): bool z = (x << l) & ml ^
+     * (y << r) & mr per element word (negative l, r shift right; |l|, |r| >= 64 give 0), one
+     * pass with no temporary; z may alias x or y. Local. */
+    int (*place2)(eng *e, mpc_val *z, const mpc_val *x, int l, uint64_t ml, const mpc_val *y, int r,
+                  uint64_t mr);
 
     /* communicating */
     int (*input)(eng *e, mpc_val *z, int owner, const uint64_t *plain); /* owner shares plain */

@@ -152,6 +152,8 @@ int k_andc(eng *e, mpc_val *z, const mpc_val *x, uint64_t mask)
 static int k_place2(eng *e, mpc_val *z, const mpc_val *x, int l, uint64_t ml, const mpc_val *y,
                     int r, uint64_t mr)
 {
+    if (VT->place2)
+        return VT->place2(e, z, x, l, ml, y, r, mr);
     mpc_val t;
     TRY(kal(e, &t, x->n, DOM_BOOL));
     TRY(VT->shift(e, &t, x, -l));
@@ -229,20 +231,20 @@ static int k_carry_packed(eng *e, mpc_val *G, const mpc_val *a, const mpc_val *b
     while ((1 << L) < m)
         L++;
     int W = 1 << L, pad = W - m;
-    mpc_val A, B, P, Lw, Rw, T;
-    TRY(kal(e, &A, n, DOM_BOOL));
-    TRY(kal(e, &B, n, DOM_BOOL));
+    mpc_val A, B, P, Lw, Rw, T; /* each written in full by its first op: not zeroed (kal_w) */
+    TRY(kal_w(e, &A, n, DOM_BOOL));
+    TRY(kal_w(e, &B, n, DOM_BOOL));
     TRY(VT->shift(e, &A, a, -pad));
     TRY(VT->shift(e, &B, b, -pad));
     uint64_t real = lowbits(m) << pad;
-    TRY(kal(e, G, n, DOM_BOOL));
+    TRY(kal_w(e, G, n, DOM_BOOL));
     TRY(VT->and_bits(e, G, &A, &B, real, priv));
-    TRY(kal(e, &P, n, DOM_BOOL));
+    TRY(kal_w(e, &P, n, DOM_BOOL));
     TRY(VT->add(e, &P, &A, &B));
     TRY(k_andc(e, &P, &P, real));
-    TRY(kal(e, &Lw, n, DOM_BOOL));
-    TRY(kal(e, &Rw, n, DOM_BOOL));
-    TRY(kal(e, &T, n, DOM_BOOL));
+    TRY(kal_w(e, &Lw, n, DOM_BOOL));
+    TRY(kal_w(e, &Rw, n, DOM_BOOL));
+    TRY(kal_w(e, &T, n, DOM_BOOL));
     for (int k = 1; k <= L; k++) {
         int h = 1 << (k - 1);
         uint64_t top = 0, want = 0;
@@ -263,9 +265,13 @@ static int k_carry_packed(eng *e, mpc_val *G, const mpc_val *a, const mpc_val *b
             TRY(k_place2(e, &Rw, G, h, top, &P, h, slot));
         }
         TRY(VT->and_bits(e, &T, &Lw, &Rw, want, 0));
-        TRY(k_andc(e, G, G, top));
-        TRY(VT->add(e, G, G, &T));
-        TRY(k_andc(e, G, G, top));
+        if (VT->place2) { /* G = (G ^ T) & top in one pass */
+            TRY(VT->place2(e, G, G, 0, top, &T, 0, top));
+        } else {
+            TRY(k_andc(e, G, G, top));
+            TRY(VT->add(e, G, G, &T));
+            TRY(k_andc(e, G, G, top));
+        }
         TRY(k_andc(e, &P, &T, slot));
     }
     krel(e, &A), krel(e, &B), krel(e, &P), krel(e, &Lw), krel(e, &Rw), krel(e, &T);
@@ -286,7 +292,7 @@ static int k_msb_packed(eng *e, mpc_val *z, const mpc_val *d, int w)
     while (W < m)
         W *= 2;
     TRY(k_carry_packed(e, &G, &a, &b, m, e->n_parties == 2));
-    TRY(kal(e, &s, n, DOM_BOOL));
+    TRY(kal_w(e, &s, n, DOM_BOOL)); /* every element: add */
     TRY(VT->add(e, &s, &a, &b));
     TRY(VT->shift(e, &s, &s, w - 1));
     if (W > 1)

@@ -28,6 +28,14 @@ int kal(eng *e, mpc_val *v, size_t n, int dom)
     return VT->alloc(e, v, n, dom);
 }
 
+/* As kal for a value whose every element the next op writes before anything reads it: no
+ * zeroing in the backends (VT->alloc_w). */
+int kal_w(eng *e, mpc_val *v, size_t n, int dom)
+{
+    memset(v, 0, sizeof *v);
+    return VT->alloc_w ? VT->alloc_w(e, v, n, dom) : VT->alloc(e, v, n, dom);
+}
+
 void krel(eng *e, mpc_val *v)
 {
     VT->release(e, v);

@@ -37,6 +37,7 @@ static inline uint64_t bitrange(int lo, int hi) { return lowbits(hi) & ~lowbits(
 /* ---- kern_core.c: storage, public buffers, layout moves, fixed-point products, row sums, rope,
  * public matmul */
 int kal(eng *e, mpc_val *v, size_t n, int dom);
+int kal_w(eng *e, mpc_val *v, size_t n, int dom);
 void krel(eng *e, mpc_val *v);
 int pub64(const mpc_val *like, size_t n, uint64_t **out);
 int pub32(const mpc_val *like, size_t n, uint32_t **out);
