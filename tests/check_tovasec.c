@@ -21,22 +21,34 @@
 
 TESTDIR("check_tovasec")
 
-/* validate of tova (cache_size 8) on shares under proto, its measured line read. */
+/* validate under proto of policy (tova, or the composition's file) with param; its output in
+ * out, its measured figures in v. */
+static void validate_on(char *out, size_t cap, const char *proto, const char *policy,
+                        const char *param, unsigned long long v[4])
+{
+    unsigned steps;
+    th_cli_expect(out, cap, 0,
+                  "bytes and rounds of every op of the 9 steps equal the prediction: yes",
+                  "validate --model stories260K -p %s --accuracy 24 --prompt 16 --policy %s "
+                  "--policy-param %s",
+                  proto, policy, param);
+    ck_assert_msg(!strstr(out, "has no selection on shares"), "%s", out);
+    ck_assert_msg(!strstr(out, "audit failed"), "%s", out);
+    th_measured_nums(out, v, &steps);
+    ck_assert_uint_eq(steps, 8);
+}
+
+/* validate of tova (cache_size 8) on shares under proto: every op as predicted, its own emitted
+ * ops selecting, 160 masks equal to its select(), its measured line read. */
 static void tova_on(const char *proto)
 {
-    char out[1 << 14], fig[400];
-    th_cli_expect(out, sizeof out, 0,
-                  "bytes and rounds of every op of the 9 steps equal the prediction: yes",
-                  "validate --model stories260K -p %s --accuracy 24 --prompt 16 --policy tova "
-                  "--policy-param cache_size=8",
-                  proto);
-    ck_assert_msg(!strstr(out, "NOTE: tova has no selection on shares"), "%s", out);
-    ck_assert_msg(!strstr(out, "audit failed"), "%s", out);
+    char out[1 << 14];
+    unsigned long long v[4];
+    validate_on(out, sizeof out, proto, "tova", "cache_size=8", v);
     ck_assert_msg(strstr(out, "selection on shares from tova's own emitted ops (the selection "
                               "opened for the audit only), 160 decode masks"),
                   "%s", out);
     th_own_select(out, 160);
-    th_measured(out, fig, sizeof fig);
 }
 
 START_TEST(test_tova_semi2k) { tova_on("semi2k"); }
@@ -67,23 +79,6 @@ START_TEST(test_tova_prompt_within_cache)
 END_TEST
 
 /* ---- scenarios/policies/tova.yaml on shares: tova's session with the composition's budget ---- */
-
-/* validate under proto of policy (tova, or the composition's file) with param; its output in
- * out, its measured figures in v. */
-static void validate_on(char *out, size_t cap, const char *proto, const char *policy,
-                        const char *param, unsigned long long v[4])
-{
-    unsigned steps;
-    th_cli_expect(out, cap, 0,
-                  "bytes and rounds of every op of the 9 steps equal the prediction: yes",
-                  "validate --model stories260K -p %s --accuracy 24 --prompt 16 --policy %s "
-                  "--policy-param %s",
-                  proto, policy, param);
-    ck_assert_msg(!strstr(out, "has no selection on shares"), "%s", out);
-    ck_assert_msg(!strstr(out, "audit failed"), "%s", out);
-    th_measured_nums(out, v, &steps);
-    ck_assert_uint_eq(steps, 8);
-}
 
 /* tova.yaml at param against tova at tparam: no fallback, every op as predicted, 160 masks equal
  * to tova's select() over the session's values, the same measured bytes and rounds. */
