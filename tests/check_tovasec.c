@@ -78,6 +78,20 @@ START_TEST(test_tova_prompt_within_cache)
 }
 END_TEST
 
+/* --accuracy equal to --prompt runs no decode step: the audit says there was nothing to compare
+ * (the agreement lines would read a verdict out of no masks) and the run passes. */
+START_TEST(test_tova_no_decode)
+{
+    char out[1 << 14];
+    th_cli_expect(out, sizeof out, 0, "0 decode masks",
+                  "validate --model stories260K -p semi2k --accuracy 16 --prompt 16 --policy tova "
+                  "--policy-param cache_size=8");
+    ck_assert_msg(strstr(out, "nothing to compare: no decode step of this run selected"), "%s",
+                  out);
+    ck_assert_msg(!strstr(out, ": NO (") && !strstr(out, ": no ("), "%s", out);
+}
+END_TEST
+
 /* ---- scenarios/policies/tova.yaml on shares: tova's session with the composition's budget ---- */
 
 /* tova.yaml at param against tova at tparam: no fallback, every op as predicted, 160 masks equal
@@ -211,7 +225,8 @@ Suite *tovasec_suite(void)
 {
     Suite *s = suite_create("tovasec");
     TCase *tc = th_case(s, "core", 0);
-    TH_TESTS(tc, test_tova_semi2k, test_tova_aby3, test_tova_prompt_within_cache);
+    TH_TESTS(tc, test_tova_semi2k, test_tova_aby3, test_tova_prompt_within_cache,
+             test_tova_no_decode);
     TCase *tb = th_case(s, "blocks", 0);
     TESTDIR_USE(tb);
     TH_TESTS(tb, test_blocks_semi2k, test_blocks_aby3, test_blocks_fallback, test_rounds_semi2k,

@@ -548,20 +548,24 @@ int secpol_emit_audit_note(const void *cfg, const secpol_run *r, const secpol_op
             "#       selection on shares from %s's own emitted ops%s%s%s (the selection opened "
             "for the audit only), %zu decode masks (layer x KV head x step):\n",
             c->name, other ? " with " : "", other ? policy : "", other ? "'s parameters" : "", n);
-    if (own_rc == 0)
+    if (!n) /* --accuracy N counts the prompt; a step selects only past the policy's budget */
+        fprintf(out, "#       nothing to compare: no decode step of this run selected (N - P "
+                     "decode steps ran for --accuracy N, --prompt P; a step selects once more "
+                     "entries are cached than the policy keeps): raise --accuracy\n");
+    else if (own_rc == 0)
         fprintf(out,
                 "#       equal to its select() over the session's own keys and values: %s (%zu "
                 "equal, %zu ties within its stated tolerance, largest gap %.3g, %zu differ%s%s)\n",
-                mine[2] || !n ? "NO" : "yes", mine[0], mine[1], own_gap, mine[2],
+                mine[2] ? "NO" : "yes", mine[0], mine[1], own_gap, mine[2],
                 first_own[0] ? "; first: " : "", first_own);
     else
         fprintf(out, "#       its select() observes more than keys, values and the prompt "
                      "attention its ops read: compared with the plaintext replay only\n");
-    fprintf(out,
-            "#       equal to the plaintext replay's (float model): %s (%zu equal, %zu ties within "
-            "its stated tolerance, %zu differ%s%s)\n",
-            rep[2] || !n ? "no" : "yes", rep[0], rep[1], rep[2], first[0] ? "; first: " : "",
-            first);
+    if (n)
+        fprintf(out,
+                "#       equal to the plaintext replay's (float model): %s (%zu equal, %zu ties "
+                "within its stated tolerance, %zu differ%s%s)\n",
+                rep[2] ? "no" : "yes", rep[0], rep[1], rep[2], first[0] ? "; first: " : "", first);
     if (drift)
         fprintf(out,
                 "#       the session's cached keys differ from the float model's by up to %.3g "
