@@ -147,6 +147,10 @@ static const migration migrations[] = {
      * "300 Mbit/s": every stored run labelled again from its config (migrate_relabel), so that
      * a database of older labels merged with a newer one gives one label per configuration */
     {"", rdb_migrate_relabel},
+    /* 5 → 6: how far the MPC cost of the run's policy is known to compute its selection, as
+     * the writer saw it (a composition or a plug-in is loaded where the run ran, not where a
+     * report reads it); '' for the runs stored before: a reader judges them by name */
+    {"", rdb_migrate_policy_cost},
 };
 #define N_MIGRATIONS (sizeof migrations / sizeof migrations[0])
 _Static_assert(N_MIGRATIONS == RDB_SCHEMA_VERSION, "one migration per schema version");
@@ -168,9 +172,9 @@ _Static_assert(N_MIGRATIONS == RDB_SCHEMA_VERSION, "one migration per schema ver
     X(RUN_PUT, "INSERT INTO runs(scenario, grid_index, config_hash, config_yaml, seed, status, " \
                "error, started, finished, wall_s, tool_version, model, protocol, network, "      \
                "policy, prompt_len, decode_len, batch, policy_label, latency_ms, "               \
-               "bandwidth_mbps, machine, threads, config_json, protocol_label) VALUES "          \
-               "(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20,?21,"    \
-               "?22,?23,?24,?25)")                                                               \
+               "bandwidth_mbps, machine, threads, config_json, protocol_label, policy_cost) "    \
+               "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20," \
+               "?21,?22,?23,?24,?25,?26)")                                                       \
     X(METRIC_PUT, "INSERT INTO metrics(run_id, name, value, unit) VALUES (?1, ?2, ?3, ?4)")      \
     X(PHASE_PUT, "INSERT INTO phases(run_id, phase, latency_ns, events) VALUES (?1,?2,?3,?4)")   \
     X(BD_PUT, "INSERT INTO breakdown(run_id, phase, category, " STATS_COLS ") VALUES "           \
@@ -625,7 +629,8 @@ static int put_run_row(rdb *db, const rdb_run *r, int64_t *id, errbuf *e)
                          RV_TEXT(r->machine),
                          r->threads > 0 ? RV_INT(r->threads) : RV_NULL,
                          RV_TEXT(r->config_json ? r->config_json : json),
-                         RV_TEXT(or_else(r->protocol_label, r->protocol))};
+                         RV_TEXT(or_else(r->protocol_label, r->protocol)),
+                         RV_TEXT(r->policy_cost ? r->policy_cost : "")};
     int bad = put_row(db, Q_RUN_PUT, v, RV_N(v));
     free(json);
     if (bad)

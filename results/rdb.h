@@ -12,7 +12,7 @@
 
 #include "protocols/base/err.h"
 
-#define RDB_SCHEMA_VERSION 5
+#define RDB_SCHEMA_VERSION 6
 #define RDB_PARTIES 3 /* bytes columns p0, p1, p2 */
 
 typedef struct rdb rdb;
@@ -88,6 +88,8 @@ typedef struct rdb_run {
     const char *machine;               /* machine profile name */
     int threads;
     const char *config_json; /* NULL: derived from config_yaml (rdb_yaml_to_json) */
+    const char *policy_cost; /* how far the policy's MPC cost is known to compute its selection
+                              * (public, shares, checked, derived, declared); NULL: not known */
     uint32_t prompt_len, decode_len, batch;
     const rdb_metric *metric;
     size_t n_metric;

@@ -218,3 +218,22 @@ int rdb_migrate_relabel(rdb *db, errbuf *e)
                        "protocol_label = coalesce(?9, protocol_label) WHERE id = ?1",
                        all_label_vals, "labelling the stored runs again", e);
 }
+
+int rdb_migrate_policy_cost(rdb *db, errbuf *e)
+{
+    sqlite3_stmt *s = NULL;
+    int has = 0;
+    if (sqlite3_prepare_v2(db->h,
+                           "SELECT count(*) FROM pragma_table_info('runs') WHERE name = "
+                           "'policy_cost'",
+                           -1, &s, NULL) != SQLITE_OK)
+        return DB_ERR(db, e, "migrating the schema");
+    if (sqlite3_step(s) == SQLITE_ROW)
+        has = sqlite3_column_int(s, 0) > 0;
+    sqlite3_finalize(s);
+    if (!has &&
+        sqlite3_exec(db->h, "ALTER TABLE runs ADD COLUMN policy_cost TEXT NOT NULL DEFAULT ''",
+                     NULL, NULL, NULL) != SQLITE_OK)
+        return DB_ERR(db, e, "migrating the schema");
+    return MS_OK;
+}

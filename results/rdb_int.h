@@ -24,5 +24,8 @@ int rdb_prep(sqlite3 *h, const char *sql, sqlite3_stmt **s);
 int rdb_migrate_labels(rdb *db, errbuf *e);
 int rdb_migrate_protocol_labels(rdb *db, errbuf *e);
 int rdb_migrate_relabel(rdb *db, errbuf *e);
+/* 5 → 6: runs.policy_cost added, '' for every stored run (a database that has the column, an
+ * older user_version set on a newer file, keeps it). */
+int rdb_migrate_policy_cost(rdb *db, errbuf *e);
 
 #endif

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "sqlfix.h"
 #include "stories.h"
 #include "testdir.h"
 #include "sim/policy/pcheck.h"
@@ -255,13 +256,38 @@ START_TEST(test_marks)
              "    workload: {prompt_len: 16, decode_len: 2}\n"
              "    trace: {source: record, text: %s}\n"
              "    policies: [full, {name: h2o, heavy: 4, recent: 4}, {name: snapkv, capacity: 8, "
-             "window: 4}, {plugin: %s, keep: 6}]\n",
-             th_data_path("tests/data/tinystories_sample.txt"), so);
+             "window: 4}, {plugin: %s, keep: 6}, {plugin: %s, keep: 6}, {compose: %s, topk: 6}]\n",
+             th_data_path("tests/data/tinystories_sample.txt"), so, broken,
+             th_data_path("scenarios/policies/keynorm.yaml"));
     char *scn = strdup(th_file(&td, "marks.yaml", yaml));
     char *db = strdup(tpath("marks.db"));
     ck_assert_int_eq(th_runl(NULL, tpath("run.txt"), NULL, "run", scn, "-o", db, (char *)NULL), 0);
-    th_cli_expect(out, sizeof out, 0, "4 runs\n", "report '%s'", db);
-    ck_assert_msg(strstr(out, "4 runs\ncost declared: keynorm (the MPC cost of its "), "%s", out);
+    /* each run's policy judged where it ran: the plug-in whose check fails is the one declared
+     * (the passing plug-in checked, the composition derived from its blocks) */
+    th_cli_expect(out, sizeof out, 0, "6 runs\n", "report '%s'", db);
+    ck_assert_msg(strstr(out, "6 runs\ncost declared: kn_marked (the MPC cost of its "), "%s", out);
+    static const char *const want[][2] = {{"full", "public"},        {"h2o", "shares"},
+                                          {"snapkv", "checked"},     {"keynorm", "checked"},
+                                          {"kn_marked", "declared"}, {"keynorm_blocks", "derived"}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        char sql[160];
+        snprintf(sql, sizeof sql, "SELECT policy_cost FROM runs WHERE policy = '%s'", want[i][0]);
+        char *got = sqlfix_file_text(db, sql, 0);
+        ck_assert_msg(!strcmp(got, want[i][1]), "%s: policy_cost %s, want %s", want[i][0], got,
+                      want[i][1]);
+        free(got);
+    }
+    /* runs stored before the column are judged by name where the report runs: the plug-ins and
+     * the composition are not loaded there */
+    sqlite3 *h = NULL;
+    ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(h, "UPDATE runs SET policy_cost = ''", NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(h);
+    th_cli_expect(out, sizeof out, 0, "6 runs\n", "report '%s'", db);
+    ck_assert_msg(strstr(out, "6 runs\ncost declared: keynorm, keynorm_blocks, kn_marked (the MPC "
+                              "cost of their"),
+                  "%s", out);
     free(so);
     free(broken);
     free(scn);

@@ -644,8 +644,8 @@ static int report_json(rep *R, FILE *f)
         "SELECT r.id, r.scenario, r.grid_index, r.config_hash, r.status, r.error, r.model, "
         "r.protocol, r.protocol_label, r.network, r.latency_ms, r.bandwidth_mbps, r.machine, "
         "r.threads, r.policy, "
-        "r.policy_label, r.prompt_len, r.decode_len, r.batch, r.seed, r.started, r.finished, "
-        "r.wall_s, r.tool_version, r.config_json, "
+        "r.policy_label, r.policy_cost, r.prompt_len, r.decode_len, r.batch, r.seed, r.started, "
+        "r.finished, r.wall_s, r.tool_version, r.config_json, "
         "(SELECT sum(latency_ns) FROM phases p WHERE p.run_id = r.id) / 1e9 AS latency_s, "
         "(SELECT sum(bytes_p0 + bytes_p1 + bytes_p2) FROM breakdown b WHERE b.run_id = r.id "
         "AND b.category = 'total') AS online_bytes, "
@@ -756,11 +756,14 @@ static int report_parse(int argc, char **argv, rep *R, const char **list, cli_li
 }
 
 /* The policies of the runs shown whose MPC cost is declared, not checked against their
- * selection (sim/policy/pcheck.h; a plug-in's file is not loaded here: declared). */
+ * selection: as the run's writer judged it (runs.policy_cost, where a composition or a plug-in
+ * was loaded), else, for a run stored before that column, by name here (sim/policy/pcheck.h;
+ * a composition or a plug-in is not loaded here: declared). */
 static void declared_note(const rep *R, FILE *f)
 {
-    char *sql =
-        sqlite3_mprintf("SELECT DISTINCT r.policy FROM runs r WHERE 1 %s ORDER BY 1", R->where);
+    char *sql = sqlite3_mprintf("SELECT r.policy, max(r.policy_cost = 'declared') FROM runs r "
+                                "WHERE r.policy_cost IN ('declared', '') %s GROUP BY 1 ORDER BY 1",
+                                R->where);
     sqlite3_stmt *s = NULL;
     if (!sql || sqlite3_prepare_v2(R->h, sql, -1, &s, NULL) != SQLITE_OK) {
         sqlite3_free(sql);
@@ -771,7 +774,7 @@ static void declared_note(const rep *R, FILE *f)
     size_t k = 0, n = 0;
     while (sqlite3_step(s) == SQLITE_ROW && k < sizeof line - 64) {
         const char *nm = (const char *)sqlite3_column_text(s, 0);
-        if (!nm || pcheck_cost_of(policy_find(nm)) != PCOST_DECLARED)
+        if (!nm || (!sqlite3_column_int(s, 1) && pcheck_cost_of(policy_find(nm)) != PCOST_DECLARED))
             continue;
         k += (size_t)snprintf(line + k, sizeof line - k, "%s%s", n++ ? ", " : "", nm);
     }

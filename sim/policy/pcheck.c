@@ -10,6 +10,8 @@
 #include "protocols/program/eng_plain.h"
 #include "protocols/program/kern.h"
 #include "protocols/program/proto.h"
+#include "sim/policy/compose.h"
+#include "sim/policy/plugin.h"
 #include "sim/trace/trace.h"
 
 #define PCHECK_IN_MAX 16
@@ -962,6 +964,34 @@ pcheck_cost pcheck_cost_of(const policy_ops *p)
         if (p == policy_find(pcheck_checked_names[i]))
             return PCOST_CHECKED;
     return !p->observe && !p->emit_cost ? PCOST_PUBLIC : PCOST_DECLARED;
+}
+
+const char *pcheck_cost_word(const policy_ops *p)
+{
+    static const policy_ops *seen[POLICY_PLUGIN_MAX]; /* plug-ins checked, their verdicts */
+    static int matched[POLICY_PLUGIN_MAX];
+    static size_t n_seen;
+    switch (pcheck_cost_of(p)) {
+    case PCOST_PUBLIC: return "public";
+    case PCOST_SHARES: return "shares";
+    case PCOST_CHECKED: return "checked";
+    case PCOST_DECLARED: break;
+    }
+    if (p && policy_compose_slot(p) >= 0)
+        return "derived";
+    if (!p || policy_plugin_slot(p) < 0)
+        return "declared";
+    for (size_t i = 0; i < n_seen; i++)
+        if (seen[i] == p)
+            return matched[i] ? "checked" : "declared";
+    pcheck_result r = {0};
+    errbuf e = {{0}};
+    int ok = !pcheck_default(p, &r, &e) && r.ran && r.match;
+    if (n_seen < sizeof seen / sizeof seen[0]) {
+        seen[n_seen] = p;
+        matched[n_seen++] = ok;
+    }
+    return ok ? "checked" : "declared";
 }
 
 int pcheck_default_trace(uint32_t T, trace **t, char *what, size_t cap, errbuf *e)

@@ -148,6 +148,11 @@ int pcheck_default(const policy_ops *p, pcheck_result *r, errbuf *e);
  * check them), and a policy not known here (NULL: a plug-in not loaded). */
 typedef enum pcheck_cost { PCOST_PUBLIC, PCOST_SHARES, PCOST_DECLARED, PCOST_CHECKED } pcheck_cost;
 pcheck_cost pcheck_cost_of(const policy_ops *p);
+/* The word a run stores for its policy's cost (results/SCHEMA.md runs.policy_cost): "public",
+ * "shares", "checked" (an in-tree PCOST_CHECKED, or a plug-in whose pcheck_default matches:
+ * run once per plug-in and process), "derived" (a composition: its blocks' own ops, compared
+ * with select() by construction; tests/check_pcheck.c) or "declared". */
+const char *pcheck_cost_word(const policy_ops *p);
 /* The names of the PCOST_CHECKED in-tree policies, NULL-terminated. */
 extern const char *const pcheck_checked_names[];
 

@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "runlabel.h"
+#include "sim/policy/pcheck.h"
+#include "sim/policy/policy.h"
 
 static void to_stats(const sim_stats *s, rdb_stats *d)
 {
@@ -62,6 +64,7 @@ int run_row_store(rdb *db, const run_cfg *c, const pool_result *j, int *stored, 
     rdb_labels l;
     run_labels(c, &l);
     rdb_run row = {.policy_label = l.policy_label,
+                   .policy_cost = pcheck_cost_word(policy_find(c->policy.name)),
                    .protocol_label = l.protocol_label,
                    .latency_ms = l.latency_ms,
                    .bandwidth_mbps = l.bandwidth_mbps,
