@@ -107,6 +107,25 @@ END_TEST
 START_TEST(test_pyramidkv_aby3) { pyramidkv_on("aby3"); }
 END_TEST
 
+/* A pyramid whose top layer keeps none of its candidates: capacity 8, window 4, beta 8 at
+ * prompt 16 give (PyramidKV's pyramid, policy_pyramidkv.c pyr_budget) min = (8 − 4)/8 = 0,
+ * max = 2·(8 − 4) − 0 = 8 < 16 − 4, steps (8 − 0)/4 = 2: layer l keeps 8 − 2l, layer 4 none.
+ * Its decode steps name no rows among candidates [0, 12) and attend the window alone, on
+ * shares, pyramidkv's and pyramidkv.yaml's alike: every op as predicted, all 160 masks its
+ * select()'s (layer 4's among them), the same bytes and rounds. */
+static void pyramid_zero_on(const char *proto)
+{
+    pair_on(proto, "scenarios/policies/pyramidkv.yaml", "pyramidkv_blocks", "pyramidkv",
+            "--policy-param capacity=8 --policy-param window=4 --policy-param beta=8",
+            "--policy-param recent=4");
+}
+
+START_TEST(test_pyramid_zero_semi2k) { pyramid_zero_on("semi2k"); }
+END_TEST
+
+START_TEST(test_pyramid_zero_aby3) { pyramid_zero_on("aby3"); }
+END_TEST
+
 /* A recent window shorter than the vote window: candidates past the voted entries, which the
  * ops do not score; the session keeps the replay's kept sets and says why. */
 START_TEST(test_short_recent_falls_back)
@@ -185,6 +204,6 @@ Suite *attsec_suite(void)
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_check_blocks, test_snapkv_semi2k, test_snapkv_aby3, test_pyramidkv_semi2k,
              test_pyramidkv_aby3, test_short_recent_falls_back, test_h2o_semi2k, test_h2o_aby3,
-             test_h2o_sinks_falls_back);
+             test_h2o_sinks_falls_back, test_pyramid_zero_semi2k, test_pyramid_zero_aby3);
     return s;
 }

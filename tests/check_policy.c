@@ -956,6 +956,71 @@ START_TEST(test_mpcache_many_clusters)
 }
 END_TEST
 
+/* The local work (element operations, summed over the parties and the WK_ELEM column of the
+ * cost log) of a policy's program at one phase over L layers: every layer's call, then the
+ * last layer's selection of every layer. 4 query heads over 2 KV heads of 8 dimensions, a
+ * prompt of 24, a decode step with 8 cached (the policy's budget: 8) and the new entry. */
+static double stack_work(const policy_ops *p, const kv_param *kv, size_t nk, uint32_t L, int phase,
+                         const char *proto_name)
+{
+    policy_env env = {L, 4, 2, 8, 32, 64, 24, 32, NULL, NULL, NULL, 0, NULL};
+    policy_args a;
+    errbuf e;
+    void *st = NULL;
+    ck_assert_msg(policy_args_load(p, kv, nk, "t.yaml", &a, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(p->init(&env, &a, &st, &e) == MS_OK, "%s", e.msg);
+    op_program prog;
+    op_program_init(&prog);
+    uint32_t kept[2] = {8, 8};
+    for (uint32_t l = 0; l < L; l++)
+        ck_assert_msg(p->emit_cost(st, phase, l, phase == PHASE_PREFILL ? 24 : 25,
+                                   phase == PHASE_PREFILL ? NULL : kept, &prog, &e) == MS_OK,
+                      "%s: %s", p->name, e.msg);
+    ck_assert_msg(prog.n_ops > 0, "%s emits nothing", p->name);
+    proto_cfg pc;
+    cost_log log;
+    const proto *pr = proto_find(proto_name);
+    ck_assert_int_eq(proto_cfg_default(proto_name, &pc, &e), MS_OK);
+    cost_log_init(&log, pr->n_parties);
+    ck_assert_msg(proto_cost_program(pr, &pc, &prog, &log, &e) == MS_OK, "%s", e.msg);
+    double w = 0;
+    for (size_t r = 0; r < log.n; r++)
+        for (int q = 0; q < pr->n_parties; q++)
+            w += log.r[r].work[q][WK_ELEM];
+    cost_log_free(&log);
+    op_program_free(&prog);
+    p->fini(st);
+    return w;
+}
+
+/* tova and h2o write every layer's rows into one stack for the one selection of every layer
+ * (the prompt's TOPK + GATHER, a step's ARGMAX + SELECT). Each layer's call emits the same ops
+ * on its own rows and the selection's ops take every layer as instances, so every op's element
+ * count is proportional to L and the local work at 2L layers is exactly twice that at L. A
+ * write that re-lays the whole stack (an append into L·rows rows at each of the L layers)
+ * costs L²·rows: more than twice. */
+START_TEST(test_stack_linear)
+{
+    const char *protos[2] = {"semi2k", "aby3"};
+    for (int which = 0; which < 2; which++) {
+        const policy_ops *p = which ? &policy_h2o : &policy_tova;
+        kv_param kv[2] = {kvp("cache_size", "8")};
+        size_t nk = 1;
+        if (which)
+            kv[0] = kvp("heavy", "4"), kv[1] = kvp("recent", "4"), nk = 2;
+        for (int ph = 0; ph < 2; ph++)
+            for (int pi = 0; pi < 2; pi++) {
+                int phase = ph ? PHASE_DECODE : PHASE_PREFILL;
+                double w4 = stack_work(p, kv, nk, 4, phase, protos[pi]);
+                double w8 = stack_work(p, kv, nk, 8, phase, protos[pi]);
+                ck_assert_msg(w4 > 0 && w8 == 2 * w4,
+                              "%s %s %s: local work %.0f at 4 layers, %.0f at 8", p->name,
+                              ph ? "decode" : "prompt", protos[pi], w4, w8);
+            }
+    }
+}
+END_TEST
+
 Suite *policy_suite(void)
 {
     Suite *s = suite_create("policy");
@@ -964,6 +1029,6 @@ Suite *policy_suite(void)
     TH_LOOPS(tc, (int)(sizeof policy_cases / sizeof policy_cases[0]), test_policy_case);
     TH_TESTS(tc, test_emit_shapes, test_quest_attend_public, test_half_outward,
              test_mpcache_many_clusters, test_bound_kernels, test_metric_stride_default,
-             test_h2o_victim);
+             test_h2o_victim, test_stack_linear);
     return s;
 }

@@ -46,6 +46,7 @@
 #include "sim/policy/h2o_ops.h"
 #include "sim/policy/mpcache_ops.h"
 #include "sim/policy/secpol.h"
+#include "sim/policy/secpol_emit_int.h"
 #include "stories.h"
 #include "sim/secure/valid.h"
 
@@ -801,12 +802,52 @@ START_TEST(test_h2o_evict_rule)
 }
 END_TEST
 
+/* The session carries a state tensor past a step only when a later step's program names it.
+ * stories260K's shape (5 layers, 8 heads over 4 KV heads of 8), prompt 16, 8 decode steps,
+ * cache_size 8: every layer's prompt rows and head sums ("s.tova.kv_all", "s.tova.mean_all",
+ * which the prompt's TOPK and GATHER read) are named by the prompt's programs alone, so they end
+ * with it: (4, 5·16, 16) + (1, 5, 16) = 5,200 ring elements per share no longer carried; the
+ * slots every step attends are named by every step; the whole cache before the first eviction
+ * ("s.tova.kept_all") by no step, the prompt having evicted already. */
+START_TEST(test_prompt_stack_not_carried)
+{
+    policy_env env = {5, 8, 4, 8, 64, 172, 16, 24, NULL, NULL, NULL, 0, NULL};
+    kv_param kv = fixture_kvp("cache_size", "8", 1, 1);
+    policy_args a;
+    errbuf e;
+    void *cfg = NULL;
+    ck_assert_msg(policy_args_load(&policy_tova, &kv, 1, "t.yaml", &a, &e) == MS_OK, "%s", e.msg);
+    ck_assert_msg(secpol_emit_config(&policy_tova, "tova", &env, &a, env.max_len, &cfg, &e) ==
+                      MS_OK,
+                  "%s", e.msg);
+    const ecfg *c = cfg;
+    ck_assert_ptr_nonnull(c);
+    ck_assert_uint_eq(c->probed, 8); /* the prompt (0), then steps 1 … 8 */
+    const char *names[5] = {"s.tova.kv_all", "s.tova.mean_all", "L0.s.tova.slots",
+                            "L4.s.tova.slots", "s.tova.slots_all"};
+    const uint32_t last[5] = {0, 0, 8, 8, 8};
+    for (int i = 0; i < 5; i++) {
+        const estate *ls = NULL;
+        for (size_t j = 0; j < c->n_live; j++)
+            if (!strcmp(c->live[j].name, names[i]))
+                ls = &c->live[j];
+        ck_assert_msg(ls, "%s: not among the state", names[i]);
+        ck_assert_msg(ls->last == last[i], "%s: last named at step %u, expected %u", names[i],
+                      ls->last, last[i]);
+    }
+    for (size_t j = 0; j < c->n_live; j++)
+        ck_assert_msg(strcmp(c->live[j].name, "s.tova.kept_all"), "kept_all named at step %u",
+                      c->live[j].last);
+    secpol_emit_ops.config_free(cfg);
+}
+END_TEST
+
 Suite *secpol_suite(void)
 {
     Suite *s = suite_create("secpol");
     TCase *tc = th_case(s, "secpol", 120);
     TESTDIR_USE(tc);
-    TH_TESTS(tc, test_h2o_evict_rule, test_cli);
+    TH_TESTS(tc, test_h2o_evict_rule, test_cli, test_prompt_stack_not_carried);
     TCase *model = th_case(s, "model", 120);
     TESTDIR_USE(model);
     STORIES_USE(model);

@@ -1041,6 +1041,7 @@ static const eng_vt aby3_vt = {
     .bool_components = a_bool_components,
     .permute = mpc_l_permute,
     .concat = mpc_l_concat,
+    .scatter = mpc_l_scatter,
     .input = a_input,
     .open = a_open,
     .mul = a_mul,

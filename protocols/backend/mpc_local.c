@@ -370,6 +370,24 @@ int mpc_l_concat(eng *e, mpc_val *z, const mpc_val *parts, int np)
     return MS_OK;
 }
 
+int mpc_l_scatter(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size_t n)
+{
+    mpc_core *c = core(e);
+    if (c->ns == 0)
+        return MS_OK;
+    if (n > x->n || z == x || z->dom != x->dom)
+        return mpc_fail(c, MS_ERR_INTERNAL, "mpc scatter: %zu elements of %zu into another value",
+                        n, x->n);
+    for (size_t i = 0; i < n; i++)
+        if (idx[i] >= z->n)
+            return mpc_fail(c, MS_ERR_INTERNAL, "mpc scatter: index %u beyond %zu elements", idx[i],
+                            z->n);
+    for (int s = 0; s < c->ns; s++)
+        for (size_t i = 0; i < n; i++)
+            z->s[s][idx[i]] = x->s[s][i];
+    return MS_OK;
+}
+
 /* ---------------------------------------------------------------- matrix kernels */
 
 /* 2×4 register block over a k-range: 8 accumulators, 2 values of A and 4 of B in registers

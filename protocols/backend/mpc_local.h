@@ -53,6 +53,7 @@ int mpc_l_place2(eng *e, mpc_val *z, const mpc_val *x, int l, uint64_t ml, const
                  uint64_t mr);
 int mpc_l_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size_t n);
 int mpc_l_concat(eng *e, mpc_val *z, const mpc_val *parts, int np);
+int mpc_l_scatter(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size_t n);
 
 /* One backend engine, as the engine registry (mpc_eng.c) knows it: attach fills e->vt and
  * e->impl and exchanges the keys; detach frees e->impl; the beaver cache hooks are optional. */

@@ -1069,6 +1069,7 @@ static const eng_vt semi2k_vt = {
     .bool_components = s_bool_components,
     .permute = mpc_l_permute,
     .concat = mpc_l_concat,
+    .scatter = mpc_l_scatter,
     .input = s_input,
     .open = s_open,
     .mul = s_mul,

@@ -325,6 +325,13 @@ static int cost_concat(eng *e, mpc_val *z, const mpc_val *parts, int np)
     return cost_local(e, PRIM_LOCAL, (double)tot);
 }
 
+/* COST: only the n elements written (PRIMITIVES.md "Local work"): z is updated in place. */
+static int cost_scatter(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size_t n)
+{
+    (void)z, (void)x, (void)idx;
+    return cost_local(e, PRIM_LOCAL, (double)n);
+}
+
 /* COST: a public count the kernel computed: nothing moves in the rounds (semi2k's dealer gets
  * 8 bytes from P0 outside them, eng.h). */
 static int cost_sync_public(eng *e, uint64_t *v)
@@ -356,6 +363,7 @@ static void cost_fill_local(eng_vt *vt)
     vt->bool_components = cost_bool_components;
     vt->permute = cost_permute;
     vt->concat = cost_concat;
+    vt->scatter = cost_scatter;
     vt->sync_public = cost_sync_public;
 }
 

@@ -80,6 +80,11 @@ typedef struct eng_vt {
     /* z = [parts[0]; parts[1]; …] (local, one pass over the result): z is allocated by the
      * caller for the parts' total length in parts[0]'s domain and is none of the parts. */
     int (*concat)(eng *e, mpc_val *z, const mpc_val *parts, int np);
+    /* Optional (NULL: the kernel re-lays z whole): z[idx[i]] = x[i] for i < n, z's other
+     * elements as they were — z (allocated, its own length) is updated in place and is not x.
+     * idx is NULL where values carry no shares (cost mode, the dealer). Local, n elements
+     * written. */
+    int (*scatter)(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size_t n);
     /* Optional (NULL: composed of shift, mul_pub and add): bool z = (x << l) & ml ^
      * (y << r) & mr per element word (negative l, r shift right; |l|, |r| >= 64 give 0), one
      * pass with no temporary; z may alias x or y. Local. */

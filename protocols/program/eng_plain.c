@@ -228,6 +228,22 @@ static int p_concat(eng *e, mpc_val *z, const mpc_val *parts, int np)
     return off == z->n ? MS_OK : MS_ERR_INTERNAL;
 }
 
+static int p_scatter(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size_t n)
+{
+    count(e, PRIM_LOCAL);
+    size_t nc = (size_t)ncomp(e);
+    if (n > x->n || z == x)
+        return MS_ERR_INTERNAL;
+    for (size_t i = 0; i < n; i++) {
+        if (idx[i] >= z->n)
+            return MS_ERR_INTERNAL;
+        z->s[0][idx[i]] = x->s[0][i];
+        for (size_t k = 0; k < nc; k++)
+            z->s[1][k * z->n + idx[i]] = x->s[1][k * x->n + i];
+    }
+    return MS_OK;
+}
+
 static int p_input(eng *e, mpc_val *z, int owner, const uint64_t *plain)
 {
     count(e, PRIM_INPUT);
@@ -484,6 +500,7 @@ static const eng_vt plain_vt = {
     .bool_components = p_bool_components,
     .permute = p_permute,
     .concat = p_concat,
+    .scatter = p_scatter,
     .input = p_input,
     .open = p_open,
     .mul = p_mul,

@@ -219,6 +219,9 @@ static int k_exec_ew(eng *e, const op_program *p, const op *o, mpc_val *vals, mp
                      size_t idx, errbuf *err);
 static int k_view(eng *e, const op_program *p, const op *o, mpc_val *vals, mpc_val *z);
 
+static int k_view_in_place(eng *e, const op_program *p, const op *o, mpc_val *vals, size_t idx,
+                           errbuf *err);
+
 int kern_exec(eng *e, const op_program *p, size_t idx, mpc_val *vals, errbuf *err)
 {
     const op *o = &p->ops[idx];
@@ -227,6 +230,8 @@ int kern_exec(eng *e, const op_program *p, size_t idx, mpc_val *vals, errbuf *er
             return bad(err, o, idx, "operand tensor id out of range");
     if (o->out >= p->n_tens)
         return bad(err, o, idx, "result tensor id out of range");
+    if (o->kind == OP_VIEW && (o->flags & OPF_IN_PLACE) && VT->scatter)
+        return k_view_in_place(e, p, o, vals, idx, err);
     mpc_val z = {0};
     int rc = k_exec_ew(e, p, o, vals, &z, idx, err);
     if (rc)
@@ -634,6 +639,40 @@ static int k_view_append(eng *e, const op *o, const op_tensor *ti, const op_tens
     free(idx);
     krel(e, &old);
     krel(e, &cat);
+    return rc;
+}
+
+/* VIEW with OPF_IN_PLACE (op.h): in0 (B, m, n) into rows iarg … of each instance of out, out
+ * updated where it is (allocated, zero, at its first write): B·m·n elements move. Without an
+ * engine scatter the flag is ignored and the append re-lays out (the same values). */
+static int k_view_in_place(eng *e, const op_program *p, const op *o, mpc_val *vals, size_t idx,
+                           errbuf *err)
+{
+    const op_tensor *to = &p->tens[o->out];
+    size_t B = o->batch, m = o->m, C = o->n, r0 = o->iarg > 0 ? (size_t)o->iarg : 0;
+    size_t nin = B * m * C, nout = (size_t)to->batch * to->rows * to->cols;
+    if (o->in[0] == OP_NONE || o->in[0] == o->out || to->batch != B || to->cols != C ||
+        r0 + m > to->rows || (o->flags & ~(uint32_t)OPF_IN_PLACE))
+        return bad(err, o, idx,
+                   "an in-place view writes (batch, m, n) at row iarg of a distinct result of "
+                   "that batch and n columns");
+    const mpc_val *x = &vals[o->in[0]];
+    mpc_val *z = &vals[o->out];
+    if (x->n < nin)
+        return bad(err, o, idx, "operand smaller than batch × m × n");
+    if (z->n != nout || z->dom != x->dom || (has_data(x) && !has_data(z))) {
+        if (has_data(z))
+            VT->release(e, z);
+        TRY(kal(e, z, nout, x->dom));
+    }
+    uint32_t *at;
+    TRY(pub32(x, nin, &at));
+    for (size_t i = 0; at && i < nin; i++) {
+        size_t b = i / (m * C), r = (i / C) % m, c = i % C;
+        at[i] = (uint32_t)((b * to->rows + r0 + r) * C + c);
+    }
+    int rc = VT->scatter(e, z, x, at, nin);
+    free(at);
     return rc;
 }
 

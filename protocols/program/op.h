@@ -39,6 +39,11 @@
  *     indices of the units of the selected blocks in increasing order, then 2^64 − 1 up to A
  *     (cut at A): a sparse FFN's revealed block pattern as the neuron indices its index VIEWs
  *     take (Comet's public pattern). Local, on the plaintext every node holds.
+ *   - VIEW with OPF_IN_PLACE: in0 (batch, m, n) written at rows iarg … iarg+m−1 of each instance
+ *     of out (batch, ≥ iarg + m, n), out's other rows as they were (zero before its first
+ *     write), out updated in place: only in0's batch·m·n elements move, where a plain append
+ *     re-lays all of out. L layers each writing their rows into one stack of every layer's
+ *     cost L·rows, not L²·rows;
  *
  * Text form (op_write / op_read), one item per line, '#' comments:
  *   mpcsim-op-program 1
@@ -149,6 +154,7 @@ typedef enum op_dom { DOM_ARITH, DOM_BOOL } op_dom;
 #define OPF_INDEX_ROWS 0x40u    /* VIEW: in0's rows at the public indices in1 */
 #define OPF_INDEX_COLS 0x80u    /* VIEW: in0's columns at the public indices in1 */
 #define OPF_INDEX_BLOCKS 0x100u /* VIEW: public block indicator in0 → unit indices (above) */
+#define OPF_IN_PLACE 0x200u     /* VIEW: in0 written into out in place (above) */
 
 typedef struct op_tensor {
     char name[48];

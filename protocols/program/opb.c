@@ -213,6 +213,11 @@ void opb_put(opb *b, uint32_t x, uint32_t out, uint32_t B, uint32_t r0, uint32_t
     opb_op(b, OP_VIEW, B, n, 0, C, x, OP_NONE, OP_NONE, out, 0, (int32_t)r0, 0);
 }
 
+void opb_write(opb *b, uint32_t x, uint32_t out, uint32_t B, uint32_t r0, uint32_t n, uint32_t C)
+{
+    opb_op(b, OP_VIEW, B, n, 0, C, x, OP_NONE, OP_NONE, out, OPF_IN_PLACE, (int32_t)r0, 0);
+}
+
 uint32_t opb_matmul_pub(opb *b, uint32_t x, uint32_t pub, uint32_t M, uint32_t k, uint32_t n,
                         uint32_t out)
 {

@@ -101,6 +101,9 @@ uint32_t opb_rows(opb *b, uint32_t x, uint32_t B, uint32_t r0, uint32_t n, uint3
                   const char *nm);
 /* Writes x (B, n, C) at row r0 of each instance of out (B, ≥ r0 + n, C). */
 void opb_put(opb *b, uint32_t x, uint32_t out, uint32_t B, uint32_t r0, uint32_t n, uint32_t C);
+/* As opb_put, out updated in place (OPF_IN_PLACE): only x's B·n·C elements move, where
+ * opb_put re-lays all of out. For a stack that many writes fill (every layer's rows). */
+void opb_write(opb *b, uint32_t x, uint32_t out, uint32_t B, uint32_t r0, uint32_t n, uint32_t C);
 
 /* Products with a public right operand (no truncation: integer counts, 0/1 masks). */
 /* out (M × n elements) = x (M rows of k) · pub (k × n, public): one MATMUL of batch 1 with

@@ -835,7 +835,8 @@ static int cs_emit_pages(cstate *s, int phase, uint32_t layer, uint32_t kv_len, 
  * summed over each KV head's query heads, the top k of the candidates [c0, c1) gathered into
  * state at the prompt, those rows the decode steps' selection. Only where every selecting
  * layer's candidates end inside the voted entries (c1 ≤ P − window: a recent window at least
- * the vote window) and keep some (k > 0), per KV head, on tokens. */
+ * the vote window), per KV head, on tokens; a layer that keeps none (k = 0: a pyramid's top
+ * layers) names no rows. */
 static int window_real(const cstate *s)
 {
     const cspec *sp = s->sp;
@@ -846,7 +847,7 @@ static int window_real(const cstate *s)
     for (uint32_t l = s->dense; l < s->env.n_layers; l++) {
         budget(s, l, P, &sinks, &recent, &k);
         cand_range(P, sinks, recent, &c0, &c1);
-        if (c1 + s->window > P || (k == 0 && c1 > c0))
+        if (c1 + s->window > P)
             return 0;
     }
     return 1;

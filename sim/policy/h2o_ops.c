@@ -137,7 +137,9 @@ int h2o_emit_ops(op_program *p, const h2o_shape *s, int phase, uint32_t layer, u
                     : MS_OK;
 }
 
-/* Stacks the layers' (Hkv, rows, cols) tensors src[l] as rows l·rows … of (Hkv, L·rows, cols). */
+/* Stacks the layers' (Hkv, rows, cols) tensors src[l] as rows l·rows … of (Hkv, L·rows, cols),
+ * each written in place (OPF_IN_PLACE): L·rows rows move, where appends re-laying the stack at
+ * every layer moved L²·rows. */
 static uint32_t h2o_stack(opb *w, const h2o_ids *lay, uint32_t L, size_t field, const char *nm,
                           uint32_t Hkv, uint32_t rows, uint32_t cols)
 {
@@ -145,8 +147,7 @@ static uint32_t h2o_stack(opb *w, const h2o_ids *lay, uint32_t L, size_t field, 
     for (uint32_t l = 0; l < L; l++) {
         uint32_t src;
         memcpy(&src, (const char *)&lay[l] + field, sizeof src);
-        opb_op(w, OP_VIEW, Hkv, rows, 0, cols, src, OP_NONE, OP_NONE, all, 0, (int32_t)(l * rows),
-               0);
+        opb_write(w, src, all, Hkv, l * rows, rows, cols);
     }
     return all;
 }

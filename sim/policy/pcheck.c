@@ -583,8 +583,9 @@ static int run_prog(chk *c, op_program *prog, const pcheck_io *io, int phase, ui
         c->sel0_m = io->sel_m;
         c->sel0_c = prog->tens[io->sel_t].cols;
     }
-    if (!rc && phase == PHASE_DECODE && (upd ? !s0_made : kept_state && !(ss0 && ss0->made))) {
-        /* before operands that follow it */
+    if (!rc && phase == PHASE_DECODE && io->sel_m &&
+        (upd ? !s0_made : kept_state && !(ss0 && ss0->made))) {
+        /* before operands that follow it (a selection of no rows needs no op) */
         c->r->match = 0;
         stop = 1;
         snprintf(c->r->msg, sizeof c->r->msg,
@@ -663,7 +664,8 @@ static int run_prog(chk *c, op_program *prog, const pcheck_io *io, int phase, ui
         const saved *ss = io->has_sel && !made[io->sel_t] && prog->tens[io->sel_t].role == OPT_CACHE
                               ? find_saved(c, prog->tens[io->sel_t].name)
                               : NULL;
-        if (io->has_sel && (upd ? !s0_made : !made[io->sel_t] && !(ss && ss->made))) {
+        /* a selection of no rows (none of its candidates kept) needs no op to compute it */
+        if (io->has_sel && io->sel_m && (upd ? !s0_made : !made[io->sel_t] && !(ss && ss->made))) {
             c->r->match = 0;
             stop = 1;
             snprintf(c->r->msg, sizeof c->r->msg,

@@ -407,7 +407,8 @@ double snap_votes_tol(uint32_t w, uint32_t G, uint32_t K, int maxpool, int frac_
 /* The prompt's top k of candidates [c0, c1) by the scores sc (Hkv, 1, c1), their cached
  * [K | V] rows (d2 = 2·head_dim columns) gathered into the state "snap.kept" (PHASE_PREFILL),
  * or those rows named as a decode step's selection with the tie bound tol (PHASE_DECODE; sc
- * unused). */
+ * unused). k = 0: no ops at the prompt; the decode steps name no rows (none of the
+ * candidates attended). */
 void snap_select_emit(policy_emitter *pe, int phase, uint32_t sc, uint32_t Hkv, uint32_t d2,
                       uint32_t kv_len, uint32_t c0, uint32_t c1, uint32_t k, double tol);
 /* The keep rows (n_kv_heads × pos) of a layer at pos whose prompt entries the prefill kept

@@ -183,10 +183,14 @@ void snap_select_emit(policy_emitter *pe, int phase, uint32_t sc, uint32_t Hkv, 
          * the cache it compares them with */
         pcheck_input(pe, PCHECK_IN_KV, Hkv, kv_len, d2);
         uint32_t kept_st = opb_shared(pe, "snap.kept", OPT_CACHE, Hkv, k, d2);
-        uint32_t sc_st = opb_shared(pe, "snap.score_kept", OPT_CACHE, Hkv, 1, n);
+        uint32_t sc_st = k ? opb_shared(pe, "snap.score_kept", OPT_CACHE, Hkv, 1, n) : OP_NONE;
         pcheck_selection(pe, kept_st, k, c0, c1, sc_st, tol);
         return;
     }
+    if (k == 0) /* none of the candidates kept (a pyramid's top layers): no top-k, no gather;
+                 * the decode steps name no rows, so they attend the entries outside the
+                 * candidates alone */
+        return;
     if (c0 > 0) /* the candidates' columns of the score row (views, local) */
         sc = opb_transpose(pe,
                            opb_rows(pe, opb_transpose(pe, sc, Hkv, 1, c1, "snap.score_col"), Hkv,
@@ -363,8 +367,7 @@ int snapkv_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint
     opb_init(&pe, prog, phase, (int)layer, OPC_POLICY, NULL);
     double tol = snap_core_tol(&s->core, Hkv, pcheck_frac_bits());
     uint32_t sc = phase == PHASE_DECODE ? OP_NONE : snap_core_emit(&s->core, &pe, Hkv);
-    if (b > 0)
-        snap_select_emit(&pe, phase, sc, Hkv, d2, kv_len, 0, n, b, tol);
+    snap_select_emit(&pe, phase, sc, Hkv, d2, kv_len, 0, n, b, tol);
     return policy_emit_done(&pe, "snapkv", e);
 }
 

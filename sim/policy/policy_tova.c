@@ -191,7 +191,9 @@ static int tova_adopt(void *st, uint32_t layer, uint32_t pos, uint32_t stage, co
  * permanent` (compose.c) and h2o (h2o_ops.c) run theirs. Every layer's slots are also kept
  * together ("tova.slots_all", (n_kv_heads, L·cache_size, 2·head_dim), rows of layer l at
  * l·cache_size), so a step stacks only its new rows; each layer's "tova.slots" is a copy, the
- * selection its step attends. The state carries the parts from one call to the next where each
+ * selection its step attends. A layer's call writes its rows into the stacks in place
+ * (opb_write): only its rows move, where an append would re-lay the whole stack at every layer
+ * (L²·rows of local work). The state carries the parts from one call to the next where each
  * call builds its own program (`policy check`, pcheck.c; the secure session splices each
  * layer's after its softmax: secpol_emit.c). */
 
@@ -321,11 +323,11 @@ static int tova_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const
         uint32_t att = pcheck_input(&pe, PCHECK_IN_PROMPT_ATT, H, 1, kv_len);
         uint32_t m = opb_transpose(&pe, opb_colsum(&pe, att, 1, H, kv_len, "tova.mean"), 1, kv_len,
                                    1, "tova.mean_r");
-        opb_put(&pe, m, all_state(prog, phase, "tova.mean_all", 1, L, kv_len, &failed), 1, layer, 1,
-                kv_len);
-        opb_put(&pe, pcheck_input(&pe, PCHECK_IN_KV, Hkv, kv_len, d2),
-                all_state(prog, phase, "tova.kv_all", Hkv, L * kv_len, d2, &failed), Hkv,
-                layer * kv_len, kv_len, d2);
+        opb_write(&pe, m, all_state(prog, phase, "tova.mean_all", 1, L, kv_len, &failed), 1, layer,
+                  1, kv_len);
+        opb_write(&pe, pcheck_input(&pe, PCHECK_IN_KV, Hkv, kv_len, d2),
+                  all_state(prog, phase, "tova.kv_all", Hkv, L * kv_len, d2, &failed), Hkv,
+                  layer * kv_len, kv_len, d2);
         int rc = failed ? err_set(e, MS_ERR_NOMEM, "policy tova: out of memory emitting its ops")
                         : policy_emit_done(&pe, "tova", e);
         return rc || !last ? rc : tova_prompt_all(s, kv_len, prog, e);
@@ -343,10 +345,10 @@ static int tova_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const
     uint32_t slots = opb_shared(&pe, "tova.slots", OPT_CACHE, Hkv, B, d2);
     uint32_t kv = pcheck_input(&pe, PCHECK_IN_KV, Hkv, kv_len, d2);
     if (!evicted)
-        opb_put(&pe, kv, all_state(prog, phase, "tova.kept_all", Hkv, L * B, d2, &failed), Hkv,
-                layer * B, B, d2);
-    opb_put(&pe, pcheck_input(&pe, PCHECK_IN_KV_NEW, Hkv, 1, d2),
-            all_state(prog, phase, "tova.new_all", Hkv, L, d2, &failed), Hkv, layer, 1, d2);
+        opb_write(&pe, kv, all_state(prog, phase, "tova.kept_all", Hkv, L * B, d2, &failed), Hkv,
+                  layer * B, B, d2);
+    opb_write(&pe, pcheck_input(&pe, PCHECK_IN_KV_NEW, Hkv, 1, d2),
+              all_state(prog, phase, "tova.new_all", Hkv, L, d2, &failed), Hkv, layer, 1, d2);
     /* COST: head mean (H·n local adds: a product with public ones, the mean's order), negated
      * for the arg-min (−x = (x − x) − x, local) */
     uint32_t att = pcheck_input(&pe, PCHECK_IN_ATT_SLOTS, H, 1, n);
@@ -355,7 +357,7 @@ static int tova_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const
                         opb_tensor(&pe, "tova.zero_row", OPT_TEMP, 1, n, 1), 0, 0, 0);
     uint32_t ng = opb_op(&pe, OP_SUB, 1, n, 0, 1, z, sum, OP_NONE,
                          opb_tensor(&pe, "tova.neg", OPT_TEMP, 1, 1, n), 0, 0, 0);
-    opb_put(&pe, ng, all_state(prog, phase, "tova.neg_all", 1, L, n, &failed), 1, layer, 1, n);
+    opb_write(&pe, ng, all_state(prog, phase, "tova.neg_all", 1, L, n, &failed), 1, layer, 1, n);
     if (evicted) /* the step attends the slots as it began */
         pcheck_selection(&pe, slots, B, 0, kv_len, OP_NONE, 0);
     int rc = failed ? err_set(e, MS_ERR_NOMEM, "policy tova: out of memory emitting its ops")

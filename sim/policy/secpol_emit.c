@@ -87,7 +87,40 @@ static void ecfg_free(void *cfg)
         c->p->fini(c->st);
     if (c && c->st_ref)
         c->p->fini(c->st_ref);
+    if (c)
+        free(c->live);
     free(c);
+}
+
+static estate *live_of(const ecfg *c, const char *spliced)
+{
+    for (size_t i = 0; i < c->n_live; i++)
+        if (!strcmp(c->live[i].name, spliced))
+            return &c->live[i];
+    return NULL;
+}
+
+/* Records that step st's program x names its state tensors (steps in increasing order). */
+static int note_live(ecfg *c, const eprog *x, uint32_t st)
+{
+    for (uint32_t t = 0; t < x->prog.n_tens; t++) {
+        if (x->prog.tens[t].role != OPT_CACHE)
+            continue;
+        char nm[48];
+        secpol_rename_tensor(nm, x->prog.tens[t].name);
+        estate *ls = live_of(c, nm);
+        if (!ls) {
+            estate *n = realloc(c->live, (c->n_live + 1) * sizeof *n);
+            if (!n)
+                return MS_ERR_NOMEM;
+            c->live = n;
+            ls = &c->live[c->n_live++];
+            snprintf(ls->name, sizeof ls->name, "%s", nm);
+        }
+        ls->last = st;
+    }
+    c->probed = st;
+    return MS_OK;
 }
 
 /* Whether a decode step's attention over its slots (PCHECK_IN_ATT_SLOTS, H × 1 × n) is a view of
@@ -135,6 +168,8 @@ static int emit_config(const policy_ops *p, const char *name, const policy_env *
             if (dec && kv >= n)
                 break;
             rc = probe(c, dec ? PHASE_DECODE : PHASE_PREFILL, l, kv, &x, e);
+            if (!rc && note_live(c, &x, st))
+                rc = err_set(e, MS_ERR_NOMEM, "selection on shares: out of memory");
             inputs |= x.io.n_in > 0;
             for (size_t i = 0; !rc && i < x.io.n_in; i++) {
                 const op_tensor *T = &x.prog.tens[x.io.in_t[i]];
@@ -734,11 +769,17 @@ static int emit_update(void *state, eng *e, mpc_net *net, const op_program *p, m
     const ecfg *c = nd->c;
     uint32_t kv = st->kv, t = st->t, Hkv = c->Hkv, d = c->d, R = kv + t;
     int rc = MS_OK;
-    /* the policy's state tensors for the next step */
+    /* the policy's state tensors for the next step: those a later step's program names */
     for (uint32_t i = 0; !rc && i < p->n_tens; i++) {
         if (p->tens[i].role != OPT_CACHE || !is_spliced(p->tens[i].name))
             continue;
         saved *s = find_saved(nd, p->tens[i].name);
+        const estate *ls = live_of(c, p->tens[i].name);
+        if (ls && ls->last <= st->s && st->s < c->probed) { /* no later step reads it */
+            if (s)
+                e->vt->release(e, &s->v);
+            continue;
+        }
         if (!s) {
             saved *ns = realloc(nd->sv, (nd->n_sv + 1) * sizeof *ns);
             if (!ns)

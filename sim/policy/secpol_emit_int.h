@@ -11,12 +11,24 @@
 #include "secpol.h"
 
 /* The configuration: the policy, its state (init, never observed) and its shapes. */
+/* A state tensor (OPT_CACHE, its spliced name) and the last step whose programs name it: no
+ * later step reads it, so it is not carried past that step (tova's stack of every layer's
+ * prompt rows, "s.tova.kv_all", ends with the prompt). */
+typedef struct estate {
+    char name[48];
+    uint32_t last;
+} estate;
+
 typedef struct ecfg {
     const policy_ops *p;
     void *st;
     void *st_ref; /* a second state, for the audit's select() over the session's values */
     uint32_t L, H, Hkv, d;
     char name[64];
+    /* The state tensors the steps' programs name, each with the last step that names it. */
+    estate *live;
+    size_t n_live;
+    uint32_t probed; /* the last step whose programs were probed (beyond it all is carried) */
 } ecfg;
 
 /* One layer's program of a step, with what it declared. */
