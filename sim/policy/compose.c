@@ -745,7 +745,8 @@ static int cs_emit_keynorm(cstate *s, int phase, uint32_t layer, uint32_t kv_len
         uint32_t out = opb_tensor(&b, "cmp.gather", OPT_TEMP, Hkv, k, 2 * d);
         opb_op(&b, OP_GATHER, Hkv, k, nc, 2 * d, oh, tab, OP_NONE, out, OPF_NO_TRUNC, 0, 0);
         /* ties: keys on 18 fractional bits, each square truncated, summed exactly, against
-         * float norms: |ŝ − s| ≤ √d·‖k‖·2⁻¹⁸ + 2d·2⁻¹⁸ (+ float's relative 2⁻²⁴), twice */
+         * float norms: |ŝ − s| ≤ √d·‖k‖·2⁻¹⁸ + 2d·2⁻¹⁸ (+ float's relative 2⁻²⁴), twice; of
+         * a run's own keys (two runs' keys round apart: POLICIES.md "Score-side attention") */
         double M = 0, u = 0x1p-18;
         for (uint32_t g = 0; g < Hkv; g++)
             for (uint32_t j = c0; j < c1; j++) {
