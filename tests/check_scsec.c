@@ -548,6 +548,18 @@ static const char pagekn_yaml[] = "name: pagekn_blocks\n"
                                   "when: step\n"
                                   "select: {topk: 16}\n";
 
+/* Quest's page score beside 4 sinks and a window of the last 3 entries (on shares: the last
+ * candidate page's window rows biased out, attended as public entries): the top 4 pages of 4
+ * among the 7 after the sinks. */
+static const char pagesw_yaml[] = "name: pagesw_blocks\n"
+                                  "summary: sinks, a window, the top pages by their bounds\n"
+                                  "sinks: 4\n"
+                                  "recent: 3\n"
+                                  "score: page_bounds\n"
+                                  "granularity: {page: 4}\n"
+                                  "when: step\n"
+                                  "select: {topk: 16}\n";
+
 static void load_one(const char *name, const char *file, const char *text)
 {
     errbuf e = {{0}};
@@ -561,6 +573,7 @@ static void load_sinkwin(void)
 {
     load_one("sinkwin_blocks", "sinkwin.yaml", sinkwin_yaml);
     load_one("pagekn_blocks", "pagekn.yaml", pagekn_yaml);
+    load_one("pagesw_blocks", "pagesw.yaml", pagesw_yaml);
 }
 
 /* The public entries' scores and values join the candidates' directly: every op as predicted,
@@ -578,13 +591,17 @@ START_TEST(test_scsec_public)
 }
 END_TEST
 
-/* The cost path of the same composition under both layouts: the session's bytes and rounds. */
+/* The cost path of the same compositions, and of pages by their bounds beside sinks and a
+ * window, under both layouts: the session's bytes and rounds (the cost path attends the
+ * public entries and the k whole pages: compose.c cs_attend). */
 START_TEST(test_scsec_public_cost_path)
 {
     load_sinkwin();
-    const scase c[2] = {{"sinkwin_blocks", {NULL}, 0}, {"pagekn_blocks", {NULL}, 0}};
+    const scase c[3] = {{"sinkwin_blocks", {NULL}, 0},
+                        {"pagekn_blocks", {NULL}, 0},
+                        {"pagesw_blocks", {NULL}, 0}};
     const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 3; k++)
         for (int i = 0; i < 2; i++)
             for (int j = 0; j < 2; j++)
                 same_as_cost_path(&c[k], pn[i], lay[j]);

@@ -760,16 +760,18 @@ static int cs_emit_keynorm(cstate *s, int phase, uint32_t layer, uint32_t kv_len
 
 /* Pages (the page_bounds score, or key_norm pooled to pages as the sum of a page's norms) with
  * a top-k at every step, on real operands (page_ops.h, as quest): the page bounds or the keys'
- * squared norms carried as state, the candidate pages [sinks / P, pages) scored, the top pages'
- * whole-page [K | V] rows gathered and named as the selection, a partial last page's padding
- * rows biased out. Only where the candidates start at a page boundary and reach the newest
- * entry (sinks a multiple of the page, no recent window): a page then holds candidates only. */
+ * squared norms carried as state, the candidate pages [sinks / S, ⌈c1 / S⌉) scored, the top
+ * pages' whole-page [K | V] rows gathered and named as the selection of [sinks, c1), the last
+ * candidate page's rows past c1 biased out (a partial last page's padding, or the recent
+ * window's entries, which the step attends as public ones, as select_row keeps a page's
+ * entries inside the candidates only). Only where the candidates start at a page boundary
+ * (sinks a multiple of the page): a gathered page then holds no sink. */
 static int pages_real(const cstate *s, uint32_t layer, uint32_t kv_len)
 {
     uint32_t sinks, recent, k;
     budget(s, layer, kv_len, &sinks, &recent, &k);
-    return s->page > 1 && recent == 0 && sinks % s->page == 0 &&
-           (s->sp->score == SC_BOUNDS ? sinks == 0 : s->sp->score == SC_KEYNORM);
+    return s->page > 1 && sinks % s->page == 0 &&
+           (s->sp->score == SC_BOUNDS || s->sp->score == SC_KEYNORM);
 }
 
 static int cs_emit_pages(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op_program *prog,
@@ -783,7 +785,7 @@ static int cs_emit_pages(cstate *s, int phase, uint32_t layer, uint32_t kv_len, 
     opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
     budget(s, layer, kv_len, &sinks, &recent, &k);
     cand_range(kv_len, sinks, recent, &c0, &c1);
-    uint32_t np = (kv_len + S - 1) / S, u0 = c0 / S, nu = c1 > c0 ? np - u0 : 0;
+    uint32_t u0 = c0 / S, u1 = (c1 + S - 1) / S, nu = c1 > c0 ? u1 - u0 : 0;
     if (s->sp->score == SC_BOUNDS) {
         uint32_t bst = page_bounds_state(&b, "cmp", Hkv, s->max_pages, d);
         if (pre) {
@@ -791,8 +793,8 @@ static int cs_emit_pages(cstate *s, int phase, uint32_t layer, uint32_t kv_len, 
         } else {
             if (k < nu)
                 page_select(
-                    &b, "cmp", page_bounds_score(&b, "cmp", bst, H, Hkv, np, d), H, Hkv, 0, np, k,
-                    S, d, kv_len,
+                    &b, "cmp", page_bounds_score(&b, "cmp", bst, H, Hkv, u0, nu, d), H, Hkv, u0,
+                    u1, k, S, d, c1, kv_len,
                     page_bounds_tol(s->qmax[layer], s->kmax[layer], d, s->G, pcheck_frac_bits()));
             page_bounds_upkeep(&b, "cmp", bst, Hkv, kv_len, S, d, s->max_pages);
         }
@@ -826,7 +828,7 @@ static int cs_emit_pages(cstate *s, int phase, uint32_t layer, uint32_t kv_len, 
             for (uint32_t j = c0; j < c1; j++)
                 M = fmax(M, s->score[((size_t)layer * Hkv + g) * v->max_len + j]);
         double tol = 2 * S * (((d + M) / 2 + 2 * d) * u + M * (S + 1) * 0x1p-24);
-        page_select(&b, "cmp", row, H, Hkv, u0, np, k, S, d, kv_len, tol);
+        page_select(&b, "cmp", row, H, Hkv, u0, u1, k, S, d, c1, kv_len, tol);
     }
     return policy_emit_done(&b, s->sl->name, e);
 }
