@@ -27,10 +27,19 @@ static char *kpages_path(void) { return strdup(th_file(&td, "kpages.yaml", kpage
 
 /* Beside a recent window: 4 sinks, the window of the last 3 entries (it starts inside a page at
  * three steps of four), pages of 4 scored by the query against their bounds (Quest's score)
- * or by their summed key norms, the top 8 entries (2 pages) at every step. */
+ * or by their summed key norms, the top 8 entries (2 pages) at every step; the bounds beside
+ * 2 sinks too (the first candidate page starts before the candidates). */
 static const char questsw_yaml[] = "name: questsw_t\n"
                                    "summary: sinks, a window, the top pages by their bounds\n"
                                    "sinks: 4\n"
+                                   "recent: 3\n"
+                                   "score: page_bounds\n"
+                                   "granularity: {page: 4}\n"
+                                   "when: step\n"
+                                   "select: {topk: 8}\n";
+static const char questsu_yaml[] = "name: questsu_t\n"
+                                   "summary: 2 sinks, a window, the top pages by their bounds\n"
+                                   "sinks: 2\n"
                                    "recent: 3\n"
                                    "score: page_bounds\n"
                                    "granularity: {page: 4}\n"
@@ -76,14 +85,22 @@ START_TEST(test_check_keynorm_pages)
 }
 END_TEST
 
-/* A page block whose candidates do not start at a page boundary still emits placeholders: its
- * cost stays declared (the check says so, exit 1). */
-START_TEST(test_check_unaligned_declared)
+/* Candidates that do not start at a page boundary (6 sinks: the first candidate page holds two
+ * of them, biased out of the gathered rows as the window's are): match, every mask chosen by
+ * the ops (placeholders and "cost declared", exit 1, before). With 7 sinks and 6 of the 7
+ * candidate pages kept, both end pages partial, the step would attend 7 + 24 rows of its 30:
+ * placeholders, the cost declared. */
+START_TEST(test_check_unaligned)
 {
     char out[1 << 13];
     char *yaml = kpages_path();
+    for (int P = 29; P <= 30; P++) {
+        th_cli_expect(out, sizeof out, 0, "kpages_t: match", "policy check '%s' --param sinks=6 "
+                      "--prompt %d", yaml, P);
+        ck_assert_uint_eq(th_chosen(out), 640);
+    }
     th_cli_expect(out, sizeof out, 1, "kpages_t: cost declared",
-                  "policy check '%s' --param sinks=6 --prompt 30", yaml);
+                  "policy check '%s' --param sinks=7 --param topk=24 --prompt 30", yaml);
     free(yaml);
 }
 END_TEST
@@ -216,6 +233,9 @@ START_TEST(test_window_pages_shares)
     window_pages_on("semi2k", "scores", "questsw.yaml", questsw_yaml, "questsw_t");
     window_pages_on("aby3", "rows", "questsw.yaml", questsw_yaml, "questsw_t");
     window_pages_on("semi2k", "rows", "kpagesw.yaml", kpagesw_yaml, "kpagesw_t");
+    /* 2 sinks: the first candidate page's two sink rows biased out as well */
+    window_pages_on("semi2k", "rows", "questsu.yaml", questsu_yaml, "questsu_t");
+    window_pages_on("aby3", "scores", "questsu.yaml", questsu_yaml, "questsu_t");
 }
 END_TEST
 
@@ -294,7 +314,7 @@ Suite *pagesec_suite(void)
     Suite *s = suite_create("pagesec");
     TCase *tc = th_case(s, "core", 0);
     TESTDIR_USE(tc);
-    TH_TESTS(tc, test_check_quest_blocks, test_check_keynorm_pages, test_check_unaligned_declared,
+    TH_TESTS(tc, test_check_quest_blocks, test_check_keynorm_pages, test_check_unaligned,
              test_quest_blocks_semi2k, test_quest_blocks_aby3, test_quest_audit, test_kpages_semi2k,
              test_kpages_aby3, test_plugin_check, test_plugin_semi2k, test_plugin_aby3,
              test_plugin_no_bias, test_check_window_pages, test_window_pages_shares);

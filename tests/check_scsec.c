@@ -560,6 +560,16 @@ static const char pagesw_yaml[] = "name: pagesw_blocks\n"
                                   "when: step\n"
                                   "select: {topk: 16}\n";
 
+/* The same beside 2 sinks: the first candidate page holds two of them. */
+static const char pagesu_yaml[] = "name: pagesu_blocks\n"
+                                  "summary: 2 sinks, a window, the top pages by their bounds\n"
+                                  "sinks: 2\n"
+                                  "recent: 3\n"
+                                  "score: page_bounds\n"
+                                  "granularity: {page: 4}\n"
+                                  "when: step\n"
+                                  "select: {topk: 16}\n";
+
 static void load_one(const char *name, const char *file, const char *text)
 {
     errbuf e = {{0}};
@@ -574,6 +584,7 @@ static void load_sinkwin(void)
     load_one("sinkwin_blocks", "sinkwin.yaml", sinkwin_yaml);
     load_one("pagekn_blocks", "pagekn.yaml", pagekn_yaml);
     load_one("pagesw_blocks", "pagesw.yaml", pagesw_yaml);
+    load_one("pagesu_blocks", "pagesu.yaml", pagesu_yaml);
 }
 
 /* The public entries' scores and values join the candidates' directly: every op as predicted,
@@ -591,17 +602,18 @@ START_TEST(test_scsec_public)
 }
 END_TEST
 
-/* The cost path of the same compositions, and of pages by their bounds beside sinks and a
- * window, under both layouts: the session's bytes and rounds (the cost path attends the
+/* The cost path of the same compositions, and of pages by their bounds beside sinks (4, 2)
+ * and a window, under both layouts: the session's bytes and rounds (the cost path attends the
  * public entries and the k whole pages: compose.c cs_attend). */
 START_TEST(test_scsec_public_cost_path)
 {
     load_sinkwin();
-    const scase c[3] = {{"sinkwin_blocks", {NULL}, 0},
+    const scase c[4] = {{"sinkwin_blocks", {NULL}, 0},
                         {"pagekn_blocks", {NULL}, 0},
-                        {"pagesw_blocks", {NULL}, 0}};
+                        {"pagesw_blocks", {NULL}, 0},
+                        {"pagesu_blocks", {NULL}, 0}};
     const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 4; k++)
         for (int i = 0; i < 2; i++)
             for (int j = 0; j < 2; j++)
                 same_as_cost_path(&c[k], pn[i], lay[j]);

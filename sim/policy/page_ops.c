@@ -155,12 +155,12 @@ double page_bounds_tol(double qmax, double kmax, uint32_t d, uint32_t G, int fra
     return 2 * n * ((qmax + kmax) * u / 2 + 2 * u + gam * qmax * kmax);
 }
 
-void page_select(opb *pe, const char *pfx, uint32_t row, uint32_t H, uint32_t Hkv, uint32_t u0,
+void page_select(opb *pe, const char *pfx, uint32_t row, uint32_t H, uint32_t Hkv, uint32_t c0,
                  uint32_t np, uint32_t kp, uint32_t S, uint32_t d, uint32_t r1, uint32_t kv_len,
                  double tol)
 {
     char n[48];
-    uint32_t G = H / Hkv, nu = np - u0, r0 = u0 * S, nk = (kv_len + S - 1) / S;
+    uint32_t u0 = c0 / S, G = H / Hkv, nu = np - u0, r0 = u0 * S, nk = (kv_len + S - 1) / S;
     /* COST: topk over the pages; gather of the kept pages' K|V rows (§1.12 Quest) */
     uint32_t oh = policy_emit(pe, OP_TOPK, Hkv, 1, 0, nu, row, OP_NONE, 0, (int32_t)kp, 0,
                               nm(n, pfx, "topk"));
@@ -177,15 +177,20 @@ void page_select(opb *pe, const char *pfx, uint32_t row, uint32_t H, uint32_t Hk
     uint32_t ent =
         opb_matmul_pub(pe, row, ones_s, Hkv * nu, 1, S,
                        opb_tensor(pe, nm(n, pfx, "score_entry"), OPT_TEMP, Hkv, nu * S, 1));
-    pcheck_selection(pe, sel, kp * S, r0, r1,
-                     opb_rows(pe, ent, Hkv, 0, r1 - r0, 1, nm(n, pfx, "score_entries")), tol);
-    if (r1 < np * S) {
-        /* the last candidate page's rows past r1 are padding (past kv_len) or the recent
-         * window's (attended as public entries): each gathered row's score bias, the one-hot
-         * rows against the pages' public biases, repeated for the G query heads of a KV head
-         * (local products) */
+    pcheck_selection(pe, sel, kp * S, c0, r1,
+                     opb_rows(pe, ent, Hkv, c0 - r0, r1 - c0, 1, nm(n, pfx, "score_entries")),
+                     tol);
+    if (c0 > r0 || r1 < np * S) {
+        /* the first candidate page's rows before c0 (sinks) and the last one's past r1
+         * (padding past kv_len, or the recent window's) are no candidates, the sinks and the
+         * window attended as public entries: each gathered row's score bias, the one-hot rows
+         * against the pages' public biases, repeated for the G query heads of a KV head (local
+         * products) */
         char pn[48];
-        snprintf(pn, sizeof pn, "%.16s.rows_pad%u", pfx, r1 - r0);
+        if (c0 > r0)
+            snprintf(pn, sizeof pn, "%.16s.rows_pad%uto%u", pfx, c0 - r0, r1 - r0);
+        else
+            snprintf(pn, sizeof pn, "%.16s.rows_pad%u", pfx, r1 - r0);
         uint32_t pad = opb_shared(pe, pn, OPT_PUBLIC, 1, nu, S);
         uint32_t bias =
             opb_matmul_pub(pe, oh, pad, Hkv * kp, nu, S,

@@ -30,12 +30,13 @@ void page_bounds_upkeep(opb *b, const char *pfx, uint32_t bst, uint32_t Hkv, uin
  * twice that, for the two pages of a swap. qmax, kmax: the largest |query| and |key|
  * element. */
 double page_bounds_tol(double qmax, double kmax, uint32_t d, uint32_t G, int frac_bits);
-/* The top kp of the np − u0 pages [u0, np) by row (Hkv, 1, np − u0), their whole pages of S
- * cached [K | V] rows (of kv_len) gathered and named as the selection of the candidates
- * [u0·S, r1) (each entry's score its page's; tol; np = ⌈r1 / S⌉), the last page's rows past
- * r1 — a partial last page's padding, or a recent window's entries, attended as public ones —
- * biased out of the attention (pcheck_selection_bias). */
-void page_select(opb *b, const char *pfx, uint32_t row, uint32_t H, uint32_t Hkv, uint32_t u0,
+/* The top kp of the np − u0 pages [u0, np) by row (Hkv, 1, np − u0), u0 = ⌊c0 / S⌋, their
+ * whole pages of S cached [K | V] rows (of kv_len) gathered and named as the selection of the
+ * candidates [c0, r1) (each entry's score its page's; tol; np = ⌈r1 / S⌉), the first page's
+ * rows before c0 (sinks) and the last page's past r1 (a partial last page's padding, or a
+ * recent window's entries) — the sinks and the window attended as public entries — biased out
+ * of the attention (pcheck_selection_bias). */
+void page_select(opb *b, const char *pfx, uint32_t row, uint32_t H, uint32_t Hkv, uint32_t c0,
                  uint32_t np, uint32_t kp, uint32_t S, uint32_t d, uint32_t r1, uint32_t kv_len,
                  double tol);
 

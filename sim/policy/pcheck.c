@@ -329,7 +329,8 @@ static int bind_input(chk *c, int what, const op_tensor *T, uint32_t layer, int 
 }
 
 /* The value of a public tensor of a policy's ops: a column of ones ("ones", "<x>_ones"), zeros
- * ("<x>_zero"), a padding bias ("<x>_pad<K>"). */
+ * ("<x>_zero"), a padding bias ("<x>_pad<K>": 0 on elements [0, K) of each instance;
+ * "<x>_pad<J>to<K>": on [J, K)). */
 static int bind_public(const op_tensor *T, int frac, uint64_t *x, size_t n)
 {
     size_t len = strlen(T->name);
@@ -345,10 +346,14 @@ static int bind_public(const op_tensor *T, int frac, uint64_t *x, size_t n)
     }
     const char *pad = strrchr(T->name, '_');
     if (pad && !strncmp(pad, "_pad", 4) && pad[4] >= '0' && pad[4] <= '9') {
-        size_t K = strtoul(pad + 4, NULL, 10), per = (size_t)T->rows * (T->cols ? T->cols : 1);
+        char *end;
+        size_t J = 0, K = strtoul(pad + 4, &end, 10);
+        size_t per = (size_t)T->rows * (T->cols ? T->cols : 1);
+        if (!strncmp(end, "to", 2) && end[2] >= '0' && end[2] <= '9')
+            J = K, K = strtoul(end + 2, NULL, 10);
         uint64_t big = fx_encode(-PCHECK_PAD_BIAS, frac);
         for (size_t i = 0; i < n; i++)
-            x[i] = per && i % per >= K ? big : 0;
+            x[i] = per && (i % per < J || i % per >= K) ? big : 0;
         return 1;
     }
     if (len < 4 || strcmp(T->name + len - 4, "ones"))
