@@ -25,6 +25,35 @@ static const char kpages_yaml[] = "name: kpages_t\n"
 
 static char *kpages_path(void) { return strdup(th_file(&td, "kpages.yaml", kpages_yaml)); }
 
+/* Beside a recent window: 4 sinks, the window of the last 3 entries (it starts inside a page at
+ * three steps of four), pages of 4 scored by the query against their bounds (Quest's score)
+ * or by their summed key norms, the top 8 entries (2 pages) at every step; the bounds beside
+ * 2 sinks too (the first candidate page starts before the candidates). */
+static const char questsw_yaml[] = "name: questsw_t\n"
+                                   "summary: sinks, a window, the top pages by their bounds\n"
+                                   "sinks: 4\n"
+                                   "recent: 3\n"
+                                   "score: page_bounds\n"
+                                   "granularity: {page: 4}\n"
+                                   "when: step\n"
+                                   "select: {topk: 8}\n";
+static const char questsu_yaml[] = "name: questsu_t\n"
+                                   "summary: 2 sinks, a window, the top pages by their bounds\n"
+                                   "sinks: 2\n"
+                                   "recent: 3\n"
+                                   "score: page_bounds\n"
+                                   "granularity: {page: 4}\n"
+                                   "when: step\n"
+                                   "select: {topk: 8}\n";
+static const char kpagesw_yaml[] = "name: kpagesw_t\n"
+                                   "summary: sinks, a window, the pages of largest key norms\n"
+                                   "sinks: 4\n"
+                                   "recent: 3\n"
+                                   "score: key_norm\n"
+                                   "granularity: {page: 4}\n"
+                                   "when: step\n"
+                                   "select: {topk: 8}\n";
+
 /* quest.yaml at pages of 4 over prompts of 30 (a partial last page at every other step) and 32:
  * its ops gather what its select() keeps, as quest's do. */
 START_TEST(test_check_quest_blocks)
@@ -56,14 +85,22 @@ START_TEST(test_check_keynorm_pages)
 }
 END_TEST
 
-/* A page block whose candidates do not start at a page boundary still emits placeholders: its
- * cost stays declared (the check says so, exit 1). */
-START_TEST(test_check_unaligned_declared)
+/* Candidates that do not start at a page boundary (6 sinks: the first candidate page holds two
+ * of them, biased out of the gathered rows as the window's are): match, every mask chosen by
+ * the ops (placeholders and "cost declared", exit 1, before). With 7 sinks and 6 of the 7
+ * candidate pages kept, both end pages partial, the step would attend 7 + 24 rows of its 30:
+ * placeholders, the cost declared. */
+START_TEST(test_check_unaligned)
 {
     char out[1 << 13];
     char *yaml = kpages_path();
+    for (int P = 29; P <= 30; P++) {
+        th_cli_expect(out, sizeof out, 0, "kpages_t: match", "policy check '%s' --param sinks=6 "
+                      "--prompt %d", yaml, P);
+        ck_assert_uint_eq(th_chosen(out), 640);
+    }
     th_cli_expect(out, sizeof out, 1, "kpages_t: cost declared",
-                  "policy check '%s' --param sinks=6 --prompt 30", yaml);
+                  "policy check '%s' --param sinks=7 --param topk=24 --prompt 30", yaml);
     free(yaml);
 }
 END_TEST
@@ -150,6 +187,58 @@ END_TEST
 START_TEST(test_kpages_aby3) { kpages_on("aby3"); }
 END_TEST
 
+/* Pages beside sinks and a recent window: the last candidate page's rows past the candidates
+ * (the window's, attended as public entries) are biased out like a partial page's padding, so
+ * the ops gather what select() keeps (every mask chosen by the ops), where before such
+ * compositions emitted placeholders ("cost declared", exit 1). */
+START_TEST(test_check_window_pages)
+{
+    char out[1 << 13];
+    char *yaml[2] = {strdup(th_file(&td, "questsw.yaml", questsw_yaml)),
+                     strdup(th_file(&td, "kpagesw.yaml", kpagesw_yaml))};
+    const char *name[2] = {"questsw_t: match", "kpagesw_t: match"};
+    for (int i = 0; i < 2; i++) {
+        for (int P = 29; P <= 30; P++) {
+            th_cli_expect(out, sizeof out, 0, name[i], "policy check '%s' --prompt %d", yaml[i],
+                          P);
+            ck_assert_uint_eq(th_chosen(out), 640);
+        }
+        free(yaml[i]);
+    }
+}
+END_TEST
+
+/* The same on shares (prompt 14: the candidates end inside a page, or the cache's last page is
+ * partial, at every step): bytes and rounds as predicted, the selection from its own ops, every
+ * mask equal to its select() over the session's own keys and query; the page score under both
+ * gather layouts. */
+static void window_pages_on(const char *proto, const char *layout, const char *file,
+                            const char *text, const char *name)
+{
+    char out[1 << 14], own[80];
+    th_cli_expect(out, sizeof out, 0,
+                  "bytes and rounds of every op of the 9 steps equal the "
+                  "prediction: yes",
+                  "validate --model stories260K -p %s --set gather=%s --accuracy 22 --prompt 14 "
+                  "--policy '%s'",
+                  proto, layout, th_file(&td, file, text));
+    snprintf(own, sizeof own, "selection on shares from %s's own emitted ops", name);
+    ck_assert_msg(strstr(out, own), "%s", out);
+    th_own_select(out, 160);
+}
+
+START_TEST(test_window_pages_shares)
+{
+    window_pages_on("semi2k", "rows", "questsw.yaml", questsw_yaml, "questsw_t");
+    window_pages_on("semi2k", "scores", "questsw.yaml", questsw_yaml, "questsw_t");
+    window_pages_on("aby3", "rows", "questsw.yaml", questsw_yaml, "questsw_t");
+    window_pages_on("semi2k", "rows", "kpagesw.yaml", kpagesw_yaml, "kpagesw_t");
+    /* 2 sinks: the first candidate page's two sink rows biased out as well */
+    window_pages_on("semi2k", "rows", "questsu.yaml", questsu_yaml, "questsu_t");
+    window_pages_on("aby3", "scores", "questsu.yaml", questsu_yaml, "questsu_t");
+}
+END_TEST
+
 /* tests/data/plugin_pagenorm.c with `from` replaced by `to` (once, asserted; NULL: as is),
  * built into <test dir>/<name>.so with the public header alone. Returns the .so's path. */
 static char *pagenorm(const char *name, const char *from, const char *to)
@@ -225,9 +314,9 @@ Suite *pagesec_suite(void)
     Suite *s = suite_create("pagesec");
     TCase *tc = th_case(s, "core", 0);
     TESTDIR_USE(tc);
-    TH_TESTS(tc, test_check_quest_blocks, test_check_keynorm_pages, test_check_unaligned_declared,
+    TH_TESTS(tc, test_check_quest_blocks, test_check_keynorm_pages, test_check_unaligned,
              test_quest_blocks_semi2k, test_quest_blocks_aby3, test_quest_audit, test_kpages_semi2k,
              test_kpages_aby3, test_plugin_check, test_plugin_semi2k, test_plugin_aby3,
-             test_plugin_no_bias);
+             test_plugin_no_bias, test_check_window_pages, test_window_pages_shares);
     return s;
 }

@@ -745,7 +745,8 @@ static int cs_emit_keynorm(cstate *s, int phase, uint32_t layer, uint32_t kv_len
         uint32_t out = opb_tensor(&b, "cmp.gather", OPT_TEMP, Hkv, k, 2 * d);
         opb_op(&b, OP_GATHER, Hkv, k, nc, 2 * d, oh, tab, OP_NONE, out, OPF_NO_TRUNC, 0, 0);
         /* ties: keys on 18 fractional bits, each square truncated, summed exactly, against
-         * float norms: |ŝ − s| ≤ √d·‖k‖·2⁻¹⁸ + 2d·2⁻¹⁸ (+ float's relative 2⁻²⁴), twice */
+         * float norms: |ŝ − s| ≤ √d·‖k‖·2⁻¹⁸ + 2d·2⁻¹⁸ (+ float's relative 2⁻²⁴), twice; of
+         * a run's own keys (two runs' keys round apart: POLICIES.md "Score-side attention") */
         double M = 0, u = 0x1p-18;
         for (uint32_t g = 0; g < Hkv; g++)
             for (uint32_t j = c0; j < c1; j++) {
@@ -757,18 +758,20 @@ static int cs_emit_keynorm(cstate *s, int phase, uint32_t layer, uint32_t kv_len
     return policy_emit_done(&b, s->sl->name, e);
 }
 
-/* Pages (the page_bounds score, or key_norm pooled to pages as the sum of a page's norms) with
- * a top-k at every step, on real operands (page_ops.h, as quest): the page bounds or the keys'
- * squared norms carried as state, the candidate pages [sinks / P, pages) scored, the top pages'
- * whole-page [K | V] rows gathered and named as the selection, a partial last page's padding
- * rows biased out. Only where the candidates start at a page boundary and reach the newest
- * entry (sinks a multiple of the page, no recent window): a page then holds candidates only. */
-static int pages_real(const cstate *s, uint32_t layer, uint32_t kv_len)
+/* Pages (page_bounds, or key_norm summed per page) with a top-k at every step, on real operands
+ * (page_ops.h, as quest): the bounds or squared norms carried as state, the candidate pages
+ * [⌊c0 / S⌋, ⌈c1 / S⌉) scored, the top k pages' [K | V] rows gathered as the selection of
+ * [c0, c1), their rows outside it biased out (sinks, padding, the window: attended as public;
+ * select_row keeps a page's candidates only). The step attends c0 + (T − c1) + k·S ≤ T
+ * entries where c0 is a page boundary (k ≤ pages − 1, one page partial), otherwise where
+ * k·S ≤ c1 − c0 (a budget fixed in T: at the prompt, the fewest candidates). */
+static int pages_real(const cstate *s, uint32_t layer)
 {
-    uint32_t sinks, recent, k;
-    budget(s, layer, kv_len, &sinks, &recent, &k);
-    return s->page > 1 && recent == 0 && sinks % s->page == 0 &&
-           (s->sp->score == SC_BOUNDS ? sinks == 0 : s->sp->score == SC_KEYNORM);
+    uint32_t P = s->env.prompt_len, S = s->page, sinks, recent, k, c0, c1;
+    budget(s, layer, P, &sinks, &recent, &k);
+    cand_range(P, sinks, recent, &c0, &c1);
+    return S > 1 && (s->sp->score == SC_BOUNDS || s->sp->score == SC_KEYNORM) &&
+           (sinks % S == 0 || (s->frac <= 0 && (uint64_t)k * S <= c1 - c0));
 }
 
 static int cs_emit_pages(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op_program *prog,
@@ -782,7 +785,7 @@ static int cs_emit_pages(cstate *s, int phase, uint32_t layer, uint32_t kv_len, 
     opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
     budget(s, layer, kv_len, &sinks, &recent, &k);
     cand_range(kv_len, sinks, recent, &c0, &c1);
-    uint32_t np = (kv_len + S - 1) / S, u0 = c0 / S, nu = c1 > c0 ? np - u0 : 0;
+    uint32_t u0 = c0 / S, u1 = (c1 + S - 1) / S, nu = c1 > c0 ? u1 - u0 : 0;
     if (s->sp->score == SC_BOUNDS) {
         uint32_t bst = page_bounds_state(&b, "cmp", Hkv, s->max_pages, d);
         if (pre) {
@@ -790,8 +793,8 @@ static int cs_emit_pages(cstate *s, int phase, uint32_t layer, uint32_t kv_len, 
         } else {
             if (k < nu)
                 page_select(
-                    &b, "cmp", page_bounds_score(&b, "cmp", bst, H, Hkv, np, d), H, Hkv, 0, np, k,
-                    S, d, kv_len,
+                    &b, "cmp", page_bounds_score(&b, "cmp", bst, H, Hkv, u0, nu, d), H, Hkv, c0,
+                    u1, k, S, d, c1, kv_len,
                     page_bounds_tol(s->qmax[layer], s->kmax[layer], d, s->G, pcheck_frac_bits()));
             page_bounds_upkeep(&b, "cmp", bst, Hkv, kv_len, S, d, s->max_pages);
         }
@@ -801,18 +804,19 @@ static int cs_emit_pages(cstate *s, int phase, uint32_t layer, uint32_t kv_len, 
     uint32_t t = pre ? kv_len : 1, r0 = pre ? 0 : kv_len;
     uint32_t nst = emit_key_norms(&b, Hkv, d, v->max_len, t, r0);
     if (!pre && k > 0 && k < nu) {
-        /* the candidates' norms in whole pages, a partial last page's rows zero (x − x), each
-         * page's sum by a product with public ones (local) */
-        uint32_t nc = c1 - c0;
+        /* the candidates' norms in whole pages, the rows before c0 and past c1 zero (x − x),
+         * each page's sum by a product with public ones (local) */
+        uint32_t nc = c1 - c0, lead = c0 - u0 * S;
         uint32_t cand = opb_rows(&b, nst, Hkv, c0, nc, 1, "cmp.cand");
         uint32_t padded = opb_tensor(&b, "cmp.cand_pages", OPT_TEMP, Hkv, nu * S, 1);
-        opb_put(&b, cand, padded, Hkv, 0, nc, 1);
+        opb_put(&b, cand, padded, Hkv, lead, nc, 1);
         if (nc < nu * S) {
             uint32_t one = opb_rows(&b, cand, Hkv, 0, 1, 1, "cmp.cand_one");
             uint32_t zero = opb_op(&b, OP_SUB, Hkv, 1, 0, 1, one, one, OP_NONE,
                                    opb_tensor(&b, "cmp.cand_zero", OPT_TEMP, Hkv, 1, 1), 0, 0, 0);
-            for (uint32_t r = nc; r < nu * S; r++)
-                opb_put(&b, zero, padded, Hkv, r, 1, 1);
+            for (uint32_t r = 0; r < nu * S; r++)
+                if (r < lead || r >= lead + nc)
+                    opb_put(&b, zero, padded, Hkv, r, 1, 1);
         }
         uint32_t pones = opb_shared(&b, "cmp.page_ones", OPT_PUBLIC, 1, S, 1);
         uint32_t ps = opb_matmul_pub(&b, padded, pones, Hkv * nu, S, 1,
@@ -825,7 +829,7 @@ static int cs_emit_pages(cstate *s, int phase, uint32_t layer, uint32_t kv_len, 
             for (uint32_t j = c0; j < c1; j++)
                 M = fmax(M, s->score[((size_t)layer * Hkv + g) * v->max_len + j]);
         double tol = 2 * S * (((d + M) / 2 + 2 * d) * u + M * (S + 1) * 0x1p-24);
-        page_select(&b, "cmp", row, H, Hkv, u0, np, k, S, d, kv_len, tol);
+        page_select(&b, "cmp", row, H, Hkv, c0, u1, k, S, d, c1, kv_len, tol);
     }
     return policy_emit_done(&b, s->sl->name, e);
 }
@@ -889,7 +893,7 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
         return cs_emit_keynorm(s, phase, layer, kv_len, prog, e);
     if ((sp->score == SC_KEYNORM || sp->score == SC_BOUNDS) && sp->sel == K_TOPK &&
         sp->when == W_STEP && !sp->permanent && s->every == 1 && !sp->share_all && !follower &&
-        pages_real(s, layer, kv_len))
+        pages_real(s, layer))
         return cs_emit_pages(s, phase, layer, kv_len, prog, e);
     policy_emitter pe;
     opb_init(&pe, prog, phase, (int)layer, OPC_POLICY, NULL);
@@ -1015,9 +1019,8 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
 
 /* The rows a decode step attends (policy_ops.attend) when it gathers whole pages every step
  * (a top-k of pages): the entries outside the candidates (sinks, recent window) and k pages of
- * `page` rows — what the gather of its ops brings (cs_emit, cs_emit_pages: a partial page's
- * missing rows biased out), a public count whichever pages were chosen, not the kept count of
- * the pages chosen (a partial last page's fewer). Otherwise the kept counts. */
+ * `page` rows — what its ops gather (cs_emit, cs_emit_pages: rows not candidates biased out),
+ * a public count whichever pages were chosen, not their kept count. Otherwise the kept counts. */
 static void cs_attend(void *st, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
                       uint32_t *rows)
 {

@@ -82,7 +82,7 @@ void page_bounds_prompt(opb *pe, const char *pfx, uint32_t bst, uint32_t Hkv, ui
 }
 
 uint32_t page_bounds_score(opb *pe, const char *pfx, uint32_t bst, uint32_t H, uint32_t Hkv,
-                           uint32_t np, uint32_t d)
+                           uint32_t u0, uint32_t np, uint32_t d)
 {
     char n[48];
     uint32_t G = H / Hkv;
@@ -93,7 +93,7 @@ uint32_t page_bounds_score(opb *pe, const char *pfx, uint32_t bst, uint32_t H, u
     uint32_t q2 = opb_tensor(pe, nm(n, pfx, "q2"), OPT_TEMP, H, 2, d);
     opb_put(pe, q, q2, H, 0, 1, d);
     opb_put(pe, neg(pe, q, H, 1, d, nm(n, pfx, "q_neg")), q2, H, 1, 1, d);
-    uint32_t be = opb_rows(pe, bst, Hkv, 0, np, 2 * d, nm(n, pfx, "cand"));
+    uint32_t be = opb_rows(pe, bst, Hkv, u0, np, 2 * d, nm(n, pfx, "cand"));
     if (G > 1)
         be = repeat(pe, be, Hkv, np * 2 * d, G, nm(n, pfx, "cand_heads"));
     uint32_t bp = opb_tensor(pe, nm(n, pfx, "cand_pages"), OPT_TEMP, 1, np, H * 2 * d);
@@ -155,17 +155,20 @@ double page_bounds_tol(double qmax, double kmax, uint32_t d, uint32_t G, int fra
     return 2 * n * ((qmax + kmax) * u / 2 + 2 * u + gam * qmax * kmax);
 }
 
-void page_select(opb *pe, const char *pfx, uint32_t row, uint32_t H, uint32_t Hkv, uint32_t u0,
-                 uint32_t np, uint32_t kp, uint32_t S, uint32_t d, uint32_t kv_len, double tol)
+void page_select(opb *pe, const char *pfx, uint32_t row, uint32_t H, uint32_t Hkv, uint32_t c0,
+                 uint32_t np, uint32_t kp, uint32_t S, uint32_t d, uint32_t r1, uint32_t kv_len,
+                 double tol)
 {
     char n[48];
-    uint32_t G = H / Hkv, nu = np - u0, r0 = u0 * S;
+    uint32_t u0 = c0 / S, G = H / Hkv, nu = np - u0, r0 = u0 * S, nk = (kv_len + S - 1) / S;
     /* COST: topk over the pages; gather of the kept pages' K|V rows (§1.12 Quest) */
     uint32_t oh = policy_emit(pe, OP_TOPK, Hkv, 1, 0, nu, row, OP_NONE, 0, (int32_t)kp, 0,
                               nm(n, pfx, "topk"));
-    /* the cache in whole pages (a partial last page's rows past kv_len empty) */
-    uint32_t tab = pcheck_input(pe, PCHECK_IN_KV, Hkv, np * S, 2 * d);
-    if (u0)
+    /* the cache, in whole pages where the candidate pages reach a partial last page (its rows
+     * past kv_len empty), and the candidate pages' rows of it */
+    uint32_t rows = np * S > kv_len ? nk * S : kv_len;
+    uint32_t tab = pcheck_input(pe, PCHECK_IN_KV, Hkv, rows, 2 * d);
+    if (u0 || np * S < rows)
         tab = opb_rows(pe, tab, Hkv, r0, nu * S, 2 * d, nm(n, pfx, "kv_pages"));
     uint32_t sel = opb_tensor(pe, nm(n, pfx, "kv_kept"), OPT_TEMP, Hkv, kp * S, 2 * d);
     opb_op(pe, OP_GATHER, Hkv, kp, nu, 2 * d * S, oh, tab, OP_NONE, sel, OPF_NO_TRUNC, 0, 0);
@@ -174,14 +177,20 @@ void page_select(opb *pe, const char *pfx, uint32_t row, uint32_t H, uint32_t Hk
     uint32_t ent =
         opb_matmul_pub(pe, row, ones_s, Hkv * nu, 1, S,
                        opb_tensor(pe, nm(n, pfx, "score_entry"), OPT_TEMP, Hkv, nu * S, 1));
-    pcheck_selection(pe, sel, kp * S, r0, kv_len,
-                     opb_rows(pe, ent, Hkv, 0, kv_len - r0, 1, nm(n, pfx, "score_entries")), tol);
-    if (kv_len % S) {
-        /* a partial last page's rows past kv_len are padding: each gathered row's score bias,
-         * the one-hot rows against the pages' public biases, repeated for the G query heads
-         * of a KV head (local products) */
+    pcheck_selection(pe, sel, kp * S, c0, r1,
+                     opb_rows(pe, ent, Hkv, c0 - r0, r1 - c0, 1, nm(n, pfx, "score_entries")),
+                     tol);
+    if (c0 > r0 || r1 < np * S) {
+        /* the first candidate page's rows before c0 (sinks) and the last one's past r1
+         * (padding past kv_len, or the recent window's) are no candidates, the sinks and the
+         * window attended as public entries: each gathered row's score bias, the one-hot rows
+         * against the pages' public biases, repeated for the G query heads of a KV head (local
+         * products) */
         char pn[48];
-        snprintf(pn, sizeof pn, "%.16s.rows_pad%u", pfx, kv_len - r0);
+        if (c0 > r0)
+            snprintf(pn, sizeof pn, "%.16s.rows_pad%uto%u", pfx, c0 - r0, r1 - r0);
+        else
+            snprintf(pn, sizeof pn, "%.16s.rows_pad%u", pfx, r1 - r0);
         uint32_t pad = opb_shared(pe, pn, OPT_PUBLIC, 1, nu, S);
         uint32_t bias =
             opb_matmul_pub(pe, oh, pad, Hkv * kp, nu, S,

@@ -17,10 +17,10 @@ uint32_t page_bounds_state(opb *b, const char *pfx, uint32_t Hkv, uint32_t max_p
  * filled with its first key). */
 void page_bounds_prompt(opb *b, const char *pfx, uint32_t bst, uint32_t Hkv, uint32_t kv_len,
                         uint32_t S, uint32_t d);
-/* U_p = Σ_i max(q_i·M_i, q_i·m_i) of pages [0, np), summed over the G = H / Hkv query heads
- * of a KV head: (Hkv, 1, np). */
+/* U_p = Σ_i max(q_i·M_i, q_i·m_i) of the np pages from u0, summed over the G = H / Hkv query
+ * heads of a KV head: (Hkv, 1, np). */
 uint32_t page_bounds_score(opb *b, const char *pfx, uint32_t bst, uint32_t H, uint32_t Hkv,
-                           uint32_t np, uint32_t d);
+                           uint32_t u0, uint32_t np, uint32_t d);
 /* The decode step's new key into the bounds of its page (kv_len / S). */
 void page_bounds_upkeep(opb *b, const char *pfx, uint32_t bst, uint32_t Hkv, uint32_t kv_len,
                         uint32_t S, uint32_t d, uint32_t max_pages);
@@ -30,11 +30,14 @@ void page_bounds_upkeep(opb *b, const char *pfx, uint32_t bst, uint32_t Hkv, uin
  * twice that, for the two pages of a swap. qmax, kmax: the largest |query| and |key|
  * element. */
 double page_bounds_tol(double qmax, double kmax, uint32_t d, uint32_t G, int frac_bits);
-/* The top kp of the np − u0 pages [u0, np) by row (Hkv, 1, np − u0), their whole pages of S
- * cached [K | V] rows gathered and named as the selection of the candidates [u0·S, kv_len)
- * (each entry's score its page's; tol), the rows past kv_len of a partial last page biased
- * out of the attention (pcheck_selection_bias). */
-void page_select(opb *b, const char *pfx, uint32_t row, uint32_t H, uint32_t Hkv, uint32_t u0,
-                 uint32_t np, uint32_t kp, uint32_t S, uint32_t d, uint32_t kv_len, double tol);
+/* The top kp of the np − u0 pages [u0, np) by row (Hkv, 1, np − u0), u0 = ⌊c0 / S⌋, their
+ * whole pages of S cached [K | V] rows (of kv_len) gathered and named as the selection of the
+ * candidates [c0, r1) (each entry's score its page's; tol; np = ⌈r1 / S⌉), the first page's
+ * rows before c0 (sinks) and the last page's past r1 (a partial last page's padding, or a
+ * recent window's entries) — the sinks and the window attended as public entries — biased out
+ * of the attention (pcheck_selection_bias). */
+void page_select(opb *b, const char *pfx, uint32_t row, uint32_t H, uint32_t Hkv, uint32_t c0,
+                 uint32_t np, uint32_t kp, uint32_t S, uint32_t d, uint32_t r1, uint32_t kv_len,
+                 double tol);
 
 #endif

@@ -331,7 +331,8 @@ static int bind_input(chk *c, int what, const op_tensor *T, uint32_t layer, int 
 }
 
 /* The value of a public tensor of a policy's ops: a column of ones ("ones", "<x>_ones"), zeros
- * ("<x>_zero"), a padding bias ("<x>_pad<K>"). */
+ * ("<x>_zero"), a padding bias ("<x>_pad<K>": 0 on elements [0, K) of each instance;
+ * "<x>_pad<J>to<K>": on [J, K)). */
 static int bind_public(const op_tensor *T, int frac, uint64_t *x, size_t n)
 {
     size_t len = strlen(T->name);
@@ -347,10 +348,14 @@ static int bind_public(const op_tensor *T, int frac, uint64_t *x, size_t n)
     }
     const char *pad = strrchr(T->name, '_');
     if (pad && !strncmp(pad, "_pad", 4) && pad[4] >= '0' && pad[4] <= '9') {
-        size_t K = strtoul(pad + 4, NULL, 10), per = (size_t)T->rows * (T->cols ? T->cols : 1);
+        char *end;
+        size_t J = 0, K = strtoul(pad + 4, &end, 10);
+        size_t per = (size_t)T->rows * (T->cols ? T->cols : 1);
+        if (!strncmp(end, "to", 2) && end[2] >= '0' && end[2] <= '9')
+            J = K, K = strtoul(end + 2, NULL, 10);
         uint64_t big = fx_encode(-PCHECK_PAD_BIAS, frac);
         for (size_t i = 0; i < n; i++)
-            x[i] = per && i % per >= K ? big : 0;
+            x[i] = per && (i % per < J || i % per >= K) ? big : 0;
         return 1;
     }
     if (len < 4 || strcmp(T->name + len - 4, "ones"))
@@ -361,9 +366,10 @@ static int bind_public(const op_tensor *T, int frac, uint64_t *x, size_t n)
 }
 
 /* The ops' kept set of KV head g at kv_len into c->got; 0, or 1 with r->msg on a row that
- * gathers no cached entry. */
+ * gathers no cached entry. A row its score bias (bias, or NULL) takes out of the attention is
+ * none of the kept (a partial page's padding, or a public entry's row the step attends apart). */
 static int sel_mask(chk *c, const pcheck_io *io, const mpc_val *sel, const op_tensor *T,
-                    uint32_t layer, uint32_t kv_len, uint32_t g)
+                    const mpc_val *bias, uint32_t layer, uint32_t kv_len, uint32_t g)
 {
     uint32_t d2 = 2 * c->env.head_dim, C = T->cols, m = io->sel_m;
     uint8_t *got = c->got + (size_t)g * kv_len;
@@ -382,8 +388,10 @@ static int sel_mask(chk *c, const pcheck_io *io, const mpc_val *sel, const op_te
         int zero = 1;
         for (uint32_t q = 0; q < C && zero; q++)
             zero = row[q] == 0;
-        if (zero)
-            continue; /* an empty slot */
+        size_t per = bias ? bias->n / c->env.n_kv_heads : 0; /* its first m: query head 0 */
+        if (zero || (bias && i < per &&
+                     fx_decode(bias->s[0][(size_t)g * per + i], c->frac) < -PCHECK_PAD_BIAS / 2))
+            continue; /* an empty slot, or one biased out */
         uint32_t hit = UINT32_MAX;
         for (uint32_t j = io->sel_r0; j < io->sel_r1 && j < c->kv_rows && hit == UINT32_MAX; j++)
             if (!got[j] &&
@@ -696,7 +704,8 @@ static int run_prog(chk *c, op_program *prog, const pcheck_io *io, int phase, ui
                 was.s[0] = snap;
             }
             if (io->has_sel)
-                stop = sel_mask(c, io, &was, &prog->tens[io->sel_t], layer, kv_len, g);
+                stop = sel_mask(c, io, &was, &prog->tens[io->sel_t],
+                                io->has_bias ? &vals[io->sel_bias] : NULL, layer, kv_len, g);
             else {
                 memset(c->got + (size_t)g * kv_len, 1, kv_len);
                 uint32_t j = 0;

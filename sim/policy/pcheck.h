@@ -43,7 +43,7 @@ int pcheck_emit(const policy_ops *p, void *st, int phase, uint32_t layer, uint32
 /* The value of a public tensor of a policy's ops, raw ring integers: a column of ones ("ones",
  * "<x>_ones"), zeros ("<x>_zero"), an upper triangle of ones ("<x>_tri": row r, column c
  * is 1 when r ≤ c; a one-hot row times it is its prefix sum), a padding bias ("<x>_pad<K>",
- * pcheck_selection_bias) at the check's fixed point; 0 for any other. */
+ * "<x>_pad<J>to<K>", pcheck_selection_bias) at the check's fixed point; 0 for any other. */
 int pcheck_public_value(const op_tensor *T, uint64_t *x, size_t n);
 /* The same at frac fractional bits ("<x>_pad<K>": fixed point). */
 int pcheck_public_value_at(const op_tensor *T, int frac, uint64_t *x, size_t n);
@@ -97,11 +97,13 @@ void pcheck_selection(opb *b, uint32_t rows, uint32_t m, uint32_t r0, uint32_t r
 void pcheck_selection_stage(opb *b, uint32_t mask);
 
 /* The selection's rows that are padding, not cached entries (a partial page's rows past the
- * cached count): bias, n_heads × m values (head-major, in the selection's row order), is added
- * to the decode step's attention scores of the gathered rows, 0 for a cached entry and
- * −PCHECK_PAD_BIAS for padding, so that on shares padding is not attended (secpol_emit.c). A
+ * cached count), or entries the step attends apart (public ones: sinks, a recent window, in a
+ * gathered page): bias, n_heads × m values (head-major, in the selection's row order), is added
+ * to the decode step's attention scores of the gathered rows, 0 for a candidate and
+ * −PCHECK_PAD_BIAS for the others, so that on shares they are not attended (secpol_emit.c). A
  * public tensor named "<x>_pad<K>" holds that value past its first K elements (per instance),
- * 0 before, so a product of the selection's one-hot rows with it is the bias (local). */
+ * 0 before ("<x>_pad<J>to<K>": 0 for elements [J, K) only), so a product of the selection's
+ * one-hot rows with it is the bias (local). */
 #define PCHECK_PAD_BIAS 4096.0
 void pcheck_selection_bias(opb *b, uint32_t bias);
 

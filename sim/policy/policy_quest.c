@@ -473,8 +473,8 @@ static int quest_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, cons
     }
     uint32_t np = (kv_len + S - 1) / S, kp = pages_kept(s, kv_len);
     if (kp < np)
-        page_select(&pe, "quest", page_bounds_score(&pe, "quest", bst, H, Hkv, np, d), H, Hkv, 0,
-                    np, kp, S, d, kv_len, quest_tol(s, layer, pcheck_frac_bits()));
+        page_select(&pe, "quest", page_bounds_score(&pe, "quest", bst, H, Hkv, 0, np, d), H, Hkv,
+                    0, np, kp, S, d, kv_len, kv_len, quest_tol(s, layer, pcheck_frac_bits()));
     page_bounds_upkeep(&pe, "quest", bst, Hkv, kv_len, S, d, s->max_pages);
     return policy_emit_done(&pe, "quest", e);
 }
