@@ -727,7 +727,9 @@ END_TEST
 
 /* Packed messages against a bit-by-bit reference (each element's bits of the mask in order,
  * then the second word's, padded to a byte), for contiguous, sparse, dense, single-bit and
- * full masks, on the PEXT path (where the CPU has it) and the software one. */
+ * full masks, on the PEXT path (where the CPU has it) and the software one; every popcount
+ * 1 … 64 once contiguous (shifted up from bit 0 where it fits) and once scattered, so that each
+ * width of an element, 1 … 8 bytes (1 … 16 for a pair), is met on every path. */
 static size_t ref_pack(uint8_t *buf, const uint64_t *w1, const uint64_t *w2, size_t n,
                        uint64_t mask)
 {
@@ -748,7 +750,7 @@ static size_t ref_pack(uint8_t *buf, const uint64_t *w1, const uint64_t *w2, siz
 START_TEST(test_pack_bits)
 {
     uint64_t s = 5;
-    uint64_t masks[40] = {1,
+    uint64_t masks[40 + 128] = {1,
                           1ull << 63,
                           ~0ull,
                           ~0ull >> 1,
@@ -762,12 +764,21 @@ START_TEST(test_pack_bits)
         uint64_t a = mpcfix_mix(&s), b = mpcfix_mix(&s);
         masks[i] = i % 3 == 0 ? a & b : i % 3 == 1 ? a | b : a; /* sparse, dense, half */
     }
+    for (int pc = 1; pc <= 64; pc++) {
+        uint64_t low = pc == 64 ? ~0ull : (1ull << pc) - 1, r = mpcfix_mix(&s) | 1;
+        masks[40 + 2 * (pc - 1)] = pc <= 61 ? low << 3 : low;
+        uint64_t sc = 0; /* pc positions drawn by an LCG's top 6 bits: scattered */
+        for (uint64_t k = r; __builtin_popcountll(sc) < pc;
+             k = k * 6364136223846793005ull + 1442695040888963407ull)
+            sc |= 1ull << (k >> 58);
+        masks[40 + 2 * (pc - 1) + 1] = sc;
+    }
     enum { N = 37 };
     uint64_t w1[N], w2[N], o1[N], o2[N];
     uint8_t got[N * 16 + 8], want[N * 16 + 8];
     for (int sw = 0; sw < 2; sw++) {
         mpc_pack_force_software(sw);
-        for (int m = 0; m < 40; m++)
+        for (int m = 0; m < 40 + 128; m++)
             for (int two = 0; two < 2; two++)
                 for (size_t n = 1; n <= N; n += 12) {
                     for (size_t i = 0; i < n; i++)

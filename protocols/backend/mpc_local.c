@@ -565,11 +565,15 @@ static inline void get_le(const uint8_t *p, size_t B, uint64_t *lo, uint64_t *hi
     *lo = a, *hi = b;
 }
 
-/* The element loops, instantiated per gather/scatter method. A pair is v1 | v2 << pc. */
-#define PACK_LOOP(GATHER)                                      \
+/* The element loops, instantiated per gather/scatter method and, for 1 to 8 bytes an element,
+ * per width: with the width a constant the byte copies of put_le/get_le compile to a load or
+ * store or two instead of a call to memcpy per element (the unpacking of the carry tree's AND
+ * messages spent most of its time in those calls). A pair is v1 | v2 << pc. */
+#define PACK_LOOP_B(GATHER, BYTES)                             \
     do {                                                       \
         int pc_ = pl->pc;                                      \
-        for (size_t i = 0; i < n; i++, p += pl->bytes) {       \
+        size_t b_n_ = (BYTES);                                 \
+        for (size_t i = 0; i < n; i++, p += b_n_) {            \
             uint64_t a_ = GATHER(w1[i]), lo_ = a_, hi_ = 0;    \
             if (w2) {                                          \
                 uint64_t b_ = GATHER(w2[i]);                   \
@@ -580,16 +584,17 @@ static inline void get_le(const uint8_t *p, size_t B, uint64_t *lo, uint64_t *hi
                     hi_ = 2 * pc_ > 64 ? b_ >> (64 - pc_) : 0; \
                 }                                              \
             }                                                  \
-            put_le(p, lo_, hi_, pl->bytes);                    \
+            put_le(p, lo_, hi_, b_n_);                         \
         }                                                      \
     } while (0)
 
-#define UNPACK_LOOP(SCATTER)                                                                       \
+#define UNPACK_LOOP_B(SCATTER, BYTES)                                                              \
     do {                                                                                           \
         int pc_ = pl->pc;                                                                          \
-        for (size_t i = 0; i < n; i++, p += pl->bytes) {                                           \
+        size_t b_n_ = (BYTES);                                                                     \
+        for (size_t i = 0; i < n; i++, p += b_n_) {                                                \
             uint64_t lo_, hi_;                                                                     \
-            get_le(p, pl->bytes, &lo_, &hi_);                                                      \
+            get_le(p, b_n_, &lo_, &hi_);                                                           \
             w1[i] = SCATTER(lo_ & pl->low);                                                        \
             if (w2) {                                                                              \
                 uint64_t b_ =                                                                      \
@@ -599,6 +604,23 @@ static inline void get_le(const uint8_t *p, size_t B, uint64_t *lo, uint64_t *hi
             }                                                                                      \
         }                                                                                          \
     } while (0)
+
+#define BY_WIDTH(LOOP, M)                  \
+    do {                                   \
+        switch (pl->bytes) {               \
+        case 1: LOOP(M, 1); break;         \
+        case 2: LOOP(M, 2); break;         \
+        case 3: LOOP(M, 3); break;         \
+        case 4: LOOP(M, 4); break;         \
+        case 5: LOOP(M, 5); break;         \
+        case 6: LOOP(M, 6); break;         \
+        case 7: LOOP(M, 7); break;         \
+        case 8: LOOP(M, 8); break;         \
+        default: LOOP(M, pl->bytes); break; \
+        }                                  \
+    } while (0)
+#define PACK_LOOP(GATHER) BY_WIDTH(PACK_LOOP_B, GATHER)
+#define UNPACK_LOOP(SCATTER) BY_WIDTH(UNPACK_LOOP_B, SCATTER)
 
 #define G_SHIFT(x) (((x) >> pl->sh) & pl->low)
 #define S_SHIFT(v) ((v) << pl->sh)
