@@ -138,7 +138,7 @@ static int a_open_bit(eng *e, uint64_t *out, const mpc_val *x)
     a3 *s = A(e);
     size_t n = x->n;
     int i = s->c.party;
-    uint8_t *b = mpc_tmp_bytes(&s->c, 0, 2 * n);
+    uint8_t *b = mpc_tmp_bytes_w(&s->c, 0, 2 * n); /* [0, n) written, [n, 2n) received */
     if (!b)
         return MS_ERR_NOMEM;
     for (size_t k = 0; k < n; k++)
@@ -866,7 +866,8 @@ static int a_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, ui
     int own = z != x && z != y &&
               (!z0 || (z0 != x->s[0] && z0 != x->s[1] && z0 != y->s[0] && z0 != y->s[1]));
     uint64_t *al = own ? NULL : mpc_tmp(&s->c, 1, n);
-    uint8_t *snd = mpc_tmp_bytes(&s->c, 2, B), *rcv = mpc_tmp_bytes(&s->c, 3, B);
+    /* snd: packed in full (B bytes), rcv: received in full before it is read */
+    uint8_t *snd = mpc_tmp_bytes_w(&s->c, 2, B), *rcv = mpc_tmp_bytes_w(&s->c, 3, B);
     int rc = a3_want(s, x, y, DOM_BOOL, "and_bits");
     if (!rc && own && !(rc = mpc_ensure(&s->c, z, n, DOM_BOOL)))
         al = z->s[0];
@@ -901,7 +902,7 @@ static int a_bool_pair(eng *e, mpc_val *a, mpc_val *b, const mpc_val *x, int bit
     int i = s->c.party, rc = mpc_ensure(&s->c, a, n, DOM_BOOL);
     if (!rc)
         rc = mpc_ensure(&s->c, b, n, DOM_BOOL);
-    uint8_t *buf = mpc_tmp_bytes(&s->c, 2, B);
+    uint8_t *buf = mpc_tmp_bytes_w(&s->c, 2, B); /* P0 packs all B bytes, P2 receives them */
     if (rc || !buf)
         return rc ? rc : MS_ERR_NOMEM;
     if (i == 0) {
@@ -949,7 +950,8 @@ static int a_b2a_bit(eng *e, mpc_val *z, const mpc_val *x)
     int i = s->c.party;
     int rc = a3_want(s, x, NULL, DOM_BOOL, "b2a_bit");
     uint64_t *rho = mpc_tmp(&s->c, 0, n), *ar = mpc_tmp(&s->c, 1, n), *cw = mpc_tmp(&s->c, 2, n);
-    uint8_t *snd = mpc_tmp_bytes(&s->c, 3, B), *rcv = mpc_tmp_bytes(&s->c, 4, B);
+    /* P0, P1: snd packed in full, rcv received in full; P2 reads neither */
+    uint8_t *snd = mpc_tmp_bytes_w(&s->c, 3, B), *rcv = mpc_tmp_bytes_w(&s->c, 4, B);
     if (rc || !rho || !ar || !cw || !snd || !rcv)
         return rc ? rc : MS_ERR_NOMEM;
     const void *sb[3] = {0};

@@ -82,6 +82,11 @@ uint8_t *mpc_tmp_bytes(mpc_core *c, int slot, size_t len)
     return (uint8_t *)w;
 }
 
+uint8_t *mpc_tmp_bytes_w(mpc_core *c, int slot, size_t len)
+{
+    return (uint8_t *)mpc_tmp(c, slot, len / 8 + 1);
+}
+
 void mpc_core_free(mpc_core *c)
 {
     for (int i = 0; i < 6; i++)

@@ -30,6 +30,9 @@ int mpc_fail(mpc_core *c, int code, const char *fmt, ...) __attribute__((format(
 uint64_t *mpc_tmp(mpc_core *c, int slot, size_t n);
 /* A zeroed byte buffer of len in scratch slot k; NULL (and err set) on OOM. */
 uint8_t *mpc_tmp_bytes(mpc_core *c, int slot, size_t len);
+/* The same buffer not zeroed, for a caller that writes or receives all len bytes before any is
+ * read or sent (a packed message, a round's receive buffer). */
+uint8_t *mpc_tmp_bytes_w(mpc_core *c, int slot, size_t len);
 void mpc_core_free(mpc_core *c);
 
 /* 1 when v has the shape of this node's share of a value: a known domain, a share slot for each

@@ -240,8 +240,12 @@ static int k_carry_packed(eng *e, mpc_val *G, const mpc_val *a, const mpc_val *b
     TRY(kal_w(e, G, n, DOM_BOOL));
     TRY(VT->and_bits(e, G, &A, &B, real, priv));
     TRY(kal_w(e, &P, n, DOM_BOOL));
-    TRY(VT->add(e, &P, &A, &B));
-    TRY(k_andc(e, &P, &P, real));
+    if (VT->place2) { /* P = (A ^ B) & real in one pass */
+        TRY(VT->place2(e, &P, &A, 0, real, &B, 0, real));
+    } else {
+        TRY(VT->add(e, &P, &A, &B));
+        TRY(k_andc(e, &P, &P, real));
+    }
     TRY(kal_w(e, &Lw, n, DOM_BOOL));
     TRY(kal_w(e, &Rw, n, DOM_BOOL));
     TRY(kal_w(e, &T, n, DOM_BOOL));
@@ -272,7 +276,17 @@ static int k_carry_packed(eng *e, mpc_val *G, const mpc_val *a, const mpc_val *b
             TRY(VT->add(e, G, G, &T));
             TRY(k_andc(e, G, G, top));
         }
-        TRY(k_andc(e, &P, &T, slot));
+        if (VT->place2) {
+            /* P = T as it is: the next level reads P only at its blocks' tops less one
+             * (through top' >> 1 and the shifts by 1 and h onto top'), all of them in this
+             * level's slot, where T holds P_hi & P_lo; T's other bits (the G products at
+             * this level's tops) are never read from P. T takes P's storage for the next
+             * level's product. */
+            mpc_val t = P;
+            P = T, T = t;
+        } else {
+            TRY(k_andc(e, &P, &T, slot));
+        }
     }
     krel(e, &A), krel(e, &B), krel(e, &P), krel(e, &Lw), krel(e, &Rw), krel(e, &T);
     return MS_OK;
@@ -285,20 +299,25 @@ static int k_msb_packed(eng *e, mpc_val *z, const mpc_val *d, int w)
 {
     size_t n = d->n;
     mpc_val a, b, G, s;
-    TRY(kal(e, &a, n, DOM_BOOL));
-    TRY(kal(e, &b, n, DOM_BOOL));
+    TRY(kal_w(e, &a, n, DOM_BOOL)); /* bool_pair writes every element of a and b */
+    TRY(kal_w(e, &b, n, DOM_BOOL));
     TRY(VT->bool_pair(e, &a, &b, d, w));
     int m = w - 1, W = 1;
     while (W < m)
         W *= 2;
     TRY(k_carry_packed(e, &G, &a, &b, m, e->n_parties == 2));
-    TRY(kal_w(e, &s, n, DOM_BOOL)); /* every element: add */
-    TRY(VT->add(e, &s, &a, &b));
-    TRY(VT->shift(e, &s, &s, w - 1));
-    if (W > 1)
-        TRY(VT->shift(e, &G, &G, W - 1));
-    TRY(VT->add(e, &s, &s, &G));
-    TRY(kal(e, z, n, DOM_ARITH));
+    TRY(kal_w(e, &s, n, DOM_BOOL)); /* every element: add (place2) */
+    if (VT->place2) { /* s = a_{w−1} ^ b_{w−1} ^ G_{W−1} at bit 0 in two passes */
+        TRY(VT->place2(e, &s, &a, -(w - 1), 1, &b, -(w - 1), 1));
+        TRY(VT->place2(e, &s, &s, 0, 1, &G, -(W - 1), 1));
+    } else {
+        TRY(VT->add(e, &s, &a, &b));
+        TRY(VT->shift(e, &s, &s, w - 1));
+        if (W > 1)
+            TRY(VT->shift(e, &G, &G, W - 1));
+        TRY(VT->add(e, &s, &s, &G));
+    }
+    TRY(kal_w(e, z, n, DOM_ARITH)); /* b2a_bit writes every element */
     TRY(VT->b2a_bit(e, z, &s));
     krel(e, &a), krel(e, &b), krel(e, &G), krel(e, &s);
     return MS_OK;
@@ -569,7 +588,7 @@ typedef int (*k_test)(eng *e, mpc_val *z, const mpc_val *d, int w);
 static int k_test_diff(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, int w, k_test test)
 {
     mpc_val d;
-    TRY(kal(e, &d, x->n, DOM_ARITH));
+    TRY(kal_w(e, &d, x->n, DOM_ARITH)); /* sub writes every element */
     TRY(VT->sub(e, &d, x, y));
     int rc = test(e, z, &d, w);
     krel(e, &d);
