@@ -332,6 +332,40 @@ int mpc_l_place2(eng *e, mpc_val *z, const mpc_val *x, int l, uint64_t ml, const
     return MS_OK;
 }
 
+void mpc_l_and_placed(uint64_t *al, const eng_placed *a, const eng_placed *b, uint64_t mask,
+                      size_t n)
+{
+    unsigned sh[4][2]; /* left, right shift of a.x, a.y, b.x, b.y */
+    uint64_t m[4] = {a->ml, a->mr, b->ml, b->mr};
+    int cnt[4] = {a->l, a->r, b->l, b->r};
+    for (int q = 0; q < 4; q++)
+        split_shift(cnt[q], &sh[q][0], &sh[q][1], &m[q]);
+    const uint64_t *ax0 = a->x->s[0], *ax1 = a->x->s[1], *ay0 = a->y->s[0], *ay1 = a->y->s[1];
+    const uint64_t *bx0 = b->x->s[0], *bx1 = b->x->s[1], *by0 = b->y->s[0], *by1 = b->y->s[1];
+#define PL(v, q) (((v) << sh[q][0] >> sh[q][1]) & m[q])
+    size_t i = 0;
+    for (; i + 2 <= n; i += 2) {
+        v2u64 z, p0, p1, q0, q1, t0, t1;
+        memcpy(&z, al + i, sizeof z);
+        memcpy(&t0, ax0 + i, sizeof t0), memcpy(&t1, ay0 + i, sizeof t1);
+        p0 = PL(t0, 0) ^ PL(t1, 1);
+        memcpy(&t0, ax1 + i, sizeof t0), memcpy(&t1, ay1 + i, sizeof t1);
+        p1 = PL(t0, 0) ^ PL(t1, 1);
+        memcpy(&t0, bx0 + i, sizeof t0), memcpy(&t1, by0 + i, sizeof t1);
+        q0 = PL(t0, 2) ^ PL(t1, 3);
+        memcpy(&t0, bx1 + i, sizeof t0), memcpy(&t1, by1 + i, sizeof t1);
+        q1 = PL(t0, 2) ^ PL(t1, 3);
+        z = (z ^ (p0 & q0) ^ (p0 & q1) ^ (p1 & q0)) & mask;
+        memcpy(al + i, &z, sizeof z);
+    }
+    for (; i < n; i++) {
+        uint64_t p0 = PL(ax0[i], 0) ^ PL(ay0[i], 1), p1 = PL(ax1[i], 0) ^ PL(ay1[i], 1);
+        uint64_t q0 = PL(bx0[i], 2) ^ PL(by0[i], 3), q1 = PL(bx1[i], 2) ^ PL(by1[i], 3);
+        al[i] = (al[i] ^ (p0 & q0) ^ (p0 & q1) ^ (p1 & q0)) & mask;
+    }
+#undef PL
+}
+
 int mpc_l_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size_t n)
 {
     mpc_core *c = core(e);
@@ -610,19 +644,19 @@ static inline void get_le(const uint8_t *p, size_t B, uint64_t *lo, uint64_t *hi
         }                                                                                          \
     } while (0)
 
-#define BY_WIDTH(LOOP, M)                  \
-    do {                                   \
-        switch (pl->bytes) {               \
-        case 1: LOOP(M, 1); break;         \
-        case 2: LOOP(M, 2); break;         \
-        case 3: LOOP(M, 3); break;         \
-        case 4: LOOP(M, 4); break;         \
-        case 5: LOOP(M, 5); break;         \
-        case 6: LOOP(M, 6); break;         \
-        case 7: LOOP(M, 7); break;         \
-        case 8: LOOP(M, 8); break;         \
+#define BY_WIDTH(LOOP, M)                   \
+    do {                                    \
+        switch (pl->bytes) {                \
+        case 1: LOOP(M, 1); break;          \
+        case 2: LOOP(M, 2); break;          \
+        case 3: LOOP(M, 3); break;          \
+        case 4: LOOP(M, 4); break;          \
+        case 5: LOOP(M, 5); break;          \
+        case 6: LOOP(M, 6); break;          \
+        case 7: LOOP(M, 7); break;          \
+        case 8: LOOP(M, 8); break;          \
         default: LOOP(M, pl->bytes); break; \
-        }                                  \
+        }                                   \
     } while (0)
 #define PACK_LOOP(GATHER) BY_WIDTH(PACK_LOOP_B, GATHER)
 #define UNPACK_LOOP(SCATTER) BY_WIDTH(UNPACK_LOOP_B, SCATTER)
