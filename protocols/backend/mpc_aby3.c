@@ -881,8 +881,25 @@ static int and_round(a3 *s, mpc_val *z, const and_in *in, size_t n, uint64_t mas
     int rc = MS_OK;
     if (own && !(rc = mpc_ensure(&s->c, z, n, DOM_BOOL)))
         al = z->s[0];
-    if (rc || !al || !snd || !rcv || (rc = zero_share(s, al, n, DOM_BOOL)))
+    if (rc || !al || !snd || !rcv)
         return rc ? rc : MS_ERR_NOMEM;
+    /* The boolean zero share on the mask's bits only: F(K_i) ^ F(K_{i+1}) drawn packed, B
+     * bytes from each key (the message's size, not 8n), then placed on the mask by unpacking
+     * (PDEP is linear over xor, so the three shares still xor to 0); snd and rcv are free
+     * until the product is packed. */
+    mpc_prg_bytes(&s->k0, snd, B);
+    mpc_prg_bytes(&s->k1, rcv, B);
+    size_t q = 0;
+    for (; q + 8 <= B; q += 8) {
+        uint64_t u, v;
+        memcpy(&u, snd + q, 8), memcpy(&v, rcv + q, 8);
+        u ^= v;
+        memcpy(snd + q, &u, 8);
+    }
+    for (; q < B; q++)
+        snd[q] ^= rcv[q];
+    mpc_unpack_bits(al, n, mask, snd, &pos);
+    pos = 0;
     if (in->x) {
         const mpc_val *x = in->x, *y = in->y;
         for (size_t k = 0; k < n; k++)
