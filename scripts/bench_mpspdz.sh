@@ -3,8 +3,11 @@
 # (build/release/bench_mpc) against MP-SPDZ's replicated-ring-party.x (three local processes,
 # encrypted channels as both do by default), one element-wise op on N fixed-point values
 # (default 65,536; f = 18 as mpcsim's aby3 default), RUNS times (default 7), the two programs
-# alternating run by run. Ops: lt exp recip rsqrt mul (default all), and lt64 (MP-SPDZ only:
-# the comparison on the whole ring; compared with mpcsim's lt, which compares all 64 bits).
+# alternating run by run. Ops: lt exp recip rsqrt mul (default all), and lt64. The two
+# comparisons, each like for like: lt is MP-SPDZ's sfix comparison at k = 31, LTZ of the
+# difference on k + 1 = 32 bits (Compiler/types.py sint.__lt__), against mpcsim's lt with the
+# bound w=32 on the difference (bench_mpc --bits 32); lt64 compares on the whole ring in both
+# (MP-SPDZ's sint comparison, LTZ on bit length 63 + 1 = 64; mpcsim's lt unbounded).
 #
 # MP-SPDZ runs each op compiled in up to three ways (-v, default "def y z3"): def =
 # `compile.py -R 64`; y = `-R 64 -Y -b 100000` (edaBits, one vector of N instead of the
@@ -96,7 +99,7 @@ y = sfix.get_input_from(1, size=n)
 def one():
     if op == 'mul':       # ring product, no truncation (bench_mpc's mul)
         return x.v * y.v
-    if op == 'lt':        # sfix comparison: LTZ of the difference on k bits
+    if op == 'lt':        # sfix comparison: LTZ of the difference on k + 1 bits
         return x < y
     if op == 'lt64':      # the encodings compared on the whole ring (bit length 63)
         return x.v < y.v
@@ -180,8 +183,11 @@ while [ $i -lt "$runs" ]; do
         in=sym
         case $op in recip|rsqrt) in=pos ;; esac
         mop=$op
+        bits=
         [ "$op" = lt64 ] && mop=lt
-        line=$("$bench" --op "$mop" --protocol aby3 --n "$n" --reps 5 --warmup 1 | tail -1)
+        [ "$op" = lt ] && bits="--bits 32"
+        # shellcheck disable=SC2086
+        line=$("$bench" --op "$mop" --protocol aby3 --n "$n" --reps 5 --warmup 1 $bits | tail -1)
         # proto op n min median rounds online offline B/elem coldcpu coldflt warmcpu warmflt coldms
         echo "$line" | awk -v op="$op" '{ printf "%s mpcsim cold_ms %s\n%s mpcsim warm_ms %s\n" \
             "%s mpcsim cpu_op %.1f\n", op, $14, op, $5, op, ($10 + 2 * $12) / 3 }' >> "$out"

@@ -6,10 +6,13 @@
  * median of the timed runs ("warm"), with the first run's time at P0 ("cold ms").
  *
  *   bench_mpc [--op NAME] [--n N] [--protocol semi2k|aby3] [--reps R] [--warmup W]
- *             [--set KEY=VALUE]... [--insecure-plaintext]
+ *             [--bits W] [--set KEY=VALUE]... [--insecure-plaintext]
  *
  * The party channels run TLS 1.3 as `mpcsim party` does; --insecure-plaintext times the
- * protocol alone (as builds before TLS did).
+ * protocol alone (as builds before TLS did). --bits W gives lt and eq the public bound w=W
+ * on their operands' difference (op.h; default 0: the whole ring), e.g. 32 for MP-SPDZ's
+ * sfix comparison at k = 31, LTZ on k + 1 bits (scripts/bench_mpspdz.sh). The inputs, in
+ * [−1, 1) at f = 18, differ by less than 2^19, inside any bound from 21 up.
  *
  * Without --op it runs the standard list (make bench): mul, fmul, matmul 128×768·768×768,
  * lt, exp, reciprocal, rsqrt, softmax over 1,024, sort of 1,024, top-k 8 of 1,024, in both
@@ -52,6 +55,7 @@ static const bop bops[] = {
 typedef struct job {
     op_program prog;
     int reps, warmup, pos;
+    int bits; /* --bits: lt's and eq's bound (0: the whole ring) */
 } job;
 
 static uint64_t mix(uint64_t *s)
@@ -175,6 +179,8 @@ static int build(job *j, const bop *b, size_t n)
             .out = z,
             .flags = b->flags,
             .iarg = iarg};
+    if (kind == OP_LT || kind == OP_EQ)
+        o.bits = (uint8_t)j->bits;
     op_emit(p, &o);
     j->pos = b->pos;
     return 0;
@@ -255,7 +261,7 @@ static void bench(const char *pname, const bop *b, size_t n, job *j, char **sets
 static void usage(FILE *f)
 {
     fprintf(f, "usage: bench_mpc [--op NAME] [--n N] [--protocol semi2k|aby3] [--reps R] "
-               "[--warmup W] [--set KEY=VALUE]... [--insecure-plaintext]\nops:");
+               "[--warmup W] [--bits W] [--set KEY=VALUE]... [--insecure-plaintext]\nops:");
     for (size_t i = 0; i < sizeof bops / sizeof *bops; i++)
         fprintf(f, " %s", bops[i].name);
     fprintf(f, "\n");
@@ -276,7 +282,7 @@ static long num(const char *flag, const char *v, long lo, long hi)
 int main(int argc, char **argv)
 {
     const char *opname = NULL, *proto_name = NULL;
-    long n = 0, reps = 5, warmup = 1;
+    long n = 0, reps = 5, warmup = 1, bits = 0;
     char *sets[32];
     int n_sets = 0;
     for (int i = 1; i < argc; i++) {
@@ -291,6 +297,8 @@ int main(int argc, char **argv)
             reps = num(a, v, 1, REPS_MAX), i++;
         else if (!strcmp(a, "--warmup"))
             warmup = num(a, v, 0, 1000), i++;
+        else if (!strcmp(a, "--bits"))
+            bits = num(a, v, 21, 64), i++;
         else if (!strcmp(a, "--insecure-plaintext"))
             plaintext = 1;
         else if (!strcmp(a, "--set") && v && n_sets < 32)
@@ -330,7 +338,7 @@ int main(int argc, char **argv)
     printf("%-7s %-8s %8s %10s %10s %6s %14s %12s %10s %10s %8s %10s %8s %9s\n", "proto", "op", "n",
            "min ms", "median ms", "rounds", "online B", "offline B", "B/elem", "cold cpu",
            "cold flt", "warm cpu", "warm flt", "cold ms");
-    job j = {.reps = (int)reps, .warmup = (int)warmup};
+    job j = {.reps = (int)reps, .warmup = (int)warmup, .bits = bits < 64 ? (int)bits : 0};
     for (int q = 0; q < 2; q++) {
         if (proto_name && strcmp(proto_name, protos[q]))
             continue;

@@ -11,6 +11,7 @@
 #include "protocols/program/eng_plain.h"
 #include "protocols/program/kern.h"
 #include "protocols/program/proto.h"
+#include "protocols/program/proto_cost.h"
 
 #define F 18
 
@@ -877,6 +878,76 @@ START_TEST(test_topk_quickselect_cost)
 }
 END_TEST
 
+/* The cost engine's local work of one less-than (msb: packed) with place2 as one pass, against
+ * the same engine with place2 taken out (the kernels then compose it of shifts, masks and
+ * xors): PRIMITIVES.md "Local work" counts the difference per share component as 11n per
+ * level of the carry tree and 3n outside it, 69n at w = 64 (6 levels) and 58n at w = 32 (5),
+ * every party alike; the rounds and bytes are the same either way. */
+static void lt_local_work(const char *protocol, int composed, uint8_t bits, size_t n,
+                          double work[3], uint64_t *rounds, uint64_t *bytes)
+{
+    const proto *pr = proto_find(protocol);
+    proto_cfg c;
+    errbuf e;
+    ck_assert_int_eq(proto_cfg_default(protocol, &c, &e), 0);
+    cost_log log;
+    cost_log_init(&log, pr->n_parties);
+    eng *en = NULL;
+    ck_assert_int_eq(pr->cost_engine(&c, &log, &en), 0);
+    if (composed)
+        ((cost_impl *)en->impl)->vt.place2 = NULL;
+    op_program p;
+    op_program_init(&p);
+    uint32_t x = op_tensor_add(&p, "x", OPT_INPUT, DOM_ARITH, 1, 1, (uint32_t)n);
+    uint32_t y = op_tensor_add(&p, "y", OPT_INPUT, DOM_ARITH, 1, 1, (uint32_t)n);
+    uint32_t z = op_tensor_add(&p, "z", OPT_TEMP, DOM_ARITH, 1, 1, (uint32_t)n);
+    op o = mkop(OP_LT, 1, 1, 0, (uint32_t)n, x, y, OP_NONE, z);
+    o.bits = bits;
+    ck_assert_int_ge(op_emit(&p, &o), 0);
+    mpc_val vals[3];
+    memset(vals, 0, sizeof vals);
+    for (int t = 0; t < 3; t++)
+        ck_assert_int_eq(en->vt->alloc(en, &vals[t], n, DOM_ARITH), 0);
+    ck_assert_msg(kern_exec(en, &p, 0, vals, &e) == 0, "%s", e.msg);
+    memset(work, 0, 3 * sizeof *work);
+    *rounds = *bytes = 0;
+    for (size_t r = 0; r < log.n; r++) {
+        *rounds += log.r[r].comm;
+        for (int a = 0; a < pr->n_parties; a++) {
+            work[a] += log.r[r].work[a][WK_ELEM];
+            for (int b = 0; b < pr->n_parties; b++)
+                *bytes += log.r[r].bytes[a][b];
+        }
+    }
+    for (int t = 0; t < 3; t++)
+        en->vt->release(en, &vals[t]);
+    eng_free(en);
+    cost_log_free(&log);
+    op_program_free(&p);
+}
+
+START_TEST(test_cost_place2_one_pass)
+{
+    static const char *const protos[] = {"semi2k", "aby3"};
+    const size_t n = 1000;
+    for (int q = 0; q < 2; q++)
+        for (int wide = 0; wide < 2; wide++) {
+            uint8_t bits = wide ? 0 : 32;
+            double per_comp = wide ? 69.0 * n : 58.0 * n, comps = q ? 2 : 1;
+            double w1[3], w0[3];
+            uint64_t r1, r0, b1, b0;
+            lt_local_work(protos[q], 0, bits, n, w1, &r1, &b1);
+            lt_local_work(protos[q], 1, bits, n, w0, &r0, &b0);
+            ck_assert_uint_eq(r1, r0);
+            ck_assert_uint_eq(b1, b0);
+            for (int a = 0; a < (q ? 3 : 2); a++)
+                ck_assert_msg(w0[a] - w1[a] == per_comp * comps,
+                              "%s w=%u party %d: %.0f elements less, %.0f expected", protos[q],
+                              bits, a, w0[a] - w1[a], per_comp * comps);
+        }
+}
+END_TEST
+
 START_TEST(test_onehot_gather)
 {
     int np = 2 + _i;
@@ -1077,7 +1148,7 @@ Suite *kern_suite(void)
     TH_LOOPS(t, 8, test_recip_rsqrt_bitdec);
     TH_LOOPS(t, 2, test_gelu_silu, test_softmax, test_norms, test_max_argmax_topk,
              test_topk_quickselect);
-    TH_TESTS(t, test_topk_quickselect_cost);
+    TH_TESTS(t, test_topk_quickselect_cost, test_cost_place2_one_pass);
     TH_LOOPS(t, 2, test_onehot_gather, test_rope_matmul, test_arith_ops, test_layout_conventions);
     return s;
 }

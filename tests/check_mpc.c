@@ -701,6 +701,56 @@ START_TEST(test_local_place2)
 }
 END_TEST
 
+/* and_placed's local pass (mpc_local.h) on one node's two shares: the zero share in al, then
+ * (al ^ A0 & B0 ^ A0 & B1 ^ A1 & B0) & mask with A_t, B_t placed from share slot t by C's
+ * shifts (place_ref) as the carry tree places them (level 1 and a later level, the same value
+ * as both words of a placing) and with out-of-range counts; odd n for the scalar tail. */
+START_TEST(test_local_and_placed)
+{
+    enum { N = 31 };
+    static const int sh[][4] = {{0, -1, 1, 0}, {1, 0, 8, 8}, {-3, 5, 64, -2}, {-70, 2, 0, 63}};
+    mpc_core c;
+    memset(&c, 0, sizeof c);
+    c.party = 2, c.ns = 2, c.pub_slot = -1;
+    eng e;
+    memset(&e, 0, sizeof e);
+    e.impl = &c;
+    uint64_t s = 11, top = 0xaaaaaaaaaaaaaaaaull, slot = top >> 1, mask = 0xf0f0f0f0f0f0f0f5ull;
+    for (size_t q = 0; q < sizeof sh / sizeof sh[0]; q++)
+        for (int same = 0; same < 2; same++) { /* a's two words one value (P, P) or two */
+            mpc_val P = {0}, G = {0}, Q = {0};
+            ck_assert_int_eq(mpc_l_alloc(&e, &P, N, DOM_BOOL), 0);
+            ck_assert_int_eq(mpc_l_alloc(&e, &G, N, DOM_BOOL), 0);
+            ck_assert_int_eq(mpc_l_alloc(&e, &Q, N, DOM_BOOL), 0);
+            uint64_t al[N], want[N];
+            for (int i = 0; i < N; i++) {
+                for (int t = 0; t < 2; t++) {
+                    P.s[t][i] = (s = s * 6364136223846793005ull + 1442695040888963407ull);
+                    G.s[t][i] = (s = s * 6364136223846793005ull + 1442695040888963407ull);
+                    Q.s[t][i] = (s = s * 6364136223846793005ull + 1442695040888963407ull);
+                }
+                al[i] = (s = s * 6364136223846793005ull + 1442695040888963407ull);
+                const mpc_val *ay = same ? &P : &Q;
+                uint64_t A[2], B[2];
+                for (int t = 0; t < 2; t++) {
+                    A[t] = (place_ref(P.s[t][i], sh[q][0]) & top) ^
+                           (place_ref(ay->s[t][i], sh[q][1]) & slot);
+                    B[t] = (place_ref(G.s[t][i], sh[q][2]) & top) ^
+                           (place_ref(P.s[t][i], sh[q][3]) & slot);
+                }
+                want[i] = (al[i] ^ (A[0] & B[0]) ^ (A[0] & B[1]) ^ (A[1] & B[0])) & mask;
+            }
+            eng_placed a = {&P, same ? &P : &Q, sh[q][0], sh[q][1], top, slot};
+            eng_placed b = {&G, &P, sh[q][2], sh[q][3], top, slot};
+            mpc_l_and_placed(al, &a, &b, mask, N);
+            for (int i = 0; i < N; i++)
+                ck_assert_msg(al[i] == want[i], "shifts %d %d %d %d same %d elem %d", sh[q][0],
+                              sh[q][1], sh[q][2], sh[q][3], same, i);
+            mpc_l_release(&e, &P), mpc_l_release(&e, &G), mpc_l_release(&e, &Q);
+        }
+}
+END_TEST
+
 START_TEST(test_local_matmul_tiles)
 {
     size_t m = 7, k = 300, n = 530;
@@ -727,7 +777,9 @@ END_TEST
 
 /* Packed messages against a bit-by-bit reference (each element's bits of the mask in order,
  * then the second word's, padded to a byte), for contiguous, sparse, dense, single-bit and
- * full masks, on the PEXT path (where the CPU has it) and the software one. */
+ * full masks, on the PEXT path (where the CPU has it) and the software one; every popcount
+ * 1 … 64 once contiguous (shifted up from bit 0 where it fits) and once scattered, so that each
+ * width of an element, 1 … 8 bytes (1 … 16 for a pair), is met on every path. */
 static size_t ref_pack(uint8_t *buf, const uint64_t *w1, const uint64_t *w2, size_t n,
                        uint64_t mask)
 {
@@ -748,26 +800,35 @@ static size_t ref_pack(uint8_t *buf, const uint64_t *w1, const uint64_t *w2, siz
 START_TEST(test_pack_bits)
 {
     uint64_t s = 5;
-    uint64_t masks[40] = {1,
-                          1ull << 63,
-                          ~0ull,
-                          ~0ull >> 1,
-                          0x5555555555555555ull,
-                          0xaaaaaaaaaaaaaaaaull,
-                          0xff00ff00ff00ff00ull,
-                          0x00000000fffffff0ull,
-                          0x8000000000000001ull,
-                          0x7fffffff00000000ull};
+    uint64_t masks[40 + 128] = {1,
+                                1ull << 63,
+                                ~0ull,
+                                ~0ull >> 1,
+                                0x5555555555555555ull,
+                                0xaaaaaaaaaaaaaaaaull,
+                                0xff00ff00ff00ff00ull,
+                                0x00000000fffffff0ull,
+                                0x8000000000000001ull,
+                                0x7fffffff00000000ull};
     for (int i = 10; i < 40; i++) {
         uint64_t a = mpcfix_mix(&s), b = mpcfix_mix(&s);
         masks[i] = i % 3 == 0 ? a & b : i % 3 == 1 ? a | b : a; /* sparse, dense, half */
+    }
+    for (int pc = 1; pc <= 64; pc++) {
+        uint64_t low = pc == 64 ? ~0ull : (1ull << pc) - 1, r = mpcfix_mix(&s) | 1;
+        masks[40 + 2 * (pc - 1)] = pc <= 61 ? low << 3 : low;
+        uint64_t sc = 0; /* pc positions drawn by an LCG's top 6 bits: scattered */
+        for (uint64_t k = r; __builtin_popcountll(sc) < pc;
+             k = k * 6364136223846793005ull + 1442695040888963407ull)
+            sc |= 1ull << (k >> 58);
+        masks[40 + 2 * (pc - 1) + 1] = sc;
     }
     enum { N = 37 };
     uint64_t w1[N], w2[N], o1[N], o2[N];
     uint8_t got[N * 16 + 8], want[N * 16 + 8];
     for (int sw = 0; sw < 2; sw++) {
         mpc_pack_force_software(sw);
-        for (int m = 0; m < 40; m++)
+        for (int m = 0; m < 40 + 128; m++)
             for (int two = 0; two < 2; two++)
                 for (size_t n = 1; n <= N; n += 12) {
                     for (size_t i = 0; i < n; i++)
@@ -1059,7 +1120,8 @@ Suite *mpc_suite(void)
     TCase *tp = th_case(s, "primitives", 60);
     TH_LOOPS(tp, 2, test_elementwise, test_input_open, test_matmul, test_trunc_edges);
     TH_TESTS(tp, test_beaver_cache_setup, test_local_pub_ops, test_local_place2,
-             test_local_matmul_tiles, test_pack_bits, test_latency, test_sync_and_late_receiver);
+             test_local_and_placed, test_local_matmul_tiles, test_pack_bits, test_latency,
+             test_sync_and_late_receiver);
     TCase *ts = th_case(s, "security", 60);
     TH_LOOPS(ts, 2, test_p1_view_independent, test_keys_fresh);
     return s;

@@ -138,7 +138,7 @@ static int a_open_bit(eng *e, uint64_t *out, const mpc_val *x)
     a3 *s = A(e);
     size_t n = x->n;
     int i = s->c.party;
-    uint8_t *b = mpc_tmp_bytes(&s->c, 0, 2 * n);
+    uint8_t *b = mpc_tmp_bytes_w(&s->c, 0, 2 * n); /* [0, n) written, [n, 2n) received */
     if (!b)
         return MS_ERR_NOMEM;
     for (size_t k = 0; k < n; k++)
@@ -852,30 +852,63 @@ static int a_b2a(eng *e, mpc_val *z, const mpc_val *x)
 
 /* ---------------------------------------------------------------- packed circuits */
 
+/* Whether z's first share is the storage of one of v's. */
+static int shares_storage(const mpc_val *z, const mpc_val *v)
+{
+    const uint64_t *z0 = z->s[0];
+    return z == v || (z0 && (z0 == v->s[0] || z0 == v->s[1]));
+}
+
+/* The operands of and_bits (x, y) or of and_placed (x NULL; the placed words a, b). */
+typedef struct and_in {
+    const mpc_val *x, *y;    /* and_bits */
+    const eng_placed *a, *b; /* and_placed */
+} and_in;
+
 /* ABY3 AND on the bits of mask: z_i masked, reshared packed to P_{i−1}.
  * COST: and_bits: 1 round, n·⌈pc/8⌉ on each link i→i−1. */
-static int a_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint64_t mask,
-                      int priv)
+static int and_round(a3 *s, mpc_val *z, const and_in *in, size_t n, uint64_t mask)
 {
-    a3 *s = A(e);
-    size_t n = x->n, B = mpc_packed_bytes(n, __builtin_popcountll(mask)), pos = 0;
-    (void)priv;
+    size_t B = mpc_packed_bytes(n, __builtin_popcountll(mask)), pos = 0;
     /* The local product goes straight into z->s[0] unless z is an operand or shares its
      * storage (the zero share drawn first would overwrite it): then into scratch, copied. */
-    const uint64_t *z0 = z->s[0];
-    int own = z != x && z != y &&
-              (!z0 || (z0 != x->s[0] && z0 != x->s[1] && z0 != y->s[0] && z0 != y->s[1]));
+    int own = in->x ? !shares_storage(z, in->x) && !shares_storage(z, in->y)
+                    : !shares_storage(z, in->a->x) && !shares_storage(z, in->a->y) &&
+                          !shares_storage(z, in->b->x) && !shares_storage(z, in->b->y);
     uint64_t *al = own ? NULL : mpc_tmp(&s->c, 1, n);
-    uint8_t *snd = mpc_tmp_bytes(&s->c, 2, B), *rcv = mpc_tmp_bytes(&s->c, 3, B);
-    int rc = a3_want(s, x, y, DOM_BOOL, "and_bits");
-    if (!rc && own && !(rc = mpc_ensure(&s->c, z, n, DOM_BOOL)))
+    /* snd: packed in full (B bytes), rcv: received in full before it is read */
+    uint8_t *snd = mpc_tmp_bytes_w(&s->c, 2, B), *rcv = mpc_tmp_bytes_w(&s->c, 3, B);
+    int rc = MS_OK;
+    if (own && !(rc = mpc_ensure(&s->c, z, n, DOM_BOOL)))
         al = z->s[0];
-    if (rc || !al || !snd || !rcv || (rc = zero_share(s, al, n, DOM_BOOL)))
+    if (rc || !al || !snd || !rcv)
         return rc ? rc : MS_ERR_NOMEM;
-    for (size_t k = 0; k < n; k++)
-        al[k] = (al[k] ^ (x->s[0][k] & y->s[0][k]) ^ (x->s[0][k] & y->s[1][k]) ^
-                 (x->s[1][k] & y->s[0][k])) &
-                mask;
+    /* The boolean zero share on the mask's bits only: F(K_i) ^ F(K_{i+1}) drawn packed, B
+     * bytes from each key (the message's size, not 8n), then placed on the mask by unpacking
+     * (PDEP is linear over xor, so the three shares still xor to 0); snd and rcv are free
+     * until the product is packed. */
+    mpc_prg_bytes(&s->k0, snd, B);
+    mpc_prg_bytes(&s->k1, rcv, B);
+    size_t q = 0;
+    for (; q + 8 <= B; q += 8) {
+        uint64_t u, v;
+        memcpy(&u, snd + q, 8), memcpy(&v, rcv + q, 8);
+        u ^= v;
+        memcpy(snd + q, &u, 8);
+    }
+    for (; q < B; q++)
+        snd[q] ^= rcv[q];
+    mpc_unpack_bits(al, n, mask, snd, &pos);
+    pos = 0;
+    if (in->x) {
+        const mpc_val *x = in->x, *y = in->y;
+        for (size_t k = 0; k < n; k++)
+            al[k] = (al[k] ^ (x->s[0][k] & y->s[0][k]) ^ (x->s[0][k] & y->s[1][k]) ^
+                     (x->s[1][k] & y->s[0][k])) &
+                    mask;
+    } else {
+        mpc_l_and_placed(al, in->a, in->b, mask, n);
+    }
     mpc_pack_bits(snd, &pos, al, n, mask);
     if (!own) {
         if ((rc = mpc_ensure(&s->c, z, n, DOM_BOOL)))
@@ -890,6 +923,31 @@ static int a_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, ui
     return MS_OK;
 }
 
+static int a_and_bits(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint64_t mask,
+                      int priv)
+{
+    a3 *s = A(e);
+    (void)priv;
+    int rc = a3_want(s, x, y, DOM_BOOL, "and_bits");
+    and_in in = {.x = x, .y = y};
+    return rc ? rc : and_round(s, z, &in, x->n, mask);
+}
+
+/* and_bits of two placed words, placed inside the local product's pass (eng.h).
+ * COST: and_placed: as and_bits. */
+static int a_and_placed(eng *e, mpc_val *z, const eng_placed *a, const eng_placed *b, uint64_t mask)
+{
+    a3 *s = A(e);
+    const mpc_val *v[4] = {a->x, a->y, b->x, b->y};
+    for (int q = 0; q < 4; q++) {
+        int rc = a3_want(s, v[q], v[0], DOM_BOOL, "and_placed"); /* boolean, of one length */
+        if (rc)
+            return rc;
+    }
+    and_in in = {.a = a, .b = b};
+    return and_round(s, z, &in, a->x->n, mask);
+}
+
 /* a = x0 + x1 (known to P0) as the boolean sharing (a ^ s1, s1, 0) with s1 from K_1 (P0, P1),
  * P0 sending a ^ s1 to P2; b = x2 as (0, 0, x2), no message. Masked to bits.
  * COST: bool_pair: 1 round, n·⌈bits/8⌉ from P0 to P2. */
@@ -901,7 +959,7 @@ static int a_bool_pair(eng *e, mpc_val *a, mpc_val *b, const mpc_val *x, int bit
     int i = s->c.party, rc = mpc_ensure(&s->c, a, n, DOM_BOOL);
     if (!rc)
         rc = mpc_ensure(&s->c, b, n, DOM_BOOL);
-    uint8_t *buf = mpc_tmp_bytes(&s->c, 2, B);
+    uint8_t *buf = mpc_tmp_bytes_w(&s->c, 2, B); /* P0 packs all B bytes, P2 receives them */
     if (rc || !buf)
         return rc ? rc : MS_ERR_NOMEM;
     if (i == 0) {
@@ -949,7 +1007,8 @@ static int a_b2a_bit(eng *e, mpc_val *z, const mpc_val *x)
     int i = s->c.party;
     int rc = a3_want(s, x, NULL, DOM_BOOL, "b2a_bit");
     uint64_t *rho = mpc_tmp(&s->c, 0, n), *ar = mpc_tmp(&s->c, 1, n), *cw = mpc_tmp(&s->c, 2, n);
-    uint8_t *snd = mpc_tmp_bytes(&s->c, 3, B), *rcv = mpc_tmp_bytes(&s->c, 4, B);
+    /* P0, P1: snd packed in full, rcv received in full; P2 reads neither */
+    uint8_t *snd = mpc_tmp_bytes_w(&s->c, 3, B), *rcv = mpc_tmp_bytes_w(&s->c, 4, B);
     if (rc || !rho || !ar || !cw || !snd || !rcv)
         return rc ? rc : MS_ERR_NOMEM;
     const void *sb[3] = {0};
@@ -1038,6 +1097,7 @@ static const eng_vt aby3_vt = {
     .mul_pub = mpc_l_mul_pub,
     .shift = mpc_l_shift,
     .place2 = mpc_l_place2,
+    .and_placed = a_and_placed,
     .bool_components = a_bool_components,
     .permute = mpc_l_permute,
     .concat = mpc_l_concat,

@@ -82,6 +82,11 @@ uint8_t *mpc_tmp_bytes(mpc_core *c, int slot, size_t len)
     return (uint8_t *)w;
 }
 
+uint8_t *mpc_tmp_bytes_w(mpc_core *c, int slot, size_t len)
+{
+    return (uint8_t *)mpc_tmp(c, slot, len / 8 + 1);
+}
+
 void mpc_core_free(mpc_core *c)
 {
     for (int i = 0; i < 6; i++)
@@ -325,6 +330,40 @@ int mpc_l_place2(eng *e, mpc_val *z, const mpc_val *x, int l, uint64_t ml, const
         EW2(zz, a, b, n, ((u << xl >> xr) & ml) ^ ((v << yl >> yr) & mr));
     }
     return MS_OK;
+}
+
+void mpc_l_and_placed(uint64_t *al, const eng_placed *a, const eng_placed *b, uint64_t mask,
+                      size_t n)
+{
+    unsigned sh[4][2]; /* left, right shift of a.x, a.y, b.x, b.y */
+    uint64_t m[4] = {a->ml, a->mr, b->ml, b->mr};
+    int cnt[4] = {a->l, a->r, b->l, b->r};
+    for (int q = 0; q < 4; q++)
+        split_shift(cnt[q], &sh[q][0], &sh[q][1], &m[q]);
+    const uint64_t *ax0 = a->x->s[0], *ax1 = a->x->s[1], *ay0 = a->y->s[0], *ay1 = a->y->s[1];
+    const uint64_t *bx0 = b->x->s[0], *bx1 = b->x->s[1], *by0 = b->y->s[0], *by1 = b->y->s[1];
+#define PL(v, q) (((v) << sh[q][0] >> sh[q][1]) & m[q])
+    size_t i = 0;
+    for (; i + 2 <= n; i += 2) {
+        v2u64 z, p0, p1, q0, q1, t0, t1;
+        memcpy(&z, al + i, sizeof z);
+        memcpy(&t0, ax0 + i, sizeof t0), memcpy(&t1, ay0 + i, sizeof t1);
+        p0 = PL(t0, 0) ^ PL(t1, 1);
+        memcpy(&t0, ax1 + i, sizeof t0), memcpy(&t1, ay1 + i, sizeof t1);
+        p1 = PL(t0, 0) ^ PL(t1, 1);
+        memcpy(&t0, bx0 + i, sizeof t0), memcpy(&t1, by0 + i, sizeof t1);
+        q0 = PL(t0, 2) ^ PL(t1, 3);
+        memcpy(&t0, bx1 + i, sizeof t0), memcpy(&t1, by1 + i, sizeof t1);
+        q1 = PL(t0, 2) ^ PL(t1, 3);
+        z = (z ^ (p0 & q0) ^ (p0 & q1) ^ (p1 & q0)) & mask;
+        memcpy(al + i, &z, sizeof z);
+    }
+    for (; i < n; i++) {
+        uint64_t p0 = PL(ax0[i], 0) ^ PL(ay0[i], 1), p1 = PL(ax1[i], 0) ^ PL(ay1[i], 1);
+        uint64_t q0 = PL(bx0[i], 2) ^ PL(by0[i], 3), q1 = PL(bx1[i], 2) ^ PL(by1[i], 3);
+        al[i] = (al[i] ^ (p0 & q0) ^ (p0 & q1) ^ (p1 & q0)) & mask;
+    }
+#undef PL
 }
 
 int mpc_l_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size_t n)
@@ -583,11 +622,15 @@ static inline void get_le(const uint8_t *p, size_t B, uint64_t *lo, uint64_t *hi
     *lo = a, *hi = b;
 }
 
-/* The element loops, instantiated per gather/scatter method. A pair is v1 | v2 << pc. */
-#define PACK_LOOP(GATHER)                                      \
+/* The element loops, instantiated per gather/scatter method and, for 1 to 8 bytes an element,
+ * per width: with the width a constant the byte copies of put_le/get_le compile to a load or
+ * store or two instead of a call to memcpy per element (the unpacking of the carry tree's AND
+ * messages spent most of its time in those calls). A pair is v1 | v2 << pc. */
+#define PACK_LOOP_B(GATHER, BYTES)                             \
     do {                                                       \
         int pc_ = pl->pc;                                      \
-        for (size_t i = 0; i < n; i++, p += pl->bytes) {       \
+        size_t b_n_ = (BYTES);                                 \
+        for (size_t i = 0; i < n; i++, p += b_n_) {            \
             uint64_t a_ = GATHER(w1[i]), lo_ = a_, hi_ = 0;    \
             if (w2) {                                          \
                 uint64_t b_ = GATHER(w2[i]);                   \
@@ -598,16 +641,17 @@ static inline void get_le(const uint8_t *p, size_t B, uint64_t *lo, uint64_t *hi
                     hi_ = 2 * pc_ > 64 ? b_ >> (64 - pc_) : 0; \
                 }                                              \
             }                                                  \
-            put_le(p, lo_, hi_, pl->bytes);                    \
+            put_le(p, lo_, hi_, b_n_);                         \
         }                                                      \
     } while (0)
 
-#define UNPACK_LOOP(SCATTER)                                                                       \
+#define UNPACK_LOOP_B(SCATTER, BYTES)                                                              \
     do {                                                                                           \
         int pc_ = pl->pc;                                                                          \
-        for (size_t i = 0; i < n; i++, p += pl->bytes) {                                           \
+        size_t b_n_ = (BYTES);                                                                     \
+        for (size_t i = 0; i < n; i++, p += b_n_) {                                                \
             uint64_t lo_, hi_;                                                                     \
-            get_le(p, pl->bytes, &lo_, &hi_);                                                      \
+            get_le(p, b_n_, &lo_, &hi_);                                                           \
             w1[i] = SCATTER(lo_ & pl->low);                                                        \
             if (w2) {                                                                              \
                 uint64_t b_ =                                                                      \
@@ -617,6 +661,23 @@ static inline void get_le(const uint8_t *p, size_t B, uint64_t *lo, uint64_t *hi
             }                                                                                      \
         }                                                                                          \
     } while (0)
+
+#define BY_WIDTH(LOOP, M)                   \
+    do {                                    \
+        switch (pl->bytes) {                \
+        case 1: LOOP(M, 1); break;          \
+        case 2: LOOP(M, 2); break;          \
+        case 3: LOOP(M, 3); break;          \
+        case 4: LOOP(M, 4); break;          \
+        case 5: LOOP(M, 5); break;          \
+        case 6: LOOP(M, 6); break;          \
+        case 7: LOOP(M, 7); break;          \
+        case 8: LOOP(M, 8); break;          \
+        default: LOOP(M, pl->bytes); break; \
+        }                                   \
+    } while (0)
+#define PACK_LOOP(GATHER) BY_WIDTH(PACK_LOOP_B, GATHER)
+#define UNPACK_LOOP(SCATTER) BY_WIDTH(UNPACK_LOOP_B, SCATTER)
 
 #define G_SHIFT(x) (((x) >> pl->sh) & pl->low)
 #define S_SHIFT(v) ((v) << pl->sh)

@@ -30,6 +30,9 @@ int mpc_fail(mpc_core *c, int code, const char *fmt, ...) __attribute__((format(
 uint64_t *mpc_tmp(mpc_core *c, int slot, size_t n);
 /* A zeroed byte buffer of len in scratch slot k; NULL (and err set) on OOM. */
 uint8_t *mpc_tmp_bytes(mpc_core *c, int slot, size_t len);
+/* The same buffer not zeroed, for a caller that writes or receives all len bytes before any is
+ * read or sent (a packed message, a round's receive buffer). */
+uint8_t *mpc_tmp_bytes_w(mpc_core *c, int slot, size_t len);
 void mpc_core_free(mpc_core *c);
 
 /* 1 when v has the shape of this node's share of a value: a known domain, a share slot for each
@@ -51,6 +54,11 @@ int mpc_l_mul_pub(eng *e, mpc_val *z, const mpc_val *x, const uint64_t *cst, siz
 int mpc_l_shift(eng *e, mpc_val *z, const mpc_val *x, int s);
 int mpc_l_place2(eng *e, mpc_val *z, const mpc_val *x, int l, uint64_t ml, const mpc_val *y, int r,
                  uint64_t mr);
+/* The replicated AND's local part on two placed words (eng_vt.and_placed), one pass:
+ * al[i] = (al[i] ^ A0 & B0 ^ A0 & B1 ^ A1 & B0) & mask, A_t and B_t the placed words of
+ * share slot t (0, 1) of a and b at element i. al (the zero share) is none of their storage. */
+void mpc_l_and_placed(uint64_t *al, const eng_placed *a, const eng_placed *b, uint64_t mask,
+                      size_t n);
 int mpc_l_permute(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size_t n);
 int mpc_l_concat(eng *e, mpc_val *z, const mpc_val *parts, int np);
 int mpc_l_scatter(eng *e, mpc_val *z, const mpc_val *x, const uint32_t *idx, size_t n);

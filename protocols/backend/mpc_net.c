@@ -171,27 +171,31 @@ static int check_hdr(mpc_net *n, int j, link_io *l, errbuf *e)
     return MS_OK;
 }
 
-/* Under TLS: the frame's bytes in records of at most MPC_TLS_RECORD, each staged whole (so a
- * record never mixes two frames and the header shares the first record with the payload). */
+/* Under TLS: the frame's bytes in records of at most MPC_TLS_RECORD (so a record never mixes
+ * two frames and the header shares the first record with the payload): the record holding the
+ * header staged whole, the others written from the payload where it lies (no copy; a retry
+ * after WANT_* repeats the same bytes, which stay in place until the round ends). */
 static int do_send_tls(mpc_net *n, int j, link_io *l, errbuf *e)
 {
     size_t total = MPC_FRAME_HDR + l->olen;
     uint8_t *st = n->stage[j];
     l->wr_wants_rd = 0;
     while (l->ooff < total) {
+        int staged = l->ooff < MPC_FRAME_HDR;
         if (!l->stage_len) {
             size_t k = total - l->ooff < MPC_TLS_RECORD ? total - l->ooff : MPC_TLS_RECORD, put = 0;
-            if (l->ooff < MPC_FRAME_HDR) {
+            if (staged) {
                 put = MPC_FRAME_HDR - l->ooff < k ? MPC_FRAME_HDR - l->ooff : k;
                 memcpy(st, l->ohdr + l->ooff, put);
+                if (put < k)
+                    memcpy(st + put, l->obuf + (l->ooff + put - MPC_FRAME_HDR), k - put);
             }
-            if (put < k)
-                memcpy(st + put, l->obuf + (l->ooff + put - MPC_FRAME_HDR), k - put);
             l->stage_len = k;
         }
+        const uint8_t *src = staged ? st : l->obuf + (l->ooff - MPC_FRAME_HDR);
         size_t w = 0;
         char why[300];
-        int s = mpc_tls_write(n->tc[j], st, l->stage_len, &w, why, sizeof why);
+        int s = mpc_tls_write(n->tc[j], src, l->stage_len, &w, why, sizeof why);
         if (s == 0) {
             l->ooff += l->stage_len;
             l->stage_len = 0;

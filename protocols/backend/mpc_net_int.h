@@ -126,7 +126,7 @@ typedef struct link_io {
     uint64_t sent_ns; /* the sender's send time (frame header) */
     uint64_t rx_ns;   /* when the kernel received the bytes read last (0: unknown) */
     uint64_t done_ns;
-    size_t stage_len; /* TLS: bytes of the record in n->stage[j] being written (0: none) */
+    size_t stage_len; /* TLS: bytes of the record being written (0: none) */
     int wr_wants_rd;  /* TLS: the write waits for the socket to become readable */
 } link_io;
 

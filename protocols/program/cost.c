@@ -294,6 +294,16 @@ static int cost_shift(eng *e, mpc_val *z, const mpc_val *x, int s)
     return cost_add_pub(e, z, x, NULL, 0);
 }
 
+/* COST: one pass over both placed words, as the backends' place2 (mpc_local.c; PRIMITIVES.md
+ * "Local work") */
+static int cost_place2(eng *e, mpc_val *z, const mpc_val *x, int l, uint64_t ml, const mpc_val *y,
+                       int r, uint64_t mr)
+{
+    z->n = x->n;
+    z->dom = DOM_BOOL;
+    return cost_local(e, PRIM_LOCAL, (double)x->n);
+}
+
 static int cost_bool_components(eng *e, mpc_val comps[3], int *nc, const mpc_val *x)
 {
     *nc = e->n_parties == 2 ? 2 : 3;
@@ -360,6 +370,7 @@ static void cost_fill_local(eng_vt *vt)
     vt->add_pub = cost_add_pub;
     vt->mul_pub = cost_mul_pub;
     vt->shift = cost_shift;
+    vt->place2 = cost_place2;
     vt->bool_components = cost_bool_components;
     vt->permute = cost_permute;
     vt->concat = cost_concat;

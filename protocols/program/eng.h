@@ -55,6 +55,13 @@ const char *eng_prim_name(int p);
 
 typedef struct eng eng;
 
+/* A word placed from two (eng_vt.place2): (x << l) & ml ^ (y << r) & mr. */
+typedef struct eng_placed {
+    const mpc_val *x, *y;
+    int l, r;
+    uint64_t ml, mr;
+} eng_placed;
+
 typedef struct eng_vt {
     /* storage */
     int (*alloc)(eng *e, mpc_val *v, size_t n, int dom);
@@ -116,6 +123,11 @@ typedef struct eng_vt {
      * party opens only its operand. */
     int (*and_bits)(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, uint64_t mask,
                     int priv);
+    /* Optional (NULL: place2 twice, then and_bits): z = and_bits(place2(a), place2(b), mask,
+     * 0), the operands placed inside the AND's local pass instead of written out first (the
+     * carry tree's levels); the same round and message as and_bits. z is none of the four
+     * placed values. */
+    int (*and_placed)(eng *e, mpc_val *z, const eng_placed *a, const eng_placed *b, uint64_t mask);
     /* Two boolean words a, b with a + b = x (mod 2^bits), bits >= bits zero: semi2k: x0 and
      * x1 (local); aby3: a = x0 + x1 reshared by P0 (1 round, bits per element to P2), b = x2. */
     int (*bool_pair)(eng *e, mpc_val *a, mpc_val *b, const mpc_val *x, int bits);

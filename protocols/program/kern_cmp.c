@@ -223,7 +223,9 @@ int k_packed(const eng *e) { return e->kv.msb == KV_MSB_PACKED; }
  * only the bits a later level reads: the G product at t when the block's lower half holds real
  * bits, the P product at t−1 when real bits lie below the block (k < L); the lowest block's P
  * and every all-padding block are never computed. The AND count for m = 63 is 63 + 119. The
- * same tree as SPU's msb_a2b carry (mpc-costs.md §2.3), which packs its words likewise. */
+ * same tree as SPU's msb_a2b carry (mpc-costs.md §2.3), which packs its words likewise. A
+ * backend with and_placed (aby3) places a level's two operands inside the AND's local pass;
+ * the cost engine keeps the composed ops: the same rounds and bytes either way. */
 static int k_carry_packed(eng *e, mpc_val *G, const mpc_val *a, const mpc_val *b, int m, int priv)
 {
     size_t n = a->n;
@@ -232,18 +234,35 @@ static int k_carry_packed(eng *e, mpc_val *G, const mpc_val *a, const mpc_val *b
         L++;
     int W = 1 << L, pad = W - m;
     mpc_val A, B, P, Lw, Rw, T; /* each written in full by its first op: not zeroed (kal_w) */
-    TRY(kal_w(e, &A, n, DOM_BOOL));
-    TRY(kal_w(e, &B, n, DOM_BOOL));
-    TRY(VT->shift(e, &A, a, -pad));
-    TRY(VT->shift(e, &B, b, -pad));
+    memset(&A, 0, sizeof A), memset(&B, 0, sizeof B);
     uint64_t real = lowbits(m) << pad;
-    TRY(kal_w(e, G, n, DOM_BOOL));
-    TRY(VT->and_bits(e, G, &A, &B, real, priv));
-    TRY(kal_w(e, &P, n, DOM_BOOL));
-    TRY(VT->add(e, &P, &A, &B));
-    TRY(k_andc(e, &P, &P, real));
-    TRY(kal_w(e, &Lw, n, DOM_BOOL));
-    TRY(kal_w(e, &Rw, n, DOM_BOOL));
+    if (VT->and_placed && VT->place2 && !priv) {
+        /* A = a << pad and B = b << pad placed inside the passes that read them */
+        eng_placed pa = {a, a, pad, 0, real, 0}, pb = {b, b, pad, 0, real, 0};
+        TRY(kal_w(e, G, n, DOM_BOOL));
+        TRY(VT->and_placed(e, G, &pa, &pb, real));
+        TRY(kal_w(e, &P, n, DOM_BOOL));
+        TRY(VT->place2(e, &P, a, pad, real, b, pad, real)); /* (A ^ B) & real */
+    } else {
+        TRY(kal_w(e, &A, n, DOM_BOOL));
+        TRY(kal_w(e, &B, n, DOM_BOOL));
+        TRY(VT->shift(e, &A, a, -pad));
+        TRY(VT->shift(e, &B, b, -pad));
+        TRY(kal_w(e, G, n, DOM_BOOL));
+        TRY(VT->and_bits(e, G, &A, &B, real, priv));
+        TRY(kal_w(e, &P, n, DOM_BOOL));
+        if (VT->place2) { /* P = (A ^ B) & real in one pass */
+            TRY(VT->place2(e, &P, &A, 0, real, &B, 0, real));
+        } else {
+            TRY(VT->add(e, &P, &A, &B));
+            TRY(k_andc(e, &P, &P, real));
+        }
+    }
+    memset(&Lw, 0, sizeof Lw), memset(&Rw, 0, sizeof Rw);
+    if (!VT->and_placed) { /* the placed operands written out */
+        TRY(kal_w(e, &Lw, n, DOM_BOOL));
+        TRY(kal_w(e, &Rw, n, DOM_BOOL));
+    }
     TRY(kal_w(e, &T, n, DOM_BOOL));
     for (int k = 1; k <= L; k++) {
         int h = 1 << (k - 1);
@@ -257,14 +276,16 @@ static int k_carry_packed(eng *e, mpc_val *G, const mpc_val *a, const mpc_val *b
                 want |= 1ull << (t - 1); /* P_hi & P_lo */
         }
         uint64_t slot = top >> 1;
-        if (k == 1) {
-            TRY(k_place2(e, &Lw, &P, 0, top, &P, -1, slot));
-            TRY(k_place2(e, &Rw, G, 1, top, &P, 0, slot));
+        /* [P_hi at t | P_hi at t−1] & [G_lo at t | P_lo at t−1] (level 1: P at every bit) */
+        eng_placed lw = {&P, &P, k == 1 ? 0 : 1, k == 1 ? -1 : 0, top, slot};
+        eng_placed rw = {G, &P, k == 1 ? 1 : h, k == 1 ? 0 : h, top, slot};
+        if (VT->and_placed) {
+            TRY(VT->and_placed(e, &T, &lw, &rw, want));
         } else {
-            TRY(k_place2(e, &Lw, &P, 1, top, &P, 0, slot));
-            TRY(k_place2(e, &Rw, G, h, top, &P, h, slot));
+            TRY(k_place2(e, &Lw, lw.x, lw.l, lw.ml, lw.y, lw.r, lw.mr));
+            TRY(k_place2(e, &Rw, rw.x, rw.l, rw.ml, rw.y, rw.r, rw.mr));
+            TRY(VT->and_bits(e, &T, &Lw, &Rw, want, 0));
         }
-        TRY(VT->and_bits(e, &T, &Lw, &Rw, want, 0));
         if (VT->place2) { /* G = (G ^ T) & top in one pass */
             TRY(VT->place2(e, G, G, 0, top, &T, 0, top));
         } else {
@@ -272,7 +293,17 @@ static int k_carry_packed(eng *e, mpc_val *G, const mpc_val *a, const mpc_val *b
             TRY(VT->add(e, G, G, &T));
             TRY(k_andc(e, G, G, top));
         }
-        TRY(k_andc(e, &P, &T, slot));
+        if (VT->place2) {
+            /* P = T as it is: the next level reads P only at its blocks' tops less one
+             * (through top' >> 1 and the shifts by 1 and h onto top'), all of them in this
+             * level's slot, where T holds P_hi & P_lo; T's other bits (the G products at
+             * this level's tops) are never read from P. T takes P's storage for the next
+             * level's product. */
+            mpc_val t = P;
+            P = T, T = t;
+        } else {
+            TRY(k_andc(e, &P, &T, slot));
+        }
     }
     krel(e, &A), krel(e, &B), krel(e, &P), krel(e, &Lw), krel(e, &Rw), krel(e, &T);
     return MS_OK;
@@ -285,20 +316,25 @@ static int k_msb_packed(eng *e, mpc_val *z, const mpc_val *d, int w)
 {
     size_t n = d->n;
     mpc_val a, b, G, s;
-    TRY(kal(e, &a, n, DOM_BOOL));
-    TRY(kal(e, &b, n, DOM_BOOL));
+    TRY(kal_w(e, &a, n, DOM_BOOL)); /* bool_pair writes every element of a and b */
+    TRY(kal_w(e, &b, n, DOM_BOOL));
     TRY(VT->bool_pair(e, &a, &b, d, w));
     int m = w - 1, W = 1;
     while (W < m)
         W *= 2;
     TRY(k_carry_packed(e, &G, &a, &b, m, e->n_parties == 2));
-    TRY(kal_w(e, &s, n, DOM_BOOL)); /* every element: add */
-    TRY(VT->add(e, &s, &a, &b));
-    TRY(VT->shift(e, &s, &s, w - 1));
-    if (W > 1)
-        TRY(VT->shift(e, &G, &G, W - 1));
-    TRY(VT->add(e, &s, &s, &G));
-    TRY(kal(e, z, n, DOM_ARITH));
+    TRY(kal_w(e, &s, n, DOM_BOOL)); /* every element: add (place2) */
+    if (VT->place2) { /* s = a_{w−1} ^ b_{w−1} ^ G_{W−1} at bit 0 in two passes */
+        TRY(VT->place2(e, &s, &a, -(w - 1), 1, &b, -(w - 1), 1));
+        TRY(VT->place2(e, &s, &s, 0, 1, &G, -(W - 1), 1));
+    } else {
+        TRY(VT->add(e, &s, &a, &b));
+        TRY(VT->shift(e, &s, &s, w - 1));
+        if (W > 1)
+            TRY(VT->shift(e, &G, &G, W - 1));
+        TRY(VT->add(e, &s, &s, &G));
+    }
+    TRY(kal_w(e, z, n, DOM_ARITH)); /* b2a_bit writes every element */
     TRY(VT->b2a_bit(e, z, &s));
     krel(e, &a), krel(e, &b), krel(e, &G), krel(e, &s);
     return MS_OK;
@@ -569,7 +605,7 @@ typedef int (*k_test)(eng *e, mpc_val *z, const mpc_val *d, int w);
 static int k_test_diff(eng *e, mpc_val *z, const mpc_val *x, const mpc_val *y, int w, k_test test)
 {
     mpc_val d;
-    TRY(kal(e, &d, x->n, DOM_ARITH));
+    TRY(kal_w(e, &d, x->n, DOM_ARITH)); /* sub writes every element */
     TRY(VT->sub(e, &d, x, y));
     int rc = test(e, z, &d, w);
     krel(e, &d);
