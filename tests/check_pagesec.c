@@ -95,8 +95,10 @@ START_TEST(test_check_unaligned)
     char out[1 << 13];
     char *yaml = kpages_path();
     for (int P = 29; P <= 30; P++) {
-        th_cli_expect(out, sizeof out, 0, "kpages_t: match", "policy check '%s' --param sinks=6 "
-                      "--prompt %d", yaml, P);
+        th_cli_expect(out, sizeof out, 0, "kpages_t: match",
+                      "policy check '%s' --param sinks=6 "
+                      "--prompt %d",
+                      yaml, P);
         ck_assert_uint_eq(th_chosen(out), 640);
     }
     th_cli_expect(out, sizeof out, 1, "kpages_t: cost declared",
@@ -199,8 +201,7 @@ START_TEST(test_check_window_pages)
     const char *name[2] = {"questsw_t: match", "kpagesw_t: match"};
     for (int i = 0; i < 2; i++) {
         for (int P = 29; P <= 30; P++) {
-            th_cli_expect(out, sizeof out, 0, name[i], "policy check '%s' --prompt %d", yaml[i],
-                          P);
+            th_cli_expect(out, sizeof out, 0, name[i], "policy check '%s' --prompt %d", yaml[i], P);
             ck_assert_uint_eq(th_chosen(out), 640);
         }
         free(yaml[i]);
@@ -309,6 +310,33 @@ START_TEST(test_plugin_no_bias)
 }
 END_TEST
 
+/* A selection shared across layers (`share: {layers: 2}`): its first layer's key norms would
+ * select on shares, the second's ops gather by the first's one-hot without naming a selection;
+ * token and page units alike, the session keeps the replay's kept sets and says so (it failed
+ * its audit: "cost declared, no secure selection ... layer 1"). */
+START_TEST(test_shared_layers_replayed)
+{
+    static const char *const yaml[] = {
+        "name: shl_tok\nrecent: 4\nscore: key_norm\nshare: {heads: kv_head, layers: 2}\n"
+        "select: {topk: 6}\n",
+        "name: shl_pg\nsinks: 4\nscore: key_norm\ngranularity: {page: 4}\n"
+        "share: {heads: kv_head, layers: 2}\nselect: {topk: 8}\n"};
+    char out[1 << 14];
+    for (int i = 0; i < 2; i++) {
+        char *f = strdup(th_file(&td, i ? "shl_pg.yaml" : "shl_tok.yaml", yaml[i]));
+        th_cli_expect(out, sizeof out, 0, "has no selection on shares: the secure run applies",
+                      "validate --model stories260K -p semi2k --accuracy 24 --prompt 16 --policy "
+                      "'%s'",
+                      f);
+        ck_assert_msg(!strstr(out, "audit failed"), "%s", out);
+        ck_assert_msg(strstr(out, "bytes and rounds of every op of the 9 steps equal the "
+                                  "prediction: yes"),
+                      "%s", out);
+        free(f);
+    }
+}
+END_TEST
+
 Suite *pagesec_suite(void)
 {
     Suite *s = suite_create("pagesec");
@@ -317,6 +345,7 @@ Suite *pagesec_suite(void)
     TH_TESTS(tc, test_check_quest_blocks, test_check_keynorm_pages, test_check_unaligned,
              test_quest_blocks_semi2k, test_quest_blocks_aby3, test_quest_audit, test_kpages_semi2k,
              test_kpages_aby3, test_plugin_check, test_plugin_semi2k, test_plugin_aby3,
-             test_plugin_no_bias, test_check_window_pages, test_window_pages_shares);
+             test_plugin_no_bias, test_check_window_pages, test_window_pages_shares,
+             test_shared_layers_replayed);
     return s;
 }

@@ -793,8 +793,8 @@ static int cs_emit_pages(cstate *s, int phase, uint32_t layer, uint32_t kv_len, 
         } else {
             if (k < nu)
                 page_select(
-                    &b, "cmp", page_bounds_score(&b, "cmp", bst, H, Hkv, u0, nu, d), H, Hkv, c0,
-                    u1, k, S, d, c1, kv_len,
+                    &b, "cmp", page_bounds_score(&b, "cmp", bst, H, Hkv, u0, nu, d), H, Hkv, c0, u1,
+                    k, S, d, c1, kv_len,
                     page_bounds_tol(s->qmax[layer], s->kmax[layer], d, s->G, pcheck_frac_bits()));
             page_bounds_upkeep(&b, "cmp", bst, Hkv, kv_len, S, d, s->max_pages);
         }
@@ -889,11 +889,11 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
     if (window_real(s))
         return cs_emit_window(s, phase, layer, kv_len, prog, e);
     if (sp->score == SC_KEYNORM && sp->sel == K_TOPK && s->page == 1 && sp->when == W_STEP &&
-        !sp->permanent && s->every == 1 && !sp->share_all && !follower)
+        !sp->permanent && s->every == 1 && !sp->share_all && sp->lshare <= 1)
         return cs_emit_keynorm(s, phase, layer, kv_len, prog, e);
     if ((sp->score == SC_KEYNORM || sp->score == SC_BOUNDS) && sp->sel == K_TOPK &&
-        sp->when == W_STEP && !sp->permanent && s->every == 1 && !sp->share_all && !follower &&
-        pages_real(s, layer))
+        sp->when == W_STEP && !sp->permanent && s->every == 1 && !sp->share_all &&
+        sp->lshare <= 1 && pages_real(s, layer))
         return cs_emit_pages(s, phase, layer, kv_len, prog, e);
     policy_emitter pe;
     opb_init(&pe, prog, phase, (int)layer, OPC_POLICY, NULL);
