@@ -164,6 +164,7 @@ static void h2o_on(const char *proto)
     ck_assert_msg(strstr(out, "h2o_blocks selected on shares (heavy 4, recent 4)"), "%s", out);
     ck_assert_msg(!strstr(out, "has no selection on shares"), "%s", out);
     all_of(out, "exceeds twice that: ");
+    ck_assert_msg(strstr(out, "minimum evicted): yes (180 of 180"), "%s", out);
     th_cli_expect(ref, sizeof ref, 0, "prediction: yes", cmd, proto, "h2o", "heavy");
     th_measured(out, a, sizeof a);
     th_measured(ref, b, sizeof b);
@@ -205,6 +206,8 @@ static void h2o_sinks_on(const char *proto)
     all_of(out, "exceeds twice that: ");
     ck_assert_msg(strstr(out, "kept sets ") && strstr(strstr(out, "kept sets "), "/160"), "%s",
                   out);
+    /* 5 layers x 4 KV heads x (the prompt's top 4 + 8 evictions) on the session's own scores */
+    ck_assert_msg(strstr(out, "minimum evicted): yes (180 of 180"), "%s", out);
     th_cli_expect(ref, sizeof ref, 0, "prediction: yes", cmd, proto, "h2o",
                   "--policy-param heavy=4 --policy-param recent=6");
     th_measured(out, a, sizeof a);

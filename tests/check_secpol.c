@@ -125,6 +125,10 @@ static void h2o_audit_on(const char *pname, const char *policy, const char *cons
                   s.prefill_sets);
     /* a differing choice from the same candidates is one the fixed-point error can swap */
     ck_assert_uint_eq(s.near_ties, s.differ_same_cand);
+    /* the prompt's top-k and every step's eviction are their rule over the session's own
+     * opened scores (exact ties aside) */
+    ck_assert_uint_eq(s.own, (N - P + 1) * LH);
+    ck_assert_uint_eq(s.own_same + s.own_ties, s.own);
     /* every op's bytes and rounds, the selection's included */
     op_program p;
     op_program_init(&p);

@@ -111,6 +111,10 @@ typedef struct h2o_sec_audit {
     uint32_t diverged;                   /* differing evictions after the kept sets differed */
     double max_margin;                   /* largest replay margin of a differing selection from
                                           * the same candidates */
+    uint32_t own, own_same, own_ties;    /* every selection (prompt top-k, eviction) against its
+                                          * rule over the session's own opened candidate scores:
+                                          * the chosen strictly apart from the rest, or apart
+                                          * but for exact ties at the boundary */
 } h2o_sec_audit;
 /* tie_bound < 0: twice the measured score error (a secure margin above it implies the replay's
  * order). */

@@ -335,6 +335,24 @@ static void sel_evict(const secpol_keep *plain, uint32_t pos, uint32_t l, uint32
     sel_differ(out, (double)rep[cand[v]] - (double)rep[pv]);
 }
 
+/* A selection against its rule over the session's own candidate scores sc[0..nc): chosen[i]
+ * marks the kept candidates (prompt: the top-k; decode: all but the evicted). Kept, the lowest
+ * kept score is above the highest dropped (the same, an exact tie at the boundary: either
+ * choice is the rule's). */
+static void sel_own(h2o_sec_audit *out, const double *sc, const uint8_t *chosen, uint32_t nc)
+{
+    double lo = INFINITY, hi = -INFINITY;
+    for (uint32_t i = 0; i < nc; i++) {
+        if (chosen[i])
+            lo = sc[i] < lo ? sc[i] : lo;
+        else
+            hi = sc[i] > hi ? sc[i] : hi;
+    }
+    out->own++;
+    out->own_same += lo > hi;
+    out->own_ties += lo == hi;
+}
+
 /* The secure scores of the candidates against the replay's (sets equal: the same entries). */
 static void sel_err(h2o_sec_audit *out, const uint32_t *cand, const double *sc, uint32_t nc,
                     const float *rep)
@@ -399,8 +417,9 @@ typedef struct h2o_walk {
     uint32_t *slot;  /* (L, Hkv, Nmax): the position of each carried row */
     uint32_t *nslot; /* the step's program rows' positions */
     uint32_t *cand, *heavy, *row;
-    uint8_t *src; /* row maps of h2o_next */
-    float *ps;    /* the replay's scores (plain_scores) */
+    uint8_t *src;    /* row maps of h2o_next */
+    uint8_t *chosen; /* a selection's kept candidates (sel_own) */
+    float *ps;       /* the replay's scores (plain_scores) */
 } h2o_walk;
 
 /* One step of the walk: its shapes, and what it opened per KV head. */
@@ -433,7 +452,8 @@ static int walk_new(h2o_walk *w, const secpol_run *o, const h2o_shape *cfg, cons
     w->row = calloc(Nmax + hh + cfg->sinks, sizeof *w->row);
     w->heavy = calloc(hh + 1, sizeof *w->heavy);
     w->src = calloc(Nmax + hh + cfg->sinks, 1);
-    if (!w->slot || !w->nslot || !w->cand || !w->row || !w->heavy || !w->src)
+    w->chosen = calloc(Nmax, 1);
+    if (!w->slot || !w->nslot || !w->cand || !w->row || !w->heavy || !w->src || !w->chosen)
         return err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
     return MS_OK;
 }
@@ -442,6 +462,7 @@ static void walk_free(h2o_walk *w)
 {
     free(w->ps);
     free(w->slot), free(w->nslot), free(w->cand), free(w->row), free(w->heavy), free(w->src);
+    free(w->chosen);
 }
 
 /* A decode step's eviction: the opened one-hot's row v leaves, the other candidates stay. */
@@ -452,6 +473,9 @@ static void walk_evict(h2o_walk *w, const h2o_wstep *st, uint32_t l, uint32_t g,
     for (uint32_t i = 0; i < st->nc; i++)
         v = oh[i] > 0.5 ? i : v;
     const float *rep = w->ps + (((size_t)st->pos * w->L + l) * w->Hkv + g) * w->NT;
+    for (uint32_t i = 0; i < st->nc; i++)
+        w->chosen[i] = i != v;
+    sel_own(w->out, sc, w->chosen, st->nc);
     if (eq)
         sel_err(w->out, w->cand, sc, st->nc, rep);
     sel_evict(w->plain, st->pos, l, g, w->cand, sc, st->nc, v, w->tie_bound, eq, rep, w->out);
@@ -465,10 +489,12 @@ static void walk_evict(h2o_walk *w, const h2o_wstep *st, uint32_t l, uint32_t g,
 static void walk_prompt(h2o_walk *w, const h2o_wstep *st, uint32_t l, uint32_t g, const double *oh,
                         const double *sc)
 {
+    memset(w->chosen, 0, st->nc);
     for (uint32_t q = 0; q < w->hh; q++)
         for (uint32_t i = 0; i < st->nc; i++)
             if (oh[(size_t)q * st->nc + i] > 0.5)
-                w->heavy[q] = w->cand[i];
+                w->heavy[q] = w->cand[i], w->chosen[i] = 1;
+    sel_own(w->out, sc, w->chosen, st->nc);
     const uint8_t *pm1 = secpol_keep_mask(w->plain, st->pos + st->n, l, g);
     const float *rep = w->ps + (((size_t)(st->n - 1) * w->L + l) * w->Hkv + g) * w->NT;
     sel_err(w->out, w->cand, sc, st->nc, rep);
@@ -590,7 +616,16 @@ static int h2o_sec_note(const void *cfg, const secpol_run *o, const secpol_opene
                 "(the replay's margin "
                 "<= 2 x %.4f; largest %.4f); %u evictions after the kept sets differed\n",
                 sel.differ_same_cand, sel.near_ties, sel.score_err, sel.max_margin, sel.diverged);
-    return MS_OK;
+    uint32_t bad = sel.own - sel.own_same - sel.own_ties;
+    fprintf(out,
+            "#       selections equal to their rule over the session's own scores (the prompt's "
+            "top %u, each step's\n"
+            "#       minimum evicted): %s (%u of %u: %u apart, %u exact ties at the boundary)\n",
+            sh->heavy, bad ? "NO" : "yes", sel.own_same + sel.own_ties, sel.own, sel.own_same,
+            sel.own_ties);
+    return bad ? err_set(e, MS_ERR_INTERNAL,
+                         "%u selections not their rule over the session's own scores", bad)
+               : MS_OK;
 }
 
 const secpol_ops policy_h2o_secure = {
