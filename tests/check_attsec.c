@@ -8,8 +8,8 @@
  * every kept set its select()'s over the session's own values, and the same bytes, rounds and
  * agreement as the hand-written policy's run on shares. h2o.yaml (accumulated attention, a recent
  * window, evicting for good) runs H2O's own secure session with its budgets: h2o's bytes and
- * rounds, every well-separated selection the replay's; with sinks it keeps the replay's kept
- * sets and the note says why. */
+ * rounds, every well-separated selection the replay's; with sinks (public rows before its
+ * candidates) h2o's at a window as much longer. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,6 +164,7 @@ static void h2o_on(const char *proto)
     ck_assert_msg(strstr(out, "h2o_blocks selected on shares (heavy 4, recent 4)"), "%s", out);
     ck_assert_msg(!strstr(out, "has no selection on shares"), "%s", out);
     all_of(out, "exceeds twice that: ");
+    ck_assert_msg(strstr(out, "minimum evicted): yes (180 of 180"), "%s", out);
     th_cli_expect(ref, sizeof ref, 0, "prediction: yes", cmd, proto, "h2o", "heavy");
     th_measured(out, a, sizeof a);
     th_measured(ref, b, sizeof b);
@@ -176,10 +177,14 @@ END_TEST
 START_TEST(test_h2o_aby3) { h2o_on("aby3"); }
 END_TEST
 
-/* H2O's blocks after two sinks: not H2O's shape; the note names why. */
-START_TEST(test_h2o_sinks_falls_back)
+/* H2O's blocks after two sinks (sinks 2, top 4, recent 4) on shares: H2O's session with the
+ * sinks as public rows before the candidates. Its shapes are h2o's at heavy 4 and recent 6: the
+ * same budget of 10 rows, the same 16 − 2 − 4 = 16 − 6 = 10 prompt candidates for a top 4, the
+ * same 5 candidates per eviction, so the same bytes and rounds; every selection whose secure
+ * margin exceeds the scores' error is the replay's, and no fallback note. */
+static void h2o_sinks_on(const char *proto)
 {
-    char out[1 << 14];
+    char out[1 << 14], ref[1 << 14], a[400], b[400];
     const char *yaml = th_file(&td, "h2o_sinks.yaml",
                                "name: h2o_sinks_t\n"
                                "summary: sinks, heavy hitters and a recent window\n"
@@ -189,12 +194,31 @@ START_TEST(test_h2o_sinks_falls_back)
                                "when: step\n"
                                "evict: permanent\n"
                                "select: {topk: 4}\n");
+    const char *cmd = "validate --model stories260K -p %s --accuracy 24 --prompt 16 --policy '%s' "
+                      "%s";
     th_cli_expect(out, sizeof out, 0,
-                  "NOTE: h2o_sinks_t has no selection on shares with these "
-                  "parameters (H2O's secure session runs: no sinks",
-                  "validate --model stories260K -p semi2k --accuracy 20 --prompt 16 --policy '%s'",
-                  yaml);
+                  "bytes and rounds of every op of the 9 steps equal the prediction: yes", cmd,
+                  proto, yaml, "");
+    ck_assert_msg(strstr(out, "h2o_sinks_t selected on shares (heavy 4, recent 4, sinks 2)"), "%s",
+                  out);
+    ck_assert_msg(!strstr(out, "has no selection on shares"), "%s", out);
+    ck_assert_msg(!strstr(out, "audit failed"), "%s", out);
+    all_of(out, "exceeds twice that: ");
+    ck_assert_msg(strstr(out, "kept sets ") && strstr(strstr(out, "kept sets "), "/160"), "%s",
+                  out);
+    /* 5 layers x 4 KV heads x (the prompt's top 4 + 8 evictions) on the session's own scores */
+    ck_assert_msg(strstr(out, "minimum evicted): yes (180 of 180"), "%s", out);
+    th_cli_expect(ref, sizeof ref, 0, "prediction: yes", cmd, proto, "h2o",
+                  "--policy-param heavy=4 --policy-param recent=6");
+    th_measured(out, a, sizeof a);
+    th_measured(ref, b, sizeof b);
+    ck_assert_str_eq(a, b);
 }
+
+START_TEST(test_h2o_sinks_semi2k) { h2o_sinks_on("semi2k"); }
+END_TEST
+
+START_TEST(test_h2o_sinks_aby3) { h2o_sinks_on("aby3"); }
 END_TEST
 
 Suite *attsec_suite(void)
@@ -204,6 +228,7 @@ Suite *attsec_suite(void)
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_check_blocks, test_snapkv_semi2k, test_snapkv_aby3, test_pyramidkv_semi2k,
              test_pyramidkv_aby3, test_short_recent_falls_back, test_h2o_semi2k, test_h2o_aby3,
-             test_h2o_sinks_falls_back, test_pyramid_zero_semi2k, test_pyramid_zero_aby3);
+             test_h2o_sinks_semi2k, test_h2o_sinks_aby3, test_pyramid_zero_semi2k,
+             test_pyramid_zero_aby3);
     return s;
 }

@@ -40,6 +40,7 @@
 #include "protocols/program/eng_plain.h"
 #include "protocols/program/kern.h"
 #include "models/lower.h"
+#include "sim/policy/compose.h"
 #include "sim/policy/policy.h"
 #include "sim/replay/replay.h"
 #include "sim/secure/secinf.h"
@@ -84,16 +85,20 @@ static uint32_t count_kind(const op_program *p, int kind)
 
 STORIES(2 * N)
 
-START_TEST(test_h2o_on_shares)
+/* H2O's session under pname for policy (h2o, or a composition of its shape whose budget, sinks
+ * heavy and recent, is `budget` entries), audited against the replay of policy. */
+static void h2o_audit_on(const char *pname, const char *policy, const char *const *params,
+                         int n_params, uint32_t budget)
 {
-    static const char *const protos[] = {"semi2k", "aby3"};
     errbuf e = {{0}};
     uint32_t V = sf.m.vocab, LH = sf.m.n_layers * sf.m.n_kv_heads;
     float *pol, *full;
     secpol_keep k;
-    fixture_replay(&sf, "h2o", h2o_params, 2, N, P, &k, &pol, &full);
+    fixture_replay(&sf, policy, params, n_params, N, P, &k, &pol, &full);
     secinf_opts o;
-    h2o_opts(&sf, protos[_i], &o);
+    fixture_opts(&sf, pname, N, P, policy, params, n_params, &o);
+    ck_assert_ptr_nonnull(o.spol.ops);
+    ck_assert_ptr_eq(o.spol.ops->audit_note, policy_h2o_secure.audit_note);
     o.audit = 1;
     secinf_result r;
     ck_assert_msg(secinf_run(&o, &r, &e) == MS_OK, "%s", e.msg);
@@ -120,6 +125,10 @@ START_TEST(test_h2o_on_shares)
                   s.prefill_sets);
     /* a differing choice from the same candidates is one the fixed-point error can swap */
     ck_assert_uint_eq(s.near_ties, s.differ_same_cand);
+    /* the prompt's top-k and every step's eviction are their rule over the session's own
+     * opened scores (exact ties aside) */
+    ck_assert_uint_eq(s.own, (N - P + 1) * LH);
+    ck_assert_uint_eq(s.own_same + s.own_ties, s.own);
     /* every op's bytes and rounds, the selection's included */
     op_program p;
     op_program_init(&p);
@@ -127,7 +136,7 @@ START_TEST(test_h2o_on_shares)
         fixture_step_costed(&o, &r, st, 0, &p);
         /* one selection for every layer: the prompt's top-k + gather, each step's arg-min +
          * compaction once the cache holds heavy + recent */
-        uint32_t dec = st > 0 && P + st - 1 >= 8;
+        uint32_t dec = st > 0 && P + st - 1 >= budget;
         ck_assert_uint_eq(count_kind(&p, OP_TOPK), st ? 0 : 1);
         ck_assert_uint_eq(count_kind(&p, OP_GATHER), st ? 0 : 1);
         ck_assert_uint_eq(count_kind(&p, OP_ARGMAX), dec);
@@ -137,6 +146,15 @@ START_TEST(test_h2o_on_shares)
     secinf_result_free(&r);
     fixture_replay_free(&k, pol, full);
     secinf_spol_free(&o.spol);
+}
+
+START_TEST(test_h2o_on_shares)
+{
+    static const char *const protos[] = {"semi2k", "aby3"};
+    secinf_opts o;
+    h2o_opts(&sf, protos[_i], &o); /* the shape h2o's parameters give */
+    secinf_spol_free(&o.spol);
+    h2o_audit_on(protos[_i], "h2o", h2o_params, 2, 8);
 }
 END_TEST
 
@@ -749,7 +767,7 @@ static void evict_plain(const double score[4], double out[2])
     ck_assert_int_eq(eng_plain_new(&cfg, 2, 5, 1, &E), MS_OK);
     op_program p;
     op_program_init(&p);
-    h2o_shape sh = {1, 1, 1, 2, 1};
+    h2o_shape sh = {1, 1, 1, 2, 1, 0};
     h2o_ids lay;
     h2o_sel sel;
     ck_assert_int_eq(
@@ -842,6 +860,113 @@ START_TEST(test_prompt_stack_not_carried)
 }
 END_TEST
 
+/* ---- a composition of H2O's shape with attention sinks ------------------------------------ */
+
+/* Two sinks before H2O's heavy hitters and window (top 4, recent 4): at prompt 12 the prompt
+ * chooses 4 of the 6 candidates [2, 8), each decode step evicts one of 5. */
+static const char h2o_sinks_yaml[] = "name: h2o_sinks_sp\n"
+                                     "summary: sinks, heavy hitters and a recent window\n"
+                                     "sinks: 2\n"
+                                     "recent: 4\n"
+                                     "score: attention\n"
+                                     "when: step\n"
+                                     "evict: permanent\n"
+                                     "select: {topk: 4}\n";
+
+static void load_h2o_sinks(void)
+{
+    errbuf e = {{0}};
+    const policy_ops *pol = policy_compose_find("h2o_sinks_sp");
+    if (!pol)
+        ck_assert_msg(
+            policy_compose_load(th_file(&td, "h2o_sinks.yaml", h2o_sinks_yaml), &pol, &e) == MS_OK,
+            "%s", e.msg);
+}
+
+/* On shares: the prompt's heavy sets and every eviction audited against the composition's
+ * replay as h2o's are (every well-separated selection the replay's, the differing ones near
+ * ties), every op as predicted, the selection at every step (budget 2 + 4 + 4 < P). */
+START_TEST(test_h2o_sinks_on_shares)
+{
+    static const char *const protos[] = {"semi2k", "aby3"};
+    load_h2o_sinks();
+    h2o_audit_on(protos[_i], "h2o_sinks_sp", NULL, 0, 10);
+}
+END_TEST
+
+static void step_cost(const char *pn, const op_program *p, uint64_t *bytes, uint64_t *rounds)
+{
+    proto_cfg cfg;
+    fixture_cfg(pn, &cfg);
+    fixture_program_cost(pn, &cfg, p, bytes, rounds);
+}
+
+/* The composition selects on shares through H2O's session with its sinks as public rows, and
+ * `mpcsim run`'s cost path (the replay's policy ops from the composition's emit_cost, the
+ * lowering at the replay's kept counts) costs the prompt and every decode step as the session's
+ * program does: the same bytes and rounds, in semi2k and aby3. */
+START_TEST(test_h2o_sinks_costed_as_run)
+{
+    static const char *const protos[] = {"semi2k", "aby3"};
+    errbuf e = {{0}};
+    load_h2o_sinks();
+    secinf_opts o;
+    fixture_opts(&sf, protos[_i], N, P, "h2o_sinks_sp", NULL, 0, &o);
+    ck_assert_ptr_nonnull(o.spol.ops);
+    const h2o_shape *sh = o.spol.cfg;
+    ck_assert_uint_eq(sh->sinks, 2);
+    ck_assert_uint_eq(sh->heavy, 4);
+    ck_assert_uint_eq(sh->recent, 4);
+    run_cfg *rc = calloc(1, sizeof *rc);
+    ck_assert_ptr_nonnull(rc);
+    ck_assert_msg(model_load("stories260K", &rc->model, &e) == MS_OK, "%s", e.msg);
+    fixture_record_cfg(rc, "h2o_sinks_sp");
+    rc->work.prompt_len = P;
+    rc->work.decode_len = N - P;
+    rc->seed = 1;
+    replay *r;
+    ck_assert_msg(replay_open(rc, &r, &e) == MS_OK, "%s", e.msg);
+    op_program sess, cost;
+    op_program_init(&sess);
+    op_program_init(&cost);
+    uint32_t kept[64];
+    for (uint32_t st = 0; st <= N - P; st++) {
+        op_program_clear(&cost);
+        lower_opts lo;
+        if (st == 0) {
+            ck_assert_msg(replay_prefill(r, &cost, &e) == MS_OK, "%s", e.msg);
+            lower_opts_default(&lo);
+            lo.phase = PHASE_PREFILL;
+            lo.n_tokens = P;
+        } else {
+            ck_assert_msg(replay_step(r, st - 1, P + st - 1, kept, &cost, &e) == MS_OK, "%s",
+                          e.msg);
+            ck_assert_int_eq(replay_step_once(r), 0);
+            lo = fixture_step_opts(PHASE_DECODE, 1, P + st - 1);
+            lo.kept = kept;
+            lo.attended_cache = replay_attended_cache(r);
+        }
+        ck_assert_msg(lower_step(&sf.m, &lo, &cost, &e) == MS_OK, "%s", e.msg);
+        ck_assert_int_eq(secinf_step_program(&o, st, &sess, &e), MS_OK);
+        uint64_t b[2], rd[2];
+        step_cost(protos[_i], &sess, &b[0], &rd[0]);
+        step_cost(protos[_i], &cost, &b[1], &rd[1]);
+        ck_assert_msg(b[0] == b[1] && rd[0] == rd[1],
+                      "%s step %u: the session %llu B, %llu rounds; the cost path %llu B, %llu "
+                      "rounds",
+                      protos[_i], st, (unsigned long long)b[0], (unsigned long long)rd[0],
+                      (unsigned long long)b[1], (unsigned long long)rd[1]);
+        /* the selection runs: the prompt's top-k, then an eviction at every step */
+        ck_assert_uint_eq(count_kind(&sess, st ? OP_ARGMAX : OP_TOPK), 1);
+    }
+    replay_close(r);
+    free(rc);
+    secinf_spol_free(&o.spol);
+    op_program_free(&sess);
+    op_program_free(&cost);
+}
+END_TEST
+
 Suite *secpol_suite(void)
 {
     Suite *s = suite_create("secpol");
@@ -857,5 +982,7 @@ Suite *secpol_suite(void)
     TH_TESTS(model, test_mpcache_costed_as_run);
     TH_LOOPS(model, 2, test_mpcache_replay_lowers_as_run);
     TH_TESTS(model, test_mpcache_threshold_decode_costed_as_run, test_mpcache_reveals_nothing);
+    TH_LOOPS(model, 2, test_h2o_sinks_on_shares);
+    TH_LOOPS(model, 2, test_h2o_sinks_costed_as_run);
     return s;
 }

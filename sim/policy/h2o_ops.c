@@ -15,8 +15,8 @@ int h2o_selects(const h2o_shape *s, int phase, uint32_t c, uint32_t t)
     if (s->heavy == 0)
         return 0; /* only the public recent window: nothing secret to choose */
     if (phase == PHASE_PREFILL)
-        return (uint64_t)t > (uint64_t)s->heavy + s->recent;
-    return (uint64_t)c + t > (uint64_t)s->heavy + s->recent;
+        return (uint64_t)t > (uint64_t)s->sinks + s->heavy + s->recent;
+    return (uint64_t)c + t > (uint64_t)s->sinks + s->heavy + s->recent;
 }
 
 /* Score accumulation: probs (H, t, n) → Σ over the KV head's G query heads and the t query
@@ -67,9 +67,10 @@ static uint32_t h2o_table(opb *w, const h2o_shape *s, uint32_t n, uint32_t kc, u
     return table;
 }
 
-/* Rows [first] then [1, 1+rest) of src (Hkv, ≥, cols) as a (Hkv, 1+rest, cols) tensor (VIEWs). */
-static uint32_t h2o_rows_first(opb *w, uint32_t src, uint32_t Hkv, uint32_t first, uint32_t rest,
-                               uint32_t cols, const char *nm)
+/* Rows [first] then [from, from+rest) of src (Hkv, ≥, cols) as a (Hkv, 1+rest, cols) tensor
+ * (VIEWs). */
+static uint32_t h2o_rows_first(opb *w, uint32_t src, uint32_t Hkv, uint32_t first, uint32_t from,
+                               uint32_t rest, uint32_t cols, const char *nm)
 {
     char a[32], b[32];
     snprintf(a, sizeof a, "%s_first", nm);
@@ -78,32 +79,34 @@ static uint32_t h2o_rows_first(opb *w, uint32_t src, uint32_t Hkv, uint32_t firs
              more = opb_tensor(w, b, OPT_TEMP, Hkv, rest, cols);
     uint32_t out = opb_tensor(w, nm, OPT_TEMP, Hkv, rest + 1, cols);
     opb_op(w, OP_VIEW, Hkv, 1, 0, cols, src, OP_NONE, OP_NONE, one, 0, (int32_t)first, 0);
-    opb_op(w, OP_VIEW, Hkv, rest, 0, cols, src, OP_NONE, OP_NONE, more, 0, 1, 0);
+    opb_op(w, OP_VIEW, Hkv, rest, 0, cols, src, OP_NONE, OP_NONE, more, 0, (int32_t)from, 0);
     opb_op(w, OP_VIEW, Hkv, 1, 0, cols, one, OP_NONE, OP_NONE, out, 0, 0, 0);
     opb_op(w, OP_VIEW, Hkv, rest, 0, cols, more, OP_NONE, OP_NONE, out, 0, 1, 0);
     return out;
 }
 
-/* A layer's part of the selection: the candidates' scores (prefill rows [0, P − R); decode the
- * latest position first — the entry leaving the recent window, row HH+1, or without a window
- * the new entry, row 0 — then the heavy rows 1 … HH) and the rows they come from (prefill: the
- * table's first P − R rows; decode: the candidates before and after each compacted slot). All
- * VIEWs: local. The latest candidate at slot 0 wins the arg-min's exact ties (kern.c k_rowmax:
- * the lower slot), as the plaintext rule evicts the later position. */
+/* A layer's part of the selection: the candidates' scores (prefill rows [S, P − R); decode the
+ * latest position first — the entry leaving the recent window, row S+HH+1, or without a window
+ * the new entry, row 0 — then the heavy rows S+1 … S+HH; the S sink rows are public positions
+ * outside the candidates) and the rows they come from (prefill: the table's rows [S, P − R);
+ * decode: the candidates before and after each compacted slot). All VIEWs: local. The latest
+ * candidate at slot 0 wins the arg-min's exact ties (kern.c k_rowmax: the lower slot), as the
+ * plaintext rule evicts the later position. */
 static void h2o_stage(opb *w, const h2o_shape *s, int phase, uint32_t n, h2o_ids *ids)
 {
-    uint32_t Hkv = s->n_kv_heads, F = 2 * s->head_dim + 1, hh = s->heavy;
+    uint32_t Hkv = s->n_kv_heads, F = 2 * s->head_dim + 1, hh = s->heavy, S = s->sinks;
     if (phase == PHASE_PREFILL) {
-        uint32_t nc = n - s->recent;
+        uint32_t nc = n - S - s->recent;
         ids->cand = opb_tensor(w, "cand", OPT_TEMP, Hkv, nc, 1);
-        opb_op(w, OP_VIEW, Hkv, nc, 0, 1, ids->score, OP_NONE, OP_NONE, ids->cand, 0, 0, 0);
+        opb_op(w, OP_VIEW, Hkv, nc, 0, 1, ids->score, OP_NONE, OP_NONE, ids->cand, 0, (int32_t)S,
+               0);
         ids->cur = opb_tensor(w, "cand_rows", OPT_TEMP, Hkv, nc, F);
-        opb_op(w, OP_VIEW, Hkv, nc, 0, F, ids->table, OP_NONE, OP_NONE, ids->cur, 0, 0, 0);
+        opb_op(w, OP_VIEW, Hkv, nc, 0, F, ids->table, OP_NONE, OP_NONE, ids->cur, 0, (int32_t)S, 0);
         return;
     }
-    uint32_t first = s->recent ? hh + 1 : 0;
-    ids->cand = h2o_rows_first(w, ids->score, Hkv, first, hh, 1, "cand");
-    uint32_t rows = h2o_rows_first(w, ids->table, Hkv, first, hh, F, "cand_rows");
+    uint32_t first = s->recent ? S + hh + 1 : 0;
+    ids->cand = h2o_rows_first(w, ids->score, Hkv, first, S + 1, hh, 1, "cand");
+    uint32_t rows = h2o_rows_first(w, ids->table, Hkv, first, S + 1, hh, F, "cand_rows");
     ids->cur = opb_tensor(w, "cur", OPT_TEMP, Hkv, hh, F);
     ids->next = opb_tensor(w, "next", OPT_TEMP, Hkv, hh, F);
     opb_op(w, OP_VIEW, Hkv, hh, 0, F, rows, OP_NONE, OP_NONE, ids->cur, 0, 0, 0);
@@ -156,13 +159,14 @@ static uint32_t h2o_stack(opb *w, const h2o_ids *lay, uint32_t L, size_t field, 
 static void h2o_prefill_sel(opb *w, const h2o_shape *s, uint32_t L, uint32_t P, const h2o_ids *lay,
                             h2o_sel *out)
 {
-    uint32_t Hkv = s->n_kv_heads, F = 2 * s->head_dim + 1, nc = P - s->recent, hh = s->heavy;
+    uint32_t Hkv = s->n_kv_heads, F = 2 * s->head_dim + 1, nc = P - s->sinks - s->recent;
+    uint32_t hh = s->heavy;
     out->cand = h2o_stack(w, lay, L, offsetof(h2o_ids, cand), "cand", Hkv, nc, 1);
     uint32_t rows = h2o_stack(w, lay, L, offsetof(h2o_ids, cur), "cand_rows", Hkv, nc, F);
     /* the same values as (Hkv·L) instances of nc rows: the gather's batch */
     uint32_t tab = opb_tensor(w, "gather_table", OPT_TEMP, Hkv * L, nc, F);
     opb_op(w, OP_VIEW, Hkv * L, nc, 0, F, rows, OP_NONE, OP_NONE, tab, 0, 0, 0);
-    /* COST: topk(P−R, HH) per layer and KV head, then gather(HH, P−R, 2d+1) of K|V|score
+    /* COST: topk(P−S−R, HH) per layer and KV head, then gather(HH, P−R, 2d+1) of K|V|score
      * (policies.md §1.12 H2O: top-k + one-hot gather); every layer in the same rounds */
     out->onehot = opb_tensor(w, "topk", OPT_TEMP, Hkv, L * hh, nc);
     opb_op(w, OP_TOPK, Hkv, L, 0, nc, out->cand, OP_NONE, OP_NONE, out->onehot, 0, (int32_t)hh, 0);

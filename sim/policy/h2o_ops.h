@@ -22,7 +22,11 @@
  * per element: row i of the compacted heavy part is candidate i+1 where the mask is 1 (at or after
  * the evicted one), else candidate i. Without a recent window (recent = 0) the candidates are row 0
  * (the new entry) and the heavy rows, as the plaintext policy's. The next state is then a public
- * re-layout: [selected heavy rows; the recent rows; the new row]. */
+ * re-layout: [selected heavy rows; the recent rows; the new row]. With `sinks` S > 0 the table
+ * holds the S sink rows first (public positions 0 … S−1, kept as they are): every row index
+ * above is offset by S (prefill candidates rows [S, P − recent), decode heavy rows S+1 … S+heavy,
+ * the entry leaving the window row S+heavy+1), and the next state is [sinks; heavy; recent;
+ * new]. */
 #ifndef MPCSIM_H2O_OPS_H
 #define MPCSIM_H2O_OPS_H
 
@@ -42,6 +46,9 @@ int h2o_budgets(const policy_env *env, const policy_args *a, uint32_t *heavy, ui
 typedef struct h2o_shape {
     uint32_t n_heads, n_kv_heads, head_dim;
     uint32_t heavy, recent;
+    uint32_t sinks; /* public rows [0, sinks) before the heavy ones, always kept (attention
+                     * sinks: a composition's `sinks`; 0 for h2o): the candidates start after
+                     * them, and the table's rows are [sinks | heavy | recent] */
 } h2o_shape;
 
 /* Tensors of one layer's H2O ops (OP_NONE where the phase has none). */
@@ -50,7 +57,7 @@ typedef struct h2o_ids {
                      * the carried ones are the OPT_CACHE input "L<l>.h2o.score") */
     uint32_t table; /* (Hkv, n, 2d+1) [K | V | score] of the attended rows */
     uint32_t cand;  /* (Hkv, ncand, 1) the candidates' scores */
-    uint32_t cur;   /* prefill: (Hkv, P-recent, 2d+1) the candidates' rows; decode: (Hkv,
+    uint32_t cur;   /* prefill: (Hkv, P-S-recent, 2d+1) the candidates' rows; decode: (Hkv,
                      * heavy, 2d+1) candidates 0 … heavy-1 */
     uint32_t next;  /* decode: candidates 1 … heavy */
 } h2o_ids;
@@ -59,7 +66,7 @@ typedef struct h2o_ids {
  * of layers < l: memory order [KV head][layer][…]. */
 typedef struct h2o_sel {
     uint32_t cand;   /* (Hkv, L·ncand, 1) the candidates' scores */
-    uint32_t onehot; /* prefill: (Hkv, L·heavy, P-recent) TOPK rows; decode: (Hkv, L, heavy+1) */
+    uint32_t onehot; /* prefill: (Hkv, L·heavy, P-S-recent) TOPK rows; decode: (Hkv, L, heavy+1) */
     uint32_t heavy;  /* (Hkv, L·heavy, 2d+1) the selected heavy rows */
 } h2o_sel;
 
@@ -104,6 +111,10 @@ typedef struct h2o_sec_audit {
     uint32_t diverged;                   /* differing evictions after the kept sets differed */
     double max_margin;                   /* largest replay margin of a differing selection from
                                           * the same candidates */
+    uint32_t own, own_same, own_ties;    /* every selection (prompt top-k, eviction) against its
+                                          * rule over the session's own opened candidate scores:
+                                          * the chosen strictly apart from the rest, or apart
+                                          * but for exact ties at the boundary */
 } h2o_sec_audit;
 /* tie_bound < 0: twice the measured score error (a secure margin above it implies the replay's
  * order). */

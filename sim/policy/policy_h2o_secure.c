@@ -12,10 +12,10 @@
 #include "secpol.h"
 
 /* The rows carried into a decode step at kv cached entries (public: the prompt keeps
- * min(P, heavy + recent), each step adds one and evicts down to the budget). */
+ * min(P, sinks + heavy + recent), each step adds one and evicts down to the budget). */
 static uint32_t h2o_carried(const h2o_shape *sh, uint32_t kv)
 {
-    uint64_t b = (uint64_t)sh->heavy + sh->recent;
+    uint64_t b = (uint64_t)sh->sinks + sh->heavy + sh->recent;
     return kv < b ? kv : (uint32_t)b;
 }
 
@@ -24,7 +24,7 @@ static int h2o_sec_config(const policy_env *env, const policy_args *a, void **cf
     h2o_shape *sh = calloc(1, sizeof *sh);
     if (!sh)
         return err_set(e, MS_ERR_NOMEM, "policy h2o: out of memory");
-    *sh = (h2o_shape){env->n_heads, env->n_kv_heads, env->head_dim, 0, 0};
+    *sh = (h2o_shape){env->n_heads, env->n_kv_heads, env->head_dim, 0, 0, 0};
     int rc = h2o_budgets(env, a, &sh->heavy, &sh->recent, e);
     if (rc) {
         free(sh);
@@ -117,13 +117,16 @@ static int h2o_sec_emit(const void *cfg, const secpol_run *o, const secpol_step 
 
 /* The rows a layer carries after a step (secpol.h): row q of the next state is row row[q] of
  * the step's table (src[q] = 0) or of its selected heavy rows (src[q] = 1); returns the count.
- * A public function of the public shapes: the same on every node and in the audit. */
+ * A public function of the public shapes: the same on every node and in the audit. The sinks
+ * (prefill rows 0 … S−1, decode rows 1 … S) stay first. */
 static uint32_t h2o_next(const h2o_shape *sh, int phase, uint32_t c, uint32_t t, uint8_t *src,
                          uint32_t *row)
 {
-    uint32_t n = c + t, hh = sh->heavy, rec = sh->recent, R = 0;
-    uint64_t budget = (uint64_t)hh + rec;
+    uint32_t n = c + t, hh = sh->heavy, rec = sh->recent, S = sh->sinks, R = 0;
+    uint64_t budget = (uint64_t)S + hh + rec;
     if (h2o_selects(sh, phase, c, t)) {
+        for (uint32_t j = 0; j < S; j++)
+            src[R] = 0, row[R++] = phase == PHASE_PREFILL ? j : j + 1;
         for (uint32_t q = 0; q < hh; q++)
             src[R] = 1, row[R++] = q;
         if (phase == PHASE_PREFILL) {
@@ -131,7 +134,7 @@ static uint32_t h2o_next(const h2o_shape *sh, int phase, uint32_t c, uint32_t t,
                 src[R] = 0, row[R++] = j;
             return R;
         }
-        for (uint32_t j = (rec ? 1 : 0) + hh + 1; j <= c; j++)
+        for (uint32_t j = (rec ? 1 : 0) + S + hh + 1; j <= c; j++)
             src[R] = 0, row[R++] = j;
         if (rec) /* the new entry joins the window */
             src[R] = 0, row[R++] = 0;
@@ -143,9 +146,14 @@ static uint32_t h2o_next(const h2o_shape *sh, int phase, uint32_t c, uint32_t t,
             src[R] = 0, row[R++] = j;
         return R;
     }
-    for (uint32_t j = 1 + ((uint64_t)c + 1 > budget); j <= c; j++) /* heavy 0: the window slides */
-        src[R] = 0, row[R++] = j;
-    src[R] = 0, row[R++] = 0;
+    /* heavy 0: the window's oldest row (S+1) leaves, or with no window the new entry */
+    int over = (uint64_t)c + 1 > budget;
+    uint32_t drop = over ? S + 1 : 0;
+    for (uint32_t j = 1; j <= c; j++)
+        if (j != drop)
+            src[R] = 0, row[R++] = j;
+    if (!over || c > S)
+        src[R] = 0, row[R++] = 0;
     return R;
 }
 
@@ -186,8 +194,8 @@ static int h2o_sec_update(void *state, eng *e, mpc_net *net, const op_program *p
     uint32_t c = s ? h2o_carried(&nd->sh, kv) : 0, n = c + t;
     h2o_shape sh = nd->sh;
     int phase = s ? PHASE_DECODE : PHASE_PREFILL;
-    uint8_t *src = malloc(n + sh.heavy + 1);
-    uint32_t *row = malloc((n + sh.heavy + 1) * sizeof *row);
+    uint8_t *src = malloc(n + sh.heavy + sh.sinks + 1);
+    uint32_t *row = malloc((n + sh.heavy + sh.sinks + 1) * sizeof *row);
     int rc = src && row ? MS_OK : err_set(err, MS_ERR_NOMEM, "secure inference: out of memory");
     uint32_t R = rc ? 0 : h2o_next(&sh, phase, c, t, src, row);
     size_t N = (size_t)Hkv * R * F;
@@ -327,6 +335,24 @@ static void sel_evict(const secpol_keep *plain, uint32_t pos, uint32_t l, uint32
     sel_differ(out, (double)rep[cand[v]] - (double)rep[pv]);
 }
 
+/* A selection against its rule over the session's own candidate scores sc[0..nc): chosen[i]
+ * marks the kept candidates (prompt: the top-k; decode: all but the evicted). Kept, the lowest
+ * kept score is above the highest dropped (the same, an exact tie at the boundary: either
+ * choice is the rule's). */
+static void sel_own(h2o_sec_audit *out, const double *sc, const uint8_t *chosen, uint32_t nc)
+{
+    double lo = INFINITY, hi = -INFINITY;
+    for (uint32_t i = 0; i < nc; i++) {
+        if (chosen[i])
+            lo = sc[i] < lo ? sc[i] : lo;
+        else
+            hi = sc[i] > hi ? sc[i] : hi;
+    }
+    out->own++;
+    out->own_same += lo > hi;
+    out->own_ties += lo == hi;
+}
+
 /* The secure scores of the candidates against the replay's (sets equal: the same entries). */
 static void sel_err(h2o_sec_audit *out, const uint32_t *cand, const double *sc, uint32_t nc,
                     const float *rep)
@@ -340,14 +366,16 @@ static void sel_err(h2o_sec_audit *out, const uint32_t *cand, const double *sc, 
 /* The prompt's heavy set heavy[0..hh) chosen from the candidates cand[0..nc) (secure scores
  * sc) against the plaintext's prompt selection pm1 (rep: the replay's scores by position). */
 static void sel_prefill(const uint8_t *pm1, const uint32_t *heavy, uint32_t hh,
-                        const uint32_t *cand, const double *sc, uint32_t nc, double tie_bound,
-                        const float *rep, h2o_sec_audit *out)
+                        const uint32_t *cand, const double *sc, uint32_t c0, uint32_t nc,
+                        double tie_bound, const float *rep, h2o_sec_audit *out)
 {
+    /* the candidates are positions [c0, c0 + nc): after the sinks, before the window */
+    uint32_t c1 = c0 + nc;
     int same = 1;
     for (uint32_t q = 0; q < hh; q++)
-        same &= heavy[q] < nc && pm1[heavy[q]];
+        same &= heavy[q] >= c0 && heavy[q] < c1 && pm1[heavy[q]];
     uint32_t cnt = 0;
-    for (uint32_t j = 0; j < nc; j++)
+    for (uint32_t j = c0; j < c1; j++)
         cnt += pm1[j] != 0;
     out->prefill_sets++;
     out->prefill_same += (uint32_t)(same && cnt == hh);
@@ -367,8 +395,8 @@ static void sel_prefill(const uint8_t *pm1, const uint32_t *heavy, uint32_t hh,
     if (!(same && cnt == hh)) { /* the replay's margin between the sets */
         double mg = 0;
         for (uint32_t q = 0; q < hh; q++)
-            for (uint32_t j = 0; j < nc; j++)
-                if (pm1[j] && (heavy[q] >= nc || !pm1[heavy[q]]) && heavy[q] < nc &&
+            for (uint32_t j = c0; j < c1; j++)
+                if (pm1[j] && heavy[q] >= c0 && heavy[q] < c1 && !pm1[heavy[q]] &&
                     (double)rep[j] - (double)rep[heavy[q]] > mg)
                     mg = (double)rep[j] - (double)rep[heavy[q]];
         sel_differ(out, mg);
@@ -389,8 +417,9 @@ typedef struct h2o_walk {
     uint32_t *slot;  /* (L, Hkv, Nmax): the position of each carried row */
     uint32_t *nslot; /* the step's program rows' positions */
     uint32_t *cand, *heavy, *row;
-    uint8_t *src; /* row maps of h2o_next */
-    float *ps;    /* the replay's scores (plain_scores) */
+    uint8_t *src;    /* row maps of h2o_next */
+    uint8_t *chosen; /* a selection's kept candidates (sel_own) */
+    float *ps;       /* the replay's scores (plain_scores) */
 } h2o_walk;
 
 /* One step of the walk: its shapes, and what it opened per KV head. */
@@ -420,10 +449,11 @@ static int walk_new(h2o_walk *w, const secpol_run *o, const h2o_shape *cfg, cons
     w->slot = calloc((size_t)w->L * w->Hkv * Nmax, sizeof *w->slot);
     w->nslot = calloc(Nmax, sizeof *w->nslot);
     w->cand = calloc(Nmax, sizeof *w->cand);
-    w->row = calloc(Nmax + hh, sizeof *w->row);
+    w->row = calloc(Nmax + hh + cfg->sinks, sizeof *w->row);
     w->heavy = calloc(hh + 1, sizeof *w->heavy);
-    w->src = calloc(Nmax + hh, 1);
-    if (!w->slot || !w->nslot || !w->cand || !w->row || !w->heavy || !w->src)
+    w->src = calloc(Nmax + hh + cfg->sinks, 1);
+    w->chosen = calloc(Nmax, 1);
+    if (!w->slot || !w->nslot || !w->cand || !w->row || !w->heavy || !w->src || !w->chosen)
         return err_set(e, MS_ERR_NOMEM, "selection audit: out of memory");
     return MS_OK;
 }
@@ -432,6 +462,7 @@ static void walk_free(h2o_walk *w)
 {
     free(w->ps);
     free(w->slot), free(w->nslot), free(w->cand), free(w->row), free(w->heavy), free(w->src);
+    free(w->chosen);
 }
 
 /* A decode step's eviction: the opened one-hot's row v leaves, the other candidates stay. */
@@ -442,6 +473,9 @@ static void walk_evict(h2o_walk *w, const h2o_wstep *st, uint32_t l, uint32_t g,
     for (uint32_t i = 0; i < st->nc; i++)
         v = oh[i] > 0.5 ? i : v;
     const float *rep = w->ps + (((size_t)st->pos * w->L + l) * w->Hkv + g) * w->NT;
+    for (uint32_t i = 0; i < st->nc; i++)
+        w->chosen[i] = i != v;
+    sel_own(w->out, sc, w->chosen, st->nc);
     if (eq)
         sel_err(w->out, w->cand, sc, st->nc, rep);
     sel_evict(w->plain, st->pos, l, g, w->cand, sc, st->nc, v, w->tie_bound, eq, rep, w->out);
@@ -455,15 +489,18 @@ static void walk_evict(h2o_walk *w, const h2o_wstep *st, uint32_t l, uint32_t g,
 static void walk_prompt(h2o_walk *w, const h2o_wstep *st, uint32_t l, uint32_t g, const double *oh,
                         const double *sc)
 {
+    memset(w->chosen, 0, st->nc);
     for (uint32_t q = 0; q < w->hh; q++)
         for (uint32_t i = 0; i < st->nc; i++)
             if (oh[(size_t)q * st->nc + i] > 0.5)
-                w->heavy[q] = w->cand[i];
+                w->heavy[q] = w->cand[i], w->chosen[i] = 1;
+    sel_own(w->out, sc, w->chosen, st->nc);
     const uint8_t *pm1 = secpol_keep_mask(w->plain, st->pos + st->n, l, g);
     const float *rep = w->ps + (((size_t)(st->n - 1) * w->L + l) * w->Hkv + g) * w->NT;
     sel_err(w->out, w->cand, sc, st->nc, rep);
     if (pm1)
-        sel_prefill(pm1, w->heavy, w->hh, w->cand, sc, st->nc, w->tie_bound, rep, w->out);
+        sel_prefill(pm1, w->heavy, w->hh, w->cand, sc, w->cfg->sinks, st->nc, w->tie_bound, rep,
+                    w->out);
 }
 
 /* One layer's and KV head's table through a step: its kept set against the plaintext's, its
@@ -486,9 +523,11 @@ static void walk_head(h2o_walk *w, const h2o_wstep *st, uint32_t l, uint32_t g)
         const double *oh = w->r->vals[st->s] + ((size_t)g * w->L + l) * st->per;
         const double *sc =
             w->r->vals[st->s] + (size_t)w->L * w->Hkv * st->per + ((size_t)g * w->L + l) * st->nc;
-        /* prefill: rows 0 … nc-1; decode: the latest first (policy_h2o.c h2o_stage) */
+        /* prefill: rows S … S+nc-1; decode: the latest first, then rows S+1 … S+hh
+         * (h2o_ops.c h2o_stage) */
+        uint32_t S = w->cfg->sinks;
         for (uint32_t i = 0; i < st->nc; i++)
-            w->cand[i] = st->s ? w->nslot[i ? i : st->first] : w->nslot[i];
+            w->cand[i] = st->s ? w->nslot[i ? S + i : st->first] : w->nslot[S + i];
         if (st->s)
             walk_evict(w, st, l, g, oh, sc, eq);
         else
@@ -506,8 +545,8 @@ static int walk_step(h2o_walk *w, uint32_t s, errbuf *e)
     int phase = s ? PHASE_DECODE : PHASE_PREFILL;
     h2o_wstep st = {
         .s = s, .t = at.t, .pos = at.kv, .n = c + at.t, .sel = h2o_selects(cfg, phase, c, at.t)};
-    st.first = cfg->recent ? w->hh + 1 : 0;
-    st.nc = s ? w->hh + 1 : st.n - cfg->recent;
+    st.first = cfg->recent ? cfg->sinks + w->hh + 1 : 0;
+    st.nc = s ? w->hh + 1 : st.n - cfg->sinks - cfg->recent;
     st.per = s ? st.nc : w->hh * st.nc; /* one-hot values per KV head */
     if (st.sel && w->r->n_vals[s] != (size_t)w->L * w->Hkv * (st.per + st.nc))
         return err_set(e, MS_ERR_INTERNAL, "selection audit: step %u has %u values", s,
@@ -557,12 +596,15 @@ static int h2o_sec_note(const void *cfg, const secpol_run *o, const secpol_opene
     int rc = h2o_secure_compare(o, sh, opened, plain, -1, &sel, e);
     if (rc)
         return rc;
+    char sinks[32] = "";
+    if (sh->sinks)
+        snprintf(sinks, sizeof sinks, ", sinks %u", sh->sinks);
     fprintf(out,
-            "#       %s selected on shares (heavy %u, recent %u); against the replay: prompt heavy "
-            "sets %u/%u, "
+            "#       %s selected on shares (heavy %u, recent %u%s); against the replay: prompt "
+            "heavy sets %u/%u, "
             "evictions %u/%u, kept sets %u/%u\n",
-            policy, sh->heavy, sh->recent, sel.prefill_same, sel.prefill_sets, sel.evict_same,
-            sel.evictions, sel.kept_same, sel.kept_sets);
+            policy, sh->heavy, sh->recent, sinks, sel.prefill_same, sel.prefill_sets,
+            sel.evict_same, sel.evictions, sel.kept_same, sel.kept_sets);
     fprintf(out,
             "#       secure scores within %.4f of the replay's; selections whose secure margin "
             "exceeds twice that: "
@@ -574,7 +616,16 @@ static int h2o_sec_note(const void *cfg, const secpol_run *o, const secpol_opene
                 "(the replay's margin "
                 "<= 2 x %.4f; largest %.4f); %u evictions after the kept sets differed\n",
                 sel.differ_same_cand, sel.near_ties, sel.score_err, sel.max_margin, sel.diverged);
-    return MS_OK;
+    uint32_t bad = sel.own - sel.own_same - sel.own_ties;
+    fprintf(out,
+            "#       selections equal to their rule over the session's own scores (the prompt's "
+            "top %u, each step's\n"
+            "#       minimum evicted): %s (%u of %u: %u apart, %u exact ties at the boundary)\n",
+            sh->heavy, bad ? "NO" : "yes", sel.own_same + sel.own_ties, sel.own, sel.own_same,
+            sel.own_ties);
+    return bad ? err_set(e, MS_ERR_INTERNAL,
+                         "%u selections not their rule over the session's own scores", bad)
+               : MS_OK;
 }
 
 const secpol_ops policy_h2o_secure = {
