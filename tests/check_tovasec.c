@@ -92,6 +92,21 @@ START_TEST(test_tova_no_decode)
 }
 END_TEST
 
+/* tova.yaml at its default budget (512) over 24 positions keeps every entry: validate says it
+ * selected nothing, not that its selection is not on shares (which a deployment of it would
+ * not need). */
+START_TEST(test_blocks_keeps_all)
+{
+    char out[1 << 14];
+    th_cli_expect(out, sizeof out, 0,
+                  "tova_blocks keeps every cached entry at every step of this "
+                  "run: nothing was selected",
+                  "validate --model stories260K -p semi2k --accuracy 24 --prompt 16 --policy %s",
+                  th_data_path("scenarios/policies/tova.yaml"));
+    ck_assert_msg(!strstr(out, "NOTE:"), "%s", out);
+}
+END_TEST
+
 /* ---- scenarios/policies/tova.yaml on shares: tova's session with the composition's budget ---- */
 
 /* tova.yaml at param against tova at tparam: no fallback, every op as predicted, 160 masks equal
@@ -230,6 +245,6 @@ Suite *tovasec_suite(void)
     TCase *tb = th_case(s, "blocks", 0);
     TESTDIR_USE(tb);
     TH_TESTS(tb, test_blocks_semi2k, test_blocks_aby3, test_blocks_fallback, test_rounds_semi2k,
-             test_rounds_aby3);
+             test_rounds_aby3, test_blocks_keeps_all);
     return s;
 }

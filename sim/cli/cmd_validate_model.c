@@ -294,6 +294,23 @@ static int vm_programs(vm_ctx *c, const proto_cfg *cfg, rdb *db, int *bad, errbu
     return rc;
 }
 
+/* Whether the replay's kept sets hold every cached entry at every recorded step (an eviction
+ * policy that selected nothing in this run; an FFN sparsity policy keeps every entry anyway). */
+static int keeps_every_entry(const secpol_keep *k)
+{
+    if (!k || !k->keep)
+        return 0;
+    for (uint32_t pos = k->from; pos < k->max_len; pos++)
+        for (uint32_t l = 0; l < k->n_layers; l++)
+            for (uint32_t g = 0; g < k->n_kv_heads; g++) {
+                const uint8_t *m = secpol_keep_mask(k, pos, l, g);
+                for (uint32_t j = 0; m && j < pos; j++)
+                    if (!m[j])
+                        return 0;
+            }
+    return 1;
+}
+
 /* How the policy ran inside MPC, and for a selection on shares its agreement with the
  * plaintext replay (the one-hots opened after each step: validation only). */
 static int vm_policy_note(const vm_args *a, const secinf_opts *o, const secinf_result *r,
@@ -304,6 +321,15 @@ static int vm_policy_note(const vm_args *a, const secinf_opts *o, const secinf_r
         printf("#       %s's kept set is a public function of positions: the secure run re-lays "
                "the secret cache out\n"
                "#       locally (no selection to compute on shares)\n",
+               a->policy);
+        return 0;
+    }
+    const policy_ops *kp = policy_find(a->policy);
+    if (!sp.ops && !(kp && kp->ffn_active) && keeps_every_entry(plain)) {
+        printf("#       %s keeps every cached entry at every step of this run: nothing was "
+               "selected, so there is\n"
+               "#       no selection to run on shares (a longer run, --accuracy, or a smaller "
+               "budget makes it select)\n",
                a->policy);
         return 0;
     }
