@@ -570,6 +570,15 @@ static const char pagesu_yaml[] = "name: pagesu_blocks\n"
                                   "when: step\n"
                                   "select: {topk: 16}\n";
 
+/* One selection per layer beside a window of 4: every KV head's key norms summed, the 6
+ * largest of the 28 … 31 candidates, each KV head's rows gathered by that one top-k. */
+static const char knlayer_yaml[] = "name: knlayer_blocks\n"
+                                   "summary: a window, one selection per layer by key norm\n"
+                                   "recent: 4\n"
+                                   "score: key_norm\n"
+                                   "share: layer\n"
+                                   "select: {topk: 6}\n";
+
 static void load_one(const char *name, const char *file, const char *text)
 {
     errbuf e = {{0}};
@@ -620,6 +629,18 @@ START_TEST(test_scsec_public_cost_path)
 }
 END_TEST
 
+/* The cost path of one selection per layer (knlayer_yaml): the session's bytes and rounds. */
+START_TEST(test_scsec_layer_cost_path)
+{
+    load_one("knlayer_blocks", "knlayer.yaml", knlayer_yaml);
+    const scase c = {"knlayer_blocks", {NULL}, 0};
+    const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            same_as_cost_path(&c, pn[i], lay[j]);
+}
+END_TEST
+
 Suite *scsec_suite(void)
 {
     Suite *s = suite_create("scsec");
@@ -628,6 +649,6 @@ Suite *scsec_suite(void)
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_scsec_mpcache, test_scsec_quest, test_scsec_dearer, test_scsec_quest_audit,
              test_scsec_cost_path, test_scsec_cost_path_blocks, test_scsec_rewrite,
-             test_scsec_public, test_scsec_public_cost_path);
+             test_scsec_public, test_scsec_public_cost_path, test_scsec_layer_cost_path);
     return s;
 }

@@ -56,6 +56,44 @@ static void keynorm_blocks_on(const char *proto)
     free(yaml);
 }
 
+/* One selection per layer (`share: layer`): every KV head's key norms summed (local), one
+ * top-k of the 12 candidates per layer, each KV head's rows gathered by that one-hot; 5 layers
+ * x 4 KV heads x 8 steps = 160 masks on shares, each choosing 6 (it kept the replay's kept sets
+ * with a NOTE: "has no selection on shares"). */
+static const char knlayer_yaml[] = "name: knlayer_t\nrecent: 4\nscore: key_norm\n"
+                                   "share: layer\nselect: {topk: 6}\n";
+
+static void knlayer_on(const char *proto)
+{
+    char out[1 << 14];
+    char *yaml = strdup(th_file(&td, "knlayer.yaml", knlayer_yaml));
+    th_cli_expect(out, sizeof out, 0,
+                  "bytes and rounds of every op of the 9 steps equal the "
+                  "prediction: yes",
+                  "validate --model stories260K -p %s --accuracy 24 --prompt 16 --policy '%s'",
+                  proto, yaml);
+    ck_assert_msg(!strstr(out, "has no selection on shares"), "%s", out);
+    ck_assert_msg(strstr(out, "selection on shares from knlayer_t's own emitted ops"), "%s", out);
+    th_own_select(out, 160);
+    free(yaml);
+}
+
+START_TEST(test_keynorm_layer_semi2k) { knlayer_on("semi2k"); }
+END_TEST
+
+START_TEST(test_keynorm_layer_aby3) { knlayer_on("aby3"); }
+END_TEST
+
+/* Its ops gather what its select() keeps: the same one set for every KV head of a layer. */
+START_TEST(test_keynorm_layer_check)
+{
+    char out[1 << 13];
+    char *yaml = strdup(th_file(&td, "knlayer.yaml", knlayer_yaml));
+    th_cli_expect(out, sizeof out, 0, "knlayer_t: match", "policy check '%s' --prompt 16", yaml);
+    free(yaml);
+}
+END_TEST
+
 START_TEST(test_keynorm_blocks) { keynorm_blocks_on("semi2k"); }
 END_TEST
 
@@ -134,6 +172,7 @@ Suite *secsel_suite(void)
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_keynorm_semi2k, test_keynorm_aby3, test_keynorm_keeps_all,
              test_unnamed_selection, test_keynorm_blocks, test_keynorm_blocks_aby3,
-             test_quest_pages_semi2k, test_quest_pages_aby3);
+             test_quest_pages_semi2k, test_quest_pages_aby3, test_keynorm_layer_semi2k,
+             test_keynorm_layer_aby3, test_keynorm_layer_check);
     return s;
 }

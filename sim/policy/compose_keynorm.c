@@ -1,0 +1,72 @@
+/* compose_keynorm.c — the ops of a key-norm composition's selection on real operands (token
+ * units, a top-k at every step), the ones `policy check` runs and the secure session executes
+ * on shares (secpol_emit.c): per KV head, or one per layer (`share: layer`: every KV head's
+ * norms summed, one top-k, each KV head's rows gathered by that one-hot). */
+#include "compose_int.h"
+#include "pcheck.h"
+
+#include <math.h>
+
+uint32_t compose_key_norms(opb *b, uint32_t Hkv, uint32_t d, uint32_t max_len, uint32_t t,
+                           uint32_t r0)
+{
+    uint32_t nst = opb_shared(b, "cmp.norm", OPT_CACHE, Hkv, max_len, 1);
+    uint32_t kn = pcheck_input(b, PCHECK_IN_KEYS_NEW, Hkv, t, d);
+    uint32_t sq = opb_tensor(b, "cmp.sq", OPT_TEMP, Hkv, t, d);
+    opb_op(b, OP_SQUARE, Hkv, t, 0, d, kn, OP_NONE, OP_NONE, sq, 0, 0, 0);
+    uint32_t ones = opb_shared(b, "cmp.ones", OPT_PUBLIC, 1, d, 1);
+    uint32_t nn = opb_tensor(b, "cmp.knorm", OPT_TEMP, Hkv, t, 1);
+    opb_matmul_pub(b, sq, ones, Hkv * t, d, 1, nn);
+    opb_put(b, nn, nst, Hkv, r0, t, 1);
+    return nst;
+}
+
+/* A (1, n) row of values as Hkv copies (Hkv, n): a local product by public ones, then a
+ * transposition (as tova's "tova.heads_ones"). */
+static uint32_t heads_copies(opb *b, uint32_t x, uint32_t Hkv, uint32_t n, const char *nm)
+{
+    uint32_t ones = opb_shared(b, "cmp.heads_ones", OPT_PUBLIC, 1, 1, Hkv);
+    uint32_t r =
+        opb_matmul_pub(b, x, ones, n, 1, Hkv, opb_tensor(b, "cmp.heads_t", OPT_TEMP, 1, n, Hkv));
+    return opb_transpose(b, r, 1, n, Hkv, nm);
+}
+
+void compose_keynorm_select(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint32_t kv_len,
+                            uint32_t c0, uint32_t c1, uint32_t k, int shared, double M)
+{
+    uint32_t nc = c1 - c0;
+    uint32_t cand = opb_rows(b, nst, Hkv, c0, nc, 1, "cmp.cand");
+    uint32_t row, oh;
+    if (shared && Hkv > 1) {
+        /* COST: the KV heads' norms of each candidate summed (a product of the (nc, Hkv)
+         * transposition with public ones: local), one top-k per layer, its one-hot as each
+         * KV head's (local) */
+        uint32_t t = opb_transpose(b, cand, 1, Hkv, nc, "cmp.cand_heads");
+        uint32_t sum = opb_matmul_pub(b, t, opb_shared(b, "cmp.hsum_ones", OPT_PUBLIC, 1, Hkv, 1),
+                                      nc, Hkv, 1, opb_tensor(b, "cmp.cand_sum", OPT_TEMP, 1, nc, 1));
+        uint32_t srow = opb_transpose(b, sum, 1, nc, 1, "cmp.sum_row");
+        uint32_t one = opb_tensor(b, "cmp.topk", OPT_TEMP, 1, k, nc);
+        opb_op(b, OP_TOPK, 1, 1, 0, nc, srow, OP_NONE, OP_NONE, one, 0, (int32_t)k, 0);
+        oh = heads_copies(b, one, Hkv, k * nc, "cmp.topk_heads");
+        /* the layer's score as each KV head's, for the check's ties (local) */
+        row = heads_copies(b, srow, Hkv, nc, "cmp.sum_heads");
+    } else {
+        /* COST: one top-k of the candidates per KV head */
+        row = opb_transpose(b, cand, Hkv, nc, 1, "cmp.cand_row");
+        oh = opb_tensor(b, "cmp.topk", OPT_TEMP, Hkv, k, nc);
+        opb_op(b, OP_TOPK, Hkv, 1, 0, nc, row, OP_NONE, OP_NONE, oh, 0, (int32_t)k, 0);
+    }
+    /* COST: the gather of the kept candidates' [K | V] rows, per KV head */
+    uint32_t kv = pcheck_input(b, PCHECK_IN_KV, Hkv, kv_len, 2 * d);
+    uint32_t tab = opb_rows(b, kv, Hkv, c0, nc, 2 * d, "cmp.kv_cand");
+    uint32_t out = opb_tensor(b, "cmp.gather", OPT_TEMP, Hkv, k, 2 * d);
+    opb_op(b, OP_GATHER, Hkv, k, nc, 2 * d, oh, tab, OP_NONE, out, OPF_NO_TRUNC, 0, 0);
+    /* ties: keys on f fractional bits, each square truncated, summed exactly, against float
+     * norms: |ŝ − s| ≤ √d·‖k‖·2⁻ᶠ + 2d·2⁻ᶠ ≤ ((d + s)/2 + 2d)·2⁻ᶠ (+ float's relative 2⁻²⁴),
+     * twice; of a run's own keys (two runs' keys round apart: POLICIES.md "Score-side
+     * attention"). Shared: the sum of Hkv such norms, n = Hkv·d terms of each kind, the float
+     * sum's relative Hkv·2⁻²⁴; M is the largest candidate score either way. */
+    double u = ldexp(1, -pcheck_frac_bits()), n = shared ? (double)Hkv * d : d;
+    double rel = shared ? (double)Hkv * 0x1p-24 : 0x1p-24;
+    pcheck_selection(b, out, k, c0, c1, row, 2 * (((n + M) / 2 + 2 * n) * u + M * rel));
+}
