@@ -861,6 +861,22 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
     int follower = leader(s, layer) != layer; /* it gathers by its leader's selection */
     if (window_real(s))
         return cs_emit_window(s, phase, layer, kv_len, prog, e);
+    if (sp->score == SC_KEYNORM && sp->sel == K_TOPK && s->page == 1 && sp->when == W_ONCE &&
+        !sp->permanent && !sp->share_all && sp->lshare <= 1) {
+        uint32_t sinks, recent, k, c0, c1;
+        budget(s, layer, P, &sinks, &recent, &k);
+        cand_range(P, sinks, recent, &c0, &c1);
+        if (k >= c1 - c0)
+            return MS_OK; /* every candidate kept: no selection */
+        double M = 0;     /* the largest candidate score of the layer */
+        for (uint32_t g = 0; g < Hkv && phase == PHASE_DECODE; g++)
+            for (uint32_t j = c0; j < c1; j++)
+                M = fmax(M, s->score[((size_t)layer * Hkv + g) * v->max_len + j]);
+        opb b;
+        opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
+        compose_keynorm_once(&b, phase, Hkv, d, kv_len, c0, c1, k, M);
+        return policy_emit_done(&b, s->sl->name, e);
+    }
     if (sp->score == SC_KEYNORM && sp->sel == K_TOPK && s->page == 1 && sp->when == W_STEP &&
         !sp->permanent && s->every == 1 && sp->lshare <= 1)
         return cs_emit_keynorm(s, phase, layer, kv_len, prog, e);

@@ -90,5 +90,10 @@ uint32_t compose_key_norms(opb *b, uint32_t Hkv, uint32_t d, uint32_t max_len, u
                            uint32_t r0);
 void compose_keynorm_select(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint32_t kv_len,
                             uint32_t c0, uint32_t c1, uint32_t k, int shared, double M);
+/* Key norms selected once after the prompt (`when: once`) per KV head: at the prompt its keys'
+ * squared norms, the top k of the candidates [c0, c1) and the gather of their rows into state;
+ * at a decode step (kv_len cached) those rows named as the selection. M: as above. */
+void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t kv_len, uint32_t c0,
+                          uint32_t c1, uint32_t k, double M);
 
 #endif

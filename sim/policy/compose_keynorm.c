@@ -1,7 +1,8 @@
 /* compose_keynorm.c — the ops of a key-norm composition's selection on real operands (token
  * units, a top-k at every step), the ones `policy check` runs and the secure session executes
  * on shares (secpol_emit.c): per KV head, or one per layer (`share: layer`: every KV head's
- * norms summed, one top-k, each KV head's rows gathered by that one-hot). */
+ * norms summed, one top-k, each KV head's rows gathered by that one-hot), or once after the
+ * prompt (`when: once`: the top-k gathered into state, named by every decode step). */
 #include "compose_int.h"
 #include "pcheck.h"
 
@@ -42,8 +43,9 @@ void compose_keynorm_select(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint
          * transposition with public ones: local), one top-k per layer, its one-hot as each
          * KV head's (local) */
         uint32_t t = opb_transpose(b, cand, 1, Hkv, nc, "cmp.cand_heads");
-        uint32_t sum = opb_matmul_pub(b, t, opb_shared(b, "cmp.hsum_ones", OPT_PUBLIC, 1, Hkv, 1),
-                                      nc, Hkv, 1, opb_tensor(b, "cmp.cand_sum", OPT_TEMP, 1, nc, 1));
+        uint32_t sum =
+            opb_matmul_pub(b, t, opb_shared(b, "cmp.hsum_ones", OPT_PUBLIC, 1, Hkv, 1), nc, Hkv, 1,
+                           opb_tensor(b, "cmp.cand_sum", OPT_TEMP, 1, nc, 1));
         uint32_t srow = opb_transpose(b, sum, 1, nc, 1, "cmp.sum_row");
         uint32_t one = opb_tensor(b, "cmp.topk", OPT_TEMP, 1, k, nc);
         opb_op(b, OP_TOPK, 1, 1, 0, nc, srow, OP_NONE, OP_NONE, one, 0, (int32_t)k, 0);
@@ -69,4 +71,28 @@ void compose_keynorm_select(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint
     double u = ldexp(1, -pcheck_frac_bits()), n = shared ? (double)Hkv * d : d;
     double rel = shared ? (double)Hkv * 0x1p-24 : 0x1p-24;
     pcheck_selection(b, out, k, c0, c1, row, 2 * (((n + M) / 2 + 2 * n) * u + M * rel));
+}
+
+void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t kv_len, uint32_t c0,
+                          uint32_t c1, uint32_t k, double M)
+{
+    uint32_t sc = OP_NONE;
+    if (phase == PHASE_PREFILL) {
+        /* COST: the prompt keys' squares and their sum (a product with public ones: local);
+         * the candidates' norms as a row per KV head (views, local) */
+        uint32_t kn = pcheck_input(b, PCHECK_IN_KEYS_NEW, Hkv, kv_len, d);
+        uint32_t sq = opb_tensor(b, "cmp.sq", OPT_TEMP, Hkv, kv_len, d);
+        opb_op(b, OP_SQUARE, Hkv, kv_len, 0, d, kn, OP_NONE, OP_NONE, sq, 0, 0, 0);
+        uint32_t nn =
+            opb_matmul_pub(b, sq, opb_shared(b, "cmp.ones", OPT_PUBLIC, 1, d, 1), Hkv * kv_len, d,
+                           1, opb_tensor(b, "cmp.knorm", OPT_TEMP, Hkv, kv_len, 1));
+        sc = opb_transpose(b, opb_rows(b, nn, Hkv, 0, c1, 1, "cmp.norm_c1"), Hkv, c1, 1,
+                           "cmp.norm_row");
+    }
+    /* COST: the prompt's top k of the candidates per KV head and the gather of their [K | V]
+     * rows into state, the rows each decode step names (snapkv's: snap_select_emit); the
+     * entries cached after the prompt are public positions. Ties: as the per-step path's. */
+    double u = ldexp(1, -pcheck_frac_bits());
+    snap_select_emit(b, phase, sc, Hkv, 2 * d, kv_len, c0, c1, k,
+                     2 * (((d + M) / 2 + 2 * d) * u + M * 0x1p-24));
 }
