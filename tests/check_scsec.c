@@ -586,6 +586,14 @@ static const char knonce_yaml[] = "name: knonce_blocks\n"
                                   "when: once\n"
                                   "select: {topk: 6}\n";
 
+/* The same every 2 decode steps: the kept rows carried in state between selections. */
+static const char knevery_yaml[] = "name: knevery_blocks\n"
+                                   "summary: a window, the largest key norms every 2 steps\n"
+                                   "recent: 4\n"
+                                   "score: key_norm\n"
+                                   "when: {every: 2}\n"
+                                   "select: {topk: 6}\n";
+
 static void load_one(const char *name, const char *file, const char *text)
 {
     errbuf e = {{0}};
@@ -636,15 +644,17 @@ START_TEST(test_scsec_public_cost_path)
 }
 END_TEST
 
-/* The cost path of one selection per layer (knlayer_yaml) and of one after the prompt
- * (knonce_yaml): the session's bytes and rounds. */
+/* The cost path of one selection per layer (knlayer_yaml), of one after the prompt
+ * (knonce_yaml) and of one every 2 steps (knevery_yaml): the session's bytes and rounds. */
 START_TEST(test_scsec_layer_cost_path)
 {
     load_one("knlayer_blocks", "knlayer.yaml", knlayer_yaml);
     load_one("knonce_blocks", "knonce.yaml", knonce_yaml);
-    const scase c[2] = {{"knlayer_blocks", {NULL}, 0}, {"knonce_blocks", {NULL}, 0}};
+    load_one("knevery_blocks", "knevery.yaml", knevery_yaml);
+    const scase c[3] = {
+        {"knlayer_blocks", {NULL}, 0}, {"knonce_blocks", {NULL}, 0}, {"knevery_blocks", {NULL}, 0}};
     const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 3; k++)
         for (int i = 0; i < 2; i++)
             for (int j = 0; j < 2; j++)
                 same_as_cost_path(&c[k], pn[i], lay[j]);

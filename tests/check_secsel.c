@@ -65,6 +65,12 @@ static const char knlayer_yaml[] = "name: knlayer_t\nrecent: 4\nscore: key_norm\
 static const char knonce_yaml[] = "name: knonce_t\nrecent: 4\nscore: key_norm\n"
                                   "when: once\nselect: {topk: 6}\n";
 
+/* Every 2 decode steps (`when: {every: 2}`): per KV head the top 6 of the candidates at decode
+ * positions 16, 18, …, gathered into state that the step after names; the entries cached since
+ * the selection are public. */
+static const char knevery_yaml[] = "name: knevery_t\nrecent: 4\nscore: key_norm\n"
+                                   "when: {every: 2}\nselect: {topk: 6}\n";
+
 /* A key-norm composition on shares: 5 layers x 4 KV heads x 8 steps = 160 masks, each choosing
  * 6, equal to its select() over the session's keys, every op as predicted (each kept the
  * replay's kept sets with a NOTE: "has no selection on shares"). */
@@ -117,6 +123,21 @@ START_TEST(test_keynorm_once_semi2k)
 END_TEST
 
 START_TEST(test_keynorm_once_aby3) { kncomp_on("aby3", "knonce.yaml", knonce_yaml, "knonce_t"); }
+END_TEST
+
+START_TEST(test_keynorm_every_semi2k)
+{
+    kncomp_on("semi2k", "knevery.yaml", knevery_yaml, "knevery_t");
+}
+END_TEST
+
+START_TEST(test_keynorm_every_aby3)
+{
+    kncomp_on("aby3", "knevery.yaml", knevery_yaml, "knevery_t");
+}
+END_TEST
+
+START_TEST(test_keynorm_every_check) { kncomp_check("knevery.yaml", knevery_yaml, "knevery_t"); }
 END_TEST
 
 START_TEST(test_keynorm_once_check) { kncomp_check("knonce.yaml", knonce_yaml, "knonce_t"); }
@@ -202,6 +223,7 @@ Suite *secsel_suite(void)
              test_unnamed_selection, test_keynorm_blocks, test_keynorm_blocks_aby3,
              test_quest_pages_semi2k, test_quest_pages_aby3, test_keynorm_layer_semi2k,
              test_keynorm_layer_aby3, test_keynorm_layer_check, test_keynorm_once_semi2k,
-             test_keynorm_once_aby3, test_keynorm_once_check);
+             test_keynorm_once_aby3, test_keynorm_once_check, test_keynorm_every_semi2k,
+             test_keynorm_every_aby3, test_keynorm_every_check);
     return s;
 }

@@ -699,10 +699,11 @@ static uint32_t cs_count(void *st, uint32_t layer, uint32_t pos)
  * candidates (every decode step of a full cache) is an arg-min, not a top-k: the candidates
  * negated (local), an ARGMAX, and the k survivors compacted by an oblivious select of each
  * row's element with the next row's, under the prefix sums of the one-hot (local). */
-/* Key norms (token units, a top-k at every step) with real operands, the ops `policy check`
- * runs and the secure session executes on shares (compose_keynorm.c): the new keys' squared
- * norms into a carried state, the top-k of the candidates' (per KV head, or one per layer of
- * their sums) and the gather of their cached [K | V] rows named as the selection. */
+/* Key norms (token units, a top-k at every step or every N) with real operands, the ops
+ * `policy check` runs and the secure session executes on shares (compose_keynorm.c): the new
+ * keys' squared norms into a carried state, the top-k of the candidates' (per KV head, or one
+ * per layer of their sums) and the gather of their cached [K | V] rows named as the selection
+ * (every N: kept in state too, which the steps between selections name). */
 static int cs_emit_keynorm(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op_program *prog,
                            errbuf *e)
 {
@@ -714,8 +715,11 @@ static int cs_emit_keynorm(cstate *s, int phase, uint32_t layer, uint32_t kv_len
     opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
     /* COST: the new keys' squares and their sum (a product with public ones: local) */
     uint32_t nst = compose_key_norms(&b, Hkv, d, v->max_len, t, r0);
-    budget(s, layer, kv_len, &sinks, &recent, &k);
-    cand_range(kv_len, sinks, recent, &c0, &c1);
+    /* every N steps: the candidates of the last selecting step, whose rows a step between
+     * selections attends (the state "cmp.kept") */
+    uint32_t at = pre ? kv_len : kv_len - (kv_len - v->prompt_len) % s->every;
+    budget(s, layer, at, &sinks, &recent, &k);
+    cand_range(at, sinks, recent, &c0, &c1);
     if (!pre && k > 0 && k < c1 - c0) {
         double M = 0; /* the largest candidate score: a KV head's, or shared their sum */
         for (uint32_t j = c0; j < c1; j++) {
@@ -726,7 +730,10 @@ static int cs_emit_keynorm(cstate *s, int phase, uint32_t layer, uint32_t kv_len
             }
             M = fmax(M, x);
         }
-        compose_keynorm_select(&b, nst, Hkv, d, kv_len, c0, c1, k, sp_shared, M);
+        if (at < kv_len)
+            compose_keynorm_kept(&b, nst, Hkv, d, kv_len, c0, c1, k, M);
+        else
+            compose_keynorm_select(&b, nst, Hkv, d, kv_len, c0, c1, k, sp_shared, s->every > 1, M);
     }
     return policy_emit_done(&b, s->sl->name, e);
 }
@@ -878,7 +885,7 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
         return policy_emit_done(&b, s->sl->name, e);
     }
     if (sp->score == SC_KEYNORM && sp->sel == K_TOPK && s->page == 1 && sp->when == W_STEP &&
-        !sp->permanent && s->every == 1 && sp->lshare <= 1)
+        !sp->permanent && (s->every == 1 || !sp->share_all) && sp->lshare <= 1)
         return cs_emit_keynorm(s, phase, layer, kv_len, prog, e);
     if ((sp->score == SC_KEYNORM || sp->score == SC_BOUNDS) && sp->sel == K_TOPK &&
         sp->when == W_STEP && !sp->permanent && s->every == 1 && !sp->share_all &&

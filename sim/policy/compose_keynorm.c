@@ -1,8 +1,9 @@
 /* compose_keynorm.c — the ops of a key-norm composition's selection on real operands (token
- * units, a top-k at every step), the ones `policy check` runs and the secure session executes
- * on shares (secpol_emit.c): per KV head, or one per layer (`share: layer`: every KV head's
- * norms summed, one top-k, each KV head's rows gathered by that one-hot), or once after the
- * prompt (`when: once`: the top-k gathered into state, named by every decode step). */
+ * units), the ones `policy check` runs and the secure session executes on shares
+ * (secpol_emit.c): a top-k at every step per KV head, or one per layer (`share: layer`: every KV
+ * head's norms summed, one top-k, each KV head's rows gathered by that one-hot); every N steps
+ * (the kept rows carried in state between selections); or once after the prompt (`when: once`:
+ * the top-k gathered into state, named by every decode step). */
 #include "compose_int.h"
 #include "pcheck.h"
 
@@ -32,8 +33,20 @@ static uint32_t heads_copies(opb *b, uint32_t x, uint32_t Hkv, uint32_t n, const
     return opb_transpose(b, r, 1, n, Hkv, nm);
 }
 
+/* The tie bound of a selection by key norms (M: the largest candidate score). Keys on f
+ * fractional bits, each square truncated, summed exactly, against float norms: |ŝ − s| ≤
+ * √d·‖k‖·2⁻ᶠ + 2d·2⁻ᶠ ≤ ((d + s)/2 + 2d)·2⁻ᶠ (+ float's relative 2⁻²⁴), twice; of a run's own
+ * keys (two runs' keys round apart: POLICIES.md "Score-side attention"). Shared: the sum of Hkv
+ * such norms, n = Hkv·d terms of each kind, the float sum's relative Hkv·2⁻²⁴. */
+static double keynorm_tol(uint32_t Hkv, uint32_t d, int shared, double M)
+{
+    double u = ldexp(1, -pcheck_frac_bits()), n = shared ? (double)Hkv * d : d;
+    double rel = shared ? (double)Hkv * 0x1p-24 : 0x1p-24;
+    return 2 * (((n + M) / 2 + 2 * n) * u + M * rel);
+}
+
 void compose_keynorm_select(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint32_t kv_len,
-                            uint32_t c0, uint32_t c1, uint32_t k, int shared, double M)
+                            uint32_t c0, uint32_t c1, uint32_t k, int shared, int carry, double M)
 {
     uint32_t nc = c1 - c0;
     uint32_t cand = opb_rows(b, nst, Hkv, c0, nc, 1, "cmp.cand");
@@ -63,14 +76,22 @@ void compose_keynorm_select(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint
     uint32_t tab = opb_rows(b, kv, Hkv, c0, nc, 2 * d, "cmp.kv_cand");
     uint32_t out = opb_tensor(b, "cmp.gather", OPT_TEMP, Hkv, k, 2 * d);
     opb_op(b, OP_GATHER, Hkv, k, nc, 2 * d, oh, tab, OP_NONE, out, OPF_NO_TRUNC, 0, 0);
-    /* ties: keys on f fractional bits, each square truncated, summed exactly, against float
-     * norms: |ŝ − s| ≤ √d·‖k‖·2⁻ᶠ + 2d·2⁻ᶠ ≤ ((d + s)/2 + 2d)·2⁻ᶠ (+ float's relative 2⁻²⁴),
-     * twice; of a run's own keys (two runs' keys round apart: POLICIES.md "Score-side
-     * attention"). Shared: the sum of Hkv such norms, n = Hkv·d terms of each kind, the float
-     * sum's relative Hkv·2⁻²⁴; M is the largest candidate score either way. */
-    double u = ldexp(1, -pcheck_frac_bits()), n = shared ? (double)Hkv * d : d;
-    double rel = shared ? (double)Hkv * 0x1p-24 : 0x1p-24;
-    pcheck_selection(b, out, k, c0, c1, row, 2 * (((n + M) / 2 + 2 * n) * u + M * rel));
+    if (carry) /* the kept rows, the selection of the steps until the next one (a view) */
+        opb_put(b, out, opb_shared(b, "cmp.kept", OPT_CACHE, Hkv, k, 2 * d), Hkv, 0, k, 2 * d);
+    pcheck_selection(b, out, k, c0, c1, row, keynorm_tol(Hkv, d, shared, M));
+}
+
+void compose_keynorm_kept(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint32_t kv_len,
+                          uint32_t c0, uint32_t c1, uint32_t k, double M)
+{
+    /* no ops: the step attends the rows the last selection gathered (its state); the entries
+     * cached since, like its window, are public positions. Named for the check with the
+     * candidates' norms (views of the carried norms: local) */
+    pcheck_input(b, PCHECK_IN_KV, Hkv, kv_len, 2 * d);
+    uint32_t kept = opb_shared(b, "cmp.kept", OPT_CACHE, Hkv, k, 2 * d);
+    uint32_t row = opb_transpose(b, opb_rows(b, nst, Hkv, c0, c1 - c0, 1, "cmp.cand"), Hkv, c1 - c0,
+                                 1, "cmp.cand_row");
+    pcheck_selection(b, kept, k, c0, c1, row, keynorm_tol(Hkv, d, 0, M));
 }
 
 void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t kv_len, uint32_t c0,
@@ -92,7 +113,5 @@ void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t 
     /* COST: the prompt's top k of the candidates per KV head and the gather of their [K | V]
      * rows into state, the rows each decode step names (snapkv's: snap_select_emit); the
      * entries cached after the prompt are public positions. Ties: as the per-step path's. */
-    double u = ldexp(1, -pcheck_frac_bits());
-    snap_select_emit(b, phase, sc, Hkv, 2 * d, kv_len, c0, c1, k,
-                     2 * (((d + M) / 2 + 2 * d) * u + M * 0x1p-24));
+    snap_select_emit(b, phase, sc, Hkv, 2 * d, kv_len, c0, c1, k, keynorm_tol(Hkv, d, 0, M));
 }
