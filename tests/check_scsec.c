@@ -146,9 +146,8 @@ static double sq_norm(const double *tab, size_t r, uint32_t d)
  * an entry j only a kept and an entry i only b kept: n_a(j) ≥ n_a(i) − τ, n_b(i) ≥ n_b(j) − τ,
  * and across the runs |n_a(j) − n_a(i)| ≤ τ + |δ_i| + |δ_j|, δ = n_a − n_b of each entry: per
  * head as many rows in one set as in the other, and every such pair within those bounds. */
-static void same_norm_ties(const uint8_t *ka, const uint8_t *kb, const double *ta,
-                           const double *tb, uint32_t Hkv, uint32_t T, uint32_t d, uint32_t s,
-                           const char *nm)
+static void same_norm_ties(const uint8_t *ka, const uint8_t *kb, const double *ta, const double *tb,
+                           uint32_t Hkv, uint32_t T, uint32_t d, uint32_t s, const char *nm)
 {
     double M = 0;
     for (size_t r = 0; r < (size_t)Hkv * T; r++)
@@ -570,6 +569,31 @@ static const char pagesu_yaml[] = "name: pagesu_blocks\n"
                                   "when: step\n"
                                   "select: {topk: 16}\n";
 
+/* One selection per layer beside a window of 4: every KV head's key norms summed, the 6
+ * largest of the 28 … 31 candidates, each KV head's rows gathered by that one top-k. */
+static const char knlayer_yaml[] = "name: knlayer_blocks\n"
+                                   "summary: a window, one selection per layer by key norm\n"
+                                   "recent: 4\n"
+                                   "score: key_norm\n"
+                                   "share: layer\n"
+                                   "select: {topk: 6}\n";
+
+/* Per KV head the 6 largest key norms of the 28 candidates, chosen once after the prompt. */
+static const char knonce_yaml[] = "name: knonce_blocks\n"
+                                  "summary: a window, the largest key norms once\n"
+                                  "recent: 4\n"
+                                  "score: key_norm\n"
+                                  "when: once\n"
+                                  "select: {topk: 6}\n";
+
+/* The same every 2 decode steps: the kept rows carried in state between selections. */
+static const char knevery_yaml[] = "name: knevery_blocks\n"
+                                   "summary: a window, the largest key norms every 2 steps\n"
+                                   "recent: 4\n"
+                                   "score: key_norm\n"
+                                   "when: {every: 2}\n"
+                                   "select: {topk: 6}\n";
+
 static void load_one(const char *name, const char *file, const char *text)
 {
     errbuf e = {{0}};
@@ -620,6 +644,23 @@ START_TEST(test_scsec_public_cost_path)
 }
 END_TEST
 
+/* The cost path of one selection per layer (knlayer_yaml), of one after the prompt
+ * (knonce_yaml) and of one every 2 steps (knevery_yaml): the session's bytes and rounds. */
+START_TEST(test_scsec_layer_cost_path)
+{
+    load_one("knlayer_blocks", "knlayer.yaml", knlayer_yaml);
+    load_one("knonce_blocks", "knonce.yaml", knonce_yaml);
+    load_one("knevery_blocks", "knevery.yaml", knevery_yaml);
+    const scase c[3] = {
+        {"knlayer_blocks", {NULL}, 0}, {"knonce_blocks", {NULL}, 0}, {"knevery_blocks", {NULL}, 0}};
+    const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                same_as_cost_path(&c[k], pn[i], lay[j]);
+}
+END_TEST
+
 Suite *scsec_suite(void)
 {
     Suite *s = suite_create("scsec");
@@ -628,6 +669,6 @@ Suite *scsec_suite(void)
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_scsec_mpcache, test_scsec_quest, test_scsec_dearer, test_scsec_quest_audit,
              test_scsec_cost_path, test_scsec_cost_path_blocks, test_scsec_rewrite,
-             test_scsec_public, test_scsec_public_cost_path);
+             test_scsec_public, test_scsec_public_cost_path, test_scsec_layer_cost_path);
     return s;
 }

@@ -56,6 +56,93 @@ static void keynorm_blocks_on(const char *proto)
     free(yaml);
 }
 
+/* One selection per layer (`share: layer`): every KV head's key norms summed (local), one
+ * top-k of the 12 candidates per layer, each KV head's rows gathered by that one-hot. */
+static const char knlayer_yaml[] = "name: knlayer_t\nrecent: 4\nscore: key_norm\n"
+                                   "share: layer\nselect: {topk: 6}\n";
+/* Once after the prompt (`when: once`): per KV head the top 6 of the 12 candidates gathered into
+ * state at the prompt, named by every decode step; the entries cached since are public. */
+static const char knonce_yaml[] = "name: knonce_t\nrecent: 4\nscore: key_norm\n"
+                                  "when: once\nselect: {topk: 6}\n";
+
+/* Every 2 decode steps (`when: {every: 2}`): per KV head the top 6 of the candidates at decode
+ * positions 16, 18, …, gathered into state that the step after names; the entries cached since
+ * the selection are public. */
+static const char knevery_yaml[] = "name: knevery_t\nrecent: 4\nscore: key_norm\n"
+                                   "when: {every: 2}\nselect: {topk: 6}\n";
+
+/* A key-norm composition on shares: 5 layers x 4 KV heads x 8 steps = 160 masks, each choosing
+ * 6, equal to its select() over the session's keys, every op as predicted (each kept the
+ * replay's kept sets with a NOTE: "has no selection on shares"). */
+static void kncomp_on(const char *proto, const char *file, const char *text, const char *name)
+{
+    char out[1 << 14], own[120];
+    char *yaml = strdup(th_file(&td, file, text));
+    th_cli_expect(out, sizeof out, 0,
+                  "bytes and rounds of every op of the 9 steps equal the "
+                  "prediction: yes",
+                  "validate --model stories260K -p %s --accuracy 24 --prompt 16 --policy '%s'",
+                  proto, yaml);
+    ck_assert_msg(!strstr(out, "has no selection on shares"), "%s", out);
+    snprintf(own, sizeof own, "selection on shares from %s's own emitted ops", name);
+    ck_assert_msg(strstr(out, own), "%s", out);
+    th_own_select(out, 160);
+    free(yaml);
+}
+
+/* Its ops gather what its select() keeps (for share: layer, one set for a layer's KV heads). */
+static void kncomp_check(const char *file, const char *text, const char *name)
+{
+    char out[1 << 13], want[80];
+    char *yaml = strdup(th_file(&td, file, text));
+    snprintf(want, sizeof want, "%s: match", name);
+    th_cli_expect(out, sizeof out, 0, want, "policy check '%s' --prompt 16", yaml);
+    ck_assert_uint_eq(th_chosen(out), 640);
+    free(yaml);
+}
+
+START_TEST(test_keynorm_layer_semi2k)
+{
+    kncomp_on("semi2k", "knlayer.yaml", knlayer_yaml, "knlayer_t");
+}
+END_TEST
+
+START_TEST(test_keynorm_layer_aby3)
+{
+    kncomp_on("aby3", "knlayer.yaml", knlayer_yaml, "knlayer_t");
+}
+END_TEST
+
+START_TEST(test_keynorm_layer_check) { kncomp_check("knlayer.yaml", knlayer_yaml, "knlayer_t"); }
+END_TEST
+
+START_TEST(test_keynorm_once_semi2k)
+{
+    kncomp_on("semi2k", "knonce.yaml", knonce_yaml, "knonce_t");
+}
+END_TEST
+
+START_TEST(test_keynorm_once_aby3) { kncomp_on("aby3", "knonce.yaml", knonce_yaml, "knonce_t"); }
+END_TEST
+
+START_TEST(test_keynorm_every_semi2k)
+{
+    kncomp_on("semi2k", "knevery.yaml", knevery_yaml, "knevery_t");
+}
+END_TEST
+
+START_TEST(test_keynorm_every_aby3)
+{
+    kncomp_on("aby3", "knevery.yaml", knevery_yaml, "knevery_t");
+}
+END_TEST
+
+START_TEST(test_keynorm_every_check) { kncomp_check("knevery.yaml", knevery_yaml, "knevery_t"); }
+END_TEST
+
+START_TEST(test_keynorm_once_check) { kncomp_check("knonce.yaml", knonce_yaml, "knonce_t"); }
+END_TEST
+
 START_TEST(test_keynorm_blocks) { keynorm_blocks_on("semi2k"); }
 END_TEST
 
@@ -134,6 +221,9 @@ Suite *secsel_suite(void)
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_keynorm_semi2k, test_keynorm_aby3, test_keynorm_keeps_all,
              test_unnamed_selection, test_keynorm_blocks, test_keynorm_blocks_aby3,
-             test_quest_pages_semi2k, test_quest_pages_aby3);
+             test_quest_pages_semi2k, test_quest_pages_aby3, test_keynorm_layer_semi2k,
+             test_keynorm_layer_aby3, test_keynorm_layer_check, test_keynorm_once_semi2k,
+             test_keynorm_once_aby3, test_keynorm_once_check, test_keynorm_every_semi2k,
+             test_keynorm_every_aby3, test_keynorm_every_check);
     return s;
 }

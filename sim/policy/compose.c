@@ -699,61 +699,41 @@ static uint32_t cs_count(void *st, uint32_t layer, uint32_t pos)
  * candidates (every decode step of a full cache) is an arg-min, not a top-k: the candidates
  * negated (local), an ARGMAX, and the k survivors compacted by an oblivious select of each
  * row's element with the next row's, under the prefix sums of the one-hot (local). */
-/* The t new keys' squared norms (squares, their sum by a product with public ones: local)
- * written at row r0 of the carried state "cmp.norm" (Hkv, max_len, 1), which it returns. */
-static uint32_t emit_key_norms(opb *b, uint32_t Hkv, uint32_t d, uint32_t max_len, uint32_t t,
-                               uint32_t r0)
-{
-    uint32_t nst = opb_shared(b, "cmp.norm", OPT_CACHE, Hkv, max_len, 1);
-    uint32_t kn = pcheck_input(b, PCHECK_IN_KEYS_NEW, Hkv, t, d);
-    uint32_t sq = opb_tensor(b, "cmp.sq", OPT_TEMP, Hkv, t, d);
-    opb_op(b, OP_SQUARE, Hkv, t, 0, d, kn, OP_NONE, OP_NONE, sq, 0, 0, 0);
-    uint32_t ones = opb_shared(b, "cmp.ones", OPT_PUBLIC, 1, d, 1);
-    uint32_t nn = opb_tensor(b, "cmp.knorm", OPT_TEMP, Hkv, t, 1);
-    opb_matmul_pub(b, sq, ones, Hkv * t, d, 1, nn);
-    opb_put(b, nn, nst, Hkv, r0, t, 1);
-    return nst;
-}
-
-/* Key norms (token units, a top-k at every step) with real operands, the ops `policy check`
- * runs and the secure session executes on shares (secpol_emit.c): the new keys' squared norms
- * into a carried state, the top-k of the candidates' and the gather of their cached [K | V]
- * rows named as the selection. The same ops and shapes as the placeholder path, plus local
- * re-layouts (VIEWs) and a local public product in place of the norms' local sum. */
+/* Key norms (token units, a top-k at every step or every N) with real operands, the ops
+ * `policy check` runs and the secure session executes on shares (compose_keynorm.c): the new
+ * keys' squared norms into a carried state, the top-k of the candidates' (per KV head, or one
+ * per layer of their sums) and the gather of their cached [K | V] rows named as the selection
+ * (every N: kept in state too, which the steps between selections name). */
 static int cs_emit_keynorm(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op_program *prog,
                            errbuf *e)
 {
     const policy_env *v = &s->env;
     uint32_t Hkv = v->n_kv_heads, d = v->head_dim, sinks, recent, k, c0, c1;
-    int pre = phase == PHASE_PREFILL;
+    int pre = phase == PHASE_PREFILL, sp_shared = s->sp->share_all;
     uint32_t t = pre ? kv_len : 1, r0 = pre ? 0 : kv_len;
     opb b;
     opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
     /* COST: the new keys' squares and their sum (a product with public ones: local) */
-    uint32_t nst = emit_key_norms(&b, Hkv, d, v->max_len, t, r0);
-    budget(s, layer, kv_len, &sinks, &recent, &k);
-    cand_range(kv_len, sinks, recent, &c0, &c1);
-    uint32_t nc = c1 - c0;
-    if (!pre && k > 0 && k < nc) {
-        /* COST: one top-k of the candidates per KV head, the gather of their rows */
-        uint32_t cand = opb_rows(&b, nst, Hkv, c0, nc, 1, "cmp.cand");
-        uint32_t row = opb_transpose(&b, cand, Hkv, nc, 1, "cmp.cand_row");
-        uint32_t oh = opb_tensor(&b, "cmp.topk", OPT_TEMP, Hkv, k, nc);
-        opb_op(&b, OP_TOPK, Hkv, 1, 0, nc, row, OP_NONE, OP_NONE, oh, 0, (int32_t)k, 0);
-        uint32_t kv = pcheck_input(&b, PCHECK_IN_KV, Hkv, kv_len, 2 * d);
-        uint32_t tab = opb_rows(&b, kv, Hkv, c0, nc, 2 * d, "cmp.kv_cand");
-        uint32_t out = opb_tensor(&b, "cmp.gather", OPT_TEMP, Hkv, k, 2 * d);
-        opb_op(&b, OP_GATHER, Hkv, k, nc, 2 * d, oh, tab, OP_NONE, out, OPF_NO_TRUNC, 0, 0);
-        /* ties: keys on 18 fractional bits, each square truncated, summed exactly, against
-         * float norms: |ŝ − s| ≤ √d·‖k‖·2⁻¹⁸ + 2d·2⁻¹⁸ (+ float's relative 2⁻²⁴), twice; of
-         * a run's own keys (two runs' keys round apart: POLICIES.md "Score-side attention") */
-        double M = 0, u = 0x1p-18;
-        for (uint32_t g = 0; g < Hkv; g++)
-            for (uint32_t j = c0; j < c1; j++) {
-                double x = s->score[((size_t)layer * Hkv + g) * v->max_len + j];
-                M = x > M ? x : M;
+    uint32_t nst = compose_key_norms(&b, Hkv, d, v->max_len, t, r0);
+    /* every N steps: the candidates of the last selecting step, whose rows a step between
+     * selections attends (the state "cmp.kept") */
+    uint32_t at = pre ? kv_len : kv_len - (kv_len - v->prompt_len) % s->every;
+    budget(s, layer, at, &sinks, &recent, &k);
+    cand_range(at, sinks, recent, &c0, &c1);
+    if (!pre && k > 0 && k < c1 - c0) {
+        double M = 0; /* the largest candidate score: a KV head's, or shared their sum */
+        for (uint32_t j = c0; j < c1; j++) {
+            double x = 0;
+            for (uint32_t g = 0; g < Hkv; g++) {
+                double y = s->score[((size_t)layer * Hkv + g) * v->max_len + j];
+                x = sp_shared ? x + y : fmax(x, y);
             }
-        pcheck_selection(&b, out, k, c0, c1, row, 2 * (((d + M) / 2 + 2 * d) * u + M * 0x1p-24));
+            M = fmax(M, x);
+        }
+        if (at < kv_len)
+            compose_keynorm_kept(&b, nst, Hkv, d, kv_len, c0, c1, k, M);
+        else
+            compose_keynorm_select(&b, nst, Hkv, d, kv_len, c0, c1, k, sp_shared, s->every > 1, M);
     }
     return policy_emit_done(&b, s->sl->name, e);
 }
@@ -802,7 +782,7 @@ static int cs_emit_pages(cstate *s, int phase, uint32_t layer, uint32_t kv_len, 
     }
     /* COST: the new keys' squares and their sum (a product with public ones: local) */
     uint32_t t = pre ? kv_len : 1, r0 = pre ? 0 : kv_len;
-    uint32_t nst = emit_key_norms(&b, Hkv, d, v->max_len, t, r0);
+    uint32_t nst = compose_key_norms(&b, Hkv, d, v->max_len, t, r0);
     if (!pre && k > 0 && k < nu) {
         /* the candidates' norms in whole pages, the rows before c0 and past c1 zero (x − x),
          * each page's sum by a product with public ones (local) */
@@ -888,8 +868,24 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
     int follower = leader(s, layer) != layer; /* it gathers by its leader's selection */
     if (window_real(s))
         return cs_emit_window(s, phase, layer, kv_len, prog, e);
+    if (sp->score == SC_KEYNORM && sp->sel == K_TOPK && s->page == 1 && sp->when == W_ONCE &&
+        !sp->permanent && !sp->share_all && sp->lshare <= 1) {
+        uint32_t sinks, recent, k, c0, c1;
+        budget(s, layer, P, &sinks, &recent, &k);
+        cand_range(P, sinks, recent, &c0, &c1);
+        if (k >= c1 - c0)
+            return MS_OK; /* every candidate kept: no selection */
+        double M = 0;     /* the largest candidate score of the layer */
+        for (uint32_t g = 0; g < Hkv && phase == PHASE_DECODE; g++)
+            for (uint32_t j = c0; j < c1; j++)
+                M = fmax(M, s->score[((size_t)layer * Hkv + g) * v->max_len + j]);
+        opb b;
+        opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
+        compose_keynorm_once(&b, phase, Hkv, d, kv_len, c0, c1, k, M);
+        return policy_emit_done(&b, s->sl->name, e);
+    }
     if (sp->score == SC_KEYNORM && sp->sel == K_TOPK && s->page == 1 && sp->when == W_STEP &&
-        !sp->permanent && s->every == 1 && !sp->share_all && sp->lshare <= 1)
+        !sp->permanent && (s->every == 1 || !sp->share_all) && sp->lshare <= 1)
         return cs_emit_keynorm(s, phase, layer, kv_len, prog, e);
     if ((sp->score == SC_KEYNORM || sp->score == SC_BOUNDS) && sp->sel == K_TOPK &&
         sp->when == W_STEP && !sp->permanent && s->every == 1 && !sp->share_all &&

@@ -82,4 +82,24 @@ int compose_tova_shaped(const cspec *sp);
 void compose_tova_ops(policy_ops *ops);
 int compose_tova_budget(const void *st, uint32_t *cap, char *why, size_t n);
 
+/* Key norms with real operands (compose_keynorm.c). compose_key_norms: the t new keys' squared
+ * norms (squares, their sum by a product with public ones: local) written at row r0 of the
+ * carried state "cmp.norm" (Hkv, max_len, 1), which it returns. compose_keynorm_select: the
+ * decode step's top-k of the candidates [c0, c1) of that state, per KV head or (shared) one per
+ * layer of the KV heads' sums, and the gather of their cached [K | V] rows named as the
+ * selection; M: the largest candidate score (a KV head's, or shared the sum's). */
+uint32_t compose_key_norms(opb *b, uint32_t Hkv, uint32_t d, uint32_t max_len, uint32_t t,
+                           uint32_t r0);
+void compose_keynorm_select(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint32_t kv_len,
+                            uint32_t c0, uint32_t c1, uint32_t k, int shared, int carry, double M);
+/* With `when: {every: N}` (carry: the rows also into the state "cmp.kept"), a step between
+ * selections names that state, the rows of the candidates [c0, c1) of the last selection. */
+void compose_keynorm_kept(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint32_t kv_len,
+                          uint32_t c0, uint32_t c1, uint32_t k, double M);
+/* Key norms selected once after the prompt (`when: once`) per KV head: at the prompt its keys'
+ * squared norms, the top k of the candidates [c0, c1) and the gather of their rows into state;
+ * at a decode step (kv_len cached) those rows named as the selection. M: as above. */
+void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t kv_len, uint32_t c0,
+                          uint32_t c1, uint32_t k, double M);
+
 #endif

@@ -1,0 +1,117 @@
+/* compose_keynorm.c — the ops of a key-norm composition's selection on real operands (token
+ * units), the ones `policy check` runs and the secure session executes on shares
+ * (secpol_emit.c): a top-k at every step per KV head, or one per layer (`share: layer`: every KV
+ * head's norms summed, one top-k, each KV head's rows gathered by that one-hot); every N steps
+ * (the kept rows carried in state between selections); or once after the prompt (`when: once`:
+ * the top-k gathered into state, named by every decode step). */
+#include "compose_int.h"
+#include "pcheck.h"
+
+#include <math.h>
+
+uint32_t compose_key_norms(opb *b, uint32_t Hkv, uint32_t d, uint32_t max_len, uint32_t t,
+                           uint32_t r0)
+{
+    uint32_t nst = opb_shared(b, "cmp.norm", OPT_CACHE, Hkv, max_len, 1);
+    uint32_t kn = pcheck_input(b, PCHECK_IN_KEYS_NEW, Hkv, t, d);
+    uint32_t sq = opb_tensor(b, "cmp.sq", OPT_TEMP, Hkv, t, d);
+    opb_op(b, OP_SQUARE, Hkv, t, 0, d, kn, OP_NONE, OP_NONE, sq, 0, 0, 0);
+    uint32_t ones = opb_shared(b, "cmp.ones", OPT_PUBLIC, 1, d, 1);
+    uint32_t nn = opb_tensor(b, "cmp.knorm", OPT_TEMP, Hkv, t, 1);
+    opb_matmul_pub(b, sq, ones, Hkv * t, d, 1, nn);
+    opb_put(b, nn, nst, Hkv, r0, t, 1);
+    return nst;
+}
+
+/* A (1, n) row of values as Hkv copies (Hkv, n): a local product by public ones, then a
+ * transposition (as tova's "tova.heads_ones"). */
+static uint32_t heads_copies(opb *b, uint32_t x, uint32_t Hkv, uint32_t n, const char *nm)
+{
+    uint32_t ones = opb_shared(b, "cmp.heads_ones", OPT_PUBLIC, 1, 1, Hkv);
+    uint32_t r =
+        opb_matmul_pub(b, x, ones, n, 1, Hkv, opb_tensor(b, "cmp.heads_t", OPT_TEMP, 1, n, Hkv));
+    return opb_transpose(b, r, 1, n, Hkv, nm);
+}
+
+/* The tie bound of a selection by key norms (M: the largest candidate score). Keys on f
+ * fractional bits, each square truncated, summed exactly, against float norms: |ŝ − s| ≤
+ * √d·‖k‖·2⁻ᶠ + 2d·2⁻ᶠ ≤ ((d + s)/2 + 2d)·2⁻ᶠ (+ float's relative 2⁻²⁴), twice; of a run's own
+ * keys (two runs' keys round apart: POLICIES.md "Score-side attention"). Shared: the sum of Hkv
+ * such norms, n = Hkv·d terms of each kind, the float sum's relative Hkv·2⁻²⁴. */
+static double keynorm_tol(uint32_t Hkv, uint32_t d, int shared, double M)
+{
+    double u = ldexp(1, -pcheck_frac_bits()), n = shared ? (double)Hkv * d : d;
+    double rel = shared ? (double)Hkv * 0x1p-24 : 0x1p-24;
+    return 2 * (((n + M) / 2 + 2 * n) * u + M * rel);
+}
+
+void compose_keynorm_select(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint32_t kv_len,
+                            uint32_t c0, uint32_t c1, uint32_t k, int shared, int carry, double M)
+{
+    uint32_t nc = c1 - c0;
+    uint32_t cand = opb_rows(b, nst, Hkv, c0, nc, 1, "cmp.cand");
+    uint32_t row, oh;
+    if (shared && Hkv > 1) {
+        /* COST: the KV heads' norms of each candidate summed (a product of the (nc, Hkv)
+         * transposition with public ones: local), one top-k per layer, its one-hot as each
+         * KV head's (local) */
+        uint32_t t = opb_transpose(b, cand, 1, Hkv, nc, "cmp.cand_heads");
+        uint32_t sum =
+            opb_matmul_pub(b, t, opb_shared(b, "cmp.hsum_ones", OPT_PUBLIC, 1, Hkv, 1), nc, Hkv, 1,
+                           opb_tensor(b, "cmp.cand_sum", OPT_TEMP, 1, nc, 1));
+        uint32_t srow = opb_transpose(b, sum, 1, nc, 1, "cmp.sum_row");
+        uint32_t one = opb_tensor(b, "cmp.topk", OPT_TEMP, 1, k, nc);
+        opb_op(b, OP_TOPK, 1, 1, 0, nc, srow, OP_NONE, OP_NONE, one, 0, (int32_t)k, 0);
+        oh = heads_copies(b, one, Hkv, k * nc, "cmp.topk_heads");
+        /* the layer's score as each KV head's, for the check's ties (local) */
+        row = heads_copies(b, srow, Hkv, nc, "cmp.sum_heads");
+    } else {
+        /* COST: one top-k of the candidates per KV head */
+        row = opb_transpose(b, cand, Hkv, nc, 1, "cmp.cand_row");
+        oh = opb_tensor(b, "cmp.topk", OPT_TEMP, Hkv, k, nc);
+        opb_op(b, OP_TOPK, Hkv, 1, 0, nc, row, OP_NONE, OP_NONE, oh, 0, (int32_t)k, 0);
+    }
+    /* COST: the gather of the kept candidates' [K | V] rows, per KV head */
+    uint32_t kv = pcheck_input(b, PCHECK_IN_KV, Hkv, kv_len, 2 * d);
+    uint32_t tab = opb_rows(b, kv, Hkv, c0, nc, 2 * d, "cmp.kv_cand");
+    uint32_t out = opb_tensor(b, "cmp.gather", OPT_TEMP, Hkv, k, 2 * d);
+    opb_op(b, OP_GATHER, Hkv, k, nc, 2 * d, oh, tab, OP_NONE, out, OPF_NO_TRUNC, 0, 0);
+    if (carry) /* the kept rows, the selection of the steps until the next one (a view) */
+        opb_put(b, out, opb_shared(b, "cmp.kept", OPT_CACHE, Hkv, k, 2 * d), Hkv, 0, k, 2 * d);
+    pcheck_selection(b, out, k, c0, c1, row, keynorm_tol(Hkv, d, shared, M));
+}
+
+void compose_keynorm_kept(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint32_t kv_len,
+                          uint32_t c0, uint32_t c1, uint32_t k, double M)
+{
+    /* no ops: the step attends the rows the last selection gathered (its state); the entries
+     * cached since, like its window, are public positions. Named for the check with the
+     * candidates' norms (views of the carried norms: local) */
+    pcheck_input(b, PCHECK_IN_KV, Hkv, kv_len, 2 * d);
+    uint32_t kept = opb_shared(b, "cmp.kept", OPT_CACHE, Hkv, k, 2 * d);
+    uint32_t row = opb_transpose(b, opb_rows(b, nst, Hkv, c0, c1 - c0, 1, "cmp.cand"), Hkv, c1 - c0,
+                                 1, "cmp.cand_row");
+    pcheck_selection(b, kept, k, c0, c1, row, keynorm_tol(Hkv, d, 0, M));
+}
+
+void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t kv_len, uint32_t c0,
+                          uint32_t c1, uint32_t k, double M)
+{
+    uint32_t sc = OP_NONE;
+    if (phase == PHASE_PREFILL) {
+        /* COST: the prompt keys' squares and their sum (a product with public ones: local);
+         * the candidates' norms as a row per KV head (views, local) */
+        uint32_t kn = pcheck_input(b, PCHECK_IN_KEYS_NEW, Hkv, kv_len, d);
+        uint32_t sq = opb_tensor(b, "cmp.sq", OPT_TEMP, Hkv, kv_len, d);
+        opb_op(b, OP_SQUARE, Hkv, kv_len, 0, d, kn, OP_NONE, OP_NONE, sq, 0, 0, 0);
+        uint32_t nn =
+            opb_matmul_pub(b, sq, opb_shared(b, "cmp.ones", OPT_PUBLIC, 1, d, 1), Hkv * kv_len, d,
+                           1, opb_tensor(b, "cmp.knorm", OPT_TEMP, Hkv, kv_len, 1));
+        sc = opb_transpose(b, opb_rows(b, nn, Hkv, 0, c1, 1, "cmp.norm_c1"), Hkv, c1, 1,
+                           "cmp.norm_row");
+    }
+    /* COST: the prompt's top k of the candidates per KV head and the gather of their [K | V]
+     * rows into state, the rows each decode step names (snapkv's: snap_select_emit); the
+     * entries cached after the prompt are public positions. Ties: as the per-step path's. */
+    snap_select_emit(b, phase, sc, Hkv, 2 * d, kv_len, c0, c1, k, keynorm_tol(Hkv, d, 0, M));
+}
