@@ -436,6 +436,31 @@ START_TEST(test_scsec_cost_path_blocks)
 }
 END_TEST
 
+/* The attention compositions re-selecting at every step (compose_att.c: the accumulated scores
+ * and the newest row, a window of 4 and the top 6): the session's program at each decode step
+ * costs what the cost path does. */
+START_TEST(test_scsec_cost_path_att)
+{
+    static const char *const yaml[2] = {"name: attacc_s\nrecent: 4\nscore: attention\n"
+                                        "select: {topk: 6}\n",
+                                        "name: attlast_s\nrecent: 4\n"
+                                        "score: {attention: {accumulate: false}}\n"
+                                        "select: {topk: 6}\n"};
+    const char *file[2] = {"attacc_s.yaml", "attlast_s.yaml"}, *pn[2] = {"semi2k", "aby3"};
+    const char *lay[2] = {"rows", "scores"};
+    for (int c = 0; c < 2; c++) {
+        const policy_ops *p;
+        errbuf e = {{0}};
+        ck_assert_msg(policy_compose_load(th_file(&td, file[c], yaml[c]), &p, &e) == MS_OK, "%s",
+                      e.msg);
+        const scase att = {p->name, {NULL}, 0};
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                same_as_cost_path(&att, pn[i], lay[j]);
+    }
+}
+END_TEST
+
 /* A decode step lowered at C cached entries with layer 0's policy row gather (a one-hot
  * (Hkv, mu, ku) over units of U rows of 2d + e) spliced as the session splices it, the layer
  * attending `extra` entries besides the gathered rows and the new one (negative: fewer), its
@@ -668,7 +693,8 @@ Suite *scsec_suite(void)
     STORIES_USE(tc);
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_scsec_mpcache, test_scsec_quest, test_scsec_dearer, test_scsec_quest_audit,
-             test_scsec_cost_path, test_scsec_cost_path_blocks, test_scsec_rewrite,
-             test_scsec_public, test_scsec_public_cost_path, test_scsec_layer_cost_path);
+             test_scsec_cost_path, test_scsec_cost_path_blocks, test_scsec_cost_path_att,
+             test_scsec_rewrite, test_scsec_public, test_scsec_public_cost_path,
+             test_scsec_layer_cost_path);
     return s;
 }

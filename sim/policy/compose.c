@@ -219,7 +219,7 @@ static int cs_init_at(size_t slot, const policy_env *env, const policy_args *a, 
         ok = ok && (s->kmax = calloc(v->n_layers + 1, sizeof *s->kmax)) &&
              (s->qmax = calloc(v->n_layers + 1, sizeof *s->qmax));
     }
-    if (sp->when == W_ONCE || sp->permanent || s->every > 1) {
+    if (sp->when == W_ONCE || sp->permanent || s->every > 1 || compose_att_shaped(sp)) {
         ok = ok && (s->alive = malloc(lgt));
         if (ok)
             memset(s->alive, 1, lgt);
@@ -335,51 +335,6 @@ static void cand_range(uint32_t T, uint32_t sinks, uint32_t recent, uint32_t *c0
 
 /* ---- scores ------------------------------------------------------------------------------ */
 
-/* 1-D pooling, stride 1, padding kernel/2: max pads with -inf, avg counts the pad as zeros (as
- * SnapKV's max_pool1d / avg_pool1d with count_include_pad). */
-static void pool1d(const float *in, float *out, uint32_t n, uint32_t kernel, int maxpool)
-{
-    int half = (int)kernel / 2;
-    for (int j = 0; j < (int)n; j++) {
-        float acc = maxpool ? -INFINITY : 0.0f;
-        for (int t = j - half; t <= j + half && t < j - half + (int)kernel; t++) {
-            if (t < 0 || t >= (int)n)
-                continue;
-            if (maxpool)
-                acc = in[t] > acc ? in[t] : acc;
-            else
-                acc += in[t];
-        }
-        out[j] = maxpool ? acc : acc / (float)kernel;
-    }
-}
-
-/* A uniform number in [0, 1) from (seed, layer, head, position) (splitmix64). */
-static float rnd(uint64_t seed, uint32_t l, uint32_t g, uint32_t j)
-{
-    uint64_t z = seed ^ ((uint64_t)l << 48) ^ ((uint64_t)g << 32) ^ j;
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return (float)(z >> 40) * 0x1p-24f;
-}
-
-/* Quest's page score U_p = Σ_h Σ_i max(q_i·m_p[i], q_i·M_p[i]) over the query heads of g. */
-static float bound_score(const float *q, const float *mx, const float *mn, uint32_t g, uint32_t G,
-                         uint32_t d)
-{
-    float u = 0;
-    for (uint32_t h = g * G; h < (g + 1) * G; h++) {
-        const float *qh = q + (size_t)h * d;
-        for (uint32_t i = 0; i < d; i++) {
-            float a = qh[i] * mx[i], b = qh[i] * mn[i];
-            u += a > b ? a : b;
-        }
-    }
-    return u;
-}
-
 /* Token scores of KV head g over [0, n) into out (window attention: the pooled votes of the
  * group, as SnapKV's; the others: the carried scores). */
 static void token_scores(cstate *s, uint32_t layer, uint32_t g, uint32_t n, float *out)
@@ -390,7 +345,7 @@ static void token_scores(cstate *s, uint32_t layer, uint32_t g, uint32_t n, floa
         for (uint32_t j = 0; j < n; j++)
             out[j] = 0;
         for (uint32_t h = g * G; h < (g + 1) * G; h++) {
-            pool1d(s->vote + ((size_t)layer * H + h) * P, s->tmp, n, s->kernel, s->maxpool);
+            compose_pool1d(s->vote + ((size_t)layer * H + h) * P, s->tmp, n, s->kernel, s->maxpool);
             for (uint32_t j = 0; j < n; j++)
                 out[j] += s->tmp[j];
         }
@@ -419,14 +374,14 @@ static void unit_scores(cstate *s, uint32_t layer, uint32_t g, uint32_t c0, uint
             for (size_t i = 0; i < nc; i++) {
                 uint32_t u = s->cand[i];
                 size_t at = (((size_t)layer * v->n_kv_heads + h) * s->max_pages + u) * d;
-                float sc = bound_score(q, s->mx + at, s->mn + at, h, s->G, d);
+                float sc = compose_bound_score(q, s->mx + at, s->mn + at, h, s->G, d);
                 s->us[u] = g1 - g0 == 1 ? sc : s->us[u] + sc;
             }
             continue;
         }
         if (s->sp->score == SC_RANDOM) {
             for (uint32_t j = c0; j < c1; j++)
-                s->acc[j] = rnd(s->seed, layer, h, j);
+                s->acc[j] = compose_rnd(s->seed, layer, h, j);
         } else {
             token_scores(s, layer, h, c1, s->acc);
         }
@@ -651,12 +606,18 @@ static int cs_select(void *st, uint32_t layer, uint32_t pos, const float *q, uin
             for (uint32_t i = 0; i < v->n_heads * v->head_dim; i++)
                 s->qmax[layer] = fmaxf(s->qmax[layer], fabsf(q[i]));
         }
+        /* alive: the rows returned, or the ones adopted at this position (cs_adopt) */
+        uint8_t *al = s->alive ? s->alive + (size_t)layer * Hkv * v->max_len : NULL;
         for (uint32_t g = 0; g < Hkv; g++) {
             uint8_t *row = keep + (size_t)g * pos;
-            if (s->sp->share_all && g > 0)
+            if (al && s->sel_at[layer] == pos + 1)
+                memcpy(row, al + (size_t)g * v->max_len, pos);
+            else if (s->sp->share_all && g > 0)
                 memcpy(row, keep, pos);
             else
                 select_row(s, layer, s->sp->share_all ? UINT32_MAX : g, pos, q, NULL, row);
+            if (al)
+                memcpy(al + (size_t)g * v->max_len, row, pos);
         }
         if (s->lrow) {
             memcpy(s->lrow, keep, (size_t)Hkv * pos);
@@ -856,6 +817,37 @@ static int cs_emit_window(cstate *s, int phase, uint32_t layer, uint32_t kv_len,
     return policy_emit_done(&b, s->sl->name, e);
 }
 
+/* Attention re-selected at every step on real operands (compose_att.c) where the budget fits. */
+static int att_real(const cstate *s, uint32_t layer, compose_att *a)
+{
+    const policy_env *v = &s->env;
+    uint32_t sinks, r, k;
+    budget(s, layer, v->prompt_len, &sinks, &r, &k);
+    *a = (compose_att){v, k, r, s->sp->att_last,
+                       s->score + (size_t)layer * v->n_kv_heads * v->max_len};
+    return compose_att_shaped(s->sp) && s->frac <= 0 && !s->lk && !sinks && r && k &&
+           (uint64_t)k + r < v->prompt_len;
+}
+
+/* policy_ops.choice / adopt of an attention selection on real operands (compose_att.c). */
+static int cs_choice(void *st, uint32_t layer, uint32_t pos, uint32_t stage, policy_choice *c)
+{
+    cstate *s = st;
+    compose_att a;
+    if (stage || layer < s->dense || pos < s->env.prompt_len || !att_real(s, layer, &a))
+        return 0;
+    return compose_att_choice(&a, s->alive + (a.score - s->score), pos, c);
+}
+
+static int cs_adopt(void *st, uint32_t layer, uint32_t pos, uint32_t stage, const uint8_t *kept,
+                    errbuf *e)
+{
+    cstate *s = st;
+    compose_att_adopt(&s->env, s->alive, layer, kept, pos);
+    s->sel_at[layer] = pos + 1; /* select() returns them at pos */
+    return MS_OK;
+}
+
 static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint32_t *kept,
                    op_program *prog, errbuf *e)
 {
@@ -887,6 +879,9 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
     if (sp->score == SC_KEYNORM && sp->sel == K_TOPK && s->page == 1 && sp->when == W_STEP &&
         !sp->permanent && (s->every == 1 || !sp->share_all) && sp->lshare <= 1)
         return cs_emit_keynorm(s, phase, layer, kv_len, prog, e);
+    compose_att att;
+    if (att_real(s, layer, &att))
+        return compose_att_emit(&att, phase, layer, kv_len, prog, s->sl->name, e);
     if ((sp->score == SC_KEYNORM || sp->score == SC_BOUNDS) && sp->sel == K_TOPK &&
         sp->when == W_STEP && !sp->permanent && s->every == 1 && !sp->share_all &&
         sp->lshare <= 1 && pages_real(s, layer))
@@ -1156,6 +1151,10 @@ int policy_compose_load(const char *path, const policy_ops **out, errbuf *e)
     if (sp->cluster) {
         compose_cluster_ops(&sl->ops);
         sl->ops.check = cs_checks[n_slots];
+    }
+    if (compose_att_shaped(sp)) {
+        sl->ops.choice = cs_choice;
+        sl->ops.adopt = cs_adopt;
     }
     if (compose_h2o_shaped(sp))
         compose_h2o_ops(&sl->ops);

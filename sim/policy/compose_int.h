@@ -102,4 +102,35 @@ void compose_keynorm_kept(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint32
 void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t kv_len, uint32_t c0,
                           uint32_t c1, uint32_t k, double M);
 
+/* The plain score functions (compose_score.c): 1-D pooling, stride 1, padding kernel/2 (max pads
+ * with -inf, avg counts the pad as zeros: SnapKV's max_pool1d / avg_pool1d with
+ * count_include_pad); a uniform number in [0, 1) from (seed, layer, head, position)
+ * (splitmix64); Quest's page score Σ_h Σ_i max(q_i·m_p[i], q_i·M_p[i]) over g's query heads. */
+void compose_pool1d(const float *in, float *out, uint32_t n, uint32_t kernel, int maxpool);
+float compose_rnd(uint64_t seed, uint32_t l, uint32_t g, uint32_t j);
+float compose_bound_score(const float *q, const float *mx, const float *mn, uint32_t g, uint32_t G,
+                          uint32_t d);
+
+/* An attention-scored token composition re-selecting at every step (accumulated, or the newest
+ * row's: last), per KV head, with a recent window and no sinks: its ops on real operands
+ * (compose_att.c), the selection of step T made at the step before from the scores select()
+ * ranks. compose_att_shaped: its blocks; compose.c checks the budgets (no sinks, r ≥ 1, a top k
+ * of tokens below every step's candidates). */
+typedef struct compose_att {
+    const policy_env *env;
+    uint32_t k, recent;
+    int last;
+    const float *score; /* the layer's carried scores, Hkv × max_len (the tie bound's) */
+} compose_att;
+int compose_att_shaped(const cspec *sp);
+int compose_att_emit(const compose_att *a, int phase, uint32_t layer, uint32_t kv_len,
+                     op_program *prog, const char *name, errbuf *e);
+/* policy_ops.choice of select()'s kept rows alive (Hkv rows max_len apart) at position pos: each
+ * step's top-k decides which entries the next step's attention sees, so a tie its ops broke
+ * otherwise is carried into select()'s later scores; adopt: kept (Hkv rows of pos) into layer's
+ * rows of alive ([L][Hkv][max_len]). */
+int compose_att_choice(const compose_att *a, const uint8_t *alive, uint32_t pos, policy_choice *c);
+void compose_att_adopt(const policy_env *v, uint8_t *alive, uint32_t layer, const uint8_t *kept,
+                       uint32_t pos);
+
 #endif

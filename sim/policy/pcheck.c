@@ -171,13 +171,13 @@ static int cant(chk *c, const char *fmt, const char *a, uint32_t layer)
 }
 
 /* PCHECK_IN_ATT_SLOTS: the decode step's attention row of every query head over the entries
- * the selection's rows hold (KV head 0's rows located among the cached ones), then the new
- * entry, renormalized over those; without a selection, over every cached entry. */
+ * the selection's rows of its KV head hold (located among the cached ones), then the new entry,
+ * renormalized over those; without a selection, over every cached entry. */
 static int bind_att_slots(chk *c, const op_tensor *T, uint32_t layer, int phase, uint32_t kv_len,
                           uint64_t *x, errbuf *e)
 {
     const policy_env *v = &c->env;
-    uint32_t H = v->n_heads, d = v->head_dim, n = T->cols;
+    uint32_t H = v->n_heads, Hkv = v->n_kv_heads, d = v->head_dim, n = T->cols;
     uint32_t m = c->sel0 ? c->sel0_m : kv_len;
     if (phase != PHASE_DECODE || T->batch != H || T->rows != 1 || n != m + 1 ||
         (c->sel0 && c->sel0_c > 2 * d))
@@ -185,39 +185,43 @@ static int bind_att_slots(chk *c, const op_tensor *T, uint32_t layer, int phase,
                     "its attention operand %s is not n_heads x 1 x (the selection's rows + 1) "
                     "of a decode step",
                     T->name, layer);
-    uint32_t *at = malloc((size_t)n * sizeof *at);
+    uint32_t *at = malloc((size_t)Hkv * n * sizeof *at);
     uint64_t *row = malloc(2 * (size_t)d * sizeof *row);
     int rc = at && row ? MS_OK : err_set(e, MS_ERR_NOMEM, "policy check: out of memory");
     int bad = 0;
-    for (uint32_t i = 0; !rc && !bad && i < m; i++) {
-        at[i] = i;
-        if (!c->sel0)
-            continue;
-        const uint64_t *want = c->sel0 + (size_t)i * c->sel0_c;
-        at[i] = UINT32_MAX;
-        for (uint32_t j = 0; !rc && j < kv_len && at[i] == UINT32_MAX; j++) {
-            if ((rc = trace_kv(c->t, layer, j, c->k, c->v)))
-                rc = err_set(e, rc, "policy check: the trace's keys of layer %u position %u", layer,
-                             j);
-            for (uint32_t q = 0; !rc && q < d; q++) {
-                row[q] = fx_encode(c->k[q], c->frac);
-                row[d + q] = fx_encode(c->v[q], c->frac);
+    for (uint32_t g = 0; !rc && !bad && g < Hkv; g++) {
+        uint32_t *ag = at + (size_t)g * n;
+        ag[m] = kv_len;
+        for (uint32_t i = 0; !rc && !bad && i < m; i++) {
+            ag[i] = i;
+            if (!c->sel0)
+                continue;
+            const uint64_t *want = c->sel0 + ((size_t)g * m + i) * c->sel0_c;
+            ag[i] = UINT32_MAX;
+            for (uint32_t j = 0; !rc && j < kv_len && ag[i] == UINT32_MAX; j++) {
+                if ((rc = trace_kv(c->t, layer, j, c->k, c->v)))
+                    rc = err_set(e, rc, "policy check: the trace's keys of layer %u position %u",
+                                 layer, j);
+                for (uint32_t q = 0; !rc && q < d; q++) {
+                    row[q] = fx_encode(c->k[(size_t)g * d + q], c->frac);
+                    row[d + q] = fx_encode(c->v[(size_t)g * d + q], c->frac);
+                }
+                if (!rc && !memcmp(row, want, c->sel0_c * sizeof *row))
+                    ag[i] = j;
             }
-            if (!rc && !memcmp(row, want, c->sel0_c * sizeof *row))
-                at[i] = j;
+            bad = !rc && ag[i] == UINT32_MAX;
         }
-        bad = !rc && at[i] == UINT32_MAX;
     }
     if (!rc && !bad) {
-        at[m] = kv_len;
         const float *a = trace_att(c->t, layer);
         for (uint32_t h = 0; h < H; h++) {
             const float *r = a + (size_t)h * (kv_len + 1);
+            const uint32_t *ah = at + (size_t)(h / (H / Hkv)) * n;
             double s = 0;
             for (uint32_t i = 0; i < n; i++)
-                s += r[at[i]];
+                s += r[ah[i]];
             for (uint32_t i = 0; i < n; i++)
-                x[(size_t)h * n + i] = fx_encode(s > 0 ? r[at[i]] / s : 0, c->frac);
+                x[(size_t)h * n + i] = fx_encode(s > 0 ? r[ah[i]] / s : 0, c->frac);
         }
     }
     free(at);
@@ -530,6 +534,12 @@ static int compare_step(chk *c, const pcheck_io *io, const mpc_val *score, const
     int bad = 0;
     for (uint32_t g = 0; g < Hkv && !bad; g++)
         bad = compare(c, io, score, c->keep + (size_t)g * kv_len, layer, kv_len, g);
+    policy_choice ch = {0};
+    if (!bad && c->r->n_ties > ties && c->p->choice && c->p->adopt &&
+        c->p->choice(c->st, layer, kv_len, 0, &ch) == 1 && ch.n == kv_len &&
+        !(*rc = c->p->adopt(c->st, layer, kv_len, 0, c->got, e)))
+        /* a tie the ops broke otherwise in a choice the policy carries: from the ops' set on */
+        *rc = c->p->select(c->st, layer, kv_len, trace_q(c->t, layer), c->keep, e);
     if (!bad)
         return 0;
     char msg[sizeof c->r->msg];
