@@ -345,7 +345,7 @@ static void token_scores(cstate *s, uint32_t layer, uint32_t g, uint32_t n, floa
         for (uint32_t j = 0; j < n; j++)
             out[j] = 0;
         for (uint32_t h = g * G; h < (g + 1) * G; h++) {
-            compose_pool1d(s->vote + ((size_t)layer * H + h) * P, s->tmp, n, s->kernel, s->maxpool);
+            snap_pool1d(s->vote + ((size_t)layer * H + h) * P, s->tmp, n, s->kernel, s->maxpool);
             for (uint32_t j = 0; j < n; j++)
                 out[j] += s->tmp[j];
         }
@@ -374,7 +374,7 @@ static void unit_scores(cstate *s, uint32_t layer, uint32_t g, uint32_t c0, uint
             for (size_t i = 0; i < nc; i++) {
                 uint32_t u = s->cand[i];
                 size_t at = (((size_t)layer * v->n_kv_heads + h) * s->max_pages + u) * d;
-                float sc = compose_bound_score(q, s->mx + at, s->mn + at, h, s->G, d);
+                float sc = page_bound_score(q, s->mx + at, s->mn + at, h, s->G, d);
                 s->us[u] = g1 - g0 == 1 ? sc : s->us[u] + sc;
             }
             continue;

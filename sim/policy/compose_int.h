@@ -102,14 +102,10 @@ void compose_keynorm_kept(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint32
 void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t kv_len, uint32_t c0,
                           uint32_t c1, uint32_t k, double M);
 
-/* The plain score functions (compose_score.c): 1-D pooling, stride 1, padding kernel/2 (max pads
- * with -inf, avg counts the pad as zeros: SnapKV's max_pool1d / avg_pool1d with
- * count_include_pad); a uniform number in [0, 1) from (seed, layer, head, position)
- * (splitmix64); Quest's page score Σ_h Σ_i max(q_i·m_p[i], q_i·M_p[i]) over g's query heads. */
-void compose_pool1d(const float *in, float *out, uint32_t n, uint32_t kernel, int maxpool);
+/* The random block's score (compose_score.c): a uniform number in [0, 1) from (seed, layer,
+ * head, position) (splitmix64). The window votes' pooling is snapkv's (snap_pool1d), the page
+ * bound score quest's (page_bound_score). */
 float compose_rnd(uint64_t seed, uint32_t l, uint32_t g, uint32_t j);
-float compose_bound_score(const float *q, const float *mx, const float *mn, uint32_t g, uint32_t G,
-                          uint32_t d);
 
 /* An attention-scored token composition re-selecting at every step (accumulated, or the newest
  * row's: last), per KV head, with a recent window and no sinks: its ops on real operands

@@ -178,8 +178,7 @@ void page_select(opb *pe, const char *pfx, uint32_t row, uint32_t H, uint32_t Hk
         opb_matmul_pub(pe, row, ones_s, Hkv * nu, 1, S,
                        opb_tensor(pe, nm(n, pfx, "score_entry"), OPT_TEMP, Hkv, nu * S, 1));
     pcheck_selection(pe, sel, kp * S, c0, r1,
-                     opb_rows(pe, ent, Hkv, c0 - r0, r1 - c0, 1, nm(n, pfx, "score_entries")),
-                     tol);
+                     opb_rows(pe, ent, Hkv, c0 - r0, r1 - c0, 1, nm(n, pfx, "score_entries")), tol);
     if (c0 > r0 || r1 < np * S) {
         /* the first candidate page's rows before c0 (sinks) and the last one's past r1
          * (padding past kv_len, or the recent window's) are no candidates, the sinks and the
@@ -199,4 +198,20 @@ void page_select(opb *pe, const char *pfx, uint32_t row, uint32_t H, uint32_t Hk
             bias = repeat(pe, bias, Hkv, kp * S, G, nm(n, pfx, "pad_heads"));
         pcheck_selection_bias(pe, bias);
     }
+}
+
+/* U_p = Σ_h Σ_i max(q_i·m_i, q_i·M_i) over the query heads h of KV head g, in float: the
+ * score the selection ranks by. */
+float page_bound_score(const float *q, const float *mx, const float *mn, uint32_t g, uint32_t G,
+                       uint32_t d)
+{
+    float u = 0;
+    for (uint32_t h = g * G; h < (g + 1) * G; h++) {
+        const float *qh = q + (size_t)h * d;
+        for (uint32_t i = 0; i < d; i++) {
+            float a = qh[i] * mx[i], b = qh[i] * mn[i];
+            u += a > b ? a : b;
+        }
+    }
+    return u;
 }

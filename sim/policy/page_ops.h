@@ -10,6 +10,11 @@
 
 #include "policy.h"
 
+/* U_p = Σ_h Σ_i max(q_i·m_i, q_i·M_i) over the G query heads h of KV head g, in float (mx, mn:
+ * the page's per-channel key max and min): the score quest's and the page blocks' select()
+ * rank by. */
+float page_bound_score(const float *q, const float *mx, const float *mn, uint32_t g, uint32_t G,
+                       uint32_t d);
 /* The page bounds state "<pfx>.bounds" (Hkv, max_pages, 2·d): per page the channels' max M,
  * then the negated min −m (so both keep up by a max). */
 uint32_t page_bounds_state(opb *b, const char *pfx, uint32_t Hkv, uint32_t max_pages, uint32_t d);

@@ -404,6 +404,10 @@ uint32_t snap_votes_emit(policy_emitter *pe, uint32_t H, uint32_t w, uint32_t n,
  * and of snap_votes_emit's with G query heads a group. */
 double snap_core_tol(const snap_core *c, uint32_t batch, int frac_bits);
 double snap_votes_tol(uint32_t w, uint32_t G, uint32_t K, int maxpool, int frac_bits);
+/* SnapKV's 1-D pooling of n votes, stride 1, padding kernel/2: max pads with -inf, avg counts
+ * the pad as zeros (PyTorch max_pool1d / avg_pool1d with count_include_pad=True); plain float,
+ * shared with the compositions' window votes (compose.c). */
+void snap_pool1d(const float *in, float *out, uint32_t n, uint32_t kernel, int maxpool);
 /* The prompt's top k of candidates [c0, c1) by the scores sc (Hkv, 1, c1), their cached
  * [K | V] rows (d2 = 2·head_dim columns) gathered into the state "snap.kept" (PHASE_PREFILL),
  * or those rows named as a decode step's selection with the tie bound tol (PHASE_DECODE; sc

@@ -293,22 +293,6 @@ static uint32_t pages_kept(const quest_state *s, uint32_t n)
     return k > s->min_pages ? k : s->min_pages;
 }
 
-/* U_p = Σ_h Σ_i max(q_i·m_i, q_i·M_i) over the query heads h of KV head g, in float: the
- * score the selection ranks by. */
-static float page_score(const float *q, const float *mx, const float *mn, uint32_t g, uint32_t G,
-                        uint32_t d)
-{
-    float u = 0;
-    for (uint32_t h = g * G; h < (g + 1) * G; h++) {
-        const float *qh = q + (size_t)h * d;
-        for (uint32_t i = 0; i < d; i++) {
-            float a = qh[i] * mx[i], b = qh[i] * mn[i];
-            u += a > b ? a : b;
-        }
-    }
-    return u;
-}
-
 /* The float score of a complete page from its keys (re-read): its bounds are the max and min
  * of the same keys observe() saw, so the score is bit-identical to the float code's. */
 static int rescore(quest_state *s, uint32_t layer, uint32_t g, uint32_t p, const float *q, float *u)
@@ -322,7 +306,7 @@ static int rescore(quest_state *s, uint32_t layer, uint32_t g, uint32_t p, const
     float *bx = s->kbuf + (size_t)s->page * d, *bn = bx + d;
     for (uint32_t i = 0; i < s->page; i++)
         bound_update(bx, bn, s->kbuf + (size_t)i * d, d, i == 0);
-    *u = page_score(q, bx, bn, g, G, d);
+    *u = page_bound_score(q, bx, bn, g, G, d);
     return 0;
 }
 
@@ -351,7 +335,7 @@ static int select_half(quest_state *s, uint32_t layer, uint32_t g, uint32_t pos,
     for (uint32_t p = 0; p < np; p++) {
         if (p >= closed) { /* the open page: its float bounds */
             const float *mx = bound(s, s->mx, layer, g, p), *mn = bound(s, s->mn, layer, g, p);
-            s->lo[p] = s->hi[p] = s->score[p] = page_score(q, mx, mn, g, G, d);
+            s->lo[p] = s->hi[p] = s->score[p] = page_bound_score(q, mx, mn, g, G, d);
             continue;
         }
         size_t at = page_at(s, layer, g, p);
@@ -427,8 +411,8 @@ static int quest_select(void *st, uint32_t layer, uint32_t pos, const float *q, 
         } else {
             uint32_t best = 0;
             for (uint32_t p = 0; p < np; p++) {
-                s->score[p] = page_score(q, bound(s, s->mx, layer, g, p),
-                                         bound(s, s->mn, layer, g, p), g, G, d);
+                s->score[p] = page_bound_score(q, bound(s, s->mx, layer, g, p),
+                                               bound(s, s->mn, layer, g, p), g, G, d);
                 best = s->score[p] > s->score[best] ? p : best;
             }
             if (policy_quest_drop_best)
@@ -473,8 +457,8 @@ static int quest_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, cons
     }
     uint32_t np = (kv_len + S - 1) / S, kp = pages_kept(s, kv_len);
     if (kp < np)
-        page_select(&pe, "quest", page_bounds_score(&pe, "quest", bst, H, Hkv, 0, np, d), H, Hkv,
-                    0, np, kp, S, d, kv_len, kv_len, quest_tol(s, layer, pcheck_frac_bits()));
+        page_select(&pe, "quest", page_bounds_score(&pe, "quest", bst, H, Hkv, 0, np, d), H, Hkv, 0,
+                    np, kp, S, d, kv_len, kv_len, quest_tol(s, layer, pcheck_frac_bits()));
     page_bounds_upkeep(&pe, "quest", bst, Hkv, kv_len, S, d, s->max_pages);
     return policy_emit_done(&pe, "quest", e);
 }

@@ -93,7 +93,7 @@ void snap_core_observe(snap_core *c, const policy_obs *o)
 
 /* 1-D pooling, stride 1, padding kernel/2: max pads with -inf, avg counts the pad as zeros
  * (PyTorch max_pool1d / avg_pool1d with count_include_pad=True). */
-static void pool1d(const float *in, float *out, uint32_t n, uint32_t kernel, int maxpool)
+void snap_pool1d(const float *in, float *out, uint32_t n, uint32_t kernel, int maxpool)
 {
     int half = (int)kernel / 2;
     for (int j = 0; j < (int)n; j++) {
@@ -118,7 +118,7 @@ void snap_core_score(snap_core *c, uint32_t layer, uint32_t g, float *out)
         out[j] = 0;
     for (uint32_t h = g * G; h < (g + 1) * G; h++) {
         const float *v = c->vote + ((size_t)layer * H + h) * P;
-        pool1d(v, c->tmp, n, c->kernel, c->maxpool);
+        snap_pool1d(v, c->tmp, n, c->kernel, c->maxpool);
         for (uint32_t j = 0; j < n; j++)
             out[j] += c->tmp[j];
     }
