@@ -425,6 +425,25 @@ static void after_comet(void *st, hand *h)
     op_program_free(&prog);
 }
 
+/* A layer whose pyramid budget is 0 keeps none of its candidates: its prompt computes no
+ * votes (no top-k reads them), while the layer below, which keeps 6, does. */
+static void after_pyramid_zero(void *st, hand *h)
+{
+    errbuf e;
+    for (uint32_t l = 1; l < 3; l++) {
+        op_program prog;
+        op_program_init(&prog);
+        ck_assert_int_eq(policy_pyramidkv.emit_cost(st, PHASE_PREFILL, l, h->env.prompt_len, NULL,
+                                                    &prog, &e),
+                         MS_OK);
+        if (l == 2)
+            ck_assert_msg(prog.n_ops == 0, "layer 2 keeps none and emits %zu ops", prog.n_ops);
+        else
+            ck_assert_msg(prog.n_ops > 0, "layer 1 keeps 6 and emits nothing");
+        op_program_free(&prog);
+    }
+}
+
 /* One row: the trace shape (layers, heads, head dim, prompt P, length T), what the fixture
  * puts in it, the parameters, the position whose selection of `layer` is read, and the EXACT
  * kept set over [0, upto), derived by hand in the comment above the row. */
@@ -479,6 +498,10 @@ static const policy_case policy_cases[] = {
      "window=2 kernel=1 capacity=8 beta=2", 20, 1, KEEP(0, 1, 2, 3, 5, 11, 18, 19), NULL},
     {"pyramidkv layer 2", &policy_pyramidkv, 3, 1, 2, 20, 22, fx_pyramidkv,
      "window=2 kernel=1 capacity=8 beta=2", 20, 2, KEEP(3, 5, 11, 18, 19), NULL},
+    /* beta = 8: min = 6/8 = 0, max = 12 - 0 = 12 (< 18), step = 6 → budgets 12, 6, 0: layer 2
+     * keeps the window alone */
+    {"pyramidkv layer 2 keeps none", &policy_pyramidkv, 3, 1, 2, 20, 22, fx_pyramidkv,
+     "window=2 kernel=1 capacity=8 beta=8", 20, 2, KEEP(18, 19), after_pyramid_zero},
     /* page 2, budget 2 → max(min_pages 2, 1) = 2 pages. p0: M=(1,1) m=(0,0); p1: M=(2,2)
      * m=(-1,0); p2: M=(.5,-1) m=(0,-2). q = (-1,1): U0 = 0 + 1 = 1, U1 = 1 + 2 = 3,
      * U2 = 0 + -1 = -1 → pages {1,0} → tokens {0,1,2,3} */

@@ -809,9 +809,11 @@ static int cs_emit_window(cstate *s, int phase, uint32_t layer, uint32_t kv_len,
         return MS_OK; /* every candidate kept: no selection */
     opb b;
     opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
-    uint32_t sc = phase == PHASE_DECODE
-                      ? OP_NONE
-                      : snap_votes_emit(&b, v->n_heads, s->window, c1, s->kernel, s->maxpool, Hkv);
+    uint32_t sc = OP_NONE; /* the votes where a top-k reads them (as snapkv_emit) */
+    if (phase == PHASE_PREFILL && k > 0)
+        sc = snap_votes_emit(&b, v->n_heads, s->window, c1, s->kernel, s->maxpool, Hkv);
+    else if (phase == PHASE_PREFILL)
+        pcheck_input(&b, PCHECK_IN_PROMPT_ATT, v->n_heads, s->window, c1);
     snap_select_emit(&b, phase, sc, Hkv, 2 * v->head_dim, kv_len, c0, c1, k,
                      snap_votes_tol(s->window, s->G, s->kernel, s->maxpool, pcheck_frac_bits()));
     return policy_emit_done(&b, s->sl->name, e);

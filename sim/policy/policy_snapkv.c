@@ -366,7 +366,14 @@ int snapkv_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const uint
     policy_emitter pe;
     opb_init(&pe, prog, phase, (int)layer, OPC_POLICY, NULL);
     double tol = snap_core_tol(&s->core, Hkv, pcheck_frac_bits());
-    uint32_t sc = phase == PHASE_DECODE ? OP_NONE : snap_core_emit(&s->core, &pe, Hkv);
+    /* the votes only where a top-k reads them; a layer that keeps none (a pyramid's top layers)
+     * computes none and names the prompt attention they would read (a view, no op) for the
+     * audit, whose select() observes it */
+    uint32_t sc = OP_NONE;
+    if (phase == PHASE_PREFILL && b > 0)
+        sc = snap_core_emit(&s->core, &pe, Hkv);
+    else if (phase == PHASE_PREFILL)
+        pcheck_input(&pe, PCHECK_IN_PROMPT_ATT, v->n_heads, s->core.window, n);
     snap_select_emit(&pe, phase, sc, Hkv, d2, kv_len, 0, n, b, tol);
     return policy_emit_done(&pe, "snapkv", e);
 }

@@ -576,7 +576,9 @@ static int emit_emit(const void *cfg, const secpol_run *r, const secpol_step *st
     for (uint32_t l = 0; !rc && l < c->L; l++) {
         eprog x;
         rc = probe(c, st->s ? PHASE_DECODE : PHASE_PREFILL, l, step_kv(st), &x, e);
-        if (!rc && (x.prog.n_ops || x.io.has_sel)) /* rows it gathered earlier: attended */
+        /* a selection without ops: rows it gathered earlier, attended; a prompt's operands
+         * without ops: what the audit's select() observes (a pyramid layer keeping none) */
+        if (!rc && (x.prog.n_ops || x.io.has_sel || (!st->s && x.io.n_in)))
             rc = splice(c, st, l, &x, p, e);
         eprog_free(&x);
     }
