@@ -240,6 +240,44 @@ START_TEST(test_window_pages_shares)
 }
 END_TEST
 
+/* 5 sinks (off a page boundary), key-norm pages of 4 under a kv_budget fraction, whose k
+ * pages, sinks and window follow the step's cached count: at prompt 16 kv_budget 0.5 keeps 8
+ * entries, the 5 sinks and k = round(3/4) = 1 page, at every step at most the candidates
+ * (kept the replay's kept sets before, the choice made from a fixed budget only); 0.25 keeps
+ * 4 at the prompt, the sinks cut to 4 (a whole page), back to 5 sinks at 18 cached.
+ * Each on shares, every op as predicted, 160 of 160 masks its select()'s; `policy check` a
+ * match, every mask chosen by the ops. */
+static const char pagekv_yaml[] = "name: pagekv_t\n"
+                                  "summary: 5 sinks, the key-norm pages of a kv_budget\n"
+                                  "sinks: 5\n"
+                                  "score: key_norm\n"
+                                  "granularity: {page: 4}\n"
+                                  "select: {topk: 8}\n"
+                                  "kv_budget: {recent: fixed}\n";
+
+START_TEST(test_kv_budget_pages)
+{
+    char out[1 << 14];
+    const char *yaml = th_file(&td, "pagekv.yaml", pagekv_yaml);
+    const char *const fr[2] = {"0.5", "0.25"}, *const pn[2] = {"semi2k", "aby3"};
+    for (int f = 0; f < 2; f++) {
+        for (int i = 0; i < 2; i++) {
+            th_cli_expect(out, sizeof out, 0,
+                          "bytes and rounds of every op of the 9 steps equal the prediction: yes",
+                          "validate --model stories260K -p %s --accuracy 24 --prompt 16 "
+                          "--policy '%s' --policy-param kv_budget=%s",
+                          pn[i], yaml, fr[f]);
+            ck_assert_msg(strstr(out, "selection on shares from pagekv_t's own emitted ops"), "%s",
+                          out);
+            th_own_select(out, 160);
+        }
+        th_cli_expect(out, sizeof out, 0, "pagekv_t: match",
+                      "policy check '%s' --param kv_budget=%s --prompt 16", yaml, fr[f]);
+        ck_assert_uint_eq(th_chosen(out), 640);
+    }
+}
+END_TEST
+
 /* tests/data/plugin_pagenorm.c with `from` replaced by `to` (once, asserted; NULL: as is),
  * built into <test dir>/<name>.so with the public header alone. Returns the .so's path. */
 static char *pagenorm(const char *name, const char *from, const char *to)
@@ -346,6 +384,6 @@ Suite *pagesec_suite(void)
              test_quest_blocks_semi2k, test_quest_blocks_aby3, test_quest_audit, test_kpages_semi2k,
              test_kpages_aby3, test_plugin_check, test_plugin_semi2k, test_plugin_aby3,
              test_plugin_no_bias, test_check_window_pages, test_window_pages_shares,
-             test_shared_layers_replayed);
+             test_shared_layers_replayed, test_kv_budget_pages);
     return s;
 }

@@ -686,6 +686,29 @@ START_TEST(test_scsec_layer_cost_path)
 }
 END_TEST
 
+/* Key-norm pages after 5 sinks (off a page boundary) under a kv_budget fraction: at prompt 32
+ * 0.5 keeps 16 entries, the 5 sinks and k = round(11/4) = 3 pages, 0.125 keeps 4, the sinks cut
+ * to a whole page; the cost path attends the sinks and k whole pages as the session does. */
+static const char pagekv_yaml[] = "name: pagekv_blocks\n"
+                                  "sinks: 5\n"
+                                  "score: key_norm\n"
+                                  "granularity: {page: 4}\n"
+                                  "select: {topk: 8}\n"
+                                  "kv_budget: {recent: fixed}\n";
+
+START_TEST(test_scsec_kv_budget_pages_cost_path)
+{
+    load_one("pagekv_blocks", "pagekv.yaml", pagekv_yaml);
+    const scase c[2] = {{"pagekv_blocks", {"kv_budget=0.5"}, 1},
+                        {"pagekv_blocks", {"kv_budget=0.125"}, 1}};
+    const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                same_as_cost_path(&c[k], pn[i], lay[j]);
+}
+END_TEST
+
 Suite *scsec_suite(void)
 {
     Suite *s = suite_create("scsec");
@@ -695,6 +718,7 @@ Suite *scsec_suite(void)
     TH_TESTS(tc, test_scsec_mpcache, test_scsec_quest, test_scsec_dearer, test_scsec_quest_audit,
              test_scsec_cost_path, test_scsec_cost_path_blocks, test_scsec_cost_path_att,
              test_scsec_rewrite, test_scsec_public, test_scsec_public_cost_path,
-             test_scsec_layer_cost_path);
+             test_scsec_layer_cost_path,
+             test_scsec_kv_budget_pages_cost_path);
     return s;
 }

@@ -62,6 +62,7 @@ typedef struct cstate {
     uint32_t *cand, *sel, *work;
     uint8_t *row;
     float *kmax, *qmax; /* [L] page bounds: the largest |key| seen, |query| of the step */
+    int8_t *preal;      /* [L] pages_real's verdict, -1 before the first */
 } cstate;
 
 static void cs_fini(void *st)
@@ -86,6 +87,7 @@ static void cs_fini(void *st)
     free(s->row);
     free(s->kmax);
     free(s->qmax);
+    free(s->preal);
     free(s);
 }
 
@@ -225,6 +227,8 @@ static int cs_init_at(size_t slot, const policy_env *env, const policy_args *a, 
             memset(s->alive, 1, lgt);
     }
     ok = ok && (s->sel_at = calloc(v->n_layers + 1, sizeof *s->sel_at));
+    if (s->page > 1 && (ok = ok && (s->preal = malloc(v->n_layers + 1))))
+        memset(s->preal, -1, v->n_layers + 1);
     if (sp->lshare > 1)
         ok = ok && (s->lrow = malloc((size_t)v->n_kv_heads * v->max_len + 1));
     ok = ok && (s->us = calloc(T1, sizeof *s->us)) && (s->tmp = calloc(T1, sizeof *s->tmp)) &&
@@ -703,16 +707,26 @@ static int cs_emit_keynorm(cstate *s, int phase, uint32_t layer, uint32_t kv_len
  * (page_ops.h, as quest): the bounds or squared norms carried as state, the candidate pages
  * [⌊c0 / S⌋, ⌈c1 / S⌉) scored, the top k pages' [K | V] rows gathered as the selection of
  * [c0, c1), their rows outside it biased out (sinks, padding, the window: attended as public;
- * select_row keeps a page's candidates only). The step attends c0 + (T − c1) + k·S ≤ T
- * entries where c0 is a page boundary (k ≤ pages − 1, one page partial), otherwise where
- * k·S ≤ c1 − c0 (a budget fixed in T: at the prompt, the fewest candidates). */
-static int pages_real(const cstate *s, uint32_t layer)
+ * select_row keeps a page's candidates only). A step of T cached entries attends
+ * c0 + (T − c1) + k·S ≤ T entries where c0 is a page boundary (k ≤ pages − 1, one page
+ * partial), otherwise where k·S ≤ c1 − c0; every step of the run is checked once per layer
+ * (under kv_budget the sinks, window and k follow T: sinks cut to a prompt's small budget grow
+ * back, possibly off a page boundary). */
+static int pages_real(cstate *s, uint32_t layer)
 {
     uint32_t P = s->env.prompt_len, S = s->page, sinks, recent, k, c0, c1;
-    budget(s, layer, P, &sinks, &recent, &k);
-    cand_range(P, sinks, recent, &c0, &c1);
-    return S > 1 && (s->sp->score == SC_BOUNDS || s->sp->score == SC_KEYNORM) &&
-           (sinks % S == 0 || (s->frac <= 0 && (uint64_t)k * S <= c1 - c0));
+    if (S <= 1 || (s->sp->score != SC_BOUNDS && s->sp->score != SC_KEYNORM))
+        return 0;
+    if (s->preal[layer] >= 0)
+        return s->preal[layer];
+    int ok = 1;
+    for (uint32_t T = P; ok && T <= s->env.max_len; T++) {
+        budget(s, layer, T, &sinks, &recent, &k);
+        cand_range(T, sinks, recent, &c0, &c1);
+        uint32_t nu = c1 > c0 ? (c1 - 1) / S - c0 / S + 1 : 0; /* candidate pages */
+        ok = sinks % S == 0 || k == 0 || k >= nu || (uint64_t)k * S <= c1 - c0;
+    }
+    return s->preal[layer] = (int8_t)ok;
 }
 
 static int cs_emit_pages(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op_program *prog,
