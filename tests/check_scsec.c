@@ -461,6 +461,31 @@ START_TEST(test_scsec_cost_path_att)
 }
 END_TEST
 
+/* The same beside 2 sinks (the attended table [sinks | gathered | window]) and under kv_budget 0.5
+ * (2 sinks, a window of 4 and the top-k the rest of round(T/2): 10 … 12 at 32 … 35 cached, the
+ * state resized at each step). */
+START_TEST(test_scsec_cost_path_att_sinks)
+{
+    static const char *const yaml[2] = {"name: attsink_s\nsinks: 2\nrecent: 4\n"
+                                        "score: attention\nselect: {topk: 6}\n",
+                                        "name: attkvb_s\nsinks: 2\nrecent: 4\n"
+                                        "score: {attention: {accumulate: false}}\n"
+                                        "select: {topk: 6}\nkv_budget: {recent: fixed}\n"};
+    const char *file[2] = {"attsink_s.yaml", "attkvb_s.yaml"}, *pn[2] = {"semi2k", "aby3"};
+    const char *lay[2] = {"rows", "scores"};
+    for (int c = 0; c < 2; c++) {
+        const policy_ops *p;
+        errbuf e = {{0}};
+        ck_assert_msg(policy_compose_load(th_file(&td, file[c], yaml[c]), &p, &e) == MS_OK, "%s",
+                      e.msg);
+        const scase att = {p->name, {c ? "kv_budget=0.5" : NULL}, c};
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                same_as_cost_path(&att, pn[i], lay[j]);
+    }
+}
+END_TEST
+
 /* A decode step lowered at C cached entries with layer 0's policy row gather (a one-hot
  * (Hkv, mu, ku) over units of U rows of 2d + e) spliced as the session splices it, the layer
  * attending `extra` entries besides the gathered rows and the new one (negative: fewer), its
@@ -694,7 +719,7 @@ Suite *scsec_suite(void)
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_scsec_mpcache, test_scsec_quest, test_scsec_dearer, test_scsec_quest_audit,
              test_scsec_cost_path, test_scsec_cost_path_blocks, test_scsec_cost_path_att,
-             test_scsec_rewrite, test_scsec_public, test_scsec_public_cost_path,
-             test_scsec_layer_cost_path);
+             test_scsec_cost_path_att_sinks, test_scsec_rewrite, test_scsec_public,
+             test_scsec_public_cost_path, test_scsec_layer_cost_path);
     return s;
 }

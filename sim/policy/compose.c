@@ -817,16 +817,20 @@ static int cs_emit_window(cstate *s, int phase, uint32_t layer, uint32_t kv_len,
     return policy_emit_done(&b, s->sl->name, e);
 }
 
-/* Attention re-selected at every step on real operands (compose_att.c) where the budget fits. */
-static int att_real(const cstate *s, uint32_t layer, compose_att *a)
+/* Attention re-selected at every step on real operands (compose_att.c) where budgets fit. */
+static int att_real(const cstate *s, uint32_t layer, uint32_t T, int pre, compose_att *a)
 {
     const policy_env *v = &s->env;
-    uint32_t sinks, r, k;
-    budget(s, layer, v->prompt_len, &sinks, &r, &k);
-    *a = (compose_att){v, k, r, s->sp->att_last,
-                       s->score + (size_t)layer * v->n_kv_heads * v->max_len};
-    return compose_att_shaped(s->sp) && s->frac <= 0 && !s->lk && !sinks && r && k &&
-           (uint64_t)k + r < v->prompt_len;
+    for (uint32_t n = v->prompt_len; n <= v->max_len; n = s->frac > 0 ? n + 1 : v->max_len + 1) {
+        budget(s, layer, n, &a->cur.sinks, &a->cur.recent, &a->cur.k);
+        if (!compose_att_shaped(s->sp) || !compose_att_fits(&a->cur, n))
+            return 0;
+    }
+    const float *sc = s->score + (size_t)layer * v->n_kv_heads * v->max_len;
+    *a = (compose_att){v, {0, 0, 0}, {0, 0, 0}, s->sp->att_last, s->frac > 0, sc};
+    budget(s, layer, T, &a->cur.sinks, &a->cur.recent, &a->cur.k);
+    budget(s, layer, pre ? T : T + 1, &a->nxt.sinks, &a->nxt.recent, &a->nxt.k);
+    return 1;
 }
 
 /* policy_ops.choice / adopt of an attention selection on real operands (compose_att.c). */
@@ -834,7 +838,7 @@ static int cs_choice(void *st, uint32_t layer, uint32_t pos, uint32_t stage, pol
 {
     cstate *s = st;
     compose_att a;
-    if (stage || layer < s->dense || pos < s->env.prompt_len || !att_real(s, layer, &a))
+    if (stage || layer < s->dense || pos < s->env.prompt_len || !att_real(s, layer, pos, 0, &a))
         return 0;
     return compose_att_choice(&a, s->alive + (a.score - s->score), pos, c);
 }
@@ -843,8 +847,7 @@ static int cs_adopt(void *st, uint32_t layer, uint32_t pos, uint32_t stage, cons
                     errbuf *e)
 {
     cstate *s = st;
-    compose_att_adopt(&s->env, s->alive, layer, kept, pos);
-    s->sel_at[layer] = pos + 1; /* select() returns them at pos */
+    compose_att_adopt(&s->env, s->alive, s->sel_at, layer, kept, pos);
     return MS_OK;
 }
 
@@ -880,7 +883,7 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
         !sp->permanent && (s->every == 1 || !sp->share_all) && sp->lshare <= 1)
         return cs_emit_keynorm(s, phase, layer, kv_len, prog, e);
     compose_att att;
-    if (att_real(s, layer, &att))
+    if (att_real(s, layer, kv_len, phase == PHASE_PREFILL, &att))
         return compose_att_emit(&att, phase, layer, kv_len, prog, s->sl->name, e);
     if ((sp->score == SC_KEYNORM || sp->score == SC_BOUNDS) && sp->sel == K_TOPK &&
         sp->when == W_STEP && !sp->permanent && s->every == 1 && !sp->share_all &&

@@ -2,18 +2,22 @@
  * operands: the ops `policy check` runs and the secure session executes on shares
  * (secpol_emit.c), the composition's cost path the same program.
  *
- * select() at decode position T ranks the candidates [0, T − r) (r: the recent window, no sinks)
- * by the scores it observed up to the query T − 1: the attention summed over the KV group's query
- * heads, accumulated over every query so far or the newest query's row alone. So the step's
- * selection is made at the end of the step before, after that step's softmax (or the prompt's),
- * and carried as state: the top k candidates' cached [K | V] rows gathered, then the window's
- * rows (public positions: local copies), which the step attends and names as its selection of
- * every cached entry (no public entries: its attention over those slots is then the step's own,
- * PCHECK_IN_ATT_SLOTS). The scores are carried by position: at a decode step the slots' group
- * sums go back to their positions, the gathered rows' through the transposed one-hot of the top-k
- * that chose them (a GATHER: a product of integer 0/1 rows, exact), the window's and the new
- * entry's to their public positions (local). */
+ * select() at decode position T ranks the candidates [s, T − r) (s: the sinks, r: the recent
+ * window) by the scores it observed up to the query T − 1: the attention summed over the KV
+ * group's query heads, accumulated over every query so far or the newest query's row alone. So
+ * the step's selection is made at the end of the step before, after that step's softmax (or the
+ * prompt's), and carried as state: the sinks' rows (public positions: local copies), the top k
+ * candidates' cached [K | V] rows gathered, then the window's rows (local copies), which the
+ * step attends and names as its selection of every cached entry (no public entries: its
+ * attention over those slots is then the step's own, PCHECK_IN_ATT_SLOTS). The scores are
+ * carried by position: at a decode step the slots' group sums go back to their positions, the
+ * sinks' and the window's and the new entry's to their public positions (local), the gathered
+ * rows' through the transposed one-hot of the top-k that chose them (a GATHER: a product of
+ * integer 0/1 rows, exact). Under a kv_budget fraction the counts s, k, r are select()'s at each
+ * cached count (compose.c budget): the step attends the selection sized for its kv_len and makes
+ * the next one sized for kv_len + 1, each in a state named by its size. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "compose_int.h"
@@ -26,22 +30,37 @@ int compose_att_shaped(const cspec *sp)
            sp->page <= 1;
 }
 
-/* The top k of the candidates [0, nc) of the scores state sc (Hkv, max_len, 1) for the next
- * step: their one-hot rows transposed into the state oht (Hkv, max_len, k), their cached rows
- * from tab (Hkv, ≥ nc, 2d) into rows 0 … k − 1 of the state sel (Hkv, k + r, 2d). */
-static void next_topk(opb *b, const compose_att *a, uint32_t sc, uint32_t tab, uint32_t oht,
-                      uint32_t sel, uint32_t nc)
+/* The state tensor nm (Hkv, rows, cols), named by its size n when the budget varies. */
+static uint32_t att_state(opb *b, const compose_att *a, const char *nm, uint32_t n, uint32_t rows,
+                          uint32_t cols)
 {
-    uint32_t Hkv = a->env->n_kv_heads, k = a->k, d2 = 2 * a->env->head_dim;
-    uint32_t cand = opb_rows(b, sc, Hkv, 0, nc, 1, "cmp.next_cand");
+    char full[32];
+    if (a->vary)
+        snprintf(full, sizeof full, "%s%u", nm, n);
+    else
+        snprintf(full, sizeof full, "%s", nm);
+    return opb_shared(b, full, OPT_CACHE, a->env->n_kv_heads, rows, cols);
+}
+
+/* The top k of the candidates [s, s + nc) of the scores state sc (Hkv, max_len, 1) for the next
+ * step (u: its budget): their one-hot rows transposed into the state oht (Hkv, max_len, k), row i
+ * the candidate s + i; their cached rows from tab (Hkv, ≥ s + nc, 2d) into rows s … s + k − 1 of
+ * the state sel (Hkv, s + k + r, 2d), after the sinks' rows (local copies). */
+static void next_topk(opb *b, const compose_att *a, const compose_att_budget *u, uint32_t sc,
+                      uint32_t tab, uint32_t oht, uint32_t sel, uint32_t nc)
+{
+    uint32_t Hkv = a->env->n_kv_heads, k = u->k, s = u->sinks, d2 = 2 * a->env->head_dim;
+    uint32_t cand = opb_rows(b, sc, Hkv, s, nc, 1, "cmp.next_cand");
     uint32_t row = opb_transpose(b, cand, Hkv, nc, 1, "cmp.next_row");
     uint32_t oh = opb_tensor(b, "cmp.next_topk", OPT_TEMP, Hkv, k, nc);
     opb_op(b, OP_TOPK, Hkv, 1, 0, nc, row, OP_NONE, OP_NONE, oh, 0, (int32_t)k, 0);
     opb_put(b, opb_transpose(b, oh, Hkv, k, nc, "cmp.next_oht"), oht, Hkv, 0, nc, k);
-    uint32_t rows = opb_rows(b, tab, Hkv, 0, nc, d2, "cmp.next_cand_kv");
+    uint32_t rows = opb_rows(b, tab, Hkv, s, nc, d2, "cmp.next_cand_kv");
     uint32_t out = opb_tensor(b, "cmp.next_gather", OPT_TEMP, Hkv, k, d2);
     opb_op(b, OP_GATHER, Hkv, k, nc, d2, oh, rows, OP_NONE, out, OPF_NO_TRUNC, 0, 0);
-    opb_put(b, out, sel, Hkv, 0, k, d2);
+    opb_put(b, out, sel, Hkv, s, k, d2);
+    if (s)
+        opb_put(b, opb_rows(b, tab, Hkv, 0, s, d2, "cmp.next_sinks"), sel, Hkv, 0, s, d2);
 }
 
 /* The tie bound of the selection step T attends: the ops' scores are exact sums of
@@ -65,26 +84,33 @@ int compose_att_choice(const compose_att *a, const uint8_t *alive, uint32_t pos,
     return 1;
 }
 
-void compose_att_adopt(const policy_env *v, uint8_t *alive, uint32_t layer, const uint8_t *kept,
-                       uint32_t pos)
+void compose_att_adopt(const policy_env *v, uint8_t *alive, uint32_t *sel_at, uint32_t layer,
+                       const uint8_t *kept, uint32_t pos)
 {
     for (uint32_t g = 0; g < v->n_kv_heads; g++)
         memcpy(alive + ((size_t)layer * v->n_kv_heads + g) * v->max_len, kept + (size_t)g * pos,
                pos);
+    sel_at[layer] = pos + 1;
+}
+
+int compose_att_fits(const compose_att_budget *u, uint32_t n)
+{
+    return u->recent && u->k && (uint64_t)u->sinks + u->k + u->recent < n;
 }
 
 int compose_att_emit(const compose_att *a, int phase, uint32_t layer, uint32_t kv_len,
                      op_program *prog, const char *name, errbuf *e)
 {
     const policy_env *v = a->env;
-    uint32_t H = v->n_heads, Hkv = v->n_kv_heads, G = H / Hkv, d2 = 2 * v->head_dim, k = a->k;
-    uint32_t r = a->recent;
-    uint32_t m = k + r, T = kv_len;
+    uint32_t H = v->n_heads, Hkv = v->n_kv_heads, G = H / Hkv, d2 = 2 * v->head_dim, T = kv_len;
+    const compose_att_budget *c = &a->cur, *n = &a->nxt;
+    uint32_t s = c->sinks, k = c->k, r = c->recent, m = s + k + r;
+    uint32_t ns = n->sinks, nk = n->k, nr = n->recent, nm = ns + nk + nr;
     opb b;
     opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
     uint32_t sc = opb_shared(&b, "cmp.att", OPT_CACHE, Hkv, v->max_len, 1);
-    uint32_t oht = opb_shared(&b, "cmp.oht", OPT_CACHE, Hkv, v->max_len, k);
-    uint32_t sel = opb_shared(&b, "cmp.sel", OPT_CACHE, Hkv, m, d2);
+    uint32_t noht = att_state(&b, a, "cmp.oht", nk, v->max_len, nk);
+    uint32_t nsel = att_state(&b, a, "cmp.sel", nm, nm, d2);
     uint32_t kv = pcheck_input(&b, PCHECK_IN_KV, Hkv, T, d2);
     if (phase == PHASE_PREFILL) {
         /* COST: the group's prompt rows summed per entry (every row, or the last one): a product
@@ -92,26 +118,31 @@ int compose_att_emit(const compose_att *a, int phase, uint32_t layer, uint32_t k
         uint32_t w = a->last ? 1 : T;
         uint32_t att = pcheck_input(&b, PCHECK_IN_PROMPT_ATT, H, w, T);
         opb_put(&b, opb_colsum(&b, att, Hkv, G * w, T, "cmp.prompt_sum"), sc, Hkv, 0, T, 1);
-        /* COST: the first step's selection: a top-k of [0, T − r), the gather of their rows,
-         * the window's rows copied (local) */
-        next_topk(&b, a, sc, kv, oht, sel, T - r);
-        opb_put(&b, opb_rows(&b, kv, Hkv, T - r, r, d2, "cmp.next_win"), sel, Hkv, k, r, d2);
+        /* COST: the first step's selection: a top-k of [s, T − r), the gather of their rows,
+         * the sinks' and the window's rows copied (local) */
+        next_topk(&b, a, n, sc, kv, noht, nsel, T - nr - ns);
+        opb_put(&b, opb_rows(&b, kv, Hkv, T - nr, nr, d2, "cmp.next_win"), nsel, Hkv, ns + nk, nr,
+                d2);
         return policy_emit_done(&b, name, e);
     }
+    uint32_t oht = att_state(&b, a, "cmp.oht", k, v->max_len, k);
+    uint32_t sel = att_state(&b, a, "cmp.sel", m, m, d2);
     /* the ranked scores as the step began (the tie check's), a copy before their update */
     uint32_t rank = opb_rows(&b, sc, Hkv, 0, T, 1, "cmp.rank");
     /* COST: the group sums of the step's attention over its slots (a product with public ones:
-     * local), in slot order: the k gathered rows, the window's r, the new entry */
+     * local), in slot order: the s sinks, the k gathered rows, the window's r, the new entry */
     uint32_t att = pcheck_input(&b, PCHECK_IN_ATT_SLOTS, H, 1, m + 1);
     uint32_t gs = opb_colsum(&b, att, Hkv, G, m + 1, "cmp.slot_sum"); /* (Hkv, m + 1, 1) */
-    /* COST: the gathered rows' sums back to their positions [0, T − r): the transposed one-hot
+    /* COST: the gathered rows' sums back to their positions [s, T − r): the transposed one-hot
      * of the top-k that chose them times the sums (a GATHER of 0/1 rows: no truncation) */
-    uint32_t ncp = T - r, row = opb_tensor(&b, "cmp.row", OPT_TEMP, Hkv, T + 1, 1);
+    uint32_t ncp = T - r - s, row = opb_tensor(&b, "cmp.row", OPT_TEMP, Hkv, T + 1, 1);
     uint32_t sp = opb_tensor(&b, "cmp.scatter", OPT_TEMP, Hkv, ncp, 1);
     opb_op(&b, OP_GATHER, Hkv, ncp, k, 1, opb_rows(&b, oht, Hkv, 0, ncp, k, "cmp.oht_cand"),
-           opb_rows(&b, gs, Hkv, 0, k, 1, "cmp.slot_sel"), OP_NONE, sp, OPF_NO_TRUNC, 0, 0);
-    opb_put(&b, sp, row, Hkv, 0, ncp, 1);
-    opb_put(&b, opb_rows(&b, gs, Hkv, k, r + 1, 1, "cmp.slot_win"), row, Hkv, ncp, r + 1, 1);
+           opb_rows(&b, gs, Hkv, s, k, 1, "cmp.slot_sel"), OP_NONE, sp, OPF_NO_TRUNC, 0, 0);
+    if (s)
+        opb_put(&b, opb_rows(&b, gs, Hkv, 0, s, 1, "cmp.slot_sinks"), row, Hkv, 0, s, 1);
+    opb_put(&b, sp, row, Hkv, s, ncp, 1);
+    opb_put(&b, opb_rows(&b, gs, Hkv, s + k, r + 1, 1, "cmp.slot_win"), row, Hkv, T - r, r + 1, 1);
     if (a->last) { /* the newest row replaces the scores */
         opb_put(&b, row, sc, Hkv, 0, T + 1, 1);
     } else { /* COST: added to the carried sums (local); the new entry's is its first */
@@ -121,15 +152,16 @@ int compose_att_emit(const compose_att *a, int phase, uint32_t layer, uint32_t k
         opb_put(&b, acc, sc, Hkv, 0, T, 1);
         opb_put(&b, opb_rows(&b, row, Hkv, T, 1, 1, "cmp.row_new"), sc, Hkv, T, 1, 1);
     }
-    /* COST: the next step's selection: a top-k of [0, T + 1 − r), the gather of their rows; its
-     * window: the cached rows [T + 1 − r, T) and the new entry's (local copies) */
-    next_topk(&b, a, sc, kv, oht, sel, T + 1 - r);
-    if (r > 1)
-        opb_put(&b, opb_rows(&b, kv, Hkv, T + 1 - r, r - 1, d2, "cmp.next_win"), sel, Hkv, k, r - 1,
-                d2);
-    opb_put(&b, pcheck_input(&b, PCHECK_IN_KV_NEW, Hkv, 1, d2), sel, Hkv, m - 1, 1, d2);
-    /* the rows chosen at the step before: every cached entry's candidates are [0, T − r), the
-     * window's rows gathered alongside (public positions, kept by both) */
+    /* COST: the next step's selection: a top-k of [s', T + 1 − r'), the gather of their rows;
+     * its sinks' rows and its window: the cached rows [T + 1 − r', T) and the new entry's
+     * (local copies) */
+    next_topk(&b, a, n, sc, kv, noht, nsel, T + 1 - nr - ns);
+    if (nr > 1)
+        opb_put(&b, opb_rows(&b, kv, Hkv, T + 1 - nr, nr - 1, d2, "cmp.next_win"), nsel, Hkv,
+                ns + nk, nr - 1, d2);
+    opb_put(&b, pcheck_input(&b, PCHECK_IN_KV_NEW, Hkv, 1, d2), nsel, Hkv, nm - 1, 1, d2);
+    /* the rows chosen at the step before: every cached entry's candidates are [s, T − r), the
+     * sinks' and the window's rows gathered alongside (public positions, kept by both) */
     pcheck_selection(&b, sel, m, 0, T, rank, tie_bound(a, T));
     return policy_emit_done(&b, name, e);
 }

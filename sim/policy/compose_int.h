@@ -108,25 +108,34 @@ void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t 
 float compose_rnd(uint64_t seed, uint32_t l, uint32_t g, uint32_t j);
 
 /* An attention-scored token composition re-selecting at every step (accumulated, or the newest
- * row's: last), per KV head, with a recent window and no sinks: its ops on real operands
- * (compose_att.c), the selection of step T made at the step before from the scores select()
- * ranks. compose_att_shaped: its blocks; compose.c checks the budgets (no sinks, r ≥ 1, a top k
- * of tokens below every step's candidates). */
+ * row's: last), per KV head, with a recent window and sinks (public rows before the candidates):
+ * its ops on real operands (compose_att.c), the selection of step T made at the step before from
+ * the scores select() ranks. compose_att_shaped: its blocks; compose.c checks the budgets (r ≥ 1,
+ * a top k of tokens below every step's candidates). The budget of the selection the step attends
+ * (cur: select()'s at the step's kv_len) and of the one it makes for the next step (nxt: at
+ * kv_len + 1, at the prompt the first step's); vary: they change with the cached count (a
+ * kv_budget fraction), so the state holding a selection is named by its size. */
+typedef struct compose_att_budget {
+    uint32_t sinks, k, recent;
+} compose_att_budget;
 typedef struct compose_att {
     const policy_env *env;
-    uint32_t k, recent;
-    int last;
+    compose_att_budget cur, nxt;
+    int last, vary;
     const float *score; /* the layer's carried scores, Hkv × max_len (the tie bound's) */
 } compose_att;
 int compose_att_shaped(const cspec *sp);
+/* Whether budget u fits a selection over n cached entries: a window, a top-k below the candidates
+ * (compose.c checks every n from the prompt on, or the prompt's alone for a budget fixed in n). */
+int compose_att_fits(const compose_att_budget *u, uint32_t n);
 int compose_att_emit(const compose_att *a, int phase, uint32_t layer, uint32_t kv_len,
                      op_program *prog, const char *name, errbuf *e);
 /* policy_ops.choice of select()'s kept rows alive (Hkv rows max_len apart) at position pos: each
  * step's top-k decides which entries the next step's attention sees, so a tie its ops broke
  * otherwise is carried into select()'s later scores; adopt: kept (Hkv rows of pos) into layer's
- * rows of alive ([L][Hkv][max_len]). */
+ * rows of alive ([L][Hkv][max_len]), sel_at[layer] pos + 1 (select() returns them at pos). */
 int compose_att_choice(const compose_att *a, const uint8_t *alive, uint32_t pos, policy_choice *c);
-void compose_att_adopt(const policy_env *v, uint8_t *alive, uint32_t layer, const uint8_t *kept,
-                       uint32_t pos);
+void compose_att_adopt(const policy_env *v, uint8_t *alive, uint32_t *sel_at, uint32_t layer,
+                       const uint8_t *kept, uint32_t pos);
 
 #endif
