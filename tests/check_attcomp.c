@@ -2,7 +2,8 @@
  * permanent`) on mpcsim's operands (sim/policy/compose_att.c): the accumulated attention and the
  * newest query's row, a recent window of 4 and the top 6 of the other cached entries, beside 2
  * attention sinks, and under a kv_budget fraction (the top-k the rest of round(F·T) entries at T
- * cached). `policy check` runs their ops against select(), `validate --policy` on secret shares
+ * cached), with PyramidKV's per-layer counts and with a dense first layer. `policy check` runs
+ * their ops against select(), `validate --policy` on secret shares
  * (semi2k, aby3): no replayed kept sets, every op's bytes and rounds as predicted, every decode
  * mask equal to select() over the session's own values. */
 #include <check.h>
@@ -58,16 +59,48 @@ static const char kvs_yaml[] = "name: attkvs_t\n"
                                "select: {topk: 6}\n"
                                "kv_budget: {recent: 0.5}\n";
 
+/* A pyramid (PyramidKV's counts of a capacity 10 beside the window of 4, β 2, over 5 layers at
+ * prompt 16: top-k 9, 8, 7, 6, 5 from layer 0 to 4, each below the 12 candidates). */
+static const char pyr_yaml[] = "name: attpyr_t\n"
+                               "summary: a window and a pyramid of top-k counts\n"
+                               "recent: 4\n"
+                               "score: attention\n"
+                               "layers: {pyramid: {beta: 2}}\n"
+                               "select: {topk: {capacity: 10}}\n";
+/* The same counts with 2 sinks under kv_budget 0.75 (capacity round(0.75·16) = 12 of which the
+ * sinks and window take 6), the newest row's scores. */
+static const char pyrs_yaml[] = "name: attpyrs_t\n"
+                                "summary: sinks, a window and a pyramid by the newest row\n"
+                                "sinks: 2\n"
+                                "recent: 4\n"
+                                "score: {attention: {accumulate: false}}\n"
+                                "layers: {pyramid: {beta: 2}}\n"
+                                "select: {topk: {capacity: 10}}\n"
+                                "kv_budget: {recent: fixed}\n";
+/* Layer 0 dense (every entry kept, no ops), the other 4 re-selecting. */
+static const char dense_yaml[] = "name: attdense_t\n"
+                                 "summary: a dense layer, then a window and the top entries\n"
+                                 "recent: 4\n"
+                                 "score: {attention: {accumulate: false}}\n"
+                                 "layers: {dense: 1}\n"
+                                 "select: {topk: 6}\n";
+
 /* Every mask of the check's 32 decode steps chosen by the ops: stories260K's 5 layers × 4 KV
  * heads × 32 steps (every step has more candidates beyond the sinks and window than its top-k);
  * param: a --param of the check, or "". */
-static void check_on(const char *file, const char *text, const char *name, const char *param)
+static void check_layers(const char *file, const char *text, const char *name, const char *param,
+                         unsigned layers)
 {
     char out[1 << 13], want[64];
     snprintf(want, sizeof want, "%s: match", name);
     th_cli_expect(out, sizeof out, 0, want, "policy check '%s' %s", th_file(&td, file, text),
                   param);
-    ck_assert_uint_eq(th_chosen(out), 5 * 4 * 32);
+    ck_assert_uint_eq(th_chosen(out), layers * 4 * 32);
+}
+
+static void check_on(const char *file, const char *text, const char *name, const char *param)
+{
+    check_layers(file, text, name, param, 5);
 }
 
 START_TEST(test_check_att_blocks)
@@ -149,6 +182,27 @@ START_TEST(test_att_kv_budget_shares)
 }
 END_TEST
 
+/* Per-layer budgets: the dense layer's masks keep every entry (4 selecting layers chosen). */
+START_TEST(test_check_att_layers)
+{
+    check_on("pyr.yaml", pyr_yaml, "attpyr_t", "");
+    check_on("pyrs.yaml", pyrs_yaml, "attpyrs_t", "--param kv_budget=0.75");
+    check_layers("dense.yaml", dense_yaml, "attdense_t", "", 4);
+}
+END_TEST
+
+START_TEST(test_att_layers_shares)
+{
+    const char *kb = "--policy-param kv_budget=0.75";
+    shares_on("semi2k", "pyr.yaml", pyr_yaml, "attpyr_t");
+    shares_on("aby3", "pyr.yaml", pyr_yaml, "attpyr_t");
+    shares_with("semi2k", "pyrs.yaml", pyrs_yaml, "attpyrs_t", kb);
+    shares_with("aby3", "pyrs.yaml", pyrs_yaml, "attpyrs_t", kb);
+    shares_on("semi2k", "dense.yaml", dense_yaml, "attdense_t");
+    shares_on("aby3", "dense.yaml", dense_yaml, "attdense_t");
+}
+END_TEST
+
 Suite *attcomp_suite(void)
 {
     Suite *s = suite_create("attcomp");
@@ -156,6 +210,6 @@ Suite *attcomp_suite(void)
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_check_att_blocks, test_att_last_shares, test_att_acc_shares,
              test_check_att_sinks, test_check_att_kv_budget, test_att_sinks_shares,
-             test_att_kv_budget_shares);
+             test_att_kv_budget_shares, test_check_att_layers, test_att_layers_shares);
     return s;
 }

@@ -461,24 +461,30 @@ START_TEST(test_scsec_cost_path_att)
 }
 END_TEST
 
-/* The same beside 2 sinks (the attended table [sinks | gathered | window]) and under kv_budget 0.5
+/* The same beside 2 sinks (the attended table [sinks | gathered | window]), under kv_budget 0.5
  * (2 sinks, a window of 4 and the top-k the rest of round(T/2): 10 … 12 at 32 … 35 cached, the
- * state resized at each step). */
+ * state resized at each step), with a pyramid of per-layer counts (capacity 10, β 2: top-k 9 … 5
+ * over the 5 layers) and with a dense first layer. */
 START_TEST(test_scsec_cost_path_att_sinks)
 {
-    static const char *const yaml[2] = {"name: attsink_s\nsinks: 2\nrecent: 4\n"
+    static const char *const yaml[4] = {"name: attsink_s\nsinks: 2\nrecent: 4\n"
                                         "score: attention\nselect: {topk: 6}\n",
                                         "name: attkvb_s\nsinks: 2\nrecent: 4\n"
                                         "score: {attention: {accumulate: false}}\n"
-                                        "select: {topk: 6}\nkv_budget: {recent: fixed}\n"};
-    const char *file[2] = {"attsink_s.yaml", "attkvb_s.yaml"}, *pn[2] = {"semi2k", "aby3"};
-    const char *lay[2] = {"rows", "scores"};
-    for (int c = 0; c < 2; c++) {
+                                        "select: {topk: 6}\nkv_budget: {recent: fixed}\n",
+                                        "name: attpyr_s\nrecent: 4\nscore: attention\n"
+                                        "layers: {pyramid: {beta: 2}}\n"
+                                        "select: {topk: {capacity: 10}}\n",
+                                        "name: attdense_s\nrecent: 4\nscore: attention\n"
+                                        "layers: {dense: 1}\nselect: {topk: 6}\n"};
+    const char *file[4] = {"attsink_s.yaml", "attkvb_s.yaml", "attpyr_s.yaml", "attdense_s.yaml"};
+    const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
+    for (int c = 0; c < 4; c++) {
         const policy_ops *p;
         errbuf e = {{0}};
         ck_assert_msg(policy_compose_load(th_file(&td, file[c], yaml[c]), &p, &e) == MS_OK, "%s",
                       e.msg);
-        const scase att = {p->name, {c ? "kv_budget=0.5" : NULL}, c};
+        const scase att = {p->name, {c == 1 ? "kv_budget=0.5" : NULL}, c == 1};
         for (int i = 0; i < 2; i++)
             for (int j = 0; j < 2; j++)
                 same_as_cost_path(&att, pn[i], lay[j]);

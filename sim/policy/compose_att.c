@@ -26,7 +26,7 @@
 int compose_att_shaped(const cspec *sp)
 {
     return sp->score == SC_ATT && sp->when == W_STEP && !sp->permanent && sp->sel == K_TOPK &&
-           !sp->share_all && sp->lshare <= 1 && !sp->pyramid && !sp->cluster && sp->every <= 1 &&
+           !sp->share_all && sp->lshare <= 1 && !sp->cluster && sp->every <= 1 &&
            sp->page <= 1;
 }
 

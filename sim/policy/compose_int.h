@@ -108,7 +108,8 @@ void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t 
 float compose_rnd(uint64_t seed, uint32_t l, uint32_t g, uint32_t j);
 
 /* An attention-scored token composition re-selecting at every step (accumulated, or the newest
- * row's: last), per KV head, with a recent window and sinks (public rows before the candidates):
+ * row's: last), per KV head (a pyramid: each layer its count), with a recent window and sinks
+ * (public rows before the candidates):
  * its ops on real operands (compose_att.c), the selection of step T made at the step before from
  * the scores select() ranks. compose_att_shaped: its blocks; compose.c checks the budgets (r ≥ 1,
  * a top k of tokens below every step's candidates). The budget of the selection the step attends
