@@ -2,10 +2,11 @@
  * permanent`) on mpcsim's operands (sim/policy/compose_att.c): the accumulated attention and the
  * newest query's row, a recent window of 4 and the top 6 of the other cached entries, beside 2
  * attention sinks, and under a kv_budget fraction (the top-k the rest of round(F·T) entries at T
- * cached), with PyramidKV's per-layer counts and with a dense first layer. `policy check` runs
- * their ops against select(), `validate --policy` on secret shares
- * (semi2k, aby3): no replayed kept sets, every op's bytes and rounds as predicted, every decode
- * mask equal to select() over the session's own values. */
+ * cached), with PyramidKV's per-layer counts, with a dense first layer and selecting every N
+ * steps (the steps between attend the last selection and every entry cached since). `policy check`
+ * runs their ops against select(), `validate --policy` on secret shares (semi2k, aby3): no replayed
+ * kept sets, every op's bytes and rounds as predicted, every decode mask equal to select() over the
+ * session's own values. */
 #include <check.h>
 #include <stdio.h>
 #include <string.h>
@@ -84,6 +85,25 @@ static const char dense_yaml[] = "name: attdense_t\n"
                                  "score: {attention: {accumulate: false}}\n"
                                  "layers: {dense: 1}\n"
                                  "select: {topk: 6}\n";
+
+/* Every 2 steps: the steps between attend the last selection's rows and the entries cached since
+ * (the scores still updated at every step). */
+static const char every_yaml[] = "name: attevery_t\n"
+                                 "summary: a window and the top entries, every 2 steps\n"
+                                 "recent: 4\n"
+                                 "score: attention\n"
+                                 "when: {every: 2}\n"
+                                 "select: {topk: 6}\n";
+/* Every 3 steps beside 2 sinks under kv_budget 0.5 (the top-k of round(T0/2) − 6 at the selecting
+ * step T0), the newest row's scores. */
+static const char everys_yaml[] = "name: atteverys_t\n"
+                                  "summary: sinks, a window and half the cache, every 3 steps\n"
+                                  "sinks: 2\n"
+                                  "recent: 4\n"
+                                  "score: {attention: {accumulate: false}}\n"
+                                  "when: {every: 3}\n"
+                                  "select: {topk: 6}\n"
+                                  "kv_budget: {recent: fixed}\n";
 
 /* Every mask of the check's 32 decode steps chosen by the ops: stories260K's 5 layers × 4 KV
  * heads × 32 steps (every step has more candidates beyond the sinks and window than its top-k);
@@ -203,6 +223,23 @@ START_TEST(test_att_layers_shares)
 }
 END_TEST
 
+START_TEST(test_check_att_every)
+{
+    check_on("every.yaml", every_yaml, "attevery_t", "");
+    check_on("everys.yaml", everys_yaml, "atteverys_t", "--param kv_budget=0.5");
+}
+END_TEST
+
+START_TEST(test_att_every_shares)
+{
+    const char *kb = "--policy-param kv_budget=0.5";
+    shares_on("semi2k", "every.yaml", every_yaml, "attevery_t");
+    shares_on("aby3", "every.yaml", every_yaml, "attevery_t");
+    shares_with("semi2k", "everys.yaml", everys_yaml, "atteverys_t", kb);
+    shares_with("aby3", "everys.yaml", everys_yaml, "atteverys_t", kb);
+}
+END_TEST
+
 Suite *attcomp_suite(void)
 {
     Suite *s = suite_create("attcomp");
@@ -210,6 +247,7 @@ Suite *attcomp_suite(void)
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_check_att_blocks, test_att_last_shares, test_att_acc_shares,
              test_check_att_sinks, test_check_att_kv_budget, test_att_sinks_shares,
-             test_att_kv_budget_shares, test_check_att_layers, test_att_layers_shares);
+             test_att_kv_budget_shares, test_check_att_layers, test_att_layers_shares,
+             test_check_att_every, test_att_every_shares);
     return s;
 }

@@ -464,10 +464,11 @@ END_TEST
 /* The same beside 2 sinks (the attended table [sinks | gathered | window]), under kv_budget 0.5
  * (2 sinks, a window of 4 and the top-k the rest of round(T/2): 10 … 12 at 32 … 35 cached, the
  * state resized at each step), with a pyramid of per-layer counts (capacity 10, β 2: top-k 9 … 5
- * over the 5 layers) and with a dense first layer. */
+ * over the 5 layers), with a dense first layer, and every 3 steps beside 2 sinks (the steps at 33
+ * and 34 cached attend the selection made for 32 and the entries cached since: no top-k). */
 START_TEST(test_scsec_cost_path_att_sinks)
 {
-    static const char *const yaml[4] = {"name: attsink_s\nsinks: 2\nrecent: 4\n"
+    static const char *const yaml[5] = {"name: attsink_s\nsinks: 2\nrecent: 4\n"
                                         "score: attention\nselect: {topk: 6}\n",
                                         "name: attkvb_s\nsinks: 2\nrecent: 4\n"
                                         "score: {attention: {accumulate: false}}\n"
@@ -476,10 +477,14 @@ START_TEST(test_scsec_cost_path_att_sinks)
                                         "layers: {pyramid: {beta: 2}}\n"
                                         "select: {topk: {capacity: 10}}\n",
                                         "name: attdense_s\nrecent: 4\nscore: attention\n"
-                                        "layers: {dense: 1}\nselect: {topk: 6}\n"};
-    const char *file[4] = {"attsink_s.yaml", "attkvb_s.yaml", "attpyr_s.yaml", "attdense_s.yaml"};
+                                        "layers: {dense: 1}\nselect: {topk: 6}\n",
+                                        "name: attevery_s\nsinks: 2\nrecent: 4\n"
+                                        "score: attention\nwhen: {every: 3}\n"
+                                        "select: {topk: 6}\n"};
+    const char *file[5] = {"attsink_s.yaml", "attkvb_s.yaml", "attpyr_s.yaml", "attdense_s.yaml",
+                           "attevery_s.yaml"};
     const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
-    for (int c = 0; c < 4; c++) {
+    for (int c = 0; c < 5; c++) {
         const policy_ops *p;
         errbuf e = {{0}};
         ck_assert_msg(policy_compose_load(th_file(&td, file[c], yaml[c]), &p, &e) == MS_OK, "%s",

@@ -596,7 +596,7 @@ static int cs_select(void *st, uint32_t layer, uint32_t pos, const float *q, uin
     }
     layer = lead; /* a follower reads its leader's state (its rows: the leader's scores) */
     if (s->sp->when == W_STEP && !s->sp->permanent && s->every > 1) {
-        if ((pos - P) % s->every == 0 || s->sel_at[layer] == 0) {
+        if (((pos - P) % s->every == 0 || !s->sel_at[layer]) && s->sel_at[layer] != pos + 1) {
             select_alive(s, layer, pos, q, 0, Hkv);
             s->sel_at[layer] = pos;
         }
@@ -817,20 +817,19 @@ static int cs_emit_window(cstate *s, int phase, uint32_t layer, uint32_t kv_len,
     return policy_emit_done(&b, s->sl->name, e);
 }
 
-/* Attention re-selected at every step on real operands (compose_att.c) where budgets fit. */
+static void att_budget(const void *st, uint32_t layer, uint32_t T, compose_att_budget *u)
+{
+    budget(st, layer, T, &u->sinks, &u->recent, &u->k);
+}
+
+/* Attention re-selected at every step or every N on real operands (compose_att.c). */
 static int att_real(const cstate *s, uint32_t layer, uint32_t T, int pre, compose_att *a)
 {
     const policy_env *v = &s->env;
-    for (uint32_t n = v->prompt_len; n <= v->max_len; n = s->frac > 0 ? n + 1 : v->max_len + 1) {
-        budget(s, layer, n, &a->cur.sinks, &a->cur.recent, &a->cur.k);
-        if (!compose_att_shaped(s->sp) || !compose_att_fits(&a->cur, n))
-            return 0;
-    }
-    const float *sc = s->score + (size_t)layer * v->n_kv_heads * v->max_len;
-    *a = (compose_att){v, {0, 0, 0}, {0, 0, 0}, s->sp->att_last, s->frac > 0, sc};
-    budget(s, layer, T, &a->cur.sinks, &a->cur.recent, &a->cur.k);
-    budget(s, layer, pre ? T : T + 1, &a->nxt.sinks, &a->nxt.recent, &a->nxt.k);
-    return 1;
+    *a = (compose_att){.env = v, .st = s, .layer = layer, .budget = att_budget};
+    a->last = s->sp->att_last, a->frac = s->frac > 0, a->every = s->every;
+    a->score = s->score + (size_t)layer * v->n_kv_heads * v->max_len;
+    return compose_att_shaped(s->sp) && compose_att_setup(a, T, pre);
 }
 
 /* policy_ops.choice / adopt of an attention selection on real operands (compose_att.c). */

@@ -26,16 +26,17 @@
 int compose_att_shaped(const cspec *sp)
 {
     return sp->score == SC_ATT && sp->when == W_STEP && !sp->permanent && sp->sel == K_TOPK &&
-           !sp->share_all && sp->lshare <= 1 && !sp->cluster && sp->every <= 1 &&
-           sp->page <= 1;
+           !sp->share_all && sp->lshare <= 1 && !sp->cluster && sp->page <= 1;
 }
 
-/* The state tensor nm (Hkv, rows, cols), named by its size n when the budget varies. */
+/* The state tensor nm (Hkv, rows, cols), named by its size n where that changes from step to step
+ * (a kv_budget fraction, every N: a state keeps its shape from the program writing it to the one
+ * reading it). */
 static uint32_t att_state(opb *b, const compose_att *a, const char *nm, uint32_t n, uint32_t rows,
                           uint32_t cols)
 {
     char full[32];
-    if (a->vary)
+    if (a->frac || a->every > 1)
         snprintf(full, sizeof full, "%s%u", nm, n);
     else
         snprintf(full, sizeof full, "%s", nm);
@@ -80,6 +81,8 @@ static double tie_bound(const compose_att *a, uint32_t T)
 
 int compose_att_choice(const compose_att *a, const uint8_t *alive, uint32_t pos, policy_choice *c)
 {
+    if (a->at != pos)
+        return 0; /* every N: the kept set of an earlier selection (adopted there) */
     *c = (policy_choice){pos, a->env->max_len, a->score, alive, tie_bound(a, pos)};
     return 1;
 }
@@ -93,9 +96,19 @@ void compose_att_adopt(const policy_env *v, uint8_t *alive, uint32_t *sel_at, ui
     sel_at[layer] = pos + 1;
 }
 
-int compose_att_fits(const compose_att_budget *u, uint32_t n)
+int compose_att_setup(compose_att *a, uint32_t T, int pre)
 {
-    return u->recent && u->k && (uint64_t)u->sinks + u->k + u->recent < n;
+    uint32_t P = a->env->prompt_len, N = a->every;
+    for (uint32_t n = P; n <= a->env->max_len; n = a->frac ? n + 1 : a->env->max_len + 1) {
+        a->budget(a->st, a->layer, n, &a->cur); /* fixed: the prompt's, the fewest candidates */
+        if (!a->cur.recent || !a->cur.k || (uint64_t)a->cur.sinks + a->cur.k + a->cur.recent >= n)
+            return 0;
+    }
+    a->at = pre ? T : T - (T - P) % N;
+    a->picks = pre || (T + 1 - P) % N == 0;
+    a->budget(a->st, a->layer, a->at, &a->cur);
+    a->budget(a->st, a->layer, pre ? T : T + 1, &a->nxt);
+    return 1;
 }
 
 int compose_att_emit(const compose_att *a, int phase, uint32_t layer, uint32_t kv_len,
@@ -104,22 +117,24 @@ int compose_att_emit(const compose_att *a, int phase, uint32_t layer, uint32_t k
     const policy_env *v = a->env;
     uint32_t H = v->n_heads, Hkv = v->n_kv_heads, G = H / Hkv, d2 = 2 * v->head_dim, T = kv_len;
     const compose_att_budget *c = &a->cur, *n = &a->nxt;
-    uint32_t s = c->sinks, k = c->k, r = c->recent, m = s + k + r;
-    uint32_t ns = n->sinks, nk = n->k, nr = n->recent, nm = ns + nk + nr;
+    /* the attended table: the s sinks, k gathered rows, then every position from the end of the
+     * selection's candidates c1 on (its window; every N: and the entries cached since) */
+    uint32_t s = c->sinks, k = c->k, c1 = a->at - c->recent, w = T - c1, m = s + k + w;
+    uint32_t ns = n->sinks, nk = n->k, nr = n->recent, nm = a->picks ? ns + nk + nr : m + 1;
     opb b;
     opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
     uint32_t sc = opb_shared(&b, "cmp.att", OPT_CACHE, Hkv, v->max_len, 1);
-    uint32_t noht = att_state(&b, a, "cmp.oht", nk, v->max_len, nk);
     uint32_t nsel = att_state(&b, a, "cmp.sel", nm, nm, d2);
     uint32_t kv = pcheck_input(&b, PCHECK_IN_KV, Hkv, T, d2);
     if (phase == PHASE_PREFILL) {
         /* COST: the group's prompt rows summed per entry (every row, or the last one): a product
          * with public ones, local */
-        uint32_t w = a->last ? 1 : T;
-        uint32_t att = pcheck_input(&b, PCHECK_IN_PROMPT_ATT, H, w, T);
-        opb_put(&b, opb_colsum(&b, att, Hkv, G * w, T, "cmp.prompt_sum"), sc, Hkv, 0, T, 1);
+        uint32_t rows = a->last ? 1 : T;
+        uint32_t att = pcheck_input(&b, PCHECK_IN_PROMPT_ATT, H, rows, T);
+        opb_put(&b, opb_colsum(&b, att, Hkv, G * rows, T, "cmp.prompt_sum"), sc, Hkv, 0, T, 1);
         /* COST: the first step's selection: a top-k of [s, T − r), the gather of their rows,
          * the sinks' and the window's rows copied (local) */
+        uint32_t noht = att_state(&b, a, "cmp.oht", nk, v->max_len, nk);
         next_topk(&b, a, n, sc, kv, noht, nsel, T - nr - ns);
         opb_put(&b, opb_rows(&b, kv, Hkv, T - nr, nr, d2, "cmp.next_win"), nsel, Hkv, ns + nk, nr,
                 d2);
@@ -130,19 +145,19 @@ int compose_att_emit(const compose_att *a, int phase, uint32_t layer, uint32_t k
     /* the ranked scores as the step began (the tie check's), a copy before their update */
     uint32_t rank = opb_rows(&b, sc, Hkv, 0, T, 1, "cmp.rank");
     /* COST: the group sums of the step's attention over its slots (a product with public ones:
-     * local), in slot order: the s sinks, the k gathered rows, the window's r, the new entry */
+     * local), in slot order: the s sinks, the k gathered rows, the w from c1 on, the new entry */
     uint32_t att = pcheck_input(&b, PCHECK_IN_ATT_SLOTS, H, 1, m + 1);
     uint32_t gs = opb_colsum(&b, att, Hkv, G, m + 1, "cmp.slot_sum"); /* (Hkv, m + 1, 1) */
-    /* COST: the gathered rows' sums back to their positions [s, T − r): the transposed one-hot
-     * of the top-k that chose them times the sums (a GATHER of 0/1 rows: no truncation) */
-    uint32_t ncp = T - r - s, row = opb_tensor(&b, "cmp.row", OPT_TEMP, Hkv, T + 1, 1);
+    /* COST: the gathered rows' sums back to their positions [s, c1): the transposed one-hot of
+     * the top-k that chose them times the sums (a GATHER of 0/1 rows: no truncation) */
+    uint32_t ncp = c1 - s, row = opb_tensor(&b, "cmp.row", OPT_TEMP, Hkv, T + 1, 1);
     uint32_t sp = opb_tensor(&b, "cmp.scatter", OPT_TEMP, Hkv, ncp, 1);
     opb_op(&b, OP_GATHER, Hkv, ncp, k, 1, opb_rows(&b, oht, Hkv, 0, ncp, k, "cmp.oht_cand"),
            opb_rows(&b, gs, Hkv, s, k, 1, "cmp.slot_sel"), OP_NONE, sp, OPF_NO_TRUNC, 0, 0);
     if (s)
         opb_put(&b, opb_rows(&b, gs, Hkv, 0, s, 1, "cmp.slot_sinks"), row, Hkv, 0, s, 1);
     opb_put(&b, sp, row, Hkv, s, ncp, 1);
-    opb_put(&b, opb_rows(&b, gs, Hkv, s + k, r + 1, 1, "cmp.slot_win"), row, Hkv, T - r, r + 1, 1);
+    opb_put(&b, opb_rows(&b, gs, Hkv, s + k, w + 1, 1, "cmp.slot_win"), row, Hkv, c1, w + 1, 1);
     if (a->last) { /* the newest row replaces the scores */
         opb_put(&b, row, sc, Hkv, 0, T + 1, 1);
     } else { /* COST: added to the carried sums (local); the new entry's is its first */
@@ -152,16 +167,22 @@ int compose_att_emit(const compose_att *a, int phase, uint32_t layer, uint32_t k
         opb_put(&b, acc, sc, Hkv, 0, T, 1);
         opb_put(&b, opb_rows(&b, row, Hkv, T, 1, 1, "cmp.row_new"), sc, Hkv, T, 1, 1);
     }
-    /* COST: the next step's selection: a top-k of [s', T + 1 − r'), the gather of their rows;
-     * its sinks' rows and its window: the cached rows [T + 1 − r', T) and the new entry's
-     * (local copies) */
-    next_topk(&b, a, n, sc, kv, noht, nsel, T + 1 - nr - ns);
-    if (nr > 1)
-        opb_put(&b, opb_rows(&b, kv, Hkv, T + 1 - nr, nr - 1, d2, "cmp.next_win"), nsel, Hkv,
-                ns + nk, nr - 1, d2);
-    opb_put(&b, pcheck_input(&b, PCHECK_IN_KV_NEW, Hkv, 1, d2), nsel, Hkv, nm - 1, 1, d2);
-    /* the rows chosen at the step before: every cached entry's candidates are [s, T − r), the
-     * sinks' and the window's rows gathered alongside (public positions, kept by both) */
+    uint32_t knew = pcheck_input(&b, PCHECK_IN_KV_NEW, Hkv, 1, d2);
+    if (a->picks) {
+        /* COST: the next step's selection: a top-k of [s', T + 1 − r'), the gather of their
+         * rows; its sinks' rows and its window: the cached rows [T + 1 − r', T) and the new
+         * entry's (local copies) */
+        uint32_t noht = att_state(&b, a, "cmp.oht", nk, v->max_len, nk);
+        next_topk(&b, a, n, sc, kv, noht, nsel, T + 1 - nr - ns);
+        if (nr > 1)
+            opb_put(&b, opb_rows(&b, kv, Hkv, T + 1 - nr, nr - 1, d2, "cmp.next_win"), nsel, Hkv,
+                    ns + nk, nr - 1, d2);
+    } else { /* every N, between selections: the same rows and the new entry's (local) */
+        opb_put(&b, opb_rows(&b, sel, Hkv, 0, m, d2, "cmp.keep"), nsel, Hkv, 0, m, d2);
+    }
+    opb_put(&b, knew, nsel, Hkv, nm - 1, 1, d2);
+    /* the rows chosen at the selecting step: every cached entry's candidates are [s, c1), the
+     * sinks' rows and those from c1 on gathered alongside (public positions, kept by both) */
     pcheck_selection(&b, sel, m, 0, T, rank, tie_bound(a, T));
     return policy_emit_done(&b, name, e);
 }

@@ -108,27 +108,35 @@ void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t 
 float compose_rnd(uint64_t seed, uint32_t l, uint32_t g, uint32_t j);
 
 /* An attention-scored token composition re-selecting at every step (accumulated, or the newest
- * row's: last), per KV head (a pyramid: each layer its count), with a recent window and sinks
- * (public rows before the candidates):
- * its ops on real operands (compose_att.c), the selection of step T made at the step before from
- * the scores select() ranks. compose_att_shaped: its blocks; compose.c checks the budgets (r ≥ 1,
- * a top k of tokens below every step's candidates). The budget of the selection the step attends
- * (cur: select()'s at the step's kv_len) and of the one it makes for the next step (nxt: at
- * kv_len + 1, at the prompt the first step's); vary: they change with the cached count (a
- * kv_budget fraction), so the state holding a selection is named by its size. */
+ * row's: last) or every N steps, per KV head (a pyramid: each layer its count), with a recent
+ * window and sinks (public rows before the candidates): its ops on real operands
+ * (compose_att.c), the selection of step T made at the step before from the scores select()
+ * ranks. compose_att_shaped: its blocks. budget: select()'s sinks, window and top-k of layer over
+ * T cached entries (compose.c budget), changing with T where frac (a kv_budget fraction). */
 typedef struct compose_att_budget {
     uint32_t sinks, k, recent;
 } compose_att_budget;
 typedef struct compose_att {
     const policy_env *env;
-    compose_att_budget cur, nxt;
-    int last, vary;
+    const void *st;
+    uint32_t layer;
+    void (*budget)(const void *st, uint32_t layer, uint32_t T, compose_att_budget *u);
+    int last, frac;
+    uint32_t every;
     const float *score; /* the layer's carried scores, Hkv × max_len (the tie bound's) */
+    /* compose_att_setup's, for one step: the budget of the selection it attends (cur: select()'s
+     * at position at, the step's kv_len or with every N the last selecting step's, every entry
+     * cached since kept) and of the one it makes (nxt: at kv_len + 1, at the prompt the first
+     * step's; picks: whether the next step selects) */
+    compose_att_budget cur, nxt;
+    uint32_t at;
+    int picks;
 } compose_att;
+/* Sets a up for the step at kv_len T (pre: the prompt's); 0 where a budget does not fit at some
+ * cached count from the prompt on (no window, or no top-k below the candidates): then the
+ * composition keeps the replay's kept sets. */
+int compose_att_setup(compose_att *a, uint32_t T, int pre);
 int compose_att_shaped(const cspec *sp);
-/* Whether budget u fits a selection over n cached entries: a window, a top-k below the candidates
- * (compose.c checks every n from the prompt on, or the prompt's alone for a budget fixed in n). */
-int compose_att_fits(const compose_att_budget *u, uint32_t n);
 int compose_att_emit(const compose_att *a, int phase, uint32_t layer, uint32_t kv_len,
                      op_program *prog, const char *name, errbuf *e);
 /* policy_ops.choice of select()'s kept rows alive (Hkv rows max_len apart) at position pos: each
