@@ -105,6 +105,25 @@ static const char everys_yaml[] = "name: atteverys_t\n"
                                   "select: {topk: 6}\n"
                                   "kv_budget: {recent: fixed}\n";
 
+/* One selection per layer: the top 6 of every head's accumulated attention summed. */
+static const char shl_yaml[] = "name: attshl_t\n"
+                               "summary: a window and the layer's top entries\n"
+                               "recent: 4\n"
+                               "score: attention\n"
+                               "share: layer\n"
+                               "select: {topk: 6}\n";
+/* The same from the heads' newest rows (select() ranks their mean, the ops their sum), beside 2
+ * sinks, every 2 steps, under kv_budget 0.5. */
+static const char shls_yaml[] = "name: attshls_t\n"
+                                "summary: sinks, a window and the layer's top entries\n"
+                                "sinks: 2\n"
+                                "recent: 4\n"
+                                "score: {attention: {accumulate: false}}\n"
+                                "share: layer\n"
+                                "when: {every: 2}\n"
+                                "select: {topk: 6}\n"
+                                "kv_budget: {recent: fixed}\n";
+
 /* Every mask of the check's 32 decode steps chosen by the ops: stories260K's 5 layers × 4 KV
  * heads × 32 steps (every step has more candidates beyond the sinks and window than its top-k);
  * param: a --param of the check, or "". */
@@ -240,6 +259,23 @@ START_TEST(test_att_every_shares)
 }
 END_TEST
 
+START_TEST(test_check_att_share_layer)
+{
+    check_on("shl.yaml", shl_yaml, "attshl_t", "");
+    check_on("shls.yaml", shls_yaml, "attshls_t", "--param kv_budget=0.5");
+}
+END_TEST
+
+START_TEST(test_att_share_layer_shares)
+{
+    const char *kb = "--policy-param kv_budget=0.5";
+    shares_on("semi2k", "shl.yaml", shl_yaml, "attshl_t");
+    shares_on("aby3", "shl.yaml", shl_yaml, "attshl_t");
+    shares_with("semi2k", "shls.yaml", shls_yaml, "attshls_t", kb);
+    shares_with("aby3", "shls.yaml", shls_yaml, "attshls_t", kb);
+}
+END_TEST
+
 Suite *attcomp_suite(void)
 {
     Suite *s = suite_create("attcomp");
@@ -248,6 +284,7 @@ Suite *attcomp_suite(void)
     TH_TESTS(tc, test_check_att_blocks, test_att_last_shares, test_att_acc_shares,
              test_check_att_sinks, test_check_att_kv_budget, test_att_sinks_shares,
              test_att_kv_budget_shares, test_check_att_layers, test_att_layers_shares,
-             test_check_att_every, test_att_every_shares);
+             test_check_att_every, test_att_every_shares, test_check_att_share_layer,
+             test_att_share_layer_shares);
     return s;
 }

@@ -465,10 +465,11 @@ END_TEST
  * (2 sinks, a window of 4 and the top-k the rest of round(T/2): 10 … 12 at 32 … 35 cached, the
  * state resized at each step), with a pyramid of per-layer counts (capacity 10, β 2: top-k 9 … 5
  * over the 5 layers), with a dense first layer, and every 3 steps beside 2 sinks (the steps at 33
- * and 34 cached attend the selection made for 32 and the entries cached since: no top-k). */
+ * and 34 cached attend the selection made for 32 and the entries cached since: no top-k), and one
+ * selection per layer from the heads' newest rows (`share: layer`). */
 START_TEST(test_scsec_cost_path_att_sinks)
 {
-    static const char *const yaml[5] = {"name: attsink_s\nsinks: 2\nrecent: 4\n"
+    static const char *const yaml[6] = {"name: attsink_s\nsinks: 2\nrecent: 4\n"
                                         "score: attention\nselect: {topk: 6}\n",
                                         "name: attkvb_s\nsinks: 2\nrecent: 4\n"
                                         "score: {attention: {accumulate: false}}\n"
@@ -480,11 +481,14 @@ START_TEST(test_scsec_cost_path_att_sinks)
                                         "layers: {dense: 1}\nselect: {topk: 6}\n",
                                         "name: attevery_s\nsinks: 2\nrecent: 4\n"
                                         "score: attention\nwhen: {every: 3}\n"
-                                        "select: {topk: 6}\n"};
-    const char *file[5] = {"attsink_s.yaml", "attkvb_s.yaml", "attpyr_s.yaml", "attdense_s.yaml",
-                           "attevery_s.yaml"};
+                                        "select: {topk: 6}\n",
+                                        "name: attshl_s\nrecent: 4\n"
+                                        "score: {attention: {accumulate: false}}\n"
+                                        "share: layer\nselect: {topk: 6}\n"};
+    const char *file[6] = {"attsink_s.yaml",  "attkvb_s.yaml",   "attpyr_s.yaml",
+                           "attdense_s.yaml", "attevery_s.yaml", "attshl_s.yaml"};
     const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
-    for (int c = 0; c < 5; c++) {
+    for (int c = 0; c < 6; c++) {
         const policy_ops *p;
         errbuf e = {{0}};
         ck_assert_msg(policy_compose_load(th_file(&td, file[c], yaml[c]), &p, &e) == MS_OK, "%s",

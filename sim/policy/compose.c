@@ -828,6 +828,7 @@ static int att_real(const cstate *s, uint32_t layer, uint32_t T, int pre, compos
     const policy_env *v = &s->env;
     *a = (compose_att){.env = v, .st = s, .layer = layer, .budget = att_budget};
     a->last = s->sp->att_last, a->frac = s->frac > 0, a->every = s->every;
+    a->shared = s->sp->share_all;
     a->score = s->score + (size_t)layer * v->n_kv_heads * v->max_len;
     return compose_att_shaped(s->sp) && compose_att_setup(a, T, pre);
 }

@@ -26,36 +26,49 @@
 int compose_att_shaped(const cspec *sp)
 {
     return sp->score == SC_ATT && sp->when == W_STEP && !sp->permanent && sp->sel == K_TOPK &&
-           !sp->share_all && sp->lshare <= 1 && !sp->cluster && sp->page <= 1;
+           sp->lshare <= 1 && !sp->cluster && sp->page <= 1;
 }
 
-/* The state tensor nm (Hkv, rows, cols), named by its size n where that changes from step to step
+/* The state tensor nm (B, rows, cols), named by its size n where that changes from step to step
  * (a kv_budget fraction, every N: a state keeps its shape from the program writing it to the one
  * reading it). */
-static uint32_t att_state(opb *b, const compose_att *a, const char *nm, uint32_t n, uint32_t rows,
-                          uint32_t cols)
+static uint32_t att_state(opb *b, const compose_att *a, const char *nm, uint32_t n, uint32_t B,
+                          uint32_t rows, uint32_t cols)
 {
     char full[32];
     if (a->frac || a->every > 1)
         snprintf(full, sizeof full, "%s%u", nm, n);
     else
         snprintf(full, sizeof full, "%s", nm);
-    return opb_shared(b, full, OPT_CACHE, a->env->n_kv_heads, rows, cols);
+    return opb_shared(b, full, OPT_CACHE, B, rows, cols);
 }
 
-/* The top k of the candidates [s, s + nc) of the scores state sc (Hkv, max_len, 1) for the next
- * step (u: its budget): their one-hot rows transposed into the state oht (Hkv, max_len, k), row i
- * the candidate s + i; their cached rows from tab (Hkv, ≥ s + nc, 2d) into rows s … s + k − 1 of
- * the state sel (Hkv, s + k + r, 2d), after the sinks' rows (local copies). */
+/* A (1, n) row as Hkv copies (Hkv, n): a local product by public ones, then a transposition. */
+static uint32_t heads_copies(opb *b, uint32_t x, uint32_t Hkv, uint32_t n, const char *nm)
+{
+    uint32_t ones = opb_shared(b, "cmp.heads_ones", OPT_PUBLIC, 1, 1, Hkv);
+    uint32_t r =
+        opb_matmul_pub(b, x, ones, n, 1, Hkv, opb_tensor(b, "cmp.heads_t", OPT_TEMP, 1, n, Hkv));
+    return opb_transpose(b, r, 1, n, Hkv, nm);
+}
+
+/* The top k of the candidates [s, s + nc) of the scores state sc (Hs, max_len, 1) for the next
+ * step (u: its budget; Hs: Hkv, or 1 shared): their one-hot rows transposed into the state oht
+ * (Hs, max_len, k), row i the candidate s + i; their cached rows from tab (Hkv, ≥ s + nc, 2d)
+ * (shared: by the one-hot's Hkv copies, local) into rows s … s + k − 1 of the state sel (Hkv,
+ * s + k + r, 2d), after the sinks' rows (local copies). */
 static void next_topk(opb *b, const compose_att *a, const compose_att_budget *u, uint32_t sc,
                       uint32_t tab, uint32_t oht, uint32_t sel, uint32_t nc)
 {
-    uint32_t Hkv = a->env->n_kv_heads, k = u->k, s = u->sinks, d2 = 2 * a->env->head_dim;
-    uint32_t cand = opb_rows(b, sc, Hkv, s, nc, 1, "cmp.next_cand");
-    uint32_t row = opb_transpose(b, cand, Hkv, nc, 1, "cmp.next_row");
-    uint32_t oh = opb_tensor(b, "cmp.next_topk", OPT_TEMP, Hkv, k, nc);
-    opb_op(b, OP_TOPK, Hkv, 1, 0, nc, row, OP_NONE, OP_NONE, oh, 0, (int32_t)k, 0);
-    opb_put(b, opb_transpose(b, oh, Hkv, k, nc, "cmp.next_oht"), oht, Hkv, 0, nc, k);
+    uint32_t Hkv = a->env->n_kv_heads, Hs = a->shared ? 1 : Hkv, k = u->k, s = u->sinks;
+    uint32_t d2 = 2 * a->env->head_dim;
+    uint32_t cand = opb_rows(b, sc, Hs, s, nc, 1, "cmp.next_cand");
+    uint32_t row = opb_transpose(b, cand, Hs, nc, 1, "cmp.next_row");
+    uint32_t oh = opb_tensor(b, "cmp.next_topk", OPT_TEMP, Hs, k, nc);
+    opb_op(b, OP_TOPK, Hs, 1, 0, nc, row, OP_NONE, OP_NONE, oh, 0, (int32_t)k, 0);
+    opb_put(b, opb_transpose(b, oh, Hs, k, nc, "cmp.next_oht"), oht, Hs, 0, nc, k);
+    if (Hs != Hkv)
+        oh = heads_copies(b, oh, Hkv, k * nc, "cmp.next_topk_heads");
     uint32_t rows = opb_rows(b, tab, Hkv, s, nc, d2, "cmp.next_cand_kv");
     uint32_t out = opb_tensor(b, "cmp.next_gather", OPT_TEMP, Hkv, k, d2);
     opb_op(b, OP_GATHER, Hkv, k, nc, d2, oh, rows, OP_NONE, out, OPF_NO_TRUNC, 0, 0);
@@ -66,16 +79,18 @@ static void next_topk(opb *b, const compose_att *a, const compose_att_budget *u,
 
 /* The tie bound of the selection step T attends: the ops' scores are exact sums of
  * A fixed-point probabilities (A: the group's G rows of every query before T, or of the newest
- * one), each within 2⁻ᶠ of its float (`policy check` encodes them; on shares the audit observes the
- * opened values themselves), against select()'s float sums of A terms of at most M (relative 2⁻²⁴
- * each); two candidates' scores, twice. */
+ * one; shared, every head's H rows), each within 2⁻ᶠ of its float (`policy check` encodes them; on
+ * shares the audit observes the opened values themselves), against select()'s float sums of A
+ * terms of at most M (relative 2⁻²⁴ each); two candidates' scores, twice. In the ops' units (the
+ * newest row shared: select() ranks the heads' mean, the ops their sum, scale H). */
 static double tie_bound(const compose_att *a, uint32_t T)
 {
     const policy_env *v = a->env;
-    double M = 0, A = (double)(v->n_heads / v->n_kv_heads) * (a->last ? 1 : T);
-    for (uint32_t g = 0; g < v->n_kv_heads; g++)
+    uint32_t Hs = a->shared ? 1 : v->n_kv_heads, G = v->n_heads / Hs;
+    double M = 0, A = (double)G * (a->last ? 1 : T), scale = a->shared && a->last ? G : 1;
+    for (uint32_t g = 0; g < Hs; g++)
         for (uint32_t j = 0; j < T; j++)
-            M = fmax(M, a->score[(size_t)g * v->max_len + j]);
+            M = fmax(M, a->score[(size_t)g * v->max_len + j] * scale);
     return 2 * A * (ldexp(1, -pcheck_frac_bits()) + M * 0x1p-24);
 }
 
@@ -83,7 +98,10 @@ int compose_att_choice(const compose_att *a, const uint8_t *alive, uint32_t pos,
 {
     if (a->at != pos)
         return 0; /* every N: the kept set of an earlier selection (adopted there) */
-    *c = (policy_choice){pos, a->env->max_len, a->score, alive, tie_bound(a, pos)};
+    /* shared: one row of the layer's scores (select()'s units) */
+    double scale = a->shared && a->last ? a->env->n_heads : 1;
+    *c = (policy_choice){pos, a->shared ? 0 : a->env->max_len, a->score, alive,
+                         tie_bound(a, pos) / scale};
     return 1;
 }
 
@@ -115,7 +133,8 @@ int compose_att_emit(const compose_att *a, int phase, uint32_t layer, uint32_t k
                      op_program *prog, const char *name, errbuf *e)
 {
     const policy_env *v = a->env;
-    uint32_t H = v->n_heads, Hkv = v->n_kv_heads, G = H / Hkv, d2 = 2 * v->head_dim, T = kv_len;
+    uint32_t H = v->n_heads, Hkv = v->n_kv_heads, d2 = 2 * v->head_dim, T = kv_len;
+    uint32_t Hs = a->shared ? 1 : Hkv, G = H / Hs; /* the scores' rows, the query heads of each */
     const compose_att_budget *c = &a->cur, *n = &a->nxt;
     /* the attended table: the s sinks, k gathered rows, then every position from the end of the
      * selection's candidates c1 on (its window; every N: and the entries cached since) */
@@ -123,56 +142,57 @@ int compose_att_emit(const compose_att *a, int phase, uint32_t layer, uint32_t k
     uint32_t ns = n->sinks, nk = n->k, nr = n->recent, nm = a->picks ? ns + nk + nr : m + 1;
     opb b;
     opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
-    uint32_t sc = opb_shared(&b, "cmp.att", OPT_CACHE, Hkv, v->max_len, 1);
-    uint32_t nsel = att_state(&b, a, "cmp.sel", nm, nm, d2);
+    uint32_t sc = opb_shared(&b, "cmp.att", OPT_CACHE, Hs, v->max_len, 1);
+    uint32_t nsel = att_state(&b, a, "cmp.sel", nm, Hkv, nm, d2);
     uint32_t kv = pcheck_input(&b, PCHECK_IN_KV, Hkv, T, d2);
     if (phase == PHASE_PREFILL) {
-        /* COST: the group's prompt rows summed per entry (every row, or the last one): a product
-         * with public ones, local */
+        /* COST: the group's prompt rows summed per entry (every row, or the last one; shared:
+         * every head's): a product with public ones, local */
         uint32_t rows = a->last ? 1 : T;
         uint32_t att = pcheck_input(&b, PCHECK_IN_PROMPT_ATT, H, rows, T);
-        opb_put(&b, opb_colsum(&b, att, Hkv, G * rows, T, "cmp.prompt_sum"), sc, Hkv, 0, T, 1);
+        opb_put(&b, opb_colsum(&b, att, Hs, G * rows, T, "cmp.prompt_sum"), sc, Hs, 0, T, 1);
         /* COST: the first step's selection: a top-k of [s, T − r), the gather of their rows,
          * the sinks' and the window's rows copied (local) */
-        uint32_t noht = att_state(&b, a, "cmp.oht", nk, v->max_len, nk);
+        uint32_t noht = att_state(&b, a, "cmp.oht", nk, Hs, v->max_len, nk);
         next_topk(&b, a, n, sc, kv, noht, nsel, T - nr - ns);
         opb_put(&b, opb_rows(&b, kv, Hkv, T - nr, nr, d2, "cmp.next_win"), nsel, Hkv, ns + nk, nr,
                 d2);
         return policy_emit_done(&b, name, e);
     }
-    uint32_t oht = att_state(&b, a, "cmp.oht", k, v->max_len, k);
-    uint32_t sel = att_state(&b, a, "cmp.sel", m, m, d2);
+    uint32_t oht = att_state(&b, a, "cmp.oht", k, Hs, v->max_len, k);
+    uint32_t sel = att_state(&b, a, "cmp.sel", m, Hkv, m, d2);
     /* the ranked scores as the step began (the tie check's), a copy before their update */
-    uint32_t rank = opb_rows(&b, sc, Hkv, 0, T, 1, "cmp.rank");
+    uint32_t rank = opb_rows(&b, sc, Hs, 0, T, 1, "cmp.rank");
     /* COST: the group sums of the step's attention over its slots (a product with public ones:
-     * local), in slot order: the s sinks, the k gathered rows, the w from c1 on, the new entry */
+     * local; shared: every head's, the slots the same entries for each), in slot order: the s
+     * sinks, the k gathered rows, the w from c1 on, the new entry */
     uint32_t att = pcheck_input(&b, PCHECK_IN_ATT_SLOTS, H, 1, m + 1);
-    uint32_t gs = opb_colsum(&b, att, Hkv, G, m + 1, "cmp.slot_sum"); /* (Hkv, m + 1, 1) */
+    uint32_t gs = opb_colsum(&b, att, Hs, G, m + 1, "cmp.slot_sum"); /* (Hs, m + 1, 1) */
     /* COST: the gathered rows' sums back to their positions [s, c1): the transposed one-hot of
      * the top-k that chose them times the sums (a GATHER of 0/1 rows: no truncation) */
-    uint32_t ncp = c1 - s, row = opb_tensor(&b, "cmp.row", OPT_TEMP, Hkv, T + 1, 1);
-    uint32_t sp = opb_tensor(&b, "cmp.scatter", OPT_TEMP, Hkv, ncp, 1);
-    opb_op(&b, OP_GATHER, Hkv, ncp, k, 1, opb_rows(&b, oht, Hkv, 0, ncp, k, "cmp.oht_cand"),
-           opb_rows(&b, gs, Hkv, s, k, 1, "cmp.slot_sel"), OP_NONE, sp, OPF_NO_TRUNC, 0, 0);
+    uint32_t ncp = c1 - s, row = opb_tensor(&b, "cmp.row", OPT_TEMP, Hs, T + 1, 1);
+    uint32_t sp = opb_tensor(&b, "cmp.scatter", OPT_TEMP, Hs, ncp, 1);
+    opb_op(&b, OP_GATHER, Hs, ncp, k, 1, opb_rows(&b, oht, Hs, 0, ncp, k, "cmp.oht_cand"),
+           opb_rows(&b, gs, Hs, s, k, 1, "cmp.slot_sel"), OP_NONE, sp, OPF_NO_TRUNC, 0, 0);
     if (s)
-        opb_put(&b, opb_rows(&b, gs, Hkv, 0, s, 1, "cmp.slot_sinks"), row, Hkv, 0, s, 1);
-    opb_put(&b, sp, row, Hkv, s, ncp, 1);
-    opb_put(&b, opb_rows(&b, gs, Hkv, s + k, w + 1, 1, "cmp.slot_win"), row, Hkv, c1, w + 1, 1);
+        opb_put(&b, opb_rows(&b, gs, Hs, 0, s, 1, "cmp.slot_sinks"), row, Hs, 0, s, 1);
+    opb_put(&b, sp, row, Hs, s, ncp, 1);
+    opb_put(&b, opb_rows(&b, gs, Hs, s + k, w + 1, 1, "cmp.slot_win"), row, Hs, c1, w + 1, 1);
     if (a->last) { /* the newest row replaces the scores */
-        opb_put(&b, row, sc, Hkv, 0, T + 1, 1);
+        opb_put(&b, row, sc, Hs, 0, T + 1, 1);
     } else { /* COST: added to the carried sums (local); the new entry's is its first */
         uint32_t acc =
-            opb_op(&b, OP_ADD, Hkv, T, 0, 1, rank, opb_rows(&b, row, Hkv, 0, T, 1, "cmp.row_old"),
-                   OP_NONE, opb_tensor(&b, "cmp.acc", OPT_TEMP, Hkv, T, 1), 0, 0, 0);
-        opb_put(&b, acc, sc, Hkv, 0, T, 1);
-        opb_put(&b, opb_rows(&b, row, Hkv, T, 1, 1, "cmp.row_new"), sc, Hkv, T, 1, 1);
+            opb_op(&b, OP_ADD, Hs, T, 0, 1, rank, opb_rows(&b, row, Hs, 0, T, 1, "cmp.row_old"),
+                   OP_NONE, opb_tensor(&b, "cmp.acc", OPT_TEMP, Hs, T, 1), 0, 0, 0);
+        opb_put(&b, acc, sc, Hs, 0, T, 1);
+        opb_put(&b, opb_rows(&b, row, Hs, T, 1, 1, "cmp.row_new"), sc, Hs, T, 1, 1);
     }
     uint32_t knew = pcheck_input(&b, PCHECK_IN_KV_NEW, Hkv, 1, d2);
     if (a->picks) {
         /* COST: the next step's selection: a top-k of [s', T + 1 − r'), the gather of their
          * rows; its sinks' rows and its window: the cached rows [T + 1 − r', T) and the new
          * entry's (local copies) */
-        uint32_t noht = att_state(&b, a, "cmp.oht", nk, v->max_len, nk);
+        uint32_t noht = att_state(&b, a, "cmp.oht", nk, Hs, v->max_len, nk);
         next_topk(&b, a, n, sc, kv, noht, nsel, T + 1 - nr - ns);
         if (nr > 1)
             opb_put(&b, opb_rows(&b, kv, Hkv, T + 1 - nr, nr - 1, d2, "cmp.next_win"), nsel, Hkv,
@@ -183,6 +203,8 @@ int compose_att_emit(const compose_att *a, int phase, uint32_t layer, uint32_t k
     opb_put(&b, knew, nsel, Hkv, nm - 1, 1, d2);
     /* the rows chosen at the selecting step: every cached entry's candidates are [s, c1), the
      * sinks' rows and those from c1 on gathered alongside (public positions, kept by both) */
+    if (Hs != Hkv) /* the layer's scores as each KV head's, for the check's ties (local) */
+        rank = heads_copies(&b, rank, Hkv, T, "cmp.rank_heads");
     pcheck_selection(&b, sel, m, 0, T, rank, tie_bound(a, T));
     return policy_emit_done(&b, name, e);
 }

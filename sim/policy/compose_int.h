@@ -108,11 +108,12 @@ void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t 
 float compose_rnd(uint64_t seed, uint32_t l, uint32_t g, uint32_t j);
 
 /* An attention-scored token composition re-selecting at every step (accumulated, or the newest
- * row's: last) or every N steps, per KV head (a pyramid: each layer its count), with a recent
- * window and sinks (public rows before the candidates): its ops on real operands
- * (compose_att.c), the selection of step T made at the step before from the scores select()
- * ranks. compose_att_shaped: its blocks. budget: select()'s sinks, window and top-k of layer over
- * T cached entries (compose.c budget), changing with T where frac (a kv_budget fraction). */
+ * row's: last) or every N steps, per KV head or one per layer of every head's scores summed (a
+ * pyramid: each layer its count), with a recent window and sinks (public rows before the
+ * candidates): its ops on real operands (compose_att.c), the selection of step T made at the step
+ * before from the scores select() ranks. compose_att_shaped: its blocks. budget: select()'s sinks,
+ * window and top-k of layer over T cached entries (compose.c budget), changing with T where frac (a
+ * kv_budget fraction). */
 typedef struct compose_att_budget {
     uint32_t sinks, k, recent;
 } compose_att_budget;
@@ -121,7 +122,7 @@ typedef struct compose_att {
     const void *st;
     uint32_t layer;
     void (*budget)(const void *st, uint32_t layer, uint32_t T, compose_att_budget *u);
-    int last, frac;
+    int last, frac, shared; /* shared: one selection per layer (`share: layer`) */
     uint32_t every;
     const float *score; /* the layer's carried scores, Hkv × max_len (the tie bound's) */
     /* compose_att_setup's, for one step: the budget of the selection it attends (cur: select()'s
