@@ -15,7 +15,11 @@
  * rows' through the transposed one-hot of the top-k that chose them (a GATHER: a product of
  * integer 0/1 rows, exact). Under a kv_budget fraction the counts s, k, r are select()'s at each
  * cached count (compose.c budget): the step attends the selection sized for its kv_len and makes
- * the next one sized for kv_len + 1, each in a state named by its size. */
+ * the next one sized for kv_len + 1, each in a state named by its size. With `when: {every: N}`
+ * the steps between selections attend the last one's rows and every entry cached since (their
+ * state: the step before's, the new entry's row appended), the scores updated at every step.
+ * With `share: layer` one score row per layer (every query head's attention summed), one top-k,
+ * its one-hot copied to each KV head's gather. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
