@@ -1,9 +1,12 @@
 /* check_attcomp.c — attention-scored token compositions that re-select at every step (no `evict:
  * permanent`) on mpcsim's operands (sim/policy/compose_att.c): the accumulated attention and the
- * newest query's row, a recent window of 4 and the top 6 of the other cached entries. `policy
- * check` runs their ops against select(), `validate --policy` on secret shares (semi2k, aby3):
- * no replayed kept sets, every op's bytes and rounds as predicted, every decode mask equal to
- * select() over the session's own values. */
+ * newest query's row, a recent window of 4 and the top 6 of the other cached entries, beside 2
+ * attention sinks, and under a kv_budget fraction (the top-k the rest of round(F·T) entries at T
+ * cached), with PyramidKV's per-layer counts, with a dense first layer and selecting every N
+ * steps (the steps between attend the last selection and every entry cached since). `policy check`
+ * runs their ops against select(), `validate --policy` on secret shares (semi2k, aby3): no replayed
+ * kept sets, every op's bytes and rounds as predicted, every decode mask equal to select() over the
+ * session's own values. */
 #include <check.h>
 #include <stdio.h>
 #include <string.h>
@@ -24,37 +27,162 @@ static const char last_yaml[] = "name: attlast_t\n"
                                 "score: {attention: {accumulate: false}}\n"
                                 "select: {topk: 6}\n";
 
+static const char sink_yaml[] = "name: attsink_t\n"
+                                "summary: sinks, a window and the top entries by attention\n"
+                                "sinks: 2\n"
+                                "recent: 4\n"
+                                "score: attention\n"
+                                "select: {topk: 6}\n";
+static const char sinklast_yaml[] = "name: attsinklast_t\n"
+                                    "summary: sinks, a window and the top entries by the newest "
+                                    "row\n"
+                                    "sinks: 2\n"
+                                    "recent: 4\n"
+                                    "score: {attention: {accumulate: false}}\n"
+                                    "select: {topk: 6}\n";
+/* kv_budget 0.5 keeps n = round(T/2) of T cached entries (8 at the prompt of 16, 12 at 24): the 2
+ * sinks, the window of 4 and a top-k of n − 6 (2 … 6 over the validate's 9 steps, to 18 over the
+ * check's 32): its state changes size from step to step. */
+static const char kvb_yaml[] = "name: attkvb_t\n"
+                               "summary: sinks, a window and the top of half the cache\n"
+                               "sinks: 2\n"
+                               "recent: 4\n"
+                               "score: attention\n"
+                               "select: {topk: 6}\n"
+                               "kv_budget: {recent: fixed}\n";
+/* The same with the window a share of the budget: ⌈n'/2⌉ of the n' = n − 2 entries beside the
+ * sinks, the top-k the rest (both grow with T). */
+static const char kvs_yaml[] = "name: attkvs_t\n"
+                               "summary: sinks, a window and the top-k sharing a budget\n"
+                               "sinks: 2\n"
+                               "recent: 4\n"
+                               "score: {attention: {accumulate: false}}\n"
+                               "select: {topk: 6}\n"
+                               "kv_budget: {recent: 0.5}\n";
+
+/* A pyramid (PyramidKV's counts of a capacity 10 beside the window of 4, β 2, over 5 layers at
+ * prompt 16: top-k 9, 8, 7, 6, 5 from layer 0 to 4, each below the 12 candidates). */
+static const char pyr_yaml[] = "name: attpyr_t\n"
+                               "summary: a window and a pyramid of top-k counts\n"
+                               "recent: 4\n"
+                               "score: attention\n"
+                               "layers: {pyramid: {beta: 2}}\n"
+                               "select: {topk: {capacity: 10}}\n";
+/* The same counts with 2 sinks under kv_budget 0.75 (capacity round(0.75·16) = 12 of which the
+ * sinks and window take 6), the newest row's scores. */
+static const char pyrs_yaml[] = "name: attpyrs_t\n"
+                                "summary: sinks, a window and a pyramid by the newest row\n"
+                                "sinks: 2\n"
+                                "recent: 4\n"
+                                "score: {attention: {accumulate: false}}\n"
+                                "layers: {pyramid: {beta: 2}}\n"
+                                "select: {topk: {capacity: 10}}\n"
+                                "kv_budget: {recent: fixed}\n";
+/* Layer 0 dense (every entry kept, no ops), the other 4 re-selecting. */
+static const char dense_yaml[] = "name: attdense_t\n"
+                                 "summary: a dense layer, then a window and the top entries\n"
+                                 "recent: 4\n"
+                                 "score: {attention: {accumulate: false}}\n"
+                                 "layers: {dense: 1}\n"
+                                 "select: {topk: 6}\n";
+
+/* Every 2 steps: the steps between attend the last selection's rows and the entries cached since
+ * (the scores still updated at every step). */
+static const char every_yaml[] = "name: attevery_t\n"
+                                 "summary: a window and the top entries, every 2 steps\n"
+                                 "recent: 4\n"
+                                 "score: attention\n"
+                                 "when: {every: 2}\n"
+                                 "select: {topk: 6}\n";
+/* Every 3 steps beside 2 sinks under kv_budget 0.5 (the top-k of round(T0/2) − 6 at the selecting
+ * step T0), the newest row's scores. */
+static const char everys_yaml[] = "name: atteverys_t\n"
+                                  "summary: sinks, a window and half the cache, every 3 steps\n"
+                                  "sinks: 2\n"
+                                  "recent: 4\n"
+                                  "score: {attention: {accumulate: false}}\n"
+                                  "when: {every: 3}\n"
+                                  "select: {topk: 6}\n"
+                                  "kv_budget: {recent: fixed}\n";
+
+/* One selection per layer: the top 6 of every head's accumulated attention summed. */
+static const char shl_yaml[] = "name: attshl_t\n"
+                               "summary: a window and the layer's top entries\n"
+                               "recent: 4\n"
+                               "score: attention\n"
+                               "share: layer\n"
+                               "select: {topk: 6}\n";
+/* The same from the heads' newest rows (select() ranks their mean, the ops their sum), beside 2
+ * sinks, every 2 steps, under kv_budget 0.5. */
+static const char shls_yaml[] = "name: attshls_t\n"
+                                "summary: sinks, a window and the layer's top entries\n"
+                                "sinks: 2\n"
+                                "recent: 4\n"
+                                "score: {attention: {accumulate: false}}\n"
+                                "share: layer\n"
+                                "when: {every: 2}\n"
+                                "select: {topk: 6}\n"
+                                "kv_budget: {recent: fixed}\n";
+
 /* Every mask of the check's 32 decode steps chosen by the ops: stories260K's 5 layers × 4 KV
- * heads × 32 steps (every step has 28 or more candidates beyond the window, above 6). */
-static void check_on(const char *file, const char *text, const char *name)
+ * heads × 32 steps (every step has more candidates beyond the sinks and window than its top-k);
+ * param: a --param of the check, or "". */
+static void check_layers(const char *file, const char *text, const char *name, const char *param,
+                         unsigned layers)
 {
     char out[1 << 13], want[64];
     snprintf(want, sizeof want, "%s: match", name);
-    th_cli_expect(out, sizeof out, 0, want, "policy check '%s'", th_file(&td, file, text));
-    ck_assert_uint_eq(th_chosen(out), 5 * 4 * 32);
+    th_cli_expect(out, sizeof out, 0, want, "policy check '%s' %s", th_file(&td, file, text),
+                  param);
+    ck_assert_uint_eq(th_chosen(out), layers * 4 * 32);
+}
+
+static void check_on(const char *file, const char *text, const char *name, const char *param)
+{
+    check_layers(file, text, name, param, 5);
 }
 
 START_TEST(test_check_att_blocks)
 {
-    check_on("acc.yaml", acc_yaml, "attacc_t");
-    check_on("last.yaml", last_yaml, "attlast_t");
+    check_on("acc.yaml", acc_yaml, "attacc_t", "");
+    check_on("last.yaml", last_yaml, "attlast_t", "");
+}
+END_TEST
+
+START_TEST(test_check_att_sinks)
+{
+    check_on("sink.yaml", sink_yaml, "attsink_t", "");
+    check_on("sinklast.yaml", sinklast_yaml, "attsinklast_t", "");
+}
+END_TEST
+
+START_TEST(test_check_att_kv_budget)
+{
+    check_on("kvb.yaml", kvb_yaml, "attkvb_t", "--param kv_budget=0.5");
+    check_on("kvs.yaml", kvs_yaml, "attkvs_t", "--param kv_budget=0.75");
 }
 END_TEST
 
 /* On shares, prompt 16 (12 candidates at the first step): its own selection, no NOTE, 160
  * masks (5 layers × 4 KV heads × 8 decode steps) equal to select() over the session's values. */
-static void shares_on(const char *proto, const char *file, const char *text, const char *name)
+static void shares_with(const char *proto, const char *file, const char *text, const char *name,
+                        const char *param)
 {
     char out[1 << 14], own[80];
     th_cli_expect(out, sizeof out, 0,
                   "bytes and rounds of every op of the 9 steps equal the "
                   "prediction: yes",
-                  "validate --model stories260K -p %s --accuracy 24 --prompt 16 --policy '%s'",
-                  proto, th_file(&td, file, text));
+                  "validate --model stories260K -p %s --accuracy 24 --prompt 16 --policy '%s' %s",
+                  proto, th_file(&td, file, text), param);
     ck_assert_msg(!strstr(out, "NOTE"), "%s", out);
     snprintf(own, sizeof own, "selection on shares from %s's own emitted ops", name);
     ck_assert_msg(strstr(out, own), "%s", out);
     th_own_select(out, 5 * 4 * 8);
+}
+
+static void shares_on(const char *proto, const char *file, const char *text, const char *name)
+{
+    shares_with(proto, file, text, name, "");
 }
 
 START_TEST(test_att_last_shares)
@@ -71,11 +199,92 @@ START_TEST(test_att_acc_shares)
 }
 END_TEST
 
+/* Beside 2 sinks (prompt 16: 10 candidates at the first step): the attended table is the
+ * sinks' rows, the gathered ones and the window's. */
+START_TEST(test_att_sinks_shares)
+{
+    shares_on("semi2k", "sink.yaml", sink_yaml, "attsink_t");
+    shares_on("aby3", "sink.yaml", sink_yaml, "attsink_t");
+    shares_on("semi2k", "sinklast.yaml", sinklast_yaml, "attsinklast_t");
+    shares_on("aby3", "sinklast.yaml", sinklast_yaml, "attsinklast_t");
+}
+END_TEST
+
+/* Under a kv_budget fraction: each step attends the selection sized for its cached count. */
+START_TEST(test_att_kv_budget_shares)
+{
+    const char *kb = "--policy-param kv_budget=0.5", *ks = "--policy-param kv_budget=0.75";
+    shares_with("semi2k", "kvb.yaml", kvb_yaml, "attkvb_t", kb);
+    shares_with("aby3", "kvb.yaml", kvb_yaml, "attkvb_t", kb);
+    shares_with("semi2k", "kvs.yaml", kvs_yaml, "attkvs_t", ks);
+    shares_with("aby3", "kvs.yaml", kvs_yaml, "attkvs_t", ks);
+}
+END_TEST
+
+/* Per-layer budgets: the dense layer's masks keep every entry (4 selecting layers chosen). */
+START_TEST(test_check_att_layers)
+{
+    check_on("pyr.yaml", pyr_yaml, "attpyr_t", "");
+    check_on("pyrs.yaml", pyrs_yaml, "attpyrs_t", "--param kv_budget=0.75");
+    check_layers("dense.yaml", dense_yaml, "attdense_t", "", 4);
+}
+END_TEST
+
+START_TEST(test_att_layers_shares)
+{
+    const char *kb = "--policy-param kv_budget=0.75";
+    shares_on("semi2k", "pyr.yaml", pyr_yaml, "attpyr_t");
+    shares_on("aby3", "pyr.yaml", pyr_yaml, "attpyr_t");
+    shares_with("semi2k", "pyrs.yaml", pyrs_yaml, "attpyrs_t", kb);
+    shares_with("aby3", "pyrs.yaml", pyrs_yaml, "attpyrs_t", kb);
+    shares_on("semi2k", "dense.yaml", dense_yaml, "attdense_t");
+    shares_on("aby3", "dense.yaml", dense_yaml, "attdense_t");
+}
+END_TEST
+
+START_TEST(test_check_att_every)
+{
+    check_on("every.yaml", every_yaml, "attevery_t", "");
+    check_on("everys.yaml", everys_yaml, "atteverys_t", "--param kv_budget=0.5");
+}
+END_TEST
+
+START_TEST(test_att_every_shares)
+{
+    const char *kb = "--policy-param kv_budget=0.5";
+    shares_on("semi2k", "every.yaml", every_yaml, "attevery_t");
+    shares_on("aby3", "every.yaml", every_yaml, "attevery_t");
+    shares_with("semi2k", "everys.yaml", everys_yaml, "atteverys_t", kb);
+    shares_with("aby3", "everys.yaml", everys_yaml, "atteverys_t", kb);
+}
+END_TEST
+
+START_TEST(test_check_att_share_layer)
+{
+    check_on("shl.yaml", shl_yaml, "attshl_t", "");
+    check_on("shls.yaml", shls_yaml, "attshls_t", "--param kv_budget=0.5");
+}
+END_TEST
+
+START_TEST(test_att_share_layer_shares)
+{
+    const char *kb = "--policy-param kv_budget=0.5";
+    shares_on("semi2k", "shl.yaml", shl_yaml, "attshl_t");
+    shares_on("aby3", "shl.yaml", shl_yaml, "attshl_t");
+    shares_with("semi2k", "shls.yaml", shls_yaml, "attshls_t", kb);
+    shares_with("aby3", "shls.yaml", shls_yaml, "attshls_t", kb);
+}
+END_TEST
+
 Suite *attcomp_suite(void)
 {
     Suite *s = suite_create("attcomp");
     TCase *tc = th_case(s, "core", 0);
     TESTDIR_USE(tc);
-    TH_TESTS(tc, test_check_att_blocks, test_att_last_shares, test_att_acc_shares);
+    TH_TESTS(tc, test_check_att_blocks, test_att_last_shares, test_att_acc_shares,
+             test_check_att_sinks, test_check_att_kv_budget, test_att_sinks_shares,
+             test_att_kv_budget_shares, test_check_att_layers, test_att_layers_shares,
+             test_check_att_every, test_att_every_shares, test_check_att_share_layer,
+             test_att_share_layer_shares);
     return s;
 }

@@ -461,6 +461,46 @@ START_TEST(test_scsec_cost_path_att)
 }
 END_TEST
 
+/* The same beside 2 sinks (the attended table [sinks | gathered | window]), under kv_budget 0.5
+ * (2 sinks, a window of 4 and the top-k the rest of round(T/2): 10 … 12 at 32 … 35 cached, the
+ * state resized at each step), with a pyramid of per-layer counts (capacity 10, β 2: top-k 9 … 5
+ * over the 5 layers), with a dense first layer, and every 3 steps beside 2 sinks (the steps at 33
+ * and 34 cached attend the selection made for 32 and the entries cached since: no top-k), and one
+ * selection per layer from the heads' newest rows (`share: layer`). */
+START_TEST(test_scsec_cost_path_att_sinks)
+{
+    static const char *const yaml[6] = {"name: attsink_s\nsinks: 2\nrecent: 4\n"
+                                        "score: attention\nselect: {topk: 6}\n",
+                                        "name: attkvb_s\nsinks: 2\nrecent: 4\n"
+                                        "score: {attention: {accumulate: false}}\n"
+                                        "select: {topk: 6}\nkv_budget: {recent: fixed}\n",
+                                        "name: attpyr_s\nrecent: 4\nscore: attention\n"
+                                        "layers: {pyramid: {beta: 2}}\n"
+                                        "select: {topk: {capacity: 10}}\n",
+                                        "name: attdense_s\nrecent: 4\nscore: attention\n"
+                                        "layers: {dense: 1}\nselect: {topk: 6}\n",
+                                        "name: attevery_s\nsinks: 2\nrecent: 4\n"
+                                        "score: attention\nwhen: {every: 3}\n"
+                                        "select: {topk: 6}\n",
+                                        "name: attshl_s\nrecent: 4\n"
+                                        "score: {attention: {accumulate: false}}\n"
+                                        "share: layer\nselect: {topk: 6}\n"};
+    const char *file[6] = {"attsink_s.yaml",  "attkvb_s.yaml",   "attpyr_s.yaml",
+                           "attdense_s.yaml", "attevery_s.yaml", "attshl_s.yaml"};
+    const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
+    for (int c = 0; c < 6; c++) {
+        const policy_ops *p;
+        errbuf e = {{0}};
+        ck_assert_msg(policy_compose_load(th_file(&td, file[c], yaml[c]), &p, &e) == MS_OK, "%s",
+                      e.msg);
+        const scase att = {p->name, {c == 1 ? "kv_budget=0.5" : NULL}, c == 1};
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                same_as_cost_path(&att, pn[i], lay[j]);
+    }
+}
+END_TEST
+
 /* A decode step lowered at C cached entries with layer 0's policy row gather (a one-hot
  * (Hkv, mu, ku) over units of U rows of 2d + e) spliced as the session splices it, the layer
  * attending `extra` entries besides the gathered rows and the new one (negative: fewer), its
@@ -717,8 +757,8 @@ Suite *scsec_suite(void)
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_scsec_mpcache, test_scsec_quest, test_scsec_dearer, test_scsec_quest_audit,
              test_scsec_cost_path, test_scsec_cost_path_blocks, test_scsec_cost_path_att,
-             test_scsec_rewrite, test_scsec_public, test_scsec_public_cost_path,
-             test_scsec_layer_cost_path,
+             test_scsec_cost_path_att_sinks, test_scsec_rewrite, test_scsec_public,
+             test_scsec_public_cost_path, test_scsec_layer_cost_path,
              test_scsec_kv_budget_pages_cost_path);
     return s;
 }

@@ -600,7 +600,7 @@ static int cs_select(void *st, uint32_t layer, uint32_t pos, const float *q, uin
     }
     layer = lead; /* a follower reads its leader's state (its rows: the leader's scores) */
     if (s->sp->when == W_STEP && !s->sp->permanent && s->every > 1) {
-        if ((pos - P) % s->every == 0 || s->sel_at[layer] == 0) {
+        if (((pos - P) % s->every == 0 || !s->sel_at[layer]) && s->sel_at[layer] != pos + 1) {
             select_alive(s, layer, pos, q, 0, Hkv);
             s->sel_at[layer] = pos;
         }
@@ -833,16 +833,20 @@ static int cs_emit_window(cstate *s, int phase, uint32_t layer, uint32_t kv_len,
     return policy_emit_done(&b, s->sl->name, e);
 }
 
-/* Attention re-selected at every step on real operands (compose_att.c) where the budget fits. */
-static int att_real(const cstate *s, uint32_t layer, compose_att *a)
+static void att_budget(const void *st, uint32_t layer, uint32_t T, compose_att_budget *u)
+{
+    budget(st, layer, T, &u->sinks, &u->recent, &u->k);
+}
+
+/* Attention re-selected at every step or every N on real operands (compose_att.c). */
+static int att_real(const cstate *s, uint32_t layer, uint32_t T, int pre, compose_att *a)
 {
     const policy_env *v = &s->env;
-    uint32_t sinks, r, k;
-    budget(s, layer, v->prompt_len, &sinks, &r, &k);
-    *a = (compose_att){v, k, r, s->sp->att_last,
-                       s->score + (size_t)layer * v->n_kv_heads * v->max_len};
-    return compose_att_shaped(s->sp) && s->frac <= 0 && !s->lk && !sinks && r && k &&
-           (uint64_t)k + r < v->prompt_len;
+    *a = (compose_att){.env = v, .st = s, .layer = layer, .budget = att_budget};
+    a->last = s->sp->att_last, a->frac = s->frac > 0, a->every = s->every;
+    a->shared = s->sp->share_all;
+    a->score = s->score + (size_t)layer * v->n_kv_heads * v->max_len;
+    return compose_att_shaped(s->sp) && compose_att_setup(a, T, pre);
 }
 
 /* policy_ops.choice / adopt of an attention selection on real operands (compose_att.c). */
@@ -850,7 +854,7 @@ static int cs_choice(void *st, uint32_t layer, uint32_t pos, uint32_t stage, pol
 {
     cstate *s = st;
     compose_att a;
-    if (stage || layer < s->dense || pos < s->env.prompt_len || !att_real(s, layer, &a))
+    if (stage || layer < s->dense || pos < s->env.prompt_len || !att_real(s, layer, pos, 0, &a))
         return 0;
     return compose_att_choice(&a, s->alive + (a.score - s->score), pos, c);
 }
@@ -859,8 +863,7 @@ static int cs_adopt(void *st, uint32_t layer, uint32_t pos, uint32_t stage, cons
                     errbuf *e)
 {
     cstate *s = st;
-    compose_att_adopt(&s->env, s->alive, layer, kept, pos);
-    s->sel_at[layer] = pos + 1; /* select() returns them at pos */
+    compose_att_adopt(&s->env, s->alive, s->sel_at, layer, kept, pos);
     return MS_OK;
 }
 
@@ -896,7 +899,7 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
         !sp->permanent && (s->every == 1 || !sp->share_all) && sp->lshare <= 1)
         return cs_emit_keynorm(s, phase, layer, kv_len, prog, e);
     compose_att att;
-    if (att_real(s, layer, &att))
+    if (att_real(s, layer, kv_len, phase == PHASE_PREFILL, &att))
         return compose_att_emit(&att, phase, layer, kv_len, prog, s->sl->name, e);
     if ((sp->score == SC_KEYNORM || sp->score == SC_BOUNDS) && sp->sel == K_TOPK &&
         sp->when == W_STEP && !sp->permanent && s->every == 1 && !sp->share_all &&

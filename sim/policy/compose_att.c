@@ -2,18 +2,26 @@
  * operands: the ops `policy check` runs and the secure session executes on shares
  * (secpol_emit.c), the composition's cost path the same program.
  *
- * select() at decode position T ranks the candidates [0, T − r) (r: the recent window, no sinks)
- * by the scores it observed up to the query T − 1: the attention summed over the KV group's query
- * heads, accumulated over every query so far or the newest query's row alone. So the step's
- * selection is made at the end of the step before, after that step's softmax (or the prompt's),
- * and carried as state: the top k candidates' cached [K | V] rows gathered, then the window's
- * rows (public positions: local copies), which the step attends and names as its selection of
- * every cached entry (no public entries: its attention over those slots is then the step's own,
- * PCHECK_IN_ATT_SLOTS). The scores are carried by position: at a decode step the slots' group
- * sums go back to their positions, the gathered rows' through the transposed one-hot of the top-k
- * that chose them (a GATHER: a product of integer 0/1 rows, exact), the window's and the new
- * entry's to their public positions (local). */
+ * select() at decode position T ranks the candidates [s, T − r) (s: the sinks, r: the recent
+ * window) by the scores it observed up to the query T − 1: the attention summed over the KV
+ * group's query heads, accumulated over every query so far or the newest query's row alone. So
+ * the step's selection is made at the end of the step before, after that step's softmax (or the
+ * prompt's), and carried as state: the sinks' rows (public positions: local copies), the top k
+ * candidates' cached [K | V] rows gathered, then the window's rows (local copies), which the
+ * step attends and names as its selection of every cached entry (no public entries: its
+ * attention over those slots is then the step's own, PCHECK_IN_ATT_SLOTS). The scores are
+ * carried by position: at a decode step the slots' group sums go back to their positions, the
+ * sinks' and the window's and the new entry's to their public positions (local), the gathered
+ * rows' through the transposed one-hot of the top-k that chose them (a GATHER: a product of
+ * integer 0/1 rows, exact). Under a kv_budget fraction the counts s, k, r are select()'s at each
+ * cached count (compose.c budget): the step attends the selection sized for its kv_len and makes
+ * the next one sized for kv_len + 1, each in a state named by its size. With `when: {every: N}`
+ * the steps between selections attend the last one's rows and every entry cached since (their
+ * state: the step before's, the new entry's row appended), the scores updated at every step.
+ * With `share: layer` one score row per layer (every query head's attention summed), one top-k,
+ * its one-hot copied to each KV head's gather. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "compose_int.h"
@@ -22,114 +30,185 @@
 int compose_att_shaped(const cspec *sp)
 {
     return sp->score == SC_ATT && sp->when == W_STEP && !sp->permanent && sp->sel == K_TOPK &&
-           !sp->share_all && sp->lshare <= 1 && !sp->pyramid && !sp->cluster && sp->every <= 1 &&
-           sp->page <= 1;
+           sp->lshare <= 1 && !sp->cluster && sp->page <= 1;
 }
 
-/* The top k of the candidates [0, nc) of the scores state sc (Hkv, max_len, 1) for the next
- * step: their one-hot rows transposed into the state oht (Hkv, max_len, k), their cached rows
- * from tab (Hkv, ≥ nc, 2d) into rows 0 … k − 1 of the state sel (Hkv, k + r, 2d). */
-static void next_topk(opb *b, const compose_att *a, uint32_t sc, uint32_t tab, uint32_t oht,
-                      uint32_t sel, uint32_t nc)
+/* The state tensor nm (B, rows, cols), named by its size n where that changes from step to step
+ * (a kv_budget fraction, every N: a state keeps its shape from the program writing it to the one
+ * reading it). */
+static uint32_t att_state(opb *b, const compose_att *a, const char *nm, uint32_t n, uint32_t B,
+                          uint32_t rows, uint32_t cols)
 {
-    uint32_t Hkv = a->env->n_kv_heads, k = a->k, d2 = 2 * a->env->head_dim;
-    uint32_t cand = opb_rows(b, sc, Hkv, 0, nc, 1, "cmp.next_cand");
-    uint32_t row = opb_transpose(b, cand, Hkv, nc, 1, "cmp.next_row");
-    uint32_t oh = opb_tensor(b, "cmp.next_topk", OPT_TEMP, Hkv, k, nc);
-    opb_op(b, OP_TOPK, Hkv, 1, 0, nc, row, OP_NONE, OP_NONE, oh, 0, (int32_t)k, 0);
-    opb_put(b, opb_transpose(b, oh, Hkv, k, nc, "cmp.next_oht"), oht, Hkv, 0, nc, k);
-    uint32_t rows = opb_rows(b, tab, Hkv, 0, nc, d2, "cmp.next_cand_kv");
+    char full[32];
+    if (a->frac || a->every > 1)
+        snprintf(full, sizeof full, "%s%u", nm, n);
+    else
+        snprintf(full, sizeof full, "%s", nm);
+    return opb_shared(b, full, OPT_CACHE, B, rows, cols);
+}
+
+/* A (1, n) row as Hkv copies (Hkv, n): a local product by public ones, then a transposition. */
+static uint32_t heads_copies(opb *b, uint32_t x, uint32_t Hkv, uint32_t n, const char *nm)
+{
+    uint32_t ones = opb_shared(b, "cmp.heads_ones", OPT_PUBLIC, 1, 1, Hkv);
+    uint32_t r =
+        opb_matmul_pub(b, x, ones, n, 1, Hkv, opb_tensor(b, "cmp.heads_t", OPT_TEMP, 1, n, Hkv));
+    return opb_transpose(b, r, 1, n, Hkv, nm);
+}
+
+/* The top k of the candidates [s, s + nc) of the scores state sc (Hs, max_len, 1) for the next
+ * step (u: its budget; Hs: Hkv, or 1 shared): their one-hot rows transposed into the state oht
+ * (Hs, max_len, k), row i the candidate s + i; their cached rows from tab (Hkv, ≥ s + nc, 2d)
+ * (shared: by the one-hot's Hkv copies, local) into rows s … s + k − 1 of the state sel (Hkv,
+ * s + k + r, 2d), after the sinks' rows (local copies). */
+static void next_topk(opb *b, const compose_att *a, const compose_att_budget *u, uint32_t sc,
+                      uint32_t tab, uint32_t oht, uint32_t sel, uint32_t nc)
+{
+    uint32_t Hkv = a->env->n_kv_heads, Hs = a->shared ? 1 : Hkv, k = u->k, s = u->sinks;
+    uint32_t d2 = 2 * a->env->head_dim;
+    uint32_t cand = opb_rows(b, sc, Hs, s, nc, 1, "cmp.next_cand");
+    uint32_t row = opb_transpose(b, cand, Hs, nc, 1, "cmp.next_row");
+    uint32_t oh = opb_tensor(b, "cmp.next_topk", OPT_TEMP, Hs, k, nc);
+    opb_op(b, OP_TOPK, Hs, 1, 0, nc, row, OP_NONE, OP_NONE, oh, 0, (int32_t)k, 0);
+    opb_put(b, opb_transpose(b, oh, Hs, k, nc, "cmp.next_oht"), oht, Hs, 0, nc, k);
+    if (Hs != Hkv)
+        oh = heads_copies(b, oh, Hkv, k * nc, "cmp.next_topk_heads");
+    uint32_t rows = opb_rows(b, tab, Hkv, s, nc, d2, "cmp.next_cand_kv");
     uint32_t out = opb_tensor(b, "cmp.next_gather", OPT_TEMP, Hkv, k, d2);
     opb_op(b, OP_GATHER, Hkv, k, nc, d2, oh, rows, OP_NONE, out, OPF_NO_TRUNC, 0, 0);
-    opb_put(b, out, sel, Hkv, 0, k, d2);
+    opb_put(b, out, sel, Hkv, s, k, d2);
+    if (s)
+        opb_put(b, opb_rows(b, tab, Hkv, 0, s, d2, "cmp.next_sinks"), sel, Hkv, 0, s, d2);
 }
 
 /* The tie bound of the selection step T attends: the ops' scores are exact sums of
  * A fixed-point probabilities (A: the group's G rows of every query before T, or of the newest
- * one), each within 2⁻ᶠ of its float (`policy check` encodes them; on shares the audit observes the
- * opened values themselves), against select()'s float sums of A terms of at most M (relative 2⁻²⁴
- * each); two candidates' scores, twice. */
+ * one; shared, every head's H rows), each within 2⁻ᶠ of its float (`policy check` encodes them; on
+ * shares the audit observes the opened values themselves), against select()'s float sums of A
+ * terms of at most M (relative 2⁻²⁴ each); two candidates' scores, twice. In the ops' units (the
+ * newest row shared: select() ranks the heads' mean, the ops their sum, scale H). */
 static double tie_bound(const compose_att *a, uint32_t T)
 {
     const policy_env *v = a->env;
-    double M = 0, A = (double)(v->n_heads / v->n_kv_heads) * (a->last ? 1 : T);
-    for (uint32_t g = 0; g < v->n_kv_heads; g++)
+    uint32_t Hs = a->shared ? 1 : v->n_kv_heads, G = v->n_heads / Hs;
+    double M = 0, A = (double)G * (a->last ? 1 : T), scale = a->shared && a->last ? G : 1;
+    for (uint32_t g = 0; g < Hs; g++)
         for (uint32_t j = 0; j < T; j++)
-            M = fmax(M, a->score[(size_t)g * v->max_len + j]);
+            M = fmax(M, a->score[(size_t)g * v->max_len + j] * scale);
     return 2 * A * (ldexp(1, -pcheck_frac_bits()) + M * 0x1p-24);
 }
 
 int compose_att_choice(const compose_att *a, const uint8_t *alive, uint32_t pos, policy_choice *c)
 {
-    *c = (policy_choice){pos, a->env->max_len, a->score, alive, tie_bound(a, pos)};
+    if (a->at != pos)
+        return 0; /* every N: the kept set of an earlier selection (adopted there) */
+    /* shared: one row of the layer's scores (select()'s units) */
+    double scale = a->shared && a->last ? a->env->n_heads : 1;
+    *c = (policy_choice){pos, a->shared ? 0 : a->env->max_len, a->score, alive,
+                         tie_bound(a, pos) / scale};
     return 1;
 }
 
-void compose_att_adopt(const policy_env *v, uint8_t *alive, uint32_t layer, const uint8_t *kept,
-                       uint32_t pos)
+void compose_att_adopt(const policy_env *v, uint8_t *alive, uint32_t *sel_at, uint32_t layer,
+                       const uint8_t *kept, uint32_t pos)
 {
     for (uint32_t g = 0; g < v->n_kv_heads; g++)
         memcpy(alive + ((size_t)layer * v->n_kv_heads + g) * v->max_len, kept + (size_t)g * pos,
                pos);
+    sel_at[layer] = pos + 1;
+}
+
+int compose_att_setup(compose_att *a, uint32_t T, int pre)
+{
+    uint32_t P = a->env->prompt_len, N = a->every;
+    for (uint32_t n = P; n <= a->env->max_len; n = a->frac ? n + 1 : a->env->max_len + 1) {
+        a->budget(a->st, a->layer, n, &a->cur); /* fixed: the prompt's, the fewest candidates */
+        if (!a->cur.recent || !a->cur.k || (uint64_t)a->cur.sinks + a->cur.k + a->cur.recent >= n)
+            return 0;
+    }
+    a->at = pre ? T : T - (T - P) % N;
+    a->picks = pre || (T + 1 - P) % N == 0;
+    a->budget(a->st, a->layer, a->at, &a->cur);
+    a->budget(a->st, a->layer, pre ? T : T + 1, &a->nxt);
+    return 1;
 }
 
 int compose_att_emit(const compose_att *a, int phase, uint32_t layer, uint32_t kv_len,
                      op_program *prog, const char *name, errbuf *e)
 {
     const policy_env *v = a->env;
-    uint32_t H = v->n_heads, Hkv = v->n_kv_heads, G = H / Hkv, d2 = 2 * v->head_dim, k = a->k;
-    uint32_t r = a->recent;
-    uint32_t m = k + r, T = kv_len;
+    uint32_t H = v->n_heads, Hkv = v->n_kv_heads, d2 = 2 * v->head_dim, T = kv_len;
+    uint32_t Hs = a->shared ? 1 : Hkv, G = H / Hs; /* the scores' rows, the query heads of each */
+    const compose_att_budget *c = &a->cur, *n = &a->nxt;
+    /* the attended table: the s sinks, k gathered rows, then every position from the end of the
+     * selection's candidates c1 on (its window; every N: and the entries cached since) */
+    uint32_t s = c->sinks, k = c->k, c1 = a->at - c->recent, w = T - c1, m = s + k + w;
+    uint32_t ns = n->sinks, nk = n->k, nr = n->recent, nm = a->picks ? ns + nk + nr : m + 1;
     opb b;
     opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
-    uint32_t sc = opb_shared(&b, "cmp.att", OPT_CACHE, Hkv, v->max_len, 1);
-    uint32_t oht = opb_shared(&b, "cmp.oht", OPT_CACHE, Hkv, v->max_len, k);
-    uint32_t sel = opb_shared(&b, "cmp.sel", OPT_CACHE, Hkv, m, d2);
+    uint32_t sc = opb_shared(&b, "cmp.att", OPT_CACHE, Hs, v->max_len, 1);
+    uint32_t nsel = att_state(&b, a, "cmp.sel", nm, Hkv, nm, d2);
     uint32_t kv = pcheck_input(&b, PCHECK_IN_KV, Hkv, T, d2);
     if (phase == PHASE_PREFILL) {
-        /* COST: the group's prompt rows summed per entry (every row, or the last one): a product
-         * with public ones, local */
-        uint32_t w = a->last ? 1 : T;
-        uint32_t att = pcheck_input(&b, PCHECK_IN_PROMPT_ATT, H, w, T);
-        opb_put(&b, opb_colsum(&b, att, Hkv, G * w, T, "cmp.prompt_sum"), sc, Hkv, 0, T, 1);
-        /* COST: the first step's selection: a top-k of [0, T − r), the gather of their rows,
-         * the window's rows copied (local) */
-        next_topk(&b, a, sc, kv, oht, sel, T - r);
-        opb_put(&b, opb_rows(&b, kv, Hkv, T - r, r, d2, "cmp.next_win"), sel, Hkv, k, r, d2);
+        /* COST: the group's prompt rows summed per entry (every row, or the last one; shared:
+         * every head's): a product with public ones, local */
+        uint32_t rows = a->last ? 1 : T;
+        uint32_t att = pcheck_input(&b, PCHECK_IN_PROMPT_ATT, H, rows, T);
+        opb_put(&b, opb_colsum(&b, att, Hs, G * rows, T, "cmp.prompt_sum"), sc, Hs, 0, T, 1);
+        /* COST: the first step's selection: a top-k of [s, T − r), the gather of their rows,
+         * the sinks' and the window's rows copied (local) */
+        uint32_t noht = att_state(&b, a, "cmp.oht", nk, Hs, v->max_len, nk);
+        next_topk(&b, a, n, sc, kv, noht, nsel, T - nr - ns);
+        opb_put(&b, opb_rows(&b, kv, Hkv, T - nr, nr, d2, "cmp.next_win"), nsel, Hkv, ns + nk, nr,
+                d2);
         return policy_emit_done(&b, name, e);
     }
+    uint32_t oht = att_state(&b, a, "cmp.oht", k, Hs, v->max_len, k);
+    uint32_t sel = att_state(&b, a, "cmp.sel", m, Hkv, m, d2);
     /* the ranked scores as the step began (the tie check's), a copy before their update */
-    uint32_t rank = opb_rows(&b, sc, Hkv, 0, T, 1, "cmp.rank");
+    uint32_t rank = opb_rows(&b, sc, Hs, 0, T, 1, "cmp.rank");
     /* COST: the group sums of the step's attention over its slots (a product with public ones:
-     * local), in slot order: the k gathered rows, the window's r, the new entry */
+     * local; shared: every head's, the slots the same entries for each), in slot order: the s
+     * sinks, the k gathered rows, the w from c1 on, the new entry */
     uint32_t att = pcheck_input(&b, PCHECK_IN_ATT_SLOTS, H, 1, m + 1);
-    uint32_t gs = opb_colsum(&b, att, Hkv, G, m + 1, "cmp.slot_sum"); /* (Hkv, m + 1, 1) */
-    /* COST: the gathered rows' sums back to their positions [0, T − r): the transposed one-hot
-     * of the top-k that chose them times the sums (a GATHER of 0/1 rows: no truncation) */
-    uint32_t ncp = T - r, row = opb_tensor(&b, "cmp.row", OPT_TEMP, Hkv, T + 1, 1);
-    uint32_t sp = opb_tensor(&b, "cmp.scatter", OPT_TEMP, Hkv, ncp, 1);
-    opb_op(&b, OP_GATHER, Hkv, ncp, k, 1, opb_rows(&b, oht, Hkv, 0, ncp, k, "cmp.oht_cand"),
-           opb_rows(&b, gs, Hkv, 0, k, 1, "cmp.slot_sel"), OP_NONE, sp, OPF_NO_TRUNC, 0, 0);
-    opb_put(&b, sp, row, Hkv, 0, ncp, 1);
-    opb_put(&b, opb_rows(&b, gs, Hkv, k, r + 1, 1, "cmp.slot_win"), row, Hkv, ncp, r + 1, 1);
+    uint32_t gs = opb_colsum(&b, att, Hs, G, m + 1, "cmp.slot_sum"); /* (Hs, m + 1, 1) */
+    /* COST: the gathered rows' sums back to their positions [s, c1): the transposed one-hot of
+     * the top-k that chose them times the sums (a GATHER of 0/1 rows: no truncation) */
+    uint32_t ncp = c1 - s, row = opb_tensor(&b, "cmp.row", OPT_TEMP, Hs, T + 1, 1);
+    uint32_t sp = opb_tensor(&b, "cmp.scatter", OPT_TEMP, Hs, ncp, 1);
+    opb_op(&b, OP_GATHER, Hs, ncp, k, 1, opb_rows(&b, oht, Hs, 0, ncp, k, "cmp.oht_cand"),
+           opb_rows(&b, gs, Hs, s, k, 1, "cmp.slot_sel"), OP_NONE, sp, OPF_NO_TRUNC, 0, 0);
+    if (s)
+        opb_put(&b, opb_rows(&b, gs, Hs, 0, s, 1, "cmp.slot_sinks"), row, Hs, 0, s, 1);
+    opb_put(&b, sp, row, Hs, s, ncp, 1);
+    opb_put(&b, opb_rows(&b, gs, Hs, s + k, w + 1, 1, "cmp.slot_win"), row, Hs, c1, w + 1, 1);
     if (a->last) { /* the newest row replaces the scores */
-        opb_put(&b, row, sc, Hkv, 0, T + 1, 1);
+        opb_put(&b, row, sc, Hs, 0, T + 1, 1);
     } else { /* COST: added to the carried sums (local); the new entry's is its first */
         uint32_t acc =
-            opb_op(&b, OP_ADD, Hkv, T, 0, 1, rank, opb_rows(&b, row, Hkv, 0, T, 1, "cmp.row_old"),
-                   OP_NONE, opb_tensor(&b, "cmp.acc", OPT_TEMP, Hkv, T, 1), 0, 0, 0);
-        opb_put(&b, acc, sc, Hkv, 0, T, 1);
-        opb_put(&b, opb_rows(&b, row, Hkv, T, 1, 1, "cmp.row_new"), sc, Hkv, T, 1, 1);
+            opb_op(&b, OP_ADD, Hs, T, 0, 1, rank, opb_rows(&b, row, Hs, 0, T, 1, "cmp.row_old"),
+                   OP_NONE, opb_tensor(&b, "cmp.acc", OPT_TEMP, Hs, T, 1), 0, 0, 0);
+        opb_put(&b, acc, sc, Hs, 0, T, 1);
+        opb_put(&b, opb_rows(&b, row, Hs, T, 1, 1, "cmp.row_new"), sc, Hs, T, 1, 1);
     }
-    /* COST: the next step's selection: a top-k of [0, T + 1 − r), the gather of their rows; its
-     * window: the cached rows [T + 1 − r, T) and the new entry's (local copies) */
-    next_topk(&b, a, sc, kv, oht, sel, T + 1 - r);
-    if (r > 1)
-        opb_put(&b, opb_rows(&b, kv, Hkv, T + 1 - r, r - 1, d2, "cmp.next_win"), sel, Hkv, k, r - 1,
-                d2);
-    opb_put(&b, pcheck_input(&b, PCHECK_IN_KV_NEW, Hkv, 1, d2), sel, Hkv, m - 1, 1, d2);
-    /* the rows chosen at the step before: every cached entry's candidates are [0, T − r), the
-     * window's rows gathered alongside (public positions, kept by both) */
+    uint32_t knew = pcheck_input(&b, PCHECK_IN_KV_NEW, Hkv, 1, d2);
+    if (a->picks) {
+        /* COST: the next step's selection: a top-k of [s', T + 1 − r'), the gather of their
+         * rows; its sinks' rows and its window: the cached rows [T + 1 − r', T) and the new
+         * entry's (local copies) */
+        uint32_t noht = att_state(&b, a, "cmp.oht", nk, Hs, v->max_len, nk);
+        next_topk(&b, a, n, sc, kv, noht, nsel, T + 1 - nr - ns);
+        if (nr > 1)
+            opb_put(&b, opb_rows(&b, kv, Hkv, T + 1 - nr, nr - 1, d2, "cmp.next_win"), nsel, Hkv,
+                    ns + nk, nr - 1, d2);
+    } else { /* every N, between selections: the same rows and the new entry's (local) */
+        opb_put(&b, opb_rows(&b, sel, Hkv, 0, m, d2, "cmp.keep"), nsel, Hkv, 0, m, d2);
+    }
+    opb_put(&b, knew, nsel, Hkv, nm - 1, 1, d2);
+    /* the rows chosen at the selecting step: every cached entry's candidates are [s, c1), the
+     * sinks' rows and those from c1 on gathered alongside (public positions, kept by both) */
+    if (Hs != Hkv) /* the layer's scores as each KV head's, for the check's ties (local) */
+        rank = heads_copies(&b, rank, Hkv, T, "cmp.rank_heads");
     pcheck_selection(&b, sel, m, 0, T, rank, tie_bound(a, T));
     return policy_emit_done(&b, name, e);
 }

@@ -108,25 +108,44 @@ void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t 
 float compose_rnd(uint64_t seed, uint32_t l, uint32_t g, uint32_t j);
 
 /* An attention-scored token composition re-selecting at every step (accumulated, or the newest
- * row's: last), per KV head, with a recent window and no sinks: its ops on real operands
- * (compose_att.c), the selection of step T made at the step before from the scores select()
- * ranks. compose_att_shaped: its blocks; compose.c checks the budgets (no sinks, r ≥ 1, a top k
- * of tokens below every step's candidates). */
+ * row's: last) or every N steps, per KV head or one per layer of every head's scores summed (a
+ * pyramid: each layer its count), with a recent window and sinks (public rows before the
+ * candidates): its ops on real operands (compose_att.c), the selection of step T made at the step
+ * before from the scores select() ranks. compose_att_shaped: its blocks. budget: select()'s sinks,
+ * window and top-k of layer over T cached entries (compose.c budget), changing with T where frac (a
+ * kv_budget fraction). */
+typedef struct compose_att_budget {
+    uint32_t sinks, k, recent;
+} compose_att_budget;
 typedef struct compose_att {
     const policy_env *env;
-    uint32_t k, recent;
-    int last;
+    const void *st;
+    uint32_t layer;
+    void (*budget)(const void *st, uint32_t layer, uint32_t T, compose_att_budget *u);
+    int last, frac, shared; /* shared: one selection per layer (`share: layer`) */
+    uint32_t every;
     const float *score; /* the layer's carried scores, Hkv × max_len (the tie bound's) */
+    /* compose_att_setup's, for one step: the budget of the selection it attends (cur: select()'s
+     * at position at, the step's kv_len or with every N the last selecting step's, every entry
+     * cached since kept) and of the one it makes (nxt: at kv_len + 1, at the prompt the first
+     * step's; picks: whether the next step selects) */
+    compose_att_budget cur, nxt;
+    uint32_t at;
+    int picks;
 } compose_att;
+/* Sets a up for the step at kv_len T (pre: the prompt's); 0 where a budget does not fit at some
+ * cached count from the prompt on (no window, or no top-k below the candidates): then the
+ * composition keeps the replay's kept sets. */
+int compose_att_setup(compose_att *a, uint32_t T, int pre);
 int compose_att_shaped(const cspec *sp);
 int compose_att_emit(const compose_att *a, int phase, uint32_t layer, uint32_t kv_len,
                      op_program *prog, const char *name, errbuf *e);
 /* policy_ops.choice of select()'s kept rows alive (Hkv rows max_len apart) at position pos: each
  * step's top-k decides which entries the next step's attention sees, so a tie its ops broke
  * otherwise is carried into select()'s later scores; adopt: kept (Hkv rows of pos) into layer's
- * rows of alive ([L][Hkv][max_len]). */
+ * rows of alive ([L][Hkv][max_len]), sel_at[layer] pos + 1 (select() returns them at pos). */
 int compose_att_choice(const compose_att *a, const uint8_t *alive, uint32_t pos, policy_choice *c);
-void compose_att_adopt(const policy_env *v, uint8_t *alive, uint32_t layer, const uint8_t *kept,
-                       uint32_t pos);
+void compose_att_adopt(const policy_env *v, uint8_t *alive, uint32_t *sel_at, uint32_t layer,
+                       const uint8_t *kept, uint32_t pos);
 
 #endif
