@@ -1,0 +1,147 @@
+/* compose_thr.c — a composition's threshold selection (`select: {threshold: X}`) on real operands,
+ * the ops `policy check` runs and the secure session executes on shares (secpol_emit.c): key
+ * norms per token or summed per page, or the query against page bounds, compared with the
+ * public threshold at every decode step per KV head, obliviously. The kept count is not opened:
+ * every candidate's [K | V] row stays in the step's attention, and a dropped one's attention
+ * score is biased by −PCHECK_PAD_BIAS before the softmax (pcheck_selection_bias), as quest's
+ * padding rows are — nothing of the scores is revealed, and no attention is saved
+ * (POLICIES.md "A threshold on shares"). Also the per-page sums of the candidates' key norms
+ * that the top-k pages rank (compose.c cs_emit_pages). */
+#include "compose_int.h"
+#include "page_ops.h"
+#include "pcheck.h"
+
+#include <math.h>
+
+int compose_thr_shaped(const cspec *sp)
+{
+    return sp->sel == K_THRESHOLD && sp->when == W_STEP && !sp->permanent && sp->every <= 1 &&
+           !sp->share_all && sp->lshare <= 1 && !sp->cluster &&
+           (sp->score == SC_KEYNORM || sp->score == SC_BOUNDS);
+}
+
+uint32_t compose_keynorm_pages(opb *b, uint32_t nst, uint32_t Hkv, uint32_t c0, uint32_t c1,
+                               uint32_t S)
+{
+    /* the candidates' norms in whole pages, the rows before c0 and past c1 zero (x − x),
+     * each page's sum by a product with public ones (local) */
+    uint32_t u0 = c0 / S, nu = (c1 + S - 1) / S - u0, nc = c1 - c0, lead = c0 - u0 * S;
+    uint32_t cand = opb_rows(b, nst, Hkv, c0, nc, 1, "cmp.cand");
+    uint32_t padded = opb_tensor(b, "cmp.cand_pages", OPT_TEMP, Hkv, nu * S, 1);
+    opb_put(b, cand, padded, Hkv, lead, nc, 1);
+    if (nc < nu * S) {
+        uint32_t one = opb_rows(b, cand, Hkv, 0, 1, 1, "cmp.cand_one");
+        uint32_t zero = opb_op(b, OP_SUB, Hkv, 1, 0, 1, one, one, OP_NONE,
+                               opb_tensor(b, "cmp.cand_zero", OPT_TEMP, Hkv, 1, 1), 0, 0, 0);
+        for (uint32_t r = 0; r < nu * S; r++)
+            if (r < lead || r >= lead + nc)
+                opb_put(b, zero, padded, Hkv, r, 1, 1);
+    }
+    uint32_t pones = opb_shared(b, "cmp.page_ones", OPT_PUBLIC, 1, S, 1);
+    uint32_t ps = opb_matmul_pub(b, padded, pones, Hkv * nu, S, 1,
+                                 opb_tensor(b, "cmp.page_sum", OPT_TEMP, Hkv, nu, 1));
+    return opb_transpose(b, ps, Hkv, nu, 1, "cmp.page_row");
+}
+
+/* x (Hkv, nu) of the candidate units [u0, u0 + nu) of S entries as a value per candidate entry
+ * [c0, c1): each unit's repeated S times (a product with public ones, local), the entries of
+ * its first and last unit outside the candidates cut (a view). */
+static uint32_t per_entry(opb *b, uint32_t x, uint32_t Hkv, uint32_t nu, uint32_t S, uint32_t c0,
+                          uint32_t c1, const char *nm)
+{
+    char t[48];
+    if (S == 1)
+        return x;
+    snprintf(t, sizeof t, "%.40s_all", nm);
+    uint32_t ones = opb_shared(b, "cmp.entry_ones", OPT_PUBLIC, 1, 1, S);
+    uint32_t all =
+        opb_matmul_pub(b, x, ones, Hkv * nu, 1, S, opb_tensor(b, t, OPT_TEMP, Hkv, nu * S, 1));
+    return opb_rows(b, all, Hkv, c0 - c0 / S * S, c1 - c0, 1, nm);
+}
+
+/* The threshold on the scores row (Hkv, 1, nu) of the candidate units [⌊c0 / S⌋, ⌈c1 / S⌉):
+ * every candidate entry's cached row named as the selection, a dropped unit's entries biased
+ * out of the attention; tol: a unit score's error bound against select()'s float one. */
+static void thr_select(opb *b, uint32_t row, uint32_t H, uint32_t Hkv, uint32_t d, uint32_t c0,
+                       uint32_t c1, uint32_t S, uint32_t kv_len, double thr, double tol)
+{
+    uint32_t nu = (c1 + S - 1) / S - c0 / S, nc = c1 - c0, G = H / Hkv;
+    /* COST: [U < thr] per candidate unit against the threshold as a constant on shares (a value
+     * times 0, plus thr: local), one comparison each; the kept count is not opened */
+    uint32_t at = opb_rows(b, row, 1, 0, 1, 1, "cmp.thr_at");
+    uint32_t thc = opb_tensor(b, "cmp.thr", OPT_TEMP, 1, 1, 1);
+    opb_op(b, OP_MUL_PUB, 1, 1, 0, 1, at, OP_NONE, OP_NONE, thc, OPF_NO_TRUNC, 0, 0.0);
+    opb_op(b, OP_ADD_PUB, 1, 1, 0, 1, thc, OP_NONE, OP_NONE, thc, 0, 0, thr);
+    uint32_t lt = opb_op(b, OP_LT, Hkv, 1, 0, nu, row, thc, OP_NONE,
+                         opb_tensor(b, "cmp.below", OPT_TEMP, Hkv, 1, nu), 0, 0, 0);
+    /* a dropped unit's score bias −PCHECK_PAD_BIAS (the 0/1 bit times its fixed point: local),
+     * per candidate entry, repeated for the G query heads of a KV head (local products) */
+    uint32_t bu = opb_op(b, OP_MUL_PUB, Hkv, 1, 0, nu, lt, OP_NONE, OP_NONE,
+                         opb_tensor(b, "cmp.drop_bias", OPT_TEMP, Hkv, 1, nu), OPF_NO_TRUNC, 0,
+                         -PCHECK_PAD_BIAS);
+    uint32_t bias = per_entry(b, bu, Hkv, nu, S, c0, c1, "cmp.drop_entries");
+    if (G > 1) {
+        uint32_t ones = opb_shared(b, "cmp.drop_heads_ones", OPT_PUBLIC, 1, 1, G);
+        uint32_t r = opb_matmul_pub(b, bias, ones, Hkv * nc, 1, G,
+                                    opb_tensor(b, "cmp.drop_heads_t", OPT_TEMP, Hkv, nc, G));
+        bias = opb_transpose(b, r, Hkv, nc, G, "cmp.drop_heads");
+    }
+    /* the candidates' cached [K | V] rows, all of them (a view): the selection */
+    uint32_t kv = pcheck_input(b, PCHECK_IN_KV, Hkv, kv_len, 2 * d);
+    uint32_t sel = opb_rows(b, kv, Hkv, c0, nc, 2 * d, "cmp.kv_cand");
+    pcheck_selection(b, sel, nc, c0, c1, per_entry(b, row, Hkv, nu, S, c0, c1, "cmp.score_entries"),
+                     tol);
+    pcheck_selection_bias(b, bias);
+    pcheck_selection_threshold(b, thr);
+}
+
+/* The error bound of the ops' key norm of one entry against select()'s float one (as
+ * compose_keynorm.c keynorm_tol, one score's): keys on f fractional bits, each square
+ * truncated, summed exactly: |ŝ − s| ≤ √d·‖k‖·2⁻ᶠ + 2d·2⁻ᶠ ≤ ((d + s)/2 + 2d)·2⁻ᶠ, the float's
+ * relative 2⁻²⁴; M the largest candidate score. A page's sum of S of them: S such errors and the
+ * float sum's relative S·2⁻²⁴ (cs_emit_pages). */
+static double keynorm_err(uint32_t d, uint32_t S, double M, double u)
+{
+    return S * (((d + M) / 2 + 2 * d) * u + M * (S + 1) * 0x1p-24);
+}
+
+int compose_thr_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t kv_len,
+                     op_program *prog, const char *name, errbuf *e)
+{
+    const policy_env *v = t->env;
+    uint32_t H = v->n_heads, Hkv = v->n_kv_heads, d = v->head_dim, S = t->S;
+    uint32_t c0 = t->c0, c1 = t->c1, u0 = c0 / S, nu = c1 > c0 ? (c1 + S - 1) / S - u0 : 0;
+    int pre = phase == PHASE_PREFILL;
+    /* a score at tol of thr is compared the other way round than select() where it is within
+     * its own error of thr, and thr's fixed point within u of thr */
+    double u = ldexp(1, -pcheck_frac_bits());
+    opb b;
+    opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
+    if (t->score == SC_BOUNDS) {
+        uint32_t bst = page_bounds_state(&b, "cmp", Hkv, t->max_pages, d);
+        if (pre) {
+            page_bounds_prompt(&b, "cmp", bst, Hkv, kv_len, S, d);
+        } else {
+            if (nu) /* page_bounds_tol: twice one score's error (two pages swapped) */
+                thr_select(&b, page_bounds_score(&b, "cmp", bst, H, Hkv, u0, nu, d), H, Hkv, d, c0,
+                           c1, S, kv_len, t->thr,
+                           page_bounds_tol(t->qmax, t->kmax, d, H / Hkv, pcheck_frac_bits()) / 2 +
+                               u);
+            page_bounds_upkeep(&b, "cmp", bst, Hkv, kv_len, S, d, t->max_pages);
+        }
+        return policy_emit_done(&b, name, e);
+    }
+    /* COST: the new keys' squares and their sum (a product with public ones: local) */
+    uint32_t nst = compose_key_norms(&b, Hkv, d, v->max_len, pre ? kv_len : 1, pre ? 0 : kv_len);
+    if (!pre && nu) {
+        double M = 0; /* the largest candidate score */
+        for (uint32_t g = 0; g < Hkv; g++)
+            for (uint32_t j = c0; j < c1; j++)
+                M = fmax(M, t->norms[(size_t)g * v->max_len + j]);
+        uint32_t row = S > 1 ? compose_keynorm_pages(&b, nst, Hkv, c0, c1, S)
+                             : opb_transpose(&b, opb_rows(&b, nst, Hkv, c0, nu, 1, "cmp.cand"), Hkv,
+                                             nu, 1, "cmp.cand_row");
+        thr_select(&b, row, H, Hkv, d, c0, c1, S, kv_len, t->thr, keynorm_err(d, S, M, u) + u);
+    }
+    return policy_emit_done(&b, name, e);
+}
