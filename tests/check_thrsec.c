@@ -37,13 +37,25 @@ static const char thrpg_yaml[] = "name: thrpg_t\nsinks: 4\nscore: key_norm\n"
 static const char thrpb_yaml[] = "name: thrpb_t\nscore: page_bounds\ngranularity: {page: 4}\n"
                                  "select: {threshold: 2}\n";
 
+/* The same with one selection per layer (`share: layer`): the KV heads' scores summed, the
+ * thresholds scaled to keep some and drop others. */
+static const char thrsh_yaml[] = "name: thrsh_t\nrecent: 4\nscore: key_norm\nshare: layer\n"
+                                 "select: {threshold: 800}\n";
+static const char thrpgsh_yaml[] = "name: thrpgsh_t\nsinks: 4\nscore: key_norm\nshare: layer\n"
+                                   "granularity: {page: 4}\nselect: {threshold: 3000}\n";
+static const char thrpbsh_yaml[] = "name: thrpbsh_t\nscore: page_bounds\nshare: layer\n"
+                                   "granularity: {page: 4}\nselect: {threshold: 8}\n";
+
 typedef struct shape {
     const char *file, *text, *name;
 } shape;
 
-static const shape shapes[3] = {{"thr.yaml", thr_yaml, "thr_t"},
+static const shape shapes[6] = {{"thr.yaml", thr_yaml, "thr_t"},
                                 {"thrpg.yaml", thrpg_yaml, "thrpg_t"},
-                                {"thrpb.yaml", thrpb_yaml, "thrpb_t"}};
+                                {"thrpb.yaml", thrpb_yaml, "thrpb_t"},
+                                {"thrsh.yaml", thrsh_yaml, "thrsh_t"},
+                                {"thrpgsh.yaml", thrpgsh_yaml, "thrpgsh_t"},
+                                {"thrpbsh.yaml", thrpbsh_yaml, "thrpbsh_t"}};
 
 /* On shares: 5 layers x 4 KV heads x 8 decode steps = 160 masks, each equal to select() over
  * the session's values (ties at the threshold within the stated bound), every op as
@@ -86,12 +98,26 @@ END_TEST
 START_TEST(test_thr_bounds_aby3) { thr_on("aby3", &shapes[2]); }
 END_TEST
 
+START_TEST(test_thr_shared_semi2k)
+{
+    for (int i = 3; i < 6; i++)
+        thr_on("semi2k", &shapes[i]);
+}
+END_TEST
+
+START_TEST(test_thr_shared_aby3)
+{
+    for (int i = 3; i < 6; i++)
+        thr_on("aby3", &shapes[i]);
+}
+END_TEST
+
 /* policy check: its ops keep what select() keeps, every one of the 640 masks chosen by them
  * (with 6 sinks the first candidate page holds two of them too). */
 START_TEST(test_thr_check)
 {
     char out[1 << 13], want[80];
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 6; i++) {
         char *yaml = strdup(th_file(&td, shapes[i].file, shapes[i].text));
         snprintf(want, sizeof want, "%s: match", shapes[i].name);
         th_cli_expect(out, sizeof out, 0, want, "policy check '%s' --prompt 16", yaml);
@@ -118,12 +144,14 @@ static const policy_ops *load_shape(const shape *s)
 }
 
 /* A decode step's ops open nothing: no REVEAL (the kept count stays secret), one comparison per
- * candidate unit and KV head (32 cached entries, a window of 4: 28 tokens; 4 sinks: 7 pages; no
- * sinks: 8 pages), and every candidate's cached row named as the selection. */
+ * candidate unit and KV head, or per unit shared (32 cached entries, a window of 4: 28 tokens;
+ * 4 sinks: 7 pages; no sinks: 8 pages), and every candidate's cached row named as the
+ * selection. */
 START_TEST(test_thr_opens_nothing)
 {
-    static const uint32_t units[3] = {28, 7, 8}, rows[3] = {28, 28, 32};
-    for (int i = 0; i < 3; i++) {
+    static const uint32_t units[6] = {4 * 28, 4 * 7, 4 * 8, 28, 7, 8};
+    static const uint32_t rows[6] = {28, 28, 32, 28, 28, 32};
+    for (int i = 0; i < 6; i++) {
         const policy_ops *p = load_shape(&shapes[i]);
         policy_env env = {.n_layers = 2,
                           .n_heads = 8,
@@ -147,7 +175,7 @@ START_TEST(test_thr_opens_nothing)
             lt += o->kind == OP_LT ? (size_t)o->batch * o->m * o->n : 0;
         }
         ck_assert_uint_eq(reveal, 0);
-        ck_assert_uint_eq(lt, 4 * units[i]);
+        ck_assert_uint_eq(lt, units[i]);
         ck_assert(io.has_sel && io.has_bias && io.has_thr);
         ck_assert_uint_eq(io.sel_m, rows[i]);
         ck_assert_uint_eq(io.sel_r1 - io.sel_r0, rows[i]);
@@ -215,7 +243,7 @@ static void same_as_cost_path(const char *policy, const char *pn)
 START_TEST(test_thr_cost_path)
 {
     const char *pn[2] = {"semi2k", "aby3"};
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 6; i++) {
         load_shape(&shapes[i]);
         for (int j = 0; j < 2; j++)
             same_as_cost_path(shapes[i].name, pn[j]);
@@ -230,7 +258,8 @@ Suite *thrsec_suite(void)
     STORIES_USE(tc);
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_thr_tokens_semi2k, test_thr_tokens_aby3, test_thr_pages_semi2k,
-             test_thr_pages_aby3, test_thr_bounds_semi2k, test_thr_bounds_aby3, test_thr_check,
-             test_thr_opens_nothing, test_thr_cost_path);
+             test_thr_pages_aby3, test_thr_bounds_semi2k, test_thr_bounds_aby3,
+             test_thr_shared_semi2k, test_thr_shared_aby3, test_thr_check, test_thr_opens_nothing,
+             test_thr_cost_path);
     return s;
 }

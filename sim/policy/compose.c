@@ -765,10 +765,10 @@ static int cs_emit_thr(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op
 {
     uint32_t sinks, recent, k, Hkv = s->env.n_kv_heads;
     budget(s, layer, kv_len, &sinks, &recent, &k);
-    compose_thr t = {&s->env, s->sp->score, 0, 0, s->page, s->max_pages, s->thr, NULL, 0, 0};
+    compose_thr t = {.env = &s->env, .score = s->sp->score, .shared = s->sp->share_all};
+    t.S = s->page, t.max_pages = s->max_pages, t.thr = s->thr;
     t.norms = s->score ? s->score + (size_t)layer * Hkv * s->env.max_len : NULL;
-    if (s->qmax) /* page bounds */
-        t.qmax = s->qmax[layer], t.kmax = s->kmax[layer];
+    t.qmax = s->qmax ? s->qmax[layer] : 0, t.kmax = s->kmax ? s->kmax[layer] : 0;
     cand_range(kv_len, sinks, recent, &t.c0, &t.c1);
     return compose_thr_emit(&t, phase, layer, kv_len, prog, s->sl->name, e);
 }

@@ -109,14 +109,15 @@ uint32_t compose_keynorm_pages(opb *b, uint32_t nst, uint32_t Hkv, uint32_t c0, 
                                uint32_t S);
 
 /* A threshold (`select: {threshold: X}`) on key norms of tokens or pages, or on page bounds, at
- * every decode step per KV head, on real operands (compose_thr.c): the scores compared with the
- * public threshold on shares, every candidate's row attended, a dropped one's attention score
- * biased out (no kept count opened). compose_thr_shaped: its blocks (compose.c also checks that
- * `every` is 1); compose_thr_emit: the ops of a layer and phase, the candidates [c0, c1) of
- * kv_len cached entries. */
+ * every decode step per KV head or (`share: layer`) per layer, on real operands (compose_thr.c):
+ * the scores compared with the public threshold on shares, every candidate's row attended, a
+ * dropped one's attention score biased out (no kept count opened). compose_thr_shaped: its blocks
+ * (compose.c also checks that `every` is 1); compose_thr_emit: the ops of a layer and phase, the
+ * candidates [c0, c1) of kv_len cached entries. */
 typedef struct compose_thr {
     const policy_env *env;
     int score;                     /* SC_KEYNORM or SC_BOUNDS */
+    int shared;                    /* one selection per layer (the KV heads' scores summed) */
     uint32_t c0, c1, S, max_pages; /* the candidates, the page size, pages of max_len */
     double thr;
     const float *norms; /* key norms: the layer's carried scores, Hkv × max_len (the tie bound) */

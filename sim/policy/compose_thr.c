@@ -12,12 +12,12 @@
 #include "pcheck.h"
 
 #include <math.h>
+#include <stdio.h>
 
 int compose_thr_shaped(const cspec *sp)
 {
     return sp->sel == K_THRESHOLD && sp->when == W_STEP && !sp->permanent && sp->every <= 1 &&
-           !sp->share_all && sp->lshare <= 1 && !sp->cluster &&
-           (sp->score == SC_KEYNORM || sp->score == SC_BOUNDS);
+           sp->lshare <= 1 && !sp->cluster && (sp->score == SC_KEYNORM || sp->score == SC_BOUNDS);
 }
 
 uint32_t compose_keynorm_pages(opb *b, uint32_t nst, uint32_t Hkv, uint32_t c0, uint32_t c1,
@@ -59,40 +59,64 @@ static uint32_t per_entry(opb *b, uint32_t x, uint32_t Hkv, uint32_t nu, uint32_
     return opb_rows(b, all, Hkv, c0 - c0 / S * S, c1 - c0, 1, nm);
 }
 
-/* The threshold on the scores row (Hkv, 1, nu) of the candidate units [⌊c0 / S⌋, ⌈c1 / S⌉):
- * every candidate entry's cached row named as the selection, a dropped unit's entries biased
- * out of the attention; tol: a unit score's error bound against select()'s float one. */
-static void thr_select(opb *b, uint32_t row, uint32_t H, uint32_t Hkv, uint32_t d, uint32_t c0,
-                       uint32_t c1, uint32_t S, uint32_t kv_len, double thr, double tol)
+/* x (B, n) as (B, r, n): each instance's row r times (a product with public ones and a
+ * transposition, local). */
+static uint32_t repeat_rows(opb *b, uint32_t x, uint32_t B, uint32_t n, uint32_t r, const char *nm)
 {
-    uint32_t nu = (c1 + S - 1) / S - c0 / S, nc = c1 - c0, G = H / Hkv;
+    char o[48], t[48];
+    snprintf(o, sizeof o, "%.40s_ones", nm);
+    snprintf(t, sizeof t, "%.40s_t", nm);
+    uint32_t ones = opb_shared(b, o, OPT_PUBLIC, 1, 1, r);
+    uint32_t y = opb_matmul_pub(b, x, ones, B * n, 1, r, opb_tensor(b, t, OPT_TEMP, B, n, r));
+    return opb_transpose(b, y, B, n, r, nm);
+}
+
+/* The threshold on the scores row (B, 1, nu) of the candidate units [⌊c0 / S⌋, ⌈c1 / S⌉), one
+ * per KV head (B = Hkv) or one per layer (B = 1, `share: layer`): every candidate entry's cached
+ * row named as the selection, a dropped unit's entries biased out of the attention of each of
+ * the H / B query heads it selects for; tol: a unit score's error bound against select()'s. */
+static void thr_select(opb *b, uint32_t row, uint32_t B, uint32_t H, uint32_t Hkv, uint32_t d,
+                       uint32_t c0, uint32_t c1, uint32_t S, uint32_t kv_len, double thr,
+                       double tol)
+{
+    uint32_t nu = (c1 + S - 1) / S - c0 / S, nc = c1 - c0;
     /* COST: [U < thr] per candidate unit against the threshold as a constant on shares (a value
      * times 0, plus thr: local), one comparison each; the kept count is not opened */
     uint32_t at = opb_rows(b, row, 1, 0, 1, 1, "cmp.thr_at");
     uint32_t thc = opb_tensor(b, "cmp.thr", OPT_TEMP, 1, 1, 1);
     opb_op(b, OP_MUL_PUB, 1, 1, 0, 1, at, OP_NONE, OP_NONE, thc, OPF_NO_TRUNC, 0, 0.0);
     opb_op(b, OP_ADD_PUB, 1, 1, 0, 1, thc, OP_NONE, OP_NONE, thc, 0, 0, thr);
-    uint32_t lt = opb_op(b, OP_LT, Hkv, 1, 0, nu, row, thc, OP_NONE,
-                         opb_tensor(b, "cmp.below", OPT_TEMP, Hkv, 1, nu), 0, 0, 0);
+    uint32_t lt = opb_op(b, OP_LT, B, 1, 0, nu, row, thc, OP_NONE,
+                         opb_tensor(b, "cmp.below", OPT_TEMP, B, 1, nu), 0, 0, 0);
     /* a dropped unit's score bias −PCHECK_PAD_BIAS (the 0/1 bit times its fixed point: local),
-     * per candidate entry, repeated for the G query heads of a KV head (local products) */
-    uint32_t bu = opb_op(b, OP_MUL_PUB, Hkv, 1, 0, nu, lt, OP_NONE, OP_NONE,
-                         opb_tensor(b, "cmp.drop_bias", OPT_TEMP, Hkv, 1, nu), OPF_NO_TRUNC, 0,
+     * per candidate entry, repeated for the query heads it selects for (local products) */
+    uint32_t bu = opb_op(b, OP_MUL_PUB, B, 1, 0, nu, lt, OP_NONE, OP_NONE,
+                         opb_tensor(b, "cmp.drop_bias", OPT_TEMP, B, 1, nu), OPF_NO_TRUNC, 0,
                          -PCHECK_PAD_BIAS);
-    uint32_t bias = per_entry(b, bu, Hkv, nu, S, c0, c1, "cmp.drop_entries");
-    if (G > 1) {
-        uint32_t ones = opb_shared(b, "cmp.drop_heads_ones", OPT_PUBLIC, 1, 1, G);
-        uint32_t r = opb_matmul_pub(b, bias, ones, Hkv * nc, 1, G,
-                                    opb_tensor(b, "cmp.drop_heads_t", OPT_TEMP, Hkv, nc, G));
-        bias = opb_transpose(b, r, Hkv, nc, G, "cmp.drop_heads");
-    }
+    uint32_t bias = per_entry(b, bu, B, nu, S, c0, c1, "cmp.drop_entries");
+    if (H > B)
+        bias = repeat_rows(b, bias, B, nc, H / B, "cmp.drop_heads");
+    /* each KV head's score of each candidate entry (the check's ties) */
+    uint32_t sc = per_entry(b, row, B, nu, S, c0, c1, "cmp.score_entries");
+    if (Hkv > B)
+        sc = repeat_rows(b, sc, B, nc, Hkv / B, "cmp.score_heads");
     /* the candidates' cached [K | V] rows, all of them (a view): the selection */
     uint32_t kv = pcheck_input(b, PCHECK_IN_KV, Hkv, kv_len, 2 * d);
     uint32_t sel = opb_rows(b, kv, Hkv, c0, nc, 2 * d, "cmp.kv_cand");
-    pcheck_selection(b, sel, nc, c0, c1, per_entry(b, row, Hkv, nu, S, c0, c1, "cmp.score_entries"),
-                     tol);
+    pcheck_selection(b, sel, nc, c0, c1, sc, tol);
     pcheck_selection_bias(b, bias);
     pcheck_selection_threshold(b, thr);
+}
+
+/* The KV heads' rows (Hkv, 1, n) summed: (1, 1, n) (a transposition and a product with public
+ * ones, local). */
+static uint32_t sum_heads(opb *b, uint32_t row, uint32_t Hkv, uint32_t n)
+{
+    uint32_t t = opb_transpose(b, row, 1, Hkv, n, "cmp.heads_t");
+    uint32_t ones = opb_shared(b, "cmp.heads_sum_ones", OPT_PUBLIC, 1, Hkv, 1);
+    uint32_t sum =
+        opb_matmul_pub(b, t, ones, n, Hkv, 1, opb_tensor(b, "cmp.heads_sum", OPT_TEMP, 1, n, 1));
+    return opb_transpose(b, sum, 1, n, 1, "cmp.heads_row");
 }
 
 /* The error bound of the ops' key norm of one entry against select()'s float one (as
@@ -110,6 +134,7 @@ int compose_thr_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t k
 {
     const policy_env *v = t->env;
     uint32_t H = v->n_heads, Hkv = v->n_kv_heads, d = v->head_dim, S = t->S;
+    uint32_t B = t->shared ? 1 : Hkv; /* selections: one per KV head, or one per layer */
     uint32_t c0 = t->c0, c1 = t->c1, u0 = c0 / S, nu = c1 > c0 ? (c1 + S - 1) / S - u0 : 0;
     int pre = phase == PHASE_PREFILL;
     /* a score at tol of thr is compared the other way round than select() where it is within
@@ -122,11 +147,13 @@ int compose_thr_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t k
         if (pre) {
             page_bounds_prompt(&b, "cmp", bst, Hkv, kv_len, S, d);
         } else {
-            if (nu) /* page_bounds_tol: twice one score's error (two pages swapped) */
-                thr_select(&b, page_bounds_score(&b, "cmp", bst, H, Hkv, u0, nu, d), H, Hkv, d, c0,
-                           c1, S, kv_len, t->thr,
-                           page_bounds_tol(t->qmax, t->kmax, d, H / Hkv, pcheck_frac_bits()) / 2 +
-                               u);
+            if (nu) { /* page_bounds_tol: twice one score's error (two pages swapped) */
+                uint32_t row = page_bounds_score(&b, "cmp", bst, H, Hkv, u0, nu, d);
+                double tol = page_bounds_tol(t->qmax, t->kmax, d, t->shared ? H : H / Hkv,
+                                             pcheck_frac_bits());
+                thr_select(&b, t->shared ? sum_heads(&b, row, Hkv, nu) : row, B, H, Hkv, d, c0, c1,
+                           S, kv_len, t->thr, tol / 2 + u);
+            }
             page_bounds_upkeep(&b, "cmp", bst, Hkv, kv_len, S, d, t->max_pages);
         }
         return policy_emit_done(&b, name, e);
@@ -141,7 +168,9 @@ int compose_thr_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t k
         uint32_t row = S > 1 ? compose_keynorm_pages(&b, nst, Hkv, c0, c1, S)
                              : opb_transpose(&b, opb_rows(&b, nst, Hkv, c0, nu, 1, "cmp.cand"), Hkv,
                                              nu, 1, "cmp.cand_row");
-        thr_select(&b, row, H, Hkv, d, c0, c1, S, kv_len, t->thr, keynorm_err(d, S, M, u) + u);
+        /* shared: the sum of Hkv·S norms */
+        thr_select(&b, t->shared ? sum_heads(&b, row, Hkv, nu) : row, B, H, Hkv, d, c0, c1, S,
+                   kv_len, t->thr, keynorm_err(d, t->shared ? Hkv * S : S, M, u) + u);
     }
     return policy_emit_done(&b, name, e);
 }
