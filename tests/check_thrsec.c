@@ -46,16 +46,33 @@ static const char thrpgsh_yaml[] = "name: thrpgsh_t\nsinks: 4\nscore: key_norm\n
 static const char thrpbsh_yaml[] = "name: thrpbsh_t\nscore: page_bounds\nshare: layer\n"
                                    "granularity: {page: 4}\nselect: {threshold: 8}\n";
 
+/* Once after the prompt (`when: once`: decided at the prompt, its decision kept as state and
+ * named by every decode step, the entries cached since public) and every N steps (decided at
+ * decode positions 16, 19, 22, …; between them the last decision), tokens and pages. */
+static const char thronce_yaml[] = "name: thronce_t\nrecent: 4\nscore: key_norm\nwhen: once\n"
+                                   "select: {threshold: 200}\n";
+static const char threv_yaml[] = "name: threv_t\nsinks: 2\nrecent: 4\nscore: key_norm\n"
+                                 "when: {every: 3}\nselect: {threshold: 200}\n";
+static const char thrpgonce_yaml[] = "name: thrpgonce_t\nsinks: 4\nscore: key_norm\nwhen: once\n"
+                                     "granularity: {page: 4}\nselect: {threshold: 800}\n";
+static const char thrpgev_yaml[] = "name: thrpgev_t\nsinks: 4\nscore: key_norm\nshare: layer\n"
+                                   "when: {every: 2}\ngranularity: {page: 4}\n"
+                                   "select: {threshold: 3000}\n";
+
 typedef struct shape {
     const char *file, *text, *name;
 } shape;
 
-static const shape shapes[6] = {{"thr.yaml", thr_yaml, "thr_t"},
-                                {"thrpg.yaml", thrpg_yaml, "thrpg_t"},
-                                {"thrpb.yaml", thrpb_yaml, "thrpb_t"},
-                                {"thrsh.yaml", thrsh_yaml, "thrsh_t"},
-                                {"thrpgsh.yaml", thrpgsh_yaml, "thrpgsh_t"},
-                                {"thrpbsh.yaml", thrpbsh_yaml, "thrpbsh_t"}};
+static const shape shapes[10] = {{"thr.yaml", thr_yaml, "thr_t"},
+                                 {"thrpg.yaml", thrpg_yaml, "thrpg_t"},
+                                 {"thrpb.yaml", thrpb_yaml, "thrpb_t"},
+                                 {"thrsh.yaml", thrsh_yaml, "thrsh_t"},
+                                 {"thrpgsh.yaml", thrpgsh_yaml, "thrpgsh_t"},
+                                 {"thrpbsh.yaml", thrpbsh_yaml, "thrpbsh_t"},
+                                 {"thronce.yaml", thronce_yaml, "thronce_t"},
+                                 {"threv.yaml", threv_yaml, "threv_t"},
+                                 {"thrpgonce.yaml", thrpgonce_yaml, "thrpgonce_t"},
+                                 {"thrpgev.yaml", thrpgev_yaml, "thrpgev_t"}};
 
 /* On shares: 5 layers x 4 KV heads x 8 decode steps = 160 masks, each equal to select() over
  * the session's values (ties at the threshold within the stated bound), every op as
@@ -112,12 +129,26 @@ START_TEST(test_thr_shared_aby3)
 }
 END_TEST
 
+START_TEST(test_thr_once_every_semi2k)
+{
+    for (int i = 6; i < 10; i++)
+        thr_on("semi2k", &shapes[i]);
+}
+END_TEST
+
+START_TEST(test_thr_once_every_aby3)
+{
+    for (int i = 6; i < 10; i++)
+        thr_on("aby3", &shapes[i]);
+}
+END_TEST
+
 /* policy check: its ops keep what select() keeps, every one of the 640 masks chosen by them
  * (with 6 sinks the first candidate page holds two of them too). */
 START_TEST(test_thr_check)
 {
     char out[1 << 13], want[80];
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 10; i++) {
         char *yaml = strdup(th_file(&td, shapes[i].file, shapes[i].text));
         snprintf(want, sizeof want, "%s: match", shapes[i].name);
         th_cli_expect(out, sizeof out, 0, want, "policy check '%s' --prompt 16", yaml);
@@ -243,7 +274,7 @@ static void same_as_cost_path(const char *policy, const char *pn)
 START_TEST(test_thr_cost_path)
 {
     const char *pn[2] = {"semi2k", "aby3"};
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 10; i++) {
         load_shape(&shapes[i]);
         for (int j = 0; j < 2; j++)
             same_as_cost_path(shapes[i].name, pn[j]);
@@ -259,7 +290,7 @@ Suite *thrsec_suite(void)
     TESTDIR_USE(tc);
     TH_TESTS(tc, test_thr_tokens_semi2k, test_thr_tokens_aby3, test_thr_pages_semi2k,
              test_thr_pages_aby3, test_thr_bounds_semi2k, test_thr_bounds_aby3,
-             test_thr_shared_semi2k, test_thr_shared_aby3, test_thr_check, test_thr_opens_nothing,
-             test_thr_cost_path);
+             test_thr_shared_semi2k, test_thr_shared_aby3, test_thr_once_every_semi2k,
+             test_thr_once_every_aby3, test_thr_check, test_thr_opens_nothing, test_thr_cost_path);
     return s;
 }

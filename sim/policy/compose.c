@@ -766,10 +766,10 @@ static int cs_emit_thr(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op
     uint32_t sinks, recent, k, Hkv = s->env.n_kv_heads;
     budget(s, layer, kv_len, &sinks, &recent, &k);
     compose_thr t = {.env = &s->env, .score = s->sp->score, .shared = s->sp->share_all};
-    t.S = s->page, t.max_pages = s->max_pages, t.thr = s->thr;
+    t.S = s->page, t.max_pages = s->max_pages, t.thr = s->thr, t.once = s->sp->when == W_ONCE;
     t.norms = s->score ? s->score + (size_t)layer * Hkv * s->env.max_len : NULL;
     t.qmax = s->qmax ? s->qmax[layer] : 0, t.kmax = s->kmax ? s->kmax[layer] : 0;
-    cand_range(kv_len, sinks, recent, &t.c0, &t.c1);
+    t.every = s->every, t.sinks = sinks, t.recent = recent;
     return compose_thr_emit(&t, phase, layer, kv_len, prog, s->sl->name, e);
 }
 
@@ -877,7 +877,7 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
     if (sp->score == SC_KEYNORM && sp->sel == K_TOPK && s->page == 1 && sp->when == W_STEP &&
         !sp->permanent && (s->every == 1 || !sp->share_all) && sp->lshare <= 1)
         return cs_emit_keynorm(s, phase, layer, kv_len, prog, e);
-    if (compose_thr_shaped(sp) && s->every == 1) /* a threshold on shares (compose_thr.c) */
+    if (compose_thr_shaped(sp, s->every, s->frac)) /* a threshold on shares (compose_thr.c) */
         return cs_emit_thr(s, phase, layer, kv_len, prog, e);
     compose_att att;
     if (att_real(s, layer, &att))
@@ -1020,7 +1020,7 @@ static void cs_attend(void *st, uint32_t layer, uint32_t kv_len, const uint32_t 
     uint32_t Hkv = s->env.n_kv_heads, R = 0, sinks, recent, k, c0, c1;
     for (uint32_t g = 0; g < Hkv; g++)
         R = kept[g] > R ? kept[g] : R;
-    if (layer >= s->dense && compose_thr_shaped(sp) && s->every == 1)
+    if (layer >= s->dense && compose_thr_shaped(sp, s->every, s->frac))
         R = kv_len; /* an oblivious threshold attends every entry, the dropped biased out */
     if (layer >= s->dense && s->page > 1 && sp->sel == K_TOPK && sp->when == W_STEP &&
         !sp->permanent && s->every == 1) {
@@ -1149,7 +1149,7 @@ int policy_compose_load(const char *path, const policy_ops **out, errbuf *e)
     /* a page-granular top-k at every step gathers whole pages: the lowering attends them */
     if ((has_param(sl, "page") && sp->sel == K_TOPK && sp->when == W_STEP && !sp->permanent &&
          sp->score != SC_RANDOM) ||
-        compose_thr_shaped(sp))
+        compose_thr_shaped(sp, sp->every, 0))
         sl->ops.attend = cs_attend;
     if (sp->cluster) {
         compose_cluster_ops(&sl->ops);

@@ -108,22 +108,25 @@ void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t 
 uint32_t compose_keynorm_pages(opb *b, uint32_t nst, uint32_t Hkv, uint32_t c0, uint32_t c1,
                                uint32_t S);
 
-/* A threshold (`select: {threshold: X}`) on key norms of tokens or pages, or on page bounds, at
- * every decode step per KV head or (`share: layer`) per layer, on real operands (compose_thr.c):
- * the scores compared with the public threshold on shares, every candidate's row attended, a
- * dropped one's attention score biased out (no kept count opened). compose_thr_shaped: its blocks
- * (compose.c also checks that `every` is 1); compose_thr_emit: the ops of a layer and phase, the
- * candidates [c0, c1) of kv_len cached entries. */
+/* A threshold (`select: {threshold: X}`) on key norms of tokens or pages (at every decode step,
+ * once after the prompt, or every N steps), or on page bounds (at every step), per KV head or
+ * (`share: layer`) per layer, on real operands (compose_thr.c): the scores compared with the
+ * public threshold on shares, every candidate's row attended, a dropped one's attention score
+ * biased out (no kept count opened). compose_thr_shaped: its blocks, with `every` N and the
+ * kv_budget fraction frac (every N > 1: frac 0, the candidates not moving with the cached count);
+ * compose_thr_emit: the ops of a layer and phase at kv_len cached entries. */
 typedef struct compose_thr {
     const policy_env *env;
     int score;                     /* SC_KEYNORM or SC_BOUNDS */
     int shared;                    /* one selection per layer (the KV heads' scores summed) */
-    uint32_t c0, c1, S, max_pages; /* the candidates, the page size, pages of max_len */
+    int once;                      /* when: once (else every `every` decode steps) */
+    uint32_t every, sinks, recent; /* the candidates: after the sinks, before the window */
+    uint32_t S, max_pages;         /* the page size, pages of max_len */
     double thr;
     const float *norms; /* key norms: the layer's carried scores, Hkv × max_len (the tie bound) */
     double qmax, kmax;  /* page bounds: the step's largest |query| and |key| element */
 } compose_thr;
-int compose_thr_shaped(const cspec *sp);
+int compose_thr_shaped(const cspec *sp, uint32_t every, double frac);
 int compose_thr_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t kv_len,
                      op_program *prog, const char *name, errbuf *e);
 

@@ -14,10 +14,12 @@
 #include <math.h>
 #include <stdio.h>
 
-int compose_thr_shaped(const cspec *sp)
+int compose_thr_shaped(const cspec *sp, uint32_t every, double frac)
 {
-    return sp->sel == K_THRESHOLD && sp->when == W_STEP && !sp->permanent && sp->every <= 1 &&
-           sp->lshare <= 1 && !sp->cluster && (sp->score == SC_KEYNORM || sp->score == SC_BOUNDS);
+    int step = sp->when == W_STEP && every <= 1;
+    return sp->sel == K_THRESHOLD && !sp->permanent && sp->lshare <= 1 && !sp->cluster &&
+           ((sp->score == SC_BOUNDS && step) ||
+            (sp->score == SC_KEYNORM && (step || sp->when == W_ONCE || frac <= 0)));
 }
 
 uint32_t compose_keynorm_pages(opb *b, uint32_t nst, uint32_t Hkv, uint32_t c0, uint32_t c1,
@@ -72,12 +74,11 @@ static uint32_t repeat_rows(opb *b, uint32_t x, uint32_t B, uint32_t n, uint32_t
 }
 
 /* The threshold on the scores row (B, 1, nu) of the candidate units [⌊c0 / S⌋, ⌈c1 / S⌉), one
- * per KV head (B = Hkv) or one per layer (B = 1, `share: layer`): every candidate entry's cached
- * row named as the selection, a dropped unit's entries biased out of the attention of each of
- * the H / B query heads it selects for; tol: a unit score's error bound against select()'s. */
-static void thr_select(opb *b, uint32_t row, uint32_t B, uint32_t H, uint32_t Hkv, uint32_t d,
-                       uint32_t c0, uint32_t c1, uint32_t S, uint32_t kv_len, double thr,
-                       double tol)
+ * per KV head (B = Hkv) or one per layer (B = 1, `share: layer`): the score bias of each
+ * candidate entry (H, c1 − c0), −PCHECK_PAD_BIAS where its unit is dropped, for each of the
+ * H / B query heads it selects for. */
+static uint32_t thr_bias(opb *b, uint32_t row, uint32_t B, uint32_t H, uint32_t c0, uint32_t c1,
+                         uint32_t S, double thr)
 {
     uint32_t nu = (c1 + S - 1) / S - c0 / S, nc = c1 - c0;
     /* COST: [U < thr] per candidate unit against the threshold as a constant on shares (a value
@@ -94,13 +95,19 @@ static void thr_select(opb *b, uint32_t row, uint32_t B, uint32_t H, uint32_t Hk
                          opb_tensor(b, "cmp.drop_bias", OPT_TEMP, B, 1, nu), OPF_NO_TRUNC, 0,
                          -PCHECK_PAD_BIAS);
     uint32_t bias = per_entry(b, bu, B, nu, S, c0, c1, "cmp.drop_entries");
-    if (H > B)
-        bias = repeat_rows(b, bias, B, nc, H / B, "cmp.drop_heads");
-    /* each KV head's score of each candidate entry (the check's ties) */
+    return H > B ? repeat_rows(b, bias, B, nc, H / B, "cmp.drop_heads") : bias;
+}
+
+/* Names every candidate entry's cached [K | V] row of [c0, c1) (a view: kv_len cached) as the
+ * selection, bias (H, c1 − c0) its score biases, row (B, 1, nu) the units' scores (each entry's
+ * its unit's, each KV head's its selection's: the check's ties), tol their error bound. */
+static void thr_name(opb *b, uint32_t row, uint32_t bias, uint32_t B, uint32_t Hkv, uint32_t d,
+                     uint32_t c0, uint32_t c1, uint32_t S, uint32_t kv_len, double thr, double tol)
+{
+    uint32_t nu = (c1 + S - 1) / S - c0 / S, nc = c1 - c0;
     uint32_t sc = per_entry(b, row, B, nu, S, c0, c1, "cmp.score_entries");
     if (Hkv > B)
         sc = repeat_rows(b, sc, B, nc, Hkv / B, "cmp.score_heads");
-    /* the candidates' cached [K | V] rows, all of them (a view): the selection */
     uint32_t kv = pcheck_input(b, PCHECK_IN_KV, Hkv, kv_len, 2 * d);
     uint32_t sel = opb_rows(b, kv, Hkv, c0, nc, 2 * d, "cmp.kv_cand");
     pcheck_selection(b, sel, nc, c0, c1, sc, tol);
@@ -135,8 +142,13 @@ int compose_thr_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t k
     const policy_env *v = t->env;
     uint32_t H = v->n_heads, Hkv = v->n_kv_heads, d = v->head_dim, S = t->S;
     uint32_t B = t->shared ? 1 : Hkv; /* selections: one per KV head, or one per layer */
-    uint32_t c0 = t->c0, c1 = t->c1, u0 = c0 / S, nu = c1 > c0 ? (c1 + S - 1) / S - u0 : 0;
     int pre = phase == PHASE_PREFILL;
+    /* the step whose candidates are selected: this one, or (once, every N) the last selecting
+     * one, the prompt's end or a decode step N apart from it */
+    uint32_t P = v->prompt_len, at = pre || t->once ? P : kv_len - (kv_len - P) % t->every;
+    uint32_t c0 = t->sinks < at ? t->sinks : at, c1 = at - (t->recent < at ? t->recent : at);
+    c1 = c1 < c0 ? c0 : c1;
+    uint32_t u0 = c0 / S, nu = c1 > c0 ? (c1 + S - 1) / S - u0 : 0;
     /* a score at tol of thr is compared the other way round than select() where it is within
      * its own error of thr, and thr's fixed point within u of thr */
     double u = ldexp(1, -pcheck_frac_bits());
@@ -151,26 +163,47 @@ int compose_thr_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t k
                 uint32_t row = page_bounds_score(&b, "cmp", bst, H, Hkv, u0, nu, d);
                 double tol = page_bounds_tol(t->qmax, t->kmax, d, t->shared ? H : H / Hkv,
                                              pcheck_frac_bits());
-                thr_select(&b, t->shared ? sum_heads(&b, row, Hkv, nu) : row, B, H, Hkv, d, c0, c1,
-                           S, kv_len, t->thr, tol / 2 + u);
+                row = t->shared ? sum_heads(&b, row, Hkv, nu) : row;
+                thr_name(&b, row, thr_bias(&b, row, B, H, c0, c1, S, t->thr), B, Hkv, d, c0, c1, S,
+                         kv_len, t->thr, tol / 2 + u);
             }
             page_bounds_upkeep(&b, "cmp", bst, Hkv, kv_len, S, d, t->max_pages);
         }
         return policy_emit_done(&b, name, e);
     }
-    /* COST: the new keys' squares and their sum (a product with public ones: local) */
-    uint32_t nst = compose_key_norms(&b, Hkv, d, v->max_len, pre ? kv_len : 1, pre ? 0 : kv_len);
-    if (!pre && nu) {
-        double M = 0; /* the largest candidate score */
-        for (uint32_t g = 0; g < Hkv; g++)
-            for (uint32_t j = c0; j < c1; j++)
-                M = fmax(M, t->norms[(size_t)g * v->max_len + j]);
-        uint32_t row = S > 1 ? compose_keynorm_pages(&b, nst, Hkv, c0, c1, S)
-                             : opb_transpose(&b, opb_rows(&b, nst, Hkv, c0, nu, 1, "cmp.cand"), Hkv,
-                                             nu, 1, "cmp.cand_row");
-        /* shared: the sum of Hkv·S norms */
-        thr_select(&b, t->shared ? sum_heads(&b, row, Hkv, nu) : row, B, H, Hkv, d, c0, c1, S,
-                   kv_len, t->thr, keynorm_err(d, t->shared ? Hkv * S : S, M, u) + u);
+    /* COST: the new keys' squares and their sum (a product with public ones: local); once
+     * after the prompt, the prompt's only */
+    uint32_t nst = t->once && !pre ? opb_shared(&b, "cmp.norm", OPT_CACHE, Hkv, v->max_len, 1)
+                                   : compose_key_norms(&b, Hkv, d, v->max_len, pre ? kv_len : 1,
+                                                       pre ? 0 : kv_len);
+    /* the decision of the candidates [c0, c1) of the last selecting step, kept as state (H,
+     * max_len, 1) at their rows for the steps up to the next one (once: every decode step) */
+    int decides = t->once ? pre : !pre && at == kv_len;
+    uint32_t dst =
+        t->once || t->every > 1 ? opb_shared(&b, "cmp.drop", OPT_CACHE, H, v->max_len, 1) : OP_NONE;
+    if (!nu || (pre && !decides))
+        return policy_emit_done(&b, name, e);
+    double M = 0; /* the largest candidate score */
+    for (uint32_t g = 0; g < Hkv; g++)
+        for (uint32_t j = c0; j < c1; j++)
+            M = fmax(M, t->norms[(size_t)g * v->max_len + j]);
+    uint32_t row = S > 1 ? compose_keynorm_pages(&b, nst, Hkv, c0, c1, S)
+                         : opb_transpose(&b, opb_rows(&b, nst, Hkv, c0, nu, 1, "cmp.cand"), Hkv, nu,
+                                         1, "cmp.cand_row");
+    row = t->shared ? sum_heads(&b, row, Hkv, nu) : row;
+    uint32_t bias = OP_NONE;
+    if (decides) {
+        bias = thr_bias(&b, row, B, H, c0, c1, S, t->thr);
+        if (dst != OP_NONE) /* as (H, c1 − c0, 1): a view */
+            opb_put(&b,
+                    opb_op(&b, OP_VIEW, H, c1 - c0, 0, 1, bias, OP_NONE, OP_NONE,
+                           opb_tensor(&b, "cmp.drop_col", OPT_TEMP, H, c1 - c0, 1), 0, 0, 0),
+                    dst, H, c0, c1 - c0, 1);
+    } else { /* the last selecting step's (a view) */
+        bias = opb_rows(&b, dst, H, c0, c1 - c0, 1, "cmp.drop_kept");
     }
+    if (!pre) /* shared: the sum of Hkv·S norms */
+        thr_name(&b, row, bias, B, Hkv, d, c0, c1, S, kv_len, t->thr,
+                 keynorm_err(d, t->shared ? Hkv * S : S, M, u) + u);
     return policy_emit_done(&b, name, e);
 }
