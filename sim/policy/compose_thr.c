@@ -1,12 +1,13 @@
 /* compose_thr.c — a composition's threshold selection (`select: {threshold: X}`) on real operands,
  * the ops `policy check` runs and the secure session executes on shares (secpol_emit.c): key
- * norms per token or summed per page, or the query against page bounds, compared with the
- * public threshold at every decode step per KV head, obliviously. The kept count is not opened:
- * every candidate's [K | V] row stays in the step's attention, and a dropped one's attention
- * score is biased by −PCHECK_PAD_BIAS before the softmax (pcheck_selection_bias), as quest's
- * padding rows are — nothing of the scores is revealed, and no attention is saved
- * (POLICIES.md "A threshold on shares"). Also the per-page sums of the candidates' key norms
- * that the top-k pages rank (compose.c cs_emit_pages). */
+ * norms per token or summed per page (at every decode step, once after the prompt, or every N
+ * steps), or the query against page bounds (at every step), per KV head or per layer, compared
+ * with the public threshold obliviously. The kept count is not opened: every candidate's
+ * [K | V] row stays in the step's attention, and a dropped one's attention score is biased by
+ * −PCHECK_PAD_BIAS before the softmax (pcheck_selection_bias), as quest's padding rows are —
+ * nothing of the scores is revealed, and no attention is saved (POLICIES.md "A threshold on
+ * shares"). Also the per-page sums of the candidates' key norms that the top-k pages rank
+ * (compose.c cs_emit_pages). */
 #include "compose_int.h"
 #include "page_ops.h"
 #include "pcheck.h"
