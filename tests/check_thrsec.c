@@ -59,11 +59,20 @@ static const char thrpgev_yaml[] = "name: thrpgev_t\nsinks: 4\nscore: key_norm\n
                                    "when: {every: 2}\ngranularity: {page: 4}\n"
                                    "select: {threshold: 3000}\n";
 
+/* Attention at every step (accumulated over every query, at least 1; the newest row beside 2
+ * sinks, at least 0.05), a window of 4: each step's decision made after the step before's
+ * softmax, every cached entry attended. */
+static const char thratt_yaml[] = "name: thratt_t\nrecent: 4\nscore: attention\n"
+                                  "select: {threshold: 1.0}\n";
+static const char thrattl_yaml[] = "name: thrattl_t\nsinks: 2\nrecent: 4\n"
+                                   "score: {attention: {accumulate: false}}\n"
+                                   "select: {threshold: 0.05}\n";
+
 typedef struct shape {
     const char *file, *text, *name;
 } shape;
 
-static const shape shapes[10] = {{"thr.yaml", thr_yaml, "thr_t"},
+static const shape shapes[12] = {{"thr.yaml", thr_yaml, "thr_t"},
                                  {"thrpg.yaml", thrpg_yaml, "thrpg_t"},
                                  {"thrpb.yaml", thrpb_yaml, "thrpb_t"},
                                  {"thrsh.yaml", thrsh_yaml, "thrsh_t"},
@@ -72,7 +81,9 @@ static const shape shapes[10] = {{"thr.yaml", thr_yaml, "thr_t"},
                                  {"thronce.yaml", thronce_yaml, "thronce_t"},
                                  {"threv.yaml", threv_yaml, "threv_t"},
                                  {"thrpgonce.yaml", thrpgonce_yaml, "thrpgonce_t"},
-                                 {"thrpgev.yaml", thrpgev_yaml, "thrpgev_t"}};
+                                 {"thrpgev.yaml", thrpgev_yaml, "thrpgev_t"},
+                                 {"thratt.yaml", thratt_yaml, "thratt_t"},
+                                 {"thrattl.yaml", thrattl_yaml, "thrattl_t"}};
 
 /* On shares: 5 layers x 4 KV heads x 8 decode steps = 160 masks, each equal to select() over
  * the session's values (ties at the threshold within the stated bound), every op as
@@ -143,12 +154,26 @@ START_TEST(test_thr_once_every_aby3)
 }
 END_TEST
 
+START_TEST(test_thr_att_semi2k)
+{
+    for (int i = 10; i < 12; i++)
+        thr_on("semi2k", &shapes[i]);
+}
+END_TEST
+
+START_TEST(test_thr_att_aby3)
+{
+    for (int i = 10; i < 12; i++)
+        thr_on("aby3", &shapes[i]);
+}
+END_TEST
+
 /* policy check: its ops keep what select() keeps, every one of the 640 masks chosen by them
  * (with 6 sinks the first candidate page holds two of them too). */
 START_TEST(test_thr_check)
 {
     char out[1 << 13], want[80];
-    for (int i = 0; i < 10; i++) {
+    for (int i = 0; i < 12; i++) {
         char *yaml = strdup(th_file(&td, shapes[i].file, shapes[i].text));
         snprintf(want, sizeof want, "%s: match", shapes[i].name);
         th_cli_expect(out, sizeof out, 0, want, "policy check '%s' --prompt 16", yaml);
@@ -274,7 +299,7 @@ static void same_as_cost_path(const char *policy, const char *pn)
 START_TEST(test_thr_cost_path)
 {
     const char *pn[2] = {"semi2k", "aby3"};
-    for (int i = 0; i < 10; i++) {
+    for (int i = 0; i < 12; i++) {
         load_shape(&shapes[i]);
         for (int j = 0; j < 2; j++)
             same_as_cost_path(shapes[i].name, pn[j]);
@@ -291,6 +316,7 @@ Suite *thrsec_suite(void)
     TH_TESTS(tc, test_thr_tokens_semi2k, test_thr_tokens_aby3, test_thr_pages_semi2k,
              test_thr_pages_aby3, test_thr_bounds_semi2k, test_thr_bounds_aby3,
              test_thr_shared_semi2k, test_thr_shared_aby3, test_thr_once_every_semi2k,
-             test_thr_once_every_aby3, test_thr_check, test_thr_opens_nothing, test_thr_cost_path);
+             test_thr_once_every_aby3, test_thr_att_semi2k, test_thr_att_aby3, test_thr_check,
+             test_thr_opens_nothing, test_thr_cost_path);
     return s;
 }

@@ -1,13 +1,13 @@
 /* compose_thr.c — a composition's threshold selection (`select: {threshold: X}`) on real operands,
  * the ops `policy check` runs and the secure session executes on shares (secpol_emit.c): key
  * norms per token or summed per page (at every decode step, once after the prompt, or every N
- * steps), or the query against page bounds (at every step), per KV head or per layer, compared
- * with the public threshold obliviously. The kept count is not opened: every candidate's
- * [K | V] row stays in the step's attention, and a dropped one's attention score is biased by
- * −PCHECK_PAD_BIAS before the softmax (pcheck_selection_bias), as quest's padding rows are —
- * nothing of the scores is revealed, and no attention is saved (POLICIES.md "A threshold on
- * shares"). Also the per-page sums of the candidates' key norms that the top-k pages rank
- * (compose.c cs_emit_pages). */
+ * steps), the query against page bounds (at every step), per KV head or per layer, or attention
+ * (at every step, per KV head), compared with the public threshold obliviously. The kept count is
+ * not opened: every candidate's [K | V] row stays in the step's attention, and a dropped one's
+ * attention score is biased by −PCHECK_PAD_BIAS before the softmax (pcheck_selection_bias), as
+ * quest's padding rows are — nothing of the scores is revealed, and no attention is saved
+ * (POLICIES.md "A threshold on shares"). Also the per-page sums of the candidates' key norms that
+ * the top-k pages rank (compose.c cs_emit_pages). */
 #include "compose_int.h"
 #include "page_ops.h"
 #include "pcheck.h"
@@ -20,6 +20,7 @@ int compose_thr_shaped(const cspec *sp, uint32_t every, double frac)
     int step = sp->when == W_STEP && every <= 1;
     return sp->sel == K_THRESHOLD && !sp->permanent && sp->lshare <= 1 && !sp->cluster &&
            ((sp->score == SC_BOUNDS && step) ||
+            (sp->score == SC_ATT && step && !sp->share_all && sp->page <= 1) ||
             (sp->score == SC_KEYNORM && (step || sp->when == W_ONCE || frac <= 0)));
 }
 
@@ -137,6 +138,103 @@ static double keynorm_err(uint32_t d, uint32_t S, double M, double u)
     return S * (((d + M) / 2 + 2 * d) * u + M * (S + 1) * 0x1p-24);
 }
 
+/* The decision for the step at T cached entries (attention scores): the state "cmp.rows_<T>"
+ * (Hkv, T, 2d), the cached rows it attends, rows (Hkv, T, 2d) from r0 of tab, the new entry's
+ * row (or OP_NONE) behind them; the state "cmp.bias_<T>" (H, T, 1), the candidates' biases
+ * from the scores sc (Hkv, max_len, 1) against thr, 0 for the sinks and the window. */
+static void att_next(opb *b, const compose_thr *t, uint32_t sc, uint32_t tab, uint32_t nrow,
+                     uint32_t T)
+{
+    uint32_t H = t->env->n_heads, Hkv = t->env->n_kv_heads, d2 = 2 * t->env->head_dim;
+    uint32_t c0 = t->sinks < T ? t->sinks : T, c1 = T - (t->recent < T ? t->recent : T);
+    char nm[48];
+    c1 = c1 < c0 ? c0 : c1;
+    snprintf(nm, sizeof nm, "cmp.rows_%u", T);
+    uint32_t rows = opb_shared(b, nm, OPT_CACHE, Hkv, T, d2);
+    opb_put(b, tab, rows, Hkv, 0, nrow == OP_NONE ? T : T - 1, d2);
+    if (nrow != OP_NONE)
+        opb_put(b, nrow, rows, Hkv, T - 1, 1, d2);
+    if (c1 == c0)
+        return; /* no candidates: nothing biased */
+    uint32_t row = opb_transpose(b, opb_rows(b, sc, Hkv, c0, c1 - c0, 1, "cmp.next_cand"), Hkv,
+                                 c1 - c0, 1, "cmp.next_row");
+    uint32_t bias = thr_bias(b, row, Hkv, H, c0, c1, 1, t->thr);
+    snprintf(nm, sizeof nm, "cmp.bias_%u", T);
+    uint32_t bst = opb_shared(b, nm, OPT_CACHE, H, T, 1);
+    opb_put(b,
+            opb_op(b, OP_VIEW, H, c1 - c0, 0, 1, bias, OP_NONE, OP_NONE,
+                   opb_tensor(b, "cmp.bias_col", OPT_TEMP, H, c1 - c0, 1), 0, 0, 0),
+            bst, H, c0, c1 - c0, 1);
+    if (c1 - c0 < T) { /* the sinks' and the window's: 0 (x − x, local) */
+        uint32_t one = opb_rows(b, bst, H, c0, 1, 1, "cmp.bias_one");
+        uint32_t zero = opb_op(b, OP_SUB, H, 1, 0, 1, one, one, OP_NONE,
+                               opb_tensor(b, "cmp.bias_zero", OPT_TEMP, H, 1, 1), 0, 0, 0);
+        for (uint32_t r = 0; r < T; r++)
+            if (r < c0 || r >= c1)
+                opb_put(b, zero, bst, H, r, 1, 1);
+    }
+}
+
+/* Attention scores (accumulated, or the newest row's) at every step, per KV head: the decision
+ * for step T is made at the step before, after its softmax (select() at T ranks the attention
+ * observed up to query T − 1), and carried as state, as compose_att.c does; the step attends
+ * every cached entry (the rows state, none public), so its slots' attention is every entry's in
+ * position order, added to the scores by position (a product with public ones: local). */
+static int thr_att_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t T,
+                        op_program *prog, const char *name, errbuf *e)
+{
+    const policy_env *v = t->env;
+    uint32_t H = v->n_heads, Hkv = v->n_kv_heads, G = H / Hkv, d2 = 2 * v->head_dim;
+    char nm[48];
+    opb b;
+    opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
+    uint32_t sc = opb_shared(&b, "cmp.att", OPT_CACHE, Hkv, v->max_len, 1);
+    if (phase == PHASE_PREFILL) {
+        /* COST: the group's prompt rows summed per entry (every row, or the last one): a product
+         * with public ones, local; the first step's decision */
+        uint32_t w = t->last ? 1 : T;
+        uint32_t att = pcheck_input(&b, PCHECK_IN_PROMPT_ATT, H, w, T);
+        opb_put(&b, opb_colsum(&b, att, Hkv, G * w, T, "cmp.prompt_sum"), sc, Hkv, 0, T, 1);
+        att_next(&b, t, sc, pcheck_input(&b, PCHECK_IN_KV, Hkv, T, d2), OP_NONE, T);
+        return policy_emit_done(&b, name, e);
+    }
+    pcheck_input(&b, PCHECK_IN_KV, Hkv, T, d2); /* what the selection's rows are of */
+    snprintf(nm, sizeof nm, "cmp.rows_%u", T);
+    uint32_t rows = opb_shared(&b, nm, OPT_CACHE, Hkv, T, d2);
+    uint32_t c0 = t->sinks < T ? t->sinks : T, c1 = T - (t->recent < T ? t->recent : T);
+    c1 = c1 < c0 ? c0 : c1;
+    /* the ranked scores as the step began (the tie check's), a copy before their update */
+    uint32_t rank = opb_rows(&b, sc, Hkv, 0, T, 1, "cmp.rank");
+    /* COST: the group sums of the step's attention over every cached entry and the new one
+     * (a product with public ones: local), added to the scores or replacing them */
+    uint32_t att = pcheck_input(&b, PCHECK_IN_ATT_SLOTS, H, 1, T + 1);
+    uint32_t gs = opb_colsum(&b, att, Hkv, G, T + 1, "cmp.slot_sum"); /* (Hkv, T + 1, 1) */
+    if (t->last) {
+        opb_put(&b, gs, sc, Hkv, 0, T + 1, 1);
+    } else {
+        uint32_t acc =
+            opb_op(&b, OP_ADD, Hkv, T, 0, 1, rank, opb_rows(&b, gs, Hkv, 0, T, 1, "cmp.slot_old"),
+                   OP_NONE, opb_tensor(&b, "cmp.acc", OPT_TEMP, Hkv, T, 1), 0, 0, 0);
+        opb_put(&b, acc, sc, Hkv, 0, T, 1);
+        opb_put(&b, opb_rows(&b, gs, Hkv, T, 1, 1, "cmp.slot_new"), sc, Hkv, T, 1, 1);
+    }
+    att_next(&b, t, sc, rows, pcheck_input(&b, PCHECK_IN_KV_NEW, Hkv, 1, d2), T + 1);
+    /* one score is a sum of A = G·T fixed-point probabilities (G·1: the newest row), each within
+     * 2⁻ᶠ of its float, against select()'s float sum of A terms of at most M (compose_att.c's
+     * bound, one score's), and thr's fixed point within 2⁻ᶠ */
+    double M = 0, A = (double)G * (t->last ? 1 : T), u = ldexp(1, -pcheck_frac_bits());
+    for (uint32_t g = 0; g < Hkv; g++)
+        for (uint32_t j = 0; j < T; j++)
+            M = fmax(M, t->norms[(size_t)g * v->max_len + j]);
+    pcheck_selection(&b, rows, T, 0, T, rank, A * (u + M * 0x1p-24) + u);
+    if (c1 > c0) {
+        snprintf(nm, sizeof nm, "cmp.bias_%u", T);
+        pcheck_selection_bias(&b, opb_shared(&b, nm, OPT_CACHE, H, T, 1));
+    }
+    pcheck_selection_threshold(&b, t->thr);
+    return policy_emit_done(&b, name, e);
+}
+
 int compose_thr_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t kv_len,
                      op_program *prog, const char *name, errbuf *e)
 {
@@ -153,6 +251,8 @@ int compose_thr_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t k
     /* a score at tol of thr is compared the other way round than select() where it is within
      * its own error of thr, and thr's fixed point within u of thr */
     double u = ldexp(1, -pcheck_frac_bits());
+    if (t->score == SC_ATT)
+        return thr_att_emit(t, phase, layer, kv_len, prog, name, e);
     opb b;
     opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
     if (t->score == SC_BOUNDS) {

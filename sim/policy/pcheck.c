@@ -131,6 +131,7 @@ typedef struct chk {
     uint32_t kv_rows;     /* rows bound in kvraw */
     const uint64_t *sel0; /* the named selection's state when the program began, or NULL */
     uint32_t sel0_m, sel0_c;
+    int sel0_bias; /* it names score biases: its slots select() drops get no attention */
     pcheck_result *r;
 } chk;
 
@@ -183,7 +184,9 @@ static int cant(chk *c, const char *fmt, const char *a, uint32_t layer)
 
 /* PCHECK_IN_ATT_SLOTS: the decode step's attention row of every query head over the entries
  * the selection's rows of its KV head hold (located among the cached ones), then the new entry,
- * renormalized over those; without a selection, over every cached entry. */
+ * renormalized over those; without a selection, over every cached entry. A selection whose
+ * score biases take rows out of the attention (an oblivious threshold): those select() drops
+ * get none (the check compares the kept sets at the same step). */
 static int bind_att_slots(chk *c, const op_tensor *T, uint32_t layer, int phase, uint32_t kv_len,
                           uint64_t *x, errbuf *e)
 {
@@ -228,11 +231,14 @@ static int bind_att_slots(chk *c, const op_tensor *T, uint32_t layer, int phase,
         for (uint32_t h = 0; h < H; h++) {
             const float *r = a + (size_t)h * (kv_len + 1);
             const uint32_t *ah = at + (size_t)(h / (H / Hkv)) * n;
+            const uint8_t *kp = c->keep + (size_t)(h / (H / Hkv)) * kv_len;
             double s = 0;
             for (uint32_t i = 0; i < n; i++)
-                s += r[ah[i]];
+                s += c->sel0_bias && ah[i] < kv_len && !kp[ah[i]] ? 0 : r[ah[i]];
             for (uint32_t i = 0; i < n; i++)
-                x[(size_t)h * n + i] = fx_encode(s > 0 ? r[ah[i]] / s : 0, c->frac);
+                x[(size_t)h * n + i] = c->sel0_bias && ah[i] < kv_len && !kp[ah[i]]
+                                           ? 0
+                                           : fx_encode(s > 0 ? r[ah[i]] / s : 0, c->frac);
         }
     }
     free(at);
@@ -609,6 +615,7 @@ static int run_prog(chk *c, op_program *prog, const pcheck_io *io, int phase, ui
         c->sel0 = snap;
         c->sel0_m = io->sel_m;
         c->sel0_c = prog->tens[io->sel_t].cols;
+        c->sel0_bias = io->has_bias;
     }
     /* state no op of this program updates (another layer's program may: tova's last layer
      * evicts for every layer): what it holds is what it held as the step began */
@@ -619,6 +626,7 @@ static int run_prog(chk *c, op_program *prog, const pcheck_io *io, int phase, ui
         c->sel0 = ss0->v;
         c->sel0_m = io->sel_m;
         c->sel0_c = prog->tens[io->sel_t].cols;
+        c->sel0_bias = io->has_bias;
     }
     if (!rc && phase == PHASE_DECODE && io->sel_m &&
         (upd ? !s0_made : kept_state && !(ss0 && ss0->made))) {
@@ -769,6 +777,7 @@ static int run_prog(chk *c, op_program *prog, const pcheck_io *io, int phase, ui
     free(made);
     free(snap);
     c->sel0 = NULL;
+    c->sel0_bias = 0;
     return rc ? rc : stop ? -1 : 0;
 }
 

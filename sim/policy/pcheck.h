@@ -70,7 +70,8 @@ enum {
     /* Decode only: (H, 1, n), the step's attention over the cached entries its selection
      * gathered, in the selection's row order (the slots of a compacted cache), then over the
      * new entry: renormalized over those n, as the attention of the attended rows computes
-     * it. A step that names no selection attends every cached entry in order. */
+     * it (a row its score bias takes out, pcheck_selection_bias: none). A step that names no
+     * selection attends every cached entry in order. */
     PCHECK_IN_ATT_SLOTS,
     PCHECK_IN_ALL
 };
