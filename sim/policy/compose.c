@@ -759,24 +759,8 @@ static int cs_emit_pages(cstate *s, int phase, uint32_t layer, uint32_t kv_len, 
     uint32_t t = pre ? kv_len : 1, r0 = pre ? 0 : kv_len;
     uint32_t nst = compose_key_norms(&b, Hkv, d, v->max_len, t, r0);
     if (!pre && k > 0 && k < nu) {
-        /* the candidates' norms in whole pages, the rows before c0 and past c1 zero (x − x),
-         * each page's sum by a product with public ones (local) */
-        uint32_t nc = c1 - c0, lead = c0 - u0 * S;
-        uint32_t cand = opb_rows(&b, nst, Hkv, c0, nc, 1, "cmp.cand");
-        uint32_t padded = opb_tensor(&b, "cmp.cand_pages", OPT_TEMP, Hkv, nu * S, 1);
-        opb_put(&b, cand, padded, Hkv, lead, nc, 1);
-        if (nc < nu * S) {
-            uint32_t one = opb_rows(&b, cand, Hkv, 0, 1, 1, "cmp.cand_one");
-            uint32_t zero = opb_op(&b, OP_SUB, Hkv, 1, 0, 1, one, one, OP_NONE,
-                                   opb_tensor(&b, "cmp.cand_zero", OPT_TEMP, Hkv, 1, 1), 0, 0, 0);
-            for (uint32_t r = 0; r < nu * S; r++)
-                if (r < lead || r >= lead + nc)
-                    opb_put(&b, zero, padded, Hkv, r, 1, 1);
-        }
-        uint32_t pones = opb_shared(&b, "cmp.page_ones", OPT_PUBLIC, 1, S, 1);
-        uint32_t ps = opb_matmul_pub(&b, padded, pones, Hkv * nu, S, 1,
-                                     opb_tensor(&b, "cmp.page_sum", OPT_TEMP, Hkv, nu, 1));
-        uint32_t row = opb_transpose(&b, ps, Hkv, nu, 1, "cmp.page_row");
+        /* the candidates' norms summed per page (local) */
+        uint32_t row = compose_keynorm_pages(&b, nst, Hkv, c0, c1, S);
         /* ties: an entry's norm within (√d·‖k‖ + 2d)·2⁻¹⁸ + its float's 2⁻²⁴ (as the token
          * path), a page's sum of S of them with the float sum's relative S·2⁻²⁴; twice */
         double M = 0, u = ldexp(1, -pcheck_frac_bits());
@@ -787,6 +771,20 @@ static int cs_emit_pages(cstate *s, int phase, uint32_t layer, uint32_t kv_len, 
         page_select(&b, "cmp", row, H, Hkv, c0, u1, k, S, d, c1, kv_len, tol);
     }
     return policy_emit_done(&b, s->sl->name, e);
+}
+
+/* A threshold of key norms or page bounds at every step, on real operands (compose_thr.c). */
+static int cs_emit_thr(cstate *s, int phase, uint32_t layer, uint32_t kv_len, op_program *prog,
+                       errbuf *e)
+{
+    uint32_t sinks, recent, k, Hkv = s->env.n_kv_heads;
+    budget(s, layer, kv_len, &sinks, &recent, &k);
+    compose_thr t = {.env = &s->env, .score = s->sp->score, .shared = s->sp->share_all};
+    t.S = s->page, t.max_pages = s->max_pages, t.thr = s->thr, t.once = s->sp->when == W_ONCE;
+    t.norms = s->score ? s->score + (size_t)layer * Hkv * s->env.max_len : NULL;
+    t.qmax = s->qmax ? s->qmax[layer] : 0, t.kmax = s->kmax ? s->kmax[layer] : 0;
+    t.every = s->every, t.sinks = sinks, t.recent = recent, t.last = s->sp->att_last;
+    return compose_thr_emit(&t, phase, layer, kv_len, prog, s->sl->name, e);
 }
 
 /* Window votes once after the prompt (SnapKV's blocks), on real operands with snapkv's ops
@@ -898,6 +896,8 @@ static int cs_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const u
     if (sp->score == SC_KEYNORM && sp->sel == K_TOPK && s->page == 1 && sp->when == W_STEP &&
         !sp->permanent && (s->every == 1 || !sp->share_all) && sp->lshare <= 1)
         return cs_emit_keynorm(s, phase, layer, kv_len, prog, e);
+    if (compose_thr_shaped(sp, s->every, s->frac)) /* a threshold on shares (compose_thr.c) */
+        return cs_emit_thr(s, phase, layer, kv_len, prog, e);
     compose_att att;
     if (att_real(s, layer, kv_len, phase == PHASE_PREFILL, &att))
         return compose_att_emit(&att, phase, layer, kv_len, prog, s->sl->name, e);
@@ -1039,6 +1039,8 @@ static void cs_attend(void *st, uint32_t layer, uint32_t kv_len, const uint32_t 
     uint32_t Hkv = s->env.n_kv_heads, R = 0, sinks, recent, k, c0, c1;
     for (uint32_t g = 0; g < Hkv; g++)
         R = kept[g] > R ? kept[g] : R;
+    if (layer >= s->dense && compose_thr_shaped(sp, s->every, s->frac))
+        R = kv_len; /* an oblivious threshold attends every entry, the dropped biased out */
     if (layer >= s->dense && s->page > 1 && sp->sel == K_TOPK && sp->when == W_STEP &&
         !sp->permanent && s->every == 1) {
         budget(s, layer, kv_len, &sinks, &recent, &k);
@@ -1164,8 +1166,9 @@ int policy_compose_load(const char *path, const policy_ops **out, errbuf *e)
         .layer_local = (sp->score == SC_ATT || sp->score == SC_WINDOW) && !sp->share_all,
     };
     /* a page-granular top-k at every step gathers whole pages: the lowering attends them */
-    if (has_param(sl, "page") && sp->sel == K_TOPK && sp->when == W_STEP && !sp->permanent &&
-        sp->score != SC_RANDOM)
+    if ((has_param(sl, "page") && sp->sel == K_TOPK && sp->when == W_STEP && !sp->permanent &&
+         sp->score != SC_RANDOM) ||
+        compose_thr_shaped(sp, sp->every, 0))
         sl->ops.attend = cs_attend;
     if (sp->cluster) {
         compose_cluster_ops(&sl->ops);

@@ -102,6 +102,36 @@ void compose_keynorm_kept(opb *b, uint32_t nst, uint32_t Hkv, uint32_t d, uint32
 void compose_keynorm_once(opb *b, int phase, uint32_t Hkv, uint32_t d, uint32_t kv_len, uint32_t c0,
                           uint32_t c1, uint32_t k, double M);
 
+/* The per-page sums of the candidates [c0, c1) of the carried key norms nst in pages of S
+ * (entries outside the candidates count 0): a row (Hkv, 1, nu) of the pages [⌊c0 / S⌋,
+ * ⌈c1 / S⌉) (compose_thr.c; local ops). */
+uint32_t compose_keynorm_pages(opb *b, uint32_t nst, uint32_t Hkv, uint32_t c0, uint32_t c1,
+                               uint32_t S);
+
+/* A threshold (`select: {threshold: X}`) on key norms of tokens or pages (at every decode step,
+ * once after the prompt, or every N steps), or on page bounds (at every step), per KV head or
+ * (`share: layer`) per layer, or on attention (at every step, per KV head, tokens), on real
+ * operands (compose_thr.c): the scores compared with the public threshold on shares, every
+ * candidate's row attended, a dropped one's attention score biased out (no kept count opened).
+ * compose_thr_shaped: its blocks, with `every` N and the kv_budget fraction frac (every N > 1: frac
+ * 0, the candidates not moving with the cached count); compose_thr_emit: the ops of a layer and
+ * phase at kv_len cached entries. */
+typedef struct compose_thr {
+    const policy_env *env;
+    int score;                     /* SC_KEYNORM, SC_BOUNDS or SC_ATT */
+    int shared;                    /* one selection per layer (the KV heads' scores summed) */
+    int once;                      /* when: once (else every `every` decode steps) */
+    int last;                      /* attention: the newest row's, not accumulated */
+    uint32_t every, sinks, recent; /* the candidates: after the sinks, before the window */
+    uint32_t S, max_pages;         /* the page size, pages of max_len */
+    double thr;
+    const float *norms; /* the layer's carried scores, Hkv × max_len (the tie bound) */
+    double qmax, kmax;  /* page bounds: the step's largest |query| and |key| element */
+} compose_thr;
+int compose_thr_shaped(const cspec *sp, uint32_t every, double frac);
+int compose_thr_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t kv_len,
+                     op_program *prog, const char *name, errbuf *e);
+
 /* The random block's score (compose_score.c): a uniform number in [0, 1) from (seed, layer,
  * head, position) (splitmix64). The window votes' pooling is snapkv's (snap_pool1d), the page
  * bound score quest's (page_bound_score). */

@@ -2,6 +2,7 @@
  * (pcheck.h). */
 #include "pcheck.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,8 @@ typedef struct pcheck_io {
     uint32_t sel_bias;
     int has_stage;
     uint32_t sel_stage;
+    int has_thr;
+    double sel_thr;
 } pcheck_io;
 
 /* The check in progress on this thread, NULL in a run. */
@@ -85,6 +88,14 @@ void pcheck_selection_bias(opb *b, uint32_t bias)
     cur->sel_bias = bias;
 }
 
+void pcheck_selection_threshold(opb *b, double thr)
+{
+    if (!cur || opb_failed(b))
+        return;
+    cur->has_thr = 1;
+    cur->sel_thr = thr;
+}
+
 void pcheck_selection_stage(opb *b, uint32_t mask)
 {
     if (!cur || mask == OP_NONE || opb_failed(b))
@@ -120,6 +131,7 @@ typedef struct chk {
     uint32_t kv_rows;     /* rows bound in kvraw */
     const uint64_t *sel0; /* the named selection's state when the program began, or NULL */
     uint32_t sel0_m, sel0_c;
+    int sel0_bias; /* it names score biases: its slots select() drops get no attention */
     pcheck_result *r;
 } chk;
 
@@ -172,7 +184,9 @@ static int cant(chk *c, const char *fmt, const char *a, uint32_t layer)
 
 /* PCHECK_IN_ATT_SLOTS: the decode step's attention row of every query head over the entries
  * the selection's rows of its KV head hold (located among the cached ones), then the new entry,
- * renormalized over those; without a selection, over every cached entry. */
+ * renormalized over those; without a selection, over every cached entry. A selection whose
+ * score biases take rows out of the attention (an oblivious threshold): those select() drops
+ * get none (the check compares the kept sets at the same step). */
 static int bind_att_slots(chk *c, const op_tensor *T, uint32_t layer, int phase, uint32_t kv_len,
                           uint64_t *x, errbuf *e)
 {
@@ -217,11 +231,14 @@ static int bind_att_slots(chk *c, const op_tensor *T, uint32_t layer, int phase,
         for (uint32_t h = 0; h < H; h++) {
             const float *r = a + (size_t)h * (kv_len + 1);
             const uint32_t *ah = at + (size_t)(h / (H / Hkv)) * n;
+            const uint8_t *kp = c->keep + (size_t)(h / (H / Hkv)) * kv_len;
             double s = 0;
             for (uint32_t i = 0; i < n; i++)
-                s += r[ah[i]];
+                s += c->sel0_bias && ah[i] < kv_len && !kp[ah[i]] ? 0 : r[ah[i]];
             for (uint32_t i = 0; i < n; i++)
-                x[(size_t)h * n + i] = fx_encode(s > 0 ? r[ah[i]] / s : 0, c->frac);
+                x[(size_t)h * n + i] = c->sel0_bias && ah[i] < kv_len && !kp[ah[i]]
+                                           ? 0
+                                           : fx_encode(s > 0 ? r[ah[i]] / s : 0, c->frac);
         }
     }
     free(at);
@@ -416,13 +433,16 @@ static int sel_mask(chk *c, const pcheck_io *io, const mpc_val *sel, const op_te
 
 /* The ops' kept set c->got of KV head g against select()'s want: equal, or different only by
  * ties: as many entries kept by one side only as by the other, all candidates, and the ops'
- * scores of all of them within the stated tolerance of each other. 0, or 1 with r->msg. */
+ * scores of all of them within the stated tolerance of each other; under a threshold
+ * (pcheck_selection_threshold), all candidates whose ops' scores lie within it of the
+ * threshold, whatever the counts. 0, or 1 with r->msg. */
 static int compare(chk *c, const pcheck_io *io, const mpc_val *score, const uint8_t *want,
                    uint32_t layer, uint32_t kv_len, uint32_t g)
 {
     uint32_t first = UINT32_MAX, n_want = 0, n_got = 0;
     const uint8_t *got = c->got + (size_t)g * kv_len;
     double lo = 0, hi = 0; /* the ops' scores of the entries one side only kept */
+    double far = 0;        /* under a threshold: their largest distance from it */
     int scored = score && io->sel_score != OP_NONE && io->sel_r1 > io->sel_r0 &&
                  score->n == (size_t)c->env.n_kv_heads * (io->sel_r1 - io->sel_r0);
     for (uint32_t j = 0; j < kv_len; j++) {
@@ -438,6 +458,7 @@ static int compare(chk *c, const pcheck_io *io, const mpc_val *score, const uint
             fx_decode(score->s[0][(size_t)g * (io->sel_r1 - io->sel_r0) + j - io->sel_r0], c->frac);
         lo = first == UINT32_MAX || v < lo ? v : lo;
         hi = first == UINT32_MAX || v > hi ? v : hi;
+        far = fabs(v - io->sel_thr) > far ? fabs(v - io->sel_thr) : far;
         if (first == UINT32_MAX)
             first = j;
         n_want += want[j] != 0;
@@ -445,6 +466,10 @@ static int compare(chk *c, const pcheck_io *io, const mpc_val *score, const uint
     }
     if (first == UINT32_MAX)
         return 0;
+    if (n_want != UINT32_MAX && io->has_thr) {
+        n_got = far <= io->sel_tol ? n_want : n_want + 1;
+        lo = 0, hi = far;
+    }
     if (n_want != UINT32_MAX && n_want == n_got && hi - lo <= io->sel_tol) {
         c->r->n_ties++;
         if (hi - lo > c->r->tie_gap)
@@ -456,7 +481,7 @@ static int compare(chk *c, const pcheck_io *io, const mpc_val *score, const uint
              "layer %u, KV head %u, decode position %u: entry %u is kept by %s and not by %s%s",
              layer, g, kv_len, first, want[first] ? "select()" : "its ops",
              want[first] ? "its ops" : "select()",
-             n_want != UINT32_MAX && n_want == n_got && scored
+             n_want != UINT32_MAX && (n_want == n_got || io->has_thr) && scored
                  ? " (more than its stated tolerance apart: not a tie)"
                  : "");
     return 1;
@@ -590,6 +615,7 @@ static int run_prog(chk *c, op_program *prog, const pcheck_io *io, int phase, ui
         c->sel0 = snap;
         c->sel0_m = io->sel_m;
         c->sel0_c = prog->tens[io->sel_t].cols;
+        c->sel0_bias = io->has_bias;
     }
     /* state no op of this program updates (another layer's program may: tova's last layer
      * evicts for every layer): what it holds is what it held as the step began */
@@ -600,6 +626,7 @@ static int run_prog(chk *c, op_program *prog, const pcheck_io *io, int phase, ui
         c->sel0 = ss0->v;
         c->sel0_m = io->sel_m;
         c->sel0_c = prog->tens[io->sel_t].cols;
+        c->sel0_bias = io->has_bias;
     }
     if (!rc && phase == PHASE_DECODE && io->sel_m &&
         (upd ? !s0_made : kept_state && !(ss0 && ss0->made))) {
@@ -750,6 +777,7 @@ static int run_prog(chk *c, op_program *prog, const pcheck_io *io, int phase, ui
     free(made);
     free(snap);
     c->sel0 = NULL;
+    c->sel0_bias = 0;
     return rc ? rc : stop ? -1 : 0;
 }
 
@@ -798,6 +826,7 @@ int pcheck_emit(const policy_ops *p, void *st, int phase, uint32_t layer, uint32
     io->sel_r1 = got.sel_r1, io->sel_score = got.sel_score, io->sel_tol = got.sel_tol;
     io->has_bias = got.has_bias, io->sel_bias = got.sel_bias;
     io->has_stage = got.has_stage, io->sel_stage = got.sel_stage;
+    io->has_thr = got.has_thr, io->sel_thr = got.sel_thr;
     return rc;
 }
 

@@ -34,6 +34,8 @@ typedef struct pcheck_decl {
     uint32_t sel_bias;  /* its tensor */
     int has_stage;      /* pcheck_selection_stage named one */
     uint32_t sel_stage; /* its tensor */
+    int has_thr;        /* pcheck_selection_threshold named one */
+    double sel_thr;     /* its threshold */
 } pcheck_decl;
 
 /* p's emit_cost for (phase, layer, kv_len) into prog, with what it declared in *io (the
@@ -68,7 +70,8 @@ enum {
     /* Decode only: (H, 1, n), the step's attention over the cached entries its selection
      * gathered, in the selection's row order (the slots of a compacted cache), then over the
      * new entry: renormalized over those n, as the attention of the attended rows computes
-     * it. A step that names no selection attends every cached entry in order. */
+     * it (a row its score bias takes out, pcheck_selection_bias: none). A step that names no
+     * selection attends every cached entry in order. */
     PCHECK_IN_ATT_SLOTS,
     PCHECK_IN_ALL
 };
@@ -106,6 +109,12 @@ void pcheck_selection_stage(opb *b, uint32_t mask);
  * one-hot rows with it is the bias (local). */
 #define PCHECK_PAD_BIAS 4096.0
 void pcheck_selection_bias(opb *b, uint32_t bias);
+
+/* Names the selection a threshold on its scores (kept: a score at least thr): where the two
+ * kept sets differ, the check accepts the difference as ties when the ops' score of every
+ * candidate only one side kept lies within the selection's tol of thr (the two sides of the
+ * comparison rounded apart), whatever the counts. */
+void pcheck_selection_threshold(opb *b, double thr);
 
 /* The fractional bits of the fixed point the check in progress runs (a policy's tolerance is
  * in its units); outside a check, the default protocol's. */

@@ -94,19 +94,20 @@ int secpol_emit_audit_tensor(const void *cfg, const secpol_run *r, const secpol_
 /* The secure side of one decode mask: the entries kept (public ones and the gathered rows'
  * matches among the opened cached rows), and the candidates' opened scores. */
 typedef struct smask {
-    int named;
+    int named, has_thr;
     uint32_t r0, r1, nsc;
-    double tol;
+    double tol, thr;  /* thr: a threshold's (pcheck_selection_threshold) */
     const double *sc; /* Hkv × (r1 − r0), or NULL */
 } smask;
 
 /* A kept set got against want: 0 equal, 1 different only by ties within tol (the opened scores
- * of the entries one side only kept within tol of each other), 2 different. */
+ * of the entries one side only kept within tol of each other; under a threshold, within tol of
+ * it, whatever the counts), 2 different. */
 static int same_set(const smask *m, uint32_t g, uint32_t Hkv, const uint8_t *want,
                     const uint8_t *got, uint32_t kv, double *gap)
 {
     uint32_t n_want = 0, n_got = 0;
-    double lo = 0, hi = 0;
+    double lo = 0, hi = 0, far = 0;
     int any = 0;
     for (uint32_t j = 0; j < kv; j++) {
         if (!want[j] == !got[j])
@@ -119,9 +120,12 @@ static int same_set(const smask *m, uint32_t g, uint32_t Hkv, const uint8_t *wan
         any = 1;
         n_want += want[j] != 0;
         n_got += want[j] == 0;
+        far = fabs(y - m->thr) > far ? fabs(y - m->thr) : far;
     }
     if (!any)
         return 0;
+    if (m->has_thr)
+        n_got = n_want, lo = 0, hi = far;
     if (n_want != n_got || hi - lo > m->tol) {
         *gap = n_want == n_got ? -(hi - lo) : -INFINITY; /* the opened scores' spread */
         return 2;
@@ -377,7 +381,12 @@ int secpol_emit_audit_note(const void *cfg, const secpol_run *r, const secpol_op
             if ((rc = probe(c, PHASE_DECODE, l, kv, x, e)))
                 break;
             const pcheck_decl *io = &x->io;
-            smask m = {.named = io->has_sel, .r0 = kv, .r1 = kv, .tol = io->sel_tol};
+            smask m = {.named = io->has_sel,
+                       .has_thr = io->has_thr,
+                       .r0 = kv,
+                       .r1 = kv,
+                       .tol = io->sel_tol,
+                       .thr = io->sel_thr};
             da[(size_t)s * L + l].sel = io->has_sel;
             const double *sel = NULL, *kvv = NULL, *bias = NULL;
             if (io->has_sel) {

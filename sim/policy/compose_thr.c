@@ -1,0 +1,310 @@
+/* compose_thr.c — a composition's threshold selection (`select: {threshold: X}`) on real operands,
+ * the ops `policy check` runs and the secure session executes on shares (secpol_emit.c): key
+ * norms per token or summed per page (at every decode step, once after the prompt, or every N
+ * steps), the query against page bounds (at every step), per KV head or per layer, or attention
+ * (at every step, per KV head), compared with the public threshold obliviously. The kept count is
+ * not opened: every candidate's [K | V] row stays in the step's attention, and a dropped one's
+ * attention score is biased by −PCHECK_PAD_BIAS before the softmax (pcheck_selection_bias), as
+ * quest's padding rows are — nothing of the scores is revealed, and no attention is saved
+ * (POLICIES.md "A threshold on shares"). Also the per-page sums of the candidates' key norms that
+ * the top-k pages rank (compose.c cs_emit_pages). */
+#include "compose_int.h"
+#include "page_ops.h"
+#include "pcheck.h"
+
+#include <math.h>
+#include <stdio.h>
+
+int compose_thr_shaped(const cspec *sp, uint32_t every, double frac)
+{
+    int step = sp->when == W_STEP && every <= 1;
+    return sp->sel == K_THRESHOLD && !sp->permanent && sp->lshare <= 1 && !sp->cluster &&
+           ((sp->score == SC_BOUNDS && step) ||
+            (sp->score == SC_ATT && step && !sp->share_all && sp->page <= 1) ||
+            (sp->score == SC_KEYNORM && (step || sp->when == W_ONCE || frac <= 0)));
+}
+
+uint32_t compose_keynorm_pages(opb *b, uint32_t nst, uint32_t Hkv, uint32_t c0, uint32_t c1,
+                               uint32_t S)
+{
+    /* the candidates' norms in whole pages, the rows before c0 and past c1 zero (x − x),
+     * each page's sum by a product with public ones (local) */
+    uint32_t u0 = c0 / S, nu = (c1 + S - 1) / S - u0, nc = c1 - c0, lead = c0 - u0 * S;
+    uint32_t cand = opb_rows(b, nst, Hkv, c0, nc, 1, "cmp.cand");
+    uint32_t padded = opb_tensor(b, "cmp.cand_pages", OPT_TEMP, Hkv, nu * S, 1);
+    opb_put(b, cand, padded, Hkv, lead, nc, 1);
+    if (nc < nu * S) {
+        uint32_t one = opb_rows(b, cand, Hkv, 0, 1, 1, "cmp.cand_one");
+        uint32_t zero = opb_op(b, OP_SUB, Hkv, 1, 0, 1, one, one, OP_NONE,
+                               opb_tensor(b, "cmp.cand_zero", OPT_TEMP, Hkv, 1, 1), 0, 0, 0);
+        for (uint32_t r = 0; r < nu * S; r++)
+            if (r < lead || r >= lead + nc)
+                opb_put(b, zero, padded, Hkv, r, 1, 1);
+    }
+    uint32_t pones = opb_shared(b, "cmp.page_ones", OPT_PUBLIC, 1, S, 1);
+    uint32_t ps = opb_matmul_pub(b, padded, pones, Hkv * nu, S, 1,
+                                 opb_tensor(b, "cmp.page_sum", OPT_TEMP, Hkv, nu, 1));
+    return opb_transpose(b, ps, Hkv, nu, 1, "cmp.page_row");
+}
+
+/* x (Hkv, nu) of the candidate units [u0, u0 + nu) of S entries as a value per candidate entry
+ * [c0, c1): each unit's repeated S times (a product with public ones, local), the entries of
+ * its first and last unit outside the candidates cut (a view). */
+static uint32_t per_entry(opb *b, uint32_t x, uint32_t Hkv, uint32_t nu, uint32_t S, uint32_t c0,
+                          uint32_t c1, const char *nm)
+{
+    char t[48];
+    if (S == 1)
+        return x;
+    snprintf(t, sizeof t, "%.40s_all", nm);
+    uint32_t ones = opb_shared(b, "cmp.entry_ones", OPT_PUBLIC, 1, 1, S);
+    uint32_t all =
+        opb_matmul_pub(b, x, ones, Hkv * nu, 1, S, opb_tensor(b, t, OPT_TEMP, Hkv, nu * S, 1));
+    return opb_rows(b, all, Hkv, c0 - c0 / S * S, c1 - c0, 1, nm);
+}
+
+/* x (B, n) as (B, r, n): each instance's row r times (a product with public ones and a
+ * transposition, local). */
+static uint32_t repeat_rows(opb *b, uint32_t x, uint32_t B, uint32_t n, uint32_t r, const char *nm)
+{
+    char o[48], t[48];
+    snprintf(o, sizeof o, "%.40s_ones", nm);
+    snprintf(t, sizeof t, "%.40s_t", nm);
+    uint32_t ones = opb_shared(b, o, OPT_PUBLIC, 1, 1, r);
+    uint32_t y = opb_matmul_pub(b, x, ones, B * n, 1, r, opb_tensor(b, t, OPT_TEMP, B, n, r));
+    return opb_transpose(b, y, B, n, r, nm);
+}
+
+/* The threshold on the scores row (B, 1, nu) of the candidate units [⌊c0 / S⌋, ⌈c1 / S⌉), one
+ * per KV head (B = Hkv) or one per layer (B = 1, `share: layer`): the score bias of each
+ * candidate entry (H, c1 − c0), −PCHECK_PAD_BIAS where its unit is dropped, for each of the
+ * H / B query heads it selects for. */
+static uint32_t thr_bias(opb *b, uint32_t row, uint32_t B, uint32_t H, uint32_t c0, uint32_t c1,
+                         uint32_t S, double thr)
+{
+    uint32_t nu = (c1 + S - 1) / S - c0 / S, nc = c1 - c0;
+    /* COST: [U < thr] per candidate unit against the threshold as a constant on shares (a value
+     * times 0, plus thr: local), one comparison each; the kept count is not opened */
+    uint32_t at = opb_rows(b, row, 1, 0, 1, 1, "cmp.thr_at");
+    uint32_t thc = opb_tensor(b, "cmp.thr", OPT_TEMP, 1, 1, 1);
+    opb_op(b, OP_MUL_PUB, 1, 1, 0, 1, at, OP_NONE, OP_NONE, thc, OPF_NO_TRUNC, 0, 0.0);
+    opb_op(b, OP_ADD_PUB, 1, 1, 0, 1, thc, OP_NONE, OP_NONE, thc, 0, 0, thr);
+    uint32_t lt = opb_op(b, OP_LT, B, 1, 0, nu, row, thc, OP_NONE,
+                         opb_tensor(b, "cmp.below", OPT_TEMP, B, 1, nu), 0, 0, 0);
+    /* a dropped unit's score bias −PCHECK_PAD_BIAS (the 0/1 bit times its fixed point: local),
+     * per candidate entry, repeated for the query heads it selects for (local products) */
+    uint32_t bu = opb_op(b, OP_MUL_PUB, B, 1, 0, nu, lt, OP_NONE, OP_NONE,
+                         opb_tensor(b, "cmp.drop_bias", OPT_TEMP, B, 1, nu), OPF_NO_TRUNC, 0,
+                         -PCHECK_PAD_BIAS);
+    uint32_t bias = per_entry(b, bu, B, nu, S, c0, c1, "cmp.drop_entries");
+    return H > B ? repeat_rows(b, bias, B, nc, H / B, "cmp.drop_heads") : bias;
+}
+
+/* Names every candidate entry's cached [K | V] row of [c0, c1) (a view: kv_len cached) as the
+ * selection, bias (H, c1 − c0) its score biases, row (B, 1, nu) the units' scores (each entry's
+ * its unit's, each KV head's its selection's: the check's ties), tol their error bound. */
+static void thr_name(opb *b, uint32_t row, uint32_t bias, uint32_t B, uint32_t Hkv, uint32_t d,
+                     uint32_t c0, uint32_t c1, uint32_t S, uint32_t kv_len, double thr, double tol)
+{
+    uint32_t nu = (c1 + S - 1) / S - c0 / S, nc = c1 - c0;
+    uint32_t sc = per_entry(b, row, B, nu, S, c0, c1, "cmp.score_entries");
+    if (Hkv > B)
+        sc = repeat_rows(b, sc, B, nc, Hkv / B, "cmp.score_heads");
+    uint32_t kv = pcheck_input(b, PCHECK_IN_KV, Hkv, kv_len, 2 * d);
+    uint32_t sel = opb_rows(b, kv, Hkv, c0, nc, 2 * d, "cmp.kv_cand");
+    pcheck_selection(b, sel, nc, c0, c1, sc, tol);
+    pcheck_selection_bias(b, bias);
+    pcheck_selection_threshold(b, thr);
+}
+
+/* The KV heads' rows (Hkv, 1, n) summed: (1, 1, n) (a transposition and a product with public
+ * ones, local). */
+static uint32_t sum_heads(opb *b, uint32_t row, uint32_t Hkv, uint32_t n)
+{
+    uint32_t t = opb_transpose(b, row, 1, Hkv, n, "cmp.heads_t");
+    uint32_t ones = opb_shared(b, "cmp.heads_sum_ones", OPT_PUBLIC, 1, Hkv, 1);
+    uint32_t sum =
+        opb_matmul_pub(b, t, ones, n, Hkv, 1, opb_tensor(b, "cmp.heads_sum", OPT_TEMP, 1, n, 1));
+    return opb_transpose(b, sum, 1, n, 1, "cmp.heads_row");
+}
+
+/* The error bound of the ops' key norm of one entry against select()'s float one (as
+ * compose_keynorm.c keynorm_tol, one score's): keys on f fractional bits, each square
+ * truncated, summed exactly: |ŝ − s| ≤ √d·‖k‖·2⁻ᶠ + 2d·2⁻ᶠ ≤ ((d + s)/2 + 2d)·2⁻ᶠ, the float's
+ * relative 2⁻²⁴; M the largest candidate score. A page's sum of S of them: S such errors and the
+ * float sum's relative S·2⁻²⁴ (cs_emit_pages). */
+static double keynorm_err(uint32_t d, uint32_t S, double M, double u)
+{
+    return S * (((d + M) / 2 + 2 * d) * u + M * (S + 1) * 0x1p-24);
+}
+
+/* The decision for the step at T cached entries (attention scores): the state "cmp.rows_<T>"
+ * (Hkv, T, 2d), the cached rows it attends, rows (Hkv, T, 2d) from r0 of tab, the new entry's
+ * row (or OP_NONE) behind them; the state "cmp.bias_<T>" (H, T, 1), the candidates' biases
+ * from the scores sc (Hkv, max_len, 1) against thr, 0 for the sinks and the window. */
+static void att_next(opb *b, const compose_thr *t, uint32_t sc, uint32_t tab, uint32_t nrow,
+                     uint32_t T)
+{
+    uint32_t H = t->env->n_heads, Hkv = t->env->n_kv_heads, d2 = 2 * t->env->head_dim;
+    uint32_t c0 = t->sinks < T ? t->sinks : T, c1 = T - (t->recent < T ? t->recent : T);
+    char nm[48];
+    c1 = c1 < c0 ? c0 : c1;
+    snprintf(nm, sizeof nm, "cmp.rows_%u", T);
+    uint32_t rows = opb_shared(b, nm, OPT_CACHE, Hkv, T, d2);
+    opb_put(b, tab, rows, Hkv, 0, nrow == OP_NONE ? T : T - 1, d2);
+    if (nrow != OP_NONE)
+        opb_put(b, nrow, rows, Hkv, T - 1, 1, d2);
+    if (c1 == c0)
+        return; /* no candidates: nothing biased */
+    uint32_t row = opb_transpose(b, opb_rows(b, sc, Hkv, c0, c1 - c0, 1, "cmp.next_cand"), Hkv,
+                                 c1 - c0, 1, "cmp.next_row");
+    uint32_t bias = thr_bias(b, row, Hkv, H, c0, c1, 1, t->thr);
+    snprintf(nm, sizeof nm, "cmp.bias_%u", T);
+    uint32_t bst = opb_shared(b, nm, OPT_CACHE, H, T, 1);
+    opb_put(b,
+            opb_op(b, OP_VIEW, H, c1 - c0, 0, 1, bias, OP_NONE, OP_NONE,
+                   opb_tensor(b, "cmp.bias_col", OPT_TEMP, H, c1 - c0, 1), 0, 0, 0),
+            bst, H, c0, c1 - c0, 1);
+    if (c1 - c0 < T) { /* the sinks' and the window's: 0 (x − x, local) */
+        uint32_t one = opb_rows(b, bst, H, c0, 1, 1, "cmp.bias_one");
+        uint32_t zero = opb_op(b, OP_SUB, H, 1, 0, 1, one, one, OP_NONE,
+                               opb_tensor(b, "cmp.bias_zero", OPT_TEMP, H, 1, 1), 0, 0, 0);
+        for (uint32_t r = 0; r < T; r++)
+            if (r < c0 || r >= c1)
+                opb_put(b, zero, bst, H, r, 1, 1);
+    }
+}
+
+/* Attention scores (accumulated, or the newest row's) at every step, per KV head: the decision
+ * for step T is made at the step before, after its softmax (select() at T ranks the attention
+ * observed up to query T − 1), and carried as state, as compose_att.c does; the step attends
+ * every cached entry (the rows state, none public), so its slots' attention is every entry's in
+ * position order, added to the scores by position (a product with public ones: local). */
+static int thr_att_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t T,
+                        op_program *prog, const char *name, errbuf *e)
+{
+    const policy_env *v = t->env;
+    uint32_t H = v->n_heads, Hkv = v->n_kv_heads, G = H / Hkv, d2 = 2 * v->head_dim;
+    char nm[48];
+    opb b;
+    opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
+    uint32_t sc = opb_shared(&b, "cmp.att", OPT_CACHE, Hkv, v->max_len, 1);
+    if (phase == PHASE_PREFILL) {
+        /* COST: the group's prompt rows summed per entry (every row, or the last one): a product
+         * with public ones, local; the first step's decision */
+        uint32_t w = t->last ? 1 : T;
+        uint32_t att = pcheck_input(&b, PCHECK_IN_PROMPT_ATT, H, w, T);
+        opb_put(&b, opb_colsum(&b, att, Hkv, G * w, T, "cmp.prompt_sum"), sc, Hkv, 0, T, 1);
+        att_next(&b, t, sc, pcheck_input(&b, PCHECK_IN_KV, Hkv, T, d2), OP_NONE, T);
+        return policy_emit_done(&b, name, e);
+    }
+    pcheck_input(&b, PCHECK_IN_KV, Hkv, T, d2); /* what the selection's rows are of */
+    snprintf(nm, sizeof nm, "cmp.rows_%u", T);
+    uint32_t rows = opb_shared(&b, nm, OPT_CACHE, Hkv, T, d2);
+    uint32_t c0 = t->sinks < T ? t->sinks : T, c1 = T - (t->recent < T ? t->recent : T);
+    c1 = c1 < c0 ? c0 : c1;
+    /* the ranked scores as the step began (the tie check's), a copy before their update */
+    uint32_t rank = opb_rows(&b, sc, Hkv, 0, T, 1, "cmp.rank");
+    /* COST: the group sums of the step's attention over every cached entry and the new one
+     * (a product with public ones: local), added to the scores or replacing them */
+    uint32_t att = pcheck_input(&b, PCHECK_IN_ATT_SLOTS, H, 1, T + 1);
+    uint32_t gs = opb_colsum(&b, att, Hkv, G, T + 1, "cmp.slot_sum"); /* (Hkv, T + 1, 1) */
+    if (t->last) {
+        opb_put(&b, gs, sc, Hkv, 0, T + 1, 1);
+    } else {
+        uint32_t acc =
+            opb_op(&b, OP_ADD, Hkv, T, 0, 1, rank, opb_rows(&b, gs, Hkv, 0, T, 1, "cmp.slot_old"),
+                   OP_NONE, opb_tensor(&b, "cmp.acc", OPT_TEMP, Hkv, T, 1), 0, 0, 0);
+        opb_put(&b, acc, sc, Hkv, 0, T, 1);
+        opb_put(&b, opb_rows(&b, gs, Hkv, T, 1, 1, "cmp.slot_new"), sc, Hkv, T, 1, 1);
+    }
+    att_next(&b, t, sc, rows, pcheck_input(&b, PCHECK_IN_KV_NEW, Hkv, 1, d2), T + 1);
+    /* one score is a sum of A = G·T fixed-point probabilities (G·1: the newest row), each within
+     * 2⁻ᶠ of its float, against select()'s float sum of A terms of at most M (compose_att.c's
+     * bound, one score's), and thr's fixed point within 2⁻ᶠ */
+    double M = 0, A = (double)G * (t->last ? 1 : T), u = ldexp(1, -pcheck_frac_bits());
+    for (uint32_t g = 0; g < Hkv; g++)
+        for (uint32_t j = 0; j < T; j++)
+            M = fmax(M, t->norms[(size_t)g * v->max_len + j]);
+    pcheck_selection(&b, rows, T, 0, T, rank, A * (u + M * 0x1p-24) + u);
+    if (c1 > c0) {
+        snprintf(nm, sizeof nm, "cmp.bias_%u", T);
+        pcheck_selection_bias(&b, opb_shared(&b, nm, OPT_CACHE, H, T, 1));
+    }
+    pcheck_selection_threshold(&b, t->thr);
+    return policy_emit_done(&b, name, e);
+}
+
+int compose_thr_emit(const compose_thr *t, int phase, uint32_t layer, uint32_t kv_len,
+                     op_program *prog, const char *name, errbuf *e)
+{
+    const policy_env *v = t->env;
+    uint32_t H = v->n_heads, Hkv = v->n_kv_heads, d = v->head_dim, S = t->S;
+    uint32_t B = t->shared ? 1 : Hkv; /* selections: one per KV head, or one per layer */
+    int pre = phase == PHASE_PREFILL;
+    /* the step whose candidates are selected: this one, or (once, every N) the last selecting
+     * one, the prompt's end or a decode step N apart from it */
+    uint32_t P = v->prompt_len, at = pre || t->once ? P : kv_len - (kv_len - P) % t->every;
+    uint32_t c0 = t->sinks < at ? t->sinks : at, c1 = at - (t->recent < at ? t->recent : at);
+    c1 = c1 < c0 ? c0 : c1;
+    uint32_t u0 = c0 / S, nu = c1 > c0 ? (c1 + S - 1) / S - u0 : 0;
+    /* a score at tol of thr is compared the other way round than select() where it is within
+     * its own error of thr, and thr's fixed point within u of thr */
+    double u = ldexp(1, -pcheck_frac_bits());
+    if (t->score == SC_ATT)
+        return thr_att_emit(t, phase, layer, kv_len, prog, name, e);
+    opb b;
+    opb_init(&b, prog, phase, (int)layer, OPC_POLICY, NULL);
+    if (t->score == SC_BOUNDS) {
+        uint32_t bst = page_bounds_state(&b, "cmp", Hkv, t->max_pages, d);
+        if (pre) {
+            page_bounds_prompt(&b, "cmp", bst, Hkv, kv_len, S, d);
+        } else {
+            if (nu) { /* page_bounds_tol: twice one score's error (two pages swapped) */
+                uint32_t row = page_bounds_score(&b, "cmp", bst, H, Hkv, u0, nu, d);
+                double tol = page_bounds_tol(t->qmax, t->kmax, d, t->shared ? H : H / Hkv,
+                                             pcheck_frac_bits());
+                row = t->shared ? sum_heads(&b, row, Hkv, nu) : row;
+                thr_name(&b, row, thr_bias(&b, row, B, H, c0, c1, S, t->thr), B, Hkv, d, c0, c1, S,
+                         kv_len, t->thr, tol / 2 + u);
+            }
+            page_bounds_upkeep(&b, "cmp", bst, Hkv, kv_len, S, d, t->max_pages);
+        }
+        return policy_emit_done(&b, name, e);
+    }
+    /* COST: the new keys' squares and their sum (a product with public ones: local); once
+     * after the prompt, the prompt's only */
+    uint32_t nst = t->once && !pre ? opb_shared(&b, "cmp.norm", OPT_CACHE, Hkv, v->max_len, 1)
+                                   : compose_key_norms(&b, Hkv, d, v->max_len, pre ? kv_len : 1,
+                                                       pre ? 0 : kv_len);
+    /* the decision of the candidates [c0, c1) of the last selecting step, kept as state (H,
+     * max_len, 1) at their rows for the steps up to the next one (once: every decode step) */
+    int decides = t->once ? pre : !pre && at == kv_len;
+    uint32_t dst =
+        t->once || t->every > 1 ? opb_shared(&b, "cmp.drop", OPT_CACHE, H, v->max_len, 1) : OP_NONE;
+    if (!nu || (pre && !decides))
+        return policy_emit_done(&b, name, e);
+    double M = 0; /* the largest candidate score */
+    for (uint32_t g = 0; g < Hkv; g++)
+        for (uint32_t j = c0; j < c1; j++)
+            M = fmax(M, t->norms[(size_t)g * v->max_len + j]);
+    uint32_t row = S > 1 ? compose_keynorm_pages(&b, nst, Hkv, c0, c1, S)
+                         : opb_transpose(&b, opb_rows(&b, nst, Hkv, c0, nu, 1, "cmp.cand"), Hkv, nu,
+                                         1, "cmp.cand_row");
+    row = t->shared ? sum_heads(&b, row, Hkv, nu) : row;
+    uint32_t bias = OP_NONE;
+    if (decides) {
+        bias = thr_bias(&b, row, B, H, c0, c1, S, t->thr);
+        if (dst != OP_NONE) /* as (H, c1 − c0, 1): a view */
+            opb_put(&b,
+                    opb_op(&b, OP_VIEW, H, c1 - c0, 0, 1, bias, OP_NONE, OP_NONE,
+                           opb_tensor(&b, "cmp.drop_col", OPT_TEMP, H, c1 - c0, 1), 0, 0, 0),
+                    dst, H, c0, c1 - c0, 1);
+    } else { /* the last selecting step's (a view) */
+        bias = opb_rows(&b, dst, H, c0, c1 - c0, 1, "cmp.drop_kept");
+    }
+    if (!pre) /* shared: the sum of Hkv·S norms */
+        thr_name(&b, row, bias, B, Hkv, d, c0, c1, S, kv_len, t->thr,
+                 keynorm_err(d, t->shared ? Hkv * S : S, M, u) + u);
+    return policy_emit_done(&b, name, e);
+}

@@ -1,0 +1,322 @@
+/* check_thrsec.c — compositions selecting by a threshold (`select: {threshold: X}`) at every
+ * decode step on secret shares (sim/policy/compose_thr.c): key norms of tokens, key norms summed
+ * per page, and the query against page bounds. Each candidate's score is compared with the
+ * public threshold on shares and a dropped candidate's attention score biased out; no count is
+ * opened. `validate --policy` runs the ops on shares (every op's bytes and rounds as predicted,
+ * every mask equal to select() over the session's values), `policy check` finds its ops'
+ * kept sets select()'s, and `mpcsim run`'s cost path costs each decode step as the session's
+ * program. Each kept the replay's kept sets with a NOTE before, its cost "declared". */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "polfix.h"
+#include "models/lower.h"
+#include "protocols/program/proto.h"
+#include "sim/policy/compose.h"
+#include "sim/policy/pcheck.h"
+#include "sim/replay/replay.h"
+#include "sim/secure/secinf.h"
+#include "stories.h"
+#include "testdir.h"
+
+enum { N = 36, P = 32 };
+STORIES(N)
+TESTDIR("check_thrsec")
+
+/* A recent window of 4 and the tokens whose squared key norm is at least 200; 4 sinks and the
+ * pages of 4 whose candidates' norms sum to 800 or more; the pages of 4 whose bound score (the
+ * query against the page's key max and min, Quest's) is at least 2. On stories260K each drops
+ * some candidates and keeps others (the policy's own effect on the logits is not nil). */
+static const char thr_yaml[] = "name: thr_t\nrecent: 4\nscore: key_norm\n"
+                               "select: {threshold: 200}\n";
+static const char thrpg_yaml[] = "name: thrpg_t\nsinks: 4\nscore: key_norm\n"
+                                 "granularity: {page: 4}\nselect: {threshold: 800}\n";
+static const char thrpb_yaml[] = "name: thrpb_t\nscore: page_bounds\ngranularity: {page: 4}\n"
+                                 "select: {threshold: 2}\n";
+
+/* The same with one selection per layer (`share: layer`): the KV heads' scores summed, the
+ * thresholds scaled to keep some and drop others. */
+static const char thrsh_yaml[] = "name: thrsh_t\nrecent: 4\nscore: key_norm\nshare: layer\n"
+                                 "select: {threshold: 800}\n";
+static const char thrpgsh_yaml[] = "name: thrpgsh_t\nsinks: 4\nscore: key_norm\nshare: layer\n"
+                                   "granularity: {page: 4}\nselect: {threshold: 3000}\n";
+static const char thrpbsh_yaml[] = "name: thrpbsh_t\nscore: page_bounds\nshare: layer\n"
+                                   "granularity: {page: 4}\nselect: {threshold: 8}\n";
+
+/* Once after the prompt (`when: once`: decided at the prompt, its decision kept as state and
+ * named by every decode step, the entries cached since public) and every N steps (decided at
+ * decode positions 16, 19, 22, …; between them the last decision), tokens and pages. */
+static const char thronce_yaml[] = "name: thronce_t\nrecent: 4\nscore: key_norm\nwhen: once\n"
+                                   "select: {threshold: 200}\n";
+static const char threv_yaml[] = "name: threv_t\nsinks: 2\nrecent: 4\nscore: key_norm\n"
+                                 "when: {every: 3}\nselect: {threshold: 200}\n";
+static const char thrpgonce_yaml[] = "name: thrpgonce_t\nsinks: 4\nscore: key_norm\nwhen: once\n"
+                                     "granularity: {page: 4}\nselect: {threshold: 800}\n";
+static const char thrpgev_yaml[] = "name: thrpgev_t\nsinks: 4\nscore: key_norm\nshare: layer\n"
+                                   "when: {every: 2}\ngranularity: {page: 4}\n"
+                                   "select: {threshold: 3000}\n";
+
+/* Attention at every step (accumulated over every query, at least 1; the newest row beside 2
+ * sinks, at least 0.05), a window of 4: each step's decision made after the step before's
+ * softmax, every cached entry attended. */
+static const char thratt_yaml[] = "name: thratt_t\nrecent: 4\nscore: attention\n"
+                                  "select: {threshold: 1.0}\n";
+static const char thrattl_yaml[] = "name: thrattl_t\nsinks: 2\nrecent: 4\n"
+                                   "score: {attention: {accumulate: false}}\n"
+                                   "select: {threshold: 0.05}\n";
+
+typedef struct shape {
+    const char *file, *text, *name;
+} shape;
+
+static const shape shapes[12] = {{"thr.yaml", thr_yaml, "thr_t"},
+                                 {"thrpg.yaml", thrpg_yaml, "thrpg_t"},
+                                 {"thrpb.yaml", thrpb_yaml, "thrpb_t"},
+                                 {"thrsh.yaml", thrsh_yaml, "thrsh_t"},
+                                 {"thrpgsh.yaml", thrpgsh_yaml, "thrpgsh_t"},
+                                 {"thrpbsh.yaml", thrpbsh_yaml, "thrpbsh_t"},
+                                 {"thronce.yaml", thronce_yaml, "thronce_t"},
+                                 {"threv.yaml", threv_yaml, "threv_t"},
+                                 {"thrpgonce.yaml", thrpgonce_yaml, "thrpgonce_t"},
+                                 {"thrpgev.yaml", thrpgev_yaml, "thrpgev_t"},
+                                 {"thratt.yaml", thratt_yaml, "thratt_t"},
+                                 {"thrattl.yaml", thrattl_yaml, "thrattl_t"}};
+
+/* On shares: 5 layers x 4 KV heads x 8 decode steps = 160 masks, each equal to select() over
+ * the session's values (ties at the threshold within the stated bound), every op as
+ * predicted, no NOTE, and the policy's selection changes the logits (it drops entries). */
+static void thr_on(const char *pn, const shape *s)
+{
+    char out[1 << 14], own[120];
+    char *yaml = strdup(th_file(&td, s->file, s->text));
+    th_cli_expect(out, sizeof out, 0,
+                  "bytes and rounds of every op of the 9 steps equal the "
+                  "prediction: yes",
+                  "validate --model stories260K -p %s --accuracy 24 --prompt 16 --policy '%s'", pn,
+                  yaml);
+    ck_assert_msg(!strstr(out, "has no selection on shares"), "%s", out);
+    snprintf(own, sizeof own, "selection on shares from %s's own emitted ops", s->name);
+    ck_assert_msg(strstr(out, own), "%s", out);
+    th_own_select(out, 160);
+    const char *eff = strstr(out, "the policy's own effect");
+    ck_assert_msg(eff && strstr(eff, "logit difference max ") &&
+                      atof(strstr(eff, "logit difference max ") + 21) > 0.01,
+                  "%s", out);
+    free(yaml);
+}
+
+START_TEST(test_thr_tokens_semi2k) { thr_on("semi2k", &shapes[0]); }
+END_TEST
+
+START_TEST(test_thr_tokens_aby3) { thr_on("aby3", &shapes[0]); }
+END_TEST
+
+START_TEST(test_thr_pages_semi2k) { thr_on("semi2k", &shapes[1]); }
+END_TEST
+
+START_TEST(test_thr_pages_aby3) { thr_on("aby3", &shapes[1]); }
+END_TEST
+
+START_TEST(test_thr_bounds_semi2k) { thr_on("semi2k", &shapes[2]); }
+END_TEST
+
+START_TEST(test_thr_bounds_aby3) { thr_on("aby3", &shapes[2]); }
+END_TEST
+
+START_TEST(test_thr_shared_semi2k)
+{
+    for (int i = 3; i < 6; i++)
+        thr_on("semi2k", &shapes[i]);
+}
+END_TEST
+
+START_TEST(test_thr_shared_aby3)
+{
+    for (int i = 3; i < 6; i++)
+        thr_on("aby3", &shapes[i]);
+}
+END_TEST
+
+START_TEST(test_thr_once_every_semi2k)
+{
+    for (int i = 6; i < 10; i++)
+        thr_on("semi2k", &shapes[i]);
+}
+END_TEST
+
+START_TEST(test_thr_once_every_aby3)
+{
+    for (int i = 6; i < 10; i++)
+        thr_on("aby3", &shapes[i]);
+}
+END_TEST
+
+START_TEST(test_thr_att_semi2k)
+{
+    for (int i = 10; i < 12; i++)
+        thr_on("semi2k", &shapes[i]);
+}
+END_TEST
+
+START_TEST(test_thr_att_aby3)
+{
+    for (int i = 10; i < 12; i++)
+        thr_on("aby3", &shapes[i]);
+}
+END_TEST
+
+/* policy check: its ops keep what select() keeps, every one of the 640 masks chosen by them
+ * (with 6 sinks the first candidate page holds two of them too). */
+START_TEST(test_thr_check)
+{
+    char out[1 << 13], want[80];
+    for (int i = 0; i < 12; i++) {
+        char *yaml = strdup(th_file(&td, shapes[i].file, shapes[i].text));
+        snprintf(want, sizeof want, "%s: match", shapes[i].name);
+        th_cli_expect(out, sizeof out, 0, want, "policy check '%s' --prompt 16", yaml);
+        ck_assert_uint_eq(th_chosen(out), 640);
+        if (i == 1) {
+            th_cli_expect(out, sizeof out, 0, want, "policy check '%s' --prompt 17 --param sinks=6",
+                          yaml);
+            ck_assert_uint_eq(th_chosen(out), 640);
+        }
+        free(yaml);
+    }
+}
+END_TEST
+
+static const policy_ops *load_shape(const shape *s)
+{
+    errbuf e = {{0}};
+    const policy_ops *p = policy_compose_find(s->name);
+    if (!p)
+        ck_assert_msg(policy_compose_load(th_file(&td, s->file, s->text), &p, &e) == MS_OK, "%s",
+                      e.msg);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+/* A decode step's ops open nothing: no REVEAL (the kept count stays secret), one comparison per
+ * candidate unit and KV head, or per unit shared (32 cached entries, a window of 4: 28 tokens;
+ * 4 sinks: 7 pages; no sinks: 8 pages), and every candidate's cached row named as the
+ * selection. */
+START_TEST(test_thr_opens_nothing)
+{
+    static const uint32_t units[6] = {4 * 28, 4 * 7, 4 * 8, 28, 7, 8};
+    static const uint32_t rows[6] = {28, 28, 32, 28, 28, 32};
+    for (int i = 0; i < 6; i++) {
+        const policy_ops *p = load_shape(&shapes[i]);
+        policy_env env = {.n_layers = 2,
+                          .n_heads = 8,
+                          .n_kv_heads = 4,
+                          .head_dim = 8,
+                          .prompt_len = 16,
+                          .max_len = 48};
+        polfix_inst x;
+        polfix_open(&x, p, "", &env);
+        errbuf e = {{0}};
+        op_program prg;
+        op_program_init(&prg);
+        pcheck_decl io;
+        uint32_t kept[4] = {32, 32, 32, 32};
+        ck_assert_msg(pcheck_emit(p, x.st, PHASE_DECODE, 1, 32, kept, &prg, &io, &e) == MS_OK, "%s",
+                      e.msg);
+        size_t lt = 0, reveal = 0;
+        for (size_t j = 0; j < prg.n_ops; j++) {
+            const op *o = &prg.ops[j];
+            reveal += o->kind == OP_REVEAL;
+            lt += o->kind == OP_LT ? (size_t)o->batch * o->m * o->n : 0;
+        }
+        ck_assert_uint_eq(reveal, 0);
+        ck_assert_uint_eq(lt, units[i]);
+        ck_assert(io.has_sel && io.has_bias && io.has_thr);
+        ck_assert_uint_eq(io.sel_m, rows[i]);
+        ck_assert_uint_eq(io.sel_r1 - io.sel_r0, rows[i]);
+        op_program_free(&prg);
+        p->fini(x.st);
+    }
+}
+END_TEST
+
+/* A program's online bytes (every party's) and rounds as the engine costs them. */
+static void program_cost(const char *pn, const op_program *p, uint64_t *bytes, uint64_t *rounds)
+{
+    proto_cfg cfg;
+    fixture_cfg(pn, &cfg);
+    fixture_program_cost(pn, &cfg, p, bytes, rounds);
+}
+
+/* `mpcsim run`'s cost path (the replay's emit_cost at its kept counts, the lowering attending
+ * the rows the composition's attend hook states) costs each decode step as the session's
+ * program: every candidate attended, the comparisons its ops. */
+static void same_as_cost_path(const char *policy, const char *pn)
+{
+    errbuf e = {{0}};
+    secinf_opts o;
+    fixture_opts(&sf, pn, N, P, policy, NULL, 0, &o);
+    run_cfg *rc = calloc(1, sizeof *rc);
+    ck_assert_ptr_nonnull(rc);
+    ck_assert_msg(model_load("stories260K", &rc->model, &e) == MS_OK, "%s", e.msg);
+    fixture_record_cfg(rc, policy);
+    rc->work.prompt_len = P;
+    rc->work.decode_len = N - P;
+    rc->seed = 1;
+    replay *r;
+    ck_assert_msg(replay_open(rc, &r, &e) == MS_OK, "%s", e.msg);
+    op_program sess, cost;
+    op_program_init(&sess);
+    op_program_init(&cost);
+    ck_assert_msg(replay_prefill(r, &cost, &e) == MS_OK, "%s", e.msg);
+    uint32_t kept[64];
+    for (uint32_t st = 0; st < N - P; st++) {
+        op_program_clear(&cost);
+        ck_assert_msg(replay_step(r, st, P + st, kept, &cost, &e) == MS_OK, "%s", e.msg);
+        ck_assert_int_eq(replay_step_once(r), 0);
+        lower_opts lo = fixture_step_opts(PHASE_DECODE, 1, P + st);
+        lo.kept = kept;
+        lo.attended_cache = replay_attended_cache(r); /* as the runner lowers */
+        ck_assert_msg(lower_step(&sf.m, &lo, &cost, &e) == MS_OK, "%s", e.msg);
+        ck_assert_int_eq(secinf_step_program(&o, st + 1, &sess, &e), MS_OK);
+        uint64_t b[2], rd[2];
+        program_cost(pn, &sess, &b[0], &rd[0]);
+        program_cost(pn, &cost, &b[1], &rd[1]);
+        ck_assert_msg(b[0] == b[1] && rd[0] == rd[1],
+                      "%s %s step %u: the session %llu B, %llu rounds; the cost path %llu B, "
+                      "%llu rounds",
+                      policy, pn, st + 1, (unsigned long long)b[0], (unsigned long long)rd[0],
+                      (unsigned long long)b[1], (unsigned long long)rd[1]);
+    }
+    replay_close(r);
+    free(rc);
+    secinf_spol_free(&o.spol);
+    op_program_free(&sess);
+    op_program_free(&cost);
+}
+
+START_TEST(test_thr_cost_path)
+{
+    const char *pn[2] = {"semi2k", "aby3"};
+    for (int i = 0; i < 12; i++) {
+        load_shape(&shapes[i]);
+        for (int j = 0; j < 2; j++)
+            same_as_cost_path(shapes[i].name, pn[j]);
+    }
+}
+END_TEST
+
+Suite *thrsec_suite(void)
+{
+    Suite *s = suite_create("thrsec");
+    TCase *tc = th_case(s, "thrsec", 120);
+    STORIES_USE(tc);
+    TESTDIR_USE(tc);
+    TH_TESTS(tc, test_thr_tokens_semi2k, test_thr_tokens_aby3, test_thr_pages_semi2k,
+             test_thr_pages_aby3, test_thr_bounds_semi2k, test_thr_bounds_aby3,
+             test_thr_shared_semi2k, test_thr_shared_aby3, test_thr_once_every_semi2k,
+             test_thr_once_every_aby3, test_thr_att_semi2k, test_thr_att_aby3, test_thr_check,
+             test_thr_opens_nothing, test_thr_cost_path);
+    return s;
+}
