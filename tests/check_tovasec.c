@@ -9,7 +9,8 @@
  * ties). Every layer's eviction runs in the same rounds (one TOPK and GATHER at the prompt, one
  * ARGMAX and SELECT per step, after the last layer): the policy's rounds are one layer's, pinned
  * against protocols/README.md's per-op rounds. scenarios/policies/tova.yaml runs tova's session
- * with its budget as cache_size: the same figures and masks. */
+ * with its budget as cache_size: the same figures and masks; with `layers: {dense: N}` tova's
+ * dense_layers, the first N layers keeping every entry. */
 #include <check.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -152,6 +153,44 @@ START_TEST(test_blocks_fallback)
 }
 END_TEST
 
+/* TOVA's blocks with a dense first layer (`layers: {dense: 1}`, top 8): tova's emitted ops with
+ * dense_layers 1 — layer 0 keeps every entry and emits nothing, layers 1 … 4 evict at once — on
+ * shares: no fallback note, every op as predicted, and 160 masks (layer 0's every entry among
+ * them) equal to tova's select() over the session's values. */
+static void dense_on(const char *proto)
+{
+    char out[1 << 14];
+    unsigned long long v[4];
+    const char *yaml = th_file(&td, "tovad.yaml",
+                               "name: tovad_t\n"
+                               "score: {attention: {accumulate: false}}\n"
+                               "share: layer\n"
+                               "evict: permanent\n"
+                               "layers: {dense: 1}\n"
+                               "select: {topk: 8}\n");
+    validate_on(out, sizeof out, proto, yaml, "topk=8", v);
+    ck_assert_msg(strstr(out, "selection on shares from tova's own emitted ops with tovad_t's "
+                              "parameters (the selection opened for the audit only), 160 decode "
+                              "masks"),
+                  "%s", out);
+    th_own_select(out, 160);
+}
+
+START_TEST(test_dense_semi2k) { dense_on("semi2k"); }
+END_TEST
+
+START_TEST(test_dense_aby3) { dense_on("aby3"); }
+END_TEST
+
+/* tova's own dense layers: its ops gather what its select() keeps, layer 0's every entry. */
+START_TEST(test_dense_check)
+{
+    char out[1 << 13];
+    th_cli_expect(out, sizeof out, 0, "tova: match\n",
+                  "policy check tova --param cache_size=8 --param dense_layers=1");
+}
+END_TEST
+
 /* ---- the policy's rounds: one layer's, not L = 5 layers' one after the other ------------------
  */
 
@@ -245,6 +284,7 @@ Suite *tovasec_suite(void)
     TCase *tb = th_case(s, "blocks", 0);
     TESTDIR_USE(tb);
     TH_TESTS(tb, test_blocks_semi2k, test_blocks_aby3, test_blocks_fallback, test_rounds_semi2k,
-             test_rounds_aby3, test_blocks_keeps_all);
+             test_rounds_aby3, test_blocks_keeps_all, test_dense_semi2k, test_dense_aby3,
+             test_dense_check);
     return s;
 }

@@ -17,11 +17,16 @@ static const policy_param tova_params[] = {
      "entries kept per layer (TOVA's only hyper-parameter; 512 is our default, matching "
      "StreamingLLM's recent window)",
      NULL, 1, 1e9, 1},
+    {"dense_layers", "0",
+     "the first N layers keep every entry and select nothing (a composition's `layers: {dense: "
+     "N}`; TOVA itself has none)",
+     NULL, 0, 1e9, 1},
 };
 
 typedef struct tova_state {
     policy_env env;
     uint32_t cap;
+    uint32_t dense;  /* layers [0, dense) keep every entry (below L: the others select) */
     uint8_t *alive;  /* [L][max_len] */
     uint32_t *count; /* [L] */
     float *s;        /* max_len scratch: head-mean attention */
@@ -47,8 +52,10 @@ static void tova_fini(void *st)
 
 static int tova_init(const policy_env *env, const policy_args *a, void **st, errbuf *e)
 {
-    uint32_t cap;
+    uint32_t cap, dense = 0;
     int rc = policy_arg_u32(&policy_tova, a, "cache_size", &cap, e);
+    if (!rc)
+        rc = policy_arg_u32(&policy_tova, a, "dense_layers", &dense, e);
     double f = 0;
     if (!rc)
         rc = policy_kv_budget(&policy_tova, a, &f, e);
@@ -61,6 +68,7 @@ static int tova_init(const policy_env *env, const policy_args *a, void **st, err
         return err_set(e, MS_ERR_NOMEM, "policy tova: out of memory");
     s->env = *env;
     s->cap = cap;
+    s->dense = dense < env->n_layers ? dense : env->n_layers;
     s->alive = calloc((size_t)env->n_layers * env->max_len, 1);
     s->count = calloc(env->n_layers, sizeof *s->count);
     s->s = malloc((size_t)env->max_len * sizeof *s->s);
@@ -82,6 +90,13 @@ static unsigned tova_needs(void *st, uint32_t pos)
     return pos + 1 >= s->env.prompt_len ? POLICY_NEED_ATT : 0;
 }
 
+/* A dense layer observes nothing: it keeps every entry. */
+static unsigned tova_layer_needs(void *st, uint32_t layer, uint32_t pos)
+{
+    tova_state *s = st;
+    return layer < s->dense ? 0 : tova_needs(st, pos);
+}
+
 static void head_mean(const tova_state *s, const float *att, uint32_t n)
 {
     uint32_t H = s->env.n_heads;
@@ -100,7 +115,7 @@ static int tova_observe(void *st, const policy_obs *o, errbuf *e)
     uint8_t *alive = s->alive + (size_t)o->layer * s->env.max_len;
     alive[o->pos] = 1;
     s->count[o->layer]++;
-    if (!o->att || s->count[o->layer] <= s->cap)
+    if (!o->att || s->count[o->layer] <= s->cap || o->layer < s->dense)
         return MS_OK;
     uint32_t n = o->pos + 1;
     head_mean(s, o->att, n);
@@ -219,13 +234,14 @@ static uint32_t layer_slots(op_program *prog, int phase, uint32_t l, uint32_t Hk
     return t;
 }
 
-/* After the selection wrote "tova.slots_all": each layer's slots, its rows there. */
-static void split_slots(opb *w, uint32_t all, uint32_t L, uint32_t Hkv, uint32_t B, uint32_t d2,
-                        int *failed)
+/* After the selection wrote "tova.slots_all": each selecting layer's slots (layer D + l's at
+ * row l·B), its rows there. */
+static void split_slots(opb *w, uint32_t all, uint32_t D, uint32_t L, uint32_t Hkv, uint32_t B,
+                        uint32_t d2, int *failed)
 {
     for (uint32_t l = 0; l < L; l++)
         opb_put(w, opb_rows(w, all, Hkv, l * B, B, d2, "tova.slots_l"),
-                layer_slots(w->prog, w->phase, l, Hkv, B, d2, failed), Hkv, 0, B, d2);
+                layer_slots(w->prog, w->phase, D + l, Hkv, B, d2, failed), Hkv, 0, B, d2);
 }
 
 /* The prompt: topk(P, B) of every layer's head mean at once, the gather of the B kept rows of
@@ -233,7 +249,7 @@ static void split_slots(opb *w, uint32_t all, uint32_t L, uint32_t Hkv, uint32_t
 static int tova_prompt_all(const tova_state *s, uint32_t P, op_program *prog, errbuf *e)
 {
     const policy_env *v = &s->env;
-    uint32_t L = v->n_layers, Hkv = v->n_kv_heads, d2 = 2 * v->head_dim, B = s->cap;
+    uint32_t L = v->n_layers - s->dense, Hkv = v->n_kv_heads, d2 = 2 * v->head_dim, B = s->cap;
     int failed = 0;
     opb w;
     opb_init(&w, prog, PHASE_PREFILL, -1, OPC_POLICY, NULL);
@@ -256,7 +272,7 @@ static int tova_prompt_all(const tova_state *s, uint32_t P, op_program *prog, er
     /* COST: the gather of the B kept rows of every layer and KV head, in the same rounds */
     uint32_t all = all_state(prog, PHASE_PREFILL, "tova.slots_all", Hkv, L * B, d2, &failed);
     opb_op(&w, OP_GATHER, Hkv * L, B, P, d2, oh, tab, OP_NONE, all, OPF_NO_TRUNC, 0, 0);
-    split_slots(&w, all, L, Hkv, B, d2, &failed);
+    split_slots(&w, all, s->dense, L, Hkv, B, d2, &failed);
     if (failed)
         return err_set(e, MS_ERR_NOMEM, "policy tova: out of memory emitting its ops");
     return policy_emit_done(&w, "tova", e);
@@ -268,7 +284,8 @@ static int tova_prompt_all(const tova_state *s, uint32_t P, op_program *prog, er
 static int tova_step_all(const tova_state *s, int evicted, op_program *prog, errbuf *e)
 {
     const policy_env *v = &s->env;
-    uint32_t L = v->n_layers, Hkv = v->n_kv_heads, d2 = 2 * v->head_dim, B = s->cap, n = B + 1;
+    uint32_t L = v->n_layers - s->dense, Hkv = v->n_kv_heads, d2 = 2 * v->head_dim, B = s->cap,
+             n = B + 1;
     int failed = 0;
     opb w;
     opb_init(&w, prog, PHASE_DECODE, -1, OPC_POLICY, NULL);
@@ -299,7 +316,7 @@ static int tova_step_all(const tova_state *s, int evicted, op_program *prog, err
     /* COST: the oblivious compaction of the remaining rows of every layer and KV head, one
      * select per element, in the same rounds */
     opb_op(&w, OP_SELECT, Hkv, L * B, 0, d2, cb, nxt, cur, all, 0, 0, 0);
-    split_slots(&w, all, L, Hkv, B, d2, &failed);
+    split_slots(&w, all, s->dense, L, Hkv, B, d2, &failed);
     if (failed)
         return err_set(e, MS_ERR_NOMEM, "policy tova: out of memory emitting its ops");
     return policy_emit_done(&w, "tova", e);
@@ -311,8 +328,11 @@ static int tova_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const
     tova_state *s = st;
     const policy_env *v = &s->env;
     uint32_t d2 = 2 * v->head_dim, H = v->n_heads, Hkv = v->n_kv_heads, B = s->cap;
-    uint32_t L = v->n_layers;
-    int last = layer + 1 == L, failed = 0;
+    /* the selecting layers dense … L−1, layer's rows at li among them */
+    uint32_t L = v->n_layers - s->dense, li = layer - s->dense;
+    int last = layer + 1 == v->n_layers, failed = 0;
+    if (layer < s->dense) /* a dense layer keeps every entry: no ops */
+        return MS_OK;
     if (phase == PHASE_PREFILL) {
         if (kv_len <= B)
             return MS_OK;
@@ -323,11 +343,11 @@ static int tova_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const
         uint32_t att = pcheck_input(&pe, PCHECK_IN_PROMPT_ATT, H, 1, kv_len);
         uint32_t m = opb_transpose(&pe, opb_colsum(&pe, att, 1, H, kv_len, "tova.mean"), 1, kv_len,
                                    1, "tova.mean_r");
-        opb_write(&pe, m, all_state(prog, phase, "tova.mean_all", 1, L, kv_len, &failed), 1, layer,
+        opb_write(&pe, m, all_state(prog, phase, "tova.mean_all", 1, L, kv_len, &failed), 1, li,
                   1, kv_len);
         opb_write(&pe, pcheck_input(&pe, PCHECK_IN_KV, Hkv, kv_len, d2),
                   all_state(prog, phase, "tova.kv_all", Hkv, L * kv_len, d2, &failed), Hkv,
-                  layer * kv_len, kv_len, d2);
+                  li * kv_len, kv_len, d2);
         int rc = failed ? err_set(e, MS_ERR_NOMEM, "policy tova: out of memory emitting its ops")
                         : policy_emit_done(&pe, "tova", e);
         return rc || !last ? rc : tova_prompt_all(s, kv_len, prog, e);
@@ -346,9 +366,9 @@ static int tova_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const
     uint32_t kv = pcheck_input(&pe, PCHECK_IN_KV, Hkv, kv_len, d2);
     if (!evicted)
         opb_write(&pe, kv, all_state(prog, phase, "tova.kept_all", Hkv, L * B, d2, &failed), Hkv,
-                  layer * B, B, d2);
+                  li * B, B, d2);
     opb_write(&pe, pcheck_input(&pe, PCHECK_IN_KV_NEW, Hkv, 1, d2),
-              all_state(prog, phase, "tova.new_all", Hkv, L, d2, &failed), Hkv, layer, 1, d2);
+              all_state(prog, phase, "tova.new_all", Hkv, L, d2, &failed), Hkv, li, 1, d2);
     /* COST: head mean (H·n local adds: a product with public ones, the mean's order), negated
      * for the arg-min (−x = (x − x) − x, local) */
     uint32_t att = pcheck_input(&pe, PCHECK_IN_ATT_SLOTS, H, 1, n);
@@ -357,7 +377,7 @@ static int tova_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const
                         opb_tensor(&pe, "tova.zero_row", OPT_TEMP, 1, n, 1), 0, 0, 0);
     uint32_t ng = opb_op(&pe, OP_SUB, 1, n, 0, 1, z, sum, OP_NONE,
                          opb_tensor(&pe, "tova.neg", OPT_TEMP, 1, 1, n), 0, 0, 0);
-    opb_write(&pe, ng, all_state(prog, phase, "tova.neg_all", 1, L, n, &failed), 1, layer, 1, n);
+    opb_write(&pe, ng, all_state(prog, phase, "tova.neg_all", 1, L, n, &failed), 1, li, 1, n);
     if (evicted) /* the step attends the slots as it began */
         pcheck_selection(&pe, slots, B, 0, kv_len, OP_NONE, 0);
     int rc = failed ? err_set(e, MS_ERR_NOMEM, "policy tova: out of memory emitting its ops")
@@ -373,6 +393,7 @@ const policy_ops policy_tova = {
     .init = tova_init,
     .fini = tova_fini,
     .needs = tova_needs,
+    .layer_needs = tova_layer_needs,
     .observe = tova_observe,
     .select = tova_select,
     .emit_cost = tova_emit,
