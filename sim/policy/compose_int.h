@@ -77,12 +77,13 @@ int compose_h2o_budgets(const void *st, uint32_t *sinks, uint32_t *heavy, uint32
 /* A composition of TOVA's shape (the newest query's attention, one selection per layer, a top-k
  * at every step evicting for good): its selection on shares is tova's emitted ops run in the
  * session (secpol_emit.c) with its budget as cache_size (compose_tova.c). compose_tova_budget
- * (compose.c) gives it and its dense layers (tova's dense_layers) from a state of the
- * composition, or 0 with why set when its parameters leave that shape (sinks, a recent window,
- * every layer dense, pages, a pyramid). */
+ * (compose.c) gives it, its dense layers, sinks and recent window (tova's dense_layers, sinks,
+ * recent) from a state of the composition, or 0 with why set when its parameters leave that
+ * shape (every layer dense, pages, a pyramid). */
 int compose_tova_shaped(const cspec *sp);
 void compose_tova_ops(policy_ops *ops);
-int compose_tova_budget(const void *st, uint32_t *cap, uint32_t *dense, char *why, size_t n);
+int compose_tova_budget(const void *st, uint32_t *cap, uint32_t *dense, uint32_t *sinks,
+                        uint32_t *recent, char *why, size_t n);
 
 /* Key norms with real operands (compose_keynorm.c). compose_key_norms: the t new keys' squared
  * norms (squares, their sum by a product with public ones: local) written at row r0 of the
