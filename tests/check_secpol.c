@@ -913,9 +913,9 @@ static void load_composed(const char *name, const char *file, const char *yaml)
 
 /* `mpcsim run`'s cost path of composition name (the replay's policy ops from the composition's
  * emit_cost, the lowering at the replay's kept counts) against the session's program, the
- * prompt and every decode step: the same bytes and rounds in protocol pn. sh: the H2O shape
- * the session is expected to run. */
-static void h2o_costed_as_run(const char *pn, const char *name, const h2o_shape *want)
+ * prompt and every decode step: the same bytes and rounds in protocol pn. want: the H2O shape
+ * the session is expected to run (NULL: another session's). */
+static void costed_as_run(const char *pn, const char *name, const h2o_shape *want)
 {
     errbuf e = {{0}};
     secinf_opts o;
@@ -923,10 +923,12 @@ static void h2o_costed_as_run(const char *pn, const char *name, const h2o_shape 
     ck_assert_ptr_nonnull(o.spol.ops);
     ck_assert_ptr_nonnull(o.spol.cfg); /* NULL: the replay's kept sets, no selection on shares */
     const h2o_shape *sh = o.spol.cfg;
-    ck_assert_uint_eq(sh->sinks, want->sinks);
-    ck_assert_uint_eq(sh->heavy, want->heavy);
-    ck_assert_uint_eq(sh->recent, want->recent);
-    ck_assert_uint_eq(sh->dense, want->dense);
+    if (want) {
+        ck_assert_uint_eq(sh->sinks, want->sinks);
+        ck_assert_uint_eq(sh->heavy, want->heavy);
+        ck_assert_uint_eq(sh->recent, want->recent);
+        ck_assert_uint_eq(sh->dense, want->dense);
+    }
     run_cfg *rc = calloc(1, sizeof *rc);
     ck_assert_ptr_nonnull(rc);
     ck_assert_msg(model_load("stories260K", &rc->model, &e) == MS_OK, "%s", e.msg);
@@ -984,7 +986,7 @@ START_TEST(test_h2o_sinks_costed_as_run)
     static const char *const protos[] = {"semi2k", "aby3"};
     load_h2o_sinks();
     h2o_shape want = {.heavy = 4, .recent = 4, .sinks = 2};
-    h2o_costed_as_run(protos[_i], "h2o_sinks_sp", &want);
+    costed_as_run(protos[_i], "h2o_sinks_sp", &want);
 }
 END_TEST
 
@@ -1004,7 +1006,28 @@ START_TEST(test_h2o_dense_costed_as_run)
     static const char *const protos[] = {"semi2k", "aby3"};
     load_composed("h2o_dense_sp", "h2o_dense.yaml", h2o_dense_yaml);
     h2o_shape want = {.heavy = 4, .recent = 4, .dense = 1};
-    h2o_costed_as_run(protos[_i], "h2o_dense_sp", &want);
+    costed_as_run(protos[_i], "h2o_dense_sp", &want);
+}
+END_TEST
+
+/* TOVA's shape with sinks 2 and a window of 4 (top 4 of the 12 − 2 − 4 = 6 prompt candidates):
+ * tova's emitted ops with sinks and recent, and the composition's cost path, cost the prompt
+ * (one TOPK over the 6 candidates, a GATHER of 4) and every decode step (one ARGMAX over 5, a
+ * SELECT of 4 rows) alike, semi2k and aby3; so do those of TOVA's shape with a dense first
+ * layer. */
+START_TEST(test_tova_sinks_costed_as_run)
+{
+    static const char *const protos[] = {"semi2k", "aby3"};
+    load_composed("tova_sr_sp", "tova_sr.yaml",
+                  "name: tova_sr_sp\nsinks: 2\nrecent: 4\n"
+                  "score: {attention: {accumulate: false}}\nshare: layer\nevict: permanent\n"
+                  "select: {topk: 4}\n");
+    costed_as_run(protos[_i], "tova_sr_sp", NULL);
+    /* and with a dense first layer (top 8 of 12 in layers 1 … 4) */
+    load_composed("tova_d_sp", "tova_d.yaml",
+                  "name: tova_d_sp\nscore: {attention: {accumulate: false}}\nshare: layer\n"
+                  "evict: permanent\nlayers: {dense: 1}\nselect: {topk: 8}\n");
+    costed_as_run(protos[_i], "tova_d_sp", NULL);
 }
 END_TEST
 
@@ -1026,5 +1049,6 @@ Suite *secpol_suite(void)
     TH_LOOPS(model, 2, test_h2o_sinks_on_shares);
     TH_LOOPS(model, 2, test_h2o_sinks_costed_as_run);
     TH_LOOPS(model, 2, test_h2o_dense_costed_as_run);
+    TH_LOOPS(model, 2, test_tova_sinks_costed_as_run);
     return s;
 }
