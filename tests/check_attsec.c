@@ -238,10 +238,9 @@ static void h2o_dense_on(const char *proto)
                                "evict: permanent\n"
                                "layers: {dense: 1}\n"
                                "select: {topk: 4}\n");
-    th_cli_expect(out, sizeof out, 0,
-                  "bytes and rounds of every op of the 9 steps equal the prediction: yes",
-                  "validate --model stories260K -p %s --accuracy 24 --prompt 16 --policy '%s'",
-                  proto, yaml);
+    th_cli_expect(
+        out, sizeof out, 0, "bytes and rounds of every op of the 9 steps equal the prediction: yes",
+        "validate --model stories260K -p %s --accuracy 24 --prompt 16 --policy '%s'", proto, yaml);
     ck_assert_msg(strstr(out, "h2o_dense_t selected on shares (heavy 4, recent 4, dense layers 1)"),
                   "%s", out);
     ck_assert_msg(!strstr(out, "has no selection on shares"), "%s", out);

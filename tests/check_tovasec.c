@@ -233,8 +233,8 @@ START_TEST(test_sinks_window_check)
     static const char *const p[3] = {"--param sinks=2 --param recent=4", "--param sinks=2",
                                      "--param recent=3"};
     for (int i = 0; i < 3; i++)
-        th_cli_expect(out, sizeof out, 0, "tova: match\n", "policy check tova --param cache_size=8 %s",
-                      p[i]);
+        th_cli_expect(out, sizeof out, 0, "tova: match\n",
+                      "policy check tova --param cache_size=8 %s", p[i]);
 }
 END_TEST
 

@@ -34,13 +34,13 @@ static const policy_param tova_params[] = {
 typedef struct tova_state {
     policy_env env;
     uint32_t cap;
-    uint32_t dense;  /* layers [0, dense) keep every entry (below L: the others select) */
+    uint32_t dense;         /* layers [0, dense) keep every entry (below L: the others select) */
     uint32_t sinks, recent; /* entries [0, sinks) and the newest `recent` kept beside the cap
                              * chosen from the candidates between them */
     uint32_t total;         /* sinks + cap + recent: the entries a layer keeps */
-    uint8_t *alive;  /* [L][max_len] */
-    uint32_t *count; /* [L] */
-    float *s;        /* max_len scratch: head-mean attention */
+    uint8_t *alive;         /* [L][max_len] */
+    uint32_t *count;        /* [L] */
+    float *s;               /* max_len scratch: head-mean attention */
     uint32_t *work, *sel;
     float *last;      /* [L][max_len]: the head means the layer's last choice ranked */
     uint32_t *last_n; /* [L]: the entries it ranked (0: none yet) */
@@ -373,9 +373,8 @@ static int tova_step_all(const tova_state *s, int evicted, op_program *prog, err
     opb_op(&w, OP_ARGMAX, 1, L, 0, nc, negs, OP_NONE, OP_NONE, oh, 0, 0, 0);
     /* the row mask is its prefix sum (a product with a public upper triangle), broadcast over
      * the row (a product with public ones): local */
-    uint32_t pre = opb_matmul_pub(&w, oh,
-                                  opb_shared(&w, "tova.prefix_tri", OPT_PUBLIC, 1, nc, nc), L, nc,
-                                  nc, opb_tensor(&w, "tova.prefix", OPT_TEMP, L, nc, 1));
+    uint32_t pre = opb_matmul_pub(&w, oh, opb_shared(&w, "tova.prefix_tri", OPT_PUBLIC, 1, nc, nc),
+                                  L, nc, nc, opb_tensor(&w, "tova.prefix", OPT_TEMP, L, nc, 1));
     uint32_t cb = opb_matmul_pub(&w, opb_rows(&w, pre, L, 0, B, 1, "tova.shift"),
                                  opb_shared(&w, "tova.row_ones", OPT_PUBLIC, 1, 1, d2), L * B, 1,
                                  d2, opb_tensor(&w, "tova.shift_rows", OPT_TEMP, 1, L * B, d2));
@@ -384,8 +383,8 @@ static int tova_step_all(const tova_state *s, int evicted, op_program *prog, err
     uint32_t got = apart ? opb_tensor(&w, "tova.chosen", OPT_TEMP, Hkv * L, B, d2) : all;
     opb_op(&w, OP_SELECT, Hkv, L * B, 0, d2, cb, nxt, cur, got, 0, 0, 0);
     if (apart) /* the sinks, then the chosen, then the window: rows S+B+1 … T (the new one) */
-        put_slots(&w, all, opb_rows(&w, rows, Hkv * L, 0, n, d2, "tova.rows_kept"), n, got,
-                  Hkv * L, S, B, s->recent, d2);
+        put_slots(&w, all, opb_rows(&w, rows, Hkv * L, 0, n, d2, "tova.rows_kept"), n, got, Hkv * L,
+                  S, B, s->recent, d2);
     split_slots(&w, all, s->dense, L, Hkv, T, d2, &failed);
     if (failed)
         return err_set(e, MS_ERR_NOMEM, "policy tova: out of memory emitting its ops");
@@ -414,8 +413,8 @@ static int tova_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const
         uint32_t att = pcheck_input(&pe, PCHECK_IN_PROMPT_ATT, H, 1, kv_len);
         uint32_t m = opb_transpose(&pe, opb_colsum(&pe, att, 1, H, kv_len, "tova.mean"), 1, kv_len,
                                    1, "tova.mean_r");
-        opb_write(&pe, m, all_state(prog, phase, "tova.mean_all", 1, L, kv_len, &failed), 1, li,
-                  1, kv_len);
+        opb_write(&pe, m, all_state(prog, phase, "tova.mean_all", 1, L, kv_len, &failed), 1, li, 1,
+                  kv_len);
         opb_write(&pe, pcheck_input(&pe, PCHECK_IN_KV, Hkv, kv_len, d2),
                   all_state(prog, phase, "tova.kv_all", Hkv, L * kv_len, d2, &failed), Hkv,
                   li * kv_len, kv_len, d2);
