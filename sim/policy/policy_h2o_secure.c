@@ -98,7 +98,8 @@ static int h2o_sec_emit(const void *cfg, const secpol_run *o, const secpol_step 
     const model_cfg *m = o->model;
     const h2o_shape *sh = cfg;
     int phase = st->s ? PHASE_DECODE : PHASE_PREFILL;
-    uint32_t c = st->s ? h2o_carried(sh, st->kv) : 0, D = sh->dense < m->n_layers ? sh->dense : 0;
+    uint32_t c = st->s ? h2o_carried(sh, st->kv) : 0;
+    uint32_t D = sh->dense < m->n_layers ? sh->dense : m->n_layers; /* layers selecting nothing */
     h2o_ids *lay = calloc(m->n_layers, sizeof *lay);
     int rc = lay ? MS_OK : err_set(e, MS_ERR_NOMEM, "secure inference: out of memory");
     for (uint32_t l = 0; !rc && l < m->n_layers; l++) {
@@ -112,7 +113,7 @@ static int h2o_sec_emit(const void *cfg, const secpol_run *o, const secpol_step 
             rc = h2o_emit_ops(p, &ls, phase, l, lc, st->t, pr, kc, vc, &lay[l], e);
         }
     }
-    if (!rc)
+    if (!rc && D < m->n_layers)
         rc = h2o_emit_select(p, sh, phase, m->n_layers - D, c, st->t, lay + D, NULL, e);
     free(lay);
     return rc;
@@ -199,7 +200,7 @@ static int h2o_sec_update(void *state, eng *e, mpc_net *net, const op_program *p
     const model_cfg *m = nd->o.model;
     mpc_val *st = nd->st;
     uint32_t s = step->s, t = step->t, kv = step->kv, Hkv = m->n_kv_heads, F = 2 * m->head_dim + 1;
-    uint32_t D = nd->sh.dense < m->n_layers ? nd->sh.dense : 0, L = m->n_layers - D;
+    uint32_t D = nd->sh.dense < m->n_layers ? nd->sh.dense : m->n_layers, L = m->n_layers - D;
     int phase = s ? PHASE_DECODE : PHASE_PREFILL;
     /* the most rows a layer's maps hold: a dense layer's kv + t, or a selecting one's */
     size_t most = (size_t)kv + t + nd->sh.heavy + nd->sh.sinks + 1;
@@ -455,7 +456,7 @@ static int walk_new(h2o_walk *w, const secpol_run *o, const h2o_shape *cfg, cons
                     .out = out,
                     .tie_bound = tie_bound,
                     .L = m->n_layers,
-                    .D = cfg->dense < m->n_layers ? cfg->dense : 0,
+                    .D = cfg->dense < m->n_layers ? cfg->dense : m->n_layers,
                     .Hkv = m->n_kv_heads,
                     .hh = hh,
                     .Nmax = Nmax,
