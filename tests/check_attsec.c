@@ -9,7 +9,8 @@
  * agreement as the hand-written policy's run on shares. h2o.yaml (accumulated attention, a recent
  * window, evicting for good) runs H2O's own secure session with its budgets: h2o's bytes and
  * rounds, every well-separated selection the replay's; with sinks (public rows before its
- * candidates) h2o's at a window as much longer. */
+ * candidates) h2o's at a window as much longer; with dense layers (which select nothing) the
+ * other layers' selections at once. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -221,6 +222,41 @@ END_TEST
 START_TEST(test_h2o_sinks_aby3) { h2o_sinks_on("aby3"); }
 END_TEST
 
+/* H2O's blocks with a dense first layer (`layers: {dense: 1}`, top 4, recent 4) on shares:
+ * H2O's session, layer 0 carrying every row and selecting nothing, layers 1 … 4 selecting at
+ * once. The audit counts 4 selecting layers x 4 KV heads x (the prompt's top 4 + 8
+ * evictions) = 144 selections, each its rule over the session's own scores, and the kept sets
+ * of all 5 layers (layer 0's every entry) against the replay's; no fallback note. */
+static void h2o_dense_on(const char *proto)
+{
+    char out[1 << 14];
+    const char *yaml = th_file(&td, "h2o_dense.yaml",
+                               "name: h2o_dense_t\n"
+                               "summary: a dense first layer, then heavy hitters\n"
+                               "recent: 4\n"
+                               "score: attention\n"
+                               "evict: permanent\n"
+                               "layers: {dense: 1}\n"
+                               "select: {topk: 4}\n");
+    th_cli_expect(
+        out, sizeof out, 0, "bytes and rounds of every op of the 9 steps equal the prediction: yes",
+        "validate --model stories260K -p %s --accuracy 24 --prompt 16 --policy '%s'", proto, yaml);
+    ck_assert_msg(strstr(out, "h2o_dense_t selected on shares (heavy 4, recent 4, dense layers 1)"),
+                  "%s", out);
+    ck_assert_msg(!strstr(out, "has no selection on shares"), "%s", out);
+    ck_assert_msg(!strstr(out, "audit failed"), "%s", out);
+    all_of(out, "exceeds twice that: ");
+    ck_assert_msg(strstr(out, "kept sets ") && strstr(strstr(out, "kept sets "), "/160"), "%s",
+                  out);
+    ck_assert_msg(strstr(out, "minimum evicted): yes (144 of 144"), "%s", out);
+}
+
+START_TEST(test_h2o_dense_semi2k) { h2o_dense_on("semi2k"); }
+END_TEST
+
+START_TEST(test_h2o_dense_aby3) { h2o_dense_on("aby3"); }
+END_TEST
+
 Suite *attsec_suite(void)
 {
     Suite *s = suite_create("attsec");
@@ -229,6 +265,6 @@ Suite *attsec_suite(void)
     TH_TESTS(tc, test_check_blocks, test_snapkv_semi2k, test_snapkv_aby3, test_pyramidkv_semi2k,
              test_pyramidkv_aby3, test_short_recent_falls_back, test_h2o_semi2k, test_h2o_aby3,
              test_h2o_sinks_semi2k, test_h2o_sinks_aby3, test_pyramid_zero_semi2k,
-             test_pyramid_zero_aby3);
+             test_pyramid_zero_aby3, test_h2o_dense_semi2k, test_h2o_dense_aby3);
     return s;
 }

@@ -749,6 +749,38 @@ START_TEST(test_scsec_kv_budget_pages_cost_path)
 }
 END_TEST
 
+/* TOVA's shape with a dense first layer (tova's emitted ops with dense_layers 1: layer 0 keeps
+ * every entry, layers 1 … 4 evict at once) and H2O's with one (H2O's session, layer 0 carrying
+ * every row): each decode step's session program costs what `mpcsim run`'s cost path does
+ * (the composition's emit_cost batching the eviction over layers 1 … 4, layer 0 lowered at its
+ * whole cache). The same for TOVA's shape with sinks 2 and a window of 4, and with sinks
+ * alone (tova's sinks and recent: the arg-min over the 9 candidates between them). */
+START_TEST(test_scsec_tova_h2o_cost_path)
+{
+    load_one("tovad_s", "tovad.yaml",
+             "name: tovad_s\nscore: {attention: {accumulate: false}}\nshare: layer\n"
+             "evict: permanent\nlayers: {dense: 1}\nselect: {topk: 8}\n");
+    load_one("h2od_s", "h2od.yaml",
+             "name: h2od_s\nrecent: 4\nscore: attention\nevict: permanent\n"
+             "layers: {dense: 1}\nselect: {topk: 4}\n");
+    load_one("tovasr_s", "tovasr.yaml",
+             "name: tovasr_s\nsinks: 2\nrecent: 4\nscore: {attention: {accumulate: false}}\n"
+             "share: layer\nevict: permanent\nselect: {topk: 8}\n");
+    load_one("tovas_s", "tovas.yaml",
+             "name: tovas_s\nsinks: 2\nscore: {attention: {accumulate: false}}\n"
+             "share: layer\nevict: permanent\nselect: {topk: 8}\n");
+    const scase c[4] = {{"tovad_s", {NULL}, 0},
+                        {"h2od_s", {NULL}, 0},
+                        {"tovasr_s", {NULL}, 0},
+                        {"tovas_s", {NULL}, 0}};
+    const char *pn[2] = {"semi2k", "aby3"}, *lay[2] = {"rows", "scores"};
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+                same_as_cost_path(&c[k], pn[i], lay[j]);
+}
+END_TEST
+
 Suite *scsec_suite(void)
 {
     Suite *s = suite_create("scsec");
@@ -759,6 +791,6 @@ Suite *scsec_suite(void)
              test_scsec_cost_path, test_scsec_cost_path_blocks, test_scsec_cost_path_att,
              test_scsec_cost_path_att_sinks, test_scsec_rewrite, test_scsec_public,
              test_scsec_public_cost_path, test_scsec_layer_cost_path,
-             test_scsec_kv_budget_pages_cost_path);
+             test_scsec_kv_budget_pages_cost_path, test_scsec_tova_h2o_cost_path);
     return s;
 }

@@ -767,7 +767,7 @@ static void evict_plain(const double score[4], double out[2])
     ck_assert_int_eq(eng_plain_new(&cfg, 2, 5, 1, &E), MS_OK);
     op_program p;
     op_program_init(&p);
-    h2o_shape sh = {1, 1, 1, 2, 1, 0};
+    h2o_shape sh = {1, 1, 1, 2, 1, 0, 0};
     h2o_ids lay;
     h2o_sel sel;
     ck_assert_int_eq(
@@ -901,26 +901,38 @@ static void step_cost(const char *pn, const op_program *p, uint64_t *bytes, uint
     fixture_program_cost(pn, &cfg, p, bytes, rounds);
 }
 
-/* The composition selects on shares through H2O's session with its sinks as public rows, and
- * `mpcsim run`'s cost path (the replay's policy ops from the composition's emit_cost, the
- * lowering at the replay's kept counts) costs the prompt and every decode step as the session's
- * program does: the same bytes and rounds, in semi2k and aby3. */
-START_TEST(test_h2o_sinks_costed_as_run)
+/* A composition loaded from yaml (file name file) under its policy name. */
+static void load_composed(const char *name, const char *file, const char *yaml)
 {
-    static const char *const protos[] = {"semi2k", "aby3"};
     errbuf e = {{0}};
-    load_h2o_sinks();
+    const policy_ops *pol = policy_compose_find(name);
+    if (!pol)
+        ck_assert_msg(policy_compose_load(th_file(&td, file, yaml), &pol, &e) == MS_OK, "%s",
+                      e.msg);
+}
+
+/* `mpcsim run`'s cost path of composition name (the replay's policy ops from the composition's
+ * emit_cost, the lowering at the replay's kept counts) against the session's program, the
+ * prompt and every decode step: the same bytes and rounds in protocol pn. want: the H2O shape
+ * the session is expected to run (NULL: another session's). */
+static void costed_as_run(const char *pn, const char *name, const h2o_shape *want)
+{
+    errbuf e = {{0}};
     secinf_opts o;
-    fixture_opts(&sf, protos[_i], N, P, "h2o_sinks_sp", NULL, 0, &o);
+    fixture_opts(&sf, pn, N, P, name, NULL, 0, &o);
     ck_assert_ptr_nonnull(o.spol.ops);
+    ck_assert_ptr_nonnull(o.spol.cfg); /* NULL: the replay's kept sets, no selection on shares */
     const h2o_shape *sh = o.spol.cfg;
-    ck_assert_uint_eq(sh->sinks, 2);
-    ck_assert_uint_eq(sh->heavy, 4);
-    ck_assert_uint_eq(sh->recent, 4);
+    if (want) {
+        ck_assert_uint_eq(sh->sinks, want->sinks);
+        ck_assert_uint_eq(sh->heavy, want->heavy);
+        ck_assert_uint_eq(sh->recent, want->recent);
+        ck_assert_uint_eq(sh->dense, want->dense);
+    }
     run_cfg *rc = calloc(1, sizeof *rc);
     ck_assert_ptr_nonnull(rc);
     ck_assert_msg(model_load("stories260K", &rc->model, &e) == MS_OK, "%s", e.msg);
-    fixture_record_cfg(rc, "h2o_sinks_sp");
+    fixture_record_cfg(rc, name);
     rc->work.prompt_len = P;
     rc->work.decode_len = N - P;
     rc->seed = 1;
@@ -949,12 +961,12 @@ START_TEST(test_h2o_sinks_costed_as_run)
         ck_assert_msg(lower_step(&sf.m, &lo, &cost, &e) == MS_OK, "%s", e.msg);
         ck_assert_int_eq(secinf_step_program(&o, st, &sess, &e), MS_OK);
         uint64_t b[2], rd[2];
-        step_cost(protos[_i], &sess, &b[0], &rd[0]);
-        step_cost(protos[_i], &cost, &b[1], &rd[1]);
+        step_cost(pn, &sess, &b[0], &rd[0]);
+        step_cost(pn, &cost, &b[1], &rd[1]);
         ck_assert_msg(b[0] == b[1] && rd[0] == rd[1],
                       "%s step %u: the session %llu B, %llu rounds; the cost path %llu B, %llu "
                       "rounds",
-                      protos[_i], st, (unsigned long long)b[0], (unsigned long long)rd[0],
+                      pn, st, (unsigned long long)b[0], (unsigned long long)rd[0],
                       (unsigned long long)b[1], (unsigned long long)rd[1]);
         /* the selection runs: the prompt's top-k, then an eviction at every step */
         ck_assert_uint_eq(count_kind(&sess, st ? OP_ARGMAX : OP_TOPK), 1);
@@ -964,6 +976,58 @@ START_TEST(test_h2o_sinks_costed_as_run)
     secinf_spol_free(&o.spol);
     op_program_free(&sess);
     op_program_free(&cost);
+}
+
+/* The composition selects on shares through H2O's session with its sinks as public rows, and
+ * `mpcsim run`'s cost path costs the prompt and every decode step as the session's program
+ * does: the same bytes and rounds, in semi2k and aby3. */
+START_TEST(test_h2o_sinks_costed_as_run)
+{
+    static const char *const protos[] = {"semi2k", "aby3"};
+    load_h2o_sinks();
+    h2o_shape want = {.heavy = 4, .recent = 4, .sinks = 2};
+    costed_as_run(protos[_i], "h2o_sinks_sp", &want);
+}
+END_TEST
+
+static const char h2o_dense_yaml[] = "name: h2o_dense_sp\n"
+                                     "summary: a dense first layer, then heavy hitters\n"
+                                     "recent: 4\n"
+                                     "score: attention\n"
+                                     "evict: permanent\n"
+                                     "layers: {dense: 1}\n"
+                                     "select: {topk: 4}\n";
+
+/* With a dense first layer: the session's tables of layer 0 carry every row and its selection
+ * stacks layers 1 … 4 (one TOPK, one ARGMAX a step), as the cost path batches layers
+ * dense … L−1: the same bytes and rounds at every step. */
+START_TEST(test_h2o_dense_costed_as_run)
+{
+    static const char *const protos[] = {"semi2k", "aby3"};
+    load_composed("h2o_dense_sp", "h2o_dense.yaml", h2o_dense_yaml);
+    h2o_shape want = {.heavy = 4, .recent = 4, .dense = 1};
+    costed_as_run(protos[_i], "h2o_dense_sp", &want);
+}
+END_TEST
+
+/* TOVA's shape with sinks 2 and a window of 4 (top 4 of the 12 − 2 − 4 = 6 prompt candidates):
+ * tova's emitted ops with sinks and recent, and the composition's cost path, cost the prompt
+ * (one TOPK over the 6 candidates, a GATHER of 4) and every decode step (one ARGMAX over 5, a
+ * SELECT of 4 rows) alike, semi2k and aby3; so do those of TOVA's shape with a dense first
+ * layer. */
+START_TEST(test_tova_sinks_costed_as_run)
+{
+    static const char *const protos[] = {"semi2k", "aby3"};
+    load_composed("tova_sr_sp", "tova_sr.yaml",
+                  "name: tova_sr_sp\nsinks: 2\nrecent: 4\n"
+                  "score: {attention: {accumulate: false}}\nshare: layer\nevict: permanent\n"
+                  "select: {topk: 4}\n");
+    costed_as_run(protos[_i], "tova_sr_sp", NULL);
+    /* and with a dense first layer (top 8 of 12 in layers 1 … 4) */
+    load_composed("tova_d_sp", "tova_d.yaml",
+                  "name: tova_d_sp\nscore: {attention: {accumulate: false}}\nshare: layer\n"
+                  "evict: permanent\nlayers: {dense: 1}\nselect: {topk: 8}\n");
+    costed_as_run(protos[_i], "tova_d_sp", NULL);
 }
 END_TEST
 
@@ -984,5 +1048,7 @@ Suite *secpol_suite(void)
     TH_TESTS(model, test_mpcache_threshold_decode_costed_as_run, test_mpcache_reveals_nothing);
     TH_LOOPS(model, 2, test_h2o_sinks_on_shares);
     TH_LOOPS(model, 2, test_h2o_sinks_costed_as_run);
+    TH_LOOPS(model, 2, test_h2o_dense_costed_as_run);
+    TH_LOOPS(model, 2, test_tova_sinks_costed_as_run);
     return s;
 }

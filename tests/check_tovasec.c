@@ -9,7 +9,9 @@
  * ties). Every layer's eviction runs in the same rounds (one TOPK and GATHER at the prompt, one
  * ARGMAX and SELECT per step, after the last layer): the policy's rounds are one layer's, pinned
  * against protocols/README.md's per-op rounds. scenarios/policies/tova.yaml runs tova's session
- * with its budget as cache_size: the same figures and masks. */
+ * with its budget as cache_size: the same figures and masks; with `layers: {dense: N}` tova's
+ * dense_layers, the first N layers keeping every entry; its sinks and recent window tova's
+ * sinks and recent, public rows beside the candidates. */
 #include <check.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -137,18 +139,102 @@ END_TEST
 START_TEST(test_blocks_aby3) { blocks_on("aby3", "topk=8", "cache_size=8"); }
 END_TEST
 
-/* Sinks beside the selection leave tova's shape: the replay's kept sets, a NOTE saying why. */
-START_TEST(test_blocks_fallback)
+/* Sinks beside the selection stay in tova's shape (tova's sinks: public rows before its
+ * candidates): tova.yaml with `sinks=2` selects on shares, no NOTE, every op as predicted, all
+ * 160 masks tova's select()'s over the session's values. */
+START_TEST(test_blocks_sinks)
 {
     char out[1 << 14];
-    th_cli_expect(out, sizeof out, 0,
-                  "bytes and rounds of every op of the 9 steps equal the prediction: yes",
-                  "validate --model stories260K -p semi2k --accuracy 24 --prompt 16 --policy %s "
-                  "--policy-param topk=8 --policy-param sinks=2",
-                  th_data_path("scenarios/policies/tova.yaml"));
-    ck_assert_msg(strstr(out, "NOTE: tova_blocks has no selection on shares with these parameters "
-                              "(tova's selection on shares runs: no sinks"),
+    unsigned long long v[4];
+    validate_on(out, sizeof out, "semi2k", th_data_path("scenarios/policies/tova.yaml"),
+                "topk=8 --policy-param sinks=2", v);
+    ck_assert_msg(strstr(out, "selection on shares from tova's own emitted ops with tova_blocks's "
+                              "parameters"),
                   "%s", out);
+    th_own_select(out, 160);
+}
+END_TEST
+
+/* TOVA's blocks with a dense first layer (`layers: {dense: 1}`, top 8): tova's emitted ops with
+ * dense_layers 1 — layer 0 keeps every entry and emits nothing, layers 1 … 4 evict at once — on
+ * shares: no fallback note, every op as predicted, and 160 masks (layer 0's every entry among
+ * them) equal to tova's select() over the session's values. */
+static void dense_on(const char *proto)
+{
+    char out[1 << 14];
+    unsigned long long v[4];
+    const char *yaml = th_file(&td, "tovad.yaml",
+                               "name: tovad_t\n"
+                               "score: {attention: {accumulate: false}}\n"
+                               "share: layer\n"
+                               "evict: permanent\n"
+                               "layers: {dense: 1}\n"
+                               "select: {topk: 8}\n");
+    validate_on(out, sizeof out, proto, yaml, "topk=8", v);
+    ck_assert_msg(strstr(out, "selection on shares from tova's own emitted ops with tovad_t's "
+                              "parameters (the selection opened for the audit only), 160 decode "
+                              "masks"),
+                  "%s", out);
+    th_own_select(out, 160);
+}
+
+START_TEST(test_dense_semi2k) { dense_on("semi2k"); }
+END_TEST
+
+START_TEST(test_dense_aby3) { dense_on("aby3"); }
+END_TEST
+
+/* tova's own dense layers: its ops gather what its select() keeps, layer 0's every entry. */
+START_TEST(test_dense_check)
+{
+    char out[1 << 13];
+    th_cli_expect(out, sizeof out, 0, "tova: match\n",
+                  "policy check tova --param cache_size=8 --param dense_layers=1");
+}
+END_TEST
+
+/* TOVA's blocks with two sinks and a window of 4 (top 8 of the 16 − 2 − 4 = 10 prompt
+ * candidates, then at each step the arg-min of the 8 chosen and the entry leaving the window):
+ * tova's emitted ops with sinks 2, recent 4 on shares, under proto: no fallback note, every op as
+ * predicted, 160 masks equal to tova's select() over the session's values. A step's arg-min runs
+ * over 9 candidates as tova's at cache_size 8 does: the same policy rounds (derived_rounds'
+ * step: ⌈log2 9⌉ = 4 levels). */
+static void sinks_window_on(const char *proto)
+{
+    char out[1 << 14];
+    unsigned long long v[4];
+    const char *yaml = th_file(&td, "tovasr.yaml",
+                               "name: tovasr_t\n"
+                               "sinks: 2\n"
+                               "recent: 4\n"
+                               "score: {attention: {accumulate: false}}\n"
+                               "share: layer\n"
+                               "evict: permanent\n"
+                               "select: {topk: 8}\n");
+    validate_on(out, sizeof out, proto, yaml, "topk=8", v);
+    ck_assert_msg(strstr(out, "selection on shares from tova's own emitted ops with tovasr_t's "
+                              "parameters (the selection opened for the audit only), 160 decode "
+                              "masks"),
+                  "%s", out);
+    th_own_select(out, 160);
+}
+
+START_TEST(test_sinks_window_semi2k) { sinks_window_on("semi2k"); }
+END_TEST
+
+START_TEST(test_sinks_window_aby3) { sinks_window_on("aby3"); }
+END_TEST
+
+/* tova's own sinks and window: its ops gather what its select() keeps, with both, sinks alone
+ * (the new entry a candidate) and a window alone. */
+START_TEST(test_sinks_window_check)
+{
+    char out[1 << 13];
+    static const char *const p[3] = {"--param sinks=2 --param recent=4", "--param sinks=2",
+                                     "--param recent=3"};
+    for (int i = 0; i < 3; i++)
+        th_cli_expect(out, sizeof out, 0, "tova: match\n",
+                      "policy check tova --param cache_size=8 %s", p[i]);
 }
 END_TEST
 
@@ -244,7 +330,9 @@ Suite *tovasec_suite(void)
              test_tova_no_decode);
     TCase *tb = th_case(s, "blocks", 0);
     TESTDIR_USE(tb);
-    TH_TESTS(tb, test_blocks_semi2k, test_blocks_aby3, test_blocks_fallback, test_rounds_semi2k,
-             test_rounds_aby3, test_blocks_keeps_all);
+    TH_TESTS(tb, test_blocks_semi2k, test_blocks_aby3, test_blocks_sinks, test_rounds_semi2k,
+             test_rounds_aby3, test_blocks_keeps_all, test_dense_semi2k, test_dense_aby3,
+             test_dense_check, test_sinks_window_semi2k, test_sinks_window_aby3,
+             test_sinks_window_check);
     return s;
 }

@@ -1058,15 +1058,16 @@ static void cs_attend(void *st, uint32_t layer, uint32_t kv_len, const uint32_t 
 /* H2O's budgets of a composition of its shape (compose_int.h), 0 with why set when these
  * parameters leave that shape. */
 int compose_h2o_budgets(const void *st, uint32_t *sinks, uint32_t *heavy, uint32_t *recent,
-                        char *why, size_t cap)
+                        uint32_t *dense, char *why, size_t cap)
 {
     const cstate *s = st;
     uint32_t k;
     budget(s, 0, s->env.prompt_len, sinks, recent, &k);
-    const char *no = s->dense      ? "dense layers"
-                     : s->page > 1 ? "pages"
-                     : s->lk       ? "per-layer budgets"
-                                   : NULL;
+    *dense = s->dense;
+    const char *no = s->dense >= s->env.n_layers ? "every layer dense"
+                     : s->page > 1               ? "pages"
+                     : s->lk                     ? "per-layer budgets"
+                                                 : NULL;
     if (no) {
         snprintf(why, cap, "%s", no);
         return 0;
@@ -1077,14 +1078,14 @@ int compose_h2o_budgets(const void *st, uint32_t *sinks, uint32_t *heavy, uint32
 
 /* tova's cache_size for a composition of its shape (compose_int.h), 0 with why set when these
  * parameters leave that shape. */
-int compose_tova_budget(const void *st, uint32_t *cap, char *why, size_t n)
+int compose_tova_budget(const void *st, uint32_t *cap, uint32_t *dense, uint32_t *sinks,
+                        uint32_t *recent, char *why, size_t n)
 {
     const cstate *s = st;
-    uint32_t sinks, recent, k;
-    budget(s, 0, s->env.prompt_len, &sinks, &recent, &k);
-    const char *no = sinks                       ? "sinks kept apart from the selection"
-                     : recent                    ? "a recent window"
-                     : s->dense                  ? "dense layers"
+    uint32_t k;
+    budget(s, 0, s->env.prompt_len, sinks, recent, &k);
+    *dense = s->dense;
+    const char *no = s->dense >= s->env.n_layers ? "every layer dense"
                      : s->page > 1               ? "pages"
                      : s->lk                     ? "per-layer budgets"
                      : k == 0 || k == UINT32_MAX ? "no cache size"

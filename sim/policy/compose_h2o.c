@@ -4,7 +4,9 @@
  * prompt the top `heavy` of the candidates before the recent window by their accumulated
  * attention, at each step the one candidate of least score evicted for good; the session
  * runs H2O's own ops on them. Attention sinks are public rows before the candidates
- * (h2o_shape.sinks): kept and attended as they are, outside the selection. */
+ * (h2o_shape.sinks): kept and attended as they are, outside the selection. Dense layers
+ * (h2o_shape.dense) carry every row and select nothing; the other layers' selections run at
+ * once, as the composition's cost path batches them (compose.c cs_emit). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -30,10 +32,10 @@ static int ch_config(const policy_env *env, const policy_args *a, void **cfg, er
                        "an H2O-shaped composition's parameters were not "
                        "loaded");
     void *st = NULL;
-    uint32_t sinks = 0, heavy = 0, recent = 0;
+    uint32_t sinks = 0, heavy = 0, recent = 0, dense = 0;
     char why[120];
     int rc = p->init(env, a, &st, e);
-    int ok = !rc && compose_h2o_budgets(st, &sinks, &heavy, &recent, why, sizeof why);
+    int ok = !rc && compose_h2o_budgets(st, &sinks, &heavy, &recent, &dense, why, sizeof why);
     if (st)
         p->fini(st);
     if (rc || !ok)
@@ -41,7 +43,7 @@ static int ch_config(const policy_env *env, const policy_args *a, void **cfg, er
     h2o_shape *sh = calloc(1, sizeof *sh);
     if (!sh)
         return err_set(e, MS_ERR_NOMEM, "policy %s: out of memory", p->name);
-    *sh = (h2o_shape){env->n_heads, env->n_kv_heads, env->head_dim, heavy, recent, sinks};
+    *sh = (h2o_shape){env->n_heads, env->n_kv_heads, env->head_dim, heavy, recent, sinks, dense};
     *cfg = sh;
     return MS_OK;
 }
@@ -52,7 +54,7 @@ void compose_h2o_ops(policy_ops *ops)
 {
     ch_secure = policy_h2o_secure; /* the same session, the composition's budgets */
     ch_secure.config = ch_config;
-    ch_secure.which = " with these parameters (H2O's secure session runs: no dense layers, "
-                      "tokens,\n#       one budget for every layer)";
+    ch_secure.which = " with these parameters (H2O's secure session runs: tokens, one budget "
+                      "for every\n#       layer, a layer selecting)";
     ops->secure = &ch_secure;
 }

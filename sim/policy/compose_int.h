@@ -65,22 +65,25 @@ int compose_cluster_check(const cslot *sl, const policy_args *a, errbuf *e);
 /* A composition of H2O's shape (attention accumulated per KV head, a recent window, a top-k
  * at every step evicting for good, one selection per KV head): its selection on shares is
  * H2O's secure session fed with its budgets (compose_h2o.c), its sinks public rows before the
- * candidates (h2o_shape.sinks). compose_h2o_budgets (compose.c) gives them from a state of the
- * composition, or 0 with why set when its parameters leave that shape (dense layers, pages, a
- * pyramid). */
+ * candidates (h2o_shape.sinks), its dense layers (`layers: {dense: N}`) layers that select
+ * nothing (h2o_shape.dense). compose_h2o_budgets (compose.c) gives them from a state of the
+ * composition, or 0 with why set when its parameters leave that shape (every layer dense,
+ * pages, a pyramid). */
 int compose_h2o_shaped(const cspec *sp);
 void compose_h2o_ops(policy_ops *ops);
 int compose_h2o_budgets(const void *st, uint32_t *sinks, uint32_t *heavy, uint32_t *recent,
-                        char *why, size_t cap);
+                        uint32_t *dense, char *why, size_t cap);
 
 /* A composition of TOVA's shape (the newest query's attention, one selection per layer, a top-k
  * at every step evicting for good): its selection on shares is tova's emitted ops run in the
  * session (secpol_emit.c) with its budget as cache_size (compose_tova.c). compose_tova_budget
- * (compose.c) gives it from a state of the composition, or 0 with why set when its parameters
- * leave that shape (sinks, a recent window, dense layers, pages, a pyramid). */
+ * (compose.c) gives it, its dense layers, sinks and recent window (tova's dense_layers, sinks,
+ * recent) from a state of the composition, or 0 with why set when its parameters leave that
+ * shape (every layer dense, pages, a pyramid). */
 int compose_tova_shaped(const cspec *sp);
 void compose_tova_ops(policy_ops *ops);
-int compose_tova_budget(const void *st, uint32_t *cap, char *why, size_t n);
+int compose_tova_budget(const void *st, uint32_t *cap, uint32_t *dense, uint32_t *sinks,
+                        uint32_t *recent, char *why, size_t n);
 
 /* Key norms with real operands (compose_keynorm.c). compose_key_norms: the t new keys' squared
  * norms (squares, their sum by a product with public ones: local) written at row r0 of the

@@ -4,7 +4,11 @@
  * what tova selects: one index set per layer from the newest query's attention summed over
  * the heads (the head mean's order), the top k of the prompt at its end, then at every step the
  * one entry of least score among the k kept and the new one evicted for good; the composition's
- * cost runs every layer's eviction in the same rounds, as tova's emit_cost does. */
+ * cost runs every layer's eviction in the same rounds, as tova's emit_cost does. Dense layers
+ * (`layers: {dense: N}`) are tova's dense_layers: no ops, every entry kept, the other layers'
+ * evictions batched, as the composition's cost path batches them (compose.c cs_emit). Sinks
+ * and a recent window are tova's sinks and recent: public rows kept beside the chosen ones,
+ * the prompt's top-k and each step's arg-min over the candidates between them. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -29,18 +33,20 @@ static int ct_config(const policy_env *env, const policy_args *a, void **cfg, er
         return err_set(e, MS_ERR_INTERNAL,
                        "a TOVA-shaped composition's parameters were not loaded");
     void *st = NULL;
-    uint32_t cap = 0;
+    uint32_t val[4] = {0};
     char why[120];
     int rc = p->init(env, a, &st, e);
-    int ok = !rc && compose_tova_budget(st, &cap, why, sizeof why);
+    int ok = !rc && compose_tova_budget(st, &val[0], &val[1], &val[2], &val[3], why, sizeof why);
     if (st)
         p->fini(st);
     if (rc || !ok)
         return rc;
-    kv_param kv = {.key = "cache_size"};
-    snprintf(kv.val, sizeof kv.val, "%u", cap);
+    kv_param kv[4] = {
+        {.key = "cache_size"}, {.key = "dense_layers"}, {.key = "sinks"}, {.key = "recent"}};
+    for (int i = 0; i < 4; i++)
+        snprintf(kv[i].val, sizeof kv[i].val, "%u", val[i]);
     policy_args ta;
-    rc = policy_args_load(&policy_tova, &kv, 1, NULL, &ta, e);
+    rc = policy_args_load(&policy_tova, kv, 4, NULL, &ta, e);
     return rc ? rc : secpol_emit_config(&policy_tova, "tova", env, &ta, env->max_len, cfg, e);
 }
 
@@ -50,8 +56,7 @@ void compose_tova_ops(policy_ops *ops)
 {
     ct_secure = secpol_emit_ops; /* tova's emitted ops, the composition's budget */
     ct_secure.config = ct_config;
-    ct_secure.which = " with these parameters (tova's selection on shares runs: no sinks, no "
-                      "recent window,\n#       no dense layers, tokens, one budget for every "
-                      "layer)";
+    ct_secure.which = " with these parameters (tova's selection on shares runs: tokens, one "
+                      "budget for every\n#       layer, a layer selecting)";
     ops->secure = &ct_secure;
 }

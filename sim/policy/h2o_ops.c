@@ -19,6 +19,14 @@ int h2o_selects(const h2o_shape *s, int phase, uint32_t c, uint32_t t)
     return (uint64_t)c + t > (uint64_t)s->sinks + s->heavy + s->recent;
 }
 
+h2o_shape h2o_layer_shape(const h2o_shape *s, uint32_t layer)
+{
+    h2o_shape l = *s;
+    if (layer < s->dense) /* sinks + heavy + recent above any cache: every row carried */
+        l.heavy = 0, l.sinks = 0, l.recent = UINT32_MAX;
+    return l;
+}
+
 /* Score accumulation: probs (H, t, n) → Σ over the KV head's G query heads and the t query
  * rows, added to score (Hkv, n, 1). */
 static uint32_t h2o_accumulate(opb *w, const h2o_shape *s, uint32_t t, uint32_t n, uint32_t probs)

@@ -26,7 +26,9 @@
  * holds the S sink rows first (public positions 0 … S−1, kept as they are): every row index
  * above is offset by S (prefill candidates rows [S, P − recent), decode heavy rows S+1 … S+heavy,
  * the entry leaving the window row S+heavy+1), and the next state is [sinks; heavy; recent;
- * new]. */
+ * new]. With `dense` N > 0 layers 0 … N−1 select nothing (h2o_layer_shape): their tables carry
+ * every row (the score upkeep and table views are local), and the selection of every layer at
+ * once stacks layers N … L−1 only. */
 #ifndef MPCSIM_H2O_OPS_H
 #define MPCSIM_H2O_OPS_H
 
@@ -49,7 +51,14 @@ typedef struct h2o_shape {
     uint32_t sinks; /* public rows [0, sinks) before the heavy ones, always kept (attention
                      * sinks: a composition's `sinks`; 0 for h2o): the candidates start after
                      * them, and the table's rows are [sinks | heavy | recent] */
+    uint32_t dense; /* layers [0, dense) keep every entry (a composition's `layers: {dense:
+                     * N}`; 0 for h2o): their tables carry every row in position order, and
+                     * the selection of every layer at once is of layers dense … L−1 */
 } h2o_shape;
+
+/* Layer layer's own shape: s itself, or below s->dense a shape that never selects (no heavy
+ * rows, no bound on the rows carried: h2o_selects 0, every row carried in position order). */
+h2o_shape h2o_layer_shape(const h2o_shape *s, uint32_t layer);
 
 /* Tensors of one layer's H2O ops (OP_NONE where the phase has none). */
 typedef struct h2o_ids {

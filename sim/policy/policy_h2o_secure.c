@@ -24,7 +24,7 @@ static int h2o_sec_config(const policy_env *env, const policy_args *a, void **cf
     h2o_shape *sh = calloc(1, sizeof *sh);
     if (!sh)
         return err_set(e, MS_ERR_NOMEM, "policy h2o: out of memory");
-    *sh = (h2o_shape){env->n_heads, env->n_kv_heads, env->head_dim, 0, 0, 0};
+    *sh = (h2o_shape){env->n_heads, env->n_kv_heads, env->head_dim, 0, 0, 0, 0};
     int rc = h2o_budgets(env, a, &sh->heavy, &sh->recent, e);
     if (rc) {
         free(sh);
@@ -36,7 +36,8 @@ static int h2o_sec_config(const policy_env *env, const policy_args *a, void **cf
 
 static uint32_t h2o_sec_rows(const void *cfg, const secpol_run *o, uint32_t layer, uint32_t kv)
 {
-    return h2o_carried(cfg, kv);
+    h2o_shape sh = h2o_layer_shape(cfg, layer);
+    return h2o_carried(&sh, kv);
 }
 
 static int h2o_sec_public(const void *cfg, const secpol_run *o, const secpol_step *st, int frac,
@@ -89,7 +90,8 @@ static int h2o_sec_audit_tensor(const void *cfg, const secpol_run *o, const secp
 }
 
 /* The policy's selection on shares after the lowered step (secpol.h): each layer's upkeep on
- * its attention's softmax output and caches, then the selection of every layer at once. */
+ * its attention's softmax output and caches, then the selection of every layer at once (the
+ * dense layers' none: they carry every row). */
 static int h2o_sec_emit(const void *cfg, const secpol_run *o, const secpol_step *st, op_program *p,
                         errbuf *e)
 {
@@ -97,6 +99,7 @@ static int h2o_sec_emit(const void *cfg, const secpol_run *o, const secpol_step 
     const h2o_shape *sh = cfg;
     int phase = st->s ? PHASE_DECODE : PHASE_PREFILL;
     uint32_t c = st->s ? h2o_carried(sh, st->kv) : 0;
+    uint32_t D = sh->dense < m->n_layers ? sh->dense : m->n_layers; /* layers selecting nothing */
     h2o_ids *lay = calloc(m->n_layers, sizeof *lay);
     int rc = lay ? MS_OK : err_set(e, MS_ERR_NOMEM, "secure inference: out of memory");
     for (uint32_t l = 0; !rc && l < m->n_layers; l++) {
@@ -104,11 +107,14 @@ static int h2o_sec_emit(const void *cfg, const secpol_run *o, const secpol_step 
                  vc = op_layer_find(p, (int)l, "vcache");
         if (pr == OP_NONE || kc == OP_NONE || vc == OP_NONE)
             rc = err_set(e, MS_ERR_INTERNAL, "secure inference: layer %u has no attention", l);
-        else
-            rc = h2o_emit_ops(p, sh, phase, l, c, st->t, pr, kc, vc, &lay[l], e);
+        else {
+            h2o_shape ls = h2o_layer_shape(sh, l);
+            uint32_t lc = st->s ? h2o_carried(&ls, st->kv) : 0;
+            rc = h2o_emit_ops(p, &ls, phase, l, lc, st->t, pr, kc, vc, &lay[l], e);
+        }
     }
-    if (!rc)
-        rc = h2o_emit_select(p, sh, phase, m->n_layers, c, st->t, lay, NULL, e);
+    if (!rc && D < m->n_layers)
+        rc = h2o_emit_select(p, sh, phase, m->n_layers - D, c, st->t, lay + D, NULL, e);
     free(lay);
     return rc;
 }
@@ -167,11 +173,13 @@ static int h2o_sec_bind(void *state, eng *e, const op_program *p, mpc_program_ru
     const mpc_val *st = nd->st;
     if (!at->s)
         return MS_OK; /* the prompt carries nothing in */
-    uint32_t d = m->head_dim, F = 2 * d + 1, R = h2o_carried(&nd->sh, at->kv);
+    uint32_t d = m->head_dim, F = 2 * d + 1;
     static const char *const nm[3] = {"kcache", "vcache", "h2o.score"};
     int rc = MS_OK;
     for (uint32_t l = 0; !rc && l < m->n_layers; l++)
         for (int w = 0; w < 3 && !rc; w++) {
+            h2o_shape ls = h2o_layer_shape(&nd->sh, l);
+            uint32_t R = h2o_carried(&ls, at->kv);
             uint32_t id = op_layer_find(p, (int)l, nm[w]);
             if (id == OP_NONE)
                 return err_set(err, MS_ERR_INTERNAL, "secure inference: no tensor L%u.%s", l,
@@ -183,7 +191,8 @@ static int h2o_sec_bind(void *state, eng *e, const op_program *p, mpc_program_ru
     return rc;
 }
 
-/* After a step: every layer's next state from its table and selected heavy rows. */
+/* After a step: every layer's next state from its table and selected heavy rows (a dense
+ * layer's: its table's rows in position order). */
 static int h2o_sec_update(void *state, eng *e, mpc_net *net, const op_program *p,
                           mpc_program_run *r, const secpol_step *step, errbuf *err)
 {
@@ -191,21 +200,24 @@ static int h2o_sec_update(void *state, eng *e, mpc_net *net, const op_program *p
     const model_cfg *m = nd->o.model;
     mpc_val *st = nd->st;
     uint32_t s = step->s, t = step->t, kv = step->kv, Hkv = m->n_kv_heads, F = 2 * m->head_dim + 1;
-    uint32_t c = s ? h2o_carried(&nd->sh, kv) : 0, n = c + t;
-    h2o_shape sh = nd->sh;
+    uint32_t D = nd->sh.dense < m->n_layers ? nd->sh.dense : m->n_layers, L = m->n_layers - D;
     int phase = s ? PHASE_DECODE : PHASE_PREFILL;
-    uint8_t *src = malloc(n + sh.heavy + sh.sinks + 1);
-    uint32_t *row = malloc((n + sh.heavy + sh.sinks + 1) * sizeof *row);
-    int rc = src && row ? MS_OK : err_set(err, MS_ERR_NOMEM, "secure inference: out of memory");
-    uint32_t R = rc ? 0 : h2o_next(&sh, phase, c, t, src, row);
-    size_t N = (size_t)Hkv * R * F;
-    uint32_t *idx = calloc(N + 1, sizeof *idx);
-    uint64_t *sel = calloc(N + 1, sizeof *sel);
-    if (!rc && (!idx || !sel))
-        rc = err_set(err, MS_ERR_NOMEM, "secure inference: out of memory");
+    /* the most rows a layer's maps hold: a dense layer's kv + t, or a selecting one's */
+    size_t most = (size_t)kv + t + nd->sh.heavy + nd->sh.sinks + 1;
+    uint8_t *src = malloc(most);
+    uint32_t *row = malloc(most * sizeof *row);
+    uint32_t *idx = calloc((size_t)Hkv * most * F, sizeof *idx);
+    uint64_t *sel = calloc((size_t)Hkv * most * F, sizeof *sel);
+    int rc = src && row && idx && sel
+                 ? MS_OK
+                 : err_set(err, MS_ERR_NOMEM, "secure inference: out of memory");
     for (uint32_t l = 0; !rc && l < m->n_layers; l++) {
-        uint32_t id[2] = {op_layer_find(p, (int)l, "h2o.table"), op_layer_find(p, -1, "h2o.heavy")};
-        uint32_t L = m->n_layers;
+        h2o_shape sh = h2o_layer_shape(&nd->sh, l);
+        uint32_t c = s ? h2o_carried(&sh, kv) : 0, n = c + t;
+        uint32_t R = h2o_next(&sh, phase, c, t, src, row);
+        size_t N = (size_t)Hkv * R * F;
+        uint32_t id[2] = {op_layer_find(p, (int)l, "h2o.table"),
+                          l < D ? OP_NONE : op_layer_find(p, -1, "h2o.heavy")};
         mpc_val part[2] = {{0}, {0}}, z = {0};
         for (int w = 0; w < 2 && !rc; w++) {
             if (id[w] == OP_NONE)
@@ -215,9 +227,10 @@ static int h2o_sec_update(void *state, eng *e, mpc_net *net, const op_program *p
                     for (uint32_t f = 0; f < F; f++) {
                         size_t i = ((size_t)g * R + q) * F + f;
                         sel[i] = src[q] == w;
-                        /* the table (Hkv, n, F); the heavy rows [g][l][q] of every layer */
-                        size_t at =
-                            w ? ((size_t)g * L + l) * sh.heavy + row[q] : (size_t)g * n + row[q];
+                        /* the table (Hkv, n, F); the heavy rows [g][l−D][q] of every
+                         * selecting layer */
+                        size_t at = w ? ((size_t)g * L + l - D) * sh.heavy + row[q]
+                                      : (size_t)g * n + row[q];
                         idx[i] = sel[i] ? (uint32_t)(at * F + f) : 0;
                     }
             rc = secpol_relayout(e, &part[w], &r->vals[id[w]], idx, sel, N);
@@ -412,8 +425,9 @@ typedef struct h2o_walk {
     const secpol_keep *plain;
     h2o_sec_audit *out;
     double tie_bound;
-    uint32_t L, Hkv, hh, Nmax, NT;
-    uint32_t R;      /* rows each table holds before the step */
+    uint32_t L, D, Hkv, hh, Nmax, NT; /* D: the dense layers, which select nothing */
+    uint32_t R[2];   /* rows each table holds before the step: [0] a selecting layer's, [1] a
+                      * dense layer's */
     uint32_t *slot;  /* (L, Hkv, Nmax): the position of each carried row */
     uint32_t *nslot; /* the step's program rows' positions */
     uint32_t *cand, *heavy, *row;
@@ -442,6 +456,7 @@ static int walk_new(h2o_walk *w, const secpol_run *o, const h2o_shape *cfg, cons
                     .out = out,
                     .tie_bound = tie_bound,
                     .L = m->n_layers,
+                    .D = cfg->dense < m->n_layers ? cfg->dense : m->n_layers,
                     .Hkv = m->n_kv_heads,
                     .hh = hh,
                     .Nmax = Nmax,
@@ -511,7 +526,7 @@ static void walk_head(h2o_walk *w, const h2o_wstep *st, uint32_t l, uint32_t g)
     const uint8_t *pm = secpol_keep_mask(w->plain, st->pos, l, g);
     int eq = 1;
     if (st->s && pm) {
-        eq = secpol_same_set(sl, w->R, pm, st->pos);
+        eq = secpol_same_set(sl, w->R[l < w->D], pm, st->pos);
         w->out->kept_sets++;
         w->out->kept_same += (uint32_t)eq;
     }
@@ -519,10 +534,10 @@ static void walk_head(h2o_walk *w, const h2o_wstep *st, uint32_t l, uint32_t g)
     for (uint32_t i = 0; i < st->n; i++)
         w->nslot[i] = st->s ? (i ? sl[i - 1] : st->pos) : i;
     if (st->sel) {
-        /* the one-hots of every layer, then the candidates' scores: [g][l][…] */
-        const double *oh = w->r->vals[st->s] + ((size_t)g * w->L + l) * st->per;
-        const double *sc =
-            w->r->vals[st->s] + (size_t)w->L * w->Hkv * st->per + ((size_t)g * w->L + l) * st->nc;
+        /* the one-hots of every selecting layer, then the candidates' scores: [g][l−D][…] */
+        size_t Ls = w->L - w->D, at = (size_t)g * Ls + l - w->D;
+        const double *oh = w->r->vals[st->s] + at * st->per;
+        const double *sc = w->r->vals[st->s] + Ls * w->Hkv * st->per + at * st->nc;
         /* prefill: rows S … S+nc-1; decode: the latest first, then rows S+1 … S+hh
          * (h2o_ops.c h2o_stage) */
         uint32_t S = w->cfg->sinks;
@@ -537,9 +552,24 @@ static void walk_head(h2o_walk *w, const h2o_wstep *st, uint32_t l, uint32_t g)
         sl[q] = w->src[q] ? w->heavy[w->row[q]] : w->nslot[w->row[q]];
 }
 
+/* The dense layers [0, D) through a step: every row carried in position order. */
+static void walk_dense(h2o_walk *w, uint32_t s)
+{
+    h2o_shape ds = h2o_layer_shape(w->cfg, 0);
+    secpol_step at = secpol_step_of(w->o, s);
+    uint32_t c = s ? h2o_carried(&ds, at.kv) : 0;
+    h2o_wstep st = {.s = s, .t = at.t, .pos = at.kv, .n = c + at.t};
+    st.Rn = h2o_next(&ds, s ? PHASE_DECODE : PHASE_PREFILL, c, at.t, w->src, w->row);
+    for (uint32_t l = 0; l < w->D; l++)
+        for (uint32_t g = 0; g < w->Hkv; g++)
+            walk_head(w, &st, l, g);
+    w->R[1] = st.Rn;
+}
+
 static int walk_step(h2o_walk *w, uint32_t s, errbuf *e)
 {
     const h2o_shape *cfg = w->cfg;
+    walk_dense(w, s);
     secpol_step at = secpol_step_of(w->o, s);
     uint32_t c = s ? h2o_carried(cfg, at.kv) : 0;
     int phase = s ? PHASE_DECODE : PHASE_PREFILL;
@@ -548,14 +578,14 @@ static int walk_step(h2o_walk *w, uint32_t s, errbuf *e)
     st.first = cfg->recent ? cfg->sinks + w->hh + 1 : 0;
     st.nc = s ? w->hh + 1 : st.n - cfg->sinks - cfg->recent;
     st.per = s ? st.nc : w->hh * st.nc; /* one-hot values per KV head */
-    if (st.sel && w->r->n_vals[s] != (size_t)w->L * w->Hkv * (st.per + st.nc))
+    if (st.sel && w->r->n_vals[s] != (size_t)(w->L - w->D) * w->Hkv * (st.per + st.nc))
         return err_set(e, MS_ERR_INTERNAL, "selection audit: step %u has %u values", s,
                        w->r->n_vals[s]);
     st.Rn = h2o_next(cfg, phase, c, at.t, w->src, w->row);
-    for (uint32_t l = 0; l < w->L; l++)
+    for (uint32_t l = w->D; l < w->L; l++)
         for (uint32_t g = 0; g < w->Hkv; g++)
             walk_head(w, &st, l, g);
-    w->R = st.Rn;
+    w->R[0] = st.Rn;
     return MS_OK;
 }
 
@@ -596,9 +626,12 @@ static int h2o_sec_note(const void *cfg, const secpol_run *o, const secpol_opene
     int rc = h2o_secure_compare(o, sh, opened, plain, -1, &sel, e);
     if (rc)
         return rc;
-    char sinks[32] = "";
+    char sinks[64] = "";
     if (sh->sinks)
         snprintf(sinks, sizeof sinks, ", sinks %u", sh->sinks);
+    if (sh->dense)
+        snprintf(sinks + strlen(sinks), sizeof sinks - strlen(sinks), ", dense layers %u",
+                 sh->dense);
     fprintf(out,
             "#       %s selected on shares (heavy %u, recent %u%s); against the replay: prompt "
             "heavy sets %u/%u, "

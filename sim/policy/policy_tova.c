@@ -17,14 +17,30 @@ static const policy_param tova_params[] = {
      "entries kept per layer (TOVA's only hyper-parameter; 512 is our default, matching "
      "StreamingLLM's recent window)",
      NULL, 1, 1e9, 1},
+    {"dense_layers", "0",
+     "the first N layers keep every entry and select nothing (a composition's `layers: {dense: "
+     "N}`; TOVA itself has none)",
+     NULL, 0, 1e9, 1},
+    {"sinks", "0",
+     "the first N entries, kept beside the cache_size chosen (attention sinks: a composition's "
+     "`sinks`; TOVA itself has none)",
+     NULL, 0, 1e9, 1},
+    {"recent", "0",
+     "the newest N entries, kept beside the cache_size chosen (a composition's recent window; "
+     "TOVA itself has none)",
+     NULL, 0, 1e9, 1},
 };
 
 typedef struct tova_state {
     policy_env env;
     uint32_t cap;
-    uint8_t *alive;  /* [L][max_len] */
-    uint32_t *count; /* [L] */
-    float *s;        /* max_len scratch: head-mean attention */
+    uint32_t dense;         /* layers [0, dense) keep every entry (below L: the others select) */
+    uint32_t sinks, recent; /* entries [0, sinks) and the newest `recent` kept beside the cap
+                             * chosen from the candidates between them */
+    uint32_t total;         /* sinks + cap + recent: the entries a layer keeps */
+    uint8_t *alive;         /* [L][max_len] */
+    uint32_t *count;        /* [L] */
+    float *s;               /* max_len scratch: head-mean attention */
     uint32_t *work, *sel;
     float *last;      /* [L][max_len]: the head means the layer's last choice ranked */
     uint32_t *last_n; /* [L]: the entries it ranked (0: none yet) */
@@ -47,8 +63,14 @@ static void tova_fini(void *st)
 
 static int tova_init(const policy_env *env, const policy_args *a, void **st, errbuf *e)
 {
-    uint32_t cap;
+    uint32_t cap, dense = 0, sinks = 0, recent = 0;
     int rc = policy_arg_u32(&policy_tova, a, "cache_size", &cap, e);
+    if (!rc)
+        rc = policy_arg_u32(&policy_tova, a, "dense_layers", &dense, e);
+    if (!rc)
+        rc = policy_arg_u32(&policy_tova, a, "sinks", &sinks, e);
+    if (!rc)
+        rc = policy_arg_u32(&policy_tova, a, "recent", &recent, e);
     double f = 0;
     if (!rc)
         rc = policy_kv_budget(&policy_tova, a, &f, e);
@@ -61,11 +83,16 @@ static int tova_init(const policy_env *env, const policy_args *a, void **st, err
         return err_set(e, MS_ERR_NOMEM, "policy tova: out of memory");
     s->env = *env;
     s->cap = cap;
+    s->dense = dense < env->n_layers ? dense : env->n_layers;
+    s->sinks = sinks;
+    s->recent = recent;
+    uint64_t total = (uint64_t)sinks + cap + recent;
+    s->total = total < UINT32_MAX ? (uint32_t)total : UINT32_MAX;
     s->alive = calloc((size_t)env->n_layers * env->max_len, 1);
     s->count = calloc(env->n_layers, sizeof *s->count);
     s->s = malloc((size_t)env->max_len * sizeof *s->s);
     s->work = malloc((size_t)env->max_len * sizeof *s->work);
-    s->sel = malloc((size_t)env->max_len * sizeof *s->sel);
+    s->sel = malloc(2 * (size_t)env->max_len * sizeof *s->sel); /* candidates, then chosen */
     s->last = calloc((size_t)env->n_layers * env->max_len, sizeof *s->last);
     s->last_n = calloc(env->n_layers, sizeof *s->last_n);
     if (!s->alive || !s->count || !s->s || !s->work || !s->sel || !s->last || !s->last_n) {
@@ -80,6 +107,13 @@ static unsigned tova_needs(void *st, uint32_t pos)
 {
     tova_state *s = st;
     return pos + 1 >= s->env.prompt_len ? POLICY_NEED_ATT : 0;
+}
+
+/* A dense layer observes nothing: it keeps every entry. */
+static unsigned tova_layer_needs(void *st, uint32_t layer, uint32_t pos)
+{
+    tova_state *s = st;
+    return layer < s->dense ? 0 : tova_needs(st, pos);
 }
 
 static void head_mean(const tova_state *s, const float *att, uint32_t n)
@@ -100,25 +134,29 @@ static int tova_observe(void *st, const policy_obs *o, errbuf *e)
     uint8_t *alive = s->alive + (size_t)o->layer * s->env.max_len;
     alive[o->pos] = 1;
     s->count[o->layer]++;
-    if (!o->att || s->count[o->layer] <= s->cap)
+    if (!o->att || s->count[o->layer] <= s->total || o->layer < s->dense)
         return MS_OK;
     uint32_t n = o->pos + 1;
     head_mean(s, o->att, n);
     memcpy(s->last + (size_t)o->layer * s->env.max_len, s->s, (size_t)n * sizeof *s->s);
     s->last_n[o->layer] = n;
+    /* the candidates [c0, c1): after the sinks, before the recent window (n > total: some) */
+    uint32_t c0 = s->sinks, c1 = n - s->recent;
     if (o->pos + 1 == s->env.prompt_len) {
-        /* end of prompt: keep topk(s, cache_size) of the whole prompt */
-        size_t k = policy_topk(s->s, NULL, n, s->cap, s->sel, s->work);
-        memset(alive, 0, n);
+        /* end of prompt: the sinks, the window and topk(s, cache_size) of the candidates */
+        for (uint32_t j = c0; j < c1; j++)
+            s->sel[j - c0] = j;
+        size_t k = policy_topk(s->s, s->sel, c1 - c0, s->cap, s->sel + (c1 - c0), s->work);
+        memset(alive + c0, 0, c1 - c0);
         for (size_t i = 0; i < k; i++)
-            alive[s->sel[i]] = 1;
-        s->count[o->layer] = (uint32_t)k;
+            alive[s->sel[c1 - c0 + i]] = 1;
+        s->count[o->layer] = (uint32_t)k + c0 + (n - c1);
         return MS_OK;
     }
-    while (s->count[o->layer] > s->cap) {
+    while (s->count[o->layer] > s->total) {
         uint32_t victim = UINT32_MAX;
         float best = INFINITY;
-        for (uint32_t j = 0; j < n; j++)
+        for (uint32_t j = c0; j < c1; j++)
             if (alive[j] && s->s[j] <= best) {
                 best = s->s[j];
                 victim = j;
@@ -219,87 +257,135 @@ static uint32_t layer_slots(op_program *prog, int phase, uint32_t l, uint32_t Hk
     return t;
 }
 
-/* After the selection wrote "tova.slots_all": each layer's slots, its rows there. */
-static void split_slots(opb *w, uint32_t all, uint32_t L, uint32_t Hkv, uint32_t B, uint32_t d2,
-                        int *failed)
+/* After the selection wrote "tova.slots_all": each selecting layer's slots (layer D + l's at
+ * row l·B), its rows there. */
+static void split_slots(opb *w, uint32_t all, uint32_t D, uint32_t L, uint32_t Hkv, uint32_t B,
+                        uint32_t d2, int *failed)
 {
     for (uint32_t l = 0; l < L; l++)
         opb_put(w, opb_rows(w, all, Hkv, l * B, B, d2, "tova.slots_l"),
-                layer_slots(w->prog, w->phase, l, Hkv, B, d2, failed), Hkv, 0, B, d2);
+                layer_slots(w->prog, w->phase, D + l, Hkv, B, d2, failed), Hkv, 0, B, d2);
 }
 
-/* The prompt: topk(P, B) of every layer's head mean at once, the gather of the B kept rows of
- * every layer and KV head (one GATHER of batch Hkv·L, instances [KV head][layer]). */
+/* x's elements as a new tensor nm of shape (B, R, C) (a copy in the same order: VIEW, local). */
+static uint32_t reshape(opb *w, uint32_t x, uint32_t B, uint32_t R, uint32_t C, const char *nm)
+{
+    uint32_t out = opb_tensor(w, nm, OPT_TEMP, B, R, C);
+    opb_op(w, OP_VIEW, B, R, 0, C, x, OP_NONE, OP_NONE, out, 0, 0, 0);
+    return out;
+}
+
+/* With sinks S or a recent window r: every layer's kept rows (instances [KV head][layer], n0
+ * rows each: sinks at rows [0, S), the window's at [n0 − r, n0)) around the k chosen ones
+ * into "tova.slots_all" (Hkv, L·(S + k + r), d2), [sinks | chosen | window]: public slices. */
+static void put_slots(opb *w, uint32_t all, uint32_t rows, uint32_t n0, uint32_t chosen,
+                      uint32_t HL, uint32_t S, uint32_t k, uint32_t r, uint32_t d2)
+{
+    uint32_t T = S + k + r, slots = opb_tensor(w, "tova.slots_new", OPT_TEMP, HL, T, d2);
+    if (S)
+        opb_put(w, opb_rows(w, rows, HL, 0, S, d2, "tova.sink_rows"), slots, HL, 0, S, d2);
+    opb_put(w, chosen, slots, HL, S, k, d2);
+    if (r)
+        opb_put(w, opb_rows(w, rows, HL, n0 - r, r, d2, "tova.window_rows"), slots, HL, S + k, r,
+                d2);
+    opb_op(w, OP_VIEW, HL, T, 0, d2, slots, OP_NONE, OP_NONE, all, 0, 0, 0);
+}
+
+/* The prompt: topk(P − S − r, B) of every layer's head mean over the candidates at once, the
+ * gather of the B chosen rows of every layer and KV head (one GATHER of batch Hkv·L, instances
+ * [KV head][layer]), the sinks and the window beside them. */
 static int tova_prompt_all(const tova_state *s, uint32_t P, op_program *prog, errbuf *e)
 {
     const policy_env *v = &s->env;
-    uint32_t L = v->n_layers, Hkv = v->n_kv_heads, d2 = 2 * v->head_dim, B = s->cap;
-    int failed = 0;
+    uint32_t L = v->n_layers - s->dense, Hkv = v->n_kv_heads, d2 = 2 * v->head_dim, B = s->cap;
+    uint32_t S = s->sinks, r = s->recent, T = s->total, nc = P - S - r; /* P > T: nc > B */
+    int failed = 0, apart = S || r;
     opb w;
     opb_init(&w, prog, PHASE_PREFILL, -1, OPC_POLICY, NULL);
     uint32_t means = all_state(prog, PHASE_PREFILL, "tova.mean_all", 1, L, P, &failed);
     uint32_t kv = all_state(prog, PHASE_PREFILL, "tova.kv_all", Hkv, L * P, d2, &failed);
+    if (apart) /* the candidates' means: columns [S, P − r) of each layer's (public slices) */
+        means = reshape(&w,
+                        opb_rows(&w, reshape(&w, means, L, P, 1, "tova.mean_cols"), L, S, nc, 1,
+                                 "tova.cand_cols"),
+                        1, L, nc, "tova.cand_mean");
     /* COST: topk(T, B) per layer, every layer's in the same rounds (policies.md §1.12 TOVA
-     * "topk(T, B) at prompt end") */
-    uint32_t oh = opb_tensor(&w, "tova.topk", OPT_TEMP, 1, L * B, P);
-    opb_op(&w, OP_TOPK, 1, L, 0, P, means, OP_NONE, OP_NONE, oh, 0, (int32_t)B, 0);
+     * "topk(T, B) at prompt end"), T the candidates */
+    uint32_t oh = opb_tensor(&w, "tova.topk", OPT_TEMP, 1, L * B, nc);
+    opb_op(&w, OP_TOPK, 1, L, 0, nc, means, OP_NONE, OP_NONE, oh, 0, (int32_t)B, 0);
     if (Hkv > 1) { /* a layer's one index set for each of its KV heads (a local product by public
-                    * ones, then a transposition): (Hkv·L, B, P) */
-        uint32_t r = opb_matmul_pub(
-            &w, oh, opb_shared(&w, "tova.heads_ones", OPT_PUBLIC, 1, 1, Hkv), L * B * P, 1, Hkv,
-            opb_tensor(&w, "tova.heads_t", OPT_TEMP, 1, L * B * P, Hkv));
-        oh = opb_transpose(&w, r, 1, L * B * P, Hkv, "tova.heads");
+                    * ones, then a transposition): (Hkv·L, B, nc) */
+        uint32_t hr = opb_matmul_pub(
+            &w, oh, opb_shared(&w, "tova.heads_ones", OPT_PUBLIC, 1, 1, Hkv), L * B * nc, 1, Hkv,
+            opb_tensor(&w, "tova.heads_t", OPT_TEMP, 1, L * B * nc, Hkv));
+        oh = opb_transpose(&w, hr, 1, L * B * nc, Hkv, "tova.heads");
     }
     /* the layers' rows as instances [KV head][layer] (the gather's right operand per instance) */
     uint32_t tab = opb_tensor(&w, "tova.table", OPT_TEMP, Hkv * L, P, d2);
     opb_op(&w, OP_VIEW, Hkv * L, P, 0, d2, kv, OP_NONE, OP_NONE, tab, 0, 0, 0);
+    uint32_t ctab = apart ? opb_rows(&w, tab, Hkv * L, S, nc, d2, "tova.cand_rows") : tab;
     /* COST: the gather of the B kept rows of every layer and KV head, in the same rounds */
-    uint32_t all = all_state(prog, PHASE_PREFILL, "tova.slots_all", Hkv, L * B, d2, &failed);
-    opb_op(&w, OP_GATHER, Hkv * L, B, P, d2, oh, tab, OP_NONE, all, OPF_NO_TRUNC, 0, 0);
-    split_slots(&w, all, L, Hkv, B, d2, &failed);
+    uint32_t all = all_state(prog, PHASE_PREFILL, "tova.slots_all", Hkv, L * T, d2, &failed);
+    uint32_t got = apart ? opb_tensor(&w, "tova.chosen", OPT_TEMP, Hkv * L, B, d2) : all;
+    opb_op(&w, OP_GATHER, Hkv * L, B, nc, d2, oh, ctab, OP_NONE, got, OPF_NO_TRUNC, 0, 0);
+    if (apart)
+        put_slots(&w, all, tab, P, got, Hkv * L, S, B, r, d2);
+    split_slots(&w, all, s->dense, L, Hkv, T, d2, &failed);
     if (failed)
         return err_set(e, MS_ERR_NOMEM, "policy tova: out of memory emitting its ops");
     return policy_emit_done(&w, "tova", e);
 }
 
-/* A decode step: the arg-min of every layer's B + 1 entries at once, the compaction of every
- * layer's B remaining rows (one SELECT) into "tova.slots_all". evicted: the kept rows are the
- * slots (else the whole cache, "tova.kept_all": the first eviction). */
+/* A decode step: the arg-min of every layer's B + 1 candidates at once, the compaction of every
+ * layer's B remaining ones (one SELECT) into "tova.slots_all". evicted: the kept rows are the
+ * slots (else the whole cache, "tova.kept_all": the first eviction). The kept rows are [sinks |
+ * B chosen | window] and the new entry follows them, so the candidates are rows S … S+B: the
+ * chosen ones and the entry leaving the window (with no window: the new entry). */
 static int tova_step_all(const tova_state *s, int evicted, op_program *prog, errbuf *e)
 {
     const policy_env *v = &s->env;
-    uint32_t L = v->n_layers, Hkv = v->n_kv_heads, d2 = 2 * v->head_dim, B = s->cap, n = B + 1;
-    int failed = 0;
+    uint32_t L = v->n_layers - s->dense, Hkv = v->n_kv_heads, d2 = 2 * v->head_dim, B = s->cap;
+    uint32_t S = s->sinks, T = s->total, n = T + 1, nc = B + 1;
+    int failed = 0, apart = S || s->recent;
     opb w;
     opb_init(&w, prog, PHASE_DECODE, -1, OPC_POLICY, NULL);
-    uint32_t all = all_state(prog, PHASE_DECODE, "tova.slots_all", Hkv, L * B, d2, &failed);
+    uint32_t all = all_state(prog, PHASE_DECODE, "tova.slots_all", Hkv, L * T, d2, &failed);
     uint32_t kept =
-        evicted ? all : all_state(prog, PHASE_DECODE, "tova.kept_all", Hkv, L * B, d2, &failed);
+        evicted ? all : all_state(prog, PHASE_DECODE, "tova.kept_all", Hkv, L * T, d2, &failed);
     uint32_t nw = all_state(prog, PHASE_DECODE, "tova.new_all", Hkv, L, d2, &failed);
     uint32_t negs = all_state(prog, PHASE_DECODE, "tova.neg_all", 1, L, n, &failed);
     /* every layer's n rows, instances [KV head][layer]: slot i keeps its row before the evicted
      * one, takes its successor's from it on */
     uint32_t rows = opb_tensor(&w, "tova.rows", OPT_TEMP, Hkv * L, n, d2);
-    opb_put(&w, kept, rows, Hkv * L, 0, B, d2);
-    opb_put(&w, nw, rows, Hkv * L, B, 1, d2);
-    uint32_t cur = opb_rows(&w, rows, Hkv * L, 0, B, d2, "tova.cur");
-    uint32_t nxt = opb_rows(&w, rows, Hkv * L, 1, B, d2, "tova.next");
-    /* COST: arg-min over each layer's n entries (n-1 comparisons, ⌈log2 n⌉ rounds) as the
+    opb_put(&w, kept, rows, Hkv * L, 0, T, d2);
+    opb_put(&w, nw, rows, Hkv * L, T, 1, d2);
+    uint32_t cur = opb_rows(&w, rows, Hkv * L, S, B, d2, "tova.cur");
+    uint32_t nxt = opb_rows(&w, rows, Hkv * L, S + 1, B, d2, "tova.next");
+    if (apart) /* the candidates' negated means: columns [S, S + B] of each layer's */
+        negs = reshape(&w,
+                       opb_rows(&w, reshape(&w, negs, L, n, 1, "tova.neg_cols"), L, S, nc, 1,
+                                "tova.cand_cols"),
+                       1, L, nc, "tova.cand_neg");
+    /* COST: arg-min over each layer's nc candidates (nc-1 comparisons, ⌈log2 nc⌉ rounds) as the
      * arg-max of the negated sums, every layer's in the same rounds (§1.5: "In MPC the
      * steady-state step is an arg-min over T") */
-    uint32_t oh = opb_tensor(&w, "tova.argmin", OPT_TEMP, 1, L, n);
-    opb_op(&w, OP_ARGMAX, 1, L, 0, n, negs, OP_NONE, OP_NONE, oh, 0, 0, 0);
+    uint32_t oh = opb_tensor(&w, "tova.argmin", OPT_TEMP, 1, L, nc);
+    opb_op(&w, OP_ARGMAX, 1, L, 0, nc, negs, OP_NONE, OP_NONE, oh, 0, 0, 0);
     /* the row mask is its prefix sum (a product with a public upper triangle), broadcast over
      * the row (a product with public ones): local */
-    uint32_t pre = opb_matmul_pub(&w, oh, opb_shared(&w, "tova.prefix_tri", OPT_PUBLIC, 1, n, n), L,
-                                  n, n, opb_tensor(&w, "tova.prefix", OPT_TEMP, L, n, 1));
+    uint32_t pre = opb_matmul_pub(&w, oh, opb_shared(&w, "tova.prefix_tri", OPT_PUBLIC, 1, nc, nc),
+                                  L, nc, nc, opb_tensor(&w, "tova.prefix", OPT_TEMP, L, nc, 1));
     uint32_t cb = opb_matmul_pub(&w, opb_rows(&w, pre, L, 0, B, 1, "tova.shift"),
                                  opb_shared(&w, "tova.row_ones", OPT_PUBLIC, 1, 1, d2), L * B, 1,
                                  d2, opb_tensor(&w, "tova.shift_rows", OPT_TEMP, 1, L * B, d2));
     /* COST: the oblivious compaction of the remaining rows of every layer and KV head, one
      * select per element, in the same rounds */
-    opb_op(&w, OP_SELECT, Hkv, L * B, 0, d2, cb, nxt, cur, all, 0, 0, 0);
-    split_slots(&w, all, L, Hkv, B, d2, &failed);
+    uint32_t got = apart ? opb_tensor(&w, "tova.chosen", OPT_TEMP, Hkv * L, B, d2) : all;
+    opb_op(&w, OP_SELECT, Hkv, L * B, 0, d2, cb, nxt, cur, got, 0, 0, 0);
+    if (apart) /* the sinks, then the chosen, then the window: rows S+B+1 … T (the new one) */
+        put_slots(&w, all, opb_rows(&w, rows, Hkv * L, 0, n, d2, "tova.rows_kept"), n, got, Hkv * L,
+                  S, B, s->recent, d2);
+    split_slots(&w, all, s->dense, L, Hkv, T, d2, &failed);
     if (failed)
         return err_set(e, MS_ERR_NOMEM, "policy tova: out of memory emitting its ops");
     return policy_emit_done(&w, "tova", e);
@@ -310,9 +396,13 @@ static int tova_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const
 {
     tova_state *s = st;
     const policy_env *v = &s->env;
-    uint32_t d2 = 2 * v->head_dim, H = v->n_heads, Hkv = v->n_kv_heads, B = s->cap;
-    uint32_t L = v->n_layers;
-    int last = layer + 1 == L, failed = 0;
+    /* B: the entries a layer keeps (the sinks and the window with the cache_size chosen) */
+    uint32_t d2 = 2 * v->head_dim, H = v->n_heads, Hkv = v->n_kv_heads, B = s->total;
+    /* the selecting layers dense … L−1, layer's rows at li among them */
+    uint32_t L = v->n_layers - s->dense, li = layer - s->dense;
+    int last = layer + 1 == v->n_layers, failed = 0;
+    if (layer < s->dense) /* a dense layer keeps every entry: no ops */
+        return MS_OK;
     if (phase == PHASE_PREFILL) {
         if (kv_len <= B)
             return MS_OK;
@@ -323,11 +413,11 @@ static int tova_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const
         uint32_t att = pcheck_input(&pe, PCHECK_IN_PROMPT_ATT, H, 1, kv_len);
         uint32_t m = opb_transpose(&pe, opb_colsum(&pe, att, 1, H, kv_len, "tova.mean"), 1, kv_len,
                                    1, "tova.mean_r");
-        opb_write(&pe, m, all_state(prog, phase, "tova.mean_all", 1, L, kv_len, &failed), 1, layer,
-                  1, kv_len);
+        opb_write(&pe, m, all_state(prog, phase, "tova.mean_all", 1, L, kv_len, &failed), 1, li, 1,
+                  kv_len);
         opb_write(&pe, pcheck_input(&pe, PCHECK_IN_KV, Hkv, kv_len, d2),
                   all_state(prog, phase, "tova.kv_all", Hkv, L * kv_len, d2, &failed), Hkv,
-                  layer * kv_len, kv_len, d2);
+                  li * kv_len, kv_len, d2);
         int rc = failed ? err_set(e, MS_ERR_NOMEM, "policy tova: out of memory emitting its ops")
                         : policy_emit_done(&pe, "tova", e);
         return rc || !last ? rc : tova_prompt_all(s, kv_len, prog, e);
@@ -346,9 +436,9 @@ static int tova_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const
     uint32_t kv = pcheck_input(&pe, PCHECK_IN_KV, Hkv, kv_len, d2);
     if (!evicted)
         opb_write(&pe, kv, all_state(prog, phase, "tova.kept_all", Hkv, L * B, d2, &failed), Hkv,
-                  layer * B, B, d2);
+                  li * B, B, d2);
     opb_write(&pe, pcheck_input(&pe, PCHECK_IN_KV_NEW, Hkv, 1, d2),
-              all_state(prog, phase, "tova.new_all", Hkv, L, d2, &failed), Hkv, layer, 1, d2);
+              all_state(prog, phase, "tova.new_all", Hkv, L, d2, &failed), Hkv, li, 1, d2);
     /* COST: head mean (H·n local adds: a product with public ones, the mean's order), negated
      * for the arg-min (−x = (x − x) − x, local) */
     uint32_t att = pcheck_input(&pe, PCHECK_IN_ATT_SLOTS, H, 1, n);
@@ -357,7 +447,7 @@ static int tova_emit(void *st, int phase, uint32_t layer, uint32_t kv_len, const
                         opb_tensor(&pe, "tova.zero_row", OPT_TEMP, 1, n, 1), 0, 0, 0);
     uint32_t ng = opb_op(&pe, OP_SUB, 1, n, 0, 1, z, sum, OP_NONE,
                          opb_tensor(&pe, "tova.neg", OPT_TEMP, 1, 1, n), 0, 0, 0);
-    opb_write(&pe, ng, all_state(prog, phase, "tova.neg_all", 1, L, n, &failed), 1, layer, 1, n);
+    opb_write(&pe, ng, all_state(prog, phase, "tova.neg_all", 1, L, n, &failed), 1, li, 1, n);
     if (evicted) /* the step attends the slots as it began */
         pcheck_selection(&pe, slots, B, 0, kv_len, OP_NONE, 0);
     int rc = failed ? err_set(e, MS_ERR_NOMEM, "policy tova: out of memory emitting its ops")
@@ -373,6 +463,7 @@ const policy_ops policy_tova = {
     .init = tova_init,
     .fini = tova_fini,
     .needs = tova_needs,
+    .layer_needs = tova_layer_needs,
     .observe = tova_observe,
     .select = tova_select,
     .emit_cost = tova_emit,
